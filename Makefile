@@ -1,0 +1,79 @@
+# Polychrome. Tool and upstream versions are pinned here and nowhere else that a person
+# edits (hack/*/go.mod must agree; hack/build-binaries.sh checks).
+KUBE_VERSION ?= v1.36.3
+ETCD_VERSION ?= v3.6.16
+AGENT_SANDBOX_VERSION ?= v0.5.6
+export KUBE_VERSION ETCD_VERSION AGENT_SANDBOX_VERSION
+
+NPX := npx --no-install
+
+.PHONY: all build generate proto manifests verify-generate lint typecheck test test-unit \
+	test-integration bench dev binaries cluster-up cluster-down clean
+
+all: build
+
+## Build the TypeScript into dist/.
+build: node_modules
+	$(NPX) tsc -p tsconfig.build.json
+
+node_modules: package-lock.json
+	npm ci
+	@touch node_modules
+
+## Regenerate committed code: ts-proto output and CRD YAML.
+generate: proto manifests
+
+proto: node_modules
+	bash hack/gen-proto.sh
+
+manifests: node_modules
+	$(NPX) tsx hack/gen-crds.ts
+
+## Fail when regenerating changes committed files.
+verify-generate: generate
+	@git diff --exit-code -- proto/gen config/crd || { \
+	  echo "generated files are stale: run 'make generate' and commit the result" >&2; exit 1; }
+	@test -z "$$(git status --porcelain -- proto/gen config/crd)" || { \
+	  git status --porcelain -- proto/gen config/crd; \
+	  echo "generated files are untracked: run 'make generate' and commit the result" >&2; exit 1; }
+
+typecheck: node_modules
+	$(NPX) tsc -p tsconfig.json --noEmit
+
+## ESLint (type-aware) and Prettier.
+lint: node_modules typecheck
+	$(NPX) eslint . --max-warnings 0
+	$(NPX) prettier --check .
+
+## Build kube-apiserver, kube-controller-manager, kubectl, etcd and the agent-sandbox
+## controller from their Go modules (cached by version under ~/.cache/polychrome).
+binaries:
+	bash hack/build-binaries.sh
+
+## All tests: unit, then integration against one shared local control plane.
+test: node_modules binaries
+	$(NPX) jest
+
+test-unit: node_modules
+	$(NPX) jest --selectProjects unit
+
+test-integration: node_modules binaries
+	$(NPX) jest --selectProjects integration
+
+bench: node_modules
+	$(NPX) tsx bench/run.ts
+
+## Start the local control plane, install the CRDs, apply the samples.
+cluster-up: node_modules binaries
+	$(NPX) tsx hack/cluster.ts up
+
+cluster-down: node_modules
+	$(NPX) tsx hack/cluster.ts down
+
+## The whole system locally (see README).
+dev: node_modules binaries
+	$(NPX) tsx hack/dev.ts
+
+clean:
+	-$(NPX) tsx hack/cluster.ts down
+	rm -rf dist coverage .local hack/bin

@@ -1,0 +1,116 @@
+/**
+ * One error type for the whole system. A code from a closed set says what kind of failure
+ * it is; the message is written for the person who must act (what failed, on which object,
+ * what to do); `details` carries structured fields (ids, the current head, ...). Stacks,
+ * hosts and secrets never go in the message: they reach the log through `cause`.
+ */
+export const ErrorCode = {
+  InvalidArgument: 'invalid_argument',
+  NotFound: 'not_found',
+  AlreadyExists: 'already_exists',
+  Conflict: 'conflict',
+  FailedPrecondition: 'failed_precondition',
+  Unauthenticated: 'unauthenticated',
+  PermissionDenied: 'permission_denied',
+  ResourceExhausted: 'resource_exhausted',
+  Unavailable: 'unavailable',
+  DeadlineExceeded: 'deadline_exceeded',
+  Cancelled: 'cancelled',
+  DataLoss: 'data_loss',
+  Internal: 'internal',
+} as const;
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+/** gRPC status numbers (grpc-js `Status`), listed here so common/ imports no I/O module. */
+export const GrpcStatus = {
+  OK: 0,
+  CANCELLED: 1,
+  UNKNOWN: 2,
+  INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
+  NOT_FOUND: 5,
+  ALREADY_EXISTS: 6,
+  PERMISSION_DENIED: 7,
+  RESOURCE_EXHAUSTED: 8,
+  FAILED_PRECONDITION: 9,
+  ABORTED: 10,
+  OUT_OF_RANGE: 11,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  DATA_LOSS: 15,
+  UNAUTHENTICATED: 16,
+} as const;
+export type GrpcStatus = (typeof GrpcStatus)[keyof typeof GrpcStatus];
+
+/**
+ * The one table from code to wire status. The gRPC servers, the HTTP API and SSE all use
+ * it; `errors.test.ts` pins every row.
+ */
+export const errorStatus: Readonly<Record<ErrorCode, { grpc: GrpcStatus; http: number }>> = {
+  invalid_argument: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  not_found: { grpc: GrpcStatus.NOT_FOUND, http: 404 },
+  already_exists: { grpc: GrpcStatus.ALREADY_EXISTS, http: 409 },
+  conflict: { grpc: GrpcStatus.ABORTED, http: 409 },
+  failed_precondition: { grpc: GrpcStatus.FAILED_PRECONDITION, http: 412 },
+  unauthenticated: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401 },
+  permission_denied: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403 },
+  resource_exhausted: { grpc: GrpcStatus.RESOURCE_EXHAUSTED, http: 429 },
+  unavailable: { grpc: GrpcStatus.UNAVAILABLE, http: 503 },
+  deadline_exceeded: { grpc: GrpcStatus.DEADLINE_EXCEEDED, http: 504 },
+  cancelled: { grpc: GrpcStatus.CANCELLED, http: 499 },
+  data_loss: { grpc: GrpcStatus.DATA_LOSS, http: 500 },
+  internal: { grpc: GrpcStatus.INTERNAL, http: 500 },
+};
+
+/** Structured, JSON-safe facts about an error (ids, heads, field names). */
+export type ErrorDetails = Readonly<Record<string, string | number | boolean | null>>;
+
+/**
+ * The base error. Subclass only when callers need more fields than `details`.
+ *
+ * @example
+ * throw new AppError('conflict', 'conv-1: head moved from 4 to 6; read the journal and retry', {
+ *   details: { partition: 'conv-1', expectedHead: 4, head: 6 },
+ * });
+ */
+export class AppError extends Error {
+  override readonly name: string = 'AppError';
+  readonly code: ErrorCode;
+  readonly details: ErrorDetails;
+
+  constructor(
+    code: ErrorCode,
+    message: string,
+    options: { details?: ErrorDetails; cause?: unknown } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.details = options.details ?? {};
+  }
+
+  /** The body that crosses the wire: code, message and details, never a stack or cause. */
+  toJSON(): { code: ErrorCode; message: string; details: ErrorDetails } {
+    return { code: this.code, message: this.message, details: this.details };
+  }
+}
+
+/** True for an AppError, whichever realm or subclass it comes from. */
+export function isAppError(value: unknown): value is AppError {
+  return value instanceof AppError;
+}
+
+const codes = new Set<string>(Object.values(ErrorCode));
+
+/** True when `value` names one of the closed set of error codes. */
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && codes.has(value);
+}
+
+/** The code for a gRPC status received from a peer (UNKNOWN and the rest map to internal). */
+export function errorCodeFromGrpc(status: number): ErrorCode {
+  for (const [code, row] of Object.entries(errorStatus)) {
+    if (row.grpc === status && isErrorCode(code)) return code;
+  }
+  return ErrorCode.Internal;
+}

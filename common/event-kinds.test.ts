@@ -1,0 +1,32 @@
+import { describe, expect, it } from '@jest/globals';
+import { decodePayload, encodePayload, EventKind, isEventKind, payloadCodecs } from './event-kinds';
+
+describe('event kinds', () => {
+  it('has a codec for every kind in DESIGN.md plus key rotation', () => {
+    expect(Object.keys(payloadCodecs).sort()).toEqual(Object.values(EventKind).sort());
+    expect(Object.values(EventKind)).toHaveLength(21);
+  });
+
+  it('round-trips a payload through its codec', () => {
+    const bytes = encodePayload('turn_complete', {
+      turnId: 't-1',
+      text: 'hello',
+      steps: 2,
+      completedAtMs: 1_700_000_000_000,
+      fallback: false,
+    });
+    expect(decodePayload('turn_complete', bytes)).toEqual({
+      turnId: 't-1',
+      text: 'hello',
+      steps: 2,
+      completedAtMs: 1_700_000_000_000,
+      fallback: false,
+    });
+  });
+
+  it('rejects kinds that are not in the table', () => {
+    expect(isEventKind('turn_complete')).toBe(true);
+    expect(isEventKind('turn_completed')).toBe(false);
+    expect(isEventKind(7)).toBe(false);
+  });
+});

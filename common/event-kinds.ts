@@ -1,0 +1,103 @@
+import * as ev from '../proto/gen/polychrome/events/v1/events';
+
+/**
+ * The journal's event kinds (DESIGN.md, "One turn, end to end") and the protobuf message
+ * each payload decodes as. The kind string is part of the leaf digest: never rename one.
+ */
+export const EventKind = {
+  MessageReceived: 'message_received',
+  IngressDirective: 'ingress_directive',
+  TurnDispatched: 'turn_dispatched',
+  ModelCall: 'model_call',
+  ToolCall: 'tool_call',
+  ToolResult: 'tool_result',
+  ApprovalRequest: 'approval_request',
+  ApprovalResponse: 'approval_response',
+  QuestionRequest: 'question_request',
+  QuestionResponse: 'question_response',
+  Handoff: 'handoff',
+  TurnComplete: 'turn_complete',
+  TurnAmbiguous: 'turn_ambiguous',
+  PaymentCharge: 'payment_charge',
+  OutboundPaymentReceipt: 'outbound_payment_receipt',
+  MemorySet: 'memory_set',
+  MemoryCleared: 'memory_cleared',
+  ConversationClosed: 'conversation_closed',
+  ConversationReopened: 'conversation_reopened',
+  KeyRotated: 'key_rotated',
+  SignedRoot: 'signed_root',
+} as const;
+export type EventKind = (typeof EventKind)[keyof typeof EventKind];
+
+/** Encode and decode of one payload message (the subset of ts-proto's MessageFns we use). */
+export interface PayloadCodec<T> {
+  encode(message: T): { finish(): Uint8Array };
+  decode(input: Uint8Array): T;
+  fromPartial(object: Partial<T>): T;
+}
+
+/** Payload message type for each kind. */
+export interface EventPayloads {
+  message_received: ev.MessageReceived;
+  ingress_directive: ev.IngressDirective;
+  turn_dispatched: ev.TurnDispatched;
+  model_call: ev.ModelCall;
+  tool_call: ev.ToolCall;
+  tool_result: ev.ToolResult;
+  approval_request: ev.ApprovalRequest;
+  approval_response: ev.ApprovalResponse;
+  question_request: ev.QuestionRequest;
+  question_response: ev.QuestionResponse;
+  handoff: ev.Handoff;
+  turn_complete: ev.TurnComplete;
+  turn_ambiguous: ev.TurnAmbiguous;
+  payment_charge: ev.PaymentCharge;
+  outbound_payment_receipt: ev.OutboundPaymentReceipt;
+  memory_set: ev.MemorySet;
+  memory_cleared: ev.MemoryCleared;
+  conversation_closed: ev.ConversationClosed;
+  conversation_reopened: ev.ConversationReopened;
+  key_rotated: ev.KeyRotated;
+  signed_root: ev.SignedRoot;
+}
+
+export const payloadCodecs: { readonly [K in EventKind]: PayloadCodec<EventPayloads[K]> } = {
+  message_received: ev.MessageReceived,
+  ingress_directive: ev.IngressDirective,
+  turn_dispatched: ev.TurnDispatched,
+  model_call: ev.ModelCall,
+  tool_call: ev.ToolCall,
+  tool_result: ev.ToolResult,
+  approval_request: ev.ApprovalRequest,
+  approval_response: ev.ApprovalResponse,
+  question_request: ev.QuestionRequest,
+  question_response: ev.QuestionResponse,
+  handoff: ev.Handoff,
+  turn_complete: ev.TurnComplete,
+  turn_ambiguous: ev.TurnAmbiguous,
+  payment_charge: ev.PaymentCharge,
+  outbound_payment_receipt: ev.OutboundPaymentReceipt,
+  memory_set: ev.MemorySet,
+  memory_cleared: ev.MemoryCleared,
+  conversation_closed: ev.ConversationClosed,
+  conversation_reopened: ev.ConversationReopened,
+  key_rotated: ev.KeyRotated,
+  signed_root: ev.SignedRoot,
+};
+
+const kinds = new Set<string>(Object.values(EventKind));
+
+/** True when `value` is a known event kind. */
+export function isEventKind(value: unknown): value is EventKind {
+  return typeof value === 'string' && kinds.has(value);
+}
+
+/** Encodes a payload for `kind`. */
+export function encodePayload<K extends EventKind>(kind: K, payload: EventPayloads[K]): Uint8Array {
+  return payloadCodecs[kind].encode(payload).finish();
+}
+
+/** Decodes the payload bytes of an event of `kind`. @throws when the bytes are not valid protobuf. */
+export function decodePayload<K extends EventKind>(kind: K, bytes: Uint8Array): EventPayloads[K] {
+  return payloadCodecs[kind].decode(bytes);
+}

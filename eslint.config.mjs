@@ -1,0 +1,59 @@
+// Lint rules that keep the planes apart and the code honest (see docs/architecture.md).
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+import importX from 'eslint-plugin-import-x';
+
+const planes = ['operator', 'state', 'harness'];
+// A plane imports common/ and proto/ only, never another plane.
+const planeZones = planes.flatMap((target) =>
+  planes
+    .filter((from) => from !== target)
+    .map((from) => ({
+      target: `./${target}`,
+      from: `./${from}`,
+      message: `${target}/ must not import ${from}/: planes talk over gRPC or HTTP; share code through common/ or proto/.`,
+    })),
+);
+// Pure cores never import I/O folders or modules.
+const pureZones = [
+  { target: './common', from: ['./operator', './state', './harness', './hack', './test', './cli'] },
+  { target: './state/journal', from: './state/store', message: 'state/journal is pure: no storage.' },
+  { target: './state/journal', from: './state/server', message: 'state/journal is pure: no network.' },
+];
+
+export default tseslint.config(
+  {
+    ignores: ['node_modules/', 'dist/', 'hack/bin/', 'proto/gen/', 'coverage/', '**/*.js', '**/*.mjs'],
+  },
+  js.configs.recommended,
+  ...tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    plugins: { 'import-x': importX },
+    settings: { 'import-x/resolver': { typescript: true, node: true } },
+    rules: {
+      '@typescript-eslint/no-explicit-any': 'error',
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/consistent-type-imports': 'error',
+      '@typescript-eslint/switch-exhaustiveness-check': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      'import-x/no-cycle': 'error',
+      'import-x/no-restricted-paths': ['error', { zones: [...planeZones, ...pureZones] }],
+      'no-console': 'error',
+    },
+  },
+  {
+    // Entry points and developer tools talk to the terminal.
+    files: ['**/main.ts', 'hack/**/*.ts', 'bench/**/*.ts', 'cli/**/*.ts'],
+    rules: { 'no-console': 'off' },
+  },
+  {
+    files: ['**/*.test.ts', 'test/**/*.ts'],
+    rules: {
+      '@typescript-eslint/unbound-method': 'off',
+      '@typescript-eslint/no-non-null-assertion': 'off',
+    },
+  },
+);
