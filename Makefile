@@ -6,6 +6,7 @@ AGENT_SANDBOX_VERSION ?= v0.5.6
 export KUBE_VERSION ETCD_VERSION AGENT_SANDBOX_VERSION
 
 NPX := npx --no-install
+JEST_ARGS ?=
 
 .PHONY: all build generate proto manifests verify-generate lint typecheck test test-unit \
 	test-integration bench dev binaries cluster-up cluster-down clean
@@ -52,13 +53,13 @@ binaries:
 
 ## All tests: unit, then integration against one shared local control plane.
 test: node_modules binaries
-	$(NPX) jest
+	$(NPX) jest $(JEST_ARGS)
 
 test-unit: node_modules
-	$(NPX) jest --selectProjects unit
+	$(NPX) jest --selectProjects unit $(JEST_ARGS)
 
 test-integration: node_modules binaries
-	$(NPX) jest --selectProjects integration
+	$(NPX) jest --selectProjects integration $(JEST_ARGS)
 
 bench: node_modules
 	$(NPX) tsx bench/run.ts
@@ -70,9 +71,8 @@ cluster-up: node_modules binaries
 cluster-down: node_modules
 	$(NPX) tsx hack/cluster.ts down
 
-## The whole system locally (see README).
-dev: node_modules binaries
-	$(NPX) tsx hack/dev.ts
+## The whole system locally (see README). For now: the control plane, CRDs and samples.
+dev: cluster-up
 
 clean:
 	-$(NPX) tsx hack/cluster.ts down

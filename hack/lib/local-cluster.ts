@@ -1,0 +1,311 @@
+import { request } from 'node:https';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { createSigningKeyPair, DevCertificateAuthority, pemAsBase64, type CertFiles } from './pki';
+import { freePort, isAlive, pollUntil, startProcess, stopPid } from './processes';
+
+/** The repository root (hack/lib/..). */
+export const repoRoot = resolve(__dirname, '..', '..');
+
+/** Where `make binaries` links the pinned binaries. */
+export const defaultBinDir = process.env.POLYCHROME_BIN_DIR ?? join(repoRoot, 'hack', 'bin');
+
+/** Options for {@link LocalCluster.start}. */
+export interface LocalClusterOptions {
+  /** State directory: certificates, etcd data, logs, kubeconfig, state.json. Wiped on start. */
+  dir: string;
+  /** @default hack/bin */
+  binDir?: string;
+  /** Run kube-controller-manager (garbage collection, namespace deletion). @default true */
+  controllerManager?: boolean;
+  /** Run the agent-sandbox controller (Sandbox, SandboxClaim, SandboxWarmPool). @default false */
+  agentSandbox?: boolean;
+  /** Processes outlive this one (for `make cluster-up`). @default false */
+  detached?: boolean;
+  /** Progress lines go here. @default no output */
+  log?: (line: string) => void;
+}
+
+/** What a running local cluster is, as written to `<dir>/state.json`. */
+export interface ClusterState {
+  dir: string;
+  server: string;
+  kubeconfigPath: string;
+  caCertPath: string;
+  etcdUrl: string;
+  pids: Record<string, number>;
+}
+
+const stateFile = (dir: string): string => join(dir, 'state.json');
+
+/**
+ * A real Kubernetes control plane on loopback, started the way controller-runtime's
+ * envtest starts one: etcd on a free port, kube-apiserver with a throwaway serving
+ * certificate, RBAC, service-account signing keys and an admin client certificate in
+ * `system:masters`; optionally kube-controller-manager and the agent-sandbox controller.
+ * No kubelet: pods run only through hack's local node.
+ */
+export class LocalCluster {
+  private constructor(readonly state: ClusterState) {}
+
+  get kubeconfigPath(): string {
+    return this.state.kubeconfigPath;
+  }
+
+  get server(): string {
+    return this.state.server;
+  }
+
+  /** Starts a fresh cluster in `opts.dir` and waits until the API server is ready. */
+  static async start(opts: LocalClusterOptions): Promise<LocalCluster> {
+    const log = opts.log ?? ((): void => undefined);
+    const bin = (name: string): string => {
+      const path = join(opts.binDir ?? defaultBinDir, name);
+      if (!existsSync(path)) {
+        throw new Error(`${path} is missing: run 'make binaries' to build the local control plane`);
+      }
+      return path;
+    };
+    const dir = resolve(opts.dir);
+    await rm(dir, { recursive: true, force: true });
+    const pki = join(dir, 'pki');
+    const logs = join(dir, 'logs');
+    await mkdir(logs, { recursive: true });
+
+    log('cluster: generating certificates');
+    const ca = await DevCertificateAuthority.create(pki, 'ca', 'polychrome-local-ca');
+    const serving = await ca.issue({
+      name: 'apiserver',
+      commonName: 'kube-apiserver',
+      dnsNames: ['localhost', 'kubernetes', 'kubernetes.default', 'kubernetes.default.svc'],
+      ipAddresses: ['127.0.0.1', '10.0.0.1'],
+      usage: 'server',
+    });
+    const admin = await ca.issue({
+      name: 'admin',
+      commonName: 'polychrome-admin',
+      organizations: ['system:masters'],
+      usage: 'client',
+    });
+    const saKey = await createSigningKeyPair(pki, 'service-account');
+
+    const [etcdPort, peerPort, apiPort] = await Promise.all([freePort(), freePort(), freePort()]);
+    const etcdUrl = `http://127.0.0.1:${etcdPort}`;
+    const server = `https://127.0.0.1:${apiPort}`;
+    const pids: Record<string, number> = {};
+    const state: ClusterState = {
+      dir,
+      server,
+      kubeconfigPath: join(dir, 'kubeconfig'),
+      caCertPath: ca.certPath,
+      etcdUrl,
+      pids,
+    };
+    const cluster = new LocalCluster(state);
+    const spawnLogged = (name: string, args: string[]): void => {
+      const child = startProcess(bin(name), args, {
+        logPath: join(logs, `${name}.log`),
+        detached: opts.detached,
+      });
+      if (child.pid === undefined) throw new Error(`${name} did not start`);
+      pids[name] = child.pid;
+    };
+
+    try {
+      log(`cluster: starting etcd on ${etcdUrl}`);
+      const peerUrl = `http://127.0.0.1:${peerPort}`;
+      spawnLogged('etcd', [
+        '--name=default',
+        `--data-dir=${join(dir, 'etcd')}`,
+        `--listen-client-urls=${etcdUrl}`,
+        `--advertise-client-urls=${etcdUrl}`,
+        `--listen-peer-urls=${peerUrl}`,
+        `--initial-advertise-peer-urls=${peerUrl}`,
+        `--initial-cluster=default=${peerUrl}`,
+        '--unsafe-no-fsync=true',
+        '--log-level=warn',
+      ]);
+      await pollUntil('etcd /health', async () => {
+        cluster.assertRunning();
+        const res = await fetch(`${etcdUrl}/health`);
+        return res.ok ? true : undefined;
+      });
+
+      log(`cluster: starting kube-apiserver on ${server}`);
+      spawnLogged('kube-apiserver', [
+        `--etcd-servers=${etcdUrl}`,
+        `--cert-dir=${pki}`,
+        `--tls-cert-file=${serving.certPath}`,
+        `--tls-private-key-file=${serving.keyPath}`,
+        `--client-ca-file=${ca.certPath}`,
+        `--secure-port=${apiPort}`,
+        '--bind-address=127.0.0.1',
+        '--advertise-address=127.0.0.1',
+        `--service-account-issuer=${server}/`,
+        `--service-account-key-file=${saKey.publicKeyPath}`,
+        `--service-account-signing-key-file=${saKey.keyPath}`,
+        '--authorization-mode=RBAC',
+        '--disable-admission-plugins=ServiceAccount',
+        '--service-cluster-ip-range=10.0.0.0/24',
+        '--allow-privileged=true',
+        '--profiling=false',
+        '--v=0',
+      ]);
+      await writeFile(state.kubeconfigPath, await kubeconfig(server, ca.certPath, 'admin', admin));
+      await pollUntil(
+        'kube-apiserver /readyz',
+        async () => {
+          cluster.assertRunning();
+          return (await cluster.get('/readyz', admin)).status === 200 ? true : undefined;
+        },
+        { timeoutMs: 120_000, intervalMs: 200 },
+      );
+
+      if (opts.controllerManager ?? true) {
+        log('cluster: starting kube-controller-manager');
+        spawnLogged('kube-controller-manager', [
+          `--kubeconfig=${state.kubeconfigPath}`,
+          '--leader-elect=false',
+          '--secure-port=0',
+          `--service-account-private-key-file=${saKey.keyPath}`,
+          `--root-ca-file=${ca.certPath}`,
+          '--use-service-account-credentials=false',
+          // No kubelets and no cloud: the node and service controllers have nothing to do.
+          '--controllers=*,-nodelifecycle,-node-ipam-controller,-cloud-node-lifecycle-controller,-service-lb-controller,-node-route-controller,-persistentvolume-attach-detach-controller',
+          '--v=0',
+        ]);
+      }
+      if (opts.agentSandbox ?? false) {
+        log('cluster: starting the agent-sandbox controller');
+        const probePort = await freePort();
+        spawnLogged('agent-sandbox-controller', [
+          `--kubeconfig=${state.kubeconfigPath}`,
+          '--leader-elect=false',
+          '--enable-webhook=false',
+          '--manage-webhook-certs=false',
+          '--extensions=true',
+          '--metrics-bind-address=0',
+          `--health-probe-bind-address=127.0.0.1:${probePort}`,
+        ]);
+      }
+      await writeFile(stateFile(dir), JSON.stringify(state, null, 2) + '\n');
+      log(`cluster: ready (kubeconfig ${state.kubeconfigPath})`);
+      return cluster;
+    } catch (err: unknown) {
+      await cluster.stop();
+      throw err;
+    }
+  }
+
+  /** Attaches to a cluster started earlier (possibly by another process) in `dir`. */
+  static async attach(dir: string): Promise<LocalCluster> {
+    const raw: unknown = JSON.parse(await readFile(stateFile(resolve(dir)), 'utf8'));
+    if (!isClusterState(raw)) throw new Error(`${stateFile(dir)} is not a cluster state file`);
+    return new LocalCluster(raw);
+  }
+
+  /** Throws when a process of the cluster has exited, naming it and its log. */
+  assertRunning(): void {
+    for (const [name, pid] of Object.entries(this.state.pids)) {
+      if (!isAlive(pid)) {
+        throw new Error(`${name} exited; see ${join(this.state.dir, 'logs', `${name}.log`)}`);
+      }
+    }
+  }
+
+  /**
+   * Issues a client certificate for another user (CN = user, O = groups) and writes a
+   * kubeconfig for it, so RBAC can be tested as that identity.
+   */
+  async mintUser(user: string, groups: readonly string[] = []): Promise<string> {
+    const pki = join(this.state.dir, 'pki');
+    const ca = DevCertificateAuthority.open(pki, 'ca');
+    const stem = user.replace(/[^A-Za-z0-9_.-]/g, '_');
+    const cert = await ca.issue({
+      name: `user-${stem}`,
+      commonName: user,
+      organizations: groups,
+      usage: 'client',
+    });
+    const path = join(this.state.dir, `kubeconfig-${stem}`);
+    await writeFile(path, await kubeconfig(this.state.server, this.state.caCertPath, stem, cert));
+    return path;
+  }
+
+  /** Stops every process (controllers first, etcd last). Safe to call twice. */
+  async stop(): Promise<void> {
+    const order = ['agent-sandbox-controller', 'kube-controller-manager', 'kube-apiserver', 'etcd'];
+    for (const name of order) {
+      const pid = this.state.pids[name];
+      if (pid !== undefined) await stopPid(pid);
+    }
+    await rm(stateFile(this.state.dir), { force: true });
+  }
+
+  private async get(path: string, client: CertFiles): Promise<{ status: number; body: string }> {
+    const [ca, cert, key] = await Promise.all([
+      readFile(this.state.caCertPath),
+      readFile(client.certPath),
+      readFile(client.keyPath),
+    ]);
+    return new Promise((resolvePromise, reject) => {
+      const req = request(
+        `${this.state.server}${path}`,
+        { ca, cert, key, timeout: 5000 },
+        (res) => {
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => (body += chunk));
+          res.on('end', () => resolvePromise({ status: res.statusCode ?? 0, body }));
+        },
+      );
+      req.on('timeout', () => req.destroy(new Error(`GET ${path} timed out`)));
+      req.on('error', reject);
+      req.end();
+    });
+  }
+}
+
+function isClusterState(value: unknown): value is ClusterState {
+  if (typeof value !== 'object' || value === null) return false;
+  const v = value as Record<string, unknown>;
+  return (
+    typeof v.dir === 'string' &&
+    typeof v.server === 'string' &&
+    typeof v.kubeconfigPath === 'string' &&
+    typeof v.caCertPath === 'string' &&
+    typeof v.etcdUrl === 'string' &&
+    typeof v.pids === 'object' &&
+    v.pids !== null &&
+    Object.values(v.pids).every((pid) => typeof pid === 'number')
+  );
+}
+
+async function kubeconfig(
+  server: string,
+  caPath: string,
+  user: string,
+  cert: CertFiles,
+): Promise<string> {
+  const [ca, crt, key] = await Promise.all([
+    pemAsBase64(caPath),
+    pemAsBase64(cert.certPath),
+    pemAsBase64(cert.keyPath),
+  ]);
+  // JSON is valid YAML; kubectl and @kubernetes/client-node both read it.
+  return JSON.stringify(
+    {
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [
+        { name: 'polychrome-local', cluster: { server, 'certificate-authority-data': ca } },
+      ],
+      users: [{ name: user, user: { 'client-certificate-data': crt, 'client-key-data': key } }],
+      contexts: [{ name: user, context: { cluster: 'polychrome-local', user } }],
+      'current-context': user,
+    },
+    null,
+    2,
+  );
+}

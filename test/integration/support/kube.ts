@@ -1,0 +1,80 @@
+import { ApiException, CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import { randomBytes } from 'node:crypto';
+import { LocalCluster } from '../../../hack/lib/local-cluster';
+import { clusterDirEnv } from '../shared-cluster';
+
+/** The shared cluster started by the global setup. */
+export async function sharedCluster(): Promise<LocalCluster> {
+  const dir = process.env[clusterDirEnv];
+  if (dir === undefined) {
+    throw new Error(
+      `${clusterDirEnv} is not set: run integration tests through jest's integration project`,
+    );
+  }
+  return LocalCluster.attach(dir);
+}
+
+/** A KubeConfig for the admin, or for the identity in `kubeconfigPath`. */
+export async function kubeConfig(kubeconfigPath?: string): Promise<KubeConfig> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfigPath ?? (await sharedCluster()).kubeconfigPath);
+  return kc;
+}
+
+/**
+ * A namespace of its own for one test file: created now, deleted by the returned
+ * `dispose` (kube-controller-manager then empties it).
+ */
+export async function freshNamespace(
+  kc: KubeConfig,
+  prefix: string,
+): Promise<{ name: string; dispose: () => Promise<void> }> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const name = `${prefix}-${randomBytes(3).toString('hex')}`;
+  await core.createNamespace({
+    body: { metadata: { name, labels: { 'polychrome.dev/test': prefix } } },
+  });
+  return {
+    name,
+    dispose: async () => {
+      try {
+        await core.deleteNamespace({ name });
+      } catch (err: unknown) {
+        if (!(err instanceof ApiException && err.code === 404)) throw err;
+      }
+    },
+  };
+}
+
+/** Conversations API shortcuts. */
+export function conversations(kc: KubeConfig): {
+  api: CustomObjectsApi;
+  group: 'polychrome.dev';
+  version: 'v1alpha1';
+  plural: 'conversations';
+} {
+  return {
+    api: kc.makeApiClient(CustomObjectsApi),
+    group: 'polychrome.dev',
+    version: 'v1alpha1',
+    plural: 'conversations',
+  };
+}
+
+/** The message of an API error (the Status body's message when there is one). */
+export function apiErrorMessage(err: unknown): string {
+  if (err instanceof ApiException) {
+    const body: unknown = err.body;
+    if (typeof body === 'string') {
+      try {
+        const parsed: unknown = JSON.parse(body);
+        if (typeof parsed === 'object' && parsed !== null && 'message' in parsed)
+          return String(parsed.message);
+      } catch {
+        return body;
+      }
+    }
+    if (typeof body === 'object' && body !== null && 'message' in body) return String(body.message);
+  }
+  return err instanceof Error ? err.message : String(err);
+}
