@@ -17,13 +17,29 @@ const planeZones = planes.flatMap((target) =>
 // Pure cores never import I/O folders or modules.
 const pureZones = [
   { target: './common', from: ['./operator', './state', './harness', './hack', './test', './cli'] },
-  { target: './state/journal', from: './state/store', message: 'state/journal is pure: no storage.' },
-  { target: './state/journal', from: './state/server', message: 'state/journal is pure: no network.' },
+  {
+    target: './state/journal',
+    from: './state/store',
+    message: 'state/journal is pure: no storage.',
+  },
+  {
+    target: './state/journal',
+    from: './state/server',
+    message: 'state/journal is pure: no network.',
+  },
 ];
 
 export default tseslint.config(
   {
-    ignores: ['node_modules/', 'dist/', 'hack/bin/', 'proto/gen/', 'coverage/', '**/*.js', '**/*.mjs'],
+    ignores: [
+      'node_modules/',
+      'dist/',
+      'hack/bin/',
+      'proto/gen/',
+      'coverage/',
+      '**/*.js',
+      '**/*.mjs',
+    ],
   },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
@@ -37,8 +53,14 @@ export default tseslint.config(
       '@typescript-eslint/no-explicit-any': 'error',
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/consistent-type-imports': 'error',
-      '@typescript-eslint/switch-exhaustiveness-check': 'error',
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/switch-exhaustiveness-check': [
+        'error',
+        { considerDefaultExhaustiveForUnions: true },
+      ],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_' },
+      ],
       'import-x/no-cycle': 'error',
       'import-x/no-restricted-paths': ['error', { zones: [...planeZones, ...pureZones] }],
       'no-console': 'error',
