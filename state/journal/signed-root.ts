@@ -1,0 +1,119 @@
+import { AppError } from '../../common/errors';
+import { ED25519_KEY_BYTES, type Ed25519Signer } from './ed25519';
+import { toHex } from './hex';
+import { DIGEST_BYTES, type Sha256 } from './sha256';
+import { assertU64, writeU64 } from './u64';
+
+const utf8 = new TextEncoder();
+
+/** Domain prefix of the signed-root message; a signature over it can mean nothing else. */
+export const JOURNAL_ROOT_DOMAIN = 'polychrome/journal-root/v1';
+/** Domain prefix of the key-rotation message. */
+export const KEY_ROTATION_DOMAIN = 'polychrome/key-rotation/v1';
+
+const ROOT_DOMAIN_BYTES = utf8.encode(JOURNAL_ROOT_DOMAIN);
+const ROTATION_DOMAIN_BYTES = utf8.encode(KEY_ROTATION_DOMAIN);
+
+/**
+ * The bytes a `signed_root` signature covers:
+ * UTF-8 `polychrome/journal-root/v1` ‖ u64 leafCount ‖ root (32 bytes), 66 bytes in all.
+ *
+ * @throws AppError `invalid_argument` when `root` is not 32 bytes or `leafCount` is not a
+ *   non-negative safe integer.
+ */
+export function signedRootMessage(leafCount: number, root: Uint8Array): Uint8Array {
+  assertU64(leafCount, 'leaf count');
+  assertLength(root, DIGEST_BYTES, 'root');
+  const message = new Uint8Array(ROOT_DOMAIN_BYTES.length + 8 + DIGEST_BYTES);
+  message.set(ROOT_DOMAIN_BYTES, 0);
+  writeU64(message, ROOT_DOMAIN_BYTES.length, leafCount);
+  message.set(root, ROOT_DOMAIN_BYTES.length + 8);
+  return message;
+}
+
+/**
+ * The bytes a `key_rotated` signature (by the old key) covers:
+ * UTF-8 `polychrome/key-rotation/v1` ‖ new public key (32 raw bytes), 58 bytes in all.
+ *
+ * @throws AppError `invalid_argument` when the key is not 32 bytes.
+ */
+export function keyRotationMessage(newPublicKey: Uint8Array): Uint8Array {
+  assertLength(newPublicKey, ED25519_KEY_BYTES, 'new public key');
+  const message = new Uint8Array(ROTATION_DOMAIN_BYTES.length + ED25519_KEY_BYTES);
+  message.set(ROTATION_DOMAIN_BYTES, 0);
+  message.set(newPublicKey, ROTATION_DOMAIN_BYTES.length);
+  return message;
+}
+
+/**
+ * Key id of a raw ed25519 public key: the first 16 bytes of its SHA-256, lowercase hex
+ * (32 characters).
+ *
+ * @throws AppError `invalid_argument` when the key is not 32 bytes.
+ */
+export function keyIdOf(hash: Sha256, publicKey: Uint8Array): string {
+  assertLength(publicKey, ED25519_KEY_BYTES, 'public key');
+  return toHex(hash(publicKey).subarray(0, 16));
+}
+
+/** The fields of a `SignedRoot` payload (proto/polychrome/events/v1), as domain values. */
+export interface SignedRootFields {
+  readonly leafCount: number;
+  readonly root: Uint8Array;
+  readonly keyId: string;
+  readonly signature: Uint8Array;
+}
+
+/**
+ * Signs the root over the first `leafCount` leaves. The result goes into the `signed_root`
+ * event at position `leafCount`, in the same batch as the events it covers.
+ *
+ * @throws AppError `invalid_argument` for a root that is not 32 bytes.
+ */
+export function signRoot(
+  hash: Sha256,
+  signer: Ed25519Signer,
+  leafCount: number,
+  root: Uint8Array,
+): SignedRootFields {
+  const signature = signer.sign(signedRootMessage(leafCount, root));
+  return { leafCount, root: root.slice(), keyId: keyIdOf(hash, signer.publicKey), signature };
+}
+
+/** The fields of a `KeyRotated` payload, as domain values. */
+export interface KeyRotationFields {
+  readonly oldKeyId: string;
+  readonly newKeyId: string;
+  readonly newPublicKey: Uint8Array;
+  readonly signatureByOldKey: Uint8Array;
+}
+
+/**
+ * Hands signing over from `oldSigner` to the key `newPublicKey`: the old key signs
+ * {@link keyRotationMessage}. Append the result as a `key_rotated` event; every
+ * `signed_root` after it must be signed by the new key.
+ *
+ * @throws AppError `invalid_argument` when the new key is not 32 bytes.
+ */
+export function rotateKey(
+  hash: Sha256,
+  oldSigner: Ed25519Signer,
+  newPublicKey: Uint8Array,
+): KeyRotationFields {
+  return {
+    oldKeyId: keyIdOf(hash, oldSigner.publicKey),
+    newKeyId: keyIdOf(hash, newPublicKey),
+    newPublicKey: newPublicKey.slice(),
+    signatureByOldKey: oldSigner.sign(keyRotationMessage(newPublicKey)),
+  };
+}
+
+function assertLength(bytes: Uint8Array, length: number, what: string): void {
+  if (bytes.length !== length) {
+    throw new AppError(
+      'invalid_argument',
+      `${what} must be ${String(length)} bytes, got ${String(bytes.length)}`,
+      { details: { field: what, length: bytes.length } },
+    );
+  }
+}
