@@ -78,3 +78,13 @@ export function apiErrorMessage(err: unknown): string {
   }
   return err instanceof Error ? err.message : String(err);
 }
+
+/** The value at `path` inside a parsed API object, or undefined when any step is missing. */
+export function field(obj: unknown, ...path: string[]): unknown {
+  let cur: unknown = obj;
+  for (const key of path) {
+    if (typeof cur !== 'object' || cur === null || !(key in cur)) return undefined;
+    cur = Reflect.get(cur, key);
+  }
+  return cur;
+}

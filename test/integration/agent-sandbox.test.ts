@@ -1,0 +1,135 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import {
+  ApiException,
+  CoreV1Api,
+  CustomObjectsApi,
+  NodeV1Api,
+  type KubeConfig,
+} from '@kubernetes/client-node';
+import { pollUntil } from '../../hack/lib/processes';
+import { field, freshNamespace, kubeConfig } from './support/kube';
+
+// The agent-sandbox controller built by hack/ from its pinned module runs in the shared
+// cluster. This checks the contract the operator relies on (KUBERNETES-FACTS.md): a claim
+// against a warm pool becomes a Sandbox, and the Sandbox's pod is created from the
+// template's pod spec. There is no kubelet here, so the pod stays Pending.
+const ext = { group: 'extensions.agents.x-k8s.io', version: 'v1beta1' } as const;
+const core = { group: 'agents.x-k8s.io', version: 'v1beta1' } as const;
+
+describe('agent-sandbox controller', () => {
+  let kc: KubeConfig;
+  let ns: { name: string; dispose: () => Promise<void> };
+  beforeAll(async () => {
+    kc = await kubeConfig();
+    ns = await freshNamespace(kc, 'sandbox');
+    try {
+      await kc.makeApiClient(NodeV1Api).createRuntimeClass({
+        body: { metadata: { name: 'gvisor' }, handler: 'runsc' },
+      });
+    } catch (err: unknown) {
+      if (!(err instanceof ApiException && err.code === 409)) throw err;
+    }
+  });
+  afterAll(async () => {
+    await ns.dispose();
+  });
+
+  it('turns a SandboxClaim into a Sandbox and a pod from the template', async () => {
+    const objects = kc.makeApiClient(CustomObjectsApi);
+    const namespace = ns.name;
+    await objects.createNamespacedCustomObject({
+      ...ext,
+      namespace,
+      plural: 'sandboxtemplates',
+      body: {
+        apiVersion: `${ext.group}/${ext.version}`,
+        kind: 'SandboxTemplate',
+        metadata: { name: 'harness' },
+        spec: {
+          podTemplate: {
+            metadata: { labels: { 'app.kubernetes.io/name': 'polychrome-harness' } },
+            spec: {
+              runtimeClassName: 'gvisor',
+              automountServiceAccountToken: false,
+              containers: [
+                {
+                  name: 'harness',
+                  image: 'polychrome/harness:dev',
+                  ports: [{ containerPort: 7070 }],
+                },
+              ],
+            },
+          },
+        },
+      },
+    });
+    await objects.createNamespacedCustomObject({
+      ...ext,
+      namespace,
+      plural: 'sandboxwarmpools',
+      body: {
+        apiVersion: `${ext.group}/${ext.version}`,
+        kind: 'SandboxWarmPool',
+        metadata: { name: 'harness-pool' },
+        spec: { replicas: 0, sandboxTemplateRef: { name: 'harness' } },
+      },
+    });
+    await objects.createNamespacedCustomObject({
+      ...ext,
+      namespace,
+      plural: 'sandboxclaims',
+      body: {
+        apiVersion: `${ext.group}/${ext.version}`,
+        kind: 'SandboxClaim',
+        metadata: { name: 'conv-a' },
+        spec: { warmPoolRef: { name: 'harness-pool' } },
+      },
+    });
+
+    const sandboxName = await pollUntil(
+      'the claim to name its sandbox',
+      async () => {
+        const claim: unknown = await objects.getNamespacedCustomObject({
+          ...ext,
+          namespace,
+          plural: 'sandboxclaims',
+          name: 'conv-a',
+        });
+        const name = field(claim, 'status', 'sandbox', 'name');
+        return typeof name === 'string' && name !== '' ? name : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 250 },
+    );
+    const sandbox: unknown = await objects.getNamespacedCustomObject({
+      ...core,
+      namespace,
+      plural: 'sandboxes',
+      name: sandboxName,
+    });
+    const annotated = field(sandbox, 'metadata', 'annotations', 'agents.x-k8s.io/pod-name');
+    const podName = typeof annotated === 'string' && annotated !== '' ? annotated : sandboxName;
+
+    const pod = await pollUntil(
+      `pod ${podName} to be created by the Sandbox controller`,
+      async () => {
+        try {
+          return await kc.makeApiClient(CoreV1Api).readNamespacedPod({ namespace, name: podName });
+        } catch (err: unknown) {
+          if (err instanceof ApiException && err.code === 404) return undefined;
+          throw err;
+        }
+      },
+      { timeoutMs: 30_000, intervalMs: 250 },
+    );
+    expect(pod.spec?.runtimeClassName).toBe('gvisor');
+    expect(pod.spec?.automountServiceAccountToken).toBe(false);
+    expect(pod.spec?.containers.map((c) => c.image)).toEqual(['polychrome/harness:dev']);
+    expect(pod.metadata?.ownerReferences?.map((o) => o.kind)).toContain('Sandbox');
+    // No kubelet: the Sandbox must not claim readiness for a pod that never ran.
+    const conditions = field(sandbox, 'status', 'conditions');
+    const ready: unknown = Array.isArray(conditions)
+      ? conditions.find((c) => field(c, 'type') === 'Ready')
+      : undefined;
+    expect(field(ready, 'status')).not.toBe('True');
+  });
+});
