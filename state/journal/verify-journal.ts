@@ -1,0 +1,526 @@
+import { AppError } from '../../common/errors';
+import { decodePayload, EventKind } from '../../common/event-kinds';
+import { CompactMmr, type NodeVisitor } from './compact-mmr';
+import { ED25519_KEY_BYTES, ED25519_SIGNATURE_BYTES, type Ed25519Verifier } from './ed25519';
+import { bytesEqual, toHex } from './hex';
+import { LeafHasher } from './leaf-digest';
+import { DIGEST_BYTES, type Sha256 } from './sha256';
+import { keyIdOf, keyRotationMessage, signedRootMessage } from './signed-root';
+import { encodeU64 } from './u64';
+
+/** One journal event as stored: `(position, kind, payload)`. */
+export interface JournalEvent {
+  readonly position: number;
+  readonly kind: string;
+  readonly payload: Uint8Array;
+}
+
+/**
+ * Why verification stopped (docs/journal-format.md, "Verification"):
+ *
+ * - `event_changed`: the journal's events are not the ones a root was signed over (a root
+ *   or leaf count differs from the recomputed one and no later root vouches for the
+ *   events), or a signed_root / key_rotated payload does not parse.
+ * - `root_forged`: a correctly signed root differs from the recomputed one, yet the next
+ *   signed root passes every check over the same events: the events are what the key
+ *   holder later attested, so the earlier root itself is false.
+ * - `wrong_key`: the key id is not trusted at that position.
+ * - `bad_signature`: the signature does not verify under the trusted key.
+ * - `gap`: positions do not run 0, 1, 2, ...
+ */
+export const VerifyFailureReason = {
+  EventChanged: 'event_changed',
+  RootForged: 'root_forged',
+  WrongKey: 'wrong_key',
+  BadSignature: 'bad_signature',
+  Gap: 'gap',
+} as const;
+export type VerifyFailureReason = (typeof VerifyFailureReason)[keyof typeof VerifyFailureReason];
+
+/**
+ * The first failing check. `expected` and `found` are lowercase hex: roots for a
+ * `signed_root`, key ids for a `key_rotated` (several trusted ids joined by commas),
+ * u64 big-endian positions for a `gap`; empty where the journal holds no value.
+ */
+export interface VerifyFailure {
+  readonly position: number;
+  /** Kind of the event at `position` (for a gap, of the misplaced event). */
+  readonly kind: string;
+  readonly reason: VerifyFailureReason;
+  readonly expected: string;
+  readonly found: string;
+  /** For people: what failed and what to do. */
+  readonly message: string;
+}
+
+/**
+ * One ed25519 check verification needs. Checks are independent, so a caller may run them
+ * on worker threads and hand the results back in the same order.
+ */
+export interface SignatureCheck {
+  readonly position: number;
+  readonly publicKey: Uint8Array;
+  readonly message: Uint8Array;
+  readonly signature: Uint8Array;
+}
+
+/** Events after the last `signed_root`: stored, but no root covers them yet. */
+export interface UnsealedRange {
+  /** First unsealed position (the leaf count when `count` is 0). */
+  readonly fromPosition: number;
+  readonly count: number;
+}
+
+/** The outcome of verifying a journal. */
+export interface JournalVerification {
+  /** True when no check failed. Unsealed events do not make it false; check `unsealed`. */
+  readonly ok: boolean;
+  /** Events replayed (up to a gap, if any). */
+  readonly leafCount: number;
+  /** `signed_root` events seen. */
+  readonly signedRootCount: number;
+  /** Leaf count of the last root that passed before the first failure (0 if none did). */
+  readonly verifiedLeafCount: number;
+  /** Root over all `leafCount` events, lowercase hex. */
+  readonly rootHex: string;
+  readonly unsealed: UnsealedRange;
+  readonly failure: VerifyFailure | undefined;
+}
+
+interface RootStep {
+  readonly type: 'root';
+  readonly position: number;
+  readonly signatureIndex: number;
+  readonly countMatches: boolean;
+  readonly foundLeafCount: number;
+  readonly rootMatches: boolean;
+  readonly expectedRoot: string;
+  readonly foundRoot: string;
+  readonly keyId: string;
+}
+
+interface RotationStep {
+  readonly type: 'rotation';
+  readonly position: number;
+  readonly signatureIndex: number;
+  readonly oldKeyId: string;
+  readonly newKeyId: string;
+}
+
+interface FailedStep {
+  readonly type: 'failed';
+  readonly failure: VerifyFailure;
+}
+
+type VerificationStep = RootStep | RotationStep | FailedStep;
+
+/**
+ * Everything replay computed before signatures are checked: run `signatureChecks` (in
+ * any order, on any thread), then pass the results to {@link concludeJournalVerification}.
+ */
+export interface VerificationPlan {
+  readonly leafCount: number;
+  readonly signedRootCount: number;
+  readonly root: Uint8Array;
+  readonly unsealed: UnsealedRange;
+  readonly signatureChecks: readonly SignatureCheck[];
+  readonly steps: readonly VerificationStep[];
+}
+
+/** Options for replay. */
+export interface ReplayOptions {
+  readonly hash: Sha256;
+  /** Raw 32-byte ed25519 public keys trusted from position 0; `key_rotated` events change the set. */
+  readonly trustedPublicKeys: readonly Uint8Array[];
+}
+
+/**
+ * Replays a journal event by event: hashes each leaf into an MMR, recomputes the root at
+ * every `signed_root`, follows `key_rotated`, and collects the signature checks. Streams:
+ * memory is O(log n) plus one check per signed root, so a store can feed it from a cursor.
+ *
+ * Checks needing no signature (gap, unparsable payload, unknown key) are settled here;
+ * once one fails, no further checks are collected, because a later check can never be the
+ * first failure. Hashing goes on so `leafCount` and the root describe the whole input.
+ */
+export class JournalReplayer {
+  private readonly hash: Sha256;
+  private readonly leaves: LeafHasher;
+  private readonly mmr: CompactMmr;
+  private readonly trusted = new Map<string, Uint8Array>();
+  private readonly steps: VerificationStep[] = [];
+  private readonly checks: SignatureCheck[] = [];
+  private signedRoots = 0;
+  private lastSignedRoot = -1;
+  private settled = false;
+  private stopped = false;
+
+  /**
+   * @throws AppError `invalid_argument` when a trusted key is not 32 bytes.
+   */
+  constructor(options: ReplayOptions) {
+    this.hash = options.hash;
+    this.leaves = new LeafHasher(options.hash);
+    this.mmr = new CompactMmr(options.hash);
+    for (const key of options.trustedPublicKeys) {
+      this.trusted.set(keyIdOf(options.hash, key), key);
+    }
+  }
+
+  /**
+   * Replays the next event. `visit` receives the MMR nodes the event creates, so a store
+   * can rebuild its node index in the same pass. After a gap, events are ignored.
+   */
+  add(event: JournalEvent, visit?: NodeVisitor): void {
+    if (this.stopped) return;
+    const position = this.mmr.leafCount;
+    if (event.position !== position) {
+      this.fail({
+        position,
+        kind: event.kind,
+        reason: VerifyFailureReason.Gap,
+        expected: toHex(encodeU64(position)),
+        found:
+          Number.isSafeInteger(event.position) && event.position >= 0
+            ? toHex(encodeU64(event.position))
+            : '',
+        message:
+          `event ${String(event.position)} (${event.kind}) comes where position ${String(position)} belongs: ` +
+          'positions must run 0, 1, 2, ... without gaps; the journal lost or reordered events',
+      });
+      this.stopped = true;
+      return;
+    }
+    if (event.kind === EventKind.SignedRoot) {
+      this.signedRoots += 1;
+      this.lastSignedRoot = position;
+      if (!this.settled) this.planRoot(event);
+    } else if (event.kind === EventKind.KeyRotated && !this.settled) {
+      this.planRotation(event);
+    }
+    this.mmr.append(this.leaves.digest(position, event.kind, event.payload), visit);
+  }
+
+  /** What replay found so far; call once all events are added. */
+  plan(): VerificationPlan {
+    const leafCount = this.mmr.leafCount;
+    const fromPosition = this.lastSignedRoot + 1;
+    return {
+      leafCount,
+      signedRootCount: this.signedRoots,
+      root: this.mmr.root(),
+      unsealed: { fromPosition, count: leafCount - fromPosition },
+      signatureChecks: [...this.checks],
+      steps: [...this.steps],
+    };
+  }
+
+  private fail(failure: VerifyFailure): void {
+    if (!this.settled) this.steps.push({ type: 'failed', failure });
+    this.settled = true;
+  }
+
+  private planRoot(event: JournalEvent): void {
+    const position = event.position;
+    const expected = this.mmr.root();
+    const expectedRoot = toHex(expected);
+    let fields: { leafCount: number; root: Uint8Array; keyId: string; signature: Uint8Array };
+    try {
+      fields = decodePayload(EventKind.SignedRoot, event.payload);
+    } catch {
+      this.fail(unparsable(position, EventKind.SignedRoot, expectedRoot));
+      return;
+    }
+    if (
+      fields.root.length !== DIGEST_BYTES ||
+      fields.signature.length !== ED25519_SIGNATURE_BYTES
+    ) {
+      this.fail(unparsable(position, EventKind.SignedRoot, expectedRoot));
+      return;
+    }
+    const key = this.trusted.get(fields.keyId);
+    const foundRoot = toHex(fields.root);
+    if (key === undefined) {
+      this.fail({
+        position,
+        kind: EventKind.SignedRoot,
+        reason: VerifyFailureReason.WrongKey,
+        expected: [...this.trusted.keys()].join(','),
+        found: fields.keyId,
+        message:
+          `signed_root at ${String(position)} is signed by key ${JSON.stringify(fields.keyId)}, which is not ` +
+          `trusted there (trusted: ${[...this.trusted.keys()].join(', ') || 'none'}); pass the right public key ` +
+          'or find the key_rotated event that should introduce it',
+      });
+      return;
+    }
+    this.steps.push({
+      type: 'root',
+      position,
+      signatureIndex: this.checks.length,
+      countMatches: fields.leafCount === position,
+      foundLeafCount: fields.leafCount,
+      rootMatches: bytesEqual(fields.root, expected),
+      expectedRoot,
+      foundRoot,
+      keyId: fields.keyId,
+    });
+    this.checks.push({
+      position,
+      publicKey: key,
+      message: signedRootMessage(fields.leafCount, fields.root),
+      signature: fields.signature,
+    });
+  }
+
+  private planRotation(event: JournalEvent): void {
+    const position = event.position;
+    let fields: {
+      oldKeyId: string;
+      newKeyId: string;
+      newPublicKey: Uint8Array;
+      signatureByOldKey: Uint8Array;
+    };
+    try {
+      fields = decodePayload(EventKind.KeyRotated, event.payload);
+    } catch {
+      this.fail(unparsable(position, EventKind.KeyRotated, ''));
+      return;
+    }
+    if (
+      fields.newPublicKey.length !== ED25519_KEY_BYTES ||
+      fields.signatureByOldKey.length !== ED25519_SIGNATURE_BYTES
+    ) {
+      this.fail(unparsable(position, EventKind.KeyRotated, ''));
+      return;
+    }
+    const oldKey = this.trusted.get(fields.oldKeyId);
+    if (oldKey === undefined) {
+      this.fail({
+        position,
+        kind: EventKind.KeyRotated,
+        reason: VerifyFailureReason.WrongKey,
+        expected: [...this.trusted.keys()].join(','),
+        found: fields.oldKeyId,
+        message:
+          `key_rotated at ${String(position)} hands over from key ${JSON.stringify(fields.oldKeyId)}, which is ` +
+          'not trusted there; pass the public key that signed the journal before this position',
+      });
+      return;
+    }
+    const newKeyId = keyIdOf(this.hash, fields.newPublicKey);
+    if (newKeyId !== fields.newKeyId) {
+      this.fail({
+        position,
+        kind: EventKind.KeyRotated,
+        reason: VerifyFailureReason.EventChanged,
+        expected: newKeyId,
+        found: fields.newKeyId,
+        message:
+          `key_rotated at ${String(position)} names new key id ${JSON.stringify(fields.newKeyId)} but carries a ` +
+          `public key whose id is ${newKeyId}; the event was altered`,
+      });
+      return;
+    }
+    this.steps.push({
+      type: 'rotation',
+      position,
+      signatureIndex: this.checks.length,
+      oldKeyId: fields.oldKeyId,
+      newKeyId,
+    });
+    this.checks.push({
+      position,
+      publicKey: oldKey,
+      message: keyRotationMessage(fields.newPublicKey),
+      signature: fields.signatureByOldKey,
+    });
+    // The old key is retired: roots after a rotation must be signed by the new key, so a
+    // leaked old key cannot extend the journal.
+    this.trusted.delete(fields.oldKeyId);
+    this.trusted.set(newKeyId, fields.newPublicKey.slice());
+  }
+}
+
+function unparsable(position: number, kind: EventKind, expected: string): VerifyFailure {
+  return {
+    position,
+    kind,
+    reason: VerifyFailureReason.EventChanged,
+    expected,
+    found: '',
+    message:
+      `${kind} at ${String(position)} does not parse as a ${kind} payload (bad protobuf, or a root, key or ` +
+      'signature of the wrong length); the event was altered or written by a broken writer',
+  };
+}
+
+/**
+ * Replays `events` (positions 0, 1, 2, ...) without checking signatures.
+ *
+ * @throws AppError `invalid_argument` for a trusted key that is not 32 bytes.
+ */
+export function planJournalVerification(
+  events: Iterable<JournalEvent>,
+  options: ReplayOptions,
+): VerificationPlan {
+  const replayer = new JournalReplayer(options);
+  for (const event of events) replayer.add(event);
+  return replayer.plan();
+}
+
+/**
+ * Combines a plan with the outcome of its signature checks (`signatureResults[i]` is the
+ * result of `plan.signatureChecks[i]`) and names the first failure, in position order.
+ *
+ * @throws AppError `invalid_argument` when the number of results differs from the number
+ *   of checks.
+ */
+export function concludeJournalVerification(
+  plan: VerificationPlan,
+  signatureResults: readonly boolean[],
+): JournalVerification {
+  if (signatureResults.length !== plan.signatureChecks.length) {
+    throw new AppError(
+      'invalid_argument',
+      `the plan has ${String(plan.signatureChecks.length)} signature checks but ${String(signatureResults.length)} ` +
+        'results were given; run every check in plan.signatureChecks, in order',
+      { details: { checks: plan.signatureChecks.length, results: signatureResults.length } },
+    );
+  }
+  const passed = (step: RootStep): boolean =>
+    signatureResults[step.signatureIndex] === true && step.countMatches && step.rootMatches;
+  let verifiedLeafCount = 0;
+  let failure: VerifyFailure | undefined;
+  for (const [i, step] of plan.steps.entries()) {
+    failure = stepFailure(step, signatureResults, () => {
+      // The next root vouches only if nothing between fails either.
+      for (const later of plan.steps.slice(i + 1)) {
+        if (later.type === 'failed') return false;
+        if (later.type === 'root') return passed(later);
+        if (signatureResults[later.signatureIndex] !== true) return false;
+      }
+      return false;
+    });
+    if (failure !== undefined) break;
+    if (step.type === 'root') verifiedLeafCount = step.position;
+  }
+  return {
+    ok: failure === undefined,
+    leafCount: plan.leafCount,
+    signedRootCount: plan.signedRootCount,
+    verifiedLeafCount,
+    rootHex: toHex(plan.root),
+    unsealed: plan.unsealed,
+    failure,
+  };
+}
+
+function stepFailure(
+  step: VerificationStep,
+  signatureResults: readonly boolean[],
+  nextRootPasses: () => boolean,
+): VerifyFailure | undefined {
+  switch (step.type) {
+    case 'failed':
+      return step.failure;
+    case 'rotation':
+      if (signatureResults[step.signatureIndex] === true) return undefined;
+      return {
+        position: step.position,
+        kind: EventKind.KeyRotated,
+        reason: VerifyFailureReason.BadSignature,
+        expected: step.oldKeyId,
+        found: step.newKeyId,
+        message:
+          `key_rotated at ${String(step.position)}: the signature by key ${step.oldKeyId} over new key ` +
+          `${step.newKeyId} does not verify; the rotation was forged or altered`,
+      };
+    case 'root':
+      return rootFailure(step, signatureResults[step.signatureIndex] === true, nextRootPasses);
+  }
+}
+
+function rootFailure(
+  step: RootStep,
+  signatureValid: boolean,
+  nextRootPasses: () => boolean,
+): VerifyFailure | undefined {
+  const at = `signed_root at ${String(step.position)}`;
+  const base = {
+    position: step.position,
+    kind: EventKind.SignedRoot,
+    expected: step.expectedRoot,
+    found: step.foundRoot,
+  };
+  if (!signatureValid) {
+    return {
+      ...base,
+      reason: VerifyFailureReason.BadSignature,
+      message:
+        `${at}: the signature does not verify under key ${step.keyId} over leaf count ` +
+        `${String(step.foundLeafCount)} and root ${step.foundRoot}; the signed root was altered`,
+    };
+  }
+  if (!step.countMatches) {
+    return {
+      ...base,
+      reason: VerifyFailureReason.EventChanged,
+      message:
+        `${at} was signed for ${String(step.foundLeafCount)} leaves but sits after ${String(step.position)} ` +
+        'events: events were inserted or removed before it; restore the journal from a backup',
+    };
+  }
+  if (step.rootMatches) return undefined;
+  if (nextRootPasses()) {
+    return {
+      ...base,
+      reason: VerifyFailureReason.RootForged,
+      message:
+        `${at}: root ${step.foundRoot} is validly signed by ${step.keyId} but is not the root of the events ` +
+        `(${step.expectedRoot}), while the next signed root vouches for those same events; the signer ` +
+        'signed a false root: treat key ' +
+        step.keyId +
+        ' as misused and rotate it',
+    };
+  }
+  return {
+    ...base,
+    reason: VerifyFailureReason.EventChanged,
+    message:
+      `${at}: the events before it hash to root ${step.expectedRoot}, not the signed ${step.foundRoot}; ` +
+      'an event before this position was changed after signing; compare with a backup or an inclusion proof',
+  };
+}
+
+/** Options for {@link verifyJournal}. */
+export interface VerifyJournalOptions extends ReplayOptions {
+  readonly verifier: Ed25519Verifier;
+}
+
+/**
+ * Verifies a whole journal on this thread: replays, checks every signature, and names the
+ * first failure. For large journals, run {@link planJournalVerification}, spread
+ * `signatureChecks` over workers, and call {@link concludeJournalVerification}.
+ *
+ * @example
+ * import { nodeSha256 } from './node-sha256';
+ * import { createNodeEd25519Verifier } from './node-ed25519';
+ * const result: JournalVerification = verifyJournal([], {
+ *   hash: nodeSha256,
+ *   verifier: createNodeEd25519Verifier(),
+ *   trustedPublicKeys: [],
+ * });
+ *
+ * @throws AppError `invalid_argument` for a trusted key that is not 32 bytes.
+ */
+export function verifyJournal(
+  events: Iterable<JournalEvent>,
+  options: VerifyJournalOptions,
+): JournalVerification {
+  const plan = planJournalVerification(events, options);
+  const results = plan.signatureChecks.map((c) =>
+    options.verifier.verify(c.publicKey, c.message, c.signature),
+  );
+  return concludeJournalVerification(plan, results);
+}
