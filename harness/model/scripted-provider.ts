@@ -1,0 +1,233 @@
+import { readFile } from 'node:fs/promises';
+import { basename, extname } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { isJsonObject } from '../../common/canonical-json';
+import { AppError, ErrorCode } from '../../common/errors';
+import {
+  StopReason,
+  type ModelCallOptions,
+  type ModelProvider,
+  type ModelRequest,
+  type ModelResponse,
+  type OutputBlock,
+} from './model-provider';
+
+/**
+ * A model that plays recorded replies in order: the offline default, and what tests and
+ * demos use. A script file (YAML or JSON) looks like:
+ *
+ * ```yaml
+ * name: refund-demo          # optional; defaults to the file name
+ * model: scripted            # optional; recorded as the model name
+ * replies:
+ *   - text: Let me check that order.          # shorthand: one text block
+ *   - content:
+ *       - text: Checking.
+ *       - tool_use: { id: toolu_1, name: calculator, input: { expression: "2 + 2" } }
+ *     stop_reason: tool_use   # default: tool_use when there is a tool_use, else end_turn
+ *     usage: { input_tokens: 12, output_tokens: 7 }
+ *   - error: { code: unavailable, message: model overloaded }   # the call rejects
+ * ```
+ *
+ * A `tool_use` without an `id` gets `toolu_<call>_<block>`, so a script replays the same
+ * ids every time.
+ */
+
+const toolUseSchema = z.strictObject({
+  id: z.string().min(1).optional(),
+  name: z.string().min(1),
+  input: z
+    .record(z.string(), z.unknown())
+    .default({})
+    .refine(isJsonObject, 'input must be a JSON object'),
+});
+
+const blockSchema = z.union([
+  z.strictObject({ text: z.string() }),
+  z.strictObject({ tool_use: toolUseSchema }),
+]);
+
+const usageSchema = z.strictObject({
+  input_tokens: z.number().int().nonnegative(),
+  output_tokens: z.number().int().nonnegative(),
+});
+
+const stopReasonSchema = z.enum(Object.values(StopReason));
+const errorCodeSchema = z.enum(Object.values(ErrorCode));
+
+const replySchema = z.union([
+  z.strictObject({
+    text: z.string(),
+    stop_reason: stopReasonSchema.optional(),
+    usage: usageSchema.optional(),
+  }),
+  z.strictObject({
+    content: z.array(blockSchema),
+    stop_reason: stopReasonSchema.optional(),
+    usage: usageSchema.optional(),
+  }),
+  z.strictObject({ error: z.strictObject({ code: errorCodeSchema, message: z.string() }) }),
+]);
+
+const scriptSchema = z.strictObject({
+  name: z.string().min(1).optional(),
+  model: z.string().min(1).optional(),
+  replies: z.array(replySchema),
+});
+
+/** A parsed script. */
+export type ModelScript = z.output<typeof scriptSchema>;
+
+/** One reply of a script. */
+export type ScriptReply = z.output<typeof replySchema>;
+
+/** The model name recorded when a script sets none. */
+export const SCRIPTED_MODEL = 'scripted';
+
+/** Plays a {@link ModelScript}. Not safe for concurrent calls: replies are consumed in order. */
+export class ScriptedProvider implements ModelProvider {
+  /** The script's name, used in error messages. */
+  readonly name: string;
+  private readonly script: ModelScript;
+  private readonly received: ModelRequest[] = [];
+
+  /**
+   * @param script replies in the order calls will consume them.
+   * @param name how errors name the script. @default script.name ?? 'inline'
+   */
+  constructor(script: ModelScript, name?: string) {
+    this.script = script;
+    this.name = name ?? script.name ?? 'inline';
+  }
+
+  /**
+   * Parses a script from YAML or JSON text (JSON is YAML, so one parser serves both).
+   *
+   * @throws AppError `invalid_argument` naming every field that does not fit.
+   */
+  static parse(text: string, name: string): ScriptedProvider {
+    let raw: unknown;
+    try {
+      raw = parseYaml(text);
+    } catch (error) {
+      throw new AppError('invalid_argument', `model script ${name}: not valid YAML or JSON`, {
+        cause: error,
+        details: { script: name },
+      });
+    }
+    const parsed = scriptSchema.safeParse(raw);
+    if (!parsed.success) {
+      throw new AppError(
+        'invalid_argument',
+        `model script ${name} does not fit the script format:\n${z.prettifyError(parsed.error)}`,
+        { details: { script: name } },
+      );
+    }
+    return new ScriptedProvider(parsed.data, parsed.data.name ?? name);
+  }
+
+  /**
+   * Loads a script file (`.yaml`, `.yml` or `.json`).
+   *
+   * @throws AppError `not_found` when the file cannot be read, `invalid_argument` when it
+   *   does not parse.
+   */
+  static async fromFile(path: string): Promise<ScriptedProvider> {
+    const name = basename(path, extname(path));
+    let text: string;
+    try {
+      text = await readFile(path, 'utf8');
+    } catch (error) {
+      throw new AppError(
+        'not_found',
+        `model script ${name}: cannot read the file; check the path`,
+        {
+          cause: error,
+          details: { script: name },
+        },
+      );
+    }
+    return ScriptedProvider.parse(text, name);
+  }
+
+  /** Calls made so far, failed ones included. */
+  get callCount(): number {
+    return this.received.length;
+  }
+
+  /** The requests received, in order (for assertions). */
+  get requests(): readonly ModelRequest[] {
+    return this.received;
+  }
+
+  /**
+   * Returns the next reply, streaming its text word by word through `onTextDelta`.
+   *
+   * @throws AppError `cancelled` when the signal aborts (checked between fragments);
+   *   `failed_precondition` when the script has no reply left; the scripted code for an
+   *   `error` reply.
+   */
+  complete(request: ModelRequest, options: ModelCallOptions): Promise<ModelResponse> {
+    try {
+      return Promise.resolve(this.play(request, options));
+    } catch (error) {
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    }
+  }
+
+  private play(request: ModelRequest, options: ModelCallOptions): ModelResponse {
+    this.throwIfAborted(options.signal);
+    const callNumber = this.received.length + 1;
+    this.received.push(request);
+    const reply = this.script.replies[callNumber - 1];
+    if (reply === undefined) {
+      throw new AppError(
+        'failed_precondition',
+        `scripted model ${this.name}: no reply for model call ${callNumber}; the script has ${this.script.replies.length} replies. Add replies to the script or shorten the turn.`,
+        { details: { script: this.name, call: callNumber } },
+      );
+    }
+    if ('error' in reply) {
+      throw new AppError(reply.error.code, reply.error.message, {
+        details: { script: this.name, call: callNumber },
+      });
+    }
+    const content: OutputBlock[] =
+      'text' in reply
+        ? [{ type: 'text', text: reply.text }]
+        : reply.content.map((block, i): OutputBlock => {
+            if ('text' in block) return { type: 'text', text: block.text };
+            return {
+              type: 'tool_use',
+              id: block.tool_use.id ?? `toolu_${callNumber}_${i}`,
+              name: block.tool_use.name,
+              input: block.tool_use.input,
+            };
+          });
+    for (const block of content) {
+      if (block.type !== 'text') continue;
+      for (const fragment of block.text.match(/\s*\S+\s*|\s+/g) ?? []) {
+        this.throwIfAborted(options.signal);
+        options.onTextDelta?.(fragment);
+      }
+    }
+    this.throwIfAborted(options.signal);
+    const hasToolUse = content.some((block) => block.type === 'tool_use');
+    return {
+      model: this.script.model ?? SCRIPTED_MODEL,
+      content,
+      stopReason: reply.stop_reason ?? (hasToolUse ? StopReason.ToolUse : StopReason.EndTurn),
+      usage: {
+        inputTokens: reply.usage?.input_tokens ?? 0,
+        outputTokens: reply.usage?.output_tokens ?? 0,
+      },
+    };
+  }
+
+  private throwIfAborted(signal: AbortSignal): void {
+    if (signal.aborted) {
+      throw new AppError('cancelled', `scripted model ${this.name}: the call was cancelled`);
+    }
+  }
+}

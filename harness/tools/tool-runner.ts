@@ -1,0 +1,50 @@
+import type { JsonObject } from '../../common/canonical-json';
+
+/**
+ * The narrow interface the turn loop uses to run tools. The built-in tools, the MCP
+ * adapter and the trusted-tool proxy (tools that run on the control plane) implement it.
+ */
+
+/** One call the turn loop asks for. */
+export interface ToolCallRequest {
+  readonly turnId: string;
+  readonly toolCallId: string;
+  readonly name: string;
+  readonly input: JsonObject;
+  /** Canonical JSON of `input`, as recorded in the journal. */
+  readonly argsJson: string;
+  /** The model round trip (1-based) that asked for the call. */
+  readonly step: number;
+  /** The turn's effective step budget. */
+  readonly maxSteps: number;
+}
+
+/** Options of one tool call. */
+export interface ToolCallOptions {
+  /** Aborted when the turn is cancelled or the timeout passes. */
+  readonly signal: AbortSignal;
+  /** The runner should give up after this long; the shell abandons the call then anyway. */
+  readonly timeoutMs: number;
+}
+
+/**
+ * A tool's answer. `isError: true` means the tool ran and reported a failure the model
+ * should see (bad arguments, a 4xx from an API): the outcome is known.
+ */
+export interface ToolOutcome {
+  readonly content: string;
+  readonly isError: boolean;
+}
+
+/**
+ * Runs tools by name.
+ *
+ * `call` resolves with a {@link ToolOutcome} whenever the outcome is known, failures
+ * included. It rejects only when the outcome is unknown (the transport broke mid-call,
+ * the timeout passed, the signal aborted): for a side-effecting tool the turn then
+ * becomes ambiguous rather than guessing, so an adapter must not reject for failures it
+ * knows did not take effect.
+ */
+export interface ToolRunner {
+  call(request: ToolCallRequest, options: ToolCallOptions): Promise<ToolOutcome>;
+}

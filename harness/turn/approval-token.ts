@@ -1,0 +1,99 @@
+import {
+  approvalKeyId,
+  approvalSigningBytes,
+  type ApprovalBinding,
+} from '../../common/approval-bytes';
+import type { ApprovalAnswer } from './turn-records';
+
+/**
+ * Checks approval answers against the pending call (docs/approvals.md, "What the harness
+ * checks"). Pure: the ed25519 primitive is injected (`harness/crypto/node-ed25519.ts` in
+ * production), so this file does no I/O and holds no key.
+ */
+
+/** Verifies an ed25519 signature over `message` with a raw 32-byte public key. */
+export interface SignatureVerifier {
+  verify(message: Uint8Array, signature: Uint8Array, publicKey: Uint8Array): boolean;
+}
+
+/** Signs with an ed25519 key the caller holds (the control plane; tests). */
+export interface ApprovalSigner {
+  readonly publicKey: Uint8Array;
+  sign(message: Uint8Array): Uint8Array;
+}
+
+/** The call an answer must bind. */
+export interface PendingApproval {
+  readonly turnId: string;
+  readonly requestId: string;
+  readonly toolName: string;
+  readonly argsSha256: Uint8Array;
+}
+
+/** Result of {@link verifyApprovalAnswer}. */
+export type ApprovalVerdict =
+  | { readonly ok: true; readonly answer: ApprovalAnswer }
+  | { readonly ok: false; readonly reason: string };
+
+/**
+ * Accepts `answer` only when it binds exactly `pending` and carries a valid signature by
+ * `publicKey`. The signed bytes are rebuilt from the pending call's values, not the
+ * answer's, so a field the answer misreports can only make verification fail.
+ */
+export function verifyApprovalAnswer(
+  answer: ApprovalAnswer,
+  pending: PendingApproval,
+  verifier: SignatureVerifier,
+  publicKey: Uint8Array,
+): ApprovalVerdict {
+  if (answer.turnId !== pending.turnId) {
+    return reject(`answer is for turn ${answer.turnId}, not ${pending.turnId} (replayed)`);
+  }
+  if (answer.requestId !== pending.requestId) {
+    return reject(`answer is for request ${answer.requestId}, not ${pending.requestId}`);
+  }
+  if (answer.toolName !== pending.toolName) {
+    return reject(`answer approves tool ${answer.toolName}, not ${pending.toolName}`);
+  }
+  if (!bytesEqual(answer.argsSha256, pending.argsSha256)) {
+    return reject('answer binds different arguments; new arguments need a new approval');
+  }
+  const keyId = approvalKeyId(publicKey);
+  if (answer.keyId !== keyId) {
+    return reject(`answer is signed by key ${answer.keyId}, not the approval key ${keyId}`);
+  }
+  const message = approvalSigningBytes({ ...pending, decision: answer.decision });
+  let valid: boolean;
+  try {
+    valid = verifier.verify(message, answer.signature, publicKey);
+  } catch {
+    // A malformed signature (wrong length) is a bad signature, not a crash of the turn.
+    valid = false;
+  }
+  if (!valid) return reject('answer signature does not verify with the approval key (forged)');
+  return { ok: true, answer };
+}
+
+/**
+ * Signs a decision the way the control plane does: the signature and key id to put in
+ * `approval_response`.
+ */
+export function signApproval(
+  binding: ApprovalBinding,
+  signer: ApprovalSigner,
+): { keyId: string; signature: Uint8Array } {
+  return {
+    keyId: approvalKeyId(signer.publicKey),
+    signature: signer.sign(approvalSigningBytes(binding)),
+  };
+}
+
+function reject(reason: string): ApprovalVerdict {
+  return { ok: false, reason };
+}
+
+function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}

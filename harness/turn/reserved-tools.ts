@@ -1,0 +1,54 @@
+import type { TurnTool } from './turn-records';
+
+/**
+ * Tools the turn loop handles itself instead of running. The control plane offers them
+ * (in `TurnInput.tools`) only where they apply; the model calling one that was not offered
+ * gets an unknown-tool error like any other.
+ */
+export const ReservedTool = {
+  /** `{ agent: string, reason?: string }`: ends the turn with a handoff. */
+  HandoffTo: '__handoff_to',
+  /** `{ question: string }`: pauses with a question; the answer becomes the call's result. */
+  AskUser: '__ask_user',
+} as const;
+export type ReservedTool = (typeof ReservedTool)[keyof typeof ReservedTool];
+
+/** True when `name` is a reserved tool's. */
+export function isReservedTool(name: string): name is ReservedTool {
+  return name === ReservedTool.HandoffTo || name === ReservedTool.AskUser;
+}
+
+/** The definition to offer for `__handoff_to`. */
+export const handoffTool: TurnTool = {
+  name: ReservedTool.HandoffTo,
+  description:
+    'Hand this conversation to another agent that is better placed to answer. The current turn ends; the target agent continues it.',
+  inputSchema: {
+    type: 'object',
+    properties: {
+      agent: { type: 'string', description: 'Name of the agent to hand off to.' },
+      reason: { type: 'string', description: 'Why the other agent should take over.' },
+    },
+    required: ['agent'],
+    additionalProperties: false,
+  },
+  effect: 'pure',
+  needsApproval: false,
+};
+
+/** The definition to offer for `__ask_user`. */
+export const askUserTool: TurnTool = {
+  name: ReservedTool.AskUser,
+  description:
+    'Ask the user a clarifying question when the request is ambiguous. The turn pauses until the user answers; the answer is returned as this tool result.',
+  inputSchema: {
+    type: 'object',
+    properties: {
+      question: { type: 'string', description: 'The question, written for the user.' },
+    },
+    required: ['question'],
+    additionalProperties: false,
+  },
+  effect: 'pure',
+  needsApproval: false,
+};

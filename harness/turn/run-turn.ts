@@ -1,0 +1,386 @@
+import { AppError, isAppError, type ErrorCode } from '../../common/errors';
+import type { ModelProvider } from '../model/model-provider';
+import type { ToolCallRequest, ToolOutcome, ToolRunner } from '../tools/tool-runner';
+import type { SignatureVerifier } from './approval-token';
+import type { RequestIds } from './request-ids';
+import {
+  createTurnMachine,
+  isTerminalEffect,
+  type TerminalEffect,
+  type TurnEffect,
+  type TurnEvent,
+  type TurnInput,
+  type TurnState,
+} from './turn-machine';
+import type {
+  ApprovalRequestRecord,
+  HandoffRecord,
+  QuestionRequestRecord,
+  TurnStep,
+} from './turn-records';
+
+/**
+ * The thin async shell around the turn machine: it runs effects against the injected
+ * ports and feeds their results back as events. All decisions live in `turn-machine.ts`.
+ */
+
+/** Appends committed steps to the journal (through the state plane). */
+export interface StepSink {
+  /**
+   * Resolves once the step is durable. The shell awaits it before the next effect, so a
+   * side-effecting tool never runs before its `tool_call` is committed.
+   *
+   * @throws AppError when the append failed; the turn stops and the error propagates.
+   */
+  commit(step: TurnStep, options: { readonly signal: AbortSignal }): Promise<void>;
+}
+
+/** Wall-clock time, injected so tests repeat exactly. */
+export interface Clock {
+  nowMs(): number;
+}
+
+/** A streamed text fragment of model round trip `step` (not committed). */
+export interface TextDelta {
+  readonly step: number;
+  readonly text: string;
+}
+
+/** What {@link runTurn} needs. */
+export interface RunTurnDeps {
+  readonly model: ModelProvider;
+  readonly tools: ToolRunner;
+  /** Runs tools with `host: 'control_plane'`; without it such calls fail with an error result. */
+  readonly trustedTools?: ToolRunner;
+  readonly steps: StepSink;
+  readonly clock: Clock;
+  readonly ids: RequestIds;
+  readonly approvalVerifier: SignatureVerifier;
+  /** The control plane's approval public key (raw 32 bytes). */
+  readonly approvalPublicKey: Uint8Array;
+  /** @default 60000 */
+  readonly toolTimeoutMs?: number;
+  /** How long one journal append may take. @default 30000 */
+  readonly commitTimeoutMs?: number;
+  readonly onTextDelta?: (delta: TextDelta) => void;
+}
+
+/** How a turn ended (or paused). The caller records it in batch two. */
+export type TurnOutcome =
+  | {
+      readonly kind: 'completed';
+      readonly text: string;
+      readonly steps: number;
+      readonly fallback: boolean;
+      readonly completedAtMs: number;
+    }
+  | {
+      readonly kind: 'awaiting_approval';
+      readonly request: ApprovalRequestRecord;
+      readonly rejection?: string;
+    }
+  | {
+      readonly kind: 'awaiting_answer';
+      readonly request: QuestionRequestRecord;
+      readonly rejection?: string;
+    }
+  | { readonly kind: 'handed_off'; readonly handoff: HandoffRecord }
+  | {
+      readonly kind: 'ambiguous';
+      readonly toolCallId: string;
+      readonly reason: string;
+      readonly detectedAtMs: number;
+    }
+  | {
+      readonly kind: 'failed';
+      readonly code: ErrorCode;
+      readonly message: string;
+      readonly retryable: boolean;
+    }
+  | { readonly kind: 'cancelled'; readonly reason: string };
+
+const DEFAULT_TOOL_TIMEOUT_MS = 60_000;
+const DEFAULT_COMMIT_TIMEOUT_MS = 30_000;
+const RETRYABLE_CODES: ReadonlySet<ErrorCode> = new Set([
+  'unavailable',
+  'resource_exhausted',
+  'deadline_exceeded',
+]);
+
+/**
+ * Runs one turn to its end or its next pause.
+ *
+ * Model calls are not retried here: a provider adapter retries transient failures itself
+ * and rejects only when it gives up, and the turn then fails (`retryable` tells the
+ * control plane whether a later dispatch may succeed). Aborting `signal` cancels the model
+ * stream and every tool call in flight; the outcome is `cancelled`, or `ambiguous` when a
+ * side-effecting call was running. After a cancel no new call starts, but commits still
+ * land: they record facts already known (a result that arrived) or intent (a `tool_call`),
+ * and a `tool_call` whose call never started is then reported ambiguous, exactly as the
+ * journal would show it to a later resume.
+ *
+ * @throws AppError when a commit to the journal fails (whatever was in flight is aborted
+ *   first), or `failed_precondition` on a machine/shell mismatch (a bug).
+ */
+export async function runTurn(
+  input: TurnInput,
+  deps: RunTurnDeps,
+  signal: AbortSignal = new AbortController().signal,
+): Promise<TurnOutcome> {
+  const machine = createTurnMachine({
+    ids: deps.ids,
+    verifier: deps.approvalVerifier,
+    approvalPublicKey: deps.approvalPublicKey,
+  });
+  const turnAbort = new AbortController();
+  const events = new EventQueue();
+  const inFlight = new Set<Promise<void>>();
+  const onAbort = (): void => {
+    turnAbort.abort(signal.reason);
+    events.push({ type: 'cancelled', reason: abortReason(signal) });
+  };
+  if (signal.aborted) onAbort();
+  else signal.addEventListener('abort', onAbort, { once: true });
+
+  let fatal: { error: unknown } | undefined;
+  const launch = (work: () => Promise<TurnEvent | undefined>): void => {
+    const task = work().then(
+      (event) => {
+        if (event !== undefined) events.push(event);
+      },
+      (error: unknown) => {
+        // A port broke its contract (threw outside the call): stop the turn rather than hang.
+        fatal = { error };
+        turnAbort.abort(error);
+        events.push({ type: 'cancelled', reason: 'internal error' });
+      },
+    );
+    inFlight.add(task);
+    void task.finally(() => inFlight.delete(task));
+  };
+
+  const stop = async (): Promise<void> => {
+    signal.removeEventListener('abort', onAbort);
+    turnAbort.abort(new AppError('cancelled', 'turn ended'));
+    // Wait so no tool or stream outlives runTurn; each task swallows its own error.
+    await Promise.allSettled([...inFlight]);
+  };
+
+  let state: TurnState = machine.initialState;
+  let event: TurnEvent = { type: 'turn_started', input };
+  try {
+    for (;;) {
+      const result = machine.step(state, event);
+      state = result.state;
+      for (const effect of result.effects) {
+        if (isTerminalEffect(effect)) {
+          await stop();
+          return toOutcome(effect, deps.clock);
+        }
+        if (effect.type === 'commit_step') {
+          // Not the turn's signal: a cancel must not tear a record of what already happened.
+          const commitSignal = AbortSignal.timeout(
+            deps.commitTimeoutMs ?? DEFAULT_COMMIT_TIMEOUT_MS,
+          );
+          await deps.steps.commit(effect.step, { signal: commitSignal });
+        } else if (!turnAbort.signal.aborted) {
+          startCall(effect, deps, turnAbort.signal, launch);
+        }
+      }
+      event = await events.next();
+      if (fatal !== undefined) throw fatal.error;
+    }
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+function startCall(
+  effect: Exclude<TurnEffect, TerminalEffect | { type: 'commit_step' }>,
+  deps: RunTurnDeps,
+  signal: AbortSignal,
+  launch: (work: () => Promise<TurnEvent | undefined>) => void,
+): void {
+  switch (effect.type) {
+    case 'call_model':
+      launch(async () => {
+        const startedAtMs = deps.clock.nowMs();
+        const onTextDelta = deps.onTextDelta;
+        try {
+          const response = await deps.model.complete(effect.request, {
+            signal,
+            ...(onTextDelta === undefined
+              ? {}
+              : { onTextDelta: (text: string) => onTextDelta({ step: effect.step, text }) }),
+          });
+          if (signal.aborted) return undefined;
+          return {
+            type: 'model_responded',
+            response,
+            startedAtMs,
+            finishedAtMs: deps.clock.nowMs(),
+          };
+        } catch (error) {
+          // The abort listener reports the cancel; a failure caused by it is not news.
+          if (signal.aborted) return undefined;
+          const code: ErrorCode = isAppError(error) ? error.code : 'internal';
+          return {
+            type: 'model_failed',
+            code,
+            message: isAppError(error)
+              ? error.message
+              : `model call ${effect.step} failed: ${errorText(error)}`,
+            retryable: RETRYABLE_CODES.has(code),
+          };
+        }
+      });
+      return;
+    case 'call_tool':
+    case 'call_trusted_tool': {
+      const runner = effect.type === 'call_tool' ? deps.tools : deps.trustedTools;
+      const timeoutMs = deps.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
+      const answered = effect.type === 'call_tool' ? 'tool_finished' : 'trusted_tool_answered';
+      launch(async () => {
+        if (runner === undefined) {
+          return {
+            type: answered,
+            toolCallId: effect.call.toolCallId,
+            outcome: {
+              content: `Tool ${effect.call.name} runs on the control plane, which this harness cannot reach.`,
+              isError: true,
+            },
+          };
+        }
+        try {
+          const outcome = await callWithTimeout(runner, effect.call, signal, timeoutMs);
+          if (signal.aborted) return undefined;
+          return { type: answered, toolCallId: effect.call.toolCallId, outcome };
+        } catch (error) {
+          if (signal.aborted) return undefined;
+          return {
+            type: 'tool_outcome_unknown',
+            toolCallId: effect.call.toolCallId,
+            reason: isAppError(error) ? error.message : errorText(error),
+          };
+        }
+      });
+      return;
+    }
+    default: {
+      const never: never = effect;
+      return never;
+    }
+  }
+}
+
+/** Resolves with the tool's outcome, or rejects on timeout or abort even if the tool ignores its signal. */
+async function callWithTimeout(
+  runner: ToolRunner,
+  call: ToolCallRequest,
+  turnSignal: AbortSignal,
+  timeoutMs: number,
+): Promise<ToolOutcome> {
+  const callSignal = AbortSignal.any([turnSignal, AbortSignal.timeout(timeoutMs)]);
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () =>
+      reject(
+        turnSignal.aborted
+          ? new AppError('cancelled', `tool ${call.name} (${call.toolCallId}) was cancelled`)
+          : new AppError(
+              'deadline_exceeded',
+              `tool ${call.name} (${call.toolCallId}) gave no answer within ${timeoutMs} ms`,
+            ),
+      );
+    if (callSignal.aborted) onAbort();
+    else callSignal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([runner.call(call, { signal: callSignal, timeoutMs }), aborted]);
+  } finally {
+    if (onAbort !== undefined) callSignal.removeEventListener('abort', onAbort);
+  }
+}
+
+function toOutcome(effect: TerminalEffect, clock: Clock): TurnOutcome {
+  switch (effect.type) {
+    case 'finish':
+      return {
+        kind: 'completed',
+        text: effect.text,
+        steps: effect.steps,
+        fallback: effect.fallback,
+        completedAtMs: clock.nowMs(),
+      };
+    case 'pause_for_approval':
+      return {
+        kind: 'awaiting_approval',
+        request: effect.request,
+        ...(effect.rejection === undefined ? {} : { rejection: effect.rejection }),
+      };
+    case 'pause_for_question':
+      return {
+        kind: 'awaiting_answer',
+        request: effect.request,
+        ...(effect.rejection === undefined ? {} : { rejection: effect.rejection }),
+      };
+    case 'handoff':
+      return { kind: 'handed_off', handoff: effect.handoff };
+    case 'ambiguous':
+      return {
+        kind: 'ambiguous',
+        toolCallId: effect.toolCallId,
+        reason: effect.reason,
+        detectedAtMs: clock.nowMs(),
+      };
+    case 'fail':
+      return {
+        kind: 'failed',
+        code: effect.code,
+        message: effect.message,
+        retryable: effect.retryable,
+      };
+    case 'cancelled':
+      return { kind: 'cancelled', reason: effect.reason };
+    default: {
+      const never: never = effect;
+      return never;
+    }
+  }
+}
+
+/** Events in arrival order; `next` waits for one. Bounded by the calls in flight. */
+class EventQueue {
+  private readonly items: TurnEvent[] = [];
+  private waiter: ((event: TurnEvent) => void) | undefined;
+
+  push(event: TurnEvent): void {
+    const waiter = this.waiter;
+    if (waiter !== undefined) {
+      this.waiter = undefined;
+      waiter(event);
+    } else {
+      this.items.push(event);
+    }
+  }
+
+  next(): Promise<TurnEvent> {
+    const event = this.items.shift();
+    if (event !== undefined) return Promise.resolve(event);
+    return new Promise((resolve) => {
+      this.waiter = resolve;
+    });
+  }
+}
+
+function abortReason(signal: AbortSignal): string {
+  const reason: unknown = signal.reason;
+  if (reason instanceof Error) return reason.message;
+  if (typeof reason === 'string') return reason;
+  return 'the turn was cancelled';
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

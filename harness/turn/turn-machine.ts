@@ -1,0 +1,1026 @@
+import { approvalArgsSha256 } from '../../common/approval-bytes';
+import { canonicalJson, isJsonObject } from '../../common/canonical-json';
+import { AppError, isAppError, type ErrorCode } from '../../common/errors';
+import type {
+  ContentBlock,
+  Message,
+  ModelRequest,
+  ModelResponse,
+  OutputBlock,
+  ToolResultBlock,
+  ToolUseBlock,
+} from '../model/model-provider';
+import type { ToolCallRequest, ToolOutcome } from '../tools/tool-runner';
+import { verifyApprovalAnswer, type SignatureVerifier } from './approval-token';
+import type { RequestIds } from './request-ids';
+import { ReservedTool } from './reserved-tools';
+import { effectiveMaxSteps, type StepBudget } from './step-budget';
+import type {
+  ApprovalAnswer,
+  ApprovalRequestRecord,
+  HandoffRecord,
+  ModelCallRecord,
+  QuestionAnswer,
+  QuestionRequestRecord,
+  RecordedBlock,
+  ToolCallRecord,
+  ToolEffect,
+  ToolResultRecord,
+  TurnStep,
+  TurnTool,
+} from './turn-records';
+
+/**
+ * The turn loop as a pure state machine (STYLE.md §2): `step(state, event)` returns the
+ * next state and the effects the shell must run. No clock, no randomness, no I/O: times
+ * arrive inside events, ids come from the injected {@link RequestIds}, signatures are
+ * checked through the injected {@link SignatureVerifier}. Replaying the same events gives
+ * the same effects, which is what lets a crashed turn resume from its journal.
+ *
+ * Effect ordering is part of the contract. The shell runs a step's effects in array
+ * order; a `commit_step` is a barrier (the shell awaits the append before it looks at the
+ * next effect), while `call_model`, `call_tool` and `call_trusted_tool` are started and
+ * report back later as events. Every `tool_call` commit precedes the `call_tool` that runs
+ * it, so a side-effecting call is durable before it can touch the world.
+ */
+
+/** The reply when the budget is spent and the closing call produced no text either. */
+export const FALLBACK_REPLY =
+  'I could not finish this request within the steps allowed for one turn. Please try again, or rephrase the request with more detail or a narrower scope.';
+
+/** Appended for the closing call; the model may not call tools on that request. */
+export const CLOSING_INSTRUCTION =
+  'You have used all the tool steps allowed for this turn and cannot call any more tools. Reply to the user now: say what you tried, what you found, and what is still open.';
+
+/** Everything a turn starts from. */
+export interface TurnInput {
+  readonly turnId: string;
+  readonly system?: string;
+  /** The committed transcript before this turn. */
+  readonly history: readonly Message[];
+  readonly userMessage: string;
+  /** Tools offered to the model, reserved tools included when they apply. */
+  readonly tools: readonly TurnTool[];
+  readonly budget: StepBudget;
+  /** Steps already committed for this turn (a resumed dispatch), in journal order. */
+  readonly recordedSteps: readonly TurnStep[];
+  /** Signed answers recorded for this turn's approval requests; verified before use. */
+  readonly approvalAnswers: readonly ApprovalAnswer[];
+  readonly questionAnswers: readonly QuestionAnswer[];
+  /** From the ingress directive; empty means any admin. */
+  readonly requiredApprover?: string;
+}
+
+/** What the machine is told. */
+export type TurnEvent =
+  | { readonly type: 'turn_started'; readonly input: TurnInput }
+  | {
+      readonly type: 'model_responded';
+      readonly response: ModelResponse;
+      readonly startedAtMs: number;
+      readonly finishedAtMs: number;
+    }
+  | {
+      readonly type: 'model_failed';
+      readonly code: ErrorCode;
+      readonly message: string;
+      /** The adapter gave up on a transient failure: a later dispatch may succeed. */
+      readonly retryable: boolean;
+    }
+  | { readonly type: 'tool_finished'; readonly toolCallId: string; readonly outcome: ToolOutcome }
+  | {
+      readonly type: 'trusted_tool_answered';
+      readonly toolCallId: string;
+      readonly outcome: ToolOutcome;
+    }
+  /** The call may or may not have taken effect (transport broke, timeout, abort). */
+  | { readonly type: 'tool_outcome_unknown'; readonly toolCallId: string; readonly reason: string }
+  | { readonly type: 'approval_answered'; readonly answer: ApprovalAnswer }
+  | { readonly type: 'question_answered'; readonly answer: QuestionAnswer }
+  | { readonly type: 'cancelled'; readonly reason: string };
+
+/** What the machine asks the shell to do. */
+export type TurnEffect =
+  /** Append to the journal; a barrier: await it before the next effect. */
+  | { readonly type: 'commit_step'; readonly step: TurnStep }
+  | {
+      readonly type: 'call_model';
+      readonly step: number;
+      readonly closing: boolean;
+      readonly request: ModelRequest;
+    }
+  | { readonly type: 'call_tool'; readonly call: ToolCallRequest; readonly effect: ToolEffect }
+  /** Route to the control plane (tools with `host: 'control_plane'`, payments first). */
+  | {
+      readonly type: 'call_trusted_tool';
+      readonly call: ToolCallRequest;
+      readonly effect: ToolEffect;
+    }
+  | {
+      readonly type: 'pause_for_approval';
+      readonly request: ApprovalRequestRecord;
+      /** Why a supplied answer was not accepted, when one was. */
+      readonly rejection?: string;
+    }
+  | {
+      readonly type: 'pause_for_question';
+      readonly request: QuestionRequestRecord;
+      readonly rejection?: string;
+    }
+  | { readonly type: 'handoff'; readonly handoff: HandoffRecord }
+  | {
+      readonly type: 'finish';
+      readonly text: string;
+      /** Model round trips in the turn, the closing call included. */
+      readonly steps: number;
+      /** True when `text` is {@link FALLBACK_REPLY}. */
+      readonly fallback: boolean;
+    }
+  | { readonly type: 'ambiguous'; readonly toolCallId: string; readonly reason: string }
+  | {
+      readonly type: 'fail';
+      readonly code: ErrorCode;
+      readonly message: string;
+      readonly retryable: boolean;
+    }
+  | { readonly type: 'cancelled'; readonly reason: string };
+
+/** Effects after which the shell stops feeding events (a pause may be continued in-process). */
+export type TerminalEffect = Extract<
+  TurnEffect,
+  {
+    type:
+      | 'pause_for_approval'
+      | 'pause_for_question'
+      | 'handoff'
+      | 'finish'
+      | 'ambiguous'
+      | 'fail'
+      | 'cancelled';
+  }
+>;
+
+/** True for an effect that ends (or pauses) the turn. */
+export function isTerminalEffect(effect: TurnEffect): effect is TerminalEffect {
+  switch (effect.type) {
+    case 'commit_step':
+    case 'call_model':
+    case 'call_tool':
+    case 'call_trusted_tool':
+      return false;
+    default:
+      return true;
+  }
+}
+
+/** The machine's phase. */
+export const TurnPhase = {
+  Idle: 'idle',
+  AwaitingModel: 'awaiting_model',
+  AwaitingTools: 'awaiting_tools',
+  Paused: 'paused',
+  Done: 'done',
+} as const;
+export type TurnPhase = (typeof TurnPhase)[keyof typeof TurnPhase];
+
+/** Where one tool call of the current model response stands. */
+export type CallStatus =
+  | { readonly kind: 'pending' }
+  | { readonly kind: 'running'; readonly effect: ToolEffect }
+  | { readonly kind: 'done'; readonly content: string; readonly isError: boolean }
+  | {
+      readonly kind: 'awaiting_approval';
+      readonly request: ApprovalRequestRecord;
+      readonly rejection?: string;
+    }
+  | {
+      readonly kind: 'awaiting_answer';
+      readonly request: QuestionRequestRecord;
+      readonly rejection?: string;
+    }
+  | { readonly kind: 'handoff'; readonly handoff: HandoffRecord };
+
+/** One tool call of the current model response. */
+export interface BatchCall {
+  readonly use: ToolUseBlock;
+  readonly argsJson: string;
+  readonly status: CallStatus;
+}
+
+/** The machine's state. Treat as opaque outside tests; never mutated in place. */
+export interface TurnState {
+  readonly phase: TurnPhase;
+  readonly turnId: string;
+  readonly system: string | undefined;
+  readonly tools: readonly TurnTool[];
+  readonly maxSteps: number;
+  readonly requiredApprover: string;
+  readonly messages: readonly Message[];
+  /** Budgeted model round trips settled so far (replayed ones included). */
+  readonly modelSteps: number;
+  /** The model call in flight, if any. */
+  readonly pendingModel: { readonly step: number; readonly closing: boolean } | undefined;
+  /** The tool calls of the latest model response, in tool_use order. */
+  readonly batch: { readonly step: number; readonly calls: readonly BatchCall[] } | undefined;
+  readonly recordedModelCalls: ReadonlyMap<number, ModelCallRecord>;
+  readonly recordedToolCalls: ReadonlyMap<string, ToolCallRecord>;
+  readonly recordedToolResults: ReadonlyMap<string, ToolResultRecord>;
+  readonly approvalAnswers: readonly ApprovalAnswer[];
+  readonly questionAnswers: readonly QuestionAnswer[];
+}
+
+/** A step's output. */
+export interface StepResult {
+  readonly state: TurnState;
+  readonly effects: readonly TurnEffect[];
+}
+
+/** What the machine needs from outside, all pure. */
+export interface TurnMachineDeps {
+  readonly ids: RequestIds;
+  readonly verifier: SignatureVerifier;
+  /** The control plane's approval public key (raw 32 bytes). */
+  readonly approvalPublicKey: Uint8Array;
+}
+
+/** A turn machine bound to its dependencies. */
+export interface TurnMachine {
+  /** The state before `turn_started`. */
+  readonly initialState: TurnState;
+  /**
+   * Applies one event.
+   *
+   * @throws AppError `failed_precondition` when the event does not fit the phase (a shell
+   *   bug: for example a tool result for a call that is not running, or any event after
+   *   the turn ended).
+   */
+  step(state: TurnState, event: TurnEvent): StepResult;
+}
+
+const idleState: TurnState = {
+  phase: TurnPhase.Idle,
+  turnId: '',
+  system: undefined,
+  tools: [],
+  maxSteps: 0,
+  requiredApprover: '',
+  messages: [],
+  modelSteps: 0,
+  pendingModel: undefined,
+  batch: undefined,
+  recordedModelCalls: new Map(),
+  recordedToolCalls: new Map(),
+  recordedToolResults: new Map(),
+  approvalAnswers: [],
+  questionAnswers: [],
+};
+
+/** Builds the machine. */
+export function createTurnMachine(deps: TurnMachineDeps): TurnMachine {
+  return { initialState: idleState, step: (state, event) => step(deps, state, event) };
+}
+
+type Effects = TurnEffect[];
+
+function step(deps: TurnMachineDeps, state: TurnState, event: TurnEvent): StepResult {
+  if (state.phase === TurnPhase.Done) {
+    throw misfit(state, event, 'the turn has ended');
+  }
+  switch (event.type) {
+    case 'turn_started':
+      if (state.phase !== TurnPhase.Idle) throw misfit(state, event, 'the turn already started');
+      return start(deps, event.input);
+    case 'model_responded': {
+      const pending = state.pendingModel;
+      if (state.phase !== TurnPhase.AwaitingModel || pending === undefined) {
+        throw misfit(state, event, 'no model call is in flight');
+      }
+      return applyResponse(
+        deps,
+        { ...state, pendingModel: undefined },
+        event.response,
+        { ...pending, startedAtMs: event.startedAtMs, finishedAtMs: event.finishedAtMs },
+        [],
+        false,
+      );
+    }
+    case 'model_failed':
+      if (state.phase !== TurnPhase.AwaitingModel) {
+        throw misfit(state, event, 'no model call is in flight');
+      }
+      return end(state, [
+        { type: 'fail', code: event.code, message: event.message, retryable: event.retryable },
+      ]);
+    case 'tool_finished':
+    case 'trusted_tool_answered': {
+      const index = runningCall(state, event);
+      const effects: Effects = [];
+      const next = completeCall(state, index, event.outcome, false, effects);
+      return settle(deps, next, effects);
+    }
+    case 'tool_outcome_unknown': {
+      const index = runningCall(state, event);
+      const call = callAt(state, index);
+      if (call.status.kind === 'running' && call.status.effect === 'side_effect') {
+        return end(state, [
+          {
+            type: 'ambiguous',
+            toolCallId: call.use.id,
+            reason: `side-effecting tool ${call.use.name} may or may not have run: ${event.reason}`,
+          },
+        ]);
+      }
+      // A pure call has no outcome to lose: the model sees an error and may try again.
+      const effects: Effects = [];
+      const outcome = { content: `Tool ${call.use.name} failed: ${event.reason}`, isError: true };
+      return settle(deps, completeCall(state, index, outcome, false, effects), effects);
+    }
+    case 'approval_answered': {
+      const index = pausedCall(state, event, 'awaiting_approval');
+      const effects: Effects = [];
+      const next = decideApproval(deps, state, index, [event.answer], true, effects, effects);
+      return settle(deps, next, effects);
+    }
+    case 'question_answered': {
+      const index = pausedCall(state, event, 'awaiting_answer');
+      const effects: Effects = [];
+      const next = answerQuestion(state, index, [event.answer], true, effects);
+      return settle(deps, next, effects);
+    }
+    case 'cancelled': {
+      // A side-effecting call in flight may have acted: say so rather than report a clean stop.
+      const inFlight = state.batch?.calls.find(
+        (call) => call.status.kind === 'running' && call.status.effect === 'side_effect',
+      );
+      if (inFlight !== undefined) {
+        return end(state, [
+          {
+            type: 'ambiguous',
+            toolCallId: inFlight.use.id,
+            reason: `turn cancelled while side-effecting tool ${inFlight.use.name} was running: ${event.reason}`,
+          },
+        ]);
+      }
+      return end(state, [{ type: 'cancelled', reason: event.reason }]);
+    }
+    default: {
+      const never: never = event;
+      return never;
+    }
+  }
+}
+
+function start(deps: TurnMachineDeps, input: TurnInput): StepResult {
+  const base: TurnState = { ...idleState, turnId: input.turnId, phase: TurnPhase.AwaitingModel };
+  let maxSteps: number;
+  try {
+    maxSteps = effectiveMaxSteps(input.budget);
+  } catch (error) {
+    if (!isAppError(error)) throw error;
+    return end(base, [
+      { type: 'fail', code: error.code, message: error.message, retryable: false },
+    ]);
+  }
+  const recordedModelCalls = new Map<number, ModelCallRecord>();
+  const recordedToolCalls = new Map<string, ToolCallRecord>();
+  const recordedToolResults = new Map<string, ToolResultRecord>();
+  for (const recorded of input.recordedSteps) {
+    if (recorded.record.turnId !== input.turnId) {
+      return end(base, [
+        failure(
+          'failed_precondition',
+          `turn ${input.turnId}: a recorded ${recorded.kind} belongs to turn ${recorded.record.turnId}; resume with this turn's steps only`,
+        ),
+      ]);
+    }
+    switch (recorded.kind) {
+      case 'model_call':
+        recordedModelCalls.set(recorded.record.step, recorded.record);
+        break;
+      case 'tool_call':
+        recordedToolCalls.set(recorded.record.toolCallId, recorded.record);
+        break;
+      case 'tool_result':
+        recordedToolResults.set(recorded.record.toolCallId, recorded.record);
+        break;
+      default: {
+        const never: never = recorded;
+        return never;
+      }
+    }
+  }
+  const state: TurnState = {
+    ...base,
+    system: input.system,
+    tools: input.tools,
+    maxSteps,
+    requiredApprover: input.requiredApprover ?? '',
+    messages: [
+      ...input.history,
+      { role: 'user', content: [{ type: 'text', text: input.userMessage }] },
+    ],
+    recordedModelCalls,
+    recordedToolCalls,
+    recordedToolResults,
+    approvalAnswers: input.approvalAnswers,
+    questionAnswers: input.questionAnswers,
+  };
+  return nextModelCall(deps, state, [], false);
+}
+
+/** Asks for the next model round trip, or replays it from the journal. */
+function nextModelCall(
+  deps: TurnMachineDeps,
+  state: TurnState,
+  effects: Effects,
+  closing: boolean,
+): StepResult {
+  const stepNumber = state.modelSteps + 1;
+  const messages = closing ? withClosingInstruction(state.messages) : state.messages;
+  const next: TurnState = { ...state, messages, batch: undefined };
+  const recorded = state.recordedModelCalls.get(stepNumber);
+  if (recorded !== undefined) {
+    if (recorded.closing !== closing) {
+      return end(next, [
+        ...effects,
+        failure(
+          'failed_precondition',
+          `turn ${state.turnId}: recorded model call ${stepNumber} has closing=${recorded.closing} but the turn now expects closing=${closing}; the step budget changed between attempts`,
+        ),
+      ]);
+    }
+    const response = responseFromRecord(recorded);
+    if (!response.ok) return end(next, [...effects, response.effect]);
+    const timing = {
+      step: stepNumber,
+      closing,
+      startedAtMs: recorded.startedAtMs,
+      finishedAtMs: recorded.finishedAtMs,
+    };
+    return applyResponse(deps, next, response.value, timing, effects, true);
+  }
+  const request: ModelRequest = {
+    ...(state.system === undefined ? {} : { system: state.system }),
+    messages,
+    tools: state.tools.map(({ name, description, inputSchema }) => ({
+      name,
+      description,
+      inputSchema,
+    })),
+    toolChoice: closing ? 'none' : 'auto',
+  };
+  return {
+    state: { ...next, phase: TurnPhase.AwaitingModel, pendingModel: { step: stepNumber, closing } },
+    effects: [...effects, { type: 'call_model', step: stepNumber, closing, request }],
+  };
+}
+
+interface ResponseTiming {
+  readonly step: number;
+  readonly closing: boolean;
+  readonly startedAtMs: number;
+  readonly finishedAtMs: number;
+}
+
+function applyResponse(
+  deps: TurnMachineDeps,
+  state: TurnState,
+  response: ModelResponse,
+  timing: ResponseTiming,
+  effects: Effects,
+  replayed: boolean,
+): StepResult {
+  const blocks = recordBlocks(state, response.content);
+  if (!blocks.ok) return end(state, [...effects, blocks.effect]);
+  const out: Effects = [...effects];
+  if (!replayed) {
+    out.push({
+      type: 'commit_step',
+      step: {
+        kind: 'model_call',
+        record: {
+          turnId: state.turnId,
+          step: timing.step,
+          model: response.model,
+          content: blocks.value,
+          stopReason: response.stopReason,
+          usage: response.usage,
+          startedAtMs: timing.startedAtMs,
+          finishedAtMs: timing.finishedAtMs,
+          closing: timing.closing,
+        },
+      },
+    });
+  }
+  // Empty text blocks are dropped: the Messages API refuses them in history.
+  const kept = response.content.filter((block) => block.type !== 'text' || block.text !== '');
+  const messages: readonly Message[] =
+    kept.length === 0 ? state.messages : [...state.messages, { role: 'assistant', content: kept }];
+  const text = response.content
+    .flatMap((block) => (block.type === 'text' ? [block.text] : []))
+    .join('');
+  const hasText = text.trim() !== '';
+
+  if (timing.closing) {
+    // Tool calls in a closing reply are ignored: the request offered none.
+    return end({ ...state, messages }, [
+      ...out,
+      {
+        type: 'finish',
+        text: hasText ? text : FALLBACK_REPLY,
+        steps: timing.step,
+        fallback: !hasText,
+      },
+    ]);
+  }
+  const next: TurnState = { ...state, messages, modelSteps: timing.step };
+  const uses = response.content.filter((block): block is ToolUseBlock => block.type === 'tool_use');
+  if (uses.length === 0) {
+    if (hasText) {
+      return end(next, [...out, { type: 'finish', text, steps: timing.step, fallback: false }]);
+    }
+    // An empty reply is treated like a spent budget: one closing call, then the fallback.
+    return nextModelCall(deps, next, out, true);
+  }
+  const calls: BatchCall[] = [];
+  for (const block of blocks.value) {
+    if (block.type !== 'tool_use') continue;
+    const use = uses.find((u) => u.id === block.toolCallId);
+    if (use !== undefined)
+      calls.push({ use, argsJson: block.argsJson, status: { kind: 'pending' } });
+  }
+  return startBatch(deps, { ...next, batch: { step: timing.step, calls } }, out);
+}
+
+/** Starts every call of a fresh batch, then settles. */
+function startBatch(deps: TurnMachineDeps, state: TurnState, effects: Effects): StepResult {
+  const batch = state.batch;
+  if (batch === undefined) return settle(deps, state, effects);
+  // Check for a lost side effect before starting anything: nothing may run in an ambiguous turn.
+  for (const call of batch.calls) {
+    const recordedCall = state.recordedToolCalls.get(call.use.id);
+    if (
+      recordedCall !== undefined &&
+      recordedCall.effect === 'side_effect' &&
+      !state.recordedToolResults.has(call.use.id)
+    ) {
+      return end(state, [
+        ...effects,
+        {
+          type: 'ambiguous',
+          toolCallId: call.use.id,
+          reason: `side-effecting tool ${call.use.name} was committed in step ${recordedCall.step} but has no result; it may or may not have run, so it is not run again`,
+        },
+      ]);
+    }
+  }
+  // tool_call commits go before every call they guard; results are committed as they settle.
+  const commits: Effects = [];
+  const calls: Effects = [];
+  let next = state;
+  for (let index = 0; index < batch.calls.length; index++) {
+    next = resolveCall(deps, next, index, commits, calls);
+  }
+  return settle(deps, next, [...effects, ...commits, ...calls]);
+}
+
+/** Decides one pending call: reuse, run, pause, refuse or hand off. */
+function resolveCall(
+  deps: TurnMachineDeps,
+  state: TurnState,
+  index: number,
+  commits: Effects,
+  calls: Effects,
+): TurnState {
+  const call = callAt(state, index);
+  const { use } = call;
+  const recordedResult = state.recordedToolResults.get(use.id);
+  if (recordedResult !== undefined) {
+    return setStatus(state, index, {
+      kind: 'done',
+      content: recordedResult.content,
+      isError: recordedResult.isError,
+    });
+  }
+  const tool = state.tools.find((t) => t.name === use.name);
+  if (tool === undefined) {
+    return completeCall(
+      state,
+      index,
+      { content: `Tool ${use.name} is not available in this conversation.`, isError: true },
+      false,
+      commits,
+    );
+  }
+  if (use.name === ReservedTool.HandoffTo) {
+    const agent = use.input.agent;
+    const reason = use.input.reason ?? '';
+    if (typeof agent !== 'string' || agent === '' || typeof reason !== 'string') {
+      return completeCall(
+        state,
+        index,
+        badArgs(use.name, '{ agent: string, reason?: string }'),
+        false,
+        commits,
+      );
+    }
+    return setStatus(state, index, {
+      kind: 'handoff',
+      handoff: { turnId: state.turnId, toolCallId: use.id, targetAgent: agent, reason },
+    });
+  }
+  if (use.name === ReservedTool.AskUser) {
+    const question = use.input.question;
+    if (typeof question !== 'string' || question.trim() === '') {
+      return completeCall(state, index, badArgs(use.name, '{ question: string }'), false, commits);
+    }
+    const request: QuestionRequestRecord = {
+      turnId: state.turnId,
+      requestId: deps.ids.questionRequestId(state.turnId, use.id),
+      toolCallId: use.id,
+      question,
+    };
+    const asked = setStatus(state, index, { kind: 'awaiting_answer', request });
+    return answerQuestion(asked, index, state.questionAnswers, false, commits);
+  }
+  if (state.recordedToolCalls.has(use.id)) {
+    // Committed, no result, and pure (side effects were refused in startBatch): run it again.
+    return runCall(state, index, tool, '', false, commits, calls);
+  }
+  if (tool.needsApproval) {
+    const argsSha256 = approvalArgsSha256(call.argsJson);
+    const request: ApprovalRequestRecord = {
+      turnId: state.turnId,
+      requestId: deps.ids.approvalRequestId(state.turnId, use.id),
+      toolCallId: use.id,
+      toolName: use.name,
+      argsJson: call.argsJson,
+      argsSha256,
+      reason: tool.approvalReason ?? `${use.name} needs approval before it runs.`,
+      requiredApprover: state.requiredApprover,
+    };
+    const waiting = setStatus(state, index, { kind: 'awaiting_approval', request });
+    // Answers for this request, and any answer from another turn so a replay is reported.
+    const candidates = state.approvalAnswers.filter(
+      (a) => a.requestId === request.requestId || a.turnId !== state.turnId,
+    );
+    return decideApproval(deps, waiting, index, candidates, false, commits, calls);
+  }
+  return runCall(state, index, tool, '', true, commits, calls);
+}
+
+function runCall(
+  state: TurnState,
+  index: number,
+  tool: TurnTool,
+  approvalRequestId: string,
+  commitCall: boolean,
+  commits: Effects,
+  calls: Effects,
+): TurnState {
+  const batch = state.batch;
+  const call = callAt(state, index);
+  if (batch === undefined) return state;
+  if (commitCall) {
+    commits.push({
+      type: 'commit_step',
+      step: {
+        kind: 'tool_call',
+        record: {
+          turnId: state.turnId,
+          step: batch.step,
+          toolCallId: call.use.id,
+          toolName: call.use.name,
+          argsJson: call.argsJson,
+          effect: tool.effect,
+          approvalRequestId,
+        },
+      },
+    });
+  }
+  const request: ToolCallRequest = {
+    turnId: state.turnId,
+    toolCallId: call.use.id,
+    name: call.use.name,
+    input: call.use.input,
+    argsJson: call.argsJson,
+    step: batch.step,
+    maxSteps: state.maxSteps,
+  };
+  calls.push({
+    type: tool.host === 'control_plane' ? 'call_trusted_tool' : 'call_tool',
+    call: request,
+    effect: tool.effect,
+  });
+  return setStatus(state, index, { kind: 'running', effect: tool.effect });
+}
+
+/**
+ * Applies the first acceptable answer to the call awaiting approval at `index`; keeps it
+ * waiting (with the last rejection) when none is. A live answer passes one list as both
+ * `commits` and `calls`, which keeps the tool_call commit before its call.
+ */
+function decideApproval(
+  deps: TurnMachineDeps,
+  state: TurnState,
+  index: number,
+  answers: readonly ApprovalAnswer[],
+  live: boolean,
+  commits: Effects,
+  calls: Effects,
+): TurnState {
+  const call = callAt(state, index);
+  if (call.status.kind !== 'awaiting_approval') return state;
+  const { request } = call.status;
+  let rejection: string | undefined;
+  for (const answer of answers) {
+    const verdict = verifyApprovalAnswer(answer, request, deps.verifier, deps.approvalPublicKey);
+    if (!verdict.ok) {
+      rejection = verdict.reason;
+      continue;
+    }
+    if (answer.decision === 'denied') {
+      const note = answer.comment === '' ? '' : ` Their note: ${answer.comment}`;
+      return completeCall(
+        state,
+        index,
+        {
+          content: `The call to ${request.toolName} was denied by ${answer.answeredBy || 'an approver'} and did not run.${note} Do not retry it with the same arguments; continue without it or tell the user.`,
+          isError: false,
+        },
+        true,
+        commits,
+      );
+    }
+    const tool = state.tools.find((t) => t.name === request.toolName);
+    if (tool === undefined) return state;
+    return runCall(state, index, tool, request.requestId, true, commits, calls);
+  }
+  if (rejection === undefined && !live) return state;
+  return setStatus(state, index, {
+    kind: 'awaiting_approval',
+    request,
+    ...(rejection === undefined ? {} : { rejection }),
+  });
+}
+
+/** Applies an answer to the question awaited at `index`, if one fits. */
+function answerQuestion(
+  state: TurnState,
+  index: number,
+  answers: readonly QuestionAnswer[],
+  live: boolean,
+  effects: Effects,
+): TurnState {
+  const call = callAt(state, index);
+  if (call.status.kind !== 'awaiting_answer') return state;
+  const { request } = call.status;
+  const answer = answers.find(
+    (a) => a.requestId === request.requestId && a.turnId === request.turnId,
+  );
+  if (answer !== undefined) {
+    return completeCall(state, index, { content: answer.answer, isError: false }, false, effects);
+  }
+  if (!live) return state;
+  const [first] = answers;
+  const rejection =
+    first === undefined
+      ? 'no answer given'
+      : `answer is for request ${first.requestId} of turn ${first.turnId}, not ${request.requestId} of turn ${request.turnId}`;
+  return setStatus(state, index, { kind: 'awaiting_answer', request, rejection });
+}
+
+/** Marks the call at `index` done and commits its result. */
+function completeCall(
+  state: TurnState,
+  index: number,
+  outcome: ToolOutcome,
+  denied: boolean,
+  effects: Effects,
+): TurnState {
+  const call = callAt(state, index);
+  effects.push({
+    type: 'commit_step',
+    step: {
+      kind: 'tool_result',
+      record: {
+        turnId: state.turnId,
+        toolCallId: call.use.id,
+        content: outcome.content,
+        isError: outcome.isError,
+        denied,
+      },
+    },
+  });
+  return setStatus(state, index, {
+    kind: 'done',
+    content: outcome.content,
+    isError: outcome.isError,
+  });
+}
+
+/** After any change to the batch: wait, pause, hand off, or go back to the model. */
+function settle(deps: TurnMachineDeps, state: TurnState, effects: Effects): StepResult {
+  const batch = state.batch;
+  if (batch === undefined) return { state, effects };
+  if (batch.calls.some((call) => call.status.kind === 'running')) {
+    return { state: { ...state, phase: TurnPhase.AwaitingTools }, effects };
+  }
+  for (const call of batch.calls) {
+    const status = call.status;
+    if (status.kind === 'awaiting_approval') {
+      return {
+        state: { ...state, phase: TurnPhase.Paused },
+        effects: [
+          ...effects,
+          {
+            type: 'pause_for_approval',
+            request: status.request,
+            ...(status.rejection === undefined ? {} : { rejection: status.rejection }),
+          },
+        ],
+      };
+    }
+    if (status.kind === 'awaiting_answer') {
+      return {
+        state: { ...state, phase: TurnPhase.Paused },
+        effects: [
+          ...effects,
+          {
+            type: 'pause_for_question',
+            request: status.request,
+            ...(status.rejection === undefined ? {} : { rejection: status.rejection }),
+          },
+        ],
+      };
+    }
+  }
+  // The handoff waits for its siblings so the target agent sees their results.
+  for (const call of batch.calls) {
+    if (call.status.kind === 'handoff') {
+      return end(state, [...effects, { type: 'handoff', handoff: call.status.handoff }]);
+    }
+  }
+  const results: ToolResultBlock[] = [];
+  for (const call of batch.calls) {
+    if (call.status.kind !== 'done') {
+      // Unreachable: every other status returned above.
+      return end(state, [
+        ...effects,
+        failure('internal', `turn ${state.turnId}: tool call ${call.use.id} did not settle`),
+      ]);
+    }
+    results.push({
+      type: 'tool_result',
+      toolUseId: call.use.id,
+      content: call.status.content,
+      isError: call.status.isError,
+    });
+  }
+  const next: TurnState = {
+    ...state,
+    batch: undefined,
+    messages: [...state.messages, { role: 'user', content: results }],
+  };
+  return nextModelCall(deps, next, effects, next.modelSteps >= next.maxSteps);
+}
+
+function withClosingInstruction(messages: readonly Message[]): readonly Message[] {
+  const instruction: ContentBlock = { type: 'text', text: CLOSING_INSTRUCTION };
+  const last = messages[messages.length - 1];
+  // Merged into the tool results' user message: roles must alternate.
+  if (last !== undefined && last.role === 'user') {
+    return [...messages.slice(0, -1), { role: 'user', content: [...last.content, instruction] }];
+  }
+  return [...messages, { role: 'user', content: [instruction] }];
+}
+
+type Checked<T> = { ok: true; value: T } | { ok: false; effect: TurnEffect };
+
+function recordBlocks(state: TurnState, content: readonly OutputBlock[]): Checked<RecordedBlock[]> {
+  const seen = new Set<string>();
+  const blocks: RecordedBlock[] = [];
+  for (const block of content) {
+    if (block.type === 'text') {
+      blocks.push({ type: 'text', text: block.text });
+      continue;
+    }
+    if (seen.has(block.id)) {
+      return {
+        ok: false,
+        effect: failure(
+          'internal',
+          `turn ${state.turnId}: the model returned tool call id ${block.id} twice in one response`,
+        ),
+      };
+    }
+    seen.add(block.id);
+    let argsJson: string;
+    try {
+      argsJson = canonicalJson(block.input);
+    } catch (error) {
+      if (!isAppError(error)) throw error;
+      return {
+        ok: false,
+        effect: failure(
+          'internal',
+          `turn ${state.turnId}: tool call ${block.id} has arguments that are not JSON: ${error.message}`,
+        ),
+      };
+    }
+    blocks.push({ type: 'tool_use', toolCallId: block.id, name: block.name, argsJson });
+  }
+  return { ok: true, value: blocks };
+}
+
+function responseFromRecord(record: ModelCallRecord): Checked<ModelResponse> {
+  const content: OutputBlock[] = [];
+  for (const block of record.content) {
+    if (block.type === 'text') {
+      content.push(block);
+      continue;
+    }
+    let input: unknown;
+    try {
+      input = JSON.parse(block.argsJson);
+    } catch {
+      input = undefined;
+    }
+    if (!isJsonObject(input)) {
+      return {
+        ok: false,
+        effect: failure(
+          'data_loss',
+          `turn ${record.turnId}: recorded tool call ${block.toolCallId} in step ${record.step} has arguments that are not a JSON object; verify the journal`,
+        ),
+      };
+    }
+    content.push({ type: 'tool_use', id: block.toolCallId, name: block.name, input });
+  }
+  return {
+    ok: true,
+    value: { model: record.model, content, stopReason: record.stopReason, usage: record.usage },
+  };
+}
+
+function callAt(state: TurnState, index: number): BatchCall {
+  const call = state.batch?.calls[index];
+  if (call === undefined) {
+    throw new AppError('internal', `turn ${state.turnId}: no tool call at index ${index}`);
+  }
+  return call;
+}
+
+function setStatus(state: TurnState, index: number, status: CallStatus): TurnState {
+  const batch = state.batch;
+  if (batch === undefined) return state;
+  const calls = batch.calls.map((call, i) => (i === index ? { ...call, status } : call));
+  return { ...state, batch: { ...batch, calls } };
+}
+
+function runningCall(state: TurnState, event: Extract<TurnEvent, { toolCallId: string }>): number {
+  const index =
+    state.batch?.calls.findIndex(
+      (call) => call.use.id === event.toolCallId && call.status.kind === 'running',
+    ) ?? -1;
+  if (state.phase !== TurnPhase.AwaitingTools || index < 0) {
+    throw misfit(state, event, `tool call ${event.toolCallId} is not running`);
+  }
+  return index;
+}
+
+function pausedCall(
+  state: TurnState,
+  event: TurnEvent,
+  kind: 'awaiting_approval' | 'awaiting_answer',
+): number {
+  // The pause names the first waiting call; answers go to it.
+  const index = state.batch?.calls.findIndex((call) => call.status.kind === kind) ?? -1;
+  const first = state.batch?.calls.findIndex(
+    (call) => call.status.kind === 'awaiting_approval' || call.status.kind === 'awaiting_answer',
+  );
+  if (state.phase !== TurnPhase.Paused || index < 0 || index !== first) {
+    throw misfit(state, event, `the turn is not paused for ${kind.replace('_', ' ')}`);
+  }
+  return index;
+}
+
+function end(state: TurnState, effects: Effects): StepResult {
+  return { state: { ...state, phase: TurnPhase.Done, pendingModel: undefined }, effects };
+}
+
+function failure(code: ErrorCode, message: string): TurnEffect {
+  return { type: 'fail', code, message, retryable: false };
+}
+
+function badArgs(name: string, shape: string): ToolOutcome {
+  return { content: `${name} needs arguments of the form ${shape}.`, isError: true };
+}
+
+function misfit(state: TurnState, event: TurnEvent, why: string): AppError {
+  return new AppError(
+    'failed_precondition',
+    `turn ${state.turnId || '(not started)'}: cannot apply ${event.type} in phase ${state.phase}: ${why}`,
+    { details: { turn: state.turnId, phase: state.phase, event: event.type } },
+  );
+}

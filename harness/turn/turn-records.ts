@@ -1,0 +1,151 @@
+import type { JsonObject } from '../../common/canonical-json';
+import type { ApprovalDecision } from '../../common/approval-bytes';
+import type { StopReason, ToolDefinition, Usage } from '../model/model-provider';
+
+/**
+ * Domain types of the turn loop's committed steps and requests. Each maps 1:1 onto the
+ * events.proto message named in its doc (`step-proto.ts` converts); field names follow
+ * the proto so logs, JSON and proto spell ids one way.
+ */
+
+/** Whether a tool touches the world. */
+export const ToolEffect = {
+  /** Deterministic, no I/O: safe to run again after a crash. */
+  Pure: 'pure',
+  /** Committed before it runs; never re-run when its outcome is unknown. */
+  SideEffect: 'side_effect',
+} as const;
+export type ToolEffect = (typeof ToolEffect)[keyof typeof ToolEffect];
+
+/** Where a tool runs. */
+export const ToolHost = {
+  /** In the harness (built-in and MCP tools). */
+  Harness: 'harness',
+  /** On the control plane, through the trusted-tool proxy (payments: the harness holds no wallet key). */
+  ControlPlane: 'control_plane',
+} as const;
+export type ToolHost = (typeof ToolHost)[keyof typeof ToolHost];
+
+/** A tool offered in a turn, with the policy the loop enforces. */
+export interface TurnTool extends ToolDefinition {
+  readonly effect: ToolEffect;
+  readonly needsApproval: boolean;
+  /** Shown on the approval card; defaults to a sentence naming the tool. */
+  readonly approvalReason?: string;
+  /** @default 'harness' */
+  readonly host?: ToolHost;
+}
+
+/** A block of a recorded model output (proto `ContentBlock`; `argsJson` is canonical JSON). */
+export type RecordedBlock =
+  | { readonly type: 'text'; readonly text: string }
+  | {
+      readonly type: 'tool_use';
+      readonly toolCallId: string;
+      readonly name: string;
+      readonly argsJson: string;
+    };
+
+/** proto `ModelCall`: one completed model round trip. */
+export interface ModelCallRecord {
+  readonly turnId: string;
+  /** 1-based; the closing call takes the number after the last budgeted step. */
+  readonly step: number;
+  readonly model: string;
+  readonly content: readonly RecordedBlock[];
+  readonly stopReason: StopReason;
+  readonly usage: Usage;
+  readonly startedAtMs: number;
+  readonly finishedAtMs: number;
+  readonly closing: boolean;
+}
+
+/** proto `ToolCall`. */
+export interface ToolCallRecord {
+  readonly turnId: string;
+  /** The model round trip that asked for the call. */
+  readonly step: number;
+  readonly toolCallId: string;
+  readonly toolName: string;
+  readonly argsJson: string;
+  readonly effect: ToolEffect;
+  /** Set when the call runs under an approval; empty otherwise. */
+  readonly approvalRequestId: string;
+}
+
+/** proto `ToolResult`. */
+export interface ToolResultRecord {
+  readonly turnId: string;
+  readonly toolCallId: string;
+  readonly content: string;
+  readonly isError: boolean;
+  /** True when the result is a denial given to the model instead of running the tool. */
+  readonly denied: boolean;
+}
+
+/** A committed step of a turn, in journal order. */
+export type TurnStep =
+  | { readonly kind: 'model_call'; readonly record: ModelCallRecord }
+  | { readonly kind: 'tool_call'; readonly record: ToolCallRecord }
+  | { readonly kind: 'tool_result'; readonly record: ToolResultRecord };
+
+/** proto `ApprovalRequest`. */
+export interface ApprovalRequestRecord {
+  readonly turnId: string;
+  readonly requestId: string;
+  readonly toolCallId: string;
+  readonly toolName: string;
+  readonly argsJson: string;
+  /** SHA-256 of `argsJson`'s UTF-8 bytes. */
+  readonly argsSha256: Uint8Array;
+  readonly reason: string;
+  /** Empty means any admin. */
+  readonly requiredApprover: string;
+}
+
+/** proto `ApprovalResponse`: a signed answer (docs/approvals.md). */
+export interface ApprovalAnswer {
+  readonly turnId: string;
+  readonly requestId: string;
+  readonly toolName: string;
+  readonly argsSha256: Uint8Array;
+  readonly decision: ApprovalDecision;
+  readonly answeredBy: string;
+  readonly keyId: string;
+  readonly signature: Uint8Array;
+  readonly answeredAtMs: number;
+  readonly comment: string;
+}
+
+/** proto `QuestionRequest`. */
+export interface QuestionRequestRecord {
+  readonly turnId: string;
+  readonly requestId: string;
+  readonly toolCallId: string;
+  readonly question: string;
+}
+
+/** proto `QuestionResponse`. */
+export interface QuestionAnswer {
+  readonly turnId: string;
+  readonly requestId: string;
+  readonly answer: string;
+  readonly answeredBy: string;
+  readonly answeredAtMs: number;
+}
+
+/** proto `Handoff`. */
+export interface HandoffRecord {
+  readonly turnId: string;
+  readonly toolCallId: string;
+  readonly targetAgent: string;
+  readonly reason: string;
+}
+
+/** The arguments of a call as the model gave them, parsed. */
+export interface ParsedToolUse {
+  readonly toolCallId: string;
+  readonly name: string;
+  readonly input: JsonObject;
+  readonly argsJson: string;
+}
