@@ -139,7 +139,10 @@ export const invalidConversationCases: readonly InvalidConversationCase[] = [
   {
     name: 'agent hands off to itself',
     spec: { agent: { name: 'support', handoffTargets: ['billing', 'support'] } },
-    expectMessage: fieldError('spec.agent.handoffTargets', 'must not include the agent itself'),
+    expectMessage: fieldError(
+      'spec.agent.handoffTargets',
+      'handoffTargets must not include the agent itself (agent.name)',
+    ),
     rejectedBy: 'cel',
   },
   {
@@ -273,7 +276,10 @@ export const invalidConversationCases: readonly InvalidConversationCase[] = [
   {
     name: 'requireApproval names an undeclared mcp server',
     spec: { tools: { mcpServers: [stdioServer], requireApproval: ['github/create_issue'] } },
-    expectMessage: fieldError('spec.tools.requireApproval', 'every requireApproval entry'),
+    expectMessage: fieldError(
+      'spec.tools.requireApproval',
+      'every requireApproval entry must name a tool in builtin, or <server>/<tool> or <server>/* of a server in mcpServers',
+    ),
     rejectedBy: 'cel',
   },
   {
