@@ -1,0 +1,181 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { beforeAll, describe, expect, it } from '@jest/globals';
+
+import { CompactMmr } from './compact-mmr';
+import { fromHex, toHex } from './hex';
+import { rootFromInclusionProof } from './inclusion-proof';
+import {
+  buildJournalVectors,
+  isJournalVectors,
+  serializeJournalVectors,
+  vectorJournalEvents,
+  type JournalVectors,
+} from './journal-vectors';
+import { LeafHasher } from './leaf-digest';
+import { loadNobleCrypto, type NobleJournalCrypto } from './noble-crypto';
+import { createNodeEd25519Signer } from './node-ed25519';
+import { nodeSha256 } from './node-sha256';
+import { buildReferenceMmr, referenceLeafDigest } from './reference-mmr';
+import { verifyJournal } from './verify-journal';
+
+const committedText = readFileSync(
+  join(__dirname, '..', '..', 'docs', 'journal-vectors.json'),
+  'utf8',
+);
+const parsed: unknown = JSON.parse(committedText);
+if (!isJournalVectors(parsed))
+  throw new Error('docs/journal-vectors.json does not have the vectors shape');
+const vectors: JournalVectors = parsed;
+
+let noble: NobleJournalCrypto;
+beforeAll(async () => {
+  noble = await loadNobleCrypto();
+});
+
+const utf8 = new TextEncoder();
+function u64Hex(value: number): string {
+  return value.toString(16).padStart(16, '0');
+}
+
+describe('docs/journal-vectors.json', () => {
+  it('is exactly what hack/gen-journal-vectors.ts writes (node:crypto)', () => {
+    const rebuilt = serializeJournalVectors(
+      buildJournalVectors({ hash: nodeSha256, createSigner: createNodeEd25519Signer }),
+    );
+    // On failure: run `npx tsx hack/gen-journal-vectors.ts` only if the format change is
+    // intended; the vectors are a contract with third-party verifiers.
+    expect(rebuilt === committedText).toBe(true);
+  });
+
+  it('is rebuilt byte for byte by @noble alone, without node:crypto', () => {
+    const rebuilt = serializeJournalVectors(
+      buildJournalVectors({ hash: noble.sha256, createSigner: noble.createSigner }),
+    );
+    expect(rebuilt === committedText).toBe(true);
+  });
+
+  it('covers 200 events with varied kinds and payload sizes, and roots for 0..200', () => {
+    expect(vectors.leaves.map((l) => l.position)).toEqual(Array.from({ length: 200 }, (_, i) => i));
+    expect(new Set(vectors.leaves.map((l) => l.kind)).size).toBeGreaterThanOrEqual(20);
+    const sizes = vectors.leaves.map((l) => l.payloadHex.length / 2);
+    expect(sizes).toContain(0);
+    expect(Math.max(...sizes)).toBeGreaterThan(4096);
+    expect(vectors.roots.map((r) => r.leafCount)).toEqual(Array.from({ length: 201 }, (_, i) => i));
+    expect(vectors.signedRoots.length).toBeGreaterThanOrEqual(5);
+    expect(vectors.keyRotations.length).toBe(1);
+  });
+
+  it('has leaf digests that the spec formula gives with @noble SHA-256', () => {
+    for (const leaf of vectors.leaves) {
+      const digest = referenceLeafDigest(
+        noble.sha256,
+        leaf.position,
+        leaf.kind,
+        fromHex(leaf.payloadHex),
+      );
+      expect(toHex(digest)).toBe(leaf.leafHex);
+    }
+  });
+
+  it('pins the root and size of every leaf count 0..200 (reference MMR, @noble SHA-256)', () => {
+    const leaves = vectors.leaves.map((l) => fromHex(l.leafHex));
+    for (const pinned of vectors.roots) {
+      const reference = buildReferenceMmr(noble.sha256, leaves.slice(0, pinned.leafCount));
+      expect({ n: pinned.leafCount, size: reference.size, root: toHex(reference.root) }).toEqual({
+        n: pinned.leafCount,
+        size: pinned.sizeNodes,
+        root: pinned.rootHex,
+      });
+    }
+    expect(buildReferenceMmr(noble.sha256, leaves).nodes.map(toHex)).toEqual(vectors.nodesHex);
+  });
+
+  it('pins the fast MMR: CompactMmr reproduces every pinned root', () => {
+    const mmr = new CompactMmr(nodeSha256);
+    const hasher = new LeafHasher(nodeSha256);
+    const got = [toHex(mmr.root())];
+    for (const leaf of vectors.leaves) {
+      mmr.append(hasher.digest(leaf.position, leaf.kind, fromHex(leaf.payloadHex)));
+      got.push(toHex(mmr.root()));
+    }
+    expect(got).toEqual(vectors.roots.map((r) => r.rootHex));
+  });
+
+  it('has signed roots whose messages, key ids and signatures check out with @noble', () => {
+    for (const s of vectors.signedRoots) {
+      const message =
+        toHex(utf8.encode('polychrome/journal-root/v1')) + u64Hex(s.leafCount) + s.rootHex;
+      expect(s.messageHex).toBe(message);
+      expect(s.rootHex).toBe(vectors.roots[s.leafCount]?.rootHex);
+      expect(s.leafCount).toBe(s.position);
+      expect(s.keyId).toBe(toHex(noble.sha256(fromHex(s.publicKeyHex)).subarray(0, 16)));
+      const ok = noble.verifier.verify(
+        fromHex(s.publicKeyHex),
+        fromHex(message),
+        fromHex(s.signatureHex),
+      );
+      expect(ok).toBe(true);
+    }
+  });
+
+  it('has a key rotation signed by the old key over the new one', () => {
+    for (const r of vectors.keyRotations) {
+      expect(r.messageHex).toBe(
+        toHex(utf8.encode('polychrome/key-rotation/v1')) + r.newPublicKeyHex,
+      );
+      const ok = noble.verifier.verify(
+        fromHex(r.oldPublicKeyHex),
+        fromHex(r.messageHex),
+        fromHex(r.signatureHex),
+      );
+      expect(ok).toBe(true);
+    }
+  });
+
+  it('has inclusion proofs that lead to the pinned roots', () => {
+    for (const p of vectors.inclusionProofs) {
+      const proof = {
+        leafIndex: p.leafIndex,
+        leafCount: p.leafCount,
+        digests: p.proofHex.map((d) => fromHex(d)),
+      };
+      expect(toHex(rootFromInclusionProof(noble.sha256, proof, fromHex(p.leafHex)))).toBe(
+        p.rootHex,
+      );
+    }
+  });
+
+  it('verifies as a whole journal with @noble only, following the rotation', () => {
+    const first = vectors.keys[0];
+    if (first === undefined) throw new Error('vectors name no key');
+    const result = verifyJournal(vectorJournalEvents(vectors), {
+      hash: noble.sha256,
+      verifier: noble.verifier,
+      trustedPublicKeys: [fromHex(first.publicKeyHex)],
+    });
+    expect(result).toMatchObject({
+      ok: true,
+      leafCount: 200,
+      signedRootCount: vectors.signedRoots.length,
+      verifiedLeafCount: 199,
+      rootHex: vectors.roots[200]?.rootHex,
+      unsealed: { fromPosition: 200, count: 0 },
+    });
+  });
+
+  it('accepts only the vectors shape in its type guard', () => {
+    expect(isJournalVectors(vectors)).toBe(true);
+    expect(
+      isJournalVectors({ ...vectors, roots: [{ leafCount: '0', sizeNodes: 0, rootHex: '' }] }),
+    ).toBe(false);
+    expect(
+      isJournalVectors({
+        ...vectors,
+        inclusionProofs: [{ ...vectors.inclusionProofs[0], proofHex: [1] }],
+      }),
+    ).toBe(false);
+    expect(isJournalVectors([])).toBe(false);
+  });
+});

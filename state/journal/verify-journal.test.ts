@@ -1,0 +1,368 @@
+import { describe, expect, it } from '@jest/globals';
+import fc from 'fast-check';
+
+import { EventKind, encodePayload } from '../../common/event-kinds';
+import { CompactMmr } from './compact-mmr';
+import type { Ed25519Signer } from './ed25519';
+import { toHex } from './hex';
+import { LeafHasher } from './leaf-digest';
+import { createNodeEd25519Signer, createNodeEd25519Verifier } from './node-ed25519';
+import { nodeSha256 } from './node-sha256';
+import { keyIdOf, rotateKey, signRoot } from './signed-root';
+import {
+  concludeJournalVerification,
+  planJournalVerification,
+  verifyJournal,
+  type JournalEvent,
+  type JournalVerification,
+} from './verify-journal';
+
+const keyA = createNodeEd25519Signer(new Uint8Array(32).fill(1));
+const keyB = createNodeEd25519Signer(new Uint8Array(32).fill(2));
+const stranger = createNodeEd25519Signer(new Uint8Array(32).fill(3));
+const idA = keyIdOf(nodeSha256, keyA.publicKey);
+const idB = keyIdOf(nodeSha256, keyB.publicKey);
+const verifier = createNodeEd25519Verifier();
+
+/** Writes a journal the way the store will: events, then a signed root over them. */
+class TestJournal {
+  readonly events: JournalEvent[] = [];
+  private readonly mmr = new CompactMmr(nodeSha256);
+  private readonly leaves = new LeafHasher(nodeSha256);
+
+  add(kind: string, payload: Uint8Array = Uint8Array.of(this.events.length & 0xff)): this {
+    const position = this.events.length;
+    this.events.push({ position, kind, payload });
+    this.mmr.append(this.leaves.digest(position, kind, payload));
+    return this;
+  }
+
+  rootHex(): string {
+    return toHex(this.mmr.root());
+  }
+
+  /** Appends a signed_root; `override` replaces fields after honest signing inputs are chosen. */
+  seal(
+    signer: Ed25519Signer,
+    override: { leafCount?: number; root?: Uint8Array; flipSignature?: boolean } = {},
+  ): this {
+    const leafCount = override.leafCount ?? this.events.length;
+    const fields = signRoot(nodeSha256, signer, leafCount, override.root ?? this.mmr.root());
+    const signature = Buffer.from(fields.signature);
+    if (override.flipSignature === true) signature[0]! ^= 1;
+    return this.add(
+      EventKind.SignedRoot,
+      encodePayload(EventKind.SignedRoot, {
+        leafCount: fields.leafCount,
+        root: Buffer.from(fields.root),
+        keyId: fields.keyId,
+        signature,
+      }),
+    );
+  }
+
+  rotate(oldSigner: Ed25519Signer, next: Uint8Array, tamper?: 'signature' | 'keyId'): this {
+    const r = rotateKey(nodeSha256, oldSigner, next);
+    const signature = Buffer.from(r.signatureByOldKey);
+    if (tamper === 'signature') signature[5]! ^= 0x10;
+    return this.add(
+      EventKind.KeyRotated,
+      encodePayload(EventKind.KeyRotated, {
+        oldKeyId: r.oldKeyId,
+        newKeyId: tamper === 'keyId' ? idA : r.newKeyId,
+        newPublicKey: Buffer.from(r.newPublicKey),
+        signatureByOldKey: signature,
+      }),
+    );
+  }
+
+  /** A turn's two batches: 0 message, 1 dispatch, 2 root, 3 model, 4 complete, 5 root. */
+  static twoBatches(signer: Ed25519Signer = keyA): TestJournal {
+    return new TestJournal()
+      .add(EventKind.MessageReceived)
+      .add(EventKind.TurnDispatched)
+      .seal(signer)
+      .add(EventKind.ModelCall)
+      .add(EventKind.TurnComplete)
+      .seal(signer);
+  }
+}
+
+function verify(events: readonly JournalEvent[], keys = [keyA.publicKey]): JournalVerification {
+  return verifyJournal(events, { hash: nodeSha256, verifier, trustedPublicKeys: keys });
+}
+
+function replaced(
+  events: readonly JournalEvent[],
+  position: number,
+  payload: Uint8Array,
+): JournalEvent[] {
+  return events.map((e) => (e.position === position ? { ...e, payload } : e));
+}
+
+/** Root over the first `count` events as they are now (after tampering). */
+function recomputedRoot(events: readonly JournalEvent[], count: number): string {
+  const mmr = new CompactMmr(nodeSha256);
+  const leaves = new LeafHasher(nodeSha256);
+  for (const e of events.slice(0, count)) mmr.append(leaves.digest(e.position, e.kind, e.payload));
+  return toHex(mmr.root());
+}
+
+describe('verifyJournal: honest journals', () => {
+  it('accepts an honest journal and reports its counts and root', () => {
+    const j = TestJournal.twoBatches();
+    const result = verify(j.events);
+    expect(result).toEqual({
+      ok: true,
+      leafCount: 6,
+      signedRootCount: 2,
+      verifiedLeafCount: 5,
+      rootHex: j.rootHex(),
+      unsealed: { fromPosition: 6, count: 0 },
+      failure: undefined,
+    });
+  });
+
+  it('accepts the empty journal and a root over zero leaves', () => {
+    expect(verify([])).toMatchObject({
+      ok: true,
+      leafCount: 0,
+      unsealed: { fromPosition: 0, count: 0 },
+    });
+    expect(verify(new TestJournal().seal(keyA).events)).toMatchObject({
+      ok: true,
+      signedRootCount: 1,
+    });
+  });
+
+  it('reports events after the last signed root as unsealed, without failing', () => {
+    const j = TestJournal.twoBatches().add(EventKind.MessageReceived).add(EventKind.TurnDispatched);
+    expect(verify(j.events)).toMatchObject({ ok: true, unsealed: { fromPosition: 6, count: 2 } });
+    const none = new TestJournal().add(EventKind.MessageReceived);
+    expect(verify(none.events)).toMatchObject({
+      ok: true,
+      verifiedLeafCount: 0,
+      unsealed: { fromPosition: 0, count: 1 },
+    });
+  });
+
+  it('follows a key rotation: roots after it are signed by the new key', () => {
+    const j = TestJournal.twoBatches()
+      .rotate(keyA, keyB.publicKey)
+      .seal(keyB)
+      .add(EventKind.ModelCall)
+      .seal(keyB);
+    expect(verify(j.events)).toMatchObject({ ok: true, signedRootCount: 4, verifiedLeafCount: 9 });
+  });
+});
+
+describe('verifyJournal: the first failing root', () => {
+  it('event_changed: a payload changed after signing fails the next root', () => {
+    const j = TestJournal.twoBatches();
+    const tampered = replaced(j.events, 3, Uint8Array.of(0xee));
+    const result = verify(tampered);
+    expect(result.failure).toMatchObject({
+      position: 5,
+      kind: 'signed_root',
+      reason: 'event_changed',
+      expected: recomputedRoot(tampered, 5),
+      found: recomputedRoot(j.events, 5),
+    });
+    expect(result.failure?.message).toContain(
+      'an event before this position was changed after signing',
+    );
+    expect(result).toMatchObject({ ok: false, verifiedLeafCount: 2 });
+  });
+
+  it('event_changed: a root signed for another leaf count (events removed or inserted)', () => {
+    const j = TestJournal.twoBatches().add(EventKind.ModelCall).seal(keyA, { leafCount: 6 });
+    expect(verify(j.events).failure).toMatchObject({ position: 7, reason: 'event_changed' });
+    expect(verify(j.events).failure?.message).toContain(
+      'was signed for 6 leaves but sits after 7 events',
+    );
+  });
+
+  it('event_changed: a signed_root payload that does not parse', () => {
+    const j = TestJournal.twoBatches();
+    const result = verify(replaced(j.events, 2, Uint8Array.of(0xff)));
+    expect(result.failure).toMatchObject({ position: 2, reason: 'event_changed', found: '' });
+  });
+
+  it('root_forged: a validly signed false root, with the next root vouching for the events', () => {
+    const forged = new Uint8Array(32).fill(0xab);
+    const j = TestJournal.twoBatches()
+      .add(EventKind.ModelCall)
+      .seal(keyA, { root: forged })
+      .add(EventKind.ModelCall)
+      .seal(keyA);
+    const result = verify(j.events);
+    expect(result.failure).toMatchObject({
+      position: 7,
+      reason: 'root_forged',
+      expected: recomputedRoot(j.events, 7),
+      found: toHex(forged),
+    });
+    expect(result.verifiedLeafCount).toBe(5);
+  });
+
+  it('a false root with no later root to vouch is event_changed', () => {
+    const j = TestJournal.twoBatches()
+      .add(EventKind.ModelCall)
+      .seal(keyA, { root: new Uint8Array(32) });
+    expect(verify(j.events).failure).toMatchObject({ position: 7, reason: 'event_changed' });
+  });
+
+  it('wrong_key: a root signed by a key that is not trusted', () => {
+    const j = TestJournal.twoBatches().add(EventKind.ModelCall).seal(stranger);
+    expect(verify(j.events).failure).toMatchObject({
+      position: 7,
+      reason: 'wrong_key',
+      expected: idA,
+      found: keyIdOf(nodeSha256, stranger.publicKey),
+    });
+  });
+
+  it('bad_signature: one bit of a signature flipped', () => {
+    const j = TestJournal.twoBatches().add(EventKind.ModelCall).seal(keyA, { flipSignature: true });
+    const result = verify(j.events);
+    expect(result.failure).toMatchObject({
+      position: 7,
+      reason: 'bad_signature',
+      expected: recomputedRoot(j.events, 7),
+    });
+    expect(result.failure?.found).toBe(result.failure?.expected);
+  });
+
+  it.each([
+    {
+      name: 'a missing position',
+      events: (e: JournalEvent[]) => e.filter((x) => x.position !== 3),
+      at: 3,
+      found: 4,
+    },
+    { name: 'a start at 1', events: (e: JournalEvent[]) => e.slice(1), at: 0, found: 1 },
+    {
+      name: 'a repeated position',
+      events: (e: JournalEvent[]) => [...e.slice(0, 3), ...e.slice(2)],
+      at: 3,
+      found: 2,
+    },
+  ])('gap: $name', ({ events, at, found }) => {
+    const result = verify(events(TestJournal.twoBatches().events));
+    expect(result.failure).toMatchObject({
+      position: at,
+      reason: 'gap',
+      expected: toHex(Uint8Array.of(0, 0, 0, 0, 0, 0, 0, at)),
+      found: toHex(Uint8Array.of(0, 0, 0, 0, 0, 0, 0, found)),
+    });
+    expect(result.leafCount).toBe(at);
+  });
+
+  it('names only the first failure when several exist', () => {
+    const j = TestJournal.twoBatches().add(EventKind.ModelCall).seal(stranger);
+    const tampered = replaced(j.events, 0, Uint8Array.of(1, 2, 3));
+    expect(verify(tampered).failure).toMatchObject({ position: 2, reason: 'event_changed' });
+  });
+
+  it('wrong_key: the retired key signs after a rotation', () => {
+    const j = TestJournal.twoBatches().rotate(keyA, keyB.publicKey).seal(keyA);
+    expect(verify(j.events).failure).toMatchObject({
+      position: 7,
+      reason: 'wrong_key',
+      expected: idB,
+      found: idA,
+    });
+  });
+
+  it('bad_signature: a rotation whose signature does not verify', () => {
+    const j = TestJournal.twoBatches().rotate(keyA, keyB.publicKey, 'signature').seal(keyB);
+    expect(verify(j.events).failure).toMatchObject({
+      position: 6,
+      kind: 'key_rotated',
+      reason: 'bad_signature',
+      expected: idA,
+      found: idB,
+    });
+  });
+
+  it('wrong_key: a rotation from a key that is not trusted', () => {
+    const j = TestJournal.twoBatches().rotate(stranger, keyB.publicKey).seal(keyB);
+    expect(verify(j.events).failure).toMatchObject({
+      position: 6,
+      kind: 'key_rotated',
+      reason: 'wrong_key',
+    });
+  });
+
+  it('event_changed: a rotation whose new key id does not match its key', () => {
+    const j = TestJournal.twoBatches().rotate(keyA, keyB.publicKey, 'keyId').seal(keyB);
+    expect(verify(j.events).failure).toMatchObject({
+      position: 6,
+      reason: 'event_changed',
+      expected: idB,
+      found: idA,
+    });
+  });
+
+  it('fails at the tampered signed_root or the next one, for any flipped payload bit (property)', () => {
+    const j = TestJournal.twoBatches()
+      .add(EventKind.ToolCall, new Uint8Array(40).fill(4))
+      .add(EventKind.ToolResult, new Uint8Array(3000).fill(5))
+      .seal(keyA)
+      .add(EventKind.MemoryCleared, new Uint8Array())
+      .add(EventKind.TurnComplete)
+      .seal(keyA)
+      .add(EventKind.MessageReceived);
+    const roots = j.events.filter((e) => e.kind === EventKind.SignedRoot).map((e) => e.position);
+    const withPayload = j.events.filter((e) => e.payload.length > 0);
+    fc.assert(
+      fc.property(fc.constantFrom(...withPayload), fc.nat(), (event, bit) => {
+        const payload = event.payload.slice();
+        const index = bit % (payload.length * 8);
+        payload[index >> 3]! ^= 1 << (index & 7);
+        const result = verify(replaced(j.events, event.position, payload));
+        const firstRoot = roots.find((p) => p >= event.position);
+        if (firstRoot === undefined) {
+          expect(result).toMatchObject({ ok: true, unsealed: { fromPosition: 12, count: 1 } });
+        } else {
+          expect(result.failure?.position).toBe(firstRoot);
+        }
+      }),
+    );
+  });
+});
+
+describe('plan and conclude (signatures checked elsewhere)', () => {
+  it('collects one check per root and rotation and concludes from their results', () => {
+    const j = TestJournal.twoBatches().rotate(keyA, keyB.publicKey).seal(keyB);
+    const plan = planJournalVerification(j.events, {
+      hash: nodeSha256,
+      trustedPublicKeys: [keyA.publicKey],
+    });
+    expect(plan.signatureChecks.map((c) => c.position)).toEqual([2, 5, 6, 7]);
+    expect(plan.signatureChecks.map((c) => keyIdOf(nodeSha256, c.publicKey))).toEqual([
+      idA,
+      idA,
+      idA,
+      idB,
+    ]);
+    const results = plan.signatureChecks.map((c) =>
+      verifier.verify(c.publicKey, c.message, c.signature),
+    );
+    expect(concludeJournalVerification(plan, results).ok).toBe(true);
+    expect(concludeJournalVerification(plan, [true, false, true, true]).failure).toMatchObject({
+      position: 5,
+      reason: 'bad_signature',
+    });
+  });
+
+  it('refuses results that do not line up with the checks', () => {
+    const plan = planJournalVerification(TestJournal.twoBatches().events, {
+      hash: nodeSha256,
+      trustedPublicKeys: [keyA.publicKey],
+    });
+    expect(() => concludeJournalVerification(plan, [true])).toThrow(
+      'the plan has 2 signature checks but 1 results were given; run every check in plan.signatureChecks, in order',
+    );
+  });
+});
