@@ -43,10 +43,27 @@ const toolUseSchema = z.strictObject({
     .refine(isJsonObject, 'input must be a JSON object'),
 });
 
-const blockSchema = z.union([
-  z.strictObject({ text: z.string() }),
+/**
+ * Like `z.union`, but picks the branch by which key is present, so a mistake is reported
+ * against the branch the author meant instead of as a bare "Invalid input".
+ */
+function byKey<A extends z.ZodType, B extends z.ZodType>(key: string, withKey: A, otherwise: B) {
+  return z.unknown().transform((value, ctx): z.output<A> | z.output<B> => {
+    const hasKey = typeof value === 'object' && value !== null && key in value;
+    const parsed = (hasKey ? withKey : otherwise).safeParse(value);
+    if (parsed.success) return parsed.data;
+    for (const issue of parsed.error.issues) {
+      ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path });
+    }
+    return z.NEVER;
+  });
+}
+
+const blockSchema = byKey(
+  'tool_use',
   z.strictObject({ tool_use: toolUseSchema }),
-]);
+  z.strictObject({ text: z.string() }),
+);
 
 const usageSchema = z.strictObject({
   input_tokens: z.number().int().nonnegative(),
@@ -56,19 +73,23 @@ const usageSchema = z.strictObject({
 const stopReasonSchema = z.enum(Object.values(StopReason));
 const errorCodeSchema = z.enum(Object.values(ErrorCode));
 
-const replySchema = z.union([
-  z.strictObject({
-    text: z.string(),
-    stop_reason: stopReasonSchema.optional(),
-    usage: usageSchema.optional(),
-  }),
-  z.strictObject({
-    content: z.array(blockSchema),
-    stop_reason: stopReasonSchema.optional(),
-    usage: usageSchema.optional(),
-  }),
+const replySchema = byKey(
+  'error',
   z.strictObject({ error: z.strictObject({ code: errorCodeSchema, message: z.string() }) }),
-]);
+  byKey(
+    'content',
+    z.strictObject({
+      content: z.array(blockSchema),
+      stop_reason: stopReasonSchema.optional(),
+      usage: usageSchema.optional(),
+    }),
+    z.strictObject({
+      text: z.string(),
+      stop_reason: stopReasonSchema.optional(),
+      usage: usageSchema.optional(),
+    }),
+  ),
+);
 
 const scriptSchema = z.strictObject({
   name: z.string().min(1).optional(),
