@@ -27,7 +27,7 @@ module.exports = {
       testEnvironment: 'node',
       globalSetup: '<rootDir>/test/integration/global-setup.ts',
       globalTeardown: '<rootDir>/test/integration/global-teardown.ts',
-      testTimeout: 60000,
+      setupFilesAfterEnv: ['<rootDir>/test/integration/setup-timeout.ts'],
     },
   ],
 };

@@ -8,12 +8,10 @@
  *   tsx hack/cluster.ts status  say whether it runs and where its kubeconfig is
  *   tsx hack/cluster.ts mint-user NAME [GROUP...]   kubeconfig for another identity (RBAC)
  */
-import { KubeConfig } from '@kubernetes/client-node';
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { defaultCrdDirs, installCrds, readCrds } from './lib/crds';
-import { defaultBinDir, LocalCluster, repoRoot } from './lib/local-cluster';
+import { defaultBinDir, defaultCrdDirs, LocalCluster, repoRoot } from './lib/local-cluster';
 
 const dir = process.env.POLYCHROME_CLUSTER_DIR ?? join(repoRoot, '.local', 'cluster');
 
@@ -38,13 +36,10 @@ async function up(): Promise<void> {
     dir,
     detached: true,
     controllerManager: true,
-    agentSandbox: existsSync(join(defaultBinDir, 'agent-sandbox-controller')),
+    agentSandbox: true,
+    crdDirs: defaultCrdDirs,
     log: (line) => console.log(line),
   });
-  const kc = new KubeConfig();
-  kc.loadFromFile(cluster.kubeconfigPath);
-  console.log('cluster: installing CRDs from config/crd');
-  await installCrds(kc, await readCrds(defaultCrdDirs));
   console.log('cluster: applying config/samples');
   process.stdout.write(
     kubectl(cluster.kubeconfigPath, ['apply', '-k', join(repoRoot, 'config', 'samples')]),

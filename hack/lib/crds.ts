@@ -1,5 +1,6 @@
 import {
   ApiException,
+  loadAllYaml,
   ApiextensionsV1Api,
   CustomObjectsApi,
   type KubeConfig,
@@ -7,15 +8,7 @@ import {
 } from '@kubernetes/client-node';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { parseAllDocuments } from 'yaml';
-import { repoRoot } from './local-cluster';
 import { pollUntil } from './processes';
-
-/** Polychrome's CRDs (generated) and the agent-sandbox CRDs (copied from its pinned module). */
-export const defaultCrdDirs: readonly string[] = [
-  join(repoRoot, 'config', 'crd', 'bases'),
-  join(repoRoot, 'config', 'crd', 'agent-sandbox'),
-];
 
 /** Reads every CustomResourceDefinition in the YAML files of `dirs` (sorted by file name). */
 export async function readCrds(dirs: readonly string[]): Promise<V1CustomResourceDefinition[]> {
@@ -29,8 +22,10 @@ export async function readCrds(dirs: readonly string[]): Promise<V1CustomResourc
       throw new Error(`CRD folder ${dir} is missing: run 'make generate'`, { cause: err });
     }
     for (const file of files.sort()) {
-      for (const doc of parseAllDocuments(await readFile(join(dir, file), 'utf8'))) {
-        const obj: unknown = doc.toJS();
+      // loadAllYaml maps `x-kubernetes-*` keys to the client's model names; a plain YAML
+      // parse would let the client's serializer drop them (and with them the CEL rules).
+      const docs: unknown[] = loadAllYaml(await readFile(join(dir, file), 'utf8'));
+      for (const obj of docs) {
         if (isCrd(obj)) crds.push(obj);
       }
     }

@@ -2,14 +2,13 @@ import { request } from 'node:https';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
+import { installCrds, readCrds } from './crds';
+import { defaultBinDir } from './paths';
 import { createSigningKeyPair, DevCertificateAuthority, pemAsBase64, type CertFiles } from './pki';
 import { freePort, isAlive, pollUntil, startProcess, stopPid } from './processes';
 
-/** The repository root (hack/lib/..). */
-export const repoRoot = resolve(__dirname, '..', '..');
-
-/** Where `make binaries` links the pinned binaries. */
-export const defaultBinDir = process.env.POLYCHROME_BIN_DIR ?? join(repoRoot, 'hack', 'bin');
+export { defaultBinDir, defaultCrdDirs, repoRoot } from './paths';
 
 /** Options for {@link LocalCluster.start}. */
 export interface LocalClusterOptions {
@@ -21,6 +20,12 @@ export interface LocalClusterOptions {
   controllerManager?: boolean;
   /** Run the agent-sandbox controller (Sandbox, SandboxClaim, SandboxWarmPool). @default false */
   agentSandbox?: boolean;
+  /**
+   * Folders of CRD YAML to install (and wait for) before any controller starts: the
+   * agent-sandbox controller exits when its kinds are not served.
+   * @default no CRDs
+   */
+  crdDirs?: readonly string[];
   /** Processes outlive this one (for `make cluster-up`). @default false */
   detached?: boolean;
   /** Progress lines go here. @default no output */
@@ -162,6 +167,10 @@ export class LocalCluster {
         { timeoutMs: 120_000, intervalMs: 200 },
       );
 
+      if (opts.crdDirs !== undefined && opts.crdDirs.length > 0) {
+        log('cluster: installing CRDs');
+        await installCrds(cluster.kubeConfig(), await readCrds(opts.crdDirs));
+      }
       if (opts.controllerManager ?? true) {
         log('cluster: starting kube-controller-manager');
         spawnLogged('kube-controller-manager', [
@@ -188,6 +197,11 @@ export class LocalCluster {
           '--metrics-bind-address=0',
           `--health-probe-bind-address=127.0.0.1:${probePort}`,
         ]);
+        await pollUntil('the agent-sandbox controller /readyz', async () => {
+          cluster.assertRunning();
+          const res = await fetch(`http://127.0.0.1:${probePort}/readyz`);
+          return res.ok ? true : undefined;
+        });
       }
       await writeFile(stateFile(dir), JSON.stringify(state, null, 2) + '\n');
       log(`cluster: ready (kubeconfig ${state.kubeconfigPath})`);
@@ -203,6 +217,13 @@ export class LocalCluster {
     const raw: unknown = JSON.parse(await readFile(stateFile(resolve(dir)), 'utf8'));
     if (!isClusterState(raw)) throw new Error(`${stateFile(dir)} is not a cluster state file`);
     return new LocalCluster(raw);
+  }
+
+  /** A client configuration for the admin. */
+  kubeConfig(): KubeConfig {
+    const kc = new KubeConfig();
+    kc.loadFromFile(this.state.kubeconfigPath);
+    return kc;
   }
 
   /** Throws when a process of the cluster has exited, naming it and its log. */

@@ -113,18 +113,22 @@ describe('local control plane', () => {
     );
   });
 
-  it('accepts the kustomize base under config/ (server-side dry run)', async () => {
-    const out = kubectl((await sharedCluster()).kubeconfigPath, [
-      'apply',
-      '--server-side',
-      '--dry-run=server',
-      '-k',
-      join(repoRoot, 'config'),
-    ]);
-    expect(out).toMatch(/namespace\/polychrome-system serverside-applied \(server dry run\)/);
+  it('installs the kustomize base under config/ the way Argo CD syncs it', async () => {
+    const kubeconfig = (await sharedCluster()).kubeconfigPath;
+    const out = kubectl(kubeconfig, ['apply', '--server-side', '-k', join(repoRoot, 'config')]);
+    expect(out).toMatch(/namespace\/polychrome-system serverside-applied/);
     expect(out).toMatch(
-      /customresourcedefinition.apiextensions.k8s.io\/conversations.polychrome.dev/,
+      /customresourcedefinition.apiextensions.k8s.io\/conversations.polychrome.dev serverside-applied/,
     );
-    expect(out).toMatch(/clusterrole.rbac.authorization.k8s.io\/polychrome-control-plane/);
+    expect(out).toMatch(
+      /clusterrole.rbac.authorization.k8s.io\/polychrome-control-plane serverside-applied/,
+    );
+    const sa = await (await kubeConfig()).makeApiClient(CoreV1Api).readNamespacedServiceAccount({
+      namespace: 'polychrome-system',
+      name: 'polychrome-control-plane',
+    });
+    expect(sa.metadata?.name).toBe('polychrome-control-plane');
+    // Applying again changes nothing and conflicts with nothing (a GitOps resync).
+    expect(kubectl(kubeconfig, ['diff', '--server-side', '-k', join(repoRoot, 'config')])).toBe('');
   });
 });

@@ -1,10 +1,7 @@
-import { KubeConfig } from '@kubernetes/client-node';
-import { existsSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { defaultCrdDirs, installCrds, readCrds } from '../../hack/lib/crds';
-import { defaultBinDir, LocalCluster } from '../../hack/lib/local-cluster';
+import { defaultCrdDirs, LocalCluster } from '../../hack/lib/local-cluster';
 
 /** Environment variable through which test files find the shared cluster's directory. */
 export const clusterDirEnv = 'POLYCHROME_TEST_CLUSTER_DIR';
@@ -21,12 +18,10 @@ export async function startSharedCluster(): Promise<void> {
   const cluster = await LocalCluster.start({
     dir,
     controllerManager: true,
-    agentSandbox: existsSync(join(defaultBinDir, 'agent-sandbox-controller')),
+    agentSandbox: true,
+    crdDirs: defaultCrdDirs,
   });
   (globalThis as WithHandle)[handleKey] = cluster;
-  const kc = new KubeConfig();
-  kc.loadFromFile(cluster.kubeconfigPath);
-  await installCrds(kc, await readCrds(defaultCrdDirs));
   // Workers are forked after global setup, so they inherit this.
   process.env[clusterDirEnv] = dir;
   process.stderr.write(
