@@ -1,4 +1,3 @@
-import type { JsonObject } from '../../common/canonical-json';
 import type { ApprovalDecision } from '../../common/approval-bytes';
 import type { StopReason, ToolDefinition, Usage } from '../model/model-provider';
 
@@ -140,12 +139,4 @@ export interface HandoffRecord {
   readonly toolCallId: string;
   readonly targetAgent: string;
   readonly reason: string;
-}
-
-/** The arguments of a call as the model gave them, parsed. */
-export interface ParsedToolUse {
-  readonly toolCallId: string;
-  readonly name: string;
-  readonly input: JsonObject;
-  readonly argsJson: string;
 }
