@@ -1,0 +1,344 @@
+import { describe, expect, it } from '@jest/globals';
+import { approvalArgsSha256 } from '../../common/approval-bytes';
+import { AppError } from '../../common/errors';
+import {
+  Step as StepMessage,
+  ToolHost,
+  TurnOutput,
+  TurnStart,
+} from '../../proto/gen/polychrome/harness/v1/harness';
+import { ToolEffect } from '../../proto/gen/polychrome/events/v1/events';
+import { askUserTool } from '../turn/reserved-tools';
+import type { TurnOutcome } from '../turn/run-turn';
+import type { TurnStep, TurnTool } from '../turn/turn-records';
+import {
+  modelCallFromProto,
+  trustedAnswerFromProto,
+  trustedAnswerToProto,
+  trustedCallFromProto,
+  trustedCallToProto,
+  turnOutcomeFromProto,
+  turnOutcomeToProto,
+  turnRequestFromProto,
+  turnRequestToProto,
+  turnStepFromProto,
+  turnStepToProto,
+  turnToolFromProto,
+  type TrustedAnswer,
+  type TurnRequest,
+} from './turn-codec';
+
+const argsJson = '{"amount":5,"order":"A-1"}';
+const argsSha256 = approvalArgsSha256(argsJson);
+
+const steps: TurnStep[] = [
+  {
+    kind: 'model_call',
+    record: {
+      turnId: 't-1',
+      step: 1,
+      model: 'scripted',
+      content: [
+        { type: 'text', text: 'Refunding.' },
+        { type: 'tool_use', toolCallId: 'toolu_1', name: 'refund', argsJson },
+      ],
+      stopReason: 'tool_use',
+      usage: { inputTokens: 12, outputTokens: 7 },
+      startedAtMs: 1_700_000_000_000,
+      finishedAtMs: 1_700_000_000_250,
+      closing: false,
+    },
+  },
+  {
+    kind: 'tool_call',
+    record: {
+      turnId: 't-1',
+      step: 1,
+      toolCallId: 'toolu_1',
+      toolName: 'refund',
+      argsJson,
+      effect: 'side_effect',
+      approvalRequestId: 'apr_1',
+    },
+  },
+  {
+    kind: 'tool_call',
+    record: {
+      turnId: 't-1',
+      step: 2,
+      toolCallId: 'toolu_2',
+      toolName: 'calculator',
+      argsJson: '{}',
+      effect: 'pure',
+      approvalRequestId: '',
+    },
+  },
+  {
+    kind: 'tool_result',
+    record: { turnId: 't-1', toolCallId: 'toolu_1', content: 'ok', isError: true, denied: true },
+  },
+  {
+    kind: 'model_call',
+    record: {
+      turnId: 't-1',
+      step: 3,
+      model: 'm',
+      content: [],
+      stopReason: 'end_turn',
+      usage: { inputTokens: 0, outputTokens: 0 },
+      startedAtMs: 0,
+      finishedAtMs: 0,
+      closing: true,
+    },
+  },
+];
+
+const refundTool: TurnTool = {
+  name: 'refund',
+  description: 'Refund.',
+  inputSchema: { type: 'object', properties: { amount: { type: 'number' } } },
+  effect: 'side_effect',
+  needsApproval: true,
+  approvalReason: 'Moves money.',
+  host: 'control_plane',
+};
+
+const request: TurnRequest = {
+  conversationId: 'c-1',
+  turnId: 't-1',
+  attempt: 2,
+  model: 'claude-sonnet-5-5',
+  input: {
+    turnId: 't-1',
+    system: 'Be brief.',
+    history: [
+      { role: 'user', content: [{ type: 'text', text: 'hi' }] },
+      {
+        role: 'assistant',
+        content: [
+          { type: 'text', text: 'Checking.' },
+          { type: 'tool_use', id: 'toolu_0', name: 'calculator', input: { expression: '1+1' } },
+        ],
+      },
+      {
+        role: 'user',
+        content: [{ type: 'tool_result', toolUseId: 'toolu_0', content: '2', isError: false }],
+      },
+    ],
+    userMessage: 'refund A-1',
+    tools: [refundTool, { ...askUserTool, host: 'harness' }],
+    budget: { deployment: 8, conversation: 5, directive: 3 },
+    recordedSteps: steps,
+    approvalAnswers: [
+      {
+        turnId: 't-1',
+        requestId: 'apr_1',
+        toolName: 'refund',
+        argsSha256,
+        decision: 'approved',
+        answeredBy: 'web:alice',
+        keyId: 'k1',
+        signature: new Uint8Array(64).fill(3),
+        answeredAtMs: 5,
+        comment: 'fine',
+      },
+    ],
+    questionAnswers: [
+      { turnId: 't-1', requestId: 'q_1', answer: 'blue', answeredBy: 'web:bob', answeredAtMs: 9 },
+    ],
+    requiredApprover: 'web:alice',
+  },
+};
+
+describe('turn codec round trips', () => {
+  it.each(steps.map((step, i): [string, TurnStep] => [`${i} (${step.kind})`, step]))(
+    'step %s survives toProto, wire bytes and fromProto',
+    (_label, step) => {
+      const wire = StepMessage.decode(StepMessage.encode(turnStepToProto(step, 4)).finish());
+      expect(wire.sequence).toBe(4);
+      expect(turnStepFromProto(wire)).toEqual(step);
+    },
+  );
+
+  it('a whole start (history, tools, budget, answers, recorded steps) survives the wire', () => {
+    const wire = TurnStart.decode(TurnStart.encode(turnRequestToProto(request)).finish());
+    expect(turnRequestFromProto(wire)).toEqual(request);
+  });
+
+  it('a minimal start leaves unset limits, system prompt and approver out', () => {
+    const minimal: TurnRequest = {
+      conversationId: 'c',
+      turnId: 't',
+      attempt: 0,
+      model: '',
+      input: {
+        turnId: 't',
+        history: [],
+        userMessage: 'hi',
+        tools: [],
+        budget: {},
+        recordedSteps: [],
+        approvalAnswers: [],
+        questionAnswers: [],
+      },
+    };
+    expect(turnRequestFromProto(turnRequestToProto(minimal))).toEqual(minimal);
+  });
+
+  const outcomes: TurnOutcome[] = [
+    { kind: 'completed', text: 'done', steps: 2, fallback: true, completedAtMs: 10 },
+    {
+      kind: 'awaiting_approval',
+      request: {
+        turnId: 't-1',
+        requestId: 'apr_1',
+        toolCallId: 'toolu_1',
+        toolName: 'refund',
+        argsJson,
+        argsSha256,
+        reason: 'Moves money.',
+        requiredApprover: '',
+      },
+      rejection: 'forged',
+    },
+    {
+      kind: 'awaiting_answer',
+      request: { turnId: 't-1', requestId: 'q_1', toolCallId: 'toolu_3', question: 'Which?' },
+    },
+    {
+      kind: 'handed_off',
+      handoff: { turnId: 't-1', toolCallId: 'toolu_4', targetAgent: 'billing', reason: 'r' },
+    },
+    { kind: 'ambiguous', toolCallId: 'toolu_1', reason: 'crashed', detectedAtMs: 11 },
+    { kind: 'failed', code: 'unavailable', message: 'model overloaded', retryable: true },
+    { kind: 'cancelled', reason: 'client went away' },
+  ];
+
+  it.each(outcomes.map((outcome): [string, TurnOutcome] => [outcome.kind, outcome]))(
+    'outcome %s survives the wire as its terminal message',
+    (kind, outcome) => {
+      const output = turnOutcomeToProto(outcome, 't-1');
+      expect(output.$case).toBe(kind.startsWith('awaiting') ? 'paused' : 'result');
+      const wire = TurnOutput.decode(TurnOutput.encode({ output }).finish()).output;
+      if (wire === undefined || (wire.$case !== 'paused' && wire.$case !== 'result')) {
+        throw new Error('lost the terminal message');
+      }
+      expect(turnOutcomeFromProto(wire)).toEqual(outcome);
+    },
+  );
+
+  it('trusted calls and answers survive toProto/fromProto', () => {
+    const trusted = {
+      call: {
+        turnId: 't-1',
+        toolCallId: 'toolu_9',
+        name: 'charge',
+        input: { amount: 5 },
+        argsJson: '{"amount":5}',
+        step: 2,
+        maxSteps: 0,
+      },
+      effect: 'side_effect' as const,
+    };
+    expect(trustedCallFromProto(trustedCallToProto(trusted))).toEqual(trusted);
+    const answers: TrustedAnswer[] = [
+      { toolCallId: 'toolu_9', known: true, outcome: { content: 'charged', isError: false } },
+      { toolCallId: 'toolu_9', known: false, reason: 'settlement timed out' },
+    ];
+    for (const answer of answers) {
+      expect(trustedAnswerFromProto(trustedAnswerToProto(answer))).toEqual(answer);
+    }
+  });
+});
+
+describe('turn codec rejects what proto3 cannot', () => {
+  const start = turnRequestToProto(request);
+
+  it.each<[string, TurnStart, string]>([
+    ['an empty turn id', { ...start, turnId: '' }, 'start.turn_id: is empty'],
+    [
+      'an empty conversation id',
+      { ...start, conversationId: '' },
+      'start.conversation_id: is empty',
+    ],
+    [
+      'a tool without effect',
+      { ...start, tools: [{ ...start.tools[0]!, effect: ToolEffect.TOOL_EFFECT_UNSPECIFIED }] },
+      'start.tools[0].effect: tool effect must be PURE or SIDE_EFFECT',
+    ],
+    [
+      'a tool schema that is not an object',
+      { ...start, tools: [{ ...start.tools[0]!, inputSchemaJson: '[1]' }] },
+      'start.tools[0].input_schema_json: is not a JSON object',
+    ],
+    [
+      'history tool args that are not JSON',
+      {
+        ...start,
+        history: [
+          {
+            role: 2,
+            content: [
+              { block: { $case: 'toolUse', value: { toolCallId: 'x', name: 'n', argsJson: '{' } } },
+            ],
+          },
+        ],
+      },
+      'start.history[0].content[0].tool_use.args_json: is not valid JSON',
+    ],
+    [
+      'a message without role',
+      { ...start, history: [{ role: 0, content: [] }] },
+      'start.history[0].role: must be USER or ASSISTANT',
+    ],
+    [
+      'an empty recorded step',
+      { ...start, recordedSteps: [{ sequence: 0, step: undefined }] },
+      'start.recorded_steps[0]: step has no model_call, tool_call or tool_result',
+    ],
+    [
+      'an answer without decision',
+      { ...start, approvalAnswers: [{ ...start.approvalAnswers[0]!, decision: 0 }] },
+      'start.approval_answers[0].decision: decision must be APPROVED or DENIED',
+    ],
+  ])('%s', (_label, bad, message) => {
+    let caught: unknown;
+    try {
+      turnRequestFromProto(bad);
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).toBeInstanceOf(AppError);
+    expect(caught).toMatchObject({ code: 'invalid_argument', message });
+  });
+
+  it('maps an unknown stop reason to other and an unspecified host to the harness', () => {
+    const record = modelCallFromProto({
+      turnId: 't',
+      step: 1,
+      model: 'm',
+      content: [],
+      stopReason: 'pause_turn',
+      usage: undefined,
+      startedAtMs: 0,
+      finishedAtMs: 0,
+      closing: false,
+    });
+    expect(record.stopReason).toBe('other');
+    expect(record.usage).toEqual({ inputTokens: 0, outputTokens: 0 });
+    expect(
+      turnToolFromProto({ ...start.tools[0]!, host: ToolHost.TOOL_HOST_UNSPECIFIED }).host,
+    ).toBe('harness');
+  });
+
+  it('refuses a failure with an unknown error code', () => {
+    expect(() =>
+      turnOutcomeFromProto({
+        $case: 'result',
+        value: {
+          outcome: { $case: 'failed', value: { code: 'oops', message: '', retryable: false } },
+        },
+      }),
+    ).toThrow('result.failed.code: "oops" is not an error code');
+  });
+});
