@@ -1,0 +1,1086 @@
+import { AppError, isAppError } from '../../common/errors';
+import { decodePayload, EventKind, isEventKind } from '../../common/event-kinds';
+import type { Ed25519Signer, Ed25519Verifier } from '../journal/ed25519';
+import { toHex } from '../journal/hex';
+import {
+  buildInclusionProof,
+  inclusionProofPositions,
+  verifyInclusion,
+  type InclusionProof,
+} from '../journal/inclusion-proof';
+import { LeafHasher } from '../journal/leaf-digest';
+import { createNodeEd25519Verifier } from '../journal/node-ed25519';
+import { nodeSha256 } from '../journal/node-sha256';
+import type { Sha256 } from '../journal/sha256';
+import { keyIdOf } from '../journal/signed-root';
+import { encodeU64, isU64 } from '../journal/u64';
+import {
+  concludeJournalVerification,
+  JournalReplayer,
+  VerifyFailureReason,
+  type JournalEvent,
+  type JournalVerification,
+  type SignatureCheck,
+} from '../journal/verify-journal';
+import { buildAppendBatch, type StoredSignedRoot } from './append-batch';
+import { GroupCommitter, type GroupCommitStats } from './group-commit';
+import { decodeHeadRecord } from './head-record';
+import { KeyedMutex } from './keyed-mutex';
+import { createLevelKv, type KvStore } from './level-kv';
+import { assertPartitionName, isPartitionName } from './partition-name';
+import { recoverPartition, type PartitionState } from './recover-partition';
+import {
+  ALL_PARTITIONS,
+  decodeEventValue,
+  eventKey,
+  FORMAT_KEY,
+  headKey,
+  nodeKey,
+  partitionOfKey,
+  partitionRange,
+  positionOfKey,
+  positionRange,
+  RecordTag,
+  STORE_FORMAT,
+} from './store-keys';
+
+export type { StoredSignedRoot } from './append-batch';
+
+/** Size and count limits on appends. */
+export interface JournalStoreLimits {
+  /**
+   * Largest payload of one event, in bytes.
+   * @default 1048576 (1 MiB)
+   */
+  readonly maxPayloadBytes: number;
+  /**
+   * Most events one append may carry (the store adds a `signed_root`, and at times a
+   * `key_rotated`, after them).
+   * @default 1000
+   */
+  readonly maxBatchEvents: number;
+  /**
+   * Largest sum of payload bytes in one append.
+   * @default 8388608 (8 MiB)
+   */
+  readonly maxBatchBytes: number;
+  /**
+   * Group commit stops adding appends to one durable write once it holds this many
+   * bytes; a single larger append still goes, alone.
+   * @default 16777216 (16 MiB)
+   */
+  readonly maxGroupBytes: number;
+}
+
+/** The defaults of {@link JournalStoreLimits}. */
+export const DEFAULT_JOURNAL_STORE_LIMITS: JournalStoreLimits = Object.freeze({
+  maxPayloadBytes: 1024 * 1024,
+  maxBatchEvents: 1000,
+  maxBatchBytes: 8 * 1024 * 1024,
+  maxGroupBytes: 16 * 1024 * 1024,
+});
+
+/** Options for {@link JournalStore}. */
+export interface JournalStoreOptions {
+  /** Directory of the LevelDB database (on the state volume); created if missing. */
+  readonly location: string;
+  /** The active signing key: it signs every root the store writes from now on. */
+  readonly signer: Ed25519Signer;
+  /**
+   * Earlier signing keys the store still holds. A partition whose last root was signed by
+   * one of them is handed over to `signer` (a `key_rotated` event signed by the old key)
+   * in its next batch. A partition signed by a key held nowhere refuses appends.
+   * @default []
+   */
+  readonly previousSigners?: readonly Ed25519Signer[];
+  /** Overrides of {@link DEFAULT_JOURNAL_STORE_LIMITS}. */
+  readonly limits?: Partial<JournalStoreLimits>;
+  /**
+   * The key-value engine. Tests wrap the real one to count or fail writes.
+   * @default createLevelKv(location)
+   */
+  readonly kv?: KvStore;
+  /** @default nodeSha256 */
+  readonly hash?: Sha256;
+  /** Verifies signatures in {@link JournalStore.verify}. @default node:crypto */
+  readonly verifier?: Ed25519Verifier;
+}
+
+/** One event to append; the store assigns its position. */
+export interface AppendEvent {
+  /** An event kind from common/event-kinds.ts, other than `signed_root` and `key_rotated`. */
+  readonly kind: string;
+  /** The encoded protobuf payload (opaque to the store). */
+  readonly payload: Uint8Array;
+}
+
+/** Options of {@link JournalStore.append}. */
+export interface AppendOptions {
+  /**
+   * Cancels the append while it waits for its partition's lock. Once its batch is handed
+   * to the durable write it can no longer be cancelled, and the outcome is reported.
+   */
+  readonly signal?: AbortSignal;
+}
+
+/** What an acknowledged (durable) append wrote. */
+export interface AppendResult {
+  readonly partition: string;
+  /** Position of the first caller event: always the `expectedHead` passed in. */
+  readonly firstPosition: number;
+  /** The new head (next position); the event at head − 1 is `signedRoot`. */
+  readonly head: number;
+  readonly signedRoot: StoredSignedRoot;
+  /** Set when this batch handed the partition over to the active key. */
+  readonly keyRotation?: {
+    readonly position: number;
+    readonly oldKeyId: string;
+    readonly newKeyId: string;
+  };
+}
+
+/** A partition's head as of the last acknowledged batch. */
+export interface PartitionHead {
+  readonly partition: string;
+  /** Next position; 0 for a partition with no events. */
+  readonly head: number;
+  /** The closing root of the last batch; `undefined` when the partition has no events. */
+  readonly signedRoot: StoredSignedRoot | undefined;
+}
+
+/** One partition as {@link JournalStore.listPartitions} reports it. */
+export interface PartitionInfo {
+  readonly partition: string;
+  /** `refused`: open() found damage; appends and reads fail, verify and export work. */
+  readonly status: 'ok' | 'refused';
+  /** The head, for `ok` partitions. */
+  readonly head?: number;
+  /** Why the partition was refused. */
+  readonly problem?: string;
+}
+
+/** What {@link JournalStore.open} found. */
+export interface OpenReport {
+  readonly partitions: number;
+  /** Partitions whose never-acknowledged tail was deleted. */
+  readonly droppedTails: readonly {
+    readonly partition: string;
+    readonly events: number;
+    readonly nodes: number;
+  }[];
+  /** Partitions refused for damage (`data_loss`), with the reason. */
+  readonly refused: readonly { readonly partition: string; readonly problem: string }[];
+}
+
+/** An inclusion proof of one event against a signed root, ready to send. */
+export interface EventProof {
+  readonly event: JournalEvent;
+  /** The event's leaf digest, computed from the stored event. */
+  readonly leaf: Uint8Array;
+  readonly proof: InclusionProof;
+  /** The signed root the proof leads to (its `leafCount` is `proof.leafCount`). */
+  readonly signedRoot: StoredSignedRoot;
+}
+
+/** Options of {@link JournalStore.verify}. */
+export interface VerifyOptions {
+  /**
+   * Raw ed25519 public keys trusted at position 0. Default: the store's own key whose id
+   * the partition's head record names as the signer of its first root.
+   */
+  readonly trustedPublicKeys?: readonly Uint8Array[];
+  /**
+   * Checks signatures, e.g. on a worker pool (state/verify-pool.ts); results in the order
+   * of `checks`. Default: the store's verifier, on this thread.
+   */
+  readonly checkSignatures?: (checks: readonly SignatureCheck[]) => Promise<readonly boolean[]>;
+  readonly signal?: AbortSignal;
+}
+
+/** Options of {@link JournalStore.read} and {@link JournalStore.export}. */
+export interface ReadOptions {
+  readonly signal?: AbortSignal;
+}
+
+/** Counters for /metrics and tests. */
+export interface JournalStoreStats extends GroupCommitStats {
+  /** Acknowledged appends (including key rotations). */
+  readonly appends: number;
+  /** Events written by acknowledged appends, `signed_root` and `key_rotated` included. */
+  readonly events: number;
+  readonly partitions: number;
+  readonly refusedPartitions: number;
+}
+
+/** First line of {@link JournalStore.export}. */
+export const EXPORT_FORMAT = 'polychrome-journal-export/v1';
+
+const Lifecycle = {
+  New: 'new',
+  Opening: 'opening',
+  Open: 'open',
+  Closing: 'closing',
+  Closed: 'closed',
+} as const;
+type Lifecycle = (typeof Lifecycle)[keyof typeof Lifecycle];
+
+const RESERVED_KINDS: ReadonlySet<string> = new Set([EventKind.SignedRoot, EventKind.KeyRotated]);
+const RECOVERY_CONCURRENCY = 16;
+const utf8 = new TextEncoder();
+
+function throwIfAborted(signal: AbortSignal | undefined, what: string): void {
+  if (signal?.aborted === true) {
+    throw new AppError('cancelled', `${what} was cancelled before it was written`, {
+      cause: signal.reason,
+    });
+  }
+}
+
+function assertPosition(value: number, what: string, partition: string): void {
+  if (!isU64(value)) {
+    throw new AppError(
+      'invalid_argument',
+      `${partition}: ${what} must be a non-negative integer, got ${String(value)}`,
+      { details: { partition, field: what } },
+    );
+  }
+}
+
+/**
+ * The state plane's durable journal store: many `conv-{id}` partitions in one LevelDB
+ * database, each an append-only, signed journal (DESIGN.md, "The journal";
+ * docs/journal-format.md). A thin shell over the pure core in state/journal: the core
+ * hashes, builds the MMR and signs; this class persists what the core's visitor reports,
+ * serializes appends per partition, and shares fsyncs between partitions (group commit).
+ *
+ * Every append is one atomic `sync: true` LevelDB write holding the caller's events, the
+ * MMR nodes, a closing `signed_root` and the head record; it is acknowledged only once
+ * durable, and the in-memory frontier moves only then.
+ *
+ * Keys: one active signing key per store ({@link JournalStoreOptions.signer}). Rotating
+ * makes a new key active for the whole store; each partition is handed over to it by a
+ * `key_rotated` event (signed by the partition's previous key) placed at the end of that
+ * partition's next batch, before its `signed_root` ("lazy" rotation), or at once with
+ * {@link JournalStore.rotateKey}. Previous keys must stay loaded until every partition was
+ * handed over.
+ *
+ * @example
+ * import { createNodeEd25519Signer } from '../journal/node-ed25519';
+ * async function demo(): Promise<void> {
+ *   const store = new JournalStore({ location: 'journal-db', signer: createNodeEd25519Signer(new Uint8Array(32)) });
+ *   await store.open();
+ *   const { head } = await store.append('conv-1', 0, [{ kind: 'message_received', payload: new Uint8Array() }]);
+ *   for await (const event of store.read('conv-1', 0, head)) void event;
+ *   await store.close();
+ * }
+ */
+export class JournalStore {
+  private readonly kv: KvStore;
+  private readonly hash: Sha256;
+  private readonly verifier: Ed25519Verifier;
+  private readonly limits: JournalStoreLimits;
+  private readonly committer: GroupCommitter;
+  private readonly mutex = new KeyedMutex();
+  private readonly leafHasher: LeafHasher;
+  private readonly kinds = new Map<string, Uint8Array>();
+  private readonly keyring = new Map<string, Ed25519Signer>();
+  private activeKeyId: string;
+  private readonly partitions = new Map<string, PartitionState>();
+  private readonly refused = new Map<string, AppError>();
+  private readonly inFlight = new Set<Promise<unknown>>();
+  private lifecycle: Lifecycle = Lifecycle.New;
+  private opening: Promise<OpenReport> | undefined;
+  private closing: Promise<void> | undefined;
+  private appends = 0;
+  private events = 0;
+
+  /**
+   * Builds the store; nothing is read until {@link JournalStore.open}.
+   *
+   * @throws AppError `invalid_argument` for a limit that is not a positive integer.
+   */
+  constructor(private readonly options: JournalStoreOptions) {
+    this.hash = options.hash ?? nodeSha256;
+    this.verifier = options.verifier ?? createNodeEd25519Verifier();
+    this.limits = { ...DEFAULT_JOURNAL_STORE_LIMITS, ...options.limits };
+    for (const [name, value] of Object.entries(this.limits)) {
+      if (!Number.isSafeInteger(value) || value <= 0) {
+        throw new AppError(
+          'invalid_argument',
+          `journal store limit ${name} must be a positive integer, got ${String(value)}`,
+          { details: { field: name } },
+        );
+      }
+    }
+    this.kv = options.kv ?? createLevelKv(options.location);
+    this.committer = new GroupCommitter(this.kv, this.limits.maxGroupBytes);
+    this.leafHasher = new LeafHasher(this.hash);
+    for (const signer of options.previousSigners ?? []) {
+      this.keyring.set(keyIdOf(this.hash, signer.publicKey), signer);
+    }
+    this.activeKeyId = keyIdOf(this.hash, options.signer.publicKey);
+    this.keyring.set(this.activeKeyId, options.signer);
+  }
+
+  /**
+   * Opens the database, checks the format marker, then checks every partition's tail
+   * (see recover-partition.ts): a never-acknowledged tail is deleted; a damaged partition
+   * is refused with `data_loss` while the others open. Calling it again returns the same
+   * report.
+   *
+   * @throws AppError `unavailable` when the database cannot be opened (another process
+   *   holds its lock, or the directory is unusable); `failed_precondition` when the
+   *   directory holds something other than a journal store, or the store was closed.
+   */
+  open(): Promise<OpenReport> {
+    if (this.lifecycle === Lifecycle.Closing || this.lifecycle === Lifecycle.Closed) {
+      return Promise.reject(
+        new AppError(
+          'failed_precondition',
+          'the journal store was closed; create a new one to reopen it',
+        ),
+      );
+    }
+    this.opening ??= this.doOpen();
+    return this.opening;
+  }
+
+  private async doOpen(): Promise<OpenReport> {
+    this.lifecycle = Lifecycle.Opening;
+    try {
+      await this.kv.open();
+    } catch (cause) {
+      this.lifecycle = Lifecycle.Closed;
+      throw new AppError(
+        'unavailable',
+        `the journal database at ${this.options.location} cannot be opened; another process may ` +
+          'hold its lock, or the volume is not writable',
+        { cause },
+      );
+    }
+    try {
+      await this.checkFormat();
+      const names = await this.discoverPartitions();
+      const droppedTails: { partition: string; events: number; nodes: number }[] = [];
+      for (let i = 0; i < names.length; i += RECOVERY_CONCURRENCY) {
+        const chunk = names.slice(i, i + RECOVERY_CONCURRENCY);
+        const outcomes = await Promise.all(
+          chunk.map((name) =>
+            isPartitionName(name)
+              ? recoverPartition(this.kv, this.hash, name)
+              : Promise.resolve(undefined),
+          ),
+        );
+        chunk.forEach((name, j) => {
+          const outcome = outcomes[j];
+          if (outcome === undefined) {
+            this.refused.set(
+              name,
+              new AppError(
+                'data_loss',
+                `the database holds records under ${JSON.stringify(name)}, which is not a partition name`,
+              ),
+            );
+          } else if (outcome.status === 'refused') {
+            this.refused.set(name, outcome.error);
+          } else {
+            this.partitions.set(name, outcome.state);
+            if (outcome.droppedEvents + outcome.droppedNodes > 0) {
+              droppedTails.push({
+                partition: name,
+                events: outcome.droppedEvents,
+                nodes: outcome.droppedNodes,
+              });
+            }
+          }
+        });
+      }
+      this.lifecycle = Lifecycle.Open;
+      return {
+        partitions: this.partitions.size,
+        droppedTails,
+        refused: [...this.refused].map(([partition, error]) => ({
+          partition,
+          problem: error.message,
+        })),
+      };
+    } catch (error) {
+      this.lifecycle = Lifecycle.Closed;
+      await this.kv.close().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  private async checkFormat(): Promise<void> {
+    const stored = await this.kv.get(FORMAT_KEY);
+    if (stored !== undefined) {
+      const format = Buffer.from(stored).toString('utf8');
+      if (format === STORE_FORMAT) return;
+      throw new AppError(
+        'failed_precondition',
+        `the database at ${this.options.location} is format ${JSON.stringify(format)}, not ` +
+          `${STORE_FORMAT}; this state plane cannot read it`,
+        { details: { format } },
+      );
+    }
+    for await (const key of this.kv.keys({ limit: 1 })) {
+      void key;
+      throw new AppError(
+        'failed_precondition',
+        `the database at ${this.options.location} is not empty and has no journal-store format ` +
+          'marker; point the state plane at its own volume',
+      );
+    }
+    await this.kv.write([{ type: 'put', key: FORMAT_KEY, value: utf8.encode(STORE_FORMAT) }], true);
+  }
+
+  /** Every partition name with at least one record: one seek per partition. */
+  private async discoverPartitions(): Promise<string[]> {
+    const names: string[] = [];
+    let bound: { gte: Uint8Array } | { gt: Uint8Array } = { gte: ALL_PARTITIONS.gte };
+    for (;;) {
+      let found: Uint8Array | undefined;
+      for await (const key of this.kv.keys({ ...bound, lt: ALL_PARTITIONS.lt, limit: 1 }))
+        found = key;
+      if (found === undefined) return names;
+      const name = partitionOfKey(found);
+      if (name === undefined) {
+        bound = { gt: found };
+        continue;
+      }
+      names.push(name);
+      bound = { gte: partitionRange(name).lt };
+    }
+  }
+
+  /**
+   * Stops taking calls, waits for appends in flight to be durable (or fail), then closes
+   * the database. Idempotent; later calls return the same promise.
+   */
+  close(): Promise<void> {
+    this.closing ??= this.doClose();
+    return this.closing;
+  }
+
+  private async doClose(): Promise<void> {
+    const wasOpen = this.lifecycle !== Lifecycle.New;
+    this.lifecycle = Lifecycle.Closing;
+    await this.opening?.catch(() => undefined);
+    await Promise.allSettled([...this.inFlight]);
+    await this.committer.whenIdle();
+    if (wasOpen) await this.kv.close();
+    this.lifecycle = Lifecycle.Closed;
+  }
+
+  private assertOpen(): void {
+    if (this.lifecycle !== Lifecycle.Open) {
+      throw new AppError(
+        'unavailable',
+        this.lifecycle === Lifecycle.New || this.lifecycle === Lifecycle.Opening
+          ? 'the journal store is not open yet; call open() first'
+          : 'the journal store is closed',
+      );
+    }
+  }
+
+  /** State of a partition that is not refused; `undefined` when it has no events. */
+  private healthy(partition: string): PartitionState | undefined {
+    const refused = this.refused.get(partition);
+    if (refused !== undefined) throw refused;
+    return this.partitions.get(partition);
+  }
+
+  private track<T>(work: Promise<T>): Promise<T> {
+    this.inFlight.add(work);
+    const done = (): void => {
+      this.inFlight.delete(work);
+    };
+    work.then(done, done);
+    return work;
+  }
+
+  private kindBytes = (kind: string): Uint8Array => {
+    let bytes = this.kinds.get(kind);
+    if (bytes === undefined) {
+      bytes = utf8.encode(kind);
+      this.kinds.set(kind, bytes);
+    }
+    return bytes;
+  };
+
+  /**
+   * Appends `events` to `partition` if its head is still `expectedHead` (compare-and-swap),
+   * closing the batch with a `signed_root` over every event before it, all in one atomic,
+   * durable write. Resolves once the write is durable. A new partition starts with
+   * `expectedHead` 0. Validation happens before anything is written: a rejected append
+   * changes nothing.
+   *
+   * @throws AppError `invalid_argument` for a bad partition name, an empty or oversized
+   *   batch, an unknown or reserved kind (`signed_root`, `key_rotated`), an oversized
+   *   payload, or a negative head; `conflict` when the head moved (`details.head` is the
+   *   current head); `failed_precondition` when `expectedHead` is beyond the head (the
+   *   caller saw a journal this store does not hold), or the partition's signing key is
+   *   no longer held; `data_loss` for a refused partition; `cancelled` when `signal`
+   *   fired first; `unavailable` when the store is not open or the durable write failed
+   *   (nothing was acknowledged; retry against the same head).
+   */
+  async append(
+    partition: string,
+    expectedHead: number,
+    events: readonly AppendEvent[],
+    options: AppendOptions = {},
+  ): Promise<AppendResult> {
+    this.assertOpen();
+    assertPartitionName(partition);
+    assertPosition(expectedHead, 'expected head', partition);
+    this.validateEvents(partition, events);
+    throwIfAborted(options.signal, `append to ${partition}`);
+    return this.track(
+      this.mutex.run(partition, async () => {
+        throwIfAborted(options.signal, `append to ${partition}`);
+        this.assertOpen();
+        const state = this.healthy(partition);
+        const head = state?.head ?? 0;
+        if (expectedHead < head) {
+          throw new AppError(
+            'conflict',
+            `${partition}: the head moved: expected ${String(expectedHead)}, the head is ${String(head)}; ` +
+              `read the events from ${String(expectedHead)} and retry against head ${String(head)}`,
+            { details: { partition, expectedHead, head } },
+          );
+        }
+        if (expectedHead > head) {
+          throw new AppError(
+            'failed_precondition',
+            `${partition}: expected head ${String(expectedHead)} is beyond the journal's head ` +
+              `${String(head)}: this store never held that position (was the state volume restored ` +
+              'from an older backup?); read the head and reconcile before appending',
+            { details: { partition, expectedHead, head } },
+          );
+        }
+        return this.commit(partition, state, events);
+      }),
+    );
+  }
+
+  private validateEvents(partition: string, events: readonly AppendEvent[]): void {
+    const bad = (message: string, details: Record<string, string | number> = {}): AppError =>
+      new AppError('invalid_argument', `${partition}: ${message}`, {
+        details: { partition, ...details },
+      });
+    if (events.length === 0) {
+      throw bad('an append needs at least one event');
+    }
+    const { maxBatchEvents, maxPayloadBytes, maxBatchBytes } = this.limits;
+    if (events.length > maxBatchEvents) {
+      throw bad(
+        `an append holds at most ${String(maxBatchEvents)} events, got ${String(events.length)}; split the batch`,
+        {
+          events: events.length,
+          limit: maxBatchEvents,
+        },
+      );
+    }
+    let total = 0;
+    events.forEach((event, index) => {
+      if (!isEventKind(event.kind)) {
+        throw bad(
+          `event ${String(index)} has unknown kind ${JSON.stringify(String(event.kind).slice(0, 64))}; use a kind from common/event-kinds.ts`,
+          {
+            index,
+          },
+        );
+      }
+      if (RESERVED_KINDS.has(event.kind)) {
+        throw bad(
+          `event ${String(index)} is a ${event.kind}, which only the store writes (it closes every batch and records key rotations)`,
+          {
+            index,
+            kind: event.kind,
+          },
+        );
+      }
+      if (!(event.payload instanceof Uint8Array)) {
+        throw bad(`event ${String(index)} (${event.kind}) has no payload bytes`, { index });
+      }
+      if (event.payload.length > maxPayloadBytes) {
+        throw bad(
+          `event ${String(index)} (${event.kind}) has a payload of ${String(event.payload.length)} bytes; ` +
+            `the limit is ${String(maxPayloadBytes)}: store large content elsewhere and journal a reference`,
+          { index, bytes: event.payload.length, limit: maxPayloadBytes },
+        );
+      }
+      total += event.payload.length;
+    });
+    if (total > maxBatchBytes) {
+      throw bad(
+        `an append holds at most ${String(maxBatchBytes)} payload bytes, got ${String(total)}; split the batch`,
+        {
+          bytes: total,
+          limit: maxBatchBytes,
+        },
+      );
+    }
+  }
+
+  /** Builds, writes durably and only then applies one batch; the partition lock is held. */
+  private async commit(
+    partition: string,
+    state: PartitionState | undefined,
+    events: readonly AppendEvent[],
+  ): Promise<AppendResult> {
+    const signer = this.keyring.get(this.activeKeyId);
+    if (signer === undefined) throw new Error('unreachable: the active key is in the keyring');
+    let handOverFrom: Ed25519Signer | undefined;
+    if (state !== undefined && state.lastRoot.keyId !== this.activeKeyId) {
+      handOverFrom = this.keyring.get(state.lastRoot.keyId);
+      if (handOverFrom === undefined) {
+        throw new AppError(
+          'failed_precondition',
+          `${partition} was last signed by key ${state.lastRoot.keyId}, which this store does not hold, ` +
+            `so it cannot be handed over to the active key ${this.activeKeyId}; load the old key as a ` +
+            'previous signing key',
+          { details: { partition, keyId: state.lastRoot.keyId, activeKeyId: this.activeKeyId } },
+        );
+      }
+    }
+    const batch = buildAppendBatch({
+      partition,
+      hash: this.hash,
+      leafHasher: this.leafHasher,
+      kindBytes: this.kindBytes,
+      mmr: state?.mmr,
+      head: state?.head ?? 0,
+      genesisKeyId: state?.genesisKeyId ?? this.activeKeyId,
+      events,
+      signer,
+      handOverFrom,
+    });
+    await this.committer.commit(batch.ops, batch.bytes);
+    // Durable: only now does the in-memory state move.
+    const firstPosition = state?.head ?? 0;
+    if (state === undefined) {
+      this.partitions.set(partition, {
+        head: batch.head,
+        mmr: batch.mmr,
+        genesisKeyId: this.activeKeyId,
+        lastRoot: batch.signedRoot,
+      });
+    } else {
+      state.head = batch.head;
+      state.mmr = batch.mmr;
+      state.lastRoot = batch.signedRoot;
+    }
+    this.appends += 1;
+    this.events += batch.head - firstPosition;
+    const rotation = batch.keyRotation;
+    return {
+      partition,
+      firstPosition,
+      head: batch.head,
+      signedRoot: batch.signedRoot,
+      ...(rotation === undefined
+        ? {}
+        : {
+            keyRotation: {
+              position: rotation.position,
+              oldKeyId: rotation.oldKeyId,
+              newKeyId: rotation.newKeyId,
+            },
+          }),
+    };
+  }
+
+  /**
+   * Makes `signer` the store's active key: every root from now on is signed by it, and
+   * each partition is handed over (`key_rotated` by its previous key) in its next batch.
+   * The previous active key stays held for those hand-overs. Writes nothing itself.
+   *
+   * @throws AppError `unavailable` when the store is not open.
+   */
+  useSigningKey(signer: Ed25519Signer): void {
+    this.assertOpen();
+    const keyId = keyIdOf(this.hash, signer.publicKey);
+    this.keyring.set(keyId, signer);
+    this.activeKeyId = keyId;
+  }
+
+  /** Key id of the active signing key. */
+  get signingKeyId(): string {
+    return this.activeKeyId;
+  }
+
+  /**
+   * Rotates to `newSigner` ({@link JournalStore.useSigningKey}, so for the whole store) and
+   * hands `partition` over at once: one atomic batch of a `key_rotated` event signed by the
+   * partition's previous key and a `signed_root` by the new key. The head moves by 2, so a
+   * concurrent append against the old head gets a conflict. Returns `undefined` when the
+   * partition is already signed by `newSigner` (nothing written).
+   *
+   * @throws AppError `not_found` when the partition has no events (its first batch will be
+   *   signed by the active key anyway); `failed_precondition` when its current key is not
+   *   held; `data_loss` for a refused partition; `unavailable` as for append.
+   */
+  async rotateKey(partition: string, newSigner: Ed25519Signer): Promise<AppendResult | undefined> {
+    this.assertOpen();
+    assertPartitionName(partition);
+    return this.track(
+      this.mutex.run(partition, async () => {
+        this.assertOpen();
+        const state = this.healthy(partition);
+        if (state === undefined) {
+          throw new AppError(
+            'not_found',
+            `${partition} has no events, so there is no key to rotate; its first batch is signed by the active key`,
+            { details: { partition } },
+          );
+        }
+        this.useSigningKey(newSigner);
+        if (state.lastRoot.keyId === this.activeKeyId) return undefined;
+        return this.commit(partition, state, []);
+      }),
+    );
+  }
+
+  /**
+   * The head of `partition` as of its last acknowledged batch (head 0 and no root for a
+   * partition with no events).
+   *
+   * @throws AppError `invalid_argument` for a bad name; `data_loss` for a refused
+   *   partition; `unavailable` when the store is not open.
+   */
+  head(partition: string): PartitionHead {
+    this.assertOpen();
+    assertPartitionName(partition);
+    const state = this.healthy(partition);
+    return { partition, head: state?.head ?? 0, signedRoot: state?.lastRoot };
+  }
+
+  /**
+   * Streams the acknowledged events of `partition` at positions `[fromPosition,
+   * fromPosition + limit)`, in order, stopping at the head as it was when iteration
+   * started. Reads in small chunks from a LevelDB snapshot: memory stays bounded, and a
+   * slow consumer is backpressure. Errors surface on the first `next()`.
+   *
+   * @throws AppError `invalid_argument` for a bad name or position; `failed_precondition`
+   *   when `fromPosition` is beyond the head; `data_loss` for a refused partition or a
+   *   missing or damaged event; `cancelled` when `signal` fires; `unavailable` when the
+   *   store is not open.
+   */
+  read(
+    partition: string,
+    fromPosition = 0,
+    limit = Number.MAX_SAFE_INTEGER,
+    options: ReadOptions = {},
+  ): AsyncIterable<JournalEvent> {
+    return this.readEvents(partition, fromPosition, limit, options.signal);
+  }
+
+  private async *readEvents(
+    partition: string,
+    fromPosition: number,
+    limit: number,
+    signal: AbortSignal | undefined,
+  ): AsyncGenerator<JournalEvent> {
+    this.assertOpen();
+    assertPartitionName(partition);
+    assertPosition(fromPosition, 'from position', partition);
+    assertPosition(limit, 'limit', partition);
+    const head = this.healthy(partition)?.head ?? 0;
+    if (fromPosition > head) {
+      throw new AppError(
+        'failed_precondition',
+        `${partition}: position ${String(fromPosition)} is beyond the head ${String(head)}`,
+        { details: { partition, fromPosition, head } },
+      );
+    }
+    const to = Math.min(head, fromPosition + limit);
+    if (to <= fromPosition) return;
+    let expected = fromPosition;
+    for await (const [key, value] of this.kv.entries(
+      positionRange(partition, RecordTag.Event, fromPosition, to),
+    )) {
+      if (signal?.aborted === true) {
+        throw new AppError('cancelled', `reading ${partition} was cancelled`, {
+          cause: signal.reason,
+        });
+      }
+      const position = positionOfKey(key);
+      if (position !== expected) break;
+      const { kind, payload } = decodeEventValue(value, partition, position);
+      yield { position, kind, payload };
+      expected += 1;
+    }
+    if (expected !== to) {
+      throw new AppError(
+        'data_loss',
+        `${partition}: acknowledged event ${String(expected)} is missing from the store; run verify ` +
+          'and restore the partition from a backup',
+        { details: { partition, position: expected } },
+      );
+    }
+  }
+
+  /**
+   * An inclusion proof of the event at `position` against the signed root over
+   * `atLeafCount` leaves (default: the latest). `atLeafCount` must be the position of a
+   * `signed_root` event, i.e. the head after some batch. The store checks the proof before
+   * returning it.
+   *
+   * @throws AppError `invalid_argument` for a bad name or position, a position not below
+   *   `atLeafCount`, or an `atLeafCount` that is not the position of a `signed_root`;
+   *   `not_found` for a partition with no events; `failed_precondition` for an
+   *   `atLeafCount` beyond the latest root; `data_loss` when a needed node or event is
+   *   missing or the proof does not lead to the signed root; `unavailable` when the store
+   *   is not open.
+   */
+  async proof(partition: string, position: number, atLeafCount?: number): Promise<EventProof> {
+    this.assertOpen();
+    assertPartitionName(partition);
+    assertPosition(position, 'position', partition);
+    const state = this.healthy(partition);
+    if (state === undefined) {
+      throw new AppError('not_found', `${partition} has no events`, { details: { partition } });
+    }
+    const latest = state.lastRoot;
+    const leafCount = atLeafCount ?? latest.leafCount;
+    assertPosition(leafCount, 'leaf count', partition);
+    if (leafCount > latest.leafCount) {
+      throw new AppError(
+        'failed_precondition',
+        `${partition}: no signed root over ${String(leafCount)} leaves yet; the latest covers ${String(latest.leafCount)}`,
+        { details: { partition, leafCount, latest: latest.leafCount } },
+      );
+    }
+    if (position >= leafCount) {
+      throw new AppError(
+        'invalid_argument',
+        `${partition}: event ${String(position)} is not covered by the root over ${String(leafCount)} leaves; ` +
+          'prove it against a later signed root',
+        { details: { partition, position, leafCount } },
+      );
+    }
+    const signedRoot =
+      leafCount === latest.leafCount ? latest : await this.signedRootAt(partition, leafCount);
+    const nodePositions = inclusionProofPositions(position, leafCount);
+    const [eventValue, ...nodeValues] = await this.kv.getMany([
+      eventKey(partition, position),
+      ...nodePositions.map((p) => nodeKey(partition, p)),
+    ]);
+    if (eventValue === undefined) {
+      throw new AppError(
+        'data_loss',
+        `${partition}: acknowledged event ${String(position)} is missing`,
+        {
+          details: { partition, position },
+        },
+      );
+    }
+    const nodes = new Map<number, Uint8Array>();
+    nodePositions.forEach((p, i) => {
+      const value = nodeValues[i];
+      if (value !== undefined) nodes.set(p, value);
+    });
+    const { kind, payload } = decodeEventValue(eventValue, partition, position);
+    const leaf = new LeafHasher(this.hash).digest(position, kind, payload);
+    const proof = buildInclusionProof(position, leafCount, (p) => nodes.get(p));
+    verifyInclusion(this.hash, proof, leaf, signedRoot.root);
+    return { event: { position, kind, payload }, leaf, proof, signedRoot };
+  }
+
+  private async signedRootAt(partition: string, leafCount: number): Promise<StoredSignedRoot> {
+    const value = await this.kv.get(eventKey(partition, leafCount));
+    const notRoot = (): AppError =>
+      new AppError(
+        'invalid_argument',
+        `${partition}: event ${String(leafCount)} is not a signed_root, so no root over ${String(leafCount)} ` +
+          'leaves was signed; pass the position of a signed_root (the head after a batch)',
+        { details: { partition, leafCount } },
+      );
+    if (value === undefined) throw notRoot();
+    const { kind, payload } = decodeEventValue(value, partition, leafCount);
+    if (kind !== EventKind.SignedRoot) throw notRoot();
+    let fields;
+    try {
+      fields = decodePayload(EventKind.SignedRoot, payload);
+    } catch (cause) {
+      throw new AppError(
+        'data_loss',
+        `${partition}: the signed_root at ${String(leafCount)} does not parse`,
+        {
+          details: { partition, position: leafCount },
+          cause,
+        },
+      );
+    }
+    return {
+      position: leafCount,
+      leafCount: fields.leafCount,
+      root: new Uint8Array(fields.root),
+      keyId: fields.keyId,
+      signature: new Uint8Array(fields.signature),
+    };
+  }
+
+  /**
+   * Replays the stored events of `partition` through the pure verifier
+   * (state/journal/verify-journal.ts): recomputes every leaf, node and root, checks every
+   * signature and key rotation, and names the first failure as the core reports it
+   * (`failure.position`, `reason`, `expected`, `found`). Also runs on a refused partition,
+   * over whatever events are stored. Memory: O(log n) plus one small record per signed
+   * root. If fewer events are stored than the head says, the result fails with `gap` at
+   * the first missing position.
+   *
+   * @throws AppError `not_found` for a partition with no records; `failed_precondition`
+   *   when no trusted key is given and the store does not hold the partition's first key;
+   *   `cancelled`; `unavailable` when the store is not open.
+   */
+  async verify(partition: string, options: VerifyOptions = {}): Promise<JournalVerification> {
+    this.assertOpen();
+    assertPartitionName(partition);
+    const state = this.partitions.get(partition);
+    if (state === undefined && !this.refused.has(partition)) {
+      throw new AppError('not_found', `${partition} has no events`, { details: { partition } });
+    }
+    const trustedPublicKeys =
+      options.trustedPublicKeys ?? (await this.genesisTrust(partition, state));
+    const replayer = new JournalReplayer({ hash: this.hash, trustedPublicKeys });
+    const range = positionRange(partition, RecordTag.Event, 0, state?.head);
+    for await (const [key, value] of this.kv.entries(range)) {
+      if (options.signal?.aborted === true) {
+        throw new AppError('cancelled', `verifying ${partition} was cancelled`, {
+          cause: options.signal.reason,
+        });
+      }
+      const position = positionOfKey(key);
+      let event: JournalEvent;
+      try {
+        event = { position, ...decodeEventValue(value, partition, position) };
+      } catch {
+        // A damaged record still takes part, so the first root after it names the damage.
+        event = { position, kind: '', payload: value };
+      }
+      replayer.add(event);
+    }
+    const plan = replayer.plan();
+    const results =
+      options.checkSignatures === undefined
+        ? plan.signatureChecks.map((c) => this.verifier.verify(c.publicKey, c.message, c.signature))
+        : await options.checkSignatures(plan.signatureChecks);
+    const outcome = concludeJournalVerification(plan, results);
+    if (outcome.failure === undefined && state !== undefined && outcome.leafCount < state.head) {
+      const missing = outcome.leafCount;
+      return {
+        ...outcome,
+        ok: false,
+        failure: {
+          position: missing,
+          kind: '',
+          reason: VerifyFailureReason.Gap,
+          expected: toHex(encodeU64(missing)),
+          found: '',
+          message:
+            `${partition}: events ${String(missing)} to ${String(state.head - 1)} are acknowledged but missing ` +
+            'from the store; restore the partition from a backup',
+        },
+      };
+    }
+    return outcome;
+  }
+
+  private async genesisTrust(
+    partition: string,
+    state: PartitionState | undefined,
+  ): Promise<Uint8Array[]> {
+    let genesisKeyId = state?.genesisKeyId;
+    if (genesisKeyId === undefined) {
+      const record = await this.kv.get(headKey(partition));
+      try {
+        if (record !== undefined) genesisKeyId = decodeHeadRecord(record, partition).genesisKeyId;
+      } catch (error) {
+        if (!isAppError(error)) throw error;
+      }
+    }
+    if (genesisKeyId === undefined) {
+      // A refused partition without a readable head record: trust every key held.
+      return [...this.keyring.values()].map((s) => s.publicKey);
+    }
+    const signer = this.keyring.get(genesisKeyId);
+    if (signer === undefined) {
+      throw new AppError(
+        'failed_precondition',
+        `${partition}'s first root was signed by key ${genesisKeyId}, which this store does not hold; ` +
+          'pass that public key in trustedPublicKeys',
+        { details: { partition, keyId: genesisKeyId } },
+      );
+    }
+    return [signer.publicKey];
+  }
+
+  /**
+   * Streams a partition as NDJSON (UTF-8, one JSON object per line) that a third party
+   * can verify with docs/journal-format.md alone: first
+   * `{"format":"polychrome-journal-export/v1","partition":…,"head":…}` (`head` is null for a
+   * refused partition), then `{"position":…,"kind":…,"payloadHex":…}` per stored event, in
+   * order. Works on refused partitions (exports whatever is stored).
+   *
+   * @throws AppError `invalid_argument` for a bad name; `not_found` for a partition with no
+   *   records; `cancelled`; `unavailable` when the store is not open. Errors surface on the
+   *   first `next()`.
+   */
+  export(partition: string, options: ReadOptions = {}): AsyncIterable<Uint8Array> {
+    return this.exportLines(partition, options.signal);
+  }
+
+  private async *exportLines(
+    partition: string,
+    signal: AbortSignal | undefined,
+  ): AsyncGenerator<Uint8Array> {
+    this.assertOpen();
+    assertPartitionName(partition);
+    const state = this.partitions.get(partition);
+    if (state === undefined && !this.refused.has(partition)) {
+      throw new AppError('not_found', `${partition} has no events`, { details: { partition } });
+    }
+    const line = (value: unknown): Uint8Array => utf8.encode(`${JSON.stringify(value)}\n`);
+    yield line({ format: EXPORT_FORMAT, partition, head: state?.head ?? null });
+    for await (const [key, value] of this.kv.entries(
+      positionRange(partition, RecordTag.Event, 0, state?.head),
+    )) {
+      if (signal?.aborted === true) {
+        throw new AppError('cancelled', `exporting ${partition} was cancelled`, {
+          cause: signal.reason,
+        });
+      }
+      const position = positionOfKey(key);
+      const { kind, payload } = decodeEventValue(value, partition, position);
+      yield line({ position, kind, payloadHex: toHex(payload) });
+    }
+  }
+
+  /**
+   * Every partition the store holds, sorted by name, with refused ones marked.
+   *
+   * @throws AppError `unavailable` when the store is not open.
+   */
+  listPartitions(): PartitionInfo[] {
+    this.assertOpen();
+    const out: PartitionInfo[] = [];
+    for (const [partition, state] of this.partitions)
+      out.push({ partition, status: 'ok', head: state.head });
+    for (const [partition, error] of this.refused)
+      out.push({ partition, status: 'refused', problem: error.message });
+    return out.sort((a, b) => (a.partition < b.partition ? -1 : a.partition > b.partition ? 1 : 0));
+  }
+
+  /** Counters for metrics (valid in any state). */
+  stats(): JournalStoreStats {
+    return {
+      ...this.committer.counters(),
+      appends: this.appends,
+      events: this.events,
+      partitions: this.partitions.size,
+      refusedPartitions: this.refused.size,
+    };
+  }
+}

@@ -1,0 +1,246 @@
+import { AppError, isAppError } from '../../common/errors';
+import { decodePayload, EventKind } from '../../common/event-kinds';
+import { CompactMmr } from '../journal/compact-mmr';
+import { bytesEqual, toHex } from '../journal/hex';
+import { LeafHasher } from '../journal/leaf-digest';
+import { leafNodePosition, mmrSize, peaksForLeafCount } from '../journal/mmr-layout';
+import { mmrRoot } from '../journal/mmr-root';
+import { DIGEST_BYTES, type Sha256 } from '../journal/sha256';
+import type { StoredSignedRoot } from './append-batch';
+import { decodeHeadRecord } from './head-record';
+import type { KvOp, KvStore } from './level-kv';
+import {
+  decodeEventValue,
+  eventKey,
+  headKey,
+  nodeKey,
+  positionOfKey,
+  positionRange,
+  RecordTag,
+} from './store-keys';
+
+/** A partition's state once open() has checked it. */
+export interface PartitionState {
+  /** Next position; the event at head − 1 is `lastRoot`. */
+  head: number;
+  /** Frontier over `head` leaves. */
+  mmr: CompactMmr;
+  readonly genesisKeyId: string;
+  lastRoot: StoredSignedRoot;
+}
+
+/** What open() did with one partition. */
+export type RecoveryOutcome =
+  | {
+      readonly status: 'ok';
+      readonly state: PartitionState;
+      /** Never-acknowledged records past the head that were deleted. */
+      readonly droppedEvents: number;
+      readonly droppedNodes: number;
+    }
+  | { readonly status: 'refused'; readonly error: AppError };
+
+async function lastPosition(
+  kv: KvStore,
+  partition: string,
+  tag: typeof RecordTag.Event | typeof RecordTag.Node,
+): Promise<number | undefined> {
+  for await (const key of kv.keys({ ...positionRange(partition, tag), reverse: true, limit: 1 })) {
+    return positionOfKey(key);
+  }
+  return undefined;
+}
+
+async function keysFrom(
+  kv: KvStore,
+  partition: string,
+  tag: typeof RecordTag.Event | typeof RecordTag.Node,
+  from: number,
+): Promise<KvOp[]> {
+  const ops: KvOp[] = [];
+  for await (const key of kv.keys(positionRange(partition, tag, from))) {
+    ops.push({ type: 'del', key });
+  }
+  return ops;
+}
+
+/**
+ * Checks one partition's tail on open and rebuilds its in-memory state.
+ *
+ * Every batch the store writes is one atomic LevelDB write holding the events, their MMR
+ * nodes, the closing `signed_root` and the new head record; an append is acknowledged
+ * only after that write is durable. So the head record names exactly the acknowledged
+ * prefix, and:
+ *
+ * 1. No head record: the partition was never acknowledged, but a lone record without a
+ *    head cannot come from our writer (the first batch writes the head too), so nothing
+ *    is deleted: the partition is refused (`data_loss`) and kept for forensics.
+ * 2. Events at positions ≥ head, or nodes at positions ≥ size(head), were never
+ *    acknowledged: they are left by a batch whose durable write reported failure and was
+ *    then overwritten by a shorter retry, or by a torn write. They are deleted in one
+ *    `sync` write, and the counts reported.
+ * 3. Then the tail must be whole, else the partition is refused (`data_loss`) and other
+ *    partitions keep working:
+ *    - the event at head − 1 exists, is a `signed_root` whose `leaf_count` is head − 1;
+ *    - the node at size(head) − 1 exists (the last node the last append wrote);
+ *    - the peak nodes of `head` leaves equal the peaks in the head record (which become
+ *      the in-memory frontier);
+ *    - the node of leaf head − 1 is the leaf digest of the stored `signed_root` event;
+ *    - the root computed from the stored peak nodes of head − 1 leaves equals the root
+ *      that `signed_root` carries.
+ *
+ * These are O(log n) reads per partition. They tie the head, the events, the nodes and
+ * the last signed root together; they do not re-check the whole journal or any signature
+ * (that is `verify`).
+ */
+export async function recoverPartition(
+  kv: KvStore,
+  hash: Sha256,
+  partition: string,
+): Promise<RecoveryOutcome> {
+  try {
+    return await recover(kv, hash, partition);
+  } catch (error) {
+    if (isAppError(error) && error.code === 'data_loss') return { status: 'refused', error };
+    throw error;
+  }
+}
+
+function refuse(partition: string, problem: string, details: Record<string, number> = {}): never {
+  throw new AppError(
+    'data_loss',
+    `${partition} is refused: ${problem}. Acknowledged events may be missing or damaged; ` +
+      'restore the partition from a backup (run verify for details). Other partitions keep working.',
+    { details: { partition, ...details } },
+  );
+}
+
+async function recover(kv: KvStore, hash: Sha256, partition: string): Promise<RecoveryOutcome> {
+  const headBytes = await kv.get(headKey(partition));
+  if (headBytes === undefined) {
+    refuse(partition, 'it holds events or MMR nodes but no head record');
+  }
+  const record = decodeHeadRecord(headBytes, partition);
+  const head = record.head;
+  if (head < 2)
+    refuse(partition, `the head record says ${String(head)} events (a batch writes at least 2)`);
+  const size = mmrSize(head);
+
+  const lastEvent = await lastPosition(kv, partition, RecordTag.Event);
+  const lastNode = await lastPosition(kv, partition, RecordTag.Node);
+  const drops: KvOp[] = [];
+  if (lastEvent !== undefined && lastEvent >= head) {
+    drops.push(...(await keysFrom(kv, partition, RecordTag.Event, head)));
+  }
+  const droppedEvents = drops.length;
+  if (lastNode !== undefined && lastNode >= size) {
+    drops.push(...(await keysFrom(kv, partition, RecordTag.Node, size)));
+  }
+  const droppedNodes = drops.length - droppedEvents;
+
+  const lastKept = lastEvent === undefined ? undefined : Math.min(lastEvent, head - 1);
+  if (lastKept === undefined || lastKept < head - 1) {
+    refuse(
+      partition,
+      `the head record says ${String(head)} events but the last stored event is ` +
+        `${lastKept === undefined ? 'none' : String(lastKept)}`,
+      { head },
+    );
+  }
+  const rootPosition = head - 1;
+  const lastRootPeaks = peaksForLeafCount(rootPosition).map((p) => p.position);
+  const headPeaks = peaksForLeafCount(head).map((p) => p.position);
+  const leafNode = leafNodePosition(rootPosition);
+  const [eventValue, lastNodeValue, leafValue, ...peakValues] = await kv.getMany([
+    eventKey(partition, rootPosition),
+    nodeKey(partition, size - 1),
+    nodeKey(partition, leafNode),
+    ...headPeaks.map((p) => nodeKey(partition, p)),
+    ...lastRootPeaks.map((p) => nodeKey(partition, p)),
+  ]);
+  if (eventValue === undefined)
+    refuse(partition, `event ${String(rootPosition)} is missing`, { head });
+  if (lastNodeValue === undefined) {
+    refuse(
+      partition,
+      `MMR node ${String(size - 1)}, the last one for ${String(head)} events, is missing`,
+      { head },
+    );
+  }
+
+  const { kind, payload } = decodeEventValue(eventValue, partition, rootPosition);
+  if (kind !== EventKind.SignedRoot) {
+    refuse(
+      partition,
+      `the last event (${String(rootPosition)}) is ${kind}, not signed_root: a batch was cut short`,
+      {
+        head,
+      },
+    );
+  }
+  let fields;
+  try {
+    fields = decodePayload(EventKind.SignedRoot, payload);
+  } catch {
+    refuse(partition, `the signed_root at ${String(rootPosition)} does not parse`, { head });
+  }
+  if (fields.leafCount !== rootPosition || fields.root.length !== DIGEST_BYTES) {
+    refuse(
+      partition,
+      `the signed_root at ${String(rootPosition)} covers ${String(fields.leafCount)} leaves, not ${String(rootPosition)}`,
+      { head },
+    );
+  }
+
+  const storedHeadPeaks = peakValues.slice(0, headPeaks.length);
+  const matches = storedHeadPeaks.every((node, i) => {
+    const peak = record.peaks[i];
+    return node !== undefined && peak !== undefined && bytesEqual(node, peak);
+  });
+  if (!matches)
+    refuse(partition, `the MMR peak nodes disagree with the head record's frontier`, { head });
+
+  const leaf = new LeafHasher(hash).digest(rootPosition, kind, payload);
+  if (leafValue === undefined || !bytesEqual(leafValue, leaf)) {
+    refuse(
+      partition,
+      `the MMR node of event ${String(rootPosition)} is not that event's leaf digest`,
+      { head },
+    );
+  }
+  const rootPeaks = peakValues.slice(headPeaks.length);
+  if (rootPeaks.some((p) => p === undefined || p.length !== DIGEST_BYTES)) {
+    refuse(partition, `an MMR peak under the last signed root is missing`, { head });
+  }
+  const recomputed = mmrRoot(
+    hash,
+    mmrSize(rootPosition),
+    rootPeaks.filter((p): p is Uint8Array => p !== undefined),
+  );
+  if (!bytesEqual(recomputed, fields.root)) {
+    refuse(
+      partition,
+      `the stored MMR nodes hash to root ${toHex(recomputed)}, but the last signed_root carries ${toHex(fields.root)}`,
+      { head },
+    );
+  }
+
+  if (drops.length > 0) await kv.write(drops, true);
+  return {
+    status: 'ok',
+    droppedEvents,
+    droppedNodes,
+    state: {
+      head,
+      mmr: CompactMmr.fromPeaks(hash, head, record.peaks),
+      genesisKeyId: record.genesisKeyId,
+      lastRoot: {
+        position: rootPosition,
+        leafCount: fields.leafCount,
+        root: new Uint8Array(fields.root),
+        keyId: fields.keyId,
+        signature: new Uint8Array(fields.signature),
+      },
+    },
+  };
+}
