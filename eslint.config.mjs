@@ -68,7 +68,14 @@ export default tseslint.config(
   },
   {
     // Entry points and developer tools talk to the terminal.
-    files: ['**/main.ts', 'hack/**/*.ts', 'bench/**/*.ts', 'cli/**/*.ts'],
+    files: [
+      '**/main.ts',
+      'hack/**/*.ts',
+      'bench/**/*.ts',
+      'cli/**/*.ts',
+      '**/fixtures/**/*.ts',
+      '**/testdata/**/*.ts',
+    ],
     rules: { 'no-console': 'off' },
   },
   {

@@ -45,7 +45,9 @@ async function up(): Promise<void> {
     kubectl(cluster.kubeconfigPath, ['apply', '-k', join(repoRoot, 'config', 'samples')]),
   );
   process.stdout.write(kubectl(cluster.kubeconfigPath, ['get', 'conversations']));
-  console.log(`\nexport KUBECONFIG=${cluster.kubeconfigPath}    # then: kubectl get conv`);
+  console.log(
+    `\nexport KUBECONFIG=${cluster.kubeconfigPath} PATH=${defaultBinDir}:$PATH    # then: kubectl get conv`,
+  );
 }
 
 async function main(argv: readonly string[]): Promise<void> {
