@@ -1,0 +1,903 @@
+import { randomUUID } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { arch, cpus, release, totalmem, type as osType } from 'node:os';
+import { join, resolve } from 'node:path';
+import {
+  ApiException,
+  CoordinationV1Api,
+  CoreV1Api,
+  PatchStrategy,
+  setHeaderOptions,
+  V1MicroTime,
+  VersionApi,
+  Watch,
+  type KubeConfig,
+  type V1Container,
+  type V1Lease,
+} from '@kubernetes/client-node';
+import {
+  ContainerRunner,
+  delay,
+  kubeletBackoff,
+  type Backoff,
+  type LaunchPlan,
+} from './local-node-container';
+import { referencedObjects, resolveEnv, type EnvSources } from './local-node-env';
+import { LoopbackAllocator } from './local-node-ips';
+import {
+  isPodView,
+  resolveCommand,
+  restartPolicyOf,
+  WaitingReason,
+  type ImageCommands,
+  type PodView,
+} from './local-node-pod';
+import {
+  buildPodStatus,
+  PodPhase,
+  rfc3339,
+  type ContainerSnapshot,
+  type PodConditionJson,
+  type PodSnapshot,
+} from './local-node-status';
+import { repoRoot } from './paths';
+
+export { localCommandAnnotation, type ImageCommands } from './local-node-pod';
+
+/** The label every local node carries; `nodeSelector` can name it. */
+export const localNodeLabel = 'polychrome.dev/local-node';
+
+/** Where the node's own address sits: pods get 127.0.1.1 and up. */
+const hostIP = '127.0.0.1';
+
+/**
+ * Image patterns the node runs without a per-pod annotation: the harness from its build
+ * output (`npm run build` writes `dist/`), as its image would run it.
+ */
+export const defaultImageCommands: ImageCommands = {
+  'polychrome/harness:*': [process.execPath, join(repoRoot, 'dist', 'harness', 'main.js')],
+};
+
+/** Options for {@link LocalNode}. */
+export interface LocalNodeOptions {
+  /** Credentials of a client that may write nodes, leases, pod bindings and pod status. */
+  kubeConfig: KubeConfig;
+  /** The Node's name (and `kubernetes.io/hostname` label). @default 'polychrome-local' */
+  name?: string;
+  /** Per-pod logs go to `<stateDir>/pods/<namespace>_<name>_<uid>/<container>.log`. */
+  stateDir: string;
+  /**
+   * Namespaces whose pods this node binds and runs. Scheduling rule: every pod in scope
+   * whose `spec.nodeName` is empty and whose `nodeSelector` matches this node's labels
+   * (so `kubernetes.io/hostname: <another node>` keeps a pod off it) is bound here.
+   * @default every namespace
+   */
+  namespaces?: readonly string[];
+  /** Only pods matching this label selector are in scope. @default all pods */
+  labelSelector?: string;
+  /** Mark pods Running and Ready without starting processes (for load tests). @default false */
+  simulate?: boolean;
+  /** Image patterns to local argv. @default {@link defaultImageCommands} */
+  images?: ImageCommands;
+  /** Working directory of every process. @default the repository root */
+  cwd?: string;
+  /**
+   * Variables every process starts with, before the pod's own (`HOSTNAME` and `POD_IP`
+   * are added per pod). A pod does not inherit the node's environment.
+   * @default PATH and HOME of this process
+   */
+  baseEnv?: Readonly<Record<string, string>>;
+  /** Upper bound on a pod's termination grace period. @default 30 */
+  maxGracePeriodSeconds?: number;
+  /** Container restart back-off. @default the kubelet's: 10 s doubling to 5 min */
+  backoff?: Partial<Backoff>;
+  /** How often the node's Lease is renewed. @default 10_000 */
+  leaseRenewIntervalMs?: number;
+  /** How often the Node's status (heartbeat) is rewritten. @default 60_000 */
+  nodeStatusIntervalMs?: number;
+  /** `pods` capacity reported on the Node (informational: nothing schedules against it). @default 1100 */
+  maxPods?: number;
+  /** Progress and trouble lines go here. @default no output */
+  log?: (line: string) => void;
+}
+
+/** Options for {@link LocalNode.close}. */
+export interface LocalNodeCloseOptions {
+  /**
+   * Leave every pod's status as it is (no API writes), e.g. when the API server is
+   * already gone. Otherwise each pod gets a last status with its containers terminated.
+   * @default false
+   */
+  leavePods?: boolean;
+}
+
+const isApiError = (err: unknown, ...codes: number[]): boolean =>
+  err instanceof ApiException && codes.includes(err.code);
+
+/** A caught value as one line for the log: the API's Status message when there is one. */
+export function errorText(err: unknown): string {
+  if (err instanceof ApiException) {
+    const body: unknown = err.body;
+    const message =
+      typeof body === 'object' && body !== null && 'message' in body ? body.message : body;
+    return `HTTP ${err.code}: ${typeof message === 'string' ? message : JSON.stringify(message)}`;
+  }
+  if (err instanceof Error) return err.message;
+  return typeof err === 'string' ? err : JSON.stringify(err);
+}
+
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+const nodeArch = (): string => {
+  switch (arch()) {
+    case 'x64':
+      return 'amd64';
+    case 'ia32':
+      return '386';
+    default:
+      return arch();
+  }
+};
+
+/**
+ * A kubelet stand-in for the local control plane (hack/lib/local-cluster.ts): it
+ * registers a Node and keeps its Lease fresh, binds pending pods in its scope to itself
+ * (there is no scheduler), and runs each bound pod's containers as local processes on a
+ * loopback address of the pod's own, writing real pod status. Deleting a pod stops its
+ * processes and then removes the object, as the kubelet does, so controllers and the
+ * operator see exactly what they would see in a cluster.
+ *
+ * What runs for a container: the pod annotation `polychrome.dev/local-command` (a JSON
+ * argv, or an object from container name to argv), else the first entry of `images` that
+ * matches the container's image. Each process gets the pod's resolved env (value,
+ * secretKeyRef, configMapKeyRef, fieldRef, envFrom) plus `POD_IP`.
+ *
+ * Not modelled: init containers, volumes, liveness and startup probes, exec and grpc
+ * readiness probes (the container counts as ready once it runs), readiness gates,
+ * resource limits and `$(VAR)` expansion.
+ */
+export class LocalNode {
+  /** The Node's name. */
+  readonly name: string;
+  private readonly opts: LocalNodeOptions;
+  private readonly core: CoreV1Api;
+  private readonly coordination: CoordinationV1Api;
+  private readonly workers = new Map<string, PodWorker>();
+  private readonly binding = new Set<string>();
+  private readonly ips = new LoopbackAllocator();
+  private readonly abort = new AbortController();
+  private readonly watches: AbortController[] = [];
+  private readonly loops: Promise<void>[] = [];
+  private readonly readySince = rfc3339(new Date());
+  private readonly bootID = randomUUID();
+  private kubeletVersion = 'v0.0.0';
+  private lease: V1Lease | undefined;
+  private started = false;
+  private closing: Promise<void> | undefined;
+
+  constructor(opts: LocalNodeOptions) {
+    this.opts = opts;
+    this.name = opts.name ?? 'polychrome-local';
+    this.core = opts.kubeConfig.makeApiClient(CoreV1Api);
+    this.coordination = opts.kubeConfig.makeApiClient(CoordinationV1Api);
+  }
+
+  /** Whether pods are marked running without processes. */
+  get simulate(): boolean {
+    return this.opts.simulate ?? false;
+  }
+
+  /** Pods this node currently runs (or simulates). */
+  get podCount(): number {
+    return this.workers.size;
+  }
+
+  /**
+   * Registers the Node, takes its Lease and starts watching pods. Resolves once the Node
+   * is Ready; pods are then picked up as their watch events arrive.
+   * @throws when the API server refuses the Node or the Lease.
+   */
+  async start(): Promise<void> {
+    if (this.started) throw new Error(`local node ${this.name} was already started`);
+    this.started = true;
+    mkdirSync(join(this.opts.stateDir, 'pods'), { recursive: true });
+    try {
+      this.kubeletVersion =
+        (await this.opts.kubeConfig.makeApiClient(VersionApi).getCode()).gitVersion ??
+        this.kubeletVersion;
+    } catch {
+      // The version is cosmetic on a Node; registering matters.
+    }
+    const nodeUid = await this.registerNode();
+    await this.renewLease(nodeUid);
+    this.loops.push(this.heartbeat(nodeUid));
+    const namespaces = this.opts.namespaces;
+    const paths =
+      namespaces === undefined || namespaces.length === 0
+        ? ['/api/v1/pods']
+        : namespaces.map((ns) => `/api/v1/namespaces/${encodeURIComponent(ns)}/pods`);
+    for (const path of paths) this.loops.push(this.watchPods(path));
+    this.log(`node ${this.name}: ready, watching ${namespaces?.join(', ') ?? 'all namespaces'}`);
+  }
+
+  /**
+   * Stops watching, stops every process (SIGTERM, then SIGKILL after the grace period)
+   * and, unless `leavePods`, writes each pod's last status. Idempotent.
+   */
+  close(options: LocalNodeCloseOptions = {}): Promise<void> {
+    this.closing ??= (async () => {
+      this.abort.abort();
+      for (const watch of this.watches) watch.abort();
+      await Promise.all(this.loops);
+      await Promise.all(
+        [...this.workers.values()].map((w) => w.shutdown(options.leavePods ?? false)),
+      );
+      this.workers.clear();
+      this.log(`node ${this.name}: closed`);
+    })();
+    return this.closing;
+  }
+
+  /** The log file of one container of a pod. */
+  logPath(pod: { namespace: string; name: string; uid: string }, container: string): string {
+    return join(this.podDir(pod), `${container}.log`);
+  }
+
+  /** The pid of a container's running process, if it runs on this node. */
+  pidOf(podUid: string, container: string): number | undefined {
+    return this.workers.get(podUid)?.pidOf(container);
+  }
+
+  // ---- internals shared with PodWorker ----
+
+  /** @internal */
+  podDir(pod: { namespace: string; name: string; uid: string }): string {
+    return resolve(this.opts.stateDir, 'pods', `${pod.namespace}_${pod.name}_${pod.uid}`);
+  }
+
+  /** @internal */
+  log(line: string): void {
+    this.opts.log?.(line);
+  }
+
+  /** @internal */
+  get signal(): AbortSignal {
+    return this.abort.signal;
+  }
+
+  /** @internal */
+  get options(): LocalNodeOptions {
+    return this.opts;
+  }
+
+  /** @internal */
+  get addresses(): LoopbackAllocator {
+    return this.ips;
+  }
+
+  /** @internal */
+  get hostIP(): string {
+    return hostIP;
+  }
+
+  /** @internal Writes a pod's status with a JSON merge patch on the status subresource. */
+  async patchPodStatus(pod: PodView, status: object): Promise<void> {
+    await this.core.patchNamespacedPodStatus(
+      { name: pod.metadata.name, namespace: pod.metadata.namespace, body: { status } },
+      mergePatch,
+    );
+  }
+
+  /**
+   * @internal Removes a pod whose containers have stopped, as the kubelet does: grace 0,
+   * guarded by the uid so a new pod of the same name is never hit.
+   */
+  async deletePod(pod: PodView): Promise<void> {
+    try {
+      await this.core.deleteNamespacedPod({
+        name: pod.metadata.name,
+        namespace: pod.metadata.namespace,
+        gracePeriodSeconds: 0,
+        body: { gracePeriodSeconds: 0, preconditions: { uid: pod.metadata.uid } },
+      });
+    } catch (err: unknown) {
+      if (!isApiError(err, 404, 409)) throw err;
+    }
+  }
+
+  /** @internal Secrets and ConfigMaps a container names; absent ones are left out. */
+  async fetchSources(namespace: string, container: V1Container): Promise<EnvSources> {
+    const refs = referencedObjects(container);
+    const secrets = new Map<string, Record<string, string>>();
+    const configMaps = new Map<string, Record<string, string>>();
+    const absentOk = async <T>(read: () => Promise<T>): Promise<T | undefined> => {
+      try {
+        return await read();
+      } catch (err: unknown) {
+        if (isApiError(err, 404)) return undefined;
+        throw err;
+      }
+    };
+    await Promise.all([
+      ...[...refs.secrets].map(async (name) => {
+        const secret = await absentOk(() => this.core.readNamespacedSecret({ name, namespace }));
+        if (secret === undefined) return;
+        const data: Record<string, string> = {};
+        for (const [key, value] of Object.entries(secret.data ?? {})) {
+          data[key] = Buffer.from(value, 'base64').toString('utf8');
+        }
+        secrets.set(name, data);
+      }),
+      ...[...refs.configMaps].map(async (name) => {
+        const map = await absentOk(() => this.core.readNamespacedConfigMap({ name, namespace }));
+        if (map !== undefined) configMaps.set(name, { ...(map.data ?? {}) });
+      }),
+    ]);
+    return { secrets, configMaps };
+  }
+
+  /** @internal Called by a worker once its pod is gone from this node. */
+  forget(worker: PodWorker): void {
+    if (this.workers.get(worker.uid) === worker) this.workers.delete(worker.uid);
+  }
+
+  // ---- node registration ----
+
+  private nodeLabels(): Record<string, string> {
+    return {
+      'kubernetes.io/hostname': this.name,
+      'kubernetes.io/os': process.platform,
+      'kubernetes.io/arch': nodeArch(),
+      'node.kubernetes.io/instance-type': this.simulate
+        ? 'polychrome-simulated'
+        : 'polychrome-local',
+      [localNodeLabel]: 'true',
+    };
+  }
+
+  private async registerNode(): Promise<string> {
+    const labels = this.nodeLabels();
+    let uid: string | undefined;
+    try {
+      const node = await this.core.createNode({ body: { metadata: { name: this.name, labels } } });
+      uid = node.metadata?.uid;
+    } catch (err: unknown) {
+      if (!isApiError(err, 409)) throw err;
+      // Registered by an earlier run: take it over, as a restarted kubelet does.
+      const node = await this.core.patchNode(
+        { name: this.name, body: { metadata: { labels } } },
+        mergePatch,
+      );
+      uid = node.metadata?.uid;
+    }
+    await this.writeNodeStatus();
+    if (uid === undefined) throw new Error(`node ${this.name}: the API server returned no uid`);
+    return uid;
+  }
+
+  private async writeNodeStatus(ready = true): Promise<void> {
+    const now = rfc3339(new Date());
+    const condition = (type: string, status: boolean, reason: string, message: string): object => ({
+      type,
+      status: status ? 'True' : 'False',
+      reason,
+      message,
+      lastHeartbeatTime: now,
+      lastTransitionTime: this.readySince,
+    });
+    const resources = {
+      cpu: String(cpus().length),
+      memory: `${Math.floor(totalmem() / 1024)}Ki`,
+      pods: String(this.opts.maxPods ?? 1100),
+    };
+    const status = {
+      capacity: resources,
+      allocatable: resources,
+      conditions: [
+        condition(
+          'MemoryPressure',
+          false,
+          'KubeletHasSufficientMemory',
+          'kubelet has sufficient memory available',
+        ),
+        condition(
+          'DiskPressure',
+          false,
+          'KubeletHasNoDiskPressure',
+          'kubelet has no disk pressure',
+        ),
+        condition(
+          'PIDPressure',
+          false,
+          'KubeletHasSufficientPID',
+          'kubelet has sufficient PID available',
+        ),
+        ready
+          ? condition('Ready', true, 'KubeletReady', 'kubelet is posting ready status')
+          : {
+              ...condition('Ready', false, 'KubeletNotReady', 'the local node stopped'),
+              lastTransitionTime: now,
+            },
+      ],
+      addresses: [
+        { type: 'InternalIP', address: hostIP },
+        { type: 'Hostname', address: this.name },
+      ],
+      nodeInfo: {
+        machineID: this.name,
+        systemUUID: this.name,
+        bootID: this.bootID,
+        kernelVersion: release(),
+        osImage: `${osType()} ${release()}`,
+        containerRuntimeVersion: `polychrome-local://${this.simulate ? 'simulated' : 'process'}`,
+        kubeletVersion: this.kubeletVersion,
+        kubeProxyVersion: '',
+        operatingSystem: process.platform,
+        architecture: nodeArch(),
+      },
+    };
+    await this.core.patchNodeStatus({ name: this.name, body: { status } }, mergePatch);
+  }
+
+  private async renewLease(nodeUid: string): Promise<void> {
+    const namespace = 'kube-node-lease';
+    const renewTime = new V1MicroTime();
+    if (this.lease === undefined) {
+      try {
+        this.lease = await this.coordination.readNamespacedLease({ name: this.name, namespace });
+      } catch (err: unknown) {
+        if (!isApiError(err, 404)) throw err;
+        this.lease = await this.coordination.createNamespacedLease({
+          namespace,
+          body: {
+            metadata: {
+              name: this.name,
+              namespace,
+              // The garbage collector removes the Lease with its Node.
+              ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: this.name, uid: nodeUid }],
+            },
+            spec: {
+              holderIdentity: this.name,
+              leaseDurationSeconds: 40,
+              renewTime,
+            },
+          },
+        });
+        return;
+      }
+    }
+    const lease = this.lease;
+    try {
+      this.lease = await this.coordination.replaceNamespacedLease({
+        name: this.name,
+        namespace,
+        body: {
+          ...lease,
+          spec: { ...lease.spec, holderIdentity: this.name, leaseDurationSeconds: 40, renewTime },
+        },
+      });
+    } catch (err: unknown) {
+      // A stale copy: read it again on the next tick.
+      this.lease = undefined;
+      throw err;
+    }
+  }
+
+  private async heartbeat(nodeUid: string): Promise<void> {
+    const { signal } = this.abort;
+    let lastStatusMs = Date.now();
+    const statusEveryMs = this.opts.nodeStatusIntervalMs ?? 60_000;
+    while (!signal.aborted) {
+      await delay(this.opts.leaseRenewIntervalMs ?? 10_000, signal);
+      if (signal.aborted) return;
+      try {
+        await this.renewLease(nodeUid);
+        if (Date.now() - lastStatusMs >= statusEveryMs) {
+          await this.writeNodeStatus();
+          lastStatusMs = Date.now();
+        }
+      } catch (err: unknown) {
+        this.log(`node ${this.name}: heartbeat failed, retrying: ${errorText(err)}`);
+      }
+    }
+  }
+
+  // ---- pods ----
+
+  private async watchPods(path: string): Promise<void> {
+    const { signal } = this.abort;
+    const watch = new Watch(this.opts.kubeConfig);
+    const query: Record<string, string> = {};
+    if (this.opts.labelSelector !== undefined) query.labelSelector = this.opts.labelSelector;
+    let first = true;
+    while (!signal.aborted) {
+      if (!first) void this.resync();
+      first = false;
+      // No resourceVersion: the API server first sends every existing pod as ADDED, so a
+      // restarted watch (or node) catches up without a separate list.
+      await new Promise<void>((resolveWatch) => {
+        let ended = false;
+        const end = (err: unknown): void => {
+          if (ended) return;
+          ended = true;
+          if (err !== null && err !== undefined && !signal.aborted) {
+            this.log(`node ${this.name}: pod watch on ${path} ended: ${errorText(err)}`);
+          }
+          resolveWatch();
+        };
+        watch
+          .watch(path, query, (type: string, obj: unknown) => this.onPodEvent(type, obj), end)
+          .then((controller) => {
+            this.watches.push(controller);
+            if (signal.aborted) controller.abort();
+          })
+          .catch(end);
+      });
+      await delay(1000, signal);
+    }
+  }
+
+  /** After a watch gap: stop workers whose pod was deleted while nobody watched. */
+  private async resync(): Promise<void> {
+    for (const worker of [...this.workers.values()]) {
+      try {
+        const pod = await this.core.readNamespacedPod({
+          name: worker.pod.metadata.name,
+          namespace: worker.pod.metadata.namespace,
+        });
+        if (pod.metadata?.uid === worker.uid) continue;
+      } catch (err: unknown) {
+        if (!isApiError(err, 404)) continue;
+      }
+      void worker.terminate(this.gracePeriodMs(worker.pod), false);
+    }
+  }
+
+  private onPodEvent(type: string, obj: unknown): void {
+    if (this.abort.signal.aborted || !isPodView(obj)) return;
+    const uid = obj.metadata.uid;
+    if (type === 'DELETED') {
+      this.binding.delete(uid);
+      const worker = this.workers.get(uid);
+      if (worker !== undefined) void worker.terminate(this.gracePeriodMs(obj), false);
+      return;
+    }
+    if (type !== 'ADDED' && type !== 'MODIFIED') return;
+    this.handlePod(obj);
+  }
+
+  private handlePod(pod: PodView): void {
+    const nodeName = pod.spec.nodeName ?? '';
+    const deleting = pod.metadata.deletionTimestamp !== undefined;
+    if (nodeName === '') {
+      if (!deleting && this.selects(pod)) void this.bind(pod);
+      return;
+    }
+    if (nodeName !== this.name) return;
+    const worker = this.workers.get(pod.metadata.uid);
+    if (deleting) {
+      if (worker !== undefined) void worker.terminate(this.gracePeriodMs(pod), true);
+      else void this.deletePod(pod).catch((err: unknown) => this.logPodError(pod, err));
+      return;
+    }
+    if (worker !== undefined) return;
+    // Finished before this node (re)started: nothing to run again.
+    if (pod.status?.phase === PodPhase.Succeeded || pod.status?.phase === PodPhase.Failed) return;
+    const created = new PodWorker(this, pod);
+    this.workers.set(pod.metadata.uid, created);
+    created.start();
+  }
+
+  /** The scheduling rule: the pod's nodeSelector must match this node's labels. */
+  private selects(pod: PodView): boolean {
+    const labels = this.nodeLabels();
+    return Object.entries(pod.spec.nodeSelector ?? {}).every(([k, v]) => labels[k] === v);
+  }
+
+  private gracePeriodMs(pod: PodView): number {
+    const asked =
+      pod.metadata.deletionGracePeriodSeconds ?? pod.spec.terminationGracePeriodSeconds ?? 30;
+    return Math.min(asked, this.opts.maxGracePeriodSeconds ?? 30) * 1000;
+  }
+
+  private async bind(pod: PodView): Promise<void> {
+    const { uid, name, namespace } = pod.metadata;
+    if (this.binding.has(uid)) return;
+    this.binding.add(uid);
+    try {
+      for (let attempt = 0; !this.abort.signal.aborted; attempt++) {
+        try {
+          await this.core.createNamespacedPodBinding({
+            name,
+            namespace,
+            body: {
+              metadata: { name, namespace, uid },
+              target: { apiVersion: 'v1', kind: 'Node', name: this.name },
+            },
+          });
+          this.log(`node ${this.name}: bound pod ${namespace}/${name}`);
+          return;
+        } catch (err: unknown) {
+          // 409: bound already (by us or another node); 404: gone.
+          if (isApiError(err, 404, 409)) return;
+          this.logPodError(pod, err);
+          await delay(Math.min(500 * 2 ** attempt, 10_000), this.abort.signal);
+        }
+      }
+    } finally {
+      this.binding.delete(uid);
+    }
+  }
+
+  private logPodError(pod: PodView, err: unknown): void {
+    this.log(
+      `node ${this.name}: pod ${pod.metadata.namespace}/${pod.metadata.name}: ${errorText(err)}`,
+    );
+  }
+}
+
+/** A container the node pretends to run (simulate mode). */
+function simulatedContainer(
+  pod: PodView,
+  container: V1Container,
+  startedAt: string,
+): ContainerSnapshot {
+  return {
+    name: container.name,
+    image: container.image ?? '',
+    imageID: `simulated://${container.image ?? ''}`,
+    state: {
+      kind: 'running',
+      startedAt,
+      containerID: `simulated://${pod.metadata.uid}/${container.name}`,
+    },
+    restartCount: 0,
+    ready: true,
+    started: true,
+  };
+}
+
+/** One pod bound to the node: its address, its containers and its status writes. */
+class PodWorker {
+  readonly uid: string;
+  pod: PodView;
+  private podIP: string | undefined;
+  private readonly startTime: string;
+  private runners: ContainerRunner[] = [];
+  private simulated: ContainerSnapshot[] = [];
+  private conditions: PodConditionJson[] | undefined;
+  private lastWritten = '';
+  private dirty = false;
+  private writing = false;
+  private writes: Promise<void> = Promise.resolve();
+  private gone = false;
+  private ending: Promise<void> | undefined;
+
+  constructor(
+    private readonly node: LocalNode,
+    pod: PodView,
+  ) {
+    this.pod = pod;
+    this.uid = pod.metadata.uid;
+    this.startTime = pod.status?.startTime ?? rfc3339(new Date());
+    const previous = pod.status?.conditions;
+    if (previous !== undefined) {
+      this.conditions = previous.map((c) => ({
+        type: c.type,
+        status: c.status === 'True' ? 'True' : 'False',
+        lastProbeTime: null,
+        lastTransitionTime: c.lastTransitionTime ?? this.startTime,
+      }));
+    }
+  }
+
+  private get label(): string {
+    return `${this.pod.metadata.name}_${this.pod.metadata.namespace}(${this.uid})`;
+  }
+
+  pidOf(container: string): number | undefined {
+    const index = this.pod.spec.containers.findIndex((c) => c.name === container);
+    return this.runners[index]?.pid;
+  }
+
+  start(): void {
+    const { pod, node } = this;
+    const known = pod.status?.podIP;
+    this.podIP =
+      known !== undefined && node.addresses.claim(known) ? known : node.addresses.allocate();
+    const dir = node.podDir(pod.metadata);
+    mkdirSync(dir, { recursive: true });
+    if (node.simulate) {
+      const now = rfc3339(new Date());
+      this.simulated = pod.spec.containers.map((c) => simulatedContainer(pod, c, now));
+    } else {
+      const backoff = { ...kubeletBackoff, ...node.options.backoff };
+      this.runners = pod.spec.containers.map(
+        (container) =>
+          new ContainerRunner({
+            container,
+            podLabel: this.label,
+            restartPolicy: restartPolicyOf(pod),
+            podIP: this.podIP ?? hostIP,
+            cwd: node.options.cwd ?? repoRoot,
+            logPath: node.logPath(pod.metadata, container.name),
+            prepare: () => this.prepare(container),
+            onChange: () => this.scheduleStatus(),
+            backoff,
+            log: (line) => node.log(line),
+          }),
+      );
+      for (const runner of this.runners) runner.start();
+    }
+    node.log(
+      `node ${node.name}: running pod ${pod.metadata.namespace}/${pod.metadata.name} on ${this.podIP}`,
+    );
+    this.scheduleStatus();
+  }
+
+  private async prepare(container: V1Container): Promise<LaunchPlan> {
+    const { pod, node } = this;
+    const command = resolveCommand(pod, container, node.options.images ?? defaultImageCommands);
+    if (!command.ok) return command;
+    let sources: EnvSources;
+    try {
+      sources = await node.fetchSources(pod.metadata.namespace, container);
+    } catch (err: unknown) {
+      return {
+        ok: false,
+        reason: WaitingReason.CreateContainerConfigError,
+        message: `could not read the pod's Secrets and ConfigMaps: ${errorText(err)}`,
+      };
+    }
+    const podIP = this.podIP ?? hostIP;
+    const env = resolveEnv(
+      container,
+      {
+        name: pod.metadata.name,
+        namespace: pod.metadata.namespace,
+        uid: pod.metadata.uid,
+        nodeName: node.name,
+        podIP,
+        hostIP: node.hostIP,
+        ...(pod.spec.serviceAccountName !== undefined
+          ? { serviceAccountName: pod.spec.serviceAccountName }
+          : {}),
+        ...(pod.metadata.labels !== undefined ? { labels: pod.metadata.labels } : {}),
+        ...(pod.metadata.annotations !== undefined
+          ? { annotations: pod.metadata.annotations }
+          : {}),
+      },
+      sources,
+    );
+    if (!env.ok) {
+      return { ok: false, reason: WaitingReason.CreateContainerConfigError, message: env.message };
+    }
+    const base = node.options.baseEnv ?? {
+      ...(process.env.PATH !== undefined ? { PATH: process.env.PATH } : {}),
+      ...(process.env.HOME !== undefined ? { HOME: process.env.HOME } : {}),
+    };
+    return {
+      ok: true,
+      launch: {
+        argv: command.argv,
+        env: { ...base, HOSTNAME: pod.metadata.name, POD_IP: podIP, ...env.env },
+      },
+    };
+  }
+
+  private snapshot(): PodSnapshot {
+    return {
+      restartPolicy: restartPolicyOf(this.pod),
+      containers: this.node.simulate
+        ? this.simulated
+        : this.runners.map((runner) => runner.snapshot()),
+      ...(this.podIP !== undefined ? { podIP: this.podIP } : {}),
+      hostIP: this.node.hostIP,
+      startTime: this.startTime,
+    };
+  }
+
+  /** Coalesces changes: one write in flight, the latest state written after it. */
+  private scheduleStatus(): void {
+    this.dirty = true;
+    if (this.writing) return;
+    this.writing = true;
+    this.writes = this.flush().finally(() => {
+      this.writing = false;
+    });
+  }
+
+  private async flush(): Promise<void> {
+    while (this.dirty && !this.gone) {
+      this.dirty = false;
+      const status = buildPodStatus(this.snapshot(), this.conditions, rfc3339(new Date()));
+      const body = JSON.stringify(status);
+      if (body === this.lastWritten) continue;
+      try {
+        await this.node.patchPodStatus(this.pod, status);
+        this.lastWritten = body;
+        this.conditions = status.conditions;
+      } catch (err: unknown) {
+        if (isApiError(err, 404)) {
+          this.gone = true;
+          return;
+        }
+        this.node.log(`node ${this.node.name}: status of pod ${this.label}: ${errorText(err)}`);
+        if (this.ending !== undefined) return;
+        this.dirty = true;
+        await delay(1000, this.node.signal);
+        if (this.node.signal.aborted) return;
+      }
+    }
+  }
+
+  private async stopContainers(graceMs: number): Promise<void> {
+    await Promise.all(this.runners.map((runner) => runner.stop(graceMs)));
+    if (this.node.simulate) {
+      const now = rfc3339(new Date());
+      this.simulated = this.simulated.map((c) => ({
+        ...c,
+        state: {
+          kind: 'terminated',
+          exitCode: 143,
+          signal: 15,
+          reason: 'Error',
+          startedAt: c.state.kind === 'running' ? c.state.startedAt : now,
+          finishedAt: now,
+          containerID: c.state.kind === 'waiting' ? '' : c.state.containerID,
+        },
+        ready: false,
+        started: false,
+      }));
+    }
+  }
+
+  /**
+   * Stops the pod's containers within `graceMs`; when `removePod`, writes the last status
+   * and deletes the object (grace 0). Frees the pod's address. Safe to call again.
+   */
+  terminate(graceMs: number, removePod: boolean): Promise<void> {
+    this.ending ??= (async () => {
+      await this.stopContainers(graceMs);
+      if (removePod) {
+        await this.writeLastStatus();
+        this.gone = true;
+        await this.node.deletePod(this.pod).catch((err: unknown) => {
+          this.node.log(`node ${this.node.name}: deleting pod ${this.label}: ${errorText(err)}`);
+        });
+        this.node.log(
+          `node ${this.node.name}: removed pod ${this.pod.metadata.namespace}/${this.pod.metadata.name}`,
+        );
+      }
+      this.gone = true;
+      if (this.podIP !== undefined) this.node.addresses.release(this.podIP);
+      this.node.forget(this);
+    })();
+    return this.ending;
+  }
+
+  /** For {@link LocalNode.close}: stop at once, write the last status unless asked not to. */
+  shutdown(leavePods: boolean): Promise<void> {
+    this.ending ??= (async () => {
+      if (leavePods) this.gone = true;
+      await this.stopContainers(Math.min(this.node.options.maxGracePeriodSeconds ?? 30, 5) * 1000);
+      if (!leavePods) await this.writeLastStatus();
+      this.gone = true;
+      if (this.podIP !== undefined) this.node.addresses.release(this.podIP);
+    })();
+    return this.ending;
+  }
+
+  private async writeLastStatus(): Promise<void> {
+    await this.writes;
+    if (this.gone) return;
+    const status = buildPodStatus(this.snapshot(), this.conditions, rfc3339(new Date()));
+    await this.node.patchPodStatus(this.pod, status).catch((err: unknown) => {
+      if (!isApiError(err, 404)) {
+        this.node.log(
+          `node ${this.node.name}: last status of pod ${this.label}: ${errorText(err)}`,
+        );
+      }
+    });
+  }
+}

@@ -1,0 +1,82 @@
+/**
+ * The local node: runs the pods of a local control plane as local processes.
+ *
+ *   tsx hack/local-node.ts --kubeconfig FILE [--name N] [--simulate] [--state-dir DIR]
+ *                          [--namespace NS]... [--selector LABELS]
+ *                          [--image 'PATTERN=["argv0","arg"]']...
+ *
+ * It registers the Node, binds every unscheduled pod in scope (all namespaces unless
+ * --namespace is given) and runs it until SIGTERM or SIGINT, then stops its processes
+ * and writes each pod's last status. The kubeconfig defaults to $KUBECONFIG, the state
+ * directory (per-pod logs) to .local/node in the repository.
+ */
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { KubeConfig } from '@kubernetes/client-node';
+import { defaultImageCommands, LocalNode, type ImageCommands } from './lib/local-node';
+import { repoRoot } from './lib/paths';
+
+const usage =
+  'usage: local-node.ts --kubeconfig FILE [--name N] [--simulate] [--state-dir DIR] [--namespace NS]... [--selector LABELS] [--image PATTERN=JSON-ARGV]...';
+
+function parseImages(specs: readonly string[]): ImageCommands {
+  const images: Record<string, readonly string[]> = { ...defaultImageCommands };
+  for (const spec of specs) {
+    const at = spec.indexOf('=');
+    const argv: unknown = at > 0 ? JSON.parse(spec.slice(at + 1)) : undefined;
+    if (!Array.isArray(argv) || argv.length === 0 || !argv.every((a) => typeof a === 'string')) {
+      throw new Error(`--image ${spec}: expected PATTERN=["command","arg",...]\n${usage}`);
+    }
+    images[spec.slice(0, at)] = argv;
+  }
+  return images;
+}
+
+async function main(argv: readonly string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: {
+      kubeconfig: { type: 'string' },
+      name: { type: 'string' },
+      simulate: { type: 'boolean' },
+      'state-dir': { type: 'string' },
+      namespace: { type: 'string', multiple: true },
+      selector: { type: 'string' },
+      image: { type: 'string', multiple: true },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help === true) {
+    console.log(usage);
+    return;
+  }
+  const kubeconfig = values.kubeconfig ?? process.env.KUBECONFIG;
+  if (kubeconfig === undefined) throw new Error(`--kubeconfig is required\n${usage}`);
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfig);
+  const node = new LocalNode({
+    kubeConfig: kc,
+    ...(values.name !== undefined ? { name: values.name } : {}),
+    stateDir: values['state-dir'] ?? join(repoRoot, '.local', 'node'),
+    simulate: values.simulate ?? false,
+    ...(values.namespace !== undefined ? { namespaces: values.namespace } : {}),
+    ...(values.selector !== undefined ? { labelSelector: values.selector } : {}),
+    images: parseImages(values.image ?? []),
+    log: (line) => console.log(line),
+  });
+  const stop = new Promise<NodeJS.Signals>((resolve) => {
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+    process.once('SIGINT', () => resolve('SIGINT'));
+  });
+  await node.start();
+  const signal = await stop;
+  console.log(`local node: ${signal}, stopping pods`);
+  await node.close();
+}
+
+if (require.main === module) {
+  main(process.argv.slice(2)).catch((err: unknown) => {
+    console.error(err instanceof Error ? err.message : err);
+    process.exit(1);
+  });
+}

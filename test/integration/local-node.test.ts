@@ -1,0 +1,568 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import {
+  ApiException,
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  NodeV1Api,
+  type KubeConfig,
+  type V1Container,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { localCommandAnnotation, LocalNode } from '../../hack/lib/local-node';
+import { isAlive, pollUntil } from '../../hack/lib/processes';
+import { field, freshNamespace, kubeConfig } from './support/kube';
+
+// The local node against the shared control plane: each node here has a name of its own
+// and binds only pods of its own namespace, so other test files (whose pods must stay
+// Pending, e.g. agent-sandbox.test.ts) never see it.
+
+const ext = { group: 'extensions.agents.x-k8s.io', version: 'v1beta1' } as const;
+const agents = { group: 'agents.x-k8s.io', version: 'v1beta1' } as const;
+
+// Answers `/` with values from its env, fails readiness twice before passing, and counts
+// the probes it saw on `/hits`.
+const server = `
+const http = require('http');
+let probes = 0;
+process.on('SIGTERM', () => { console.log('got SIGTERM'); process.exit(0); });
+http.createServer((req, res) => {
+  if (req.url === '/ready') { probes++; res.statusCode = probes >= 3 ? 200 : 503; return res.end(); }
+  if (req.url === '/hits') return res.end(String(probes));
+  res.end([process.env.GREETING, process.env.SUFFIX, process.env.POD_NAME, process.env.MAYBE ?? 'unset'].join(' '));
+}).listen(8080, process.env.POD_IP, () => console.log('listening on ' + process.env.POD_IP));
+`;
+
+const node = (script: string): string => JSON.stringify([process.execPath, '-e', script]);
+
+const readiness = {
+  httpGet: { path: '/ready', port: 'http' },
+  periodSeconds: 1,
+  failureThreshold: 1,
+} as const;
+
+function podRef(pod: V1Pod): { namespace: string; name: string; uid: string } {
+  const { namespace, name, uid } = pod.metadata ?? {};
+  if (namespace === undefined || name === undefined || uid === undefined) {
+    throw new Error('the API server returned a pod without namespace, name or uid');
+  }
+  return { namespace, name, uid };
+}
+
+function podBody(
+  name: string,
+  opts: {
+    command?: string;
+    container?: Partial<V1Container>;
+    spec?: Partial<NonNullable<V1Pod['spec']>>;
+  } = {},
+): V1Pod {
+  return {
+    metadata: {
+      name,
+      ...(opts.command !== undefined
+        ? { annotations: { [localCommandAnnotation]: opts.command } }
+        : {}),
+    },
+    spec: {
+      containers: [{ name: 'main', image: 'polychrome/test:dev', ...opts.container }],
+      ...opts.spec,
+    },
+  };
+}
+
+describe('local node', () => {
+  let kc: KubeConfig;
+  let core: CoreV1Api;
+  let ns: { name: string; dispose: () => Promise<void> };
+  let stateDir: string;
+  let local: LocalNode;
+  const nodeName = `local-node-it-${randomBytes(3).toString('hex')}`;
+
+  const readPod = (name: string, namespace = ns.name): Promise<V1Pod> =>
+    core.readNamespacedPod({ name, namespace });
+
+  const waitForPod = (
+    what: string,
+    name: string,
+    check: (pod: V1Pod) => boolean,
+    namespace = ns.name,
+  ): Promise<V1Pod> =>
+    pollUntil(
+      `pod ${name} ${what}`,
+      async () => {
+        const pod = await readPod(name, namespace);
+        return check(pod) ? pod : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 100 },
+    );
+
+  const isReady = (pod: V1Pod): boolean =>
+    pod.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
+
+  const pidOf = (pod: V1Pod): number => {
+    const id = pod.status?.containerStatuses?.[0]?.containerID ?? '';
+    const match = /^local:\/\/(\d+)$/.exec(id);
+    if (match === null) throw new Error(`containerID ${id} is not local://<pid>`);
+    return Number(match[1]);
+  };
+
+  beforeAll(async () => {
+    kc = await kubeConfig();
+    core = kc.makeApiClient(CoreV1Api);
+    ns = await freshNamespace(kc, 'local-node');
+    stateDir = await mkdtemp(join(tmpdir(), 'polychrome-local-node-'));
+    local = new LocalNode({
+      kubeConfig: kc,
+      name: nodeName,
+      stateDir,
+      namespaces: [ns.name],
+      backoff: { initialMs: 200, maxMs: 1000 },
+      maxGracePeriodSeconds: 5,
+      leaseRenewIntervalMs: 300,
+    });
+    await local.start();
+  });
+
+  afterAll(async () => {
+    await local.close();
+    await ns.dispose();
+    await rm(stateDir, { recursive: true, force: true });
+  });
+
+  it('registers a Ready node and keeps renewing its lease', async () => {
+    const registered = await core.readNode({ name: nodeName });
+    const ready = registered.status?.conditions?.find((c) => c.type === 'Ready');
+    expect(ready?.status).toBe('True');
+    expect(ready?.reason).toBe('KubeletReady');
+    expect(registered.metadata?.labels?.['kubernetes.io/hostname']).toBe(nodeName);
+    expect(registered.status?.addresses).toContainEqual({
+      type: 'InternalIP',
+      address: '127.0.0.1',
+    });
+    expect(Number(registered.status?.allocatable?.pods)).toBeGreaterThan(0);
+
+    const leases = kc.makeApiClient(CoordinationV1Api);
+    const renewTime = async (): Promise<number> => {
+      const lease = await leases.readNamespacedLease({
+        name: nodeName,
+        namespace: 'kube-node-lease',
+      });
+      return new Date(String(lease.spec?.renewTime)).getTime();
+    };
+    const first = await renewTime();
+    expect(Number.isNaN(first)).toBe(false);
+    await pollUntil('the lease to be renewed', async () =>
+      (await renewTime()) > first ? true : undefined,
+    );
+  });
+
+  it('runs a pod on its own loopback address with env from a Secret, a ConfigMap and the pod', async () => {
+    await core.createNamespacedSecret({
+      namespace: ns.name,
+      body: { metadata: { name: 'greeting' }, stringData: { greeting: 'hello from a secret' } },
+    });
+    await core.createNamespacedConfigMap({
+      namespace: ns.name,
+      body: { metadata: { name: 'extra' }, data: { SUFFIX: 'and a configmap' } },
+    });
+    await core.createNamespacedPod({
+      namespace: ns.name,
+      body: podBody('web', {
+        command: node(server),
+        container: {
+          ports: [{ name: 'http', containerPort: 8080 }],
+          readinessProbe: readiness,
+          envFrom: [{ configMapRef: { name: 'extra' } }],
+          env: [
+            {
+              name: 'GREETING',
+              valueFrom: { secretKeyRef: { name: 'greeting', key: 'greeting' } },
+            },
+            { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+            {
+              name: 'MAYBE',
+              valueFrom: { configMapKeyRef: { name: 'absent', key: 'x', optional: true } },
+            },
+          ],
+        },
+      }),
+    });
+
+    const pod = await waitForPod('to be Ready', 'web', isReady);
+    expect(pod.spec?.nodeName).toBe(nodeName);
+    expect(pod.status?.phase).toBe('Running');
+    const podIP = pod.status?.podIP ?? '';
+    expect(podIP).toMatch(/^127\.0\.([1-9]|[1-9]\d|1\d\d|2[0-5]\d)\.\d{1,3}$/);
+    expect(pod.status?.podIPs).toEqual([{ ip: podIP }]);
+    expect(pod.status?.hostIP).toBe('127.0.0.1');
+    expect(pod.status?.startTime).toBeDefined();
+    const types = (pod.status?.conditions ?? []).map((c) => `${c.type}=${c.status}`);
+    expect(types).toEqual(
+      expect.arrayContaining([
+        'PodScheduled=True',
+        'Initialized=True',
+        'ContainersReady=True',
+        'Ready=True',
+      ]),
+    );
+    const status = pod.status?.containerStatuses?.[0];
+    expect(status?.ready).toBe(true);
+    expect(status?.started).toBe(true);
+    expect(status?.restartCount).toBe(0);
+    expect(status?.image).toBe('polychrome/test:dev');
+    expect(status?.state?.running?.startedAt).toBeDefined();
+    expect(isAlive(pidOf(pod))).toBe(true);
+    expect(local.pidOf(podRef(pod).uid, 'main')).toBe(pidOf(pod));
+
+    const answer = await (await fetch(`http://${podIP}:8080/`)).text();
+    expect(answer).toBe('hello from a secret and a configmap web unset');
+    // Ready came from the probe: the server fails it twice before it passes.
+    const probes = Number(await (await fetch(`http://${podIP}:8080/hits`)).text());
+    expect(probes).toBeGreaterThanOrEqual(3);
+    const log = await readFile(local.logPath(podRef(pod), 'main'), 'utf8');
+    expect(log).toContain(`listening on ${podIP}`);
+  });
+
+  it('gives two pods the same port on different addresses', async () => {
+    const echo = node(
+      "require('http').createServer((q, s) => s.end(process.env.HOSTNAME)).listen(8080, process.env.POD_IP)",
+    );
+    for (const name of ['twin-a', 'twin-b']) {
+      await core.createNamespacedPod({
+        namespace: ns.name,
+        body: podBody(name, {
+          command: echo,
+          container: {
+            ports: [{ name: 'http', containerPort: 8080 }],
+            readinessProbe: { ...readiness, httpGet: { path: '/', port: 8080 } },
+          },
+        }),
+      });
+    }
+    const a = await waitForPod('to be Ready', 'twin-a', isReady);
+    const b = await waitForPod('to be Ready', 'twin-b', isReady);
+    expect(a.status?.podIP).not.toBe(b.status?.podIP);
+    expect(await (await fetch(`http://${a.status?.podIP}:8080/`)).text()).toBe('twin-a');
+    expect(await (await fetch(`http://${b.status?.podIP}:8080/`)).text()).toBe('twin-b');
+  });
+
+  it('holds a container with a missing Secret in CreateContainerConfigError until the Secret exists', async () => {
+    await core.createNamespacedPod({
+      namespace: ns.name,
+      body: podBody('needs-secret', {
+        command: node('setInterval(() => {}, 1000)'),
+        container: {
+          env: [{ name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'later', key: 'token' } } }],
+        },
+      }),
+    });
+    const waiting = await waitForPod(
+      'to wait for its Secret',
+      'needs-secret',
+      (p) =>
+        p.status?.containerStatuses?.[0]?.state?.waiting?.reason === 'CreateContainerConfigError',
+    );
+    expect(waiting.status?.phase).toBe('Pending');
+    expect(waiting.status?.containerStatuses?.[0]?.state?.waiting?.message).toBe(
+      'secret "later" not found',
+    );
+    expect(waiting.status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('False');
+
+    await core.createNamespacedSecret({
+      namespace: ns.name,
+      body: { metadata: { name: 'later' }, stringData: { token: 't' } },
+    });
+    const running = await waitForPod('to start once the Secret exists', 'needs-secret', isReady);
+    expect(running.status?.phase).toBe('Running');
+  });
+
+  it('restarts a crashing container with back-off and counts the restarts', async () => {
+    await core.createNamespacedPod({
+      namespace: ns.name,
+      body: podBody('crasher', { command: node('process.exit(3)') }),
+    });
+    const pod = await waitForPod(
+      'to be restarted twice and back off again',
+      'crasher',
+      (p) =>
+        (p.status?.containerStatuses?.[0]?.restartCount ?? 0) >= 2 &&
+        p.status?.containerStatuses?.[0]?.state?.waiting?.reason === 'CrashLoopBackOff',
+    );
+    const status = pod.status?.containerStatuses?.[0];
+    expect(pod.status?.phase).toBe('Running');
+    expect(status?.lastState?.terminated?.exitCode).toBe(3);
+    expect(status?.lastState?.terminated?.reason).toBe('Error');
+    expect(status?.ready).toBe(false);
+    expect(status?.state?.waiting?.message).toContain('restarting failed container=main');
+  });
+
+  it('ends a pod with restartPolicy Never as Failed or Succeeded by its exit code', async () => {
+    await core.createNamespacedPod({
+      namespace: ns.name,
+      body: podBody('fails-once', {
+        command: node('process.exit(3)'),
+        spec: { restartPolicy: 'Never' },
+      }),
+    });
+    await core.createNamespacedPod({
+      namespace: ns.name,
+      body: podBody('succeeds', { command: node('0'), spec: { restartPolicy: 'Never' } }),
+    });
+    const failed = await waitForPod('to fail', 'fails-once', (p) => p.status?.phase === 'Failed');
+    const terminated = failed.status?.containerStatuses?.[0]?.state?.terminated;
+    expect(terminated?.exitCode).toBe(3);
+    expect(terminated?.reason).toBe('Error');
+    expect(failed.status?.containerStatuses?.[0]?.restartCount).toBe(0);
+    const succeeded = await waitForPod(
+      'to succeed',
+      'succeeds',
+      (p) => p.status?.phase === 'Succeeded',
+    );
+    expect(succeeded.status?.containerStatuses?.[0]?.state?.terminated?.reason).toBe('Completed');
+    expect(succeeded.status?.conditions?.find((c) => c.type === 'Ready')?.reason).toBe(
+      'PodCompleted',
+    );
+  });
+
+  it('stops the process when the pod is deleted, then removes the pod', async () => {
+    await core.createNamespacedPod({
+      namespace: ns.name,
+      body: podBody('doomed', {
+        command: node(server),
+        container: { ports: [{ name: 'http', containerPort: 8080 }], readinessProbe: readiness },
+      }),
+    });
+    // Ignores SIGTERM: the node must SIGKILL it once the grace period ends.
+    await core.createNamespacedPod({
+      namespace: ns.name,
+      body: podBody('stubborn', {
+        command: node(
+          "process.on('SIGTERM', () => console.log('ignoring SIGTERM')); setInterval(() => {}, 1000)",
+        ),
+        spec: { terminationGracePeriodSeconds: 1 },
+      }),
+    });
+    const doomed = await waitForPod('to be Ready', 'doomed', isReady);
+    const stubborn = await waitForPod('to run', 'stubborn', (p) => p.status?.phase === 'Running');
+    const pids = [pidOf(doomed), pidOf(stubborn)];
+    expect(pids.every(isAlive)).toBe(true);
+
+    await core.deleteNamespacedPod({ name: 'doomed', namespace: ns.name });
+    await core.deleteNamespacedPod({ name: 'stubborn', namespace: ns.name });
+    for (const name of ['doomed', 'stubborn']) {
+      await pollUntil(
+        `pod ${name} to disappear`,
+        async () => {
+          try {
+            await readPod(name);
+            return undefined;
+          } catch (err: unknown) {
+            if (err instanceof ApiException && err.code === 404) return true;
+            throw err;
+          }
+        },
+        { timeoutMs: 30_000 },
+      );
+    }
+    expect(pids.map(isAlive)).toEqual([false, false]);
+    const doomedLog = await readFile(local.logPath(podRef(doomed), 'main'), 'utf8');
+    expect(doomedLog).toContain('got SIGTERM');
+    const stubbornLog = await readFile(local.logPath(podRef(stubborn), 'main'), 'utf8');
+    expect(stubbornLog).toContain('ignoring SIGTERM');
+  });
+
+  it('runs the pod of an agent-sandbox SandboxClaim until the Sandbox is Ready', async () => {
+    try {
+      await kc.makeApiClient(NodeV1Api).createRuntimeClass({
+        body: { metadata: { name: 'gvisor' }, handler: 'runsc' },
+      });
+    } catch (err: unknown) {
+      if (!(err instanceof ApiException && err.code === 409)) throw err;
+    }
+    const objects = kc.makeApiClient(CustomObjectsApi);
+    const namespace = ns.name;
+    await objects.createNamespacedCustomObject({
+      ...ext,
+      namespace,
+      plural: 'sandboxtemplates',
+      body: {
+        apiVersion: `${ext.group}/${ext.version}`,
+        kind: 'SandboxTemplate',
+        metadata: { name: 'harness' },
+        spec: {
+          podTemplate: {
+            metadata: { annotations: { [localCommandAnnotation]: node(server) } },
+            spec: {
+              runtimeClassName: 'gvisor',
+              automountServiceAccountToken: false,
+              containers: [
+                {
+                  name: 'harness',
+                  image: 'polychrome/harness:dev',
+                  ports: [{ name: 'http', containerPort: 8080 }],
+                  readinessProbe: readiness,
+                  env: [
+                    { name: 'GREETING', value: 'sandboxed' },
+                    { name: 'SUFFIX', value: 'pod' },
+                    { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+                  ],
+                },
+              ],
+            },
+          },
+        },
+      },
+    });
+    await objects.createNamespacedCustomObject({
+      ...ext,
+      namespace,
+      plural: 'sandboxwarmpools',
+      body: {
+        apiVersion: `${ext.group}/${ext.version}`,
+        kind: 'SandboxWarmPool',
+        metadata: { name: 'harness-pool' },
+        spec: { replicas: 0, sandboxTemplateRef: { name: 'harness' } },
+      },
+    });
+    await objects.createNamespacedCustomObject({
+      ...ext,
+      namespace,
+      plural: 'sandboxclaims',
+      body: {
+        apiVersion: `${ext.group}/${ext.version}`,
+        kind: 'SandboxClaim',
+        metadata: { name: 'conv-a' },
+        spec: { warmPoolRef: { name: 'harness-pool' } },
+      },
+    });
+
+    const readyOf = (obj: unknown): unknown => {
+      const conditions = field(obj, 'status', 'conditions');
+      return Array.isArray(conditions)
+        ? field(
+            conditions.find((c) => field(c, 'type') === 'Ready'),
+            'status',
+          )
+        : undefined;
+    };
+    const sandboxName = await pollUntil(
+      'the claim to name its sandbox',
+      async () => {
+        const claim: unknown = await objects.getNamespacedCustomObject({
+          ...ext,
+          namespace,
+          plural: 'sandboxclaims',
+          name: 'conv-a',
+        });
+        const name = field(claim, 'status', 'sandbox', 'name');
+        return typeof name === 'string' && name !== '' ? name : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 250 },
+    );
+    const sandbox = await pollUntil(
+      `sandbox ${sandboxName} to be Ready`,
+      async () => {
+        const current: unknown = await objects.getNamespacedCustomObject({
+          ...agents,
+          namespace,
+          plural: 'sandboxes',
+          name: sandboxName,
+        });
+        return readyOf(current) === 'True' ? current : undefined;
+      },
+      { timeoutMs: 45_000, intervalMs: 250 },
+    );
+    const annotated = field(sandbox, 'metadata', 'annotations', 'agents.x-k8s.io/pod-name');
+    const podName = typeof annotated === 'string' && annotated !== '' ? annotated : sandboxName;
+    const pod = await readPod(podName);
+    expect(pod.spec?.nodeName).toBe(nodeName);
+    expect(pod.status?.phase).toBe('Running');
+    expect(isReady(pod)).toBe(true);
+    expect(pod.metadata?.ownerReferences?.map((o) => o.kind)).toContain('Sandbox');
+    const podIP = pod.status?.podIP ?? '';
+    expect(podIP).toMatch(/^127\.0\.\d+\.\d+$/);
+    expect(await (await fetch(`http://${podIP}:8080/`)).text()).toBe(
+      `sandboxed pod ${podName} unset`,
+    );
+    const claimReady = await pollUntil(
+      'the claim to forward Ready',
+      async () => {
+        const claim: unknown = await objects.getNamespacedCustomObject({
+          ...ext,
+          namespace,
+          plural: 'sandboxclaims',
+          name: 'conv-a',
+        });
+        return readyOf(claim) === 'True' ? claim : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 250 },
+    );
+    expect(field(claimReady, 'status', 'sandbox', 'name')).toBe(sandboxName);
+  });
+
+  describe('scope and simulate mode', () => {
+    let other: { name: string; dispose: () => Promise<void> };
+    let simulated: LocalNode | undefined;
+    const simName = `${nodeName}-sim`;
+
+    beforeAll(async () => {
+      other = await freshNamespace(kc, 'local-node-sim');
+    });
+    afterAll(async () => {
+      await simulated?.close();
+      await other.dispose();
+    });
+
+    it('binds only pods in its namespaces whose nodeSelector it matches', async () => {
+      await core.createNamespacedPod({
+        namespace: other.name,
+        body: podBody('elsewhere', { container: { image: 'polychrome/harness:dev' } }),
+      });
+      await core.createNamespacedPod({
+        namespace: ns.name,
+        body: podBody('other-node', {
+          command: node('setInterval(() => {}, 1000)'),
+          spec: { nodeSelector: { 'kubernetes.io/hostname': 'some-other-node' } },
+        }),
+      });
+      await core.createNamespacedPod({
+        namespace: ns.name,
+        body: podBody('selected', {
+          command: node('setInterval(() => {}, 1000)'),
+          spec: { nodeSelector: { 'kubernetes.io/hostname': nodeName } },
+        }),
+      });
+      // Pods are handled in the order their events arrive: once the last one ran, the
+      // node has seen the others and left them alone.
+      await waitForPod('to run', 'selected', (p) => p.status?.phase === 'Running');
+      expect((await readPod('other-node')).spec?.nodeName ?? '').toBe('');
+      expect((await readPod('elsewhere', other.name)).spec?.nodeName ?? '').toBe('');
+    });
+
+    it('marks pods Running and Ready without starting a process in simulate mode', async () => {
+      simulated = new LocalNode({
+        kubeConfig: kc,
+        name: simName,
+        stateDir,
+        namespaces: [other.name],
+        simulate: true,
+      });
+      await simulated.start();
+      const pod = await waitForPod('to be Ready', 'elsewhere', isReady, other.name);
+      expect(pod.spec?.nodeName).toBe(simName);
+      expect(pod.status?.phase).toBe('Running');
+      expect(pod.status?.podIP).toMatch(/^127\.0\.\d+\.\d+$/);
+      const status = pod.status?.containerStatuses?.[0];
+      expect(status?.containerID).toBe(`simulated://${pod.metadata?.uid}/main`);
+      expect(status?.state?.running).toBeDefined();
+      expect(simulated.pidOf(podRef(pod).uid, 'main')).toBeUndefined();
+      expect(existsSync(simulated.logPath(podRef(pod), 'main'))).toBe(false);
+    });
+  });
+});
