@@ -1,0 +1,61 @@
+import { describe, expect, it } from '@jest/globals';
+import { Metadata } from '@grpc/grpc-js';
+import { hasBearerToken, traceContextFrom } from './call-metadata';
+
+function metadata(entries: [string, string][]): Metadata {
+  const m = new Metadata();
+  for (const [key, value] of entries) m.add(key, value);
+  return m;
+}
+
+describe('hasBearerToken', () => {
+  it.each<[string, [string, string][], boolean]>([
+    ['the right token', [['authorization', 'Bearer s3cret']], true],
+    ['a wrong token', [['authorization', 'Bearer s3creT']], false],
+    ['a longer token', [['authorization', 'Bearer s3cret2']], false],
+    ['no header', [], false],
+    ['another scheme', [['authorization', 'Basic s3cret']], false],
+    ['no token', [['authorization', 'Bearer ']], false],
+    [
+      'two headers',
+      [
+        ['authorization', 'Bearer s3cret'],
+        ['authorization', 'Bearer s3cret'],
+      ],
+      false,
+    ],
+  ])('%s', (_label, entries, ok) => {
+    expect(hasBearerToken(metadata(entries), 's3cret')).toBe(ok);
+  });
+
+  it('never accepts anything when the harness has no token', () => {
+    expect(hasBearerToken(metadata([['authorization', 'Bearer ']]), '')).toBe(false);
+  });
+});
+
+describe('traceContextFrom', () => {
+  it('parses a valid traceparent', () => {
+    expect(
+      traceContextFrom(
+        metadata([['traceparent', '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01']]),
+      ),
+    ).toEqual({
+      traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+      traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+      parentSpanId: '00f067aa0ba902b7',
+      sampled: true,
+    });
+  });
+
+  it.each([
+    ['absent', undefined],
+    ['malformed', 'not-a-trace'],
+    ['version ff', 'ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'],
+    ['zero trace id', '00-00000000000000000000000000000000-00f067aa0ba902b7-01'],
+    ['zero span id', '00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01'],
+  ])('ignores a traceparent that is %s', (_label, value) => {
+    expect(traceContextFrom(metadata(value === undefined ? [] : [['traceparent', value]]))).toBe(
+      undefined,
+    );
+  });
+});

@@ -1,0 +1,564 @@
+import { Writable } from 'node:stream';
+import { afterEach, describe, expect, it } from '@jest/globals';
+import {
+  credentials,
+  Metadata,
+  status as GrpcStatus,
+  type ClientDuplexStream,
+} from '@grpc/grpc-js';
+import { Registry } from 'prom-client';
+import { AppError } from '../../common/errors';
+import { createRootLogger } from '../../common/log';
+import {
+  HarnessClient,
+  type Step,
+  type TurnInput,
+  type TurnOutput,
+} from '../../proto/gen/polychrome/harness/v1/harness';
+import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
+import { ScriptedProvider, type ScriptReply } from '../model/scripted-provider';
+import { builtinToolRunner, builtinTools } from '../tools/builtin-tools';
+import type { ToolRunner } from '../tools/tool-runner';
+import { signApproval } from '../turn/approval-token';
+import type { TurnTool } from '../turn/turn-records';
+import { createHarnessMetrics } from './harness-metrics';
+import { HarnessServer } from './harness-server';
+import { ERROR_CODE_METADATA } from './turn-call';
+import { turnRequestToProto, turnStepFromProto, type TurnRequest } from './turn-codec';
+
+const TOKEN = 'conversation-token-1';
+const TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+const approvalKey = nodeEd25519Signer(new Uint8Array(32).fill(7));
+
+const sendEmail: TurnTool = {
+  name: 'send_email',
+  description: 'Send an email.',
+  inputSchema: { type: 'object' },
+  effect: 'side_effect',
+  needsApproval: false,
+};
+const refund: TurnTool = {
+  name: 'refund_payment',
+  description: 'Refund a payment.',
+  inputSchema: { type: 'object' },
+  effect: 'side_effect',
+  needsApproval: true,
+};
+const charge: TurnTool = {
+  name: 'charge_card',
+  description: 'Charge a card on the control plane.',
+  inputSchema: { type: 'object' },
+  effect: 'side_effect',
+  needsApproval: false,
+  host: 'control_plane',
+};
+/** Pure; waits until its call is aborted. */
+const waitForever: TurnTool = {
+  name: 'wait_forever',
+  description: 'Never answers.',
+  inputSchema: { type: 'object' },
+  effect: 'pure',
+  needsApproval: false,
+};
+
+interface Rig {
+  server: HarnessServer;
+  client: HarnessClient;
+  model: ScriptedProvider;
+  toolLog: string[];
+  logLines: () => Record<string, unknown>[];
+  registry: Registry;
+}
+
+let current: Rig | undefined;
+
+afterEach(async () => {
+  current?.client.close();
+  await current?.server.close();
+  current = undefined;
+});
+
+async function rig(
+  replies: ScriptReply[],
+  options: { requireApproval?: string[]; ackTimeoutMs?: number } = {},
+): Promise<Rig> {
+  const chunks: string[] = [];
+  const destination = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      chunks.push(chunk.toString('utf8'));
+      callback();
+    },
+  });
+  const logger = createRootLogger({ service: 'harness', level: 'debug', destination });
+  const model = new ScriptedProvider({ replies }, 'server-test');
+  const toolLog: string[] = [];
+  const tools: ToolRunner = {
+    async call(request, { signal }) {
+      toolLog.push(`run ${request.name} ${request.toolCallId}`);
+      if (request.name === 'wait_forever') {
+        await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
+        toolLog.push(`aborted ${request.toolCallId}`);
+        throw new AppError('cancelled', 'aborted');
+      }
+      if (request.name === 'send_email' || request.name === 'refund_payment') {
+        return { content: `${request.name} done`, isError: false };
+      }
+      return builtinToolRunner.call(request, { signal, timeoutMs: 1000 });
+    },
+  };
+  const registry = new Registry();
+  const server = new HarnessServer({
+    host: '127.0.0.1',
+    port: 0,
+    authToken: TOKEN,
+    logger,
+    metrics: createHarnessMetrics(registry),
+    requireApproval: options.requireApproval ?? [],
+    ackTimeoutMs: options.ackTimeoutMs ?? 5_000,
+    deps: {
+      modelFor: () => model,
+      tools,
+      approvalVerifier: nodeEd25519Verifier,
+      approvalPublicKey: approvalKey.publicKey,
+      clock: { nowMs: () => 1_000 },
+    },
+  });
+  const port = await server.start();
+  const client = new HarnessClient(`127.0.0.1:${port}`, credentials.createInsecure());
+  const logLines = (): Record<string, unknown>[] =>
+    chunks
+      .join('')
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => {
+        const parsed: unknown = JSON.parse(line);
+        return typeof parsed === 'object' && parsed !== null
+          ? Object.fromEntries(Object.entries(parsed))
+          : {};
+      });
+  current = { server, client, model, toolLog, logLines, registry };
+  return current;
+}
+
+function turnRequest(overrides: Partial<TurnRequest['input']> = {}, turnId = 't-1'): TurnRequest {
+  return {
+    conversationId: 'c-1',
+    turnId,
+    attempt: 1,
+    model: '',
+    input: {
+      turnId,
+      history: [],
+      userMessage: 'hello',
+      tools: [...builtinTools, sendEmail, refund, charge, waitForever],
+      budget: {},
+      recordedSteps: [],
+      approvalAnswers: [],
+      questionAnswers: [],
+      ...overrides,
+    },
+  };
+}
+
+/** A scripted control plane on one call: acks steps unless told to hold them. */
+class ControlPlaneCall {
+  readonly outputs: TurnOutput[] = [];
+  readonly stream: ClientDuplexStream<TurnInput, TurnOutput>;
+  readonly status: Promise<{ code: number; details: string; errorCode: string | undefined }>;
+  holdAcks = false;
+  private nextPosition = 10;
+  private readonly held: number[] = [];
+
+  constructor(client: HarnessClient, metadata: Metadata, start?: TurnRequest) {
+    this.stream = client.runTurn(metadata);
+    this.stream.on('data', (output: TurnOutput) => {
+      this.outputs.push(output);
+      if (output.output?.$case === 'step') {
+        if (this.holdAcks) this.held.push(output.output.value.sequence);
+        else this.ack(output.output.value.sequence);
+      }
+      if (output.output?.$case === 'trustedToolCall') {
+        this.send({
+          input: {
+            $case: 'trustedToolResult',
+            value: {
+              toolCallId: output.output.value.toolCallId,
+              content: `charged by control plane (${output.output.value.argsJson})`,
+              isError: false,
+              outcomeUnknownReason: '',
+            },
+          },
+        });
+      }
+    });
+    this.stream.on('error', () => undefined);
+    this.status = new Promise((resolve) => {
+      this.stream.on('status', (s: { code: number; details: string; metadata: Metadata }) => {
+        const [errorCode] = s.metadata.get(ERROR_CODE_METADATA);
+        resolve({
+          code: s.code,
+          details: s.details,
+          errorCode: typeof errorCode === 'string' ? errorCode : undefined,
+        });
+      });
+    });
+    if (start !== undefined) {
+      this.send({ input: { $case: 'start', value: turnRequestToProto(start) } });
+    }
+  }
+
+  send(input: TurnInput): void {
+    this.stream.write(input);
+  }
+
+  ack(sequence: number): void {
+    this.send({
+      input: { $case: 'stepCommitted', value: { sequence, position: this.nextPosition++ } },
+    });
+  }
+
+  releaseAcks(): void {
+    this.holdAcks = false;
+    for (const sequence of this.held.splice(0)) this.ack(sequence);
+  }
+
+  steps(): Step[] {
+    return this.outputs.flatMap((o) => (o.output?.$case === 'step' ? [o.output.value] : []));
+  }
+
+  labels(): string[] {
+    return this.outputs.map((o) => {
+      const out = o.output;
+      switch (out?.$case) {
+        case 'textDelta':
+          return 'delta';
+        case 'step':
+          return `step ${out.value.step?.$case ?? '?'}`;
+        case 'trustedToolCall':
+          return `trusted ${out.value.toolName}`;
+        case 'paused':
+          return `paused ${out.value.request?.$case ?? '?'}`;
+        case 'result':
+          return `result ${out.value.outcome?.$case ?? '?'}`;
+        default:
+          return '?';
+      }
+    });
+  }
+}
+
+function auth(token = TOKEN, traceparent = TRACEPARENT): Metadata {
+  const metadata = new Metadata();
+  metadata.set('authorization', `Bearer ${token}`);
+  metadata.set('traceparent', traceparent);
+  return metadata;
+}
+
+async function eventually(check: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+/** Lets every queued callback and I/O event run, several times over. */
+async function settle(rounds = 20): Promise<void> {
+  for (let i = 0; i < rounds; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
+describe('HarnessServer over loopback gRPC', () => {
+  it('streams text deltas, then the model_call step, then one complete result', async () => {
+    const { client, registry } = await rig([{ text: 'Hello there, friend.' }]);
+    const cp = new ControlPlaneCall(client, auth(), turnRequest());
+    expect(await cp.status).toMatchObject({ code: GrpcStatus.OK });
+    expect(cp.labels()).toEqual(['delta', 'delta', 'delta', 'step modelCall', 'result complete']);
+    const deltas = cp.outputs.flatMap((o) =>
+      o.output?.$case === 'textDelta' ? [o.output.value.text] : [],
+    );
+    expect(deltas.join('')).toBe('Hello there, friend.');
+    const last = cp.outputs.at(-1)?.output;
+    expect(last).toEqual({
+      $case: 'result',
+      value: {
+        outcome: {
+          $case: 'complete',
+          value: {
+            turnId: 't-1',
+            text: 'Hello there, friend.',
+            steps: 1,
+            completedAtMs: 1_000,
+            fallback: false,
+          },
+        },
+      },
+    });
+    const metrics = await registry.metrics();
+    expect(metrics).toContain('polychrome_harness_turns_total{outcome="completed"} 1');
+    expect(metrics).toContain('polychrome_harness_steps_total{kind="model_call"} 1');
+  });
+
+  it('runs a side-effecting tool only after its tool_call is acked', async () => {
+    const { client, toolLog } = await rig([
+      { content: [{ tool_use: { id: 'toolu_1', name: 'send_email', input: { to: 'a@b.c' } } }] },
+      { text: 'Sent.' },
+    ]);
+    const cp = new ControlPlaneCall(client, auth());
+    cp.holdAcks = true;
+    cp.send({ input: { $case: 'start', value: turnRequestToProto(turnRequest()) } });
+    await eventually(() => cp.steps().length === 1, 'the model_call step');
+    cp.releaseAcks();
+    cp.holdAcks = true;
+    await eventually(() => cp.steps().length === 2, 'the tool_call step');
+    const toolCall = turnStepFromProto(cp.steps()[1]!);
+    expect(toolCall).toMatchObject({
+      kind: 'tool_call',
+      record: { toolName: 'send_email', effect: 'side_effect' },
+    });
+    await settle();
+    expect(toolLog).toEqual([]);
+    cp.releaseAcks();
+    expect(await cp.status).toMatchObject({ code: GrpcStatus.OK });
+    expect(toolLog).toEqual(['run send_email toolu_1']);
+    expect(cp.labels().filter((l) => !l.startsWith('delta'))).toEqual([
+      'step modelCall',
+      'step toolCall',
+      'step toolResult',
+      'step modelCall',
+      'result complete',
+    ]);
+  });
+
+  it.each([
+    ['a wrong token', auth('not-the-token')],
+    ['no token', new Metadata()],
+    [
+      'a non-bearer scheme',
+      (() => {
+        const m = new Metadata();
+        m.set('authorization', `Basic ${TOKEN}`);
+        return m;
+      })(),
+    ],
+  ])('rejects %s with UNAUTHENTICATED before touching turn state', async (_label, metadata) => {
+    const { client, model, server } = await rig([{ text: 'never' }]);
+    const cp = new ControlPlaneCall(client, metadata, turnRequest());
+    const status = await cp.status;
+    expect(status).toMatchObject({
+      code: GrpcStatus.UNAUTHENTICATED,
+      errorCode: 'unauthenticated',
+    });
+    expect(status.details).toContain('no valid bearer token');
+    expect(cp.outputs).toEqual([]);
+    expect(model.callCount).toBe(0);
+    expect(server.currentTurn()).toBeUndefined();
+  });
+
+  it('refuses a second concurrent turn, naming the running one', async () => {
+    const { client } = await rig([{ text: 'first' }]);
+    const first = new ControlPlaneCall(client, auth());
+    first.holdAcks = true;
+    first.send({ input: { $case: 'start', value: turnRequestToProto(turnRequest()) } });
+    await eventually(() => first.steps().length === 1, 'the first turn to send a step');
+    const second = new ControlPlaneCall(client, auth(), turnRequest({}, 't-2'));
+    const status = await second.status;
+    expect(status).toMatchObject({
+      code: GrpcStatus.FAILED_PRECONDITION,
+      errorCode: 'failed_precondition',
+    });
+    expect(status.details).toBe(
+      'the harness is running turn t-1 (attempt 1) of conversation c-1; it runs one turn at a time, so wait for that call to end',
+    );
+    first.releaseAcks();
+    expect(await first.status).toMatchObject({ code: GrpcStatus.OK });
+  });
+
+  it('aborts the turn and its tool call when the client cancels the call', async () => {
+    const { client, toolLog, server } = await rig([
+      { content: [{ tool_use: { id: 'toolu_1', name: 'wait_forever', input: {} } }] },
+    ]);
+    const cp = new ControlPlaneCall(client, auth(), turnRequest());
+    await eventually(() => toolLog.includes('run wait_forever toolu_1'), 'the tool to start');
+    expect(server.currentTurn()).toEqual({ conversationId: 'c-1', turnId: 't-1', attempt: 1 });
+    cp.stream.cancel();
+    expect((await cp.status).code).toBe(GrpcStatus.CANCELLED);
+    await eventually(() => toolLog.includes('aborted toolu_1'), 'the tool to see the abort');
+    await eventually(() => server.currentTurn() === undefined, 'the turn slot to free');
+  });
+
+  it('ends with a cancelled result when the control plane sends cancel', async () => {
+    const { client, toolLog } = await rig([
+      { content: [{ tool_use: { id: 'toolu_1', name: 'wait_forever', input: {} } }] },
+    ]);
+    const cp = new ControlPlaneCall(client, auth(), turnRequest());
+    await eventually(() => toolLog.includes('run wait_forever toolu_1'), 'the tool to start');
+    cp.send({ input: { $case: 'cancel', value: { reason: 'user pressed stop' } } });
+    expect((await cp.status).code).toBe(GrpcStatus.OK);
+    expect(cp.outputs.at(-1)?.output).toEqual({
+      $case: 'result',
+      value: { outcome: { $case: 'cancelled', value: { reason: 'user pressed stop' } } },
+    });
+    expect(toolLog).toContain('aborted toolu_1');
+  });
+
+  it('pauses for approval, then a new call with the signed answer resumes the turn', async () => {
+    const { client, toolLog, model } = await rig([
+      {
+        content: [{ tool_use: { id: 'toolu_1', name: 'refund_payment', input: { order: 'A-1' } } }],
+      },
+      { text: 'Refunded.' },
+    ]);
+    const first = new ControlPlaneCall(client, auth(), turnRequest());
+    expect((await first.status).code).toBe(GrpcStatus.OK);
+    expect(first.labels()).toEqual(['step modelCall', 'paused approvalRequest']);
+    const paused = first.outputs.at(-1)?.output;
+    if (paused?.$case !== 'paused' || paused.value.request?.$case !== 'approvalRequest') {
+      throw new Error('expected an approval pause');
+    }
+    const request = paused.value.request.value;
+    expect(request).toMatchObject({
+      turnId: 't-1',
+      toolCallId: 'toolu_1',
+      toolName: 'refund_payment',
+      argsJson: '{"order":"A-1"}',
+    });
+    expect(toolLog).toEqual([]);
+
+    const { keyId, signature } = signApproval(
+      {
+        requestId: request.requestId,
+        toolName: request.toolName,
+        argsSha256: request.argsSha256,
+        decision: 'approved',
+        turnId: 't-1',
+      },
+      approvalKey,
+    );
+    const resumed = turnRequest({
+      recordedSteps: first.steps().map((step) => turnStepFromProto(step)),
+      approvalAnswers: [
+        {
+          turnId: 't-1',
+          requestId: request.requestId,
+          toolName: request.toolName,
+          argsSha256: new Uint8Array(request.argsSha256),
+          decision: 'approved',
+          answeredBy: 'web:alice',
+          keyId,
+          signature,
+          answeredAtMs: 2_000,
+          comment: '',
+        },
+      ],
+    });
+    const second = new ControlPlaneCall(client, auth(), resumed);
+    expect((await second.status).code).toBe(GrpcStatus.OK);
+    expect(second.labels().filter((l) => l !== 'delta')).toEqual([
+      'step toolCall',
+      'step toolResult',
+      'step modelCall',
+      'result complete',
+    ]);
+    expect(turnStepFromProto(second.steps()[0]!)).toMatchObject({
+      kind: 'tool_call',
+      record: { toolName: 'refund_payment', approvalRequestId: request.requestId },
+    });
+    expect(toolLog).toEqual(['run refund_payment toolu_1']);
+    // The recorded model call was reused, not asked again.
+    expect(model.callCount).toBe(2);
+  });
+
+  it('applies the deployment requireApproval list on top of start', async () => {
+    const { client, toolLog } = await rig(
+      [{ content: [{ tool_use: { id: 'toolu_1', name: 'send_email', input: {} } }] }],
+      { requireApproval: ['send_email'] },
+    );
+    const cp = new ControlPlaneCall(client, auth(), turnRequest());
+    expect((await cp.status).code).toBe(GrpcStatus.OK);
+    expect(cp.labels()).toEqual(['step modelCall', 'paused approvalRequest']);
+    expect(toolLog).toEqual([]);
+  });
+
+  it('proxies a control-plane tool through trusted_tool_call after committing its tool_call', async () => {
+    const { client, toolLog } = await rig([
+      { content: [{ tool_use: { id: 'toolu_1', name: 'charge_card', input: { cents: 500 } } }] },
+      { text: 'Charged.' },
+    ]);
+    const cp = new ControlPlaneCall(client, auth(), turnRequest());
+    expect((await cp.status).code).toBe(GrpcStatus.OK);
+    expect(cp.labels().filter((l) => l !== 'delta')).toEqual([
+      'step modelCall',
+      'step toolCall',
+      'trusted charge_card',
+      'step toolResult',
+      'step modelCall',
+      'result complete',
+    ]);
+    expect(turnStepFromProto(cp.steps()[2]!)).toMatchObject({
+      kind: 'tool_result',
+      record: { content: 'charged by control plane ({"cents":500})', isError: false },
+    });
+    expect(toolLog).toEqual([]);
+  });
+
+  it('puts the traceparent and the turn ids on the turn log context', async () => {
+    const { client, logLines } = await rig([{ text: 'ok' }]);
+    const cp = new ControlPlaneCall(client, auth(), turnRequest());
+    expect((await cp.status).code).toBe(GrpcStatus.OK);
+    const started = logLines().find((line) => line.msg === 'turn started');
+    expect(started).toMatchObject({
+      component: 'turn',
+      conversation: 'c-1',
+      turn: 't-1',
+      attempt: 1,
+      traceparent: TRACEPARENT,
+      traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+    });
+    expect(logLines().find((line) => line.msg === 'turn ended')).toMatchObject({
+      traceparent: TRACEPARENT,
+      outcome: 'completed',
+    });
+  });
+
+  it('refuses a call whose first message is not start with INVALID_ARGUMENT', async () => {
+    const { client } = await rig([]);
+    const cp = new ControlPlaneCall(client, auth());
+    cp.send({ input: { $case: 'stepCommitted', value: { sequence: 1, position: 0 } } });
+    expect(await cp.status).toMatchObject({
+      code: GrpcStatus.INVALID_ARGUMENT,
+      details: 'the first message of a call must be start',
+    });
+  });
+
+  it('fails the call with DEADLINE_EXCEEDED when an ack never comes', async () => {
+    const { client, server } = await rig([{ text: 'slow journal' }], { ackTimeoutMs: 100 });
+    const cp = new ControlPlaneCall(client, auth());
+    cp.holdAcks = true;
+    cp.send({ input: { $case: 'start', value: turnRequestToProto(turnRequest()) } });
+    const status = await cp.status;
+    expect(status).toMatchObject({
+      code: GrpcStatus.DEADLINE_EXCEEDED,
+      errorCode: 'deadline_exceeded',
+    });
+    expect(status.details).toContain('did not ack step 1 (model_call) in time');
+    await eventually(() => server.currentTurn() === undefined, 'the turn slot to free');
+  });
+
+  it('drains: a running turn gets a cancelled result, new calls get UNAVAILABLE', async () => {
+    const { client, toolLog, server } = await rig([
+      { content: [{ tool_use: { id: 'toolu_1', name: 'wait_forever', input: {} } }] },
+    ]);
+    const cp = new ControlPlaneCall(client, auth(), turnRequest());
+    await eventually(() => toolLog.includes('run wait_forever toolu_1'), 'the tool to start');
+    const drained = server.drain(50);
+    expect(server.isServing()).toBe(false);
+    const late = new ControlPlaneCall(client, auth(), turnRequest({}, 't-9'));
+    expect((await late.status).code).toBe(GrpcStatus.UNAVAILABLE);
+    expect((await cp.status).code).toBe(GrpcStatus.OK);
+    expect(cp.outputs.at(-1)?.output).toEqual({
+      $case: 'result',
+      value: { outcome: { $case: 'cancelled', value: { reason: 'the harness is shutting down' } } },
+    });
+    await drained;
+  });
+});

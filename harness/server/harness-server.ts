@@ -1,0 +1,406 @@
+import { Server, ServerCredentials } from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import { AppError, isAppError } from '../../common/errors';
+import { componentLogger, LogComponent } from '../../common/log';
+import {
+  HarnessService,
+  type TurnInput as TurnInputMessage,
+} from '../../proto/gen/polychrome/harness/v1/harness';
+import type { ModelProvider } from '../model/model-provider';
+import type { ToolRunner } from '../tools/tool-runner';
+import type { SignatureVerifier } from '../turn/approval-token';
+import { requestIds as defaultRequestIds, type RequestIds } from '../turn/request-ids';
+import { runTurn, type Clock, type TurnOutcome } from '../turn/run-turn';
+import type { TurnInput } from '../turn/turn-machine';
+import { hasBearerToken, traceContextFrom } from './call-metadata';
+import { observeTurn, type HarnessMetrics } from './harness-metrics';
+import { endWithError, TurnCall, type RunTurnCall } from './turn-call';
+import { turnOutcomeToProto, turnRequestFromProto, type TurnRequest } from './turn-codec';
+
+/**
+ * The harness's gRPC server: `Harness.RunTurn`, one turn per call, one call at a time.
+ *
+ * Transport security: the listener is plaintext gRPC. The sandbox pod's NetworkPolicy
+ * admits only the control plane, and every call must carry the per-conversation bearer
+ * token (compared in constant time) before any turn state is touched; the token is the
+ * only credential the harness holds. Put the harness behind mTLS if that policy cannot be
+ * relied on.
+ */
+
+/** What a turn runs against; built once in `main.ts`. */
+export interface HarnessTurnDeps {
+  /** The model for a turn; `model` is the agent's setting (empty: the harness default). */
+  modelFor(model: string): ModelProvider;
+  /** Built-in and MCP tools. */
+  readonly tools: ToolRunner;
+  readonly approvalVerifier: SignatureVerifier;
+  /** The control plane's approval public key (raw 32 bytes). */
+  readonly approvalPublicKey: Uint8Array;
+  /** @default Date.now */
+  readonly clock?: Clock;
+  /** @default the docs/approvals.md derivation */
+  readonly ids?: RequestIds;
+}
+
+/** Options of {@link HarnessServer}. */
+export interface HarnessServerOptions {
+  /** @default '0.0.0.0' */
+  readonly host?: string;
+  /** 0 lets the system pick (tests). @default 7070 */
+  readonly port?: number;
+  /** The per-conversation token every call must present. */
+  readonly authToken: string;
+  readonly deps: HarnessTurnDeps;
+  /** The root logger; the server makes its `grpc` and `turn` children. */
+  readonly logger: Logger;
+  readonly metrics?: HarnessMetrics;
+  /** Used when `start` sets no deployment limit. @default 8 */
+  readonly defaultMaxSteps?: number;
+  /** Tools that need approval whatever `start` says (deployment policy). */
+  readonly requireApproval?: readonly string[];
+  /** How long the first message (`start`) may take. @default 10000 */
+  readonly startTimeoutMs?: number;
+  /** How long one step ack (the journal append) may take. @default 30000 */
+  readonly ackTimeoutMs?: number;
+  /** @default 60000 */
+  readonly toolTimeoutMs?: number;
+}
+
+/** The turn in progress. */
+export interface RunningTurn {
+  readonly conversationId: string;
+  readonly turnId: string;
+  readonly attempt: number;
+}
+
+interface Running extends RunningTurn {
+  readonly call: TurnCall;
+  readonly done: Promise<void>;
+}
+
+const DEFAULT_PORT = 7070;
+const DEFAULT_START_TIMEOUT_MS = 10_000;
+
+/** The gRPC server. `start()` binds; `drain()`/`close()` stop it (idempotent). */
+export class HarnessServer {
+  private readonly options: HarnessServerOptions;
+  private readonly log: Logger;
+  private readonly server = new Server();
+  private running: Running | undefined;
+  private draining = false;
+  private port: number | undefined;
+  private stopping: Promise<void> | undefined;
+
+  constructor(options: HarnessServerOptions) {
+    this.options = options;
+    this.log = componentLogger(options.logger, LogComponent.Grpc);
+    this.server.addService(HarnessService, {
+      runTurn: (call: RunTurnCall) => this.handle(call),
+    });
+  }
+
+  /**
+   * Binds the listener; resolves with the bound port.
+   *
+   * @throws Error from grpc-js when the address cannot be bound, or when called twice.
+   */
+  async start(): Promise<number> {
+    if (this.port !== undefined) throw new Error('harness server: start() called twice');
+    const host = this.options.host ?? '0.0.0.0';
+    const address = `${host.includes(':') ? `[${host}]` : host}:${this.options.port ?? DEFAULT_PORT}`;
+    this.port = await new Promise<number>((resolve, reject) => {
+      this.server.bindAsync(address, ServerCredentials.createInsecure(), (error, port) =>
+        error === null ? resolve(port) : reject(error),
+      );
+    });
+    this.log.info({ address, port: this.port }, 'harness server listening');
+    return this.port;
+  }
+
+  /** True while the server takes turns (bound and not draining): the readiness signal. */
+  isServing(): boolean {
+    return this.port !== undefined && !this.draining;
+  }
+
+  /** The turn in progress, if any. */
+  currentTurn(): RunningTurn | undefined {
+    const running = this.running;
+    return running === undefined
+      ? undefined
+      : {
+          conversationId: running.conversationId,
+          turnId: running.turnId,
+          attempt: running.attempt,
+        };
+  }
+
+  /**
+   * Graceful stop (SIGTERM): refuse new turns (UNAVAILABLE), let the running turn finish
+   * for up to `graceMs`, then cancel it so it still sends a terminal result (`cancelled`,
+   * or `ambiguous` if a side-effecting call was in flight) and the control plane's journal
+   * stays consistent. If even that stalls (no acks) for `abandonMs`, pending waits fail,
+   * the call ends with an error status and the server is forced shut. Idempotent.
+   */
+  drain(graceMs: number, abandonMs = 5_000): Promise<void> {
+    this.stopping ??= this.stop(graceMs, abandonMs);
+    return this.stopping;
+  }
+
+  /** Stops now: cancels the running turn and shuts the listener. Idempotent. */
+  close(): Promise<void> {
+    return this.drain(0, 1_000);
+  }
+
+  private async stop(graceMs: number, abandonMs: number): Promise<void> {
+    this.draining = true;
+    const running = this.running;
+    if (running !== undefined) {
+      this.log.info({ turn: running.turnId, graceMs }, 'waiting for the running turn');
+      if (!(await settlesWithin(running.done, graceMs))) {
+        this.log.warn({ turn: running.turnId }, 'cancelling the running turn for shutdown');
+        running.call.abort(new AppError('cancelled', 'the harness is shutting down'));
+        if (!(await settlesWithin(running.done, abandonMs))) {
+          const gone = new AppError(
+            'unavailable',
+            `turn ${running.turnId}: the harness shut down while waiting for the control plane`,
+          );
+          running.call.closeInput(gone);
+          await settlesWithin(running.done, abandonMs);
+        }
+      }
+    }
+    await new Promise<void>((resolve) => {
+      const force = setTimeout(() => {
+        this.server.forceShutdown();
+        resolve();
+      }, abandonMs);
+      this.server.tryShutdown(() => {
+        clearTimeout(force);
+        resolve();
+      });
+    });
+    this.log.info('harness server stopped');
+  }
+
+  private handle(call: RunTurnCall): void {
+    const trace = traceContextFrom(call.metadata);
+    const traceFields =
+      trace === undefined ? {} : { traceparent: trace.traceparent, traceId: trace.traceId };
+    const log = this.log.child(traceFields);
+    if (!hasBearerToken(call.metadata, this.options.authToken)) {
+      log.warn('call rejected: missing or wrong bearer token');
+      endWithError(
+        call,
+        new AppError(
+          'unauthenticated',
+          'the call has no valid bearer token for this harness; send metadata authorization: Bearer <token>',
+        ),
+      );
+      return;
+    }
+    if (this.draining) {
+      endWithError(call, shuttingDown());
+      return;
+    }
+
+    let turn: TurnCall | undefined;
+    let ended = false;
+    const refuse = (error: AppError): void => {
+      ended = true;
+      clearTimeout(startTimer);
+      log.warn({ err: error }, 'turn call refused');
+      endWithError(call, error);
+    };
+    const startTimeoutMs = this.options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS;
+    const startTimer = setTimeout(() => {
+      refuse(
+        new AppError(
+          'deadline_exceeded',
+          `no start message within ${startTimeoutMs} ms; send start first`,
+        ),
+      );
+    }, startTimeoutMs);
+
+    call.on('data', (message: TurnInputMessage) => {
+      if (ended) return;
+      if (turn !== undefined) {
+        turn.onInput(message);
+        return;
+      }
+      clearTimeout(startTimer);
+      if (message.input?.$case !== 'start') {
+        refuse(new AppError('invalid_argument', 'the first message of a call must be start'));
+        return;
+      }
+      let request: TurnRequest;
+      try {
+        request = turnRequestFromProto(message.input.value);
+      } catch (error) {
+        refuse(
+          isAppError(error)
+            ? error
+            : new AppError('invalid_argument', 'start could not be read', { cause: error }),
+        );
+        return;
+      }
+      const busy = this.running;
+      if (busy !== undefined) {
+        refuse(
+          new AppError(
+            'failed_precondition',
+            `the harness is running turn ${busy.turnId} (attempt ${busy.attempt}) of conversation ${busy.conversationId}; it runs one turn at a time, so wait for that call to end`,
+            { details: { runningTurn: busy.turnId, conversation: busy.conversationId } },
+          ),
+        );
+        return;
+      }
+      if (this.draining) {
+        refuse(shuttingDown());
+        return;
+      }
+      turn = this.begin(call, request, log);
+    });
+    call.on('end', () => {
+      clearTimeout(startTimer);
+      turn?.closeInput(
+        new AppError('unavailable', 'the control plane closed its side of the call mid-turn'),
+      );
+    });
+    call.on('cancelled', () => {
+      clearTimeout(startTimer);
+      ended = turn === undefined;
+      const cancelled = new AppError('cancelled', 'the control plane cancelled the call');
+      turn?.abort(cancelled);
+      turn?.closeInput(cancelled);
+    });
+    call.on('error', (error: unknown) => {
+      log.debug({ err: error }, 'call stream error');
+    });
+  }
+
+  /** Claims the one turn slot (synchronously, so two calls cannot both win) and runs. */
+  private begin(call: RunTurnCall, request: TurnRequest, callLog: Logger): TurnCall {
+    const log = callLog.child({
+      component: LogComponent.Turn,
+      conversation: request.conversationId,
+      turn: request.turnId,
+      attempt: request.attempt,
+    });
+    const input = this.withPolicy(request.input);
+    const turn = new TurnCall({
+      call,
+      turnId: request.turnId,
+      tools: input.tools,
+      log,
+      ...(this.options.metrics === undefined ? {} : { metrics: this.options.metrics }),
+    });
+    let release = (): void => undefined;
+    const done = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    this.running = {
+      conversationId: request.conversationId,
+      turnId: request.turnId,
+      attempt: request.attempt,
+      call: turn,
+      done,
+    };
+    void this.run(call, turn, request, input, log).finally(() => {
+      this.running = undefined;
+      release();
+    });
+    return turn;
+  }
+
+  private async run(
+    stream: RunTurnCall,
+    turn: TurnCall,
+    request: TurnRequest,
+    input: TurnInput,
+    log: Logger,
+  ): Promise<void> {
+    const { deps } = this.options;
+    const started = performance.now();
+    const seconds = (): number => (performance.now() - started) / 1000;
+    log.info(
+      { recordedSteps: input.recordedSteps.length, tools: input.tools.length },
+      'turn started',
+    );
+    let outcome: TurnOutcome;
+    try {
+      outcome = await runTurn(
+        input,
+        {
+          model: deps.modelFor(request.model),
+          tools: deps.tools,
+          trustedTools: turn.trustedTools,
+          steps: turn.sink,
+          clock: deps.clock ?? { nowMs: () => Date.now() },
+          ids: deps.ids ?? defaultRequestIds,
+          approvalVerifier: deps.approvalVerifier,
+          approvalPublicKey: deps.approvalPublicKey,
+          ...(this.options.ackTimeoutMs === undefined
+            ? {}
+            : { commitTimeoutMs: this.options.ackTimeoutMs }),
+          ...(this.options.toolTimeoutMs === undefined
+            ? {}
+            : { toolTimeoutMs: this.options.toolTimeoutMs }),
+          onTextDelta: (delta) => turn.sendDelta(delta),
+        },
+        turn.signal,
+      );
+    } catch (error) {
+      const sent = endWithError(stream, turn.protocolViolation ?? error);
+      if (this.options.metrics !== undefined) observeTurn(this.options.metrics, 'error', seconds());
+      // Logged here and not rethrown: the status already told the control plane.
+      log.error({ err: error, code: sent.code }, 'turn call failed');
+      return;
+    }
+    if (turn.protocolViolation !== undefined) {
+      endWithError(stream, turn.protocolViolation);
+      if (this.options.metrics !== undefined) observeTurn(this.options.metrics, 'error', seconds());
+      return;
+    }
+    turn.finish(turnOutcomeToProto(outcome, request.turnId));
+    if (this.options.metrics !== undefined) {
+      observeTurn(this.options.metrics, outcome.kind, seconds());
+    }
+    log.info({ outcome: outcome.kind, seconds: seconds() }, 'turn ended');
+  }
+
+  /** Deployment policy on top of what the control plane sent. */
+  private withPolicy(input: TurnInput): TurnInput {
+    const requireApproval = new Set(this.options.requireApproval ?? []);
+    return {
+      ...input,
+      budget: {
+        ...input.budget,
+        deployment: input.budget.deployment ?? this.options.defaultMaxSteps,
+      },
+      tools: input.tools.map((tool) =>
+        requireApproval.has(tool.name) && !tool.needsApproval
+          ? { ...tool, needsApproval: true }
+          : tool,
+      ),
+    };
+  }
+}
+
+function shuttingDown(): AppError {
+  return new AppError(
+    'unavailable',
+    'the harness is shutting down and takes no new turn; dispatch the turn again',
+  );
+}
+
+async function settlesWithin(promise: Promise<void>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([promise.then(() => true), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,280 @@
+import { Metadata, type ServerDuplexStream } from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import { AppError, errorStatus, isAppError } from '../../common/errors';
+import type {
+  TurnInput as TurnInputMessage,
+  TurnOutput,
+} from '../../proto/gen/polychrome/harness/v1/harness';
+import type {
+  ToolCallOptions,
+  ToolCallRequest,
+  ToolOutcome,
+  ToolRunner,
+} from '../tools/tool-runner';
+import type { StepSink, TextDelta } from '../turn/run-turn';
+import type { TurnStep, TurnTool } from '../turn/turn-records';
+import { observeStep, type HarnessMetrics } from './harness-metrics';
+import {
+  textDeltaToProto,
+  trustedAnswerFromProto,
+  trustedCallToProto,
+  turnStepToProto,
+  type TerminalOutput,
+  type TrustedAnswer,
+} from './turn-codec';
+
+/** The RunTurn call as grpc-js hands it to the handler. */
+export type RunTurnCall = ServerDuplexStream<TurnInputMessage, TurnOutput>;
+
+/** Trailing metadata key carrying the error code, so the peer rebuilds the exact AppError. */
+export const ERROR_CODE_METADATA = 'polychrome-error-code';
+
+/**
+ * Ends `call` with the gRPC status for `error` (common/errors.ts `errorStatus`, the one
+ * table) and the code in trailing metadata. The message is the AppError's, written for
+ * users; anything else becomes INTERNAL with a generic message (its detail belongs in the
+ * log, never on the wire). A cancelled call gets nothing: nobody is listening.
+ */
+export function endWithError(call: RunTurnCall, error: unknown): AppError {
+  const appError = isAppError(error)
+    ? error
+    : new AppError('internal', 'the harness hit an internal error; see its log', {
+        cause: error,
+      });
+  if (!call.cancelled) {
+    const metadata = new Metadata();
+    metadata.set(ERROR_CODE_METADATA, appError.code);
+    call.emit(
+      'error',
+      Object.assign(new Error(appError.message), {
+        code: errorStatus[appError.code].grpc,
+        details: appError.message,
+        metadata,
+      }),
+    );
+  }
+  return appError;
+}
+
+interface Waiter<T> {
+  resolve(value: T): void;
+  reject(error: AppError): void;
+}
+
+/** Options of one {@link TurnCall}. */
+export interface TurnCallOptions {
+  readonly call: RunTurnCall;
+  readonly turnId: string;
+  /** The turn's tools (for the effect of a trusted call). */
+  readonly tools: readonly TurnTool[];
+  readonly log: Logger;
+  readonly metrics?: HarnessMetrics;
+}
+
+/**
+ * The stream side of one running turn: sends steps and waits for their acks (the
+ * {@link StepSink}), proxies trusted tools to the control plane, streams text deltas,
+ * and turns a `cancel`, a client cancel or a protocol mistake into an abort of the turn.
+ *
+ * Waits are bounded: each takes the signal runTurn gives it (a timeout), and all fail at
+ * once when the control plane can send nothing more (it cancelled or half-closed).
+ */
+export class TurnCall {
+  private readonly options: TurnCallOptions;
+  private readonly abortController = new AbortController();
+  private readonly acks = new Map<number, Waiter<number>>();
+  private readonly trusted = new Map<string, Waiter<TrustedAnswer>>();
+  private sequence = 0;
+  private inputClosed: AppError | undefined;
+  private violation: AppError | undefined;
+
+  constructor(options: TurnCallOptions) {
+    this.options = options;
+  }
+
+  /** Aborted when the turn must stop (cancel, client gone, shutdown, protocol mistake). */
+  get signal(): AbortSignal {
+    return this.abortController.signal;
+  }
+
+  /** The protocol mistake that ended the turn, if one did. */
+  get protocolViolation(): AppError | undefined {
+    return this.violation;
+  }
+
+  /** Stops the turn; runTurn reports it `cancelled` (or `ambiguous`) with `reason`'s message. */
+  abort(reason: AppError): void {
+    if (!this.abortController.signal.aborted) this.abortController.abort(reason);
+  }
+
+  /** Handles one message after `start`. */
+  onInput(message: TurnInputMessage): void {
+    const input = message.input;
+    switch (input?.$case) {
+      case 'stepCommitted': {
+        const waiter = this.acks.get(input.value.sequence);
+        if (waiter === undefined) {
+          this.violate(
+            `step_committed names sequence ${input.value.sequence}, which is not waiting for an ack`,
+          );
+          return;
+        }
+        this.acks.delete(input.value.sequence);
+        waiter.resolve(input.value.position);
+        return;
+      }
+      case 'trustedToolResult': {
+        let answer: TrustedAnswer;
+        try {
+          answer = trustedAnswerFromProto(input.value);
+        } catch (error) {
+          this.violate(isAppError(error) ? error.message : 'malformed trusted_tool_result');
+          return;
+        }
+        const waiter = this.trusted.get(answer.toolCallId);
+        if (waiter === undefined) {
+          this.violate(`trusted_tool_result for ${answer.toolCallId}, which was not asked for`);
+          return;
+        }
+        this.trusted.delete(answer.toolCallId);
+        waiter.resolve(answer);
+        return;
+      }
+      case 'cancel':
+        this.options.log.info({ reason: input.value.reason }, 'turn cancel received');
+        this.abort(
+          new AppError('cancelled', input.value.reason || 'the control plane cancelled the turn'),
+        );
+        return;
+      case 'start':
+        this.violate('a second start on one call; one call runs one turn');
+        return;
+      default:
+        this.violate('an empty TurnInput');
+    }
+  }
+
+  /** No more input will arrive: every wait, now or later, fails with `reason`. */
+  closeInput(reason: AppError): void {
+    if (this.inputClosed !== undefined) return;
+    this.inputClosed = reason;
+    for (const waiter of this.acks.values()) waiter.reject(reason);
+    for (const waiter of this.trusted.values()) waiter.reject(reason);
+    this.acks.clear();
+    this.trusted.clear();
+  }
+
+  /** Sends each step and resolves once the control plane acks its journal append. */
+  readonly sink: StepSink = {
+    commit: async (step: TurnStep, { signal }: { readonly signal: AbortSignal }) => {
+      const sequence = ++this.sequence;
+      const started = performance.now();
+      const acked = this.wait(this.acks, sequence, signal, () =>
+        ackTimeout(this.options.turnId, step, sequence),
+      );
+      this.write({ $case: 'step', value: turnStepToProto(step, sequence) });
+      const position = await acked;
+      const seconds = (performance.now() - started) / 1000;
+      if (this.options.metrics !== undefined) observeStep(this.options.metrics, step, seconds);
+      this.options.log.debug({ kind: step.kind, sequence, position }, 'step committed');
+    },
+  };
+
+  /** Runs `host: control_plane` tools by asking the control plane over the stream. */
+  readonly trustedTools: ToolRunner = {
+    call: async (request: ToolCallRequest, options: ToolCallOptions): Promise<ToolOutcome> => {
+      const tool = this.options.tools.find((t) => t.name === request.name);
+      const answered = this.wait(this.trusted, request.toolCallId, options.signal, () =>
+        trustedTimeout(request, options.timeoutMs),
+      );
+      this.write({
+        $case: 'trustedToolCall',
+        value: trustedCallToProto({ call: request, effect: tool?.effect ?? 'side_effect' }),
+      });
+      const answer = await answered;
+      // Rejecting is how a ToolRunner says "outcome unknown" (tool-runner.ts).
+      if (!answer.known) throw new AppError('unavailable', answer.reason);
+      return answer.outcome;
+    },
+  };
+
+  /** Streams a text fragment (not committed). */
+  sendDelta(delta: TextDelta): void {
+    this.write({ $case: 'textDelta', value: textDeltaToProto(delta) });
+  }
+
+  /** Sends the terminal message and ends the call with OK. */
+  finish(output: TerminalOutput): void {
+    this.write(output);
+    if (!this.options.call.cancelled) this.options.call.end();
+  }
+
+  private write(output: NonNullable<TurnOutput['output']>): void {
+    // grpc-js buffers what the peer has not read yet. Steps and trusted calls each wait for
+    // an answer before the next, so only text deltas can queue, bounded by one model reply.
+    if (!this.options.call.cancelled) this.options.call.write({ output });
+  }
+
+  private violate(what: string): void {
+    const error = new AppError(
+      'invalid_argument',
+      `turn ${this.options.turnId}: protocol mistake from the control plane: ${what}`,
+      { details: { turn: this.options.turnId } },
+    );
+    this.options.log.warn({ err: error }, 'turn protocol mistake');
+    this.violation ??= error;
+    this.abort(error);
+    this.closeInput(error);
+  }
+
+  private wait<K, T>(
+    waiters: Map<K, Waiter<T>>,
+    key: K,
+    signal: AbortSignal,
+    onTimeout: () => AppError,
+  ): Promise<T> {
+    const closed = this.inputClosed;
+    if (closed !== undefined) return Promise.reject(closed);
+    return new Promise<T>((resolve, reject) => {
+      const onAbort = (): void => {
+        waiters.delete(key);
+        reject(
+          signal.reason instanceof DOMException && signal.reason.name === 'TimeoutError'
+            ? onTimeout()
+            : new AppError('cancelled', `turn ${this.options.turnId}: the wait was cancelled`),
+        );
+      };
+      if (signal.aborted) {
+        onAbort();
+        return;
+      }
+      signal.addEventListener('abort', onAbort, { once: true });
+      waiters.set(key, {
+        resolve: (value) => {
+          signal.removeEventListener('abort', onAbort);
+          resolve(value);
+        },
+        reject: (error) => {
+          signal.removeEventListener('abort', onAbort);
+          reject(error);
+        },
+      });
+    });
+  }
+}
+
+function ackTimeout(turnId: string, step: TurnStep, sequence: number): AppError {
+  return new AppError(
+    'deadline_exceeded',
+    `turn ${turnId}: the control plane did not ack step ${sequence} (${step.kind}) in time; the journal append may or may not have happened, so recover the turn from the journal`,
+    { details: { turn: turnId, sequence, kind: step.kind } },
+  );
+}
+
+function trustedTimeout(request: ToolCallRequest, timeoutMs: number): AppError {
+  return new AppError(
+    'deadline_exceeded',
+    `trusted tool ${request.name} (${request.toolCallId}) got no answer from the control plane within ${timeoutMs} ms`,
+    { details: { turn: request.turnId, toolCallId: request.toolCallId } },
+  );
+}
