@@ -362,7 +362,9 @@ class ServerConnection {
         );
       if (signal.aborted) onAbort();
       signal.addEventListener('abort', onAbort, { once: true });
-      void starting.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+      void starting
+        .then(resolve, reject)
+        .finally(() => signal.removeEventListener('abort', onAbort));
     });
   }
 
