@@ -66,6 +66,8 @@ export function parseConfig<S extends z.ZodType>(
 
 function freezeDeep(value: unknown): void {
   if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return;
+  // Typed arrays (key bytes) cannot be frozen; they are left as they are.
+  if (ArrayBuffer.isView(value)) return;
   for (const child of Object.values(value)) freezeDeep(child);
   Object.freeze(value);
 }

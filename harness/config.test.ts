@@ -1,0 +1,99 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from '@jest/globals';
+import { ConfigError } from '../common/config';
+import { loadHarnessConfig } from './config';
+
+const KEY_HEX = 'ab'.repeat(32);
+const base = {
+  HARNESS_AUTH_TOKEN: 'tok',
+  HARNESS_APPROVAL_PUBLIC_KEY: KEY_HEX,
+  HARNESS_MODEL_SCRIPT: 'script.yaml',
+};
+
+function issues(env: Record<string, string>): string[] {
+  try {
+    loadHarnessConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) return error.issues.map((i) => `${i.variable}: ${i.message}`);
+    throw error;
+  }
+  throw new Error('config loaded');
+}
+
+describe('loadHarnessConfig', () => {
+  it('gives the documented defaults', () => {
+    expect(loadHarnessConfig({ ...base, POD_IP: '10.0.0.7' })).toEqual({
+      host: '10.0.0.7',
+      port: 7070,
+      healthPort: 9090,
+      authToken: 'tok',
+      approvalPublicKey: new Uint8Array(Buffer.from(KEY_HEX, 'hex')),
+      model: { kind: 'scripted', scriptPath: 'script.yaml' },
+      maxSteps: 8,
+      mcpServers: [],
+      requireApproval: [],
+      logLevel: 'info',
+      shutdownGraceMs: 20_000,
+      ackTimeoutMs: 30_000,
+      toolTimeoutMs: 60_000,
+    });
+  });
+
+  it('reads the token and key from files and picks Anthropic when a key is set', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'harness-config-'));
+    writeFileSync(join(dir, 'token'), 'file-token\n');
+    writeFileSync(join(dir, 'key'), `${KEY_HEX}\n`);
+    const config = loadHarnessConfig({
+      HARNESS_AUTH_TOKEN_FILE: join(dir, 'token'),
+      HARNESS_APPROVAL_PUBLIC_KEY_FILE: join(dir, 'key'),
+      ANTHROPIC_API_KEY: 'sk-test',
+      ANTHROPIC_BASE_URL: 'http://127.0.0.1:1234',
+      HARNESS_MODEL: 'claude-sonnet-5-5',
+      HARNESS_REQUIRE_APPROVAL: 'send_email, refund',
+      HARNESS_MCP_SERVERS: '[{"transport":"stdio","name":"everything","command":"node"}]',
+    });
+    expect(config).toMatchObject({
+      host: '0.0.0.0',
+      authToken: 'file-token',
+      model: {
+        kind: 'anthropic',
+        apiKey: 'sk-test',
+        baseUrl: 'http://127.0.0.1:1234',
+        defaultModel: 'claude-sonnet-5-5',
+      },
+      requireApproval: ['send_email', 'refund'],
+      mcpServers: [{ transport: 'stdio', name: 'everything', command: 'node' }],
+    });
+  });
+
+  it('reports every bad variable at once', () => {
+    expect(
+      issues({
+        ...base,
+        HARNESS_PORT: 'seventy',
+        HARNESS_HEALTH_PORT: '-1',
+        HARNESS_AUTH_TOKEN_FILE: '/nonexistent/token',
+        HARNESS_MAX_STEPS: '0',
+        HARNESS_LOG_LEVEL: 'loud',
+        HARNESS_MCP_SERVERS: '[{"transport":"ftp","name":"x"}]',
+      }),
+    ).toEqual([
+      'HARNESS_PORT: must be a whole number from 0 to 65535, got "seventy"',
+      'HARNESS_HEALTH_PORT: must be a whole number from 0 to 65535, got "-1"',
+      'HARNESS_AUTH_TOKEN_FILE: names a file the harness cannot read',
+      'HARNESS_MAX_STEPS: must be a whole number from 1 to 100, got "0"',
+      "HARNESS_MCP_SERVERS: Invalid discriminator value. Expected 'stdio' | 'http' at 0.transport",
+      'HARNESS_LOG_LEVEL: must be one of debug, info, warn, error, silent, got "loud"',
+    ]);
+  });
+
+  it('checks the cross-field rules once the fields are valid', () => {
+    expect(issues({ HARNESS_APPROVAL_PUBLIC_KEY: 'abc' })).toEqual([
+      'HARNESS_AUTH_TOKEN: the bearer token: set exactly one of HARNESS_AUTH_TOKEN and HARNESS_AUTH_TOKEN_FILE (neither is set)',
+      'HARNESS_APPROVAL_PUBLIC_KEY: must be a raw ed25519 public key as 64 hex digits',
+      'HARNESS_MODEL_SCRIPT: no model: set ANTHROPIC_API_KEY for the Anthropic provider, or HARNESS_MODEL_SCRIPT to a script file for the scripted provider',
+    ]);
+  });
+});

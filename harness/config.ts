@@ -1,0 +1,180 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import {
+  envEnum,
+  envInt,
+  envJson,
+  envList,
+  envOptionalString,
+  envPort,
+  parseConfig,
+  type Env,
+} from '../common/config';
+import { DEFAULT_HEALTH_PORT } from '../common/health-server';
+import { LogLevel } from '../common/log';
+
+/**
+ * The harness's configuration, from environment variables the operator sets on the
+ * sandbox pod (secrets mounted as files where possible):
+ *
+ * | variable | meaning | default |
+ * |---|---|---|
+ * | `HARNESS_LISTEN_HOST` / `POD_IP` | gRPC and side-port address | `POD_IP`, else `0.0.0.0` |
+ * | `HARNESS_PORT` | gRPC port | 7070 |
+ * | `HARNESS_HEALTH_PORT` | `/healthz`, `/readyz`, `/metrics` | 9090 |
+ * | `HARNESS_AUTH_TOKEN` or `HARNESS_AUTH_TOKEN_FILE` | the per-conversation bearer token | required, exactly one |
+ * | `HARNESS_APPROVAL_PUBLIC_KEY` or `_FILE` | the control plane's ed25519 approval key, 64 hex digits | required, exactly one |
+ * | `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`, `HARNESS_MODEL` | the Anthropic provider | unset: scripted provider |
+ * | `HARNESS_MODEL_SCRIPT` | script file for the scripted provider | required without an API key |
+ * | `HARNESS_MAX_STEPS` | the deployment's step budget | 8 |
+ * | `HARNESS_MCP_SERVERS` | JSON array of MCP servers | `[]` |
+ * | `HARNESS_REQUIRE_APPROVAL` | comma-separated tool names that always need approval | none |
+ * | `HARNESS_LOG_LEVEL` | debug, info, warn, error, silent | info |
+ * | `HARNESS_SHUTDOWN_GRACE_MS` | how long SIGTERM lets a running turn finish | 20000 |
+ * | `HARNESS_ACK_TIMEOUT_MS`, `HARNESS_TOOL_TIMEOUT_MS` | waits for a journal ack, a tool | 30000, 60000 |
+ */
+
+const mcpServerSchema = z.discriminatedUnion('transport', [
+  z.strictObject({
+    transport: z.literal('stdio'),
+    name: z.string().min(1),
+    command: z.string().min(1),
+    args: z.array(z.string()).optional(),
+    env: z.record(z.string(), z.string()).optional(),
+    cwd: z.string().optional(),
+    timeoutMs: z.number().int().positive().optional(),
+  }),
+  z.strictObject({
+    transport: z.literal('http'),
+    name: z.string().min(1),
+    url: z.url(),
+    headers: z.record(z.string(), z.string()).optional(),
+    timeoutMs: z.number().int().positive().optional(),
+  }),
+]);
+
+/** One MCP server the harness connects to. */
+export type McpServerSetting = z.output<typeof mcpServerSchema>;
+
+/** A file whose whole content (trimmed) is the value; unreadable is a field error. */
+function envFile() {
+  return envOptionalString().transform((path, ctx): string | undefined => {
+    if (path === undefined) return undefined;
+    try {
+      const text = readFileSync(path, 'utf8').trim();
+      if (text === '') ctx.addIssue({ code: 'custom', message: 'names an empty file' });
+      return text;
+    } catch {
+      ctx.addIssue({ code: 'custom', message: 'names a file the harness cannot read' });
+      return z.NEVER;
+    }
+  });
+}
+
+const HEX_KEY = /^[0-9a-fA-F]{64}$/u;
+
+const schema = z
+  .object({
+    POD_IP: envOptionalString(),
+    HARNESS_LISTEN_HOST: envOptionalString(),
+    HARNESS_PORT: envPort(7070),
+    HARNESS_HEALTH_PORT: envPort(DEFAULT_HEALTH_PORT),
+    HARNESS_AUTH_TOKEN: envOptionalString(),
+    HARNESS_AUTH_TOKEN_FILE: envFile(),
+    HARNESS_APPROVAL_PUBLIC_KEY: envOptionalString(),
+    HARNESS_APPROVAL_PUBLIC_KEY_FILE: envFile(),
+    ANTHROPIC_API_KEY: envOptionalString(),
+    ANTHROPIC_BASE_URL: envOptionalString().pipe(z.url().optional()),
+    HARNESS_MODEL: envOptionalString(),
+    HARNESS_MODEL_SCRIPT: envOptionalString(),
+    HARNESS_MAX_STEPS: envInt({ default: 8, min: 1, max: 100 }),
+    HARNESS_MCP_SERVERS: envJson(z.array(mcpServerSchema), []),
+    HARNESS_REQUIRE_APPROVAL: envList(),
+    HARNESS_LOG_LEVEL: envEnum(
+      [LogLevel.Debug, LogLevel.Info, LogLevel.Warn, LogLevel.Error, LogLevel.Silent],
+      LogLevel.Info,
+    ),
+    HARNESS_SHUTDOWN_GRACE_MS: envInt({ default: 20_000, min: 0, max: 600_000 }),
+    HARNESS_ACK_TIMEOUT_MS: envInt({ default: 30_000, min: 1, max: 600_000 }),
+    HARNESS_TOOL_TIMEOUT_MS: envInt({ default: 60_000, min: 1, max: 3_600_000 }),
+  })
+  .superRefine((env, ctx) => {
+    const exactlyOne = (a: keyof typeof env, b: keyof typeof env, what: string): void => {
+      const count = (env[a] === undefined ? 0 : 1) + (env[b] === undefined ? 0 : 1);
+      if (count !== 1) {
+        ctx.addIssue({
+          code: 'custom',
+          path: [a],
+          message: `${what}: set exactly one of ${a} and ${b} (${count === 0 ? 'neither is set' : 'both are set'})`,
+        });
+      }
+    };
+    exactlyOne('HARNESS_AUTH_TOKEN', 'HARNESS_AUTH_TOKEN_FILE', 'the bearer token');
+    exactlyOne(
+      'HARNESS_APPROVAL_PUBLIC_KEY',
+      'HARNESS_APPROVAL_PUBLIC_KEY_FILE',
+      "the control plane's approval public key",
+    );
+    const key = env.HARNESS_APPROVAL_PUBLIC_KEY ?? env.HARNESS_APPROVAL_PUBLIC_KEY_FILE;
+    if (key !== undefined && !HEX_KEY.test(key)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [
+          env.HARNESS_APPROVAL_PUBLIC_KEY === undefined
+            ? 'HARNESS_APPROVAL_PUBLIC_KEY_FILE'
+            : 'HARNESS_APPROVAL_PUBLIC_KEY',
+        ],
+        message: 'must be a raw ed25519 public key as 64 hex digits',
+      });
+    }
+    if (env.ANTHROPIC_API_KEY === undefined && env.HARNESS_MODEL_SCRIPT === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['HARNESS_MODEL_SCRIPT'],
+        message:
+          'no model: set ANTHROPIC_API_KEY for the Anthropic provider, or HARNESS_MODEL_SCRIPT to a script file for the scripted provider',
+      });
+    }
+  })
+  .transform((env) => ({
+    host: env.HARNESS_LISTEN_HOST ?? env.POD_IP ?? '0.0.0.0',
+    port: env.HARNESS_PORT,
+    healthPort: env.HARNESS_HEALTH_PORT,
+    authToken: env.HARNESS_AUTH_TOKEN ?? env.HARNESS_AUTH_TOKEN_FILE ?? '',
+    approvalPublicKey: new Uint8Array(
+      Buffer.from(
+        env.HARNESS_APPROVAL_PUBLIC_KEY ?? env.HARNESS_APPROVAL_PUBLIC_KEY_FILE ?? '',
+        'hex',
+      ),
+    ),
+    model:
+      env.ANTHROPIC_API_KEY === undefined
+        ? { kind: 'scripted' as const, scriptPath: env.HARNESS_MODEL_SCRIPT ?? '' }
+        : {
+            kind: 'anthropic' as const,
+            apiKey: env.ANTHROPIC_API_KEY,
+            ...(env.ANTHROPIC_BASE_URL === undefined ? {} : { baseUrl: env.ANTHROPIC_BASE_URL }),
+            ...(env.HARNESS_MODEL === undefined ? {} : { defaultModel: env.HARNESS_MODEL }),
+          },
+    maxSteps: env.HARNESS_MAX_STEPS,
+    mcpServers: env.HARNESS_MCP_SERVERS,
+    requireApproval: env.HARNESS_REQUIRE_APPROVAL,
+    logLevel: env.HARNESS_LOG_LEVEL,
+    shutdownGraceMs: env.HARNESS_SHUTDOWN_GRACE_MS,
+    ackTimeoutMs: env.HARNESS_ACK_TIMEOUT_MS,
+    toolTimeoutMs: env.HARNESS_TOOL_TIMEOUT_MS,
+  }));
+
+/** The parsed, frozen harness configuration. */
+export type HarnessConfig = z.output<typeof schema>;
+
+/**
+ * Reads the harness configuration (and the secret files it names).
+ *
+ * @param env @default process.env (through common/config.ts)
+ * @throws ConfigError listing every bad variable; cross-field rules (exactly one of a
+ *   value and its file, a model source) are checked once each variable is valid alone.
+ */
+export function loadHarnessConfig(env?: Env): Readonly<HarnessConfig> {
+  return parseConfig('harness', schema, env);
+}
