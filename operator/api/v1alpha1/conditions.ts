@@ -55,6 +55,10 @@ export const ConditionReason = {
   Closed: 'Closed',
   /** Degraded True: `spec.retention` cannot be parsed, so the object is never deleted. */
   RetentionInvalid: 'RetentionInvalid',
+  /** Degraded True: `spec.idleTimeout` cannot be parsed, so idle closing is disabled. */
+  IdleTimeoutInvalid: 'IdleTimeoutInvalid',
+  /** Ready False / Progressing True: the object is being deleted; the sandbox is released first. */
+  Terminating: 'Terminating',
   /** Degraded False: nothing needs attention. */
   Healthy: 'Healthy',
   /** Any type, Unknown: the operator has not finished observing the object yet. */

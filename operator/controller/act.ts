@@ -1,0 +1,59 @@
+/**
+ * act: runs a plan's actions in order and stops at the first failure. Every action is
+ * safe to repeat (creates treat AlreadyExists and deletes treat NotFound as done), so a
+ * pass that failed half-way is simply planned again.
+ */
+import type { Logger } from 'pino';
+import type { Conversation } from '../api/v1alpha1';
+import type { ConversationKube } from './kube-client';
+import { apiErrorMessage } from './kube-client';
+import type { Action } from './plan';
+import { ActionKind } from './plan';
+import type { ActOutcome } from './report';
+
+/** Runs `actions` against the cluster; never throws (a failure is in the outcome). */
+export async function runActions(
+  kube: ConversationKube,
+  conversation: Conversation,
+  actions: readonly Action[],
+  log: Logger,
+): Promise<ActOutcome & { readonly error?: unknown }> {
+  const completed: Action[] = [];
+  for (const action of actions) {
+    try {
+      await runAction(kube, conversation, action);
+      log.info(
+        { action: action.kind, ...('why' in action ? { why: action.why } : {}) },
+        'action done',
+      );
+      completed.push(action);
+    } catch (err: unknown) {
+      return { completed, failed: { action, message: apiErrorMessage(err) }, error: err };
+    }
+  }
+  return { completed };
+}
+
+async function runAction(
+  kube: ConversationKube,
+  conversation: Conversation,
+  action: Action,
+): Promise<void> {
+  const namespace = conversation.metadata.namespace ?? '';
+  switch (action.kind) {
+    case ActionKind.AddFinalizer:
+      return kube.addFinalizer(conversation);
+    case ActionKind.RemoveFinalizer:
+      return kube.removeFinalizer(conversation);
+    case ActionKind.CreateClaim:
+      return kube.createClaim(action.claim);
+    case ActionKind.DeleteClaim:
+      return kube.deleteClaim(namespace, action.name, action.uid);
+    case ActionKind.CreatePod:
+      return kube.createPod(action.pod);
+    case ActionKind.DeletePod:
+      return kube.deletePod(namespace, action.name, action.uid);
+    case ActionKind.DeleteConversation:
+      return kube.deleteConversation(conversation);
+  }
+}

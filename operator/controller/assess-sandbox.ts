@@ -1,0 +1,260 @@
+/**
+ * Where the sandbox stands, from a snapshot alone. `plan` uses it to decide what to
+ * create, `report` to write conditions and `status.sandbox`. Pure.
+ */
+import { ConditionReason } from '../api/v1alpha1';
+import { HARNESS_PORT, isOwnedBy } from './child-meta';
+import type { ConversationSnapshot, ObservedCondition, ObservedPod } from './snapshot';
+
+/** The sandbox's state: nothing yet, on its way, serving, or stuck until a person acts. */
+export const SandboxState = {
+  Absent: 'absent',
+  Pending: 'pending',
+  Ready: 'ready',
+  Blocked: 'blocked',
+} as const;
+export type SandboxState = (typeof SandboxState)[keyof typeof SandboxState];
+
+/** Reasons a sandbox is blocked; each becomes `Degraded` True with that reason. */
+export type BlockedReason =
+  | typeof ConditionReason.WarmPoolMissing
+  | typeof ConditionReason.SandboxTemplateMissing
+  | typeof ConditionReason.SandboxFailed;
+
+/** The names `status.sandbox` reports. */
+export interface SandboxNames {
+  readonly claimName?: string;
+  readonly sandboxName?: string;
+  readonly podName?: string;
+  readonly endpoint?: string;
+}
+
+/** The outcome of {@link assessSandbox}. */
+export type SandboxAssessment =
+  | { readonly state: 'absent'; readonly names: SandboxNames }
+  | { readonly state: 'pending'; readonly names: SandboxNames; readonly message: string }
+  | {
+      readonly state: 'ready';
+      readonly names: SandboxNames & { readonly endpoint: string };
+      readonly message: string;
+    }
+  | {
+      readonly state: 'blocked';
+      readonly names: SandboxNames;
+      readonly reason: BlockedReason;
+      readonly message: string;
+      /**
+       * The cause is an object nothing watches (a warm pool, a template): the reconciler
+       * asks for a timed requeue to notice when it appears.
+       */
+      readonly recheck: boolean;
+    };
+
+/** Claim/Sandbox Ready reasons from agent-sandbox that will not clear by waiting. */
+const FAILED_REASONS: ReadonlySet<string> = new Set([
+  'ReconcilerError',
+  'InvalidMetadata',
+  'EnvVarsInjectionRejected',
+  'VolumeClaimTemplatesError',
+  'ClaimExpired',
+  'Expired',
+  'PodFailed',
+  'PodSucceeded',
+  'MultiplePods',
+]);
+
+const TERMINAL_POD_PHASES: ReadonlySet<string> = new Set(['Failed', 'Succeeded']);
+
+/** True when the pod has run to an end it will not come back from (Failed, Succeeded). */
+export function isPodFinished(pod: ObservedPod): boolean {
+  return pod.phase !== undefined && TERMINAL_POD_PHASES.has(pod.phase);
+}
+
+function readyCondition(conditions: readonly ObservedCondition[]): ObservedCondition | undefined {
+  return conditions.find((c) => c.type === 'Ready');
+}
+
+function describe(condition: ObservedCondition | undefined): string {
+  if (condition === undefined) return 'no Ready condition yet';
+  const reason = condition.reason ?? condition.status;
+  return condition.message !== undefined && condition.message !== ''
+    ? `${reason}: ${condition.message}`
+    : reason;
+}
+
+/** Assesses the sandbox of the snapshot's Conversation. */
+export function assessSandbox(snapshot: ConversationSnapshot): SandboxAssessment {
+  const { conversation, sandbox } = snapshot;
+  const namespace = conversation.metadata.namespace ?? '';
+  if (sandbox.backend === 'pod') {
+    const pod = sandbox.pod;
+    const names: SandboxNames = pod === undefined ? {} : { podName: pod.name };
+    if (sandbox.templateExplicit && sandbox.templateSpec === undefined) {
+      return {
+        state: 'blocked',
+        names,
+        reason: ConditionReason.SandboxTemplateMissing,
+        message: `PodTemplate ${sandbox.templateName} not found in namespace ${namespace}: create it, or remove spec.sandbox.template to use the built-in harness pod spec`,
+        recheck: true,
+      };
+    }
+    if (pod === undefined) return { state: 'absent', names };
+    return assessPod(pod, names, snapshot);
+  }
+
+  const claim = sandbox.claim;
+  const names: SandboxNames = {
+    ...(claim === undefined ? {} : { claimName: claim.name }),
+    ...(claim?.sandboxName === undefined ? {} : { sandboxName: claim.sandboxName }),
+  };
+  if (sandbox.warmPool === undefined) {
+    return {
+      state: 'blocked',
+      names,
+      reason: ConditionReason.WarmPoolMissing,
+      message: `SandboxWarmPool ${sandbox.warmPoolName} not found in namespace ${namespace}: apply config/sandbox or set spec.sandbox.warmPool`,
+      recheck: true,
+    };
+  }
+  const templateName = sandbox.warmPool.templateName;
+  if (templateName !== undefined && sandbox.templateFound === false) {
+    return {
+      state: 'blocked',
+      names,
+      reason: ConditionReason.SandboxTemplateMissing,
+      message: `SandboxTemplate ${templateName}, named by SandboxWarmPool ${sandbox.warmPoolName}, not found in namespace ${namespace}: apply config/sandbox or point the pool at an existing template`,
+      recheck: true,
+    };
+  }
+  if (claim === undefined) return { state: 'absent', names };
+  if (!isOwnedBy(claim.owners, conversation)) {
+    return {
+      state: 'blocked',
+      names,
+      reason: ConditionReason.SandboxFailed,
+      message: `SandboxClaim ${claim.name} exists in namespace ${namespace} but is not owned by this Conversation: delete the claim or rename the Conversation`,
+      recheck: false,
+    };
+  }
+  if (claim.deleting) {
+    return {
+      state: 'pending',
+      names,
+      message: `SandboxClaim ${claim.name} is being deleted; a new one follows`,
+    };
+  }
+  const claimReady = readyCondition(claim.conditions);
+  if (claimReady?.status === 'False' && claimReady.reason !== undefined) {
+    if (claimReady.reason === 'WarmPoolNotFound' || claimReady.reason === 'TemplateNotFound') {
+      // Our own read found them; the claim controller has not caught up yet.
+      return {
+        state: 'pending',
+        names,
+        message: `SandboxClaim ${claim.name}: ${describe(claimReady)}`,
+      };
+    }
+    if (FAILED_REASONS.has(claimReady.reason)) {
+      return {
+        state: 'blocked',
+        names,
+        reason: ConditionReason.SandboxFailed,
+        message: `SandboxClaim ${claim.name} failed: ${describe(claimReady)}`,
+        recheck: false,
+      };
+    }
+  }
+  if (claim.sandboxName === undefined) {
+    return {
+      state: 'pending',
+      names,
+      message: `waiting for SandboxClaim ${claim.name} to be bound to a Sandbox`,
+    };
+  }
+  const sb = sandbox.sandbox;
+  if (sb === undefined) {
+    return {
+      state: 'pending',
+      names,
+      message: `waiting for Sandbox ${claim.sandboxName} of SandboxClaim ${claim.name}`,
+    };
+  }
+  const withPod: SandboxNames = { ...names, podName: sb.podName };
+  const sandboxReady = readyCondition(sb.conditions);
+  if (sandboxReady?.status === 'True') {
+    const ip = sandbox.pod?.podIP ?? sb.podIPs[0];
+    if (ip !== undefined && ip !== '') {
+      const endpoint = `${ip}:${HARNESS_PORT}`;
+      return {
+        state: 'ready',
+        names: { ...withPod, endpoint },
+        message: `harness pod ${sb.podName} is ready at ${endpoint}`,
+      };
+    }
+    return {
+      state: 'pending',
+      names: withPod,
+      message: `Sandbox ${sb.name} is Ready but pod ${sb.podName} has no IP yet`,
+    };
+  }
+  if (sandboxReady?.reason !== undefined && FAILED_REASONS.has(sandboxReady.reason)) {
+    return {
+      state: 'blocked',
+      names: withPod,
+      reason: ConditionReason.SandboxFailed,
+      message: `Sandbox ${sb.name} (pod ${sb.podName}) failed: ${describe(sandboxReady)}`,
+      recheck: false,
+    };
+  }
+  return {
+    state: 'pending',
+    names: withPod,
+    message: `waiting for Sandbox ${sb.name} to become Ready: ${describe(sandboxReady)}`,
+  };
+}
+
+function assessPod(
+  pod: ObservedPod,
+  names: SandboxNames,
+  snapshot: ConversationSnapshot,
+): SandboxAssessment {
+  const namespace = snapshot.conversation.metadata.namespace ?? '';
+  if (!isOwnedBy(pod.owners, snapshot.conversation)) {
+    return {
+      state: 'blocked',
+      names,
+      reason: ConditionReason.SandboxFailed,
+      message: `pod ${pod.name} exists in namespace ${namespace} but is not owned by this Conversation: delete the pod or rename the Conversation`,
+      recheck: false,
+    };
+  }
+  if (pod.deleting) {
+    return {
+      state: 'pending',
+      names,
+      message: `pod ${pod.name} is terminating; a new one follows`,
+    };
+  }
+  if (isPodFinished(pod)) {
+    const why = [pod.statusReason, pod.statusMessage].filter((s) => s !== undefined).join(': ');
+    return {
+      state: 'blocked',
+      names,
+      reason: ConditionReason.SandboxFailed,
+      message: `pod ${pod.name} ${pod.phase === 'Failed' ? 'failed' : 'exited'}${why === '' ? '' : ` (${why})`}; it is replaced`,
+      recheck: false,
+    };
+  }
+  if (pod.phase === 'Running' && pod.ready && pod.podIP !== undefined && pod.podIP !== '') {
+    const endpoint = `${pod.podIP}:${HARNESS_PORT}`;
+    return {
+      state: 'ready',
+      names: { ...names, endpoint },
+      message: `harness pod ${pod.name} is ready at ${endpoint}`,
+    };
+  }
+  return {
+    state: 'pending',
+    names,
+    message: `waiting for pod ${pod.name} to become Ready (phase ${pod.phase ?? 'Pending'})`,
+  };
+}

@@ -1,0 +1,91 @@
+/**
+ * One reconcile pass of a Conversation (STYLE.md §2): observe → plan → act → report →
+ * at most one status write. The work queue calls {@link ConversationReconciler.reconcile}
+ * for one key at a time.
+ */
+import type { Logger } from 'pino';
+import { AppError } from '../../common/errors';
+import { LogComponent } from '../../common/log';
+import { runActions } from './act';
+import type { Clock } from './clock';
+import { DEFAULT_HARNESS_IMAGE } from './desired-pod';
+import type { ConversationKube } from './kube-client';
+import { observeConversation } from './observe';
+import { ActionKind, planReconcile } from './plan';
+import { isSameStatus, reportStatus } from './report';
+
+/** Options of {@link ConversationReconciler}. */
+export interface ConversationReconcilerOptions {
+  readonly kube: ConversationKube;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** Image of the built-in harness pod spec (pod backend). @default DEFAULT_HARNESS_IMAGE */
+  readonly harnessImage?: string;
+}
+
+/** What a pass asks of the queue. */
+export interface ReconcileResult {
+  /** Run again after this many milliseconds (the soonest idle or retention deadline). */
+  readonly requeueAfterMs?: number;
+  /** Whether the pass wrote status. */
+  readonly wroteStatus: boolean;
+}
+
+// After these the pass ends without a status write: the finalizer pass returns early,
+// and after the finalizer is dropped or the object deleted there may be nothing to write.
+const ENDS_PASS: ReadonlySet<string> = new Set([
+  ActionKind.AddFinalizer,
+  ActionKind.RemoveFinalizer,
+  ActionKind.DeleteConversation,
+]);
+
+/** Reconciles Conversations one pass at a time. */
+export class ConversationReconciler {
+  private readonly harnessImage: string;
+
+  constructor(private readonly options: ConversationReconcilerOptions) {
+    this.harnessImage = options.harnessImage ?? DEFAULT_HARNESS_IMAGE;
+  }
+
+  /**
+   * One pass for `namespace/name`.
+   *
+   * @throws the read error, the first failed action's error (after its status is
+   *   written), or a status-write error (a conflict when another writer moved the
+   *   object): the caller backs off and retries.
+   */
+  async reconcile(namespace: string, name: string): Promise<ReconcileResult> {
+    const { kube, clock } = this.options;
+    const log = this.options.logger.child({
+      component: LogComponent.Reconciler,
+      namespace,
+      conversation: name,
+    });
+    const snapshot = await observeConversation(kube, namespace, name, this.harnessImage);
+    if (snapshot === undefined) return { wroteStatus: false };
+    const now = clock.now();
+    const plan = planReconcile(snapshot, now);
+    const outcome = await runActions(kube, snapshot.conversation, plan.actions, log);
+
+    let wroteStatus = false;
+    if (plan.writeStatus && !outcome.completed.some((a) => ENDS_PASS.has(a.kind))) {
+      const next = reportStatus(snapshot, plan, outcome, now);
+      if (!isSameStatus(next, snapshot.conversation.status)) {
+        await kube.replaceStatus(snapshot.conversation, next);
+        wroteStatus = true;
+        log.debug({ phase: next.phase }, 'status written');
+      }
+    }
+    if (outcome.failed !== undefined) {
+      throw new AppError(
+        'unavailable',
+        `Conversation ${namespace}/${name}: ${outcome.failed.action.kind} failed: ${outcome.failed.message}`,
+        { details: { namespace, conversation: name }, cause: outcome.error },
+      );
+    }
+    return {
+      wroteStatus,
+      ...(plan.requeueAfterMs === undefined ? {} : { requeueAfterMs: plan.requeueAfterMs }),
+    };
+  }
+}

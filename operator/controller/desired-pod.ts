@@ -1,0 +1,201 @@
+/**
+ * The harness pod a Conversation wants (backend pod), built from the namespace's
+ * PodTemplate or from the built-in spec below. Pure: hashing is computation, not I/O; the
+ * hash lands in an annotation so the reconciler can tell a stale pod from a current one
+ * without diffing fields the API server defaulted.
+ */
+import { createHash } from 'node:crypto';
+import type { Conversation } from '../api/v1alpha1';
+import { DEFAULT_TEMPLATE } from '../api/v1alpha1';
+import { canonicalJson } from '../../common/canonical-json';
+import type { OwnerReference } from './child-meta';
+import {
+  HARNESS_PORT,
+  POD_SPEC_HASH_ANNOTATION,
+  childLabels,
+  conversationOwnerReference,
+} from './child-meta';
+
+/** Harness image of the built-in pod spec when the deployment does not name one. */
+export const DEFAULT_HARNESS_IMAGE = 'polychrome/harness:dev';
+
+/** Name of the harness container; `spec.sandbox.resources` applies to it. */
+export const HARNESS_CONTAINER = 'harness';
+
+/** Resources of the built-in spec when `spec.sandbox.resources` is omitted. */
+export const DEFAULT_HARNESS_RESOURCES = {
+  requests: { cpu: '100m', memory: '256Mi' },
+  limits: { cpu: '1', memory: '1Gi', 'ephemeral-storage': '1Gi' },
+} as const;
+
+/** `resources` of a container. */
+export interface ResourcesManifest {
+  requests?: Record<string, string>;
+  limits?: Record<string, string>;
+}
+
+/** The container fields the builder reads or sets; other fields pass through untouched. */
+export interface ContainerManifest {
+  name: string;
+  image?: string;
+  ports?: { name?: string; containerPort: number; protocol?: string }[];
+  resources?: ResourcesManifest;
+  securityContext?: {
+    allowPrivilegeEscalation?: boolean;
+    readOnlyRootFilesystem?: boolean;
+    runAsNonRoot?: boolean;
+    capabilities?: { add?: string[]; drop?: string[] };
+  };
+  volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
+}
+
+/** The pod spec fields the builder reads or sets; other fields pass through untouched. */
+export interface PodSpecManifest {
+  containers: ContainerManifest[];
+  runtimeClassName?: string;
+  automountServiceAccountToken?: boolean;
+  enableServiceLinks?: boolean;
+  restartPolicy?: string;
+  securityContext?: {
+    runAsNonRoot?: boolean;
+    runAsUser?: number;
+    runAsGroup?: number;
+    fsGroup?: number;
+    seccompProfile?: { type: string; localhostProfile?: string };
+  };
+  volumes?: { name: string; emptyDir?: { medium?: string; sizeLimit?: string } }[];
+}
+
+/** A pod as sent to the API server. */
+export interface PodManifest {
+  apiVersion: 'v1';
+  kind: 'Pod';
+  metadata: {
+    name: string;
+    namespace: string;
+    labels: Record<string, string>;
+    annotations: Record<string, string>;
+    ownerReferences: OwnerReference[];
+  };
+  spec: PodSpecManifest;
+}
+
+/** The PodTemplate a pod-backend Conversation uses: `spec.sandbox.template`, else the default. */
+export function podTemplateNameOf(conversation: Conversation): string {
+  return conversation.spec.sandbox?.template ?? DEFAULT_TEMPLATE;
+}
+
+/**
+ * The built-in harness pod spec, used when the namespace has no PodTemplate of the default
+ * name: gVisor, no service-account token, non-root, read-only root file system with a
+ * scratch `/tmp`, every capability dropped, the runtime's default seccomp profile.
+ */
+export function builtInHarnessPodSpec(image: string): PodSpecManifest {
+  return {
+    runtimeClassName: 'gvisor',
+    automountServiceAccountToken: false,
+    enableServiceLinks: false,
+    restartPolicy: 'Always',
+    securityContext: {
+      runAsNonRoot: true,
+      runAsUser: 65532,
+      runAsGroup: 65532,
+      fsGroup: 65532,
+      seccompProfile: { type: 'RuntimeDefault' },
+    },
+    containers: [
+      {
+        name: HARNESS_CONTAINER,
+        image,
+        ports: [{ name: 'grpc', containerPort: HARNESS_PORT, protocol: 'TCP' }],
+        resources: {
+          requests: { ...DEFAULT_HARNESS_RESOURCES.requests },
+          limits: { ...DEFAULT_HARNESS_RESOURCES.limits },
+        },
+        securityContext: {
+          allowPrivilegeEscalation: false,
+          readOnlyRootFilesystem: true,
+          runAsNonRoot: true,
+          capabilities: { drop: ['ALL'] },
+        },
+        volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],
+      },
+    ],
+    volumes: [{ name: 'tmp', emptyDir: { sizeLimit: '256Mi' } }],
+  };
+}
+
+/** Inputs of {@link desiredPod}. */
+export interface DesiredPodInput {
+  readonly conversation: Conversation;
+  /** `template.spec` of the PodTemplate, or undefined for the built-in spec. */
+  readonly templateSpec?: PodSpecManifest;
+  /** Image of the built-in spec. */
+  readonly harnessImage: string;
+}
+
+/**
+ * The harness pod for `conversation`: named after it, owned by it (controller), from the
+ * template's spec or the built-in one. Whatever the template says, the operator sets
+ * `automountServiceAccountToken: false` (the harness holds no Kubernetes credential) and
+ * applies `spec.sandbox.resources` to the `harness` container (else the first container).
+ * The input is not modified.
+ */
+export function desiredPod(input: DesiredPodInput): PodManifest {
+  const { conversation } = input;
+  const base = input.templateSpec ?? builtInHarnessPodSpec(input.harnessImage);
+  const resources = conversation.spec.sandbox?.resources;
+  const target = Math.max(
+    0,
+    base.containers.findIndex((c) => c.name === HARNESS_CONTAINER),
+  );
+  const containers = base.containers.map((container, i) =>
+    i === target && resources !== undefined
+      ? { ...container, resources: mergeResources(container.resources, resources) }
+      : container,
+  );
+  const spec: PodSpecManifest = { ...base, containers, automountServiceAccountToken: false };
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: conversation.metadata.name ?? '',
+      namespace: conversation.metadata.namespace ?? '',
+      labels: childLabels(conversation),
+      annotations: { [POD_SPEC_HASH_ANNOTATION]: podSpecHash(spec) },
+      ownerReferences: [conversationOwnerReference(conversation)],
+    },
+    spec,
+  };
+}
+
+/** The first 16 hex digits of SHA-256 over the spec's canonical JSON. */
+export function podSpecHash(spec: PodSpecManifest): string {
+  return createHash('sha256').update(canonicalJson(spec)).digest('hex').slice(0, 16);
+}
+
+function mergeResources(
+  current: ResourcesManifest | undefined,
+  wanted: {
+    requests?: Record<string, string | number | undefined>;
+    limits?: Record<string, string | number | undefined>;
+  },
+): ResourcesManifest {
+  const merged: ResourcesManifest = {};
+  const requests = { ...current?.requests, ...definedOnly(wanted.requests) };
+  const limits = { ...current?.limits, ...definedOnly(wanted.limits) };
+  if (Object.keys(requests).length > 0) merged.requests = requests;
+  if (Object.keys(limits).length > 0) merged.limits = limits;
+  return merged;
+}
+
+/** Quantities as the API server returns them: strings (`2` and `"2"` mean the same). */
+function definedOnly(
+  values: Record<string, string | number | undefined> | undefined,
+): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(values ?? {})) {
+    if (value !== undefined) out[key] = String(value);
+  }
+  return out;
+}

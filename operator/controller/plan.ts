@@ -1,0 +1,320 @@
+/**
+ * The pure core of a Conversation reconcile pass: snapshot + now → ordered actions, the
+ * lifecycle decision (open, closing, closed, deleting) and the soonest timed requeue.
+ * No I/O and no clock: `now` comes in, so every rule is table-tested.
+ *
+ * Rules (DESIGN.md, "Kubernetes objects"; docs/operator.md):
+ * - Finalizer first: without `polychrome.dev/cleanup` the only action is to add it.
+ * - Deletion: release the sandbox (delete the claim or pod we own), wait until it is
+ *   gone, then drop the finalizer.
+ * - Idle: after `spec.idleTimeout` since `status.lastTurnTime`, with no turn in flight,
+ *   the sandbox is released and the conversation is closed (`status.closedTime`). A
+ *   missing `lastTurnTime`, an absent or zero timeout, disables idle closing.
+ * - Reopen: a `status.lastTurnTime` later than `status.closedTime` (or a cleared
+ *   `closedTime`) means a turn arrived: the conversation is open again.
+ * - Retention: `spec.retention` (default 24h) after `status.closedTime` the object is
+ *   deleted. A malformed value disables deletion (report says why).
+ */
+import type { Conversation } from '../api/v1alpha1';
+import { DEFAULT_RETENTION } from '../api/v1alpha1';
+import type { SandboxAssessment } from './assess-sandbox';
+import { assessSandbox, isPodFinished } from './assess-sandbox';
+import { CONVERSATION_FINALIZER, POD_SPEC_HASH_ANNOTATION, isOwnedBy } from './child-meta';
+import type { SandboxClaimManifest } from './desired-claim';
+import { desiredClaim, warmPoolNameOf } from './desired-claim';
+import type { PodManifest } from './desired-pod';
+import { desiredPod } from './desired-pod';
+import { parseDuration } from './duration';
+import type { ConversationSnapshot } from './snapshot';
+
+/** How long to wait before looking again for a warm pool or template nothing watches. */
+export const BLOCKED_RECHECK_MS = 30_000;
+
+/** Action kinds, in the order a pass may run them. */
+export const ActionKind = {
+  AddFinalizer: 'add-finalizer',
+  CreateClaim: 'create-claim',
+  DeleteClaim: 'delete-claim',
+  CreatePod: 'create-pod',
+  DeletePod: 'delete-pod',
+  DeleteConversation: 'delete-conversation',
+  RemoveFinalizer: 'remove-finalizer',
+} as const;
+export type ActionKind = (typeof ActionKind)[keyof typeof ActionKind];
+
+/** One write `act` performs. Deletes carry the uid they expect (a precondition). */
+export type Action =
+  | { readonly kind: 'add-finalizer' }
+  | { readonly kind: 'remove-finalizer' }
+  | { readonly kind: 'create-claim'; readonly claim: SandboxClaimManifest }
+  | {
+      readonly kind: 'delete-claim';
+      readonly name: string;
+      readonly uid: string;
+      readonly why: string;
+    }
+  | { readonly kind: 'create-pod'; readonly pod: PodManifest }
+  | {
+      readonly kind: 'delete-pod';
+      readonly name: string;
+      readonly uid: string;
+      readonly why: string;
+    }
+  | { readonly kind: 'delete-conversation'; readonly why: string };
+
+/** Where the conversation is in its life. */
+export const Lifecycle = {
+  /** A sandbox is wanted. */
+  Open: 'open',
+  /** Idle past its timeout: this pass releases the sandbox and records `closedTime`. */
+  Closing: 'closing',
+  /** `status.closedTime` is set and no turn came since: no sandbox; retention runs. */
+  Closed: 'closed',
+  /** `metadata.deletionTimestamp` is set: cleanup behind the finalizer. */
+  Deleting: 'deleting',
+} as const;
+export type Lifecycle = (typeof Lifecycle)[keyof typeof Lifecycle];
+
+/** A duration field as the plan read it. */
+export interface DurationRule {
+  /** The text read (after defaulting), when there is one. */
+  readonly value?: string;
+  readonly ms?: number;
+  /** Why the value cannot be used; the rule it drives is then disabled. */
+  readonly error?: string;
+  /** RFC 3339 time the rule fires, when it is armed. */
+  readonly deadline?: string;
+}
+
+/** The outcome of {@link planReconcile}. */
+export interface ReconcilePlan {
+  readonly actions: readonly Action[];
+  readonly lifecycle: Lifecycle;
+  /**
+   * False when the pass must end without a status write: the finalizer pass (add it and
+   * return), the last pass (finalizer removed, the object may be gone), and a deleting
+   * object that is not ours to clean.
+   */
+  readonly writeStatus: boolean;
+  /** Milliseconds until the soonest time-based event, if any. */
+  readonly requeueAfterMs?: number;
+  readonly sandbox: SandboxAssessment;
+  readonly idle: DurationRule;
+  readonly retention: DurationRule;
+  /** For {@link Lifecycle.Closing}: the `status.closedTime` to record. */
+  readonly closedTime?: string;
+}
+
+/** RFC 3339 with second precision, as `metav1.Time` is written. */
+export function formatTime(ms: number): string {
+  return new Date(Math.floor(ms / 1000) * 1000).toISOString().replace(/\.\d{3}Z$/u, 'Z');
+}
+
+/** Milliseconds of an RFC 3339 time, or undefined when absent or unparseable. */
+export function parseTime(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const ms = Date.parse(text);
+  return Number.isNaN(ms) ? undefined : ms;
+}
+
+/** True when the Conversation carries our finalizer. */
+export function hasFinalizer(conversation: Conversation): boolean {
+  return conversation.metadata.finalizers?.includes(CONVERSATION_FINALIZER) ?? false;
+}
+
+/** Plans one pass. Pure. */
+export function planReconcile(snapshot: ConversationSnapshot, now: Date): ReconcilePlan {
+  const { conversation } = snapshot;
+  const nowMs = now.getTime();
+  const status = conversation.status ?? {};
+  const sandbox = assessSandbox(snapshot);
+  const idle = readIdle(conversation);
+  const retention = readRetention(conversation);
+  const base = { sandbox, idle, retention };
+
+  if (conversation.metadata.deletionTimestamp !== undefined) {
+    if (!hasFinalizer(conversation)) {
+      return { ...base, actions: [], lifecycle: Lifecycle.Deleting, writeStatus: false };
+    }
+    const release = releaseActions(snapshot, 'the Conversation is being deleted');
+    if (ownedChildExists(snapshot)) {
+      return { ...base, actions: release, lifecycle: Lifecycle.Deleting, writeStatus: true };
+    }
+    return {
+      ...base,
+      actions: [{ kind: ActionKind.RemoveFinalizer }],
+      lifecycle: Lifecycle.Deleting,
+      writeStatus: false,
+    };
+  }
+
+  if (!hasFinalizer(conversation)) {
+    return {
+      ...base,
+      actions: [{ kind: ActionKind.AddFinalizer }],
+      lifecycle: Lifecycle.Open,
+      writeStatus: false,
+    };
+  }
+
+  const closedMs = parseTime(status.closedTime);
+  const lastTurnMs = parseTime(status.lastTurnTime);
+  const reopened = closedMs !== undefined && lastTurnMs !== undefined && lastTurnMs > closedMs;
+  if (closedMs !== undefined && !reopened) {
+    const actions = [...releaseActions(snapshot, 'the conversation is closed')];
+    const retentionAt = retention.ms === undefined ? undefined : closedMs + retention.ms;
+    if (retentionAt !== undefined && nowMs >= retentionAt) {
+      actions.push({
+        kind: ActionKind.DeleteConversation,
+        why: `retention ${retention.value ?? ''} after closing at ${status.closedTime ?? ''} has passed`,
+      });
+    }
+    return {
+      ...base,
+      retention:
+        retentionAt === undefined ? retention : { ...retention, deadline: formatTime(retentionAt) },
+      actions,
+      lifecycle: Lifecycle.Closed,
+      writeStatus: true,
+      requeueAfterMs: soonest(nowMs, [retentionAt]),
+    };
+  }
+
+  const idleDue =
+    idle.deadline !== undefined &&
+    nowMs >= (parseTime(idle.deadline) ?? Infinity) &&
+    (status.currentTurn === undefined || status.currentTurn === '');
+  if (idleDue) {
+    const retentionAt = retention.ms === undefined ? undefined : nowMs + retention.ms;
+    return {
+      ...base,
+      actions: releaseActions(snapshot, `idle for ${idle.value ?? ''} since the last turn`),
+      lifecycle: Lifecycle.Closing,
+      writeStatus: true,
+      closedTime: formatTime(nowMs),
+      requeueAfterMs: soonest(nowMs, [retentionAt]),
+    };
+  }
+
+  return {
+    ...base,
+    actions: ensureSandboxActions(snapshot, sandbox),
+    lifecycle: Lifecycle.Open,
+    writeStatus: true,
+    requeueAfterMs: soonest(nowMs, [
+      parseTime(idle.deadline),
+      sandbox.state === 'blocked' && sandbox.recheck ? nowMs + BLOCKED_RECHECK_MS : undefined,
+    ]),
+  };
+}
+
+function readIdle(conversation: Conversation): DurationRule {
+  const value = conversation.spec.idleTimeout;
+  if (value === undefined) return {};
+  const parsed = parseDuration(value);
+  if (!parsed.ok) return { value, error: parsed.error };
+  const lastTurnMs = parseTime(conversation.status?.lastTurnTime);
+  if (parsed.ms === 0 || lastTurnMs === undefined) return { value, ms: parsed.ms };
+  return { value, ms: parsed.ms, deadline: formatTime(lastTurnMs + parsed.ms) };
+}
+
+function readRetention(conversation: Conversation): DurationRule {
+  const value = conversation.spec.retention ?? DEFAULT_RETENTION;
+  const parsed = parseDuration(value);
+  return parsed.ok ? { value, ms: parsed.ms } : { value, error: parsed.error };
+}
+
+function soonest(nowMs: number, times: readonly (number | undefined)[]): number | undefined {
+  let best: number | undefined;
+  for (const t of times) {
+    if (t === undefined || !Number.isFinite(t)) continue;
+    const after = Math.max(0, Math.ceil(t - nowMs));
+    if (best === undefined || after < best) best = after;
+  }
+  return best;
+}
+
+function ownedChildExists(snapshot: ConversationSnapshot): boolean {
+  const { conversation, sandbox } = snapshot;
+  if (sandbox.backend === 'pod') {
+    return sandbox.pod !== undefined && isOwnedBy(sandbox.pod.owners, conversation);
+  }
+  return sandbox.claim !== undefined && isOwnedBy(sandbox.claim.owners, conversation);
+}
+
+/** Deletes of the claim or pod we own that is not already going. Safe to repeat. */
+function releaseActions(snapshot: ConversationSnapshot, why: string): Action[] {
+  const { conversation, sandbox } = snapshot;
+  if (sandbox.backend === 'pod') {
+    const pod = sandbox.pod;
+    return pod !== undefined && !pod.deleting && isOwnedBy(pod.owners, conversation)
+      ? [{ kind: ActionKind.DeletePod, name: pod.name, uid: pod.uid, why }]
+      : [];
+  }
+  const claim = sandbox.claim;
+  return claim !== undefined && !claim.deleting && isOwnedBy(claim.owners, conversation)
+    ? [{ kind: ActionKind.DeleteClaim, name: claim.name, uid: claim.uid, why }]
+    : [];
+}
+
+/** The writes that bring an open conversation's sandbox to the desired one. */
+function ensureSandboxActions(
+  snapshot: ConversationSnapshot,
+  assessment: SandboxAssessment,
+): Action[] {
+  const { conversation, sandbox } = snapshot;
+  const turnInFlight =
+    conversation.status?.currentTurn !== undefined && conversation.status.currentTurn !== '';
+  if (sandbox.backend === 'agent-sandbox') {
+    const claim = sandbox.claim;
+    // Created even while the warm pool is missing: agent-sandbox binds it once the pool
+    // appears, and its status change wakes us through the claim watch.
+    if (claim === undefined)
+      return [{ kind: ActionKind.CreateClaim, claim: desiredClaim(conversation) }];
+    if (claim.deleting || !isOwnedBy(claim.owners, conversation)) return [];
+    const pool = warmPoolNameOf(conversation);
+    if (claim.warmPoolName !== pool && !turnInFlight) {
+      return [
+        {
+          kind: ActionKind.DeleteClaim,
+          name: claim.name,
+          uid: claim.uid,
+          why: `spec.sandbox.warmPool changed from ${claim.warmPoolName ?? '(none)'} to ${pool}`,
+        },
+      ];
+    }
+    return [];
+  }
+
+  if (assessment.state === 'blocked' && assessment.recheck) return [];
+  const desired = desiredPod({
+    conversation,
+    ...(sandbox.templateSpec === undefined ? {} : { templateSpec: sandbox.templateSpec }),
+    harnessImage: snapshot.harnessImage,
+  });
+  const pod = sandbox.pod;
+  if (pod === undefined) return [{ kind: ActionKind.CreatePod, pod: desired }];
+  if (pod.deleting || !isOwnedBy(pod.owners, conversation)) return [];
+  if (isPodFinished(pod)) {
+    return [
+      {
+        kind: ActionKind.DeletePod,
+        name: pod.name,
+        uid: pod.uid,
+        why: `pod ${pod.phase ?? ''}; replacing it`,
+      },
+    ];
+  }
+  const wantedHash = desired.metadata.annotations[POD_SPEC_HASH_ANNOTATION];
+  if (pod.annotations[POD_SPEC_HASH_ANNOTATION] !== wantedHash && !turnInFlight) {
+    return [
+      {
+        kind: ActionKind.DeletePod,
+        name: pod.name,
+        uid: pod.uid,
+        why: 'the desired pod spec changed; replacing the pod',
+      },
+    ];
+  }
+  return [];
+}
