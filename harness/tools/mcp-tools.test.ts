@@ -9,6 +9,7 @@ import {
   startEverythingHttp,
   type EverythingHttpServer,
 } from '../../test/support/mcp-servers/everything-http';
+import { startTestHttpMcpServer } from '../../test/support/mcp-servers/http-server';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
 import { ScriptedProvider } from '../model/scripted-provider';
 import { requestIds } from '../turn/request-ids';
@@ -198,6 +199,29 @@ describe('MCP over streamable HTTP: the reference server', () => {
     });
     const bad = await call(runner, 'web/get-sum', { a: 'x', b: 1 });
     expect(bad.isError).toBe(true);
+  });
+});
+
+describe('MCP over streamable HTTP: a server that dies mid-call', () => {
+  it('rejects: the outcome is unknown', async () => {
+    const server = await startTestHttpMcpServer();
+    const runner = new McpToolRunner([
+      { name: 'web', transport: 'http', url: server.url, timeoutMs: 3000 },
+    ]);
+    try {
+      expect(await call(runner, 'web/echo')).toEqual({ content: 'echo over http', isError: false });
+      const pending = call(runner, 'web/hang');
+      await server.hangStarted;
+      await server.kill();
+      const error = await rejection(pending);
+      // The request was sent and the stream broke: the call rejects, its outcome unknown.
+      expect(error.code).toBe('unavailable');
+      expect(error.message).toMatch(
+        /^MCP tool web\/hang \(toolu_\d+\) failed without a readable answer \(.*\); its outcome is unknown$/u,
+      );
+    } finally {
+      await runner.close();
+    }
   });
 });
 
