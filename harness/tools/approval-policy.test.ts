@@ -90,6 +90,12 @@ describe('mergeApprovalRules', () => {
     );
   });
 
+  it('rejects a malformed deployment rule given as plain strings', () => {
+    expect(() => mergeApprovalRules(['ok/x'], ['ok/*', '!ok/x'])).toThrow(
+      'the deployment approval list: "!ok/x" is not an approval rule; each entry must be a builtin tool name, <mcpServer>/<tool> or <mcpServer>/*.',
+    );
+  });
+
   it('returns a frozen list', () => {
     expect(Object.isFrozen(mergeApprovalRules(['a/x'], []))).toBe(true);
   });

@@ -54,22 +54,29 @@ export function parseApprovalRules(text: string, source: string): ApprovalRules 
  * The union of the conversation's rules and the deployment's rules. The deployment list
  * only adds: every rule of either list is in the result.
  *
- * @throws AppError `invalid_argument` when a conversation rule is malformed (the API server
- *   validates the CRD, so this means the object was not read through it).
+ * @param deploymentRules the deployment list, parsed by {@link parseApprovalRules} or
+ *   given as plain strings (checked here either way).
+ * @throws AppError `invalid_argument` naming the list and every malformed rule (the API
+ *   server validates the CRD, so a bad conversation rule means the object was not read
+ *   through it).
  */
 export function mergeApprovalRules(
   conversationRules: readonly string[],
-  deploymentRules: ApprovalRules,
+  deploymentRules: readonly string[],
 ): ApprovalRules {
-  const bad = conversationRules.filter((rule) => !isApprovalRule(rule));
-  if (bad.length > 0) {
-    throw new AppError(
-      'invalid_argument',
-      `spec.tools.requireApproval: ${bad.map((rule) => JSON.stringify(rule)).join(', ')} ${bad.length === 1 ? 'is not an approval rule' : 'are not approval rules'}; each entry must be a builtin tool name, <mcpServer>/<tool> or <mcpServer>/*.`,
-      { details: { field: 'spec.tools.requireApproval', invalid: bad.join(',') } },
-    );
-  }
+  checkRules(conversationRules, 'spec.tools.requireApproval');
+  checkRules(deploymentRules, 'the deployment approval list');
   return normalize([...conversationRules, ...deploymentRules]);
+}
+
+function checkRules(rules: readonly string[], source: string): void {
+  const bad = rules.filter((rule) => !isApprovalRule(rule));
+  if (bad.length === 0) return;
+  throw new AppError(
+    'invalid_argument',
+    `${source}: ${bad.map((rule) => JSON.stringify(rule)).join(', ')} ${bad.length === 1 ? 'is not an approval rule' : 'are not approval rules'}; each entry must be a builtin tool name, <mcpServer>/<tool> or <mcpServer>/*.`,
+    { details: { source, invalid: bad.join(',') } },
+  );
 }
 
 /**
