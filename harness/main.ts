@@ -1,0 +1,123 @@
+import { collectDefaultMetrics, Registry } from 'prom-client';
+import { ConfigError } from '../common/config';
+import { HealthServer } from '../common/health-server';
+import { componentLogger, createRootLogger, LogComponent } from '../common/log';
+import { loadHarnessConfig, type HarnessConfig } from './config';
+import { nodeEd25519Verifier } from './crypto/node-ed25519';
+import { AnthropicProvider } from './model/anthropic-provider';
+import type { ModelProvider } from './model/model-provider';
+import { ScriptedProvider } from './model/scripted-provider';
+import { builtinToolRunner, builtinTools } from './tools/builtin-tools';
+import { McpToolRunner } from './tools/mcp-tools';
+import { createHarnessMetrics } from './server/harness-metrics';
+import { HarnessServer } from './server/harness-server';
+import { createToolRouter } from './server/tool-router';
+
+/**
+ * The harness process: load config, build the logger and clients, wire, serve gRPC and the
+ * side port, and on SIGTERM drain (the running turn gets its grace period, then a terminal
+ * result) and exit 0. Exit 2 on bad configuration, 1 when serving fails.
+ */
+async function main(): Promise<number> {
+  let config: Readonly<HarnessConfig>;
+  try {
+    config = loadHarnessConfig();
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    console.error(error.message);
+    return 2;
+  }
+  const logger = createRootLogger({ service: 'harness', level: config.logLevel });
+  const log = componentLogger(logger, LogComponent.Main);
+
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const mcp =
+    config.mcpServers.length === 0
+      ? undefined
+      : new McpToolRunner(config.mcpServers, {
+          onStderr: (server, text) => log.debug({ server, text }, 'mcp server stderr'),
+        });
+  const server = new HarnessServer({
+    host: config.host,
+    port: config.port,
+    authToken: config.authToken,
+    logger,
+    metrics: createHarnessMetrics(registry),
+    defaultMaxSteps: config.maxSteps,
+    requireApproval: config.requireApproval,
+    ackTimeoutMs: config.ackTimeoutMs,
+    toolTimeoutMs: config.toolTimeoutMs,
+    deps: {
+      modelFor: await modelSource(config, logger),
+      tools: createToolRouter(
+        [{ names: new Set(builtinTools.map((tool) => tool.name)), runner: builtinToolRunner }],
+        mcp,
+      ),
+      approvalVerifier: nodeEd25519Verifier,
+      approvalPublicKey: config.approvalPublicKey,
+    },
+  });
+  const health = new HealthServer({
+    host: config.host,
+    port: config.healthPort,
+    isReady: () => server.isServing(),
+    registry,
+  });
+
+  const stopped = new Promise<string>((resolve) => {
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+    process.once('SIGINT', () => resolve('SIGINT'));
+  });
+  try {
+    const port = await server.start();
+    const side = await health.start();
+    log.info({ port, healthPort: side.port, model: config.model.kind }, 'harness ready');
+  } catch (error) {
+    log.error({ err: error }, 'harness failed to start');
+    await Promise.allSettled([server.close(), health.close(), mcp?.close()]);
+    return 1;
+  }
+  const signal = await stopped;
+  log.info({ signal, graceMs: config.shutdownGraceMs }, 'harness shutting down');
+  await server.drain(config.shutdownGraceMs);
+  await Promise.allSettled([health.close(), mcp?.close()]);
+  log.info('harness stopped');
+  return 0;
+}
+
+/** The model per agent setting: scripted (one script for every turn) or Anthropic. */
+async function modelSource(
+  config: Readonly<HarnessConfig>,
+  logger: ReturnType<typeof createRootLogger>,
+): Promise<(model: string) => ModelProvider> {
+  const source = config.model;
+  if (source.kind === 'scripted') {
+    const scripted = await ScriptedProvider.fromFile(source.scriptPath);
+    return () => scripted;
+  }
+  const providers = new Map<string, AnthropicProvider>();
+  const sdkLog = componentLogger(logger, LogComponent.Turn, { source: 'anthropic-sdk' });
+  return (model) => {
+    const name = model === '' ? (source.defaultModel ?? '') : model;
+    let provider = providers.get(name);
+    if (provider === undefined) {
+      provider = new AnthropicProvider({
+        apiKey: source.apiKey,
+        ...(source.baseUrl === undefined ? {} : { baseUrl: source.baseUrl }),
+        ...(name === '' ? {} : { model: name }),
+        logger: sdkLog,
+      });
+      providers.set(name, provider);
+    }
+    return provider;
+  };
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    console.error('harness: fatal error', error);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,179 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { credentials, Metadata, status as GrpcStatus } from '@grpc/grpc-js';
+import { HarnessClient, type TurnOutput } from '../../proto/gen/polychrome/harness/v1/harness';
+import { nodeEd25519Signer } from '../crypto/node-ed25519';
+import { turnRequestToProto } from './turn-codec';
+
+/** The real entry point in its own process, configured through the environment. */
+
+const ROOT = resolve(__dirname, '..', '..');
+const TSX = join(ROOT, 'node_modules', '.bin', 'tsx');
+const approvalKey = nodeEd25519Signer(new Uint8Array(32).fill(5));
+
+interface Harness {
+  child: ChildProcess;
+  lines: Record<string, unknown>[];
+  stderr: string[];
+  exit: Promise<number | null>;
+}
+
+let running: Harness | undefined;
+
+afterEach(() => {
+  if (running?.child.exitCode === null) running.child.kill('SIGKILL');
+  running = undefined;
+});
+
+function spawnHarness(env: Record<string, string>): Harness {
+  const child = spawn(TSX, ['harness/main.ts'], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: Record<string, unknown>[] = [];
+  const stderr: string[] = [];
+  let partial = '';
+  child.stdout?.on('data', (chunk: Buffer) => {
+    partial += chunk.toString('utf8');
+    const parts = partial.split('\n');
+    partial = parts.pop() ?? '';
+    for (const part of parts) {
+      if (part.trim() === '') continue;
+      const parsed: unknown = JSON.parse(part);
+      if (typeof parsed === 'object' && parsed !== null)
+        lines.push(Object.fromEntries(Object.entries(parsed)));
+    }
+  });
+  child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk.toString('utf8')));
+  const exit = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
+  running = { child, lines, stderr, exit };
+  return running;
+}
+
+async function eventually<T>(
+  probe: () => T | undefined | Promise<T | undefined>,
+  what: string,
+  timeoutMs = 30_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('harness/main.ts as a process', () => {
+  it('serves /readyz and a turn over gRPC, then drains on SIGTERM and exits 0', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'harness-main-'));
+    const script = join(dir, 'script.yaml');
+    writeFileSync(
+      script,
+      [
+        'replies:',
+        '  - content:',
+        '      - tool_use: { id: toolu_1, name: calculator, input: { expression: "6 * 7" } }',
+        '  - text: The answer is 42.',
+      ].join('\n'),
+    );
+    const harness = spawnHarness({
+      HARNESS_LISTEN_HOST: '127.0.0.1',
+      HARNESS_PORT: '0',
+      HARNESS_HEALTH_PORT: '0',
+      HARNESS_AUTH_TOKEN: 'process-token',
+      HARNESS_APPROVAL_PUBLIC_KEY: Buffer.from(approvalKey.publicKey).toString('hex'),
+      HARNESS_MODEL_SCRIPT: script,
+      HARNESS_SHUTDOWN_GRACE_MS: '2000',
+    });
+    const ready = await eventually(
+      () => harness.lines.find((l) => l.msg === 'harness ready'),
+      'the ready line',
+    );
+    const port = Number(ready.port);
+    const healthPort = Number(ready.healthPort);
+    await eventually(async () => {
+      const response = await fetch(`http://127.0.0.1:${healthPort}/readyz`);
+      return response.status === 200 ? true : undefined;
+    }, '/readyz');
+
+    const client = new HarnessClient(`127.0.0.1:${port}`, credentials.createInsecure());
+    const metadata = new Metadata();
+    metadata.set('authorization', 'Bearer process-token');
+    const call = client.runTurn(metadata);
+    const outputs: TurnOutput[] = [];
+    call.on('data', (output: TurnOutput) => {
+      outputs.push(output);
+      if (output.output?.$case === 'step') {
+        call.write({
+          input: {
+            $case: 'stepCommitted',
+            value: { sequence: output.output.value.sequence, position: 0 },
+          },
+        });
+      }
+    });
+    const status = new Promise<number>((done) =>
+      call.on('status', (s: { code: number }) => done(s.code)),
+    );
+    call.on('error', () => undefined);
+    call.write({
+      input: {
+        $case: 'start',
+        value: turnRequestToProto({
+          conversationId: 'c-1',
+          turnId: 't-1',
+          attempt: 1,
+          model: '',
+          input: {
+            turnId: 't-1',
+            history: [],
+            userMessage: 'What is 6 * 7?',
+            tools: [
+              {
+                name: 'calculator',
+                description: 'Arithmetic.',
+                inputSchema: { type: 'object' },
+                effect: 'pure',
+                needsApproval: false,
+              },
+            ],
+            budget: {},
+            recordedSteps: [],
+            approvalAnswers: [],
+            questionAnswers: [],
+          },
+        }),
+      },
+    });
+    expect(await status).toBe(GrpcStatus.OK);
+    call.end();
+    client.close();
+    expect(outputs.at(-1)?.output).toMatchObject({
+      $case: 'result',
+      value: { outcome: { $case: 'complete', value: { text: 'The answer is 42.', steps: 2 } } },
+    });
+    const metrics = await (await fetch(`http://127.0.0.1:${healthPort}/metrics`)).text();
+    expect(metrics).toContain('polychrome_harness_turns_total{outcome="completed"} 1');
+    expect(metrics).toContain('polychrome_harness_steps_total{kind="tool_result"} 1');
+
+    harness.child.kill('SIGTERM');
+    expect(await harness.exit).toBe(0);
+    expect(harness.lines.map((l) => l.msg)).toEqual(
+      expect.arrayContaining(['harness shutting down', 'harness stopped']),
+    );
+  }, 60_000);
+
+  it('exits 2 and names every bad variable when the configuration is wrong', async () => {
+    const harness = spawnHarness({ HARNESS_PORT: 'x', HARNESS_MAX_STEPS: '0' });
+    expect(await harness.exit).toBe(2);
+    const message = harness.stderr.join('');
+    expect(message).toContain('harness configuration has 2 problems');
+    expect(message).toContain('HARNESS_PORT: must be a whole number');
+    expect(message).toContain('HARNESS_MAX_STEPS: must be a whole number from 1 to 100');
+  }, 60_000);
+});
