@@ -1,0 +1,74 @@
+import { describe, expect, it } from '@jest/globals';
+import {
+  LoopbackAllocator,
+  LoopbackPoolExhaustedError,
+  loopbackAddress,
+  loopbackIndex,
+  loopbackPoolSize,
+} from './local-node-ips';
+
+describe('loopbackAddress and loopbackIndex', () => {
+  it.each([
+    [0, '127.0.1.1'],
+    [253, '127.0.1.254'],
+    [254, '127.0.2.1'],
+    [loopbackPoolSize - 1, '127.0.255.254'],
+  ])('index %i is %s and back', (index, ip) => {
+    expect(loopbackAddress(index)).toBe(ip);
+    expect(loopbackIndex(ip)).toBe(index);
+  });
+
+  it.each([
+    '127.0.0.1',
+    '127.0.1.0',
+    '127.0.1.255',
+    '127.1.1.1',
+    '10.0.1.1',
+    'localhost',
+    '127.0.256.1',
+  ])('%s is not a pod address', (ip) => {
+    expect(loopbackIndex(ip)).toBeUndefined();
+  });
+
+  it('refuses an index outside the pool', () => {
+    expect(() => loopbackAddress(loopbackPoolSize)).toThrow(RangeError);
+    expect(() => loopbackAddress(-1)).toThrow('loopback index -1 is outside 0..64769');
+  });
+});
+
+describe('LoopbackAllocator', () => {
+  it('hands out addresses from 127.0.1.1 upward, skipping .255 and .0', () => {
+    const ips = new LoopbackAllocator();
+    const first = Array.from({ length: 256 }, () => ips.allocate());
+    expect(first.slice(0, 2)).toEqual(['127.0.1.1', '127.0.1.2']);
+    expect(first[253]).toBe('127.0.1.254');
+    expect(first[254]).toBe('127.0.2.1');
+    expect(new Set(first).size).toBe(256);
+    expect(ips.inUse).toBe(256);
+  });
+
+  it('does not reuse a released address before the rest of the pool', () => {
+    const ips = new LoopbackAllocator();
+    const a = ips.allocate();
+    ips.allocate();
+    ips.release(a);
+    expect(ips.allocate()).toBe('127.0.1.3');
+    expect(ips.inUse).toBe(2);
+  });
+
+  it('claims a given address once, and never a foreign one', () => {
+    const ips = new LoopbackAllocator();
+    expect(ips.claim('127.0.1.1')).toBe(true);
+    expect(ips.claim('127.0.1.1')).toBe(false);
+    expect(ips.claim('127.0.0.1')).toBe(false);
+    expect(ips.allocate()).toBe('127.0.1.2');
+  });
+
+  it('says so when the pool is exhausted and recovers after a release', () => {
+    const ips = new LoopbackAllocator();
+    for (let i = 0; i < loopbackPoolSize; i++) ips.allocate();
+    expect(() => ips.allocate()).toThrow(LoopbackPoolExhaustedError);
+    ips.release('127.0.9.9');
+    expect(ips.allocate()).toBe('127.0.9.9');
+  });
+});
