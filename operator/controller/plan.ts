@@ -227,8 +227,10 @@ function readRetention(conversation: Conversation): DurationRule {
 function soonest(nowMs: number, times: readonly (number | undefined)[]): number | undefined {
   let best: number | undefined;
   for (const t of times) {
-    if (t === undefined || !Number.isFinite(t)) continue;
-    const after = Math.max(0, Math.ceil(t - nowMs));
+    // A deadline already passed was acted on in this pass (or waits on a watched change,
+    // such as a turn finishing); requeueing it would spin.
+    if (t === undefined || !Number.isFinite(t) || t <= nowMs) continue;
+    const after = Math.ceil(t - nowMs);
     if (best === undefined || after < best) best = after;
   }
   return best;

@@ -69,8 +69,10 @@ export function isReconcilableConversation(value: unknown): value is Conversatio
   ) {
     return false;
   }
-  return checkAgainstSchema(conversationSchema, value, '').every((error) =>
-    LENIENT_FIELDS.some((prefix) => error.startsWith(prefix)),
+  // Only a pattern mismatch is let through: a value of the wrong type still fails.
+  return checkAgainstSchema(conversationSchema, value, '').every(
+    (error) =>
+      LENIENT_FIELDS.some((prefix) => error.startsWith(prefix)) && error.includes(' should match '),
   );
 }
 

@@ -1,0 +1,338 @@
+import { describe, expect, it } from '@jest/globals';
+import type { Action, ReconcilePlan } from './plan';
+import { BLOCKED_RECHECK_MS, Lifecycle, planReconcile } from './plan';
+import type { ConversationSnapshot } from './snapshot';
+import {
+  NOW,
+  UID,
+  agentSnapshot,
+  claim,
+  conversation,
+  currentPodAnnotations,
+  pod,
+  podSnapshot,
+  sandbox,
+} from './snapshot-fixtures';
+
+const HOUR = 3_600_000;
+const ago = (ms: number): string => new Date(NOW.getTime() - ms).toISOString();
+const kinds = (plan: ReconcilePlan): string[] => plan.actions.map((a: Action) => a.kind);
+
+interface Case {
+  readonly name: string;
+  readonly snapshot: ConversationSnapshot;
+  readonly actions: readonly string[];
+  readonly lifecycle: string;
+  readonly writeStatus?: boolean;
+  readonly requeueAfterMs?: number;
+}
+
+const cases: Case[] = [
+  {
+    name: 'a new Conversation gets the finalizer first, and nothing else',
+    snapshot: agentSnapshot(conversation({}, undefined, { finalizers: [] })),
+    actions: ['add-finalizer'],
+    lifecycle: Lifecycle.Open,
+    writeStatus: false,
+  },
+  {
+    name: 'a missing claim is created',
+    snapshot: agentSnapshot(conversation()),
+    actions: ['create-claim'],
+    lifecycle: Lifecycle.Open,
+  },
+  {
+    name: 'a claim without a Sandbox is waited on',
+    snapshot: agentSnapshot(conversation(), { claim: claim() }),
+    actions: [],
+    lifecycle: Lifecycle.Open,
+  },
+  {
+    name: 'a ready sandbox needs nothing (an idle pass)',
+    snapshot: agentSnapshot(conversation(), {
+      claim: claim({ sandboxName: 'sb-1' }),
+      sandbox: sandbox(true),
+      pod: pod(true, { name: 'sb-1' }),
+    }),
+    actions: [],
+    lifecycle: Lifecycle.Open,
+  },
+  {
+    name: 'a missing warm pool still gets a claim, and a recheck',
+    snapshot: agentSnapshot(conversation(), { warmPool: undefined, templateFound: undefined }),
+    actions: ['create-claim'],
+    lifecycle: Lifecycle.Open,
+    requeueAfterMs: BLOCKED_RECHECK_MS,
+  },
+  {
+    name: 'a changed warm pool replaces the claim',
+    snapshot: agentSnapshot(conversation({ sandbox: { warmPool: 'other' } }), { claim: claim() }),
+    actions: ['delete-claim'],
+    lifecycle: Lifecycle.Open,
+  },
+  {
+    name: 'idle past the deadline closes: the claim is released',
+    snapshot: agentSnapshot(conversation({ idleTimeout: '30m' }, { lastTurnTime: ago(HOUR) }), {
+      claim: claim({ sandboxName: 'sb-1' }),
+      sandbox: sandbox(true),
+    }),
+    actions: ['delete-claim'],
+    lifecycle: Lifecycle.Closing,
+    requeueAfterMs: 24 * HOUR,
+  },
+  {
+    name: 'idle before the deadline waits for it',
+    snapshot: agentSnapshot(conversation({ idleTimeout: '2h' }, { lastTurnTime: ago(HOUR) }), {
+      claim: claim(),
+    }),
+    actions: [],
+    lifecycle: Lifecycle.Open,
+    requeueAfterMs: HOUR,
+  },
+  {
+    name: 'an absent idleTimeout never closes',
+    snapshot: agentSnapshot(conversation({}, { lastTurnTime: ago(100 * HOUR) }), {
+      claim: claim(),
+    }),
+    actions: [],
+    lifecycle: Lifecycle.Open,
+  },
+  {
+    name: 'a zero idleTimeout never closes',
+    snapshot: agentSnapshot(
+      conversation({ idleTimeout: '0s' }, { lastTurnTime: ago(100 * HOUR) }),
+      {
+        claim: claim(),
+      },
+    ),
+    actions: [],
+    lifecycle: Lifecycle.Open,
+  },
+  {
+    name: 'a missing lastTurnTime never closes',
+    snapshot: agentSnapshot(conversation({ idleTimeout: '1s' }, {}), { claim: claim() }),
+    actions: [],
+    lifecycle: Lifecycle.Open,
+  },
+  {
+    name: 'a turn in flight keeps the conversation open past its deadline',
+    snapshot: agentSnapshot(
+      conversation({ idleTimeout: '30m' }, { lastTurnTime: ago(HOUR), currentTurn: 't-1' }),
+      { claim: claim() },
+    ),
+    actions: [],
+    lifecycle: Lifecycle.Open,
+  },
+  {
+    name: 'closed: a claim that is still there is released; retention is armed',
+    snapshot: agentSnapshot(
+      conversation({ idleTimeout: '30m' }, { lastTurnTime: ago(3 * HOUR), closedTime: ago(HOUR) }),
+      { claim: claim() },
+    ),
+    actions: ['delete-claim'],
+    lifecycle: Lifecycle.Closed,
+    requeueAfterMs: 23 * HOUR,
+  },
+  {
+    name: 'closed and retention elapsed: the object is deleted',
+    snapshot: agentSnapshot(
+      conversation({ retention: '1h' }, { lastTurnTime: ago(5 * HOUR), closedTime: ago(2 * HOUR) }),
+    ),
+    actions: ['delete-conversation'],
+    lifecycle: Lifecycle.Closed,
+  },
+  {
+    name: 'closed with a malformed retention: never deleted',
+    snapshot: agentSnapshot(
+      conversation(
+        { retention: '3 days' },
+        { lastTurnTime: ago(900 * HOUR), closedTime: ago(800 * HOUR) },
+      ),
+    ),
+    actions: [],
+    lifecycle: Lifecycle.Closed,
+  },
+  {
+    name: 'closed with an overflowing retention: never deleted',
+    snapshot: agentSnapshot(
+      conversation({ retention: '9999999999h' }, { closedTime: ago(800 * HOUR) }),
+    ),
+    actions: [],
+    lifecycle: Lifecycle.Closed,
+  },
+  {
+    name: 'a turn after closing reopens: a new claim is created',
+    snapshot: agentSnapshot(
+      conversation({ idleTimeout: '30m' }, { lastTurnTime: ago(1000), closedTime: ago(HOUR) }),
+    ),
+    actions: ['create-claim'],
+    lifecycle: Lifecycle.Open,
+    requeueAfterMs: 30 * 60_000 - 1000,
+  },
+  {
+    name: 'deletion with a claim: the claim is deleted, the finalizer stays',
+    snapshot: agentSnapshot(conversation({}, undefined, { deletionTimestamp: ago(1000) }), {
+      claim: claim(),
+    }),
+    actions: ['delete-claim'],
+    lifecycle: Lifecycle.Deleting,
+    writeStatus: true,
+  },
+  {
+    name: 'deletion while the claim is going: wait',
+    snapshot: agentSnapshot(conversation({}, undefined, { deletionTimestamp: ago(1000) }), {
+      claim: claim({ deleting: true }),
+    }),
+    actions: [],
+    lifecycle: Lifecycle.Deleting,
+    writeStatus: true,
+  },
+  {
+    name: 'deletion once the claim is gone: the finalizer is removed last',
+    snapshot: agentSnapshot(conversation({}, undefined, { deletionTimestamp: ago(1000) })),
+    actions: ['remove-finalizer'],
+    lifecycle: Lifecycle.Deleting,
+    writeStatus: false,
+  },
+  {
+    name: 'deletion without our finalizer: nothing to do',
+    snapshot: agentSnapshot(
+      conversation({}, undefined, { deletionTimestamp: ago(1000), finalizers: ['other/x'] }),
+    ),
+    actions: [],
+    lifecycle: Lifecycle.Deleting,
+    writeStatus: false,
+  },
+  {
+    name: 'pod backend: a missing pod is created',
+    snapshot: podSnapshot(conversation({ sandbox: { backend: 'pod' } })),
+    actions: ['create-pod'],
+    lifecycle: Lifecycle.Open,
+  },
+  {
+    name: 'pod backend: a current pod is left alone',
+    snapshot: podSnapshot(conversation({ sandbox: { backend: 'pod' } }), {
+      pod: pod(true, {
+        annotations: currentPodAnnotations(conversation({ sandbox: { backend: 'pod' } })),
+      }),
+    }),
+    actions: [],
+    lifecycle: Lifecycle.Open,
+  },
+  {
+    name: 'pod backend: a pod built from an older spec is replaced',
+    snapshot: podSnapshot(conversation({ sandbox: { backend: 'pod' } }), {
+      pod: pod(true, { annotations: { 'polychrome.dev/pod-spec-hash': 'stale' } }),
+    }),
+    actions: ['delete-pod'],
+    lifecycle: Lifecycle.Open,
+  },
+  {
+    name: 'pod backend: a failed pod is replaced',
+    snapshot: podSnapshot(conversation({ sandbox: { backend: 'pod' } }), {
+      pod: pod(false, { phase: 'Failed', statusReason: 'Evicted' }),
+    }),
+    actions: ['delete-pod'],
+    lifecycle: Lifecycle.Open,
+  },
+  {
+    name: 'pod backend: a named PodTemplate that is missing blocks creation',
+    snapshot: podSnapshot(conversation({ sandbox: { backend: 'pod', template: 'mine' } }), {
+      templateName: 'mine',
+      templateExplicit: true,
+    }),
+    actions: [],
+    lifecycle: Lifecycle.Open,
+    requeueAfterMs: BLOCKED_RECHECK_MS,
+  },
+  {
+    name: 'pod backend: a pod that is not ours is never touched',
+    snapshot: podSnapshot(conversation({ sandbox: { backend: 'pod' } }), {
+      pod: pod(true, { owners: [] }),
+    }),
+    actions: [],
+    lifecycle: Lifecycle.Open,
+  },
+];
+
+describe('planReconcile', () => {
+  it.each(cases.map((c) => [c.name, c] as const))('%s', (_name, c) => {
+    const plan = planReconcile(c.snapshot, NOW);
+    expect(kinds(plan)).toEqual(c.actions);
+    expect(plan.lifecycle).toBe(c.lifecycle);
+    expect(plan.writeStatus).toBe(c.writeStatus ?? true);
+    expect(plan.requeueAfterMs).toBe(c.requeueAfterMs);
+  });
+
+  it('builds the claim from the Conversation: name, warm pool, owner, labels', () => {
+    const plan = planReconcile(agentSnapshot(conversation({ sandbox: { warmPool: 'gpu' } })), NOW);
+    const [action] = plan.actions;
+    expect(action).toEqual({
+      kind: 'create-claim',
+      claim: {
+        apiVersion: 'extensions.agents.x-k8s.io/v1beta1',
+        kind: 'SandboxClaim',
+        metadata: {
+          name: 'c1',
+          namespace: 'team',
+          labels: {
+            'app.kubernetes.io/name': 'polychrome-harness',
+            'app.kubernetes.io/part-of': 'polychrome',
+            'app.kubernetes.io/managed-by': 'polychrome-control-plane',
+            'polychrome.dev/conversation-uid': UID,
+          },
+          ownerReferences: [
+            {
+              apiVersion: 'polychrome.dev/v1alpha1',
+              kind: 'Conversation',
+              name: 'c1',
+              uid: UID,
+              controller: true,
+              blockOwnerDeletion: true,
+            },
+          ],
+        },
+        spec: { warmPoolRef: { name: 'gpu' } },
+      },
+    });
+  });
+
+  it('closing records closedTime now and deletes the claim it observed (uid precondition)', () => {
+    const plan = planReconcile(
+      agentSnapshot(conversation({ idleTimeout: '30m' }, { lastTurnTime: ago(HOUR) }), {
+        claim: claim(),
+      }),
+      NOW,
+    );
+    expect(plan.closedTime).toBe('2026-11-30T12:00:00Z');
+    expect(plan.actions).toEqual([
+      {
+        kind: 'delete-claim',
+        name: 'c1',
+        uid: 'claim-uid',
+        why: 'idle for 30m since the last turn',
+      },
+    ]);
+  });
+
+  it('reports a malformed retention and idleTimeout without throwing', () => {
+    const plan = planReconcile(
+      agentSnapshot(
+        conversation({ retention: '3 days', idleTimeout: '1d' }, { lastTurnTime: ago(HOUR) }),
+      ),
+      NOW,
+    );
+    expect(plan.retention).toEqual({
+      value: '3 days',
+      error:
+        'invalid duration "3 days": expected a number followed by a unit (h, m, s, ms, us, ns)',
+    });
+    expect(plan.idle.error).toBe('invalid duration "1d": unknown unit "d"');
+    expect(kinds(plan)).toEqual(['create-claim']);
+  });
+
+  it('the same snapshot plans the same actions (deterministic)', () => {
+    const snapshot = agentSnapshot(conversation());
+    expect(planReconcile(snapshot, NOW)).toEqual(planReconcile(snapshot, NOW));
+  });
+});

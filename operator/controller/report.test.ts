@@ -1,0 +1,395 @@
+import { describe, expect, it } from '@jest/globals';
+import type { Condition, ConversationStatus } from '../api/v1alpha1';
+import type { ConversationSnapshot } from './snapshot';
+import { planReconcile } from './plan';
+import type { ActOutcome } from './report';
+import { isSameStatus, reportStatus } from './report';
+import {
+  NOW,
+  agentSnapshot,
+  claim,
+  conversation,
+  currentPodAnnotations,
+  pod,
+  podSnapshot,
+  sandbox,
+} from './snapshot-fixtures';
+
+const HOUR = 3_600_000;
+const ago = (ms: number): string => new Date(NOW.getTime() - ms).toISOString();
+
+/** Plans, pretends every action succeeded (or the first failed), and reports. */
+function pass(
+  snapshot: ConversationSnapshot,
+  now: Date = NOW,
+  fail = false,
+): { status: ConversationStatus; outcome: ActOutcome } {
+  const plan = planReconcile(snapshot, now);
+  const [first] = plan.actions;
+  const outcome: ActOutcome =
+    fail && first !== undefined
+      ? { completed: [], failed: { action: first, message: '403: forbidden' } }
+      : { completed: plan.actions };
+  return { status: reportStatus(snapshot, plan, outcome, now), outcome };
+}
+
+function condition(status: ConversationStatus, type: string): Condition | undefined {
+  return status.conditions?.find((c) => c.type === type);
+}
+
+function summary(status: ConversationStatus): Record<string, string> {
+  const out: Record<string, string> = { phase: status.phase ?? '' };
+  for (const c of status.conditions ?? []) out[c.type] = `${c.status}/${c.reason}`;
+  return out;
+}
+
+describe('reportStatus', () => {
+  it.each([
+    [
+      'claim created this pass',
+      agentSnapshot(conversation()),
+      {
+        phase: 'Pending',
+        Ready: 'False/SandboxPending',
+        Progressing: 'True/SandboxPending',
+        Degraded: 'False/Healthy',
+      },
+    ],
+    [
+      'claim without a Sandbox',
+      agentSnapshot(conversation(), { claim: claim() }),
+      {
+        phase: 'Pending',
+        Ready: 'False/SandboxPending',
+        Progressing: 'True/SandboxPending',
+        Degraded: 'False/Healthy',
+      },
+    ],
+    [
+      'Sandbox not ready yet',
+      agentSnapshot(conversation(), {
+        claim: claim({ sandboxName: 'sb-1' }),
+        sandbox: sandbox(false),
+      }),
+      {
+        phase: 'Pending',
+        Ready: 'False/SandboxPending',
+        Progressing: 'True/SandboxPending',
+        Degraded: 'False/Healthy',
+      },
+    ],
+    [
+      'Sandbox ready',
+      agentSnapshot(conversation(), {
+        claim: claim({ sandboxName: 'sb-1' }),
+        sandbox: sandbox(true),
+        pod: pod(true, { name: 'sb-1' }),
+      }),
+      {
+        phase: 'Ready',
+        Ready: 'True/SandboxReady',
+        Progressing: 'False/Idle',
+        Degraded: 'False/Healthy',
+      },
+    ],
+    [
+      'warm pool missing',
+      agentSnapshot(conversation(), {
+        warmPool: undefined,
+        templateFound: undefined,
+        claim: claim(),
+      }),
+      {
+        phase: 'Degraded',
+        Ready: 'False/WarmPoolMissing',
+        Progressing: 'False/WarmPoolMissing',
+        Degraded: 'True/WarmPoolMissing',
+      },
+    ],
+    [
+      'template of the pool missing',
+      agentSnapshot(conversation(), { templateFound: false, claim: claim() }),
+      {
+        phase: 'Degraded',
+        Ready: 'False/SandboxTemplateMissing',
+        Progressing: 'False/SandboxTemplateMissing',
+        Degraded: 'True/SandboxTemplateMissing',
+      },
+    ],
+    [
+      'Sandbox pod failed',
+      agentSnapshot(conversation(), {
+        claim: claim({ sandboxName: 'sb-1' }),
+        sandbox: sandbox(false, {
+          conditions: [
+            { type: 'Ready', status: 'False', reason: 'PodFailed', message: 'Pod failed' },
+          ],
+        }),
+      }),
+      {
+        phase: 'Degraded',
+        Ready: 'False/SandboxFailed',
+        Progressing: 'False/SandboxFailed',
+        Degraded: 'True/SandboxFailed',
+      },
+    ],
+    [
+      'idle close',
+      agentSnapshot(conversation({ idleTimeout: '30m' }, { lastTurnTime: ago(HOUR) }), {
+        claim: claim(),
+      }),
+      {
+        phase: 'Closed',
+        Ready: 'False/Closed',
+        Progressing: 'False/Closed',
+        Degraded: 'False/Healthy',
+      },
+    ],
+    [
+      'deleting',
+      agentSnapshot(conversation({}, undefined, { deletionTimestamp: ago(1000) }), {
+        claim: claim(),
+      }),
+      {
+        phase: 'Terminating',
+        Ready: 'False/Terminating',
+        Progressing: 'True/Terminating',
+        Degraded: 'False/Healthy',
+      },
+    ],
+    [
+      'malformed retention on a ready conversation',
+      agentSnapshot(conversation({ retention: '3 days' }), {
+        claim: claim({ sandboxName: 'sb-1' }),
+        sandbox: sandbox(true),
+      }),
+      {
+        phase: 'Degraded',
+        Ready: 'True/SandboxReady',
+        Progressing: 'False/Idle',
+        Degraded: 'True/RetentionInvalid',
+      },
+    ],
+    [
+      'plain pod ready',
+      podSnapshot(conversation({ sandbox: { backend: 'pod' } }), {
+        pod: pod(true, {
+          annotations: currentPodAnnotations(conversation({ sandbox: { backend: 'pod' } })),
+        }),
+      }),
+      {
+        phase: 'Ready',
+        Ready: 'True/SandboxReady',
+        Progressing: 'False/Idle',
+        Degraded: 'False/Healthy',
+      },
+    ],
+    [
+      'plain pod, named PodTemplate missing',
+      podSnapshot(conversation({ sandbox: { backend: 'pod', template: 'mine' } }), {
+        templateName: 'mine',
+        templateExplicit: true,
+      }),
+      {
+        phase: 'Degraded',
+        Ready: 'False/SandboxTemplateMissing',
+        Progressing: 'False/SandboxTemplateMissing',
+        Degraded: 'True/SandboxTemplateMissing',
+      },
+    ],
+  ])('%s', (_name, snapshot, expected) => {
+    expect(summary(pass(snapshot).status)).toEqual(expected);
+  });
+
+  it('Ready carries the endpoint podIP:7070 and status.sandbox names claim, Sandbox and pod', () => {
+    const { status } = pass(
+      agentSnapshot(conversation(), {
+        claim: claim({ sandboxName: 'sb-1' }),
+        sandbox: sandbox(true, { podName: 'sb-1-pod' }),
+        pod: pod(true, { name: 'sb-1-pod', podIP: '10.9.8.7' }),
+      }),
+    );
+    expect(status.sandbox).toEqual({
+      claimName: 'c1',
+      sandboxName: 'sb-1',
+      podName: 'sb-1-pod',
+      endpoint: '10.9.8.7:7070',
+    });
+    expect(condition(status, 'Ready')).toEqual({
+      type: 'Ready',
+      status: 'True',
+      observedGeneration: 1,
+      lastTransitionTime: '2026-11-30T12:00:00Z',
+      reason: 'SandboxReady',
+      message: 'harness pod sb-1-pod is ready at 10.9.8.7:7070',
+    });
+  });
+
+  it('a claim without a Sandbox says what it waits for', () => {
+    const { status } = pass(agentSnapshot(conversation(), { claim: claim() }));
+    expect(condition(status, 'Progressing')?.message).toBe(
+      'waiting for SandboxClaim c1 to be bound to a Sandbox',
+    );
+    expect(status.sandbox).toEqual({ claimName: 'c1' });
+  });
+
+  it('a missing warm pool has an actionable message', () => {
+    const { status } = pass(
+      agentSnapshot(conversation(), { warmPool: undefined, templateFound: undefined }),
+    );
+    expect(condition(status, 'Degraded')?.message).toBe(
+      'SandboxWarmPool polychrome-harness not found in namespace team: apply config/sandbox or set spec.sandbox.warmPool',
+    );
+  });
+
+  it('a malformed retention names the bad value', () => {
+    const { status } = pass(
+      agentSnapshot(conversation({ retention: '3 days' }), { claim: claim() }),
+    );
+    expect(condition(status, 'Degraded')?.message).toBe(
+      'spec.retention "3 days" cannot be used (invalid duration "3 days": expected a number followed by a unit (h, m, s, ms, us, ns)); the object will not be deleted automatically: set spec.retention to a duration such as 24h',
+    );
+  });
+
+  it('observedGeneration moves only after a clean pass; conditions describe the new generation', () => {
+    const snapshot = agentSnapshot(
+      conversation(
+        { sandbox: { warmPool: 'other' } },
+        { observedGeneration: 1 },
+        { generation: 2 },
+      ),
+      { claim: claim() },
+    );
+    const failed = pass(snapshot, NOW, true).status;
+    expect(failed.observedGeneration).toBe(1);
+    expect(condition(failed, 'Ready')?.observedGeneration).toBe(2);
+    expect(pass(snapshot).status.observedGeneration).toBe(2);
+  });
+
+  it('keeps lastTransitionTime while a condition keeps its status, and moves it on a change', () => {
+    const first = pass(agentSnapshot(conversation(), { claim: claim() })).status;
+    const later = new Date(NOW.getTime() + 60_000);
+    // Same status (Ready False), different reason: the transition time stays.
+    const blocked = pass(
+      agentSnapshot(conversation({}, first), {
+        claim: claim(),
+        warmPool: undefined,
+        templateFound: undefined,
+      }),
+      later,
+    ).status;
+    expect(condition(blocked, 'Ready')?.lastTransitionTime).toBe('2026-11-30T12:00:00Z');
+    // Degraded flipped False → True: a new transition time.
+    expect(condition(blocked, 'Degraded')?.lastTransitionTime).toBe('2026-11-30T12:01:00Z');
+  });
+
+  it('an idle pass reproduces the stored status exactly (nothing to write)', () => {
+    const children = {
+      claim: claim({ sandboxName: 'sb-1' }),
+      sandbox: sandbox(true),
+      pod: pod(true, { name: 'sb-1' }),
+    };
+    const first = pass(
+      agentSnapshot(conversation({ idleTimeout: '1h' }, { lastTurnTime: ago(60_000) }), children),
+    ).status;
+    const again = pass(
+      agentSnapshot(conversation({ idleTimeout: '1h' }, first), children),
+      new Date(NOW.getTime() + 5 * 60_000),
+    );
+    expect(again.outcome.completed).toEqual([]);
+    expect(isSameStatus(again.status, first)).toBe(true);
+  });
+
+  it('closing records closedTime, drops status.sandbox and says why', () => {
+    const { status } = pass(
+      agentSnapshot(
+        conversation(
+          { idleTimeout: '30m' },
+          { lastTurnTime: ago(HOUR), sandbox: { claimName: 'c1' } },
+        ),
+        {
+          claim: claim(),
+        },
+      ),
+    );
+    expect(status.closedTime).toBe('2026-11-30T12:00:00Z');
+    expect(status.sandbox).toBeUndefined();
+    expect(condition(status, 'Ready')?.message).toBe(
+      'closed at 2026-11-30T12:00:00Z after 30m without a turn; the next turn reopens it; the object is deleted 24h after closing',
+    );
+  });
+
+  it('a failed close leaves the conversation open', () => {
+    const { status } = pass(
+      agentSnapshot(conversation({ idleTimeout: '30m' }, { lastTurnTime: ago(HOUR) }), {
+        claim: claim(),
+      }),
+      NOW,
+      true,
+    );
+    expect(status.closedTime).toBeUndefined();
+    expect(status.phase).toBe('Pending');
+  });
+
+  it('a reopened conversation clears closedTime', () => {
+    const { status } = pass(
+      agentSnapshot(conversation({}, { lastTurnTime: ago(1000), closedTime: ago(HOUR) })),
+    );
+    expect(status.closedTime).toBeUndefined();
+    expect(status.lastTurnTime).toBe(ago(1000));
+    expect(status.sandbox).toEqual({ claimName: 'c1' });
+  });
+
+  it('a turn in flight keeps the turn code’s Progressing and phase', () => {
+    const turnProgressing: Condition = {
+      type: 'Progressing',
+      status: 'True',
+      observedGeneration: 1,
+      lastTransitionTime: '2026-11-30T11:59:00Z',
+      reason: 'AwaitingApproval',
+      message: 'turn t-1 waits for approval of shell',
+    };
+    const { status } = pass(
+      agentSnapshot(
+        conversation(
+          {},
+          { currentTurn: 't-1', conditions: [turnProgressing], journal: { head: 4 } },
+        ),
+        { claim: claim({ sandboxName: 'sb-1' }), sandbox: sandbox(true) },
+      ),
+    );
+    expect(condition(status, 'Progressing')).toEqual(turnProgressing);
+    expect(status.phase).toBe('AwaitingApproval');
+    expect(status.currentTurn).toBe('t-1');
+    expect(status.journal).toEqual({ head: 4 });
+  });
+
+  it('keeps a TurnAmbiguous Degraded until the turn code clears it', () => {
+    const ambiguous: Condition = {
+      type: 'Degraded',
+      status: 'True',
+      observedGeneration: 1,
+      lastTransitionTime: '2026-11-30T11:00:00Z',
+      reason: 'TurnAmbiguous',
+      message: 'turn t-0 is quarantined',
+    };
+    const { status } = pass(
+      agentSnapshot(conversation({}, { conditions: [ambiguous] }), { claim: claim() }),
+    );
+    expect(condition(status, 'Degraded')).toEqual(ambiguous);
+    expect(status.phase).toBe('Degraded');
+  });
+});
+
+describe('isSameStatus', () => {
+  it('ignores key order and tells different values apart', () => {
+    expect(
+      isSameStatus(
+        { phase: 'Ready', observedGeneration: 1 },
+        { observedGeneration: 1, phase: 'Ready' },
+      ),
+    ).toBe(true);
+    expect(isSameStatus({ phase: 'Ready' }, { phase: 'Pending' })).toBe(false);
+    expect(isSameStatus(undefined, {})).toBe(true);
+  });
+});
