@@ -1,0 +1,129 @@
+/**
+ * The journal export file (`polychrome state export`): NDJSON, UTF-8, one JSON object per
+ * line, verifiable offline with docs/journal-format.md alone.
+ *
+ *   line 1   {"format":"polychrome-journal-export/v1","partition":"conv-…",
+ *             "publicKeys":[{"keyId":"…","publicKey":"<base64, 32 bytes>"}]}
+ *   then     {"position":0,"kind":"message_received","payload":"<base64>"}  per event
+ *
+ * The reader also takes the state store's own export (`JournalStore.export`), whose header
+ * has no `publicKeys` and whose events carry `payloadHex` instead of `payload`.
+ */
+
+/** The format tag on the first line (the same as the store's EXPORT_FORMAT). */
+export const EXPORT_FORMAT = 'polychrome-journal-export/v1';
+
+/** A public key named in the header. */
+export interface ExportPublicKey {
+  readonly keyId: string;
+  readonly publicKey: Uint8Array;
+}
+
+/** The header line. */
+export interface ExportHeader {
+  readonly format: typeof EXPORT_FORMAT;
+  readonly partition: string;
+  readonly publicKeys: readonly ExportPublicKey[];
+}
+
+/** One event line. */
+export interface ExportEvent {
+  readonly position: number;
+  readonly kind: string;
+  readonly payload: Uint8Array;
+}
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/u;
+const HEX = /^(?:[0-9a-f]{2})*$/u;
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Decodes strict base64 (no whitespace, correct padding); `undefined` otherwise. */
+export function decodeBase64(text: string): Uint8Array | undefined {
+  if (text.length % 4 !== 0 || !BASE64.test(text)) return undefined;
+  const bytes = Buffer.from(text, 'base64');
+  // Round-trip: rejects non-canonical trailing bits, so one changed character never
+  // decodes to the same bytes.
+  return bytes.toString('base64') === text ? new Uint8Array(bytes) : undefined;
+}
+
+/** Serializes the header line (with its newline). */
+export function formatExportHeader(
+  partition: string,
+  publicKeys: readonly ExportPublicKey[],
+): string {
+  return `${JSON.stringify({
+    format: EXPORT_FORMAT,
+    partition,
+    publicKeys: publicKeys.map((k) => ({
+      keyId: k.keyId,
+      publicKey: Buffer.from(k.publicKey).toString('base64'),
+    })),
+  })}\n`;
+}
+
+/** Serializes one event line (with its newline). */
+export function formatExportEvent(event: ExportEvent): string {
+  return `${JSON.stringify({
+    position: event.position,
+    kind: event.kind,
+    payload: Buffer.from(event.payload).toString('base64'),
+  })}\n`;
+}
+
+/**
+ * Parses the header line; a string says what is wrong with it.
+ */
+export function parseExportHeader(line: string): ExportHeader | string {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch {
+    return 'the first line is not JSON';
+  }
+  if (!isRecord(value) || value.format !== EXPORT_FORMAT) {
+    return `the first line is not a ${EXPORT_FORMAT} header`;
+  }
+  if (typeof value.partition !== 'string') return 'the header has no partition name';
+  const keys: ExportPublicKey[] = [];
+  const raw = value.publicKeys ?? [];
+  if (!Array.isArray(raw)) return 'the header field publicKeys is not a list';
+  for (const [i, entry] of raw.entries()) {
+    const publicKey =
+      isRecord(entry) && typeof entry.publicKey === 'string'
+        ? decodeBase64(entry.publicKey)
+        : undefined;
+    if (!isRecord(entry) || typeof entry.keyId !== 'string' || publicKey === undefined) {
+      return `header publicKeys[${String(i)}] needs a keyId and a base64 publicKey`;
+    }
+    keys.push({ keyId: entry.keyId, publicKey });
+  }
+  return { format: EXPORT_FORMAT, partition: value.partition, publicKeys: keys };
+}
+
+/**
+ * Parses one event line (`payload` base64, or `payloadHex`); a string says what is wrong.
+ */
+export function parseExportEvent(line: string): ExportEvent | string {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch {
+    return 'not JSON';
+  }
+  if (!isRecord(value)) return 'not a JSON object';
+  const { position, kind } = value;
+  if (typeof position !== 'number' || !Number.isSafeInteger(position) || position < 0) {
+    return 'no valid position';
+  }
+  if (typeof kind !== 'string') return 'no kind';
+  let payload: Uint8Array | undefined;
+  if (typeof value.payload === 'string') payload = decodeBase64(value.payload);
+  else if (typeof value.payloadHex === 'string' && HEX.test(value.payloadHex)) {
+    payload = new Uint8Array(Buffer.from(value.payloadHex, 'hex'));
+  }
+  if (payload === undefined) return 'no valid payload (base64 "payload" or "payloadHex")';
+  return { position, kind, payload };
+}

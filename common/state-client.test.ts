@@ -1,0 +1,116 @@
+import { Metadata, status } from '@grpc/grpc-js';
+import { describe, expect, it } from '@jest/globals';
+
+import { AppError, ErrorCode, errorStatus } from './errors';
+import {
+  ERROR_CODE_METADATA,
+  ERROR_DETAILS_METADATA,
+  grpcStatusOf,
+  HEAD_METADATA,
+  JournalConflictError,
+  StateCallError,
+  stateErrorFromGrpc,
+} from './state-client';
+
+/** What grpc-js hands a client callback for a status the server sent. */
+function received(sent: { code: number; details: string; metadata: Metadata }): Error {
+  return Object.assign(new Error(`${String(sent.code)} ${sent.details}`), sent);
+}
+
+describe('grpcStatusOf', () => {
+  it.each(Object.values(ErrorCode))(
+    'sends %s as its errorStatus row with the code in metadata',
+    (code) => {
+      const sent = grpcStatusOf(
+        new AppError(code, `it failed: ${code}`, { details: { partition: 'conv-a' } }),
+      );
+      expect(sent.code).toBe(errorStatus[code].grpc);
+      expect(sent.details).toBe(`it failed: ${code}`);
+      expect(sent.metadata.get(ERROR_CODE_METADATA)).toEqual([code]);
+      expect(sent.metadata.get(ERROR_DETAILS_METADATA)).toEqual(['{"partition":"conv-a"}']);
+      expect(sent.metadata.get(HEAD_METADATA)).toEqual([]);
+    },
+  );
+
+  it('never sends the cause or a stack', () => {
+    const sent = grpcStatusOf(
+      new AppError('internal', 'the store failed; see its log', {
+        cause: new Error('disk at /secret/path'),
+      }),
+    );
+    expect(sent.details).toBe('the store failed; see its log');
+    expect(JSON.stringify(sent.metadata.getMap())).not.toContain('/secret/path');
+  });
+
+  it('drops details too large for a header, keeping the code', () => {
+    const sent = grpcStatusOf(
+      new AppError('invalid_argument', 'bad', { details: { blob: 'x'.repeat(5000) } }),
+    );
+    expect(sent.metadata.get(ERROR_DETAILS_METADATA)).toEqual([]);
+    expect(sent.metadata.get(ERROR_CODE_METADATA)).toEqual(['invalid_argument']);
+  });
+});
+
+describe('stateErrorFromGrpc', () => {
+  it.each(Object.values(ErrorCode))('rebuilds %s from a server status', (code) => {
+    const original = new AppError(code, `failed: ${code}`, {
+      details: { partition: 'conv-a', n: 3, ok: false },
+    });
+    const rebuilt = stateErrorFromGrpc(received(grpcStatusOf(original)), 'Head', 'localhost:7443');
+    expect(rebuilt).toBeInstanceOf(StateCallError);
+    expect(rebuilt).toMatchObject({
+      code,
+      message: `failed: ${code}`,
+      details: { partition: 'conv-a', n: 3, ok: false },
+      method: 'Head',
+      fromServer: true,
+      grpcStatus: errorStatus[code].grpc,
+    });
+  });
+
+  it('rebuilds a conflict with a head as JournalConflictError', () => {
+    const sent = grpcStatusOf(
+      new AppError('conflict', 'conv-a: the head moved', {
+        details: { partition: 'conv-a', expectedHead: 4, head: 8 },
+      }),
+    );
+    expect(sent.metadata.get(HEAD_METADATA)).toEqual(['8']);
+    const rebuilt = stateErrorFromGrpc(received(sent), 'Append', 'localhost:7443');
+    expect(rebuilt).toBeInstanceOf(JournalConflictError);
+    expect(rebuilt).toMatchObject({ code: 'conflict', head: 8 });
+  });
+
+  it('classifies a status from the transport by its number and says what to check', () => {
+    const rebuilt = stateErrorFromGrpc(
+      received({
+        code: status.UNAVAILABLE,
+        details: 'No connection established',
+        metadata: new Metadata(),
+      }),
+      'Verify',
+      'state:7443',
+    );
+    expect(rebuilt).toMatchObject({ code: 'unavailable', fromServer: false });
+    expect(rebuilt.message).toBe(
+      'state plane at state:7443: Verify failed: No connection established; check the address, that the ' +
+        'state plane is running, and that this client certificate is signed by the Polychrome CA and trusts the server certificate',
+    );
+  });
+
+  it('ignores an unknown code and unparsable details in metadata', () => {
+    const metadata = new Metadata();
+    metadata.set(ERROR_CODE_METADATA, 'weird');
+    metadata.set(ERROR_DETAILS_METADATA, '{not json');
+    const rebuilt = stateErrorFromGrpc(
+      received({ code: status.DATA_LOSS, details: 'gone', metadata }),
+      'Read',
+      'x:1',
+    );
+    expect(rebuilt).toMatchObject({ code: 'data_loss', fromServer: false, details: {} });
+  });
+
+  it('wraps anything that is not a gRPC status as internal', () => {
+    const rebuilt = stateErrorFromGrpc(new TypeError('boom'), 'Head', 'x:1');
+    expect(rebuilt).toMatchObject({ code: 'internal', name: 'StateCallError' });
+  });
+});

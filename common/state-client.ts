@@ -1,0 +1,718 @@
+import { readFile } from 'node:fs/promises';
+
+import {
+  credentials,
+  Metadata,
+  type CallOptions,
+  type ClientReadableStream,
+  type ServiceError,
+} from '@grpc/grpc-js';
+
+import {
+  JournalClient,
+  type AppendResponse,
+  type ExportItem as ExportItemProto,
+  type HeadResponse,
+  type JournalEvent as JournalEventProto,
+  type ListPartitionsResponse,
+  type ProofResponse,
+  type VerifyResponse,
+} from '../proto/gen/polychrome/state/v1/state';
+import type { SignedRoot as SignedRootProto } from '../proto/gen/polychrome/events/v1/events';
+import {
+  AppError,
+  errorCodeFromGrpc,
+  errorStatus,
+  isErrorCode,
+  type ErrorCode,
+  type ErrorDetails,
+} from './errors';
+
+/*
+ * The state plane's wire contract for errors, and the typed client every other process
+ * (the control plane, the CLI) uses to reach it. Imports nothing from state/, so operator/
+ * and cli/ may use it; the state plane's server imports the error half from here, so both
+ * ends of the wire share one definition.
+ *
+ * An error crosses the wire as: the gRPC status from common/errors.ts `errorStatus` (the
+ * one table), the AppError's message as the status details, and trailing metadata:
+ *
+ *   polychrome-error-code     the AppError code (`conflict`, `invalid_argument`, ...)
+ *   polychrome-error-details  the AppError's details as JSON (ids, heads, field names)
+ *   polychrome-head           for `conflict` and head-related `failed_precondition`:
+ *                             the partition's current head, decimal
+ */
+
+/** Trailing metadata key: the AppError code. */
+export const ERROR_CODE_METADATA = 'polychrome-error-code';
+/** Trailing metadata key: the AppError details, as JSON. */
+export const ERROR_DETAILS_METADATA = 'polychrome-error-details';
+/** Trailing metadata key: the partition's current head (conflicts). */
+export const HEAD_METADATA = 'polychrome-head';
+
+/** Longest details JSON sent; larger details are dropped (the message still says it all). */
+const MAX_DETAILS_JSON = 4096;
+
+/** What a gRPC server hands to a call's callback or emits on a stream to end it. */
+export interface GrpcErrorStatus {
+  readonly code: number;
+  readonly details: string;
+  readonly metadata: Metadata;
+}
+
+/**
+ * The status a server sends for `error`: the code from `errorStatus`, the message written
+ * for users, and the contract's trailing metadata. Never carries a stack or a cause.
+ */
+export function grpcStatusOf(error: AppError): GrpcErrorStatus {
+  const metadata = new Metadata();
+  metadata.set(ERROR_CODE_METADATA, error.code);
+  const details = JSON.stringify(error.details);
+  if (details.length <= MAX_DETAILS_JSON) metadata.set(ERROR_DETAILS_METADATA, details);
+  const head = error.details.head;
+  if (typeof head === 'number' && Number.isSafeInteger(head) && head >= 0) {
+    metadata.set(HEAD_METADATA, String(head));
+  }
+  return { code: errorStatus[error.code].grpc, details: error.message, metadata };
+}
+
+/**
+ * An error the state plane reported, or a failure to reach it, rebuilt on the client
+ * side. Kept apart from local errors: `method` names the call, `grpcStatus` the raw status,
+ * and `fromServer` tells whether the state plane itself answered (its status carried a
+ * Polychrome error code) or the call failed on the way (no connection, refused TLS
+ * handshake, deadline).
+ */
+export class StateCallError extends AppError {
+  override readonly name: string = 'StateCallError';
+  readonly method: string;
+  readonly grpcStatus: number;
+  readonly fromServer: boolean;
+
+  constructor(
+    code: ErrorCode,
+    message: string,
+    options: {
+      method: string;
+      grpcStatus: number;
+      fromServer: boolean;
+      details?: ErrorDetails;
+      cause?: unknown;
+    },
+  ) {
+    super(code, message, { details: options.details, cause: options.cause });
+    this.method = options.method;
+    this.grpcStatus = options.grpcStatus;
+    this.fromServer = options.fromServer;
+  }
+}
+
+/**
+ * The head moved under a compare-and-swap append (`conflict`). Callers need the current
+ * head to read what they missed and retry, so it is a field, not only text.
+ */
+export class JournalConflictError extends StateCallError {
+  override readonly name: string = 'JournalConflictError';
+  /** The partition's head when the append was refused. */
+  readonly head: number;
+
+  constructor(
+    message: string,
+    options: {
+      method: string;
+      grpcStatus: number;
+      head: number;
+      details?: ErrorDetails;
+      cause?: unknown;
+    },
+  ) {
+    super('conflict', message, { ...options, fromServer: true });
+    this.head = options.head;
+  }
+}
+
+/** True for a grpc-js `ServiceError` (what a failed call reports). */
+export function isServiceError(value: unknown): value is ServiceError {
+  return (
+    value instanceof Error &&
+    'code' in value &&
+    typeof value.code === 'number' &&
+    'metadata' in value &&
+    value.metadata instanceof Metadata
+  );
+}
+
+function firstString(metadata: Metadata, key: string): string | undefined {
+  const [value] = metadata.get(key);
+  return typeof value === 'string' ? value : undefined;
+}
+
+function parseDetails(text: string | undefined): ErrorDetails {
+  if (text === undefined) return {};
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return {};
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return {};
+  const out: Record<string, string | number | boolean | null> = {};
+  const entries: [string, unknown][] = Object.entries(value);
+  for (const [key, field] of entries) {
+    if (
+      field === null ||
+      typeof field === 'string' ||
+      typeof field === 'number' ||
+      typeof field === 'boolean'
+    ) {
+      out[key] = field;
+    }
+  }
+  return out;
+}
+
+/**
+ * Rebuilds the AppError a state-plane call failed with: a {@link JournalConflictError} for
+ * a conflict with a head, else a {@link StateCallError} with the code from the metadata
+ * (or, when the status came from grpc-js itself, from the status via `errorCodeFromGrpc`).
+ * Anything that is not a gRPC status becomes `internal`.
+ *
+ * @param target names the server in messages about transport failures (its address).
+ */
+export function stateErrorFromGrpc(error: unknown, method: string, target: string): AppError {
+  if (error instanceof StateCallError) return error;
+  if (!isServiceError(error)) {
+    return new StateCallError(
+      'internal',
+      `state plane at ${target}: ${method} failed unexpectedly; see the cause`,
+      { method, grpcStatus: 2, fromServer: false, cause: error },
+    );
+  }
+  const declared = firstString(error.metadata, ERROR_CODE_METADATA);
+  const details = parseDetails(firstString(error.metadata, ERROR_DETAILS_METADATA));
+  if (declared !== undefined && isErrorCode(declared)) {
+    const headText = firstString(error.metadata, HEAD_METADATA);
+    const head = headText === undefined ? Number.NaN : Number(headText);
+    if (declared === 'conflict' && Number.isSafeInteger(head)) {
+      return new JournalConflictError(error.details, {
+        method,
+        grpcStatus: error.code,
+        head,
+        details,
+        cause: error,
+      });
+    }
+    return new StateCallError(declared, error.details, {
+      method,
+      grpcStatus: error.code,
+      fromServer: true,
+      details,
+      cause: error,
+    });
+  }
+  const code = errorCodeFromGrpc(error.code);
+  const hint =
+    code === 'unavailable'
+      ? '; check the address, that the state plane is running, and that this client ' +
+        'certificate is signed by the Polychrome CA and trusts the server certificate'
+      : '';
+  return new StateCallError(
+    code,
+    `state plane at ${target}: ${method} failed: ${error.details || 'no details'}${hint}`,
+    { method, grpcStatus: error.code, fromServer: false, cause: error },
+  );
+}
+
+/** A signed root as the state plane reports it. */
+export interface SignedRootInfo {
+  /** Position of the `signed_root` event; equals `leafCount`. */
+  readonly position: number;
+  readonly leafCount: number;
+  readonly root: Uint8Array;
+  readonly keyId: string;
+  readonly signature: Uint8Array;
+}
+
+/** One committed journal event. */
+export interface JournalEntry {
+  readonly position: number;
+  readonly kind: string;
+  readonly payload: Uint8Array;
+}
+
+/** One event to append; the state plane assigns its position. */
+export interface NewJournalEvent {
+  readonly kind: string;
+  readonly payload: Uint8Array;
+}
+
+/** What an acknowledged (durable) append wrote. */
+export interface AppendOutcome {
+  readonly firstPosition: number;
+  /** The next free position; the event at `head − 1` is the batch's `signed_root`. */
+  readonly head: number;
+  readonly signedRoot: SignedRootInfo;
+}
+
+/** A partition's head; `signedRoot` is absent for a partition with no events. */
+export interface HeadOutcome {
+  readonly head: number;
+  readonly signedRoot: SignedRootInfo | undefined;
+}
+
+/** An inclusion proof (docs/journal-format.md, "Inclusion proofs"). */
+export interface ProofOutcome {
+  readonly position: number;
+  readonly leafCount: number;
+  readonly leafDigest: Uint8Array;
+  readonly digests: readonly Uint8Array[];
+  readonly root: Uint8Array;
+  readonly signedRoot: SignedRootInfo | undefined;
+}
+
+/** The first failing check of a verification. */
+export interface VerifyFailureInfo {
+  readonly position: number;
+  readonly reason: string;
+  readonly expected: string;
+  readonly found: string;
+  readonly message: string;
+}
+
+/** The outcome of a server-side verification. */
+export interface VerifyOutcome {
+  readonly ok: boolean;
+  readonly events: number;
+  readonly signedRoots: number;
+  /** Events after the last signed root (none in a healthy journal). */
+  readonly unsealed: number;
+  readonly failure: VerifyFailureInfo | undefined;
+}
+
+/** One item of an export: a public key (all come first) or an event. */
+export type ExportEntry =
+  | { readonly type: 'public_key'; readonly keyId: string; readonly publicKey: Uint8Array }
+  | { readonly type: 'event'; readonly event: JournalEntry };
+
+/** PEM bytes for mutual TLS. */
+export interface StateClientTls {
+  /** The Polychrome CA, which signed the state plane's server certificate. */
+  readonly ca: Uint8Array;
+  /** This client's certificate chain (its subject is its identity). */
+  readonly cert: Uint8Array;
+  readonly key: Uint8Array;
+}
+
+/** Options of {@link StateClient}. */
+export interface StateClientOptions {
+  /** `host:port` of the state plane, e.g. `polychrome-state.polychrome-system.svc:7443`. */
+  readonly address: string;
+  readonly tls: StateClientTls;
+  /**
+   * The name to check the server certificate against, when it differs from the host in
+   * `address` (e.g. connecting through a port-forward).
+   */
+  readonly serverName?: string;
+  /**
+   * Deadline of each unary call.
+   * @default 30000
+   */
+  readonly callTimeoutMs?: number;
+}
+
+/** Per-call options. */
+export interface StateCallOptions {
+  /** Cancels the call; the server sees the cancellation (streams stop reading the store). */
+  readonly signal?: AbortSignal;
+  /** Overrides {@link StateClientOptions.callTimeoutMs} for this call. */
+  readonly timeoutMs?: number;
+}
+
+const STREAM_HIGH_WATER = 64;
+
+function signedRootFromProto(
+  proto: SignedRootProto | undefined,
+  position: number,
+): SignedRootInfo | undefined {
+  if (proto === undefined) return undefined;
+  return {
+    position,
+    leafCount: proto.leafCount,
+    root: new Uint8Array(proto.root),
+    keyId: proto.keyId,
+    signature: new Uint8Array(proto.signature),
+  };
+}
+
+function entryFromProto(proto: JournalEventProto): JournalEntry {
+  return { position: proto.position, kind: proto.kind, payload: new Uint8Array(proto.payload) };
+}
+
+function exportEntryFromProto(proto: ExportItemProto): ExportEntry | undefined {
+  const item = proto.item;
+  if (item === undefined) return undefined;
+  switch (item.$case) {
+    case 'publicKey':
+      return {
+        type: 'public_key',
+        keyId: item.value.keyId,
+        publicKey: new Uint8Array(item.value.publicKey),
+      };
+    case 'event':
+      return { type: 'event', event: entryFromProto(item.value) };
+  }
+}
+
+/**
+ * Loads the three PEM files of a client identity.
+ *
+ * @throws AppError `not_found` naming the missing file and the flag or variable to set.
+ */
+export async function loadStateClientTls(paths: {
+  readonly ca: string;
+  readonly cert: string;
+  readonly key: string;
+}): Promise<StateClientTls> {
+  const load = async (path: string, what: string): Promise<Uint8Array> => {
+    try {
+      return await readFile(path);
+    } catch (cause) {
+      throw new AppError(
+        'not_found',
+        `cannot read the ${what} file ${path}; point the client at an existing PEM file`,
+        { details: { file: path }, cause },
+      );
+    }
+  };
+  const [ca, cert, key] = await Promise.all([
+    load(paths.ca, 'CA certificate'),
+    load(paths.cert, 'client certificate'),
+    load(paths.key, 'client key'),
+  ]);
+  return { ca, cert, key };
+}
+
+/**
+ * The typed client of the state plane's Journal service over mutual TLS. Every failure is
+ * rebuilt as an AppError ({@link stateErrorFromGrpc}): a {@link JournalConflictError} when
+ * an append lost the compare-and-swap, a {@link StateCallError} otherwise. Streams are
+ * async iterables with backpressure: the client stops reading from the network while the
+ * consumer is behind, and leaving a `for await` early cancels the call on the server.
+ *
+ * @example
+ * async function lastHead(tls: StateClientTls): Promise<number> {
+ *   const client = new StateClient({ address: 'localhost:7443', tls });
+ *   try {
+ *     return (await client.head('conv-1')).head;
+ *   } finally {
+ *     client.close();
+ *   }
+ * }
+ */
+export class StateClient {
+  private readonly client: JournalClient;
+  private readonly address: string;
+  private readonly callTimeoutMs: number;
+
+  constructor(options: StateClientOptions) {
+    this.address = options.address;
+    this.callTimeoutMs = options.callTimeoutMs ?? 30_000;
+    const channel = credentials.createSsl(
+      Buffer.from(options.tls.ca),
+      Buffer.from(options.tls.key),
+      Buffer.from(options.tls.cert),
+    );
+    this.client = new JournalClient(
+      options.address,
+      channel,
+      options.serverName === undefined
+        ? {}
+        : {
+            'grpc.ssl_target_name_override': options.serverName,
+            'grpc.default_authority': options.serverName,
+          },
+    );
+  }
+
+  /**
+   * Waits until the channel is connected (TLS handshake done).
+   *
+   * @throws StateCallError `unavailable` when it is not connected within `timeoutMs`.
+   */
+  waitForReady(timeoutMs: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.client.waitForReady(Date.now() + timeoutMs, (error) => {
+        if (error === undefined) {
+          resolve();
+          return;
+        }
+        reject(
+          new StateCallError(
+            'unavailable',
+            `state plane at ${this.address} is not reachable within ${String(timeoutMs)} ms ` +
+              `(${error.message}); check the address, that it runs, and the certificates`,
+            { method: 'connect', grpcStatus: 14, fromServer: false, cause: error },
+          ),
+        );
+      });
+    });
+  }
+
+  /**
+   * Appends `events` at exactly `expectedHead` (compare-and-swap); the state plane seals the
+   * batch with a signed root and answers once it is durable.
+   *
+   * @throws JournalConflictError when the head moved (`head` is the current one);
+   *   StateCallError `invalid_argument`, `failed_precondition`, `permission_denied`,
+   *   `data_loss`, `unavailable` as the server reports them.
+   */
+  async append(
+    partition: string,
+    expectedHead: number,
+    events: readonly NewJournalEvent[],
+    options: StateCallOptions = {},
+  ): Promise<AppendOutcome> {
+    const response = await this.unary<AppendResponse>(
+      'Append',
+      options,
+      (metadata, callOptions, done) =>
+        this.client.append(
+          {
+            partition,
+            expectedHead,
+            events: events.map((e) => ({ kind: e.kind, payload: Buffer.from(e.payload) })),
+          },
+          metadata,
+          callOptions,
+          done,
+        ),
+    );
+    const signedRoot = signedRootFromProto(response.signedRoot, response.signedRootPosition);
+    if (signedRoot === undefined) {
+      throw new StateCallError(
+        'internal',
+        `state plane at ${this.address}: Append to ${partition} answered without a signed root`,
+        { method: 'Append', grpcStatus: 0, fromServer: true },
+      );
+    }
+    return { firstPosition: response.firstPosition, head: response.head, signedRoot };
+  }
+
+  /**
+   * The partition's head and last signed root.
+   *
+   * @throws StateCallError as the server reports it.
+   */
+  async head(partition: string, options: StateCallOptions = {}): Promise<HeadOutcome> {
+    const response = await this.unary<HeadResponse>(
+      'Head',
+      options,
+      (metadata, callOptions, done) => this.client.head({ partition }, metadata, callOptions, done),
+    );
+    return {
+      head: response.head,
+      signedRoot: signedRootFromProto(response.lastSignedRoot, response.lastSignedRootPosition),
+    };
+  }
+
+  /**
+   * An inclusion proof of the event at `position` against the root over `leafCount` leaves
+   * (0 or omitted: the latest).
+   *
+   * @throws StateCallError as the server reports it.
+   */
+  async proof(
+    partition: string,
+    position: number,
+    leafCount = 0,
+    options: StateCallOptions = {},
+  ): Promise<ProofOutcome> {
+    const response = await this.unary<ProofResponse>(
+      'Proof',
+      options,
+      (metadata, callOptions, done) =>
+        this.client.proof({ partition, position, leafCount }, metadata, callOptions, done),
+    );
+    return {
+      position: response.position,
+      leafCount: response.leafCount,
+      leafDigest: new Uint8Array(response.leafDigest),
+      digests: response.digests.map((d) => new Uint8Array(d)),
+      root: new Uint8Array(response.root),
+      signedRoot: signedRootFromProto(response.signedRoot, response.signedRootPosition),
+    };
+  }
+
+  /**
+   * Has the state plane replay the partition and check every root and signature.
+   *
+   * @throws StateCallError as the server reports it (`not_found` for an unknown partition).
+   */
+  async verify(partition: string, options: StateCallOptions = {}): Promise<VerifyOutcome> {
+    const response = await this.unary<VerifyResponse>(
+      'Verify',
+      options,
+      (metadata, callOptions, done) =>
+        this.client.verify({ partition }, metadata, callOptions, done),
+    );
+    return {
+      ok: response.ok,
+      events: response.events,
+      signedRoots: response.signedRoots,
+      unsealed: response.unsealed,
+      failure:
+        response.failure === undefined
+          ? undefined
+          : {
+              position: response.failure.position,
+              reason: response.failure.reason,
+              expected: response.failure.expected,
+              found: response.failure.found,
+              message: response.failure.message,
+            },
+    };
+  }
+
+  /**
+   * Partition names, sorted.
+   *
+   * @throws StateCallError as the server reports it.
+   */
+  async listPartitions(options: StateCallOptions = {}): Promise<string[]> {
+    const response = await this.unary<ListPartitionsResponse>(
+      'ListPartitions',
+      options,
+      (metadata, callOptions, done) => this.client.listPartitions({}, metadata, callOptions, done),
+    );
+    return response.partitions;
+  }
+
+  /**
+   * Streams committed events from `fromPosition`; `limit` 0 reads to the head as of the
+   * call. Leaving the loop early cancels the call.
+   *
+   * @throws StateCallError from the iterator, as the server reports it.
+   */
+  read(
+    partition: string,
+    fromPosition = 0,
+    limit = 0,
+    options: Pick<StateCallOptions, 'signal'> = {},
+  ): AsyncIterable<JournalEntry> {
+    return this.stream(
+      'Read',
+      options.signal,
+      () => this.client.read({ partition, fromPosition, limit }),
+      entryFromProto,
+    );
+  }
+
+  /**
+   * Streams the partition for offline verification: every public key the state plane
+   * holds first, then every stored event.
+   *
+   * @throws StateCallError from the iterator, as the server reports it.
+   */
+  export(
+    partition: string,
+    options: Pick<StateCallOptions, 'signal'> = {},
+  ): AsyncIterable<ExportEntry> {
+    return this.stream(
+      'Export',
+      options.signal,
+      () => this.client.export({ partition }),
+      exportEntryFromProto,
+    );
+  }
+
+  /** Closes the channel; calls in flight fail. Idempotent. */
+  close(): void {
+    this.client.close();
+  }
+
+  private unary<R>(
+    method: string,
+    options: StateCallOptions,
+    start: (
+      metadata: Metadata,
+      callOptions: Partial<CallOptions>,
+      done: (error: ServiceError | null, response: R) => void,
+    ) => { cancel(): void },
+  ): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      const signal = options.signal;
+      if (signal?.aborted === true) {
+        reject(
+          new StateCallError('cancelled', `${method} was cancelled before it was sent`, {
+            method,
+            grpcStatus: 1,
+            fromServer: false,
+            cause: signal.reason,
+          }),
+        );
+        return;
+      }
+      const deadline = Date.now() + (options.timeoutMs ?? this.callTimeoutMs);
+      const onAbort = (): void => call.cancel();
+      const call = start(new Metadata(), { deadline }, (error, response) => {
+        signal?.removeEventListener('abort', onAbort);
+        if (error === null) resolve(response);
+        else reject(stateErrorFromGrpc(error, method, this.address));
+      });
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  private async *stream<P, T>(
+    method: string,
+    signal: AbortSignal | undefined,
+    start: () => ClientReadableStream<P>,
+    convert: (proto: P) => T | undefined,
+  ): AsyncGenerator<T> {
+    const call = start();
+    const queue: P[] = [];
+    let ended = false;
+    let failure: unknown;
+    let wake: (() => void) | undefined;
+    const notify = (): void => {
+      wake?.();
+      wake = undefined;
+    };
+    call.on('data', (item: P) => {
+      queue.push(item);
+      // Backpressure: stop pulling from the network until the consumer catches up.
+      if (queue.length >= STREAM_HIGH_WATER) call.pause();
+      notify();
+    });
+    call.on('end', () => {
+      ended = true;
+      notify();
+    });
+    call.on('error', (error: unknown) => {
+      failure = error;
+      notify();
+    });
+    const onAbort = (): void => call.cancel();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      for (;;) {
+        const item = queue.shift();
+        if (item !== undefined) {
+          if (queue.length < STREAM_HIGH_WATER / 2 && call.isPaused()) call.resume();
+          const converted = convert(item);
+          if (converted !== undefined) yield converted;
+          continue;
+        }
+        if (failure !== undefined) throw stateErrorFromGrpc(failure, method, this.address);
+        if (ended) return;
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+        });
+      }
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      // Leaving early (break, throw in the loop body) must stop the server's read too.
+      if (!ended && failure === undefined) call.cancel();
+    }
+  }
+}

@@ -1,0 +1,162 @@
+import { generateKeyPairSync } from 'node:crypto';
+import { access, mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+
+import { CertUsage, DevCertificateAuthority, type CertFiles, type CertRequest } from './pki';
+import { repoRoot } from './paths';
+
+/**
+ * Development certificates for the state plane's mutual TLS, and a development journal
+ * signing key. One CA signs the state server's certificate and the two client identities
+ * the state plane knows (docs/state-plane.md, "Identities and roles"). Throwaway material
+ * for a laptop or a test; a cluster gets its certificates from its own issuer.
+ */
+
+/** Where `npx tsx hack/lib/dev-certs.ts` writes by default. */
+export const DEFAULT_DEV_CERTS_DIR = join(repoRoot, '.local', 'state-pki');
+
+/** DNS names and addresses the dev server certificate is valid for. */
+export const STATE_SERVER_DNS_NAMES: readonly string[] = [
+  'localhost',
+  'polychrome-state',
+  'polychrome-state.polychrome-system',
+  'polychrome-state.polychrome-system.svc',
+  'polychrome-state.polychrome-system.svc.cluster.local',
+  // The StatefulSet's pod behind the headless Service.
+  'polychrome-state-0.polychrome-state-headless.polychrome-system.svc',
+];
+export const STATE_SERVER_IP_ADDRESSES: readonly string[] = ['127.0.0.1', '::1'];
+
+/** Paths of everything {@link ensureDevCerts} writes. */
+export interface DevCerts {
+  readonly dir: string;
+  /** The Polychrome dev CA (trust anchor for both sides). */
+  readonly ca: CertFiles;
+  /** The state plane's server certificate. */
+  readonly server: CertFiles;
+  /** CN polychrome-control-plane, O polychrome:writer: reads and writes. */
+  readonly controlPlane: CertFiles;
+  /** CN polychrome-verifier, O polychrome:verifier: reads only. */
+  readonly verifier: CertFiles;
+  /** The journal signing key, PKCS#8 PEM (ed25519), as state/store/signing-key.ts loads. */
+  readonly signingKey: string;
+}
+
+const CA_NAME = 'ca';
+
+const LEAVES: readonly (CertRequest & {
+  readonly field: 'server' | 'controlPlane' | 'verifier';
+})[] = [
+  {
+    field: 'server',
+    name: 'state-server',
+    commonName: 'polychrome-state',
+    dnsNames: STATE_SERVER_DNS_NAMES,
+    ipAddresses: STATE_SERVER_IP_ADDRESSES,
+    usage: CertUsage.Server,
+  },
+  {
+    field: 'controlPlane',
+    name: 'control-plane',
+    commonName: 'polychrome-control-plane',
+    organizations: ['polychrome:writer'],
+    usage: CertUsage.Client,
+  },
+  {
+    field: 'verifier',
+    name: 'verifier',
+    commonName: 'polychrome-verifier',
+    organizations: ['polychrome:verifier'],
+    usage: CertUsage.Client,
+  },
+];
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await access(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Makes sure `dir` holds the dev CA, the state server certificate, the control-plane and
+ * verifier client certificates, and a signing key. Idempotent: files already there are
+ * reused; only missing ones are made. When the CA itself is missing every certificate is
+ * issued again, since certificates from a lost CA would no longer verify.
+ *
+ * @throws Error when `openssl` is missing or fails, or `dir` is not writable.
+ */
+export async function ensureDevCerts(dir: string = DEFAULT_DEV_CERTS_DIR): Promise<DevCerts> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  let ca = DevCertificateAuthority.open(dir, CA_NAME);
+  const freshCa = !(await exists(ca.certPath)) || !(await exists(ca.keyPath));
+  if (freshCa) ca = await DevCertificateAuthority.create(dir, CA_NAME, 'Polychrome dev CA');
+  const issued: Partial<Record<'server' | 'controlPlane' | 'verifier', CertFiles>> = {};
+  for (const { field, ...request } of LEAVES) {
+    const files = {
+      certPath: join(dir, `${request.name}.crt`),
+      keyPath: join(dir, `${request.name}.key`),
+    };
+    const present = (await exists(files.certPath)) && (await exists(files.keyPath));
+    issued[field] = present && !freshCa ? files : await ca.issue(request);
+  }
+  const signingKey = join(dir, 'signing-key.pem');
+  if (!(await exists(signingKey))) {
+    const { privateKey } = generateKeyPairSync('ed25519');
+    await writeFile(signingKey, privateKey.export({ format: 'pem', type: 'pkcs8' }), {
+      mode: 0o600,
+    });
+  }
+  const { server, controlPlane, verifier } = issued;
+  if (server === undefined || controlPlane === undefined || verifier === undefined) {
+    throw new Error('unreachable: every leaf was issued or found');
+  }
+  return {
+    dir,
+    ca: { certPath: ca.certPath, keyPath: ca.keyPath },
+    server,
+    controlPlane,
+    verifier,
+    signingKey,
+  };
+}
+
+/** The environment that runs state/main.ts with `certs` and `dataDir`. */
+export function devStateEnv(certs: DevCerts, dataDir: string): Record<string, string> {
+  return {
+    STATE_TLS_CA_FILE: certs.ca.certPath,
+    STATE_TLS_CERT_FILE: certs.server.certPath,
+    STATE_TLS_KEY_FILE: certs.server.keyPath,
+    STATE_SIGNING_KEY_FILE: certs.signingKey,
+    STATE_DATA_DIR: dataDir,
+  };
+}
+
+/** The environment that points the CLI at the state plane as the verifier identity. */
+export function devCliEnv(certs: DevCerts, address: string): Record<string, string> {
+  return {
+    POLYCHROME_STATE_ADDRESS: address,
+    POLYCHROME_STATE_CA: certs.ca.certPath,
+    POLYCHROME_STATE_CERT: certs.verifier.certPath,
+    POLYCHROME_STATE_KEY: certs.verifier.keyPath,
+  };
+}
+
+if (require.main === module) {
+  const dir = process.argv[2] ?? DEFAULT_DEV_CERTS_DIR;
+  ensureDevCerts(dir).then(
+    (certs) => {
+      const env = {
+        ...devStateEnv(certs, join(dir, '..', 'state-data')),
+        ...devCliEnv(certs, 'localhost:7443'),
+      };
+      for (const [name, value] of Object.entries(env)) console.log(`export ${name}=${value}`);
+    },
+    (error: unknown) => {
+      console.error(error instanceof Error ? error.message : String(error));
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,82 @@
+import { z } from 'zod';
+
+import {
+  envEnum,
+  envInt,
+  envList,
+  envOptionalString,
+  envPort,
+  envString,
+  parseConfig,
+  type Env,
+} from '../common/config';
+import { DEFAULT_HEALTH_PORT } from '../common/health-server';
+import { LogLevel } from '../common/log';
+import { DEFAULT_STATE_PORT } from './server/state-server';
+
+/**
+ * The state plane's configuration, from environment variables the StatefulSet sets (TLS
+ * material and signing keys are mounted Secrets; the variables name the files):
+ *
+ * | variable | meaning | default |
+ * |---|---|---|
+ * | `STATE_LISTEN_HOST` | gRPC and side-port address | `0.0.0.0` |
+ * | `STATE_PORT` | gRPC port (mutual TLS only) | 7443 |
+ * | `STATE_HEALTH_PORT` | `/healthz`, `/readyz`, `/metrics` | 9090 |
+ * | `STATE_TLS_CA_FILE` | the Polychrome CA (PEM): client certificates must chain to it | required |
+ * | `STATE_TLS_CERT_FILE`, `STATE_TLS_KEY_FILE` | the server certificate and key (PEM) | required |
+ * | `STATE_SIGNING_KEY_FILE` | the active journal signing key (raw 32-byte seed or PKCS#8 PEM) | required |
+ * | `STATE_PREVIOUS_SIGNING_KEY_FILES` | comma-separated earlier keys, kept until every partition was handed over | none |
+ * | `STATE_DATA_DIR` | the LevelDB directory on the state volume | required |
+ * | `STATE_VERIFY_WORKERS` | worker threads for Verify's signature checks (0: on the event loop) | 1 |
+ * | `STATE_SHUTDOWN_GRACE_MS` | how long SIGTERM lets open calls finish after in-flight appends | 10000 |
+ * | `STATE_LOG_LEVEL` | debug, info, warn, error, silent | info |
+ */
+const schema = z
+  .object({
+    STATE_LISTEN_HOST: envOptionalString(),
+    STATE_PORT: envPort(DEFAULT_STATE_PORT),
+    STATE_HEALTH_PORT: envPort(DEFAULT_HEALTH_PORT),
+    STATE_TLS_CA_FILE: envString(),
+    STATE_TLS_CERT_FILE: envString(),
+    STATE_TLS_KEY_FILE: envString(),
+    STATE_SIGNING_KEY_FILE: envString(),
+    STATE_PREVIOUS_SIGNING_KEY_FILES: envList(),
+    STATE_DATA_DIR: envString(),
+    STATE_VERIFY_WORKERS: envInt({ default: 1, min: 0, max: 64 }),
+    STATE_SHUTDOWN_GRACE_MS: envInt({ default: 10_000, min: 0, max: 600_000 }),
+    STATE_LOG_LEVEL: envEnum(
+      [LogLevel.Debug, LogLevel.Info, LogLevel.Warn, LogLevel.Error, LogLevel.Silent],
+      LogLevel.Info,
+    ),
+  })
+  .transform((env) => ({
+    host: env.STATE_LISTEN_HOST ?? '0.0.0.0',
+    port: env.STATE_PORT,
+    healthPort: env.STATE_HEALTH_PORT,
+    tls: {
+      caFile: env.STATE_TLS_CA_FILE,
+      certFile: env.STATE_TLS_CERT_FILE,
+      keyFile: env.STATE_TLS_KEY_FILE,
+    },
+    signingKeyFile: env.STATE_SIGNING_KEY_FILE,
+    previousSigningKeyFiles: env.STATE_PREVIOUS_SIGNING_KEY_FILES,
+    dataDir: env.STATE_DATA_DIR,
+    verifyWorkers: env.STATE_VERIFY_WORKERS,
+    shutdownGraceMs: env.STATE_SHUTDOWN_GRACE_MS,
+    logLevel: env.STATE_LOG_LEVEL,
+  }));
+
+/** The parsed, frozen state-plane configuration. */
+export type StateConfig = z.output<typeof schema>;
+
+/**
+ * Reads the state plane's configuration. Files are only named here; main.ts reads them,
+ * so a missing Secret is reported with the file's path.
+ *
+ * @param env @default process.env (through common/config.ts)
+ * @throws ConfigError listing every bad variable.
+ */
+export function loadStateConfig(env?: Env): Readonly<StateConfig> {
+  return parseConfig('state plane', schema, env);
+}

@@ -1,0 +1,145 @@
+import { readFile } from 'node:fs/promises';
+
+import type { Logger } from 'pino';
+import { collectDefaultMetrics, Registry } from 'prom-client';
+
+import { AppError, isAppError } from '../common/errors';
+import { HealthServer } from '../common/health-server';
+import { componentLogger, createRootLogger, LogComponent } from '../common/log';
+import { loadStateConfig, type StateConfig } from './config';
+import { StateServer } from './server/state-server';
+import { createStateMetrics } from './server/state-metrics';
+import { JournalStore } from './store/journal-store';
+import { loadSigningKey } from './store/signing-key';
+import { SignatureVerifyPool } from './verify-pool';
+
+/*
+ * The state plane: load config, open the journal store, serve the Journal service over
+ * mutual TLS, report health on the side port. On SIGTERM: not ready, stop accepting, let
+ * appends in flight become durable, close the store, exit 0.
+ *
+ * Ready means: the store is open and the gRPC listener is bound. The health server starts
+ * first so liveness answers while a large store runs its tail checks.
+ */
+
+async function readPem(path: string, what: string): Promise<Uint8Array> {
+  try {
+    return await readFile(path);
+  } catch (cause) {
+    throw new AppError(
+      'not_found',
+      `the ${what} file ${path} cannot be read; mount the TLS Secret there or fix the variable`,
+      { details: { file: path }, cause },
+    );
+  }
+}
+
+async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void> {
+  const log = componentLogger(logger, LogComponent.Main);
+  const tls = {
+    ca: await readPem(config.tls.caFile, 'CA certificate'),
+    cert: await readPem(config.tls.certFile, 'server certificate'),
+    key: await readPem(config.tls.keyFile, 'server key'),
+  };
+  const active = await loadSigningKey(config.signingKeyFile);
+  const previous = await Promise.all(config.previousSigningKeyFiles.map((f) => loadSigningKey(f)));
+  log.info(
+    { keyId: active.keyId, previousKeyIds: previous.map((k) => k.keyId) },
+    'signing keys loaded',
+  );
+
+  const store = new JournalStore({
+    location: config.dataDir,
+    signer: active.signer,
+    previousSigners: previous.map((k) => k.signer),
+  });
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const metrics = createStateMetrics(registry, () => store.stats());
+  const pool =
+    config.verifyWorkers > 0
+      ? new SignatureVerifyPool({ workers: config.verifyWorkers })
+      : undefined;
+  const server = new StateServer({
+    store,
+    tls,
+    logger,
+    host: config.host,
+    port: config.port,
+    metrics,
+    publicKeys: [active, ...previous].map((k) => ({
+      keyId: k.keyId,
+      publicKey: k.signer.publicKey,
+    })),
+    ...(pool === undefined ? {} : { checkSignatures: (checks) => pool.verify(checks) }),
+  });
+  let storeOpen = false;
+  const health = new HealthServer({
+    host: config.host,
+    port: config.healthPort,
+    registry,
+    isReady: () => storeOpen && server.isServing(),
+  });
+  const healthAddress = await health.start();
+  log.info({ port: healthAddress.port }, 'health server listening');
+
+  let stopping: Promise<void> | undefined;
+  const stop = (signal: string): Promise<void> => {
+    stopping ??= (async () => {
+      log.info({ signal }, 'shutting down');
+      await server.close(config.shutdownGraceMs);
+      await store.close();
+      await pool?.close();
+      await health.close();
+      log.info('stopped');
+    })();
+    return stopping;
+  };
+  const onSignal = (signal: NodeJS.Signals): void => {
+    stop(signal).then(
+      () => process.exit(0),
+      (error: unknown) => {
+        log.error({ err: error }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', onSignal);
+  process.once('SIGINT', onSignal);
+
+  const report = await store.open();
+  storeOpen = true;
+  for (const dropped of report.droppedTails) {
+    log.warn(dropped, 'dropped a never-acknowledged tail');
+  }
+  for (const refused of report.refused) {
+    log.error(refused, 'partition refused: it is damaged; run verify and restore it');
+  }
+  log.info(
+    { partitions: report.partitions, refused: report.refused.length, keyId: store.signingKeyId },
+    'journal store open',
+  );
+  const port = await server.start();
+  // One line tests and scripts can wait for; the log has the same facts.
+  log.info({ port, healthPort: healthAddress.port }, 'state plane ready');
+}
+
+function main(): void {
+  let config: Readonly<StateConfig>;
+  try {
+    config = loadStateConfig();
+  } catch (error) {
+    console.error(isAppError(error) ? error.message : String(error));
+    process.exit(2);
+  }
+  const logger = createRootLogger({ service: 'state', level: config.logLevel });
+  run(config, logger).catch((error: unknown) => {
+    logger.fatal(
+      { err: error, code: isAppError(error) ? error.code : undefined },
+      'state plane failed to start',
+    );
+    process.exit(1);
+  });
+}
+
+main();

@@ -1,0 +1,145 @@
+import { Server, ServerCredentials } from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+
+import { componentLogger, LogComponent } from '../../common/log';
+import { JournalService } from '../../proto/gen/polychrome/state/v1/state';
+import type { SignatureCheck } from '../journal/verify-journal';
+import type { JournalStore } from '../store/journal-store';
+import { createJournalService, type HeldPublicKey } from './journal-service';
+import type { StateMetrics } from './state-metrics';
+
+/** The state plane's gRPC port. */
+export const DEFAULT_STATE_PORT = 7443;
+
+/**
+ * Largest request the server accepts. Above the store's batch limit (8 MiB of payload by
+ * default) so an oversized append reaches the store and gets its precise
+ * `invalid_argument` message instead of a bare RESOURCE_EXHAUSTED from the transport.
+ */
+const MAX_RECEIVE_BYTES = 16 * 1024 * 1024;
+
+/** PEM bytes of the server's mutual TLS setup. */
+export interface StateServerTls {
+  /** The Polychrome CA: only client certificates it signed complete the handshake. */
+  readonly ca: Uint8Array;
+  readonly cert: Uint8Array;
+  readonly key: Uint8Array;
+}
+
+/** Options of {@link StateServer}. */
+export interface StateServerOptions {
+  readonly store: JournalStore;
+  readonly tls: StateServerTls;
+  readonly logger: Logger;
+  /** @default '0.0.0.0' */
+  readonly host?: string;
+  /** 0 lets the system pick (tests). @default 7443 */
+  readonly port?: number;
+  readonly metrics?: StateMetrics;
+  /** See {@link JournalServiceOptions.publicKeys}. */
+  readonly publicKeys: readonly HeldPublicKey[];
+  readonly checkSignatures?: (checks: readonly SignatureCheck[]) => Promise<readonly boolean[]>;
+}
+
+/**
+ * The Journal service on a mutual-TLS-only gRPC listener. There is no plaintext port and
+ * no way to call without a client certificate: grpc-js is told to require and check one
+ * (`checkClientCertificate`), so a client without a certificate, or with one the
+ * Polychrome CA did not sign, fails the TLS handshake before any call exists.
+ */
+export class StateServer {
+  private readonly server: Server;
+  private readonly log: Logger;
+  private readonly appends = new Set<Promise<unknown>>();
+  private port: number | undefined;
+  private stopping: Promise<void> | undefined;
+
+  constructor(private readonly options: StateServerOptions) {
+    this.log = componentLogger(options.logger, LogComponent.Grpc);
+    this.server = new Server({ 'grpc.max_receive_message_length': MAX_RECEIVE_BYTES });
+    this.server.addService(
+      JournalService,
+      createJournalService({
+        store: options.store,
+        log: this.log,
+        publicKeys: options.publicKeys,
+        ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
+        ...(options.checkSignatures === undefined
+          ? {}
+          : { checkSignatures: options.checkSignatures }),
+        trackAppend: (work) => {
+          this.appends.add(work);
+          const done = (): void => {
+            this.appends.delete(work);
+          };
+          work.then(done, done);
+        },
+      }),
+    );
+  }
+
+  /**
+   * Binds the listener; resolves with the bound port.
+   *
+   * @throws Error from grpc-js when the address cannot be bound or the TLS material is
+   *   unusable; Error when called twice.
+   */
+  async start(): Promise<number> {
+    if (this.port !== undefined || this.stopping !== undefined) {
+      throw new Error('state server: start() called twice');
+    }
+    const host = this.options.host ?? '0.0.0.0';
+    const address = `${host.includes(':') ? `[${host}]` : host}:${String(this.options.port ?? DEFAULT_STATE_PORT)}`;
+    const credentials = ServerCredentials.createSsl(
+      Buffer.from(this.options.tls.ca),
+      [
+        {
+          cert_chain: Buffer.from(this.options.tls.cert),
+          private_key: Buffer.from(this.options.tls.key),
+        },
+      ],
+      true,
+    );
+    this.port = await new Promise<number>((resolve, reject) => {
+      this.server.bindAsync(address, credentials, (error, port) =>
+        error === null ? resolve(port) : reject(error),
+      );
+    });
+    this.log.info({ address, port: this.port }, 'state server listening (mutual TLS)');
+    return this.port;
+  }
+
+  /** True while bound and not shutting down: part of the readiness signal. */
+  isServing(): boolean {
+    return this.port !== undefined && this.stopping === undefined;
+  }
+
+  /**
+   * Graceful stop (SIGTERM): stop accepting calls, wait for appends in flight to become
+   * durable (they hold the caller's only acknowledgement), then let other calls finish
+   * for up to `graceMs` before cutting them. The store is closed by the caller after
+   * this resolves. Idempotent.
+   */
+  close(graceMs = 10_000): Promise<void> {
+    this.stopping ??= this.stop(graceMs);
+    return this.stopping;
+  }
+
+  private async stop(graceMs: number): Promise<void> {
+    const pending = this.appends.size;
+    if (pending > 0) this.log.info({ appends: pending }, 'waiting for appends in flight');
+    const graceful = new Promise<void>((resolve) => this.server.tryShutdown(() => resolve()));
+    await Promise.allSettled([...this.appends]);
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), graceMs);
+    });
+    const outcome = await Promise.race([graceful.then((): 'done' => 'done'), timedOut]);
+    clearTimeout(timer);
+    if (outcome === 'timeout') {
+      this.log.warn({ graceMs }, 'calls still open after the grace period; cutting them');
+      this.server.forceShutdown();
+    }
+    this.log.info('state server stopped');
+  }
+}

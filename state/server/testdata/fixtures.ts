@@ -1,0 +1,117 @@
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { ensureDevCerts, type DevCerts } from '../../../hack/lib/dev-certs';
+import { CertUsage, DevCertificateAuthority, type CertFiles } from '../../../hack/lib/pki';
+import { encodePayload, EventKind } from '../../../common/event-kinds';
+import type { NewJournalEvent, StateClientTls } from '../../../common/state-client';
+
+/** A fresh temporary directory and a function that removes it. */
+export async function tempDir(
+  prefix: string,
+): Promise<{ path: string; remove: () => Promise<void> }> {
+  const path = await mkdtemp(join(tmpdir(), `polychrome-${prefix}-`));
+  return { path, remove: () => rm(path, { recursive: true, force: true }) };
+}
+
+/** The dev PKI plus identities the state plane must refuse. */
+export interface TestPki extends DevCerts {
+  /** A client certificate that signed itself (CN polychrome-control-plane). */
+  readonly selfSigned: CertFiles;
+  /** CN polychrome-control-plane, but signed by a CA the state plane does not trust. */
+  readonly foreign: CertFiles;
+  /** Signed by the Polychrome CA, with no Polychrome role. */
+  readonly stranger: CertFiles;
+}
+
+/** Makes the dev certificates and the refused identities in `dir` (openssl). */
+export async function makeTestPki(dir: string): Promise<TestPki> {
+  const certs = await ensureDevCerts(join(dir, 'pki'));
+  const rogue = await DevCertificateAuthority.create(
+    join(dir, 'rogue'),
+    'rogue-ca',
+    'polychrome-control-plane',
+  );
+  const foreign = await rogue.issue({
+    name: 'foreign-client',
+    commonName: 'polychrome-control-plane',
+    organizations: ['polychrome:writer'],
+    usage: CertUsage.Client,
+  });
+  const stranger = await DevCertificateAuthority.open(join(dir, 'pki'), 'ca').issue(
+    {
+      name: 'stranger',
+      commonName: 'someone-else',
+      organizations: ['acme'],
+      usage: CertUsage.Client,
+    },
+    join(dir, 'stranger'),
+  );
+  return {
+    ...certs,
+    selfSigned: { certPath: rogue.certPath, keyPath: rogue.keyPath },
+    foreign,
+    stranger,
+  };
+}
+
+/** Client TLS bytes: the Polychrome CA as trust anchor, `identity` as the client. */
+export async function clientTls(ca: CertFiles, identity: CertFiles): Promise<StateClientTls> {
+  const [caPem, cert, key] = await Promise.all([
+    readFile(ca.certPath),
+    readFile(identity.certPath),
+    readFile(identity.keyPath),
+  ]);
+  return { ca: caPem, cert, key };
+}
+
+/** A `message_received` event whose text identifies it. */
+export function message(text: string): NewJournalEvent {
+  return {
+    kind: EventKind.MessageReceived,
+    payload: encodePayload(EventKind.MessageReceived, {
+      turnId: 't',
+      idempotencyKey: text,
+      text,
+      attribution: undefined,
+      receivedAtMs: 0,
+    }),
+  };
+}
+
+/** One turn's worth of events: a message, a tool call and its result (3 events). */
+export function turn(label: string, size = 64): NewJournalEvent[] {
+  const filler = (seed: number): Uint8Array => {
+    const out = new Uint8Array(size);
+    for (let i = 0; i < size; i++) out[i] = (i * 31 + seed) & 0xff;
+    return out;
+  };
+  return [
+    message(label),
+    { kind: EventKind.ToolCall, payload: filler(label.length) },
+    { kind: EventKind.ToolResult, payload: filler(label.length + 1) },
+  ];
+}
+
+/** Polls `check` until it returns a value other than undefined, or fails at the deadline. */
+export async function eventually<T>(
+  what: string,
+  check: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 20_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting for ${what}`, { cause: last });
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
