@@ -1,0 +1,370 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import {
+  ApiException,
+  CoreV1Api,
+  CustomObjectsApi,
+  NodeV1Api,
+  PatchStrategy,
+  setHeaderOptions,
+} from '@kubernetes/client-node';
+import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
+import pino from 'pino';
+import { ConversationResource, validMinimalConversationSpec } from '../../operator/api/v1alpha1';
+import type { ConversationSpec } from '../../operator/api/v1alpha1';
+import { ManualClock } from '../../operator/controller/clock';
+import { ConversationController } from '../../operator/controller/conversation-controller';
+import { pollUntil } from '../../hack/lib/processes';
+import { field, freshNamespace, kubeConfig } from './support/kube';
+
+// The Conversation controller runs in-process against the shared API server, where the
+// agent-sandbox controller turns our SandboxClaims into Sandboxes and pods. There is no
+// kubelet yet (hack's local node is being written): until it lands, each test makes a pod
+// Ready by writing pod status through the status subresource, as a kubelet would.
+const { group, version, plural } = ConversationResource;
+const ext = { group: 'extensions.agents.x-k8s.io', version: 'v1beta1' } as const;
+const sandboxes = { group: 'agents.x-k8s.io', version: 'v1beta1', plural: 'sandboxes' } as const;
+const MINUTE = 60_000;
+const poll = { timeoutMs: 45_000, intervalMs: 200 };
+
+describe('Conversation controller on a real API server', () => {
+  let kc: KubeConfig;
+  let ns: { name: string; dispose: () => Promise<void> };
+  let objects: CustomObjectsApi;
+  let core: CoreV1Api;
+  let controller: ConversationController;
+  const clock = new ManualClock(new Date());
+
+  beforeAll(async () => {
+    kc = await kubeConfig();
+    ns = await freshNamespace(kc, 'ctrl');
+    objects = kc.makeApiClient(CustomObjectsApi);
+    core = kc.makeApiClient(CoreV1Api);
+    try {
+      await kc.makeApiClient(NodeV1Api).createRuntimeClass({
+        body: { metadata: { name: 'gvisor' }, handler: 'runsc' },
+      });
+    } catch (err: unknown) {
+      if (!(err instanceof ApiException && err.code === 409)) throw err;
+    }
+    const namespace = ns.name;
+    await objects.createNamespacedCustomObject({
+      ...ext,
+      namespace,
+      plural: 'sandboxtemplates',
+      body: {
+        apiVersion: `${ext.group}/${ext.version}`,
+        kind: 'SandboxTemplate',
+        metadata: { name: 'polychrome-harness' },
+        spec: {
+          podTemplate: {
+            spec: {
+              runtimeClassName: 'gvisor',
+              automountServiceAccountToken: false,
+              containers: [
+                {
+                  name: 'harness',
+                  image: 'polychrome/harness:dev',
+                  ports: [{ containerPort: 7070 }],
+                },
+              ],
+            },
+          },
+        },
+      },
+    });
+    await objects.createNamespacedCustomObject({
+      ...ext,
+      namespace,
+      plural: 'sandboxwarmpools',
+      body: {
+        apiVersion: `${ext.group}/${ext.version}`,
+        kind: 'SandboxWarmPool',
+        metadata: { name: 'polychrome-harness' },
+        spec: { replicas: 0, sandboxTemplateRef: { name: 'polychrome-harness' } },
+      },
+    });
+    controller = new ConversationController({
+      kubeConfig: kc,
+      logger: pino({ level: process.env['POLYCHROME_TEST_LOG'] ?? 'silent' }),
+      clock,
+      namespace,
+      baseDelayMs: 50,
+      maxDelayMs: 2_000,
+    });
+    await controller.start();
+  });
+
+  afterAll(async () => {
+    await controller.close();
+    // Our finalizers would hold the namespace once the controller is gone: drop them.
+    const list: unknown = await objects.listNamespacedCustomObject({
+      group,
+      version,
+      plural,
+      namespace: ns.name,
+    });
+    const items = field(list, 'items');
+    for (const item of Array.isArray(items) ? items : []) {
+      const name = field(item, 'metadata', 'name');
+      if (typeof name !== 'string') continue;
+      await objects
+        .patchNamespacedCustomObject(
+          {
+            group,
+            version,
+            plural,
+            namespace: ns.name,
+            name,
+            body: { metadata: { finalizers: null } },
+          },
+          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+        )
+        .catch(() => undefined);
+    }
+    await ns.dispose();
+  });
+
+  const create = async (
+    name: string,
+    spec: ConversationSpec = validMinimalConversationSpec,
+  ): Promise<void> => {
+    await objects.createNamespacedCustomObject({
+      group,
+      version,
+      plural,
+      namespace: ns.name,
+      body: {
+        apiVersion: ConversationResource.apiVersion,
+        kind: ConversationResource.kind,
+        metadata: { name },
+        spec,
+      },
+    });
+  };
+  const get = async (name: string): Promise<unknown> =>
+    objects
+      .getNamespacedCustomObject({ group, version, plural, namespace: ns.name, name })
+      .catch((err: unknown) => {
+        if (err instanceof ApiException && err.code === 404) return undefined;
+        throw err;
+      });
+  const condition = (obj: unknown, type: string): unknown => {
+    const conditions = field(obj, 'status', 'conditions');
+    return Array.isArray(conditions)
+      ? conditions.find((c) => field(c, 'type') === type)
+      : undefined;
+  };
+  const getClaim = async (name: string): Promise<unknown> =>
+    objects
+      .getNamespacedCustomObject({ ...ext, plural: 'sandboxclaims', namespace: ns.name, name })
+      .catch((err: unknown) => {
+        if (err instanceof ApiException && err.code === 404) return undefined;
+        throw err;
+      });
+  const getPod = async (name: string): Promise<V1Pod | undefined> =>
+    core.readNamespacedPod({ namespace: ns.name, name }).catch((err: unknown) => {
+      if (err instanceof ApiException && err.code === 404) return undefined;
+      throw err;
+    });
+  const patchStatus = async (name: string, status: Record<string, unknown>): Promise<void> => {
+    // As the turn code does: a merge patch of the status subresource.
+    await objects.patchNamespacedCustomObjectStatus(
+      { group, version, plural, namespace: ns.name, name, body: { status } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+  };
+  /** Plays the kubelet: the pod runs, is Ready and has an IP. */
+  const markPodReady = async (podName: string, ip: string): Promise<void> => {
+    const pod = await pollUntil(`pod ${podName}`, () => getPod(podName), poll);
+    pod.status = {
+      phase: 'Running',
+      podIP: ip,
+      podIPs: [{ ip }],
+      conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: new Date() }],
+    };
+    await core.replaceNamespacedPodStatus({ namespace: ns.name, name: podName, body: pod });
+  };
+  const waitFor = <T>(what: string, check: () => Promise<T | undefined>): Promise<T> =>
+    pollUntil(what, check, poll);
+
+  it('adds the finalizer, claims a sandbox and reports Ready with the endpoint', async () => {
+    await create('c1');
+    const claim = await waitFor('the claim of c1', () => getClaim('c1'));
+    expect(field(claim, 'spec', 'warmPoolRef', 'name')).toBe('polychrome-harness');
+    expect(field(claim, 'metadata', 'ownerReferences')).toMatchObject([
+      { kind: 'Conversation', name: 'c1', controller: true },
+    ]);
+    expect(field(await get('c1'), 'metadata', 'finalizers')).toEqual(['polychrome.dev/cleanup']);
+
+    const pending = await waitFor('c1 to report SandboxPending', async () => {
+      const obj = await get('c1');
+      return field(condition(obj, 'Progressing'), 'reason') === 'SandboxPending' ? obj : undefined;
+    });
+    expect(field(pending, 'status', 'phase')).toBe('Pending');
+
+    const sandboxName = await waitFor('the claim to name its Sandbox', async () => {
+      const name = field(await getClaim('c1'), 'status', 'sandbox', 'name');
+      return typeof name === 'string' && name !== '' ? name : undefined;
+    });
+    const sandbox: unknown = await objects.getNamespacedCustomObject({
+      ...sandboxes,
+      namespace: ns.name,
+      name: sandboxName,
+    });
+    const annotated = field(sandbox, 'metadata', 'annotations', 'agents.x-k8s.io/pod-name');
+    const podName = typeof annotated === 'string' && annotated !== '' ? annotated : sandboxName;
+    await markPodReady(podName, '10.244.0.11');
+
+    const ready = await waitFor('c1 to be Ready', async () => {
+      const obj = await get('c1');
+      return field(condition(obj, 'Ready'), 'status') === 'True' ? obj : undefined;
+    });
+    expect(field(ready, 'status', 'phase')).toBe('Ready');
+    expect(field(ready, 'status', 'sandbox')).toEqual({
+      claimName: 'c1',
+      sandboxName,
+      podName,
+      endpoint: '10.244.0.11:7070',
+    });
+    expect(field(ready, 'status', 'observedGeneration')).toBe(1);
+    expect(field(condition(ready, 'Ready'), 'observedGeneration')).toBe(1);
+  });
+
+  it('moves observedGeneration after a spec change', async () => {
+    await objects.patchNamespacedCustomObject(
+      {
+        group,
+        version,
+        plural,
+        namespace: ns.name,
+        name: 'c1',
+        body: { spec: { agent: { maxSteps: 3 } } },
+      },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    const obj = await waitFor('observedGeneration 2', async () => {
+      const o = await get('c1');
+      return field(o, 'status', 'observedGeneration') === 2 ? o : undefined;
+    });
+    expect(field(condition(obj, 'Ready'), 'observedGeneration')).toBe(2);
+    expect(field(condition(obj, 'Ready'), 'status')).toBe('True');
+  });
+
+  it('reports a missing warm pool as Degraded with what to do', async () => {
+    await create('c-nopool', {
+      ...validMinimalConversationSpec,
+      sandbox: { warmPool: 'absent-pool' },
+    });
+    const degraded = await waitFor('Degraded WarmPoolMissing', async () => {
+      const c = condition(await get('c-nopool'), 'Degraded');
+      return field(c, 'reason') === 'WarmPoolMissing' ? c : undefined;
+    });
+    expect(field(degraded, 'status')).toBe('True');
+    expect(field(degraded, 'message')).toBe(
+      `SandboxWarmPool absent-pool not found in namespace ${ns.name}: apply config/sandbox or set spec.sandbox.warmPool`,
+    );
+  });
+
+  it('closes an idle conversation (injected clock), releases the claim, and reopens on a turn', async () => {
+    await create('c-idle', { ...validMinimalConversationSpec, idleTimeout: '30m' });
+    await waitFor('the claim of c-idle', () => getClaim('c-idle'));
+    await patchStatus('c-idle', {
+      lastTurnTime: clock
+        .now()
+        .toISOString()
+        .replace(/\.\d{3}Z$/, 'Z'),
+    });
+    clock.advance(31 * MINUTE);
+    controller.enqueue(ns.name, 'c-idle');
+    const closed = await waitFor('c-idle to close', async () => {
+      const obj = await get('c-idle');
+      return field(obj, 'status', 'phase') === 'Closed' ? obj : undefined;
+    });
+    expect(field(condition(closed, 'Ready'), 'reason')).toBe('Closed');
+    expect(typeof field(closed, 'status', 'closedTime')).toBe('string');
+    expect(field(closed, 'status', 'sandbox')).toBeUndefined();
+    await waitFor('the claim of c-idle to go', async () =>
+      (await getClaim('c-idle')) === undefined ? true : undefined,
+    );
+
+    // Reopen: the turn code stamps lastTurnTime and clears closedTime (docs/operator.md).
+    clock.advance(MINUTE);
+    await patchStatus('c-idle', {
+      lastTurnTime: clock
+        .now()
+        .toISOString()
+        .replace(/\.\d{3}Z$/, 'Z'),
+      closedTime: null,
+    });
+    await waitFor('a new claim for c-idle', () => getClaim('c-idle'));
+    const reopened = await waitFor('c-idle to reopen', async () => {
+      const obj = await get('c-idle');
+      return field(obj, 'status', 'phase') === 'Pending' ? obj : undefined;
+    });
+    expect(field(reopened, 'status', 'closedTime')).toBeUndefined();
+  });
+
+  it('deletes a closed conversation after its retention', async () => {
+    await create('c-ret', { ...validMinimalConversationSpec, idleTimeout: '1m', retention: '1h' });
+    await waitFor('the claim of c-ret', () => getClaim('c-ret'));
+    await patchStatus('c-ret', {
+      lastTurnTime: clock
+        .now()
+        .toISOString()
+        .replace(/\.\d{3}Z$/, 'Z'),
+    });
+    clock.advance(2 * MINUTE);
+    controller.enqueue(ns.name, 'c-ret');
+    await waitFor('c-ret to close', async () =>
+      field(await get('c-ret'), 'status', 'phase') === 'Closed' ? true : undefined,
+    );
+    clock.advance(61 * MINUTE);
+    controller.enqueue(ns.name, 'c-ret');
+    await waitFor('c-ret to be deleted', async () =>
+      (await get('c-ret')) === undefined ? true : undefined,
+    );
+  });
+
+  it('plain pod backend: creates the pod, reports Ready, recreates a deleted pod', async () => {
+    await create('c-pod', { ...validMinimalConversationSpec, sandbox: { backend: 'pod' } });
+    const pod = await waitFor('pod c-pod', () => getPod('c-pod'));
+    expect(pod.spec?.runtimeClassName).toBe('gvisor');
+    expect(pod.spec?.automountServiceAccountToken).toBe(false);
+    expect(pod.spec?.containers[0]?.securityContext?.capabilities?.drop).toEqual(['ALL']);
+    expect(pod.metadata?.ownerReferences).toMatchObject([
+      { kind: 'Conversation', name: 'c-pod', controller: true },
+    ]);
+    await markPodReady('c-pod', '10.244.0.12');
+    await waitFor('c-pod Ready with its endpoint', async () =>
+      field(await get('c-pod'), 'status', 'sandbox', 'endpoint') === '10.244.0.12:7070'
+        ? true
+        : undefined,
+    );
+
+    const firstUid = pod.metadata?.uid;
+    await core.deleteNamespacedPod({ namespace: ns.name, name: 'c-pod', gracePeriodSeconds: 0 });
+    const again = await waitFor('pod c-pod to be recreated', async () => {
+      const p = await getPod('c-pod');
+      return p !== undefined && p.metadata?.uid !== firstUid ? p : undefined;
+    });
+    expect(again.metadata?.labels?.['polychrome.dev/conversation-uid']).toBe(
+      field(await get('c-pod'), 'metadata', 'uid'),
+    );
+  });
+
+  it('on delete, releases the claim and then drops the finalizer', async () => {
+    await objects.deleteNamespacedCustomObject({
+      group,
+      version,
+      plural,
+      namespace: ns.name,
+      name: 'c1',
+    });
+    await waitFor('c1 to be gone', async () =>
+      (await get('c1')) === undefined ? true : undefined,
+    );
+    await waitFor('the claim of c1 to be gone', async () =>
+      (await getClaim('c1')) === undefined ? true : undefined,
+    );
+  });
+});
