@@ -1,4 +1,4 @@
-import type { AbstractBatchOptions, AbstractLevel } from 'abstract-level';
+import type { AbstractBatchOptions, AbstractLevel, AbstractSublevelOptions } from 'abstract-level';
 
 import { AppError, isAppError } from '../../common/errors';
 
@@ -7,7 +7,12 @@ import { AppError, isAppError } from '../../common/errors';
  * sublevel of it. The records take their own sublevel {@link RECORDS_SUBLEVEL} inside it
  * and never read or write a key outside that sublevel.
  */
-export type RecordsParent = AbstractLevel<string | Buffer | Uint8Array, unknown, unknown>;
+export interface RecordsParent {
+  sublevel<K, V>(
+    name: string,
+    options: AbstractSublevelOptions<K, V>,
+  ): AbstractLevel<string | Buffer | Uint8Array, K, V>;
+}
 
 /** The sublevel that holds every record key (LevelDB key prefix `!records!`). */
 export const RECORDS_SUBLEVEL = 'records';
