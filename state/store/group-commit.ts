@@ -87,14 +87,16 @@ export class GroupCommitter {
   private async drain(): Promise<void> {
     this.running = true;
     try {
+      let first = true;
       for (;;) {
-        if (this.queue.length === 0) {
-          // Appenders released by the last batch queue their next commit within this
-          // turn of the event loop; waiting one turn lets them share the next fsync
-          // instead of the first of them taking a batch alone.
+        if (!first) {
+          // Appenders released by the last batch queue their next commit within this turn
+          // of the event loop. Waiting one turn lets them share the next fsync; otherwise
+          // appenders split into two cohorts that alternate, each paying its own fsync.
           await nextTurn();
-          if (this.queue.length === 0) break;
         }
+        first = false;
+        if (this.queue.length === 0) break;
         const group = this.takeGroup();
         const ops = group.flatMap((w) => w.ops);
         this.stats.durableWrites += 1;

@@ -56,7 +56,22 @@ export function createLevelKv(location: string): KvStore {
     close: () => db.close(),
     get: (key) => db.get(key),
     getMany: (keys) => db.getMany([...keys]),
-    write: (ops, sync) => db.batch([...ops], { sync }),
+    // A chained batch: the same single atomic LevelDB WriteBatch as the array form, but
+    // about 3x cheaper per operation in abstract-level's JavaScript layer, which matters
+    // when group commit writes hundreds of operations at once.
+    write: async (ops, sync) => {
+      const batch = db.batch();
+      try {
+        for (const op of ops) {
+          if (op.type === 'put') batch.put(op.key, op.value);
+          else batch.del(op.key);
+        }
+      } catch (error) {
+        await batch.close();
+        throw error;
+      }
+      await batch.write({ sync });
+    },
     entries: (range) => db.iterator({ ...range }),
     keys: (range) => db.keys({ ...range }),
   };
