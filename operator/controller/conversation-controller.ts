@@ -85,7 +85,8 @@ export class ConversationController {
    * Starts the watches and the workers. Resolves once every informer has begun its first
    * list; events then flow until {@link close}.
    *
-   * @throws AppError-free: informer failures are logged and retried with backoff.
+   * @throws nothing: a watch that fails to list or watch is logged and restarted with a
+   *   backoff, so the controller also starts before agent-sandbox's CRDs are installed.
    */
   async start(): Promise<void> {
     if (this.started) return;
