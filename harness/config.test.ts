@@ -51,7 +51,7 @@ describe('loadHarnessConfig', () => {
       ANTHROPIC_API_KEY: 'sk-test',
       ANTHROPIC_BASE_URL: 'http://127.0.0.1:1234',
       HARNESS_MODEL: 'claude-sonnet-5-5',
-      HARNESS_REQUIRE_APPROVAL: 'send_email, refund',
+      HARNESS_REQUIRE_APPROVAL: 'send_email, everything/*',
       HARNESS_MCP_SERVERS: '[{"transport":"stdio","name":"everything","command":"node"}]',
     });
     expect(config).toMatchObject({
@@ -63,7 +63,7 @@ describe('loadHarnessConfig', () => {
         baseUrl: 'http://127.0.0.1:1234',
         defaultModel: 'claude-sonnet-5-5',
       },
-      requireApproval: ['send_email', 'refund'],
+      requireApproval: ['everything/*', 'send_email'],
       mcpServers: [{ transport: 'stdio', name: 'everything', command: 'node' }],
     });
   });
@@ -77,6 +77,7 @@ describe('loadHarnessConfig', () => {
         HARNESS_AUTH_TOKEN_FILE: '/nonexistent/token',
         HARNESS_MAX_STEPS: '0',
         HARNESS_LOG_LEVEL: 'loud',
+        HARNESS_REQUIRE_APPROVAL: '!send_email',
         HARNESS_MCP_SERVERS: '[{"transport":"ftp","name":"x"}]',
       }),
     ).toEqual([
@@ -85,6 +86,7 @@ describe('loadHarnessConfig', () => {
       'HARNESS_AUTH_TOKEN_FILE: names a file the harness cannot read',
       'HARNESS_MAX_STEPS: must be a whole number from 1 to 100, got "0"',
       "HARNESS_MCP_SERVERS: Invalid discriminator value. Expected 'stdio' | 'http' at 0.transport",
+      'HARNESS_REQUIRE_APPROVAL: HARNESS_REQUIRE_APPROVAL: "!send_email" is not an approval rule; each entry must be a builtin tool name, <mcpServer>/<tool> or <mcpServer>/*. This list can only add approvals; remove a rule by editing the list itself.',
       'HARNESS_LOG_LEVEL: must be one of debug, info, warn, error, silent, got "loud"',
     ]);
   });

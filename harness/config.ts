@@ -4,14 +4,15 @@ import {
   envEnum,
   envInt,
   envJson,
-  envList,
   envOptionalString,
   envPort,
   parseConfig,
   type Env,
 } from '../common/config';
 import { DEFAULT_HEALTH_PORT } from '../common/health-server';
+import { isAppError } from '../common/errors';
 import { LogLevel } from '../common/log';
+import { parseApprovalRules, type ApprovalRules } from './tools/approval-policy';
 
 /**
  * The harness's configuration, from environment variables the operator sets on the
@@ -28,7 +29,7 @@ import { LogLevel } from '../common/log';
  * | `HARNESS_MODEL_SCRIPT` | script file for the scripted provider | required without an API key |
  * | `HARNESS_MAX_STEPS` | the deployment's step budget | 8 |
  * | `HARNESS_MCP_SERVERS` | JSON array of MCP servers | `[]` |
- * | `HARNESS_REQUIRE_APPROVAL` | comma-separated tool names that always need approval | none |
+ * | `HARNESS_REQUIRE_APPROVAL` | approval rules added to every turn's tools (`name`, `server/tool`, `server/*`; comma or space separated) | none |
  * | `HARNESS_LOG_LEVEL` | debug, info, warn, error, silent | info |
  * | `HARNESS_SHUTDOWN_GRACE_MS` | how long SIGTERM lets a running turn finish | 20000 |
  * | `HARNESS_ACK_TIMEOUT_MS`, `HARNESS_TOOL_TIMEOUT_MS` | waits for a journal ack, a tool | 30000, 60000 |
@@ -89,7 +90,15 @@ const schema = z
     HARNESS_MODEL_SCRIPT: envOptionalString(),
     HARNESS_MAX_STEPS: envInt({ default: 8, min: 1, max: 100 }),
     HARNESS_MCP_SERVERS: envJson(z.array(mcpServerSchema), []),
-    HARNESS_REQUIRE_APPROVAL: envList(),
+    HARNESS_REQUIRE_APPROVAL: envOptionalString().transform((text, ctx): ApprovalRules => {
+      try {
+        return parseApprovalRules(text ?? '', 'HARNESS_REQUIRE_APPROVAL');
+      } catch (error) {
+        if (!isAppError(error)) throw error;
+        ctx.addIssue({ code: 'custom', message: error.message });
+        return z.NEVER;
+      }
+    }),
     HARNESS_LOG_LEVEL: envEnum(
       [LogLevel.Debug, LogLevel.Info, LogLevel.Warn, LogLevel.Error, LogLevel.Silent],
       LogLevel.Info,

@@ -7,6 +7,7 @@ import {
   type TurnInput as TurnInputMessage,
 } from '../../proto/gen/polychrome/harness/v1/harness';
 import type { ModelProvider } from '../model/model-provider';
+import { needsApproval } from '../tools/approval-policy';
 import type { ToolRunner } from '../tools/tool-runner';
 import type { SignatureVerifier } from '../turn/approval-token';
 import { requestIds as defaultRequestIds, type RequestIds } from '../turn/request-ids';
@@ -56,7 +57,11 @@ export interface HarnessServerOptions {
   readonly metrics?: HarnessMetrics;
   /** Used when `start` sets no deployment limit. @default 8 */
   readonly defaultMaxSteps?: number;
-  /** Tools that need approval whatever `start` says (deployment policy). */
+  /**
+   * Deployment approval rules (`name`, `server/tool`, `server/*`; see
+   * tools/approval-policy.ts): matching tools need approval whatever `start` says. They can
+   * only add approvals.
+   */
   readonly requireApproval?: readonly string[];
   /** How long the first message (`start`) may take. @default 10000 */
   readonly startTimeoutMs?: number;
@@ -370,7 +375,7 @@ export class HarnessServer {
 
   /** Deployment policy on top of what the control plane sent. */
   private withPolicy(input: TurnInput): TurnInput {
-    const requireApproval = new Set(this.options.requireApproval ?? []);
+    const rules = this.options.requireApproval ?? [];
     return {
       ...input,
       budget: {
@@ -378,7 +383,7 @@ export class HarnessServer {
         deployment: input.budget.deployment ?? this.options.defaultMaxSteps,
       },
       tools: input.tools.map((tool) =>
-        requireApproval.has(tool.name) && !tool.needsApproval
+        !tool.needsApproval && needsApproval(tool.name, rules)
           ? { ...tool, needsApproval: true }
           : tool,
       ),
