@@ -29,7 +29,11 @@ const VERSION = 1;
 const KEY_ID_BYTES = 16;
 const FIXED_BYTES = 1 + 8 + KEY_ID_BYTES + 1;
 
-/** The stored bytes of `record`. */
+/**
+ * The stored bytes of `record`.
+ *
+ * @throws AppError `invalid_argument` when the genesis key id is not 32 hex digits.
+ */
 export function encodeHeadRecord(record: HeadRecord): Uint8Array {
   const out = new Uint8Array(FIXED_BYTES + DIGEST_BYTES * record.peaks.length);
   out[0] = VERSION;

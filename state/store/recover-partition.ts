@@ -92,6 +92,9 @@ async function keysFrom(
  * These are O(log n) reads per partition. They tie the head, the events, the nodes and
  * the last signed root together; they do not re-check the whole journal or any signature
  * (that is `verify`).
+ *
+ * @throws the engine's error when a read or the drop write fails (damage is not thrown:
+ *   it comes back as a `refused` outcome).
  */
 export async function recoverPartition(
   kv: KvStore,
