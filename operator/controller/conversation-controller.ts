@@ -50,6 +50,32 @@ export interface ConversationControllerOptions {
   readonly maxDelayMs?: number;
   /** Replaces the cluster adapter (tests). @default createConversationKube(kubeConfig) */
   readonly kube?: ConversationKube;
+  /**
+   * Decides whether this replica reconciles a Conversation now: with several replicas,
+   * only the holder of the conversation's lease writes its children and status. A
+   * Conversation that is not owned is queued again after `retryAfterMs`.
+   * @default every Conversation is owned (one replica)
+   */
+  readonly ownership?: (ref: OwnedConversation) => Promise<Ownership>;
+  /** Called after every pass, for metrics. */
+  readonly onPass?: (outcome: PassOutcome) => void;
+}
+
+/** The Conversation an {@link ConversationControllerOptions.ownership} check is about. */
+export interface OwnedConversation {
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid: string;
+}
+
+/** Whether this replica may reconcile a Conversation now. */
+export type Ownership =
+  { readonly owned: true } | { readonly owned: false; readonly retryAfterMs: number };
+
+/** What one pass did, for metrics. */
+export interface PassOutcome {
+  readonly result: 'success' | 'error' | 'not_owned';
+  readonly durationMs: number;
 }
 
 /** Delay before an informer that stopped on an error lists and watches again. */
@@ -223,6 +249,20 @@ export class ConversationController {
     }
   }
 
+  /** Conversations the watch knows, for status gauges. */
+  knownConversations(): readonly KubernetesObject[] {
+    return this.conversations?.list() ?? [];
+  }
+
+  private async checkOwnership(namespace: string, name: string): Promise<Ownership> {
+    const check = this.options.ownership;
+    if (check === undefined) return { owned: true };
+    const uid = this.conversations?.get(name, namespace)?.metadata?.uid;
+    // Not in the cache (deleted, or not seen yet): the pass only reads and finds nothing.
+    if (uid === undefined) return { owned: true };
+    return check({ namespace, name, uid });
+  }
+
   private async work(): Promise<void> {
     for (;;) {
       const key = await this.queue.get();
@@ -230,16 +270,28 @@ export class ConversationController {
       const slash = key.indexOf('/');
       const namespace = key.slice(0, slash);
       const name = key.slice(slash + 1);
+      const started = Date.now();
+      const report = (result: PassOutcome['result']): void =>
+        this.options.onPass?.({ result, durationMs: Date.now() - started });
       try {
+        const ownership = await this.checkOwnership(namespace, name);
+        if (!ownership.owned) {
+          this.queue.forget(key);
+          this.queue.addAfter(key, ownership.retryAfterMs);
+          report('not_owned');
+          continue;
+        }
         const result = await this.reconciler.reconcile(namespace, name);
         this.queue.forget(key);
         if (result.requeueAfterMs !== undefined) this.queue.addAfter(key, result.requeueAfterMs);
+        report('success');
       } catch (err: unknown) {
         const retryMs = this.queue.addRateLimited(key);
         this.log.warn(
           { namespace, conversation: name, err: apiErrorMessage(err), retryMs },
           'reconcile failed',
         );
+        report('error');
       } finally {
         this.queue.done(key);
       }

@@ -1,0 +1,75 @@
+import { describe, expect, it } from '@jest/globals';
+import { ConfigError } from '../common/config';
+import { loadControlPlaneConfig } from './config';
+
+const base = {
+  POLYCHROME_STATE_ADDRESS: 'polychrome-state:7443',
+  POLYCHROME_STATE_CA: '/tls/ca.crt',
+  POLYCHROME_STATE_CERT: '/tls/tls.crt',
+  POLYCHROME_STATE_KEY: '/tls/tls.key',
+};
+
+describe('loadControlPlaneConfig', () => {
+  it('fills the defaults', () => {
+    const c = loadControlPlaneConfig({ ...base, POD_NAME: 'cp-0' });
+    expect(c).toMatchObject({
+      identity: 'cp-0',
+      kubeconfigPath: undefined,
+      health: { host: '0.0.0.0', port: 9090 },
+      lease: { durationMs: 15_000, renewIntervalMs: 5_000 },
+      workers: 2,
+      agentSandbox: true,
+      logLevel: 'info',
+    });
+    expect(Object.isFrozen(c.state)).toBe(true);
+  });
+
+  it('prefers an explicit identity over the pod name', () => {
+    expect(
+      loadControlPlaneConfig({ ...base, POD_NAME: 'cp-0', POLYCHROME_IDENTITY: 'me' }).identity,
+    ).toBe('me');
+  });
+
+  it('reports every bad variable at once', () => {
+    let caught: unknown;
+    try {
+      loadControlPlaneConfig({
+        POLYCHROME_STATE_ADDRESS: 'no-port',
+        POLYCHROME_WORKERS: 'many',
+        POLYCHROME_LOG_LEVEL: 'loud',
+      });
+    } catch (err: unknown) {
+      caught = err;
+    }
+    if (!(caught instanceof ConfigError)) throw new Error('expected a ConfigError');
+    const issues = caught.issues.map((i) => i.variable).sort();
+    expect(issues).toEqual([
+      'POLYCHROME_LOG_LEVEL',
+      'POLYCHROME_STATE_CA',
+      'POLYCHROME_STATE_CERT',
+      'POLYCHROME_STATE_KEY',
+      'POLYCHROME_WORKERS',
+    ]);
+    expect(caught.message).toMatch(
+      /POLYCHROME_WORKERS: must be a whole number from 1 to 64, got "many"/,
+    );
+  });
+
+  it('rejects a renew interval that is not shorter than the lease', () => {
+    expect(() =>
+      loadControlPlaneConfig({
+        ...base,
+        POLYCHROME_LEASE_DURATION_MS: '5000',
+        POLYCHROME_LEASE_RENEW_MS: '5000',
+      }),
+    ).toThrow(
+      /POLYCHROME_LEASE_RENEW_MS: must be shorter than POLYCHROME_LEASE_DURATION_MS \(5000\), got 5000/,
+    );
+  });
+
+  it('rejects a state address without a port', () => {
+    expect(() =>
+      loadControlPlaneConfig({ ...base, POLYCHROME_STATE_ADDRESS: 'polychrome-state' }),
+    ).toThrow(/POLYCHROME_STATE_ADDRESS: must be host:port/);
+  });
+});

@@ -1,0 +1,127 @@
+import { hostname } from 'node:os';
+import { z } from 'zod';
+import {
+  envBool,
+  envEnum,
+  envInt,
+  envOptionalString,
+  envPort,
+  envString,
+  parseConfig,
+  type Env,
+} from '../common/config';
+import { DEFAULT_HEALTH_PORT } from '../common/health-server';
+import { LogLevel } from '../common/log';
+
+/**
+ * The control plane's configuration, from the environment its Deployment sets:
+ *
+ * | variable | meaning | default |
+ * |---|---|---|
+ * | `POLYCHROME_IDENTITY` / `POD_NAME` | this replica's name, written as lease holder | `POD_NAME`, else the host name |
+ * | `POLYCHROME_KUBECONFIG` | kubeconfig file (outside a cluster) | unset: in-cluster service account |
+ * | `POLYCHROME_WATCH_NAMESPACE` | reconcile one namespace only | every namespace |
+ * | `POLYCHROME_STATE_ADDRESS` | state plane `host:port` | required |
+ * | `POLYCHROME_STATE_CA` / `_CERT` / `_KEY` | mTLS files for the state plane link | required |
+ * | `POLYCHROME_STATE_SERVER_NAME` | name to check the state plane's certificate against | the address's host |
+ * | `POLYCHROME_HEALTH_HOST` / `POLYCHROME_HEALTH_PORT` | `/healthz`, `/readyz`, `/metrics` | 0.0.0.0, 9090 |
+ * | `POLYCHROME_LEASE_DURATION_MS` / `POLYCHROME_LEASE_RENEW_MS` | per-conversation lease timing | 15000 / 5000 |
+ * | `POLYCHROME_WORKERS` | concurrent reconcile passes | 2 |
+ * | `POLYCHROME_AGENT_SANDBOX` | agent-sandbox is installed (watch claims and sandboxes) | true |
+ * | `POLYCHROME_HARNESS_IMAGE` | image of the built-in harness pod spec | the controller's default |
+ * | `POLYCHROME_LOG_LEVEL` | debug, info, warn, error, silent | info |
+ * | `POLYCHROME_SHUTDOWN_GRACE_MS` | how long SIGTERM waits for passes in progress | 20000 |
+ */
+const schema = z
+  .object({
+    POLYCHROME_IDENTITY: envOptionalString(),
+    POD_NAME: envOptionalString(),
+    POLYCHROME_KUBECONFIG: envOptionalString(),
+    POLYCHROME_WATCH_NAMESPACE: envOptionalString(),
+    POLYCHROME_STATE_ADDRESS: envString(),
+    POLYCHROME_STATE_CA: envString(),
+    POLYCHROME_STATE_CERT: envString(),
+    POLYCHROME_STATE_KEY: envString(),
+    POLYCHROME_STATE_SERVER_NAME: envOptionalString(),
+    POLYCHROME_HEALTH_HOST: envString({ default: '0.0.0.0' }),
+    POLYCHROME_HEALTH_PORT: envPort(DEFAULT_HEALTH_PORT),
+    POLYCHROME_LEASE_DURATION_MS: envInt({ default: 15_000, min: 1_000, max: 600_000 }),
+    POLYCHROME_LEASE_RENEW_MS: envInt({ default: 5_000, min: 100, max: 300_000 }),
+    POLYCHROME_WORKERS: envInt({ default: 2, min: 1, max: 64 }),
+    POLYCHROME_AGENT_SANDBOX: envBool(true),
+    POLYCHROME_HARNESS_IMAGE: envOptionalString(),
+    POLYCHROME_LOG_LEVEL: envEnum(
+      [LogLevel.Debug, LogLevel.Info, LogLevel.Warn, LogLevel.Error, LogLevel.Silent],
+      LogLevel.Info,
+    ),
+    POLYCHROME_SHUTDOWN_GRACE_MS: envInt({ default: 20_000, min: 0, max: 600_000 }),
+  })
+  .superRefine((env, ctx) => {
+    if (env.POLYCHROME_LEASE_RENEW_MS >= env.POLYCHROME_LEASE_DURATION_MS) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['POLYCHROME_LEASE_RENEW_MS'],
+        message: `must be shorter than POLYCHROME_LEASE_DURATION_MS (${env.POLYCHROME_LEASE_DURATION_MS}), got ${env.POLYCHROME_LEASE_RENEW_MS}`,
+      });
+    }
+    if (!/^[^:\s]+:\d{1,5}$/u.test(env.POLYCHROME_STATE_ADDRESS)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['POLYCHROME_STATE_ADDRESS'],
+        message: `must be host:port, got ${JSON.stringify(env.POLYCHROME_STATE_ADDRESS)}`,
+      });
+    }
+  });
+
+/** The control plane's validated configuration. */
+export interface ControlPlaneConfig {
+  readonly identity: string;
+  readonly kubeconfigPath: string | undefined;
+  readonly watchNamespace: string | undefined;
+  readonly state: {
+    readonly address: string;
+    readonly caPath: string;
+    readonly certPath: string;
+    readonly keyPath: string;
+    readonly serverName: string | undefined;
+  };
+  readonly health: { readonly host: string; readonly port: number };
+  readonly lease: { readonly durationMs: number; readonly renewIntervalMs: number };
+  readonly workers: number;
+  readonly agentSandbox: boolean;
+  readonly harnessImage: string | undefined;
+  readonly logLevel: LogLevel;
+  readonly shutdownGraceMs: number;
+}
+
+/**
+ * Reads the control plane's configuration.
+ *
+ * @param env @default process.env
+ * @throws ConfigError listing every bad variable at once.
+ */
+export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
+  const c = parseConfig('control plane', schema, env);
+  return Object.freeze({
+    identity: c.POLYCHROME_IDENTITY ?? c.POD_NAME ?? hostname(),
+    kubeconfigPath: c.POLYCHROME_KUBECONFIG,
+    watchNamespace: c.POLYCHROME_WATCH_NAMESPACE,
+    state: Object.freeze({
+      address: c.POLYCHROME_STATE_ADDRESS,
+      caPath: c.POLYCHROME_STATE_CA,
+      certPath: c.POLYCHROME_STATE_CERT,
+      keyPath: c.POLYCHROME_STATE_KEY,
+      serverName: c.POLYCHROME_STATE_SERVER_NAME,
+    }),
+    health: Object.freeze({ host: c.POLYCHROME_HEALTH_HOST, port: c.POLYCHROME_HEALTH_PORT }),
+    lease: Object.freeze({
+      durationMs: c.POLYCHROME_LEASE_DURATION_MS,
+      renewIntervalMs: c.POLYCHROME_LEASE_RENEW_MS,
+    }),
+    workers: c.POLYCHROME_WORKERS,
+    agentSandbox: c.POLYCHROME_AGENT_SANDBOX,
+    harnessImage: c.POLYCHROME_HARNESS_IMAGE,
+    logLevel: c.POLYCHROME_LOG_LEVEL,
+    shutdownGraceMs: c.POLYCHROME_SHUTDOWN_GRACE_MS,
+  });
+}

@@ -1,0 +1,157 @@
+/**
+ * The control plane process: load config, build logger and clients, connect to the state
+ * plane, wire the reconciler and leases, serve the side port, stop on SIGTERM.
+ */
+import { KubeConfig } from '@kubernetes/client-node';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { ConfigError } from '../common/config';
+import { HealthServer } from '../common/health-server';
+import { componentLogger, createRootLogger, LogComponent } from '../common/log';
+import { loadStateClientTls, StateClient } from '../common/state-client';
+import { loadControlPlaneConfig } from './config';
+import { ConversationController } from './controller/conversation-controller';
+import { ConversationLeases, isLeaseHandle } from './lease/conversation-leases';
+import { StateLink } from './state-link';
+
+async function main(): Promise<void> {
+  const config = loadControlPlaneConfig();
+  const log = createRootLogger({ service: 'control-plane', level: config.logLevel });
+  const mainLog = componentLogger(log, LogComponent.Main, { identity: config.identity });
+
+  const kc = new KubeConfig();
+  if (config.kubeconfigPath === undefined) kc.loadFromCluster();
+  else kc.loadFromFile(config.kubeconfigPath);
+
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const passes = new Counter({
+    name: 'polychrome_reconcile_total',
+    help: 'Reconcile passes by result.',
+    labelNames: ['result'],
+    registers: [registry],
+  });
+  const passSeconds = new Histogram({
+    name: 'polychrome_reconcile_duration_seconds',
+    help: 'Duration of reconcile passes.',
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [registry],
+  });
+  const leaseEvents = new Counter({
+    name: 'polychrome_lease_transitions_total',
+    help: 'Conversation lease acquisitions, take-overs, losses and releases.',
+    labelNames: ['event'],
+    registers: [registry],
+  });
+
+  const leases = new ConversationLeases({
+    kubeConfig: kc,
+    identity: config.identity,
+    leaseDurationMs: config.lease.durationMs,
+    renewIntervalMs: config.lease.renewIntervalMs,
+    onTransition: (event, handle) => {
+      leaseEvents.inc({ event });
+      if (event !== 'renewed') {
+        mainLog.info(
+          {
+            event,
+            namespace: handle.conversation.namespace,
+            conversation: handle.conversation.name,
+            fencingToken: handle.fencingToken,
+          },
+          'conversation lease changed',
+        );
+      }
+    },
+  });
+  const controller = new ConversationController({
+    kubeConfig: kc,
+    logger: log,
+    workers: config.workers,
+    agentSandbox: config.agentSandbox,
+    ...(config.watchNamespace === undefined ? {} : { namespace: config.watchNamespace }),
+    ...(config.harnessImage === undefined ? {} : { harnessImage: config.harnessImage }),
+    // Only the lease holder writes a conversation's children and status.
+    ownership: async (ref) => {
+      const got = await leases.tryAcquire(ref);
+      return isLeaseHandle(got)
+        ? { owned: true }
+        : { owned: false, retryAfterMs: Math.max(100, got.retryAtMs - Date.now()) };
+    },
+    onPass: ({ result, durationMs }) => {
+      passes.inc({ result });
+      passSeconds.observe(durationMs / 1000);
+    },
+  });
+  new Gauge({
+    name: 'polychrome_conversations',
+    help: 'Conversations this replica sees, by phase.',
+    labelNames: ['phase'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const obj of controller.knownConversations()) {
+        const status: unknown = Reflect.get(obj, 'status');
+        const phase: unknown =
+          typeof status === 'object' && status !== null ? Reflect.get(status, 'phase') : undefined;
+        this.inc({ phase: typeof phase === 'string' && phase !== '' ? phase : 'Unknown' });
+      }
+    },
+  });
+
+  const state = new StateClient({
+    address: config.state.address,
+    tls: await loadStateClientTls({
+      ca: config.state.caPath,
+      cert: config.state.certPath,
+      key: config.state.keyPath,
+    }),
+    ...(config.state.serverName === undefined ? {} : { serverName: config.state.serverName }),
+  });
+  const link = new StateLink(state, componentLogger(log, LogComponent.Journal));
+  let started = false;
+  const health = new HealthServer({
+    host: config.health.host,
+    port: config.health.port,
+    registry,
+    isReady: () => started && link.isUp(),
+  });
+  await health.start();
+
+  const stopping = new AbortController();
+  let shuttingDown = false;
+  const shutdown = async (signal: string): Promise<void> => {
+    if (shuttingDown) return;
+    shuttingDown = true;
+    started = false;
+    stopping.abort(new Error(`received ${signal}`));
+    mainLog.info({ signal }, 'shutting down');
+    const grace = setTimeout(() => {
+      mainLog.error({ graceMs: config.shutdownGraceMs }, 'shutdown grace period over; exiting');
+      process.exit(1);
+    }, config.shutdownGraceMs);
+    grace.unref();
+    await controller.close();
+    // Released leases let the other replicas take over at once instead of after expiry.
+    await leases.close();
+    link.close();
+    state.close();
+    await health.close();
+    mainLog.info('stopped');
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+
+  mainLog.info({ state: config.state.address }, 'connecting to the state plane');
+  await link.connect(stopping.signal);
+  leases.start();
+  await controller.start();
+  started = true;
+  mainLog.info({ health: config.health.port }, 'control plane started');
+}
+
+main().catch((err: unknown) => {
+  // Before the logger exists (bad config) the message goes to stderr as it is.
+  console.error(err instanceof ConfigError || err instanceof Error ? err.message : err);
+  process.exit(1);
+});
