@@ -499,6 +499,17 @@ describe('open and close', () => {
     expect(store.head(P).head).toBe(2);
   });
 
+  it('lets a close() issued during open() win', async () => {
+    kv = instrumentedKv(dir.path);
+    store = new JournalStore({ location: dir.path, signer: keyA, kv });
+    const opening = store.open();
+    const closing = store.close();
+    await opening;
+    // Open finished first, yet the store must not serve: close is under way.
+    expect(() => store.head(P)).toThrow('the journal store is closed');
+    await closing;
+  });
+
   it('refuses a directory that is not a journal store', async () => {
     await editRaw(dir.path, (db) => db.put(Uint8Array.of(1, 2, 3), Uint8Array.of(4)));
     kv = instrumentedKv(dir.path);

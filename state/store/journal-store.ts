@@ -395,7 +395,8 @@ export class JournalStore {
           }
         });
       }
-      this.lifecycle = Lifecycle.Open;
+      // close() may have been called while opening: it wins.
+      if (this.lifecycle === Lifecycle.Opening) this.lifecycle = Lifecycle.Open;
       return {
         partitions: this.partitions.size,
         droppedTails,
