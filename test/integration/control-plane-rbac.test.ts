@@ -1,0 +1,288 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import {
+  ApiException,
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  NodeV1Api,
+  PatchStrategy,
+  setHeaderOptions,
+  type KubeConfig,
+} from '@kubernetes/client-node';
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { defaultBinDir, repoRoot } from '../../hack/lib/local-cluster';
+import { LocalNode } from '../../hack/lib/local-node';
+import { pollUntil } from '../../hack/lib/processes';
+import { ConversationResource } from '../../operator/api/v1alpha1';
+import { ConversationController } from '../../operator/controller/conversation-controller';
+import { ConversationLeases, isLeaseHandle } from '../../operator/lease/conversation-leases';
+import { field, freshNamespace, kubeConfig, sharedCluster } from './support/kube';
+
+// The control plane runs here as exactly the identity config/rbac grants (the
+// polychrome-control-plane ServiceAccount), against the real API server with RBAC on, as
+// two replicas sharing the conversations through their leases. A verb missing from
+// config/rbac/role.yaml makes a pass fail and these tests time out on the status they wait
+// for. Pods are run by hack's local node in simulate mode (Running and Ready, no process).
+const { group, version, plural } = ConversationResource;
+const ext = { group: 'extensions.agents.x-k8s.io', version: 'v1beta1' } as const;
+const serviceAccountUser = 'system:serviceaccount:polychrome-system:polychrome-control-plane';
+const poll = { timeoutMs: 45_000, intervalMs: 250 };
+
+interface Replica {
+  identity: string;
+  leases: ConversationLeases;
+  controller: ConversationController;
+  notOwned: number;
+}
+
+describe('control plane as its own least-privilege identity, two replicas', () => {
+  let admin: KubeConfig;
+  let asOperator: KubeConfig;
+  let ns: { name: string; dispose: () => Promise<void> };
+  let node: LocalNode;
+  let nodeDir: string;
+  const replicas: Replica[] = [];
+
+  const startReplica = async (identity: string): Promise<Replica> => {
+    const leases = new ConversationLeases({
+      kubeConfig: asOperator,
+      identity,
+      leaseDurationMs: 4_000,
+      renewIntervalMs: 1_000,
+    });
+    const replica: Replica = {
+      identity,
+      leases,
+      notOwned: 0,
+      controller: new ConversationController({
+        kubeConfig: asOperator,
+        logger: pino({ level: process.env['POLYCHROME_TEST_LOG'] ?? 'silent' }),
+        namespace: ns.name,
+        baseDelayMs: 50,
+        maxDelayMs: 2_000,
+        ownership: async (ref) => {
+          const got = await leases.tryAcquire(ref);
+          return isLeaseHandle(got)
+            ? { owned: true }
+            : { owned: false, retryAfterMs: Math.max(100, got.retryAtMs - Date.now()) };
+        },
+        onPass: ({ result }) => {
+          if (result === 'not_owned') replica.notOwned++;
+        },
+      }),
+    };
+    leases.start();
+    await replica.controller.start();
+    replicas.push(replica);
+    return replica;
+  };
+  const stopReplica = async (replica: Replica): Promise<void> => {
+    await replica.controller.close();
+    await replica.leases.close();
+  };
+
+  const objects = (): CustomObjectsApi => admin.makeApiClient(CustomObjectsApi);
+  const create = (name: string, spec: object): Promise<unknown> =>
+    objects().createNamespacedCustomObject({
+      group,
+      version,
+      plural,
+      namespace: ns.name,
+      body: {
+        apiVersion: ConversationResource.apiVersion,
+        kind: ConversationResource.kind,
+        metadata: { name },
+        spec,
+      },
+    });
+  const get = (name: string): Promise<unknown> =>
+    objects().getNamespacedCustomObject({ group, version, plural, namespace: ns.name, name });
+  const waitReady = (name: string): Promise<unknown> =>
+    pollUntil(
+      `${name} to be Ready`,
+      async () => {
+        const obj = await get(name);
+        return field(obj, 'status', 'phase') === 'Ready' &&
+          typeof field(obj, 'status', 'sandbox', 'endpoint') === 'string'
+          ? obj
+          : undefined;
+      },
+      poll,
+    );
+  const leaseHolder = async (uid: string): Promise<string | undefined> =>
+    (
+      await admin
+        .makeApiClient(CoordinationV1Api)
+        .readNamespacedLease({ namespace: ns.name, name: `conv-${uid}` })
+    ).spec?.holderIdentity;
+
+  beforeAll(async () => {
+    admin = await kubeConfig();
+    const cluster = await sharedCluster();
+    // The base creates the namespace, the ServiceAccount, the ClusterRole and its binding.
+    execFileSync(join(defaultBinDir, 'kubectl'), [
+      `--kubeconfig=${cluster.kubeconfigPath}`,
+      'apply',
+      '--server-side',
+      '-k',
+      join(repoRoot, 'config'),
+    ]);
+    asOperator = await kubeConfig(
+      await cluster.mintUser(serviceAccountUser, [
+        'system:serviceaccounts',
+        'system:serviceaccounts:polychrome-system',
+      ]),
+    );
+    ns = await freshNamespace(admin, 'rbac');
+    try {
+      await admin
+        .makeApiClient(NodeV1Api)
+        .createRuntimeClass({ body: { metadata: { name: 'gvisor' }, handler: 'runsc' } });
+    } catch (err: unknown) {
+      if (!(err instanceof ApiException && err.code === 409)) throw err;
+    }
+    await objects().createNamespacedCustomObject({
+      ...ext,
+      namespace: ns.name,
+      plural: 'sandboxtemplates',
+      body: {
+        apiVersion: `${ext.group}/${ext.version}`,
+        kind: 'SandboxTemplate',
+        metadata: { name: 'polychrome-harness' },
+        spec: {
+          podTemplate: {
+            spec: {
+              runtimeClassName: 'gvisor',
+              automountServiceAccountToken: false,
+              containers: [{ name: 'harness', image: 'polychrome/harness:dev' }],
+            },
+          },
+        },
+      },
+    });
+    await objects().createNamespacedCustomObject({
+      ...ext,
+      namespace: ns.name,
+      plural: 'sandboxwarmpools',
+      body: {
+        apiVersion: `${ext.group}/${ext.version}`,
+        kind: 'SandboxWarmPool',
+        metadata: { name: 'polychrome-harness' },
+        spec: { replicas: 0, sandboxTemplateRef: { name: 'polychrome-harness' } },
+      },
+    });
+    nodeDir = await mkdtemp(join(tmpdir(), 'rbac-node-'));
+    node = new LocalNode({
+      kubeConfig: admin,
+      name: `rbac-${ns.name}`,
+      stateDir: nodeDir,
+      namespaces: [ns.name],
+      simulate: true,
+    });
+    await node.start();
+    await startReplica('replica-a');
+    await startReplica('replica-b');
+  });
+
+  afterAll(async () => {
+    await Promise.allSettled(replicas.map((r) => stopReplica(r)));
+    await node.close();
+    const list: unknown = await objects().listNamespacedCustomObject({
+      group,
+      version,
+      plural,
+      namespace: ns.name,
+    });
+    const items = field(list, 'items');
+    for (const item of Array.isArray(items) ? items : []) {
+      const name = field(item, 'metadata', 'name');
+      if (typeof name !== 'string') continue;
+      await objects()
+        .patchNamespacedCustomObject(
+          {
+            group,
+            version,
+            plural,
+            namespace: ns.name,
+            name,
+            body: { metadata: { finalizers: null } },
+          },
+          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+        )
+        .catch(() => undefined);
+    }
+    await ns.dispose();
+    await rm(nodeDir, { recursive: true, force: true });
+  });
+
+  it('is refused what config/rbac does not grant', async () => {
+    const core = asOperator.makeApiClient(CoreV1Api);
+    await expect(core.listNamespacedSecret({ namespace: ns.name })).rejects.toMatchObject({
+      code: 403,
+    });
+    await expect(core.deleteNamespace({ name: ns.name })).rejects.toMatchObject({ code: 403 });
+    await expect(
+      asOperator
+        .makeApiClient(CoordinationV1Api)
+        .deleteNamespacedLease({ namespace: ns.name, name: 'conv-x' }),
+    ).rejects.toMatchObject({ code: 403 });
+  });
+
+  it('brings conversations on both backends to Ready, one lease holder each', async () => {
+    const names = ['sb-1', 'sb-2', 'sb-3', 'pod-1', 'pod-2', 'pod-3'];
+    for (const name of names) {
+      await create(name, {
+        agent: { systemPrompt: 'test' },
+        ...(name.startsWith('pod') ? { sandbox: { backend: 'pod' } } : {}),
+      });
+    }
+    for (const name of names) {
+      const ready = await waitReady(name);
+      const uid = String(field(ready, 'metadata', 'uid'));
+      expect(['replica-a', 'replica-b']).toContain(await leaseHolder(uid));
+      expect(field(ready, 'metadata', 'finalizers')).toEqual(['polychrome.dev/cleanup']);
+    }
+    // The replica without the lease stood back at least once for each conversation.
+    expect(replicas.reduce((n, r) => n + r.notOwned, 0)).toBeGreaterThanOrEqual(names.length);
+  });
+
+  it('hands a stopped replica’s conversations to the other, which still cleans up on delete', async () => {
+    const name = 'handover';
+    await create(name, { agent: { systemPrompt: 'test' }, sandbox: { backend: 'pod' } });
+    const uid = String(field(await waitReady(name), 'metadata', 'uid'));
+    const holderName = await leaseHolder(uid);
+    const holder = replicas.find((r) => r.identity === holderName);
+    const other = replicas.find((r) => r.identity !== holderName);
+    if (holder === undefined || other === undefined)
+      throw new Error(`no replica named ${String(holderName)}`);
+    await stopReplica(holder);
+    // Stopping released the lease: the other replica deletes on its next pass.
+    await objects().deleteNamespacedCustomObject({
+      group,
+      version,
+      plural,
+      namespace: ns.name,
+      name,
+    });
+    await pollUntil(
+      `${name} to be cleaned up and removed by ${other.identity}`,
+      async () => {
+        try {
+          await get(name);
+          return undefined;
+        } catch (err: unknown) {
+          if (err instanceof ApiException && err.code === 404) return true;
+          throw err;
+        }
+      },
+      poll,
+    );
+    await expect(
+      admin.makeApiClient(CoreV1Api).readNamespacedPod({ namespace: ns.name, name }),
+    ).rejects.toMatchObject({ code: 404 });
+  });
+});
