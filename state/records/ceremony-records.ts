@@ -3,7 +3,7 @@ import { createHmac, randomInt, timingSafeEqual } from 'node:crypto';
 import { AppError } from '../../common/errors';
 import { toPersona, type Persona, type PersonaRecords } from './persona-records';
 import type { RecordContext } from './record-context';
-import type { RecordOp } from './record-db';
+import type { RecordOp, RecordReader } from './record-db';
 import { checkIdentity, checkRecordId, checkTtlMs, quoteValue } from './record-input';
 import { ceremonyKey, personaIndexKey, personaIndexPrefix, Tag } from './record-keys';
 import { CeremonyKind, ceremonySchema, CeremonyState, type StoredCeremony } from './record-schemas';
@@ -227,13 +227,15 @@ export class CeremonyRecords {
    */
   async listByPersona(personaId: string): Promise<Ceremony[]> {
     const ownerId = checkRecordId(personaId, 'persona');
-    await this.personas.load(ownerId);
-    const prefix = personaIndexPrefix(Tag.PersonaCeremony, ownerId);
-    const ceremonies: Ceremony[] = [];
-    for (const [key] of await this.ctx.db.scan(prefix)) {
-      ceremonies.push(this.toCeremony(await this.load(key.slice(prefix.length))));
-    }
-    return ceremonies;
+    return this.ctx.db.snapshot(async (reader) => {
+      await this.personas.load(ownerId, reader);
+      const prefix = personaIndexPrefix(Tag.PersonaCeremony, ownerId);
+      const ceremonies: Ceremony[] = [];
+      for (const [key] of await reader.scan(prefix)) {
+        ceremonies.push(this.toCeremony(await this.load(key.slice(prefix.length), reader)));
+      }
+      return ceremonies;
+    });
   }
 
   /** HMAC of `code`, bound to the ceremony id so a MAC is worthless for any other one. */
@@ -243,9 +245,12 @@ export class CeremonyRecords {
       .digest();
   }
 
-  private async load(ceremonyId: string): Promise<StoredCeremony> {
+  private async load(
+    ceremonyId: string,
+    reader: RecordReader = this.ctx.db,
+  ): Promise<StoredCeremony> {
     const key = ceremonyKey(ceremonyId);
-    const text = await this.ctx.db.get(key);
+    const text = await reader.get(key);
     if (text === undefined) {
       throw new AppError(
         'not_found',

@@ -2,7 +2,7 @@ import { AppError } from '../../common/errors';
 import { credentialAad, openSealed, sealSecret } from './credential-seal';
 import type { PersonaRecords } from './persona-records';
 import type { RecordContext } from './record-context';
-import type { RecordOp } from './record-db';
+import type { RecordOp, RecordReader } from './record-db';
 import { checkKind, checkName, checkRecordId } from './record-input';
 import { credentialKey, personaIndexKey, personaIndexPrefix, Tag } from './record-keys';
 import { credentialSchema, type StoredCredential } from './record-schemas';
@@ -129,13 +129,15 @@ export class CredentialRecords {
    */
   async listByPersona(personaId: string): Promise<Credential[]> {
     const ownerId = checkRecordId(personaId, 'persona');
-    await this.personas.load(ownerId);
-    const prefix = personaIndexPrefix(Tag.PersonaCredential, ownerId);
-    const credentials: Credential[] = [];
-    for (const [key] of await this.ctx.db.scan(prefix)) {
-      credentials.push(toCredential(await this.load(key.slice(prefix.length))));
-    }
-    return credentials;
+    return this.ctx.db.snapshot(async (reader) => {
+      await this.personas.load(ownerId, reader);
+      const prefix = personaIndexPrefix(Tag.PersonaCredential, ownerId);
+      const credentials: Credential[] = [];
+      for (const [key] of await reader.scan(prefix)) {
+        credentials.push(toCredential(await this.load(key.slice(prefix.length), reader)));
+      }
+      return credentials;
+    });
   }
 
   /**
@@ -155,9 +157,12 @@ export class CredentialRecords {
     });
   }
 
-  private async load(credentialId: string): Promise<StoredCredential> {
+  private async load(
+    credentialId: string,
+    reader: RecordReader = this.ctx.db,
+  ): Promise<StoredCredential> {
     const key = credentialKey(credentialId);
-    const text = await this.ctx.db.get(key);
+    const text = await reader.get(key);
     if (text === undefined) {
       throw new AppError('not_found', `credential ${credentialId} does not exist; check the id`, {
         details: { record: 'credential', credentialId },

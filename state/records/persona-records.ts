@@ -1,6 +1,6 @@
 import { AppError } from '../../common/errors';
 import type { RecordContext } from './record-context';
-import type { RecordOp } from './record-db';
+import type { RecordOp, RecordReader } from './record-db';
 import {
   checkExpectedVersion,
   checkIdentity,
@@ -127,11 +127,13 @@ export class PersonaRecords {
    */
   async findByIdentity(identity: string): Promise<Persona | undefined> {
     const checked = checkIdentity(identity);
-    const personaId = await this.ownerOf(checked);
-    if (personaId === undefined) return undefined;
-    const persona = await this.find(personaId);
-    if (persona?.identities.includes(checked) !== true) throw indexMismatch(checked, personaId);
-    return toPersona(persona);
+    return this.ctx.db.snapshot(async (reader) => {
+      const personaId = await this.ownerOf(checked, reader);
+      if (personaId === undefined) return undefined;
+      const persona = await this.find(personaId, reader);
+      if (persona?.identities.includes(checked) !== true) throw indexMismatch(checked, personaId);
+      return toPersona(persona);
+    });
   }
 
   /**
@@ -307,12 +309,13 @@ export class PersonaRecords {
   // --- For the other record kinds; callers hold the exclusive section. ---
 
   /**
-   * The stored persona `personaId` (already checked).
+   * The stored persona `personaId` (already checked), read through `reader` (default: the
+   * live database).
    *
    * @throws AppError `not_found`; `data_loss`.
    */
-  async load(personaId: string): Promise<StoredPersona> {
-    const persona = await this.find(personaId);
+  async load(personaId: string, reader: RecordReader = this.ctx.db): Promise<StoredPersona> {
+    const persona = await this.find(personaId, reader);
     if (persona !== undefined) return persona;
     throw new AppError(
       'not_found',
@@ -326,9 +329,12 @@ export class PersonaRecords {
    *
    * @throws AppError `data_loss`.
    */
-  async find(personaId: string): Promise<StoredPersona | undefined> {
+  async find(
+    personaId: string,
+    reader: RecordReader = this.ctx.db,
+  ): Promise<StoredPersona | undefined> {
     const key = personaKey(personaId);
-    const text = await this.ctx.db.get(key);
+    const text = await reader.get(key);
     return text === undefined ? undefined : decodeValue(personaSchema, text, key);
   }
 
@@ -369,9 +375,12 @@ export class PersonaRecords {
     );
   }
 
-  private async ownerOf(identity: string): Promise<string | undefined> {
+  private async ownerOf(
+    identity: string,
+    reader: RecordReader = this.ctx.db,
+  ): Promise<string | undefined> {
     const key = identityKey(identity);
-    const text = await this.ctx.db.get(key);
+    const text = await reader.get(key);
     return text === undefined ? undefined : decodeValue(idSchema, text, key);
   }
 

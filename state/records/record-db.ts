@@ -1,4 +1,9 @@
-import type { AbstractBatchOptions, AbstractLevel, AbstractSublevelOptions } from 'abstract-level';
+import type {
+  AbstractBatchOptions,
+  AbstractLevel,
+  AbstractSnapshot,
+  AbstractSublevelOptions,
+} from 'abstract-level';
 
 import { AppError, isAppError } from '../../common/errors';
 
@@ -22,6 +27,26 @@ export type RecordOp =
   | { readonly type: 'put'; readonly key: string; readonly value: string }
   | { readonly type: 'del'; readonly key: string };
 
+/** Reads of the records: the live database, or one point-in-time snapshot of it. */
+export interface RecordReader {
+  /**
+   * The value at `key`, or `undefined`.
+   *
+   * @throws AppError `unavailable` when LevelDB fails (closed database, I/O error).
+   */
+  get(key: string): Promise<string | undefined>;
+  /**
+   * Entries whose key starts with `prefix`, in key order, starting after the key
+   * `prefix + after` when `after` is given, at most `limit` of them.
+   *
+   * @throws AppError `unavailable` when LevelDB fails.
+   */
+  scan(
+    prefix: string,
+    options?: { after?: string; limit?: number },
+  ): Promise<[key: string, value: string][]>;
+}
+
 /**
  * The records' only contact with LevelDB: string keys and string (JSON) values under the
  * `records` sublevel, atomic synced batches, and one writer at a time.
@@ -30,9 +55,11 @@ export type RecordOp =
  * version still 3?) is only safe if no other write runs between the read and the batch.
  * {@link RecordDb.exclusive} runs such sections one at a time. The state plane is the only
  * writer of records (DESIGN.md) and runs as one process, so an in-process queue is enough;
- * reads outside it see either the state before or after a batch, never half of one.
+ * reads outside it see either the state before or after a batch, never half of one. A read
+ * that follows an index to a record outside the section uses {@link RecordDb.snapshot},
+ * so a batch landing between the two reads cannot make them disagree.
  */
-export class RecordDb {
+export class RecordDb implements RecordReader {
   private readonly level: AbstractLevel<string | Buffer | Uint8Array, string, string>;
   private tail: Promise<void> = Promise.resolve();
 
@@ -62,32 +89,60 @@ export class RecordDb {
   }
 
   /**
-   * The value at `key`, or `undefined`.
+   * Runs `task` with reads from one snapshot of the database, closed when `task` settles.
    *
-   * @throws AppError `unavailable` when LevelDB fails (closed database, I/O error).
+   * @throws AppError `unavailable` when LevelDB cannot take a snapshot; whatever `task`
+   *   throws.
    */
-  async get(key: string): Promise<string | undefined> {
+  async snapshot<T>(task: (reader: RecordReader) => Promise<T>): Promise<T> {
+    let snapshot: AbstractSnapshot;
     try {
-      return await this.level.get(key);
+      snapshot = this.level.snapshot();
+    } catch (error) {
+      throw engineError('read', error);
+    }
+    try {
+      return await task({
+        get: (key) => this.readAt(key, snapshot),
+        scan: (prefix, options) => this.scanAt(prefix, options, snapshot),
+      });
+    } finally {
+      await snapshot.close();
+    }
+  }
+
+  get(key: string): Promise<string | undefined> {
+    return this.readAt(key, undefined);
+  }
+
+  scan(
+    prefix: string,
+    options: { after?: string; limit?: number } = {},
+  ): Promise<[key: string, value: string][]> {
+    return this.scanAt(prefix, options, undefined);
+  }
+
+  private async readAt(
+    key: string,
+    snapshot: AbstractSnapshot | undefined,
+  ): Promise<string | undefined> {
+    try {
+      return await this.level.get(key, snapshot === undefined ? {} : { snapshot });
     } catch (error) {
       throw engineError('read', error);
     }
   }
 
-  /**
-   * Entries whose key starts with `prefix`, in key order, starting after the key
-   * `prefix + after` when `after` is given, at most `limit` of them.
-   *
-   * @throws AppError `unavailable` when LevelDB fails.
-   */
-  async scan(
+  private async scanAt(
     prefix: string,
     options: { after?: string; limit?: number } = {},
+    snapshot: AbstractSnapshot | undefined,
   ): Promise<[key: string, value: string][]> {
     const range = {
       ...(options.after === undefined ? { gte: prefix } : { gt: prefix + options.after }),
       lt: prefixEnd(prefix),
       ...(options.limit === undefined ? {} : { limit: options.limit }),
+      ...(snapshot === undefined ? {} : { snapshot }),
     };
     try {
       return await this.level.iterator(range).all();

@@ -24,8 +24,9 @@
  * index entry exists exactly when its record does.
  */
 
-/** The format marker's key and value; a different value means another layout. */
+/** Key of the format marker. */
 export const FORMAT_KEY = 'meta:format';
+/** The format marker's value; a different value means another layout. */
 export const RECORDS_FORMAT = 'polychrome-records/v1';
 
 /** Key prefixes, one per record or index type. */
@@ -46,11 +47,17 @@ export type Tag = (typeof Tag)[keyof typeof Tag];
 export type PersonaIndexTag =
   typeof Tag.PersonaSession | typeof Tag.PersonaCredential | typeof Tag.PersonaCeremony;
 
+/** Key of a persona record. */
 export const personaKey = (personaId: string): string => Tag.Persona + personaId;
+/** Key of the index entry naming the persona an identity is linked to. */
 export const identityKey = (identity: string): string => Tag.Identity + identity;
+/** Key of a session record. */
 export const sessionKey = (sessionId: string): string => Tag.Session + sessionId;
+/** Key of the index entry from a token's SHA-256 (hex) to its session. */
 export const sessionTokenKey = (tokenHashHex: string): string => Tag.SessionToken + tokenHashHex;
+/** Key of a credential record. */
 export const credentialKey = (credentialId: string): string => Tag.Credential + credentialId;
+/** Key of a ceremony record. */
 export const ceremonyKey = (ceremonyId: string): string => Tag.Ceremony + ceremonyId;
 
 /** Key of the index entry that says `personaId` owns the record `recordId`. */

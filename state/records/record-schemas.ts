@@ -31,6 +31,7 @@ export type CeremonyState = (typeof CeremonyState)[keyof typeof CeremonyState];
 
 const time = z.number().int().nonnegative();
 
+/** A persona record (`persona:{id}`). */
 export const personaSchema = z.object({
   id: z.string(),
   displayName: z.string(),
@@ -42,8 +43,10 @@ export const personaSchema = z.object({
   createdAtMs: time,
   updatedAtMs: time,
 });
+/** The parsed form of the record. */
 export type StoredPersona = z.infer<typeof personaSchema>;
 
+/** A session record (`session:{id}`). */
 export const sessionSchema = z.object({
   id: z.string(),
   personaId: z.string(),
@@ -53,8 +56,10 @@ export const sessionSchema = z.object({
   expiresAtMs: time,
   revokedAtMs: time.nullable(),
 });
+/** The parsed form of the record. */
 export type StoredSession = z.infer<typeof sessionSchema>;
 
+/** A credential record (`credential:{id}`). */
 export const credentialSchema = z.object({
   id: z.string(),
   personaId: z.string(),
@@ -66,8 +71,10 @@ export const credentialSchema = z.object({
   /** credential-seal.ts format, base64url. */
   sealed: z.string(),
 });
+/** The parsed form of the record. */
 export type StoredCredential = z.infer<typeof credentialSchema>;
 
+/** A ceremony record (`ceremony:{id}`). */
 export const ceremonySchema = z.object({
   id: z.string(),
   kind: z.enum(CeremonyKind),
@@ -85,6 +92,7 @@ export const ceremonySchema = z.object({
   /** Why it failed or expired, for audit; null otherwise. */
   failureReason: z.string().nullable(),
 });
+/** The parsed form of the record. */
 export type StoredCeremony = z.infer<typeof ceremonySchema>;
 
 /** Index entries that point at a record id. */

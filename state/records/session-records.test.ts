@@ -4,6 +4,7 @@ import { join } from 'node:path';
 
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 
+import { AppError } from '../../common/errors';
 import { DEFAULT_SESSION_TTL_MS, MAX_SESSION_TTL_MS } from './session-records';
 import { openHarness, rejection, type Harness } from './testdata/fixtures';
 
@@ -163,6 +164,38 @@ describe('SessionRecords.listByPersona and prune', () => {
     ]);
     expect((await rejection(h.store.sessions.authenticate(a.token))).message).toContain('unknown');
     await h.store.sessions.authenticate(b.token);
+  });
+
+  it('never mistakes a concurrent delete for a corrupt index', async () => {
+    // Lookups run back to back while the persona is deleted, so the deleting batch lands
+    // between some lookup's index read and record read: each lookup must still see the
+    // session whole or not at all (snapshot reads), never a dangling index.
+    const outcomes: string[] = [];
+    for (let round = 0; round < 5; round++) {
+      const persona = await h.store.personas.create({ displayName: `R${String(round)}` });
+      const tokens: string[] = [];
+      for (let i = 0; i < 5; i++) tokens.push((await h.store.sessions.create(persona.id)).token);
+      let deleted = false;
+      const deletion = h.store.personas.delete(persona.id).then(() => {
+        deleted = true;
+      });
+      const lookups = tokens.map(async (token) => {
+        // Each loop ends with one lookup that starts after the delete resolved.
+        for (let last = false; !last;) {
+          last = deleted;
+          const result = await h.store.sessions.authenticate(token).then(
+            () => 'ok',
+            (error: unknown) => (error instanceof AppError ? error.code : 'other'),
+          );
+          outcomes.push(result);
+        }
+      });
+      await Promise.all([deletion, ...lookups]);
+    }
+    expect(outcomes.filter((o) => o !== 'ok' && o !== 'unauthenticated')).toEqual([]);
+    // Both sides of the race were seen, or the test proved nothing.
+    expect(outcomes).toContain('ok');
+    expect(outcomes).toContain('unauthenticated');
   });
 
   it('finds sessions again after the database is reopened', async () => {

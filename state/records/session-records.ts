@@ -4,7 +4,7 @@ import { AppError } from '../../common/errors';
 import type { Persona } from './persona-records';
 import { toPersona, type PersonaRecords } from './persona-records';
 import type { RecordContext } from './record-context';
-import type { RecordOp } from './record-db';
+import type { RecordOp, RecordReader } from './record-db';
 import { checkRecordId, checkTtlMs } from './record-input';
 import {
   personaIndexKey,
@@ -110,39 +110,49 @@ export class SessionRecords {
       );
     }
     const presented = hashToken(token);
-    const indexText = await this.ctx.db.get(sessionTokenKey(presented.toString('hex')));
-    if (indexText === undefined) {
-      throw unauthenticated(
-        'the bearer token is unknown (never issued, or its persona was deleted)',
-      );
-    }
-    const sessionId = decodeValue(idSchema, indexText, 'session-token:(a token hash)');
-    const stored = await this.find(sessionId);
-    // The index is a lookup aid; the session record is the authority. Compare in constant
-    // time so the answer's timing says nothing about how much of a hash matched.
-    if (stored === undefined || !timingSafeEqual(Buffer.from(stored.tokenHash, 'hex'), presented)) {
-      throw new AppError(
-        'data_loss',
-        `the token index points at session ${sessionId}, which does not hold that token; ` +
-          'restore the state volume from a backup',
-        { details: { record: 'session', sessionId } },
-      );
-    }
-    const details = { record: 'session', sessionId, personaId: stored.personaId };
-    if (stored.revokedAtMs !== null) {
-      throw unauthenticated(
-        `session ${sessionId} was revoked at ${iso(stored.revokedAtMs)}`,
-        details,
-      );
-    }
-    if (this.ctx.nowMs() >= stored.expiresAtMs) {
-      throw unauthenticated(`session ${sessionId} expired at ${iso(stored.expiresAtMs)}`, details);
-    }
-    const persona = await this.personas.find(stored.personaId);
-    if (persona === undefined) {
-      throw unauthenticated(`the persona of session ${sessionId} no longer exists`, details);
-    }
-    return { session: toSession(stored), persona: toPersona(persona) };
+    // One snapshot: a prune or persona delete landing between the index read and the
+    // record read must not look like a corrupt index.
+    return this.ctx.db.snapshot(async (reader) => {
+      const indexText = await reader.get(sessionTokenKey(presented.toString('hex')));
+      if (indexText === undefined) {
+        throw unauthenticated(
+          'the bearer token is unknown (never issued, or its persona was deleted)',
+        );
+      }
+      const sessionId = decodeValue(idSchema, indexText, 'session-token:(a token hash)');
+      const stored = await this.find(sessionId, reader);
+      // The index is a lookup aid; the session record is the authority. Compare in constant
+      // time so the answer's timing says nothing about how much of a hash matched.
+      if (
+        stored === undefined ||
+        !timingSafeEqual(Buffer.from(stored.tokenHash, 'hex'), presented)
+      ) {
+        throw new AppError(
+          'data_loss',
+          `the token index points at session ${sessionId}, which does not hold that token; ` +
+            'restore the state volume from a backup',
+          { details: { record: 'session', sessionId } },
+        );
+      }
+      const details = { record: 'session', sessionId, personaId: stored.personaId };
+      if (stored.revokedAtMs !== null) {
+        throw unauthenticated(
+          `session ${sessionId} was revoked at ${iso(stored.revokedAtMs)}`,
+          details,
+        );
+      }
+      if (this.ctx.nowMs() >= stored.expiresAtMs) {
+        throw unauthenticated(
+          `session ${sessionId} expired at ${iso(stored.expiresAtMs)}`,
+          details,
+        );
+      }
+      const persona = await this.personas.find(stored.personaId, reader);
+      if (persona === undefined) {
+        throw unauthenticated(`the persona of session ${sessionId} no longer exists`, details);
+      }
+      return { session: toSession(stored), persona: toPersona(persona) };
+    });
   }
 
   /**
@@ -179,13 +189,15 @@ export class SessionRecords {
    */
   async listByPersona(personaId: string): Promise<Session[]> {
     const ownerId = checkRecordId(personaId, 'persona');
-    await this.personas.load(ownerId);
-    const prefix = personaIndexPrefix(Tag.PersonaSession, ownerId);
-    const sessions: Session[] = [];
-    for (const [key] of await this.ctx.db.scan(prefix)) {
-      sessions.push(toSession(await this.load(key.slice(prefix.length))));
-    }
-    return sessions;
+    return this.ctx.db.snapshot(async (reader) => {
+      await this.personas.load(ownerId, reader);
+      const prefix = personaIndexPrefix(Tag.PersonaSession, ownerId);
+      const sessions: Session[] = [];
+      for (const [key] of await reader.scan(prefix)) {
+        sessions.push(toSession(await this.load(key.slice(prefix.length), reader)));
+      }
+      return sessions;
+    });
   }
 
   /**
@@ -212,14 +224,20 @@ export class SessionRecords {
     });
   }
 
-  private async find(sessionId: string): Promise<StoredSession | undefined> {
+  private async find(
+    sessionId: string,
+    reader: RecordReader = this.ctx.db,
+  ): Promise<StoredSession | undefined> {
     const key = sessionKey(sessionId);
-    const text = await this.ctx.db.get(key);
+    const text = await reader.get(key);
     return text === undefined ? undefined : decodeValue(sessionSchema, text, key);
   }
 
-  private async load(sessionId: string): Promise<StoredSession> {
-    const stored = await this.find(sessionId);
+  private async load(
+    sessionId: string,
+    reader: RecordReader = this.ctx.db,
+  ): Promise<StoredSession> {
+    const stored = await this.find(sessionId, reader);
     if (stored !== undefined) return stored;
     throw new AppError('not_found', `session ${sessionId} does not exist; check the id`, {
       details: { record: 'session', sessionId },
