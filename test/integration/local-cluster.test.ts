@@ -131,4 +131,55 @@ describe('local control plane', () => {
     // Applying again changes nothing and conflicts with nothing (a GitOps resync).
     expect(kubectl(kubeconfig, ['diff', '--server-side', '-k', join(repoRoot, 'config')])).toBe('');
   });
+
+  it('accepts config/sandbox (hardened template, warm pool) against the agent-sandbox CRDs', async () => {
+    const kubeconfig = (await sharedCluster()).kubeconfigPath;
+    const out = kubectl(kubeconfig, [
+      'apply',
+      '--server-side',
+      '-n',
+      ns.name,
+      '-k',
+      join(repoRoot, 'config', 'sandbox'),
+    ]);
+    expect(out).toMatch(
+      /sandboxtemplate.extensions.agents.x-k8s.io\/polychrome-harness serverside-applied/,
+    );
+    expect(out).toMatch(
+      /sandboxwarmpool.extensions.agents.x-k8s.io\/polychrome-harness serverside-applied/,
+    );
+    const template = JSON.parse(
+      kubectl(kubeconfig, [
+        'get',
+        '-n',
+        ns.name,
+        'sandboxtemplate',
+        'polychrome-harness',
+        '-o',
+        'json',
+      ]),
+    ) as unknown;
+    // Nothing of the hardening was pruned by the CRD's schema.
+    expect(template).toMatchObject({
+      spec: {
+        podTemplate: {
+          spec: {
+            runtimeClassName: 'gvisor',
+            automountServiceAccountToken: false,
+            securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
+            containers: [
+              {
+                securityContext: {
+                  readOnlyRootFilesystem: true,
+                  allowPrivilegeEscalation: false,
+                  capabilities: { drop: ['ALL'] },
+                },
+              },
+            ],
+          },
+        },
+        networkPolicy: { ingress: [{ ports: [{ port: 7070, protocol: 'TCP' }] }] },
+      },
+    });
+  });
 });
