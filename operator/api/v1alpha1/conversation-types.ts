@@ -10,6 +10,7 @@
  * Readers use the `DEFAULT_*` constants for fields whose default the schema cannot set.
  */
 import { ConditionStatus, ConversationPhase } from './conditions';
+import { IDENTITY_MAX_LENGTH, IDENTITY_PATTERN } from '../../../common/identity';
 import type { Infer } from './schema-builder';
 import {
   CelReason,
@@ -96,13 +97,8 @@ export const DNS_SUBDOMAIN_PATTERN =
  * can parse it with a small parser: `30m`, `1h30m`, `1.5h`, `0s`, `0`.
  */
 export const DURATION_PATTERN = '^(0|([0-9]+(\\.[0-9]+)?(h|m|s))+)$';
-/**
- * An identity (DESIGN.md, "Edges, personas, API"): `provider:external_id` or
- * `provider:scope:external_id`. The provider is lower-case (`slack`, `github`, `email`);
- * scope and external id are any non-empty text without `:` or whitespace, so the split is
- * never ambiguous (an edge must escape a `:` inside an id, e.g. percent-encode it).
- */
-export const IDENTITY_PATTERN = '^[a-z][a-z0-9-]*(:[^:\\s]+){1,2}$';
+/** Identities (`provider:scope:external_id` or `provider:external_id`): one rule, in common/identity.ts. */
+export { IDENTITY_MAX_LENGTH, IDENTITY_PATTERN } from '../../../common/identity';
 /** A tool name as the Messages API accepts it. */
 export const TOOL_NAME_PATTERN = '^[a-zA-Z0-9_-]{1,64}$';
 /**
@@ -125,7 +121,7 @@ export const CONDITION_REASON_PATTERN = '^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?
 
 /** Identity field (owner, participants). */
 function identity(description: string) {
-  return string({ description, maxLength: 256, pattern: IDENTITY_PATTERN });
+  return string({ description, maxLength: IDENTITY_MAX_LENGTH, pattern: IDENTITY_PATTERN });
 }
 
 /** A duration field (idleTimeout, retention). */
