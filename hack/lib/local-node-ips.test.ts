@@ -1,5 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import {
+  loopbackBlockOf,
+  loopbackCidr,
   LoopbackAllocator,
   LoopbackPoolExhaustedError,
   loopbackAddress,
@@ -30,9 +32,34 @@ describe('loopbackAddress and loopbackIndex', () => {
     expect(loopbackIndex(ip)).toBeUndefined();
   });
 
-  it('refuses an index outside the pool', () => {
+  it('refuses an index outside the pool and a block outside 127.0.0.0/8', () => {
     expect(() => loopbackAddress(loopbackPoolSize)).toThrow(RangeError);
     expect(() => loopbackAddress(-1)).toThrow('loopback index -1 is outside 0..64769');
+    expect(() => loopbackAddress(0, 256)).toThrow('loopback block 256 is outside 0..255');
+  });
+
+  it('places other blocks in their own second octet', () => {
+    expect(loopbackAddress(0, 7)).toBe('127.7.1.1');
+    expect(loopbackIndex('127.7.1.1', 7)).toBe(0);
+    expect(loopbackIndex('127.7.1.1', 0)).toBeUndefined();
+    expect(loopbackIndex('127.0.1.1', 7)).toBeUndefined();
+  });
+});
+
+describe('loopbackCidr and loopbackBlockOf', () => {
+  it.each([0, 7, 255])('block %i round-trips through its CIDR', (block) => {
+    expect(loopbackBlockOf(loopbackCidr(block))).toBe(block);
+  });
+
+  it.each(['10.0.0.0/16', '127.0.1.0/24', '127.256.0.0/16', '127.1.0.0/8', ''])(
+    '%s is not a loopback block',
+    (cidr) => {
+      expect(loopbackBlockOf(cidr)).toBeUndefined();
+    },
+  );
+
+  it('writes the block as a /16', () => {
+    expect(loopbackCidr(3)).toBe('127.3.0.0/16');
   });
 });
 
@@ -61,7 +88,15 @@ describe('LoopbackAllocator', () => {
     expect(ips.claim('127.0.1.1')).toBe(true);
     expect(ips.claim('127.0.1.1')).toBe(false);
     expect(ips.claim('127.0.0.1')).toBe(false);
+    expect(ips.claim('127.1.1.2')).toBe(false);
     expect(ips.allocate()).toBe('127.0.1.2');
+  });
+
+  it('hands out addresses of its own block only', () => {
+    const ips = new LoopbackAllocator(9);
+    expect([ips.allocate(), ips.allocate()]).toEqual(['127.9.1.1', '127.9.1.2']);
+    ips.release('127.0.1.1');
+    expect(ips.inUse).toBe(2);
   });
 
   it('says so when the pool is exhausted and recovers after a release', () => {

@@ -1,50 +1,79 @@
-// Each pod on the local node gets its own loopback address, so two pods can listen on the
+// Each pod on a local node gets its own loopback address, so two pods can listen on the
 // same port as they would in a cluster. Linux routes all of 127.0.0.0/8 to `lo`, so a
-// process can bind 127.0.x.y without any setup.
+// process can bind 127.k.x.y without any setup. Each local node owns one block
+// 127.k.0.0/16 (its Node's spec.podCIDR), so nodes never hand out the same address.
 
-/** Third octets 1..255 times fourth octets 1..254: no `.0` or `.255`, and 127.0.0.x stays free. */
-const perBlock = 254;
-const blocks = 255;
+/** Third octets 1..255 times fourth octets 1..254: no `.0` or `.255`, and 127.k.0.x stays free. */
+const perRow = 254;
+const rows = 255;
 
-/** How many pod addresses the local node can hand out. */
-export const loopbackPoolSize = perBlock * blocks;
+/** How many pod addresses one block holds. */
+export const loopbackPoolSize = perRow * rows;
 
-/** The address at `index` (0 ⇒ 127.0.1.1, 253 ⇒ 127.0.1.254, 254 ⇒ 127.0.2.1). */
-export function loopbackAddress(index: number): string {
+/** How many blocks (local nodes) 127.0.0.0/8 holds. */
+export const loopbackBlocks = 256;
+
+function checkBlock(block: number): void {
+  if (!Number.isInteger(block) || block < 0 || block >= loopbackBlocks) {
+    throw new RangeError(`loopback block ${block} is outside 0..${loopbackBlocks - 1}`);
+  }
+}
+
+/** The address at `index` of `block` (block 0: 0 ⇒ 127.0.1.1, 253 ⇒ 127.0.1.254, 254 ⇒ 127.0.2.1). */
+export function loopbackAddress(index: number, block = 0): string {
+  checkBlock(block);
   if (!Number.isInteger(index) || index < 0 || index >= loopbackPoolSize) {
     throw new RangeError(`loopback index ${index} is outside 0..${loopbackPoolSize - 1}`);
   }
-  return `127.0.${1 + Math.floor(index / perBlock)}.${1 + (index % perBlock)}`;
+  return `127.${block}.${1 + Math.floor(index / perRow)}.${1 + (index % perRow)}`;
 }
 
-/** The pool index of `ip`, or undefined when `ip` is not a pod address of the pool. */
-export function loopbackIndex(ip: string): number | undefined {
-  const match = /^127\.0\.(\d{1,3})\.(\d{1,3})$/.exec(ip);
-  if (match === null) return undefined;
-  const third = Number(match[1]);
-  const fourth = Number(match[2]);
-  if (third < 1 || third > blocks || fourth < 1 || fourth > perBlock) return undefined;
-  return (third - 1) * perBlock + (fourth - 1);
+/** The index of `ip` in `block`, or undefined when `ip` is not a pod address of it. */
+export function loopbackIndex(ip: string, block = 0): number | undefined {
+  const match = /^127\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(ip);
+  if (match === null || Number(match[1]) !== block) return undefined;
+  const third = Number(match[2]);
+  const fourth = Number(match[3]);
+  if (third < 1 || third > rows || fourth < 1 || fourth > perRow) return undefined;
+  return (third - 1) * perRow + (fourth - 1);
 }
 
-/** Thrown when every address of the pool is in use. */
+/** The CIDR of a block, as a Node's `spec.podCIDR`. */
+export function loopbackCidr(block: number): string {
+  checkBlock(block);
+  return `127.${block}.0.0/16`;
+}
+
+/** The block a `spec.podCIDR` names, or undefined when it is not a loopback block. */
+export function loopbackBlockOf(cidr: string): number | undefined {
+  const match = /^127\.(\d{1,3})\.0\.0\/16$/.exec(cidr);
+  const block = match === null ? NaN : Number(match[1]);
+  return block >= 0 && block < loopbackBlocks ? block : undefined;
+}
+
+/** Thrown when every address of a block is in use. */
 export class LoopbackPoolExhaustedError extends Error {
-  constructor() {
+  constructor(block: number) {
     super(
-      `all ${loopbackPoolSize} pod addresses (127.0.1.1 to 127.0.255.254) are in use: delete pods`,
+      `all ${loopbackPoolSize} pod addresses of ${loopbackCidr(block)} are in use: delete pods`,
     );
     this.name = 'LoopbackPoolExhaustedError';
   }
 }
 
 /**
- * Hands out pod addresses from 127.0.1.1 upward. It continues after the last address it
- * gave rather than reusing a freed one at once, so a client still holding a dead pod's
- * address does not reach the next pod by accident.
+ * Hands out the pod addresses of one block from 127.k.1.1 upward. It continues after the
+ * last address it gave rather than reusing a freed one at once, so a client still
+ * holding a dead pod's address does not reach the next pod by accident.
  */
 export class LoopbackAllocator {
   private readonly used = new Set<number>();
   private next = 0;
+
+  /** @throws RangeError when `block` is not 0..255. */
+  constructor(readonly block = 0) {
+    checkBlock(block);
+  }
 
   /** Addresses currently handed out. */
   get inUse(): number {
@@ -61,18 +90,18 @@ export class LoopbackAllocator {
       if (!this.used.has(index)) {
         this.used.add(index);
         this.next = (index + 1) % loopbackPoolSize;
-        return loopbackAddress(index);
+        return loopbackAddress(index, this.block);
       }
     }
-    throw new LoopbackPoolExhaustedError();
+    throw new LoopbackPoolExhaustedError(this.block);
   }
 
   /**
    * Reserves a given address (a pod that already had it before the node restarted).
-   * Returns false when it is not a pool address or is taken.
+   * Returns false when it is not an address of this block or is taken.
    */
   claim(ip: string): boolean {
-    const index = loopbackIndex(ip);
+    const index = loopbackIndex(ip, this.block);
     if (index === undefined || this.used.has(index)) return false;
     this.used.add(index);
     return true;
@@ -80,7 +109,7 @@ export class LoopbackAllocator {
 
   /** Returns an address to the pool; releasing a free or foreign address does nothing. */
   release(ip: string): void {
-    const index = loopbackIndex(ip);
+    const index = loopbackIndex(ip, this.block);
     if (index !== undefined) this.used.delete(index);
   }
 }

@@ -3,7 +3,6 @@ import { mkdirSync } from 'node:fs';
 import { arch, cpus, release, totalmem, type as osType } from 'node:os';
 import { join, resolve } from 'node:path';
 import {
-  ApiException,
   CoordinationV1Api,
   CoreV1Api,
   PatchStrategy,
@@ -14,32 +13,20 @@ import {
   type KubeConfig,
   type V1Container,
   type V1Lease,
+  type V1Node,
 } from '@kubernetes/client-node';
+import { delay, kubeletBackoff, type Backoff } from './local-node-container';
+import { referencedObjects, type EnvSources } from './local-node-env';
+import { LoopbackAllocator, loopbackBlockOf, loopbackBlocks, loopbackCidr } from './local-node-ips';
+import { isPodView, type ImageCommands, type PodView } from './local-node-pod';
 import {
-  ContainerRunner,
-  delay,
-  kubeletBackoff,
-  type Backoff,
-  type LaunchPlan,
-} from './local-node-container';
-import { referencedObjects, resolveEnv, type EnvSources } from './local-node-env';
-import { LoopbackAllocator } from './local-node-ips';
-import {
-  isPodView,
-  resolveCommand,
-  restartPolicyOf,
-  WaitingReason,
-  type ImageCommands,
-  type PodView,
-} from './local-node-pod';
-import {
-  buildPodStatus,
-  PodPhase,
-  rfc3339,
-  type ContainerSnapshot,
-  type PodConditionJson,
-  type PodSnapshot,
-} from './local-node-status';
+  errorText,
+  isApiError,
+  PodWorker,
+  type PodContext,
+  type PodRef,
+} from './local-node-pod-worker';
+import { PodPhase, rfc3339 } from './local-node-status';
 import { repoRoot } from './paths';
 
 export { localCommandAnnotation, type ImageCommands } from './local-node-pod';
@@ -95,7 +82,11 @@ export interface LocalNodeOptions {
   leaseRenewIntervalMs?: number;
   /** How often the Node's status (heartbeat) is rewritten. @default 60_000 */
   nodeStatusIntervalMs?: number;
-  /** `pods` capacity reported on the Node (informational: nothing schedules against it). @default 1100 */
+  /**
+   * `pods` capacity reported on the Node; informational, since nothing schedules against
+   * it. The default leaves room for the 1,000-conversation benchmark.
+   * @default 1100
+   */
   maxPods?: number;
   /** Progress and trouble lines go here. @default no output */
   log?: (line: string) => void;
@@ -111,20 +102,8 @@ export interface LocalNodeCloseOptions {
   leavePods?: boolean;
 }
 
-const isApiError = (err: unknown, ...codes: number[]): boolean =>
-  err instanceof ApiException && codes.includes(err.code);
-
-/** A caught value as one line for the log: the API's Status message when there is one. */
-export function errorText(err: unknown): string {
-  if (err instanceof ApiException) {
-    const body: unknown = err.body;
-    const message =
-      typeof body === 'object' && body !== null && 'message' in body ? body.message : body;
-    return `HTTP ${err.code}: ${typeof message === 'string' ? message : JSON.stringify(message)}`;
-  }
-  if (err instanceof Error) return err.message;
-  return typeof err === 'string' ? err : JSON.stringify(err);
-}
+/** Where kubelets keep their heartbeat Leases; the node's block claims live there too. */
+const leaseNamespace = 'kube-node-lease';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
@@ -164,13 +143,14 @@ export class LocalNode {
   private readonly coordination: CoordinationV1Api;
   private readonly workers = new Map<string, PodWorker>();
   private readonly binding = new Set<string>();
-  private readonly ips = new LoopbackAllocator();
   private readonly abort = new AbortController();
   private readonly watches: AbortController[] = [];
   private readonly loops: Promise<void>[] = [];
   private readonly readySince = rfc3339(new Date());
   private readonly bootID = randomUUID();
   private kubeletVersion = 'v0.0.0';
+  private context: PodContext | undefined;
+  private nodeUid = '';
   private lease: V1Lease | undefined;
   private started = false;
   private closing: Promise<void> | undefined;
@@ -208,9 +188,10 @@ export class LocalNode {
     } catch {
       // The version is cosmetic on a Node; registering matters.
     }
-    const nodeUid = await this.registerNode();
-    await this.renewLease(nodeUid);
-    this.loops.push(this.heartbeat(nodeUid));
+    const block = await this.registerNode();
+    this.context = this.podContext(new LoopbackAllocator(block));
+    await this.renewLease();
+    this.loops.push(this.heartbeat());
     const namespaces = this.opts.namespaces;
     const paths =
       namespaces === undefined || namespaces.length === 0
@@ -221,25 +202,31 @@ export class LocalNode {
   }
 
   /**
-   * Stops watching, stops every process (SIGTERM, then SIGKILL after the grace period)
-   * and, unless `leavePods`, writes each pod's last status. Idempotent.
+   * Stops watching, stops every process (SIGTERM, then SIGKILL after the grace period,
+   * at most 5 s) and, unless `leavePods`, writes each pod's last status and marks the
+   * Node NotReady. Pods stay bound to the Node, so a node started again with the same
+   * name runs them again. Idempotent.
    */
   close(options: LocalNodeCloseOptions = {}): Promise<void> {
     this.closing ??= (async () => {
       this.abort.abort();
       for (const watch of this.watches) watch.abort();
       await Promise.all(this.loops);
-      await Promise.all(
-        [...this.workers.values()].map((w) => w.shutdown(options.leavePods ?? false)),
-      );
+      const leavePods = options.leavePods ?? false;
+      await Promise.all([...this.workers.values()].map((w) => w.shutdown(leavePods)));
       this.workers.clear();
+      if (this.nodeUid !== '' && !leavePods) {
+        await this.writeNodeStatus(false).catch((err: unknown) =>
+          this.log(`node ${this.name}: could not mark the node NotReady: ${errorText(err)}`),
+        );
+      }
       this.log(`node ${this.name}: closed`);
     })();
     return this.closing;
   }
 
   /** The log file of one container of a pod. */
-  logPath(pod: { namespace: string; name: string; uid: string }, container: string): string {
+  logPath(pod: PodRef, container: string): string {
     return join(this.podDir(pod), `${container}.log`);
   }
 
@@ -248,51 +235,53 @@ export class LocalNode {
     return this.workers.get(podUid)?.pidOf(container);
   }
 
-  // ---- internals shared with PodWorker ----
-
-  /** @internal */
-  podDir(pod: { namespace: string; name: string; uid: string }): string {
+  private podDir(pod: PodRef): string {
     return resolve(this.opts.stateDir, 'pods', `${pod.namespace}_${pod.name}_${pod.uid}`);
   }
 
-  /** @internal */
-  log(line: string): void {
+  private log(line: string): void {
     this.opts.log?.(line);
   }
 
-  /** @internal */
-  get signal(): AbortSignal {
-    return this.abort.signal;
-  }
-
-  /** @internal */
-  get options(): LocalNodeOptions {
-    return this.opts;
-  }
-
-  /** @internal */
-  get addresses(): LoopbackAllocator {
-    return this.ips;
-  }
-
-  /** @internal */
-  get hostIP(): string {
-    return hostIP;
-  }
-
-  /** @internal Writes a pod's status with a JSON merge patch on the status subresource. */
-  async patchPodStatus(pod: PodView, status: object): Promise<void> {
-    await this.core.patchNamespacedPodStatus(
-      { name: pod.metadata.name, namespace: pod.metadata.namespace, body: { status } },
-      mergePatch,
-    );
+  /** The narrow view of this node a pod worker gets. */
+  private podContext(addresses: LoopbackAllocator): PodContext {
+    const opts = this.opts;
+    return {
+      nodeName: this.name,
+      simulate: this.simulate,
+      hostIP,
+      images: opts.images ?? defaultImageCommands,
+      cwd: opts.cwd ?? repoRoot,
+      baseEnv: opts.baseEnv ?? {
+        ...(process.env.PATH !== undefined ? { PATH: process.env.PATH } : {}),
+        ...(process.env.HOME !== undefined ? { HOME: process.env.HOME } : {}),
+      },
+      backoff: { ...kubeletBackoff, ...opts.backoff },
+      maxGracePeriodSeconds: opts.maxGracePeriodSeconds ?? 30,
+      addresses,
+      signal: this.abort.signal,
+      podDir: (pod) => this.podDir(pod),
+      logPath: (pod, container) => this.logPath(pod, container),
+      log: (line) => this.log(line),
+      patchPodStatus: async (pod, status) => {
+        await this.core.patchNamespacedPodStatus(
+          { name: pod.metadata.name, namespace: pod.metadata.namespace, body: { status } },
+          mergePatch,
+        );
+      },
+      deletePod: (pod) => this.deletePod(pod),
+      fetchSources: (namespace, container) => this.fetchSources(namespace, container),
+      forget: (worker) => {
+        if (this.workers.get(worker.uid) === worker) this.workers.delete(worker.uid);
+      },
+    };
   }
 
   /**
-   * @internal Removes a pod whose containers have stopped, as the kubelet does: grace 0,
-   * guarded by the uid so a new pod of the same name is never hit.
+   * Removes a pod whose containers have stopped, as the kubelet does: grace 0, guarded
+   * by the uid so a new pod of the same name is never hit.
    */
-  async deletePod(pod: PodView): Promise<void> {
+  private async deletePod(pod: PodView): Promise<void> {
     try {
       await this.core.deleteNamespacedPod({
         name: pod.metadata.name,
@@ -305,8 +294,7 @@ export class LocalNode {
     }
   }
 
-  /** @internal Secrets and ConfigMaps a container names; absent ones are left out. */
-  async fetchSources(namespace: string, container: V1Container): Promise<EnvSources> {
+  private async fetchSources(namespace: string, container: V1Container): Promise<EnvSources> {
     const refs = referencedObjects(container);
     const secrets = new Map<string, Record<string, string>>();
     const configMaps = new Map<string, Record<string, string>>();
@@ -336,11 +324,6 @@ export class LocalNode {
     return { secrets, configMaps };
   }
 
-  /** @internal Called by a worker once its pod is gone from this node. */
-  forget(worker: PodWorker): void {
-    if (this.workers.get(worker.uid) === worker) this.workers.delete(worker.uid);
-  }
-
   // ---- node registration ----
 
   private nodeLabels(): Record<string, string> {
@@ -355,24 +338,91 @@ export class LocalNode {
     };
   }
 
-  private async registerNode(): Promise<string> {
+  /**
+   * Creates the Node, or takes over one an earlier run registered, gives it a loopback
+   * block of its own as `spec.podCIDR` (kept across restarts: the field is immutable)
+   * and writes its status. Returns the block.
+   */
+  private async registerNode(): Promise<number> {
     const labels = this.nodeLabels();
-    let uid: string | undefined;
+    let node: V1Node;
     try {
-      const node = await this.core.createNode({ body: { metadata: { name: this.name, labels } } });
-      uid = node.metadata?.uid;
+      node = await this.core.createNode({ body: { metadata: { name: this.name, labels } } });
     } catch (err: unknown) {
       if (!isApiError(err, 409)) throw err;
       // Registered by an earlier run: take it over, as a restarted kubelet does.
-      const node = await this.core.patchNode(
+      node = await this.core.patchNode(
         { name: this.name, body: { metadata: { labels } } },
         mergePatch,
       );
-      uid = node.metadata?.uid;
+    }
+    const uid = node.metadata?.uid;
+    if (uid === undefined) throw new Error(`node ${this.name}: the API server returned no uid`);
+    this.nodeUid = uid;
+    const existing = node.spec?.podCIDR;
+    let block = existing !== undefined ? loopbackBlockOf(existing) : undefined;
+    if (existing !== undefined && block === undefined) {
+      throw new Error(
+        `node ${this.name} has podCIDR ${existing}, not a loopback block: delete the Node or choose another name`,
+      );
+    }
+    if (block === undefined) {
+      block = await this.claimBlock();
+      const cidr = loopbackCidr(block);
+      await this.core.patchNode(
+        { name: this.name, body: { spec: { podCIDR: cidr, podCIDRs: [cidr] } } },
+        mergePatch,
+      );
     }
     await this.writeNodeStatus();
-    if (uid === undefined) throw new Error(`node ${this.name}: the API server returned no uid`);
-    return uid;
+    return block;
+  }
+
+  /**
+   * Claims the lowest loopback block no other local node holds. The claim is a Lease
+   * named after the block (creating it is atomic, so two nodes starting at once cannot
+   * both win), owned by this Node so the garbage collector frees it with the Node.
+   */
+  private async claimBlock(): Promise<number> {
+    for (let block = 0; block < loopbackBlocks; block++) {
+      const name = `polychrome-local-pods-127-${block}`;
+      try {
+        await this.coordination.createNamespacedLease({
+          namespace: leaseNamespace,
+          body: {
+            metadata: {
+              name,
+              namespace: leaseNamespace,
+              ownerReferences: [
+                { apiVersion: 'v1', kind: 'Node', name: this.name, uid: this.nodeUid },
+              ],
+            },
+            spec: { holderIdentity: this.name },
+          },
+        });
+        return block;
+      } catch (err: unknown) {
+        if (!isApiError(err, 409)) throw err;
+        const held = await this.coordination.readNamespacedLease({
+          name,
+          namespace: leaseNamespace,
+        });
+        if (held.spec?.holderIdentity === this.name) return block;
+      }
+    }
+    throw new Error(
+      `every loopback block (127.0.0.0/16 to 127.255.0.0/16) is held by another local node: delete Nodes that are not used`,
+    );
+  }
+
+  /** After the Node was deleted: register it again; its block must stay the same. */
+  private async reregister(): Promise<void> {
+    const block = await this.registerNode();
+    if (block !== this.context?.addresses.block) {
+      this.log(
+        `node ${this.name}: registered again with block ${loopbackCidr(block)}; running pods keep their old addresses`,
+      );
+    }
   }
 
   private async writeNodeStatus(ready = true): Promise<void> {
@@ -439,8 +489,8 @@ export class LocalNode {
     await this.core.patchNodeStatus({ name: this.name, body: { status } }, mergePatch);
   }
 
-  private async renewLease(nodeUid: string): Promise<void> {
-    const namespace = 'kube-node-lease';
+  private async renewLease(): Promise<void> {
+    const namespace = leaseNamespace;
     const renewTime = new V1MicroTime();
     if (this.lease === undefined) {
       try {
@@ -454,7 +504,9 @@ export class LocalNode {
               name: this.name,
               namespace,
               // The garbage collector removes the Lease with its Node.
-              ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: this.name, uid: nodeUid }],
+              ownerReferences: [
+                { apiVersion: 'v1', kind: 'Node', name: this.name, uid: this.nodeUid },
+              ],
             },
             spec: {
               holderIdentity: this.name,
@@ -483,7 +535,7 @@ export class LocalNode {
     }
   }
 
-  private async heartbeat(nodeUid: string): Promise<void> {
+  private async heartbeat(): Promise<void> {
     const { signal } = this.abort;
     let lastStatusMs = Date.now();
     const statusEveryMs = this.opts.nodeStatusIntervalMs ?? 60_000;
@@ -491,13 +543,20 @@ export class LocalNode {
       await delay(this.opts.leaseRenewIntervalMs ?? 10_000, signal);
       if (signal.aborted) return;
       try {
-        await this.renewLease(nodeUid);
+        await this.renewLease();
         if (Date.now() - lastStatusMs >= statusEveryMs) {
           await this.writeNodeStatus();
           lastStatusMs = Date.now();
         }
       } catch (err: unknown) {
         this.log(`node ${this.name}: heartbeat failed, retrying: ${errorText(err)}`);
+        // Someone deleted the Node (and with it, through its owner reference, the Lease):
+        // register again, as a kubelet does.
+        if (isApiError(err, 404)) {
+          await this.reregister().catch((again: unknown) =>
+            this.log(`node ${this.name}: registering again failed: ${errorText(again)}`),
+          );
+        }
       }
     }
   }
@@ -583,7 +642,8 @@ export class LocalNode {
     if (worker !== undefined) return;
     // Finished before this node (re)started: nothing to run again.
     if (pod.status?.phase === PodPhase.Succeeded || pod.status?.phase === PodPhase.Failed) return;
-    const created = new PodWorker(this, pod);
+    if (this.context === undefined) return;
+    const created = new PodWorker(this.context, pod);
     this.workers.set(pod.metadata.uid, created);
     created.start();
   }
@@ -633,271 +693,5 @@ export class LocalNode {
     this.log(
       `node ${this.name}: pod ${pod.metadata.namespace}/${pod.metadata.name}: ${errorText(err)}`,
     );
-  }
-}
-
-/** A container the node pretends to run (simulate mode). */
-function simulatedContainer(
-  pod: PodView,
-  container: V1Container,
-  startedAt: string,
-): ContainerSnapshot {
-  return {
-    name: container.name,
-    image: container.image ?? '',
-    imageID: `simulated://${container.image ?? ''}`,
-    state: {
-      kind: 'running',
-      startedAt,
-      containerID: `simulated://${pod.metadata.uid}/${container.name}`,
-    },
-    restartCount: 0,
-    ready: true,
-    started: true,
-  };
-}
-
-/** One pod bound to the node: its address, its containers and its status writes. */
-class PodWorker {
-  readonly uid: string;
-  pod: PodView;
-  private podIP: string | undefined;
-  private readonly startTime: string;
-  private runners: ContainerRunner[] = [];
-  private simulated: ContainerSnapshot[] = [];
-  private conditions: PodConditionJson[] | undefined;
-  private lastWritten = '';
-  private dirty = false;
-  private writing = false;
-  private writes: Promise<void> = Promise.resolve();
-  private gone = false;
-  private ending: Promise<void> | undefined;
-
-  constructor(
-    private readonly node: LocalNode,
-    pod: PodView,
-  ) {
-    this.pod = pod;
-    this.uid = pod.metadata.uid;
-    this.startTime = pod.status?.startTime ?? rfc3339(new Date());
-    const previous = pod.status?.conditions;
-    if (previous !== undefined) {
-      this.conditions = previous.map((c) => ({
-        type: c.type,
-        status: c.status === 'True' ? 'True' : 'False',
-        lastProbeTime: null,
-        lastTransitionTime: c.lastTransitionTime ?? this.startTime,
-      }));
-    }
-  }
-
-  private get label(): string {
-    return `${this.pod.metadata.name}_${this.pod.metadata.namespace}(${this.uid})`;
-  }
-
-  pidOf(container: string): number | undefined {
-    const index = this.pod.spec.containers.findIndex((c) => c.name === container);
-    return this.runners[index]?.pid;
-  }
-
-  start(): void {
-    const { pod, node } = this;
-    const known = pod.status?.podIP;
-    this.podIP =
-      known !== undefined && node.addresses.claim(known) ? known : node.addresses.allocate();
-    const dir = node.podDir(pod.metadata);
-    mkdirSync(dir, { recursive: true });
-    if (node.simulate) {
-      const now = rfc3339(new Date());
-      this.simulated = pod.spec.containers.map((c) => simulatedContainer(pod, c, now));
-    } else {
-      const backoff = { ...kubeletBackoff, ...node.options.backoff };
-      this.runners = pod.spec.containers.map(
-        (container) =>
-          new ContainerRunner({
-            container,
-            podLabel: this.label,
-            restartPolicy: restartPolicyOf(pod),
-            podIP: this.podIP ?? hostIP,
-            cwd: node.options.cwd ?? repoRoot,
-            logPath: node.logPath(pod.metadata, container.name),
-            prepare: () => this.prepare(container),
-            onChange: () => this.scheduleStatus(),
-            backoff,
-            log: (line) => node.log(line),
-          }),
-      );
-      for (const runner of this.runners) runner.start();
-    }
-    node.log(
-      `node ${node.name}: running pod ${pod.metadata.namespace}/${pod.metadata.name} on ${this.podIP}`,
-    );
-    this.scheduleStatus();
-  }
-
-  private async prepare(container: V1Container): Promise<LaunchPlan> {
-    const { pod, node } = this;
-    const command = resolveCommand(pod, container, node.options.images ?? defaultImageCommands);
-    if (!command.ok) return command;
-    let sources: EnvSources;
-    try {
-      sources = await node.fetchSources(pod.metadata.namespace, container);
-    } catch (err: unknown) {
-      return {
-        ok: false,
-        reason: WaitingReason.CreateContainerConfigError,
-        message: `could not read the pod's Secrets and ConfigMaps: ${errorText(err)}`,
-      };
-    }
-    const podIP = this.podIP ?? hostIP;
-    const env = resolveEnv(
-      container,
-      {
-        name: pod.metadata.name,
-        namespace: pod.metadata.namespace,
-        uid: pod.metadata.uid,
-        nodeName: node.name,
-        podIP,
-        hostIP: node.hostIP,
-        ...(pod.spec.serviceAccountName !== undefined
-          ? { serviceAccountName: pod.spec.serviceAccountName }
-          : {}),
-        ...(pod.metadata.labels !== undefined ? { labels: pod.metadata.labels } : {}),
-        ...(pod.metadata.annotations !== undefined
-          ? { annotations: pod.metadata.annotations }
-          : {}),
-      },
-      sources,
-    );
-    if (!env.ok) {
-      return { ok: false, reason: WaitingReason.CreateContainerConfigError, message: env.message };
-    }
-    const base = node.options.baseEnv ?? {
-      ...(process.env.PATH !== undefined ? { PATH: process.env.PATH } : {}),
-      ...(process.env.HOME !== undefined ? { HOME: process.env.HOME } : {}),
-    };
-    return {
-      ok: true,
-      launch: {
-        argv: command.argv,
-        env: { ...base, HOSTNAME: pod.metadata.name, POD_IP: podIP, ...env.env },
-      },
-    };
-  }
-
-  private snapshot(): PodSnapshot {
-    return {
-      restartPolicy: restartPolicyOf(this.pod),
-      containers: this.node.simulate
-        ? this.simulated
-        : this.runners.map((runner) => runner.snapshot()),
-      ...(this.podIP !== undefined ? { podIP: this.podIP } : {}),
-      hostIP: this.node.hostIP,
-      startTime: this.startTime,
-    };
-  }
-
-  /** Coalesces changes: one write in flight, the latest state written after it. */
-  private scheduleStatus(): void {
-    this.dirty = true;
-    if (this.writing) return;
-    this.writing = true;
-    this.writes = this.flush().finally(() => {
-      this.writing = false;
-    });
-  }
-
-  private async flush(): Promise<void> {
-    while (this.dirty && !this.gone) {
-      this.dirty = false;
-      const status = buildPodStatus(this.snapshot(), this.conditions, rfc3339(new Date()));
-      const body = JSON.stringify(status);
-      if (body === this.lastWritten) continue;
-      try {
-        await this.node.patchPodStatus(this.pod, status);
-        this.lastWritten = body;
-        this.conditions = status.conditions;
-      } catch (err: unknown) {
-        if (isApiError(err, 404)) {
-          this.gone = true;
-          return;
-        }
-        this.node.log(`node ${this.node.name}: status of pod ${this.label}: ${errorText(err)}`);
-        if (this.ending !== undefined) return;
-        this.dirty = true;
-        await delay(1000, this.node.signal);
-        if (this.node.signal.aborted) return;
-      }
-    }
-  }
-
-  private async stopContainers(graceMs: number): Promise<void> {
-    await Promise.all(this.runners.map((runner) => runner.stop(graceMs)));
-    if (this.node.simulate) {
-      const now = rfc3339(new Date());
-      this.simulated = this.simulated.map((c) => ({
-        ...c,
-        state: {
-          kind: 'terminated',
-          exitCode: 143,
-          signal: 15,
-          reason: 'Error',
-          startedAt: c.state.kind === 'running' ? c.state.startedAt : now,
-          finishedAt: now,
-          containerID: c.state.kind === 'waiting' ? '' : c.state.containerID,
-        },
-        ready: false,
-        started: false,
-      }));
-    }
-  }
-
-  /**
-   * Stops the pod's containers within `graceMs`; when `removePod`, writes the last status
-   * and deletes the object (grace 0). Frees the pod's address. Safe to call again.
-   */
-  terminate(graceMs: number, removePod: boolean): Promise<void> {
-    this.ending ??= (async () => {
-      await this.stopContainers(graceMs);
-      if (removePod) {
-        await this.writeLastStatus();
-        this.gone = true;
-        await this.node.deletePod(this.pod).catch((err: unknown) => {
-          this.node.log(`node ${this.node.name}: deleting pod ${this.label}: ${errorText(err)}`);
-        });
-        this.node.log(
-          `node ${this.node.name}: removed pod ${this.pod.metadata.namespace}/${this.pod.metadata.name}`,
-        );
-      }
-      this.gone = true;
-      if (this.podIP !== undefined) this.node.addresses.release(this.podIP);
-      this.node.forget(this);
-    })();
-    return this.ending;
-  }
-
-  /** For {@link LocalNode.close}: stop at once, write the last status unless asked not to. */
-  shutdown(leavePods: boolean): Promise<void> {
-    this.ending ??= (async () => {
-      if (leavePods) this.gone = true;
-      await this.stopContainers(Math.min(this.node.options.maxGracePeriodSeconds ?? 30, 5) * 1000);
-      if (!leavePods) await this.writeLastStatus();
-      this.gone = true;
-      if (this.podIP !== undefined) this.node.addresses.release(this.podIP);
-    })();
-    return this.ending;
-  }
-
-  private async writeLastStatus(): Promise<void> {
-    await this.writes;
-    if (this.gone) return;
-    const status = buildPodStatus(this.snapshot(), this.conditions, rfc3339(new Date()));
-    await this.node.patchPodStatus(this.pod, status).catch((err: unknown) => {
-      if (!isApiError(err, 404)) {
-        this.node.log(
-          `node ${this.node.name}: last status of pod ${this.label}: ${errorText(err)}`,
-        );
-      }
-    });
   }
 }

@@ -10,13 +10,15 @@ import {
   type V1Pod,
 } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, openSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { localCommandAnnotation, LocalNode } from '../../hack/lib/local-node';
+import { repoRoot } from '../../hack/lib/paths';
 import { isAlive, pollUntil } from '../../hack/lib/processes';
-import { field, freshNamespace, kubeConfig } from './support/kube';
+import { field, freshNamespace, kubeConfig, sharedCluster } from './support/kube';
 
 // The local node against the shared control plane: each node here has a name of its own
 // and binds only pods of its own namespace, so other test files (whose pods must stay
@@ -105,6 +107,16 @@ describe('local node', () => {
   const isReady = (pod: V1Pod): boolean =>
     pod.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
 
+  // The second octet of a node's loopback block (its spec.podCIDR 127.k.0.0/16).
+  const podPrefixOf = async (name: string): Promise<string> => {
+    const cidr = (await core.readNode({ name })).spec?.podCIDR ?? '';
+    const match = /^(127\.\d{1,3}\.)0\.0\/16$/.exec(cidr);
+    if (match?.[1] === undefined) throw new Error(`node ${name} has podCIDR '${cidr}'`);
+    return match[1];
+  };
+  const inBlock = (ip: string | undefined, prefix: string): boolean =>
+    ip !== undefined && ip.startsWith(prefix) && /^127(\.\d{1,3}){3}$/.test(ip);
+
   const pidOf = (pod: V1Pod): number => {
     const id = pod.status?.containerStatuses?.[0]?.containerID ?? '';
     const match = /^local:\/\/(\d+)$/.exec(id);
@@ -146,6 +158,8 @@ describe('local node', () => {
       address: '127.0.0.1',
     });
     expect(Number(registered.status?.allocatable?.pods)).toBeGreaterThan(0);
+    expect(registered.spec?.podCIDR).toMatch(/^127\.\d{1,3}\.0\.0\/16$/);
+    expect(registered.spec?.podCIDRs).toEqual([registered.spec?.podCIDR]);
 
     const leases = kc.makeApiClient(CoordinationV1Api);
     const renewTime = async (): Promise<number> => {
@@ -198,7 +212,8 @@ describe('local node', () => {
     expect(pod.spec?.nodeName).toBe(nodeName);
     expect(pod.status?.phase).toBe('Running');
     const podIP = pod.status?.podIP ?? '';
-    expect(podIP).toMatch(/^127\.0\.([1-9]|[1-9]\d|1\d\d|2[0-5]\d)\.\d{1,3}$/);
+    expect(inBlock(podIP, await podPrefixOf(nodeName))).toBe(true);
+    expect(podIP).not.toMatch(/^127\.\d+\.0\./);
     expect(pod.status?.podIPs).toEqual([{ ip: podIP }]);
     expect(pod.status?.hostIP).toBe('127.0.0.1');
     expect(pod.status?.startTime).toBeDefined();
@@ -486,7 +501,7 @@ describe('local node', () => {
     expect(isReady(pod)).toBe(true);
     expect(pod.metadata?.ownerReferences?.map((o) => o.kind)).toContain('Sandbox');
     const podIP = pod.status?.podIP ?? '';
-    expect(podIP).toMatch(/^127\.0\.\d+\.\d+$/);
+    expect(inBlock(podIP, await podPrefixOf(nodeName))).toBe(true);
     expect(await (await fetch(`http://${podIP}:8080/`)).text()).toBe(
       `sandboxed pod ${podName} unset`,
     );
@@ -557,12 +572,75 @@ describe('local node', () => {
       const pod = await waitForPod('to be Ready', 'elsewhere', isReady, other.name);
       expect(pod.spec?.nodeName).toBe(simName);
       expect(pod.status?.phase).toBe('Running');
-      expect(pod.status?.podIP).toMatch(/^127\.0\.\d+\.\d+$/);
+      const prefix = await podPrefixOf(simName);
+      expect(inBlock(pod.status?.podIP, prefix)).toBe(true);
+      // Each node has a block of its own, so no two nodes hand out one address.
+      expect(prefix).not.toBe(await podPrefixOf(nodeName));
       const status = pod.status?.containerStatuses?.[0];
       expect(status?.containerID).toBe(`simulated://${pod.metadata?.uid}/main`);
       expect(status?.state?.running).toBeDefined();
       expect(simulated.pidOf(podRef(pod).uid, 'main')).toBeUndefined();
       expect(existsSync(simulated.logPath(podRef(pod), 'main'))).toBe(false);
     });
+  });
+
+  it('runs as a CLI until SIGTERM, then stops its pods and reports them stopped', async () => {
+    const cliNs = await freshNamespace(kc, 'local-node-cli');
+    const cliName = `${nodeName}-cli`;
+    let cliPid: number | undefined;
+    try {
+      const kubeconfigPath = (await sharedCluster()).kubeconfigPath;
+      const out = openSync(join(stateDir, 'cli.log'), 'a');
+      const cli = spawn(
+        process.execPath,
+        [
+          '--import',
+          'tsx',
+          join('hack', 'local-node.ts'),
+          '--kubeconfig',
+          kubeconfigPath,
+          '--name',
+          cliName,
+          '--namespace',
+          cliNs.name,
+          '--state-dir',
+          join(stateDir, 'cli'),
+        ],
+        { cwd: repoRoot, stdio: ['ignore', out, out] },
+      );
+      cliPid = cli.pid;
+      const exited = new Promise<number | null>((resolve) => cli.once('exit', resolve));
+      await core.createNamespacedPod({
+        namespace: cliNs.name,
+        body: podBody('served', {
+          command: node(server),
+          container: {
+            ports: [{ name: 'http', containerPort: 8080 }],
+            readinessProbe: readiness,
+            env: [{ name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }],
+          },
+        }),
+      });
+      const pod = await waitForPod('to be Ready', 'served', isReady, cliNs.name);
+      expect(pod.spec?.nodeName).toBe(cliName);
+      const pid = pidOf(pod);
+      expect(isAlive(pid)).toBe(true);
+      expect(inBlock(pod.status?.podIP, await podPrefixOf(cliName))).toBe(true);
+      expect(await podPrefixOf(cliName)).not.toBe(await podPrefixOf(nodeName));
+      expect(await (await fetch(`http://${pod.status?.podIP}:8080/`)).text()).toMatch(/ served /);
+
+      cli.kill('SIGTERM');
+      expect(await exited).toBe(0);
+      expect(isAlive(pid)).toBe(false);
+      const stopped = await readPod('served', cliNs.name);
+      expect(stopped.status?.containerStatuses?.[0]?.state?.terminated?.exitCode).toBe(0);
+      expect(isReady(stopped)).toBe(false);
+      const cliNode = await core.readNode({ name: cliName });
+      expect(cliNode.status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('False');
+    } finally {
+      // A failed assertion must not leave the CLI (and its pods) running.
+      if (cliPid !== undefined && isAlive(cliPid)) process.kill(cliPid, 'SIGTERM');
+      await cliNs.dispose();
+    }
   });
 });
