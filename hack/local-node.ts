@@ -23,7 +23,12 @@ function parseImages(specs: readonly string[]): ImageCommands {
   const images: Record<string, readonly string[]> = { ...defaultImageCommands };
   for (const spec of specs) {
     const at = spec.indexOf('=');
-    const argv: unknown = at > 0 ? JSON.parse(spec.slice(at + 1)) : undefined;
+    let argv: unknown;
+    try {
+      argv = at > 0 ? JSON.parse(spec.slice(at + 1)) : undefined;
+    } catch {
+      argv = undefined;
+    }
     if (!Array.isArray(argv) || argv.length === 0 || !argv.every((a) => typeof a === 'string')) {
       throw new Error(`--image ${spec}: expected PATTERN=["command","arg",...]\n${usage}`);
     }
@@ -50,6 +55,7 @@ async function main(argv: readonly string[]): Promise<void> {
     console.log(usage);
     return;
   }
+  const images = parseImages(values.image ?? []);
   const kubeconfig = values.kubeconfig ?? process.env.KUBECONFIG;
   if (kubeconfig === undefined) throw new Error(`--kubeconfig is required\n${usage}`);
   const kc = new KubeConfig();
@@ -61,7 +67,7 @@ async function main(argv: readonly string[]): Promise<void> {
     simulate: values.simulate ?? false,
     ...(values.namespace !== undefined ? { namespaces: values.namespace } : {}),
     ...(values.selector !== undefined ? { labelSelector: values.selector } : {}),
-    images: parseImages(values.image ?? []),
+    images,
     log: (line) => console.log(line),
   });
   const stop = new Promise<NodeJS.Signals>((resolve) => {

@@ -146,11 +146,16 @@ export class PodWorker {
     return `${this.pod.metadata.name}_${this.pod.metadata.namespace}(${this.uid})`;
   }
 
+  /** The pid of a container's running process, if it runs. */
   pidOf(container: string): number | undefined {
     const index = this.pod.spec.containers.findIndex((c) => c.name === container);
     return this.runners[index]?.pid;
   }
 
+  /**
+   * Gives the pod its address and starts its containers (or marks them running, in
+   * simulate mode); status follows every change. Call once.
+   */
   start(): void {
     const { pod, ctx } = this;
     const known = pod.status?.podIP;
