@@ -34,7 +34,7 @@ export { localCommandAnnotation, type ImageCommands } from './local-node-pod';
 /** The label every local node carries; `nodeSelector` can name it. */
 export const localNodeLabel = 'polychrome.dev/local-node';
 
-/** Where the node's own address sits: pods get 127.0.1.1 and up. */
+/** The node's own address; its pods get addresses of its block 127.k.0.0/16 (k ≥ 0). */
 const hostIP = '127.0.0.1';
 
 /**
@@ -122,7 +122,9 @@ const nodeArch = (): string => {
  * A kubelet stand-in for the local control plane (hack/lib/local-cluster.ts): it
  * registers a Node and keeps its Lease fresh, binds pending pods in its scope to itself
  * (there is no scheduler), and runs each bound pod's containers as local processes on a
- * loopback address of the pod's own, writing real pod status. Deleting a pod stops its
+ * loopback address of the pod's own, writing real pod status. Each node owns a block
+ * 127.k.0.0/16 (its `spec.podCIDR`; the first node gets 127.0.0.0/16, so its first pod
+ * is 127.0.1.1), so several nodes, in one process or many, never share an address. Deleting a pod stops its
  * processes and then removes the object, as the kubelet does, so controllers and the
  * operator see exactly what they would see in a cluster.
  *
@@ -144,7 +146,7 @@ export class LocalNode {
   private readonly workers = new Map<string, PodWorker>();
   private readonly binding = new Set<string>();
   private readonly abort = new AbortController();
-  private readonly watches: AbortController[] = [];
+  private readonly watches = new Set<AbortController>();
   private readonly loops: Promise<void>[] = [];
   private readonly readySince = rfc3339(new Date());
   private readonly bootID = randomUUID();
@@ -574,11 +576,13 @@ export class LocalNode {
       first = false;
       // No resourceVersion: the API server first sends every existing pod as ADDED, so a
       // restarted watch (or node) catches up without a separate list.
+      let current: AbortController | undefined;
       await new Promise<void>((resolveWatch) => {
         let ended = false;
         const end = (err: unknown): void => {
           if (ended) return;
           ended = true;
+          if (current !== undefined) this.watches.delete(current);
           if (err !== null && err !== undefined && !signal.aborted) {
             this.log(`node ${this.name}: pod watch on ${path} ended: ${errorText(err)}`);
           }
@@ -587,7 +591,9 @@ export class LocalNode {
         watch
           .watch(path, query, (type: string, obj: unknown) => this.onPodEvent(type, obj), end)
           .then((controller) => {
-            this.watches.push(controller);
+            current = controller;
+            if (ended) return;
+            this.watches.add(controller);
             if (signal.aborted) controller.abort();
           })
           .catch(end);
