@@ -1,0 +1,161 @@
+/*
+ * The state plane's whole write path over gRPC with mutual TLS: one turn = one Append of 3
+ * events (the store adds the signed_root), i.e. validation, per-partition lock, MMR, an
+ * ed25519 signature and a durable (fsynced, group-committed) LevelDB write, plus the TLS
+ * and HTTP/2 round trip. Each figure is printed beside a baseline measured in the same run
+ * on the same disk: the same appends straight on JournalStore in process.
+ *
+ * - 1 conversation: turns/s and p50/p99 latency (aim: p50 under 1.5 ms);
+ * - 64 conversations appending concurrently: turns/s (aim: ≥ 3,000) and p50/p99.
+ *
+ * The server is the real state plane process (state/main.ts, as deployed: its own event
+ * loop and LevelDB), the clients share this process; the baseline runs here alone.
+ * Bounded in count and time. Usage:
+ *   npx tsx bench/state-grpc.bench.ts [directory on the disk to measure]
+ */
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { EventKind } from '../common/event-kinds';
+import { StateClient, type NewJournalEvent } from '../common/state-client';
+import { ensureDevCerts } from '../hack/lib/dev-certs';
+import { createNodeEd25519Signer } from '../state/journal/node-ed25519';
+import { JournalStore } from '../state/store/journal-store';
+import { startStateProcess } from '../state/server/testdata/state-process';
+
+const PHASE_MS = 4000;
+const MAX_TURNS = 40_000;
+const WARMUP_TURNS = 200;
+const PAYLOAD_BYTES = 200;
+
+type AppendFn = (partition: string, head: number, events: NewJournalEvent[]) => Promise<number>;
+
+interface PhaseResult {
+  readonly turnsPerSecond: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly turns: number;
+}
+
+function turnEvents(seed: number): NewJournalEvent[] {
+  const payload = (n: number): Uint8Array => {
+    const out = new Uint8Array(PAYLOAD_BYTES);
+    for (let i = 0; i < PAYLOAD_BYTES; i++) out[i] = (i * 31 + seed + n) & 0xff;
+    return out;
+  };
+  return [
+    { kind: EventKind.MessageReceived, payload: payload(0) },
+    { kind: EventKind.ToolCall, payload: payload(1) },
+    { kind: EventKind.TurnComplete, payload: payload(2) },
+  ];
+}
+
+function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] ?? Number.NaN;
+}
+
+/** `conversations` loops, each appending turns to its own partition, for PHASE_MS. */
+async function phase(append: AppendFn, conversations: number, tag: string): Promise<PhaseResult> {
+  const latencies: number[] = [];
+  const heads = new Map<string, number>();
+  const name = (c: number): string => `conv-${tag}-${String(c)}`;
+  // Warm up: first appends create the partitions and JIT the path.
+  for (let c = 0; c < conversations; c++) {
+    heads.set(name(c), await append(name(c), 0, turnEvents(c)));
+  }
+  for (let i = 0; i < WARMUP_TURNS / conversations; i++) {
+    await Promise.all(
+      Array.from({ length: conversations }, async (_, c) => {
+        heads.set(name(c), await append(name(c), heads.get(name(c)) ?? 0, turnEvents(i)));
+      }),
+    );
+  }
+  const start = performance.now();
+  let turns = 0;
+  await Promise.all(
+    Array.from({ length: conversations }, async (_, c) => {
+      const partition = name(c);
+      while (turns < MAX_TURNS && performance.now() - start < PHASE_MS) {
+        const t0 = performance.now();
+        heads.set(partition, await append(partition, heads.get(partition) ?? 0, turnEvents(turns)));
+        latencies.push(performance.now() - t0);
+        turns += 1;
+      }
+    }),
+  );
+  const elapsed = (performance.now() - start) / 1000;
+  latencies.sort((a, b) => a - b);
+  return {
+    turnsPerSecond: turns / elapsed,
+    p50Ms: percentile(latencies, 50),
+    p99Ms: percentile(latencies, 99),
+    turns,
+  };
+}
+
+function fmt(n: number): string {
+  return n >= 100 ? Math.round(n).toLocaleString('en-US') : n.toFixed(2);
+}
+
+function line(label: string, grpc: PhaseResult, base: PhaseResult, aim: string): void {
+  console.log(
+    `${label}: gRPC+mTLS ${fmt(grpc.turnsPerSecond)} turns/s (p50 ${fmt(grpc.p50Ms)} ms, p99 ${fmt(grpc.p99Ms)} ms, ${String(grpc.turns)} turns)` +
+      ` | in-process store ${fmt(base.turnsPerSecond)} turns/s (p50 ${fmt(base.p50Ms)} ms, p99 ${fmt(base.p99Ms)} ms)` +
+      ` | gRPC/store ${(grpc.turnsPerSecond / base.turnsPerSecond).toFixed(2)} | aim: ${aim}`,
+  );
+}
+
+async function main(): Promise<void> {
+  const parent = process.argv[2] ?? tmpdir();
+  const dir = await mkdtemp(join(parent, 'polychrome-bench-grpc-'));
+  const signer = createNodeEd25519Signer(new Uint8Array(32).fill(3));
+  try {
+    console.log(
+      `state-grpc: disk ${dir}, load average ${loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')}`,
+    );
+    const certs = await ensureDevCerts(join(dir, 'pki'));
+
+    // Baseline: the same appends on JournalStore in this process.
+    const baseStore = new JournalStore({ location: join(dir, 'baseline-db'), signer });
+    await baseStore.open();
+    const direct: AppendFn = async (partition, head, events) =>
+      (await baseStore.append(partition, head, events)).head;
+    const base1 = await phase(direct, 1, 'one');
+    const base64 = await phase(direct, 64, 'many');
+    await baseStore.close();
+
+    const server = await startStateProcess(certs, join(dir, 'grpc-db'));
+    const client = new StateClient({
+      address: server.address,
+      tls: {
+        ca: await readFile(certs.ca.certPath),
+        cert: await readFile(certs.controlPlane.certPath),
+        key: await readFile(certs.controlPlane.keyPath),
+      },
+    });
+    await client.waitForReady(10_000);
+    const overGrpc: AppendFn = async (partition, head, events) =>
+      (await client.append(partition, head, events)).head;
+    const grpc1 = await phase(overGrpc, 1, 'one');
+    const grpc64 = await phase(overGrpc, 64, 'many');
+    client.close();
+    server.child.kill('SIGTERM');
+    await server.exited;
+
+    line('1 conversation', grpc1, base1, 'p50 < 1.5 ms');
+    line('64 conversations', grpc64, base64, '>= 3,000 turns/s');
+    const ok = grpc1.p50Ms < 1.5 && grpc64.turnsPerSecond >= 3000;
+    console.log(`state-grpc: ${ok ? 'within aim' : 'BELOW AIM'}`);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
