@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -14,6 +14,11 @@ import {
 import { isAlive, pollUntil } from './processes';
 
 let dir: string;
+// Every runner a test made is stopped even when the test fails, so no process outlives it.
+const made: ContainerRunner[] = [];
+afterEach(async () => {
+  await Promise.all(made.splice(0).map((r) => r.stop(0)));
+});
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'local-node-container-'));
 });
@@ -46,6 +51,7 @@ function runner(
     log: () => undefined,
     ...extra,
   });
+  made.push(created);
   return { runner: created, logPath, changes: () => changes };
 }
 
