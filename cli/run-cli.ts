@@ -330,9 +330,10 @@ async function journalVerify(args: readonly string[], io: CliIo): Promise<ExitCo
 export async function runCli(args: readonly string[], io: CliIo, env?: Env): Promise<ExitCode> {
   const [group, command, ...rest] = args;
   try {
-    if (group === undefined || group === 'help' || group === '--help' || group === '-h') {
-      await write(group === undefined ? io.stderr : io.stdout, USAGE);
-      return group === undefined ? ExitCode.Usage : ExitCode.Ok;
+    if (group === undefined) throw new UsageError('no command given');
+    if (group === 'help' || group === '--help' || group === '-h') {
+      await write(io.stdout, USAGE);
+      return ExitCode.Ok;
     }
     if (group === 'state' && command === 'verify') return await stateVerify(rest, env, io);
     if (group === 'state' && command === 'export') return await stateExport(rest, env, io);
