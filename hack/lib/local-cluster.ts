@@ -26,6 +26,12 @@ export interface LocalClusterOptions {
    * @default no CRDs
    */
   crdDirs?: readonly string[];
+  /**
+   * Write an audit log (`<dir>/audit.log`, JSON lines, metadata level, one line per
+   * completed request) so benchmarks can count the requests each user made.
+   * @default false
+   */
+  audit?: boolean;
   /** Processes outlive this one (for `make cluster-up`). @default false */
   detached?: boolean;
   /** Progress lines go here. @default no output */
@@ -43,6 +49,9 @@ export interface ClusterState {
 }
 
 const stateFile = (dir: string): string => join(dir, 'state.json');
+
+/** Where a cluster started with `audit: true` writes its audit log. */
+export const auditLogPath = (dir: string): string => join(dir, 'audit.log');
 
 /**
  * A real Kubernetes control plane on loopback, started the way controller-runtime's
@@ -138,7 +147,22 @@ export class LocalCluster {
       });
 
       log(`cluster: starting kube-apiserver on ${server}`);
+      const auditArgs: string[] = [];
+      if (opts.audit === true) {
+        const policy = join(dir, 'audit-policy.yaml');
+        await writeFile(
+          policy,
+          JSON.stringify({
+            apiVersion: 'audit.k8s.io/v1',
+            kind: 'Policy',
+            omitStages: ['RequestReceived'],
+            rules: [{ level: 'Metadata' }],
+          }),
+        );
+        auditArgs.push(`--audit-policy-file=${policy}`, `--audit-log-path=${auditLogPath(dir)}`);
+      }
       spawnLogged('kube-apiserver', [
+        ...auditArgs,
         `--etcd-servers=${etcdUrl}`,
         `--cert-dir=${pki}`,
         `--tls-cert-file=${serving.certPath}`,
