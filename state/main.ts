@@ -119,6 +119,8 @@ async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void>
     { partitions: report.partitions, refused: report.refused.length, keyId: store.signingKeyId },
     'journal store open',
   );
+  // A SIGTERM during the tail checks: shutdown is under way, so do not bind.
+  if (stopping !== undefined) return;
   const port = await server.start();
   // One line tests and scripts can wait for; the log has the same facts.
   log.info({ port, healthPort: healthAddress.port }, 'state plane ready');
