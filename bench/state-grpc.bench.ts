@@ -142,12 +142,21 @@ async function main(): Promise<void> {
       (await client.append(partition, head, events)).head;
     const grpc1 = await phase(overGrpc, 1, 'one');
     const grpc64 = await phase(overGrpc, 64, 'many');
+    // The transport's floor on this machine: a Head call (no disk, no signing) over the
+    // same mutual TLS channel, at the same concurrency.
+    const headOnly: AppendFn = async (partition) => (await client.head(partition)).head;
+    const floor1 = await phase(headOnly, 1, 'one');
+    const floor64 = await phase(headOnly, 64, 'many');
     client.close();
     server.child.kill('SIGTERM');
     await server.exited;
 
     line('1 conversation', grpc1, base1, 'p50 < 1.5 ms');
     line('64 conversations', grpc64, base64, '>= 3,000 turns/s');
+    console.log(
+      `gRPC floor (Head calls, no disk): 1 caller p50 ${fmt(floor1.p50Ms)} ms, ` +
+        `64 callers ${fmt(floor64.turnsPerSecond)} calls/s`,
+    );
     const ok = grpc1.p50Ms < 1.5 && grpc64.turnsPerSecond >= 3000;
     console.log(`state-grpc: ${ok ? 'within aim' : 'BELOW AIM'}`);
   } finally {
