@@ -9,7 +9,7 @@ NPX := npx --no-install
 JEST_ARGS ?=
 
 .PHONY: all build generate proto manifests verify-generate lint typecheck test test-unit \
-	test-integration bench dev binaries cluster-up cluster-down clean
+	test-integration bench dev dev-down binaries cluster-up cluster-down clean
 
 all: build
 
@@ -71,9 +71,14 @@ cluster-up: node_modules binaries
 cluster-down: node_modules
 	$(NPX) tsx hack/cluster.ts down
 
-## The whole system locally (see README). For now: the control plane, CRDs and samples.
-dev: cluster-up
+## The whole system locally (see README): control plane, state plane, local node, operator,
+## and the sample Conversation, Ready with a running harness. `make dev-down` stops it.
+dev: node_modules binaries
+	$(NPX) tsx hack/dev.ts up
+
+dev-down: node_modules
+	$(NPX) tsx hack/dev.ts down
 
 clean:
-	-$(NPX) tsx hack/cluster.ts down
+	-$(NPX) tsx hack/dev.ts down
 	rm -rf dist coverage .local hack/bin

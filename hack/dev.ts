@@ -1,0 +1,272 @@
+/**
+ * `make dev`: the whole system on this machine, the way a cluster runs it.
+ *
+ *   tsx hack/dev.ts up     local control plane (etcd, kube-apiserver, kube-controller-manager,
+ *                          agent-sandbox), the state plane, hack's local node (harness pods
+ *                          run as local processes), the control plane as its least-privilege
+ *                          ServiceAccount identity; then the sample Conversation, until Ready
+ *   tsx hack/dev.ts down   stop all of it
+ *
+ * Everything runs in the background; state, logs and certificates live under .local/.
+ * The harness uses Claude when ANTHROPIC_API_KEY is set, the scripted demo model otherwise.
+ */
+import { CoreV1Api, CustomObjectsApi, ApiException } from '@kubernetes/client-node';
+import { execFileSync } from 'node:child_process';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { devStateEnv, ensureDevCerts } from './lib/dev-certs';
+import { defaultBinDir, defaultCrdDirs, LocalCluster, repoRoot } from './lib/local-cluster';
+import { freePort, isAlive, pollUntil, startProcess, stopPid } from './lib/processes';
+
+const localDir = join(repoRoot, '.local');
+const clusterDir = join(localDir, 'cluster');
+const devDir = join(localDir, 'dev');
+const stateFile = join(devDir, 'processes.json');
+const namespace = 'default';
+const serviceAccountUser = 'system:serviceaccount:polychrome-system:polychrome-control-plane';
+const harnessCommand = JSON.stringify(['node', '--import', 'tsx', 'harness/main.ts']);
+
+interface DevProcess {
+  name: string;
+  pid: number;
+  log: string;
+}
+
+function kubectl(kubeconfig: string, args: readonly string[]): string {
+  return execFileSync(join(defaultBinDir, 'kubectl'), [`--kubeconfig=${kubeconfig}`, ...args], {
+    encoding: 'utf8',
+  });
+}
+
+async function ensureCluster(): Promise<LocalCluster> {
+  if (existsSync(join(clusterDir, 'state.json'))) {
+    const running = await LocalCluster.attach(clusterDir);
+    try {
+      running.assertRunning();
+      console.log('dev: local control plane already running');
+      return running;
+    } catch {
+      await running.stop();
+    }
+  }
+  return LocalCluster.start({
+    dir: clusterDir,
+    detached: true,
+    controllerManager: true,
+    agentSandbox: true,
+    crdDirs: defaultCrdDirs,
+    log: (line) => console.log(line),
+  });
+}
+
+function start(name: string, args: readonly string[], env: Record<string, string>): DevProcess {
+  const log = join(devDir, `${name}.log`);
+  const child = startProcess(process.execPath, ['--import', 'tsx', ...args], {
+    logPath: log,
+    cwd: repoRoot,
+    detached: true,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+  });
+  if (child.pid === undefined) throw new Error(`${name} did not start; see ${log}`);
+  console.log(`dev: started ${name} (pid ${child.pid}, log ${log})`);
+  return { name, pid: child.pid, log };
+}
+
+async function waitReady(proc: DevProcess, port: number): Promise<void> {
+  await pollUntil(
+    `${proc.name} /readyz on port ${port}`,
+    async () => {
+      if (!isAlive(proc.pid)) throw new Error(`${proc.name} exited; see ${proc.log}`);
+      return (await fetch(`http://127.0.0.1:${port}/readyz`)).ok ? true : undefined;
+    },
+    { timeoutMs: 90_000, intervalMs: 250 },
+  );
+}
+
+/** The control plane's approval key (it signs approvals; harnesses verify with the public half). */
+async function approvalPublicKeyHex(): Promise<string> {
+  const path = join(devDir, 'approval-key.pem');
+  if (!existsSync(path)) {
+    const { privateKey } = generateKeyPairSync('ed25519');
+    await writeFile(path, privateKey.export({ format: 'pem', type: 'pkcs8' }), { mode: 0o600 });
+  }
+  const { createPrivateKey, createPublicKey } = await import('node:crypto');
+  const jwk = createPublicKey(createPrivateKey(await readFile(path))).export({ format: 'jwk' });
+  if (typeof jwk.x !== 'string') throw new Error(`${path} is not an ed25519 key`);
+  return Buffer.from(jwk.x, 'base64url').toString('hex');
+}
+
+async function up(): Promise<void> {
+  await mkdir(devDir, { recursive: true });
+  if (existsSync(stateFile)) await down();
+  const processes: DevProcess[] = [];
+  const save = (): Promise<void> => writeFile(stateFile, JSON.stringify(processes, null, 2) + '\n');
+  try {
+    const cluster = await ensureCluster();
+    const admin = cluster.kubeconfigPath;
+
+    // The state plane, over mutual TLS with the dev CA.
+    const certs = await ensureDevCerts(join(localDir, 'state-pki'));
+    const stateHealth = await freePort();
+    const state = start('state-plane', ['state/main.ts'], {
+      ...devStateEnv(certs, join(devDir, 'state-data')),
+      STATE_LISTEN_HOST: '127.0.0.1',
+      STATE_PORT: '7443',
+      STATE_HEALTH_PORT: String(stateHealth),
+    });
+    processes.push(state);
+    await save();
+    await waitReady(state, stateHealth);
+
+    // The Polychrome base (namespace, CRD, RBAC), then the control plane's own identity.
+    kubectl(admin, ['apply', '--server-side', '-k', join(repoRoot, 'config')]);
+    const operatorKubeconfig = await cluster.mintUser(serviceAccountUser, [
+      'system:serviceaccounts',
+      'system:serviceaccounts:polychrome-system',
+    ]);
+
+    // Harness pods become local processes on their own loopback addresses.
+    processes.push(
+      start(
+        'local-node',
+        [
+          'hack/local-node.ts',
+          '--kubeconfig',
+          admin,
+          '--state-dir',
+          join(devDir, 'node'),
+          '--image',
+          `polychrome/harness:*=${harnessCommand}`,
+        ],
+        {},
+      ),
+    );
+    await save();
+
+    // What the sandbox template reads: the bearer token, the approval key, Claude's key.
+    const core = cluster.kubeConfig().makeApiClient(CoreV1Api);
+    const secret = {
+      metadata: { name: 'polychrome-harness', namespace },
+      stringData: {
+        token: randomBytes(32).toString('base64url'),
+        'approval-public-key': await approvalPublicKeyHex(),
+        ...(process.env.ANTHROPIC_API_KEY
+          ? { 'anthropic-api-key': process.env.ANTHROPIC_API_KEY }
+          : {}),
+      },
+    };
+    try {
+      await core.createNamespacedSecret({ namespace, body: secret });
+    } catch (err: unknown) {
+      if (!(err instanceof ApiException && err.code === 409)) throw err;
+      await core.replaceNamespacedSecret({ namespace, name: secret.metadata.name, body: secret });
+    }
+    kubectl(admin, [
+      'apply',
+      '--server-side',
+      '-n',
+      namespace,
+      '-k',
+      join(repoRoot, 'hack', 'dev', 'sandbox'),
+    ]);
+
+    // The control plane, as the ServiceAccount config/rbac grants.
+    const operatorHealth = await freePort();
+    const operator = start('control-plane', ['operator/main.ts'], {
+      POLYCHROME_IDENTITY: 'polychrome-control-plane-dev-0',
+      POLYCHROME_KUBECONFIG: operatorKubeconfig,
+      POLYCHROME_STATE_ADDRESS: 'localhost:7443',
+      POLYCHROME_STATE_CA: certs.ca.certPath,
+      POLYCHROME_STATE_CERT: certs.controlPlane.certPath,
+      POLYCHROME_STATE_KEY: certs.controlPlane.keyPath,
+      POLYCHROME_HEALTH_HOST: '127.0.0.1',
+      POLYCHROME_HEALTH_PORT: String(operatorHealth),
+    });
+    processes.push(operator);
+    await save();
+    await waitReady(operator, operatorHealth);
+
+    kubectl(admin, [
+      'apply',
+      '-n',
+      namespace,
+      '-f',
+      join(repoRoot, 'config', 'samples', 'conversation-minimal.yaml'),
+    ]);
+    const objects = cluster.kubeConfig().makeApiClient(CustomObjectsApi);
+    const endpoint = await pollUntil(
+      'Conversation hello to be Ready with a running harness',
+      async () => {
+        const obj: unknown = await objects.getNamespacedCustomObject({
+          group: 'polychrome.dev',
+          version: 'v1alpha1',
+          plural: 'conversations',
+          namespace,
+          name: 'hello',
+        });
+        const status: unknown =
+          typeof obj === 'object' && obj !== null ? Reflect.get(obj, 'status') : undefined;
+        const sandbox: unknown =
+          typeof status === 'object' && status !== null
+            ? Reflect.get(status, 'sandbox')
+            : undefined;
+        const phase: unknown =
+          typeof status === 'object' && status !== null ? Reflect.get(status, 'phase') : undefined;
+        const at: unknown =
+          typeof sandbox === 'object' && sandbox !== null
+            ? Reflect.get(sandbox, 'endpoint')
+            : undefined;
+        return phase === 'Ready' && typeof at === 'string' ? at : undefined;
+      },
+      { timeoutMs: 180_000, intervalMs: 500 },
+    );
+    // The harness process itself answers on the pod's address.
+    const host = endpoint.split(':')[0] ?? '';
+    const harnessReady = await fetch(`http://${host}:9090/readyz`);
+    console.log(
+      `\ndev: harness for conversation hello is ${harnessReady.ok ? 'ready' : 'NOT ready'} at ${endpoint}`,
+    );
+    process.stdout.write(kubectl(admin, ['get', 'conversations', '-n', namespace]));
+    console.log(`
+export KUBECONFIG=${admin} PATH=${defaultBinDir}:$PATH    # then: kubectl get conv
+logs: ${devDir}/*.log, harness pods under ${join(devDir, 'node')}
+stop: make dev-down`);
+  } catch (err: unknown) {
+    console.error(`dev: ${err instanceof Error ? err.message : String(err)}`);
+    console.error(
+      `dev: processes are left running for inspection; logs in ${devDir}; make dev-down stops them`,
+    );
+    throw err;
+  }
+}
+
+async function down(): Promise<void> {
+  if (existsSync(stateFile)) {
+    const raw: unknown = JSON.parse(await readFile(stateFile, 'utf8'));
+    const processes: unknown[] = Array.isArray(raw) ? raw : [];
+    // Last started first: the control plane, then the node (it stops the harnesses), the state plane.
+    for (const proc of [...processes].reverse()) {
+      const pid: unknown =
+        typeof proc === 'object' && proc !== null ? Reflect.get(proc, 'pid') : undefined;
+      if (typeof pid === 'number') await stopPid(pid, 15_000);
+    }
+    await rm(stateFile, { force: true });
+  }
+  if (existsSync(join(clusterDir, 'state.json')))
+    await (await LocalCluster.attach(clusterDir)).stop();
+  console.log('dev: stopped');
+}
+
+const command = process.argv[2];
+(command === 'up'
+  ? up()
+  : command === 'down'
+    ? down()
+    : Promise.reject(new Error('usage: dev.ts up|down'))
+).catch((err: unknown) => {
+  if (!(err instanceof Error && err.message.startsWith('dev:')))
+    console.error(err instanceof Error ? err.message : err);
+  process.exit(1);
+});
