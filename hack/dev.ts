@@ -137,6 +137,10 @@ async function up(): Promise<void> {
           admin,
           '--state-dir',
           join(devDir, 'node'),
+          // Conversations' namespace only: the state plane runs as a process here, not as
+          // the StatefulSet the base declares.
+          '--namespace',
+          namespace,
           '--image',
           `polychrome/harness:*=${harnessCommand}`,
         ],
