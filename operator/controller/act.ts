@@ -5,8 +5,10 @@
  */
 import type { Logger } from 'pino';
 import type { Conversation } from '../api/v1alpha1';
+import { classifyCreateFailure } from './classify-create-failure';
+import type { CreateFailure } from './classify-create-failure';
 import type { ConversationKube } from './kube-client';
-import { apiErrorMessage } from './kube-client';
+import { apiErrorMessage, apiFailureOf } from './kube-client';
 import type { Action } from './plan';
 import { ActionKind } from './plan';
 import type { ActOutcome } from './report';
@@ -28,7 +30,16 @@ export async function runActions(
       );
       completed.push(action);
     } catch (err: unknown) {
-      return { completed, failed: { action, message: apiErrorMessage(err) }, error: err };
+      const cause = causeOf(action, err);
+      return {
+        completed,
+        failed: {
+          action,
+          message: apiErrorMessage(err),
+          ...(cause.kind === 'other' ? {} : { cause }),
+        },
+        error: err,
+      };
     }
   }
   return { completed };
@@ -56,4 +67,10 @@ async function runAction(
     case ActionKind.DeleteConversation:
       return kube.deleteConversation(conversation);
   }
+}
+
+/** Why a create failed, when it is a cause `report` names on its own. */
+function causeOf(action: Action, err: unknown): CreateFailure {
+  if (action.kind !== ActionKind.CreatePod) return { kind: 'other' };
+  return classifyCreateFailure(apiFailureOf(err), action.pod.spec.runtimeClassName);
 }

@@ -15,11 +15,16 @@ export const SandboxState = {
 } as const;
 export type SandboxState = (typeof SandboxState)[keyof typeof SandboxState];
 
-/** Reasons a sandbox is blocked; each becomes `Degraded` True with that reason. */
+/**
+ * Reasons a sandbox is blocked; each becomes `Degraded` True with that reason.
+ * `RuntimeClassMissing` is never assessed from a snapshot: `report` derives it from a pod
+ * create that admission rejected.
+ */
 export type BlockedReason =
   | typeof ConditionReason.WarmPoolMissing
   | typeof ConditionReason.SandboxTemplateMissing
-  | typeof ConditionReason.SandboxFailed;
+  | typeof ConditionReason.SandboxFailed
+  | typeof ConditionReason.RuntimeClassMissing;
 
 /** The names `status.sandbox` reports. */
 export interface SandboxNames {

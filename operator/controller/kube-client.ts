@@ -17,6 +17,7 @@ import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
 import type { Conversation, ConversationStatus } from '../api/v1alpha1';
 import { ConversationResource } from '../api/v1alpha1';
 import { AppError } from '../../common/errors';
+import type { ApiFailure } from './classify-create-failure';
 import { CONVERSATION_FINALIZER, FIELD_MANAGER } from './child-meta';
 import type { SandboxClaimManifest } from './desired-claim';
 import { AgentSandboxApi } from './desired-claim';
@@ -71,6 +72,31 @@ export function apiErrorMessage(err: unknown): string {
     return `HTTP ${err.code}`;
   }
   return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * The Status fields of a failed call, for `classifyCreateFailure`: `code` and
+ * `reason` from the Status body (the code falls back to the HTTP status), `message` as
+ * {@link apiErrorMessage} gives it without the code prefix.
+ */
+export function apiFailureOf(err: unknown): ApiFailure {
+  if (err instanceof ApiException) {
+    const body: unknown = err.body;
+    const parsed: unknown = typeof body === 'string' ? safeParse(body) : body;
+    const code = fieldAt(parsed, 'code');
+    const reason = fieldAt(parsed, 'reason');
+    const message = fieldAt(parsed, 'message');
+    return {
+      ...(typeof code === 'number'
+        ? { code }
+        : typeof err.code === 'number'
+          ? { code: err.code }
+          : {}),
+      ...(typeof reason === 'string' && reason !== '' ? { reason } : {}),
+      message: typeof message === 'string' ? message : `HTTP ${err.code}`,
+    };
+  }
+  return { message: err instanceof Error ? err.message : String(err) };
 }
 
 function safeParse(text: string): unknown {

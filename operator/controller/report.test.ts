@@ -242,6 +242,81 @@ describe('reportStatus', () => {
     );
   });
 
+  describe('a pod create rejected for a missing RuntimeClass', () => {
+    const podConversation = conversation(
+      { sandbox: { backend: 'pod' } },
+      { observedGeneration: 0 },
+    );
+    const rejectedPass = (
+      runtimeClassName: string,
+      snapshot = podSnapshot(podConversation),
+    ): ConversationStatus => {
+      const plan = planReconcile(snapshot, NOW);
+      const [create] = plan.actions;
+      if (create?.kind !== 'create-pod')
+        throw new Error(`expected create-pod, got ${create?.kind}`);
+      const outcome: ActOutcome = {
+        completed: [],
+        failed: {
+          action: create,
+          message: `403: pods "c1" is forbidden: pod rejected: RuntimeClass "${runtimeClassName}" not found`,
+          cause: { kind: 'runtime-class-missing', runtimeClassName },
+        },
+      };
+      return reportStatus(snapshot, plan, outcome, NOW);
+    };
+
+    it('is Degraded RuntimeClassMissing with the gVisor install steps', () => {
+      const status = rejectedPass('gvisor');
+      expect(summary(status)).toEqual({
+        phase: 'Degraded',
+        Ready: 'False/RuntimeClassMissing',
+        Progressing: 'False/RuntimeClassMissing',
+        Degraded: 'True/RuntimeClassMissing',
+      });
+      expect(condition(status, 'Degraded')?.message).toBe(
+        'RuntimeClass "gvisor" not found, so admission rejected pod c1 in namespace team: install gVisor on the nodes and apply config/sandbox/runtime-class.yaml (or set the sandbox template\'s runtimeClassName); the pod is retried with backoff',
+      );
+      expect(status.observedGeneration).toBe(0);
+      expect(status.sandbox).toBeUndefined();
+    });
+
+    it('names another RuntimeClass and asks for it to be created', () => {
+      expect(condition(rejectedPass('kata-fc'), 'Degraded')?.message).toBe(
+        'RuntimeClass "kata-fc" not found, so admission rejected pod c1 in namespace team: create RuntimeClass "kata-fc" for a runtime installed on the nodes (or set the sandbox template\'s runtimeClassName); the pod is retried with backoff',
+      );
+    });
+
+    it('a failure without a classified cause stays SandboxPending with the API text', () => {
+      const status = pass(podSnapshot(podConversation), NOW, true).status;
+      expect(summary(status)).toEqual({
+        phase: 'Pending',
+        Ready: 'False/SandboxPending',
+        Progressing: 'True/SandboxPending',
+        Degraded: 'False/Healthy',
+      });
+      expect(condition(status, 'Ready')?.message).toBe(
+        'could not create the sandbox: 403: forbidden',
+      );
+    });
+
+    it('recovers once the pod is created: Degraded False, Progressing SandboxPending', () => {
+      const degraded = rejectedPass('gvisor');
+      const next = pass(
+        podSnapshot(conversation({ sandbox: { backend: 'pod' } }, degraded)),
+      ).status;
+      expect(summary(next)).toEqual({
+        phase: 'Pending',
+        Ready: 'False/SandboxPending',
+        Progressing: 'True/SandboxPending',
+        Degraded: 'False/Healthy',
+      });
+      expect(condition(next, 'Ready')?.message).toBe(
+        'created pod c1; waiting for it to become Ready',
+      );
+    });
+  });
+
   it('a malformed retention names the bad value', () => {
     const { status } = pass(
       agentSnapshot(conversation({ retention: '3 days' }), { claim: claim() }),

@@ -10,6 +10,7 @@ import type { Condition, ConversationStatus } from '../api/v1alpha1';
 import { ConditionReason, ConditionType, ConversationPhase } from '../api/v1alpha1';
 import { canonicalJson } from '../../common/canonical-json';
 import type { BlockedReason, SandboxNames } from './assess-sandbox';
+import type { CreateFailure } from './classify-create-failure';
 import type { Action, ReconcilePlan } from './plan';
 import { ActionKind, Lifecycle, formatTime } from './plan';
 import type { ConversationSnapshot } from './snapshot';
@@ -17,7 +18,12 @@ import type { ConversationSnapshot } from './snapshot';
 /** What `act` did: the actions that completed, in order, and the one that failed, if any. */
 export interface ActOutcome {
   readonly completed: readonly Action[];
-  readonly failed?: { readonly action: Action; readonly message: string };
+  readonly failed?: {
+    readonly action: Action;
+    readonly message: string;
+    /** A classified cause a person can act on (absent: report the message as is). */
+    readonly cause?: CreateFailure;
+  };
 }
 
 /** A condition before it is stamped with a generation and transition time. */
@@ -294,6 +300,22 @@ function sandboxView(
   if (assessed.state === 'blocked') {
     return { names, ready: false, blocked: assessed.reason, message: assessed.message };
   }
+  const failed = outcome.failed;
+  if (
+    failed?.cause?.kind === 'runtime-class-missing' &&
+    failed.action.kind === ActionKind.CreatePod
+  ) {
+    return {
+      names,
+      ready: false,
+      blocked: ConditionReason.RuntimeClassMissing,
+      message: runtimeClassMissingMessage(
+        failed.cause.runtimeClassName,
+        failed.action.pod.metadata.name,
+        failed.action.pod.metadata.namespace,
+      ),
+    };
+  }
   if (message !== undefined) return { names, ready: false, message };
   switch (assessed.state) {
     case 'ready':
@@ -310,4 +332,17 @@ function sandboxView(
             : `could not create the sandbox: ${outcome.failed.message}`,
       };
   }
+}
+
+/**
+ * What to do about a pod admission rejected for a missing RuntimeClass. `gvisor` is the
+ * one the built-in spec and config/sandbox name, so it gets the install steps; any other
+ * name came from a PodTemplate the admin wrote.
+ */
+function runtimeClassMissingMessage(runtimeClass: string, pod: string, namespace: string): string {
+  const fix =
+    runtimeClass === 'gvisor'
+      ? 'install gVisor on the nodes and apply config/sandbox/runtime-class.yaml'
+      : `create RuntimeClass ${JSON.stringify(runtimeClass)} for a runtime installed on the nodes`;
+  return `RuntimeClass ${JSON.stringify(runtimeClass)} not found, so admission rejected pod ${pod} in namespace ${namespace}: ${fix} (or set the sandbox template's runtimeClassName); the pod is retried with backoff`;
 }

@@ -13,7 +13,7 @@ export const ConditionType = {
   Ready: 'Ready',
   /** A turn is in flight, or the sandbox is being created. */
   Progressing: 'Progressing',
-  /** Something needs an admin: a quarantined turn, a malformed retention, a missing template. */
+  /** Something needs an admin: a quarantined turn, a malformed retention, a missing template or RuntimeClass. */
   Degraded: 'Degraded',
 } as const;
 export type ConditionType = (typeof ConditionType)[keyof typeof ConditionType];
@@ -41,6 +41,11 @@ export const ConditionReason = {
   SandboxTemplateMissing: 'SandboxTemplateMissing',
   /** Ready False / Degraded True: the named SandboxWarmPool does not exist. */
   WarmPoolMissing: 'WarmPoolMissing',
+  /**
+   * Ready False / Degraded True: admission rejected the harness pod because the
+   * RuntimeClass its spec names does not exist; creation is retried with backoff.
+   */
+  RuntimeClassMissing: 'RuntimeClassMissing',
   /** Progressing True: a turn runs; `status.currentTurn` names it. */
   TurnRunning: 'TurnRunning',
   /** Progressing True: the turn waits for a person to approve a tool call. */
