@@ -3,11 +3,11 @@ import {
   ApiException,
   CoreV1Api,
   CustomObjectsApi,
-  NodeV1Api,
   type KubeConfig,
 } from '@kubernetes/client-node';
 import { pollUntil } from '../../hack/lib/processes';
 import { field, freshNamespace, kubeConfig } from './support/kube';
+import { createSandboxClaim, createSandboxPool, ensureRuntimeClass } from './support/sandbox';
 
 // The agent-sandbox controller built by hack/ from its pinned module runs in the shared
 // cluster. This checks the contract the operator relies on (KUBERNETES-FACTS.md): a claim
@@ -22,13 +22,7 @@ describe('agent-sandbox controller', () => {
   beforeAll(async () => {
     kc = await kubeConfig();
     ns = await freshNamespace(kc, 'sandbox');
-    try {
-      await kc.makeApiClient(NodeV1Api).createRuntimeClass({
-        body: { metadata: { name: 'gvisor' }, handler: 'runsc' },
-      });
-    } catch (err: unknown) {
-      if (!(err instanceof ApiException && err.code === 409)) throw err;
-    }
+    await ensureRuntimeClass(kc);
   });
   afterAll(async () => {
     await ns.dispose();
@@ -37,54 +31,22 @@ describe('agent-sandbox controller', () => {
   it('turns a SandboxClaim into a Sandbox and a pod from the template', async () => {
     const objects = kc.makeApiClient(CustomObjectsApi);
     const namespace = ns.name;
-    await objects.createNamespacedCustomObject({
-      ...ext,
+    await createSandboxPool(kc, {
       namespace,
-      plural: 'sandboxtemplates',
-      body: {
-        apiVersion: `${ext.group}/${ext.version}`,
-        kind: 'SandboxTemplate',
-        metadata: { name: 'harness' },
+      template: 'harness',
+      pool: 'harness-pool',
+      podTemplate: {
+        metadata: { labels: { 'app.kubernetes.io/name': 'polychrome-harness' } },
         spec: {
-          podTemplate: {
-            metadata: { labels: { 'app.kubernetes.io/name': 'polychrome-harness' } },
-            spec: {
-              runtimeClassName: 'gvisor',
-              automountServiceAccountToken: false,
-              containers: [
-                {
-                  name: 'harness',
-                  image: 'polychrome/harness:dev',
-                  ports: [{ containerPort: 7070 }],
-                },
-              ],
-            },
-          },
+          runtimeClassName: 'gvisor',
+          automountServiceAccountToken: false,
+          containers: [
+            { name: 'harness', image: 'polychrome/harness:dev', ports: [{ containerPort: 7070 }] },
+          ],
         },
       },
     });
-    await objects.createNamespacedCustomObject({
-      ...ext,
-      namespace,
-      plural: 'sandboxwarmpools',
-      body: {
-        apiVersion: `${ext.group}/${ext.version}`,
-        kind: 'SandboxWarmPool',
-        metadata: { name: 'harness-pool' },
-        spec: { replicas: 0, sandboxTemplateRef: { name: 'harness' } },
-      },
-    });
-    await objects.createNamespacedCustomObject({
-      ...ext,
-      namespace,
-      plural: 'sandboxclaims',
-      body: {
-        apiVersion: `${ext.group}/${ext.version}`,
-        kind: 'SandboxClaim',
-        metadata: { name: 'conv-a' },
-        spec: { warmPoolRef: { name: 'harness-pool' } },
-      },
-    });
+    await createSandboxClaim(kc, namespace, 'conv-a', 'harness-pool');
 
     const sandboxName = await pollUntil(
       'the claim to name its sandbox',

@@ -4,7 +4,6 @@ import {
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
-  NodeV1Api,
   PatchStrategy,
   setHeaderOptions,
   type KubeConfig,
@@ -21,6 +20,7 @@ import { ConversationResource } from '../../operator/api/v1alpha1';
 import { ConversationController } from '../../operator/controller/conversation-controller';
 import { ConversationLeases, isLeaseHandle } from '../../operator/lease/conversation-leases';
 import { field, freshNamespace, kubeConfig, sharedCluster } from './support/kube';
+import { createSandboxPool, ensureRuntimeClass } from './support/sandbox';
 
 // The control plane runs here as exactly the identity config/rbac grants (the
 // polychrome-control-plane ServiceAccount), against the real API server with RBAC on, as
@@ -28,7 +28,6 @@ import { field, freshNamespace, kubeConfig, sharedCluster } from './support/kube
 // config/rbac/role.yaml makes a pass fail and these tests time out on the status they wait
 // for. Pods are run by hack's local node in simulate mode (Running and Ready, no process).
 const { group, version, plural } = ConversationResource;
-const ext = { group: 'extensions.agents.x-k8s.io', version: 'v1beta1' } as const;
 const serviceAccountUser = 'system:serviceaccount:polychrome-system:polychrome-control-plane';
 const poll = { timeoutMs: 45_000, intervalMs: 250 };
 
@@ -138,41 +137,17 @@ describe('control plane as its own least-privilege identity, two replicas', () =
       ]),
     );
     ns = await freshNamespace(admin, 'rbac');
-    try {
-      await admin
-        .makeApiClient(NodeV1Api)
-        .createRuntimeClass({ body: { metadata: { name: 'gvisor' }, handler: 'runsc' } });
-    } catch (err: unknown) {
-      if (!(err instanceof ApiException && err.code === 409)) throw err;
-    }
-    await objects().createNamespacedCustomObject({
-      ...ext,
+    await ensureRuntimeClass(admin);
+    await createSandboxPool(admin, {
       namespace: ns.name,
-      plural: 'sandboxtemplates',
-      body: {
-        apiVersion: `${ext.group}/${ext.version}`,
-        kind: 'SandboxTemplate',
-        metadata: { name: 'polychrome-harness' },
+      template: 'polychrome-harness',
+      pool: 'polychrome-harness',
+      podTemplate: {
         spec: {
-          podTemplate: {
-            spec: {
-              runtimeClassName: 'gvisor',
-              automountServiceAccountToken: false,
-              containers: [{ name: 'harness', image: 'polychrome/harness:dev' }],
-            },
-          },
+          runtimeClassName: 'gvisor',
+          automountServiceAccountToken: false,
+          containers: [{ name: 'harness', image: 'polychrome/harness:dev' }],
         },
-      },
-    });
-    await objects().createNamespacedCustomObject({
-      ...ext,
-      namespace: ns.name,
-      plural: 'sandboxwarmpools',
-      body: {
-        apiVersion: `${ext.group}/${ext.version}`,
-        kind: 'SandboxWarmPool',
-        metadata: { name: 'polychrome-harness' },
-        spec: { replicas: 0, sandboxTemplateRef: { name: 'polychrome-harness' } },
       },
     });
     nodeDir = await mkdtemp(join(tmpdir(), 'rbac-node-'));

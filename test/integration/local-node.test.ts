@@ -4,7 +4,6 @@ import {
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
-  NodeV1Api,
   type KubeConfig,
   type V1Container,
   type V1Pod,
@@ -18,6 +17,7 @@ import { join } from 'node:path';
 import { localCommandAnnotation, LocalNode } from '../../hack/lib/local-node';
 import { repoRoot } from '../../hack/lib/paths';
 import { isAlive, pollUntil } from '../../hack/lib/processes';
+import { createSandboxClaim, createSandboxPool, ensureRuntimeClass } from './support/sandbox';
 import { field, freshNamespace, kubeConfig, sharedCluster } from './support/kube';
 
 // The local node against the shared control plane: each node here has a name of its own
@@ -393,69 +393,35 @@ describe('local node', () => {
   });
 
   it('runs the pod of an agent-sandbox SandboxClaim until the Sandbox is Ready', async () => {
-    try {
-      await kc.makeApiClient(NodeV1Api).createRuntimeClass({
-        body: { metadata: { name: 'gvisor' }, handler: 'runsc' },
-      });
-    } catch (err: unknown) {
-      if (!(err instanceof ApiException && err.code === 409)) throw err;
-    }
+    await ensureRuntimeClass(kc);
     const objects = kc.makeApiClient(CustomObjectsApi);
     const namespace = ns.name;
-    await objects.createNamespacedCustomObject({
-      ...ext,
+    await createSandboxPool(kc, {
       namespace,
-      plural: 'sandboxtemplates',
-      body: {
-        apiVersion: `${ext.group}/${ext.version}`,
-        kind: 'SandboxTemplate',
-        metadata: { name: 'harness' },
+      template: 'harness',
+      pool: 'harness-pool',
+      podTemplate: {
+        metadata: { annotations: { [localCommandAnnotation]: node(server) } },
         spec: {
-          podTemplate: {
-            metadata: { annotations: { [localCommandAnnotation]: node(server) } },
-            spec: {
-              runtimeClassName: 'gvisor',
-              automountServiceAccountToken: false,
-              containers: [
-                {
-                  name: 'harness',
-                  image: 'polychrome/harness:dev',
-                  ports: [{ name: 'http', containerPort: 8080 }],
-                  readinessProbe: readiness,
-                  env: [
-                    { name: 'GREETING', value: 'sandboxed' },
-                    { name: 'SUFFIX', value: 'pod' },
-                    { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
-                  ],
-                },
+          runtimeClassName: 'gvisor',
+          automountServiceAccountToken: false,
+          containers: [
+            {
+              name: 'harness',
+              image: 'polychrome/harness:dev',
+              ports: [{ name: 'http', containerPort: 8080 }],
+              readinessProbe: readiness,
+              env: [
+                { name: 'GREETING', value: 'sandboxed' },
+                { name: 'SUFFIX', value: 'pod' },
+                { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
               ],
             },
-          },
+          ],
         },
       },
     });
-    await objects.createNamespacedCustomObject({
-      ...ext,
-      namespace,
-      plural: 'sandboxwarmpools',
-      body: {
-        apiVersion: `${ext.group}/${ext.version}`,
-        kind: 'SandboxWarmPool',
-        metadata: { name: 'harness-pool' },
-        spec: { replicas: 0, sandboxTemplateRef: { name: 'harness' } },
-      },
-    });
-    await objects.createNamespacedCustomObject({
-      ...ext,
-      namespace,
-      plural: 'sandboxclaims',
-      body: {
-        apiVersion: `${ext.group}/${ext.version}`,
-        kind: 'SandboxClaim',
-        metadata: { name: 'conv-a' },
-        spec: { warmPoolRef: { name: 'harness-pool' } },
-      },
-    });
+    await createSandboxClaim(kc, namespace, 'conv-a', 'harness-pool');
 
     const readyOf = (obj: unknown): unknown => {
       const conditions = field(obj, 'status', 'conditions');
