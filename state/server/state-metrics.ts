@@ -97,7 +97,7 @@ export function createStateMetrics(
   return {
     calls: new Counter({
       name: 'polychrome_state_calls_total',
-      help: 'Journal calls finished, by method and gRPC status.',
+      help: 'State plane calls finished (Journal and Records), by method and gRPC status.',
       labelNames: ['method', 'status'],
       registers: [registry],
     }),

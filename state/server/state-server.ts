@@ -2,10 +2,13 @@ import { Server, ServerCredentials } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 
 import { componentLogger, LogComponent } from '../../common/log';
+import { RecordsService } from '../../proto/gen/polychrome/state/v1/records';
 import { JournalService } from '../../proto/gen/polychrome/state/v1/state';
 import type { SignatureCheck } from '../journal/verify-journal';
+import type { RecordStore } from '../records';
 import type { JournalStore } from '../store/journal-store';
 import { createJournalService, type HeldPublicKey } from './journal-service';
+import { createRecordsService } from './records-service';
 import type { StateMetrics } from './state-metrics';
 
 /** The state plane's gRPC port. */
@@ -29,6 +32,11 @@ export interface StateServerTls {
 /** Options of {@link StateServer}. */
 export interface StateServerOptions {
   readonly store: JournalStore;
+  /**
+   * The records (opened by the caller). When given, the Records service is served on the
+   * same listener, under the same certificate rules; without it only Journal is.
+   */
+  readonly records?: RecordStore;
   readonly tls: StateServerTls;
   readonly logger: Logger;
   /** @default '0.0.0.0' */
@@ -42,7 +50,8 @@ export interface StateServerOptions {
 }
 
 /**
- * The Journal service on a mutual-TLS-only gRPC listener. There is no plaintext port and
+ * The Journal service (and the Records service, when given records) on a
+ * mutual-TLS-only gRPC listener. There is no plaintext port and
  * no way to call without a client certificate: grpc-js is told to require and check one
  * (`checkClientCertificate`), so a client without a certificate, or with one the
  * Polychrome CA did not sign, fails the TLS handshake before any call exists.
@@ -50,6 +59,7 @@ export interface StateServerOptions {
 export class StateServer {
   private readonly server: Server;
   private readonly log: Logger;
+  /** Appends and record changes in flight: shutdown waits for them to be durable. */
   private readonly appends = new Set<Promise<unknown>>();
   private port: number | undefined;
   private stopping: Promise<void> | undefined;
@@ -67,15 +77,28 @@ export class StateServer {
         ...(options.checkSignatures === undefined
           ? {}
           : { checkSignatures: options.checkSignatures }),
-        trackAppend: (work) => {
-          this.appends.add(work);
-          const done = (): void => {
-            this.appends.delete(work);
-          };
-          work.then(done, done);
-        },
+        trackAppend: (work) => this.track(work),
       }),
     );
+    if (options.records !== undefined) {
+      this.server.addService(
+        RecordsService,
+        createRecordsService({
+          records: options.records,
+          log: this.log,
+          ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
+          trackWrite: (work) => this.track(work),
+        }),
+      );
+    }
+  }
+
+  private track(work: Promise<unknown>): void {
+    this.appends.add(work);
+    const done = (): void => {
+      this.appends.delete(work);
+    };
+    work.then(done, done);
   }
 
   /**
@@ -127,7 +150,7 @@ export class StateServer {
 
   private async stop(graceMs: number): Promise<void> {
     const pending = this.appends.size;
-    if (pending > 0) this.log.info({ appends: pending }, 'waiting for appends in flight');
+    if (pending > 0) this.log.info({ writes: pending }, 'waiting for writes in flight');
     const graceful = new Promise<void>((resolve) => this.server.tryShutdown(() => resolve()));
     await Promise.allSettled([...this.appends]);
     let timer: NodeJS.Timeout | undefined;

@@ -1,0 +1,221 @@
+import { once } from 'node:events';
+
+import type {
+  sendUnaryData,
+  ServerUnaryCall,
+  ServerWritableStream,
+  StatusObject,
+} from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+
+import { AppError, errorStatus, isAppError } from '../../common/errors';
+import { grpcStatusOf } from '../../common/state-client';
+import {
+  authorize,
+  callerIdentityOf,
+  describeIdentity,
+  type CallerIdentity,
+  type StateAccess,
+} from './caller-identity';
+import type { StateMetrics } from './state-metrics';
+
+/*
+ * The one wrapper every state-plane RPC runs in (Journal and Records alike): authorize
+ * from the client certificate before anything else, count the call by method and status,
+ * and answer every failure through grpcStatusOf (common/state-client.ts), so both services
+ * share one error contract and one metric.
+ */
+
+/** The gRPC status name for a metrics label (a closed set). */
+function grpcName(code: number): string {
+  const names: Record<number, string> = {
+    0: 'OK',
+    1: 'CANCELLED',
+    3: 'INVALID_ARGUMENT',
+    4: 'DEADLINE_EXCEEDED',
+    5: 'NOT_FOUND',
+    6: 'ALREADY_EXISTS',
+    7: 'PERMISSION_DENIED',
+    8: 'RESOURCE_EXHAUSTED',
+    9: 'FAILED_PRECONDITION',
+    10: 'ABORTED',
+    13: 'INTERNAL',
+    14: 'UNAVAILABLE',
+    15: 'DATA_LOSS',
+    16: 'UNAUTHENTICATED',
+  };
+  return names[code] ?? 'UNKNOWN';
+}
+
+/** Any call grpc-js hands a handler: what authorization and cancellation need. */
+type AnyCall = ServerUnaryCall<unknown, unknown> | ServerWritableStream<unknown, unknown>;
+
+/** What a handler gets besides the request: the caller, cancellation, a logger. */
+export interface CallContext {
+  readonly identity: CallerIdentity;
+  readonly signal: AbortSignal;
+  readonly log: Logger;
+}
+
+function asAppError(error: unknown, log: Logger, method: string): AppError {
+  if (isAppError(error)) return error;
+  // Not ours: the detail goes to the log, the caller gets a generic message.
+  log.error({ err: error, method }, 'call failed with an unexpected error');
+  return new AppError(
+    'internal',
+    `${method} hit an internal error in the state plane; see its log`,
+    {
+      cause: error,
+    },
+  );
+}
+
+function statusError(error: AppError): Partial<StatusObject> & Error {
+  return Object.assign(new Error(error.message), grpcStatusOf(error));
+}
+
+/** Options of {@link createCallHandlers}. */
+export interface CallHandlerOptions {
+  readonly log: Logger;
+  readonly metrics?: StateMetrics;
+}
+
+/** Wraps unary and server-streaming handlers; see {@link createCallHandlers}. */
+export interface CallHandlers {
+  /**
+   * A unary handler that authorizes the caller for `access`, runs `run` and answers with
+   * its result or its error's status. A refused call never reaches `run`.
+   */
+  readonly unary: <Req, Res>(
+    method: string,
+    access: StateAccess,
+    run: (request: Req, context: CallContext) => Promise<Res>,
+  ) => (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void;
+  /**
+   * A server-streaming handler: as `unary`, writing what `produce` yields with
+   * backpressure; a cancelled call aborts `context.signal`.
+   */
+  readonly streaming: <Req, Item>(
+    method: string,
+    access: StateAccess,
+    produce: (request: Req, context: CallContext) => AsyncIterable<Item>,
+  ) => (call: ServerWritableStream<Req, Item>) => void;
+}
+
+/**
+ * Builds the handler wrappers for one service. Messages of refused or failed calls go to
+ * the log (they never hold secrets: AppError messages are written for users); requests
+ * are never logged.
+ */
+export function createCallHandlers(options: CallHandlerOptions): CallHandlers {
+  const { metrics } = options;
+
+  function begin(call: AnyCall, method: string, access: StateAccess): CallContext {
+    const controller = new AbortController();
+    call.on('cancelled', () =>
+      controller.abort(new AppError('cancelled', `${method} was cancelled by the caller`)),
+    );
+    const identity = authorize(
+      callerIdentityOf(call.getAuthContext().sslPeerCertificate),
+      method,
+      access,
+    );
+    return {
+      identity,
+      signal: controller.signal,
+      log: options.log.child({ method, caller: describeIdentity(identity) }),
+    };
+  }
+
+  function count(method: string, code: number): void {
+    metrics?.calls.inc({ method, status: grpcName(code) });
+  }
+
+  function unary<Req, Res>(
+    method: string,
+    access: StateAccess,
+    run: (request: Req, context: CallContext) => Promise<Res>,
+  ): (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void {
+    return (call, callback) => {
+      let context: CallContext;
+      try {
+        context = begin(call, method, access);
+      } catch (error) {
+        const appError = asAppError(error, options.log, method);
+        options.log.warn({ method, code: appError.code, err: appError }, 'call refused');
+        count(method, errorStatus[appError.code].grpc);
+        callback(statusError(appError));
+        return;
+      }
+      // A handler that throws synchronously (a bad partition name in store.head) must
+      // still answer with its status.
+      new Promise<Res>((resolve) => resolve(run(call.request, context))).then(
+        (response) => {
+          count(method, 0);
+          callback(null, response);
+        },
+        (error: unknown) => {
+          const appError = asAppError(error, context.log, method);
+          count(method, errorStatus[appError.code].grpc);
+          context.log.debug({ code: appError.code, message: appError.message }, 'call failed');
+          callback(statusError(appError));
+        },
+      );
+    };
+  }
+
+  function streaming<Req, Item>(
+    method: string,
+    access: StateAccess,
+    produce: (request: Req, context: CallContext) => AsyncIterable<Item>,
+  ): (call: ServerWritableStream<Req, Item>) => void {
+    return (call) => {
+      let context: CallContext;
+      try {
+        context = begin(call, method, access);
+      } catch (error) {
+        const appError = asAppError(error, options.log, method);
+        options.log.warn({ method, code: appError.code, err: appError }, 'call refused');
+        count(method, errorStatus[appError.code].grpc);
+        call.emit('error', statusError(appError));
+        return;
+      }
+      void pump(call, produce(call.request, context), context).then(
+        () => count(method, 0),
+        (error: unknown) => {
+          const appError = asAppError(error, context.log, method);
+          count(method, errorStatus[appError.code].grpc);
+          // A cancelled call has nobody listening; anything else gets its status.
+          if (!call.cancelled) call.emit('error', statusError(appError));
+        },
+      );
+    };
+  }
+
+  async function pump<Item>(
+    call: ServerWritableStream<unknown, Item>,
+    items: AsyncIterable<Item>,
+    context: CallContext,
+  ): Promise<void> {
+    for await (const item of items) {
+      if (context.signal.aborted) throw context.signal.reason;
+      if (!call.write(item)) {
+        // Backpressure: the client (or HTTP/2 flow control) is behind; wait for room, or
+        // stop at once if the call goes away meanwhile.
+        const controller = new AbortController();
+        const stop = (): void => controller.abort();
+        context.signal.addEventListener('abort', stop, { once: true });
+        try {
+          await once(call, 'drain', { signal: controller.signal });
+        } catch {
+          throw context.signal.reason;
+        } finally {
+          context.signal.removeEventListener('abort', stop);
+        }
+      }
+    }
+    call.end();
+  }
+
+  return { unary, streaming };
+}

@@ -1,0 +1,290 @@
+import type { Logger } from 'pino';
+
+import type {
+  AuthenticateRequest,
+  AuthenticateResponse,
+  CeremonyResponse,
+  CompleteCeremonyRequest,
+  CompleteCeremonyResponse,
+  CreateCredentialRequest,
+  CreatePersonaRequest,
+  CreateSessionRequest,
+  CreateSessionResponse,
+  CredentialResponse,
+  DeleteCredentialRequest,
+  DeleteCredentialResponse,
+  DeletePersonaRequest,
+  DeletePersonaResponse,
+  FindPersonaByIdentityRequest,
+  FindPersonaByIdentityResponse,
+  GetCeremonyRequest,
+  GetCredentialRequest,
+  GetPersonaRequest,
+  GetSessionRequest,
+  LinkIdentityRequest,
+  ListCeremoniesRequest,
+  ListCeremoniesResponse,
+  ListCredentialsRequest,
+  ListCredentialsResponse,
+  ListPersonasRequest,
+  ListPersonasResponse,
+  ListSessionsRequest,
+  ListSessionsResponse,
+  PersonaResponse,
+  RecordsServer,
+  RenamePersonaRequest,
+  RevealCredentialRequest,
+  RevealCredentialResponse,
+  RevokeSessionRequest,
+  SessionResponse,
+  SetRolesRequest,
+  StartCeremonyRequest,
+  StartCeremonyResponse,
+  UnlinkIdentityRequest,
+} from '../../proto/gen/polychrome/state/v1/records';
+import type { Persona, RecordStore } from '../records';
+import { checkRoles } from '../records/persona-records';
+import { createCallHandlers, type CallContext } from './call-handlers';
+import { StateAccess } from './caller-identity';
+import {
+  ceremonyToProto,
+  credentialToProto,
+  DEFAULT_PERSONA_PAGE,
+  listPersonasFromProto,
+  listPersonasToProto,
+  newCeremonyFromProto,
+  newCredentialFromProto,
+  newPersonaFromProto,
+  personaToProto,
+  sessionToProto,
+} from './records-codec';
+import type { StateMetrics } from './state-metrics';
+
+/** Options of {@link createRecordsService}. */
+export interface RecordsServiceOptions {
+  /** Open: its database is opened and closed by the caller (state/main.ts). */
+  readonly records: RecordStore;
+  readonly log: Logger;
+  readonly metrics?: StateMetrics;
+  /** Changes in flight, so shutdown can let them finish before the database closes. */
+  readonly trackWrite?: (work: Promise<unknown>) => void;
+}
+
+/**
+ * The Records service over a {@link RecordStore}. Every RPC, reads included, needs the
+ * writer identity (the control plane): sessions and credentials are sensitive, and no
+ * other caller has a use for personas. A verifier is refused with PERMISSION_DENIED before
+ * the store is touched. Errors cross the wire through the shared call handlers
+ * (grpcStatusOf); the record layer's messages never hold a token, code or secret, and no
+ * request is logged, so neither the log nor an error carries one.
+ */
+export function createRecordsService(options: RecordsServiceOptions): RecordsServer {
+  const { records } = options;
+  const { unary } = createCallHandlers(options);
+
+  /** A read: the writer role, like every Records call. */
+  function read<Req, Res>(
+    method: string,
+    run: (request: Req, context: CallContext) => Promise<Res>,
+  ): ReturnType<typeof unary<Req, Res>> {
+    return unary<Req, Res>(method, StateAccess.Write, run);
+  }
+
+  /** A change: tracked, so a SIGTERM lets it reach the disk before the database closes. */
+  function change<Req, Res>(
+    method: string,
+    run: (request: Req, context: CallContext) => Promise<Res>,
+  ): ReturnType<typeof unary<Req, Res>> {
+    return unary<Req, Res>(method, StateAccess.Write, (request, context) => {
+      const work = run(request, context);
+      options.trackWrite?.(work);
+      return work;
+    });
+  }
+
+  const persona = async (work: Promise<Persona>): Promise<PersonaResponse> => ({
+    persona: personaToProto(await work),
+  });
+
+  return {
+    createPersona: change<CreatePersonaRequest, PersonaResponse>(
+      'CreatePersona',
+      async (request, { log }) => {
+        const created = await records.personas.create(newPersonaFromProto(request));
+        log.info({ personaId: created.id }, 'persona created');
+        return { persona: personaToProto(created) };
+      },
+    ),
+    getPersona: read<GetPersonaRequest, PersonaResponse>('GetPersona', (request) =>
+      persona(records.personas.get(request.personaId)),
+    ),
+    findPersonaByIdentity: read<FindPersonaByIdentityRequest, FindPersonaByIdentityResponse>(
+      'FindPersonaByIdentity',
+      async (request) => {
+        const found = await records.personas.findByIdentity(request.identity);
+        return found === undefined ? {} : { persona: personaToProto(found) };
+      },
+    ),
+    listPersonas: read<ListPersonasRequest, ListPersonasResponse>('ListPersonas', async (request) =>
+      listPersonasToProto(
+        await records.personas.list(listPersonasFromProto(request)),
+        request.limit ?? DEFAULT_PERSONA_PAGE,
+      ),
+    ),
+    linkIdentity: change<LinkIdentityRequest, PersonaResponse>('LinkIdentity', (request) =>
+      persona(
+        records.personas.linkIdentity(request.personaId, request.identity, {
+          expectedVersion: request.expectedVersion,
+        }),
+      ),
+    ),
+    unlinkIdentity: change<UnlinkIdentityRequest, PersonaResponse>('UnlinkIdentity', (request) =>
+      persona(
+        records.personas.unlinkIdentity(request.personaId, request.identity, {
+          expectedVersion: request.expectedVersion,
+        }),
+      ),
+    ),
+    setRoles: change<SetRolesRequest, PersonaResponse>('SetRoles', async (request) =>
+      persona(
+        records.personas.setRoles(request.personaId, checkRoles(request.roles), {
+          expectedVersion: request.expectedVersion,
+        }),
+      ),
+    ),
+    renamePersona: change<RenamePersonaRequest, PersonaResponse>('RenamePersona', (request) =>
+      persona(
+        records.personas.rename(request.personaId, request.displayName, {
+          expectedVersion: request.expectedVersion,
+        }),
+      ),
+    ),
+    deletePersona: change<DeletePersonaRequest, DeletePersonaResponse>(
+      'DeletePersona',
+      async (request, { log }) => {
+        await records.personas.delete(request.personaId, {
+          expectedVersion: request.expectedVersion,
+        });
+        log.info({ personaId: request.personaId }, 'persona deleted');
+        return {};
+      },
+    ),
+
+    createSession: change<CreateSessionRequest, CreateSessionResponse>(
+      'CreateSession',
+      async (request, { log }) => {
+        const { session, token } = await records.sessions.create(request.personaId, {
+          ttlMs: request.ttlMs,
+        });
+        // Ids only: the token goes to the caller and nowhere else.
+        log.info({ sessionId: session.id, personaId: session.personaId }, 'session created');
+        return { session: sessionToProto(session), token };
+      },
+    ),
+    authenticate: read<AuthenticateRequest, AuthenticateResponse>(
+      'Authenticate',
+      async (request) => {
+        const { session, persona: owner } = await records.sessions.authenticate(request.token);
+        return { session: sessionToProto(session), persona: personaToProto(owner) };
+      },
+    ),
+    getSession: read<GetSessionRequest, SessionResponse>('GetSession', async (request) => ({
+      session: sessionToProto(await records.sessions.get(request.sessionId)),
+    })),
+    revokeSession: change<RevokeSessionRequest, SessionResponse>(
+      'RevokeSession',
+      async (request, { log }) => {
+        const session = await records.sessions.revoke(request.sessionId);
+        log.info({ sessionId: session.id, personaId: session.personaId }, 'session revoked');
+        return { session: sessionToProto(session) };
+      },
+    ),
+    listSessions: read<ListSessionsRequest, ListSessionsResponse>(
+      'ListSessions',
+      async (request) => ({
+        sessions: (await records.sessions.listByPersona(request.personaId)).map(sessionToProto),
+      }),
+    ),
+
+    createCredential: change<CreateCredentialRequest, CredentialResponse>(
+      'CreateCredential',
+      async (request, { log }) => {
+        const credential = await records.credentials.create(newCredentialFromProto(request));
+        log.info(
+          { credentialId: credential.id, personaId: credential.personaId, kind: credential.kind },
+          'credential stored',
+        );
+        return { credential: credentialToProto(credential) };
+      },
+    ),
+    getCredential: read<GetCredentialRequest, CredentialResponse>(
+      'GetCredential',
+      async (request) => ({
+        credential: credentialToProto(await records.credentials.get(request.credentialId)),
+      }),
+    ),
+    revealCredential: read<RevealCredentialRequest, RevealCredentialResponse>(
+      'RevealCredential',
+      async (request, { log }) => {
+        const { credential, secret } = await records.credentials.reveal(request.credentialId);
+        // Who read which secret is worth an audit line; the value itself never is.
+        log.info(
+          { credentialId: credential.id, personaId: credential.personaId },
+          'credential revealed',
+        );
+        return { credential: credentialToProto(credential), secret: Buffer.from(secret) };
+      },
+    ),
+    listCredentials: read<ListCredentialsRequest, ListCredentialsResponse>(
+      'ListCredentials',
+      async (request) => ({
+        credentials: (await records.credentials.listByPersona(request.personaId)).map(
+          credentialToProto,
+        ),
+      }),
+    ),
+    deleteCredential: change<DeleteCredentialRequest, DeleteCredentialResponse>(
+      'DeleteCredential',
+      async (request, { log }) => {
+        await records.credentials.delete(request.credentialId);
+        log.info({ credentialId: request.credentialId }, 'credential deleted');
+        return {};
+      },
+    ),
+
+    startCeremony: change<StartCeremonyRequest, StartCeremonyResponse>(
+      'StartCeremony',
+      async (request, { log }) => {
+        const { ceremony, code } = await records.ceremonies.start(newCeremonyFromProto(request));
+        // Ids only: the code goes to the caller, which delivers it to the identity.
+        log.info(
+          { ceremonyId: ceremony.id, personaId: ceremony.personaId, kind: ceremony.kind },
+          'ceremony started',
+        );
+        return { ceremony: ceremonyToProto(ceremony), code };
+      },
+    ),
+    completeCeremony: change<CompleteCeremonyRequest, CompleteCeremonyResponse>(
+      'CompleteCeremony',
+      async (request, { log }) => {
+        const done = await records.ceremonies.complete(request.ceremonyId, request.code);
+        log.info(
+          { ceremonyId: done.ceremony.id, personaId: done.persona.id },
+          'ceremony completed',
+        );
+        return { ceremony: ceremonyToProto(done.ceremony), persona: personaToProto(done.persona) };
+      },
+    ),
+    getCeremony: read<GetCeremonyRequest, CeremonyResponse>('GetCeremony', async (request) => ({
+      ceremony: ceremonyToProto(await records.ceremonies.get(request.ceremonyId)),
+    })),
+    listCeremonies: read<ListCeremoniesRequest, ListCeremoniesResponse>(
+      'ListCeremonies',
+      async (request) => ({
+        ceremonies: (await records.ceremonies.listByPersona(request.personaId)).map(
+          ceremonyToProto,
+        ),
+      }),
+    ),
+  };
+}
