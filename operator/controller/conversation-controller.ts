@@ -43,6 +43,11 @@ export interface ConversationControllerOptions {
   readonly agentSandbox?: boolean;
   /** Image of the built-in harness pod spec. @default DEFAULT_HARNESS_IMAGE */
   readonly harnessImage?: string;
+  /**
+   * Delay before looking again for a missing warm pool or template, which nothing
+   * watches. @default BLOCKED_RECHECK_MS (30 s)
+   */
+  readonly blockedRecheckMs?: number;
   /** Every Conversation is queued again this often. @default 600_000 (10 min) */
   readonly resyncMs?: number;
   /** Backoff of failed passes. @default 100 ms doubling to 60 s */
@@ -104,6 +109,9 @@ export class ConversationController {
       clock: options.clock ?? systemClock,
       logger: options.logger,
       ...(options.harnessImage === undefined ? {} : { harnessImage: options.harnessImage }),
+      ...(options.blockedRecheckMs === undefined
+        ? {}
+        : { blockedRecheckMs: options.blockedRecheckMs }),
     });
   }
 

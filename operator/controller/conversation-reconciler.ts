@@ -21,6 +21,8 @@ export interface ConversationReconcilerOptions {
   readonly logger: Logger;
   /** Image of the built-in harness pod spec (pod backend). @default DEFAULT_HARNESS_IMAGE */
   readonly harnessImage?: string;
+  /** Recheck delay for a missing warm pool or template. @default BLOCKED_RECHECK_MS */
+  readonly blockedRecheckMs?: number;
 }
 
 /** What a pass asks of the queue. */
@@ -64,7 +66,13 @@ export class ConversationReconciler {
     const snapshot = await observeConversation(kube, namespace, name, this.harnessImage);
     if (snapshot === undefined) return { wroteStatus: false };
     const now = clock.now();
-    const plan = planReconcile(snapshot, now);
+    const plan = planReconcile(
+      snapshot,
+      now,
+      this.options.blockedRecheckMs === undefined
+        ? {}
+        : { blockedRecheckMs: this.options.blockedRecheckMs },
+    );
     const outcome = await runActions(kube, snapshot.conversation, plan.actions, log);
 
     let wroteStatus = false;

@@ -264,6 +264,26 @@ describe('planReconcile', () => {
     expect(plan.requeueAfterMs).toBe(c.requeueAfterMs);
   });
 
+  it('a shorter blockedRecheckMs shortens the recheck of a missing template, and only that', () => {
+    const missing = agentSnapshot(conversation(), { templateFound: false });
+    expect(planReconcile(missing, NOW, { blockedRecheckMs: 1_000 }).requeueAfterMs).toBe(1_000);
+    const idleSoon = conversation(
+      { idleTimeout: '30m' },
+      { lastTurnTime: new Date(NOW.getTime() - 30 * 60_000 + 2_000).toISOString() },
+    );
+    // The idle deadline (2 s away) is sooner than the recheck: the soonest wins.
+    expect(
+      planReconcile(agentSnapshot(idleSoon, { templateFound: false }), NOW, {
+        blockedRecheckMs: 5_000,
+      }).requeueAfterMs,
+    ).toBe(2_000);
+    expect(
+      planReconcile(agentSnapshot(conversation(), { claim: claim() }), NOW, {
+        blockedRecheckMs: 1_000,
+      }).requeueAfterMs,
+    ).toBeUndefined();
+  });
+
   it('builds the claim from the Conversation: name, warm pool, owner, labels', () => {
     const plan = planReconcile(agentSnapshot(conversation({ sandbox: { warmPool: 'gpu' } })), NOW);
     const [action] = plan.actions;

@@ -122,8 +122,22 @@ export function hasFinalizer(conversation: Conversation): boolean {
   return conversation.metadata.finalizers?.includes(CONVERSATION_FINALIZER) ?? false;
 }
 
+/** Tunables of {@link planReconcile}. */
+export interface PlanOptions {
+  /**
+   * Delay before looking again for a missing warm pool or template (nothing watches
+   * them). Tests shorten it so a recovery is seen without waiting the default.
+   * @default BLOCKED_RECHECK_MS
+   */
+  readonly blockedRecheckMs?: number;
+}
+
 /** Plans one pass. Pure. */
-export function planReconcile(snapshot: ConversationSnapshot, now: Date): ReconcilePlan {
+export function planReconcile(
+  snapshot: ConversationSnapshot,
+  now: Date,
+  options: PlanOptions = {},
+): ReconcilePlan {
   const { conversation } = snapshot;
   const nowMs = now.getTime();
   const status = conversation.status ?? {};
@@ -203,7 +217,9 @@ export function planReconcile(snapshot: ConversationSnapshot, now: Date): Reconc
     writeStatus: true,
     requeueAfterMs: soonest(nowMs, [
       parseTime(idle.deadline),
-      sandbox.state === 'blocked' && sandbox.recheck ? nowMs + BLOCKED_RECHECK_MS : undefined,
+      sandbox.state === 'blocked' && sandbox.recheck
+        ? nowMs + (options.blockedRecheckMs ?? BLOCKED_RECHECK_MS)
+        : undefined,
     ]),
   };
 }

@@ -13,7 +13,9 @@ import { ConversationResource, validMinimalConversationSpec } from '../../operat
 import type { ConversationSpec } from '../../operator/api/v1alpha1';
 import { ManualClock } from '../../operator/controller/clock';
 import { ConversationController } from '../../operator/controller/conversation-controller';
+import { apiFailureOf } from '../../operator/controller/kube-client';
 import { pollUntil } from '../../hack/lib/processes';
+import { randomBytes } from 'node:crypto';
 import { field, freshNamespace, kubeConfig } from './support/kube';
 
 // The Conversation controller runs in-process against the shared API server, where the
@@ -24,6 +26,8 @@ const { group, version, plural } = ConversationResource;
 const ext = { group: 'extensions.agents.x-k8s.io', version: 'v1beta1' } as const;
 const sandboxes = { group: 'agents.x-k8s.io', version: 'v1beta1', plural: 'sandboxes' } as const;
 const MINUTE = 60_000;
+const YEAR = 365 * 24 * 60 * MINUTE;
+const BLOCKED_RECHECK_TEST_MS = 1_000;
 const poll = { timeoutMs: 45_000, intervalMs: 200 };
 
 describe('Conversation controller on a real API server', () => {
@@ -90,6 +94,9 @@ describe('Conversation controller on a real API server', () => {
       namespace,
       baseDelayMs: 50,
       maxDelayMs: 2_000,
+      // A missing warm pool or template is looked for again on a timer (nothing watches
+      // them); shortened from 30 s so the recovery tests see it without a long wait.
+      blockedRecheckMs: BLOCKED_RECHECK_TEST_MS,
     });
     await controller.start();
   });
@@ -366,5 +373,214 @@ describe('Conversation controller on a real API server', () => {
     await waitFor('the claim of c1 to be gone', async () =>
       (await getClaim('c1')) === undefined ? true : undefined,
     );
+  });
+  const createPodTemplate = async (name: string, runtimeClassName?: string): Promise<void> => {
+    await core.createNamespacedPodTemplate({
+      namespace: ns.name,
+      body: {
+        metadata: { name },
+        template: {
+          spec: {
+            ...(runtimeClassName === undefined ? {} : { runtimeClassName }),
+            containers: [
+              {
+                name: 'harness',
+                image: 'polychrome/harness:dev',
+                ports: [{ containerPort: 7070 }],
+              },
+            ],
+          },
+        },
+      },
+    });
+  };
+  const degradedWith = (name: string, reason: string) =>
+    waitFor(`${name} Degraded ${reason}`, async () => {
+      const obj = await get(name);
+      const c = condition(obj, 'Degraded');
+      return field(c, 'status') === 'True' && field(c, 'reason') === reason ? obj : undefined;
+    });
+  const healthy = (name: string) =>
+    waitFor(`${name} Degraded False`, async () => {
+      const obj = await get(name);
+      return field(condition(obj, 'Degraded'), 'status') === 'False' ? obj : undefined;
+    });
+
+  it('a warm pool whose SandboxTemplate is missing is Degraded until the template appears', async () => {
+    await objects.createNamespacedCustomObject({
+      ...ext,
+      namespace: ns.name,
+      plural: 'sandboxwarmpools',
+      body: {
+        apiVersion: `${ext.group}/${ext.version}`,
+        kind: 'SandboxWarmPool',
+        metadata: { name: 'pool-late-template' },
+        spec: { replicas: 0, sandboxTemplateRef: { name: 'late-template' } },
+      },
+    });
+    await create('c-notmpl', {
+      ...validMinimalConversationSpec,
+      sandbox: { warmPool: 'pool-late-template' },
+    });
+    const degraded = await degradedWith('c-notmpl', 'SandboxTemplateMissing');
+    expect(field(degraded, 'status', 'phase')).toBe('Degraded');
+    expect(field(condition(degraded, 'Degraded'), 'message')).toBe(
+      `SandboxTemplate late-template, named by SandboxWarmPool pool-late-template, not found in namespace ${ns.name}: apply config/sandbox or point the pool at an existing template`,
+    );
+    expect(field(condition(degraded, 'Ready'), 'reason')).toBe('SandboxTemplateMissing');
+
+    await objects.createNamespacedCustomObject({
+      ...ext,
+      namespace: ns.name,
+      plural: 'sandboxtemplates',
+      body: {
+        apiVersion: `${ext.group}/${ext.version}`,
+        kind: 'SandboxTemplate',
+        metadata: { name: 'late-template' },
+        spec: {
+          podTemplate: {
+            spec: {
+              runtimeClassName: 'gvisor',
+              containers: [{ name: 'harness', image: 'polychrome/harness:dev' }],
+            },
+          },
+        },
+      },
+    });
+    // No enqueue: the blocked pass asked for a timed recheck (or agent-sandbox's claim
+    // update wakes the claim watch first); either way the controller notices on its own.
+    const recovered = await healthy('c-notmpl');
+    expect(field(condition(recovered, 'Degraded'), 'reason')).toBe('Healthy');
+    expect(field(condition(recovered, 'Ready'), 'reason')).toBe('SandboxPending');
+    expect(field(recovered, 'status', 'phase')).toBe('Pending');
+  });
+
+  it('pod backend: a named PodTemplate that is missing is Degraded, no pod, until it appears', async () => {
+    await create('c-nopodtmpl', {
+      ...validMinimalConversationSpec,
+      sandbox: { backend: 'pod', template: 'late-pod-template' },
+    });
+    const degraded = await degradedWith('c-nopodtmpl', 'SandboxTemplateMissing');
+    expect(field(condition(degraded, 'Degraded'), 'message')).toBe(
+      `PodTemplate late-pod-template not found in namespace ${ns.name}: create it, or remove spec.sandbox.template to use the built-in harness pod spec`,
+    );
+    expect(await getPod('c-nopodtmpl')).toBeUndefined();
+
+    // Nothing watches PodTemplates and no child exists to wake us: only the timed recheck
+    // can create the pod.
+    await createPodTemplate('late-pod-template');
+    const pod = await waitFor('pod c-nopodtmpl', () => getPod('c-nopodtmpl'));
+    expect(pod.spec?.containers[0]?.image).toBe('polychrome/harness:dev');
+    await healthy('c-nopodtmpl');
+  });
+
+  it('pod backend: a missing RuntimeClass is Degraded RuntimeClassMissing until it exists', async () => {
+    // A name no test creates: the shared cluster may already have `gvisor`.
+    const runtimeClass = `kata-missing-${randomBytes(3).toString('hex')}`;
+    const nodeApi = kc.makeApiClient(NodeV1Api);
+
+    // The real rejection, as classifyCreateFailure reads it: 403, Forbidden, the plugin's text.
+    const probe = await core
+      .createNamespacedPod({
+        namespace: ns.name,
+        body: {
+          metadata: { name: 'probe-runtime-class' },
+          spec: { runtimeClassName: runtimeClass, containers: [{ name: 'c', image: 'x' }] },
+        },
+      })
+      .then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+    expect(apiFailureOf(probe)).toEqual({
+      code: 403,
+      reason: 'Forbidden',
+      message: `pods "probe-runtime-class" is forbidden: pod rejected: RuntimeClass "${runtimeClass}" not found`,
+    });
+
+    await createPodTemplate('rc-template', runtimeClass);
+    await create('c-rc', {
+      ...validMinimalConversationSpec,
+      sandbox: { backend: 'pod', template: 'rc-template' },
+    });
+    try {
+      const degraded = await degradedWith('c-rc', 'RuntimeClassMissing');
+      expect(field(degraded, 'status', 'phase')).toBe('Degraded');
+      expect(field(condition(degraded, 'Degraded'), 'message')).toBe(
+        `RuntimeClass "${runtimeClass}" not found, so admission rejected pod c-rc in namespace ${ns.name}: create RuntimeClass "${runtimeClass}" for a runtime installed on the nodes (or set the sandbox template's runtimeClassName); the pod is retried with backoff`,
+      );
+      expect(field(condition(degraded, 'Ready'), 'reason')).toBe('RuntimeClassMissing');
+      expect(field(condition(degraded, 'Progressing'), 'status')).toBe('False');
+      expect(await getPod('c-rc')).toBeUndefined();
+
+      // The failed pass is retried with backoff; once the RuntimeClass exists the create
+      // goes through.
+      await nodeApi.createRuntimeClass({
+        body: { metadata: { name: runtimeClass }, handler: 'kata' },
+      });
+      const pod = await waitFor('pod c-rc', () => getPod('c-rc'));
+      expect(pod.spec?.runtimeClassName).toBe(runtimeClass);
+      await markPodReady('c-rc', '10.244.0.13');
+      const ready = await waitFor('c-rc Ready', async () => {
+        const obj = await get('c-rc');
+        return field(condition(obj, 'Ready'), 'status') === 'True' ? obj : undefined;
+      });
+      expect(field(condition(ready, 'Degraded'), 'reason')).toBe('Healthy');
+      expect(field(ready, 'status', 'sandbox', 'endpoint')).toBe('10.244.0.13:7070');
+    } finally {
+      await nodeApi.deleteRuntimeClass({ name: runtimeClass }).catch(() => undefined);
+    }
+  });
+
+  // Last in the file: it moves the shared clock centuries ahead.
+  it('a closed conversation with an overflowing retention is Degraded RetentionInvalid and never deleted', async () => {
+    // `9999999999999h` matches the CRD's DURATION_PATTERN (digits and a unit, 14 of the 32
+    // characters allowed) but is ~3.6e25 ns, past Go's int64 Duration, so duration.ts refuses it.
+    const retention = '9999999999999h';
+    await create('c-badret', { ...validMinimalConversationSpec, idleTimeout: '1m', retention });
+    await waitFor('the claim of c-badret', () => getClaim('c-badret'));
+    await patchStatus('c-badret', {
+      lastTurnTime: clock
+        .now()
+        .toISOString()
+        .replace(/\.\d{3}Z$/, 'Z'),
+    });
+    clock.advance(2 * MINUTE);
+    controller.enqueue(ns.name, 'c-badret');
+    const closed = await waitFor('c-badret to close', async () => {
+      const obj = await get('c-badret');
+      return typeof field(obj, 'status', 'closedTime') === 'string' ? obj : undefined;
+    });
+    const degraded = condition(closed, 'Degraded');
+    expect(field(degraded, 'status')).toBe('True');
+    expect(field(degraded, 'reason')).toBe('RetentionInvalid');
+    expect(field(degraded, 'message')).toBe(
+      `spec.retention "${retention}" cannot be used (invalid duration "${retention}": overflows a 64-bit count of nanoseconds); the object will not be deleted automatically: set spec.retention to a duration such as 24h`,
+    );
+    expect(field(condition(closed, 'Ready'), 'reason')).toBe('Closed');
+
+    // Past any retention Go could represent (~292 years). A spec change makes the next pass
+    // observable (observedGeneration moves), so the assertion below follows a pass that ran
+    // at the advanced time, not a sleep.
+    clock.advance(300 * YEAR);
+    await objects.patchNamespacedCustomObject(
+      {
+        group,
+        version,
+        plural,
+        namespace: ns.name,
+        name: 'c-badret',
+        body: { spec: { agent: { maxSteps: 3 } } },
+      },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    const after = await waitFor('c-badret observedGeneration 2', async () => {
+      const obj = await get('c-badret');
+      return field(obj, 'status', 'observedGeneration') === 2 ? obj : undefined;
+    });
+    expect(field(after, 'metadata', 'deletionTimestamp')).toBeUndefined();
+    expect(field(condition(after, 'Degraded'), 'reason')).toBe('RetentionInvalid');
+    expect(field(condition(after, 'Ready'), 'reason')).toBe('Closed');
+    expect(await get('c-badret')).toBeDefined();
   });
 });
