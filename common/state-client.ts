@@ -4,6 +4,9 @@ import {
   credentials,
   Metadata,
   type CallOptions,
+  type ChannelCredentials,
+  type Client,
+  type ClientOptions,
   type ClientReadableStream,
   type ServiceError,
 } from '@grpc/grpc-js';
@@ -328,6 +331,106 @@ export interface StateCallOptions {
   readonly timeoutMs?: number;
 }
 
+/** Deadline of a unary call when the client options give none. */
+export const DEFAULT_CALL_TIMEOUT_MS = 30_000;
+
+/**
+ * The channel credentials (mutual TLS) and options of a state-plane client; shared by
+ * every client of the state plane's services so they dial it the same way.
+ */
+export function stateChannel(options: Pick<StateClientOptions, 'tls' | 'serverName'>): {
+  credentials: ChannelCredentials;
+  options: Partial<ClientOptions>;
+} {
+  return {
+    credentials: credentials.createSsl(
+      Buffer.from(options.tls.ca),
+      Buffer.from(options.tls.key),
+      Buffer.from(options.tls.cert),
+    ),
+    options:
+      options.serverName === undefined
+        ? {}
+        : {
+            'grpc.ssl_target_name_override': options.serverName,
+            'grpc.default_authority': options.serverName,
+          },
+  };
+}
+
+/**
+ * Waits until `client`'s channel is connected (TLS handshake done).
+ *
+ * @throws StateCallError `unavailable` when it is not connected within `timeoutMs`.
+ */
+export function waitForStateChannel(
+  client: Pick<Client, 'waitForReady'>,
+  address: string,
+  timeoutMs: number,
+): Promise<void> {
+  return new Promise((resolve, reject) => {
+    client.waitForReady(Date.now() + timeoutMs, (error) => {
+      if (error === undefined) {
+        resolve();
+        return;
+      }
+      reject(
+        new StateCallError(
+          'unavailable',
+          `state plane at ${address} is not reachable within ${String(timeoutMs)} ms ` +
+            `(${error.message}); check the address, that it runs, and the certificates`,
+          { method: 'connect', grpcStatus: 14, fromServer: false, cause: error },
+        ),
+      );
+    });
+  });
+}
+
+/** Starts one unary call of a generated client; {@link callStateUnary} finishes it. */
+export type StartUnaryCall<R> = (
+  metadata: Metadata,
+  callOptions: Partial<CallOptions>,
+  done: (error: ServiceError | null, response: R) => void,
+) => { cancel(): void };
+
+/**
+ * Runs one unary call with a deadline and cancellation, rebuilding a failure as an
+ * AppError ({@link stateErrorFromGrpc}).
+ *
+ * @param options `timeoutMs` is required here: the client passes its default.
+ * @throws StateCallError (or JournalConflictError) as the server or transport reports it;
+ *   `cancelled` when `signal` is already aborted.
+ */
+export function callStateUnary<R>(
+  target: string,
+  method: string,
+  options: { readonly signal?: AbortSignal; readonly timeoutMs: number },
+  start: StartUnaryCall<R>,
+): Promise<R> {
+  return new Promise<R>((resolve, reject) => {
+    const signal = options.signal;
+    if (signal?.aborted === true) {
+      reject(
+        new StateCallError('cancelled', `${method} was cancelled before it was sent`, {
+          method,
+          grpcStatus: 1,
+          fromServer: false,
+          cause: signal.reason,
+        }),
+      );
+      return;
+    }
+    const deadline = Date.now() + options.timeoutMs;
+    const onAbort = (): void => call.cancel();
+    const call = start(new Metadata(), { deadline }, (error, response) => {
+      signal?.removeEventListener('abort', onAbort);
+      if (error === null) resolve(response);
+      else reject(stateErrorFromGrpc(error, method, target));
+    });
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
 const STREAM_HIGH_WATER = 64;
 
 function signedRootFromProto(
@@ -416,22 +519,9 @@ export class StateClient {
 
   constructor(options: StateClientOptions) {
     this.address = options.address;
-    this.callTimeoutMs = options.callTimeoutMs ?? 30_000;
-    const channel = credentials.createSsl(
-      Buffer.from(options.tls.ca),
-      Buffer.from(options.tls.key),
-      Buffer.from(options.tls.cert),
-    );
-    this.client = new JournalClient(
-      options.address,
-      channel,
-      options.serverName === undefined
-        ? {}
-        : {
-            'grpc.ssl_target_name_override': options.serverName,
-            'grpc.default_authority': options.serverName,
-          },
-    );
+    this.callTimeoutMs = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+    const channel = stateChannel(options);
+    this.client = new JournalClient(options.address, channel.credentials, channel.options);
   }
 
   /**
@@ -440,22 +530,7 @@ export class StateClient {
    * @throws StateCallError `unavailable` when it is not connected within `timeoutMs`.
    */
   waitForReady(timeoutMs: number): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.client.waitForReady(Date.now() + timeoutMs, (error) => {
-        if (error === undefined) {
-          resolve();
-          return;
-        }
-        reject(
-          new StateCallError(
-            'unavailable',
-            `state plane at ${this.address} is not reachable within ${String(timeoutMs)} ms ` +
-              `(${error.message}); check the address, that it runs, and the certificates`,
-            { method: 'connect', grpcStatus: 14, fromServer: false, cause: error },
-          ),
-        );
-      });
-    });
+    return waitForStateChannel(this.client, this.address, timeoutMs);
   }
 
   /**
@@ -633,34 +708,14 @@ export class StateClient {
   private unary<R>(
     method: string,
     options: StateCallOptions,
-    start: (
-      metadata: Metadata,
-      callOptions: Partial<CallOptions>,
-      done: (error: ServiceError | null, response: R) => void,
-    ) => { cancel(): void },
+    start: StartUnaryCall<R>,
   ): Promise<R> {
-    return new Promise<R>((resolve, reject) => {
-      const signal = options.signal;
-      if (signal?.aborted === true) {
-        reject(
-          new StateCallError('cancelled', `${method} was cancelled before it was sent`, {
-            method,
-            grpcStatus: 1,
-            fromServer: false,
-            cause: signal.reason,
-          }),
-        );
-        return;
-      }
-      const deadline = Date.now() + (options.timeoutMs ?? this.callTimeoutMs);
-      const onAbort = (): void => call.cancel();
-      const call = start(new Metadata(), { deadline }, (error, response) => {
-        signal?.removeEventListener('abort', onAbort);
-        if (error === null) resolve(response);
-        else reject(stateErrorFromGrpc(error, method, this.address));
-      });
-      signal?.addEventListener('abort', onAbort, { once: true });
-    });
+    return callStateUnary(
+      this.address,
+      method,
+      { signal: options.signal, timeoutMs: options.timeoutMs ?? this.callTimeoutMs },
+      start,
+    );
   }
 
   private async *stream<P, T>(

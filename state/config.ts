@@ -1,3 +1,5 @@
+import { isAbsolute, relative, resolve, sep } from 'node:path';
+
 import { z } from 'zod';
 
 import {
@@ -27,7 +29,9 @@ import { DEFAULT_STATE_PORT } from './server/state-server';
  * | `STATE_TLS_CERT_FILE`, `STATE_TLS_KEY_FILE` | the server certificate and key (PEM) | required |
  * | `STATE_SIGNING_KEY_FILE` | the active journal signing key (raw 32-byte seed or PKCS#8 PEM) | required |
  * | `STATE_PREVIOUS_SIGNING_KEY_FILES` | comma-separated earlier keys, kept until every partition was handed over | none |
- * | `STATE_DATA_DIR` | the LevelDB directory on the state volume | required |
+ * | `STATE_DATA_DIR` | the journal's LevelDB directory on the state volume | required |
+ * | `STATE_RECORDS_DIR` | the records' LevelDB directory (its own database: LevelDB allows one instance per directory); neither inside `STATE_DATA_DIR` nor holding it | `STATE_DATA_DIR` + `-records` |
+ * | `STATE_RECORDS_KEY_FILE` | the records key: 32 random bytes, raw, hex or base64 (state/records/records-key.ts) | required |
  * | `STATE_VERIFY_WORKERS` | worker threads for Verify's signature checks (0: on the event loop) | 1 |
  * | `STATE_SHUTDOWN_GRACE_MS` | how long SIGTERM lets open calls finish after in-flight appends | 10000 |
  * | `STATE_LOG_LEVEL` | debug, info, warn, error, silent | info |
@@ -43,12 +47,26 @@ const schema = z
     STATE_SIGNING_KEY_FILE: envString(),
     STATE_PREVIOUS_SIGNING_KEY_FILES: envList(),
     STATE_DATA_DIR: envString(),
+    STATE_RECORDS_DIR: envOptionalString(),
+    STATE_RECORDS_KEY_FILE: envString(),
     STATE_VERIFY_WORKERS: envInt({ default: 1, min: 0, max: 64 }),
     STATE_SHUTDOWN_GRACE_MS: envInt({ default: 10_000, min: 0, max: 600_000 }),
     STATE_LOG_LEVEL: envEnum(
       [LogLevel.Debug, LogLevel.Info, LogLevel.Warn, LogLevel.Error, LogLevel.Silent],
       LogLevel.Info,
     ),
+  })
+  .superRefine((env, ctx) => {
+    const records = recordsDirOf(env.STATE_DATA_DIR, env.STATE_RECORDS_DIR);
+    if (overlaps(env.STATE_DATA_DIR, records)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['STATE_RECORDS_DIR'],
+        message:
+          `${records} overlaps STATE_DATA_DIR ${env.STATE_DATA_DIR}; the records need a ` +
+          'directory of their own beside the journal (e.g. a sibling on the same volume)',
+      });
+    }
   })
   .transform((env) => ({
     host: env.STATE_LISTEN_HOST ?? '0.0.0.0',
@@ -62,10 +80,26 @@ const schema = z
     signingKeyFile: env.STATE_SIGNING_KEY_FILE,
     previousSigningKeyFiles: env.STATE_PREVIOUS_SIGNING_KEY_FILES,
     dataDir: env.STATE_DATA_DIR,
+    recordsDir: recordsDirOf(env.STATE_DATA_DIR, env.STATE_RECORDS_DIR),
+    recordsKeyFile: env.STATE_RECORDS_KEY_FILE,
     verifyWorkers: env.STATE_VERIFY_WORKERS,
     shutdownGraceMs: env.STATE_SHUTDOWN_GRACE_MS,
     logLevel: env.STATE_LOG_LEVEL,
   }));
+
+/** The records directory: as given, else a sibling of the journal's named `<dir>-records`. */
+function recordsDirOf(dataDir: string, recordsDir: string | undefined): string {
+  return recordsDir ?? `${dataDir.replace(/[/\\]+$/, '')}-records`;
+}
+
+/** True when one directory is the other or lies inside it (two LevelDBs would collide). */
+function overlaps(a: string, b: string): boolean {
+  const inside = (child: string, parent: string): boolean => {
+    const rel = relative(resolve(parent), resolve(child));
+    return rel === '' || (rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel));
+  };
+  return inside(a, b) || inside(b, a);
+}
 
 /** The parsed, frozen state-plane configuration. */
 export type StateConfig = z.output<typeof schema>;

@@ -7,6 +7,8 @@ import { AppError, isAppError } from '../common/errors';
 import { HealthServer } from '../common/health-server';
 import { componentLogger, createRootLogger, LogComponent } from '../common/log';
 import { loadStateConfig, type StateConfig } from './config';
+import { loadRecordsKey } from './records';
+import { RecordsDatabase } from './server/records-database';
 import { StateServer } from './server/state-server';
 import { createStateMetrics } from './server/state-metrics';
 import { JournalStore } from './store/journal-store';
@@ -14,11 +16,13 @@ import { loadSigningKey } from './store/signing-key';
 import { SignatureVerifyPool } from './verify-pool';
 
 /*
- * The state plane: load config, open the journal store, serve the Journal service over
- * mutual TLS, report health on the side port. On SIGTERM: not ready, stop accepting, let
- * appends in flight become durable, close the store, exit 0.
+ * The state plane: load config, open the journal store and the records database (each in
+ * its own directory: LevelDB allows one instance per directory), serve the Journal and
+ * Records services over mutual TLS, report health on the side port. On SIGTERM: not
+ * ready, stop accepting, let appends and record changes in flight become durable, close
+ * both databases, exit 0.
  *
- * Ready means: the store is open and the gRPC listener is bound. The health server starts
+ * Ready means: both databases are open and the gRPC listener is bound. The health server starts
  * first so liveness answers while a large store runs its tail checks.
  */
 
@@ -48,11 +52,16 @@ async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void>
     'signing keys loaded',
   );
 
+  // Read before anything opens: a missing Secret fails the start with its path.
+  const recordsKey = await loadRecordsKey(config.recordsKeyFile);
+  log.info({ recordsKeyId: recordsKey.keyId }, 'records key loaded');
+
   const store = new JournalStore({
     location: config.dataDir,
     signer: active.signer,
     previousSigners: previous.map((k) => k.signer),
   });
+  const recordsDb = new RecordsDatabase(config.recordsDir, recordsKey);
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const metrics = createStateMetrics(registry, () => store.stats());
@@ -62,6 +71,7 @@ async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void>
       : undefined;
   const server = new StateServer({
     store,
+    records: recordsDb.records,
     tls,
     logger,
     host: config.host,
@@ -74,11 +84,12 @@ async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void>
     ...(pool === undefined ? {} : { checkSignatures: (checks) => pool.verify(checks) }),
   });
   let storeOpen = false;
+  let recordsOpen = false;
   const health = new HealthServer({
     host: config.host,
     port: config.healthPort,
     registry,
-    isReady: () => storeOpen && server.isServing(),
+    isReady: () => storeOpen && recordsOpen && server.isServing(),
   });
   const healthAddress = await health.start();
   log.info({ port: healthAddress.port }, 'health server listening');
@@ -89,6 +100,7 @@ async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void>
       log.info({ signal }, 'shutting down');
       await server.close(config.shutdownGraceMs);
       await store.close();
+      await recordsDb.close();
       await pool?.close();
       await health.close();
       log.info('stopped');
@@ -119,6 +131,16 @@ async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void>
     { partitions: report.partitions, refused: report.refused.length, keyId: store.signingKeyId },
     'journal store open',
   );
+  if (stopping !== undefined) return;
+  try {
+    await recordsDb.open();
+  } catch (error) {
+    // A SIGTERM meanwhile closed the database under the open: that is the shutdown.
+    if (stopping !== undefined) return;
+    throw error;
+  }
+  recordsOpen = true;
+  log.info({ location: config.recordsDir }, 'records database open');
   // A SIGTERM during the tail checks: shutdown is under way, so do not bind.
   if (stopping !== undefined) return;
   const port = await server.start();

@@ -1,10 +1,11 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 
+import { loadRecordsKey } from '../../state/records';
 import { loadSigningKey } from '../../state/store/signing-key';
 import { devCliEnv, devStateEnv, ensureDevCerts, type DevCerts } from './dev-certs';
 
@@ -63,18 +64,32 @@ describe('ensureDevCerts', () => {
     expect(key.keyId).toMatch(/^[0-9a-f]{32}$/);
   });
 
+  it('writes a records key the state plane loads, readable by its owner only', async () => {
+    const key = await loadRecordsKey(certs.recordsKey);
+    expect(key.keyId).toMatch(/^[0-9a-f]{16}$/);
+    expect((await stat(certs.recordsKey)).mode & 0o777).toBe(0o600);
+  });
+
   it('reuses existing files on a second run', async () => {
     const before = await Promise.all(
-      [certs.ca.certPath, certs.server.certPath, certs.verifier.keyPath, certs.signingKey].map(
-        (p) => readFile(p),
-      ),
+      [
+        certs.ca.certPath,
+        certs.server.certPath,
+        certs.verifier.keyPath,
+        certs.signingKey,
+        certs.recordsKey,
+      ].map((p) => readFile(p)),
     );
     const again = await ensureDevCerts(certs.dir);
     expect(again).toEqual(certs);
     const after = await Promise.all(
-      [certs.ca.certPath, certs.server.certPath, certs.verifier.keyPath, certs.signingKey].map(
-        (p) => readFile(p),
-      ),
+      [
+        certs.ca.certPath,
+        certs.server.certPath,
+        certs.verifier.keyPath,
+        certs.signingKey,
+        certs.recordsKey,
+      ].map((p) => readFile(p)),
     );
     expect(after).toEqual(before);
   });
@@ -97,6 +112,7 @@ describe('ensureDevCerts', () => {
       STATE_TLS_KEY_FILE: certs.server.keyPath,
       STATE_SIGNING_KEY_FILE: certs.signingKey,
       STATE_DATA_DIR: 'data',
+      STATE_RECORDS_KEY_FILE: certs.recordsKey,
     });
     expect(devCliEnv(certs, 'localhost:7443')).toMatchObject({
       POLYCHROME_STATE_CERT: certs.verifier.certPath,

@@ -1,4 +1,4 @@
-import { generateKeyPairSync } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { access, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
@@ -6,8 +6,8 @@ import { CertUsage, DevCertificateAuthority, type CertFiles, type CertRequest } 
 import { repoRoot } from './paths';
 
 /**
- * Development certificates for the state plane's mutual TLS, and a development journal
- * signing key. One CA signs the state server's certificate and the two client identities
+ * Development certificates for the state plane's mutual TLS, a development journal
+ * signing key and a development records key. One CA signs the state server's certificate and the two client identities
  * the state plane knows (docs/state-plane.md, "Identities and roles"). Throwaway material
  * for a laptop or a test; a cluster gets its certificates from its own issuer.
  */
@@ -40,6 +40,8 @@ export interface DevCerts {
   readonly verifier: CertFiles;
   /** The journal signing key, PKCS#8 PEM (ed25519), as state/store/signing-key.ts loads. */
   readonly signingKey: string;
+  /** The records key: 64 hex digits (32 random bytes), as state/records/records-key.ts loads. */
+  readonly recordsKey: string;
 }
 
 const CA_NAME = 'ca';
@@ -82,7 +84,7 @@ async function exists(path: string): Promise<boolean> {
 
 /**
  * Makes sure `dir` holds the dev CA, the state server certificate, the control-plane and
- * verifier client certificates, and a signing key. Idempotent: files already there are
+ * verifier client certificates, a signing key and a records key. Idempotent: files already there are
  * reused; only missing ones are made. When the CA itself is missing every certificate is
  * issued again, since certificates from a lost CA would no longer verify.
  *
@@ -109,6 +111,10 @@ export async function ensureDevCerts(dir: string = DEFAULT_DEV_CERTS_DIR): Promi
       mode: 0o600,
     });
   }
+  const recordsKey = join(dir, 'records-key');
+  if (!(await exists(recordsKey))) {
+    await writeFile(recordsKey, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600 });
+  }
   const { server, controlPlane, verifier } = issued;
   if (server === undefined || controlPlane === undefined || verifier === undefined) {
     throw new Error('unreachable: every leaf was issued or found');
@@ -120,10 +126,14 @@ export async function ensureDevCerts(dir: string = DEFAULT_DEV_CERTS_DIR): Promi
     controlPlane,
     verifier,
     signingKey,
+    recordsKey,
   };
 }
 
-/** The environment that runs state/main.ts with `certs` and `dataDir`. */
+/**
+ * The environment that runs state/main.ts with `certs` and `dataDir` (the records go to
+ * the default `<dataDir>-records`).
+ */
 export function devStateEnv(certs: DevCerts, dataDir: string): Record<string, string> {
   return {
     STATE_TLS_CA_FILE: certs.ca.certPath,
@@ -131,6 +141,7 @@ export function devStateEnv(certs: DevCerts, dataDir: string): Record<string, st
     STATE_TLS_KEY_FILE: certs.server.keyPath,
     STATE_SIGNING_KEY_FILE: certs.signingKey,
     STATE_DATA_DIR: dataDir,
+    STATE_RECORDS_KEY_FILE: certs.recordsKey,
   };
 }
 

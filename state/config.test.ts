@@ -1,0 +1,57 @@
+import { describe, expect, it } from '@jest/globals';
+
+import { ConfigError } from '../common/config';
+import { loadStateConfig } from './config';
+
+const base = {
+  STATE_TLS_CA_FILE: 'ca.crt',
+  STATE_TLS_CERT_FILE: 'tls.crt',
+  STATE_TLS_KEY_FILE: 'tls.key',
+  STATE_SIGNING_KEY_FILE: 'signing-key',
+  STATE_DATA_DIR: 'vol/journal',
+  STATE_RECORDS_KEY_FILE: 'records-key',
+};
+
+function problems(env: Record<string, string>): string[] {
+  try {
+    loadStateConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) return error.issues.map((i) => i.variable);
+    throw error;
+  }
+  throw new Error('expected the configuration to be refused');
+}
+
+describe('loadStateConfig: records storage', () => {
+  it.each([
+    [
+      'a sibling named after the journal directory',
+      'vol/journal',
+      undefined,
+      'vol/journal-records',
+    ],
+    ['the same, ignoring a trailing slash', 'vol/journal/', undefined, 'vol/journal-records'],
+    ['STATE_RECORDS_DIR when given', 'vol/journal', 'vol/records', 'vol/records'],
+  ])('puts the records in %s', (_label, dataDir, recordsDir, expected) => {
+    const config = loadStateConfig({
+      ...base,
+      STATE_DATA_DIR: dataDir,
+      ...(recordsDir === undefined ? {} : { STATE_RECORDS_DIR: recordsDir }),
+    });
+    expect(config.recordsDir).toBe(expected);
+    expect(config.recordsKeyFile).toBe('records-key');
+  });
+
+  it.each([
+    ['the journal directory itself', 'vol/journal'],
+    ['a directory inside the journal', 'vol/journal/records'],
+    ['a directory holding the journal', 'vol'],
+  ])('refuses %s as the records directory', (_label, recordsDir) => {
+    expect(problems({ ...base, STATE_RECORDS_DIR: recordsDir })).toEqual(['STATE_RECORDS_DIR']);
+  });
+
+  it('requires the records key file', () => {
+    const { STATE_RECORDS_KEY_FILE: _omitted, ...rest } = base;
+    expect(problems(rest)).toEqual(['STATE_RECORDS_KEY_FILE']);
+  });
+});
