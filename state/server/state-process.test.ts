@@ -6,6 +6,7 @@ import { credentials, Metadata, status } from '@grpc/grpc-js';
 import { ClassicLevel } from 'classic-level';
 
 import { decodePayload, encodePayload, EventKind } from '../../common/event-kinds';
+import { RecordsClient } from '../../common/records-client';
 import {
   StateCallError,
   StateClient,
@@ -187,6 +188,39 @@ describe('SIGKILL under load', () => {
     } finally {
       reader.close();
     }
+  });
+});
+
+describe('records across a SIGKILL', () => {
+  it('finds a persona created before the kill after the restart, and its session still works', async () => {
+    const data = join(dir.path, 'records-db');
+    const p = await start(data);
+    const before = new RecordsClient({
+      address: p.address,
+      tls: await clientTls(pki.ca, pki.controlPlane),
+      callTimeoutMs: 10_000,
+    });
+    const ada = await before.createPersona({
+      displayName: 'Ada',
+      identities: ['email:ada@example.com'],
+    });
+    const { token } = await before.createSession(ada.id);
+    before.close();
+    expect(await stop(p, 'SIGKILL')).toBe('SIGKILL');
+    const again = await start(data);
+    const after = new RecordsClient({
+      address: again.address,
+      tls: await clientTls(pki.ca, pki.controlPlane),
+      callTimeoutMs: 10_000,
+    });
+    try {
+      expect(await after.findPersonaByIdentity('email:ada@example.com')).toEqual(ada);
+      expect((await after.authenticate(token)).persona.id).toBe(ada.id);
+    } finally {
+      after.close();
+    }
+    // The records live beside the journal, in their own database.
+    expect(again.logs.join('\n')).toContain(`${data}-records`);
   });
 });
 
