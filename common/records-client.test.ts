@@ -1,0 +1,70 @@
+import { describe, expect, it } from '@jest/globals';
+
+import { AppError } from './errors';
+import {
+  isPersonaRole,
+  personaFromProto,
+  RecordConflictError,
+  recordsErrorOf,
+  sessionFromProto,
+} from './records-client';
+import { grpcStatusOf, StateCallError, stateErrorFromGrpc } from './state-client';
+
+/** What grpc-js hands a client callback for a status the server sent. */
+function received(error: AppError): Error {
+  const sent = grpcStatusOf(error);
+  return Object.assign(new Error(`${String(sent.code)} ${sent.details}`), sent);
+}
+
+describe('recordsErrorOf', () => {
+  it('rebuilds a persona version conflict as RecordConflictError with the current version', () => {
+    const wire = received(
+      new AppError('conflict', 'persona p1 is at version 3, not 2', {
+        details: { record: 'persona', personaId: 'p1', expectedVersion: 2, version: 3 },
+      }),
+    );
+    const rebuilt = recordsErrorOf(stateErrorFromGrpc(wire, 'SetRoles', 'localhost:7443'));
+    expect(rebuilt).toBeInstanceOf(RecordConflictError);
+    expect(rebuilt).toMatchObject({
+      code: 'conflict',
+      version: 3,
+      method: 'SetRoles',
+      grpcStatus: 10,
+      fromServer: true,
+      message: 'persona p1 is at version 3, not 2',
+    });
+  });
+
+  it.each([
+    ['a conflict without a version', new AppError('conflict', 'moved', { details: {} })],
+    ['another code', new AppError('already_exists', 'taken', { details: { version: 3 } })],
+  ])('leaves %s as it is', (_label, error) => {
+    const rebuilt = stateErrorFromGrpc(received(error), 'LinkIdentity', 'localhost:7443');
+    expect(recordsErrorOf(rebuilt)).toBe(rebuilt);
+    expect(rebuilt).toBeInstanceOf(StateCallError);
+    expect(rebuilt).not.toBeInstanceOf(RecordConflictError);
+  });
+});
+
+describe('fromProto', () => {
+  it('keeps the roles this client knows and drops the others', () => {
+    expect(isPersonaRole('admin')).toBe(true);
+    expect(isPersonaRole('owner')).toBe(false);
+    const persona = personaFromProto({
+      id: 'p1',
+      displayName: 'Ada',
+      identities: ['email:ada@example.com'],
+      roles: ['admin', 'owner', 'member'],
+      version: 4,
+      createdAtMs: 1,
+      updatedAtMs: 2,
+    });
+    expect(persona.roles).toEqual(['admin', 'member']);
+  });
+
+  it('reads an absent revocation time as not revoked', () => {
+    const base = { id: 's1', personaId: 'p1', createdAtMs: 1, expiresAtMs: 2 };
+    expect(sessionFromProto(base).revokedAtMs).toBeUndefined();
+    expect(sessionFromProto({ ...base, revokedAtMs: 0 }).revokedAtMs).toBe(0);
+  });
+});
