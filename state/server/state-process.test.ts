@@ -56,8 +56,8 @@ afterEach(async () => {
     if (shared.has(p)) continue;
     p.child.kill('SIGKILL');
     await p.exited;
+    running.delete(p);
   }
-  running.clear();
 });
 
 afterAll(async () => {
