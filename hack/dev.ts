@@ -12,7 +12,7 @@
  */
 import { CoreV1Api, CustomObjectsApi, ApiException } from '@kubernetes/client-node';
 import { execFileSync } from 'node:child_process';
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -92,7 +92,6 @@ async function approvalPublicKeyHex(): Promise<string> {
     const { privateKey } = generateKeyPairSync('ed25519');
     await writeFile(path, privateKey.export({ format: 'pem', type: 'pkcs8' }), { mode: 0o600 });
   }
-  const { createPrivateKey, createPublicKey } = await import('node:crypto');
   const jwk = createPublicKey(createPrivateKey(await readFile(path))).export({ format: 'jwk' });
   if (typeof jwk.x !== 'string') throw new Error(`${path} is not an ed25519 key`);
   return Buffer.from(jwk.x, 'base64url').toString('hex');

@@ -10,7 +10,7 @@ import { componentLogger, createRootLogger, LogComponent } from '../common/log';
 import { loadStateClientTls, StateClient } from '../common/state-client';
 import { loadControlPlaneConfig } from './config';
 import { ConversationController } from './controller/conversation-controller';
-import { ConversationLeases, isLeaseHandle } from './lease/conversation-leases';
+import { ConversationLeases, leaseOwnership } from './lease/conversation-leases';
 import { StateLink } from './state-link';
 
 async function main(): Promise<void> {
@@ -71,12 +71,7 @@ async function main(): Promise<void> {
     ...(config.watchNamespace === undefined ? {} : { namespace: config.watchNamespace }),
     ...(config.harnessImage === undefined ? {} : { harnessImage: config.harnessImage }),
     // Only the lease holder writes a conversation's children and status.
-    ownership: async (ref) => {
-      const got = await leases.tryAcquire(ref);
-      return isLeaseHandle(got)
-        ? { owned: true }
-        : { owned: false, retryAfterMs: Math.max(100, got.retryAtMs - Date.now()) };
-    },
+    ownership: leaseOwnership(leases),
     onPass: ({ result, durationMs }) => {
       passes.inc({ result });
       passSeconds.observe(durationMs / 1000);

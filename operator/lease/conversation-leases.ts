@@ -340,3 +340,20 @@ export function isLeaseHandle(value: LeaseHandle | LeaseBusy): value is LeaseHan
 function key(ref: ConversationRef): string {
   return `${ref.namespace}/${ref.uid}`;
 }
+
+/**
+ * The reconciler's ownership check backed by these leases: a Conversation is owned while
+ * this replica holds (or can take) its lease; otherwise it is retried when the lease could
+ * next be taken.
+ */
+export function leaseOwnership(
+  leases: ConversationLeases,
+  nowMs: () => number = Date.now,
+): (ref: ConversationRef) => Promise<{ owned: true } | { owned: false; retryAfterMs: number }> {
+  return async (ref) => {
+    const got = await leases.tryAcquire(ref);
+    return isLeaseHandle(got)
+      ? { owned: true }
+      : { owned: false, retryAfterMs: Math.max(100, got.retryAtMs - nowMs()) };
+  };
+}

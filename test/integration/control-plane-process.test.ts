@@ -15,7 +15,13 @@ import { defaultBinDir, repoRoot } from '../../hack/lib/local-cluster';
 import { LocalNode } from '../../hack/lib/local-node';
 import { freePort, isAlive, pollUntil } from '../../hack/lib/processes';
 import { startStateProcess, type StateProcess } from '../../state/server/testdata/state-process';
-import { field, freshNamespace, kubeConfig, sharedCluster } from './support/kube';
+import {
+  field,
+  freshNamespace,
+  kubeConfig,
+  sharedCluster,
+  dropConversationFinalizers,
+} from './support/kube';
 import { ensureRuntimeClass } from './support/sandbox';
 
 // The real control-plane process (operator/main.ts) as its ServiceAccount identity, with the
@@ -170,22 +176,7 @@ describe('control-plane process', () => {
     state?.child.kill('SIGKILL');
     if (state !== undefined) await state.exited;
     await node.close();
-    const objects = admin.makeApiClient(CustomObjectsApi);
-    const list: unknown = await objects.listNamespacedCustomObject({
-      ...conversations,
-      namespace: ns.name,
-    });
-    const items = field(list, 'items');
-    for (const item of Array.isArray(items) ? items : []) {
-      const name = field(item, 'metadata', 'name');
-      if (typeof name !== 'string') continue;
-      await objects
-        .patchNamespacedCustomObject(
-          { ...conversations, namespace: ns.name, name, body: { metadata: { finalizers: null } } },
-          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-        )
-        .catch(() => undefined);
-    }
+    await dropConversationFinalizers(admin, ns.name);
     await ns.dispose();
     await rm(dir, { recursive: true, force: true });
   });

@@ -4,8 +4,6 @@ import {
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
-  PatchStrategy,
-  setHeaderOptions,
   type KubeConfig,
 } from '@kubernetes/client-node';
 import { execFileSync } from 'node:child_process';
@@ -18,8 +16,14 @@ import { LocalNode } from '../../hack/lib/local-node';
 import { pollUntil } from '../../hack/lib/processes';
 import { ConversationResource } from '../../operator/api/v1alpha1';
 import { ConversationController } from '../../operator/controller/conversation-controller';
-import { ConversationLeases, isLeaseHandle } from '../../operator/lease/conversation-leases';
-import { field, freshNamespace, kubeConfig, sharedCluster } from './support/kube';
+import { ConversationLeases, leaseOwnership } from '../../operator/lease/conversation-leases';
+import {
+  field,
+  freshNamespace,
+  kubeConfig,
+  sharedCluster,
+  dropConversationFinalizers,
+} from './support/kube';
 import { createSandboxPool, ensureRuntimeClass } from './support/sandbox';
 
 // The control plane runs here as exactly the identity config/rbac grants (the
@@ -63,12 +67,7 @@ describe('control plane as its own least-privilege identity, two replicas', () =
         namespace: ns.name,
         baseDelayMs: 50,
         maxDelayMs: 2_000,
-        ownership: async (ref) => {
-          const got = await leases.tryAcquire(ref);
-          return isLeaseHandle(got)
-            ? { owned: true }
-            : { owned: false, retryAfterMs: Math.max(100, got.retryAtMs - Date.now()) };
-        },
+        ownership: leaseOwnership(leases),
         onPass: ({ result }) => {
           if (result === 'not_owned') replica.notOwned++;
         },
@@ -166,30 +165,7 @@ describe('control plane as its own least-privilege identity, two replicas', () =
   afterAll(async () => {
     await Promise.allSettled(replicas.map((r) => stopReplica(r)));
     await node.close();
-    const list: unknown = await objects().listNamespacedCustomObject({
-      group,
-      version,
-      plural,
-      namespace: ns.name,
-    });
-    const items = field(list, 'items');
-    for (const item of Array.isArray(items) ? items : []) {
-      const name = field(item, 'metadata', 'name');
-      if (typeof name !== 'string') continue;
-      await objects()
-        .patchNamespacedCustomObject(
-          {
-            group,
-            version,
-            plural,
-            namespace: ns.name,
-            name,
-            body: { metadata: { finalizers: null } },
-          },
-          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-        )
-        .catch(() => undefined);
-    }
+    await dropConversationFinalizers(admin, ns.name);
     await ns.dispose();
     await rm(nodeDir, { recursive: true, force: true });
   });

@@ -16,7 +16,7 @@ import { ConversationController } from '../../operator/controller/conversation-c
 import { apiFailureOf } from '../../operator/controller/kube-client';
 import { pollUntil } from '../../hack/lib/processes';
 import { randomBytes } from 'node:crypto';
-import { field, freshNamespace, kubeConfig } from './support/kube';
+import { field, freshNamespace, kubeConfig, dropConversationFinalizers } from './support/kube';
 
 // The Conversation controller runs in-process against the shared API server, where the
 // agent-sandbox controller turns our SandboxClaims into Sandboxes and pods. There is no
@@ -104,30 +104,7 @@ describe('Conversation controller on a real API server', () => {
   afterAll(async () => {
     await controller.close();
     // Our finalizers would hold the namespace once the controller is gone: drop them.
-    const list: unknown = await objects.listNamespacedCustomObject({
-      group,
-      version,
-      plural,
-      namespace: ns.name,
-    });
-    const items = field(list, 'items');
-    for (const item of Array.isArray(items) ? items : []) {
-      const name = field(item, 'metadata', 'name');
-      if (typeof name !== 'string') continue;
-      await objects
-        .patchNamespacedCustomObject(
-          {
-            group,
-            version,
-            plural,
-            namespace: ns.name,
-            name,
-            body: { metadata: { finalizers: null } },
-          },
-          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-        )
-        .catch(() => undefined);
-    }
+    await dropConversationFinalizers(kc, ns.name);
     await ns.dispose();
   });
 

@@ -6,6 +6,7 @@ import { ensureDevCerts, type DevCerts } from '../../../hack/lib/dev-certs';
 import { CertUsage, DevCertificateAuthority, type CertFiles } from '../../../hack/lib/pki';
 import { encodePayload, EventKind } from '../../../common/event-kinds';
 import type { NewJournalEvent, StateClientTls } from '../../../common/state-client';
+import { pollUntil } from '../../../hack/lib/processes';
 
 /** A fresh temporary directory and a function that removes it. */
 export async function tempDir(
@@ -95,23 +96,10 @@ export function turn(label: string, size = 64): NewJournalEvent[] {
 }
 
 /** Polls `check` until it returns a value other than undefined, or fails at the deadline. */
-export async function eventually<T>(
+export function eventually<T>(
   what: string,
   check: () => Promise<T | undefined> | T | undefined,
   timeoutMs = 20_000,
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`timed out waiting for ${what}`, { cause: last });
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  return pollUntil(what, async () => check(), { timeoutMs, intervalMs: 50 });
 }

@@ -1,4 +1,11 @@
-import { ApiException, CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import {
+  ApiException,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  PatchStrategy,
+  setHeaderOptions,
+} from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
 import { LocalCluster } from '../../../hack/lib/local-cluster';
 import { clusterDirEnv } from '../shared-cluster';
@@ -87,4 +94,24 @@ export function field(obj: unknown, ...path: string[]): unknown {
     cur = Reflect.get(cur, key);
   }
   return cur;
+}
+
+/**
+ * Drops the finalizers of every Conversation in `namespace`, so the namespace can go once
+ * the controller that would have removed them is stopped.
+ */
+export async function dropConversationFinalizers(kc: KubeConfig, namespace: string): Promise<void> {
+  const { api, group, version, plural } = conversations(kc);
+  const list: unknown = await api.listNamespacedCustomObject({ group, version, plural, namespace });
+  const items = field(list, 'items');
+  for (const item of Array.isArray(items) ? items : []) {
+    const name = field(item, 'metadata', 'name');
+    if (typeof name !== 'string') continue;
+    await api
+      .patchNamespacedCustomObject(
+        { group, version, plural, namespace, name, body: { metadata: { finalizers: null } } },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      )
+      .catch(() => undefined);
+  }
 }
