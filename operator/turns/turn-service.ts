@@ -1,0 +1,174 @@
+/**
+ * The contract between the public API (operator/public-api) and the turn coordinator
+ * (operator/turns): what an edge may ask of a conversation, in the edge's terms. The API
+ * authenticates, parses and maps errors; the service authorizes, claims, commits and runs.
+ *
+ * Errors are `AppError`s (common/errors.ts) whose code the API maps to an HTTP status:
+ * `not_found` (unknown conversation or request), `permission_denied` (not the owner, a
+ * participant or an admin; not the required approver), `already_exists`/`aborted` (same
+ * idempotency key with another message: 409), `failed_precondition` (a turn awaits an
+ * answer; the conversation is being deleted), `unavailable` (the harness or the state
+ * plane cannot be reached; retry with the same idempotency key), `invalid_argument`.
+ */
+
+/** Who is calling, from a bearer token's session and persona. */
+export interface Caller {
+  /** The identity attributed to the caller (`provider:external_id` or `provider:scope:external_id`). */
+  readonly identity: string;
+  /** Every identity the persona links (`identity` among them). */
+  readonly identities: readonly string[];
+  readonly personaId: string;
+  /** `admin`, `member`. */
+  readonly roles: readonly string[];
+  readonly sessionId: string;
+}
+
+/** A turn's settled state, as a client sees it. */
+export const TurnStatus = {
+  /** `turn_complete` exists: `reply` holds the final text. */
+  Complete: 'complete',
+  /** Waiting for an approval (`approval`) or an answer (`question`). */
+  Paused: 'paused',
+  /** Quarantined: a side effect's outcome is unknown; an admin must resolve it. */
+  Ambiguous: 'ambiguous',
+  /** The turn continues with another agent (`handoff`). */
+  Handoff: 'handoff',
+} as const;
+export type TurnStatus = (typeof TurnStatus)[keyof typeof TurnStatus];
+
+/** What a paused turn shows instead of partial text: the pending call. */
+export interface ApprovalCard {
+  readonly requestId: string;
+  readonly toolCallId: string;
+  readonly toolName: string;
+  /** The call's arguments (parsed from their canonical JSON). */
+  readonly args: unknown;
+  /** SHA-256 of the canonical JSON of `args`, lowercase hex: what an approval binds. */
+  readonly argsSha256: string;
+  readonly reason: string;
+  /** Identity that must answer; empty: any admin, or the conversation's owner. */
+  readonly requiredApprover: string;
+}
+
+export interface QuestionCard {
+  readonly requestId: string;
+  readonly question: string;
+}
+
+/** The answer to a posted message or an approval/question answer. */
+export interface TurnReply {
+  readonly conversationId: string;
+  readonly turnId: string;
+  readonly status: TurnStatus;
+  /** Final text (status complete). */
+  readonly reply?: string;
+  /** True when `reply` is the fixed fallback (budget spent, or the turn failed for good). */
+  readonly fallback?: boolean;
+  readonly approval?: ApprovalCard;
+  readonly question?: QuestionCard;
+  readonly ambiguous?: { readonly toolCallId: string; readonly reason: string };
+  readonly handoff?: { readonly targetAgent: string; readonly reason: string };
+  /**
+   * Journal position of the turn's `message_received`: pass it as `?since=` to the
+   * stream to get this turn's events from the start.
+   */
+  readonly requestedAt: number;
+}
+
+/** Limits the edge asks for on one turn (recorded as `ingress_directive`). */
+export interface TurnDirective {
+  /** Lower step budget for this turn. */
+  readonly maxSteps?: number;
+  /** Identity that must answer this turn's approvals. */
+  readonly requiredApprover?: string;
+}
+
+export interface PostMessage {
+  readonly conversationId: string;
+  readonly text: string;
+  /** Same key + same text: the same turn. Same key + other text: conflict. */
+  readonly idempotencyKey: string;
+  readonly directive?: TurnDirective;
+}
+
+export interface AnswerApproval {
+  readonly conversationId: string;
+  readonly requestId: string;
+  readonly decision: 'approve' | 'deny';
+  readonly comment?: string;
+}
+
+export interface AnswerQuestion {
+  readonly conversationId: string;
+  readonly requestId: string;
+  readonly answer: string;
+}
+
+/** One turn of the committed transcript (the committed-turn filter applied). */
+export interface TranscriptTurn {
+  readonly turnId: string;
+  /** Journal position of its `message_received`. */
+  readonly position: number;
+  readonly user: { readonly text: string; readonly caller: string; readonly receivedAtMs: number };
+  readonly status: TurnStatus;
+  readonly reply?: string;
+  readonly fallback?: boolean;
+  readonly approval?: ApprovalCard;
+  readonly question?: QuestionCard;
+  readonly ambiguous?: { readonly toolCallId: string; readonly reason: string };
+  readonly handoff?: { readonly targetAgent: string; readonly reason: string };
+}
+
+export interface Transcript {
+  readonly conversationId: string;
+  /** Committed (and paused / quarantined) turns, oldest first; in-flight turns are absent. */
+  readonly turns: readonly TranscriptTurn[];
+  /** Journal head when read: events [0, head) were considered. */
+  readonly head: number;
+}
+
+/** What the API shows about a conversation. */
+export interface ConversationSummary {
+  readonly conversationId: string;
+  readonly namespace: string;
+  readonly name: string;
+  /** `conv-{conversationId}`: the journal partition the stream reads. */
+  readonly partition: string;
+  readonly phase: string;
+  readonly ready: boolean;
+  readonly owner: string;
+  readonly visibility: string;
+  readonly currentTurn?: string;
+}
+
+/** A live, uncommitted text fragment of a running turn (SSE sends it without an id). */
+export interface TextDeltaEvent {
+  readonly turnId: string;
+  readonly step: number;
+  readonly text: string;
+}
+
+export interface NewConversation {
+  /** Optional first message; posted as the first turn when given. */
+  readonly message?: Omit<PostMessage, 'conversationId'>;
+}
+
+export interface TurnService {
+  /** Creates a Conversation from the deployment's default agent, owned by the caller. */
+  createConversation(
+    caller: Caller,
+    request: NewConversation,
+    signal: AbortSignal,
+  ): Promise<{ summary: ConversationSummary; turn?: TurnReply }>;
+  /** The conversation, if it exists and the caller may see it. */
+  conversation(caller: Caller, conversationId: string): Promise<ConversationSummary>;
+  postMessage(caller: Caller, request: PostMessage, signal: AbortSignal): Promise<TurnReply>;
+  answerApproval(caller: Caller, request: AnswerApproval, signal: AbortSignal): Promise<TurnReply>;
+  answerQuestion(caller: Caller, request: AnswerQuestion, signal: AbortSignal): Promise<TurnReply>;
+  transcript(caller: Caller, conversationId: string, signal: AbortSignal): Promise<Transcript>;
+  /**
+   * Live text deltas of turns this replica runs for the conversation (other replicas'
+   * turns send none: deltas are not committed). Returns the unsubscribe function.
+   */
+  onTextDelta(conversationId: string, listener: (delta: TextDeltaEvent) => void): () => void;
+}
