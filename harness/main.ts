@@ -11,6 +11,7 @@ import { builtinToolRunner, builtinTools } from './tools/builtin-tools';
 import { createHarnessMetrics } from './server/harness-metrics';
 import { HarnessServer } from './server/harness-server';
 import { createToolRouter } from './server/tool-router';
+import { askUserTool, handoffTool } from './turn/reserved-tools';
 
 /**
  * The harness process: load config, build the logger and clients, wire, serve gRPC and the
@@ -47,6 +48,9 @@ async function main(): Promise<number> {
     metrics: createHarnessMetrics(registry),
     defaultMaxSteps: config.maxSteps,
     requireApproval: config.requireApproval,
+    toolCatalog: (name) =>
+      builtinTools.find((tool) => tool.name === name) ??
+      [handoffTool, askUserTool].find((tool) => tool.name === name),
     ackTimeoutMs: config.ackTimeoutMs,
     toolTimeoutMs: config.toolTimeoutMs,
     deps: {

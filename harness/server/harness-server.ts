@@ -16,7 +16,12 @@ import type { TurnInput } from '../turn/turn-machine';
 import { hasBearerToken, traceContextFrom } from './call-metadata';
 import { observeTurn, type HarnessMetrics } from './harness-metrics';
 import { endWithError, TurnCall, type RunTurnCall } from './turn-call';
-import { turnOutcomeToProto, turnRequestFromProto, type TurnRequest } from './turn-codec';
+import {
+  turnOutcomeToProto,
+  turnRequestFromProto,
+  type ToolCatalog,
+  type TurnRequest,
+} from './turn-codec';
 
 /**
  * The harness's gRPC server: `Harness.RunTurn`, one turn per call, one call at a time.
@@ -63,6 +68,11 @@ export interface HarnessServerOptions {
    * only add approvals.
    */
   readonly requireApproval?: readonly string[];
+  /**
+   * Tools `start` may name by reference (an empty schema): the built-in and reserved
+   * tools, so the control plane need not know their definitions.
+   */
+  readonly toolCatalog?: ToolCatalog;
   /** How long the first message (`start`) may take. @default 10000 */
   readonly startTimeoutMs?: number;
   /** How long one step ack (the journal append) may take. @default 30000 */
@@ -239,7 +249,7 @@ export class HarnessServer {
       }
       let request: TurnRequest;
       try {
-        request = turnRequestFromProto(message.input.value);
+        request = turnRequestFromProto(message.input.value, this.options.toolCatalog);
       } catch (error) {
         refuse(
           isAppError(error)

@@ -331,6 +331,33 @@ describe('turn codec rejects what proto3 cannot', () => {
     ).toBe('harness');
   });
 
+  it('takes a tool named by reference from the catalog, adding only an approval', () => {
+    const catalog = (name: string): TurnTool | undefined =>
+      name === askUserTool.name ? askUserTool : undefined;
+    const byReference = {
+      name: askUserTool.name,
+      description: '',
+      inputSchemaJson: '',
+      effect: 0,
+      needsApproval: true,
+      approvalReason: 'a person decides',
+      host: ToolHost.TOOL_HOST_HARNESS,
+    };
+    const tool = turnToolFromProto(byReference, 'start.tools[0]', catalog);
+    expect(tool.inputSchema).toEqual(askUserTool.inputSchema);
+    expect(tool.description).toBe(askUserTool.description);
+    expect(tool.needsApproval).toBe(true);
+    expect(tool.approvalReason).toBe('a person decides');
+    expect(
+      turnToolFromProto({ ...byReference, needsApproval: false }, 't', catalog).needsApproval,
+    ).toBe(askUserTool.needsApproval);
+    expect(() =>
+      turnToolFromProto({ ...byReference, name: 'nope' }, 'start.tools[0]', catalog),
+    ).toThrow(
+      'start.tools[0].input_schema_json: is empty, and this harness has no tool named "nope"',
+    );
+  });
+
   it('refuses a failure with an unknown error code', () => {
     expect(() =>
       turnOutcomeFromProto({

@@ -451,14 +451,37 @@ export function turnToolToProto(tool: TurnTool): ToolSpec {
   };
 }
 
+/** Tools the harness defines itself, found by name (built-in and reserved tools). */
+export type ToolCatalog = (name: string) => TurnTool | undefined;
+
 /**
- * Proto `ToolSpec` to a turn tool. An unspecified host means the harness.
+ * Proto `ToolSpec` to a turn tool. An unspecified host means the harness. A spec with an
+ * empty `input_schema_json` names a tool by reference: its definition comes from the
+ * harness's `catalog`, and the spec can only add an approval requirement.
  *
  * @throws AppError `invalid_argument` for an empty name, a schema that is not a JSON
- *   object, or an unspecified effect.
+ *   object, an unspecified effect, or a reference to a tool the harness does not have.
  */
-export function turnToolFromProto(spec: ToolSpec, field = 'tool'): TurnTool {
+export function turnToolFromProto(
+  spec: ToolSpec,
+  field = 'tool',
+  catalog: ToolCatalog = () => undefined,
+): TurnTool {
   if (spec.name === '') throw bad(`${field}.name`, 'is empty');
+  if (spec.inputSchemaJson === '') {
+    const known = catalog(spec.name);
+    if (known === undefined) {
+      throw bad(
+        `${field}.input_schema_json`,
+        `is empty, and this harness has no tool named ${JSON.stringify(spec.name)} to take it from`,
+      );
+    }
+    return {
+      ...known,
+      needsApproval: known.needsApproval || spec.needsApproval,
+      ...(spec.approvalReason === '' ? {} : { approvalReason: spec.approvalReason }),
+    };
+  }
   let host: TurnTool['host'];
   switch (spec.host) {
     case ProtoToolHost.TOOL_HOST_UNSPECIFIED:
@@ -613,7 +636,10 @@ export function turnRequestToProto(request: TurnRequest): TurnStart {
  *   recorded step of another turn is left to the turn machine, which reports it as a
  *   failed turn).
  */
-export function turnRequestFromProto(start: TurnStart): TurnRequest {
+export function turnRequestFromProto(
+  start: TurnStart,
+  catalog: ToolCatalog = () => undefined,
+): TurnRequest {
   if (start.conversationId === '') throw bad('start.conversation_id', 'is empty');
   if (start.turnId === '') throw bad('start.turn_id', 'is empty');
   const budget = start.budget;
@@ -628,7 +654,7 @@ export function turnRequestFromProto(start: TurnStart): TurnRequest {
       ...(system === '' ? {} : { system }),
       history: start.history.map((message, i) => messageFromProto(message, `start.history[${i}]`)),
       userMessage: start.userMessage,
-      tools: start.tools.map((tool, i) => turnToolFromProto(tool, `start.tools[${i}]`)),
+      tools: start.tools.map((tool, i) => turnToolFromProto(tool, `start.tools[${i}]`, catalog)),
       budget: {
         ...(budget === undefined || budget.deploymentMaxSteps === 0
           ? {}
