@@ -14,7 +14,11 @@ module.exports = {
   projects: [
     {
       displayName: 'unit',
-      testMatch: ['<rootDir>/{common,operator,state,harness,hack,cli}/**/*.test.ts'],
+      testMatch: [
+        '<rootDir>/{common,operator,state,harness,hack,cli}/**/*.test.ts',
+        // Test doubles that need nothing running (the Messages API server, MCP servers).
+        '<rootDir>/test/support/**/*.test.ts',
+      ],
       transform,
       transformIgnorePatterns,
       testEnvironment: 'node',

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -16,6 +16,11 @@ import type { AddressInfo } from 'node:net';
  * included) and then reads {@link MessagesApiServer.requests} to assert what the client
  * sent. It checks the request the way the API does first (key, version header, body
  * shape) and answers 401 or 400 without consuming a scripted reply.
+ *
+ * A long-running stack, where a test cannot know which request comes when, sets a
+ * {@link Responder} instead (or as well): when the queue is empty it computes the reply
+ * from the request. {@link echoResponder} is a ready-made one with a small convention
+ * (echo, tool calls and slow streams asked for in the user's text).
  */
 
 /** A block of a scripted reply. */
@@ -69,6 +74,12 @@ export type ScriptedReply =
        * as the API does when it is overloaded mid-response.
        */
       readonly errorAfterEvents?: { readonly events: number; readonly type: string };
+      /**
+       * Take this long: streaming, the events are spread evenly over it (the first at
+       * once, the last after `durationMs`), so a client sees text arrive piece by piece;
+       * not streaming, the whole response waits this long. @default 0
+       */
+      readonly durationMs?: number;
     }
   | {
       readonly kind: 'error';
@@ -99,10 +110,19 @@ export interface RecordedRequest {
   aborted: boolean;
 }
 
+/**
+ * Computes the reply to a request that found the queue empty (the request passed the
+ * server's checks, so `body` is an object with `model`, `max_tokens` and `messages`). A
+ * throw or a rejection answers 500 `api_error` with its message.
+ */
+export type Responder = (request: RecordedRequest) => ScriptedReply | Promise<ScriptedReply>;
+
 /** Options of {@link MessagesApiServer.start}. */
 export interface MessagesApiServerOptions {
   /** The key `x-api-key` or `authorization: Bearer` must carry; any other gets 401. @default 'test-key' */
   readonly apiKey?: string;
+  /** Answers requests while the queue is empty. @default none: such a request gets 500 */
+  readonly respond?: Responder;
 }
 
 const ERROR_TYPES: Readonly<Record<number, string>> = {
@@ -139,17 +159,20 @@ export class MessagesApiServer {
   private readonly server: Server;
   private readonly apiKey: string;
   private readonly open = new Set<ServerResponse>();
+  private readonly timers = new Set<NodeJS.Timeout>();
   private messageCount = 0;
+  private responder: Responder | undefined;
 
-  private constructor(server: Server, apiKey: string) {
+  private constructor(server: Server, apiKey: string, respond: Responder | undefined) {
     this.server = server;
     this.apiKey = apiKey;
+    this.responder = respond;
   }
 
   /** Listens on a free loopback port. */
   static async start(options: MessagesApiServerOptions = {}): Promise<MessagesApiServer> {
     const server = createServer();
-    const api = new MessagesApiServer(server, options.apiKey ?? 'test-key');
+    const api = new MessagesApiServer(server, options.apiKey ?? 'test-key', options.respond);
     server.on('request', (req: IncomingMessage, res: ServerResponse) => api.handle(req, res));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -175,6 +198,11 @@ export class MessagesApiServer {
     this.queue.push(...replies);
   }
 
+  /** Sets (or, with `undefined`, removes) the responder used while the queue is empty. */
+  setResponder(respond: Responder | undefined): void {
+    this.responder = respond;
+  }
+
   /** The parsed bodies of the message requests, in order. */
   get bodies(): unknown[] {
     return this.requests.filter((r) => r.path === '/v1/messages').map((r) => r.body);
@@ -182,6 +210,8 @@ export class MessagesApiServer {
 
   /** Stops listening and cuts open responses. Idempotent. */
   async close(): Promise<void> {
+    for (const timer of this.timers) clearTimeout(timer);
+    this.timers.clear();
     for (const res of this.open) res.destroy();
     this.server.closeAllConnections();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
@@ -238,10 +268,30 @@ export class MessagesApiServer {
       return;
     }
     const reply = this.queue.shift();
-    if (reply === undefined) {
+    if (reply !== undefined) {
+      this.reply(request, res, reply);
+      return;
+    }
+    const respond = this.responder;
+    if (respond === undefined) {
       this.sendError(res, 500, 'api_error', 'test server: no scripted reply left for this request');
       return;
     }
+    Promise.resolve()
+      .then(() => respond(request))
+      .then(
+        (computed) => {
+          if (!res.destroyed) this.reply(request, res, computed);
+        },
+        (err: unknown) => {
+          if (res.destroyed) return;
+          const why = err instanceof Error ? err.message : String(err);
+          this.sendError(res, 500, 'api_error', `test server: the responder failed: ${why}`);
+        },
+      );
+  }
+
+  private reply(request: RecordedRequest, res: ServerResponse, reply: ScriptedReply): void {
     const requestModel = isRecord(request.body) ? String(request.body.model) : '';
     switch (reply.kind) {
       case 'drop':
@@ -264,7 +314,10 @@ export class MessagesApiServer {
         const id = `msg_${String(++this.messageCount).padStart(4, '0')}`;
         const model = reply.model ?? requestModel;
         if (request.stream) this.stream(res, id, model, reply);
-        else this.sendJson(res, 200, fullMessage(id, model, reply));
+        else
+          this.later(reply.durationMs ?? 0, res, () =>
+            this.sendJson(res, 200, fullMessage(id, model, reply)),
+          );
         return;
       }
       default: {
@@ -281,22 +334,44 @@ export class MessagesApiServer {
       'request-id': requestId(),
     });
     const events = streamEvents(id, model, reply);
-    let sent = 0;
-    for (const [event, data] of events) {
-      if (reply.errorAfterEvents !== undefined && sent === reply.errorAfterEvents.events) {
-        const type = reply.errorAfterEvents.type;
-        writeEvent(res, 'error', {
-          type: 'error',
-          error: { type, message: ERROR_MESSAGES[type] ?? 'error' },
-        });
-        res.end();
-        return;
+    const gapMs = (reply.durationMs ?? 0) / Math.max(1, events.length - 1);
+    // Sends events from `sent` on: all at once, or one per gap when the reply takes time.
+    const sendFrom = (first: number): void => {
+      for (let sent = first; sent < events.length; sent++) {
+        if (reply.errorAfterEvents !== undefined && sent === reply.errorAfterEvents.events) {
+          const type = reply.errorAfterEvents.type;
+          writeEvent(res, 'error', {
+            type: 'error',
+            error: { type, message: ERROR_MESSAGES[type] ?? 'error' },
+          });
+          res.end();
+          return;
+        }
+        if (reply.holdAfterEvents !== undefined && sent === reply.holdAfterEvents) return;
+        const [event, data] = events[sent] ?? [];
+        if (event !== undefined) writeEvent(res, event, data);
+        if (gapMs > 0 && sent + 1 < events.length) {
+          const next = sent + 1;
+          this.later(gapMs, res, () => sendFrom(next));
+          return;
+        }
       }
-      if (reply.holdAfterEvents !== undefined && sent === reply.holdAfterEvents) return;
-      writeEvent(res, event, data);
-      sent++;
+      res.end();
+    };
+    sendFrom(0);
+  }
+
+  /** Runs `then` after `ms` (at once when 0) unless the response is gone by then. */
+  private later(ms: number, res: ServerResponse, then: () => void): void {
+    if (ms <= 0) {
+      then();
+      return;
     }
-    res.end();
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      if (!res.destroyed) then();
+    }, ms);
+    this.timers.add(timer);
   }
 
   private sendError(
@@ -498,3 +573,198 @@ function streamEvents(
 function writeEvent(res: ServerResponse, event: string, data: unknown): void {
   res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
 }
+
+// ---- the echo responder ----
+
+/** The directive asking {@link echoResponder} for a tool call: `[[tool:NAME {json}]]`. */
+export function toolDirective(name: string, input: Readonly<Record<string, unknown>> = {}): string {
+  return `[[tool:${name} ${JSON.stringify(input)}]]`;
+}
+
+/** The directive asking {@link echoResponder} to stream its reply over `ms` milliseconds. */
+export function slowDirective(ms: number): string {
+  return `[[slow:${ms}]]`;
+}
+
+const TOOL_DIRECTIVE = /\[\[tool:([^\s\]]+)(?:\s+(\{[\s\S]*?\}))?\s*\]\]/gu;
+const SLOW_DIRECTIVE = /\[\[slow:(\d+)\]\]/u;
+/** Tool names the API accepts. */
+const API_TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/u;
+/** A slow reply is streamed in this many text pieces (fewer for a shorter text). */
+const SLOW_PIECES = 10;
+
+interface ToolDirective {
+  readonly name: string;
+  readonly input: Record<string, unknown> | undefined;
+  /** Why `input` could not be read. */
+  readonly problem: string | undefined;
+}
+
+/** The content of a request message as blocks (a string is one text block). */
+function blocksOf(message: unknown): Record<string, unknown>[] {
+  if (!isRecord(message)) return [];
+  const content = message.content;
+  if (typeof content === 'string') return [{ type: 'text', text: content }];
+  return Array.isArray(content) ? content.filter(isRecord) : [];
+}
+
+function textOf(blocks: readonly Record<string, unknown>[]): string {
+  return blocks
+    .filter((b) => b.type === 'text' && typeof b.text === 'string')
+    .map((b) => String(b.text))
+    .join('\n');
+}
+
+/** The text of a `tool_result`'s content (a string or text blocks). */
+function resultText(block: Record<string, unknown>): string {
+  const content = block.content;
+  if (typeof content === 'string') return content;
+  return Array.isArray(content) ? textOf(content.filter(isRecord)) : '';
+}
+
+function toolDirectives(text: string): ToolDirective[] {
+  return [...text.matchAll(TOOL_DIRECTIVE)].map((match) => {
+    const name = match[1] ?? '';
+    const json = match[2];
+    if (json === undefined) return { name, input: {}, problem: undefined };
+    try {
+      const input: unknown = JSON.parse(json);
+      return isRecord(input)
+        ? { name, input, problem: undefined }
+        : { name, input: undefined, problem: 'the input is not a JSON object' };
+    } catch (err: unknown) {
+      return { name, input: undefined, problem: err instanceof Error ? err.message : String(err) };
+    }
+  });
+}
+
+/**
+ * The name to put on a tool_use for the directive's `name`: the offered tool of that name,
+ * else the offered tool whose name is `name` made API-safe (`/` → `__`, other characters
+ * outside `[a-zA-Z0-9_-]` → `_`, as clients alias namespaced tools), else that safe name.
+ */
+function apiNameFor(name: string, tools: unknown): string {
+  const offered = new Set(
+    (Array.isArray(tools) ? tools : [])
+      .map((t) => (isRecord(t) ? t.name : undefined))
+      .filter((n): n is string => typeof n === 'string'),
+  );
+  if (offered.has(name)) return name;
+  const safe = name.replaceAll('/', '__').replace(/[^a-zA-Z0-9_-]/gu, '_');
+  if (offered.has(safe) || !API_TOOL_NAME.test(name)) return safe.slice(0, 64);
+  return name;
+}
+
+/** A tool_use id stable for one conversation prefix and directive: retries get the same id. */
+function stableToolUseId(prefix: readonly unknown[], index: number): string {
+  const digest = createHash('sha256')
+    .update(JSON.stringify(prefix))
+    .update(`\n${index}`)
+    .digest('hex');
+  return `toolu_echo_${digest.slice(0, 24)}`;
+}
+
+function textReply(text: string, slowMs: number | undefined): MessageReply {
+  if (slowMs === undefined) return { kind: 'message', content: [{ type: 'text', text }] };
+  const count = Math.max(1, Math.min(SLOW_PIECES, text.length));
+  const cut = (i: number): number => Math.round((i * text.length) / count);
+  const chunks = Array.from({ length: count }, (_, i) => text.slice(cut(i), cut(i + 1)));
+  return { kind: 'message', content: [{ type: 'text', text, chunks }], durationMs: slowMs };
+}
+
+/**
+ * The reply {@link echoResponder} computes for a request body.
+ *
+ * The convention, read from the *prompt*: the last user message that has text and no
+ * `tool_result` (a string content counts as text):
+ *
+ * 1. For each `[[tool:NAME {json}]]` in the prompt, in order (`{json}` is optional and
+ *    must be a JSON object): if no `tool_result` after the prompt answers it yet, reply
+ *    with that one `tool_use` (stop reason `tool_use`). Its id is
+ *    `toolu_echo_<24 hex of SHA-256 over the messages up to the prompt and the directive's
+ *    index>`, so a retried or replayed request gets the same id. The name is NAME, or the
+ *    offered tool that is NAME with `/` written `__`. Skipped when `tool_choice` is
+ *    `none`. An unreadable `{json}` gets a text reply saying so.
+ * 2. Else, when the last message carries `tool_result` blocks: one line per result,
+ *    `tool NAME said: <result text>` (NAME as in the directive), joined by newlines.
+ * 3. Else: `echo: <prompt text>` (directives included, verbatim).
+ *
+ * `[[slow:MS]]` in the prompt makes every text reply take MS milliseconds (streamed in
+ * ten pieces spread over that time; a non-streaming reply waits), for tests that
+ * kill something mid-stream.
+ */
+export function echoReply(body: unknown): MessageReply {
+  const messages: unknown[] = isRecord(body) && Array.isArray(body.messages) ? body.messages : [];
+  let promptIndex = -1;
+  for (let i = messages.length - 1; i >= 0 && promptIndex < 0; i--) {
+    const message = messages[i];
+    const blocks = blocksOf(message);
+    if (
+      isRecord(message) &&
+      message.role === 'user' &&
+      blocks.some((b) => b.type === 'text') &&
+      !blocks.some((b) => b.type === 'tool_result')
+    ) {
+      promptIndex = i;
+    }
+  }
+  const prompt = promptIndex < 0 ? '' : textOf(blocksOf(messages[promptIndex]));
+  const slowText = SLOW_DIRECTIVE.exec(prompt)?.[1];
+  const slowMs = slowText === undefined ? undefined : Number(slowText);
+  const toolsAllowed = !(
+    isRecord(body) &&
+    isRecord(body.tool_choice) &&
+    body.tool_choice.type === 'none'
+  );
+
+  const prefix = messages.slice(0, promptIndex + 1);
+  const directives = promptIndex < 0 ? [] : toolDirectives(prompt);
+  const nameById = new Map(directives.map((d, i) => [stableToolUseId(prefix, i), d.name]));
+  const answered = new Set(
+    messages
+      .slice(promptIndex + 1)
+      .flatMap(blocksOf)
+      .filter((b) => b.type === 'tool_result')
+      .map((b) => String(b.tool_use_id)),
+  );
+  if (toolsAllowed) {
+    for (const [index, directive] of directives.entries()) {
+      const id = stableToolUseId(prefix, index);
+      if (answered.has(id)) continue;
+      if (directive.input === undefined) {
+        return textReply(
+          `echo responder: cannot read the input of [[tool:${directive.name}]]: ${directive.problem ?? ''}`,
+          slowMs,
+        );
+      }
+      return {
+        kind: 'message',
+        content: [
+          {
+            type: 'tool_use',
+            id,
+            name: apiNameFor(directive.name, isRecord(body) ? body.tools : undefined),
+            input: directive.input,
+          },
+        ],
+      };
+    }
+  }
+  const results = blocksOf(messages[messages.length - 1]).filter((b) => b.type === 'tool_result');
+  if (results.length > 0 && messages.length - 1 > promptIndex) {
+    const lines = results.map((block) => {
+      const id = String(block.tool_use_id);
+      return `tool ${nameById.get(id) ?? id} said: ${resultText(block)}`;
+    });
+    return textReply(lines.join('\n'), slowMs);
+  }
+  return textReply(`echo: ${prompt}`, slowMs);
+}
+
+/**
+ * A {@link Responder} that answers every request deterministically from its messages,
+ * following the convention of {@link echoReply}: `echo: <text>`, tool calls asked for
+ * with `[[tool:NAME {json}]]` (see {@link toolDirective}) and their results reported as
+ * `tool NAME said: <result>`, and slow streams with `[[slow:MS]]` ({@link slowDirective}).
+ */
+export const echoResponder: Responder = (request) => echoReply(request.body);
