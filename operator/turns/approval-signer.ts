@@ -1,0 +1,72 @@
+/**
+ * The control plane's approval key: signs `approval_response`s (docs/approvals.md gives
+ * the bytes) so the harness can check, before it runs an approved call, that the answer
+ * came from the control plane and binds exactly that request, tool and arguments.
+ */
+import { createPrivateKey, createPublicKey, sign, type KeyObject } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import {
+  approvalKeyId,
+  approvalSigningBytes,
+  type ApprovalBinding,
+} from '../../common/approval-bytes';
+import { AppError } from '../../common/errors';
+
+export class ApprovalSigner {
+  /** First 16 bytes of SHA-256 of the public key, lowercase hex. */
+  readonly keyId: string;
+  /** The raw 32-byte ed25519 public key (what harness pods are given, as hex). */
+  readonly publicKey: Uint8Array;
+
+  private constructor(private readonly key: KeyObject) {
+    const jwk = createPublicKey(key).export({ format: 'jwk' });
+    if (jwk.x === undefined)
+      throw new AppError('invalid_argument', 'approval key has no public half');
+    this.publicKey = new Uint8Array(Buffer.from(jwk.x, 'base64url'));
+    this.keyId = approvalKeyId(this.publicKey);
+  }
+
+  /**
+   * Loads an ed25519 private key (PKCS#8 PEM, as `openssl genpkey -algorithm ed25519`
+   * writes it).
+   *
+   * @throws AppError `invalid_argument` naming the file when it is unreadable or not an
+   *   ed25519 private key.
+   */
+  static async fromFile(path: string): Promise<ApprovalSigner> {
+    let pem: string;
+    try {
+      pem = await readFile(path, 'utf8');
+    } catch (error) {
+      throw new AppError('invalid_argument', `approval key file ${path} cannot be read`, {
+        cause: error,
+      });
+    }
+    return ApprovalSigner.fromPem(pem, path);
+  }
+
+  static fromPem(pem: string, source = 'approval key'): ApprovalSigner {
+    let key: KeyObject;
+    try {
+      key = createPrivateKey(pem);
+    } catch (error) {
+      throw new AppError(
+        'invalid_argument',
+        `${source} is not a PEM private key; generate one with openssl genpkey -algorithm ed25519`,
+        { cause: error },
+      );
+    }
+    if (key.asymmetricKeyType !== 'ed25519') {
+      throw new AppError(
+        'invalid_argument',
+        `${source} is a ${key.asymmetricKeyType ?? 'unknown'} key; approvals need ed25519`,
+      );
+    }
+    return new ApprovalSigner(key);
+  }
+
+  /** The ed25519 signature over the binding's bytes. */
+  sign(binding: ApprovalBinding): Uint8Array {
+    return new Uint8Array(sign(null, approvalSigningBytes(binding), this.key));
+  }
+}

@@ -1,0 +1,175 @@
+/**
+ * What the turn code reads and writes of Conversation objects: lookups by uid from the
+ * reconciler's informer cache, status writes (read-modify-write on a fresh copy, retried
+ * on conflict), creating a conversation for the API, and waiting until its sandbox runs.
+ */
+import {
+  ApiException,
+  CustomObjectsApi,
+  type KubeConfig,
+  type KubernetesObject,
+} from '@kubernetes/client-node';
+import { AppError } from '../../common/errors';
+import {
+  ConditionType,
+  ConversationResource,
+  type Conversation,
+  type ConversationSpec,
+  type ConversationStatus,
+} from '../api/v1alpha1';
+
+export interface ConversationAccessOptions {
+  readonly kubeConfig: KubeConfig;
+  /** The informer cache's objects (the reconciler's view). */
+  readonly cached: () => readonly KubernetesObject[];
+  /** Where and how the API creates a conversation when none is named. */
+  readonly newConversation: { readonly namespace: string; readonly spec: ConversationSpec };
+  /** How often waits look at the cache. @default 100 */
+  readonly pollMs?: number;
+}
+
+const group = ConversationResource.group;
+const version = ConversationResource.version;
+const plural = ConversationResource.plural;
+
+export class ConversationAccess {
+  private readonly api: CustomObjectsApi;
+
+  constructor(private readonly options: ConversationAccessOptions) {
+    this.api = options.kubeConfig.makeApiClient(CustomObjectsApi);
+  }
+
+  /** The cached Conversation with this uid. */
+  byUid(uid: string): Conversation | undefined {
+    for (const obj of this.options.cached()) {
+      if (obj.metadata?.uid === uid) return obj as unknown as Conversation;
+    }
+    return undefined;
+  }
+
+  /**
+   * Rewrites the status from a fresh copy (so reconciler fields are never rolled back),
+   * retrying when the object changed in between.
+   *
+   * @throws AppError `not_found` when the object is gone; ApiException otherwise.
+   */
+  async updateStatus(
+    conversation: Conversation,
+    next: (current: Conversation) => ConversationStatus,
+  ): Promise<Conversation> {
+    const namespace = conversation.metadata.namespace ?? '';
+    const name = conversation.metadata.name ?? '';
+    for (let attempt = 1; ; attempt += 1) {
+      let fresh: Conversation;
+      try {
+        fresh = (await this.api.getNamespacedCustomObject({
+          group,
+          version,
+          namespace,
+          plural,
+          name,
+        })) as Conversation;
+      } catch (error) {
+        if (isStatus(error, 404)) {
+          throw new AppError('not_found', `conversation ${namespace}/${name} no longer exists`);
+        }
+        throw error;
+      }
+      if (fresh.metadata.uid !== conversation.metadata.uid) {
+        throw new AppError(
+          'not_found',
+          `conversation ${namespace}/${name} was deleted and created again`,
+        );
+      }
+      try {
+        return (await this.api.replaceNamespacedCustomObjectStatus({
+          group,
+          version,
+          namespace,
+          plural,
+          name,
+          body: { ...fresh, status: next(fresh) },
+        })) as Conversation;
+      } catch (error) {
+        if (isStatus(error, 409) && attempt < 8) continue;
+        throw error;
+      }
+    }
+  }
+
+  /**
+   * Creates a conversation from the deployment's default spec, owned by `owner`, and
+   * waits until the reconciler's cache has it.
+   */
+  async create(owner: string, signal: AbortSignal): Promise<Conversation> {
+    const { namespace, spec } = this.options.newConversation;
+    const created = (await this.api.createNamespacedCustomObject({
+      group,
+      version,
+      namespace,
+      plural,
+      body: {
+        apiVersion: ConversationResource.apiVersion,
+        kind: ConversationResource.kind,
+        metadata: { generateName: 'conv-', namespace },
+        spec: { ...spec, owner },
+      },
+    })) as Conversation;
+    const uid = created.metadata.uid ?? '';
+    await this.waitFor(
+      () => this.byUid(uid) !== undefined,
+      10_000,
+      signal,
+      () => `conversation ${namespace}/${created.metadata.name ?? ''} did not reach the cache`,
+    );
+    return this.byUid(uid) ?? created;
+  }
+
+  /**
+   * Waits until the conversation's sandbox is Ready and returns the harness endpoint.
+   *
+   * @throws AppError `unavailable` after `timeoutMs`, naming what the status says.
+   */
+  async waitForSandbox(uid: string, timeoutMs: number, signal: AbortSignal): Promise<string> {
+    let endpoint: string | undefined;
+    let last = 'the conversation is not in the cache';
+    await this.waitFor(
+      () => {
+        const conversation = this.byUid(uid);
+        if (conversation === undefined) return false;
+        const ready = conversation.status?.conditions?.find((c) => c.type === ConditionType.Ready);
+        last =
+          ready === undefined
+            ? 'no Ready condition yet'
+            : `Ready ${ready.status}: ${ready.message}`;
+        endpoint = conversation.status?.sandbox?.endpoint;
+        return ready?.status === 'True' && endpoint !== undefined && endpoint !== '';
+      },
+      timeoutMs,
+      signal,
+      () =>
+        `the conversation's harness is not ready after ${String(timeoutMs)} ms (${last}); the turn is kept and resumes when you post again with the same idempotency key`,
+    );
+    return endpoint ?? '';
+  }
+
+  private async waitFor(
+    done: () => boolean,
+    timeoutMs: number,
+    signal: AbortSignal,
+    message: () => string,
+  ): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    const pollMs = this.options.pollMs ?? 100;
+    while (!done()) {
+      if (signal.aborted)
+        throw new AppError('cancelled', 'stopped waiting: the turn was cancelled');
+      if (Date.now() >= deadline) throw new AppError('unavailable', message());
+      await new Promise((resolve) => setTimeout(resolve, pollMs));
+    }
+  }
+}
+
+function isStatus(error: unknown, code: number): boolean {
+  return error instanceof ApiException && error.code === code;
+}

@@ -1,0 +1,208 @@
+/**
+ * The control plane's side of `Harness.RunTurn` (proto/polychrome/harness/v1): send one
+ * `start`, then answer what the harness streams, in order — commit each step and ack it,
+ * run trusted tools, forward text deltas — until its terminal `paused` or `result`.
+ * Channels are kept per harness endpoint and closed when idle.
+ */
+import { credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
+import { AppError, errorCodeFromGrpc } from '../../common/errors';
+import {
+  HarnessClient,
+  type Paused,
+  type Step,
+  type TextDelta,
+  type TrustedToolCall,
+  type TrustedToolResult,
+  type TurnOutput,
+  type TurnResult,
+  type TurnStart,
+} from '../../proto/gen/polychrome/harness/v1/harness';
+
+/** What the coordinator does with each message the harness sends. */
+export interface HarnessTurnHandlers {
+  /** A live fragment of model text (not committed). */
+  onDelta(delta: TextDelta): void;
+  /** Commits the step durably and returns its journal position; a throw ends the call. */
+  commitStep(step: Step): Promise<number>;
+  /** Runs a control-plane tool. */
+  trustedTool(call: TrustedToolCall): Promise<TrustedToolResult>;
+}
+
+/** How the harness ended the call. */
+export type HarnessTurnEnd =
+  | { readonly kind: 'paused'; readonly paused: Paused }
+  | { readonly kind: 'result'; readonly result: TurnResult };
+
+export interface HarnessConnectorOptions {
+  /** The bearer token the harness pods were started with. */
+  readonly token: string;
+  /** Close a harness channel after this long unused. @default 60000 */
+  readonly idleChannelMs?: number;
+  /** Longest a whole call may take (model and tools included). @default 600000 */
+  readonly callDeadlineMs?: number;
+}
+
+interface Channel {
+  readonly client: HarnessClient;
+  lastUsedMs: number;
+  calls: number;
+}
+
+/** Dials harness pods and runs turns on them. */
+export class HarnessConnector {
+  private readonly channels = new Map<string, Channel>();
+  private readonly sweeper: NodeJS.Timeout;
+  private readonly idleMs: number;
+
+  constructor(private readonly options: HarnessConnectorOptions) {
+    this.idleMs = options.idleChannelMs ?? 60_000;
+    this.sweeper = setInterval(() => this.sweep(), Math.max(1_000, this.idleMs / 2));
+    this.sweeper.unref();
+  }
+
+  /**
+   * Runs one turn (or one attempt of it) on the harness at `endpoint` (`host:port`).
+   *
+   * @throws AppError: the call's gRPC status as an error code (`unavailable` when the
+   *   harness cannot be reached or died mid-call, `failed_precondition` when it runs
+   *   another turn, ...), `internal` when it broke the protocol, or what a handler threw.
+   */
+  async runTurn(
+    endpoint: string,
+    start: TurnStart,
+    handlers: HarnessTurnHandlers,
+    options: { readonly signal?: AbortSignal; readonly traceparent?: string } = {},
+  ): Promise<HarnessTurnEnd> {
+    const channel = this.channel(endpoint);
+    channel.calls += 1;
+    const metadata = new Metadata();
+    metadata.set('authorization', `Bearer ${this.options.token}`);
+    if (options.traceparent !== undefined) metadata.set('traceparent', options.traceparent);
+    const call = channel.client.runTurn(metadata, {
+      deadline: Date.now() + (this.options.callDeadlineMs ?? 600_000),
+    });
+    const onAbort = (): void => call.cancel();
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    let handlerError: unknown;
+    let callError: unknown;
+    // Swallow the stream's 'error' event here; the iterator below rethrows it.
+    call.on('error', (error: unknown) => {
+      callError ??= error;
+    });
+    try {
+      call.write({ input: { $case: 'start', value: start } });
+      for await (const raw of call as AsyncIterable<TurnOutput>) {
+        const output = raw.output;
+        if (output === undefined) continue;
+        switch (output.$case) {
+          case 'textDelta':
+            handlers.onDelta(output.value);
+            break;
+          case 'step': {
+            try {
+              const position = await handlers.commitStep(output.value);
+              call.write({
+                input: {
+                  $case: 'stepCommitted',
+                  value: { sequence: output.value.sequence, position },
+                },
+              });
+            } catch (error) {
+              handlerError = error;
+              call.cancel();
+            }
+            break;
+          }
+          case 'trustedToolCall': {
+            try {
+              const result = await handlers.trustedTool(output.value);
+              call.write({ input: { $case: 'trustedToolResult', value: result } });
+            } catch (error) {
+              handlerError = error;
+              call.cancel();
+            }
+            break;
+          }
+          case 'paused':
+            call.end();
+            return { kind: 'paused', paused: output.value };
+          case 'result':
+            call.end();
+            return { kind: 'result', result: output.value };
+        }
+        if (handlerError !== undefined) break;
+      }
+    } catch (error) {
+      callError ??= error;
+    } finally {
+      options.signal?.removeEventListener('abort', onAbort);
+      channel.calls -= 1;
+      channel.lastUsedMs = Date.now();
+    }
+    if (handlerError !== undefined) {
+      throw handlerError instanceof Error
+        ? handlerError
+        : new AppError('internal', 'a turn handler failed with a non-error value');
+    }
+    if (options.signal?.aborted === true) {
+      throw new AppError('cancelled', `the turn call to the harness at ${endpoint} was cancelled`, {
+        cause: options.signal.reason,
+      });
+    }
+    if (callError !== undefined) throw harnessCallError(callError, endpoint);
+    throw new AppError(
+      'unavailable',
+      `the harness at ${endpoint} ended the turn call without a result; the turn will be recovered`,
+    );
+  }
+
+  /** Closes every channel. */
+  close(): void {
+    clearInterval(this.sweeper);
+    for (const channel of this.channels.values()) channel.client.close();
+    this.channels.clear();
+  }
+
+  private channel(endpoint: string): Channel {
+    let channel = this.channels.get(endpoint);
+    if (channel === undefined) {
+      channel = {
+        client: new HarnessClient(endpoint, credentials.createInsecure(), {
+          // A turn can wait minutes for a model between messages; keep the link checked.
+          'grpc.keepalive_time_ms': 30_000,
+          'grpc.keepalive_timeout_ms': 10_000,
+        }),
+        lastUsedMs: Date.now(),
+        calls: 0,
+      };
+      this.channels.set(endpoint, channel);
+    }
+    return channel;
+  }
+
+  private sweep(): void {
+    const now = Date.now();
+    for (const [endpoint, channel] of this.channels) {
+      if (channel.calls === 0 && now - channel.lastUsedMs > this.idleMs) {
+        channel.client.close();
+        this.channels.delete(endpoint);
+      }
+    }
+  }
+}
+
+function isServiceError(value: unknown): value is ServiceError {
+  return value instanceof Error && typeof Reflect.get(value, 'code') === 'number';
+}
+
+/** The call's failure as an AppError whose message names the harness. */
+function harnessCallError(error: unknown, endpoint: string): AppError {
+  if (error instanceof AppError) return error;
+  if (isServiceError(error)) {
+    const code = errorCodeFromGrpc(error.code);
+    return new AppError(code, `harness at ${endpoint}: ${error.details || error.message}`, {
+      cause: error,
+    });
+  }
+  return new AppError('unavailable', `harness at ${endpoint}: ${String(error)}`, { cause: error });
+}
