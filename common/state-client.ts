@@ -663,21 +663,30 @@ export class StateClient {
   }
 
   /**
-   * Streams committed events from `fromPosition`; `limit` 0 reads to the head as of the
-   * call. Leaving the loop early cancels the call.
+   * Streams committed events from `fromPosition`, at most `limit` of them (0: no limit).
+   * Without `follow` the stream ends at the head as of the call. With `follow` it then
+   * stays open and yields each newly committed event, in order, with no gap and no
+   * duplicate, once it is durable; it ends after `limit` events, when `signal` fires or
+   * the loop is left (both cancel the call), or with a StateCallError `unavailable` when
+   * the state plane shuts down: reconnect and follow again from the position after the
+   * last event received. A follow read has no deadline. Leaving the loop early cancels
+   * the call.
    *
-   * @throws StateCallError from the iterator, as the server reports it.
+   * @throws StateCallError from the iterator, as the server reports it
+   *   (`failed_precondition` for a `fromPosition` beyond the head, `unavailable` when a
+   *   follow read is ended by a shutdown, `cancelled` after `signal` fired).
    */
   read(
     partition: string,
     fromPosition = 0,
     limit = 0,
-    options: Pick<StateCallOptions, 'signal'> = {},
+    options: Pick<StateCallOptions, 'signal'> & { readonly follow?: boolean } = {},
   ): AsyncIterable<JournalEntry> {
+    const follow = options.follow ?? false;
     return this.stream(
       'Read',
       options.signal,
-      () => this.client.read({ partition, fromPosition, limit }),
+      () => this.client.read({ partition, fromPosition, limit, follow }),
       entryFromProto,
     );
   }

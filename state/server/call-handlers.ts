@@ -78,6 +78,22 @@ function statusError(error: AppError): Partial<StatusObject> & Error {
 export interface CallHandlerOptions {
   readonly log: Logger;
   readonly metrics?: StateMetrics;
+  /**
+   * Aborted when the server shuts down, with the AppError that open-ended streams end
+   * with ({@link StreamingOptions.endsOnShutdown}). Without it no stream is ended early.
+   */
+  readonly shutdown?: AbortSignal;
+}
+
+/** Options of one server-streaming method. */
+export interface StreamingOptions<Req> {
+  /**
+   * True for a call that has no end of its own (a follow read): on shutdown its
+   * `context.signal` aborts with the shutdown reason, so it ends at once with that status
+   * instead of holding the server until the grace period runs out. Other streams run to
+   * their end. @default never
+   */
+  readonly endsOnShutdown?: (request: Req) => boolean;
 }
 
 /** Wraps unary and server-streaming handlers; see {@link createCallHandlers}. */
@@ -99,7 +115,33 @@ export interface CallHandlers {
     method: string,
     access: StateAccess,
     produce: (request: Req, context: CallContext) => AsyncIterable<Item>,
+    streamingOptions?: StreamingOptions<Req>,
   ) => (call: ServerWritableStream<Req, Item>) => void;
+}
+
+/**
+ * A signal that aborts with the reason of whichever of `call` or `shutdown` aborts first,
+ * and `release`, which detaches it from both (the shutdown signal outlives every call, so
+ * a listener left on it would leak).
+ */
+function linkSignals(
+  call: AbortSignal,
+  shutdown: AbortSignal,
+): { signal: AbortSignal; release: () => void } {
+  const controller = new AbortController();
+  const onCall = (): void => controller.abort(call.reason);
+  const onShutdown = (): void => controller.abort(shutdown.reason);
+  const release = (): void => {
+    call.removeEventListener('abort', onCall);
+    shutdown.removeEventListener('abort', onShutdown);
+  };
+  if (call.aborted) onCall();
+  else if (shutdown.aborted) onShutdown();
+  else {
+    call.addEventListener('abort', onCall, { once: true });
+    shutdown.addEventListener('abort', onShutdown, { once: true });
+  }
+  return { signal: controller.signal, release };
 }
 
 /**
@@ -168,6 +210,7 @@ export function createCallHandlers(options: CallHandlerOptions): CallHandlers {
     method: string,
     access: StateAccess,
     produce: (request: Req, context: CallContext) => AsyncIterable<Item>,
+    streamingOptions: StreamingOptions<Req> = {},
   ): (call: ServerWritableStream<Req, Item>) => void {
     return (call) => {
       let context: CallContext;
@@ -180,7 +223,18 @@ export function createCallHandlers(options: CallHandlerOptions): CallHandlers {
         call.emit('error', statusError(appError));
         return;
       }
-      void pump(call, produce(call.request, context), context).then(
+      let release = (): void => undefined;
+      if (
+        options.shutdown !== undefined &&
+        streamingOptions.endsOnShutdown?.(call.request) === true
+      ) {
+        const linked = linkSignals(context.signal, options.shutdown);
+        release = linked.release;
+        context = { ...context, signal: linked.signal };
+      }
+      const running = pump(call, produce(call.request, context), context);
+      running.then(release, release);
+      void running.then(
         () => count(method, 0),
         (error: unknown) => {
           const appError = asAppError(error, context.log, method);

@@ -47,7 +47,19 @@ export interface JournalServiceOptions {
    * Appends in flight, so shutdown can wait for them: called with each append's promise.
    */
   readonly trackAppend?: (work: Promise<unknown>) => void;
+  /**
+   * Aborted when the server shuts down: every follow read then ends with UNAVAILABLE
+   * (the abort reason, or a message naming the position to resume from). Without it a
+   * follow read ends only when its caller cancels or its limit is reached.
+   */
+  readonly shutdown?: AbortSignal;
 }
+
+/**
+ * Most events one store read of a follower takes before it starts a new one: a follower
+ * that keeps up holds no LevelDB snapshot for long, whatever the stream's length.
+ */
+const FOLLOW_CHUNK_EVENTS = 256;
 
 function signedRootToProto(root: StoredSignedRoot): SignedRoot {
   return {
@@ -73,11 +85,21 @@ function isExportEventLine(
   );
 }
 
+function eventToProto(event: {
+  position: number;
+  kind: string;
+  payload: Uint8Array;
+}): JournalEvent {
+  return { position: event.position, kind: event.kind, payload: Buffer.from(event.payload) };
+}
+
 /**
  * The Journal service over a {@link JournalStore}: each call is authorized from the
  * caller's certificate, then handed to the store; AppErrors go back as the status and
  * trailing metadata of common/state-client.ts. Streams honour backpressure (a `write`
  * that returns false waits for `drain`) and a cancelled call aborts the store's read.
+ * A follow read tails the partition through the store's commit listeners; it ends with
+ * UNAVAILABLE when `options.shutdown` fires.
  */
 export function createJournalService(options: JournalServiceOptions): JournalServer {
   const { store, metrics } = options;
@@ -130,7 +152,77 @@ export function createJournalService(options: JournalServiceOptions): JournalSer
     for await (const event of store.read(request.partition, request.fromPosition, limit, {
       signal,
     })) {
-      yield { position: event.position, kind: event.kind, payload: Buffer.from(event.payload) };
+      yield eventToProto(event);
+    }
+  }
+
+  /**
+   * A live tail: events from `fromPosition` to the head, then each batch as it becomes
+   * durable, until `limit` events were sent, the call is cancelled or the server shuts
+   * down. Nothing is buffered: the follower remembers only `next`, the position to send
+   * next, and reads `[next, head)` from the store by position range, so one that falls
+   * behind (its client is slow, `write` waits for `drain`) costs no memory and catches up
+   * from the store. Subscribing before the first read is what rules out a gap: a batch
+   * committed before a read started is within that read's head, and one committed later
+   * is reported to the listener.
+   */
+  async function* followItems(
+    request: ReadRequest,
+    signal: AbortSignal,
+  ): AsyncGenerator<JournalEvent> {
+    const { partition } = request;
+    let next = request.fromPosition;
+    let remaining = request.limit === 0 ? Number.POSITIVE_INFINITY : request.limit;
+    /** The highest head a commit reported; the listener never touches events. */
+    let reportedHead = 0;
+    let wake: (() => void) | undefined;
+    const rouse = (): void => {
+      const resolve = wake;
+      wake = undefined;
+      resolve?.();
+    };
+    const unsubscribe = store.subscribe(partition, (head) => {
+      reportedHead = Math.max(reportedHead, head);
+      rouse();
+    });
+    signal.addEventListener('abort', rouse);
+    try {
+      for (;;) {
+        const chunk = Math.min(remaining, FOLLOW_CHUNK_EVENTS);
+        let read = 0;
+        for await (const event of store.read(partition, next, chunk, { signal })) {
+          // Positions are dense and the range starts at `next`; never send one twice.
+          if (event.position < next) continue;
+          yield eventToProto(event);
+          next = event.position + 1;
+          read += 1;
+          remaining -= 1;
+        }
+        if (remaining === 0) return;
+        // A short read stopped at the head as of its start: wait for a later head. A full
+        // chunk may have stopped below the head: read on at once.
+        if (read < chunk) {
+          while (reportedHead <= next && !signal.aborted) {
+            await new Promise<void>((resolve) => {
+              wake = resolve;
+            });
+          }
+        }
+        if (signal.aborted) throw signal.reason;
+      }
+    } catch (error) {
+      if (options.shutdown?.aborted === true) {
+        throw new AppError(
+          'unavailable',
+          `the state plane is shutting down; reconnect and follow ${partition} again from ` +
+            `position ${String(next)}, the one after the last event received`,
+          { details: { partition, position: next }, cause: error },
+        );
+      }
+      throw error;
+    } finally {
+      signal.removeEventListener('abort', rouse);
+      unsubscribe();
     }
   }
 
@@ -172,8 +264,12 @@ export function createJournalService(options: JournalServiceOptions): JournalSer
         }
       },
     ),
-    read: streaming<ReadRequest, JournalEvent>('Read', StateAccess.Read, (request, { signal }) =>
-      readItems(request, signal),
+    read: streaming<ReadRequest, JournalEvent>(
+      'Read',
+      StateAccess.Read,
+      (request, { signal }) =>
+        request.follow ? followItems(request, signal) : readItems(request, signal),
+      { endsOnShutdown: (request) => request.follow },
     ),
     head: unary<HeadRequest, HeadResponse>('Head', StateAccess.Read, (request) => {
       const head = store.head(request.partition);

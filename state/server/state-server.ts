@@ -1,6 +1,7 @@
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 
+import { AppError } from '../../common/errors';
 import { componentLogger, LogComponent } from '../../common/log';
 import { RecordsService } from '../../proto/gen/polychrome/state/v1/records';
 import { JournalService } from '../../proto/gen/polychrome/state/v1/state';
@@ -61,6 +62,8 @@ export class StateServer {
   private readonly log: Logger;
   /** Appends and record changes in flight: shutdown waits for them to be durable. */
   private readonly appends = new Set<Promise<unknown>>();
+  /** Aborted on close, once no new call is taken: follow reads end with UNAVAILABLE. */
+  private readonly shutdown = new AbortController();
   private port: number | undefined;
   private stopping: Promise<void> | undefined;
 
@@ -78,6 +81,7 @@ export class StateServer {
           ? {}
           : { checkSignatures: options.checkSignatures }),
         trackAppend: (work) => this.track(work),
+        shutdown: this.shutdown.signal,
       }),
     );
     if (options.records !== undefined) {
@@ -138,10 +142,12 @@ export class StateServer {
   }
 
   /**
-   * Graceful stop (SIGTERM): stop accepting calls, wait for appends in flight to become
-   * durable (they hold the caller's only acknowledgement), then let other calls finish
-   * for up to `graceMs` before cutting them. The store is closed by the caller after
-   * this resolves. Idempotent.
+   * Graceful stop (SIGTERM): stop accepting calls, end follow reads with UNAVAILABLE (they
+   * have no end of their own; the message tells the client to reconnect and resume from
+   * the position after the last event it received), wait for appends in
+   * flight to become durable (they hold the caller's only acknowledgement), then let
+   * other calls finish for up to `graceMs` before cutting them. The store is closed by
+   * the caller after this resolves. Idempotent.
    */
   close(graceMs = 10_000): Promise<void> {
     this.stopping ??= this.stop(graceMs);
@@ -152,6 +158,13 @@ export class StateServer {
     const pending = this.appends.size;
     if (pending > 0) this.log.info({ writes: pending }, 'waiting for writes in flight');
     const graceful = new Promise<void>((resolve) => this.server.tryShutdown(() => resolve()));
+    this.shutdown.abort(
+      new AppError(
+        'unavailable',
+        'the state plane is shutting down; reconnect and read on from the position after the ' +
+          'last event received',
+      ),
+    );
     await Promise.allSettled([...this.appends]);
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<'timeout'>((resolve) => {

@@ -404,6 +404,110 @@ describe('reads', () => {
   });
 });
 
+describe('commit listeners', () => {
+  it('tells a listener the new head only once the batch is durable, before the append resolves', async () => {
+    let release = (): void => undefined;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let writing = (): void => undefined;
+    const started = new Promise<void>((resolve) => {
+      writing = resolve;
+    });
+    const inner = instrumentedKv(dir.path);
+    await openStore({
+      kv: {
+        ...inner,
+        async write(ops, sync) {
+          // Hold only the batch that carries events, not the format marker written on open.
+          if (ops.length > 1) {
+            writing();
+            await gate;
+          }
+          await inner.write(ops, sync);
+        },
+      },
+    });
+    const order: string[] = [];
+    const heads: number[] = [];
+    const storeHeads: number[] = [];
+    store.subscribe(P, (head) => {
+      heads.push(head);
+      order.push(`listener ${String(head)}`);
+      // What a follower relies on when told: the store's head has already moved.
+      storeHeads.push(store.head(P).head);
+    });
+    const appended = store.append(P, 0, [message('a'), message('b')]).then((r) => {
+      order.push(`ack ${String(r.head)}`);
+      return r;
+    });
+    await started;
+    // The durable write is under way: nobody may see the batch yet.
+    expect(heads).toEqual([]);
+    expect(await collect(store.read(P))).toEqual([]);
+    release();
+    await appended;
+    expect(order).toEqual(['listener 3', 'ack 3']);
+    expect(storeHeads).toEqual([3]);
+    expect((await collect(store.read(P))).map((e) => e.position)).toEqual([0, 1, 2]);
+  });
+
+  it('is not told of a batch whose durable write failed', async () => {
+    await openStore();
+    const heads: number[] = [];
+    store.subscribe(P, (head) => heads.push(head));
+    kv.failNext = () => {
+      throw new Error('disk full');
+    };
+    expect((await rejection(store.append(P, 0, [message('lost')]))).code).toBe('unavailable');
+    expect(heads).toEqual([]);
+    await store.append(P, 0, [message('kept')]);
+    expect(heads).toEqual([2]);
+  });
+
+  it('reports the first batch of a new partition, key hand-overs, and only its own partition', async () => {
+    await openStore();
+    const heads: number[] = [];
+    const unsubscribe = store.subscribe(P, (head) => heads.push(head));
+    await store.append('conv-other', 0, [message('elsewhere')]);
+    await store.append(P, 0, [message('first')]);
+    await store.rotateKey(P, keyB);
+    expect(heads).toEqual([2, 4]);
+    unsubscribe();
+    await store.append(P, 4, [message('unheard')]);
+    expect(heads).toEqual([2, 4]);
+  });
+
+  it('counts subscriptions and releases each exactly once', async () => {
+    await openStore();
+    const listener = (): void => undefined;
+    const first = store.subscribe(P, listener);
+    const second = store.subscribe(P, listener);
+    const other = store.subscribe('conv-other', listener);
+    expect(store.commitListenerCount(P)).toBe(2);
+    expect(store.commitListenerCount()).toBe(3);
+    first();
+    first();
+    expect(store.commitListenerCount(P)).toBe(1);
+    second();
+    other();
+    expect(store.commitListenerCount(P)).toBe(0);
+    expect(store.commitListenerCount()).toBe(0);
+    expect(() => store.subscribe('Not_A_Partition', listener)).toThrow(/partition name/);
+  });
+
+  it('acknowledges a durable append even when a listener throws, and tells the others', async () => {
+    await openStore();
+    const heads: number[] = [];
+    store.subscribe(P, () => {
+      throw new Error('broken follower');
+    });
+    store.subscribe(P, (head) => heads.push(head));
+    expect((await store.append(P, 0, [message('a')])).head).toBe(2);
+    expect(heads).toEqual([2]);
+  });
+});
+
 describe('verify and inclusion proofs', () => {
   it('verifies many appends and proves every event against signed roots', async () => {
     await openStore();

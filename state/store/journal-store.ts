@@ -202,6 +202,16 @@ export interface ReadOptions {
   readonly signal?: AbortSignal;
 }
 
+/**
+ * Told that a batch of a partition is durable: `head` is the partition's new head (next
+ * position). Called synchronously, after the write is on stable storage and the
+ * in-memory head moved, before the append is acknowledged to its caller. It must be
+ * cheap and must not throw (it runs inside the append's completion; an exception is
+ * dropped so the durable append is still acknowledged): note the head and read the
+ * events later, with {@link JournalStore.read}.
+ */
+export type CommitListener = (head: number) => void;
+
 /** Counters for /metrics and tests. */
 export interface JournalStoreStats extends GroupCommitStats {
   /** Acknowledged appends (including key rotations). */
@@ -288,6 +298,8 @@ export class JournalStore {
   private readonly partitions = new Map<string, PartitionState>();
   private readonly refused = new Map<string, AppError>();
   private readonly inFlight = new Set<Promise<unknown>>();
+  /** Commit listeners by partition; a partition nobody follows has no entry. */
+  private readonly commitListeners = new Map<string, Set<CommitListener>>();
   private lifecycle: Lifecycle = Lifecycle.New;
   private opening: Promise<OpenReport> | undefined;
   private closing: Promise<void> | undefined;
@@ -674,6 +686,7 @@ export class JournalStore {
     }
     this.appends += 1;
     this.events += batch.head - firstPosition;
+    this.notifyCommit(partition, batch.head);
     const rotation = batch.keyRotation;
     return {
       partition,
@@ -690,6 +703,61 @@ export class JournalStore {
             },
           }),
     };
+  }
+
+  private notifyCommit(partition: string, head: number): void {
+    const listeners = this.commitListeners.get(partition);
+    if (listeners === undefined) return;
+    // A copy: a listener may unsubscribe itself or others while being told.
+    for (const listener of [...listeners]) {
+      try {
+        listener(head);
+      } catch {
+        // The batch is durable and must be acknowledged; a broken listener cannot undo it.
+      }
+    }
+  }
+
+  /**
+   * Calls `listener` with the new head after every durable batch of `partition` (appends
+   * and key hand-overs alike), from now until the returned function is called. The
+   * partition need not exist yet: its first batch is reported too. Subscribe before
+   * reading to tail a partition without a gap: a batch committed while the read runs is
+   * then reported, and a batch committed before it is within the read's head. Costs one
+   * map lookup per batch of a partition nobody listens to.
+   *
+   * @returns unsubscribe; idempotent. Each call of `subscribe` is its own subscription,
+   *   even with the same listener.
+   * @throws AppError `invalid_argument` for a bad partition name; `unavailable` when the
+   *   store is not open.
+   */
+  subscribe(partition: string, listener: CommitListener): () => void {
+    this.assertOpen();
+    assertPartitionName(partition);
+    // A wrapper per subscription, so two subscriptions of one function stay two.
+    const entry: CommitListener = (head) => listener(head);
+    let listeners = this.commitListeners.get(partition);
+    if (listeners === undefined) {
+      listeners = new Set();
+      this.commitListeners.set(partition, listeners);
+    }
+    listeners.add(entry);
+    return () => {
+      const current = this.commitListeners.get(partition);
+      if (current === undefined || !current.delete(entry)) return;
+      if (current.size === 0) this.commitListeners.delete(partition);
+    };
+  }
+
+  /**
+   * Commit listeners currently subscribed, to `partition` or (omitted) to any partition:
+   * for metrics and for tests that check subscriptions are released.
+   */
+  commitListenerCount(partition?: string): number {
+    if (partition !== undefined) return this.commitListeners.get(partition)?.size ?? 0;
+    let total = 0;
+    for (const listeners of this.commitListeners.values()) total += listeners.size;
+    return total;
   }
 
   /**

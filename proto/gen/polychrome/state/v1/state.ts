@@ -60,8 +60,22 @@ export interface AppendResponse {
 export interface ReadRequest {
   partition: string;
   fromPosition: number;
-  /** 0 means to the head as of the call. */
+  /**
+   * The most events to send; 0 means no limit: to the head as of the call, or, with
+   * `follow`, until the stream ends for another reason.
+   */
   limit: number;
+  /**
+   * Live tail. When true, after streaming the events up to the current head the stream
+   * stays open and delivers every newly committed event in order, with no gap and no
+   * duplicate, until the client cancels, `limit` events were sent (limit 0 = unlimited),
+   * or the server shuts down: then it ends with UNAVAILABLE, and the client reconnects
+   * and reads on from the position after the last event it received. Events become
+   * visible only once durable, never before their append is acknowledged. A partition
+   * with no events yet is waited on (from_position 0); a from_position beyond the head
+   * still fails with FAILED_PRECONDITION.
+   */
+  follow: boolean;
 }
 
 export interface HeadRequest {
@@ -557,7 +571,7 @@ export const AppendResponse: MessageFns<AppendResponse> = {
 };
 
 function createBaseReadRequest(): ReadRequest {
-  return { partition: "", fromPosition: 0, limit: 0 };
+  return { partition: "", fromPosition: 0, limit: 0, follow: false };
 }
 
 export const ReadRequest: MessageFns<ReadRequest> = {
@@ -570,6 +584,9 @@ export const ReadRequest: MessageFns<ReadRequest> = {
     }
     if (message.limit !== 0) {
       writer.uint32(24).uint64(message.limit);
+    }
+    if (message.follow !== false) {
+      writer.uint32(32).bool(message.follow);
     }
     return writer;
   },
@@ -611,6 +628,14 @@ export const ReadRequest: MessageFns<ReadRequest> = {
             message.limit = longToNumber(reader.uint64());
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.follow = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -632,6 +657,7 @@ export const ReadRequest: MessageFns<ReadRequest> = {
         ? globalThis.Number(object.from_position)
         : 0,
       limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+      follow: isSet(object.follow) ? globalThis.Boolean(object.follow) : false,
     };
   },
 
@@ -646,6 +672,9 @@ export const ReadRequest: MessageFns<ReadRequest> = {
     if (message.limit !== 0) {
       obj.limit = Math.round(message.limit);
     }
+    if (message.follow !== false) {
+      obj.follow = message.follow;
+    }
     return obj;
   },
 
@@ -657,6 +686,7 @@ export const ReadRequest: MessageFns<ReadRequest> = {
     message.partition = object.partition ?? "";
     message.fromPosition = object.fromPosition ?? 0;
     message.limit = object.limit ?? 0;
+    message.follow = object.follow ?? false;
     return message;
   },
 };
@@ -1874,7 +1904,10 @@ export const JournalService = {
     responseSerialize: (value: AppendResponse): Buffer => Buffer.from(AppendResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): AppendResponse => AppendResponse.decode(value),
   },
-  /** Streams committed events from `from_position` (inclusive), in order. */
+  /**
+   * Streams committed events from `from_position` (inclusive), in order; with `follow`,
+   * stays open and streams new events as they are committed.
+   */
   read: {
     path: "/polychrome.state.v1.Journal/Read" as const,
     requestStream: false as const,
@@ -1941,7 +1974,10 @@ export const JournalService = {
 export interface JournalServer extends UntypedServiceImplementation {
   /** Appends a batch at exactly `expected_head` and seals it with a signed root, durably. */
   append: handleUnaryCall<AppendRequest, AppendResponse>;
-  /** Streams committed events from `from_position` (inclusive), in order. */
+  /**
+   * Streams committed events from `from_position` (inclusive), in order; with `follow`,
+   * stays open and streams new events as they are committed.
+   */
   read: handleServerStreamingCall<ReadRequest, JournalEvent>;
   /** The next position and the last signed root of a partition. */
   head: handleUnaryCall<HeadRequest, HeadResponse>;
@@ -1972,7 +2008,10 @@ export interface JournalClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: AppendResponse) => void,
   ): ClientUnaryCall;
-  /** Streams committed events from `from_position` (inclusive), in order. */
+  /**
+   * Streams committed events from `from_position` (inclusive), in order; with `follow`,
+   * stays open and streams new events as they are committed.
+   */
   read(request: ReadRequest, options?: Partial<CallOptions>): ClientReadableStream<JournalEvent>;
   read(request: ReadRequest, metadata?: Metadata, options?: Partial<CallOptions>): ClientReadableStream<JournalEvent>;
   /** The next position and the last signed root of a partition. */
