@@ -7,6 +7,8 @@ const base = {
   POLYCHROME_STATE_CA: '/tls/ca.crt',
   POLYCHROME_STATE_CERT: '/tls/tls.crt',
   POLYCHROME_STATE_KEY: '/tls/tls.key',
+  POLYCHROME_HARNESS_TOKEN_FILE: '/harness/token',
+  POLYCHROME_APPROVAL_KEY_FILE: '/approval/key.pem',
 };
 
 describe('loadControlPlaneConfig', () => {
@@ -22,6 +24,36 @@ describe('loadControlPlaneConfig', () => {
       logLevel: 'info',
     });
     expect(Object.isFrozen(c.state)).toBe(true);
+    expect(c.api).toEqual({ host: '0.0.0.0', port: 8080, advertiseUrl: undefined });
+    expect(c.turns).toMatchObject({
+      newConversationNamespace: 'default',
+      newConversationSpec: {},
+      sandboxWaitMs: 120_000,
+      maxAttempts: 3,
+    });
+  });
+
+  it('advertises the pod address for forwarded requests and takes the default agent as JSON', () => {
+    const c = loadControlPlaneConfig({
+      ...base,
+      POD_IP: '10.1.2.3',
+      POLYCHROME_API_PORT: '8081',
+      POLYCHROME_WATCH_NAMESPACE: 'team-a',
+      POLYCHROME_NEW_CONVERSATION_SPEC: '{"agent":{"model":"claude-sonnet-5-5"}}',
+    });
+    expect(c.api.advertiseUrl).toBe('http://10.1.2.3:8081');
+    expect(c.turns.newConversationNamespace).toBe('team-a');
+    expect(c.turns.newConversationSpec).toEqual({ agent: { model: 'claude-sonnet-5-5' } });
+    expect(() =>
+      loadControlPlaneConfig({ ...base, POLYCHROME_NEW_CONVERSATION_SPEC: '{"agent":' }),
+    ).toThrow(/POLYCHROME_NEW_CONVERSATION_SPEC: is not valid JSON/);
+  });
+
+  it('requires the harness token and the approval key', () => {
+    const { POLYCHROME_HARNESS_TOKEN_FILE: _t, POLYCHROME_APPROVAL_KEY_FILE: _k, ...rest } = base;
+    expect(() => loadControlPlaneConfig(rest)).toThrow(
+      /POLYCHROME_APPROVAL_KEY_FILE[\s\S]*POLYCHROME_HARNESS_TOKEN_FILE|POLYCHROME_HARNESS_TOKEN_FILE[\s\S]*POLYCHROME_APPROVAL_KEY_FILE/,
+    );
   });
 
   it('prefers an explicit identity over the pod name', () => {
@@ -44,6 +76,8 @@ describe('loadControlPlaneConfig', () => {
     if (!(caught instanceof ConfigError)) throw new Error('expected a ConfigError');
     const issues = caught.issues.map((i) => i.variable).sort();
     expect(issues).toEqual([
+      'POLYCHROME_APPROVAL_KEY_FILE',
+      'POLYCHROME_HARNESS_TOKEN_FILE',
       'POLYCHROME_LOG_LEVEL',
       'POLYCHROME_STATE_CA',
       'POLYCHROME_STATE_CERT',

@@ -4,6 +4,7 @@ import {
   envBool,
   envEnum,
   envInt,
+  envJson,
   envOptionalString,
   envPort,
   envString,
@@ -31,6 +32,15 @@ import { LogLevel } from '../common/log';
  * | `POLYCHROME_HARNESS_IMAGE` | image of the built-in harness pod spec | the controller's default |
  * | `POLYCHROME_LOG_LEVEL` | debug, info, warn, error, silent | info |
  * | `POLYCHROME_SHUTDOWN_GRACE_MS` | how long SIGTERM waits for passes in progress | 20000 |
+ * | `POLYCHROME_API_HOST` / `POLYCHROME_API_PORT` | the public API (HTTP + SSE) | 0.0.0.0, 8080 |
+ * | `POLYCHROME_API_ADVERTISE_URL` | how other replicas reach this one's API (requests for a conversation this replica holds are forwarded here) | `http://$POD_IP:port` when `POD_IP` is set |
+ * | `POLYCHROME_HARNESS_TOKEN_FILE` | the bearer token harness pods accept | required |
+ * | `POLYCHROME_APPROVAL_KEY_FILE` | ed25519 private key (PKCS#8 PEM) that signs approvals | required |
+ * | `POLYCHROME_NEW_CONVERSATION_NAMESPACE` | where the API creates conversations | the watch namespace, else `default` |
+ * | `POLYCHROME_NEW_CONVERSATION_SPEC` | JSON spec of conversations the API creates (the default agent) | `{}` |
+ * | `POLYCHROME_TURN_SANDBOX_WAIT_MS` | how long a turn waits for its harness (e.g. after a reopen) | 120000 |
+ * | `POLYCHROME_TURN_MAX_ATTEMPTS` | dispatches of one turn before it settles with the fallback reply | 3 |
+ * | `POLYCHROME_MAX_STEPS` | the deployment's step budget per turn (0: the harness's own) | 0 |
  */
 const schema = z
   .object({
@@ -55,6 +65,17 @@ const schema = z
       LogLevel.Info,
     ),
     POLYCHROME_SHUTDOWN_GRACE_MS: envInt({ default: 20_000, min: 0, max: 600_000 }),
+    POD_IP: envOptionalString(),
+    POLYCHROME_API_HOST: envString({ default: '0.0.0.0' }),
+    POLYCHROME_API_PORT: envPort(8080),
+    POLYCHROME_API_ADVERTISE_URL: envOptionalString(),
+    POLYCHROME_HARNESS_TOKEN_FILE: envString(),
+    POLYCHROME_APPROVAL_KEY_FILE: envString(),
+    POLYCHROME_NEW_CONVERSATION_NAMESPACE: envOptionalString(),
+    POLYCHROME_NEW_CONVERSATION_SPEC: envJson(z.record(z.string(), z.unknown()), {}),
+    POLYCHROME_TURN_SANDBOX_WAIT_MS: envInt({ default: 120_000, min: 1_000, max: 3_600_000 }),
+    POLYCHROME_TURN_MAX_ATTEMPTS: envInt({ default: 3, min: 1, max: 100 }),
+    POLYCHROME_MAX_STEPS: envInt({ default: 0, min: 0, max: 64 }),
   })
   .superRefine((env, ctx) => {
     if (env.POLYCHROME_LEASE_RENEW_MS >= env.POLYCHROME_LEASE_DURATION_MS) {
@@ -92,6 +113,21 @@ export interface ControlPlaneConfig {
   readonly harnessImage: string | undefined;
   readonly logLevel: LogLevel;
   readonly shutdownGraceMs: number;
+  readonly api: {
+    readonly host: string;
+    readonly port: number;
+    /** Where other replicas forward requests for conversations this one holds. */
+    readonly advertiseUrl: string | undefined;
+  };
+  readonly turns: {
+    readonly harnessTokenPath: string;
+    readonly approvalKeyPath: string;
+    readonly newConversationNamespace: string;
+    readonly newConversationSpec: Readonly<Record<string, unknown>>;
+    readonly sandboxWaitMs: number;
+    readonly maxAttempts: number;
+    readonly maxSteps: number;
+  };
 }
 
 /**
@@ -123,5 +159,22 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
     harnessImage: c.POLYCHROME_HARNESS_IMAGE,
     logLevel: c.POLYCHROME_LOG_LEVEL,
     shutdownGraceMs: c.POLYCHROME_SHUTDOWN_GRACE_MS,
+    api: Object.freeze({
+      host: c.POLYCHROME_API_HOST,
+      port: c.POLYCHROME_API_PORT,
+      advertiseUrl:
+        c.POLYCHROME_API_ADVERTISE_URL ??
+        (c.POD_IP === undefined ? undefined : `http://${c.POD_IP}:${c.POLYCHROME_API_PORT}`),
+    }),
+    turns: Object.freeze({
+      harnessTokenPath: c.POLYCHROME_HARNESS_TOKEN_FILE,
+      approvalKeyPath: c.POLYCHROME_APPROVAL_KEY_FILE,
+      newConversationNamespace:
+        c.POLYCHROME_NEW_CONVERSATION_NAMESPACE ?? c.POLYCHROME_WATCH_NAMESPACE ?? 'default',
+      newConversationSpec: c.POLYCHROME_NEW_CONVERSATION_SPEC,
+      sandboxWaitMs: c.POLYCHROME_TURN_SANDBOX_WAIT_MS,
+      maxAttempts: c.POLYCHROME_TURN_MAX_ATTEMPTS,
+      maxSteps: c.POLYCHROME_MAX_STEPS,
+    }),
   });
 }
