@@ -10,13 +10,19 @@
  * Everything runs in the background; state, logs and certificates live under .local/.
  * The harness uses Claude when ANTHROPIC_API_KEY is set, the scripted demo model otherwise.
  */
-import { CoreV1Api, CustomObjectsApi, ApiException } from '@kubernetes/client-node';
+import { CustomObjectsApi } from '@kubernetes/client-node';
 import { execFileSync } from 'node:child_process';
-import { createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { devStateEnv, ensureDevCerts } from './lib/dev-certs';
+import { devControlPlaneEnv, devStateEnv, ensureDevCerts } from './lib/dev-certs';
+import {
+  applyHarnessSecret,
+  ensureApprovalKey,
+  HARNESS_IMAGE_PATTERN,
+  harnessSourceCommand,
+  writeHarnessToken,
+} from './lib/harness-config';
 import { defaultBinDir, defaultCrdDirs, LocalCluster, repoRoot } from './lib/local-cluster';
 import { freePort, isAlive, pollUntil, startProcess, stopPid } from './lib/processes';
 
@@ -26,7 +32,7 @@ const devDir = join(localDir, 'dev');
 const stateFile = join(devDir, 'processes.json');
 const namespace = 'default';
 const serviceAccountUser = 'system:serviceaccount:polychrome-system:polychrome-control-plane';
-const harnessCommand = JSON.stringify(['node', '--import', 'tsx', 'harness/main.ts']);
+const harnessCommand = JSON.stringify(harnessSourceCommand('node'));
 
 interface DevProcess {
   name: string;
@@ -85,18 +91,6 @@ async function waitReady(proc: DevProcess, port: number): Promise<void> {
   );
 }
 
-/** The control plane's approval key (it signs approvals; harnesses verify with the public half). */
-async function approvalPublicKeyHex(): Promise<string> {
-  const path = join(devDir, 'approval-key.pem');
-  if (!existsSync(path)) {
-    const { privateKey } = generateKeyPairSync('ed25519');
-    await writeFile(path, privateKey.export({ format: 'pem', type: 'pkcs8' }), { mode: 0o600 });
-  }
-  const jwk = createPublicKey(createPrivateKey(await readFile(path))).export({ format: 'jwk' });
-  if (typeof jwk.x !== 'string') throw new Error(`${path} is not an ed25519 key`);
-  return Buffer.from(jwk.x, 'base64url').toString('hex');
-}
-
 async function up(): Promise<void> {
   await mkdir(devDir, { recursive: true });
   if (existsSync(stateFile)) await down();
@@ -141,7 +135,7 @@ async function up(): Promise<void> {
           '--namespace',
           namespace,
           '--image',
-          `polychrome/harness:*=${harnessCommand}`,
+          `${HARNESS_IMAGE_PATTERN}=${harnessCommand}`,
         ],
         {},
       ),
@@ -149,23 +143,14 @@ async function up(): Promise<void> {
     await save();
 
     // What the sandbox template reads: the bearer token, the approval key, Claude's key.
-    const core = cluster.kubeConfig().makeApiClient(CoreV1Api);
-    const secret = {
-      metadata: { name: 'polychrome-harness', namespace },
-      stringData: {
-        token: randomBytes(32).toString('base64url'),
-        'approval-public-key': await approvalPublicKeyHex(),
-        ...(process.env.ANTHROPIC_API_KEY
-          ? { 'anthropic-api-key': process.env.ANTHROPIC_API_KEY }
-          : {}),
-      },
-    };
-    try {
-      await core.createNamespacedSecret({ namespace, body: secret });
-    } catch (err: unknown) {
-      if (!(err instanceof ApiException && err.code === 409)) throw err;
-      await core.replaceNamespacedSecret({ namespace, name: secret.metadata.name, body: secret });
-    }
+    // The control plane reads the same token and the approval private key from files.
+    const approvalKey = await ensureApprovalKey(join(devDir, 'approval-key.pem'));
+    const tokenFile = join(devDir, 'harness-token');
+    await applyHarnessSecret(cluster.kubeConfig(), namespace, {
+      token: await writeHarnessToken(tokenFile),
+      approvalPublicKey: approvalKey.publicKeyHex,
+      ...(process.env.ANTHROPIC_API_KEY ? { anthropicApiKey: process.env.ANTHROPIC_API_KEY } : {}),
+    });
     kubectl(admin, [
       'apply',
       '--server-side',
@@ -180,12 +165,14 @@ async function up(): Promise<void> {
     const operator = start('control-plane', ['operator/main.ts'], {
       POLYCHROME_IDENTITY: 'polychrome-control-plane-dev-0',
       POLYCHROME_KUBECONFIG: operatorKubeconfig,
-      POLYCHROME_STATE_ADDRESS: 'localhost:7443',
-      POLYCHROME_STATE_CA: certs.ca.certPath,
-      POLYCHROME_STATE_CERT: certs.controlPlane.certPath,
-      POLYCHROME_STATE_KEY: certs.controlPlane.keyPath,
+      ...devControlPlaneEnv(certs, 'localhost:7443'),
       POLYCHROME_HEALTH_HOST: '127.0.0.1',
       POLYCHROME_HEALTH_PORT: String(operatorHealth),
+      // The public API and turns (the API listens on its default port, 8080).
+      POLYCHROME_API_HOST: '127.0.0.1',
+      POLYCHROME_HARNESS_TOKEN_FILE: tokenFile,
+      POLYCHROME_APPROVAL_KEY_FILE: approvalKey.privateKeyPath,
+      POLYCHROME_NEW_CONVERSATION_NAMESPACE: namespace,
     });
     processes.push(operator);
     await save();

@@ -145,6 +145,19 @@ export function devStateEnv(certs: DevCerts, dataDir: string): Record<string, st
   };
 }
 
+/**
+ * The environment that links the control plane (operator/main.ts) to the state plane at
+ * `address` as the control-plane (writer) identity.
+ */
+export function devControlPlaneEnv(certs: DevCerts, address: string): Record<string, string> {
+  return {
+    POLYCHROME_STATE_ADDRESS: address,
+    POLYCHROME_STATE_CA: certs.ca.certPath,
+    POLYCHROME_STATE_CERT: certs.controlPlane.certPath,
+    POLYCHROME_STATE_KEY: certs.controlPlane.keyPath,
+  };
+}
+
 /** The environment that points the CLI at the state plane as the verifier identity. */
 export function devCliEnv(certs: DevCerts, address: string): Record<string, string> {
   return {

@@ -1,6 +1,7 @@
 import { request } from 'node:https';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { installCrds, readCrds } from './crds';
@@ -261,20 +262,28 @@ export class LocalCluster {
 
   /**
    * Issues a client certificate for another user (CN = user, O = groups) and writes a
-   * kubeconfig for it, so RBAC can be tested as that identity.
+   * kubeconfig for it, so RBAC can be tested as that identity. Safe to call concurrently
+   * for the same user (test files sharing a cluster do): each call issues under a name of
+   * its own and replaces the kubeconfig with one rename, so no reader sees a torn file or
+   * a key that does not match its certificate.
    */
   async mintUser(user: string, groups: readonly string[] = []): Promise<string> {
     const pki = join(this.state.dir, 'pki');
     const ca = DevCertificateAuthority.open(pki, 'ca');
     const stem = user.replace(/[^A-Za-z0-9_.-]/g, '_');
+    const unique = `${stem}-${randomBytes(4).toString('hex')}`;
     const cert = await ca.issue({
-      name: `user-${stem}`,
+      name: `user-${unique}`,
       commonName: user,
       organizations: groups,
       usage: 'client',
     });
     const path = join(this.state.dir, `kubeconfig-${stem}`);
-    await writeFile(path, await kubeconfig(this.state.server, this.state.caCertPath, stem, cert));
+    const staged = `${path}.${unique}.tmp`;
+    await writeFile(staged, await kubeconfig(this.state.server, this.state.caCertPath, stem, cert));
+    await rename(staged, path);
+    // The kubeconfig embeds the certificate and key; the files were only the way there.
+    await Promise.all([rm(cert.certPath, { force: true }), rm(cert.keyPath, { force: true })]);
     return path;
   }
 

@@ -6,15 +6,14 @@ import {
   setHeaderOptions,
   type KubeConfig,
 } from '@kubernetes/client-node';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureDevCerts, type DevCerts } from '../../hack/lib/dev-certs';
-import { defaultBinDir, repoRoot } from '../../hack/lib/local-cluster';
+import { ensureApprovalKey, writeHarnessToken } from '../../hack/lib/harness-config';
 import { LocalNode } from '../../hack/lib/local-node';
-import { freePort, isAlive, pollUntil } from '../../hack/lib/processes';
-import { startStateProcess, type StateProcess } from '../../state/server/testdata/state-process';
+import { pollUntil } from '../../hack/lib/processes';
+import { ControlPlaneProcess, controlPlaneKubeconfig } from './support/control-plane';
 import {
   field,
   freshNamespace,
@@ -23,12 +22,12 @@ import {
   dropConversationFinalizers,
 } from './support/kube';
 import { ensureRuntimeClass } from './support/sandbox';
+import { StatePlane } from './support/state-plane';
 
 // The real control-plane process (operator/main.ts) as its ServiceAccount identity, with the
 // real state-plane process: not ready until the state plane link is up; two replicas share
 // conversations through their leases; a SIGKILLed replica's leases are taken over after
 // they expire; SIGTERM releases leases and exits 0.
-const serviceAccountUser = 'system:serviceaccount:polychrome-system:polychrome-control-plane';
 const conversations = {
   group: 'polychrome.dev',
   version: 'v1alpha1',
@@ -36,78 +35,35 @@ const conversations = {
 } as const;
 const LEASE_MS = 3_000;
 
-interface ControlPlane {
-  identity: string;
-  child: ChildProcess;
-  healthPort: number;
-  exited: Promise<number | NodeJS.Signals | null>;
-  logs: string[];
-}
-
 describe('control-plane process', () => {
   let admin: KubeConfig;
   let operatorKubeconfig: string;
   let ns: { name: string; dispose: () => Promise<void> };
   let dir: string;
   let certs: DevCerts;
-  let statePort: number;
-  let state: StateProcess | undefined;
+  let state: StatePlane;
   let node: LocalNode;
-  const planes: ControlPlane[] = [];
+  let harnessTokenFile: string;
+  let approvalKeyFile: string;
+  const planes: ControlPlaneProcess[] = [];
 
-  const startControlPlane = async (identity: string): Promise<ControlPlane> => {
-    const healthPort = await freePort();
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', join(repoRoot, 'operator', 'main.ts')],
-      {
-        cwd: repoRoot,
-        stdio: ['ignore', 'pipe', 'pipe'],
-        env: {
-          PATH: process.env.PATH ?? '',
-          POLYCHROME_IDENTITY: identity,
-          POLYCHROME_KUBECONFIG: operatorKubeconfig,
-          POLYCHROME_WATCH_NAMESPACE: ns.name,
-          POLYCHROME_AGENT_SANDBOX: 'false',
-          POLYCHROME_STATE_ADDRESS: `localhost:${statePort}`,
-          POLYCHROME_STATE_CA: certs.ca.certPath,
-          POLYCHROME_STATE_CERT: certs.controlPlane.certPath,
-          POLYCHROME_STATE_KEY: certs.controlPlane.keyPath,
-          POLYCHROME_HEALTH_HOST: '127.0.0.1',
-          POLYCHROME_HEALTH_PORT: String(healthPort),
-          POLYCHROME_LEASE_DURATION_MS: String(LEASE_MS),
-          POLYCHROME_LEASE_RENEW_MS: '1000',
-          POLYCHROME_LOG_LEVEL: 'info',
-        },
-      },
-    );
-    const logs: string[] = [];
-    child.stdout?.on('data', (chunk: Buffer) => logs.push(chunk.toString()));
-    child.stderr?.on('data', (chunk: Buffer) => logs.push(chunk.toString()));
-    const exited = new Promise<number | NodeJS.Signals | null>((resolve) =>
-      child.on('exit', (code, signal) => resolve(signal ?? code)),
-    );
-    const plane = { identity, child, healthPort, exited, logs };
+  const startControlPlane = async (identity: string): Promise<ControlPlaneProcess> => {
+    const plane = await ControlPlaneProcess.create({
+      identity,
+      kubeconfig: operatorKubeconfig,
+      namespace: ns.name,
+      certs,
+      stateAddress: state.address,
+      harnessTokenFile,
+      approvalKeyFile,
+      leaseDurationMs: LEASE_MS,
+      leaseRenewMs: 1_000,
+    });
     planes.push(plane);
+    plane.start();
     return plane;
   };
-  const readyz = async (plane: ControlPlane): Promise<number> => {
-    try {
-      return (await fetch(`http://127.0.0.1:${plane.healthPort}/readyz`)).status;
-    } catch {
-      return 0; // not listening yet
-    }
-  };
-  const waitReady = (plane: ControlPlane): Promise<true> =>
-    pollUntil(
-      `${plane.identity} /readyz`,
-      async () => {
-        if (!isAlive(plane.child.pid ?? 0))
-          throw new Error(`${plane.identity} exited:\n${plane.logs.join('')}`);
-        return (await readyz(plane)) === 200 ? true : undefined;
-      },
-      { timeoutMs: 60_000, intervalMs: 200 },
-    );
+
   const createConversation = async (name: string): Promise<string> => {
     const created: unknown = await admin
       .makeApiClient(CustomObjectsApi)
@@ -143,23 +99,15 @@ describe('control-plane process', () => {
 
   beforeAll(async () => {
     admin = await kubeConfig();
-    const cluster = await sharedCluster();
-    execFileSync(join(defaultBinDir, 'kubectl'), [
-      `--kubeconfig=${cluster.kubeconfigPath}`,
-      'apply',
-      '--server-side',
-      '-k',
-      join(repoRoot, 'config'),
-    ]);
-    operatorKubeconfig = await cluster.mintUser(serviceAccountUser, [
-      'system:serviceaccounts',
-      'system:serviceaccounts:polychrome-system',
-    ]);
+    operatorKubeconfig = await controlPlaneKubeconfig(await sharedCluster());
     ns = await freshNamespace(admin, 'cpproc');
     await ensureRuntimeClass(admin);
     dir = await mkdtemp(join(tmpdir(), 'cp-process-'));
     certs = await ensureDevCerts(join(dir, 'pki'));
-    statePort = await freePort();
+    harnessTokenFile = join(dir, 'harness-token');
+    await writeHarnessToken(harnessTokenFile);
+    approvalKeyFile = (await ensureApprovalKey(join(dir, 'approval-key.pem'))).privateKeyPath;
+    state = await StatePlane.create(certs, join(dir, 'state-data'));
     node = new LocalNode({
       kubeConfig: admin,
       name: `cpproc-${ns.name}`,
@@ -171,10 +119,8 @@ describe('control-plane process', () => {
   });
 
   afterAll(async () => {
-    for (const plane of planes) if (isAlive(plane.child.pid ?? 0)) plane.child.kill('SIGKILL');
-    await Promise.all(planes.map((p) => p.exited));
-    state?.child.kill('SIGKILL');
-    if (state !== undefined) await state.exited;
+    await Promise.all(planes.map((p) => p.kill('SIGKILL')));
+    await state?.kill('SIGKILL');
     await node.close();
     await dropConversationFinalizers(admin, ns.name);
     await ns.dispose();
@@ -186,22 +132,20 @@ describe('control-plane process', () => {
     // Serving its side port, but refusing readiness: no state plane yet.
     await pollUntil(
       'cp-a /readyz to answer',
-      async () => ((await readyz(a)) === 503 ? true : undefined),
+      async () => ((await a.readyz()) === 503 ? true : undefined),
       {
         timeoutMs: 60_000,
         intervalMs: 200,
       },
     );
-    state = await startStateProcess(certs, join(dir, 'state-data'), {
-      STATE_PORT: String(statePort),
-    });
-    await waitReady(a);
-    expect(a.logs.join('')).toMatch(/state plane link up/);
+    await state.start();
+    await a.waitReady();
+    expect(a.log.text()).toMatch(/state plane link up/);
   });
 
   it('shares conversations with a second replica, one lease holder each', async () => {
     const b = await startControlPlane('cp-b');
-    await waitReady(b);
+    await b.waitReady();
     const names = ['p1', 'p2', 'p3', 'p4'];
     const uids = await Promise.all(names.map((n) => createConversation(n)));
     for (const name of names) await waitConversationReady(name);
@@ -213,11 +157,10 @@ describe('control-plane process', () => {
     await waitConversationReady('p5');
     const holderName = await holderOf(uid);
     const holder = planes.find((p) => p.identity === holderName);
-    const survivor = planes.find((p) => p.identity !== holderName && isAlive(p.child.pid ?? 0));
+    const survivor = planes.find((p) => p.identity !== holderName && p.running);
     if (holder === undefined || survivor === undefined)
       throw new Error(`no live replica besides ${String(holderName)}`);
-    holder.child.kill('SIGKILL');
-    expect(await holder.exited).toBe('SIGKILL');
+    expect(await holder.kill('SIGKILL')).toBe('SIGKILL');
     // The survivor reconciles p5 (resync or the next event) once the lease has expired.
     await admin.makeApiClient(CustomObjectsApi).patchNamespacedCustomObject(
       {
@@ -234,8 +177,7 @@ describe('control-plane process', () => {
       { timeoutMs: 30_000, intervalMs: 250 },
     );
 
-    survivor.child.kill('SIGTERM');
-    expect(await survivor.exited).toBe(0);
+    expect(await survivor.kill('SIGTERM')).toBe(0);
     // Released, so another replica need not wait for expiry.
     expect(await holderOf(uid)).toBe('');
   });

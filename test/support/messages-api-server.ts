@@ -157,7 +157,7 @@ export class MessagesApiServer {
   readonly requests: RecordedRequest[] = [];
   private readonly queue: ScriptedReply[] = [];
   private readonly server: Server;
-  private readonly apiKey: string;
+  private readonly key: string;
   private readonly open = new Set<ServerResponse>();
   private readonly timers = new Set<NodeJS.Timeout>();
   private messageCount = 0;
@@ -165,7 +165,7 @@ export class MessagesApiServer {
 
   private constructor(server: Server, apiKey: string, respond: Responder | undefined) {
     this.server = server;
-    this.apiKey = apiKey;
+    this.key = apiKey;
     this.responder = respond;
   }
 
@@ -186,6 +186,11 @@ export class MessagesApiServer {
     const address = this.server.address();
     if (address === null || typeof address === 'string') throw new Error('server not listening');
     return `http://127.0.0.1:${(address satisfies AddressInfo).port}`;
+  }
+
+  /** The API key requests must carry (give it to the client as its key). */
+  get apiKey(): string {
+    return this.key;
   }
 
   /** Replies not yet used. */
@@ -254,7 +259,7 @@ export class MessagesApiServer {
     }
     // SDK 1.x sends the key as a bearer token; older clients send `x-api-key`. The API takes both.
     const bearer = /^Bearer (.+)$/u.exec(String(request.headers.authorization ?? ''))?.[1];
-    if ((request.headers['x-api-key'] ?? bearer) !== this.apiKey) {
+    if ((request.headers['x-api-key'] ?? bearer) !== this.key) {
       this.sendError(res, 401, 'authentication_error', 'invalid x-api-key');
       return;
     }

@@ -1,0 +1,90 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createPrivateKey, createPublicKey, sign, verify } from 'node:crypto';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  ed25519PublicKeyHex,
+  ensureApprovalKey,
+  harnessSourceCommand,
+  sandboxHarnessPodSpec,
+  writeHarnessToken,
+} from './harness-config';
+
+let dir: string;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'polychrome-harness-config-'));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('ensureApprovalKey', () => {
+  it('creates a PKCS#8 ed25519 key once and reports its raw public key', async () => {
+    const path = join(dir, 'approval.pem');
+    const first = await ensureApprovalKey(path);
+    expect(first.privateKeyPath).toBe(path);
+    expect(first.publicKeyHex).toMatch(/^[0-9a-f]{64}$/u);
+    expect((await stat(path)).mode & 0o777).toBe(0o600);
+    expect(await readFile(path, 'utf8')).toMatch(/^-----BEGIN PRIVATE KEY-----/u);
+    expect(await ensureApprovalKey(path)).toEqual(first);
+
+    // The hex is the key that verifies what the private key signs.
+    const message = Buffer.from('approval');
+    const signature = sign(null, message, createPrivateKey(await readFile(path)));
+    const raw = Buffer.from(first.publicKeyHex, 'hex');
+    const spki = Buffer.concat([Buffer.from('302a300506032b6570032100', 'hex'), raw]);
+    const publicKey = createPublicKey({ key: spki, format: 'der', type: 'spki' });
+    expect(verify(null, message, publicKey, signature)).toBe(true);
+    expect(ed25519PublicKeyHex(publicKey)).toBe(first.publicKeyHex);
+  });
+
+  it('refuses a file that is not an ed25519 private key', async () => {
+    const path = join(dir, 'not-a-key.pem');
+    await writeFile(path, 'hello\n');
+    await expect(ensureApprovalKey(path)).rejects.toThrow(/is not an ed25519 private key/u);
+  });
+});
+
+describe('writeHarnessToken', () => {
+  it('writes a fresh private token each time', async () => {
+    const path = join(dir, 'token');
+    const a = await writeHarnessToken(path);
+    expect(a).toMatch(/^[A-Za-z0-9_-]{43}$/u);
+    expect((await readFile(path, 'utf8')).trim()).toBe(a);
+    expect((await stat(path)).mode & 0o777).toBe(0o600);
+    expect(await writeHarnessToken(path)).not.toBe(a);
+  });
+});
+
+describe('sandboxHarnessPodSpec', () => {
+  it('is config/sandbox’s harness pod spec, reading its variables from the Secret', async () => {
+    const spec = await sandboxHarnessPodSpec();
+    const harness = spec.containers.find((c) => c.name === 'harness');
+    expect(harness?.image).toMatch(/^polychrome\/harness:/u);
+    const fromSecret = (harness?.env ?? [])
+      .filter((e) => e.valueFrom?.secretKeyRef !== undefined)
+      .map((e) => e.name);
+    expect(fromSecret).toEqual(
+      expect.arrayContaining([
+        'HARNESS_AUTH_TOKEN',
+        'HARNESS_APPROVAL_PUBLIC_KEY',
+        'ANTHROPIC_API_KEY',
+      ]),
+    );
+    // A fresh object each time: callers may change it.
+    harness?.env?.splice(0);
+    const again = await sandboxHarnessPodSpec();
+    expect(again.containers.find((c) => c.name === 'harness')?.env?.length).toBeGreaterThan(0);
+  });
+
+  it('runs the harness from source with this node', () => {
+    expect(harnessSourceCommand()).toEqual([
+      process.execPath,
+      '--import',
+      'tsx',
+      'harness/main.ts',
+    ]);
+  });
+});

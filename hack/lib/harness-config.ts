@@ -1,0 +1,153 @@
+import { ApiException, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import {
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPairSync,
+  randomBytes,
+  type KeyObject,
+} from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { parse } from 'yaml';
+import { repoRoot } from './paths';
+
+/**
+ * What a harness pod needs on a development machine or in a test, shared by `make dev`
+ * (hack/dev.ts) and the end-to-end test stack: the command that runs the harness from
+ * source, the control plane's approval key pair, the bearer token, the Secret the sandbox
+ * template reads, and that template's pod spec.
+ */
+
+/** The Secret config/sandbox's harness template reads its variables from. */
+export const HARNESS_SECRET = 'polychrome-harness';
+
+/** The image pattern of the harness (config/sandbox names `polychrome/harness:<version>`). */
+export const HARNESS_IMAGE_PATTERN = 'polychrome/harness:*';
+
+/**
+ * The argv that runs the harness from source, relative to the repository root (the local
+ * node's working directory): what the harness image runs, without a build.
+ */
+export function harnessSourceCommand(node: string = process.execPath): string[] {
+  return [node, '--import', 'tsx', 'harness/main.ts'];
+}
+
+/** The control plane's approval key: it signs approvals, harnesses verify with the public half. */
+export interface ApprovalKey {
+  /** ed25519 private key, PKCS#8 PEM (`POLYCHROME_APPROVAL_KEY_FILE`). */
+  readonly privateKeyPath: string;
+  /** The raw public key as 64 hex digits (`HARNESS_APPROVAL_PUBLIC_KEY`). */
+  readonly publicKeyHex: string;
+}
+
+/** The raw ed25519 public key of a private or public key, as 64 hex digits. */
+export function ed25519PublicKeyHex(key: KeyObject): string {
+  const jwk = (key.type === 'private' ? createPublicKey(key) : key).export({ format: 'jwk' });
+  if (jwk.crv !== 'Ed25519' || typeof jwk.x !== 'string') throw new Error('not an ed25519 key');
+  return Buffer.from(jwk.x, 'base64url').toString('hex');
+}
+
+/**
+ * Makes sure `path` holds an ed25519 private key (PKCS#8 PEM, mode 0600), creating one when
+ * it is missing, and returns it with its public half.
+ *
+ * @throws Error when the file exists but is not an ed25519 private key.
+ */
+export async function ensureApprovalKey(path: string): Promise<ApprovalKey> {
+  if (!existsSync(path)) {
+    const { privateKey } = generateKeyPairSync('ed25519');
+    await writeFile(path, privateKey.export({ format: 'pem', type: 'pkcs8' }), { mode: 0o600 });
+  }
+  let publicKeyHex: string;
+  try {
+    publicKeyHex = ed25519PublicKeyHex(createPrivateKey(await readFile(path)));
+  } catch (err: unknown) {
+    throw new Error(`${path} is not an ed25519 private key`, { cause: err });
+  }
+  return { privateKeyPath: path, publicKeyHex };
+}
+
+/**
+ * Writes a fresh random bearer token (32 bytes, base64url, mode 0600) to `path` for the
+ * control plane (`POLYCHROME_HARNESS_TOKEN_FILE`) and returns it for the harness Secret.
+ */
+export async function writeHarnessToken(path: string): Promise<string> {
+  const token = randomBytes(32).toString('base64url');
+  await writeFile(path, `${token}\n`, { mode: 0o600 });
+  return token;
+}
+
+/** The keys of the {@link HARNESS_SECRET} Secret. */
+export interface HarnessSecretData {
+  /** `token`: the bearer token the control plane presents. */
+  readonly token: string;
+  /** `approval-public-key`: {@link ApprovalKey.publicKeyHex}. */
+  readonly approvalPublicKey: string;
+  /** `anthropic-api-key`: Claude's key; without it the template's harness uses its script. */
+  readonly anthropicApiKey?: string;
+}
+
+/** Creates the {@link HARNESS_SECRET} Secret in `namespace`, or replaces the one there. */
+export async function applyHarnessSecret(
+  kc: KubeConfig,
+  namespace: string,
+  data: HarnessSecretData,
+): Promise<void> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const body = {
+    metadata: { name: HARNESS_SECRET, namespace },
+    stringData: {
+      token: data.token,
+      'approval-public-key': data.approvalPublicKey,
+      ...(data.anthropicApiKey === undefined ? {} : { 'anthropic-api-key': data.anthropicApiKey }),
+    },
+  };
+  try {
+    await core.createNamespacedSecret({ namespace, body });
+  } catch (err: unknown) {
+    if (!(err instanceof ApiException && err.code === 409)) throw err;
+    await core.replaceNamespacedSecret({ namespace, name: HARNESS_SECRET, body });
+  }
+}
+
+/**
+ * The harness pod spec of config/sandbox's SandboxTemplate (`spec.podTemplate.spec`), as
+ * a fresh object the caller may change: the hardened spec a cluster runs, for the plain
+ * pod backend's PodTemplate.
+ *
+ * @throws Error when the file does not hold a pod spec with a `harness` container.
+ */
+export async function sandboxHarnessPodSpec(): Promise<HarnessPodSpec> {
+  const path = join(repoRoot, 'config', 'sandbox', 'sandbox-template.yaml');
+  const doc: unknown = parse(await readFile(path, 'utf8'));
+  const spec: unknown =
+    isRecord(doc) && isRecord(doc.spec) && isRecord(doc.spec.podTemplate)
+      ? doc.spec.podTemplate.spec
+      : undefined;
+  if (
+    !isRecord(spec) ||
+    !Array.isArray(spec.containers) ||
+    !spec.containers.some((c) => isRecord(c) && c.name === 'harness')
+  ) {
+    throw new Error(`${path}: spec.podTemplate.spec has no harness container`);
+  }
+  return spec as HarnessPodSpec;
+}
+
+/** An env entry of a container (value or valueFrom, as the API takes it). */
+export interface EnvEntry {
+  name: string;
+  value?: string;
+  valueFrom?: Record<string, unknown>;
+}
+
+/** The parts of a harness pod spec callers change; the rest passes through. */
+export interface HarnessPodSpec {
+  containers: ({ name: string; env?: EnvEntry[] } & Record<string, unknown>)[];
+  [field: string]: unknown;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
