@@ -1,0 +1,45 @@
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+
+/** The public API's metrics. Without a registry every method does nothing. */
+export class ApiMetrics {
+  private readonly requests: Counter<'route' | 'status'> | undefined;
+  private readonly durations: Histogram<'route'> | undefined;
+
+  /**
+   * Registers `polychrome_api_requests_total{route,status}`,
+   * `polychrome_api_request_duration_seconds{route}` and `polychrome_api_open_streams`
+   * (read from `openStreams` at scrape time).
+   *
+   * @throws Error from prom-client when `registry` already holds metrics of these names.
+   */
+  constructor(registry: Registry | undefined, openStreams: () => number) {
+    if (registry === undefined) return;
+    this.requests = new Counter({
+      name: 'polychrome_api_requests_total',
+      help: 'Public API requests by route template and HTTP status.',
+      labelNames: ['route', 'status'],
+      registers: [registry],
+    });
+    this.durations = new Histogram({
+      name: 'polychrome_api_request_duration_seconds',
+      help: 'Public API request durations by route template (streams: their lifetime).',
+      labelNames: ['route'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+      registers: [registry],
+    });
+    new Gauge({
+      name: 'polychrome_api_open_streams',
+      help: 'Server-Sent Events streams open on this replica.',
+      registers: [registry],
+      collect() {
+        this.set(openStreams());
+      },
+    });
+  }
+
+  /** Counts one finished request. */
+  observe(route: string, status: number, seconds: number): void {
+    this.requests?.inc({ route, status: String(status) });
+    this.durations?.observe({ route }, seconds);
+  }
+}

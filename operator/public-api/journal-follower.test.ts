@@ -1,0 +1,25 @@
+import { describe, expect, it } from '@jest/globals';
+import type { JournalEntry } from '../../common/state-client';
+import { stateJournalFollower, type FollowingJournalReader } from './journal-follower';
+
+describe('stateJournalFollower', () => {
+  it('reads the partition from the position with follow: true, no limit and the signal', async () => {
+    const calls: unknown[][] = [];
+    const entries: JournalEntry[] = [
+      { position: 4, kind: 'signed_root', payload: new Uint8Array() },
+    ];
+    const reader: FollowingJournalReader = {
+      read(...args) {
+        calls.push(args);
+        return (async function* () {
+          yield* await Promise.resolve(entries);
+        })();
+      },
+    };
+    const signal = new AbortController().signal;
+    const got: JournalEntry[] = [];
+    for await (const entry of stateJournalFollower(reader)('conv-1', 4, signal)) got.push(entry);
+    expect(got).toEqual(entries);
+    expect(calls).toEqual([['conv-1', 4, 0, { signal, follow: true }]]);
+  });
+});

@@ -1,0 +1,594 @@
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
+import { isAppError } from '../../common/errors';
+import { componentLogger, LogComponent } from '../../common/log';
+import openapiDocument from '../../docs/api/openapi.json';
+import type { Caller, PostMessage, TurnService } from '../turns/turn-service';
+import { ApiError, bearerChallenge, errorAnswer } from './api-error';
+import { ApiMetrics } from './api-metrics';
+import { AuthCache, DEFAULT_AUTH_CACHE_MS, type Authenticate } from './auth-cache';
+import { parseBearerToken } from './bearer-token';
+import { EventStream, type FollowJournal, type FollowRetryOptions } from './event-stream';
+import {
+  DEFAULT_MAX_BODY_BYTES,
+  discardBody,
+  hasNoBody,
+  isJsonContentType,
+  readJsonBody,
+} from './request-body';
+import {
+  parseApprovalAnswer,
+  parseConversationId,
+  parseCreateConversation,
+  parseMessageInput,
+  parseQuestionAnswer,
+  parseRequestId,
+  parseStreamCursor,
+  resolveIdempotencyKey,
+  type MessageInput,
+} from './request-parsers';
+import { matchRoute, Operation, UNMATCHED_ROUTE, type Route } from './routes';
+
+/** The public API's port (DESIGN.md, "Three planes"). */
+export const DEFAULT_PUBLIC_API_PORT = 8080;
+/** Interval of `: keep-alive` comments on streams. */
+export const DEFAULT_HEARTBEAT_MS = 15_000;
+/** How long a closing stream's client gets to read its last bytes. */
+export const DEFAULT_STREAM_CLOSE_TIMEOUT_MS = 5_000;
+
+/** Options of {@link PublicApiServer}. */
+export interface PublicApiServerOptions {
+  /** @default '0.0.0.0' */
+  readonly host?: string;
+  /** 0 lets the system pick (tests). @default {@link DEFAULT_PUBLIC_API_PORT} */
+  readonly port?: number;
+  /** Does everything past parsing: authorization, claims, turns, transcripts. */
+  readonly service: TurnService;
+  /** Bearer token to caller (records-authenticator.ts adapts the RecordsClient). */
+  readonly authenticate: Authenticate;
+  /** Journal follow for streams (journal-follower.ts adapts the StateClient). */
+  readonly follow: FollowJournal;
+  /** Parent logger; the server logs under `component: api`. */
+  readonly logger: Logger;
+  /** @default {@link DEFAULT_HEARTBEAT_MS} */
+  readonly heartbeatMs?: number;
+  /**
+   * How long a successful authentication is reused; a revoked token keeps working for at
+   * most this long (an open stream: until the first heartbeat after it). 0 disables reuse.
+   * @default 10000
+   */
+  readonly authCacheMs?: number;
+  /** @default 10000 */
+  readonly authCacheMaxEntries?: number;
+  /** @default {@link DEFAULT_MAX_BODY_BYTES} (64 KiB) */
+  readonly maxBodyBytes?: number;
+  /** Where the `polychrome_api_*` metrics are registered; none: not collected. */
+  readonly registry?: Registry;
+  /** Journal follow retries of a stream. @default 5 attempts, 100 ms doubling to 2 s */
+  readonly followRetry?: FollowRetryOptions;
+  /** @default {@link DEFAULT_STREAM_CLOSE_TIMEOUT_MS} */
+  readonly streamCloseTimeoutMs?: number;
+  /** Idempotency key for a message sent without one. @default `api-` + a random UUID */
+  readonly newIdempotencyKey?: () => string;
+  /** Milliseconds clock of the authentication cache. @default Date.now */
+  readonly now?: () => number;
+}
+
+/** What a handler knows about its request. */
+interface RequestContext {
+  readonly request: IncomingMessage;
+  readonly response: ServerResponse;
+  readonly requestId: string;
+  readonly route: Route;
+  readonly params: Readonly<Record<string, string>>;
+  readonly query: URLSearchParams;
+  /** Aborts when the client goes away before the answer is sent. */
+  readonly signal: AbortSignal;
+  /** What the request log line adds. */
+  readonly notes: RequestNotes;
+}
+
+/** Facts a handler learns that the request's log line carries. */
+interface RequestNotes {
+  /** Set once the conversation id parsed. */
+  conversation?: string;
+  /** The error code answered. */
+  errorCode?: string;
+}
+
+const OPENAPI_BODY = JSON.stringify(openapiDocument);
+
+/**
+ * The control plane's public API: JSON over HTTP plus Server-Sent Events on port 8080
+ * (docs/api.md; the OpenAPI document is docs/api/openapi.json). It authenticates (bearer
+ * session tokens), parses and validates, maps errors to statuses (common/errors.ts
+ * `errorStatus`) and streams journals; the {@link TurnService} does the rest.
+ *
+ * Every request gets an `X-Request-Id`, one log line at `info` (method, route template,
+ * status, duration; never a token or message text) and the request metrics.
+ *
+ * @example
+ * async function serve(service: TurnService, records: RecordsClient, state: StateClient, log: Logger) {
+ *   const api = new PublicApiServer({
+ *     service,
+ *     authenticate: recordsAuthenticator(records),
+ *     follow: stateJournalFollower(state),
+ *     logger: log,
+ *   });
+ *   await api.start();
+ *   return api; // await api.close() on SIGTERM
+ * }
+ */
+export class PublicApiServer {
+  private readonly options: PublicApiServerOptions;
+  private readonly log: Logger;
+  private readonly auth: AuthCache;
+  private readonly metrics: ApiMetrics;
+  private readonly streams = new Set<EventStream>();
+  private readonly inFlight = new Set<Promise<void>>();
+  /** The requests being answered: close() aborts them. */
+  private readonly requestAborters = new Map<AbortController, ServerResponse>();
+  private readonly maxBodyBytes: number;
+  private server: Server | undefined;
+  private closing: Promise<void> | undefined;
+
+  constructor(options: PublicApiServerOptions) {
+    this.options = options;
+    this.log = componentLogger(options.logger, LogComponent.Api);
+    this.auth = new AuthCache({
+      authenticate: options.authenticate,
+      ttlMs: options.authCacheMs ?? DEFAULT_AUTH_CACHE_MS,
+      ...(options.authCacheMaxEntries === undefined
+        ? {}
+        : { maxEntries: options.authCacheMaxEntries }),
+      ...(options.now === undefined ? {} : { now: options.now }),
+    });
+    this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    this.metrics = new ApiMetrics(options.registry, () => this.streams.size);
+  }
+
+  /** Streams open now (the `polychrome_api_open_streams` gauge). */
+  get openStreams(): number {
+    return this.streams.size;
+  }
+
+  /**
+   * Listens; resolves with the bound address.
+   *
+   * @throws Error from node:http when the port cannot be bound, or when called twice.
+   */
+  async start(): Promise<{ host: string; port: number }> {
+    if (this.server !== undefined) throw new Error('public API: start() called twice');
+    const server = createServer((request, response) => {
+      const handling = this.handle(request, response);
+      this.inFlight.add(handling);
+      void handling.finally(() => this.inFlight.delete(handling));
+    });
+    this.server = server;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(
+        this.options.port ?? DEFAULT_PUBLIC_API_PORT,
+        this.options.host ?? '0.0.0.0',
+        () => {
+          server.off('error', reject);
+          resolve();
+        },
+      );
+    });
+    const address = this.address();
+    this.log.info(address, 'public API listening');
+    return address;
+  }
+
+  /**
+   * The bound address.
+   *
+   * @throws Error when the server is not listening.
+   */
+  address(): { host: string; port: number } {
+    const address: string | AddressInfo | null | undefined = this.server?.address();
+    if (address === null || address === undefined || typeof address === 'string') {
+      throw new Error('public API: not listening');
+    }
+    return { host: address.address, port: address.port };
+  }
+
+  /**
+   * Stops listening; sends every open stream `event: shutdown` and ends it; aborts the
+   * signal of every request in progress (a running turn is cancelled by the service and
+   * stays recoverable from the journal) and answers it 503 `unavailable` (retry with the
+   * same idempotency key: another replica resumes the turn); then closes the remaining
+   * connections. Resolves when all is closed. Idempotent.
+   */
+  close(): Promise<void> {
+    const server = this.server;
+    if (server === undefined) return Promise.resolve();
+    this.closing ??= (async () => {
+      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+      const streams = [...this.streams];
+      for (const stream of streams) stream.shutdown();
+      for (const [aborter, response] of this.requestAborters) {
+        if (!response.headersSent) response.setHeader('connection', 'close');
+        aborter.abort(new Error('the public API is shutting down'));
+      }
+      await Promise.all(streams.map((stream) => stream.closed));
+      await Promise.all([...this.inFlight]);
+      server.closeAllConnections();
+      await stopped;
+      this.log.info({ streams: streams.length }, 'public API closed');
+    })();
+    return this.closing;
+  }
+
+  private async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const startedAt = performance.now();
+    const requestId = randomUUID();
+    response.setHeader('x-request-id', requestId);
+    if (this.closing !== undefined) response.setHeader('connection', 'close');
+    const rawUrl = request.url ?? '/';
+    const queryAt = rawUrl.indexOf('?');
+    const path = queryAt < 0 ? rawUrl : rawUrl.slice(0, queryAt);
+    const query = new URLSearchParams(queryAt < 0 ? '' : rawUrl.slice(queryAt + 1));
+    const method = request.method ?? 'GET';
+    const match = matchRoute(method, path);
+    const routeLabel =
+      match.kind === 'matched'
+        ? match.route.template
+        : match.kind === 'method_not_allowed'
+          ? match.template
+          : UNMATCHED_ROUTE;
+    const aborter = new AbortController();
+    this.requestAborters.set(aborter, response);
+    const notes: RequestNotes = {};
+    response.once('close', () => {
+      this.requestAborters.delete(aborter);
+      if (!response.writableFinished) aborter.abort(new Error('client closed the connection'));
+      const ms = performance.now() - startedAt;
+      this.metrics.observe(routeLabel, response.statusCode, ms / 1000);
+      this.log.info(
+        {
+          requestId,
+          method,
+          route: routeLabel,
+          status: response.statusCode,
+          ms: Math.round(ms),
+          ...(notes.conversation === undefined ? {} : { conversation: notes.conversation }),
+          ...(notes.errorCode === undefined ? {} : { code: notes.errorCode }),
+          ...(response.writableFinished ? {} : { aborted: true }),
+        },
+        'request served',
+      );
+    });
+
+    if (match.kind !== 'matched') {
+      const error =
+        match.kind === 'not_found'
+          ? new ApiError(
+              'not_found',
+              `no route ${method} ${path.slice(0, 200)}; docs/api.md lists the routes (GET /v1/openapi.json)`,
+            )
+          : new ApiError(
+              'invalid_argument',
+              `${match.template} does not accept ${method}; use ${match.allow.join(' or ')}`,
+              { httpStatus: 405, headers: { allow: match.allow.join(', ') } },
+            );
+      notes.errorCode = error.code;
+      this.sendError(request, response, requestId, error);
+      return;
+    }
+    const context: RequestContext = {
+      request,
+      response,
+      requestId,
+      route: match.route,
+      params: match.params,
+      query,
+      signal: aborter.signal,
+      notes,
+    };
+    try {
+      await this.dispatch(context);
+    } catch (caught) {
+      // Aborted by close() (the client is still there): whatever the service made of the
+      // abort, the client should retry elsewhere.
+      const error =
+        this.closing !== undefined && aborter.signal.aborted && !response.destroyed
+          ? new ApiError(
+              'unavailable',
+              'this control plane replica shut down while handling the request; retry ' +
+                '(with the same idempotency key for a message: another replica resumes the turn)',
+              { cause: caught },
+            )
+          : caught;
+      notes.errorCode = isAppError(error) ? error.code : 'internal';
+      if (!response.headersSent && !response.destroyed) {
+        const answer = this.sendError(request, response, requestId, error);
+        if (answer.isServerFault) {
+          this.log.error({ err: error, requestId, route: routeLabel }, 'request failed');
+        }
+      }
+    }
+  }
+
+  private async dispatch(ctx: RequestContext): Promise<void> {
+    switch (ctx.route.operation) {
+      case Operation.GetOpenApi:
+        sendBody(ctx.response, 200, OPENAPI_BODY, { 'cache-control': 'public, max-age=300' });
+        return;
+      case Operation.CreateConversation:
+        return this.createConversation(ctx);
+      case Operation.GetConversation: {
+        const caller = await this.authenticate(ctx);
+        const conversationId = this.conversationId(ctx);
+        sendJson(
+          ctx.response,
+          200,
+          await this.options.service.conversation(caller, conversationId),
+        );
+        return;
+      }
+      case Operation.PostMessage:
+        return this.postMessage(ctx);
+      case Operation.GetTranscript: {
+        const caller = await this.authenticate(ctx);
+        const conversationId = this.conversationId(ctx);
+        sendJson(
+          ctx.response,
+          200,
+          await this.options.service.transcript(caller, conversationId, ctx.signal),
+        );
+        return;
+      }
+      case Operation.AnswerApproval: {
+        const caller = await this.authenticate(ctx);
+        const conversationId = this.conversationId(ctx);
+        const requestId = parseRequestId(ctx.params.requestId ?? '');
+        const answer = parseApprovalAnswer(await this.body(ctx));
+        const reply = await this.options.service.answerApproval(
+          caller,
+          { conversationId, requestId, ...answer },
+          ctx.signal,
+        );
+        sendJson(ctx.response, 200, reply);
+        return;
+      }
+      case Operation.AnswerQuestion: {
+        const caller = await this.authenticate(ctx);
+        const conversationId = this.conversationId(ctx);
+        const requestId = parseRequestId(ctx.params.requestId ?? '');
+        const { answer } = parseQuestionAnswer(await this.body(ctx));
+        const reply = await this.options.service.answerQuestion(
+          caller,
+          { conversationId, requestId, answer },
+          ctx.signal,
+        );
+        sendJson(ctx.response, 200, reply);
+        return;
+      }
+      case Operation.StreamEvents:
+        return this.streamEvents(ctx);
+    }
+  }
+
+  private async createConversation(ctx: RequestContext): Promise<void> {
+    const caller = await this.authenticate(ctx);
+    const body = hasNoBody(ctx.request) ? {} : await this.body(ctx);
+    const input = parseCreateConversation(body);
+    const header = headerOf(ctx.request, 'idempotency-key');
+    if (input.message === undefined && header !== undefined) {
+      throw new ApiError(
+        'invalid_argument',
+        'the Idempotency-Key header applies to a first message, and the body has none; ' +
+          'creating a conversation is not idempotent: send no key, or send a message',
+        { details: { field: 'Idempotency-Key' } },
+      );
+    }
+    let key: string | undefined;
+    const message =
+      input.message === undefined
+        ? undefined
+        : this.withKey(input.message, header, 'message.idempotencyKey', (k) => (key = k));
+    const created = await this.options.service.createConversation(
+      caller,
+      message === undefined ? {} : { message },
+      ctx.signal,
+    );
+    const conversationId = created.summary.conversationId;
+    ctx.notes.conversation = conversationId;
+    sendJson(
+      ctx.response,
+      201,
+      {
+        conversationId,
+        conversation: created.summary,
+        ...(created.turn === undefined ? {} : { turn: created.turn }),
+      },
+      {
+        location: `/v1/conversations/${conversationId}`,
+        ...(key === undefined ? {} : { 'idempotency-key': key }),
+      },
+    );
+  }
+
+  private async postMessage(ctx: RequestContext): Promise<void> {
+    const caller = await this.authenticate(ctx);
+    const conversationId = this.conversationId(ctx);
+    const input = parseMessageInput(await this.body(ctx), '');
+    let key = '';
+    const message = this.withKey(
+      input,
+      headerOf(ctx.request, 'idempotency-key'),
+      'idempotencyKey',
+      (k) => (key = k),
+    );
+    const request: PostMessage = { conversationId, ...message };
+    const reply = await this.options.service.postMessage(caller, request, ctx.signal);
+    sendJson(ctx.response, 200, reply, { 'idempotency-key': key });
+  }
+
+  /** The message with its idempotency key settled (body, header or generated). */
+  private withKey(
+    input: MessageInput,
+    header: string | undefined,
+    bodyField: string,
+    onKey: (key: string) => void,
+  ): Omit<PostMessage, 'conversationId'> {
+    const { key } = resolveIdempotencyKey(
+      input.idempotencyKey,
+      header,
+      bodyField,
+      this.options.newIdempotencyKey ?? (() => `api-${randomUUID()}`),
+    );
+    onKey(key);
+    return {
+      text: input.text,
+      idempotencyKey: key,
+      ...(input.directive === undefined ? {} : { directive: input.directive }),
+    };
+  }
+
+  private async streamEvents(ctx: RequestContext): Promise<void> {
+    const token = parseBearerToken(headerOf(ctx.request, 'authorization'));
+    const caller = await this.authenticateToken(token);
+    const conversationId = this.conversationId(ctx);
+    const fromPosition = parseStreamCursor({
+      lastEventIdHeader: headerOf(ctx.request, 'last-event-id'),
+      lastEventIdQuery: ctx.query.get('lastEventId') ?? undefined,
+      since: ctx.query.get('since') ?? undefined,
+    });
+    const summary = await this.options.service.conversation(caller, conversationId);
+    if (this.closing !== undefined) {
+      throw new ApiError(
+        'unavailable',
+        'this control plane replica is shutting down; reconnect to reach another one',
+      );
+    }
+    const authCacheMs = this.options.authCacheMs ?? DEFAULT_AUTH_CACHE_MS;
+    const stream = new EventStream({
+      response: ctx.response,
+      conversationId,
+      partition: summary.partition,
+      fromPosition,
+      follow: this.options.follow,
+      onTextDelta: (id, listener) => this.options.service.onTextDelta(id, listener),
+      heartbeatMs: this.options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS,
+      retry: {
+        attempts: this.options.followRetry?.attempts ?? 5,
+        baseDelayMs: this.options.followRetry?.baseDelayMs ?? 100,
+        maxDelayMs: this.options.followRetry?.maxDelayMs ?? 2_000,
+      },
+      recheck: async () => {
+        await this.authenticateToken(token);
+      },
+      recheckEveryMs: authCacheMs,
+      closeTimeoutMs: this.options.streamCloseTimeoutMs ?? DEFAULT_STREAM_CLOSE_TIMEOUT_MS,
+      requestId: ctx.requestId,
+      log: this.log.child({ conversation: conversationId, requestId: ctx.requestId }),
+      ...(this.options.now === undefined ? {} : { now: this.options.now }),
+    });
+    this.streams.add(stream);
+    try {
+      this.log.debug({ conversation: conversationId, fromPosition }, 'stream opened');
+      const reason = await stream.run();
+      this.log.debug(
+        {
+          conversation: conversationId,
+          reason,
+          events: stream.eventsSent,
+          deltasDropped: stream.deltasDropped,
+          nextPosition: stream.nextPosition,
+        },
+        'stream ended',
+      );
+      await stream.closed;
+    } finally {
+      this.streams.delete(stream);
+    }
+  }
+
+  private async authenticate(ctx: RequestContext): Promise<Caller> {
+    return this.authenticateToken(parseBearerToken(headerOf(ctx.request, 'authorization')));
+  }
+
+  /** @throws ApiError 401 with the `invalid_token` challenge for a token that does not hold. */
+  private async authenticateToken(token: string): Promise<Caller> {
+    try {
+      return await this.auth.authenticate(token);
+    } catch (error) {
+      if (isAppError(error) && error.code === 'unauthenticated') {
+        throw new ApiError('unauthenticated', error.message, {
+          headers: { 'www-authenticate': bearerChallenge('invalid_token') },
+          cause: error,
+        });
+      }
+      throw error;
+    }
+  }
+
+  private conversationId(ctx: RequestContext): string {
+    const id = parseConversationId(ctx.params.conversationId ?? '');
+    ctx.notes.conversation = id;
+    return id;
+  }
+
+  /** The JSON body, after checking its content type. */
+  private async body(ctx: RequestContext): Promise<unknown> {
+    const contentType = headerOf(ctx.request, 'content-type');
+    if (!isJsonContentType(contentType)) {
+      throw new ApiError(
+        'invalid_argument',
+        `the request body must be JSON: send "Content-Type: application/json", got ${
+          contentType === undefined ? 'none' : JSON.stringify(contentType.slice(0, 100))
+        }`,
+        { httpStatus: 415, details: { field: 'Content-Type' } },
+      );
+    }
+    return readJsonBody(ctx.request, this.maxBodyBytes);
+  }
+
+  private sendError(
+    request: IncomingMessage,
+    response: ServerResponse,
+    requestId: string,
+    error: unknown,
+  ): ReturnType<typeof errorAnswer> {
+    const answer = errorAnswer(error, requestId);
+    // An answer before the body was read: drop the rest so the client can read this.
+    discardBody(request);
+    sendJson(response, answer.status, answer.body, answer.headers);
+    return answer;
+  }
+}
+
+function headerOf(request: IncomingMessage, name: string): string | undefined {
+  const value = request.headers[name];
+  return Array.isArray(value) ? value.join(', ') : value;
+}
+
+function sendJson(
+  response: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Readonly<Record<string, string>> = {},
+): void {
+  sendBody(response, status, JSON.stringify(body), headers);
+}
+
+function sendBody(
+  response: ServerResponse,
+  status: number,
+  body: string,
+  headers: Readonly<Record<string, string>>,
+): void {
+  response.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(body),
+    'cache-control': 'no-store',
+    ...headers,
+  });
+  response.end(body);
+}

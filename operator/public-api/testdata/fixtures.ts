@@ -1,0 +1,319 @@
+import { request as httpRequest, type IncomingMessage, type ClientRequest } from 'node:http';
+import { Registry } from 'prom-client';
+import { AppError } from '../../../common/errors';
+import { createRootLogger } from '../../../common/log';
+import type { Caller } from '../../turns/turn-service';
+import type { Authenticate } from '../auth-cache';
+import { PublicApiServer, type PublicApiServerOptions } from '../public-api-server';
+import { InMemoryJournal } from './in-memory-journal';
+import { InMemoryTurnService } from './in-memory-turn-service';
+
+/** Callers the test authenticator knows, by token. */
+export const ALICE: Caller = {
+  identity: 'email:alice@example.com',
+  identities: ['email:alice@example.com', 'slack:T1:U1'],
+  personaId: 'persona-alice',
+  roles: ['member'],
+  sessionId: 'session-alice',
+};
+export const BOB: Caller = {
+  identity: 'email:bob@example.com',
+  identities: ['email:bob@example.com'],
+  personaId: 'persona-bob',
+  roles: ['member'],
+  sessionId: 'session-bob',
+};
+export const ADMIN: Caller = {
+  identity: 'email:root@example.com',
+  identities: ['email:root@example.com'],
+  personaId: 'persona-root',
+  roles: ['admin'],
+  sessionId: 'session-root',
+};
+
+/** Session-token-shaped strings (`pcs_` and 43 base64url characters). */
+export const TOKENS = {
+  alice: `pcs_${'A'.repeat(43)}`,
+  bob: `pcs_${'B'.repeat(43)}`,
+  admin: `pcs_${'C'.repeat(43)}`,
+  unknown: `pcs_${'Z'.repeat(43)}`,
+} as const;
+
+/** An authenticator over a token table that counts its calls; tokens can be revoked. */
+export class TokenTable {
+  readonly callers = new Map<string, Caller>([
+    [TOKENS.alice, ALICE],
+    [TOKENS.bob, BOB],
+    [TOKENS.admin, ADMIN],
+  ]);
+  calls = 0;
+
+  readonly authenticate: Authenticate = (token) => {
+    this.calls += 1;
+    const caller = this.callers.get(token);
+    if (caller === undefined) {
+      return Promise.reject(
+        new AppError('unauthenticated', 'the bearer token is unknown, expired or revoked'),
+      );
+    }
+    return Promise.resolve(caller);
+  };
+}
+
+/** A running API over the in-memory stand-ins, with everything a test inspects. */
+export interface TestApi {
+  readonly server: PublicApiServer;
+  readonly base: string;
+  readonly port: number;
+  readonly service: InMemoryTurnService;
+  readonly journal: InMemoryJournal;
+  readonly tokens: TokenTable;
+  readonly registry: Registry;
+  /** Every log line, parsed. */
+  readonly logs: Record<string, unknown>[];
+  /** Every log line as written. */
+  readonly rawLogs: string[];
+  /** Test clock (ms) of the authentication cache; advance it by assignment. */
+  clock: { nowMs: number };
+}
+
+/** Starts the API on 127.0.0.1:0 with the stand-ins; close it with `server.close()`. */
+export async function startApi(
+  overrides: Partial<Omit<PublicApiServerOptions, 'service' | 'authenticate' | 'logger'>> & {
+    readonly follow?: PublicApiServerOptions['follow'];
+  } = {},
+): Promise<TestApi> {
+  const journal = new InMemoryJournal();
+  const service = new InMemoryTurnService(journal);
+  const tokens = new TokenTable();
+  const registry = new Registry();
+  const logs: Record<string, unknown>[] = [];
+  const rawLogs: string[] = [];
+  const logger = createRootLogger({
+    service: 'control-plane-test',
+    level: 'debug',
+    destination: {
+      write(line: string) {
+        rawLogs.push(line);
+        const parsed: unknown = JSON.parse(line);
+        if (typeof parsed === 'object' && parsed !== null) logs.push({ ...parsed });
+      },
+    },
+  });
+  const clock = { nowMs: 1_000_000 };
+  const server = new PublicApiServer({
+    host: '127.0.0.1',
+    port: 0,
+    service,
+    authenticate: tokens.authenticate,
+    follow: journal.follow,
+    logger,
+    registry,
+    now: () => clock.nowMs,
+    followRetry: { attempts: 3, baseDelayMs: 5, maxDelayMs: 20 },
+    streamCloseTimeoutMs: 2_000,
+    ...overrides,
+  });
+  const { port } = await server.start();
+  return {
+    server,
+    base: `http://127.0.0.1:${String(port)}`,
+    port,
+    service,
+    journal,
+    tokens,
+    registry,
+    logs,
+    rawLogs,
+    clock,
+  };
+}
+
+/** An answer as a test reads it. */
+export interface Answer {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly text: string;
+  /** The parsed body (undefined when it is not JSON). */
+  readonly json: unknown;
+}
+
+/** One request with fetch. `body` objects are sent as JSON unless `rawBody` is given. */
+export async function call(
+  api: Pick<TestApi, 'base'>,
+  method: string,
+  path: string,
+  options: {
+    readonly token?: string;
+    readonly body?: unknown;
+    readonly rawBody?: string;
+    readonly headers?: Readonly<Record<string, string>>;
+  } = {},
+): Promise<Answer> {
+  const headers: Record<string, string> = {};
+  if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;
+  let body: string | undefined;
+  if (options.rawBody !== undefined) body = options.rawBody;
+  else if (options.body !== undefined) {
+    body = JSON.stringify(options.body);
+    headers['content-type'] = 'application/json';
+  }
+  const response = await fetch(`${api.base}${path}`, {
+    method,
+    headers: { ...headers, ...options.headers },
+    ...(body === undefined ? {} : { body }),
+  });
+  const text = await response.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: response.status, headers: response.headers, text, json };
+}
+
+/** The `error` of an error body, for assertions. */
+export function errorOf(answer: Answer): { code?: unknown; message?: unknown; details?: unknown } {
+  const json = answer.json;
+  if (typeof json !== 'object' || json === null || !('error' in json)) {
+    throw new Error(`not an error body: ${answer.text}`);
+  }
+  const error: unknown = json.error;
+  if (typeof error !== 'object' || error === null) throw new Error(`bad error: ${answer.text}`);
+  return {
+    code: Reflect.get(error, 'code'),
+    message: Reflect.get(error, 'message'),
+    details: Reflect.get(error, 'details'),
+  };
+}
+
+/**
+ * Polls `condition` until it returns a value other than `undefined`/`false`, or fails
+ * after `timeoutMs` naming `what`.
+ */
+export async function pollUntil<T>(
+  what: string,
+  condition: () => T | undefined | false | Promise<T | undefined | false>,
+  timeoutMs = 3_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await condition();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${String(timeoutMs)} ms: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+/** One parsed SSE block. */
+export interface SseMessage {
+  readonly id?: string;
+  readonly event?: string;
+  readonly data?: string;
+  readonly retry?: string;
+  readonly comments: readonly string[];
+}
+
+/** Parses complete SSE blocks (each ends with a blank line); returns them and the rest. */
+export function parseSse(text: string): { messages: SseMessage[]; rest: string } {
+  const blocks = text.split('\n\n');
+  const rest = blocks.pop() ?? '';
+  const messages = blocks.map((block) => {
+    const fields: Record<string, string> = {};
+    const comments: string[] = [];
+    for (const line of block.split('\n')) {
+      if (line.startsWith(':')) {
+        comments.push(line.slice(1).trim());
+        continue;
+      }
+      const colon = line.indexOf(':');
+      const name = colon < 0 ? line : line.slice(0, colon);
+      const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /u, '');
+      fields[name] = fields[name] === undefined ? value : `${fields[name]}\n${value}`;
+    }
+    return { ...fields, comments };
+  });
+  return { messages, rest };
+}
+
+/** A raw SSE client over node:http, so a test can pause reading or cut the connection. */
+export class SseClient {
+  readonly messages: SseMessage[] = [];
+  status = 0;
+  headers: IncomingMessage['headers'] = {};
+  /** Resolves when the server ended the response (not when this client cut it). */
+  readonly ended: Promise<void>;
+  response: IncomingMessage | undefined;
+  private readonly request: ClientRequest;
+  private buffer = '';
+
+  private constructor(request: ClientRequest, ended: Promise<void>) {
+    this.request = request;
+    this.ended = ended;
+  }
+
+  /** Opens `path` and resolves once the status line and headers arrived. */
+  static open(
+    api: Pick<TestApi, 'port'>,
+    path: string,
+    headers: Readonly<Record<string, string>>,
+  ): Promise<SseClient> {
+    return new Promise((resolve, reject) => {
+      let endedResolve: () => void = () => undefined;
+      const ended = new Promise<void>((r) => {
+        endedResolve = r;
+      });
+      const request = httpRequest(
+        { host: '127.0.0.1', port: api.port, path, method: 'GET', headers },
+        (response) => {
+          client.response = response;
+          client.status = response.statusCode ?? 0;
+          client.headers = response.headers;
+          response.setEncoding('utf8');
+          response.on('data', (chunk: string) => client.receive(chunk));
+          response.on('end', endedResolve);
+          response.on('error', () => undefined);
+          resolve(client);
+        },
+      );
+      const client = new SseClient(request, ended);
+      request.on('error', reject);
+      request.end();
+    });
+  }
+
+  /** Committed events (messages with an id). */
+  events(): SseMessage[] {
+    return this.messages.filter((m) => m.id !== undefined);
+  }
+
+  /** Positions of the committed events, in arrival order. */
+  positions(): number[] {
+    return this.events().map((m) => Number(m.id));
+  }
+
+  /** Waits until `predicate` holds for the messages received. */
+  waitFor(what: string, predicate: (messages: SseMessage[]) => boolean, timeoutMs = 3_000) {
+    return pollUntil(what, () => predicate(this.messages), timeoutMs);
+  }
+
+  /** Cuts the connection from the client side. */
+  close(): void {
+    this.request.destroy();
+  }
+
+  private receive(chunk: string): void {
+    const { messages, rest } = parseSse(this.buffer + chunk);
+    this.messages.push(...messages);
+    this.buffer = rest;
+  }
+}
+
+/** The `data` of an SSE message, parsed. */
+export function dataOf(message: SseMessage | undefined): Record<string, unknown> {
+  if (message?.data === undefined) throw new Error('message without data');
+  const value: unknown = JSON.parse(message.data);
+  if (typeof value !== 'object' || value === null) throw new Error('data is not an object');
+  return { ...value };
+}
