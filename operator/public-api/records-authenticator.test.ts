@@ -75,7 +75,7 @@ describe('recordsAuthenticator', () => {
     ['deadline_exceeded', false, 'unavailable', /cannot be checked right now/],
     ['permission_denied', true, 'internal', /checking the session token failed/],
   ] as const)(
-    'classifies %s from the records as %s',
+    'classifies %s from the records (fromServer %s) as %s',
     async (code, fromServer, expected, message) => {
       const original = stateError(code, fromServer);
       const authenticate = recordsAuthenticator(records(() => Promise.reject(original)));
