@@ -3,15 +3,24 @@
  * plane, wire the reconciler and leases, serve the side port, stop on SIGTERM.
  */
 import { KubeConfig } from '@kubernetes/client-node';
+import { readFile } from 'node:fs/promises';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { ConfigError } from '../common/config';
 import { HealthServer } from '../common/health-server';
 import { componentLogger, createRootLogger, LogComponent } from '../common/log';
+import { RecordsClient } from '../common/records-client';
 import { loadStateClientTls, StateClient } from '../common/state-client';
 import { loadControlPlaneConfig } from './config';
 import { ConversationController } from './controller/conversation-controller';
 import { ConversationLeases, leaseOwnership } from './lease/conversation-leases';
+import { stateJournalFollower } from './public-api/journal-follower';
+import { PublicApiServer } from './public-api/public-api-server';
+import { recordsAuthenticator } from './public-api/records-authenticator';
 import { StateLink } from './state-link';
+import { ApprovalSigner } from './turns/approval-signer';
+import { ConversationAccess } from './turns/conversation-access';
+import { TurnCoordinator } from './turns/coordinator';
+import { HarnessConnector } from './turns/harness-client';
 
 async function main(): Promise<void> {
   const config = loadControlPlaneConfig();
@@ -43,9 +52,35 @@ async function main(): Promise<void> {
     registers: [registry],
   });
 
+  // Secrets first: a missing key file stops the process before it takes any work.
+  const approvals = await ApprovalSigner.fromFile(config.turns.approvalKeyPath);
+  const harnessToken = await readSecretFile(
+    config.turns.harnessTokenPath,
+    'POLYCHROME_HARNESS_TOKEN_FILE',
+  );
+  const turns = new Counter({
+    name: 'polychrome_turns_total',
+    help: 'Turn dispatches by how they ended (settled, awaiting_approval, awaiting_answer, ambiguous, orphaned).',
+    labelNames: ['outcome'],
+    registers: [registry],
+  });
+  const turnSeconds = new Histogram({
+    name: 'polychrome_turn_duration_seconds',
+    help: 'From dispatch to batch two (or to giving up), harness time included.',
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+    registers: [registry],
+  });
+  const commitSeconds = new Histogram({
+    name: 'polychrome_journal_commit_duration_seconds',
+    help: 'Durable appends to the state plane made by turns.',
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
+    registers: [registry],
+  });
+
   const leases = new ConversationLeases({
     kubeConfig: kc,
     identity: config.identity,
+    ...(config.api.advertiseUrl === undefined ? {} : { apiEndpoint: config.api.advertiseUrl }),
     leaseDurationMs: config.lease.durationMs,
     renewIntervalMs: config.lease.renewIntervalMs,
     onTransition: (event, handle) => {
@@ -93,7 +128,7 @@ async function main(): Promise<void> {
     },
   });
 
-  const state = new StateClient({
+  const stateOptions = {
     address: config.state.address,
     tls: await loadStateClientTls({
       ca: config.state.caPath,
@@ -101,6 +136,44 @@ async function main(): Promise<void> {
       key: config.state.keyPath,
     }),
     ...(config.state.serverName === undefined ? {} : { serverName: config.state.serverName }),
+  };
+  const state = new StateClient(stateOptions);
+  const records = new RecordsClient(stateOptions);
+  const harness = new HarnessConnector({ token: harnessToken });
+  const coordinator = new TurnCoordinator({
+    state,
+    harness,
+    leases,
+    approvals,
+    conversations: new ConversationAccess({
+      kubeConfig: kc,
+      cached: () => controller.knownConversations(),
+      newConversation: {
+        namespace: config.turns.newConversationNamespace,
+        spec: config.turns.newConversationSpec,
+      },
+    }),
+    identity: config.identity,
+    logger: componentLogger(log, LogComponent.Turn),
+    sandboxWaitMs: config.turns.sandboxWaitMs,
+    maxAttempts: config.turns.maxAttempts,
+    ...(config.turns.maxSteps === 0 ? {} : { deploymentMaxSteps: config.turns.maxSteps }),
+  });
+  coordinator.observer = {
+    onTurn: (outcome, seconds) => {
+      turns.inc({ outcome });
+      turnSeconds.observe(seconds);
+    },
+    onCommit: (seconds) => commitSeconds.observe(seconds),
+  };
+  const api = new PublicApiServer({
+    host: config.api.host,
+    port: config.api.port,
+    service: coordinator,
+    authenticate: recordsAuthenticator(records),
+    follow: stateJournalFollower(state),
+    logger: log,
+    registry,
   });
   const link = new StateLink(state, componentLogger(log, LogComponent.Journal));
   let started = false;
@@ -125,10 +198,16 @@ async function main(): Promise<void> {
       process.exit(1);
     }, config.shutdownGraceMs);
     grace.unref();
+    // Streams end first so their clients reconnect to another replica; running turns are
+    // cancelled and stay recoverable from the journal.
+    await api.close();
+    coordinator.close();
+    harness.close();
     await controller.close();
     // Released leases let the other replicas take over at once instead of after expiry.
     await leases.close();
     link.close();
+    records.close();
     state.close();
     await health.close();
     mainLog.info('stopped');
@@ -141,8 +220,25 @@ async function main(): Promise<void> {
   await link.connect(stopping.signal);
   leases.start();
   await controller.start();
+  await api.start();
   started = true;
-  mainLog.info({ health: config.health.port }, 'control plane started');
+  mainLog.info({ health: config.health.port, api: config.api.port }, 'control plane started');
+}
+
+/** A secret held in a file (a mounted Secret key), trimmed. */
+async function readSecretFile(path: string, variable: string): Promise<string> {
+  let text: string;
+  try {
+    text = (await readFile(path, 'utf8')).trim();
+  } catch (error) {
+    throw new ConfigError('control plane', [
+      { variable, message: `names a file that cannot be read (${(error as Error).message})` },
+    ]);
+  }
+  if (text === '') {
+    throw new ConfigError('control plane', [{ variable, message: 'names an empty file' }]);
+  }
+  return text;
 }
 
 main().catch((err: unknown) => {

@@ -1,0 +1,182 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { payloadCodecs } from '../../common/event-kinds';
+import { pollUntil } from '../../hack/lib/processes';
+import { startTurnStack, type TurnStack } from './support/turn-stack';
+
+// Crash tests on the real stack: a process is SIGKILLed at a chosen point of a turn, then
+// the same message is posted again with the same idempotency key. Afterwards the journal
+// verifies, nothing acknowledged is lost, the turn exists once (one message_received, one
+// completion) and recorded steps were reused rather than run again.
+
+interface Answer {
+  status: number;
+  body: Record<string, unknown>;
+}
+
+describe('turns survive crashes', () => {
+  let stack: TurnStack;
+  let token: string;
+
+  const post = async (uid: string, text: string, key: string): Promise<Answer> => {
+    const response = await fetch(`${stack.apiUrl}/v1/conversations/${uid}/messages`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ text, idempotencyKey: key }),
+    });
+    const body = await response.text();
+    return {
+      status: response.status,
+      body: body === '' ? {} : (JSON.parse(body) as Record<string, unknown>),
+    };
+  };
+  /** Posts without waiting; a crash of the server ends it with a network error. */
+  const postInBackground = (uid: string, text: string, key: string): Promise<Answer | Error> =>
+    post(uid, text, key).catch((error: unknown) =>
+      error instanceof Error ? error : new Error(String(error)),
+    );
+  /** Posts until the control plane answers with something other than 503 (it may be starting). */
+  const postUntilSettled = async (uid: string, text: string, key: string): Promise<Answer> => {
+    return pollUntil(
+      `a settled answer for ${key}`,
+      async () => {
+        const answer = await post(uid, text, key).catch(() => undefined);
+        return answer !== undefined && answer.status !== 503 ? answer : undefined;
+      },
+      { timeoutMs: 90_000, intervalMs: 500 },
+    );
+  };
+  const waitForKind = async (uid: string, kind: string, count = 1): Promise<void> => {
+    await pollUntil(
+      `${count} ${kind} in conv-${uid}`,
+      async () =>
+        (await stack.journalKinds(uid)).filter((k) => k === kind).length >= count
+          ? true
+          : undefined,
+      { timeoutMs: 30_000, intervalMs: 50 },
+    );
+  };
+  const count = (kinds: string[], kind: string): number => kinds.filter((k) => k === kind).length;
+  const assertOneTurn = async (uid: string, dispatches: number): Promise<string[]> => {
+    const kinds = await stack.journalKinds(uid);
+    expect(count(kinds, 'message_received')).toBe(1);
+    expect(count(kinds, 'turn_dispatched')).toBe(dispatches);
+    expect(count(kinds, 'turn_complete')).toBe(1);
+    expect(kinds.at(-1)).toBe('signed_root');
+    const check = await stack.verify(uid);
+    expect(check.ok).toBe(true);
+    const attempts = (await stack.journal(uid))
+      .filter((e) => e.kind === 'turn_dispatched')
+      .map((e) => payloadCodecs.turn_dispatched.decode(e.payload).attempt);
+    expect(attempts).toEqual(Array.from({ length: dispatches }, (_, i) => i + 1));
+    return kinds;
+  };
+
+  beforeAll(async () => {
+    stack = await startTurnStack({
+      namespacePrefix: 'crash',
+      // A dead harness is found quickly; the turn waits for the restarted pod.
+      controlPlaneEnv: { POLYCHROME_TURN_SANDBOX_WAIT_MS: '60000' },
+    });
+    token = await stack.mintToken('test:crash-owner');
+  }, 120_000);
+  afterAll(async () => {
+    await stack?.stop();
+  });
+
+  it('retries a dispatch orphaned by a control-plane SIGKILL after batch one, under its turn id', async () => {
+    await stack.withDiagnostics(async () => {
+      const uid = await stack.createConversation('cp-after-batch-one', {
+        owner: 'test:crash-owner',
+      });
+      const text = '[[slow:3000]] survive me';
+      const pending = postInBackground(uid, text, 'k1');
+      await waitForKind(uid, 'turn_dispatched');
+      await stack.controlPlane(0).kill('SIGKILL');
+      expect(await pending).toBeInstanceOf(Error);
+      const kinds = await stack.journalKinds(uid);
+      expect(kinds).not.toContain('turn_complete');
+
+      stack.controlPlane(0).start();
+      await stack.controlPlane(0).waitReady();
+      const answer = await postUntilSettled(uid, text, 'k1');
+      expect(answer.status).toBe(200);
+      expect(answer.body).toMatchObject({ status: 'complete', reply: `echo: ${text}` });
+      await assertOneTurn(uid, 2);
+    });
+  });
+
+  it('reuses a committed pure tool step after a control-plane SIGKILL instead of running it again', async () => {
+    await stack.withDiagnostics(async () => {
+      const uid = await stack.createConversation('cp-after-tool', {
+        owner: 'test:crash-owner',
+        tools: { builtin: ['calculator'] },
+      });
+      const text = 'compute [[tool:calculator {"expression":"2+3"}]] [[slow:3000]]';
+      const pending = postInBackground(uid, text, 'k2');
+      await waitForKind(uid, 'tool_result');
+      const modelCallsBefore = stack.messages.requests.length;
+      await stack.controlPlane(0).kill('SIGKILL');
+      await pending;
+
+      stack.controlPlane(0).start();
+      await stack.controlPlane(0).waitReady();
+      const answer = await postUntilSettled(uid, text, 'k2');
+      expect(answer.body).toMatchObject({ status: 'complete', reply: 'tool calculator said: 5' });
+      const kinds = await assertOneTurn(uid, 2);
+      expect(count(kinds, 'tool_call')).toBe(1);
+      expect(count(kinds, 'tool_result')).toBe(1);
+      // The recorded first model call was reused: only the closing reply was asked again.
+      expect(count(kinds, 'model_call')).toBe(2);
+      expect(stack.messages.requests.length - modelCallsBefore).toBeLessThanOrEqual(2);
+    });
+  });
+
+  it('recovers a turn whose harness was SIGKILLed mid-model-stream, on the restarted pod', async () => {
+    await stack.withDiagnostics(async () => {
+      const uid = await stack.createConversation('harness-mid-stream', {
+        owner: 'test:crash-owner',
+      });
+      const text = '[[slow:3000]] the harness dies';
+      const pending = postInBackground(uid, text, 'k3');
+      await waitForKind(uid, 'turn_dispatched');
+      // Let the stream start, then kill the harness process under it.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      await stack.killHarness('harness-mid-stream', 'SIGKILL');
+      const first = await pending;
+      expect(first).not.toBeInstanceOf(Error);
+      expect((first as Answer).status).toBe(503);
+      expect(await stack.journalKinds(uid)).not.toContain('turn_complete');
+
+      const answer = await postUntilSettled(uid, text, 'k3');
+      expect(answer.body).toMatchObject({ status: 'complete', reply: `echo: ${text}` });
+      await assertOneTurn(uid, 2);
+    });
+  });
+
+  it('loses nothing when the state plane is SIGKILLed while a turn runs, and finishes it after', async () => {
+    await stack.withDiagnostics(async () => {
+      const uid = await stack.createConversation('state-mid-turn', { owner: 'test:crash-owner' });
+      const text = '[[slow:2000]] the state plane dies';
+      const pending = postInBackground(uid, text, 'k4');
+      await waitForKind(uid, 'turn_dispatched');
+      const acknowledged = await stack.journal(uid);
+      await stack.state.kill('SIGKILL');
+      const first = await pending;
+      expect(first).not.toBeInstanceOf(Error);
+      expect([503, 500]).toContain((first as Answer).status);
+      await stack.state.start();
+      await stack.controlPlane(0).waitReady();
+
+      const answer = await postUntilSettled(uid, text, 'k4');
+      expect(answer.body).toMatchObject({ status: 'complete', reply: `echo: ${text}` });
+      const after = await stack.journal(uid);
+      // Every event acknowledged before the crash is still there, unchanged.
+      for (const entry of acknowledged) {
+        expect(Buffer.from(after[entry.position]!.payload).equals(Buffer.from(entry.payload))).toBe(
+          true,
+        );
+      }
+      await assertOneTurn(uid, 2);
+    });
+  });
+});

@@ -1,0 +1,345 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { payloadCodecs } from '../../common/event-kinds';
+import { PersonaRole } from '../../common/records-client';
+import { startTurnStack, type TurnStack } from './support/turn-stack';
+
+// Turns end to end on the real stack: a real control-plane process (coordinator + public
+// API), the real state plane over mTLS, harness processes run by the local node, the real
+// Anthropic SDK in the harness talking to our Messages API server (echo responder).
+
+interface Answer {
+  status: number;
+  body: Record<string, unknown>;
+}
+
+describe('turns through the public API', () => {
+  let stack: TurnStack;
+  let owner: string;
+  let admin: string;
+  let stranger: string;
+  let plain: string;
+  let gated: string;
+
+  const call = async (
+    method: string,
+    path: string,
+    options: {
+      token?: string;
+      body?: unknown;
+      raw?: string;
+      headers?: Record<string, string>;
+    } = {},
+  ): Promise<Answer> => {
+    const headers: Record<string, string> = { ...options.headers };
+    if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;
+    let body: string | undefined;
+    if (options.raw !== undefined || options.body !== undefined) {
+      headers['content-type'] ??= 'application/json';
+      body = options.raw ?? JSON.stringify(options.body);
+    }
+    const response = await fetch(`${stack.apiUrl}${path}`, {
+      method,
+      headers,
+      ...(body === undefined ? {} : { body }),
+    });
+    const text = await response.text();
+    return {
+      status: response.status,
+      body: text === '' ? {} : (JSON.parse(text) as Record<string, unknown>),
+    };
+  };
+  const post = (uid: string, text: string, key: string, token = owner): Promise<Answer> =>
+    call('POST', `/v1/conversations/${uid}/messages`, {
+      token,
+      body: { text, idempotencyKey: key },
+    });
+  const errorCode = (answer: Answer): unknown =>
+    (answer.body.error as Record<string, unknown> | undefined)?.code;
+
+  beforeAll(async () => {
+    stack = await startTurnStack({ namespacePrefix: 'turns' });
+    owner = await stack.mintToken('test:owner');
+    admin = await stack.mintToken('test:admin', [PersonaRole.Admin]);
+    stranger = await stack.mintToken('test:stranger');
+    plain = await stack.createConversation('plain', { owner: 'test:owner' });
+    gated = await stack.createConversation('gated', {
+      owner: 'test:owner',
+      tools: { builtin: ['calculator'], requireApproval: ['calculator'] },
+    });
+  }, 120_000);
+  afterAll(async () => {
+    await stack?.stop();
+  });
+
+  it('commits a turn in two batches and answers with the reply', async () => {
+    await stack.withDiagnostics(async () => {
+      const answer = await post(plain, 'hello there', 'k-hello');
+      expect(answer.status).toBe(200);
+      expect(answer.body).toMatchObject({
+        conversationId: plain,
+        status: 'complete',
+        reply: 'echo: hello there',
+        requestedAt: 0,
+      });
+      expect(String(answer.body.turnId)).toMatch(/^turn_[0-9a-f]{32}$/);
+      expect(await stack.journalKinds(plain)).toEqual([
+        'message_received',
+        'turn_dispatched',
+        'signed_root',
+        'model_call',
+        'signed_root',
+        'turn_complete',
+        'signed_root',
+      ]);
+      const journal = await stack.journal(plain);
+      const dispatched = payloadCodecs.turn_dispatched.decode(journal[1]!.payload);
+      expect(dispatched).toMatchObject({
+        turnId: answer.body.turnId,
+        attempt: 1,
+        messagePosition: 0,
+      });
+      expect(dispatched.leaseHolder).toBe(stack.controlPlane(0).identity);
+      expect(dispatched.attribution).toMatchObject({
+        caller: 'test:owner',
+        participants: ['test:owner'],
+      });
+      expect((await stack.verify(plain)).ok).toBe(true);
+
+      const transcript = await call('GET', `/v1/conversations/${plain}/transcript`, {
+        token: owner,
+      });
+      expect(transcript.status).toBe(200);
+      expect(transcript.body.turns).toEqual([
+        expect.objectContaining({
+          turnId: answer.body.turnId,
+          status: 'complete',
+          reply: 'echo: hello there',
+          user: expect.objectContaining({ text: 'hello there', caller: 'test:owner' }),
+        }),
+      ]);
+    });
+  });
+
+  it('gives an exact retry the same turn and refuses the key for another message', async () => {
+    await stack.withDiagnostics(async () => {
+      const first = await post(plain, 'retry me', 'k-retry');
+      const before = (await stack.journal(plain)).length;
+      const again = await post(plain, 'retry me', 'k-retry');
+      expect(again.status).toBe(200);
+      expect(again.body).toEqual(first.body);
+      const other = await post(plain, 'something else', 'k-retry');
+      expect(other.status).toBe(409);
+      expect(errorCode(other)).toBe('conflict');
+      expect((await stack.journal(plain)).length).toBe(before);
+    });
+  });
+
+  it('sends history of committed turns to the model', async () => {
+    await stack.withDiagnostics(async () => {
+      await post(plain, 'remember this', 'k-history');
+      const last = stack.messages.requests.at(-1);
+      const body = last?.body as { messages?: { role: string }[] } | undefined;
+      // Earlier committed turns come first, as user/assistant pairs, then this message.
+      expect((body?.messages?.length ?? 0) % 2).toBe(1);
+      expect(body?.messages?.length ?? 0).toBeGreaterThanOrEqual(5);
+    });
+  });
+
+  it('pauses for an approval bound to the call, and resumes the same turn when an admin approves', async () => {
+    await stack.withDiagnostics(async () => {
+      const paused = await post(
+        gated,
+        'please [[tool:calculator {"expression":"6*7"}]]',
+        'k-approve',
+      );
+      expect(paused.status).toBe(200);
+      expect(paused.body).toMatchObject({ status: 'paused', conversationId: gated });
+      const card = paused.body.approval as Record<string, unknown>;
+      expect(card).toMatchObject({ toolName: 'calculator', args: { expression: '6*7' } });
+      expect(String(card.argsSha256)).toMatch(/^[0-9a-f]{64}$/);
+      expect(paused.body).not.toHaveProperty('reply');
+
+      const blocked = await post(gated, 'a new message', 'k-blocked');
+      expect(blocked.status).toBe(409);
+      const byOwner = await call(
+        'POST',
+        `/v1/conversations/${gated}/approvals/${String(card.requestId)}`,
+        {
+          token: owner,
+          body: { decision: 'approve' },
+        },
+      );
+      expect(byOwner.status).toBe(403);
+
+      const approved = await call(
+        'POST',
+        `/v1/conversations/${gated}/approvals/${String(card.requestId)}`,
+        { token: admin, body: { decision: 'approve', comment: 'fine' } },
+      );
+      expect(approved.status).toBe(200);
+      expect(approved.body).toMatchObject({
+        status: 'complete',
+        turnId: paused.body.turnId,
+        reply: 'tool calculator said: 42',
+      });
+      const again = await call(
+        'POST',
+        `/v1/conversations/${gated}/approvals/${String(card.requestId)}`,
+        {
+          token: admin,
+          body: { decision: 'approve' },
+        },
+      );
+      expect(again.status).toBe(409);
+
+      const kinds = await stack.journalKinds(gated);
+      expect(kinds.filter((k) => k === 'message_received')).toHaveLength(1);
+      expect(kinds.filter((k) => k === 'turn_dispatched')).toHaveLength(2);
+      for (const kind of [
+        'approval_request',
+        'approval_response',
+        'tool_call',
+        'tool_result',
+        'turn_complete',
+      ]) {
+        expect(kinds).toContain(kind);
+      }
+      const journal = await stack.journal(gated);
+      const response = journal.find((e) => e.kind === 'approval_response');
+      const recorded = payloadCodecs.approval_response.decode(response!.payload);
+      expect(recorded).toMatchObject({
+        answeredBy: 'test:admin',
+        requestId: card.requestId,
+        comment: 'fine',
+      });
+      expect(Buffer.from(recorded.argsSha256).toString('hex')).toBe(card.argsSha256);
+      expect((await stack.verify(gated)).ok).toBe(true);
+    });
+  });
+
+  it('runs twenty concurrent messages with distinct keys as twenty turns, in order', async () => {
+    await stack.withDiagnostics(async () => {
+      const uid = await stack.createConversation('burst', { owner: 'test:owner' });
+      const answers = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => post(uid, `message ${i}`, `burst-${i}`)),
+      );
+      expect(answers.map((a) => a.status)).toEqual(Array(20).fill(200));
+      const journal = await stack.journal(uid);
+      const received = journal.filter((e) => e.kind === 'message_received');
+      const completed = journal.filter((e) => e.kind === 'turn_complete');
+      expect(received).toHaveLength(20);
+      expect(completed).toHaveLength(20);
+      // Turns never interleave: each message's completion comes before the next message.
+      const order = journal
+        .filter((e) => e.kind === 'message_received' || e.kind === 'turn_complete')
+        .map((e) => e.kind);
+      expect(order).toEqual(
+        Array.from({ length: 20 }, () => ['message_received', 'turn_complete']).flat(),
+      );
+      for (const answer of answers) {
+        const text = String((answer.body as { reply?: string }).reply);
+        expect(text).toMatch(/^echo: message \d+$/);
+      }
+      expect((await stack.verify(uid)).ok).toBe(true);
+    });
+  });
+
+  it('runs twenty concurrent messages with one shared key as exactly one turn', async () => {
+    await stack.withDiagnostics(async () => {
+      const uid = await stack.createConversation('shared-key', { owner: 'test:owner' });
+      const answers = await Promise.all(
+        Array.from({ length: 20 }, () => post(uid, 'only once', 'the-key')),
+      );
+      expect(answers.map((a) => a.status)).toEqual(Array(20).fill(200));
+      expect(new Set(answers.map((a) => String(a.body.turnId))).size).toBe(1);
+      const kinds = await stack.journalKinds(uid);
+      expect(kinds.filter((k) => k === 'message_received')).toHaveLength(1);
+      expect(kinds.filter((k) => k === 'turn_dispatched')).toHaveLength(1);
+      expect(kinds.filter((k) => k === 'turn_complete')).toHaveLength(1);
+    });
+  });
+
+  it('answers bad requests with clear errors and changes nothing', async () => {
+    await stack.withDiagnostics(async () => {
+      const before = (await stack.journal(plain)).length;
+      const unknown = await post('00000000-0000-0000-0000-000000000000', 'hi', 'k-x');
+      expect(unknown.status).toBe(404);
+      expect(String((unknown.body.error as { message: string }).message)).toContain(
+        'does not exist',
+      );
+      const badJson = await call('POST', `/v1/conversations/${plain}/messages`, {
+        token: owner,
+        raw: '{"text":',
+      });
+      expect(badJson.status).toBe(400);
+      const huge = await post(plain, 'x'.repeat(40_000), 'k-huge');
+      expect([400, 413]).toContain(huge.status);
+      const anonymous = await call('POST', `/v1/conversations/${plain}/messages`, {
+        body: { text: 'hi' },
+      });
+      expect(anonymous.status).toBe(401);
+      const forged = await post(plain, 'hi', 'k-forged', 'pcs_' + 'A'.repeat(43));
+      expect(forged.status).toBe(401);
+      const forbidden = await post(plain, 'hi', 'k-forbidden', stranger);
+      expect(forbidden.status).toBe(403);
+      const transcript = await call('GET', `/v1/conversations/${plain}/transcript`, {
+        token: stranger,
+      });
+      expect(transcript.status).toBe(403);
+      const badCursor = await fetch(`${stack.apiUrl}/v1/conversations/${plain}/stream`, {
+        headers: { authorization: `Bearer ${owner}`, 'last-event-id': 'yesterday' },
+      });
+      expect(badCursor.status).toBe(400);
+      await badCursor.body?.cancel();
+      expect((await stack.journal(plain)).length).toBe(before);
+    });
+  });
+
+  it('streams committed events with their positions and resumes exactly after Last-Event-ID', async () => {
+    await stack.withDiagnostics(async () => {
+      const journal = await stack.journal(plain);
+      const expected = journal.map((e) => `${e.position}:${e.kind}`);
+      const seen: string[] = [];
+      let cursor: number | undefined;
+      // Read a few events per connection, dropping it each time, until the head.
+      for (let round = 0; seen.length < expected.length && round < 50; round += 1) {
+        const controller = new AbortController();
+        const response = await fetch(`${stack.apiUrl}/v1/conversations/${plain}/stream`, {
+          headers: {
+            authorization: `Bearer ${owner}`,
+            ...(cursor === undefined ? {} : { 'last-event-id': String(cursor) }),
+          },
+          signal: controller.signal,
+        });
+        expect(response.status).toBe(200);
+        expect(response.headers.get('content-type')).toContain('text/event-stream');
+        const take = 1 + (round % 4);
+        let buffer = '';
+        const decoder = new TextDecoder();
+        const chunks = (response.body as unknown as AsyncIterable<Uint8Array>)[
+          Symbol.asyncIterator
+        ]();
+        let taken = 0;
+        while (taken < take && seen.length < expected.length) {
+          const chunk = await chunks.next();
+          if (chunk.done) break;
+          buffer += decoder.decode(chunk.value, { stream: true });
+          let split: number;
+          while ((split = buffer.indexOf('\n\n')) !== -1 && taken < take) {
+            const frame = buffer.slice(0, split);
+            buffer = buffer.slice(split + 2);
+            const id = /^id: (\d+)$/m.exec(frame)?.[1];
+            const kind = /^event: (\S+)$/m.exec(frame)?.[1];
+            if (id === undefined || kind === undefined) continue;
+            seen.push(`${id}:${kind}`);
+            cursor = Number(id);
+            taken += 1;
+          }
+        }
+        controller.abort();
+        await chunks.return?.().catch(() => undefined);
+      }
+      expect(seen).toEqual(expected);
+    });
+  });
+});
