@@ -6,7 +6,7 @@ import type { Registry } from 'prom-client';
 import { isAppError } from '../../common/errors';
 import { componentLogger, LogComponent } from '../../common/log';
 import openapiDocument from '../../docs/api/openapi.json';
-import type { Caller, PostMessage, TurnService } from '../turns/turn-service';
+import type { Caller, PostMessage, TurnReply, TurnService } from '../turns/turn-service';
 import { ApiError, bearerChallenge, errorAnswer } from './api-error';
 import { ApiMetrics } from './api-metrics';
 import { AuthCache, DEFAULT_AUTH_CACHE_MS, type Authenticate } from './auth-cache';
@@ -348,11 +348,17 @@ export class PublicApiServer {
         const conversationId = this.conversationId(ctx);
         const requestId = parseRequestId(ctx.params.requestId ?? '');
         const answer = parseApprovalAnswer(await this.body(ctx));
-        const reply = await this.options.service.answerApproval(
-          caller,
-          { conversationId, requestId, ...answer },
-          ctx.signal,
-        );
+        let reply: TurnReply;
+        try {
+          reply = await this.options.service.answerApproval(
+            caller,
+            { conversationId, requestId, ...answer },
+            ctx.signal,
+          );
+        } catch (error) {
+          if (await this.forwarded(ctx, error, answer)) return;
+          throw error;
+        }
         sendJson(ctx.response, 200, reply);
         return;
       }
@@ -361,11 +367,17 @@ export class PublicApiServer {
         const conversationId = this.conversationId(ctx);
         const requestId = parseRequestId(ctx.params.requestId ?? '');
         const { answer } = parseQuestionAnswer(await this.body(ctx));
-        const reply = await this.options.service.answerQuestion(
-          caller,
-          { conversationId, requestId, answer },
-          ctx.signal,
-        );
+        let reply: TurnReply;
+        try {
+          reply = await this.options.service.answerQuestion(
+            caller,
+            { conversationId, requestId, answer },
+            ctx.signal,
+          );
+        } catch (error) {
+          if (await this.forwarded(ctx, error, { answer })) return;
+          throw error;
+        }
         sendJson(ctx.response, 200, reply);
         return;
       }
@@ -426,7 +438,14 @@ export class PublicApiServer {
       (k) => (key = k),
     );
     const request: PostMessage = { conversationId, ...message };
-    const reply = await this.options.service.postMessage(caller, request, ctx.signal);
+    let reply: TurnReply;
+    try {
+      reply = await this.options.service.postMessage(caller, request, ctx.signal);
+    } catch (error) {
+      // The same key travels on, so a generated one names the same turn there.
+      if (await this.forwarded(ctx, error, message)) return;
+      throw error;
+    }
     sendJson(ctx.response, 200, reply, { 'idempotency-key': key });
   }
 
@@ -535,6 +554,47 @@ export class PublicApiServer {
     return id;
   }
 
+  /**
+   * Another replica holds the conversation (the service says where, as `forwardTo`):
+   * sends the request there once and relays its answer. False when the error is not
+   * that, the request was forwarded already, or the holder cannot be reached (the caller
+   * then gets the original 503 and retries).
+   */
+  private async forwarded(ctx: RequestContext, error: unknown, body: unknown): Promise<boolean> {
+    const target = isAppError(error) ? error.details?.forwardTo : undefined;
+    if (typeof target !== 'string' || headerOf(ctx.request, FORWARDED_HEADER) !== undefined) {
+      return false;
+    }
+    let upstream: Response;
+    try {
+      upstream = await fetch(new URL(ctx.request.url ?? '/', target), {
+        method: ctx.request.method ?? 'POST',
+        headers: {
+          authorization: headerOf(ctx.request, 'authorization') ?? '',
+          'content-type': 'application/json',
+          [FORWARDED_HEADER]: ctx.requestId,
+        },
+        body: JSON.stringify(body),
+        signal: ctx.signal,
+      });
+    } catch (cause) {
+      this.log.warn({ err: cause, requestId: ctx.requestId, target }, 'forwarding failed');
+      return false;
+    }
+    const text = await upstream.text();
+    const headers: Record<string, string> = { 'x-polychrome-served-by': target };
+    const key = upstream.headers.get('idempotency-key');
+    if (key !== null) headers['idempotency-key'] = key;
+    ctx.response.writeHead(upstream.status, {
+      'content-type': upstream.headers.get('content-type') ?? 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(text),
+      'cache-control': 'no-store',
+      ...headers,
+    });
+    ctx.response.end(text);
+    return true;
+  }
+
   /** The JSON body, after checking its content type. */
   private async body(ctx: RequestContext): Promise<unknown> {
     const contentType = headerOf(ctx.request, 'content-type');
@@ -563,6 +623,9 @@ export class PublicApiServer {
     return answer;
   }
 }
+
+/** Marks a request one replica forwarded to the conversation's holder (never forwarded again). */
+const FORWARDED_HEADER = 'x-polychrome-forwarded';
 
 function headerOf(request: IncomingMessage, name: string): string | undefined {
   const value = request.headers[name];

@@ -138,6 +138,7 @@ export class TurnStack {
   private approval: ApprovalKey | undefined;
   private token = '';
   private stopping: Promise<void> | undefined;
+  private planesNamed = 0;
 
   private constructor(
     /** Admin client of the shared cluster. */
@@ -233,8 +234,10 @@ export class TurnStack {
    * @param wait wait until it is ready @default true
    */
   async addControlPlane(wait = true): Promise<ControlPlaneProcess> {
+    // Named before the first await: planes started together must not share an identity.
+    const identity = `cp-${this.planesNamed++}`;
     const plane = await ControlPlaneProcess.create({
-      identity: `cp-${this.controlPlanes.length}`,
+      identity,
       kubeconfig: this.operatorKubeconfig,
       namespace: this.namespace,
       certs: this.certs,
