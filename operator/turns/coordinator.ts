@@ -95,6 +95,8 @@ export interface TurnCoordinatorOptions {
   /** Steps per turn set by the deployment (the harness applies its own too). */
   readonly deploymentMaxSteps?: number;
   readonly nowMs?: () => number;
+  /** Journal views kept in memory (conversations). @default 1000 */
+  readonly viewCacheSize?: number;
 }
 
 /** What the metrics see of each turn. */
@@ -382,7 +384,10 @@ export class TurnCoordinator implements TurnService {
       entries.push(entry);
     }
     view = applyEntries(view, entries);
-    this.views.set(uid, view);
+    // A read outside the conversation's lock (a transcript) must not replace a newer view
+    // that a turn's append stored meanwhile.
+    const cached = this.views.get(uid);
+    if (cached === undefined || view.head >= cached.head) this.cacheView(uid, view);
     return view;
   }
 
@@ -427,8 +432,23 @@ export class TurnCoordinator implements TurnService {
       ...written,
       { position, kind: EventKind.SignedRoot, payload: seal },
     ]);
-    this.views.set(uid, next);
+    this.cacheView(uid, next);
     return outcome;
+  }
+
+  /**
+   * Keeps the view, most recently used last; beyond the bound the least recently used
+   * view of a conversation without a turn in this replica is dropped (rebuilt on demand).
+   */
+  private cacheView(uid: string, view: JournalView): void {
+    this.views.delete(uid);
+    this.views.set(uid, view);
+    const bound = this.options.viewCacheSize ?? 1_000;
+    if (this.views.size <= bound) return;
+    for (const key of this.views.keys()) {
+      if (this.views.size <= bound) break;
+      if (!this.locks.has(key)) this.views.delete(key);
+    }
   }
 
   // ---- turns ----
