@@ -75,6 +75,10 @@ import type {
   TurnService,
 } from './turn-service';
 
+/** Reserved tools the harness handles itself (harness/turn/reserved-tools.ts). */
+const ASK_USER_TOOL = '__ask_user';
+const HANDOFF_TOOL = '__handoff_to';
+
 /** The reply when a turn cannot be settled any other way. */
 export const FAILED_TURN_TEXT =
   'Sorry, I could not finish that. Please try again or rephrase your message.';
@@ -645,7 +649,14 @@ export class TurnCoordinator implements TurnService {
     const view = this.views.get(conversation.metadata.uid ?? '');
     const spec = conversation.spec;
     const rules = new Set(spec.tools?.requireApproval ?? []);
-    const tools: ToolSpec[] = (spec.tools?.builtin ?? []).map((name) => ({
+    // Built-in and reserved tools by reference (the harness holds their definitions):
+    // the agent may always ask the user; it may hand off only where targets are set.
+    const names = [
+      ...(spec.tools?.builtin ?? []),
+      ASK_USER_TOOL,
+      ...((spec.agent?.handoffTargets ?? []).length > 0 ? [HANDOFF_TOOL] : []),
+    ];
+    const tools: ToolSpec[] = names.map((name) => ({
       name,
       description: '',
       inputSchemaJson: '',

@@ -234,6 +234,75 @@ describe('turns through the public API', () => {
     });
   });
 
+  it('gives the model a denial when an admin denies, and the turn goes on', async () => {
+    await stack.withDiagnostics(async () => {
+      const uid = await stack.createConversation('deny', {
+        owner: 'test:owner',
+        tools: { builtin: ['calculator'], requireApproval: ['calculator'] },
+      });
+      const paused = await post(uid, '[[tool:calculator {"expression":"1/0"}]]', 'k-deny');
+      const card = paused.body.approval as Record<string, unknown>;
+      const denied = await call(
+        'POST',
+        `/v1/conversations/${uid}/approvals/${String(card.requestId)}`,
+        {
+          token: admin,
+          body: { decision: 'deny' },
+        },
+      );
+      expect(denied.status).toBe(200);
+      expect(denied.body).toMatchObject({ status: 'complete', turnId: paused.body.turnId });
+      expect(String(denied.body.reply)).toMatch(/^tool calculator said: /);
+      const journal = await stack.journal(uid);
+      const results = journal
+        .filter((e) => e.kind === 'tool_result')
+        .map((e) => payloadCodecs.tool_result.decode(e.payload));
+      expect(results).toHaveLength(1);
+      expect(results[0]!.denied).toBe(true);
+      // The denied call never ran: no tool_call was committed for it.
+      expect(journal.filter((e) => e.kind === 'tool_call')).toHaveLength(0);
+    });
+  });
+
+  it('pauses for a question and resumes with the answer', async () => {
+    await stack.withDiagnostics(async () => {
+      const uid = await stack.createConversation('question', { owner: 'test:owner' });
+      const paused = await post(
+        uid,
+        'book it [[tool:__ask_user {"question":"Which size?"}]]',
+        'k-q',
+      );
+      expect(paused.body).toMatchObject({
+        status: 'paused',
+        question: { question: 'Which size?' },
+      });
+      const question = paused.body.question as { requestId: string };
+      const unknown = await call('POST', `/v1/conversations/${uid}/questions/q_nope`, {
+        token: owner,
+        body: { answer: 'Large' },
+      });
+      expect(unknown.status).toBe(404);
+      const answered = await call(
+        'POST',
+        `/v1/conversations/${uid}/questions/${question.requestId}`,
+        {
+          token: owner,
+          body: { answer: 'Large' },
+        },
+      );
+      expect(answered.status).toBe(200);
+      expect(answered.body).toMatchObject({
+        status: 'complete',
+        turnId: paused.body.turnId,
+        reply: 'tool __ask_user said: Large',
+      });
+      const kinds = await stack.journalKinds(uid);
+      expect(kinds.filter((k) => k === 'question_request')).toHaveLength(1);
+      expect(kinds.filter((k) => k === 'question_response')).toHaveLength(1);
+      expect((await stack.verify(uid)).ok).toBe(true);
+    });
+  });
+
   it('runs twenty concurrent messages with distinct keys as twenty turns, in order', async () => {
     await stack.withDiagnostics(async () => {
       const uid = await stack.createConversation('burst', { owner: 'test:owner' });
