@@ -51,6 +51,7 @@ async function main(): Promise<number> {
     toolCatalog: (name) =>
       builtinTools.find((tool) => tool.name === name) ??
       [handoffTool, askUserTool].find((tool) => tool.name === name),
+    ...(mcp === undefined ? {} : { mcpTools: mcp }),
     ackTimeoutMs: config.ackTimeoutMs,
     toolTimeoutMs: config.toolTimeoutMs,
     deps: {

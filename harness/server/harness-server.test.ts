@@ -1,11 +1,13 @@
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { afterEach, describe, expect, it } from '@jest/globals';
+import { afterEach, describe, expect, it, jest } from '@jest/globals';
 import {
   credentials,
   Metadata,
   status as GrpcStatus,
   type ClientDuplexStream,
 } from '@grpc/grpc-js';
+import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { Registry } from 'prom-client';
 import { AppError } from '../../common/errors';
 import { createRootLogger } from '../../common/log';
@@ -17,14 +19,23 @@ import {
 } from '../../proto/gen/polychrome/harness/v1/harness';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
 import { ScriptedProvider, type ScriptReply } from '../model/scripted-provider';
+import { REPO_ROOT } from '../../test/support/mcp-servers/everything-http';
 import { builtinToolRunner, builtinTools } from '../tools/builtin-tools';
+import { McpToolRunner, type McpServerConfig } from '../tools/mcp-tools';
 import type { ToolRunner } from '../tools/tool-runner';
 import { signApproval } from '../turn/approval-token';
 import type { TurnTool } from '../turn/turn-records';
 import { createHarnessMetrics } from './harness-metrics';
 import { HarnessServer } from './harness-server';
+import { createToolRouter } from './tool-router';
 import { ERROR_CODE_METADATA } from './turn-call';
-import { turnRequestToProto, turnStepFromProto, type TurnRequest } from './turn-codec';
+import {
+  turnRequestToProto,
+  turnStepFromProto,
+  type ToolReference,
+  type TurnRequest,
+} from './turn-codec';
+import type { McpToolSource } from './turn-tools';
 
 const TOKEN = 'conversation-token-1';
 const TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
@@ -68,6 +79,7 @@ interface Rig {
   toolLog: string[];
   logLines: () => Record<string, unknown>[];
   registry: Registry;
+  mcp?: McpToolRunner;
 }
 
 let current: Rig | undefined;
@@ -75,13 +87,23 @@ let current: Rig | undefined;
 afterEach(async () => {
   current?.client.close();
   await current?.server.close();
+  await current?.mcp?.close();
   current = undefined;
 });
 
-async function rig(
-  replies: ScriptReply[],
-  options: { requireApproval?: string[]; ackTimeoutMs?: number } = {},
-): Promise<Rig> {
+interface RigOptions {
+  requireApproval?: string[];
+  ackTimeoutMs?: number;
+  /**
+   * Real MCP servers, wired as main.ts does: built-in tools by name, the rest to the MCP
+   * runner, built-ins and reserved tools in the catalog, the runner as the MCP tool source.
+   */
+  mcpServers?: McpServerConfig[];
+  /** Wraps the runner as the server's MCP tool source (to gate the listing). */
+  mcpSource?: (runner: McpToolRunner) => McpToolSource;
+}
+
+async function rig(replies: ScriptReply[], options: RigOptions = {}): Promise<Rig> {
   const chunks: string[] = [];
   const destination = new Writable({
     write(chunk: Buffer, _encoding, callback) {
@@ -107,6 +129,7 @@ async function rig(
     },
   };
   const registry = new Registry();
+  const mcp = options.mcpServers === undefined ? undefined : new McpToolRunner(options.mcpServers);
   const server = new HarnessServer({
     host: '127.0.0.1',
     port: 0,
@@ -115,9 +138,28 @@ async function rig(
     metrics: createHarnessMetrics(registry),
     requireApproval: options.requireApproval ?? [],
     ackTimeoutMs: options.ackTimeoutMs ?? 5_000,
+    ...(mcp === undefined
+      ? {}
+      : {
+          mcpTools: options.mcpSource?.(mcp) ?? mcp,
+          toolCatalog: (name: string) => builtinTools.find((tool) => tool.name === name),
+          // The MCP tests run tools for real, and MCP servers start slowly on shared cores.
+          toolTimeoutMs: 20_000,
+        }),
     deps: {
       modelFor: () => model,
-      tools,
+      tools:
+        mcp === undefined
+          ? tools
+          : createToolRouter(
+              [
+                {
+                  names: new Set(builtinTools.map((tool) => tool.name)),
+                  runner: builtinToolRunner,
+                },
+              ],
+              mcp,
+            ),
       approvalVerifier: nodeEd25519Verifier,
       approvalPublicKey: approvalKey.publicKey,
       clock: { nowMs: () => 1_000 },
@@ -136,7 +178,15 @@ async function rig(
           ? Object.fromEntries(Object.entries(parsed))
           : {};
       });
-  current = { server, client, model, toolLog, logLines, registry };
+  current = {
+    server,
+    client,
+    model,
+    toolLog,
+    logLines,
+    registry,
+    ...(mcp === undefined ? {} : { mcp }),
+  };
   return current;
 }
 
@@ -561,4 +611,302 @@ describe('HarnessServer over loopback gRPC', () => {
     });
     await drained;
   });
+});
+
+describe('HarnessServer with the harness MCP servers (real stdio server)', () => {
+  // Each runner starts node + tsx for the server: slow on shared cores.
+  const SLOW = 30_000;
+  const flaky: McpServerConfig = {
+    name: 'flaky',
+    transport: 'stdio',
+    command: process.execPath,
+    args: [
+      '--import',
+      'tsx',
+      join(REPO_ROOT, 'test', 'support', 'mcp-servers', 'failure-server.ts'),
+    ],
+    cwd: REPO_ROOT,
+    timeoutMs: 20_000,
+  };
+  const ghost: McpServerConfig = {
+    name: 'ghost',
+    transport: 'stdio',
+    command: join(REPO_ROOT, 'no-such-mcp-server'),
+  };
+  const flakyTools = [
+    'flaky/echo',
+    'flaky/write_note',
+    'flaky/crash',
+    'flaky/slow',
+    'flaky/cancellations',
+    'flaky/fail',
+    'flaky/throws',
+  ];
+
+  /** What the coordinator sends: the built-ins by reference, plus `tools` in full. */
+  function mcpTurn(
+    references: ToolReference[] = [],
+    turnId = 't-1',
+    tools: TurnTool[] = [],
+  ): TurnRequest {
+    return {
+      ...turnRequest({ tools }, turnId),
+      toolReferences: [
+        ...builtinTools.map((tool) => ({ name: tool.name, needsApproval: false })),
+        ...references,
+      ],
+    };
+  }
+
+  function offered(model: ScriptedProvider, request = 0): string[] {
+    return model.requests[request]?.tools.map((tool) => tool.name) ?? [];
+  }
+
+  it(
+    "offers the servers' tools beside the built-ins and runs them, pure only when read-only",
+    async () => {
+      const { client, model } = await rig(
+        [
+          { content: [{ tool_use: { id: 'toolu_1', name: 'flaky/echo', input: { text: 'hi' } } }] },
+          {
+            content: [
+              { tool_use: { id: 'toolu_2', name: 'flaky/write_note', input: { text: 'n1' } } },
+            ],
+          },
+          { text: 'Done.' },
+        ],
+        { mcpServers: [flaky] },
+      );
+      const cp = new ControlPlaneCall(client, auth(), mcpTurn());
+      expect((await cp.status).code).toBe(GrpcStatus.OK);
+      expect(offered(model)).toEqual([...builtinTools.map((tool) => tool.name), ...flakyTools]);
+      const steps = cp.steps().map((step) => turnStepFromProto(step));
+      expect(
+        steps.flatMap((s) =>
+          s.kind === 'tool_call' ? [[s.record.toolName, s.record.effect]] : [],
+        ),
+      ).toEqual([
+        ['flaky/echo', 'pure'],
+        ['flaky/write_note', 'side_effect'],
+      ]);
+      expect(
+        steps.flatMap((s) =>
+          s.kind === 'tool_result' ? [[s.record.content, s.record.isError]] : [],
+        ),
+      ).toEqual([
+        ['hi', false],
+        ['saved note 1', false],
+      ]);
+      expect(cp.labels().at(-1)).toBe('result complete');
+    },
+    SLOW,
+  );
+
+  it(
+    "lists once for the harness's life, and again after the server reconnects",
+    async () => {
+      const listings = jest.spyOn(McpClient.prototype, 'listTools');
+      try {
+        const { client, model } = await rig(
+          [
+            { text: 'one' },
+            { text: 'two' },
+            { content: [{ tool_use: { id: 'toolu_c', name: 'flaky/crash', input: {} } }] },
+            { text: 'four' },
+          ],
+          { mcpServers: [flaky] },
+        );
+        const run = async (turnId: string): Promise<ControlPlaneCall> => {
+          const cp = new ControlPlaneCall(client, auth(), mcpTurn([], turnId));
+          expect((await cp.status).code).toBe(GrpcStatus.OK);
+          return cp;
+        };
+        await run('t-1');
+        expect(listings).toHaveBeenCalledTimes(1);
+        await run('t-2');
+        expect(listings).toHaveBeenCalledTimes(1);
+        // The server dies mid-call: the side-effecting call's outcome is unknown.
+        expect((await run('t-3')).labels().at(-1)).toBe('result ambiguous');
+        expect(listings).toHaveBeenCalledTimes(1);
+        // The next turn starts a fresh server, which is listed again.
+        await run('t-4');
+        expect(listings).toHaveBeenCalledTimes(2);
+        expect(
+          model.requests.map((r) => r.tools.filter((t) => t.name.startsWith('flaky/'))),
+        ).toEqual(
+          [0, 1, 2, 3].map(() => flakyTools.map((name) => expect.objectContaining({ name }))),
+        );
+      } finally {
+        listings.mockRestore();
+      }
+    },
+    SLOW,
+  );
+
+  it(
+    'leaves out a server that cannot be listed, logs why, and runs the turn with the rest',
+    async () => {
+      const { client, model, logLines } = await rig(
+        [
+          {
+            content: [
+              { tool_use: { id: 'toolu_1', name: 'flaky/echo', input: { text: 'still here' } } },
+              { tool_use: { id: 'toolu_2', name: 'calculator', input: { expression: '2 + 3' } } },
+            ],
+          },
+          { text: 'Both worked.' },
+        ],
+        { mcpServers: [ghost, flaky] },
+      );
+      const cp = new ControlPlaneCall(
+        client,
+        auth(),
+        mcpTurn([{ name: 'ghost/anything', needsApproval: true }]),
+      );
+      expect((await cp.status).code).toBe(GrpcStatus.OK);
+      expect(offered(model)).toEqual([...builtinTools.map((tool) => tool.name), ...flakyTools]);
+      expect(
+        cp
+          .steps()
+          .map((step) => turnStepFromProto(step))
+          .flatMap((s) => (s.kind === 'tool_result' ? [s.record.content] : []))
+          // Results are committed as they settle, in either order.
+          .sort(),
+      ).toEqual(['5', 'still here']);
+      expect(cp.labels().at(-1)).toBe('result complete');
+      const leftOut = logLines().find(
+        (line) => line.msg === 'MCP server left out of this turn: its tools could not be listed',
+      );
+      expect(leftOut).toMatchObject({ server: 'ghost', turn: 't-1', conversation: 'c-1' });
+      expect(leftOut?.reason).toMatch(/^MCP server ghost could not be started: /u);
+      expect(
+        logLines().find(
+          (line) =>
+            line.msg ===
+            'tool named by reference left out of this turn: no listed MCP server has it',
+        ),
+      ).toMatchObject({ tool: 'ghost/anything', turn: 't-1' });
+      expect(logLines().find((line) => line.msg === 'turn started')).toMatchObject({
+        mcpTools: flakyTools.length,
+        tools: builtinTools.length + flakyTools.length,
+      });
+    },
+    SLOW,
+  );
+
+  it.each<[string, string[], ToolReference[], string | undefined]>([
+    ['a deployment rule naming the tool', ['flaky/write_note'], [], undefined],
+    ['a deployment rule naming its server', ['flaky/*'], [], undefined],
+    [
+      'a by-reference entry from the control plane',
+      [],
+      [{ name: 'flaky/write_note', needsApproval: true, approvalReason: 'Notes are permanent.' }],
+      'Notes are permanent.',
+    ],
+  ])(
+    '%s makes the MCP tool wait for approval',
+    async (_label, requireApproval, references, reason) => {
+      const { client } = await rig(
+        [
+          {
+            content: [
+              { tool_use: { id: 'toolu_1', name: 'flaky/write_note', input: { text: 'x' } } },
+            ],
+          },
+        ],
+        { mcpServers: [flaky], requireApproval },
+      );
+      const cp = new ControlPlaneCall(client, auth(), mcpTurn(references));
+      expect((await cp.status).code).toBe(GrpcStatus.OK);
+      expect(cp.labels()).toEqual(['step modelCall', 'paused approvalRequest']);
+      const paused = cp.outputs.at(-1)?.output;
+      if (paused?.$case !== 'paused' || paused.value.request?.$case !== 'approvalRequest') {
+        throw new Error('expected an approval pause');
+      }
+      expect(paused.value.request.value).toMatchObject({
+        toolName: 'flaky/write_note',
+        argsJson: '{"text":"x"}',
+      });
+      if (reason !== undefined) expect(paused.value.request.value.reason).toBe(reason);
+    },
+    SLOW,
+  );
+
+  it(
+    'a full spec from the control plane wins over an MCP tool of the same name',
+    async () => {
+      const hostedEcho: TurnTool = {
+        name: 'flaky/echo',
+        description: 'Echo, hosted on the control plane.',
+        inputSchema: { type: 'object' },
+        effect: 'side_effect',
+        needsApproval: false,
+        host: 'control_plane',
+      };
+      const { client, model } = await rig(
+        [
+          { content: [{ tool_use: { id: 'toolu_1', name: 'flaky/echo', input: { text: 'x' } } }] },
+          { text: 'ok' },
+        ],
+        { mcpServers: [flaky] },
+      );
+      const cp = new ControlPlaneCall(client, auth(), mcpTurn([], 't-1', [hostedEcho]));
+      expect((await cp.status).code).toBe(GrpcStatus.OK);
+      expect(cp.labels().filter((l) => l !== 'delta')).toEqual([
+        'step modelCall',
+        'step toolCall',
+        'trusted flaky/echo',
+        'step toolResult',
+        'step modelCall',
+        'result complete',
+      ]);
+      const echoes = model.requests[0]?.tools.filter((tool) => tool.name === 'flaky/echo');
+      expect(echoes).toEqual([
+        expect.objectContaining({ description: 'Echo, hosted on the control plane.' }),
+      ]);
+    },
+    SLOW,
+  );
+
+  it(
+    'claims the turn slot before listing: a second call is refused, a cancel ends the turn',
+    async () => {
+      let release = (): void => undefined;
+      const gate = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let listings = 0;
+      const { client, server, model, logLines } = await rig([{ text: 'never' }], {
+        mcpServers: [flaky],
+        mcpSource: (runner) => ({
+          serverNames: runner.serverNames,
+          listToolsByServer: async (signal) => {
+            listings++;
+            await gate;
+            return runner.listToolsByServer(signal);
+          },
+        }),
+      });
+      const first = new ControlPlaneCall(client, auth(), mcpTurn());
+      await eventually(() => listings === 1, 'the first turn to start listing');
+      expect(server.currentTurn()).toEqual({ conversationId: 'c-1', turnId: 't-1', attempt: 1 });
+      const second = new ControlPlaneCall(client, auth(), mcpTurn([], 't-2'));
+      expect(await second.status).toMatchObject({ code: GrpcStatus.FAILED_PRECONDITION });
+      first.send({ input: { $case: 'cancel', value: { reason: 'user pressed stop' } } });
+      await eventually(
+        () => logLines().some((line) => line.msg === 'turn cancel received'),
+        'the cancel to arrive',
+      );
+      release();
+      expect((await first.status).code).toBe(GrpcStatus.OK);
+      expect(first.outputs.at(-1)?.output).toEqual({
+        $case: 'result',
+        value: { outcome: { $case: 'cancelled', value: { reason: 'user pressed stop' } } },
+      });
+      expect(model.callCount).toBe(0);
+      expect(listings).toBe(1);
+      expect(logLines().some((line) => String(line.msg).includes('left out'))).toBe(false);
+    },
+    SLOW,
+  );
 });

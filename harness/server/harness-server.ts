@@ -8,6 +8,7 @@ import {
 } from '../../proto/gen/polychrome/harness/v1/harness';
 import type { ModelProvider } from '../model/model-provider';
 import { needsApproval } from '../tools/approval-policy';
+import type { McpServerListing } from '../tools/mcp-tools';
 import type { ToolRunner } from '../tools/tool-runner';
 import type { SignatureVerifier } from '../turn/approval-token';
 import { requestIds as defaultRequestIds, type RequestIds } from '../turn/request-ids';
@@ -20,8 +21,10 @@ import {
   turnOutcomeToProto,
   turnRequestFromProto,
   type ToolCatalog,
+  type ToolReference,
   type TurnRequest,
 } from './turn-codec';
+import { isToolOfServers, offeredTools, type McpToolSource } from './turn-tools';
 
 /**
  * The harness's gRPC server: `Harness.RunTurn`, one turn per call, one call at a time.
@@ -37,7 +40,7 @@ import {
 export interface HarnessTurnDeps {
   /** The model for a turn; `model` is the agent's setting (empty: the harness default). */
   modelFor(model: string): ModelProvider;
-  /** Built-in and MCP tools. */
+  /** Runs built-in and MCP tools. */
   readonly tools: ToolRunner;
   readonly approvalVerifier: SignatureVerifier;
   /** The control plane's approval public key (raw 32 bytes). */
@@ -73,6 +76,11 @@ export interface HarnessServerOptions {
    * tools, so the control plane need not know their definitions.
    */
   readonly toolCatalog?: ToolCatalog;
+  /**
+   * The harness's own MCP servers: every turn also offers their tools (turn-tools.ts),
+   * listed when the turn runs. `start` may name them by reference to require approval.
+   */
+  readonly mcpTools?: McpToolSource;
   /** How long the first message (`start`) may take. @default 10000 */
   readonly startTimeoutMs?: number;
   /** How long one step ack (the journal append) may take. @default 30000 */
@@ -249,7 +257,9 @@ export class HarnessServer {
       }
       let request: TurnRequest;
       try {
-        request = turnRequestFromProto(message.input.value, this.options.toolCatalog);
+        request = turnRequestFromProto(message.input.value, this.options.toolCatalog, (name) =>
+          this.isMcpToolName(name),
+        );
       } catch (error) {
         refuse(
           isAppError(error)
@@ -293,7 +303,16 @@ export class HarnessServer {
     });
   }
 
-  /** Claims the one turn slot (synchronously, so two calls cannot both win) and runs. */
+  /** True when `name` is `<server>/<tool>` of one of the harness's MCP servers. */
+  private isMcpToolName(name: string): boolean {
+    const source = this.options.mcpTools;
+    return source !== undefined && isToolOfServers(name, source.serverNames);
+  }
+
+  /**
+   * Claims the one turn slot (synchronously, so two calls cannot both win) and runs. MCP
+   * tools are listed in `run`, after the claim, because listing waits on I/O.
+   */
   private begin(call: RunTurnCall, request: TurnRequest, callLog: Logger): TurnCall {
     const log = callLog.child({
       component: LogComponent.Turn,
@@ -305,6 +324,8 @@ export class HarnessServer {
     const turn = new TurnCall({
       call,
       turnId: request.turnId,
+      // The control plane's tools only: TurnCall needs them for the effect of a
+      // control-plane hosted call, and MCP tools run in the harness.
       tools: input.tools,
       log,
       ...(this.options.metrics === undefined ? {} : { metrics: this.options.metrics }),
@@ -331,14 +352,24 @@ export class HarnessServer {
     stream: RunTurnCall,
     turn: TurnCall,
     request: TurnRequest,
-    input: TurnInput,
+    policyInput: TurnInput,
     log: Logger,
   ): Promise<void> {
     const { deps } = this.options;
     const started = performance.now();
     const seconds = (): number => (performance.now() - started) / 1000;
+    const input = await this.withMcpTools(
+      policyInput,
+      request.toolReferences ?? [],
+      turn.signal,
+      log,
+    );
     log.info(
-      { recordedSteps: input.recordedSteps.length, tools: input.tools.length },
+      {
+        recordedSteps: input.recordedSteps.length,
+        tools: input.tools.length,
+        mcpTools: input.tools.length - policyInput.tools.length,
+      },
       'turn started',
     );
     let outcome: TurnOutcome;
@@ -381,6 +412,52 @@ export class HarnessServer {
       observeTurn(this.options.metrics, outcome.kind, seconds());
     }
     log.info({ outcome: outcome.kind, seconds: seconds() }, 'turn ended');
+  }
+
+  /**
+   * The turn's tools plus those of the harness's MCP servers (turn-tools.ts). Never
+   * rejects: a server that cannot be listed is left out of this turn and logged, and the
+   * turn runs with the rest.
+   */
+  private async withMcpTools(
+    input: TurnInput,
+    references: readonly ToolReference[],
+    signal: AbortSignal,
+    log: Logger,
+  ): Promise<TurnInput> {
+    const source = this.options.mcpTools;
+    if (source === undefined) return input;
+    let listings: readonly McpServerListing[];
+    try {
+      listings = await source.listToolsByServer(signal);
+    } catch (error) {
+      const why = isAppError(error)
+        ? error
+        : new AppError('unavailable', 'the MCP tools could not be listed', { cause: error });
+      listings = source.serverNames.map((server) => ({ server, error: why }));
+    }
+    const offered = offeredTools(
+      input.tools,
+      listings,
+      references,
+      this.options.requireApproval ?? [],
+    );
+    // A cancelled turn fails its listings too; runTurn reports the cancel, so no warning.
+    if (!signal.aborted) {
+      for (const { server, error } of offered.unlisted) {
+        log.warn(
+          { server, reason: error.message, err: error },
+          'MCP server left out of this turn: its tools could not be listed',
+        );
+      }
+      for (const reference of offered.unresolved) {
+        log.warn(
+          { tool: reference.name },
+          'tool named by reference left out of this turn: no listed MCP server has it',
+        );
+      }
+    }
+    return { ...input, tools: offered.tools };
   }
 
   /** Deployment policy on top of what the control plane sent. */

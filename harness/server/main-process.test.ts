@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import { credentials, Metadata, status as GrpcStatus } from '@grpc/grpc-js';
 import { HarnessClient, type TurnOutput } from '../../proto/gen/polychrome/harness/v1/harness';
 import { nodeEd25519Signer } from '../crypto/node-ed25519';
-import { turnRequestToProto } from './turn-codec';
+import { turnRequestToProto, type TurnRequest } from './turn-codec';
 
 /** The real entry point in its own process, configured through the environment. */
 
@@ -68,28 +68,63 @@ async function eventually<T>(
   }
 }
 
+/** Runs one turn over gRPC, acking every step; the outputs and the final status code. */
+async function runTurnOver(
+  port: number,
+  request: TurnRequest,
+): Promise<{ outputs: TurnOutput[]; code: number }> {
+  const client = new HarnessClient(`127.0.0.1:${port}`, credentials.createInsecure());
+  const metadata = new Metadata();
+  metadata.set('authorization', 'Bearer process-token');
+  const call = client.runTurn(metadata);
+  const outputs: TurnOutput[] = [];
+  call.on('data', (output: TurnOutput) => {
+    outputs.push(output);
+    if (output.output?.$case === 'step') {
+      call.write({
+        input: {
+          $case: 'stepCommitted',
+          value: { sequence: output.output.value.sequence, position: 0 },
+        },
+      });
+    }
+  });
+  const status = new Promise<number>((done) =>
+    call.on('status', (s: { code: number }) => done(s.code)),
+  );
+  call.on('error', () => undefined);
+  call.write({ input: { $case: 'start', value: turnRequestToProto(request) } });
+  const code = await status;
+  call.end();
+  client.close();
+  return { outputs, code };
+}
+
+function scriptFile(lines: string[]): string {
+  const dir = mkdtempSync(join(tmpdir(), 'harness-main-'));
+  const script = join(dir, 'script.yaml');
+  writeFileSync(script, lines.join('\n'));
+  return script;
+}
+
+const BASE_ENV = {
+  HARNESS_LISTEN_HOST: '127.0.0.1',
+  HARNESS_PORT: '0',
+  HARNESS_HEALTH_PORT: '0',
+  HARNESS_AUTH_TOKEN: 'process-token',
+  HARNESS_APPROVAL_PUBLIC_KEY: Buffer.from(approvalKey.publicKey).toString('hex'),
+  HARNESS_SHUTDOWN_GRACE_MS: '2000',
+};
+
 describe('harness/main.ts as a process', () => {
   it('serves /readyz and a turn over gRPC, then drains on SIGTERM and exits 0', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'harness-main-'));
-    const script = join(dir, 'script.yaml');
-    writeFileSync(
-      script,
-      [
-        'replies:',
-        '  - content:',
-        '      - tool_use: { id: toolu_1, name: calculator, input: { expression: "6 * 7" } }',
-        '  - text: The answer is 42.',
-      ].join('\n'),
-    );
-    const harness = spawnHarness({
-      HARNESS_LISTEN_HOST: '127.0.0.1',
-      HARNESS_PORT: '0',
-      HARNESS_HEALTH_PORT: '0',
-      HARNESS_AUTH_TOKEN: 'process-token',
-      HARNESS_APPROVAL_PUBLIC_KEY: Buffer.from(approvalKey.publicKey).toString('hex'),
-      HARNESS_MODEL_SCRIPT: script,
-      HARNESS_SHUTDOWN_GRACE_MS: '2000',
-    });
+    const script = scriptFile([
+      'replies:',
+      '  - content:',
+      '      - tool_use: { id: toolu_1, name: calculator, input: { expression: "6 * 7" } }',
+      '  - text: The answer is 42.',
+    ]);
+    const harness = spawnHarness({ ...BASE_ENV, HARNESS_MODEL_SCRIPT: script });
     const ready = await eventually(
       () => harness.lines.find((l) => l.msg === 'harness ready'),
       'the ready line',
@@ -101,58 +136,31 @@ describe('harness/main.ts as a process', () => {
       return response.status === 200 ? true : undefined;
     }, '/readyz');
 
-    const client = new HarnessClient(`127.0.0.1:${port}`, credentials.createInsecure());
-    const metadata = new Metadata();
-    metadata.set('authorization', 'Bearer process-token');
-    const call = client.runTurn(metadata);
-    const outputs: TurnOutput[] = [];
-    call.on('data', (output: TurnOutput) => {
-      outputs.push(output);
-      if (output.output?.$case === 'step') {
-        call.write({
-          input: {
-            $case: 'stepCommitted',
-            value: { sequence: output.output.value.sequence, position: 0 },
-          },
-        });
-      }
-    });
-    const status = new Promise<number>((done) =>
-      call.on('status', (s: { code: number }) => done(s.code)),
-    );
-    call.on('error', () => undefined);
-    call.write({
+    const { outputs, code } = await runTurnOver(port, {
+      conversationId: 'c-1',
+      turnId: 't-1',
+      attempt: 1,
+      model: '',
       input: {
-        $case: 'start',
-        value: turnRequestToProto({
-          conversationId: 'c-1',
-          turnId: 't-1',
-          attempt: 1,
-          model: '',
-          input: {
-            turnId: 't-1',
-            history: [],
-            userMessage: 'What is 6 * 7?',
-            tools: [
-              {
-                name: 'calculator',
-                description: 'Arithmetic.',
-                inputSchema: { type: 'object' },
-                effect: 'pure',
-                needsApproval: false,
-              },
-            ],
-            budget: {},
-            recordedSteps: [],
-            approvalAnswers: [],
-            questionAnswers: [],
+        turnId: 't-1',
+        history: [],
+        userMessage: 'What is 6 * 7?',
+        tools: [
+          {
+            name: 'calculator',
+            description: 'Arithmetic.',
+            inputSchema: { type: 'object' },
+            effect: 'pure',
+            needsApproval: false,
           },
-        }),
+        ],
+        budget: {},
+        recordedSteps: [],
+        approvalAnswers: [],
+        questionAnswers: [],
       },
     });
-    expect(await status).toBe(GrpcStatus.OK);
-    call.end();
-    client.close();
+    expect(code).toBe(GrpcStatus.OK);
     expect(outputs.at(-1)?.output).toMatchObject({
       $case: 'result',
       value: { outcome: { $case: 'complete', value: { text: 'The answer is 42.', steps: 2 } } },
@@ -166,6 +174,74 @@ describe('harness/main.ts as a process', () => {
     expect(harness.lines.map((l) => l.msg)).toEqual(
       expect.arrayContaining(['harness shutting down', 'harness stopped']),
     );
+  }, 60_000);
+
+  it('offers the tools of HARNESS_MCP_SERVERS, gated by HARNESS_REQUIRE_APPROVAL', async () => {
+    const script = scriptFile([
+      'replies:',
+      '  - content:',
+      '      - tool_use: { id: toolu_1, name: flaky/echo, input: { text: from main } }',
+      '  - content:',
+      '      - tool_use: { id: toolu_2, name: flaky/write_note, input: { text: gated } }',
+    ]);
+    const harness = spawnHarness({
+      ...BASE_ENV,
+      HARNESS_MODEL_SCRIPT: script,
+      HARNESS_MCP_SERVERS: JSON.stringify([
+        {
+          name: 'flaky',
+          transport: 'stdio',
+          command: process.execPath,
+          args: [
+            '--import',
+            'tsx',
+            join(ROOT, 'test', 'support', 'mcp-servers', 'failure-server.ts'),
+          ],
+          cwd: ROOT,
+          timeoutMs: 20_000,
+        },
+      ]),
+      HARNESS_REQUIRE_APPROVAL: 'flaky/write_note',
+    });
+    const ready = await eventually(
+      () => harness.lines.find((l) => l.msg === 'harness ready'),
+      'the ready line',
+    );
+    const { outputs, code } = await runTurnOver(Number(ready.port), {
+      conversationId: 'c-1',
+      turnId: 't-1',
+      attempt: 1,
+      model: '',
+      input: {
+        turnId: 't-1',
+        history: [],
+        userMessage: 'Echo, then write a note.',
+        tools: [],
+        budget: {},
+        recordedSteps: [],
+        approvalAnswers: [],
+        questionAnswers: [],
+      },
+      // As the control plane sends built-ins: by reference.
+      toolReferences: [{ name: 'calculator', needsApproval: false }],
+    });
+    expect(code).toBe(GrpcStatus.OK);
+    const results = outputs.flatMap((o) =>
+      o.output?.$case === 'step' && o.output.value.step?.$case === 'toolResult'
+        ? [o.output.value.step.value.content]
+        : [],
+    );
+    expect(results).toEqual(['from main']);
+    expect(outputs.at(-1)?.output).toMatchObject({
+      $case: 'paused',
+      value: { request: { $case: 'approvalRequest', value: { toolName: 'flaky/write_note' } } },
+    });
+    expect(harness.lines.find((l) => l.msg === 'turn started')).toMatchObject({
+      tools: 8,
+      mcpTools: 7,
+    });
+    harness.child.kill('SIGTERM');
+    expect(await harness.exit).toBe(0);
   }, 60_000);
 
   it('exits 2 and names every bad variable when the configuration is wrong', async () => {

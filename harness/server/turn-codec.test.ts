@@ -358,6 +358,42 @@ describe('turn codec rejects what proto3 cannot', () => {
     );
   });
 
+  it('defers by-reference tools the catalog lacks when told to, and keeps them on the wire', () => {
+    const catalog = (name: string): TurnTool | undefined =>
+      name === askUserTool.name ? askUserTool : undefined;
+    const deferred = (name: string): boolean => name.startsWith('files/');
+    const withReferences: TurnRequest = {
+      ...request,
+      toolReferences: [
+        { name: askUserTool.name, needsApproval: false },
+        { name: 'files/write', needsApproval: true, approvalReason: 'writes files' },
+        { name: 'files/read', needsApproval: false },
+      ],
+    };
+    const wire = TurnStart.decode(TurnStart.encode(turnRequestToProto(withReferences)).finish());
+    expect(wire.tools.map((tool) => [tool.name, tool.inputSchemaJson === ''])).toEqual([
+      ...request.input.tools.map((tool) => [tool.name, false]),
+      [askUserTool.name, true],
+      ['files/write', true],
+      ['files/read', true],
+    ]);
+    const decoded = turnRequestFromProto(wire, catalog, deferred);
+    // The catalog's tool is resolved now; the deferred ones wait for the run.
+    expect(decoded.input.tools.map((tool) => tool.name)).toEqual([
+      ...request.input.tools.map((tool) => tool.name),
+      askUserTool.name,
+    ]);
+    expect(decoded.toolReferences).toEqual([
+      { name: 'files/write', needsApproval: true, approvalReason: 'writes files' },
+      { name: 'files/read', needsApproval: false },
+    ]);
+    // Not deferred: a reference the harness cannot fill is refused at once, as before.
+    expect(() => turnRequestFromProto(wire, catalog)).toThrow(
+      `start.tools[${request.input.tools.length + 1}].input_schema_json: is empty, and this harness has no tool named "files/write"`,
+    );
+    expect(turnRequestFromProto(turnRequestToProto(request), catalog, deferred)).toEqual(request);
+  });
+
   it('refuses a failure with an unknown error code', () => {
     expect(() =>
       turnOutcomeFromProto({

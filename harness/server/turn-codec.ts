@@ -62,6 +62,22 @@ export interface TurnRequest {
   /** The model the agent uses; empty lets the harness pick its configured default. */
   readonly model: string;
   readonly input: TurnInput;
+  /**
+   * By-reference specs `turnRequestFromProto` left for the harness to resolve when the turn
+   * runs (tools of its MCP servers, listed then); not in `input.tools`. Absent when none.
+   */
+  readonly toolReferences?: readonly ToolReference[];
+}
+
+/**
+ * A tool `start` names by reference (an empty `input_schema_json`) whose definition the
+ * harness finds only when the turn runs: what the spec adds is an approval requirement.
+ */
+export interface ToolReference {
+  readonly name: string;
+  readonly needsApproval: boolean;
+  /** Empty on the wire: unset. */
+  readonly approvalReason?: string;
 }
 
 /** A call the harness forwards to the control plane (the trusted-tool proxy). */
@@ -505,6 +521,19 @@ export function turnToolFromProto(
   };
 }
 
+/** A tool reference to proto `ToolSpec` (by reference: empty schema, effect unspecified). */
+export function toolReferenceToProto(reference: ToolReference): ToolSpec {
+  return {
+    name: reference.name,
+    description: '',
+    inputSchemaJson: '',
+    effect: ProtoToolEffect.TOOL_EFFECT_UNSPECIFIED,
+    needsApproval: reference.needsApproval,
+    approvalReason: reference.approvalReason ?? '',
+    host: ProtoToolHost.TOOL_HOST_HARNESS,
+  };
+}
+
 /**
  * A history block to proto.
  *
@@ -602,7 +631,7 @@ export function messageFromProto(message: HistoryMessage, field = 'message'): Me
 }
 
 /**
- * A turn request to proto `TurnStart`.
+ * A turn request to proto `TurnStart`. Tool references follow the full tools.
  *
  * @throws AppError `invalid_argument` when tool schemas or inputs cannot be written as JSON.
  */
@@ -620,7 +649,10 @@ export function turnRequestToProto(request: TurnRequest): TurnStart {
       conversationMaxSteps: input.budget.conversation ?? 0,
       directiveMaxSteps: input.budget.directive ?? 0,
     },
-    tools: input.tools.map(turnToolToProto),
+    tools: [
+      ...input.tools.map(turnToolToProto),
+      ...(request.toolReferences ?? []).map(toolReferenceToProto),
+    ],
     approvalAnswers: input.approvalAnswers.map(approvalAnswerToProto),
     questionAnswers: input.questionAnswers.map(questionAnswerToProto),
     recordedSteps: input.recordedSteps.map((step) => turnStepToProto(step, 0)),
@@ -630,7 +662,9 @@ export function turnRequestToProto(request: TurnRequest): TurnStart {
 
 /**
  * Proto `TurnStart` to a turn request. Budget limits of 0 and an empty system prompt or
- * required approver are unset.
+ * required approver are unset. A by-reference tool spec is taken from `catalog`; one the
+ * catalog lacks but `deferred` accepts (a tool of the harness's MCP servers, known only
+ * once they are listed) goes to `toolReferences` instead of failing.
  *
  * @throws AppError `invalid_argument` naming the first malformed field (empty ids, a
  *   recorded step of another turn is left to the turn machine, which reports it as a
@@ -639,11 +673,30 @@ export function turnRequestToProto(request: TurnRequest): TurnStart {
 export function turnRequestFromProto(
   start: TurnStart,
   catalog: ToolCatalog = () => undefined,
+  deferred: (name: string) => boolean = () => false,
 ): TurnRequest {
   if (start.conversationId === '') throw bad('start.conversation_id', 'is empty');
   if (start.turnId === '') throw bad('start.turn_id', 'is empty');
   const budget = start.budget;
   const system = start.agent?.systemPrompt ?? '';
+  const tools: TurnTool[] = [];
+  const toolReferences: ToolReference[] = [];
+  start.tools.forEach((spec, i) => {
+    if (
+      spec.inputSchemaJson === '' &&
+      spec.name !== '' &&
+      catalog(spec.name) === undefined &&
+      deferred(spec.name)
+    ) {
+      toolReferences.push({
+        name: spec.name,
+        needsApproval: spec.needsApproval,
+        ...(spec.approvalReason === '' ? {} : { approvalReason: spec.approvalReason }),
+      });
+    } else {
+      tools.push(turnToolFromProto(spec, `start.tools[${i}]`, catalog));
+    }
+  });
   return {
     conversationId: start.conversationId,
     turnId: start.turnId,
@@ -654,7 +707,7 @@ export function turnRequestFromProto(
       ...(system === '' ? {} : { system }),
       history: start.history.map((message, i) => messageFromProto(message, `start.history[${i}]`)),
       userMessage: start.userMessage,
-      tools: start.tools.map((tool, i) => turnToolFromProto(tool, `start.tools[${i}]`, catalog)),
+      tools,
       budget: {
         ...(budget === undefined || budget.deploymentMaxSteps === 0
           ? {}
@@ -675,6 +728,7 @@ export function turnRequestFromProto(
       questionAnswers: start.questionAnswers.map(questionAnswerFromProto),
       ...(start.requiredApprover === '' ? {} : { requiredApprover: start.requiredApprover }),
     },
+    ...(toolReferences.length === 0 ? {} : { toolReferences }),
   };
 }
 

@@ -47,6 +47,10 @@ import type { ToolCallOptions, ToolCallRequest, ToolOutcome, ToolRunner } from '
  * connection closes (a crash, an exit, a dropped session) the next `listTools` or `call`
  * starts a fresh process or session; a call in flight at the crash is never retried here.
  *
+ * Listing. A server's tools are listed once per connection and kept with it: later
+ * listings answer from that copy, and a reconnect (a fresh process or session) lists
+ * again. A listing that fails is not kept, so the next one asks again.
+ *
  * Environment. A stdio server gets the SDK's small default environment (PATH, HOME,
  * USER, ...) plus the configured `env`, never the harness's own variables, so the model
  * API key does not reach MCP servers.
@@ -98,6 +102,11 @@ export interface McpTool {
   /** `pure` only when the server annotates the tool `readOnlyHint: true`. */
   readonly effect: ToolEffect;
 }
+
+/** One server's tools, or why they could not be listed ({@link McpToolRunner.listToolsByServer}). */
+export type McpServerListing =
+  | { readonly server: string; readonly tools: readonly McpTool[] }
+  | { readonly server: string; readonly error: AppError };
 
 /** Options of {@link McpToolRunner}. */
 export interface McpToolRunnerOptions {
@@ -174,8 +183,14 @@ export class McpToolRunner implements ToolRunner {
     this.maxResultChars = options.maxResultChars ?? DEFAULT_MAX_RESULT_CHARS;
   }
 
+  /** The configured servers' names, in configuration order. */
+  get serverNames(): readonly string[] {
+    return [...this.servers.keys()];
+  }
+
   /**
-   * The tools of every server, in server order then the server's order.
+   * The tools of every server, in server order then the server's order (kept per
+   * connection; see the file comment).
    *
    * @throws AppError `unavailable` naming the server that could not be started, reached
    *   or listed; `cancelled` when the signal aborts; `failed_precondition` after `close`.
@@ -187,6 +202,39 @@ export class McpToolRunner implements ToolRunner {
       tools.push(...(await connection.listTools(signal)));
     }
     return tools;
+  }
+
+  /**
+   * Each server's tools, or the error that kept them from being listed, in server order.
+   * Servers are listed concurrently and independently: one that cannot be started,
+   * reached or listed does not hide the others' tools. Kept per connection like
+   * {@link listTools}.
+   *
+   * @throws AppError `failed_precondition` after `close`. Per-server failures (including
+   *   `cancelled` when the signal aborts) are answers, not rejections.
+   */
+  async listToolsByServer(
+    signal: AbortSignal = new AbortController().signal,
+  ): Promise<McpServerListing[]> {
+    this.throwIfClosed();
+    return Promise.all(
+      [...this.servers.entries()].map(async ([server, connection]) => {
+        try {
+          return { server, tools: await connection.listTools(signal) };
+        } catch (error) {
+          return {
+            server,
+            error:
+              error instanceof AppError
+                ? error
+                : new AppError('unavailable', `MCP server ${server} did not list its tools`, {
+                    cause: error,
+                    details: { server },
+                  }),
+          };
+        }
+      }),
+    );
   }
 
   /**
@@ -220,10 +268,11 @@ export class McpToolRunner implements ToolRunner {
   }
 }
 
-/** A live client and whether its connection has closed. */
+/** A live client, whether its connection has closed, and its tools once listed. */
 interface Session {
   readonly client: Client;
   closed: boolean;
+  tools?: readonly McpTool[];
 }
 
 /** One server: its config, its current session, and the restart-on-next-use policy. */
@@ -241,6 +290,7 @@ class ServerConnection {
   async listTools(signal: AbortSignal): Promise<McpTool[]> {
     const name = this.config.name;
     const session = await this.connect(signal);
+    if (session.tools !== undefined) return [...session.tools];
     const tools: McpTool[] = [];
     let cursor: string | undefined;
     try {
@@ -266,7 +316,9 @@ class ServerConnection {
         { cause: this.withStderr(error), details: { server: name } },
       );
     }
-    return tools;
+    // Kept only while this connection lives: a reconnect lists again.
+    if (!session.closed) session.tools = tools;
+    return [...tools];
   }
 
   async call(
