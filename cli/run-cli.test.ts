@@ -163,6 +163,14 @@ describe('journal verify (offline)', () => {
     });
   });
 
+  it('takes --json as short for --format json', async () => {
+    const args = ['journal', 'verify', storeExport, '--public-key', toHex(signer.publicKey)];
+    const short = await cli([...args, '--json']);
+    expect(short.code).toBe(ExitCode.Ok);
+    expect(short.stdout).toBe((await cli([...args, '--format', 'json'])).stdout);
+    expect(JSON.parse(short.stdout)).toMatchObject({ ok: true, events: 9 });
+  });
+
   it('takes the key as base64 too, and fails under the wrong key at the first root', async () => {
     const ok = await cli([
       'journal',

@@ -1,37 +1,61 @@
 import { createWriteStream } from 'node:fs';
 import { once } from 'node:events';
-import type { Writable } from 'node:stream';
-import { parseArgs, type ParseArgsConfig } from 'node:util';
 
 import { z } from 'zod';
 
 import { envInt, envOptionalString, envString, parseConfig, type Env } from '../common/config';
-import { AppError, isAppError } from '../common/errors';
+import { isAppError } from '../common/errors';
 import { loadStateClientTls, StateClient } from '../common/state-client';
 import { isPartitionName } from '../state/store/partition-name';
+import { ApiCallError } from './api-client';
+import {
+  ExitCode,
+  Format,
+  formatOptions,
+  parse,
+  parseFormat,
+  stringValue,
+  UsageError,
+  write,
+  type CliIo,
+} from './cli-support';
+import { conversationCommands, isConversationCommand } from './conversation-commands';
 import { formatExportEvent, formatExportHeader, type ExportPublicKey } from './export-file';
 import { verifyExportFile } from './journal-verify';
 
-/** Exit codes: scripts and CI branch on them. */
-export const ExitCode = {
-  /** The command did what was asked; a verification passed. */
-  Ok: 0,
-  /** A verification ran and failed: the journal does not verify. */
-  VerifyFailed: 1,
-  /** The command line is wrong (unknown command or flag, missing argument). */
-  Usage: 2,
-  /** The command could not run: no connection, refused, not found, unreadable file. */
-  Error: 3,
-} as const;
-export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
-
-/** Where the CLI writes; the entry passes the process's streams, tests their own. */
-export interface CliIo {
-  readonly stdout: Writable;
-  readonly stderr: Writable;
-}
+export { ExitCode, type CliIo } from './cli-support';
 
 export const USAGE = `usage: polychrome <command>
+
+Talk to a conversation (the control plane's public API; ID is the Conversation's uid):
+
+  polychrome send ID TEXT... [--key K] [--format json|text] [api flags]
+      Post a message and print the reply; for a paused turn the approval card (tool,
+      arguments, reason, request id) and the command that answers it; for a quarantined
+      turn the notice. K is the idempotency key: the same K and text again gets the same
+      turn, never a second one (default: a random key, shown by --format json).
+      Exit 0 when the turn completed or waits for a person, 1 when it is quarantined.
+
+  polychrome stream ID [--since N | --last-event-id N] [--format json|text] [api flags]
+      Print the conversation's committed events (position, kind, a summary) and the live
+      text of a running turn, until Ctrl-C. --since N starts at position N, --last-event-id N
+      after it; default: the whole journal. A dropped connection is resumed after the last
+      event printed (Last-Event-ID), so no event is printed twice or skipped.
+
+  polychrome approve ID REQUEST-ID [--deny] [--comment C] [--format json|text] [api flags]
+      Approve (or deny) the call a paused turn waits for; print the turn's next state.
+
+  polychrome answer ID REQUEST-ID TEXT... [--format json|text] [api flags]
+      Answer the agent's question; print the turn's next state.
+
+  polychrome transcript ID [--format json|text] [api flags]
+      Print the committed turns, oldest first.
+
+api flags (or environment variables):
+  --api URL             POLYCHROME_API_URL         default http://127.0.0.1:8080
+  --token T             POLYCHROME_TOKEN           a session token (pcs_...); required
+
+Check a journal (the state plane):
 
   polychrome state verify conv-<id> [--format json|text] [connection flags]
       Ask the state plane to replay the journal and check every root and signature.
@@ -53,15 +77,11 @@ connection flags (or environment variables):
   --server-name NAME    POLYCHROME_STATE_SERVER_NAME  name to check the server certificate against
   --timeout-ms N        POLYCHROME_STATE_TIMEOUT_MS   default 60000
 
-exit codes: 0 ok, 1 verification failed, 2 usage error, 3 could not run
-`;
+--json is short for --format json.
 
-class UsageError extends AppError {
-  override readonly name: string = 'UsageError';
-  constructor(message: string) {
-    super('invalid_argument', message);
-  }
-}
+exit codes: 0 ok, 1 verification failed or turn quarantined, 2 usage error, 3 could not run
+(no connection, an error answer: its message is printed)
+`;
 
 const envSchema = z
   .object({
@@ -89,34 +109,6 @@ const connectionOptions = {
   'server-name': { type: 'string' },
   'timeout-ms': { type: 'string' },
 } as const;
-
-const Format = { Json: 'json', Text: 'text' } as const;
-type Format = (typeof Format)[keyof typeof Format];
-
-function parseFormat(value: string | undefined): Format {
-  if (value === undefined || value === Format.Text) return Format.Text;
-  if (value === Format.Json) return Format.Json;
-  throw new UsageError(`--format must be json or text, got ${JSON.stringify(value)}`);
-}
-
-function parse(
-  args: readonly string[],
-  options: ParseArgsConfig['options'],
-): {
-  values: Record<string, string | boolean | (string | boolean)[] | undefined>;
-  positionals: string[];
-} {
-  try {
-    const parsed = parseArgs({ args: [...args], options, allowPositionals: true, strict: true });
-    return { values: parsed.values, positionals: parsed.positionals };
-  } catch (error) {
-    throw new UsageError(error instanceof Error ? error.message : String(error));
-  }
-}
-
-function stringValue(value: unknown): string | undefined {
-  return typeof value === 'string' ? value : undefined;
-}
 
 function onePartition(positionals: readonly string[], command: string): string {
   const [partition, ...extra] = positionals;
@@ -165,10 +157,6 @@ async function connect(
   });
 }
 
-async function write(out: Writable, text: string): Promise<void> {
-  if (!out.write(text)) await once(out, 'drain');
-}
-
 function failureLines(failure: {
   position: number;
   reason: string;
@@ -188,8 +176,8 @@ async function stateVerify(
   env: Env | undefined,
   io: CliIo,
 ): Promise<ExitCode> {
-  const { values, positionals } = parse(args, { ...connectionOptions, format: { type: 'string' } });
-  const format = parseFormat(stringValue(values.format));
+  const { values, positionals } = parse(args, { ...connectionOptions, ...formatOptions });
+  const format = parseFormat(values);
   const partition = onePartition(positionals, 'state verify');
   const client = await connect(values, env);
   try {
@@ -288,10 +276,10 @@ function parsePublicKey(text: string): Uint8Array {
 
 async function journalVerify(args: readonly string[], io: CliIo): Promise<ExitCode> {
   const { values, positionals } = parse(args, {
-    format: { type: 'string' },
+    ...formatOptions,
     'public-key': { type: 'string', multiple: true },
   });
-  const format = parseFormat(stringValue(values.format));
+  const format = parseFormat(values);
   const [file, ...extra] = positionals;
   if (file === undefined) throw new UsageError('journal verify needs an export FILE');
   if (extra.length > 0)
@@ -335,6 +323,9 @@ export async function runCli(args: readonly string[], io: CliIo, env?: Env): Pro
       await write(io.stdout, USAGE);
       return ExitCode.Ok;
     }
+    if (isConversationCommand(group)) {
+      return await conversationCommands[group](args.slice(1), env, io);
+    }
     if (group === 'state' && command === 'verify') return await stateVerify(rest, env, io);
     if (group === 'state' && command === 'export') return await stateExport(rest, env, io);
     if (group === 'journal' && command === 'verify') return await journalVerify(rest, io);
@@ -351,7 +342,12 @@ export async function runCli(args: readonly string[], io: CliIo, env?: Env): Pro
       : error instanceof Error
         ? error.message
         : String(error);
-    await write(io.stderr, `polychrome: ${message}\n`);
+    const answer =
+      error instanceof ApiCallError
+        ? ` (${error.code}${error.status === 0 ? '' : `, HTTP ${String(error.status)}`}` +
+          `${error.requestId === undefined ? '' : `, request id ${error.requestId}`})`
+        : '';
+    await write(io.stderr, `polychrome: ${message}${answer}\n`);
     return ExitCode.Error;
   }
 }
