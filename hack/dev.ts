@@ -4,7 +4,10 @@
  *   tsx hack/dev.ts up     local control plane (etcd, kube-apiserver, kube-controller-manager,
  *                          agent-sandbox), the state plane, hack's local node (harness pods
  *                          run as local processes), the control plane as its least-privilege
- *                          ServiceAccount identity; then the sample Conversation, until Ready
+ *                          ServiceAccount identity with its public API on 127.0.0.1:8080;
+ *                          then the Conversation hack/dev/conversation-hello.yaml, until
+ *                          Ready; then a session token for the admin persona dev:you in
+ *                          .local/dev/token, and the commands that talk to the conversation
  *   tsx hack/dev.ts down   stop all of it
  *
  * Everything runs in the background; state, logs and certificates live under .local/.
@@ -14,8 +17,9 @@ import { CustomObjectsApi } from '@kubernetes/client-node';
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { devControlPlaneEnv, devStateEnv, ensureDevCerts } from './lib/dev-certs';
+import { join, relative } from 'node:path';
+import { devCliEnv, devControlPlaneEnv, devStateEnv, ensureDevCerts } from './lib/dev-certs';
+import { mintDevToken, PersonaRole, writeDevToken } from './lib/dev-token';
 import {
   applyHarnessSecret,
   ensureApprovalKey,
@@ -33,6 +37,16 @@ const stateFile = join(devDir, 'processes.json');
 const namespace = 'default';
 const serviceAccountUser = 'system:serviceaccount:polychrome-system:polychrome-control-plane';
 const harnessCommand = JSON.stringify(harnessSourceCommand('node'));
+/** The public API, where the CLI looks by default (POLYCHROME_API_URL). */
+const apiHost = '127.0.0.1';
+const apiPort = 8080;
+const apiUrl = `http://${apiHost}:${apiPort}`;
+const stateAddress = 'localhost:7443';
+/** The admin persona `make dev` mints a session token for. */
+const devIdentity = 'dev:you';
+const tokenFile = join(devDir, 'token');
+/** The dev Conversation: the minimal sample plus the calculator, which needs approval. */
+const conversationFile = join(repoRoot, 'hack', 'dev', 'conversation-hello.yaml');
 
 interface DevProcess {
   name: string;
@@ -80,6 +94,37 @@ function start(name: string, args: readonly string[], env: Record<string, string
   return { name, pid: child.pid, log };
 }
 
+/** Fails early when another program holds the API port: the control plane would exit. */
+async function assertApiPortFree(): Promise<void> {
+  const answered = await fetch(`${apiUrl}/`, { signal: AbortSignal.timeout(2_000) }).then(
+    () => true,
+    () => false,
+  );
+  if (answered) {
+    throw new Error(
+      `dev: something already answers on ${apiUrl}; stop it (or make dev-down) and run make dev again`,
+    );
+  }
+}
+
+/** Waits until the public API serves its OpenAPI document (no token needed). */
+async function waitApi(proc: DevProcess): Promise<void> {
+  await pollUntil(
+    `the public API on ${apiUrl}`,
+    async () => {
+      if (!isAlive(proc.pid)) throw new Error(`${proc.name} exited; see ${proc.log}`);
+      const response = await fetch(`${apiUrl}/v1/openapi.json`).catch(() => undefined);
+      return response?.ok === true ? true : undefined;
+    },
+    { timeoutMs: 30_000, intervalMs: 250 },
+  );
+}
+
+/** A path under the repository as the printed commands spell it (run from the root). */
+function local(path: string): string {
+  return relative(repoRoot, path);
+}
+
 async function waitReady(proc: DevProcess, port: number): Promise<void> {
   await pollUntil(
     `${proc.name} /readyz on port ${port}`,
@@ -97,6 +142,7 @@ async function up(): Promise<void> {
   const processes: DevProcess[] = [];
   const save = (): Promise<void> => writeFile(stateFile, JSON.stringify(processes, null, 2) + '\n');
   try {
+    await assertApiPortFree();
     const cluster = await ensureCluster();
     const admin = cluster.kubeconfigPath;
 
@@ -106,7 +152,7 @@ async function up(): Promise<void> {
     const state = start('state-plane', ['state/main.ts'], {
       ...devStateEnv(certs, join(devDir, 'state-data')),
       STATE_LISTEN_HOST: '127.0.0.1',
-      STATE_PORT: '7443',
+      STATE_PORT: stateAddress.split(':')[1] ?? '7443',
       STATE_HEALTH_PORT: String(stateHealth),
     });
     processes.push(state);
@@ -145,9 +191,9 @@ async function up(): Promise<void> {
     // What the sandbox template reads: the bearer token, the approval key, Claude's key.
     // The control plane reads the same token and the approval private key from files.
     const approvalKey = await ensureApprovalKey(join(devDir, 'approval-key.pem'));
-    const tokenFile = join(devDir, 'harness-token');
+    const harnessTokenFile = join(devDir, 'harness-token');
     await applyHarnessSecret(cluster.kubeConfig(), namespace, {
-      token: await writeHarnessToken(tokenFile),
+      token: await writeHarnessToken(harnessTokenFile),
       approvalPublicKey: approvalKey.publicKeyHex,
       ...(process.env.ANTHROPIC_API_KEY ? { anthropicApiKey: process.env.ANTHROPIC_API_KEY } : {}),
     });
@@ -165,27 +211,24 @@ async function up(): Promise<void> {
     const operator = start('control-plane', ['operator/main.ts'], {
       POLYCHROME_IDENTITY: 'polychrome-control-plane-dev-0',
       POLYCHROME_KUBECONFIG: operatorKubeconfig,
-      ...devControlPlaneEnv(certs, 'localhost:7443'),
+      ...devControlPlaneEnv(certs, stateAddress),
       POLYCHROME_HEALTH_HOST: '127.0.0.1',
       POLYCHROME_HEALTH_PORT: String(operatorHealth),
-      // The public API and turns (the API listens on its default port, 8080).
-      POLYCHROME_API_HOST: '127.0.0.1',
-      POLYCHROME_HARNESS_TOKEN_FILE: tokenFile,
+      // The public API (loopback only: it is the dev machine's) and turns.
+      POLYCHROME_API_HOST: apiHost,
+      POLYCHROME_API_PORT: String(apiPort),
+      POLYCHROME_HARNESS_TOKEN_FILE: harnessTokenFile,
       POLYCHROME_APPROVAL_KEY_FILE: approvalKey.privateKeyPath,
       POLYCHROME_NEW_CONVERSATION_NAMESPACE: namespace,
     });
     processes.push(operator);
     await save();
     await waitReady(operator, operatorHealth);
+    await waitApi(operator);
 
-    kubectl(admin, [
-      'apply',
-      '-n',
-      namespace,
-      '-f',
-      join(repoRoot, 'config', 'samples', 'conversation-minimal.yaml'),
-    ]);
+    kubectl(admin, ['apply', '-n', namespace, '-f', conversationFile]);
     const objects = cluster.kubeConfig().makeApiClient(CustomObjectsApi);
+    let uid = '';
     const endpoint = await pollUntil(
       'Conversation hello to be Ready with a running harness',
       async () => {
@@ -208,6 +251,13 @@ async function up(): Promise<void> {
           typeof sandbox === 'object' && sandbox !== null
             ? Reflect.get(sandbox, 'endpoint')
             : undefined;
+        const metadata: unknown =
+          typeof obj === 'object' && obj !== null ? Reflect.get(obj, 'metadata') : undefined;
+        const id: unknown =
+          typeof metadata === 'object' && metadata !== null
+            ? Reflect.get(metadata, 'uid')
+            : undefined;
+        uid = typeof id === 'string' ? id : '';
         return phase === 'Ready' && typeof at === 'string' ? at : undefined;
       },
       { timeoutMs: 180_000, intervalMs: 500 },
@@ -219,9 +269,46 @@ async function up(): Promise<void> {
       `\ndev: harness for conversation hello is ${harnessReady.ok ? 'ready' : 'NOT ready'} at ${endpoint}`,
     );
     process.stdout.write(kubectl(admin, ['get', 'conversations', '-n', namespace]));
+
+    // A session token for an admin persona, as a sign-in edge would issue one.
+    await writeDevToken(
+      tokenFile,
+      await mintDevToken({
+        certs,
+        address: stateAddress,
+        identity: devIdentity,
+        roles: [PersonaRole.Admin],
+      }),
+    );
+    const verifierEnv = Object.entries(devCliEnv(certs, stateAddress))
+      .map(
+        ([name, value]) => `${name}=${name === 'POLYCHROME_STATE_ADDRESS' ? value : local(value)}`,
+      )
+      .join(' ');
+    const model = process.env.ANTHROPIC_API_KEY
+      ? 'Claude (ANTHROPIC_API_KEY is set)'
+      : 'the scripted demo model (harness/model/demo-script.yaml; set ANTHROPIC_API_KEY for Claude)';
     console.log(`
 export KUBECONFIG=${admin} PATH=${defaultBinDir}:$PATH    # then: kubectl get conv
 logs: ${devDir}/*.log, harness pods under ${join(devDir, 'node')}
+
+The public API:    ${apiUrl}   (docs/api.md)
+Conversation hello: ${uid}   (${local(conversationFile)}; it answers with ${model})
+Signed in as:      ${devIdentity} (admin); session token in ${local(tokenFile)}
+
+Talk to it (from the repository root):
+  export POLYCHROME_TOKEN=$(cat ${local(tokenFile)})
+  alias polychrome="$PWD/bin/polychrome.js"
+  polychrome stream ${uid}                  # in another terminal; Ctrl-C stops it
+  polychrome send ${uid} "What is 6 * 7?"   # the calculator waits for approval:
+  polychrome approve ${uid} <request-id>    #   the request id send printed
+  curl -sS -X POST ${apiUrl}/v1/conversations/${uid}/messages \\
+    -H "Authorization: Bearer $POLYCHROME_TOKEN" -H 'Content-Type: application/json' \\
+    -d '{"text": "hello"}'
+  polychrome transcript ${uid}
+  ${verifierEnv} \\
+    polychrome state verify conv-${uid}
+
 stop: make dev-down`);
   } catch (err: unknown) {
     console.error(`dev: ${err instanceof Error ? err.message : String(err)}`);

@@ -1,0 +1,62 @@
+import { chmod, writeFile } from 'node:fs/promises';
+
+import { PersonaRole, RecordsClient } from '../../common/records-client';
+import { loadStateClientTls } from '../../common/state-client';
+import type { DevCerts } from './dev-certs';
+
+/**
+ * A bearer session token for the public API on a development stack: the persona of
+ * `identity` (created with `roles`, or the existing one given exactly those roles) and a
+ * new session, made through the state plane's Records service with the control plane's
+ * certificate, as the control plane itself would. The token is the only copy: write it
+ * where its user reads it, never to a log.
+ *
+ * @param options.ttlMs @default 7 days (the records allow at most 30)
+ * @throws StateCallError when the state plane cannot be reached or refuses the call.
+ */
+export async function mintDevToken(options: {
+  readonly certs: DevCerts;
+  /** The state plane, `host:port`. */
+  readonly address: string;
+  /** `provider:external_id`, e.g. `dev:you`. */
+  readonly identity: string;
+  readonly roles: readonly PersonaRole[];
+  readonly ttlMs?: number;
+}): Promise<string> {
+  const records = new RecordsClient({
+    address: options.address,
+    tls: await loadStateClientTls({
+      ca: options.certs.ca.certPath,
+      cert: options.certs.controlPlane.certPath,
+      key: options.certs.controlPlane.keyPath,
+    }),
+    callTimeoutMs: 10_000,
+  });
+  try {
+    let persona = await records.findPersonaByIdentity(options.identity);
+    if (persona === undefined) {
+      persona = await records.createPersona({
+        displayName: options.identity,
+        roles: options.roles,
+        identities: [options.identity],
+      });
+    } else if ([...persona.roles].sort().join() !== [...options.roles].sort().join()) {
+      persona = await records.setRoles(persona.id, options.roles, {
+        expectedVersion: persona.version,
+      });
+    }
+    const ttlMs = options.ttlMs ?? 7 * 24 * 60 * 60 * 1000;
+    return (await records.createSession(persona.id, { ttlMs })).token;
+  } finally {
+    records.close();
+  }
+}
+
+/** Writes `token` to `path`, readable by its owner only. */
+export async function writeDevToken(path: string, token: string): Promise<void> {
+  await writeFile(path, `${token}\n`, { mode: 0o600 });
+  // `mode` applies only when the file is created: tighten one left by an earlier run.
+  await chmod(path, 0o600);
+}
+
+export { PersonaRole };
