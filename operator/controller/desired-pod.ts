@@ -5,7 +5,7 @@
  * without diffing fields the API server defaulted.
  */
 import { createHash } from 'node:crypto';
-import type { Conversation } from '../api/v1alpha1';
+import type { Conversation, McpServerSpec, ToolsSpec } from '../api/v1alpha1';
 import { DEFAULT_TEMPLATE } from '../api/v1alpha1';
 import { canonicalJson } from '../../common/canonical-json';
 import type { OwnerReference } from './child-meta';
@@ -28,6 +28,23 @@ export const DEFAULT_HARNESS_RESOURCES = {
   limits: { cpu: '1', memory: '1Gi', 'ephemeral-storage': '1Gi' },
 } as const;
 
+/** The harness variable listing its MCP servers (JSON; harness/config.ts). */
+export const MCP_SERVERS_ENV = 'HARNESS_MCP_SERVERS';
+/** The harness variable listing approval rules (space or comma separated). */
+export const REQUIRE_APPROVAL_ENV = 'HARNESS_REQUIRE_APPROVAL';
+/**
+ * Where a template's `HARNESS_REQUIRE_APPROVAL` read through `valueFrom` moves, so the
+ * merged value can reference it (`$(…)`, expanded by the kubelet).
+ */
+export const TEMPLATE_REQUIRE_APPROVAL_ENV = 'POLYCHROME_TEMPLATE_REQUIRE_APPROVAL';
+
+/** An environment variable of a container; `valueFrom` passes through untouched. */
+export interface EnvVarManifest {
+  name: string;
+  value?: string;
+  valueFrom?: Record<string, unknown>;
+}
+
 /** `resources` of a container. */
 export interface ResourcesManifest {
   requests?: Record<string, string>;
@@ -47,6 +64,7 @@ export interface ContainerManifest {
     capabilities?: { add?: string[]; drop?: string[] };
   };
   volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
+  env?: EnvVarManifest[];
 }
 
 /** The pod spec fields the builder reads or sets; other fields pass through untouched. */
@@ -137,23 +155,31 @@ export interface DesiredPodInput {
 /**
  * The harness pod for `conversation`: named after it, owned by it (controller), from the
  * template's spec or the built-in one. Whatever the template says, the operator sets
- * `automountServiceAccountToken: false` (the harness holds no Kubernetes credential) and
- * applies `spec.sandbox.resources` to the `harness` container (else the first container).
- * The input is not modified.
+ * `automountServiceAccountToken: false` (the harness holds no Kubernetes credential),
+ * applies `spec.sandbox.resources` to the `harness` container (else the first container)
+ * and gives that container the conversation's MCP servers and approval rules
+ * ({@link withToolEnv}). The input is not modified.
  */
 export function desiredPod(input: DesiredPodInput): PodManifest {
   const { conversation } = input;
   const base = input.templateSpec ?? builtInHarnessPodSpec(input.harnessImage);
   const resources = conversation.spec.sandbox?.resources;
+  const tools = conversation.spec.tools;
   const target = Math.max(
     0,
     base.containers.findIndex((c) => c.name === HARNESS_CONTAINER),
   );
-  const containers = base.containers.map((container, i) =>
-    i === target && resources !== undefined
-      ? { ...container, resources: mergeResources(container.resources, resources) }
-      : container,
-  );
+  const containers = base.containers.map((container, i) => {
+    if (i !== target) return container;
+    const env = withToolEnv(container.env, tools);
+    return {
+      ...container,
+      ...(resources === undefined
+        ? {}
+        : { resources: mergeResources(container.resources, resources) }),
+      ...(env === undefined ? {} : { env }),
+    };
+  });
   const spec: PodSpecManifest = { ...base, containers, automountServiceAccountToken: false };
   return {
     apiVersion: 'v1',
@@ -172,6 +198,109 @@ export function desiredPod(input: DesiredPodInput): PodManifest {
 /** The first 16 hex digits of SHA-256 over the spec's canonical JSON. */
 export function podSpecHash(spec: PodSpecManifest): string {
   return createHash('sha256').update(canonicalJson(spec)).digest('hex').slice(0, 16);
+}
+
+/**
+ * The harness container's env with the conversation's tools, or undefined when there is
+ * nothing to change (no MCP servers, no approval rules: the env stays as the template
+ * wrote it, and so does the spec hash). Every variable the template sets is kept:
+ *
+ * - `HARNESS_MCP_SERVERS`: the spec's `mcpServers` as the harness config reads them
+ *   (name, transport, command and args or url, timeoutMs). A template value written inline
+ *   as a JSON array is merged: its servers first, then the spec's whose names it does not
+ *   use (the harness refuses duplicate names; a conversation cannot replace a server the
+ *   deployment configured). A template value from `valueFrom` cannot be read here, so it
+ *   stays and the spec's servers are not added.
+ * - `HARNESS_REQUIRE_APPROVAL`: the spec's `requireApproval`, space separated, after the
+ *   template's rules. An inline template value is prefixed; one from `valueFrom` moves to
+ *   {@link TEMPLATE_REQUIRE_APPROVAL_ENV} and is referenced as `$(…)`, which the kubelet
+ *   expands (if that source is optional and missing, the reference stays literal and the
+ *   harness refuses to start, naming it, rather than run without the template's rules).
+ *   A template that sets the variable only through `envFrom` is overridden by `env`.
+ */
+export function withToolEnv(
+  env: readonly EnvVarManifest[] | undefined,
+  tools: ToolsSpec | undefined,
+): EnvVarManifest[] | undefined {
+  const servers = tools?.mcpServers ?? [];
+  const rules = tools?.requireApproval ?? [];
+  if (servers.length === 0 && rules.length === 0) return undefined;
+  let out = (env ?? []).map((entry) => ({ ...entry }));
+  if (servers.length > 0) out = withMcpServers(out, servers);
+  if (rules.length > 0) out = withApprovalRules(out, rules);
+  return out;
+}
+
+/** One `spec.tools.mcpServers` entry as `HARNESS_MCP_SERVERS` takes it. */
+function harnessMcpServer(server: McpServerSpec): Record<string, unknown> {
+  return {
+    name: server.name,
+    transport: server.transport,
+    ...(server.transport === 'stdio'
+      ? {
+          ...(server.command === undefined ? {} : { command: server.command }),
+          ...(server.args === undefined ? {} : { args: [...server.args] }),
+        }
+      : server.url === undefined
+        ? {}
+        : { url: server.url }),
+    ...(server.timeoutMs === undefined ? {} : { timeoutMs: server.timeoutMs }),
+  };
+}
+
+function withMcpServers(
+  env: EnvVarManifest[],
+  servers: readonly McpServerSpec[],
+): EnvVarManifest[] {
+  const wanted = servers.map(harnessMcpServer);
+  const at = env.findIndex((entry) => entry.name === MCP_SERVERS_ENV);
+  if (at === -1) return [...env, { name: MCP_SERVERS_ENV, value: JSON.stringify(wanted) }];
+  const template = env[at];
+  const inline = template?.valueFrom === undefined ? inlineJsonArray(template?.value) : undefined;
+  if (inline === undefined) return env;
+  const taken = new Set(
+    inline.map((server) =>
+      typeof server === 'object' && server !== null && 'name' in server ? server.name : undefined,
+    ),
+  );
+  const merged = [...inline, ...wanted.filter((server) => !taken.has(server.name))];
+  return env.map((entry, i) =>
+    i === at ? { name: MCP_SERVERS_ENV, value: JSON.stringify(merged) } : entry,
+  );
+}
+
+/** An inline env value that is a JSON array (empty text: an empty array), else undefined. */
+function inlineJsonArray(text: string | undefined): unknown[] | undefined {
+  if (text === undefined || text.trim() === '') return [];
+  try {
+    const parsed: unknown = JSON.parse(text);
+    return Array.isArray(parsed) ? (parsed as unknown[]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function withApprovalRules(env: EnvVarManifest[], rules: readonly string[]): EnvVarManifest[] {
+  const wanted = rules.join(' ');
+  const at = env.findIndex((entry) => entry.name === REQUIRE_APPROVAL_ENV);
+  if (at === -1) return [...env, { name: REQUIRE_APPROVAL_ENV, value: wanted }];
+  const template = env[at];
+  if (template?.valueFrom === undefined) {
+    const inline = (template?.value ?? '').trim();
+    return env.map((entry, i) =>
+      i === at
+        ? { name: REQUIRE_APPROVAL_ENV, value: inline === '' ? wanted : `${inline} ${wanted}` }
+        : entry,
+    );
+  }
+  return env.flatMap((entry, i) =>
+    i === at
+      ? [
+          { name: TEMPLATE_REQUIRE_APPROVAL_ENV, valueFrom: template.valueFrom },
+          { name: REQUIRE_APPROVAL_ENV, value: `$(${TEMPLATE_REQUIRE_APPROVAL_ENV}) ${wanted}` },
+        ]
+      : [entry],
+  );
 }
 
 function mergeResources(
