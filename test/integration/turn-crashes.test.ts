@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { payloadCodecs } from '../../common/event-kinds';
+import { join } from 'node:path';
+import { repoRoot } from '../../hack/lib/local-cluster';
 import { pollUntil } from '../../hack/lib/processes';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
 
@@ -128,6 +130,71 @@ describe('turns survive crashes', () => {
       // The recorded first model call was reused: only the closing reply was asked again.
       expect(count(kinds, 'model_call')).toBe(2);
       expect(stack.messages.requests.length - modelCallsBefore).toBeLessThanOrEqual(2);
+    });
+  });
+
+  it('quarantines a turn whose side-effecting call was committed when the control plane died', async () => {
+    await stack.withDiagnostics(async () => {
+      const uid = await stack.createConversation('cp-after-side-effect', {
+        owner: 'test:crash-owner',
+        tools: {
+          mcpServers: [
+            {
+              name: 'ops',
+              transport: 'stdio',
+              command: process.execPath,
+              args: [
+                '--import',
+                'tsx',
+                join(repoRoot, 'test', 'support', 'mcp-servers', 'failure-server.ts'),
+              ],
+            },
+          ],
+        },
+      });
+      const text = 'do it [[tool:ops/slow {"ms":5000}]]';
+      const pending = postInBackground(uid, text, 'k-side');
+      await waitForKind(uid, 'tool_call');
+      const call = (await stack.journal(uid)).find((e) => e.kind === 'tool_call')!;
+      const committed = payloadCodecs.tool_call.decode(call.payload);
+      expect(committed.toolName).toBe('ops/slow');
+      expect(committed.effect).toBe(2);
+      await stack.controlPlane(0).kill('SIGKILL');
+      await pending;
+
+      stack.controlPlane(0).start();
+      await stack.controlPlane(0).waitReady();
+      const answer = await postUntilSettled(uid, text, 'k-side');
+      expect(answer.status).toBe(200);
+      expect(answer.body).toMatchObject({
+        status: 'ambiguous',
+        ambiguous: { toolCallId: committed.toolCallId },
+      });
+      let kinds = await stack.journalKinds(uid);
+      expect(count(kinds, 'turn_ambiguous')).toBe(1);
+      expect(count(kinds, 'tool_result')).toBe(0);
+      expect(count(kinds, 'turn_complete')).toBe(0);
+      // Quarantined: a retry answers the same and dispatches nothing.
+      const dispatched = count(kinds, 'turn_dispatched');
+      const again = await post(uid, text, 'k-side');
+      expect(again.body).toMatchObject({ status: 'ambiguous', turnId: answer.body.turnId });
+      kinds = await stack.journalKinds(uid);
+      expect(count(kinds, 'turn_dispatched')).toBe(dispatched);
+      const degraded = await stack.waitConversation('cp-after-side-effect', (obj) => {
+        const conditions = (
+          obj as { status?: { conditions?: { type: string; status: string; reason: string }[] } }
+        ).status?.conditions;
+        return (
+          conditions?.some(
+            (c) => c.type === 'Degraded' && c.status === 'True' && c.reason === 'TurnAmbiguous',
+          ) === true
+        );
+      });
+      expect(degraded).toBeDefined();
+      // The conversation still takes new turns.
+      const next = await postUntilSettled(uid, 'are you there?', 'k-next');
+      expect(next.body).toMatchObject({ status: 'complete', reply: 'echo: are you there?' });
+      expect((await stack.verify(uid)).ok).toBe(true);
     });
   });
 
