@@ -381,6 +381,87 @@ describe('turns through the public API', () => {
     });
   });
 
+  it('reconstructs the exact event sequence of live turns across random disconnects', async () => {
+    await stack.withDiagnostics(async () => {
+      const uid = await stack.createConversation('live', { owner: 'test:owner' });
+      let seed = 42;
+      const random = (n: number): number => {
+        seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
+        return seed % n;
+      };
+      let posting = true;
+      const answers: Answer[] = [];
+      const turns = (async () => {
+        try {
+          for (let i = 0; i < 4; i += 1)
+            answers.push(await post(uid, `[[slow:400]] live ${i}`, `live-${i}`));
+        } finally {
+          posting = false;
+        }
+      })();
+      const seen: string[] = [];
+      let deltas = 0;
+      let cursor: number | undefined;
+      const deadline = Date.now() + 60_000;
+      // Connect, read a random number of bytes, drop the connection (often mid-frame),
+      // reconnect after the last id seen; until posting is over and the head is reached.
+      for (;;) {
+        const head = posting ? Number.POSITIVE_INFINITY : (await stack.journal(uid)).length;
+        if (seen.length >= head || Date.now() > deadline) break;
+        const controller = new AbortController();
+        const response = await fetch(`${stack.apiUrl}/v1/conversations/${uid}/stream`, {
+          headers: {
+            authorization: `Bearer ${owner}`,
+            ...(cursor === undefined ? {} : { 'last-event-id': String(cursor) }),
+          },
+          signal: controller.signal,
+        });
+        expect(response.status).toBe(200);
+        const budget = 50 + random(600);
+        let bytes = 0;
+        let buffer = '';
+        const decoder = new TextDecoder();
+        const chunks = (response.body as unknown as AsyncIterable<Uint8Array>)[
+          Symbol.asyncIterator
+        ]();
+        const idle = setTimeout(() => controller.abort(), 1_500);
+        try {
+          while (bytes < budget) {
+            const chunk = await chunks.next();
+            if (chunk.done) break;
+            bytes += chunk.value.length;
+            buffer += decoder.decode(chunk.value, { stream: true });
+            let split: number;
+            while ((split = buffer.indexOf('\n\n')) !== -1) {
+              const frame = buffer.slice(0, split);
+              buffer = buffer.slice(split + 2);
+              const kind = /^event: (\S+)$/m.exec(frame)?.[1];
+              const id = /^id: (\d+)$/m.exec(frame)?.[1];
+              if (kind === 'delta' && id === undefined) deltas += 1;
+              if (id === undefined || kind === undefined) continue;
+              seen.push(`${id}:${kind}`);
+              cursor = Number(id);
+            }
+          }
+        } catch {
+          // Aborted while idle: reconnect.
+        } finally {
+          clearTimeout(idle);
+          controller.abort();
+          await chunks.return?.().catch(() => undefined);
+        }
+      }
+      await turns;
+      expect(answers.map((a) => [a.status, a.body.status])).toEqual(
+        Array(4).fill([200, 'complete']),
+      );
+      const journal = await stack.journal(uid);
+      expect(seen).toEqual(journal.map((e) => `${e.position}:${e.kind}`));
+      expect(journal.filter((e) => e.kind === 'turn_complete')).toHaveLength(4);
+      expect(deltas).toBeGreaterThan(0);
+    });
+  });
+
   it('streams committed events with their positions and resumes exactly after Last-Event-ID', async () => {
     await stack.withDiagnostics(async () => {
       const journal = await stack.journal(plain);
