@@ -55,3 +55,18 @@ describe('loadStateConfig: records storage', () => {
     expect(problems(rest)).toEqual(['STATE_RECORDS_KEY_FILE']);
   });
 });
+
+describe('loadStateConfig: fault injection', () => {
+  it('is off unless set, and parses <kind>:<ms>', () => {
+    expect(loadStateConfig(base).faultAppendDelay).toBeUndefined();
+    expect(
+      loadStateConfig({ ...base, STATE_FAULT_APPEND_DELAY: 'turn_complete:2500' }).faultAppendDelay,
+    ).toEqual({ kind: 'turn_complete', ms: 2500 });
+  });
+
+  it('names the shape it wants when the value is malformed', () => {
+    expect(() => loadStateConfig({ ...base, STATE_FAULT_APPEND_DELAY: 'soon' })).toThrow(
+      /STATE_FAULT_APPEND_DELAY: must be <event kind>:<milliseconds>, e.g. turn_complete:3000, got "soon"/,
+    );
+  });
+});

@@ -35,6 +35,7 @@ import { DEFAULT_STATE_PORT } from './server/state-server';
  * | `STATE_VERIFY_WORKERS` | worker threads for Verify's signature checks (0: on the event loop) | 1 |
  * | `STATE_SHUTDOWN_GRACE_MS` | how long SIGTERM lets open calls finish after in-flight appends | 10000 |
  * | `STATE_LOG_LEVEL` | debug, info, warn, error, silent | info |
+ * | `STATE_FAULT_APPEND_DELAY` | fault injection for crash tests only: `<kind>:<ms>` holds every append whose batch has an event of that kind for ms before it is written (the process logs a warning when set) | none |
  */
 const schema = z
   .object({
@@ -51,6 +52,18 @@ const schema = z
     STATE_RECORDS_KEY_FILE: envString(),
     STATE_VERIFY_WORKERS: envInt({ default: 1, min: 0, max: 64 }),
     STATE_SHUTDOWN_GRACE_MS: envInt({ default: 10_000, min: 0, max: 600_000 }),
+    STATE_FAULT_APPEND_DELAY: envOptionalString().transform((raw, ctx) => {
+      if (raw === undefined) return undefined;
+      const match = /^([a-z_]+):(\d{1,6})$/u.exec(raw);
+      if (match === null) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `must be <event kind>:<milliseconds>, e.g. turn_complete:3000, got ${JSON.stringify(raw)}`,
+        });
+        return z.NEVER;
+      }
+      return { kind: match[1] ?? '', ms: Number(match[2]) };
+    }),
     STATE_LOG_LEVEL: envEnum(
       [LogLevel.Debug, LogLevel.Info, LogLevel.Warn, LogLevel.Error, LogLevel.Silent],
       LogLevel.Info,
@@ -85,6 +98,7 @@ const schema = z
     verifyWorkers: env.STATE_VERIFY_WORKERS,
     shutdownGraceMs: env.STATE_SHUTDOWN_GRACE_MS,
     logLevel: env.STATE_LOG_LEVEL,
+    faultAppendDelay: env.STATE_FAULT_APPEND_DELAY,
   }));
 
 /** The records directory: as given, else a sibling of the journal's named `<dir>-records`. */

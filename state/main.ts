@@ -82,7 +82,14 @@ async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void>
       publicKey: k.signer.publicKey,
     })),
     ...(pool === undefined ? {} : { checkSignatures: (checks) => pool.verify(checks) }),
+    ...(config.faultAppendDelay === undefined ? {} : { faultAppendDelay: config.faultAppendDelay }),
   });
+  if (config.faultAppendDelay !== undefined) {
+    logger.warn(
+      { faultAppendDelay: config.faultAppendDelay },
+      'STATE_FAULT_APPEND_DELAY is set: appends are held on purpose (crash tests only)',
+    );
+  }
   let storeOpen = false;
   let recordsOpen = false;
   const health = new HealthServer({

@@ -53,6 +53,12 @@ export interface JournalServiceOptions {
    * follow read ends only when its caller cancels or its limit is reached.
    */
   readonly shutdown?: AbortSignal;
+  /**
+   * Fault injection for crash tests only (`STATE_FAULT_APPEND_DELAY`): an append whose batch
+   * has an event of `kind` waits `ms` before it is written, so a test can kill the process
+   * while that batch is in flight.
+   */
+  readonly faultAppendDelay?: { readonly kind: string; readonly ms: number };
 }
 
 /**
@@ -232,6 +238,14 @@ export function createJournalService(options: JournalServiceOptions): JournalSer
       StateAccess.Write,
       async (request, { signal, log }) => {
         const started = process.hrtime.bigint();
+        const fault = options.faultAppendDelay;
+        if (fault !== undefined && request.events.some((e) => e.kind === fault.kind)) {
+          log.warn(
+            { partition: request.partition, ...fault },
+            'fault injection: holding an append',
+          );
+          await new Promise((resolve) => setTimeout(resolve, fault.ms));
+        }
         const work = store.append(
           request.partition,
           request.expectedHead,

@@ -48,6 +48,8 @@ export interface StateServerOptions {
   /** See {@link JournalServiceOptions.publicKeys}. */
   readonly publicKeys: readonly HeldPublicKey[];
   readonly checkSignatures?: (checks: readonly SignatureCheck[]) => Promise<readonly boolean[]>;
+  /** See {@link JournalServiceOptions.faultAppendDelay}. */
+  readonly faultAppendDelay?: { readonly kind: string; readonly ms: number };
 }
 
 /**
@@ -82,6 +84,9 @@ export class StateServer {
           : { checkSignatures: options.checkSignatures }),
         trackAppend: (work) => this.track(work),
         shutdown: this.shutdown.signal,
+        ...(options.faultAppendDelay === undefined
+          ? {}
+          : { faultAppendDelay: options.faultAppendDelay }),
       }),
     );
     if (options.records !== undefined) {

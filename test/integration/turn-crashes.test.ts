@@ -220,6 +220,56 @@ describe('turns survive crashes', () => {
     });
   });
 
+  it('recovers a turn whose batch two was in flight when the state plane was SIGKILLed', async () => {
+    await stack.withDiagnostics(async () => {
+      const uid = await stack.createConversation('state-batch-two', { owner: 'test:crash-owner' });
+      // Hold every append that carries a turn_complete, so the kill lands inside batch two.
+      stack.state.env.STATE_FAULT_APPEND_DELAY = 'turn_complete:5000';
+      try {
+        await stack.state.restart('SIGTERM');
+        await stack.controlPlane(0).waitReady();
+        const text = 'batch two never lands';
+        const pending = postInBackground(uid, text, 'k-b2');
+        await pollUntil(
+          'the held batch two',
+          () =>
+            Promise.resolve(
+              stack.state.logs.some((line) => line.includes('fault injection: holding an append'))
+                ? true
+                : undefined,
+            ),
+          { timeoutMs: 30_000, intervalMs: 50 },
+        );
+        const acknowledged = await stack.journal(uid);
+        expect(acknowledged.map((e) => e.kind)).toContain('model_call');
+        await stack.state.kill('SIGKILL');
+        const first = await pending;
+        expect(first).not.toBeInstanceOf(Error);
+        expect((first as Answer).status).toBe(503);
+        delete stack.state.env.STATE_FAULT_APPEND_DELAY;
+        await stack.state.start();
+        await stack.controlPlane(0).waitReady();
+        // Nothing of the unacknowledged batch is visible.
+        expect(await stack.journal(uid)).toHaveLength(acknowledged.length);
+
+        const answer = await postUntilSettled(uid, text, 'k-b2');
+        expect(answer.body).toMatchObject({ status: 'complete', reply: `echo: ${text}` });
+        const after = await stack.journal(uid);
+        for (const entry of acknowledged) {
+          expect(
+            Buffer.from(after[entry.position]!.payload).equals(Buffer.from(entry.payload)),
+          ).toBe(true);
+        }
+        const kinds = await assertOneTurn(uid, 2);
+        // The model step committed before the crash was reused, not asked again.
+        expect(count(kinds, 'model_call')).toBe(1);
+      } finally {
+        delete stack.state.env.STATE_FAULT_APPEND_DELAY;
+        if (!stack.state.running) await stack.state.start();
+      }
+    });
+  });
+
   it('loses nothing when the state plane is SIGKILLed while a turn runs, and finishes it after', async () => {
     await stack.withDiagnostics(async () => {
       const uid = await stack.createConversation('state-mid-turn', { owner: 'test:crash-owner' });

@@ -21,6 +21,9 @@ export class StatePlane {
     readonly healthPort: number,
   ) {}
 
+  /** More variables for the next {@link start} (e.g. `STATE_FAULT_APPEND_DELAY`). */
+  readonly env: Record<string, string> = {};
+
   /** Picks free ports; nothing runs until {@link start}. */
   static async create(certs: DevCerts, dataDir: string): Promise<StatePlane> {
     return new StatePlane(certs, dataDir, await freePort(), await freePort());
@@ -49,6 +52,7 @@ export class StatePlane {
   async start(): Promise<void> {
     if (this.running) throw new Error('the state plane is already running');
     this.current = await startStateProcess(this.certs, this.dataDir, {
+      ...this.env,
       STATE_PORT: String(this.port),
       STATE_HEALTH_PORT: String(this.healthPort),
     });
