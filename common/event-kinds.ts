@@ -34,6 +34,8 @@ export interface PayloadCodec<T> {
   encode(message: T): { finish(): Uint8Array };
   decode(input: Uint8Array): T;
   fromPartial(object: Partial<T>): T;
+  /** The proto3 JSON form (camelCase fields, bytes as base64, defaults left out). */
+  toJSON(message: T): unknown;
 }
 
 /** Payload message type for each kind. */
