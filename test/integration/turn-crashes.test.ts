@@ -3,6 +3,7 @@ import { payloadCodecs } from '../../common/event-kinds';
 import { join } from 'node:path';
 import { repoRoot } from '../../hack/lib/local-cluster';
 import { pollUntil } from '../../hack/lib/processes';
+import { postMessage, postUntilSettled, type ApiAnswer } from './support/public-api';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
 
 // Crash tests on the real stack: a process is SIGKILLed at a chosen point of a turn, then
@@ -10,43 +11,21 @@ import { startTurnStack, type TurnStack } from './support/turn-stack';
 // verifies, nothing acknowledged is lost, the turn exists once (one message_received, one
 // completion) and recorded steps were reused rather than run again.
 
-interface Answer {
-  status: number;
-  body: Record<string, unknown>;
-}
+type Answer = ApiAnswer;
 
 describe('turns survive crashes', () => {
   let stack: TurnStack;
   let token: string;
 
-  const post = async (uid: string, text: string, key: string): Promise<Answer> => {
-    const response = await fetch(`${stack.apiUrl}/v1/conversations/${uid}/messages`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ text, idempotencyKey: key }),
-    });
-    const body = await response.text();
-    return {
-      status: response.status,
-      body: body === '' ? {} : (JSON.parse(body) as Record<string, unknown>),
-    };
-  };
+  const post = (uid: string, text: string, key: string): Promise<Answer> =>
+    postMessage(stack.apiUrl, token, uid, text, key);
   /** Posts without waiting; a crash of the server ends it with a network error. */
   const postInBackground = (uid: string, text: string, key: string): Promise<Answer | Error> =>
     post(uid, text, key).catch((error: unknown) =>
       error instanceof Error ? error : new Error(String(error)),
     );
-  /** Posts until the control plane answers with something other than 503 (it may be starting). */
-  const postUntilSettled = async (uid: string, text: string, key: string): Promise<Answer> => {
-    return pollUntil(
-      `a settled answer for ${key}`,
-      async () => {
-        const answer = await post(uid, text, key).catch(() => undefined);
-        return answer !== undefined && answer.status !== 503 ? answer : undefined;
-      },
-      { timeoutMs: 90_000, intervalMs: 500 },
-    );
-  };
+  const settle = (uid: string, text: string, key: string): Promise<Answer> =>
+    postUntilSettled(stack.apiUrl, token, uid, text, key);
   const waitForKind = async (uid: string, kind: string, count = 1): Promise<void> => {
     await pollUntil(
       `${count} ${kind} in conv-${uid}`,
@@ -100,7 +79,7 @@ describe('turns survive crashes', () => {
 
       stack.controlPlane(0).start();
       await stack.controlPlane(0).waitReady();
-      const answer = await postUntilSettled(uid, text, 'k1');
+      const answer = await settle(uid, text, 'k1');
       expect(answer.status).toBe(200);
       expect(answer.body).toMatchObject({ status: 'complete', reply: `echo: ${text}` });
       await assertOneTurn(uid, 2);
@@ -122,7 +101,7 @@ describe('turns survive crashes', () => {
 
       stack.controlPlane(0).start();
       await stack.controlPlane(0).waitReady();
-      const answer = await postUntilSettled(uid, text, 'k2');
+      const answer = await settle(uid, text, 'k2');
       expect(answer.body).toMatchObject({ status: 'complete', reply: 'tool calculator said: 5' });
       const kinds = await assertOneTurn(uid, 2);
       expect(count(kinds, 'tool_call')).toBe(1);
@@ -164,7 +143,7 @@ describe('turns survive crashes', () => {
 
       stack.controlPlane(0).start();
       await stack.controlPlane(0).waitReady();
-      const answer = await postUntilSettled(uid, text, 'k-side');
+      const answer = await settle(uid, text, 'k-side');
       expect(answer.status).toBe(200);
       expect(answer.body).toMatchObject({
         status: 'ambiguous',
@@ -192,7 +171,7 @@ describe('turns survive crashes', () => {
       });
       expect(degraded).toBeDefined();
       // The conversation still takes new turns.
-      const next = await postUntilSettled(uid, 'are you there?', 'k-next');
+      const next = await settle(uid, 'are you there?', 'k-next');
       expect(next.body).toMatchObject({ status: 'complete', reply: 'echo: are you there?' });
       expect((await stack.verify(uid)).ok).toBe(true);
     });
@@ -214,7 +193,7 @@ describe('turns survive crashes', () => {
       expect((first as Answer).status).toBe(503);
       expect(await stack.journalKinds(uid)).not.toContain('turn_complete');
 
-      const answer = await postUntilSettled(uid, text, 'k3');
+      const answer = await settle(uid, text, 'k3');
       expect(answer.body).toMatchObject({ status: 'complete', reply: `echo: ${text}` });
       await assertOneTurn(uid, 2);
     });
@@ -252,7 +231,7 @@ describe('turns survive crashes', () => {
         // Nothing of the unacknowledged batch is visible.
         expect(await stack.journal(uid)).toHaveLength(acknowledged.length);
 
-        const answer = await postUntilSettled(uid, text, 'k-b2');
+        const answer = await settle(uid, text, 'k-b2');
         expect(answer.body).toMatchObject({ status: 'complete', reply: `echo: ${text}` });
         const after = await stack.journal(uid);
         for (const entry of acknowledged) {
@@ -284,7 +263,7 @@ describe('turns survive crashes', () => {
       await stack.state.start();
       await stack.controlPlane(0).waitReady();
 
-      const answer = await postUntilSettled(uid, text, 'k4');
+      const answer = await settle(uid, text, 'k4');
       expect(answer.body).toMatchObject({ status: 'complete', reply: `echo: ${text}` });
       const after = await stack.journal(uid);
       // Every event acknowledged before the crash is still there, unchanged.

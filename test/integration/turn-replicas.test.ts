@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { payloadCodecs } from '../../common/event-kinds';
 import { pollUntil } from '../../hack/lib/processes';
+import { postMessage, postUntilSettled, type ApiAnswer } from './support/public-api';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
 
 // Two control-plane replicas on the real stack: any replica accepts a message and the
@@ -8,43 +9,16 @@ import { startTurnStack, type TurnStack } from './support/turn-stack';
 // survivor under its original id once the lease expires, with a higher fencing token; a
 // restarted replica serves again.
 
-interface Answer {
-  status: number;
-  body: Record<string, unknown>;
-  servedBy: string | null;
-}
+type Answer = ApiAnswer;
 
 describe('turns with two control-plane replicas', () => {
   let stack: TurnStack;
   let token: string;
 
-  const post = async (apiUrl: string, uid: string, text: string, key: string): Promise<Answer> => {
-    const response = await fetch(`${apiUrl}/v1/conversations/${uid}/messages`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ text, idempotencyKey: key }),
-    });
-    const body = await response.text();
-    return {
-      status: response.status,
-      body: body === '' ? {} : (JSON.parse(body) as Record<string, unknown>),
-      servedBy: response.headers.get('x-polychrome-served-by'),
-    };
-  };
-  const postUntilSettled = (
-    apiUrl: string,
-    uid: string,
-    text: string,
-    key: string,
-  ): Promise<Answer> =>
-    pollUntil(
-      `a settled answer for ${key}`,
-      async () => {
-        const answer = await post(apiUrl, uid, text, key).catch(() => undefined);
-        return answer !== undefined && answer.status !== 503 ? answer : undefined;
-      },
-      { timeoutMs: 90_000, intervalMs: 300 },
-    );
+  const post = (apiUrl: string, uid: string, text: string, key: string): Promise<Answer> =>
+    postMessage(apiUrl, token, uid, text, key);
+  const settle = (apiUrl: string, uid: string, text: string, key: string): Promise<Answer> =>
+    postUntilSettled(apiUrl, token, uid, text, key);
   const dispatches = async (
     uid: string,
   ): Promise<{ holder: string; fencing: number; attempt: number; turnId: string }[]> =>
@@ -103,7 +77,7 @@ describe('turns with two control-plane replicas', () => {
       await holder.kill('SIGKILL');
       await pending;
 
-      const answer = await postUntilSettled(survivor.apiUrl, uid, text, 'k-flight');
+      const answer = await settle(survivor.apiUrl, uid, text, 'k-flight');
       expect(answer.status).toBe(200);
       expect(answer.body).toMatchObject({ status: 'complete', reply: `echo: ${text}` });
       const all = await dispatches(uid);
@@ -118,7 +92,7 @@ describe('turns with two control-plane replicas', () => {
 
       holder.start();
       await holder.waitReady();
-      const after = await postUntilSettled(holder.apiUrl, uid, 'back again', 'k-back');
+      const after = await settle(holder.apiUrl, uid, 'back again', 'k-back');
       expect(after.body).toMatchObject({ status: 'complete', reply: 'echo: back again' });
       expect((await stack.verify(uid)).ok).toBe(true);
     });

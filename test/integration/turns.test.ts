@@ -1,16 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { payloadCodecs } from '../../common/event-kinds';
 import { PersonaRole } from '../../common/records-client';
+import { apiCall, type ApiAnswer, type ApiCallOptions } from './support/public-api';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
 
 // Turns end to end on the real stack: a real control-plane process (coordinator + public
 // API), the real state plane over mTLS, harness processes run by the local node, the real
 // Anthropic SDK in the harness talking to our Messages API server (echo responder).
 
-interface Answer {
-  status: number;
-  body: Record<string, unknown>;
-}
+type Answer = ApiAnswer;
 
 describe('turns through the public API', () => {
   let stack: TurnStack;
@@ -20,34 +18,8 @@ describe('turns through the public API', () => {
   let plain: string;
   let gated: string;
 
-  const call = async (
-    method: string,
-    path: string,
-    options: {
-      token?: string;
-      body?: unknown;
-      raw?: string;
-      headers?: Record<string, string>;
-    } = {},
-  ): Promise<Answer> => {
-    const headers: Record<string, string> = { ...options.headers };
-    if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;
-    let body: string | undefined;
-    if (options.raw !== undefined || options.body !== undefined) {
-      headers['content-type'] ??= 'application/json';
-      body = options.raw ?? JSON.stringify(options.body);
-    }
-    const response = await fetch(`${stack.apiUrl}${path}`, {
-      method,
-      headers,
-      ...(body === undefined ? {} : { body }),
-    });
-    const text = await response.text();
-    return {
-      status: response.status,
-      body: text === '' ? {} : (JSON.parse(text) as Record<string, unknown>),
-    };
-  };
+  const call = (method: string, path: string, options: ApiCallOptions = {}): Promise<Answer> =>
+    apiCall(stack.apiUrl, method, path, options);
   const post = (uid: string, text: string, key: string, token = owner): Promise<Answer> =>
     call('POST', `/v1/conversations/${uid}/messages`, {
       token,
