@@ -103,18 +103,23 @@ export class ConversationAccess {
    */
   async create(owner: string, signal: AbortSignal): Promise<Conversation> {
     const { namespace, spec } = this.options.newConversation;
-    const created = (await this.api.createNamespacedCustomObject({
-      group,
-      version,
-      namespace,
-      plural,
-      body: {
-        apiVersion: ConversationResource.apiVersion,
-        kind: ConversationResource.kind,
-        metadata: { generateName: 'conv-', namespace },
-        spec: { ...spec, owner },
-      },
-    })) as Conversation;
+    let created: Conversation;
+    try {
+      created = (await this.api.createNamespacedCustomObject({
+        group,
+        version,
+        namespace,
+        plural,
+        body: {
+          apiVersion: ConversationResource.apiVersion,
+          kind: ConversationResource.kind,
+          metadata: { generateName: 'conv-', namespace },
+          spec: { ...spec, owner },
+        },
+      })) as Conversation;
+    } catch (error) {
+      throw createFailure(error, namespace);
+    }
     const uid = created.metadata.uid ?? '';
     await this.waitFor(
       () => this.byUid(uid) !== undefined,
@@ -168,6 +173,42 @@ export class ConversationAccess {
       await new Promise((resolve) => setTimeout(resolve, pollMs));
     }
   }
+}
+
+/** Why the API server refused to create a conversation, for the client and the log. */
+function createFailure(error: unknown, namespace: string): unknown {
+  if (!(error instanceof ApiException)) return error;
+  const message = apiMessage(error);
+  if (error.code === 422 || error.code === 400) {
+    return new AppError(
+      'failed_precondition',
+      `the deployment's default conversation (POLYCHROME_NEW_CONVERSATION_SPEC) is refused by the API server: ${message}; an operator must fix that setting`,
+      { cause: error },
+    );
+  }
+  if (error.code === 403) {
+    return new AppError(
+      'internal',
+      `the control plane may not create Conversations in namespace ${namespace} (RBAC: conversations create): ${message}`,
+      { cause: error },
+    );
+  }
+  return error;
+}
+
+function apiMessage(error: ApiException<unknown>): string {
+  const body: unknown = error.body;
+  if (typeof body === 'string') {
+    try {
+      const parsed: unknown = JSON.parse(body);
+      const message: unknown =
+        typeof parsed === 'object' && parsed !== null ? Reflect.get(parsed, 'message') : undefined;
+      if (typeof message === 'string') return message;
+    } catch {
+      return body;
+    }
+  }
+  return error.message;
 }
 
 function isStatus(error: unknown, code: number): boolean {

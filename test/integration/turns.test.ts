@@ -92,6 +92,29 @@ describe('turns through the public API', () => {
     });
   });
 
+  it('creates a conversation owned by the caller when none is named, and runs its first message', async () => {
+    await stack.withDiagnostics(async () => {
+      const created = await call('POST', '/v1/conversations', {
+        token: owner,
+        body: { message: { text: 'first words', idempotencyKey: 'k-first' } },
+      });
+      expect(created.status).toBe(201);
+      const conversationId = String(created.body.conversationId);
+      expect(conversationId).toMatch(/^[0-9a-f-]{36}$/);
+      expect(created.body.conversation).toMatchObject({ conversationId, owner: 'test:owner' });
+      expect(created.body.turn).toMatchObject({
+        conversationId,
+        status: 'complete',
+        reply: 'echo: first words',
+      });
+      // Private to its owner.
+      const other = await call('GET', `/v1/conversations/${conversationId}`, { token: stranger });
+      expect(other.status).toBe(403);
+      const mine = await call('GET', `/v1/conversations/${conversationId}`, { token: owner });
+      expect(mine.body).toMatchObject({ conversationId, partition: `conv-${conversationId}` });
+    });
+  });
+
   it('gives an exact retry the same turn and refuses the key for another message', async () => {
     await stack.withDiagnostics(async () => {
       const first = await post(plain, 'retry me', 'k-retry');
