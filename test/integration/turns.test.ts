@@ -115,6 +115,36 @@ describe('turns through the public API', () => {
     });
   });
 
+  it('reopens an idle-closed conversation with a new pod and replays its history', async () => {
+    await stack.withDiagnostics(async () => {
+      const uid = await stack.createConversation('idle', {
+        owner: 'test:owner',
+        idleTimeout: '3s',
+      });
+      const before = await stack.harness('idle');
+      const first = await post(uid, 'remember the word teal', 'k-idle-1');
+      expect(first.body).toMatchObject({ status: 'complete' });
+      await stack.waitConversation(
+        'idle',
+        (obj) => (obj as { status?: { phase?: string } }).status?.phase === 'Closed',
+        60_000,
+      );
+      const second = await post(uid, 'which word?', 'k-idle-2');
+      expect(second.status).toBe(200);
+      expect(second.body).toMatchObject({ status: 'complete', reply: 'echo: which word?' });
+      const after = await stack.harness('idle');
+      expect(after.podUid).not.toBe(before.podUid);
+      const kinds = await stack.journalKinds(uid);
+      expect(kinds).toContain('conversation_reopened');
+      // The new harness got the committed history: the first turn came before this message.
+      const request = stack.messages.requests.at(-1)?.body as {
+        messages?: { role: string; content: unknown }[];
+      };
+      expect(JSON.stringify(request.messages)).toContain('remember the word teal');
+      expect((await stack.verify(uid)).ok).toBe(true);
+    });
+  });
+
   it('gives an exact retry the same turn and refuses the key for another message', async () => {
     await stack.withDiagnostics(async () => {
       const first = await post(plain, 'retry me', 'k-retry');
