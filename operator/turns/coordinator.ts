@@ -39,7 +39,12 @@ import {
   type TurnResult,
   type TurnStart,
 } from '../../proto/gen/polychrome/harness/v1/harness';
-import { DEFAULT_MAX_STEPS, Visibility, type Conversation } from '../api/v1alpha1';
+import {
+  ConversationPhase,
+  DEFAULT_MAX_STEPS,
+  Visibility,
+  type Conversation,
+} from '../api/v1alpha1';
 import type { ConversationLeases, LeaseHandle } from '../lease/conversation-leases';
 import { isLeaseHandle } from '../lease/conversation-leases';
 import type { ApprovalSigner } from './approval-signer';
@@ -183,11 +188,13 @@ export class TurnCoordinator implements TurnService {
     }
     const turnId = turnIdFor(request.conversationId, request.idempotencyKey);
     return this.exclusive(conversation, signal, async (lease) => {
-      let view = await this.refresh(conversation, signal);
+      // The cache may have moved while this caller waited for the lock.
+      const current = this.fresh(conversation);
+      let view = await this.refresh(current, signal);
       const existing = view.turnsById.get(turnId);
-      if (existing !== undefined) return this.rejoin(conversation, lease, existing, request.text);
+      if (existing !== undefined) return this.rejoin(current, lease, existing, request.text);
       // Recover first: an orphaned dispatch runs again before any new turn.
-      view = await this.recoverOrphans(conversation, lease);
+      view = await this.recoverOrphans(current, lease);
       const pending = pendingTurn(view);
       if (pending !== undefined) {
         const state = turnState(pending);
@@ -197,7 +204,7 @@ export class TurnCoordinator implements TurnService {
           { details: { turnId: pending.turnId, conversationId: request.conversationId } },
         );
       }
-      const attribution = this.attribution(caller, conversation);
+      const attribution = this.attribution(caller, current);
       const nowMs = this.now();
       const events: NewJournalEvent[] = [
         event(EventKind.MessageReceived, {
@@ -221,7 +228,7 @@ export class TurnCoordinator implements TurnService {
           }),
         );
       }
-      if (conversation.status?.phase === 'Closed') {
+      if (current.status?.phase === ConversationPhase.Closed) {
         events.push(event(EventKind.ConversationReopened, { reopenedAtMs: nowMs, attribution }));
       }
       events.push(
@@ -236,8 +243,8 @@ export class TurnCoordinator implements TurnService {
         }),
       );
       // Batch one: if it fails, the dispatch is rejected and the harness never runs.
-      await this.append(conversation, events);
-      return this.drive(conversation, lease, turnId);
+      await this.append(current, events);
+      return this.drive(current, lease, turnId);
     });
   }
 
@@ -528,10 +535,11 @@ export class TurnCoordinator implements TurnService {
    * harness unreachable, the lease lost) leaves an orphan for recovery and is rethrown.
    */
   private async drive(
-    conversation: Conversation,
+    claimed: Conversation,
     lease: LeaseHandle,
     turnId: string,
   ): Promise<TurnReply> {
+    const conversation = this.fresh(claimed);
     const uid = conversation.metadata.uid ?? '';
     const started = performance.now();
     const log = this.options.logger.child({ conversation: uid, turn: turnId });
@@ -797,6 +805,11 @@ export class TurnCoordinator implements TurnService {
       `${caller.identity} may not use conversation ${conversationId}: it belongs to ${spec.owner ?? 'an admin'}${spec.visibility === Visibility.Shared ? ' and its participants' : ''}`,
       { details: { conversationId } },
     );
+  }
+
+  /** The newest cached copy of the conversation (its spec and status may have moved). */
+  private fresh(conversation: Conversation): Conversation {
+    return this.options.conversations.byUid(conversation.metadata.uid ?? '') ?? conversation;
   }
 
   private attribution(caller: Caller, conversation: Conversation): Attribution {
