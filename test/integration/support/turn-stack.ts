@@ -1,6 +1,7 @@
 /**
  * The whole system for end-to-end turn tests, on real parts: in a fresh namespace of the
- * shared cluster, a real state-plane process over mutual TLS, hack's local node running
+ * shared cluster (or of a cluster given in {@link TurnStackOptions.cluster}, e.g. one a
+ * benchmark started), a real state-plane process over mutual TLS, hack's local node running
  * each harness pod as a real `node --import tsx harness/main.ts` process (the Anthropic SDK
  * inside pointed at a local Messages API server), and N real control-plane processes as
  * the operator's ServiceAccount.
@@ -43,7 +44,7 @@ import {
   type ApprovalKey,
   type EnvEntry,
 } from '../../../hack/lib/harness-config';
-import { repoRoot } from '../../../hack/lib/local-cluster';
+import { repoRoot, type LocalCluster } from '../../../hack/lib/local-cluster';
 import { LocalNode } from '../../../hack/lib/local-node';
 import { isAlive, pollUntil } from '../../../hack/lib/processes';
 import { createNodeEd25519Verifier } from '../../../state/journal/node-ed25519';
@@ -71,6 +72,12 @@ export const HARNESS_POD_TEMPLATE = 'polychrome-harness';
 
 /** Options of {@link startTurnStack}. */
 export interface TurnStackOptions {
+  /**
+   * The cluster to run in, with the CRDs installed. The stack does not stop a cluster it
+   * was given (it deletes its namespace and node as always).
+   * @default the jest integration project's shared cluster
+   */
+  readonly cluster?: LocalCluster;
   /** Control-plane replicas, named `cp-0`, `cp-1`, ... @default 1 */
   readonly controlPlanes?: number;
   /** Prefix of the namespace's name. @default 'turns' */
@@ -141,14 +148,15 @@ export class TurnStack {
   private planesNamed = 0;
 
   private constructor(
-    /** Admin client of the shared cluster. */
+    /** Admin client of the cluster (the shared one unless one was given). */
     readonly admin: KubeConfig,
     private readonly options: TurnStackOptions,
   ) {}
 
   /** @internal use {@link startTurnStack} */
   static async start(options: TurnStackOptions = {}): Promise<TurnStack> {
-    const stack = new TurnStack(await kubeConfig(), options);
+    const admin = options.cluster?.kubeConfig() ?? (await kubeConfig());
+    const stack = new TurnStack(admin, options);
     const timeoutMs = options.timeoutMs ?? 90_000;
     let timer: NodeJS.Timeout | undefined;
     try {
@@ -530,7 +538,7 @@ export class TurnStack {
   // ---- internals ----
 
   private async bringUp(): Promise<void> {
-    const cluster = await sharedCluster();
+    const cluster = this.options.cluster ?? (await sharedCluster());
     this.namespaceHandle = await freshNamespace(
       this.admin,
       this.options.namespacePrefix ?? 'turns',
