@@ -7,12 +7,17 @@ export class ApiMetrics {
 
   /**
    * Registers `polychrome_api_requests_total{route,status}`,
-   * `polychrome_api_request_duration_seconds{route}` and `polychrome_api_open_streams`
-   * (read from `openStreams` at scrape time).
+   * `polychrome_api_request_duration_seconds{route}`, `polychrome_api_open_streams` and
+   * `polychrome_api_journal_follows` (read from `openStreams` and `journalFollows` at
+   * scrape time).
    *
    * @throws Error from prom-client when `registry` already holds metrics of these names.
    */
-  constructor(registry: Registry | undefined, openStreams: () => number) {
+  constructor(
+    registry: Registry | undefined,
+    openStreams: () => number,
+    journalFollows: () => number = () => 0,
+  ) {
     if (registry === undefined) return;
     this.requests = new Counter({
       name: 'polychrome_api_requests_total',
@@ -33,6 +38,14 @@ export class ApiMetrics {
       registers: [registry],
       collect() {
         this.set(openStreams());
+      },
+    });
+    new Gauge({
+      name: 'polychrome_api_journal_follows',
+      help: 'Journal follows this replica holds on the state plane (one per followed partition, shared by its streams).',
+      registers: [registry],
+      collect() {
+        this.set(journalFollows());
       },
     });
   }

@@ -131,7 +131,15 @@ describe('GET /v1/conversations/{id}/stream', () => {
       await client.waitFor(`events through 9 for ${c.path}`, () => client.positions().includes(9));
       expect(client.positions()).toEqual(range(c.first, 10));
     }
-    expect(a.journal.follows.map((f) => f.fromPosition)).toEqual(cases.map((c) => c.first));
+    // One shared follow (from the first stream's position); the streams behind it read
+    // their missing events once, bounded; the others take them from the hub's ring.
+    expect(a.journal.liveFollows.map((f) => f.fromPosition)).toEqual([4]);
+    expect(
+      a.journal.follows.filter((f) => f.limit !== undefined).map((f) => [f.fromPosition, f.limit]),
+    ).toEqual([
+      [0, 4],
+      [0, 4],
+    ]);
   });
 
   it.each([
@@ -343,6 +351,9 @@ describe('GET /v1/conversations/{id}/stream', () => {
     await second.waitFor('events', () => second.events().length === 2);
     expect(a.server.openStreams).toBe(2);
     expect(await a.registry.metrics()).toContain('polychrome_api_open_streams 2');
+    // Both streams of the conversation share one journal follow.
+    expect(await a.registry.metrics()).toContain('polychrome_api_journal_follows 1');
+    expect(a.journal.liveFollows).toHaveLength(1);
 
     await a.server.close();
     await Promise.all([first.ended, second.ended]);

@@ -1,31 +1,18 @@
 import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { AppError, isAppError } from '../../common/errors';
-import type { JournalEntry } from '../../common/state-client';
 import type { TextDeltaEvent, TurnService } from '../turns/turn-service';
 import { errorAnswer } from './api-error';
-import { eventData } from './event-json';
+import { isRetryable, untilAborted, type PreparedEvent } from './journal-hub';
 
-/**
- * Follows a journal partition from `fromPosition`: every committed event, in order, then
- * each new one as it commits, until `signal` aborts. It ends (or throws `unavailable`) when
- * the source goes away; the stream then follows again from the next position.
- */
-export type FollowJournal = (
+export type { FollowJournal, FollowRetryOptions } from './journal-hub';
+
+/** A partition's prepared events from a position, in order, until the signal aborts ({@link JournalHub.subscribe}). */
+export type SubscribeJournal = (
   partition: string,
   fromPosition: number,
   signal: AbortSignal,
-) => AsyncIterable<JournalEntry>;
-
-/** How a stream retries a journal follow that ended or failed with `unavailable`. */
-export interface FollowRetryOptions {
-  /** Retries in a row without a delivered event before the stream gives up. @default 5 */
-  readonly attempts?: number;
-  /** First delay; doubles each retry. @default 100 */
-  readonly baseDelayMs?: number;
-  /** @default 2000 */
-  readonly maxDelayMs?: number;
-}
+) => AsyncIterable<PreparedEvent>;
 
 /** The client's reconnection delay, sent once at the start (`retry:`). */
 export const SSE_RETRY_MS = 1000;
@@ -37,10 +24,10 @@ export interface EventStreamOptions {
   readonly partition: string;
   /** First position sent. */
   readonly fromPosition: number;
-  readonly follow: FollowJournal;
+  /** The shared journal follow (a {@link JournalHub}); it retries `unavailable` itself. */
+  readonly subscribe: SubscribeJournal;
   readonly onTextDelta: TurnService['onTextDelta'];
   readonly heartbeatMs: number;
-  readonly retry: Required<FollowRetryOptions>;
   /**
    * Checked at heartbeats, at most every `recheckEveryMs`: throws `unauthenticated` once
    * the caller's token no longer holds (revoked, expired), which ends the stream.
@@ -65,14 +52,15 @@ export type StreamEnd = 'client_closed' | 'shutdown' | 'failed';
  * - Live text deltas: `event: delta` without an id (not committed: a resumed stream must not
  *   skip past committed events because of them). Dropped while the client is behind.
  * - `: keep-alive` comments every `heartbeatMs`.
- * - A follow that ends or fails with `unavailable` (state plane restart) is resumed from the
- *   next position after a backoff, without the client noticing; after `retry.attempts`
- *   fruitless tries the stream sends `event: error` and ends (the client reconnects).
+ * - Events come prepared (frame built once) from the partition's shared follow
+ *   (journal-hub.ts), which resumes a follow that ends or fails with `unavailable` without
+ *   the client noticing; when it gives up the stream sends `event: error` and ends (the
+ *   client reconnects).
  * - {@link shutdown}: `event: shutdown`, then the end.
  *
- * Backpressure: the next journal event is pulled only after the previous one was taken by
- * the socket (`write()` returned true, or `drain`), so a slow client holds at most one event
- * and the follow's own buffer, never an unbounded queue.
+ * Backpressure: the next event is pulled only after the previous one was taken by the
+ * socket (`write()` returned true, or `drain`); a client that falls a ring behind the shared
+ * follow reads on its own (the hub), never holding up the others.
  */
 export class EventStream {
   private readonly options: EventStreamOptions;
@@ -156,46 +144,31 @@ export class EventStream {
   }
 
   private async followLoop(): Promise<void> {
-    const { attempts, baseDelayMs, maxDelayMs } = this.options.retry;
     const signal = this.controller.signal;
-    let failures = 0;
-    while (!signal.aborted) {
-      const before = this.next;
-      let failure: unknown;
-      try {
-        await this.pump(signal);
-        failure = new AppError('unavailable', 'the journal follow ended');
-      } catch (error) {
-        failure = error;
-      }
+    let failure: unknown;
+    try {
+      await this.pump(signal);
       if (signal.aborted) return;
-      if (this.next > before) failures = 0;
-      failures += 1;
-      if (!isRetryable(failure) || failures > attempts) {
-        this.fail(
-          isRetryable(failure)
-            ? new AppError(
-                'unavailable',
-                `the journal of conversation ${this.options.conversationId} cannot be ` +
-                  'followed right now; reconnect with Last-Event-ID to resume',
-                { details: { nextPosition: this.next }, cause: failure },
-              )
-            : failure,
-        );
-        return;
-      }
-      const delayMs = Math.min(baseDelayMs * 2 ** (failures - 1), maxDelayMs);
-      this.options.log.warn(
-        { err: failure, nextPosition: this.next, attempt: failures, delayMs },
-        'journal follow interrupted; resuming',
-      );
-      await sleep(delayMs, signal);
+      failure = new AppError('unavailable', 'the journal follow ended');
+    } catch (error) {
+      if (signal.aborted) return;
+      failure = error;
     }
+    this.fail(
+      isRetryable(failure)
+        ? new AppError(
+            'unavailable',
+            `the journal of conversation ${this.options.conversationId} cannot be ` +
+              'followed right now; reconnect with Last-Event-ID to resume',
+            { details: { nextPosition: this.next }, cause: failure },
+          )
+        : failure,
+    );
   }
 
-  /** One follow, until it ends; throws what it throws. */
+  /** The subscription, until it ends; throws what it throws. */
   private async pump(signal: AbortSignal): Promise<void> {
-    const source = this.options.follow(this.options.partition, this.next, signal);
+    const source = this.options.subscribe(this.options.partition, this.next, signal);
     const iterator = source[Symbol.asyncIterator]();
     let finished = false;
     try {
@@ -206,17 +179,16 @@ export class EventStream {
           finished = true;
           return;
         }
-        const entry = result.value;
-        // A source resuming too early repeats events: the client has them already.
-        if (entry.position < this.next) continue;
-        if (entry.position > this.next) {
+        const event = result.value;
+        if (event.position < this.next) continue;
+        if (event.position > this.next) {
           throw new AppError(
             'unavailable',
-            `the journal follow skipped from ${String(this.next)} to ${String(entry.position)}`,
+            `the journal follow skipped from ${String(this.next)} to ${String(event.position)}`,
           );
         }
-        await this.sendEvent(entry, signal);
-        this.next = entry.position + 1;
+        await this.sendEvent(event, signal);
+        this.next = event.position + 1;
       }
     } catch (error) {
       finished = true;
@@ -227,14 +199,10 @@ export class EventStream {
     }
   }
 
-  private async sendEvent(entry: JournalEntry, signal: AbortSignal): Promise<void> {
+  private async sendEvent(event: PreparedEvent, signal: AbortSignal): Promise<void> {
     if (this.ended) return;
-    const kind = entry.kind.replace(/[\r\n]/gu, '');
-    const chunk =
-      `id: ${String(entry.position)}\nevent: ${kind}\n` +
-      `data: ${JSON.stringify(eventData(entry))}\n\n`;
     this.eventsSent += 1;
-    if (!this.response.write(chunk)) await this.drained(signal);
+    if (!this.response.write(event.frame)) await this.drained(signal);
   }
 
   private sendDelta(delta: TextDeltaEvent): void {
@@ -311,44 +279,4 @@ export class EventStream {
     this.controller.abort(new Error('stream finished'));
     if (!this.response.writableEnded && !this.response.destroyed) this.response.end();
   }
-}
-
-function isRetryable(error: unknown): boolean {
-  return isAppError(error) && (error.code === 'unavailable' || error.code === 'deadline_exceeded');
-}
-
-/** `promise`'s value, or `undefined` as soon as `signal` aborts (the promise is left to settle). */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
-  promise.catch(() => undefined);
-  if (signal.aborted) return Promise.resolve(undefined);
-  return new Promise<T | undefined>((resolve, reject) => {
-    const onAbort = (): void => resolve(undefined);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error instanceof Error ? error : new Error(String(error)));
-      },
-    );
-  });
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) {
-      resolve();
-      return;
-    }
-    const done = (): void => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
 }

@@ -22,4 +22,21 @@ describe('stateJournalFollower', () => {
     expect(got).toEqual(entries);
     expect(calls).toEqual([['conv-1', 4, 0, { signal, follow: true }]]);
   });
+
+  it('with a limit (a catch-up), reads at most that many without follow', async () => {
+    const calls: unknown[][] = [];
+    const reader: FollowingJournalReader = {
+      read(...args) {
+        calls.push(args);
+        return (async function* () {
+          yield* await Promise.resolve([]);
+        })();
+      },
+    };
+    const signal = new AbortController().signal;
+    for await (const entry of stateJournalFollower(reader)('conv-1', 2, signal, { limit: 7 })) {
+      expect(entry).toBeUndefined();
+    }
+    expect(calls).toEqual([['conv-1', 2, 7, { signal, follow: false }]]);
+  });
 });

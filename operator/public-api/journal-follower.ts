@@ -1,5 +1,5 @@
 import type { JournalEntry } from '../../common/state-client';
-import type { FollowJournal } from './event-stream';
+import type { FollowJournal } from './journal-hub';
 
 /**
  * What the follower needs of StateClient: `read` with `follow: true`, which keeps the
@@ -17,9 +17,12 @@ export interface FollowingJournalReader {
 
 /**
  * The streams' journal follow over the state plane (StateClient). `limit` 0: no end but
- * the signal or the server's.
+ * the signal or the server's. With `options.limit` (a stream catching up): a plain read
+ * of at most that many events, ending at the head.
  */
 export function stateJournalFollower(state: FollowingJournalReader): FollowJournal {
-  return (partition, fromPosition, signal) =>
-    state.read(partition, fromPosition, 0, { signal, follow: true });
+  return (partition, fromPosition, signal, options) =>
+    options?.limit === undefined
+      ? state.read(partition, fromPosition, 0, { signal, follow: true })
+      : state.read(partition, fromPosition, Math.max(1, options.limit), { signal, follow: false });
 }

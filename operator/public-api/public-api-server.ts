@@ -11,7 +11,14 @@ import { ApiError, bearerChallenge, errorAnswer } from './api-error';
 import { ApiMetrics } from './api-metrics';
 import { AuthCache, DEFAULT_AUTH_CACHE_MS, type Authenticate } from './auth-cache';
 import { parseBearerToken } from './bearer-token';
-import { EventStream, type FollowJournal, type FollowRetryOptions } from './event-stream';
+import { EventStream } from './event-stream';
+import {
+  DEFAULT_LINGER_MS,
+  DEFAULT_RING_SIZE,
+  JournalHub,
+  type FollowJournal,
+  type FollowRetryOptions,
+} from './journal-hub';
 import {
   DEFAULT_MAX_BODY_BYTES,
   discardBody,
@@ -67,8 +74,12 @@ export interface PublicApiServerOptions {
   readonly maxBodyBytes?: number;
   /** Where the `polychrome_api_*` metrics are registered; none: not collected. */
   readonly registry?: Registry;
-  /** Journal follow retries of a stream. @default 5 attempts, 100 ms doubling to 2 s */
+  /** Journal follow retries (shared follows and catch-up reads). @default 5 attempts, 100 ms doubling to 2 s */
   readonly followRetry?: FollowRetryOptions;
+  /** Recent events kept per followed partition, and each stream's lag bound. @default 256 */
+  readonly journalRingSize?: number;
+  /** How long a partition's shared follow outlives its last stream. @default 5000 */
+  readonly journalLingerMs?: number;
   /** @default {@link DEFAULT_STREAM_CLOSE_TIMEOUT_MS} */
   readonly streamCloseTimeoutMs?: number;
   /** Idempotency key for a message sent without one. @default `api-` + a random UUID */
@@ -128,6 +139,8 @@ export class PublicApiServer {
   private readonly auth: AuthCache;
   private readonly metrics: ApiMetrics;
   private readonly streams = new Set<EventStream>();
+  /** One journal follow per partition, shared by its streams. */
+  private readonly hub: JournalHub;
   private readonly inFlight = new Set<Promise<void>>();
   /** The requests being answered: close() aborts them. */
   private readonly requestAborters = new Map<AbortController, ServerResponse>();
@@ -147,12 +160,28 @@ export class PublicApiServer {
       ...(options.now === undefined ? {} : { now: options.now }),
     });
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
-    this.metrics = new ApiMetrics(options.registry, () => this.streams.size);
+    this.hub = new JournalHub({
+      follow: options.follow,
+      log: this.log,
+      ...(options.followRetry === undefined ? {} : { retry: options.followRetry }),
+      ringSize: options.journalRingSize ?? DEFAULT_RING_SIZE,
+      lingerMs: options.journalLingerMs ?? DEFAULT_LINGER_MS,
+    });
+    this.metrics = new ApiMetrics(
+      options.registry,
+      () => this.streams.size,
+      () => this.hub.follows,
+    );
   }
 
   /** Streams open now (the `polychrome_api_open_streams` gauge). */
   get openStreams(): number {
     return this.streams.size;
+  }
+
+  /** Shared journal follows open now (the `polychrome_api_journal_follows` gauge). */
+  get journalFollows(): number {
+    return this.hub.follows;
   }
 
   /**
@@ -216,6 +245,7 @@ export class PublicApiServer {
         aborter.abort(new Error('the public API is shutting down'));
       }
       await Promise.all(streams.map((stream) => stream.closed));
+      await this.hub.close();
       await Promise.all([...this.inFlight]);
       server.closeAllConnections();
       await stopped;
@@ -492,14 +522,9 @@ export class PublicApiServer {
       conversationId,
       partition: summary.partition,
       fromPosition,
-      follow: this.options.follow,
+      subscribe: (partition, from, signal) => this.hub.subscribe(partition, from, signal),
       onTextDelta: (id, listener) => this.options.service.onTextDelta(id, listener),
       heartbeatMs: this.options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS,
-      retry: {
-        attempts: this.options.followRetry?.attempts ?? 5,
-        baseDelayMs: this.options.followRetry?.baseDelayMs ?? 100,
-        maxDelayMs: this.options.followRetry?.maxDelayMs ?? 2_000,
-      },
       recheck: async () => {
         await this.authenticateToken(token);
       },

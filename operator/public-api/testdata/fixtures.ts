@@ -111,6 +111,7 @@ export async function startApi(
     registry,
     now: () => clock.nowMs,
     followRetry: { attempts: 3, baseDelayMs: 5, maxDelayMs: 20 },
+    journalLingerMs: 20,
     streamCloseTimeoutMs: 2_000,
     ...overrides,
   });

@@ -1,11 +1,13 @@
 import type { JournalEntry, NewJournalEvent } from '../../../common/state-client';
-import type { FollowJournal } from '../event-stream';
+import type { FollowJournal } from '../journal-hub';
 
 /** One call of {@link InMemoryJournal.follow}, as the stream made it. */
 export interface FollowCall {
   readonly partition: string;
   readonly fromPosition: number;
   readonly signal: AbortSignal;
+  /** Set for a bounded read (no follow): at most this many events, ending at the head. */
+  readonly limit?: number;
 }
 
 interface Follower {
@@ -68,10 +70,46 @@ export class InMemoryJournal {
     return this.followers.size;
   }
 
-  readonly follow: FollowJournal = (partition, fromPosition, signal) => {
-    this.follows.push({ partition, fromPosition, signal });
-    return this.followFrom(partition, fromPosition, signal);
+  /** The live follows among {@link follows} (not bounded reads). */
+  get liveFollows(): FollowCall[] {
+    return this.follows.filter((f) => f.limit === undefined);
+  }
+
+  readonly follow: FollowJournal = (partition, fromPosition, signal, options) => {
+    const limit = options?.limit;
+    this.follows.push({
+      partition,
+      fromPosition,
+      signal,
+      ...(limit === undefined ? {} : { limit }),
+    });
+    return limit === undefined
+      ? this.followFrom(partition, fromPosition, signal)
+      : this.readFrom(partition, fromPosition, limit, signal);
   };
+
+  private async *readFrom(
+    partition: string,
+    fromPosition: number,
+    limit: number,
+    signal: AbortSignal,
+  ): AsyncGenerator<JournalEntry> {
+    const follower: Follower = { failure: undefined, wake: undefined };
+    this.followers.add(follower);
+    try {
+      for (let next = fromPosition; next < fromPosition + limit; next += 1) {
+        await Promise.resolve();
+        if (signal.aborted) return;
+        if (follower.failure !== undefined) throw follower.failure;
+        const entry = this.partitions.get(partition)?.[next];
+        if (entry === undefined) return;
+        this.delivered += 1;
+        yield entry;
+      }
+    } finally {
+      this.followers.delete(follower);
+    }
+  }
 
   private async *followFrom(
     partition: string,

@@ -1,0 +1,487 @@
+import type { Logger } from 'pino';
+import { AppError, isAppError } from '../../common/errors';
+import type { JournalEntry } from '../../common/state-client';
+import { eventData } from './event-json';
+
+/** What a bounded (catch-up) read asks of a {@link FollowJournal}. */
+export interface JournalReadOptions {
+  /**
+   * Read at most this many events from `fromPosition`, and end at the head instead of
+   * following (a plain read, `follow: false`). A source may end earlier, or ignore it
+   * and keep going: the reader stops when it has what it needs.
+   */
+  readonly limit?: number;
+}
+
+/**
+ * Follows a journal partition from `fromPosition`: every committed event, in order, then
+ * each new one as it commits, until `signal` aborts. It ends (or throws `unavailable`) when
+ * the source goes away; the follow is then started again from the next position. With
+ * `options.limit` it is a bounded read instead (see {@link JournalReadOptions}).
+ */
+export type FollowJournal = (
+  partition: string,
+  fromPosition: number,
+  signal: AbortSignal,
+  options?: JournalReadOptions,
+) => AsyncIterable<JournalEntry>;
+
+/** How the hub retries a journal follow (or catch-up read) that ended or failed with `unavailable`. */
+export interface FollowRetryOptions {
+  /** Retries in a row without a delivered event before giving up. @default 5 */
+  readonly attempts?: number;
+  /** First delay; doubles each retry. @default 100 */
+  readonly baseDelayMs?: number;
+  /** @default 2000 */
+  readonly maxDelayMs?: number;
+}
+
+/** A committed event ready for the wire: decoded and encoded once, shared by every stream. */
+export interface PreparedEvent {
+  readonly position: number;
+  readonly kind: string;
+  /** The exact SSE text: `id: <position>`, `event: <kind>`, `data: {position, kind, payload}`. */
+  readonly frame: string;
+}
+
+/** The SSE frame of a committed event (docs/api.md, "Streaming"). */
+export function prepareEvent(entry: JournalEntry): PreparedEvent {
+  const kind = entry.kind.replace(/[\r\n]/gu, '');
+  return {
+    position: entry.position,
+    kind,
+    frame:
+      `id: ${String(entry.position)}\nevent: ${kind}\n` +
+      `data: ${JSON.stringify(eventData(entry))}\n\n`,
+  };
+}
+
+export const DEFAULT_RING_SIZE = 256;
+export const DEFAULT_LINGER_MS = 5_000;
+/** The most events one catch-up read asks for. */
+const CATCH_UP_BATCH = 1_000;
+
+/** Options of {@link JournalHub}. */
+export interface JournalHubOptions {
+  readonly follow: FollowJournal;
+  readonly log: Logger;
+  readonly retry?: FollowRetryOptions;
+  /**
+   * Recent prepared events kept per partition. It is also each subscriber's queue bound: a
+   * subscriber more than this many events behind the shared follow reads on its own.
+   * @default {@link DEFAULT_RING_SIZE}
+   */
+  readonly ringSize?: number;
+  /** How long a partition's follow outlives its last subscriber. @default {@link DEFAULT_LINGER_MS} */
+  readonly lingerMs?: number;
+  /** Builds the frame of an event (tests count calls). @default {@link prepareEvent} */
+  readonly prepare?: (entry: JournalEntry) => PreparedEvent;
+}
+
+interface Subscriber {
+  /** The next position this subscriber takes. */
+  next: number;
+}
+
+/** One partition's shared follow, its ring and its subscribers. */
+class Channel {
+  readonly controller = new AbortController();
+  readonly subscribers = new Set<Subscriber>();
+  /** Prepared events of positions [ringStart, liveNext). */
+  readonly ring: PreparedEvent[] = [];
+  ringStart: number;
+  /** The next position the shared follow delivers. */
+  liveNext: number;
+  /** Set once the follow gave up: every subscriber throws it. */
+  failure: Error | undefined;
+  linger: NodeJS.Timeout | undefined;
+  running: Promise<void> = Promise.resolve();
+  private changedResolve!: () => void;
+  /** Resolves at the next event, failure or end. */
+  changed!: Promise<void>;
+  private demandResolve: (() => void) | undefined;
+
+  constructor(
+    readonly partition: string,
+    fromPosition: number,
+  ) {
+    this.ringStart = fromPosition;
+    this.liveNext = fromPosition;
+    this.renew();
+  }
+
+  private renew(): void {
+    this.changed = new Promise((resolve) => {
+      this.changedResolve = resolve;
+    });
+  }
+
+  /** Wakes every waiting subscriber. */
+  notify(): void {
+    const resolve = this.changedResolve;
+    this.renew();
+    resolve();
+    this.demandResolve?.();
+  }
+
+  append(event: PreparedEvent, ringSize: number): void {
+    this.ring.push(event);
+    this.liveNext = event.position + 1;
+    if (this.ring.length > ringSize) {
+      this.ring.shift();
+      this.ringStart += 1;
+    }
+    this.notify();
+  }
+
+  /**
+   * Whether someone wants the next event now: no subscriber (lingering: keep the ring
+   * current), or one that is not a full ring behind. When every subscriber is that far
+   * behind, nobody is served by reading on, so the follow waits (the journal's own
+   * backpressure) — a fast subscriber keeps it going whatever the slow ones do.
+   */
+  hasDemand(ringSize: number): boolean {
+    if (this.subscribers.size === 0) return true;
+    const floor = this.liveNext - ringSize;
+    for (const subscriber of this.subscribers) if (subscriber.next > floor) return true;
+    return false;
+  }
+
+  /** Resolves once {@link hasDemand} may have changed (a subscriber moved, joined, or left). */
+  demandChanged(): Promise<void> {
+    return new Promise((resolve) => {
+      this.demandResolve = () => {
+        this.demandResolve = undefined;
+        resolve();
+      };
+    });
+  }
+
+  /** A subscriber moved: wakes a follow waiting for demand. */
+  moved(): void {
+    this.demandResolve?.();
+  }
+}
+
+/**
+ * One shared journal follow per partition on this replica, fanned out to every stream of
+ * it: each event is read once and its SSE frame built once ({@link PreparedEvent}).
+ *
+ * - A subscriber starting behind the shared follow's ring catches up with its own bounded
+ *   reads (`limit`, no follow), then takes the ring; one ahead waits for the follow. It
+ *   sees every position once, in order: it keeps its own cursor and skips what it has.
+ * - The last {@link ringSize} prepared events are kept, so a reconnect usually reads
+ *   nothing. The ring is also each subscriber's queue bound: one that falls further behind
+ *   (a slow client) is dropped from the live fan-out and reads on its own from its next
+ *   position, never slowing the others nor the follow.
+ * - The follow starts at the first subscriber's position, is resumed from the next
+ *   position after a backoff when it ends or fails with `unavailable`, fails every
+ *   subscriber after `retry.attempts` fruitless tries (or at once on another error), and
+ *   stops {@link lingerMs} after its last subscriber left.
+ */
+export class JournalHub {
+  private readonly follow: FollowJournal;
+  private readonly log: Logger;
+  private readonly retry: Required<FollowRetryOptions>;
+  private readonly ringSize: number;
+  private readonly lingerMs: number;
+  private readonly prepare: (entry: JournalEntry) => PreparedEvent;
+  private readonly channels = new Map<string, Channel>();
+  private readonly live = new Set<Channel>();
+  private closed = false;
+
+  constructor(options: JournalHubOptions) {
+    this.follow = options.follow;
+    this.log = options.log;
+    this.retry = {
+      attempts: options.retry?.attempts ?? 5,
+      baseDelayMs: options.retry?.baseDelayMs ?? 100,
+      maxDelayMs: options.retry?.maxDelayMs ?? 2_000,
+    };
+    this.ringSize = Math.max(1, options.ringSize ?? DEFAULT_RING_SIZE);
+    this.lingerMs = options.lingerMs ?? DEFAULT_LINGER_MS;
+    this.prepare = options.prepare ?? prepareEvent;
+  }
+
+  /** Upstream follows open now (the `polychrome_api_journal_follows` gauge). */
+  get follows(): number {
+    return this.live.size;
+  }
+
+  /**
+   * The partition's events from `fromPosition`, in order, each once, then each new one,
+   * until `signal` aborts (the iterable then ends).
+   *
+   * @throws the follow's error once it gave up (retryable ones: `unavailable`), from the iterator.
+   */
+  async *subscribe(
+    partition: string,
+    fromPosition: number,
+    signal: AbortSignal,
+  ): AsyncGenerator<PreparedEvent> {
+    if (this.closed) throw new AppError('unavailable', 'the journal hub is closed');
+    const channel = this.channelFor(partition, fromPosition);
+    const subscriber: Subscriber = { next: fromPosition };
+    channel.subscribers.add(subscriber);
+    if (channel.linger !== undefined) clearTimeout(channel.linger);
+    channel.linger = undefined;
+    channel.moved();
+    try {
+      while (!signal.aborted) {
+        if (channel.failure !== undefined) throw channel.failure;
+        if (channel.controller.signal.aborted) {
+          throw new AppError('unavailable', 'the journal follow stopped (the hub is closing)');
+        }
+        if (subscriber.next < channel.ringStart) {
+          yield* this.catchUp(channel, subscriber, signal);
+          continue;
+        }
+        if (subscriber.next < channel.liveNext) {
+          const event = channel.ring[subscriber.next - channel.ringStart];
+          if (event === undefined) throw new Error('journal hub: ring out of step');
+          subscriber.next = event.position + 1;
+          channel.moved();
+          yield event;
+          continue;
+        }
+        await untilAborted(channel.changed, signal);
+      }
+    } finally {
+      channel.subscribers.delete(subscriber);
+      channel.moved();
+      this.release(channel);
+    }
+  }
+
+  /** Stops every follow at once (the server is closing). Resolves when they ended. */
+  async close(): Promise<void> {
+    this.closed = true;
+    const channels = [...this.channels.values()];
+    this.channels.clear();
+    for (const channel of channels) {
+      if (channel.linger !== undefined) clearTimeout(channel.linger);
+      channel.controller.abort(new Error('the journal hub is closing'));
+      channel.notify();
+    }
+    await Promise.all(channels.map((channel) => channel.running));
+  }
+
+  private channelFor(partition: string, fromPosition: number): Channel {
+    const existing = this.channels.get(partition);
+    if (existing !== undefined) return existing;
+    const channel = new Channel(partition, fromPosition);
+    this.channels.set(partition, channel);
+    this.live.add(channel);
+    channel.running = this.runFollow(channel).finally(() => this.live.delete(channel));
+    return channel;
+  }
+
+  private release(channel: Channel): void {
+    if (channel.subscribers.size > 0 || channel.controller.signal.aborted) return;
+    if (channel.linger !== undefined) clearTimeout(channel.linger);
+    channel.linger = setTimeout(() => {
+      channel.linger = undefined;
+      if (channel.subscribers.size > 0) return;
+      this.drop(channel);
+      channel.controller.abort(new Error('no subscriber left'));
+      channel.notify();
+    }, this.lingerMs);
+    channel.linger.unref();
+  }
+
+  private drop(channel: Channel): void {
+    if (this.channels.get(channel.partition) === channel) this.channels.delete(channel.partition);
+  }
+
+  /** The shared follow: resumed after `unavailable` or an end; fails the channel for good otherwise. */
+  private async runFollow(channel: Channel): Promise<void> {
+    const signal = channel.controller.signal;
+    let failures = 0;
+    while (!signal.aborted) {
+      const before = channel.liveNext;
+      let failure: unknown;
+      try {
+        await this.pumpFollow(channel, signal);
+        failure = new AppError('unavailable', 'the journal follow ended');
+      } catch (error) {
+        failure = error;
+      }
+      if (signal.aborted) return;
+      if (channel.liveNext > before) failures = 0;
+      failures += 1;
+      if (!isRetryable(failure) || failures > this.retry.attempts) {
+        this.log.warn(
+          { err: failure, partition: channel.partition, nextPosition: channel.liveNext },
+          'journal follow failed; ending its streams',
+        );
+        channel.failure = failure instanceof Error ? failure : new Error(String(failure));
+        this.drop(channel);
+        channel.controller.abort(new Error('the journal follow failed'));
+        channel.notify();
+        return;
+      }
+      const delayMs = this.delay(failures);
+      this.log.warn(
+        {
+          err: failure,
+          partition: channel.partition,
+          nextPosition: channel.liveNext,
+          attempt: failures,
+          delayMs,
+        },
+        'journal follow interrupted; resuming',
+      );
+      await sleep(delayMs, signal);
+    }
+  }
+
+  /** One upstream follow, until it ends; throws what it throws. */
+  private async pumpFollow(channel: Channel, signal: AbortSignal): Promise<void> {
+    const iterator = this.follow(channel.partition, channel.liveNext, signal)[
+      Symbol.asyncIterator
+    ]();
+    let finished = false;
+    try {
+      for (;;) {
+        while (!channel.hasDemand(this.ringSize)) {
+          await untilAborted(channel.demandChanged(), signal);
+          if (signal.aborted) return;
+        }
+        const result = await untilAborted(iterator.next(), signal);
+        if (result === undefined) return;
+        if (result.done === true) {
+          finished = true;
+          return;
+        }
+        const entry = result.value;
+        // A source resuming too early repeats events: the ring has them already.
+        if (entry.position < channel.liveNext) continue;
+        if (entry.position > channel.liveNext) {
+          throw new AppError(
+            'unavailable',
+            `the journal follow skipped from ${String(channel.liveNext)} to ${String(entry.position)}`,
+          );
+        }
+        channel.append(this.prepare(entry), this.ringSize);
+      }
+    } catch (error) {
+      finished = true;
+      throw error;
+    } finally {
+      // Leaving early (abort, gap): let the source stop; do not wait for it.
+      if (!finished) void iterator.return?.().catch(() => undefined);
+    }
+  }
+
+  /**
+   * The subscriber's own reads from its next position up to the ring, with the follow's
+   * retry rules; yields as the consumer pulls (its own backpressure).
+   */
+  private async *catchUp(
+    channel: Channel,
+    subscriber: Subscriber,
+    signal: AbortSignal,
+  ): AsyncGenerator<PreparedEvent> {
+    let failures = 0;
+    while (!signal.aborted && subscriber.next < channel.ringStart) {
+      if (channel.failure !== undefined) throw channel.failure;
+      const before = subscriber.next;
+      const limit = Math.min(channel.ringStart - subscriber.next, CATCH_UP_BATCH);
+      const iterator = this.follow(channel.partition, subscriber.next, signal, { limit })[
+        Symbol.asyncIterator
+      ]();
+      let finished = false;
+      let failure: unknown;
+      try {
+        while (subscriber.next < channel.ringStart) {
+          const result = await untilAborted(iterator.next(), signal);
+          if (result === undefined) return;
+          if (result.done === true) {
+            finished = true;
+            break;
+          }
+          const entry = result.value;
+          if (entry.position < subscriber.next) continue;
+          if (entry.position > subscriber.next) {
+            throw new AppError(
+              'unavailable',
+              `the journal read skipped from ${String(subscriber.next)} to ${String(entry.position)}`,
+            );
+          }
+          subscriber.next = entry.position + 1;
+          yield this.prepare(entry);
+        }
+      } catch (error) {
+        finished = true;
+        failure = error;
+      } finally {
+        if (!finished) void iterator.return?.().catch(() => undefined);
+      }
+      if (signal.aborted || (failure === undefined && subscriber.next >= channel.ringStart)) {
+        return;
+      }
+      if (subscriber.next > before) failures = 0;
+      if (failure === undefined && subscriber.next > before) continue;
+      failure ??= new AppError('unavailable', 'the journal read ended early');
+      failures += 1;
+      if (!isRetryable(failure) || failures > this.retry.attempts) throw failure;
+      const delayMs = this.delay(failures);
+      this.log.warn(
+        {
+          err: failure,
+          partition: channel.partition,
+          nextPosition: subscriber.next,
+          attempt: failures,
+          delayMs,
+        },
+        'journal catch-up read interrupted; resuming',
+      );
+      await sleep(delayMs, signal);
+    }
+  }
+
+  private delay(failures: number): number {
+    return Math.min(this.retry.baseDelayMs * 2 ** (failures - 1), this.retry.maxDelayMs);
+  }
+}
+
+/** Whether a follow failure is worth resuming: the source went away for a while. */
+export function isRetryable(error: unknown): boolean {
+  return isAppError(error) && (error.code === 'unavailable' || error.code === 'deadline_exceeded');
+}
+
+/** `promise`'s value, or `undefined` as soon as `signal` aborts (the promise is left to settle). */
+export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
+  promise.catch(() => undefined);
+  if (signal.aborted) return Promise.resolve(undefined);
+  return new Promise<T | undefined>((resolve, reject) => {
+    const onAbort = (): void => resolve(undefined);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error instanceof Error ? error : new Error(String(error)));
+      },
+    );
+  });
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) {
+      resolve();
+      return;
+    }
+    const done = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
