@@ -201,7 +201,7 @@ async function main(): Promise<void> {
     // Streams end first so their clients reconnect to another replica; running turns are
     // cancelled and stay recoverable from the journal.
     await api.close();
-    coordinator.close();
+    await coordinator.close();
     harness.close();
     await controller.close();
     // Released leases let the other replicas take over at once instead of after expiry.

@@ -66,7 +66,7 @@ import {
   type TurnView,
 } from './journal-view';
 import { turnIdFor } from './turn-ids';
-import { applyTurnStatus, type TurnStatusChange } from './turn-status';
+import { applyTurnStatus, type JournalMark, type TurnStatusChange } from './turn-status';
 import type {
   AnswerApproval,
   AnswerQuestion,
@@ -116,11 +116,25 @@ export interface TurnObserver {
 
 const HARNESS_BUSY_RETRIES = 20;
 
+/** One status change to write. */
+interface StatusWork {
+  readonly change: TurnStatusChange;
+  readonly journal?: JournalMark;
+}
+
+/** A conversation's status writes: the one running (`done`) and the ones waiting. */
+interface StatusWrites {
+  done: Promise<void>;
+  readonly waiting: StatusWork[];
+}
+
 export class TurnCoordinator implements TurnService {
   private readonly views = new Map<string, JournalView>();
   private readonly locks = new Map<string, Promise<unknown>>();
   private readonly deltas = new Map<string, Set<(delta: TextDeltaEvent) => void>>();
   private readonly stopping = new AbortController();
+  /** Per conversation: the status writes running and waiting behind them. */
+  private readonly statusWrites = new Map<string, StatusWrites>();
   private readonly now: () => number;
   observer: TurnObserver = {};
 
@@ -129,8 +143,17 @@ export class TurnCoordinator implements TurnService {
   }
 
   /** Stops taking turns; running harness calls are cancelled (their turns stay recoverable). */
-  close(): void {
+  async close(timeoutMs = 5_000): Promise<void> {
     this.stopping.abort(new AppError('unavailable', 'the control plane is shutting down'));
+    // Status writes still queued are worth finishing: they are what kubectl shows.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled([...this.statusWrites.values()].map((w) => w.done)),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, timeoutMs);
+      }),
+    ]);
+    clearTimeout(timer);
   }
 
   // ---- TurnService ----
@@ -551,7 +574,7 @@ export class TurnCoordinator implements TurnService {
     };
     const turn = turnAt();
     const attempt = turn.dispatches.at(-1)?.attempt ?? 1;
-    await this.writeStatus(conversation, {
+    this.queueStatus(conversation, {
       kind: 'running',
       turnId,
       lastTurnTime: new Date(this.now()).toISOString(),
@@ -575,6 +598,21 @@ export class TurnCoordinator implements TurnService {
       } else {
         this.observer.onTurn?.('orphaned', (performance.now() - started) / 1000);
         log.warn({ err: error, attempt }, 'turn left unsettled; it is recovered on the next claim');
+        // A cancellation of ours is not the caller's doing: say why and that a retry is safe.
+        if (this.stopping.signal.aborted) {
+          throw new AppError(
+            'unavailable',
+            `this control plane replica shut down during turn ${turnId}; retry with the same idempotency key and another replica resumes it`,
+            { cause: error, details: { turnId } },
+          );
+        }
+        if (lease.signal.aborted) {
+          throw new AppError(
+            'unavailable',
+            `this replica lost the lease of conversation ${uid} during turn ${turnId}; retry with the same idempotency key`,
+            { cause: error, details: { turnId } },
+          );
+        }
         throw error;
       }
     }
@@ -594,7 +632,7 @@ export class TurnCoordinator implements TurnService {
     }
     const outcome = await this.append(conversation, batch.events);
     const settled = turnAt();
-    await this.writeStatus(conversation, batch.status, {
+    this.queueStatus(conversation, batch.status, {
       head: outcome.head,
       lastSignedRoot: Buffer.from(outcome.signedRoot.root).toString('hex'),
       keyId: outcome.signedRoot.keyId,
@@ -756,6 +794,48 @@ export class TurnCoordinator implements TurnService {
       case undefined:
         return undefined;
     }
+  }
+
+  /**
+   * Writes the turn's status off the turn's path: the journal is the truth and the status
+   * a display, so a turn never waits for the API server. Writes of one conversation run in
+   * order; while one runs, a waiting change is replaced by a newer one (it carries the
+   * newest state) unless it is a quarantine, so a burst of turns costs few writes.
+   */
+  private queueStatus(
+    conversation: Conversation,
+    change: TurnStatusChange,
+    journal?: JournalMark,
+  ): void {
+    const uid = conversation.metadata.uid ?? '';
+    const work: StatusWork = { change, ...(journal === undefined ? {} : { journal }) };
+    const running = this.statusWrites.get(uid);
+    if (running !== undefined) {
+      const last = running.waiting.at(-1);
+      // A quarantine must reach the status even if a newer turn follows at once.
+      if (last !== undefined && last.change.kind !== 'ambiguous') {
+        const mark = journal ?? last.journal;
+        running.waiting[running.waiting.length - 1] = {
+          change,
+          ...(mark === undefined ? {} : { journal: mark }),
+        };
+      } else {
+        running.waiting.push(work);
+      }
+      return;
+    }
+    const entry: StatusWrites = { done: Promise.resolve(), waiting: [] };
+    entry.done = (async () => {
+      for (
+        let next: StatusWork | undefined = work;
+        next !== undefined;
+        next = entry.waiting.shift()
+      ) {
+        await this.writeStatus(conversation, next.change, next.journal);
+      }
+      this.statusWrites.delete(uid);
+    })();
+    this.statusWrites.set(uid, entry);
   }
 
   private async writeStatus(

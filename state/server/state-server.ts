@@ -1,4 +1,5 @@
 import { Server, ServerCredentials } from '@grpc/grpc-js';
+import { setMaxListeners } from 'node:events';
 import type { Logger } from 'pino';
 
 import { AppError } from '../../common/errors';
@@ -70,6 +71,8 @@ export class StateServer {
   private stopping: Promise<void> | undefined;
 
   constructor(private readonly options: StateServerOptions) {
+    // Every open stream listens to it (follow reads are long-lived): no listener limit.
+    setMaxListeners(0, this.shutdown.signal);
     this.log = componentLogger(options.logger, LogComponent.Grpc);
     this.server = new Server({ 'grpc.max_receive_message_length': MAX_RECEIVE_BYTES });
     this.server.addService(

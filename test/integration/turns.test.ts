@@ -184,13 +184,18 @@ describe('turns through the public API', () => {
       expect(String(card.argsSha256)).toMatch(/^[0-9a-f]{64}$/);
       expect(paused.body).not.toHaveProperty('reply');
 
-      const pausedStatus = (await stack.conversation('gated')) as {
-        status?: { currentTurn?: string; conditions?: { type: string; reason: string }[] };
-      };
-      expect(pausedStatus.status?.currentTurn).toBe(paused.body.turnId);
-      expect(pausedStatus.status?.conditions?.find((c) => c.type === 'Progressing')?.reason).toBe(
-        'AwaitingApproval',
-      );
+      // Status is written off the turn's path: wait for it.
+      await stack.waitConversation('gated', (obj) => {
+        const status = (
+          obj as {
+            status?: { currentTurn?: string; conditions?: { type: string; reason: string }[] };
+          }
+        ).status;
+        return (
+          status?.currentTurn === paused.body.turnId &&
+          status?.conditions?.find((c) => c.type === 'Progressing')?.reason === 'AwaitingApproval'
+        );
+      });
 
       const blocked = await post(gated, 'a new message', 'k-blocked');
       expect(blocked.status).toBe(409);
@@ -247,15 +252,19 @@ describe('turns through the public API', () => {
       });
       expect(Buffer.from(recorded.argsSha256).toString('hex')).toBe(card.argsSha256);
       expect((await stack.verify(gated)).ok).toBe(true);
-      const settled = (await stack.conversation('gated')) as {
-        status?: { currentTurn?: string; journal?: { head?: number; lastSignedRoot?: string } };
-      };
-      expect(settled.status?.currentTurn).toBeUndefined();
-      expect(settled.status?.journal?.head).toBe(journal.length);
       const lastRoot = payloadCodecs.signed_root.decode(journal.at(-1)!.payload);
-      expect(settled.status?.journal?.lastSignedRoot).toBe(
-        Buffer.from(lastRoot.root).toString('hex'),
-      );
+      await stack.waitConversation('gated', (obj) => {
+        const status = (
+          obj as {
+            status?: { currentTurn?: string; journal?: { head?: number; lastSignedRoot?: string } };
+          }
+        ).status;
+        return (
+          status?.currentTurn === undefined &&
+          status?.journal?.head === journal.length &&
+          status.journal.lastSignedRoot === Buffer.from(lastRoot.root).toString('hex')
+        );
+      });
     });
   });
 
