@@ -18,6 +18,7 @@ import {
 import { delay, kubeletBackoff, type Backoff } from './local-node-container';
 import { referencedObjects, type EnvSources } from './local-node-env';
 import { LoopbackAllocator, loopbackBlockOf, loopbackBlocks, loopbackCidr } from './local-node-ips';
+import { claimLoopbackBlock } from './loopback-lock';
 import { isPodView, type ImageCommands, type PodView } from './local-node-pod';
 import {
   errorText,
@@ -157,6 +158,9 @@ export class LocalNode {
   private started = false;
   private closing: Promise<void> | undefined;
 
+  /** Releases this node's machine-wide claim of its loopback block. */
+  private releaseBlock: (() => void) | undefined;
+
   constructor(opts: LocalNodeOptions) {
     this.opts = opts;
     this.name = opts.name ?? 'polychrome-local';
@@ -222,6 +226,8 @@ export class LocalNode {
           this.log(`node ${this.name}: could not mark the node NotReady: ${errorText(err)}`),
         );
       }
+      this.releaseBlock?.();
+      this.releaseBlock = undefined;
       this.log(`node ${this.name}: closed`);
     })();
     return this.closing;
@@ -368,7 +374,15 @@ export class LocalNode {
         `node ${this.name} has podCIDR ${existing}, not a loopback block: delete the Node or choose another name`,
       );
     }
-    if (block === undefined) {
+    if (block !== undefined) {
+      // podCIDR is immutable: keep the block, and say so if another cluster here uses it.
+      this.releaseBlock = claimLoopbackBlock(block);
+      if (this.releaseBlock === undefined) {
+        this.log(
+          `node ${this.name}: another local cluster on this machine also uses ${existing ?? ''}; pods of the two may reach each other: delete this Node to get a free block`,
+        );
+      }
+    } else {
       block = await this.claimBlock();
       const cidr = loopbackCidr(block);
       await this.core.patchNode(
@@ -387,6 +401,9 @@ export class LocalNode {
    */
   private async claimBlock(): Promise<number> {
     for (let block = 0; block < loopbackBlocks; block++) {
+      // Another local cluster on this machine may use the block: skip it.
+      const releaseClaim = claimLoopbackBlock(block);
+      if (releaseClaim === undefined) continue;
       const name = `polychrome-local-pods-127-${block}`;
       try {
         await this.coordination.createNamespacedLease({
@@ -402,14 +419,22 @@ export class LocalNode {
             spec: { holderIdentity: this.name },
           },
         });
+        this.releaseBlock = releaseClaim;
         return block;
       } catch (err: unknown) {
-        if (!isApiError(err, 409)) throw err;
+        if (!isApiError(err, 409)) {
+          releaseClaim();
+          throw err;
+        }
         const held = await this.coordination.readNamespacedLease({
           name,
           namespace: leaseNamespace,
         });
-        if (held.spec?.holderIdentity === this.name) return block;
+        if (held.spec?.holderIdentity === this.name) {
+          this.releaseBlock = releaseClaim;
+          return block;
+        }
+        releaseClaim();
       }
     }
     throw new Error(
