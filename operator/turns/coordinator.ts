@@ -104,6 +104,11 @@ export interface TurnCoordinatorOptions {
   /** Steps per turn set by the deployment (the harness applies its own too). */
   readonly deploymentMaxSteps?: number;
   readonly nowMs?: () => number;
+  /**
+   * How long the running mark of a turn on a Ready conversation waits before it is
+   * written, so a turn settled by then costs one status write. @default 250
+   */
+  readonly statusDelayMs?: number;
   /** Journal views kept in memory (conversations). @default 1000 */
   readonly viewCacheSize?: number;
 }
@@ -120,6 +125,16 @@ const HARNESS_BUSY_RETRIES = 20;
 interface StatusWork {
   readonly change: TurnStatusChange;
   readonly journal?: JournalMark;
+}
+
+/** `next` replacing `last` in the queue: the newest state, with the older turn time kept. */
+function merged(last: StatusWork, next: StatusWork): StatusWork {
+  const lastTurnTime = next.change.lastTurnTime ?? last.change.lastTurnTime;
+  const journal = next.journal ?? last.journal;
+  return {
+    change: lastTurnTime === undefined ? next.change : { ...next.change, lastTurnTime },
+    ...(journal === undefined ? {} : { journal }),
+  };
 }
 
 /** A conversation's status writes: the one running (`done`) and the ones waiting. */
@@ -574,11 +589,17 @@ export class TurnCoordinator implements TurnService {
     };
     const turn = turnAt();
     const attempt = turn.dispatches.at(-1)?.attempt ?? 1;
-    this.queueStatus(conversation, {
-      kind: 'running',
-      turnId,
-      lastTurnTime: new Date(this.now()).toISOString(),
-    });
+    // A conversation that is not Ready (closed, or its pod not up) needs lastTurnTime now:
+    // it is what reopens it. Otherwise the running mark may wait a moment, so a fast turn
+    // costs one status write instead of two.
+    const ready =
+      conversation.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
+    this.queueStatus(
+      conversation,
+      { kind: 'running', turnId, lastTurnTime: new Date(this.now()).toISOString() },
+      undefined,
+      ready ? (this.options.statusDelayMs ?? 250) : 0,
+    );
     const signal = AbortSignal.any([lease.signal, this.stopping.signal]);
     let result: TurnResult | undefined;
     let end: Awaited<ReturnType<HarnessConnector['runTurn']>>;
@@ -806,31 +827,26 @@ export class TurnCoordinator implements TurnService {
     conversation: Conversation,
     change: TurnStatusChange,
     journal?: JournalMark,
+    delayMs = 0,
   ): void {
     const uid = conversation.metadata.uid ?? '';
     const work: StatusWork = { change, ...(journal === undefined ? {} : { journal }) };
-    const running = this.statusWrites.get(uid);
-    if (running !== undefined) {
-      const last = running.waiting.at(-1);
+    const queued = this.statusWrites.get(uid);
+    if (queued !== undefined) {
+      const last = queued.waiting.at(-1);
       // A quarantine must reach the status even if a newer turn follows at once.
       if (last !== undefined && last.change.kind !== 'ambiguous') {
-        const mark = journal ?? last.journal;
-        running.waiting[running.waiting.length - 1] = {
-          change,
-          ...(mark === undefined ? {} : { journal: mark }),
-        };
+        queued.waiting[queued.waiting.length - 1] = merged(last, work);
       } else {
-        running.waiting.push(work);
+        queued.waiting.push(work);
       }
       return;
     }
-    const entry: StatusWrites = { done: Promise.resolve(), waiting: [] };
+    const entry: StatusWrites = { done: Promise.resolve(), waiting: [work] };
     entry.done = (async () => {
-      for (
-        let next: StatusWork | undefined = work;
-        next !== undefined;
-        next = entry.waiting.shift()
-      ) {
+      // A short wait lets a fast turn's settled change replace its running one: one write.
+      if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
+      for (let next = entry.waiting.shift(); next !== undefined; next = entry.waiting.shift()) {
         await this.writeStatus(conversation, next.change, next.journal);
       }
       this.statusWrites.delete(uid);

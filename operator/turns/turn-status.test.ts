@@ -109,4 +109,18 @@ describe('turn status', () => {
     expect(after.phase).toBe('Degraded');
     expect(after.conditions?.find((c) => c.type === 'Degraded')?.reason).toBe('TurnAmbiguous');
   });
+
+  it('takes the turn time from any change, so a coalesced write still resets the idle timer', () => {
+    const settled = applyTurnStatus(
+      ready,
+      1,
+      { kind: 'settled', turnId: 't', lastTurnTime: T1 },
+      undefined,
+      T1,
+    );
+    expect(settled.lastTurnTime).toBe(T1);
+    expect(settled).not.toHaveProperty('closedTime');
+    const without = applyTurnStatus(ready, 1, { kind: 'settled', turnId: 't' }, undefined, T1);
+    expect(without.closedTime).toBe(ready.closedTime);
+  });
 });

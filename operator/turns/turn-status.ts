@@ -21,13 +21,8 @@ export interface JournalMark {
   readonly keyId: string;
 }
 
-export type TurnStatusChange =
-  | {
-      readonly kind: 'running';
-      readonly turnId: string;
-      /** The turn (re)opens the conversation and resets the idle timer. */
-      readonly lastTurnTime: string;
-    }
+export type TurnStatusChange = (
+  | { readonly kind: 'running'; readonly turnId: string }
   | { readonly kind: 'awaiting_approval'; readonly turnId: string; readonly requestId: string }
   | { readonly kind: 'awaiting_answer'; readonly turnId: string; readonly requestId: string }
   | { readonly kind: 'settled'; readonly turnId: string }
@@ -36,7 +31,14 @@ export type TurnStatusChange =
       readonly turnId: string;
       readonly toolCallId: string;
       readonly reason: string;
-    };
+    }
+) & {
+  /**
+   * When the turn started: (re)opens the conversation and resets the idle timer. A change
+   * that replaces a waiting one carries it on, so coalesced writes never lose it.
+   */
+  readonly lastTurnTime?: string;
+};
 
 /**
  * The next status after a turn event. Conditions keep their `lastTransitionTime` while
@@ -65,11 +67,13 @@ export function applyTurnStatus(
   };
 
   const next: ConversationStatus = { ...previous };
+  if (change.lastTurnTime !== undefined) {
+    next.lastTurnTime = change.lastTurnTime;
+    delete next.closedTime;
+  }
   switch (change.kind) {
     case 'running':
       next.currentTurn = change.turnId;
-      next.lastTurnTime = change.lastTurnTime;
-      delete next.closedTime;
       next.phase = ConversationPhase.Running;
       put({
         type: ConditionType.Progressing,
