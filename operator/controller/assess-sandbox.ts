@@ -87,6 +87,22 @@ function describe(condition: ObservedCondition | undefined): string {
     : reason;
 }
 
+/**
+ * The message while a claim waits for its Sandbox; also what a pass that created the claim
+ * reports, so the next pass, which sees the claim, finds nothing to write.
+ */
+export function claimUnboundMessage(claimName: string): string {
+  return `waiting for SandboxClaim ${claimName} to be bound to a Sandbox`;
+}
+
+/**
+ * The message while a pod is not Ready; also what a pass that created the pod (phase
+ * Pending) reports, so the next pass, which sees the pod, finds nothing to write.
+ */
+export function podPendingMessage(podName: string, phase: string | undefined): string {
+  return `waiting for pod ${podName} to become Ready (phase ${phase ?? 'Pending'})`;
+}
+
 /** Assesses the sandbox of the snapshot's Conversation. */
 export function assessSandbox(snapshot: ConversationSnapshot): SandboxAssessment {
   const { conversation, sandbox } = snapshot;
@@ -172,7 +188,7 @@ export function assessSandbox(snapshot: ConversationSnapshot): SandboxAssessment
     return {
       state: 'pending',
       names,
-      message: `waiting for SandboxClaim ${claim.name} to be bound to a Sandbox`,
+      message: claimUnboundMessage(claim.name),
     };
   }
   const sb = sandbox.sandbox;
@@ -260,6 +276,6 @@ function assessPod(
   return {
     state: 'pending',
     names,
-    message: `waiting for pod ${pod.name} to become Ready (phase ${pod.phase ?? 'Pending'})`,
+    message: podPendingMessage(pod.name, pod.phase),
   };
 }

@@ -26,6 +26,9 @@ export type ChildLabel = (typeof ChildLabel)[keyof typeof ChildLabel];
 /** Annotation on a pod we create: the hash of the desired pod spec it was built from. */
 export const POD_SPEC_HASH_ANNOTATION = 'polychrome.dev/pod-spec-hash';
 
+/** Label agent-sandbox puts on the pods of its Sandboxes (the hash of the Sandbox's name). */
+export const SANDBOX_POD_LABEL = 'agents.x-k8s.io/sandbox-name-hash';
+
 /** Sandbox annotation naming its pod (agent-sandbox). */
 export const SANDBOX_POD_NAME_ANNOTATION = 'agents.x-k8s.io/pod-name';
 

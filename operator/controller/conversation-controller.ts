@@ -3,7 +3,8 @@
  * them (SandboxClaims, Sandboxes, our plain pods), turns every event into the owning
  * Conversation's key, and runs {@link ConversationReconciler} passes from a work queue
  * (one pass per key at a time, backoff on errors, timed requeues for idle and retention
- * deadlines, a periodic resync).
+ * deadlines, a periodic resync). Passes read from the watches' caches (`cached-reads.ts`)
+ * with our own recent writes laid over them (`recent-writes.ts`); docs/operator.md, Scale.
  *
  * Built on @kubernetes/client-node 1.x `makeInformer` (list + watch with resourceVersion
  * and 410 handling), not on @dot-i/k8s-operator: docs/operator.md says why.
@@ -19,13 +20,22 @@ import type {
 import type { Logger } from 'pino';
 import { ConversationResource } from '../api/v1alpha1';
 import { LogComponent } from '../../common/log';
-import { ChildLabel } from './child-meta';
+import type { CacheSource } from './cached-reads';
+import { CachedReader } from './cached-reads';
+import { ChildLabel, SANDBOX_POD_LABEL } from './child-meta';
 import type { Clock } from './clock';
 import { systemClock } from './clock';
 import { ConversationReconciler } from './conversation-reconciler';
 import { AgentSandboxApi } from './desired-claim';
 import type { ConversationKube } from './kube-client';
-import { apiErrorMessage, createConversationKube } from './kube-client';
+import {
+  ObjectKind,
+  apiErrorMessage,
+  conversationKube,
+  createKubeApi,
+  makeKeepAliveApiClient,
+} from './kube-client';
+import { RecentWrites } from './recent-writes';
 import { isObjectList, ownerKeys } from './watch-keys';
 import { WorkQueue } from './work-queue';
 
@@ -37,7 +47,7 @@ export interface ConversationControllerOptions {
   readonly clock?: Clock;
   /** Watch one namespace only (tests); @default every namespace */
   readonly namespace?: string;
-  /** Concurrent passes (distinct keys). @default 2 */
+  /** Concurrent passes (distinct keys). @default DEFAULT_WORKERS */
   readonly workers?: number;
   /** Watch SandboxClaims and Sandboxes (agent-sandbox installed). @default true */
   readonly agentSandbox?: boolean;
@@ -53,7 +63,16 @@ export interface ConversationControllerOptions {
   /** Backoff of failed passes. @default 100 ms doubling to 60 s */
   readonly baseDelayMs?: number;
   readonly maxDelayMs?: number;
-  /** Replaces the cluster adapter (tests). @default createConversationKube(kubeConfig) */
+  /**
+   * How long a read of an object many Conversations share and nothing watches (a
+   * PodTemplate, SandboxWarmPool or SandboxTemplate) is reused. Keep it below
+   * `blockedRecheckMs`, so a recheck sees a fresh read. @default SHARED_READ_TTL_MS (10 s)
+   */
+  readonly sharedReadTtlMs?: number;
+  /**
+   * Replaces the cluster adapter (tests). @default reads from the informer caches, writes
+   * through the API
+   */
   readonly kube?: ConversationKube;
   /**
    * Decides whether this replica reconciles a Conversation now: with several replicas,
@@ -83,15 +102,28 @@ export interface PassOutcome {
   readonly durationMs: number;
 }
 
+/** Concurrent passes when {@link ConversationControllerOptions.workers} is not set. */
+export const DEFAULT_WORKERS = 2;
+
 /** Delay before an informer that stopped on an error lists and watches again. */
 const INFORMER_RESTART_MS = { first: 500, max: 30_000 } as const;
+
+/** An informer and whether its cache can be read (listed, watching, no error since). */
+interface Watched {
+  readonly what: string;
+  readonly informer: Informer<KubernetesObject> & ObjectCache<KubernetesObject>;
+  synced: boolean;
+  errors: number;
+}
 
 /** Watches, queues and reconciles Conversations. `start()` once; `close()` is idempotent. */
 export class ConversationController {
   private readonly queue: WorkQueue;
   private readonly reconciler: ConversationReconciler;
   private readonly log: Logger;
-  private readonly informers: Informer<KubernetesObject>[] = [];
+  private readonly recent = new RecentWrites();
+  private readonly caches = new Map<ObjectKind, CacheSource>();
+  private readonly informers: Watched[] = [];
   private conversations: ObjectCache<KubernetesObject> | undefined;
   private readonly workerLoops: Promise<void>[] = [];
   private resyncTimer: NodeJS.Timeout | undefined;
@@ -104,8 +136,15 @@ export class ConversationController {
       ...(options.baseDelayMs === undefined ? {} : { baseDelayMs: options.baseDelayMs }),
       ...(options.maxDelayMs === undefined ? {} : { maxDelayMs: options.maxDelayMs }),
     });
+    const api = createKubeApi(options.kubeConfig);
+    const reader = new CachedReader({
+      live: api,
+      caches: this.caches,
+      recent: this.recent,
+      ...(options.sharedReadTtlMs === undefined ? {} : { sharedTtlMs: options.sharedReadTtlMs }),
+    });
     this.reconciler = new ConversationReconciler({
-      kube: options.kube ?? createConversationKube(options.kubeConfig),
+      kube: options.kube ?? conversationKube(api, reader, this.recent),
       clock: options.clock ?? systemClock,
       logger: options.logger,
       ...(options.harnessImage === undefined ? {} : { harnessImage: options.harnessImage }),
@@ -116,8 +155,9 @@ export class ConversationController {
   }
 
   /**
-   * Starts the watches and the workers. Resolves once every informer has begun its first
-   * list; events then flow until {@link close}.
+   * Starts the watches and then the workers. Resolves once every informer has listed and
+   * begun to watch (or failed to, and will retry) and the workers run; events then flow
+   * until {@link close}.
    *
    * @throws nothing: a watch that fails to list or watch is logged and restarted with a
    *   backoff, so the controller also starts before agent-sandbox's CRDs are installed.
@@ -127,8 +167,8 @@ export class ConversationController {
     this.started = true;
     const kc = this.options.kubeConfig;
     const ns = this.options.namespace;
-    const objects = kc.makeApiClient(CustomObjectsApi);
-    const core = kc.makeApiClient(CoreV1Api);
+    const objects = makeKeepAliveApiClient(kc, CustomObjectsApi);
+    const core = makeKeepAliveApiClient(kc, CoreV1Api);
     const customPath = (group: string, version: string, plural: string): string =>
       ns === undefined
         ? `/apis/${group}/${version}/${plural}`
@@ -147,6 +187,7 @@ export class ConversationController {
     const { group, version, plural } = ConversationResource;
     const conversations = this.watch(
       'conversations',
+      ObjectKind.Conversation,
       customPath(group, version, plural),
       listCustom(group, version, plural),
       (obj) => {
@@ -155,44 +196,71 @@ export class ConversationController {
         return name === undefined || namespace === undefined ? [] : [`${namespace}/${name}`];
       },
     );
-    this.conversations = conversations;
+    this.conversations = conversations.informer;
+    this.caches.set(ObjectKind.Conversation, cacheOf(conversations));
 
+    const podsPath = ns === undefined ? '/api/v1/pods' : `/api/v1/namespaces/${ns}/pods`;
+    const listPods = (labelSelector: string) => async () =>
+      ns === undefined
+        ? core.listPodForAllNamespaces({ labelSelector })
+        : core.listNamespacedPod({ namespace: ns, labelSelector });
     const podSelector = ChildLabel.ConversationUid;
-    this.watch(
-      'pods',
-      ns === undefined ? '/api/v1/pods' : `/api/v1/namespaces/${ns}/pods`,
-      async () =>
-        ns === undefined
-          ? core.listPodForAllNamespaces({ labelSelector: podSelector })
-          : core.listNamespacedPod({ namespace: ns, labelSelector: podSelector }),
-      (obj) => ownerKeys(obj, ConversationResource.kind),
-      podSelector,
-    );
+    const pods = [
+      this.watch(
+        'pods',
+        ObjectKind.Pod,
+        podsPath,
+        listPods(podSelector),
+        (obj) => ownerKeys(obj, ConversationResource.kind),
+        podSelector,
+      ),
+    ];
 
     if (this.options.agentSandbox ?? true) {
       const ext = AgentSandboxApi.extensionsGroup;
       const v = AgentSandboxApi.version;
-      this.watch(
+      const claims = this.watch(
         'sandboxclaims',
+        ObjectKind.Claim,
         customPath(ext, v, AgentSandboxApi.claimPlural),
         listCustom(ext, v, AgentSandboxApi.claimPlural),
         (obj) => ownerKeys(obj, ConversationResource.kind),
       );
       // A Sandbox is owned by its claim, and the claim is named after its Conversation.
-      this.watch(
+      const sandboxes = this.watch(
         'sandboxes',
+        ObjectKind.Sandbox,
         customPath(AgentSandboxApi.coreGroup, v, AgentSandboxApi.sandboxPlural),
         listCustom(AgentSandboxApi.coreGroup, v, AgentSandboxApi.sandboxPlural),
         (obj) => ownerKeys(obj, 'SandboxClaim'),
       );
+      this.caches.set(ObjectKind.Claim, cacheOf(claims));
+      this.caches.set(ObjectKind.Sandbox, cacheOf(sandboxes));
+      // agent-sandbox's pods (not labelled by us): read for their IP only. Their changes
+      // reach us through the Sandbox's status, so they queue nothing.
+      pods.push(
+        this.watch(
+          'sandbox pods',
+          ObjectKind.Pod,
+          podsPath,
+          listPods(SANDBOX_POD_LABEL),
+          () => [],
+          SANDBOX_POD_LABEL,
+        ),
+      );
     }
+    this.caches.set(ObjectKind.Pod, cacheOf(...pods));
 
-    const workers = Math.max(1, this.options.workers ?? 2);
+    // Workers start once the caches are filled (client-go's WaitForCacheSync): the keys
+    // the initial lists queue wait until then, so their first passes read the caches, not
+    // the API. A watch that failed to start leaves its kind to GETs until it restarts.
+    await Promise.all(this.informers.map((watched) => this.startInformer(watched)));
+    if (this.closed) return;
+    const workers = Math.max(1, this.options.workers ?? DEFAULT_WORKERS);
     for (let i = 0; i < workers; i++) this.workerLoops.push(this.work());
     const resyncMs = this.options.resyncMs ?? 600_000;
     this.resyncTimer = setInterval(() => this.resync(), resyncMs);
     this.resyncTimer.unref();
-    await Promise.all(this.informers.map((informer) => this.startInformer(informer, 'initial')));
   }
 
   /** Queues one Conversation now (e.g. after the turn code changed something, or in tests). */
@@ -214,46 +282,59 @@ export class ConversationController {
     this.closed = true;
     if (this.resyncTimer !== undefined) clearInterval(this.resyncTimer);
     this.queue.shutDown();
-    await Promise.all(this.informers.map((informer) => informer.stop()));
+    await Promise.all(this.informers.map((watched) => watched.informer.stop()));
     await Promise.all(this.workerLoops);
   }
 
   private watch(
     what: string,
+    kind: ObjectKind,
     path: string,
     list: () => Promise<KubernetesListObject<KubernetesObject>>,
     keysOf: (obj: KubernetesObject) => string[],
     labelSelector?: string,
-  ): Informer<KubernetesObject> & ObjectCache<KubernetesObject> {
+  ): Watched {
     const informer = makeInformer(this.options.kubeConfig, path, list, labelSelector);
-    const enqueue = (obj: KubernetesObject): void => {
+    const watched: Watched = { what, informer, synced: false, errors: 0 };
+    const onEvent = (deleted: boolean) => (obj: KubernetesObject) => {
+      // The echo of our own write to a Conversation changes nothing the pass that wrote
+      // it did not already know: no pass for it.
+      const ownEcho = this.recent.observe(kind, obj, deleted);
+      if (ownEcho && kind === ObjectKind.Conversation) return;
       for (const key of keysOf(obj)) this.queue.add(key);
     };
-    informer.on('add', enqueue);
-    informer.on('update', enqueue);
-    informer.on('delete', enqueue);
+    informer.on('add', onEvent(false));
+    informer.on('update', onEvent(false));
+    informer.on('delete', onEvent(true));
     let delay: number = INFORMER_RESTART_MS.first;
     informer.on('connect', () => {
       delay = INFORMER_RESTART_MS.first;
     });
-    // The informer stops on an error; list and watch again after a backoff.
+    // The informer stops on an error; list and watch again after a backoff. Until then
+    // its kind is read with GETs.
     informer.on('error', (err: unknown) => {
+      watched.synced = false;
+      watched.errors += 1;
       if (this.closed) return;
       this.log.warn({ watch: what, err: apiErrorMessage(err), retryMs: delay }, 'watch failed');
-      const timer = setTimeout(() => void this.startInformer(informer, what), delay);
+      const timer = setTimeout(() => void this.startInformer(watched), delay);
       timer.unref();
       delay = Math.min(delay * 2, INFORMER_RESTART_MS.max);
     });
-    this.informers.push(informer);
-    return informer;
+    this.informers.push(watched);
+    return watched;
   }
 
-  private async startInformer(informer: Informer<KubernetesObject>, what: string): Promise<void> {
+  private async startInformer(watched: Watched): Promise<void> {
     if (this.closed) return;
+    const errorsBefore = watched.errors;
     try {
-      await informer.start();
+      await watched.informer.start();
+      // start() resolves after the list and the start of the watch; a failure of either
+      // was reported through 'error' before it resolved.
+      if (watched.errors === errorsBefore) watched.synced = true;
     } catch (err: unknown) {
-      this.log.warn({ watch: what, err: apiErrorMessage(err) }, 'watch did not start');
+      this.log.warn({ watch: watched.what, err: apiErrorMessage(err) }, 'watch did not start');
     }
   }
 
@@ -305,4 +386,18 @@ export class ConversationController {
       }
     }
   }
+}
+
+/** The cache of one or more informers of a kind, searched in order. */
+function cacheOf(...sources: readonly Watched[]): CacheSource {
+  return {
+    get(name, namespace) {
+      for (const source of sources) {
+        const obj = source.informer.get(name, namespace);
+        if (obj !== undefined) return obj;
+      }
+      return undefined;
+    },
+    synced: () => sources.every((source) => source.synced),
+  };
 }

@@ -27,7 +27,10 @@ export interface ConversationReconcilerOptions {
 
 /** What a pass asks of the queue. */
 export interface ReconcileResult {
-  /** Run again after this many milliseconds (the soonest idle or retention deadline). */
+  /**
+   * Run again after this many milliseconds: the soonest idle or retention deadline, or 0
+   * after the finalizer pass.
+   */
   readonly requeueAfterMs?: number;
   /** Whether the pass wrote status. */
   readonly wroteStatus: boolean;
@@ -91,9 +94,11 @@ export class ConversationReconciler {
         { details: { namespace, conversation: name }, cause: outcome.error },
       );
     }
-    return {
-      wroteStatus,
-      ...(plan.requeueAfterMs === undefined ? {} : { requeueAfterMs: plan.requeueAfterMs }),
-    };
+    // The finalizer pass ends early; the next pass follows at once rather than on the
+    // watch event of our own patch.
+    const requeueAfterMs = outcome.completed.some((a) => a.kind === ActionKind.AddFinalizer)
+      ? 0
+      : plan.requeueAfterMs;
+    return { wroteStatus, ...(requeueAfterMs === undefined ? {} : { requeueAfterMs }) };
   }
 }

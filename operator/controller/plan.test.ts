@@ -245,6 +245,42 @@ const cases: Case[] = [
     lifecycle: Lifecycle.Open,
     requeueAfterMs: BLOCKED_RECHECK_MS,
   },
+  // What a pass sees right after our own writes, before the informer caches catch up
+  // (recent-writes.ts lays the objects our writes returned over the cache).
+  {
+    name: 'pod backend: the pod our create returned (Pending, unscheduled) is not created again',
+    snapshot: podSnapshot(conversation({ sandbox: { backend: 'pod' } }), {
+      pod: pod(false, {
+        annotations: currentPodAnnotations(conversation({ sandbox: { backend: 'pod' } })),
+      }),
+    }),
+    actions: [],
+    lifecycle: Lifecycle.Open,
+  },
+  {
+    name: 'pod backend: a pod we deleted (seen as deleting until the cache shows it) is not deleted again',
+    snapshot: podSnapshot(conversation({ sandbox: { backend: 'pod' } }), {
+      pod: pod(false, { phase: 'Failed', deleting: true }),
+    }),
+    actions: [],
+    lifecycle: Lifecycle.Open,
+  },
+  {
+    name: 'the claim our create returned (no status yet) is not created again',
+    snapshot: agentSnapshot(conversation(), { claim: claim() }),
+    actions: [],
+    lifecycle: Lifecycle.Open,
+  },
+  {
+    name: 'closed: a claim we deleted (seen as deleting) is not deleted again',
+    snapshot: agentSnapshot(
+      conversation({ idleTimeout: '30m' }, { lastTurnTime: ago(2 * HOUR), closedTime: ago(HOUR) }),
+      { claim: claim({ deleting: true }) },
+    ),
+    actions: [],
+    lifecycle: Lifecycle.Closed,
+    requeueAfterMs: 23 * HOUR,
+  },
   {
     name: 'pod backend: a pod that is not ours is never touched',
     snapshot: podSnapshot(conversation({ sandbox: { backend: 'pod' } }), {

@@ -312,9 +312,34 @@ describe('reportStatus', () => {
         Degraded: 'False/Healthy',
       });
       expect(condition(next, 'Ready')?.message).toBe(
-        'created pod c1; waiting for it to become Ready',
+        'waiting for pod c1 to become Ready (phase Pending)',
       );
     });
+  });
+
+  // The pass after a create sees the new child (from the cache, or the object the create
+  // returned) and must not rewrite the status the creating pass wrote.
+  it.each([
+    [
+      'pod',
+      (status?: ConversationStatus) =>
+        podSnapshot(conversation({ sandbox: { backend: 'pod' } }, status)),
+      (status: ConversationStatus) =>
+        podSnapshot(conversation({ sandbox: { backend: 'pod' } }, status), {
+          pod: pod(false, {
+            annotations: currentPodAnnotations(conversation({ sandbox: { backend: 'pod' } })),
+          }),
+        }),
+    ],
+    [
+      'claim',
+      (status?: ConversationStatus) => agentSnapshot(conversation({}, status)),
+      (status: ConversationStatus) => agentSnapshot(conversation({}, status), { claim: claim() }),
+    ],
+  ])('the pass after creating the %s has nothing to write', (_kind, before, after) => {
+    const created = pass(before()).status;
+    const next = pass(after(created)).status;
+    expect(isSameStatus(next, created)).toBe(true);
   });
 
   it('a malformed retention names the bad value', () => {

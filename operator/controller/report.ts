@@ -10,6 +10,7 @@ import type { Condition, ConversationStatus } from '../api/v1alpha1';
 import { ConditionReason, ConditionType, ConversationPhase } from '../api/v1alpha1';
 import { canonicalJson } from '../../common/canonical-json';
 import type { BlockedReason, SandboxNames } from './assess-sandbox';
+import { claimUnboundMessage, podPendingMessage } from './assess-sandbox';
 import type { CreateFailure } from './classify-create-failure';
 import type { Action, ReconcilePlan } from './plan';
 import { ActionKind, Lifecycle, formatTime } from './plan';
@@ -280,11 +281,11 @@ function sandboxView(
     switch (action.kind) {
       case ActionKind.CreateClaim:
         names = { claimName: action.claim.metadata.name };
-        message = `created SandboxClaim ${action.claim.metadata.name}; waiting for agent-sandbox to bind a Sandbox`;
+        message = claimUnboundMessage(action.claim.metadata.name);
         break;
       case ActionKind.CreatePod:
         names = { podName: action.pod.metadata.name };
-        message = `created pod ${action.pod.metadata.name}; waiting for it to become Ready`;
+        message = podPendingMessage(action.pod.metadata.name, 'Pending');
         break;
       case ActionKind.DeleteClaim:
       case ActionKind.DeletePod:

@@ -7,7 +7,8 @@ import {
   PatchStrategy,
   setHeaderOptions,
 } from '@kubernetes/client-node';
-import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
+import { KubeConfig } from '@kubernetes/client-node';
+import type { RequestContext, V1Pod } from '@kubernetes/client-node';
 import pino from 'pino';
 import { ConversationResource, validMinimalConversationSpec } from '../../operator/api/v1alpha1';
 import type { ConversationSpec } from '../../operator/api/v1alpha1';
@@ -95,8 +96,10 @@ describe('Conversation controller on a real API server', () => {
       baseDelayMs: 50,
       maxDelayMs: 2_000,
       // A missing warm pool or template is looked for again on a timer (nothing watches
-      // them); shortened from 30 s so the recovery tests see it without a long wait.
+      // them); shortened from 30 s so the recovery tests see it without a long wait, and
+      // their reads are reused for less than that, so the recheck reads afresh.
       blockedRecheckMs: BLOCKED_RECHECK_TEST_MS,
+      sharedReadTtlMs: BLOCKED_RECHECK_TEST_MS / 2,
     });
     await controller.start();
   });
@@ -559,5 +562,127 @@ describe('Conversation controller on a real API server', () => {
     expect(field(condition(after, 'Degraded'), 'reason')).toBe('RetentionInvalid');
     expect(field(condition(after, 'Ready'), 'reason')).toBe('Closed');
     expect(await get('c-badret')).toBeDefined();
+  });
+});
+
+/** A KubeConfig that records every API request made through clients built from it. */
+class CountingKubeConfig extends KubeConfig {
+  readonly requests: string[] = [];
+  override async applySecurityAuthentication(context: RequestContext): Promise<void> {
+    const url = new URL(context.getUrl());
+    this.requests.push(`${context.getHttpMethod()} ${url.pathname}`);
+    await super.applySecurityAuthentication(context);
+  }
+}
+
+describe('Conversation controller requests (reads come from its informer caches)', () => {
+  let admin: KubeConfig;
+  let counted: CountingKubeConfig;
+  let ns: { name: string; dispose: () => Promise<void> };
+  let controller: ConversationController;
+  let passes = 0;
+
+  beforeAll(async () => {
+    admin = await kubeConfig();
+    ns = await freshNamespace(admin, 'ctrl-req');
+    counted = new CountingKubeConfig();
+    counted.loadFromString(admin.exportConfig());
+    controller = new ConversationController({
+      kubeConfig: counted,
+      logger: pino({ level: process.env['POLYCHROME_TEST_LOG'] ?? 'silent' }),
+      namespace: ns.name,
+      baseDelayMs: 50,
+      maxDelayMs: 2_000,
+      // Longer than the test: the default PodTemplate's absence is read once.
+      sharedReadTtlMs: 10 * MINUTE,
+      onPass: () => {
+        passes += 1;
+      },
+    });
+    await controller.start();
+  });
+
+  afterAll(async () => {
+    await controller.close();
+    await dropConversationFinalizers(admin, ns.name);
+    await ns.dispose();
+  });
+
+  it('a Conversation made Ready reads nothing with GETs; a pass with everything cached sends nothing', async () => {
+    const objects = admin.makeApiClient(CustomObjectsApi);
+    const core = admin.makeApiClient(CoreV1Api);
+    const name = 'c-count';
+    counted.requests.length = 0;
+    await objects.createNamespacedCustomObject({
+      group,
+      version,
+      plural,
+      namespace: ns.name,
+      body: {
+        apiVersion: ConversationResource.apiVersion,
+        kind: ConversationResource.kind,
+        metadata: { name },
+        spec: { ...validMinimalConversationSpec, sandbox: { backend: 'pod' } },
+      },
+    });
+    const pod = await pollUntil(
+      `pod ${name}`,
+      () =>
+        core.readNamespacedPod({ namespace: ns.name, name }).catch((err: unknown) => {
+          if (err instanceof ApiException && err.code === 404) return undefined;
+          throw err;
+        }),
+      poll,
+    );
+    pod.status = {
+      phase: 'Running',
+      podIP: '10.244.0.21',
+      podIPs: [{ ip: '10.244.0.21' }],
+      conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: new Date() }],
+    };
+    await core.replaceNamespacedPodStatus({ namespace: ns.name, name, body: pod });
+    await pollUntil(
+      `${name} Ready`,
+      async () => {
+        const obj: unknown = await objects.getNamespacedCustomObject({
+          group,
+          version,
+          plural,
+          namespace: ns.name,
+          name,
+        });
+        return field(obj, 'status', 'sandbox', 'endpoint') === '10.244.0.21:7070'
+          ? true
+          : undefined;
+      },
+      poll,
+    );
+
+    const conversationPath = `/apis/${group}/${version}/namespaces/${ns.name}/${plural}/${name}`;
+    const podPath = `/api/v1/namespaces/${ns.name}/pods/${name}`;
+    const lifecycle = [...counted.requests];
+    // The default PodTemplate is absent (the built-in spec): read once, then reused.
+    expect(lifecycle.filter((r) => r.startsWith('GET '))).toEqual([
+      `GET /api/v1/namespaces/${ns.name}/podtemplates/polychrome-harness`,
+    ]);
+    expect(lifecycle.filter((r) => !r.startsWith('PUT '))).toEqual([
+      `GET /api/v1/namespaces/${ns.name}/podtemplates/polychrome-harness`,
+      `PATCH ${conversationPath}`,
+      `POST /api/v1/namespaces/${ns.name}/pods`,
+    ]);
+    // One status write per change of status (Pending, then Ready), nothing else.
+    const statusWrites = lifecycle.filter((r) => r.startsWith('PUT '));
+    expect(new Set(statusWrites)).toEqual(new Set([`PUT ${conversationPath}/status`]));
+    expect(statusWrites.length).toBeGreaterThanOrEqual(2);
+    expect(lifecycle).not.toContain(`GET ${podPath}`);
+
+    // A pass for a Conversation whose objects are all cached: no request at all. (Let the
+    // pass that wrote Ready finish first.)
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    counted.requests.length = 0;
+    const before = passes;
+    controller.enqueue(ns.name, name);
+    await pollUntil('the pass', () => Promise.resolve(passes > before ? true : undefined), poll);
+    expect(counted.requests).toEqual([]);
   });
 });
