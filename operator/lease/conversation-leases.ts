@@ -6,6 +6,7 @@ import {
   type V1Lease,
 } from '@kubernetes/client-node';
 import { AppError } from '../../common/errors';
+import { makeKeepAliveApiClient } from '../controller/kube-client';
 import {
   decideAcquire,
   isHeldLeaseStale,
@@ -62,6 +63,12 @@ export interface ConversationLeasesOptions {
   leaseDurationMs?: number;
   /** @default 5000 */
   renewIntervalMs?: number;
+  /**
+   * Renewals (and releases) in flight at once. Each held lease is renewed on its own
+   * schedule, `renewIntervalMs` after its last renewal, so renewals spread over the
+   * interval instead of arriving together. @default 8
+   */
+  maxConcurrentRenewals?: number;
   /** @default Date.now */
   nowMs?: () => number;
   /** Called on acquire, take-over and loss, for metrics and logs. */
@@ -74,8 +81,10 @@ export interface ConversationLeasesOptions {
 interface Held {
   handle: LeaseHandle;
   abort: AbortController;
-  resourceVersion: string;
+  /** The Lease as our last write left it: the next renewal replaces it without a read. */
+  lease: V1Lease;
   lastRenewedAtMs: number;
+  renewing: boolean;
 }
 
 function toRecord(lease: V1Lease): LeaseRecord {
@@ -95,23 +104,33 @@ function isStatus(err: unknown, ...codes: number[]): boolean {
  * One coordination.k8s.io/v1 Lease per conversation, so exactly one control-plane replica
  * writes a conversation's turns and status. Acquire is a version-checked create, or a
  * version-checked replace of a released or expired lease; a lost race is a 409 and means
- * "someone else holds it". Held leases are renewed every `renewIntervalMs` and released
- * (holder cleared) on {@link ConversationLeases.close}.
+ * "someone else holds it". Held leases are renewed `renewIntervalMs` after their last
+ * renewal and released (holder cleared) on {@link ConversationLeases.close}.
+ *
+ * Cost per conversation: acquiring a fresh lease is one create (a lease this replica has
+ * never seen is created first and read only if that fails); each renewal is one replace
+ * of the Lease as our last write returned it (a read follows only a conflict), so N held
+ * leases cost N / renewIntervalMs writes per second, spread evenly, at most
+ * `maxConcurrentRenewals` at a time.
  */
 export class ConversationLeases {
   private readonly api: CoordinationV1Api;
   private readonly durationMs: number;
   private readonly renewIntervalMs: number;
+  private readonly maxConcurrent: number;
   private readonly now: () => number;
   private readonly observations = new Map<string, Observation>();
   private readonly held = new Map<string, Held>();
   private timer: NodeJS.Timeout | undefined;
+  private inFlight = 0;
+  private readonly slotWaiters: (() => void)[] = [];
   private closed = false;
 
   constructor(private readonly opts: ConversationLeasesOptions) {
-    this.api = opts.kubeConfig.makeApiClient(CoordinationV1Api);
+    this.api = makeKeepAliveApiClient(opts.kubeConfig, CoordinationV1Api);
     this.durationMs = opts.leaseDurationMs ?? 15_000;
     this.renewIntervalMs = opts.renewIntervalMs ?? 5_000;
+    this.maxConcurrent = Math.max(1, opts.maxConcurrentRenewals ?? 8);
     this.now = opts.nowMs ?? Date.now;
     if (this.renewIntervalMs >= this.durationMs) {
       throw new AppError(
@@ -121,10 +140,12 @@ export class ConversationLeases {
     }
   }
 
-  /** Starts renewing held leases. */
+  /** Starts renewing held leases, each when it is due. */
   start(): void {
     if (this.timer !== undefined || this.closed) return;
-    this.timer = setInterval(() => void this.renewAll(), this.renewIntervalMs);
+    // A tenth of the interval: a lease is renewed at most that late.
+    const tickMs = Math.max(50, Math.floor(this.renewIntervalMs / 10));
+    this.timer = setInterval(() => this.renewDue(), tickMs);
     this.timer.unref();
   }
 
@@ -151,6 +172,21 @@ export class ConversationLeases {
     const existing = this.current(ref);
     if (existing !== undefined) return existing;
     const name = leaseNameFor(ref.uid);
+    const obsKey = key(ref);
+    if (!this.observations.has(obsKey)) {
+      // Never seen here: most likely a new conversation with no Lease yet. Create it
+      // without reading first; AlreadyExists means it exists, and it is read below.
+      const now = this.now();
+      try {
+        const created = await this.api.createNamespacedLease({
+          namespace: ref.namespace,
+          body: this.leaseBody(ref, name, 0, now),
+        });
+        return this.hold(ref, created, 0, 'acquired');
+      } catch (err: unknown) {
+        if (!isStatus(err, 409)) throw err;
+      }
+    }
     let lease: V1Lease | undefined;
     try {
       lease = await this.api.readNamespacedLease({ namespace: ref.namespace, name });
@@ -159,7 +195,6 @@ export class ConversationLeases {
     }
     const now = this.now();
     const record = lease === undefined ? undefined : toRecord(lease);
-    const obsKey = key(ref);
     if (record !== undefined)
       this.observations.set(obsKey, observe(record, this.observations.get(obsKey), now));
     const decision = decideAcquire(record, this.observations.get(obsKey), this.opts.identity, now);
@@ -214,23 +249,21 @@ export class ConversationLeases {
     if (held === undefined || held.handle !== handle) return;
     this.held.delete(key(handle.conversation));
     held.abort.abort(new AppError('cancelled', `lease ${handle.leaseName} released`));
-    try {
-      const lease = await this.api.readNamespacedLease({
-        namespace: handle.conversation.namespace,
-        name: handle.leaseName,
-      });
-      if (lease.spec?.holderIdentity !== this.opts.identity) return;
-      lease.spec = { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1 };
-      await this.api.replaceNamespacedLease({
-        namespace: handle.conversation.namespace,
-        name: handle.leaseName,
-        body: lease,
-      });
-      this.opts.onTransition?.('released', handle);
-    } catch (err: unknown) {
-      // Gone or taken meanwhile: nothing of ours to release.
-      if (!isStatus(err, 404, 409)) throw err;
-    }
+    await this.limited(async () => {
+      const released = (lease: V1Lease): Promise<V1Lease> =>
+        this.api.replaceNamespacedLease({
+          namespace: handle.conversation.namespace,
+          name: handle.leaseName,
+          body: { ...lease, spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1 } },
+        });
+      try {
+        await this.writeOurs(held.lease, released, handle);
+        this.opts.onTransition?.('released', handle);
+      } catch (err: unknown) {
+        // Gone or taken meanwhile: nothing of ours to release.
+        if (!isStatus(err, 404, 409) && !(err instanceof NotOurs)) throw err;
+      }
+    });
   }
 
   /** Stops renewing and releases every held lease. Idempotent. */
@@ -241,38 +274,93 @@ export class ConversationLeases {
     await Promise.allSettled([...this.held.values()].map((h) => this.release(h.handle)));
   }
 
-  /** Renews every held lease once (the timer calls this; tests may too). */
+  /** Renews every held lease once, now (tests; the timer renews each lease when due). */
   async renewAll(): Promise<void> {
-    await Promise.allSettled([...this.held.values()].map((h) => this.renew(h)));
+    await Promise.allSettled(
+      [...this.held.values()].filter((h) => !h.renewing).map((h) => this.queueRenewal(h)),
+    );
+  }
+
+  /** Queues the renewals that are due, oldest first; they run as slots free up. */
+  private renewDue(): void {
+    if (this.closed) return;
+    const now = this.now();
+    const due = [...this.held.values()]
+      .filter((h) => !h.renewing && now - h.lastRenewedAtMs >= this.renewIntervalMs)
+      .sort((a, b) => a.lastRenewedAtMs - b.lastRenewedAtMs);
+    // renew() handles API failures; the catch is for a throwing onTransition.
+    for (const held of due) void this.queueRenewal(held).catch(() => undefined);
+  }
+
+  private async queueRenewal(held: Held): Promise<void> {
+    held.renewing = true;
+    try {
+      await this.limited(() => this.renew(held));
+    } finally {
+      held.renewing = false;
+    }
   }
 
   private async renew(held: Held): Promise<void> {
-    const { conversation, leaseName } = held.handle;
+    if (this.held.get(key(held.handle.conversation)) !== held) return;
     try {
-      const lease = await this.api.readNamespacedLease({
-        namespace: conversation.namespace,
-        name: leaseName,
-      });
-      if (lease.spec?.holderIdentity !== this.opts.identity) {
-        this.lose(held);
-        return;
-      }
-      lease.spec = { ...lease.spec, renewTime: new V1MicroTime(this.now()) };
-      const renewed = await this.api.replaceNamespacedLease({
-        namespace: conversation.namespace,
-        name: leaseName,
-        body: lease,
-      });
-      held.resourceVersion = renewed.metadata?.resourceVersion ?? '';
+      const renewed = await this.writeOurs(
+        held.lease,
+        (lease) =>
+          this.api.replaceNamespacedLease({
+            namespace: held.handle.conversation.namespace,
+            name: held.handle.leaseName,
+            body: { ...lease, spec: { ...lease.spec, renewTime: new V1MicroTime(this.now()) } },
+          }),
+        held.handle,
+      );
+      held.lease = renewed;
       held.lastRenewedAtMs = this.now();
       this.opts.onTransition?.('renewed', held.handle);
     } catch (err: unknown) {
-      if (isStatus(err, 404, 409)) {
+      if (isStatus(err, 404) || err instanceof NotOurs) {
         this.lose(held);
         return;
       }
       // API trouble: keep trying until the lease would have expired for others.
       if (isHeldLeaseStale(held.lastRenewedAtMs, this.durationMs, this.now())) this.lose(held);
+    }
+  }
+
+  /**
+   * Replaces the Lease starting from `last` (what our last write returned). On a conflict
+   * (someone else wrote it since) it is read once: if we still hold it, the write is
+   * retried on what was read; if not, {@link NotOurs}.
+   */
+  private async writeOurs(
+    last: V1Lease,
+    write: (lease: V1Lease) => Promise<V1Lease>,
+    handle: LeaseHandle,
+  ): Promise<V1Lease> {
+    try {
+      return await write(last);
+    } catch (err: unknown) {
+      if (!isStatus(err, 409)) throw err;
+    }
+    const current = await this.api.readNamespacedLease({
+      namespace: handle.conversation.namespace,
+      name: handle.leaseName,
+    });
+    if (current.spec?.holderIdentity !== this.opts.identity) throw new NotOurs();
+    return write(current);
+  }
+
+  /** Runs `task` when fewer than `maxConcurrentRenewals` renewals or releases are running. */
+  private async limited<T>(task: () => Promise<T>): Promise<T> {
+    while (this.inFlight >= this.maxConcurrent) {
+      await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
+    }
+    this.inFlight += 1;
+    try {
+      return await task();
+    } finally {
+      this.inFlight -= 1;
+      this.slotWaiters.shift()?.();
     }
   }
 
@@ -300,12 +388,7 @@ export class ConversationLeases {
       fencingToken,
       signal: abort.signal,
     };
-    this.held.set(key(ref), {
-      handle,
-      abort,
-      resourceVersion: lease.metadata?.resourceVersion ?? '',
-      lastRenewedAtMs: this.now(),
-    });
+    this.held.set(key(ref), { handle, abort, lease, lastRenewedAtMs: this.now(), renewing: false });
     this.opts.onTransition?.(event, handle);
     return handle;
   }
@@ -348,6 +431,13 @@ export class ConversationLeases {
         leaseTransitions: transitions,
       },
     };
+  }
+}
+
+/** The Lease now has another holder (found after a conflicting write). */
+class NotOurs extends Error {
+  constructor() {
+    super('the lease has another holder');
   }
 }
 
