@@ -10,6 +10,7 @@ import {
   type KubernetesObject,
 } from '@kubernetes/client-node';
 import { AppError } from '../../common/errors';
+import { makeKeepAliveApiClient } from '../controller/kube-client';
 import {
   ConditionType,
   ConversationResource,
@@ -36,7 +37,7 @@ export class ConversationAccess {
   private readonly api: CustomObjectsApi;
 
   constructor(private readonly options: ConversationAccessOptions) {
-    this.api = options.kubeConfig.makeApiClient(CustomObjectsApi);
+    this.api = makeKeepAliveApiClient(options.kubeConfig, CustomObjectsApi);
   }
 
   /** The cached Conversation with this uid. */
@@ -60,15 +61,19 @@ export class ConversationAccess {
     const namespace = conversation.metadata.namespace ?? '';
     const name = conversation.metadata.name ?? '';
     for (let attempt = 1; ; attempt += 1) {
+      // The cached copy first (its resourceVersion guards the write); a conflict reads it.
       let fresh: Conversation;
+      const cached = attempt === 1 ? this.byUid(conversation.metadata.uid ?? '') : undefined;
       try {
-        fresh = (await this.api.getNamespacedCustomObject({
-          group,
-          version,
-          namespace,
-          plural,
-          name,
-        })) as Conversation;
+        fresh =
+          cached ??
+          ((await this.api.getNamespacedCustomObject({
+            group,
+            version,
+            namespace,
+            plural,
+            name,
+          })) as Conversation);
       } catch (error) {
         if (isStatus(error, 404)) {
           throw new AppError('not_found', `conversation ${namespace}/${name} no longer exists`);
