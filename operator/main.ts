@@ -148,6 +148,7 @@ async function main(): Promise<void> {
     conversations: new ConversationAccess({
       kubeConfig: kc,
       cached: () => controller.knownConversations(),
+      cachedByName: (namespace, name) => controller.knownConversation(namespace, name),
       newConversation: {
         namespace: config.turns.newConversationNamespace,
         spec: config.turns.newConversationSpec,

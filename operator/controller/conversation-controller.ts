@@ -343,6 +343,11 @@ export class ConversationController {
     return this.conversations?.list() ?? [];
   }
 
+  /** One Conversation of the informer cache, if the cache has it. */
+  knownConversation(namespace: string, name: string): KubernetesObject | undefined {
+    return this.conversations?.get(name, namespace);
+  }
+
   private async checkOwnership(namespace: string, name: string): Promise<Ownership> {
     const check = this.options.ownership;
     if (check === undefined) return { owned: true };

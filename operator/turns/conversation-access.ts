@@ -23,6 +23,8 @@ export interface ConversationAccessOptions {
   readonly kubeConfig: KubeConfig;
   /** The informer cache's objects (the reconciler's view). */
   readonly cached: () => readonly KubernetesObject[];
+  /** One object of that cache by namespace and name (no copy of the whole cache). */
+  readonly cachedByName: (namespace: string, name: string) => KubernetesObject | undefined;
   /** Where and how the API creates a conversation when none is named. */
   readonly newConversation: { readonly namespace: string; readonly spec: ConversationSpec };
   /** How often waits look at the cache. @default 100 */
@@ -35,6 +37,8 @@ const plural = ConversationResource.plural;
 
 export class ConversationAccess {
   private readonly api: CustomObjectsApi;
+  /** Where each uid was last found, so a lookup is one cache get, not a scan. */
+  private readonly names = new Map<string, { namespace: string; name: string }>();
 
   constructor(private readonly options: ConversationAccessOptions) {
     this.api = makeKeepAliveApiClient(options.kubeConfig, CustomObjectsApi);
@@ -42,8 +46,21 @@ export class ConversationAccess {
 
   /** The cached Conversation with this uid. */
   byUid(uid: string): Conversation | undefined {
+    const known = this.names.get(uid);
+    if (known !== undefined) {
+      const obj = this.options.cachedByName(known.namespace, known.name);
+      if (obj?.metadata?.uid === uid) return obj as unknown as Conversation;
+      // Deleted, or the name reused by another object: look again.
+      this.names.delete(uid);
+    }
     for (const obj of this.options.cached()) {
-      if (obj.metadata?.uid === uid) return obj as unknown as Conversation;
+      if (obj.metadata?.uid === uid) {
+        this.names.set(uid, {
+          namespace: obj.metadata.namespace ?? '',
+          name: obj.metadata.name ?? '',
+        });
+        return obj as unknown as Conversation;
+      }
     }
     return undefined;
   }

@@ -4,8 +4,9 @@
  * run trusted tools, forward text deltas — until its terminal `paused` or `result`.
  * Channels are kept per harness endpoint and closed when idle.
  */
-import { credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
+import { credentials, Metadata } from '@grpc/grpc-js';
 import { AppError, errorCodeFromGrpc } from '../../common/errors';
+import { isServiceError } from '../../common/state-client';
 import {
   HarnessClient,
   type Paused,
@@ -189,10 +190,6 @@ export class HarnessConnector {
       }
     }
   }
-}
-
-function isServiceError(value: unknown): value is ServiceError {
-  return value instanceof Error && typeof Reflect.get(value, 'code') === 'number';
 }
 
 /** The call's failure as an AppError whose message names the harness. */

@@ -27,6 +27,7 @@ import {
   type ApprovalCard,
   type QuestionCard,
   type TranscriptTurn,
+  type TurnOutcome,
   type TurnReply,
 } from './turn-service';
 
@@ -443,12 +444,7 @@ export function approvalCardOf(turn: TurnView, request: ApprovalRequest): Approv
   };
 }
 
-type Outcome = Pick<
-  TurnReply,
-  'status' | 'reply' | 'fallback' | 'approval' | 'question' | 'ambiguous' | 'handoff'
->;
-
-function outcomeOf(turn: TurnView): Outcome | undefined {
+function outcomeOf(turn: TurnView): TurnOutcome | undefined {
   const terminal = turn.terminal;
   switch (terminal?.kind) {
     case 'turn_complete':

@@ -55,10 +55,8 @@ export interface QuestionCard {
   readonly question: string;
 }
 
-/** The answer to a posted message or an approval/question answer. */
-export interface TurnReply {
-  readonly conversationId: string;
-  readonly turnId: string;
+/** Where a settled or paused turn stands: what a reply and a transcript both show. */
+export interface TurnOutcome {
   readonly status: TurnStatus;
   /** Final text (status complete). */
   readonly reply?: string;
@@ -68,6 +66,12 @@ export interface TurnReply {
   readonly question?: QuestionCard;
   readonly ambiguous?: { readonly toolCallId: string; readonly reason: string };
   readonly handoff?: { readonly targetAgent: string; readonly reason: string };
+}
+
+/** The answer to a posted message or an approval/question answer. */
+export interface TurnReply extends TurnOutcome {
+  readonly conversationId: string;
+  readonly turnId: string;
   /**
    * Journal position of the turn's `message_received`: pass it as `?since=` to the
    * stream to get this turn's events from the start.
@@ -105,18 +109,11 @@ export interface AnswerQuestion {
 }
 
 /** One turn of the committed transcript (the committed-turn filter applied). */
-export interface TranscriptTurn {
+export interface TranscriptTurn extends TurnOutcome {
   readonly turnId: string;
   /** Journal position of its `message_received`. */
   readonly position: number;
   readonly user: { readonly text: string; readonly caller: string; readonly receivedAtMs: number };
-  readonly status: TurnStatus;
-  readonly reply?: string;
-  readonly fallback?: boolean;
-  readonly approval?: ApprovalCard;
-  readonly question?: QuestionCard;
-  readonly ambiguous?: { readonly toolCallId: string; readonly reason: string };
-  readonly handoff?: { readonly targetAgent: string; readonly reason: string };
 }
 
 export interface Transcript {
