@@ -152,20 +152,36 @@ function linkSignals(
 export function createCallHandlers(options: CallHandlerOptions): CallHandlers {
   const { metrics } = options;
 
+  /**
+   * Authorizes the call and builds its context. The signal and the logger are made on
+   * first use: most calls never log, and a pino child (with redaction) and an
+   * AbortController wired to the call cost more than a Head call's own work.
+   */
   function begin(call: AnyCall, method: string, access: StateAccess): CallContext {
-    const controller = new AbortController();
-    call.on('cancelled', () =>
-      controller.abort(new AppError('cancelled', `${method} was cancelled by the caller`)),
-    );
     const identity = authorize(
       callerIdentityOf(call.getAuthContext().sslPeerCertificate),
       method,
       access,
     );
+    let signal: AbortSignal | undefined;
+    let log: Logger | undefined;
     return {
       identity,
-      signal: controller.signal,
-      log: options.log.child({ method, caller: describeIdentity(identity) }),
+      get signal(): AbortSignal {
+        if (signal === undefined) {
+          const controller = new AbortController();
+          const cancel = (): void =>
+            controller.abort(new AppError('cancelled', `${method} was cancelled by the caller`));
+          if (call.cancelled) cancel();
+          else call.once('cancelled', cancel);
+          signal = controller.signal;
+        }
+        return signal;
+      },
+      get log(): Logger {
+        log ??= options.log.child({ method, caller: describeIdentity(identity) });
+        return log;
+      },
     };
   }
 
@@ -230,7 +246,14 @@ export function createCallHandlers(options: CallHandlerOptions): CallHandlers {
       ) {
         const linked = linkSignals(context.signal, options.shutdown);
         release = linked.release;
-        context = { ...context, signal: linked.signal };
+        const base = context;
+        context = {
+          identity: base.identity,
+          signal: linked.signal,
+          get log(): Logger {
+            return base.log;
+          },
+        };
       }
       const running = pump(call, produce(call.request, context), context);
       running.then(release, release);

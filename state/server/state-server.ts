@@ -1,5 +1,10 @@
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { setMaxListeners } from 'node:events';
+import {
+  createServer as createTlsServer,
+  type Server as TlsServer,
+  type TLSSocket,
+} from 'node:tls';
 import type { Logger } from 'pino';
 
 import { AppError } from '../../common/errors';
@@ -54,14 +59,31 @@ export interface StateServerOptions {
 }
 
 /**
+ * Makes `socket.getPeerCertificate()` answer from the certificate read once at the end of
+ * the handshake. grpc-js asks for it on every call (`getAuthContext`), and node:tls builds
+ * it anew each time: parsing the certificate and hashing its fingerprints cost about as
+ * much as the rest of a Head call. The certificate of a TLS connection cannot change, so
+ * the copy is exact; the detailed form (with the issuer chain) is still built on request.
+ */
+function pinPeerCertificate(socket: TLSSocket): void {
+  const read = socket.getPeerCertificate.bind(socket);
+  const certificate = read(false);
+  socket.getPeerCertificate = ((detailed?: boolean) =>
+    detailed === true ? read(true) : certificate) as TLSSocket['getPeerCertificate'];
+}
+
+/**
  * The Journal service (and the Records service, when given records) on a
- * mutual-TLS-only gRPC listener. There is no plaintext port and
- * no way to call without a client certificate: grpc-js is told to require and check one
- * (`checkClientCertificate`), so a client without a certificate, or with one the
- * Polychrome CA did not sign, fails the TLS handshake before any call exists.
+ * mutual-TLS-only gRPC listener. There is no plaintext port and no way to call without a
+ * client certificate: the listener is a node:tls server that requires one and checks it
+ * against the Polychrome CA (`requestCert`, `rejectUnauthorized`), so a client without a
+ * certificate, or with one the CA did not sign, fails the TLS handshake before any call
+ * exists. Each connection that completes the handshake is handed to grpc-js (a connection
+ * injector), with its peer certificate read once ({@link pinPeerCertificate}).
  */
 export class StateServer {
   private readonly server: Server;
+  private listener: TlsServer | undefined;
   private readonly log: Logger;
   /** Appends and record changes in flight: shutdown waits for them to be durable. */
   private readonly appends = new Set<Promise<unknown>>();
@@ -125,21 +147,39 @@ export class StateServer {
     }
     const host = this.options.host ?? '0.0.0.0';
     const address = `${host.includes(':') ? `[${host}]` : host}:${String(this.options.port ?? DEFAULT_STATE_PORT)}`;
-    const credentials = ServerCredentials.createSsl(
-      Buffer.from(this.options.tls.ca),
-      [
-        {
-          cert_chain: Buffer.from(this.options.tls.cert),
-          private_key: Buffer.from(this.options.tls.key),
-        },
-      ],
-      true,
-    );
-    this.port = await new Promise<number>((resolve, reject) => {
-      this.server.bindAsync(address, credentials, (error, port) =>
-        error === null ? resolve(port) : reject(error),
-      );
+    // TLS is done here; grpc-js gets the decrypted connection, so its side is "insecure".
+    const injector = this.server.createConnectionInjector(ServerCredentials.createInsecure());
+    const listener = createTlsServer({
+      ca: Buffer.from(this.options.tls.ca),
+      cert: Buffer.from(this.options.tls.cert),
+      key: Buffer.from(this.options.tls.key),
+      requestCert: true,
+      rejectUnauthorized: true,
+      ALPNProtocols: ['h2'],
+      minVersion: 'TLSv1.2',
     });
+    listener.on('secureConnection', (socket: TLSSocket) => {
+      pinPeerCertificate(socket);
+      injector.injectConnection(socket);
+    });
+    listener.on('tlsClientError', (error: Error & { code?: string }) => {
+      // A refused handshake (no certificate, a foreign CA) ends here; the client sees it.
+      this.log.debug({ code: error.code, message: error.message }, 'TLS handshake refused');
+    });
+    await new Promise<void>((resolve, reject) => {
+      listener.once('error', reject);
+      listener.listen(this.options.port ?? DEFAULT_STATE_PORT, host, () => {
+        listener.off('error', reject);
+        resolve();
+      });
+    });
+    listener.on('error', (error) => this.log.error({ err: error }, 'state listener failed'));
+    const bound = listener.address();
+    if (bound === null || typeof bound === 'string') {
+      throw new Error(`unreachable: a TCP listener on ${address} has a port`);
+    }
+    this.listener = listener;
+    this.port = bound.port;
     this.log.info({ address, port: this.port }, 'state server listening (mutual TLS)');
     return this.port;
   }
@@ -165,6 +205,8 @@ export class StateServer {
   private async stop(graceMs: number): Promise<void> {
     const pending = this.appends.size;
     if (pending > 0) this.log.info({ writes: pending }, 'waiting for writes in flight');
+    // No new connection; the open ones end once their calls have (tryShutdown).
+    this.listener?.close();
     const graceful = new Promise<void>((resolve) => this.server.tryShutdown(() => resolve()));
     this.shutdown.abort(
       new AppError(
