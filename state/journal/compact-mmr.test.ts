@@ -5,7 +5,7 @@ import { CompactMmr } from './compact-mmr';
 import { toHex } from './hex';
 import { leafDigest } from './leaf-digest';
 import { peaksForLeafCount } from './mmr-layout';
-import { emptyMmrRoot, rootAtLeafCount } from './mmr-root';
+import { emptyMmrRoot, mmrRoot, rootAtLeafCount } from './mmr-root';
 import { nodeSha256 } from './node-sha256';
 import { buildReferenceMmr } from './reference-mmr';
 
@@ -84,6 +84,15 @@ describe('CompactMmr', () => {
     expect(toHex(fromNodes.root())).toBe(toHex(full.root()));
     expect(copy.leafCount).toBe(77);
     expect(toHex(copy.root())).not.toBe(toHex(full.root()));
+  });
+
+  it('keeps the root right past eight peaks, where its preimage buffer grows', () => {
+    const mmr = new CompactMmr(nodeSha256);
+    for (let i = 0; i < 2047; i++) {
+      mmr.append(leafOf(i));
+      expect(toHex(mmr.root())).toBe(toHex(mmrRoot(nodeSha256, mmr.size, mmr.peaks())));
+    }
+    expect(mmr.peaks()).toHaveLength(11);
   });
 
   it('refuses a peak list that does not fit the leaf count', () => {

@@ -1,6 +1,6 @@
 import { AppError } from '../../common/errors';
 import { mmrSize, peaksForLeafCount, popcount } from './mmr-layout';
-import { mmrRoot, type NodeFetcher, fetchNode } from './mmr-root';
+import { type NodeFetcher, fetchNode } from './mmr-root';
 import { DIGEST_BYTES, type Sha256 } from './sha256';
 import { assertU64, writeU64 } from './u64';
 
@@ -28,6 +28,8 @@ export class CompactMmr {
   private leaves: number;
   private nodes: number;
   private readonly pair = new Uint8Array(8 + 2 * DIGEST_BYTES);
+  /** Scratch for the root preimage, grown with the number of peaks. */
+  private rootPreimage = new Uint8Array(8 + 8 * DIGEST_BYTES);
 
   constructor(private readonly hash: Sha256) {
     this.peakDigests = [];
@@ -123,9 +125,18 @@ export class CompactMmr {
     return leafPosition;
   }
 
-  /** The current root: SHA-256( u64 size ‖ peaks leftmost first ). */
+  /**
+   * The current root: SHA-256( u64 size ‖ peaks leftmost first ), the bytes of
+   * `mmrRoot`, built in a reused buffer because replay takes a root at every
+   * `signed_root`.
+   */
   root(): Uint8Array {
-    return mmrRoot(this.hash, this.nodes, this.peakDigests);
+    const length = 8 + DIGEST_BYTES * this.peakDigests.length;
+    if (this.rootPreimage.length < length) this.rootPreimage = new Uint8Array(2 * length);
+    const preimage = this.rootPreimage;
+    writeU64(preimage, 0, this.nodes);
+    this.peakDigests.forEach((peak, i) => preimage.set(peak, 8 + DIGEST_BYTES * i));
+    return this.hash(preimage.subarray(0, length));
   }
 
   /** An independent copy (peaks are copied, the hash function shared). */

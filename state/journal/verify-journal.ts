@@ -94,8 +94,9 @@ interface RootStep {
   readonly countMatches: boolean;
   readonly foundLeafCount: number;
   readonly rootMatches: boolean;
-  readonly expectedRoot: string;
-  readonly foundRoot: string;
+  /** Roots as bytes: hex is only needed for a failure, and building it per root is costly. */
+  readonly expectedRoot: Uint8Array;
+  readonly foundRoot: Uint8Array;
   readonly keyId: string;
 }
 
@@ -223,23 +224,21 @@ export class JournalReplayer {
   private planRoot(event: JournalEvent): void {
     const position = event.position;
     const expected = this.mmr.root();
-    const expectedRoot = toHex(expected);
     let fields: { leafCount: number; root: Uint8Array; keyId: string; signature: Uint8Array };
     try {
       fields = decodePayload(EventKind.SignedRoot, event.payload);
     } catch {
-      this.fail(unparsable(position, EventKind.SignedRoot, expectedRoot));
+      this.fail(unparsable(position, EventKind.SignedRoot, toHex(expected)));
       return;
     }
     if (
       fields.root.length !== DIGEST_BYTES ||
       fields.signature.length !== ED25519_SIGNATURE_BYTES
     ) {
-      this.fail(unparsable(position, EventKind.SignedRoot, expectedRoot));
+      this.fail(unparsable(position, EventKind.SignedRoot, toHex(expected)));
       return;
     }
     const key = this.trusted.get(fields.keyId);
-    const foundRoot = toHex(fields.root);
     if (key === undefined) {
       this.fail({
         position,
@@ -261,8 +260,8 @@ export class JournalReplayer {
       countMatches: fields.leafCount === position,
       foundLeafCount: fields.leafCount,
       rootMatches: bytesEqual(fields.root, expected),
-      expectedRoot,
-      foundRoot,
+      expectedRoot: expected,
+      foundRoot: fields.root,
       keyId: fields.keyId,
     });
     this.checks.push({
@@ -446,12 +445,15 @@ function rootFailure(
   signatureValid: boolean,
   nextRootPasses: () => boolean,
 ): VerifyFailure | undefined {
+  if (signatureValid && step.countMatches && step.rootMatches) return undefined;
   const at = `signed_root at ${String(step.position)}`;
+  const expectedRoot = toHex(step.expectedRoot);
+  const foundRoot = toHex(step.foundRoot);
   const base = {
     position: step.position,
     kind: EventKind.SignedRoot,
-    expected: step.expectedRoot,
-    found: step.foundRoot,
+    expected: expectedRoot,
+    found: foundRoot,
   };
   if (!signatureValid) {
     return {
@@ -459,7 +461,7 @@ function rootFailure(
       reason: VerifyFailureReason.BadSignature,
       message:
         `${at}: the signature does not verify under key ${step.keyId} over leaf count ` +
-        `${String(step.foundLeafCount)} and root ${step.foundRoot}; the signed root was altered`,
+        `${String(step.foundLeafCount)} and root ${foundRoot}; the signed root was altered`,
     };
   }
   if (!step.countMatches) {
@@ -471,14 +473,13 @@ function rootFailure(
         'events: events were inserted or removed before it; restore the journal from a backup',
     };
   }
-  if (step.rootMatches) return undefined;
   if (nextRootPasses()) {
     return {
       ...base,
       reason: VerifyFailureReason.RootForged,
       message:
-        `${at}: root ${step.foundRoot} is validly signed by ${step.keyId} but is not the root of the events ` +
-        `(${step.expectedRoot}), while the next signed root vouches for those same events; the signer ` +
+        `${at}: root ${foundRoot} is validly signed by ${step.keyId} but is not the root of the events ` +
+        `(${expectedRoot}), while the next signed root vouches for those same events; the signer ` +
         'signed a false root: treat key ' +
         step.keyId +
         ' as misused and rotate it',
@@ -488,7 +489,7 @@ function rootFailure(
     ...base,
     reason: VerifyFailureReason.EventChanged,
     message:
-      `${at}: the events before it hash to root ${step.expectedRoot}, not the signed ${step.foundRoot}; ` +
+      `${at}: the events before it hash to root ${expectedRoot}, not the signed ${foundRoot}; ` +
       'an event before this position was changed after signing; compare with a backup or an inclusion proof',
   };
 }
