@@ -9,13 +9,21 @@
  * - 64 conversations appending concurrently: turns/s (aim: ≥ 3,000) and p50/p99.
  *
  * The server is the real state plane process (state/main.ts, as deployed: its own event
- * loop and LevelDB), the clients share this process; the baseline runs here alone.
+ * loop and LevelDB), the clients share this process; the baseline runs here alone. A
+ * second baseline is the transport's floor on this machine: a bare grpc-js server in
+ * another process (bench/fixtures/grpc-echo-server.ts, the same certificates) answering a
+ * request of a turn's size at once.
  * Bounded in count and time. Usage:
  *   npx tsx bench/state-grpc.bench.ts [directory on the disk to measure]
  */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+import { credentials, makeGenericClientConstructor } from '@grpc/grpc-js';
 
 import { EventKind } from '../common/event-kinds';
 import { StateClient, type NewJournalEvent } from '../common/state-client';
@@ -23,6 +31,7 @@ import { ensureDevCerts } from '../hack/lib/dev-certs';
 import { createNodeEd25519Signer } from '../state/journal/node-ed25519';
 import { JournalStore } from '../state/store/journal-store';
 import { startStateProcess } from '../state/server/testdata/state-process';
+import { ECHO_SERVICE } from './fixtures/grpc-echo-server';
 
 const PHASE_MS = 4000;
 const MAX_TURNS = 40_000;
@@ -107,6 +116,49 @@ function line(label: string, grpc: PhaseResult, base: PhaseResult, aim: string):
   );
 }
 
+/**
+ * Starts bench/fixtures/grpc-echo-server.ts and returns an AppendFn that makes one echo
+ * call with a request of a turn's size (the head is passed through).
+ */
+async function bareGrpc(
+  pki: string,
+  tls: { ca: Buffer; cert: Buffer; key: Buffer },
+): Promise<{ call: AppendFn; stop: () => Promise<void> }> {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', join(__dirname, 'fixtures', 'grpc-echo-server.ts'), pki],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const exited = once(child, 'exit');
+  const lines = createInterface({ input: child.stdout });
+  const [first] = (await Promise.race([
+    once(lines, 'line'),
+    exited.then(() => {
+      throw new Error('the echo server exited before printing its port');
+    }),
+  ])) as [string];
+  const Echo = makeGenericClientConstructor(ECHO_SERVICE, 'Echo');
+  const client = new Echo(
+    `localhost:${first}`,
+    credentials.createSsl(tls.ca, tls.key, tls.cert),
+  ) as unknown as {
+    echo: (request: Buffer, done: (error: Error | null) => void) => void;
+    close: () => void;
+  };
+  const request = Buffer.alloc(3 * (PAYLOAD_BYTES + 32));
+  return {
+    call: (_partition, head) =>
+      new Promise((resolve, reject) => {
+        client.echo(request, (error) => (error === null ? resolve(head) : reject(error)));
+      }),
+    stop: async () => {
+      client.close();
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
 async function main(): Promise<void> {
   const parent = process.argv[2] ?? tmpdir();
   const dir = await mkdtemp(join(parent, 'polychrome-bench-grpc-'));
@@ -128,15 +180,19 @@ async function main(): Promise<void> {
     const base64 = await phase(direct, 64, 'many');
     await baseStore.close();
 
+    const tls = {
+      ca: await readFile(certs.ca.certPath),
+      cert: await readFile(certs.controlPlane.certPath),
+      key: await readFile(certs.controlPlane.keyPath),
+    };
+    // Baseline: a bare grpc-js round trip between two processes.
+    const bare = await bareGrpc(join(dir, 'pki'), tls);
+    const bare1 = await phase(bare.call, 1, 'one');
+    const bare64 = await phase(bare.call, 64, 'many');
+    await bare.stop();
+
     const server = await startStateProcess(certs, join(dir, 'grpc-db'));
-    const client = new StateClient({
-      address: server.address,
-      tls: {
-        ca: await readFile(certs.ca.certPath),
-        cert: await readFile(certs.controlPlane.certPath),
-        key: await readFile(certs.controlPlane.keyPath),
-      },
-    });
+    const client = new StateClient({ address: server.address, tls });
     await client.waitForReady(10_000);
     const overGrpc: AppendFn = async (partition, head, events) =>
       (await client.append(partition, head, events)).head;
@@ -154,8 +210,17 @@ async function main(): Promise<void> {
     line('1 conversation', grpc1, base1, 'p50 < 1.5 ms');
     line('64 conversations', grpc64, base64, '>= 3,000 turns/s');
     console.log(
-      `gRPC floor (Head calls, no disk): 1 caller p50 ${fmt(floor1.p50Ms)} ms, ` +
+      `bare grpc-js round trip between two processes (mTLS, no Polychrome): 1 caller p50 ` +
+        `${fmt(bare1.p50Ms)} ms, 64 callers ${fmt(bare64.turnsPerSecond)} calls/s`,
+    );
+    console.log(
+      `state plane Head calls (no disk, no signing): 1 caller p50 ${fmt(floor1.p50Ms)} ms, ` +
         `64 callers ${fmt(floor64.turnsPerSecond)} calls/s`,
+    );
+    console.log(
+      `1 conversation: p50 ${fmt(grpc1.p50Ms)} ms = bare round trip ${fmt(bare1.p50Ms)} + ` +
+        `in-process append ${fmt(base1.p50Ms)} + ${fmt(grpc1.p50Ms - bare1.p50Ms - base1.p50Ms)} ms of the ` +
+        `state plane's own gRPC path`,
     );
     const ok = grpc1.p50Ms < 1.5 && grpc64.turnsPerSecond >= 3000;
     console.log(`state-grpc: ${ok ? 'within aim' : 'BELOW AIM'}`);

@@ -268,6 +268,10 @@ describe('append', () => {
       return inner(ops, sync);
     };
     const gated = store.append('conv-gate', 0, [message('gate')]);
+    // Let the committer take the gate's commit alone (at the end of this turn) and block.
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(calls).toBe(1);
     const outcomes = Promise.allSettled(
       partitions.map((p) => store.append(p, 2, [message('doomed')])),
     );
@@ -309,6 +313,18 @@ describe('append', () => {
 });
 
 describe('group commit', () => {
+  it('writes appends that arrive in one turn of the event loop in one durable batch', async () => {
+    await openStore();
+    const partitions = Array.from({ length: 16 }, (_, i) => `conv-turn-${String(i)}`);
+    const before = store.stats();
+    // As requests read from one socket arrive: all in the same turn, none written yet.
+    const heads = await Promise.all(partitions.map((p) => store.append(p, 0, [message(p)])));
+    expect(heads.map((h) => h.head)).toEqual(partitions.map(() => 2));
+    const stats = store.stats();
+    expect(stats.durableWrites - before.durableWrites).toBe(1);
+    expect(stats.appends - before.appends).toBe(16);
+  });
+
   it('shares durable writes between concurrent appends to 64 partitions', async () => {
     await openStore();
     const partitions = Array.from(
