@@ -145,6 +145,14 @@ interface StatusWrites {
 
 export class TurnCoordinator implements TurnService {
   private readonly views = new Map<string, JournalView>();
+  /**
+   * The lease under which each conversation's cached view was last brought in line with
+   * the journal. While this replica holds that same lease without a break, every append
+   * to the journal is its own (and updates the view), so a turn can start from the cached
+   * view without reading the journal again. Any other writer would need the lease; a
+   * stale one that writes anyway is caught by the compare-and-swap on the head.
+   */
+  private readonly syncedUnder = new Map<string, LeaseHandle>();
   private readonly locks = new Map<string, Promise<unknown>>();
   private readonly deltas = new Map<string, Set<(delta: TextDeltaEvent) => void>>();
   private readonly stopping = new AbortController();
@@ -228,7 +236,7 @@ export class TurnCoordinator implements TurnService {
     return this.exclusive(conversation, signal, async (lease) => {
       // The cache may have moved while this caller waited for the lock.
       const current = this.fresh(conversation);
-      let view = await this.refresh(current, signal);
+      let view = await this.inSync(current, lease, signal);
       const existing = view.turnsById.get(turnId);
       if (existing !== undefined) return this.rejoin(current, lease, existing, request.text);
       // Recover first: an orphaned dispatch runs again before any new turn.
@@ -293,7 +301,7 @@ export class TurnCoordinator implements TurnService {
   ): Promise<TurnReply> {
     const conversation = this.authorized(caller, request.conversationId);
     return this.exclusive(conversation, signal, async (lease) => {
-      const view = await this.refresh(conversation, signal);
+      const view = await this.inSync(conversation, lease, signal);
       const turn = findRequest(view, request.requestId, 'approval');
       const pending = pendingRequest(turn);
       if (pending?.type !== 'approval' || pending.request.requestId !== request.requestId) {
@@ -350,7 +358,7 @@ export class TurnCoordinator implements TurnService {
   ): Promise<TurnReply> {
     const conversation = this.authorized(caller, request.conversationId);
     return this.exclusive(conversation, signal, async (lease) => {
-      const view = await this.refresh(conversation, signal);
+      const view = await this.inSync(conversation, lease, signal);
       const turn = findRequest(view, request.requestId, 'question');
       const pending = pendingRequest(turn);
       if (pending?.type !== 'question' || pending.request.requestId !== request.requestId) {
@@ -409,7 +417,14 @@ export class TurnCoordinator implements TurnService {
           },
         );
       }
-      return await work(lease);
+      try {
+        return await work(lease);
+      } finally {
+        // Every work reads the journal (or trusts a view synced under this lease) before
+        // it appends, and a failed append drops the view: what is cached now is in line.
+        if (!lease.signal.aborted && this.views.has(uid)) this.syncedUnder.set(uid, lease);
+        else this.syncedUnder.delete(uid);
+      }
     } finally {
       release();
       if (this.locks.get(uid) === chained) this.locks.delete(uid);
@@ -441,6 +456,24 @@ export class TurnCoordinator implements TurnService {
   }
 
   /**
+   * The view a claimed turn starts from: the cached one when it was last brought in line
+   * under `lease` and the lease has not been lost since (see {@link syncedUnder}), else
+   * the view refreshed from the journal.
+   */
+  private async inSync(
+    conversation: Conversation,
+    lease: LeaseHandle,
+    signal: AbortSignal,
+  ): Promise<JournalView> {
+    const uid = conversation.metadata.uid ?? '';
+    const cached = this.views.get(uid);
+    if (cached !== undefined && this.syncedUnder.get(uid) === lease && !lease.signal.aborted) {
+      return cached;
+    }
+    return this.refresh(conversation, signal);
+  }
+
+  /**
    * Appends one batch at the cached head. A conflict drops the cache (another writer moved
    * the head: a stale holder's batch must never land) and is rethrown.
    */
@@ -456,6 +489,7 @@ export class TurnCoordinator implements TurnService {
       outcome = await this.options.state.append(this.partition(conversation), view.head, events);
     } catch (error) {
       this.views.delete(uid);
+      this.syncedUnder.delete(uid);
       if (error instanceof JournalConflictError) {
         throw new AppError(
           'conflict',
@@ -496,7 +530,10 @@ export class TurnCoordinator implements TurnService {
     if (this.views.size <= bound) return;
     for (const key of this.views.keys()) {
       if (this.views.size <= bound) break;
-      if (!this.locks.has(key)) this.views.delete(key);
+      if (!this.locks.has(key)) {
+        this.views.delete(key);
+        this.syncedUnder.delete(key);
+      }
     }
   }
 

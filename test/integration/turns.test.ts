@@ -159,6 +159,19 @@ describe('turns through the public API', () => {
     });
   });
 
+  it('starts the next turn from the cached journal view while the lease is held (no journal read)', async () => {
+    await stack.withDiagnostics(async () => {
+      const uid = await stack.createConversation('cached-view', { owner: 'test:owner' });
+      expect((await post(uid, 'first', 'k-view-1')).status).toBe(200);
+      const reads = await stack.stateCalls('Read');
+      const second = await post(uid, 'second', 'k-view-2');
+      expect(second.body).toMatchObject({ status: 'complete', reply: 'echo: second' });
+      // The lease was held throughout and every append was this replica's own: no Read.
+      expect(await stack.stateCalls('Read')).toBe(reads);
+      expect((await stack.verify(uid)).ok).toBe(true);
+    });
+  });
+
   it('sends history of committed turns to the model', async () => {
     await stack.withDiagnostics(async () => {
       await post(plain, 'remember this', 'k-history');

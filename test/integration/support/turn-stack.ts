@@ -401,6 +401,22 @@ export class TurnStack {
     return pid;
   }
 
+  /**
+   * State-plane calls of `method` finished so far, every status summed
+   * (`polychrome_state_calls_total` on the state plane's /metrics).
+   */
+  async stateCalls(method: string): Promise<number> {
+    const url = `http://127.0.0.1:${String(this.state.healthPort)}/metrics`;
+    const text = await (await fetch(url)).text();
+    let total = 0;
+    for (const line of text.split('\n')) {
+      if (line.startsWith('polychrome_state_calls_total{') && line.includes(`method="${method}"`)) {
+        total += Number(line.slice(line.lastIndexOf(' ') + 1));
+      }
+    }
+    return total;
+  }
+
   /** Every committed event of the conversation's journal, read as the verifier identity. */
   async journal(uid: string): Promise<JournalEntry[]> {
     const client = new StateClient({
