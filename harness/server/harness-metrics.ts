@@ -72,10 +72,16 @@ export function createHarnessMetrics(registry: Registry): HarnessMetrics {
   };
 }
 
-/** Records a committed step and its ack latency. */
-export function observeStep(metrics: HarnessMetrics, step: TurnStep, commitSeconds: number): void {
+/** Records a committed step and its ack latency (none for a step carried with the result). */
+export function observeStep(
+  metrics: HarnessMetrics,
+  step: TurnStep,
+  commitSeconds: number | undefined,
+): void {
   metrics.steps.inc({ kind: step.kind });
-  metrics.stepCommitDuration.observe({ kind: step.kind }, commitSeconds);
+  if (commitSeconds !== undefined) {
+    metrics.stepCommitDuration.observe({ kind: step.kind }, commitSeconds);
+  }
   switch (step.kind) {
     case 'model_call':
       metrics.modelCallDuration.observe(

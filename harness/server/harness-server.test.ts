@@ -190,6 +190,11 @@ async function rig(replies: ScriptReply[], options: RigOptions = {}): Promise<Ri
   return current;
 }
 
+/** A model reply that asks for the pure `calculator` tool (so the turn goes on after it). */
+const calculatorReply: ScriptReply = {
+  content: [{ tool_use: { id: 'toolu_calc', name: 'calculator', input: { expression: '2+2' } } }],
+};
+
 function turnRequest(overrides: Partial<TurnRequest['input']> = {}, turnId = 't-1'): TurnRequest {
   return {
     conversationId: 'c-1',
@@ -223,7 +228,8 @@ class ControlPlaneCall {
     this.stream = client.runTurn(metadata);
     this.stream.on('data', (output: TurnOutput) => {
       this.outputs.push(output);
-      if (output.output?.$case === 'step') {
+      // As the control plane does: a step carried with the result gets no ack.
+      if (output.output?.$case === 'step' && !output.output.value.commitWithResult) {
         if (this.holdAcks) this.held.push(output.output.value.sequence);
         else this.ack(output.output.value.sequence);
       }
@@ -405,7 +411,8 @@ describe('HarnessServer over loopback gRPC', () => {
   });
 
   it('refuses a second concurrent turn, naming the running one', async () => {
-    const { client } = await rig([{ text: 'first' }]);
+    // A first reply that calls a tool: its model_call waits for an ack, holding the turn.
+    const { client } = await rig([calculatorReply, { text: 'first' }]);
     const first = new ControlPlaneCall(client, auth());
     first.holdAcks = true;
     first.send({ input: { $case: 'start', value: turnRequestToProto(turnRequest()) } });
@@ -580,8 +587,24 @@ describe('HarnessServer over loopback gRPC', () => {
     });
   });
 
+  it('sends the reply that ends the turn with the result, waiting for no ack; earlier steps wait', async () => {
+    const { client } = await rig([calculatorReply, { text: 'four' }]);
+    const cp = new ControlPlaneCall(client, auth(), turnRequest());
+    expect(await cp.status).toMatchObject({ code: GrpcStatus.OK });
+    expect(cp.steps().map((step) => [step.step?.$case, step.commitWithResult])).toEqual([
+      ['modelCall', false],
+      ['toolCall', false],
+      ['toolResult', false],
+      ['modelCall', true],
+    ]);
+    // Nothing after the carried step but the result.
+    expect(cp.labels().slice(-2)).toEqual(['step modelCall', 'result complete']);
+  });
+
   it('fails the call with DEADLINE_EXCEEDED when an ack never comes', async () => {
-    const { client, server } = await rig([{ text: 'slow journal' }], { ackTimeoutMs: 100 });
+    const { client, server } = await rig([calculatorReply, { text: 'slow journal' }], {
+      ackTimeoutMs: 100,
+    });
     const cp = new ControlPlaneCall(client, auth());
     cp.holdAcks = true;
     cp.send({ input: { $case: 'start', value: turnRequestToProto(turnRequest()) } });

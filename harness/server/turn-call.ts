@@ -164,7 +164,10 @@ export class TurnCall {
     this.trusted.clear();
   }
 
-  /** Sends each step and resolves once the control plane acks its journal append. */
+  /**
+   * Sends each step and resolves once the control plane acks its journal append; a
+   * carried step (the last, before the result) is sent without an ack to wait for.
+   */
   readonly sink: StepSink = {
     commit: async (step: TurnStep, { signal }: { readonly signal: AbortSignal }) => {
       const sequence = ++this.sequence;
@@ -177,6 +180,15 @@ export class TurnCall {
       const seconds = (performance.now() - started) / 1000;
       if (this.options.metrics !== undefined) observeStep(this.options.metrics, step, seconds);
       this.options.log.debug({ kind: step.kind, sequence, position }, 'step committed');
+    },
+    carry: (step: TurnStep) => {
+      const sequence = ++this.sequence;
+      this.write({
+        $case: 'step',
+        value: { ...turnStepToProto(step, sequence), commitWithResult: true },
+      });
+      if (this.options.metrics !== undefined) observeStep(this.options.metrics, step, undefined);
+      this.options.log.debug({ kind: step.kind, sequence }, 'step sent with the result');
     },
   };
 

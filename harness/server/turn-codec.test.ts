@@ -293,7 +293,7 @@ describe('turn codec rejects what proto3 cannot', () => {
     ],
     [
       'an empty recorded step',
-      { ...start, recordedSteps: [{ sequence: 0, step: undefined }] },
+      { ...start, recordedSteps: [{ sequence: 0, step: undefined, commitWithResult: false }] },
       'start.recorded_steps[0]: step has no model_call, tool_call or tool_result',
     ],
     [

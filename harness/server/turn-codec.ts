@@ -309,15 +309,31 @@ export function toolResultFromProto(result: ToolResult): ToolResultRecord {
   };
 }
 
-/** A committed step to proto `Step`, numbered `sequence` within the call (0 in `start`). */
+/**
+ * A step to proto `Step`, numbered `sequence` within the call (0 in `start`), to be acked
+ * before the turn goes on (`commitWithResult` is set by the caller that carries it).
+ */
 export function turnStepToProto(step: TurnStep, sequence: number): Step {
+  const commitWithResult = false;
   switch (step.kind) {
     case 'model_call':
-      return { sequence, step: { $case: 'modelCall', value: modelCallToProto(step.record) } };
+      return {
+        sequence,
+        step: { $case: 'modelCall', value: modelCallToProto(step.record) },
+        commitWithResult,
+      };
     case 'tool_call':
-      return { sequence, step: { $case: 'toolCall', value: toolCallToProto(step.record) } };
+      return {
+        sequence,
+        step: { $case: 'toolCall', value: toolCallToProto(step.record) },
+        commitWithResult,
+      };
     case 'tool_result':
-      return { sequence, step: { $case: 'toolResult', value: toolResultToProto(step.record) } };
+      return {
+        sequence,
+        step: { $case: 'toolResult', value: toolResultToProto(step.record) },
+        commitWithResult,
+      };
     default: {
       const never: never = step;
       return never;

@@ -200,6 +200,34 @@ describe('runTurn', () => {
     });
   });
 
+  it('hands the reply that ends the turn to a sink that can carry it, and commits the others first', async () => {
+    const log: string[] = [];
+    const sink: StepSink = {
+      commit(step) {
+        log.push(stepLabel(step));
+        return Promise.resolve();
+      },
+      carry(step) {
+        log.push(stepLabel(step).replace('commit', 'carry'));
+      },
+    };
+    const r = rig(
+      [
+        { content: [{ text: 'Computing.' }, use('c1', 'calculator', { expression: '6 * 7' })] },
+        { text: 'It is 42.' },
+      ],
+      { sink },
+    );
+    const outcome = await runTurn(input(), r.deps);
+    expect(outcome).toMatchObject({ kind: 'completed', text: 'It is 42.', steps: 2 });
+    expect(log).toEqual([
+      'commit model_call 1',
+      'commit tool_call c1',
+      'commit tool_result c1',
+      'carry model_call 2',
+    ]);
+  });
+
   it('tool turn: the result goes back to the model', async () => {
     const r = rig([
       { content: [{ text: 'Computing.' }, use('c1', 'calculator', { expression: '6 * 7' })] },

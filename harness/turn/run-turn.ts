@@ -33,6 +33,13 @@ export interface StepSink {
    * @throws AppError when the append failed; the turn stops and the error propagates.
    */
   commit(step: TurnStep, options: { readonly signal: AbortSignal }): Promise<void>;
+  /**
+   * Hands over the step that ends the turn (the last `model_call` before `finish`)
+   * without waiting for it to be durable: nothing runs after it, so it can be committed
+   * with the turn's result in one write. Without it, such a step is committed like any
+   * other.
+   */
+  carry?(step: TurnStep): void;
 }
 
 /** Wall-clock time, injected so tests repeat exactly. */
@@ -172,12 +179,19 @@ export async function runTurn(
     for (;;) {
       const result = machine.step(state, event);
       state = result.state;
-      for (const effect of result.effects) {
+      for (const [index, effect] of result.effects.entries()) {
         if (isTerminalEffect(effect)) {
           await stop();
           return toOutcome(effect, deps.clock);
         }
-        if (effect.type === 'commit_step') {
+        if (
+          effect.type === 'commit_step' &&
+          result.effects[index + 1]?.type === 'finish' &&
+          deps.steps.carry !== undefined
+        ) {
+          // The turn ends right after this step: it goes with the result.
+          deps.steps.carry(effect.step);
+        } else if (effect.type === 'commit_step') {
           // Not the turn's signal: a cancel must not tear a record of what already happened.
           const commitSignal = AbortSignal.timeout(
             deps.commitTimeoutMs ?? DEFAULT_COMMIT_TIMEOUT_MS,

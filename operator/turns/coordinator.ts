@@ -652,7 +652,7 @@ export class TurnCoordinator implements TurnService {
       if (attempt >= (this.options.maxAttempts ?? 3) && !signal.aborted && retryable(error)) {
         log.warn({ err: error, attempt }, 'turn failed on its last attempt; settling it');
         result = settleFailed(turnAt(), error);
-        end = { kind: 'result', result };
+        end = { kind: 'result', result, carried: [] };
       } else {
         this.observer.onTurn?.('orphaned', (performance.now() - started) / 1000);
         log.warn({ err: error, attempt }, 'turn left unsettled; it is recovered on the next claim');
@@ -818,8 +818,9 @@ export class TurnCoordinator implements TurnService {
     const outcome = end.result.outcome;
     switch (outcome?.$case) {
       case 'complete':
+        // The reply that ended the turn comes first when the harness carried it here.
         return {
-          events: [event(EventKind.TurnComplete, outcome.value)],
+          events: [...end.carried.map(stepEvent), event(EventKind.TurnComplete, outcome.value)],
           status: { kind: 'settled', turnId },
         };
       case 'handoff':
@@ -844,6 +845,7 @@ export class TurnCoordinator implements TurnService {
           {
             kind: 'result',
             result: settleFailed(turn, new AppError('internal', outcome.value.message)),
+            carried: [],
           },
           attempt,
           turn,

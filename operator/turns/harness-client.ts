@@ -32,7 +32,15 @@ export interface HarnessTurnHandlers {
 /** How the harness ended the call. */
 export type HarnessTurnEnd =
   | { readonly kind: 'paused'; readonly paused: Paused }
-  | { readonly kind: 'result'; readonly result: TurnResult };
+  | {
+      readonly kind: 'result';
+      readonly result: TurnResult;
+      /**
+       * Steps the harness sent with `commit_with_result` (the reply that ended the turn):
+       * not committed yet, they go into batch two, before `turn_complete`.
+       */
+      readonly carried: readonly Step[];
+    };
 
 export interface HarnessConnectorOptions {
   /** The bearer token the harness pods were started with. */
@@ -86,6 +94,7 @@ export class HarnessConnector {
     options.signal?.addEventListener('abort', onAbort, { once: true });
     let handlerError: unknown;
     let callError: unknown;
+    const carried: Step[] = [];
     // Swallow the stream's 'error' event here; the iterator below rethrows it.
     call.on('error', (error: unknown) => {
       callError ??= error;
@@ -100,6 +109,11 @@ export class HarnessConnector {
             handlers.onDelta(output.value);
             break;
           case 'step': {
+            if (output.value.commitWithResult) {
+              // Committed with the result in batch two; the harness waits for no ack.
+              carried.push(output.value);
+              break;
+            }
             try {
               const position = await handlers.commitStep(output.value);
               call.write({
@@ -126,10 +140,15 @@ export class HarnessConnector {
           }
           case 'paused':
             call.end();
+            if (carried.length > 0) throw carriedWithout(endpoint, 'paused the turn');
             return { kind: 'paused', paused: output.value };
           case 'result':
             call.end();
-            return { kind: 'result', result: output.value };
+            // Only a completed turn has a batch two that holds its last reply.
+            if (carried.length > 0 && output.value.outcome?.$case !== 'complete') {
+              throw carriedWithout(endpoint, `ended it ${output.value.outcome?.$case ?? 'empty'}`);
+            }
+            return { kind: 'result', result: output.value, carried };
         }
         if (handlerError !== undefined) break;
       }
@@ -190,6 +209,14 @@ export class HarnessConnector {
       }
     }
   }
+}
+
+/** A harness that carried a step to commit with the result, then did not complete. */
+function carriedWithout(endpoint: string, what: string): AppError {
+  return new AppError(
+    'internal',
+    `the harness at ${endpoint} sent a step to commit with the turn's result, then ${what}; the turn will be recovered`,
+  );
 }
 
 /** The call's failure as an AppError whose message names the harness. */

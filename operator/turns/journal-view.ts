@@ -348,11 +348,23 @@ export function recordedSteps(turn: TurnView): Step[] {
   return turn.steps.map((step): Step => {
     switch (step.kind) {
       case 'model_call':
-        return { sequence: 0, step: { $case: 'modelCall', value: step.payload } };
+        return {
+          sequence: 0,
+          step: { $case: 'modelCall', value: step.payload },
+          commitWithResult: false,
+        };
       case 'tool_call':
-        return { sequence: 0, step: { $case: 'toolCall', value: step.payload } };
+        return {
+          sequence: 0,
+          step: { $case: 'toolCall', value: step.payload },
+          commitWithResult: false,
+        };
       case 'tool_result':
-        return { sequence: 0, step: { $case: 'toolResult', value: step.payload } };
+        return {
+          sequence: 0,
+          step: { $case: 'toolResult', value: step.payload },
+          commitWithResult: false,
+        };
     }
   });
 }

@@ -58,8 +58,8 @@ describe('turns through the public API', () => {
         'message_received',
         'turn_dispatched',
         'signed_root',
+        // The reply that ends the turn is committed with batch two, in one durable write.
         'model_call',
-        'signed_root',
         'turn_complete',
         'signed_root',
       ]);

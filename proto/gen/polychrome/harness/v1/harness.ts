@@ -263,10 +263,20 @@ export interface TextDelta {
  */
 export interface Step {
   sequence: number;
-  step?: { $case: "modelCall"; value: ModelCall } | { $case: "toolCall"; value: ToolCall } | {
-    $case: "toolResult";
-    value: ToolResult;
-  } | undefined;
+  step?:
+    | { $case: "modelCall"; value: ModelCall }
+    | { $case: "toolCall"; value: ToolCall }
+    | { $case: "toolResult"; value: ToolResult }
+    | undefined;
+  /**
+   * The step ends the turn (a model reply that finishes it; nothing runs after it): the
+   * harness does not wait for a `step_committed` and sends the `result` next. The control
+   * plane commits the step in batch two, just before `turn_complete`, saving one durable
+   * write per turn; it never acks such a step. If the turn is not settled after all, the
+   * step is not committed and a retry asks the model again (a model call has no side
+   * effect).
+   */
+  commitWithResult: boolean;
 }
 
 /**
@@ -2003,7 +2013,7 @@ export const TextDelta: MessageFns<TextDelta> = {
 };
 
 function createBaseStep(): Step {
-  return { sequence: 0, step: undefined };
+  return { sequence: 0, step: undefined, commitWithResult: false };
 }
 
 export const Step: MessageFns<Step> = {
@@ -2021,6 +2031,9 @@ export const Step: MessageFns<Step> = {
       case "toolResult":
         ToolResult.encode(message.step.value, writer.uint32(34).fork()).join();
         break;
+    }
+    if (message.commitWithResult !== false) {
+      writer.uint32(40).bool(message.commitWithResult);
     }
     return writer;
   },
@@ -2070,6 +2083,14 @@ export const Step: MessageFns<Step> = {
             message.step = { $case: "toolResult", value: ToolResult.decode(reader, reader.uint32()) };
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.commitWithResult = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2098,6 +2119,11 @@ export const Step: MessageFns<Step> = {
         : isSet(object.tool_result)
         ? { $case: "toolResult", value: ToolResult.fromJSON(object.tool_result) }
         : undefined,
+      commitWithResult: isSet(object.commitWithResult)
+        ? globalThis.Boolean(object.commitWithResult)
+        : isSet(object.commit_with_result)
+        ? globalThis.Boolean(object.commit_with_result)
+        : false,
     };
   },
 
@@ -2112,6 +2138,9 @@ export const Step: MessageFns<Step> = {
       obj.toolCall = ToolCall.toJSON(message.step.value);
     } else if (message.step?.$case === "toolResult") {
       obj.toolResult = ToolResult.toJSON(message.step.value);
+    }
+    if (message.commitWithResult !== false) {
+      obj.commitWithResult = message.commitWithResult;
     }
     return obj;
   },
@@ -2142,6 +2171,7 @@ export const Step: MessageFns<Step> = {
         break;
       }
     }
+    message.commitWithResult = object.commitWithResult ?? false;
     return message;
   },
 };
