@@ -11,10 +11,13 @@ import { nodeSha256 } from './node-sha256';
 import { keyIdOf, rotateKey, signRoot } from './signed-root';
 import {
   concludeJournalVerification,
+  JournalReplayer,
   planJournalVerification,
+  StreamingJournalVerifier,
   verifyJournal,
   type JournalEvent,
   type JournalVerification,
+  type SignatureCheck,
 } from './verify-journal';
 
 const keyA = createNodeEd25519Signer(new Uint8Array(32).fill(1));
@@ -364,5 +367,105 @@ describe('plan and conclude (signatures checked elsewhere)', () => {
     expect(() => concludeJournalVerification(plan, [true])).toThrow(
       'the plan has 2 signature checks but 1 results were given; run every check in plan.signatureChecks, in order',
     );
+  });
+});
+
+/** `batches` batches of two events and a root; the roots listed in `badAt` have a flipped signature. */
+function longJournal(batches: number, badAt: readonly number[] = []): TestJournal {
+  const j = new TestJournal();
+  for (let b = 0; b < batches; b++) {
+    if (b === batches >> 1) j.rotate(keyA, keyB.publicKey);
+    j.add(EventKind.ToolCall).add(EventKind.ToolResult);
+    j.seal(b < batches >> 1 ? keyA : keyB, { flipSignature: badAt.includes(b) });
+  }
+  return j;
+}
+
+const onThread = (checks: readonly SignatureCheck[]): Promise<boolean[]> =>
+  Promise.resolve(checks.map((c) => verifier.verify(c.publicKey, c.message, c.signature)));
+
+async function streamed(
+  events: readonly JournalEvent[],
+  checkSignatures = onThread,
+  chunkSize?: number,
+): Promise<JournalVerification> {
+  const streaming = new StreamingJournalVerifier({
+    hash: nodeSha256,
+    trustedPublicKeys: [keyA.publicKey],
+    checkSignatures,
+    ...(chunkSize === undefined ? {} : { chunkSize }),
+  });
+  for (const event of events) streaming.add(event);
+  return streaming.finish();
+}
+
+describe('streaming verification (signatures checked while replay goes on)', () => {
+  const honest = longJournal(40);
+  const cases: [string, JournalEvent[]][] = [
+    ['an honest journal', honest.events],
+    ['two bad signatures', longJournal(40, [9, 30]).events],
+    ['a changed event', replaced(honest.events, 50, Uint8Array.of(7))],
+    ['a gap', honest.events.filter((e) => e.position !== 70)],
+    [
+      'a bad rotation',
+      new TestJournal().rotate(keyA, keyB.publicKey, 'signature').seal(keyB).events,
+    ],
+    [
+      'unsealed events',
+      [...honest.events, { position: 121, kind: 'tool_call', payload: Uint8Array.of(1) }],
+    ],
+  ];
+
+  it.each(cases)(
+    'gives the verdict of verifyJournal for %s, whatever the chunk size',
+    async (_, events) => {
+      const expected = verify(events);
+      for (const chunkSize of [1, 3, 16, 1000]) {
+        expect(await streamed(events, onThread, chunkSize)).toEqual(expected);
+      }
+    },
+  );
+
+  it('names the first failing root when a later chunk finishes first', async () => {
+    const j = longJournal(40, [9, 30]);
+    const finished: number[] = [];
+    let calls = 0;
+    // Earlier chunks take longer, so they finish last.
+    const slowFirst = async (checks: readonly SignatureCheck[]): Promise<boolean[]> => {
+      const call = calls++;
+      await new Promise((resolve) => setTimeout(resolve, 5 * (10 - call)));
+      finished.push(call);
+      return onThread(checks);
+    };
+    const result = await streamed(j.events, slowFirst, 4);
+    expect(calls).toBe(11);
+    expect(finished.slice(0, 3)).toEqual([10, 9, 8]);
+    expect(result.failure).toMatchObject({ position: 29, reason: 'bad_signature' });
+    expect(result.verifiedLeafCount).toBe(26);
+    expect(result).toEqual(verify(j.events));
+  });
+
+  it('fails when the checker fails or returns a result count that does not match', async () => {
+    const events = longJournal(6).events;
+    await expect(
+      streamed(events, () => Promise.reject(new Error('worker died')), 2),
+    ).rejects.toThrow('worker died');
+    await expect(streamed(events, (checks) => onThread(checks.slice(1)), 2)).rejects.toThrow(
+      'checkSignatures returned 1 results for 2 checks; return one result per check, in order',
+    );
+  });
+
+  it('hands out each check once, in position order, while the plan keeps them all', () => {
+    const replayer = new JournalReplayer({ hash: nodeSha256, trustedPublicKeys: [keyA.publicKey] });
+    const events = longJournal(4).events;
+    const taken: SignatureCheck[][] = [];
+    for (const event of events) {
+      replayer.add(event);
+      if (replayer.pendingSignatureChecks === 2) taken.push(replayer.takeSignatureChecks());
+    }
+    taken.push(replayer.takeSignatureChecks());
+    expect(replayer.pendingSignatureChecks).toBe(0);
+    expect(taken.map((chunk) => chunk.map((c) => c.position))).toEqual([[2, 5], [6, 9], [12]]);
+    expect(replayer.plan().signatureChecks.map((c) => c.position)).toEqual([2, 5, 6, 9, 12]);
   });
 });

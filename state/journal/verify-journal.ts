@@ -155,6 +155,8 @@ export class JournalReplayer {
   private lastSignedRoot = -1;
   private settled = false;
   private stopped = false;
+  /** Checks already handed out by {@link JournalReplayer.takeSignatureChecks}. */
+  private taken = 0;
 
   /**
    * @throws AppError `invalid_argument` when a trusted key is not 32 bytes.
@@ -200,6 +202,21 @@ export class JournalReplayer {
       this.planRotation(event);
     }
     this.mmr.append(this.leaves.digest(position, event.kind, event.payload), visit);
+  }
+
+  /** Checks collected and not yet handed out by {@link JournalReplayer.takeSignatureChecks}. */
+  get pendingSignatureChecks(): number {
+    return this.checks.length - this.taken;
+  }
+
+  /**
+   * The checks collected since the last call, in position order, so they can be verified
+   * while replay goes on. {@link JournalReplayer.plan} still lists every check.
+   */
+  takeSignatureChecks(): SignatureCheck[] {
+    const checks = this.checks.slice(this.taken);
+    this.taken = this.checks.length;
+    return checks;
   }
 
   /** What replay found so far; call once all events are added. */
@@ -253,14 +270,16 @@ export class JournalReplayer {
       });
       return;
     }
+    const rootMatches = bytesEqual(fields.root, expected);
     this.steps.push({
       type: 'root',
       position,
       signatureIndex: this.checks.length,
       countMatches: fields.leafCount === position,
       foundLeafCount: fields.leafCount,
-      rootMatches: bytesEqual(fields.root, expected),
-      expectedRoot: expected,
+      rootMatches,
+      // When they match, one array serves both, so a long replay holds one root per step.
+      expectedRoot: rootMatches ? fields.root : expected,
       foundRoot: fields.root,
       keyId: fields.keyId,
     });
@@ -366,6 +385,85 @@ export function planJournalVerification(
   const replayer = new JournalReplayer(options);
   for (const event of events) replayer.add(event);
   return replayer.plan();
+}
+
+/**
+ * Checks signatures, e.g. on worker threads (state/verify-pool.ts); `result[i]` is the
+ * outcome of `checks[i]`.
+ */
+export type SignatureChecker = (checks: readonly SignatureCheck[]) => Promise<readonly boolean[]>;
+
+/** Options for {@link StreamingJournalVerifier}. */
+export interface StreamingVerifyOptions extends ReplayOptions {
+  readonly checkSignatures: SignatureChecker;
+  /**
+   * Checks sent per call of `checkSignatures`.
+   * @default 256
+   */
+  readonly chunkSize?: number;
+}
+
+/**
+ * Replays a journal and has its signatures checked while it does: each time replay has
+ * collected `chunkSize` checks they go to `checkSignatures` at once, so worker threads
+ * verify signatures alongside the hashing instead of after it. Results are put back in
+ * check order before {@link concludeJournalVerification}, so the verdict, first failure
+ * included, is the one the whole-plan path gives, whichever chunk finishes first.
+ */
+export class StreamingJournalVerifier {
+  private readonly replayer: JournalReplayer;
+  private readonly checkSignatures: SignatureChecker;
+  private readonly chunkSize: number;
+  private readonly parts: { size: number; results: Promise<readonly boolean[]> }[] = [];
+
+  /**
+   * @throws AppError `invalid_argument` when a trusted key is not 32 bytes.
+   */
+  constructor(options: StreamingVerifyOptions) {
+    this.replayer = new JournalReplayer(options);
+    this.checkSignatures = options.checkSignatures;
+    this.chunkSize = options.chunkSize ?? 256;
+  }
+
+  /** Replays the next event (see {@link JournalReplayer.add}); may send a chunk of checks. */
+  add(event: JournalEvent, visit?: NodeVisitor): void {
+    this.replayer.add(event, visit);
+    if (this.replayer.pendingSignatureChecks >= this.chunkSize) this.send();
+  }
+
+  /**
+   * Sends the last checks, waits for every result and names the first failure.
+   *
+   * @throws whatever `checkSignatures` rejects with (a pool's worker crash, for one);
+   *   AppError `invalid_argument` when it returns the wrong number of results.
+   */
+  async finish(): Promise<JournalVerification> {
+    this.send();
+    const plan = this.replayer.plan();
+    const results: boolean[] = [];
+    for (const part of this.parts) {
+      const chunk = await part.results;
+      if (chunk.length !== part.size) {
+        throw new AppError(
+          'invalid_argument',
+          `checkSignatures returned ${String(chunk.length)} results for ${String(part.size)} checks; ` +
+            'return one result per check, in order',
+          { details: { checks: part.size, results: chunk.length } },
+        );
+      }
+      results.push(...chunk);
+    }
+    return concludeJournalVerification(plan, results);
+  }
+
+  private send(): void {
+    const checks = this.replayer.takeSignatureChecks();
+    if (checks.length === 0) return;
+    const results = this.checkSignatures(checks);
+    // Awaited in finish(); until then a rejection must not count as unhandled.
+    results.catch(() => undefined);
+    this.parts.push({ size: checks.length, results });
+  }
 }
 
 /**

@@ -7,6 +7,7 @@ import type { Ed25519Signer } from '../journal/ed25519';
 import { toHex } from '../journal/hex';
 import { LeafHasher } from '../journal/leaf-digest';
 import { leafNodePosition } from '../journal/mmr-layout';
+import { createNodeEd25519Verifier } from '../journal/node-ed25519';
 import { nodeSha256 } from '../journal/node-sha256';
 import { signRoot } from '../journal/signed-root';
 import { encodeU64 } from '../journal/u64';
@@ -222,5 +223,59 @@ describe('verify after tampering with stored events', () => {
     expect(error instanceof AppError && error.code).toBe('data_loss');
     // Other events' proofs do not touch that node.
     await expect(store.proof(P, 20)).resolves.toMatchObject({ event: { position: 20 } });
+  });
+});
+
+describe('verify with signature checks streamed while it reads', () => {
+  const LONG = 'conv-tamper-long';
+
+  it('names the first bad signature though the chunk holding it finishes last', async () => {
+    store = new JournalStore({ location: dir.path, signer: key });
+    await store.open();
+    let head = 0;
+    for (let b = 0; b < 300; b++) {
+      head = (await store.append(LONG, head, [filler(EventKind.ToolCall, 40, b)])).head;
+    }
+    await store.close();
+    // Roots sit at 1, 3, 5, ...: flip one signature bit in the roots of batches 40 and 250.
+    const result = await tamperThenVerify(async (db) => {
+      for (const position of [81, 501]) {
+        const value = (await db.get(eventKey(LONG, position)))!;
+        const fields = decodePayload(
+          EventKind.SignedRoot,
+          decodeEventValue(value, LONG, position).payload,
+        );
+        const signature = Buffer.from(fields.signature);
+        signature[3]! ^= 0x20;
+        await db.put(
+          eventKey(LONG, position),
+          encodeEventValue(
+            utf8.encode(EventKind.SignedRoot),
+            encodePayload(EventKind.SignedRoot, { ...fields, signature }),
+          ),
+        );
+      }
+    });
+    expect(result.ok).toBe(true); // tamperThenVerify reopened the store and verified P, untouched
+    const verifier = createNodeEd25519Verifier();
+    const calls: number[] = [];
+    const finished: number[] = [];
+    const streamed = await store.verify(LONG, {
+      checkSignatures: async (checks) => {
+        const call = calls.push(checks.length) - 1;
+        if (call === 0) await new Promise((resolve) => setTimeout(resolve, 100));
+        finished.push(call);
+        return checks.map((c) => verifier.verify(c.publicKey, c.message, c.signature));
+      },
+    });
+    expect(calls).toEqual([256, 44]);
+    expect(finished).toEqual([1, 0]);
+    expect(streamed.failure).toMatchObject({
+      position: 81,
+      kind: EventKind.SignedRoot,
+      reason: 'bad_signature',
+    });
+    expect(streamed.verifiedLeafCount).toBe(79);
+    expect(streamed).toEqual(await store.verify(LONG));
   });
 });

@@ -15,8 +15,7 @@ import type { Sha256 } from '../journal/sha256';
 import { keyIdOf } from '../journal/signed-root';
 import { encodeU64, isU64 } from '../journal/u64';
 import {
-  concludeJournalVerification,
-  JournalReplayer,
+  StreamingJournalVerifier,
   VerifyFailureReason,
   type JournalEvent,
   type JournalVerification,
@@ -191,7 +190,8 @@ export interface VerifyOptions {
   readonly trustedPublicKeys?: readonly Uint8Array[];
   /**
    * Checks signatures, e.g. on a worker pool (state/verify-pool.ts); results in the order
-   * of `checks`. Default: the store's verifier, on this thread.
+   * of `checks`. Called once per chunk of checks while the events are still being read, so
+   * a pool verifies alongside the replay. Default: the store's verifier, on this thread.
    */
   readonly checkSignatures?: (checks: readonly SignatureCheck[]) => Promise<readonly boolean[]>;
   readonly signal?: AbortSignal;
@@ -1013,7 +1013,16 @@ export class JournalStore {
     }
     const trustedPublicKeys =
       options.trustedPublicKeys ?? (await this.genesisTrust(partition, state));
-    const replayer = new JournalReplayer({ hash: this.hash, trustedPublicKeys });
+    const replayer = new StreamingJournalVerifier({
+      hash: this.hash,
+      trustedPublicKeys,
+      checkSignatures:
+        options.checkSignatures ??
+        ((checks) =>
+          Promise.resolve(
+            checks.map((c) => this.verifier.verify(c.publicKey, c.message, c.signature)),
+          )),
+    });
     const range = positionRange(partition, RecordTag.Event, 0, state?.head);
     for await (const [key, value] of this.kv.entries(range)) {
       if (options.signal?.aborted === true) {
@@ -1031,12 +1040,7 @@ export class JournalStore {
       }
       replayer.add(event);
     }
-    const plan = replayer.plan();
-    const results =
-      options.checkSignatures === undefined
-        ? plan.signatureChecks.map((c) => this.verifier.verify(c.publicKey, c.message, c.signature))
-        : await options.checkSignatures(plan.signatureChecks);
-    const outcome = concludeJournalVerification(plan, results);
+    const outcome = await replayer.finish();
     if (outcome.failure === undefined && state !== undefined && outcome.leafCount < state.head) {
       const missing = outcome.leafCount;
       return {
