@@ -229,15 +229,40 @@ describe('verify after tampering with stored events', () => {
 describe('verify with signature checks streamed while it reads', () => {
   const LONG = 'conv-tamper-long';
 
-  it('names the first bad signature though the chunk holding it finishes last', async () => {
+  /** 300 batches of one event and a root: roots at 1, 3, 5, ... */
+  async function appendLong(): Promise<void> {
     store = new JournalStore({ location: dir.path, signer: key });
     await store.open();
     let head = 0;
     for (let b = 0; b < 300; b++) {
       head = (await store.append(LONG, head, [filler(EventKind.ToolCall, 40, b)])).head;
     }
+  }
+
+  it('stops when its signal fires, and the store goes on serving', async () => {
+    await appendLong();
+    const controller = new AbortController();
+    const verifier = createNodeEd25519Verifier();
+    const run = store.verify(LONG, {
+      signal: controller.signal,
+      checkSignatures: (checks) => {
+        controller.abort(new Error('caller left'));
+        return Promise.resolve(
+          checks.map((c) => verifier.verify(c.publicKey, c.message, c.signature)),
+        );
+      },
+    });
+    await expect(run).rejects.toMatchObject({
+      code: 'cancelled',
+      message: `verifying ${LONG} was cancelled`,
+    });
+    await expect(store.verify(LONG)).resolves.toMatchObject({ ok: true, leafCount: 600 });
+  });
+
+  it('names the first bad signature though the chunk holding it finishes last', async () => {
+    await appendLong();
     await store.close();
-    // Roots sit at 1, 3, 5, ...: flip one signature bit in the roots of batches 40 and 250.
+    // Flip one signature bit in the roots of batches 40 and 250.
     const result = await tamperThenVerify(async (db) => {
       for (const position of [81, 501]) {
         const value = (await db.get(eventKey(LONG, position)))!;

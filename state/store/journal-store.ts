@@ -238,6 +238,50 @@ const RESERVED_KINDS: ReadonlySet<string> = new Set([EventKind.SignedRoot, Event
 const RECOVERY_CONCURRENCY = 16;
 const utf8 = new TextEncoder();
 
+/**
+ * `items` in batches, read ahead (for {@link JournalStore.verify}): a pump takes entries
+ * from the store's iterator as they arrive, so LevelDB fetches the next ones on its own
+ * thread while the caller works on a batch; a plain `for await` leaves this thread idle
+ * at every fetch. A batch is what arrived since the previous one, about one LevelDB fetch,
+ * so memory stays bounded. Leaving the loop early stops the pump and closes the iterator.
+ */
+async function* readAhead<T>(items: AsyncIterable<T>): AsyncGenerator<T[]> {
+  let arrived: T[] = [];
+  let done = false;
+  let stop = false;
+  let failure: { readonly error: unknown } | undefined;
+  let wake: (() => void) | undefined;
+  const pump = (async () => {
+    try {
+      for await (const item of items) {
+        arrived.push(item);
+        wake?.();
+        if (stop) return;
+      }
+    } catch (error) {
+      failure = { error };
+    } finally {
+      done = true;
+      wake?.();
+    }
+  })();
+  try {
+    for (;;) {
+      if (arrived.length === 0 && !done) await new Promise<void>((resolve) => (wake = resolve));
+      // One macrotask turn: the pump takes the rest of what LevelDB fetched and asks for more.
+      await new Promise((resolve) => setImmediate(resolve));
+      if (failure !== undefined) throw failure.error;
+      if (arrived.length === 0) return;
+      const batch = arrived;
+      arrived = [];
+      yield batch;
+    }
+  } finally {
+    stop = true;
+    await pump;
+  }
+}
+
 function throwIfAborted(signal: AbortSignal | undefined, what: string): void {
   if (signal?.aborted === true) {
     throw new AppError('cancelled', `${what} was cancelled before it was written`, {
@@ -1024,21 +1068,24 @@ export class JournalStore {
           )),
     });
     const range = positionRange(partition, RecordTag.Event, 0, state?.head);
-    for await (const [key, value] of this.kv.entries(range)) {
-      if (options.signal?.aborted === true) {
-        throw new AppError('cancelled', `verifying ${partition} was cancelled`, {
-          cause: options.signal.reason,
-        });
+    for await (const entries of readAhead(this.kv.entries(range))) {
+      for (const [key, value] of entries) {
+        if (options.signal?.aborted === true) {
+          throw new AppError('cancelled', `verifying ${partition} was cancelled`, {
+            cause: options.signal.reason,
+          });
+        }
+        const position = positionOfKey(key);
+        let event: JournalEvent;
+        try {
+          const { kind, payload } = decodeEventValue(value, partition, position);
+          event = { position, kind, payload };
+        } catch {
+          // A damaged record still takes part, so the first root after it names the damage.
+          event = { position, kind: '', payload: value };
+        }
+        replayer.add(event);
       }
-      const position = positionOfKey(key);
-      let event: JournalEvent;
-      try {
-        event = { position, ...decodeEventValue(value, partition, position) };
-      } catch {
-        // A damaged record still takes part, so the first root after it names the damage.
-        event = { position, kind: '', payload: value };
-      }
-      replayer.add(event);
     }
     const outcome = await replayer.finish();
     if (outcome.failure === undefined && state !== undefined && outcome.leafCount < state.head) {
