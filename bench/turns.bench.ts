@@ -16,10 +16,10 @@
  *        payloads) into a fresh `conv-<uuid>` partition;
  *    (b) the bare model round trip: the Anthropic SDK in this process calling the Messages
  *        API server (streaming, as the harness does), the floor of the harness's call.
- *    A turn makes three durable commits, each closed by the state plane's `signed_root`:
- *    batch one (`message_received`, `turn_dispatched`), the `model_call` step (committed
- *    before the harness goes on), batch two (`turn_complete`). So
- *      added = turn p50 − model p50 − 3 × commit p50   (aim: under 10 ms).
+ *    A turn without tools makes two durable commits, each closed by the state plane's
+ *    `signed_root`: batch one (`message_received`, `turn_dispatched`) and batch two (the
+ *    reply's `model_call`, carried there, and `turn_complete`). So
+ *      added = turn p50 − model p50 − 2 × commit p50   (aim: under 10 ms).
  *    The commits' share of turn time comes from the control plane's own histogram
  *    `polychrome_journal_commit_duration_seconds`, read before and after.
  * 2. SSE fan-out: N streams (plain node http, in a child process: bench/fixtures/
@@ -36,7 +36,7 @@
  *    bound), one client each posting sequentially for a fixed time: turns/s, p50/p99.
  *    Baseline: the one-conversation rate of phase 1 (1 / mean latency).
  *
- * Where a turn's time goes is printed beside it: the stretches between the turn's three
+ * Where a turn's time goes is printed beside it: the stretches between the turn's two
  * commits as a direct follow sees them, CPU per turn of each process (from /proc), the
  * Kubernetes API requests per turn (kube-apiserver's apiserver_request_total) and the
  * control plane's reconcile passes.
@@ -531,7 +531,7 @@ interface LatencyResult {
   readonly commits: HistogramDelta;
   readonly turnDurations: HistogramDelta;
   /** Per turn, from the direct follow: where the time between POST and reply went. */
-  readonly segments: Record<'toBatchOne' | 'toStep' | 'toBatchTwo' | 'toReply', number[]>;
+  readonly segments: Record<'toBatchOne' | 'toBatchTwo' | 'toReply', number[]>;
   readonly cpu: { readonly text: string; readonly totalMs: number };
   /** Kubernetes API requests per turn (all clients), by verb and resource. */
   readonly kube: string;
@@ -558,21 +558,15 @@ async function latencyPhase(client: Client, uid: string, sizes: Sizes): Promise<
     const cpuAfter = cpuSnapshot(groups);
     const after = await scrape(port);
     const kubeAfter = await apiserverRequests(stack.admin);
-    const segments: LatencyResult['segments'] = {
-      toBatchOne: [],
-      toStep: [],
-      toBatchTwo: [],
-      toReply: [],
-    };
+    const segments: LatencyResult['segments'] = { toBatchOne: [], toBatchTwo: [], toReply: [] };
     // Positions of a turn: 0 message_received, 1 turn_dispatched, 2 signed_root (batch
-    // one), 3 model_call, 4 signed_root, 5 turn_complete, 6 signed_root (batch two).
+    // one), 3 model_call (the reply, carried with batch two), 4 turn_complete, 5
+    // signed_root (batch two).
     for (const turn of turns) {
       const one = await follow.at(turn.at + 2, EventKind.SignedRoot);
-      const step = await follow.at(turn.at + 4, EventKind.SignedRoot);
-      const two = await follow.at(turn.at + 6, EventKind.SignedRoot);
+      const two = await follow.at(turn.at + 5, EventKind.SignedRoot);
       segments.toBatchOne.push(one - turn.started);
-      segments.toStep.push(step - one);
-      segments.toBatchTwo.push(two - step);
+      segments.toBatchTwo.push(two - one);
       segments.toReply.push(turn.arrived - two);
     }
     return {
@@ -605,9 +599,9 @@ function lastTurnBatches(journal: readonly JournalEntry[]): NewJournalEvent[][] 
       batch.push({ kind: entry.kind, payload: entry.payload });
     }
   }
-  if (batches.length !== 3) {
+  if (batches.length !== 2) {
     throw new Error(
-      `expected a turn of 3 batches, found ${batches.length}: ${journal
+      `expected a turn of 2 batches, found ${batches.length}: ${journal
         .slice(start)
         .map((e) => e.kind)
         .join(', ')}`,
@@ -1087,7 +1081,7 @@ async function run(
     const turnP50 = quantile(latency.samples, 0.5);
     const commitP50 = quantile(commitSamples, 0.5);
     const modelP50 = quantile(modelSamples, 0.5);
-    const added = turnP50 - modelP50 - 3 * commitP50;
+    const added = turnP50 - modelP50 - 2 * commitP50;
     const commitsPerTurn = latency.commits.count / latency.samples.length;
     const commitShare =
       (latency.commits.sumSeconds * 1000) / latency.samples.reduce((a, b) => a + b, 0);
@@ -1102,13 +1096,10 @@ async function run(
       `  baseline (b) bare model round trip, Anthropic SDK → Messages API server (streaming): p50 ${ms(modelP50)}, p99 ${ms(quantile(modelSamples, 0.99))}`,
     );
     console.log(
-      `  a turn makes 3 durable commits, each sealed by a signed_root: batch one (message_received + turn_dispatched), the model_call step, batch two (turn_complete)`,
+      `  a turn makes 2 durable commits, each sealed by a signed_root: batch one (message_received + turn_dispatched), batch two (the reply's model_call + turn_complete)`,
     );
     console.log(
-      `  added by Polychrome: turn p50 − model p50 − 3 × commit p50 = ${ms(added)} (aim < 10 ms beyond the durable commits) ${verdict(added < 10)}; ratio turn p50 / (model + 3 commits) ${(turnP50 / (modelP50 + 3 * commitP50)).toFixed(2)}x`,
-    );
-    console.log(
-      `  counting 2 commits, as the issue's aim words it: ${ms(turnP50 - modelP50 - 2 * commitP50)} ${verdict(turnP50 - modelP50 - 2 * commitP50 < 10)}`,
+      `  added by Polychrome: turn p50 − model p50 − 2 × commit p50 = ${ms(added)} (aim < 10 ms beyond the durable commits) ${verdict(added < 10)}; ratio turn p50 / (model + 2 commits) ${(turnP50 / (modelP50 + 2 * commitP50)).toFixed(2)}x`,
     );
     console.log(
       `  inside the turns (control plane's polychrome_journal_commit_duration_seconds): ${commitsPerTurn.toFixed(2)} commits per turn, mean ${ms((latency.commits.sumSeconds * 1000) / latency.commits.count)}, median in ${medianBucket(latency.commits)}; ${(commitShare * 100).toFixed(1)}% of turn time`,
@@ -1119,7 +1110,7 @@ async function run(
 
     const seg = latency.segments;
     console.log(
-      `  where a turn's time goes (p50, from a direct state-plane follow): POST → batch one durable ${ms(quantile(seg.toBatchOne, 0.5))} (auth, lock + lease, journal read, commit); → model_call durable ${ms(quantile(seg.toStep, 0.5))} (status write "running", harness call, model, commit); → batch two durable ${ms(quantile(seg.toBatchTwo, 0.5))} (harness returns, commit); → reply ${ms(quantile(seg.toReply, 0.5))} (status write "settled", answer)`,
+      `  where a turn's time goes (p50, from a direct state-plane follow): POST → batch one durable ${ms(quantile(seg.toBatchOne, 0.5))} (auth, lock + lease, journal read, commit); → batch two durable ${ms(quantile(seg.toBatchTwo, 0.5))} (harness call, model, reply back, commit); → reply ${ms(quantile(seg.toReply, 0.5))} (status write "settled", answer)`,
     );
     console.log(
       `  CPU per turn: ${latency.cpu.text}; ${latency.cpu.totalMs.toFixed(1)} ms in all against a mean wall time of ${ms(mean(latency.samples))}`,

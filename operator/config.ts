@@ -41,6 +41,7 @@ import { LogLevel } from '../common/log';
  * | `POLYCHROME_TURN_SANDBOX_WAIT_MS` | how long a turn waits for its harness (e.g. after a reopen) | 120000 |
  * | `POLYCHROME_TURN_MAX_ATTEMPTS` | dispatches of one turn before it settles with the fallback reply | 3 |
  * | `POLYCHROME_MAX_STEPS` | the deployment's step budget per turn (0: the harness's own) | 0 |
+ * | `POLYCHROME_TURN_STATUS_INTERVAL_MS` | least time between two turn-status writes of one conversation (changes meanwhile are merged) | 1000 |
  */
 const schema = z
   .object({
@@ -76,6 +77,7 @@ const schema = z
     POLYCHROME_TURN_SANDBOX_WAIT_MS: envInt({ default: 120_000, min: 1_000, max: 3_600_000 }),
     POLYCHROME_TURN_MAX_ATTEMPTS: envInt({ default: 3, min: 1, max: 100 }),
     POLYCHROME_MAX_STEPS: envInt({ default: 0, min: 0, max: 64 }),
+    POLYCHROME_TURN_STATUS_INTERVAL_MS: envInt({ default: 1_000, min: 0, max: 60_000 }),
   })
   .superRefine((env, ctx) => {
     if (env.POLYCHROME_LEASE_RENEW_MS >= env.POLYCHROME_LEASE_DURATION_MS) {
@@ -127,6 +129,7 @@ export interface ControlPlaneConfig {
     readonly sandboxWaitMs: number;
     readonly maxAttempts: number;
     readonly maxSteps: number;
+    readonly statusIntervalMs: number;
   };
 }
 
@@ -175,6 +178,7 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
       sandboxWaitMs: c.POLYCHROME_TURN_SANDBOX_WAIT_MS,
       maxAttempts: c.POLYCHROME_TURN_MAX_ATTEMPTS,
       maxSteps: c.POLYCHROME_MAX_STEPS,
+      statusIntervalMs: c.POLYCHROME_TURN_STATUS_INTERVAL_MS,
     }),
   });
 }

@@ -70,6 +70,12 @@ async function main(): Promise<void> {
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
     registers: [registry],
   });
+  const statusWrites = new Counter({
+    name: 'polychrome_turn_status_writes_total',
+    help: 'Turn-status writes to Conversations, by result (ok, failed); changes that came close together share one.',
+    labelNames: ['result'],
+    registers: [registry],
+  });
   const commitSeconds = new Histogram({
     name: 'polychrome_journal_commit_duration_seconds',
     help: 'Durable appends to the state plane made by turns.',
@@ -158,6 +164,7 @@ async function main(): Promise<void> {
     logger: componentLogger(log, LogComponent.Turn),
     sandboxWaitMs: config.turns.sandboxWaitMs,
     maxAttempts: config.turns.maxAttempts,
+    statusIntervalMs: config.turns.statusIntervalMs,
     ...(config.turns.maxSteps === 0 ? {} : { deploymentMaxSteps: config.turns.maxSteps }),
   });
   coordinator.observer = {
@@ -166,6 +173,7 @@ async function main(): Promise<void> {
       turnSeconds.observe(seconds);
     },
     onCommit: (seconds) => commitSeconds.observe(seconds),
+    onStatusWrite: (result) => statusWrites.inc({ result }),
   };
   const api = new PublicApiServer({
     host: config.api.host,

@@ -109,6 +109,13 @@ export interface TurnCoordinatorOptions {
    * written, so a turn settled by then costs one status write. @default 250
    */
   readonly statusDelayMs?: number;
+  /**
+   * Least time between two status writes of one conversation: changes that come meanwhile
+   * are merged into the next write (a quarantine is never merged away), so a busy
+   * conversation costs the API server about one write per interval, not two per turn.
+   * A change that reopens a conversation, and shutdown, cut the wait short. @default 1000
+   */
+  readonly statusIntervalMs?: number;
   /** Journal views kept in memory (conversations). @default 1000 */
   readonly viewCacheSize?: number;
 }
@@ -117,6 +124,7 @@ export interface TurnCoordinatorOptions {
 export interface TurnObserver {
   onTurn?(outcome: string, seconds: number): void;
   onCommit?(seconds: number): void;
+  onStatusWrite?(result: 'ok' | 'failed'): void;
 }
 
 const HARNESS_BUSY_RETRIES = 20;
@@ -141,6 +149,8 @@ function merged(last: StatusWork, next: StatusWork): StatusWork {
 interface StatusWrites {
   done: Promise<void>;
   readonly waiting: StatusWork[];
+  /** Ends the spacing wait early (an urgent change, shutdown). */
+  wake: () => void;
 }
 
 export class TurnCoordinator implements TurnService {
@@ -879,14 +889,32 @@ export class TurnCoordinator implements TurnService {
       } else {
         queued.waiting.push(work);
       }
+      // No delay asked: the change is needed now (it reopens the conversation).
+      if (delayMs === 0 && change.kind === 'running') queued.wake();
       return;
     }
-    const entry: StatusWrites = { done: Promise.resolve(), waiting: [work] };
+    const entry: StatusWrites = { done: Promise.resolve(), waiting: [work], wake: () => {} };
+    const wait = (ms: number): Promise<void> =>
+      this.stopping.signal.aborted
+        ? Promise.resolve()
+        : new Promise((resolve) => {
+            const timer = setTimeout(done, ms);
+            const stop = this.stopping.signal;
+            function done(): void {
+              clearTimeout(timer);
+              stop.removeEventListener('abort', done);
+              resolve();
+            }
+            stop.addEventListener('abort', done, { once: true });
+            entry.wake = done;
+          });
     entry.done = (async () => {
       // A short wait lets a fast turn's settled change replace its running one: one write.
-      if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
+      if (delayMs > 0) await wait(delayMs);
       for (let next = entry.waiting.shift(); next !== undefined; next = entry.waiting.shift()) {
         await this.writeStatus(conversation, next.change, next.journal);
+        // Changes that come during the spacing merge into the next write.
+        await wait(this.options.statusIntervalMs ?? 1_000);
       }
       this.statusWrites.delete(uid);
     })();
@@ -908,7 +936,9 @@ export class TurnCoordinator implements TurnService {
           new Date(this.now()).toISOString(),
         ),
       );
+      this.observer.onStatusWrite?.('ok');
     } catch (error) {
+      this.observer.onStatusWrite?.('failed');
       // Status is a display; the journal is the truth. A failed write is logged, not fatal.
       this.options.logger.warn(
         { err: error, conversation: conversation.metadata.uid, change: change.kind },

@@ -172,6 +172,40 @@ describe('turns through the public API', () => {
     });
   });
 
+  it('merges the status changes of quick turns into about one write a second', async () => {
+    await stack.withDiagnostics(async () => {
+      const uid = await stack.createConversation('status-spacing', { owner: 'test:owner' });
+      expect((await post(uid, 'warm', 'k-space-0')).status).toBe(200);
+      const plane = stack.controlPlane(0);
+      const writes = async (): Promise<number> => {
+        const text = await (await fetch(`http://127.0.0.1:${plane.healthPort}/metrics`)).text();
+        const line = text
+          .split('\n')
+          .find((l) => l.startsWith('polychrome_turn_status_writes_total{result="ok"}'));
+        return Number(line?.split(' ').at(-1) ?? 0);
+      };
+      const before = await writes();
+      const started = Date.now();
+      for (let i = 1; i <= 10; i++) {
+        expect((await post(uid, `quick ${i}`, `k-space-${i}`)).status).toBe(200);
+      }
+      const seconds = (Date.now() - started) / 1000;
+      // Unspaced, each turn wrote "running" and "settled" (merged at best into one).
+      expect(await writes()).toBeLessThanOrEqual(before + Math.ceil(seconds) + 1);
+      // The last change still lands: the status shows the journal's head after the last turn.
+      const head = (await stack.journal(uid)).length;
+      await stack.waitConversation(
+        'status-spacing',
+        (obj) => {
+          const status = (obj as { status?: { currentTurn?: string; journal?: { head?: number } } })
+            .status;
+          return status?.currentTurn === undefined && status?.journal?.head === head;
+        },
+        10_000,
+      );
+    });
+  });
+
   it('sends history of committed turns to the model', async () => {
     await stack.withDiagnostics(async () => {
       await post(plain, 'remember this', 'k-history');
