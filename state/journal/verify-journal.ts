@@ -599,8 +599,8 @@ export interface VerifyJournalOptions extends ReplayOptions {
 
 /**
  * Verifies a whole journal on this thread: replays, checks every signature, and names the
- * first failure. For large journals, run {@link planJournalVerification}, spread
- * `signatureChecks` over workers, and call {@link concludeJournalVerification}.
+ * first failure. For large journals, use a {@link StreamingJournalVerifier} whose
+ * `checkSignatures` runs on worker threads, so signatures are checked during the replay.
  *
  * @example
  * import { nodeSha256 } from './node-sha256';
