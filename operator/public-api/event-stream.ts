@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { AppError, isAppError } from '../../common/errors';
 import type { TextDeltaEvent, TurnService } from '../turns/turn-service';
 import { errorAnswer } from './api-error';
-import { isRetryable, untilAborted, type PreparedEvent } from './journal-hub';
+import { isRetryable, type JournalSink, type JournalSubscription } from './journal-hub';
 
 export type { FollowJournal, FollowRetryOptions } from './journal-hub';
 
@@ -12,10 +12,16 @@ export type SubscribeJournal = (
   partition: string,
   fromPosition: number,
   signal: AbortSignal,
-) => AsyncIterable<PreparedEvent>;
+) => JournalSubscription;
 
 /** The client's reconnection delay, sent once at the start (`retry:`). */
 export const SSE_RETRY_MS = 1000;
+
+/**
+ * How long a live text delta waits for the next ones, so that a reply streamed word by
+ * word costs each stream one write per interval rather than one per word.
+ */
+export const DELTA_INTERVAL_MS = 25;
 
 /** Options of {@link EventStream}. */
 export interface EventStreamOptions {
@@ -41,6 +47,26 @@ export interface EventStreamOptions {
   readonly now?: () => number;
 }
 
+/** The last delta's frame: every stream of the conversation is handed the same delta in turn. */
+let lastDelta: { readonly delta: TextDeltaEvent; readonly frame: Buffer } | undefined;
+
+/** The SSE frame of a live text delta (no id), built once for all the streams it goes to. */
+function deltaFrame(delta: TextDeltaEvent): Buffer {
+  const last = lastDelta;
+  if (
+    last !== undefined &&
+    last.delta.text === delta.text &&
+    last.delta.step === delta.step &&
+    last.delta.turnId === delta.turnId
+  ) {
+    return last.frame;
+  }
+  const data = { turnId: delta.turnId, step: delta.step, text: delta.text };
+  const frame = Buffer.from(`event: delta\ndata: ${JSON.stringify(data)}\n\n`);
+  lastDelta = { delta, frame };
+  return frame;
+}
+
 /** Why a stream ended. */
 export type StreamEnd = 'client_closed' | 'shutdown' | 'failed';
 
@@ -50,19 +76,25 @@ export type StreamEnd = 'client_closed' | 'shutdown' | 'failed';
  * - Committed events: `id: <position>`, `event: <kind>`, `data: {position, kind, payload}`;
  *   the id is the journal position, so `Last-Event-ID` resumes exactly after it.
  * - Live text deltas: `event: delta` without an id (not committed: a resumed stream must not
- *   skip past committed events because of them). Dropped while the client is behind.
+ *   skip past committed events because of them). Dropped while the client is behind. They
+ *   wait up to {@link DELTA_INTERVAL_MS} and go out together (before any committed event
+ *   that comes meanwhile), in one write per stream.
  * - `: keep-alive` comments every `heartbeatMs`.
- * - Events come prepared (frame built once) from the partition's shared follow
- *   (journal-hub.ts), which resumes a follow that ends or fails with `unavailable` without
- *   the client noticing; when it gives up the stream sends `event: error` and ends (the
- *   client reconnects).
+ * - Events come prepared (frames built once) from the partition's shared follow
+ *   (journal-hub.ts), which writes them to the response as they come, and resumes a follow
+ *   that ends or fails with `unavailable` without the client noticing; when it gives up the
+ *   stream sends `event: error` and ends (the client reconnects).
  * - {@link shutdown}: `event: shutdown`, then the end.
  *
- * Backpressure: the next event is pulled only after the previous one was taken by the
- * socket (`write()` returned true, or `drain`); a client that falls a ring behind the shared
- * follow reads on its own (the hub), never holding up the others.
+ * Backpressure: once the socket's buffer is full (`write()` returned false) the hub writes
+ * nothing more until `drain`; meanwhile the stream falls behind the shared follow and then
+ * catches up on its own (from the hub's ring, or the journal), never holding up the others.
  */
 export class EventStream {
+  /** Streams with deltas waiting, and the timer that writes them all. */
+  private static readonly waitingDeltas = new Set<EventStream>();
+  private static deltaTimer: NodeJS.Timeout | undefined;
+
   private readonly options: EventStreamOptions;
   private readonly response: ServerResponse;
   private readonly controller = new AbortController();
@@ -71,6 +103,10 @@ export class EventStream {
   private ended = false;
   private endReason: StreamEnd = 'client_closed';
   private heartbeat: NodeJS.Timeout | undefined;
+  /** What the hub writes committed events to. */
+  private readonly sink: JournalSink;
+  /** Frames of the deltas waiting for the interval's end. */
+  private deltas: Buffer[] = [];
   private unsubscribe: (() => void) | undefined;
   private nextRecheckAtMs: number;
   private recheckRunning = false;
@@ -94,6 +130,11 @@ export class EventStream {
         resolve();
       });
     });
+    this.sink = {
+      write: (frames, from, next) => this.sendEvents(frames, from, next),
+      drained: () => this.drained(),
+      fail: (error) => this.followFailed(error),
+    };
   }
 
   /** The next position the stream will send. */
@@ -121,13 +162,14 @@ export class EventStream {
       this.sendDelta(delta),
     );
     this.heartbeat = setInterval(() => this.beat(), this.options.heartbeatMs);
-    try {
-      await this.followLoop();
-    } catch (error) {
-      this.fail(error);
-    } finally {
-      this.cleanUp();
-    }
+    const signal = this.controller.signal;
+    const finished = new Promise((resolve) => {
+      if (signal.aborted) resolve(undefined);
+      else signal.addEventListener('abort', resolve, { once: true });
+    });
+    this.options.subscribe(this.options.partition, this.next, signal).start(this.sink);
+    await finished;
+    this.cleanUp();
     return this.endReason;
   }
 
@@ -143,17 +185,8 @@ export class EventStream {
     });
   }
 
-  private async followLoop(): Promise<void> {
-    const signal = this.controller.signal;
-    let failure: unknown;
-    try {
-      await this.pump(signal);
-      if (signal.aborted) return;
-      failure = new AppError('unavailable', 'the journal follow ended');
-    } catch (error) {
-      if (signal.aborted) return;
-      failure = error;
-    }
+  /** The follow gave up: `event: error` (reconnect with Last-Event-ID for `unavailable`). */
+  private followFailed(failure: Error): void {
     this.fail(
       isRetryable(failure)
         ? new AppError(
@@ -166,43 +199,22 @@ export class EventStream {
     );
   }
 
-  /** The subscription, until it ends; throws what it throws. */
-  private async pump(signal: AbortSignal): Promise<void> {
-    const source = this.options.subscribe(this.options.partition, this.next, signal);
-    const iterator = source[Symbol.asyncIterator]();
-    let finished = false;
-    try {
-      for (;;) {
-        const result = await untilAborted(iterator.next(), signal);
-        if (result === undefined) return;
-        if (result.done === true) {
-          finished = true;
-          return;
-        }
-        const event = result.value;
-        if (event.position < this.next) continue;
-        if (event.position > this.next) {
-          throw new AppError(
-            'unavailable',
-            `the journal follow skipped from ${String(this.next)} to ${String(event.position)}`,
-          );
-        }
-        await this.sendEvent(event, signal);
-        this.next = event.position + 1;
-      }
-    } catch (error) {
-      finished = true;
-      throw error;
-    } finally {
-      // Leaving early (abort, gap): let the source stop; do not wait for it.
-      if (!finished) void iterator.return?.().catch(() => undefined);
+  /** The hub's write of positions [from, next). @returns false once the socket's buffer is full. */
+  private sendEvents(frames: Buffer, from: number, next: number): boolean {
+    if (this.ended) return true;
+    if (from !== this.next) {
+      this.followFailed(
+        new AppError(
+          'unavailable',
+          `the journal follow skipped from ${String(this.next)} to ${String(from)}`,
+        ),
+      );
+      return true;
     }
-  }
-
-  private async sendEvent(event: PreparedEvent, signal: AbortSignal): Promise<void> {
-    if (this.ended) return;
-    this.eventsSent += 1;
-    if (!this.response.write(event.frame)) await this.drained(signal);
+    this.next = next;
+    this.eventsSent += next - from;
+    this.writeDeltas();
+    return this.response.write(frames);
   }
 
   private sendDelta(delta: TextDeltaEvent): void {
@@ -211,8 +223,26 @@ export class EventStream {
       this.deltasDropped += 1;
       return;
     }
-    const data = { turnId: delta.turnId, step: delta.step, text: delta.text };
-    this.response.write(`event: delta\ndata: ${JSON.stringify(data)}\n\n`);
+    this.deltas.push(deltaFrame(delta));
+    EventStream.waitingDeltas.add(this);
+    if (EventStream.deltaTimer === undefined) {
+      EventStream.deltaTimer = setTimeout(EventStream.writeWaitingDeltas, DELTA_INTERVAL_MS);
+      EventStream.deltaTimer.unref();
+    }
+  }
+
+  private static writeWaitingDeltas(this: void): void {
+    EventStream.deltaTimer = undefined;
+    for (const stream of EventStream.waitingDeltas) stream.writeDeltas();
+    EventStream.waitingDeltas.clear();
+  }
+
+  private writeDeltas(): void {
+    const frames = this.deltas;
+    if (frames.length === 0) return;
+    this.deltas = [];
+    if (this.ended) return;
+    this.response.write(frames.length === 1 ? (frames[0] as Buffer) : Buffer.concat(frames));
   }
 
   private beat(): void {
@@ -234,8 +264,10 @@ export class EventStream {
     );
   }
 
-  private drained(signal: AbortSignal): Promise<void> {
+  private drained(): Promise<void> {
     const response = this.response;
+    const signal = this.controller.signal;
+    if (signal.aborted) return Promise.resolve();
     return new Promise((resolve) => {
       const done = (): void => {
         response.off('drain', done);

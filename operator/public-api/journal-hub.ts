@@ -40,8 +40,8 @@ export interface FollowRetryOptions {
 export interface PreparedEvent {
   readonly position: number;
   readonly kind: string;
-  /** The exact SSE text: `id: <position>`, `event: <kind>`, `data: {position, kind, payload}`. */
-  readonly frame: string;
+  /** The exact SSE bytes (UTF-8): `id: <position>`, `event: <kind>`, `data: {position, kind, payload}`. */
+  readonly frame: Buffer;
 }
 
 /** The SSE frame of a committed event (docs/api.md, "Streaming"). */
@@ -50,10 +50,35 @@ export function prepareEvent(entry: JournalEntry): PreparedEvent {
   return {
     position: entry.position,
     kind,
-    frame:
+    frame: Buffer.from(
       `id: ${String(entry.position)}\nevent: ${kind}\n` +
-      `data: ${JSON.stringify(eventData(entry))}\n\n`,
+        `data: ${JSON.stringify(eventData(entry))}\n\n`,
+    ),
   };
+}
+
+/**
+ * Where the hub delivers one subscriber's events (an EventStream's response), in order:
+ * each write starts where the previous one ended.
+ */
+export interface JournalSink {
+  /**
+   * Takes the frames of positions [`from`, `next`), concatenated. The buffer is shared
+   * with the other sinks: it must not be changed.
+   *
+   * @returns false when the sink is full: the hub writes nothing more before {@link drained}.
+   */
+  write(frames: Buffer, from: number, next: number): boolean;
+  /** Resolves once the sink takes writes again, or is gone. */
+  drained(): Promise<void>;
+  /** The subscription ended for good: the follow or a catch-up read gave up, or the hub closed. */
+  fail(error: Error): void;
+}
+
+/** A subscriber's place in a partition ({@link JournalHub.subscribe}). */
+export interface JournalSubscription {
+  /** Delivers the events to `sink` from now until the subscription's signal aborts. */
+  start(sink: JournalSink): void;
 }
 
 export const DEFAULT_RING_SIZE = 256;
@@ -67,8 +92,8 @@ export interface JournalHubOptions {
   readonly log: Logger;
   readonly retry?: FollowRetryOptions;
   /**
-   * Recent prepared events kept per partition. It is also each subscriber's queue bound: a
-   * subscriber more than this many events behind the shared follow reads on its own.
+   * Recent prepared events kept per partition. A subscriber further behind than this reads
+   * the events it missed from the journal on its own.
    * @default {@link DEFAULT_RING_SIZE}
    */
   readonly ringSize?: number;
@@ -79,6 +104,8 @@ export interface JournalHubOptions {
 }
 
 interface Subscriber {
+  readonly sink: JournalSink;
+  readonly signal: AbortSignal;
   /** The next position this subscriber takes. */
   next: number;
 }
@@ -87,18 +114,21 @@ interface Subscriber {
 class Channel {
   readonly controller = new AbortController();
   readonly subscribers = new Set<Subscriber>();
+  /**
+   * The subscribers the follow's events are pushed to as they come: each at (or ahead of)
+   * {@link flushedNext}, its sink not full. The others catch up on their own and come back.
+   */
+  readonly live = new Set<Subscriber>();
   /** Prepared events of positions [ringStart, liveNext). */
   readonly ring: PreparedEvent[] = [];
   ringStart: number;
   /** The next position the shared follow delivers. */
   liveNext: number;
-  /** Set once the follow gave up: every subscriber throws it. */
-  failure: Error | undefined;
+  /** The end of the ring not yet pushed to {@link live}: one flush per turn of the event loop. */
+  pending: PreparedEvent[] = [];
+  flushing: NodeJS.Immediate | undefined;
   linger: NodeJS.Timeout | undefined;
   running: Promise<void> = Promise.resolve();
-  private changedResolve!: () => void;
-  /** Resolves at the next event, failure or end. */
-  changed!: Promise<void>;
   private demandResolve: (() => void) | undefined;
 
   constructor(
@@ -107,31 +137,26 @@ class Channel {
   ) {
     this.ringStart = fromPosition;
     this.liveNext = fromPosition;
-    this.renew();
   }
 
-  private renew(): void {
-    this.changed = new Promise((resolve) => {
-      this.changedResolve = resolve;
-    });
+  /** The next position {@link live} subscribers get (pushed up to here). */
+  get flushedNext(): number {
+    return this.liveNext - this.pending.length;
   }
 
-  /** Wakes every waiting subscriber. */
-  notify(): void {
-    const resolve = this.changedResolve;
-    this.renew();
-    resolve();
-    this.demandResolve?.();
+  /** The ring's events of positions [from, to). */
+  slice(from: number, to: number): PreparedEvent[] {
+    return this.ring.slice(from - this.ringStart, to - this.ringStart);
   }
 
   append(event: PreparedEvent, ringSize: number): void {
     this.ring.push(event);
+    this.pending.push(event);
     this.liveNext = event.position + 1;
     if (this.ring.length > ringSize) {
       this.ring.shift();
       this.ringStart += 1;
     }
-    this.notify();
   }
 
   /**
@@ -141,7 +166,7 @@ class Channel {
    * backpressure) — a fast subscriber keeps it going whatever the slow ones do.
    */
   hasDemand(ringSize: number): boolean {
-    if (this.subscribers.size === 0) return true;
+    if (this.subscribers.size === 0 || this.live.size > 0) return true;
     const floor = this.liveNext - ringSize;
     for (const subscriber of this.subscribers) if (subscriber.next > floor) return true;
     return false;
@@ -167,13 +192,15 @@ class Channel {
  * One shared journal follow per partition on this replica, fanned out to every stream of
  * it: each event is read once and its SSE frame built once ({@link PreparedEvent}).
  *
- * - A subscriber starting behind the shared follow's ring catches up with its own bounded
- *   reads (`limit`, no follow), then takes the ring; one ahead waits for the follow. It
- *   sees every position once, in order: it keeps its own cursor and skips what it has.
- * - The last {@link ringSize} prepared events are kept, so a reconnect usually reads
- *   nothing. The ring is also each subscriber's queue bound: one that falls further behind
- *   (a slow client) is dropped from the live fan-out and reads on its own from its next
- *   position, never slowing the others nor the follow.
+ * - The follow's events are pushed to the subscribers that keep up, synchronously, without
+ *   a promise per subscriber: the events that came in one turn of the event loop are
+ *   concatenated once and that one buffer is written to every such sink.
+ * - A subscriber whose sink is full, or that starts behind the follow, catches up on its
+ *   own: from the ring of the last {@link ringSize} prepared events (so a reconnect usually
+ *   reads nothing), else with bounded reads of the journal (`limit`, no follow), as fast as
+ *   its sink takes them; then it is pushed to again. A slow client never slows the others
+ *   nor the follow. One ahead of the follow waits for it. Each subscriber sees every
+ *   position once, in order.
  * - The follow starts at the first subscriber's position, is resumed from the next
  *   position after a backoff when it ends or fails with `unavailable`, fails every
  *   subscriber after `retry.attempts` fruitless tries (or at once on another error), and
@@ -210,47 +237,38 @@ export class JournalHub {
 
   /**
    * The partition's events from `fromPosition`, in order, each once, then each new one,
-   * until `signal` aborts (the iterable then ends).
-   *
-   * @throws the follow's error once it gave up (retryable ones: `unavailable`), from the iterator.
+   * written to the sink given to {@link JournalSubscription.start} until `signal` aborts.
+   * Once the follow gave up (retryable failures: `unavailable`), or when the hub is
+   * closed, the sink's `fail` is called instead, and nothing more.
    */
-  async *subscribe(
-    partition: string,
-    fromPosition: number,
-    signal: AbortSignal,
-  ): AsyncGenerator<PreparedEvent> {
-    if (this.closed) throw new AppError('unavailable', 'the journal hub is closed');
-    const channel = this.channelFor(partition, fromPosition);
-    const subscriber: Subscriber = { next: fromPosition };
-    channel.subscribers.add(subscriber);
-    if (channel.linger !== undefined) clearTimeout(channel.linger);
-    channel.linger = undefined;
-    channel.moved();
-    try {
-      while (!signal.aborted) {
-        if (channel.failure !== undefined) throw channel.failure;
-        if (channel.controller.signal.aborted) {
-          throw new AppError('unavailable', 'the journal follow stopped (the hub is closing)');
+  subscribe(partition: string, fromPosition: number, signal: AbortSignal): JournalSubscription {
+    return {
+      start: (sink) => {
+        if (signal.aborted) return;
+        if (this.closed) {
+          sink.fail(new AppError('unavailable', 'the journal hub is closed'));
+          return;
         }
-        if (subscriber.next < channel.ringStart) {
-          yield* this.catchUp(channel, subscriber, signal);
-          continue;
-        }
-        if (subscriber.next < channel.liveNext) {
-          const event = channel.ring[subscriber.next - channel.ringStart];
-          if (event === undefined) throw new Error('journal hub: ring out of step');
-          subscriber.next = event.position + 1;
-          channel.moved();
-          yield event;
-          continue;
-        }
-        await untilAborted(channel.changed, signal);
-      }
-    } finally {
-      channel.subscribers.delete(subscriber);
-      channel.moved();
-      this.release(channel);
-    }
+        const channel = this.channelFor(partition, fromPosition);
+        const subscriber: Subscriber = { sink, signal, next: fromPosition };
+        channel.subscribers.add(subscriber);
+        if (channel.linger !== undefined) clearTimeout(channel.linger);
+        channel.linger = undefined;
+        signal.addEventListener(
+          'abort',
+          () => {
+            channel.subscribers.delete(subscriber);
+            channel.live.delete(subscriber);
+            channel.moved();
+            this.release(channel);
+          },
+          { once: true },
+        );
+        if (fromPosition >= channel.flushedNext) channel.live.add(subscriber);
+        else void this.catchUp(channel, subscriber, false);
+        channel.moved();
+      },
+    };
   }
 
   /** Stops every follow at once (the server is closing). Resolves when they ended. */
@@ -261,7 +279,10 @@ export class JournalHub {
     for (const channel of channels) {
       if (channel.linger !== undefined) clearTimeout(channel.linger);
       channel.controller.abort(new Error('the journal hub is closing'));
-      channel.notify();
+      this.failAll(
+        channel,
+        new AppError('unavailable', 'the journal follow stopped (the hub is closing)'),
+      );
     }
     await Promise.all(channels.map((channel) => channel.running));
   }
@@ -284,13 +305,48 @@ export class JournalHub {
       if (channel.subscribers.size > 0) return;
       this.drop(channel);
       channel.controller.abort(new Error('no subscriber left'));
-      channel.notify();
     }, this.lingerMs);
     channel.linger.unref();
   }
 
   private drop(channel: Channel): void {
     if (this.channels.get(channel.partition) === channel) this.channels.delete(channel.partition);
+  }
+
+  /** Delivers what is pending, then fails every subscriber with `error`. */
+  private failAll(channel: Channel, error: Error): void {
+    this.flush(channel);
+    for (const subscriber of channel.subscribers) subscriber.sink.fail(error);
+  }
+
+  /**
+   * Pushes the events appended since the last flush to every live subscriber: one shared
+   * buffer for those at its start (all of them, but a subscriber that started ahead). A
+   * sink that is full leaves {@link Channel.live} and catches up on its own.
+   */
+  private flush(channel: Channel): void {
+    if (channel.flushing !== undefined) clearImmediate(channel.flushing);
+    channel.flushing = undefined;
+    const run = channel.pending;
+    const first = run[0];
+    if (first === undefined) return;
+    channel.pending = [];
+    const next = channel.liveNext;
+    let shared: Buffer | undefined;
+    for (const subscriber of channel.live) {
+      const from = subscriber.next;
+      if (from >= next) continue;
+      const frames =
+        from === first.position
+          ? (shared ??= concatFrames(run))
+          : concatFrames(run.slice(from - first.position));
+      subscriber.next = next;
+      if (!subscriber.sink.write(frames, from, next)) {
+        channel.live.delete(subscriber);
+        void this.catchUp(channel, subscriber, true);
+      }
+    }
+    channel.moved();
   }
 
   /** The shared follow: resumed after `unavailable` or an end; fails the channel for good otherwise. */
@@ -314,10 +370,9 @@ export class JournalHub {
           { err: failure, partition: channel.partition, nextPosition: channel.liveNext },
           'journal follow failed; ending its streams',
         );
-        channel.failure = failure instanceof Error ? failure : new Error(String(failure));
         this.drop(channel);
         channel.controller.abort(new Error('the journal follow failed'));
-        channel.notify();
+        this.failAll(channel, failure instanceof Error ? failure : new Error(String(failure)));
         return;
       }
       const delayMs = this.delay(failures);
@@ -363,6 +418,9 @@ export class JournalHub {
           );
         }
         channel.append(this.prepare(entry), this.ringSize);
+        // The events that come in this turn of the event loop go out together (a ring at most).
+        if (channel.pending.length >= this.ringSize) this.flush(channel);
+        else channel.flushing ??= setImmediate(() => this.flush(channel));
       }
     } catch (error) {
       finished = true;
@@ -374,17 +432,64 @@ export class JournalHub {
   }
 
   /**
-   * The subscriber's own reads from its next position up to the ring, with the follow's
-   * retry rules; yields as the consumer pulls (its own backpressure).
+   * A subscriber off the live push: once its sink has room (`full`: wait for it first),
+   * writes it the events it lacks, from the ring or else from the journal, as fast as the
+   * sink takes them, then puts it back in {@link Channel.live}. Fails the subscriber when a
+   * read gives up.
    */
-  private async *catchUp(
+  private async catchUp(channel: Channel, subscriber: Subscriber, full: boolean): Promise<void> {
+    const { sink, signal } = subscriber;
+    try {
+      for (;;) {
+        if (full) await sink.drained();
+        if (signal.aborted || channel.controller.signal.aborted) return;
+        const end = channel.flushedNext;
+        if (subscriber.next >= end) {
+          channel.live.add(subscriber);
+          return;
+        }
+        if (subscriber.next >= channel.ringStart) {
+          full = !this.writeEach(channel, subscriber, channel.slice(subscriber.next, end));
+        } else {
+          await this.readBehind(channel, subscriber);
+          full = false;
+        }
+      }
+    } catch (error) {
+      if (!signal.aborted) sink.fail(error instanceof Error ? error : new Error(String(error)));
+    }
+  }
+
+  /**
+   * Writes `events` to the subscriber one by one until its sink is full.
+   *
+   * @returns false when the sink is full.
+   */
+  private writeEach(
     channel: Channel,
     subscriber: Subscriber,
-    signal: AbortSignal,
-  ): AsyncGenerator<PreparedEvent> {
+    events: readonly PreparedEvent[],
+  ): boolean {
+    for (const event of events) {
+      subscriber.next = event.position + 1;
+      const room = subscriber.sink.write(event.frame, event.position, subscriber.next);
+      if (!room) {
+        channel.moved();
+        return false;
+      }
+    }
+    channel.moved();
+    return true;
+  }
+
+  /**
+   * The subscriber's own reads of the journal from its next position up to the ring, with
+   * the follow's retry rules, written as its sink takes them.
+   */
+  private async readBehind(channel: Channel, subscriber: Subscriber): Promise<void> {
+    const { sink, signal } = subscriber;
     let failures = 0;
     while (!signal.aborted && subscriber.next < channel.ringStart) {
-      if (channel.failure !== undefined) throw channel.failure;
       const before = subscriber.next;
       const limit = Math.min(channel.ringStart - subscriber.next, CATCH_UP_BATCH);
       const iterator = this.follow(channel.partition, subscriber.next, signal, { limit })[
@@ -408,8 +513,11 @@ export class JournalHub {
               `the journal read skipped from ${String(subscriber.next)} to ${String(entry.position)}`,
             );
           }
-          subscriber.next = entry.position + 1;
-          yield this.prepare(entry);
+          const event = this.prepare(entry);
+          if (!this.writeEach(channel, subscriber, [event])) {
+            await sink.drained();
+            if (signal.aborted) return;
+          }
         }
       } catch (error) {
         finished = true;
@@ -417,9 +525,7 @@ export class JournalHub {
       } finally {
         if (!finished) void iterator.return?.().catch(() => undefined);
       }
-      if (signal.aborted || (failure === undefined && subscriber.next >= channel.ringStart)) {
-        return;
-      }
+      if (failure === undefined && subscriber.next >= channel.ringStart) return;
       if (subscriber.next > before) failures = 0;
       if (failure === undefined && subscriber.next > before) continue;
       failure ??= new AppError('unavailable', 'the journal read ended early');
@@ -443,6 +549,13 @@ export class JournalHub {
   private delay(failures: number): number {
     return Math.min(this.retry.baseDelayMs * 2 ** (failures - 1), this.retry.maxDelayMs);
   }
+}
+
+/** The frames of consecutive events as one buffer (the frame itself for one event). */
+function concatFrames(events: readonly PreparedEvent[]): Buffer {
+  return events.length === 1 && events[0] !== undefined
+    ? events[0].frame
+    : Buffer.concat(events.map((event) => event.frame));
 }
 
 /** Whether a follow failure is worth resuming: the source went away for a while. */
