@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { AppError } from '../../common/errors';
 import { encodePayload, EventKind } from '../../common/event-kinds';
-import { StateCallError } from '../../common/state-client';
+import { StateCallError, type NewJournalEvent } from '../../common/state-client';
 import type { FollowJournal } from './event-stream';
 import {
   call,
@@ -53,6 +53,21 @@ async function conversationWithTurns(a: TestApi, turns: number): Promise<string>
     expect(answer.status).toBe(200);
   }
   return id;
+}
+
+/** `count` tool_result events, each with `size` characters of content. */
+function toolResults(count: number, size = 16): NewJournalEvent[] {
+  const content = 'z'.repeat(size);
+  return range(0, count).map(() => ({
+    kind: EventKind.ToolResult,
+    payload: encodePayload(EventKind.ToolResult, {
+      turnId: 't',
+      toolCallId: 'c',
+      content,
+      isError: false,
+      denied: false,
+    }),
+  }));
 }
 
 function range(from: number, to: number): number[] {
@@ -429,6 +444,95 @@ describe('GET /v1/conversations/{id}/stream', () => {
     await client.waitFor('every event', () => client.events().length === total, 20_000);
     expect(client.positions()).toEqual(range(0, total));
   }, 30_000);
+
+  it('writes events that commit together in order with exact ids, and waiting deltas before the events after them', async () => {
+    const a = await start();
+    const id = a.service.seed(ALICE_ID);
+    const partition = `conv-${id}`;
+    const clients = [
+      await open(a, `/v1/conversations/${id}/stream`),
+      await open(a, `/v1/conversations/${id}/stream?since=2`),
+    ];
+    await pollUntil('follow waiting', () => a.journal.activeFollowers === 1);
+    // Three batches in one tick: one write per stream.
+    a.journal.append(partition, toolResults(2));
+    a.journal.append(partition, toolResults(1));
+    a.journal.append(partition, toolResults(3));
+    await clients[0]?.waitFor('6 events', () => clients[0]?.events().length === 6);
+    await clients[1]?.waitFor('4 events', () => clients[1]?.events().length === 4);
+    expect(clients[0]?.positions()).toEqual(range(0, 6));
+    expect(clients[1]?.positions()).toEqual(range(2, 6));
+
+    // Deltas wait for the interval, but go out before committed events that come meanwhile.
+    a.service.sendDelta(id, { turnId: 't', step: 1, text: 'Hel' });
+    a.service.sendDelta(id, { turnId: 't', step: 1, text: 'lo' });
+    a.journal.append(partition, toolResults(2));
+    for (const client of clients) {
+      await client.waitFor('8 events', () => client.positions().at(-1) === 7);
+      const tail = client.messages.slice(-4);
+      expect(tail.map((m) => m.event)).toEqual(['delta', 'delta', 'tool_result', 'tool_result']);
+      expect(tail.map((m) => m.id)).toEqual([undefined, undefined, '6', '7']);
+      expect(dataOf(tail[1])).toEqual({ turnId: 't', step: 1, text: 'lo' });
+    }
+    // A delta alone goes out when the interval is over.
+    a.service.sendDelta(id, { turnId: 't', step: 2, text: '!' });
+    for (const client of clients) {
+      await client.waitFor('the last delta', (m) => m.at(-1)?.event === 'delta');
+    }
+    expect(clients[0]?.positions()).toEqual(range(0, 8));
+    expect(clients[1]?.positions()).toEqual(range(2, 8));
+  });
+
+  it('lets a client that stops reading mid-burst catch up from the journal, with no gap or duplicate, while another keeps up', async () => {
+    const a = await start({ journalRingSize: 8 });
+    const id = a.service.seed(ALICE_ID);
+    const partition = `conv-${id}`;
+    a.journal.append(partition, toolResults(10));
+    const fast = await open(a, `/v1/conversations/${id}/stream`);
+    const slow = await open(a, `/v1/conversations/${id}/stream`);
+    await slow.waitFor('caught up', () => slow.events().length === 10);
+    slow.response?.pause();
+    const total = 10 + 30 * 100;
+    for (let burst = 0; burst < 30; burst += 1) {
+      a.journal.append(partition, toolResults(100, 8 * 1024));
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await fast.waitFor('every event', () => fast.events().length === total, 20_000);
+    expect(fast.positions()).toEqual(range(0, total));
+    expect(slow.events().length).toBeLessThan(total);
+
+    slow.response?.resume();
+    await slow.waitFor('every event', () => slow.events().length === total, 20_000);
+    expect(slow.positions()).toEqual(range(0, total));
+    // It fell out of the ring and read what it missed on its own; the shared follow stayed one.
+    expect(a.journal.follows.some((f) => f.limit !== undefined)).toBe(true);
+    expect(a.journal.liveFollows).toHaveLength(1);
+  }, 30_000);
+
+  it('keeps nothing of a client that leaves in the middle of a burst', async () => {
+    const a = await start();
+    const id = a.service.seed(ALICE_ID);
+    const partition = `conv-${id}`;
+    const staying = await open(a, `/v1/conversations/${id}/stream`);
+    const leaving = await open(a, `/v1/conversations/${id}/stream`);
+    await pollUntil('two delta listeners', () => a.service.deltaListeners(id) === 2);
+    for (let burst = 0; burst < 20; burst += 1) {
+      a.journal.append(partition, toolResults(10, 1024));
+      a.service.sendDelta(id, { turnId: 't', step: burst, text: 'x' });
+      if (burst === 10) leaving.close();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await staying.waitFor('every event', () => staying.events().length === 200);
+    expect(staying.positions()).toEqual(range(0, 200));
+    await pollUntil('stream released', () => a.server.openStreams === 1);
+    expect(a.service.deltaListeners(id)).toBe(1);
+    expect(a.logs.filter((l) => Number(l.level) >= 50)).toEqual([]);
+
+    staying.close();
+    await pollUntil('follow aborted', () => a.journal.follows[0]?.signal.aborted === true);
+    await pollUntil('no stream', () => a.server.openStreams === 0);
+    expect(a.service.deltaListeners(id)).toBe(0);
+  });
 
   it('ends a stream whose token stopped working, at the first heartbeat after the cache expired', async () => {
     const a = await start({ heartbeatMs: 20, authCacheMs: 1_000 });

@@ -15,7 +15,6 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { encodePayload, EventKind, type EventPayloads } from '../../../common/event-kinds';
 import type { NewJournalEvent } from '../../../common/state-client';
-import type { TextDeltaEvent } from '../../turns/turn-service';
 import { call, startApi, TOKENS } from './fixtures';
 
 const args = new Map(
@@ -52,12 +51,6 @@ function quantile(values: readonly number[], q: number): number {
 async function main(): Promise<void> {
   const api = await startApi({ heartbeatMs: 15_000 });
   const id = api.service.seed(ALICE_ID);
-  // Every stream's delta listener, so that the turns below send deltas as a coordinator does.
-  const deltaListeners = new Set<(delta: TextDeltaEvent) => void>();
-  api.service.onTextDelta = (_conversationId, listener) => {
-    deltaListeners.add(listener);
-    return () => deltaListeners.delete(listener);
-  };
   const partition = `conv-${id}`;
   const appendedAt = new Map<number, number>();
   const append = (events: NewJournalEvent[]): void => {
@@ -126,7 +119,7 @@ async function main(): Promise<void> {
     const reply = `echo: harness turn ${String(turn)}`;
     for (const [i, word] of (reply.match(/\S+\s*/gu) ?? []).entries()) {
       await sleep(1);
-      for (const listener of deltaListeners) listener({ turnId, step: i + 1, text: word });
+      api.service.sendDelta(id, { turnId, step: i + 1, text: word });
     }
     await sleep(1);
     append([

@@ -98,6 +98,11 @@ export class InMemoryTurnService implements TurnService {
     return this.listeners.get(conversationId)?.size ?? 0;
   }
 
+  /** Sends a live text delta to the conversation's listeners, as a running turn does. */
+  sendDelta(conversationId: string, delta: TextDeltaEvent): void {
+    for (const listener of this.listeners.get(conversationId) ?? []) listener(delta);
+  }
+
   /** Adds a conversation owned by `owner` directly (no call recorded). @returns its id. */
   seed(owner: string): string {
     this.conversationCount += 1;
@@ -403,9 +408,7 @@ export class InMemoryTurnService implements TurnService {
     const text = `echo: ${request.text}`;
     const half = Math.ceil(text.length / 2);
     for (const [step, part] of [text.slice(0, half), text.slice(half)].entries()) {
-      for (const listener of this.listeners.get(conversation.id) ?? []) {
-        listener({ turnId, step: step + 1, text: part });
-      }
+      this.sendDelta(conversation.id, { turnId, step: step + 1, text: part });
     }
     return Promise.resolve(this.complete(conversation, turn, text));
   }
