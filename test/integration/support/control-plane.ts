@@ -132,9 +132,13 @@ export class ControlPlaneProcess {
     if (this.running) throw new Error(`${this.identity} is already running`);
     this.runs++;
     this.log.add(`--- ${this.identity} run ${this.runs} ---`);
+    // Opt-in CPU profile of each run, written to that directory when the run exits cleanly
+    // (SIGTERM, not SIGKILL): open it in Chrome DevTools or any .cpuprofile viewer.
+    const profileDir = process.env.POLYCHROME_TEST_CPU_PROF_DIR;
+    const profile = profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profileDir}`];
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', join(repoRoot, 'operator', 'main.ts')],
+      [...profile, '--import', 'tsx', join(repoRoot, 'operator', 'main.ts')],
       {
         cwd: repoRoot,
         stdio: ['ignore', 'pipe', 'pipe'],
