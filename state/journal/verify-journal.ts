@@ -397,8 +397,9 @@ export type SignatureChecker = (checks: readonly SignatureCheck[]) => Promise<re
 export interface StreamingVerifyOptions extends ReplayOptions {
   readonly checkSignatures: SignatureChecker;
   /**
-   * Checks sent per call of `checkSignatures`.
-   * @default 256
+   * Checks sent per call of `checkSignatures`: small enough that the first go out early in
+   * the replay and the last ones, sent when it ends, are little left to wait for.
+   * @default 64
    */
   readonly chunkSize?: number;
 }
@@ -422,7 +423,7 @@ export class StreamingJournalVerifier {
   constructor(options: StreamingVerifyOptions) {
     this.replayer = new JournalReplayer(options);
     this.checkSignatures = options.checkSignatures;
-    this.chunkSize = options.chunkSize ?? 256;
+    this.chunkSize = options.chunkSize ?? 64;
   }
 
   /** Replays the next event (see {@link JournalReplayer.add}); may send a chunk of checks. */
