@@ -167,7 +167,11 @@ export class EventStream {
       if (signal.aborted) resolve(undefined);
       else signal.addEventListener('abort', resolve, { once: true });
     });
-    this.options.subscribe(this.options.partition, this.next, signal).start(this.sink);
+    try {
+      this.options.subscribe(this.options.partition, this.next, signal).start(this.sink);
+    } catch (error) {
+      this.fail(error);
+    }
     await finished;
     this.cleanUp();
     return this.endReason;
