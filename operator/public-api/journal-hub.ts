@@ -564,7 +564,7 @@ export function isRetryable(error: unknown): boolean {
 }
 
 /** `promise`'s value, or `undefined` as soon as `signal` aborts (the promise is left to settle). */
-export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
   promise.catch(() => undefined);
   if (signal.aborted) return Promise.resolve(undefined);
   return new Promise<T | undefined>((resolve, reject) => {
