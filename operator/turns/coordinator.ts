@@ -427,14 +427,7 @@ export class TurnCoordinator implements TurnService {
           },
         );
       }
-      try {
-        return await work(lease);
-      } finally {
-        // Every work reads the journal (or trusts a view synced under this lease) before
-        // it appends, and a failed append drops the view: what is cached now is in line.
-        if (!lease.signal.aborted && this.views.has(uid)) this.syncedUnder.set(uid, lease);
-        else this.syncedUnder.delete(uid);
-      }
+      return await work(lease);
     } finally {
       release();
       if (this.locks.get(uid) === chained) this.locks.delete(uid);
@@ -480,7 +473,11 @@ export class TurnCoordinator implements TurnService {
     if (cached !== undefined && this.syncedUnder.get(uid) === lease && !lease.signal.aborted) {
       return cached;
     }
-    return this.refresh(conversation, signal);
+    const view = await this.refresh(conversation, signal);
+    // From here on every append is this holder's and keeps the view in line (a failed
+    // one drops it, and this mark with it).
+    this.syncedUnder.set(uid, lease);
+    return view;
   }
 
   /**
