@@ -1,5 +1,8 @@
+import { once } from 'node:events';
 import { readFile } from 'node:fs/promises';
+import { connect as connectTcp } from 'node:net';
 import { join } from 'node:path';
+import { connect as connectTls } from 'node:tls';
 
 import { credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -122,6 +125,29 @@ describe('mutual TLS', () => {
     }
     // No call ever reached a handler.
     expect(await calls('Head', 'UNAUTHENTICATED')).toBe(before);
+  });
+
+  it('survives a client that resets its connection mid-stream, and serves the next one', async () => {
+    const tls = await clientTls(pki.ca, pki.controlPlane);
+    const port = Number(address.split(':')[1]);
+    const tcp = connectTcp({ host: '127.0.0.1', port });
+    tcp.on('error', () => undefined);
+    await once(tcp, 'connect');
+    const socket = connectTls({
+      socket: tcp,
+      ca: Buffer.from(tls.ca),
+      cert: Buffer.from(tls.cert),
+      key: Buffer.from(tls.key),
+      servername: 'localhost',
+      ALPNProtocols: ['h2'],
+    });
+    socket.on('error', () => undefined);
+    await once(socket, 'secureConnect');
+    // Half an HTTP/2 preface, then a TCP reset: the server's socket fails with ECONNRESET.
+    socket.write('PRI * HTTP/2.0\r\n');
+    tcp.resetAndDestroy();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect((await writer.head('conv-after-reset')).head).toBe(0);
   });
 
   it.each([

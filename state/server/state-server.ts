@@ -138,8 +138,8 @@ export class StateServer {
   /**
    * Binds the listener; resolves with the bound port.
    *
-   * @throws Error from grpc-js when the address cannot be bound or the TLS material is
-   *   unusable; Error when called twice.
+   * @throws Error from node:tls when the TLS material is unusable or the address cannot be
+   *   bound; Error when called twice.
    */
   async start(): Promise<number> {
     if (this.port !== undefined || this.stopping !== undefined) {
@@ -159,6 +159,11 @@ export class StateServer {
       minVersion: 'TLSv1.2',
     });
     listener.on('secureConnection', (socket: TLSSocket) => {
+      // A connection reset must not be an unhandled 'error' (it would end the process);
+      // the HTTP/2 session on the socket sees the close and fails its calls.
+      socket.on('error', (error: Error & { code?: string }) => {
+        this.log.debug({ code: error.code, message: error.message }, 'client connection failed');
+      });
       pinPeerCertificate(socket);
       injector.injectConnection(socket);
     });

@@ -34,7 +34,9 @@ let kv: InstrumentedKv;
 let store: JournalStore;
 
 async function openStore(options: Partial<JournalStoreOptions> = {}): Promise<JournalStore> {
-  kv = instrumentedKv(dir.path);
+  // Only one LevelDB handle per directory: abstract-level opens a database as soon as it
+  // is constructed, so an unused second handle could take the directory's lock first.
+  if (options.kv === undefined) kv = instrumentedKv(dir.path);
   store = new JournalStore({ location: dir.path, signer: keyA, kv, ...options });
   await store.open();
   return store;
