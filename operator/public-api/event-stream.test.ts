@@ -408,20 +408,7 @@ describe('GET /v1/conversations/{id}/stream', () => {
     const id = a.service.seed(ALICE_ID);
     const partition = `conv-${id}`;
     const total = 4000;
-    const content = 'z'.repeat(8 * 1024);
-    a.journal.append(
-      partition,
-      range(0, total).map(() => ({
-        kind: EventKind.ToolResult,
-        payload: encodePayload(EventKind.ToolResult, {
-          turnId: 't',
-          toolCallId: 'c',
-          content,
-          isError: false,
-          denied: false,
-        }),
-      })),
-    );
+    a.journal.append(partition, toolResults(total, 8 * 1024));
     const client = await open(a, `/v1/conversations/${id}/stream`);
     client.response?.pause();
     // Wait until the server stops pulling (two samples 100 ms apart agree).
