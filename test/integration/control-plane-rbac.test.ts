@@ -18,11 +18,12 @@ import { ConversationResource } from '../../operator/api/v1alpha1';
 import { ConversationController } from '../../operator/controller/conversation-controller';
 import { ConversationLeases, leaseOwnership } from '../../operator/lease/conversation-leases';
 import {
+  createConversationObject,
+  dropConversationFinalizers,
   field,
   freshNamespace,
   kubeConfig,
   sharedCluster,
-  dropConversationFinalizers,
 } from './support/kube';
 import { createSandboxPool, ensureRuntimeClass } from './support/sandbox';
 
@@ -85,18 +86,7 @@ describe('control plane as its own least-privilege identity, two replicas', () =
 
   const objects = (): CustomObjectsApi => admin.makeApiClient(CustomObjectsApi);
   const create = (name: string, spec: object): Promise<unknown> =>
-    objects().createNamespacedCustomObject({
-      group,
-      version,
-      plural,
-      namespace: ns.name,
-      body: {
-        apiVersion: ConversationResource.apiVersion,
-        kind: ConversationResource.kind,
-        metadata: { name },
-        spec,
-      },
-    });
+    createConversationObject(admin, ns.name, name, spec);
   const get = (name: string): Promise<unknown> =>
     objects().getNamespacedCustomObject({ group, version, plural, namespace: ns.name, name });
   const waitReady = (name: string): Promise<unknown> =>

@@ -17,7 +17,13 @@ import { ConversationController } from '../../operator/controller/conversation-c
 import { apiFailureOf } from '../../operator/controller/kube-client';
 import { pollUntil } from '../../hack/lib/processes';
 import { randomBytes } from 'node:crypto';
-import { field, freshNamespace, kubeConfig, dropConversationFinalizers } from './support/kube';
+import {
+  createConversationObject,
+  dropConversationFinalizers,
+  field,
+  freshNamespace,
+  kubeConfig,
+} from './support/kube';
 
 // The Conversation controller runs in-process against the shared API server, where the
 // agent-sandbox controller turns our SandboxClaims into Sandboxes and pods. There is no
@@ -115,18 +121,7 @@ describe('Conversation controller on a real API server', () => {
     name: string,
     spec: ConversationSpec = validMinimalConversationSpec,
   ): Promise<void> => {
-    await objects.createNamespacedCustomObject({
-      group,
-      version,
-      plural,
-      namespace: ns.name,
-      body: {
-        apiVersion: ConversationResource.apiVersion,
-        kind: ConversationResource.kind,
-        metadata: { name },
-        spec,
-      },
-    });
+    await createConversationObject(kc, ns.name, name, spec);
   };
   const get = async (name: string): Promise<unknown> =>
     objects
@@ -613,17 +608,9 @@ describe('Conversation controller requests (reads come from its informer caches)
     const core = admin.makeApiClient(CoreV1Api);
     const name = 'c-count';
     counted.requests.length = 0;
-    await objects.createNamespacedCustomObject({
-      group,
-      version,
-      plural,
-      namespace: ns.name,
-      body: {
-        apiVersion: ConversationResource.apiVersion,
-        kind: ConversationResource.kind,
-        metadata: { name },
-        spec: { ...validMinimalConversationSpec, sandbox: { backend: 'pod' } },
-      },
+    await createConversationObject(admin, ns.name, name, {
+      ...validMinimalConversationSpec,
+      sandbox: { backend: 'pod' },
     });
     const pod = await pollUntil(
       `pod ${name}`,

@@ -12,6 +12,7 @@ import { ConversationResource } from '../../operator/api/v1alpha1/conversation-t
 import { defaultBinDir, repoRoot } from '../../hack/lib/local-cluster';
 import {
   apiErrorMessage,
+  createConversationObject,
   conversations,
   field,
   freshNamespace,
@@ -36,18 +37,7 @@ describe('Conversation CRD on a real API server', () => {
   });
 
   const create = (name: string, spec: unknown): Promise<unknown> =>
-    conversations(kc).api.createNamespacedCustomObject({
-      group,
-      version,
-      plural,
-      namespace: ns.name,
-      body: {
-        apiVersion: ConversationResource.apiVersion,
-        kind: ConversationResource.kind,
-        metadata: { name },
-        ...(spec === undefined ? {} : { spec }),
-      },
-    });
+    createConversationObject(kc, ns.name, name, spec);
   const get = (name: string): Promise<unknown> =>
     conversations(kc).api.getNamespacedCustomObject({
       group,

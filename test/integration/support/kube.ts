@@ -8,6 +8,7 @@ import {
 } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
 import { LocalCluster } from '../../../hack/lib/local-cluster';
+import { ConversationResource } from '../../../operator/api/v1alpha1';
 import { clusterDirEnv } from '../shared-cluster';
 
 /** The shared cluster started by the global setup. */
@@ -66,6 +67,31 @@ export function conversations(kc: KubeConfig): {
     version: 'v1alpha1',
     plural: 'conversations',
   };
+}
+
+/**
+ * Creates the Conversation `name` in `namespace` as `kc`'s user; without `spec` the object
+ * has none (for tests of the schema's refusals).
+ */
+export function createConversationObject(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+  spec?: unknown,
+): Promise<unknown> {
+  const { api, group, version, plural } = conversations(kc);
+  return api.createNamespacedCustomObject({
+    group,
+    version,
+    plural,
+    namespace,
+    body: {
+      apiVersion: ConversationResource.apiVersion,
+      kind: ConversationResource.kind,
+      metadata: { name },
+      ...(spec === undefined ? {} : { spec }),
+    },
+  });
 }
 
 /** The message of an API error (the Status body's message when there is one). */
