@@ -402,20 +402,11 @@ export class JournalHub {
           await untilAborted(channel.demandChanged(), signal);
           if (signal.aborted) return;
         }
-        const result = await untilAborted(iterator.next(), signal);
-        if (result === undefined) return;
-        if (result.done === true) {
+        const entry = await nextInOrder(iterator, channel.liveNext, signal, 'journal follow');
+        if (entry === undefined) return;
+        if (entry === 'ended') {
           finished = true;
           return;
-        }
-        const entry = result.value;
-        // A source resuming too early repeats events: the ring has them already.
-        if (entry.position < channel.liveNext) continue;
-        if (entry.position > channel.liveNext) {
-          throw new AppError(
-            'unavailable',
-            `the journal follow skipped from ${String(channel.liveNext)} to ${String(entry.position)}`,
-          );
         }
         channel.append(this.prepare(entry), this.ringSize);
         // The events that come in this turn of the event loop go out together (a ring at most).
@@ -499,19 +490,11 @@ export class JournalHub {
       let failure: unknown;
       try {
         while (subscriber.next < channel.ringStart) {
-          const result = await untilAborted(iterator.next(), signal);
-          if (result === undefined) return;
-          if (result.done === true) {
+          const entry = await nextInOrder(iterator, subscriber.next, signal, 'journal read');
+          if (entry === undefined) return;
+          if (entry === 'ended') {
             finished = true;
             break;
-          }
-          const entry = result.value;
-          if (entry.position < subscriber.next) continue;
-          if (entry.position > subscriber.next) {
-            throw new AppError(
-              'unavailable',
-              `the journal read skipped from ${String(subscriber.next)} to ${String(entry.position)}`,
-            );
           }
           const event = this.prepare(entry);
           if (!this.writeEach(channel, subscriber, [event])) {
@@ -561,6 +544,33 @@ function concatFrames(events: readonly PreparedEvent[]): Buffer {
 /** Whether a follow failure is worth resuming: the source went away for a while. */
 export function isRetryable(error: unknown): boolean {
   return isAppError(error) && (error.code === 'unavailable' || error.code === 'deadline_exceeded');
+}
+
+/**
+ * The next entry of a journal read at exactly `expected`: earlier positions are skipped
+ * (a source resuming too early repeats events the reader has), a later one is a gap
+ * (`unavailable`). `'ended'` when the source is done; undefined once `signal` aborted.
+ */
+async function nextInOrder(
+  iterator: AsyncIterator<JournalEntry>,
+  expected: number,
+  signal: AbortSignal,
+  read: string,
+): Promise<JournalEntry | 'ended' | undefined> {
+  for (;;) {
+    const result = await untilAborted(iterator.next(), signal);
+    if (result === undefined) return undefined;
+    if (result.done === true) return 'ended';
+    const entry = result.value;
+    if (entry.position < expected) continue;
+    if (entry.position > expected) {
+      throw new AppError(
+        'unavailable',
+        `the ${read} skipped from ${String(expected)} to ${String(entry.position)}`,
+      );
+    }
+    return entry;
+  }
 }
 
 /** `promise`'s value, or `undefined` as soon as `signal` aborts (the promise is left to settle). */
