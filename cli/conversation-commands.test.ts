@@ -451,7 +451,7 @@ describe('send', () => {
         '  tool:      calculator\n' +
         '  args:      {"expression":"6 * 7"}\n' +
         '  reason:    calculator requires approval\n' +
-        '  approver:  an admin or the conversation owner\n' +
+        '  approver:  an admin\n' +
         '  request:   r-approve-1\n' +
         `approve:  polychrome approve ${CONV} r-approve-1\n` +
         `deny:     polychrome approve ${CONV} r-approve-1 --deny\n`,

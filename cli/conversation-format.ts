@@ -54,7 +54,7 @@ export function approveCommands(
 }
 
 function approverText(requiredApprover: string): string {
-  return requiredApprover === '' ? 'an admin or the conversation owner' : requiredApprover;
+  return requiredApprover === '' ? 'an admin' : requiredApprover;
 }
 
 /** What a settled turn means for the exit code. */

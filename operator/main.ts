@@ -160,6 +160,11 @@ async function main(): Promise<void> {
         spec: config.turns.newConversationSpec,
       },
     }),
+    identities: {
+      isAdmin: async (identity, signal) =>
+        (await records.findPersonaByIdentity(identity, { signal }))?.roles.includes('admin') ??
+        false,
+    },
     identity: config.identity,
     logger: componentLogger(log, LogComponent.Turn),
     sandboxWaitMs: config.turns.sandboxWaitMs,

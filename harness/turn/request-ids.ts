@@ -1,27 +1,5 @@
-import { sha256 } from '@noble/hashes/sha2.js';
-
 /**
- * Ids the turn loop derives. They are functions of the turn and the tool call only, so a
- * resumed or retried turn asks for the same approval and finds the same answer, and an
- * answer for one call can never name another.
+ * The turn loop's request ids come from common/request-ids.ts: the control plane derives
+ * the same ids to check what the harness sends before it commits it.
  */
-export interface RequestIds {
-  approvalRequestId(turnId: string, toolCallId: string): string;
-  questionRequestId(turnId: string, toolCallId: string): string;
-}
-
-const encoder = new TextEncoder();
-
-function derive(prefix: string, domain: string, turnId: string, toolCallId: string): string {
-  // NUL separators: ids are printable, so `ab`+`c` and `a`+`bc` cannot collide.
-  const digest = sha256(encoder.encode(`${domain}\u0000${turnId}\u0000${toolCallId}`));
-  return prefix + Buffer.from(digest.subarray(0, 16)).toString('hex');
-}
-
-/** The derivation docs/approvals.md specifies ("Request id"). */
-export const requestIds: RequestIds = {
-  approvalRequestId: (turnId, toolCallId) =>
-    derive('apr_', 'polychrome/approval-request/v1', turnId, toolCallId),
-  questionRequestId: (turnId, toolCallId) =>
-    derive('q_', 'polychrome/question-request/v1', turnId, toolCallId),
-};
+export { requestIds, type RequestIds } from '../../common/request-ids';

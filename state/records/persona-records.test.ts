@@ -78,7 +78,7 @@ describe('PersonaRecords.create and get', () => {
     [
       'unknown role',
       { displayName: 'Ada', roles: ['owner'] },
-      'persona role "owner" is unknown; roles are admin, member',
+      'persona role "owner" is unknown; roles are admin, member, edge',
     ],
     [
       'bad identity',

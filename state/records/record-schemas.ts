@@ -10,6 +10,8 @@ import { z } from 'zod';
 export const Role = {
   Admin: 'admin',
   Member: 'member',
+  /** A front end that connects people (chat bot, web app): the only sender of directives. */
+  Edge: 'edge',
 } as const;
 export type Role = (typeof Role)[keyof typeof Role];
 

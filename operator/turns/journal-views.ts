@@ -1,0 +1,147 @@
+/**
+ * The journal views this replica keeps, one per conversation (journal-view.ts folds
+ * them), and the only path by which the turn code reads or appends a journal. The journal
+ * on the state plane is the only truth: a view is a cache of it, brought up to the head
+ * before a decision, and dropped whenever an append fails.
+ */
+import { AppError } from '../../common/errors';
+import { EventKind, payloadCodecs } from '../../common/event-kinds';
+import {
+  JournalConflictError,
+  type AppendOutcome,
+  type NewJournalEvent,
+  type StateClient,
+} from '../../common/state-client';
+import type { LeaseHandle } from '../lease/conversation-leases';
+import { applyEntries, emptyView, type JournalView } from './journal-view';
+
+export interface JournalViewsOptions {
+  readonly state: Pick<StateClient, 'read' | 'append'>;
+  /** Views kept (conversations). @default 1000 */
+  readonly cacheSize?: number;
+  /** Whether a turn of the conversation runs in this replica (its view is never dropped). */
+  readonly isBusy: (uid: string) => boolean;
+  readonly onCommit?: (seconds: number) => void;
+}
+
+export class JournalViews {
+  private readonly views = new Map<string, JournalView>();
+  /**
+   * The lease under which each conversation's cached view was last brought in line with
+   * the journal. While this replica holds that same lease without a break, every append
+   * to the journal is its own (and updates the view), so a turn can start from the cached
+   * view without reading the journal again. Any other writer would need the lease; a
+   * stale one that writes anyway is caught by the compare-and-swap on the head.
+   */
+  private readonly syncedUnder = new Map<string, LeaseHandle>();
+
+  constructor(private readonly options: JournalViewsOptions) {}
+
+  /** The cached view, as last read or appended (undefined when none is cached). */
+  cached(uid: string): JournalView | undefined {
+    return this.views.get(uid);
+  }
+
+  /** The cached view brought up to the journal's head. */
+  async refresh(uid: string, signal?: AbortSignal): Promise<JournalView> {
+    let view = this.views.get(uid) ?? emptyView();
+    const entries = [];
+    for await (const entry of this.options.state.read(partitionOf(uid), view.head, 0, {
+      ...(signal === undefined ? {} : { signal }),
+    })) {
+      entries.push(entry);
+    }
+    view = applyEntries(view, entries);
+    // A read outside the conversation's lock (a transcript) must not replace a newer view
+    // that a turn's append stored meanwhile.
+    const cached = this.views.get(uid);
+    if (cached === undefined || view.head >= cached.head) this.keep(uid, view);
+    return view;
+  }
+
+  /**
+   * The view a claimed turn starts from: the cached one when it was last brought in line
+   * under `lease` and the lease has not been lost since (see {@link syncedUnder}), else
+   * the view refreshed from the journal.
+   */
+  async inSync(uid: string, lease: LeaseHandle, signal: AbortSignal): Promise<JournalView> {
+    const cached = this.views.get(uid);
+    if (cached !== undefined && this.syncedUnder.get(uid) === lease && !lease.signal.aborted) {
+      return cached;
+    }
+    const view = await this.refresh(uid, signal);
+    // From here on every append is this holder's and keeps the view in line (a failed
+    // one drops it, and this mark with it).
+    this.syncedUnder.set(uid, lease);
+    return view;
+  }
+
+  /**
+   * Appends one batch at the cached head and returns the view with it. A failure drops
+   * the cache (another writer may have moved the head: a stale holder's batch must never
+   * land); a conflict is rethrown as `conflict`.
+   */
+  async append(
+    uid: string,
+    events: readonly NewJournalEvent[],
+  ): Promise<{ outcome: AppendOutcome; view: JournalView }> {
+    const view = this.views.get(uid) ?? (await this.refresh(uid));
+    const started = performance.now();
+    let outcome: AppendOutcome;
+    try {
+      outcome = await this.options.state.append(partitionOf(uid), view.head, [...events]);
+    } catch (error) {
+      this.views.delete(uid);
+      this.syncedUnder.delete(uid);
+      if (error instanceof JournalConflictError) {
+        throw new AppError(
+          'conflict',
+          `the journal of conversation ${uid} moved under this replica (another writer); retry`,
+          { cause: error },
+        );
+      }
+      throw error;
+    } finally {
+      this.options.onCommit?.((performance.now() - started) / 1000);
+    }
+    let position = outcome.firstPosition;
+    const written = events.map((e) => ({ position: position++, kind: e.kind, payload: e.payload }));
+    const seal = payloadCodecs.signed_root
+      .encode({
+        leafCount: outcome.signedRoot.leafCount,
+        root: Buffer.from(outcome.signedRoot.root),
+        keyId: outcome.signedRoot.keyId,
+        signature: Buffer.from(outcome.signedRoot.signature),
+      })
+      .finish();
+    const next = applyEntries(view, [
+      ...written,
+      { position, kind: EventKind.SignedRoot, payload: seal },
+    ]);
+    this.keep(uid, next);
+    return { outcome, view: next };
+  }
+
+  /**
+   * Keeps the view, most recently used last; beyond the bound the least recently used
+   * view of a conversation without a turn in this replica is dropped (rebuilt on demand).
+   */
+  private keep(uid: string, view: JournalView): void {
+    this.views.delete(uid);
+    this.views.set(uid, view);
+    const bound = this.options.cacheSize ?? 1_000;
+    if (this.views.size <= bound) return;
+    for (const key of this.views.keys()) {
+      if (this.views.size <= bound) break;
+      if (!this.options.isBusy(key)) {
+        this.views.delete(key);
+        this.syncedUnder.delete(key);
+      }
+    }
+  }
+}
+
+/** The journal partition of a conversation. */
+export function partitionOf(uid: string): string {
+  return `conv-${uid}`;
+}

@@ -1,0 +1,95 @@
+/**
+ * Claiming a conversation for one piece of turn work (docs/turns.md "One message", 2): a
+ * per-conversation promise chain serializes callers in this replica (a caller that
+ * disconnects while waiting leaves the queue), then the conversation's Lease gives one
+ * writer across replicas.
+ */
+import { AppError } from '../../common/errors';
+import type { Conversation } from '../api/v1alpha1';
+import type { ConversationLeases, LeaseHandle } from '../lease/conversation-leases';
+import { isLeaseHandle } from '../lease/conversation-leases';
+
+export interface TurnClaimsOptions {
+  readonly leases: Pick<ConversationLeases, 'tryAcquire'>;
+  readonly nowMs: () => number;
+  /** Aborted on shutdown: no new claim starts. */
+  readonly stopping: AbortSignal;
+}
+
+export class TurnClaims {
+  private readonly locks = new Map<string, Promise<unknown>>();
+
+  constructor(private readonly options: TurnClaimsOptions) {}
+
+  /** Whether work of the conversation runs or waits in this replica. */
+  isBusy(uid: string): boolean {
+    return this.locks.has(uid);
+  }
+
+  /**
+   * Runs `work` holding this replica's lock and the conversation's lease.
+   *
+   * @throws AppError `cancelled` when `signal` aborts while waiting; `unavailable` when
+   *   this replica is shutting down, or another replica holds the lease (details:
+   *   `holder`, `retryAfterMs`, and `forwardTo` when the holder advertises an endpoint).
+   */
+  async run<T>(
+    conversation: Conversation,
+    signal: AbortSignal,
+    work: (lease: LeaseHandle) => Promise<T>,
+  ): Promise<T> {
+    const uid = conversation.metadata.uid ?? '';
+    const previous = this.locks.get(uid) ?? Promise.resolve();
+    let release = (): void => undefined;
+    const mine = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const chained = previous.then(() => mine);
+    this.locks.set(uid, chained);
+    try {
+      await waitOrAbort(previous, signal);
+      if (this.options.stopping.aborted) {
+        throw new AppError('unavailable', 'this replica is shutting down; retry on another');
+      }
+      const lease = await this.options.leases.tryAcquire({
+        namespace: conversation.metadata.namespace ?? '',
+        name: conversation.metadata.name ?? '',
+        uid,
+      });
+      if (!isLeaseHandle(lease)) {
+        const endpoint = lease.holderEndpoint;
+        throw new AppError(
+          'unavailable',
+          `replica ${lease.holder} holds conversation ${uid}; retry (the same idempotency key is safe)`,
+          {
+            details: {
+              holder: lease.holder,
+              retryAfterMs: Math.max(0, lease.retryAtMs - this.options.nowMs()),
+              ...(endpoint === undefined ? {} : { forwardTo: endpoint }),
+            },
+          },
+        );
+      }
+      return await work(lease);
+    } finally {
+      release();
+      if (this.locks.get(uid) === chained) this.locks.delete(uid);
+    }
+  }
+}
+
+async function waitOrAbort(promise: Promise<unknown>, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) throw new AppError('cancelled', 'the request was cancelled');
+  await new Promise<void>((resolve, reject) => {
+    const onAbort = (): void =>
+      reject(
+        new AppError('cancelled', 'the request was cancelled while it waited for the conversation'),
+      );
+    signal.addEventListener('abort', onAbort, { once: true });
+    const settle = (): void => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    };
+    promise.then(settle, settle);
+  });
+}

@@ -1,0 +1,623 @@
+import { describe, expect, it } from '@jest/globals';
+import { approvalArgsSha256 } from '../../common/approval-bytes';
+import { AppError } from '../../common/errors';
+import { payloadCodecs, type EventKind, type EventPayloads } from '../../common/event-kinds';
+import { requestIds } from '../../common/request-ids';
+import type { JournalEntry } from '../../common/state-client';
+import {
+  ApprovalDecision,
+  ToolEffect,
+  type ApprovalRequest,
+} from '../../proto/gen/polychrome/events/v1/events';
+import type { Step } from '../../proto/gen/polychrome/harness/v1/harness';
+import { ConversationPhase, Visibility, type Conversation } from '../api/v1alpha1';
+import { conversation as conversationFixture, UID } from '../controller/snapshot-fixtures';
+import { foldJournal, type JournalView, type TurnView } from './journal-view';
+import {
+  authorizeApproval,
+  authorizeUse,
+  checkStep,
+  FAILED_TURN_TEXT,
+  planApprovalAnswer,
+  planMessage,
+  planQuestionAnswer,
+  planSettle,
+  type HarnessEnd,
+  type MessageInput,
+  type PlannedEvent,
+} from './turn-plan';
+import type { Caller } from './turn-service';
+
+// ---- fixtures: real payloads, encoded and folded as the coordinator's views are ----
+
+const OWNER = 'web:owner';
+const ADMIN = 'web:admin';
+const ARGS = '{"amount":5}';
+const LEASE = { holder: 'replica-b', fencingToken: 7 };
+const NOW_MS = 5_000;
+
+function caller(identity: string, roles: string[], more: string[] = []): Caller {
+  return {
+    identity,
+    identities: [identity, ...more],
+    personaId: `p-${identity}`,
+    roles,
+    sessionId: 's',
+  };
+}
+const owner = caller(OWNER, ['member']);
+const admin = caller(ADMIN, ['admin']);
+const edge = caller('bot:edge', ['edge']);
+const stranger = caller('web:stranger', ['member']);
+
+function conv(
+  over: Partial<Conversation['spec']> = {},
+  phase?: NonNullable<Conversation['status']>['phase'],
+): Conversation {
+  return conversationFixture(
+    { owner: OWNER, tools: { builtin: ['refund'], requireApproval: ['refund'] }, ...over },
+    phase === undefined ? undefined : { phase },
+  );
+}
+
+type E = { kind: string; payload: Uint8Array };
+function ev<K extends EventKind>(kind: K, payload: Partial<EventPayloads[K]>): E {
+  const codec = payloadCodecs[kind];
+  return { kind, payload: codec.encode(codec.fromPartial(payload)).finish() };
+}
+function view(events: E[]): JournalView {
+  return foldJournal(events.map((e, position): JournalEntry => ({ position, ...e })));
+}
+const attribution = { caller: OWNER, participants: [OWNER], persona: 'p' };
+const message = (turnId: string, text = 'hi', key = `k-${turnId}`): E =>
+  ev('message_received', { turnId, idempotencyKey: key, text, attribution, receivedAtMs: 1 });
+const dispatched = (turnId: string, attempt = 1): E =>
+  ev('turn_dispatched', { turnId, attempt, leaseHolder: 'a', fencingToken: 1, attribution });
+const complete = (turnId: string): E => ev('turn_complete', { turnId, text: 'done' });
+const approvalRequest = (turnId: string, toolCallId: string, requiredApprover = ''): E =>
+  ev('approval_request', requestOf(turnId, toolCallId, requiredApprover));
+function requestOf(turnId: string, toolCallId: string, requiredApprover = ''): ApprovalRequest {
+  return {
+    turnId,
+    requestId: requestIds.approvalRequestId(turnId, toolCallId),
+    toolCallId,
+    toolName: 'refund',
+    argsJson: ARGS,
+    argsSha256: Buffer.from(approvalArgsSha256(ARGS)),
+    reason: 'moves money',
+    requiredApprover,
+  };
+}
+const approvalResponse = (turnId: string, toolCallId: string, decision: ApprovalDecision): E =>
+  ev('approval_response', {
+    turnId,
+    requestId: requestIds.approvalRequestId(turnId, toolCallId),
+    toolName: 'refund',
+    argsSha256: Buffer.from(approvalArgsSha256(ARGS)),
+    decision,
+    answeredBy: ADMIN,
+  });
+
+function messageInput(over: Partial<MessageInput> & { events?: E[] } = {}): MessageInput {
+  const { events = [], ...rest } = over;
+  return {
+    view: view(events),
+    conversation: conv(),
+    caller: owner,
+    request: { conversationId: UID, text: 'hi', idempotencyKey: 'k-new' },
+    turnId: 'new',
+    lease: LEASE,
+    nowMs: NOW_MS,
+    ...rest,
+  };
+}
+
+function refusal(result: { kind: string; error?: AppError }): { code: string; message: string } {
+  expect(result.kind).toBe('refuse');
+  const error = result.error;
+  if (error === undefined) throw new Error('no error');
+  return { code: error.code, message: error.message };
+}
+
+const kinds = (events: readonly PlannedEvent[]): string[] => events.map((e) => e.kind);
+const turnOf = (v: JournalView, id: string): TurnView => {
+  const turn = v.turnsById.get(id);
+  if (turn === undefined) throw new Error(`no turn ${id}`);
+  return turn;
+};
+
+// ---- who may use a conversation ----
+
+describe('authorizeUse', () => {
+  const shared = conv({ visibility: Visibility.Shared, participants: ['web:friend'] });
+  it.each([
+    ['the owner', owner, conv(), undefined],
+    ['an admin', admin, conv(), undefined],
+    ['a participant of a shared one', caller('web:friend', ['member']), shared, undefined],
+    [
+      'a participant of a private one',
+      caller('web:friend', ['member']),
+      conv({ participants: ['web:friend'] }),
+      'permission_denied',
+    ],
+    ['a stranger', stranger, conv(), 'permission_denied'],
+    ['an edge that is not a participant', edge, conv(), 'permission_denied'],
+  ])('%s', (_name, who, c, code) => {
+    expect(authorizeUse(who, UID, c)?.error.code).toBe(code);
+  });
+
+  it('an unknown conversation is not_found, whoever asks', () => {
+    expect(authorizeUse(admin, UID, undefined)?.error.code).toBe('not_found');
+  });
+});
+
+// ---- a new message ----
+
+describe('planMessage', () => {
+  it('opens a new turn with batch one at the head, under the claimed lease', () => {
+    const step = planMessage(
+      messageInput({ events: [message('t0'), dispatched('t0'), complete('t0')] }),
+    );
+    expect(step.kind).toBe('dispatch');
+    if (step.kind !== 'dispatch') return;
+    expect(kinds(step.events)).toEqual(['message_received', 'turn_dispatched']);
+    expect(step.events[1]).toEqual({
+      kind: 'turn_dispatched',
+      payload: {
+        turnId: 'new',
+        attempt: 1,
+        leaseHolder: 'replica-b',
+        fencingToken: 7,
+        attribution: { caller: OWNER, participants: [OWNER], persona: `p-${OWNER}` },
+        dispatchedAtMs: NOW_MS,
+        messagePosition: 3,
+      },
+    });
+  });
+
+  it('records the reopening of a Closed conversation in batch one', () => {
+    const step = planMessage(messageInput({ conversation: conv({}, ConversationPhase.Closed) }));
+    expect(step.kind === 'dispatch' && kinds(step.events)).toEqual([
+      'message_received',
+      'conversation_reopened',
+      'turn_dispatched',
+    ]);
+  });
+
+  it('an exact retry gets the same turn; another text under the key is a conflict', () => {
+    const events = [message('new', 'hi'), dispatched('new'), complete('new')];
+    const again = planMessage(messageInput({ events }));
+    expect(again.kind === 'reply' && again.turn.turnId).toBe('new');
+    const other = planMessage(
+      messageInput({
+        events,
+        request: { conversationId: UID, text: 'other', idempotencyKey: 'k-new' },
+      }),
+    );
+    expect(refusal(other).code).toBe('conflict');
+    expect(refusal(other).message).toContain('was used for another message');
+  });
+
+  it('recovers the oldest orphan first, under its id, with the next attempt and its own message', () => {
+    const events = [
+      message('old'),
+      dispatched('old', 1),
+      message('older-not'),
+      dispatched('older-not', 2),
+    ];
+    const step = planMessage(messageInput({ events }));
+    expect(step.kind).toBe('recover');
+    if (step.kind !== 'recover') return;
+    expect(step.turn.turnId).toBe('old');
+    expect(step.events).toEqual([
+      {
+        kind: 'turn_dispatched',
+        payload: expect.objectContaining({
+          turnId: 'old',
+          attempt: 2,
+          fencingToken: 7,
+          messagePosition: 0,
+        }),
+      },
+    ]);
+  });
+
+  it('a retry of an orphaned turn recovers it before answering', () => {
+    const step = planMessage(messageInput({ events: [message('new'), dispatched('new')] }));
+    expect(step.kind === 'recover' && step.turn.turnId).toBe('new');
+  });
+
+  it('a paused turn blocks a new message with a 409 that names it', () => {
+    const events = [message('p'), dispatched('p'), approvalRequest('p', 'c1')];
+    const { code, message: text } = refusal(planMessage(messageInput({ events })));
+    expect(code).toBe('conflict');
+    expect(text).toBe('turn p waits for an approval; answer it before sending a new message');
+  });
+});
+
+describe('directives only narrow policy, and only edges send them', () => {
+  const withDirective = (who: Caller, directive: object, approverIsAdmin?: boolean): MessageInput =>
+    messageInput({
+      caller: who,
+      conversation: conv({ visibility: Visibility.Shared, participants: [edge.identity] }),
+      request: { conversationId: UID, text: 'hi', idempotencyKey: 'k-new', directive },
+      ...(approverIsAdmin === undefined ? {} : { approverIsAdmin }),
+    });
+
+  it('a member owner who names themselves approver gets 403', () => {
+    const { code, message: text } = refusal(
+      planMessage(withDirective(owner, { requiredApprover: OWNER }, false)),
+    );
+    expect(code).toBe('permission_denied');
+    expect(text).toBe(
+      `${OWNER} may not send a directive: only a caller with the edge role may; send the message without "directive"`,
+    );
+  });
+
+  it('a member may not even lower the step budget', () => {
+    expect(refusal(planMessage(withDirective(owner, { maxSteps: 2 }))).code).toBe(
+      'permission_denied',
+    );
+  });
+
+  it('even an admin without the edge role may not send one', () => {
+    expect(refusal(planMessage(withDirective(admin, { maxSteps: 2 }))).code).toBe(
+      'permission_denied',
+    );
+  });
+
+  it('an edge may not name an approver who is not an admin (itself, or nobody real)', () => {
+    const { code, message: text } = refusal(
+      planMessage(withDirective(edge, { requiredApprover: edge.identity }, false)),
+    );
+    expect(code).toBe('permission_denied');
+    expect(text).toContain('directive.requiredApprover bot:edge is not an admin');
+  });
+
+  it('an edge that names an admin, and lowers the budget, gets both recorded', () => {
+    const step = planMessage(withDirective(edge, { requiredApprover: ADMIN, maxSteps: 3 }, true));
+    expect(step.kind).toBe('dispatch');
+    if (step.kind !== 'dispatch') return;
+    expect(step.events[1]).toEqual({
+      kind: 'ingress_directive',
+      payload: { turnId: 'new', maxSteps: 3, requiredApprover: ADMIN },
+    });
+  });
+
+  it('a refused directive is refused before an exact retry would be answered', () => {
+    const input = withDirective(owner, { maxSteps: 1 });
+    const step = planMessage({
+      ...input,
+      view: view([message('new'), dispatched('new'), complete('new')]),
+    });
+    expect(refusal(step).code).toBe('permission_denied');
+  });
+});
+
+// ---- answers ----
+
+describe('who may answer an approval', () => {
+  const paused = (approver = '') =>
+    view([message('t'), dispatched('t'), approvalRequest('t', 'c1', approver)]);
+  const request = (approver = '') => requestOf('t', 'c1', approver);
+
+  it.each([
+    ['an admin, none named', admin, '', undefined],
+    ['the owner, none named', owner, '', 'permission_denied'],
+    ['the named admin', admin, ADMIN, undefined],
+    [
+      'another admin than the named one',
+      caller('web:admin2', ['admin']),
+      ADMIN,
+      'permission_denied',
+    ],
+    [
+      'the named identity without the admin role any more',
+      caller(ADMIN, ['member']),
+      ADMIN,
+      'permission_denied',
+    ],
+  ])('%s', (_name, who, approver, code) => {
+    const v = paused(approver);
+    expect(authorizeApproval(who, turnOf(v, 't'), request(approver))?.error.code).toBe(code);
+  });
+
+  it('an answer signs the pending call and dispatches the next attempt', () => {
+    const plan = planApprovalAnswer({
+      view: paused(),
+      conversation: conv(),
+      caller: admin,
+      requestId: request().requestId,
+      lease: LEASE,
+      nowMs: NOW_MS,
+      decision: 'deny',
+    });
+    expect(plan.kind).toBe('answer');
+    if (plan.kind !== 'answer') return;
+    expect(plan.sign).toEqual({
+      requestId: request().requestId,
+      toolName: 'refund',
+      argsSha256: approvalArgsSha256(ARGS),
+      decision: 'denied',
+      turnId: 't',
+    });
+  });
+
+  it('an answered or unknown request is refused', () => {
+    const answered = view([
+      message('t'),
+      dispatched('t'),
+      approvalRequest('t', 'c1'),
+      approvalResponse('t', 'c1', ApprovalDecision.APPROVAL_DECISION_APPROVED),
+      dispatched('t', 2),
+    ]);
+    const base = {
+      conversation: conv(),
+      caller: admin,
+      lease: LEASE,
+      nowMs: NOW_MS,
+      decision: 'approve' as const,
+    };
+    expect(
+      refusal(planApprovalAnswer({ ...base, view: answered, requestId: request().requestId })).code,
+    ).toBe('conflict');
+    expect(
+      refusal(planApprovalAnswer({ ...base, view: answered, requestId: 'apr_nope' })).code,
+    ).toBe('not_found');
+  });
+
+  it('a question is answered with the next dispatch in the same batch', () => {
+    const qid = requestIds.questionRequestId('t', 'c9');
+    const v = view([
+      message('t'),
+      dispatched('t'),
+      ev('question_request', { turnId: 't', requestId: qid, toolCallId: 'c9', question: 'which?' }),
+    ]);
+    const plan = planQuestionAnswer({
+      view: v,
+      conversation: conv(),
+      caller: owner,
+      requestId: qid,
+      answer: 'that',
+      lease: LEASE,
+      nowMs: NOW_MS,
+    });
+    expect(plan.kind === 'answer' && kinds(plan.events)).toEqual([
+      'question_response',
+      'turn_dispatched',
+    ]);
+  });
+});
+
+// ---- what the harness sends ----
+
+describe('the harness cannot forge the record', () => {
+  const running = view([message('t'), dispatched('t')]);
+  const d = (v = running, c = conv()) => ({ turn: turnOf(v, 't'), conversation: c });
+  const toolCall = (over: object = {}): Step => ({
+    sequence: 1,
+    commitWithResult: false,
+    step: {
+      $case: 'toolCall',
+      value: {
+        turnId: 't',
+        step: 1,
+        toolCallId: 'c1',
+        toolName: 'lookup',
+        argsJson: ARGS,
+        effect: ToolEffect.TOOL_EFFECT_PURE,
+        approvalRequestId: '',
+        ...over,
+      },
+    },
+  });
+
+  it('accepts a plain tool call of this turn', () => {
+    expect(checkStep(d(), toolCall())).toBeUndefined();
+  });
+
+  it.each([
+    [
+      'a step of another turn',
+      toolCall({ turnId: 'other' }),
+      'names turn other, but turn t was dispatched',
+    ],
+    [
+      'a gated tool run without approval',
+      toolCall({ toolName: 'refund' }),
+      'which needs approval, without one',
+    ],
+    [
+      'a claimed approval that was never given',
+      toolCall({ toolName: 'refund', approvalRequestId: requestIds.approvalRequestId('t', 'c1') }),
+      'but no such approval was given',
+    ],
+    [
+      'an approval id that is not derived from the call',
+      toolCall({ toolName: 'refund', approvalRequestId: 'apr_0000' }),
+      'but its approval id is',
+    ],
+  ])('refuses %s', (_name, step, reason) => {
+    expect(checkStep(d(), step)).toContain(reason);
+  });
+
+  it('an approval binds the arguments: the approved call with other arguments is refused', () => {
+    const approved = view([
+      message('t'),
+      dispatched('t'),
+      approvalRequest('t', 'c1'),
+      approvalResponse('t', 'c1', ApprovalDecision.APPROVAL_DECISION_APPROVED),
+      dispatched('t', 2),
+    ]);
+    const aid = requestIds.approvalRequestId('t', 'c1');
+    expect(
+      checkStep(d(approved), toolCall({ toolName: 'refund', approvalRequestId: aid })),
+    ).toBeUndefined();
+    expect(
+      checkStep(
+        d(approved),
+        toolCall({ toolName: 'refund', approvalRequestId: aid, argsJson: '{"amount":5000}' }),
+      ),
+    ).toContain('no such approval was given');
+  });
+
+  it('a denied result needs a recorded denial', () => {
+    const denied: Step = {
+      sequence: 2,
+      commitWithResult: false,
+      step: {
+        $case: 'toolResult',
+        value: { turnId: 't', toolCallId: 'c1', content: 'no', isError: false, denied: true },
+      },
+    };
+    expect(checkStep(d(), denied)).toContain('no denial was given');
+    const withDenial = view([
+      message('t'),
+      dispatched('t'),
+      approvalRequest('t', 'c1'),
+      approvalResponse('t', 'c1', ApprovalDecision.APPROVAL_DECISION_DENIED),
+      dispatched('t', 2),
+    ]);
+    expect(checkStep(d(withDenial), denied)).toBeUndefined();
+  });
+
+  const settle = (end: HarnessEnd, attempt = 1, v = running, c = conv()) =>
+    planSettle({ dispatched: d(v, c), end, attempt, maxAttempts: 3, nowMs: NOW_MS });
+  const pausedWith = (request: ApprovalRequest): HarnessEnd => ({
+    kind: 'paused',
+    request: { $case: 'approvalRequest', value: request },
+  });
+
+  it('commits an honest approval request and waits for it', () => {
+    const plan = settle(pausedWith(requestOf('t', 'c1')));
+    expect(plan.kind === 'commit' && kinds(plan.events)).toEqual(['approval_request']);
+    expect(plan.kind === 'commit' && plan.status.kind).toBe('awaiting_approval');
+  });
+
+  it.each([
+    [
+      'names itself (or anyone) the approver',
+      { requiredApprover: 'web:attacker' },
+      'names required approver web:attacker',
+    ],
+    ['uses a request id of its own', { requestId: 'apr_mine' }, 'should have id'],
+    [
+      'shows other arguments than it hashed',
+      { argsJson: '{"amount":1}' },
+      'args_sha256 is not the SHA-256',
+    ],
+    ['names another turn', { turnId: 'other' }, 'names turn other'],
+  ])('quarantines an approval request that %s, committing none of it', (_name, over, reason) => {
+    const plan = settle(pausedWith({ ...requestOf('t', 'c1'), ...over }));
+    expect(plan.kind).toBe('commit');
+    if (plan.kind !== 'commit') return;
+    expect(kinds(plan.events)).toEqual(['turn_ambiguous']);
+    expect(plan.status.kind).toBe('ambiguous');
+    const payload = plan.events[0]?.payload as { reason: string };
+    expect(payload.reason).toContain('nothing of it was committed');
+    expect(payload.reason).toContain(reason);
+  });
+
+  it('keeps the directive’s approver when the harness copies it', () => {
+    const v = view([
+      message('t'),
+      ev('ingress_directive', { turnId: 't', requiredApprover: ADMIN }),
+      dispatched('t'),
+    ]);
+    const plan = settle(pausedWith(requestOf('t', 'c1', ADMIN)), 1, v);
+    expect(plan.kind === 'commit' && kinds(plan.events)).toEqual(['approval_request']);
+  });
+
+  it('quarantines a handoff to an agent that is not a target, and a result for another turn', () => {
+    const handoff = settle({
+      kind: 'result',
+      carried: [],
+      result: {
+        outcome: {
+          $case: 'handoff',
+          value: { turnId: 't', toolCallId: 'c', targetAgent: 'evil', reason: '' },
+        },
+      },
+    });
+    expect(handoff.kind === 'commit' && handoff.status.kind).toBe('ambiguous');
+    const other = settle({
+      kind: 'result',
+      carried: [],
+      result: {
+        outcome: {
+          $case: 'complete',
+          value: { turnId: 'other', text: 'x', steps: 1, completedAtMs: 1, fallback: false },
+        },
+      },
+    });
+    expect(other.kind === 'commit' && other.status.kind).toBe('ambiguous');
+  });
+
+  it('a forged step reported by the shell quarantines the turn with the reason', () => {
+    const plan = settle({
+      kind: 'forged',
+      reason: 'tool_call c1 claims approval',
+      toolCallId: 'c1',
+    });
+    expect(plan.kind === 'commit' && plan.events[0]).toEqual({
+      kind: 'turn_ambiguous',
+      payload: {
+        turnId: 't',
+        toolCallId: 'c1',
+        reason:
+          'the harness sent what this turn cannot have produced, so nothing of it was committed: tool_call c1 claims approval',
+        detectedAtMs: NOW_MS,
+      },
+    });
+  });
+});
+
+describe('settling a turn that failed', () => {
+  const running = view([message('t'), dispatched('t')]);
+  const failed: HarnessEnd = { kind: 'failed', error: new Error('harness gone'), retryable: true };
+  const settle = (end: HarnessEnd, attempt: number, v = running) =>
+    planSettle({
+      dispatched: { turn: turnOf(v, 't'), conversation: conv() },
+      end,
+      attempt,
+      maxAttempts: 3,
+      nowMs: NOW_MS,
+    });
+
+  it('leaves an orphan before the last attempt, and for a failure that is not retryable', () => {
+    expect(settle(failed, 1).kind).toBe('orphan');
+    expect(settle({ ...failed, retryable: false }, 3).kind).toBe('orphan');
+  });
+
+  it('settles with the fallback on the last attempt', () => {
+    const plan = settle(failed, 3);
+    expect(plan.kind === 'commit' && plan.events[0]).toEqual({
+      kind: 'turn_complete',
+      payload: {
+        turnId: 't',
+        text: FAILED_TURN_TEXT,
+        steps: 0,
+        completedAtMs: NOW_MS,
+        fallback: true,
+      },
+    });
+  });
+
+  it('quarantines when the last committed step is a side effect', () => {
+    const v = view([
+      message('t'),
+      dispatched('t'),
+      ev('tool_call', {
+        turnId: 't',
+        toolCallId: 'c1',
+        toolName: 'pay',
+        argsJson: ARGS,
+        effect: ToolEffect.TOOL_EFFECT_SIDE_EFFECT,
+      }),
+    ]);
+    const plan = settle(failed, 3, v);
+    expect(plan.kind === 'commit' && plan.status).toEqual(
+      expect.objectContaining({ kind: 'ambiguous', toolCallId: 'c1' }),
+    );
+  });
+});
