@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { approvalArgsSha256 } from '../../common/approval-bytes';
-import { AppError } from '../../common/errors';
+import type { AppError } from '../../common/errors';
 import { payloadCodecs, type EventKind, type EventPayloads } from '../../common/event-kinds';
 import { requestIds } from '../../common/request-ids';
 import type { JournalEntry } from '../../common/state-client';
