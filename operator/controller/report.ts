@@ -98,9 +98,11 @@ export function reportStatus(
   const closedMessage = `closed at ${closedTime ?? nowText}${
     plan.idle.value === undefined ? '' : ` after ${plan.idle.value} without a turn`
   }; the next turn reopens it${
-    plan.retention.ms === undefined || closedTime === undefined
-      ? ''
-      : `; the object is deleted ${plan.retention.value ?? ''} after closing`
+    plan.retentionHold !== undefined
+      ? `; the object is kept, never deleted by retention: ${plan.retentionHold}`
+      : plan.retention.ms === undefined || closedTime === undefined
+        ? ''
+        : `; the object is deleted ${plan.retention.value ?? ''} after closing`
   }`;
   const terminating = 'the Conversation is being deleted; its sandbox is released first';
 
