@@ -9,7 +9,7 @@ NPX := npx --no-install
 JEST_ARGS ?=
 
 .PHONY: all build generate proto manifests verify-generate lint typecheck test test-unit \
-	test-integration bench dev dev-down binaries cluster-up cluster-down clean
+	test-integration test-argocd-health bench dev dev-down binaries cluster-up cluster-down clean
 
 all: build
 
@@ -52,8 +52,13 @@ binaries:
 	bash hack/build-binaries.sh
 
 ## All tests: unit, then integration against one shared local control plane.
-test: node_modules binaries
+test: node_modules binaries test-argocd-health
 	$(NPX) jest $(JEST_ARGS)
+
+## Argo CD health scripts (config/argocd) run as Argo CD runs argocd-cm scripts: gopher-lua
+## with only the base, table and package libraries (hack/argocd-health; Go module cache).
+test-argocd-health:
+	cd hack/argocd-health && GOTOOLCHAIN=local GOFLAGS=-mod=readonly go test -count=1 ./...
 
 test-unit: node_modules
 	$(NPX) jest --selectProjects unit $(JEST_ARGS)

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { Action, ReconcilePlan } from './plan';
-import { BLOCKED_RECHECK_MS, Lifecycle, planReconcile } from './plan';
+import { BLOCKED_RECHECK_MS, Lifecycle, planReconcile, retentionHoldOf } from './plan';
 import type { ConversationSnapshot } from './snapshot';
 import {
   NOW,
@@ -15,6 +15,7 @@ import {
 } from './snapshot-fixtures';
 
 const HOUR = 3_600_000;
+const TRACKING_ID = 'chat:polychrome.dev/Conversation:team/c1';
 const ago = (ms: number): string => new Date(NOW.getTime() - ms).toISOString();
 const kinds = (plan: ReconcilePlan): string[] => plan.actions.map((a: Action) => a.kind);
 
@@ -158,6 +159,83 @@ const cases: Case[] = [
       conversation({ retention: '9999999999h' }, { closedTime: ago(800 * HOUR) }),
     ),
     actions: [],
+    lifecycle: Lifecycle.Closed,
+  },
+  // Retention never fights GitOps: Git would recreate a deleted object with a new uid.
+  ...(
+    [
+      [
+        'Argo CD tracking annotation',
+        { annotations: { 'argocd.argoproj.io/tracking-id': TRACKING_ID } },
+      ],
+      ['Argo CD default tracking label', { labels: { 'app.kubernetes.io/instance': 'chat' } }],
+      ['Argo CD custom tracking label', { labels: { 'argocd.argoproj.io/instance': 'chat' } }],
+      ['Flux kustomize label', { labels: { 'kustomize.toolkit.fluxcd.io/name': 'apps' } }],
+      ['Flux helm label', { labels: { 'helm.toolkit.fluxcd.io/name': 'chat' } }],
+      ['an empty tracking label', { labels: { 'app.kubernetes.io/instance': '' } }],
+    ] as const
+  ).map(([what, meta]): Case => ({
+    name: `closed past its retention with the ${what}: closed, not deleted, no requeue`,
+    snapshot: agentSnapshot(
+      conversation(
+        { retention: '1h' },
+        { lastTurnTime: ago(5 * HOUR), closedTime: ago(2 * HOUR) },
+        meta,
+      ),
+    ),
+    actions: [],
+    lifecycle: Lifecycle.Closed,
+  })),
+  {
+    name: 'closed past its retention with a claim left and a tracking label: only the claim goes',
+    snapshot: agentSnapshot(
+      conversation(
+        { retention: '1h' },
+        { lastTurnTime: ago(5 * HOUR), closedTime: ago(2 * HOUR) },
+        { labels: { 'app.kubernetes.io/instance': 'chat' } },
+      ),
+      { claim: claim() },
+    ),
+    actions: ['delete-claim'],
+    lifecycle: Lifecycle.Closed,
+  },
+  {
+    name: 'closed long ago with retention never: closed, not deleted, no requeue',
+    snapshot: agentSnapshot(
+      conversation(
+        { retention: 'never' },
+        { lastTurnTime: ago(900 * HOUR), closedTime: ago(800 * HOUR) },
+      ),
+    ),
+    actions: [],
+    lifecycle: Lifecycle.Closed,
+  },
+  {
+    name: 'closing a managed conversation arms no retention deadline',
+    snapshot: agentSnapshot(
+      conversation(
+        { idleTimeout: '30m' },
+        { lastTurnTime: ago(HOUR) },
+        { annotations: { 'argocd.argoproj.io/tracking-id': TRACKING_ID } },
+      ),
+      { claim: claim() },
+    ),
+    actions: ['delete-claim'],
+    lifecycle: Lifecycle.Closing,
+  },
+  {
+    name: 'other app.kubernetes.io labels and argocd annotations do not hold: deleted',
+    snapshot: agentSnapshot(
+      conversation(
+        { retention: '1h' },
+        { lastTurnTime: ago(5 * HOUR), closedTime: ago(2 * HOUR) },
+        {
+          labels: { 'app.kubernetes.io/name': 'chat', 'app.kubernetes.io/part-of': 'support' },
+          annotations: { 'argocd.argoproj.io/sync-wave': '1' },
+        },
+      ),
+    ),
+    actions: ['delete-conversation'],
     lifecycle: Lifecycle.Closed,
   },
   {
@@ -385,6 +463,41 @@ describe('planReconcile', () => {
     });
     expect(plan.idle.error).toBe('invalid duration "1d": unknown unit "d"');
     expect(kinds(plan)).toEqual(['create-claim']);
+  });
+
+  it('names what holds a conversation back from retention, for the status message', () => {
+    const hold = (
+      spec: Parameters<typeof conversation>[0],
+      meta: Parameters<typeof conversation>[2],
+    ) => retentionHoldOf(conversation(spec, undefined, meta));
+    expect(hold({}, { annotations: { 'argocd.argoproj.io/tracking-id': TRACKING_ID } })).toBe(
+      'it is managed by Argo CD (annotation argocd.argoproj.io/tracking-id)',
+    );
+    expect(hold({}, { labels: { 'app.kubernetes.io/instance': 'chat' } })).toBe(
+      'it is managed by Argo CD (label app.kubernetes.io/instance)',
+    );
+    expect(hold({}, { labels: { 'kustomize.toolkit.fluxcd.io/name': 'apps' } })).toBe(
+      'it is managed by Flux (label kustomize.toolkit.fluxcd.io/name)',
+    );
+    expect(hold({ retention: 'never' }, {})).toBe('spec.retention is never');
+    // The tracking annotation's key as a label is not how Argo CD tracks: no hold.
+    expect(hold({}, { labels: { 'argocd.argoproj.io/tracking-id': 'x' } })).toBeUndefined();
+    expect(hold({ retention: '1h' }, {})).toBeUndefined();
+    expect(hold({}, {})).toBeUndefined();
+    // A managed conversation with retention never: the manager is named (it is the stronger reason).
+    expect(hold({ retention: 'never' }, { labels: { 'app.kubernetes.io/instance': 'chat' } })).toBe(
+      'it is managed by Argo CD (label app.kubernetes.io/instance)',
+    );
+  });
+
+  it('retention never is a valid retention, not RetentionInvalid, and arms no deadline', () => {
+    const plan = planReconcile(
+      agentSnapshot(conversation({ retention: 'never' }, { closedTime: ago(HOUR) })),
+      NOW,
+    );
+    expect(plan.retention).toEqual({ value: 'never' });
+    expect(plan.retentionHold).toBe('spec.retention is never');
+    expect(plan.requeueAfterMs).toBeUndefined();
   });
 
   it('the same snapshot plans the same actions (deterministic)', () => {

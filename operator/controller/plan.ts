@@ -14,9 +14,12 @@
  *   `closedTime`) means a turn arrived: the conversation is open again.
  * - Retention: `spec.retention` (default 24h) after `status.closedTime` the object is
  *   deleted. A malformed value disables deletion (report says why).
+ * - Retention never fights GitOps: `spec.retention: never`, or an object Argo CD or Flux
+ *   tracks, is closed but never deleted (Git would recreate it with a new uid and an empty
+ *   journal); the plan names the hold and the report says it.
  */
 import type { Conversation } from '../api/v1alpha1';
-import { DEFAULT_RETENTION } from '../api/v1alpha1';
+import { DEFAULT_RETENTION, RETENTION_NEVER } from '../api/v1alpha1';
 import type { SandboxAssessment } from './assess-sandbox';
 import { assessSandbox, isPodFinished } from './assess-sandbox';
 import { CONVERSATION_FINALIZER, POD_SPEC_HASH_ANNOTATION, isOwnedBy } from './child-meta';
@@ -86,6 +89,41 @@ export interface DurationRule {
   readonly deadline?: string;
 }
 
+/**
+ * Metadata by which a GitOps tool marks an object it applies from Git and would recreate if
+ * it were deleted. Argo CD tracks by the annotation (its default since 3.0, and with
+ * `annotation+label`) or by the label (the `label` method, the default before 3.0; its
+ * documentation recommends the key `argocd.argoproj.io/instance` when
+ * `application.instanceLabelKey` is changed). Flux's kustomize and helm controllers label
+ * what they apply.
+ */
+export const GITOPS_TRACKING = [
+  { tool: 'Argo CD', on: 'annotation', key: 'argocd.argoproj.io/tracking-id' },
+  { tool: 'Argo CD', on: 'label', key: 'app.kubernetes.io/instance' },
+  { tool: 'Argo CD', on: 'label', key: 'argocd.argoproj.io/instance' },
+  { tool: 'Flux', on: 'label', key: 'kustomize.toolkit.fluxcd.io/name' },
+  { tool: 'Flux', on: 'label', key: 'helm.toolkit.fluxcd.io/name' },
+] as const;
+
+/**
+ * Why retention must never delete this Conversation, for people (`spec.retention is never`,
+ * `it is managed by Argo CD (annotation argocd.argoproj.io/tracking-id)`), or undefined when
+ * it may. A tracking key counts whatever its value: keeping an object is always safe,
+ * deleting one Git declares is not.
+ */
+export function retentionHoldOf(conversation: Conversation): string | undefined {
+  const { labels = {}, annotations = {} } = conversation.metadata;
+  for (const marker of GITOPS_TRACKING) {
+    const found = marker.on === 'annotation' ? annotations : labels;
+    if (Object.hasOwn(found, marker.key)) {
+      return `it is managed by ${marker.tool} (${marker.on} ${marker.key})`;
+    }
+  }
+  if (conversation.spec.retention === RETENTION_NEVER)
+    return `spec.retention is ${RETENTION_NEVER}`;
+  return undefined;
+}
+
 /** The outcome of {@link planReconcile}. */
 export interface ReconcilePlan {
   readonly actions: readonly Action[];
@@ -101,6 +139,8 @@ export interface ReconcilePlan {
   readonly sandbox: SandboxAssessment;
   readonly idle: DurationRule;
   readonly retention: DurationRule;
+  /** Why retention never deletes this object ({@link retentionHoldOf}); absent when it may. */
+  readonly retentionHold?: string;
   /** For {@link Lifecycle.Closing}: the `status.closedTime` to record. */
   readonly closedTime?: string;
 }
@@ -144,7 +184,15 @@ export function planReconcile(
   const sandbox = assessSandbox(snapshot);
   const idle = readIdle(conversation);
   const retention = readRetention(conversation);
-  const base = { sandbox, idle, retention };
+  const retentionHold = retentionHoldOf(conversation);
+  const base = {
+    sandbox,
+    idle,
+    retention,
+    ...(retentionHold === undefined ? {} : { retentionHold }),
+  };
+  // Milliseconds after closing that the object is deleted; undefined: never.
+  const retentionMs = retentionHold === undefined ? retention.ms : undefined;
 
   if (conversation.metadata.deletionTimestamp !== undefined) {
     if (!hasFinalizer(conversation)) {
@@ -176,7 +224,7 @@ export function planReconcile(
   const reopened = closedMs !== undefined && lastTurnMs !== undefined && lastTurnMs > closedMs;
   if (closedMs !== undefined && !reopened) {
     const actions = [...releaseActions(snapshot, 'the conversation is closed')];
-    const retentionAt = retention.ms === undefined ? undefined : closedMs + retention.ms;
+    const retentionAt = retentionMs === undefined ? undefined : closedMs + retentionMs;
     if (retentionAt !== undefined && nowMs >= retentionAt) {
       actions.push({
         kind: ActionKind.DeleteConversation,
@@ -199,7 +247,7 @@ export function planReconcile(
     nowMs >= (parseTime(idle.deadline) ?? Infinity) &&
     (status.currentTurn === undefined || status.currentTurn === '');
   if (idleDue) {
-    const retentionAt = retention.ms === undefined ? undefined : nowMs + retention.ms;
+    const retentionAt = retentionMs === undefined ? undefined : nowMs + retentionMs;
     return {
       ...base,
       actions: releaseActions(snapshot, `idle for ${idle.value ?? ''} since the last turn`),
@@ -236,6 +284,7 @@ function readIdle(conversation: Conversation): DurationRule {
 
 function readRetention(conversation: Conversation): DurationRule {
   const value = conversation.spec.retention ?? DEFAULT_RETENTION;
+  if (value === RETENTION_NEVER) return { value };
   const parsed = parseDuration(value);
   return parsed.ok ? { value, ms: parsed.ms } : { value, error: parsed.error };
 }

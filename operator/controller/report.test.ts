@@ -419,6 +419,37 @@ describe('reportStatus', () => {
     );
   });
 
+  it('a closed conversation that retention holds says why it stays, and stays Healthy', () => {
+    const managed = pass(
+      agentSnapshot(
+        conversation(
+          { retention: '1h' },
+          { lastTurnTime: ago(5 * HOUR), closedTime: '2026-11-30T10:00:00Z' },
+          {
+            annotations: {
+              'argocd.argoproj.io/tracking-id': 'chat:polychrome.dev/Conversation:team/c1',
+            },
+          },
+        ),
+      ),
+    );
+    expect(managed.outcome.completed).toEqual([]);
+    expect(managed.status.phase).toBe('Closed');
+    expect(condition(managed.status, 'Ready')?.message).toBe(
+      'closed at 2026-11-30T10:00:00Z; the next turn reopens it; the object is kept, never deleted by retention: it is managed by Argo CD (annotation argocd.argoproj.io/tracking-id)',
+    );
+    expect(condition(managed.status, 'Degraded')?.reason).toBe('Healthy');
+    const never = pass(
+      agentSnapshot(
+        conversation({ retention: 'never', idleTimeout: '30m' }, { lastTurnTime: ago(HOUR) }),
+        { claim: claim() },
+      ),
+    );
+    expect(condition(never.status, 'Progressing')?.message).toBe(
+      'closed at 2026-11-30T12:00:00Z after 30m without a turn; the next turn reopens it; the object is kept, never deleted by retention: spec.retention is never',
+    );
+  });
+
   it('a failed close leaves the conversation open', () => {
     const { status } = pass(
       agentSnapshot(conversation({ idleTimeout: '30m' }, { lastTurnTime: ago(HOUR) }), {

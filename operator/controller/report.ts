@@ -7,6 +7,7 @@
  * over unchanged.
  */
 import type { Condition, ConversationStatus } from '../api/v1alpha1';
+import type { DegradedReason } from '../api/v1alpha1';
 import { ConditionReason, ConditionType, ConversationPhase } from '../api/v1alpha1';
 import { canonicalJson } from '../../common/canonical-json';
 import type { BlockedReason, SandboxNames } from './assess-sandbox';
@@ -69,7 +70,8 @@ export function reportStatus(
         : status.closedTime;
 
   const view = sandboxView(plan, outcome);
-  const degradedCauses: ConditionInput[] = [];
+  // Typed with DegradedReason so a new cause cannot skip the Argo CD health test cases.
+  const degradedCauses: (ConditionInput & { readonly reason: DegradedReason })[] = [];
   if (lifecycle === Lifecycle.Open && view.blocked !== undefined) {
     degradedCauses.push({
       type: ConditionType.Degraded,
@@ -98,9 +100,11 @@ export function reportStatus(
   const closedMessage = `closed at ${closedTime ?? nowText}${
     plan.idle.value === undefined ? '' : ` after ${plan.idle.value} without a turn`
   }; the next turn reopens it${
-    plan.retention.ms === undefined || closedTime === undefined
-      ? ''
-      : `; the object is deleted ${plan.retention.value ?? ''} after closing`
+    plan.retentionHold !== undefined
+      ? `; the object is kept, never deleted by retention: ${plan.retentionHold}`
+      : plan.retention.ms === undefined || closedTime === undefined
+        ? ''
+        : `; the object is deleted ${plan.retention.value ?? ''} after closing`
   }`;
   const terminating = 'the Conversation is being deleted; its sandbox is released first';
 

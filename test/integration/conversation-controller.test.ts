@@ -18,6 +18,7 @@ import { apiFailureOf } from '../../operator/controller/kube-client';
 import { pollUntil } from '../../hack/lib/processes';
 import { randomBytes } from 'node:crypto';
 import {
+  apiErrorMessage,
   createConversationObject,
   dropConversationFinalizers,
   field,
@@ -36,6 +37,7 @@ const MINUTE = 60_000;
 const YEAR = 365 * 24 * 60 * MINUTE;
 const BLOCKED_RECHECK_TEST_MS = 1_000;
 const poll = { timeoutMs: 45_000, intervalMs: 200 };
+const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 describe('Conversation controller on a real API server', () => {
   let kc: KubeConfig;
@@ -305,6 +307,79 @@ describe('Conversation controller on a real API server', () => {
     await waitFor('c-ret to be deleted', async () =>
       (await get('c-ret')) === undefined ? true : undefined,
     );
+  });
+
+  it('retention closes but never deletes a conversation Argo CD tracks, or one with retention never', async () => {
+    const spec = { ...validMinimalConversationSpec, idleTimeout: '1m', retention: '1h' };
+    await createConversationObject(kc, ns.name, 'c-argo', spec, {
+      annotations: {
+        'argocd.argoproj.io/tracking-id': `support:polychrome.dev/Conversation:${ns.name}/c-argo`,
+      },
+    });
+    await createConversationObject(kc, ns.name, 'c-argo-label', spec, {
+      labels: { 'app.kubernetes.io/instance': 'support' },
+    });
+    // The CRD accepts `never`, and only in retention.
+    await create('c-never', { ...spec, retention: 'never' });
+    // The control: the same spec, untracked, is deleted at the same clock.
+    await create('c-plain', spec);
+    const names = ['c-argo', 'c-argo-label', 'c-never', 'c-plain'];
+    for (const name of names) {
+      await waitFor(`the claim of ${name}`, () => getClaim(name));
+      await patchStatus(name, {
+        lastTurnTime: clock
+          .now()
+          .toISOString()
+          .replace(/\.\d{3}Z$/, 'Z'),
+      });
+    }
+    clock.advance(2 * MINUTE);
+    for (const name of names) controller.enqueue(ns.name, name);
+    for (const name of names) {
+      await waitFor(`${name} to close`, async () =>
+        field(await get(name), 'status', 'phase') === 'Closed' ? true : undefined,
+      );
+    }
+    // Past the 1h retention: the control goes; a spec change on the others makes their next
+    // pass at this clock observable (observedGeneration 2), rather than a sleep.
+    clock.advance(61 * MINUTE);
+    for (const name of names) controller.enqueue(ns.name, name);
+    await waitFor('c-plain to be deleted', async () =>
+      (await get('c-plain')) === undefined ? true : undefined,
+    );
+    const held = {
+      'c-argo': 'it is managed by Argo CD (annotation argocd.argoproj.io/tracking-id)',
+      'c-argo-label': 'it is managed by Argo CD (label app.kubernetes.io/instance)',
+      'c-never': 'spec.retention is never',
+    };
+    for (const [name, why] of Object.entries(held)) {
+      await objects.patchNamespacedCustomObject(
+        {
+          group,
+          version,
+          plural,
+          namespace: ns.name,
+          name,
+          body: { spec: { agent: { maxSteps: 3 } } },
+        },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+      const after = await waitFor(`${name} observedGeneration 2`, async () => {
+        const obj = await get(name);
+        return field(obj, 'status', 'observedGeneration') === 2 ? obj : undefined;
+      });
+      expect(field(after, 'metadata', 'deletionTimestamp')).toBeUndefined();
+      expect(field(after, 'status', 'phase')).toBe('Closed');
+      expect(field(condition(after, 'Ready'), 'message')).toMatch(
+        new RegExp(`; the object is kept, never deleted by retention: ${escapeRegExp(why)}$`),
+      );
+      expect(field(condition(after, 'Degraded'), 'reason')).toBe('Healthy');
+    }
+    const refused = await createConversationObject(kc, ns.name, 'c-never-idle', {
+      ...spec,
+      idleTimeout: 'never',
+    }).then(() => 'created', apiErrorMessage);
+    expect(refused).toMatch(/spec\.idleTimeout: [^\n]*should match/);
   });
 
   it('plain pod backend: creates the pod, reports Ready, recreates a deleted pod', async () => {

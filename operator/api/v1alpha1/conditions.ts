@@ -72,6 +72,22 @@ export const ConditionReason = {
 export type ConditionReason = (typeof ConditionReason)[keyof typeof ConditionReason];
 
 /**
+ * The reasons of a `Degraded` True condition: the reconciler's causes (controller/report.ts
+ * types its causes with this) and the turn code's quarantine (TurnAmbiguous). Argo CD's health
+ * check (config/argocd) has a test case for each, which hack/argocd-testdata.test.ts enforces.
+ */
+export const DegradedReason = {
+  SandboxFailed: ConditionReason.SandboxFailed,
+  SandboxTemplateMissing: ConditionReason.SandboxTemplateMissing,
+  WarmPoolMissing: ConditionReason.WarmPoolMissing,
+  RuntimeClassMissing: ConditionReason.RuntimeClassMissing,
+  TurnAmbiguous: ConditionReason.TurnAmbiguous,
+  RetentionInvalid: ConditionReason.RetentionInvalid,
+  IdleTimeoutInvalid: ConditionReason.IdleTimeoutInvalid,
+} as const;
+export type DegradedReason = (typeof DegradedReason)[keyof typeof DegradedReason];
+
+/**
  * `status.phase`: a display value for `kubectl get`, derived from the conditions. Code
  * decides on conditions, never on the phase.
  */

@@ -45,6 +45,11 @@ describe('conversation cases', () => {
     expect(check(validFullConversationSpec)).toEqual([]);
   });
 
+  it('accepts retention never, and 0 (delete as soon as closed)', () => {
+    expect(check({ ...validMinimalConversationSpec, retention: 'never' })).toEqual([]);
+    expect(check({ ...validMinimalConversationSpec, retention: '0' })).toEqual([]);
+  });
+
   it('has at least 8 distinct invalid cases with unique names', () => {
     const names = invalidConversationCases.map((c) => c.name);
     expect(new Set(names).size).toBe(names.length);

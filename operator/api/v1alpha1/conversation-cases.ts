@@ -164,6 +164,24 @@ export const invalidConversationCases: readonly InvalidConversationCase[] = [
     rejectedBy: 'openapi',
   },
   {
+    name: 'idleTimeout never (never is a retention, not a timeout: omit idleTimeout or set 0s)',
+    spec: { agent: { systemPrompt: prompt }, idleTimeout: 'never' },
+    expectMessage: fieldError('spec.idleTimeout', 'should match'),
+    rejectedBy: 'openapi',
+  },
+  {
+    name: 'retention Never (the keyword is lower case)',
+    spec: { agent: { systemPrompt: prompt }, retention: 'Never' },
+    expectMessage: fieldError('spec.retention', 'should match'),
+    rejectedBy: 'openapi',
+  },
+  {
+    name: 'retention never mixed with a duration',
+    spec: { agent: { systemPrompt: prompt }, retention: 'never1h' },
+    expectMessage: fieldError('spec.retention', 'should match'),
+    rejectedBy: 'openapi',
+  },
+  {
     name: 'unknown visibility',
     spec: { agent: { systemPrompt: prompt }, visibility: 'public' },
     expectMessage: fieldError('spec.visibility', 'Unsupported value: "public"'),

@@ -7,6 +7,7 @@ import {
   DEFAULT_MODEL,
   DEFAULT_RETENTION,
   DURATION_PATTERN,
+  RETENTION_PATTERN,
   IDENTITY_PATTERN,
 } from './conversation-types';
 import type { CelRule, JsonSchema } from './schema-builder';
@@ -146,7 +147,7 @@ describe('Conversation CRD', () => {
     expect(nodeAt('spec.agent.model')).toMatchObject({ minLength: 1 });
     expect(nodeAt('spec.agent.systemPrompt')).toMatchObject({ maxLength: 32768 });
     expect(nodeAt('spec.idleTimeout').pattern).toBe(DURATION_PATTERN);
-    expect(nodeAt('spec.retention').pattern).toBe(DURATION_PATTERN);
+    expect(nodeAt('spec.retention').pattern).toBe(RETENTION_PATTERN);
     expect(nodeAt('spec.visibility').enum).toEqual(['private', 'shared']);
     expect(nodeAt('spec.owner').pattern).toBe(IDENTITY_PATTERN);
     expect(nodeAt('spec.participants.[]').pattern).toBe(IDENTITY_PATTERN);

@@ -46,6 +46,8 @@ export const MAX_STEPS_LIMIT = 64;
 export const DEFAULT_MCP_TIMEOUT_MS = 60_000;
 /** How long a closed conversation's object is kept when `spec.retention` is omitted. */
 export const DEFAULT_RETENTION = '24h';
+/** `spec.retention` that closes the conversation but never deletes its object. */
+export const RETENTION_NEVER = 'never';
 /**
  * SandboxWarmPool a claim draws from when `spec.sandbox.warmPool` is omitted. Applied by
  * the operator, not the schema: a schema default would also land on `backend: pod`
@@ -97,6 +99,8 @@ export const DNS_SUBDOMAIN_PATTERN =
  * can parse it with a small parser: `30m`, `1h30m`, `1.5h`, `0s`, `0`.
  */
 export const DURATION_PATTERN = '^(0|([0-9]+(\\.[0-9]+)?(h|m|s))+)$';
+/** `spec.retention`: a {@link DURATION_PATTERN} duration, or `never`. */
+export const RETENTION_PATTERN = '^(never|0|([0-9]+(\\.[0-9]+)?(h|m|s))+)$';
 /** Identities (`provider:scope:external_id` or `provider:external_id`): one rule, in common/identity.ts. */
 export { IDENTITY_MAX_LENGTH, IDENTITY_PATTERN } from '../../../common/identity';
 /** A tool name as the Messages API accepts it. */
@@ -125,11 +129,11 @@ function identity(description: string) {
 }
 
 /** A duration field (idleTimeout, retention). */
-function duration(description: string, defaultValue?: string) {
+function duration(description: string, pattern = DURATION_PATTERN, defaultValue?: string) {
   return string({
     description,
     maxLength: 32,
-    pattern: DURATION_PATTERN,
+    pattern,
     ...(defaultValue !== undefined ? { default: defaultValue } : {}),
   });
 }
@@ -358,8 +362,12 @@ export const conversationSpecField = object(
     // value with a message naming the field. The reconciler still parses defensively (an
     // object stored before this validation existed, or a pattern-valid value that
     // overflows) and then disables deletion and sets Degraded/RetentionInvalid.
+    // `never` and GitOps-managed objects (docs/operator.md, "Retention") are closed but kept:
+    // deleting an object Git declares makes Argo CD or Flux recreate it with a new uid and
+    // an empty journal.
     retention: duration(
-      `Delete the object this long after the conversation is fully closed. Units h, m, s. Default ${DEFAULT_RETENTION}.`,
+      `Delete the object this long after the conversation is fully closed. Units h, m, s. Default ${DEFAULT_RETENTION}. ${RETENTION_NEVER}: close it but never delete it. A Conversation that Argo CD or Flux manages (its tracking annotation or label) is never deleted whatever this says.`,
+      RETENTION_PATTERN,
       DEFAULT_RETENTION,
     ),
     visibility: enumOf(Visibility, {

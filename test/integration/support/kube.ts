@@ -71,13 +71,14 @@ export function conversations(kc: KubeConfig): {
 
 /**
  * Creates the Conversation `name` in `namespace` as `kc`'s user; without `spec` the object
- * has none (for tests of the schema's refusals).
+ * has none (for tests of the schema's refusals). `meta` adds labels and annotations.
  */
 export function createConversationObject(
   kc: KubeConfig,
   namespace: string,
   name: string,
   spec?: unknown,
+  meta: { labels?: Record<string, string>; annotations?: Record<string, string> } = {},
 ): Promise<unknown> {
   const { api, group, version, plural } = conversations(kc);
   return api.createNamespacedCustomObject({
@@ -88,7 +89,7 @@ export function createConversationObject(
     body: {
       apiVersion: ConversationResource.apiVersion,
       kind: ConversationResource.kind,
-      metadata: { name },
+      metadata: { name, ...meta },
       ...(spec === undefined ? {} : { spec }),
     },
   });
