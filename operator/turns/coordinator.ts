@@ -25,7 +25,7 @@ import {
   JournalConflictError,
   type AppendOutcome,
   type NewJournalEvent,
-  type StateClient,
+  type StateJournal,
 } from '../../common/state-client';
 import {
   ApprovalDecision as ProtoDecision,
@@ -45,10 +45,10 @@ import {
   Visibility,
   type Conversation,
 } from '../api/v1alpha1';
-import type { ConversationLeases, LeaseHandle } from '../lease/conversation-leases';
+import type { LeaseHandle, LeaseSource } from '../lease/conversation-leases';
 import { isLeaseHandle } from '../lease/conversation-leases';
 import type { ApprovalSigner } from './approval-signer';
-import type { ConversationAccess } from './conversation-access';
+import type { ConversationStore } from './conversation-access';
 import type { HarnessConnector } from './harness-client';
 import {
   applyEntries,
@@ -89,10 +89,10 @@ export const FAILED_TURN_TEXT =
   'Sorry, I could not finish that. Please try again or rephrase your message.';
 
 export interface TurnCoordinatorOptions {
-  readonly state: StateClient;
+  readonly state: StateJournal;
   readonly harness: HarnessConnector;
-  readonly leases: ConversationLeases;
-  readonly conversations: ConversationAccess;
+  readonly leases: LeaseSource;
+  readonly conversations: ConversationStore;
   readonly approvals: ApprovalSigner;
   /** This replica (lease holder identity). */
   readonly identity: string;
