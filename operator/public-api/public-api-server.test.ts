@@ -936,3 +936,103 @@ describe('PublicApiServer: logs and metrics', () => {
     expect(text).toContain('polychrome_api_open_streams 0');
   });
 });
+
+describe('PublicApiServer: text must be well-formed Unicode', () => {
+  /** JSON text with a lone surrogate escaped, as a client's serializer writes it. */
+  const lone = { high: 'a\ud800b', low: '\udc00z' } as const;
+
+  it.each([
+    ['a lone high surrogate', lone.high, 1, 'd800'],
+    ['a lone low surrogate', lone.low, 0, 'dc00'],
+  ])(
+    'answers 400 naming the field for %s in every text the API takes, and writes nothing',
+    async (_, text, index, unit) => {
+      const a = await start({ replies: [calculatorReply('1 + 1'), askReply('which one?')] });
+      const id = a.seed(ALICE_ID);
+      const expectBad = (answer: Answer, field: string): void => {
+        expectError(
+          answer,
+          400,
+          'invalid_argument',
+          new RegExp(
+            `^${field.replace('.', '\\.')} is not well-formed Unicode: it has a lone surrogate \\(\\\\u${unit} at UTF-16 index ${String(index)}\\); send .* with every surrogate pair complete`,
+          ),
+        );
+        expect(errorOf(answer).details).toEqual({ field, index });
+      };
+      const messages = `/v1/conversations/${id}/messages`;
+      expectBad(await call(a, 'POST', messages, { token: TOKENS.alice, body: { text } }), 'text');
+      expectBad(
+        await call(a, 'POST', '/v1/conversations', {
+          token: TOKENS.alice,
+          body: { message: { text } },
+        }),
+        'message.text',
+      );
+      expect(a.service.calls).toEqual([]);
+      expect(await a.entries(id)).toHaveLength(0);
+
+      // A paused approval and a paused question, to answer with bad text.
+      const approval = await call(a, 'POST', messages, {
+        token: TOKENS.alice,
+        body: { text: 'add' },
+      });
+      const requestId = (approval.json as { approval: { requestId: string } }).approval.requestId;
+      const approvals = `/v1/conversations/${id}/approvals/${requestId}`;
+      expectBad(
+        await call(a, 'POST', approvals, {
+          token: TOKENS.admin,
+          body: { decision: 'deny', comment: text },
+        }),
+        'comment',
+      );
+      const denied = await call(a, 'POST', approvals, {
+        token: TOKENS.admin,
+        body: { decision: 'deny', comment: 'no' },
+      });
+      const questionId = (denied.json as { question: { requestId: string } }).question.requestId;
+      const head = a.head(id);
+      expectBad(
+        await call(a, 'POST', `/v1/conversations/${id}/questions/${questionId}`, {
+          token: TOKENS.alice,
+          body: { answer: text },
+        }),
+        'answer',
+      );
+      expect(a.head(id)).toBe(head);
+    },
+  );
+
+  it('accepts astral characters, stores them as sent, and an exact retry is the same turn (not 409)', async () => {
+    const a = await start();
+    const id = a.seed(ALICE_ID);
+    const text = 'deploy 🚀 to 𝔭𝔯𝔬𝔡 — ok? 👍🏽';
+    const path = `/v1/conversations/${id}/messages`;
+    const first = await call(a, 'POST', path, {
+      token: TOKENS.alice,
+      body: { text, idempotencyKey: 'astral-1' },
+    });
+    expect(first.status).toBe(200);
+    const head = a.head(id);
+    const retry = await call(a, 'POST', path, {
+      token: TOKENS.alice,
+      body: { text, idempotencyKey: 'astral-1' },
+    });
+    expect(retry.status).toBe(200);
+    expect(retry.json).toEqual(first.json);
+    expect(a.head(id)).toBe(head);
+    const transcript = await call(a, 'GET', `/v1/conversations/${id}/transcript`, {
+      token: TOKENS.alice,
+    });
+    expect(transcript.json).toMatchObject({ turns: [{ user: { text } }] });
+    // Another text under the same key is still a conflict.
+    expectError(
+      await call(a, 'POST', path, {
+        token: TOKENS.alice,
+        body: { text: `${text}!`, idempotencyKey: 'astral-1' },
+      }),
+      409,
+      'conflict',
+    );
+  });
+});
