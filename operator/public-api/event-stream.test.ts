@@ -4,6 +4,7 @@ import { StateCallError } from '../../common/state-client';
 import type { FollowJournal } from './event-stream';
 import {
   ALICE,
+  BOB,
   call,
   dataOf,
   errorOf,
@@ -520,6 +521,54 @@ describe('GET /v1/conversations/{id}/stream', () => {
     const last = client.messages.at(-1);
     expect(last?.event).toBe('error');
     expect(dataOf(last).error).toMatchObject({ code: 'unauthenticated' });
+    await pollUntil('stream released', () => a.server.openStreams === 0);
+  });
+
+  it('ends the stream of a participant removed from a shared conversation with event: error permission_denied within a heartbeat, and sends nothing committed after', async () => {
+    const a = await start({ heartbeatMs: 20 });
+    const id = a.seed(ALICE_ID, { visibility: 'shared', participants: [BOB.identity] });
+    await call(a, 'POST', `/v1/conversations/${id}/messages`, {
+      token: TOKENS.alice,
+      body: { text: 'before' },
+    });
+    const bob = await open(a, `/v1/conversations/${id}/stream`, {}, TOKENS.bob);
+    const alice = await open(a, `/v1/conversations/${id}/stream`);
+    await bob.waitFor('one turn', () => bob.events().length === TURN_EVENTS);
+    // While Bob is a participant, heartbeats come and go and the stream stays.
+    await bob.waitFor('heartbeats', (m) => m.filter((x) => x.comments.length > 0).length >= 3);
+    expect(bob.messages.some((m) => m.event === 'error')).toBe(false);
+
+    const removedAt = Date.now();
+    a.turns.conversations.editSpec(id, (spec) => ({ ...spec, participants: [] }));
+    await bob.ended;
+    expect(Date.now() - removedAt).toBeLessThan(1_000);
+    const last = bob.messages.at(-1);
+    expect(last?.event).toBe('error');
+    expect(dataOf(last).error).toMatchObject({
+      code: 'permission_denied',
+      message: expect.stringContaining(`${BOB.identity} may not use conversation ${id}`),
+    });
+    const seen = bob.events().length;
+
+    // A turn committed after that reaches the owner's stream, not Bob's.
+    await call(a, 'POST', `/v1/conversations/${id}/messages`, {
+      token: TOKENS.alice,
+      body: { text: 'after' },
+    });
+    await alice.waitFor('two turns', () => alice.events().length === 2 * TURN_EVENTS);
+    expect(bob.events()).toHaveLength(seen);
+    expect(alice.messages.some((m) => m.event === 'error')).toBe(false);
+    await pollUntil('one stream left', () => a.server.openStreams === 1);
+  });
+
+  it('ends the streams of a conversation that is deleted with event: error not_found', async () => {
+    const a = await start({ heartbeatMs: 20 });
+    const id = await conversationWithTurns(a, 1);
+    const client = await open(a, `/v1/conversations/${id}/stream`);
+    await client.waitFor('one turn', () => client.events().length === TURN_EVENTS);
+    a.turns.conversations.remove(id);
+    await client.ended;
+    expect(dataOf(client.messages.at(-1)).error).toMatchObject({ code: 'not_found' });
     await pollUntil('stream released', () => a.server.openStreams === 0);
   });
 
