@@ -41,6 +41,13 @@ export const BOB: Caller = {
   roles: ['member'],
   sessionId: 'session-bob',
 };
+export const CAROL: Caller = {
+  identity: 'email:carol@example.com',
+  identities: ['email:carol@example.com'],
+  personaId: 'persona-carol',
+  roles: ['member'],
+  sessionId: 'session-carol',
+};
 export const ADMIN: Caller = {
   identity: 'email:root@example.com',
   identities: ['email:root@example.com'],
@@ -54,6 +61,7 @@ export const TOKENS = {
   alice: `pcs_${'A'.repeat(43)}`,
   bob: `pcs_${'B'.repeat(43)}`,
   admin: `pcs_${'C'.repeat(43)}`,
+  carol: `pcs_${'D'.repeat(43)}`,
   unknown: `pcs_${'Z'.repeat(43)}`,
 } as const;
 
@@ -66,6 +74,7 @@ export class TokenTable {
     [TOKENS.alice, ALICE],
     [TOKENS.bob, BOB],
     [TOKENS.admin, ADMIN],
+    [TOKENS.carol, CAROL],
   ]);
   calls = 0;
 
