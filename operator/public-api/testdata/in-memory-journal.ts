@@ -16,8 +16,9 @@ interface Follower {
 }
 
 /**
- * A journal in memory for the API's tests: partitions of dense positions, appended to by
- * {@link InMemoryTurnService} (or the test), and a real async-generator `follow` that
+ * A journal in memory for the journal hub's unit tests (journal-hub.test.ts), which need
+ * appends that land within one tick: partitions of dense positions, appended to by the
+ * test, and a real async-generator `follow` that
  * yields what is there and then each new event, as the state plane's `read` with
  * `follow: true` does. The test drives it: {@link failFollowers} makes every open follow
  * throw (a state plane restart), {@link follows} records each call with its signal, and
