@@ -496,6 +496,29 @@ export async function loadStateClientTls(paths: {
 }
 
 /**
+ * What the control plane's turn code uses of the state plane's journal: appends at an
+ * expected head, reads (bounded or following) and the head. {@link StateClient} is the
+ * production one; the same contract holds for any other (tests put the real store behind
+ * it): a lost compare-and-swap is a {@link JournalConflictError}, a follow that the state
+ * plane ends is a StateCallError `unavailable`.
+ */
+export interface StateJournal {
+  append(
+    partition: string,
+    expectedHead: number,
+    events: readonly NewJournalEvent[],
+    options?: StateCallOptions,
+  ): Promise<AppendOutcome>;
+  read(
+    partition: string,
+    fromPosition?: number,
+    limit?: number,
+    options?: Pick<StateCallOptions, 'signal'> & { readonly follow?: boolean },
+  ): AsyncIterable<JournalEntry>;
+  head(partition: string, options?: StateCallOptions): Promise<HeadOutcome>;
+}
+
+/**
  * The typed client of the state plane's Journal service over mutual TLS. Every failure is
  * rebuilt as an AppError ({@link stateErrorFromGrpc}): a {@link JournalConflictError} when
  * an append lost the compare-and-swap, a {@link StateCallError} otherwise. Streams are
@@ -512,7 +535,7 @@ export async function loadStateClientTls(paths: {
  *   }
  * }
  */
-export class StateClient {
+export class StateClient implements StateJournal {
   private readonly client: JournalClient;
   private readonly address: string;
   private readonly callTimeoutMs: number;

@@ -49,6 +49,12 @@ export interface LeaseBusy {
   readonly retryAtMs: number;
 }
 
+/** What the turn coordinator uses of the leases ({@link ConversationLeases} in production). */
+export interface LeaseSource {
+  /** The conversation's lease: held already, taken now, or busy (another replica holds it). */
+  tryAcquire(ref: ConversationRef): Promise<LeaseHandle | LeaseBusy>;
+}
+
 /** Options for {@link ConversationLeases}. */
 export interface ConversationLeasesOptions {
   kubeConfig: KubeConfig;
@@ -113,7 +119,7 @@ function isStatus(err: unknown, ...codes: number[]): boolean {
  * leases cost N / renewIntervalMs writes per second, spread evenly, at most
  * `maxConcurrentRenewals` at a time.
  */
-export class ConversationLeases {
+export class ConversationLeases implements LeaseSource {
   private readonly api: CoordinationV1Api;
   private readonly durationMs: number;
   private readonly renewIntervalMs: number;

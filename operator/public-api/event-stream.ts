@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import { AppError, isAppError } from '../../common/errors';
+import { AppError, isAppError, type ErrorCode } from '../../common/errors';
 import type { TextDeltaEvent, TurnService } from '../turns/turn-service';
 import { errorAnswer } from './api-error';
 import { isRetryable, type JournalSink, type JournalSubscription } from './journal-hub';
@@ -35,8 +35,11 @@ export interface EventStreamOptions {
   readonly onTextDelta: TurnService['onTextDelta'];
   readonly heartbeatMs: number;
   /**
-   * Checked at heartbeats, at most every `recheckEveryMs`: throws `unauthenticated` once
-   * the caller's token no longer holds (revoked, expired), which ends the stream.
+   * Checked at heartbeats (at most every `recheckEveryMs`, default every one): throws
+   * `unauthenticated` once the caller's token no longer holds (revoked, expired), and
+   * `permission_denied` or `not_found` once the caller may no longer read the conversation
+   * (removed from its participants, the conversation deleted). Any of these ends the stream
+   * with `event: error`; other failures (the records unreachable) keep it open.
    */
   readonly recheck?: () => Promise<void>;
   readonly recheckEveryMs?: number;
@@ -66,6 +69,13 @@ function deltaFrame(delta: TextDeltaEvent): Buffer {
   lastDelta = { delta, frame };
   return frame;
 }
+
+/** Re-check answers that mean the caller lost the stream: it ends with `event: error`. */
+const ACCESS_LOST: ReadonlySet<string> = new Set<ErrorCode>([
+  'unauthenticated',
+  'permission_denied',
+  'not_found',
+]);
 
 /** Why a stream ended. */
 export type StreamEnd = 'client_closed' | 'shutdown' | 'failed';
@@ -262,8 +272,8 @@ export class EventStream {
       },
       (error: unknown) => {
         this.recheckRunning = false;
-        if (isAppError(error) && error.code === 'unauthenticated') this.fail(error);
-        else this.options.log.debug({ err: error }, 'stream token re-check failed; keeping on');
+        if (isAppError(error) && ACCESS_LOST.has(error.code)) this.fail(error);
+        else this.options.log.debug({ err: error }, 'stream access re-check failed; keeping on');
       },
     );
   }

@@ -3,39 +3,63 @@ import pino from 'pino';
 import { AppError } from '../../common/errors';
 import type { JournalEntry } from '../../common/state-client';
 import { StateCallError } from '../../common/state-client';
+import { StoreJournal } from '../../test/support/store-journal';
+import { stateJournalFollower } from './journal-follower';
 import { JournalHub, prepareEvent, type JournalHubOptions, type JournalSink } from './journal-hub';
-import { pollUntil } from './testdata/fixtures';
-import { InMemoryJournal } from './testdata/in-memory-journal';
+import { pollUntil, toolResults } from './testdata/fixtures';
+import { RecordingFollow } from './testdata/recording-follow';
 
 const P = 'conv-p';
 const hubs: JournalHub[] = [];
 const controllers: AbortController[] = [];
+const stores: StoreJournal[] = [];
 
 afterEach(async () => {
   for (const controller of controllers.splice(0)) controller.abort();
   await Promise.all(hubs.splice(0).map((hub) => hub.close()));
+  await Promise.all(stores.splice(0).map((store) => store.close()));
 });
 
 function range(from: number, to: number): number[] {
   return Array.from({ length: to - from }, (_, i) => from + i);
 }
 
-function append(journal: InMemoryJournal, count: number): void {
-  journal.append(
-    P,
-    range(0, count).map((i) => ({ kind: 'test_kind', payload: new Uint8Array([i % 256]) })),
-  );
+/** The real store behind the production follower, recorded; appends go to the store. */
+interface Journal {
+  readonly store: StoreJournal;
+  readonly follows: RecordingFollow;
+  /**
+   * Appends `count` events as one batch; the store seals it, so the head moves by
+   * `count + 1`. @returns the new head.
+   */
+  append(count: number): Promise<number>;
 }
 
-function setUp(options: Partial<JournalHubOptions> = {}): {
-  journal: InMemoryJournal;
+function setUp(options: Partial<JournalHubOptions> = {}): Promise<{
+  journal: Journal;
   hub: JournalHub;
   prepared: () => number;
-} {
-  const journal = new InMemoryJournal();
+}> {
+  return StoreJournal.open().then((store) => {
+    stores.push(store);
+    const follows = new RecordingFollow(stateJournalFollower(store));
+    const journal: Journal = {
+      store,
+      follows,
+      append: async (count) =>
+        (await store.append(P, store.store.head(P).head, toolResults(count))).head,
+    };
+    return { journal, ...hubOf(follows, options) };
+  });
+}
+
+function hubOf(
+  follows: RecordingFollow,
+  options: Partial<JournalHubOptions>,
+): { hub: JournalHub; prepared: () => number } {
   let prepared = 0;
   const hub = new JournalHub({
-    follow: journal.follow,
+    follow: follows.follow,
     log: pino({ level: 'silent' }),
     retry: { attempts: 3, baseDelayMs: 2, maxDelayMs: 10 },
     lingerMs: 30,
@@ -46,7 +70,7 @@ function setUp(options: Partial<JournalHubOptions> = {}): {
     ...options,
   });
   hubs.push(hub);
-  return { journal, hub, prepared: () => prepared };
+  return { hub, prepared: () => prepared };
 }
 
 /**
@@ -120,14 +144,14 @@ const count = (c: Collector): number => positions(c).length;
 
 describe('JournalHub', () => {
   it('shares ONE upstream follow among many subscribers, and builds each frame once', async () => {
-    const { journal, hub, prepared } = setUp();
-    append(journal, 5);
+    const { journal, hub, prepared } = await setUp();
+    await journal.append(4);
     const subscribers = range(0, 50).map(() => collect(hub, 0));
     await pollUntil('all at 5', () => subscribers.every((s) => count(s) === 5));
-    append(journal, 5);
+    await journal.append(4);
     await pollUntil('all at 10', () => subscribers.every((s) => count(s) === 10));
 
-    expect(journal.follows).toHaveLength(1);
+    expect(journal.follows.follows).toHaveLength(1);
     expect(hub.follows).toBe(1);
     expect(prepared()).toBe(10);
     const first = subscribers[0] as Collector;
@@ -136,120 +160,116 @@ describe('JournalHub', () => {
       // The same bytes (one buffer) went to everyone.
       s.sink.writes.forEach((write, i) => expect(write.frames).toBe(first.sink.writes[i]?.frames));
     }
-    expect(first.sink.writes[0]?.frames.toString('utf8').split('\n\n')[0]).toBe(
-      `id: 0\nevent: test_kind\ndata: ${JSON.stringify({
-        position: 0,
-        kind: 'test_kind',
-        payload: null,
-        payloadBase64: 'AA==',
-      })}`,
+    const stored = await journal.store.entries(P);
+    expect(Buffer.concat(first.sink.writes.map((w) => w.frames)).toString('utf8')).toBe(
+      stored.map((entry) => prepareEvent(entry).frame.toString('utf8')).join(''),
     );
   });
 
-  it('pushes the events of one turn of the event loop as one write, ids exact and in order', async () => {
-    const { journal, hub } = setUp();
+  it('pushes batches appended back to back in contiguous writes, ids exact and in order, the same buffer to all', async () => {
+    const { journal, hub } = await setUp();
     const subscribers = range(0, 3).map(() => collect(hub, 0));
-    await pollUntil('follow waiting', () => journal.activeFollowers === 1);
-    // Three appends (batches) in one tick: one write each, of positions [0, 7).
-    append(journal, 2);
-    append(journal, 1);
-    append(journal, 4);
-    await pollUntil('all at 7', () => subscribers.every((s) => count(s) === 7));
-    for (const s of subscribers) {
-      expect(s.sink.writes.map((w) => [w.from, w.next])).toEqual([[0, 7]]);
-      expect(positions(s)).toEqual(range(0, 7));
-      expect(s.sink.writes[0]?.frames).toBe(subscribers[0]?.sink.writes[0]?.frames);
-    }
-    const frames = subscribers[0]?.sink.writes[0]?.frames.toString('utf8') ?? '';
-    expect(frames).toBe(
-      journal
-        .entries(P)
-        .map((entry) => prepareEvent(entry).frame.toString('utf8'))
-        .join(''),
-    );
-
-    // The next tick's events are the next write, starting where this one ended.
-    append(journal, 3);
+    await pollUntil('follow waiting', () => journal.follows.activeFollowers === 1);
+    // Three batches appended back to back (2, 1 and 4 events, each sealed): [0, 10).
+    const store = journal.store;
+    await Promise.all([
+      store.append(P, 0, toolResults(2)),
+      store.append(P, 3, toolResults(1)),
+      store.append(P, 5, toolResults(4)),
+    ]);
     await pollUntil('all at 10', () => subscribers.every((s) => count(s) === 10));
+    const writes = subscribers[0]?.sink.writes.map((w) => [w.from, w.next]) ?? [];
+    // However the store's follow hands them over: never a gap or an overlap.
+    writes.forEach(([from], i) => expect(from).toBe(i === 0 ? 0 : writes[i - 1]?.[1]));
+    expect(writes.at(-1)?.[1]).toBe(10);
     for (const s of subscribers) {
-      expect(s.sink.writes.map((w) => [w.from, w.next])).toEqual([
-        [0, 7],
-        [7, 10],
-      ]);
+      expect(s.sink.writes.map((w) => [w.from, w.next])).toEqual(writes);
+      expect(positions(s)).toEqual(range(0, 10));
+      s.sink.writes.forEach((write, i) =>
+        expect(write.frames).toBe(subscribers[0]?.sink.writes[i]?.frames),
+      );
+    }
+
+    // What comes later is the next write, starting where the last one ended.
+    await journal.append(2);
+    await pollUntil('all at 13', () => subscribers.every((s) => count(s) === 13));
+    for (const s of subscribers) {
+      const later = s.sink.writes.slice(writes.length);
+      expect(later[0]?.from).toBe(10);
+      later.forEach((write, i) => expect(write.from).toBe(i === 0 ? 10 : later[i - 1]?.next));
+      expect(later.at(-1)?.next).toBe(13);
     }
   });
 
   it('gives late subscribers with old cursors the exact sequence: a bounded read, then the ring', async () => {
-    const { journal, hub } = setUp({ ringSize: 4 });
-    append(journal, 20);
+    const { journal, hub } = await setUp({ ringSize: 4 });
+    await journal.append(20);
     const first = collect(hub, 10);
-    await pollUntil('first at 20', () => count(first) === 10);
+    await pollUntil('first at 21', () => count(first) === 11);
 
     const behind = collect(hub, 3);
-    const inRing = collect(hub, 17);
-    const ahead = collect(hub, 22);
-    await pollUntil('behind at 20', () => count(behind) === 17);
-    await pollUntil('inRing at 20', () => count(inRing) === 3);
-    append(journal, 5);
-    await pollUntil('all at 25', () =>
-      [first, behind, inRing].every((c) => positions(c).at(-1) === 24),
+    const inRing = collect(hub, 18);
+    const ahead = collect(hub, 23);
+    await pollUntil('behind at 21', () => count(behind) === 18);
+    await pollUntil('inRing at 21', () => count(inRing) === 3);
+    await journal.append(5);
+    await pollUntil('all at 27', () =>
+      [first, behind, inRing].every((c) => positions(c).at(-1) === 26),
     );
-    await pollUntil('ahead at 25', () => count(ahead) === 3);
+    await pollUntil('ahead at 27', () => count(ahead) === 4);
 
-    expect(positions(first)).toEqual(range(10, 25));
-    expect(positions(behind)).toEqual(range(3, 25));
-    expect(positions(inRing)).toEqual(range(17, 25));
-    expect(positions(ahead)).toEqual(range(22, 25));
-    // The one ahead got its part of the runs of [20, 25) (a ring, 4, at most each).
-    expect(ahead.sink.writes.map((w) => [w.from, w.next])).toEqual([
-      [22, 24],
-      [24, 25],
-    ]);
-    expect(journal.liveFollows).toHaveLength(1);
+    expect(positions(first)).toEqual(range(10, 27));
+    expect(positions(behind)).toEqual(range(3, 27));
+    expect(positions(inRing)).toEqual(range(18, 27));
+    expect(positions(ahead)).toEqual(range(23, 27));
+    expect(journal.follows.liveFollows).toHaveLength(1);
     // Only the subscriber behind the ring read anything, and only what it missed.
     expect(
-      journal.follows.filter((f) => f.limit !== undefined).map((f) => [f.fromPosition, f.limit]),
-    ).toEqual([[3, 13]]);
+      journal.follows.follows
+        .filter((f) => f.limit !== undefined)
+        .map((f) => [f.fromPosition, f.limit]),
+    ).toEqual([[3, 14]]);
   });
 
   it('lets a slow subscriber overflow without delaying a fast one; it still gets every event exactly once', async () => {
-    const { journal, hub } = setUp({ ringSize: 8 });
+    const { journal, hub } = await setUp({ ringSize: 8 });
     const fast = collect(hub, 0);
     const slow = collect(hub, 0);
-    await pollUntil('follow waiting', () => journal.activeFollowers === 1);
+    await pollUntil('follow waiting', () => journal.follows.activeFollowers === 1);
     slow.sink.full = true;
-    append(journal, 1);
-    await pollUntil('slow at 1', () => count(slow) === 1);
+    await journal.append(1);
+    await pollUntil('slow has a write', () => slow.sink.writes.length === 1);
+    const slowHad = count(slow);
 
-    // The slow one takes nothing more: the fast one still gets everything, at once.
-    append(journal, 99);
+    // The slow one takes nothing more: the fast one still gets everything.
+    await journal.append(97);
     await pollUntil('fast at 100', () => count(fast) === 100);
     expect(positions(fast)).toEqual(range(0, 100));
-    expect(count(slow)).toBe(1);
+    expect(count(slow)).toBe(slowHad);
 
     slow.sink.open();
     await pollUntil('slow at 100', () => count(slow) === 100);
     expect(positions(slow)).toEqual(range(0, 100));
     // It fell out of the ring and caught up with its own read from its next position.
-    const reads = journal.follows.filter((f) => f.limit !== undefined);
+    const reads = journal.follows.follows.filter((f) => f.limit !== undefined);
     expect(reads.length).toBeGreaterThan(0);
-    expect(reads[0]?.fromPosition).toBe(1);
-    expect(journal.liveFollows).toHaveLength(1);
+    expect(reads[0]?.fromPosition).toBe(slowHad);
+    expect(journal.follows.liveFollows).toHaveLength(1);
 
     // Then it is pushed to again, with the others.
-    append(journal, 1);
-    await pollUntil('both at 101', () => count(fast) === 101 && count(slow) === 101);
+    await journal.append(1);
+    await pollUntil('both at 102', () => count(fast) === 102 && count(slow) === 102);
     expect(slow.sink.writes.at(-1)?.frames).toBe(fast.sink.writes.at(-1)?.frames);
   });
 
   it('recovers a subscriber that falls behind mid-burst and stays full a while: no gap, no duplicate', async () => {
-    const { journal, hub } = setUp({ ringSize: 4 });
+    const { journal, hub } = await setUp({ ringSize: 4 });
     const steady = collect(hub, 0);
     const flaky = collect(hub, 0);
-    await pollUntil('follow waiting', () => journal.activeFollowers === 1);
+    await pollUntil('follow waiting', () => journal.follows.activeFollowers === 1);
     // Full after every write while it catches up: it moves one write at a time.
     for (let burst = 0; burst < 10; burst += 1) {
-      append(journal, 3);
+      await journal.append(2);
       if (burst % 3 === 0) flaky.sink.full = true;
       await pollUntil(`steady at burst ${String(burst)}`, () => count(steady) === 3 * burst + 3);
       if (burst % 3 === 2) flaky.sink.open();
@@ -261,47 +281,48 @@ describe('JournalHub', () => {
       expect(write.from).toBe(i === 0 ? 0 : flaky.sink.writes[i - 1]?.next);
     }
     expect(positions(steady)).toEqual(range(0, 30));
-    expect(journal.liveFollows).toHaveLength(1);
+    expect(journal.follows.liveFollows).toHaveLength(1);
   });
 
-  it('writes nothing more to a subscriber that leaves between an append and its flush, and keeps nothing of it', async () => {
-    const { journal, hub } = setUp({ lingerMs: 20 });
+  it('writes nothing more to a subscriber that has left, and keeps nothing of it', async () => {
+    const { journal, hub } = await setUp({ lingerMs: 20 });
     const staying = collect(hub, 0);
     const leaving = collect(hub, 0);
-    await pollUntil('follow waiting', () => journal.activeFollowers === 1);
-    append(journal, 2);
-    await pollUntil('both at 2', () => count(staying) === 2 && count(leaving) === 2);
+    await pollUntil('follow waiting', () => journal.follows.activeFollowers === 1);
+    await journal.append(2);
+    await pollUntil('both at 3', () => count(staying) === 3 && count(leaving) === 3);
 
-    append(journal, 3);
-    // The follow took the events (a microtask each); the flush waits for the next turn.
-    await new Promise((resolve) => queueMicrotask(() => resolve(undefined)));
     leaving.controller.abort();
-    await pollUntil('staying at 5', () => count(staying) === 5);
-    expect(positions(leaving)).toEqual([0, 1]);
+    await journal.append(3);
+    await pollUntil('staying at 7', () => count(staying) === 7);
+    expect(positions(leaving)).toEqual([0, 1, 2]);
 
     // With the last one gone, the follow ends after the linger: nothing held it.
     staying.controller.abort();
-    await pollUntil('upstream cancelled', () => journal.follows[0]?.signal.aborted === true);
+    await pollUntil(
+      'upstream cancelled',
+      () => journal.follows.follows[0]?.signal.aborted === true,
+    );
     await pollUntil('follows 0', () => hub.follows === 0);
-    expect(positions(leaving)).toEqual([0, 1]);
+    expect(positions(leaving)).toEqual([0, 1, 2]);
   });
 
   it('restarts an upstream that failed with unavailable from the next position: no gap, no duplicate', async () => {
-    const { journal, hub } = setUp();
-    append(journal, 5);
+    const { journal, hub } = await setUp();
+    await journal.append(4);
     const subscribers = [collect(hub, 0), collect(hub, 2)];
     await pollUntil('caught up', () => subscribers.every((s) => positions(s).at(-1) === 4));
-    await pollUntil('follow waiting', () => journal.activeFollowers === 1);
+    await pollUntil('follow waiting', () => journal.follows.activeFollowers === 1);
 
     const restarted = new StateCallError('unavailable', 'state plane restarting', {
       method: 'Read',
       grpcStatus: 14,
       fromServer: true,
     });
-    expect(journal.failFollowers(restarted)).toBe(1);
-    await pollUntil('second follow', () => journal.follows.length === 2);
-    expect(journal.follows[1]?.fromPosition).toBe(5);
-    append(journal, 5);
+    expect(journal.follows.failFollowers(restarted)).toBe(1);
+    await pollUntil('second follow', () => journal.follows.follows.length === 2);
+    expect(journal.follows.follows[1]?.fromPosition).toBe(5);
+    await journal.append(4);
     await pollUntil('all at 10', () => subscribers.every((s) => positions(s).at(-1) === 9));
     expect(positions(subscribers[0] as Collector)).toEqual(range(0, 10));
     expect(positions(subscribers[1] as Collector)).toEqual(range(2, 10));
@@ -310,7 +331,7 @@ describe('JournalHub', () => {
 
   it('fails every subscriber after the retry attempts, or at once on a non-retryable error', async () => {
     let calls = 0;
-    const { hub } = setUp({
+    const { hub } = await setUp({
       // eslint-disable-next-line require-yield
       follow: async function* () {
         calls += 1;
@@ -326,7 +347,7 @@ describe('JournalHub', () => {
   });
 
   it('fails a subscriber started after close() with unavailable', async () => {
-    const { hub } = setUp();
+    const { hub } = await setUp();
     await hub.close();
     const late = collect(hub, 0);
     expect(await late.sink.done).toMatchObject({ code: 'unavailable' });
@@ -334,26 +355,29 @@ describe('JournalHub', () => {
   });
 
   it('cancels the upstream after the linger once the last subscriber left; a return in time reuses it', async () => {
-    const { journal, hub } = setUp({ lingerMs: 60 });
-    append(journal, 3);
+    const { journal, hub } = await setUp({ lingerMs: 60 });
+    await journal.append(2);
     const first = collect(hub, 0);
     await pollUntil('first at 3', () => count(first) === 3);
     first.controller.abort();
     const again = collect(hub, 3);
-    append(journal, 1);
-    await pollUntil('again at 4', () => count(again) === 1);
-    expect(journal.follows).toHaveLength(1);
+    await journal.append(1);
+    await pollUntil('again at 5', () => count(again) === 2);
+    expect(journal.follows.follows).toHaveLength(1);
 
     again.controller.abort();
-    expect(journal.follows[0]?.signal.aborted).toBe(false);
+    expect(journal.follows.follows[0]?.signal.aborted).toBe(false);
     expect(hub.follows).toBe(1);
-    await pollUntil('upstream cancelled', () => journal.follows[0]?.signal.aborted === true);
-    await pollUntil('follower gone', () => journal.activeFollowers === 0);
+    await pollUntil(
+      'upstream cancelled',
+      () => journal.follows.follows[0]?.signal.aborted === true,
+    );
+    await pollUntil('follower gone', () => journal.follows.activeFollowers === 0);
     expect(hub.follows).toBe(0);
 
     // A new subscriber then starts a new follow.
     const later = collect(hub, 0);
-    await pollUntil('later at 4', () => count(later) === 4);
-    expect(journal.liveFollows).toHaveLength(2);
+    await pollUntil('later at 5', () => count(later) === 5);
+    expect(journal.follows.liveFollows).toHaveLength(2);
   });
 });

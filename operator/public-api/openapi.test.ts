@@ -4,10 +4,13 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import { ErrorCode } from '../../common/errors';
 import { ROUTES } from './routes';
 import {
+  askReply,
+  calculatorReply,
   call,
   dataOf,
   SseClient,
   startApi,
+  textReply,
   TOKENS,
   type Answer,
   type TestApi,
@@ -40,7 +43,7 @@ function operations(document: Record<string, unknown>): Map<string, Record<strin
 
 let api: TestApi | undefined;
 afterEach(async () => {
-  await api?.server.close();
+  await api?.close();
   api = undefined;
 });
 
@@ -116,7 +119,15 @@ describe('docs/api/openapi.json', () => {
 
   it('describes real answers: successes, errors and stream events fit their schemas', async () => {
     const document = await loadDocument();
-    const a = (api = await startApi());
+    const a = (api = await startApi({
+      replies: [
+        textReply('hello back'),
+        calculatorReply('6 * 7'),
+        textReply('It is 42.'),
+        askReply('why?'),
+        textReply('I see.'),
+      ],
+    }));
     const fits = (answer: Answer, method: string, template: string): void => {
       const schema = responseSchema(document, method, template, answer.status);
       expect({
@@ -146,7 +157,7 @@ describe('docs/api/openapi.json', () => {
     fits(await call(a, 'GET', `/v1/conversations/${id}`, { token: TOKENS.alice }), 'GET', one);
     const paused = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
       token: TOKENS.alice,
-      body: { text: '/approve carol@example.com' },
+      body: { text: 'What is 6 * 7?' },
     });
     expect(paused.status).toBe(200);
     fits(paused, 'POST', `${one}/messages`);
@@ -158,14 +169,14 @@ describe('docs/api/openapi.json', () => {
     );
     const requestId = (paused.json as { approval: { requestId: string } }).approval.requestId;
     const approved = await call(a, 'POST', `/v1/conversations/${id}/approvals/${requestId}`, {
-      token: TOKENS.alice,
+      token: TOKENS.admin,
       body: { decision: 'approve' },
     });
     expect(approved.status).toBe(200);
     fits(approved, 'POST', `${one}/approvals/{requestId}`);
     const asked = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
       token: TOKENS.alice,
-      body: { text: '/ask why?' },
+      body: { text: 'Ask me something.' },
     });
     const questionId = (asked.json as { question: { requestId: string } }).question.requestId;
     const answered = await call(a, 'POST', `/v1/conversations/${id}/questions/${questionId}`, {
@@ -221,10 +232,7 @@ describe('docs/api/openapi.json', () => {
       authorization: `Bearer ${TOKENS.alice}`,
     });
     try {
-      await client.waitFor(
-        'every event',
-        () => client.events().length === a.journal.head(`conv-${id}`),
-      );
+      await client.waitFor('every event', () => client.events().length === a.head(id));
       const eventSchema = { $ref: '#/components/schemas/StreamEvent' };
       for (const event of client.events()) {
         expect(checkSchema(document, eventSchema, dataOf(event))).toEqual([]);

@@ -5,9 +5,15 @@ import { StateCallError } from '../../common/state-client';
 import { MAX_TEXT_CHARS } from './request-parsers';
 import {
   ADMIN,
+  askReply,
+  BOB,
+  calculatorReply,
   call,
   errorOf,
+  pollUntil,
   startApi,
+  TEST_NOW_MS,
+  textReply,
   TOKENS,
   type Answer,
   type TestApi,
@@ -16,7 +22,7 @@ import {
 let api: TestApi | undefined;
 
 afterEach(async () => {
-  await api?.server.close();
+  await api?.close();
   api = undefined;
 });
 
@@ -44,12 +50,10 @@ function conversationRoutes(id: string): { method: string; path: string; body?: 
 }
 
 /** Nothing reached the service and nothing was written. */
-function expectUntouched(a: TestApi, conversationId?: string): void {
+async function expectUntouched(a: TestApi, conversationId?: string): Promise<void> {
   expect(a.service.calls).toEqual([]);
-  if (conversationId !== undefined) {
-    expect(a.journal.entries(`conv-${conversationId}`)).toHaveLength(0);
-  }
-  expect(a.journal.follows).toHaveLength(0);
+  if (conversationId !== undefined) expect(await a.entries(conversationId)).toHaveLength(0);
+  expect(a.follows.follows).toHaveLength(0);
 }
 
 function expectError(answer: Answer, status: number, code: string, message?: RegExp): void {
@@ -63,7 +67,7 @@ function expectError(answer: Answer, status: number, code: string, message?: Reg
 describe('PublicApiServer: authentication', () => {
   it('answers 401 with a Bearer challenge when the header is missing, on every /v1 route but the document', async () => {
     const a = await start();
-    const id = a.service.seed(ADMIN.identity);
+    const id = a.seed(ADMIN.identity);
     const routes = [
       { method: 'POST', path: '/v1/conversations', body: {} },
       ...conversationRoutes(id),
@@ -74,7 +78,7 @@ describe('PublicApiServer: authentication', () => {
       expect(answer.headers.get('www-authenticate')).toBe('Bearer realm="polychrome"');
     }
     expect(a.tokens.calls).toBe(0);
-    expectUntouched(a, id);
+    await expectUntouched(a, id);
     expect((await call(a, 'GET', '/v1/openapi.json')).status).toBe(200);
   });
 
@@ -96,7 +100,7 @@ describe('PublicApiServer: authentication', () => {
         'Bearer realm="polychrome", error="invalid_request"',
       );
       expect(a.tokens.calls).toBe(0);
-      expectUntouched(a);
+      await expectUntouched(a);
     },
   );
 
@@ -112,12 +116,12 @@ describe('PublicApiServer: authentication', () => {
       );
     }
     expect(a.tokens.calls).toBe(2);
-    expectUntouched(a);
+    await expectUntouched(a);
   });
 
   it('reuses an authentication for authCacheMs: a revoked token works until then, no longer', async () => {
     const a = await start({ authCacheMs: 10_000 });
-    const id = a.service.seed(ADMIN.identity);
+    const id = a.seed(ADMIN.identity);
     const path = `/v1/conversations/${id}`;
     expect((await call(a, 'GET', path, { token: TOKENS.admin })).status).toBe(200);
     expect((await call(a, 'GET', path, { token: TOKENS.admin })).status).toBe(200);
@@ -134,7 +138,7 @@ describe('PublicApiServer: authentication', () => {
 
   it('asks every time when authCacheMs is 0', async () => {
     const a = await start({ authCacheMs: 0 });
-    const id = a.service.seed(ADMIN.identity);
+    const id = a.seed(ADMIN.identity);
     for (let i = 0; i < 3; i += 1) {
       expect(
         (await call(a, 'GET', `/v1/conversations/${id}`, { token: TOKENS.admin })).status,
@@ -168,7 +172,7 @@ describe('PublicApiServer: routing and request errors', () => {
     expect(del.headers.get('allow')).toBe('GET');
     expect((await call(a, 'POST', '/v1/openapi.json')).headers.get('allow')).toBe('GET');
     expect(a.tokens.calls).toBe(0);
-    expectUntouched(a);
+    await expectUntouched(a);
   });
 
   it.each([
@@ -187,18 +191,18 @@ describe('PublicApiServer: routing and request errors', () => {
       expectError(answer, 400, 'invalid_argument', /is not a conversation id/);
       expect(errorOf(answer).details).toEqual({ field: 'conversationId' });
     }
-    expectUntouched(a);
+    await expectUntouched(a);
   });
 
   it('answers 400 for a malformed request id', async () => {
     const a = await start();
-    const id = a.service.seed(ALICE_ID);
+    const id = a.seed(ALICE_ID);
     const answer = await call(a, 'POST', `/v1/conversations/${id}/approvals/a%20b`, {
       token: TOKENS.alice,
       body: { decision: 'approve' },
     });
     expectError(answer, 400, 'invalid_argument', /"a b" is not a request id/);
-    expectUntouched(a, id);
+    await expectUntouched(a, id);
   });
 
   it('answers 404 for an unknown conversation, from the service', async () => {
@@ -215,26 +219,31 @@ describe('PublicApiServer: routing and request errors', () => {
         new RegExp(`conversation ${UNKNOWN_ID} does not exist`),
       );
     }
-    expect(a.journal.follows).toHaveLength(0);
+    expect(a.follows.follows).toHaveLength(0);
   });
 
   it('answers 403 when the service refuses the caller, and writes nothing', async () => {
     const a = await start();
-    const id = a.service.seed(ALICE_ID);
+    const id = a.seed(ALICE_ID);
     for (const route of conversationRoutes(id)) {
       const answer = await call(a, route.method, route.path, {
         token: TOKENS.bob,
         body: route.body,
       });
-      expectError(answer, 403, 'permission_denied', /private to its owner/);
+      expectError(
+        answer,
+        403,
+        'permission_denied',
+        new RegExp(`${BOB.identity} may not use conversation ${id}: it belongs to ${ALICE_ID}`),
+      );
     }
-    expect(a.journal.entries(`conv-${id}`)).toHaveLength(0);
-    expect(a.journal.follows).toHaveLength(0);
+    expect(await a.entries(id)).toHaveLength(0);
+    expect(a.follows.follows).toHaveLength(0);
   });
 
   it('answers 415 for a body that is not application/json, before reading it', async () => {
     const a = await start();
-    const id = a.service.seed(ALICE_ID);
+    const id = a.seed(ALICE_ID);
     const cases: Record<string, string>[] = [
       { 'content-type': 'text/plain' },
       { 'content-type': 'application/json; charset=latin1' },
@@ -256,12 +265,12 @@ describe('PublicApiServer: routing and request errors', () => {
     // fetch labels a string body text/plain; a body without any content type is refused too.
     const none = await rawPost(a, `/v1/conversations/${id}/messages`, '{"text":"hi"}', {});
     expect(none.status).toBe(415);
-    expectUntouched(a, id);
+    await expectUntouched(a, id);
   });
 
   it('accepts application/json with a UTF-8 charset', async () => {
     const a = await start();
-    const id = a.service.seed(ALICE_ID);
+    const id = a.seed(ALICE_ID);
     const answer = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
       token: TOKENS.alice,
       rawBody: '{"text":"hi"}',
@@ -283,7 +292,7 @@ describe('PublicApiServer: routing and request errors', () => {
     'answers 400 for malformed JSON %j, naming the position when the parser gives one',
     async (body, message, where) => {
       const a = await start();
-      const id = a.service.seed(ALICE_ID);
+      const id = a.seed(ALICE_ID);
       const answer = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
         token: TOKENS.alice,
         rawBody: body,
@@ -291,13 +300,13 @@ describe('PublicApiServer: routing and request errors', () => {
       });
       expectError(answer, 400, 'invalid_argument', message);
       expect(errorOf(answer).details).toEqual({ field: 'body', ...where });
-      expectUntouched(a, id);
+      await expectUntouched(a, id);
     },
   );
 
   it('answers 400 for bytes that are not UTF-8', async () => {
     const a = await start();
-    const id = a.service.seed(ALICE_ID);
+    const id = a.seed(ALICE_ID);
     const answer = await rawPost(
       a,
       `/v1/conversations/${id}/messages`,
@@ -309,7 +318,7 @@ describe('PublicApiServer: routing and request errors', () => {
     );
     expect(answer.status).toBe(400);
     expect(answer.text).toContain('not valid UTF-8');
-    expectUntouched(a, id);
+    await expectUntouched(a, id);
   });
 
   it.each([
@@ -354,19 +363,19 @@ describe('PublicApiServer: routing and request errors', () => {
     [{ text: 'hi', idempotencyKey: 'k'.repeat(129) }, /got 129 characters/, 'idempotencyKey'],
   ])('answers 400 naming the field for the message body %#', async (body, message, field) => {
     const a = await start();
-    const id = a.service.seed(ALICE_ID);
+    const id = a.seed(ALICE_ID);
     const answer = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
       token: TOKENS.alice,
       body,
     });
     expectError(answer, 400, 'invalid_argument', message);
     expect(errorOf(answer).details).toMatchObject({ field });
-    expectUntouched(a, id);
+    await expectUntouched(a, id);
   });
 
   it('accepts a text of exactly 32768 characters (counted as code points)', async () => {
     const a = await start();
-    const id = a.service.seed(ALICE_ID);
+    const id = a.seed(ALICE_ID);
     const longest = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
       token: TOKENS.alice,
       body: { text: 'x'.repeat(MAX_TEXT_CHARS) },
@@ -382,13 +391,13 @@ describe('PublicApiServer: routing and request errors', () => {
 
   it('answers 413 for a body declared larger than the limit, passing nothing to the service', async () => {
     const a = await start();
-    const id = a.service.seed(ALICE_ID);
+    const id = a.seed(ALICE_ID);
     const answer = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
       token: TOKENS.alice,
       body: { text: 'x'.repeat(30_000), idempotencyKey: 'k', pad: 'y'.repeat(40_000) },
     });
     expectError(answer, 413, 'resource_exhausted', /larger than 65536 bytes/);
-    expectUntouched(a, id);
+    await expectUntouched(a, id);
     // The connection survives: the next request is served.
     expect((await call(a, 'GET', `/v1/conversations/${id}`, { token: TOKENS.alice })).status).toBe(
       200,
@@ -397,7 +406,7 @@ describe('PublicApiServer: routing and request errors', () => {
 
   it('answers 413 for a chunked body once it passes the limit while reading', async () => {
     const a = await start({ maxBodyBytes: 1024 });
-    const id = a.service.seed(ALICE_ID);
+    const id = a.seed(ALICE_ID);
     const answer = await chunkedPost(a, `/v1/conversations/${id}/messages`, [
       '{"text":"',
       'x'.repeat(600),
@@ -406,7 +415,7 @@ describe('PublicApiServer: routing and request errors', () => {
     ]);
     expect(answer.status).toBe(413);
     expect(answer.text).toContain('larger than 1024 bytes');
-    expectUntouched(a, id);
+    await expectUntouched(a, id);
     // Within the limit, chunked is fine.
     const small = await chunkedPost(a, `/v1/conversations/${id}/messages`, ['{"text":', '"hi"}']);
     expect(small.status).toBe(200);
@@ -514,16 +523,18 @@ describe('PublicApiServer: conversations and turns', () => {
       turn: { reply: string; requestedAt: number; conversationId: string };
     };
     expect(json.turn).toMatchObject({
-      reply: 'echo: hello',
+      status: 'complete',
+      reply: 'reply 1',
       requestedAt: 0,
       conversationId: json.conversationId,
     });
     expect(answer.headers.get('idempotency-key')).toBe('first-1');
-    const kinds = a.journal.entries(`conv-${json.conversationId}`).map((e) => e.kind);
+    const kinds = (await a.entries(json.conversationId)).map((e) => e.kind);
     expect(kinds).toEqual([
       'message_received',
       'turn_dispatched',
       'signed_root',
+      'model_call',
       'turn_complete',
       'signed_root',
     ]);
@@ -562,7 +573,7 @@ describe('PublicApiServer: conversations and turns', () => {
 
   it('reads a conversation summary and its transcript', async () => {
     const a = await start();
-    const id = a.service.seed(ALICE_ID);
+    const id = a.seed(ALICE_ID);
     await call(a, 'POST', `/v1/conversations/${id}/messages`, {
       token: TOKENS.alice,
       body: { text: 'one' },
@@ -573,7 +584,7 @@ describe('PublicApiServer: conversations and turns', () => {
       conversationId: id,
       partition: `conv-${id}`,
       owner: ALICE_ID,
-      phase: 'Ready',
+      visibility: 'private',
     });
     const transcript = await call(a, 'GET', `/v1/conversations/${id}/transcript`, {
       token: TOKENS.alice,
@@ -581,14 +592,15 @@ describe('PublicApiServer: conversations and turns', () => {
     expect(transcript.status).toBe(200);
     expect(transcript.json).toEqual({
       conversationId: id,
-      head: 5,
+      head: 6,
       turns: [
         {
-          turnId: 'turn-1',
+          turnId: expect.stringMatching(/^turn_[0-9a-f]{32}$/),
           position: 0,
-          user: { text: 'one', caller: ALICE_ID, receivedAtMs: 1_767_225_600_000 },
+          user: { text: 'one', caller: ALICE_ID, receivedAtMs: TEST_NOW_MS },
           status: 'complete',
-          reply: 'echo: one',
+          reply: 'reply 1',
+          fallback: false,
         },
       ],
     });
@@ -600,7 +612,7 @@ describe('PublicApiServer: conversations and turns', () => {
 
   it('posts a message with a body key: the same key and text is the same turn, other text is 409', async () => {
     const a = await start();
-    const id = a.service.seed(ALICE_ID);
+    const id = a.seed(ALICE_ID);
     const path = `/v1/conversations/${id}/messages`;
     const first = await call(a, 'POST', path, {
       token: TOKENS.alice,
@@ -609,13 +621,13 @@ describe('PublicApiServer: conversations and turns', () => {
     expect(first.status).toBe(200);
     expect(first.json).toMatchObject({
       conversationId: id,
-      turnId: 'turn-1',
+      turnId: expect.stringMatching(/^turn_[0-9a-f]{32}$/),
       status: 'complete',
-      reply: 'echo: hi',
+      reply: 'reply 1',
       requestedAt: 0,
     });
     expect(first.headers.get('idempotency-key')).toBe('key-1');
-    const head = a.journal.head(`conv-${id}`);
+    const head = a.head(id);
 
     const retry = await call(a, 'POST', path, {
       token: TOKENS.alice,
@@ -623,19 +635,19 @@ describe('PublicApiServer: conversations and turns', () => {
       headers: { 'idempotency-key': 'key-1' },
     });
     expect(retry.json).toEqual(first.json);
-    expect(a.journal.head(`conv-${id}`)).toBe(head);
+    expect(a.head(id)).toBe(head);
 
     const conflict = await call(a, 'POST', path, {
       token: TOKENS.alice,
       body: { text: 'other', idempotencyKey: 'key-1' },
     });
-    expectError(conflict, 409, 'conflict', /idempotency key key-1 was used with another message/);
-    expect(a.journal.head(`conv-${id}`)).toBe(head);
+    expectError(conflict, 409, 'conflict', /idempotency key key-1 was used for another message/);
+    expect(a.head(id)).toBe(head);
   });
 
   it('takes the key from the header, accepts body and header when equal, refuses them when different', async () => {
     const a = await start();
-    const id = a.service.seed(ALICE_ID);
+    const id = a.seed(ALICE_ID);
     const path = `/v1/conversations/${id}/messages`;
     const both = await call(a, 'POST', path, {
       token: TOKENS.alice,
@@ -666,7 +678,7 @@ describe('PublicApiServer: conversations and turns', () => {
   it('generates a key when none is given (so a retry is a new turn) and echoes it', async () => {
     let n = 0;
     const a = await start({ newIdempotencyKey: () => `gen-${String((n += 1))}` });
-    const id = a.service.seed(ALICE_ID);
+    const id = a.seed(ALICE_ID);
     const path = `/v1/conversations/${id}/messages`;
     const one = await call(a, 'POST', path, { token: TOKENS.alice, body: { text: 'hi' } });
     const two = await call(a, 'POST', path, { token: TOKENS.alice, body: { text: 'hi' } });
@@ -679,41 +691,43 @@ describe('PublicApiServer: conversations and turns', () => {
 
   it('passes a directive through to the service (recorded as ingress_directive)', async () => {
     const a = await start();
-    const id = a.service.seed(ALICE_ID);
+    const id = a.seed(ALICE_ID);
     const answer = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
       token: TOKENS.alice,
       body: { text: 'hi', directive: { maxSteps: 3, requiredApprover: 'email:bob@example.com' } },
     });
     expect(answer.status).toBe(200);
-    expect(a.journal.entries(`conv-${id}`).map((e) => e.kind)).toContain('ingress_directive');
+    expect((await a.entries(id)).map((e) => e.kind)).toContain('ingress_directive');
   });
 
-  it('runs an approval: paused card, 403 for the wrong approver, 200 for the right one, 412 once answered', async () => {
-    const a = await start();
-    const id = a.service.seed(ALICE_ID);
+  it('runs an approval: paused card, 409 for a new message meanwhile, 403 for the wrong approver, 200 for the right one, 409 once answered', async () => {
+    const a = await start({ replies: [calculatorReply('6 * 7'), textReply('It is 42.')] });
+    const id = a.seed(ALICE_ID);
     const paused = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
       token: TOKENS.alice,
-      body: { text: '/approve carol@example.com', directive: { requiredApprover: ADMIN.identity } },
+      body: { text: 'What is 6 * 7?', directive: { requiredApprover: ADMIN.identity } },
     });
     expect(paused.status).toBe(200);
     const reply = paused.json as {
       status: string;
-      approval: { requestId: string; argsSha256: string; args: unknown };
+      approval: { requestId: string; argsSha256: string; args: unknown; requiredApprover: string };
     };
     expect(reply.status).toBe('paused');
-    expect(reply.approval.args).toEqual({ to: 'carol@example.com' });
+    expect(reply.approval.args).toEqual({ expression: '6 * 7' });
     expect(reply.approval.argsSha256).toMatch(/^[0-9a-f]{64}$/);
     const path = `/v1/conversations/${id}/approvals/${reply.approval.requestId}`;
 
+    // The coordinator answers a message behind a paused turn with 409 conflict.
     const busy = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
       token: TOKENS.alice,
       body: { text: 'next' },
     });
-    expectError(busy, 412, 'failed_precondition', /awaits an answer/);
+    expectError(busy, 409, 'conflict', /waits for an approval; answer it before sending/);
     expectError(
       await call(a, 'POST', path, { token: TOKENS.alice, body: { decision: 'approve' } }),
       403,
       'permission_denied',
+      new RegExp(`must be answered by ${ADMIN.identity}`),
     );
     expectError(
       await call(a, 'POST', path, { token: TOKENS.admin, body: { decision: 'maybe' } }),
@@ -736,16 +750,16 @@ describe('PublicApiServer: conversations and turns', () => {
       body: { decision: 'approve', comment: 'ok' },
     });
     expect(done.status).toBe(200);
-    expect(done.json).toMatchObject({
-      status: 'complete',
-      reply: 'sent to carol@example.com',
-      conversationId: id,
-    });
+    expect(done.json).toMatchObject({ status: 'complete', reply: 'It is 42.', conversationId: id });
+    // The calculator ran after the signed approval: its result is in the journal.
+    expect((await a.entries(id)).map((e) => e.kind)).toEqual(
+      expect.arrayContaining(['approval_response', 'tool_result', 'turn_complete']),
+    );
     expectError(
       await call(a, 'POST', path, { token: TOKENS.admin, body: { decision: 'deny' } }),
-      412,
-      'failed_precondition',
-      /already answered/,
+      409,
+      'conflict',
+      /is not waiting for an answer .*it was answered already/,
     );
     expectError(
       await call(a, 'POST', `/v1/conversations/${id}/approvals/nope`, {
@@ -758,11 +772,11 @@ describe('PublicApiServer: conversations and turns', () => {
   });
 
   it('answers a question', async () => {
-    const a = await start();
-    const id = a.service.seed(ALICE_ID);
+    const a = await start({ replies: [askReply('which cluster?'), textReply('thanks: prod')] });
+    const id = a.seed(ALICE_ID);
     const paused = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
       token: TOKENS.alice,
-      body: { text: '/ask which cluster?' },
+      body: { text: 'restart it' },
     });
     const question = (paused.json as { question: { requestId: string; question: string } })
       .question;
@@ -783,6 +797,8 @@ describe('PublicApiServer: conversations and turns', () => {
     const done = await call(a, 'POST', path, { token: TOKENS.alice, body: { answer: 'prod' } });
     expect(done.status).toBe(200);
     expect(done.json).toMatchObject({ status: 'complete', reply: 'thanks: prod' });
+    // The model saw the answer as the result of its __ask_user call.
+    expect(JSON.stringify(a.turns.harness.model.requests.at(-1))).toContain('prod');
   });
 
   it.each([
@@ -815,7 +831,7 @@ describe('PublicApiServer: conversations and turns', () => {
     'maps a service error %# to its status, hiding internals',
     async (error, status, code, text) => {
       const a = await start();
-      const id = a.service.seed(ALICE_ID);
+      const id = a.seed(ALICE_ID);
       a.service.failNext(error);
       const answer = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
         token: TOKENS.alice,
@@ -836,14 +852,16 @@ describe('PublicApiServer: conversations and turns', () => {
 
 describe('PublicApiServer: close()', () => {
   it('aborts a request in progress, answers it 503 so the client retries elsewhere, and resolves', async () => {
-    const a = await start();
-    const id = a.service.seed(ALICE_ID);
-    const { held } = a.service.holdNextTurn();
+    // A sandbox that never becomes Ready holds the turn after batch one.
+    const a = await start({ sandboxWaitMs: 1_000 });
+    const id = a.seed(ALICE_ID, {}, { phase: 'Pending' });
     const pending = call(a, 'POST', `/v1/conversations/${id}/messages`, {
       token: TOKENS.alice,
       body: { text: 'slow', idempotencyKey: 'slow-1' },
     });
-    await held;
+    await pollUntil('batch one', async () =>
+      (await a.entries(id)).some((e) => e.kind === 'turn_dispatched'),
+    );
     await a.server.close();
     const answer = await pending;
     expectError(
@@ -870,7 +888,7 @@ describe('PublicApiServer: close()', () => {
 describe('PublicApiServer: logs and metrics', () => {
   it('logs one line per request (method, route template, status, ms) and never the token or the text', async () => {
     const a = await start();
-    const id = a.service.seed(ALICE_ID);
+    const id = a.seed(ALICE_ID);
     const secretText = 'my-very-private-message-4711';
     const answer = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
       token: TOKENS.alice,
@@ -899,7 +917,7 @@ describe('PublicApiServer: logs and metrics', () => {
 
   it('counts requests by route template and status, and durations by route', async () => {
     const a = await start();
-    const id = a.service.seed(ALICE_ID);
+    const id = a.seed(ALICE_ID);
     await call(a, 'GET', `/v1/conversations/${id}`, { token: TOKENS.alice });
     await call(a, 'GET', `/v1/conversations/${id}`, { token: TOKENS.alice });
     await call(a, 'GET', `/v1/conversations/${UNKNOWN_ID}`, { token: TOKENS.alice });
@@ -916,5 +934,105 @@ describe('PublicApiServer: logs and metrics', () => {
       'polychrome_api_request_duration_seconds_count{route="/v1/conversations/{conversationId}"} 3',
     );
     expect(text).toContain('polychrome_api_open_streams 0');
+  });
+});
+
+describe('PublicApiServer: text must be well-formed Unicode', () => {
+  /** JSON text with a lone surrogate escaped, as a client's serializer writes it. */
+  const lone = { high: 'a\ud800b', low: '\udc00z' } as const;
+
+  it.each([
+    ['a lone high surrogate', lone.high, 1, 'd800'],
+    ['a lone low surrogate', lone.low, 0, 'dc00'],
+  ])(
+    'answers 400 naming the field for %s in every text the API takes, and writes nothing',
+    async (_, text, index, unit) => {
+      const a = await start({ replies: [calculatorReply('1 + 1'), askReply('which one?')] });
+      const id = a.seed(ALICE_ID);
+      const expectBad = (answer: Answer, field: string): void => {
+        expectError(
+          answer,
+          400,
+          'invalid_argument',
+          new RegExp(
+            `^${field.replace('.', '\\.')} is not well-formed Unicode: it has a lone surrogate \\(\\\\u${unit} at UTF-16 index ${String(index)}\\); send .* with every surrogate pair complete`,
+          ),
+        );
+        expect(errorOf(answer).details).toEqual({ field, index });
+      };
+      const messages = `/v1/conversations/${id}/messages`;
+      expectBad(await call(a, 'POST', messages, { token: TOKENS.alice, body: { text } }), 'text');
+      expectBad(
+        await call(a, 'POST', '/v1/conversations', {
+          token: TOKENS.alice,
+          body: { message: { text } },
+        }),
+        'message.text',
+      );
+      expect(a.service.calls).toEqual([]);
+      expect(await a.entries(id)).toHaveLength(0);
+
+      // A paused approval and a paused question, to answer with bad text.
+      const approval = await call(a, 'POST', messages, {
+        token: TOKENS.alice,
+        body: { text: 'add' },
+      });
+      const requestId = (approval.json as { approval: { requestId: string } }).approval.requestId;
+      const approvals = `/v1/conversations/${id}/approvals/${requestId}`;
+      expectBad(
+        await call(a, 'POST', approvals, {
+          token: TOKENS.admin,
+          body: { decision: 'deny', comment: text },
+        }),
+        'comment',
+      );
+      const denied = await call(a, 'POST', approvals, {
+        token: TOKENS.admin,
+        body: { decision: 'deny', comment: 'no' },
+      });
+      const questionId = (denied.json as { question: { requestId: string } }).question.requestId;
+      const head = a.head(id);
+      expectBad(
+        await call(a, 'POST', `/v1/conversations/${id}/questions/${questionId}`, {
+          token: TOKENS.alice,
+          body: { answer: text },
+        }),
+        'answer',
+      );
+      expect(a.head(id)).toBe(head);
+    },
+  );
+
+  it('accepts astral characters, stores them as sent, and an exact retry is the same turn (not 409)', async () => {
+    const a = await start();
+    const id = a.seed(ALICE_ID);
+    const text = 'deploy 🚀 to 𝔭𝔯𝔬𝔡 — ok? 👍🏽';
+    const path = `/v1/conversations/${id}/messages`;
+    const first = await call(a, 'POST', path, {
+      token: TOKENS.alice,
+      body: { text, idempotencyKey: 'astral-1' },
+    });
+    expect(first.status).toBe(200);
+    const head = a.head(id);
+    const retry = await call(a, 'POST', path, {
+      token: TOKENS.alice,
+      body: { text, idempotencyKey: 'astral-1' },
+    });
+    expect(retry.status).toBe(200);
+    expect(retry.json).toEqual(first.json);
+    expect(a.head(id)).toBe(head);
+    const transcript = await call(a, 'GET', `/v1/conversations/${id}/transcript`, {
+      token: TOKENS.alice,
+    });
+    expect(transcript.json).toMatchObject({ turns: [{ user: { text } }] });
+    // Another text under the same key is still a conflict.
+    expectError(
+      await call(a, 'POST', path, {
+        token: TOKENS.alice,
+        body: { text: `${text}!`, idempotencyKey: 'astral-1' },
+      }),
+      409,
+      'conflict',
+    );
   });
 });

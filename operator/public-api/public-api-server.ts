@@ -516,7 +516,6 @@ export class PublicApiServer {
         'this control plane replica is shutting down; reconnect to reach another one',
       );
     }
-    const authCacheMs = this.options.authCacheMs ?? DEFAULT_AUTH_CACHE_MS;
     const stream = new EventStream({
       response: ctx.response,
       conversationId,
@@ -525,10 +524,12 @@ export class PublicApiServer {
       subscribe: (partition, from, signal) => this.hub.subscribe(partition, from, signal),
       onTextDelta: (id, listener) => this.options.service.onTextDelta(id, listener),
       heartbeatMs: this.options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS,
+      // Each heartbeat asks again what the routes ask: does the token hold (the cache
+      // answers until its entry expires), and may its caller still read the conversation?
       recheck: async () => {
-        await this.authenticateToken(token);
+        const current = await this.authenticateToken(token);
+        await this.options.service.conversation(current, conversationId);
       },
-      recheckEveryMs: authCacheMs,
       closeTimeoutMs: this.options.streamCloseTimeoutMs ?? DEFAULT_STREAM_CLOSE_TIMEOUT_MS,
       requestId: ctx.requestId,
       log: this.log.child({ conversation: conversationId, requestId: ctx.requestId }),

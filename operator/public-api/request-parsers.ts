@@ -87,9 +87,40 @@ function objectOf(
   return value;
 }
 
+/**
+ * The UTF-16 index of the first lone surrogate in `text`, or -1 when it is well-formed
+ * (`String.prototype.isWellFormed`, which lib ES2023 does not type yet).
+ */
+function loneSurrogateAt(text: string): number {
+  if ((text as string & { isWellFormed(): boolean }).isWellFormed()) return -1;
+  for (let i = 0; i < text.length; i += 1) {
+    const unit = text.charCodeAt(i);
+    if (unit >= 0xd800 && unit <= 0xdbff) {
+      const next = text.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) i += 1;
+      else return i;
+    } else if (unit >= 0xdc00 && unit <= 0xdfff) {
+      return i;
+    }
+  }
+  return -1;
+}
+
 function textOf(value: unknown, field: string, maxChars: number, what: string): string {
   if (typeof value !== 'string') {
     throw invalid(field, `${field} must be a string (${what}), got ${describe(value)}`);
+  }
+  // A lone surrogate cannot be stored as UTF-8: it would come back as U+FFFD, and an exact
+  // retry of the same text would then no longer match the turn it created.
+  const lone = loneSurrogateAt(value);
+  if (lone >= 0) {
+    throw new ApiError(
+      'invalid_argument',
+      `${field} is not well-formed Unicode: it has a lone surrogate ` +
+        `(\\u${value.charCodeAt(lone).toString(16)} at UTF-16 index ${String(lone)}); ` +
+        `send ${what} with every surrogate pair complete`,
+      { details: { field, index: lone } },
+    );
   }
   const chars = value.length === 0 ? 0 : Array.from(value).length;
   if (chars === 0 || chars > maxChars) {

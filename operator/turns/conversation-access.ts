@@ -35,7 +35,33 @@ const group = ConversationResource.group;
 const version = ConversationResource.version;
 const plural = ConversationResource.plural;
 
-export class ConversationAccess {
+/**
+ * What the turn coordinator uses of Conversation objects ({@link ConversationAccess} in
+ * production): lookups by uid, status writes on a fresh copy, creation, the sandbox wait.
+ */
+export interface ConversationStore {
+  /** The Conversation with this uid, if it exists. */
+  byUid(uid: string): Conversation | undefined;
+  /**
+   * Writes `next(fresh)` as the status of a fresh copy of the object.
+   *
+   * @throws AppError `not_found` when the object is gone (or was created again).
+   */
+  updateStatus(
+    conversation: Conversation,
+    next: (current: Conversation) => ConversationStatus,
+  ): Promise<Conversation>;
+  /** Creates a conversation from the deployment's default spec, owned by `owner`. */
+  create(owner: string, signal: AbortSignal): Promise<Conversation>;
+  /**
+   * The harness endpoint once the conversation's sandbox is Ready.
+   *
+   * @throws AppError `unavailable` after `timeoutMs`; `cancelled` when `signal` aborts.
+   */
+  waitForSandbox(uid: string, timeoutMs: number, signal: AbortSignal): Promise<string>;
+}
+
+export class ConversationAccess implements ConversationStore {
   private readonly api: CustomObjectsApi;
   /** Where each uid was last found, so a lookup is one cache get, not a scan. */
   private readonly names = new Map<string, { namespace: string; name: string }>();

@@ -10,11 +10,11 @@ import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
 import { AppError, isAppError } from '../../common/errors';
 import { payloadCodecs, type EventKind, type EventPayloads } from '../../common/event-kinds';
-import type { NewJournalEvent, StateClient } from '../../common/state-client';
+import type { NewJournalEvent, StateJournal } from '../../common/state-client';
 import { Visibility, type Conversation } from '../api/v1alpha1';
-import type { ConversationLeases, LeaseHandle } from '../lease/conversation-leases';
+import type { LeaseHandle, LeaseSource } from '../lease/conversation-leases';
 import type { ApprovalSigner } from './approval-signer';
-import type { ConversationAccess } from './conversation-access';
+import type { ConversationStore } from './conversation-access';
 import type { HarnessConnector, HarnessTurnEnd } from './harness-client';
 import { transcriptTurns, turnReplyOf, type TurnView } from './journal-view';
 import { JournalViews } from './journal-views';
@@ -57,10 +57,10 @@ export interface IdentityDirectory {
 }
 
 export interface TurnCoordinatorOptions {
-  readonly state: StateClient;
+  readonly state: StateJournal;
   readonly harness: HarnessConnector;
-  readonly leases: ConversationLeases;
-  readonly conversations: ConversationAccess;
+  readonly leases: LeaseSource;
+  readonly conversations: ConversationStore;
   readonly approvals: ApprovalSigner;
   readonly identities: IdentityDirectory;
   /** This replica (lease holder identity). */

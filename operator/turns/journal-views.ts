@@ -10,13 +10,13 @@ import {
   JournalConflictError,
   type AppendOutcome,
   type NewJournalEvent,
-  type StateClient,
+  type StateJournal,
 } from '../../common/state-client';
 import type { LeaseHandle } from '../lease/conversation-leases';
 import { applyEntries, emptyView, type JournalView } from './journal-view';
 
 export interface JournalViewsOptions {
-  readonly state: Pick<StateClient, 'read' | 'append'>;
+  readonly state: StateJournal;
   /** Views kept (conversations). @default 1000 */
   readonly cacheSize?: number;
   /** Whether a turn of the conversation runs in this replica (its view is never dropped). */

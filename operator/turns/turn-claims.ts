@@ -6,11 +6,11 @@
  */
 import { AppError } from '../../common/errors';
 import type { Conversation } from '../api/v1alpha1';
-import type { ConversationLeases, LeaseHandle } from '../lease/conversation-leases';
+import type { LeaseHandle, LeaseSource } from '../lease/conversation-leases';
 import { isLeaseHandle } from '../lease/conversation-leases';
 
 export interface TurnClaimsOptions {
-  readonly leases: Pick<ConversationLeases, 'tryAcquire'>;
+  readonly leases: LeaseSource;
   readonly nowMs: () => number;
   /** Aborted on shutdown: no new claim starts. */
   readonly stopping: AbortSignal;

@@ -3,12 +3,14 @@
  * (operator/turns): what an edge may ask of a conversation, in the edge's terms. The API
  * authenticates, parses and maps errors; the service authorizes, claims, commits and runs.
  *
- * Errors are `AppError`s (common/errors.ts) whose code the API maps to an HTTP status:
- * `not_found` (unknown conversation or request), `permission_denied` (not the owner, a
- * participant or an admin; not the required approver), `already_exists`/`aborted` (same
- * idempotency key with another message: 409), `failed_precondition` (a turn awaits an
- * answer; the conversation is being deleted), `unavailable` (the harness or the state
- * plane cannot be reached; retry with the same idempotency key), `invalid_argument`.
+ * Errors are `AppError`s (common/errors.ts) whose code the API maps to an HTTP status
+ * (docs/api.md, "Status codes and who may do what", pinned by
+ * operator/public-api/api-rules.test.ts): `not_found` (unknown conversation or request),
+ * `permission_denied` (not the owner, a participant or an admin; not the required
+ * approver), `conflict` (same idempotency key with another message; a message while a turn
+ * awaits an answer; a request answered already: 409), `failed_precondition` (the
+ * conversation is being deleted), `unavailable` (the harness or the state plane cannot be
+ * reached; retry with the same idempotency key), `invalid_argument`.
  */
 
 /** Who is calling, from a bearer token's session and persona. */
@@ -46,7 +48,7 @@ export interface ApprovalCard {
   /** SHA-256 of the canonical JSON of `args`, lowercase hex: what an approval binds. */
   readonly argsSha256: string;
   readonly reason: string;
-  /** Identity that must answer; empty: any admin, or the conversation's owner. */
+  /** Identity that must answer (else the turn's directive's); when neither names one, an admin. */
   readonly requiredApprover: string;
 }
 

@@ -7,11 +7,11 @@
  */
 import type { Logger } from 'pino';
 import type { Conversation } from '../api/v1alpha1';
-import type { ConversationAccess } from './conversation-access';
+import type { ConversationStore } from './conversation-access';
 import { applyTurnStatus, type JournalMark, type TurnStatusChange } from './turn-status';
 
 export interface TurnStatusWriterOptions {
-  readonly conversations: Pick<ConversationAccess, 'updateStatus'>;
+  readonly conversations: Pick<ConversationStore, 'updateStatus'>;
   readonly logger: Logger;
   readonly nowMs: () => number;
   /** Aborted on shutdown: waits end at once so queued writes go out. */

@@ -20,6 +20,7 @@ import type {
   VerifyResponse,
 } from '../../proto/gen/polychrome/state/v1/state';
 import type { SignatureCheck } from '../journal/verify-journal';
+import { followJournal } from '../store/follow-journal';
 import type { JournalStore, StoredSignedRoot } from '../store/journal-store';
 import { createCallHandlers } from './call-handlers';
 import { StateAccess } from './caller-identity';
@@ -60,12 +61,6 @@ export interface JournalServiceOptions {
    */
   readonly faultAppendDelay?: { readonly kind: string; readonly ms: number };
 }
-
-/**
- * Most events one store read of a follower takes before it starts a new one: a follower
- * that keeps up holds no LevelDB snapshot for long, whatever the stream's length.
- */
-const FOLLOW_CHUNK_EVENTS = 256;
 
 function signedRootToProto(root: StoredSignedRoot): SignedRoot {
   return {
@@ -163,14 +158,8 @@ export function createJournalService(options: JournalServiceOptions): JournalSer
   }
 
   /**
-   * A live tail: events from `fromPosition` to the head, then each batch as it becomes
-   * durable, until `limit` events were sent, the call is cancelled or the server shuts
-   * down. Nothing is buffered: the follower remembers only `next`, the position to send
-   * next, and reads `[next, head)` from the store by position range, so one that falls
-   * behind (its client is slow, `write` waits for `drain`) costs no memory and catches up
-   * from the store. Subscribing before the first read is what rules out a gap: a batch
-   * committed before a read started is within that read's head, and one committed later
-   * is reported to the listener.
+   * A live tail (state/store/follow-journal.ts) that ends with UNAVAILABLE, naming the
+   * position to resume from, when the server shuts down.
    */
   async function* followItems(
     request: ReadRequest,
@@ -178,43 +167,16 @@ export function createJournalService(options: JournalServiceOptions): JournalSer
   ): AsyncGenerator<JournalEvent> {
     const { partition } = request;
     let next = request.fromPosition;
-    let remaining = request.limit === 0 ? Number.POSITIVE_INFINITY : request.limit;
-    /** The highest head a commit reported; the listener never touches events. */
-    let reportedHead = 0;
-    let wake: (() => void) | undefined;
-    const rouse = (): void => {
-      const resolve = wake;
-      wake = undefined;
-      resolve?.();
-    };
-    const unsubscribe = store.subscribe(partition, (head) => {
-      reportedHead = Math.max(reportedHead, head);
-      rouse();
-    });
-    signal.addEventListener('abort', rouse);
     try {
-      for (;;) {
-        const chunk = Math.min(remaining, FOLLOW_CHUNK_EVENTS);
-        let read = 0;
-        for await (const event of store.read(partition, next, chunk, { signal })) {
-          // Positions are dense and the range starts at `next`; never send one twice.
-          if (event.position < next) continue;
-          yield eventToProto(event);
-          next = event.position + 1;
-          read += 1;
-          remaining -= 1;
-        }
-        if (remaining === 0) return;
-        // A short read stopped at the head as of its start: wait for a later head. A full
-        // chunk may have stopped below the head: read on at once.
-        if (read < chunk) {
-          while (reportedHead <= next && !signal.aborted) {
-            await new Promise<void>((resolve) => {
-              wake = resolve;
-            });
-          }
-        }
-        if (signal.aborted) throw signal.reason;
+      for await (const event of followJournal(
+        store,
+        partition,
+        request.fromPosition,
+        request.limit,
+        signal,
+      )) {
+        next = event.position + 1;
+        yield eventToProto(event);
       }
     } catch (error) {
       if (options.shutdown?.aborted === true) {
@@ -226,9 +188,6 @@ export function createJournalService(options: JournalServiceOptions): JournalSer
         );
       }
       throw error;
-    } finally {
-      signal.removeEventListener('abort', rouse);
-      unsubscribe();
     }
   }
 

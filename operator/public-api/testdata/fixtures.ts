@@ -1,12 +1,30 @@
 import { request as httpRequest, type IncomingMessage, type ClientRequest } from 'node:http';
 import { Registry } from 'prom-client';
 import { AppError } from '../../../common/errors';
+import { encodePayload, EventKind } from '../../../common/event-kinds';
 import { createRootLogger } from '../../../common/log';
+import type { NewJournalEvent } from '../../../common/state-client';
+import {
+  DEFAULT_REPLIES,
+  startRealTurns,
+  type RealTurns,
+  type ScriptReply,
+} from '../../../test/support/real-turns';
+
+export {
+  askReply,
+  calculatorReply,
+  DEFAULT_REPLIES,
+  textReply,
+} from '../../../test/support/real-turns';
+import type { ConversationSpec, ConversationStatus } from '../../api/v1alpha1';
 import type { Caller } from '../../turns/turn-service';
 import type { Authenticate } from '../auth-cache';
+import type { FollowJournal } from '../journal-hub';
+import { stateJournalFollower } from '../journal-follower';
 import { PublicApiServer, type PublicApiServerOptions } from '../public-api-server';
-import { InMemoryJournal } from './in-memory-journal';
-import { InMemoryTurnService } from './in-memory-turn-service';
+import { RecordingFollow } from './recording-follow';
+import { RecordingTurnService } from './recording-turn-service';
 
 /** Callers the test authenticator knows, by token. */
 export const ALICE: Caller = {
@@ -23,6 +41,13 @@ export const BOB: Caller = {
   roles: ['member'],
   sessionId: 'session-bob',
 };
+export const CAROL: Caller = {
+  identity: 'email:carol@example.com',
+  identities: ['email:carol@example.com'],
+  personaId: 'persona-carol',
+  roles: ['member'],
+  sessionId: 'session-carol',
+};
 export const ADMIN: Caller = {
   identity: 'email:root@example.com',
   identities: ['email:root@example.com'],
@@ -31,13 +56,27 @@ export const ADMIN: Caller = {
   sessionId: 'session-root',
 };
 
+/** A front end (chat bot, web app): the only kind of caller that may send directives. */
+export const EDGE: Caller = {
+  identity: 'bot:support-desk',
+  identities: ['bot:support-desk'],
+  personaId: 'persona-edge',
+  roles: ['edge'],
+  sessionId: 'session-edge',
+};
+
 /** Session-token-shaped strings (`pcs_` and 43 base64url characters). */
 export const TOKENS = {
   alice: `pcs_${'A'.repeat(43)}`,
   bob: `pcs_${'B'.repeat(43)}`,
   admin: `pcs_${'C'.repeat(43)}`,
+  carol: `pcs_${'D'.repeat(43)}`,
+  edge: `pcs_${'E'.repeat(43)}`,
   unknown: `pcs_${'Z'.repeat(43)}`,
 } as const;
+
+/** The coordinator's clock in these tests: every `receivedAtMs` is this. */
+export const TEST_NOW_MS = 1_767_225_600_000;
 
 /** An authenticator over a token table that counts its calls; tokens can be revoked. */
 export class TokenTable {
@@ -45,6 +84,8 @@ export class TokenTable {
     [TOKENS.alice, ALICE],
     [TOKENS.bob, BOB],
     [TOKENS.admin, ADMIN],
+    [TOKENS.carol, CAROL],
+    [TOKENS.edge, EDGE],
   ]);
   calls = 0;
 
@@ -60,13 +101,17 @@ export class TokenTable {
   };
 }
 
-/** A running API over the in-memory stand-ins, with everything a test inspects. */
+/** A running API over the real turn coordinator, with everything a test inspects. */
 export interface TestApi {
   readonly server: PublicApiServer;
   readonly base: string;
   readonly port: number;
-  readonly service: InMemoryTurnService;
-  readonly journal: InMemoryJournal;
+  /** The real coordinator and its ports (journal, conversations, leases, harness). */
+  readonly turns: RealTurns;
+  /** The coordinator as the API sees it, recording each call (and able to inject a failure). */
+  readonly service: RecordingTurnService;
+  /** The streams' journal follow (the production follower over the real store), recorded. */
+  readonly follows: RecordingFollow;
   readonly tokens: TokenTable;
   readonly registry: Registry;
   /** Every log line, parsed. */
@@ -75,16 +120,37 @@ export interface TestApi {
   readonly rawLogs: string[];
   /** Test clock (ms) of the authentication cache; advance it by assignment. */
   clock: { nowMs: number };
+  /**
+   * Adds a Conversation owned by `owner` (with `spec` over the test spec, and a Ready status
+   * unless `status` is given); returns its id.
+   */
+  seed(owner: string, spec?: Partial<ConversationSpec>, status?: ConversationStatus): string;
+  /** The partition's events, from the real store. */
+  entries(conversationId: string): Promise<{ position: number; kind: string }[]>;
+  /** The partition's head. */
+  head(conversationId: string): number;
+  /** Appends `events` at the head, as another writer would; the store seals the batch. */
+  append(conversationId: string, events: readonly NewJournalEvent[]): Promise<void>;
+  /** Stops the API, then the coordinator and its ports. */
+  close(): Promise<void>;
 }
 
-/** Starts the API on 127.0.0.1:0 with the stand-ins; close it with `server.close()`. */
-export async function startApi(
-  overrides: Partial<Omit<PublicApiServerOptions, 'service' | 'authenticate' | 'logger'>> & {
-    readonly follow?: PublicApiServerOptions['follow'];
-  } = {},
-): Promise<TestApi> {
-  const journal = new InMemoryJournal();
-  const service = new InMemoryTurnService(journal);
+export type StartApiOptions = Partial<
+  Omit<PublicApiServerOptions, 'service' | 'authenticate' | 'logger' | 'follow'>
+> & {
+  /** What the scripted model answers, in order. @default {@link DEFAULT_REPLIES} */
+  readonly replies?: readonly ScriptReply[];
+  /** Replaces the streams' follow (a source that misbehaves); it is recorded all the same. */
+  readonly follow?: (real: FollowJournal) => FollowJournal;
+  /** Over the test spec of every conversation. */
+  readonly spec?: Partial<ConversationSpec>;
+  /** Coordinator timings. */
+  readonly sandboxWaitMs?: number;
+};
+
+/** Starts the API on 127.0.0.1:0 over the real coordinator; close it with `close()`. */
+export async function startApi(overrides: StartApiOptions = {}): Promise<TestApi> {
+  const { replies, follow, spec, sandboxWaitMs, ...serverOverrides } = overrides;
   const tokens = new TokenTable();
   const registry = new Registry();
   const logs: Record<string, unknown>[] = [];
@@ -100,34 +166,81 @@ export async function startApi(
       },
     },
   });
+  const turns = await startRealTurns({
+    replies: replies ?? DEFAULT_REPLIES,
+    logger,
+    admins: ADMIN.identities,
+    ...(spec === undefined ? {} : { spec }),
+    coordinator: {
+      nowMs: () => TEST_NOW_MS,
+      ...(sandboxWaitMs === undefined ? {} : { sandboxWaitMs }),
+    },
+  });
+  const service = new RecordingTurnService(turns.coordinator);
+  const real = stateJournalFollower(turns.journal);
+  const follows = new RecordingFollow(follow === undefined ? real : follow(real));
   const clock = { nowMs: 1_000_000 };
   const server = new PublicApiServer({
     host: '127.0.0.1',
     port: 0,
     service,
     authenticate: tokens.authenticate,
-    follow: journal.follow,
+    follow: follows.follow,
     logger,
     registry,
     now: () => clock.nowMs,
     followRetry: { attempts: 3, baseDelayMs: 5, maxDelayMs: 20 },
     journalLingerMs: 20,
     streamCloseTimeoutMs: 2_000,
-    ...overrides,
+    ...serverOverrides,
   });
   const { port } = await server.start();
+  const partition = (id: string): string => `conv-${id}`;
   return {
     server,
     base: `http://127.0.0.1:${String(port)}`,
     port,
+    turns,
     service,
-    journal,
+    follows,
     tokens,
     registry,
     logs,
     rawLogs,
     clock,
+    seed: (owner, extra = {}, status) =>
+      turns.conversations.add({ owner, ...extra }, status === undefined ? {} : { status }).metadata
+        .uid ?? '',
+    entries: async (id) =>
+      (await turns.journal.entries(partition(id))).map(({ position, kind }) => ({
+        position,
+        kind,
+      })),
+    head: (id) => turns.journal.store.head(partition(id)).head,
+    append: async (id, events) => {
+      const head = turns.journal.store.head(partition(id)).head;
+      await turns.journal.append(partition(id), head, events);
+    },
+    close: async () => {
+      await server.close();
+      await turns.close();
+    },
   };
+}
+
+/** `count` tool_result events, each with `size` characters of content. */
+export function toolResults(count: number, size = 16): NewJournalEvent[] {
+  const content = 'z'.repeat(size);
+  return Array.from({ length: count }, () => ({
+    kind: EventKind.ToolResult,
+    payload: encodePayload(EventKind.ToolResult, {
+      turnId: 't',
+      toolCallId: 'c',
+      content,
+      isError: false,
+      denied: false,
+    }),
+  }));
 }
 
 /** An answer as a test reads it. */

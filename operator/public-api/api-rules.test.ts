@@ -1,0 +1,301 @@
+/*
+ * docs/api.md, "Status codes and who may do what", pinned to the code: the test reads both
+ * tables from the markdown, so a row changes in the doc and the test follows. Codes are
+ * checked against common/errors.ts `errorStatus`; each status a request can cause on
+ * demand is caused; each who-may cell is tried as that caller against the real turn
+ * coordinator (testdata/fixtures.ts).
+ */
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { ErrorCode, errorStatus, isErrorCode } from '../../common/errors';
+import {
+  ALICE,
+  BOB,
+  calculatorReply,
+  call,
+  errorOf,
+  SseClient,
+  startApi,
+  textReply,
+  TOKENS,
+  askReply,
+  type Answer,
+  type TestApi,
+} from './testdata/fixtures';
+
+const DOC = join(__dirname, '..', '..', 'docs', 'api.md');
+const SECTION = '## Status codes and who may do what';
+
+/** The rows of every table in the doc's section, each a list of trimmed cells. */
+async function sectionTables(): Promise<string[][][]> {
+  const text = await readFile(DOC, 'utf8');
+  const start = text.indexOf(SECTION);
+  if (start < 0) throw new Error(`docs/api.md has no "${SECTION}" section`);
+  const end = text.indexOf('\n## ', start + SECTION.length);
+  const lines = text.slice(start, end < 0 ? undefined : end).split('\n');
+  const tables: string[][][] = [];
+  let current: string[][] | undefined;
+  for (const line of lines) {
+    if (!line.startsWith('|')) {
+      current = undefined;
+      continue;
+    }
+    const cells = line
+      .slice(1, -1)
+      .split('|')
+      .map((cell) => cell.trim());
+    if (cells.every((cell) => /^-+$/u.test(cell))) continue;
+    if (current === undefined) {
+      current = [];
+      tables.push(current);
+    }
+    current.push(cells);
+  }
+  return tables;
+}
+
+async function table(header: string): Promise<{ columns: string[]; rows: string[][] }> {
+  const found = (await sectionTables()).find((t) => t[0]?.[0] === header);
+  if (found === undefined) throw new Error(`no table with a "${header}" column in ${SECTION}`);
+  const [columns = [], ...rows] = found;
+  return { columns, rows };
+}
+
+let api: TestApi | undefined;
+afterEach(async () => {
+  await api?.close();
+  api = undefined;
+});
+
+// ---- status codes ----
+
+/** The codes a status row names: `a`, `b` in backticks; — for none. */
+function codesOf(cell: string): string[] {
+  return [...cell.matchAll(/`([a-z_]+)`/gu)].map((m) => m[1] ?? '');
+}
+
+/** Statuses that are not `errorStatus` of their code: the protocol answers and successes. */
+const PROTOCOL_STATUSES = new Set([200, 201, 405, 413, 415]);
+
+/** A request that causes the status, for the statuses a test can cause on demand. */
+const STATUS_PROBES: Readonly<Record<number, (a: TestApi, id: string) => Promise<Answer>>> = {
+  200: (a, id) => call(a, 'GET', `/v1/conversations/${id}`, { token: TOKENS.alice }),
+  201: (a) => call(a, 'POST', '/v1/conversations', { token: TOKENS.alice, body: {} }),
+  400: (a, id) =>
+    call(a, 'POST', `/v1/conversations/${id}/messages`, { token: TOKENS.alice, body: {} }),
+  401: (a, id) => call(a, 'GET', `/v1/conversations/${id}`, { token: TOKENS.unknown }),
+  403: (a, id) => call(a, 'GET', `/v1/conversations/${id}`, { token: TOKENS.carol }),
+  404: (a) =>
+    call(a, 'GET', '/v1/conversations/0b5c3a9e-4f0d-4d0a-9a52-6f1e2b7c8d90', {
+      token: TOKENS.alice,
+    }),
+  405: (a, id) => call(a, 'DELETE', `/v1/conversations/${id}`, { token: TOKENS.alice }),
+  409: async (a, id) => {
+    const path = `/v1/conversations/${id}/messages`;
+    await call(a, 'POST', path, { token: TOKENS.alice, body: { text: 'a', idempotencyKey: 'k' } });
+    return call(a, 'POST', path, { token: TOKENS.alice, body: { text: 'b', idempotencyKey: 'k' } });
+  },
+  413: (a, id) =>
+    call(a, 'POST', `/v1/conversations/${id}/messages`, {
+      token: TOKENS.alice,
+      body: { text: 'x', pad: 'y'.repeat(70_000) },
+    }),
+  415: (a, id) =>
+    call(a, 'POST', `/v1/conversations/${id}/messages`, {
+      token: TOKENS.alice,
+      rawBody: '{"text":"hi"}',
+      headers: { 'content-type': 'text/plain' },
+    }),
+};
+
+describe('docs/api.md: status codes', () => {
+  it('names every error code of common/errors.ts once, each in the row of its errorStatus', async () => {
+    const { columns, rows } = await table('status');
+    expect(columns).toEqual(['status', 'code', 'when']);
+    const named: string[] = [];
+    for (const [status = '', code = ''] of rows) {
+      const codes = codesOf(code);
+      for (const name of codes) {
+        expect({ name, known: isErrorCode(name) }).toEqual({ name, known: true });
+      }
+      if (PROTOCOL_STATUSES.has(Number(status))) continue;
+      expect({ status, codes: codes.length > 0 }).toEqual({ status, codes: true });
+      for (const name of codes) {
+        named.push(name);
+        if (isErrorCode(name)) {
+          expect({ name, status: errorStatus[name].http }).toEqual({
+            name,
+            status: Number(status),
+          });
+        }
+      }
+    }
+    expect([...named].sort()).toEqual([...Object.values(ErrorCode)].sort());
+  });
+
+  it('lists every status a request can cause, and each probe answers the status and code of its row', async () => {
+    const { rows } = await table('status');
+    const statuses = rows.map(([status = '']) => Number(status));
+    expect(statuses).toEqual([...statuses].sort((x, y) => x - y));
+    for (const status of Object.keys(STATUS_PROBES).map(Number)) expect(statuses).toContain(status);
+    for (const [status = '', code = ''] of rows) {
+      const probe = STATUS_PROBES[Number(status)];
+      if (probe === undefined) continue;
+      const a = await startApi();
+      try {
+        const id = a.seed(ALICE.identity);
+        const answer = await probe(a, id);
+        expect({ status, got: answer.status }).toEqual({ status, got: Number(status) });
+        const codes = codesOf(code);
+        if (codes.length > 0) expect(codes).toContain(errorOf(answer).code);
+      } finally {
+        await a.close();
+      }
+    }
+  });
+});
+
+// ---- who may do what ----
+
+/** The callers of the who-may table's columns, by column name. */
+const CALLERS: Readonly<Record<string, string>> = {
+  owner: TOKENS.alice,
+  participant: TOKENS.bob,
+  admin: TOKENS.admin,
+  'anyone else': TOKENS.carol,
+};
+
+/** The shared conversation every cell is tried on: Alice owns it, Bob takes part. */
+function sharedConversation(a: TestApi): string {
+  return a.seed(ALICE.identity, { visibility: 'shared', participants: [BOB.identity] });
+}
+
+/** Posts as the owner until the turn pauses; returns the answer path. */
+async function pausedRequest(
+  a: TestApi,
+  id: string,
+  kind: 'approvals' | 'questions',
+  directive?: { requiredApprover: string },
+): Promise<string> {
+  const paused = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
+    token: TOKENS.alice,
+    body: { text: 'go', ...(directive === undefined ? {} : { directive }) },
+  });
+  const json = paused.json as {
+    status: string;
+    approval?: { requestId: string };
+    question?: { requestId: string };
+  };
+  const requestId = (kind === 'approvals' ? json.approval : json.question)?.requestId;
+  if (requestId === undefined) throw new Error(`the turn did not pause: ${paused.text}`);
+  return `/v1/conversations/${id}/${kind}/${requestId}`;
+}
+
+/** One action of the table, tried as `token`: the statuses of what it takes to do it. */
+type Action = (a: TestApi, token: string) => Promise<number[]>;
+
+/** What each row of the who-may table does, by its first words. Every row needs one. */
+const ACTIONS: readonly {
+  readonly row: RegExp;
+  readonly replies?: number;
+  readonly act: Action;
+}[] = [
+  {
+    row: /^read the conversation, its transcript and its stream$/u,
+    act: async (a, token) => {
+      const id = sharedConversation(a);
+      const base = `/v1/conversations/${id}`;
+      const stream = await SseClient.open(a, `${base}/stream`, {
+        authorization: `Bearer ${token}`,
+      });
+      stream.close();
+      return [
+        (await call(a, 'GET', base, { token })).status,
+        (await call(a, 'GET', `${base}/transcript`, { token })).status,
+        stream.status,
+      ];
+    },
+  },
+  {
+    row: /^post a message$/u,
+    act: async (a, token) => {
+      const id = sharedConversation(a);
+      const answer = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
+        token,
+        body: { text: 'hello' },
+      });
+      return [answer.status];
+    },
+  },
+  {
+    row: /^answer a question$/u,
+    act: async (a, token) => {
+      const id = sharedConversation(a);
+      const path = await pausedRequest(a, id, 'questions');
+      return [(await call(a, 'POST', path, { token, body: { answer: 'this one' } })).status];
+    },
+  },
+  {
+    row: /^answer an approval that names no required approver$/u,
+    act: async (a, token) => {
+      const id = sharedConversation(a);
+      const path = await pausedRequest(a, id, 'approvals');
+      return [(await call(a, 'POST', path, { token, body: { decision: 'approve' } })).status];
+    },
+  },
+  {
+    row: /^answer an approval whose required approver is the participant$/u,
+    act: async (a, token) => {
+      const id = sharedConversation(a);
+      const path = await pausedRequest(a, id, 'approvals', { requiredApprover: BOB.identity });
+      return [(await call(a, 'POST', path, { token, body: { decision: 'approve' } })).status];
+    },
+  },
+  {
+    row: /^create a conversation/u,
+    act: async (a, token) => [
+      (await call(a, 'POST', '/v1/conversations', { token, body: {} })).status,
+    ],
+  },
+];
+
+/** Every model call a cell may need: a pause (a question or an approval), then a reply. */
+const CELL_REPLIES = [askReply('which one?'), textReply('done')];
+const APPROVAL_REPLIES = [calculatorReply('1 + 2'), textReply('It is 3.')];
+
+describe('docs/api.md: who may do what', () => {
+  it('has the caller columns the test knows and an action for every row', async () => {
+    const { columns, rows } = await table('action');
+    expect(columns).toEqual(['action', ...Object.keys(CALLERS)]);
+    for (const [action = ''] of rows) {
+      expect({ action, known: ACTIONS.some((a) => a.row.test(action)) }).toEqual({
+        action,
+        known: true,
+      });
+    }
+  });
+
+  it('holds for every cell: the real coordinator answers each caller as the table says', async () => {
+    const { columns, rows } = await table('action');
+    for (const [action = '', ...cells] of rows) {
+      const entry = ACTIONS.find((a) => a.row.test(action));
+      if (entry === undefined) continue;
+      for (const [index, cell] of cells.entries()) {
+        const column = columns[index + 1] ?? '';
+        const token = CALLERS[column] ?? '';
+        const a = (api = await startApi({
+          replies: action.includes('approval') ? APPROVAL_REPLIES : CELL_REPLIES,
+        }));
+        const statuses = await entry.act(a, token);
+        const expected = cell === 'yes' ? 'yes' : Number(cell);
+        const got = statuses.every((s) => s >= 200 && s < 300)
+          ? 'yes'
+          : (statuses.find((s) => s < 200 || s >= 300) ?? 0);
+        expect({ action, column, got }).toEqual({ action, column, got: expected });
+        await a.close();
+        api = undefined;
+      }
+    }
+  }, 120_000);
+});

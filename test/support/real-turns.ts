@@ -1,0 +1,131 @@
+/**
+ * The real turn coordinator (operator/turns/coordinator.ts) over in-memory ports, for
+ * tests that need turns without a cluster: the real JournalStore in a temporary directory
+ * ({@link StoreJournal}), the real harness gRPC server with the scripted model, reached
+ * through the real {@link HarnessConnector} ({@link startScriptedHarness}), a real
+ * ed25519 approval key, and Conversations and Leases held in memory as data
+ * ({@link InMemoryConversations}, {@link InMemoryLeases}). Every turn rule is the
+ * coordinator's own.
+ */
+import { generateKeyPairSync } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { ScriptReply } from '../../harness/model/scripted-provider';
+import type { ConversationSpec } from '../../operator/api/v1alpha1';
+import { ApprovalSigner } from '../../operator/turns/approval-signer';
+import { TurnCoordinator, type TurnCoordinatorOptions } from '../../operator/turns/coordinator';
+import { HarnessConnector } from '../../operator/turns/harness-client';
+import { InMemoryConversations, readyStatus } from './in-memory-conversations';
+import { InMemoryLeases } from './in-memory-leases';
+import { startScriptedHarness, type ScriptedHarness } from './scripted-harness';
+import { StoreJournal } from './store-journal';
+
+/** The default spec of created and added conversations: the calculator, behind an approval. */
+export const TEST_CONVERSATION_SPEC: ConversationSpec = {
+  agent: { systemPrompt: 'You are a test agent.' },
+  tools: { builtin: ['calculator'], requireApproval: ['calculator'] },
+};
+
+export interface RealTurns {
+  readonly coordinator: TurnCoordinator;
+  readonly journal: StoreJournal;
+  readonly conversations: InMemoryConversations;
+  readonly leases: InMemoryLeases;
+  readonly harness: ScriptedHarness;
+  readonly approvals: ApprovalSigner;
+  /** Closes the coordinator, the harness (server and channels) and the store. */
+  close(): Promise<void>;
+}
+
+export interface RealTurnsOptions {
+  /** What the scripted model answers, call by call. */
+  readonly replies: readonly ScriptReply[];
+  readonly logger: Logger;
+  /** Over {@link TEST_CONVERSATION_SPEC}. */
+  readonly spec?: Partial<ConversationSpec>;
+  /**
+   * Identities linked to admin personas, as the records would answer
+   * `FindPersonaByIdentity` (data only: the coordinator applies the rules).
+   */
+  readonly admins?: readonly string[];
+  /** More coordinator options (timings, clock). */
+  readonly coordinator?: Partial<
+    Omit<
+      TurnCoordinatorOptions,
+      'state' | 'harness' | 'leases' | 'conversations' | 'approvals' | 'logger'
+    >
+  >;
+}
+
+const HARNESS_TOKEN = 'test-harness-token';
+
+export type { ScriptReply };
+
+/** A model reply of plain text. */
+export function textReply(text: string): ScriptReply {
+  return { text };
+}
+
+/** A model reply that calls the calculator (which the test spec puts behind an approval). */
+export function calculatorReply(expression: string): ScriptReply {
+  return { content: [{ tool_use: { name: 'calculator', input: { expression } } }] };
+}
+
+/** A model reply that asks the user (`__ask_user`): the turn pauses with a question card. */
+export function askReply(question: string): ScriptReply {
+  return { content: [{ tool_use: { name: '__ask_user', input: { question } } }] };
+}
+
+/** What the scripted model answers when a test gives no script: `reply 1`, `reply 2`, ... */
+export const DEFAULT_REPLIES: readonly ScriptReply[] = Array.from({ length: 64 }, (_, i) =>
+  textReply(`reply ${String(i + 1)}`),
+);
+
+export async function startRealTurns(options: RealTurnsOptions): Promise<RealTurns> {
+  const { privateKey } = generateKeyPairSync('ed25519');
+  const approvals = ApprovalSigner.fromPem(
+    privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+  );
+  const journal = await StoreJournal.open();
+  const harness = await startScriptedHarness({
+    replies: options.replies,
+    authToken: HARNESS_TOKEN,
+    approvalPublicKey: approvals.publicKey,
+    logger: options.logger,
+  });
+  const conversations = new InMemoryConversations({
+    spec: { ...TEST_CONVERSATION_SPEC, ...options.spec },
+    status: () => readyStatus(harness.endpoint),
+  });
+  const leases = new InMemoryLeases('test-replica');
+  const connector = new HarnessConnector({ token: HARNESS_TOKEN });
+  const coordinator = new TurnCoordinator({
+    state: journal,
+    harness: connector,
+    leases,
+    conversations,
+    approvals,
+    identities: {
+      isAdmin: (identity) => Promise.resolve((options.admins ?? []).includes(identity)),
+    },
+    identity: 'test-replica',
+    logger: options.logger,
+    sandboxWaitMs: 2_000,
+    statusDelayMs: 0,
+    statusIntervalMs: 5,
+    ...options.coordinator,
+  });
+  return {
+    coordinator,
+    journal,
+    conversations,
+    leases,
+    harness,
+    approvals,
+    async close() {
+      await coordinator.close(1_000);
+      connector.close();
+      await harness.close();
+      await journal.close();
+    },
+  };
+}

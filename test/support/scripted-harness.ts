@@ -1,0 +1,60 @@
+/**
+ * The real harness gRPC server (harness/server) in-process on loopback, wired as
+ * harness/main.ts wires it (built-in tools, the reserved tools in the catalog, the ed25519
+ * approval verifier), with the scripted model playing `replies` in order.
+ */
+import type { Logger } from 'pino';
+import { nodeEd25519Verifier } from '../../harness/crypto/node-ed25519';
+import { ScriptedProvider, type ScriptReply } from '../../harness/model/scripted-provider';
+import { HarnessServer } from '../../harness/server/harness-server';
+import { createToolRouter } from '../../harness/server/tool-router';
+import { builtinToolRunner, builtinTools } from '../../harness/tools/builtin-tools';
+import { askUserTool, handoffTool } from '../../harness/turn/reserved-tools';
+
+export interface ScriptedHarness {
+  readonly server: HarnessServer;
+  /** `host:port`, what a Conversation's `status.sandbox.endpoint` says. */
+  readonly endpoint: string;
+  /** The model: its requests and call count. */
+  readonly model: ScriptedProvider;
+  close(): Promise<void>;
+}
+
+export interface ScriptedHarnessOptions {
+  readonly replies: readonly ScriptReply[];
+  /** The bearer token calls must carry. */
+  readonly authToken: string;
+  /** The control plane's approval public key (raw 32 bytes). */
+  readonly approvalPublicKey: Uint8Array;
+  readonly logger: Logger;
+}
+
+export async function startScriptedHarness(
+  options: ScriptedHarnessOptions,
+): Promise<ScriptedHarness> {
+  const model = new ScriptedProvider({ replies: [...options.replies] }, 'test-script');
+  const server = new HarnessServer({
+    host: '127.0.0.1',
+    port: 0,
+    authToken: options.authToken,
+    logger: options.logger,
+    toolCatalog: (name) =>
+      builtinTools.find((tool) => tool.name === name) ??
+      [handoffTool, askUserTool].find((tool) => tool.name === name),
+    deps: {
+      modelFor: () => model,
+      tools: createToolRouter([
+        { names: new Set(builtinTools.map((tool) => tool.name)), runner: builtinToolRunner },
+      ]),
+      approvalVerifier: nodeEd25519Verifier,
+      approvalPublicKey: options.approvalPublicKey,
+    },
+  });
+  const port = await server.start();
+  return {
+    server,
+    endpoint: `127.0.0.1:${String(port)}`,
+    model,
+    close: () => server.close(),
+  };
+}

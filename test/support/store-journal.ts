@@ -1,0 +1,128 @@
+/**
+ * The state plane's journal without the network: a real {@link JournalStore} (LevelDB in a
+ * temporary directory, a real ed25519 signing key) behind the {@link StateJournal} port the
+ * control plane's turn code uses. Appends, reads and follows are the store's own
+ * (state/store/follow-journal.ts is the state server's tail); only the error of a lost
+ * compare-and-swap is rebuilt as the {@link JournalConflictError} StateClient throws for it.
+ */
+import { createHash } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { isAppError } from '../../common/errors';
+import {
+  JournalConflictError,
+  type AppendOutcome,
+  type HeadOutcome,
+  type JournalEntry,
+  type NewJournalEvent,
+  type StateCallOptions,
+  type StateJournal,
+} from '../../common/state-client';
+import { createNodeEd25519Signer } from '../../state/journal/node-ed25519';
+import { followJournal } from '../../state/store/follow-journal';
+import { JournalStore, type StoredSignedRoot } from '../../state/store/journal-store';
+
+/** gRPC ABORTED, the status StateClient maps `conflict` from. */
+const GRPC_ABORTED = 10;
+
+function rootInfo(root: StoredSignedRoot): AppendOutcome['signedRoot'] {
+  return {
+    position: root.position,
+    leafCount: root.leafCount,
+    root: root.root,
+    keyId: root.keyId,
+    signature: root.signature,
+  };
+}
+
+export class StoreJournal implements StateJournal {
+  private constructor(
+    /** The real store: tests may append to it directly, as another writer would. */
+    readonly store: JournalStore,
+    private readonly remove: () => Promise<void>,
+  ) {}
+
+  /** Opens a fresh store in a new temporary directory, signing with test key `keySeed`. */
+  static async open(keySeed = 'polychrome/test-only/journal-key/1'): Promise<StoreJournal> {
+    const dir = await mkdtemp(join(tmpdir(), 'polychrome-journal-'));
+    const seed = new Uint8Array(createHash('sha256').update(keySeed).digest());
+    const store = new JournalStore({ location: dir, signer: createNodeEd25519Signer(seed) });
+    await store.open();
+    return new StoreJournal(store, () => rm(dir, { recursive: true, force: true }));
+  }
+
+  async append(
+    partition: string,
+    expectedHead: number,
+    events: readonly NewJournalEvent[],
+    options: StateCallOptions = {},
+  ): Promise<AppendOutcome> {
+    try {
+      const result = await this.store.append(partition, expectedHead, events, {
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
+      });
+      return {
+        firstPosition: result.firstPosition,
+        head: result.head,
+        signedRoot: rootInfo(result.signedRoot),
+      };
+    } catch (error) {
+      if (isAppError(error) && error.code === 'conflict') {
+        const head = error.details?.head;
+        throw new JournalConflictError(error.message, {
+          method: 'Append',
+          grpcStatus: GRPC_ABORTED,
+          head: typeof head === 'number' ? head : 0,
+          ...(error.details === undefined ? {} : { details: error.details }),
+          cause: error,
+        });
+      }
+      throw error;
+    }
+  }
+
+  read(
+    partition: string,
+    fromPosition = 0,
+    limit = 0,
+    options: Pick<StateCallOptions, 'signal'> & { readonly follow?: boolean } = {},
+  ): AsyncIterable<JournalEntry> {
+    if (options.follow === true) {
+      return followJournal(
+        this.store,
+        partition,
+        fromPosition,
+        limit,
+        options.signal ?? new AbortController().signal,
+      );
+    }
+    return this.store.read(
+      partition,
+      fromPosition,
+      limit === 0 ? Number.MAX_SAFE_INTEGER : limit,
+      options.signal === undefined ? {} : { signal: options.signal },
+    );
+  }
+
+  head(partition: string): Promise<HeadOutcome> {
+    const head = this.store.head(partition);
+    return Promise.resolve({
+      head: head.head,
+      signedRoot: head.signedRoot === undefined ? undefined : rootInfo(head.signedRoot),
+    });
+  }
+
+  /** Every event of the partition, in order. */
+  async entries(partition: string): Promise<JournalEntry[]> {
+    const out: JournalEntry[] = [];
+    for await (const entry of this.read(partition)) out.push(entry);
+    return out;
+  }
+
+  /** Closes the store and removes its directory. */
+  async close(): Promise<void> {
+    await this.store.close();
+    await this.remove();
+  }
+}
