@@ -23,6 +23,7 @@ import {
 } from '../../common/event-kinds';
 import {
   JournalConflictError,
+  JournalFencedError,
   type AppendOutcome,
   type NewJournalEvent,
   type StateClient,
@@ -160,7 +161,8 @@ export class TurnCoordinator implements TurnService {
    * the journal. While this replica holds that same lease without a break, every append
    * to the journal is its own (and updates the view), so a turn can start from the cached
    * view without reading the journal again. Any other writer would need the lease; a
-   * stale one that writes anyway is caught by the compare-and-swap on the head.
+   * stale one that writes anyway is caught by the compare-and-swap on the head, or, at a
+   * head it re-read, by the state plane's fence on its lower fencing token.
    */
   private readonly syncedUnder = new Map<string, LeaseHandle>();
   private readonly locks = new Map<string, Promise<unknown>>();
@@ -299,7 +301,7 @@ export class TurnCoordinator implements TurnService {
         }),
       );
       // Batch one: if it fails, the dispatch is rejected and the harness never runs.
-      await this.append(current, events);
+      await this.append(current, lease, events);
       return this.drive(current, lease, turnId);
     });
   }
@@ -339,7 +341,7 @@ export class TurnCoordinator implements TurnService {
         turnId: turn.turnId,
       });
       const nowMs = this.now();
-      await this.append(conversation, [
+      await this.append(conversation, lease, [
         event(EventKind.ApprovalResponse, {
           turnId: turn.turnId,
           requestId: request.requestId,
@@ -375,7 +377,7 @@ export class TurnCoordinator implements TurnService {
         throw notPending(turn, request.requestId, 'question');
       }
       const nowMs = this.now();
-      await this.append(conversation, [
+      await this.append(conversation, lease, [
         event(EventKind.QuestionResponse, {
           turnId: turn.turnId,
           requestId: request.requestId,
@@ -486,6 +488,7 @@ export class TurnCoordinator implements TurnService {
    */
   private async append(
     conversation: Conversation,
+    lease: LeaseHandle,
     events: NewJournalEvent[],
   ): Promise<AppendOutcome> {
     const uid = conversation.metadata.uid ?? '';
@@ -493,7 +496,10 @@ export class TurnCoordinator implements TurnService {
     const started = performance.now();
     let outcome: AppendOutcome;
     try {
-      outcome = await this.options.state.append(this.partition(conversation), view.head, events);
+      // The fence stops a stale holder even where the head check cannot: at a re-read head.
+      outcome = await this.options.state.append(this.partition(conversation), view.head, events, {
+        fencingToken: lease.fencingToken,
+      });
     } catch (error) {
       this.views.delete(uid);
       this.syncedUnder.delete(uid);
@@ -502,6 +508,13 @@ export class TurnCoordinator implements TurnService {
           'conflict',
           `the journal of conversation ${uid} moved under this replica (another writer); retry`,
           { cause: error },
+        );
+      }
+      if (error instanceof JournalFencedError) {
+        throw new AppError(
+          'unavailable',
+          `this replica lost the lease of conversation ${uid}: a newer holder has written its journal, and nothing of this request was committed; retry with the same idempotency key (safe)`,
+          { cause: error, details: { conversationId: uid } },
         );
       }
       throw error;
@@ -586,7 +599,7 @@ export class TurnCoordinator implements TurnService {
         { conversation: uid, turn: orphan.turnId, attempt: nextAttempt(orphan) },
         'recovering an orphaned dispatch',
       );
-      await this.append(conversation, [
+      await this.append(conversation, lease, [
         this.dispatchEvent(orphan, lease, orphan.attribution, this.now()),
       ]);
       await this.drive(conversation, lease, orphan.turnId);
@@ -654,7 +667,7 @@ export class TurnCoordinator implements TurnService {
         signal,
       );
       const start = this.turnStart(conversation, turnAt(), attempt);
-      end = await this.runOnHarness(endpoint, start, conversation, turnId, signal);
+      end = await this.runOnHarness(endpoint, start, conversation, lease, turnId, signal);
     } catch (error) {
       if (attempt >= (this.options.maxAttempts ?? 3) && !signal.aborted && retryable(error)) {
         log.warn({ err: error, attempt }, 'turn failed on its last attempt; settling it');
@@ -695,7 +708,7 @@ export class TurnCoordinator implements TurnService {
         { details: { turnId } },
       );
     }
-    const outcome = await this.append(conversation, batch.events);
+    const outcome = await this.append(conversation, lease, batch.events);
     const settled = turnAt();
     this.queueStatus(conversation, batch.status, {
       head: outcome.head,
@@ -712,6 +725,7 @@ export class TurnCoordinator implements TurnService {
     endpoint: string,
     start: TurnStart,
     conversation: Conversation,
+    lease: LeaseHandle,
     turnId: string,
     signal: AbortSignal,
   ): Promise<Awaited<ReturnType<HarnessConnector['runTurn']>>> {
@@ -728,7 +742,7 @@ export class TurnCoordinator implements TurnService {
               }
             },
             commitStep: async (step) => {
-              const outcome = await this.append(conversation, [stepEvent(step)]);
+              const outcome = await this.append(conversation, lease, [stepEvent(step)]);
               return outcome.firstPosition;
             },
             trustedTool: (call) =>
