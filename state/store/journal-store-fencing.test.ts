@@ -218,8 +218,6 @@ describe('fencing', () => {
     expect((await rejection(store.append(P, 2, [message('x')], { fencingToken: 3 }))).code).toBe(
       'data_loss',
     );
-    expect((await store.append('conv-fine', 2, [message('c')], { fencingToken: 3 })).head).toBe(
-      4,
-    );
+    expect((await store.append('conv-fine', 2, [message('c')], { fencingToken: 3 })).head).toBe(4);
   });
 });
