@@ -587,8 +587,9 @@ export class JournalStore {
    *   payload, or a negative head or fencing token; `fenced` when
    *   `options.fencingToken` is lower than the highest token the partition accepted
    *   (`details.fencingToken`, `details.highestFencingToken`; checked before the head);
-   *   `conflict` when the head moved (`details.head` is the current head); `failed_precondition` when `expectedHead` is beyond the head (the
-   *   caller saw a journal this store does not hold), or the partition's signing key is
+   *   `conflict` when the head moved (`details.head` is the current head);
+   *   `failed_precondition` when `expectedHead` is beyond the head (the caller saw a
+   *   journal this store does not hold), or the partition's signing key is
    *   no longer held; `data_loss` for a refused partition; `cancelled` when `signal`
    *   fired first; `unavailable` when the store is not open or the durable write failed
    *   (nothing was acknowledged; retry against the same head).

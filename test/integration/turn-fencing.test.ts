@@ -66,12 +66,13 @@ describe('fencing with two control-plane replicas', () => {
       const name = `conv-${uid}`;
       const read = (): ReturnType<typeof leases.readNamespacedLease> =>
         leases.readNamespacedLease({ namespace: stack.namespace, name });
-      const seen = String((await read()).spec?.renewTime?.toISOString());
+      // Nothing but its renewals writes the Lease now: a new resourceVersion is one.
+      const seen = (await read()).metadata?.resourceVersion;
       const renewed = await pollUntil(
         'a renewal by the old holder',
         async () => {
           const lease = await read();
-          return String(lease.spec?.renewTime?.toISOString()) !== seen ? lease : undefined;
+          return lease.metadata?.resourceVersion !== seen ? lease : undefined;
         },
         { timeoutMs: RENEW_MS + 5_000, intervalMs: 100 },
       );
