@@ -9,6 +9,7 @@ describe('errorStatus', () => {
     ['already_exists', 6, 409],
     ['conflict', 10, 409],
     ['failed_precondition', 9, 412],
+    ['fenced', 9, 409],
     ['unauthenticated', 16, 401],
     ['permission_denied', 7, 403],
     ['resource_exhausted', 8, 429],
@@ -26,10 +27,27 @@ describe('errorStatus', () => {
   });
 
   it('maps every gRPC status back to the code that produced it', () => {
-    for (const code of Object.values(ErrorCode)) {
+    // `fenced` shares FAILED_PRECONDITION; only the metadata code carries it.
+    for (const code of Object.values(ErrorCode).filter((c) => c !== 'fenced')) {
       expect(errorCodeFromGrpc(errorStatus[code].grpc)).toBe(code);
     }
     expect(errorCodeFromGrpc(GrpcStatus.UNKNOWN)).toBe('internal');
+  });
+
+  it('maps a bare FAILED_PRECONDITION to failed_precondition, never to fenced', () => {
+    // A harness that is busy answers FAILED_PRECONDITION; reading it as `fenced` would
+    // make the coordinator treat a busy harness as a lost lease.
+    expect(errorCodeFromGrpc(GrpcStatus.FAILED_PRECONDITION)).toBe('failed_precondition');
+  });
+
+  it('shares a gRPC status between two codes only for fenced and failed_precondition', () => {
+    const byStatus = new Map<number, string[]>();
+    for (const code of Object.values(ErrorCode)) {
+      const status = errorStatus[code].grpc;
+      byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
+    }
+    const shared = [...byStatus.values()].filter((codes) => codes.length > 1);
+    expect(shared).toEqual([['failed_precondition', 'fenced']]);
   });
 });
 

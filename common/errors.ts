@@ -10,6 +10,12 @@ export const ErrorCode = {
   AlreadyExists: 'already_exists',
   Conflict: 'conflict',
   FailedPrecondition: 'failed_precondition',
+  /**
+   * A writer's fencing token is lower than one the state plane already accepted for the
+   * partition: a newer lease holder has written, so this writer lost the lease and must
+   * stop (not retry at the new head, as after a `conflict`).
+   */
+  Fenced: 'fenced',
   Unauthenticated: 'unauthenticated',
   PermissionDenied: 'permission_denied',
   ResourceExhausted: 'resource_exhausted',
@@ -45,7 +51,9 @@ export type GrpcStatus = (typeof GrpcStatus)[keyof typeof GrpcStatus];
 
 /**
  * The one table from code to wire status. The gRPC servers, the HTTP API and SSE all use
- * it; `errors.test.ts` pins every row.
+ * it; `errors.test.ts` pins every row. Two codes share a gRPC status only where the
+ * Polychrome error code in the metadata tells them apart (`fenced` and
+ * `failed_precondition`); a bare status maps back to the first row that has it.
  */
 export const errorStatus: Readonly<Record<ErrorCode, { grpc: GrpcStatus; http: number }>> = {
   invalid_argument: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
@@ -53,6 +61,10 @@ export const errorStatus: Readonly<Record<ErrorCode, { grpc: GrpcStatus; http: n
   already_exists: { grpc: GrpcStatus.ALREADY_EXISTS, http: 409 },
   conflict: { grpc: GrpcStatus.ABORTED, http: 409 },
   failed_precondition: { grpc: GrpcStatus.FAILED_PRECONDITION, http: 412 },
+  // FAILED_PRECONDITION: gRPC's code for "do not retry until the state is fixed", here
+  // until the writer holds the lease again. The metadata code tells it from the row above,
+  // which a bare status maps back to.
+  fenced: { grpc: GrpcStatus.FAILED_PRECONDITION, http: 409 },
   unauthenticated: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401 },
   permission_denied: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403 },
   resource_exhausted: { grpc: GrpcStatus.RESOURCE_EXHAUSTED, http: 429 },

@@ -8,6 +8,7 @@ import {
   grpcStatusOf,
   HEAD_METADATA,
   JournalConflictError,
+  JournalFencedError,
   StateCallError,
   stateErrorFromGrpc,
 } from './state-client';
@@ -78,6 +79,26 @@ describe('stateErrorFromGrpc', () => {
     const rebuilt = stateErrorFromGrpc(received(sent), 'Append', 'localhost:7443');
     expect(rebuilt).toBeInstanceOf(JournalConflictError);
     expect(rebuilt).toMatchObject({ code: 'conflict', head: 8 });
+  });
+
+  it('rebuilds fenced as JournalFencedError with both tokens, apart from failed_precondition', () => {
+    const sent = grpcStatusOf(
+      new AppError('fenced', 'conv-a: this writer lost the lease', {
+        details: { partition: 'conv-a', fencingToken: 2, highestFencingToken: 5 },
+      }),
+    );
+    expect(sent.code).toBe(status.FAILED_PRECONDITION);
+    const rebuilt = stateErrorFromGrpc(received(sent), 'Append', 'localhost:7443');
+    expect(rebuilt).toBeInstanceOf(JournalFencedError);
+    expect(rebuilt).toMatchObject({ code: 'fenced', fencingToken: 2, highestFencingToken: 5 });
+    // The same status with the other code is an ordinary failed precondition.
+    const other = stateErrorFromGrpc(
+      received(grpcStatusOf(new AppError('failed_precondition', 'key not held'))),
+      'Append',
+      'localhost:7443',
+    );
+    expect(other).not.toBeInstanceOf(JournalFencedError);
+    expect(other.code).toBe('failed_precondition');
   });
 
   it('classifies a status from the transport by its number and says what to check', () => {

@@ -44,6 +44,9 @@ import {
  *   polychrome-error-details  the AppError's details as JSON (ids, heads, field names)
  *   polychrome-head           for `conflict` and head-related `failed_precondition`:
  *                             the partition's current head, decimal
+ *
+ * `fenced` shares FAILED_PRECONDITION with `failed_precondition`; the metadata code tells
+ * them apart, and the client rebuilds it as {@link JournalFencedError}.
  */
 
 /** Trailing metadata key: the AppError code. */
@@ -134,6 +137,39 @@ export class JournalConflictError extends StateCallError {
   }
 }
 
+/**
+ * The state plane refused an append whose fencing token is lower than the highest it has
+ * accepted for the partition (`fenced`): a newer holder of the conversation's lease has
+ * written, so this writer lost the lease. Unlike a {@link JournalConflictError}, reading
+ * the journal and retrying at the new head is wrong: stop writing for the conversation
+ * until its lease is held again. Nothing of the append was written.
+ */
+export class JournalFencedError extends StateCallError {
+  override readonly name: string = 'JournalFencedError';
+  /** The token the refused append carried, as the server reported it. */
+  readonly fencingToken: number | undefined;
+  /** The highest token the partition has accepted, as the server reported it. */
+  readonly highestFencingToken: number | undefined;
+
+  constructor(
+    message: string,
+    options: {
+      method: string;
+      grpcStatus: number;
+      details?: ErrorDetails;
+      cause?: unknown;
+    },
+  ) {
+    super('fenced', message, { ...options, fromServer: true });
+    const token = (field: string): number | undefined => {
+      const value = options.details?.[field];
+      return typeof value === 'number' && Number.isSafeInteger(value) ? value : undefined;
+    };
+    this.fencingToken = token('fencingToken');
+    this.highestFencingToken = token('highestFencingToken');
+  }
+}
+
 /** True for a grpc-js `ServiceError` (what a failed call reports). */
 export function isServiceError(value: unknown): value is ServiceError {
   return (
@@ -176,7 +212,7 @@ function parseDetails(text: string | undefined): ErrorDetails {
 
 /**
  * Rebuilds the AppError a state-plane call failed with: a {@link JournalConflictError} for
- * a conflict with a head, else a {@link StateCallError} with the code from the metadata
+ * a conflict with a head, a {@link JournalFencedError} for `fenced`, else a {@link StateCallError} with the code from the metadata
  * (or, when the status came from grpc-js itself, from the status via `errorCodeFromGrpc`).
  * Anything that is not a gRPC status becomes `internal`.
  *
@@ -201,6 +237,14 @@ export function stateErrorFromGrpc(error: unknown, method: string, target: strin
         method,
         grpcStatus: error.code,
         head,
+        details,
+        cause: error,
+      });
+    }
+    if (declared === 'fenced') {
+      return new JournalFencedError(error.details, {
+        method,
+        grpcStatus: error.code,
         details,
         cause: error,
       });
@@ -329,6 +373,18 @@ export interface StateCallOptions {
   readonly signal?: AbortSignal;
   /** Overrides {@link StateClientOptions.callTimeoutMs} for this call. */
   readonly timeoutMs?: number;
+}
+
+/** Options of {@link StateClient.append}. */
+export interface AppendCallOptions extends StateCallOptions {
+  /**
+   * The fencing token of the lease under which the writer acts (the Lease's
+   * `leaseTransitions` when it was taken). The state plane refuses it with
+   * {@link JournalFencedError} when a higher one has already written to the partition.
+   * 0, the default, is the lowest token: accepted only while no higher one has written.
+   * @default 0
+   */
+  readonly fencingToken?: number;
 }
 
 /** Deadline of a unary call when the client options give none. */
@@ -507,7 +563,7 @@ export interface StateJournal {
     partition: string,
     expectedHead: number,
     events: readonly NewJournalEvent[],
-    options?: StateCallOptions,
+    options?: AppendCallOptions,
   ): Promise<AppendOutcome>;
   read(
     partition: string,
@@ -560,7 +616,9 @@ export class StateClient implements StateJournal {
    * Appends `events` at exactly `expectedHead` (compare-and-swap); the state plane seals the
    * batch with a signed root and answers once it is durable.
    *
-   * @throws JournalConflictError when the head moved (`head` is the current one);
+   * @throws JournalFencedError when `options.fencingToken` is lower than one the partition
+   *   already accepted (checked before the head: this writer lost the lease);
+   *   JournalConflictError when the head moved (`head` is the current one);
    *   StateCallError `invalid_argument`, `failed_precondition`, `permission_denied`,
    *   `data_loss`, `unavailable` as the server reports them.
    */
@@ -568,7 +626,7 @@ export class StateClient implements StateJournal {
     partition: string,
     expectedHead: number,
     events: readonly NewJournalEvent[],
-    options: StateCallOptions = {},
+    options: AppendCallOptions = {},
   ): Promise<AppendOutcome> {
     const response = await this.unary<AppendResponse>(
       'Append',
@@ -579,6 +637,7 @@ export class StateClient implements StateJournal {
             partition,
             expectedHead,
             events: events.map((e) => ({ kind: e.kind, payload: Buffer.from(e.payload) })),
+            fencingToken: options.fencingToken ?? 0,
           },
           metadata,
           callOptions,

@@ -101,6 +101,30 @@ describe('loadControlPlaneConfig', () => {
     );
   });
 
+  it('defaults the lease request timeout to a third of the lease, at most 5 s, and refuses one as long as the lease', () => {
+    expect(loadControlPlaneConfig(base).lease.requestTimeoutMs).toBe(5_000);
+    expect(
+      loadControlPlaneConfig({
+        ...base,
+        POLYCHROME_LEASE_DURATION_MS: '3000',
+        POLYCHROME_LEASE_RENEW_MS: '1000',
+      }).lease.requestTimeoutMs,
+    ).toBe(1_000);
+    expect(
+      loadControlPlaneConfig({ ...base, POLYCHROME_LEASE_REQUEST_TIMEOUT_MS: '2500' }).lease
+        .requestTimeoutMs,
+    ).toBe(2_500);
+    expect(() =>
+      loadControlPlaneConfig({
+        ...base,
+        POLYCHROME_LEASE_DURATION_MS: '5000',
+        POLYCHROME_LEASE_REQUEST_TIMEOUT_MS: '5000',
+      }),
+    ).toThrow(
+      /POLYCHROME_LEASE_REQUEST_TIMEOUT_MS: must be shorter than POLYCHROME_LEASE_DURATION_MS \(5000\), got 5000/,
+    );
+  });
+
   it('rejects a state address without a port', () => {
     expect(() =>
       loadControlPlaneConfig({ ...base, POLYCHROME_STATE_ADDRESS: 'polychrome-state' }),

@@ -27,6 +27,7 @@ import { LogLevel } from '../common/log';
  * | `POLYCHROME_STATE_SERVER_NAME` | name to check the state plane's certificate against | the address's host |
  * | `POLYCHROME_HEALTH_HOST` / `POLYCHROME_HEALTH_PORT` | `/healthz`, `/readyz`, `/metrics` | 0.0.0.0, 9090 |
  * | `POLYCHROME_LEASE_DURATION_MS` / `POLYCHROME_LEASE_RENEW_MS` | per-conversation lease timing | 15000 / 5000 |
+ * | `POLYCHROME_LEASE_REQUEST_TIMEOUT_MS` | longest wait for the API server to answer one lease request (a renewal never waits past the lease's expiry); shorter than the duration | 0: a third of the duration, at most 5000 |
  * | `POLYCHROME_WORKERS` | concurrent reconcile passes | 2 |
  * | `POLYCHROME_AGENT_SANDBOX` | agent-sandbox is installed (watch claims and sandboxes) | true |
  * | `POLYCHROME_HARNESS_IMAGE` | image of the built-in harness pod spec | the controller's default |
@@ -58,6 +59,8 @@ const schema = z
     POLYCHROME_HEALTH_PORT: envPort(DEFAULT_HEALTH_PORT),
     POLYCHROME_LEASE_DURATION_MS: envInt({ default: 15_000, min: 1_000, max: 600_000 }),
     POLYCHROME_LEASE_RENEW_MS: envInt({ default: 5_000, min: 100, max: 300_000 }),
+    // 0: the default, a third of the lease duration, at most 5 s.
+    POLYCHROME_LEASE_REQUEST_TIMEOUT_MS: envInt({ default: 0, min: 0, max: 600_000 }),
     POLYCHROME_WORKERS: envInt({ default: 2, min: 1, max: 64 }),
     POLYCHROME_AGENT_SANDBOX: envBool(true),
     POLYCHROME_HARNESS_IMAGE: envOptionalString(),
@@ -87,6 +90,14 @@ const schema = z
         message: `must be shorter than POLYCHROME_LEASE_DURATION_MS (${env.POLYCHROME_LEASE_DURATION_MS}), got ${env.POLYCHROME_LEASE_RENEW_MS}`,
       });
     }
+    const timeout = env.POLYCHROME_LEASE_REQUEST_TIMEOUT_MS;
+    if (timeout >= env.POLYCHROME_LEASE_DURATION_MS) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['POLYCHROME_LEASE_REQUEST_TIMEOUT_MS'],
+        message: `must be shorter than POLYCHROME_LEASE_DURATION_MS (${env.POLYCHROME_LEASE_DURATION_MS}), got ${timeout}`,
+      });
+    }
     if (!/^[^:\s]+:\d{1,5}$/u.test(env.POLYCHROME_STATE_ADDRESS)) {
       ctx.addIssue({
         code: 'custom',
@@ -109,7 +120,12 @@ export interface ControlPlaneConfig {
     readonly serverName: string | undefined;
   };
   readonly health: { readonly host: string; readonly port: number };
-  readonly lease: { readonly durationMs: number; readonly renewIntervalMs: number };
+  readonly lease: {
+    readonly durationMs: number;
+    readonly renewIntervalMs: number;
+    /** Longest wait for one lease request (see ConversationLeasesOptions). */
+    readonly requestTimeoutMs: number;
+  };
   readonly workers: number;
   readonly agentSandbox: boolean;
   readonly harnessImage: string | undefined;
@@ -156,6 +172,9 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
     lease: Object.freeze({
       durationMs: c.POLYCHROME_LEASE_DURATION_MS,
       renewIntervalMs: c.POLYCHROME_LEASE_RENEW_MS,
+      requestTimeoutMs:
+        c.POLYCHROME_LEASE_REQUEST_TIMEOUT_MS ||
+        Math.min(5_000, Math.floor(c.POLYCHROME_LEASE_DURATION_MS / 3)),
     }),
     workers: c.POLYCHROME_WORKERS,
     agentSandbox: c.POLYCHROME_AGENT_SANDBOX,

@@ -89,6 +89,7 @@ async function main(): Promise<void> {
     ...(config.api.advertiseUrl === undefined ? {} : { apiEndpoint: config.api.advertiseUrl }),
     leaseDurationMs: config.lease.durationMs,
     renewIntervalMs: config.lease.renewIntervalMs,
+    requestTimeoutMs: config.lease.requestTimeoutMs,
     onTransition: (event, handle) => {
       leaseEvents.inc({ event });
       if (event !== 'renewed') {

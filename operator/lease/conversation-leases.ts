@@ -1,7 +1,9 @@
 import {
   ApiException,
   CoordinationV1Api,
+  Observable,
   V1MicroTime,
+  type ConfigurationOptions,
   type KubeConfig,
   type V1Lease,
 } from '@kubernetes/client-node';
@@ -70,6 +72,15 @@ export interface ConversationLeasesOptions {
   /** @default 5000 */
   renewIntervalMs?: number;
   /**
+   * Longest wait for the API server to answer one request (create, read, replace). A
+   * request that takes longer is aborted and fails like any other: a timed-out renewal is
+   * a failed renewal. A renewal also never waits past the lease's expiry, so a hung API
+   * server cannot keep this replica believing it holds a lease others may take. Must be
+   * shorter than `leaseDurationMs`.
+   * @default min(5000, leaseDurationMs / 3)
+   */
+  requestTimeoutMs?: number;
+  /**
    * Renewals (and releases) in flight at once. Each held lease is renewed on its own
    * schedule, `renewIntervalMs` after its last renewal, so renewals spread over the
    * interval instead of arriving together. @default 8
@@ -123,6 +134,7 @@ export class ConversationLeases implements LeaseSource {
   private readonly api: CoordinationV1Api;
   private readonly durationMs: number;
   private readonly renewIntervalMs: number;
+  private readonly requestTimeoutMs: number;
   private readonly maxConcurrent: number;
   private readonly now: () => number;
   private readonly observations = new Map<string, Observation>();
@@ -136,12 +148,24 @@ export class ConversationLeases implements LeaseSource {
     this.api = makeKeepAliveApiClient(opts.kubeConfig, CoordinationV1Api);
     this.durationMs = opts.leaseDurationMs ?? 15_000;
     this.renewIntervalMs = opts.renewIntervalMs ?? 5_000;
+    this.requestTimeoutMs =
+      opts.requestTimeoutMs ?? Math.min(5_000, Math.floor(this.durationMs / 3));
     this.maxConcurrent = Math.max(1, opts.maxConcurrentRenewals ?? 8);
     this.now = opts.nowMs ?? Date.now;
     if (this.renewIntervalMs >= this.durationMs) {
       throw new AppError(
         'invalid_argument',
         `lease renew interval ${this.renewIntervalMs} ms must be shorter than the lease duration ${this.durationMs} ms`,
+      );
+    }
+    if (
+      !Number.isSafeInteger(this.requestTimeoutMs) ||
+      this.requestTimeoutMs <= 0 ||
+      this.requestTimeoutMs >= this.durationMs
+    ) {
+      throw new AppError(
+        'invalid_argument',
+        `lease request timeout ${this.requestTimeoutMs} ms must be a positive integer shorter than the lease duration ${this.durationMs} ms`,
       );
     }
   }
@@ -184,18 +208,22 @@ export class ConversationLeases implements LeaseSource {
       // without reading first; AlreadyExists means it exists, and it is read below.
       const now = this.now();
       try {
-        const created = await this.api.createNamespacedLease({
-          namespace: ref.namespace,
-          body: this.leaseBody(ref, name, 0, now),
-        });
-        return this.hold(ref, created, 0, 'acquired');
+        const created = await this.timed(`creating Lease ${ref.namespace}/${name}`, (o) =>
+          this.api.createNamespacedLease(
+            { namespace: ref.namespace, body: this.leaseBody(ref, name, 0, now) },
+            o,
+          ),
+        );
+        return this.hold(ref, created, 0, 'acquired', now);
       } catch (err: unknown) {
         if (!isStatus(err, 409)) throw err;
       }
     }
     let lease: V1Lease | undefined;
     try {
-      lease = await this.api.readNamespacedLease({ namespace: ref.namespace, name });
+      lease = await this.timed(`reading Lease ${ref.namespace}/${name}`, (o) =>
+        this.api.readNamespacedLease({ namespace: ref.namespace, name }, o),
+      );
     } catch (err: unknown) {
       if (!isStatus(err, 404)) throw err;
     }
@@ -215,11 +243,13 @@ export class ConversationLeases implements LeaseSource {
           };
         }
         case 'create': {
-          const created = await this.api.createNamespacedLease({
-            namespace: ref.namespace,
-            body: this.leaseBody(ref, name, 0, now),
-          });
-          return this.hold(ref, created, 0, 'acquired');
+          const created = await this.timed(`creating Lease ${ref.namespace}/${name}`, (o) =>
+            this.api.createNamespacedLease(
+              { namespace: ref.namespace, body: this.leaseBody(ref, name, 0, now) },
+              o,
+            ),
+          );
+          return this.hold(ref, created, 0, 'acquired', now);
         }
         case 'renew':
         case 'take_over': {
@@ -228,16 +258,15 @@ export class ConversationLeases implements LeaseSource {
           if (decision.action === 'renew' && lease?.spec?.acquireTime !== undefined) {
             body.spec = { ...body.spec, acquireTime: lease.spec.acquireTime };
           }
-          const replaced = await this.api.replaceNamespacedLease({
-            namespace: ref.namespace,
-            name,
-            body,
-          });
+          const replaced = await this.timed(`replacing Lease ${ref.namespace}/${name}`, (o) =>
+            this.api.replaceNamespacedLease({ namespace: ref.namespace, name, body }, o),
+          );
           return this.hold(
             ref,
             replaced,
             decision.fencingToken,
             decision.action === 'renew' ? 'acquired' : 'taken_over',
+            now,
           );
         }
       }
@@ -256,14 +285,22 @@ export class ConversationLeases implements LeaseSource {
     this.held.delete(key(handle.conversation));
     held.abort.abort(new AppError('cancelled', `lease ${handle.leaseName} released`));
     await this.limited(async () => {
-      const released = (lease: V1Lease): Promise<V1Lease> =>
-        this.api.replaceNamespacedLease({
-          namespace: handle.conversation.namespace,
-          name: handle.leaseName,
-          body: { ...lease, spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1 } },
-        });
+      const released = (lease: V1Lease, o: ConfigurationOptions): Promise<V1Lease> =>
+        this.api.replaceNamespacedLease(
+          {
+            namespace: handle.conversation.namespace,
+            name: handle.leaseName,
+            body: {
+              ...lease,
+              spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1 },
+            },
+          },
+          o,
+        );
       try {
-        await this.writeOurs(held.lease, released, handle);
+        await this.timed(`releasing Lease ${handle.leaseName}`, (o) =>
+          this.writeOurs(held.lease, released, handle, o),
+        );
         this.opts.onTransition?.('released', handle);
       } catch (err: unknown) {
         // Gone or taken meanwhile: nothing of ours to release.
@@ -309,19 +346,37 @@ export class ConversationLeases implements LeaseSource {
 
   private async renew(held: Held): Promise<void> {
     if (this.held.get(key(held.handle.conversation)) !== held) return;
+    // The lease counts from when the renewal was sent, not from its answer: others judge
+    // its expiry from a write made after the send, so a late answer must not extend it.
+    const sentAtMs = this.now();
+    const leftMs = held.lastRenewedAtMs + this.durationMs - sentAtMs;
+    if (leftMs <= 0) {
+      this.lose(held);
+      return;
+    }
     try {
-      const renewed = await this.writeOurs(
-        held.lease,
-        (lease) =>
-          this.api.replaceNamespacedLease({
-            namespace: held.handle.conversation.namespace,
-            name: held.handle.leaseName,
-            body: { ...lease, spec: { ...lease.spec, renewTime: new V1MicroTime(this.now()) } },
-          }),
-        held.handle,
+      const renewed = await this.timed(
+        `renewing Lease ${held.handle.leaseName}`,
+        (o) =>
+          this.writeOurs(
+            held.lease,
+            (lease, options) =>
+              this.api.replaceNamespacedLease(
+                {
+                  namespace: held.handle.conversation.namespace,
+                  name: held.handle.leaseName,
+                  body: { ...lease, spec: { ...lease.spec, renewTime: new V1MicroTime(sentAtMs) } },
+                },
+                options,
+              ),
+            held.handle,
+            o,
+          ),
+        // Never past the lease's expiry: by then this replica must know it lost it.
+        Math.min(this.requestTimeoutMs, leftMs),
       );
       held.lease = renewed;
-      held.lastRenewedAtMs = this.now();
+      held.lastRenewedAtMs = sentAtMs;
       this.opts.onTransition?.('renewed', held.handle);
     } catch (err: unknown) {
       if (isStatus(err, 404) || err instanceof NotOurs) {
@@ -340,20 +395,60 @@ export class ConversationLeases implements LeaseSource {
    */
   private async writeOurs(
     last: V1Lease,
-    write: (lease: V1Lease) => Promise<V1Lease>,
+    write: (lease: V1Lease, options: ConfigurationOptions) => Promise<V1Lease>,
     handle: LeaseHandle,
+    options: ConfigurationOptions,
   ): Promise<V1Lease> {
     try {
-      return await write(last);
+      return await write(last, options);
     } catch (err: unknown) {
       if (!isStatus(err, 409)) throw err;
     }
-    const current = await this.api.readNamespacedLease({
-      namespace: handle.conversation.namespace,
-      name: handle.leaseName,
-    });
+    const current = await this.api.readNamespacedLease(
+      { namespace: handle.conversation.namespace, name: handle.leaseName },
+      options,
+    );
     if (current.spec?.holderIdentity !== this.opts.identity) throw new NotOurs();
-    return write(current);
+    return write(current, options);
+  }
+
+  /**
+   * Runs `call` with request options that abort every API request made with them once
+   * `timeoutMs` has passed since this call began (one deadline for all of them), so a
+   * hung API server fails the call instead of holding it, and the renewal slot, forever.
+   *
+   * @throws AppError `unavailable` naming `what` when the deadline aborted the call; what
+   *   `call` threw otherwise (an answer that came in time, e.g. a 409, stays as it was).
+   */
+  private async timed<T>(
+    what: string,
+    call: (options: ConfigurationOptions) => Promise<T>,
+    timeoutMs = this.requestTimeoutMs,
+  ): Promise<T> {
+    const signal = AbortSignal.timeout(timeoutMs);
+    const options: ConfigurationOptions = {
+      middleware: [
+        {
+          pre: (context) => {
+            context.setSignal(signal);
+            return new Observable(Promise.resolve(context));
+          },
+          post: (context) => new Observable(Promise.resolve(context)),
+        },
+      ],
+      middlewareMergeStrategy: 'append',
+    };
+    try {
+      return await call(options);
+    } catch (err: unknown) {
+      if (!signal.aborted || err instanceof ApiException || err instanceof NotOurs) throw err;
+      throw new AppError(
+        'unavailable',
+        `the Kubernetes API server did not answer ${what} within ${String(timeoutMs)} ms; ` +
+          'the request was abandoned (a renewal that times out has failed); check the API server and retry',
+        { cause: err },
+      );
+    }
   }
 
   /** Runs `task` when fewer than `maxConcurrentRenewals` renewals or releases are running. */
@@ -380,11 +475,13 @@ export class ConversationLeases implements LeaseSource {
     this.opts.onTransition?.('lost', held.handle);
   }
 
+  /** `sentAtMs`: when the write that took the lease was sent; the lease counts from then. */
   private hold(
     ref: ConversationRef,
     lease: V1Lease,
     fencingToken: number,
     event: 'acquired' | 'taken_over',
+    sentAtMs: number,
   ): LeaseHandle {
     const abort = new AbortController();
     const handle: LeaseHandle = {
@@ -394,7 +491,7 @@ export class ConversationLeases implements LeaseSource {
       fencingToken,
       signal: abort.signal,
     };
-    this.held.set(key(ref), { handle, abort, lease, lastRenewedAtMs: this.now(), renewing: false });
+    this.held.set(key(ref), { handle, abort, lease, lastRenewedAtMs: sentAtMs, renewing: false });
     this.opts.onTransition?.(event, handle);
     return handle;
   }

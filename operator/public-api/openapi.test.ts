@@ -269,7 +269,7 @@ describe('docs/api/openapi.json', () => {
         { error: { code: 'nope', message: 1 }, extra: true },
       ),
     ).toEqual([
-      '$.error.code: "nope" is not one of ["invalid_argument","not_found","already_exists","conflict","failed_precondition","unauthenticated","permission_denied","resource_exhausted","unavailable","deadline_exceeded","cancelled","data_loss","internal"]',
+      '$.error.code: "nope" is not one of ["invalid_argument","not_found","already_exists","conflict","failed_precondition","fenced","unauthenticated","permission_denied","resource_exhausted","unavailable","deadline_exceeded","cancelled","data_loss","internal"]',
       '$.error.message: expected string, got integer',
       '$: property extra is not in the schema',
     ]);

@@ -230,13 +230,13 @@ export class TurnCoordinator implements TurnService {
               { conversation: uid, turn: step.turn.turnId },
               'recovering an orphaned dispatch',
             );
-            await this.commit(uid, step.events);
+            await this.commit(uid, lease, step.events);
             await this.drive(current, lease, step.turn.turnId);
             view = this.views.cached(uid) ?? (await this.views.refresh(uid, signal));
             continue;
           case 'dispatch':
             // Batch one: if it fails, the dispatch is rejected and the harness never runs.
-            await this.commit(uid, step.events);
+            await this.commit(uid, lease, step.events);
             return this.drive(current, lease, step.turnId);
         }
       }
@@ -265,6 +265,7 @@ export class TurnCoordinator implements TurnService {
       const signature = this.options.approvals.sign(plan.sign);
       await this.commit(
         uid,
+        lease,
         approvalAnswerBatch(
           { ...input, ...(request.comment === undefined ? {} : { comment: request.comment }) },
           plan.turn,
@@ -295,7 +296,7 @@ export class TurnCoordinator implements TurnService {
         nowMs: this.now(),
       });
       if (plan.kind === 'refuse') throw plan.error;
-      await this.commit(uid, plan.events);
+      await this.commit(uid, lease, plan.events);
       return this.drive(conversation, lease, plan.turn.turnId);
     });
   }
@@ -329,7 +330,7 @@ export class TurnCoordinator implements TurnService {
       ready ? (this.options.statusDelayMs ?? 250) : 0,
     );
     const signal = AbortSignal.any([lease.signal, this.stopping.signal]);
-    const end = await this.runTurn(conversation, turnId, attempt, signal);
+    const end = await this.runTurn(conversation, lease, turnId, attempt, signal);
     const plan = planSettle({
       dispatched: { turn: this.turnAt(uid, turnId), conversation },
       end,
@@ -360,7 +361,7 @@ export class TurnCoordinator implements TurnService {
         'the harness sent a forged step; quarantining the turn',
       );
     }
-    const { outcome, view } = await this.commit(uid, plan.events);
+    const { outcome, view } = await this.commit(uid, lease, plan.events);
     this.status.queue(conversation, plan.status, {
       head: outcome.head,
       lastSignedRoot: Buffer.from(outcome.signedRoot.root).toString('hex'),
@@ -376,6 +377,7 @@ export class TurnCoordinator implements TurnService {
   /** Waits for the sandbox and runs the turn on the harness; how it ended, never a throw. */
   private async runTurn(
     conversation: Conversation,
+    lease: LeaseHandle,
     turnId: string,
     attempt: number,
     signal: AbortSignal,
@@ -396,9 +398,17 @@ export class TurnCoordinator implements TurnService {
         attempt,
         this.options.deploymentMaxSteps ?? 0,
       );
-      const ran = await this.runOnHarness(endpoint, start, conversation, turnId, signal, (f) => {
-        forged = f;
-      });
+      const ran = await this.runOnHarness(
+        endpoint,
+        start,
+        conversation,
+        lease,
+        turnId,
+        signal,
+        (f) => {
+          forged = f;
+        },
+      );
       return ran.kind === 'paused'
         ? { kind: 'paused', request: ran.paused.request }
         : { kind: 'result', result: ran.result, carried: ran.carried };
@@ -413,6 +423,7 @@ export class TurnCoordinator implements TurnService {
     endpoint: string,
     start: Parameters<HarnessConnector['runTurn']>[1],
     conversation: Conversation,
+    lease: LeaseHandle,
     turnId: string,
     signal: AbortSignal,
     onForged: (forged: { reason: string; toolCallId: string }) => void,
@@ -440,7 +451,7 @@ export class TurnCoordinator implements TurnService {
                 });
                 throw new AppError('permission_denied', `step refused: ${reason}`);
               }
-              const { outcome } = await this.commit(uid, [stepEventOf(step)]);
+              const { outcome } = await this.commit(uid, lease, [stepEventOf(step)]);
               return outcome.firstPosition;
             },
             trustedTool: (call) =>
@@ -490,9 +501,13 @@ export class TurnCoordinator implements TurnService {
 
   // ---- helpers ----
 
-  /** Encodes and appends one batch (see {@link JournalViews.append}). */
-  private commit(uid: string, events: readonly PlannedEvent[]): ReturnType<JournalViews['append']> {
-    return this.views.append(uid, events.map(encode));
+  /** Encodes and appends one batch under `lease` (see {@link JournalViews.append}). */
+  private commit(
+    uid: string,
+    lease: LeaseHandle,
+    events: readonly PlannedEvent[],
+  ): ReturnType<JournalViews['append']> {
+    return this.views.append(uid, lease, events.map(encode));
   }
 
   private turnAt(uid: string, turnId: string): TurnView {

@@ -8,6 +8,7 @@ import { AppError } from '../../common/errors';
 import { EventKind, payloadCodecs } from '../../common/event-kinds';
 import {
   JournalConflictError,
+  JournalFencedError,
   type AppendOutcome,
   type NewJournalEvent,
   type StateJournal,
@@ -77,19 +78,24 @@ export class JournalViews {
   }
 
   /**
-   * Appends one batch at the cached head and returns the view with it. A failure drops
-   * the cache (another writer may have moved the head: a stale holder's batch must never
-   * land); a conflict is rethrown as `conflict`.
+   * Appends one batch at the cached head, fenced with the token of the lease the work
+   * was claimed under (docs/state-plane.md "Fencing"), and returns the view with it. A
+   * failure drops the cache (another writer may have moved the head: a stale holder's
+   * batch must never land); a conflict is rethrown as `conflict`, a fenced refusal as
+   * `unavailable` (this replica lost the lease).
    */
   async append(
     uid: string,
+    lease: Pick<LeaseHandle, 'fencingToken'>,
     events: readonly NewJournalEvent[],
   ): Promise<{ outcome: AppendOutcome; view: JournalView }> {
     const view = this.views.get(uid) ?? (await this.refresh(uid));
     const started = performance.now();
     let outcome: AppendOutcome;
     try {
-      outcome = await this.options.state.append(partitionOf(uid), view.head, [...events]);
+      outcome = await this.options.state.append(partitionOf(uid), view.head, events, {
+        fencingToken: lease.fencingToken,
+      });
     } catch (error) {
       this.views.delete(uid);
       this.syncedUnder.delete(uid);
@@ -98,6 +104,13 @@ export class JournalViews {
           'conflict',
           `the journal of conversation ${uid} moved under this replica (another writer); retry`,
           { cause: error },
+        );
+      }
+      if (error instanceof JournalFencedError) {
+        throw new AppError(
+          'unavailable',
+          `this replica lost the lease of conversation ${uid}: a newer holder has written its journal, and nothing of this request was committed; retry with the same idempotency key (safe)`,
+          { cause: error, details: { conversationId: uid } },
         );
       }
       throw error;

@@ -209,7 +209,7 @@ export function createJournalService(options: JournalServiceOptions): JournalSer
           request.partition,
           request.expectedHead,
           request.events.map((e) => ({ kind: e.kind, payload: e.payload })),
-          { signal },
+          { signal, fencingToken: request.fencingToken },
         );
         options.trackAppend?.(work);
         const seconds = (): number => Number(process.hrtime.bigint() - started) / 1e9;

@@ -12,6 +12,7 @@ import { Registry } from 'prom-client';
 import { EventKind } from '../../common/event-kinds';
 import {
   JournalConflictError,
+  JournalFencedError,
   StateCallError,
   StateClient,
   type JournalEntry,
@@ -217,6 +218,36 @@ describe('append', () => {
     expect(messageOf(error)).toContain(`the head is ${String(head)}`);
   });
 
+  it('rebuilds a fenced append as JournalFencedError with both tokens, and writes nothing', async () => {
+    await writer.append('conv-fenced', 0, turn('new holder'), { fencingToken: 4 });
+    const before = await writer.head('conv-fenced');
+    // At the current head, so only the fence stands between the stale writer and the journal.
+    const error = await rejection(
+      writer.append('conv-fenced', before.head, turn('old holder'), { fencingToken: 3 }),
+    );
+    expect(error).toBeInstanceOf(JournalFencedError);
+    expect(error).toMatchObject({
+      code: 'fenced',
+      fencingToken: 3,
+      highestFencingToken: 4,
+      grpcStatus: status.FAILED_PRECONDITION,
+      fromServer: true,
+      method: 'Append',
+    });
+    expect(messageOf(error)).toContain(
+      "conv-fenced: the append carries fencing token 3, but token 4 has already written: this writer lost the conversation's lease; a newer holder has written",
+    );
+    expect(await writer.head('conv-fenced')).toEqual(before);
+    // A client that sends no token sends 0, the lowest: refused as well.
+    expect(
+      await rejection(writer.append('conv-fenced', before.head, turn('old client'))),
+    ).toBeInstanceOf(JournalFencedError);
+    expect(
+      (await writer.append('conv-fenced', before.head, turn('same'), { fencingToken: 4 }))
+        .firstPosition,
+    ).toBe(before.head);
+  });
+
   it('sends the code, details and head in trailing metadata', async () => {
     const raw = new JournalClient(
       address,
@@ -229,7 +260,7 @@ describe('append', () => {
     try {
       const error = await new Promise<ServiceError | null>((resolve) => {
         raw.append(
-          { partition: 'conv-cas', expectedHead: 1, events: [] },
+          { partition: 'conv-cas', expectedHead: 1, events: [], fencingToken: 0 },
           new Metadata(),
           { deadline: Date.now() + 5_000 },
           (e) => resolve(e),
@@ -244,6 +275,7 @@ describe('append', () => {
             partition: 'conv-cas',
             expectedHead: 0,
             events: turn('x').map((e) => ({ kind: e.kind, payload: Buffer.from(e.payload) })),
+            fencingToken: 0,
           },
           new Metadata(),
           { deadline: Date.now() + 5_000 },

@@ -6,7 +6,7 @@ import type { Sha256 } from '../journal/sha256';
 import { rotateKey, signRoot, type KeyRotationFields } from '../journal/signed-root';
 import { encodeHeadRecord } from './head-record';
 import type { KvOp } from './level-kv';
-import { encodeEventValue, eventKey, headKey, nodeKey } from './store-keys';
+import { encodeEventValue, encodeFence, eventKey, fenceKey, headKey, nodeKey } from './store-keys';
 
 /** A `signed_root` as the store wrote it, with its own position. */
 export interface StoredSignedRoot {
@@ -52,12 +52,17 @@ export interface AppendBatchInput {
    * ones it expected) and before the closing root.
    */
   readonly handOverFrom?: Ed25519Signer;
+  /**
+   * The partition's new fencing mark, when this batch raises it: written in the same
+   * atomic batch, so the mark is durable exactly when the events that carried it are.
+   */
+  readonly raiseFence?: number;
 }
 
 /**
  * Builds the writes of one append: each event, each MMR node the core's visitor reports,
- * an optional `key_rotated`, the closing `signed_root` over every leaf before it, and the
- * new head record. The caller writes them in one atomic, durable batch.
+ * an optional `key_rotated`, the closing `signed_root` over every leaf before it, a raised
+ * fencing mark, and the new head record. The caller writes them in one atomic, durable batch.
  *
  * @throws AppError `invalid_argument` from the journal core (never for validated input).
  */
@@ -107,6 +112,7 @@ export function buildAppendBatch(input: AppendBatchInput): AppendBatch {
       signature: Buffer.from(signed.signature),
     }),
   );
+  if (input.raiseFence !== undefined) put(fenceKey(partition), encodeFence(input.raiseFence));
   put(
     headKey(partition),
     encodeHeadRecord({ head: position, genesisKeyId: input.genesisKeyId, peaks: mmr.peaks() }),

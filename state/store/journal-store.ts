@@ -120,6 +120,16 @@ export interface AppendOptions {
    * to the durable write it can no longer be cancelled, and the outcome is reported.
    */
   readonly signal?: AbortSignal;
+  /**
+   * The fencing token of the writer's lease on the conversation. The store keeps the
+   * highest token it has accepted per partition (its fencing mark, durable in the same
+   * write as the batch that raised it) and refuses a lower one with `fenced`: a newer
+   * lease holder has written, so this writer must stop. Equal is accepted; higher raises
+   * the mark. 0, what a writer without a lease sends, is the lowest token: accepted only
+   * while the mark is 0.
+   * @default 0
+   */
+  readonly fencingToken?: number;
 }
 
 /** What an acknowledged (durable) append wrote. */
@@ -574,9 +584,12 @@ export class JournalStore {
    *
    * @throws AppError `invalid_argument` for a bad partition name, an empty or oversized
    *   batch, an unknown or reserved kind (`signed_root`, `key_rotated`), an oversized
-   *   payload, or a negative head; `conflict` when the head moved (`details.head` is the
-   *   current head); `failed_precondition` when `expectedHead` is beyond the head (the
-   *   caller saw a journal this store does not hold), or the partition's signing key is
+   *   payload, or a negative head or fencing token; `fenced` when
+   *   `options.fencingToken` is lower than the highest token the partition accepted
+   *   (`details.fencingToken`, `details.highestFencingToken`; checked before the head);
+   *   `conflict` when the head moved (`details.head` is the current head);
+   *   `failed_precondition` when `expectedHead` is beyond the head (the caller saw a
+   *   journal this store does not hold), or the partition's signing key is
    *   no longer held; `data_loss` for a refused partition; `cancelled` when `signal`
    *   fired first; `unavailable` when the store is not open or the durable write failed
    *   (nothing was acknowledged; retry against the same head).
@@ -590,6 +603,8 @@ export class JournalStore {
     this.assertOpen();
     assertPartitionName(partition);
     assertPosition(expectedHead, 'expected head', partition);
+    const fencingToken = options.fencingToken ?? 0;
+    assertPosition(fencingToken, 'fencing token', partition);
     this.validateEvents(partition, events);
     throwIfAborted(options.signal, `append to ${partition}`);
     return this.track(
@@ -598,6 +613,19 @@ export class JournalStore {
         this.assertOpen();
         const state = this.healthy(partition);
         const head = state?.head ?? 0;
+        // Before the head check: a stale writer must learn that it lost the lease, not
+        // that it should read and retry at the new head (where the compare-and-swap alone
+        // would let it through).
+        const fence = state?.fence ?? 0;
+        if (fencingToken < fence) {
+          throw new AppError(
+            'fenced',
+            `${partition}: the append carries fencing token ${String(fencingToken)}, but token ` +
+              `${String(fence)} has already written: this writer lost the conversation's lease; ` +
+              'a newer holder has written. Stop writing for this conversation; nothing was written',
+            { details: { partition, fencingToken, highestFencingToken: fence } },
+          );
+        }
         if (expectedHead < head) {
           throw new AppError(
             'conflict',
@@ -615,7 +643,7 @@ export class JournalStore {
             { details: { partition, expectedHead, head } },
           );
         }
-        return this.commit(partition, state, events);
+        return this.commit(partition, state, events, fencingToken);
       }),
     );
   }
@@ -685,9 +713,11 @@ export class JournalStore {
     partition: string,
     state: PartitionState | undefined,
     events: readonly AppendEvent[],
+    fencingToken?: number,
   ): Promise<AppendResult> {
     const signer = this.keyring.get(this.activeKeyId);
     if (signer === undefined) throw new Error('unreachable: the active key is in the keyring');
+    const fence = Math.max(state?.fence ?? 0, fencingToken ?? 0);
     let handOverFrom: Ed25519Signer | undefined;
     if (state !== undefined && state.lastRoot.keyId !== this.activeKeyId) {
       handOverFrom = this.keyring.get(state.lastRoot.keyId);
@@ -712,6 +742,7 @@ export class JournalStore {
       events,
       signer,
       handOverFrom,
+      ...(fence > (state?.fence ?? 0) ? { raiseFence: fence } : {}),
     });
     await this.committer.commit(batch.ops, batch.bytes);
     // Durable: only now does the in-memory state move.
@@ -722,11 +753,13 @@ export class JournalStore {
         mmr: batch.mmr,
         genesisKeyId: this.activeKeyId,
         lastRoot: batch.signedRoot,
+        fence,
       });
     } else {
       state.head = batch.head;
       state.mmr = batch.mmr;
       state.lastRoot = batch.signedRoot;
+      state.fence = fence;
     }
     this.appends += 1;
     this.events += batch.head - firstPosition;

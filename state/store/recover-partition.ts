@@ -11,7 +11,9 @@ import { decodeHeadRecord } from './head-record';
 import type { KvOp, KvStore } from './level-kv';
 import {
   decodeEventValue,
+  decodeFence,
   eventKey,
+  fenceKey,
   headKey,
   nodeKey,
   positionOfKey,
@@ -27,6 +29,11 @@ export interface PartitionState {
   mmr: CompactMmr;
   readonly genesisKeyId: string;
   lastRoot: StoredSignedRoot;
+  /**
+   * The highest fencing token an append to the partition was accepted with (0 when none
+   * carried one); an append with a lower token is refused.
+   */
+  fence: number;
 }
 
 /** What open() did with one partition. */
@@ -88,6 +95,7 @@ async function keysFrom(
  *    - the node of leaf head − 1 is the leaf digest of the stored `signed_root` event;
  *    - the root computed from the stored peak nodes of head − 1 leaves equals the root
  *      that `signed_root` carries.
+ * 4. The fencing mark, when present, is one u64 (else `data_loss`); absent means 0.
  *
  * These are O(log n) reads per partition. They tie the head, the events, the nodes and
  * the last signed root together; they do not re-check the whole journal or any signature
@@ -154,7 +162,8 @@ async function recover(kv: KvStore, hash: Sha256, partition: string): Promise<Re
   const lastRootPeaks = peaksForLeafCount(rootPosition).map((p) => p.position);
   const headPeaks = peaksForLeafCount(head).map((p) => p.position);
   const leafNode = leafNodePosition(rootPosition);
-  const [eventValue, lastNodeValue, leafValue, ...peakValues] = await kv.getMany([
+  const [fenceValue, eventValue, lastNodeValue, leafValue, ...peakValues] = await kv.getMany([
+    fenceKey(partition),
     eventKey(partition, rootPosition),
     nodeKey(partition, size - 1),
     nodeKey(partition, leafNode),
@@ -228,6 +237,9 @@ async function recover(kv: KvStore, hash: Sha256, partition: string): Promise<Re
     );
   }
 
+  // Written in the same batch as the events it came with, so it is as old as the head.
+  const fence = fenceValue === undefined ? 0 : decodeFence(fenceValue, partition);
+
   if (drops.length > 0) await kv.write(drops, true);
   return {
     status: 'ok',
@@ -244,6 +256,7 @@ async function recover(kv: KvStore, hash: Sha256, partition: string): Promise<Re
         keyId: fields.keyId,
         signature: new Uint8Array(fields.signature),
       },
+      fence,
     },
   };
 }

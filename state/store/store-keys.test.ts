@@ -7,8 +7,11 @@ import { KeyedMutex } from './keyed-mutex';
 import { assertPartitionName, isPartitionName } from './partition-name';
 import {
   decodeEventValue,
+  decodeFence,
   encodeEventValue,
+  encodeFence,
   eventKey,
+  fenceKey,
   headKey,
   nodeKey,
   partitionOfKey,
@@ -55,6 +58,19 @@ describe('key layout', () => {
     expect(toHex(window.lt)).toBe(toHex(nodeKey('conv-a', 5)));
     expect(partitionOfKey(nodeKey('conv-xyz', 4))).toBe('conv-xyz');
     expect(partitionOfKey(Uint8Array.of(0x4d, 1))).toBeUndefined();
+  });
+
+  it('keeps the fencing mark inside its partition and out of the event and node ranges', () => {
+    const fence = fenceKey('conv-a');
+    const inRange = (range: { gte: Uint8Array; lt: Uint8Array }): boolean =>
+      compare(fence, range.gte) >= 0 && compare(fence, range.lt) < 0;
+    expect(inRange(partitionRange('conv-a'))).toBe(true);
+    expect(inRange(positionRange('conv-a', RecordTag.Event))).toBe(false);
+    expect(inRange(positionRange('conv-a', RecordTag.Node))).toBe(false);
+    expect(inRange(partitionRange('conv-ab'))).toBe(false);
+    expect(partitionOfKey(fence)).toBe('conv-a');
+    expect(decodeFence(encodeFence(2 ** 40 + 3), 'conv-a')).toBe(2 ** 40 + 3);
+    expect(() => decodeFence(new Uint8Array(7), 'conv-a')).toThrow(/fencing mark is 7 bytes/);
   });
 
   it('round-trips an event value and reports a truncated one as data_loss', () => {

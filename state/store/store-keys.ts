@@ -7,14 +7,18 @@ import { writeU64 } from '../journal/u64';
  *
  *   'M' "format"                           → UTF-8 STORE_FORMAT (checked on open)
  *   'P' ‖ name ‖ 0x00 ‖ 'e' ‖ u64 position → event: u8 len(kind) ‖ kind ‖ payload
- *   'P' ‖ name ‖ 0x00 ‖ 'h'                → head record (partition-record.ts)
+ *   'P' ‖ name ‖ 0x00 ‖ 'f'                → u64: the highest fencing token an append to
+ *                                            the partition was accepted with (absent: 0),
+ *                                            written in the batch that raised it
+ *   'P' ‖ name ‖ 0x00 ‖ 'h'                → head record (head-record.ts)
  *   'P' ‖ name ‖ 0x00 ‖ 'n' ‖ u64 node     → 32-byte MMR node digest, as CompactMmr's
  *                                            visitor reported it (serves inclusion proofs)
  *
  * A partition name never holds 0x00 (partition-name.ts), so `'P' ‖ name ‖ 0x00` is a
  * prefix of that partition's keys only ("conv-a" and "conv-ab" cannot overlap), and
  * `'P' ‖ name ‖ 0x01` is the first key after the partition: open() skips from one
- * partition to the next with a single seek. Tags sort 'e' < 'h' < 'n'.
+ * partition to the next with a single seek. Tags sort 'e' < 'f' < 'h' < 'n'; the event
+ * range ends before `'P' ‖ name ‖ 0x00 ‖ 'f'` (exclusive), so it never holds the fence.
  */
 
 /** Written once into an empty database and checked on every open. */
@@ -30,6 +34,7 @@ const END_OF_NAME = 0x00;
 /** Per-partition record tags. */
 export const RecordTag = {
   Event: 0x65, // 'e'
+  Fence: 0x66, // 'f'
   Head: 0x68, // 'h'
   Node: 0x6e, // 'n'
 } as const;
@@ -74,6 +79,35 @@ export function nodeKey(partition: string, position: number): Uint8Array {
 /** Key of the partition's head record. */
 export function headKey(partition: string): Uint8Array {
   return tagged(partition, RecordTag.Head);
+}
+
+/** Key of the partition's fencing mark (the highest fencing token accepted). */
+export function fenceKey(partition: string): Uint8Array {
+  return tagged(partition, RecordTag.Fence);
+}
+
+/** The stored form of a fencing mark: u64 big-endian. */
+export function encodeFence(token: number): Uint8Array {
+  const out = new Uint8Array(8);
+  writeU64(out, 0, token);
+  return out;
+}
+
+/**
+ * Parses a stored fencing mark.
+ *
+ * @throws AppError `data_loss` when the value is not exactly one u64.
+ */
+export function decodeFence(value: Uint8Array, partition: string): number {
+  if (value.length !== 8) {
+    throw new AppError(
+      'data_loss',
+      `${partition}: the stored fencing mark is ${String(value.length)} bytes, not 8; the partition ` +
+        'is refused until it is restored from a backup',
+      { details: { partition } },
+    );
+  }
+  return readU64(value, 0);
 }
 
 /** Key range of the events (or nodes) at positions `[from, to)`; `to` omitted = to the end. */

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { CoordinationV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { CoordinationV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { spawn } from 'node:child_process';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { repoRoot } from '../../hack/lib/local-cluster';
 import { isAlive, pollUntil } from '../../hack/lib/processes';
@@ -167,6 +168,51 @@ describe('conversation leases on a real API server', () => {
     expect(busy2).not.toHaveProperty('holderEndpoint');
   });
 
+  it('counts a renewal the API server never answers as failed, and loses the lease by its expiry', async () => {
+    const ref = await conversation();
+    const link = await hangableLink(kc);
+    try {
+      const durationMs = 3_000;
+      const requestTimeoutMs = 500;
+      const leases = new ConversationLeases({
+        kubeConfig: link.kubeConfig,
+        identity: 'behind-a-hung-link',
+        leaseDurationMs: durationMs,
+        renewIntervalMs: 1_000,
+        requestTimeoutMs,
+      });
+      open.push(leases);
+      const before = Date.now();
+      const held = await leases.tryAcquire(ref);
+      if (!isLeaseHandle(held)) throw new Error('the replica should hold the fresh lease');
+      const acquired = Date.now();
+
+      // From now on the API server accepts this replica's connections and never answers.
+      link.hang();
+      const started = performance.now();
+      await leases.renewAll();
+      const took = performance.now() - started;
+      expect(took).toBeGreaterThanOrEqual(requestTimeoutMs - 50);
+      expect(took).toBeLessThan(requestTimeoutMs + 1_000);
+      expect(held.signal.aborted).toBe(false);
+
+      // Renewing on its own schedule against the hung server, it gives the lease up no
+      // later than its expiry: it never believes it holds a lease others may take.
+      leases.start();
+      await pollUntil('the lease to be lost', () =>
+        Promise.resolve(held.signal.aborted ? true : undefined),
+      );
+      const lostAt = Date.now();
+      expect(lostAt - before).toBeGreaterThanOrEqual(durationMs);
+      expect(lostAt - acquired).toBeLessThan(durationMs + 500);
+      expect(leases.current(ref)).toBeUndefined();
+      // The Lease on the server still names it: the API server never saw a renewal.
+      expect(await holderOf(ref)).toBe('behind-a-hung-link');
+    } finally {
+      link.close();
+    }
+  });
+
   it('aborts the old holder’s signal when it finds its lease taken', async () => {
     const ref = await conversation();
     const slow = replica('stalled', 2_000);
@@ -189,3 +235,69 @@ describe('conversation leases on a real API server', () => {
     expect(slow.current(ref)).toBeUndefined();
   });
 });
+
+/**
+ * A TCP link to the API server that can be hung: until {@link hang} it forwards bytes both
+ * ways; after it, every connection (open or new) is accepted and read but never answered,
+ * as a hung API server (or a silently dropped network path) behaves.
+ */
+async function hangableLink(kc: KubeConfig): Promise<{
+  readonly kubeConfig: KubeConfig;
+  hang(): void;
+  close(): void;
+}> {
+  const cluster = kc.getCurrentCluster();
+  if (cluster === null) throw new Error('the kubeconfig has no cluster');
+  const target = new URL(cluster.server);
+  const pairs: { client: Socket; upstream: Socket }[] = [];
+  const strays: Socket[] = [];
+  let hung = false;
+  const server: Server = createServer((client) => {
+    client.on('error', () => undefined);
+    if (hung) {
+      strays.push(client);
+      client.resume();
+      return;
+    }
+    const upstream = connect(Number(target.port), target.hostname);
+    upstream.on('error', () => client.destroy());
+    client.pipe(upstream);
+    upstream.pipe(client);
+    pairs.push({ client, upstream });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  const through = new KubeConfig();
+  through.loadFromOptions({
+    clusters: kc.clusters.map((c) =>
+      c.name === cluster.name
+        ? { ...c, server: `${target.protocol}//${target.hostname}:${String(address.port)}` }
+        : c,
+    ),
+    users: kc.users,
+    contexts: kc.contexts,
+    currentContext: kc.getCurrentContext(),
+  });
+  return {
+    kubeConfig: through,
+    hang() {
+      hung = true;
+      for (const { client, upstream } of pairs) {
+        client.unpipe(upstream);
+        upstream.unpipe(client);
+        upstream.destroy();
+        client.resume();
+        strays.push(client);
+      }
+    },
+    close() {
+      for (const socket of strays) socket.destroy();
+      for (const { client, upstream } of pairs) {
+        client.destroy();
+        upstream.destroy();
+      }
+      server.close();
+    },
+  };
+}

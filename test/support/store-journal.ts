@@ -12,6 +12,8 @@ import { join } from 'node:path';
 import { isAppError } from '../../common/errors';
 import {
   JournalConflictError,
+  JournalFencedError,
+  type AppendCallOptions,
   type AppendOutcome,
   type HeadOutcome,
   type JournalEntry,
@@ -25,6 +27,7 @@ import { JournalStore, type StoredSignedRoot } from '../../state/store/journal-s
 
 /** gRPC ABORTED, the status StateClient maps `conflict` from. */
 const GRPC_ABORTED = 10;
+const GRPC_FAILED_PRECONDITION = 9;
 
 function rootInfo(root: StoredSignedRoot): AppendOutcome['signedRoot'] {
   return {
@@ -56,11 +59,12 @@ export class StoreJournal implements StateJournal {
     partition: string,
     expectedHead: number,
     events: readonly NewJournalEvent[],
-    options: StateCallOptions = {},
+    options: AppendCallOptions = {},
   ): Promise<AppendOutcome> {
     try {
       const result = await this.store.append(partition, expectedHead, events, {
         ...(options.signal === undefined ? {} : { signal: options.signal }),
+        ...(options.fencingToken === undefined ? {} : { fencingToken: options.fencingToken }),
       });
       return {
         firstPosition: result.firstPosition,
@@ -74,6 +78,15 @@ export class StoreJournal implements StateJournal {
           method: 'Append',
           grpcStatus: GRPC_ABORTED,
           head: typeof head === 'number' ? head : 0,
+          ...(error.details === undefined ? {} : { details: error.details }),
+          cause: error,
+        });
+      }
+      if (isAppError(error) && error.code === 'fenced') {
+        // As the state plane's server sends it (FAILED_PRECONDITION with the code).
+        throw new JournalFencedError(error.message, {
+          method: 'Append',
+          grpcStatus: GRPC_FAILED_PRECONDITION,
           ...(error.details === undefined ? {} : { details: error.details }),
           cause: error,
         });

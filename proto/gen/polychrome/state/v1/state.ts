@@ -47,6 +47,14 @@ export interface AppendRequest {
   /** The head the caller observed; the append fails with ABORTED if it moved. */
   expectedHead: number;
   events: NewEvent[];
+  /**
+   * The fencing token of the writer's lease on the conversation (the Lease's
+   * `leaseTransitions` when it was taken). The state plane keeps the highest token it has
+   * accepted per partition and refuses a lower one with FAILED_PRECONDITION and error code
+   * `fenced`: a newer lease holder has written. Equal or higher is accepted; a higher one
+   * raises the mark. 0 (also what a client that sends none sends) is the lowest token.
+   */
+  fencingToken: number;
 }
 
 export interface AppendResponse {
@@ -335,7 +343,7 @@ export const JournalEvent: MessageFns<JournalEvent> = {
 };
 
 function createBaseAppendRequest(): AppendRequest {
-  return { partition: "", expectedHead: 0, events: [] };
+  return { partition: "", expectedHead: 0, events: [], fencingToken: 0 };
 }
 
 export const AppendRequest: MessageFns<AppendRequest> = {
@@ -348,6 +356,9 @@ export const AppendRequest: MessageFns<AppendRequest> = {
     }
     for (const v of message.events) {
       NewEvent.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.fencingToken !== 0) {
+      writer.uint32(32).uint64(message.fencingToken);
     }
     return writer;
   },
@@ -389,6 +400,14 @@ export const AppendRequest: MessageFns<AppendRequest> = {
             message.events.push(NewEvent.decode(reader, reader.uint32()));
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.fencingToken = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -410,6 +429,11 @@ export const AppendRequest: MessageFns<AppendRequest> = {
         ? globalThis.Number(object.expected_head)
         : 0,
       events: globalThis.Array.isArray(object?.events) ? object.events.map((e: any) => NewEvent.fromJSON(e)) : [],
+      fencingToken: isSet(object.fencingToken)
+        ? globalThis.Number(object.fencingToken)
+        : isSet(object.fencing_token)
+        ? globalThis.Number(object.fencing_token)
+        : 0,
     };
   },
 
@@ -424,6 +448,9 @@ export const AppendRequest: MessageFns<AppendRequest> = {
     if (message.events?.length) {
       obj.events = message.events.map((e) => NewEvent.toJSON(e));
     }
+    if (message.fencingToken !== 0) {
+      obj.fencingToken = Math.round(message.fencingToken);
+    }
     return obj;
   },
 
@@ -435,6 +462,7 @@ export const AppendRequest: MessageFns<AppendRequest> = {
     message.partition = object.partition ?? "";
     message.expectedHead = object.expectedHead ?? 0;
     message.events = object.events?.map((e) => NewEvent.fromPartial(e)) || [];
+    message.fencingToken = object.fencingToken ?? 0;
     return message;
   },
 };

@@ -1,0 +1,133 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { CoordinationV1Api } from '@kubernetes/client-node';
+import { payloadCodecs } from '../../common/event-kinds';
+import { pollUntil } from '../../hack/lib/processes';
+import { postMessage, type ApiAnswer } from './support/public-api';
+import { startTurnStack, type TurnStack } from './support/turn-stack';
+
+// Two real control-plane processes: a replica that still believes it holds a
+// conversation's lease after another replica took it over writes nothing to the journal,
+// even where the compare-and-swap on the head alone would let it through.
+//
+// The stale holder stands for a replica paused (a GC pause, a frozen VM) past its lease:
+// the lease moved on while its own clock says it still holds it. The test makes that state
+// directly. Renewals are 10 s apart; right after one, the lease's holder is cleared on the
+// API server, as a release would leave it, and the other replica takes it over (one more
+// transition, so a higher fencing token). Until its next renewal the old holder goes on
+// acting on the lease it thinks it has.
+
+const LEASE_MS = 20_000;
+const RENEW_MS = 10_000;
+
+describe('fencing with two control-plane replicas', () => {
+  let stack: TurnStack;
+  let token: string;
+
+  const post = (apiUrl: string, uid: string, text: string, key: string): Promise<ApiAnswer> =>
+    postMessage(apiUrl, token, uid, text, key);
+  const dispatches = async (
+    uid: string,
+  ): Promise<{ holder: string; fencing: number; turnId: string }[]> =>
+    (await stack.journal(uid))
+      .filter((e) => e.kind === 'turn_dispatched')
+      .map((e) => payloadCodecs.turn_dispatched.decode(e.payload))
+      .map((d) => ({ holder: d.leaseHolder, fencing: d.fencingToken, turnId: d.turnId }));
+  const texts = async (uid: string): Promise<string[]> =>
+    (await stack.journal(uid))
+      .filter((e) => e.kind === 'message_received')
+      .map((e) => payloadCodecs.message_received.decode(e.payload).text);
+
+  beforeAll(async () => {
+    stack = await startTurnStack({
+      namespacePrefix: 'fencing',
+      controlPlanes: 2,
+      leaseDurationMs: LEASE_MS,
+      controlPlaneEnv: { POLYCHROME_LEASE_RENEW_MS: String(RENEW_MS) },
+    });
+    token = await stack.mintToken('test:fencing-owner');
+  }, 150_000);
+  afterAll(async () => {
+    await stack?.stop();
+  });
+
+  it('commits nothing the old holder sends after the new holder took over', async () => {
+    await stack.withDiagnostics(async () => {
+      const uid = await stack.createConversation('fenced', { owner: 'test:fencing-owner' });
+      const warm = await post(stack.controlPlane(0).apiUrl, uid, 'warm up', 'k-warm');
+      expect(warm.status).toBe(200);
+      const [first] = await dispatches(uid);
+      const oldIndex = stack.controlPlanes.findIndex((cp) => cp.identity === first!.holder);
+      expect(oldIndex).toBeGreaterThanOrEqual(0);
+      const old = stack.controlPlane(oldIndex);
+      const next = stack.controlPlane(1 - oldIndex);
+
+      // Wait for one of the old holder's renewals: its next one is RENEW_MS away.
+      const leases = stack.admin.makeApiClient(CoordinationV1Api);
+      const name = `conv-${uid}`;
+      const read = (): ReturnType<typeof leases.readNamespacedLease> =>
+        leases.readNamespacedLease({ namespace: stack.namespace, name });
+      // Nothing but its renewals writes the Lease now: a new resourceVersion is one.
+      const seen = (await read()).metadata?.resourceVersion;
+      const renewed = await pollUntil(
+        'a renewal by the old holder',
+        async () => {
+          const lease = await read();
+          return lease.metadata?.resourceVersion !== seen ? lease : undefined;
+        },
+        { timeoutMs: RENEW_MS + 5_000, intervalMs: 100 },
+      );
+      const windowEndsAt = Date.now() + RENEW_MS - 1_000;
+      expect(renewed.spec?.holderIdentity).toBe(old.identity);
+      await leases.replaceNamespacedLease({
+        namespace: stack.namespace,
+        name,
+        body: { ...renewed, spec: { ...renewed.spec, holderIdentity: '' } },
+      });
+
+      // The new holder takes the lease over and commits a turn.
+      const taken = await post(next.apiUrl, uid, 'from the new holder', 'k-new');
+      expect(taken.status).toBe(200);
+      expect(taken.body).toMatchObject({ status: 'complete', reply: 'echo: from the new holder' });
+      const afterTakeOver = await dispatches(uid);
+      const newDispatch = afterTakeOver.at(-1)!;
+      expect(newDispatch.holder).toBe(next.identity);
+      expect(newDispatch.fencing).toBeGreaterThan(first!.fencing);
+      const headBefore = (await stack.journal(uid)).length;
+
+      // The old holder, still sure of its lease, is asked twice: first from its cached
+      // view (a stale head), then again, when it has re-read the journal and appends at
+      // the current head, where only the fence can stop it.
+      const stale = [
+        await post(old.apiUrl, uid, 'from the old holder', 'k-stale'),
+        await post(old.apiUrl, uid, 'from the old holder', 'k-stale'),
+      ];
+      // Both within the window in which the old holder still believes it holds the lease.
+      expect(Date.now()).toBeLessThan(windowEndsAt);
+      for (const answer of stale) {
+        expect(answer.servedBy).toBeNull();
+        expect(answer.status).toBe(503);
+        expect(answer.body).toMatchObject({ error: { code: 'unavailable' } });
+        expect(JSON.stringify(answer.body)).toContain(
+          `this replica lost the lease of conversation ${uid}`,
+        );
+        expect(JSON.stringify(answer.body)).toContain('retry with the same idempotency key');
+      }
+
+      // Nothing of the old holder's reached the journal.
+      const journal = await stack.journal(uid);
+      expect(journal).toHaveLength(headBefore);
+      expect(await texts(uid)).toEqual(['warm up', 'from the new holder']);
+      expect((await dispatches(uid)).filter((d) => d.holder === old.identity)).toEqual([first]);
+      expect((await stack.verify(uid)).ok).toBe(true);
+
+      // The retry the answer promised is safe: the new holder runs the message once.
+      const retried = await post(next.apiUrl, uid, 'from the old holder', 'k-stale');
+      expect(retried.status).toBe(200);
+      expect(retried.body).toMatchObject({
+        status: 'complete',
+        reply: 'echo: from the old holder',
+      });
+      expect(await texts(uid)).toEqual(['warm up', 'from the new holder', 'from the old holder']);
+    });
+  });
+});
