@@ -10,8 +10,10 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { ErrorCode, errorStatus, isErrorCode } from '../../common/errors';
 import {
+  ADMIN,
   ALICE,
   BOB,
+  EDGE,
   calculatorReply,
   call,
   errorOf,
@@ -164,11 +166,15 @@ const CALLERS: Readonly<Record<string, string>> = {
   participant: TOKENS.bob,
   admin: TOKENS.admin,
   'anyone else': TOKENS.carol,
+  edge: TOKENS.edge,
 };
 
-/** The shared conversation every cell is tried on: Alice owns it, Bob takes part. */
+/** The shared conversation every cell is tried on: Alice owns it, Bob and the edge take part. */
 function sharedConversation(a: TestApi): string {
-  return a.seed(ALICE.identity, { visibility: 'shared', participants: [BOB.identity] });
+  return a.seed(ALICE.identity, {
+    visibility: 'shared',
+    participants: [BOB.identity, EDGE.identity],
+  });
 }
 
 /** Posts as the owner until the turn pauses; returns the answer path. */
@@ -178,8 +184,9 @@ async function pausedRequest(
   kind: 'approvals' | 'questions',
   directive?: { requiredApprover: string },
 ): Promise<string> {
+  // Only an edge may send a directive.
   const paused = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
-    token: TOKENS.alice,
+    token: directive === undefined ? TOKENS.alice : TOKENS.edge,
     body: { text: 'go', ...(directive === undefined ? {} : { directive }) },
   });
   const json = paused.json as {
@@ -245,11 +252,22 @@ const ACTIONS: readonly {
     },
   },
   {
-    row: /^answer an approval whose required approver is the participant$/u,
+    row: /^answer an approval whose required approver is the admin \(named by an edge\)$/u,
     act: async (a, token) => {
       const id = sharedConversation(a);
-      const path = await pausedRequest(a, id, 'approvals', { requiredApprover: BOB.identity });
+      const path = await pausedRequest(a, id, 'approvals', { requiredApprover: ADMIN.identity });
       return [(await call(a, 'POST', path, { token, body: { decision: 'approve' } })).status];
+    },
+  },
+  {
+    row: /^send a directive with a message$/u,
+    act: async (a, token) => {
+      const id = sharedConversation(a);
+      const answer = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
+        token,
+        body: { text: 'hello', directive: { maxSteps: 2 } },
+      });
+      return [answer.status];
     },
   },
   {

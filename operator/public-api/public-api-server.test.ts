@@ -5,6 +5,7 @@ import { StateCallError } from '../../common/state-client';
 import { MAX_TEXT_CHARS } from './request-parsers';
 import {
   ADMIN,
+  EDGE,
   askReply,
   BOB,
   calculatorReply,
@@ -689,12 +690,29 @@ describe('PublicApiServer: conversations and turns', () => {
     );
   });
 
-  it('passes a directive through to the service (recorded as ingress_directive)', async () => {
+  it('takes a directive from an edge only (recorded as ingress_directive), and refuses one from anyone else with nothing written', async () => {
     const a = await start();
-    const id = a.seed(ALICE_ID);
-    const answer = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
+    const id = a.seed(ALICE_ID, { visibility: 'shared', participants: [EDGE.identity] });
+    const refused = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
       token: TOKENS.alice,
-      body: { text: 'hi', directive: { maxSteps: 3, requiredApprover: 'email:bob@example.com' } },
+      body: { text: 'hi', directive: { maxSteps: 3 } },
+    });
+    expectError(
+      refused,
+      403,
+      'permission_denied',
+      /may not send a directive: only a caller with the edge role may/,
+    );
+    expect(a.head(id)).toBe(0);
+    const selfApproval = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
+      token: TOKENS.edge,
+      body: { text: 'hi', directive: { requiredApprover: EDGE.identity } },
+    });
+    expectError(selfApproval, 403, 'permission_denied', /is not an admin's identity/);
+    expect(a.head(id)).toBe(0);
+    const answer = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
+      token: TOKENS.edge,
+      body: { text: 'hi', directive: { maxSteps: 3, requiredApprover: ADMIN.identity } },
     });
     expect(answer.status).toBe(200);
     expect((await a.entries(id)).map((e) => e.kind)).toContain('ingress_directive');
@@ -702,9 +720,9 @@ describe('PublicApiServer: conversations and turns', () => {
 
   it('runs an approval: paused card, 409 for a new message meanwhile, 403 for the wrong approver, 200 for the right one, 409 once answered', async () => {
     const a = await start({ replies: [calculatorReply('6 * 7'), textReply('It is 42.')] });
-    const id = a.seed(ALICE_ID);
+    const id = a.seed(ALICE_ID, { visibility: 'shared', participants: [EDGE.identity] });
     const paused = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
-      token: TOKENS.alice,
+      token: TOKENS.edge,
       body: { text: 'What is 6 * 7?', directive: { requiredApprover: ADMIN.identity } },
     });
     expect(paused.status).toBe(200);
