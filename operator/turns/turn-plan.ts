@@ -12,6 +12,7 @@
 import { approvalArgsSha256 } from '../../common/approval-bytes';
 import { AppError } from '../../common/errors';
 import { EventKind, type EventPayloads } from '../../common/event-kinds';
+import { Role as CallerRole } from '../../common/persona-roles';
 import { requestIds } from '../../common/request-ids';
 import {
   ApprovalDecision as ProtoDecision,
@@ -56,14 +57,8 @@ export const FAILED_TURN_TEXT =
 export const ASK_USER_TOOL = '__ask_user';
 export const HANDOFF_TOOL = '__handoff_to';
 
-/** Persona roles that decide what a caller may do (state/records, docs/api.md). */
-export const CallerRole = {
-  Admin: 'admin',
-  Member: 'member',
-  /** A front end that connects people (a chat bot, a web app): the only sender of directives. */
-  Edge: 'edge',
-} as const;
-export type CallerRole = (typeof CallerRole)[keyof typeof CallerRole];
+/** Persona roles that decide what a caller may do. */
+export { Role as CallerRole } from '../../common/persona-roles';
 
 /** One event to commit, before encoding. */
 export type PlannedEvent = {

@@ -6,14 +6,9 @@ import { z } from 'zod';
  * reader ignores; removing or retyping a field needs a new RECORDS_FORMAT.
  */
 
-/** Roles a persona can hold (DESIGN.md, "Edges, personas, API"). */
-export const Role = {
-  Admin: 'admin',
-  Member: 'member',
-  /** A front end that connects people (chat bot, web app): the only sender of directives. */
-  Edge: 'edge',
-} as const;
-export type Role = (typeof Role)[keyof typeof Role];
+import { Role } from '../../common/persona-roles';
+
+export { Role };
 
 /** Kinds of ceremony. */
 export const CeremonyKind = {
