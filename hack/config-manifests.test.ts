@@ -256,12 +256,12 @@ describe('config/control-plane Deployment', () => {
     expect(missing).toEqual([]);
   });
 
-  it('gives POD_NAME and POD_IP from the downward API', () => {
+  it('gives POD_NAME and POD_NAMESPACE from the downward API', () => {
     expect(env.find((v) => v.name === 'POD_NAME')?.valueFrom).toEqual({
       fieldRef: { fieldPath: 'metadata.name' },
     });
-    expect(env.find((v) => v.name === 'POD_IP')?.valueFrom).toEqual({
-      fieldRef: { fieldPath: 'status.podIP' },
+    expect(env.find((v) => v.name === 'POD_NAMESPACE')?.valueFrom).toEqual({
+      fieldRef: { fieldPath: 'metadata.namespace' },
     });
   });
 
@@ -272,8 +272,19 @@ describe('config/control-plane Deployment', () => {
     expect(config.api.port).toBe(8080);
     expect(config.health.port).toBe(containerPort(container, 'health'));
     expect(config.health.port).toBe(9090);
-    // Other replicas forward to this pod's own address.
-    expect(config.api.advertiseUrl).toBe('http://10.1.2.3:8080');
+    // Other replicas find this pod's peer listener through the Service's https-peer port.
+    expect(config.peer.port).toBe(containerPort(container, 'https-peer'));
+    const service = find(
+      'config/control-plane/service.yaml',
+      'Service',
+      'polychrome-control-plane',
+    );
+    const peerPort = objs(
+      obj(service['spec'], 'control-plane Service spec')['ports'],
+      'ports',
+    ).find((p) => p['name'] === 'https-peer');
+    expect(peerPort?.['targetPort']).toBe('https-peer');
+    expect(config.peer.service).toBe('polychrome-control-plane');
     // Above the preStop sleep plus the process's own grace period, or the kubelet kills a
     // clean shutdown midway.
     const preStop = obj(container['lifecycle'], 'lifecycle')['preStop'];
@@ -426,7 +437,7 @@ describe('config/control-plane Deployment', () => {
     expect(selects(pdbSpec['selector'], podLabels)).toBe(true);
   });
 
-  it('is served by the Service: http-api on the API port, metrics on the health port', () => {
+  it('is served by the Service: http-api on the API port, metrics on the health port, https-peer on the peer port', () => {
     const service = find(
       'config/control-plane/service.yaml',
       'Service',
@@ -442,6 +453,7 @@ describe('config/control-plane Deployment', () => {
     expect(ports).toEqual([
       { name: 'http-api', port: 8080, target: 8080 },
       { name: 'metrics', port: 9090, target: 9090 },
+      { name: 'https-peer', port: 8443, target: 8443 },
     ]);
   });
 });

@@ -414,7 +414,8 @@ export class TurnCoordinator implements TurnService {
         uid,
       });
       if (!isLeaseHandle(lease)) {
-        const endpoint = lease.holderEndpoint;
+        // forwardTo names the holder; the API finds its pod in the control plane's own
+        // EndpointSlices, never in anything the Lease's namespace can write.
         throw new AppError(
           'unavailable',
           `replica ${lease.holder} holds conversation ${uid}; retry (the same idempotency key is safe)`,
@@ -422,7 +423,7 @@ export class TurnCoordinator implements TurnService {
             details: {
               holder: lease.holder,
               retryAfterMs: Math.max(0, lease.retryAtMs - this.now()),
-              ...(endpoint === undefined ? {} : { forwardTo: endpoint }),
+              forwardTo: lease.holder,
             },
           },
         );
