@@ -1,13 +1,24 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import {
+  CoordinationV1Api,
+  KubeConfig,
+  RbacAuthorizationV1Api,
+  V1MicroTime,
+} from '@kubernetes/client-node';
+import { createServer, type Server } from 'node:net';
 import { payloadCodecs } from '../../common/event-kinds';
 import { pollUntil } from '../../hack/lib/processes';
-import { postMessage, postUntilSettled, type ApiAnswer } from './support/public-api';
+import { sharedCluster } from './support/kube';
+import { peerHost } from './support/peer-service';
+import { apiCall, postMessage, postUntilSettled, type ApiAnswer } from './support/public-api';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
 
 // Two control-plane replicas on the real stack: any replica accepts a message and the
-// lease holder runs it (the other forwards); a SIGKILLed holder's turn is recovered by the
-// survivor under its original id once the lease expires, with a higher fencing token; a
-// restarted replica serves again.
+// lease holder runs it (the other forwards over the peer hop, found in the control-plane
+// Service's EndpointSlices); a Lease a namespace user rewrites sends no request and no
+// token anywhere else; a SIGKILLed holder's turn is recovered by the survivor under its
+// original id once the lease expires, with a higher fencing token; a restarted replica
+// serves again.
 
 type Answer = ApiAnswer;
 
@@ -52,8 +63,139 @@ describe('turns with two control-plane replicas', () => {
       // One writer for both turns, whichever replica the client reached.
       expect(holders.size).toBe(1);
       // Exactly one of the two answers was relayed from the other replica.
-      expect([a.servedBy, b.servedBy].filter((s) => s !== null)).toHaveLength(1);
+      const relayed = [a.servedBy, b.servedBy].filter((s) => s !== null);
+      expect(relayed).toHaveLength(1);
+      const [holder] = [...holders];
+      expect(relayed).toEqual([holder]);
+      // It reached the holder on its peer listener, which answers any request that carries
+      // an Authorization header with 400 (peer-hop.test.ts): the holder never saw the token.
+      const holderPlane = stack.controlPlanes.find((cp) => cp.identity === holder);
+      const peerLines = (holderPlane?.log.lines ?? []).filter(
+        (l) => l.includes('"listener":"peer"') && l.includes('"msg":"request served"'),
+      );
+      expect(peerLines).toHaveLength(1);
+      expect(peerLines[0]).toContain('"status":200');
       expect((await stack.verify(uid)).ok).toBe(true);
+    });
+  });
+
+  it('sends no request and no token to an address a namespace editor writes on the Lease', async () => {
+    await stack.withDiagnostics(async () => {
+      const uid = await stack.createConversation('lease-attack', { owner: 'test:replica-owner' });
+      await post(stack.controlPlane(0).apiUrl, uid, 'warm up', 'k-warm');
+      const [warm] = await dispatches(uid);
+      const holder = stack.controlPlanes.find((cp) => cp.identity === warm!.holder)!;
+      const other = stack.controlPlanes.find((cp) => cp.identity !== warm!.holder)!;
+
+      // Listeners the attacker controls, on loopback and on the peers' address: they count
+      // every TCP connection and byte.
+      const seen = { connections: 0, bytes: 0 };
+      const listeners: Server[] = [];
+      const listen = async (host: string): Promise<number> => {
+        const server = createServer((socket) => {
+          seen.connections += 1;
+          socket.on('data', (chunk: Buffer) => (seen.bytes += chunk.length));
+          socket.on('error', () => undefined);
+        });
+        listeners.push(server);
+        await new Promise<void>((resolve) => server.listen(0, host, resolve));
+        const address = server.address();
+        return typeof address === 'object' && address !== null ? address.port : 0;
+      };
+      const loopPort = await listen('127.0.0.1');
+      const peerPort = await listen(peerHost());
+      try {
+        // A user with the built-in edit role in the conversation's namespace, nothing more.
+        const editor = await editorKubeConfig(stack);
+        const leases = editor.makeApiClient(CoordinationV1Api);
+        const leaseName = `conv-${uid}`;
+        const rewrite = async (holderIdentity: string): Promise<void> => {
+          const lease = await leases.readNamespacedLease({
+            namespace: stack.namespace,
+            name: leaseName,
+          });
+          await leases.replaceNamespacedLease({
+            namespace: stack.namespace,
+            name: leaseName,
+            body: {
+              ...lease,
+              metadata: {
+                ...lease.metadata,
+                annotations: {
+                  'polychrome.dev/api-endpoint': `http://127.0.0.1:${loopPort}`,
+                  'polychrome.dev/peer-endpoint': `https://${peerHost()}:${peerPort}`,
+                },
+              },
+              spec: {
+                ...lease.spec,
+                holderIdentity,
+                leaseDurationSeconds: 3600,
+                renewTime: new V1MicroTime(Date.now()),
+              },
+            },
+          });
+        };
+
+        // 1. A holder no endpoint names, or one that looks like the attacker's address.
+        for (const forged of [
+          'attacker',
+          `127.0.0.1:${loopPort}`,
+          `https://${peerHost()}:${peerPort}`,
+        ]) {
+          await rewrite(forged);
+          // The old holder notices at its next renewal (1 s) that the lease is no longer its own.
+          const refused = await pollUntil(
+            `both replicas to see ${forged} as the holder`,
+            async () => {
+              const answers = await Promise.all(
+                [holder, other].map((cp) => post(cp.apiUrl, uid, `to ${forged}`, `k-${forged}`)),
+              );
+              return answers.every((a) => a.status === 503) ? answers : undefined;
+            },
+            { timeoutMs: 15_000, intervalMs: 300 },
+          );
+          for (const answer of refused) {
+            expect(JSON.stringify(answer.body)).toMatch(
+              /no serving endpoint in the EndpointSlices of Service cp-peers-/,
+            );
+            expect(JSON.stringify(answer.body)).toMatch(/same idempotency key/);
+            expect(answer.servedBy).toBeNull();
+          }
+        }
+
+        // 2. The other real replica named as holder: served through it, never the attacker.
+        await rewrite(other.identity);
+        const served = await pollUntil(
+          'the request to be served through the named replica',
+          async () => {
+            const a = await post(holder.apiUrl, uid, 'through the named replica', 'k-named');
+            return a.status === 200 ? a : undefined;
+          },
+          { timeoutMs: 15_000, intervalMs: 300 },
+        );
+        expect(served.body.reply).toBe('echo: through the named replica');
+        expect(served.servedBy).toBe(other.identity);
+
+        // 3. A caller forged onto the public port, as a replica would send it, is refused.
+        const forged = await apiCall(holder.apiUrl, 'POST', `/v1/conversations/${uid}/messages`, {
+          body: {
+            caller: {
+              identity: 'test:root',
+              identities: ['test:root'],
+              personaId: 'p',
+              roles: ['admin'],
+              sessionId: 's',
+            },
+            body: { text: 'x' },
+          },
+          headers: { 'x-polychrome-forwarded': 'forged' },
+        });
+        expect(forged.status).toBe(401);
+
+        expect(seen).toEqual({ connections: 0, bytes: 0 });
+      } finally {
+        await Promise.all(listeners.map((l) => new Promise((resolve) => l.close(resolve))));
+      }
     });
   });
 
@@ -98,3 +240,22 @@ describe('turns with two control-plane replicas', () => {
     });
   });
 });
+
+/**
+ * A kubeconfig for a user bound to the built-in `edit` ClusterRole in the stack's namespace
+ * only: what "anyone who can edit a namespace" holds.
+ */
+async function editorKubeConfig(stack: TurnStack): Promise<KubeConfig> {
+  const user = `test-editor-${stack.namespace}`;
+  await stack.admin.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
+    namespace: stack.namespace,
+    body: {
+      metadata: { name: 'test-editor' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'edit' },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }],
+    },
+  });
+  const kc = new KubeConfig();
+  kc.loadFromFile(await (await sharedCluster()).mintUser(user));
+  return kc;
+}

@@ -47,6 +47,12 @@ export interface ControlPlaneOptions {
   readonly harnessTokenFile: string;
   /** The approval signing key, PKCS#8 PEM (`POLYCHROME_APPROVAL_KEY_FILE`). */
   readonly approvalKeyFile: string;
+  /**
+   * The peer listener's address (a non-loopback one: EndpointSlices refuse loopback) and
+   * the Service whose EndpointSlices tell the replicas where each other listen
+   * (support/peer-service.ts). Without it the replica forwards nothing.
+   */
+  readonly peers?: { readonly host: string; readonly service: string; readonly namespace: string };
   /** @default 3000 */
   readonly leaseDurationMs?: number;
   /** @default 1000 */
@@ -72,6 +78,8 @@ export class ControlPlaneProcess {
     readonly identity: string,
     readonly healthPort: number,
     readonly apiPort: number,
+    /** The peer listener's port (on the host of {@link ControlPlaneOptions.peers}). */
+    readonly peerPort: number,
     /** The environment each run starts with. */
     readonly env: Readonly<Record<string, string>>,
   ) {}
@@ -80,6 +88,8 @@ export class ControlPlaneProcess {
   static async create(options: ControlPlaneOptions): Promise<ControlPlaneProcess> {
     const healthPort = await freePort();
     const apiPort = await freePort();
+    const peers = options.peers;
+    const peerPort = await freePort(peers?.host);
     const leaseMs = options.leaseDurationMs ?? 3_000;
     const env = {
       PATH: process.env.PATH ?? '',
@@ -97,13 +107,18 @@ export class ControlPlaneProcess {
       // The public API and the turn coordinator.
       POLYCHROME_API_HOST: '127.0.0.1',
       POLYCHROME_API_PORT: String(apiPort),
-      POLYCHROME_API_ADVERTISE_URL: `http://127.0.0.1:${apiPort}`,
+      // Peers: this replica's listener, and where it looks for the others.
+      POLYCHROME_PEER_HOST: peers?.host ?? '127.0.0.1',
+      POLYCHROME_PEER_PORT: String(peerPort),
+      ...(peers === undefined
+        ? {}
+        : { POLYCHROME_NAMESPACE: peers.namespace, POLYCHROME_PEER_SERVICE: peers.service }),
       POLYCHROME_HARNESS_TOKEN_FILE: options.harnessTokenFile,
       POLYCHROME_APPROVAL_KEY_FILE: options.approvalKeyFile,
       POLYCHROME_NEW_CONVERSATION_NAMESPACE: options.namespace,
       ...options.env,
     };
-    return new ControlPlaneProcess(options.identity, healthPort, apiPort, env);
+    return new ControlPlaneProcess(options.identity, healthPort, apiPort, peerPort, env);
   }
 
   /** The public API's base URL. */

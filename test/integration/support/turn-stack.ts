@@ -60,6 +60,7 @@ import {
   kubeConfig,
   sharedCluster,
 } from './kube';
+import { PeerService, peerHost } from './peer-service';
 import { LineLog, tailOf } from './process-logs';
 import { ensureRuntimeClass } from './sandbox';
 import { StatePlane } from './state-plane';
@@ -146,6 +147,8 @@ export class TurnStack {
   private token = '';
   private stopping: Promise<void> | undefined;
   private planesNamed = 0;
+  private peerService: PeerService | undefined;
+  private readonly peerAddress = peerHost();
 
   private constructor(
     /** Admin client of the cluster (the shared one unless one was given). */
@@ -232,6 +235,11 @@ export class TurnStack {
     return this.controlPlane(0).apiUrl;
   }
 
+  /** The control planes' Service in polychrome-system, with one EndpointSlice per replica. */
+  get peers(): PeerService {
+    return this.required(this.peerService, 'peer Service');
+  }
+
   /** The control plane at `index`. */
   controlPlane(index = 0): ControlPlaneProcess {
     return this.required(this.controlPlanes[index], `control plane ${index}`);
@@ -252,6 +260,11 @@ export class TurnStack {
       stateAddress: this.state.address,
       harnessTokenFile: this.harnessTokenFile,
       approvalKeyFile: this.approvalKey.privateKeyPath,
+      peers: {
+        host: this.peerAddress,
+        service: this.peers.name,
+        namespace: this.peers.namespace,
+      },
       ...(this.options.leaseDurationMs === undefined
         ? {}
         : { leaseDurationMs: this.options.leaseDurationMs }),
@@ -261,6 +274,8 @@ export class TurnStack {
       },
     });
     this.assertNotStopped();
+    // Its pod's endpoint, as the EndpointSlice controller would write it.
+    await this.peers.register(identity, this.peerAddress, plane.peerPort);
     this.controlPlanes.push(plane);
     plane.start();
     if (wait) await plane.waitReady();
@@ -579,6 +594,9 @@ export class TurnStack {
     this.approval = approval;
     this.token = token;
     this.statePlane = await StatePlane.create(certs, join(dir, 'state-data'));
+    // After controlPlaneKubeconfig applied config/ (the namespace and the peers' Role).
+    this.peerService = new PeerService(this.admin, `cp-peers-${this.namespace}`);
+    await this.peerService.create();
 
     // The state plane starts while the harness objects are written and the node registers.
     const state = this.statePlane;
@@ -693,6 +711,10 @@ export class TurnStack {
     if (this.ownsMessages && this.messagesServer !== undefined) {
       const server = this.messagesServer;
       await step(() => server.close());
+    }
+    if (this.peerService !== undefined) {
+      const peers = this.peerService;
+      await step(() => peers.dispose());
     }
     if (this.namespaceHandle !== undefined) {
       const ns = this.namespaceHandle;
