@@ -399,6 +399,31 @@ describe('config/control-plane Deployment', () => {
     });
   });
 
+  it('may list and watch EndpointSlices in its own namespace only, to find its peers', () => {
+    const role = find('config/rbac/peer-role.yaml', 'Role', 'polychrome-control-plane-peers');
+    expect(role['rules']).toEqual([
+      { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['list', 'watch'] },
+    ]);
+    const binding = find(
+      'config/rbac/peer-role.yaml',
+      'RoleBinding',
+      'polychrome-control-plane-peers',
+    );
+    expect(binding['roleRef']).toEqual({
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'Role',
+      name: 'polychrome-control-plane-peers',
+    });
+    expect(binding['subjects']).toEqual([
+      { kind: 'ServiceAccount', name: podSpec['serviceAccountName'], namespace: baseNamespace },
+    ]);
+    // No cluster-wide rule: EndpointSlices elsewhere are their namespaces' users' to write.
+    const cluster = find('config/rbac/role.yaml', 'ClusterRole', 'polychrome-control-plane');
+    expect(JSON.stringify(cluster['rules'])).not.toContain('endpointslices');
+    // The Role lands in the namespace the replicas look in.
+    expect(loadControlPlaneConfig(containerEnv()).peer.namespace).toBe(baseNamespace);
+  });
+
   it('probes /readyz, /healthz and startup on the health port the config listens on', () => {
     const config = loadControlPlaneConfig(containerEnv());
     const probe = (kind: string): Obj =>
