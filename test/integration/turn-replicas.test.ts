@@ -137,18 +137,19 @@ describe('turns with two control-plane replicas', () => {
         };
 
         // 1. A holder no endpoint names, or one that looks like the attacker's address.
-        for (const forged of [
+        const forgeries = [
           'attacker',
           `127.0.0.1:${loopPort}`,
           `https://${peerHost()}:${peerPort}`,
-        ]) {
+        ];
+        for (const [i, forged] of forgeries.entries()) {
           await rewrite(forged);
           // The old holder notices at its next renewal (1 s) that the lease is no longer its own.
           const refused = await pollUntil(
             `both replicas to see ${forged} as the holder`,
             async () => {
               const answers = await Promise.all(
-                [holder, other].map((cp) => post(cp.apiUrl, uid, `to ${forged}`, `k-${forged}`)),
+                [holder, other].map((cp) => post(cp.apiUrl, uid, `to ${forged}`, `k-forged-${i}`)),
               );
               return answers.every((a) => a.status === 503) ? answers : undefined;
             },
