@@ -173,6 +173,11 @@ const OPENAPI_BODY = JSON.stringify(openapiDocument);
  * session tokens), parses and validates, maps errors to statuses (common/errors.ts
  * `errorStatus`) and streams journals; the {@link TurnService} does the rest.
  *
+ * With `peers`, a message or answer for a conversation another replica holds is forwarded
+ * once to that replica's peer listener (mutual TLS, the caller it authenticated, never the
+ * token), and this replica's own peer listener takes such requests from replicas only
+ * (docs/api.md, "Between replicas").
+ *
  * Every request gets an `X-Request-Id`, one log line at `info` (method, route template,
  * status, duration; never a token or message text) and the request metrics.
  *
