@@ -14,6 +14,11 @@ import { loadControlPlaneConfig } from '../operator/config';
 import type { Conversation } from '../operator/api/v1alpha1';
 import { validMinimalConversationSpec } from '../operator/api/v1alpha1';
 import { HARNESS_PORT } from '../operator/controller/child-meta';
+import {
+  CONTROL_PLANE_POD_LABELS,
+  controlPlaneSelector,
+  PEER_PORT_NAME,
+} from '../operator/public-api/peer-endpoints';
 import { DEFAULT_HARNESS_IMAGE, desiredPod } from '../operator/controller/desired-pod';
 import { repoRoot } from './lib/paths';
 
@@ -272,19 +277,8 @@ describe('config/control-plane Deployment', () => {
     expect(config.api.port).toBe(8080);
     expect(config.health.port).toBe(containerPort(container, 'health'));
     expect(config.health.port).toBe(9090);
-    // Other replicas find this pod's peer listener through the Service's https-peer port.
-    expect(config.peer.port).toBe(containerPort(container, 'https-peer'));
-    const service = find(
-      'config/control-plane/service.yaml',
-      'Service',
-      'polychrome-control-plane',
-    );
-    const peerPort = objs(
-      obj(service['spec'], 'control-plane Service spec')['ports'],
-      'ports',
-    ).find((p) => p['name'] === 'https-peer');
-    expect(peerPort?.['targetPort']).toBe('https-peer');
-    expect(config.peer.service).toBe('polychrome-control-plane');
+    // Other replicas dial this pod's IP on its container port named https-peer.
+    expect(config.peer.port).toBe(containerPort(container, PEER_PORT_NAME));
     // Above the preStop sleep plus the process's own grace period, or the kubelet kills a
     // clean shutdown midway.
     const preStop = obj(container['lifecycle'], 'lifecycle')['preStop'];
@@ -399,10 +393,10 @@ describe('config/control-plane Deployment', () => {
     });
   });
 
-  it('may list and watch EndpointSlices in its own namespace only, to find its peers', () => {
+  it('may list and watch pods in its own namespace, to find its peers, and nothing else there', () => {
     const role = find('config/rbac/peer-role.yaml', 'Role', 'polychrome-control-plane-peers');
     expect(role['rules']).toEqual([
-      { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['list', 'watch'] },
+      { apiGroups: [''], resources: ['pods'], verbs: ['list', 'watch'] },
     ]);
     const binding = find(
       'config/rbac/peer-role.yaml',
@@ -417,11 +411,18 @@ describe('config/control-plane Deployment', () => {
     expect(binding['subjects']).toEqual([
       { kind: 'ServiceAccount', name: podSpec['serviceAccountName'], namespace: baseNamespace },
     ]);
-    // No cluster-wide rule: EndpointSlices elsewhere are their namespaces' users' to write.
-    const cluster = find('config/rbac/role.yaml', 'ClusterRole', 'polychrome-control-plane');
-    expect(JSON.stringify(cluster['rules'])).not.toContain('endpointslices');
     // The Role lands in the namespace the replicas look in.
     expect(loadControlPlaneConfig(containerEnv()).peer.namespace).toBe(baseNamespace);
+  });
+
+  it('labels its pods as the peer lookup selects them', () => {
+    // A replica accepts a peer only among pods with these labels: the Deployment's pods
+    // must carry them, and its selector is exactly them.
+    expect(podLabels).toMatchObject(CONTROL_PLANE_POD_LABELS);
+    expect(obj(deploymentSpec['selector'], 'selector')['matchLabels']).toEqual(
+      CONTROL_PLANE_POD_LABELS,
+    );
+    expect(controlPlaneSelector()).toBe('app.kubernetes.io/name=polychrome-control-plane');
   });
 
   it('probes /readyz, /healthz and startup on the health port the config listens on', () => {
@@ -462,7 +463,7 @@ describe('config/control-plane Deployment', () => {
     expect(selects(pdbSpec['selector'], podLabels)).toBe(true);
   });
 
-  it('is served by the Service: http-api on the API port, metrics on the health port, https-peer on the peer port', () => {
+  it('is served by the Service: http-api on the API port, metrics on the health port, no peer port', () => {
     const service = find(
       'config/control-plane/service.yaml',
       'Service',
@@ -478,7 +479,6 @@ describe('config/control-plane Deployment', () => {
     expect(ports).toEqual([
       { name: 'http-api', port: 8080, target: 8080 },
       { name: 'metrics', port: 9090, target: 9090 },
-      { name: 'https-peer', port: 8443, target: 8443 },
     ]);
   });
 });

@@ -25,12 +25,7 @@ describe('loadControlPlaneConfig', () => {
     });
     expect(Object.isFrozen(c.state)).toBe(true);
     expect(c.api).toEqual({ host: '0.0.0.0', port: 8080 });
-    expect(c.peer).toEqual({
-      host: '0.0.0.0',
-      port: 8443,
-      namespace: 'polychrome-system',
-      service: 'polychrome-control-plane',
-    });
+    expect(c.peer).toEqual({ host: '0.0.0.0', port: 8443, namespace: 'polychrome-system' });
     expect(c.turns).toMatchObject({
       newConversationNamespace: 'default',
       newConversationSpec: {},

@@ -13,7 +13,6 @@ import {
 } from '../common/config';
 import { DEFAULT_HEALTH_PORT } from '../common/health-server';
 import { LogLevel } from '../common/log';
-import { DEFAULT_PEER_SERVICE } from './public-api/peer-endpoints';
 import { DEFAULT_PEER_PORT } from './public-api/peer-hop';
 
 /**
@@ -22,7 +21,7 @@ import { DEFAULT_PEER_PORT } from './public-api/peer-hop';
  * | variable | meaning | default |
  * |---|---|---|
  * | `POLYCHROME_IDENTITY` / `POD_NAME` | this replica's name, written as lease holder; other replicas find its pod by it | `POD_NAME`, else the host name |
- * | `POLYCHROME_NAMESPACE` / `POD_NAMESPACE` | the control plane's own namespace (its Service's EndpointSlices) | `POD_NAMESPACE`, else `polychrome-system` |
+ * | `POLYCHROME_NAMESPACE` / `POD_NAMESPACE` | the control plane's own namespace (where it finds the other replicas' pods) | `POD_NAMESPACE`, else `polychrome-system` |
  * | `POLYCHROME_KUBECONFIG` | kubeconfig file (outside a cluster) | unset: in-cluster service account |
  * | `POLYCHROME_WATCH_NAMESPACE` | reconcile one namespace only | every namespace |
  * | `POLYCHROME_STATE_ADDRESS` | state plane `host:port` | required |
@@ -37,7 +36,6 @@ import { DEFAULT_PEER_PORT } from './public-api/peer-hop';
  * | `POLYCHROME_SHUTDOWN_GRACE_MS` | how long SIGTERM waits for passes in progress | 20000 |
  * | `POLYCHROME_API_HOST` / `POLYCHROME_API_PORT` | the public API (HTTP + SSE) | 0.0.0.0, 8080 |
  * | `POLYCHROME_PEER_HOST` / `POLYCHROME_PEER_PORT` | the peer listener (mutual TLS, forwarded requests from other replicas only) | 0.0.0.0, 8443 |
- * | `POLYCHROME_PEER_SERVICE` | the Service whose EndpointSlices (port `https-peer`) say where each replica's peer listener is | `polychrome-control-plane` |
  * | `POLYCHROME_HARNESS_TOKEN_FILE` | the bearer token harness pods accept | required |
  * | `POLYCHROME_APPROVAL_KEY_FILE` | ed25519 private key (PKCS#8 PEM) that signs approvals | required |
  * | `POLYCHROME_NEW_CONVERSATION_NAMESPACE` | where the API creates conversations | the watch namespace, else `default` |
@@ -76,7 +74,6 @@ const schema = z
     POLYCHROME_API_PORT: envPort(8080),
     POLYCHROME_PEER_HOST: envString({ default: '0.0.0.0' }),
     POLYCHROME_PEER_PORT: envPort(DEFAULT_PEER_PORT),
-    POLYCHROME_PEER_SERVICE: envString({ default: DEFAULT_PEER_SERVICE }),
     POLYCHROME_HARNESS_TOKEN_FILE: envString(),
     POLYCHROME_APPROVAL_KEY_FILE: envString(),
     POLYCHROME_NEW_CONVERSATION_NAMESPACE: envOptionalString(),
@@ -130,10 +127,8 @@ export interface ControlPlaneConfig {
   readonly peer: {
     readonly host: string;
     readonly port: number;
-    /** The control plane's own namespace. */
+    /** The control plane's own namespace, where the replicas' pods are. */
     readonly namespace: string;
-    /** The Service whose EndpointSlices name each replica's pod. */
-    readonly service: string;
   };
   readonly turns: {
     readonly harnessTokenPath: string;
@@ -181,7 +176,6 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
       host: c.POLYCHROME_PEER_HOST,
       port: c.POLYCHROME_PEER_PORT,
       namespace: c.POLYCHROME_NAMESPACE ?? c.POD_NAMESPACE ?? 'polychrome-system',
-      service: c.POLYCHROME_PEER_SERVICE,
     }),
     turns: Object.freeze({
       harnessTokenPath: c.POLYCHROME_HARNESS_TOKEN_FILE,

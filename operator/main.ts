@@ -177,12 +177,10 @@ async function main(): Promise<void> {
     onCommit: (seconds) => commitSeconds.observe(seconds),
     onStatusWrite: (result) => statusWrites.inc({ result }),
   };
-  // Where the other replicas' peer listeners are: their pods in the control-plane
-  // Service's EndpointSlices, in this namespace only.
+  // Where the other replicas' peer listeners are: their Pods, in this namespace only.
   const peerEndpoints = new PeerEndpoints({
     kubeConfig: kc,
     namespace: config.peer.namespace,
-    service: config.peer.service,
     log: componentLogger(log, LogComponent.Api),
   });
   const api = new PublicApiServer({

@@ -1,93 +1,118 @@
 import { describe, expect, it } from '@jest/globals';
-import type { V1EndpointSlice } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
 import { findPeerAddress } from './peer-endpoints';
 
-/** A slice as the EndpointSlice controller writes it for the control-plane Service. */
-function slice(
-  endpoints: V1EndpointSlice['endpoints'],
-  overrides: Partial<V1EndpointSlice> = {},
-): V1EndpointSlice {
+const NS = 'polychrome-system';
+
+/** A control-plane pod as the Deployment and the kubelet write it: Running and Ready. */
+function pod(
+  name: string,
+  ip: string,
+  overrides: { meta?: object; spec?: object; status?: object } = {},
+): V1Pod {
   return {
-    addressType: 'IPv4',
-    endpoints,
-    ports: [
-      { name: 'http-api', port: 8080, protocol: 'TCP' },
-      { name: 'https-peer', port: 8443, protocol: 'TCP' },
-    ],
-    ...overrides,
+    metadata: {
+      name,
+      namespace: NS,
+      labels: {
+        'app.kubernetes.io/name': 'polychrome-control-plane',
+        'app.kubernetes.io/part-of': 'polychrome',
+      },
+      ...overrides.meta,
+    },
+    spec: {
+      containers: [
+        {
+          name: 'control-plane',
+          ports: [
+            { name: 'api', containerPort: 8080, protocol: 'TCP' },
+            { name: 'https-peer', containerPort: 9443, protocol: 'TCP' },
+          ],
+        },
+      ],
+      ...overrides.spec,
+    },
+    status: {
+      phase: 'Running',
+      conditions: [
+        { type: 'Ready', status: 'True' },
+        { type: 'ContainersReady', status: 'True' },
+      ],
+      podIP: ip,
+      podIPs: [{ ip }],
+      ...overrides.status,
+    },
   };
 }
 
-const pod = (name: string, ip: string, conditions = { ready: true, serving: true }) => ({
-  addresses: [ip],
-  conditions,
-  targetRef: { kind: 'Pod', name, namespace: 'polychrome-system' },
-});
-
 describe('findPeerAddress', () => {
-  const slices = [slice([pod('cp-a', '10.0.0.5'), pod('cp-b', '10.0.0.6')])];
+  const pods = [pod('cp-a', '10.0.0.5'), pod('cp-b', '10.0.0.6')];
 
-  it("finds the holder's pod by targetRef name, on the https-peer port", () => {
-    expect(findPeerAddress(slices, 'cp-b')).toEqual({ host: '10.0.0.6', port: 8443 });
-    expect(findPeerAddress(slices, 'cp-a')).toEqual({ host: '10.0.0.5', port: 8443 });
+  it("finds the holder's pod by name, at its pod IP and https-peer container port", () => {
+    expect(findPeerAddress(pods, 'cp-b', NS)).toEqual({ host: '10.0.0.6', port: 9443 });
+    expect(findPeerAddress(pods, 'cp-a', NS)).toEqual({ host: '10.0.0.5', port: 9443 });
+  });
+
+  it('takes 8443 when the spec names no https-peer port, and a loopback or IPv6 pod IP', () => {
+    const bare = pod('cp-a', '127.0.0.1', { spec: { containers: [{ name: 'control-plane' }] } });
+    expect(findPeerAddress([bare], 'cp-a', NS)).toEqual({ host: '127.0.0.1', port: 8443 });
+    const v6 = pod('cp-a', 'fd00::5');
+    expect(findPeerAddress([v6], 'cp-a', NS)).toEqual({ host: 'fd00::5', port: 9443 });
   });
 
   it.each([
-    ['a holder no endpoint names', 'cp-c'],
+    ['a holder no pod is named', 'cp-c'],
     ['an empty holder', ''],
-    ['a URL written as holder', 'https://10.0.0.6:8443'],
-    ['an address written as holder', '10.0.0.6'],
+    ['a URL written as holder', 'https://10.0.0.6:9443'],
+    ['a pod IP written as holder', '10.0.0.6'],
+    ['an address and port written as holder', '10.0.0.6:9443'],
   ])('finds nothing for %s', (_label, holder) => {
-    expect(findPeerAddress(slices, holder)).toBeUndefined();
-  });
-
-  it('skips an endpoint that is not serving, and uses serving over ready while it terminates', () => {
-    expect(
-      findPeerAddress([slice([pod('cp-a', '10.0.0.5', { ready: false, serving: false })])], 'cp-a'),
-    ).toBeUndefined();
-    expect(
-      findPeerAddress([slice([pod('cp-a', '10.0.0.5', { ready: false, serving: true })])], 'cp-a'),
-    ).toEqual({ host: '10.0.0.5', port: 8443 });
-    expect(
-      findPeerAddress(
-        [slice([{ ...pod('cp-a', '10.0.0.5'), conditions: { ready: false } }])],
-        'cp-a',
-      ),
-    ).toBeUndefined();
-  });
-
-  it('takes a port from the slice that has the endpoint', () => {
-    const two = [
-      slice([pod('cp-a', '10.0.0.5')], { ports: [{ name: 'https-peer', port: 9001 }] }),
-      slice([pod('cp-b', '10.0.0.6')], { ports: [{ name: 'https-peer', port: 9002 }] }),
-    ];
-    expect(findPeerAddress(two, 'cp-b')).toEqual({ host: '10.0.0.6', port: 9002 });
-  });
-
-  it('finds IPv6 endpoints', () => {
-    expect(
-      findPeerAddress([slice([pod('cp-a', 'fd00::5')], { addressType: 'IPv6' })], 'cp-a'),
-    ).toEqual({ host: 'fd00::5', port: 8443 });
+    expect(findPeerAddress(pods, holder, NS)).toBeUndefined();
   });
 
   it.each([
-    ['an FQDN slice', slice([pod('cp-a', 'evil.example.com')], { addressType: 'FQDN' })],
     [
-      'a slice without the peer port',
-      slice([pod('cp-a', '10.0.0.5')], { ports: [{ name: 'http-api', port: 8080 }] }),
+      'a pod that is not Ready',
+      pod('cp-a', '10.0.0.5', { status: { conditions: [{ type: 'Ready', status: 'False' }] } }),
+    ],
+    ['a pod without conditions', pod('cp-a', '10.0.0.5', { status: { conditions: undefined } })],
+    ['a pod that is not Running', pod('cp-a', '10.0.0.5', { status: { phase: 'Pending' } })],
+    ['a pod being deleted', pod('cp-a', '10.0.0.5', { meta: { deletionTimestamp: new Date() } })],
+    [
+      'a pod without the control-plane label',
+      pod('cp-a', '10.0.0.5', { meta: { labels: { 'app.kubernetes.io/part-of': 'polychrome' } } }),
     ],
     [
-      'a UDP peer port',
-      slice([pod('cp-a', '10.0.0.5')], {
-        ports: [{ name: 'https-peer', port: 8443, protocol: 'UDP' }],
+      'a pod labelled as another app',
+      pod('cp-a', '10.0.0.5', {
+        meta: { labels: { 'app.kubernetes.io/name': 'polychrome-harness' } },
       }),
     ],
+    ['a pod of another namespace', pod('cp-a', '10.0.0.5', { meta: { namespace: 'team-a' } })],
     [
-      'a target that is not a Pod',
-      slice([{ ...pod('cp-a', '10.0.0.5'), targetRef: { kind: 'Node', name: 'cp-a' } }]),
+      'a pod without an IP',
+      pod('cp-a', '10.0.0.5', { status: { podIP: undefined, podIPs: undefined } }),
     ],
-    ['an endpoint without addresses', slice([{ ...pod('cp-a', '10.0.0.5'), addresses: [] }])],
-  ])('never dials %s', (_label, s) => {
-    expect(findPeerAddress([s], 'cp-a')).toBeUndefined();
+    ['a pod whose IP is a name', pod('cp-a', 'evil.example.com', { status: { podIPs: [] } })],
+    [
+      'a pod whose https-peer port is UDP',
+      pod('cp-a', '10.0.0.5', {
+        spec: {
+          containers: [
+            { name: 'c', ports: [{ name: 'https-peer', containerPort: 9443, protocol: 'UDP' }] },
+          ],
+        },
+      }),
+    ],
+  ])('never dials %s', (_label, p) => {
+    expect(findPeerAddress([p], 'cp-a', NS)).toBeUndefined();
+  });
+
+  it('looks past a pod of the same name in another namespace', () => {
+    const decoy = pod('cp-a', '10.9.9.9', { meta: { namespace: 'team-a' } });
+    expect(findPeerAddress([decoy, pod('cp-a', '10.0.0.5')], 'cp-a', NS)).toEqual({
+      host: '10.0.0.5',
+      port: 9443,
+    });
   });
 });

@@ -1,20 +1,25 @@
 import {
-  DiscoveryV1Api,
+  CoreV1Api,
   makeInformer,
   type Informer,
   type KubeConfig,
   type ObjectCache,
-  type V1EndpointSlice,
+  type V1Pod,
 } from '@kubernetes/client-node';
+import { isIP } from 'node:net';
 import type { Logger } from 'pino';
 import { apiErrorMessage, makeKeepAliveApiClient } from '../controller/kube-client';
+import { DEFAULT_PEER_PORT } from './peer-hop';
 
-/** The control-plane Service's port for replica-to-replica hops (config/control-plane). */
+/** The control-plane container's port for replica-to-replica hops (config/control-plane). */
 export const PEER_PORT_NAME = 'https-peer';
-/** The Service in front of the control-plane pods (config/control-plane/service.yaml). */
-export const DEFAULT_PEER_SERVICE = 'polychrome-control-plane';
-/** Label every EndpointSlice of a Service carries (discovery.k8s.io/v1). */
-const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
+/**
+ * Labels every control-plane pod carries: the Deployment's selector
+ * (config/control-plane/deployment.yaml; hack/config-manifests.test.ts keeps them in step).
+ */
+export const CONTROL_PLANE_POD_LABELS: Readonly<Record<string, string>> = Object.freeze({
+  'app.kubernetes.io/name': 'polychrome-control-plane',
+});
 const RESTART_MS = { first: 500, max: 30_000 } as const;
 
 /** Where one replica's peer listener is. */
@@ -25,42 +30,68 @@ export interface PeerAddress {
 
 /** Finds the peer listener of a replica by its lease holder identity (its pod name). */
 export interface PeerDirectory {
-  /** The replica's address, or undefined when no ready endpoint names it. */
+  /** The replica's address, or undefined when no ready control-plane pod has that name. */
   find(holder: string): PeerAddress | undefined;
-  /** Where it looks, for messages: `EndpointSlices of Service x in namespace y`. */
+  /** Where it looks, for messages: `the control-plane pods (...) of namespace y`. */
   readonly source: string;
 }
 
+/** The label selector of {@link CONTROL_PLANE_POD_LABELS}. */
+export function controlPlaneSelector(): string {
+  return Object.entries(CONTROL_PLANE_POD_LABELS)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',');
+}
+
+function isReady(pod: V1Pod): boolean {
+  return (
+    pod.status?.phase === 'Running' &&
+    (pod.status.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True')
+  );
+}
+
+/** The TCP container port named {@link PEER_PORT_NAME}, else the listener's default. */
+function peerPortOf(pod: V1Pod): number | undefined {
+  for (const container of pod.spec?.containers ?? []) {
+    for (const p of container.ports ?? []) {
+      if (p.name !== PEER_PORT_NAME) continue;
+      if (p.protocol !== undefined && p.protocol !== 'TCP') return undefined;
+      const port = p.containerPort;
+      return Number.isInteger(port) && port >= 1 && port <= 65_535 ? port : undefined;
+    }
+  }
+  return DEFAULT_PEER_PORT;
+}
+
 /**
- * The address of `holder`'s peer listener in the EndpointSlices of one Service: the first
- * endpoint whose `targetRef` is the Pod named `holder`, that is serving (or, when a slice
- * does not say, ready), with an IP address (IPv4 or IPv6 slices only; an FQDN is never
- * dialled), on the slice's port named `portName`. Pure.
+ * The address of `holder`'s peer listener among `pods`: the Pod named `holder` in
+ * `namespace` (the control plane's own) that carries {@link CONTROL_PLANE_POD_LABELS}, is
+ * Running and Ready and is not being deleted, at its `status.podIP` (an IP address, never a
+ * name), on its container port named `https-peer` (else 8443). Pure.
  *
- * Only the EndpointSlice controller (and whoever may write EndpointSlices in the control
- * plane's own namespace) writes these objects: nothing a conversation's namespace holds
- * can point a replica at an address.
+ * The holder name is only a key: it is matched against pod names, never parsed as an
+ * address. Pods (and their status) in the control plane's namespace are written by cluster
+ * admins and the kubelet only, never by the users of a conversation's namespace, so nothing
+ * those users write can point a replica at an address.
  */
 export function findPeerAddress(
-  slices: readonly V1EndpointSlice[],
+  pods: readonly V1Pod[],
   holder: string,
-  portName: string = PEER_PORT_NAME,
+  namespace: string,
 ): PeerAddress | undefined {
   if (holder === '') return undefined;
-  for (const slice of slices) {
-    if (slice.addressType !== 'IPv4' && slice.addressType !== 'IPv6') continue;
-    const port = slice.ports?.find(
-      (p) => p.name === portName && (p.protocol === undefined || p.protocol === 'TCP'),
-    )?.port;
-    if (port === undefined || !Number.isInteger(port) || port < 1 || port > 65_535) continue;
-    for (const endpoint of slice.endpoints ?? []) {
-      const ref = endpoint.targetRef;
-      if (ref?.kind !== 'Pod' || ref.name !== holder) continue;
-      const conditions = endpoint.conditions;
-      if ((conditions?.serving ?? conditions?.ready) === false) continue;
-      const host = endpoint.addresses[0];
-      if (host !== undefined && host !== '') return { host, port };
-    }
+  for (const pod of pods) {
+    const meta = pod.metadata;
+    if (meta?.name !== holder || meta.namespace !== namespace) continue;
+    if (meta.deletionTimestamp !== undefined && meta.deletionTimestamp !== null) continue;
+    const labels = meta.labels ?? {};
+    if (!Object.entries(CONTROL_PLANE_POD_LABELS).every(([k, v]) => labels[k] === v)) continue;
+    if (!isReady(pod)) continue;
+    const host = pod.status?.podIP ?? pod.status?.podIPs?.[0]?.ip;
+    if (host === undefined || isIP(host) === 0) continue;
+    const port = peerPortOf(pod);
+    if (port === undefined) continue;
+    return { host, port };
   }
   return undefined;
 }
@@ -70,36 +101,39 @@ export interface PeerEndpointsOptions {
   readonly kubeConfig: KubeConfig;
   /** The control plane's own namespace. */
   readonly namespace: string;
-  /** @default {@link DEFAULT_PEER_SERVICE} */
-  readonly service?: string;
   readonly log: Logger;
 }
 
 /**
- * The {@link PeerDirectory} over an informer (list + watch) of the EndpointSlices of the
- * control-plane Service in the control plane's namespace: a lookup reads the cache, never
- * the API server. Until the first list arrives (or while the watch restarts after an
- * error) it finds what it last saw, or nothing.
+ * The {@link PeerDirectory} over an informer (list + watch) of the control-plane pods
+ * ({@link CONTROL_PLANE_POD_LABELS}) in the control plane's own namespace: a lookup reads
+ * the cache, never the API server. Until the first list arrives (or while the watch
+ * restarts after an error) it finds what it last saw, or nothing.
+ *
+ * Pods, not the Service's EndpointSlices: the API server refuses loopback addresses in
+ * EndpointSlices, which local runs need, and a Pod in this namespace is as trusted (only
+ * cluster admins and the kubelet write it).
  */
 export class PeerEndpoints implements PeerDirectory {
   readonly source: string;
-  private readonly informer: Informer<V1EndpointSlice> & ObjectCache<V1EndpointSlice>;
+  private readonly namespace: string;
+  private readonly informer: Informer<V1Pod> & ObjectCache<V1Pod>;
   private readonly log: Logger;
   private delayMs: number = RESTART_MS.first;
   private closed = false;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(options: PeerEndpointsOptions) {
-    const service = options.service ?? DEFAULT_PEER_SERVICE;
     const namespace = options.namespace;
-    this.source = `the EndpointSlices of Service ${service} in namespace ${namespace}`;
+    const labelSelector = controlPlaneSelector();
+    this.namespace = namespace;
+    this.source = `the control-plane pods (${labelSelector}) of namespace ${namespace}`;
     this.log = options.log;
-    const api = makeKeepAliveApiClient(options.kubeConfig, DiscoveryV1Api);
-    const labelSelector = `${SERVICE_NAME_LABEL}=${service}`;
+    const api = makeKeepAliveApiClient(options.kubeConfig, CoreV1Api);
     this.informer = makeInformer(
       options.kubeConfig,
-      `/apis/discovery.k8s.io/v1/namespaces/${namespace}/endpointslices`,
-      () => api.listNamespacedEndpointSlice({ namespace, labelSelector }),
+      `/api/v1/namespaces/${namespace}/pods`,
+      () => api.listNamespacedPod({ namespace, labelSelector }),
       labelSelector,
     );
     this.informer.on('connect', () => {
@@ -109,7 +143,7 @@ export class PeerEndpoints implements PeerDirectory {
     this.informer.on('error', (err: unknown) => {
       if (this.closed) return;
       this.log.warn(
-        { watch: 'endpointslices', err: apiErrorMessage(err), retryMs: this.delayMs },
+        { watch: 'peer pods', err: apiErrorMessage(err), retryMs: this.delayMs },
         'watch failed',
       );
       this.timer = setTimeout(() => void this.start(), this.delayMs);
@@ -124,12 +158,12 @@ export class PeerEndpoints implements PeerDirectory {
     try {
       await this.informer.start();
     } catch (err: unknown) {
-      this.log.warn({ watch: 'endpointslices', err: apiErrorMessage(err) }, 'watch did not start');
+      this.log.warn({ watch: 'peer pods', err: apiErrorMessage(err) }, 'watch did not start');
     }
   }
 
   find(holder: string): PeerAddress | undefined {
-    return findPeerAddress(this.informer.list(), holder);
+    return findPeerAddress(this.informer.list(), holder, this.namespace);
   }
 
   /** Stops watching. Idempotent. */

@@ -64,7 +64,7 @@ afterAll(async () => {
 
 /** A directory that answers one holder with one address (or none). */
 class FixedDirectory implements PeerDirectory {
-  readonly source = 'the test directory';
+  readonly source = 'the test pods';
   readonly asked: string[] = [];
   constructor(private readonly table: Readonly<Record<string, PeerAddress>> = {}) {}
   find(holder: string): PeerAddress | undefined {
@@ -269,7 +269,7 @@ describe('forwarding to the replica that holds the conversation', () => {
     expect(t.requests.every((r) => r.headers.authorization === undefined)).toBe(true);
   });
 
-  it('answers 503 and sends nothing when no endpoint names the holder', async () => {
+  it('answers 503 and sends nothing when no pod is the holder', async () => {
     const t = await tap({ ...controlPlane });
     const directory = new FixedDirectory({ 'cp-b': t.address });
     const front = await replica(directory);
@@ -282,7 +282,7 @@ describe('forwarding to the replica that holds the conversation', () => {
     expect(answer.status).toBe(503);
     const error = errorOf(answer);
     expect(error.code).toBe('unavailable');
-    expect(error.message).toMatch(/no serving endpoint in the test directory is that pod/);
+    expect(error.message).toMatch(/no Ready pod of that name is among the test pods/);
     expect(error.message).toMatch(/same idempotency key/);
     expect(directory.asked).toEqual(['http://127.0.0.1:9/']);
     expect(t.connections).toBe(0);

@@ -106,7 +106,7 @@ export function parsePeerEnvelope(value: unknown): PeerEnvelope {
 /**
  * node:tls `checkServerIdentity` for the hop: the server must present the control plane's
  * certificate (the chain was already verified against the Polychrome CA). It replaces the
- * host name check: an endpoint's address is an IP, which the certificate need not name.
+ * host name check: a pod's address is an IP, which the certificate need not name.
  */
 export function checkPeerServerIdentity(
   _host: string,

@@ -701,12 +701,13 @@ export class PublicApiServer {
   /**
    * Another replica holds the conversation (the service names it, as `forwardTo`): sends
    * the already authenticated caller and the parsed body once to that replica's peer
-   * listener, found in the control-plane Service's EndpointSlices, and relays its answer.
+   * listener, found by the holder's Pod in the control plane's namespace, and relays its
+   * answer.
    * The bearer token stays here. False when the error is not that or the request came in
    * on the peer listener (never forwarded twice), or forwarding is off (the caller then
    * gets the original 503).
    *
-   * @throws ApiError 503 `unavailable` when no endpoint names the holder or the hop fails:
+   * @throws ApiError 503 `unavailable` when no Ready control-plane pod is the holder or the hop fails:
    *   nothing was sent anywhere, or the holder may have started the turn, and either way a
    *   retry with the same idempotency key is safe.
    */
@@ -732,7 +733,7 @@ export class PublicApiServer {
       throw new ApiError(
         'unavailable',
         `replica ${JSON.stringify(holder.slice(0, 100))} holds conversation ${conversation}, and ` +
-          `no serving endpoint in ${peers.directory.source} is that pod, so the request was ` +
+          `no Ready pod of that name is among ${peers.directory.source}, so the request was ` +
           'not forwarded; retry shortly (with the same idempotency key for a message: that is safe)',
         { details: { holder: holder.slice(0, 100) }, cause: error },
       );

@@ -414,8 +414,8 @@ export class TurnCoordinator implements TurnService {
         uid,
       });
       if (!isLeaseHandle(lease)) {
-        // forwardTo names the holder; the API finds its pod in the control plane's own
-        // EndpointSlices, never in anything the Lease's namespace can write.
+        // forwardTo names the holder; the API finds its Pod in the control plane's own
+        // namespace, never in anything the Lease's namespace can write.
         throw new AppError(
           'unavailable',
           `replica ${lease.holder} holds conversation ${uid}; retry (the same idempotency key is safe)`,

@@ -9,14 +9,20 @@ import { createServer, type Server } from 'node:net';
 import { payloadCodecs } from '../../common/event-kinds';
 import { pollUntil } from '../../hack/lib/processes';
 import { sharedCluster } from './support/kube';
-import { peerHost } from './support/peer-service';
+import { CONTROL_PLANE_POD_LABELS } from '../../operator/public-api/peer-endpoints';
+import {
+  CONTROL_PLANE_NAMESPACE,
+  deleteProcessPod,
+  PEER_HOST,
+  writeProcessPod,
+} from './support/peer-pods';
 import { apiCall, postMessage, postUntilSettled, type ApiAnswer } from './support/public-api';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
 
 // Two control-plane replicas on the real stack: any replica accepts a message and the
-// lease holder runs it (the other forwards over the peer hop, found in the control-plane
-// Service's EndpointSlices); a Lease a namespace user rewrites sends no request and no
-// token anywhere else; a SIGKILLed holder's turn is recovered by the survivor under its
+// lease holder runs it (the other forwards over the peer hop, to the holder's Pod in the
+// control plane's namespace); a Lease a namespace user rewrites, and a Pod they create,
+// send no request and no token anywhere else; a SIGKILLed holder's turn is recovered by the survivor under its
 // original id once the lease expires, with a higher fencing token; a restarted replica
 // serves again.
 
@@ -79,7 +85,7 @@ describe('turns with two control-plane replicas', () => {
     });
   });
 
-  it('sends no request and no token to an address a namespace editor writes on the Lease', async () => {
+  it('sends no request and no token to an address a namespace editor writes on the Lease or a Pod', async () => {
     await stack.withDiagnostics(async () => {
       const uid = await stack.createConversation('lease-attack', { owner: 'test:replica-owner' });
       await post(stack.controlPlane(0).apiUrl, uid, 'warm up', 'k-warm');
@@ -87,8 +93,8 @@ describe('turns with two control-plane replicas', () => {
       const holder = stack.controlPlanes.find((cp) => cp.identity === warm!.holder)!;
       const other = stack.controlPlanes.find((cp) => cp.identity !== warm!.holder)!;
 
-      // Listeners the attacker controls, on loopback and on the peers' address: they count
-      // every TCP connection and byte.
+      // Listeners the attacker controls, on loopback (where the replicas' peer listeners are
+      // too): they count every TCP connection and byte.
       const seen = { connections: 0, bytes: 0 };
       const listeners: Server[] = [];
       const listen = async (host: string): Promise<number> => {
@@ -102,11 +108,31 @@ describe('turns with two control-plane replicas', () => {
         const address = server.address();
         return typeof address === 'object' && address !== null ? address.port : 0;
       };
-      const loopPort = await listen('127.0.0.1');
-      const peerPort = await listen(peerHost());
+      const loopPort = await listen(PEER_HOST);
+      const peerPort = await listen(PEER_HOST);
+      // Pods that look like a replica's and point at the attacker's listener, but are not
+      // the control plane's: one a namespace editor creates in the conversation's namespace
+      // (a kubelet would run it and report it Ready; the admin stands in for that), one in
+      // the control plane's namespace without the control-plane labels.
+      const editor = await editorKubeConfig(stack);
+      const decoys = [
+        { namespace: stack.namespace, name: 'attacker', labels: CONTROL_PLANE_POD_LABELS },
+        {
+          namespace: CONTROL_PLANE_NAMESPACE,
+          name: `${stack.namespace}-unlabelled`,
+          labels: { 'app.kubernetes.io/name': 'polychrome-test-decoy' },
+        },
+      ];
       try {
+        for (const decoy of decoys) {
+          await writeProcessPod(stack.admin, {
+            ...decoy,
+            peerPort,
+            podIP: PEER_HOST,
+            ...(decoy.namespace === stack.namespace ? { creator: editor } : {}),
+          });
+        }
         // A user with the built-in edit role in the conversation's namespace, nothing more.
-        const editor = await editorKubeConfig(stack);
         const leases = editor.makeApiClient(CoordinationV1Api);
         const leaseName = `conv-${uid}`;
         const rewrite = async (holderIdentity: string): Promise<void> => {
@@ -123,7 +149,7 @@ describe('turns with two control-plane replicas', () => {
                 ...lease.metadata,
                 annotations: {
                   'polychrome.dev/api-endpoint': `http://127.0.0.1:${loopPort}`,
-                  'polychrome.dev/peer-endpoint': `https://${peerHost()}:${peerPort}`,
+                  'polychrome.dev/peer-endpoint': `https://${PEER_HOST}:${peerPort}`,
                 },
               },
               spec: {
@@ -136,29 +162,39 @@ describe('turns with two control-plane replicas', () => {
           });
         };
 
-        // 1. A holder no endpoint names, or one that looks like the attacker's address.
+        // 1. A holder no control-plane pod is: the editor's Pod, the unlabelled one, a name
+        // no pod has, or one that looks like the attacker's address.
         const forgeries = [
-          'attacker',
-          `127.0.0.1:${loopPort}`,
-          `https://${peerHost()}:${peerPort}`,
+          ...decoys.map((d) => d.name),
+          'no-such-replica',
+          `${PEER_HOST}:${loopPort}`,
+          `https://${PEER_HOST}:${peerPort}`,
         ];
+        const notForwarded =
+          /no Ready pod of that name is among the control-plane pods \(app.kubernetes.io\/name=polychrome-control-plane\) of namespace polychrome-system/;
         for (const [i, forged] of forgeries.entries()) {
           await rewrite(forged);
-          // The old holder notices at its next renewal (1 s) that the lease is no longer its own.
+          // The old holder notices at its next renewal (1 s) that the lease is no longer its
+          // own; until then it may still run the turn, or lose the lease during it (a 503 too).
+          let last: Answer[] = [];
           const refused = await pollUntil(
-            `both replicas to see ${forged} as the holder`,
+            `both replicas to refuse forwarding to ${forged}`,
             async () => {
-              const answers = await Promise.all(
+              last = await Promise.all(
                 [holder, other].map((cp) => post(cp.apiUrl, uid, `to ${forged}`, `k-forged-${i}`)),
               );
-              return answers.every((a) => a.status === 503) ? answers : undefined;
+              return last.every(
+                (a) => a.status === 503 && notForwarded.test(JSON.stringify(a.body)),
+              )
+                ? last
+                : undefined;
             },
             { timeoutMs: 15_000, intervalMs: 300 },
-          );
+          ).catch((err: unknown) => {
+            throw new Error(`${String(err)}; last answers: ${JSON.stringify(last)}`);
+          });
           for (const answer of refused) {
-            expect(JSON.stringify(answer.body)).toMatch(
-              /no serving endpoint in the EndpointSlices of Service cp-peers-/,
-            );
+            expect(JSON.stringify(answer.body)).toMatch(notForwarded);
             expect(JSON.stringify(answer.body)).toMatch(/same idempotency key/);
             expect(answer.servedBy).toBeNull();
           }
@@ -195,6 +231,9 @@ describe('turns with two control-plane replicas', () => {
 
         expect(seen).toEqual({ connections: 0, bytes: 0 });
       } finally {
+        for (const decoy of decoys) {
+          await deleteProcessPod(stack.admin, decoy.namespace, decoy.name);
+        }
         await Promise.all(listeners.map((l) => new Promise((resolve) => l.close(resolve))));
       }
     });
