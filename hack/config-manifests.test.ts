@@ -14,6 +14,11 @@ import { loadControlPlaneConfig } from '../operator/config';
 import type { Conversation } from '../operator/api/v1alpha1';
 import { validMinimalConversationSpec } from '../operator/api/v1alpha1';
 import { HARNESS_PORT } from '../operator/controller/child-meta';
+import {
+  CONTROL_PLANE_POD_LABELS,
+  controlPlaneSelector,
+  PEER_PORT_NAME,
+} from '../operator/public-api/peer-endpoints';
 import { DEFAULT_HARNESS_IMAGE, desiredPod } from '../operator/controller/desired-pod';
 import { repoRoot } from './lib/paths';
 
@@ -256,12 +261,12 @@ describe('config/control-plane Deployment', () => {
     expect(missing).toEqual([]);
   });
 
-  it('gives POD_NAME and POD_IP from the downward API', () => {
+  it('gives POD_NAME and POD_NAMESPACE from the downward API', () => {
     expect(env.find((v) => v.name === 'POD_NAME')?.valueFrom).toEqual({
       fieldRef: { fieldPath: 'metadata.name' },
     });
-    expect(env.find((v) => v.name === 'POD_IP')?.valueFrom).toEqual({
-      fieldRef: { fieldPath: 'status.podIP' },
+    expect(env.find((v) => v.name === 'POD_NAMESPACE')?.valueFrom).toEqual({
+      fieldRef: { fieldPath: 'metadata.namespace' },
     });
   });
 
@@ -272,8 +277,8 @@ describe('config/control-plane Deployment', () => {
     expect(config.api.port).toBe(8080);
     expect(config.health.port).toBe(containerPort(container, 'health'));
     expect(config.health.port).toBe(9090);
-    // Other replicas forward to this pod's own address.
-    expect(config.api.advertiseUrl).toBe('http://10.1.2.3:8080');
+    // Other replicas dial this pod's IP on its container port named https-peer.
+    expect(config.peer.port).toBe(containerPort(container, PEER_PORT_NAME));
     // Above the preStop sleep plus the process's own grace period, or the kubelet kills a
     // clean shutdown midway.
     const preStop = obj(container['lifecycle'], 'lifecycle')['preStop'];
@@ -388,6 +393,38 @@ describe('config/control-plane Deployment', () => {
     });
   });
 
+  it('may list and watch pods in its own namespace, to find its peers, and nothing else there', () => {
+    const role = find('config/rbac/peer-role.yaml', 'Role', 'polychrome-control-plane-peers');
+    expect(role['rules']).toEqual([
+      { apiGroups: [''], resources: ['pods'], verbs: ['list', 'watch'] },
+    ]);
+    const binding = find(
+      'config/rbac/peer-role.yaml',
+      'RoleBinding',
+      'polychrome-control-plane-peers',
+    );
+    expect(binding['roleRef']).toEqual({
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'Role',
+      name: 'polychrome-control-plane-peers',
+    });
+    expect(binding['subjects']).toEqual([
+      { kind: 'ServiceAccount', name: podSpec['serviceAccountName'], namespace: baseNamespace },
+    ]);
+    // The Role lands in the namespace the replicas look in.
+    expect(loadControlPlaneConfig(containerEnv()).peer.namespace).toBe(baseNamespace);
+  });
+
+  it('labels its pods as the peer lookup selects them', () => {
+    // A replica accepts a peer only among pods with these labels: the Deployment's pods
+    // must carry them, and its selector is exactly them.
+    expect(podLabels).toMatchObject(CONTROL_PLANE_POD_LABELS);
+    expect(obj(deploymentSpec['selector'], 'selector')['matchLabels']).toEqual(
+      CONTROL_PLANE_POD_LABELS,
+    );
+    expect(controlPlaneSelector()).toBe('app.kubernetes.io/name=polychrome-control-plane');
+  });
+
   it('probes /readyz, /healthz and startup on the health port the config listens on', () => {
     const config = loadControlPlaneConfig(containerEnv());
     const probe = (kind: string): Obj =>
@@ -426,7 +463,7 @@ describe('config/control-plane Deployment', () => {
     expect(selects(pdbSpec['selector'], podLabels)).toBe(true);
   });
 
-  it('is served by the Service: http-api on the API port, metrics on the health port', () => {
+  it('is served by the Service: http-api on the API port, metrics on the health port, no peer port', () => {
     const service = find(
       'config/control-plane/service.yaml',
       'Service',

@@ -217,6 +217,10 @@ async function up(): Promise<void> {
       // The public API (loopback only: it is the dev machine's) and turns.
       POLYCHROME_API_HOST: apiHost,
       POLYCHROME_API_PORT: String(apiPort),
+      // One replica: nothing is forwarded, but its peer listener (mutual TLS) stays on
+      // loopback rather than on every address at 8443.
+      POLYCHROME_PEER_HOST: '127.0.0.1',
+      POLYCHROME_PEER_PORT: String(await freePort()),
       POLYCHROME_HARNESS_TOKEN_FILE: harnessTokenFile,
       POLYCHROME_APPROVAL_KEY_FILE: approvalKey.privateKeyPath,
       POLYCHROME_NEW_CONVERSATION_NAMESPACE: namespace,

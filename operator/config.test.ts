@@ -24,7 +24,8 @@ describe('loadControlPlaneConfig', () => {
       logLevel: 'info',
     });
     expect(Object.isFrozen(c.state)).toBe(true);
-    expect(c.api).toEqual({ host: '0.0.0.0', port: 8080, advertiseUrl: undefined });
+    expect(c.api).toEqual({ host: '0.0.0.0', port: 8080 });
+    expect(c.peer).toEqual({ host: '0.0.0.0', port: 8443, namespace: 'polychrome-system' });
     expect(c.turns).toMatchObject({
       newConversationNamespace: 'default',
       newConversationSpec: {},
@@ -33,15 +34,20 @@ describe('loadControlPlaneConfig', () => {
     });
   });
 
-  it('advertises the pod address for forwarded requests and takes the default agent as JSON', () => {
+  it('looks for its peers in its own namespace and takes the default agent as JSON', () => {
     const c = loadControlPlaneConfig({
       ...base,
-      POD_IP: '10.1.2.3',
+      POD_NAMESPACE: 'polychrome-prod',
+      POLYCHROME_PEER_PORT: '9443',
       POLYCHROME_API_PORT: '8081',
       POLYCHROME_WATCH_NAMESPACE: 'team-a',
       POLYCHROME_NEW_CONVERSATION_SPEC: '{"agent":{"model":"claude-sonnet-5-5"}}',
     });
-    expect(c.api.advertiseUrl).toBe('http://10.1.2.3:8081');
+    expect(c.peer).toMatchObject({ port: 9443, namespace: 'polychrome-prod' });
+    expect(
+      loadControlPlaneConfig({ ...base, POD_NAMESPACE: 'a', POLYCHROME_NAMESPACE: 'b' }).peer
+        .namespace,
+    ).toBe('b');
     expect(c.turns.newConversationNamespace).toBe('team-a');
     expect(c.turns.newConversationSpec).toEqual({ agent: { model: 'claude-sonnet-5-5' } });
     expect(() =>

@@ -13,17 +13,19 @@ import {
 } from '../common/config';
 import { DEFAULT_HEALTH_PORT } from '../common/health-server';
 import { LogLevel } from '../common/log';
+import { DEFAULT_PEER_PORT } from './public-api/peer-hop';
 
 /**
  * The control plane's configuration, from the environment its Deployment sets:
  *
  * | variable | meaning | default |
  * |---|---|---|
- * | `POLYCHROME_IDENTITY` / `POD_NAME` | this replica's name, written as lease holder | `POD_NAME`, else the host name |
+ * | `POLYCHROME_IDENTITY` / `POD_NAME` | this replica's name, written as lease holder; other replicas find its pod by it | `POD_NAME`, else the host name |
+ * | `POLYCHROME_NAMESPACE` / `POD_NAMESPACE` | the control plane's own namespace (where it finds the other replicas' pods) | `POD_NAMESPACE`, else `polychrome-system` |
  * | `POLYCHROME_KUBECONFIG` | kubeconfig file (outside a cluster) | unset: in-cluster service account |
  * | `POLYCHROME_WATCH_NAMESPACE` | reconcile one namespace only | every namespace |
  * | `POLYCHROME_STATE_ADDRESS` | state plane `host:port` | required |
- * | `POLYCHROME_STATE_CA` / `_CERT` / `_KEY` | mTLS files for the state plane link | required |
+ * | `POLYCHROME_STATE_CA` / `_CERT` / `_KEY` | mTLS files for the state plane link, also the certificate replicas present to each other (server and client auth) | required |
  * | `POLYCHROME_STATE_SERVER_NAME` | name to check the state plane's certificate against | the address's host |
  * | `POLYCHROME_HEALTH_HOST` / `POLYCHROME_HEALTH_PORT` | `/healthz`, `/readyz`, `/metrics` | 0.0.0.0, 9090 |
  * | `POLYCHROME_LEASE_DURATION_MS` / `POLYCHROME_LEASE_RENEW_MS` | per-conversation lease timing | 15000 / 5000 |
@@ -34,7 +36,7 @@ import { LogLevel } from '../common/log';
  * | `POLYCHROME_LOG_LEVEL` | debug, info, warn, error, silent | info |
  * | `POLYCHROME_SHUTDOWN_GRACE_MS` | how long SIGTERM waits for passes in progress | 20000 |
  * | `POLYCHROME_API_HOST` / `POLYCHROME_API_PORT` | the public API (HTTP + SSE) | 0.0.0.0, 8080 |
- * | `POLYCHROME_API_ADVERTISE_URL` | how other replicas reach this one's API (requests for a conversation this replica holds are forwarded here) | `http://$POD_IP:port` when `POD_IP` is set |
+ * | `POLYCHROME_PEER_HOST` / `POLYCHROME_PEER_PORT` | the peer listener (mutual TLS, forwarded requests from other replicas only) | 0.0.0.0, 8443 |
  * | `POLYCHROME_HARNESS_TOKEN_FILE` | the bearer token harness pods accept | required |
  * | `POLYCHROME_APPROVAL_KEY_FILE` | ed25519 private key (PKCS#8 PEM) that signs approvals | required |
  * | `POLYCHROME_NEW_CONVERSATION_NAMESPACE` | where the API creates conversations | the watch namespace, else `default` |
@@ -69,10 +71,12 @@ const schema = z
       LogLevel.Info,
     ),
     POLYCHROME_SHUTDOWN_GRACE_MS: envInt({ default: 20_000, min: 0, max: 600_000 }),
-    POD_IP: envOptionalString(),
+    POLYCHROME_NAMESPACE: envOptionalString(),
+    POD_NAMESPACE: envOptionalString(),
     POLYCHROME_API_HOST: envString({ default: '0.0.0.0' }),
     POLYCHROME_API_PORT: envPort(8080),
-    POLYCHROME_API_ADVERTISE_URL: envOptionalString(),
+    POLYCHROME_PEER_HOST: envString({ default: '0.0.0.0' }),
+    POLYCHROME_PEER_PORT: envPort(DEFAULT_PEER_PORT),
     POLYCHROME_HARNESS_TOKEN_FILE: envString(),
     POLYCHROME_APPROVAL_KEY_FILE: envString(),
     POLYCHROME_NEW_CONVERSATION_NAMESPACE: envOptionalString(),
@@ -134,8 +138,13 @@ export interface ControlPlaneConfig {
   readonly api: {
     readonly host: string;
     readonly port: number;
-    /** Where other replicas forward requests for conversations this one holds. */
-    readonly advertiseUrl: string | undefined;
+  };
+  /** Forwarding between replicas (docs/api.md, "Between replicas"). */
+  readonly peer: {
+    readonly host: string;
+    readonly port: number;
+    /** The control plane's own namespace, where the replicas' pods are. */
+    readonly namespace: string;
   };
   readonly turns: {
     readonly harnessTokenPath: string;
@@ -181,12 +190,11 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
     harnessImage: c.POLYCHROME_HARNESS_IMAGE,
     logLevel: c.POLYCHROME_LOG_LEVEL,
     shutdownGraceMs: c.POLYCHROME_SHUTDOWN_GRACE_MS,
-    api: Object.freeze({
-      host: c.POLYCHROME_API_HOST,
-      port: c.POLYCHROME_API_PORT,
-      advertiseUrl:
-        c.POLYCHROME_API_ADVERTISE_URL ??
-        (c.POD_IP === undefined ? undefined : `http://${c.POD_IP}:${c.POLYCHROME_API_PORT}`),
+    api: Object.freeze({ host: c.POLYCHROME_API_HOST, port: c.POLYCHROME_API_PORT }),
+    peer: Object.freeze({
+      host: c.POLYCHROME_PEER_HOST,
+      port: c.POLYCHROME_PEER_PORT,
+      namespace: c.POLYCHROME_NAMESPACE ?? c.POD_NAMESPACE ?? 'polychrome-system',
     }),
     turns: Object.freeze({
       harnessTokenPath: c.POLYCHROME_HARNESS_TOKEN_FILE,

@@ -14,6 +14,8 @@ import { loadControlPlaneConfig } from './config';
 import { ConversationController } from './controller/conversation-controller';
 import { ConversationLeases, leaseOwnership } from './lease/conversation-leases';
 import { stateJournalFollower } from './public-api/journal-follower';
+import { PeerEndpoints } from './public-api/peer-endpoints';
+import { peerTlsOf } from './public-api/peer-hop';
 import { PublicApiServer } from './public-api/public-api-server';
 import { recordsAuthenticator } from './public-api/records-authenticator';
 import { StateLink } from './state-link';
@@ -86,7 +88,6 @@ async function main(): Promise<void> {
   const leases = new ConversationLeases({
     kubeConfig: kc,
     identity: config.identity,
-    ...(config.api.advertiseUrl === undefined ? {} : { apiEndpoint: config.api.advertiseUrl }),
     leaseDurationMs: config.lease.durationMs,
     renewIntervalMs: config.lease.renewIntervalMs,
     requestTimeoutMs: config.lease.requestTimeoutMs,
@@ -135,13 +136,14 @@ async function main(): Promise<void> {
     },
   });
 
+  const stateTls = await loadStateClientTls({
+    ca: config.state.caPath,
+    cert: config.state.certPath,
+    key: config.state.keyPath,
+  });
   const stateOptions = {
     address: config.state.address,
-    tls: await loadStateClientTls({
-      ca: config.state.caPath,
-      cert: config.state.certPath,
-      key: config.state.keyPath,
-    }),
+    tls: stateTls,
     ...(config.state.serverName === undefined ? {} : { serverName: config.state.serverName }),
   };
   const state = new StateClient(stateOptions);
@@ -181,6 +183,12 @@ async function main(): Promise<void> {
     onCommit: (seconds) => commitSeconds.observe(seconds),
     onStatusWrite: (result) => statusWrites.inc({ result }),
   };
+  // Where the other replicas' peer listeners are: their Pods, in this namespace only.
+  const peerEndpoints = new PeerEndpoints({
+    kubeConfig: kc,
+    namespace: config.peer.namespace,
+    log: componentLogger(log, LogComponent.Api),
+  });
   const api = new PublicApiServer({
     host: config.api.host,
     port: config.api.port,
@@ -189,6 +197,14 @@ async function main(): Promise<void> {
     follow: stateJournalFollower(state),
     logger: log,
     registry,
+    // The state-plane link's certificate is the control plane's identity: replicas
+    // present it to each other too.
+    peers: {
+      host: config.peer.host,
+      port: config.peer.port,
+      tls: peerTlsOf(stateTls),
+      directory: peerEndpoints,
+    },
   });
   const link = new StateLink(state, componentLogger(log, LogComponent.Journal));
   let started = false;
@@ -216,6 +232,7 @@ async function main(): Promise<void> {
     // Streams end first so their clients reconnect to another replica; running turns are
     // cancelled and stay recoverable from the journal.
     await api.close();
+    await peerEndpoints.close();
     await coordinator.close();
     harness.close();
     await controller.close();
@@ -235,9 +252,13 @@ async function main(): Promise<void> {
   await link.connect(stopping.signal);
   leases.start();
   await controller.start();
+  await peerEndpoints.start();
   await api.start();
   started = true;
-  mainLog.info({ health: config.health.port, api: config.api.port }, 'control plane started');
+  mainLog.info(
+    { health: config.health.port, api: config.api.port, peer: config.peer.port },
+    'control plane started',
+  );
 }
 
 /** A secret held in a file (a mounted Secret key), trimmed. */

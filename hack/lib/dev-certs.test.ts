@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { loadRecordsKey } from '../../state/records';
 import { loadSigningKey } from '../../state/store/signing-key';
 import { devCliEnv, devStateEnv, ensureDevCerts, type DevCerts } from './dev-certs';
+import { CertUsage, DevCertificateAuthority } from './pki';
 
 function openssl(args: readonly string[]): string {
   return execFileSync('openssl', args, { encoding: 'utf8' });
@@ -57,6 +58,43 @@ describe('ensureDevCerts', () => {
     expect(
       openssl(['verify', '-CAfile', certs.ca.certPath, '-purpose', 'sslclient', files.certPath]),
     ).toBe(`${files.certPath}: OK\n`);
+  });
+
+  it('makes the control-plane certificate a server certificate too, for the peer listener', () => {
+    expect(
+      openssl([
+        'verify',
+        '-CAfile',
+        certs.ca.certPath,
+        '-purpose',
+        'sslserver',
+        certs.controlPlane.certPath,
+      ]),
+    ).toBe(`${certs.controlPlane.certPath}: OK\n`);
+    expect(() =>
+      execFileSync(
+        'openssl',
+        ['verify', '-CAfile', certs.ca.certPath, '-purpose', 'sslserver', certs.verifier.certPath],
+        { stdio: 'pipe' },
+      ),
+    ).toThrow();
+  });
+
+  it('issues the control-plane certificate again when an older run made it client-only', async () => {
+    const copy = await ensureDevCerts(join(dir, 'client-only'));
+    const ca = DevCertificateAuthority.open(copy.dir, 'ca');
+    await ca.issue({
+      name: 'control-plane',
+      commonName: 'polychrome-control-plane',
+      organizations: ['polychrome:writer'],
+      usage: CertUsage.Client,
+    });
+    const clientOnly = await readFile(copy.controlPlane.certPath);
+    const again = await ensureDevCerts(copy.dir);
+    expect(await readFile(again.controlPlane.certPath)).not.toEqual(clientOnly);
+    expect(
+      openssl(['x509', '-in', again.controlPlane.certPath, '-noout', '-ext', 'extendedKeyUsage']),
+    ).toContain('TLS Web Server Authentication');
   });
 
   it('writes a signing key the state plane loads', async () => {

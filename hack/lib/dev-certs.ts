@@ -1,5 +1,5 @@
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { access, mkdir, writeFile } from 'node:fs/promises';
+import { generateKeyPairSync, randomBytes, X509Certificate } from 'node:crypto';
+import { access, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
 import { CertUsage, DevCertificateAuthority, type CertFiles, type CertRequest } from './pki';
@@ -34,7 +34,10 @@ export interface DevCerts {
   readonly ca: CertFiles;
   /** The state plane's server certificate. */
   readonly server: CertFiles;
-  /** CN polychrome-control-plane, O polychrome:writer: reads and writes. */
+  /**
+   * CN polychrome-control-plane, O polychrome:writer: reads and writes; client and server
+   * auth, since replicas also present it to each other on their peer listeners.
+   */
   readonly controlPlane: CertFiles;
   /** CN polychrome-verifier, O polychrome:verifier: reads only. */
   readonly verifier: CertFiles;
@@ -62,7 +65,8 @@ const LEAVES: readonly (CertRequest & {
     name: 'control-plane',
     commonName: 'polychrome-control-plane',
     organizations: ['polychrome:writer'],
-    usage: CertUsage.Client,
+    // Also served: each replica's peer listener presents it to the others.
+    usage: CertUsage.Both,
   },
   {
     field: 'verifier',
@@ -72,6 +76,27 @@ const LEAVES: readonly (CertRequest & {
     usage: CertUsage.Client,
   },
 ];
+
+/** Extended key usage OIDs a {@link CertUsage} asks for. */
+const USAGE_OIDS: Record<CertUsage, readonly string[]> = {
+  server: ['1.3.6.1.5.5.7.3.1'],
+  client: ['1.3.6.1.5.5.7.3.2'],
+  both: ['1.3.6.1.5.5.7.3.1', '1.3.6.1.5.5.7.3.2'],
+};
+
+/**
+ * True when the certificate at `path` has every extended key usage `usage` needs: a
+ * directory made before the control-plane certificate also became a server certificate
+ * gets it issued again.
+ */
+async function hasUsages(path: string, usage: CertUsage): Promise<boolean> {
+  try {
+    const have = new X509Certificate(await readFile(path)).keyUsage ?? [];
+    return USAGE_OIDS[usage].every((oid) => have.includes(oid));
+  } catch {
+    return false;
+  }
+}
 
 async function exists(path: string): Promise<boolean> {
   try {
@@ -101,7 +126,10 @@ export async function ensureDevCerts(dir: string = DEFAULT_DEV_CERTS_DIR): Promi
       certPath: join(dir, `${request.name}.crt`),
       keyPath: join(dir, `${request.name}.key`),
     };
-    const present = (await exists(files.certPath)) && (await exists(files.keyPath));
+    const present =
+      (await exists(files.certPath)) &&
+      (await exists(files.keyPath)) &&
+      (await hasUsages(files.certPath, request.usage));
     issued[field] = present && !freshCa ? files : await ca.issue(request);
   }
   const signingKey = join(dir, 'signing-key.pem');

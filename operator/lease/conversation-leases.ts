@@ -18,9 +18,6 @@ import {
   type Observation,
 } from './lease-rules';
 
-/** Annotation on a conversation's Lease: the holder's public API URL. */
-export const API_ENDPOINT_ANNOTATION = 'polychrome.dev/api-endpoint';
-
 /** The conversation a lease guards. */
 export interface ConversationRef {
   namespace: string;
@@ -44,9 +41,11 @@ export interface LeaseHandle {
 
 /** Why {@link ConversationLeases.tryAcquire} did not get the lease. */
 export interface LeaseBusy {
+  /**
+   * The holder's identity as the Lease says (anyone who may write the Lease can change it:
+   * use it as a name to look up, never as an address).
+   */
   readonly holder: string;
-  /** The holder's public API, when it advertises one: requests for the conversation go there. */
-  readonly holderEndpoint?: string;
   /** When this replica may try again (local clock). */
   readonly retryAtMs: number;
 }
@@ -62,11 +61,6 @@ export interface ConversationLeasesOptions {
   kubeConfig: KubeConfig;
   /** This replica's identity, written as holderIdentity (e.g. the pod name). */
   identity: string;
-  /**
-   * This replica's public API URL, written on the leases it holds
-   * ({@link API_ENDPOINT_ANNOTATION}) so other replicas can forward requests to it.
-   */
-  apiEndpoint?: string;
   /** @default 15000 */
   leaseDurationMs?: number;
   /** @default 5000 */
@@ -234,14 +228,8 @@ export class ConversationLeases implements LeaseSource {
     const decision = decideAcquire(record, this.observations.get(obsKey), this.opts.identity, now);
     try {
       switch (decision.action) {
-        case 'wait': {
-          const endpoint = lease?.metadata?.annotations?.[API_ENDPOINT_ANNOTATION];
-          return {
-            holder: decision.holder,
-            retryAtMs: decision.retryAtMs,
-            ...(endpoint === undefined || endpoint === '' ? {} : { holderEndpoint: endpoint }),
-          };
-        }
+        case 'wait':
+          return { holder: decision.holder, retryAtMs: decision.retryAtMs };
         case 'create': {
           const created = await this.timed(`creating Lease ${ref.namespace}/${name}`, (o) =>
             this.api.createNamespacedLease(
@@ -513,9 +501,6 @@ export class ConversationLeases implements LeaseSource {
           'app.kubernetes.io/managed-by': 'polychrome',
           'polychrome.dev/conversation': ref.name,
         },
-        ...(this.opts.apiEndpoint === undefined
-          ? {}
-          : { annotations: { [API_ENDPOINT_ANNOTATION]: this.opts.apiEndpoint } }),
         // Garbage-collected with its conversation.
         ownerReferences: [
           {

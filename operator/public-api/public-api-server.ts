@@ -1,8 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
+import {
+  certificateIdentityOf,
+  CONTROL_PLANE_COMMON_NAME,
+  describeCertificateIdentity,
+  isControlPlaneIdentity,
+} from '../../common/certificate-identity';
 import { isAppError } from '../../common/errors';
 import { componentLogger, LogComponent } from '../../common/log';
 import openapiDocument from '../../docs/api/openapi.json';
@@ -12,6 +20,15 @@ import { ApiMetrics } from './api-metrics';
 import { AuthCache, DEFAULT_AUTH_CACHE_MS, type Authenticate } from './auth-cache';
 import { parseBearerToken } from './bearer-token';
 import { EventStream } from './event-stream';
+import type { PeerDirectory } from './peer-endpoints';
+import {
+  DEFAULT_PEER_PORT,
+  FORWARDED_HEADER,
+  parsePeerEnvelope,
+  PeerClient,
+  type PeerAnswer,
+  type PeerTls,
+} from './peer-hop';
 import {
   DEFAULT_LINGER_MS,
   DEFAULT_RING_SIZE,
@@ -45,6 +62,20 @@ export const DEFAULT_PUBLIC_API_PORT = 8080;
 export const DEFAULT_HEARTBEAT_MS = 15_000;
 /** How long a closing stream's client gets to read its last bytes. */
 export const DEFAULT_STREAM_CLOSE_TIMEOUT_MS = 5_000;
+
+/** The replica-to-replica side of the API (docs/api.md, "Between replicas"). */
+export interface PeerOptions {
+  /** @default '0.0.0.0' */
+  readonly host?: string;
+  /** 0 lets the system pick (tests). @default {@link DEFAULT_PEER_PORT} */
+  readonly port?: number;
+  /** The control plane's certificate: served to peers and presented to them. */
+  readonly tls: PeerTls;
+  /** Where the replica that holds a conversation listens (peer-endpoints.ts). */
+  readonly directory: PeerDirectory;
+  /** @default 5000 */
+  readonly connectTimeoutMs?: number;
+}
 
 /** Options of {@link PublicApiServer}. */
 export interface PublicApiServerOptions {
@@ -86,6 +117,29 @@ export interface PublicApiServerOptions {
   readonly newIdempotencyKey?: () => string;
   /** Milliseconds clock of the authentication cache. @default Date.now */
   readonly now?: () => number;
+  /**
+   * Forwarding to the replica that holds a conversation, and the peer listener that takes
+   * forwarded requests. None: a request for a conversation another replica holds is
+   * answered 503, and no peer listener opens.
+   */
+  readonly peers?: PeerOptions;
+}
+
+/** Which listener a request came in on. */
+const Listener = { Public: 'public', Peer: 'peer' } as const;
+type Listener = (typeof Listener)[keyof typeof Listener];
+
+/** The only operations the peer listener serves: the ones a replica forwards. */
+const PEER_OPERATIONS: ReadonlySet<Operation> = new Set([
+  Operation.PostMessage,
+  Operation.AnswerApproval,
+  Operation.AnswerQuestion,
+]);
+
+/** Who asks, and a reader of what they sent. */
+interface Asked {
+  readonly caller: Caller;
+  readonly body: () => Promise<unknown>;
 }
 
 /** What a handler knows about its request. */
@@ -93,6 +147,7 @@ interface RequestContext {
   readonly request: IncomingMessage;
   readonly response: ServerResponse;
   readonly requestId: string;
+  readonly listener: Listener;
   readonly route: Route;
   readonly params: Readonly<Record<string, string>>;
   readonly query: URLSearchParams;
@@ -117,6 +172,11 @@ const OPENAPI_BODY = JSON.stringify(openapiDocument);
  * (docs/api.md; the OpenAPI document is docs/api/openapi.json). It authenticates (bearer
  * session tokens), parses and validates, maps errors to statuses (common/errors.ts
  * `errorStatus`) and streams journals; the {@link TurnService} does the rest.
+ *
+ * With `peers`, a message or answer for a conversation another replica holds is forwarded
+ * once to that replica's peer listener (mutual TLS, the caller it authenticated, never the
+ * token), and this replica's own peer listener takes such requests from replicas only
+ * (docs/api.md, "Between replicas").
  *
  * Every request gets an `X-Request-Id`, one log line at `info` (method, route template,
  * status, duration; never a token or message text) and the request metrics.
@@ -146,6 +206,8 @@ export class PublicApiServer {
   private readonly requestAborters = new Map<AbortController, ServerResponse>();
   private readonly maxBodyBytes: number;
   private server: Server | undefined;
+  private peerServer: Server | undefined;
+  private readonly peerClient: PeerClient | undefined;
   private closing: Promise<void> | undefined;
 
   constructor(options: PublicApiServerOptions) {
@@ -160,6 +222,15 @@ export class PublicApiServer {
       ...(options.now === undefined ? {} : { now: options.now }),
     });
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    this.peerClient =
+      options.peers === undefined
+        ? undefined
+        : new PeerClient({
+            tls: options.peers.tls,
+            ...(options.peers.connectTimeoutMs === undefined
+              ? {}
+              : { connectTimeoutMs: options.peers.connectTimeoutMs }),
+          });
     this.hub = new JournalHub({
       follow: options.follow,
       log: this.log,
@@ -191,26 +262,47 @@ export class PublicApiServer {
    */
   async start(): Promise<{ host: string; port: number }> {
     if (this.server !== undefined) throw new Error('public API: start() called twice');
-    const server = createServer((request, response) => {
-      const handling = this.handle(request, response);
-      this.inFlight.add(handling);
-      void handling.finally(() => this.inFlight.delete(handling));
-    });
+    const server = createServer((request, response) =>
+      this.track(this.handle(request, response, Listener.Public)),
+    );
     this.server = server;
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(
-        this.options.port ?? DEFAULT_PUBLIC_API_PORT,
-        this.options.host ?? '0.0.0.0',
-        () => {
-          server.off('error', reject);
-          resolve();
+    await listen(server, this.options.port ?? DEFAULT_PUBLIC_API_PORT, this.options.host);
+    const peers = this.options.peers;
+    if (peers !== undefined) {
+      // Deny by default: the handshake refuses a client without a certificate from the
+      // Polychrome CA; each request then checks that the certificate is the control plane's.
+      const peerServer = createHttpsServer(
+        {
+          ca: peers.tls.ca,
+          cert: peers.tls.cert,
+          key: peers.tls.key,
+          requestCert: true,
+          rejectUnauthorized: true,
+          minVersion: 'TLSv1.3',
         },
+        (request, response) => this.track(this.handle(request, response, Listener.Peer)),
       );
-    });
+      this.peerServer = peerServer;
+      await listen(peerServer, peers.port ?? DEFAULT_PEER_PORT, peers.host);
+      this.log.info(this.peerAddress(), 'peer listener listening');
+    }
     const address = this.address();
     this.log.info(address, 'public API listening');
     return address;
+  }
+
+  private track(handling: Promise<void>): void {
+    this.inFlight.add(handling);
+    void handling.finally(() => this.inFlight.delete(handling));
+  }
+
+  /**
+   * The peer listener's bound address.
+   *
+   * @throws Error when it is not listening (no `peers` option, or not started).
+   */
+  peerAddress(): { host: string; port: number } {
+    return boundAddress(this.peerServer, 'the peer listener');
   }
 
   /**
@@ -219,11 +311,7 @@ export class PublicApiServer {
    * @throws Error when the server is not listening.
    */
   address(): { host: string; port: number } {
-    const address: string | AddressInfo | null | undefined = this.server?.address();
-    if (address === null || address === undefined || typeof address === 'string') {
-      throw new Error('public API: not listening');
-    }
-    return { host: address.address, port: address.port };
+    return boundAddress(this.server, 'public API');
   }
 
   /**
@@ -238,6 +326,10 @@ export class PublicApiServer {
     if (server === undefined) return Promise.resolve();
     this.closing ??= (async () => {
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+      const peerServer = this.peerServer;
+      const peerStopped = new Promise<void>((resolve) =>
+        peerServer === undefined ? resolve() : peerServer.close(() => resolve()),
+      );
       const streams = [...this.streams];
       for (const stream of streams) stream.shutdown();
       for (const [aborter, response] of this.requestAborters) {
@@ -248,13 +340,18 @@ export class PublicApiServer {
       await this.hub.close();
       await Promise.all([...this.inFlight]);
       server.closeAllConnections();
-      await stopped;
+      peerServer?.closeAllConnections();
+      await Promise.all([stopped, peerStopped]);
       this.log.info({ streams: streams.length }, 'public API closed');
     })();
     return this.closing;
   }
 
-  private async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+  private async handle(
+    request: IncomingMessage,
+    response: ServerResponse,
+    listener: Listener,
+  ): Promise<void> {
     const startedAt = performance.now();
     const requestId = randomUUID();
     response.setHeader('x-request-id', requestId);
@@ -284,6 +381,7 @@ export class PublicApiServer {
           requestId,
           method,
           route: routeLabel,
+          ...(listener === Listener.Peer ? { listener } : {}),
           status: response.statusCode,
           ms: Math.round(ms),
           ...(notes.conversation === undefined ? {} : { conversation: notes.conversation }),
@@ -294,6 +392,12 @@ export class PublicApiServer {
       );
     });
 
+    const refusal = listener === Listener.Peer ? peerRefusal(request, match) : undefined;
+    if (refusal !== undefined) {
+      notes.errorCode = refusal.code;
+      this.sendError(request, response, requestId, refusal);
+      return;
+    }
     if (match.kind !== 'matched') {
       const error =
         match.kind === 'not_found'
@@ -314,6 +418,7 @@ export class PublicApiServer {
       request,
       response,
       requestId,
+      listener,
       route: match.route,
       params: match.params,
       query,
@@ -374,10 +479,10 @@ export class PublicApiServer {
         return;
       }
       case Operation.AnswerApproval: {
-        const caller = await this.authenticate(ctx);
+        const { caller, body } = await this.asked(ctx);
         const conversationId = this.conversationId(ctx);
         const requestId = parseRequestId(ctx.params.requestId ?? '');
-        const answer = parseApprovalAnswer(await this.body(ctx));
+        const answer = parseApprovalAnswer(await body());
         let reply: TurnReply;
         try {
           reply = await this.options.service.answerApproval(
@@ -386,17 +491,17 @@ export class PublicApiServer {
             ctx.signal,
           );
         } catch (error) {
-          if (await this.forwarded(ctx, error, answer)) return;
+          if (await this.forwarded(ctx, error, { caller, body: answer })) return;
           throw error;
         }
         sendJson(ctx.response, 200, reply);
         return;
       }
       case Operation.AnswerQuestion: {
-        const caller = await this.authenticate(ctx);
+        const { caller, body } = await this.asked(ctx);
         const conversationId = this.conversationId(ctx);
         const requestId = parseRequestId(ctx.params.requestId ?? '');
-        const { answer } = parseQuestionAnswer(await this.body(ctx));
+        const { answer } = parseQuestionAnswer(await body());
         let reply: TurnReply;
         try {
           reply = await this.options.service.answerQuestion(
@@ -405,7 +510,7 @@ export class PublicApiServer {
             ctx.signal,
           );
         } catch (error) {
-          if (await this.forwarded(ctx, error, { answer })) return;
+          if (await this.forwarded(ctx, error, { caller, body: { answer } })) return;
           throw error;
         }
         sendJson(ctx.response, 200, reply);
@@ -457,9 +562,9 @@ export class PublicApiServer {
   }
 
   private async postMessage(ctx: RequestContext): Promise<void> {
-    const caller = await this.authenticate(ctx);
+    const { caller, body } = await this.asked(ctx);
     const conversationId = this.conversationId(ctx);
-    const input = parseMessageInput(await this.body(ctx), '');
+    const input = parseMessageInput(await body(), '');
     let key = '';
     const message = this.withKey(
       input,
@@ -473,7 +578,7 @@ export class PublicApiServer {
       reply = await this.options.service.postMessage(caller, request, ctx.signal);
     } catch (error) {
       // The same key travels on, so a generated one names the same turn there.
-      if (await this.forwarded(ctx, error, message)) return;
+      if (await this.forwarded(ctx, error, { caller, body: message })) return;
       throw error;
     }
     sendJson(ctx.response, 200, reply, { 'idempotency-key': key });
@@ -559,6 +664,20 @@ export class PublicApiServer {
     return this.authenticateToken(parseBearerToken(headerOf(ctx.request, 'authorization')));
   }
 
+  /**
+   * The caller and the body: on the public port from the bearer token (before the body is
+   * read) and the body; on the peer port from the envelope the forwarding replica sent,
+   * trusted because the peer proved with its certificate that it is a replica.
+   */
+  private async asked(ctx: RequestContext): Promise<Asked> {
+    if (ctx.listener === Listener.Public) {
+      const caller = await this.authenticate(ctx);
+      return { caller, body: () => this.body(ctx) };
+    }
+    const envelope = parsePeerEnvelope(await this.body(ctx));
+    return { caller: envelope.caller, body: () => Promise.resolve(envelope.body) };
+  }
+
   /** @throws ApiError 401 with the `invalid_token` challenge for a token that does not hold. */
   private async authenticateToken(token: string): Promise<Caller> {
     try {
@@ -581,43 +700,79 @@ export class PublicApiServer {
   }
 
   /**
-   * Another replica holds the conversation (the service says where, as `forwardTo`):
-   * sends the request there once and relays its answer. False when the error is not
-   * that, the request was forwarded already, or the holder cannot be reached (the caller
-   * then gets the original 503 and retries).
+   * Another replica holds the conversation (the service names it, as `forwardTo`): sends
+   * the already authenticated caller and the parsed body once to that replica's peer
+   * listener, found by the holder's Pod in the control plane's namespace, and relays its
+   * answer.
+   * The bearer token stays here. False when the error is not that or the request came in
+   * on the peer listener (never forwarded twice), or forwarding is off (the caller then
+   * gets the original 503).
+   *
+   * @throws ApiError 503 `unavailable` when no Ready control-plane pod is the holder or the hop fails:
+   *   nothing was sent anywhere, or the holder may have started the turn, and either way a
+   *   retry with the same idempotency key is safe.
    */
-  private async forwarded(ctx: RequestContext, error: unknown, body: unknown): Promise<boolean> {
-    const target = isAppError(error) ? error.details?.forwardTo : undefined;
-    if (typeof target !== 'string' || headerOf(ctx.request, FORWARDED_HEADER) !== undefined) {
+  private async forwarded(
+    ctx: RequestContext,
+    error: unknown,
+    envelope: { caller: Caller; body: unknown },
+  ): Promise<boolean> {
+    const holder = isAppError(error) ? error.details?.forwardTo : undefined;
+    const peers = this.options.peers;
+    const client = this.peerClient;
+    if (
+      typeof holder !== 'string' ||
+      ctx.listener !== Listener.Public ||
+      peers === undefined ||
+      client === undefined
+    ) {
       return false;
     }
-    let upstream: Response;
+    const conversation = ctx.notes.conversation ?? 'of this request';
+    const address = peers.directory.find(holder);
+    if (address === undefined) {
+      throw new ApiError(
+        'unavailable',
+        `replica ${JSON.stringify(holder.slice(0, 100))} holds conversation ${conversation}, and ` +
+          `no Ready pod of that name is among ${peers.directory.source}, so the request was ` +
+          'not forwarded; retry shortly (with the same idempotency key for a message: that is safe)',
+        { details: { holder: holder.slice(0, 100) }, cause: error },
+      );
+    }
+    let answer: PeerAnswer;
     try {
-      upstream = await fetch(new URL(ctx.request.url ?? '/', target), {
-        method: ctx.request.method ?? 'POST',
-        headers: {
-          authorization: headerOf(ctx.request, 'authorization') ?? '',
-          'content-type': 'application/json',
-          [FORWARDED_HEADER]: ctx.requestId,
+      answer = await client.send(
+        address,
+        {
+          method: ctx.request.method ?? 'POST',
+          path: ctx.request.url ?? '/',
+          envelope,
+          requestId: ctx.requestId,
         },
-        body: JSON.stringify(body),
-        signal: ctx.signal,
-      });
+        ctx.signal,
+      );
     } catch (cause) {
-      this.log.warn({ err: cause, requestId: ctx.requestId, target }, 'forwarding failed');
-      return false;
+      const reason = cause instanceof Error ? cause.message : String(cause);
+      this.log.warn(
+        { err: cause, requestId: ctx.requestId, holder, peer: address },
+        'forwarding failed',
+      );
+      throw new ApiError(
+        'unavailable',
+        `replica ${holder} holds conversation ${conversation}, and forwarding to it failed ` +
+          `(${reason}); retry (with the same idempotency key for a message: that is safe)`,
+        { details: { holder }, cause },
+      );
     }
-    const text = await upstream.text();
-    const headers: Record<string, string> = { 'x-polychrome-served-by': target };
-    const key = upstream.headers.get('idempotency-key');
-    if (key !== null) headers['idempotency-key'] = key;
-    ctx.response.writeHead(upstream.status, {
-      'content-type': upstream.headers.get('content-type') ?? 'application/json; charset=utf-8',
-      'content-length': Buffer.byteLength(text),
+    const headers: Record<string, string> = { 'x-polychrome-served-by': holder };
+    if (answer.idempotencyKey !== undefined) headers['idempotency-key'] = answer.idempotencyKey;
+    ctx.response.writeHead(answer.status, {
+      'content-type': answer.contentType ?? 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(answer.text),
       'cache-control': 'no-store',
       ...headers,
     });
-    ctx.response.end(text);
+    ctx.response.end(answer.text);
     return true;
   }
 
@@ -650,8 +805,71 @@ export class PublicApiServer {
   }
 }
 
-/** Marks a request one replica forwarded to the conversation's holder (never forwarded again). */
-const FORWARDED_HEADER = 'x-polychrome-forwarded';
+/**
+ * Why the peer listener refuses a request before anything reads it, or undefined. Only the
+ * control plane's certificate is accepted (the handshake already refused one without a
+ * certificate from the Polychrome CA); a bearer token never travels on a hop, so one that
+ * arrives means a misrouted client; only the forwarded routes are served.
+ */
+function peerRefusal(
+  request: IncomingMessage,
+  match: ReturnType<typeof matchRoute>,
+): ApiError | undefined {
+  const socket = request.socket as TLSSocket;
+  const identity = socket.authorized
+    ? certificateIdentityOf(socket.getPeerCertificate())
+    : undefined;
+  if (!isControlPlaneIdentity(identity)) {
+    return new ApiError(
+      'permission_denied',
+      `the peer port takes requests only from control-plane replicas (a certificate with CN ` +
+        `${CONTROL_PLANE_COMMON_NAME} or O polychrome:writer), and this one is ` +
+        `${identity === undefined ? 'not authorized' : `"${describeCertificateIdentity(identity)}"`}; ` +
+        'clients use the public API',
+    );
+  }
+  if (request.headers.authorization !== undefined) {
+    return new ApiError(
+      'invalid_argument',
+      'a forwarded request never carries an Authorization header; send the caller in the body',
+      { details: { field: 'Authorization' } },
+    );
+  }
+  if (headerOf(request, FORWARDED_HEADER) === undefined) {
+    return new ApiError(
+      'invalid_argument',
+      `a forwarded request names the forwarding replica's request id in ${FORWARDED_HEADER}`,
+      { details: { field: FORWARDED_HEADER } },
+    );
+  }
+  if (match.kind !== 'matched' || !PEER_OPERATIONS.has(match.route.operation)) {
+    return new ApiError(
+      'not_found',
+      'the peer port serves only forwarded messages, approval answers and question answers; ' +
+        'use the public API for anything else',
+    );
+  }
+  return undefined;
+}
+
+/** Listens on `port` at `host` (default every address). */
+async function listen(server: Server, port: number, host = '0.0.0.0'): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+function boundAddress(server: Server | undefined, what: string): { host: string; port: number } {
+  const address: string | AddressInfo | null | undefined = server?.address();
+  if (address === null || address === undefined || typeof address === 'string') {
+    throw new Error(`${what}: not listening`);
+  }
+  return { host: address.address, port: address.port };
+}
 
 function headerOf(request: IncomingMessage, name: string): string | undefined {
   const value = request.headers[name];

@@ -31,7 +31,7 @@ export class TurnClaims {
    *
    * @throws AppError `cancelled` when `signal` aborts while waiting; `unavailable` when
    *   this replica is shutting down, or another replica holds the lease (details:
-   *   `holder`, `retryAfterMs`, and `forwardTo` when the holder advertises an endpoint).
+   *   `holder`, `retryAfterMs`, and `forwardTo`: the holder, for the API to forward to).
    */
   async run<T>(
     conversation: Conversation,
@@ -57,7 +57,8 @@ export class TurnClaims {
         uid,
       });
       if (!isLeaseHandle(lease)) {
-        const endpoint = lease.holderEndpoint;
+        // forwardTo names the holder; the API finds its Pod in the control plane's own
+        // namespace, never in anything the Lease's namespace can write.
         throw new AppError(
           'unavailable',
           `replica ${lease.holder} holds conversation ${uid}; retry (the same idempotency key is safe)`,
@@ -65,7 +66,7 @@ export class TurnClaims {
             details: {
               holder: lease.holder,
               retryAfterMs: Math.max(0, lease.retryAtMs - this.options.nowMs()),
-              ...(endpoint === undefined ? {} : { forwardTo: endpoint }),
+              forwardTo: lease.holder,
             },
           },
         );

@@ -14,35 +14,12 @@ const cert = (subject: Record<string, string | string[]>): unknown => ({
   raw: Buffer.from('x'),
 });
 
+// The subject parsing itself: common/certificate-identity.test.ts.
 describe('callerIdentityOf', () => {
-  it.each([
-    ['the control plane by CN', { CN: 'polychrome-control-plane' }, [StateRole.Writer]],
-    ['a writer by O', { CN: 'other', O: 'polychrome:writer' }, [StateRole.Writer]],
-    ['a writer by OU', { CN: 'other', O: 'acme', OU: 'polychrome:writer' }, [StateRole.Writer]],
-    [
-      'a verifier by O',
-      { CN: 'polychrome-verifier', O: 'polychrome:verifier' },
-      [StateRole.Verifier],
-    ],
-    [
-      'both roles from repeated O',
-      { CN: 'x', O: ['polychrome:verifier', 'polychrome:writer'] },
-      [StateRole.Writer, StateRole.Verifier],
-    ],
-    ['no role', { CN: 'someone', O: 'polychrome:admin' }, []],
-    ['no role for a look-alike CN', { CN: 'polychrome-control-plane-2' }, []],
-  ])('reads %s', (_label, subject, roles) => {
-    expect([...(callerIdentityOf(cert(subject))?.roles ?? [])].sort()).toEqual([...roles].sort());
-  });
-
-  it.each([[undefined], [null], [{}], [{ subject: 'CN=x' }]])(
-    'finds no identity in %p',
-    (value) => {
-      expect(callerIdentityOf(value)).toBeUndefined();
-    },
-  );
-
-  it('describes the subject for messages', () => {
+  it('grants what common/certificate-identity.ts reads', () => {
+    expect([...(callerIdentityOf(cert({ CN: 'polychrome-control-plane' }))?.roles ?? [])]).toEqual([
+      StateRole.Writer,
+    ]);
     const identity = callerIdentityOf(cert({ CN: 'a', O: ['b', 'c'], OU: 'd' }));
     expect(identity && describeIdentity(identity)).toBe('CN=a, O=b, O=c, OU=d');
   });

@@ -1,77 +1,37 @@
+import {
+  certificateIdentityOf,
+  CertificateRole,
+  CONTROL_PLANE_COMMON_NAME,
+  describeCertificateIdentity,
+  type CertificateIdentity,
+} from '../../common/certificate-identity';
 import { AppError } from '../../common/errors';
 
 /**
  * Who may call the state plane, decided from the subject of the client certificate that
  * completed the mutual TLS handshake (the handshake itself already proved the certificate
  * was signed by the Polychrome CA). No token, no header: the certificate is the identity.
+ * The subject is parsed in common/certificate-identity.ts, which the control plane's
+ * replicas also use to accept each other.
  */
 
-/** Roles a certificate can carry, in its subject O or OU. */
-export const StateRole = {
-  /** May read and write journals: the control plane. */
-  Writer: 'polychrome:writer',
-  /** May only read (Read, Head, Proof, Verify, Export, ListPartitions). */
-  Verifier: 'polychrome:verifier',
-} as const;
-export type StateRole = (typeof StateRole)[keyof typeof StateRole];
-
-/** The common name of the control plane's client certificate; it implies the writer role. */
-export const CONTROL_PLANE_COMMON_NAME = 'polychrome-control-plane';
+/** Roles a certificate can carry, in its subject O or OU (common/certificate-identity.ts). */
+export const StateRole = CertificateRole;
+export type StateRole = CertificateRole;
+export { CONTROL_PLANE_COMMON_NAME };
 
 /** What a call needs. */
 export const StateAccess = { Read: 'read', Write: 'write' } as const;
 export type StateAccess = (typeof StateAccess)[keyof typeof StateAccess];
 
 /** The caller as its certificate names it. */
-export interface CallerIdentity {
-  readonly commonName: string;
-  readonly organizations: readonly string[];
-  readonly organizationalUnits: readonly string[];
-  readonly roles: ReadonlySet<StateRole>;
-}
+export type CallerIdentity = CertificateIdentity;
 
-function strings(value: unknown): string[] {
-  if (typeof value === 'string') return [value];
-  if (Array.isArray(value)) return value.filter((v): v is string => typeof v === 'string');
-  return [];
-}
-
-function field(subject: object, name: string): string[] {
-  return name in subject ? strings(Reflect.get(subject, name)) : [];
-}
-
-/**
- * Reads the identity from a peer certificate as node:tls reports it
- * (`TLSSocket.getPeerCertificate()`: `subject.CN`, `subject.O`, `subject.OU`, each a
- * string, or an array when the subject repeats the attribute). Returns `undefined` when
- * there is no certificate or it has no subject.
- */
-export function callerIdentityOf(certificate: unknown): CallerIdentity | undefined {
-  if (typeof certificate !== 'object' || certificate === null || !('subject' in certificate)) {
-    return undefined;
-  }
-  const subject: unknown = certificate.subject;
-  if (typeof subject !== 'object' || subject === null) return undefined;
-  const commonName = field(subject, 'CN')[0] ?? '';
-  const organizations = field(subject, 'O');
-  const organizationalUnits = field(subject, 'OU');
-  const roles = new Set<StateRole>();
-  const claimed = new Set([...organizations, ...organizationalUnits]);
-  if (commonName === CONTROL_PLANE_COMMON_NAME || claimed.has(StateRole.Writer)) {
-    roles.add(StateRole.Writer);
-  }
-  if (claimed.has(StateRole.Verifier)) roles.add(StateRole.Verifier);
-  return { commonName, organizations, organizationalUnits, roles };
-}
+/** Reads the identity from a peer certificate (common/certificate-identity.ts). */
+export const callerIdentityOf = certificateIdentityOf;
 
 /** The identity as one line for messages and logs: `CN=..., O=..., OU=...`. */
-export function describeIdentity(identity: CallerIdentity): string {
-  return [
-    `CN=${identity.commonName || '(none)'}`,
-    ...identity.organizations.map((o) => `O=${o}`),
-    ...identity.organizationalUnits.map((u) => `OU=${u}`),
-  ].join(', ');
-}
+export const describeIdentity = describeCertificateIdentity;
 
 /** True when `identity` may make a call that needs `access`. */
 export function isAllowed(identity: CallerIdentity, access: StateAccess): boolean {

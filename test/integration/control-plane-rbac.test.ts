@@ -17,6 +17,7 @@ import { pollUntil } from '../../hack/lib/processes';
 import { ConversationResource } from '../../operator/api/v1alpha1';
 import { ConversationController } from '../../operator/controller/conversation-controller';
 import { ConversationLeases, leaseOwnership } from '../../operator/lease/conversation-leases';
+import { CONTROL_PLANE_POD_LABELS, PeerEndpoints } from '../../operator/public-api/peer-endpoints';
 import {
   createConversationObject,
   dropConversationFinalizers,
@@ -25,6 +26,12 @@ import {
   kubeConfig,
   sharedCluster,
 } from './support/kube';
+import {
+  CONTROL_PLANE_NAMESPACE,
+  deleteProcessPod,
+  PEER_HOST,
+  writeProcessPod,
+} from './support/peer-pods';
 import { createSandboxPool, ensureRuntimeClass } from './support/sandbox';
 
 // The control plane runs here as exactly the identity config/rbac grants (the
@@ -171,6 +178,41 @@ describe('control plane as its own least-privilege identity, two replicas', () =
         .makeApiClient(CoordinationV1Api)
         .deleteNamespacedLease({ namespace: ns.name, name: 'conv-x' }),
     ).rejects.toMatchObject({ code: 403 });
+  });
+
+  it("finds a peer replica's Pod in its own namespace by the watch config/rbac grants", async () => {
+    const name = `${ns.name}-peer`;
+    const peers = new PeerEndpoints({
+      kubeConfig: asOperator,
+      namespace: CONTROL_PLANE_NAMESPACE,
+      log: pino({ level: process.env['POLYCHROME_TEST_LOG'] ?? 'silent' }),
+    });
+    try {
+      await peers.start();
+      await writeProcessPod(admin, {
+        namespace: CONTROL_PLANE_NAMESPACE,
+        name,
+        labels: CONTROL_PLANE_POD_LABELS,
+        peerPort: 18443,
+        podIP: PEER_HOST,
+      });
+      // Seen through the watch, not a GET: a refused list or watch would leave it unknown.
+      const found = await pollUntil(
+        `${name} in the peer cache`,
+        () => Promise.resolve(peers.find(name)),
+        poll,
+      );
+      expect(found).toEqual({ host: PEER_HOST, port: 18443 });
+      await deleteProcessPod(admin, CONTROL_PLANE_NAMESPACE, name);
+      await pollUntil(
+        `${name} to leave the peer cache`,
+        () => Promise.resolve(peers.find(name) === undefined ? true : undefined),
+        poll,
+      );
+    } finally {
+      await peers.close();
+      await deleteProcessPod(admin, CONTROL_PLANE_NAMESPACE, name);
+    }
   });
 
   it('brings conversations on both backends to Ready, one lease holder each', async () => {

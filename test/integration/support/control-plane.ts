@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { devControlPlaneEnv, type DevCerts } from '../../../hack/lib/dev-certs';
 import { defaultBinDir, repoRoot, type LocalCluster } from '../../../hack/lib/local-cluster';
 import { freePort, sleep } from '../../../hack/lib/processes';
+import { CONTROL_PLANE_NAMESPACE, PEER_HOST } from './peer-pods';
 import { exitedPromise, exitOf, LineLog, tailOf, type ExitOutcome } from './process-logs';
 
 /** The identity config/rbac binds the control plane's roles to. */
@@ -47,6 +48,11 @@ export interface ControlPlaneOptions {
   readonly harnessTokenFile: string;
   /** The approval signing key, PKCS#8 PEM (`POLYCHROME_APPROVAL_KEY_FILE`). */
   readonly approvalKeyFile: string;
+  /**
+   * The namespace where the replicas find each other's Pods (support/peer-pods.ts writes
+   * them). @default polychrome-system
+   */
+  readonly peerNamespace?: string;
   /** @default 3000 */
   readonly leaseDurationMs?: number;
   /** @default 1000 */
@@ -72,6 +78,8 @@ export class ControlPlaneProcess {
     readonly identity: string,
     readonly healthPort: number,
     readonly apiPort: number,
+    /** The peer listener's port, on 127.0.0.1. */
+    readonly peerPort: number,
     /** The environment each run starts with. */
     readonly env: Readonly<Record<string, string>>,
   ) {}
@@ -80,6 +88,7 @@ export class ControlPlaneProcess {
   static async create(options: ControlPlaneOptions): Promise<ControlPlaneProcess> {
     const healthPort = await freePort();
     const apiPort = await freePort();
+    const peerPort = await freePort(PEER_HOST);
     const leaseMs = options.leaseDurationMs ?? 3_000;
     const env = {
       PATH: process.env.PATH ?? '',
@@ -97,13 +106,16 @@ export class ControlPlaneProcess {
       // The public API and the turn coordinator.
       POLYCHROME_API_HOST: '127.0.0.1',
       POLYCHROME_API_PORT: String(apiPort),
-      POLYCHROME_API_ADVERTISE_URL: `http://127.0.0.1:${apiPort}`,
+      // Peers: this replica's listener (loopback only), and where it looks for the others.
+      POLYCHROME_PEER_HOST: PEER_HOST,
+      POLYCHROME_PEER_PORT: String(peerPort),
+      POLYCHROME_NAMESPACE: options.peerNamespace ?? CONTROL_PLANE_NAMESPACE,
       POLYCHROME_HARNESS_TOKEN_FILE: options.harnessTokenFile,
       POLYCHROME_APPROVAL_KEY_FILE: options.approvalKeyFile,
       POLYCHROME_NEW_CONVERSATION_NAMESPACE: options.namespace,
       ...options.env,
     };
-    return new ControlPlaneProcess(options.identity, healthPort, apiPort, env);
+    return new ControlPlaneProcess(options.identity, healthPort, apiPort, peerPort, env);
   }
 
   /** The public API's base URL. */

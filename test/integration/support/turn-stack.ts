@@ -60,6 +60,7 @@ import {
   kubeConfig,
   sharedCluster,
 } from './kube';
+import { PeerPods } from './peer-pods';
 import { LineLog, tailOf } from './process-logs';
 import { ensureRuntimeClass } from './sandbox';
 import { StatePlane } from './state-plane';
@@ -78,7 +79,7 @@ export interface TurnStackOptions {
    * @default the jest integration project's shared cluster
    */
   readonly cluster?: LocalCluster;
-  /** Control-plane replicas, named `cp-0`, `cp-1`, ... @default 1 */
+  /** Control-plane replicas, named `<namespace>-cp-0`, `<namespace>-cp-1`, ... @default 1 */
   readonly controlPlanes?: number;
   /** Prefix of the namespace's name. @default 'turns' */
   readonly namespacePrefix?: string;
@@ -146,6 +147,7 @@ export class TurnStack {
   private token = '';
   private stopping: Promise<void> | undefined;
   private planesNamed = 0;
+  private peerPods: PeerPods | undefined;
 
   private constructor(
     /** Admin client of the cluster (the shared one unless one was given). */
@@ -232,18 +234,24 @@ export class TurnStack {
     return this.controlPlane(0).apiUrl;
   }
 
+  /** The control planes' Pods in polychrome-system, one per replica process. */
+  get peers(): PeerPods {
+    return this.required(this.peerPods, 'peer pods');
+  }
+
   /** The control plane at `index`. */
   controlPlane(index = 0): ControlPlaneProcess {
     return this.required(this.controlPlanes[index], `control plane ${index}`);
   }
 
   /**
-   * Creates and starts one more control plane (`cp-<n>`) with the same settings.
+   * Creates and starts one more control plane (`<namespace>-cp-<n>`) with the same settings.
    * @param wait wait until it is ready @default true
    */
   async addControlPlane(wait = true): Promise<ControlPlaneProcess> {
     // Named before the first await: planes started together must not share an identity.
-    const identity = `cp-${this.planesNamed++}`;
+    // The identity is its Pod's name in polychrome-system, which every stack shares.
+    const identity = `${this.namespace}-cp-${this.planesNamed++}`;
     const plane = await ControlPlaneProcess.create({
       identity,
       kubeconfig: this.operatorKubeconfig,
@@ -252,6 +260,7 @@ export class TurnStack {
       stateAddress: this.state.address,
       harnessTokenFile: this.harnessTokenFile,
       approvalKeyFile: this.approvalKey.privateKeyPath,
+      peerNamespace: this.peers.namespace,
       ...(this.options.leaseDurationMs === undefined
         ? {}
         : { leaseDurationMs: this.options.leaseDurationMs }),
@@ -261,6 +270,8 @@ export class TurnStack {
       },
     });
     this.assertNotStopped();
+    // Its Pod, as its Deployment and a kubelet would write it.
+    await this.peers.register(identity, plane.peerPort);
     this.controlPlanes.push(plane);
     plane.start();
     if (wait) await plane.waitReady();
@@ -579,6 +590,8 @@ export class TurnStack {
     this.approval = approval;
     this.token = token;
     this.statePlane = await StatePlane.create(certs, join(dir, 'state-data'));
+    // After controlPlaneKubeconfig applied config/ (the namespace and the peers' Role).
+    this.peerPods = new PeerPods(this.admin);
 
     // The state plane starts while the harness objects are written and the node registers.
     const state = this.statePlane;
@@ -693,6 +706,10 @@ export class TurnStack {
     if (this.ownsMessages && this.messagesServer !== undefined) {
       const server = this.messagesServer;
       await step(() => server.close());
+    }
+    if (this.peerPods !== undefined) {
+      const peers = this.peerPods;
+      await step(() => peers.dispose());
     }
     if (this.namespaceHandle !== undefined) {
       const ns = this.namespaceHandle;

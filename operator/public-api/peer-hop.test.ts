@@ -1,0 +1,419 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import {
+  createServer as createHttpsServer,
+  request as httpsRequest,
+  type Server,
+} from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TLSSocket } from 'node:tls';
+import { AppError } from '../../common/errors';
+import { ensureDevCerts, type DevCerts } from '../../hack/lib/dev-certs';
+import { CertUsage, DevCertificateAuthority, type CertFiles } from '../../hack/lib/pki';
+import type { PeerAddress, PeerDirectory } from './peer-endpoints';
+import { FORWARDED_HEADER, parsePeerEnvelope, type PeerTls } from './peer-hop';
+import { ALICE, ADMIN, call, errorOf, startApi, TOKENS, type TestApi } from './testdata/fixtures';
+
+// Two real API servers with real TLS on loopback: `front` is the replica a client
+// reaches, `holder` the one that holds the conversation. What crosses the hop is also
+// watched at a listener the test owns (`Tap`).
+
+let dir: string;
+let certs: DevCerts;
+/** The control plane's certificate, as both replicas hold it. */
+let controlPlane: PeerTls;
+/** CA-signed, but another identity (server and client usages, so only the name differs). */
+let harness: CertFiles;
+/** Named like the control plane, signed by another CA. */
+let foreign: CertFiles & { caPath: string };
+
+const load = async (files: CertFiles): Promise<{ cert: Buffer; key: Buffer }> => ({
+  cert: await readFile(files.certPath),
+  key: await readFile(files.keyPath),
+});
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'polychrome-peer-hop-'));
+  certs = await ensureDevCerts(join(dir, 'pki'));
+  controlPlane = {
+    ca: await readFile(certs.ca.certPath),
+    ...(await load(certs.controlPlane)),
+  };
+  harness = await DevCertificateAuthority.open(certs.dir, 'ca').issue({
+    name: 'harness',
+    commonName: 'polychrome-harness',
+    usage: CertUsage.Both,
+  });
+  const other = await DevCertificateAuthority.create(join(dir, 'other'), 'ca', 'Another CA');
+  foreign = {
+    ...(await other.issue({
+      name: 'impostor',
+      commonName: 'polychrome-control-plane',
+      organizations: ['polychrome:writer'],
+      usage: CertUsage.Both,
+    })),
+    caPath: other.certPath,
+  };
+}, 60_000);
+
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** A directory that answers one holder with one address (or none). */
+class FixedDirectory implements PeerDirectory {
+  readonly source = 'the test pods';
+  readonly asked: string[] = [];
+  constructor(private readonly table: Readonly<Record<string, PeerAddress>> = {}) {}
+  find(holder: string): PeerAddress | undefined {
+    this.asked.push(holder);
+    return this.table[holder];
+  }
+}
+
+/** What reached a {@link Tap}. */
+interface Tapped {
+  readonly method: string;
+  readonly url: string;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly body: string;
+  readonly clientSubject: unknown;
+}
+
+/**
+ * An HTTPS listener the test controls: it records every TCP connection and request and
+ * answers 200 with a fixed body. Given the control plane's certificate it stands where a
+ * replica would; given another it is an impostor.
+ */
+class Tap {
+  readonly requests: Tapped[] = [];
+  connections = 0;
+  private constructor(private readonly server: Server) {}
+
+  static async start(files: { cert: Buffer; key: Buffer; ca: Buffer }): Promise<Tap> {
+    const server = createHttpsServer({ ...files, requestCert: true, rejectUnauthorized: false });
+    const tap = new Tap(server);
+    server.on('connection', () => (tap.connections += 1));
+    server.on('request', (request, response) => {
+      const chunks: Buffer[] = [];
+      request.on('data', (c: Buffer) => chunks.push(c));
+      request.on('end', () => {
+        tap.requests.push({
+          method: request.method ?? '',
+          url: request.url ?? '',
+          headers: { ...request.headers },
+          body: Buffer.concat(chunks).toString('utf8'),
+          clientSubject: (request.socket as TLSSocket).getPeerCertificate().subject,
+        });
+        response.writeHead(200, { 'content-type': 'application/json', 'idempotency-key': 'k-1' });
+        response.end('{"tapped":true}');
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return tap;
+  }
+
+  get address(): PeerAddress {
+    return { host: '127.0.0.1', port: (this.server.address() as AddressInfo).port };
+  }
+
+  close(): Promise<void> {
+    this.server.closeAllConnections();
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+const open: { close(): Promise<void> }[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((o) => o.close()));
+});
+
+const busy = (holder: string): AppError =>
+  new AppError('unavailable', `replica ${holder} holds conversation x; retry`, {
+    details: { holder, retryAfterMs: 1000, forwardTo: holder },
+  });
+
+async function replica(directory: PeerDirectory): Promise<TestApi> {
+  const api = await startApi({
+    peers: { host: '127.0.0.1', port: 0, tls: controlPlane, directory, connectTimeoutMs: 2_000 },
+  });
+  open.push(api.server);
+  return api;
+}
+
+async function tap(files: { cert: Buffer; key: Buffer; ca: Buffer }): Promise<Tap> {
+  const t = await Tap.start(files);
+  open.push(t);
+  return t;
+}
+
+/** One HTTPS request to a peer listener with the given client certificate (or none). */
+function peerCall(
+  address: { port: number },
+  options: {
+    method?: string;
+    path: string;
+    client?: { cert: Buffer; key: Buffer };
+    headers?: Record<string, string>;
+    body?: unknown;
+  },
+): Promise<{ status: number; json: unknown }> {
+  const payload = options.body === undefined ? '' : JSON.stringify(options.body);
+  return new Promise((resolve, reject) => {
+    const outgoing = httpsRequest(
+      {
+        host: '127.0.0.1',
+        port: address.port,
+        method: options.method ?? 'POST',
+        path: options.path,
+        ca: controlPlane.ca,
+        ...(options.client ?? {}),
+        checkServerIdentity: () => undefined,
+        agent: false,
+        headers: {
+          'content-type': 'application/json',
+          [FORWARDED_HEADER]: 'test',
+          ...options.headers,
+        },
+      },
+      (incoming) => {
+        const chunks: Buffer[] = [];
+        incoming.on('data', (c: Buffer) => chunks.push(c));
+        incoming.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          resolve({ status: incoming.statusCode ?? 0, json: JSON.parse(text) as unknown });
+        });
+      },
+    );
+    outgoing.on('error', reject);
+    outgoing.end(payload);
+  });
+}
+
+const messagePath = (id: string): string => `/v1/conversations/${id}/messages`;
+
+describe('forwarding to the replica that holds the conversation', () => {
+  it('sends the authenticated caller and never the token, over mutual TLS, and relays the answer', async () => {
+    const t = await tap({ ...controlPlane });
+    const front = await replica(new FixedDirectory({ 'cp-b': t.address }));
+    const id = front.seed(ALICE.identity);
+    front.service.failNext(busy('cp-b'));
+
+    const answer = await call(front, 'POST', messagePath(id), {
+      token: TOKENS.alice,
+      body: { text: 'hello', idempotencyKey: 'k-1' },
+    });
+    expect(answer.status).toBe(200);
+    expect(answer.json).toEqual({ tapped: true });
+    expect(answer.headers.get('x-polychrome-served-by')).toBe('cp-b');
+    expect(answer.headers.get('idempotency-key')).toBe('k-1');
+
+    expect(t.requests).toHaveLength(1);
+    const [hop] = t.requests;
+    expect(hop?.method).toBe('POST');
+    expect(hop?.url).toBe(messagePath(id));
+    expect(hop?.headers.authorization).toBeUndefined();
+    // The token appears nowhere on the hop, in any header or in the body.
+    expect(JSON.stringify(hop?.headers)).not.toContain(TOKENS.alice);
+    expect(hop?.body).not.toContain(TOKENS.alice);
+    expect(hop?.headers[FORWARDED_HEADER]).toEqual(expect.any(String));
+    expect(hop?.clientSubject).toMatchObject({ CN: 'polychrome-control-plane' });
+    expect(parsePeerEnvelope(JSON.parse(hop?.body ?? ''))).toEqual({
+      caller: ALICE,
+      body: { text: 'hello', idempotencyKey: 'k-1' },
+    });
+  });
+
+  it('is served by the real holder, which runs the turn as the forwarded caller', async () => {
+    const holder = await replica(new FixedDirectory());
+    const id = holder.seed(ALICE.identity);
+    const front = await replica(new FixedDirectory({ 'cp-b': holder.server.peerAddress() }));
+    front.service.failNext(busy('cp-b'));
+
+    const answer = await call(front, 'POST', messagePath(id), {
+      token: TOKENS.alice,
+      body: { text: 'hi there', idempotencyKey: 'k-2' },
+    });
+    expect(answer.status).toBe(200);
+    expect(answer.json).toMatchObject({ conversationId: id, status: 'complete' });
+    expect(answer.headers.get('x-polychrome-served-by')).toBe('cp-b');
+    expect(holder.service.calls).toEqual([{ method: 'postMessage', caller: ALICE.identity }]);
+    // The holder never authenticated a token: it was never given one.
+    expect(holder.tokens.calls).toBe(0);
+    expect(holder.logs).toContainEqual(
+      expect.objectContaining({ listener: 'peer', status: 200, msg: 'request served' }),
+    );
+  });
+
+  it('forwards approval and question answers the same way', async () => {
+    const t = await tap({ ...controlPlane });
+    const front = await replica(new FixedDirectory({ 'cp-b': t.address }));
+    const id = front.seed(ADMIN.identity);
+    front.service.failNext(busy('cp-b'));
+    const approval = await call(front, 'POST', `/v1/conversations/${id}/approvals/r-1`, {
+      token: TOKENS.admin,
+      body: { decision: 'deny', comment: 'no' },
+    });
+    front.service.failNext(busy('cp-b'));
+    const question = await call(front, 'POST', `/v1/conversations/${id}/questions/q-1`, {
+      token: TOKENS.admin,
+      body: { answer: 'blue' },
+    });
+    expect([approval.status, question.status]).toEqual([200, 200]);
+    expect(t.requests.map((r) => JSON.parse(r.body) as unknown)).toEqual([
+      { caller: ADMIN, body: { decision: 'deny', comment: 'no' } },
+      { caller: ADMIN, body: { answer: 'blue' } },
+    ]);
+    expect(t.requests.every((r) => r.headers.authorization === undefined)).toBe(true);
+  });
+
+  it('answers 503 and sends nothing when no pod is the holder', async () => {
+    const t = await tap({ ...controlPlane });
+    const directory = new FixedDirectory({ 'cp-b': t.address });
+    const front = await replica(directory);
+    const id = front.seed(ALICE.identity);
+    front.service.failNext(busy('http://127.0.0.1:9/'));
+    const answer = await call(front, 'POST', messagePath(id), {
+      token: TOKENS.alice,
+      body: { text: 'hello' },
+    });
+    expect(answer.status).toBe(503);
+    const error = errorOf(answer);
+    expect(error.code).toBe('unavailable');
+    expect(error.message).toMatch(/no Ready pod of that name is among the test pods/);
+    expect(error.message).toMatch(/same idempotency key/);
+    expect(directory.asked).toEqual(['http://127.0.0.1:9/']);
+    expect(t.connections).toBe(0);
+  });
+
+  it('answers 503 when the hop cannot connect', async () => {
+    const t = await tap({ ...controlPlane });
+    const address = t.address;
+    await t.close();
+    const front = await replica(new FixedDirectory({ 'cp-b': address }));
+    const id = front.seed(ALICE.identity);
+    front.service.failNext(busy('cp-b'));
+    const answer = await call(front, 'POST', messagePath(id), {
+      token: TOKENS.alice,
+      body: { text: 'hello' },
+    });
+    expect(answer.status).toBe(503);
+    expect(errorOf(answer).message).toMatch(
+      /replica cp-b holds conversation .*forwarding to it failed \(.*ECONNREFUSED.*\); retry \(with the same idempotency key/,
+    );
+  });
+
+  it.each([
+    ['a certificate of another identity from the Polychrome CA', () => harness, false],
+    ['a control-plane name from another CA', () => foreign, true],
+  ])('refuses to send anything to a server with %s', async (_label, files, otherCa) => {
+    const f = files();
+    const t = await tap({
+      ...(await load(f)),
+      ca: otherCa ? await readFile(foreign.caPath) : controlPlane.ca,
+    });
+    const front = await replica(new FixedDirectory({ 'cp-b': t.address }));
+    const id = front.seed(ALICE.identity);
+    front.service.failNext(busy('cp-b'));
+    const answer = await call(front, 'POST', messagePath(id), {
+      token: TOKENS.alice,
+      body: { text: 'hello' },
+    });
+    expect(answer.status).toBe(503);
+    expect(errorOf(answer).message).toMatch(/forwarding to it failed/);
+    // The handshake failed on our side: not one request, so no caller, reached it.
+    expect(t.connections).toBe(1);
+    expect(t.requests).toEqual([]);
+  });
+
+  it('never forwards a forwarded request again', async () => {
+    const t = await tap({ ...controlPlane });
+    const holder = await replica(new FixedDirectory({ 'cp-a': t.address }));
+    const id = holder.seed(ALICE.identity);
+    holder.service.failNext(busy('cp-a'));
+    const answer = await peerCall(holder.server.peerAddress(), {
+      path: messagePath(id),
+      client: await load(certs.controlPlane),
+      body: { caller: ALICE, body: { text: 'hello', idempotencyKey: 'k-3' } },
+    });
+    expect(answer.status).toBe(503);
+    expect(t.connections).toBe(0);
+  });
+});
+
+describe('the peer listener', () => {
+  const envelope = { caller: ADMIN, body: { text: 'as admin', idempotencyKey: 'k-9' } };
+
+  it('refuses a client without a certificate, or with one from another CA, in the handshake', async () => {
+    const holder = await replica(new FixedDirectory());
+    const id = holder.seed(ADMIN.identity);
+    const address = holder.server.peerAddress();
+    await expect(peerCall(address, { path: messagePath(id), body: envelope })).rejects.toThrow();
+    await expect(
+      peerCall(address, { path: messagePath(id), client: await load(foreign), body: envelope }),
+    ).rejects.toThrow();
+    expect(holder.service.calls).toEqual([]);
+  });
+
+  it.each([
+    ['the verifier', () => certs.verifier],
+    ['a harness', () => harness],
+  ])('refuses %s (CA-signed, not the control plane) with 403', async (_label, files) => {
+    const holder = await replica(new FixedDirectory());
+    const id = holder.seed(ADMIN.identity);
+    const answer = await peerCall(holder.server.peerAddress(), {
+      path: messagePath(id),
+      client: await load(files()),
+      body: envelope,
+    });
+    expect(answer.status).toBe(403);
+    expect(JSON.stringify(answer.json)).toMatch(/takes requests only from control-plane replicas/);
+    expect(holder.service.calls).toEqual([]);
+  });
+
+  it('refuses a request that carries a bearer token, and any route but the forwarded ones', async () => {
+    const holder = await replica(new FixedDirectory());
+    const id = holder.seed(ADMIN.identity);
+    const client = await load(certs.controlPlane);
+    const address = holder.server.peerAddress();
+    const withToken = await peerCall(address, {
+      path: messagePath(id),
+      client,
+      headers: { authorization: `Bearer ${TOKENS.admin}` },
+      body: envelope,
+    });
+    expect(withToken.status).toBe(400);
+    expect(JSON.stringify(withToken.json)).toMatch(/never carries an Authorization header/);
+    for (const [method, path] of [
+      ['GET', `/v1/conversations/${id}`],
+      ['GET', `/v1/conversations/${id}/transcript`],
+      ['GET', `/v1/conversations/${id}/stream`],
+      ['POST', '/v1/conversations'],
+      ['GET', '/v1/openapi.json'],
+    ] as const) {
+      const answer = await peerCall(address, { method, path, client, body: envelope });
+      expect([method, path, answer.status]).toEqual([method, path, 404]);
+    }
+    expect(holder.service.calls).toEqual([]);
+    expect(holder.tokens.calls).toBe(0);
+  });
+
+  it('ignores a caller sent to the public port: the token decides, and an envelope is refused', async () => {
+    const front = await replica(new FixedDirectory());
+    const id = front.seed(ADMIN.identity);
+    const noToken = await call(front, 'POST', messagePath(id), {
+      body: envelope,
+      headers: { [FORWARDED_HEADER]: 'forged' },
+    });
+    expect(noToken.status).toBe(401);
+    const asAlice = await call(front, 'POST', messagePath(id), {
+      token: TOKENS.alice,
+      body: envelope,
+      headers: { [FORWARDED_HEADER]: 'forged' },
+    });
+    expect(asAlice.status).toBe(400);
+    expect(front.service.calls).toEqual([]);
+  });
+});

@@ -1,0 +1,240 @@
+import { request as httpsRequest } from 'node:https';
+import type { PeerCertificate, TLSSocket } from 'node:tls';
+import {
+  certificateIdentityOf,
+  CONTROL_PLANE_COMMON_NAME,
+  describeCertificateIdentity,
+  isControlPlaneIdentity,
+} from '../../common/certificate-identity';
+import { isIdentity } from '../../common/identity';
+import type { StateClientTls } from '../../common/state-client';
+import type { Caller } from '../turns/turn-service';
+import { ApiError } from './api-error';
+import type { PeerAddress } from './peer-endpoints';
+
+/*
+ * The hop from the replica a client reached to the replica that holds the conversation
+ * (docs/api.md, "Between replicas"): HTTPS with mutual TLS on both ends, each side
+ * presenting the control plane's certificate. The caller the first replica authenticated
+ * travels in the body; the bearer token never does.
+ */
+
+/** The peer listener's port (the control-plane Service's `https-peer`). */
+export const DEFAULT_PEER_PORT = 8443;
+/** Names the forwarding replica's request id on the hop (for matching log lines). */
+export const FORWARDED_HEADER = 'x-polychrome-forwarded';
+/** How long the hop may take to connect and finish the TLS handshake. */
+export const DEFAULT_PEER_CONNECT_TIMEOUT_MS = 5_000;
+/** Largest answer relayed from a peer. */
+export const MAX_PEER_ANSWER_BYTES = 1 << 20;
+
+/** The certificate, key and CA of both ends of the hop: the control plane's own (PEM). */
+export interface PeerTls {
+  readonly ca: Buffer;
+  readonly cert: Buffer;
+  readonly key: Buffer;
+}
+
+/** The hop's TLS material from the state-plane link's (the same certificate serves both). */
+export function peerTlsOf(tls: StateClientTls): PeerTls {
+  return { ca: Buffer.from(tls.ca), cert: Buffer.from(tls.cert), key: Buffer.from(tls.key) };
+}
+
+/** What one replica sends another: who asked, and what they sent (key settled). */
+export interface PeerEnvelope {
+  readonly caller: Caller;
+  readonly body: unknown;
+}
+
+const MAX_LIST = 64;
+const MAX_FIELD_CHARS = 256;
+
+/**
+ * Reads the envelope a peer sent. The peer is a replica (its certificate proved that),
+ * so this guards against skew between versions, not against an attacker.
+ *
+ * @throws ApiError `invalid_argument` naming the field that is wrong.
+ */
+export function parsePeerEnvelope(value: unknown): PeerEnvelope {
+  const bad = (field: string, rule: string): ApiError =>
+    new ApiError('invalid_argument', `forwarded request: ${field} ${rule}`, {
+      details: { field },
+    });
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw bad('body', 'must be an object {caller, body}');
+  }
+  const extra = Object.keys(value).filter((k) => k !== 'caller' && k !== 'body');
+  if (extra.length > 0) throw bad(extra.join(', '), 'is not a field of a forwarded request');
+  const caller: unknown = Reflect.get(value, 'caller');
+  if (typeof caller !== 'object' || caller === null || Array.isArray(caller)) {
+    throw bad('caller', 'must be an object');
+  }
+  const text = (name: string): string => {
+    const v: unknown = Reflect.get(caller, name);
+    if (typeof v !== 'string' || v === '' || v.length > MAX_FIELD_CHARS) {
+      throw bad(`caller.${name}`, `must be a string of 1..${MAX_FIELD_CHARS} characters`);
+    }
+    return v;
+  };
+  const list = (name: string): string[] => {
+    const v: unknown = Reflect.get(caller, name);
+    if (
+      !Array.isArray(v) ||
+      v.length > MAX_LIST ||
+      !v.every((s) => typeof s === 'string' && s !== '' && s.length <= MAX_FIELD_CHARS)
+    ) {
+      throw bad(`caller.${name}`, `must be a list of at most ${MAX_LIST} non-empty strings`);
+    }
+    return v as string[];
+  };
+  const identity = text('identity');
+  if (!isIdentity(identity)) throw bad('caller.identity', 'is not an identity');
+  const identities = list('identities');
+  if (!identities.every(isIdentity)) throw bad('caller.identities', 'holds a non-identity');
+  return {
+    caller: {
+      identity,
+      identities,
+      personaId: text('personaId'),
+      roles: list('roles'),
+      sessionId: text('sessionId'),
+    },
+    body: Reflect.get(value, 'body'),
+  };
+}
+
+/**
+ * node:tls `checkServerIdentity` for the hop: the server must present the control plane's
+ * certificate (the chain was already verified against the Polychrome CA). It replaces the
+ * host name check: a pod's address is an IP, which the certificate need not name.
+ */
+export function checkPeerServerIdentity(
+  _host: string,
+  certificate: PeerCertificate,
+): Error | undefined {
+  const identity = certificateIdentityOf(certificate);
+  if (isControlPlaneIdentity(identity)) return undefined;
+  return new Error(
+    `the peer presented "${identity === undefined ? 'no subject' : describeCertificateIdentity(identity)}", ` +
+      `not the control plane's certificate (CN ${CONTROL_PLANE_COMMON_NAME} or O polychrome:writer)`,
+  );
+}
+
+/** A peer's answer, to relay as it is. */
+export interface PeerAnswer {
+  readonly status: number;
+  readonly contentType: string | undefined;
+  readonly idempotencyKey: string | undefined;
+  readonly text: string;
+}
+
+/** What to send on the hop. */
+export interface PeerRequest {
+  readonly method: string;
+  /** The public route's path (the peer serves the same paths). */
+  readonly path: string;
+  readonly envelope: PeerEnvelope;
+  /** The forwarding replica's request id. */
+  readonly requestId: string;
+}
+
+/** Options of {@link PeerClient}. */
+export interface PeerClientOptions {
+  readonly tls: PeerTls;
+  /** @default {@link DEFAULT_PEER_CONNECT_TIMEOUT_MS} */
+  readonly connectTimeoutMs?: number;
+}
+
+/**
+ * Sends a forwarded request to another replica's peer listener over mutual TLS: the
+ * control plane's client certificate, the server checked against the Polychrome CA and
+ * the control-plane identity. The request carries the envelope and no Authorization
+ * header.
+ */
+export class PeerClient {
+  private readonly tls: PeerTls;
+  private readonly connectTimeoutMs: number;
+
+  constructor(options: PeerClientOptions) {
+    this.tls = options.tls;
+    this.connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_PEER_CONNECT_TIMEOUT_MS;
+  }
+
+  /**
+   * @throws Error when the connection, the handshake or the exchange fails, or `signal`
+   *   aborts; the message says which.
+   */
+  send(address: PeerAddress, request: PeerRequest, signal: AbortSignal): Promise<PeerAnswer> {
+    const payload = JSON.stringify(request.envelope);
+    return new Promise<PeerAnswer>((resolve, reject) => {
+      let settled = false;
+      const fail = (error: Error): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(connectTimer);
+        signal.removeEventListener('abort', onAbort);
+        outgoing.destroy();
+        reject(error);
+      };
+      const outgoing = httpsRequest({
+        host: address.host,
+        port: address.port,
+        method: request.method,
+        path: request.path,
+        ca: this.tls.ca,
+        cert: this.tls.cert,
+        key: this.tls.key,
+        checkServerIdentity: checkPeerServerIdentity,
+        // A new connection per hop: no socket (and no other caller's state) is shared.
+        agent: false,
+        headers: {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(payload),
+          [FORWARDED_HEADER]: request.requestId,
+        },
+      });
+      const connectTimer = setTimeout(
+        () => fail(new Error(`no TLS connection within ${this.connectTimeoutMs} ms`)),
+        this.connectTimeoutMs,
+      );
+      const onAbort = (): void => fail(new Error('the caller went away'));
+      if (signal.aborted) {
+        onAbort();
+        return;
+      }
+      signal.addEventListener('abort', onAbort, { once: true });
+      outgoing.once('socket', (socket) => {
+        (socket as TLSSocket).once('secureConnect', () => clearTimeout(connectTimer));
+      });
+      outgoing.once('error', (error) => fail(error));
+      outgoing.once('response', (incoming) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        incoming.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > MAX_PEER_ANSWER_BYTES) {
+            fail(new Error(`the answer is larger than ${MAX_PEER_ANSWER_BYTES} bytes`));
+            return;
+          }
+          chunks.push(chunk);
+        });
+        incoming.once('error', (error) => fail(error));
+        incoming.once('aborted', () => fail(new Error('the peer closed the answer early')));
+        incoming.once('end', () => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(connectTimer);
+          signal.removeEventListener('abort', onAbort);
+          const key = incoming.headers['idempotency-key'];
+          resolve({
+            status: incoming.statusCode ?? 502,
+            contentType: incoming.headers['content-type'],
+            idempotencyKey: typeof key === 'string' ? key : undefined,
+            text: Buffer.concat(chunks).toString('utf8'),
+          });
+        });
+      });
+      outgoing.end(payload);
+    });
+  }
+}
