@@ -43,6 +43,7 @@ registry_pid=""
 canary_dir=""
 cleanup() {
   local status=$?
+  local began=$SECONDS
   if [ -n "$registry_pid" ]; then
     kill "$registry_pid" 2>/dev/null || true
     wait "$registry_pid" 2>/dev/null || true
@@ -53,6 +54,7 @@ cleanup() {
     tail -n 20 "$work/crane.log" >&2
   fi
   rm -rf "$work"
+  echo "images: cleaned up in $((SECONDS - began))s, $((SECONDS - start))s in all"
   exit "$status"
 }
 trap cleanup EXIT
@@ -76,26 +78,29 @@ step "compiling (tsc, once for the three planes)"
 npx --no-install tsc -p tsconfig.build.json --outDir "$work/dist"
 
 # Production dependencies, installed by Node 22 (the image's node runs the install
-# scripts), cached by the lockfile's digest.
+# scripts), cached by the lockfile's digest and laid out as the image has them (/app).
 lock=$(sha256sum package-lock.json | cut -c1-16)
 modules="$cache/images/node-modules-$NODE22_VERSION-$lock"
-if [ -d "$modules/node_modules" ]; then
+if [ -d "$modules/app/node_modules" ]; then
   step "production node_modules cached"
 else
   step "installing production node_modules (npm ci --omit=dev)"
   mkdir -p "$cache/images"
   tmp=$(mktemp -d "$cache/images/.node-modules.XXXXXX")
-  cp package.json package-lock.json "$tmp/"
-  (cd "$tmp" && PATH="$(dirname "$node22"):$PATH" npm ci --omit=dev --no-audit --no-fund --prefer-offline)
+  mkdir "$tmp/app"
+  cp package.json package-lock.json "$tmp/app/"
+  (cd "$tmp/app" && PATH="$(dirname "$node22"):$PATH" npm ci --omit=dev --no-audit --no-fund --prefer-offline)
+  rm "$tmp/app/package-lock.json"
   mv -T "$tmp" "$modules" 2>/dev/null || rm -rf "$tmp"
 fi
 
-layer() { # output stage-dir [tar options]
-  local out=$1 dir=$2
-  shift 2
+layer() { # output.tar.gz stage-dir mtime [tar options]
+  local out=$1 dir=$2 mtime=$3
+  shift 3
   # Root-owned, nobody but root may write: the runtime user can read and run, not change.
-  tar --create --file "$out" --directory "$dir" --sort=name --numeric-owner --owner=0 \
-    --group=0 --mode='u+rwX,go+rX,go-w' --mtime="@$epoch" "$@" .
+  # Compressed here (gzip -n: no name or time in the header), so crane pushes it as it is.
+  tar --create --directory "$dir" --sort=name --numeric-owner --owner=0 --group=0 \
+    --mode='u+rwX,go+rX,go-w' --mtime="@$mtime" "$@" . | gzip -n >"$out"
 }
 
 step "assembling the runtime layer (Node $("$node22" --version) and its libraries)"
@@ -104,7 +109,7 @@ mkdir -p "$base/nodejs/bin" "$base/etc" "$base/tmp" "$base/app"
 cp "$node22" "$base/nodejs/bin/node"
 # The shared libraries node and the LevelDB binding link against, at the paths the dynamic
 # loader looks for them (the loader itself included).
-binding="$modules/node_modules/classic-level/prebuilds/linux-x64/classic-level.node"
+binding="$modules/app/node_modules/classic-level/prebuilds/linux-x64/classic-level.node"
 [ -f "$binding" ] || fail "$binding is missing: classic-level no longer ships a linux-x64 prebuild"
 ldd "$node22" "$binding" | awk '/=> \// { print $3 } /^\t\/[^ ]+ \(/ { print $1 }' | sort -u |
   while read -r lib; do
@@ -116,12 +121,18 @@ printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home
 printf 'root:x:0:\nnonroot:x:65532:\n' >"$base/etc/group"
 printf 'passwd: files\ngroup: files\nhosts: files dns\n' >"$base/etc/nsswitch.conf"
 # /tmp is a mount point (the manifests mount an emptyDir there), not writable in the image.
-layer "$work/base.tar" "$base"
+layer "$work/base.tar.gz" "$base" "$epoch"
 
-step "assembling the node_modules layer"
-mkdir -p "$work/stage/modules/app"
-cp -a "$modules/node_modules" "$modules/package.json" "$work/stage/modules/app/"
-layer "$work/modules.tar" "$work/stage/modules"
+# The same bytes for the same lockfile: a fixed time, so the layer is cached with the
+# modules and a registry that has it already is not sent it again.
+modules_layer="$modules.layer.tar.gz"
+if [ -s "$modules_layer" ]; then
+  step "node_modules layer cached"
+else
+  step "assembling the node_modules layer"
+  layer "$modules_layer.tmp" "$modules" 0
+  mv "$modules_layer.tmp" "$modules_layer"
+fi
 
 step "starting a registry (crane registry serve on 127.0.0.1)"
 "$crane" registry serve --address 127.0.0.1:0 >"$work/registry.log" 2>&1 &
@@ -136,7 +147,7 @@ done
 [ -n "$port" ] || fail "the registry did not report its port in 10 s"
 registry="127.0.0.1:$port"
 # The two shared layers are compressed and pushed once; the planes' images mount them.
-"$crane" append --oci-empty-base -f "$work/base.tar" -f "$work/modules.tar" \
+"$crane" append --oci-empty-base -f "$work/base.tar.gz" -f "$modules_layer" \
   -t "$registry/polychrome/runtime:build" >/dev/null 2>>"$work/crane.log"
 
 # plane  source-dir  ports  expected-exit  text of its config error  compiled folders it needs
@@ -158,9 +169,9 @@ for entry in "${planes[@]}"; do
     mkdir -p "$app/harness/model"
     cp harness/model/demo-script.yaml "$app/harness/model/"
   fi
-  layer "$work/app-$plane.tar" "$work/stage/app-$plane" --exclude=testdata
+  layer "$work/app-$plane.tar.gz" "$work/stage/app-$plane" "$epoch" --exclude=testdata
   ref="$registry/polychrome/$plane:$version"
-  "$crane" append -b "$registry/polychrome/runtime:build" -f "$work/app-$plane.tar" \
+  "$crane" append -b "$registry/polychrome/runtime:build" -f "$work/app-$plane.tar.gz" \
     -t "$ref" >/dev/null 2>>"$work/crane.log"
   "$crane" mutate "$ref" -t "$ref" \
     --entrypoint "/nodejs/bin/node,/app/dist/$dir/main.js" \
@@ -281,6 +292,7 @@ $leaked"
     ' || fail "state: the LevelDB native module does not work in the image"
   fi
   step "$plane: ok, $(du -sh "$rootfs" | cut -f1) unpacked, $plane@$digest"
+  rm -rf "$rootfs"
 done
 
 step "done: three images built, pushed, pulled back and smoke-tested"
