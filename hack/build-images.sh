@@ -41,6 +41,7 @@ chroot=$(command -v chroot) || fail "chroot (coreutils) is not installed"
 work=$(mktemp -d)
 registry_pid=""
 canary_dir=""
+modules_tmp=""
 cleanup() {
   local status=$?
   local began=$SECONDS
@@ -49,6 +50,7 @@ cleanup() {
     wait "$registry_pid" 2>/dev/null || true
   fi
   [ -z "$canary_dir" ] || rm -rf "$canary_dir"
+  [ -z "$modules_tmp" ] || rm -rf "$modules_tmp"
   if [ "$status" != 0 ] && [ -s "$work/crane.log" ]; then
     echo "images: crane's log:" >&2
     tail -n 20 "$work/crane.log" >&2
@@ -78,20 +80,23 @@ step "compiling (tsc, once for the three planes)"
 npx --no-install tsc -p tsconfig.build.json --outDir "$work/dist"
 
 # Production dependencies, installed by Node 22 (the image's node runs the install
-# scripts), cached by the lockfile's digest and laid out as the image has them (/app).
-lock=$(sha256sum package-lock.json | cut -c1-16)
+# scripts), cached by the digest of package.json and the lockfile, laid out as the image
+# has them (/app).
+lock=$(cat package.json package-lock.json | sha256sum | cut -c1-16)
 modules="$cache/images/node-modules-$NODE22_VERSION-$lock"
 if [ -d "$modules/app/node_modules" ]; then
   step "production node_modules cached"
 else
   step "installing production node_modules (npm ci --omit=dev)"
   mkdir -p "$cache/images"
-  tmp=$(mktemp -d "$cache/images/.node-modules.XXXXXX")
+  modules_tmp=$(mktemp -d "$cache/images/.node-modules.XXXXXX")
+  tmp=$modules_tmp
   mkdir "$tmp/app"
   cp package.json package-lock.json "$tmp/app/"
   (cd "$tmp/app" && PATH="$(dirname "$node22"):$PATH" npm ci --omit=dev --no-audit --no-fund --prefer-offline)
   rm "$tmp/app/package-lock.json"
   mv -T "$tmp" "$modules" 2>/dev/null || rm -rf "$tmp"
+  modules_tmp=""
 fi
 
 layer() { # output.tar.gz stage-dir mtime [tar options]
@@ -189,89 +194,18 @@ for entry in "${planes[@]}"; do
   pinned="$registry/polychrome/$plane@$digest"
 
   step "$plane: pulling $plane@$digest back and checking it"
-  "$crane" config "$pinned" >"$work/$plane.config.json"
-  node - "$work/$plane.config.json" "$dir" <<'EOF'
-const [file, dir] = process.argv.slice(2);
-const image = require(file);
-const c = image.config ?? {};
-const want = {
-  os: ['linux', image.os],
-  architecture: ['amd64', image.architecture],
-  User: ['65532:65532', c.User],
-  WorkingDir: ['/app', c.WorkingDir],
-  Entrypoint: [JSON.stringify(['/nodejs/bin/node', `/app/dist/${dir}/main.js`]), JSON.stringify(c.Entrypoint)],
-  Cmd: [undefined, c.Cmd === null ? undefined : c.Cmd],
-};
-const bad = Object.entries(want).filter(([, [w, got]]) => w !== got);
-for (const [key, [w, got]] of bad) console.error(`image config ${key} is ${got}, expected ${w}`);
-if (!c.Labels?.['org.opencontainers.image.revision']) bad.push(['Labels']), console.error('image config has no org.opencontainers.image labels');
-process.exit(bad.length === 0 ? 0 : 1);
-EOF
   rootfs="$work/rootfs-$plane"
   mkdir "$rootfs"
+  "$crane" config "$pinned" >"$work/$plane.config.json"
   "$crane" export "$pinned" - | tar --extract --directory "$rootfs" --numeric-owner --same-owner
-
-  # Key material and the dev stack's state never belong in an image.
-  leaked=$(find "$rootfs" \( -name .local -o -name '.env*' -o -name .git -o -name '*.pem' \
-    -o -name '*.key' -o -name '*.crt' -o -name '*.p12' -o -name 'records-key' \
-    -o -name 'signing-key' -o -name 'harness-token' \) -print | sed "s|^$rootfs||")
-  [ -z "$leaked" ] || fail "$plane: the image holds files that look like keys or local state:
-$leaked"
-  if grep -rlqF -- "$canary" "$rootfs"; then fail "$plane: the image holds the test key placed in .local/"; fi
-  # A PEM private key block (its header and a line of base64), not code that parses one.
-  if grep -rlPz -- '-----BEGIN ([A-Z]+ )?PRIVATE KEY-----\r?\n[A-Za-z0-9+/=]{16,}' "$rootfs" \
-    >"$work/keys.txt"; then
-    fail "$plane: the image holds private keys: $(sed "s|^$rootfs||" "$work/keys.txt")"
-  fi
+  bash "$here/check-image.sh" "$rootfs" "$work/$plane.config.json" "$dir" "$want_exit" \
+    "$want_error" "$canary" || fail "$plane: the image fails its checks (above)"
 
   run_as_nonroot() { # argv inside the image, with the image's environment
     local -a image_env
     mapfile -t image_env < <(node -e 'for (const e of require(process.argv[1]).config.Env ?? []) console.log(e)' "$work/$plane.config.json")
     env -i "${image_env[@]}" "$chroot" --userspec=65532:65532 "$rootfs" "$@"
   }
-
-  # Writability as the kernel sees it: access(2) as uid 65532 on every path but symlinks.
-  run_as_nonroot /nodejs/bin/node -e '
-    const fs = require("node:fs");
-    const path = require("node:path");
-    if (process.getuid() !== 65532 || process.getgid() !== 65532) {
-      console.error(`running as ${process.getuid()}:${process.getgid()}, not 65532:65532`);
-      process.exit(1);
-    }
-    const writable = [];
-    let seen = 0;
-    (function walk(p) {
-      const st = fs.lstatSync(p);
-      if (st.isSymbolicLink()) return;
-      seen += 1;
-      try {
-        fs.accessSync(p, fs.constants.W_OK);
-        writable.push(p);
-      } catch {}
-      if (st.isDirectory()) for (const name of fs.readdirSync(p)) walk(path.join(p, name));
-    })("/");
-    if (writable.length > 0) {
-      console.error(`writable by uid 65532: ${writable.slice(0, 20).join(", ")}`);
-      process.exit(1);
-    }
-    console.log(`images:   ${seen} paths, none writable by uid 65532`);
-  ' || fail "$plane: a path in the image is writable by the runtime user"
-
-  # The entrypoint as the image declares it, with no configuration: the config error.
-  mapfile -t entrypoint < <(node -e 'for (const a of require(process.argv[1]).config.Entrypoint) console.log(a)' "$work/$plane.config.json")
-  set +e
-  run_as_nonroot "${entrypoint[@]}" >"$work/$plane.out" 2>"$work/$plane.err"
-  code=$?
-  set -e
-  if [ "$code" != "$want_exit" ] || ! grep -qF -- "$want_error" "$work/$plane.err"; then
-    echo "--- stdout" >&2
-    cat "$work/$plane.out" >&2
-    echo "--- stderr" >&2
-    cat "$work/$plane.err" >&2
-    fail "$plane: the entrypoint with no configuration exited $code (expected $want_exit with a config error naming $want_error)"
-  fi
-  echo "images:   entrypoint exits $code: $(head -c 200 "$work/$plane.err" | head -n 3 | tr '\n' ' ')"
-
   if [ "$plane" = state ]; then
     # A directory only this check may write; the writability check above has already run.
     mkdir "$rootfs/leveldb-check"
