@@ -66,7 +66,7 @@ describe('sandboxHarnessPodSpec', () => {
     const harness = spec.containers.find((c) => c.name === 'harness');
     // The local node runs config/sandbox's image, registry placeholder and all, from source.
     expect(harness?.image).toMatch(/^registry\.invalid\/polychrome\/harness:/u);
-    expect(imageMatches(HARNESS_IMAGE_PATTERN, harness?.image ?? '')).toBe(true);
+    expect(imageMatches(HARNESS_IMAGE_PATTERN, String(harness?.image))).toBe(true);
     expect(imageMatches(HARNESS_IMAGE_PATTERN, 'polychrome/harness:dev')).toBe(true);
     expect(imageMatches(HARNESS_IMAGE_PATTERN, 'registry.invalid/polychrome/state:0.1.0')).toBe(
       false,
