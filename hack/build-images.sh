@@ -66,7 +66,8 @@ trap 'exit 143' TERM
 node22=$(bash "$here/node22.sh")
 version=$(node -p 'require("./package.json").version')
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-# Reproducible: every timestamp is the last commit's.
+# Reproducible: the planes' own files carry the last commit's time; the two shared layers
+# a fixed one.
 epoch=$(git log -1 --format=%ct 2>/dev/null || echo 0)
 created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
 
@@ -108,25 +109,35 @@ layer() { # output.tar.gz stage-dir mtime [tar options]
     --mode='u+rwX,go+rX,go-w' --mtime="@$mtime" "$@" . | gzip -n >"$out"
 }
 
-step "assembling the runtime layer (Node $("$node22" --version) and its libraries)"
-base="$work/stage/base"
-mkdir -p "$base/nodejs/bin" "$base/etc" "$base/tmp" "$base/app"
-cp "$node22" "$base/nodejs/bin/node"
 # The shared libraries node and the LevelDB binding link against, at the paths the dynamic
 # loader looks for them (the loader itself included).
 binding="$modules/app/node_modules/classic-level/prebuilds/linux-x64/classic-level.node"
 [ -f "$binding" ] || fail "$binding is missing: classic-level no longer ships a linux-x64 prebuild"
-ldd "$node22" "$binding" | awk '/=> \// { print $3 } /^\t\/[^ ]+ \(/ { print $1 }' | sort -u |
-  while read -r lib; do
+mapfile -t libs < <(ldd "$node22" "$binding" |
+  awk '/=> \// { print $3 } /^\t\/[^ ]+ \(/ { print $1 }' | sort -u)
+# Cached by what goes into it (node, the libraries, this script), at a fixed time like the
+# modules layer.
+runtime_key=$({ sha256sum "$node22" "${libs[@]}" "$here/build-images.sh"; } | sha256sum | cut -c1-16)
+base_layer="$cache/images/runtime-$NODE22_VERSION-$runtime_key.layer.tar.gz"
+if [ -s "$base_layer" ]; then
+  step "runtime layer cached (Node $("$node22" --version) and its libraries)"
+else
+  step "assembling the runtime layer (Node $("$node22" --version) and its libraries)"
+  base="$work/stage/base"
+  mkdir -p "$base/nodejs/bin" "$base/etc" "$base/tmp" "$base/app"
+  cp "$node22" "$base/nodejs/bin/node"
+  for lib in "${libs[@]}"; do
     mkdir -p "$base$(dirname "$lib")"
     cp -L "$lib" "$base$lib"
   done
-printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' \
-  >"$base/etc/passwd"
-printf 'root:x:0:\nnonroot:x:65532:\n' >"$base/etc/group"
-printf 'passwd: files\ngroup: files\nhosts: files dns\n' >"$base/etc/nsswitch.conf"
-# /tmp is a mount point (the manifests mount an emptyDir there), not writable in the image.
-layer "$work/base.tar.gz" "$base" "$epoch"
+  printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' \
+    >"$base/etc/passwd"
+  printf 'root:x:0:\nnonroot:x:65532:\n' >"$base/etc/group"
+  printf 'passwd: files\ngroup: files\nhosts: files dns\n' >"$base/etc/nsswitch.conf"
+  # /tmp is a mount point (the manifests mount an emptyDir there), not writable in the image.
+  layer "$base_layer.tmp" "$base" 0
+  mv "$base_layer.tmp" "$base_layer"
+fi
 
 # The same bytes for the same lockfile: a fixed time, so the layer is cached with the
 # modules and a registry that has it already is not sent it again.
@@ -152,7 +163,7 @@ done
 [ -n "$port" ] || fail "the registry did not report its port in 10 s"
 registry="127.0.0.1:$port"
 # The two shared layers are compressed and pushed once; the planes' images mount them.
-"$crane" append --oci-empty-base -f "$work/base.tar.gz" -f "$modules_layer" \
+"$crane" append --oci-empty-base -f "$base_layer" -f "$modules_layer" \
   -t "$registry/polychrome/runtime:build" >/dev/null 2>>"$work/crane.log"
 
 # plane  source-dir  ports  expected-exit  text of its config error  compiled folders it needs
