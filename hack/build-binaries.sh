@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the local control plane's binaries from their upstream Go modules:
 # kube-apiserver, kube-controller-manager, kubectl (hack/kube), etcd (hack/etcd) and the
-# agent-sandbox controller (hack/agent-sandbox). Versions come from the Makefile (the one
+# agent-sandbox controller (hack/agent-sandbox); and crane (hack/crane), which builds and
+# checks the images (hack/build-images.sh). Versions come from the Makefile (the one
 # place they are pinned) and must match the go.mod files; a mismatch stops the build.
 #
 # Binaries are cached by version under $POLYCHROME_CACHE (default ~/.cache/polychrome), so
@@ -11,6 +12,7 @@ set -euo pipefail
 : "${KUBE_VERSION:?set by the Makefile}"
 : "${ETCD_VERSION:?set by the Makefile}"
 : "${AGENT_SANDBOX_VERSION:?set by the Makefile}"
+: "${CRANE_VERSION:?set by the Makefile}"
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${POLYCHROME_CACHE:-$HOME/.cache/polychrome}
@@ -31,6 +33,7 @@ require_pin() { # module-dir module version
 require_pin kube k8s.io/kubernetes "$KUBE_VERSION"
 require_pin etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
 require_pin agent-sandbox sigs.k8s.io/agent-sandbox "$AGENT_SANDBOX_VERSION"
+require_pin crane github.com/google/go-containerregistry "$CRANE_VERSION"
 
 minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
 build_date=2026-07-22T00:00:00Z
@@ -61,4 +64,5 @@ build kube-apiserver "$KUBE_VERSION" kube ./cmd/kube-apiserver "$ldflags"
 build kube-controller-manager "$KUBE_VERSION" kube ./cmd/kube-controller-manager "$ldflags"
 build agent-sandbox-controller "$AGENT_SANDBOX_VERSION" agent-sandbox \
   sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller
+build crane "$CRANE_VERSION" crane github.com/google/go-containerregistry/cmd/crane
 echo "hack: binaries ready in hack/bin"

@@ -483,6 +483,56 @@ describe('config/control-plane Deployment', () => {
   });
 });
 
+describe('images', () => {
+  const version = (JSON.parse(readText('package.json')) as { version: string }).version;
+  /** Each image the manifests run, by where it is named. */
+  const named: Record<string, unknown> = {
+    'control-plane Deployment': container['image'],
+    'control-plane POLYCHROME_HARNESS_IMAGE': env.find((e) => e.name === 'POLYCHROME_HARNESS_IMAGE')
+      ?.value,
+    'state StatefulSet': obj(
+      objs(
+        obj(
+          obj(
+            obj(
+              find('config/state/stateful-set.yaml', 'StatefulSet', 'polychrome-state')['spec'],
+              'StatefulSet spec',
+            )['template'],
+            'StatefulSet template',
+          )['spec'],
+          'StatefulSet pod spec',
+        )['containers'],
+        'StatefulSet containers',
+      )[0],
+      'state container',
+    )['image'],
+    'SandboxTemplate harness': harnessContainer['image'],
+  };
+
+  it.each(Object.entries(named))(
+    '%s names the registry placeholder, a Polychrome repository and the package version',
+    (_where, image) => {
+      // An unqualified name would be pulled from Docker Hub, where anyone may own
+      // `polychrome/…`; the placeholder cannot resolve, so an overlay must set the registry.
+      expect(image).toMatch(
+        new RegExp(
+          `^registry\\.invalid/polychrome/(control-plane|state|harness):${version.replace(/\./g, '\\.')}$`,
+          'u',
+        ),
+      );
+    },
+  );
+
+  it('names each plane once: the Deployment, the StatefulSet and the harness differ', () => {
+    const repositories = new Set(
+      Object.entries(named)
+        .filter(([where]) => where !== 'control-plane POLYCHROME_HARNESS_IMAGE')
+        .map(([, image]) => String(image).split(':')[0]),
+    );
+    expect(repositories.size).toBe(3);
+  });
+});
+
 describe('kustomizations', () => {
   const resourcesOf = (path: string): unknown => readDoc(path)['resources'];
   const yamlFilesIn = (dir: string): string[] =>

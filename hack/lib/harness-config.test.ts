@@ -6,10 +6,12 @@ import { join } from 'node:path';
 import {
   ed25519PublicKeyHex,
   ensureApprovalKey,
+  HARNESS_IMAGE_PATTERN,
   harnessSourceCommand,
   sandboxHarnessPodSpec,
   writeHarnessToken,
 } from './harness-config';
+import { imageMatches } from './local-node-pod';
 
 let dir: string;
 
@@ -62,7 +64,13 @@ describe('sandboxHarnessPodSpec', () => {
   it('is config/sandbox’s harness pod spec, reading its variables from the Secret', async () => {
     const spec = await sandboxHarnessPodSpec();
     const harness = spec.containers.find((c) => c.name === 'harness');
-    expect(harness?.image).toMatch(/^polychrome\/harness:/u);
+    // The local node runs config/sandbox's image, registry placeholder and all, from source.
+    expect(harness?.image).toMatch(/^registry\.invalid\/polychrome\/harness:/u);
+    expect(imageMatches(HARNESS_IMAGE_PATTERN, String(harness?.image))).toBe(true);
+    expect(imageMatches(HARNESS_IMAGE_PATTERN, 'polychrome/harness:dev')).toBe(true);
+    expect(imageMatches(HARNESS_IMAGE_PATTERN, 'registry.invalid/polychrome/state:0.1.0')).toBe(
+      false,
+    );
     const fromSecret = (harness?.env ?? [])
       .filter((e) => e.valueFrom?.secretKeyRef !== undefined)
       .map((e) => e.name);

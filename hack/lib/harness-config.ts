@@ -22,8 +22,12 @@ import { repoRoot } from './paths';
 /** The Secret config/sandbox's harness template reads its variables from. */
 export const HARNESS_SECRET = 'polychrome-harness';
 
-/** The image pattern of the harness (config/sandbox names `polychrome/harness:<version>`). */
-export const HARNESS_IMAGE_PATTERN = 'polychrome/harness:*';
+/**
+ * The image pattern of the harness: config/sandbox names
+ * `registry.invalid/polychrome/harness:<version>` (a kustomize `images:` entry sets the real
+ * registry, docs/images.md), tests name `polychrome/harness:dev`.
+ */
+export const HARNESS_IMAGE_PATTERN = '*polychrome/harness:*';
 
 /**
  * The argv that runs the harness from source, relative to the repository root (the local

