@@ -1,9 +1,9 @@
 /**
  * The deployment manifests under config/ against the code that runs in them: the control
  * plane's Deployment sets the environment operator/config.ts reads (its header table and
- * its loader), mounts the Secrets those paths name, probes the health port, runs
+ * its loader), mounts the Secrets those paths name, probes the metrics port, runs
  * restricted; the harness NetworkPolicy selects the pods both sandbox backends make and
- * admits exactly the control plane's pods. Parsing only; test/integration/config-manifests
+ * admits exactly the control plane's pods, and Prometheus on the metrics port. Parsing only; test/integration/config-manifests
  * sends the same files to a real API server.
  */
 import { describe, expect, it } from '@jest/globals';
@@ -13,6 +13,7 @@ import { parse, parseAllDocuments } from 'yaml';
 import { loadControlPlaneConfig } from '../operator/config';
 import type { Conversation } from '../operator/api/v1alpha1';
 import { validMinimalConversationSpec } from '../operator/api/v1alpha1';
+import { DEFAULT_HEALTH_PORT } from '../common/health-server';
 import { HARNESS_PORT } from '../operator/controller/child-meta';
 import { DEFAULT_HARNESS_IMAGE, desiredPod } from '../operator/controller/desired-pod';
 import { repoRoot } from './lib/paths';
@@ -270,7 +271,7 @@ describe('config/control-plane Deployment', () => {
     expect(config.identity).toBe('polychrome-control-plane-6d9f-abcde');
     expect(config.api.port).toBe(containerPort(container, 'api'));
     expect(config.api.port).toBe(8080);
-    expect(config.health.port).toBe(containerPort(container, 'health'));
+    expect(config.health.port).toBe(containerPort(container, 'metrics'));
     expect(config.health.port).toBe(9090);
     // Other replicas forward to this pod's own address.
     expect(config.api.advertiseUrl).toBe('http://10.1.2.3:8080');
@@ -388,7 +389,7 @@ describe('config/control-plane Deployment', () => {
     });
   });
 
-  it('probes /readyz, /healthz and startup on the health port the config listens on', () => {
+  it('probes /readyz, /healthz and startup on the metrics port the config listens on', () => {
     const config = loadControlPlaneConfig(containerEnv());
     const probe = (kind: string): Obj =>
       obj(obj(container[kind], kind)['httpGet'], `${kind}.httpGet`);
@@ -426,7 +427,7 @@ describe('config/control-plane Deployment', () => {
     expect(selects(pdbSpec['selector'], podLabels)).toBe(true);
   });
 
-  it('is served by the Service: http-api on the API port, metrics on the health port', () => {
+  it('is served by the Service: http-api on the API port, metrics on the metrics port', () => {
     const service = find(
       'config/control-plane/service.yaml',
       'Service',
@@ -497,7 +498,8 @@ describe('config/sandbox NetworkPolicy', () => {
 
   it('admits only the control plane pods of the base namespace, on the harness port', () => {
     const ingress = objs(policySpec['ingress'], 'ingress');
-    expect(ingress).toHaveLength(1);
+    // The control plane's rule and the monitoring rule (next test), nothing else.
+    expect(ingress).toHaveLength(2);
     const rule = ingress[0] as Obj;
     const peers = objs(rule['from'], 'from');
     expect(peers.length).toBeGreaterThan(0);
@@ -520,6 +522,32 @@ describe('config/sandbox NetworkPolicy', () => {
     expect(
       obj(obj(sandboxTemplate['spec'], 'spec')['networkPolicy'], 'networkPolicy')['ingress'],
     ).toEqual(policySpec['ingress']);
+  });
+
+  it('admits scrapes from pods of the monitoring namespace on the metrics port only', () => {
+    const rule = objs(policySpec['ingress'], 'ingress')[1] as Obj;
+    const peers = objs(rule['from'], 'from');
+    expect(peers).toHaveLength(1);
+    const peer = peers[0] as Obj;
+    expect(peer['ipBlock']).toBeUndefined();
+    expect(
+      selects(peer['namespaceSelector'], { 'kubernetes.io/metadata.name': 'monitoring' }),
+    ).toBe(true);
+    // Not the conversation's own namespace, not the base's, not a namespace that only claims
+    // a `monitoring` label of another key.
+    for (const labels of [
+      { 'kubernetes.io/metadata.name': 'team-a' },
+      { 'kubernetes.io/metadata.name': baseNamespace },
+      { monitoring: 'true', 'kubernetes.io/metadata.name': 'evil' },
+    ]) {
+      expect(selects(peer['namespaceSelector'], labels)).toBe(false);
+    }
+    // Only the side port, which the harness names `metrics` (the PodMonitor's port).
+    expect(rule['ports']).toEqual([{ protocol: 'TCP', port: 9090 }]);
+    expect(containerPort(harnessContainer, 'metrics')).toBe(9090);
+    expect(containerPort(harnessContainer, 'metrics')).toBe(DEFAULT_HEALTH_PORT);
+    // The harness gRPC port is not open to the monitoring namespace.
+    expect(objs(rule['ports'], 'ports').map((p) => p['port'])).not.toContain(HARNESS_PORT);
   });
 
   it('lets harness pods out only to DNS and HTTPS', () => {
