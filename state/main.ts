@@ -10,7 +10,7 @@ import { loadStateConfig, type StateConfig } from './config';
 import { loadRecordsKey } from './records';
 import { RecordsDatabase } from './server/records-database';
 import { StateServer } from './server/state-server';
-import { createStateMetrics } from './server/state-metrics';
+import { createStateMetrics, registerStateReadiness } from './server/state-metrics';
 import { JournalStore } from './store/journal-store';
 import { loadSigningKey } from './store/signing-key';
 import { SignatureVerifyPool } from './verify-pool';
@@ -92,11 +92,13 @@ async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void>
   }
   let storeOpen = false;
   let recordsOpen = false;
+  const isReady = (): boolean => storeOpen && recordsOpen && server.isServing();
+  registerStateReadiness(registry, isReady);
   const health = new HealthServer({
     host: config.host,
     port: config.healthPort,
     registry,
-    isReady: () => storeOpen && recordsOpen && server.isServing(),
+    isReady,
   });
   const healthAddress = await health.start();
   log.info({ port: healthAddress.port }, 'health server listening');

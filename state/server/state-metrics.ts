@@ -116,3 +116,19 @@ export function createStateMetrics(
     }),
   };
 }
+
+/**
+ * Registers `polychrome_state_ready`: 1 while `isReady()` holds (what `/readyz` answers),
+ * else 0, read at scrape time. A pod that runs but is not ready still answers scrapes, so
+ * an alert can tell "not ready" from "down" (`up == 0`).
+ */
+export function registerStateReadiness(registry: Registry, isReady: () => boolean): Gauge {
+  return new Gauge({
+    name: 'polychrome_state_ready',
+    help: '1 while the state plane is ready (journal and records open, gRPC serving), else 0.',
+    registers: [registry],
+    collect() {
+      this.set(isReady() ? 1 : 0);
+    },
+  });
+}
