@@ -567,3 +567,137 @@ describe('config/sandbox NetworkPolicy', () => {
     }
   });
 });
+
+describe('config/monitoring', () => {
+  const monitor = (path: string, kind: string, name: string): Obj =>
+    obj(find(`config/monitoring/${path}`, kind, name)['spec'], `${kind} ${name} spec`);
+  /** The container port a Service port named `metrics` reaches in `c`. */
+  const metricsTarget = (service: Obj, c: Container): number | undefined => {
+    const port = objs(obj(service['spec'], 'Service spec')['ports'], 'ports').find(
+      (p) => p['name'] === 'metrics',
+    );
+    return port === undefined ? undefined : containerPort(c, port['targetPort'] ?? port['port']);
+  };
+  const statefulSet = find('config/state/stateful-set.yaml', 'StatefulSet', 'polychrome-state');
+  const stateTemplate = obj(obj(statefulSet['spec'], 'spec')['template'], 'template');
+  const stateLabels = obj(obj(stateTemplate['metadata'], 'metadata')['labels'], 'labels');
+  const stateContainer = objs(obj(stateTemplate['spec'], 'spec')['containers'], 'containers').find(
+    (c) => c['name'] === 'state',
+  ) as Container;
+
+  it('lists its three files and is not part of the base (which must sync without these CRDs)', () => {
+    expect(
+      [...(readDoc('config/monitoring/kustomization.yaml')['resources'] as string[])].sort(),
+    ).toEqual(['pod-monitor.yaml', 'prometheus-rule.yaml', 'service-monitors.yaml']);
+    expect(readDoc('config/kustomization.yaml')['resources']).not.toContain('monitoring');
+    expect(readDoc('config/monitoring/kustomization.yaml')['namespace']).toBe(baseNamespace);
+  });
+
+  it('scrapes the control plane Service, whose metrics port reaches the container port named metrics', () => {
+    const spec = monitor('service-monitors.yaml', 'ServiceMonitor', 'polychrome-control-plane');
+    const service = find(
+      'config/control-plane/service.yaml',
+      'Service',
+      'polychrome-control-plane',
+    );
+    expect(selects(spec['selector'], obj(service['metadata'], 'metadata')['labels'] as Obj)).toBe(
+      true,
+    );
+    expect(objs(spec['endpoints'], 'endpoints').map((e) => e['port'])).toEqual(['metrics']);
+    expect(metricsTarget(service, container)).toBe(containerPort(container, 'metrics'));
+    expect(containerPort(container, 'metrics')).toBe(DEFAULT_HEALTH_PORT);
+    // Its job is the Service's name label, which the rules' `job=` matchers use.
+    expect(spec['jobLabel']).toBe('app.kubernetes.io/name');
+  });
+
+  it('scrapes the state plane Service (not the control plane), whose metrics port reaches the state container', () => {
+    const spec = monitor('service-monitors.yaml', 'ServiceMonitor', 'polychrome-state');
+    const service = find('config/state/services.yaml', 'Service', 'polychrome-state');
+    const serviceLabels = obj(service['metadata'], 'metadata')['labels'] as Obj;
+    expect(selects(spec['selector'], serviceLabels)).toBe(true);
+    expect(selects(obj(service['spec'], 'spec')['selector'], stateLabels)).toBe(true);
+    expect(selects(spec['selector'], podLabels)).toBe(false);
+    expect(objs(spec['endpoints'], 'endpoints').map((e) => e['port'])).toEqual(['metrics']);
+    expect(metricsTarget(service, stateContainer)).toBe(DEFAULT_HEALTH_PORT);
+    expect(containerPort(stateContainer, 'metrics')).toBe(DEFAULT_HEALTH_PORT);
+  });
+
+  it('scrapes harness pods of both backends in every namespace, on their port named metrics', () => {
+    const spec = monitor('pod-monitor.yaml', 'PodMonitor', 'polychrome-harness');
+    const templateLabels = obj(
+      obj(harnessPodTemplate['metadata'], 'podTemplate metadata')['labels'],
+      'podTemplate labels',
+    );
+    const plainPod = desiredPod({
+      conversation: {
+        apiVersion: 'polychrome.dev/v1alpha1',
+        kind: 'Conversation',
+        metadata: { name: 'c1', namespace: 'team', uid: '5a1d4c9e-0000-4000-8000-000000000002' },
+        spec: { ...validMinimalConversationSpec, sandbox: { backend: 'pod' } },
+      } as unknown as Conversation,
+      harnessImage: 'polychrome/harness:0.1.0',
+    });
+    expect(selects(spec['selector'], templateLabels)).toBe(true);
+    expect(selects(spec['selector'], plainPod.metadata.labels)).toBe(true);
+    expect(selects(spec['selector'], podLabels)).toBe(false);
+    expect(spec['namespaceSelector']).toEqual({ any: true });
+    const endpoints = objs(spec['podMetricsEndpoints'], 'podMetricsEndpoints');
+    expect(endpoints.map((e) => e['port'])).toEqual(['metrics']);
+    expect(containerPort(harnessContainer, 'metrics')).toBe(DEFAULT_HEALTH_PORT);
+    const plainContainer = plainPod.spec.containers[0] as unknown as Container;
+    expect(containerPort(plainContainer, 'metrics')).toBe(DEFAULT_HEALTH_PORT);
+    // The port the NetworkPolicy opens to the monitoring namespace.
+    expect(objs(policySpec['ingress'], 'ingress')[1]?.['ports']).toEqual([
+      { protocol: 'TCP', port: DEFAULT_HEALTH_PORT },
+    ]);
+  });
+
+  it('gives every alert a severity, a summary, a description and a runbook that docs/observability.md has', () => {
+    const spec = monitor('prometheus-rule.yaml', 'PrometheusRule', 'polychrome');
+    const rules = objs(spec['groups'], 'groups').flatMap((g) => objs(g['rules'], 'rules'));
+    const alerts = rules.filter((r) => typeof r['alert'] === 'string');
+    expect(alerts.map((a) => a['alert'])).toEqual(
+      expect.arrayContaining([
+        'PolychromeStatePlaneDown',
+        'PolychromeStatePlaneNotReady',
+        'PolychromeStateAppendsFailing',
+        'PolychromeTurnQuarantined',
+        'PolychromeTurnLatencyHigh',
+        'PolychromeLeasesChurning',
+        'PolychromeJournalVerifyFailed',
+      ]),
+    );
+    // Headings of the doc, as anchors (GitHub: lower case, spaces to dashes).
+    const anchors = new Set(
+      readText('docs/observability.md')
+        .split('\n')
+        .filter((l) => /^#{2,4} /.test(l))
+        .map((l) => l.replace(/^#+ /, '').trim().toLowerCase().replace(/ /g, '-')),
+    );
+    for (const alert of alerts) {
+      const name = String(alert['alert']);
+      const labels = obj(alert['labels'], `${name} labels`);
+      const annotations = obj(alert['annotations'], `${name} annotations`);
+      expect({ name, severity: labels['severity'] }).toEqual({
+        name,
+        severity: expect.stringMatching(/^(critical|warning)$/),
+      });
+      expect({ name, summary: annotations['summary'] }).toEqual({
+        name,
+        summary: expect.stringMatching(/\S/),
+      });
+      expect({ name, description: annotations['description'] }).toEqual({
+        name,
+        description: expect.stringMatching(/\S{3,}.* .*\S/),
+      });
+      expect({ name, runbook: annotations['runbook_url'] }).toEqual({
+        name,
+        runbook: `docs/observability.md#${name.toLowerCase()}`,
+      });
+      expect({ name, documented: anchors.has(name.toLowerCase()) }).toEqual({
+        name,
+        documented: true,
+      });
+    }
+  });
+});
