@@ -4,7 +4,8 @@
  */
 import { KubeConfig } from '@kubernetes/client-node';
 import { readFile } from 'node:fs/promises';
-import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { Gauge, Registry } from 'prom-client';
+import { collectProcessMetrics } from '../common/process-metrics';
 import { ConfigError } from '../common/config';
 import { HealthServer } from '../common/health-server';
 import { componentLogger, createRootLogger, LogComponent } from '../common/log';
@@ -33,7 +34,7 @@ async function main(): Promise<void> {
   else kc.loadFromFile(config.kubeconfigPath);
 
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
+  collectProcessMetrics(registry);
   const metrics = createControlPlaneMetrics(registry);
 
   // Secrets first: a missing key file stops the process before it takes any work.

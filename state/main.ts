@@ -1,7 +1,8 @@
 import { readFile } from 'node:fs/promises';
 
 import type { Logger } from 'pino';
-import { collectDefaultMetrics, Registry } from 'prom-client';
+import { Registry } from 'prom-client';
+import { collectProcessMetrics } from '../common/process-metrics';
 
 import { AppError, isAppError } from '../common/errors';
 import { HealthServer } from '../common/health-server';
@@ -63,7 +64,7 @@ async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void>
   });
   const recordsDb = new RecordsDatabase(config.recordsDir, recordsKey);
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
+  collectProcessMetrics(registry);
   const metrics = createStateMetrics(registry, () => store.stats());
   const pool =
     config.verifyWorkers > 0
