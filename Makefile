@@ -3,13 +3,17 @@
 KUBE_VERSION ?= v1.36.3
 ETCD_VERSION ?= v3.6.16
 AGENT_SANDBOX_VERSION ?= v0.5.6
-export KUBE_VERSION ETCD_VERSION AGENT_SANDBOX_VERSION
+# promtool from github.com/prometheus/prometheus (v0.316.0 is Prometheus 3.16.0).
+PROMTOOL_VERSION ?= v0.316.0
+# prometheus-operator's CRDs, for the dry run of config/monitoring.
+PROMETHEUS_OPERATOR_VERSION ?= v0.88.0
+export KUBE_VERSION ETCD_VERSION AGENT_SANDBOX_VERSION PROMTOOL_VERSION PROMETHEUS_OPERATOR_VERSION
 
 NPX := npx --no-install
 JEST_ARGS ?=
 
 .PHONY: all build generate proto manifests verify-generate lint typecheck test test-unit \
-	test-integration bench dev dev-down binaries cluster-up cluster-down clean
+	test-integration test-monitoring bench dev dev-down binaries cluster-up cluster-down clean
 
 all: build
 
@@ -46,14 +50,24 @@ lint: node_modules typecheck
 	$(NPX) eslint . --max-warnings 0
 	$(NPX) prettier --check .
 
-## Build kube-apiserver, kube-controller-manager, kubectl, etcd and the agent-sandbox
-## controller from their Go modules (cached by version under ~/.cache/polychrome).
+## Build kube-apiserver, kube-controller-manager, kubectl, etcd, the agent-sandbox
+## controller and promtool from their Go modules, and copy prometheus-operator's CRDs
+## (cached by version under ~/.cache/polychrome).
 binaries:
 	bash hack/build-binaries.sh
 
 ## All tests: unit, then integration against one shared local control plane.
 test: node_modules binaries
 	$(NPX) jest $(JEST_ARGS)
+
+## promtool check rules and test rules on config/monitoring's PrometheusRule, its .spec
+## extracted to a temporary rules file beside copies of config/monitoring/tests/.
+test-monitoring: node_modules binaries
+	@set -e; dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+	  $(NPX) tsx hack/monitoring-rules.ts "$$dir/polychrome-rules.yaml"; \
+	  cp config/monitoring/tests/*.yaml "$$dir/"; \
+	  hack/bin/promtool check rules "$$dir/polychrome-rules.yaml"; \
+	  cd "$$dir" && $(CURDIR)/hack/bin/promtool test rules $(notdir $(wildcard config/monitoring/tests/*.yaml))
 
 test-unit: node_modules
 	$(NPX) jest --selectProjects unit $(JEST_ARGS)
