@@ -56,8 +56,8 @@ lint: node_modules typecheck
 binaries:
 	bash hack/build-binaries.sh
 
-## All tests: unit, then integration against one shared local control plane.
-test: node_modules binaries
+## All tests: the alert rules (promtool), unit, then integration against one shared local control plane.
+test: node_modules binaries test-monitoring
 	$(NPX) jest $(JEST_ARGS)
 
 ## promtool check rules and test rules on config/monitoring's PrometheusRule, its .spec
