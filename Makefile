@@ -10,14 +10,19 @@ CRANE_VERSION ?= v0.22.1
 NODE22_VERSION ?= 22.23.5
 NODE22_INTEGRITY ?= sha512-3jhC+wcoWxKZxcRqF2sUSl0c9HEXFnur/nuIPx6O6CWKV0jOUWQm7Htw5SuXqqlMCEhi0cJqybFPEb5hhcBiMw==
 HADOLINT_VERSION ?= 2.15.1
-export KUBE_VERSION ETCD_VERSION AGENT_SANDBOX_VERSION CRANE_VERSION NODE22_VERSION NODE22_INTEGRITY
+# promtool from github.com/prometheus/prometheus (v0.316.0 is Prometheus 3.16.0).
+PROMTOOL_VERSION ?= v0.316.0
+# prometheus-operator's CRDs, for the dry run of config/monitoring.
+PROMETHEUS_OPERATOR_VERSION ?= v0.88.0
+export KUBE_VERSION ETCD_VERSION AGENT_SANDBOX_VERSION CRANE_VERSION NODE22_VERSION NODE22_INTEGRITY \
+	PROMTOOL_VERSION PROMETHEUS_OPERATOR_VERSION
 
 NPX := npx --no-install
 JEST_ARGS ?=
 
 .PHONY: all build generate proto manifests verify-generate lint lint-images typecheck test \
-	test-unit test-unit-node22 test-integration test-argocd-health images bench dev dev-down \
-	binaries cluster-up cluster-down clean print-%
+	test-unit test-unit-node22 test-integration test-argocd-health test-monitoring images bench \
+	dev dev-down binaries cluster-up cluster-down clean print-%
 
 all: build
 
@@ -65,15 +70,16 @@ lint-images:
 	  [ -n "$$files" ] || { echo "no Dockerfile found" >&2; exit 1; }; \
 	  echo hadolint $$files; hadolint $$files
 
-## Build kube-apiserver, kube-controller-manager, kubectl, etcd and the agent-sandbox
-## controller from their Go modules (cached by version under ~/.cache/polychrome).
+## Build kube-apiserver, kube-controller-manager, kubectl, etcd, the agent-sandbox
+## controller, crane and promtool from their Go modules, and copy prometheus-operator's
+## CRDs (cached by version under ~/.cache/polychrome).
 binaries:
 	bash hack/build-binaries.sh
 
-## All tests: the Argo CD health scripts, unit, then integration against one shared local
+## All tests: the Argo CD health scripts and the alert rules (promtool), unit, then integration against one shared local
 ## control plane, then the images (what `make images` runs), even when a jest test failed;
 ## the exit status is the first failure's.
-test: node_modules binaries test-argocd-health
+test: node_modules binaries test-argocd-health test-monitoring
 	@status=0; $(NPX) jest $(JEST_ARGS) || status=$$?; \
 	  bash hack/build-images.sh || { [ $$status != 0 ] || status=$$?; }; exit $$status
 
@@ -81,6 +87,15 @@ test: node_modules binaries test-argocd-health
 ## with only the base, table and package libraries (hack/argocd-health; Go module cache).
 test-argocd-health:
 	cd hack/argocd-health && GOTOOLCHAIN=local GOFLAGS=-mod=readonly go test -count=1 ./...
+
+## promtool check rules and test rules on config/monitoring's PrometheusRule, its .spec
+## extracted to a temporary rules file beside copies of config/monitoring/tests/.
+test-monitoring: node_modules binaries
+	@set -e; dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+	  $(NPX) tsx hack/monitoring-rules.ts "$$dir/polychrome-rules.yaml"; \
+	  cp config/monitoring/tests/*.yaml "$$dir/"; \
+	  hack/bin/promtool check rules "$$dir/polychrome-rules.yaml"; \
+	  cd "$$dir" && $(CURDIR)/hack/bin/promtool test rules $(notdir $(wildcard config/monitoring/tests/*.yaml))
 
 test-unit: node_modules
 	$(NPX) jest --selectProjects unit $(JEST_ARGS)

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Builds the local control plane's binaries from their upstream Go modules:
-# kube-apiserver, kube-controller-manager, kubectl (hack/kube), etcd (hack/etcd) and the
-# agent-sandbox controller (hack/agent-sandbox); and crane (hack/crane), which builds and
-# checks the images (hack/build-images.sh). Versions come from the Makefile (the one
-# place they are pinned) and must match the go.mod files; a mismatch stops the build.
+# kube-apiserver, kube-controller-manager, kubectl (hack/kube), etcd (hack/etcd), the
+# agent-sandbox controller (hack/agent-sandbox), crane (hack/crane), which builds and
+# checks the images (hack/build-images.sh), and promtool (hack/promtool, for
+# `make test-monitoring`); and copies prometheus-operator's CRDs from its module
+# (hack/prometheus-operator) for the dry run of config/monitoring. Versions come from the
+# Makefile (the one place they are pinned) and must match the go.mod files; a mismatch
+# stops the build.
 #
 # Binaries are cached by version under $POLYCHROME_CACHE (default ~/.cache/polychrome), so
 # only the first build on a machine pays; hack/bin/ gets symlinks to the pinned versions.
@@ -13,6 +16,8 @@ set -euo pipefail
 : "${ETCD_VERSION:?set by the Makefile}"
 : "${AGENT_SANDBOX_VERSION:?set by the Makefile}"
 : "${CRANE_VERSION:?set by the Makefile}"
+: "${PROMTOOL_VERSION:?set by the Makefile}"
+: "${PROMETHEUS_OPERATOR_VERSION:?set by the Makefile}"
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${POLYCHROME_CACHE:-$HOME/.cache/polychrome}
@@ -34,6 +39,9 @@ require_pin kube k8s.io/kubernetes "$KUBE_VERSION"
 require_pin etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
 require_pin agent-sandbox sigs.k8s.io/agent-sandbox "$AGENT_SANDBOX_VERSION"
 require_pin crane github.com/google/go-containerregistry "$CRANE_VERSION"
+require_pin promtool github.com/prometheus/prometheus "$PROMTOOL_VERSION"
+require_pin prometheus-operator github.com/prometheus-operator/prometheus-operator \
+  "$PROMETHEUS_OPERATOR_VERSION"
 
 minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
 build_date=2026-07-22T00:00:00Z
@@ -65,4 +73,29 @@ build kube-controller-manager "$KUBE_VERSION" kube ./cmd/kube-controller-manager
 build agent-sandbox-controller "$AGENT_SANDBOX_VERSION" agent-sandbox \
   sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller
 build crane "$CRANE_VERSION" crane github.com/google/go-containerregistry/cmd/crane
+build promtool "$PROMTOOL_VERSION" promtool github.com/prometheus/prometheus/cmd/promtool
+
+# prometheus-operator's CRDs, unchanged: go.sum verifies the module, the files are copied
+# as they are in it. Its Go code is never built.
+crds() { # version
+  local version=$1 target="$cache/crds/prometheus-operator-$1" dir
+  if [ -d "$target" ]; then
+    echo "hack: prometheus-operator $version CRDs cached"
+  else
+    dir=$(cd "$here/prometheus-operator" &&
+      go mod download -json github.com/prometheus-operator/prometheus-operator |
+      sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+    [ -n "$dir" ] || { echo "hack: go mod download gave no directory for prometheus-operator $version" >&2; exit 1; }
+    rm -rf "$target.tmp"
+    mkdir -p "$target.tmp"
+    for kind in servicemonitors podmonitors prometheusrules; do
+      cp "$dir/example/prometheus-operator-crd/monitoring.coreos.com_$kind.yaml" "$target.tmp/"
+    done
+    chmod 0644 "$target.tmp"/*.yaml
+    mv "$target.tmp" "$target"
+    echo "hack: copied prometheus-operator $version CRDs"
+  fi
+  ln -sfn "$target" "$out/prometheus-operator-crds"
+}
+crds "$PROMETHEUS_OPERATOR_VERSION"
 echo "hack: binaries ready in hack/bin"

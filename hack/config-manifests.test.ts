@@ -1,9 +1,9 @@
 /**
  * The deployment manifests under config/ against the code that runs in them: the control
  * plane's Deployment sets the environment operator/config.ts reads (its header table and
- * its loader), mounts the Secrets those paths name, probes the health port, runs
+ * its loader), mounts the Secrets those paths name, probes the metrics port, runs
  * restricted; the harness NetworkPolicy selects the pods both sandbox backends make and
- * admits exactly the control plane's pods. Parsing only; test/integration/config-manifests
+ * admits exactly the control plane's pods, and Prometheus on the metrics port. Parsing only; test/integration/config-manifests
  * sends the same files to a real API server.
  */
 import { describe, expect, it } from '@jest/globals';
@@ -13,6 +13,7 @@ import { parse, parseAllDocuments } from 'yaml';
 import { loadControlPlaneConfig } from '../operator/config';
 import type { Conversation } from '../operator/api/v1alpha1';
 import { validMinimalConversationSpec } from '../operator/api/v1alpha1';
+import { DEFAULT_HEALTH_PORT } from '../common/health-server';
 import { HARNESS_PORT } from '../operator/controller/child-meta';
 import {
   CONTROL_PLANE_POD_LABELS,
@@ -275,7 +276,7 @@ describe('config/control-plane Deployment', () => {
     expect(config.identity).toBe('polychrome-control-plane-6d9f-abcde');
     expect(config.api.port).toBe(containerPort(container, 'api'));
     expect(config.api.port).toBe(8080);
-    expect(config.health.port).toBe(containerPort(container, 'health'));
+    expect(config.health.port).toBe(containerPort(container, 'metrics'));
     expect(config.health.port).toBe(9090);
     // Other replicas dial this pod's IP on its container port named https-peer.
     expect(config.peer.port).toBe(containerPort(container, PEER_PORT_NAME));
@@ -425,7 +426,7 @@ describe('config/control-plane Deployment', () => {
     expect(controlPlaneSelector()).toBe('app.kubernetes.io/name=polychrome-control-plane');
   });
 
-  it('probes /readyz, /healthz and startup on the health port the config listens on', () => {
+  it('probes /readyz, /healthz and startup on the metrics port the config listens on', () => {
     const config = loadControlPlaneConfig(containerEnv());
     const probe = (kind: string): Obj =>
       obj(obj(container[kind], kind)['httpGet'], `${kind}.httpGet`);
@@ -463,7 +464,7 @@ describe('config/control-plane Deployment', () => {
     expect(selects(pdbSpec['selector'], podLabels)).toBe(true);
   });
 
-  it('is served by the Service: http-api on the API port, metrics on the health port, no peer port', () => {
+  it('is served by the Service: http-api on the API port, metrics on the metrics port, no peer port', () => {
     const service = find(
       'config/control-plane/service.yaml',
       'Service',
@@ -584,7 +585,8 @@ describe('config/sandbox NetworkPolicy', () => {
 
   it('admits only the control plane pods of the base namespace, on the harness port', () => {
     const ingress = objs(policySpec['ingress'], 'ingress');
-    expect(ingress).toHaveLength(1);
+    // The control plane's rule and the monitoring rule (next test), nothing else.
+    expect(ingress).toHaveLength(2);
     const rule = ingress[0] as Obj;
     const peers = objs(rule['from'], 'from');
     expect(peers.length).toBeGreaterThan(0);
@@ -609,6 +611,32 @@ describe('config/sandbox NetworkPolicy', () => {
     ).toEqual(policySpec['ingress']);
   });
 
+  it('admits scrapes from pods of the monitoring namespace on the metrics port only', () => {
+    const rule = objs(policySpec['ingress'], 'ingress')[1] as Obj;
+    const peers = objs(rule['from'], 'from');
+    expect(peers).toHaveLength(1);
+    const peer = peers[0] as Obj;
+    expect(peer['ipBlock']).toBeUndefined();
+    expect(
+      selects(peer['namespaceSelector'], { 'kubernetes.io/metadata.name': 'monitoring' }),
+    ).toBe(true);
+    // Not the conversation's own namespace, not the base's, not a namespace that only claims
+    // a `monitoring` label of another key.
+    for (const labels of [
+      { 'kubernetes.io/metadata.name': 'team-a' },
+      { 'kubernetes.io/metadata.name': baseNamespace },
+      { monitoring: 'true', 'kubernetes.io/metadata.name': 'evil' },
+    ]) {
+      expect(selects(peer['namespaceSelector'], labels)).toBe(false);
+    }
+    // Only the side port, which the harness names `metrics` (the PodMonitor's port).
+    expect(rule['ports']).toEqual([{ protocol: 'TCP', port: 9090 }]);
+    expect(containerPort(harnessContainer, 'metrics')).toBe(9090);
+    expect(containerPort(harnessContainer, 'metrics')).toBe(DEFAULT_HEALTH_PORT);
+    // The harness gRPC port is not open to the monitoring namespace.
+    expect(objs(rule['ports'], 'ports').map((p) => p['port'])).not.toContain(HARNESS_PORT);
+  });
+
   it('lets harness pods out only to DNS and HTTPS', () => {
     const egress = objs(policySpec['egress'], 'egress');
     const allowed = egress.flatMap((rule) => {
@@ -623,6 +651,140 @@ describe('config/sandbox NetworkPolicy', () => {
     expect(allowed.sort()).toEqual(['TCP/443', 'TCP/53', 'UDP/53']);
     for (const rule of egress) {
       for (const p of objs(rule['ports'], 'ports')) expect(p['endPort']).toBeUndefined();
+    }
+  });
+});
+
+describe('config/monitoring', () => {
+  const monitor = (path: string, kind: string, name: string): Obj =>
+    obj(find(`config/monitoring/${path}`, kind, name)['spec'], `${kind} ${name} spec`);
+  /** The container port a Service port named `metrics` reaches in `c`. */
+  const metricsTarget = (service: Obj, c: Container): number | undefined => {
+    const port = objs(obj(service['spec'], 'Service spec')['ports'], 'ports').find(
+      (p) => p['name'] === 'metrics',
+    );
+    return port === undefined ? undefined : containerPort(c, port['targetPort'] ?? port['port']);
+  };
+  const statefulSet = find('config/state/stateful-set.yaml', 'StatefulSet', 'polychrome-state');
+  const stateTemplate = obj(obj(statefulSet['spec'], 'spec')['template'], 'template');
+  const stateLabels = obj(obj(stateTemplate['metadata'], 'metadata')['labels'], 'labels');
+  const stateContainer = objs(obj(stateTemplate['spec'], 'spec')['containers'], 'containers').find(
+    (c) => c['name'] === 'state',
+  ) as Container;
+
+  it('lists its three files and is not part of the base (which must sync without these CRDs)', () => {
+    expect(
+      [...(readDoc('config/monitoring/kustomization.yaml')['resources'] as string[])].sort(),
+    ).toEqual(['pod-monitor.yaml', 'prometheus-rule.yaml', 'service-monitors.yaml']);
+    expect(readDoc('config/kustomization.yaml')['resources']).not.toContain('monitoring');
+    expect(readDoc('config/monitoring/kustomization.yaml')['namespace']).toBe(baseNamespace);
+  });
+
+  it('scrapes the control plane Service, whose metrics port reaches the container port named metrics', () => {
+    const spec = monitor('service-monitors.yaml', 'ServiceMonitor', 'polychrome-control-plane');
+    const service = find(
+      'config/control-plane/service.yaml',
+      'Service',
+      'polychrome-control-plane',
+    );
+    expect(selects(spec['selector'], obj(service['metadata'], 'metadata')['labels'] as Obj)).toBe(
+      true,
+    );
+    expect(objs(spec['endpoints'], 'endpoints').map((e) => e['port'])).toEqual(['metrics']);
+    expect(metricsTarget(service, container)).toBe(containerPort(container, 'metrics'));
+    expect(containerPort(container, 'metrics')).toBe(DEFAULT_HEALTH_PORT);
+    // Its job is the Service's name label, which the rules' `job=` matchers use.
+    expect(spec['jobLabel']).toBe('app.kubernetes.io/name');
+  });
+
+  it('scrapes the state plane Service (not the control plane), whose metrics port reaches the state container', () => {
+    const spec = monitor('service-monitors.yaml', 'ServiceMonitor', 'polychrome-state');
+    const service = find('config/state/services.yaml', 'Service', 'polychrome-state');
+    const serviceLabels = obj(service['metadata'], 'metadata')['labels'] as Obj;
+    expect(selects(spec['selector'], serviceLabels)).toBe(true);
+    expect(selects(obj(service['spec'], 'spec')['selector'], stateLabels)).toBe(true);
+    expect(selects(spec['selector'], podLabels)).toBe(false);
+    expect(objs(spec['endpoints'], 'endpoints').map((e) => e['port'])).toEqual(['metrics']);
+    expect(metricsTarget(service, stateContainer)).toBe(DEFAULT_HEALTH_PORT);
+    expect(containerPort(stateContainer, 'metrics')).toBe(DEFAULT_HEALTH_PORT);
+  });
+
+  it('scrapes harness pods of both backends in every namespace, on their port named metrics', () => {
+    const spec = monitor('pod-monitor.yaml', 'PodMonitor', 'polychrome-harness');
+    const templateLabels = obj(
+      obj(harnessPodTemplate['metadata'], 'podTemplate metadata')['labels'],
+      'podTemplate labels',
+    );
+    const plainPod = desiredPod({
+      conversation: {
+        apiVersion: 'polychrome.dev/v1alpha1',
+        kind: 'Conversation',
+        metadata: { name: 'c1', namespace: 'team', uid: '5a1d4c9e-0000-4000-8000-000000000002' },
+        spec: { ...validMinimalConversationSpec, sandbox: { backend: 'pod' } },
+      } as unknown as Conversation,
+      harnessImage: 'polychrome/harness:0.1.0',
+    });
+    expect(selects(spec['selector'], templateLabels)).toBe(true);
+    expect(selects(spec['selector'], plainPod.metadata.labels)).toBe(true);
+    expect(selects(spec['selector'], podLabels)).toBe(false);
+    expect(spec['namespaceSelector']).toEqual({ any: true });
+    const endpoints = objs(spec['podMetricsEndpoints'], 'podMetricsEndpoints');
+    expect(endpoints.map((e) => e['port'])).toEqual(['metrics']);
+    expect(containerPort(harnessContainer, 'metrics')).toBe(DEFAULT_HEALTH_PORT);
+    const plainContainer = plainPod.spec.containers[0] as unknown as Container;
+    expect(containerPort(plainContainer, 'metrics')).toBe(DEFAULT_HEALTH_PORT);
+    // The port the NetworkPolicy opens to the monitoring namespace.
+    expect(objs(policySpec['ingress'], 'ingress')[1]?.['ports']).toEqual([
+      { protocol: 'TCP', port: DEFAULT_HEALTH_PORT },
+    ]);
+  });
+
+  it('gives every alert a severity, a summary, a description and a runbook that docs/observability.md has', () => {
+    const spec = monitor('prometheus-rule.yaml', 'PrometheusRule', 'polychrome');
+    const rules = objs(spec['groups'], 'groups').flatMap((g) => objs(g['rules'], 'rules'));
+    const alerts = rules.filter((r) => typeof r['alert'] === 'string');
+    expect(alerts.map((a) => a['alert'])).toEqual(
+      expect.arrayContaining([
+        'PolychromeStatePlaneDown',
+        'PolychromeStatePlaneNotReady',
+        'PolychromeStateAppendsFailing',
+        'PolychromeTurnQuarantined',
+        'PolychromeTurnLatencyHigh',
+        'PolychromeLeasesChurning',
+        'PolychromeJournalVerifyFailed',
+      ]),
+    );
+    // Headings of the doc, as anchors (GitHub: lower case, spaces to dashes).
+    const anchors = new Set(
+      readText('docs/observability.md')
+        .split('\n')
+        .filter((l) => /^#{2,4} /.test(l))
+        .map((l) => l.replace(/^#+ /, '').trim().toLowerCase().replace(/ /g, '-')),
+    );
+    for (const alert of alerts) {
+      const name = String(alert['alert']);
+      const labels = obj(alert['labels'], `${name} labels`);
+      const annotations = obj(alert['annotations'], `${name} annotations`);
+      expect({ name, severity: labels['severity'] }).toEqual({
+        name,
+        severity: expect.stringMatching(/^(critical|warning)$/),
+      });
+      expect({ name, summary: annotations['summary'] }).toEqual({
+        name,
+        summary: expect.stringMatching(/\S/),
+      });
+      expect({ name, description: annotations['description'] }).toEqual({
+        name,
+        description: expect.stringMatching(/\S{3,}.* .*\S/),
+      });
+      expect({ name, runbook: annotations['runbook_url'] }).toEqual({
+        name,
+        runbook: `docs/observability.md#${name.toLowerCase()}`,
+      });
+      expect({ name, documented: anchors.has(name.toLowerCase()) }).toEqual({
+        name,
+        documented: true,
+      });
     }
   });
 });

@@ -1,4 +1,5 @@
-import { collectDefaultMetrics, Registry } from 'prom-client';
+import { Registry } from 'prom-client';
+import { collectProcessMetrics } from '../common/process-metrics';
 import { ConfigError } from '../common/config';
 import { HealthServer } from '../common/health-server';
 import { componentLogger, createRootLogger, LogComponent } from '../common/log';
@@ -31,7 +32,7 @@ async function main(): Promise<number> {
   const log = componentLogger(logger, LogComponent.Main);
 
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
+  collectProcessMetrics(registry);
   // The Anthropic and MCP SDKs load only when configured: together they cost an idle
   // harness about 25 MiB of resident memory, and there is one harness per conversation.
   const mcp =

@@ -4,13 +4,15 @@
  */
 import { KubeConfig } from '@kubernetes/client-node';
 import { readFile } from 'node:fs/promises';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Gauge, Registry } from 'prom-client';
+import { collectProcessMetrics } from '../common/process-metrics';
 import { ConfigError } from '../common/config';
 import { HealthServer } from '../common/health-server';
 import { componentLogger, createRootLogger, LogComponent } from '../common/log';
 import { RecordsClient } from '../common/records-client';
 import { loadStateClientTls, StateClient } from '../common/state-client';
 import { loadControlPlaneConfig } from './config';
+import { createControlPlaneMetrics } from './control-plane-metrics';
 import { ConversationController } from './controller/conversation-controller';
 import { ConversationLeases, leaseOwnership } from './lease/conversation-leases';
 import { stateJournalFollower } from './public-api/journal-follower';
@@ -34,25 +36,8 @@ async function main(): Promise<void> {
   else kc.loadFromFile(config.kubeconfigPath);
 
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
-  const passes = new Counter({
-    name: 'polychrome_reconcile_total',
-    help: 'Reconcile passes by result.',
-    labelNames: ['result'],
-    registers: [registry],
-  });
-  const passSeconds = new Histogram({
-    name: 'polychrome_reconcile_duration_seconds',
-    help: 'Duration of reconcile passes.',
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
-    registers: [registry],
-  });
-  const leaseEvents = new Counter({
-    name: 'polychrome_lease_transitions_total',
-    help: 'Conversation lease acquisitions, take-overs, losses and releases.',
-    labelNames: ['event'],
-    registers: [registry],
-  });
+  collectProcessMetrics(registry);
+  const metrics = createControlPlaneMetrics(registry);
 
   // Secrets first: a missing key file stops the process before it takes any work.
   const approvals = await ApprovalSigner.fromFile(config.turns.approvalKeyPath);
@@ -60,30 +45,6 @@ async function main(): Promise<void> {
     config.turns.harnessTokenPath,
     'POLYCHROME_HARNESS_TOKEN_FILE',
   );
-  const turns = new Counter({
-    name: 'polychrome_turns_total',
-    help: 'Turn dispatches by how they ended (settled, awaiting_approval, awaiting_answer, ambiguous, orphaned).',
-    labelNames: ['outcome'],
-    registers: [registry],
-  });
-  const turnSeconds = new Histogram({
-    name: 'polychrome_turn_duration_seconds',
-    help: 'From dispatch to batch two (or to giving up), harness time included.',
-    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
-    registers: [registry],
-  });
-  const statusWrites = new Counter({
-    name: 'polychrome_turn_status_writes_total',
-    help: 'Turn-status writes to Conversations, by result (ok, failed); changes that came close together share one.',
-    labelNames: ['result'],
-    registers: [registry],
-  });
-  const commitSeconds = new Histogram({
-    name: 'polychrome_journal_commit_duration_seconds',
-    help: 'Durable appends to the state plane made by turns.',
-    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
-    registers: [registry],
-  });
 
   const leases = new ConversationLeases({
     kubeConfig: kc,
@@ -92,7 +53,7 @@ async function main(): Promise<void> {
     renewIntervalMs: config.lease.renewIntervalMs,
     requestTimeoutMs: config.lease.requestTimeoutMs,
     onTransition: (event, handle) => {
-      leaseEvents.inc({ event });
+      metrics.leaseEvents.inc({ event });
       if (event !== 'renewed') {
         mainLog.info(
           {
@@ -116,8 +77,8 @@ async function main(): Promise<void> {
     // Only the lease holder writes a conversation's children and status.
     ownership: leaseOwnership(leases),
     onPass: ({ result, durationMs }) => {
-      passes.inc({ result });
-      passSeconds.observe(durationMs / 1000);
+      metrics.passes.inc({ result });
+      metrics.passSeconds.observe(durationMs / 1000);
     },
   });
   new Gauge({
@@ -177,11 +138,11 @@ async function main(): Promise<void> {
   });
   coordinator.observer = {
     onTurn: (outcome, seconds) => {
-      turns.inc({ outcome });
-      turnSeconds.observe(seconds);
+      metrics.turns.inc({ outcome });
+      metrics.turnSeconds.observe(seconds);
     },
-    onCommit: (seconds) => commitSeconds.observe(seconds),
-    onStatusWrite: (result) => statusWrites.inc({ result }),
+    onCommit: (seconds) => metrics.commitSeconds.observe(seconds),
+    onStatusWrite: (result) => metrics.statusWrites.inc({ result }),
   };
   // Where the other replicas' peer listeners are: their Pods, in this namespace only.
   const peerEndpoints = new PeerEndpoints({

@@ -1,7 +1,8 @@
 import { readFile } from 'node:fs/promises';
 
 import type { Logger } from 'pino';
-import { collectDefaultMetrics, Registry } from 'prom-client';
+import { Registry } from 'prom-client';
+import { collectProcessMetrics } from '../common/process-metrics';
 
 import { AppError, isAppError } from '../common/errors';
 import { HealthServer } from '../common/health-server';
@@ -10,7 +11,7 @@ import { loadStateConfig, type StateConfig } from './config';
 import { loadRecordsKey } from './records';
 import { RecordsDatabase } from './server/records-database';
 import { StateServer } from './server/state-server';
-import { createStateMetrics } from './server/state-metrics';
+import { createStateMetrics, registerStateReadiness } from './server/state-metrics';
 import { JournalStore } from './store/journal-store';
 import { loadSigningKey } from './store/signing-key';
 import { SignatureVerifyPool } from './verify-pool';
@@ -63,7 +64,7 @@ async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void>
   });
   const recordsDb = new RecordsDatabase(config.recordsDir, recordsKey);
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
+  collectProcessMetrics(registry);
   const metrics = createStateMetrics(registry, () => store.stats());
   const pool =
     config.verifyWorkers > 0
@@ -92,11 +93,13 @@ async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void>
   }
   let storeOpen = false;
   let recordsOpen = false;
+  const isReady = (): boolean => storeOpen && recordsOpen && server.isServing();
+  registerStateReadiness(registry, isReady);
   const health = new HealthServer({
     host: config.host,
     port: config.healthPort,
     registry,
-    isReady: () => storeOpen && recordsOpen && server.isServing(),
+    isReady,
   });
   const healthAddress = await health.start();
   log.info({ port: healthAddress.port }, 'health server listening');

@@ -35,7 +35,10 @@ describe('desiredPod', () => {
     expect(pod.spec.containers[0]).toMatchObject({
       name: 'harness',
       image: 'img:1',
-      ports: [{ name: 'grpc', containerPort: 7070, protocol: 'TCP' }],
+      ports: [
+        { name: 'grpc', containerPort: 7070, protocol: 'TCP' },
+        { name: 'metrics', containerPort: 9090, protocol: 'TCP' },
+      ],
       securityContext: {
         allowPrivilegeEscalation: false,
         readOnlyRootFilesystem: true,

@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import type { Conversation, McpServerSpec, ToolsSpec } from '../api/v1alpha1';
 import { DEFAULT_TEMPLATE } from '../api/v1alpha1';
 import { canonicalJson } from '../../common/canonical-json';
+import { DEFAULT_HEALTH_PORT } from '../../common/health-server';
 import type { OwnerReference } from './child-meta';
 import {
   HARNESS_PORT,
@@ -125,7 +126,11 @@ export function builtInHarnessPodSpec(image: string): PodSpecManifest {
       {
         name: HARNESS_CONTAINER,
         image,
-        ports: [{ name: 'grpc', containerPort: HARNESS_PORT, protocol: 'TCP' }],
+        // `metrics` (the side port) is what config/monitoring's PodMonitor scrapes.
+        ports: [
+          { name: 'grpc', containerPort: HARNESS_PORT, protocol: 'TCP' },
+          { name: 'metrics', containerPort: DEFAULT_HEALTH_PORT, protocol: 'TCP' },
+        ],
         resources: {
           requests: { ...DEFAULT_HARNESS_RESOURCES.requests },
           limits: { ...DEFAULT_HARNESS_RESOURCES.limits },

@@ -94,6 +94,15 @@ export function createStateMetrics(
       this.set({ status: 'refused' }, s.refusedPartitions);
     },
   });
+  const verifications = new Counter({
+    name: 'polychrome_state_verifications_total',
+    help: 'Verify calls, by outcome: ok, failed (the journal does not verify), error.',
+    labelNames: ['outcome'],
+    registers: [registry],
+  });
+  // Every outcome at 0 from the start: increase() over a series that appears at 1 sees
+  // nothing, and the first failed verify after a restart must alert.
+  for (const outcome of Object.values(VerifyOutcomeLabel)) verifications.inc({ outcome }, 0);
   return {
     calls: new Counter({
       name: 'polychrome_state_calls_total',
@@ -108,11 +117,22 @@ export function createStateMetrics(
       buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
       registers: [registry],
     }),
-    verifications: new Counter({
-      name: 'polychrome_state_verifications_total',
-      help: 'Verify calls, by outcome: ok, failed (the journal does not verify), error.',
-      labelNames: ['outcome'],
-      registers: [registry],
-    }),
+    verifications,
   };
+}
+
+/**
+ * Registers `polychrome_state_ready`: 1 while `isReady()` holds (what `/readyz` answers),
+ * else 0, read at scrape time. A pod that runs but is not ready still answers scrapes, so
+ * an alert can tell "not ready" from "down" (`up == 0`).
+ */
+export function registerStateReadiness(registry: Registry, isReady: () => boolean): Gauge {
+  return new Gauge({
+    name: 'polychrome_state_ready',
+    help: '1 while the state plane is ready (journal and records open, gRPC serving), else 0.',
+    registers: [registry],
+    collect() {
+      this.set(isReady() ? 1 : 0);
+    },
+  });
 }
