@@ -543,12 +543,18 @@ export async function loadStateClientTls(paths: {
       );
     }
   };
-  const [ca, cert, key] = await Promise.all([
+  // Read together, but report the first missing file in this order, whichever read
+  // failed first: the same error for the same input.
+  const [ca, cert, key] = await Promise.allSettled([
     load(paths.ca, 'CA certificate'),
     load(paths.cert, 'client certificate'),
     load(paths.key, 'client key'),
   ]);
-  return { ca, cert, key };
+  for (const read of [ca, cert, key]) if (read.status === 'rejected') throw read.reason;
+  if (ca.status !== 'fulfilled' || cert.status !== 'fulfilled' || key.status !== 'fulfilled') {
+    throw new Error('unreachable: every rejected read was thrown above');
+  }
+  return { ca: ca.value, cert: cert.value, key: key.value };
 }
 
 /**
