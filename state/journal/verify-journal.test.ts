@@ -430,11 +430,19 @@ describe('streaming verification (signatures checked while replay goes on)', () 
     const j = longJournal(40, [9, 30]);
     const finished: number[] = [];
     let calls = 0;
-    // Earlier chunks take longer, so they finish last.
+    // Each chunk finishes only after the one sent after it (not after a delay, which a
+    // loaded machine can outrun), so they finish in reverse: chunks go out as replay reads.
+    const expectedCalls = 11;
+    const release: (() => void)[] = [];
+    const done = Array.from(
+      { length: expectedCalls },
+      (_, i) => new Promise<void>((resolve) => (release[i] = resolve)),
+    );
     const slowFirst = async (checks: readonly SignatureCheck[]): Promise<boolean[]> => {
       const call = calls++;
-      await new Promise((resolve) => setTimeout(resolve, 5 * (10 - call)));
+      if (call < expectedCalls - 1) await done[call + 1];
       finished.push(call);
+      release[call]?.();
       return onThread(checks);
     };
     const result = await streamed(j.events, slowFirst, 4);

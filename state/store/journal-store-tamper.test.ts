@@ -285,12 +285,24 @@ describe('verify with signature checks streamed while it reads', () => {
     const verifier = createNodeEd25519Verifier();
     const calls: number[] = [];
     const finished: number[] = [];
+    // The first chunk finishes only after every other one has (not after a fixed delay,
+    // which a loaded machine can outrun): chunks go out as replay reads, without waiting.
+    let othersChecked = 0;
+    let releaseFirst = (): void => undefined;
+    const othersFinished = new Promise<void>((resolve) => {
+      releaseFirst = resolve;
+    });
     const streamed = await store.verify(LONG, {
       checkSignatures: async (checks) => {
         const call = calls.push(checks.length) - 1;
-        if (call === 0) await new Promise((resolve) => setTimeout(resolve, 100));
+        if (call === 0) await othersFinished;
+        const results = checks.map((c) => verifier.verify(c.publicKey, c.message, c.signature));
         finished.push(call);
-        return checks.map((c) => verifier.verify(c.publicKey, c.message, c.signature));
+        if (call !== 0) {
+          othersChecked += checks.length;
+          if (othersChecked === 300 - (calls[0] ?? 0)) releaseFirst();
+        }
+        return results;
       },
     });
     expect(calls.length).toBeGreaterThan(1);

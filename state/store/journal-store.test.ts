@@ -571,7 +571,7 @@ describe('verify and inclusion proofs', () => {
         ).toBe(true);
       }
     }
-  });
+  }, 30_000);
 
   it('rejects proofs against a leaf count that is not a signed root, or beyond the latest', async () => {
     await openStore();
