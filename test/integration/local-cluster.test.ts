@@ -178,7 +178,31 @@ describe('local control plane', () => {
             ],
           },
         },
-        networkPolicy: { ingress: [{ ports: [{ port: 7070, protocol: 'TCP' }] }] },
+        // The control plane on the harness port; Prometheus (namespace monitoring) on metrics.
+        networkPolicy: {
+          ingress: [
+            {
+              from: [
+                {
+                  namespaceSelector: {
+                    matchLabels: { 'kubernetes.io/metadata.name': 'polychrome-system' },
+                  },
+                },
+              ],
+              ports: [{ port: 7070, protocol: 'TCP' }],
+            },
+            {
+              from: [
+                {
+                  namespaceSelector: {
+                    matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' },
+                  },
+                },
+              ],
+              ports: [{ port: 9090, protocol: 'TCP' }],
+            },
+          ],
+        },
       },
     });
   });
