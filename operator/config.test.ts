@@ -131,6 +131,25 @@ describe('loadControlPlaneConfig', () => {
     );
   });
 
+  it('leaves the Kubernetes door out unless both its certificate and key are set', () => {
+    expect(loadControlPlaneConfig(base).kubeApi).toBeUndefined();
+    const files = {
+      POLYCHROME_KUBE_API_CERT_FILE: '/kube-api/tls.crt',
+      POLYCHROME_KUBE_API_KEY_FILE: '/kube-api/tls.key',
+    };
+    expect(loadControlPlaneConfig({ ...base, ...files }).kubeApi).toEqual({
+      host: '0.0.0.0',
+      port: 8444,
+      certPath: '/kube-api/tls.crt',
+      keyPath: '/kube-api/tls.key',
+    });
+    expect(() =>
+      loadControlPlaneConfig({ ...base, POLYCHROME_KUBE_API_CERT_FILE: '/kube-api/tls.crt' }),
+    ).toThrow(
+      /POLYCHROME_KUBE_API_KEY_FILE: the Kubernetes door needs both its certificate and its key/,
+    );
+  });
+
   it('rejects a state address without a port', () => {
     expect(() =>
       loadControlPlaneConfig({ ...base, POLYCHROME_STATE_ADDRESS: 'polychrome-state' }),

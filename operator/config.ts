@@ -14,6 +14,7 @@ import {
 import { DEFAULT_HEALTH_PORT } from '../common/health-server';
 import { LogLevel } from '../common/log';
 import { DEFAULT_PEER_PORT } from './public-api/peer-hop';
+import { DEFAULT_KUBE_API_PORT } from './public-api/public-api-server';
 
 /**
  * The control plane's configuration, from the environment its Deployment sets:
@@ -37,6 +38,8 @@ import { DEFAULT_PEER_PORT } from './public-api/peer-hop';
  * | `POLYCHROME_SHUTDOWN_GRACE_MS` | how long SIGTERM waits for passes in progress | 20000 |
  * | `POLYCHROME_API_HOST` / `POLYCHROME_API_PORT` | the public API (HTTP + SSE) | 0.0.0.0, 8080 |
  * | `POLYCHROME_PEER_HOST` / `POLYCHROME_PEER_PORT` | the peer listener (mutual TLS, forwarded requests from other replicas only) | 0.0.0.0, 8443 |
+ * | `POLYCHROME_KUBE_API_CERT_FILE` / `POLYCHROME_KUBE_API_KEY_FILE` | serving certificate and key of the Kubernetes door (api.polychrome.dev, docs/kube-api.md); both or neither | unset: no Kubernetes door |
+ * | `POLYCHROME_KUBE_API_HOST` / `POLYCHROME_KUBE_API_PORT` | the Kubernetes door's listener | 0.0.0.0, 8444 |
  * | `POLYCHROME_HARNESS_TOKEN_FILE` | the bearer token harness pods accept | required |
  * | `POLYCHROME_APPROVAL_KEY_FILE` | ed25519 private key (PKCS#8 PEM) that signs approvals | required |
  * | `POLYCHROME_NEW_CONVERSATION_NAMESPACE` | where the API creates conversations | the watch namespace, else `default` |
@@ -77,6 +80,10 @@ const schema = z
     POLYCHROME_API_PORT: envPort(8080),
     POLYCHROME_PEER_HOST: envString({ default: '0.0.0.0' }),
     POLYCHROME_PEER_PORT: envPort(DEFAULT_PEER_PORT),
+    POLYCHROME_KUBE_API_CERT_FILE: envOptionalString(),
+    POLYCHROME_KUBE_API_KEY_FILE: envOptionalString(),
+    POLYCHROME_KUBE_API_HOST: envString({ default: '0.0.0.0' }),
+    POLYCHROME_KUBE_API_PORT: envPort(DEFAULT_KUBE_API_PORT),
     POLYCHROME_HARNESS_TOKEN_FILE: envString(),
     POLYCHROME_APPROVAL_KEY_FILE: envString(),
     POLYCHROME_NEW_CONVERSATION_NAMESPACE: envOptionalString(),
@@ -87,6 +94,21 @@ const schema = z
     POLYCHROME_TURN_STATUS_INTERVAL_MS: envInt({ default: 1_000, min: 0, max: 60_000 }),
   })
   .superRefine((env, ctx) => {
+    if (
+      (env.POLYCHROME_KUBE_API_CERT_FILE === undefined) !==
+      (env.POLYCHROME_KUBE_API_KEY_FILE === undefined)
+    ) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [
+          env.POLYCHROME_KUBE_API_CERT_FILE === undefined
+            ? 'POLYCHROME_KUBE_API_CERT_FILE'
+            : 'POLYCHROME_KUBE_API_KEY_FILE',
+        ],
+        message:
+          'the Kubernetes door needs both its certificate and its key: set both, or neither to leave it out',
+      });
+    }
     if (env.POLYCHROME_LEASE_RENEW_MS >= env.POLYCHROME_LEASE_DURATION_MS) {
       ctx.addIssue({
         code: 'custom',
@@ -140,6 +162,15 @@ export interface ControlPlaneConfig {
     readonly port: number;
   };
   /** Forwarding between replicas (docs/api.md, "Between replicas"). */
+  /** The Kubernetes door (docs/kube-api.md); undefined: left out. */
+  readonly kubeApi:
+    | {
+        readonly host: string;
+        readonly port: number;
+        readonly certPath: string;
+        readonly keyPath: string;
+      }
+    | undefined;
   readonly peer: {
     readonly host: string;
     readonly port: number;
@@ -191,6 +222,15 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
     logLevel: c.POLYCHROME_LOG_LEVEL,
     shutdownGraceMs: c.POLYCHROME_SHUTDOWN_GRACE_MS,
     api: Object.freeze({ host: c.POLYCHROME_API_HOST, port: c.POLYCHROME_API_PORT }),
+    kubeApi:
+      c.POLYCHROME_KUBE_API_CERT_FILE === undefined || c.POLYCHROME_KUBE_API_KEY_FILE === undefined
+        ? undefined
+        : Object.freeze({
+            host: c.POLYCHROME_KUBE_API_HOST,
+            port: c.POLYCHROME_KUBE_API_PORT,
+            certPath: c.POLYCHROME_KUBE_API_CERT_FILE,
+            keyPath: c.POLYCHROME_KUBE_API_KEY_FILE,
+          }),
     peer: Object.freeze({
       host: c.POLYCHROME_PEER_HOST,
       port: c.POLYCHROME_PEER_PORT,

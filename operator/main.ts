@@ -14,6 +14,8 @@ import { loadStateClientTls, StateClient } from '../common/state-client';
 import { loadControlPlaneConfig } from './config';
 import { createControlPlaneMetrics } from './control-plane-metrics';
 import { ConversationController } from './controller/conversation-controller';
+import { KubeDoor } from './kube-api/kube-door';
+import { kubeDoorPorts } from './kube-api/kube-door-ports';
 import { ConversationLeases, leaseOwnership } from './lease/conversation-leases';
 import { stateJournalFollower } from './public-api/journal-follower';
 import { PeerEndpoints } from './public-api/peer-endpoints';
@@ -166,6 +168,23 @@ async function main(): Promise<void> {
       tls: peerTlsOf(stateTls),
       directory: peerEndpoints,
     },
+    ...(config.kubeApi === undefined
+      ? {}
+      : {
+          kube: {
+            host: config.kubeApi.host,
+            port: config.kubeApi.port,
+            cert: await readFile(config.kubeApi.certPath, 'utf8'),
+            key: await readFile(config.kubeApi.keyPath, 'utf8'),
+            door: new KubeDoor({
+              ports: kubeDoorPorts({
+                kubeConfig: kc,
+                cachedByName: (namespace, name) => controller.knownConversation(namespace, name),
+              }),
+              logger: componentLogger(log, LogComponent.Api),
+            }),
+          },
+        }),
   });
   const link = new StateLink(state, componentLogger(log, LogComponent.Journal));
   let started = false;

@@ -128,6 +128,18 @@ const turnOf = (v: JournalView, id: string): TurnView => {
 
 // ---- who may use a conversation ----
 
+/** A caller of the Kubernetes door: RBAC allowed `messages` on `conversationId`. */
+function kubeCaller(conversationId: string): Caller {
+  return {
+    identity: 'kubernetes:alice',
+    identities: ['kubernetes:alice'],
+    personaId: '',
+    roles: [],
+    sessionId: '',
+    kubernetes: { conversationId, subresource: 'messages', groups: [] },
+  };
+}
+
 describe('authorizeUse', () => {
   const shared = conv({ visibility: Visibility.Shared, participants: ['web:friend'] });
   it.each([
@@ -142,6 +154,13 @@ describe('authorizeUse', () => {
     ],
     ['a stranger', stranger, conv(), 'permission_denied'],
     ['an edge that is not a participant', edge, conv(), 'permission_denied'],
+    ['a Kubernetes caller RBAC allowed on it', kubeCaller(UID), conv(), undefined],
+    [
+      'a Kubernetes caller RBAC allowed on another one',
+      kubeCaller('0b6f1c2d-3e4f-4a5b-8c7d-9e0f1a2b3c4d'),
+      conv(),
+      'permission_denied',
+    ],
   ])('%s', (_name, who, c, code) => {
     expect(authorizeUse(who, UID, c)?.error.code).toBe(code);
   });

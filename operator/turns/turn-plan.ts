@@ -93,8 +93,8 @@ function isAdmin(caller: Caller): boolean {
 
 /**
  * Whether `caller` may use the conversation at all (read it, post, answer its questions):
- * admins always; otherwise the caller must hold the owner's identity or, for a shared
- * conversation, a participant's.
+ * admins always; a Kubernetes caller for the one conversation RBAC allowed; otherwise the
+ * caller must hold the owner's identity or, for a shared conversation, a participant's.
  */
 export function authorizeUse(
   caller: Caller,
@@ -109,6 +109,18 @@ export function authorizeUse(
     );
   }
   if (isAdmin(caller)) return undefined;
+  // The Kubernetes door: RBAC (kube-apiserver, then a SubjectAccessReview) allowed this
+  // request on this one conversation; personas do not apply.
+  if (caller.kubernetes !== undefined) {
+    if (caller.kubernetes.conversationId === conversationId) return undefined;
+    return refuse(
+      new AppError(
+        'permission_denied',
+        `${caller.identity} was allowed ${caller.kubernetes.subresource} on another conversation, not ${conversationId}`,
+        { details: { conversationId } },
+      ),
+    );
+  }
   const mine = (identity: string | undefined): boolean =>
     identity !== undefined && caller.identities.includes(identity);
   const spec = conversation.spec;

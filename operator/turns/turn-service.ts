@@ -13,16 +13,37 @@
  * reached; retry with the same idempotency key), `invalid_argument`.
  */
 
-/** Who is calling, from a bearer token's session and persona. */
+/**
+ * What Kubernetes RBAC allowed a caller on the Kubernetes door (operator/kube-api): one
+ * subresource of one Conversation, checked by kube-apiserver and again by a
+ * SubjectAccessReview for exactly this request.
+ */
+export interface KubernetesGrant {
+  /** The Conversation's uid the request named (by namespace and name). */
+  readonly conversationId: string;
+  /** The subresource RBAC allowed (`transcript`, `messages`, `log`, ...). */
+  readonly subresource: string;
+  /** The user's Kubernetes groups, as kube-apiserver authenticated them. */
+  readonly groups: readonly string[];
+}
+
+/**
+ * Who is calling: from a bearer token's session and persona (the public API), or from
+ * kube-apiserver's front proxy (the Kubernetes door; `kubernetes` set, no persona).
+ */
 export interface Caller {
   /** The identity attributed to the caller (`provider:external_id` or `provider:scope:external_id`). */
   readonly identity: string;
   /** Every identity the persona links (`identity` among them). */
   readonly identities: readonly string[];
+  /** Empty for a Kubernetes caller. */
   readonly personaId: string;
-  /** `admin`, `member`. */
+  /** `admin`, `member`, `edge`; none for a Kubernetes caller (RBAC decides). */
   readonly roles: readonly string[];
+  /** Empty for a Kubernetes caller. */
   readonly sessionId: string;
+  /** Set on the Kubernetes door only: what RBAC allowed this request. */
+  readonly kubernetes?: KubernetesGrant;
 }
 
 /** A turn's settled state, as a client sees it. */
