@@ -45,6 +45,7 @@ import { DEFAULT_PEER_PORT } from './public-api/peer-hop';
  * | `POLYCHROME_TURN_MAX_ATTEMPTS` | dispatches of one turn before it settles with the fallback reply | 3 |
  * | `POLYCHROME_MAX_STEPS` | the deployment's step budget per turn (0: the harness's own) | 0 |
  * | `POLYCHROME_TURN_STATUS_INTERVAL_MS` | least time between two turn-status writes of one conversation (changes meanwhile are merged) | 1000 |
+ * | `POLYCHROME_TURN_STATUS_DELAY_MS` | how long a turn's running mark waits on a Ready conversation, so a turn settled by then costs one status write | 250 |
  */
 const schema = z
   .object({
@@ -85,6 +86,7 @@ const schema = z
     POLYCHROME_TURN_MAX_ATTEMPTS: envInt({ default: 3, min: 1, max: 100 }),
     POLYCHROME_MAX_STEPS: envInt({ default: 0, min: 0, max: 64 }),
     POLYCHROME_TURN_STATUS_INTERVAL_MS: envInt({ default: 1_000, min: 0, max: 60_000 }),
+    POLYCHROME_TURN_STATUS_DELAY_MS: envInt({ default: 250, min: 0, max: 60_000 }),
   })
   .superRefine((env, ctx) => {
     if (env.POLYCHROME_LEASE_RENEW_MS >= env.POLYCHROME_LEASE_DURATION_MS) {
@@ -155,6 +157,7 @@ export interface ControlPlaneConfig {
     readonly maxAttempts: number;
     readonly maxSteps: number;
     readonly statusIntervalMs: number;
+    readonly statusDelayMs: number;
   };
 }
 
@@ -206,6 +209,7 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
       maxAttempts: c.POLYCHROME_TURN_MAX_ATTEMPTS,
       maxSteps: c.POLYCHROME_MAX_STEPS,
       statusIntervalMs: c.POLYCHROME_TURN_STATUS_INTERVAL_MS,
+      statusDelayMs: c.POLYCHROME_TURN_STATUS_DELAY_MS,
     }),
   });
 }
