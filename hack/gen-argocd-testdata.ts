@@ -53,11 +53,7 @@ function reconciled(snapshot: ConversationSnapshot, outcome?: ActOutcome): Conve
 
 /** A turn status change as the turn coordinator writes it, a minute after `from`. */
 function turn(from: Conversation, change: TurnStatusChange): Conversation {
-  const generation = from.metadata.generation ?? 0;
-  return {
-    ...from,
-    status: applyTurnStatus(from.status, generation, change, undefined, at(MINUTE)),
-  };
+  return { ...from, status: applyTurnStatus(from, change, undefined, at(MINUTE)) };
 }
 
 /** The same object after a spec change the operator has not reconciled yet. */

@@ -48,6 +48,7 @@ import { DEFAULT_KUBE_API_PORT } from './public-api/public-api-server';
  * | `POLYCHROME_TURN_MAX_ATTEMPTS` | dispatches of one turn before it settles with the fallback reply | 3 |
  * | `POLYCHROME_MAX_STEPS` | the deployment's step budget per turn (0: the harness's own) | 0 |
  * | `POLYCHROME_TURN_STATUS_INTERVAL_MS` | least time between two turn-status writes of one conversation (changes meanwhile are merged) | 1000 |
+ * | `POLYCHROME_TURN_STATUS_DELAY_MS` | how long a turn's running mark waits on a Ready conversation, so a turn settled by then costs one status write | 250 |
  */
 const schema = z
   .object({
@@ -92,6 +93,7 @@ const schema = z
     POLYCHROME_TURN_MAX_ATTEMPTS: envInt({ default: 3, min: 1, max: 100 }),
     POLYCHROME_MAX_STEPS: envInt({ default: 0, min: 0, max: 64 }),
     POLYCHROME_TURN_STATUS_INTERVAL_MS: envInt({ default: 1_000, min: 0, max: 60_000 }),
+    POLYCHROME_TURN_STATUS_DELAY_MS: envInt({ default: 250, min: 0, max: 60_000 }),
   })
   .superRefine((env, ctx) => {
     if (
@@ -186,6 +188,7 @@ export interface ControlPlaneConfig {
     readonly maxAttempts: number;
     readonly maxSteps: number;
     readonly statusIntervalMs: number;
+    readonly statusDelayMs: number;
   };
 }
 
@@ -246,6 +249,7 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
       maxAttempts: c.POLYCHROME_TURN_MAX_ATTEMPTS,
       maxSteps: c.POLYCHROME_MAX_STEPS,
       statusIntervalMs: c.POLYCHROME_TURN_STATUS_INTERVAL_MS,
+      statusDelayMs: c.POLYCHROME_TURN_STATUS_DELAY_MS,
     }),
   });
 }

@@ -136,6 +136,7 @@ async function main(): Promise<void> {
     sandboxWaitMs: config.turns.sandboxWaitMs,
     maxAttempts: config.turns.maxAttempts,
     statusIntervalMs: config.turns.statusIntervalMs,
+    statusDelayMs: config.turns.statusDelayMs,
     ...(config.turns.maxSteps === 0 ? {} : { deploymentMaxSteps: config.turns.maxSteps }),
   });
   coordinator.observer = {

@@ -272,7 +272,8 @@ export function planReconcile(
   };
 }
 
-function readIdle(conversation: Conversation): DurationRule {
+/** `spec.idleTimeout` as the plan reads it (the deadline counts from `status.lastTurnTime`). */
+export function readIdle(conversation: Conversation): DurationRule {
   const value = conversation.spec.idleTimeout;
   if (value === undefined) return {};
   const parsed = parseDuration(value);
@@ -282,7 +283,8 @@ function readIdle(conversation: Conversation): DurationRule {
   return { value, ms: parsed.ms, deadline: formatTime(lastTurnMs + parsed.ms) };
 }
 
-function readRetention(conversation: Conversation): DurationRule {
+/** `spec.retention` as the plan reads it (defaulted; `never` has no duration). */
+export function readRetention(conversation: Conversation): DurationRule {
   const value = conversation.spec.retention ?? DEFAULT_RETENTION;
   if (value === RETENTION_NEVER) return { value };
   const parsed = parseDuration(value);

@@ -72,9 +72,10 @@ export const ConditionReason = {
 export type ConditionReason = (typeof ConditionReason)[keyof typeof ConditionReason];
 
 /**
- * The reasons of a `Degraded` True condition: the reconciler's causes (controller/report.ts
- * types its causes with this) and the turn code's quarantine (TurnAmbiguous). Argo CD's health
- * check (config/argocd) has a test case for each, which hack/argocd-testdata.test.ts enforces.
+ * The reasons of a `Degraded` True condition: the causes of the one status derivation
+ * (controller/conversation-conditions.ts types them with this), a quarantined turn
+ * (TurnAmbiguous) among them. Argo CD's health check (config/argocd) has a test case for
+ * each, which hack/argocd-testdata.test.ts enforces.
  */
 export const DegradedReason = {
   SandboxFailed: ConditionReason.SandboxFailed,

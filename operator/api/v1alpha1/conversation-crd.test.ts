@@ -35,6 +35,7 @@ const statusFields = [
   'lastTurnTime',
   'closedTime',
   'currentTurn',
+  'turns',
   'sandbox',
   'journal',
 ] as const;
