@@ -108,8 +108,7 @@ export function lifecycleEvents(change: LifecycleChange): LifecycleEvent[] {
   }
 
   if (next.closedTime !== undefined && next.closedTime !== previous.closedTime) {
-    const message =
-      readyAfter?.reason === ConditionReason.Closed ? readyAfter.message : undefined;
+    const message = readyAfter?.reason === ConditionReason.Closed ? readyAfter.message : undefined;
     events.push({
       type: EventType.Normal,
       reason: EventReason.ClosedIdle,
