@@ -98,12 +98,17 @@ export class ConversationReconciler {
         }
       }
     } finally {
-      // Also after a failed status write: the actions that completed did happen.
-      this.options.events?.afterPass({
-        conversation: snapshot.conversation,
-        completed: outcome.completed,
-        ...(written === undefined ? {} : { written }),
-      });
+      // Also after a failed status write: the actions that completed did happen. Events
+      // are best effort; they never fail a pass.
+      try {
+        this.options.events?.afterPass({
+          conversation: snapshot.conversation,
+          completed: outcome.completed,
+          ...(written === undefined ? {} : { written }),
+        });
+      } catch (err: unknown) {
+        log.warn({ err: err instanceof Error ? err.message : String(err) }, 'events not recorded');
+      }
     }
     if (outcome.failed !== undefined) {
       throw new AppError(
