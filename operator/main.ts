@@ -82,6 +82,10 @@ async function main(): Promise<void> {
       metrics.passes.inc({ result });
       metrics.passSeconds.observe(durationMs / 1000);
     },
+    events: {
+      reportingInstance: config.identity,
+      onWrite: (result) => metrics.kubeEvents.inc({ result }),
+    },
   });
   new Gauge({
     name: 'polychrome_conversations',
