@@ -133,8 +133,8 @@ export function conversationCases(): Record<string, Conversation> {
       agentSnapshot(
         conversation({
           tools: {
-            builtin: ['memory'],
-            requireApproval: ['memory'],
+            builtin: ['calculator'],
+            requireApproval: ['calculator'],
             mcpServers: [
               { name: 'tickets', transport: 'http', url: 'https://tickets.example/mcp' },
             ],
