@@ -125,6 +125,25 @@ export function conversationCases(): Record<string, Conversation> {
         }),
       }),
     ),
+    'degraded-spec-field-unsupported': reconciled(
+      agentSnapshot(
+        conversation({
+          tools: {
+            builtin: ['calculator'],
+            requireApproval: ['calculator'],
+            mcpServers: [
+              { name: 'tickets', transport: 'http', url: 'https://tickets.example/mcp' },
+            ],
+          },
+        }),
+        {
+          template: {
+            envVarsInjectionPolicy: 'Disallowed',
+            podSpec: { containers: [{ name: 'harness' }] },
+          },
+        },
+      ),
+    ),
     'degraded-runtime-class-missing': reconciled(podSnapshot(podConversation), {
       completed: [],
       failed: {

@@ -24,7 +24,7 @@ import type { SandboxAssessment } from './assess-sandbox';
 import { assessSandbox, isPodFinished } from './assess-sandbox';
 import { CONVERSATION_FINALIZER, POD_SPEC_HASH_ANNOTATION, isOwnedBy } from './child-meta';
 import type { SandboxClaimManifest } from './desired-claim';
-import { desiredClaim, warmPoolNameOf } from './desired-claim';
+import { claimPlanOf, sameClaimEnv, warmPoolNameOf } from './desired-claim';
 import type { PodManifest } from './desired-pod';
 import { desiredPod } from './desired-pod';
 import { parseDuration } from './duration';
@@ -336,10 +336,13 @@ function ensureSandboxActions(
     conversation.status?.currentTurn !== undefined && conversation.status.currentTurn !== '';
   if (sandbox.backend === 'agent-sandbox') {
     const claim = sandbox.claim;
-    // Created even while the warm pool is missing: agent-sandbox binds it once the pool
-    // appears, and its status change wakes us through the claim watch.
-    if (claim === undefined)
-      return [{ kind: ActionKind.CreateClaim, claim: desiredClaim(conversation) }];
+    // Created even while the warm pool is missing, when no field needs its template:
+    // agent-sandbox binds it once the pool appears, and its status change wakes us through
+    // the claim watch. Never made with a field dropped (`wanted` is then undefined).
+    const wanted = claimPlanOf(conversation, sandbox).claim;
+    if (claim === undefined) {
+      return wanted === undefined ? [] : [{ kind: ActionKind.CreateClaim, claim: wanted }];
+    }
     if (claim.deleting || !isOwnedBy(claim.owners, conversation)) return [];
     const pool = warmPoolNameOf(conversation);
     if (claim.warmPoolName !== pool && !turnInFlight) {
@@ -349,6 +352,18 @@ function ensureSandboxActions(
           name: claim.name,
           uid: claim.uid,
           why: `spec.sandbox.warmPool changed from ${claim.warmPoolName ?? '(none)'} to ${pool}`,
+        },
+      ];
+    }
+    // agent-sandbox reads a claim's env only when it makes the Sandbox: a change of the
+    // variables (spec.tools, or the template's own values) needs a new claim.
+    if (wanted !== undefined && !sameClaimEnv(claim.env, wanted.spec.env) && !turnInFlight) {
+      return [
+        {
+          kind: ActionKind.DeleteClaim,
+          name: claim.name,
+          uid: claim.uid,
+          why: 'the harness environment the conversation needs (spec.tools) changed',
         },
       ];
     }

@@ -657,6 +657,95 @@ describe('Conversation controller on a real API server', () => {
     expect(field(condition(after, 'Ready'), 'reason')).toBe('Closed');
     expect(await get('c-badret')).toBeDefined();
   });
+
+  it('makes no claim while the template disallows env, says which field and what to change, and claims with env once it allows', async () => {
+    const namespace = ns.name;
+    const template = {
+      apiVersion: `${ext.group}/${ext.version}`,
+      kind: 'SandboxTemplate',
+      metadata: { name: 'strict' },
+      spec: {
+        podTemplate: {
+          spec: {
+            runtimeClassName: 'gvisor',
+            automountServiceAccountToken: false,
+            containers: [{ name: 'harness', image: 'polychrome/harness:dev' }],
+          },
+        },
+      },
+    };
+    await objects.createNamespacedCustomObject({
+      ...ext,
+      namespace,
+      plural: 'sandboxtemplates',
+      body: template,
+    });
+    await objects.createNamespacedCustomObject({
+      ...ext,
+      namespace,
+      plural: 'sandboxwarmpools',
+      body: {
+        apiVersion: `${ext.group}/${ext.version}`,
+        kind: 'SandboxWarmPool',
+        metadata: { name: 'strict' },
+        spec: { replicas: 0, sandboxTemplateRef: { name: 'strict' } },
+      },
+    });
+    const server = { name: 'tickets', transport: 'http' as const, url: 'https://t.example/mcp' };
+    await create('tools-strict', {
+      ...validMinimalConversationSpec,
+      tools: { mcpServers: [server], requireApproval: ['tickets/*'] },
+      sandbox: { warmPool: 'strict' },
+    });
+    const degraded = await waitFor('tools-strict to be Degraded', async () => {
+      const obj = await get('tools-strict');
+      return field(condition(obj, 'Degraded'), 'reason') === 'SpecFieldUnsupported'
+        ? obj
+        : undefined;
+    });
+    expect(field(degraded, 'status', 'phase')).toBe('Degraded');
+    expect(field(condition(degraded, 'Degraded'), 'message')).toBe(
+      'SandboxTemplate strict has envVarsInjectionPolicy Disallowed, so a SandboxClaim cannot give the harness spec.tools.mcpServers and spec.tools.requireApproval: set spec.envVarsInjectionPolicy: Allowed on the template (config/sandbox does), or use backend pod',
+    );
+    // Nothing was claimed with the fields dropped.
+    expect(await getClaim('tools-strict')).toBeUndefined();
+
+    await objects.patchNamespacedCustomObject(
+      {
+        ...ext,
+        namespace,
+        plural: 'sandboxtemplates',
+        name: 'strict',
+        body: { spec: { envVarsInjectionPolicy: 'Allowed' } },
+      },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    const claim = await waitFor('the claim of tools-strict', () => getClaim('tools-strict'));
+    expect(field(claim, 'spec', 'env')).toEqual([
+      // The API server defaulted timeoutMs.
+      {
+        name: 'HARNESS_MCP_SERVERS',
+        value: JSON.stringify([{ ...server, timeoutMs: 60_000 }]),
+        containerName: 'harness',
+      },
+      { name: 'HARNESS_REQUIRE_APPROVAL', value: 'tickets/*', containerName: 'harness' },
+    ]);
+    // agent-sandbox accepted it: the Sandbox's pod carries the variables.
+    const sandboxName = await waitFor('the claim to name its Sandbox', async () => {
+      const name = field(await getClaim('tools-strict'), 'status', 'sandbox', 'name');
+      return typeof name === 'string' && name !== '' ? name : undefined;
+    });
+    const pod = await waitFor(`pod ${sandboxName}`, () => getPod(sandboxName));
+    expect(pod.spec?.containers[0]?.env?.map((e) => e.name)).toEqual([
+      'HARNESS_MCP_SERVERS',
+      'HARNESS_REQUIRE_APPROVAL',
+    ]);
+    const healthy = await waitFor('tools-strict to be no longer Degraded', async () => {
+      const obj = await get('tools-strict');
+      return field(condition(obj, 'Degraded'), 'status') === 'False' ? obj : undefined;
+    });
+    expect(field(condition(healthy, 'Degraded'), 'reason')).toBe('Healthy');
+  });
 });
 
 /** A KubeConfig that records every API request made through clients built from it. */

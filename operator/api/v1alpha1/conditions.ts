@@ -46,6 +46,12 @@ export const ConditionReason = {
    * RuntimeClass its spec names does not exist; creation is retried with backoff.
    */
   RuntimeClassMissing: 'RuntimeClassMissing',
+  /**
+   * Ready False / Degraded True: the backend cannot honour a spec field (e.g. the warm
+   * pool's SandboxTemplate does not allow the claim's env); the message names the field and
+   * what to change, and no sandbox is made without it.
+   */
+  SpecFieldUnsupported: 'SpecFieldUnsupported',
   /** Progressing True: a turn runs; `status.currentTurn` names it. */
   TurnRunning: 'TurnRunning',
   /** Progressing True: the turn waits for a person to approve a tool call. */
@@ -82,6 +88,7 @@ export const DegradedReason = {
   SandboxTemplateMissing: ConditionReason.SandboxTemplateMissing,
   WarmPoolMissing: ConditionReason.WarmPoolMissing,
   RuntimeClassMissing: ConditionReason.RuntimeClassMissing,
+  SpecFieldUnsupported: ConditionReason.SpecFieldUnsupported,
   TurnAmbiguous: ConditionReason.TurnAmbiguous,
   RetentionInvalid: ConditionReason.RetentionInvalid,
   IdleTimeoutInvalid: ConditionReason.IdleTimeoutInvalid,
