@@ -11,7 +11,7 @@
  */
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, relative } from 'node:path';
 import { parse, parseAllDocuments, stringify } from 'yaml';
@@ -58,7 +58,9 @@ function readDoc(path: string): Obj {
 
 /** The objects `kubectl kustomize` (the kustomize built into the pinned kubectl) builds from `dir`. */
 function kustomize(dir: string): Obj[] {
-  const out = execFileSync(join(defaultBinDir, 'kubectl'), ['kustomize', dir], {
+  const kubectl = join(defaultBinDir, 'kubectl');
+  if (!existsSync(kubectl)) throw new Error(`${kubectl} is missing: run 'make binaries'`);
+  const out = execFileSync(kubectl, ['kustomize', dir], {
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'pipe'],
   });
