@@ -275,7 +275,7 @@ describe('reportStatus', () => {
         Degraded: 'True/RuntimeClassMissing',
       });
       expect(condition(status, 'Degraded')?.message).toBe(
-        'RuntimeClass "gvisor" not found, so admission rejected pod c1 in namespace team: install gVisor on the nodes and apply config/sandbox/runtime-class.yaml (or set the sandbox template\'s runtimeClassName); the pod is retried with backoff',
+        'RuntimeClass "gvisor" not found, so admission rejected pod c1 in namespace team: install gVisor on the nodes and apply config/cluster/runtime-class.yaml (or set the sandbox template\'s runtimeClassName); the pod is retried with backoff',
       );
       expect(status.observedGeneration).toBe(0);
       expect(status.sandbox).toBeUndefined();

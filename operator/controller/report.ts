@@ -207,7 +207,7 @@ function sandboxView(
 function runtimeClassMissingMessage(runtimeClass: string, pod: string, namespace: string): string {
   const fix =
     runtimeClass === 'gvisor'
-      ? 'install gVisor on the nodes and apply config/sandbox/runtime-class.yaml'
+      ? 'install gVisor on the nodes and apply config/cluster/runtime-class.yaml'
       : `create RuntimeClass ${JSON.stringify(runtimeClass)} for a runtime installed on the nodes`;
   return `RuntimeClass ${JSON.stringify(runtimeClass)} not found, so admission rejected pod ${pod} in namespace ${namespace}: ${fix} (or set the sandbox template's runtimeClassName); the pod is retried with backoff`;
 }

@@ -35,10 +35,10 @@ import {
 } from './support/peer-pods';
 import { createSandboxPool, ensureRuntimeClass } from './support/sandbox';
 
-// The control plane runs here as exactly the identity config/rbac grants (the
-// polychrome-control-plane ServiceAccount), against the real API server with RBAC on, as
+// The control plane runs here as exactly the identity config/rbac and config/cluster grant
+// (the polychrome-control-plane ServiceAccount), against the real API server with RBAC on, as
 // two replicas sharing the conversations through their leases. A verb missing from
-// config/rbac/role.yaml makes a pass fail and these tests time out on the status they wait
+// config/cluster/cluster-role.yaml makes a pass fail and these tests time out on the status they wait
 // for. Pods are run by hack's local node in simulate mode (Running and Ready, no process).
 const { group, version, plural } = ConversationResource;
 const serviceAccountUser = 'system:serviceaccount:polychrome-system:polychrome-control-plane';
@@ -126,7 +126,7 @@ describe('control plane as its own least-privilege identity, two replicas', () =
       'apply',
       '--server-side',
       '-k',
-      join(repoRoot, 'config'),
+      join(repoRoot, 'config', 'default'),
     ]);
     asOperator = await kubeConfig(
       await cluster.mintUser(serviceAccountUser, [
