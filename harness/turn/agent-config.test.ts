@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
-import type { ModelRequest } from '../model/model-provider';
+import type { Message, ModelRequest } from '../model/model-provider';
 import {
+  createPrefixRequestHasher,
   decodeAgentConfig,
   encodeAgentConfig,
   hex,
@@ -80,5 +81,33 @@ describe('agent configuration and request bytes (docs/replay.md)', () => {
     expect(() => decodeAgentConfig(CONFIG_JSON.replace('"version":1', '"version":2'))).toThrow(
       'version 2',
     );
+  });
+});
+
+describe('createPrefixRequestHasher', () => {
+  it('gives the digest of modelRequestSha256 for requests that extend each other, and for others', () => {
+    const hasher = createPrefixRequestHasher();
+    const config = Buffer.from(CONFIG_SHA256, 'hex');
+    const other = Buffer.from(CONFIG_SHA256.replace(/^7a/, '7b'), 'hex');
+    const history: Message[] = [];
+    for (let turn = 0; turn < 5; turn++) {
+      const request: ModelRequest = {
+        ...REQUEST,
+        messages: [...history, { role: 'user', content: [{ type: 'text', text: `m${turn}` }] }],
+      };
+      expect(hex(hasher(request, config))).toBe(hex(modelRequestSha256(request, config)));
+      // Same messages under another configuration: the cached prefix must not be reused.
+      expect(hex(hasher(request, other))).toBe(hex(modelRequestSha256(request, other)));
+      const closing: ModelRequest = { ...request, toolChoice: 'none' };
+      expect(hex(hasher(closing, config))).toBe(hex(modelRequestSha256(closing, config)));
+      history.push(...request.messages.slice(history.length), {
+        role: 'assistant',
+        content: [{ type: 'text', text: `r${turn}` }],
+      });
+    }
+    // A message object seen at another index is hashed afresh.
+    const moved: ModelRequest = { ...REQUEST, messages: history.slice(2) };
+    expect(hex(hasher(moved, config))).toBe(hex(modelRequestSha256(moved, config)));
+    expect(hex(hasher(REQUEST, config))).toBe(REQUEST_SHA256);
   });
 });

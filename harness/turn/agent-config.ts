@@ -1,7 +1,8 @@
+import { createHash, type Hash } from 'node:crypto';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { canonicalJson, isJsonObject, type JsonObject } from '../../common/canonical-json';
 import { AppError } from '../../common/errors';
-import type { ContentBlock, ModelParameters, ModelRequest } from '../model/model-provider';
+import type { ContentBlock, Message, ModelParameters, ModelRequest } from '../model/model-provider';
 import { effectiveMaxSteps, type StepBudget } from './step-budget';
 import type { TurnTool } from './turn-records';
 
@@ -155,6 +156,67 @@ export function modelRequestObject(request: ModelRequest, configSha256: Uint8Arr
 /** SHA-256 of the canonical bytes of `request` made under the configuration `configSha256`. */
 export function modelRequestSha256(request: ModelRequest, configSha256: Uint8Array): Uint8Array {
   return sha256(encoder.encode(canonicalJson(modelRequestObject(request, configSha256))));
+}
+
+/** Computes request digests; see {@link createPrefixRequestHasher}. */
+export type RequestHasher = (request: ModelRequest, configSha256: Uint8Array) => Uint8Array;
+
+/**
+ * A {@link modelRequestSha256} that hashes each message once: the SHA-256 state after a
+ * message is kept, keyed by the message object, its index and the configuration, and a
+ * later request that extends the same messages starts from it. Replay of a long
+ * conversation hashes its history once instead of once per model call.
+ *
+ * Sound only where message objects are never reused at the same index after different
+ * predecessors: true inside one replay (each request extends the history array, and
+ * messages are immutable), so make one hasher per replay run.
+ */
+export function createPrefixRequestHasher(): RequestHasher {
+  interface Saved {
+    readonly index: number;
+    readonly config: string;
+    readonly previous: Message | undefined;
+    readonly state: Hash;
+  }
+  const saved = new WeakMap<Message, Saved>();
+  return (request, configSha256) => {
+    const config = hex(configSha256);
+    const messages = request.messages;
+    let state: Hash | undefined;
+    let next = 0;
+    for (let i = messages.length - 1; i >= 0; i--) {
+      const message = messages[i];
+      const entry = message === undefined ? undefined : saved.get(message);
+      if (
+        entry !== undefined &&
+        entry.index === i &&
+        entry.config === config &&
+        entry.previous === messages[i - 1]
+      ) {
+        state = entry.state.copy();
+        next = i + 1;
+        break;
+      }
+    }
+    if (state === undefined) {
+      state = createHash('sha256');
+      state.update(`{"config_sha256":${JSON.stringify(config)},"messages":[`);
+    }
+    for (let i = next; i < messages.length; i++) {
+      const message = messages[i];
+      if (message === undefined) continue;
+      state.update(
+        (i === 0 ? '' : ',') +
+          canonicalJson({ role: message.role, content: message.content.map(blockObject) }),
+      );
+      saved.set(message, { index: i, config, previous: messages[i - 1], state: state.copy() });
+    }
+    const rest = modelRequestObject({ ...request, messages: [] }, configSha256);
+    state.update(
+      `],"system":${canonicalJson(rest.system)},"tool_choice":${canonicalJson(rest.tool_choice)},"tools":${canonicalJson(rest.tools)},"version":${String(REPLAY_BYTES_VERSION)}}`,
+    );
+    return new Uint8Array(state.digest());
+  };
 }
 
 /** Lowercase hex of `bytes`. */

@@ -19,7 +19,13 @@ import {
   turnStepToProto,
 } from '../server/turn-codec';
 import type { Message, ModelResponse, OutputBlock } from '../model/model-provider';
-import { decodeAgentConfig, hex, type EncodedAgentConfig } from './agent-config';
+import {
+  createPrefixRequestHasher,
+  decodeAgentConfig,
+  hex,
+  type EncodedAgentConfig,
+  type RequestHasher,
+} from './agent-config';
 import { verifyApprovalAnswer, type SignatureVerifier } from './approval-token';
 import type { RequestIds } from './request-ids';
 import {
@@ -219,8 +225,9 @@ export function replayJournal(
   }
   const history: Message[] = [];
   const results: TurnReplay[] = [];
+  const hasher = createPrefixRequestHasher();
   for (const log of order) {
-    const result = replayTurn(log, history, configs, configPositions, options);
+    const result = replayTurn(log, history, configs, configPositions, options, hasher);
     results.push(result);
     const terminal = log.events.find((e) => e.kind === 'turn_complete');
     const dispatched = log.events.some((e) => e.kind === 'turn_dispatched');
@@ -247,6 +254,7 @@ function replayTurn(
   configs: ReadonlyMap<string, EncodedAgentConfig>,
   configPositions: readonly { position: number; sha256: string }[],
   options: ReplayOptions,
+  hasher: RequestHasher,
 ): TurnReplay {
   const status = statusOf(log);
   const transcript = transcriptOf(log);
@@ -275,6 +283,7 @@ function replayTurn(
       configs,
       configPositions,
       options,
+      hasher,
     );
     if (divergence !== undefined) {
       return { ...base, mode: ReplayMode.Full, attempts: dispatches.length, ok: false, divergence };
@@ -292,6 +301,7 @@ function replayAttempt(
   configs: ReadonlyMap<string, EncodedAgentConfig>,
   configPositions: readonly { position: number; sha256: string }[],
   options: ReplayOptions,
+  hasher: RequestHasher,
 ): Divergence | undefined {
   const before = log.events.filter((e) => e.position < dispatchPosition);
   const recorded = log.events.filter(
@@ -356,6 +366,7 @@ function replayAttempt(
     ids: options.ids,
     verifier: options.verifier,
     approvalPublicKey: options.approvalPublicKey ?? new Uint8Array(32),
+    requestSha256: hasher,
   });
   let cursor = 0;
   const peek = (): Decoded | undefined => recorded[cursor];

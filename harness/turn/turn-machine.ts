@@ -18,6 +18,7 @@ import {
   modelRequestSha256,
   type EncodedAgentConfig,
   type ModelParameters,
+  type RequestHasher,
 } from './agent-config';
 import type { RequestIds } from './request-ids';
 import { ReservedTool } from './reserved-tools';
@@ -260,6 +261,8 @@ export interface TurnMachineDeps {
   readonly verifier: SignatureVerifier;
   /** The control plane's approval public key (raw 32 bytes). */
   readonly approvalPublicKey: Uint8Array;
+  /** How request digests are computed (replay caches prefixes). @default modelRequestSha256 */
+  readonly requestSha256?: RequestHasher;
 }
 
 /** A turn machine bound to its dependencies. */
@@ -527,7 +530,7 @@ function nextModelCall(
       : {
           step: stepNumber,
           closing,
-          requestSha256: modelRequestSha256(request, state.configSha256),
+          requestSha256: (deps.requestSha256 ?? modelRequestSha256)(request, state.configSha256),
         };
   return {
     state: { ...next, phase: TurnPhase.AwaitingModel, pendingModel },
