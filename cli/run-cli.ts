@@ -296,7 +296,7 @@ async function journalVerify(args: readonly string[], io: CliIo): Promise<ExitCo
   const rawKeys = values['public-key'];
   const keys = (Array.isArray(rawKeys) ? rawKeys : [])
     .filter((k): k is string => typeof k === 'string')
-    .map(parsePublicKey);
+    .map((k) => parsePublicKey(k));
   const result = await verifyExportFile(file, keys);
   if (format === Format.Json) {
     await write(io.stdout, `${JSON.stringify({ ...result, failure: result.failure ?? null })}\n`);
@@ -331,7 +331,7 @@ async function journalReplay(args: readonly string[], io: CliIo): Promise<ExitCo
   const rawKeys = values['public-key'];
   const keys = (Array.isArray(rawKeys) ? rawKeys : [])
     .filter((k): k is string => typeof k === 'string')
-    .map(parsePublicKey);
+    .map((k) => parsePublicKey(k));
   const approvalText = stringValue(values['approval-key']);
   const approvalKey =
     approvalText === undefined ? undefined : parsePublicKey(approvalText, '--approval-key');
