@@ -88,7 +88,7 @@ function headerApprovalKey(line: string): Uint8Array | undefined {
     if (typeof value !== 'object' || value === null || !('approvalPublicKey' in value)) {
       return undefined;
     }
-    const raw = (value as { approvalPublicKey: unknown }).approvalPublicKey;
+    const raw = value.approvalPublicKey;
     const bytes = typeof raw === 'string' ? decodeBase64(raw) : undefined;
     return bytes?.length === 32 ? bytes : undefined;
   } catch {

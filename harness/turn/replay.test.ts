@@ -17,7 +17,9 @@ import {
 import { nodeEd25519Verifier } from '../crypto/node-ed25519';
 import { requestIds } from './request-ids';
 import { replayJournal, type JournalReplay, type ReplayEntry } from './replay';
-import type { Caller } from '../../operator/turns/turn-service';
+
+/** The coordinator's caller type, named without importing the control plane. */
+type Caller = Parameters<RealTurns['coordinator']['postMessage']>[0];
 
 const OWNER: Caller = {
   identity: 'web:owner',

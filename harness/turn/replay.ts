@@ -724,7 +724,7 @@ function describeEnd(effect: Extract<TurnEffect, { type: 'fail' | 'cancelled' }>
 function turnIdOf(event: Decoded): string | undefined {
   const payload: unknown = event.payload;
   if (typeof payload === 'object' && payload !== null && 'turnId' in payload) {
-    const id = (payload as { turnId: unknown }).turnId;
+    const id = payload.turnId;
     return typeof id === 'string' && id !== '' ? id : undefined;
   }
   return undefined;
