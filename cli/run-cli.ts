@@ -21,6 +21,7 @@ import {
 } from './cli-support';
 import { conversationCommands, isConversationCommand } from './conversation-commands';
 import { formatExportEvent, formatExportHeader, type ExportPublicKey } from './export-file';
+import { formatReplayJson, formatReplayText, replayExportFile } from './journal-replay';
 import { verifyExportFile } from './journal-verify';
 
 export { ExitCode, type CliIo } from './cli-support';
@@ -68,6 +69,14 @@ Check a journal (the state plane):
   polychrome journal verify FILE [--public-key KEY]... [--format json|text]
       Verify an export offline, with no server. KEY is the raw ed25519 public key, 64 hex
       digits or base64; without it the keys in the file's header are trusted.
+
+  polychrome journal replay FILE [--public-key KEY]... [--approval-key KEY] [--format json|text]
+      Verify an export offline (as journal verify; a failing one is refused), then replay
+      every turn through the harness's turn machine from the journal alone, with no model
+      and no tool (docs/replay.md). Prints the reconstructed transcript and a verdict per
+      turn: ok, or the first divergence (turn, step, expected, found). --approval-key is
+      the control plane's approval public key (64 hex digits or base64), needed when the
+      journal holds approval answers. Exit 0 when every turn replays, 1 on a divergence.
 
 connection flags (or environment variables):
   --address HOST:PORT   POLYCHROME_STATE_ADDRESS   default localhost:7443
@@ -263,13 +272,13 @@ async function stateExport(
   return ExitCode.Ok;
 }
 
-function parsePublicKey(text: string): Uint8Array {
+function parsePublicKey(text: string, flag = '--public-key'): Uint8Array {
   const trimmed = text.trim();
   if (/^[0-9a-fA-F]{64}$/u.test(trimmed)) return new Uint8Array(Buffer.from(trimmed, 'hex'));
   const bytes = Buffer.from(trimmed, 'base64');
   if (bytes.length === 32 && bytes.toString('base64') === trimmed) return new Uint8Array(bytes);
   throw new UsageError(
-    `--public-key ${JSON.stringify(trimmed.slice(0, 80))} is not a raw ed25519 public key: ` +
+    `${flag} ${JSON.stringify(trimmed.slice(0, 80))} is not a raw ed25519 public key: ` +
       'give 64 hex digits or the base64 of 32 bytes',
   );
 }
@@ -287,7 +296,7 @@ async function journalVerify(args: readonly string[], io: CliIo): Promise<ExitCo
   const rawKeys = values['public-key'];
   const keys = (Array.isArray(rawKeys) ? rawKeys : [])
     .filter((k): k is string => typeof k === 'string')
-    .map(parsePublicKey);
+    .map((k) => parsePublicKey(k));
   const result = await verifyExportFile(file, keys);
   if (format === Format.Json) {
     await write(io.stdout, `${JSON.stringify({ ...result, failure: result.failure ?? null })}\n`);
@@ -306,6 +315,32 @@ async function journalVerify(args: readonly string[], io: CliIo): Promise<ExitCo
     );
   }
   return result.ok && result.unsealed === 0 ? ExitCode.Ok : ExitCode.VerifyFailed;
+}
+
+async function journalReplay(args: readonly string[], io: CliIo): Promise<ExitCode> {
+  const { values, positionals } = parse(args, {
+    ...formatOptions,
+    'public-key': { type: 'string', multiple: true },
+    'approval-key': { type: 'string' },
+  });
+  const format = parseFormat(values);
+  const [file, ...extra] = positionals;
+  if (file === undefined) throw new UsageError('journal replay needs an export FILE');
+  if (extra.length > 0)
+    throw new UsageError(`journal replay takes one FILE, got extra ${extra.join(' ')}`);
+  const rawKeys = values['public-key'];
+  const keys = (Array.isArray(rawKeys) ? rawKeys : [])
+    .filter((k): k is string => typeof k === 'string')
+    .map((k) => parsePublicKey(k));
+  const approvalText = stringValue(values['approval-key']);
+  const approvalKey =
+    approvalText === undefined ? undefined : parsePublicKey(approvalText, '--approval-key');
+  const report = await replayExportFile(file, keys, approvalKey);
+  await write(
+    io.stdout,
+    format === Format.Json ? formatReplayJson(report) : formatReplayText(report),
+  );
+  return report.replay.ok ? ExitCode.Ok : ExitCode.VerifyFailed;
 }
 
 /**
@@ -329,6 +364,7 @@ export async function runCli(args: readonly string[], io: CliIo, env?: Env): Pro
     if (group === 'state' && command === 'verify') return await stateVerify(rest, env, io);
     if (group === 'state' && command === 'export') return await stateExport(rest, env, io);
     if (group === 'journal' && command === 'verify') return await journalVerify(rest, io);
+    if (group === 'journal' && command === 'replay') return await journalReplay(rest, io);
     throw new UsageError(
       `unknown command ${JSON.stringify([group, command].filter((p) => p !== undefined).join(' '))}`,
     );

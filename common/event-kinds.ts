@@ -26,6 +26,7 @@ export const EventKind = {
   ConversationReopened: 'conversation_reopened',
   KeyRotated: 'key_rotated',
   SignedRoot: 'signed_root',
+  AgentConfig: 'agent_config',
 } as const;
 export type EventKind = (typeof EventKind)[keyof typeof EventKind];
 
@@ -61,6 +62,7 @@ export interface EventPayloads {
   conversation_reopened: ev.ConversationReopened;
   key_rotated: ev.KeyRotated;
   signed_root: ev.SignedRoot;
+  agent_config: ev.AgentConfig;
 }
 
 export const payloadCodecs: { readonly [K in EventKind]: PayloadCodec<EventPayloads[K]> } = {
@@ -85,6 +87,7 @@ export const payloadCodecs: { readonly [K in EventKind]: PayloadCodec<EventPaylo
   conversation_reopened: ev.ConversationReopened,
   key_rotated: ev.KeyRotated,
   signed_root: ev.SignedRoot,
+  agent_config: ev.AgentConfig,
 };
 
 const kinds = new Set<string>(Object.values(EventKind));

@@ -7,6 +7,7 @@ import { AppError, ErrorCode } from '../../common/errors';
 import {
   StopReason,
   type ModelCallOptions,
+  type ModelParameters,
   type ModelProvider,
   type ModelRequest,
   type ModelResponse,
@@ -121,6 +122,8 @@ export class ScriptedProvider implements ModelProvider {
   readonly name: string;
   private readonly script: ModelScript;
   private readonly received: ModelRequest[] = [];
+  /** A script has no token limit: 0. */
+  readonly parameters: ModelParameters;
 
   /**
    * @param script replies in the order calls will consume them.
@@ -129,6 +132,7 @@ export class ScriptedProvider implements ModelProvider {
   constructor(script: ModelScript, name?: string) {
     this.script = script;
     this.name = name ?? script.name ?? 'inline';
+    this.parameters = { model: script.model ?? SCRIPTED_MODEL, maxTokens: 0 };
   }
 
   /**

@@ -372,12 +372,14 @@ export class HarnessServer {
       },
       'turn started',
     );
+    const model = deps.modelFor(request.model);
     let outcome: TurnOutcome;
     try {
       outcome = await runTurn(
-        input,
+        // Recorded for replay when the provider states its parameters (docs/replay.md).
+        model.parameters === undefined ? input : { ...input, model: model.parameters },
         {
-          model: deps.modelFor(request.model),
+          model,
           tools: deps.tools,
           trustedTools: turn.trustedTools,
           steps: turn.sink,

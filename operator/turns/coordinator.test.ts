@@ -206,4 +206,61 @@ describe('TurnCoordinator against a harness that lies', () => {
     expect(kinds.at(-2)).toBe('turn_complete');
     expect(reply).toMatchObject({ status: 'complete', reply: 'It is 42.' });
   });
+
+  it('quarantines a turn whose harness records a configuration under a forged digest, and commits none of it', async () => {
+    const { reply, kinds } = await postTo((start) => [
+      {
+        output: {
+          $case: 'step',
+          value: {
+            sequence: 1,
+            commitWithResult: false,
+            step: {
+              $case: 'agentConfig',
+              value: {
+                turnId: start.turnId,
+                // The digest of another configuration: replay would check the wrong one.
+                sha256: Buffer.alloc(32, 7),
+                configJson: '{"system":"You are a test agent.","version":1}',
+              },
+            },
+          },
+        },
+      },
+    ]);
+    expect(kinds).not.toContain('agent_config');
+    expect(reply.status).toBe('ambiguous');
+    expect(reply.ambiguous?.reason).toContain('not the SHA-256 of its config_json');
+  });
+
+  it('quarantines a model call that names a configuration the journal does not hold', async () => {
+    const { reply, kinds } = await postTo((start) => [
+      {
+        output: {
+          $case: 'step',
+          value: {
+            sequence: 1,
+            commitWithResult: false,
+            step: {
+              $case: 'modelCall',
+              value: {
+                turnId: start.turnId,
+                step: 1,
+                model: 'm',
+                content: [{ block: { $case: 'text', value: 'hi' } }],
+                stopReason: 'end_turn',
+                startedAtMs: 0,
+                finishedAtMs: 0,
+                closing: false,
+                configSha256: Buffer.alloc(32, 7),
+                requestSha256: Buffer.alloc(32, 8),
+              },
+            },
+          },
+        },
+      },
+    ]);
+    expect(kinds).not.toContain('model_call');
+    expect(reply.ambiguous?.reason).toContain('names agent configuration');
+  });
 });

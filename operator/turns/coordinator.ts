@@ -332,7 +332,7 @@ export class TurnCoordinator implements TurnService {
     const signal = AbortSignal.any([lease.signal, this.stopping.signal]);
     const end = await this.runTurn(conversation, lease, turnId, attempt, signal);
     const plan = planSettle({
-      dispatched: { turn: this.turnAt(uid, turnId), conversation },
+      dispatched: { turn: this.turnAt(uid, turnId), conversation, ...this.recording(uid) },
       end,
       attempt,
       maxAttempts: this.options.maxAttempts ?? 3,
@@ -442,7 +442,8 @@ export class TurnCoordinator implements TurnService {
             },
             commitStep: async (step) => {
               // Checked against the dispatched turn before anything is committed.
-              const reason = checkStep({ turn: this.turnAt(uid, turnId), conversation }, step);
+              const dispatched = { turn: this.turnAt(uid, turnId), conversation };
+              const reason = checkStep({ ...dispatched, ...this.recording(uid) }, step);
               if (reason !== undefined) {
                 const value = step.step?.value;
                 onForged({
@@ -508,6 +509,12 @@ export class TurnCoordinator implements TurnService {
     events: readonly PlannedEvent[],
   ): ReturnType<JournalViews['append']> {
     return this.views.append(uid, lease, events.map(encode));
+  }
+
+  /** The journal's newest agent configuration, for the recording checks (docs/replay.md). */
+  private recording(uid: string): { newestAgentConfig?: string } {
+    const newest = this.views.cached(uid)?.newestAgentConfig;
+    return newest === undefined ? {} : { newestAgentConfig: newest.sha256 };
   }
 
   private turnAt(uid: string, turnId: string): TurnView {

@@ -189,6 +189,15 @@ export interface JournalView {
   readonly turnsById: ReadonlyMap<string, TurnView>;
   /** In journal order. */
   readonly anomalies: readonly JournalAnomaly[];
+  /** The newest `agent_config` (docs/replay.md); absent when the journal has none. */
+  readonly newestAgentConfig?: AgentConfigRef;
+}
+
+/** Where an `agent_config` is and its digest. */
+export interface AgentConfigRef {
+  readonly position: number;
+  /** SHA-256 of its config_json, lowercase hex. */
+  readonly sha256: string;
 }
 
 /** Where a turn stands; see the rules at the top of this file. */
@@ -511,6 +520,7 @@ type TurnEventKind =
 type DecodedEvent =
   | { readonly type: 'message'; readonly position: number; readonly message: MessageReceived }
   | { readonly type: 'root'; readonly root: SignedRootRef }
+  | { readonly type: 'config'; readonly config: AgentConfigRef }
   | {
       readonly type: 'turn';
       readonly position: number;
@@ -628,6 +638,10 @@ function decodeEntry(entry: JournalEntry, head: number): DecodedEvent {
       const payload = decode(position, kind, bytes);
       return terminalEvent(payload.turnId, { kind, position, payload });
     }
+    case 'agent_config': {
+      const config = decode(position, kind, bytes);
+      return { type: 'config', config: { position, sha256: hex(config.sha256) } };
+    }
     case 'payment_charge':
     case 'outbound_payment_receipt':
     case 'memory_set':
@@ -727,6 +741,7 @@ interface ViewState {
   readonly turnIdsByKey: ReadonlyMap<string, string>;
   readonly turnsById: ReadonlyMap<string, TurnView>;
   readonly anomalies: readonly JournalAnomaly[];
+  readonly newestAgentConfig?: AgentConfigRef;
 }
 
 function emptyState(): ViewState {
@@ -746,6 +761,7 @@ function stateOf(view: JournalView): ViewState {
     turnIdsByKey: view.turnIdsByKey,
     turnsById: view.turnsById,
     anomalies: view.anomalies,
+    ...(view.newestAgentConfig === undefined ? {} : { newestAgentConfig: view.newestAgentConfig }),
   };
 }
 
@@ -792,6 +808,10 @@ class LazyView implements JournalView {
     return this.#resolve().anomalies;
   }
 
+  get newestAgentConfig(): AgentConfigRef | undefined {
+    return this.#resolve().newestAgentConfig;
+  }
+
   #resolve(): ViewState {
     if (this.#state !== undefined) return this.#state;
     const chain: LazyView[] = [this];
@@ -821,8 +841,10 @@ class StateBuilder {
   private readonly turnIdsByKey: Map<string, string>;
   private readonly turnsById: Map<string, TurnView>;
   private readonly anomalies: JournalAnomaly[];
+  private newestAgentConfig: AgentConfigRef | undefined;
 
   constructor(state: ViewState) {
+    this.newestAgentConfig = state.newestAgentConfig;
     this.lastSignedRoot = state.lastSignedRoot;
     this.turns = [...state.turns];
     this.turnIdsByKey = new Map(state.turnIdsByKey);
@@ -837,6 +859,9 @@ class StateBuilder {
       turnIdsByKey: this.turnIdsByKey,
       turnsById: this.turnsById,
       anomalies: this.anomalies,
+      ...(this.newestAgentConfig === undefined
+        ? {}
+        : { newestAgentConfig: this.newestAgentConfig }),
     };
   }
 
@@ -846,6 +871,9 @@ class StateBuilder {
         return this.message(event.position, event.message);
       case 'root':
         this.lastSignedRoot = event.root;
+        return;
+      case 'config':
+        this.newestAgentConfig = event.config;
         return;
       case 'turn':
         return this.turnEvent(event.position, event.kind, event.turnId, event.apply);

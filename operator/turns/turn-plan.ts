@@ -46,6 +46,7 @@ import {
   type PendingRequest,
   type TurnView,
 } from './journal-view';
+import { checkRecording, type RecordingFacts } from './recording-check';
 import type { Caller, PostMessage } from './turn-service';
 import type { TurnStatusChange } from './turn-status';
 
@@ -548,13 +549,14 @@ export function turnStartOf(
     questionAnswers: turn.questionResponses.map((r) => r.response),
     recordedSteps: recordedSteps(turn),
     requiredApprover: turn.directive?.requiredApprover ?? '',
+    recordedConfigSha256: Buffer.from(view.newestAgentConfig?.sha256 ?? '', 'hex'),
   };
 }
 
 // ---- what the harness sends ----
 
 /** The control plane's facts about a dispatched turn that the harness must agree with. */
-export interface DispatchedTurn {
+export interface DispatchedTurn extends RecordingFacts {
   readonly turn: TurnView;
   readonly conversation: Conversation;
 }
@@ -569,12 +571,15 @@ export function checkStep(dispatched: DispatchedTurn, step: Step): string | unde
   const { turn, conversation } = dispatched;
   const content = step.step;
   if (content === undefined) return `step ${step.sequence} has no content`;
+  const unrecorded = checkRecording(dispatched, step);
+  if (unrecorded !== undefined) return unrecorded;
   const turnId = content.value.turnId;
   if (turnId !== turn.turnId) {
     return `a ${stepKind(content.$case)} step names turn ${turnId || '(none)'}, but turn ${turn.turnId} was dispatched`;
   }
   switch (content.$case) {
     case 'modelCall':
+    case 'agentConfig':
       return undefined;
     case 'toolCall': {
       const call = content.value;
@@ -619,8 +624,8 @@ export function checkStep(dispatched: DispatchedTurn, step: Step): string | unde
   }
 }
 
-function stepKind(kind: 'modelCall' | 'toolCall' | 'toolResult'): string {
-  return kind === 'modelCall' ? 'model_call' : kind === 'toolCall' ? 'tool_call' : 'tool_result';
+function stepKind(kind: NonNullable<Step['step']>['$case']): string {
+  return kind.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
 }
 
 /** Why an approval request the harness paused with is not this turn's to make. */
@@ -875,6 +880,8 @@ export function stepEventOf(step: Step): PlannedEvent {
       return planned(EventKind.ToolCall, step.step.value);
     case 'toolResult':
       return planned(EventKind.ToolResult, step.step.value);
+    case 'agentConfig':
+      return planned(EventKind.AgentConfig, step.step.value);
     case undefined:
       throw new AppError(
         'invalid_argument',

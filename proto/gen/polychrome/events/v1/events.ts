@@ -165,6 +165,31 @@ export interface ModelCall {
   finishedAtMs: number;
   /** True for the closing call made when the step budget ran out. */
   closing: boolean;
+  /**
+   * SHA-256 of the canonical bytes of the agent_config the call ran under; empty in
+   * journals written before configurations were recorded (docs/replay.md).
+   */
+  configSha256: Buffer;
+  /**
+   * SHA-256 of the canonical bytes of the exact request the turn machine built for this
+   * call (docs/replay.md gives the bytes); empty when config_sha256 is.
+   */
+  requestSha256: Buffer;
+}
+
+/**
+ * kind "agent_config": the configuration a turn runs with (model and its parameters,
+ * system prompt, tool definitions with their policy, step budget, required approver),
+ * committed before the first step that uses it and again whenever it changes.
+ * docs/replay.md gives the canonical JSON.
+ */
+export interface AgentConfig {
+  /** The turn that first ran under it. */
+  turnId: string;
+  /** SHA-256 of config_json's UTF-8 bytes. */
+  sha256: Buffer;
+  /** Canonical JSON (common/canonical-json.ts) of the configuration. */
+  configJson: string;
 }
 
 /** kind "tool_call": a tool invocation; a side-effecting one is committed before it runs. */
@@ -1204,6 +1229,8 @@ function createBaseModelCall(): ModelCall {
     startedAtMs: 0,
     finishedAtMs: 0,
     closing: false,
+    configSha256: Buffer.alloc(0),
+    requestSha256: Buffer.alloc(0),
   };
 }
 
@@ -1235,6 +1262,12 @@ export const ModelCall: MessageFns<ModelCall> = {
     }
     if (message.closing !== false) {
       writer.uint32(72).bool(message.closing);
+    }
+    if (message.configSha256.length !== 0) {
+      writer.uint32(82).bytes(message.configSha256);
+    }
+    if (message.requestSha256.length !== 0) {
+      writer.uint32(90).bytes(message.requestSha256);
     }
     return writer;
   },
@@ -1324,6 +1357,22 @@ export const ModelCall: MessageFns<ModelCall> = {
             message.closing = reader.bool();
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.configSha256 = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.requestSha256 = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1365,6 +1414,16 @@ export const ModelCall: MessageFns<ModelCall> = {
         ? globalThis.Number(object.finished_at_ms)
         : 0,
       closing: isSet(object.closing) ? globalThis.Boolean(object.closing) : false,
+      configSha256: isSet(object.configSha256)
+        ? Buffer.from(bytesFromBase64(object.configSha256))
+        : isSet(object.config_sha256)
+        ? Buffer.from(bytesFromBase64(object.config_sha256))
+        : Buffer.alloc(0),
+      requestSha256: isSet(object.requestSha256)
+        ? Buffer.from(bytesFromBase64(object.requestSha256))
+        : isSet(object.request_sha256)
+        ? Buffer.from(bytesFromBase64(object.request_sha256))
+        : Buffer.alloc(0),
     };
   },
 
@@ -1397,6 +1456,12 @@ export const ModelCall: MessageFns<ModelCall> = {
     if (message.closing !== false) {
       obj.closing = message.closing;
     }
+    if (message.configSha256.length !== 0) {
+      obj.configSha256 = base64FromBytes(message.configSha256);
+    }
+    if (message.requestSha256.length !== 0) {
+      obj.requestSha256 = base64FromBytes(message.requestSha256);
+    }
     return obj;
   },
 
@@ -1414,6 +1479,117 @@ export const ModelCall: MessageFns<ModelCall> = {
     message.startedAtMs = object.startedAtMs ?? 0;
     message.finishedAtMs = object.finishedAtMs ?? 0;
     message.closing = object.closing ?? false;
+    message.configSha256 = object.configSha256 ?? Buffer.alloc(0);
+    message.requestSha256 = object.requestSha256 ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
+function createBaseAgentConfig(): AgentConfig {
+  return { turnId: "", sha256: Buffer.alloc(0), configJson: "" };
+}
+
+export const AgentConfig: MessageFns<AgentConfig> = {
+  encode(message: AgentConfig, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.turnId !== "") {
+      writer.uint32(10).string(message.turnId);
+    }
+    if (message.sha256.length !== 0) {
+      writer.uint32(18).bytes(message.sha256);
+    }
+    if (message.configJson !== "") {
+      writer.uint32(26).string(message.configJson);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AgentConfig {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAgentConfig();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.turnId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.sha256 = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.configJson = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AgentConfig {
+    return {
+      turnId: isSet(object.turnId)
+        ? globalThis.String(object.turnId)
+        : isSet(object.turn_id)
+        ? globalThis.String(object.turn_id)
+        : "",
+      sha256: isSet(object.sha256) ? Buffer.from(bytesFromBase64(object.sha256)) : Buffer.alloc(0),
+      configJson: isSet(object.configJson)
+        ? globalThis.String(object.configJson)
+        : isSet(object.config_json)
+        ? globalThis.String(object.config_json)
+        : "",
+    };
+  },
+
+  toJSON(message: AgentConfig): unknown {
+    const obj: any = {};
+    if (message.turnId !== "") {
+      obj.turnId = message.turnId;
+    }
+    if (message.sha256.length !== 0) {
+      obj.sha256 = base64FromBytes(message.sha256);
+    }
+    if (message.configJson !== "") {
+      obj.configJson = message.configJson;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<AgentConfig>): AgentConfig {
+    return AgentConfig.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<AgentConfig>): AgentConfig {
+    const message = createBaseAgentConfig();
+    message.turnId = object.turnId ?? "";
+    message.sha256 = object.sha256 ?? Buffer.alloc(0);
+    message.configJson = object.configJson ?? "";
     return message;
   },
 };
