@@ -26,6 +26,8 @@ export const EventKind = {
   ConversationReopened: 'conversation_reopened',
   KeyRotated: 'key_rotated',
   SignedRoot: 'signed_root',
+  /** Written by the state plane's repair only (docs/journal-format.md, "Excision"). */
+  Excision: 'excision',
 } as const;
 export type EventKind = (typeof EventKind)[keyof typeof EventKind];
 
@@ -61,6 +63,7 @@ export interface EventPayloads {
   conversation_reopened: ev.ConversationReopened;
   key_rotated: ev.KeyRotated;
   signed_root: ev.SignedRoot;
+  excision: ev.Excision;
 }
 
 export const payloadCodecs: { readonly [K in EventKind]: PayloadCodec<EventPayloads[K]> } = {
@@ -85,6 +88,7 @@ export const payloadCodecs: { readonly [K in EventKind]: PayloadCodec<EventPaylo
   conversation_reopened: ev.ConversationReopened,
   key_rotated: ev.KeyRotated,
   signed_root: ev.SignedRoot,
+  excision: ev.Excision,
 };
 
 const kinds = new Set<string>(Object.values(EventKind));

@@ -5,7 +5,14 @@ import { fromHex, toHex } from './hex';
 import { buildInclusionProof } from './inclusion-proof';
 import { LeafHasher } from './leaf-digest';
 import type { Sha256 } from './sha256';
-import { keyIdOf, keyRotationMessage, rotateKey, signedRootMessage, signRoot } from './signed-root';
+import {
+  keyIdOf,
+  keyRotationMessage,
+  rotateKey,
+  signedRootMessage,
+  signedRootPayload,
+  signRoot,
+} from './signed-root';
 import { encodeU64 } from './u64';
 import type { JournalEvent } from './verify-journal';
 
@@ -291,12 +298,7 @@ function vectorEvents(
     push({
       position,
       kind: EventKind.SignedRoot,
-      payload: encodePayload(EventKind.SignedRoot, {
-        leafCount: fields.leafCount,
-        root: Buffer.from(fields.root),
-        keyId: fields.keyId,
-        signature: Buffer.from(fields.signature),
-      }),
+      payload: encodePayload(EventKind.SignedRoot, signedRootPayload(fields)),
       signedRoot: {
         position,
         leafCount: fields.leafCount,
