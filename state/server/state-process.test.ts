@@ -17,7 +17,7 @@ import { JournalClient } from '../../proto/gen/polychrome/state/v1/state';
 import { toHex } from '../journal/hex';
 import { createNodeEd25519Signer } from '../journal/node-ed25519';
 import { nodeSha256 } from '../journal/node-sha256';
-import { signRoot } from '../journal/signed-root';
+import { signedRootPayload, signRoot } from '../journal/signed-root';
 import { loadSigningKey } from '../store/signing-key';
 import { decodeEventValue, encodeEventValue, eventKey } from '../store/store-keys';
 import {
@@ -389,17 +389,12 @@ describe('tampering on disk, found by `polychrome state verify`', () => {
     const fields = decodePayload(EventKind.SignedRoot, payload);
     const root = Buffer.from(fields.root);
     if (flipRoot) root[0] = (root[0] ?? 0) ^ 0xff;
-    const signed = signRoot(nodeSha256, signer, fields.leafCount, root);
+    const signed = signRoot(nodeSha256, signer, fields.leafCount, root, P);
     await db.put(
       eventKey(P, position),
       encodeEventValue(
         utf8.encode(EventKind.SignedRoot),
-        encodePayload(EventKind.SignedRoot, {
-          leafCount: signed.leafCount,
-          root: Buffer.from(signed.root),
-          keyId: signed.keyId,
-          signature: Buffer.from(signed.signature),
-        }),
+        encodePayload(EventKind.SignedRoot, signedRootPayload(signed)),
       ),
     );
   }
