@@ -824,19 +824,22 @@ export class StateClient implements StateJournal {
     },
     options: StateCallOptions = {},
   ): Promise<RepairOutcome> {
-    const response = await this.unary<RepairResponse>('Repair', options, (metadata, callOptions, done) =>
-      this.client.repair(
-        {
-          partition,
-          actor: request.actor,
-          reason: request.reason,
-          dryRun: request.dryRun ?? false,
-          fencingToken: request.fencingToken ?? 0,
-        },
-        metadata,
-        callOptions,
-        done,
-      ),
+    const response = await this.unary<RepairResponse>(
+      'Repair',
+      options,
+      (metadata, callOptions, done) =>
+        this.client.repair(
+          {
+            partition,
+            actor: request.actor,
+            reason: request.reason,
+            dryRun: request.dryRun ?? false,
+            fencingToken: request.fencingToken ?? 0,
+          },
+          metadata,
+          callOptions,
+          done,
+        ),
     );
     return {
       excised: response.excised.map((e) => ({

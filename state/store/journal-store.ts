@@ -425,7 +425,8 @@ function unreadable(
   }
   if (stored.excisedLeaf !== undefined) return undefined;
   const { kind, payload } = stored;
-  if (!isEventKind(kind)) return `its kind ${JSON.stringify(kind.slice(0, 64))} is not a known kind`;
+  if (!isEventKind(kind))
+    return `its kind ${JSON.stringify(kind.slice(0, 64))} is not a known kind`;
   try {
     decodePayload(kind, payload);
   } catch {
@@ -1165,7 +1166,9 @@ export class JournalStore {
   ): Promise<UnreadableEntry[]> {
     const found: UnreadableEntry[] = [];
     let expected = 0;
-    const take = async (entries: readonly (readonly [number, Uint8Array | undefined])[]): Promise<void> => {
+    const take = async (
+      entries: readonly (readonly [number, Uint8Array | undefined])[],
+    ): Promise<void> => {
       const leaves = await this.kv.getMany(
         entries.map(([position]) => nodeKey(partition, leafNodePosition(position))),
       );
