@@ -87,6 +87,7 @@ async function main(): Promise<void> {
     const verifier = new StreamingJournalVerifier({
       hash: nodeSha256,
       trustedPublicKeys,
+      partition: PARTITION,
       checkSignatures: (checks) => pool.verify(checks),
     });
     for (const e of events) verifier.add(e);
@@ -100,7 +101,11 @@ async function main(): Promise<void> {
 
     // Baseline 2: replay alone, no signature checked.
     const t2 = performance.now();
-    const plan = planJournalVerification(events, { hash: nodeSha256, trustedPublicKeys });
+    const plan = planJournalVerification(events, {
+      hash: nodeSha256,
+      trustedPublicKeys,
+      partition: PARTITION,
+    });
     const planS = (performance.now() - t2) / 1000;
 
     // Baseline 3: the same signature checks, one thread.
