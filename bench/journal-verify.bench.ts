@@ -58,10 +58,7 @@ function buildJournal(): { events: JournalEvent[]; publicKey: Uint8Array } {
       }),
     );
     const fields = signRoot(nodeSha256, signer, events.length, mmr.root(), PARTITION);
-    add(
-      EventKind.SignedRoot,
-      encodePayload(EventKind.SignedRoot, signedRootPayload(fields)),
-    );
+    add(EventKind.SignedRoot, encodePayload(EventKind.SignedRoot, signedRootPayload(fields)));
   }
   return { events, publicKey: signer.publicKey };
 }
