@@ -467,7 +467,42 @@ describe('tampering on disk, found by `polychrome state verify`', () => {
       signedRoots: 6,
       unsealed: 0,
       failure: null,
+      excised: [],
+      checkpointChecked: false,
     });
+    await stop(p, 'SIGTERM');
+  });
+
+  it('checks --checkpoint through the state plane: a journal shorter than it fails rolled_back', async () => {
+    const p = await start(await tamper(() => Promise.resolve()));
+    const file = join(dir.path, 'conv-checkpoint.jsonl');
+    expect((await runCliProcess(['state', 'export', P, '-o', file], pki, p.address)).code).toBe(0);
+    const header = JSON.parse((await readFile(file, 'utf8')).split('\n')[0] ?? '') as {
+      checkpoint: { head: number; rootHex: string };
+    };
+    const { head, rootHex } = header.checkpoint;
+    const ok = await runCliProcess(
+      ['state', 'verify', P, '--checkpoint', `${String(head)}:${rootHex}`],
+      pki,
+      p.address,
+    );
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toContain('checkpoint: checked');
+    // As if the Conversation's status had seen 3 more entries than the store now holds.
+    const ahead = await runCliProcess(
+      ['state', 'verify', P, '--checkpoint', `${String(head + 3)}:${rootHex}`, '--json'],
+      pki,
+      p.address,
+    );
+    expect(ahead.code).toBe(1);
+    expect(JSON.parse(ahead.stdout)).toMatchObject({
+      ok: false,
+      checkpointChecked: true,
+      failure: { position: head, reason: 'rolled_back' },
+    });
+    const bad = await runCliProcess(['state', 'verify', P, '--checkpoint', 'nope'], pki, p.address);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('N:ROOTHEX');
     await stop(p, 'SIGTERM');
   });
 
@@ -488,6 +523,7 @@ describe('tampering on disk, found by `polychrome state verify`', () => {
       publicKeys: [
         { keyId: key.keyId, publicKey: Buffer.from(key.signer.publicKey).toString('base64') },
       ],
+      checkpoint: { head: 24, rootHex: expect.stringMatching(/^[0-9a-f]{64}$/u), keyId: key.keyId },
     });
 
     const offline = await runCliProcess(
