@@ -35,6 +35,9 @@ import { signRoot } from '../state/journal/signed-root';
 import { StreamingJournalVerifier, type JournalEvent } from '../state/journal/verify-journal';
 import { SignatureVerifyPool } from '../state/verify-pool';
 
+/** Roots are version 2, as the store writes them: their message names the partition. */
+const PARTITION = 'conv-00000000-0000-4000-8000-000000000000';
+
 const TURNS = Number(process.argv[2] ?? '10000');
 
 const calculator: TurnTool = {
@@ -65,11 +68,12 @@ function buildJournal(): { events: JournalEvent[]; publicKey: Uint8Array } {
     mmr.append(leaves.digest(position, kind, payload));
   };
   const seal = (): void => {
-    const fields = signRoot(nodeSha256, signer, events.length, mmr.root());
+    const fields = signRoot(nodeSha256, signer, events.length, mmr.root(), PARTITION);
     add(
       EventKind.SignedRoot,
       encodePayload(EventKind.SignedRoot, {
         ...fields,
+        partition: PARTITION,
         root: Buffer.from(fields.root),
         signature: Buffer.from(fields.signature),
       }),
@@ -218,6 +222,7 @@ async function main(): Promise<void> {
     const t1 = performance.now();
     const verifier = new StreamingJournalVerifier({
       hash: nodeSha256,
+      partition: PARTITION,
       trustedPublicKeys: [publicKey],
       checkSignatures: (checks) => pool.verify(checks),
     });

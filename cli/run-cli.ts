@@ -5,7 +5,7 @@ import { z } from 'zod';
 
 import { envInt, envOptionalString, envString, parseConfig, type Env } from '../common/config';
 import { isAppError } from '../common/errors';
-import { loadStateClientTls, StateClient } from '../common/state-client';
+import { loadStateClientTls, StateCallError, StateClient } from '../common/state-client';
 import { isPartitionName } from '../state/store/partition-name';
 import { ApiCallError } from './api-client';
 import {
@@ -20,7 +20,13 @@ import {
   type CliIo,
 } from './cli-support';
 import { conversationCommands, isConversationCommand } from './conversation-commands';
-import { formatExportEvent, formatExportHeader, type ExportPublicKey } from './export-file';
+import {
+  formatExportEvent,
+  formatExportHeader,
+  parseCheckpoint,
+  type ExportCheckpoint,
+  type ExportPublicKey,
+} from './export-file';
 import { formatReplayJson, formatReplayText, replayExportFile } from './journal-replay';
 import { verifyExportFile } from './journal-verify';
 
@@ -58,17 +64,23 @@ api flags (or environment variables):
 
 Check a journal (the state plane):
 
-  polychrome state verify conv-<id> [--format json|text] [connection flags]
+  polychrome state verify conv-<id> [--checkpoint N:ROOTHEX] [--format json|text] [connection flags]
       Ask the state plane to replay the journal and check every root and signature.
       Exit 0 when every root verifies, 1 when one does not (the failing position is named).
 
   polychrome state export conv-<id> [-o FILE] [connection flags]
-      Write the journal as JSON lines: a header with the public keys, then one line per
-      event ({position, kind, payload (base64)}). Default: standard output.
+      Write the journal as JSON lines: a header with the public keys and the state plane's
+      checkpoint, then one line per event ({position, kind, payload (base64)}, or
+      {position, excised, leafHex} for an entry repair excised). Default: standard output.
 
-  polychrome journal verify FILE [--public-key KEY]... [--format json|text]
+  polychrome journal verify FILE [--public-key KEY]... [--checkpoint N:ROOTHEX] [--format json|text]
       Verify an export offline, with no server. KEY is the raw ed25519 public key, 64 hex
       digits or base64; without it the keys in the file's header are trusted.
+
+  --checkpoint N:ROOTHEX[:KEYID] catches a journal cut short or rolled back: N is the head
+      and ROOTHEX the last signed root as kept outside the journal (the Conversation's
+      status.journal.head and .lastSignedRoot; KEYID optional, .keyId). Without it, a
+      journal with its last batches cut off still verifies.
 
   polychrome journal replay FILE [--public-key KEY]... [--approval-key KEY] [--format json|text]
       Verify an export offline (as journal verify; a failing one is refused), then replay
@@ -118,6 +130,29 @@ const connectionOptions = {
   'server-name': { type: 'string' },
   'timeout-ms': { type: 'string' },
 } as const;
+
+const checkpointOption = { checkpoint: { type: 'string' } } as const;
+
+function checkpointOf(values: Record<string, unknown>): ExportCheckpoint | undefined {
+  const text = stringValue(values.checkpoint);
+  if (text === undefined) return undefined;
+  const checkpoint = parseCheckpoint(text);
+  if (typeof checkpoint === 'string') {
+    throw new UsageError(`--checkpoint ${JSON.stringify(text.slice(0, 120))}: ${checkpoint}`);
+  }
+  return checkpoint;
+}
+
+function checkpointNote(checked: boolean, excised: readonly number[]): string {
+  return (
+    (excised.length === 0
+      ? ''
+      : `  excised by repair (checked by their kept leaf digests): ${excised.join(', ')}\n`) +
+    (checked
+      ? '  checkpoint: checked\n'
+      : '  no checkpoint was checked: a journal cut short would pass; pass --checkpoint N:ROOTHEX\n')
+  );
+}
 
 function onePartition(positionals: readonly string[], command: string): string {
   const [partition, ...extra] = positionals;
@@ -185,12 +220,17 @@ async function stateVerify(
   env: Env | undefined,
   io: CliIo,
 ): Promise<ExitCode> {
-  const { values, positionals } = parse(args, { ...connectionOptions, ...formatOptions });
+  const { values, positionals } = parse(args, {
+    ...connectionOptions,
+    ...formatOptions,
+    ...checkpointOption,
+  });
   const format = parseFormat(values);
   const partition = onePartition(positionals, 'state verify');
+  const checkpoint = checkpointOf(values);
   const client = await connect(values, env);
   try {
-    const result = await client.verify(partition);
+    const result = await client.verify(partition, checkpoint === undefined ? {} : { checkpoint });
     // Events no root covers cannot be verified; the state plane never acknowledges them.
     const ok = result.ok && result.unsealed === 0;
     if (format === Format.Json) {
@@ -203,6 +243,8 @@ async function stateVerify(
           signedRoots: result.signedRoots,
           unsealed: result.unsealed,
           failure: result.failure ?? null,
+          excised: result.excised,
+          checkpointChecked: result.checkpointChecked,
         })}\n`,
       );
     } else if (result.failure !== undefined) {
@@ -219,7 +261,8 @@ async function stateVerify(
     } else {
       await write(
         io.stdout,
-        `${partition}: OK: ${String(result.events)} events, ${String(result.signedRoots)} signed roots verified\n`,
+        `${partition}: OK: ${String(result.events)} events, ${String(result.signedRoots)} signed roots verified\n` +
+          checkpointNote(result.checkpointChecked, result.excised),
       );
     }
     return ok ? ExitCode.Ok : ExitCode.VerifyFailed;
@@ -239,6 +282,20 @@ async function stateExport(
   });
   const partition = onePartition(positionals, 'state export');
   const client = await connect(values, env);
+  // The state plane's own checkpoint, taken before the export starts, so the export holds
+  // at least it; a refused partition has none and still exports.
+  let checkpoint: ExportCheckpoint | undefined;
+  try {
+    const head = await client.head(partition);
+    if (head.signedRoot !== undefined) {
+      checkpoint = { head: head.head, root: head.signedRoot.root, keyId: head.signedRoot.keyId };
+    }
+  } catch (error) {
+    if (!(error instanceof StateCallError) || !error.fromServer) {
+      client.close();
+      throw error;
+    }
+  }
   const file = stringValue(values.output);
   const out =
     file === undefined || file === '-' ? io.stdout : createWriteStream(file, { flags: 'w' });
@@ -252,13 +309,21 @@ async function stateExport(
         continue;
       }
       if (!headerWritten) {
-        await write(out, formatExportHeader(partition, keys));
+        await write(out, formatExportHeader(partition, keys, checkpoint));
         headerWritten = true;
       }
-      await write(out, formatExportEvent(entry.event));
+      const { event } = entry;
+      await write(
+        out,
+        formatExportEvent(
+          event.excised === true && event.leafDigest !== undefined
+            ? { ...event, excisedLeaf: event.leafDigest }
+            : event,
+        ),
+      );
       events += 1;
     }
-    if (!headerWritten) await write(out, formatExportHeader(partition, keys));
+    if (!headerWritten) await write(out, formatExportHeader(partition, keys, checkpoint));
   } finally {
     client.close();
     if (out !== io.stdout) {
@@ -286,6 +351,7 @@ function parsePublicKey(text: string, flag = '--public-key'): Uint8Array {
 async function journalVerify(args: readonly string[], io: CliIo): Promise<ExitCode> {
   const { values, positionals } = parse(args, {
     ...formatOptions,
+    ...checkpointOption,
     'public-key': { type: 'string', multiple: true },
   });
   const format = parseFormat(values);
@@ -297,7 +363,8 @@ async function journalVerify(args: readonly string[], io: CliIo): Promise<ExitCo
   const keys = (Array.isArray(rawKeys) ? rawKeys : [])
     .filter((k): k is string => typeof k === 'string')
     .map((k) => parsePublicKey(k));
-  const result = await verifyExportFile(file, keys);
+  const checkpoint = checkpointOf(values);
+  const result = await verifyExportFile(file, keys, checkpoint);
   if (format === Format.Json) {
     await write(io.stdout, `${JSON.stringify({ ...result, failure: result.failure ?? null })}\n`);
   } else if (result.failure !== undefined) {
@@ -311,7 +378,8 @@ async function journalVerify(args: readonly string[], io: CliIo): Promise<ExitCo
       io.stdout,
       `${file} (${result.partition}): OK: ${String(result.events)} events, ${String(result.signedRoots)} signed roots ` +
         `verified against ${result.trust === 'pinned' ? 'the pinned key(s)' : "the file header's key(s) (pin one with --public-key)"} ` +
-        `${result.trustedKeyIds.join(', ')}\n`,
+        `${result.trustedKeyIds.join(', ')}\n` +
+        checkpointNote(result.checkpoint !== null, result.excised),
     );
   }
   return result.ok && result.unsealed === 0 ? ExitCode.Ok : ExitCode.VerifyFailed;

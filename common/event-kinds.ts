@@ -27,6 +27,8 @@ export const EventKind = {
   KeyRotated: 'key_rotated',
   SignedRoot: 'signed_root',
   AgentConfig: 'agent_config',
+  /** Written by the state plane's repair only (docs/journal-format.md, "Excision"). */
+  Excision: 'excision',
 } as const;
 export type EventKind = (typeof EventKind)[keyof typeof EventKind];
 
@@ -63,6 +65,7 @@ export interface EventPayloads {
   key_rotated: ev.KeyRotated;
   signed_root: ev.SignedRoot;
   agent_config: ev.AgentConfig;
+  excision: ev.Excision;
 }
 
 export const payloadCodecs: { readonly [K in EventKind]: PayloadCodec<EventPayloads[K]> } = {
@@ -88,6 +91,7 @@ export const payloadCodecs: { readonly [K in EventKind]: PayloadCodec<EventPaylo
   key_rotated: ev.KeyRotated,
   signed_root: ev.SignedRoot,
   agent_config: ev.AgentConfig,
+  excision: ev.Excision,
 };
 
 const kinds = new Set<string>(Object.values(EventKind));

@@ -540,6 +540,8 @@ function decodeEntry(entry: JournalEntry, head: number): DecodedEvent {
       { details: { expected: head, found: position, kind } },
     );
   }
+  // Excised by the state plane's repair: only its leaf digest is left, so it folds as a gap.
+  if (entry.excised === true) return { type: 'ignored' };
   if (!isEventKind(kind)) {
     throw new AppError(
       'data_loss',
@@ -649,6 +651,7 @@ function decodeEntry(entry: JournalEntry, head: number): DecodedEvent {
     case 'conversation_closed':
     case 'conversation_reopened':
     case 'key_rotated':
+    case 'excision':
       // Not part of the view; decoded so that corruption fails here too.
       decode(position, kind, bytes);
       return { type: 'ignored' };

@@ -125,6 +125,8 @@ export class JournalViews {
         root: Buffer.from(outcome.signedRoot.root),
         keyId: outcome.signedRoot.keyId,
         signature: Buffer.from(outcome.signedRoot.signature),
+        version: outcome.signedRoot.version === 2 ? 2 : 0,
+        partition: outcome.signedRoot.partition,
       })
       .finish();
     const next = applyEntries(view, [

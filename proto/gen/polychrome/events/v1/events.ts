@@ -353,6 +353,29 @@ export interface SignedRoot {
   /** First 16 bytes of SHA-256 of the ed25519 public key, lowercase hex. */
   keyId: string;
   signature: Buffer;
+  /**
+   * 0 (absent) for a version-1 root, 2 for a version-2 root, whose signed message also
+   * binds the partition name. New roots are version 2.
+   */
+  version: number;
+  /** Version 2: the partition the root was signed for (it is in the signed message). */
+  partition: string;
+}
+
+/**
+ * kind "excision": the state plane's repair replaced the unreadable entry at `position`
+ * with an excised marker that keeps its leaf digest (docs/journal-format.md, "Excision").
+ */
+export interface Excision {
+  position: number;
+  /** The leaf digest the excised position keeps, 32 bytes. */
+  leafDigest: Buffer;
+  /** Who asked for the repair (as the control plane authenticated them). */
+  actor: string;
+  reason: string;
+  excisedAtMs: number;
+  /** Why the entry was unreadable, e.g. "payload does not decode as tool_result". */
+  problem: string;
 }
 
 function createBaseAttribution(): Attribution {
@@ -3933,7 +3956,7 @@ export const KeyRotated: MessageFns<KeyRotated> = {
 };
 
 function createBaseSignedRoot(): SignedRoot {
-  return { leafCount: 0, root: Buffer.alloc(0), keyId: "", signature: Buffer.alloc(0) };
+  return { leafCount: 0, root: Buffer.alloc(0), keyId: "", signature: Buffer.alloc(0), version: 0, partition: "" };
 }
 
 export const SignedRoot: MessageFns<SignedRoot> = {
@@ -3949,6 +3972,12 @@ export const SignedRoot: MessageFns<SignedRoot> = {
     }
     if (message.signature.length !== 0) {
       writer.uint32(34).bytes(message.signature);
+    }
+    if (message.version !== 0) {
+      writer.uint32(40).uint32(message.version);
+    }
+    if (message.partition !== "") {
+      writer.uint32(50).string(message.partition);
     }
     return writer;
   },
@@ -3998,6 +4027,22 @@ export const SignedRoot: MessageFns<SignedRoot> = {
             message.signature = Buffer.from(reader.bytes());
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.version = reader.uint32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.partition = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4024,6 +4069,8 @@ export const SignedRoot: MessageFns<SignedRoot> = {
         ? globalThis.String(object.key_id)
         : "",
       signature: isSet(object.signature) ? Buffer.from(bytesFromBase64(object.signature)) : Buffer.alloc(0),
+      version: isSet(object.version) ? globalThis.Number(object.version) : 0,
+      partition: isSet(object.partition) ? globalThis.String(object.partition) : "",
     };
   },
 
@@ -4041,6 +4088,12 @@ export const SignedRoot: MessageFns<SignedRoot> = {
     if (message.signature.length !== 0) {
       obj.signature = base64FromBytes(message.signature);
     }
+    if (message.version !== 0) {
+      obj.version = Math.round(message.version);
+    }
+    if (message.partition !== "") {
+      obj.partition = message.partition;
+    }
     return obj;
   },
 
@@ -4053,6 +4106,165 @@ export const SignedRoot: MessageFns<SignedRoot> = {
     message.root = object.root ?? Buffer.alloc(0);
     message.keyId = object.keyId ?? "";
     message.signature = object.signature ?? Buffer.alloc(0);
+    message.version = object.version ?? 0;
+    message.partition = object.partition ?? "";
+    return message;
+  },
+};
+
+function createBaseExcision(): Excision {
+  return { position: 0, leafDigest: Buffer.alloc(0), actor: "", reason: "", excisedAtMs: 0, problem: "" };
+}
+
+export const Excision: MessageFns<Excision> = {
+  encode(message: Excision, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.position !== 0) {
+      writer.uint32(8).uint64(message.position);
+    }
+    if (message.leafDigest.length !== 0) {
+      writer.uint32(18).bytes(message.leafDigest);
+    }
+    if (message.actor !== "") {
+      writer.uint32(26).string(message.actor);
+    }
+    if (message.reason !== "") {
+      writer.uint32(34).string(message.reason);
+    }
+    if (message.excisedAtMs !== 0) {
+      writer.uint32(40).int64(message.excisedAtMs);
+    }
+    if (message.problem !== "") {
+      writer.uint32(50).string(message.problem);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Excision {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseExcision();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.position = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.leafDigest = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.actor = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.excisedAtMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.problem = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Excision {
+    return {
+      position: isSet(object.position) ? globalThis.Number(object.position) : 0,
+      leafDigest: isSet(object.leafDigest)
+        ? Buffer.from(bytesFromBase64(object.leafDigest))
+        : isSet(object.leaf_digest)
+        ? Buffer.from(bytesFromBase64(object.leaf_digest))
+        : Buffer.alloc(0),
+      actor: isSet(object.actor) ? globalThis.String(object.actor) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      excisedAtMs: isSet(object.excisedAtMs)
+        ? globalThis.Number(object.excisedAtMs)
+        : isSet(object.excised_at_ms)
+        ? globalThis.Number(object.excised_at_ms)
+        : 0,
+      problem: isSet(object.problem) ? globalThis.String(object.problem) : "",
+    };
+  },
+
+  toJSON(message: Excision): unknown {
+    const obj: any = {};
+    if (message.position !== 0) {
+      obj.position = Math.round(message.position);
+    }
+    if (message.leafDigest.length !== 0) {
+      obj.leafDigest = base64FromBytes(message.leafDigest);
+    }
+    if (message.actor !== "") {
+      obj.actor = message.actor;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.excisedAtMs !== 0) {
+      obj.excisedAtMs = Math.round(message.excisedAtMs);
+    }
+    if (message.problem !== "") {
+      obj.problem = message.problem;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<Excision>): Excision {
+    return Excision.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<Excision>): Excision {
+    const message = createBaseExcision();
+    message.position = object.position ?? 0;
+    message.leafDigest = object.leafDigest ?? Buffer.alloc(0);
+    message.actor = object.actor ?? "";
+    message.reason = object.reason ?? "";
+    message.excisedAtMs = object.excisedAtMs ?? 0;
+    message.problem = object.problem ?? "";
     return message;
   },
 };
