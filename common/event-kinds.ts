@@ -15,6 +15,8 @@ export const EventKind = {
   ApprovalResponse: 'approval_response',
   QuestionRequest: 'question_request',
   QuestionResponse: 'question_response',
+  RequestCancelled: 'request_cancelled',
+  ApprovalExpired: 'approval_expired',
   Handoff: 'handoff',
   TurnComplete: 'turn_complete',
   TurnAmbiguous: 'turn_ambiguous',
@@ -50,6 +52,8 @@ export interface EventPayloads {
   approval_response: ev.ApprovalResponse;
   question_request: ev.QuestionRequest;
   question_response: ev.QuestionResponse;
+  request_cancelled: ev.RequestCancelled;
+  approval_expired: ev.ApprovalExpired;
   handoff: ev.Handoff;
   turn_complete: ev.TurnComplete;
   turn_ambiguous: ev.TurnAmbiguous;
@@ -74,6 +78,8 @@ export const payloadCodecs: { readonly [K in EventKind]: PayloadCodec<EventPaylo
   approval_response: ev.ApprovalResponse,
   question_request: ev.QuestionRequest,
   question_response: ev.QuestionResponse,
+  request_cancelled: ev.RequestCancelled,
+  approval_expired: ev.ApprovalExpired,
   handoff: ev.Handoff,
   turn_complete: ev.TurnComplete,
   turn_ambiguous: ev.TurnAmbiguous,

@@ -147,6 +147,7 @@ describe('TurnCoordinator against a harness that lies', () => {
                 argsSha256: Buffer.from(approvalArgsSha256(ARGS)),
                 reason: 'needs approval',
                 requiredApprover: 'web:attacker',
+                requestedAtMs: 0,
               },
             },
           },

@@ -8,6 +8,7 @@ import {
 } from '../../common/event-kinds';
 import type { JournalEntry } from '../../common/state-client';
 import type {
+  ApprovalExpired,
   ApprovalRequest,
   ApprovalResponse,
   Attribution,
@@ -16,6 +17,7 @@ import type {
   ModelCall,
   QuestionRequest,
   QuestionResponse,
+  RequestCancelled,
   ToolCall,
   ToolResult,
   TurnAmbiguous,
@@ -148,6 +150,10 @@ export interface TurnView {
   readonly approvalResponses: readonly RecordedResponse<ApprovalResponse>[];
   readonly questionRequests: readonly RecordedRequest<QuestionRequest>[];
   readonly questionResponses: readonly RecordedResponse<QuestionResponse>[];
+  /** `request_cancelled` (an admin cancelled a pending request; a `turn_complete` follows). */
+  readonly cancellations: readonly RecordedResponse<RequestCancelled>[];
+  /** `approval_expired` (the signed denial it comes with is in `approvalResponses`). */
+  readonly expiries: readonly RecordedResponse<ApprovalExpired>[];
   /** The first terminal marker, if any. */
   readonly terminal: TurnTerminal | undefined;
 }
@@ -503,6 +509,8 @@ type TurnEventKind =
   | 'approval_response'
   | 'question_request'
   | 'question_response'
+  | 'request_cancelled'
+  | 'approval_expired'
   | 'handoff'
   | 'turn_complete'
   | 'turn_ambiguous';
@@ -614,6 +622,20 @@ function decodeEntry(entry: JournalEntry, head: number): DecodedEvent {
       return turnEvent(position, kind, response.turnId, (turn) => ({
         ...turn,
         questionResponses: [...turn.questionResponses, { position, response }],
+      }));
+    }
+    case 'request_cancelled': {
+      const response = decode(position, kind, bytes);
+      return turnEvent(position, kind, response.turnId, (turn) => ({
+        ...turn,
+        cancellations: [...turn.cancellations, { position, response }],
+      }));
+    }
+    case 'approval_expired': {
+      const response = decode(position, kind, bytes);
+      return turnEvent(position, kind, response.turnId, (turn) => ({
+        ...turn,
+        expiries: [...turn.expiries, { position, response }],
       }));
     }
     case 'turn_complete': {
@@ -892,6 +914,8 @@ class StateBuilder {
       approvalResponses: [],
       questionRequests: [],
       questionResponses: [],
+      cancellations: [],
+      expiries: [],
       terminal: undefined,
     };
     this.turns.push(turn);

@@ -86,6 +86,7 @@ function requestOf(turnId: string, toolCallId: string, requiredApprover = ''): A
     argsSha256: Buffer.from(approvalArgsSha256(ARGS)),
     reason: 'moves money',
     requiredApprover,
+    requestedAtMs: 0,
   };
 }
 const approvalResponse = (turnId: string, toolCallId: string, decision: ApprovalDecision): E =>
