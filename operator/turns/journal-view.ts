@@ -265,6 +265,31 @@ export function applyEntries(view: JournalView, entries: Iterable<JournalEntry>)
   return events.length === 0 ? base : new LazyView(head, base, events, undefined);
 }
 
+/** One event as its typed payload: what a writer committed, before encoding. */
+export type TypedEvent = {
+  readonly [K in EventKind]: { readonly kind: K; readonly payload: EventPayloads[K] };
+}[EventKind];
+
+/**
+ * The view with events this writer has just committed at `view.head`, from their typed
+ * payloads: the same fold as {@link applyEntries} without decoding what was just encoded.
+ * The payloads must be the ones encoded (`fromPartial` of the planned event), so the view
+ * equals a fresh fold of the journal.
+ *
+ * @throws AppError as {@link applyEntry} for a malformed turn payload.
+ */
+export function applyEvents(view: JournalView, events: Iterable<TypedEvent>): JournalView {
+  const decoded: DecodedEvent[] = [];
+  let head = view.head;
+  for (const event of events) {
+    decoded.push(interpret(head, event));
+    head += 1;
+  }
+  const base =
+    view instanceof LazyView ? view : new LazyView(view.head, undefined, [], stateOf(view));
+  return decoded.length === 0 ? base : new LazyView(head, base, decoded, undefined);
+}
+
 // ---- reading turns ----
 
 /** Where `turn` stands (rules at the top of this file). */
@@ -545,31 +570,38 @@ function decodeEntry(entry: JournalEntry, head: number): DecodedEvent {
       { details: { position, kind } },
     );
   }
-  const bytes = entry.payload;
-  switch (kind) {
+  return interpret(position, {
+    kind,
+    payload: decode(position, kind, entry.payload),
+  } as TypedEvent);
+}
+
+/** A checked event folded from its typed payload (checks that can throw happen here too). */
+function interpret(position: number, event: TypedEvent): DecodedEvent {
+  switch (event.kind) {
     case 'message_received': {
-      const message = decode(position, kind, bytes);
-      requireTurnId(position, kind, message.turnId);
+      const message = event.payload;
+      requireTurnId(position, event.kind, message.turnId);
       return { type: 'message', position, message };
     }
     case 'signed_root': {
-      const root = decode(position, kind, bytes);
+      const root = event.payload;
       return {
         type: 'root',
         root: { position, leafCount: root.leafCount, root: hex(root.root), keyId: root.keyId },
       };
     }
     case 'ingress_directive': {
-      const d = decode(position, kind, bytes);
+      const d = event.payload;
       const directive: TurnDirectiveRecord = {
         position,
         maxSteps: d.maxSteps,
         requiredApprover: d.requiredApprover,
       };
-      return turnEvent(position, kind, d.turnId, (turn) => ({ ...turn, directive }));
+      return turnEvent(position, event.kind, d.turnId, (turn) => ({ ...turn, directive }));
     }
     case 'turn_dispatched': {
-      const d = decode(position, kind, bytes);
+      const d = event.payload;
       const dispatch: TurnDispatch = {
         attempt: d.attempt,
         position,
@@ -578,77 +610,77 @@ function decodeEntry(entry: JournalEntry, head: number): DecodedEvent {
         attribution: attributionOf(d.attribution),
         dispatchedAtMs: d.dispatchedAtMs,
       };
-      return turnEvent(position, kind, d.turnId, (turn) => ({
+      return turnEvent(position, event.kind, d.turnId, (turn) => ({
         ...turn,
         dispatches: [...turn.dispatches, dispatch],
       }));
     }
     case 'model_call': {
-      const payload = decode(position, kind, bytes);
-      return stepEvent(payload.turnId, { kind, position, payload });
+      const payload = event.payload;
+      return stepEvent(payload.turnId, { kind: event.kind, position, payload });
     }
     case 'tool_call': {
-      const payload = decode(position, kind, bytes);
-      return stepEvent(payload.turnId, { kind, position, payload });
+      const payload = event.payload;
+      return stepEvent(payload.turnId, { kind: event.kind, position, payload });
     }
     case 'tool_result': {
-      const payload = decode(position, kind, bytes);
-      return stepEvent(payload.turnId, { kind, position, payload });
+      const payload = event.payload;
+      return stepEvent(payload.turnId, { kind: event.kind, position, payload });
     }
     case 'approval_request': {
-      const request = decode(position, kind, bytes);
+      const request = event.payload;
       checkApprovalRequest(position, request);
-      return turnEvent(position, kind, request.turnId, (turn) => ({
+      return turnEvent(position, event.kind, request.turnId, (turn) => ({
         ...turn,
         approvalRequests: [...turn.approvalRequests, { position, request }],
       }));
     }
     case 'approval_response': {
-      const response = decode(position, kind, bytes);
-      return turnEvent(position, kind, response.turnId, (turn) => ({
+      const response = event.payload;
+      return turnEvent(position, event.kind, response.turnId, (turn) => ({
         ...turn,
         approvalResponses: [...turn.approvalResponses, { position, response }],
       }));
     }
     case 'question_request': {
-      const request = decode(position, kind, bytes);
-      return turnEvent(position, kind, request.turnId, (turn) => ({
+      const request = event.payload;
+      return turnEvent(position, event.kind, request.turnId, (turn) => ({
         ...turn,
         questionRequests: [...turn.questionRequests, { position, request }],
       }));
     }
     case 'question_response': {
-      const response = decode(position, kind, bytes);
-      return turnEvent(position, kind, response.turnId, (turn) => ({
+      const response = event.payload;
+      return turnEvent(position, event.kind, response.turnId, (turn) => ({
         ...turn,
         questionResponses: [...turn.questionResponses, { position, response }],
       }));
     }
     case 'request_cancelled': {
-      const response = decode(position, kind, bytes);
-      return turnEvent(position, kind, response.turnId, (turn) => ({
+      const response = event.payload;
+      return turnEvent(position, event.kind, response.turnId, (turn) => ({
         ...turn,
         cancellations: [...turn.cancellations, { position, response }],
       }));
     }
     case 'approval_expired': {
-      const response = decode(position, kind, bytes);
-      return turnEvent(position, kind, response.turnId, (turn) => ({
+      const response = event.payload;
+      return turnEvent(position, event.kind, response.turnId, (turn) => ({
         ...turn,
         expiries: [...turn.expiries, { position, response }],
       }));
     }
     case 'turn_complete': {
-      const payload = decode(position, kind, bytes);
-      return terminalEvent(payload.turnId, { kind, position, payload });
+      const payload = event.payload;
+      return terminalEvent(payload.turnId, { kind: event.kind, position, payload });
     }
     case 'turn_ambiguous': {
-      const payload = decode(position, kind, bytes);
-      return terminalEvent(payload.turnId, { kind, position, payload });
+      const payload = event.payload;
+      return terminalEvent(payload.turnId, { kind: event.kind, position, payload });
     }
     case 'handoff': {
-      const payload = decode(position, kind, bytes);
-      return terminalEvent(payload.turnId, { kind, position, payload });
+      const payload = event.payload;
+      return terminalEvent(payload.turnId, { kind: event.kind, position, payload });
     }
     case 'payment_charge':
     case 'outbound_payment_receipt':
@@ -657,8 +689,7 @@ function decodeEntry(entry: JournalEntry, head: number): DecodedEvent {
     case 'conversation_closed':
     case 'conversation_reopened':
     case 'key_rotated':
-      // Not part of the view; decoded so that corruption fails here too.
-      decode(position, kind, bytes);
+      // Not part of the view (decoded all the same, so that corruption fails the read).
       return { type: 'ignored' };
   }
 }

@@ -81,3 +81,23 @@ export function authorizeApproval(
   }
   return undefined;
 }
+
+/**
+ * Whether `caller` may cancel a pending request: admins only (the owner, members and
+ * edges may not; an owner who could cancel an approval could skip its second pair of eyes
+ * by cancelling and asking again, and a cancel ends the turn for everyone in it).
+ */
+export function authorizeCancel(
+  caller: Caller,
+  type: 'approval' | 'question',
+  requestId: string,
+): Refusal | undefined {
+  if (isAdmin(caller)) return undefined;
+  return refuse(
+    new AppError(
+      'permission_denied',
+      `${caller.identity} may not cancel ${type} ${requestId}: only an admin may cancel a pending ${type}; answer it instead${type === 'approval' ? ' (an admin must)' : ''}`,
+      { details: { requestId } },
+    ),
+  );
+}

@@ -14,16 +14,18 @@ import {
   type PendingRequest,
   type TurnView,
 } from './journal-view';
-import { authorizeApproval } from './plan-access';
+import { authorizeApproval, authorizeCancel } from './plan-access';
 import {
   attributionOf,
   dispatchEvent,
   planned,
   refuse,
+  type ApprovalToSign,
   type ClaimedLease,
   type PlannedEvent,
   type Refusal,
 } from './plan-common';
+import { dueExpiry, durationText, type ApprovalDeadline } from './plan-expiry';
 import type { Caller } from './turn-service';
 
 export interface AnswerInput {
@@ -55,24 +57,44 @@ function pendingFor(
   }
   const pending = pendingRequest(turn);
   if (pending?.type !== type || pending.request.requestId !== requestId) {
-    return refuse(
-      new AppError(
-        'conflict',
-        `${type} ${requestId} is not waiting for an answer (turn ${turn.turnId} is ${turnState(turn)}); it was answered already`,
-        { details: { turnId: turn.turnId, requestId } },
-      ),
-    );
+    return refuse(notPending(turn, type, requestId));
   }
   return { turn, pending };
 }
 
-/** What the approval signer signs (docs/approvals.md, "Signed message"). */
-export interface ApprovalToSign {
-  readonly requestId: string;
-  readonly toolName: string;
-  readonly argsSha256: Uint8Array;
-  readonly decision: 'approved' | 'denied';
-  readonly turnId: string;
+/** Why a request is not waiting for an answer: expired, cancelled or answered. */
+function notPending(turn: TurnView, type: PendingRequest['type'], requestId: string): AppError {
+  const details = { turnId: turn.turnId, requestId };
+  const expired = turn.expiries.find((e) => e.response.requestId === requestId)?.response;
+  if (expired !== undefined) return expiredError(expired, details);
+  const cancelled = turn.cancellations.find((c) => c.response.requestId === requestId)?.response;
+  if (cancelled !== undefined) {
+    return new AppError(
+      'conflict',
+      `${type} ${requestId} was cancelled by ${cancelled.cancelledBy} at ${isoTime(cancelled.cancelledAtMs)}; it can no longer be answered`,
+      { details: { ...details, reason: 'cancelled' } },
+    );
+  }
+  return new AppError(
+    'conflict',
+    `${type} ${requestId} is not waiting for an answer (turn ${turn.turnId} is ${turnState(turn)}); it was answered already`,
+    { details },
+  );
+}
+
+function expiredError(
+  expired: { readonly requestId: string; readonly expiredAtMs: number; readonly ttlMs: number },
+  details: { readonly turnId: string; readonly requestId: string },
+): AppError {
+  return new AppError(
+    'conflict',
+    `approval ${expired.requestId} expired at ${isoTime(expired.expiredAtMs)}, unanswered ${durationText(expired.ttlMs)} after it was requested; it counted as denied and can no longer be answered`,
+    { details: { ...details, reason: 'expired' } },
+  );
+}
+
+function isoTime(ms: number): string {
+  return new Date(ms).toISOString();
 }
 
 export type ApprovalPlan =
@@ -82,11 +104,19 @@ export type ApprovalPlan =
       readonly turn: TurnView;
       /** The shell signs this and builds the batch with {@link approvalAnswerBatch}. */
       readonly sign: ApprovalToSign;
-    };
+    }
+  /**
+   * The answer came too late: the shell commits the expiry first (see plan-expiry.ts),
+   * runs the turn on as on a denial, then answers with `error` (a 409 saying so).
+   */
+  | { readonly kind: 'expire'; readonly due: ApprovalDeadline; readonly error: AppError };
 
-/** Whether and how `caller` answers approval `requestId` with `decision`. */
+/**
+ * Whether and how `caller` answers approval `requestId` with `decision`. An answer that
+ * arrives when the approval's time to live has run out expires it instead.
+ */
 export function planApprovalAnswer(
-  input: AnswerInput & { readonly decision: 'approve' | 'deny' },
+  input: AnswerInput & { readonly decision: 'approve' | 'deny'; readonly approvalTtlMs: number },
 ): ApprovalPlan {
   const found = pendingFor(input.view, input.requestId, 'approval');
   if ('kind' in found) return found;
@@ -95,6 +125,14 @@ export function planApprovalAnswer(
   const asked = pending.request;
   const denied = authorizeApproval(input.caller, turn, asked);
   if (denied !== undefined) return denied;
+  const due = dueExpiry(input.view, input.nowMs, input.approvalTtlMs);
+  if (due?.request.requestId === asked.requestId) {
+    const error = expiredError(
+      { requestId: asked.requestId, expiredAtMs: input.nowMs, ttlMs: input.approvalTtlMs },
+      { turnId: turn.turnId, requestId: asked.requestId },
+    );
+    return { kind: 'expire', due, error };
+  }
   return {
     kind: 'answer',
     turn,
@@ -164,6 +202,53 @@ export function planQuestionAnswer(input: AnswerInput & { readonly answer: strin
         attributionOf(input.caller, input.conversation),
         input.nowMs,
       ),
+    ],
+  };
+}
+
+export type CancelPlan =
+  | Refusal
+  | { readonly kind: 'cancel'; readonly turn: TurnView; readonly events: readonly PlannedEvent[] };
+
+/**
+ * An admin cancels the pending approval or question `requestId` (docs/turns.md,
+ * "Cancel"). The control plane settles the turn itself: `request_cancelled` (who, when,
+ * the comment) and a `turn_complete` whose reply says so, in one batch. The harness is not
+ * called again, so a gated call never runs. Only an admin may cancel, whoever the required
+ * approver is: an admin can always unwedge a conversation.
+ */
+export function planCancel(
+  input: AnswerInput & { readonly type: PendingRequest['type']; readonly comment?: string },
+): CancelPlan {
+  const found = pendingFor(input.view, input.requestId, input.type);
+  if ('kind' in found) return found;
+  const denied = authorizeCancel(input.caller, input.type, input.requestId);
+  if (denied !== undefined) return denied;
+  const { turn, pending } = found;
+  const who = input.caller.identity;
+  const comment = input.comment ?? '';
+  const what =
+    pending.type === 'approval'
+      ? `The approval ${pending.request.requestId} for ${pending.request.toolName} was cancelled by ${who}; the call did not run.`
+      : `The question ${pending.request.requestId} was cancelled by ${who}.`;
+  return {
+    kind: 'cancel',
+    turn,
+    events: [
+      planned(EventKind.RequestCancelled, {
+        turnId: turn.turnId,
+        requestId: input.requestId,
+        cancelledBy: who,
+        cancelledAtMs: input.nowMs,
+        comment,
+      }),
+      planned(EventKind.TurnComplete, {
+        turnId: turn.turnId,
+        text: comment === '' ? what : `${what} Comment: ${comment}`,
+        steps: turn.steps.filter((s) => s.kind === 'model_call').length,
+        completedAtMs: input.nowMs,
+        fallback: false,
+      }),
     ],
   };
 }

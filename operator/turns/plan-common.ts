@@ -86,3 +86,12 @@ export function describe(error: unknown): string {
 export function hex(bytes: Uint8Array): string {
   return Buffer.from(bytes).toString('hex');
 }
+
+/** What the approval signer signs (docs/approvals.md, "Signed message"). */
+export interface ApprovalToSign {
+  readonly requestId: string;
+  readonly toolName: string;
+  readonly argsSha256: Uint8Array;
+  readonly decision: 'approved' | 'denied';
+  readonly turnId: string;
+}

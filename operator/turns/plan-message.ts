@@ -22,6 +22,7 @@ import {
   type PlannedEvent,
   type Refusal,
 } from './plan-common';
+import { dueExpiry, type ApprovalDeadline } from './plan-expiry';
 import type { Caller, PostMessage } from './turn-service';
 
 export interface MessageInput {
@@ -33,6 +34,8 @@ export interface MessageInput {
   readonly turnId: string;
   readonly lease: ClaimedLease;
   readonly nowMs: number;
+  /** How long a pending approval waits for an answer (plan-expiry.ts). */
+  readonly approvalTtlMs: number;
   /**
    * Whether the identity the directive names as required approver belongs to an admin
    * persona (the shell asks the records). Unset when the directive names none.
@@ -45,6 +48,8 @@ export type MessageStep =
   | Refusal
   /** The turn exists and has settled or paused: answer with it. */
   | { readonly kind: 'reply'; readonly turn: TurnView }
+  /** Expire first: the pending approval ran out of time; sign and commit its expiry, run it, then ask again. */
+  | { readonly kind: 'expire'; readonly due: ApprovalDeadline }
   /** Recover first: dispatch this orphan again (one `turn_dispatched`), run it, then ask again. */
   | { readonly kind: 'recover'; readonly turn: TurnView; readonly events: readonly PlannedEvent[] }
   /** Batch one of a new turn; then run it. */
@@ -57,7 +62,8 @@ export type MessageStep =
 /**
  * The next step for a posted message (docs/turns.md "One message", 3 and 4), in order:
  * refuse a directive the caller may not send; an existing turn id is an exact retry (other
- * text: conflict) and gets that turn, after recovering the orphans before it; otherwise
+ * text: conflict) and gets that turn, after recovering the orphans before it; an approval
+ * whose time ran out expires first (whoever posts: the expiry is due either way); otherwise
  * orphans are recovered first, a paused turn blocks new messages, and batch one opens the
  * new turn at the view's head.
  */
@@ -75,6 +81,8 @@ export function planMessage(input: MessageInput): MessageStep {
       ),
     );
   }
+  const due = dueExpiry(view, input.nowMs, input.approvalTtlMs);
+  if (due !== undefined) return { kind: 'expire', due };
   if (existing !== undefined && turnState(existing) !== 'orphan') {
     return { kind: 'reply', turn: existing };
   }

@@ -81,7 +81,10 @@ export function planSettle(input: SettleInput): SettlePlan {
         }
         return {
           kind: 'commit',
-          events: [planned(EventKind.ApprovalRequest, request.value)],
+          // The request's time is the control plane's clock, not the harness's.
+          events: [
+            planned(EventKind.ApprovalRequest, { ...request.value, requestedAtMs: input.nowMs }),
+          ],
           status: { kind: 'awaiting_approval', turnId, requestId: request.value.requestId },
         };
       }

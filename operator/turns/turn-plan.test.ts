@@ -35,6 +35,8 @@ const ADMIN = 'web:admin';
 const ARGS = '{"amount":5}';
 const LEASE = { holder: 'replica-b', fencingToken: 7 };
 const NOW_MS = 5_000;
+/** Approval time to live in these tables: approvals requested at 0 expire at 60 s. */
+const TTL = 60_000;
 
 function caller(identity: string, roles: string[], more: string[] = []): Caller {
   return {
@@ -109,6 +111,7 @@ function messageInput(over: Partial<MessageInput> & { events?: E[] } = {}): Mess
     turnId: 'new',
     lease: LEASE,
     nowMs: NOW_MS,
+    approvalTtlMs: TTL,
     ...rest,
   };
 }
@@ -332,6 +335,7 @@ describe('who may answer an approval', () => {
       lease: LEASE,
       nowMs: NOW_MS,
       decision: 'deny',
+      approvalTtlMs: TTL,
     });
     expect(plan.kind).toBe('answer');
     if (plan.kind !== 'answer') return;
@@ -358,6 +362,7 @@ describe('who may answer an approval', () => {
       lease: LEASE,
       nowMs: NOW_MS,
       decision: 'approve' as const,
+      approvalTtlMs: TTL,
     };
     expect(
       refusal(planApprovalAnswer({ ...base, view: answered, requestId: request().requestId })).code,

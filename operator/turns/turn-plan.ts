@@ -21,21 +21,34 @@ export {
   dispatchEvent,
   FAILED_TURN_TEXT,
   HANDOFF_TOOL,
+  type ApprovalToSign,
   type ClaimedLease,
   type PlannedEvent,
   type Refusal,
 } from './plan-common';
-export { authorizeApproval, authorizeUse } from './plan-access';
+export { authorizeApproval, authorizeCancel, authorizeUse } from './plan-access';
 export { planMessage, type MessageInput, type MessageStep } from './plan-message';
 export {
   approvalAnswerBatch,
   planApprovalAnswer,
+  planCancel,
   planQuestionAnswer,
   type AnswerInput,
   type ApprovalPlan,
-  type ApprovalToSign,
+  type CancelPlan,
   type QuestionPlan,
 } from './plan-answers';
+export {
+  approvalDeadline,
+  DEFAULT_APPROVAL_TTL_MS,
+  dueExpiry,
+  durationText,
+  EXPIRY_ANSWERER,
+  expiryBatch,
+  expiryNote,
+  expiryToSign,
+  type ApprovalDeadline,
+} from './plan-expiry';
 export {
   checkApprovalRequest,
   checkStep,
