@@ -15,6 +15,36 @@ import { DEFAULT_HEALTH_PORT } from '../common/health-server';
 import { LogLevel } from '../common/log';
 import { DEFAULT_PEER_PORT } from './public-api/peer-hop';
 
+const DAY_MS = 24 * 60 * 60 * 1000;
+const DURATION_UNITS_MS: Readonly<Record<string, number>> = {
+  ms: 1,
+  s: 1_000,
+  m: 60_000,
+  h: 3_600_000,
+  d: DAY_MS,
+};
+
+/** A duration such as `90m` or `24h` (one whole number and a unit), in milliseconds. */
+function envDuration(fallbackMs: number, range: { min: number; max: number }) {
+  return z
+    .string()
+    .optional()
+    .transform((raw, ctx): number => {
+      if (raw === undefined || raw.trim() === '') return fallbackMs;
+      const match = /^(\d{1,12})(ms|s|m|h|d)$/u.exec(raw.trim());
+      const ms =
+        match === null ? Number.NaN : Number(match[1]) * (DURATION_UNITS_MS[match[2] ?? ''] ?? 0);
+      if (!(ms >= range.min && ms <= range.max)) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `must be a duration from 1s to 30d, a whole number and a unit (ms, s, m, h or d) such as 90m or 24h, got ${JSON.stringify(raw)}`,
+        });
+        return z.NEVER;
+      }
+      return ms;
+    });
+}
+
 /**
  * The control plane's configuration, from the environment its Deployment sets:
  *
@@ -44,6 +74,7 @@ import { DEFAULT_PEER_PORT } from './public-api/peer-hop';
  * | `POLYCHROME_TURN_SANDBOX_WAIT_MS` | how long a turn waits for its harness (e.g. after a reopen) | 120000 |
  * | `POLYCHROME_TURN_MAX_ATTEMPTS` | dispatches of one turn before it settles with the fallback reply | 3 |
  * | `POLYCHROME_MAX_STEPS` | the deployment's step budget per turn (0: the harness's own) | 0 |
+ * | `POLYCHROME_APPROVAL_TTL` | how long a pending approval waits before it expires and counts as denied: a whole number with a unit, `ms`, `s`, `m`, `h` or `d` (`90m`, `24h`), 1s to 30d | 24h |
  * | `POLYCHROME_TURN_STATUS_INTERVAL_MS` | least time between two turn-status writes of one conversation (changes meanwhile are merged) | 1000 |
  */
 const schema = z
@@ -85,6 +116,7 @@ const schema = z
     POLYCHROME_TURN_MAX_ATTEMPTS: envInt({ default: 3, min: 1, max: 100 }),
     POLYCHROME_MAX_STEPS: envInt({ default: 0, min: 0, max: 64 }),
     POLYCHROME_TURN_STATUS_INTERVAL_MS: envInt({ default: 1_000, min: 0, max: 60_000 }),
+    POLYCHROME_APPROVAL_TTL: envDuration(DAY_MS, { min: 1_000, max: 30 * DAY_MS }),
   })
   .superRefine((env, ctx) => {
     if (env.POLYCHROME_LEASE_RENEW_MS >= env.POLYCHROME_LEASE_DURATION_MS) {
@@ -155,6 +187,8 @@ export interface ControlPlaneConfig {
     readonly maxAttempts: number;
     readonly maxSteps: number;
     readonly statusIntervalMs: number;
+    /** How long a pending approval waits before it expires (docs/turns.md, "Expiry"). */
+    readonly approvalTtlMs: number;
   };
 }
 
@@ -206,6 +240,7 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
       maxAttempts: c.POLYCHROME_TURN_MAX_ATTEMPTS,
       maxSteps: c.POLYCHROME_MAX_STEPS,
       statusIntervalMs: c.POLYCHROME_TURN_STATUS_INTERVAL_MS,
+      approvalTtlMs: c.POLYCHROME_APPROVAL_TTL,
     }),
   });
 }

@@ -134,6 +134,7 @@ async function main(): Promise<void> {
     sandboxWaitMs: config.turns.sandboxWaitMs,
     maxAttempts: config.turns.maxAttempts,
     statusIntervalMs: config.turns.statusIntervalMs,
+    approvalTtlMs: config.turns.approvalTtlMs,
     ...(config.turns.maxSteps === 0 ? {} : { deploymentMaxSteps: config.turns.maxSteps }),
   });
   coordinator.observer = {

@@ -501,16 +501,16 @@ export class PublicApiServer {
         const { caller, body } = await this.asked(ctx);
         const conversationId = this.conversationId(ctx);
         const requestId = parseRequestId(ctx.params.requestId ?? '');
-        const { answer } = parseQuestionAnswer(await body());
+        const answer = parseQuestionAnswer(await body());
         let reply: TurnReply;
         try {
           reply = await this.options.service.answerQuestion(
             caller,
-            { conversationId, requestId, answer },
+            { conversationId, requestId, ...answer },
             ctx.signal,
           );
         } catch (error) {
-          if (await this.forwarded(ctx, error, { caller, body: { answer } })) return;
+          if (await this.forwarded(ctx, error, { caller, body: answer })) return;
           throw error;
         }
         sendJson(ctx.response, 200, reply);
