@@ -288,7 +288,10 @@ export function parseQuestionAnswer(
     return { answer: textOf(body.answer, 'answer', MAX_TEXT_CHARS, 'the answer text') };
   }
   if (body.cancel !== true) {
-    throw invalid('cancel', `cancel must be true, got ${describe(body.cancel)}; or send {"answer"}`);
+    throw invalid(
+      'cancel',
+      `cancel must be true, got ${describe(body.cancel)}; or send {"answer"}`,
+    );
   }
   if (body.answer !== undefined) {
     throw invalid('answer', 'send either "answer" or "cancel": true, not both');
