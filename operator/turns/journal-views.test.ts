@@ -34,8 +34,7 @@ function shape(view: JournalView): unknown {
   };
 }
 
-const e = (kind: PlannedEvent['kind'], payload: object): PlannedEvent =>
-  ({ kind, payload });
+const e = (kind: PlannedEvent['kind'], payload: object): PlannedEvent => ({ kind, payload });
 
 const BATCHES: readonly (readonly [string, readonly PlannedEvent[]])[] = [
   [
