@@ -751,7 +751,7 @@ describe('PublicApiServer: conversations and turns', () => {
       await call(a, 'POST', path, { token: TOKENS.admin, body: { decision: 'maybe' } }),
       400,
       'invalid_argument',
-      /decision must be "approve" or "deny", got "maybe"/,
+      /decision must be "approve", "deny" or "cancel", got "maybe"/,
     );
     expectError(
       await call(a, 'POST', path, {
