@@ -49,11 +49,13 @@ Talk to a conversation (the control plane's public API; ID is the Conversation's
       after it; default: the whole journal. A dropped connection is resumed after the last
       event printed (Last-Event-ID), so no event is printed twice or skipped.
 
-  polychrome approve ID REQUEST-ID [--deny] [--comment C] [--format json|text] [api flags]
+  polychrome approve ID REQUEST-ID [--deny | --cancel] [--comment C] [--format json|text] [api flags]
       Approve (or deny) the call a paused turn waits for; print the turn's next state.
+      --cancel (admins only) ends the turn without running the call.
 
-  polychrome answer ID REQUEST-ID TEXT... [--format json|text] [api flags]
-      Answer the agent's question; print the turn's next state.
+  polychrome answer ID REQUEST-ID (TEXT... | --cancel [--comment C]) [--format json|text] [api flags]
+      Answer the agent's question; print the turn's next state. --cancel (admins only)
+      ends the turn without an answer.
 
   polychrome transcript ID [--format json|text] [api flags]
       Print the committed turns, oldest first.

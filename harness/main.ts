@@ -55,6 +55,7 @@ async function main(): Promise<number> {
     ...(mcp === undefined ? {} : { mcpTools: mcp }),
     ackTimeoutMs: config.ackTimeoutMs,
     toolTimeoutMs: config.toolTimeoutMs,
+    recordAgentConfig: config.recordAgentConfig,
     deps: {
       modelFor: await modelSource(config, logger),
       tools: createToolRouter(

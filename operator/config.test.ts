@@ -31,7 +31,23 @@ describe('loadControlPlaneConfig', () => {
       newConversationSpec: {},
       sandboxWaitMs: 120_000,
       maxAttempts: 3,
+      approvalTtlMs: 24 * 3_600_000,
     });
+  });
+
+  it('reads the approval time to live as a duration and refuses anything else by name', () => {
+    const ttl = (value: string): number =>
+      loadControlPlaneConfig({ ...base, POLYCHROME_APPROVAL_TTL: value }).turns.approvalTtlMs;
+    expect(ttl('90m')).toBe(90 * 60_000);
+    expect(ttl('2d')).toBe(2 * 24 * 3_600_000);
+    expect(ttl('1500ms')).toBe(1_500);
+    for (const bad of ['24', '1.5h', '-1h', '500ms', '31d', 'soon']) {
+      expect(() => ttl(bad)).toThrow(
+        new RegExp(
+          `POLYCHROME_APPROVAL_TTL: must be a duration from 1s to 30d.*got "${bad.replace('.', '\\.')}"`,
+        ),
+      );
+    }
   });
 
   it('looks for its peers in its own namespace and takes the default agent as JSON', () => {

@@ -16,6 +16,36 @@ import { LogLevel } from '../common/log';
 import { DEFAULT_PEER_PORT } from './public-api/peer-hop';
 import { DEFAULT_KUBE_API_PORT } from './public-api/public-api-server';
 
+const DAY_MS = 24 * 60 * 60 * 1000;
+const DURATION_UNITS_MS: Readonly<Record<string, number>> = {
+  ms: 1,
+  s: 1_000,
+  m: 60_000,
+  h: 3_600_000,
+  d: DAY_MS,
+};
+
+/** A duration such as `90m` or `24h` (one whole number and a unit), in milliseconds. */
+function envDuration(fallbackMs: number, range: { min: number; max: number }) {
+  return z
+    .string()
+    .optional()
+    .transform((raw, ctx): number => {
+      if (raw === undefined || raw.trim() === '') return fallbackMs;
+      const match = /^(\d{1,12})(ms|s|m|h|d)$/u.exec(raw.trim());
+      const ms =
+        match === null ? Number.NaN : Number(match[1]) * (DURATION_UNITS_MS[match[2] ?? ''] ?? 0);
+      if (!(ms >= range.min && ms <= range.max)) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `must be a duration from 1s to 30d, a whole number and a unit (ms, s, m, h or d) such as 90m or 24h, got ${JSON.stringify(raw)}`,
+        });
+        return z.NEVER;
+      }
+      return ms;
+    });
+}
+
 /**
  * The control plane's configuration, from the environment its Deployment sets:
  *
@@ -47,6 +77,7 @@ import { DEFAULT_KUBE_API_PORT } from './public-api/public-api-server';
  * | `POLYCHROME_TURN_SANDBOX_WAIT_MS` | how long a turn waits for its harness (e.g. after a reopen) | 120000 |
  * | `POLYCHROME_TURN_MAX_ATTEMPTS` | dispatches of one turn before it settles with the fallback reply | 3 |
  * | `POLYCHROME_MAX_STEPS` | the deployment's step budget per turn (0: the harness's own) | 0 |
+ * | `POLYCHROME_APPROVAL_TTL` | how long a pending approval waits before it expires and counts as denied: a whole number with a unit, `ms`, `s`, `m`, `h` or `d` (`90m`, `24h`), 1s to 30d | 24h |
  * | `POLYCHROME_TURN_STATUS_INTERVAL_MS` | least time between two turn-status writes of one conversation (changes meanwhile are merged) | 1000 |
  * | `POLYCHROME_TURN_STATUS_DELAY_MS` | how long a turn's running mark waits on a Ready conversation, so a turn settled by then costs one status write | 250 |
  */
@@ -94,6 +125,7 @@ const schema = z
     POLYCHROME_MAX_STEPS: envInt({ default: 0, min: 0, max: 64 }),
     POLYCHROME_TURN_STATUS_INTERVAL_MS: envInt({ default: 1_000, min: 0, max: 60_000 }),
     POLYCHROME_TURN_STATUS_DELAY_MS: envInt({ default: 250, min: 0, max: 60_000 }),
+    POLYCHROME_APPROVAL_TTL: envDuration(DAY_MS, { min: 1_000, max: 30 * DAY_MS }),
   })
   .superRefine((env, ctx) => {
     if (
@@ -189,6 +221,8 @@ export interface ControlPlaneConfig {
     readonly maxSteps: number;
     readonly statusIntervalMs: number;
     readonly statusDelayMs: number;
+    /** How long a pending approval waits before it expires (docs/turns.md, "Expiry"). */
+    readonly approvalTtlMs: number;
   };
 }
 
@@ -250,6 +284,7 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
       maxSteps: c.POLYCHROME_MAX_STEPS,
       statusIntervalMs: c.POLYCHROME_TURN_STATUS_INTERVAL_MS,
       statusDelayMs: c.POLYCHROME_TURN_STATUS_DELAY_MS,
+      approvalTtlMs: c.POLYCHROME_APPROVAL_TTL,
     }),
   });
 }

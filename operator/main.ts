@@ -141,6 +141,7 @@ async function main(): Promise<void> {
     maxAttempts: config.turns.maxAttempts,
     statusIntervalMs: config.turns.statusIntervalMs,
     statusDelayMs: config.turns.statusDelayMs,
+    approvalTtlMs: config.turns.approvalTtlMs,
     ...(config.turns.maxSteps === 0 ? {} : { deploymentMaxSteps: config.turns.maxSteps }),
   });
   coordinator.observer = {

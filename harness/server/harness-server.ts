@@ -87,6 +87,11 @@ export interface HarnessServerOptions {
   readonly ackTimeoutMs?: number;
   /** @default 60000 */
   readonly toolTimeoutMs?: number;
+  /**
+   * Record the agent configuration and each model request's digest (docs/replay.md).
+   * @default true
+   */
+  readonly recordAgentConfig?: boolean;
 }
 
 /** The turn in progress. */
@@ -377,7 +382,9 @@ export class HarnessServer {
     try {
       outcome = await runTurn(
         // Recorded for replay when the provider states its parameters (docs/replay.md).
-        model.parameters === undefined ? input : { ...input, model: model.parameters },
+        model.parameters === undefined || this.options.recordAgentConfig === false
+          ? input
+          : { ...input, model: model.parameters },
         {
           model,
           tools: deps.tools,

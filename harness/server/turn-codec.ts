@@ -393,7 +393,8 @@ export function turnStepFromProto(step: Step, field = 'step'): TurnStep {
 
 /** An approval request record to proto. */
 export function approvalRequestToProto(record: ApprovalRequestRecord): ApprovalRequest {
-  return { ...record, argsSha256: bytes(record.argsSha256) };
+  // The control plane stamps requested_at_ms with its own clock when it commits the request.
+  return { ...record, argsSha256: bytes(record.argsSha256), requestedAtMs: 0 };
 }
 
 /** Proto `ApprovalRequest` to a record. */

@@ -3,7 +3,7 @@
  * lifecycle decision (open, closing, closed, deleting) and the soonest timed requeue.
  * No I/O and no clock: `now` comes in, so every rule is table-tested.
  *
- * Rules (DESIGN.md, "Kubernetes objects"; docs/operator.md):
+ * Rules (docs/design.md, "Kubernetes objects"; docs/operator.md):
  * - Finalizer first: without `polychrome.dev/cleanup` the only action is to add it.
  * - Deletion: release the sandbox (delete the claim or pod we own), wait until it is
  *   gone, then drop the finalizer.

@@ -64,7 +64,7 @@ import {
 } from './request-parsers';
 import { matchRoute, Operation, UNMATCHED_ROUTE, type Route } from './routes';
 
-/** The public API's port (DESIGN.md, "Three planes"). */
+/** The public API's port (docs/design.md, "Three planes"). */
 export const DEFAULT_PUBLIC_API_PORT = 8080;
 /** Interval of `: keep-alive` comments on streams. */
 export const DEFAULT_HEARTBEAT_MS = 15_000;
@@ -584,16 +584,16 @@ export class PublicApiServer {
         const { caller, body } = await this.asked(ctx);
         const conversationId = this.conversationId(ctx);
         const requestId = parseRequestId(ctx.params.requestId ?? '');
-        const { answer } = parseQuestionAnswer(await body());
+        const answer = parseQuestionAnswer(await body());
         let reply: TurnReply;
         try {
           reply = await this.options.service.answerQuestion(
             caller,
-            { conversationId, requestId, answer },
+            { conversationId, requestId, ...answer },
             ctx.signal,
           );
         } catch (error) {
-          if (await this.forwarded(ctx, error, { caller, body: { answer } })) return;
+          if (await this.forwarded(ctx, error, { caller, body: answer })) return;
           throw error;
         }
         sendJson(ctx.response, 200, reply);

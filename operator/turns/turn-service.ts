@@ -7,8 +7,9 @@
  * (docs/api.md, "Status codes and who may do what", pinned by
  * operator/public-api/api-rules.test.ts): `not_found` (unknown conversation or request),
  * `permission_denied` (not the owner, a participant or an admin; not the required
- * approver), `conflict` (same idempotency key with another message; a message while a turn
- * awaits an answer; a request answered already: 409), `failed_precondition` (the
+ * approver; a cancel by anyone but an admin), `conflict` (same idempotency key with another
+ * message; a message while a turn awaits an answer; a request answered, cancelled or
+ * expired already: 409), `failed_precondition` (the
  * conversation is being deleted), `unavailable` (the harness or the state plane cannot be
  * reached; retry with the same idempotency key), `invalid_argument`.
  */
@@ -121,15 +122,20 @@ export interface PostMessage {
 export interface AnswerApproval {
   readonly conversationId: string;
   readonly requestId: string;
-  readonly decision: 'approve' | 'deny';
+  /** `cancel`: an admin ends the turn without running the call (docs/turns.md, "Cancel"). */
+  readonly decision: 'approve' | 'deny' | 'cancel';
   readonly comment?: string;
 }
 
-export interface AnswerQuestion {
-  readonly conversationId: string;
-  readonly requestId: string;
-  readonly answer: string;
-}
+/** An answer to a question, or an admin's cancel of it (`cancel`, with an optional comment). */
+export type AnswerQuestion =
+  | { readonly conversationId: string; readonly requestId: string; readonly answer: string }
+  | {
+      readonly conversationId: string;
+      readonly requestId: string;
+      readonly cancel: true;
+      readonly comment?: string;
+    };
 
 /** One turn of the committed transcript (the committed-turn filter applied). */
 export interface TranscriptTurn extends TurnOutcome {

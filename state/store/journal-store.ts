@@ -440,7 +440,7 @@ function unreadable(
 
 /**
  * The state plane's durable journal store: many `conv-{id}` partitions in one LevelDB
- * database, each an append-only, signed journal (DESIGN.md, "The journal";
+ * database, each an append-only, signed journal (docs/design.md, "The journal";
  * docs/journal-format.md). A thin shell over the pure core in state/journal: the core
  * hashes, builds the MMR and signs; this class persists what the core's visitor reports,
  * serializes appends per partition, and shares fsyncs between partitions (group commit).

@@ -1,5 +1,5 @@
 /**
- * Condition types, reasons and phases of a Conversation (DESIGN.md, "Kubernetes objects").
+ * Condition types, reasons and phases of a Conversation (docs/design.md, "Kubernetes objects").
  * Declared once here, beside the CRD types: the reconciler's status report uses these
  * values and the CRD's `status.phase` enum is built from {@link ConversationPhase}.
  */

@@ -492,6 +492,8 @@ export class TurnStack {
     const signingKey = createPrivateKey(await readFile(this.certs.signingKey));
     const offline = verifyJournal(events, {
       hash: nodeSha256,
+      // Version-2 roots name their partition; the offline check verifies as this one.
+      partition: `conv-${uid}`,
       verifier: createNodeEd25519Verifier(),
       trustedPublicKeys: [Buffer.from(ed25519PublicKeyHex(signingKey), 'hex')],
     });

@@ -225,6 +225,11 @@ export interface ApprovalRequest {
   argsSha256: Buffer;
   reason: string;
   requiredApprover: string;
+  /**
+   * When the control plane committed the request (its clock, not the harness's): the
+   * approval expires POLYCHROME_APPROVAL_TTL after it (docs/turns.md, "Expiry").
+   */
+  requestedAtMs: number;
 }
 
 /**
@@ -259,6 +264,31 @@ export interface QuestionResponse {
   answer: string;
   answeredBy: string;
   answeredAtMs: number;
+}
+
+/**
+ * kind "request_cancelled": an admin cancelled a pending approval or question. The
+ * control plane settles the turn itself (a turn_complete in the same batch); the harness
+ * is not called again for it, so the gated call never runs.
+ */
+export interface RequestCancelled {
+  turnId: string;
+  requestId: string;
+  cancelledBy: string;
+  cancelledAtMs: number;
+  comment: string;
+}
+
+/**
+ * kind "approval_expired": a pending approval went unanswered past its time to live. The
+ * same batch holds a signed denial (approval_response) and the next turn_dispatched.
+ */
+export interface ApprovalExpired {
+  turnId: string;
+  requestId: string;
+  requestedAtMs: number;
+  expiredAtMs: number;
+  ttlMs: number;
 }
 
 /** kind "handoff": the turn continues with another agent. */
@@ -1957,6 +1987,7 @@ function createBaseApprovalRequest(): ApprovalRequest {
     argsSha256: Buffer.alloc(0),
     reason: "",
     requiredApprover: "",
+    requestedAtMs: 0,
   };
 }
 
@@ -1985,6 +2016,9 @@ export const ApprovalRequest: MessageFns<ApprovalRequest> = {
     }
     if (message.requiredApprover !== "") {
       writer.uint32(66).string(message.requiredApprover);
+    }
+    if (message.requestedAtMs !== 0) {
+      writer.uint32(72).int64(message.requestedAtMs);
     }
     return writer;
   },
@@ -2066,6 +2100,14 @@ export const ApprovalRequest: MessageFns<ApprovalRequest> = {
             message.requiredApprover = reader.string();
             continue;
           }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.requestedAtMs = longToNumber(reader.int64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2116,6 +2158,11 @@ export const ApprovalRequest: MessageFns<ApprovalRequest> = {
         : isSet(object.required_approver)
         ? globalThis.String(object.required_approver)
         : "",
+      requestedAtMs: isSet(object.requestedAtMs)
+        ? globalThis.Number(object.requestedAtMs)
+        : isSet(object.requested_at_ms)
+        ? globalThis.Number(object.requested_at_ms)
+        : 0,
     };
   },
 
@@ -2145,6 +2192,9 @@ export const ApprovalRequest: MessageFns<ApprovalRequest> = {
     if (message.requiredApprover !== "") {
       obj.requiredApprover = message.requiredApprover;
     }
+    if (message.requestedAtMs !== 0) {
+      obj.requestedAtMs = Math.round(message.requestedAtMs);
+    }
     return obj;
   },
 
@@ -2161,6 +2211,7 @@ export const ApprovalRequest: MessageFns<ApprovalRequest> = {
     message.argsSha256 = object.argsSha256 ?? Buffer.alloc(0);
     message.reason = object.reason ?? "";
     message.requiredApprover = object.requiredApprover ?? "";
+    message.requestedAtMs = object.requestedAtMs ?? 0;
     return message;
   },
 };
@@ -2691,6 +2742,308 @@ export const QuestionResponse: MessageFns<QuestionResponse> = {
     message.answer = object.answer ?? "";
     message.answeredBy = object.answeredBy ?? "";
     message.answeredAtMs = object.answeredAtMs ?? 0;
+    return message;
+  },
+};
+
+function createBaseRequestCancelled(): RequestCancelled {
+  return { turnId: "", requestId: "", cancelledBy: "", cancelledAtMs: 0, comment: "" };
+}
+
+export const RequestCancelled: MessageFns<RequestCancelled> = {
+  encode(message: RequestCancelled, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.turnId !== "") {
+      writer.uint32(10).string(message.turnId);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(18).string(message.requestId);
+    }
+    if (message.cancelledBy !== "") {
+      writer.uint32(26).string(message.cancelledBy);
+    }
+    if (message.cancelledAtMs !== 0) {
+      writer.uint32(32).int64(message.cancelledAtMs);
+    }
+    if (message.comment !== "") {
+      writer.uint32(42).string(message.comment);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RequestCancelled {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRequestCancelled();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.turnId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.cancelledBy = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.cancelledAtMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.comment = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RequestCancelled {
+    return {
+      turnId: isSet(object.turnId)
+        ? globalThis.String(object.turnId)
+        : isSet(object.turn_id)
+        ? globalThis.String(object.turn_id)
+        : "",
+      requestId: isSet(object.requestId)
+        ? globalThis.String(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.String(object.request_id)
+        : "",
+      cancelledBy: isSet(object.cancelledBy)
+        ? globalThis.String(object.cancelledBy)
+        : isSet(object.cancelled_by)
+        ? globalThis.String(object.cancelled_by)
+        : "",
+      cancelledAtMs: isSet(object.cancelledAtMs)
+        ? globalThis.Number(object.cancelledAtMs)
+        : isSet(object.cancelled_at_ms)
+        ? globalThis.Number(object.cancelled_at_ms)
+        : 0,
+      comment: isSet(object.comment) ? globalThis.String(object.comment) : "",
+    };
+  },
+
+  toJSON(message: RequestCancelled): unknown {
+    const obj: any = {};
+    if (message.turnId !== "") {
+      obj.turnId = message.turnId;
+    }
+    if (message.requestId !== "") {
+      obj.requestId = message.requestId;
+    }
+    if (message.cancelledBy !== "") {
+      obj.cancelledBy = message.cancelledBy;
+    }
+    if (message.cancelledAtMs !== 0) {
+      obj.cancelledAtMs = Math.round(message.cancelledAtMs);
+    }
+    if (message.comment !== "") {
+      obj.comment = message.comment;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RequestCancelled>): RequestCancelled {
+    return RequestCancelled.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RequestCancelled>): RequestCancelled {
+    const message = createBaseRequestCancelled();
+    message.turnId = object.turnId ?? "";
+    message.requestId = object.requestId ?? "";
+    message.cancelledBy = object.cancelledBy ?? "";
+    message.cancelledAtMs = object.cancelledAtMs ?? 0;
+    message.comment = object.comment ?? "";
+    return message;
+  },
+};
+
+function createBaseApprovalExpired(): ApprovalExpired {
+  return { turnId: "", requestId: "", requestedAtMs: 0, expiredAtMs: 0, ttlMs: 0 };
+}
+
+export const ApprovalExpired: MessageFns<ApprovalExpired> = {
+  encode(message: ApprovalExpired, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.turnId !== "") {
+      writer.uint32(10).string(message.turnId);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(18).string(message.requestId);
+    }
+    if (message.requestedAtMs !== 0) {
+      writer.uint32(24).int64(message.requestedAtMs);
+    }
+    if (message.expiredAtMs !== 0) {
+      writer.uint32(32).int64(message.expiredAtMs);
+    }
+    if (message.ttlMs !== 0) {
+      writer.uint32(40).int64(message.ttlMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ApprovalExpired {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseApprovalExpired();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.turnId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.requestedAtMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.expiredAtMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.ttlMs = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ApprovalExpired {
+    return {
+      turnId: isSet(object.turnId)
+        ? globalThis.String(object.turnId)
+        : isSet(object.turn_id)
+        ? globalThis.String(object.turn_id)
+        : "",
+      requestId: isSet(object.requestId)
+        ? globalThis.String(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.String(object.request_id)
+        : "",
+      requestedAtMs: isSet(object.requestedAtMs)
+        ? globalThis.Number(object.requestedAtMs)
+        : isSet(object.requested_at_ms)
+        ? globalThis.Number(object.requested_at_ms)
+        : 0,
+      expiredAtMs: isSet(object.expiredAtMs)
+        ? globalThis.Number(object.expiredAtMs)
+        : isSet(object.expired_at_ms)
+        ? globalThis.Number(object.expired_at_ms)
+        : 0,
+      ttlMs: isSet(object.ttlMs)
+        ? globalThis.Number(object.ttlMs)
+        : isSet(object.ttl_ms)
+        ? globalThis.Number(object.ttl_ms)
+        : 0,
+    };
+  },
+
+  toJSON(message: ApprovalExpired): unknown {
+    const obj: any = {};
+    if (message.turnId !== "") {
+      obj.turnId = message.turnId;
+    }
+    if (message.requestId !== "") {
+      obj.requestId = message.requestId;
+    }
+    if (message.requestedAtMs !== 0) {
+      obj.requestedAtMs = Math.round(message.requestedAtMs);
+    }
+    if (message.expiredAtMs !== 0) {
+      obj.expiredAtMs = Math.round(message.expiredAtMs);
+    }
+    if (message.ttlMs !== 0) {
+      obj.ttlMs = Math.round(message.ttlMs);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ApprovalExpired>): ApprovalExpired {
+    return ApprovalExpired.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ApprovalExpired>): ApprovalExpired {
+    const message = createBaseApprovalExpired();
+    message.turnId = object.turnId ?? "";
+    message.requestId = object.requestId ?? "";
+    message.requestedAtMs = object.requestedAtMs ?? 0;
+    message.expiredAtMs = object.expiredAtMs ?? 0;
+    message.ttlMs = object.ttlMs ?? 0;
     return message;
   },
 };
