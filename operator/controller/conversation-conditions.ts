@@ -48,6 +48,7 @@ const BLOCKED_REASONS: ReadonlySet<string> = new Set([
   ConditionReason.SandboxTemplateMissing,
   ConditionReason.SandboxFailed,
   ConditionReason.RuntimeClassMissing,
+  ConditionReason.SpecFieldUnsupported,
 ]);
 
 const KNOWN_REASONS: ReadonlySet<string> = new Set(Object.values(ConditionReason));
