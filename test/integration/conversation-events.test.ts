@@ -223,23 +223,26 @@ describe('Kubernetes Events on Conversations', () => {
       new Date(repeated.eventTime).getTime(),
     );
 
-    // A quarantined turn (the turn code's Degraded TurnAmbiguous), then its resolution.
-    const quarantine = {
-      type: 'Degraded',
-      status: 'True',
-      reason: 'TurnAmbiguous',
-      message:
-        'turn t1 is quarantined: the outcome of side-effecting tool call tc1 is unknown (the harness was lost); an admin must check it and repair the conversation',
-      lastTransitionTime: rfc3339(new Date()),
-    };
+    // A quarantined turn (the turn code's fact status.turns.quarantined, which the one
+    // status owner turns into Degraded TurnAmbiguous), then its resolution.
     await patchSpec(name, { sandbox: { backend: 'pod', template: null } });
     await waitStatus(name, 'healthy', (o) => field(condition(o, 'Degraded'), 'status') === 'False');
-    await patchStatus(name, { phase: 'Degraded', conditions: [quarantine] });
-    const quarantined = await eventWith(name, 'TurnQuarantined');
-    expect(quarantined).toMatchObject({ type: 'Warning', note: quarantine.message });
     await patchStatus(name, {
-      conditions: [{ ...quarantine, status: 'False', reason: 'Healthy', message: 'resolved' }],
+      turns: {
+        quarantined: {
+          turnId: 't1',
+          toolCallId: 'tc1',
+          reason: 'the harness was lost',
+          since: rfc3339(new Date()),
+        },
+      },
     });
+    const quarantined = await eventWith(name, 'TurnQuarantined');
+    expect(quarantined.type).toBe('Warning');
+    expect(quarantined.note).toContain(
+      'turn t1 is quarantined: the outcome of side-effecting tool call tc1 is unknown (the harness was lost)',
+    );
+    await patchStatus(name, { turns: { quarantined: null } });
     await eventWith(name, 'QuarantineResolved');
     await controller.eventsSettled();
 
