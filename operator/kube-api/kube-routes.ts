@@ -105,6 +105,11 @@ export function apiResourceList(): object {
   };
 }
 
+/** The `route` label of a subresource: the path template, with no namespace or name in it. */
+export function kubeSubresourceTemplate(subresource: string): string {
+  return `/apis/${KUBE_GROUP_VERSION}/namespaces/{namespace}/${KUBE_RESOURCE}/{name}/${subresource}`;
+}
+
 /** What a path on the Kubernetes door is. */
 export type KubeRouteMatch =
   | { readonly kind: 'discovery'; readonly body: object }

@@ -20,6 +20,7 @@ import type { KubeUser } from '../kube-api/front-proxy';
 import {
   KUBE_SUBRESOURCES,
   kubeStatusBody,
+  kubeSubresourceTemplate,
   matchKubeRoute,
   type KubeSubresource,
 } from '../kube-api/kube-routes';
@@ -1045,7 +1046,7 @@ function kubeRouteMatch(method: string, path: string): AnyRouteMatch {
         kind: 'matched',
         route: {
           method: match.subresource.method,
-          template: KUBE_SUBRESOURCE_TEMPLATE + match.subresource.name,
+          template: kubeSubresourceTemplate(match.subresource.name),
           operation: match.subresource.operation,
           authenticated: true,
         },
@@ -1057,10 +1058,6 @@ function kubeRouteMatch(method: string, path: string): AnyRouteMatch {
       };
   }
 }
-
-/** The `route` label of a Kubernetes door subresource (no namespace or name in it). */
-const KUBE_SUBRESOURCE_TEMPLATE =
-  '/apis/api.polychrome.dev/v1alpha1/namespaces/{namespace}/conversations/{name}/';
 
 /** The namespace, name and subresource a Kubernetes door request names. */
 function kubeTarget(
