@@ -1,23 +1,27 @@
 import { z } from 'zod';
 
 import { AppError, isErrorCode, type ErrorCode, type ErrorDetails } from '../common/errors';
+import {
+  ConversationOperation,
+  publicApiTransport,
+  type ConversationTarget,
+  type PublicApiTransportOptions,
+  type Transport,
+} from './transport';
 
 /*
  * The CLI's client of the control plane's public API (docs/api.md, docs/api/openapi.json):
- * JSON over HTTP with node's fetch and a bearer session token. It owns the wire: answers
- * are parsed here (unknown fields kept for --format json), error bodies become
- * ApiCallError with the API's own code and message.
+ * JSON over HTTP with node's fetch, through a transport (transport.ts: the public API with a
+ * bearer session token, or the Kubernetes door). It owns the wire: answers are parsed here
+ * (unknown fields kept for --format json), error bodies become ApiCallError with the API's
+ * own code and message.
  */
 
-/** Where the API is and who is calling. */
-export interface ApiClientOptions {
-  /** Base URL, e.g. `http://127.0.0.1:8080` (a path prefix is kept). */
-  readonly baseUrl: string;
-  /** The bearer session token (`pcs_...`). */
-  readonly token: string;
-  /** @default globalThis.fetch */
-  readonly fetch?: typeof fetch;
-}
+/**
+ * Where the API is and who is calling: the public API with a session token, or any
+ * {@link Transport} (the Kubernetes door by Conversation name).
+ */
+export type ApiClientOptions = PublicApiTransportOptions | { readonly transport: Transport };
 
 /**
  * An error answer of the API (`{error: {code, message, details?}}`), or an answer that
@@ -44,11 +48,10 @@ export class ApiCallError extends AppError {
 /** The API could not be reached at all (refused, no route, DNS, reset before an answer). */
 export class ApiUnreachableError extends AppError {
   override readonly name: string = 'ApiUnreachableError';
-  constructor(url: string, cause: unknown) {
+  constructor(transport: Pick<Transport, 'description' | 'unreachableHint'>, cause: unknown) {
     super(
       'unavailable',
-      `cannot reach the Polychrome API at ${url}: ${describeFetchFailure(cause)}; is the ` +
-        'control plane running (make dev), and is --api / POLYCHROME_API_URL right?',
+      `cannot reach ${transport.description}: ${describeFetchFailure(cause)}; ${transport.unreachableHint}`,
       { cause },
     );
   }
@@ -207,14 +210,10 @@ export async function apiErrorOf(response: Response): Promise<ApiCallError> {
 
 /** The public API of one control plane, as one caller. */
 export class ApiClient {
-  readonly baseUrl: string;
-  private readonly token: string;
-  private readonly fetchFn: typeof fetch;
+  readonly transport: Transport;
 
   constructor(options: ApiClientOptions) {
-    this.baseUrl = options.baseUrl.replace(/\/+$/u, '');
-    this.token = options.token;
-    this.fetchFn = options.fetch ?? globalThis.fetch;
+    this.transport = 'transport' in options ? options.transport : publicApiTransport(options);
   }
 
   /**
@@ -230,7 +229,7 @@ export class ApiClient {
   ): Promise<Parsed<TurnReply> & { idempotencyKey: string }> {
     const response = await this.request(
       'POST',
-      `/v1/conversations/${encodeURIComponent(conversationId)}/messages`,
+      { conversation: conversationId, operation: ConversationOperation.Messages },
       { text: message.text, idempotencyKey: message.idempotencyKey },
       signal,
     );
@@ -245,7 +244,7 @@ export class ApiClient {
   async transcript(conversationId: string, signal?: AbortSignal): Promise<Parsed<Transcript>> {
     const response = await this.request(
       'GET',
-      `/v1/conversations/${encodeURIComponent(conversationId)}/transcript`,
+      { conversation: conversationId, operation: ConversationOperation.Transcript },
       undefined,
       signal,
     );
@@ -261,7 +260,11 @@ export class ApiClient {
   ): Promise<Parsed<TurnReply>> {
     const response = await this.request(
       'POST',
-      `/v1/conversations/${encodeURIComponent(conversationId)}/approvals/${encodeURIComponent(requestId)}`,
+      {
+        conversation: conversationId,
+        operation: ConversationOperation.Approvals,
+        rest: [requestId],
+      },
       answer,
       signal,
     );
@@ -280,7 +283,11 @@ export class ApiClient {
   ): Promise<Parsed<TurnReply>> {
     const response = await this.request(
       'POST',
-      `/v1/conversations/${encodeURIComponent(conversationId)}/questions/${encodeURIComponent(requestId)}`,
+      {
+        conversation: conversationId,
+        operation: ConversationOperation.Questions,
+        rest: [requestId],
+      },
       typeof answer === 'string' ? { answer } : answer,
       signal,
     );
@@ -299,10 +306,13 @@ export class ApiClient {
     cursor: StreamCursor,
     signal: AbortSignal,
   ): Promise<Response> {
-    const query = cursor.since === undefined ? '' : `?since=${String(cursor.since)}`;
     const response = await this.send(
       'GET',
-      `/v1/conversations/${encodeURIComponent(conversationId)}/stream${query}`,
+      {
+        conversation: conversationId,
+        operation: ConversationOperation.Stream,
+        ...(cursor.since === undefined ? {} : { query: { since: String(cursor.since) } }),
+      },
       {
         accept: 'text/event-stream',
         ...(cursor.lastEventId === undefined
@@ -318,13 +328,13 @@ export class ApiClient {
 
   private async request(
     method: string,
-    path: string,
+    target: ConversationTarget,
     body: unknown,
     signal: AbortSignal | undefined,
   ): Promise<Response> {
     const response = await this.send(
       method,
-      path,
+      target,
       {
         accept: 'application/json',
         ...(body === undefined ? {} : { 'content-type': 'application/json' }),
@@ -338,22 +348,22 @@ export class ApiClient {
 
   private async send(
     method: string,
-    path: string,
+    target: ConversationTarget,
     headers: Record<string, string>,
     body: string | undefined,
     signal: AbortSignal | undefined,
   ): Promise<Response> {
-    const url = `${this.baseUrl}${path}`;
+    const url = this.transport.url(target);
     try {
-      return await this.fetchFn(url, {
+      return await this.transport.fetch(url, {
         method,
-        headers: { ...headers, authorization: `Bearer ${this.token}` },
+        headers,
         ...(body === undefined ? {} : { body }),
         ...(signal === undefined ? {} : { signal }),
       });
     } catch (error) {
       if (signal?.aborted === true) throw error;
-      throw new ApiUnreachableError(this.baseUrl, error);
+      throw new ApiUnreachableError(this.transport, error);
     }
   }
 
@@ -369,8 +379,8 @@ export class ApiClient {
     } catch {
       throw new AppError(
         'internal',
-        `the API at ${this.baseUrl} answered ${String(response.status)} with a body that is not JSON; ` +
-          'is --api pointing at the Polychrome control plane?',
+        `${this.transport.description} answered ${String(response.status)} with a body that is not JSON; ` +
+          'is it the Polychrome control plane?',
       );
     }
     const parsed = schema.safeParse(raw);
@@ -378,7 +388,7 @@ export class ApiClient {
       const issue = parsed.error.issues[0];
       throw new AppError(
         'internal',
-        `the API at ${this.baseUrl} answered with a body that is not a ${what}` +
+        `${this.transport.description} answered with a body that is not a ${what}` +
           (issue === undefined
             ? ''
             : ` (${issue.path.map(String).join('.') || 'body'}: ${issue.message})`) +

@@ -1,0 +1,92 @@
+/*
+ * The CLI's one transport seam: how a command reaches one conversation's operations. The
+ * commands and the API client speak of a conversation and an operation (`messages`,
+ * `transcript`, `stream`, `approvals/REQ`, ...); a transport turns that into a URL and
+ * applies the caller's credentials. Two doors serve the same operations (docs/kube-api.md):
+ *
+ * - the public API, `/v1/conversations/{id}/...`, with a bearer session token, for edges and
+ *   scripts (`polychrome`);
+ * - the Kubernetes API by Conversation name, under RBAC, through the kubeconfig
+ *   (`kubectl polychrome`).
+ */
+
+/**
+ * An operation on one conversation, by its public-API name. A transport maps the name onto
+ * its own door (the Kubernetes door serves `stream` as `log`, the subresource name
+ * kube-apiserver treats as long-running).
+ */
+export const ConversationOperation = {
+  Messages: 'messages',
+  Transcript: 'transcript',
+  Stream: 'stream',
+  Approvals: 'approvals',
+  Questions: 'questions',
+} as const;
+export type ConversationOperation =
+  (typeof ConversationOperation)[keyof typeof ConversationOperation];
+
+/** Where one request goes. */
+export interface ConversationTarget {
+  /** The conversation as the door names it: the uid on the public API, the name on the kube door. */
+  readonly conversation: string;
+  readonly operation: ConversationOperation;
+  /** Path segments below the operation (e.g. a request id), encoded by the transport. */
+  readonly rest?: readonly string[];
+  readonly query?: Readonly<Record<string, string>>;
+}
+
+/** How the CLI reaches the conversations of one door, as one caller. */
+export interface Transport {
+  /** The door, for messages: "the Polychrome API at URL". */
+  readonly description: string;
+  /** What to check when nothing answers (appended to "cannot reach ..."). */
+  readonly unreachableHint: string;
+  /** The URL of one operation on one conversation. */
+  url(target: ConversationTarget): string;
+  /** `fetch` with the caller's credentials applied; the credentials never appear in a message. */
+  fetch(url: string, init: RequestInit): Promise<Response>;
+}
+
+/** Options of {@link publicApiTransport}. */
+export interface PublicApiTransportOptions {
+  /** Base URL, e.g. `http://127.0.0.1:8080` (a path prefix is kept). */
+  readonly baseUrl: string;
+  /** The bearer session token (`pcs_...`). */
+  readonly token: string;
+  /** @default globalThis.fetch */
+  readonly fetch?: typeof fetch;
+}
+
+/** Appends encoded path segments and a query to `base`. */
+export function joinUrl(
+  base: string,
+  segments: readonly string[],
+  query: Readonly<Record<string, string>> = {},
+): string {
+  const path = segments.map((s) => `/${encodeURIComponent(s)}`).join('');
+  const search = new URLSearchParams(query).toString();
+  return `${base}${path}${search === '' ? '' : `?${search}`}`;
+}
+
+/** The public API with a bearer session token (docs/api.md). */
+export function publicApiTransport(options: PublicApiTransportOptions): Transport {
+  const baseUrl = options.baseUrl.replace(/\/+$/u, '');
+  const fetchFn = options.fetch ?? globalThis.fetch;
+  const authorization = `Bearer ${options.token}`;
+  return {
+    description: `the Polychrome API at ${baseUrl}`,
+    unreachableHint:
+      'is the control plane running (make dev), and is --api / POLYCHROME_API_URL right?',
+    url: (target) =>
+      joinUrl(
+        `${baseUrl}/v1/conversations`,
+        [target.conversation, target.operation, ...(target.rest ?? [])],
+        target.query,
+      ),
+    fetch: (url, init) =>
+      fetchFn(url, {
+        ...init,
+        headers: { ...(init.headers as Record<string, string>), authorization },
+      }),
+  };
+}
