@@ -223,3 +223,82 @@ describe('polychrome journal replay FILE (offline)', () => {
     expect(bad.stderr).toContain('--approval-key "nope" is not a raw ed25519 public key');
   });
 });
+
+describe('polychrome journal replay FILE --what-if CHANGE (offline)', () => {
+  const requestId = (): string =>
+    decodePayload(
+      'approval_request',
+      entries.find((e) => e.kind === 'approval_request')?.payload ?? new Uint8Array(),
+    ).requestId;
+  const whatIf = async (file: string, change: string, ...more: string[]) =>
+    cli([
+      'journal',
+      'replay',
+      file,
+      ...pinned(),
+      '--approval-key',
+      approvalKey,
+      '--what-if',
+      change,
+      ...more,
+    ]);
+
+  it('a denial instead of the approval: where the run departs, and what it did after', async () => {
+    const file = await signedExport(entries);
+    const before = await readFile(file, 'utf8');
+    const run = await whatIf(file, `approval@${requestId()}=deny`);
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(ExitCode.VerifyFailed);
+    expect(run.stdout).toContain('recorded run: OK, 2 turns replayed');
+    expect(run.stdout).toMatch(/no longer follows at turn \S+, step 1, position \d+/);
+    expect(run.stdout).toMatch(/ {2}what-if: {2}tool_result .*denied/i);
+    expect(run.stdout).toContain('the what-if line is what the turn machine itself would do next');
+    expect(run.stdout).toContain('tool calculator {"expression":"6 * 7"}');
+    expect(run.stdout).toContain('answer: It is 42.');
+    expect(await readFile(file, 'utf8')).toBe(before);
+  });
+
+  it('a system prompt from a file: the first call departs and needs a live model; --json says so', async () => {
+    const file = await signedExport(entries);
+    const prompt = join(dir, 'prompt.txt');
+    await writeFile(prompt, 'Answer in French.');
+    const run = await whatIf(file, `system-prompt=@${prompt}`, '--json');
+    expect(run.code).toBe(ExitCode.VerifyFailed);
+    const out = JSON.parse(run.stdout) as {
+      follows: boolean;
+      needsModel: boolean;
+      divergence: { step: number };
+      change: unknown;
+    };
+    expect(out).toMatchObject({ follows: false, needsModel: true, divergence: { step: 1 } });
+    expect(out.change).toEqual({ kind: 'system_prompt', value: 'Answer in French.' });
+  });
+
+  it('a change that alters nothing recorded exits 0', async () => {
+    const run = await whatIf(await signedExport(entries), `approval@${requestId()}=approve`);
+    expect(run.code).toBe(ExitCode.Ok);
+    expect(run.stdout).toContain('still follows under the change');
+  });
+
+  it('refuses a recorded run that does not replay (exit 3)', async () => {
+    const file = await signedExport(tamper('tool_result', (p) => (p.content = '41')));
+    const run = await whatIf(file, 'model=other');
+    expect(run.code).toBe(ExitCode.Error);
+    expect(run.stderr).toContain('the recorded run does not replay');
+  });
+
+  it.each([
+    ['bogus', 'expected NAME=VALUE'],
+    ['frobnicate=1', 'unknown change "frobnicate"'],
+    ['tool-result=41', 'tool-result needs @TARGET'],
+    ['tool-result@x=41', 'x is not a journal position'],
+    ['approval@r=maybe', 'approval takes approve or deny'],
+    ['max-steps=0', 'max-steps takes a whole number'],
+    ['model-blocks@3=[{"type":"image"}]', 'block 0 is neither'],
+  ])('--what-if %s is a usage error that shows the forms', async (change, why) => {
+    const run = await whatIf('unused.jsonl', change);
+    expect(run.code).toBe(ExitCode.Usage);
+    expect(run.stderr).toContain(why);
+    expect(run.stderr).toContain('tool-result@POS=TEXT');
+  });
+});

@@ -40,6 +40,40 @@ export async function replayExportFile(
   pinnedKeys: readonly Uint8Array[],
   approvalPublicKey: Uint8Array | undefined,
 ): Promise<ReplayReport> {
+  const loaded = await loadVerifiedExport(path, pinnedKeys, approvalPublicKey);
+  const replay = replayJournal(loaded.entries, {
+    ids: requestIds,
+    verifier: nodeEd25519Verifier,
+    ...(loaded.approvalPublicKey === undefined
+      ? {}
+      : { approvalPublicKey: loaded.approvalPublicKey }),
+  });
+  return {
+    source: path,
+    partition: loaded.verification.partition,
+    verification: loaded.verification,
+    replay,
+  };
+}
+
+/** An export that verified, read for replay. */
+export interface VerifiedExport {
+  readonly verification: OfflineVerification;
+  readonly entries: readonly ReplayEntry[];
+  /** The key to check approval answers with: the one passed, else the header's. */
+  readonly approvalPublicKey: Uint8Array | undefined;
+}
+
+/**
+ * Verifies the export at `path` and reads its events, as replay and what-if take them.
+ *
+ * @throws AppError as {@link replayExportFile}.
+ */
+export async function loadVerifiedExport(
+  path: string,
+  pinnedKeys: readonly Uint8Array[],
+  approvalPublicKey: Uint8Array | undefined,
+): Promise<VerifiedExport> {
   const verification = await verifyExportFile(path, pinnedKeys);
   if (!verification.ok || verification.unsealed > 0) {
     const at = verification.failure;
@@ -73,12 +107,7 @@ export async function replayExportFile(
       { details: { file: path } },
     );
   }
-  const replay = replayJournal(entries, {
-    ids: requestIds,
-    verifier: nodeEd25519Verifier,
-    ...(key === undefined ? {} : { approvalPublicKey: key }),
-  });
-  return { source: path, partition: verification.partition, verification, replay };
+  return { verification, entries, approvalPublicKey: key };
 }
 
 /** The header's optional `approvalPublicKey` (base64 of 32 bytes). */

@@ -27,6 +27,12 @@ import {
   type ExportCheckpoint,
   type ExportPublicKey,
 } from './export-file';
+import {
+  formatWhatIfJson,
+  formatWhatIfText,
+  whatIfExportFile,
+  WHAT_IF_FORMS,
+} from './journal-what-if';
 import { formatReplayJson, formatReplayText, replayExportFile } from './journal-replay';
 import { verifyExportFile } from './journal-verify';
 
@@ -91,6 +97,14 @@ Check a journal (the state plane):
       turn: ok, or the first divergence (turn, step, expected, found). --approval-key is
       the control plane's approval public key (64 hex digits or base64), needed when the
       journal holds approval answers. Exit 0 when every turn replays, 1 on a divergence.
+
+  polychrome journal replay FILE --what-if CHANGE [the flags above]
+      Change one recorded step or configuration input and report the first step where the
+      recorded run no longer follows (turn, step, what the machine would do, what was
+      recorded), and the tool calls and answer recorded after it. No model, no tool, and
+      nothing is written. Exit 0 when the run still follows, 1 when it diverges, 3 when the
+      recorded run itself does not replay.
+  ${WHAT_IF_FORMS}
 
 connection flags (or environment variables):
   --address HOST:PORT   POLYCHROME_STATE_ADDRESS   default localhost:7443
@@ -392,6 +406,7 @@ async function journalReplay(args: readonly string[], io: CliIo): Promise<ExitCo
     ...formatOptions,
     'public-key': { type: 'string', multiple: true },
     'approval-key': { type: 'string' },
+    'what-if': { type: 'string' },
   });
   const format = parseFormat(values);
   const [file, ...extra] = positionals;
@@ -405,6 +420,12 @@ async function journalReplay(args: readonly string[], io: CliIo): Promise<ExitCo
   const approvalText = stringValue(values['approval-key']);
   const approvalKey =
     approvalText === undefined ? undefined : parsePublicKey(approvalText, '--approval-key');
+  const spec = stringValue(values['what-if']);
+  if (spec !== undefined) {
+    const run = await whatIfExportFile(file, spec, keys, approvalKey);
+    await write(io.stdout, format === Format.Json ? formatWhatIfJson(run) : formatWhatIfText(run));
+    return run.report.divergence === undefined ? ExitCode.Ok : ExitCode.VerifyFailed;
+  }
   const report = await replayExportFile(file, keys, approvalKey);
   await write(
     io.stdout,

@@ -64,6 +64,11 @@ export interface ReplayOptions {
    * approval answer cannot be checked and is reported `unverifiable`.
    */
   readonly approvalPublicKey?: Uint8Array;
+  /**
+   * How request digests are computed; default: the digest of docs/replay.md
+   * (`createPrefixRequestHasher`). What-if hashes under the recorded configuration digest.
+   */
+  readonly requestHasher?: RequestHasher;
 }
 
 /** The first place a recorded turn does not follow from its inputs. */
@@ -225,7 +230,7 @@ export function replayJournal(
   }
   const history: Message[] = [];
   const results: TurnReplay[] = [];
-  const hasher = createPrefixRequestHasher();
+  const hasher = options.requestHasher ?? createPrefixRequestHasher();
   for (const log of order) {
     const result = replayTurn(log, history, configs, configPositions, options, hasher);
     results.push(result);
@@ -308,7 +313,12 @@ function replayAttempt(
     (e) => e.position > dispatchPosition && e.position < endPosition && HARNESS_KINDS.has(e.kind),
   );
   const lastPosition = recorded.at(-1)?.position ?? dispatchPosition;
-  let step = 0;
+  // A resumed attempt (after an answer) starts inside the round trip of its last recorded
+  // model call, not before the first.
+  let step = Math.max(
+    0,
+    ...before.flatMap((e) => (e.kind === 'model_call' ? [e.payload.step] : [])),
+  );
   const diverge = (expected: string, found: Decoded | undefined): Divergence => ({
     turnId: log.turnId,
     step,

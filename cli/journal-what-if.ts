@@ -1,0 +1,236 @@
+import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+
+import { ApprovalDecision } from '../common/approval-bytes';
+import { canonicalJson, isJsonObject } from '../common/canonical-json';
+import { AppError } from '../common/errors';
+import { nodeEd25519Signer, nodeEd25519Verifier } from '../harness/crypto/node-ed25519';
+import { requestIds } from '../harness/turn/request-ids';
+import type { RecordedBlock } from '../harness/turn/turn-records';
+import { whatIf, type WhatIfChange, type WhatIfReport } from '../harness/turn/what-if';
+import { UsageError } from './cli-support';
+import { loadVerifiedExport } from './journal-replay';
+
+/**
+ * `polychrome journal replay FILE --what-if CHANGE`: verify and read an export as replay
+ * does, change one recorded step or configuration input, and report where the recorded run
+ * no longer follows (harness/turn/what-if.ts). No model, no tool, nothing written.
+ */
+
+/** The forms of CHANGE, for usage text and errors. */
+export const WHAT_IF_FORMS = `CHANGE is one of:
+    tool-result@POS=TEXT      the tool result at journal position POS had content TEXT
+    tool-error@POS=TEXT       ... was an error with message TEXT
+    model-output@POS=TEXT     the model call at POS answered the text TEXT
+    model-blocks@POS=JSON     ... answered these blocks: [{"type":"text","text":...},
+                              {"type":"tool_use","id":...,"name":...,"input":{...}}]
+    approval@REQUEST-ID=approve|deny   the approval was answered the other way
+    max-steps=N               every configuration had a step budget of N
+    system-prompt=TEXT        every configuration had this system prompt
+    model=NAME                every configuration named this model
+  TEXT or JSON may be @FILE, to read it from a file.`;
+
+/** What a what-if run printed from. */
+export interface WhatIfRun {
+  readonly source: string;
+  readonly partition: string;
+  readonly spec: string;
+  readonly report: WhatIfReport;
+}
+
+/**
+ * Parses a CHANGE (see {@link WHAT_IF_FORMS}).
+ *
+ * @throws UsageError naming what is wrong, with the forms.
+ */
+export async function parseWhatIf(spec: string): Promise<WhatIfChange> {
+  const eq = spec.indexOf('=');
+  if (eq <= 0) throw usage(spec, 'expected NAME=VALUE or NAME@TARGET=VALUE');
+  const head = spec.slice(0, eq);
+  const raw = spec.slice(eq + 1);
+  const at = head.indexOf('@');
+  const name = at < 0 ? head : head.slice(0, at);
+  const target = at < 0 ? undefined : head.slice(at + 1);
+  const value = raw.startsWith('@') ? await readValue(spec, raw.slice(1)) : raw;
+  const needTarget = (): string => {
+    if (target === undefined || target === '') throw usage(spec, `${name} needs @TARGET`);
+    return target;
+  };
+  const noTarget = (): void => {
+    if (target !== undefined) throw usage(spec, `${name} takes no @TARGET`);
+  };
+  switch (name) {
+    case 'tool-result':
+    case 'tool-error':
+      return {
+        kind: 'tool_result',
+        position: position(spec, needTarget()),
+        content: value,
+        isError: name === 'tool-error',
+      };
+    case 'model-output':
+      return {
+        kind: 'model_output',
+        position: position(spec, needTarget()),
+        content: [{ type: 'text', text: value }],
+      };
+    case 'model-blocks':
+      return {
+        kind: 'model_output',
+        position: position(spec, needTarget()),
+        content: blocks(spec, value),
+      };
+    case 'approval': {
+      const requestId = needTarget();
+      if (value !== 'approve' && value !== 'deny')
+        throw usage(spec, 'approval takes approve or deny');
+      return {
+        kind: 'approval',
+        requestId,
+        decision: value === 'approve' ? ApprovalDecision.Approved : ApprovalDecision.Denied,
+      };
+    }
+    case 'max-steps': {
+      noTarget();
+      if (!/^[1-9][0-9]*$/u.test(value)) throw usage(spec, 'max-steps takes a whole number ≥ 1');
+      return { kind: 'max_steps', value: Number(value) };
+    }
+    case 'system-prompt':
+      noTarget();
+      return { kind: 'system_prompt', value };
+    case 'model':
+      noTarget();
+      if (value === '') throw usage(spec, 'model takes a model name');
+      return { kind: 'model', value };
+    default:
+      throw usage(spec, `unknown change ${JSON.stringify(name)}`);
+  }
+}
+
+/**
+ * Verifies the export at `path` (a failing one is refused, as by replay), then runs the
+ * what-if. A throwaway key re-signs the changed run's approval answers; it lives only in
+ * this process.
+ */
+export async function whatIfExportFile(
+  path: string,
+  spec: string,
+  pinnedKeys: readonly Uint8Array[],
+  approvalPublicKey: Uint8Array | undefined,
+): Promise<WhatIfRun> {
+  const change = await parseWhatIf(spec);
+  const loaded = await loadVerifiedExport(path, pinnedKeys, approvalPublicKey);
+  const report = whatIf(loaded.entries, change, {
+    ids: requestIds,
+    verifier: nodeEd25519Verifier,
+    ...(loaded.approvalPublicKey === undefined
+      ? {}
+      : { approvalPublicKey: loaded.approvalPublicKey }),
+    resigner: nodeEd25519Signer(randomBytes(32)),
+  });
+  return { source: path, partition: loaded.verification.partition, spec, report };
+}
+
+/** The human form. */
+export function formatWhatIfText(run: WhatIfRun): string {
+  const { report } = run;
+  const out = [
+    `what-if ${run.spec} on ${run.source} (${run.partition})`,
+    `recorded run: OK, ${String(report.recorded.turns.length)} turns replayed`,
+  ];
+  const d = report.divergence;
+  if (d === undefined) {
+    out.push('the recorded run still follows under the change: it alters nothing recorded');
+    return `${out.join('\n')}\n`;
+  }
+  out.push(
+    `the recorded run no longer follows at turn ${d.turnId}, step ${String(d.step)}, position ${String(d.position)}`,
+    `  what-if:  ${d.expected}`,
+    `  recorded: ${d.found}`,
+    report.needsModel
+      ? '  from here the model would see a request the recording has no answer for; going on needs a live model'
+      : '  the what-if line is what the turn machine itself would do next',
+    'recorded after that point, in that turn:',
+  );
+  for (const outcome of report.recordedAfter) {
+    out.push(
+      outcome.type === 'tool_call'
+        ? `  tool ${outcome.name} ${outcome.argsJson} (position ${String(outcome.position)})`
+        : `  answer: ${outcome.text} (position ${String(outcome.position)})`,
+    );
+  }
+  if (report.recordedAfter.length === 0) out.push('  (nothing)');
+  return `${out.join('\n')}\n`;
+}
+
+/** The machine form: the same data. */
+export function formatWhatIfJson(run: WhatIfRun): string {
+  const { report } = run;
+  return `${JSON.stringify({
+    source: run.source,
+    partition: run.partition,
+    change: report.change,
+    follows: report.divergence === undefined,
+    divergence: report.divergence ?? null,
+    needsModel: report.needsModel,
+    recordedAfter: report.recordedAfter,
+    turns: report.changed.turns.map((t) => ({
+      turnId: t.turnId,
+      ok: t.ok,
+      ...(t.divergence === undefined ? {} : { divergence: t.divergence }),
+    })),
+  })}\n`;
+}
+
+function usage(spec: string, why: string): UsageError {
+  return new UsageError(`--what-if ${spec}: ${why}\n  ${WHAT_IF_FORMS}`);
+}
+
+function position(spec: string, text: string): number {
+  if (!/^(0|[1-9][0-9]*)$/u.test(text)) throw usage(spec, `${text} is not a journal position`);
+  return Number(text);
+}
+
+async function readValue(spec: string, file: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (cause) {
+    throw new AppError('not_found', `--what-if ${spec}: cannot read ${file}`, { cause });
+  }
+}
+
+function blocks(spec: string, json: string): RecordedBlock[] {
+  let value: unknown;
+  try {
+    value = JSON.parse(json);
+  } catch {
+    throw usage(spec, 'model-blocks takes a JSON array of blocks');
+  }
+  if (!Array.isArray(value) || value.length === 0) {
+    throw usage(spec, 'model-blocks takes a non-empty JSON array of blocks');
+  }
+  return value.map((block: unknown, i): RecordedBlock => {
+    if (isJsonObject(block) && block.type === 'text' && typeof block.text === 'string') {
+      return { type: 'text', text: block.text };
+    }
+    if (
+      isJsonObject(block) &&
+      block.type === 'tool_use' &&
+      typeof block.id === 'string' &&
+      block.id !== '' &&
+      typeof block.name === 'string' &&
+      isJsonObject(block.input)
+    ) {
+      return {
+        type: 'tool_use',
+        toolCallId: block.id,
+        name: block.name,
+        argsJson: canonicalJson(block.input),
+      };
+    }
+    throw usage(
+      spec,
+      `block ${String(i)} is neither {"type":"text","text":...} nor {"type":"tool_use","id":...,"name":...,"input":{...}}`,
+    );
+  });
+}
