@@ -24,6 +24,7 @@ import {
   clientTls,
   eventually,
   makeTestPki,
+  message,
   tempDir,
   turn,
   type TestPki,
@@ -579,4 +580,100 @@ describe('tampering on disk, found by `polychrome state verify`', () => {
     expect(text.code).toBe(1);
     expect(text.stdout).toContain('FAILED at position 11 (event_changed)');
   });
+});
+
+describe('repair across a SIGKILL', () => {
+  const P = 'conv-repair-kill';
+  const CORRUPT = 4;
+  /** When the kill comes after the Repair call is sent. */
+  const DELAYS_MS = [0, 5, 20, 80, 320];
+  let corrupted: string;
+  let pristineEvents: JournalEntry[];
+
+  // 60 batches of 2 messages: roots at 2, 5, ..., 179; head 180. The repair scan reads all
+  // of them, so a kill lands before, during or after its one write.
+  beforeAll(async () => {
+    corrupted = join(dir.path, 'repair-kill');
+    const p = await start(corrupted);
+    const w = await client(p, 'controlPlane');
+    let head = 0;
+    for (let b = 0; b < 60; b++) {
+      head = (await w.append(P, head, [message(`m${String(b)}`), message(`n${String(b)}`)])).head;
+    }
+    pristineEvents = await readAll(w, P);
+    w.close();
+    expect(head).toBe(180);
+    expect(await stop(p, 'SIGTERM')).toBe(0);
+    const db = new ClassicLevel<Uint8Array, Uint8Array>(corrupted, {
+      keyEncoding: 'view',
+      valueEncoding: 'view',
+    });
+    await db.open();
+    try {
+      const value = await db.get(eventKey(P, CORRUPT));
+      if (value === undefined) throw new Error('no event to corrupt');
+      // The payload is cut short: it no longer decodes (a bad disk, a careless hand).
+      await db.put(eventKey(P, CORRUPT), value.slice(0, value.length - 3));
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('leaves the journal either untouched or wholly repaired, at every kill point, and a repair after it finishes the job', async () => {
+    // Where verify finds the damage before any repair: the signed root over the entry.
+    const probe = join(dir.path, 'repair-kill-probe');
+    await cp(corrupted, probe, { recursive: true });
+    const before = await start(probe);
+    const reader = await client(before, 'controlPlane');
+    const damaged = await reader.verify(P);
+    reader.close();
+    expect(await stop(before, 'SIGTERM')).toBe(0);
+    await rm(probe, { recursive: true, force: true });
+    expect(damaged.ok).toBe(false);
+    expect(damaged.failure?.position).toBeGreaterThanOrEqual(CORRUPT);
+    const seen = { repaired: 0, untouched: 0 };
+    for (const delayMs of DELAYS_MS) {
+      const copy = join(dir.path, `repair-kill-${String(delayMs)}`);
+      await rm(copy, { recursive: true, force: true });
+      await cp(corrupted, copy, { recursive: true });
+      const first = await start(copy);
+      const admin = await client(first, 'controlPlane');
+      const call = admin
+        .repair(P, { actor: 'web:admin', reason: 'disk corruption, ticket 7' })
+        .catch((error: unknown) => error);
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      expect(await stop(first, 'SIGKILL')).toBe('SIGKILL');
+      await call;
+      admin.close();
+
+      const second = await start(copy);
+      const c = await client(second, 'controlPlane');
+      const verdict = await c.verify(P);
+      if (verdict.ok) {
+        // The excision and its signed event landed together.
+        seen.repaired += 1;
+        expect(verdict).toMatchObject({ excised: [CORRUPT], events: 182, unsealed: 0 });
+        const excision = (await readAll(c, P)).find((e) => e.kind === EventKind.Excision);
+        expect(excision?.position).toBe(180);
+      } else {
+        // Nothing was written: the same failure as before the repair, at the same place.
+        seen.untouched += 1;
+        expect(verdict).toMatchObject({ excised: [], events: 180 });
+        expect(verdict.failure).toEqual(damaged.failure);
+        const done = await c.repair(P, { actor: 'web:admin', reason: 'second try' });
+        expect(done.excised.map((e) => e.position)).toEqual([CORRUPT]);
+        expect(await c.verify(P)).toMatchObject({ ok: true, excised: [CORRUPT] });
+      }
+      // Every entry but the excised one reads back byte for byte as written.
+      const after = await readAll(c, P);
+      for (const event of pristineEvents) {
+        if (event.position === CORRUPT) continue;
+        expect(after[event.position]?.payload).toEqual(event.payload);
+      }
+      c.close();
+      expect(await stop(second, 'SIGTERM')).toBe(0);
+      await rm(copy, { recursive: true, force: true });
+    }
+    expect(seen.repaired + seen.untouched).toBe(DELAYS_MS.length);
+  }, 400_000);
 });
