@@ -5,18 +5,16 @@
  * it claims the conversation, asks the plan what to do, commits the events the plan
  * returns, and runs the harness, committing each step the plan accepts before it is
  * acknowledged. Status is written off the turn's path (turn-status-writer.ts).
+ *
+ * This file is the request side: authorization, the claim, the plan's answer for each
+ * request, and the expiry timers. What runs under the claimed lease once the plan has
+ * decided (commits, the harness call, batch two, status) is turn-runner.ts.
  */
-import type { Logger } from 'pino';
 import { AppError } from '../../common/errors';
-import type { AppendOutcome, StateJournal } from '../../common/state-client';
 import { Visibility, type Conversation } from '../api/v1alpha1';
-import type { LeaseHandle, LeaseSource } from '../lease/conversation-leases';
-import type { ApprovalSigner } from './approval-signer';
-import type { ConversationStore } from './conversation-access';
+import type { TurnCoordinatorOptions, TurnObserver } from './coordinator-options';
 import { ExpiryTimers } from './expiry-timers';
-import type { HarnessConnector } from './harness-client';
-import { runHarness, type HarnessRunPorts } from './harness-run';
-import { transcriptTurns, turnReplyOf, type JournalView, type TurnView } from './journal-view';
+import { transcriptTurns, type JournalView } from './journal-view';
 import { JournalViews } from './journal-views';
 import { TurnClaims } from './turn-claims';
 import { turnIdFor } from './turn-ids';
@@ -27,19 +25,12 @@ import {
   CallerRole,
   DEFAULT_APPROVAL_TTL_MS,
   dueExpiry,
-  expiryBatch,
-  expiryToSign,
   planApprovalAnswer,
   planCancel,
   planMessage,
   planQuestionAnswer,
-  planSettle,
-  stepEventOf,
-  type ApprovalDeadline,
-  type HarnessEnd,
-  type PlannedEvent,
 } from './turn-plan';
-import type { TurnStatusChange } from './turn-status';
+import { TurnRunner } from './turn-runner';
 import { TurnStatusWriter } from './turn-status-writer';
 import type {
   AnswerApproval,
@@ -54,58 +45,14 @@ import type {
   TurnService,
 } from './turn-service';
 
+export type {
+  IdentityDirectory,
+  TurnCoordinatorOptions,
+  TurnObserver,
+} from './coordinator-options';
 export { FAILED_TURN_TEXT } from './turn-plan';
 
-/** Who holds which roles, for rules that name an identity other than the caller's. */
-export interface IdentityDirectory {
-  /** Whether `identity` is linked to a persona with the admin role. */
-  isAdmin(identity: string, signal: AbortSignal): Promise<boolean>;
-}
-
-export interface TurnCoordinatorOptions {
-  readonly state: StateJournal;
-  readonly harness: HarnessConnector;
-  readonly leases: LeaseSource;
-  readonly conversations: ConversationStore;
-  readonly approvals: ApprovalSigner;
-  readonly identities: IdentityDirectory;
-  /** This replica (lease holder identity). */
-  readonly identity: string;
-  readonly logger: Logger;
-  /** How long a turn waits for the sandbox (e.g. after a reopen). @default 120000 */
-  readonly sandboxWaitMs?: number;
-  /** Dispatch attempts of one turn before it is settled with the fallback. @default 3 */
-  readonly maxAttempts?: number;
-  /** Steps per turn set by the deployment (the harness applies its own too). */
-  readonly deploymentMaxSteps?: number;
-  readonly nowMs?: () => number;
-  /**
-   * How long the running mark of a turn on a Ready conversation waits before it is
-   * written, so a turn settled by then costs one status write. @default 250
-   */
-  readonly statusDelayMs?: number;
-  /**
-   * Least time between two status writes of one conversation: changes that come meanwhile
-   * are merged into the next write (a quarantine is never merged away), so a busy
-   * conversation costs the API server about one write per interval, not two per turn.
-   * A change that reopens a conversation, and shutdown, cut the wait short. @default 1000
-   */
-  readonly statusIntervalMs?: number;
-  /** Journal views kept in memory (conversations). @default 1000 */
-  readonly viewCacheSize?: number;
-  /** How long a pending approval waits for an answer (`POLYCHROME_APPROVAL_TTL`). @default 24 h */
-  readonly approvalTtlMs?: number;
-}
-
-/** What the metrics see of each turn. */
-export interface TurnObserver {
-  onTurn?(outcome: string, seconds: number): void;
-  onCommit?(seconds: number): void;
-  onStatusWrite?(result: 'ok' | 'failed'): void;
-}
-
 export class TurnCoordinator implements TurnService {
-  private readonly deltas = new Map<string, Set<(delta: TextDeltaEvent) => void>>();
   private readonly stopping = new AbortController();
   private readonly now: () => number;
   private readonly claims: TurnClaims;
@@ -113,6 +60,7 @@ export class TurnCoordinator implements TurnService {
   private readonly status: TurnStatusWriter;
   private readonly expiries: ExpiryTimers;
   private readonly approvalTtlMs: number;
+  private readonly runner: TurnRunner;
   observer: TurnObserver = {};
 
   constructor(private readonly options: TurnCoordinatorOptions) {
@@ -138,6 +86,15 @@ export class TurnCoordinator implements TurnService {
     });
     this.approvalTtlMs = options.approvalTtlMs ?? DEFAULT_APPROVAL_TTL_MS;
     this.expiries = new ExpiryTimers(this.now, (uid) => void this.expireWhenDue(uid));
+    this.runner = new TurnRunner(options, {
+      views: this.views,
+      status: this.status,
+      stopping: this.stopping.signal,
+      nowMs: this.now,
+      approvalTtlMs: this.approvalTtlMs,
+      observer: () => this.observer,
+      onCommitted: (uid, view) => this.armExpiry(uid, view),
+    });
   }
 
   /** Stops taking turns; running harness calls are cancelled (their turns stay recoverable). */
@@ -189,16 +146,7 @@ export class TurnCoordinator implements TurnService {
   }
 
   onTextDelta(conversationId: string, listener: (delta: TextDeltaEvent) => void): () => void {
-    let set = this.deltas.get(conversationId);
-    if (set === undefined) {
-      set = new Set();
-      this.deltas.set(conversationId, set);
-    }
-    set.add(listener);
-    return () => {
-      set.delete(listener);
-      if (set.size === 0) this.deltas.delete(conversationId);
-    };
+    return this.runner.onTextDelta(conversationId, listener);
   }
 
   async postMessage(caller: Caller, request: PostMessage, signal: AbortSignal): Promise<TurnReply> {
@@ -221,7 +169,7 @@ export class TurnCoordinator implements TurnService {
       let view = await this.views.inSync(uid, lease, signal);
       for (;;) {
         // The cache may have moved while this caller waited for the lock or a recovery ran.
-        const current = this.fresh(conversation);
+        const current = this.runner.fresh(conversation);
         const step = planMessage({
           view,
           conversation: current,
@@ -237,9 +185,9 @@ export class TurnCoordinator implements TurnService {
           case 'refuse':
             throw step.error;
           case 'reply':
-            return this.replyOf(uid, step.turn);
+            return this.runner.replyOf(uid, step.turn);
           case 'expire':
-            await this.expire(current, lease, step.due);
+            await this.runner.expire(current, lease, step.due);
             view = this.views.cached(uid) ?? (await this.views.refresh(uid, signal));
             continue;
           case 'recover':
@@ -247,14 +195,14 @@ export class TurnCoordinator implements TurnService {
               { conversation: uid, turn: step.turn.turnId },
               'recovering an orphaned dispatch',
             );
-            await this.commit(uid, lease, step.events);
-            await this.drive(current, lease, step.turn.turnId);
+            await this.runner.commit(uid, lease, step.events);
+            await this.runner.drive(current, lease, step.turn.turnId);
             view = this.views.cached(uid) ?? (await this.views.refresh(uid, signal));
             continue;
           case 'dispatch':
             // Batch one: if it fails, the dispatch is rejected and the harness never runs.
-            await this.commit(uid, lease, step.events);
-            return this.drive(current, lease, step.turnId);
+            await this.runner.commit(uid, lease, step.events);
+            return this.runner.drive(current, lease, step.turnId);
         }
       }
     });
@@ -286,7 +234,7 @@ export class TurnCoordinator implements TurnService {
           throw plan.error;
         case 'expire':
           // Too late: the expiry is due, so it is committed and the turn goes on as denied.
-          await this.expire(conversation, lease, plan.due);
+          await this.runner.expire(conversation, lease, plan.due);
           throw plan.error;
         case 'answer': {
           const signature = this.options.approvals.sign(plan.sign);
@@ -296,8 +244,8 @@ export class TurnCoordinator implements TurnService {
             plan.sign,
             { keyId: this.options.approvals.keyId, signature },
           );
-          await this.commit(uid, lease, batch);
-          return this.drive(conversation, lease, plan.turn.turnId);
+          await this.runner.commit(uid, lease, batch);
+          return this.runner.drive(conversation, lease, plan.turn.turnId);
         }
       }
     });
@@ -326,8 +274,8 @@ export class TurnCoordinator implements TurnService {
         nowMs: this.now(),
       });
       if (plan.kind === 'refuse') throw plan.error;
-      await this.commit(uid, lease, plan.events);
-      return this.drive(conversation, lease, plan.turn.turnId);
+      await this.runner.commit(uid, lease, plan.events);
+      return this.runner.drive(conversation, lease, plan.turn.turnId);
     });
   }
 
@@ -357,33 +305,14 @@ export class TurnCoordinator implements TurnService {
       });
       if (plan.kind === 'refuse') throw plan.error;
       const turnId = plan.turn.turnId;
-      const { outcome, view: settled } = await this.commit(uid, lease, plan.events);
-      this.queueSettled(conversation, { kind: 'settled', turnId }, outcome);
+      const { outcome, view: settled } = await this.runner.commit(uid, lease, plan.events);
+      this.runner.queueSettled(conversation, { kind: 'settled', turnId }, outcome);
       this.options.logger.info(
         { conversation: uid, turn: turnId, requestId, by: caller.identity },
         `${type} cancelled by an admin; the turn is settled`,
       );
-      return this.replyOf(uid, settled.turnsById.get(turnId) ?? plan.turn);
+      return this.runner.replyOf(uid, settled.turnsById.get(turnId) ?? plan.turn);
     });
-  }
-
-  /** Commits the expiry the plan found due (a signed denial) and runs the turn on. */
-  private async expire(
-    conversation: Conversation,
-    lease: LeaseHandle,
-    due: ApprovalDeadline,
-  ): Promise<TurnReply> {
-    const uid = conversation.metadata.uid ?? '';
-    const sign = expiryToSign(due);
-    const signature = this.options.approvals.sign(sign);
-    const now = this.now();
-    this.options.logger.info(
-      { conversation: uid, turn: due.turn.turnId, requestId: due.request.requestId },
-      'approval expired unanswered; the turn goes on as on a denial',
-    );
-    const key = { keyId: this.options.approvals.keyId, signature };
-    await this.commit(uid, lease, expiryBatch(due, key, lease, now, this.approvalTtlMs));
-    return this.drive(conversation, lease, due.turn.turnId);
   }
 
   /** The expiry timer fired: claim the conversation and expire what the plan finds due. */
@@ -396,7 +325,7 @@ export class TurnCoordinator implements TurnService {
         const view = await this.views.inSync(uid, lease, signal);
         const due = dueExpiry(view, this.now(), this.approvalTtlMs);
         if (due === undefined) this.armExpiry(uid, view);
-        else await this.expire(this.fresh(conversation), lease, due);
+        else await this.runner.expire(this.runner.fresh(conversation), lease, due);
       });
     } catch (error) {
       // Another replica holds the lease (its timer expires it), or the turn failed and is
@@ -412,167 +341,6 @@ export class TurnCoordinator implements TurnService {
     else this.expiries.arm(uid, deadline.expiresAtMs);
   }
 
-  // ---- turns ----
-
-  /**
-   * Runs the dispatched turn on the harness and commits batch two. The turn's latest
-   * `turn_dispatched` is already durable. A failure that leaves the turn unsettled (the
-   * harness unreachable, the lease lost) leaves an orphan for recovery and is rethrown.
-   */
-  private async drive(
-    claimed: Conversation,
-    lease: LeaseHandle,
-    turnId: string,
-  ): Promise<TurnReply> {
-    const conversation = this.fresh(claimed);
-    const uid = conversation.metadata.uid ?? '';
-    const started = performance.now();
-    const log = this.options.logger.child({ conversation: uid, turn: turnId });
-    const attempt = this.turnAt(uid, turnId).dispatches.at(-1)?.attempt ?? 1;
-    this.markRunning(conversation, turnId);
-    const signal = AbortSignal.any([lease.signal, this.stopping.signal]);
-    const end = await this.runOnHarness(conversation, lease, turnId, attempt, signal);
-    const plan = planSettle({
-      dispatched: { turn: this.turnAt(uid, turnId), conversation, ...this.recording(uid) },
-      end,
-      attempt,
-      maxAttempts: this.options.maxAttempts ?? 3,
-      nowMs: this.now(),
-    });
-    if (plan.kind === 'orphan') {
-      this.observer.onTurn?.('orphaned', (performance.now() - started) / 1000);
-      if (end.kind !== 'failed') {
-        throw new AppError(
-          'unavailable',
-          `turn ${turnId} did not finish (${plan.message}); post again with the same idempotency key to retry it`,
-          { details: { turnId } },
-        );
-      }
-      log.warn(
-        { err: end.error, attempt },
-        'turn left unsettled; it is recovered on the next claim',
-      );
-      throw this.unsettled(end.error, uid, turnId, lease);
-    }
-    if (end.kind === 'failed') {
-      log.warn({ err: end.error, attempt }, 'turn failed on its last attempt; settling it');
-    } else if (end.kind === 'forged') {
-      log.error({ reason: end.reason, attempt }, 'the harness sent a forged step; quarantining');
-    }
-    const { outcome, view } = await this.commit(uid, lease, plan.events);
-    this.queueSettled(conversation, plan.status, outcome);
-    this.observer.onTurn?.(plan.status.kind, (performance.now() - started) / 1000);
-    log.info({ outcome: plan.status.kind, attempt }, 'turn settled');
-    const settled = view.turnsById.get(turnId);
-    if (settled === undefined) throw vanished(turnId);
-    return this.replyOf(uid, settled);
-  }
-
-  /**
-   * The running mark. A conversation that is not Ready (closed, or its pod not up) needs
-   * lastTurnTime now: it is what reopens it. Otherwise the mark may wait a moment, so a
-   * fast turn costs one status write instead of two.
-   */
-  private markRunning(conversation: Conversation, turnId: string): void {
-    const ready =
-      conversation.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
-    this.status.queue(
-      conversation,
-      { kind: 'running', turnId, lastTurnTime: new Date(this.now()).toISOString() },
-      undefined,
-      ready ? (this.options.statusDelayMs ?? 250) : 0,
-    );
-  }
-
-  /** Status after the batch that settled or paused a turn: the change and the journal head. */
-  private queueSettled(
-    conversation: Conversation,
-    change: TurnStatusChange,
-    outcome: AppendOutcome,
-  ): void {
-    this.status.queue(conversation, change, {
-      head: outcome.head,
-      lastSignedRoot: Buffer.from(outcome.signedRoot.root).toString('hex'),
-      keyId: outcome.signedRoot.keyId,
-    });
-  }
-
-  /** One harness call (harness-run.ts), each accepted step committed under `lease`. */
-  private runOnHarness(
-    conversation: Conversation,
-    lease: LeaseHandle,
-    turnId: string,
-    attempt: number,
-    signal: AbortSignal,
-  ): Promise<HarnessEnd> {
-    const uid = conversation.metadata.uid ?? '';
-    const ports: HarnessRunPorts = {
-      harness: this.options.harness,
-      conversations: this.options.conversations,
-      sandboxWaitMs: this.options.sandboxWaitMs ?? 120_000,
-      deploymentMaxSteps: this.options.deploymentMaxSteps ?? 0,
-      view: async (s) => this.views.cached(uid) ?? (await this.views.refresh(uid, s)),
-      turn: () => this.turnAt(uid, turnId),
-      recording: () => this.recording(uid),
-      commitStep: async (step) => {
-        const { outcome } = await this.commit(uid, lease, [stepEventOf(step)]);
-        return outcome.firstPosition;
-      },
-      onDelta: (delta) => {
-        for (const listener of this.deltas.get(uid) ?? []) listener(delta);
-      },
-    };
-    return runHarness(ports, conversation, attempt, signal);
-  }
-
-  /** Why a turn was left unsettled, for the caller: a retry with the same key is safe. */
-  private unsettled(error: unknown, uid: string, turnId: string, lease: LeaseHandle): unknown {
-    // A cancellation of ours is not the caller's doing: say why and that a retry is safe.
-    if (this.stopping.signal.aborted) {
-      return new AppError(
-        'unavailable',
-        `this control plane replica shut down during turn ${turnId}; retry with the same idempotency key and another replica resumes it`,
-        { cause: error, details: { turnId } },
-      );
-    }
-    if (lease.signal.aborted) {
-      return new AppError(
-        'unavailable',
-        `this replica lost the lease of conversation ${uid} during turn ${turnId}; retry with the same idempotency key`,
-        { cause: error, details: { turnId } },
-      );
-    }
-    return error;
-  }
-
-  // ---- helpers ----
-
-  /**
-   * Appends one batch under `lease` (see {@link JournalViews.append}); the expiry timer
-   * then follows what the conversation waits on.
-   */
-  private async commit(
-    uid: string,
-    lease: LeaseHandle,
-    events: readonly PlannedEvent[],
-  ): ReturnType<JournalViews['append']> {
-    const committed = await this.views.append(uid, lease, events);
-    this.armExpiry(uid, committed.view);
-    return committed;
-  }
-
-  /** The journal's newest agent configuration, for the recording checks (docs/replay.md). */
-  private recording(uid: string): { newestAgentConfig?: string } {
-    const newest = this.views.cached(uid)?.newestAgentConfig;
-    return newest === undefined ? {} : { newestAgentConfig: newest.sha256 };
-  }
-
-  private turnAt(uid: string, turnId: string): TurnView {
-    const turn = this.views.cached(uid)?.turnsById.get(turnId);
-    if (turn === undefined) throw vanished(turnId);
-    return turn;
-  }
-
   private authorized(caller: Caller, conversationId: string): Conversation {
     const conversation = this.options.conversations.byUid(conversationId);
     const refusal = authorizeUse(caller, conversationId, conversation);
@@ -580,30 +348,9 @@ export class TurnCoordinator implements TurnService {
     if (conversation === undefined) throw new Error('unreachable: authorizeUse checked it');
     return conversation;
   }
-
-  /** The newest cached copy of the conversation (its spec and status may have moved). */
-  private fresh(conversation: Conversation): Conversation {
-    return this.options.conversations.byUid(conversation.metadata.uid ?? '') ?? conversation;
-  }
-
-  private replyOf(conversationId: string, turn: TurnView): TurnReply {
-    const reply = turnReplyOf(conversationId, turn);
-    if (reply === undefined) {
-      throw new AppError(
-        'unavailable',
-        `turn ${turn.turnId} has not settled; post again with the same idempotency key`,
-        { details: { turnId: turn.turnId } },
-      );
-    }
-    return reply;
-  }
 }
 
 // ---- free functions ----
-
-function vanished(turnId: string): AppError {
-  return new AppError('internal', `turn ${turnId} vanished from the view`);
-}
 
 function summaryOf(conversation: Conversation): ConversationSummary {
   const status = conversation.status;

@@ -4,7 +4,7 @@
  * run trusted tools, forward text deltas — until its terminal `paused` or `result`.
  * Channels are kept per harness endpoint and closed when idle.
  */
-import { credentials, Metadata } from '@grpc/grpc-js';
+import { credentials, Metadata, type ClientDuplexStream } from '@grpc/grpc-js';
 import { AppError, errorCodeFromGrpc } from '../../common/errors';
 import { isServiceError } from '../../common/state-client';
 import {
@@ -14,6 +14,7 @@ import {
   type TextDelta,
   type TrustedToolCall,
   type TrustedToolResult,
+  type TurnInput,
   type TurnOutput,
   type TurnResult,
   type TurnStart,
@@ -92,76 +93,25 @@ export class HarnessConnector {
     });
     const onAbort = (): void => call.cancel();
     options.signal?.addEventListener('abort', onAbort, { once: true });
-    let handlerError: unknown;
-    let callError: unknown;
-    const carried: Step[] = [];
+    const failures: CallFailures = {};
     // Swallow the stream's 'error' event here; the iterator below rethrows it.
     call.on('error', (error: unknown) => {
-      callError ??= error;
+      failures.call ??= error;
     });
     try {
       call.write({ input: { $case: 'start', value: start } });
-      for await (const raw of call as AsyncIterable<TurnOutput>) {
-        const output = raw.output;
-        if (output === undefined) continue;
-        switch (output.$case) {
-          case 'textDelta':
-            handlers.onDelta(output.value);
-            break;
-          case 'step': {
-            if (output.value.commitWithResult) {
-              // Committed with the result in batch two; the harness waits for no ack.
-              carried.push(output.value);
-              break;
-            }
-            try {
-              const position = await handlers.commitStep(output.value);
-              call.write({
-                input: {
-                  $case: 'stepCommitted',
-                  value: { sequence: output.value.sequence, position },
-                },
-              });
-            } catch (error) {
-              handlerError = error;
-              call.cancel();
-            }
-            break;
-          }
-          case 'trustedToolCall': {
-            try {
-              const result = await handlers.trustedTool(output.value);
-              call.write({ input: { $case: 'trustedToolResult', value: result } });
-            } catch (error) {
-              handlerError = error;
-              call.cancel();
-            }
-            break;
-          }
-          case 'paused':
-            call.end();
-            if (carried.length > 0) throw carriedWithout(endpoint, 'paused the turn');
-            return { kind: 'paused', paused: output.value };
-          case 'result':
-            call.end();
-            // Only a completed turn has a batch two that holds its last reply.
-            if (carried.length > 0 && output.value.outcome?.$case !== 'complete') {
-              throw carriedWithout(endpoint, `ended it ${output.value.outcome?.$case ?? 'empty'}`);
-            }
-            return { kind: 'result', result: output.value, carried };
-        }
-        if (handlerError !== undefined) break;
-      }
+      const end = await answerOutputs(endpoint, call, handlers, failures);
+      if (end !== undefined) return end;
     } catch (error) {
-      callError ??= error;
+      failures.call ??= error;
     } finally {
       options.signal?.removeEventListener('abort', onAbort);
       channel.calls -= 1;
       channel.lastUsedMs = Date.now();
     }
-    if (handlerError !== undefined) {
-      throw handlerError instanceof Error
-        ? handlerError
+    if (failures.handler !== undefined) {
+      throw failures.handler instanceof Error
+        ? failures.handler
         : new AppError('internal', 'a turn handler failed with a non-error value');
     }
     if (options.signal?.aborted === true) {
@@ -169,7 +119,7 @@ export class HarnessConnector {
         cause: options.signal.reason,
       });
     }
-    if (callError !== undefined) throw harnessCallError(callError, endpoint);
+    if (failures.call !== undefined) throw harnessCallError(failures.call, endpoint);
     throw new AppError(
       'unavailable',
       `the harness at ${endpoint} ended the turn call without a result; the turn will be recovered`,
@@ -208,6 +158,83 @@ export class HarnessConnector {
         this.channels.delete(endpoint);
       }
     }
+  }
+}
+
+/** What ended a call early: a handler's throw (which cancels the call) or the call's error. */
+interface CallFailures {
+  handler?: unknown;
+  call?: unknown;
+}
+
+/**
+ * Answers what the harness streams until its terminal `paused` or `result` (returned), a
+ * handler's failure (recorded in `failures`, the call cancelled) or the stream's end.
+ */
+async function answerOutputs(
+  endpoint: string,
+  call: ClientDuplexStream<TurnInput, TurnOutput>,
+  handlers: HarnessTurnHandlers,
+  failures: CallFailures,
+): Promise<HarnessTurnEnd | undefined> {
+  const carried: Step[] = [];
+  for await (const raw of call as AsyncIterable<TurnOutput>) {
+    const output = raw.output;
+    if (output === undefined) continue;
+    switch (output.$case) {
+      case 'textDelta':
+        handlers.onDelta(output.value);
+        break;
+      case 'step': {
+        if (output.value.commitWithResult) {
+          // Committed with the result in batch two; the harness waits for no ack.
+          carried.push(output.value);
+          break;
+        }
+        const { sequence } = output.value;
+        await answer(call, failures, async () => ({
+          input: {
+            $case: 'stepCommitted',
+            value: { sequence, position: await handlers.commitStep(output.value) },
+          },
+        }));
+        break;
+      }
+      case 'trustedToolCall': {
+        const toolCall = output.value;
+        await answer(call, failures, async () => ({
+          input: { $case: 'trustedToolResult', value: await handlers.trustedTool(toolCall) },
+        }));
+        break;
+      }
+      case 'paused':
+        call.end();
+        if (carried.length > 0) throw carriedWithout(endpoint, 'paused the turn');
+        return { kind: 'paused', paused: output.value };
+      case 'result':
+        call.end();
+        // Only a completed turn has a batch two that holds its last reply.
+        if (carried.length > 0 && output.value.outcome?.$case !== 'complete') {
+          throw carriedWithout(endpoint, `ended it ${output.value.outcome?.$case ?? 'empty'}`);
+        }
+        return { kind: 'result', result: output.value, carried };
+    }
+    if (failures.handler !== undefined) break;
+  }
+  return undefined;
+}
+
+/** Writes what `work` makes; if it throws, records the failure and cancels the call. */
+async function answer(
+  call: ClientDuplexStream<TurnInput, TurnOutput>,
+  failures: CallFailures,
+  work: () => Promise<TurnInput>,
+): Promise<void> {
+  try {
+    call.write(await work());
+  } catch (error) {
+    failures.handler = error;
+    call.cancel();
   }
 }
 

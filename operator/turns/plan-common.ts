@@ -68,14 +68,33 @@ export function dispatchEvent(
   attribution: Attribution | undefined,
   nowMs: number,
 ): PlannedEvent {
+  const { turnId, messagePosition } = turn;
+  return dispatchOf(
+    { turnId, attempt: nextAttempt(turn), messagePosition },
+    lease,
+    attribution,
+    nowMs,
+  );
+}
+
+/**
+ * A `turn_dispatched`: the one way every batch builds it, batch one's first attempt
+ * ({@link dispatchEvent} for the attempts after it).
+ */
+export function dispatchOf(
+  attempt: { readonly turnId: string; readonly attempt: number; readonly messagePosition: number },
+  lease: ClaimedLease,
+  attribution: Attribution | undefined,
+  nowMs: number,
+): PlannedEvent {
   return planned(EventKind.TurnDispatched, {
-    turnId: turn.turnId,
-    attempt: nextAttempt(turn),
+    turnId: attempt.turnId,
+    attempt: attempt.attempt,
     leaseHolder: lease.holder,
     fencingToken: lease.fencingToken,
     ...(attribution === undefined ? {} : { attribution }),
     dispatchedAtMs: nowMs,
-    messagePosition: turn.messagePosition,
+    messagePosition: attempt.messagePosition,
   });
 }
 

@@ -16,6 +16,7 @@ import {
 import {
   attributionOf,
   dispatchEvent,
+  dispatchOf,
   planned,
   refuse,
   type ClaimedLease,
@@ -171,16 +172,8 @@ function batchOne(input: MessageInput): PlannedEvent[] {
   if (conversation.status?.phase === ConversationPhase.Closed) {
     events.push(planned(EventKind.ConversationReopened, { reopenedAtMs: nowMs, attribution }));
   }
-  events.push(
-    planned(EventKind.TurnDispatched, {
-      turnId,
-      attempt: 1,
-      leaseHolder: input.lease.holder,
-      fencingToken: input.lease.fencingToken,
-      attribution,
-      dispatchedAtMs: nowMs,
-      messagePosition: input.view.head,
-    }),
-  );
+  // The message is the batch's first event, so it lands at the head.
+  const first = { turnId, attempt: 1, messagePosition: input.view.head };
+  events.push(dispatchOf(first, input.lease, attribution, nowMs));
   return events;
 }

@@ -129,35 +129,10 @@ function settleResult(
     );
   }
   switch (outcome?.$case) {
-    case 'complete': {
-      for (const step of carried) {
-        const forged = checkStep(dispatched, step);
-        if (forged !== undefined) return quarantine(turnId, '', forgedReason(forged), input.nowMs);
-      }
-      return {
-        kind: 'commit',
-        events: [...carried.map(stepEventOf), planned(EventKind.TurnComplete, outcome.value)],
-        status: { kind: 'settled', turnId },
-      };
-    }
-    case 'handoff': {
-      const targets = dispatched.conversation.spec.agent?.handoffTargets ?? [];
-      if (!targets.includes(outcome.value.targetAgent)) {
-        return quarantine(
-          turnId,
-          outcome.value.toolCallId,
-          forgedReason(
-            `it handed off to ${outcome.value.targetAgent || '(none)'}, which is not one of the conversation's handoff targets`,
-          ),
-          input.nowMs,
-        );
-      }
-      return {
-        kind: 'commit',
-        events: [planned(EventKind.Handoff, outcome.value)],
-        status: { kind: 'settled', turnId },
-      };
-    }
+    case 'complete':
+      return settleComplete(input, outcome.value, carried);
+    case 'handoff':
+      return settleHandoff(input, outcome.value);
     case 'ambiguous':
       return {
         kind: 'commit',
@@ -178,6 +153,51 @@ function settleResult(
     case undefined:
       return { kind: 'orphan', message: 'the harness gave up' };
   }
+}
+
+type OutcomeValue<C extends NonNullable<TurnResult['outcome']>['$case']> = Extract<
+  NonNullable<TurnResult['outcome']>,
+  { $case: C }
+>['value'];
+
+/** A completed turn: its carried steps (checked like streamed ones) and `turn_complete`. */
+function settleComplete(
+  input: SettleInput,
+  complete: OutcomeValue<'complete'>,
+  carried: readonly Step[],
+): SettlePlan {
+  const { dispatched } = input;
+  const turnId = dispatched.turn.turnId;
+  for (const step of carried) {
+    const forged = checkStep(dispatched, step);
+    if (forged !== undefined) return quarantine(turnId, '', forgedReason(forged), input.nowMs);
+  }
+  return {
+    kind: 'commit',
+    events: [...carried.map(stepEventOf), planned(EventKind.TurnComplete, complete)],
+    status: { kind: 'settled', turnId },
+  };
+}
+
+/** A handoff, to one of the conversation's handoff targets only. */
+function settleHandoff(input: SettleInput, handoff: OutcomeValue<'handoff'>): SettlePlan {
+  const turnId = input.dispatched.turn.turnId;
+  const targets = input.dispatched.conversation.spec.agent?.handoffTargets ?? [];
+  if (!targets.includes(handoff.targetAgent)) {
+    return quarantine(
+      turnId,
+      handoff.toolCallId,
+      forgedReason(
+        `it handed off to ${handoff.targetAgent || '(none)'}, which is not one of the conversation's handoff targets`,
+      ),
+      input.nowMs,
+    );
+  }
+  return {
+    kind: 'commit',
+    events: [planned(EventKind.Handoff, handoff)],
+    status: { kind: 'settled', turnId },
+  };
 }
 
 function forgedReason(what: string): string {

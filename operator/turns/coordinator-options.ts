@@ -1,0 +1,58 @@
+/**
+ * What the turn coordinator (coordinator.ts) is built from: its ports, its bounds and what
+ * the metrics see of each turn.
+ */
+import type { Logger } from 'pino';
+import type { StateJournal } from '../../common/state-client';
+import type { LeaseSource } from '../lease/conversation-leases';
+import type { ApprovalSigner } from './approval-signer';
+import type { ConversationStore } from './conversation-access';
+import type { HarnessConnector } from './harness-client';
+
+/** Who holds which roles, for rules that name an identity other than the caller's. */
+export interface IdentityDirectory {
+  /** Whether `identity` is linked to a persona with the admin role. */
+  isAdmin(identity: string, signal: AbortSignal): Promise<boolean>;
+}
+
+export interface TurnCoordinatorOptions {
+  readonly state: StateJournal;
+  readonly harness: HarnessConnector;
+  readonly leases: LeaseSource;
+  readonly conversations: ConversationStore;
+  readonly approvals: ApprovalSigner;
+  readonly identities: IdentityDirectory;
+  /** This replica (lease holder identity). */
+  readonly identity: string;
+  readonly logger: Logger;
+  /** How long a turn waits for the sandbox (e.g. after a reopen). @default 120000 */
+  readonly sandboxWaitMs?: number;
+  /** Dispatch attempts of one turn before it is settled with the fallback. @default 3 */
+  readonly maxAttempts?: number;
+  /** Steps per turn set by the deployment (the harness applies its own too). */
+  readonly deploymentMaxSteps?: number;
+  readonly nowMs?: () => number;
+  /**
+   * How long the running mark of a turn on a Ready conversation waits before it is
+   * written, so a turn settled by then costs one status write. @default 250
+   */
+  readonly statusDelayMs?: number;
+  /**
+   * Least time between two status writes of one conversation: changes that come meanwhile
+   * are merged into the next write (a quarantine is never merged away), so a busy
+   * conversation costs the API server about one write per interval, not two per turn.
+   * A change that reopens a conversation, and shutdown, cut the wait short. @default 1000
+   */
+  readonly statusIntervalMs?: number;
+  /** Journal views kept in memory (conversations). @default 1000 */
+  readonly viewCacheSize?: number;
+  /** How long a pending approval waits for an answer (`POLYCHROME_APPROVAL_TTL`). @default 24 h */
+  readonly approvalTtlMs?: number;
+}
+
+/** What the metrics see of each turn. */
+export interface TurnObserver {
+  onTurn?(outcome: string, seconds: number): void;
+  onCommit?(seconds: number): void;
+  onStatusWrite?(result: 'ok' | 'failed'): void;
+}

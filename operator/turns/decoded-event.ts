@@ -1,0 +1,327 @@
+/**
+ * Checking and decoding one journal event for the fold (journal-view.ts): everything that
+ * can make a read fail happens here, statelessly, so the fold itself never throws.
+ */
+import { approvalArgsSha256 } from '../../common/approval-bytes';
+import { AppError } from '../../common/errors';
+import {
+  decodePayload,
+  isEventKind,
+  type EventKind,
+  type EventPayloads,
+} from '../../common/event-kinds';
+import type { JournalEntry } from '../../common/state-client';
+import type {
+  ApprovalRequest,
+  Attribution,
+  MessageReceived,
+} from '../../proto/gen/polychrome/events/v1/events';
+import type {
+  AgentConfigRef,
+  RecordedStep,
+  SignedRootRef,
+  TurnDirectiveRecord,
+  TurnDispatch,
+  TurnTerminal,
+  TurnView,
+  TypedEvent,
+} from './journal-view';
+
+/** Kinds whose payload names a turn (`turn_id`), besides `message_received`. */
+export type TurnEventKind = RecordKind | RequestKind;
+
+/** Turn events that add to the turn's own record: directive, dispatch, steps, terminal. */
+type RecordKind =
+  | 'ingress_directive'
+  | 'turn_dispatched'
+  | 'model_call'
+  | 'tool_call'
+  | 'tool_result'
+  | 'handoff'
+  | 'turn_complete'
+  | 'turn_ambiguous';
+
+/** Turn events about a request: the request, its answer, its cancel, its expiry. */
+type RequestKind =
+  | 'approval_request'
+  | 'approval_response'
+  | 'question_request'
+  | 'question_response'
+  | 'request_cancelled'
+  | 'approval_expired';
+
+/** One checked, decoded event, ready to fold into a state. */
+export type DecodedEvent =
+  | { readonly type: 'message'; readonly position: number; readonly message: MessageReceived }
+  | { readonly type: 'root'; readonly root: SignedRootRef }
+  | { readonly type: 'config'; readonly config: AgentConfigRef }
+  | {
+      readonly type: 'turn';
+      readonly position: number;
+      readonly kind: TurnEventKind;
+      readonly turnId: string;
+      /** The turn's record with this event added. */
+      readonly apply: (turn: TurnView) => TurnView;
+    }
+  | { readonly type: 'ignored' };
+
+/** Checks that `entry` sits at `head`, then decodes and interprets it. */
+export function decodeEntry(entry: JournalEntry, head: number): DecodedEvent {
+  const { position, kind } = entry;
+  if (position !== head) {
+    throw new AppError(
+      'data_loss',
+      `journal position ${position} (${kind}): expected position ${head}; positions must be dense from 0 (events are missing or repeated), read the journal again from 0`,
+      { details: { expected: head, found: position, kind } },
+    );
+  }
+  // Excised by the state plane's repair: only its leaf digest is left, so it folds as a gap.
+  if (entry.excised === true) return { type: 'ignored' };
+  if (!isEventKind(kind)) {
+    throw new AppError(
+      'data_loss',
+      `journal position ${position}: unknown event kind ${JSON.stringify(kind)}; this reader cannot interpret the journal (written by a newer version?)`,
+      { details: { position, kind } },
+    );
+  }
+  return interpret(position, {
+    kind,
+    payload: decode(position, kind, entry.payload),
+  } as TypedEvent);
+}
+
+/** A checked event folded from its typed payload (checks that can throw happen here too). */
+export function interpret(position: number, event: TypedEvent): DecodedEvent {
+  switch (event.kind) {
+    case 'message_received': {
+      const message = event.payload;
+      requireTurnId(position, event.kind, message.turnId);
+      return { type: 'message', position, message };
+    }
+    case 'signed_root': {
+      const root = event.payload;
+      return {
+        type: 'root',
+        root: { position, leafCount: root.leafCount, root: hex(root.root), keyId: root.keyId },
+      };
+    }
+    case 'agent_config': {
+      const config = event.payload;
+      return { type: 'config', config: { position, sha256: hex(config.sha256) } };
+    }
+    case 'ingress_directive':
+    case 'turn_dispatched':
+    case 'model_call':
+    case 'tool_call':
+    case 'tool_result':
+    case 'turn_complete':
+    case 'turn_ambiguous':
+    case 'handoff':
+      return recordEvent(position, event);
+    case 'approval_request':
+    case 'approval_response':
+    case 'question_request':
+    case 'question_response':
+    case 'request_cancelled':
+    case 'approval_expired':
+      return requestEvent(position, event);
+    case 'payment_charge':
+    case 'outbound_payment_receipt':
+    case 'memory_set':
+    case 'memory_cleared':
+    case 'conversation_closed':
+    case 'conversation_reopened':
+    case 'key_rotated':
+    case 'excision':
+      // Not part of the view (decoded all the same, so that corruption fails the read).
+      return { type: 'ignored' };
+  }
+}
+
+/** A turn's directive, dispatch, step or terminal marker. */
+function recordEvent(
+  position: number,
+  event: Extract<TypedEvent, { readonly kind: RecordKind }>,
+): DecodedEvent {
+  switch (event.kind) {
+    case 'ingress_directive': {
+      const d = event.payload;
+      const directive: TurnDirectiveRecord = {
+        position,
+        maxSteps: d.maxSteps,
+        requiredApprover: d.requiredApprover,
+      };
+      return turnEvent(position, event.kind, d.turnId, (turn) => ({ ...turn, directive }));
+    }
+    case 'turn_dispatched': {
+      const d = event.payload;
+      const dispatch: TurnDispatch = {
+        attempt: d.attempt,
+        position,
+        leaseHolder: d.leaseHolder,
+        fencingToken: d.fencingToken,
+        attribution: recordedAttribution(d.attribution),
+        dispatchedAtMs: d.dispatchedAtMs,
+      };
+      return turnEvent(position, event.kind, d.turnId, (turn) => ({
+        ...turn,
+        dispatches: [...turn.dispatches, dispatch],
+      }));
+    }
+    case 'model_call': {
+      const payload = event.payload;
+      return stepEvent(payload.turnId, { kind: event.kind, position, payload });
+    }
+    case 'tool_call': {
+      const payload = event.payload;
+      return stepEvent(payload.turnId, { kind: event.kind, position, payload });
+    }
+    case 'tool_result': {
+      const payload = event.payload;
+      return stepEvent(payload.turnId, { kind: event.kind, position, payload });
+    }
+    case 'turn_complete': {
+      const payload = event.payload;
+      return terminalEvent(payload.turnId, { kind: event.kind, position, payload });
+    }
+    case 'turn_ambiguous': {
+      const payload = event.payload;
+      return terminalEvent(payload.turnId, { kind: event.kind, position, payload });
+    }
+    case 'handoff': {
+      const payload = event.payload;
+      return terminalEvent(payload.turnId, { kind: event.kind, position, payload });
+    }
+  }
+}
+
+/** An approval or question request, its answer, its cancel or its expiry. */
+function requestEvent(
+  position: number,
+  event: Extract<TypedEvent, { readonly kind: RequestKind }>,
+): DecodedEvent {
+  switch (event.kind) {
+    case 'approval_request': {
+      const request = event.payload;
+      checkApprovalRequest(position, request);
+      return turnEvent(position, event.kind, request.turnId, (turn) => ({
+        ...turn,
+        approvalRequests: [...turn.approvalRequests, { position, request }],
+      }));
+    }
+    case 'approval_response': {
+      const response = event.payload;
+      return turnEvent(position, event.kind, response.turnId, (turn) => ({
+        ...turn,
+        approvalResponses: [...turn.approvalResponses, { position, response }],
+      }));
+    }
+    case 'question_request': {
+      const request = event.payload;
+      return turnEvent(position, event.kind, request.turnId, (turn) => ({
+        ...turn,
+        questionRequests: [...turn.questionRequests, { position, request }],
+      }));
+    }
+    case 'question_response': {
+      const response = event.payload;
+      return turnEvent(position, event.kind, response.turnId, (turn) => ({
+        ...turn,
+        questionResponses: [...turn.questionResponses, { position, response }],
+      }));
+    }
+    case 'request_cancelled': {
+      const response = event.payload;
+      return turnEvent(position, event.kind, response.turnId, (turn) => ({
+        ...turn,
+        cancellations: [...turn.cancellations, { position, response }],
+      }));
+    }
+    case 'approval_expired': {
+      const response = event.payload;
+      return turnEvent(position, event.kind, response.turnId, (turn) => ({
+        ...turn,
+        expiries: [...turn.expiries, { position, response }],
+      }));
+    }
+  }
+}
+
+function turnEvent(
+  position: number,
+  kind: TurnEventKind,
+  turnId: string,
+  apply: (turn: TurnView) => TurnView,
+): DecodedEvent {
+  requireTurnId(position, kind, turnId);
+  return { type: 'turn', position, kind, turnId, apply };
+}
+
+function stepEvent(turnId: string, step: RecordedStep): DecodedEvent {
+  return turnEvent(step.position, step.kind, turnId, (turn) => ({
+    ...turn,
+    steps: [...turn.steps, step],
+  }));
+}
+
+function terminalEvent(turnId: string, terminal: TurnTerminal): DecodedEvent {
+  return turnEvent(terminal.position, terminal.kind, turnId, (turn) => ({ ...turn, terminal }));
+}
+
+/**
+ * A person approves what the card shows and signs the recorded hash, so the two must
+ * agree: args_json must be JSON and args_sha256 the SHA-256 of its UTF-8 bytes.
+ */
+function checkApprovalRequest(position: number, request: ApprovalRequest): void {
+  const kind = 'approval_request';
+  try {
+    JSON.parse(request.argsJson);
+  } catch (cause) {
+    throw malformed(position, kind, `args_json of request ${request.requestId} is not JSON`, cause);
+  }
+  if (hex(request.argsSha256) !== hex(approvalArgsSha256(request.argsJson))) {
+    throw malformed(
+      position,
+      kind,
+      `args_sha256 of request ${request.requestId} is not the SHA-256 of its args_json`,
+    );
+  }
+}
+
+function requireTurnId(position: number, kind: EventKind, turnId: string): void {
+  if (turnId === '') throw malformed(position, kind, 'the payload names no turn (empty turn_id)');
+}
+
+function decode<K extends EventKind>(
+  position: number,
+  kind: K,
+  bytes: Uint8Array,
+): EventPayloads[K] {
+  try {
+    return decodePayload(kind, bytes);
+  } catch (cause) {
+    throw malformed(position, kind, 'the payload does not decode', cause);
+  }
+}
+
+function malformed(position: number, kind: EventKind, what: string, cause?: unknown): AppError {
+  return new AppError(
+    'data_loss',
+    `journal position ${position} (${kind}): ${what}; the journal cannot be read past it`,
+    { details: { position, kind }, ...(cause === undefined ? {} : { cause }) },
+  );
+}
+
+/** Lowercase hex of `bytes`. */
+export function hex(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex');
+}
+
+/** A recorded attribution with every field set (absent as empty). */
+export function recordedAttribution(attribution: Attribution | undefined): Attribution {
+  return {
+    caller: attribution?.caller ?? '',
+    participants: [...(attribution?.participants ?? [])],
+    persona: attribution?.persona ?? '',
+  };
+}

@@ -1,0 +1,181 @@
+/**
+ * What the harness and the API are given of a journal view (journal-view.ts): the steps,
+ * answers and history of a turn's start, the transcript, a turn's reply and its cards.
+ * Pure.
+ *
+ * The committed-turn filter (docs/design.md "One turn, end to end", 6): history and transcript
+ * hold only turns with at least one `turn_dispatched`; history holds complete turns only,
+ * the transcript also paused (a card, never partial text), ambiguous and handed-off ones.
+ */
+import type {
+  ApprovalRequest,
+  ApprovalResponse,
+  QuestionResponse,
+} from '../../proto/gen/polychrome/events/v1/events';
+import type { HistoryMessage, Role, Step } from '../../proto/gen/polychrome/harness/v1/harness';
+import { hex } from './decoded-event';
+import type { JournalView, TurnView } from './journal-view';
+import { pendingRequest } from './turn-state';
+import {
+  TurnStatus,
+  type ApprovalCard,
+  type QuestionCard,
+  type TranscriptTurn,
+  type TurnOutcome,
+  type TurnReply,
+} from './turn-service';
+
+// harness.v1 `Role` values, spelled here so this module does not load the generated
+// harness file (it pulls in @grpc/grpc-js); journal-view.test.ts pins them.
+const ROLE_USER = 1 satisfies Role;
+const ROLE_ASSISTANT = 2 satisfies Role;
+
+/**
+ * The turn's committed steps as harness `Step`s for `TurnStart.recorded_steps`, in journal
+ * order (sequence 0: the harness ignores it there).
+ */
+export function recordedSteps(turn: TurnView): Step[] {
+  return turn.steps.map((step): Step => {
+    switch (step.kind) {
+      case 'model_call':
+        return {
+          sequence: 0,
+          step: { $case: 'modelCall', value: step.payload },
+          commitWithResult: false,
+        };
+      case 'tool_call':
+        return {
+          sequence: 0,
+          step: { $case: 'toolCall', value: step.payload },
+          commitWithResult: false,
+        };
+      case 'tool_result':
+        return {
+          sequence: 0,
+          step: { $case: 'toolResult', value: step.payload },
+          commitWithResult: false,
+        };
+    }
+  });
+}
+
+/** Every approval answer of the turn, in journal order (`TurnStart.approval_answers`). */
+export function approvalAnswers(turn: TurnView): ApprovalResponse[] {
+  return turn.approvalResponses.map((r) => r.response);
+}
+
+/** Every question answer of the turn, in journal order (`TurnStart.question_answers`). */
+export function questionAnswers(turn: TurnView): QuestionResponse[] {
+  return turn.questionResponses.map((r) => r.response);
+}
+
+/**
+ * The agent's history for `TurnStart.history`: for each complete turn that was dispatched
+ * (the committed-turn filter), in order, the user's text and the final reply text. With
+ * `beforeTurnId`, only turns whose message precedes that turn's (an id not in the view
+ * limits nothing).
+ */
+export function committedHistory(view: JournalView, beforeTurnId?: string): HistoryMessage[] {
+  const before =
+    beforeTurnId === undefined
+      ? Number.POSITIVE_INFINITY
+      : (view.turnsById.get(beforeTurnId)?.messagePosition ?? Number.POSITIVE_INFINITY);
+  const history: HistoryMessage[] = [];
+  for (const turn of view.turns) {
+    if (turn.messagePosition >= before) break;
+    const terminal = turn.terminal;
+    if (terminal?.kind !== 'turn_complete' || turn.dispatches.length === 0) continue;
+    history.push(
+      { role: ROLE_USER, content: [{ block: { $case: 'text', value: turn.text } }] },
+      {
+        role: ROLE_ASSISTANT,
+        content: [{ block: { $case: 'text', value: terminal.payload.text } }],
+      },
+    );
+  }
+  return history;
+}
+
+/**
+ * The transcript: complete, paused, ambiguous and handed-off turns that were dispatched,
+ * oldest first. Orphans (in flight or crashed) and never-dispatched turns are absent.
+ */
+export function transcriptTurns(view: JournalView): TranscriptTurn[] {
+  const out: TranscriptTurn[] = [];
+  for (const turn of view.turns) {
+    if (turn.dispatches.length === 0) continue;
+    const outcome = outcomeOf(turn);
+    if (outcome === undefined) continue;
+    out.push({
+      turnId: turn.turnId,
+      position: turn.messagePosition,
+      user: { text: turn.text, caller: turn.attribution.caller, receivedAtMs: turn.receivedAtMs },
+      ...outcome,
+    });
+  }
+  return out;
+}
+
+/**
+ * The reply for a settled or paused turn (`undefined` for an orphan or a never-dispatched
+ * turn); `requestedAt` is the position of its message.
+ */
+export function turnReplyOf(conversationId: string, turn: TurnView): TurnReply | undefined {
+  const outcome = outcomeOf(turn);
+  if (outcome === undefined) return undefined;
+  return { conversationId, turnId: turn.turnId, requestedAt: turn.messagePosition, ...outcome };
+}
+
+/**
+ * The card for an approval request: what the approver sees and the hash they bind. The
+ * required approver is the request's, else the turn directive's, else empty (any admin).
+ */
+export function approvalCardOf(turn: TurnView, request: ApprovalRequest): ApprovalCard {
+  return {
+    requestId: request.requestId,
+    toolCallId: request.toolCallId,
+    toolName: request.toolName,
+    // Checked to be JSON when the event was applied.
+    args: JSON.parse(request.argsJson),
+    argsSha256: hex(request.argsSha256),
+    reason: request.reason,
+    requiredApprover:
+      request.requiredApprover !== ''
+        ? request.requiredApprover
+        : (turn.directive?.requiredApprover ?? ''),
+  };
+}
+
+function outcomeOf(turn: TurnView): TurnOutcome | undefined {
+  const terminal = turn.terminal;
+  switch (terminal?.kind) {
+    case 'turn_complete':
+      return {
+        status: TurnStatus.Complete,
+        reply: terminal.payload.text,
+        fallback: terminal.payload.fallback,
+      };
+    case 'turn_ambiguous':
+      return {
+        status: TurnStatus.Ambiguous,
+        ambiguous: { toolCallId: terminal.payload.toolCallId, reason: terminal.payload.reason },
+      };
+    case 'handoff':
+      return {
+        status: TurnStatus.Handoff,
+        handoff: { targetAgent: terminal.payload.targetAgent, reason: terminal.payload.reason },
+      };
+    case undefined:
+      break;
+  }
+  const pending = pendingRequest(turn);
+  if (pending === undefined) return undefined;
+  if (pending.type === 'approval') {
+    return { status: TurnStatus.Paused, approval: approvalCardOf(turn, pending.request) };
+  }
+  const question: QuestionCard = {
+    requestId: pending.request.requestId,
+    question: pending.request.question,
+  };
+  return { status: TurnStatus.Paused, question };
+}

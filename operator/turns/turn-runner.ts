@@ -1,0 +1,268 @@
+/**
+ * What the turn coordinator (coordinator.ts) runs under a claimed lease once the turn plan
+ * (turn-plan.ts) has decided: it commits each batch, runs the dispatched turn on the
+ * harness (harness-run.ts) and settles it with batch two, commits a due expiry, and queues
+ * the status each of these changes (turn-status-writer.ts). It claims nothing and decides
+ * nothing itself: the caller holds the lease, the plan made the events.
+ */
+import { AppError } from '../../common/errors';
+import type { AppendOutcome } from '../../common/state-client';
+import type { Conversation } from '../api/v1alpha1';
+import type { LeaseHandle } from '../lease/conversation-leases';
+import type { TurnCoordinatorOptions, TurnObserver } from './coordinator-options';
+import { runHarness, type HarnessRunPorts } from './harness-run';
+import { turnReplyOf, type JournalView, type TurnView } from './journal-view';
+import type { JournalViews } from './journal-views';
+import {
+  expiryBatch,
+  expiryToSign,
+  planSettle,
+  stepEventOf,
+  type ApprovalDeadline,
+  type HarnessEnd,
+  type PlannedEvent,
+} from './turn-plan';
+import type { TurnStatusChange } from './turn-status';
+import type { TurnStatusWriter } from './turn-status-writer';
+import type { TextDeltaEvent, TurnReply } from './turn-service';
+
+/** What the runner shares with the coordinator that made it. */
+export interface TurnRunnerParts {
+  readonly views: JournalViews;
+  readonly status: TurnStatusWriter;
+  /** Aborted when the coordinator shuts down. */
+  readonly stopping: AbortSignal;
+  readonly nowMs: () => number;
+  readonly approvalTtlMs: number;
+  /** The coordinator's observer (set after it is built). */
+  readonly observer: () => TurnObserver;
+  /** After each commit, with the view it made: the expiry timer follows it. */
+  readonly onCommitted: (uid: string, view: JournalView) => void;
+}
+
+export class TurnRunner {
+  private readonly deltas = new Map<string, Set<(delta: TextDeltaEvent) => void>>();
+  private readonly views: JournalViews;
+  private readonly status: TurnStatusWriter;
+  private readonly stopping: AbortSignal;
+  private readonly now: () => number;
+  private readonly approvalTtlMs: number;
+
+  constructor(
+    private readonly options: TurnCoordinatorOptions,
+    private readonly parts: TurnRunnerParts,
+  ) {
+    this.views = parts.views;
+    this.status = parts.status;
+    this.stopping = parts.stopping;
+    this.now = parts.nowMs;
+    this.approvalTtlMs = parts.approvalTtlMs;
+  }
+
+  private get observer(): TurnObserver {
+    return this.parts.observer();
+  }
+
+  /** Calls `listener` with each text delta of the conversation's turns run here. */
+  onTextDelta(conversationId: string, listener: (delta: TextDeltaEvent) => void): () => void {
+    let set = this.deltas.get(conversationId);
+    if (set === undefined) {
+      set = new Set();
+      this.deltas.set(conversationId, set);
+    }
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0) this.deltas.delete(conversationId);
+    };
+  }
+
+  /** Commits the expiry the plan found due (a signed denial) and runs the turn on. */
+  async expire(
+    conversation: Conversation,
+    lease: LeaseHandle,
+    due: ApprovalDeadline,
+  ): Promise<TurnReply> {
+    const uid = conversation.metadata.uid ?? '';
+    const sign = expiryToSign(due);
+    const signature = this.options.approvals.sign(sign);
+    const now = this.now();
+    this.options.logger.info(
+      { conversation: uid, turn: due.turn.turnId, requestId: due.request.requestId },
+      'approval expired unanswered; the turn goes on as on a denial',
+    );
+    const key = { keyId: this.options.approvals.keyId, signature };
+    await this.commit(uid, lease, expiryBatch(due, key, lease, now, this.approvalTtlMs));
+    return this.drive(conversation, lease, due.turn.turnId);
+  }
+
+  /**
+   * Runs the dispatched turn on the harness and commits batch two. The turn's latest
+   * `turn_dispatched` is already durable. A failure that leaves the turn unsettled (the
+   * harness unreachable, the lease lost) leaves an orphan for recovery and is rethrown.
+   */
+  async drive(claimed: Conversation, lease: LeaseHandle, turnId: string): Promise<TurnReply> {
+    const conversation = this.fresh(claimed);
+    const uid = conversation.metadata.uid ?? '';
+    const started = performance.now();
+    const log = this.options.logger.child({ conversation: uid, turn: turnId });
+    const attempt = this.turnAt(uid, turnId).dispatches.at(-1)?.attempt ?? 1;
+    this.markRunning(conversation, turnId);
+    const signal = AbortSignal.any([lease.signal, this.stopping]);
+    const end = await this.runOnHarness(conversation, lease, turnId, attempt, signal);
+    const plan = planSettle({
+      dispatched: { turn: this.turnAt(uid, turnId), conversation, ...this.recording(uid) },
+      end,
+      attempt,
+      maxAttempts: this.options.maxAttempts ?? 3,
+      nowMs: this.now(),
+    });
+    if (plan.kind === 'orphan') {
+      this.observer.onTurn?.('orphaned', (performance.now() - started) / 1000);
+      if (end.kind !== 'failed') {
+        throw new AppError(
+          'unavailable',
+          `turn ${turnId} did not finish (${plan.message}); post again with the same idempotency key to retry it`,
+          { details: { turnId } },
+        );
+      }
+      log.warn(
+        { err: end.error, attempt },
+        'turn left unsettled; it is recovered on the next claim',
+      );
+      throw this.unsettled(end.error, uid, turnId, lease);
+    }
+    if (end.kind === 'failed') {
+      log.warn({ err: end.error, attempt }, 'turn failed on its last attempt; settling it');
+    } else if (end.kind === 'forged') {
+      log.error({ reason: end.reason, attempt }, 'the harness sent a forged step; quarantining');
+    }
+    const { outcome, view } = await this.commit(uid, lease, plan.events);
+    this.queueSettled(conversation, plan.status, outcome);
+    this.observer.onTurn?.(plan.status.kind, (performance.now() - started) / 1000);
+    log.info({ outcome: plan.status.kind, attempt }, 'turn settled');
+    const settled = view.turnsById.get(turnId);
+    if (settled === undefined) throw vanished(turnId);
+    return this.replyOf(uid, settled);
+  }
+
+  /**
+   * The running mark. A conversation that is not Ready (closed, or its pod not up) needs
+   * lastTurnTime now: it is what reopens it. Otherwise the mark may wait a moment, so a
+   * fast turn costs one status write instead of two.
+   */
+  private markRunning(conversation: Conversation, turnId: string): void {
+    const ready =
+      conversation.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
+    this.status.queue(
+      conversation,
+      { kind: 'running', turnId, lastTurnTime: new Date(this.now()).toISOString() },
+      undefined,
+      ready ? (this.options.statusDelayMs ?? 250) : 0,
+    );
+  }
+
+  /** Status after the batch that settled or paused a turn: the change and the journal head. */
+  queueSettled(conversation: Conversation, change: TurnStatusChange, outcome: AppendOutcome): void {
+    this.status.queue(conversation, change, {
+      head: outcome.head,
+      lastSignedRoot: Buffer.from(outcome.signedRoot.root).toString('hex'),
+      keyId: outcome.signedRoot.keyId,
+    });
+  }
+
+  /** One harness call (harness-run.ts), each accepted step committed under `lease`. */
+  private runOnHarness(
+    conversation: Conversation,
+    lease: LeaseHandle,
+    turnId: string,
+    attempt: number,
+    signal: AbortSignal,
+  ): Promise<HarnessEnd> {
+    const uid = conversation.metadata.uid ?? '';
+    const ports: HarnessRunPorts = {
+      harness: this.options.harness,
+      conversations: this.options.conversations,
+      sandboxWaitMs: this.options.sandboxWaitMs ?? 120_000,
+      deploymentMaxSteps: this.options.deploymentMaxSteps ?? 0,
+      view: async (s) => this.views.cached(uid) ?? (await this.views.refresh(uid, s)),
+      turn: () => this.turnAt(uid, turnId),
+      recording: () => this.recording(uid),
+      commitStep: async (step) => {
+        const { outcome } = await this.commit(uid, lease, [stepEventOf(step)]);
+        return outcome.firstPosition;
+      },
+      onDelta: (delta) => {
+        for (const listener of this.deltas.get(uid) ?? []) listener(delta);
+      },
+    };
+    return runHarness(ports, conversation, attempt, signal);
+  }
+
+  /** Why a turn was left unsettled, for the caller: a retry with the same key is safe. */
+  private unsettled(error: unknown, uid: string, turnId: string, lease: LeaseHandle): unknown {
+    // A cancellation of ours is not the caller's doing: say why and that a retry is safe.
+    if (this.stopping.aborted) {
+      return new AppError(
+        'unavailable',
+        `this control plane replica shut down during turn ${turnId}; retry with the same idempotency key and another replica resumes it`,
+        { cause: error, details: { turnId } },
+      );
+    }
+    if (lease.signal.aborted) {
+      return new AppError(
+        'unavailable',
+        `this replica lost the lease of conversation ${uid} during turn ${turnId}; retry with the same idempotency key`,
+        { cause: error, details: { turnId } },
+      );
+    }
+    return error;
+  }
+
+  /**
+   * Appends one batch under `lease` (see {@link JournalViews.append}); the expiry timer
+   * then follows what the conversation waits on.
+   */
+  async commit(
+    uid: string,
+    lease: LeaseHandle,
+    events: readonly PlannedEvent[],
+  ): ReturnType<JournalViews['append']> {
+    const committed = await this.views.append(uid, lease, events);
+    this.parts.onCommitted(uid, committed.view);
+    return committed;
+  }
+
+  /** The journal's newest agent configuration, for the recording checks (docs/replay.md). */
+  private recording(uid: string): { newestAgentConfig?: string } {
+    const newest = this.views.cached(uid)?.newestAgentConfig;
+    return newest === undefined ? {} : { newestAgentConfig: newest.sha256 };
+  }
+
+  private turnAt(uid: string, turnId: string): TurnView {
+    const turn = this.views.cached(uid)?.turnsById.get(turnId);
+    if (turn === undefined) throw vanished(turnId);
+    return turn;
+  }
+
+  /** The newest cached copy of the conversation (its spec and status may have moved). */
+  fresh(conversation: Conversation): Conversation {
+    return this.options.conversations.byUid(conversation.metadata.uid ?? '') ?? conversation;
+  }
+
+  replyOf(conversationId: string, turn: TurnView): TurnReply {
+    const reply = turnReplyOf(conversationId, turn);
+    if (reply === undefined) {
+      throw new AppError(
+        'unavailable',
+        `turn ${turn.turnId} has not settled; post again with the same idempotency key`,
+        { details: { turnId: turn.turnId } },
+      );
+    }
+    return reply;
+  }
+}
+
+function vanished(turnId: string): AppError {
+  return new AppError('internal', `turn ${turnId} vanished from the view`);
+}
