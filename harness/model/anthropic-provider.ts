@@ -158,6 +158,10 @@ class ToolNames {
 export class AnthropicProvider implements ModelProvider {
   /** The model requests name. */
   readonly model: string;
+  /** For traces: `gen_ai.provider.name` and the requested model. */
+  get genAi(): { readonly provider: string; readonly model: string } {
+    return { provider: 'anthropic', model: this.model };
+  }
   private readonly client: Anthropic;
   private readonly apiKey: string;
   private readonly maxTokens: number;

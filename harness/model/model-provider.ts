@@ -126,4 +126,9 @@ export interface ModelCallOptions {
  */
 export interface ModelProvider {
   complete(request: ModelRequest, options: ModelCallOptions): Promise<ModelResponse>;
+  /**
+   * For traces (GenAI conventions): the provider's name (`anthropic`) and the model it
+   * requests when the turn names none.
+   */
+  readonly genAi?: { readonly provider: string; readonly model: string };
 }

@@ -110,6 +110,10 @@ export const SCRIPTED_MODEL = 'scripted';
 export class ScriptedProvider implements ModelProvider {
   /** The script's name, used in error messages. */
   readonly name: string;
+  /** For traces: a provider of its own name, and the script's model. */
+  get genAi(): { readonly provider: string; readonly model: string } {
+    return { provider: 'polychrome.scripted', model: this.script.model ?? SCRIPTED_MODEL };
+  }
   private readonly script: ModelScript;
   private readonly received: ModelRequest[] = [];
 

@@ -54,6 +54,7 @@ import {
   resolveIdempotencyKey,
   type MessageInput,
 } from './request-parsers';
+import { tracedRequest } from './request-span';
 import { matchRoute, Operation, UNMATCHED_ROUTE, type Route } from './routes';
 
 /** The public API's port (DESIGN.md, "Three planes"). */
@@ -263,7 +264,9 @@ export class PublicApiServer {
   async start(): Promise<{ host: string; port: number }> {
     if (this.server !== undefined) throw new Error('public API: start() called twice');
     const server = createServer((request, response) =>
-      this.track(this.handle(request, response, Listener.Public)),
+      this.track(
+        tracedRequest(request, response, () => this.handle(request, response, Listener.Public)),
+      ),
     );
     this.server = server;
     await listen(server, this.options.port ?? DEFAULT_PUBLIC_API_PORT, this.options.host);
@@ -280,7 +283,10 @@ export class PublicApiServer {
           rejectUnauthorized: true,
           minVersion: 'TLSv1.3',
         },
-        (request, response) => this.track(this.handle(request, response, Listener.Peer)),
+        (request, response) =>
+          this.track(
+            tracedRequest(request, response, () => this.handle(request, response, Listener.Peer)),
+          ),
       );
       this.peerServer = peerServer;
       await listen(peerServer, peers.port ?? DEFAULT_PEER_PORT, peers.host);
