@@ -57,7 +57,8 @@ import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { Agent, request } from 'node:http';
+import { Agent, createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { get as httpsGet, type RequestOptions as HttpsRequestOptions } from 'node:https';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -537,6 +538,81 @@ interface LatencyResult {
   readonly kube: string;
   /** Reconcile passes of the control plane per turn. */
   readonly reconciles: number;
+}
+
+/**
+ * Turn latency with tracing on against off in the same run: a second stack (its own state
+ * plane, control plane and harness on the same cluster and model server) exports every
+ * span over OTLP/HTTP to an endpoint in this process that discards them; turns alternate
+ * between the stacks so drift and load from other work fall on both alike.
+ */
+async function tracingPhase(
+  cluster: LocalCluster,
+  messages: MessagesApiServer,
+  off: Client,
+  sizes: Sizes,
+  cleanups: (() => Promise<unknown>)[],
+  dirs: string[],
+): Promise<{
+  turns: number;
+  onP50: number;
+  offP50: number;
+  onP99: number;
+  offP99: number;
+  exports: number;
+}> {
+  let exports = 0;
+  const sink = createServer((req, res) => {
+    exports += 1;
+    req.resume();
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
+  });
+  await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => new Promise<void>((resolve) => sink.close(() => resolve())));
+  const { port } = sink.address() as AddressInfo;
+  const otel = {
+    OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
+    OTEL_TRACES_SAMPLER: 'always_on',
+  };
+  const stack = await startTurnStack({
+    cluster,
+    messages,
+    namespacePrefix: 'bench-traced',
+    timeoutMs: 180_000,
+    leaseDurationMs: 15_000,
+    controlPlaneEnv: { POLYCHROME_LEASE_RENEW_MS: '5000', ...otel },
+    harnessEnv: otel,
+    stateEnv: otel,
+  });
+  cleanups.push(() => stack.stop());
+  dirs.push(stack.dir);
+  const on: Client = { stack, token: await stack.mintToken(OWNER), agent: off.agent };
+  const onUid = await stack.createConversation('bench-traced', { owner: OWNER }, 120_000);
+  const offUid = await off.stack.createConversation('bench-untraced', { owner: OWNER }, 120_000);
+  for (let i = 0; i < sizes.warmup; i++) {
+    await post(on, onUid, `warm-up ${i}`, `tr-w-${i}`);
+    await post(off, offUid, `warm-up ${i}`, `un-w-${i}`);
+  }
+  const onSamples: number[] = [];
+  const offSamples: number[] = [];
+  for (let i = 0; i < sizes.turns; i++) {
+    for (const [client, uid, samples, key] of [
+      [on, onUid, onSamples, 'tr'],
+      [off, offUid, offSamples, 'un'],
+    ] as const) {
+      const started = hrMs();
+      await post(client, uid, `bench turn ${i}`, `${key}-${i}`);
+      samples.push(hrMs() - started);
+    }
+  }
+  return {
+    turns: sizes.turns,
+    onP50: quantile(onSamples, 0.5),
+    offP50: quantile(offSamples, 0.5),
+    onP99: quantile(onSamples, 0.99),
+    offP99: quantile(offSamples, 0.99),
+    exports,
+  };
 }
 
 async function latencyPhase(client: Client, uid: string, sizes: Sizes): Promise<LatencyResult> {
@@ -1117,6 +1193,14 @@ async function run(
     );
     console.log(
       `  Kubernetes API requests per turn: ${latency.kube}; control-plane reconcile passes per turn: ${latency.reconciles.toFixed(1)}`,
+    );
+
+    // Phase 1b.
+    progress(`tracing: a second stack exporting spans, ${sizes.turns} turns on each`);
+    const traced = await tracingPhase(cluster, messages, client, sizes, cleanups, dirs);
+    const overhead = (traced.onP50 / traced.offP50 - 1) * 100;
+    console.log(
+      `tracing on (OTLP/HTTP to an in-process endpoint that discards, every span sampled) against off, ${traced.turns} turns each, alternating: p50 on ${ms(traced.onP50)}, off ${ms(traced.offP50)}, overhead ${overhead.toFixed(1)}% (aim < 5%) ${verdict(overhead < 5)}; p99 on ${ms(traced.onP99)}, off ${ms(traced.offP99)}; ${traced.exports} export requests`,
     );
 
     // Phase 2.

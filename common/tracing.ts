@@ -93,17 +93,17 @@ export async function startTracing(service: string): Promise<Tracing | undefined
   };
 }
 
-/** The active span's ids for a log line, or nothing when there is no valid span. */
+/**
+ * The active span's ids for a log line, or nothing when there is no valid span. A new
+ * object every time: pino merges the line's own fields into what a mixin returns.
+ */
 export function traceLogFields(): { trace_id?: string; span_id?: string } {
-  if (!active) return NO_FIELDS;
+  if (!active) return {};
   const span = trace.getActiveSpan();
-  if (span === undefined) return NO_FIELDS;
+  if (span === undefined) return {};
   const { traceId, spanId } = span.spanContext();
-  return trace.isSpanContextValid(span.spanContext())
-    ? { trace_id: traceId, span_id: spanId }
-    : NO_FIELDS;
+  return trace.isSpanContextValid(span.spanContext()) ? { trace_id: traceId, span_id: spanId } : {};
 }
-const NO_FIELDS = Object.freeze({});
 
 /**
  * Marks `span` failed: status ERROR with the error's message, `error.type` (the AppError
