@@ -596,10 +596,12 @@ async function tracingPhase(
   const onSamples: number[] = [];
   const offSamples: number[] = [];
   for (let i = 0; i < sizes.turns; i++) {
-    for (const [client, uid, samples, key] of [
+    const pair = [
       [on, onUid, onSamples, 'tr'],
       [off, offUid, offSamples, 'un'],
-    ] as const) {
+    ] as const;
+    // Each goes first every other turn: the second of a pair can find the machine busier.
+    for (const [client, uid, samples, key] of i % 2 === 0 ? pair : [...pair].reverse()) {
       const started = hrMs();
       await post(client, uid, `bench turn ${i}`, `${key}-${i}`);
       samples.push(hrMs() - started);
