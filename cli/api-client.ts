@@ -256,7 +256,7 @@ export class ApiClient {
   async answerApproval(
     conversationId: string,
     requestId: string,
-    answer: { readonly decision: 'approve' | 'deny'; readonly comment?: string },
+    answer: { readonly decision: 'approve' | 'deny' | 'cancel'; readonly comment?: string },
     signal?: AbortSignal,
   ): Promise<Parsed<TurnReply>> {
     const response = await this.request(
@@ -268,17 +268,20 @@ export class ApiClient {
     return this.parse(response, turnReplySchema, 'TurnReply');
   }
 
-  /** Answers the agent's question; the answer is the turn's next settled state. */
+  /**
+   * Answers the agent's question (or, with `{cancel: true}`, an admin cancels it); the
+   * answer is the turn's next settled state.
+   */
   async answerQuestion(
     conversationId: string,
     requestId: string,
-    answer: string,
+    answer: string | { readonly cancel: true; readonly comment?: string },
     signal?: AbortSignal,
   ): Promise<Parsed<TurnReply>> {
     const response = await this.request(
       'POST',
       `/v1/conversations/${encodeURIComponent(conversationId)}/questions/${encodeURIComponent(requestId)}`,
-      { answer },
+      typeof answer === 'string' ? { answer } : answer,
       signal,
     );
     return this.parse(response, turnReplySchema, 'TurnReply');

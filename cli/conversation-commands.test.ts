@@ -197,14 +197,21 @@ class FakeApi {
             't1',
             body.decision === 'deny'
               ? { reply: 'I did not run the calculator.' }
-              : { reply: 'The answer is 42.' },
+              : body.decision === 'cancel'
+                ? { reply: 'The approval r-approve-1 for calculator was cancelled by dev:admin.' }
+                : { reply: 'The answer is 42.' },
           ),
         );
       case 'questions':
         return this.json(
           response,
           200,
-          this.reply('t2', { reply: `Thanks, noted: ${String(body.answer)}` }),
+          this.reply('t2', {
+            reply:
+              body.cancel === true
+                ? 'The question q-1 was cancelled by dev:admin.'
+                : `Thanks, noted: ${String(body.answer)}`,
+          }),
         );
       case 'transcript':
         return this.json(response, 200, {
@@ -514,6 +521,31 @@ describe('approve and answer', () => {
     const run = await cli(['approve', CONV, 'r-approve-1', '--deny']);
     expect(run.stdout).toBe('Denied request r-approve-1.\nI did not run the calculator.\n');
     expect(api.requests[0]?.body).toEqual({ decision: 'deny' });
+  });
+
+  it('cancels with --cancel and a comment', async () => {
+    const run = await cli(['approve', CONV, 'r-approve-1', '--cancel', '--comment', 'stale']);
+    expect(run.stdout).toBe(
+      'Cancelled request r-approve-1.\nThe approval r-approve-1 for calculator was cancelled by dev:admin.\n',
+    );
+    expect(api.requests[0]?.body).toEqual({ decision: 'cancel', comment: 'stale' });
+  });
+
+  it('refuses --deny with --cancel before any request', async () => {
+    const run = await cli(['approve', CONV, 'r-approve-1', '--deny', '--cancel']);
+    expect(run.code).toBe(ExitCode.Usage);
+    expect(run.stderr).toContain('approve takes --deny or --cancel, not both');
+    expect(api.requests).toHaveLength(0);
+  });
+
+  it('cancels a question with answer --cancel, and refuses text with it', async () => {
+    const run = await cli(['answer', CONV, 'q-1', '--cancel', '--comment', 'wrong question']);
+    expect(run.stdout).toBe('The question q-1 was cancelled by dev:admin.\n');
+    expect(api.requests[0]?.body).toEqual({ cancel: true, comment: 'wrong question' });
+    const both = await cli(['answer', CONV, 'q-1', 'prod', '--cancel']);
+    expect(both.code).toBe(ExitCode.Usage);
+    expect(both.stderr).toContain('answer --cancel takes no answer text');
+    expect(api.requests).toHaveLength(1);
   });
 
   it('exits 3 naming an unknown request', async () => {

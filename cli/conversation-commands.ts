@@ -225,6 +225,7 @@ async function approve(
     ...apiOptions,
     ...formatOptions,
     deny: { type: 'boolean' },
+    cancel: { type: 'boolean' },
     comment: { type: 'string' },
   });
   const format = parseFormat(values);
@@ -232,11 +233,11 @@ async function approve(
   const conversationId = conversationIdOf(id, 'approve');
   const requestId = requestIdOf(request, 'approve');
   noExtra(extra, 'approve', 'a conversation id and a request id');
-  const comment = stringValue(values.comment);
-  if (comment !== undefined && (comment.length === 0 || [...comment].length > 4096)) {
-    throw new UsageError('--comment must be 1 to 4,096 characters');
+  const comment = commentOf(values.comment);
+  if (values.deny === true && values.cancel === true) {
+    throw new UsageError('approve takes --deny or --cancel, not both');
   }
-  const decision = values.deny === true ? 'deny' : 'approve';
+  const decision = values.cancel === true ? 'cancel' : values.deny === true ? 'deny' : 'approve';
   const api = connectApi(values, env);
   const answer = await api.client.answerApproval(
     conversationId,
@@ -247,7 +248,7 @@ async function approve(
   if (format === Format.Text) {
     await write(
       io.stdout,
-      `${decision === 'deny' ? 'Denied' : 'Approved'} request ${requestId}.\n`,
+      `${decision === 'cancel' ? 'Cancelled' : decision === 'deny' ? 'Denied' : 'Approved'} request ${requestId}.\n`,
     );
   }
   return printTurn(io, format, answer.value, answer.raw, {
@@ -257,15 +258,33 @@ async function approve(
 }
 
 async function answer(args: readonly string[], env: Env | undefined, io: CliIo): Promise<ExitCode> {
-  const { values, positionals } = parse(args, { ...apiOptions, ...formatOptions });
+  const { values, positionals } = parse(args, {
+    ...apiOptions,
+    ...formatOptions,
+    cancel: { type: 'boolean' },
+    comment: { type: 'string' },
+  });
   const format = parseFormat(values);
   const [id, request, ...words] = positionals;
   const conversationId = conversationIdOf(id, 'answer');
   const requestId = requestIdOf(request, 'answer');
   const text = words.join(' ');
-  if (text.trim() === '') throw new UsageError('answer needs the answer text after the request id');
+  const comment = commentOf(values.comment);
+  if (values.cancel === true && text !== '') {
+    throw new UsageError('answer --cancel takes no answer text; give a reason with --comment');
+  }
+  if (values.cancel !== true && comment !== undefined) {
+    throw new UsageError('--comment goes with answer --cancel; an answer is its own text');
+  }
+  if (values.cancel !== true && text.trim() === '') {
+    throw new UsageError('answer needs the answer text after the request id (or --cancel)');
+  }
   const api = connectApi(values, env);
-  const reply = await api.client.answerQuestion(conversationId, requestId, text, io.signal);
+  const body =
+    values.cancel === true
+      ? { cancel: true as const, ...(comment === undefined ? {} : { comment }) }
+      : text;
+  const reply = await api.client.answerQuestion(conversationId, requestId, body, io.signal);
   return printTurn(io, format, reply.value, reply.raw, {
     conversationId,
     extraFlags: api.extraFlags,
@@ -369,4 +388,13 @@ export type ConversationCommand = keyof typeof conversationCommands;
 /** True when `name` is one of {@link conversationCommands}. */
 export function isConversationCommand(name: string): name is ConversationCommand {
   return Object.hasOwn(conversationCommands, name);
+}
+
+/** `--comment`: 1 to 4,096 characters, or absent. */
+function commentOf(value: unknown): string | undefined {
+  const comment = stringValue(value);
+  if (comment !== undefined && (comment.length === 0 || [...comment].length > 4096)) {
+    throw new UsageError('--comment must be 1 to 4,096 characters');
+  }
+  return comment;
 }

@@ -210,6 +210,13 @@ export function summarizeEvent(event: StreamEvent): string {
       return `${oneLine(str(p, 'question'))} (request ${str(p, 'requestId')})`;
     case 'question_response':
       return `${str(p, 'answeredBy') || '?'}: ${oneLine(str(p, 'answer'))}`;
+    case 'request_cancelled':
+      return (
+        `request ${str(p, 'requestId')} cancelled by ${str(p, 'cancelledBy') || '?'}` +
+        (str(p, 'comment') === '' ? '' : `: ${excerpt(str(p, 'comment'))}`)
+      );
+    case 'approval_expired':
+      return `request ${str(p, 'requestId')} expired unanswered after ${num(p, 'ttlMs')} ms`;
     case 'handoff':
       return `to agent ${str(p, 'targetAgent')}: ${excerpt(str(p, 'reason'))}`;
     case 'turn_complete':

@@ -3,8 +3,14 @@
  * line, verifiable offline with docs/journal-format.md alone.
  *
  *   line 1   {"format":"polychrome-journal-export/v1","partition":"conv-…",
- *             "publicKeys":[{"keyId":"…","publicKey":"<base64, 32 bytes>"}]}
- *   then     {"position":0,"kind":"message_received","payload":"<base64>"}  per event
+ *             "publicKeys":[{"keyId":"…","publicKey":"<base64, 32 bytes>"}],
+ *             "checkpoint":{"head":N,"rootHex":"<64 hex>","keyId":"…"}}   (checkpoint optional)
+ *   then     {"position":0,"kind":"message_received","payload":"<base64>"}  per event, or
+ *            {"position":4,"excised":true,"leafHex":"<64 hex>"}            for an excised one
+ *
+ * The header's checkpoint is the state plane's own claim (its head and last signed root
+ * when the export began); checking against it proves nothing the roots do not. Check
+ * against one kept elsewhere (`journal verify --checkpoint`).
  *
  * The reader also takes the state store's own export (`JournalStore.export`), whose header
  * has no `publicKeys` and whose events carry `payloadHex` instead of `payload`.
@@ -19,22 +25,33 @@ export interface ExportPublicKey {
   readonly publicKey: Uint8Array;
 }
 
+/** A checkpoint: the head, the last signed root (over the first head − 1 entries), its key id. */
+export interface ExportCheckpoint {
+  readonly head: number;
+  readonly root: Uint8Array;
+  readonly keyId?: string;
+}
+
 /** The header line. */
 export interface ExportHeader {
   readonly format: typeof EXPORT_FORMAT;
   readonly partition: string;
   readonly publicKeys: readonly ExportPublicKey[];
+  /** What the state plane claimed when it exported; absent in older exports. */
+  readonly checkpoint?: ExportCheckpoint;
 }
 
-/** One event line. */
+/** One event line; an excised entry has `excisedLeaf` and an empty kind and payload. */
 export interface ExportEvent {
   readonly position: number;
   readonly kind: string;
   readonly payload: Uint8Array;
+  readonly excisedLeaf?: Uint8Array;
 }
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/u;
 const HEX = /^(?:[0-9a-f]{2})*$/u;
+const DIGEST_HEX = /^[0-9a-f]{64}$/u;
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -53,6 +70,7 @@ export function decodeBase64(text: string): Uint8Array | undefined {
 export function formatExportHeader(
   partition: string,
   publicKeys: readonly ExportPublicKey[],
+  checkpoint?: ExportCheckpoint,
 ): string {
   return `${JSON.stringify({
     format: EXPORT_FORMAT,
@@ -61,11 +79,27 @@ export function formatExportHeader(
       keyId: k.keyId,
       publicKey: Buffer.from(k.publicKey).toString('base64'),
     })),
+    ...(checkpoint === undefined
+      ? {}
+      : {
+          checkpoint: {
+            head: checkpoint.head,
+            rootHex: Buffer.from(checkpoint.root).toString('hex'),
+            ...(checkpoint.keyId === undefined ? {} : { keyId: checkpoint.keyId }),
+          },
+        }),
   })}\n`;
 }
 
 /** Serializes one event line (with its newline). */
 export function formatExportEvent(event: ExportEvent): string {
+  if (event.excisedLeaf !== undefined) {
+    return `${JSON.stringify({
+      position: event.position,
+      excised: true,
+      leafHex: Buffer.from(event.excisedLeaf).toString('hex'),
+    })}\n`;
+  }
   return `${JSON.stringify({
     position: event.position,
     kind: event.kind,
@@ -100,7 +134,52 @@ export function parseExportHeader(line: string): ExportHeader | string {
     }
     keys.push({ keyId: entry.keyId, publicKey });
   }
-  return { format: EXPORT_FORMAT, partition: value.partition, publicKeys: keys };
+  const header: ExportHeader = {
+    format: EXPORT_FORMAT,
+    partition: value.partition,
+    publicKeys: keys,
+  };
+  const claim = value.checkpoint;
+  if (claim === undefined || claim === null) return header;
+  if (
+    !isRecord(claim) ||
+    typeof claim.head !== 'number' ||
+    !Number.isSafeInteger(claim.head) ||
+    claim.head < 1 ||
+    typeof claim.rootHex !== 'string' ||
+    !DIGEST_HEX.test(claim.rootHex) ||
+    (claim.keyId !== undefined && typeof claim.keyId !== 'string')
+  ) {
+    return 'the header field checkpoint needs a head (1 or more), a rootHex of 64 hex digits and an optional keyId';
+  }
+  return {
+    ...header,
+    checkpoint: {
+      head: claim.head,
+      root: new Uint8Array(Buffer.from(claim.rootHex, 'hex')),
+      ...(typeof claim.keyId === 'string' ? { keyId: claim.keyId } : {}),
+    },
+  };
+}
+
+/**
+ * Parses a checkpoint given as `N:ROOTHEX[:KEYID]`: N the head (entries, as the
+ * Conversation's `status.journal.head` shows it), ROOTHEX the last signed root (64 hex
+ * digits, `status.journal.lastSignedRoot`), KEYID optional (`status.journal.keyId`). A
+ * string says what is wrong.
+ */
+export function parseCheckpoint(text: string): ExportCheckpoint | string {
+  const match = /^([0-9]{1,16}):([0-9a-fA-F]{64})(?::([0-9a-f]{32}))?$/u.exec(text.trim());
+  if (match === null) {
+    return 'expected N:ROOTHEX[:KEYID]: N the head (number of entries), ROOTHEX the last signed root (64 hex digits), KEYID optional (32 hex digits)';
+  }
+  const head = Number(match[1]);
+  if (!Number.isSafeInteger(head) || head < 1) return 'N, the head, must be 1 or more';
+  return {
+    head,
+    root: new Uint8Array(Buffer.from(match[2]!.toLowerCase(), 'hex')),
+    ...(match[3] === undefined ? {} : { keyId: match[3] }),
+  };
 }
 
 /**
@@ -117,6 +196,21 @@ export function parseExportEvent(line: string): ExportEvent | string {
   const { position, kind } = value;
   if (typeof position !== 'number' || !Number.isSafeInteger(position) || position < 0) {
     return 'no valid position';
+  }
+  if (value.excised !== undefined) {
+    if (
+      value.excised !== true ||
+      typeof value.leafHex !== 'string' ||
+      !DIGEST_HEX.test(value.leafHex)
+    ) {
+      return 'an excised entry needs "excised": true and a "leafHex" of 64 hex digits';
+    }
+    return {
+      position,
+      kind: '',
+      payload: new Uint8Array(0),
+      excisedLeaf: new Uint8Array(Buffer.from(value.leafHex, 'hex')),
+    };
   }
   if (typeof kind !== 'string') return 'no kind';
   let payload: Uint8Array | undefined;

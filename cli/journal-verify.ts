@@ -6,7 +6,7 @@ import { createNodeEd25519Verifier } from '../state/journal/node-ed25519';
 import { nodeSha256 } from '../state/journal/node-sha256';
 import { keyIdOf } from '../state/journal/signed-root';
 import { concludeJournalVerification, JournalReplayer } from '../state/journal/verify-journal';
-import { parseExportEvent, parseExportHeader } from './export-file';
+import { parseExportEvent, parseExportHeader, type ExportCheckpoint } from './export-file';
 
 /** Where the trusted keys came from: pinned on the command line, or the file's header. */
 export const KeyTrust = { Pinned: 'pinned', ExportHeader: 'export-header' } as const;
@@ -33,6 +33,12 @@ export interface OfflineVerification {
   readonly trust: KeyTrust;
   readonly trustedKeyIds: readonly string[];
   readonly failure: OfflineFailure | undefined;
+  /** Positions repair excised (checked by their kept leaf digests). */
+  readonly excised: readonly number[];
+  /** The checkpoint checked (`--checkpoint`), or null: then truncation goes unnoticed. */
+  readonly checkpoint: { readonly head: number; readonly rootHex: string } | null;
+  /** What the file's header claims (the state plane's own word), or null. */
+  readonly claimedCheckpoint: { readonly head: number; readonly rootHex: string } | null;
 }
 
 /**
@@ -49,6 +55,7 @@ export interface OfflineVerification {
 export async function verifyExportFile(
   path: string,
   pinnedKeys: readonly Uint8Array[],
+  checkpoint?: ExportCheckpoint,
 ): Promise<OfflineVerification> {
   const input = createReadStream(path);
   const opened = new Promise<void>((resolve, reject) => {
@@ -66,6 +73,7 @@ export async function verifyExportFile(
   const lines = createInterface({ input, crlfDelay: Infinity });
   let replayer: JournalReplayer | undefined;
   let partition = '';
+  let claimed: ExportCheckpoint | undefined;
   let trust: KeyTrust = KeyTrust.Pinned;
   let trusted: readonly Uint8Array[] = pinnedKeys;
   let expectedPosition = 0;
@@ -84,6 +92,7 @@ export async function verifyExportFile(
           );
         }
         partition = header.partition;
+        claimed = header.checkpoint;
         if (trusted.length === 0) {
           trust = KeyTrust.ExportHeader;
           trusted = header.publicKeys.map((k) => k.publicKey);
@@ -95,7 +104,14 @@ export async function verifyExportFile(
             { details: { file: path } },
           );
         }
-        replayer = new JournalReplayer({ hash: nodeSha256, trustedPublicKeys: trusted });
+        // Version-2 roots must name the header's partition: a file copied from another
+        // conversation fails at its first one.
+        replayer = new JournalReplayer({
+          hash: nodeSha256,
+          trustedPublicKeys: trusted,
+          partition,
+          ...(checkpoint === undefined ? {} : { checkpoint }),
+        });
         continue;
       }
       if (line.trim() === '') continue;
@@ -145,6 +161,9 @@ export async function verifyExportFile(
     unsealed: outcome.unsealed.count,
     trust,
     trustedKeyIds: trusted.map((k) => keyIdOf(nodeSha256, k)),
+    excised: outcome.excised,
+    checkpoint: checkpointJson(checkpoint),
+    claimedCheckpoint: checkpointJson(claimed),
     failure:
       failure === undefined
         ? undefined
@@ -156,4 +175,12 @@ export async function verifyExportFile(
             message: failure.message,
           },
   };
+}
+
+function checkpointJson(
+  checkpoint: ExportCheckpoint | undefined,
+): { head: number; rootHex: string } | null {
+  return checkpoint === undefined
+    ? null
+    : { head: checkpoint.head, rootHex: Buffer.from(checkpoint.root).toString('hex') };
 }

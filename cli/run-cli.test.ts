@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -266,5 +266,102 @@ describe('export file format', () => {
         }),
       ),
     ).toBe('header publicKeys[0] needs a keyId and a base64 publicKey');
+  });
+});
+
+describe('journal verify: truncation, transplant and excision', () => {
+  /** The store export as lines, with its header's checkpoint (head 9, root at 8). */
+  async function exportLines(): Promise<string[]> {
+    return (await readFile(storeExport, 'utf8')).trimEnd().split('\n');
+  }
+  async function checkpointArg(): Promise<string> {
+    const header = JSON.parse((await exportLines())[0]!) as {
+      checkpoint: { head: number; rootHex: string };
+    };
+    return `${String(header.checkpoint.head)}:${header.checkpoint.rootHex}`;
+  }
+  const pinned = (): string[] => ['--public-key', toHex(signer.publicKey)];
+
+  it('passes a journal cut after a batch without a checkpoint, saying none was checked, and fails it with one', async () => {
+    const all = await exportLines();
+    const file = join(dir, 'cut.jsonl');
+    // Keep the header and the first two batches (positions 0..5): every root still verifies.
+    await writeFile(file, all.slice(0, 7).join('\n') + '\n');
+    const without = await cli(['journal', 'verify', file, ...pinned()]);
+    expect(without.code).toBe(ExitCode.Ok);
+    expect(without.stdout).toContain('no checkpoint was checked');
+
+    const checkpoint = await checkpointArg();
+    const withCheckpoint = await cli([
+      'journal',
+      'verify',
+      file,
+      ...pinned(),
+      '--checkpoint',
+      checkpoint,
+      '--json',
+    ]);
+    expect(withCheckpoint.code).toBe(ExitCode.VerifyFailed);
+    const result = JSON.parse(withCheckpoint.stdout) as {
+      failure: { position: number; reason: string; message: string };
+    };
+    expect(result.failure).toMatchObject({ position: 6, reason: 'rolled_back' });
+    expect(result.failure.message).toMatch(/truncated or rolled back.*had 9 entries.*it has 6/su);
+
+    const whole = await cli([
+      'journal',
+      'verify',
+      storeExport,
+      ...pinned(),
+      '--checkpoint',
+      checkpoint,
+    ]);
+    expect(whole.code).toBe(ExitCode.Ok);
+    expect(whole.stdout).toContain('checkpoint: checked');
+  });
+
+  it('fails an export of one partition verified as another, naming both', async () => {
+    const all = await exportLines();
+    const header = JSON.parse(all[0]!) as Record<string, unknown>;
+    all[0] = JSON.stringify({ ...header, partition: 'conv-other' });
+    const file = join(dir, 'transplant.jsonl');
+    await writeFile(file, all.join('\n') + '\n');
+    const run = await cli(['journal', 'verify', file, ...pinned()]);
+    expect(run.code).toBe(ExitCode.VerifyFailed);
+    expect(run.stdout).toContain('FAILED at position 2 (wrong_partition)');
+    expect(run.stdout).toContain('"conv-cli"');
+    expect(run.stdout).toContain('"conv-other"');
+  });
+
+  it.each([['9'], ['9:abc'], ['x:' + '0'.repeat(64)], ['0:' + '0'.repeat(64)]])(
+    'refuses --checkpoint %s with the format (exit 2)',
+    async (text) => {
+      const run = await cli(['journal', 'verify', storeExport, '--checkpoint', text]);
+      expect(run.code).toBe(ExitCode.Usage);
+      expect(run.stderr).toContain('--checkpoint');
+      expect(run.stderr).toMatch(/N:ROOTHEX|N, the head/u);
+    },
+  );
+
+  it('verifies an export with an excised entry and lists it', async () => {
+    const store = new JournalStore({ location: join(dir, 'db-excised'), signer });
+    await store.open();
+    await store.append('conv-x', 0, [
+      { kind: EventKind.MessageReceived, payload: new Uint8Array(0) },
+      { kind: EventKind.ToolResult, payload: Uint8Array.of(0xff) },
+    ]);
+    // Entry 1 (0xff is no ToolResult) is unreadable; repair excises it.
+    const repaired = await store.repair('conv-x', { actor: 'admin', reason: 'test' });
+    expect(repaired.excised.map((e) => e.position)).toEqual([1]);
+    let text = '';
+    for await (const chunk of store.export('conv-x')) text += Buffer.from(chunk).toString('utf8');
+    await store.close();
+    const file = join(dir, 'excised.jsonl');
+    await writeFile(file, text);
+    const run = await cli(['journal', 'verify', file, ...pinned(), '--json']);
+    expect(run.code).toBe(ExitCode.Ok);
+    expect(JSON.parse(run.stdout)).toMatchObject({ ok: true, excised: [1], checkpoint: null });
+    const textRun = await cli(['journal', 'verify', file, ...pinned()]);
+    expect(textRun.stdout).toContain('excised by repair (checked by their kept leaf digests): 1');
   });
 });

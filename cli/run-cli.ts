@@ -5,7 +5,7 @@ import { z } from 'zod';
 
 import { envInt, envOptionalString, envString, parseConfig, type Env } from '../common/config';
 import { isAppError } from '../common/errors';
-import { loadStateClientTls, StateClient } from '../common/state-client';
+import { loadStateClientTls, StateCallError, StateClient } from '../common/state-client';
 import { isPartitionName } from '../state/store/partition-name';
 import { ApiCallError } from './api-client';
 import {
@@ -20,7 +20,14 @@ import {
   type CliIo,
 } from './cli-support';
 import { conversationCommands, isConversationCommand } from './conversation-commands';
-import { formatExportEvent, formatExportHeader, type ExportPublicKey } from './export-file';
+import {
+  formatExportEvent,
+  formatExportHeader,
+  parseCheckpoint,
+  type ExportCheckpoint,
+  type ExportPublicKey,
+} from './export-file';
+import { formatReplayJson, formatReplayText, replayExportFile } from './journal-replay';
 import { verifyExportFile } from './journal-verify';
 
 export { ExitCode, type CliIo } from './cli-support';
@@ -42,11 +49,13 @@ Talk to a conversation (the control plane's public API; ID is the Conversation's
       after it; default: the whole journal. A dropped connection is resumed after the last
       event printed (Last-Event-ID), so no event is printed twice or skipped.
 
-  polychrome approve ID REQUEST-ID [--deny] [--comment C] [--format json|text] [api flags]
+  polychrome approve ID REQUEST-ID [--deny | --cancel] [--comment C] [--format json|text] [api flags]
       Approve (or deny) the call a paused turn waits for; print the turn's next state.
+      --cancel (admins only) ends the turn without running the call.
 
-  polychrome answer ID REQUEST-ID TEXT... [--format json|text] [api flags]
-      Answer the agent's question; print the turn's next state.
+  polychrome answer ID REQUEST-ID (TEXT... | --cancel [--comment C]) [--format json|text] [api flags]
+      Answer the agent's question; print the turn's next state. --cancel (admins only)
+      ends the turn without an answer.
 
   polychrome transcript ID [--format json|text] [api flags]
       Print the committed turns, oldest first.
@@ -57,17 +66,31 @@ api flags (or environment variables):
 
 Check a journal (the state plane):
 
-  polychrome state verify conv-<id> [--format json|text] [connection flags]
+  polychrome state verify conv-<id> [--checkpoint N:ROOTHEX] [--format json|text] [connection flags]
       Ask the state plane to replay the journal and check every root and signature.
       Exit 0 when every root verifies, 1 when one does not (the failing position is named).
 
   polychrome state export conv-<id> [-o FILE] [connection flags]
-      Write the journal as JSON lines: a header with the public keys, then one line per
-      event ({position, kind, payload (base64)}). Default: standard output.
+      Write the journal as JSON lines: a header with the public keys and the state plane's
+      checkpoint, then one line per event ({position, kind, payload (base64)}, or
+      {position, excised, leafHex} for an entry repair excised). Default: standard output.
 
-  polychrome journal verify FILE [--public-key KEY]... [--format json|text]
+  polychrome journal verify FILE [--public-key KEY]... [--checkpoint N:ROOTHEX] [--format json|text]
       Verify an export offline, with no server. KEY is the raw ed25519 public key, 64 hex
       digits or base64; without it the keys in the file's header are trusted.
+
+  --checkpoint N:ROOTHEX[:KEYID] catches a journal cut short or rolled back: N is the head
+      and ROOTHEX the last signed root as kept outside the journal (the Conversation's
+      status.journal.head and .lastSignedRoot; KEYID optional, .keyId). Without it, a
+      journal with its last batches cut off still verifies.
+
+  polychrome journal replay FILE [--public-key KEY]... [--approval-key KEY] [--format json|text]
+      Verify an export offline (as journal verify; a failing one is refused), then replay
+      every turn through the harness's turn machine from the journal alone, with no model
+      and no tool (docs/replay.md). Prints the reconstructed transcript and a verdict per
+      turn: ok, or the first divergence (turn, step, expected, found). --approval-key is
+      the control plane's approval public key (64 hex digits or base64), needed when the
+      journal holds approval answers. Exit 0 when every turn replays, 1 on a divergence.
 
 connection flags (or environment variables):
   --address HOST:PORT   POLYCHROME_STATE_ADDRESS   default localhost:7443
@@ -109,6 +132,29 @@ const connectionOptions = {
   'server-name': { type: 'string' },
   'timeout-ms': { type: 'string' },
 } as const;
+
+const checkpointOption = { checkpoint: { type: 'string' } } as const;
+
+function checkpointOf(values: Record<string, unknown>): ExportCheckpoint | undefined {
+  const text = stringValue(values.checkpoint);
+  if (text === undefined) return undefined;
+  const checkpoint = parseCheckpoint(text);
+  if (typeof checkpoint === 'string') {
+    throw new UsageError(`--checkpoint ${JSON.stringify(text.slice(0, 120))}: ${checkpoint}`);
+  }
+  return checkpoint;
+}
+
+function checkpointNote(checked: boolean, excised: readonly number[]): string {
+  return (
+    (excised.length === 0
+      ? ''
+      : `  excised by repair (checked by their kept leaf digests): ${excised.join(', ')}\n`) +
+    (checked
+      ? '  checkpoint: checked\n'
+      : '  no checkpoint was checked: a journal cut short would pass; pass --checkpoint N:ROOTHEX\n')
+  );
+}
 
 function onePartition(positionals: readonly string[], command: string): string {
   const [partition, ...extra] = positionals;
@@ -176,12 +222,17 @@ async function stateVerify(
   env: Env | undefined,
   io: CliIo,
 ): Promise<ExitCode> {
-  const { values, positionals } = parse(args, { ...connectionOptions, ...formatOptions });
+  const { values, positionals } = parse(args, {
+    ...connectionOptions,
+    ...formatOptions,
+    ...checkpointOption,
+  });
   const format = parseFormat(values);
   const partition = onePartition(positionals, 'state verify');
+  const checkpoint = checkpointOf(values);
   const client = await connect(values, env);
   try {
-    const result = await client.verify(partition);
+    const result = await client.verify(partition, checkpoint === undefined ? {} : { checkpoint });
     // Events no root covers cannot be verified; the state plane never acknowledges them.
     const ok = result.ok && result.unsealed === 0;
     if (format === Format.Json) {
@@ -194,6 +245,8 @@ async function stateVerify(
           signedRoots: result.signedRoots,
           unsealed: result.unsealed,
           failure: result.failure ?? null,
+          excised: result.excised,
+          checkpointChecked: result.checkpointChecked,
         })}\n`,
       );
     } else if (result.failure !== undefined) {
@@ -210,7 +263,8 @@ async function stateVerify(
     } else {
       await write(
         io.stdout,
-        `${partition}: OK: ${String(result.events)} events, ${String(result.signedRoots)} signed roots verified\n`,
+        `${partition}: OK: ${String(result.events)} events, ${String(result.signedRoots)} signed roots verified\n` +
+          checkpointNote(result.checkpointChecked, result.excised),
       );
     }
     return ok ? ExitCode.Ok : ExitCode.VerifyFailed;
@@ -230,6 +284,20 @@ async function stateExport(
   });
   const partition = onePartition(positionals, 'state export');
   const client = await connect(values, env);
+  // The state plane's own checkpoint, taken before the export starts, so the export holds
+  // at least it; a refused partition has none and still exports.
+  let checkpoint: ExportCheckpoint | undefined;
+  try {
+    const head = await client.head(partition);
+    if (head.signedRoot !== undefined) {
+      checkpoint = { head: head.head, root: head.signedRoot.root, keyId: head.signedRoot.keyId };
+    }
+  } catch (error) {
+    if (!(error instanceof StateCallError) || !error.fromServer) {
+      client.close();
+      throw error;
+    }
+  }
   const file = stringValue(values.output);
   const out =
     file === undefined || file === '-' ? io.stdout : createWriteStream(file, { flags: 'w' });
@@ -243,13 +311,21 @@ async function stateExport(
         continue;
       }
       if (!headerWritten) {
-        await write(out, formatExportHeader(partition, keys));
+        await write(out, formatExportHeader(partition, keys, checkpoint));
         headerWritten = true;
       }
-      await write(out, formatExportEvent(entry.event));
+      const { event } = entry;
+      await write(
+        out,
+        formatExportEvent(
+          event.excised === true && event.leafDigest !== undefined
+            ? { ...event, excisedLeaf: event.leafDigest }
+            : event,
+        ),
+      );
       events += 1;
     }
-    if (!headerWritten) await write(out, formatExportHeader(partition, keys));
+    if (!headerWritten) await write(out, formatExportHeader(partition, keys, checkpoint));
   } finally {
     client.close();
     if (out !== io.stdout) {
@@ -263,13 +339,13 @@ async function stateExport(
   return ExitCode.Ok;
 }
 
-function parsePublicKey(text: string): Uint8Array {
+function parsePublicKey(text: string, flag = '--public-key'): Uint8Array {
   const trimmed = text.trim();
   if (/^[0-9a-fA-F]{64}$/u.test(trimmed)) return new Uint8Array(Buffer.from(trimmed, 'hex'));
   const bytes = Buffer.from(trimmed, 'base64');
   if (bytes.length === 32 && bytes.toString('base64') === trimmed) return new Uint8Array(bytes);
   throw new UsageError(
-    `--public-key ${JSON.stringify(trimmed.slice(0, 80))} is not a raw ed25519 public key: ` +
+    `${flag} ${JSON.stringify(trimmed.slice(0, 80))} is not a raw ed25519 public key: ` +
       'give 64 hex digits or the base64 of 32 bytes',
   );
 }
@@ -277,6 +353,7 @@ function parsePublicKey(text: string): Uint8Array {
 async function journalVerify(args: readonly string[], io: CliIo): Promise<ExitCode> {
   const { values, positionals } = parse(args, {
     ...formatOptions,
+    ...checkpointOption,
     'public-key': { type: 'string', multiple: true },
   });
   const format = parseFormat(values);
@@ -287,8 +364,9 @@ async function journalVerify(args: readonly string[], io: CliIo): Promise<ExitCo
   const rawKeys = values['public-key'];
   const keys = (Array.isArray(rawKeys) ? rawKeys : [])
     .filter((k): k is string => typeof k === 'string')
-    .map(parsePublicKey);
-  const result = await verifyExportFile(file, keys);
+    .map((k) => parsePublicKey(k));
+  const checkpoint = checkpointOf(values);
+  const result = await verifyExportFile(file, keys, checkpoint);
   if (format === Format.Json) {
     await write(io.stdout, `${JSON.stringify({ ...result, failure: result.failure ?? null })}\n`);
   } else if (result.failure !== undefined) {
@@ -302,10 +380,37 @@ async function journalVerify(args: readonly string[], io: CliIo): Promise<ExitCo
       io.stdout,
       `${file} (${result.partition}): OK: ${String(result.events)} events, ${String(result.signedRoots)} signed roots ` +
         `verified against ${result.trust === 'pinned' ? 'the pinned key(s)' : "the file header's key(s) (pin one with --public-key)"} ` +
-        `${result.trustedKeyIds.join(', ')}\n`,
+        `${result.trustedKeyIds.join(', ')}\n` +
+        checkpointNote(result.checkpoint !== null, result.excised),
     );
   }
   return result.ok && result.unsealed === 0 ? ExitCode.Ok : ExitCode.VerifyFailed;
+}
+
+async function journalReplay(args: readonly string[], io: CliIo): Promise<ExitCode> {
+  const { values, positionals } = parse(args, {
+    ...formatOptions,
+    'public-key': { type: 'string', multiple: true },
+    'approval-key': { type: 'string' },
+  });
+  const format = parseFormat(values);
+  const [file, ...extra] = positionals;
+  if (file === undefined) throw new UsageError('journal replay needs an export FILE');
+  if (extra.length > 0)
+    throw new UsageError(`journal replay takes one FILE, got extra ${extra.join(' ')}`);
+  const rawKeys = values['public-key'];
+  const keys = (Array.isArray(rawKeys) ? rawKeys : [])
+    .filter((k): k is string => typeof k === 'string')
+    .map((k) => parsePublicKey(k));
+  const approvalText = stringValue(values['approval-key']);
+  const approvalKey =
+    approvalText === undefined ? undefined : parsePublicKey(approvalText, '--approval-key');
+  const report = await replayExportFile(file, keys, approvalKey);
+  await write(
+    io.stdout,
+    format === Format.Json ? formatReplayJson(report) : formatReplayText(report),
+  );
+  return report.replay.ok ? ExitCode.Ok : ExitCode.VerifyFailed;
 }
 
 /**
@@ -329,6 +434,7 @@ export async function runCli(args: readonly string[], io: CliIo, env?: Env): Pro
     if (group === 'state' && command === 'verify') return await stateVerify(rest, env, io);
     if (group === 'state' && command === 'export') return await stateExport(rest, env, io);
     if (group === 'journal' && command === 'verify') return await journalVerify(rest, io);
+    if (group === 'journal' && command === 'replay') return await journalReplay(rest, io);
     throw new UsageError(
       `unknown command ${JSON.stringify([group, command].filter((p) => p !== undefined).join(' '))}`,
     );

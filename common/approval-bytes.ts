@@ -77,7 +77,7 @@ export function approvalArgsSha256(argsJson: string): Uint8Array {
 
 /**
  * Key id of an ed25519 public key: the first 16 bytes of its SHA-256, lowercase hex (the
- * same rule as the journal's signing key, DESIGN.md "Integrity bytes").
+ * same rule as the journal's signing key, docs/design.md "Integrity bytes").
  */
 export function approvalKeyId(publicKey: Uint8Array): string {
   return Buffer.from(sha256(publicKey).subarray(0, 16)).toString('hex');

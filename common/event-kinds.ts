@@ -1,7 +1,7 @@
 import * as ev from '../proto/gen/polychrome/events/v1/events';
 
 /**
- * The journal's event kinds (DESIGN.md, "One turn, end to end") and the protobuf message
+ * The journal's event kinds (docs/design.md, "One turn, end to end") and the protobuf message
  * each payload decodes as. The kind string is part of the leaf digest: never rename one.
  */
 export const EventKind = {
@@ -15,6 +15,8 @@ export const EventKind = {
   ApprovalResponse: 'approval_response',
   QuestionRequest: 'question_request',
   QuestionResponse: 'question_response',
+  RequestCancelled: 'request_cancelled',
+  ApprovalExpired: 'approval_expired',
   Handoff: 'handoff',
   TurnComplete: 'turn_complete',
   TurnAmbiguous: 'turn_ambiguous',
@@ -26,6 +28,9 @@ export const EventKind = {
   ConversationReopened: 'conversation_reopened',
   KeyRotated: 'key_rotated',
   SignedRoot: 'signed_root',
+  AgentConfig: 'agent_config',
+  /** Written by the state plane's repair only (docs/journal-format.md, "Excision"). */
+  Excision: 'excision',
 } as const;
 export type EventKind = (typeof EventKind)[keyof typeof EventKind];
 
@@ -50,6 +55,8 @@ export interface EventPayloads {
   approval_response: ev.ApprovalResponse;
   question_request: ev.QuestionRequest;
   question_response: ev.QuestionResponse;
+  request_cancelled: ev.RequestCancelled;
+  approval_expired: ev.ApprovalExpired;
   handoff: ev.Handoff;
   turn_complete: ev.TurnComplete;
   turn_ambiguous: ev.TurnAmbiguous;
@@ -61,6 +68,8 @@ export interface EventPayloads {
   conversation_reopened: ev.ConversationReopened;
   key_rotated: ev.KeyRotated;
   signed_root: ev.SignedRoot;
+  agent_config: ev.AgentConfig;
+  excision: ev.Excision;
 }
 
 export const payloadCodecs: { readonly [K in EventKind]: PayloadCodec<EventPayloads[K]> } = {
@@ -74,6 +83,8 @@ export const payloadCodecs: { readonly [K in EventKind]: PayloadCodec<EventPaylo
   approval_response: ev.ApprovalResponse,
   question_request: ev.QuestionRequest,
   question_response: ev.QuestionResponse,
+  request_cancelled: ev.RequestCancelled,
+  approval_expired: ev.ApprovalExpired,
   handoff: ev.Handoff,
   turn_complete: ev.TurnComplete,
   turn_ambiguous: ev.TurnAmbiguous,
@@ -85,6 +96,8 @@ export const payloadCodecs: { readonly [K in EventKind]: PayloadCodec<EventPaylo
   conversation_reopened: ev.ConversationReopened,
   key_rotated: ev.KeyRotated,
   signed_root: ev.SignedRoot,
+  agent_config: ev.AgentConfig,
+  excision: ev.Excision,
 };
 
 const kinds = new Set<string>(Object.values(EventKind));

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 
 /**
- * The side port every process serves (DESIGN.md, "Three planes"): `/healthz` answers 200
+ * The side port every process serves (docs/design.md, "Three planes"): `/healthz` answers 200
  * while the process runs, `/readyz` answers 200 only while the readiness callback says so
  * (Kubernetes stops routing to a process that is not ready), `/metrics` serves the
  * process's prom-client registry. Nothing else; no request body is read.

@@ -1,7 +1,7 @@
 import { AppError } from './errors';
 
 /**
- * The canonical identity rule (DESIGN.md, "Edges, personas, API"): `provider:external_id`
+ * The canonical identity rule (docs/design.md, "Edges, personas, API"): `provider:external_id`
  * or `provider:scope:external_id`. The provider is lower-case (`slack`, `github`, `email`);
  * scope and external id are any non-empty text without `:` or whitespace, so the split is
  * never ambiguous (an edge must escape a `:` inside an id, e.g. percent-encode it).

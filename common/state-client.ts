@@ -19,6 +19,7 @@ import {
   type JournalEvent as JournalEventProto,
   type ListPartitionsResponse,
   type ProofResponse,
+  type RepairResponse,
   type VerifyResponse,
 } from '../proto/gen/polychrome/state/v1/state';
 import {
@@ -286,13 +287,22 @@ export interface SignedRootInfo {
   readonly root: Uint8Array;
   readonly keyId: string;
   readonly signature: Uint8Array;
+  /** 2: the signature also binds `partition` (docs/journal-format.md); 1: it does not. */
+  readonly version: 1 | 2;
+  /** The partition a version-2 root was signed for; empty for version 1. */
+  readonly partition: string;
 }
 
-/** One committed journal event. */
+/**
+ * One committed journal event. An entry the state plane's repair excised has `excised`
+ * true, an empty kind and payload, and its kept `leafDigest`: readers skip it as a gap.
+ */
 export interface JournalEntry {
   readonly position: number;
   readonly kind: string;
   readonly payload: Uint8Array;
+  readonly excised?: boolean;
+  readonly leafDigest?: Uint8Array;
 }
 
 /** One event to append; the state plane assigns its position. */
@@ -342,6 +352,33 @@ export interface VerifyOutcome {
   /** Events after the last signed root (none in a healthy journal). */
   readonly unsealed: number;
   readonly failure: VerifyFailureInfo | undefined;
+  /** Positions repair excised; checked against their kept leaf digests. */
+  readonly excised: readonly number[];
+  /** True when a checkpoint was passed and checked. */
+  readonly checkpointChecked: boolean;
+}
+
+/**
+ * A checkpoint kept outside the journal (the Conversation's `status.journal`): the head
+ * then, and the last signed root (the root over the first `head − 1` entries).
+ */
+export interface JournalCheckpointInfo {
+  readonly head: number;
+  readonly root: Uint8Array;
+  readonly keyId?: string;
+}
+
+/** What a repair found and did (`excised` empty: nothing was unreadable). */
+export interface RepairOutcome {
+  readonly excised: readonly {
+    readonly position: number;
+    readonly leafDigest: Uint8Array;
+    readonly problem: string;
+  }[];
+  readonly dryRun: boolean;
+  readonly head: number;
+  readonly signedRoot: SignedRootInfo | undefined;
+  readonly message: string;
 }
 
 /** One item of an export: a public key (all come first) or an event. */
@@ -542,11 +579,20 @@ function signedRootFromProto(
     root: new Uint8Array(proto.root),
     keyId: proto.keyId,
     signature: new Uint8Array(proto.signature),
+    version: proto.version === 2 ? 2 : 1,
+    partition: proto.partition,
   };
 }
 
 function entryFromProto(proto: JournalEventProto): JournalEntry {
-  return { position: proto.position, kind: proto.kind, payload: new Uint8Array(proto.payload) };
+  const entry = {
+    position: proto.position,
+    kind: proto.kind,
+    payload: new Uint8Array(proto.payload),
+  };
+  return proto.excised
+    ? { ...entry, excised: true, leafDigest: new Uint8Array(proto.leafDigest) }
+    : entry;
 }
 
 function exportEntryFromProto(proto: ExportItemProto): ExportEntry | undefined {
@@ -753,18 +799,39 @@ export class StateClient implements StateJournal {
    *
    * @throws StateCallError as the server reports it (`not_found` for an unknown partition).
    */
-  async verify(partition: string, options: StateCallOptions = {}): Promise<VerifyOutcome> {
+  async verify(
+    partition: string,
+    options: StateCallOptions & { readonly checkpoint?: JournalCheckpointInfo } = {},
+  ): Promise<VerifyOutcome> {
+    const { checkpoint } = options;
     const response = await this.unary<VerifyResponse>(
       'Verify',
       options,
       (metadata, callOptions, done) =>
-        this.client.verify({ partition }, metadata, callOptions, done),
+        this.client.verify(
+          {
+            partition,
+            checkpoint:
+              checkpoint === undefined
+                ? undefined
+                : {
+                    head: checkpoint.head,
+                    root: Buffer.from(checkpoint.root),
+                    keyId: checkpoint.keyId ?? '',
+                  },
+          },
+          metadata,
+          callOptions,
+          done,
+        ),
     );
     return {
       ok: response.ok,
       events: response.events,
       signedRoots: response.signedRoots,
       unsealed: response.unsealed,
+      excised: response.excised,
+      checkpointChecked: response.checkpointChecked,
       failure:
         response.failure === undefined
           ? undefined
@@ -775,6 +842,57 @@ export class StateClient implements StateJournal {
               found: response.failure.found,
               message: response.failure.message,
             },
+    };
+  }
+
+  /**
+   * Has the state plane excise every unreadable entry of `partition` (writer role only):
+   * each is replaced by a marker keeping its leaf digest and recorded by a signed
+   * `excision` event naming `actor` and `reason`, in one atomic batch; with `dryRun`,
+   * reports what it would excise and writes nothing (docs/state-plane.md, "Repair").
+   *
+   * @throws JournalFencedError as for {@link StateClient.append}; StateCallError
+   *   `invalid_argument` (no actor or reason), `not_found`, `data_loss` (the damage is not
+   *   confined to entries: restore from a backup), `permission_denied` as the server
+   *   reports them.
+   */
+  async repair(
+    partition: string,
+    request: {
+      readonly actor: string;
+      readonly reason: string;
+      readonly dryRun?: boolean;
+      readonly fencingToken?: number;
+    },
+    options: StateCallOptions = {},
+  ): Promise<RepairOutcome> {
+    const response = await this.unary<RepairResponse>(
+      'Repair',
+      options,
+      (metadata, callOptions, done) =>
+        this.client.repair(
+          {
+            partition,
+            actor: request.actor,
+            reason: request.reason,
+            dryRun: request.dryRun ?? false,
+            fencingToken: request.fencingToken ?? 0,
+          },
+          metadata,
+          callOptions,
+          done,
+        ),
+    );
+    return {
+      excised: response.excised.map((e) => ({
+        position: e.position,
+        leafDigest: new Uint8Array(e.leafDigest),
+        problem: e.problem,
+      })),
+      dryRun: response.dryRun,
+      head: response.head,
+      signedRoot: signedRootFromProto(response.signedRoot, response.signedRootPosition),
+      message: response.message,
     };
   }
 

@@ -1,15 +1,20 @@
 /**
- * The deployment manifests under config/ against the code that runs in them: the control
- * plane's Deployment sets the environment operator/config.ts reads (its header table and
- * its loader), mounts the Secrets those paths name, probes the metrics port, runs
- * restricted; the harness NetworkPolicy selects the pods both sandbox backends make and
- * admits exactly the control plane's pods, and Prometheus on the metrics port. Parsing only; test/integration/config-manifests
- * sends the same files to a real API server.
+ * The deployment manifests under config/, as the real `kubectl kustomize` builds them,
+ * against the code that runs in them: the control plane's Deployment sets the environment
+ * operator/config.ts reads (its header table and its loader), mounts the Secrets those paths
+ * name, probes the metrics port, runs restricted; the harness NetworkPolicy selects the pods
+ * both sandbox backends make and admits exactly the control plane's pods, and Prometheus on
+ * the metrics port. The base's shape for Argo CD: one namespace set in one place, cluster-scoped
+ * objects in config/cluster only and in an earlier sync wave, every image settable with
+ * `images:`, the example Application. No API server; test/integration/config-manifests sends
+ * the same builds to a real one.
  */
-import { describe, expect, it } from '@jest/globals';
-import { readFileSync, readdirSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
-import { parse, parseAllDocuments } from 'yaml';
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join, relative } from 'node:path';
+import { parse, parseAllDocuments, stringify } from 'yaml';
 import { loadControlPlaneConfig } from '../operator/config';
 import type { Conversation } from '../operator/api/v1alpha1';
 import { validMinimalConversationSpec } from '../operator/api/v1alpha1';
@@ -21,7 +26,7 @@ import {
   PEER_PORT_NAME,
 } from '../operator/public-api/peer-endpoints';
 import { DEFAULT_HARNESS_IMAGE, desiredPod } from '../operator/controller/desired-pod';
-import { repoRoot } from './lib/paths';
+import { defaultBinDir, repoRoot } from './lib/paths';
 
 // ---- reading the manifests ------------------------------------------------------------
 
@@ -47,23 +52,40 @@ function readText(path: string): string {
   return readFileSync(join(repoRoot, path), 'utf8');
 }
 
-/** Every document of a YAML file under the repository. */
-function readDocs(path: string): Obj[] {
-  return parseAllDocuments(readText(path)).map((d, i) => obj(d.toJS(), `${path} #${i}`));
-}
-
 function readDoc(path: string): Obj {
   return obj(parse(readText(path)), path);
 }
 
-/** The one document of `kind` named `name` in `path`. */
-function find(path: string, kind: string, name: string): Obj {
-  const found = readDocs(path).filter(
-    (d) => d['kind'] === kind && obj(d['metadata'], 'metadata')['name'] === name,
-  );
-  if (found.length !== 1) throw new Error(`${path}: expected one ${kind} ${name}`);
+/** The objects `kubectl kustomize` (the kustomize built into the pinned kubectl) builds from `dir`. */
+function kustomize(dir: string): Obj[] {
+  const kubectl = join(defaultBinDir, 'kubectl');
+  if (!existsSync(kubectl)) throw new Error(`${kubectl} is missing: run 'make binaries'`);
+  const out = execFileSync(kubectl, ['kustomize', dir], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  return parseAllDocuments(out).map((d, i) => obj(d.toJS(), `${dir} #${i}`));
+}
+
+/** The build of a kustomization under config/. */
+function build(dir: string): Obj[] {
+  return kustomize(join(repoRoot, dir));
+}
+
+const metadataOf = (o: Obj): Obj => obj(o['metadata'], `${String(o['kind'])} metadata`);
+const keyOf = (o: Obj): string => `${String(o['kind'])}/${String(metadataOf(o)['name'])}`;
+
+/** The one object of `kind` named `name` among `objects` (a build, `what` naming it). */
+function find(objects: readonly Obj[], kind: string, name: string, what = 'config/default'): Obj {
+  const found = objects.filter((d) => d['kind'] === kind && metadataOf(d)['name'] === name);
+  if (found.length !== 1) throw new Error(`${what}: expected one ${kind} ${name}`);
   return found[0] as Obj;
 }
+
+/** The base, config/sandbox and config/monitoring, as kustomize builds them. */
+const base = build('config/default');
+const sandbox = build('config/sandbox');
+const monitoring = build('config/monitoring');
 
 interface EnvVar {
   name: string;
@@ -78,11 +100,7 @@ interface Container extends Obj {
   volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
 }
 
-const deployment = find(
-  'config/control-plane/deployment.yaml',
-  'Deployment',
-  'polychrome-control-plane',
-);
+const deployment = find(base, 'Deployment', 'polychrome-control-plane');
 const deploymentSpec = obj(deployment['spec'], 'Deployment spec');
 const podTemplate = obj(deploymentSpec['template'], 'Deployment pod template');
 const podLabels = obj(obj(podTemplate['metadata'], 'pod metadata')['labels'], 'pod labels');
@@ -91,14 +109,10 @@ const containers = objs(podSpec['containers'], 'containers') as Container[];
 const container = containers.find((c) => c.name === 'control-plane') as Container;
 const env = container.env ?? [];
 
-/** The namespace kustomize gives config/'s namespaced objects. */
-const baseNamespace = readDoc('config/kustomization.yaml')['namespace'];
+/** The namespace kustomize gives the base's namespaced objects, set in config/default only. */
+const baseNamespace = readDoc('config/default/kustomization.yaml')['namespace'];
 
-const sandboxTemplate = find(
-  'config/sandbox/sandbox-template.yaml',
-  'SandboxTemplate',
-  'polychrome-harness',
-);
+const sandboxTemplate = find(sandbox, 'SandboxTemplate', 'polychrome-harness', 'config/sandbox');
 const harnessPodTemplate = obj(
   obj(sandboxTemplate['spec'], 'SandboxTemplate spec')['podTemplate'],
   'SandboxTemplate podTemplate',
@@ -107,11 +121,7 @@ const harnessContainer = objs(
   obj(harnessPodTemplate['spec'], 'harness pod spec')['containers'],
   'harness containers',
 ).find((c) => c['name'] === 'harness') as Container;
-const networkPolicy = find(
-  'config/sandbox/network-policy.yaml',
-  'NetworkPolicy',
-  'polychrome-harness',
-);
+const networkPolicy = find(sandbox, 'NetworkPolicy', 'polychrome-harness', 'config/sandbox');
 const policySpec = obj(networkPolicy['spec'], 'NetworkPolicy spec');
 
 // ---- operator/config.ts's header table --------------------------------------------------
@@ -150,16 +160,28 @@ const table = configTable(configSource);
 const knownNames = new Set(table.flatMap((r) => r.names));
 const requiredNames = table.filter((r) => r.required).flatMap((r) => r.names);
 
-/** The environment the container gets, downward-API values filled in as a kubelet would. */
-function containerEnv(): Record<string, string> {
+/**
+ * The environment a container with `vars` gets in namespace `namespace`, as a kubelet gives
+ * it: downward-API values filled in, and `$(NAME)` in a value replaced by a variable defined
+ * earlier in the list (left as written otherwise; `$$` escapes).
+ */
+function containerEnv(
+  vars: readonly EnvVar[] = env,
+  namespace = String(baseNamespace),
+): Record<string, string> {
   const out: Record<string, string> = {};
   const fields: Record<string, string> = {
     'metadata.name': 'polychrome-control-plane-6d9f-abcde',
-    'metadata.namespace': String(baseNamespace),
+    'metadata.namespace': namespace,
     'status.podIP': '10.1.2.3',
   };
-  for (const v of env) {
-    if (v.value !== undefined) out[v.name] = v.value;
+  for (const v of vars) {
+    if (v.value !== undefined) {
+      out[v.name] = v.value.replace(
+        /\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)/gu,
+        (ref, name?: string) => (name === undefined ? '$' : (out[name] ?? ref)),
+      );
+    }
     const fieldPath = isObj(v.valueFrom?.['fieldRef']) ? v.valueFrom['fieldRef']['fieldPath'] : '';
     if (typeof fieldPath === 'string' && fields[fieldPath] !== undefined)
       out[v.name] = fields[fieldPath];
@@ -292,7 +314,7 @@ describe('config/control-plane Deployment', () => {
 
   it('dials the state Service on its gRPC port, in the namespace the base deploys to', () => {
     const config = loadControlPlaneConfig(containerEnv());
-    const service = find('config/state/services.yaml', 'Service', 'polychrome-state');
+    const service = find(base, 'Service', 'polychrome-state');
     const grpc = objs(obj(service['spec'], 'state Service spec')['ports'], 'ports').find(
       (p) => p['name'] === 'grpc',
     );
@@ -314,7 +336,7 @@ describe('config/control-plane Deployment', () => {
     ]);
     // The state plane's own Secret carries the same three keys (a kubernetes.io/tls Secret
     // plus ca.crt), so one issuer recipe serves both.
-    const state = find('config/state/stateful-set.yaml', 'StatefulSet', 'polychrome-state');
+    const state = find(base, 'StatefulSet', 'polychrome-state');
     const stateEnv = objs(
       objs(
         obj(obj(obj(state['spec'], 'spec')['template'], 'template')['spec'], 'spec')['containers'],
@@ -381,12 +403,8 @@ describe('config/control-plane Deployment', () => {
   it('runs as the ServiceAccount config/rbac binds, with its token mounted', () => {
     expect(podSpec['serviceAccountName']).toBe('polychrome-control-plane');
     expect(podSpec['automountServiceAccountToken']).toBe(true);
-    find('config/rbac/service-account.yaml', 'ServiceAccount', 'polychrome-control-plane');
-    const binding = find(
-      'config/rbac/role-binding.yaml',
-      'ClusterRoleBinding',
-      'polychrome-control-plane',
-    );
+    find(base, 'ServiceAccount', 'polychrome-control-plane');
+    const binding = find(base, 'ClusterRoleBinding', 'polychrome-control-plane');
     expect(binding['subjects']).toContainEqual({
       kind: 'ServiceAccount',
       name: podSpec['serviceAccountName'],
@@ -395,15 +413,11 @@ describe('config/control-plane Deployment', () => {
   });
 
   it('may list and watch pods in its own namespace, to find its peers, and nothing else there', () => {
-    const role = find('config/rbac/peer-role.yaml', 'Role', 'polychrome-control-plane-peers');
+    const role = find(base, 'Role', 'polychrome-control-plane-peers');
     expect(role['rules']).toEqual([
       { apiGroups: [''], resources: ['pods'], verbs: ['list', 'watch'] },
     ]);
-    const binding = find(
-      'config/rbac/peer-role.yaml',
-      'RoleBinding',
-      'polychrome-control-plane-peers',
-    );
+    const binding = find(base, 'RoleBinding', 'polychrome-control-plane-peers');
     expect(binding['roleRef']).toEqual({
       apiGroup: 'rbac.authorization.k8s.io',
       kind: 'Role',
@@ -454,22 +468,14 @@ describe('config/control-plane Deployment', () => {
     const perNode = spread.find((c) => c['topologyKey'] === 'kubernetes.io/hostname');
     expect(perNode).toMatchObject({ maxSkew: 1, whenUnsatisfiable: 'DoNotSchedule' });
     expect(selects(perNode?.['labelSelector'], podLabels)).toBe(true);
-    const pdb = find(
-      'config/control-plane/pod-disruption-budget.yaml',
-      'PodDisruptionBudget',
-      'polychrome-control-plane',
-    );
+    const pdb = find(base, 'PodDisruptionBudget', 'polychrome-control-plane');
     const pdbSpec = obj(pdb['spec'], 'PodDisruptionBudget spec');
     expect(pdbSpec['minAvailable']).toBe(1);
     expect(selects(pdbSpec['selector'], podLabels)).toBe(true);
   });
 
   it('is served by the Service: http-api on the API port, metrics on the metrics port, no peer port', () => {
-    const service = find(
-      'config/control-plane/service.yaml',
-      'Service',
-      'polychrome-control-plane',
-    );
+    const service = find(base, 'Service', 'polychrome-control-plane');
     const spec = obj(service['spec'], 'Service spec');
     expect(selects({ matchLabels: spec['selector'] }, podLabels)).toBe(true);
     const ports = objs(spec['ports'], 'Service ports').map((p) => ({
@@ -495,10 +501,9 @@ describe('images', () => {
       objs(
         obj(
           obj(
-            obj(
-              find('config/state/stateful-set.yaml', 'StatefulSet', 'polychrome-state')['spec'],
-              'StatefulSet spec',
-            )['template'],
+            obj(find(base, 'StatefulSet', 'polychrome-state')['spec'], 'StatefulSet spec')[
+              'template'
+            ],
             'StatefulSet template',
           )['spec'],
           'StatefulSet pod spec',
@@ -536,23 +541,503 @@ describe('images', () => {
 
 describe('kustomizations', () => {
   const resourcesOf = (path: string): unknown => readDoc(path)['resources'];
+  /** The manifests of a bundle: its YAML files but the kustomization and its transformer config. */
   const yamlFilesIn = (dir: string): string[] =>
     readdirSync(join(repoRoot, dir))
-      .filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml')
+      .filter(
+        (f) => f.endsWith('.yaml') && f !== 'kustomization.yaml' && f !== 'kustomizeconfig.yaml',
+      )
+      .sort();
+  const filesListed = (dir: string): string[] =>
+    (resourcesOf(`${dir}/kustomization.yaml`) as string[])
+      .filter((r) => r.endsWith('.yaml'))
       .sort();
 
-  it('the base includes config/control-plane, which lists every file in it', () => {
-    expect(resourcesOf('config/kustomization.yaml')).toContain('control-plane');
-    expect(
-      [...(resourcesOf('config/control-plane/kustomization.yaml') as string[])].sort(),
-    ).toEqual(yamlFilesIn('config/control-plane'));
+  it('config/default is the cluster bundle and the namespaced bundles, nothing else', () => {
+    expect(resourcesOf('config/default/kustomization.yaml')).toEqual([
+      '../cluster',
+      '../rbac',
+      '../state',
+      '../control-plane',
+    ]);
   });
 
-  it('config/sandbox lists every file in it, the NetworkPolicy included', () => {
-    expect([...(resourcesOf('config/sandbox/kustomization.yaml') as string[])].sort()).toEqual(
-      yamlFilesIn('config/sandbox'),
-    );
+  it.each([
+    'config/cluster',
+    'config/rbac',
+    'config/state',
+    'config/control-plane',
+    'config/sandbox',
+  ])('%s lists every manifest in it', (dir) => {
+    expect(filesListed(dir)).toEqual(yamlFilesIn(dir));
+  });
+
+  it('config/sandbox keeps its NetworkPolicy and no longer holds the RuntimeClass', () => {
     expect(resourcesOf('config/sandbox/kustomization.yaml')).toContain('network-policy.yaml');
+    expect(sandbox.map((o) => o['kind'])).not.toContain('RuntimeClass');
+    expect(find(base, 'RuntimeClass', 'gvisor')).toMatchObject({ handler: 'runsc' });
+  });
+});
+
+// ---- the base as Argo CD syncs it --------------------------------------------------------
+
+// Tests that build overlays wait for kubectl kustomize (seconds each on a loaded machine).
+
+const SYNC_WAVE = 'argocd.argoproj.io/sync-wave';
+
+/** An object's Argo CD sync wave (0 when it has none, as Argo CD reads it). */
+function waveOf(o: Obj): number {
+  const annotations = metadataOf(o)['annotations'];
+  const wave = isObj(annotations) ? annotations[SYNC_WAVE] : undefined;
+  return wave === undefined ? 0 : Number(wave);
+}
+
+const namespaceOf = (o: Obj): unknown => metadataOf(o)['namespace'];
+
+const overlayDirs: string[] = [];
+afterAll(() => {
+  for (const dir of overlayDirs) rmSync(dir, { recursive: true, force: true });
+});
+
+/**
+ * Builds an overlay in a fresh temporary directory: `kustomization` with `resources` naming
+ * directories of the repository (as `config/...`), made relative as kustomize requires.
+ */
+function buildOverlay(resources: readonly string[], kustomization: Obj): Obj[] {
+  const dir = mkdtempSync(join(tmpdir(), 'polychrome-overlay-'));
+  overlayDirs.push(dir);
+  writeFileSync(
+    join(dir, 'kustomization.yaml'),
+    stringify({
+      apiVersion: 'kustomize.config.k8s.io/v1beta1',
+      kind: 'Kustomization',
+      resources: resources.map((r) => relative(dir, join(repoRoot, r))),
+      ...kustomization,
+    }),
+  );
+  return kustomize(dir);
+}
+
+const containersOf = (workload: Obj): Container[] =>
+  objs(
+    obj(obj(obj(workload['spec'], 'spec')['template'], 'template')['spec'], 'pod spec')[
+      'containers'
+    ],
+    'containers',
+  ) as Container[];
+
+describe('config/default: one namespace, set in one place', () => {
+  it('puts every namespaced object in the namespace config/default sets', () => {
+    expect(baseNamespace).toBe('polychrome-system');
+    const namespaced = base.filter((o) => namespaceOf(o) !== undefined);
+    expect(namespaced.map(keyOf)).toEqual(
+      expect.arrayContaining([
+        'ServiceAccount/polychrome-control-plane',
+        'Role/polychrome-control-plane-peers',
+        'Deployment/polychrome-control-plane',
+        'StatefulSet/polychrome-state',
+      ]),
+    );
+    for (const o of namespaced) {
+      expect({ key: keyOf(o), namespace: namespaceOf(o) }).toEqual({
+        key: keyOf(o),
+        namespace: baseNamespace,
+      });
+    }
+    expect(find(base, 'Namespace', String(baseNamespace))).toMatchObject({
+      metadata: { labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } },
+    });
+  });
+
+  it('names no namespace but through `namespace:`: an overlay setting another moves everything', () => {
+    const moved = 'acme-polychrome';
+    const built = buildOverlay(['config/default'], { namespace: moved });
+    // Not in a resource, a binding's subject, an address or a selector.
+    expect(JSON.stringify(built)).not.toContain(String(baseNamespace));
+    expect(built.map(keyOf).sort()).toEqual(
+      base
+        .map(keyOf)
+        .map((k) => (k === `Namespace/${String(baseNamespace)}` ? `Namespace/${moved}` : k))
+        .sort(),
+    );
+    for (const o of built.filter((b) => namespaceOf(b) !== undefined)) {
+      expect({ key: keyOf(o), namespace: namespaceOf(o) }).toEqual({
+        key: keyOf(o),
+        namespace: moved,
+      });
+    }
+    const subject = { kind: 'ServiceAccount', name: 'polychrome-control-plane', namespace: moved };
+    expect(find(built, 'ClusterRoleBinding', 'polychrome-control-plane')['subjects']).toEqual([
+      subject,
+    ]);
+    expect(find(built, 'RoleBinding', 'polychrome-control-plane-peers')['subjects']).toEqual([
+      subject,
+    ]);
+    // The control plane dials the state plane and looks for its peers in its own namespace.
+    const movedEnv = containersOf(find(built, 'Deployment', 'polychrome-control-plane'))[0]?.env;
+    const config = loadControlPlaneConfig(containerEnv(movedEnv, moved));
+    expect(config.state.address).toBe(`polychrome-state.${moved}.svc:7443`);
+    expect(config.peer.namespace).toBe(moved);
+  }, 60_000);
+
+  it('keeps cluster-scoped objects in config/cluster and out of every namespaced bundle', () => {
+    // kustomize gives a namespace to every kind it does not know to be cluster-scoped; the
+    // integration test checks the same split against a real API server's discovery.
+    const clusterScoped = base.filter((o) => namespaceOf(o) === undefined).map(keyOf);
+    expect(clusterScoped.sort()).toEqual(
+      [
+        `Namespace/${String(baseNamespace)}`,
+        'CustomResourceDefinition/conversations.polychrome.dev',
+        'ClusterRole/polychrome-control-plane',
+        'ClusterRoleBinding/polychrome-control-plane',
+        'RuntimeClass/gvisor',
+      ].sort(),
+    );
+    expect(build('config/cluster').map(keyOf).sort()).toEqual(clusterScoped.sort());
+    for (const dir of ['config/rbac', 'config/state', 'config/control-plane', 'config/sandbox']) {
+      const built = buildOverlay([dir], { namespace: 'probe' });
+      expect(built.length).toBeGreaterThan(0);
+      for (const o of built) {
+        expect({ dir, key: keyOf(o), namespace: namespaceOf(o) }).toEqual({
+          dir,
+          key: keyOf(o),
+          namespace: 'probe',
+        });
+      }
+    }
+    // Only Polychrome's own CRD ships: agent-sandbox comes from its own release.
+    expect(base.filter((o) => o['kind'] === 'CustomResourceDefinition').map(keyOf)).toEqual([
+      'CustomResourceDefinition/conversations.polychrome.dev',
+    ]);
+  }, 60_000);
+});
+
+describe('config/default: sync waves', () => {
+  it('puts the cluster-scoped objects (CRD, ClusterRole and binding) in a wave before every namespaced one', () => {
+    const cluster = base.filter((o) => namespaceOf(o) === undefined);
+    const namespaced = base.filter((o) => namespaceOf(o) !== undefined);
+    const lastCluster = Math.max(...cluster.map(waveOf));
+    const firstNamespaced = Math.min(...namespaced.map(waveOf));
+    expect(lastCluster).toBe(-1);
+    expect(firstNamespaced).toBe(0);
+    for (const kind of ['Deployment', 'StatefulSet']) {
+      for (const o of base.filter((b) => b['kind'] === kind)) {
+        expect({ key: keyOf(o), after: waveOf(o) > lastCluster }).toEqual({
+          key: keyOf(o),
+          after: true,
+        });
+      }
+    }
+    // Argo CD reads the wave as an integer string.
+    for (const o of cluster)
+      expect(metadataOf(o)['annotations']).toMatchObject({ [SYNC_WAVE]: '-1' });
+  });
+
+  it('puts every Conversation sample after the CRD', () => {
+    const crd = find(base, 'CustomResourceDefinition', 'conversations.polychrome.dev');
+    const samples = build('config/samples');
+    expect(samples.length).toBeGreaterThan(0);
+    for (const sample of samples) {
+      expect(sample['kind']).toBe('Conversation');
+      expect(waveOf(sample)).toBeGreaterThan(waveOf(crd));
+    }
+  }, 60_000);
+
+  it('never prunes or deletes with the Application the Namespace (the journal volume) or the CRD (every Conversation)', () => {
+    for (const key of [
+      `Namespace/${String(baseNamespace)}`,
+      'CustomResourceDefinition/conversations.polychrome.dev',
+    ]) {
+      const o = base.find((b) => keyOf(b) === key) as Obj;
+      const options = String(
+        obj(metadataOf(o)['annotations'], `${key} annotations`)['argocd.argoproj.io/sync-options'],
+      )
+        .split(',')
+        .map((x) => x.trim());
+      expect({ key, options }).toEqual({
+        key,
+        options: expect.arrayContaining(['Prune=false', 'Delete=false']),
+      });
+    }
+  });
+});
+
+describe('images: set with kustomize `images:` in an overlay', () => {
+  const digest = (c: string): string => `sha256:${c.repeat(64)}`;
+  const images = [
+    {
+      name: 'registry.invalid/polychrome/control-plane',
+      newName: 'ghcr.io/acme/polychrome-control-plane',
+      digest: digest('a'),
+    },
+    {
+      name: 'registry.invalid/polychrome/state',
+      newName: 'ghcr.io/acme/polychrome-state',
+      newTag: '1.2.3',
+    },
+    {
+      name: 'registry.invalid/polychrome/harness',
+      newName: 'ghcr.io/acme/polychrome-harness',
+      digest: digest('b'),
+    },
+  ];
+  const harness = `ghcr.io/acme/polychrome-harness@${digest('b')}`;
+  const built = buildOverlay(['config/default'], { namespace: 'acme-polychrome', images });
+  const builtSandbox = buildOverlay(['config/sandbox'], { namespace: 'team-a', images });
+
+  it('reaches the Deployment and the StatefulSet', () => {
+    expect(containersOf(find(built, 'Deployment', 'polychrome-control-plane'))[0]?.['image']).toBe(
+      `ghcr.io/acme/polychrome-control-plane@${digest('a')}`,
+    );
+    expect(containersOf(find(built, 'StatefulSet', 'polychrome-state'))[0]?.['image']).toBe(
+      'ghcr.io/acme/polychrome-state:1.2.3',
+    );
+  });
+
+  it("reaches the control plane's POLYCHROME_HARNESS_IMAGE (pod backend) and nothing else of its environment", () => {
+    const builtEnv =
+      containersOf(find(built, 'Deployment', 'polychrome-control-plane'))[0]?.env ?? [];
+    expect(loadControlPlaneConfig(containerEnv(builtEnv, 'acme-polychrome')).harnessImage).toBe(
+      harness,
+    );
+    const others = (vars: readonly EnvVar[]): EnvVar[] =>
+      vars.filter((v) => v.name !== 'POLYCHROME_HARNESS_IMAGE');
+    expect(others(builtEnv)).toEqual(others(env));
+    expect(others(builtEnv).length).toBe(env.length - 1);
+  });
+
+  it("reaches config/sandbox's SandboxTemplate (agent-sandbox backend), the same reference", () => {
+    const template = find(builtSandbox, 'SandboxTemplate', 'polychrome-harness', 'config/sandbox');
+    const podSpec = obj(
+      obj(obj(template['spec'], 'spec')['podTemplate'], 'podTemplate')['spec'],
+      'podTemplate spec',
+    );
+    expect(objs(podSpec['containers'], 'containers').map((c) => c['image'])).toEqual([harness]);
+  });
+
+  it('leaves no placeholder image anywhere', () => {
+    expect(JSON.stringify(built)).not.toContain('registry.invalid');
+    expect(JSON.stringify(builtSandbox)).not.toContain('registry.invalid');
+  });
+});
+
+// ---- config/argocd/application.yaml ------------------------------------------------------
+
+/**
+ * The fields Argo CD documents for an Application (argoproj.io/v1alpha1; its Application CRD
+ * and "Declarative Setup"), for the parts the example uses. A key outside these is a typo
+ * Argo CD's CRD would prune or refuse.
+ */
+const ARGOCD_FIELDS = {
+  spec: [
+    'project',
+    'source',
+    'sources',
+    'destination',
+    'syncPolicy',
+    'ignoreDifferences',
+    'info',
+    'revisionHistoryLimit',
+    'sourceHydrator',
+  ],
+  source: [
+    'repoURL',
+    'targetRevision',
+    'path',
+    'chart',
+    'ref',
+    'name',
+    'helm',
+    'kustomize',
+    'directory',
+    'plugin',
+  ],
+  kustomize: [
+    'namePrefix',
+    'nameSuffix',
+    'images',
+    'replicas',
+    'commonLabels',
+    'commonAnnotations',
+    'commonAnnotationsEnvsubst',
+    'forceCommonLabels',
+    'forceCommonAnnotations',
+    'labelWithoutSelector',
+    'labelIncludeTemplates',
+    'namespace',
+    'version',
+    'patches',
+    'components',
+    'ignoreMissingComponents',
+    'kubeVersion',
+    'apiVersions',
+  ],
+  destination: ['server', 'name', 'namespace'],
+  syncPolicy: ['automated', 'syncOptions', 'retry', 'managedNamespaceMetadata'],
+  automated: ['prune', 'selfHeal', 'allowEmpty', 'enabled'],
+  retry: ['limit', 'backoff', 'refresh'],
+  backoff: ['duration', 'factor', 'maxDuration'],
+  ignoreDifferences: [
+    'group',
+    'kind',
+    'name',
+    'namespace',
+    'jsonPointers',
+    'jqPathExpressions',
+    'managedFieldsManagers',
+  ],
+} as const;
+
+/** Argo CD's sync options (user guide, "Sync Options"), each as `Name=value`. */
+const ARGOCD_SYNC_OPTIONS: Record<string, readonly string[]> = {
+  Validate: ['true', 'false'],
+  CreateNamespace: ['true', 'false'],
+  PruneLast: ['true', 'false'],
+  ApplyOutOfSyncOnly: ['true', 'false'],
+  PrunePropagationPolicy: ['foreground', 'background', 'orphan'],
+  Replace: ['true', 'false'],
+  ServerSideApply: ['true', 'false'],
+  RespectIgnoreDifferences: ['true', 'false'],
+  FailOnSharedResource: ['true', 'false'],
+  SkipDryRunOnMissingResource: ['true', 'false'],
+  Prune: ['true', 'false', 'confirm'],
+  Delete: ['true', 'false', 'confirm'],
+};
+
+/** What is wrong with `app` as an Argo CD Application syncing a path of this repository. */
+function applicationProblems(app: Obj): string[] {
+  const problems: string[] = [];
+  const unknownKeys = (value: unknown, allowed: readonly string[], where: string): void => {
+    if (!isObj(value)) {
+      problems.push(`${where}: not an object`);
+      return;
+    }
+    for (const key of Object.keys(value)) {
+      if (!allowed.includes(key)) problems.push(`${where}.${key}: not an Application field`);
+    }
+  };
+  if (app['apiVersion'] !== 'argoproj.io/v1alpha1' || app['kind'] !== 'Application') {
+    problems.push('not an argoproj.io/v1alpha1 Application');
+  }
+  const metadata = isObj(app['metadata']) ? app['metadata'] : {};
+  if (typeof metadata['name'] !== 'string') problems.push('metadata.name: missing');
+  const spec = app['spec'];
+  unknownKeys(spec, ARGOCD_FIELDS.spec, 'spec');
+  if (!isObj(spec)) return problems;
+  if (typeof spec['project'] !== 'string') problems.push('spec.project: missing');
+  const source = spec['source'];
+  unknownKeys(source, ARGOCD_FIELDS.source, 'spec.source');
+  if (isObj(source)) {
+    if (typeof source['repoURL'] !== 'string') problems.push('spec.source.repoURL: missing');
+    const path = source['path'];
+    let isKustomization = false;
+    try {
+      isKustomization = typeof path === 'string' && isObj(readDoc(`${path}/kustomization.yaml`));
+    } catch {
+      isKustomization = false;
+    }
+    if (!isKustomization)
+      problems.push(`spec.source.path: ${String(path)} is no kustomization here`);
+    if (source['kustomize'] !== undefined) {
+      unknownKeys(source['kustomize'], ARGOCD_FIELDS.kustomize, 'spec.source.kustomize');
+    }
+  }
+  const destination = spec['destination'];
+  unknownKeys(destination, ARGOCD_FIELDS.destination, 'spec.destination');
+  if (
+    isObj(destination) &&
+    (destination['server'] === undefined) === (destination['name'] === undefined)
+  ) {
+    problems.push('spec.destination: set exactly one of server and name');
+  }
+  const syncPolicy = spec['syncPolicy'];
+  if (syncPolicy !== undefined) {
+    unknownKeys(syncPolicy, ARGOCD_FIELDS.syncPolicy, 'spec.syncPolicy');
+    if (isObj(syncPolicy)) {
+      if (syncPolicy['automated'] !== undefined) {
+        unknownKeys(syncPolicy['automated'], ARGOCD_FIELDS.automated, 'spec.syncPolicy.automated');
+      }
+      const options: unknown[] = Array.isArray(syncPolicy['syncOptions'])
+        ? syncPolicy['syncOptions']
+        : [];
+      for (const option of options) {
+        const [name, value] = String(option).split('=');
+        if (!(ARGOCD_SYNC_OPTIONS[name ?? '']?.includes(value ?? '') ?? false)) {
+          problems.push(`spec.syncPolicy.syncOptions: ${String(option)} is not a sync option`);
+        }
+      }
+      const retry = syncPolicy['retry'];
+      if (retry !== undefined) {
+        unknownKeys(retry, ARGOCD_FIELDS.retry, 'spec.syncPolicy.retry');
+        if (isObj(retry) && retry['backoff'] !== undefined) {
+          unknownKeys(retry['backoff'], ARGOCD_FIELDS.backoff, 'spec.syncPolicy.retry.backoff');
+        }
+      }
+    }
+  }
+  const ignored: unknown[] = Array.isArray(spec['ignoreDifferences'])
+    ? spec['ignoreDifferences']
+    : [];
+  ignored.forEach((entry, i) => {
+    unknownKeys(entry, ARGOCD_FIELDS.ignoreDifferences, `spec.ignoreDifferences[${i}]`);
+    if (isObj(entry) && typeof entry['kind'] !== 'string') {
+      problems.push(`spec.ignoreDifferences[${i}].kind: missing`);
+    }
+  });
+  return problems;
+}
+
+describe('config/argocd/application.yaml', () => {
+  const application = readDoc('config/argocd/application.yaml');
+  const spec = obj(application['spec'], 'Application spec');
+  const source = obj(spec['source'], 'Application source');
+
+  it('uses only fields Argo CD documents, with the sync options the base needs', () => {
+    expect(applicationProblems(application)).toEqual([]);
+    expect(source['path']).toBe('config/default');
+    expect(obj(spec['syncPolicy'], 'syncPolicy')['syncOptions']).toEqual(
+      expect.arrayContaining(['ServerSideApply=true', 'CreateNamespace=true']),
+    );
+    // The base's namespace, which the objects carry whatever this says.
+    expect(obj(spec['destination'], 'destination')['namespace']).toBe(baseNamespace);
+    // Deleting the Application must not cascade to the CRD and with it every Conversation.
+    expect(obj(application['metadata'], 'metadata')['finalizers'] ?? []).not.toContain(
+      'resources-finalizer.argocd.argoproj.io',
+    );
+  });
+
+  it('sets all three images by the names the manifests use', () => {
+    const entries = (obj(source['kustomize'], 'kustomize')['images'] as string[]).map(
+      (e) => e.split('=')[0],
+    );
+    const named = [
+      ...containersOf(deployment),
+      ...containersOf(find(base, 'StatefulSet', 'polychrome-state')),
+      harnessContainer,
+    ].map((c) => String(c['image']).split(':')[0]);
+    expect([...entries].sort()).toEqual([...named].sort());
+  });
+
+  it('finds what Argo CD would refuse or prune: unknown fields, bad options, a missing path', () => {
+    const broken = structuredClone(application);
+    const brokenSpec = obj(broken['spec'], 'spec');
+    obj(brokenSpec['syncPolicy'], 'syncPolicy')['syncOption'] = ['ServerSideApply=true'];
+    obj(brokenSpec['syncPolicy'], 'syncPolicy')['syncOptions'] = [
+      'ServerSideApply=yes',
+      'CreateNamespaces=true',
+    ];
+    obj(brokenSpec['source'], 'source')['path'] = 'config';
+    obj(brokenSpec['destination'], 'destination')['name'] = 'in-cluster';
+    brokenSpec['ignoreDifferences'] = [{ group: 'polychrome.dev', jsonPointer: ['/status'] }];
+    expect(applicationProblems(broken)).toEqual([
+      'spec.source.path: config is no kustomization here',
+      'spec.destination: set exactly one of server and name',
+      'spec.syncPolicy.syncOption: not an Application field',
+      'spec.syncPolicy.syncOptions: ServerSideApply=yes is not a sync option',
+      'spec.syncPolicy.syncOptions: CreateNamespaces=true is not a sync option',
+      'spec.ignoreDifferences[0].jsonPointer: not an Application field',
+      'spec.ignoreDifferences[0].kind: missing',
+    ]);
   });
 });
 
@@ -656,8 +1141,8 @@ describe('config/sandbox NetworkPolicy', () => {
 });
 
 describe('config/monitoring', () => {
-  const monitor = (path: string, kind: string, name: string): Obj =>
-    obj(find(`config/monitoring/${path}`, kind, name)['spec'], `${kind} ${name} spec`);
+  const monitor = (kind: string, name: string): Obj =>
+    obj(find(monitoring, kind, name, 'config/monitoring')['spec'], `${kind} ${name} spec`);
   /** The container port a Service port named `metrics` reaches in `c`. */
   const metricsTarget = (service: Obj, c: Container): number | undefined => {
     const port = objs(obj(service['spec'], 'Service spec')['ports'], 'ports').find(
@@ -665,7 +1150,7 @@ describe('config/monitoring', () => {
     );
     return port === undefined ? undefined : containerPort(c, port['targetPort'] ?? port['port']);
   };
-  const statefulSet = find('config/state/stateful-set.yaml', 'StatefulSet', 'polychrome-state');
+  const statefulSet = find(base, 'StatefulSet', 'polychrome-state');
   const stateTemplate = obj(obj(statefulSet['spec'], 'spec')['template'], 'template');
   const stateLabels = obj(obj(stateTemplate['metadata'], 'metadata')['labels'], 'labels');
   const stateContainer = objs(obj(stateTemplate['spec'], 'spec')['containers'], 'containers').find(
@@ -676,17 +1161,15 @@ describe('config/monitoring', () => {
     expect(
       [...(readDoc('config/monitoring/kustomization.yaml')['resources'] as string[])].sort(),
     ).toEqual(['pod-monitor.yaml', 'prometheus-rule.yaml', 'service-monitors.yaml']);
-    expect(readDoc('config/kustomization.yaml')['resources']).not.toContain('monitoring');
+    expect(readDoc('config/default/kustomization.yaml')['resources']).not.toContain(
+      '../monitoring',
+    );
     expect(readDoc('config/monitoring/kustomization.yaml')['namespace']).toBe(baseNamespace);
   });
 
   it('scrapes the control plane Service, whose metrics port reaches the container port named metrics', () => {
-    const spec = monitor('service-monitors.yaml', 'ServiceMonitor', 'polychrome-control-plane');
-    const service = find(
-      'config/control-plane/service.yaml',
-      'Service',
-      'polychrome-control-plane',
-    );
+    const spec = monitor('ServiceMonitor', 'polychrome-control-plane');
+    const service = find(base, 'Service', 'polychrome-control-plane');
     expect(selects(spec['selector'], obj(service['metadata'], 'metadata')['labels'] as Obj)).toBe(
       true,
     );
@@ -698,8 +1181,8 @@ describe('config/monitoring', () => {
   });
 
   it('scrapes the state plane Service (not the control plane), whose metrics port reaches the state container', () => {
-    const spec = monitor('service-monitors.yaml', 'ServiceMonitor', 'polychrome-state');
-    const service = find('config/state/services.yaml', 'Service', 'polychrome-state');
+    const spec = monitor('ServiceMonitor', 'polychrome-state');
+    const service = find(base, 'Service', 'polychrome-state');
     const serviceLabels = obj(service['metadata'], 'metadata')['labels'] as Obj;
     expect(selects(spec['selector'], serviceLabels)).toBe(true);
     expect(selects(obj(service['spec'], 'spec')['selector'], stateLabels)).toBe(true);
@@ -710,7 +1193,7 @@ describe('config/monitoring', () => {
   });
 
   it('scrapes harness pods of both backends in every namespace, on their port named metrics', () => {
-    const spec = monitor('pod-monitor.yaml', 'PodMonitor', 'polychrome-harness');
+    const spec = monitor('PodMonitor', 'polychrome-harness');
     const templateLabels = obj(
       obj(harnessPodTemplate['metadata'], 'podTemplate metadata')['labels'],
       'podTemplate labels',
@@ -740,7 +1223,7 @@ describe('config/monitoring', () => {
   });
 
   it('gives every alert a severity, a summary, a description and a runbook that docs/observability.md has', () => {
-    const spec = monitor('prometheus-rule.yaml', 'PrometheusRule', 'polychrome');
+    const spec = monitor('PrometheusRule', 'polychrome');
     const rules = objs(spec['groups'], 'groups').flatMap((g) => objs(g['rules'], 'rules'));
     const alerts = rules.filter((r) => typeof r['alert'] === 'string');
     expect(alerts.map((a) => a['alert'])).toEqual(

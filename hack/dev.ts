@@ -159,8 +159,8 @@ async function up(): Promise<void> {
     await save();
     await waitReady(state, stateHealth);
 
-    // The Polychrome base (namespace, CRD, RBAC), then the control plane's own identity.
-    kubectl(admin, ['apply', '--server-side', '-k', join(repoRoot, 'config')]);
+    // The Polychrome base (config/default: namespace, CRD, RBAC, RuntimeClass), then the control plane's own identity.
+    kubectl(admin, ['apply', '--server-side', '-k', join(repoRoot, 'config', 'default')]);
     const operatorKubeconfig = await cluster.mintUser(serviceAccountUser, [
       'system:serviceaccounts',
       'system:serviceaccounts:polychrome-system',

@@ -53,11 +53,7 @@ function reconciled(snapshot: ConversationSnapshot, outcome?: ActOutcome): Conve
 
 /** A turn status change as the turn coordinator writes it, a minute after `from`. */
 function turn(from: Conversation, change: TurnStatusChange): Conversation {
-  const generation = from.metadata.generation ?? 0;
-  return {
-    ...from,
-    status: applyTurnStatus(from.status, generation, change, undefined, at(MINUTE)),
-  };
+  return { ...from, status: applyTurnStatus(from, change, undefined, at(MINUTE)) };
 }
 
 /** The same object after a spec change the operator has not reconciled yet. */
@@ -128,6 +124,25 @@ export function conversationCases(): Record<string, Conversation> {
           ],
         }),
       }),
+    ),
+    'degraded-spec-field-unsupported': reconciled(
+      agentSnapshot(
+        conversation({
+          tools: {
+            builtin: ['calculator'],
+            requireApproval: ['calculator'],
+            mcpServers: [
+              { name: 'tickets', transport: 'http', url: 'https://tickets.example/mcp' },
+            ],
+          },
+        }),
+        {
+          template: {
+            envVarsInjectionPolicy: 'Disallowed',
+            podSpec: { containers: [{ name: 'harness' }] },
+          },
+        },
+      ),
     ),
     'degraded-runtime-class-missing': reconciled(podSnapshot(podConversation), {
       completed: [],

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import {
+  envBool,
   envEnum,
   envInt,
   envJson,
@@ -33,6 +34,7 @@ import { parseApprovalRules, type ApprovalRules } from './tools/approval-policy'
  * | `HARNESS_LOG_LEVEL` | debug, info, warn, error, silent | info |
  * | `HARNESS_SHUTDOWN_GRACE_MS` | how long SIGTERM lets a running turn finish | 20000 |
  * | `HARNESS_ACK_TIMEOUT_MS`, `HARNESS_TOOL_TIMEOUT_MS` | waits for a journal ack, a tool | 30000, 60000 |
+ * | `HARNESS_RECORD_AGENT_CONFIG` | record the agent configuration and each model request's digest for replay (docs/replay.md) | false (for now: see docs/replay.md, "Rollout") |
  */
 
 const mcpServerSchema = z.discriminatedUnion('transport', [
@@ -89,6 +91,7 @@ const schema = z
     HARNESS_MODEL: envOptionalString(),
     HARNESS_MODEL_SCRIPT: envOptionalString(),
     HARNESS_MAX_STEPS: envInt({ default: 8, min: 1, max: 100 }),
+    HARNESS_RECORD_AGENT_CONFIG: envBool(false),
     HARNESS_MCP_SERVERS: envJson(z.array(mcpServerSchema), []),
     HARNESS_REQUIRE_APPROVAL: envOptionalString().transform((text, ctx): ApprovalRules => {
       try {
@@ -172,6 +175,7 @@ const schema = z
     shutdownGraceMs: env.HARNESS_SHUTDOWN_GRACE_MS,
     ackTimeoutMs: env.HARNESS_ACK_TIMEOUT_MS,
     toolTimeoutMs: env.HARNESS_TOOL_TIMEOUT_MS,
+    recordAgentConfig: env.HARNESS_RECORD_AGENT_CONFIG,
   }));
 
 /** The parsed, frozen harness configuration. */

@@ -58,6 +58,7 @@ async function main(): Promise<number> {
     ...(mcp === undefined ? {} : { mcpTools: mcp }),
     ackTimeoutMs: config.ackTimeoutMs,
     toolTimeoutMs: config.toolTimeoutMs,
+    recordAgentConfig: config.recordAgentConfig,
     deps: {
       modelFor: await modelSource(config, logger),
       tools: createToolRouter(

@@ -31,7 +31,23 @@ describe('loadControlPlaneConfig', () => {
       newConversationSpec: {},
       sandboxWaitMs: 120_000,
       maxAttempts: 3,
+      approvalTtlMs: 24 * 3_600_000,
     });
+  });
+
+  it('reads the approval time to live as a duration and refuses anything else by name', () => {
+    const ttl = (value: string): number =>
+      loadControlPlaneConfig({ ...base, POLYCHROME_APPROVAL_TTL: value }).turns.approvalTtlMs;
+    expect(ttl('90m')).toBe(90 * 60_000);
+    expect(ttl('2d')).toBe(2 * 24 * 3_600_000);
+    expect(ttl('1500ms')).toBe(1_500);
+    for (const bad of ['24', '1.5h', '-1h', '500ms', '31d', 'soon']) {
+      expect(() => ttl(bad)).toThrow(
+        new RegExp(
+          `POLYCHROME_APPROVAL_TTL: must be a duration from 1s to 30d.*got "${bad.replace('.', '\\.')}"`,
+        ),
+      );
+    }
   });
 
   it('looks for its peers in its own namespace and takes the default agent as JSON', () => {
@@ -128,6 +144,25 @@ describe('loadControlPlaneConfig', () => {
       }),
     ).toThrow(
       /POLYCHROME_LEASE_REQUEST_TIMEOUT_MS: must be shorter than POLYCHROME_LEASE_DURATION_MS \(5000\), got 5000/,
+    );
+  });
+
+  it('leaves the Kubernetes door out unless both its certificate and key are set', () => {
+    expect(loadControlPlaneConfig(base).kubeApi).toBeUndefined();
+    const files = {
+      POLYCHROME_KUBE_API_CERT_FILE: '/kube-api/tls.crt',
+      POLYCHROME_KUBE_API_KEY_FILE: '/kube-api/tls.key',
+    };
+    expect(loadControlPlaneConfig({ ...base, ...files }).kubeApi).toEqual({
+      host: '0.0.0.0',
+      port: 8444,
+      certPath: '/kube-api/tls.crt',
+      keyPath: '/kube-api/tls.key',
+    });
+    expect(() =>
+      loadControlPlaneConfig({ ...base, POLYCHROME_KUBE_API_CERT_FILE: '/kube-api/tls.crt' }),
+    ).toThrow(
+      /POLYCHROME_KUBE_API_KEY_FILE: the Kubernetes door needs both its certificate and its key/,
     );
   });
 

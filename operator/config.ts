@@ -14,6 +14,37 @@ import {
 import { DEFAULT_HEALTH_PORT } from '../common/health-server';
 import { LogLevel } from '../common/log';
 import { DEFAULT_PEER_PORT } from './public-api/peer-hop';
+import { DEFAULT_KUBE_API_PORT } from './public-api/public-api-server';
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+const DURATION_UNITS_MS: Readonly<Record<string, number>> = {
+  ms: 1,
+  s: 1_000,
+  m: 60_000,
+  h: 3_600_000,
+  d: DAY_MS,
+};
+
+/** A duration such as `90m` or `24h` (one whole number and a unit), in milliseconds. */
+function envDuration(fallbackMs: number, range: { min: number; max: number }) {
+  return z
+    .string()
+    .optional()
+    .transform((raw, ctx): number => {
+      if (raw === undefined || raw.trim() === '') return fallbackMs;
+      const match = /^(\d{1,12})(ms|s|m|h|d)$/u.exec(raw.trim());
+      const ms =
+        match === null ? Number.NaN : Number(match[1]) * (DURATION_UNITS_MS[match[2] ?? ''] ?? 0);
+      if (!(ms >= range.min && ms <= range.max)) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `must be a duration from 1s to 30d, a whole number and a unit (ms, s, m, h or d) such as 90m or 24h, got ${JSON.stringify(raw)}`,
+        });
+        return z.NEVER;
+      }
+      return ms;
+    });
+}
 
 /**
  * The control plane's configuration, from the environment its Deployment sets:
@@ -37,6 +68,8 @@ import { DEFAULT_PEER_PORT } from './public-api/peer-hop';
  * | `POLYCHROME_SHUTDOWN_GRACE_MS` | how long SIGTERM waits for passes in progress | 20000 |
  * | `POLYCHROME_API_HOST` / `POLYCHROME_API_PORT` | the public API (HTTP + SSE) | 0.0.0.0, 8080 |
  * | `POLYCHROME_PEER_HOST` / `POLYCHROME_PEER_PORT` | the peer listener (mutual TLS, forwarded requests from other replicas only) | 0.0.0.0, 8443 |
+ * | `POLYCHROME_KUBE_API_CERT_FILE` / `POLYCHROME_KUBE_API_KEY_FILE` | serving certificate and key of the Kubernetes door (api.polychrome.dev, docs/kube-api.md); both or neither | unset: no Kubernetes door |
+ * | `POLYCHROME_KUBE_API_HOST` / `POLYCHROME_KUBE_API_PORT` | the Kubernetes door's listener | 0.0.0.0, 8444 |
  * | `POLYCHROME_HARNESS_TOKEN_FILE` | the bearer token harness pods accept | required |
  * | `POLYCHROME_APPROVAL_KEY_FILE` | ed25519 private key (PKCS#8 PEM) that signs approvals | required |
  * | `POLYCHROME_NEW_CONVERSATION_NAMESPACE` | where the API creates conversations | the watch namespace, else `default` |
@@ -44,7 +77,9 @@ import { DEFAULT_PEER_PORT } from './public-api/peer-hop';
  * | `POLYCHROME_TURN_SANDBOX_WAIT_MS` | how long a turn waits for its harness (e.g. after a reopen) | 120000 |
  * | `POLYCHROME_TURN_MAX_ATTEMPTS` | dispatches of one turn before it settles with the fallback reply | 3 |
  * | `POLYCHROME_MAX_STEPS` | the deployment's step budget per turn (0: the harness's own) | 0 |
+ * | `POLYCHROME_APPROVAL_TTL` | how long a pending approval waits before it expires and counts as denied: a whole number with a unit, `ms`, `s`, `m`, `h` or `d` (`90m`, `24h`), 1s to 30d | 24h |
  * | `POLYCHROME_TURN_STATUS_INTERVAL_MS` | least time between two turn-status writes of one conversation (changes meanwhile are merged) | 1000 |
+ * | `POLYCHROME_TURN_STATUS_DELAY_MS` | how long a turn's running mark waits on a Ready conversation, so a turn settled by then costs one status write | 250 |
  */
 const schema = z
   .object({
@@ -77,6 +112,10 @@ const schema = z
     POLYCHROME_API_PORT: envPort(8080),
     POLYCHROME_PEER_HOST: envString({ default: '0.0.0.0' }),
     POLYCHROME_PEER_PORT: envPort(DEFAULT_PEER_PORT),
+    POLYCHROME_KUBE_API_CERT_FILE: envOptionalString(),
+    POLYCHROME_KUBE_API_KEY_FILE: envOptionalString(),
+    POLYCHROME_KUBE_API_HOST: envString({ default: '0.0.0.0' }),
+    POLYCHROME_KUBE_API_PORT: envPort(DEFAULT_KUBE_API_PORT),
     POLYCHROME_HARNESS_TOKEN_FILE: envString(),
     POLYCHROME_APPROVAL_KEY_FILE: envString(),
     POLYCHROME_NEW_CONVERSATION_NAMESPACE: envOptionalString(),
@@ -85,8 +124,25 @@ const schema = z
     POLYCHROME_TURN_MAX_ATTEMPTS: envInt({ default: 3, min: 1, max: 100 }),
     POLYCHROME_MAX_STEPS: envInt({ default: 0, min: 0, max: 64 }),
     POLYCHROME_TURN_STATUS_INTERVAL_MS: envInt({ default: 1_000, min: 0, max: 60_000 }),
+    POLYCHROME_TURN_STATUS_DELAY_MS: envInt({ default: 250, min: 0, max: 60_000 }),
+    POLYCHROME_APPROVAL_TTL: envDuration(DAY_MS, { min: 1_000, max: 30 * DAY_MS }),
   })
   .superRefine((env, ctx) => {
+    if (
+      (env.POLYCHROME_KUBE_API_CERT_FILE === undefined) !==
+      (env.POLYCHROME_KUBE_API_KEY_FILE === undefined)
+    ) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [
+          env.POLYCHROME_KUBE_API_CERT_FILE === undefined
+            ? 'POLYCHROME_KUBE_API_CERT_FILE'
+            : 'POLYCHROME_KUBE_API_KEY_FILE',
+        ],
+        message:
+          'the Kubernetes door needs both its certificate and its key: set both, or neither to leave it out',
+      });
+    }
     if (env.POLYCHROME_LEASE_RENEW_MS >= env.POLYCHROME_LEASE_DURATION_MS) {
       ctx.addIssue({
         code: 'custom',
@@ -140,6 +196,15 @@ export interface ControlPlaneConfig {
     readonly port: number;
   };
   /** Forwarding between replicas (docs/api.md, "Between replicas"). */
+  /** The Kubernetes door (docs/kube-api.md); undefined: left out. */
+  readonly kubeApi:
+    | {
+        readonly host: string;
+        readonly port: number;
+        readonly certPath: string;
+        readonly keyPath: string;
+      }
+    | undefined;
   readonly peer: {
     readonly host: string;
     readonly port: number;
@@ -155,6 +220,9 @@ export interface ControlPlaneConfig {
     readonly maxAttempts: number;
     readonly maxSteps: number;
     readonly statusIntervalMs: number;
+    readonly statusDelayMs: number;
+    /** How long a pending approval waits before it expires (docs/turns.md, "Expiry"). */
+    readonly approvalTtlMs: number;
   };
 }
 
@@ -191,6 +259,15 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
     logLevel: c.POLYCHROME_LOG_LEVEL,
     shutdownGraceMs: c.POLYCHROME_SHUTDOWN_GRACE_MS,
     api: Object.freeze({ host: c.POLYCHROME_API_HOST, port: c.POLYCHROME_API_PORT }),
+    kubeApi:
+      c.POLYCHROME_KUBE_API_CERT_FILE === undefined || c.POLYCHROME_KUBE_API_KEY_FILE === undefined
+        ? undefined
+        : Object.freeze({
+            host: c.POLYCHROME_KUBE_API_HOST,
+            port: c.POLYCHROME_KUBE_API_PORT,
+            certPath: c.POLYCHROME_KUBE_API_CERT_FILE,
+            keyPath: c.POLYCHROME_KUBE_API_KEY_FILE,
+          }),
     peer: Object.freeze({
       host: c.POLYCHROME_PEER_HOST,
       port: c.POLYCHROME_PEER_PORT,
@@ -206,6 +283,8 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
       maxAttempts: c.POLYCHROME_TURN_MAX_ATTEMPTS,
       maxSteps: c.POLYCHROME_MAX_STEPS,
       statusIntervalMs: c.POLYCHROME_TURN_STATUS_INTERVAL_MS,
+      statusDelayMs: c.POLYCHROME_TURN_STATUS_DELAY_MS,
+      approvalTtlMs: c.POLYCHROME_APPROVAL_TTL,
     }),
   });
 }

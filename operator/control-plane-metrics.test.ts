@@ -2,9 +2,11 @@ import { describe, expect, it } from '@jest/globals';
 import { Registry } from 'prom-client';
 import {
   createControlPlaneMetrics,
+  KubeEventLabel,
   LeaseEventLabel,
   TurnOutcomeLabel,
 } from './control-plane-metrics';
+import { EventWriteResult } from './controller/event-recorder';
 import type { ConversationLeasesOptions } from './lease/conversation-leases';
 import type { TurnStatusChange } from './turns/turn-status';
 
@@ -47,6 +49,8 @@ describe('createControlPlaneMetrics', () => {
       ambiguous: 0,
       orphaned: 0,
     });
+    const kubeEvents = await series(registry, 'polychrome_kubernetes_events_total', 'result');
+    expect(Object.fromEntries(kubeEvents)).toEqual({ created: 0, series_updated: 0, failed: 0 });
   });
 
   it('counts on top of the zeroed series', async () => {
@@ -79,6 +83,8 @@ describe('createControlPlaneMetrics', () => {
     };
     expect(Object.values(LeaseEventLabel).sort()).toEqual(Object.keys(events).sort());
     expect(Object.values(TurnOutcomeLabel).sort()).toEqual(Object.keys(outcomes).sort());
+    // The Event recorder's results are the metric's labels.
+    expect(Object.values(KubeEventLabel).sort()).toEqual(Object.values(EventWriteResult).sort());
   });
 
   it('refuses a second registration on the same registry', () => {

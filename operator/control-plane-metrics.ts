@@ -20,6 +20,14 @@ export const TurnOutcomeLabel = {
 } as const;
 export type TurnOutcomeLabel = (typeof TurnOutcomeLabel)[keyof typeof TurnOutcomeLabel];
 
+/** Results of a Kubernetes Event write, as the controller's Event recorder reports them. */
+export const KubeEventLabel = {
+  Created: 'created',
+  SeriesUpdated: 'series_updated',
+  Failed: 'failed',
+} as const;
+export type KubeEventLabel = (typeof KubeEventLabel)[keyof typeof KubeEventLabel];
+
 /** The control plane's own metrics (the public API registers its own, `ApiMetrics`). */
 export interface ControlPlaneMetrics {
   readonly passes: Counter<'result'>;
@@ -29,13 +37,14 @@ export interface ControlPlaneMetrics {
   readonly turnSeconds: Histogram;
   readonly statusWrites: Counter<'result'>;
   readonly commitSeconds: Histogram;
+  readonly kubeEvents: Counter<'result'>;
 }
 
 /**
- * Registers the control plane's metrics on `registry`. Every lease event and turn outcome
- * is exported at 0 from the start: `increase()` over a series that appears at 1 sees no
- * increase, so without the zero the first quarantined turn or take-over after a restart
- * would not alert.
+ * Registers the control plane's metrics on `registry`. Every lease event, turn outcome and
+ * Event write result is exported at 0 from the start: `increase()` over a series that
+ * appears at 1 sees no increase, so without the zero the first quarantined turn or
+ * take-over after a restart would not alert.
  *
  * @throws Error from prom-client when `registry` already holds metrics of these names.
  */
@@ -55,7 +64,15 @@ export function createControlPlaneMetrics(registry: Registry): ControlPlaneMetri
     registers,
   });
   for (const outcome of Object.values(TurnOutcomeLabel)) turns.inc({ outcome }, 0);
+  const kubeEvents = new Counter({
+    name: 'polychrome_kubernetes_events_total',
+    help: 'Kubernetes Event writes about Conversations, by result (created, series_updated, failed).',
+    labelNames: ['result'],
+    registers,
+  });
+  for (const result of Object.values(KubeEventLabel)) kubeEvents.inc({ result }, 0);
   return {
+    kubeEvents,
     passes: new Counter({
       name: 'polychrome_reconcile_total',
       help: 'Reconcile passes by result.',

@@ -15,6 +15,8 @@ import { startTracing } from '../common/tracing';
 import { loadControlPlaneConfig } from './config';
 import { createControlPlaneMetrics } from './control-plane-metrics';
 import { ConversationController } from './controller/conversation-controller';
+import { KubeDoor } from './kube-api/kube-door';
+import { kubeDoorPorts } from './kube-api/kube-door-ports';
 import { ConversationLeases, leaseOwnership } from './lease/conversation-leases';
 import { stateJournalFollower } from './public-api/journal-follower';
 import { PeerEndpoints } from './public-api/peer-endpoints';
@@ -84,6 +86,10 @@ async function main(): Promise<void> {
       metrics.passes.inc({ result });
       metrics.passSeconds.observe(durationMs / 1000);
     },
+    events: {
+      reportingInstance: config.identity,
+      onWrite: (result) => metrics.kubeEvents.inc({ result }),
+    },
   });
   new Gauge({
     name: 'polychrome_conversations',
@@ -138,6 +144,8 @@ async function main(): Promise<void> {
     sandboxWaitMs: config.turns.sandboxWaitMs,
     maxAttempts: config.turns.maxAttempts,
     statusIntervalMs: config.turns.statusIntervalMs,
+    statusDelayMs: config.turns.statusDelayMs,
+    approvalTtlMs: config.turns.approvalTtlMs,
     ...(config.turns.maxSteps === 0 ? {} : { deploymentMaxSteps: config.turns.maxSteps }),
   });
   coordinator.observer = {
@@ -170,6 +178,23 @@ async function main(): Promise<void> {
       tls: peerTlsOf(stateTls),
       directory: peerEndpoints,
     },
+    ...(config.kubeApi === undefined
+      ? {}
+      : {
+          kube: {
+            host: config.kubeApi.host,
+            port: config.kubeApi.port,
+            cert: await readFile(config.kubeApi.certPath, 'utf8'),
+            key: await readFile(config.kubeApi.keyPath, 'utf8'),
+            door: new KubeDoor({
+              ports: kubeDoorPorts({
+                kubeConfig: kc,
+                cachedByName: (namespace, name) => controller.knownConversation(namespace, name),
+              }),
+              logger: componentLogger(log, LogComponent.Api),
+            }),
+          },
+        }),
   });
   const link = new StateLink(state, componentLogger(log, LogComponent.Journal));
   let started = false;

@@ -13,7 +13,7 @@ export interface StateLinkOptions {
 }
 
 /**
- * The control plane's link to the state plane (DESIGN.md: it connects over mTLS before it
+ * The control plane's link to the state plane (docs/design.md: it connects over mTLS before it
  * binds any listener, and is not ready while the link is down). The link is up after a
  * probe went all the way through: TLS handshake with our client certificate, the state
  * plane's authorization, and its open store (`Head` of an empty partition).

@@ -6,7 +6,7 @@ import { CompactMmr } from './journal/compact-mmr';
 import { LeafHasher } from './journal/leaf-digest';
 import { createNodeEd25519Signer, createNodeEd25519Verifier } from './journal/node-ed25519';
 import { nodeSha256 } from './journal/node-sha256';
-import { signedRootMessage, signRoot } from './journal/signed-root';
+import { signedRootMessage, signedRootPayload, signRoot } from './journal/signed-root';
 import {
   StreamingJournalVerifier,
   verifyJournal,
@@ -109,8 +109,7 @@ describe('streaming a replay to the pool', () => {
       add(
         EventKind.SignedRoot,
         encodePayload(EventKind.SignedRoot, {
-          ...fields,
-          root: Buffer.from(fields.root),
+          ...signedRootPayload(fields),
           signature,
         }),
       );

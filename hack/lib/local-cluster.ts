@@ -52,6 +52,9 @@ export interface ClusterState {
 const stateFile = (dir: string): string => join(dir, 'state.json');
 
 /** Where a cluster started with `audit: true` writes its audit log. */
+/** The common name of kube-apiserver's front-proxy client certificate (requestheader-allowed-names). */
+export const FRONT_PROXY_CLIENT_NAME = 'front-proxy-client';
+
 export const auditLogPath = (dir: string): string => join(dir, 'audit.log');
 
 /**
@@ -104,6 +107,20 @@ export class LocalCluster {
       usage: 'client',
     });
     const saKey = await createSigningKeyPair(pki, 'service-account');
+    // The aggregation layer: kube-apiserver proxies api.polychrome.dev to the control plane
+    // with a client certificate from its own front-proxy CA (not the client CA, or any
+    // client could claim to be the proxy) and the user in X-Remote-* headers. It publishes
+    // this CA and the header names in kube-system/extension-apiserver-authentication.
+    const frontProxyCa = await DevCertificateAuthority.create(
+      pki,
+      'front-proxy-ca',
+      'polychrome-local-front-proxy-ca',
+    );
+    const proxyClient = await frontProxyCa.issue({
+      name: 'front-proxy-client',
+      commonName: FRONT_PROXY_CLIENT_NAME,
+      usage: 'client',
+    });
 
     const [etcdPort, peerPort, apiPort] = await Promise.all([freePort(), freePort(), freePort()]);
     const etcdUrl = `http://127.0.0.1:${etcdPort}`;
@@ -176,6 +193,17 @@ export class LocalCluster {
         `--service-account-key-file=${saKey.publicKeyPath}`,
         `--service-account-signing-key-file=${saKey.keyPath}`,
         '--authorization-mode=RBAC',
+        `--requestheader-client-ca-file=${frontProxyCa.certPath}`,
+        `--requestheader-allowed-names=${FRONT_PROXY_CLIENT_NAME}`,
+        '--requestheader-username-headers=X-Remote-User',
+        '--requestheader-group-headers=X-Remote-Group',
+        '--requestheader-extra-headers-prefix=X-Remote-Extra-',
+        `--proxy-client-cert-file=${proxyClient.certPath}`,
+        `--proxy-client-key-file=${proxyClient.keyPath}`,
+        // No kubelet or kube-proxy here: an APIService's Service is an ExternalName on
+        // loopback (EndpointSlices refuse 127.0.0.0/8), so proxy to the Service, not to
+        // endpoints.
+        '--enable-aggregator-routing=false',
         '--disable-admission-plugins=ServiceAccount',
         '--service-cluster-ip-range=10.0.0.0/24',
         '--allow-privileged=true',

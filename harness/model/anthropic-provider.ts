@@ -19,6 +19,7 @@ import {
   StopReason,
   type Message,
   type ModelCallOptions,
+  type ModelParameters,
   type ModelProvider,
   type ModelRequest,
   type ModelResponse,
@@ -158,6 +159,7 @@ class ToolNames {
 export class AnthropicProvider implements ModelProvider {
   /** The model requests name. */
   readonly model: string;
+  readonly parameters: ModelParameters;
   /** For traces: `gen_ai.provider.name` and the requested model. */
   get genAi(): { readonly provider: string; readonly model: string } {
     return { provider: 'anthropic', model: this.model };
@@ -186,6 +188,7 @@ export class AnthropicProvider implements ModelProvider {
     this.apiKey = options.apiKey;
     this.model = options.model ?? DEFAULT_ANTHROPIC_MODEL;
     this.maxTokens = positiveInt('maxTokens', options.maxTokens ?? DEFAULTS.maxTokens);
+    this.parameters = { model: this.model, maxTokens: this.maxTokens };
     this.maxAttempts = positiveInt('maxAttempts', options.maxAttempts ?? DEFAULTS.maxAttempts);
     this.initialBackoffMs = options.initialBackoffMs ?? DEFAULTS.initialBackoffMs;
     this.maxBackoffMs = options.maxBackoffMs ?? DEFAULTS.maxBackoffMs;

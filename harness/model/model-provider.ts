@@ -83,6 +83,13 @@ export interface Usage {
   readonly outputTokens: number;
 }
 
+/** The model parameters a provider sends with every request (recorded in `agent_config`). */
+export interface ModelParameters {
+  /** The model id as the vendor names it. */
+  readonly model: string;
+  readonly maxTokens: number;
+}
+
 /** One request to the model. */
 export interface ModelRequest {
   readonly system?: string;
@@ -125,6 +132,11 @@ export interface ModelCallOptions {
  *   failures that retrying will not fix.
  */
 export interface ModelProvider {
+  /**
+   * What the adapter sends with every request besides the request itself. A turn is
+   * recorded for replay (docs/replay.md) only when its provider states them.
+   */
+  readonly parameters?: ModelParameters;
   complete(request: ModelRequest, options: ModelCallOptions): Promise<ModelResponse>;
   /**
    * For traces (GenAI conventions): the provider's name (`anthropic`) and the model it

@@ -72,6 +72,30 @@ describe('ScriptedProvider', () => {
     expect(model.callCount).toBe(2);
   });
 
+  it('plays after_script for every call past the last reply', async () => {
+    const model = ScriptedProvider.parse(
+      'replies: [{ text: one }]\nafter_script: { text: that was all }',
+      'short',
+    );
+    const texts: string[] = [];
+    for (let call = 0; call < 3; call++) {
+      const reply = await model.complete(request, live());
+      expect(reply.stopReason).toBe('end_turn');
+      texts.push(reply.content.map((b) => (b.type === 'text' ? b.text : b.type)).join());
+    }
+    expect(texts).toEqual(['one', 'that was all', 'that was all']);
+    expect(model.callCount).toBe(3);
+  });
+
+  it('takes only text for after_script (a tool call repeated for ever would only burn steps)', () => {
+    expect(() =>
+      ScriptedProvider.parse(
+        'replies: []\nafter_script: { content: [{ tool_use: { name: calculator } }] }',
+        'loop',
+      ),
+    ).toThrow(/model script loop does not fit the script format/);
+  });
+
   it('throws a scripted error with its code', async () => {
     const model = ScriptedProvider.parse(
       'replies: [{ error: { code: resource_exhausted, message: rate limited } }]',

@@ -7,6 +7,7 @@ import { AppError, ErrorCode } from '../../common/errors';
 import {
   StopReason,
   type ModelCallOptions,
+  type ModelParameters,
   type ModelProvider,
   type ModelRequest,
   type ModelResponse,
@@ -28,7 +29,12 @@ import {
  *     stop_reason: tool_use   # default: tool_use when there is a tool_use, else end_turn
  *     usage: { input_tokens: 12, output_tokens: 7 }
  *   - error: { code: unavailable, message: model overloaded }   # the call rejects
+ * after_script:               # optional: the reply to every call after the last one
+ *   text: That was the whole script.
  * ```
+ *
+ * Without `after_script`, a call past the last reply fails (a test script that runs out is a
+ * mistake in the test); the demo script sets one, so a demo keeps answering.
  *
  * A `tool_use` without an `id` gets `toolu_<call>_<block>`, so a script replays the same
  * ids every time.
@@ -73,6 +79,12 @@ const usageSchema = z.strictObject({
 const stopReasonSchema = z.enum(Object.values(StopReason));
 const errorCodeSchema = z.enum(Object.values(ErrorCode));
 
+const textReplySchema = z.strictObject({
+  text: z.string(),
+  stop_reason: stopReasonSchema.optional(),
+  usage: usageSchema.optional(),
+});
+
 const replySchema = byKey(
   'error',
   z.strictObject({ error: z.strictObject({ code: errorCodeSchema, message: z.string() }) }),
@@ -83,11 +95,7 @@ const replySchema = byKey(
       stop_reason: stopReasonSchema.optional(),
       usage: usageSchema.optional(),
     }),
-    z.strictObject({
-      text: z.string(),
-      stop_reason: stopReasonSchema.optional(),
-      usage: usageSchema.optional(),
-    }),
+    textReplySchema,
   ),
 );
 
@@ -95,6 +103,8 @@ const scriptSchema = z.strictObject({
   name: z.string().min(1).optional(),
   model: z.string().min(1).optional(),
   replies: z.array(replySchema),
+  // Text only: a tool call repeated for ever would only run a turn out of steps.
+  after_script: textReplySchema.optional(),
 });
 
 /** A parsed script. */
@@ -116,6 +126,8 @@ export class ScriptedProvider implements ModelProvider {
   }
   private readonly script: ModelScript;
   private readonly received: ModelRequest[] = [];
+  /** A script has no token limit: 0. */
+  readonly parameters: ModelParameters;
 
   /**
    * @param script replies in the order calls will consume them.
@@ -124,6 +136,7 @@ export class ScriptedProvider implements ModelProvider {
   constructor(script: ModelScript, name?: string) {
     this.script = script;
     this.name = name ?? script.name ?? 'inline';
+    this.parameters = { model: script.model ?? SCRIPTED_MODEL, maxTokens: 0 };
   }
 
   /**
@@ -190,8 +203,8 @@ export class ScriptedProvider implements ModelProvider {
    * Returns the next reply, streaming its text word by word through `onTextDelta`.
    *
    * @throws AppError `cancelled` when the signal aborts (checked between fragments);
-   *   `failed_precondition` when the script has no reply left; the scripted code for an
-   *   `error` reply.
+   *   `failed_precondition` when the script has no reply left and no `after_script`; the
+   *   scripted code for an `error` reply.
    */
   complete(request: ModelRequest, options: ModelCallOptions): Promise<ModelResponse> {
     try {
@@ -205,7 +218,7 @@ export class ScriptedProvider implements ModelProvider {
     this.throwIfAborted(options.signal);
     const callNumber = this.received.length + 1;
     this.received.push(request);
-    const reply = this.script.replies[callNumber - 1];
+    const reply = this.script.replies[callNumber - 1] ?? this.script.after_script;
     if (reply === undefined) {
       throw new AppError(
         'failed_precondition',

@@ -17,6 +17,7 @@ export function tracedModel(provider: ModelProvider, requested: string): ModelPr
   const name = model === '' ? 'chat' : `chat ${model}`;
   return {
     ...(provider.genAi === undefined ? {} : { genAi: provider.genAi }),
+    ...(provider.parameters === undefined ? {} : { parameters: provider.parameters }),
     complete: (request, options) =>
       inSpan(
         name,

@@ -94,6 +94,7 @@ export function observeStep(
       if (step.record.isError && !step.record.denied) metrics.toolErrors.inc();
       return;
     case 'tool_call':
+    case 'agent_config':
       return;
     default: {
       const never: never = step;

@@ -18,7 +18,8 @@ import {
   type TurnOutput,
 } from '../../proto/gen/polychrome/harness/v1/harness';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
-import { ScriptedProvider, type ScriptReply } from '../model/scripted-provider';
+import { SCRIPTED_MODEL, ScriptedProvider, type ScriptReply } from '../model/scripted-provider';
+import { decodeAgentConfig, hex } from '../turn/agent-config';
 import { REPO_ROOT } from '../../test/support/mcp-servers/everything-http';
 import { builtinToolRunner, builtinTools } from '../tools/builtin-tools';
 import { McpToolRunner, type McpServerConfig } from '../tools/mcp-tools';
@@ -230,7 +231,9 @@ class ControlPlaneCall {
       this.outputs.push(output);
       // As the control plane does: a step carried with the result gets no ack.
       if (output.output?.$case === 'step' && !output.output.value.commitWithResult) {
-        if (this.holdAcks) this.held.push(output.output.value.sequence);
+        // The configuration recorded first is acked at once: holding acks is about the turn's steps.
+        const config = output.output.value.step?.$case === 'agentConfig';
+        if (this.holdAcks && !config) this.held.push(output.output.value.sequence);
         else this.ack(output.output.value.sequence);
       }
       if (output.output?.$case === 'trustedToolCall') {
@@ -263,6 +266,12 @@ class ControlPlaneCall {
     }
   }
 
+  private outputsWithoutConfig(): TurnOutput[] {
+    return this.outputs.filter(
+      (o) => !(o.output?.$case === 'step' && o.output.value.step?.$case === 'agentConfig'),
+    );
+  }
+
   send(input: TurnInput): void {
     this.stream.write(input);
   }
@@ -278,12 +287,26 @@ class ControlPlaneCall {
     for (const sequence of this.held.splice(0)) this.ack(sequence);
   }
 
+  /** The turn's steps; the agent_config recorded first is left out (see {@link configSteps}). */
   steps(): Step[] {
-    return this.outputs.flatMap((o) => (o.output?.$case === 'step' ? [o.output.value] : []));
+    return this.outputs.flatMap((o) =>
+      o.output?.$case === 'step' && o.output.value.step?.$case !== 'agentConfig'
+        ? [o.output.value]
+        : [],
+    );
+  }
+
+  /** The agent_config steps sent (docs/replay.md). */
+  configSteps(): Step[] {
+    return this.outputs.flatMap((o) =>
+      o.output?.$case === 'step' && o.output.value.step?.$case === 'agentConfig'
+        ? [o.output.value]
+        : [],
+    );
   }
 
   labels(): string[] {
-    return this.outputs.map((o) => {
+    return this.outputsWithoutConfig().map((o) => {
       const out = o.output;
       switch (out?.$case) {
         case 'textDelta':
@@ -601,6 +624,33 @@ describe('HarnessServer over loopback gRPC', () => {
     expect(cp.labels().slice(-2)).toEqual(['step modelCall', 'result complete']);
   });
 
+  it('records its configuration first, with the provider parameters, and names it on the model call', async () => {
+    const { client } = await rig([{ text: 'hi' }, { text: 'hi again' }]);
+    const cp = new ControlPlaneCall(client, auth(), turnRequest());
+    expect(await cp.status).toMatchObject({ code: GrpcStatus.OK });
+    const [config] = cp.configSteps();
+    expect(cp.configSteps()).toHaveLength(1);
+    expect(config?.sequence).toBe(1);
+    const record = turnStepFromProto(config!);
+    if (record.kind !== 'agent_config') throw new Error('not an agent_config');
+    const decoded = decodeAgentConfig(record.record.configJson);
+    expect(decoded.config.model).toEqual({ model: SCRIPTED_MODEL, maxTokens: 0 });
+    expect(decoded.config.tools.map((t) => t.name)).toContain('send_email');
+    const call = turnStepFromProto(cp.steps()[0]!);
+    if (call.kind !== 'model_call') throw new Error('not a model_call');
+    expect(hex(call.record.configSha256 ?? new Uint8Array())).toBe(hex(record.record.sha256));
+    expect(call.record.requestSha256).toHaveLength(32);
+
+    // The control plane says the journal holds it: it is not recorded again.
+    const next = new ControlPlaneCall(
+      client,
+      auth(),
+      turnRequest({ recordedConfigSha256: hex(record.record.sha256) }, 't-2'),
+    );
+    expect(await next.status).toMatchObject({ code: GrpcStatus.OK });
+    expect(next.configSteps()).toEqual([]);
+  });
+
   it('fails the call with DEADLINE_EXCEEDED when an ack never comes', async () => {
     const { client, server } = await rig([calculatorReply, { text: 'slow journal' }], {
       ackTimeoutMs: 100,
@@ -613,7 +663,7 @@ describe('HarnessServer over loopback gRPC', () => {
       code: GrpcStatus.DEADLINE_EXCEEDED,
       errorCode: 'deadline_exceeded',
     });
-    expect(status.details).toContain('did not ack step 1 (model_call) in time');
+    expect(status.details).toContain('did not ack step 2 (model_call) in time');
     await eventually(() => server.currentTurn() === undefined, 'the turn slot to free');
   });
 

@@ -96,6 +96,11 @@ export interface HarnessServerOptions {
   readonly ackTimeoutMs?: number;
   /** @default 60000 */
   readonly toolTimeoutMs?: number;
+  /**
+   * Record the agent configuration and each model request's digest (docs/replay.md).
+   * @default true
+   */
+  readonly recordAgentConfig?: boolean;
 }
 
 /** The turn in progress. */
@@ -397,12 +402,16 @@ export class HarnessServer {
       },
       'turn started',
     );
+    const model = deps.modelFor(request.model);
     let outcome: TurnOutcome;
     try {
       outcome = await runTurn(
-        input,
+        // Recorded for replay when the provider states its parameters (docs/replay.md).
+        model.parameters === undefined || this.options.recordAgentConfig === false
+          ? input
+          : { ...input, model: model.parameters },
         {
-          model: tracedModel(deps.modelFor(request.model), request.model),
+          model: tracedModel(model, request.model),
           tools: tracedTools(deps.tools),
           trustedTools: tracedTools(turn.trustedTools),
           steps: turn.sink,

@@ -294,7 +294,7 @@ describe('turn codec rejects what proto3 cannot', () => {
     [
       'an empty recorded step',
       { ...start, recordedSteps: [{ sequence: 0, step: undefined, commitWithResult: false }] },
-      'start.recorded_steps[0]: step has no model_call, tool_call or tool_result',
+      'start.recorded_steps[0]: step has no model_call, tool_call, tool_result or agent_config',
     ],
     [
       'an answer without decision',
@@ -323,6 +323,8 @@ describe('turn codec rejects what proto3 cannot', () => {
       startedAtMs: 0,
       finishedAtMs: 0,
       closing: false,
+      configSha256: Buffer.alloc(0),
+      requestSha256: Buffer.alloc(0),
     });
     expect(record.stopReason).toBe('other');
     expect(record.usage).toEqual({ inputTokens: 0, outputTokens: 0 });

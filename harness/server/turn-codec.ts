@@ -4,6 +4,7 @@ import { AppError, isErrorCode } from '../../common/errors';
 import {
   ApprovalDecision,
   ToolEffect as ProtoToolEffect,
+  type AgentConfig,
   type ApprovalRequest,
   type ApprovalResponse,
   type ContentBlock as ProtoContentBlock,
@@ -32,6 +33,7 @@ import type { ToolCallRequest, ToolOutcome } from '../tools/tool-runner';
 import type { TextDelta, TurnOutcome } from '../turn/run-turn';
 import type { TurnInput } from '../turn/turn-machine';
 import type {
+  AgentConfigRecord,
   ApprovalAnswer,
   ApprovalRequestRecord,
   HandoffRecord,
@@ -226,6 +228,22 @@ export function modelCallToProto(record: ModelCallRecord): ModelCall {
     startedAtMs: record.startedAtMs,
     finishedAtMs: record.finishedAtMs,
     closing: record.closing,
+    configSha256: bytes(record.configSha256 ?? new Uint8Array()),
+    requestSha256: bytes(record.requestSha256 ?? new Uint8Array()),
+  };
+}
+
+/** An agent configuration record to proto `AgentConfig`. */
+export function agentConfigToProto(record: AgentConfigRecord): AgentConfig {
+  return { turnId: record.turnId, sha256: bytes(record.sha256), configJson: record.configJson };
+}
+
+/** Proto `AgentConfig` to a record (its digest is checked by whoever relies on it). */
+export function agentConfigFromProto(config: AgentConfig): AgentConfigRecord {
+  return {
+    turnId: config.turnId,
+    sha256: plainBytes(config.sha256),
+    configJson: config.configJson,
   };
 }
 
@@ -248,6 +266,9 @@ export function modelCallFromProto(call: ModelCall, field = 'model_call'): Model
     startedAtMs: call.startedAtMs,
     finishedAtMs: call.finishedAtMs,
     closing: call.closing,
+    // Empty in journals written before recording (docs/replay.md): unset.
+    ...(call.configSha256.length === 0 ? {} : { configSha256: plainBytes(call.configSha256) }),
+    ...(call.requestSha256.length === 0 ? {} : { requestSha256: plainBytes(call.requestSha256) }),
   };
 }
 
@@ -334,6 +355,12 @@ export function turnStepToProto(step: TurnStep, sequence: number): Step {
         step: { $case: 'toolResult', value: toolResultToProto(step.record) },
         commitWithResult,
       };
+    case 'agent_config':
+      return {
+        sequence,
+        step: { $case: 'agentConfig', value: agentConfigToProto(step.record) },
+        commitWithResult,
+      };
     default: {
       const never: never = step;
       return never;
@@ -355,8 +382,10 @@ export function turnStepFromProto(step: Step, field = 'step'): TurnStep {
       return { kind: 'tool_call', record: toolCallFromProto(value.value, `${field}.tool_call`) };
     case 'toolResult':
       return { kind: 'tool_result', record: toolResultFromProto(value.value) };
+    case 'agentConfig':
+      return { kind: 'agent_config', record: agentConfigFromProto(value.value) };
     default:
-      throw bad(field, 'step has no model_call, tool_call or tool_result');
+      throw bad(field, 'step has no model_call, tool_call, tool_result or agent_config');
   }
 }
 
@@ -364,7 +393,8 @@ export function turnStepFromProto(step: Step, field = 'step'): TurnStep {
 
 /** An approval request record to proto. */
 export function approvalRequestToProto(record: ApprovalRequestRecord): ApprovalRequest {
-  return { ...record, argsSha256: bytes(record.argsSha256) };
+  // The control plane stamps requested_at_ms with its own clock when it commits the request.
+  return { ...record, argsSha256: bytes(record.argsSha256), requestedAtMs: 0 };
 }
 
 /** Proto `ApprovalRequest` to a record. */
@@ -673,6 +703,7 @@ export function turnRequestToProto(request: TurnRequest): TurnStart {
     questionAnswers: input.questionAnswers.map(questionAnswerToProto),
     recordedSteps: input.recordedSteps.map((step) => turnStepToProto(step, 0)),
     requiredApprover: input.requiredApprover ?? '',
+    recordedConfigSha256: Buffer.from(input.recordedConfigSha256 ?? '', 'hex'),
   };
 }
 
@@ -743,6 +774,9 @@ export function turnRequestFromProto(
       ),
       questionAnswers: start.questionAnswers.map(questionAnswerFromProto),
       ...(start.requiredApprover === '' ? {} : { requiredApprover: start.requiredApprover }),
+      ...(start.recordedConfigSha256.length === 0
+        ? {}
+        : { recordedConfigSha256: Buffer.from(start.recordedConfigSha256).toString('hex') }),
     },
     ...(toolReferences.length === 0 ? {} : { toolReferences }),
   };

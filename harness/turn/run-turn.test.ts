@@ -66,6 +66,8 @@ function stepLabel(step: TurnStep): string {
       return `commit tool_call ${step.record.toolCallId}`;
     case 'tool_result':
       return `commit tool_result ${step.record.toolCallId}`;
+    case 'agent_config':
+      return `commit agent_config`;
   }
 }
 

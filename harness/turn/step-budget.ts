@@ -1,6 +1,6 @@
 import { AppError } from '../../common/errors';
 
-/** The deployment's step budget when its config sets none (DESIGN.md, "One turn, end to end"). */
+/** The deployment's step budget when its config sets none (docs/design.md, "One turn, end to end"). */
 export const DEFAULT_MAX_STEPS = 8;
 
 /**

@@ -2,6 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import { approvalArgsSha256 } from '../../common/approval-bytes';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
 import type { ModelResponse, OutputBlock } from '../model/model-provider';
+import { encodeAgentConfig, hex, modelRequestSha256 } from './agent-config';
 import { signApproval } from './approval-token';
 import { requestIds } from './request-ids';
 import {
@@ -78,6 +79,7 @@ function run(...events: TurnEvent[]): StepResult[] {
 function brief(effect: TurnEffect): string {
   switch (effect.type) {
     case 'commit_step':
+      if (effect.step.kind === 'agent_config') return 'commit agent_config';
       return `commit ${effect.step.kind} ${
         effect.step.kind === 'model_call' ? effect.step.record.step : effect.step.record.toolCallId
       }`;
@@ -376,5 +378,71 @@ describe('turn machine step', () => {
     expect(resumed?.effects.map(brief)).toEqual(['call_model 2']);
     expect(machine.initialState).toBe(before);
     expect(before.phase).toBe('idle');
+  });
+});
+
+describe('recording for replay (docs/replay.md)', () => {
+  const model = { model: 'm', maxTokens: 64 };
+  const recorded: TurnInput = { ...input, model };
+
+  it('commits the configuration before the first model call, and the call names it and its request', () => {
+    const started = machine.step(machine.initialState, { type: 'turn_started', input: recorded });
+    expect(started.effects.map(brief)).toEqual(['commit agent_config', 'call_model 1']);
+    const [config, call] = started.effects;
+    if (config?.type !== 'commit_step' || config.step.kind !== 'agent_config') throw new Error();
+    if (call?.type !== 'call_model') throw new Error();
+    const encoded = encodeAgentConfig({
+      model,
+      system: '',
+      tools,
+      budget: input.budget,
+      requiredApprover: '',
+    });
+    expect(config.step.record.configJson).toBe(encoded.json);
+    expect(hex(config.step.record.sha256)).toBe(hex(encoded.sha256));
+    const answered = machine.step(started.state, responded({ type: 'text', text: 'hello' }));
+    const commit = answered.effects[0];
+    if (commit?.type !== 'commit_step' || commit.step.kind !== 'model_call') throw new Error();
+    expect(hex(commit.step.record.configSha256 ?? new Uint8Array())).toBe(hex(encoded.sha256));
+    expect(hex(commit.step.record.requestSha256 ?? new Uint8Array())).toBe(
+      hex(modelRequestSha256(call.request, encoded.sha256)),
+    );
+  });
+
+  it('does not record a configuration the journal already holds, and still names it', () => {
+    const sha = hex(
+      encodeAgentConfig({ model, system: '', tools, budget: input.budget, requiredApprover: '' })
+        .sha256,
+    );
+    const started = machine.step(machine.initialState, {
+      type: 'turn_started',
+      input: { ...recorded, recordedConfigSha256: sha },
+    });
+    expect(started.effects.map(brief)).toEqual(['call_model 1']);
+    const answered = machine.step(started.state, responded({ type: 'text', text: 'hello' }));
+    const commit = answered.effects[0];
+    if (commit?.type !== 'commit_step' || commit.step.kind !== 'model_call') throw new Error();
+    expect(hex(commit.step.record.configSha256 ?? new Uint8Array())).toBe(sha);
+  });
+
+  it('records a new configuration when the tools change', () => {
+    const sha = hex(
+      encodeAgentConfig({ model, system: '', tools, budget: input.budget, requiredApprover: '' })
+        .sha256,
+    );
+    const started = machine.step(machine.initialState, {
+      type: 'turn_started',
+      input: { ...recorded, recordedConfigSha256: sha, tools: tools.slice(1) },
+    });
+    expect(started.effects.map(brief)).toEqual(['commit agent_config', 'call_model 1']);
+  });
+
+  it('records nothing without model parameters (a turn that cannot be recorded stays as before)', () => {
+    const started = machine.step(machine.initialState, { type: 'turn_started', input });
+    expect(started.effects.map(brief)).toEqual(['call_model 1']);
+    const answered = machine.step(started.state, responded({ type: 'text', text: 'hello' }));
+    const commit = answered.effects[0];
+    if (commit?.type !== 'commit_step' || commit.step.kind !== 'model_call') throw new Error();
+    expect(commit.step.record.requestSha256).toBeUndefined();
   });
 });

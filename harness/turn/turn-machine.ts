@@ -12,6 +12,14 @@ import type {
 } from '../model/model-provider';
 import type { ToolCallRequest, ToolOutcome } from '../tools/tool-runner';
 import { verifyApprovalAnswer, type SignatureVerifier } from './approval-token';
+import {
+  encodeAgentConfig,
+  hex,
+  modelRequestSha256,
+  type EncodedAgentConfig,
+  type ModelParameters,
+  type RequestHasher,
+} from './agent-config';
 import type { RequestIds } from './request-ids';
 import { ReservedTool } from './reserved-tools';
 import { effectiveMaxSteps, type StepBudget } from './step-budget';
@@ -69,6 +77,14 @@ export interface TurnInput {
   readonly questionAnswers: readonly QuestionAnswer[];
   /** From the ingress directive; empty means any admin. */
   readonly requiredApprover?: string;
+  /**
+   * The parameters the model provider sends. When set, the turn is recorded for replay
+   * (docs/replay.md): its configuration is committed first unless it is
+   * `recordedConfigSha256`, and every `model_call` names it and its request digest.
+   */
+  readonly model?: ModelParameters;
+  /** Lowercase hex SHA-256 of the newest configuration in the journal; absent when none. */
+  readonly recordedConfigSha256?: string;
 }
 
 /** What the machine is told. */
@@ -218,8 +234,12 @@ export interface TurnState {
   readonly messages: readonly Message[];
   /** Budgeted model round trips settled so far (replayed ones included). */
   readonly modelSteps: number;
-  /** The model call in flight, if any. */
-  readonly pendingModel: { readonly step: number; readonly closing: boolean } | undefined;
+  /** The model call in flight, if any, with its request digest when the turn is recorded. */
+  readonly pendingModel:
+    | { readonly step: number; readonly closing: boolean; readonly requestSha256?: Uint8Array }
+    | undefined;
+  /** SHA-256 of the turn's agent configuration; absent when the turn is not recorded. */
+  readonly configSha256: Uint8Array | undefined;
   /** The tool calls of the latest model response, in tool_use order. */
   readonly batch: { readonly step: number; readonly calls: readonly BatchCall[] } | undefined;
   readonly recordedModelCalls: ReadonlyMap<number, ModelCallRecord>;
@@ -241,6 +261,8 @@ export interface TurnMachineDeps {
   readonly verifier: SignatureVerifier;
   /** The control plane's approval public key (raw 32 bytes). */
   readonly approvalPublicKey: Uint8Array;
+  /** How request digests are computed (replay caches prefixes). @default modelRequestSha256 */
+  readonly requestSha256?: RequestHasher;
 }
 
 /** A turn machine bound to its dependencies. */
@@ -267,6 +289,7 @@ const idleState: TurnState = {
   messages: [],
   modelSteps: 0,
   pendingModel: undefined,
+  configSha256: undefined,
   batch: undefined,
   recordedModelCalls: new Map(),
   recordedToolCalls: new Map(),
@@ -403,14 +426,46 @@ function start(deps: TurnMachineDeps, input: TurnInput): StepResult {
       case 'tool_result':
         recordedToolResults.set(recorded.record.toolCallId, recorded.record);
         break;
+      case 'agent_config':
+        // Not a step of the loop: the configuration is decided below from the input.
+        break;
       default: {
         const never: never = recorded;
         return never;
       }
     }
   }
+  const effects: Effects = [];
+  let configSha256: Uint8Array | undefined;
+  if (input.model !== undefined) {
+    let encoded: EncodedAgentConfig;
+    try {
+      encoded = encodeAgentConfig({
+        model: input.model,
+        system: input.system ?? '',
+        tools: input.tools,
+        budget: input.budget,
+        requiredApprover: input.requiredApprover ?? '',
+      });
+    } catch (error) {
+      if (!isAppError(error)) throw error;
+      return end(base, [failure(error.code, `turn ${input.turnId}: ${error.message}`)]);
+    }
+    configSha256 = encoded.sha256;
+    if (hex(encoded.sha256) !== input.recordedConfigSha256) {
+      // Before any step that runs under it, so every model_call names a recorded config.
+      effects.push({
+        type: 'commit_step',
+        step: {
+          kind: 'agent_config',
+          record: { turnId: input.turnId, sha256: encoded.sha256, configJson: encoded.json },
+        },
+      });
+    }
+  }
   const state: TurnState = {
     ...base,
+    configSha256,
     system: input.system,
     tools: input.tools,
     maxSteps,
@@ -425,7 +480,7 @@ function start(deps: TurnMachineDeps, input: TurnInput): StepResult {
     approvalAnswers: input.approvalAnswers,
     questionAnswers: input.questionAnswers,
   };
-  return nextModelCall(deps, state, [], false);
+  return nextModelCall(deps, state, effects, false);
 }
 
 /** Asks for the next model round trip, or replays it from the journal. */
@@ -469,8 +524,16 @@ function nextModelCall(
     })),
     toolChoice: closing ? 'none' : 'auto',
   };
+  const pendingModel =
+    state.configSha256 === undefined
+      ? { step: stepNumber, closing }
+      : {
+          step: stepNumber,
+          closing,
+          requestSha256: (deps.requestSha256 ?? modelRequestSha256)(request, state.configSha256),
+        };
   return {
-    state: { ...next, phase: TurnPhase.AwaitingModel, pendingModel: { step: stepNumber, closing } },
+    state: { ...next, phase: TurnPhase.AwaitingModel, pendingModel },
     effects: [...effects, { type: 'call_model', step: stepNumber, closing, request }],
   };
 }
@@ -478,6 +541,7 @@ function nextModelCall(
 interface ResponseTiming {
   readonly step: number;
   readonly closing: boolean;
+  readonly requestSha256?: Uint8Array;
   readonly startedAtMs: number;
   readonly finishedAtMs: number;
 }
@@ -508,6 +572,9 @@ function applyResponse(
           startedAtMs: timing.startedAtMs,
           finishedAtMs: timing.finishedAtMs,
           closing: timing.closing,
+          ...(state.configSha256 === undefined || timing.requestSha256 === undefined
+            ? {}
+            : { configSha256: state.configSha256, requestSha256: timing.requestSha256 }),
         },
       },
     });

@@ -57,6 +57,19 @@ export interface ModelCallRecord {
   readonly startedAtMs: number;
   readonly finishedAtMs: number;
   readonly closing: boolean;
+  /** SHA-256 of the agent configuration the call ran under (docs/replay.md); absent before recording. */
+  readonly configSha256?: Uint8Array;
+  /** SHA-256 of the canonical bytes of the request the machine built; set with `configSha256`. */
+  readonly requestSha256?: Uint8Array;
+}
+
+/** proto `AgentConfig`: the configuration a turn runs under, recorded when it is new. */
+export interface AgentConfigRecord {
+  readonly turnId: string;
+  /** SHA-256 of `configJson`'s UTF-8 bytes. */
+  readonly sha256: Uint8Array;
+  /** Canonical JSON (docs/replay.md). */
+  readonly configJson: string;
 }
 
 /** proto `ToolCall`. */
@@ -86,7 +99,8 @@ export interface ToolResultRecord {
 export type TurnStep =
   | { readonly kind: 'model_call'; readonly record: ModelCallRecord }
   | { readonly kind: 'tool_call'; readonly record: ToolCallRecord }
-  | { readonly kind: 'tool_result'; readonly record: ToolResultRecord };
+  | { readonly kind: 'tool_result'; readonly record: ToolResultRecord }
+  | { readonly kind: 'agent_config'; readonly record: AgentConfigRecord };
 
 /** proto `ApprovalRequest`. */
 export interface ApprovalRequestRecord {

@@ -4,6 +4,9 @@
  */
 import { ConditionReason } from '../api/v1alpha1';
 import { HARNESS_PORT, isOwnedBy } from './child-meta';
+import { claimPlanOf } from './desired-claim';
+import type { SpecGap } from './desired-pod';
+import { HARNESS_CONTAINER, builtInHarnessPodSpec, toolEnvGaps } from './desired-pod';
 import type { ConversationSnapshot, ObservedCondition, ObservedPod } from './snapshot';
 
 /** The sandbox's state: nothing yet, on its way, serving, or stuck until a person acts. */
@@ -24,7 +27,8 @@ export type BlockedReason =
   | typeof ConditionReason.WarmPoolMissing
   | typeof ConditionReason.SandboxTemplateMissing
   | typeof ConditionReason.SandboxFailed
-  | typeof ConditionReason.RuntimeClassMissing;
+  | typeof ConditionReason.RuntimeClassMissing
+  | typeof ConditionReason.SpecFieldUnsupported;
 
 /** The names `status.sandbox` reports. */
 export interface SandboxNames {
@@ -119,6 +123,15 @@ export function assessSandbox(snapshot: ConversationSnapshot): SandboxAssessment
         recheck: true,
       };
     }
+    const base = sandbox.templateSpec ?? builtInHarnessPodSpec(snapshot.harnessImage);
+    const container =
+      base.containers.find((c) => c.name === HARNESS_CONTAINER) ?? base.containers[0];
+    const gaps = toolEnvGaps(
+      container?.env,
+      conversation.spec.tools,
+      `PodTemplate ${sandbox.templateName} (container ${container?.name ?? ''})`,
+    );
+    if (gaps.length > 0) return unsupported(names, gaps);
     if (pod === undefined) return { state: 'absent', names };
     return assessPod(pod, names, snapshot);
   }
@@ -147,6 +160,8 @@ export function assessSandbox(snapshot: ConversationSnapshot): SandboxAssessment
       recheck: true,
     };
   }
+  const { gaps } = claimPlanOf(conversation, sandbox);
+  if (gaps.length > 0) return unsupported(names, gaps);
   if (claim === undefined) return { state: 'absent', names };
   if (!isOwnedBy(claim.owners, conversation)) {
     return {
@@ -230,6 +245,20 @@ export function assessSandbox(snapshot: ConversationSnapshot): SandboxAssessment
     state: 'pending',
     names: withPod,
     message: `waiting for Sandbox ${sb.name} to become Ready: ${describe(sandboxReady)}`,
+  };
+}
+
+/**
+ * Blocked on spec fields the backend cannot honour. Rechecked on a timer: the template that
+ * decides it is not watched.
+ */
+function unsupported(names: SandboxNames, gaps: readonly SpecGap[]): SandboxAssessment {
+  return {
+    state: 'blocked',
+    names,
+    reason: ConditionReason.SpecFieldUnsupported,
+    message: gaps.map((gap) => gap.message).join('; '),
+    recheck: true,
   };
 }
 

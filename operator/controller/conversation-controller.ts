@@ -17,6 +17,7 @@ import type {
   KubernetesObject,
   ObjectCache,
 } from '@kubernetes/client-node';
+import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import { ConversationResource } from '../api/v1alpha1';
 import { LogComponent } from '../../common/log';
@@ -25,7 +26,10 @@ import { CachedReader } from './cached-reads';
 import { ChildLabel, SANDBOX_POD_LABEL } from './child-meta';
 import type { Clock } from './clock';
 import { systemClock } from './clock';
+import { ConversationEvents } from './conversation-events';
 import { ConversationReconciler } from './conversation-reconciler';
+import type { EventWriteResult } from './event-recorder';
+import { EventRecorder } from './event-recorder';
 import { AgentSandboxApi } from './desired-claim';
 import type { ConversationKube } from './kube-client';
 import {
@@ -84,6 +88,19 @@ export interface ConversationControllerOptions {
   readonly ownership?: (ref: OwnedConversation) => Promise<Ownership>;
   /** Called after every pass, for metrics. */
   readonly onPass?: (outcome: PassOutcome) => void;
+  /**
+   * Kubernetes Events on Conversations (docs/operator.md, Events), or false for none.
+   * @default recorded, `reportingInstance` the host name
+   */
+  readonly events?: ConversationEventOptions | false;
+}
+
+/** Options of the Events a {@link ConversationController} records. */
+export interface ConversationEventOptions {
+  /** `reportingInstance` of the Events: this replica's pod name. @default the host name */
+  readonly reportingInstance?: string;
+  /** Called after every Event write, for metrics. */
+  readonly onWrite?: (result: EventWriteResult) => void;
 }
 
 /** The Conversation an {@link ConversationControllerOptions.ownership} check is about. */
@@ -123,6 +140,8 @@ export class ConversationController {
   private readonly reconciler: ConversationReconciler;
   private readonly log: Logger;
   private readonly recent = new RecentWrites();
+  private readonly recorder: EventRecorder | undefined;
+  private readonly events: ConversationEvents | undefined;
   private readonly caches = new Map<ObjectKind, CacheSource>();
   private readonly informers: Watched[] = [];
   private conversations: ObjectCache<KubernetesObject> | undefined;
@@ -144,6 +163,16 @@ export class ConversationController {
       recent: this.recent,
       ...(options.sharedReadTtlMs === undefined ? {} : { sharedTtlMs: options.sharedReadTtlMs }),
     });
+    if (options.events !== false) {
+      const { reportingInstance = hostname(), onWrite } = options.events ?? {};
+      this.recorder = new EventRecorder({
+        kubeConfig: options.kubeConfig,
+        logger: this.log,
+        reportingInstance,
+        ...(onWrite === undefined ? {} : { onWrite }),
+      });
+      this.events = new ConversationEvents(this.recorder);
+    }
     this.reconciler = new ConversationReconciler({
       kube: options.kube ?? conversationKube(api, reader, this.recent),
       clock: options.clock ?? systemClock,
@@ -152,6 +181,7 @@ export class ConversationController {
       ...(options.blockedRecheckMs === undefined
         ? {}
         : { blockedRecheckMs: options.blockedRecheckMs }),
+      ...(this.events === undefined ? {} : { events: this.events }),
     });
   }
 
@@ -285,6 +315,12 @@ export class ConversationController {
     this.queue.shutDown();
     await Promise.all(this.informers.map((watched) => watched.informer.stop()));
     await Promise.all(this.workerLoops);
+    await this.recorder?.close();
+  }
+
+  /** Resolves once the Event writes queued so far are done (tests). */
+  async eventsSettled(): Promise<void> {
+    await this.recorder?.settled();
   }
 
   private watch(
@@ -371,6 +407,8 @@ export class ConversationController {
       try {
         const ownership = await this.checkOwnership(namespace, name);
         if (!ownership.owned) {
+          // Another replica records this conversation's Events now.
+          this.events?.forget(namespace, name);
           this.queue.forget(key);
           this.queue.addAfter(key, ownership.retryAfterMs);
           report('not_owned');

@@ -4,10 +4,12 @@
  * for one key at a time.
  */
 import type { Logger } from 'pino';
+import type { ConversationStatus } from '../api/v1alpha1';
 import { AppError } from '../../common/errors';
 import { LogComponent } from '../../common/log';
 import { runActions } from './act';
 import type { Clock } from './clock';
+import type { ConversationEvents } from './conversation-events';
 import { DEFAULT_HARNESS_IMAGE } from './desired-pod';
 import type { ConversationKube } from './kube-client';
 import { observeConversation } from './observe';
@@ -23,6 +25,8 @@ export interface ConversationReconcilerOptions {
   readonly harnessImage?: string;
   /** Recheck delay for a missing warm pool or template. @default BLOCKED_RECHECK_MS */
   readonly blockedRecheckMs?: number;
+  /** Records the pass's lifecycle Events (`conversation-events.ts`). @default none */
+  readonly events?: ConversationEvents;
 }
 
 /** What a pass asks of the queue. */
@@ -67,7 +71,10 @@ export class ConversationReconciler {
       conversation: name,
     });
     const snapshot = await observeConversation(kube, namespace, name, this.harnessImage);
-    if (snapshot === undefined) return { wroteStatus: false };
+    if (snapshot === undefined) {
+      this.options.events?.forget(namespace, name);
+      return { wroteStatus: false };
+    }
     const now = clock.now();
     const plan = planReconcile(
       snapshot,
@@ -79,12 +86,28 @@ export class ConversationReconciler {
     const outcome = await runActions(kube, snapshot.conversation, plan.actions, log);
 
     let wroteStatus = false;
-    if (plan.writeStatus && !outcome.completed.some((a) => ENDS_PASS.has(a.kind))) {
-      const next = reportStatus(snapshot, plan, outcome, now);
-      if (!isSameStatus(next, snapshot.conversation.status)) {
-        await kube.replaceStatus(snapshot.conversation, next);
-        wroteStatus = true;
-        log.debug({ phase: next.phase }, 'status written');
+    let written: ConversationStatus | undefined;
+    try {
+      if (plan.writeStatus && !outcome.completed.some((a) => ENDS_PASS.has(a.kind))) {
+        const next = reportStatus(snapshot, plan, outcome, now);
+        if (!isSameStatus(next, snapshot.conversation.status)) {
+          await kube.replaceStatus(snapshot.conversation, next);
+          wroteStatus = true;
+          written = next;
+          log.debug({ phase: next.phase }, 'status written');
+        }
+      }
+    } finally {
+      // Also after a failed status write: the actions that completed did happen. Events
+      // are best effort; they never fail a pass.
+      try {
+        this.options.events?.afterPass({
+          conversation: snapshot.conversation,
+          completed: outcome.completed,
+          ...(written === undefined ? {} : { written }),
+        });
+      } catch (err: unknown) {
+        log.warn({ err: err instanceof Error ? err.message : String(err) }, 'events not recorded');
       }
     }
     if (outcome.failed !== undefined) {

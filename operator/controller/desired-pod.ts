@@ -66,6 +66,7 @@ export interface ContainerManifest {
   };
   volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
   env?: EnvVarManifest[];
+  envFrom?: Record<string, unknown>[];
 }
 
 /** The pod spec fields the builder reads or sets; other fields pass through untouched. */
@@ -234,6 +235,43 @@ export function withToolEnv(
   if (servers.length > 0) out = withMcpServers(out, servers);
   if (rules.length > 0) out = withApprovalRules(out, rules);
   return out;
+}
+
+/** A spec field a backend cannot honour, and what to change; becomes Degraded `SpecFieldUnsupported`. */
+export interface SpecGap {
+  /** The field's path, e.g. `spec.tools.mcpServers`. */
+  readonly field: string;
+  /** What keeps it from the harness and what to change, for people; names the field. */
+  readonly message: string;
+}
+
+/** True when `tools` needs the harness environment changed ({@link withToolEnv} returns an env). */
+export function needsToolEnv(tools: ToolsSpec | undefined): boolean {
+  return (tools?.mcpServers ?? []).length > 0 || (tools?.requireApproval ?? []).length > 0;
+}
+
+/**
+ * What of `tools` the merge rules of {@link withToolEnv} would drop, for either backend: a
+ * template `HARNESS_MCP_SERVERS` read through `valueFrom` or not a JSON array keeps the
+ * spec's servers out. `where` names the template's container for the message.
+ */
+export function toolEnvGaps(
+  env: readonly EnvVarManifest[] | undefined,
+  tools: ToolsSpec | undefined,
+  where: string,
+): SpecGap[] {
+  if ((tools?.mcpServers ?? []).length === 0) return [];
+  const template = (env ?? []).find((entry) => entry.name === MCP_SERVERS_ENV);
+  if (template === undefined) return [];
+  if (template.valueFrom === undefined && inlineJsonArray(template.value) !== undefined) return [];
+  const how =
+    template.valueFrom === undefined ? 'to a value that is not a JSON array' : 'through valueFrom';
+  return [
+    {
+      field: 'spec.tools.mcpServers',
+      message: `${where} sets ${MCP_SERVERS_ENV} ${how}, so the conversation's MCP servers (spec.tools.mcpServers) cannot be merged into it: set it inline in the template as a JSON array, or remove it there`,
+    },
+  ];
 }
 
 /** One `spec.tools.mcpServers` entry as `HARNESS_MCP_SERVERS` takes it. */

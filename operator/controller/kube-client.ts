@@ -39,9 +39,15 @@ import {
   readClaim,
   readPod,
   readSandbox,
+  readSandboxTemplate,
   readWarmPool,
 } from './read-objects';
-import type { ObservedClaim, ObservedPod, ObservedSandbox } from './snapshot';
+import type {
+  ObservedClaim,
+  ObservedPod,
+  ObservedSandbox,
+  ObservedSandboxTemplate,
+} from './snapshot';
 
 /** What the reconciler reads and writes. Reads return undefined for NotFound. */
 export interface ConversationKube {
@@ -50,7 +56,7 @@ export interface ConversationKube {
   getSandbox(namespace: string, name: string): Promise<ObservedSandbox | undefined>;
   getPod(namespace: string, name: string): Promise<ObservedPod | undefined>;
   getWarmPool(namespace: string, name: string): Promise<{ templateName?: string } | undefined>;
-  hasSandboxTemplate(namespace: string, name: string): Promise<boolean>;
+  getSandboxTemplate(namespace: string, name: string): Promise<ObservedSandboxTemplate | undefined>;
   getPodTemplateSpec(namespace: string, name: string): Promise<PodSpecManifest | undefined>;
   /** Adds our finalizer; fails with a conflict if the object changed since it was read. */
   addFinalizer(conversation: Conversation): Promise<void>;
@@ -431,8 +437,9 @@ export function conversationKube(
       const raw = await reader.get(ObjectKind.WarmPool, namespace, name);
       return raw === undefined ? undefined : readWarmPool(raw);
     },
-    async hasSandboxTemplate(namespace, name) {
-      return (await reader.get(ObjectKind.SandboxTemplate, namespace, name)) !== undefined;
+    async getSandboxTemplate(namespace, name) {
+      const raw = await reader.get(ObjectKind.SandboxTemplate, namespace, name);
+      return raw === undefined ? undefined : (readSandboxTemplate(raw) ?? {});
     },
     async getPodTemplateSpec(namespace, name) {
       const template = await reader.get(ObjectKind.PodTemplate, namespace, name);

@@ -50,8 +50,9 @@ export async function observeConversation(
     kube.getClaim(namespace, name),
   ]);
   const templateName = warmPool?.templateName;
-  const templateFound =
-    templateName === undefined ? undefined : await kube.hasSandboxTemplate(namespace, templateName);
+  const template =
+    templateName === undefined ? undefined : await kube.getSandboxTemplate(namespace, templateName);
+  const templateFound = templateName === undefined ? undefined : template !== undefined;
   const sandbox =
     claim?.sandboxName === undefined
       ? undefined
@@ -65,6 +66,7 @@ export async function observeConversation(
       warmPoolName,
       ...(warmPool === undefined ? {} : { warmPool }),
       ...(templateFound === undefined ? {} : { templateFound }),
+      ...(template === undefined ? {} : { template }),
       ...(claim === undefined ? {} : { claim }),
       ...(sandbox === undefined ? {} : { sandbox }),
       ...(pod === undefined ? {} : { pod }),

@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { Action, ReconcilePlan } from './plan';
 import { BLOCKED_RECHECK_MS, Lifecycle, planReconcile, retentionHoldOf } from './plan';
+import { reportStatus } from './report';
 import type { ConversationSnapshot } from './snapshot';
 import {
   NOW,
@@ -503,5 +504,104 @@ describe('planReconcile', () => {
   it('the same snapshot plans the same actions (deterministic)', () => {
     const snapshot = agentSnapshot(conversation());
     expect(planReconcile(snapshot, NOW)).toEqual(planReconcile(snapshot, NOW));
+  });
+});
+
+describe('spec fields a backend cannot honour', () => {
+  const mcp = { name: 'tickets', transport: 'http' as const, url: 'https://t.example/mcp' };
+  const withTools = conversation({ tools: { mcpServers: [mcp], requireApproval: ['tickets/*'] } });
+  const disallowing = {
+    envVarsInjectionPolicy: 'Disallowed',
+    podSpec: { containers: [{ name: 'harness' }] },
+  };
+  const passOf = (snapshot: ConversationSnapshot) => {
+    const plan = planReconcile(snapshot, NOW);
+    const status = reportStatus(snapshot, plan, { completed: plan.actions }, NOW);
+    return { plan, status, degraded: status.conditions?.find((c) => c.type === 'Degraded') };
+  };
+
+  it('the claim carries the tools as env, in the harness container', () => {
+    const [action] = planReconcile(agentSnapshot(withTools), NOW).actions;
+    expect(action?.kind).toBe('create-claim');
+    expect(action?.kind === 'create-claim' ? action.claim.spec.env : undefined).toEqual([
+      {
+        name: 'HARNESS_MCP_SERVERS',
+        value: JSON.stringify([mcp]),
+        containerName: 'harness',
+      },
+      { name: 'HARNESS_REQUIRE_APPROVAL', value: 'tickets/*', containerName: 'harness' },
+    ]);
+  });
+
+  it('a claim whose env is no longer what the tools need is replaced, but not mid-turn', () => {
+    const stale = claim({ env: [{ name: 'HARNESS_MCP_SERVERS', value: '[]' }] });
+    expect(kinds(planReconcile(agentSnapshot(withTools, { claim: stale }), NOW))).toEqual([
+      'delete-claim',
+    ]);
+    const busy = conversation(
+      { tools: { mcpServers: [mcp] } },
+      { currentTurn: 't-1', lastTurnTime: NOW.toISOString() },
+    );
+    expect(kinds(planReconcile(agentSnapshot(busy, { claim: stale }), NOW))).toEqual([]);
+    // A claim made before tools existed, for a conversation without tools: kept.
+    expect(kinds(planReconcile(agentSnapshot(conversation(), { claim: claim() }), NOW))).toEqual(
+      [],
+    );
+  });
+
+  it('a template that disallows env: no claim, Degraded SpecFieldUnsupported naming the fields, rechecked', () => {
+    const { plan, status, degraded } = passOf(agentSnapshot(withTools, { template: disallowing }));
+    expect(plan.actions).toEqual([]);
+    expect(plan.requeueAfterMs).toBe(BLOCKED_RECHECK_MS);
+    expect(status.phase).toBe('Degraded');
+    expect(degraded).toMatchObject({ status: 'True', reason: 'SpecFieldUnsupported' });
+    expect(degraded?.message).toBe(
+      'SandboxTemplate polychrome-harness has envVarsInjectionPolicy Disallowed, so a SandboxClaim cannot give the harness spec.tools.mcpServers and spec.tools.requireApproval: set spec.envVarsInjectionPolicy: Allowed on the template (config/sandbox does), or use backend pod',
+    );
+    // The same template serves a conversation without those fields.
+    const plain = passOf(agentSnapshot(conversation(), { template: disallowing }));
+    expect(kinds(plain.plan)).toEqual(['create-claim']);
+    expect(plain.degraded?.status).toBe('False');
+  });
+
+  it('an existing claim is kept (not replaced by nothing) while a field cannot be honoured', () => {
+    const { plan, degraded: d } = passOf(
+      agentSnapshot(withTools, { template: disallowing, claim: claim() }),
+    );
+    expect(plan.actions).toEqual([]);
+    expect(d?.reason).toBe('SpecFieldUnsupported');
+  });
+
+  it('pod backend: a PodTemplate whose HARNESS_MCP_SERVERS comes from valueFrom gets no pod, and says so', () => {
+    const c = conversation({ sandbox: { backend: 'pod' }, tools: { mcpServers: [mcp] } });
+    const templateSpec = {
+      containers: [
+        {
+          name: 'harness',
+          image: 'polychrome/harness:test',
+          env: [
+            {
+              name: 'HARNESS_MCP_SERVERS',
+              valueFrom: { configMapKeyRef: { name: 'm', key: 'k' } },
+            },
+          ],
+        },
+      ],
+    };
+    const { plan, degraded: d } = passOf(podSnapshot(c, { templateSpec }));
+    expect(plan.actions).toEqual([]);
+    expect(d).toMatchObject({ status: 'True', reason: 'SpecFieldUnsupported' });
+    expect(d?.message).toContain(
+      'PodTemplate polychrome-harness (container harness) sets HARNESS_MCP_SERVERS through valueFrom',
+    );
+    // Inline JSON is merged, as before.
+    const inline = {
+      containers: [
+        { ...templateSpec.containers[0]!, env: [{ name: 'HARNESS_MCP_SERVERS', value: '[]' }] },
+      ],
+    };
+    expect(kinds(planReconcile(podSnapshot(c, { templateSpec: inline }), NOW))).toEqual([
+      'create-pod',
+    ]);
   });
 });

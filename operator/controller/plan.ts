@@ -3,7 +3,7 @@
  * lifecycle decision (open, closing, closed, deleting) and the soonest timed requeue.
  * No I/O and no clock: `now` comes in, so every rule is table-tested.
  *
- * Rules (DESIGN.md, "Kubernetes objects"; docs/operator.md):
+ * Rules (docs/design.md, "Kubernetes objects"; docs/operator.md):
  * - Finalizer first: without `polychrome.dev/cleanup` the only action is to add it.
  * - Deletion: release the sandbox (delete the claim or pod we own), wait until it is
  *   gone, then drop the finalizer.
@@ -24,7 +24,7 @@ import type { SandboxAssessment } from './assess-sandbox';
 import { assessSandbox, isPodFinished } from './assess-sandbox';
 import { CONVERSATION_FINALIZER, POD_SPEC_HASH_ANNOTATION, isOwnedBy } from './child-meta';
 import type { SandboxClaimManifest } from './desired-claim';
-import { desiredClaim, warmPoolNameOf } from './desired-claim';
+import { claimPlanOf, sameClaimEnv, warmPoolNameOf } from './desired-claim';
 import type { PodManifest } from './desired-pod';
 import { desiredPod } from './desired-pod';
 import { parseDuration } from './duration';
@@ -272,7 +272,8 @@ export function planReconcile(
   };
 }
 
-function readIdle(conversation: Conversation): DurationRule {
+/** `spec.idleTimeout` as the plan reads it (the deadline counts from `status.lastTurnTime`). */
+export function readIdle(conversation: Conversation): DurationRule {
   const value = conversation.spec.idleTimeout;
   if (value === undefined) return {};
   const parsed = parseDuration(value);
@@ -282,7 +283,8 @@ function readIdle(conversation: Conversation): DurationRule {
   return { value, ms: parsed.ms, deadline: formatTime(lastTurnMs + parsed.ms) };
 }
 
-function readRetention(conversation: Conversation): DurationRule {
+/** `spec.retention` as the plan reads it (defaulted; `never` has no duration). */
+export function readRetention(conversation: Conversation): DurationRule {
   const value = conversation.spec.retention ?? DEFAULT_RETENTION;
   if (value === RETENTION_NEVER) return { value };
   const parsed = parseDuration(value);
@@ -334,10 +336,13 @@ function ensureSandboxActions(
     conversation.status?.currentTurn !== undefined && conversation.status.currentTurn !== '';
   if (sandbox.backend === 'agent-sandbox') {
     const claim = sandbox.claim;
-    // Created even while the warm pool is missing: agent-sandbox binds it once the pool
-    // appears, and its status change wakes us through the claim watch.
-    if (claim === undefined)
-      return [{ kind: ActionKind.CreateClaim, claim: desiredClaim(conversation) }];
+    // Created even while the warm pool is missing, when no field needs its template:
+    // agent-sandbox binds it once the pool appears, and its status change wakes us through
+    // the claim watch. Never made with a field dropped (`wanted` is then undefined).
+    const wanted = claimPlanOf(conversation, sandbox).claim;
+    if (claim === undefined) {
+      return wanted === undefined ? [] : [{ kind: ActionKind.CreateClaim, claim: wanted }];
+    }
     if (claim.deleting || !isOwnedBy(claim.owners, conversation)) return [];
     const pool = warmPoolNameOf(conversation);
     if (claim.warmPoolName !== pool && !turnInFlight) {
@@ -347,6 +352,18 @@ function ensureSandboxActions(
           name: claim.name,
           uid: claim.uid,
           why: `spec.sandbox.warmPool changed from ${claim.warmPoolName ?? '(none)'} to ${pool}`,
+        },
+      ];
+    }
+    // agent-sandbox reads a claim's env only when it makes the Sandbox: a change of the
+    // variables (spec.tools, or the template's own values) needs a new claim.
+    if (wanted !== undefined && !sameClaimEnv(claim.env, wanted.spec.env) && !turnInFlight) {
+      return [
+        {
+          kind: ActionKind.DeleteClaim,
+          name: claim.name,
+          uid: claim.uid,
+          why: 'the harness environment the conversation needs (spec.tools) changed',
         },
       ];
     }

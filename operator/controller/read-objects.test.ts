@@ -5,6 +5,7 @@ import {
   readClaim,
   readPod,
   readSandbox,
+  readSandboxTemplate,
   readWarmPool,
 } from './read-objects';
 import { isObjectList, ownerKeys } from './watch-keys';
@@ -47,7 +48,14 @@ describe('readers', () => {
             },
           ],
         },
-        spec: { warmPoolRef: { name: 'pool' } },
+        spec: {
+          warmPoolRef: { name: 'pool' },
+          env: [
+            { name: 'HARNESS_MCP_SERVERS', value: '[]', containerName: 'harness' },
+            { name: 'EMPTY' },
+            { value: 'no name' },
+          ],
+        },
         status: {
           sandbox: { name: 'sb' },
           conditions: [
@@ -70,10 +78,28 @@ describe('readers', () => {
         },
       ],
       warmPoolName: 'pool',
+      env: [
+        { name: 'HARNESS_MCP_SERVERS', value: '[]', containerName: 'harness' },
+        { name: 'EMPTY', value: '' },
+      ],
       sandboxName: 'sb',
       conditions: [{ type: 'Ready', status: 'False', reason: 'SandboxNotReady' }],
     });
     expect(readClaim({ metadata: {} })).toBeUndefined();
+  });
+
+  it('reads a SandboxTemplate: its env injection policy and a pod spec with containers only', () => {
+    const spec = { containers: [{ name: 'harness', env: [{ name: 'A', value: '1' }] }] };
+    expect(
+      readSandboxTemplate({
+        metadata: { name: 't' },
+        spec: { envVarsInjectionPolicy: 'Overrides', podTemplate: { spec } },
+      }),
+    ).toEqual({ envVarsInjectionPolicy: 'Overrides', podSpec: spec });
+    expect(
+      readSandboxTemplate({ metadata: { name: 't' }, spec: { podTemplate: { spec: {} } } }),
+    ).toEqual({});
+    expect(readSandboxTemplate({ spec: {} })).toBeUndefined();
   });
 
   it('reads the pod name from the Sandbox annotation, else its name', () => {

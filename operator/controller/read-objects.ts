@@ -11,6 +11,7 @@ import {
   isPlainObject,
 } from '../api/v1alpha1';
 import { SANDBOX_POD_NAME_ANNOTATION } from './child-meta';
+import type { ClaimEnvVar } from './desired-claim';
 import type { ContainerManifest, PodSpecManifest } from './desired-pod';
 import type {
   ObservedClaim,
@@ -18,6 +19,7 @@ import type {
   ObservedOwner,
   ObservedPod,
   ObservedSandbox,
+  ObservedSandboxTemplate,
 } from './snapshot';
 
 /** The value at `path` inside `obj`, or undefined when a step is missing. */
@@ -120,12 +122,24 @@ export function readClaim(obj: unknown): ObservedClaim | undefined {
   if (name === undefined || uid === undefined) return undefined;
   const warmPoolName = stringAt(obj, 'spec', 'warmPoolRef', 'name');
   const sandboxName = stringAt(obj, 'status', 'sandbox', 'name');
+  const env: ClaimEnvVar[] = [];
+  for (const item of arrayAt(obj, 'spec', 'env')) {
+    const envName = stringAt(item, 'name');
+    if (envName === undefined) continue;
+    const containerName = stringAt(item, 'containerName');
+    env.push({
+      name: envName,
+      value: stringAt(item, 'value') ?? '',
+      ...(containerName === undefined || containerName === '' ? {} : { containerName }),
+    });
+  }
   return {
     name,
     uid,
     deleting: isDeleting(obj),
     owners: readOwners(obj),
     ...(warmPoolName === undefined ? {} : { warmPoolName }),
+    env,
     ...(sandboxName === undefined ? {} : { sandboxName }),
     conditions: readConditions(obj),
   };
@@ -151,6 +165,17 @@ export function readWarmPool(obj: unknown): { templateName?: string } | undefine
   if (stringAt(obj, 'metadata', 'name') === undefined) return undefined;
   const templateName = stringAt(obj, 'spec', 'sandboxTemplateRef', 'name');
   return templateName === undefined ? {} : { templateName };
+}
+
+/** A SandboxTemplate from raw JSON: its env injection policy and pod spec. */
+export function readSandboxTemplate(obj: unknown): ObservedSandboxTemplate | undefined {
+  if (stringAt(obj, 'metadata', 'name') === undefined) return undefined;
+  const envVarsInjectionPolicy = stringAt(obj, 'spec', 'envVarsInjectionPolicy');
+  const podSpec = fieldAt(obj, 'spec', 'podTemplate', 'spec');
+  return {
+    ...(envVarsInjectionPolicy === undefined ? {} : { envVarsInjectionPolicy }),
+    ...(isPodSpecManifest(podSpec) ? { podSpec } : {}),
+  };
 }
 
 /** A pod from its wire JSON. */

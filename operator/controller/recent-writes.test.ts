@@ -67,6 +67,9 @@ describe('RecentWrites', () => {
     it.each([
       ['the cache is older: what we wrote', obj('u', '19'), written],
       ['the cache has our write: the cache', obj('u', '20'), obj('u', '20')],
+      // Someone wrote after us, and the cache already has it (our echo came first).
+      ['the cache is newer: the cache', obj('u', '21'), obj('u', '21')],
+      ['the cache is newer by a digit: the cache', obj('u', '100'), obj('u', '100')],
       ['another object of the name: the cache', obj('other', '30'), obj('other', '30')],
       ['gone from the cache: gone', undefined, undefined],
     ])('%s', (_name, cached, seen) => {
@@ -88,6 +91,32 @@ describe('RecentWrites', () => {
       expect(recent.resolve(ObjectKind.Conversation, 'team', 'c1', obj('u', '21'))).toEqual(
         obj('u', '21'),
       );
+    });
+
+    it('a later event drops it when our echo arrived before our write returned', () => {
+      // The watch can deliver the echo of a write before the write's response is read, so
+      // the entry is recorded after its echo. The next event (another writer's, such as
+      // the turn code's lastTurnTime) must still let the cache speak: otherwise every
+      // pass sees our stale object, writes nothing, and the Conversation waits out the TTL.
+      const { recent } = fixture();
+      expect(recent.observe(ObjectKind.Conversation, obj('u', '20'), false)).toBe(false);
+      recent.wrote(ObjectKind.Conversation, written);
+      expect(recent.observe(ObjectKind.Conversation, obj('u', '21'), false)).toBe(false);
+      expect(recent.size).toBe(0);
+      expect(recent.resolve(ObjectKind.Conversation, 'team', 'c1', obj('u', '21'))).toEqual(
+        obj('u', '21'),
+      );
+    });
+
+    it('falls back to equality for resourceVersions that do not compare', () => {
+      const { recent } = fixture();
+      const opaque = obj('u', 'b7', { finalizers: [] });
+      recent.wrote(ObjectKind.Conversation, opaque);
+      expect(recent.resolve(ObjectKind.Conversation, 'team', 'c1', obj('u', 'c1'))).toEqual(opaque);
+      expect(recent.observe(ObjectKind.Conversation, obj('u', 'c1'), false)).toBe(false);
+      expect(recent.size).toBe(1);
+      expect(recent.observe(ObjectKind.Conversation, obj('u', 'b7'), false)).toBe(true);
+      expect(recent.size).toBe(0);
     });
 
     it('a conflicting write forgets it (the cache relisted past our write)', () => {

@@ -14,7 +14,8 @@
  * (the new pod's uid for delete preconditions, the resourceVersion for the next status
  * write) rather than waiting. After a delete, the object of that uid is seen as being
  * deleted until the cache shows it so. An entry is dropped when the informer delivers the
- * object (same uid; for the Conversation, the resourceVersion we wrote), when a write to it
+ * object (same uid; for the Conversation, the resourceVersion we wrote or a later one, as
+ * resourceVersions compare since Kubernetes 1.35), when a write to it
  * conflicts (what we recorded is not current), or after `ttlMs` (client-go's expectations
  * time out the same way), so a missed event costs at most one repeated write that the API
  * server refuses.
@@ -24,6 +25,7 @@
  */
 import { ObjectKind } from './kube-client';
 import type { WriteRecorder } from './kube-client';
+import { isAtLeast } from './resource-version';
 
 /** How long a recorded write stands in for the cache at most. */
 export const RECENT_WRITE_TTL_MS = 30_000;
@@ -140,7 +142,7 @@ export class RecentWrites implements WriteRecorder {
       const caughtUp = updatesInPlace(kind)
         ? meta === undefined ||
           meta.uid !== entry.uid ||
-          meta.resourceVersion === entry.resourceVersion
+          isAtLeast(meta.resourceVersion, entry.resourceVersion)
         : meta !== undefined && meta.uid === entry.uid;
       if (!caughtUp) return entry.obj;
       this.entries.delete(key);
@@ -174,7 +176,8 @@ export class RecentWrites implements WriteRecorder {
       return false;
     }
     const echo = !deleted && meta.resourceVersion === entry.resourceVersion;
-    if (echo || deleted || !updatesInPlace(kind)) this.entries.delete(key);
+    const caughtUp = isAtLeast(meta.resourceVersion, entry.resourceVersion);
+    if (caughtUp || deleted || !updatesInPlace(kind)) this.entries.delete(key);
     return echo;
   }
 

@@ -275,7 +275,7 @@ describe('reportStatus', () => {
         Degraded: 'True/RuntimeClassMissing',
       });
       expect(condition(status, 'Degraded')?.message).toBe(
-        'RuntimeClass "gvisor" not found, so admission rejected pod c1 in namespace team: install gVisor on the nodes and apply config/sandbox/runtime-class.yaml (or set the sandbox template\'s runtimeClassName); the pod is retried with backoff',
+        'RuntimeClass "gvisor" not found, so admission rejected pod c1 in namespace team: install gVisor on the nodes and apply config/cluster/runtime-class.yaml (or set the sandbox template\'s runtimeClassName); the pod is retried with backoff',
       );
       expect(status.observedGeneration).toBe(0);
       expect(status.sandbox).toBeUndefined();
@@ -471,44 +471,61 @@ describe('reportStatus', () => {
     expect(status.sandbox).toEqual({ claimName: 'c1' });
   });
 
-  it('a turn in flight keeps the turn code’s Progressing and phase', () => {
-    const turnProgressing: Condition = {
-      type: 'Progressing',
-      status: 'True',
-      observedGeneration: 1,
-      lastTransitionTime: '2026-11-30T11:59:00Z',
-      reason: 'AwaitingApproval',
-      message: 'turn t-1 waits for approval of shell',
+  it('derives Progressing and phase from the turn code’s facts and carries the facts over', () => {
+    const turns = {
+      current: { turnId: 't-1', state: 'awaiting_approval' as const, requestId: 'apr_1' },
     };
     const { status } = pass(
-      agentSnapshot(
-        conversation(
-          {},
-          { currentTurn: 't-1', conditions: [turnProgressing], journal: { head: 4 } },
-        ),
-        { claim: claim({ sandboxName: 'sb-1' }), sandbox: sandbox(true) },
-      ),
+      agentSnapshot(conversation({}, { currentTurn: 't-1', turns, journal: { head: 4 } }), {
+        claim: claim({ sandboxName: 'sb-1' }),
+        sandbox: sandbox(true),
+      }),
     );
-    expect(condition(status, 'Progressing')).toEqual(turnProgressing);
+    expect(condition(status, 'Progressing')).toMatchObject({
+      status: 'True',
+      reason: 'AwaitingApproval',
+      message: 'turn t-1 waits for approval apr_1: answer it with POST .../approvals/apr_1',
+    });
+    expect(condition(status, 'Ready')).toMatchObject({ status: 'True', reason: 'SandboxReady' });
     expect(status.phase).toBe('AwaitingApproval');
     expect(status.currentTurn).toBe('t-1');
+    expect(status.turns).toEqual(turns);
     expect(status.journal).toEqual({ head: 4 });
   });
 
-  it('keeps a TurnAmbiguous Degraded until the turn code clears it', () => {
-    const ambiguous: Condition = {
-      type: 'Degraded',
-      status: 'True',
-      observedGeneration: 1,
-      lastTransitionTime: '2026-11-30T11:00:00Z',
-      reason: 'TurnAmbiguous',
-      message: 'turn t-0 is quarantined',
-    };
+  it('an object from an older operator with only currentTurn counts the turn as running', () => {
     const { status } = pass(
-      agentSnapshot(conversation({}, { conditions: [ambiguous] }), { claim: claim() }),
+      agentSnapshot(conversation({}, { currentTurn: 't-1' }), {
+        claim: claim({ sandboxName: 'sb-1' }),
+        sandbox: sandbox(true),
+      }),
     );
-    expect(condition(status, 'Degraded')).toEqual(ambiguous);
-    expect(status.phase).toBe('Degraded');
+    expect(summary(status)).toEqual({
+      phase: 'Running',
+      Ready: 'True/SandboxReady',
+      Progressing: 'True/TurnRunning',
+      Degraded: 'False/Healthy',
+    });
+  });
+
+  it('keeps Degraded TurnAmbiguous while status.turns.quarantined is set, and drops it after', () => {
+    const quarantined = {
+      turnId: 't-0',
+      toolCallId: 'toolu_9',
+      reason: 'crashed mid-call',
+      since: '2026-11-30T11:00:00Z',
+    };
+    const held = pass(
+      agentSnapshot(conversation({}, { turns: { quarantined } }), { claim: claim() }),
+    ).status;
+    expect(condition(held, 'Degraded')).toMatchObject({ status: 'True', reason: 'TurnAmbiguous' });
+    expect(condition(held, 'Degraded')?.message).toContain('toolu_9');
+    expect(held.phase).toBe('Degraded');
+    expect(held.turns).toEqual({ quarantined });
+    // An admin removed the record: the next pass is Healthy again.
+    const { turns: _removed, ...repaired } = held;
+    const after = pass(agentSnapshot(conversation({}, repaired), { claim: claim() })).status;
+    expect(summary(after)).toMatchObject({ phase: 'Pending', Degraded: 'False/Healthy' });
   });
 });
 

@@ -2,13 +2,12 @@
  * The pure status report of a Conversation reconcile pass: snapshot + plan + what `act`
  * did → the whole next `status`. The reconciler writes it once, through the status
  * subresource, and only when it differs from the stored status (an idle pass writes
- * nothing). Fields other writers own (`lastTurnTime`, `currentTurn`, `journal`, a
- * `Progressing` condition while a turn is in flight, `Degraded` TurnAmbiguous) are carried
- * over unchanged.
+ * nothing). The turn code's fields (`lastTurnTime`, `currentTurn`, `turns`, `journal`) are
+ * carried over unchanged; `phase` and the conditions come from the one derivation
+ * (conversation-conditions.ts), fed with this pass's {@link SandboxVerdict}.
  */
-import type { Condition, ConversationStatus } from '../api/v1alpha1';
-import type { DegradedReason } from '../api/v1alpha1';
-import { ConditionReason, ConditionType, ConversationPhase } from '../api/v1alpha1';
+import type { ConversationStatus } from '../api/v1alpha1';
+import { ConditionReason, ConditionType } from '../api/v1alpha1';
 import { canonicalJson } from '../../common/canonical-json';
 import type { BlockedReason, SandboxNames } from './assess-sandbox';
 import { claimUnboundMessage, podPendingMessage } from './assess-sandbox';
@@ -16,6 +15,8 @@ import type { CreateFailure } from './classify-create-failure';
 import type { Action, ReconcilePlan } from './plan';
 import { ActionKind, Lifecycle, formatTime } from './plan';
 import type { ConversationSnapshot } from './snapshot';
+import type { ConditionInput, SandboxVerdict } from './conversation-conditions';
+import { conversationConditions } from './conversation-conditions';
 
 /** What `act` did: the actions that completed, in order, and the one that failed, if any. */
 export interface ActOutcome {
@@ -26,14 +27,6 @@ export interface ActOutcome {
     /** A classified cause a person can act on (absent: report the message as is). */
     readonly cause?: CreateFailure;
   };
-}
-
-/** A condition before it is stamped with a generation and transition time. */
-interface ConditionInput {
-  readonly type: ConditionType;
-  readonly status: 'True' | 'False' | 'Unknown';
-  readonly reason: ConditionReason;
-  readonly message: string;
 }
 
 /**
@@ -52,8 +45,6 @@ export function reportStatus(
   const generation = conversation.metadata.generation ?? 0;
   const nowText = formatTime(now.getTime());
   const clean = outcome.failed === undefined;
-  const turn =
-    status.currentTurn !== undefined && status.currentTurn !== '' ? status.currentTurn : undefined;
   const lifecycle =
     plan.lifecycle === Lifecycle.Closing
       ? clean
@@ -70,33 +61,6 @@ export function reportStatus(
         : status.closedTime;
 
   const view = sandboxView(plan, outcome);
-  // Typed with DegradedReason so a new cause cannot skip the Argo CD health test cases.
-  const degradedCauses: (ConditionInput & { readonly reason: DegradedReason })[] = [];
-  if (lifecycle === Lifecycle.Open && view.blocked !== undefined) {
-    degradedCauses.push({
-      type: ConditionType.Degraded,
-      status: 'True',
-      reason: view.blocked,
-      message: view.message,
-    });
-  }
-  if (plan.retention.error !== undefined) {
-    degradedCauses.push({
-      type: ConditionType.Degraded,
-      status: 'True',
-      reason: ConditionReason.RetentionInvalid,
-      message: `spec.retention ${JSON.stringify(plan.retention.value ?? '')} cannot be used (${plan.retention.error}); the object will not be deleted automatically: set spec.retention to a duration such as 24h`,
-    });
-  }
-  if (plan.idle.error !== undefined) {
-    degradedCauses.push({
-      type: ConditionType.Degraded,
-      status: 'True',
-      reason: ConditionReason.IdleTimeoutInvalid,
-      message: `spec.idleTimeout ${JSON.stringify(plan.idle.value ?? '')} cannot be used (${plan.idle.error}); idle closing is disabled: set a duration such as 30m, or 0s to never close`,
-    });
-  }
-
   const closedMessage = `closed at ${closedTime ?? nowText}${
     plan.idle.value === undefined ? '' : ` after ${plan.idle.value} without a turn`
   }; the next turn reopens it${
@@ -108,107 +72,29 @@ export function reportStatus(
   }`;
   const terminating = 'the Conversation is being deleted; its sandbox is released first';
 
-  let ready: ConditionInput;
-  let progressing: ConditionInput;
+  let verdict: SandboxVerdict;
   switch (lifecycle) {
     case Lifecycle.Deleting:
-      ready = cond(ConditionType.Ready, 'False', ConditionReason.Terminating, terminating);
-      progressing = cond(
-        ConditionType.Progressing,
-        'True',
-        ConditionReason.Terminating,
-        terminating,
-      );
+      verdict = { lifecycle, ready: ready('False', ConditionReason.Terminating, terminating) };
       break;
     case Lifecycle.Closed:
-      ready = cond(ConditionType.Ready, 'False', ConditionReason.Closed, closedMessage);
-      progressing = cond(ConditionType.Progressing, 'False', ConditionReason.Closed, closedMessage);
+      verdict = { lifecycle, ready: ready('False', ConditionReason.Closed, closedMessage) };
       break;
     case Lifecycle.Open:
-      if (view.blocked !== undefined) {
-        ready = cond(ConditionType.Ready, 'False', view.blocked, view.message);
-        progressing = cond(ConditionType.Progressing, 'False', view.blocked, view.message);
-      } else if (view.ready) {
-        ready = cond(ConditionType.Ready, 'True', ConditionReason.SandboxReady, view.message);
-        progressing = cond(
-          ConditionType.Progressing,
-          'False',
-          ConditionReason.Idle,
-          'no turn in flight',
-        );
-      } else {
-        ready = cond(ConditionType.Ready, 'False', ConditionReason.SandboxPending, view.message);
-        progressing = cond(
-          ConditionType.Progressing,
-          'True',
-          ConditionReason.SandboxPending,
-          view.message,
-        );
-      }
+      verdict = {
+        lifecycle,
+        ready:
+          view.blocked !== undefined
+            ? ready('False', view.blocked, view.message)
+            : view.ready
+              ? ready('True', ConditionReason.SandboxReady, view.message)
+              : ready('False', ConditionReason.SandboxPending, view.message),
+      };
       break;
   }
+  // The turn code's facts are carried over as stored, so the stored status is the input.
+  const derived = conversationConditions(conversation, verdict, nowText);
 
-  const previous = status.conditions ?? [];
-  const find = (type: string): Condition | undefined => previous.find((c) => c.type === type);
-  const stamp = (input: ConditionInput): Condition => {
-    const old = find(input.type);
-    return {
-      type: input.type,
-      status: input.status,
-      observedGeneration: generation,
-      lastTransitionTime:
-        old !== undefined && old.status === input.status ? old.lastTransitionTime : nowText,
-      reason: input.reason,
-      message: input.message,
-    };
-  };
-
-  // A turn in flight owns Progressing (TurnRunning, AwaitingApproval, AwaitingAnswer).
-  const oldProgressing = find(ConditionType.Progressing);
-  const progressingOut =
-    turn !== undefined && lifecycle !== Lifecycle.Deleting
-      ? (oldProgressing ??
-        stamp(
-          cond(
-            ConditionType.Progressing,
-            'True',
-            ConditionReason.TurnRunning,
-            `turn ${turn} in flight`,
-          ),
-        ))
-      : stamp(progressing);
-
-  // A quarantined turn stays Degraded until an admin resolves it; the turn code clears it.
-  const oldDegraded = find(ConditionType.Degraded);
-  const firstCause = degradedCauses[0];
-  const degradedOut =
-    oldDegraded?.status === 'True' && oldDegraded.reason === ConditionReason.TurnAmbiguous
-      ? oldDegraded
-      : stamp(
-          firstCause === undefined
-            ? cond(
-                ConditionType.Degraded,
-                'False',
-                ConditionReason.Healthy,
-                'nothing needs attention',
-              )
-            : { ...firstCause, message: degradedCauses.map((c) => c.message).join('; ') },
-        );
-
-  const readyOut = stamp(ready);
-  const ours = new Set<string>([
-    ConditionType.Ready,
-    ConditionType.Progressing,
-    ConditionType.Degraded,
-  ]);
-  const conditions = [
-    readyOut,
-    progressingOut,
-    degradedOut,
-    ...previous.filter((c) => !ours.has(c.type)),
-  ];
-
-  const phase = phaseOf(lifecycle, readyOut, progressingOut, degradedOut, turn);
   const observedGeneration = clean ? generation : status.observedGeneration;
   const names = lifecycle === Lifecycle.Open ? view.names : {};
   const sandbox = {
@@ -219,13 +105,13 @@ export function reportStatus(
   };
 
   return {
-    phase,
-    conditions,
+    ...derived,
     ...(observedGeneration === undefined ? {} : { observedGeneration }),
     ...(status.lastTurnTime === undefined ? {} : { lastTurnTime: status.lastTurnTime }),
     ...(closedTime === undefined ? {} : { closedTime }),
     ...(status.currentTurn === undefined ? {} : { currentTurn: status.currentTurn }),
     ...(Object.keys(sandbox).length === 0 ? {} : { sandbox }),
+    ...(status.turns === undefined ? {} : { turns: status.turns }),
     ...(status.journal === undefined ? {} : { journal: status.journal }),
   };
 }
@@ -238,34 +124,8 @@ export function isSameStatus(
   return canonicalJson(a ?? {}) === canonicalJson(b ?? {});
 }
 
-function cond(
-  type: ConditionType,
-  status: 'True' | 'False',
-  reason: ConditionReason,
-  message: string,
-): ConditionInput {
-  return { type, status, reason, message };
-}
-
-function phaseOf(
-  lifecycle: Lifecycle,
-  ready: Condition,
-  progressing: Condition,
-  degraded: Condition,
-  turn: string | undefined,
-): ConversationPhase {
-  if (lifecycle === Lifecycle.Deleting) return ConversationPhase.Terminating;
-  if (degraded.status === 'True') return ConversationPhase.Degraded;
-  if (lifecycle === Lifecycle.Closed) return ConversationPhase.Closed;
-  if (turn !== undefined) {
-    if (progressing.reason === ConditionReason.AwaitingApproval) {
-      return ConversationPhase.AwaitingApproval;
-    }
-    if (progressing.reason === ConditionReason.AwaitingAnswer)
-      return ConversationPhase.AwaitingAnswer;
-    return ConversationPhase.Running;
-  }
-  return ready.status === 'True' ? ConversationPhase.Ready : ConversationPhase.Pending;
+function ready(status: 'True' | 'False', reason: ConditionReason, message: string): ConditionInput {
+  return { type: ConditionType.Ready, status, reason, message };
 }
 
 /** The sandbox as it stands after the actions that ran. */
@@ -347,7 +207,7 @@ function sandboxView(
 function runtimeClassMissingMessage(runtimeClass: string, pod: string, namespace: string): string {
   const fix =
     runtimeClass === 'gvisor'
-      ? 'install gVisor on the nodes and apply config/sandbox/runtime-class.yaml'
+      ? 'install gVisor on the nodes and apply config/cluster/runtime-class.yaml'
       : `create RuntimeClass ${JSON.stringify(runtimeClass)} for a runtime installed on the nodes`;
   return `RuntimeClass ${JSON.stringify(runtimeClass)} not found, so admission rejected pod ${pod} in namespace ${namespace}: ${fix} (or set the sandbox template's runtimeClassName); the pod is retried with backoff`;
 }

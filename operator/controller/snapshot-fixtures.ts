@@ -12,6 +12,7 @@ import type {
   ObservedClaim,
   ObservedPod,
   ObservedSandbox,
+  ObservedSandboxTemplate,
   PodObservation,
 } from './snapshot';
 
@@ -59,6 +60,7 @@ export function claim(over: Partial<ObservedClaim> = {}): ObservedClaim {
     deleting: false,
     owners: [owner],
     warmPoolName: DEFAULT_WARM_POOL,
+    env: [],
     conditions: [],
     ...over,
   };
@@ -100,6 +102,23 @@ export function pod(ready: boolean, over: Partial<ObservedPod> = {}): ObservedPo
   };
 }
 
+/**
+ * The default SandboxTemplate of {@link agentSnapshot}: env injection Allowed, a `harness`
+ * container with one variable of its own.
+ */
+export const ALLOWING_TEMPLATE: ObservedSandboxTemplate = {
+  envVarsInjectionPolicy: 'Allowed',
+  podSpec: {
+    containers: [
+      {
+        name: 'harness',
+        image: 'polychrome/harness:test',
+        env: [{ name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } }],
+      },
+    ],
+  },
+};
+
 /** An agent-sandbox snapshot with the default warm pool and template present. */
 export function agentSnapshot(
   c: Conversation,
@@ -113,6 +132,7 @@ export function agentSnapshot(
       warmPoolName: c.spec.sandbox?.warmPool ?? DEFAULT_WARM_POOL,
       warmPool: { templateName: 'polychrome-harness' },
       templateFound: true,
+      template: ALLOWING_TEMPLATE,
       ...over,
     },
   };

@@ -5,6 +5,7 @@
  * in wire form (timestamps as RFC 3339 strings), so tests build snapshots by hand.
  */
 import type { Conversation } from '../api/v1alpha1';
+import type { ClaimEnvVar } from './desired-claim';
 import type { PodSpecManifest } from './desired-pod';
 
 /** A `metav1.Condition`-like entry of a child's status. */
@@ -32,6 +33,8 @@ export interface ObservedClaim {
   readonly deleting: boolean;
   readonly owners: readonly ObservedOwner[];
   readonly warmPoolName?: string;
+  /** `spec.env` as stored (name, value, containerName); empty when the claim sets none. */
+  readonly env: readonly ClaimEnvVar[];
   /** `status.sandbox.name`: set once the claim has a Sandbox. */
   readonly sandboxName?: string;
   readonly conditions: readonly ObservedCondition[];
@@ -66,6 +69,14 @@ export interface ObservedPod {
   readonly statusMessage?: string;
 }
 
+/** The SandboxTemplate a warm pool names: what decides which spec fields a claim can honour. */
+export interface ObservedSandboxTemplate {
+  /** `spec.envVarsInjectionPolicy` (Allowed, Overrides, Disallowed; absent means Disallowed). */
+  readonly envVarsInjectionPolicy?: string;
+  /** `spec.podTemplate.spec`, when it has containers. */
+  readonly podSpec?: PodSpecManifest;
+}
+
 /** The agent-sandbox backend: warm pool → template, claim → Sandbox → pod. */
 export interface AgentSandboxObservation {
   readonly backend: 'agent-sandbox';
@@ -75,6 +86,8 @@ export interface AgentSandboxObservation {
   readonly warmPool?: { readonly templateName?: string };
   /** Whether the pool's SandboxTemplate exists; undefined when not looked up (no pool). */
   readonly templateFound?: boolean;
+  /** The pool's SandboxTemplate, when it was found. */
+  readonly template?: ObservedSandboxTemplate;
   readonly claim?: ObservedClaim;
   readonly sandbox?: ObservedSandbox;
   readonly pod?: ObservedPod;

@@ -260,6 +260,22 @@ const ACTIONS: readonly {
     },
   },
   {
+    row: /^cancel a pending approval$/u,
+    act: async (a, token) => {
+      const id = sharedConversation(a);
+      const path = await pausedRequest(a, id, 'approvals');
+      return [(await call(a, 'POST', path, { token, body: { decision: 'cancel' } })).status];
+    },
+  },
+  {
+    row: /^cancel a pending question$/u,
+    act: async (a, token) => {
+      const id = sharedConversation(a);
+      const path = await pausedRequest(a, id, 'questions');
+      return [(await call(a, 'POST', path, { token, body: { cancel: true } })).status];
+    },
+  },
+  {
     row: /^send a directive with a message$/u,
     act: async (a, token) => {
       const id = sharedConversation(a);

@@ -20,6 +20,7 @@ describe('eventData', () => {
       argsSha256: Buffer.from([0xde, 0xad]),
       reason: 'side effects',
       requiredApprover: '',
+      requestedAtMs: 0,
     });
     expect(eventData({ position: 3, kind: 'approval_request', payload })).toEqual({
       position: 3,

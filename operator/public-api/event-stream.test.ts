@@ -30,6 +30,16 @@ afterEach(async () => {
 const ALICE_ID = ALICE.identity;
 /** Events one completed turn without tools commits: batch one and batch two, each sealed. */
 const TURN_EVENTS = 6;
+/**
+ * The first turn also records the agent configuration before its first model call
+ * (`agent_config` and its seal, docs/replay.md).
+ */
+const FIRST_TURN_EVENTS = TURN_EVENTS + 2;
+
+/** Events a conversation holds after `turns` completed turns without tools. */
+function eventsOf(turns: number): number {
+  return turns === 0 ? 0 : FIRST_TURN_EVENTS + (turns - 1) * TURN_EVENTS;
+}
 
 async function start(options: Parameters<typeof startApi>[0] = {}): Promise<TestApi> {
   api = await startApi(options);
@@ -72,13 +82,15 @@ describe('GET /v1/conversations/{id}/stream', () => {
     expect(client.status).toBe(200);
     expect(client.headers['content-type']).toBe('text/event-stream; charset=utf-8');
     expect(client.headers['cache-control']).toBe('no-store');
-    await client.waitFor('one turn', () => client.events().length === TURN_EVENTS);
+    await client.waitFor('one turn', () => client.events().length === eventsOf(1));
     expect(client.messages[0]).toEqual({ retry: '1000', comments: [] });
 
     const events = client.events();
     expect(events.map((e) => e.event)).toEqual([
       'message_received',
       'turn_dispatched',
+      'signed_root',
+      'agent_config',
       'signed_root',
       'model_call',
       'turn_complete',
@@ -107,17 +119,19 @@ describe('GET /v1/conversations/{id}/stream', () => {
       root: expect.any(String),
       keyId: a.turns.journal.store.signingKeyId,
       signature: expect.any(String),
+      version: 2,
+      partition: `conv-${id}`,
     });
     expect(Buffer.from(String(root.root), 'base64')).toHaveLength(32);
     expect(Buffer.from(String(root.signature), 'base64')).toHaveLength(64);
-    expect(dataOf(events[4]).payload).toMatchObject({ text: 'reply 1' });
+    expect(dataOf(events[6]).payload).toMatchObject({ text: 'reply 1' });
 
     await call(a, 'POST', `/v1/conversations/${id}/messages`, {
       token: TOKENS.alice,
       body: { text: 'later' },
     });
-    await client.waitFor('the next turn', () => client.events().length === 2 * TURN_EVENTS);
-    expect(client.positions()).toEqual(range(0, 2 * TURN_EVENTS));
+    await client.waitFor('the next turn', () => client.events().length === eventsOf(2));
+    expect(client.positions()).toEqual(range(0, eventsOf(2)));
     expect(a.follows.follows).toHaveLength(1);
     expect(a.follows.follows[0]).toMatchObject({ partition: `conv-${id}`, fromPosition: 0 });
   });
@@ -137,10 +151,10 @@ describe('GET /v1/conversations/{id}/stream', () => {
     ];
     for (const c of cases) {
       const client = await open(a, c.path, c.headers);
-      await client.waitFor(`events through 11 for ${c.path}`, () =>
-        client.positions().includes(11),
+      await client.waitFor(`events through 13 for ${c.path}`, () =>
+        client.positions().includes(13),
       );
-      expect(client.positions()).toEqual(range(c.first, 12));
+      expect(client.positions()).toEqual(range(c.first, 14));
     }
     // One shared follow (from the first stream's position); the streams behind it read
     // their missing events once, bounded; the others take them from the hub's ring.
@@ -242,7 +256,7 @@ describe('GET /v1/conversations/{id}/stream', () => {
     const lastDelta = client.messages.lastIndexOf(deltas.at(-1)!);
     const batchTwo = client.messages.findIndex((m) => m.event === 'model_call');
     expect(lastDelta).toBeLessThan(batchTwo);
-    expect(client.positions()).toEqual(range(0, TURN_EVENTS));
+    expect(client.positions()).toEqual(range(0, eventsOf(1)));
   });
 
   it('sends a keep-alive comment every heartbeatMs', async () => {
@@ -261,7 +275,7 @@ describe('GET /v1/conversations/{id}/stream', () => {
     const a = await start();
     const id = await conversationWithTurns(a, 1);
     const client = await open(a, `/v1/conversations/${id}/stream`);
-    await client.waitFor('first turn', () => client.events().length === TURN_EVENTS);
+    await client.waitFor('first turn', () => client.events().length === eventsOf(1));
     await pollUntil('follower waiting', () => a.follows.activeFollowers === 1);
 
     const restarted = new StateCallError('unavailable', 'state plane shutting down', {
@@ -271,15 +285,15 @@ describe('GET /v1/conversations/{id}/stream', () => {
     });
     expect(a.follows.failFollowers(restarted)).toBe(1);
     await pollUntil('second follow', () => a.follows.follows.length === 2);
-    expect(a.follows.follows[1]?.fromPosition).toBe(TURN_EVENTS);
+    expect(a.follows.follows[1]?.fromPosition).toBe(eventsOf(1));
     expect(a.follows.follows[0]?.signal.aborted).toBe(false);
 
     await call(a, 'POST', `/v1/conversations/${id}/messages`, {
       token: TOKENS.alice,
       body: { text: 'after restart' },
     });
-    await client.waitFor('second turn', () => client.events().length >= 2 * TURN_EVENTS);
-    expect(client.positions()).toEqual(range(0, 2 * TURN_EVENTS));
+    await client.waitFor('second turn', () => client.events().length >= eventsOf(2));
+    expect(client.positions()).toEqual(range(0, eventsOf(2)));
     expect(client.messages.some((m) => m.event === 'error' || m.event === 'shutdown')).toBe(false);
     expect(a.server.openStreams).toBe(1);
     expect(a.logs.some((l) => l.msg === 'journal follow interrupted; resuming')).toBe(true);
@@ -296,13 +310,13 @@ describe('GET /v1/conversations/{id}/stream', () => {
     const a = await start({ follow: sloppy });
     const id = await conversationWithTurns(a, 1);
     const client = await open(a, `/v1/conversations/${id}/stream`);
-    await client.waitFor('one turn', () => client.events().length === TURN_EVENTS);
+    await client.waitFor('one turn', () => client.events().length === eventsOf(1));
     await call(a, 'POST', `/v1/conversations/${id}/messages`, {
       token: TOKENS.alice,
       body: { text: 'y' },
     });
-    await client.waitFor('two turns', () => client.events().length === 2 * TURN_EVENTS);
-    expect(client.positions()).toEqual(range(0, 2 * TURN_EVENTS));
+    await client.waitFor('two turns', () => client.events().length === eventsOf(2));
+    expect(client.positions()).toEqual(range(0, eventsOf(2)));
     expect(calls).toBeGreaterThan(1);
   });
 
@@ -360,8 +374,8 @@ describe('GET /v1/conversations/{id}/stream', () => {
     const id = await conversationWithTurns(a, 1);
     const first = await open(a, `/v1/conversations/${id}/stream`);
     const second = await open(a, `/v1/conversations/${id}/stream`, { 'last-event-id': '2' });
-    await first.waitFor('events', () => first.events().length === TURN_EVENTS);
-    await second.waitFor('events', () => second.events().length === TURN_EVENTS - 3);
+    await first.waitFor('events', () => first.events().length === eventsOf(1));
+    await second.waitFor('events', () => second.events().length === eventsOf(1) - 3);
     expect(a.server.openStreams).toBe(2);
     expect(await a.registry.metrics()).toContain('polychrome_api_open_streams 2');
     // Both streams of the conversation share one journal follow.
@@ -386,7 +400,7 @@ describe('GET /v1/conversations/{id}/stream', () => {
     const a = await start();
     const id = await conversationWithTurns(a, 1);
     const client = await open(a, `/v1/conversations/${id}/stream`);
-    await client.waitFor('events', () => client.events().length === TURN_EVENTS);
+    await client.waitFor('events', () => client.events().length === eventsOf(1));
     await pollUntil('follower waiting', () => a.follows.activeFollowers === 1);
     expect(a.service.deltaListeners(id)).toBe(1);
 
@@ -533,7 +547,7 @@ describe('GET /v1/conversations/{id}/stream', () => {
     });
     const bob = await open(a, `/v1/conversations/${id}/stream`, {}, TOKENS.bob);
     const alice = await open(a, `/v1/conversations/${id}/stream`);
-    await bob.waitFor('one turn', () => bob.events().length === TURN_EVENTS);
+    await bob.waitFor('one turn', () => bob.events().length === eventsOf(1));
     // While Bob is a participant, heartbeats come and go and the stream stays.
     await bob.waitFor('heartbeats', (m) => m.filter((x) => x.comments.length > 0).length >= 3);
     expect(bob.messages.some((m) => m.event === 'error')).toBe(false);
@@ -555,7 +569,7 @@ describe('GET /v1/conversations/{id}/stream', () => {
       token: TOKENS.alice,
       body: { text: 'after' },
     });
-    await alice.waitFor('two turns', () => alice.events().length === 2 * TURN_EVENTS);
+    await alice.waitFor('two turns', () => alice.events().length === eventsOf(2));
     expect(bob.events()).toHaveLength(seen);
     expect(alice.messages.some((m) => m.event === 'error')).toBe(false);
     await pollUntil('one stream left', () => a.server.openStreams === 1);
@@ -565,7 +579,7 @@ describe('GET /v1/conversations/{id}/stream', () => {
     const a = await start({ heartbeatMs: 20 });
     const id = await conversationWithTurns(a, 1);
     const client = await open(a, `/v1/conversations/${id}/stream`);
-    await client.waitFor('one turn', () => client.events().length === TURN_EVENTS);
+    await client.waitFor('one turn', () => client.events().length === eventsOf(1));
     a.turns.conversations.remove(id);
     await client.ended;
     expect(dataOf(client.messages.at(-1)).error).toMatchObject({ code: 'not_found' });

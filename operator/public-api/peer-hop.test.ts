@@ -417,3 +417,52 @@ describe('the peer listener', () => {
     expect(front.service.calls).toEqual([]);
   });
 });
+
+describe('parsePeerEnvelope: a Kubernetes door caller', () => {
+  const grant = {
+    conversationId: '6f1d2f9e-0a4e-4c55-9c1b-8f3c8c1b2a10',
+    subresource: 'messages',
+    groups: ['team-a'],
+  };
+  const kubeCaller = {
+    identity: 'kubernetes:alice',
+    identities: ['kubernetes:alice'],
+    personaId: '',
+    roles: [],
+    sessionId: '',
+    kubernetes: grant,
+  };
+
+  it('carries the grant across the hop, with no persona, session or role', () => {
+    expect(parsePeerEnvelope({ caller: kubeCaller, body: { text: 'hi' } })).toEqual({
+      caller: kubeCaller,
+      body: { text: 'hi' },
+    });
+  });
+
+  // A forwarded envelope that tries to widen a Kubernetes caller's rights.
+  it.each([
+    [
+      'adds a role',
+      { ...kubeCaller, roles: ['admin'] },
+      'caller.roles must be empty for a Kubernetes caller',
+    ],
+    [
+      'has no conversation in its grant',
+      { ...kubeCaller, kubernetes: { ...grant, conversationId: '' } },
+      'caller.kubernetes.conversationId',
+    ],
+    [
+      'has a grant that is not an object',
+      { ...kubeCaller, kubernetes: 'all' },
+      'caller.kubernetes must be an object',
+    ],
+    [
+      'has groups that are not strings',
+      { ...kubeCaller, kubernetes: { ...grant, groups: [1] } },
+      'caller.kubernetes.groups',
+    ],
+  ])('refuses an envelope whose Kubernetes caller %s', (_case, caller, message) => {
+    expect(() => parsePeerEnvelope({ caller, body: {} })).toThrow(message);
+  });
+});

@@ -92,13 +92,58 @@ export function parsePeerEnvelope(value: unknown): PeerEnvelope {
   if (!isIdentity(identity)) throw bad('caller.identity', 'is not an identity');
   const identities = list('identities');
   if (!identities.every(isIdentity)) throw bad('caller.identities', 'holds a non-identity');
+  const grant: unknown = Reflect.get(caller, 'kubernetes');
+  if (grant === undefined) {
+    return {
+      caller: {
+        identity,
+        identities,
+        personaId: text('personaId'),
+        roles: list('roles'),
+        sessionId: text('sessionId'),
+      },
+      body: Reflect.get(value, 'body'),
+    };
+  }
+  // A caller of the Kubernetes door: RBAC allowed one subresource of one conversation;
+  // no persona, no session, no roles.
+  if (typeof grant !== 'object' || grant === null || Array.isArray(grant)) {
+    throw bad('caller.kubernetes', 'must be an object {conversationId, subresource, groups}');
+  }
+  const grantText = (name: string): string => {
+    const v: unknown = Reflect.get(grant, name);
+    if (typeof v !== 'string' || v === '' || v.length > MAX_FIELD_CHARS) {
+      throw bad(
+        `caller.kubernetes.${name}`,
+        `must be a string of 1..${MAX_FIELD_CHARS} characters`,
+      );
+    }
+    return v;
+  };
+  const groups: unknown = Reflect.get(grant, 'groups');
+  if (
+    !Array.isArray(groups) ||
+    groups.length > MAX_LIST ||
+    !groups.every((g) => typeof g === 'string' && g !== '' && g.length <= MAX_FIELD_CHARS)
+  ) {
+    throw bad(
+      'caller.kubernetes.groups',
+      `must be a list of at most ${MAX_LIST} non-empty strings`,
+    );
+  }
+  if (list('roles').length > 0) throw bad('caller.roles', 'must be empty for a Kubernetes caller');
   return {
     caller: {
       identity,
       identities,
-      personaId: text('personaId'),
-      roles: list('roles'),
-      sessionId: text('sessionId'),
+      personaId: '',
+      roles: [],
+      sessionId: '',
+      kubernetes: {
+        conversationId: grantText('conversationId'),
+        subresource: grantText('subresource'),
+        groups: groups as string[],
+      },
     },
     body: Reflect.get(value, 'body'),
   };

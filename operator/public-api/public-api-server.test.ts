@@ -535,6 +535,9 @@ describe('PublicApiServer: conversations and turns', () => {
       'message_received',
       'turn_dispatched',
       'signed_root',
+      // The agent configuration, recorded before its first model call (docs/replay.md).
+      'agent_config',
+      'signed_root',
       'model_call',
       'turn_complete',
       'signed_root',
@@ -593,7 +596,7 @@ describe('PublicApiServer: conversations and turns', () => {
     expect(transcript.status).toBe(200);
     expect(transcript.json).toEqual({
       conversationId: id,
-      head: 6,
+      head: 8,
       turns: [
         {
           turnId: expect.stringMatching(/^turn_[0-9a-f]{32}$/),
@@ -751,7 +754,7 @@ describe('PublicApiServer: conversations and turns', () => {
       await call(a, 'POST', path, { token: TOKENS.admin, body: { decision: 'maybe' } }),
       400,
       'invalid_argument',
-      /decision must be "approve" or "deny", got "maybe"/,
+      /decision must be "approve", "deny" or "cancel", got "maybe"/,
     );
     expectError(
       await call(a, 'POST', path, {

@@ -15,6 +15,15 @@ import { isAppError } from '../../common/errors';
 import { componentLogger, LogComponent } from '../../common/log';
 import openapiDocument from '../../docs/api/openapi.json';
 import type { Caller, PostMessage, TurnReply, TurnService } from '../turns/turn-service';
+import type { KubeAdmission, KubeDoor } from '../kube-api/kube-door';
+import type { KubeUser } from '../kube-api/front-proxy';
+import {
+  KUBE_SUBRESOURCES,
+  kubeStatusBody,
+  kubeSubresourceTemplate,
+  matchKubeRoute,
+  type KubeSubresource,
+} from '../kube-api/kube-routes';
 import { ApiError, bearerChallenge, errorAnswer } from './api-error';
 import { ApiMetrics } from './api-metrics';
 import { AuthCache, DEFAULT_AUTH_CACHE_MS, type Authenticate } from './auth-cache';
@@ -57,7 +66,7 @@ import {
 import { tracedRequest } from './request-span';
 import { matchRoute, Operation, UNMATCHED_ROUTE, type Route } from './routes';
 
-/** The public API's port (DESIGN.md, "Three planes"). */
+/** The public API's port (docs/design.md, "Three planes"). */
 export const DEFAULT_PUBLIC_API_PORT = 8080;
 /** Interval of `: keep-alive` comments on streams. */
 export const DEFAULT_HEARTBEAT_MS = 15_000;
@@ -124,10 +133,31 @@ export interface PublicApiServerOptions {
    * answered 503, and no peer listener opens.
    */
   readonly peers?: PeerOptions;
+  /**
+   * The Kubernetes door (docs/kube-api.md): an HTTPS listener that serves
+   * api.polychrome.dev to kube-apiserver's front proxy. None: no such listener.
+   */
+  readonly kube?: KubeListenerOptions;
 }
 
+/** The Kubernetes door's listener. */
+export interface KubeListenerOptions {
+  /** @default '0.0.0.0' */
+  readonly host?: string;
+  /** 0 lets the system pick (tests). @default {@link DEFAULT_KUBE_API_PORT} */
+  readonly port?: number;
+  /** The serving certificate (PEM) the APIService's caBundle vouches for, and its key. */
+  readonly cert: string;
+  readonly key: string;
+  /** Who is calling and may they: the front proxy, SubjectAccessReviews, names to uids. */
+  readonly door: KubeDoor;
+}
+
+/** The Kubernetes door's port (the APIService's Service targets it). */
+export const DEFAULT_KUBE_API_PORT = 8444;
+
 /** Which listener a request came in on. */
-const Listener = { Public: 'public', Peer: 'peer' } as const;
+const Listener = { Public: 'public', Peer: 'peer', Kube: 'kube' } as const;
 type Listener = (typeof Listener)[keyof typeof Listener];
 
 /** The only operations the peer listener serves: the ones a replica forwards. */
@@ -156,6 +186,8 @@ interface RequestContext {
   readonly signal: AbortSignal;
   /** What the request log line adds. */
   readonly notes: RequestNotes;
+  /** The Kubernetes door's verdict on this request (Kube listener, once admitted). */
+  kube?: KubeAdmission;
 }
 
 /** Facts a handler learns that the request's log line carries. */
@@ -208,6 +240,7 @@ export class PublicApiServer {
   private readonly maxBodyBytes: number;
   private server: Server | undefined;
   private peerServer: Server | undefined;
+  private kubeServer: Server | undefined;
   private readonly peerClient: PeerClient | undefined;
   private closing: Promise<void> | undefined;
 
@@ -292,9 +325,51 @@ export class PublicApiServer {
       await listen(peerServer, peers.port ?? DEFAULT_PEER_PORT, peers.host);
       this.log.info(this.peerAddress(), 'peer listener listening');
     }
+    const kube = this.options.kube;
+    if (kube !== undefined) {
+      // The handshake asks for a client certificate but admits every client: a request
+      // without one from the requestheader CA is answered 401 by the door, with a message
+      // (rejecting in the handshake would leave the caller with a bare TLS alert).
+      const requestHeader = await kube.door.start(AbortSignal.timeout(30_000));
+      const context = (ca: string): { cert: string; key: string; ca: string } => ({
+        cert: kube.cert,
+        key: kube.key,
+        ca,
+      });
+      const kubeServer = createHttpsServer(
+        {
+          ...context(requestHeader.clientCa),
+          requestCert: true,
+          rejectUnauthorized: false,
+          minVersion: 'TLSv1.2',
+        },
+        (request, response) =>
+          this.track(
+            tracedRequest(
+              request,
+              response,
+              () => this.handle(request, response, Listener.Kube),
+              kubeRouteTemplate,
+            ),
+          ),
+      );
+      kube.door.onConfigChange((next) => kubeServer.setSecureContext(context(next.clientCa)));
+      this.kubeServer = kubeServer;
+      await listen(kubeServer, kube.port ?? DEFAULT_KUBE_API_PORT, kube.host);
+      this.log.info(this.kubeAddress(), 'Kubernetes door listening');
+    }
     const address = this.address();
     this.log.info(address, 'public API listening');
     return address;
+  }
+
+  /**
+   * The Kubernetes door's bound address.
+   *
+   * @throws Error when it is not listening (no `kube` option, or not started).
+   */
+  kubeAddress(): { host: string; port: number } {
+    return boundAddress(this.kubeServer, 'the Kubernetes door');
   }
 
   private track(handling: Promise<void>): void {
@@ -336,6 +411,11 @@ export class PublicApiServer {
       const peerStopped = new Promise<void>((resolve) =>
         peerServer === undefined ? resolve() : peerServer.close(() => resolve()),
       );
+      const kubeServer = this.kubeServer;
+      const kubeStopped = new Promise<void>((resolve) =>
+        kubeServer === undefined ? resolve() : kubeServer.close(() => resolve()),
+      );
+      this.options.kube?.door.stop();
       const streams = [...this.streams];
       for (const stream of streams) stream.shutdown();
       for (const [aborter, response] of this.requestAborters) {
@@ -347,7 +427,8 @@ export class PublicApiServer {
       await Promise.all([...this.inFlight]);
       server.closeAllConnections();
       peerServer?.closeAllConnections();
-      await Promise.all([stopped, peerStopped]);
+      kubeServer?.closeAllConnections();
+      await Promise.all([stopped, peerStopped, kubeStopped]);
       this.log.info({ streams: streams.length }, 'public API closed');
     })();
     return this.closing;
@@ -367,9 +448,10 @@ export class PublicApiServer {
     const path = queryAt < 0 ? rawUrl : rawUrl.slice(0, queryAt);
     const query = new URLSearchParams(queryAt < 0 ? '' : rawUrl.slice(queryAt + 1));
     const method = request.method ?? 'GET';
-    const match = matchRoute(method, path);
+    const match =
+      listener === Listener.Kube ? kubeRouteMatch(method, path) : matchRoute(method, path);
     const routeLabel =
-      match.kind === 'matched'
+      match.kind === 'matched' || match.kind === 'discovery'
         ? match.route.template
         : match.kind === 'method_not_allowed'
           ? match.template
@@ -387,7 +469,7 @@ export class PublicApiServer {
           requestId,
           method,
           route: routeLabel,
-          ...(listener === Listener.Peer ? { listener } : {}),
+          ...(listener === Listener.Public ? {} : { listener }),
           status: response.statusCode,
           ms: Math.round(ms),
           ...(notes.conversation === undefined ? {} : { conversation: notes.conversation }),
@@ -398,10 +480,17 @@ export class PublicApiServer {
       );
     });
 
-    const refusal = listener === Listener.Peer ? peerRefusal(request, match) : undefined;
+    const refusal =
+      listener === Listener.Peer && match.kind !== 'discovery'
+        ? peerRefusal(request, match)
+        : undefined;
     if (refusal !== undefined) {
       notes.errorCode = refusal.code;
-      this.sendError(request, response, requestId, refusal);
+      this.sendError(request, response, requestId, refusal, listener);
+      return;
+    }
+    if (match.kind === 'discovery') {
+      this.serveDiscovery(request, response, requestId, match.body, notes);
       return;
     }
     if (match.kind !== 'matched') {
@@ -409,7 +498,9 @@ export class PublicApiServer {
         match.kind === 'not_found'
           ? new ApiError(
               'not_found',
-              `no route ${method} ${path.slice(0, 200)}; docs/api.md lists the routes (GET /v1/openapi.json)`,
+              listener === Listener.Kube
+                ? `no subresource ${method} ${path.slice(0, 200)}; docs/kube-api.md lists them (kubectl get --raw /apis/api.polychrome.dev/v1alpha1)`
+                : `no route ${method} ${path.slice(0, 200)}; docs/api.md lists the routes (GET /v1/openapi.json)`,
             )
           : new ApiError(
               'invalid_argument',
@@ -417,7 +508,7 @@ export class PublicApiServer {
               { httpStatus: 405, headers: { allow: match.allow.join(', ') } },
             );
       notes.errorCode = error.code;
-      this.sendError(request, response, requestId, error);
+      this.sendError(request, response, requestId, error, listener);
       return;
     }
     const context: RequestContext = {
@@ -432,6 +523,7 @@ export class PublicApiServer {
       notes,
     };
     try {
+      if (listener === Listener.Kube) context.kube = await this.admitKube(context);
       await this.dispatch(context);
     } catch (caught) {
       // Aborted by close() (the client is still there): whatever the service made of the
@@ -447,7 +539,7 @@ export class PublicApiServer {
           : caught;
       notes.errorCode = isAppError(error) ? error.code : 'internal';
       if (!response.headersSent && !response.destroyed) {
-        const answer = this.sendError(request, response, requestId, error);
+        const answer = this.sendError(request, response, requestId, error, listener);
         if (answer.isServerFault) {
           this.log.error({ err: error, requestId, route: routeLabel }, 'request failed');
         }
@@ -507,16 +599,16 @@ export class PublicApiServer {
         const { caller, body } = await this.asked(ctx);
         const conversationId = this.conversationId(ctx);
         const requestId = parseRequestId(ctx.params.requestId ?? '');
-        const { answer } = parseQuestionAnswer(await body());
+        const answer = parseQuestionAnswer(await body());
         let reply: TurnReply;
         try {
           reply = await this.options.service.answerQuestion(
             caller,
-            { conversationId, requestId, answer },
+            { conversationId, requestId, ...answer },
             ctx.signal,
           );
         } catch (error) {
-          if (await this.forwarded(ctx, error, { caller, body: { answer } })) return;
+          if (await this.forwarded(ctx, error, { caller, body: answer })) return;
           throw error;
         }
         sendJson(ctx.response, 200, reply);
@@ -612,9 +704,9 @@ export class PublicApiServer {
   }
 
   private async streamEvents(ctx: RequestContext): Promise<void> {
-    const token = parseBearerToken(headerOf(ctx.request, 'authorization'));
-    const caller = await this.authenticateToken(token);
+    const caller = await this.authenticate(ctx);
     const conversationId = this.conversationId(ctx);
+    const recheck = this.streamRecheck(ctx, conversationId);
     const fromPosition = parseStreamCursor({
       lastEventIdHeader: headerOf(ctx.request, 'last-event-id'),
       lastEventIdQuery: ctx.query.get('lastEventId') ?? undefined,
@@ -635,12 +727,7 @@ export class PublicApiServer {
       subscribe: (partition, from, signal) => this.hub.subscribe(partition, from, signal),
       onTextDelta: (id, listener) => this.options.service.onTextDelta(id, listener),
       heartbeatMs: this.options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS,
-      // Each heartbeat asks again what the routes ask: does the token hold (the cache
-      // answers until its entry expires), and may its caller still read the conversation?
-      recheck: async () => {
-        const current = await this.authenticateToken(token);
-        await this.options.service.conversation(current, conversationId);
-      },
+      recheck,
       closeTimeoutMs: this.options.streamCloseTimeoutMs ?? DEFAULT_STREAM_CLOSE_TIMEOUT_MS,
       requestId: ctx.requestId,
       log: this.log.child({ conversation: conversationId, requestId: ctx.requestId }),
@@ -667,7 +754,58 @@ export class PublicApiServer {
   }
 
   private async authenticate(ctx: RequestContext): Promise<Caller> {
+    if (ctx.listener === Listener.Kube) return admitted(ctx).caller;
     return this.authenticateToken(parseBearerToken(headerOf(ctx.request, 'authorization')));
+  }
+
+  /** The front proxy's user, or the door's 401 (no certificate from the requestheader CA). */
+  private kubeUser(request: IncomingMessage): KubeUser {
+    const door = this.options.kube?.door;
+    if (door === undefined) throw new Error('the Kubernetes door is not configured');
+    const socket = request.socket as TLSSocket;
+    const commonName: unknown = socket.authorized
+      ? Reflect.get(socket.getPeerCertificate().subject ?? {}, 'CN')
+      : undefined;
+    return door.authenticate(
+      {
+        authorized: socket.authorized,
+        commonName: typeof commonName === 'string' ? commonName : undefined,
+      },
+      request.headersDistinct,
+    );
+  }
+
+  /**
+   * The Kubernetes door's verdict: the front proxy's user, allowed this subresource of this
+   * Conversation by a SubjectAccessReview, with the Conversation's uid.
+   */
+  private async admitKube(ctx: RequestContext): Promise<KubeAdmission> {
+    const door = this.options.kube?.door;
+    const target = kubeTarget(ctx);
+    if (door === undefined || target === undefined) {
+      throw new Error('a Kubernetes door request without its door or target');
+    }
+    const admission = await door.admit(this.kubeUser(ctx.request), target, ctx.signal);
+    ctx.notes.conversation = admission.caller.kubernetes?.conversationId;
+    return admission;
+  }
+
+  /** Discovery: any user the front proxy vouches for may read it (the aggregator does). */
+  private serveDiscovery(
+    request: IncomingMessage,
+    response: ServerResponse,
+    requestId: string,
+    body: object,
+    notes: RequestNotes,
+  ): void {
+    try {
+      this.kubeUser(request);
+    } catch (error) {
+      notes.errorCode = isAppError(error) ? error.code : 'internal';
+      this.sendError(request, response, requestId, error, Listener.Kube);
+      return;
+    }
+    sendJson(response, 200, body);
   }
 
   /**
@@ -676,12 +814,37 @@ export class PublicApiServer {
    * trusted because the peer proved with its certificate that it is a replica.
    */
   private async asked(ctx: RequestContext): Promise<Asked> {
-    if (ctx.listener === Listener.Public) {
+    if (ctx.listener !== Listener.Peer) {
       const caller = await this.authenticate(ctx);
       return { caller, body: () => this.body(ctx) };
     }
     const envelope = parsePeerEnvelope(await this.body(ctx));
     return { caller: envelope.caller, body: () => Promise.resolve(envelope.body) };
+  }
+
+  /**
+   * What each heartbeat of a stream asks again, the same as the routes ask. The public API:
+   * does the token hold (the cache answers until its entry expires), and may its caller
+   * still read the conversation? The Kubernetes door: does RBAC still allow the stream (a
+   * new SubjectAccessReview), and does the name still mean the same Conversation?
+   */
+  private streamRecheck(ctx: RequestContext, conversationId: string): () => Promise<void> {
+    if (ctx.listener === Listener.Kube) {
+      return async () => {
+        const again = await this.admitKube(ctx);
+        if (again.caller.kubernetes?.conversationId !== conversationId) {
+          throw new ApiError(
+            'not_found',
+            `the Conversation this stream followed (${conversationId}) is gone; its name now means another one`,
+          );
+        }
+      };
+    }
+    const token = parseBearerToken(headerOf(ctx.request, 'authorization'));
+    return async () => {
+      const current = await this.authenticateToken(token);
+      await this.options.service.conversation(current, conversationId);
+    };
   }
 
   /** @throws ApiError 401 with the `invalid_token` challenge for a token that does not hold. */
@@ -700,6 +863,11 @@ export class PublicApiServer {
   }
 
   private conversationId(ctx: RequestContext): string {
+    if (ctx.listener === Listener.Kube) {
+      const id = admitted(ctx).caller.kubernetes?.conversationId ?? '';
+      ctx.notes.conversation = id;
+      return id;
+    }
     const id = parseConversationId(ctx.params.conversationId ?? '');
     ctx.notes.conversation = id;
     return id;
@@ -785,7 +953,10 @@ export class PublicApiServer {
   /** The JSON body, after checking its content type. */
   private async body(ctx: RequestContext): Promise<unknown> {
     const contentType = headerOf(ctx.request, 'content-type');
-    if (!isJsonContentType(contentType)) {
+    // `kubectl create --raw -f` sends its body with no Content-Type; on the Kubernetes
+    // door (reached only through kube-apiserver, as an authenticated user) that is JSON.
+    const kubectlBody = ctx.listener === Listener.Kube && contentType === undefined;
+    if (!kubectlBody && !isJsonContentType(contentType)) {
       throw new ApiError(
         'invalid_argument',
         `the request body must be JSON: send "Content-Type: application/json", got ${
@@ -802,10 +973,17 @@ export class PublicApiServer {
     response: ServerResponse,
     requestId: string,
     error: unknown,
+    listener: Listener = Listener.Public,
   ): ReturnType<typeof errorAnswer> {
     const answer = errorAnswer(error, requestId);
     // An answer before the body was read: drop the rest so the client can read this.
     discardBody(request);
+    if (listener === Listener.Kube) {
+      // Kubernetes clients read a Status; no Bearer challenge on this door.
+      const { 'www-authenticate': _challenge, ...headers } = answer.headers;
+      sendJson(response, answer.status, kubeStatusBody(answer.status, answer.body.error), headers);
+      return answer;
+    }
     sendJson(response, answer.status, answer.body, answer.headers);
     return answer;
   }
@@ -856,6 +1034,70 @@ function peerRefusal(
     );
   }
   return undefined;
+}
+
+/** A request matched on the Kubernetes door, as the route table's terms. */
+type AnyRouteMatch =
+  | ReturnType<typeof matchRoute>
+  | {
+      readonly kind: 'discovery';
+      readonly route: { readonly template: string };
+      readonly body: object;
+    };
+
+/** The Kubernetes door's paths as routes: a subresource runs its public API operation. */
+function kubeRouteMatch(method: string, path: string): AnyRouteMatch {
+  const match = matchKubeRoute(method, path);
+  switch (match.kind) {
+    case 'discovery':
+      return { kind: 'discovery', route: { template: path }, body: match.body };
+    case 'method_not_allowed':
+      return { kind: 'method_not_allowed', template: path, allow: [...match.allow] };
+    case 'not_found':
+      return match;
+    case 'subresource':
+      return {
+        kind: 'matched',
+        route: {
+          method: match.subresource.method,
+          template: kubeSubresourceTemplate(match.subresource.name),
+          operation: match.subresource.operation,
+          authenticated: true,
+        },
+        params: {
+          namespace: match.namespace,
+          name: match.name,
+          subresource: match.subresource.name,
+        },
+      };
+  }
+}
+
+/**
+ * A Kubernetes door request's route template for its span name: the subresource's
+ * template or the discovery path, never a path holding a namespace or a name.
+ */
+function kubeRouteTemplate(method: string, path: string): string | undefined {
+  const match = kubeRouteMatch(method, path);
+  return match.kind === 'matched' || match.kind === 'discovery' ? match.route.template : undefined;
+}
+
+/** The namespace, name and subresource a Kubernetes door request names. */
+function kubeTarget(
+  ctx: RequestContext,
+): { namespace: string; name: string; subresource: KubeSubresource } | undefined {
+  const { namespace, name, subresource } = ctx.params;
+  const sub = KUBE_SUBRESOURCES.find(
+    (s) => s.name === subresource && s.method === ctx.route.method,
+  );
+  if (namespace === undefined || name === undefined || sub === undefined) return undefined;
+  return { namespace, name, subresource: sub };
+}
+
+/** The door's verdict, which a Kubernetes door handler always has. */
+function admitted(ctx: RequestContext): KubeAdmission {
+  if (ctx.kube === undefined) throw new Error('a Kubernetes door request was not admitted');
+  return ctx.kube;
 }
 
 /** Listens on `port` at `host` (default every address). */

@@ -1,7 +1,9 @@
 import { describe, expect, it } from '@jest/globals';
 import { ApiError } from './api-error';
 import {
+  parseApprovalAnswer,
   parseConversationId,
+  parseQuestionAnswer,
   parseCreateConversation,
   parseStreamCursor,
   resolveIdempotencyKey,
@@ -94,5 +96,31 @@ describe('parseConversationId and parseCreateConversation', () => {
     expect(thrown(() => parseCreateConversation({ message: 'hi' })).message).toBe(
       'message must be a JSON object, got a string',
     );
+  });
+});
+
+describe('cancel bodies', () => {
+  it('takes decision cancel on an approval and cancel: true on a question', () => {
+    expect(parseApprovalAnswer({ decision: 'cancel', comment: 'stale' })).toEqual({
+      decision: 'cancel',
+      comment: 'stale',
+    });
+    expect(parseQuestionAnswer({ cancel: true })).toEqual({ cancel: true });
+    expect(parseQuestionAnswer({ cancel: true, comment: 'no' })).toEqual({
+      cancel: true,
+      comment: 'no',
+    });
+    expect(parseQuestionAnswer({ answer: 'prod' })).toEqual({ answer: 'prod' });
+  });
+
+  it.each([
+    [{ cancel: false }, 'cancel', /cancel must be true, got a boolean/],
+    [{ cancel: 'yes' }, 'cancel', /cancel must be true/],
+    [{ cancel: true, answer: 'prod' }, 'answer', /either "answer" or "cancel": true, not both/],
+    [{ answer: 'prod', comment: 'x' }, 'comment', /comment goes only with "cancel": true/],
+  ])('refuses the question body %j naming %s', (body, field, message) => {
+    const error = thrown(() => parseQuestionAnswer(body));
+    expect(error.message).toMatch(message);
+    expect(JSON.stringify(error)).toContain(field);
   });
 });

@@ -244,20 +244,22 @@ export function parseCreateConversation(value: unknown): { message?: MessageInpu
 }
 
 /**
- * The body of `POST .../approvals/{requestId}`: `{decision: "approve"|"deny", comment?}`.
+ * The body of `POST .../approvals/{requestId}`:
+ * `{decision: "approve"|"deny"|"cancel", comment?}` (`cancel`: admins only, checked by the
+ * service).
  *
  * @throws ApiError naming the first bad field.
  */
 export function parseApprovalAnswer(value: unknown): {
-  decision: 'approve' | 'deny';
+  decision: 'approve' | 'deny' | 'cancel';
   comment?: string;
 } {
   const body = objectOf(value, '', ['decision', 'comment']);
   const decision = body.decision;
-  if (decision !== 'approve' && decision !== 'deny') {
+  if (decision !== 'approve' && decision !== 'deny' && decision !== 'cancel') {
     throw invalid(
       'decision',
-      `decision must be "approve" or "deny", got ${
+      `decision must be "approve", "deny" or "cancel", got ${
         typeof decision === 'string' ? JSON.stringify(decision.slice(0, 40)) : describe(decision)
       }`,
     );
@@ -270,13 +272,35 @@ export function parseApprovalAnswer(value: unknown): {
 }
 
 /**
- * The body of `POST .../questions/{requestId}`: `{answer}`.
+ * The body of `POST .../questions/{requestId}`: `{answer}`, or `{cancel: true, comment?}`
+ * (an admin's cancel, checked by the service).
  *
  * @throws ApiError naming the first bad field.
  */
-export function parseQuestionAnswer(value: unknown): { answer: string } {
-  const body = objectOf(value, '', ['answer']);
-  return { answer: textOf(body.answer, 'answer', MAX_TEXT_CHARS, 'the answer text') };
+export function parseQuestionAnswer(
+  value: unknown,
+): { answer: string } | { cancel: true; comment?: string } {
+  const body = objectOf(value, '', ['answer', 'cancel', 'comment']);
+  if (body.cancel === undefined) {
+    if (body.comment !== undefined) {
+      throw invalid('comment', 'comment goes only with "cancel": true; send {"answer": "..."}');
+    }
+    return { answer: textOf(body.answer, 'answer', MAX_TEXT_CHARS, 'the answer text') };
+  }
+  if (body.cancel !== true) {
+    throw invalid(
+      'cancel',
+      `cancel must be true, got ${describe(body.cancel)}; or send {"answer"}`,
+    );
+  }
+  if (body.answer !== undefined) {
+    throw invalid('answer', 'send either "answer" or "cancel": true, not both');
+  }
+  if (body.comment === undefined) return { cancel: true };
+  return {
+    cancel: true,
+    comment: textOf(body.comment, 'comment', MAX_COMMENT_CHARS, 'a short comment, or leave it out'),
+  };
 }
 
 /**

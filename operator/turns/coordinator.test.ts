@@ -7,8 +7,9 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import { Server, ServerCredentials, type ServerDuplexStream } from '@grpc/grpc-js';
 import pino from 'pino';
 import { approvalArgsSha256 } from '../../common/approval-bytes';
+import { decodePayload, type EventPayloads } from '../../common/event-kinds';
 import { requestIds } from '../../common/request-ids';
-import { ToolEffect } from '../../proto/gen/polychrome/events/v1/events';
+import { ApprovalDecision, ToolEffect } from '../../proto/gen/polychrome/events/v1/events';
 import {
   HarnessService,
   type TurnInput,
@@ -16,7 +17,13 @@ import {
   type TurnStart,
 } from '../../proto/gen/polychrome/harness/v1/harness';
 import { readyStatus } from '../../test/support/in-memory-conversations';
-import { startRealTurns, type RealTurns } from '../../test/support/real-turns';
+import {
+  askReply,
+  calculatorReply,
+  startRealTurns,
+  textReply,
+  type RealTurns,
+} from '../../test/support/real-turns';
 import type { Caller } from './turn-service';
 
 const OWNER: Caller = {
@@ -147,6 +154,7 @@ describe('TurnCoordinator against a harness that lies', () => {
                 argsSha256: Buffer.from(approvalArgsSha256(ARGS)),
                 reason: 'needs approval',
                 requiredApprover: 'web:attacker',
+                requestedAtMs: 0,
               },
             },
           },
@@ -205,5 +213,261 @@ describe('TurnCoordinator against a harness that lies', () => {
     ]);
     expect(kinds.at(-2)).toBe('turn_complete');
     expect(reply).toMatchObject({ status: 'complete', reply: 'It is 42.' });
+  });
+
+  it('quarantines a turn whose harness records a configuration under a forged digest, and commits none of it', async () => {
+    const { reply, kinds } = await postTo((start) => [
+      {
+        output: {
+          $case: 'step',
+          value: {
+            sequence: 1,
+            commitWithResult: false,
+            step: {
+              $case: 'agentConfig',
+              value: {
+                turnId: start.turnId,
+                // The digest of another configuration: replay would check the wrong one.
+                sha256: Buffer.alloc(32, 7),
+                configJson: '{"system":"You are a test agent.","version":1}',
+              },
+            },
+          },
+        },
+      },
+    ]);
+    expect(kinds).not.toContain('agent_config');
+    expect(reply.status).toBe('ambiguous');
+    expect(reply.ambiguous?.reason).toContain('not the SHA-256 of its config_json');
+  });
+
+  it('quarantines a model call that names a configuration the journal does not hold', async () => {
+    const { reply, kinds } = await postTo((start) => [
+      {
+        output: {
+          $case: 'step',
+          value: {
+            sequence: 1,
+            commitWithResult: false,
+            step: {
+              $case: 'modelCall',
+              value: {
+                turnId: start.turnId,
+                step: 1,
+                model: 'm',
+                content: [{ block: { $case: 'text', value: 'hi' } }],
+                stopReason: 'end_turn',
+                startedAtMs: 0,
+                finishedAtMs: 0,
+                closing: false,
+                configSha256: Buffer.alloc(32, 7),
+                requestSha256: Buffer.alloc(32, 8),
+              },
+            },
+          },
+        },
+      },
+    ]);
+    expect(kinds).not.toContain('model_call');
+    expect(reply.ambiguous?.reason).toContain('names agent configuration');
+  });
+});
+
+const ADMIN: Caller = {
+  identity: 'web:admin',
+  identities: ['web:admin'],
+  personaId: 'p-admin',
+  roles: ['admin'],
+  sessionId: 's-admin',
+};
+
+/** A real coordinator over the scripted harness; one conversation owned by OWNER. */
+async function scripted(
+  replies: Parameters<typeof startRealTurns>[0]['replies'],
+  approvalTtlMs?: number,
+): Promise<{ uid: string; kinds: () => Promise<string[]> }> {
+  turns = await startRealTurns({
+    replies,
+    logger: pino({ level: 'silent' }),
+    ...(approvalTtlMs === undefined ? {} : { coordinator: { approvalTtlMs } }),
+  });
+  const real = turns;
+  const uid = real.conversations.add({ owner: OWNER.identity }).metadata.uid ?? '';
+  return {
+    uid,
+    kinds: async () => (await real.journal.entries(`conv-${uid}`)).map((e) => e.kind),
+  };
+}
+
+async function payloadsOf<
+  K extends 'request_cancelled' | 'approval_expired' | 'approval_response' | 'tool_result',
+>(uid: string, kind: K): Promise<EventPayloads[K][]> {
+  const entries = (await turns?.journal.entries(`conv-${uid}`)) ?? [];
+  return entries.filter((e) => e.kind === kind).map((e) => decodePayload(kind, e.payload));
+}
+
+describe('nothing can be wedged: cancel and expiry on the real coordinator', () => {
+  it('an admin cancels a pending approval: recorded with who, the reply says so, the owner may not, and the next message works', async () => {
+    const { uid, kinds } = await scripted([calculatorReply('6 * 7'), textReply('next one')]);
+    const signal = AbortSignal.timeout(20_000);
+    const paused = await turns!.coordinator.postMessage(
+      OWNER,
+      { conversationId: uid, text: 'what is 6 * 7?', idempotencyKey: 'k1' },
+      signal,
+    );
+    const requestId = paused.approval?.requestId ?? '';
+    expect(requestId).toMatch(/^apr_/);
+    const before = await kinds();
+    const cancel = { conversationId: uid, requestId, decision: 'cancel' as const };
+    await expect(turns!.coordinator.answerApproval(OWNER, cancel, signal)).rejects.toMatchObject({
+      code: 'permission_denied',
+      message: expect.stringMatching(/only an admin may cancel/) as unknown,
+    });
+    expect(await kinds()).toEqual(before);
+    const reply = await turns!.coordinator.answerApproval(
+      ADMIN,
+      { ...cancel, comment: 'wrong account' },
+      signal,
+    );
+    expect(reply.status).toBe('complete');
+    expect(reply.reply).toBe(
+      `The approval ${requestId} for calculator was cancelled by web:admin; the call did not run. Comment: wrong account`,
+    );
+    expect((await kinds()).slice(before.length)).toEqual([
+      'request_cancelled',
+      'turn_complete',
+      'signed_root',
+    ]);
+    const [cancelled] = await payloadsOf(uid, 'request_cancelled');
+    expect(cancelled).toMatchObject({
+      requestId,
+      cancelledBy: 'web:admin',
+      comment: 'wrong account',
+    });
+    expect(cancelled?.cancelledAtMs).toBeGreaterThan(0);
+    // The gated call never ran: no tool_call or tool_result was committed.
+    expect(await kinds()).not.toContain('tool_call');
+    await expect(
+      turns!.coordinator.answerApproval(ADMIN, { ...cancel, decision: 'approve' }, signal),
+    ).rejects.toMatchObject({
+      code: 'conflict',
+      message: expect.stringMatching(/was cancelled by web:admin/) as unknown,
+    });
+    const next = await turns!.coordinator.postMessage(
+      OWNER,
+      { conversationId: uid, text: 'something else', idempotencyKey: 'k2' },
+      signal,
+    );
+    expect(next).toMatchObject({ status: 'complete', reply: 'next one' });
+  });
+
+  it('an admin cancels a pending question, and a member may not', async () => {
+    const { uid, kinds } = await scripted([askReply('which cluster?'), textReply('ok')]);
+    const signal = AbortSignal.timeout(20_000);
+    const paused = await turns!.coordinator.postMessage(
+      OWNER,
+      { conversationId: uid, text: 'deploy it', idempotencyKey: 'k1' },
+      signal,
+    );
+    const requestId = paused.question?.requestId ?? '';
+    expect(requestId).toMatch(/^q_/);
+    const cancel = { conversationId: uid, requestId, cancel: true as const };
+    const before = await kinds();
+    await expect(turns!.coordinator.answerQuestion(OWNER, cancel, signal)).rejects.toMatchObject({
+      code: 'permission_denied',
+    });
+    expect(await kinds()).toEqual(before);
+    const reply = await turns!.coordinator.answerQuestion(ADMIN, cancel, signal);
+    expect(reply).toMatchObject({
+      status: 'complete',
+      reply: `The question ${requestId} was cancelled by web:admin.`,
+    });
+    expect((await payloadsOf(uid, 'request_cancelled'))[0]).toMatchObject({
+      requestId,
+      cancelledBy: 'web:admin',
+    });
+  });
+
+  it('an approval nobody answers expires on its own: recorded, the model sees a denial saying so, the turn completes, and a late answer gets 409', async () => {
+    const ttlMs = 400;
+    const { uid, kinds } = await scripted(
+      [calculatorReply('6 * 7'), textReply('It was not approved in time.')],
+      ttlMs,
+    );
+    const signal = AbortSignal.timeout(20_000);
+    const paused = await turns!.coordinator.postMessage(
+      OWNER,
+      { conversationId: uid, text: 'what is 6 * 7?', idempotencyKey: 'k1' },
+      signal,
+    );
+    const requestId = paused.approval?.requestId ?? '';
+    expect(paused.status).toBe('paused');
+    // Nobody posts: the lease holder's timer expires it.
+    for (let i = 0; i < 100 && !(await kinds()).includes('turn_complete'); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const [expired] = await payloadsOf(uid, 'approval_expired');
+    expect(expired).toMatchObject({ requestId, ttlMs });
+    expect((expired?.expiredAtMs ?? 0) - (expired?.requestedAtMs ?? 0)).toBeGreaterThanOrEqual(
+      ttlMs,
+    );
+    const [denial] = await payloadsOf(uid, 'approval_response');
+    expect(denial).toMatchObject({
+      requestId,
+      decision: ApprovalDecision.APPROVAL_DECISION_DENIED,
+    });
+    expect(denial?.answeredBy).toBe('polychrome (approval expired)');
+    const [result] = await payloadsOf(uid, 'tool_result');
+    expect(result?.denied).toBe(true);
+    expect(result?.content).toMatch(/expired unanswered 400ms after it was requested/);
+    expect(JSON.stringify(turns!.harness.model.requests.at(-1))).toContain('expired unanswered');
+    const transcript = await turns!.coordinator.transcript(OWNER, uid, signal);
+    expect(transcript.turns.at(-1)).toMatchObject({
+      status: 'complete',
+      reply: 'It was not approved in time.',
+    });
+    await expect(
+      turns!.coordinator.answerApproval(
+        ADMIN,
+        { conversationId: uid, requestId, decision: 'approve' },
+        signal,
+      ),
+    ).rejects.toMatchObject({
+      code: 'conflict',
+      message: expect.stringMatching(/expired at .*; it counted as denied/) as unknown,
+    });
+  });
+
+  it('an answer that arrives after the deadline expires the approval instead and gets 409', async () => {
+    // A long TTL on the timer's side: the clock moves past it, so the answer finds it due.
+    let now = Date.now();
+    turns = await startRealTurns({
+      replies: [calculatorReply('1 + 2'), textReply('Not approved in time.')],
+      logger: pino({ level: 'silent' }),
+      coordinator: { approvalTtlMs: 60_000, nowMs: () => now },
+    });
+    const uid = turns.conversations.add({ owner: OWNER.identity }).metadata.uid ?? '';
+    const signal = AbortSignal.timeout(20_000);
+    const paused = await turns.coordinator.postMessage(
+      OWNER,
+      { conversationId: uid, text: 'what is 1 + 2?', idempotencyKey: 'k1' },
+      signal,
+    );
+    const requestId = paused.approval?.requestId ?? '';
+    now += 60_001;
+    await expect(
+      turns.coordinator.answerApproval(
+        ADMIN,
+        { conversationId: uid, requestId, decision: 'approve' },
+        signal,
+      ),
+    ).rejects.toMatchObject({
+      code: 'conflict',
+      message: expect.stringMatching(/expired/) as unknown,
+    });
+    expect(await payloadsOf(uid, 'approval_expired')).toHaveLength(1);
+    const entries = await turns.journal.entries(`conv-${uid}`);
+    expect(entries.map((e) => e.kind)).toContain('turn_complete');
+    expect(entries.map((e) => e.kind)).not.toContain('tool_call');
   });
 });

@@ -7,33 +7,39 @@
  * acknowledged. Status is written off the turn's path (turn-status-writer.ts).
  */
 import type { Logger } from 'pino';
-import { randomUUID } from 'node:crypto';
-import { AppError, isAppError } from '../../common/errors';
-import { payloadCodecs, type EventKind, type EventPayloads } from '../../common/event-kinds';
-import type { NewJournalEvent, StateJournal } from '../../common/state-client';
+import { AppError } from '../../common/errors';
+import type { AppendOutcome, StateJournal } from '../../common/state-client';
 import { Visibility, type Conversation } from '../api/v1alpha1';
 import type { LeaseHandle, LeaseSource } from '../lease/conversation-leases';
 import type { ApprovalSigner } from './approval-signer';
 import type { ConversationStore } from './conversation-access';
-import type { HarnessConnector, HarnessTurnEnd } from './harness-client';
-import { transcriptTurns, turnReplyOf, type TurnView } from './journal-view';
+import { ExpiryTimers } from './expiry-timers';
+import type { HarnessConnector } from './harness-client';
+import { runHarness, type HarnessRunPorts } from './harness-run';
+import { transcriptTurns, turnReplyOf, type JournalView, type TurnView } from './journal-view';
 import { JournalViews } from './journal-views';
 import { TurnClaims } from './turn-claims';
 import { turnIdFor } from './turn-ids';
 import {
   approvalAnswerBatch,
+  approvalDeadline,
   authorizeUse,
   CallerRole,
-  checkStep,
+  DEFAULT_APPROVAL_TTL_MS,
+  dueExpiry,
+  expiryBatch,
+  expiryToSign,
   planApprovalAnswer,
+  planCancel,
   planMessage,
   planQuestionAnswer,
   planSettle,
   stepEventOf,
-  turnStartOf,
+  type ApprovalDeadline,
   type HarnessEnd,
   type PlannedEvent,
 } from './turn-plan';
+import type { TurnStatusChange } from './turn-status';
 import { TurnStatusWriter } from './turn-status-writer';
 import type {
   AnswerApproval,
@@ -87,6 +93,8 @@ export interface TurnCoordinatorOptions {
   readonly statusIntervalMs?: number;
   /** Journal views kept in memory (conversations). @default 1000 */
   readonly viewCacheSize?: number;
+  /** How long a pending approval waits for an answer (`POLYCHROME_APPROVAL_TTL`). @default 24 h */
+  readonly approvalTtlMs?: number;
 }
 
 /** What the metrics see of each turn. */
@@ -96,8 +104,6 @@ export interface TurnObserver {
   onStatusWrite?(result: 'ok' | 'failed'): void;
 }
 
-const HARNESS_BUSY_RETRIES = 20;
-
 export class TurnCoordinator implements TurnService {
   private readonly deltas = new Map<string, Set<(delta: TextDeltaEvent) => void>>();
   private readonly stopping = new AbortController();
@@ -105,6 +111,8 @@ export class TurnCoordinator implements TurnService {
   private readonly claims: TurnClaims;
   private readonly views: JournalViews;
   private readonly status: TurnStatusWriter;
+  private readonly expiries: ExpiryTimers;
+  private readonly approvalTtlMs: number;
   observer: TurnObserver = {};
 
   constructor(private readonly options: TurnCoordinatorOptions) {
@@ -128,11 +136,14 @@ export class TurnCoordinator implements TurnService {
       ...(options.statusIntervalMs === undefined ? {} : { intervalMs: options.statusIntervalMs }),
       onWrite: (result) => this.observer.onStatusWrite?.(result),
     });
+    this.approvalTtlMs = options.approvalTtlMs ?? DEFAULT_APPROVAL_TTL_MS;
+    this.expiries = new ExpiryTimers(this.now, (uid) => void this.expireWhenDue(uid));
   }
 
   /** Stops taking turns; running harness calls are cancelled (their turns stay recoverable). */
   async close(timeoutMs = 5_000): Promise<void> {
     this.stopping.abort(new AppError('unavailable', 'the control plane is shutting down'));
+    this.expiries.close();
     // Status writes still queued are worth finishing: they are what kubectl shows.
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
@@ -173,6 +184,7 @@ export class TurnCoordinator implements TurnService {
   ): Promise<Transcript> {
     this.authorized(caller, conversationId);
     const view = await this.views.refresh(conversationId, signal);
+    this.armExpiry(conversationId, view);
     return { conversationId, turns: transcriptTurns(view), head: view.head };
   }
 
@@ -218,6 +230,7 @@ export class TurnCoordinator implements TurnService {
           turnId,
           lease,
           nowMs: this.now(),
+          approvalTtlMs: this.approvalTtlMs,
           ...(approverIsAdmin === undefined ? {} : { approverIsAdmin }),
         });
         switch (step.kind) {
@@ -225,6 +238,10 @@ export class TurnCoordinator implements TurnService {
             throw step.error;
           case 'reply':
             return this.replyOf(uid, step.turn);
+          case 'expire':
+            await this.expire(current, lease, step.due);
+            view = this.views.cached(uid) ?? (await this.views.refresh(uid, signal));
+            continue;
           case 'recover':
             this.options.logger.info(
               { conversation: uid, turn: step.turn.turnId },
@@ -250,30 +267,39 @@ export class TurnCoordinator implements TurnService {
   ): Promise<TurnReply> {
     const conversation = this.authorized(caller, request.conversationId);
     const uid = request.conversationId;
+    const { decision, comment } = request;
+    if (decision === 'cancel') {
+      return this.cancel(caller, conversation, 'approval', request.requestId, comment, signal);
+    }
     return this.claims.run(conversation, signal, async (lease) => {
-      const view = await this.views.inSync(uid, lease, signal);
       const input = {
-        view,
+        view: await this.views.inSync(uid, lease, signal),
         conversation,
         caller,
         requestId: request.requestId,
         lease,
         nowMs: this.now(),
       };
-      const plan = planApprovalAnswer({ ...input, decision: request.decision });
-      if (plan.kind === 'refuse') throw plan.error;
-      const signature = this.options.approvals.sign(plan.sign);
-      await this.commit(
-        uid,
-        lease,
-        approvalAnswerBatch(
-          { ...input, ...(request.comment === undefined ? {} : { comment: request.comment }) },
-          plan.turn,
-          plan.sign,
-          { keyId: this.options.approvals.keyId, signature },
-        ),
-      );
-      return this.drive(conversation, lease, plan.turn.turnId);
+      const plan = planApprovalAnswer({ ...input, decision, approvalTtlMs: this.approvalTtlMs });
+      switch (plan.kind) {
+        case 'refuse':
+          throw plan.error;
+        case 'expire':
+          // Too late: the expiry is due, so it is committed and the turn goes on as denied.
+          await this.expire(conversation, lease, plan.due);
+          throw plan.error;
+        case 'answer': {
+          const signature = this.options.approvals.sign(plan.sign);
+          const batch = approvalAnswerBatch(
+            { ...input, ...(comment === undefined ? {} : { comment }) },
+            plan.turn,
+            plan.sign,
+            { keyId: this.options.approvals.keyId, signature },
+          );
+          await this.commit(uid, lease, batch);
+          return this.drive(conversation, lease, plan.turn.turnId);
+        }
+      }
     });
   }
 
@@ -284,6 +310,10 @@ export class TurnCoordinator implements TurnService {
   ): Promise<TurnReply> {
     const conversation = this.authorized(caller, request.conversationId);
     const uid = request.conversationId;
+    if ('cancel' in request) {
+      const { requestId, comment } = request;
+      return this.cancel(caller, conversation, 'question', requestId, comment, signal);
+    }
     return this.claims.run(conversation, signal, async (lease) => {
       const view = await this.views.inSync(uid, lease, signal);
       const plan = planQuestionAnswer({
@@ -299,6 +329,87 @@ export class TurnCoordinator implements TurnService {
       await this.commit(uid, lease, plan.events);
       return this.drive(conversation, lease, plan.turn.turnId);
     });
+  }
+
+  // ---- cancel and expiry ----
+
+  /** An admin's cancel: the plan settles the turn with a reply that says so. */
+  private cancel(
+    caller: Caller,
+    conversation: Conversation,
+    type: 'approval' | 'question',
+    requestId: string,
+    comment: string | undefined,
+    signal: AbortSignal,
+  ): Promise<TurnReply> {
+    const uid = conversation.metadata.uid ?? '';
+    return this.claims.run(conversation, signal, async (lease) => {
+      const view = await this.views.inSync(uid, lease, signal);
+      const plan = planCancel({
+        view,
+        conversation,
+        caller,
+        requestId,
+        lease,
+        nowMs: this.now(),
+        type,
+        ...(comment === undefined ? {} : { comment }),
+      });
+      if (plan.kind === 'refuse') throw plan.error;
+      const turnId = plan.turn.turnId;
+      const { outcome, view: settled } = await this.commit(uid, lease, plan.events);
+      this.queueSettled(conversation, { kind: 'settled', turnId }, outcome);
+      this.options.logger.info(
+        { conversation: uid, turn: turnId, requestId, by: caller.identity },
+        `${type} cancelled by an admin; the turn is settled`,
+      );
+      return this.replyOf(uid, settled.turnsById.get(turnId) ?? plan.turn);
+    });
+  }
+
+  /** Commits the expiry the plan found due (a signed denial) and runs the turn on. */
+  private async expire(
+    conversation: Conversation,
+    lease: LeaseHandle,
+    due: ApprovalDeadline,
+  ): Promise<TurnReply> {
+    const uid = conversation.metadata.uid ?? '';
+    const sign = expiryToSign(due);
+    const signature = this.options.approvals.sign(sign);
+    const now = this.now();
+    this.options.logger.info(
+      { conversation: uid, turn: due.turn.turnId, requestId: due.request.requestId },
+      'approval expired unanswered; the turn goes on as on a denial',
+    );
+    const key = { keyId: this.options.approvals.keyId, signature };
+    await this.commit(uid, lease, expiryBatch(due, key, lease, now, this.approvalTtlMs));
+    return this.drive(conversation, lease, due.turn.turnId);
+  }
+
+  /** The expiry timer fired: claim the conversation and expire what the plan finds due. */
+  private async expireWhenDue(uid: string): Promise<void> {
+    const conversation = this.options.conversations.byUid(uid);
+    if (conversation === undefined || this.stopping.signal.aborted) return;
+    const signal = this.stopping.signal;
+    try {
+      await this.claims.run(conversation, signal, async (lease) => {
+        const view = await this.views.inSync(uid, lease, signal);
+        const due = dueExpiry(view, this.now(), this.approvalTtlMs);
+        if (due === undefined) this.armExpiry(uid, view);
+        else await this.expire(this.fresh(conversation), lease, due);
+      });
+    } catch (error) {
+      // Another replica holds the lease (its timer expires it), or the turn failed and is
+      // recovered on the next claim; the next read arms the timer again.
+      this.options.logger.info({ err: error, conversation: uid }, 'approval expiry not run here');
+    }
+  }
+
+  /** Arms (or clears) the conversation's expiry timer for what `view` waits on. */
+  private armExpiry(uid: string, view: JournalView): void {
+    const deadline = approvalDeadline(view, this.approvalTtlMs);
+    if (deadline === undefined) this.expiries.clear(uid);
+    else this.expiries.arm(uid, deadline.expiresAtMs);
   }
 
   // ---- turns ----
@@ -318,21 +429,11 @@ export class TurnCoordinator implements TurnService {
     const started = performance.now();
     const log = this.options.logger.child({ conversation: uid, turn: turnId });
     const attempt = this.turnAt(uid, turnId).dispatches.at(-1)?.attempt ?? 1;
-    // A conversation that is not Ready (closed, or its pod not up) needs lastTurnTime now:
-    // it is what reopens it. Otherwise the running mark may wait a moment, so a fast turn
-    // costs one status write instead of two.
-    const ready =
-      conversation.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
-    this.status.queue(
-      conversation,
-      { kind: 'running', turnId, lastTurnTime: new Date(this.now()).toISOString() },
-      undefined,
-      ready ? (this.options.statusDelayMs ?? 250) : 0,
-    );
+    this.markRunning(conversation, turnId);
     const signal = AbortSignal.any([lease.signal, this.stopping.signal]);
-    const end = await this.runTurn(conversation, lease, turnId, attempt, signal);
+    const end = await this.runOnHarness(conversation, lease, turnId, attempt, signal);
     const plan = planSettle({
-      dispatched: { turn: this.turnAt(uid, turnId), conversation },
+      dispatched: { turn: this.turnAt(uid, turnId), conversation, ...this.recording(uid) },
       end,
       attempt,
       maxAttempts: this.options.maxAttempts ?? 3,
@@ -356,17 +457,10 @@ export class TurnCoordinator implements TurnService {
     if (end.kind === 'failed') {
       log.warn({ err: end.error, attempt }, 'turn failed on its last attempt; settling it');
     } else if (end.kind === 'forged') {
-      log.error(
-        { reason: end.reason, attempt },
-        'the harness sent a forged step; quarantining the turn',
-      );
+      log.error({ reason: end.reason, attempt }, 'the harness sent a forged step; quarantining');
     }
     const { outcome, view } = await this.commit(uid, lease, plan.events);
-    this.status.queue(conversation, plan.status, {
-      head: outcome.head,
-      lastSignedRoot: Buffer.from(outcome.signedRoot.root).toString('hex'),
-      keyId: outcome.signedRoot.keyId,
-    });
+    this.queueSettled(conversation, plan.status, outcome);
     this.observer.onTurn?.(plan.status.kind, (performance.now() - started) / 1000);
     log.info({ outcome: plan.status.kind, attempt }, 'turn settled');
     const settled = view.turnsById.get(turnId);
@@ -374,8 +468,37 @@ export class TurnCoordinator implements TurnService {
     return this.replyOf(uid, settled);
   }
 
-  /** Waits for the sandbox and runs the turn on the harness; how it ended, never a throw. */
-  private async runTurn(
+  /**
+   * The running mark. A conversation that is not Ready (closed, or its pod not up) needs
+   * lastTurnTime now: it is what reopens it. Otherwise the mark may wait a moment, so a
+   * fast turn costs one status write instead of two.
+   */
+  private markRunning(conversation: Conversation, turnId: string): void {
+    const ready =
+      conversation.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
+    this.status.queue(
+      conversation,
+      { kind: 'running', turnId, lastTurnTime: new Date(this.now()).toISOString() },
+      undefined,
+      ready ? (this.options.statusDelayMs ?? 250) : 0,
+    );
+  }
+
+  /** Status after the batch that settled or paused a turn: the change and the journal head. */
+  private queueSettled(
+    conversation: Conversation,
+    change: TurnStatusChange,
+    outcome: AppendOutcome,
+  ): void {
+    this.status.queue(conversation, change, {
+      head: outcome.head,
+      lastSignedRoot: Buffer.from(outcome.signedRoot.root).toString('hex'),
+      keyId: outcome.signedRoot.keyId,
+    });
+  }
+
+  /** One harness call (harness-run.ts), each accepted step committed under `lease`. */
+  private runOnHarness(
     conversation: Conversation,
     lease: LeaseHandle,
     turnId: string,
@@ -383,100 +506,23 @@ export class TurnCoordinator implements TurnService {
     signal: AbortSignal,
   ): Promise<HarnessEnd> {
     const uid = conversation.metadata.uid ?? '';
-    let forged: { reason: string; toolCallId: string } | undefined;
-    try {
-      const endpoint = await this.options.conversations.waitForSandbox(
-        uid,
-        this.options.sandboxWaitMs ?? 120_000,
-        signal,
-      );
-      const view = this.views.cached(uid) ?? (await this.views.refresh(uid, signal));
-      const start = turnStartOf(
-        conversation,
-        view,
-        this.turnAt(uid, turnId),
-        attempt,
-        this.options.deploymentMaxSteps ?? 0,
-      );
-      const ran = await this.runOnHarness(
-        endpoint,
-        start,
-        conversation,
-        lease,
-        turnId,
-        signal,
-        (f) => {
-          forged = f;
-        },
-      );
-      return ran.kind === 'paused'
-        ? { kind: 'paused', request: ran.paused.request }
-        : { kind: 'result', result: ran.result, carried: ran.carried };
-    } catch (error) {
-      if (forged !== undefined) return { kind: 'forged', ...forged };
-      return { kind: 'failed', error, retryable: !signal.aborted && retryable(error) };
-    }
-  }
-
-  /** Calls the harness, retrying while it still finishes a previous call. */
-  private async runOnHarness(
-    endpoint: string,
-    start: Parameters<HarnessConnector['runTurn']>[1],
-    conversation: Conversation,
-    lease: LeaseHandle,
-    turnId: string,
-    signal: AbortSignal,
-    onForged: (forged: { reason: string; toolCallId: string }) => void,
-  ): Promise<HarnessTurnEnd> {
-    const uid = conversation.metadata.uid ?? '';
-    for (let busy = 0; ; busy += 1) {
-      try {
-        return await this.options.harness.runTurn(
-          endpoint,
-          start,
-          {
-            onDelta: (delta) => {
-              for (const listener of this.deltas.get(uid) ?? []) {
-                listener({ turnId, step: delta.step, text: delta.text });
-              }
-            },
-            commitStep: async (step) => {
-              // Checked against the dispatched turn before anything is committed.
-              const reason = checkStep({ turn: this.turnAt(uid, turnId), conversation }, step);
-              if (reason !== undefined) {
-                const value = step.step?.value;
-                onForged({
-                  reason,
-                  toolCallId: value && 'toolCallId' in value ? value.toolCallId : '',
-                });
-                throw new AppError('permission_denied', `step refused: ${reason}`);
-              }
-              const { outcome } = await this.commit(uid, lease, [stepEventOf(step)]);
-              return outcome.firstPosition;
-            },
-            trustedTool: (call) =>
-              Promise.resolve({
-                toolCallId: call.toolCallId,
-                content: `tool ${call.toolName} runs on the control plane, and none is configured here`,
-                isError: true,
-                outcomeUnknownReason: '',
-              }),
-          },
-          { signal, traceparent: traceparent() },
-        );
-      } catch (error) {
-        if (
-          isAppError(error) &&
-          error.code === 'failed_precondition' &&
-          busy < HARNESS_BUSY_RETRIES
-        ) {
-          // The harness still finishes a cancelled call of an earlier attempt.
-          await new Promise((resolve) => setTimeout(resolve, 250));
-          continue;
-        }
-        throw error;
-      }
-    }
+    const ports: HarnessRunPorts = {
+      harness: this.options.harness,
+      conversations: this.options.conversations,
+      sandboxWaitMs: this.options.sandboxWaitMs ?? 120_000,
+      deploymentMaxSteps: this.options.deploymentMaxSteps ?? 0,
+      view: async (s) => this.views.cached(uid) ?? (await this.views.refresh(uid, s)),
+      turn: () => this.turnAt(uid, turnId),
+      recording: () => this.recording(uid),
+      commitStep: async (step) => {
+        const { outcome } = await this.commit(uid, lease, [stepEventOf(step)]);
+        return outcome.firstPosition;
+      },
+      onDelta: (delta) => {
+        for (const listener of this.deltas.get(uid) ?? []) listener(delta);
+      },
+    };
+    return runHarness(ports, conversation, attempt, signal);
   }
 
   /** Why a turn was left unsettled, for the caller: a retry with the same key is safe. */
@@ -501,13 +547,24 @@ export class TurnCoordinator implements TurnService {
 
   // ---- helpers ----
 
-  /** Encodes and appends one batch under `lease` (see {@link JournalViews.append}). */
-  private commit(
+  /**
+   * Appends one batch under `lease` (see {@link JournalViews.append}); the expiry timer
+   * then follows what the conversation waits on.
+   */
+  private async commit(
     uid: string,
     lease: LeaseHandle,
     events: readonly PlannedEvent[],
   ): ReturnType<JournalViews['append']> {
-    return this.views.append(uid, lease, events.map(encode));
+    const committed = await this.views.append(uid, lease, events);
+    this.armExpiry(uid, committed.view);
+    return committed;
+  }
+
+  /** The journal's newest agent configuration, for the recording checks (docs/replay.md). */
+  private recording(uid: string): { newestAgentConfig?: string } {
+    const newest = this.views.cached(uid)?.newestAgentConfig;
+    return newest === undefined ? {} : { newestAgentConfig: newest.sha256 };
   }
 
   private turnAt(uid: string, turnId: string): TurnView {
@@ -544,26 +601,8 @@ export class TurnCoordinator implements TurnService {
 
 // ---- free functions ----
 
-function encode(planned: PlannedEvent): NewJournalEvent {
-  return encodeAs(planned.kind, planned.payload);
-}
-
-function encodeAs<K extends EventKind>(
-  kind: K,
-  payload: Partial<EventPayloads[K]>,
-): NewJournalEvent {
-  const codec = payloadCodecs[kind];
-  return { kind, payload: codec.encode(codec.fromPartial(payload)).finish() };
-}
-
 function vanished(turnId: string): AppError {
   return new AppError('internal', `turn ${turnId} vanished from the view`);
-}
-
-function retryable(error: unknown): boolean {
-  return (
-    !isAppError(error) || ['unavailable', 'deadline_exceeded', 'internal'].includes(error.code)
-  );
 }
 
 function summaryOf(conversation: Conversation): ConversationSummary {
@@ -582,10 +621,4 @@ function summaryOf(conversation: Conversation): ConversationSummary {
       ? {}
       : { currentTurn: status.currentTurn }),
   };
-}
-
-/** A fresh W3C traceparent for the harness call. */
-function traceparent(): string {
-  const hex = randomUUID().replaceAll('-', '');
-  return `00-${hex}-${hex.slice(0, 16)}-01`;
 }

@@ -8,6 +8,7 @@ import {
 } from '../../common/event-kinds';
 import type { JournalEntry } from '../../common/state-client';
 import type {
+  ApprovalExpired,
   ApprovalRequest,
   ApprovalResponse,
   Attribution,
@@ -16,6 +17,7 @@ import type {
   ModelCall,
   QuestionRequest,
   QuestionResponse,
+  RequestCancelled,
   ToolCall,
   ToolResult,
   TurnAmbiguous,
@@ -72,7 +74,7 @@ import {
  *    in one batch, so an answered, re-dispatched turn without an outcome is an orphan
  *    again (its new attempt crashed) and recovery picks it up.
  *
- * The committed-turn filter (DESIGN.md "One turn, end to end", 6): history and transcript
+ * The committed-turn filter (docs/design.md "One turn, end to end", 6): history and transcript
  * hold only turns with at least one `turn_dispatched`; history holds complete turns only,
  * the transcript also paused (a card, never partial text), ambiguous and handed-off ones.
  */
@@ -148,6 +150,10 @@ export interface TurnView {
   readonly approvalResponses: readonly RecordedResponse<ApprovalResponse>[];
   readonly questionRequests: readonly RecordedRequest<QuestionRequest>[];
   readonly questionResponses: readonly RecordedResponse<QuestionResponse>[];
+  /** `request_cancelled` (an admin cancelled a pending request; a `turn_complete` follows). */
+  readonly cancellations: readonly RecordedResponse<RequestCancelled>[];
+  /** `approval_expired` (the signed denial it comes with is in `approvalResponses`). */
+  readonly expiries: readonly RecordedResponse<ApprovalExpired>[];
   /** The first terminal marker, if any. */
   readonly terminal: TurnTerminal | undefined;
 }
@@ -189,6 +195,15 @@ export interface JournalView {
   readonly turnsById: ReadonlyMap<string, TurnView>;
   /** In journal order. */
   readonly anomalies: readonly JournalAnomaly[];
+  /** The newest `agent_config` (docs/replay.md); absent when the journal has none. */
+  readonly newestAgentConfig?: AgentConfigRef;
+}
+
+/** Where an `agent_config` is and its digest. */
+export interface AgentConfigRef {
+  readonly position: number;
+  /** SHA-256 of its config_json, lowercase hex. */
+  readonly sha256: string;
 }
 
 /** Where a turn stands; see the rules at the top of this file. */
@@ -257,6 +272,31 @@ export function applyEntries(view: JournalView, entries: Iterable<JournalEntry>)
   const base =
     view instanceof LazyView ? view : new LazyView(view.head, undefined, [], stateOf(view));
   return events.length === 0 ? base : new LazyView(head, base, events, undefined);
+}
+
+/** One event as its typed payload: what a writer committed, before encoding. */
+export type TypedEvent = {
+  readonly [K in EventKind]: { readonly kind: K; readonly payload: EventPayloads[K] };
+}[EventKind];
+
+/**
+ * The view with events this writer has just committed at `view.head`, from their typed
+ * payloads: the same fold as {@link applyEntries} without decoding what was just encoded.
+ * The payloads must be the ones encoded (`fromPartial` of the planned event), so the view
+ * equals a fresh fold of the journal.
+ *
+ * @throws AppError as {@link applyEntry} for a malformed turn payload.
+ */
+export function applyEvents(view: JournalView, events: Iterable<TypedEvent>): JournalView {
+  const decoded: DecodedEvent[] = [];
+  let head = view.head;
+  for (const event of events) {
+    decoded.push(interpret(head, event));
+    head += 1;
+  }
+  const base =
+    view instanceof LazyView ? view : new LazyView(view.head, undefined, [], stateOf(view));
+  return decoded.length === 0 ? base : new LazyView(head, base, decoded, undefined);
 }
 
 // ---- reading turns ----
@@ -503,6 +543,8 @@ type TurnEventKind =
   | 'approval_response'
   | 'question_request'
   | 'question_response'
+  | 'request_cancelled'
+  | 'approval_expired'
   | 'handoff'
   | 'turn_complete'
   | 'turn_ambiguous';
@@ -511,6 +553,7 @@ type TurnEventKind =
 type DecodedEvent =
   | { readonly type: 'message'; readonly position: number; readonly message: MessageReceived }
   | { readonly type: 'root'; readonly root: SignedRootRef }
+  | { readonly type: 'config'; readonly config: AgentConfigRef }
   | {
       readonly type: 'turn';
       readonly position: number;
@@ -530,6 +573,8 @@ function decodeEntry(entry: JournalEntry, head: number): DecodedEvent {
       { details: { expected: head, found: position, kind } },
     );
   }
+  // Excised by the state plane's repair: only its leaf digest is left, so it folds as a gap.
+  if (entry.excised === true) return { type: 'ignored' };
   if (!isEventKind(kind)) {
     throw new AppError(
       'data_loss',
@@ -537,31 +582,38 @@ function decodeEntry(entry: JournalEntry, head: number): DecodedEvent {
       { details: { position, kind } },
     );
   }
-  const bytes = entry.payload;
-  switch (kind) {
+  return interpret(position, {
+    kind,
+    payload: decode(position, kind, entry.payload),
+  } as TypedEvent);
+}
+
+/** A checked event folded from its typed payload (checks that can throw happen here too). */
+function interpret(position: number, event: TypedEvent): DecodedEvent {
+  switch (event.kind) {
     case 'message_received': {
-      const message = decode(position, kind, bytes);
-      requireTurnId(position, kind, message.turnId);
+      const message = event.payload;
+      requireTurnId(position, event.kind, message.turnId);
       return { type: 'message', position, message };
     }
     case 'signed_root': {
-      const root = decode(position, kind, bytes);
+      const root = event.payload;
       return {
         type: 'root',
         root: { position, leafCount: root.leafCount, root: hex(root.root), keyId: root.keyId },
       };
     }
     case 'ingress_directive': {
-      const d = decode(position, kind, bytes);
+      const d = event.payload;
       const directive: TurnDirectiveRecord = {
         position,
         maxSteps: d.maxSteps,
         requiredApprover: d.requiredApprover,
       };
-      return turnEvent(position, kind, d.turnId, (turn) => ({ ...turn, directive }));
+      return turnEvent(position, event.kind, d.turnId, (turn) => ({ ...turn, directive }));
     }
     case 'turn_dispatched': {
-      const d = decode(position, kind, bytes);
+      const d = event.payload;
       const dispatch: TurnDispatch = {
         attempt: d.attempt,
         position,
@@ -570,63 +622,81 @@ function decodeEntry(entry: JournalEntry, head: number): DecodedEvent {
         attribution: attributionOf(d.attribution),
         dispatchedAtMs: d.dispatchedAtMs,
       };
-      return turnEvent(position, kind, d.turnId, (turn) => ({
+      return turnEvent(position, event.kind, d.turnId, (turn) => ({
         ...turn,
         dispatches: [...turn.dispatches, dispatch],
       }));
     }
     case 'model_call': {
-      const payload = decode(position, kind, bytes);
-      return stepEvent(payload.turnId, { kind, position, payload });
+      const payload = event.payload;
+      return stepEvent(payload.turnId, { kind: event.kind, position, payload });
     }
     case 'tool_call': {
-      const payload = decode(position, kind, bytes);
-      return stepEvent(payload.turnId, { kind, position, payload });
+      const payload = event.payload;
+      return stepEvent(payload.turnId, { kind: event.kind, position, payload });
     }
     case 'tool_result': {
-      const payload = decode(position, kind, bytes);
-      return stepEvent(payload.turnId, { kind, position, payload });
+      const payload = event.payload;
+      return stepEvent(payload.turnId, { kind: event.kind, position, payload });
     }
     case 'approval_request': {
-      const request = decode(position, kind, bytes);
+      const request = event.payload;
       checkApprovalRequest(position, request);
-      return turnEvent(position, kind, request.turnId, (turn) => ({
+      return turnEvent(position, event.kind, request.turnId, (turn) => ({
         ...turn,
         approvalRequests: [...turn.approvalRequests, { position, request }],
       }));
     }
     case 'approval_response': {
-      const response = decode(position, kind, bytes);
-      return turnEvent(position, kind, response.turnId, (turn) => ({
+      const response = event.payload;
+      return turnEvent(position, event.kind, response.turnId, (turn) => ({
         ...turn,
         approvalResponses: [...turn.approvalResponses, { position, response }],
       }));
     }
     case 'question_request': {
-      const request = decode(position, kind, bytes);
-      return turnEvent(position, kind, request.turnId, (turn) => ({
+      const request = event.payload;
+      return turnEvent(position, event.kind, request.turnId, (turn) => ({
         ...turn,
         questionRequests: [...turn.questionRequests, { position, request }],
       }));
     }
     case 'question_response': {
-      const response = decode(position, kind, bytes);
-      return turnEvent(position, kind, response.turnId, (turn) => ({
+      const response = event.payload;
+      return turnEvent(position, event.kind, response.turnId, (turn) => ({
         ...turn,
         questionResponses: [...turn.questionResponses, { position, response }],
       }));
     }
+    case 'request_cancelled': {
+      const response = event.payload;
+      return turnEvent(position, event.kind, response.turnId, (turn) => ({
+        ...turn,
+        cancellations: [...turn.cancellations, { position, response }],
+      }));
+    }
+    case 'approval_expired': {
+      const response = event.payload;
+      return turnEvent(position, event.kind, response.turnId, (turn) => ({
+        ...turn,
+        expiries: [...turn.expiries, { position, response }],
+      }));
+    }
     case 'turn_complete': {
-      const payload = decode(position, kind, bytes);
-      return terminalEvent(payload.turnId, { kind, position, payload });
+      const payload = event.payload;
+      return terminalEvent(payload.turnId, { kind: event.kind, position, payload });
     }
     case 'turn_ambiguous': {
-      const payload = decode(position, kind, bytes);
-      return terminalEvent(payload.turnId, { kind, position, payload });
+      const payload = event.payload;
+      return terminalEvent(payload.turnId, { kind: event.kind, position, payload });
     }
     case 'handoff': {
-      const payload = decode(position, kind, bytes);
-      return terminalEvent(payload.turnId, { kind, position, payload });
+      const payload = event.payload;
+      return terminalEvent(payload.turnId, { kind: event.kind, position, payload });
+    }
+    case 'agent_config': {
+      const config = event.payload;
+      return { type: 'config', config: { position, sha256: hex(config.sha256) } };
     }
     case 'payment_charge':
     case 'outbound_payment_receipt':
@@ -635,8 +705,8 @@ function decodeEntry(entry: JournalEntry, head: number): DecodedEvent {
     case 'conversation_closed':
     case 'conversation_reopened':
     case 'key_rotated':
-      // Not part of the view; decoded so that corruption fails here too.
-      decode(position, kind, bytes);
+    case 'excision':
+      // Not part of the view (decoded all the same, so that corruption fails the read).
       return { type: 'ignored' };
   }
 }
@@ -727,6 +797,7 @@ interface ViewState {
   readonly turnIdsByKey: ReadonlyMap<string, string>;
   readonly turnsById: ReadonlyMap<string, TurnView>;
   readonly anomalies: readonly JournalAnomaly[];
+  readonly newestAgentConfig?: AgentConfigRef;
 }
 
 function emptyState(): ViewState {
@@ -746,6 +817,7 @@ function stateOf(view: JournalView): ViewState {
     turnIdsByKey: view.turnIdsByKey,
     turnsById: view.turnsById,
     anomalies: view.anomalies,
+    ...(view.newestAgentConfig === undefined ? {} : { newestAgentConfig: view.newestAgentConfig }),
   };
 }
 
@@ -792,6 +864,10 @@ class LazyView implements JournalView {
     return this.#resolve().anomalies;
   }
 
+  get newestAgentConfig(): AgentConfigRef | undefined {
+    return this.#resolve().newestAgentConfig;
+  }
+
   #resolve(): ViewState {
     if (this.#state !== undefined) return this.#state;
     const chain: LazyView[] = [this];
@@ -821,8 +897,10 @@ class StateBuilder {
   private readonly turnIdsByKey: Map<string, string>;
   private readonly turnsById: Map<string, TurnView>;
   private readonly anomalies: JournalAnomaly[];
+  private newestAgentConfig: AgentConfigRef | undefined;
 
   constructor(state: ViewState) {
+    this.newestAgentConfig = state.newestAgentConfig;
     this.lastSignedRoot = state.lastSignedRoot;
     this.turns = [...state.turns];
     this.turnIdsByKey = new Map(state.turnIdsByKey);
@@ -837,6 +915,9 @@ class StateBuilder {
       turnIdsByKey: this.turnIdsByKey,
       turnsById: this.turnsById,
       anomalies: this.anomalies,
+      ...(this.newestAgentConfig === undefined
+        ? {}
+        : { newestAgentConfig: this.newestAgentConfig }),
     };
   }
 
@@ -846,6 +927,9 @@ class StateBuilder {
         return this.message(event.position, event.message);
       case 'root':
         this.lastSignedRoot = event.root;
+        return;
+      case 'config':
+        this.newestAgentConfig = event.config;
         return;
       case 'turn':
         return this.turnEvent(event.position, event.kind, event.turnId, event.apply);
@@ -892,6 +976,8 @@ class StateBuilder {
       approvalResponses: [],
       questionRequests: [],
       questionResponses: [],
+      cancellations: [],
+      expiries: [],
       terminal: undefined,
     };
     this.turns.push(turn);

@@ -5,7 +5,7 @@
  * before a decision, and dropped whenever an append fails.
  */
 import { AppError } from '../../common/errors';
-import { EventKind, payloadCodecs } from '../../common/event-kinds';
+import { EventKind, payloadCodecs, type EventPayloads } from '../../common/event-kinds';
 import {
   JournalConflictError,
   JournalFencedError,
@@ -14,7 +14,14 @@ import {
   type StateJournal,
 } from '../../common/state-client';
 import type { LeaseHandle } from '../lease/conversation-leases';
-import { applyEntries, emptyView, type JournalView } from './journal-view';
+import {
+  applyEntries,
+  applyEvents,
+  emptyView,
+  type JournalView,
+  type TypedEvent,
+} from './journal-view';
+import type { PlannedEvent } from './plan-common';
 
 export interface JournalViewsOptions {
   readonly state: StateJournal;
@@ -83,12 +90,19 @@ export class JournalViews {
    * failure drops the cache (another writer may have moved the head: a stale holder's
    * batch must never land); a conflict is rethrown as `conflict`, a fenced refusal as
    * `unavailable` (this replica lost the lease).
+   *
+   * The view is extended with the typed events themselves, not by decoding the bytes just
+   * encoded: each payload is completed once (`fromPartial`), and that one value is both
+   * encoded for the journal and folded, so the view equals a fresh fold of the journal
+   * (journal-views.test.ts checks it after every kind of batch).
    */
   async append(
     uid: string,
     lease: Pick<LeaseHandle, 'fencingToken'>,
-    events: readonly NewJournalEvent[],
+    planned: readonly PlannedEvent[],
   ): Promise<{ outcome: AppendOutcome; view: JournalView }> {
+    const typed = planned.map(complete);
+    const events = typed.map(encode);
     const view = this.views.get(uid) ?? (await this.refresh(uid));
     const started = performance.now();
     let outcome: AppendOutcome;
@@ -117,20 +131,18 @@ export class JournalViews {
     } finally {
       this.options.onCommit?.((performance.now() - started) / 1000);
     }
-    let position = outcome.firstPosition;
-    const written = events.map((e) => ({ position: position++, kind: e.kind, payload: e.payload }));
-    const seal = payloadCodecs.signed_root
-      .encode({
+    const seal: TypedEvent = {
+      kind: EventKind.SignedRoot,
+      payload: {
         leafCount: outcome.signedRoot.leafCount,
         root: Buffer.from(outcome.signedRoot.root),
         keyId: outcome.signedRoot.keyId,
         signature: Buffer.from(outcome.signedRoot.signature),
-      })
-      .finish();
-    const next = applyEntries(view, [
-      ...written,
-      { position, kind: EventKind.SignedRoot, payload: seal },
-    ]);
+        version: outcome.signedRoot.version === 2 ? 2 : 0,
+        partition: outcome.signedRoot.partition,
+      },
+    };
+    const next = applyEvents(view, [...typed, seal]);
     this.keep(uid, next);
     return { outcome, view: next };
   }
@@ -157,4 +169,21 @@ export class JournalViews {
 /** The journal partition of a conversation. */
 export function partitionOf(uid: string): string {
   return `conv-${uid}`;
+}
+
+/** The planned event with every field set: the one value that is encoded and folded. */
+function complete(planned: PlannedEvent): TypedEvent {
+  return completeAs(planned.kind, planned.payload);
+}
+
+function completeAs<K extends EventKind>(kind: K, payload: Partial<EventPayloads[K]>): TypedEvent {
+  return { kind, payload: payloadCodecs[kind].fromPartial(payload) } as TypedEvent;
+}
+
+function encode(event: TypedEvent): NewJournalEvent {
+  return encodeAs(event.kind, event.payload);
+}
+
+function encodeAs<K extends EventKind>(kind: K, payload: EventPayloads[K]): NewJournalEvent {
+  return { kind, payload: payloadCodecs[kind].encode(payload).finish() };
 }

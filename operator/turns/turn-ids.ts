@@ -5,7 +5,7 @@ import { AppError } from '../../common/errors';
 export const TURN_ID_DOMAIN = 'polychrome/turn/v1';
 
 /**
- * The durable turn id of a claim (DESIGN.md "One turn, end to end", step 1): an exact
+ * The durable turn id of a claim (docs/design.md "One turn, end to end", step 1): an exact
  * retry of a message (same conversation, same idempotency key) derives the same id and so
  * finds the same turn in the journal instead of starting a second one.
  *

@@ -18,7 +18,10 @@ import {
   authorizeUse,
   checkStep,
   FAILED_TURN_TEXT,
+  EXPIRY_ANSWERER,
+  expiryBatch,
   planApprovalAnswer,
+  planCancel,
   planMessage,
   planQuestionAnswer,
   planSettle,
@@ -35,6 +38,8 @@ const ADMIN = 'web:admin';
 const ARGS = '{"amount":5}';
 const LEASE = { holder: 'replica-b', fencingToken: 7 };
 const NOW_MS = 5_000;
+/** Approval time to live in these tables: approvals requested at 0 expire at 60 s. */
+const TTL = 60_000;
 
 function caller(identity: string, roles: string[], more: string[] = []): Caller {
   return {
@@ -86,6 +91,7 @@ function requestOf(turnId: string, toolCallId: string, requiredApprover = ''): A
     argsSha256: Buffer.from(approvalArgsSha256(ARGS)),
     reason: 'moves money',
     requiredApprover,
+    requestedAtMs: 0,
   };
 }
 const approvalResponse = (turnId: string, toolCallId: string, decision: ApprovalDecision): E =>
@@ -108,6 +114,7 @@ function messageInput(over: Partial<MessageInput> & { events?: E[] } = {}): Mess
     turnId: 'new',
     lease: LEASE,
     nowMs: NOW_MS,
+    approvalTtlMs: TTL,
     ...rest,
   };
 }
@@ -128,6 +135,18 @@ const turnOf = (v: JournalView, id: string): TurnView => {
 
 // ---- who may use a conversation ----
 
+/** A caller of the Kubernetes door: RBAC allowed `messages` on `conversationId`. */
+function kubeCaller(conversationId: string): Caller {
+  return {
+    identity: 'kubernetes:alice',
+    identities: ['kubernetes:alice'],
+    personaId: '',
+    roles: [],
+    sessionId: '',
+    kubernetes: { conversationId, subresource: 'messages', groups: [] },
+  };
+}
+
 describe('authorizeUse', () => {
   const shared = conv({ visibility: Visibility.Shared, participants: ['web:friend'] });
   it.each([
@@ -142,6 +161,13 @@ describe('authorizeUse', () => {
     ],
     ['a stranger', stranger, conv(), 'permission_denied'],
     ['an edge that is not a participant', edge, conv(), 'permission_denied'],
+    ['a Kubernetes caller RBAC allowed on it', kubeCaller(UID), conv(), undefined],
+    [
+      'a Kubernetes caller RBAC allowed on another one',
+      kubeCaller('0b6f1c2d-3e4f-4a5b-8c7d-9e0f1a2b3c4d'),
+      conv(),
+      'permission_denied',
+    ],
   ])('%s', (_name, who, c, code) => {
     expect(authorizeUse(who, UID, c)?.error.code).toBe(code);
   });
@@ -331,6 +357,7 @@ describe('who may answer an approval', () => {
       lease: LEASE,
       nowMs: NOW_MS,
       decision: 'deny',
+      approvalTtlMs: TTL,
     });
     expect(plan.kind).toBe('answer');
     if (plan.kind !== 'answer') return;
@@ -357,6 +384,7 @@ describe('who may answer an approval', () => {
       lease: LEASE,
       nowMs: NOW_MS,
       decision: 'approve' as const,
+      approvalTtlMs: TTL,
     };
     expect(
       refusal(planApprovalAnswer({ ...base, view: answered, requestId: request().requestId })).code,
@@ -619,5 +647,209 @@ describe('settling a turn that failed', () => {
     expect(plan.kind === 'commit' && plan.status).toEqual(
       expect.objectContaining({ kind: 'ambiguous', toolCallId: 'c1' }),
     );
+  });
+});
+
+describe('nothing can be wedged: cancel and expiry', () => {
+  // Requested at 0 (no requested_at_ms: the dispatch's time, 0 here); TTL 60 s.
+  const paused = (extra: E[] = []) =>
+    view([message('t'), dispatched('t'), approvalRequest('t', 'c1'), ...extra]);
+  const requestId = requestIds.approvalRequestId('t', 'c1');
+  const qid = requestIds.questionRequestId('t', 'c9');
+  const question = view([
+    message('t'),
+    dispatched('t'),
+    ev('question_request', { turnId: 't', requestId: qid, toolCallId: 'c9', question: 'which?' }),
+  ]);
+  const base = { conversation: conv(), lease: LEASE, nowMs: NOW_MS };
+
+  it.each([
+    ['the owner', owner, 'permission_denied'],
+    ['a participant member', caller('web:bob', ['member']), 'permission_denied'],
+    ['an edge', caller('edge:web', ['edge']), 'permission_denied'],
+    [
+      'the required approver without the admin role',
+      caller(ADMIN, ['member']),
+      'permission_denied',
+    ],
+    ['an admin', admin, undefined],
+  ])('cancel of an approval by %s', (_name, who, code) => {
+    const plan = planCancel({ ...base, view: paused(), caller: who, requestId, type: 'approval' });
+    expect(plan.kind === 'refuse' ? plan.error.code : undefined).toBe(code);
+  });
+
+  it('a cancel records who and when, and settles the turn with a reply that says so', () => {
+    const plan = planCancel({
+      ...base,
+      view: paused(),
+      caller: admin,
+      requestId,
+      type: 'approval',
+      comment: 'stale',
+    });
+    expect(plan.kind).toBe('cancel');
+    if (plan.kind !== 'cancel') return;
+    expect(plan.events).toEqual([
+      {
+        kind: 'request_cancelled',
+        payload: {
+          turnId: 't',
+          requestId,
+          cancelledBy: ADMIN,
+          cancelledAtMs: NOW_MS,
+          comment: 'stale',
+        },
+      },
+      {
+        kind: 'turn_complete',
+        payload: {
+          turnId: 't',
+          text: `The approval ${requestId} for refund was cancelled by ${ADMIN}; the call did not run. Comment: stale`,
+          steps: 0,
+          completedAtMs: NOW_MS,
+          fallback: false,
+        },
+      },
+    ]);
+    // Nothing is dispatched: the harness is not called again, so the call never runs.
+    expect(plan.events.map((e) => e.kind)).not.toContain('turn_dispatched');
+  });
+
+  it('a question is cancelled the same way; a cancelled request is refused with who cancelled it', () => {
+    const plan = planCancel({
+      ...base,
+      view: question,
+      caller: admin,
+      requestId: qid,
+      type: 'question',
+    });
+    expect(plan.kind === 'cancel' ? plan.events.at(-1)?.payload : undefined).toMatchObject({
+      text: `The question ${qid} was cancelled by ${ADMIN}.`,
+    });
+    const after = paused([
+      ev('request_cancelled', { turnId: 't', requestId, cancelledBy: ADMIN, cancelledAtMs: 1 }),
+      ev('turn_complete', { turnId: 't', text: 'cancelled' }),
+    ]);
+    const answer = planApprovalAnswer({
+      ...base,
+      view: after,
+      caller: admin,
+      requestId,
+      decision: 'approve',
+      approvalTtlMs: TTL,
+    });
+    expect(refusal(answer)).toEqual({
+      code: 'conflict',
+      message: `approval ${requestId} was cancelled by ${ADMIN} at 1970-01-01T00:00:00.001Z; it can no longer be answered`,
+    });
+  });
+
+  it.each([
+    ['before the deadline', TTL - 1, 'answer'],
+    ['at the deadline', TTL, 'expire'],
+    ['after it', TTL + 1, 'expire'],
+  ])('an answer %s', (_name, nowMs, kind) => {
+    const plan = planApprovalAnswer({
+      ...base,
+      nowMs,
+      view: paused(),
+      caller: admin,
+      requestId,
+      decision: 'approve',
+      approvalTtlMs: TTL,
+    });
+    expect(plan.kind).toBe(kind);
+    if (plan.kind === 'expire') {
+      expect(plan.error.code).toBe('conflict');
+      expect(plan.error.message).toMatch(/expired at .*, unanswered 1m after it was requested/);
+    }
+  });
+
+  it('an owner answering after the deadline is refused as before, and nothing expires on their say', () => {
+    const plan = planApprovalAnswer({
+      ...base,
+      nowMs: TTL + 1,
+      view: paused(),
+      caller: owner,
+      requestId,
+      decision: 'approve',
+      approvalTtlMs: TTL,
+    });
+    expect(refusal(plan).code).toBe('permission_denied');
+  });
+
+  it('a posted message expires a due approval first; before the deadline it is blocked', () => {
+    const early = planMessage(
+      messageInput({ events: [message('t'), dispatched('t'), approvalRequest('t', 'c1')] }),
+    );
+    expect(refusal(early).code).toBe('conflict');
+    const late = planMessage(
+      messageInput({
+        nowMs: TTL,
+        events: [message('t'), dispatched('t'), approvalRequest('t', 'c1')],
+      }),
+    );
+    expect(late.kind).toBe('expire');
+  });
+
+  it('the expiry batch: approval_expired, a signed denial the harness can verify, the next dispatch', () => {
+    const v = paused();
+    const plan = planMessage(messageInput({ nowMs: TTL + 5, view: v }));
+    if (plan.kind !== 'expire') throw new Error(`expected expire, got ${plan.kind}`);
+    const events = expiryBatch(
+      plan.due,
+      { keyId: 'kid', signature: new Uint8Array(64) },
+      LEASE,
+      TTL + 5,
+      TTL,
+    );
+    expect(events.map((e) => e.kind)).toEqual([
+      'approval_expired',
+      'approval_response',
+      'turn_dispatched',
+    ]);
+    expect(events[0]?.payload).toEqual({
+      turnId: 't',
+      requestId,
+      requestedAtMs: 0,
+      expiredAtMs: TTL + 5,
+      ttlMs: TTL,
+    });
+    expect(events[1]?.payload).toMatchObject({
+      requestId,
+      toolName: 'refund',
+      decision: ApprovalDecision.APPROVAL_DECISION_DENIED,
+      answeredBy: EXPIRY_ANSWERER,
+      keyId: 'kid',
+      comment: `approval ${requestId} expired unanswered 1m after it was requested, so the call counts as denied`,
+    });
+    expect(events[2]?.payload).toMatchObject({ turnId: 't', attempt: 2, fencingToken: 7 });
+  });
+
+  it('a request committed with requested_at_ms counts from then, not from its dispatch', () => {
+    const v = view([
+      message('t'),
+      dispatched('t'),
+      ev('approval_request', { ...requestOf('t', 'c1'), requestedAtMs: 30_000 }),
+    ]);
+    expect(planMessage(messageInput({ nowMs: TTL + 1, view: v })).kind).toBe('refuse');
+    expect(planMessage(messageInput({ nowMs: TTL + 30_000, view: v })).kind).toBe('expire');
+  });
+
+  it('a settled pause stamps the request with the control plane clock, not the harness one', () => {
+    const v = view([message('t'), dispatched('t')]);
+    const plan = planSettle({
+      dispatched: { turn: turnOf(v, 't'), conversation: conv() },
+      end: {
+        kind: 'paused',
+        request: { $case: 'approvalRequest', value: { ...requestOf('t', 'c1'), requestedAtMs: 1 } },
+      },
+      attempt: 1,
+      maxAttempts: 3,
+      nowMs: NOW_MS,
+    });
+    expect(plan.kind === 'commit' ? plan.events[0]?.payload : undefined).toMatchObject({
+      requestedAtMs: NOW_MS,
+    });
   });
 });

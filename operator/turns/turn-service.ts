@@ -7,22 +7,44 @@
  * (docs/api.md, "Status codes and who may do what", pinned by
  * operator/public-api/api-rules.test.ts): `not_found` (unknown conversation or request),
  * `permission_denied` (not the owner, a participant or an admin; not the required
- * approver), `conflict` (same idempotency key with another message; a message while a turn
- * awaits an answer; a request answered already: 409), `failed_precondition` (the
+ * approver; a cancel by anyone but an admin), `conflict` (same idempotency key with another
+ * message; a message while a turn awaits an answer; a request answered, cancelled or
+ * expired already: 409), `failed_precondition` (the
  * conversation is being deleted), `unavailable` (the harness or the state plane cannot be
  * reached; retry with the same idempotency key), `invalid_argument`.
  */
 
-/** Who is calling, from a bearer token's session and persona. */
+/**
+ * What Kubernetes RBAC allowed a caller on the Kubernetes door (operator/kube-api): one
+ * subresource of one Conversation, checked by kube-apiserver and again by a
+ * SubjectAccessReview for exactly this request.
+ */
+export interface KubernetesGrant {
+  /** The Conversation's uid the request named (by namespace and name). */
+  readonly conversationId: string;
+  /** The subresource RBAC allowed (`transcript`, `messages`, `log`, ...). */
+  readonly subresource: string;
+  /** The user's Kubernetes groups, as kube-apiserver authenticated them. */
+  readonly groups: readonly string[];
+}
+
+/**
+ * Who is calling: from a bearer token's session and persona (the public API), or from
+ * kube-apiserver's front proxy (the Kubernetes door; `kubernetes` set, no persona).
+ */
 export interface Caller {
   /** The identity attributed to the caller (`provider:external_id` or `provider:scope:external_id`). */
   readonly identity: string;
   /** Every identity the persona links (`identity` among them). */
   readonly identities: readonly string[];
+  /** Empty for a Kubernetes caller. */
   readonly personaId: string;
-  /** `admin`, `member`. */
+  /** `admin`, `member`, `edge`; none for a Kubernetes caller (RBAC decides). */
   readonly roles: readonly string[];
+  /** Empty for a Kubernetes caller. */
   readonly sessionId: string;
+  /** Set on the Kubernetes door only: what RBAC allowed this request. */
+  readonly kubernetes?: KubernetesGrant;
 }
 
 /** A turn's settled state, as a client sees it. */
@@ -100,15 +122,20 @@ export interface PostMessage {
 export interface AnswerApproval {
   readonly conversationId: string;
   readonly requestId: string;
-  readonly decision: 'approve' | 'deny';
+  /** `cancel`: an admin ends the turn without running the call (docs/turns.md, "Cancel"). */
+  readonly decision: 'approve' | 'deny' | 'cancel';
   readonly comment?: string;
 }
 
-export interface AnswerQuestion {
-  readonly conversationId: string;
-  readonly requestId: string;
-  readonly answer: string;
-}
+/** An answer to a question, or an admin's cancel of it (`cancel`, with an optional comment). */
+export type AnswerQuestion =
+  | { readonly conversationId: string; readonly requestId: string; readonly answer: string }
+  | {
+      readonly conversationId: string;
+      readonly requestId: string;
+      readonly cancel: true;
+      readonly comment?: string;
+    };
 
 /** One turn of the committed transcript (the committed-turn filter applied). */
 export interface TranscriptTurn extends TurnOutcome {

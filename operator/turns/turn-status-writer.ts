@@ -114,13 +114,7 @@ export class TurnStatusWriter {
   ): Promise<void> {
     try {
       await this.options.conversations.updateStatus(conversation, (fresh) =>
-        applyTurnStatus(
-          fresh.status,
-          fresh.metadata.generation ?? 0,
-          change,
-          journal,
-          new Date(this.options.nowMs()).toISOString(),
-        ),
+        applyTurnStatus(fresh, change, journal, new Date(this.options.nowMs()).toISOString()),
       );
       this.options.onWrite?.('ok');
     } catch (error) {

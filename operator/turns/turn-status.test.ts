@@ -1,126 +1,173 @@
 import { describe, expect, it } from '@jest/globals';
-import type { ConversationStatus } from '../api/v1alpha1';
-import { applyTurnStatus } from './turn-status';
+import type { Conversation, ConversationStatus } from '../api/v1alpha1';
+import { planReconcile } from '../controller/plan';
+import { isSameStatus, reportStatus } from '../controller/report';
+import type { AgentSandboxObservation, ConversationSnapshot } from '../controller/snapshot';
+import {
+  NOW,
+  agentSnapshot,
+  claim,
+  conversation,
+  pod,
+  sandbox,
+} from '../controller/snapshot-fixtures';
+import { applyTurnStatus, type TurnStatusChange } from './turn-status';
 
-const T0 = '2026-11-30T10:00:00.000Z';
-const T1 = '2026-11-30T10:05:00.000Z';
+const T1 = new Date(NOW.getTime() + 60_000).toISOString();
+const T2 = new Date(NOW.getTime() + 120_000).toISOString();
 
-const ready: ConversationStatus = {
-  phase: 'Closed',
-  closedTime: '2026-11-29T10:00:00.000Z',
-  sandbox: { podName: 'conv-a', endpoint: '127.0.1.2:7070' },
-  conditions: [
-    {
-      type: 'Ready',
-      status: 'True',
-      reason: 'SandboxReady',
-      message: 'harness pod conv-a is ready',
-      lastTransitionTime: T0,
-      observedGeneration: 1,
-    },
-    {
-      type: 'Progressing',
-      status: 'False',
-      reason: 'SandboxReady',
-      message: 'idle',
-      lastTransitionTime: T0,
-      observedGeneration: 1,
-    },
-  ],
+const readyChildren = {
+  claim: claim({ sandboxName: 'sb-1' }),
+  sandbox: sandbox(true),
+  pod: pod(true, { name: 'sb-1' }),
 };
 
+/** One reconcile pass, every action succeeding: the status the reconciler writes. */
+function reconciled(snapshot: ConversationSnapshot, now = NOW): Conversation {
+  const plan = planReconcile(snapshot, now);
+  return {
+    ...snapshot.conversation,
+    status: reportStatus(snapshot, plan, { completed: plan.actions }, now),
+  };
+}
+
+/** The turn writer's write on `from`. */
+function turn(from: Conversation, change: TurnStatusChange, at = T1): Conversation {
+  return { ...from, status: applyTurnStatus(from, change, undefined, at) };
+}
+
+function summary(status: ConversationStatus | undefined): Record<string, string> {
+  const out: Record<string, string> = { phase: status?.phase ?? '' };
+  for (const c of status?.conditions ?? []) out[c.type] = `${c.status}/${c.reason}`;
+  return out;
+}
+
+const ready = reconciled(agentSnapshot(conversation(), readyChildren));
+
 describe('turn status', () => {
-  it('marks a running turn, reopens the conversation and keeps reconciler fields', () => {
-    const next = applyTurnStatus(
-      ready,
-      2,
-      { kind: 'running', turnId: 'turn_1', lastTurnTime: T1 },
-      undefined,
-      T1,
-    );
-    expect(next.currentTurn).toBe('turn_1');
-    expect(next.lastTurnTime).toBe(T1);
+  it('writes the running turn as facts and derives Running from them', () => {
+    const closed = { ...ready, status: { ...ready.status, closedTime: NOW.toISOString() } };
+    const next = turn(closed, { kind: 'running', turnId: 'turn_1', lastTurnTime: T1 }).status;
+    expect(next?.currentTurn).toBe('turn_1');
+    expect(next?.turns).toEqual({ current: { turnId: 'turn_1', state: 'running' } });
+    expect(next?.lastTurnTime).toBe(T1);
     expect(next).not.toHaveProperty('closedTime');
-    expect(next.phase).toBe('Running');
-    expect(next.sandbox).toEqual(ready.sandbox);
-    const progressing = next.conditions?.find((c) => c.type === 'Progressing');
-    expect(progressing).toMatchObject({
-      status: 'True',
-      reason: 'TurnRunning',
-      lastTransitionTime: T1,
-      observedGeneration: 2,
+    expect(next?.sandbox).toEqual(ready.status?.sandbox);
+    expect(summary(next)).toEqual({
+      phase: 'Running',
+      Ready: 'True/SandboxReady',
+      Progressing: 'True/TurnRunning',
+      Degraded: 'False/Healthy',
     });
-    // Ready is untouched: the reconciler owns it.
-    expect(next.conditions?.find((c) => c.type === 'Ready')).toEqual(ready.conditions?.[0]);
+    // Ready is the reconciler's verdict, kept as it was (transition time included).
+    expect(next?.conditions?.find((c) => c.type === 'Ready')).toEqual(
+      ready.status?.conditions?.find((c) => c.type === 'Ready'),
+    );
+    expect(next?.conditions?.find((c) => c.type === 'Progressing')?.lastTransitionTime).toBe(T1);
   });
 
   it('keeps the transition time while Progressing stays True and names the pending approval', () => {
-    const running = applyTurnStatus(
-      ready,
-      1,
-      { kind: 'running', turnId: 't', lastTurnTime: T0 },
-      undefined,
-      T0,
-    );
+    const running = turn(ready, { kind: 'running', turnId: 't', lastTurnTime: T1 });
     const paused = applyTurnStatus(
       running,
-      1,
       { kind: 'awaiting_approval', turnId: 't', requestId: 'apr_1' },
       { head: 12, lastSignedRoot: 'ab'.repeat(32), keyId: 'k1' },
-      T1,
+      T2,
     );
     const progressing = paused.conditions?.find((c) => c.type === 'Progressing');
     expect(progressing?.reason).toBe('AwaitingApproval');
-    expect(progressing?.lastTransitionTime).toBe(T0);
+    expect(progressing?.lastTransitionTime).toBe(T1);
     expect(progressing?.message).toContain('apr_1');
     expect(paused.phase).toBe('AwaitingApproval');
-    expect(paused.currentTurn).toBe('t');
+    expect(paused.turns?.current).toEqual({
+      turnId: 't',
+      state: 'awaiting_approval',
+      requestId: 'apr_1',
+    });
     expect(paused.journal).toEqual({ head: 12, lastSignedRoot: 'ab'.repeat(32), keyId: 'k1' });
   });
 
-  it('clears the turn when it settles and quarantines an ambiguous one', () => {
-    const running = applyTurnStatus(
-      ready,
-      1,
-      { kind: 'running', turnId: 't', lastTurnTime: T0 },
-      undefined,
-      T0,
-    );
-    const settled = applyTurnStatus(running, 1, { kind: 'settled', turnId: 't' }, undefined, T1);
+  it('a settled turn is Progressing False Idle, exactly as the reconciler says it', () => {
+    const running = turn(ready, { kind: 'running', turnId: 't', lastTurnTime: T1 });
+    const settled = turn(running, { kind: 'settled', turnId: 't' }, T2).status;
     expect(settled).not.toHaveProperty('currentTurn');
-    expect(settled.phase).toBe('Ready');
-    expect(settled.conditions?.find((c) => c.type === 'Progressing')?.status).toBe('False');
-
-    const ambiguous = applyTurnStatus(
-      running,
-      1,
-      { kind: 'ambiguous', turnId: 't', toolCallId: 'toolu_9', reason: 'crashed mid-call' },
-      undefined,
-      T1,
-    );
-    expect(ambiguous.phase).toBe('Degraded');
-    expect(ambiguous.conditions?.find((c) => c.type === 'Degraded')).toMatchObject({
-      status: 'True',
-      reason: 'TurnAmbiguous',
+    expect(settled).not.toHaveProperty('turns');
+    expect(summary(settled)).toEqual(summary(ready.status));
+    expect(settled?.conditions?.find((c) => c.type === 'Progressing')).toMatchObject({
+      status: 'False',
+      reason: 'Idle',
+      message: 'no turn in flight',
     });
-    expect(ambiguous.conditions?.find((c) => c.type === 'Degraded')?.message).toContain('toolu_9');
-    // A later settled turn leaves the quarantine in place for an admin.
-    const after = applyTurnStatus(ambiguous, 1, { kind: 'settled', turnId: 'u' }, undefined, T1);
-    expect(after.phase).toBe('Degraded');
-    expect(after.conditions?.find((c) => c.type === 'Degraded')?.reason).toBe('TurnAmbiguous');
+  });
+
+  it('records a quarantine and keeps it, Degraded TurnAmbiguous, through later turns', () => {
+    const running = turn(ready, { kind: 'running', turnId: 't', lastTurnTime: T1 });
+    const ambiguous = turn(running, {
+      kind: 'ambiguous',
+      turnId: 't',
+      toolCallId: 'toolu_9',
+      reason: 'crashed mid-call',
+    });
+    expect(ambiguous.status?.turns).toEqual({
+      quarantined: { turnId: 't', toolCallId: 'toolu_9', reason: 'crashed mid-call', since: T1 },
+    });
+    expect(summary(ambiguous.status)).toEqual({
+      phase: 'Degraded',
+      Ready: 'True/SandboxReady',
+      Progressing: 'False/Idle',
+      Degraded: 'True/TurnAmbiguous',
+    });
+    expect(ambiguous.status?.conditions?.find((c) => c.type === 'Degraded')?.message).toContain(
+      'toolu_9',
+    );
+    const next = turn(ambiguous, { kind: 'running', turnId: 'u', lastTurnTime: T2 }, T2);
+    const after = turn(next, { kind: 'settled', turnId: 'u' }, T2);
+    expect(after.status?.turns?.quarantined?.turnId).toBe('t');
+    expect(summary(after.status)).toMatchObject({
+      phase: 'Degraded',
+      Degraded: 'True/TurnAmbiguous',
+    });
   });
 
   it('takes the turn time from any change, so a coalesced write still resets the idle timer', () => {
-    const settled = applyTurnStatus(
-      ready,
-      1,
-      { kind: 'settled', turnId: 't', lastTurnTime: T1 },
-      undefined,
-      T1,
-    );
-    expect(settled.lastTurnTime).toBe(T1);
+    const closed = { ...ready, status: { ...ready.status, closedTime: NOW.toISOString() } };
+    const settled = turn(closed, { kind: 'settled', turnId: 't', lastTurnTime: T1 }).status;
+    expect(settled?.lastTurnTime).toBe(T1);
     expect(settled).not.toHaveProperty('closedTime');
-    const without = applyTurnStatus(ready, 1, { kind: 'settled', turnId: 't' }, undefined, T1);
-    expect(without.closedTime).toBe(ready.closedTime);
+    const without = turn(closed, { kind: 'settled', turnId: 't' }).status;
+    expect(without?.closedTime).toBe(NOW.toISOString());
+  });
+
+  // The issue this guards: two writers computing the same status by different rules. After
+  // every turn write, the reconciler's next pass over the same children must find nothing
+  // to write (one derivation), whatever the sandbox's state.
+  const changes: readonly TurnStatusChange[] = [
+    { kind: 'running', turnId: 't', lastTurnTime: T1 },
+    { kind: 'awaiting_approval', turnId: 't', requestId: 'apr_1' },
+    { kind: 'awaiting_answer', turnId: 't', requestId: 'q_1' },
+    { kind: 'settled', turnId: 't' },
+    { kind: 'ambiguous', turnId: 't', toolCallId: 'toolu_1', reason: 'crashed' },
+    { kind: 'ambiguous', turnId: 't', toolCallId: '', reason: 'forged outcome' },
+  ];
+  const sandboxes: readonly [string, Partial<Omit<AgentSandboxObservation, 'backend'>>][] = [
+    ['ready', readyChildren],
+    ['pending (claim unbound)', { claim: claim() }],
+    ['warm pool missing', { warmPool: undefined, templateFound: undefined }],
+  ];
+  describe.each(sandboxes)('the reconciler agrees with every turn write: sandbox %s', (_, kids) => {
+    const specs = [
+      ['a valid spec', {}],
+      ['a retention that cannot be used', { retention: '9999999999h' }],
+    ] as const;
+    it.each(specs.flatMap(([what, spec]) => changes.map((c) => [c.kind, what, spec, c] as const)))(
+      '%s, %s',
+      (_kind, _what, spec, change) => {
+        const before = reconciled(agentSnapshot(conversation(spec), kids));
+        const written = turn(before, change);
+        const again = reconciled(agentSnapshot(written, kids), new Date(T2)).status;
+        expect(again).toEqual(written.status);
+        expect(isSameStatus(again, written.status)).toBe(true);
+      },
+    );
   });
 });

@@ -1,17 +1,13 @@
 /**
- * The status fields the turn code owns (DESIGN.md, "Kubernetes objects"): while a turn is
- * in flight `Progressing` is True (TurnRunning, AwaitingApproval, AwaitingAnswer) and
- * `currentTurn` names it; a quarantined turn sets `Degraded` TurnAmbiguous; every settled
- * batch moves `journal` (head, last signed root). The reconciler carries these over
- * (controller/report.ts) and owns everything else. Pure: the coordinator writes the result.
+ * The status fields the turn code owns (docs/operator.md, "Status"): `turns.current` (and
+ * `currentTurn`, its id) while a turn is in flight, `turns.quarantined` for a quarantined
+ * turn, `lastTurnTime` when a turn starts, and `journal` (head, last signed root) after
+ * every settled batch. These are facts; the turn code never decides a condition or the
+ * phase itself. The reconciler carries them over (controller/report.ts) and owns everything
+ * else. Pure: the coordinator's status writer writes the result.
  */
-import {
-  ConditionReason,
-  ConditionType,
-  ConversationPhase,
-  type Condition,
-  type ConversationStatus,
-} from '../api/v1alpha1';
+import { TurnState, type Conversation, type ConversationStatus } from '../api/v1alpha1';
+import { conversationConditions, storedVerdict } from '../controller/conversation-conditions';
 
 /** The journal position and integrity the status shows. */
 export interface JournalMark {
@@ -41,91 +37,54 @@ export type TurnStatusChange = (
 };
 
 /**
- * The next status after a turn event. Conditions keep their `lastTransitionTime` while
- * their status does not change; `observedGeneration` is the object's generation.
+ * The next status after a turn event: the turn code's facts (`currentTurn`,
+ * `turns.current`, `turns.quarantined`, `lastTurnTime`, `journal`) change, and `phase` and
+ * the conditions are derived from them by the one derivation the reconciler also uses
+ * (operator/controller/conversation-conditions.ts), with the sandbox as the reconciler last
+ * reported it. So the reconciler's next pass finds the same conditions and writes nothing.
  */
 export function applyTurnStatus(
-  status: ConversationStatus | undefined,
-  generation: number,
+  conversation: Conversation,
   change: TurnStatusChange,
   journal: JournalMark | undefined,
   now: string,
 ): ConversationStatus {
-  const previous = status ?? {};
-  const conditions = [...(previous.conditions ?? [])];
-  const put = (condition: Omit<Condition, 'lastTransitionTime' | 'observedGeneration'>): void => {
-    const index = conditions.findIndex((c) => c.type === condition.type);
-    const old = index === -1 ? undefined : conditions[index];
-    const next: Condition = {
-      ...condition,
-      observedGeneration: generation,
-      lastTransitionTime:
-        old !== undefined && old.status === condition.status ? old.lastTransitionTime : now,
-    };
-    if (index === -1) conditions.push(next);
-    else conditions[index] = next;
-  };
-
+  const previous = conversation.status ?? {};
   const next: ConversationStatus = { ...previous };
   if (change.lastTurnTime !== undefined) {
     next.lastTurnTime = change.lastTurnTime;
+    // The turn reopens a closed conversation; the reconciler sees it by this.
     delete next.closedTime;
   }
+  const turns = { ...previous.turns };
   switch (change.kind) {
     case 'running':
-      next.currentTurn = change.turnId;
-      next.phase = ConversationPhase.Running;
-      put({
-        type: ConditionType.Progressing,
-        status: 'True',
-        reason: ConditionReason.TurnRunning,
-        message: `turn ${change.turnId} is running`,
-      });
-      break;
     case 'awaiting_approval':
-      next.currentTurn = change.turnId;
-      next.phase = ConversationPhase.AwaitingApproval;
-      put({
-        type: ConditionType.Progressing,
-        status: 'True',
-        reason: ConditionReason.AwaitingApproval,
-        message: `turn ${change.turnId} waits for approval ${change.requestId}: answer it with POST .../approvals/${change.requestId}`,
-      });
-      break;
     case 'awaiting_answer':
       next.currentTurn = change.turnId;
-      next.phase = ConversationPhase.AwaitingAnswer;
-      put({
-        type: ConditionType.Progressing,
-        status: 'True',
-        reason: ConditionReason.AwaitingAnswer,
-        message: `turn ${change.turnId} waits for an answer to question ${change.requestId}`,
-      });
+      turns.current = {
+        turnId: change.turnId,
+        state: STATE_OF[change.kind],
+        ...('requestId' in change ? { requestId: change.requestId } : {}),
+      };
       break;
     case 'settled':
     case 'ambiguous':
       delete next.currentTurn;
-      put({
-        type: ConditionType.Progressing,
-        status: 'False',
-        reason: ConditionReason.SandboxReady,
-        message: `turn ${change.turnId} settled; the conversation takes the next turn`,
-      });
+      delete turns.current;
+      // A quarantine stays for an admin, whatever turns settle after it.
       if (change.kind === 'ambiguous') {
-        next.phase = ConversationPhase.Degraded;
-        put({
-          type: ConditionType.Degraded,
-          status: 'True',
-          reason: ConditionReason.TurnAmbiguous,
-          message: `turn ${change.turnId} is quarantined: the outcome of side-effecting tool call ${change.toolCallId} is unknown (${change.reason}); an admin must check it and repair the conversation`,
-        });
-      } else {
-        next.phase =
-          previous.phase === ConversationPhase.Degraded ? previous.phase : ConversationPhase.Ready;
+        turns.quarantined = {
+          turnId: change.turnId,
+          ...(change.toolCallId === '' ? {} : { toolCallId: change.toolCallId }),
+          reason: change.reason,
+          since: now,
+        };
       }
       break;
   }
-  next.conditions = conditions;
+  if (Object.keys(turns).length === 0) delete next.turns;
+  else next.turns = turns;
   if (journal !== undefined) {
     next.journal = {
       head: journal.head,
@@ -133,5 +92,14 @@ export function applyTurnStatus(
       keyId: journal.keyId,
     };
   }
-  return next;
+  return {
+    ...next,
+    ...conversationConditions({ ...conversation, status: next }, storedVerdict(previous), now),
+  };
 }
+
+const STATE_OF = {
+  running: TurnState.Running,
+  awaiting_approval: TurnState.AwaitingApproval,
+  awaiting_answer: TurnState.AwaitingAnswer,
+} as const;

@@ -10,6 +10,7 @@ import {
   buildJournalVectors,
   isJournalVectors,
   serializeJournalVectors,
+  v2JournalEvents,
   vectorJournalEvents,
   type JournalVectors,
 } from './journal-vectors';
@@ -163,6 +164,61 @@ describe('docs/journal-vectors.json', () => {
       rootHex: vectors.roots[200]?.rootHex,
       unsealed: { fromPosition: 200, count: 0 },
     });
+  });
+
+  it('has version-2 root messages that the spec formula gives, signed by key 1 (@noble)', () => {
+    const v2 = vectors.version2;
+    const key = vectors.keys[0]!;
+    const name = toHex(utf8.encode(v2.partition));
+    expect(v2.signedRoots.map((r) => r.position)).toEqual([2, 4]);
+    for (const root of v2.signedRoots) {
+      // UTF-8 domain ‖ u64 len(partition) ‖ partition ‖ u64 leafCount ‖ root
+      const expected =
+        toHex(utf8.encode('polychrome/journal-root/v2')) +
+        u64Hex(v2.partition.length) +
+        name +
+        u64Hex(root.leafCount) +
+        root.rootHex;
+      expect(root.messageHex).toBe(expected);
+      expect(root.keyId).toBe(key.keyId);
+      expect(
+        noble.verifier.verify(
+          fromHex(key.publicKeyHex),
+          fromHex(root.messageHex),
+          fromHex(root.signatureHex),
+        ),
+      ).toBe(true);
+    }
+  });
+
+  it('verifies the repaired version-2 journal with @noble, excised entry included, only as its own partition', () => {
+    const v2 = vectors.version2;
+    const options = {
+      hash: noble.sha256,
+      verifier: noble.verifier,
+      trustedPublicKeys: [fromHex(vectors.keys[0]!.publicKeyHex)],
+    };
+    const events = v2JournalEvents(v2);
+    expect(verifyJournal(events, { ...options, partition: v2.partition })).toMatchObject({
+      ok: true,
+      leafCount: 5,
+      signedRootCount: 2,
+      excised: v2.excised,
+    });
+    const other = verifyJournal(events, { ...options, partition: v2.otherPartition.partition });
+    expect(other.failure).toMatchObject({
+      position: v2.otherPartition.position,
+      reason: 'wrong_partition',
+    });
+    // Every stored leaf is what the spec formula gives; the excised one is the kept digest.
+    for (const leaf of v2.leaves) {
+      if ('excised' in leaf) continue;
+      expect(
+        toHex(
+          referenceLeafDigest(noble.sha256, leaf.position, leaf.kind, fromHex(leaf.payloadHex)),
+        ),
+      ).toBe(leaf.leafHex);
+    }
   });
 
   it('accepts only the vectors shape in its type guard', () => {

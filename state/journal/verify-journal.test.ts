@@ -1,14 +1,14 @@
 import { describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
 
-import { EventKind, encodePayload } from '../../common/event-kinds';
+import { decodePayload, EventKind, encodePayload } from '../../common/event-kinds';
 import { CompactMmr } from './compact-mmr';
 import type { Ed25519Signer } from './ed25519';
 import { toHex } from './hex';
 import { LeafHasher } from './leaf-digest';
 import { createNodeEd25519Signer, createNodeEd25519Verifier } from './node-ed25519';
 import { nodeSha256 } from './node-sha256';
-import { keyIdOf, rotateKey, signRoot } from './signed-root';
+import { keyIdOf, rotateKey, signedRootPayload, signRoot } from './signed-root';
 import {
   concludeJournalVerification,
   JournalReplayer,
@@ -47,18 +47,28 @@ class TestJournal {
   /** Appends a signed_root; `override` replaces fields after honest signing inputs are chosen. */
   seal(
     signer: Ed25519Signer,
-    override: { leafCount?: number; root?: Uint8Array; flipSignature?: boolean } = {},
+    override: {
+      leafCount?: number;
+      root?: Uint8Array;
+      flipSignature?: boolean;
+      /** Signs a version-2 root for this partition. */
+      partition?: string;
+    } = {},
   ): this {
     const leafCount = override.leafCount ?? this.events.length;
-    const fields = signRoot(nodeSha256, signer, leafCount, override.root ?? this.mmr.root());
+    const fields = signRoot(
+      nodeSha256,
+      signer,
+      leafCount,
+      override.root ?? this.mmr.root(),
+      override.partition,
+    );
     const signature = Buffer.from(fields.signature);
     if (override.flipSignature === true) signature[0]! ^= 1;
     return this.add(
       EventKind.SignedRoot,
       encodePayload(EventKind.SignedRoot, {
-        leafCount: fields.leafCount,
-        root: Buffer.from(fields.root),
-        keyId: fields.keyId,
+        ...signedRootPayload(fields),
         signature,
       }),
     );
@@ -123,6 +133,8 @@ describe('verifyJournal: honest journals', () => {
       rootHex: j.rootHex(),
       unsealed: { fromPosition: 6, count: 0 },
       failure: undefined,
+      excised: [],
+      checkpointChecked: false,
     });
   });
 
@@ -475,5 +487,207 @@ describe('streaming verification (signatures checked while replay goes on)', () 
     expect(replayer.pendingSignatureChecks).toBe(0);
     expect(taken.map((chunk) => chunk.map((c) => c.position))).toEqual([[2, 5], [6, 9], [12]]);
     expect(replayer.plan().signatureChecks.map((c) => c.position)).toEqual([2, 5, 6, 9, 12]);
+  });
+});
+
+describe('verifyJournal: version-2 roots bind the partition', () => {
+  const P = 'conv-a';
+  const v2 = (): TestJournal =>
+    new TestJournal()
+      .add(EventKind.MessageReceived)
+      .seal(keyA)
+      .add(EventKind.TurnDispatched)
+      .seal(keyA, { partition: P })
+      .add(EventKind.TurnComplete)
+      .seal(keyA, { partition: P });
+  const verifyAs = (events: readonly JournalEvent[], partition?: string): JournalVerification =>
+    verifyJournal(events, {
+      hash: nodeSha256,
+      verifier,
+      trustedPublicKeys: [keyA.publicKey],
+      ...(partition === undefined ? {} : { partition }),
+    });
+
+  it('accepts v1 and v2 roots in one journal verified as its own partition', () => {
+    expect(verifyAs(v2().events, P)).toMatchObject({ ok: true, signedRootCount: 3 });
+  });
+
+  it('fails a transplanted journal at its first v2 root, naming both partitions', () => {
+    const result = verifyAs(v2().events, 'conv-b');
+    expect(result.failure).toMatchObject({
+      position: 3,
+      reason: 'wrong_partition',
+      expected: 'conv-b',
+      found: P,
+    });
+    expect(result.failure?.message).toContain('"conv-a"');
+    expect(result.failure?.message).toContain('"conv-b"');
+    expect(result.verifiedLeafCount).toBe(1);
+  });
+
+  it('fails a v2 root when no partition is named', () => {
+    expect(verifyAs(v2().events).failure).toMatchObject({ position: 3, reason: 'wrong_partition' });
+  });
+
+  it('fails a v2 root whose payload was edited to name the other partition (bad_signature)', () => {
+    const j = v2();
+    const forged = j.events.map((e) => {
+      if (e.position !== 3) return e;
+      const fields = decodePayload(EventKind.SignedRoot, e.payload);
+      return {
+        ...e,
+        payload: encodePayload(EventKind.SignedRoot, { ...fields, partition: 'conv-b' }),
+      };
+    });
+    expect(verifyAs(forged, 'conv-b').failure).toMatchObject({
+      position: 3,
+      reason: 'bad_signature',
+    });
+  });
+
+  it('fails a v2 root downgraded to v1 (the signature is over the v2 message)', () => {
+    const j = v2();
+    const downgraded = j.events.map((e) => {
+      if (e.position !== 3) return e;
+      const fields = decodePayload(EventKind.SignedRoot, e.payload);
+      return {
+        ...e,
+        payload: encodePayload(EventKind.SignedRoot, { ...fields, version: 0, partition: '' }),
+      };
+    });
+    expect(verifyAs(downgraded, 'conv-b').failure).toMatchObject({
+      position: 3,
+      reason: 'bad_signature',
+    });
+  });
+});
+
+describe('verifyJournal: a trusted checkpoint catches truncation and rollback', () => {
+  const j = (): TestJournal => TestJournal.twoBatches(); // roots at 2 and 5, head 6
+  const rootOver = (events: readonly JournalEvent[], count: number): Uint8Array =>
+    Uint8Array.from(Buffer.from(recomputedRoot(events, count), 'hex'));
+  const check = (
+    events: readonly JournalEvent[],
+    checkpoint: { head: number; root: Uint8Array; keyId?: string },
+  ): JournalVerification =>
+    verifyJournal(events, {
+      hash: nodeSha256,
+      verifier,
+      trustedPublicKeys: [keyA.publicKey],
+      checkpoint,
+    });
+
+  it('passes a journal at or past its checkpoint, and says a checkpoint was checked', () => {
+    const { events } = j();
+    expect(check(events, { head: 6, root: rootOver(events, 5), keyId: idA })).toMatchObject({
+      ok: true,
+      checkpointChecked: true,
+    });
+    expect(check(events, { head: 3, root: rootOver(events, 2) }).ok).toBe(true);
+  });
+
+  it('fails a journal cut after the checkpoint: rolled_back naming N and the length', () => {
+    const { events } = j();
+    const cut = events.slice(0, 3);
+    const result = check(cut, { head: 6, root: rootOver(events, 5) });
+    expect(verify(cut).ok).toBe(true);
+    expect(result.ok).toBe(false);
+    expect(result.failure).toMatchObject({ position: 3, reason: 'rolled_back' });
+    expect(result.failure?.message).toMatch(/truncated or rolled back.*had 6 entries.*it has 3/su);
+  });
+
+  it('fails a journal whose history differs at the checkpoint', () => {
+    const { events } = j();
+    const forked = new TestJournal()
+      .add(EventKind.MessageReceived, Uint8Array.of(9))
+      .add(EventKind.TurnDispatched)
+      .seal(keyA)
+      .add(EventKind.ModelCall)
+      .add(EventKind.TurnComplete)
+      .seal(keyA);
+    const result = check(forked.events, { head: 6, root: rootOver(events, 5) });
+    expect(verify(forked.events).ok).toBe(true);
+    expect(result.failure).toMatchObject({
+      position: 5,
+      reason: 'rolled_back',
+      expected: toHex(rootOver(events, 5)),
+      found: recomputedRoot(forked.events, 5),
+    });
+  });
+
+  it('fails a checkpoint whose head is not right after a signed_root, or names another key', () => {
+    const { events } = j();
+    expect(check(events, { head: 5, root: rootOver(events, 4) }).failure).toMatchObject({
+      position: 4,
+      reason: 'rolled_back',
+    });
+    expect(check(events, { head: 6, root: rootOver(events, 5), keyId: idB }).failure).toMatchObject(
+      {
+        position: 5,
+        reason: 'rolled_back',
+      },
+    );
+  });
+});
+
+describe('verifyJournal: excised entries', () => {
+  const leaves = new LeafHasher(nodeSha256);
+  /** Batch 0-2 (message, dispatch, root); then a repair batch: excision of 1, root. */
+  const repaired = (record?: { position?: number; leaf?: Uint8Array }): JournalEvent[] => {
+    const j = new TestJournal()
+      .add(EventKind.MessageReceived)
+      .add(EventKind.TurnDispatched)
+      .seal(keyA);
+    const original = j.events[1]!;
+    const leaf = leaves.digest(1, original.kind, original.payload);
+    j.add(
+      EventKind.Excision,
+      encodePayload(EventKind.Excision, {
+        position: record?.position ?? 1,
+        leafDigest: Buffer.from(record?.leaf ?? leaf),
+        actor: 'admin@example.com',
+        reason: 'corrupt payload',
+        excisedAtMs: 1,
+        problem: 'payload does not decode',
+      }),
+    ).seal(keyA);
+    return j.events.map((e) =>
+      e.position === 1
+        ? { position: 1, kind: '', payload: new Uint8Array(0), excisedLeaf: leaf }
+        : e,
+    );
+  };
+
+  it('verifies an excised entry by its kept leaf digest and lists it', () => {
+    expect(verify(repaired())).toMatchObject({ ok: true, excised: [1], signedRootCount: 2 });
+  });
+
+  it('fails an excision no excision event records (an edit that hides an entry)', () => {
+    const j = TestJournal.twoBatches();
+    const hidden = j.events.map((e) =>
+      e.position === 3
+        ? {
+            position: 3,
+            kind: '',
+            payload: new Uint8Array(0),
+            excisedLeaf: leaves.digest(3, e.kind, e.payload),
+          }
+        : e,
+    );
+    expect(verify(hidden).failure).toMatchObject({ position: 3, reason: 'unrecorded_excision' });
+  });
+
+  it('fails an excision whose record names another leaf digest', () => {
+    const result = verify(repaired({ leaf: new Uint8Array(32).fill(7) }));
+    expect(result.failure).toMatchObject({ position: 1, reason: 'unrecorded_excision' });
+  });
+
+  it('fails a kept digest that is not the signed leaf (event_changed at the next root)', () => {
+    // Marker and record agree, but on a digest no root was signed over.
+    const forged = new Uint8Array(32).fill(7);
+    const events = repaired({ leaf: forged }).map((e) =>
+      e.position === 1 ? { ...e, excisedLeaf: forged } : e,
+    );
+    expect(verify(events).failure).toMatchObject({ position: 2, reason: 'event_changed' });
   });
 });

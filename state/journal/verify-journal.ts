@@ -5,14 +5,25 @@ import { ED25519_KEY_BYTES, ED25519_SIGNATURE_BYTES, type Ed25519Verifier } from
 import { bytesEqual, toHex } from './hex';
 import { LeafHasher } from './leaf-digest';
 import { DIGEST_BYTES, type Sha256 } from './sha256';
-import { keyIdOf, keyRotationMessage, signedRootMessage } from './signed-root';
+import {
+  keyIdOf,
+  keyRotationMessage,
+  signedRootMessage,
+  signedRootMessageV2,
+  SignedRootVersion,
+} from './signed-root';
 import { encodeU64 } from './u64';
 
-/** One journal event as stored: `(position, kind, payload)`. */
+/**
+ * One journal event as stored: `(position, kind, payload)`. An entry that repair excised
+ * (docs/journal-format.md, "Excision") has `excisedLeaf`, the leaf digest it keeps, and an
+ * empty kind and payload: replay uses the kept digest as the leaf.
+ */
 export interface JournalEvent {
   readonly position: number;
   readonly kind: string;
   readonly payload: Uint8Array;
+  readonly excisedLeaf?: Uint8Array;
 }
 
 /**
@@ -27,6 +38,7 @@ export interface JournalEvent {
  * - `wrong_key`: the key id is not trusted at that position.
  * - `bad_signature`: the signature does not verify under the trusted key.
  * - `gap`: positions do not run 0, 1, 2, ...
+ * - `wrong_partition`, `rolled_back`, `unrecorded_excision`: see the constants.
  */
 export const VerifyFailureReason = {
   EventChanged: 'event_changed',
@@ -34,6 +46,12 @@ export const VerifyFailureReason = {
   WrongKey: 'wrong_key',
   BadSignature: 'bad_signature',
   Gap: 'gap',
+  /** A version-2 root was signed for another partition than the one being verified. */
+  WrongPartition: 'wrong_partition',
+  /** The journal is shorter than a trusted checkpoint, or differs from it: truncated or rolled back. */
+  RolledBack: 'rolled_back',
+  /** An excised entry that no sealed `excision` event records with the same leaf digest. */
+  UnrecordedExcision: 'unrecorded_excision',
 } as const;
 export type VerifyFailureReason = (typeof VerifyFailureReason)[keyof typeof VerifyFailureReason];
 
@@ -85,6 +103,10 @@ export interface JournalVerification {
   readonly rootHex: string;
   readonly unsealed: UnsealedRange;
   readonly failure: VerifyFailure | undefined;
+  /** Positions repair excised, in order: replay used their kept leaf digests. */
+  readonly excised: readonly number[];
+  /** True when a checkpoint was given (and so checked; a mismatch is the failure). */
+  readonly checkpointChecked: boolean;
 }
 
 interface RootStep {
@@ -126,6 +148,22 @@ export interface VerificationPlan {
   readonly unsealed: UnsealedRange;
   readonly signatureChecks: readonly SignatureCheck[];
   readonly steps: readonly VerificationStep[];
+  readonly excised: readonly number[];
+  readonly checkpointChecked: boolean;
+}
+
+/**
+ * A trusted checkpoint kept outside the journal, e.g. a Conversation's
+ * `status.journal`: the journal had `head` entries, the last one a `signed_root` over
+ * `root`. A journal with fewer entries, or whose first `head − 1` leaves hash to another
+ * root, was truncated or rolled back.
+ */
+export interface JournalCheckpoint {
+  readonly head: number;
+  /** The root over the first `head − 1` leaves (what the `signed_root` at `head − 1` signs). */
+  readonly root: Uint8Array;
+  /** When set, the `signed_root` at `head − 1` must carry this key id. */
+  readonly keyId?: string;
 }
 
 /** Options for replay. */
@@ -133,6 +171,13 @@ export interface ReplayOptions {
   readonly hash: Sha256;
   /** Raw 32-byte ed25519 public keys trusted from position 0; `key_rotated` events change the set. */
   readonly trustedPublicKeys: readonly Uint8Array[];
+  /**
+   * The partition the journal is verified as. Version-2 roots bind their partition, so
+   * each must name this one; without it, a version-2 root fails (`wrong_partition`).
+   */
+  readonly partition?: string;
+  /** A trusted checkpoint to check the journal against; none by default. */
+  readonly checkpoint?: JournalCheckpoint;
 }
 
 /**
@@ -151,6 +196,13 @@ export class JournalReplayer {
   private readonly trusted = new Map<string, Uint8Array>();
   private readonly steps: VerificationStep[] = [];
   private readonly checks: SignatureCheck[] = [];
+  private readonly partition: string | undefined;
+  private readonly checkpoint: JournalCheckpoint | undefined;
+  /** Excised positions and their kept digests, until an `excision` event records them. */
+  private readonly excisedLeaves = new Map<number, Uint8Array>();
+  private readonly excised: number[] = [];
+  /** `excision` records: position → (recording event's position, kept digest). */
+  private readonly excisionRecords = new Map<number, { at: number; leaf: Uint8Array }>();
   private signedRoots = 0;
   private lastSignedRoot = -1;
   private settled = false;
@@ -165,6 +217,8 @@ export class JournalReplayer {
     this.hash = options.hash;
     this.leaves = new LeafHasher(options.hash);
     this.mmr = new CompactMmr(options.hash);
+    this.partition = options.partition;
+    this.checkpoint = options.checkpoint;
     for (const key of options.trustedPublicKeys) {
       this.trusted.set(keyIdOf(options.hash, key), key);
     }
@@ -194,12 +248,21 @@ export class JournalReplayer {
       this.stopped = true;
       return;
     }
+    if (position + 1 === this.checkpoint?.head && !this.settled) this.checkCheckpoint(event);
+    if (event.excisedLeaf !== undefined) {
+      this.excised.push(position);
+      this.excisedLeaves.set(position, event.excisedLeaf);
+      this.mmr.append(event.excisedLeaf, visit);
+      return;
+    }
     if (event.kind === EventKind.SignedRoot) {
       this.signedRoots += 1;
       this.lastSignedRoot = position;
       if (!this.settled) this.planRoot(event);
     } else if (event.kind === EventKind.KeyRotated && !this.settled) {
       this.planRotation(event);
+    } else if (event.kind === EventKind.Excision && !this.settled) {
+      this.recordExcision(event);
     }
     this.mmr.append(this.leaves.digest(position, event.kind, event.payload), visit);
   }
@@ -223,14 +286,128 @@ export class JournalReplayer {
   plan(): VerificationPlan {
     const leafCount = this.mmr.leafCount;
     const fromPosition = this.lastSignedRoot + 1;
+    const steps = [...this.steps];
+    const unrecorded = this.settled ? undefined : this.firstUnrecordedExcision();
+    if (unrecorded !== undefined) insertInOrder(steps, unrecorded);
+    const checkpoint = this.checkpoint;
+    if (checkpoint !== undefined && leafCount < checkpoint.head && !this.settled) {
+      steps.push({
+        type: 'failed',
+        failure: {
+          position: leafCount,
+          kind: '',
+          reason: VerifyFailureReason.RolledBack,
+          expected: toHex(checkpoint.root),
+          found: '',
+          message:
+            `truncated or rolled back: the checkpoint says the journal had ${String(checkpoint.head)} ` +
+            `entries (last signed root ${toHex(checkpoint.root)}), but it has ${String(leafCount)}; ` +
+            `entries from ${String(leafCount)} on were cut off or rolled back: restore them from a backup`,
+        },
+      });
+    }
     return {
       leafCount,
       signedRootCount: this.signedRoots,
       root: this.mmr.root(),
       unsealed: { fromPosition, count: leafCount - fromPosition },
       signatureChecks: [...this.checks],
-      steps: [...this.steps],
+      steps,
+      excised: [...this.excised],
+      checkpointChecked: checkpoint !== undefined,
     };
+  }
+
+  /**
+   * An excision counts only when an `excision` event after it, before the last
+   * `signed_root` (so a root covers the record), names it with the same kept digest.
+   */
+  private firstUnrecordedExcision(): FailedStep | undefined {
+    for (const position of this.excised) {
+      const leaf = this.excisedLeaves.get(position);
+      const record = this.excisionRecords.get(position);
+      if (
+        leaf !== undefined &&
+        record !== undefined &&
+        record.at < this.lastSignedRoot &&
+        bytesEqual(record.leaf, leaf)
+      ) {
+        continue;
+      }
+      return {
+        type: 'failed',
+        failure: {
+          position,
+          kind: '',
+          reason: VerifyFailureReason.UnrecordedExcision,
+          expected: leaf === undefined ? '' : toHex(leaf),
+          found: record === undefined ? '' : toHex(record.leaf),
+          message:
+            `the entry at ${String(position)} is excised, but no sealed excision event records it ` +
+            (record === undefined
+              ? ''
+              : `with that leaf digest (the record at ${String(record.at)} names ${toHex(record.leaf)}) `) +
+            "before a signed_root; only the state plane's repair excises entries, so the journal was " +
+            'edited: restore it from a backup',
+        },
+      };
+    }
+    return undefined;
+  }
+
+  private checkCheckpoint(event: JournalEvent): void {
+    const checkpoint = this.checkpoint;
+    if (checkpoint === undefined) return;
+    const found = this.mmr.root();
+    let keyId: string | undefined;
+    if (event.kind === EventKind.SignedRoot && event.excisedLeaf === undefined) {
+      try {
+        keyId = decodePayload(EventKind.SignedRoot, event.payload).keyId;
+      } catch {
+        keyId = undefined;
+      }
+    }
+    const rootMatches = bytesEqual(found, checkpoint.root);
+    const keyMatches = checkpoint.keyId === undefined || checkpoint.keyId === keyId;
+    if (event.kind === EventKind.SignedRoot && rootMatches && keyMatches) return;
+    const position = event.position;
+    this.fail({
+      position,
+      kind: event.kind,
+      reason: VerifyFailureReason.RolledBack,
+      expected: toHex(checkpoint.root),
+      found: toHex(found),
+      message:
+        `truncated or rolled back: the checkpoint says the journal had ${String(checkpoint.head)} entries, ` +
+        `the last a signed_root over root ${toHex(checkpoint.root)}` +
+        (checkpoint.keyId === undefined ? '' : ` by key ${checkpoint.keyId}`) +
+        `; this journal's first ${String(position)} leaves hash to ${toHex(found)}` +
+        (event.kind === EventKind.SignedRoot
+          ? keyMatches
+            ? ''
+            : ` and its root there is signed by ${keyId ?? 'an unreadable key id'}`
+          : ` and entry ${String(position)} is a ${event.kind || 'damaged entry'}, not a signed_root`) +
+        ': the journal was rewritten or rolled back after the checkpoint was taken (or the checkpoint ' +
+        'is wrong: N is the head, the number of entries, and ROOT the last signed root)',
+    });
+  }
+
+  private recordExcision(event: JournalEvent): void {
+    let fields: { position: number; leafDigest: Uint8Array };
+    try {
+      fields = decodePayload(EventKind.Excision, event.payload);
+    } catch {
+      this.fail(unparsable(event.position, EventKind.Excision, ''));
+      return;
+    }
+    if (fields.leafDigest.length !== DIGEST_BYTES || fields.position >= event.position) {
+      this.fail(unparsable(event.position, EventKind.Excision, ''));
+      return;
+    }
+    this.excisionRecords.set(fields.position, {
+      at: event.position,
+      leaf: new Uint8Array(fields.leafDigest),
+    });
   }
 
   private fail(failure: VerifyFailure): void {
@@ -241,7 +418,14 @@ export class JournalReplayer {
   private planRoot(event: JournalEvent): void {
     const position = event.position;
     const expected = this.mmr.root();
-    let fields: { leafCount: number; root: Uint8Array; keyId: string; signature: Uint8Array };
+    let fields: {
+      leafCount: number;
+      root: Uint8Array;
+      keyId: string;
+      signature: Uint8Array;
+      version: number;
+      partition: string;
+    };
     try {
       fields = decodePayload(EventKind.SignedRoot, event.payload);
     } catch {
@@ -250,9 +434,27 @@ export class JournalReplayer {
     }
     if (
       fields.root.length !== DIGEST_BYTES ||
-      fields.signature.length !== ED25519_SIGNATURE_BYTES
+      fields.signature.length !== ED25519_SIGNATURE_BYTES ||
+      (fields.version !== 0 && fields.version !== SignedRootVersion.V2)
     ) {
       this.fail(unparsable(position, EventKind.SignedRoot, toHex(expected)));
+      return;
+    }
+    const v2 = fields.version === SignedRootVersion.V2;
+    if (v2 && fields.partition !== this.partition) {
+      this.fail({
+        position,
+        kind: EventKind.SignedRoot,
+        reason: VerifyFailureReason.WrongPartition,
+        expected: this.partition ?? '',
+        found: fields.partition,
+        message:
+          `signed_root at ${String(position)} was signed for partition ${JSON.stringify(fields.partition)}, ` +
+          (this.partition === undefined
+            ? 'but no partition was named to verify it as; pass the partition'
+            : `but the journal is verified as partition ${JSON.stringify(this.partition)}: ` +
+              'it was copied from another conversation'),
+      });
       return;
     }
     const key = this.trusted.get(fields.keyId);
@@ -286,7 +488,11 @@ export class JournalReplayer {
     this.checks.push({
       position,
       publicKey: key,
-      message: signedRootMessage(fields.leafCount, fields.root),
+      // The verifier's partition, not the payload's: equal here, and an edited payload
+      // name cannot reach the message.
+      message: v2
+        ? signedRootMessageV2(this.partition ?? '', fields.leafCount, fields.root)
+        : signedRootMessage(fields.leafCount, fields.root),
       signature: fields.signature,
     });
   }
@@ -358,6 +564,16 @@ export class JournalReplayer {
     this.trusted.delete(fields.oldKeyId);
     this.trusted.set(newKeyId, fields.newPublicKey.slice());
   }
+}
+
+/** Puts `step` before the first step at a later position (steps are in position order). */
+function insertInOrder(steps: VerificationStep[], step: FailedStep): void {
+  const at = step.failure.position;
+  const positionOf = (s: VerificationStep): number =>
+    s.type === 'failed' ? s.failure.position : s.position;
+  const index = steps.findIndex((s) => positionOf(s) > at);
+  if (index < 0) steps.push(step);
+  else steps.splice(index, 0, step);
 }
 
 function unparsable(position: number, kind: EventKind, expected: string): VerifyFailure {
@@ -511,6 +727,8 @@ export function concludeJournalVerification(
     rootHex: toHex(plan.root),
     unsealed: plan.unsealed,
     failure,
+    excised: plan.excised,
+    checkpointChecked: plan.checkpointChecked,
   };
 }
 

@@ -54,7 +54,7 @@ export interface RecordReader {
  * LevelDB has no transactions, so a check-then-write (is this identity free? is the
  * version still 3?) is only safe if no other write runs between the read and the batch.
  * {@link RecordDb.exclusive} runs such sections one at a time. The state plane is the only
- * writer of records (DESIGN.md) and runs as one process, so an in-process queue is enough;
+ * writer of records (docs/design.md) and runs as one process, so an in-process queue is enough;
  * reads outside it see either the state before or after a batch, never half of one. A read
  * that follows an index to a record outside the section uses {@link RecordDb.snapshot},
  * so a batch landing between the two reads cannot make them disagree.

@@ -27,7 +27,7 @@ export interface RecordStoreOptions {
 
 /**
  * The state plane's records: personas, sessions, credentials and ceremonies, on LevelDB.
- * The state plane is their only writer (DESIGN.md); every change is one atomic, synced
+ * The state plane is their only writer (docs/design.md); every change is one atomic, synced
  * batch that updates the record and its indexes together.
  *
  * @example

@@ -396,3 +396,67 @@ describe('follow reads', () => {
     }
   });
 });
+
+describe('repair and checkpoints over gRPC', () => {
+  const P = 'conv-grpc-repair';
+  // 0xff is no valid ToolResult: the entry is unreadable from the start, as a corrupted
+  // one would be (journal-store-repair.test.ts corrupts the LevelDB itself).
+  const damaged: NewJournalEvent[] = [
+    { kind: EventKind.MessageReceived, payload: new Uint8Array(0) },
+    { kind: EventKind.ToolResult, payload: Uint8Array.of(0xff) },
+  ];
+  const asAdmin = { actor: 'admin@example.com', reason: 'unreadable tool result' };
+
+  it('refuses Repair to a verifier identity, and writes nothing', async () => {
+    await writer.append(P, 0, damaged);
+    const refused = await reader.repair(P, asAdmin).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(refused).toBeInstanceOf(StateCallError);
+    expect(refused).toMatchObject({
+      code: 'permission_denied',
+      grpcStatus: status.PERMISSION_DENIED,
+    });
+    expect((await writer.head(P)).head).toBe(3);
+  });
+
+  it('repairs for the writer: a dry run first, then excised entries read and verify as such', async () => {
+    const dry = await writer.repair(P, { ...asAdmin, dryRun: true });
+    expect(dry).toMatchObject({ dryRun: true, head: 3, signedRoot: undefined });
+    expect(dry.excised.map((e) => e.position)).toEqual([1]);
+    const done = await writer.repair(P, asAdmin);
+    expect(done).toMatchObject({ dryRun: false, head: 5 });
+    expect(done.signedRoot).toMatchObject({ position: 4, version: 2, partition: P });
+
+    const events: JournalEntry[] = [];
+    for await (const event of reader.read(P)) events.push(event);
+    expect(events[1]).toMatchObject({ position: 1, kind: '', excised: true });
+    expect(Buffer.from(events[1]!.leafDigest!)).toEqual(Buffer.from(done.excised[0]!.leafDigest));
+    expect(events[3]!.kind).toBe(EventKind.Excision);
+
+    expect(await reader.verify(P)).toMatchObject({
+      ok: true,
+      excised: [1],
+      checkpointChecked: false,
+    });
+    const again = await writer.repair(P, asAdmin);
+    expect(again).toMatchObject({ excised: [], head: 5 });
+    expect(again.message).toContain('nothing to repair');
+  });
+
+  it('checks a checkpoint in Verify, and refuses a malformed one', async () => {
+    const head = await writer.head(P);
+    const root = head.signedRoot!.root;
+    expect(await reader.verify(P, { checkpoint: { head: head.head, root } })).toMatchObject({
+      ok: true,
+      checkpointChecked: true,
+    });
+    // A checkpoint from a longer journal than the store now holds: rolled back.
+    const ahead = await reader.verify(P, { checkpoint: { head: head.head + 3, root } });
+    expect(ahead.failure).toMatchObject({ position: head.head, reason: 'rolled_back' });
+    await expect(
+      reader.verify(P, { checkpoint: { head: 1, root: new Uint8Array(3) } }),
+    ).rejects.toMatchObject({ code: 'invalid_argument' });
+  });
+});

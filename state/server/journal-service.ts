@@ -16,10 +16,13 @@ import type {
   ProofRequest,
   ProofResponse,
   ReadRequest,
+  RepairRequest,
+  RepairResponse,
   VerifyRequest,
   VerifyResponse,
 } from '../../proto/gen/polychrome/state/v1/state';
-import type { SignatureCheck } from '../journal/verify-journal';
+import type { JournalCheckpoint, SignatureCheck } from '../journal/verify-journal';
+import { fromHex } from '../journal/hex';
 import { followJournal } from '../store/follow-journal';
 import type { JournalStore, StoredSignedRoot } from '../store/journal-store';
 import { createCallHandlers } from './call-handlers';
@@ -68,17 +71,22 @@ function signedRootToProto(root: StoredSignedRoot): SignedRoot {
     root: Buffer.from(root.root),
     keyId: root.keyId,
     signature: Buffer.from(root.signature),
+    version: root.version === 2 ? 2 : 0,
+    partition: root.partition ?? '',
   };
 }
 
-function isExportEventLine(
-  value: unknown,
-): value is { position: number; kind: string; payloadHex: string } {
+type ExportEventLine =
+  | { position: number; kind: string; payloadHex: string }
+  | { position: number; excised: true; leafHex: string };
+
+function isExportEventLine(value: unknown): value is ExportEventLine {
+  if (typeof value !== 'object' || value === null) return false;
+  if (!('position' in value) || typeof value.position !== 'number') return false;
+  if ('excised' in value) {
+    return value.excised === true && 'leafHex' in value && typeof value.leafHex === 'string';
+  }
   return (
-    typeof value === 'object' &&
-    value !== null &&
-    'position' in value &&
-    typeof value.position === 'number' &&
     'kind' in value &&
     typeof value.kind === 'string' &&
     'payloadHex' in value &&
@@ -90,8 +98,41 @@ function eventToProto(event: {
   position: number;
   kind: string;
   payload: Uint8Array;
+  excisedLeaf?: Uint8Array;
 }): JournalEvent {
-  return { position: event.position, kind: event.kind, payload: Buffer.from(event.payload) };
+  return {
+    position: event.position,
+    kind: event.kind,
+    payload: Buffer.from(event.payload),
+    excised: event.excisedLeaf !== undefined,
+    leafDigest: Buffer.from(event.excisedLeaf ?? new Uint8Array(0)),
+  };
+}
+
+/**
+ * The checkpoint of a VerifyRequest.
+ *
+ * @throws AppError `invalid_argument` when the root is not 32 bytes or the head is 0.
+ */
+function checkpointFromProto(
+  partition: string,
+  proto: VerifyRequest['checkpoint'],
+): JournalCheckpoint | undefined {
+  if (proto === undefined) return undefined;
+  if (proto.head < 1 || proto.root.length !== 32) {
+    throw new AppError(
+      'invalid_argument',
+      `${partition}: a checkpoint needs a head of at least 1 and a 32-byte root, got head ` +
+        `${String(proto.head)} and ${String(proto.root.length)} root bytes; pass the head and last ` +
+        "signed root from the Conversation's status.journal",
+      { details: { partition, field: 'checkpoint' } },
+    );
+  }
+  return {
+    head: proto.head,
+    root: new Uint8Array(proto.root),
+    ...(proto.keyId === '' ? {} : { keyId: proto.keyId }),
+  };
 }
 
 /**
@@ -138,11 +179,19 @@ export function createJournalService(options: JournalServiceOptions): JournalSer
       yield {
         item: {
           $case: 'event',
-          value: {
-            position: parsed.position,
-            kind: parsed.kind,
-            payload: Buffer.from(parsed.payloadHex, 'hex'),
-          },
+          value:
+            'excised' in parsed
+              ? eventToProto({
+                  position: parsed.position,
+                  kind: '',
+                  payload: new Uint8Array(0),
+                  excisedLeaf: fromHex(parsed.leafHex, 'leaf digest'),
+                })
+              : eventToProto({
+                  position: parsed.position,
+                  kind: parsed.kind,
+                  payload: Buffer.from(parsed.payloadHex, 'hex'),
+                }),
         },
       };
     }
@@ -278,8 +327,10 @@ export function createJournalService(options: JournalServiceOptions): JournalSer
       async (request, { signal, log }) => {
         let result;
         try {
+          const checkpoint = checkpointFromProto(request.partition, request.checkpoint);
           result = await store.verify(request.partition, {
             signal,
+            ...(checkpoint === undefined ? {} : { checkpoint }),
             ...(options.checkSignatures === undefined
               ? {}
               : { checkSignatures: options.checkSignatures }),
@@ -316,6 +367,46 @@ export function createJournalService(options: JournalServiceOptions): JournalSer
                   found: result.failure.found,
                   message: result.failure.message,
                 },
+          excised: [...result.excised],
+          checkpointChecked: result.checkpointChecked,
+        };
+      },
+    ),
+    repair: unary<RepairRequest, RepairResponse>(
+      'Repair',
+      // Repair rewrites entries: only the writer (the control plane, which authorizes the
+      // admin and names them as the actor) may ask.
+      StateAccess.Write,
+      async (request, { signal, log }) => {
+        const result = await store.repair(request.partition, {
+          actor: request.actor,
+          reason: request.reason,
+          dryRun: request.dryRun,
+          fencingToken: request.fencingToken,
+          signal,
+        });
+        if (!result.dryRun && result.excised.length > 0) {
+          log.warn(
+            {
+              partition: request.partition,
+              actor: request.actor,
+              positions: result.excised.map((e) => e.position),
+            },
+            'journal repaired: unreadable entries excised',
+          );
+        }
+        return {
+          excised: result.excised.map((e) => ({
+            position: e.position,
+            leafDigest: Buffer.from(e.leaf),
+            problem: e.problem,
+          })),
+          dryRun: result.dryRun,
+          head: result.head,
+          signedRoot:
+            result.signedRoot === undefined ? undefined : signedRootToProto(result.signedRoot),
+          signedRootPosition: result.signedRoot?.position ?? 0,
+          message: result.message,
         };
       },
     ),

@@ -17,7 +17,7 @@ import { JournalClient } from '../../proto/gen/polychrome/state/v1/state';
 import { toHex } from '../journal/hex';
 import { createNodeEd25519Signer } from '../journal/node-ed25519';
 import { nodeSha256 } from '../journal/node-sha256';
-import { signRoot } from '../journal/signed-root';
+import { signedRootPayload, signRoot } from '../journal/signed-root';
 import { loadSigningKey } from '../store/signing-key';
 import { decodeEventValue, encodeEventValue, eventKey } from '../store/store-keys';
 import {
@@ -389,17 +389,12 @@ describe('tampering on disk, found by `polychrome state verify`', () => {
     const fields = decodePayload(EventKind.SignedRoot, payload);
     const root = Buffer.from(fields.root);
     if (flipRoot) root[0] = (root[0] ?? 0) ^ 0xff;
-    const signed = signRoot(nodeSha256, signer, fields.leafCount, root);
+    const signed = signRoot(nodeSha256, signer, fields.leafCount, root, P);
     await db.put(
       eventKey(P, position),
       encodeEventValue(
         utf8.encode(EventKind.SignedRoot),
-        encodePayload(EventKind.SignedRoot, {
-          leafCount: signed.leafCount,
-          root: Buffer.from(signed.root),
-          keyId: signed.keyId,
-          signature: Buffer.from(signed.signature),
-        }),
+        encodePayload(EventKind.SignedRoot, signedRootPayload(signed)),
       ),
     );
   }
@@ -472,7 +467,42 @@ describe('tampering on disk, found by `polychrome state verify`', () => {
       signedRoots: 6,
       unsealed: 0,
       failure: null,
+      excised: [],
+      checkpointChecked: false,
     });
+    await stop(p, 'SIGTERM');
+  });
+
+  it('checks --checkpoint through the state plane: a journal shorter than it fails rolled_back', async () => {
+    const p = await start(await tamper(() => Promise.resolve()));
+    const file = join(dir.path, 'conv-checkpoint.jsonl');
+    expect((await runCliProcess(['state', 'export', P, '-o', file], pki, p.address)).code).toBe(0);
+    const header = JSON.parse((await readFile(file, 'utf8')).split('\n')[0] ?? '') as {
+      checkpoint: { head: number; rootHex: string };
+    };
+    const { head, rootHex } = header.checkpoint;
+    const ok = await runCliProcess(
+      ['state', 'verify', P, '--checkpoint', `${String(head)}:${rootHex}`],
+      pki,
+      p.address,
+    );
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toContain('checkpoint: checked');
+    // As if the Conversation's status had seen 3 more entries than the store now holds.
+    const ahead = await runCliProcess(
+      ['state', 'verify', P, '--checkpoint', `${String(head + 3)}:${rootHex}`, '--json'],
+      pki,
+      p.address,
+    );
+    expect(ahead.code).toBe(1);
+    expect(JSON.parse(ahead.stdout)).toMatchObject({
+      ok: false,
+      checkpointChecked: true,
+      failure: { position: head, reason: 'rolled_back' },
+    });
+    const bad = await runCliProcess(['state', 'verify', P, '--checkpoint', 'nope'], pki, p.address);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('N:ROOTHEX');
     await stop(p, 'SIGTERM');
   });
 
@@ -493,6 +523,7 @@ describe('tampering on disk, found by `polychrome state verify`', () => {
       publicKeys: [
         { keyId: key.keyId, publicKey: Buffer.from(key.signer.publicKey).toString('base64') },
       ],
+      checkpoint: { head: 24, rootHex: expect.stringMatching(/^[0-9a-f]{64}$/u), keyId: key.keyId },
     });
 
     const offline = await runCliProcess(

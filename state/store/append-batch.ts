@@ -3,7 +3,13 @@ import { CompactMmr } from '../journal/compact-mmr';
 import type { Ed25519Signer } from '../journal/ed25519';
 import type { LeafHasher } from '../journal/leaf-digest';
 import type { Sha256 } from '../journal/sha256';
-import { rotateKey, signRoot, type KeyRotationFields } from '../journal/signed-root';
+import {
+  rotateKey,
+  signedRootPayload,
+  signRoot,
+  type KeyRotationFields,
+  type SignedRootVersion,
+} from '../journal/signed-root';
 import { encodeHeadRecord } from './head-record';
 import type { KvOp } from './level-kv';
 import { encodeEventValue, encodeFence, eventKey, fenceKey, headKey, nodeKey } from './store-keys';
@@ -17,6 +23,35 @@ export interface StoredSignedRoot {
   readonly root: Uint8Array;
   readonly keyId: string;
   readonly signature: Uint8Array;
+  /** 2 for every root this store writes; 1 for roots of older journals. */
+  readonly version: SignedRootVersion;
+  /** The partition a version-2 root names. */
+  readonly partition?: string;
+}
+
+/**
+ * A decoded `SignedRoot` payload at `position` as a {@link StoredSignedRoot}: version 0
+ * (unset) reads as 1.
+ */
+export function storedSignedRootOf(
+  position: number,
+  fields: {
+    leafCount: number;
+    root: Uint8Array;
+    keyId: string;
+    signature: Uint8Array;
+    version: number;
+    partition: string;
+  },
+): StoredSignedRoot {
+  return {
+    position,
+    leafCount: fields.leafCount,
+    root: new Uint8Array(fields.root),
+    keyId: fields.keyId,
+    signature: new Uint8Array(fields.signature),
+    ...(fields.version === 2 ? { version: 2, partition: fields.partition } : { version: 1 }),
+  };
 }
 
 /** Everything one append writes, computed before any I/O. */
@@ -101,17 +136,9 @@ export function buildAppendBatch(input: AppendBatchInput): AppendBatch {
     );
   }
 
-  const signed = signRoot(hash, input.signer, position, mmr.root());
+  const signed = signRoot(hash, input.signer, position, mmr.root(), partition);
   const signedRoot: StoredSignedRoot = { position, ...signed };
-  add(
-    EventKind.SignedRoot,
-    encodePayload(EventKind.SignedRoot, {
-      leafCount: signed.leafCount,
-      root: Buffer.from(signed.root),
-      keyId: signed.keyId,
-      signature: Buffer.from(signed.signature),
-    }),
-  );
+  add(EventKind.SignedRoot, encodePayload(EventKind.SignedRoot, signedRootPayload(signed)));
   if (input.raiseFence !== undefined) put(fenceKey(partition), encodeFence(input.raiseFence));
   put(
     headKey(partition),

@@ -9,7 +9,7 @@ import { LeafHasher } from '../journal/leaf-digest';
 import { leafNodePosition } from '../journal/mmr-layout';
 import { createNodeEd25519Verifier } from '../journal/node-ed25519';
 import { nodeSha256 } from '../journal/node-sha256';
-import { signRoot } from '../journal/signed-root';
+import { signedRootPayload, signRoot } from '../journal/signed-root';
 import { encodeU64 } from '../journal/u64';
 import { JournalStore } from './journal-store';
 import { decodeHeadRecord, encodeHeadRecord } from './head-record';
@@ -66,15 +66,10 @@ async function tamperThenVerify(
 }
 
 function resignedRoot(signer: Ed25519Signer, leafCount: number, root: Uint8Array): Uint8Array {
-  const fields = signRoot(nodeSha256, signer, leafCount, root);
+  const fields = signRoot(nodeSha256, signer, leafCount, root, P);
   return encodeEventValue(
     utf8.encode(EventKind.SignedRoot),
-    encodePayload(EventKind.SignedRoot, {
-      leafCount: fields.leafCount,
-      root: Buffer.from(fields.root),
-      keyId: fields.keyId,
-      signature: Buffer.from(fields.signature),
-    }),
+    encodePayload(EventKind.SignedRoot, signedRootPayload(fields)),
   );
 }
 

@@ -6,7 +6,7 @@ import { toHex } from '../journal/hex';
 import { verifyInclusion } from '../journal/inclusion-proof';
 import { createNodeEd25519Verifier } from '../journal/node-ed25519';
 import { nodeSha256 } from '../journal/node-sha256';
-import { keyIdOf, signedRootMessage } from '../journal/signed-root';
+import { keyIdOf, signedRootMessageV2 } from '../journal/signed-root';
 import { JournalStore, type JournalStoreOptions } from './journal-store';
 import { mmrSize } from '../journal/mmr-layout';
 import { eventKey, headKey, nodeKey } from './store-keys';
@@ -98,11 +98,17 @@ describe('append', () => {
       filler(EventKind.TurnDispatched, 40),
     ]);
     expect(result).toMatchObject({ partition: P, firstPosition: 0, head: 3 });
-    expect(result.signedRoot).toMatchObject({ position: 2, leafCount: 2, keyId: idA });
+    expect(result.signedRoot).toMatchObject({
+      position: 2,
+      leafCount: 2,
+      keyId: idA,
+      version: 2,
+      partition: P,
+    });
     expect(
       verifier.verify(
         keyA.publicKey,
-        signedRootMessage(2, result.signedRoot.root),
+        signedRootMessageV2(P, 2, result.signedRoot.root),
         result.signedRoot.signature,
       ),
     ).toBe(true);
@@ -410,10 +416,12 @@ describe('reads', () => {
       .trimEnd()
       .split('\n')
       .map((l): unknown => JSON.parse(l));
+    const last = store.head('conv-a').signedRoot!;
     expect(lines[0]).toEqual({
       format: 'polychrome-journal-export/v1',
       partition: 'conv-a',
       head: 2,
+      checkpoint: { head: 2, rootHex: toHex(last.root), keyId: last.keyId },
     });
     const events = await collect(store.read('conv-a'));
     expect(lines.slice(1)).toEqual(
@@ -565,7 +573,7 @@ describe('verify and inclusion proofs', () => {
         expect(
           verifier.verify(
             keyA.publicKey,
-            signedRootMessage(leafCount, proof.signedRoot.root),
+            signedRootMessageV2(P, leafCount, proof.signedRoot.root),
             proof.signedRoot.signature,
           ),
         ).toBe(true);

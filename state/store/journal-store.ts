@@ -1,7 +1,7 @@
 import { AppError, isAppError } from '../../common/errors';
-import { decodePayload, EventKind, isEventKind } from '../../common/event-kinds';
+import { decodePayload, encodePayload, EventKind, isEventKind } from '../../common/event-kinds';
 import type { Ed25519Signer, Ed25519Verifier } from '../journal/ed25519';
-import { toHex } from '../journal/hex';
+import { bytesEqual, toHex } from '../journal/hex';
 import {
   buildInclusionProof,
   inclusionProofPositions,
@@ -9,6 +9,7 @@ import {
   type InclusionProof,
 } from '../journal/inclusion-proof';
 import { LeafHasher } from '../journal/leaf-digest';
+import { leafNodePosition } from '../journal/mmr-layout';
 import { createNodeEd25519Verifier } from '../journal/node-ed25519';
 import { nodeSha256 } from '../journal/node-sha256';
 import type { Sha256 } from '../journal/sha256';
@@ -17,20 +18,27 @@ import { encodeU64, isU64 } from '../journal/u64';
 import {
   StreamingJournalVerifier,
   VerifyFailureReason,
+  type JournalCheckpoint,
   type JournalEvent,
   type JournalVerification,
   type SignatureCheck,
 } from '../journal/verify-journal';
-import { buildAppendBatch, type StoredSignedRoot } from './append-batch';
+import {
+  buildAppendBatch,
+  storedSignedRootOf,
+  type AppendBatch,
+  type StoredSignedRoot,
+} from './append-batch';
 import { GroupCommitter, type GroupCommitStats } from './group-commit';
 import { decodeHeadRecord } from './head-record';
 import { KeyedMutex } from './keyed-mutex';
-import { createLevelKv, type KvStore } from './level-kv';
+import { createLevelKv, type KvOp, type KvStore } from './level-kv';
 import { assertPartitionName, isPartitionName } from './partition-name';
 import { recoverPartition, type PartitionState } from './recover-partition';
 import {
   ALL_PARTITIONS,
   decodeEventValue,
+  encodeExcisedValue,
   eventKey,
   FORMAT_KEY,
   headKey,
@@ -204,7 +212,50 @@ export interface VerifyOptions {
    * a pool verifies alongside the replay. Default: the store's verifier, on this thread.
    */
   readonly checkSignatures?: (checks: readonly SignatureCheck[]) => Promise<readonly boolean[]>;
+  /**
+   * A trusted checkpoint from outside the journal (e.g. the Conversation's status): the
+   * result fails with `rolled_back` when the journal is shorter or differs. None by default.
+   */
+  readonly checkpoint?: JournalCheckpoint;
   readonly signal?: AbortSignal;
+}
+
+/** Options of {@link JournalStore.repair}. */
+export interface RepairOptions {
+  /** Who asks, as the caller authenticated them; recorded in each `excision` event. */
+  readonly actor: string;
+  /** Why; recorded in each `excision` event. */
+  readonly reason: string;
+  /** Find and report the unreadable entries, check the repair would verify, write nothing. */
+  readonly dryRun?: boolean;
+  /** As for {@link AppendOptions.fencingToken}: a repair is a write and is fenced like one. */
+  readonly fencingToken?: number;
+  readonly signal?: AbortSignal;
+  /** Clock for the `excised_at_ms` field. @default Date.now */
+  readonly now?: () => number;
+}
+
+/** An entry repair found unreadable. */
+export interface UnreadableEntry {
+  readonly position: number;
+  /** The leaf digest the excision keeps: the stored MMR leaf node, which roots were signed over. */
+  readonly leaf: Uint8Array;
+  /** Why it is unreadable. */
+  readonly problem: string;
+}
+
+/** What {@link JournalStore.repair} found and did. */
+export interface RepairResult {
+  readonly partition: string;
+  readonly dryRun: boolean;
+  /** Every unreadable entry, in position order (excised unless `dryRun`); empty: nothing to do. */
+  readonly excised: readonly UnreadableEntry[];
+  /** The head after the repair (unchanged for a dry run or a no-op). */
+  readonly head: number;
+  /** The closing root of the repair's batch, when it wrote one. */
+  readonly signedRoot?: StoredSignedRoot;
+  /** For people: what was found and done. */
+  readonly message: string;
 }
 
 /** Options of {@link JournalStore.read} and {@link JournalStore.export}. */
@@ -244,7 +295,13 @@ const Lifecycle = {
 } as const;
 type Lifecycle = (typeof Lifecycle)[keyof typeof Lifecycle];
 
-const RESERVED_KINDS: ReadonlySet<string> = new Set([EventKind.SignedRoot, EventKind.KeyRotated]);
+const RESERVED_KINDS: ReadonlySet<string> = new Set([
+  EventKind.SignedRoot,
+  EventKind.KeyRotated,
+  EventKind.Excision,
+]);
+const MAX_ACTOR_CHARS = 256;
+const MAX_REASON_CHARS = 1024;
 const RECOVERY_CONCURRENCY = 16;
 const utf8 = new TextEncoder();
 
@@ -310,9 +367,80 @@ function assertPosition(value: number, what: string, partition: string): void {
   }
 }
 
+/** Thrown by a dry run's check, once it passed, so that nothing is written. */
+class DryRunDone extends Error {}
+
+/**
+ * Refuses a write whose fencing token is below the partition's mark (docs/state-plane.md,
+ * "Fencing").
+ *
+ * @throws AppError `fenced` with `details.fencingToken` and `details.highestFencingToken`.
+ */
+function assertNotFenced(
+  partition: string,
+  state: PartitionState | undefined,
+  fencingToken: number,
+  what: string,
+): void {
+  const fence = state?.fence ?? 0;
+  if (fencingToken < fence) {
+    throw new AppError(
+      'fenced',
+      `${partition}: the ${what} carries fencing token ${String(fencingToken)}, but token ` +
+        `${String(fence)} has already written: this writer lost the conversation's lease; ` +
+        'a newer holder has written. Stop writing for this conversation; nothing was written',
+      { details: { partition, fencingToken, highestFencingToken: fence } },
+    );
+  }
+}
+
+function assertText(value: unknown, field: string, max: number, partition: string): string {
+  if (typeof value !== 'string' || value.trim() === '' || value.length > max) {
+    throw new AppError(
+      'invalid_argument',
+      `${partition}: a repair needs ${field}: a non-empty text of at most ${String(max)} characters ` +
+        '(it is recorded in the signed excision event)',
+      { details: { partition, field } },
+    );
+  }
+  return value;
+}
+
+/**
+ * Why a stored entry cannot be read, or `undefined` when it reads and hashes to `leaf`,
+ * the leaf digest stored in the MMR when it was signed.
+ */
+function unreadable(
+  leafHasher: LeafHasher,
+  partition: string,
+  position: number,
+  value: Uint8Array,
+  leaf: Uint8Array,
+): string | undefined {
+  let stored: { kind: string; payload: Uint8Array; excisedLeaf?: Uint8Array };
+  try {
+    stored = decodeEventValue(value, partition, position);
+  } catch {
+    return 'the stored record is damaged (truncated, or its kind is not UTF-8)';
+  }
+  if (stored.excisedLeaf !== undefined) return undefined;
+  const { kind, payload } = stored;
+  if (!isEventKind(kind))
+    return `its kind ${JSON.stringify(kind.slice(0, 64))} is not a known kind`;
+  try {
+    decodePayload(kind, payload);
+  } catch {
+    return `its payload does not decode as ${kind}`;
+  }
+  if (!bytesEqual(leafHasher.digest(position, kind, payload), leaf)) {
+    return 'its bytes no longer hash to the leaf digest that was signed';
+  }
+  return undefined;
+}
+
 /**
  * The state plane's durable journal store: many `conv-{id}` partitions in one LevelDB
- * database, each an append-only, signed journal (DESIGN.md, "The journal";
+ * database, each an append-only, signed journal (docs/design.md, "The journal";
  * docs/journal-format.md). A thin shell over the pure core in state/journal: the core
  * hashes, builds the MMR and signs; this class persists what the core's visitor reports,
  * serializes appends per partition, and shares fsyncs between partitions (group commit).
@@ -616,16 +744,7 @@ export class JournalStore {
         // Before the head check: a stale writer must learn that it lost the lease, not
         // that it should read and retry at the new head (where the compare-and-swap alone
         // would let it through).
-        const fence = state?.fence ?? 0;
-        if (fencingToken < fence) {
-          throw new AppError(
-            'fenced',
-            `${partition}: the append carries fencing token ${String(fencingToken)}, but token ` +
-              `${String(fence)} has already written: this writer lost the conversation's lease; ` +
-              'a newer holder has written. Stop writing for this conversation; nothing was written',
-            { details: { partition, fencingToken, highestFencingToken: fence } },
-          );
-        }
+        assertNotFenced(partition, state, fencingToken, 'append');
         if (expectedHead < head) {
           throw new AppError(
             'conflict',
@@ -714,6 +833,12 @@ export class JournalStore {
     state: PartitionState | undefined,
     events: readonly AppendEvent[],
     fencingToken?: number,
+    extra?: {
+      /** More writes for the same atomic batch (repair's excised markers). */
+      readonly ops: readonly KvOp[];
+      /** Runs on the built batch before it is written; throwing writes nothing. */
+      readonly check: (batch: AppendBatch) => Promise<void>;
+    },
   ): Promise<AppendResult> {
     const signer = this.keyring.get(this.activeKeyId);
     if (signer === undefined) throw new Error('unreachable: the active key is in the keyring');
@@ -744,7 +869,15 @@ export class JournalStore {
       handOverFrom,
       ...(fence > (state?.fence ?? 0) ? { raiseFence: fence } : {}),
     });
-    await this.committer.commit(batch.ops, batch.bytes);
+    let bytes = batch.bytes;
+    if (extra !== undefined) {
+      await extra.check(batch);
+      for (const op of extra.ops) {
+        batch.ops.push(op);
+        bytes += op.key.length + (op.type === 'put' ? op.value.length : 0);
+      }
+    }
+    await this.committer.commit(batch.ops, bytes);
     // Durable: only now does the in-memory state move.
     const firstPosition = state?.head ?? 0;
     if (state === undefined) {
@@ -889,6 +1022,197 @@ export class JournalStore {
   }
 
   /**
+   * Makes a damaged partition readable again without breaking verification
+   * (docs/journal-format.md, "Excision"). Finds every unreadable entry below the head: its
+   * payload does not decode as the protobuf message its kind names, its kind is unknown,
+   * its record is damaged or missing, or its bytes no longer hash to the leaf digest
+   * stored in the MMR when it was signed. Unless `dryRun`, replaces each, in one atomic
+   * durable batch, with an excised marker keeping that stored leaf digest (so every root
+   * before and after still verifies), and appends one signed `excision` event per entry
+   * (position, leaf digest, actor, reason, time, problem) and the closing `signed_root`.
+   *
+   * Before anything is written (and in a dry run too) the partition is replayed with the
+   * excisions in place and the new batch after them; unless that verifies, nothing is
+   * written: damage that excision cannot explain (a changed MMR node or root, a broken key
+   * chain) needs a backup. A partition with nothing unreadable is left as it is.
+   *
+   * @throws AppError `invalid_argument` for a bad name, or an empty or overlong `actor` or
+   *   `reason`; `not_found` for a partition with no events; `data_loss` for a partition
+   *   open() refused (its tail is damaged: restore it from a backup), when a stored leaf
+   *   digest is missing, or when the repaired journal would not verify; `fenced` as for
+   *   append; `cancelled`; `unavailable` as for append.
+   */
+  async repair(partition: string, options: RepairOptions): Promise<RepairResult> {
+    this.assertOpen();
+    assertPartitionName(partition);
+    const actor = assertText(options.actor, 'an actor', MAX_ACTOR_CHARS, partition);
+    const reason = assertText(options.reason, 'a reason', MAX_REASON_CHARS, partition);
+    const fencingToken = options.fencingToken ?? 0;
+    assertPosition(fencingToken, 'fencing token', partition);
+    const dryRun = options.dryRun ?? false;
+    throwIfAborted(options.signal, `repair of ${partition}`);
+    return this.track(
+      this.mutex.run(partition, async () => {
+        this.assertOpen();
+        const state = this.healthy(partition);
+        if (state === undefined) {
+          throw new AppError('not_found', `${partition} has no events`, { details: { partition } });
+        }
+        assertNotFenced(partition, state, fencingToken, 'repair');
+        const replayer = new StreamingJournalVerifier({
+          hash: this.hash,
+          trustedPublicKeys: await this.genesisTrust(partition, state),
+          partition,
+          checkSignatures: (checks) =>
+            Promise.resolve(
+              checks.map((c) => this.verifier.verify(c.publicKey, c.message, c.signature)),
+            ),
+        });
+        const found = await this.findUnreadable(partition, state.head, replayer, options.signal);
+        if (found.length === 0) {
+          return {
+            partition,
+            dryRun,
+            excised: [],
+            head: state.head,
+            message:
+              `${partition}: nothing to repair: all ${String(state.head)} entries read and hash to ` +
+              'their signed leaf digests; nothing was written',
+          };
+        }
+        const excisedAtMs = (options.now ?? Date.now)();
+        const events = found.map((entry) => ({
+          kind: EventKind.Excision,
+          payload: encodePayload(EventKind.Excision, {
+            position: entry.position,
+            leafDigest: Buffer.from(entry.leaf),
+            actor,
+            reason,
+            excisedAtMs,
+            problem: entry.problem,
+          }),
+        }));
+        const markers: KvOp[] = found.map((entry) => ({
+          type: 'put',
+          key: eventKey(partition, entry.position),
+          value: encodeExcisedValue(entry.leaf),
+        }));
+        const positions = found.map((e) => String(e.position)).join(', ');
+        const check = async (batch: AppendBatch): Promise<void> => {
+          // The batch's own events, as a verifier will read them after the stored ones.
+          let position = state.head;
+          for (const op of batch.ops) {
+            if (op.type !== 'put' || !bytesEqual(op.key, eventKey(partition, position))) continue;
+            replayer.add({ position, ...decodeEventValue(op.value, partition, position) });
+            position += 1;
+          }
+          const outcome = await replayer.finish();
+          if (outcome.failure !== undefined || outcome.unsealed.count > 0) {
+            throw new AppError(
+              'data_loss',
+              `${partition}: excising ${positions} would not leave a journal that verifies` +
+                (outcome.failure === undefined
+                  ? ''
+                  : ` (${outcome.failure.reason} at ${String(outcome.failure.position)}: ${outcome.failure.message})`) +
+                '; the damage is not confined to entries (an MMR node, a root or the key chain changed): ' +
+                'nothing was written; restore the partition from a backup',
+              { details: { partition, positions } },
+            );
+          }
+          if (dryRun) throw new DryRunDone();
+        };
+        let result: AppendResult;
+        try {
+          result = await this.commit(partition, state, events, fencingToken, {
+            ops: markers,
+            check,
+          });
+        } catch (error) {
+          if (!(error instanceof DryRunDone)) throw error;
+          return {
+            partition,
+            dryRun,
+            excised: found,
+            head: state.head,
+            message:
+              `${partition}: dry run: would excise ${String(found.length)} unreadable ` +
+              `entr${found.length === 1 ? 'y' : 'ies'} (${positions}); the repaired journal would ` +
+              'verify; nothing was written',
+          };
+        }
+        return {
+          partition,
+          dryRun,
+          excised: found,
+          head: result.head,
+          signedRoot: result.signedRoot,
+          message:
+            `${partition}: excised ${String(found.length)} unreadable entr${found.length === 1 ? 'y' : 'ies'} ` +
+            `(${positions}), each recorded by a signed excision event; the head is now ${String(result.head)}`,
+        };
+      }),
+    );
+  }
+
+  /**
+   * Reads `[0, head)` with the stored leaf digests, feeding `replayer` (an unreadable entry
+   * as excised), and returns the unreadable entries.
+   */
+  private async findUnreadable(
+    partition: string,
+    head: number,
+    replayer: StreamingJournalVerifier,
+    signal: AbortSignal | undefined,
+  ): Promise<UnreadableEntry[]> {
+    const found: UnreadableEntry[] = [];
+    let expected = 0;
+    const take = async (
+      entries: readonly (readonly [number, Uint8Array | undefined])[],
+    ): Promise<void> => {
+      const leaves = await this.kv.getMany(
+        entries.map(([position]) => nodeKey(partition, leafNodePosition(position))),
+      );
+      entries.forEach(([position, value], i) => {
+        const leaf = leaves[i];
+        if (leaf === undefined || leaf.length !== 32) {
+          throw new AppError(
+            'data_loss',
+            `${partition}: the stored leaf digest of entry ${String(position)} is missing or damaged, ` +
+              'so the entry cannot be excised; nothing was written; restore the partition from a backup',
+            { details: { partition, position } },
+          );
+        }
+        const problem =
+          value === undefined
+            ? 'the entry is missing from the store'
+            : unreadable(this.leafHasher, partition, position, value, leaf);
+        if (problem === undefined && value !== undefined) {
+          replayer.add({ position, ...decodeEventValue(value, partition, position) });
+          return;
+        }
+        found.push({ position, leaf, problem: problem ?? 'unreadable' });
+        replayer.add({ position, kind: '', payload: new Uint8Array(0), excisedLeaf: leaf });
+      });
+    };
+    const range = positionRange(partition, RecordTag.Event, 0, head);
+    for await (const entries of readAhead(this.kv.entries(range))) {
+      throwIfAborted(signal, `repair of ${partition}`);
+      const batch: [number, Uint8Array | undefined][] = [];
+      for (const [key, value] of entries) {
+        const position = positionOfKey(key);
+        for (; expected < position; expected++) batch.push([expected, undefined]);
+        batch.push([position, value]);
+        expected = position + 1;
+      }
+      await take(batch);
+    }
+    const missing: [number, undefined][] = [];
+    for (; expected < head; expected++) missing.push([expected, undefined]);
+    if (missing.length > 0) await take(missing);
+    return found;
+  }
+
+  /**
    * The head of `partition` as of its last acknowledged batch (head 0 and no root for a
    * partition with no events).
    *
@@ -953,8 +1277,7 @@ export class JournalStore {
       }
       const position = positionOfKey(key);
       if (position !== expected) break;
-      const { kind, payload } = decodeEventValue(value, partition, position);
-      yield { position, kind, payload };
+      yield { position, ...decodeEventValue(value, partition, position) };
       expected += 1;
     }
     if (expected !== to) {
@@ -1027,11 +1350,12 @@ export class JournalStore {
       const value = nodeValues[i];
       if (value !== undefined) nodes.set(p, value);
     });
-    const { kind, payload } = decodeEventValue(eventValue, partition, position);
-    const leaf = new LeafHasher(this.hash).digest(position, kind, payload);
+    const event = { position, ...decodeEventValue(eventValue, partition, position) };
+    const leaf =
+      event.excisedLeaf ?? new LeafHasher(this.hash).digest(position, event.kind, event.payload);
     const proof = buildInclusionProof(position, leafCount, (p) => nodes.get(p));
     verifyInclusion(this.hash, proof, leaf, signedRoot.root);
-    return { event: { position, kind, payload }, leaf, proof, signedRoot };
+    return { event, leaf, proof, signedRoot };
   }
 
   private async signedRootAt(partition: string, leafCount: number): Promise<StoredSignedRoot> {
@@ -1059,13 +1383,7 @@ export class JournalStore {
         },
       );
     }
-    return {
-      position: leafCount,
-      leafCount: fields.leafCount,
-      root: new Uint8Array(fields.root),
-      keyId: fields.keyId,
-      signature: new Uint8Array(fields.signature),
-    };
+    return storedSignedRootOf(leafCount, fields);
   }
 
   /**
@@ -1093,6 +1411,8 @@ export class JournalStore {
     const replayer = new StreamingJournalVerifier({
       hash: this.hash,
       trustedPublicKeys,
+      partition,
+      ...(options.checkpoint === undefined ? {} : { checkpoint: options.checkpoint }),
       checkSignatures:
         options.checkSignatures ??
         ((checks) =>
@@ -1111,8 +1431,7 @@ export class JournalStore {
         const position = positionOfKey(key);
         let event: JournalEvent;
         try {
-          const { kind, payload } = decodeEventValue(value, partition, position);
-          event = { position, kind, payload };
+          event = { position, ...decodeEventValue(value, partition, position) };
         } catch {
           // A damaged record still takes part, so the first root after it names the damage.
           event = { position, kind: '', payload: value };
@@ -1196,7 +1515,17 @@ export class JournalStore {
       throw new AppError('not_found', `${partition} has no events`, { details: { partition } });
     }
     const line = (value: unknown): Uint8Array => utf8.encode(`${JSON.stringify(value)}\n`);
-    yield line({ format: EXPORT_FORMAT, partition, head: state?.head ?? null });
+    const last = state?.lastRoot;
+    yield line({
+      format: EXPORT_FORMAT,
+      partition,
+      head: state?.head ?? null,
+      // What this store claims; a verifier checks it against a checkpoint kept elsewhere.
+      checkpoint:
+        state === undefined || last === undefined
+          ? null
+          : { head: state.head, rootHex: toHex(last.root), keyId: last.keyId },
+    });
     for await (const [key, value] of this.kv.entries(
       positionRange(partition, RecordTag.Event, 0, state?.head),
     )) {
@@ -1206,8 +1535,12 @@ export class JournalStore {
         });
       }
       const position = positionOfKey(key);
-      const { kind, payload } = decodeEventValue(value, partition, position);
-      yield line({ position, kind, payloadHex: toHex(payload) });
+      const { kind, payload, excisedLeaf } = decodeEventValue(value, partition, position);
+      yield line(
+        excisedLeaf === undefined
+          ? { position, kind, payloadHex: toHex(payload) }
+          : { position, excised: true, leafHex: toHex(excisedLeaf) },
+      );
     }
   }
 

@@ -3,7 +3,7 @@ import { AppError } from '../../common/errors';
 /**
  * A journal partition name: `conv-` followed by a Kubernetes uid-like id (lowercase
  * letters, digits and `-`, starting with a letter or digit, at most 63 characters), as
- * DESIGN.md names them (`conv-{metadata.uid}`). The shape also keeps names free of the
+ * docs/design.md names them (`conv-{metadata.uid}`). The shape also keeps names free of the
  * 0x00 byte, which the key layout uses as the end of the name.
  */
 export const PARTITION_NAME_PATTERN = /^conv-[a-z0-9][a-z0-9-]{0,62}$/;

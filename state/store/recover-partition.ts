@@ -6,7 +6,7 @@ import { LeafHasher } from '../journal/leaf-digest';
 import { leafNodePosition, mmrSize, peaksForLeafCount } from '../journal/mmr-layout';
 import { mmrRoot } from '../journal/mmr-root';
 import { DIGEST_BYTES, type Sha256 } from '../journal/sha256';
-import type { StoredSignedRoot } from './append-batch';
+import { storedSignedRootOf, type StoredSignedRoot } from './append-batch';
 import { decodeHeadRecord } from './head-record';
 import type { KvOp, KvStore } from './level-kv';
 import {
@@ -249,13 +249,7 @@ async function recover(kv: KvStore, hash: Sha256, partition: string): Promise<Re
       head,
       mmr: CompactMmr.fromPeaks(hash, head, record.peaks),
       genesisKeyId: record.genesisKeyId,
-      lastRoot: {
-        position: rootPosition,
-        leafCount: fields.leafCount,
-        root: new Uint8Array(fields.root),
-        keyId: fields.keyId,
-        signature: new Uint8Array(fields.signature),
-      },
+      lastRoot: storedSignedRootOf(rootPosition, fields),
       fence,
     },
   };

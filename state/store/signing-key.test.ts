@@ -33,7 +33,7 @@ async function failure(promise: Promise<unknown>): Promise<AppError> {
 const seed = Uint8Array.from({ length: 32 }, (_, i) => i + 1);
 
 describe('loadSigningKey', () => {
-  it('loads a raw 32-byte seed and computes the key id as DESIGN.md says', async () => {
+  it('loads a raw 32-byte seed and computes the key id as docs/design.md says', async () => {
     const path = join(dir.path, 'seed');
     await writeFile(path, seed);
     const key = await loadSigningKey(path);

@@ -10,7 +10,7 @@ import { keyIdOf } from '../journal/signed-root';
 /** A journal signing key ready for the store. */
 export interface SigningKey {
   readonly signer: Ed25519Signer;
-  /** First 16 bytes of SHA-256 of the raw public key, lowercase hex (DESIGN.md). */
+  /** First 16 bytes of SHA-256 of the raw public key, lowercase hex (docs/design.md). */
   readonly keyId: string;
 }
 

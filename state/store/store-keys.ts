@@ -6,7 +6,9 @@ import { writeU64 } from '../journal/u64';
  * bytewise, so big-endian positions make a range read return events in position order.
  *
  *   'M' "format"                           → UTF-8 STORE_FORMAT (checked on open)
- *   'P' ‖ name ‖ 0x00 ‖ 'e' ‖ u64 position → event: u8 len(kind) ‖ kind ‖ payload
+ *   'P' ‖ name ‖ 0x00 ‖ 'e' ‖ u64 position → event: u8 len(kind) ‖ kind ‖ payload, or,
+ *                                            once repair excised it, 0x00 ‖ the kept
+ *                                            32-byte leaf digest (no kind is empty)
  *   'P' ‖ name ‖ 0x00 ‖ 'f'                → u64: the highest fencing token an append to
  *                                            the partition was accepted with (absent: 0),
  *                                            written in the batch that raised it
@@ -177,6 +179,19 @@ export function readU64(bytes: Uint8Array, offset: number): number {
   return value;
 }
 
+/** Length of an excised entry's stored value: 0x00 ‖ 32-byte leaf digest. */
+const EXCISED_VALUE_BYTES = 1 + 32;
+
+/**
+ * The stored form of an excised entry: 0x00 (an empty kind, which no event has) ‖ the
+ * leaf digest it keeps, so every root over it still verifies.
+ */
+export function encodeExcisedValue(leaf: Uint8Array): Uint8Array {
+  const out = new Uint8Array(EXCISED_VALUE_BYTES);
+  out.set(leaf, 1);
+  return out;
+}
+
 /** The stored form of an event: u8 len(kind) ‖ kind (UTF-8) ‖ payload. */
 export function encodeEventValue(kindBytes: Uint8Array, payload: Uint8Array): Uint8Array {
   const out = new Uint8Array(1 + kindBytes.length + payload.length);
@@ -188,6 +203,7 @@ export function encodeEventValue(kindBytes: Uint8Array, payload: Uint8Array): Ui
 
 /**
  * Splits a stored event value into kind and payload (the payload is a view, not a copy).
+ * An excised entry comes back with an empty kind and payload and its kept `excisedLeaf`.
  *
  * @throws AppError `data_loss` when the value is shorter than its kind length says.
  */
@@ -195,8 +211,11 @@ export function decodeEventValue(
   value: Uint8Array,
   partition: string,
   position: number,
-): { kind: string; payload: Uint8Array } {
+): { kind: string; payload: Uint8Array; excisedLeaf?: Uint8Array } {
   const kindLength = value[0];
+  if (kindLength === 0 && value.length === EXCISED_VALUE_BYTES) {
+    return { kind: '', payload: new Uint8Array(0), excisedLeaf: value.subarray(1) };
+  }
   if (kindLength === undefined || value.length < 1 + kindLength) {
     throw new AppError(
       'data_loss',

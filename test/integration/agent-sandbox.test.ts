@@ -3,10 +3,11 @@ import {
   ApiException,
   CoreV1Api,
   CustomObjectsApi,
+  RbacAuthorizationV1Api,
   type KubeConfig,
 } from '@kubernetes/client-node';
 import { pollUntil } from '../../hack/lib/processes';
-import { field, freshNamespace, kubeConfig } from './support/kube';
+import { field, freshNamespace, kubeConfig, sharedCluster } from './support/kube';
 import { createSandboxClaim, createSandboxPool, ensureRuntimeClass } from './support/sandbox';
 
 // The agent-sandbox controller built by hack/ from its pinned module runs in the shared
@@ -93,5 +94,75 @@ describe('agent-sandbox controller', () => {
       ? conditions.find((c) => field(c, 'type') === 'Ready')
       : undefined;
     expect(field(ready, 'status')).not.toBe('True');
+  });
+
+  // A claim's env reaches the harness (docs/operator.md, "Why letting claims set env is
+  // safe"), so only the control plane may write claims. agent-sandbox ships no roles
+  // aggregated into admin or edit: a namespace editor, who can write its ConfigMaps, cannot
+  // create a claim or change one.
+  it('refuses a namespace editor who tries to create or change a SandboxClaim', async () => {
+    const namespace = ns.name;
+    const user = `editor-${namespace}`;
+    await kc.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
+      namespace,
+      body: {
+        metadata: { name: 'editor' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'edit' },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }],
+      },
+    });
+    const editor = await kubeConfig(await (await sharedCluster()).mintUser(user));
+    // The binding works (the edit role's rules are there): the editor writes a ConfigMap.
+    await pollUntil(
+      'the editor to be allowed a ConfigMap',
+      async () => {
+        try {
+          await editor.makeApiClient(CoreV1Api).createNamespacedConfigMap({
+            namespace,
+            body: { metadata: { name: 'editor-probe' }, data: { a: 'b' } },
+          });
+          return true;
+        } catch (err: unknown) {
+          if (err instanceof ApiException && err.code === 403) return undefined;
+          throw err;
+        }
+      },
+      { timeoutMs: 30_000, intervalMs: 500 },
+    );
+    const status = async (write: () => Promise<unknown>): Promise<number> => {
+      try {
+        await write();
+        return 200;
+      } catch (err: unknown) {
+        if (err instanceof ApiException) return err.code;
+        throw err;
+      }
+    };
+    const claims = editor.makeApiClient(CustomObjectsApi);
+    const body = {
+      apiVersion: `${ext.group}/${ext.version}`,
+      kind: 'SandboxClaim',
+      metadata: { name: 'by-editor' },
+      spec: {
+        warmPoolRef: { name: 'harness-pool' },
+        env: [{ name: 'ANTHROPIC_BASE_URL', value: 'https://attacker.invalid' }],
+      },
+    };
+    expect(
+      await status(() =>
+        claims.createNamespacedCustomObject({ ...ext, namespace, plural: 'sandboxclaims', body }),
+      ),
+    ).toBe(403);
+    expect(
+      await status(() =>
+        claims.patchNamespacedCustomObject({
+          ...ext,
+          namespace,
+          plural: 'sandboxclaims',
+          name: 'conv-a',
+          body: [{ op: 'add', path: '/spec/env', value: body.spec.env }],
+        }),
+      ),
+    ).toBe(403);
   });
 });

@@ -2,14 +2,17 @@
  * config/ on a real API server, the way Argo CD syncs it: kustomize-built, server-side
  * applied with a server dry run (schema, strict field validation, admission, defaulting;
  * nothing is stored), and compared with what went in, so a field the server drops (an
- * unknown or feature-gated one) fails the test. hack/config-manifests.test.ts checks the
- * same files against the code that reads them.
+ * unknown or feature-gated one) fails the test; then the whole base applied for real into a
+ * fresh namespace, where a server-side diff must be empty and a second apply must change
+ * nothing (a GitOps resync). hack/config-manifests.test.ts checks the same builds against the
+ * code that reads them.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { parse, parseAllDocuments } from 'yaml';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { parse, parseAllDocuments, stringify } from 'yaml';
 import { defaultBinDir, repoRoot } from '../../hack/lib/local-cluster';
 import { freshNamespace, kubeConfig, sharedCluster } from './support/kube';
 
@@ -43,6 +46,22 @@ function build(kubeconfig: string, dir: string): Obj[] {
   return parseAllDocuments(kubectl(kubeconfig, ['kustomize', join(repoRoot, dir)]))
     .map((d) => d.toJS() as unknown)
     .filter(isObj);
+}
+
+/** `group/Kind` of an object, or of an API resource (group '' for the core group). */
+const groupKindOf = (apiVersion: unknown, kind: unknown): string => {
+  const version = String(apiVersion);
+  return `${version.includes('/') ? version.split('/')[0] : ''}/${String(kind)}`;
+};
+
+/** The group/Kind of every cluster-scoped resource the API server serves (its discovery). */
+function clusterScopedKinds(kubeconfig: string): Set<string> {
+  // Columns NAME [SHORTNAMES] APIVERSION NAMESPACED KIND: the shortnames may be empty.
+  const lines = kubectl(kubeconfig, ['api-resources', '--namespaced=false', '--no-headers'])
+    .split('\n')
+    .map((l) => l.trim().split(/\s+/u))
+    .filter((cols) => cols.length >= 4);
+  return new Set(lines.map((cols) => groupKindOf(cols[cols.length - 3], cols[cols.length - 1])));
 }
 
 /** The objects `kubectl ... -o json` printed (one object, or a List of them). */
@@ -98,7 +117,7 @@ describe('config/ manifests on a real API server', () => {
     await ns.dispose();
   });
 
-  it('accepts the whole base under config/ on a server-side dry run and drops none of its fields', () => {
+  it('accepts the whole base, config/default, on a server-side dry run and drops none of its fields', () => {
     // The base's namespaced objects need their namespace to exist before a dry run can
     // admit them: apply the base's own Namespace for real (the same object, the same field
     // manager as a full sync; idempotent).
@@ -106,9 +125,9 @@ describe('config/ manifests on a real API server', () => {
       'apply',
       '--server-side',
       '-f',
-      join(repoRoot, 'config', 'namespace.yaml'),
+      join(repoRoot, 'config', 'cluster', 'namespace.yaml'),
     ]);
-    const built = build(kubeconfig, 'config');
+    const built = build(kubeconfig, 'config/default');
     expect(built.map(keyOf)).toEqual(
       expect.arrayContaining([
         'Deployment/polychrome-control-plane',
@@ -123,7 +142,7 @@ describe('config/ manifests on a real API server', () => {
         '--server-side',
         '--dry-run=server',
         '-k',
-        join(repoRoot, 'config'),
+        join(repoRoot, 'config', 'default'),
         '-o',
         'json',
       ]),
@@ -136,9 +155,9 @@ describe('config/ manifests on a real API server', () => {
   });
 
   it('admits the control plane pod under the restricted Pod Security level its namespace enforces', () => {
-    // A namespace labelled as config/namespace.yaml labels polychrome-system.
+    // A namespace labelled as config/cluster/namespace.yaml labels the base's.
     const namespaceDoc: unknown = parse(
-      readFileSync(join(repoRoot, 'config', 'namespace.yaml'), 'utf8'),
+      readFileSync(join(repoRoot, 'config', 'cluster', 'namespace.yaml'), 'utf8'),
     );
     const labels =
       isObj(namespaceDoc) && isObj(namespaceDoc['metadata'])
@@ -154,10 +173,12 @@ describe('config/ manifests on a real API server', () => {
     ]);
     kubectl(kubeconfig, ['create', 'serviceaccount', '-n', ns.name, 'polychrome-control-plane']);
 
-    const deployment = build(kubeconfig, 'config').find(
+    const deployment = build(kubeconfig, 'config/default').find(
       (o) => keyOf(o) === 'Deployment/polychrome-control-plane',
     );
-    if (deployment === undefined) throw new Error('config/ builds no control-plane Deployment');
+    if (deployment === undefined) {
+      throw new Error('config/default builds no control-plane Deployment');
+    }
     const pod = podFrom(deployment, 'control-plane-dry-run');
     const created = printed(
       kubectl(
@@ -206,4 +227,122 @@ describe('config/ manifests on a real API server', () => {
     const policy = returned.find((o) => keyOf(o) === 'NetworkPolicy/polychrome-harness');
     expect(policy).toMatchObject({ metadata: { namespace: ns.name } });
   });
+
+  it('applies the base server-side into a fresh namespace; a server-side diff is then empty and a second apply changes nothing', () => {
+    // The base in this test's namespace, as an overlay setting `namespace:` builds it. The
+    // ClusterRole and its binding get a per-test name: the binding's subject follows the
+    // namespace, and the shared polychrome-control-plane binding must keep pointing at
+    // polychrome-system for the other tests. The CRD, the RuntimeClass and the Namespace
+    // object are the same whichever namespace (the Namespace is this test's own).
+    const dir = mkdtempSync(join(tmpdir(), 'polychrome-base-'));
+    const prefix = `${ns.name}-`;
+    try {
+      writeFileSync(
+        join(dir, 'rename.yaml'),
+        stringify({
+          apiVersion: 'builtin',
+          kind: 'PrefixSuffixTransformer',
+          metadata: { name: 'per-test-cluster-rbac' },
+          prefix,
+          fieldSpecs: [
+            { kind: 'ClusterRole', path: 'metadata/name' },
+            { kind: 'ClusterRoleBinding', path: 'metadata/name' },
+          ],
+        }),
+      );
+      writeFileSync(
+        join(dir, 'kustomization.yaml'),
+        stringify({
+          apiVersion: 'kustomize.config.k8s.io/v1beta1',
+          kind: 'Kustomization',
+          namespace: ns.name,
+          resources: [relative(dir, join(repoRoot, 'config', 'default'))],
+          transformers: ['rename.yaml'],
+        }),
+      );
+      const rendered = kubectl(kubeconfig, ['kustomize', dir]);
+      writeFileSync(join(dir, 'base.yaml'), rendered);
+      const built = parseAllDocuments(rendered)
+        .map((d) => d.toJS() as unknown)
+        .filter(isObj);
+      const binding = built.find((o) => o['kind'] === 'ClusterRoleBinding');
+      expect(binding).toMatchObject({
+        metadata: { name: `${prefix}polychrome-control-plane` },
+        roleRef: { kind: 'ClusterRole', name: `${prefix}polychrome-control-plane` },
+        subjects: [
+          { kind: 'ServiceAccount', name: 'polychrome-control-plane', namespace: ns.name },
+        ],
+      });
+
+      // What kustomize left without a namespace is exactly what this API server serves as
+      // cluster-scoped (the parsing test's split into config/cluster rests on it).
+      const clusterScoped = clusterScopedKinds(kubeconfig);
+      expect(clusterScoped).toContain('rbac.authorization.k8s.io/ClusterRoleBinding');
+      for (const o of built) {
+        const key = keyOf(o);
+        const metadata = isObj(o['metadata']) ? o['metadata'] : {};
+        expect({ key, clusterScoped: metadata['namespace'] === undefined }).toEqual({
+          key,
+          clusterScoped: clusterScoped.has(groupKindOf(o['apiVersion'], o['kind'])),
+        });
+      }
+
+      const file = join(dir, 'base.yaml');
+      const applied = kubectl(kubeconfig, ['apply', '--server-side', '-f', file]);
+      expect(applied).toMatch(new RegExp(`namespace/${ns.name} serverside-applied`));
+      expect(applied).toMatch(/deployment.apps\/polychrome-control-plane serverside-applied/);
+      expect(applied).toMatch(/statefulset.apps\/polychrome-state serverside-applied/);
+
+      // What an apply that changed something would move: the resourceVersion, except on
+      // the kinds whose status the cluster's controllers keep writing (kube-controller-manager
+      // runs here); for those the generation (bumped by any spec change) and kubectl's own
+      // field-manager entry (its time moves when the apply changes a field it owns).
+      const statusWritten = new Set(['Deployment', 'StatefulSet', 'PodDisruptionBudget']);
+      const versions = (): Record<string, unknown> =>
+        Object.fromEntries(
+          printed(
+            kubectl(kubeconfig, ['get', '-f', file, '-o', 'json', '--show-managed-fields']),
+          ).map((o) => {
+            const metadata = isObj(o['metadata']) ? o['metadata'] : {};
+            const managed = Array.isArray(metadata['managedFields'])
+              ? metadata['managedFields']
+              : [];
+            const applied = managed.filter(
+              (m) => isObj(m) && m['manager'] === 'kubectl' && m['operation'] === 'Apply',
+            );
+            return [
+              keyOf(o),
+              statusWritten.has(String(o['kind']))
+                ? { generation: metadata['generation'], applied }
+                : { resourceVersion: metadata['resourceVersion'], applied },
+            ];
+          }),
+        );
+      const before = versions();
+      expect(Object.keys(before).sort()).toEqual(built.map(keyOf).sort());
+      for (const [key, version] of Object.entries(before)) {
+        // Every object was applied by this manager, so a change would show in its entry.
+        expect({
+          key,
+          entries:
+            isObj(version) && Array.isArray(version['applied']) ? version['applied'].length : 0,
+        }).toEqual({ key, entries: 1 });
+      }
+
+      // kubectl diff exits 1 on a difference, which fails the call: empty and exit 0.
+      expect(kubectl(kubeconfig, ['diff', '--server-side', '-f', file])).toBe('');
+      kubectl(kubeconfig, ['apply', '--server-side', '-f', file]);
+      expect(versions()).toEqual(before);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      for (const kind of ['clusterrolebinding', 'clusterrole']) {
+        kubectl(kubeconfig, [
+          'delete',
+          kind,
+          `${prefix}polychrome-control-plane`,
+          '--ignore-not-found',
+        ]);
+      }
+    }
+  }, 60_000);
 });

@@ -4,6 +4,7 @@ import {
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
+  EventsV1Api,
   type KubeConfig,
 } from '@kubernetes/client-node';
 import { execFileSync } from 'node:child_process';
@@ -34,10 +35,10 @@ import {
 } from './support/peer-pods';
 import { createSandboxPool, ensureRuntimeClass } from './support/sandbox';
 
-// The control plane runs here as exactly the identity config/rbac grants (the
-// polychrome-control-plane ServiceAccount), against the real API server with RBAC on, as
+// The control plane runs here as exactly the identity config/rbac and config/cluster grant
+// (the polychrome-control-plane ServiceAccount), against the real API server with RBAC on, as
 // two replicas sharing the conversations through their leases. A verb missing from
-// config/rbac/role.yaml makes a pass fail and these tests time out on the status they wait
+// config/cluster/cluster-role.yaml makes a pass fail and these tests time out on the status they wait
 // for. Pods are run by hack's local node in simulate mode (Running and Ready, no process).
 const { group, version, plural } = ConversationResource;
 const serviceAccountUser = 'system:serviceaccount:polychrome-system:polychrome-control-plane';
@@ -76,6 +77,7 @@ describe('control plane as its own least-privilege identity, two replicas', () =
         baseDelayMs: 50,
         maxDelayMs: 2_000,
         ownership: leaseOwnership(leases),
+        events: { reportingInstance: identity },
         onPass: ({ result }) => {
           if (result === 'not_owned') replica.notOwned++;
         },
@@ -124,7 +126,7 @@ describe('control plane as its own least-privilege identity, two replicas', () =
       'apply',
       '--server-side',
       '-k',
-      join(repoRoot, 'config'),
+      join(repoRoot, 'config', 'default'),
     ]);
     asOperator = await kubeConfig(
       await cluster.mintUser(serviceAccountUser, [
@@ -178,6 +180,17 @@ describe('control plane as its own least-privilege identity, two replicas', () =
         .makeApiClient(CoordinationV1Api)
         .deleteNamespacedLease({ namespace: ns.name, name: 'conv-x' }),
     ).rejects.toMatchObject({ code: 403 });
+    // Events: create and patch only; it cannot read them, nor delete what it or anyone wrote.
+    const events = asOperator.makeApiClient(EventsV1Api);
+    await expect(events.listNamespacedEvent({ namespace: ns.name })).rejects.toMatchObject({
+      code: 403,
+    });
+    await expect(
+      events.deleteCollectionNamespacedEvent({ namespace: ns.name }),
+    ).rejects.toMatchObject({ code: 403 });
+    await expect(
+      asOperator.makeApiClient(CoreV1Api).deleteNamespacedEvent({ namespace: ns.name, name: 'x' }),
+    ).rejects.toMatchObject({ code: 403 });
   });
 
   it("finds a peer replica's Pod in its own namespace by the watch config/rbac grants", async () => {
@@ -228,6 +241,22 @@ describe('control plane as its own least-privilege identity, two replicas', () =
       const uid = String(field(ready, 'metadata', 'uid'));
       expect(['replica-a', 'replica-b']).toContain(await leaseHolder(uid));
       expect(field(ready, 'metadata', 'finalizers')).toEqual(['polychrome.dev/cleanup']);
+    }
+    // Each holder wrote its Events as this identity (a refused write is only logged, so
+    // the Event itself is the proof): SandboxReady once per conversation, by its lease holder.
+    const adminEvents = admin.makeApiClient(EventsV1Api);
+    for (const name of names) {
+      const uid = String(field(await get(name), 'metadata', 'uid'));
+      const ready = await pollUntil(
+        `the SandboxReady Event of ${name}`,
+        async () =>
+          (await adminEvents.listNamespacedEvent({ namespace: ns.name })).items.find(
+            (e) => e.regarding?.uid === uid && e.reason === 'SandboxReady',
+          ),
+        poll,
+      );
+      expect(ready.reportingInstance).toBe(await leaseHolder(uid));
+      expect(ready.reportingController).toBe('polychrome.dev/control-plane');
     }
     // The replica without the lease stood back at least once for each conversation.
     expect(replicas.reduce((n, r) => n + r.notOwned, 0)).toBeGreaterThanOrEqual(names.length);

@@ -3,6 +3,7 @@ import {
   ApiException,
   CoreV1Api,
   CustomObjectsApi,
+  EventsV1Api,
   NodeV1Api,
   PatchStrategy,
   setHeaderOptions,
@@ -44,6 +45,7 @@ describe('Conversation controller on a real API server', () => {
   let ns: { name: string; dispose: () => Promise<void> };
   let objects: CustomObjectsApi;
   let core: CoreV1Api;
+  let eventsApi: EventsV1Api;
   let controller: ConversationController;
   const clock = new ManualClock(new Date());
 
@@ -52,6 +54,7 @@ describe('Conversation controller on a real API server', () => {
     ns = await freshNamespace(kc, 'ctrl');
     objects = kc.makeApiClient(CustomObjectsApi);
     core = kc.makeApiClient(CoreV1Api);
+    eventsApi = kc.makeApiClient(EventsV1Api);
     try {
       await kc.makeApiClient(NodeV1Api).createRuntimeClass({
         body: { metadata: { name: 'gvisor' }, handler: 'runsc' },
@@ -212,6 +215,27 @@ describe('Conversation controller on a real API server', () => {
     });
     expect(field(ready, 'status', 'observedGeneration')).toBe(1);
     expect(field(condition(ready, 'Ready'), 'observedGeneration')).toBe(1);
+
+    // The claim and the readiness are Kubernetes Events on c1 (conversation-events.test.ts
+    // covers the rest of the lifecycle on the pod backend).
+    const events = await waitFor('the Events of c1', async () => {
+      const list = (await eventsApi.listNamespacedEvent({ namespace: ns.name })).items.filter(
+        (e) => e.regarding?.name === 'c1' && e.regarding.uid === field(ready, 'metadata', 'uid'),
+      );
+      return list.some((e) => e.reason === 'SandboxReady') ? list : undefined;
+    });
+    expect(events.map((e) => [e.reason, e.note])).toEqual(
+      expect.arrayContaining([
+        [
+          'SandboxClaimed',
+          'created SandboxClaim c1 on warm pool polychrome-harness; waiting for agent-sandbox to bind a sandbox',
+        ],
+        [
+          'SandboxReady',
+          `harness pod ${podName} is ready at 10.244.0.11:7070; the conversation takes turns`,
+        ],
+      ]),
+    );
   });
 
   it('moves observedGeneration after a spec change', async () => {
@@ -633,6 +657,95 @@ describe('Conversation controller on a real API server', () => {
     expect(field(condition(after, 'Ready'), 'reason')).toBe('Closed');
     expect(await get('c-badret')).toBeDefined();
   });
+
+  it('makes no claim while the template disallows env, says which field and what to change, and claims with env once it allows', async () => {
+    const namespace = ns.name;
+    const template = {
+      apiVersion: `${ext.group}/${ext.version}`,
+      kind: 'SandboxTemplate',
+      metadata: { name: 'strict' },
+      spec: {
+        podTemplate: {
+          spec: {
+            runtimeClassName: 'gvisor',
+            automountServiceAccountToken: false,
+            containers: [{ name: 'harness', image: 'polychrome/harness:dev' }],
+          },
+        },
+      },
+    };
+    await objects.createNamespacedCustomObject({
+      ...ext,
+      namespace,
+      plural: 'sandboxtemplates',
+      body: template,
+    });
+    await objects.createNamespacedCustomObject({
+      ...ext,
+      namespace,
+      plural: 'sandboxwarmpools',
+      body: {
+        apiVersion: `${ext.group}/${ext.version}`,
+        kind: 'SandboxWarmPool',
+        metadata: { name: 'strict' },
+        spec: { replicas: 0, sandboxTemplateRef: { name: 'strict' } },
+      },
+    });
+    const server = { name: 'tickets', transport: 'http' as const, url: 'https://t.example/mcp' };
+    await create('tools-strict', {
+      ...validMinimalConversationSpec,
+      tools: { mcpServers: [server], requireApproval: ['tickets/*'] },
+      sandbox: { warmPool: 'strict' },
+    });
+    const degraded = await waitFor('tools-strict to be Degraded', async () => {
+      const obj = await get('tools-strict');
+      return field(condition(obj, 'Degraded'), 'reason') === 'SpecFieldUnsupported'
+        ? obj
+        : undefined;
+    });
+    expect(field(degraded, 'status', 'phase')).toBe('Degraded');
+    expect(field(condition(degraded, 'Degraded'), 'message')).toBe(
+      'SandboxTemplate strict has envVarsInjectionPolicy Disallowed, so a SandboxClaim cannot give the harness spec.tools.mcpServers and spec.tools.requireApproval: set spec.envVarsInjectionPolicy: Allowed on the template (config/sandbox does), or use backend pod',
+    );
+    // Nothing was claimed with the fields dropped.
+    expect(await getClaim('tools-strict')).toBeUndefined();
+
+    await objects.patchNamespacedCustomObject(
+      {
+        ...ext,
+        namespace,
+        plural: 'sandboxtemplates',
+        name: 'strict',
+        body: { spec: { envVarsInjectionPolicy: 'Allowed' } },
+      },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    const claim = await waitFor('the claim of tools-strict', () => getClaim('tools-strict'));
+    expect(field(claim, 'spec', 'env')).toEqual([
+      // The API server defaulted timeoutMs.
+      {
+        name: 'HARNESS_MCP_SERVERS',
+        value: JSON.stringify([{ ...server, timeoutMs: 60_000 }]),
+        containerName: 'harness',
+      },
+      { name: 'HARNESS_REQUIRE_APPROVAL', value: 'tickets/*', containerName: 'harness' },
+    ]);
+    // agent-sandbox accepted it: the Sandbox's pod carries the variables.
+    const sandboxName = await waitFor('the claim to name its Sandbox', async () => {
+      const name = field(await getClaim('tools-strict'), 'status', 'sandbox', 'name');
+      return typeof name === 'string' && name !== '' ? name : undefined;
+    });
+    const pod = await waitFor(`pod ${sandboxName}`, () => getPod(sandboxName));
+    expect(pod.spec?.containers[0]?.env?.map((e) => e.name)).toEqual([
+      'HARNESS_MCP_SERVERS',
+      'HARNESS_REQUIRE_APPROVAL',
+    ]);
+    const healthy = await waitFor('tools-strict to be no longer Degraded', async () => {
+      const obj = await get('tools-strict');
+      return field(condition(obj, 'Degraded'), 'status') === 'False' ? obj : undefined;
+    });
+    expect(field(condition(healthy, 'Degraded'), 'reason')).toBe('Healthy');
+  });
 });
 
 /** A KubeConfig that records every API request made through clients built from it. */
@@ -722,7 +835,19 @@ describe('Conversation controller requests (reads come from its informer caches)
 
     const conversationPath = `/apis/${group}/${version}/namespaces/${ns.name}/${plural}/${name}`;
     const podPath = `/api/v1/namespaces/${ns.name}/pods/${name}`;
-    const lifecycle = [...counted.requests];
+    // Kubernetes Events are writes of their own: one create each for SandboxClaimed and
+    // SandboxReady, nothing else (docs/operator.md, Events).
+    const eventWrites = (): string[] =>
+      counted.requests.filter((r) => r.includes('/events.k8s.io/'));
+    await pollUntil(
+      'the Event writes',
+      () => Promise.resolve(eventWrites().length >= 2 ? true : undefined),
+      poll,
+    );
+    await controller.eventsSettled();
+    const eventsPath = `/apis/events.k8s.io/v1/namespaces/${ns.name}/events`;
+    expect(eventWrites()).toEqual([`POST ${eventsPath}`, `POST ${eventsPath}`]);
+    const lifecycle = counted.requests.filter((r) => !r.includes('/events.k8s.io/'));
     // The default PodTemplate is absent (the built-in spec): read once, then reused.
     expect(lifecycle.filter((r) => r.startsWith('GET '))).toEqual([
       `GET /api/v1/namespaces/${ns.name}/podtemplates/polychrome-harness`,

@@ -113,9 +113,14 @@ describe('local control plane', () => {
     );
   });
 
-  it('installs the kustomize base under config/ the way Argo CD syncs it', async () => {
+  it('installs the kustomize base config/default the way Argo CD syncs it', async () => {
     const kubeconfig = (await sharedCluster()).kubeconfigPath;
-    const out = kubectl(kubeconfig, ['apply', '--server-side', '-k', join(repoRoot, 'config')]);
+    const out = kubectl(kubeconfig, [
+      'apply',
+      '--server-side',
+      '-k',
+      join(repoRoot, 'config', 'default'),
+    ]);
     expect(out).toMatch(/namespace\/polychrome-system serverside-applied/);
     expect(out).toMatch(
       /customresourcedefinition.apiextensions.k8s.io\/conversations.polychrome.dev serverside-applied/,
@@ -129,7 +134,9 @@ describe('local control plane', () => {
     });
     expect(sa.metadata?.name).toBe('polychrome-control-plane');
     // Applying again changes nothing and conflicts with nothing (a GitOps resync).
-    expect(kubectl(kubeconfig, ['diff', '--server-side', '-k', join(repoRoot, 'config')])).toBe('');
+    expect(
+      kubectl(kubeconfig, ['diff', '--server-side', '-k', join(repoRoot, 'config', 'default')]),
+    ).toBe('');
   });
 
   it('accepts config/sandbox (hardened template, warm pool) against the agent-sandbox CRDs', async () => {

@@ -98,7 +98,7 @@ describe('config/monitoring against prometheus-operator CRDs', () => {
       'apply',
       '--server-side',
       '-f',
-      join(repoRoot, 'config', 'namespace.yaml'),
+      join(repoRoot, 'config', 'cluster', 'namespace.yaml'),
     ]);
   }, 60_000);
 

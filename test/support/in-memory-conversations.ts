@@ -59,7 +59,11 @@ export class InMemoryConversations implements ConversationStore {
    */
   add(
     spec: Partial<ConversationSpec> = {},
-    options: { readonly name?: string; readonly status?: ConversationStatus } = {},
+    options: {
+      readonly name?: string;
+      readonly namespace?: string;
+      readonly status?: ConversationStatus;
+    } = {},
   ): Conversation {
     const uid = randomUUID();
     const name = options.name;
@@ -69,7 +73,7 @@ export class InMemoryConversations implements ConversationStore {
       apiVersion: ConversationResource.apiVersion,
       kind: ConversationResource.kind,
       metadata: {
-        namespace: this.options.namespace ?? 'default',
+        namespace: options.namespace ?? this.options.namespace ?? 'default',
         name: name ?? `conv-${uid.slice(0, 8)}`,
         uid,
         generation: 1,
@@ -106,6 +110,14 @@ export class InMemoryConversations implements ConversationStore {
 
   byUid(uid: string): Conversation | undefined {
     return this.objects.get(uid);
+  }
+
+  /** The stored object `namespace/name` (what an informer cache answers by name). */
+  byName(namespace: string, name: string): Conversation | undefined {
+    for (const object of this.objects.values()) {
+      if (object.metadata.namespace === namespace && object.metadata.name === name) return object;
+    }
+    return undefined;
   }
 
   updateStatus(

@@ -22,6 +22,7 @@ import {
   type StateJournal,
 } from '../../common/state-client';
 import { createNodeEd25519Signer } from '../../state/journal/node-ed25519';
+import type { JournalEvent } from '../../state/journal/verify-journal';
 import { followJournal } from '../../state/store/follow-journal';
 import { JournalStore, type StoredSignedRoot } from '../../state/store/journal-store';
 
@@ -36,7 +37,16 @@ function rootInfo(root: StoredSignedRoot): AppendOutcome['signedRoot'] {
     root: root.root,
     keyId: root.keyId,
     signature: root.signature,
+    version: root.version,
+    partition: root.partition ?? '',
   };
+}
+
+/** A store event as StateClient delivers it: an excised entry has `excised` and `leafDigest`. */
+async function* asEntries(events: AsyncIterable<JournalEvent>): AsyncGenerator<JournalEntry> {
+  for await (const { excisedLeaf, ...event } of events) {
+    yield excisedLeaf === undefined ? event : { ...event, excised: true, leafDigest: excisedLeaf };
+  }
 }
 
 export class StoreJournal implements StateJournal {
@@ -102,19 +112,23 @@ export class StoreJournal implements StateJournal {
     options: Pick<StateCallOptions, 'signal'> & { readonly follow?: boolean } = {},
   ): AsyncIterable<JournalEntry> {
     if (options.follow === true) {
-      return followJournal(
-        this.store,
-        partition,
-        fromPosition,
-        limit,
-        options.signal ?? new AbortController().signal,
+      return asEntries(
+        followJournal(
+          this.store,
+          partition,
+          fromPosition,
+          limit,
+          options.signal ?? new AbortController().signal,
+        ),
       );
     }
-    return this.store.read(
-      partition,
-      fromPosition,
-      limit === 0 ? Number.MAX_SAFE_INTEGER : limit,
-      options.signal === undefined ? {} : { signal: options.signal },
+    return asEntries(
+      this.store.read(
+        partition,
+        fromPosition,
+        limit === 0 ? Number.MAX_SAFE_INTEGER : limit,
+        options.signal === undefined ? {} : { signal: options.signal },
+      ),
     );
   }
 

@@ -1,5 +1,5 @@
 /**
- * Condition types, reasons and phases of a Conversation (DESIGN.md, "Kubernetes objects").
+ * Condition types, reasons and phases of a Conversation (docs/design.md, "Kubernetes objects").
  * Declared once here, beside the CRD types: the reconciler's status report uses these
  * values and the CRD's `status.phase` enum is built from {@link ConversationPhase}.
  */
@@ -46,6 +46,12 @@ export const ConditionReason = {
    * RuntimeClass its spec names does not exist; creation is retried with backoff.
    */
   RuntimeClassMissing: 'RuntimeClassMissing',
+  /**
+   * Ready False / Degraded True: the backend cannot honour a spec field (e.g. the warm
+   * pool's SandboxTemplate does not allow the claim's env); the message names the field and
+   * what to change, and no sandbox is made without it.
+   */
+  SpecFieldUnsupported: 'SpecFieldUnsupported',
   /** Progressing True: a turn runs; `status.currentTurn` names it. */
   TurnRunning: 'TurnRunning',
   /** Progressing True: the turn waits for a person to approve a tool call. */
@@ -72,15 +78,17 @@ export const ConditionReason = {
 export type ConditionReason = (typeof ConditionReason)[keyof typeof ConditionReason];
 
 /**
- * The reasons of a `Degraded` True condition: the reconciler's causes (controller/report.ts
- * types its causes with this) and the turn code's quarantine (TurnAmbiguous). Argo CD's health
- * check (config/argocd) has a test case for each, which hack/argocd-testdata.test.ts enforces.
+ * The reasons of a `Degraded` True condition: the causes of the one status derivation
+ * (controller/conversation-conditions.ts types them with this), a quarantined turn
+ * (TurnAmbiguous) among them. Argo CD's health check (config/argocd) has a test case for
+ * each, which hack/argocd-testdata.test.ts enforces.
  */
 export const DegradedReason = {
   SandboxFailed: ConditionReason.SandboxFailed,
   SandboxTemplateMissing: ConditionReason.SandboxTemplateMissing,
   WarmPoolMissing: ConditionReason.WarmPoolMissing,
   RuntimeClassMissing: ConditionReason.RuntimeClassMissing,
+  SpecFieldUnsupported: ConditionReason.SpecFieldUnsupported,
   TurnAmbiguous: ConditionReason.TurnAmbiguous,
   RetentionInvalid: ConditionReason.RetentionInvalid,
   IdleTimeoutInvalid: ConditionReason.IdleTimeoutInvalid,

@@ -35,6 +35,7 @@ const statusFields = [
   'lastTurnTime',
   'closedTime',
   'currentTurn',
+  'turns',
   'sandbox',
   'journal',
 ] as const;
@@ -67,7 +68,7 @@ function walk(node: JsonSchema, path: string, visit: (n: JsonSchema, p: string) 
 }
 
 describe('Conversation CRD', () => {
-  it('has the names, scope and version of DESIGN.md', () => {
+  it('has the names, scope and version of docs/design.md', () => {
     expect(conversationCrd.metadata.name).toBe('conversations.polychrome.dev');
     expect(conversationCrd.spec.group).toBe('polychrome.dev');
     expect(conversationCrd.spec.scope).toBe('Namespaced');

@@ -15,7 +15,7 @@ export interface PrinterColumn {
 
 /**
  * `kubectl get conversations` columns after the implicit NAME: PHASE, READY, MODEL, AGE
- * (DESIGN.md, "Kubernetes objects"). kubectl upper-cases the names.
+ * (docs/design.md, "Kubernetes objects"). kubectl upper-cases the names.
  */
 export const conversationPrinterColumns: readonly PrinterColumn[] = [
   {

@@ -78,6 +78,21 @@ export const McpTransport = {
 } as const;
 export type McpTransport = (typeof McpTransport)[keyof typeof McpTransport];
 
+/**
+ * `status.turns.current.state`: where the turn in flight is. The turn code writes it; the
+ * status derivation (operator/controller/conversation-conditions.ts) turns it into
+ * `Progressing` and `phase`.
+ */
+export const TurnState = {
+  /** The harness runs the turn. */
+  Running: 'running',
+  /** The turn waits for a person to approve a tool call (`requestId` names the request). */
+  AwaitingApproval: 'awaiting_approval',
+  /** The turn waits for a person to answer the agent's question (`requestId`). */
+  AwaitingAnswer: 'awaiting_answer',
+} as const;
+export type TurnState = (typeof TurnState)[keyof typeof TurnState];
+
 /** Where the harness pod comes from. */
 export const SandboxBackend = {
   /** A SandboxClaim (kubernetes-sigs/agent-sandbox) on a warm pool. */
@@ -454,9 +469,54 @@ export const conversationStatusField = object(
       maxLength: 64,
     }),
     currentTurn: string({
-      description: 'Id of the turn in flight, if any.',
+      description:
+        'Id of the turn in flight, if any (the same as turns.current.turnId, kept for older readers).',
       maxLength: 128,
     }),
+    turns: object(
+      {
+        current: object(
+          {
+            turnId: required(string({ description: 'Id of the turn.', maxLength: 128 })),
+            state: required(
+              enumOf(TurnState, {
+                description: 'running, awaiting_approval or awaiting_answer.',
+              }),
+            ),
+            requestId: string({
+              description: 'The approval or question the turn waits for.',
+              maxLength: 128,
+            }),
+          },
+          { description: 'The turn in flight; absent when none is.' },
+        ),
+        quarantined: object(
+          {
+            turnId: required(string({ description: 'Id of the turn.', maxLength: 128 })),
+            toolCallId: string({
+              description: 'The side-effecting tool call whose outcome is unknown, if any.',
+              maxLength: 128,
+            }),
+            reason: required(string({ description: 'Why it was quarantined.', maxLength: 4096 })),
+            since: required(
+              string({
+                description: 'When it was quarantined.',
+                format: 'date-time',
+                maxLength: 64,
+              }),
+            ),
+          },
+          {
+            description:
+              'The last quarantined turn: Degraded TurnAmbiguous while set. An admin removes it (status subresource) once the conversation is repaired.',
+          },
+        ),
+      },
+      {
+        description:
+          'What the turn code reports about turns; conditions and phase are derived from it.',
+      },
+    ),
     sandbox: object(
       {
         claimName: string({ description: 'SandboxClaim name.', maxLength: 253 }),

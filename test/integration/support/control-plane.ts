@@ -11,7 +11,7 @@ export const CONTROL_PLANE_USER =
   'system:serviceaccount:polychrome-system:polychrome-control-plane';
 
 /**
- * Applies the Polychrome base (config/: namespace, CRDs, RBAC) to the shared cluster and
+ * Applies the Polychrome base (config/default: namespace, CRD, RBAC) to the shared cluster and
  * returns a kubeconfig for the control plane's ServiceAccount identity, so the process runs
  * with exactly the permissions a cluster gives it.
  */
@@ -23,7 +23,7 @@ export async function controlPlaneKubeconfig(cluster: LocalCluster): Promise<str
       'apply',
       '--server-side',
       '-k',
-      join(repoRoot, 'config'),
+      join(repoRoot, 'config', 'default'),
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );

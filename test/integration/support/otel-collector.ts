@@ -55,6 +55,11 @@ export class OtelCollector {
     private readonly dir: string,
     /** `OTEL_EXPORTER_OTLP_ENDPOINT` for the planes. */
     readonly endpoint: string,
+    /**
+     * The OTLP/gRPC endpoint (`OTEL_EXPORTER_OTLP_PROTOCOL=grpc`), for an SDK inside jest:
+     * the HTTP exporter imports `node:http` dynamically, which jest's loader refuses.
+     */
+    readonly grpcEndpoint: string,
   ) {}
 
   static async start(): Promise<OtelCollector> {
@@ -64,12 +69,15 @@ export class OtelCollector {
     }
     const dir = await mkdtemp(join(tmpdir(), 'otelcol-'));
     const port = await freePort();
+    const grpcPort = await freePort();
     const config = [
       'receivers:',
       '  otlp:',
       '    protocols:',
       '      http:',
       `        endpoint: 127.0.0.1:${port}`,
+      '      grpc:',
+      `        endpoint: 127.0.0.1:${grpcPort}`,
       'exporters:',
       '  file:',
       `    path: ${join(dir, 'traces.jsonl')}`,
@@ -89,7 +97,7 @@ export class OtelCollector {
       logPath: join(dir, 'collector.log'),
     });
     const endpoint = `http://127.0.0.1:${port}`;
-    const collector = new OtelCollector(child, dir, endpoint);
+    const collector = new OtelCollector(child, dir, endpoint, `http://127.0.0.1:${grpcPort}`);
     try {
       await pollUntil(
         'the collector accepting OTLP',

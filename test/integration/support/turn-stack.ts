@@ -17,7 +17,14 @@
  *   expect((await stack.verify(uid)).ok).toBe(true);
  * }));
  */
-import { ApiException, CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import {
+  ApiException,
+  CoreV1Api,
+  CustomObjectsApi,
+  type KubeConfig,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import { parse } from 'yaml';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -43,6 +50,7 @@ import {
   writeHarnessToken,
   type ApprovalKey,
   type EnvEntry,
+  type HarnessPodSpec,
 } from '../../../hack/lib/harness-config';
 import { repoRoot, type LocalCluster } from '../../../hack/lib/local-cluster';
 import { LocalNode } from '../../../hack/lib/local-node';
@@ -62,7 +70,7 @@ import {
 } from './kube';
 import { PeerPods } from './peer-pods';
 import { LineLog, tailOf } from './process-logs';
-import { ensureRuntimeClass } from './sandbox';
+import { ensureRuntimeClass, sandboxExtensions } from './sandbox';
 import { StatePlane } from './state-plane';
 
 export { CONTROL_PLANE_USER, ControlPlaneProcess } from './control-plane';
@@ -100,6 +108,13 @@ export interface TurnStackOptions {
   readonly waitReady?: boolean;
   /** How long the whole start may take. @default 90_000 */
   readonly timeoutMs?: number;
+  /**
+   * Also run the agent-sandbox backend: the control planes watch claims and Sandboxes, and
+   * the namespace gets config/sandbox's SandboxTemplate `polychrome-harness` (its pod spec
+   * changed as the PodTemplate's is) and a SandboxWarmPool of that name with no replicas.
+   * @default false
+   */
+  readonly agentSandbox?: boolean;
 }
 
 /** The default spec of {@link TurnStack.createConversation} (pod backend). */
@@ -268,6 +283,7 @@ export class TurnStack {
         : { leaseDurationMs: this.options.leaseDurationMs }),
       env: {
         POLYCHROME_NEW_CONVERSATION_SPEC: JSON.stringify(DEFAULT_CONVERSATION_SPEC),
+        ...(this.options.agentSandbox === true ? { POLYCHROME_AGENT_SANDBOX: 'true' } : {}),
         ...this.options.controlPlaneEnv,
       },
     });
@@ -478,6 +494,8 @@ export class TurnStack {
     const signingKey = createPrivateKey(await readFile(this.certs.signingKey));
     const offline = verifyJournal(events, {
       hash: nodeSha256,
+      // Version-2 roots name their partition; the offline check verifies as this one.
+      partition: `conv-${uid}`,
       verifier: createNodeEd25519Verifier(),
       trustedPublicKeys: [Buffer.from(ed25519PublicKeyHex(signingKey), 'hex')],
     });
@@ -646,6 +664,7 @@ export class TurnStack {
       };
     });
     spec.terminationGracePeriodSeconds = 5;
+    if (this.options.agentSandbox === true) await this.writeSandboxTemplate(spec);
     await this.admin.makeApiClient(CoreV1Api).createNamespacedPodTemplate({
       namespace,
       body: {
@@ -654,6 +673,43 @@ export class TurnStack {
           metadata: { labels: { 'app.kubernetes.io/name': 'polychrome-harness' } },
           spec,
         },
+      },
+    });
+  }
+
+  /**
+   * config/sandbox's SandboxTemplate with `podSpec` for its pod spec, and a warm pool of no
+   * replicas (no idle harness processes on a shared machine; a claim with env starts a
+   * fresh Sandbox whatever the pool holds).
+   */
+  private async writeSandboxTemplate(podSpec: HarnessPodSpec): Promise<void> {
+    const objects = this.admin.makeApiClient(CustomObjectsApi);
+    const doc: unknown = parse(
+      await readFile(join(repoRoot, 'config', 'sandbox', 'sandbox-template.yaml'), 'utf8'),
+    );
+    const shipped = isRecord(doc) && isRecord(doc.spec) ? doc.spec : {};
+    const podTemplate = isRecord(shipped.podTemplate) ? shipped.podTemplate : {};
+    const apiVersion = `${sandboxExtensions.group}/${sandboxExtensions.version}`;
+    await objects.createNamespacedCustomObject({
+      ...sandboxExtensions,
+      namespace: this.namespace,
+      plural: 'sandboxtemplates',
+      body: {
+        apiVersion,
+        kind: 'SandboxTemplate',
+        metadata: { name: HARNESS_POD_TEMPLATE },
+        spec: { ...shipped, podTemplate: { ...podTemplate, spec: podSpec } },
+      },
+    });
+    await objects.createNamespacedCustomObject({
+      ...sandboxExtensions,
+      namespace: this.namespace,
+      plural: 'sandboxwarmpools',
+      body: {
+        apiVersion,
+        kind: 'SandboxWarmPool',
+        metadata: { name: HARNESS_POD_TEMPLATE },
+        spec: { replicas: 0, sandboxTemplateRef: { name: HARNESS_POD_TEMPLATE } },
       },
     });
   }

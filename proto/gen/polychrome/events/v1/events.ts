@@ -165,6 +165,31 @@ export interface ModelCall {
   finishedAtMs: number;
   /** True for the closing call made when the step budget ran out. */
   closing: boolean;
+  /**
+   * SHA-256 of the canonical bytes of the agent_config the call ran under; empty in
+   * journals written before configurations were recorded (docs/replay.md).
+   */
+  configSha256: Buffer;
+  /**
+   * SHA-256 of the canonical bytes of the exact request the turn machine built for this
+   * call (docs/replay.md gives the bytes); empty when config_sha256 is.
+   */
+  requestSha256: Buffer;
+}
+
+/**
+ * kind "agent_config": the configuration a turn runs with (model and its parameters,
+ * system prompt, tool definitions with their policy, step budget, required approver),
+ * committed before the first step that uses it and again whenever it changes.
+ * docs/replay.md gives the canonical JSON.
+ */
+export interface AgentConfig {
+  /** The turn that first ran under it. */
+  turnId: string;
+  /** SHA-256 of config_json's UTF-8 bytes. */
+  sha256: Buffer;
+  /** Canonical JSON (common/canonical-json.ts) of the configuration. */
+  configJson: string;
 }
 
 /** kind "tool_call": a tool invocation; a side-effecting one is committed before it runs. */
@@ -200,6 +225,11 @@ export interface ApprovalRequest {
   argsSha256: Buffer;
   reason: string;
   requiredApprover: string;
+  /**
+   * When the control plane committed the request (its clock, not the harness's): the
+   * approval expires POLYCHROME_APPROVAL_TTL after it (docs/turns.md, "Expiry").
+   */
+  requestedAtMs: number;
 }
 
 /**
@@ -234,6 +264,31 @@ export interface QuestionResponse {
   answer: string;
   answeredBy: string;
   answeredAtMs: number;
+}
+
+/**
+ * kind "request_cancelled": an admin cancelled a pending approval or question. The
+ * control plane settles the turn itself (a turn_complete in the same batch); the harness
+ * is not called again for it, so the gated call never runs.
+ */
+export interface RequestCancelled {
+  turnId: string;
+  requestId: string;
+  cancelledBy: string;
+  cancelledAtMs: number;
+  comment: string;
+}
+
+/**
+ * kind "approval_expired": a pending approval went unanswered past its time to live. The
+ * same batch holds a signed denial (approval_response) and the next turn_dispatched.
+ */
+export interface ApprovalExpired {
+  turnId: string;
+  requestId: string;
+  requestedAtMs: number;
+  expiredAtMs: number;
+  ttlMs: number;
 }
 
 /** kind "handoff": the turn continues with another agent. */
@@ -328,6 +383,29 @@ export interface SignedRoot {
   /** First 16 bytes of SHA-256 of the ed25519 public key, lowercase hex. */
   keyId: string;
   signature: Buffer;
+  /**
+   * 0 (absent) for a version-1 root, 2 for a version-2 root, whose signed message also
+   * binds the partition name. New roots are version 2.
+   */
+  version: number;
+  /** Version 2: the partition the root was signed for (it is in the signed message). */
+  partition: string;
+}
+
+/**
+ * kind "excision": the state plane's repair replaced the unreadable entry at `position`
+ * with an excised marker that keeps its leaf digest (docs/journal-format.md, "Excision").
+ */
+export interface Excision {
+  position: number;
+  /** The leaf digest the excised position keeps, 32 bytes. */
+  leafDigest: Buffer;
+  /** Who asked for the repair (as the control plane authenticated them). */
+  actor: string;
+  reason: string;
+  excisedAtMs: number;
+  /** Why the entry was unreadable, e.g. "payload does not decode as tool_result". */
+  problem: string;
 }
 
 function createBaseAttribution(): Attribution {
@@ -1204,6 +1282,8 @@ function createBaseModelCall(): ModelCall {
     startedAtMs: 0,
     finishedAtMs: 0,
     closing: false,
+    configSha256: Buffer.alloc(0),
+    requestSha256: Buffer.alloc(0),
   };
 }
 
@@ -1235,6 +1315,12 @@ export const ModelCall: MessageFns<ModelCall> = {
     }
     if (message.closing !== false) {
       writer.uint32(72).bool(message.closing);
+    }
+    if (message.configSha256.length !== 0) {
+      writer.uint32(82).bytes(message.configSha256);
+    }
+    if (message.requestSha256.length !== 0) {
+      writer.uint32(90).bytes(message.requestSha256);
     }
     return writer;
   },
@@ -1324,6 +1410,22 @@ export const ModelCall: MessageFns<ModelCall> = {
             message.closing = reader.bool();
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.configSha256 = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.requestSha256 = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1365,6 +1467,16 @@ export const ModelCall: MessageFns<ModelCall> = {
         ? globalThis.Number(object.finished_at_ms)
         : 0,
       closing: isSet(object.closing) ? globalThis.Boolean(object.closing) : false,
+      configSha256: isSet(object.configSha256)
+        ? Buffer.from(bytesFromBase64(object.configSha256))
+        : isSet(object.config_sha256)
+        ? Buffer.from(bytesFromBase64(object.config_sha256))
+        : Buffer.alloc(0),
+      requestSha256: isSet(object.requestSha256)
+        ? Buffer.from(bytesFromBase64(object.requestSha256))
+        : isSet(object.request_sha256)
+        ? Buffer.from(bytesFromBase64(object.request_sha256))
+        : Buffer.alloc(0),
     };
   },
 
@@ -1397,6 +1509,12 @@ export const ModelCall: MessageFns<ModelCall> = {
     if (message.closing !== false) {
       obj.closing = message.closing;
     }
+    if (message.configSha256.length !== 0) {
+      obj.configSha256 = base64FromBytes(message.configSha256);
+    }
+    if (message.requestSha256.length !== 0) {
+      obj.requestSha256 = base64FromBytes(message.requestSha256);
+    }
     return obj;
   },
 
@@ -1414,6 +1532,117 @@ export const ModelCall: MessageFns<ModelCall> = {
     message.startedAtMs = object.startedAtMs ?? 0;
     message.finishedAtMs = object.finishedAtMs ?? 0;
     message.closing = object.closing ?? false;
+    message.configSha256 = object.configSha256 ?? Buffer.alloc(0);
+    message.requestSha256 = object.requestSha256 ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
+function createBaseAgentConfig(): AgentConfig {
+  return { turnId: "", sha256: Buffer.alloc(0), configJson: "" };
+}
+
+export const AgentConfig: MessageFns<AgentConfig> = {
+  encode(message: AgentConfig, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.turnId !== "") {
+      writer.uint32(10).string(message.turnId);
+    }
+    if (message.sha256.length !== 0) {
+      writer.uint32(18).bytes(message.sha256);
+    }
+    if (message.configJson !== "") {
+      writer.uint32(26).string(message.configJson);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AgentConfig {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAgentConfig();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.turnId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.sha256 = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.configJson = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AgentConfig {
+    return {
+      turnId: isSet(object.turnId)
+        ? globalThis.String(object.turnId)
+        : isSet(object.turn_id)
+        ? globalThis.String(object.turn_id)
+        : "",
+      sha256: isSet(object.sha256) ? Buffer.from(bytesFromBase64(object.sha256)) : Buffer.alloc(0),
+      configJson: isSet(object.configJson)
+        ? globalThis.String(object.configJson)
+        : isSet(object.config_json)
+        ? globalThis.String(object.config_json)
+        : "",
+    };
+  },
+
+  toJSON(message: AgentConfig): unknown {
+    const obj: any = {};
+    if (message.turnId !== "") {
+      obj.turnId = message.turnId;
+    }
+    if (message.sha256.length !== 0) {
+      obj.sha256 = base64FromBytes(message.sha256);
+    }
+    if (message.configJson !== "") {
+      obj.configJson = message.configJson;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<AgentConfig>): AgentConfig {
+    return AgentConfig.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<AgentConfig>): AgentConfig {
+    const message = createBaseAgentConfig();
+    message.turnId = object.turnId ?? "";
+    message.sha256 = object.sha256 ?? Buffer.alloc(0);
+    message.configJson = object.configJson ?? "";
     return message;
   },
 };
@@ -1758,6 +1987,7 @@ function createBaseApprovalRequest(): ApprovalRequest {
     argsSha256: Buffer.alloc(0),
     reason: "",
     requiredApprover: "",
+    requestedAtMs: 0,
   };
 }
 
@@ -1786,6 +2016,9 @@ export const ApprovalRequest: MessageFns<ApprovalRequest> = {
     }
     if (message.requiredApprover !== "") {
       writer.uint32(66).string(message.requiredApprover);
+    }
+    if (message.requestedAtMs !== 0) {
+      writer.uint32(72).int64(message.requestedAtMs);
     }
     return writer;
   },
@@ -1867,6 +2100,14 @@ export const ApprovalRequest: MessageFns<ApprovalRequest> = {
             message.requiredApprover = reader.string();
             continue;
           }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.requestedAtMs = longToNumber(reader.int64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1917,6 +2158,11 @@ export const ApprovalRequest: MessageFns<ApprovalRequest> = {
         : isSet(object.required_approver)
         ? globalThis.String(object.required_approver)
         : "",
+      requestedAtMs: isSet(object.requestedAtMs)
+        ? globalThis.Number(object.requestedAtMs)
+        : isSet(object.requested_at_ms)
+        ? globalThis.Number(object.requested_at_ms)
+        : 0,
     };
   },
 
@@ -1946,6 +2192,9 @@ export const ApprovalRequest: MessageFns<ApprovalRequest> = {
     if (message.requiredApprover !== "") {
       obj.requiredApprover = message.requiredApprover;
     }
+    if (message.requestedAtMs !== 0) {
+      obj.requestedAtMs = Math.round(message.requestedAtMs);
+    }
     return obj;
   },
 
@@ -1962,6 +2211,7 @@ export const ApprovalRequest: MessageFns<ApprovalRequest> = {
     message.argsSha256 = object.argsSha256 ?? Buffer.alloc(0);
     message.reason = object.reason ?? "";
     message.requiredApprover = object.requiredApprover ?? "";
+    message.requestedAtMs = object.requestedAtMs ?? 0;
     return message;
   },
 };
@@ -2492,6 +2742,308 @@ export const QuestionResponse: MessageFns<QuestionResponse> = {
     message.answer = object.answer ?? "";
     message.answeredBy = object.answeredBy ?? "";
     message.answeredAtMs = object.answeredAtMs ?? 0;
+    return message;
+  },
+};
+
+function createBaseRequestCancelled(): RequestCancelled {
+  return { turnId: "", requestId: "", cancelledBy: "", cancelledAtMs: 0, comment: "" };
+}
+
+export const RequestCancelled: MessageFns<RequestCancelled> = {
+  encode(message: RequestCancelled, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.turnId !== "") {
+      writer.uint32(10).string(message.turnId);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(18).string(message.requestId);
+    }
+    if (message.cancelledBy !== "") {
+      writer.uint32(26).string(message.cancelledBy);
+    }
+    if (message.cancelledAtMs !== 0) {
+      writer.uint32(32).int64(message.cancelledAtMs);
+    }
+    if (message.comment !== "") {
+      writer.uint32(42).string(message.comment);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RequestCancelled {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRequestCancelled();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.turnId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.cancelledBy = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.cancelledAtMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.comment = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RequestCancelled {
+    return {
+      turnId: isSet(object.turnId)
+        ? globalThis.String(object.turnId)
+        : isSet(object.turn_id)
+        ? globalThis.String(object.turn_id)
+        : "",
+      requestId: isSet(object.requestId)
+        ? globalThis.String(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.String(object.request_id)
+        : "",
+      cancelledBy: isSet(object.cancelledBy)
+        ? globalThis.String(object.cancelledBy)
+        : isSet(object.cancelled_by)
+        ? globalThis.String(object.cancelled_by)
+        : "",
+      cancelledAtMs: isSet(object.cancelledAtMs)
+        ? globalThis.Number(object.cancelledAtMs)
+        : isSet(object.cancelled_at_ms)
+        ? globalThis.Number(object.cancelled_at_ms)
+        : 0,
+      comment: isSet(object.comment) ? globalThis.String(object.comment) : "",
+    };
+  },
+
+  toJSON(message: RequestCancelled): unknown {
+    const obj: any = {};
+    if (message.turnId !== "") {
+      obj.turnId = message.turnId;
+    }
+    if (message.requestId !== "") {
+      obj.requestId = message.requestId;
+    }
+    if (message.cancelledBy !== "") {
+      obj.cancelledBy = message.cancelledBy;
+    }
+    if (message.cancelledAtMs !== 0) {
+      obj.cancelledAtMs = Math.round(message.cancelledAtMs);
+    }
+    if (message.comment !== "") {
+      obj.comment = message.comment;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RequestCancelled>): RequestCancelled {
+    return RequestCancelled.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RequestCancelled>): RequestCancelled {
+    const message = createBaseRequestCancelled();
+    message.turnId = object.turnId ?? "";
+    message.requestId = object.requestId ?? "";
+    message.cancelledBy = object.cancelledBy ?? "";
+    message.cancelledAtMs = object.cancelledAtMs ?? 0;
+    message.comment = object.comment ?? "";
+    return message;
+  },
+};
+
+function createBaseApprovalExpired(): ApprovalExpired {
+  return { turnId: "", requestId: "", requestedAtMs: 0, expiredAtMs: 0, ttlMs: 0 };
+}
+
+export const ApprovalExpired: MessageFns<ApprovalExpired> = {
+  encode(message: ApprovalExpired, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.turnId !== "") {
+      writer.uint32(10).string(message.turnId);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(18).string(message.requestId);
+    }
+    if (message.requestedAtMs !== 0) {
+      writer.uint32(24).int64(message.requestedAtMs);
+    }
+    if (message.expiredAtMs !== 0) {
+      writer.uint32(32).int64(message.expiredAtMs);
+    }
+    if (message.ttlMs !== 0) {
+      writer.uint32(40).int64(message.ttlMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ApprovalExpired {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseApprovalExpired();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.turnId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.requestedAtMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.expiredAtMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.ttlMs = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ApprovalExpired {
+    return {
+      turnId: isSet(object.turnId)
+        ? globalThis.String(object.turnId)
+        : isSet(object.turn_id)
+        ? globalThis.String(object.turn_id)
+        : "",
+      requestId: isSet(object.requestId)
+        ? globalThis.String(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.String(object.request_id)
+        : "",
+      requestedAtMs: isSet(object.requestedAtMs)
+        ? globalThis.Number(object.requestedAtMs)
+        : isSet(object.requested_at_ms)
+        ? globalThis.Number(object.requested_at_ms)
+        : 0,
+      expiredAtMs: isSet(object.expiredAtMs)
+        ? globalThis.Number(object.expiredAtMs)
+        : isSet(object.expired_at_ms)
+        ? globalThis.Number(object.expired_at_ms)
+        : 0,
+      ttlMs: isSet(object.ttlMs)
+        ? globalThis.Number(object.ttlMs)
+        : isSet(object.ttl_ms)
+        ? globalThis.Number(object.ttl_ms)
+        : 0,
+    };
+  },
+
+  toJSON(message: ApprovalExpired): unknown {
+    const obj: any = {};
+    if (message.turnId !== "") {
+      obj.turnId = message.turnId;
+    }
+    if (message.requestId !== "") {
+      obj.requestId = message.requestId;
+    }
+    if (message.requestedAtMs !== 0) {
+      obj.requestedAtMs = Math.round(message.requestedAtMs);
+    }
+    if (message.expiredAtMs !== 0) {
+      obj.expiredAtMs = Math.round(message.expiredAtMs);
+    }
+    if (message.ttlMs !== 0) {
+      obj.ttlMs = Math.round(message.ttlMs);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ApprovalExpired>): ApprovalExpired {
+    return ApprovalExpired.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ApprovalExpired>): ApprovalExpired {
+    const message = createBaseApprovalExpired();
+    message.turnId = object.turnId ?? "";
+    message.requestId = object.requestId ?? "";
+    message.requestedAtMs = object.requestedAtMs ?? 0;
+    message.expiredAtMs = object.expiredAtMs ?? 0;
+    message.ttlMs = object.ttlMs ?? 0;
     return message;
   },
 };
@@ -3757,7 +4309,7 @@ export const KeyRotated: MessageFns<KeyRotated> = {
 };
 
 function createBaseSignedRoot(): SignedRoot {
-  return { leafCount: 0, root: Buffer.alloc(0), keyId: "", signature: Buffer.alloc(0) };
+  return { leafCount: 0, root: Buffer.alloc(0), keyId: "", signature: Buffer.alloc(0), version: 0, partition: "" };
 }
 
 export const SignedRoot: MessageFns<SignedRoot> = {
@@ -3773,6 +4325,12 @@ export const SignedRoot: MessageFns<SignedRoot> = {
     }
     if (message.signature.length !== 0) {
       writer.uint32(34).bytes(message.signature);
+    }
+    if (message.version !== 0) {
+      writer.uint32(40).uint32(message.version);
+    }
+    if (message.partition !== "") {
+      writer.uint32(50).string(message.partition);
     }
     return writer;
   },
@@ -3822,6 +4380,22 @@ export const SignedRoot: MessageFns<SignedRoot> = {
             message.signature = Buffer.from(reader.bytes());
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.version = reader.uint32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.partition = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3848,6 +4422,8 @@ export const SignedRoot: MessageFns<SignedRoot> = {
         ? globalThis.String(object.key_id)
         : "",
       signature: isSet(object.signature) ? Buffer.from(bytesFromBase64(object.signature)) : Buffer.alloc(0),
+      version: isSet(object.version) ? globalThis.Number(object.version) : 0,
+      partition: isSet(object.partition) ? globalThis.String(object.partition) : "",
     };
   },
 
@@ -3865,6 +4441,12 @@ export const SignedRoot: MessageFns<SignedRoot> = {
     if (message.signature.length !== 0) {
       obj.signature = base64FromBytes(message.signature);
     }
+    if (message.version !== 0) {
+      obj.version = Math.round(message.version);
+    }
+    if (message.partition !== "") {
+      obj.partition = message.partition;
+    }
     return obj;
   },
 
@@ -3877,6 +4459,165 @@ export const SignedRoot: MessageFns<SignedRoot> = {
     message.root = object.root ?? Buffer.alloc(0);
     message.keyId = object.keyId ?? "";
     message.signature = object.signature ?? Buffer.alloc(0);
+    message.version = object.version ?? 0;
+    message.partition = object.partition ?? "";
+    return message;
+  },
+};
+
+function createBaseExcision(): Excision {
+  return { position: 0, leafDigest: Buffer.alloc(0), actor: "", reason: "", excisedAtMs: 0, problem: "" };
+}
+
+export const Excision: MessageFns<Excision> = {
+  encode(message: Excision, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.position !== 0) {
+      writer.uint32(8).uint64(message.position);
+    }
+    if (message.leafDigest.length !== 0) {
+      writer.uint32(18).bytes(message.leafDigest);
+    }
+    if (message.actor !== "") {
+      writer.uint32(26).string(message.actor);
+    }
+    if (message.reason !== "") {
+      writer.uint32(34).string(message.reason);
+    }
+    if (message.excisedAtMs !== 0) {
+      writer.uint32(40).int64(message.excisedAtMs);
+    }
+    if (message.problem !== "") {
+      writer.uint32(50).string(message.problem);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Excision {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseExcision();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.position = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.leafDigest = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.actor = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.excisedAtMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.problem = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Excision {
+    return {
+      position: isSet(object.position) ? globalThis.Number(object.position) : 0,
+      leafDigest: isSet(object.leafDigest)
+        ? Buffer.from(bytesFromBase64(object.leafDigest))
+        : isSet(object.leaf_digest)
+        ? Buffer.from(bytesFromBase64(object.leaf_digest))
+        : Buffer.alloc(0),
+      actor: isSet(object.actor) ? globalThis.String(object.actor) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      excisedAtMs: isSet(object.excisedAtMs)
+        ? globalThis.Number(object.excisedAtMs)
+        : isSet(object.excised_at_ms)
+        ? globalThis.Number(object.excised_at_ms)
+        : 0,
+      problem: isSet(object.problem) ? globalThis.String(object.problem) : "",
+    };
+  },
+
+  toJSON(message: Excision): unknown {
+    const obj: any = {};
+    if (message.position !== 0) {
+      obj.position = Math.round(message.position);
+    }
+    if (message.leafDigest.length !== 0) {
+      obj.leafDigest = base64FromBytes(message.leafDigest);
+    }
+    if (message.actor !== "") {
+      obj.actor = message.actor;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.excisedAtMs !== 0) {
+      obj.excisedAtMs = Math.round(message.excisedAtMs);
+    }
+    if (message.problem !== "") {
+      obj.problem = message.problem;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<Excision>): Excision {
+    return Excision.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<Excision>): Excision {
+    const message = createBaseExcision();
+    message.position = object.position ?? 0;
+    message.leafDigest = object.leafDigest ?? Buffer.alloc(0);
+    message.actor = object.actor ?? "";
+    message.reason = object.reason ?? "";
+    message.excisedAtMs = object.excisedAtMs ?? 0;
+    message.problem = object.problem ?? "";
     return message;
   },
 };

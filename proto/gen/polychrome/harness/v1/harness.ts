@@ -18,6 +18,7 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import {
+  AgentConfig,
   ApprovalRequest,
   ApprovalResponse,
   Handoff,
@@ -169,6 +170,11 @@ export interface TurnStart {
   recordedSteps: Step[];
   /** From the ingress directive; empty means any admin. */
   requiredApprover: string;
+  /**
+   * SHA-256 of the newest agent_config in the journal; empty when there is none. The
+   * harness records its configuration first when it differs (docs/replay.md).
+   */
+  recordedConfigSha256: Buffer;
 }
 
 export interface AgentSettings {
@@ -267,6 +273,9 @@ export interface Step {
     | { $case: "modelCall"; value: ModelCall }
     | { $case: "toolCall"; value: ToolCall }
     | { $case: "toolResult"; value: ToolResult }
+    | //
+    /** Sent before the first step that runs under a configuration the journal lacks. */
+    { $case: "agentConfig"; value: AgentConfig }
     | undefined;
   /**
    * The step ends the turn (a model reply that finishes it; nothing runs after it): the
@@ -489,6 +498,7 @@ function createBaseTurnStart(): TurnStart {
     questionAnswers: [],
     recordedSteps: [],
     requiredApprover: "",
+    recordedConfigSha256: Buffer.alloc(0),
   };
 }
 
@@ -529,6 +539,9 @@ export const TurnStart: MessageFns<TurnStart> = {
     }
     if (message.requiredApprover !== "") {
       writer.uint32(98).string(message.requiredApprover);
+    }
+    if (message.recordedConfigSha256.length !== 0) {
+      writer.uint32(106).bytes(message.recordedConfigSha256);
     }
     return writer;
   },
@@ -642,6 +655,14 @@ export const TurnStart: MessageFns<TurnStart> = {
             message.requiredApprover = reader.string();
             continue;
           }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.recordedConfigSha256 = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -700,6 +721,11 @@ export const TurnStart: MessageFns<TurnStart> = {
         : isSet(object.required_approver)
         ? globalThis.String(object.required_approver)
         : "",
+      recordedConfigSha256: isSet(object.recordedConfigSha256)
+        ? Buffer.from(bytesFromBase64(object.recordedConfigSha256))
+        : isSet(object.recorded_config_sha256)
+        ? Buffer.from(bytesFromBase64(object.recorded_config_sha256))
+        : Buffer.alloc(0),
     };
   },
 
@@ -741,6 +767,9 @@ export const TurnStart: MessageFns<TurnStart> = {
     if (message.requiredApprover !== "") {
       obj.requiredApprover = message.requiredApprover;
     }
+    if (message.recordedConfigSha256.length !== 0) {
+      obj.recordedConfigSha256 = base64FromBytes(message.recordedConfigSha256);
+    }
     return obj;
   },
 
@@ -765,6 +794,7 @@ export const TurnStart: MessageFns<TurnStart> = {
     message.questionAnswers = object.questionAnswers?.map((e) => QuestionResponse.fromPartial(e)) || [];
     message.recordedSteps = object.recordedSteps?.map((e) => Step.fromPartial(e)) || [];
     message.requiredApprover = object.requiredApprover ?? "";
+    message.recordedConfigSha256 = object.recordedConfigSha256 ?? Buffer.alloc(0);
     return message;
   },
 };
@@ -2031,6 +2061,9 @@ export const Step: MessageFns<Step> = {
       case "toolResult":
         ToolResult.encode(message.step.value, writer.uint32(34).fork()).join();
         break;
+      case "agentConfig":
+        AgentConfig.encode(message.step.value, writer.uint32(50).fork()).join();
+        break;
     }
     if (message.commitWithResult !== false) {
       writer.uint32(40).bool(message.commitWithResult);
@@ -2083,6 +2116,14 @@ export const Step: MessageFns<Step> = {
             message.step = { $case: "toolResult", value: ToolResult.decode(reader, reader.uint32()) };
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.step = { $case: "agentConfig", value: AgentConfig.decode(reader, reader.uint32()) };
+            continue;
+          }
           case 5: {
             if (tag !== 40) {
               break;
@@ -2118,6 +2159,10 @@ export const Step: MessageFns<Step> = {
         ? { $case: "toolResult", value: ToolResult.fromJSON(object.toolResult) }
         : isSet(object.tool_result)
         ? { $case: "toolResult", value: ToolResult.fromJSON(object.tool_result) }
+        : isSet(object.agentConfig)
+        ? { $case: "agentConfig", value: AgentConfig.fromJSON(object.agentConfig) }
+        : isSet(object.agent_config)
+        ? { $case: "agentConfig", value: AgentConfig.fromJSON(object.agent_config) }
         : undefined,
       commitWithResult: isSet(object.commitWithResult)
         ? globalThis.Boolean(object.commitWithResult)
@@ -2138,6 +2183,8 @@ export const Step: MessageFns<Step> = {
       obj.toolCall = ToolCall.toJSON(message.step.value);
     } else if (message.step?.$case === "toolResult") {
       obj.toolResult = ToolResult.toJSON(message.step.value);
+    } else if (message.step?.$case === "agentConfig") {
+      obj.agentConfig = AgentConfig.toJSON(message.step.value);
     }
     if (message.commitWithResult !== false) {
       obj.commitWithResult = message.commitWithResult;
@@ -2167,6 +2214,12 @@ export const Step: MessageFns<Step> = {
       case "toolResult": {
         if (object.step?.value !== undefined && object.step?.value !== null) {
           message.step = { $case: "toolResult", value: ToolResult.fromPartial(object.step.value) };
+        }
+        break;
+      }
+      case "agentConfig": {
+        if (object.step?.value !== undefined && object.step?.value !== null) {
+          message.step = { $case: "agentConfig", value: AgentConfig.fromPartial(object.step.value) };
         }
         break;
       }
@@ -2837,6 +2890,14 @@ export const HarnessClient = makeGenericClientConstructor(
   service: typeof HarnessService;
   serviceName: string;
 };
+
+function bytesFromBase64(b64: string): Uint8Array {
+  return Uint8Array.from(globalThis.Buffer.from(b64, "base64"));
+}
+
+function base64FromBytes(arr: Uint8Array): string {
+  return globalThis.Buffer.from(arr).toString("base64");
+}
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;
 

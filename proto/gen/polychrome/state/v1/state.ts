@@ -37,8 +37,14 @@ export interface NewEvent {
 
 export interface JournalEvent {
   position: number;
+  /** Empty for an excised entry. */
   kind: string;
+  /** Empty for an excised entry. */
   payload: Buffer;
+  /** True when repair excised the entry: only its leaf digest is kept. */
+  excised: boolean;
+  /** For an excised entry: the kept leaf digest, 32 bytes. */
+  leafDigest: Buffer;
 }
 
 export interface AppendRequest {
@@ -117,6 +123,21 @@ export interface ProofResponse {
 
 export interface VerifyRequest {
   partition: string;
+  /**
+   * A trusted checkpoint from outside the journal (e.g. the Conversation's status): the
+   * journal must hold at least `head` entries, and the entry at head − 1 must be a
+   * signed_root over `root`. Absent: no checkpoint is checked.
+   */
+  checkpoint?: Checkpoint | undefined;
+}
+
+export interface Checkpoint {
+  /** Number of entries (the head) when the checkpoint was taken. */
+  head: number;
+  /** The last signed root then (the root over the first head − 1 entries), 32 bytes. */
+  root: Buffer;
+  /** Optional: the key id that signed it. */
+  keyId: string;
 }
 
 export interface VerifyFailure {
@@ -133,7 +154,13 @@ export interface VerifyResponse {
   signedRoots: number;
   /** Events after the last signed root (none in a healthy journal). */
   unsealed: number;
-  failure?: VerifyFailure | undefined;
+  failure?:
+    | VerifyFailure
+    | undefined;
+  /** Positions repair excised, checked against their kept leaf digests. */
+  excised: number[];
+  /** True when the request carried a checkpoint (and it was checked). */
+  checkpointChecked: boolean;
 }
 
 export interface ExportRequest {
@@ -154,6 +181,38 @@ export interface ListPartitionsRequest {
 
 export interface ListPartitionsResponse {
   partitions: string[];
+}
+
+export interface RepairRequest {
+  partition: string;
+  /** Report what would be excised and write nothing. */
+  dryRun: boolean;
+  /** Who asks (recorded in each excision event); required. */
+  actor: string;
+  /** Why (recorded in each excision event); required. */
+  reason: string;
+  /** The fencing token of the writer's lease, as for Append. */
+  fencingToken: number;
+}
+
+export interface RepairedEntry {
+  position: number;
+  leafDigest: Buffer;
+  /** Why the entry is unreadable. */
+  problem: string;
+}
+
+export interface RepairResponse {
+  /** Every unreadable entry found (excised unless dry_run); empty: nothing to repair. */
+  excised: RepairedEntry[];
+  dryRun: boolean;
+  /** The head after the repair (unchanged for a dry run or a no-op). */
+  head: number;
+  /** Set when the repair wrote its batch: the closing signed root. */
+  signedRoot?: SignedRoot | undefined;
+  signedRootPosition: number;
+  /** For people: what was done. */
+  message: string;
 }
 
 function createBaseNewEvent(): NewEvent {
@@ -242,7 +301,7 @@ export const NewEvent: MessageFns<NewEvent> = {
 };
 
 function createBaseJournalEvent(): JournalEvent {
-  return { position: 0, kind: "", payload: Buffer.alloc(0) };
+  return { position: 0, kind: "", payload: Buffer.alloc(0), excised: false, leafDigest: Buffer.alloc(0) };
 }
 
 export const JournalEvent: MessageFns<JournalEvent> = {
@@ -255,6 +314,12 @@ export const JournalEvent: MessageFns<JournalEvent> = {
     }
     if (message.payload.length !== 0) {
       writer.uint32(26).bytes(message.payload);
+    }
+    if (message.excised !== false) {
+      writer.uint32(32).bool(message.excised);
+    }
+    if (message.leafDigest.length !== 0) {
+      writer.uint32(42).bytes(message.leafDigest);
     }
     return writer;
   },
@@ -296,6 +361,22 @@ export const JournalEvent: MessageFns<JournalEvent> = {
             message.payload = Buffer.from(reader.bytes());
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.excised = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.leafDigest = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -313,6 +394,12 @@ export const JournalEvent: MessageFns<JournalEvent> = {
       position: isSet(object.position) ? globalThis.Number(object.position) : 0,
       kind: isSet(object.kind) ? globalThis.String(object.kind) : "",
       payload: isSet(object.payload) ? Buffer.from(bytesFromBase64(object.payload)) : Buffer.alloc(0),
+      excised: isSet(object.excised) ? globalThis.Boolean(object.excised) : false,
+      leafDigest: isSet(object.leafDigest)
+        ? Buffer.from(bytesFromBase64(object.leafDigest))
+        : isSet(object.leaf_digest)
+        ? Buffer.from(bytesFromBase64(object.leaf_digest))
+        : Buffer.alloc(0),
     };
   },
 
@@ -327,6 +414,12 @@ export const JournalEvent: MessageFns<JournalEvent> = {
     if (message.payload.length !== 0) {
       obj.payload = base64FromBytes(message.payload);
     }
+    if (message.excised !== false) {
+      obj.excised = message.excised;
+    }
+    if (message.leafDigest.length !== 0) {
+      obj.leafDigest = base64FromBytes(message.leafDigest);
+    }
     return obj;
   },
 
@@ -338,6 +431,8 @@ export const JournalEvent: MessageFns<JournalEvent> = {
     message.position = object.position ?? 0;
     message.kind = object.kind ?? "";
     message.payload = object.payload ?? Buffer.alloc(0);
+    message.excised = object.excised ?? false;
+    message.leafDigest = object.leafDigest ?? Buffer.alloc(0);
     return message;
   },
 };
@@ -1196,13 +1291,16 @@ export const ProofResponse: MessageFns<ProofResponse> = {
 };
 
 function createBaseVerifyRequest(): VerifyRequest {
-  return { partition: "" };
+  return { partition: "", checkpoint: undefined };
 }
 
 export const VerifyRequest: MessageFns<VerifyRequest> = {
   encode(message: VerifyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.partition !== "") {
       writer.uint32(10).string(message.partition);
+    }
+    if (message.checkpoint !== undefined) {
+      Checkpoint.encode(message.checkpoint, writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -1228,6 +1326,14 @@ export const VerifyRequest: MessageFns<VerifyRequest> = {
             message.partition = reader.string();
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.checkpoint = Checkpoint.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1241,13 +1347,19 @@ export const VerifyRequest: MessageFns<VerifyRequest> = {
   },
 
   fromJSON(object: any): VerifyRequest {
-    return { partition: isSet(object.partition) ? globalThis.String(object.partition) : "" };
+    return {
+      partition: isSet(object.partition) ? globalThis.String(object.partition) : "",
+      checkpoint: isSet(object.checkpoint) ? Checkpoint.fromJSON(object.checkpoint) : undefined,
+    };
   },
 
   toJSON(message: VerifyRequest): unknown {
     const obj: any = {};
     if (message.partition !== "") {
       obj.partition = message.partition;
+    }
+    if (message.checkpoint !== undefined) {
+      obj.checkpoint = Checkpoint.toJSON(message.checkpoint);
     }
     return obj;
   },
@@ -1258,6 +1370,114 @@ export const VerifyRequest: MessageFns<VerifyRequest> = {
   fromPartial(object: DeepPartial<VerifyRequest>): VerifyRequest {
     const message = createBaseVerifyRequest();
     message.partition = object.partition ?? "";
+    message.checkpoint = (object.checkpoint !== undefined && object.checkpoint !== null)
+      ? Checkpoint.fromPartial(object.checkpoint)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseCheckpoint(): Checkpoint {
+  return { head: 0, root: Buffer.alloc(0), keyId: "" };
+}
+
+export const Checkpoint: MessageFns<Checkpoint> = {
+  encode(message: Checkpoint, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.head !== 0) {
+      writer.uint32(8).uint64(message.head);
+    }
+    if (message.root.length !== 0) {
+      writer.uint32(18).bytes(message.root);
+    }
+    if (message.keyId !== "") {
+      writer.uint32(26).string(message.keyId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Checkpoint {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCheckpoint();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.head = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.root = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.keyId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Checkpoint {
+    return {
+      head: isSet(object.head) ? globalThis.Number(object.head) : 0,
+      root: isSet(object.root) ? Buffer.from(bytesFromBase64(object.root)) : Buffer.alloc(0),
+      keyId: isSet(object.keyId)
+        ? globalThis.String(object.keyId)
+        : isSet(object.key_id)
+        ? globalThis.String(object.key_id)
+        : "",
+    };
+  },
+
+  toJSON(message: Checkpoint): unknown {
+    const obj: any = {};
+    if (message.head !== 0) {
+      obj.head = Math.round(message.head);
+    }
+    if (message.root.length !== 0) {
+      obj.root = base64FromBytes(message.root);
+    }
+    if (message.keyId !== "") {
+      obj.keyId = message.keyId;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<Checkpoint>): Checkpoint {
+    return Checkpoint.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<Checkpoint>): Checkpoint {
+    const message = createBaseCheckpoint();
+    message.head = object.head ?? 0;
+    message.root = object.root ?? Buffer.alloc(0);
+    message.keyId = object.keyId ?? "";
     return message;
   },
 };
@@ -1396,7 +1616,15 @@ export const VerifyFailure: MessageFns<VerifyFailure> = {
 };
 
 function createBaseVerifyResponse(): VerifyResponse {
-  return { ok: false, events: 0, signedRoots: 0, unsealed: 0, failure: undefined };
+  return {
+    ok: false,
+    events: 0,
+    signedRoots: 0,
+    unsealed: 0,
+    failure: undefined,
+    excised: [],
+    checkpointChecked: false,
+  };
 }
 
 export const VerifyResponse: MessageFns<VerifyResponse> = {
@@ -1415,6 +1643,16 @@ export const VerifyResponse: MessageFns<VerifyResponse> = {
     }
     if (message.failure !== undefined) {
       VerifyFailure.encode(message.failure, writer.uint32(42).fork()).join();
+    }
+    if (message.excised.length !== 0) {
+      writer.uint32(50).fork();
+      for (const v of message.excised) {
+        writer.uint64(v);
+      }
+      writer.join();
+    }
+    if (message.checkpointChecked !== false) {
+      writer.uint32(56).bool(message.checkpointChecked);
     }
     return writer;
   },
@@ -1472,6 +1710,32 @@ export const VerifyResponse: MessageFns<VerifyResponse> = {
             message.failure = VerifyFailure.decode(reader, reader.uint32());
             continue;
           }
+          case 6: {
+            if (tag === 48) {
+              message.excised.push(longToNumber(reader.uint64()));
+
+              continue;
+            }
+
+            if (tag === 50) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.excised.push(longToNumber(reader.uint64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.checkpointChecked = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1495,6 +1759,12 @@ export const VerifyResponse: MessageFns<VerifyResponse> = {
         : 0,
       unsealed: isSet(object.unsealed) ? globalThis.Number(object.unsealed) : 0,
       failure: isSet(object.failure) ? VerifyFailure.fromJSON(object.failure) : undefined,
+      excised: globalThis.Array.isArray(object?.excised) ? object.excised.map((e: any) => globalThis.Number(e)) : [],
+      checkpointChecked: isSet(object.checkpointChecked)
+        ? globalThis.Boolean(object.checkpointChecked)
+        : isSet(object.checkpoint_checked)
+        ? globalThis.Boolean(object.checkpoint_checked)
+        : false,
     };
   },
 
@@ -1515,6 +1785,12 @@ export const VerifyResponse: MessageFns<VerifyResponse> = {
     if (message.failure !== undefined) {
       obj.failure = VerifyFailure.toJSON(message.failure);
     }
+    if (message.excised?.length) {
+      obj.excised = message.excised.map((e) => Math.round(e));
+    }
+    if (message.checkpointChecked !== false) {
+      obj.checkpointChecked = message.checkpointChecked;
+    }
     return obj;
   },
 
@@ -1530,6 +1806,8 @@ export const VerifyResponse: MessageFns<VerifyResponse> = {
     message.failure = (object.failure !== undefined && object.failure !== null)
       ? VerifyFailure.fromPartial(object.failure)
       : undefined;
+    message.excised = object.excised?.map((e) => e) || [];
+    message.checkpointChecked = object.checkpointChecked ?? false;
     return message;
   },
 };
@@ -1920,6 +2198,417 @@ export const ListPartitionsResponse: MessageFns<ListPartitionsResponse> = {
   },
 };
 
+function createBaseRepairRequest(): RepairRequest {
+  return { partition: "", dryRun: false, actor: "", reason: "", fencingToken: 0 };
+}
+
+export const RepairRequest: MessageFns<RepairRequest> = {
+  encode(message: RepairRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.partition !== "") {
+      writer.uint32(10).string(message.partition);
+    }
+    if (message.dryRun !== false) {
+      writer.uint32(16).bool(message.dryRun);
+    }
+    if (message.actor !== "") {
+      writer.uint32(26).string(message.actor);
+    }
+    if (message.reason !== "") {
+      writer.uint32(34).string(message.reason);
+    }
+    if (message.fencingToken !== 0) {
+      writer.uint32(40).uint64(message.fencingToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RepairRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRepairRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.partition = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.dryRun = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.actor = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.fencingToken = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RepairRequest {
+    return {
+      partition: isSet(object.partition) ? globalThis.String(object.partition) : "",
+      dryRun: isSet(object.dryRun)
+        ? globalThis.Boolean(object.dryRun)
+        : isSet(object.dry_run)
+        ? globalThis.Boolean(object.dry_run)
+        : false,
+      actor: isSet(object.actor) ? globalThis.String(object.actor) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      fencingToken: isSet(object.fencingToken)
+        ? globalThis.Number(object.fencingToken)
+        : isSet(object.fencing_token)
+        ? globalThis.Number(object.fencing_token)
+        : 0,
+    };
+  },
+
+  toJSON(message: RepairRequest): unknown {
+    const obj: any = {};
+    if (message.partition !== "") {
+      obj.partition = message.partition;
+    }
+    if (message.dryRun !== false) {
+      obj.dryRun = message.dryRun;
+    }
+    if (message.actor !== "") {
+      obj.actor = message.actor;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.fencingToken !== 0) {
+      obj.fencingToken = Math.round(message.fencingToken);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RepairRequest>): RepairRequest {
+    return RepairRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RepairRequest>): RepairRequest {
+    const message = createBaseRepairRequest();
+    message.partition = object.partition ?? "";
+    message.dryRun = object.dryRun ?? false;
+    message.actor = object.actor ?? "";
+    message.reason = object.reason ?? "";
+    message.fencingToken = object.fencingToken ?? 0;
+    return message;
+  },
+};
+
+function createBaseRepairedEntry(): RepairedEntry {
+  return { position: 0, leafDigest: Buffer.alloc(0), problem: "" };
+}
+
+export const RepairedEntry: MessageFns<RepairedEntry> = {
+  encode(message: RepairedEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.position !== 0) {
+      writer.uint32(8).uint64(message.position);
+    }
+    if (message.leafDigest.length !== 0) {
+      writer.uint32(18).bytes(message.leafDigest);
+    }
+    if (message.problem !== "") {
+      writer.uint32(26).string(message.problem);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RepairedEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRepairedEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.position = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.leafDigest = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.problem = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RepairedEntry {
+    return {
+      position: isSet(object.position) ? globalThis.Number(object.position) : 0,
+      leafDigest: isSet(object.leafDigest)
+        ? Buffer.from(bytesFromBase64(object.leafDigest))
+        : isSet(object.leaf_digest)
+        ? Buffer.from(bytesFromBase64(object.leaf_digest))
+        : Buffer.alloc(0),
+      problem: isSet(object.problem) ? globalThis.String(object.problem) : "",
+    };
+  },
+
+  toJSON(message: RepairedEntry): unknown {
+    const obj: any = {};
+    if (message.position !== 0) {
+      obj.position = Math.round(message.position);
+    }
+    if (message.leafDigest.length !== 0) {
+      obj.leafDigest = base64FromBytes(message.leafDigest);
+    }
+    if (message.problem !== "") {
+      obj.problem = message.problem;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RepairedEntry>): RepairedEntry {
+    return RepairedEntry.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RepairedEntry>): RepairedEntry {
+    const message = createBaseRepairedEntry();
+    message.position = object.position ?? 0;
+    message.leafDigest = object.leafDigest ?? Buffer.alloc(0);
+    message.problem = object.problem ?? "";
+    return message;
+  },
+};
+
+function createBaseRepairResponse(): RepairResponse {
+  return { excised: [], dryRun: false, head: 0, signedRoot: undefined, signedRootPosition: 0, message: "" };
+}
+
+export const RepairResponse: MessageFns<RepairResponse> = {
+  encode(message: RepairResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.excised) {
+      RepairedEntry.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.dryRun !== false) {
+      writer.uint32(16).bool(message.dryRun);
+    }
+    if (message.head !== 0) {
+      writer.uint32(24).uint64(message.head);
+    }
+    if (message.signedRoot !== undefined) {
+      SignedRoot.encode(message.signedRoot, writer.uint32(34).fork()).join();
+    }
+    if (message.signedRootPosition !== 0) {
+      writer.uint32(40).uint64(message.signedRootPosition);
+    }
+    if (message.message !== "") {
+      writer.uint32(50).string(message.message);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RepairResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRepairResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.excised.push(RepairedEntry.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.dryRun = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.head = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.signedRoot = SignedRoot.decode(reader, reader.uint32());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.signedRootPosition = longToNumber(reader.uint64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RepairResponse {
+    return {
+      excised: globalThis.Array.isArray(object?.excised)
+        ? object.excised.map((e: any) => RepairedEntry.fromJSON(e))
+        : [],
+      dryRun: isSet(object.dryRun)
+        ? globalThis.Boolean(object.dryRun)
+        : isSet(object.dry_run)
+        ? globalThis.Boolean(object.dry_run)
+        : false,
+      head: isSet(object.head) ? globalThis.Number(object.head) : 0,
+      signedRoot: isSet(object.signedRoot)
+        ? SignedRoot.fromJSON(object.signedRoot)
+        : isSet(object.signed_root)
+        ? SignedRoot.fromJSON(object.signed_root)
+        : undefined,
+      signedRootPosition: isSet(object.signedRootPosition)
+        ? globalThis.Number(object.signedRootPosition)
+        : isSet(object.signed_root_position)
+        ? globalThis.Number(object.signed_root_position)
+        : 0,
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+    };
+  },
+
+  toJSON(message: RepairResponse): unknown {
+    const obj: any = {};
+    if (message.excised?.length) {
+      obj.excised = message.excised.map((e) => RepairedEntry.toJSON(e));
+    }
+    if (message.dryRun !== false) {
+      obj.dryRun = message.dryRun;
+    }
+    if (message.head !== 0) {
+      obj.head = Math.round(message.head);
+    }
+    if (message.signedRoot !== undefined) {
+      obj.signedRoot = SignedRoot.toJSON(message.signedRoot);
+    }
+    if (message.signedRootPosition !== 0) {
+      obj.signedRootPosition = Math.round(message.signedRootPosition);
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RepairResponse>): RepairResponse {
+    return RepairResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RepairResponse>): RepairResponse {
+    const message = createBaseRepairResponse();
+    message.excised = object.excised?.map((e) => RepairedEntry.fromPartial(e)) || [];
+    message.dryRun = object.dryRun ?? false;
+    message.head = object.head ?? 0;
+    message.signedRoot = (object.signedRoot !== undefined && object.signedRoot !== null)
+      ? SignedRoot.fromPartial(object.signedRoot)
+      : undefined;
+    message.signedRootPosition = object.signedRootPosition ?? 0;
+    message.message = object.message ?? "";
+    return message;
+  },
+};
+
 export type JournalService = typeof JournalService;
 export const JournalService = {
   /** Appends a batch at exactly `expected_head` and seals it with a signed root, durably. */
@@ -1997,6 +2686,19 @@ export const JournalService = {
       Buffer.from(ListPartitionsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListPartitionsResponse => ListPartitionsResponse.decode(value),
   },
+  /**
+   * Replaces every unreadable entry with an excised marker that keeps its leaf digest and
+   * records each with a signed `excision` event, in one atomic batch (writer role only).
+   */
+  repair: {
+    path: "/polychrome.state.v1.Journal/Repair" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RepairRequest): Buffer => Buffer.from(RepairRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RepairRequest => RepairRequest.decode(value),
+    responseSerialize: (value: RepairResponse): Buffer => Buffer.from(RepairResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RepairResponse => RepairResponse.decode(value),
+  },
 } as const;
 
 export interface JournalServer extends UntypedServiceImplementation {
@@ -2017,6 +2719,11 @@ export interface JournalServer extends UntypedServiceImplementation {
   export: handleServerStreamingCall<ExportRequest, ExportItem>;
   /** Partition names, in order. */
   listPartitions: handleUnaryCall<ListPartitionsRequest, ListPartitionsResponse>;
+  /**
+   * Replaces every unreadable entry with an excised marker that keeps its leaf digest and
+   * records each with a signed `excision` event, in one atomic batch (writer role only).
+   */
+  repair: handleUnaryCall<RepairRequest, RepairResponse>;
 }
 
 export interface JournalClient extends Client {
@@ -2105,6 +2812,25 @@ export interface JournalClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListPartitionsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Replaces every unreadable entry with an excised marker that keeps its leaf digest and
+   * records each with a signed `excision` event, in one atomic batch (writer role only).
+   */
+  repair(
+    request: RepairRequest,
+    callback: (error: ServiceError | null, response: RepairResponse) => void,
+  ): ClientUnaryCall;
+  repair(
+    request: RepairRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RepairResponse) => void,
+  ): ClientUnaryCall;
+  repair(
+    request: RepairRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RepairResponse) => void,
   ): ClientUnaryCall;
 }
 

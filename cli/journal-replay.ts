@@ -1,0 +1,157 @@
+import { readFile } from 'node:fs/promises';
+
+import { AppError } from '../common/errors';
+import { nodeEd25519Verifier } from '../harness/crypto/node-ed25519';
+import { requestIds } from '../harness/turn/request-ids';
+import {
+  replayJournal,
+  type JournalReplay,
+  type ReplayEntry,
+  type TranscriptItem,
+} from '../harness/turn/replay';
+import { decodeBase64, parseExportEvent, parseExportHeader } from './export-file';
+import { verifyExportFile, type OfflineVerification } from './journal-verify';
+
+/**
+ * `polychrome journal replay FILE`: verify an export offline with the existing verifier,
+ * refuse one that fails, then replay every turn through the real turn machine
+ * (harness/turn/replay.ts). No server, no model, no tool: a third party can run it.
+ */
+
+/** What a replay run printed from, for text and JSON output alike. */
+export interface ReplayReport {
+  readonly source: string;
+  readonly partition: string;
+  readonly verification: OfflineVerification;
+  readonly replay: JournalReplay;
+}
+
+/**
+ * Verifies and replays the export at `path`.
+ *
+ * @param approvalPublicKey raw 32-byte approval key; absent: the header's
+ *   `approvalPublicKey`, if it has one.
+ * @throws AppError `failed_precondition` when the export fails verification (replay is
+ *   refused); `invalid_argument` when the journal holds approval answers and no approval
+ *   key is known; `not_found` / `invalid_argument` from the verifier for an unreadable file.
+ */
+export async function replayExportFile(
+  path: string,
+  pinnedKeys: readonly Uint8Array[],
+  approvalPublicKey: Uint8Array | undefined,
+): Promise<ReplayReport> {
+  const verification = await verifyExportFile(path, pinnedKeys);
+  if (!verification.ok || verification.unsealed > 0) {
+    const at = verification.failure;
+    throw new AppError(
+      'failed_precondition',
+      at === undefined
+        ? `${path}: ${String(verification.unsealed)} events are not covered by a signed root; replay is refused until the export verifies (polychrome journal verify)`
+        : `${path}: verification failed at position ${String(at.position)} (${at.reason}); replay is refused until the export verifies (polychrome journal verify)`,
+      { details: { file: path } },
+    );
+  }
+  const text = await readFile(path, 'utf8');
+  const lines = text.split('\n').filter((line) => line.trim() !== '');
+  const [first = '', ...rest] = lines;
+  const header = parseExportHeader(first);
+  if (typeof header === 'string') throw new AppError('invalid_argument', `${path}: ${header}`);
+  const entries: ReplayEntry[] = [];
+  for (const line of rest) {
+    const event = parseExportEvent(line);
+    // Verified above, so every line reads; a file changed since then is refused.
+    if (typeof event === 'string') {
+      throw new AppError('failed_precondition', `${path} changed while it was read: ${event}`);
+    }
+    entries.push(event);
+  }
+  const key = approvalPublicKey ?? headerApprovalKey(first);
+  if (key === undefined && entries.some((e) => e.kind === 'approval_response')) {
+    throw new AppError(
+      'invalid_argument',
+      `${path} holds approval answers, and replay needs the control plane's approval public key to check them: pass --approval-key KEY (docs/replay.md)`,
+      { details: { file: path } },
+    );
+  }
+  const replay = replayJournal(entries, {
+    ids: requestIds,
+    verifier: nodeEd25519Verifier,
+    ...(key === undefined ? {} : { approvalPublicKey: key }),
+  });
+  return { source: path, partition: verification.partition, verification, replay };
+}
+
+/** The header's optional `approvalPublicKey` (base64 of 32 bytes). */
+function headerApprovalKey(line: string): Uint8Array | undefined {
+  try {
+    const value: unknown = JSON.parse(line);
+    if (typeof value !== 'object' || value === null || !('approvalPublicKey' in value)) {
+      return undefined;
+    }
+    const raw = value.approvalPublicKey;
+    const bytes = typeof raw === 'string' ? decodeBase64(raw) : undefined;
+    return bytes?.length === 32 ? bytes : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The human form: the reconstructed transcript and a verdict per turn. */
+export function formatReplayText(report: ReplayReport): string {
+  const { replay } = report;
+  const out: string[] = [];
+  for (const turn of replay.turns) {
+    const verdict = turn.ok
+      ? `ok (${turn.mode}${turn.mode === 'weak' ? ': recorded before configurations were, so requests and budgets are not checked' : ''})`
+      : 'DIVERGED';
+    out.push(
+      `turn ${turn.turnId} at ${String(turn.position)}: ${turn.status}, ${String(turn.attempts)} attempt(s), ${verdict}`,
+    );
+    for (const item of turn.transcript) out.push(`  ${transcriptLine(item)}`);
+    if (turn.note !== undefined) out.push(`  quarantined: ${turn.note}`);
+    const d = turn.divergence;
+    if (d !== undefined) {
+      out.push(`  first divergence at step ${String(d.step)}, position ${String(d.position)}`);
+      out.push(`    expected: ${d.expected}`);
+      out.push(`    found:    ${d.found}`);
+    }
+  }
+  for (const skipped of replay.skipped) {
+    out.push(`position ${String(skipped.position)} (${skipped.kind}): skipped`);
+  }
+  const diverged = replay.turns.filter((t) => !t.ok).length;
+  out.push(
+    `${report.source} (${report.partition}): ${replay.ok ? 'OK' : 'DIVERGED'}: ${String(replay.turns.length)} turns replayed from ${String(replay.events)} events, ${String(diverged)} diverged`,
+  );
+  return `${out.join('\n')}\n`;
+}
+
+/** The machine form: the same data. */
+export function formatReplayJson(report: ReplayReport): string {
+  return `${JSON.stringify({
+    source: report.source,
+    partition: report.partition,
+    ok: report.replay.ok,
+    events: report.replay.events,
+    turns: report.replay.turns,
+    skipped: report.replay.skipped,
+    divergence: report.replay.divergence ?? null,
+  })}\n`;
+}
+
+function transcriptLine(item: TranscriptItem): string {
+  switch (item.type) {
+    case 'user':
+      return `user: ${item.text}`;
+    case 'assistant':
+      return `assistant: ${item.text}`;
+    case 'tool_call':
+      return `tool ${item.name} ${item.argsJson}`;
+    case 'tool_result':
+      return `  -> ${item.isError ? 'error: ' : ''}${item.content}`;
+    case 'approval':
+      return `approval: ${item.toolName} ${item.decision}`;
+    case 'question':
+      return `question: ${item.question}`;
+  }
+}

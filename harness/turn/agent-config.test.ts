@@ -1,0 +1,113 @@
+import { describe, expect, it } from '@jest/globals';
+import type { Message, ModelRequest } from '../model/model-provider';
+import {
+  createPrefixRequestHasher,
+  decodeAgentConfig,
+  encodeAgentConfig,
+  hex,
+  modelRequestSha256,
+  type AgentConfig,
+} from './agent-config';
+
+// The test vector of docs/replay.md: both texts and digests are pinned there and here.
+const CONFIG: AgentConfig = {
+  model: { model: 'claude-test', maxTokens: 1024 },
+  system: 'You are a test agent.',
+  tools: [
+    {
+      name: 'calculator',
+      description: 'Adds.',
+      inputSchema: { type: 'object', properties: { expression: { type: 'string' } } },
+      effect: 'pure',
+      needsApproval: true,
+    },
+  ],
+  budget: { deployment: 8, directive: 2 },
+  requiredApprover: '',
+};
+const CONFIG_JSON =
+  '{"budget":{"conversation":0,"deployment":8,"directive":2,"max_steps":2},"model":{"max_tokens":1024,"name":"claude-test"},"required_approver":"","system":"You are a test agent.","tools":[{"approval_reason":"","description":"Adds.","effect":"pure","host":"harness","input_schema":{"properties":{"expression":{"type":"string"}},"type":"object"},"name":"calculator","needs_approval":true}],"version":1}';
+const CONFIG_SHA256 = '7a3f49e50fad6cf228435c50306535fae71defd96e6177f85e8c783e7fe9836d';
+const REQUEST: ModelRequest = {
+  system: 'You are a test agent.',
+  messages: [{ role: 'user', content: [{ type: 'text', text: 'what is 6 * 7?' }] }],
+  tools: [
+    {
+      name: 'calculator',
+      description: 'Adds.',
+      inputSchema: { type: 'object', properties: { expression: { type: 'string' } } },
+    },
+  ],
+  toolChoice: 'auto',
+};
+const REQUEST_SHA256 = '7fbcbbed294f2058e5f9a393000046179b2d4584b0f0336463a2adfca013b17e';
+
+describe('agent configuration and request bytes (docs/replay.md)', () => {
+  it('encodes the test vector: canonical JSON and its SHA-256', () => {
+    const encoded = encodeAgentConfig(CONFIG);
+    expect(encoded.json).toBe(CONFIG_JSON);
+    expect(hex(encoded.sha256)).toBe(CONFIG_SHA256);
+  });
+
+  it('hashes the test vector request under its configuration', () => {
+    const digest = modelRequestSha256(REQUEST, Buffer.from(CONFIG_SHA256, 'hex'));
+    expect(hex(digest)).toBe(REQUEST_SHA256);
+  });
+
+  it('changes the request digest when any part of the request or the configuration changes', () => {
+    const config = Buffer.from(CONFIG_SHA256, 'hex');
+    const other = Buffer.from(CONFIG_SHA256.replace(/^7a/, '7b'), 'hex');
+    expect(hex(modelRequestSha256({ ...REQUEST, toolChoice: 'none' }, config))).not.toBe(
+      REQUEST_SHA256,
+    );
+    expect(hex(modelRequestSha256({ ...REQUEST, system: 'You are evil.' }, config))).not.toBe(
+      REQUEST_SHA256,
+    );
+    expect(hex(modelRequestSha256(REQUEST, other))).not.toBe(REQUEST_SHA256);
+  });
+
+  it('decodes a recorded configuration back to the same configuration', () => {
+    const decoded = decodeAgentConfig(CONFIG_JSON);
+    expect(hex(decoded.sha256)).toBe(CONFIG_SHA256);
+    expect(decoded.config.tools[0]).toMatchObject({ name: 'calculator', needsApproval: true });
+    expect(decoded.config.budget).toEqual({ deployment: 8, directive: 2 });
+  });
+
+  it('refuses a recorded configuration that is not canonical or claims a wrong budget', () => {
+    expect(() => decodeAgentConfig(` ${CONFIG_JSON}`)).toThrow('not the canonical JSON');
+    expect(() => decodeAgentConfig(CONFIG_JSON.replace('"max_steps":2', '"max_steps":9'))).toThrow(
+      'not the canonical JSON',
+    );
+    expect(() => decodeAgentConfig(CONFIG_JSON.replace('"version":1', '"version":2'))).toThrow(
+      'version 2',
+    );
+  });
+});
+
+describe('createPrefixRequestHasher', () => {
+  it('gives the digest of modelRequestSha256 for requests that extend each other, and for others', () => {
+    const hasher = createPrefixRequestHasher();
+    const config = Buffer.from(CONFIG_SHA256, 'hex');
+    const other = Buffer.from(CONFIG_SHA256.replace(/^7a/, '7b'), 'hex');
+    const history: Message[] = [];
+    for (let turn = 0; turn < 5; turn++) {
+      const request: ModelRequest = {
+        ...REQUEST,
+        messages: [...history, { role: 'user', content: [{ type: 'text', text: `m${turn}` }] }],
+      };
+      expect(hex(hasher(request, config))).toBe(hex(modelRequestSha256(request, config)));
+      // Same messages under another configuration: the cached prefix must not be reused.
+      expect(hex(hasher(request, other))).toBe(hex(modelRequestSha256(request, other)));
+      const closing: ModelRequest = { ...request, toolChoice: 'none' };
+      expect(hex(hasher(closing, config))).toBe(hex(modelRequestSha256(closing, config)));
+      history.push(...request.messages.slice(history.length), {
+        role: 'assistant',
+        content: [{ type: 'text', text: `r${turn}` }],
+      });
+    }
+    // A message object seen at another index is hashed afresh.
+    const moved: ModelRequest = { ...REQUEST, messages: history.slice(2) };
+    expect(hex(hasher(moved, config))).toBe(hex(modelRequestSha256(moved, config)));
+    expect(hex(hasher(REQUEST, config))).toBe(REQUEST_SHA256);
+  });
+});

@@ -1,0 +1,235 @@
+/**
+ * Replay against journals the real stack wrote (test/support/real-turns.ts: the real
+ * coordinator, the real harness over gRPC with the scripted model, the real journal
+ * store). Replay itself calls no model and no tool: it has none to call.
+ */
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pino from 'pino';
+import { decodePayload, encodePayload } from '../../common/event-kinds';
+import type { JournalEntry } from '../../common/state-client';
+import { readyStatus } from '../../test/support/in-memory-conversations';
+import {
+  calculatorReply,
+  startRealTurns,
+  textReply,
+  type RealTurns,
+} from '../../test/support/real-turns';
+import { nodeEd25519Verifier } from '../crypto/node-ed25519';
+import { requestIds } from './request-ids';
+import { replayJournal, type JournalReplay, type ReplayEntry } from './replay';
+
+/** The coordinator's caller type, named without importing the control plane. */
+type Caller = Parameters<RealTurns['coordinator']['postMessage']>[0];
+
+const OWNER: Caller = {
+  identity: 'web:owner',
+  identities: ['web:owner'],
+  personaId: 'p-owner',
+  roles: ['member'],
+  sessionId: 's',
+};
+const ADMIN: Caller = {
+  identity: 'web:admin',
+  identities: ['web:admin'],
+  personaId: 'p-admin',
+  roles: ['admin'],
+  sessionId: 's2',
+};
+
+let turns: RealTurns;
+let entries: JournalEntry[];
+let partition = '';
+
+beforeAll(async () => {
+  turns = await startRealTurns({
+    replies: [calculatorReply('6 * 7'), textReply('It is 42.'), textReply('You are welcome.')],
+    logger: pino({ level: 'silent' }),
+    admins: [ADMIN.identity],
+  });
+  const conversation = turns.conversations.add(
+    { owner: OWNER.identity },
+    { status: readyStatus(turns.harness.endpoint) },
+  );
+  const uid = conversation.metadata.uid ?? '';
+  const signal = AbortSignal.timeout(20_000);
+  const paused = await turns.coordinator.postMessage(
+    OWNER,
+    { conversationId: uid, text: 'what is 6 * 7?', idempotencyKey: 'k1' },
+    signal,
+  );
+  const requestId = paused.approval?.requestId ?? '';
+  expect(requestId).not.toBe('');
+  const done = await turns.coordinator.answerApproval(
+    ADMIN,
+    { conversationId: uid, requestId, decision: 'approve' },
+    signal,
+  );
+  expect(done).toMatchObject({ status: 'complete', reply: 'It is 42.' });
+  await turns.coordinator.postMessage(
+    OWNER,
+    { conversationId: uid, text: 'thanks', idempotencyKey: 'k2' },
+    signal,
+  );
+  partition = `conv-${uid}`;
+  entries = await turns.journal.entries(partition);
+}, 60_000);
+
+afterAll(async () => {
+  await turns.close();
+});
+
+function replay(journal: readonly ReplayEntry[], key = turns.approvals.publicKey): JournalReplay {
+  return replayJournal(journal, {
+    ids: requestIds,
+    verifier: nodeEd25519Verifier,
+    approvalPublicKey: key,
+  });
+}
+
+/** The journal with the payload at the first event of `kind` (after `skip` of them) rewritten. */
+function tampered<K extends 'model_call' | 'tool_result' | 'approval_response'>(
+  kind: K,
+  change: (payload: ReturnType<typeof decodePayload<K>>) => void,
+  skip = 0,
+): ReplayEntry[] {
+  let seen = 0;
+  return entries.map((entry) => {
+    if (entry.kind !== kind || seen++ !== skip) return entry;
+    const payload = decodePayload(kind, entry.payload);
+    change(payload);
+    return { ...entry, payload: encodePayload(kind, payload) };
+  });
+}
+
+describe('replayJournal on a journal the real stack wrote', () => {
+  it('recorded the configuration once and a request digest on every model call', () => {
+    const kinds = entries.map((e) => e.kind);
+    expect(kinds.filter((k) => k === 'agent_config')).toHaveLength(1);
+    const calls = entries.filter((e) => e.kind === 'model_call');
+    expect(calls).toHaveLength(3);
+    for (const call of calls) {
+      expect(decodePayload('model_call', call.payload).requestSha256).toHaveLength(32);
+    }
+  });
+
+  it('replays every turn ok in full mode, with the transcript, and writes nothing', async () => {
+    const headBefore = entries.length;
+    const result = replay(entries);
+    expect(result.divergence).toBeUndefined();
+    expect(result.ok).toBe(true);
+    expect(result.turns.map((t) => [t.status, t.mode, t.ok, t.attempts])).toEqual([
+      ['complete', 'full', true, 2],
+      ['complete', 'full', true, 1],
+    ]);
+    expect(result.turns[0]?.transcript).toEqual([
+      { type: 'user', text: 'what is 6 * 7?' },
+      { type: 'approval', toolName: 'calculator', decision: 'approved' },
+      { type: 'tool_call', name: 'calculator', argsJson: '{"expression":"6 * 7"}' },
+      { type: 'tool_result', content: '42', isError: false },
+      { type: 'assistant', text: 'It is 42.' },
+    ]);
+    expect(await turns.journal.entries(partition)).toHaveLength(headBefore);
+    // The model was called three times by the turns and never by replay.
+    expect(turns.harness.model.callCount).toBe(3);
+  });
+
+  it('finds a changed tool result at the next model call, whose request no longer follows', () => {
+    const result = replay(tampered('tool_result', (p) => (p.content = '41')));
+    expect(result.ok).toBe(false);
+    expect(result.divergence).toMatchObject({ turnId: result.turns[0]?.turnId, step: 2 });
+    expect(result.divergence?.expected).toContain('request_sha256');
+    expect(result.divergence?.found).toContain('model_call');
+    expect(result.turns[1]?.ok).toBe(true);
+  });
+
+  it('finds a changed model output where the recorded run stops following from it', () => {
+    const result = replay(
+      tampered(
+        'model_call',
+        (p) => {
+          p.content = [{ block: { $case: 'text', value: 'It is 43.' } }];
+        },
+        1,
+      ),
+    );
+    expect(result.divergence).toMatchObject({ step: 2 });
+    expect(result.divergence?.expected).toContain('It is 43.');
+    expect(result.divergence?.found).toContain('turn_complete');
+  });
+
+  it('finds a changed tool call argument in the model output at the approval request', () => {
+    const result = replay(
+      tampered('model_call', (p) => {
+        const block = p.content[0]?.block;
+        if (block?.$case === 'toolUse') block.value.argsJson = '{"expression":"6 * 8"}';
+      }),
+    );
+    expect(result.divergence).toMatchObject({ step: 1 });
+    expect(result.divergence?.expected).toContain('6 * 8');
+    expect(result.divergence?.found).toContain('approval_request');
+  });
+
+  it('finds an approval whose signed answer does not match: the call could not have run', () => {
+    const result = replay(
+      tampered('approval_response', (p) => {
+        p.signature = Buffer.alloc(64, 1);
+      }),
+    );
+    expect(result.ok).toBe(false);
+    expect(result.divergence?.expected).toContain('approval_request');
+    expect(result.divergence?.found).toContain('tool_call');
+  });
+
+  it('finds an answer signed by another key the same way', () => {
+    const result = replay(entries, new Uint8Array(32).fill(9));
+    expect(result.divergence?.found).toContain('tool_call');
+  });
+
+  it('reports an orphaned turn as such, and checks the steps it has', () => {
+    const result = entries.findIndex((e) => e.kind === 'tool_result');
+    const cut = entries.findIndex((e, i) => i > result && e.kind === 'model_call');
+    const orphan = replay(entries.slice(0, cut));
+    expect(orphan.turns[0]).toMatchObject({ status: 'orphaned', ok: true });
+  });
+
+  it('reports a quarantined turn as such', () => {
+    const last = entries.findIndex((e) => e.kind === 'turn_complete');
+    const turnId = decodePayload(
+      'turn_complete',
+      entries[last]?.payload ?? new Uint8Array(),
+    ).turnId;
+    const quarantined = entries.slice(0, last - 1).concat([
+      {
+        position: last - 1,
+        kind: 'turn_ambiguous',
+        payload: encodePayload('turn_ambiguous', {
+          turnId,
+          toolCallId: '',
+          reason: 'the harness sent what this turn cannot have produced',
+          detectedAtMs: 1,
+        }),
+      },
+    ]);
+    const result = replay(quarantined);
+    expect(result.turns[0]).toMatchObject({
+      status: 'quarantined',
+      ok: true,
+      note: 'the harness sent what this turn cannot have produced',
+    });
+  });
+
+  it('replays a journal without configurations in the weak mode, which says so', () => {
+    const old = entries
+      .filter((e) => e.kind !== 'agent_config')
+      .map((e) => {
+        if (e.kind !== 'model_call') return e;
+        const p = decodePayload('model_call', e.payload);
+        p.configSha256 = Buffer.alloc(0);
+        p.requestSha256 = Buffer.alloc(0);
+        return { ...e, payload: encodePayload('model_call', p) };
+      });
+    const result = replay(old);
+    expect(result.turns.map((t) => t.mode)).toEqual(['weak', 'weak']);
+    expect(result.ok).toBe(true);
+  });
+});

@@ -1,0 +1,78 @@
+/**
+ * The Kubernetes door's ports over client-node: the front-proxy ConfigMap, the
+ * SubjectAccessReview, and the informer cache for names. The control plane's
+ * ServiceAccount needs `system:auth-delegator` (create subjectaccessreviews) and the Role
+ * `extension-apiserver-authentication-reader` in kube-system (config/kube-api).
+ */
+import { AuthorizationV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { AppError } from '../../common/errors';
+import { apiErrorMessage, makeKeepAliveApiClient } from '../controller/kube-client';
+import { AUTHENTICATION_CONFIG_MAP } from './front-proxy';
+import type { AccessReviewRequest, KubeDoorPorts } from './kube-door';
+import { KUBE_API_GROUP, KUBE_RESOURCE } from './kube-routes';
+
+export interface KubeDoorPortsOptions {
+  readonly kubeConfig: KubeConfig;
+  /** One Conversation of the informer cache by namespace and name. */
+  readonly cachedByName: (
+    namespace: string,
+    name: string,
+  ) => { readonly metadata?: { readonly uid?: string } } | undefined;
+}
+
+/** The door's ports for a control plane in a cluster. */
+export function kubeDoorPorts(options: KubeDoorPortsOptions): KubeDoorPorts {
+  const core = makeKeepAliveApiClient(options.kubeConfig, CoreV1Api);
+  const authorization = makeKeepAliveApiClient(options.kubeConfig, AuthorizationV1Api);
+  return {
+    async readAuthenticationConfig() {
+      try {
+        const map = await core.readNamespacedConfigMap(AUTHENTICATION_CONFIG_MAP);
+        return map.data;
+      } catch (err: unknown) {
+        throw new AppError(
+          'unavailable',
+          `could not read ${AUTHENTICATION_CONFIG_MAP.namespace}/${AUTHENTICATION_CONFIG_MAP.name}: ${apiErrorMessage(err)}; the control plane needs the Role extension-apiserver-authentication-reader in kube-system (config/kube-api)`,
+          { cause: err },
+        );
+      }
+    },
+    async review(request: AccessReviewRequest) {
+      let status: { allowed?: boolean; reason?: string } | undefined;
+      try {
+        const extra: Record<string, string[]> = {};
+        for (const [key, values] of Object.entries(request.user.extra)) extra[key] = [...values];
+        const review = await authorization.createSubjectAccessReview({
+          body: {
+            apiVersion: 'authorization.k8s.io/v1',
+            kind: 'SubjectAccessReview',
+            spec: {
+              user: request.user.username,
+              groups: [...request.user.groups],
+              extra,
+              resourceAttributes: {
+                group: KUBE_API_GROUP,
+                resource: KUBE_RESOURCE,
+                subresource: request.subresource,
+                verb: request.verb,
+                namespace: request.namespace,
+                name: request.name,
+              },
+            },
+          },
+        });
+        status = review.status;
+      } catch (err: unknown) {
+        throw new AppError(
+          'unavailable',
+          `could not ask kube-apiserver whether ${request.user.username} may ${request.verb} ${KUBE_RESOURCE}/${request.subresource}: ${apiErrorMessage(err)}; the control plane needs the ClusterRole system:auth-delegator (config/kube-api)`,
+          { cause: err },
+        );
+      }
+      return { allowed: status?.allowed === true, reason: status?.reason ?? '' };
+    },
+    conversationUid(namespace, name) {
+      return options.cachedByName(namespace, name)?.metadata?.uid;
+    },
+  };
+}

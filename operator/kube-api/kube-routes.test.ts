@@ -1,0 +1,109 @@
+import { describe, expect, it } from '@jest/globals';
+import { Operation } from '../public-api/routes';
+import { apiResourceList, kubeStatusBody, matchKubeRoute } from './kube-routes';
+
+const base = '/apis/api.polychrome.dev/v1alpha1/namespaces/team/conversations/hello';
+
+describe('matchKubeRoute', () => {
+  it.each([
+    ['GET', `${base}/transcript`, Operation.GetTranscript],
+    ['POST', `${base}/messages`, Operation.PostMessage],
+    ['GET', `${base}/log`, Operation.StreamEvents],
+  ])('%s %s runs %s on team/hello', (method, path, operation) => {
+    const match = matchKubeRoute(method, path);
+    expect(match.kind === 'subresource' && match.subresource.operation).toBe(operation);
+    expect(match.kind === 'subresource' && [match.namespace, match.name]).toEqual([
+      'team',
+      'hello',
+    ]);
+  });
+
+  it('decodes the name and refuses one that does not decode', () => {
+    const match = matchKubeRoute(
+      'GET',
+      '/apis/api.polychrome.dev/v1alpha1/namespaces/team/conversations/a%2Db/transcript',
+    );
+    expect(match.kind === 'subresource' && match.name).toBe('a-b');
+    expect(matchKubeRoute('GET', `${base.replace('hello', '%E0%A4%A')}/transcript`).kind).toBe(
+      'not_found',
+    );
+  });
+
+  it.each([
+    ['GET', `${base}/stream`, 'not_found'],
+    ['GET', `${base}`, 'not_found'],
+    ['GET', `${base}/transcript/extra`, 'not_found'],
+    [
+      'GET',
+      '/apis/polychrome.dev/v1alpha1/namespaces/team/conversations/hello/transcript',
+      'not_found',
+    ],
+    ['POST', `${base}/transcript`, 'method_not_allowed'],
+    ['GET', `${base}/messages`, 'method_not_allowed'],
+    ['POST', '/apis/api.polychrome.dev/v1alpha1', 'method_not_allowed'],
+  ])('%s %s is %s', (method, path, kind) => {
+    expect(matchKubeRoute(method, path).kind).toBe(kind);
+  });
+
+  it.each(['/apis', '/apis/api.polychrome.dev', '/apis/api.polychrome.dev/v1alpha1', '/apis/'])(
+    'GET %s is discovery',
+    (path) => {
+      expect(matchKubeRoute('GET', path).kind).toBe('discovery');
+    },
+  );
+});
+
+describe('apiResourceList', () => {
+  it('lists every subresource once, namespaced, with a kind and its verbs', () => {
+    expect(apiResourceList()).toEqual({
+      kind: 'APIResourceList',
+      apiVersion: 'v1',
+      groupVersion: 'api.polychrome.dev/v1alpha1',
+      resources: [
+        {
+          name: 'conversations/transcript',
+          singularName: '',
+          namespaced: true,
+          kind: 'Transcript',
+          verbs: ['get'],
+        },
+        {
+          name: 'conversations/messages',
+          singularName: '',
+          namespaced: true,
+          kind: 'TurnReply',
+          verbs: ['create'],
+        },
+        {
+          name: 'conversations/log',
+          singularName: '',
+          namespaced: true,
+          kind: 'EventStream',
+          verbs: ['get'],
+        },
+      ],
+    });
+  });
+});
+
+describe('kubeStatusBody', () => {
+  it('answers a refusal as the Status kubectl prints, with the Polychrome code kept', () => {
+    expect(
+      kubeStatusBody(403, { code: 'permission_denied', message: 'no', details: { name: 'hello' } }),
+    ).toEqual({
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Failure',
+      message: 'no',
+      reason: 'Forbidden',
+      details: {
+        group: 'api.polychrome.dev',
+        kind: 'conversations',
+        causes: [{ reason: 'permission_denied', message: 'no' }],
+        polychrome: { name: 'hello' },
+      },
+      code: 403,
+    });
+  });
+});

@@ -1,0 +1,210 @@
+/**
+ * The Kubernetes door's paths: the aggregated API group `api.polychrome.dev/v1alpha1`
+ * that kube-apiserver proxies to the control plane (docs/kube-api.md). Discovery documents
+ * and per-Conversation subresources,
+ *
+ *   /apis/api.polychrome.dev/v1alpha1/namespaces/{namespace}/conversations/{name}/{subresource}
+ *
+ * each mapped onto an operation of the public API's route table (routes.ts), so both doors
+ * run the same handlers and differ only in how the caller is authenticated and authorized.
+ * Pure.
+ */
+import { Operation } from '../public-api/routes';
+
+export const KUBE_API_GROUP = 'api.polychrome.dev';
+export const KUBE_API_VERSION = 'v1alpha1';
+export const KUBE_GROUP_VERSION = `${KUBE_API_GROUP}/${KUBE_API_VERSION}`;
+/** The resource the subresources hang off: the Conversation CRD's plural. */
+export const KUBE_RESOURCE = 'conversations';
+
+/** The RBAC verb kube-apiserver checks for a request of this method (non-resource verbs aside). */
+export const KubeVerb = { Get: 'get', Create: 'create' } as const;
+export type KubeVerb = (typeof KubeVerb)[keyof typeof KubeVerb];
+
+/** One subresource the door serves. */
+export interface KubeSubresource {
+  readonly name: string;
+  readonly method: 'GET' | 'POST';
+  readonly verb: KubeVerb;
+  /** The `kind` in discovery (client-go drops entries without one). */
+  readonly kind: string;
+  /** The public API operation that serves it. */
+  readonly operation: Operation;
+}
+
+/**
+ * Every subresource served, in discovery order. `log` is the event stream: kube-apiserver
+ * counts only a few subresource names (log, exec, attach, proxy, portforward) as
+ * long-running, and cuts any other request at 60 s.
+ */
+export const KUBE_SUBRESOURCES: readonly KubeSubresource[] = [
+  {
+    name: 'transcript',
+    method: 'GET',
+    verb: KubeVerb.Get,
+    kind: 'Transcript',
+    operation: Operation.GetTranscript,
+  },
+  {
+    name: 'messages',
+    method: 'POST',
+    verb: KubeVerb.Create,
+    kind: 'TurnReply',
+    operation: Operation.PostMessage,
+  },
+  {
+    name: 'log',
+    method: 'GET',
+    verb: KubeVerb.Get,
+    kind: 'EventStream',
+    operation: Operation.StreamEvents,
+  },
+];
+
+/** `GET /apis`: the group list kube-apiserver's discovery merges. */
+export function apiGroupList(): object {
+  return { kind: 'APIGroupList', apiVersion: 'v1', groups: [apiGroup()] };
+}
+
+/** `GET /apis/api.polychrome.dev`. */
+export function apiGroup(): object {
+  const version = { groupVersion: KUBE_GROUP_VERSION, version: KUBE_API_VERSION };
+  return {
+    kind: 'APIGroup',
+    apiVersion: 'v1',
+    name: KUBE_API_GROUP,
+    versions: [version],
+    preferredVersion: version,
+  };
+}
+
+/**
+ * `GET /apis/api.polychrome.dev/v1alpha1`, the document the aggregator's availability check
+ * fetches: one entry per subresource, each with its verbs.
+ */
+export function apiResourceList(): object {
+  const verbs = new Map<string, Set<KubeVerb>>();
+  for (const sub of KUBE_SUBRESOURCES) {
+    const set = verbs.get(sub.name) ?? new Set<KubeVerb>();
+    set.add(sub.verb);
+    verbs.set(sub.name, set);
+  }
+  return {
+    kind: 'APIResourceList',
+    apiVersion: 'v1',
+    groupVersion: KUBE_GROUP_VERSION,
+    resources: KUBE_SUBRESOURCES.filter(
+      (sub, i) => KUBE_SUBRESOURCES.findIndex((s) => s.name === sub.name) === i,
+    ).map((sub) => ({
+      name: `${KUBE_RESOURCE}/${sub.name}`,
+      singularName: '',
+      namespaced: true,
+      kind: sub.kind,
+      verbs: [...(verbs.get(sub.name) ?? [])],
+    })),
+  };
+}
+
+/** The `route` label of a subresource: the path template, with no namespace or name in it. */
+export function kubeSubresourceTemplate(subresource: string): string {
+  return `/apis/${KUBE_GROUP_VERSION}/namespaces/{namespace}/${KUBE_RESOURCE}/{name}/${subresource}`;
+}
+
+/** What a path on the Kubernetes door is. */
+export type KubeRouteMatch =
+  | { readonly kind: 'discovery'; readonly body: object }
+  | {
+      readonly kind: 'subresource';
+      readonly namespace: string;
+      readonly name: string;
+      readonly subresource: KubeSubresource;
+    }
+  | { readonly kind: 'method_not_allowed'; readonly allow: readonly string[] }
+  | { readonly kind: 'not_found' };
+
+const SUBRESOURCE_PATH = new RegExp(
+  `^/apis/${KUBE_API_GROUP.replace(/\./gu, '\\.')}/${KUBE_API_VERSION}/namespaces/([^/]+)/${KUBE_RESOURCE}/([^/]+)/([^/]+)$`,
+  'u',
+);
+
+function decodeSegment(segment: string): string | undefined {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Matches a request on the Kubernetes door. */
+export function matchKubeRoute(method: string, path: string): KubeRouteMatch {
+  const trimmed = path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
+  const discovery: Record<string, () => object> = {
+    '/apis': apiGroupList,
+    [`/apis/${KUBE_API_GROUP}`]: apiGroup,
+    [`/apis/${KUBE_GROUP_VERSION}`]: apiResourceList,
+  };
+  const document = discovery[trimmed];
+  if (document !== undefined) {
+    return method === 'GET'
+      ? { kind: 'discovery', body: document() }
+      : { kind: 'method_not_allowed', allow: ['GET'] };
+  }
+  const parts = SUBRESOURCE_PATH.exec(trimmed);
+  if (parts === null) return { kind: 'not_found' };
+  const namespace = decodeSegment(parts[1] ?? '');
+  const name = decodeSegment(parts[2] ?? '');
+  const subName = parts[3] ?? '';
+  const candidates = KUBE_SUBRESOURCES.filter((sub) => sub.name === subName);
+  if (namespace === undefined || name === undefined || candidates.length === 0) {
+    return { kind: 'not_found' };
+  }
+  const subresource = candidates.find((sub) => sub.method === method);
+  if (subresource === undefined) {
+    return { kind: 'method_not_allowed', allow: candidates.map((sub) => sub.method) };
+  }
+  return { kind: 'subresource', namespace, name, subresource };
+}
+
+/** The `reason` of a Kubernetes Status for an HTTP status (what kubectl prints first). */
+const STATUS_REASONS: Readonly<Record<number, string>> = {
+  400: 'BadRequest',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'NotFound',
+  405: 'MethodNotAllowed',
+  409: 'Conflict',
+  410: 'Gone',
+  412: 'Conflict',
+  413: 'RequestEntityTooLarge',
+  415: 'UnsupportedMediaType',
+  429: 'TooManyRequests',
+  500: 'InternalError',
+  503: 'ServiceUnavailable',
+  504: 'Timeout',
+};
+
+/**
+ * An error as the `metav1.Status` Kubernetes clients expect from an API server: kubectl
+ * prints its message (`Error from server (Forbidden): ...`). The Polychrome error code and
+ * details ride in `details.causes`, so scripts can still tell codes apart.
+ */
+export function kubeStatusBody(
+  httpStatus: number,
+  error: { code: string; message: string; details?: Readonly<Record<string, unknown>> },
+): object {
+  return {
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message: error.message,
+    reason: STATUS_REASONS[httpStatus] ?? (httpStatus >= 500 ? 'InternalError' : 'BadRequest'),
+    details: {
+      group: KUBE_API_GROUP,
+      kind: KUBE_RESOURCE,
+      causes: [{ reason: error.code, message: error.message }],
+      ...(error.details === undefined ? {} : { polychrome: error.details }),
+    },
+    code: httpStatus,
+  };
+}

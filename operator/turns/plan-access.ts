@@ -1,0 +1,115 @@
+/**
+ * Who may do what on a conversation (docs/turns.md "One message", 1; "Approvals and
+ * questions"). Pure.
+ */
+import { AppError } from '../../common/errors';
+import { Role as CallerRole } from '../../common/persona-roles';
+import type { ApprovalRequest } from '../../proto/gen/polychrome/events/v1/events';
+import { Visibility, type Conversation } from '../api/v1alpha1';
+import type { TurnView } from './journal-view';
+import { refuse, type Refusal } from './plan-common';
+import type { Caller } from './turn-service';
+
+export function isAdmin(caller: Caller): boolean {
+  return caller.roles.includes(CallerRole.Admin);
+}
+
+/**
+ * Whether `caller` may use the conversation at all (read it, post, answer its questions):
+ * admins always; a Kubernetes caller for the one conversation RBAC allowed; otherwise the
+ * caller must hold the owner's identity or, for a shared conversation, a participant's.
+ */
+export function authorizeUse(
+  caller: Caller,
+  conversationId: string,
+  conversation: Conversation | undefined,
+): Refusal | undefined {
+  if (conversation === undefined) {
+    return refuse(
+      new AppError('not_found', `conversation ${conversationId} does not exist`, {
+        details: { conversationId },
+      }),
+    );
+  }
+  if (isAdmin(caller)) return undefined;
+  // The Kubernetes door: RBAC (kube-apiserver, then a SubjectAccessReview) allowed this
+  // request on this one conversation; personas do not apply.
+  if (caller.kubernetes !== undefined) {
+    if (caller.kubernetes.conversationId === conversationId) return undefined;
+    return refuse(
+      new AppError(
+        'permission_denied',
+        `${caller.identity} was allowed ${caller.kubernetes.subresource} on another conversation, not ${conversationId}`,
+        { details: { conversationId } },
+      ),
+    );
+  }
+  const mine = (identity: string | undefined): boolean =>
+    identity !== undefined && caller.identities.includes(identity);
+  const spec = conversation.spec;
+  if (mine(spec.owner)) return undefined;
+  if (spec.visibility === Visibility.Shared && (spec.participants ?? []).some(mine)) {
+    return undefined;
+  }
+  return refuse(
+    new AppError(
+      'permission_denied',
+      `${caller.identity} may not use conversation ${conversationId}: it belongs to ${spec.owner ?? 'an admin'}${spec.visibility === Visibility.Shared ? ' and its participants' : ''}`,
+      { details: { conversationId } },
+    ),
+  );
+}
+
+/**
+ * Whether `caller` may answer the approval `request` of `turn`. The required approver is
+ * the request's, else the turn directive's (the plan checks the harness copied the
+ * directive's, so the two agree). A named approver must hold that identity and still be an
+ * admin (a directive can only name an admin, and roles may have changed since); with none
+ * named, any admin. Nobody else, the owner included: an approval is a second pair of eyes.
+ */
+export function authorizeApproval(
+  caller: Caller,
+  turn: TurnView,
+  request: ApprovalRequest,
+): Refusal | undefined {
+  const required = request.requiredApprover || (turn.directive?.requiredApprover ?? '');
+  if (required !== '' && !caller.identities.includes(required)) {
+    return refuse(
+      new AppError(
+        'permission_denied',
+        `approval ${request.requestId} must be answered by ${required}; ${caller.identity} is not that identity`,
+        { details: { requestId: request.requestId, requiredApprover: required } },
+      ),
+    );
+  }
+  if (!isAdmin(caller)) {
+    return refuse(
+      new AppError(
+        'permission_denied',
+        `approval ${request.requestId} must be answered by an admin${required === '' ? '' : ` (${required})`}; ${caller.identity} does not have the admin role`,
+        { details: { requestId: request.requestId } },
+      ),
+    );
+  }
+  return undefined;
+}
+
+/**
+ * Whether `caller` may cancel a pending request: admins only (the owner, members and
+ * edges may not; an owner who could cancel an approval could skip its second pair of eyes
+ * by cancelling and asking again, and a cancel ends the turn for everyone in it).
+ */
+export function authorizeCancel(
+  caller: Caller,
+  type: 'approval' | 'question',
+  requestId: string,
+): Refusal | undefined {
+  if (isAdmin(caller)) return undefined;
+  return refuse(
+    new AppError(
+      'permission_denied',
+      `${caller.identity} may not cancel ${type} ${requestId}: only an admin may cancel a pending ${type}; answer it instead${type === 'approval' ? ' (an admin must)' : ''}`,
+      { details: { requestId } },
+    ),
+  );
+}

@@ -1,0 +1,97 @@
+/**
+ * What every part of the turn plan shares (turn-plan.ts lists the parts): the planned
+ * event, the lease a turn is claimed under, a typed refusal, and the `turn_dispatched`
+ * and attribution every batch records. Pure.
+ */
+import type { AppError } from '../../common/errors';
+import { EventKind, type EventPayloads } from '../../common/event-kinds';
+import type { Attribution } from '../../proto/gen/polychrome/events/v1/events';
+import type { Conversation } from '../api/v1alpha1';
+import { nextAttempt, type TurnView } from './journal-view';
+import type { Caller } from './turn-service';
+
+/** The reply when a turn cannot be settled any other way. */
+export const FAILED_TURN_TEXT =
+  'Sorry, I could not finish that. Please try again or rephrase your message.';
+
+/** Reserved tools the harness handles itself (harness/turn/reserved-tools.ts). */
+export const ASK_USER_TOOL = '__ask_user';
+export const HANDOFF_TOOL = '__handoff_to';
+
+/** Persona roles that decide what a caller may do. */
+export { Role as CallerRole } from '../../common/persona-roles';
+
+/** One event to commit, before encoding. */
+export type PlannedEvent = {
+  readonly [K in EventKind]: { readonly kind: K; readonly payload: Partial<EventPayloads[K]> };
+}[EventKind];
+
+/** The lease a turn is claimed under (docs/turns.md, "Claim"). */
+export interface ClaimedLease {
+  readonly holder: string;
+  readonly fencingToken: number;
+}
+
+/** A decision not to act, made before anything is committed. */
+export interface Refusal {
+  readonly kind: 'refuse';
+  readonly error: AppError;
+}
+
+export function refuse(error: AppError): Refusal {
+  return { kind: 'refuse', error };
+}
+
+export function planned<K extends EventKind>(
+  kind: K,
+  payload: Partial<EventPayloads[K]>,
+): PlannedEvent {
+  return { kind, payload };
+}
+
+/** Who is acting and who takes part, recorded with every batch. */
+export function attributionOf(caller: Caller, conversation: Conversation): Attribution {
+  const participants = new Set<string>();
+  if (conversation.spec.owner !== undefined) participants.add(conversation.spec.owner);
+  for (const p of conversation.spec.participants ?? []) participants.add(p);
+  return {
+    caller: caller.identity,
+    participants: [...participants].sort(),
+    persona: caller.personaId,
+  };
+}
+
+/** The next `turn_dispatched` of an existing turn: attempt + 1, the original message. */
+export function dispatchEvent(
+  turn: TurnView,
+  lease: ClaimedLease,
+  attribution: Attribution | undefined,
+  nowMs: number,
+): PlannedEvent {
+  return planned(EventKind.TurnDispatched, {
+    turnId: turn.turnId,
+    attempt: nextAttempt(turn),
+    leaseHolder: lease.holder,
+    fencingToken: lease.fencingToken,
+    ...(attribution === undefined ? {} : { attribution }),
+    dispatchedAtMs: nowMs,
+    messagePosition: turn.messagePosition,
+  });
+}
+
+export function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+export function hex(bytes: Uint8Array): string {
+  return Buffer.from(bytes).toString('hex');
+}
+
+/** What the approval signer signs (docs/approvals.md, "Signed message"). */
+export interface ApprovalToSign {
+  readonly requestId: string;
+  readonly toolName: string;
+  readonly argsSha256: Uint8Array;
+  readonly decision: 'approved' | 'denied';
+  readonly turnId: string;
+}

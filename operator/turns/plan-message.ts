@@ -1,0 +1,186 @@
+/**
+ * A posted message (docs/turns.md "One message", 3 and 4): retry, recovery, expiry of a
+ * pending approval, the pause that blocks new messages, directives and batch one. Pure.
+ */
+import { AppError } from '../../common/errors';
+import { EventKind } from '../../common/event-kinds';
+import { Role as CallerRole } from '../../common/persona-roles';
+import { ConversationPhase, type Conversation } from '../api/v1alpha1';
+import {
+  oldestOrphan,
+  pendingTurn,
+  turnState,
+  type JournalView,
+  type TurnView,
+} from './journal-view';
+import {
+  attributionOf,
+  dispatchEvent,
+  planned,
+  refuse,
+  type ClaimedLease,
+  type PlannedEvent,
+  type Refusal,
+} from './plan-common';
+import { dueExpiry, type ApprovalDeadline } from './plan-expiry';
+import type { Caller, PostMessage } from './turn-service';
+
+export interface MessageInput {
+  readonly view: JournalView;
+  readonly conversation: Conversation;
+  readonly caller: Caller;
+  readonly request: PostMessage;
+  /** `turnIdFor(conversation, idempotency key)`. */
+  readonly turnId: string;
+  readonly lease: ClaimedLease;
+  readonly nowMs: number;
+  /** How long a pending approval waits for an answer (plan-expiry.ts). */
+  readonly approvalTtlMs: number;
+  /**
+   * Whether the identity the directive names as required approver belongs to an admin
+   * persona (the shell asks the records). Unset when the directive names none.
+   */
+  readonly approverIsAdmin?: boolean;
+}
+
+/** What to do next for a posted message; the shell repeats until `reply` or `dispatch`. */
+export type MessageStep =
+  | Refusal
+  /** The turn exists and has settled or paused: answer with it. */
+  | { readonly kind: 'reply'; readonly turn: TurnView }
+  /** Expire first: the pending approval ran out of time; sign and commit its expiry, run it, then ask again. */
+  | { readonly kind: 'expire'; readonly due: ApprovalDeadline }
+  /** Recover first: dispatch this orphan again (one `turn_dispatched`), run it, then ask again. */
+  | { readonly kind: 'recover'; readonly turn: TurnView; readonly events: readonly PlannedEvent[] }
+  /** Batch one of a new turn; then run it. */
+  | {
+      readonly kind: 'dispatch';
+      readonly turnId: string;
+      readonly events: readonly PlannedEvent[];
+    };
+
+/**
+ * The next step for a posted message (docs/turns.md "One message", 3 and 4), in order:
+ * refuse a directive the caller may not send; an existing turn id is an exact retry (other
+ * text: conflict) and gets that turn, after recovering the orphans before it; an approval
+ * whose time ran out expires first (whoever posts: the expiry is due either way); otherwise
+ * orphans are recovered first, a paused turn blocks new messages, and batch one opens the
+ * new turn at the view's head.
+ */
+export function planMessage(input: MessageInput): MessageStep {
+  const { view, request, turnId } = input;
+  const directiveRefusal = checkDirective(input);
+  if (directiveRefusal !== undefined) return directiveRefusal;
+  const existing = view.turnsById.get(turnId);
+  if (existing !== undefined && existing.text !== request.text) {
+    return refuse(
+      new AppError(
+        'conflict',
+        `idempotency key ${existing.idempotencyKey} was used for another message (turn ${existing.turnId}); use a new key for a new message`,
+        { details: { turnId: existing.turnId } },
+      ),
+    );
+  }
+  const due = dueExpiry(view, input.nowMs, input.approvalTtlMs);
+  if (due !== undefined) return { kind: 'expire', due };
+  if (existing !== undefined && turnState(existing) !== 'orphan') {
+    return { kind: 'reply', turn: existing };
+  }
+  const orphan = oldestOrphan(view);
+  if (orphan !== undefined) {
+    return {
+      kind: 'recover',
+      turn: orphan,
+      events: [dispatchEvent(orphan, input.lease, orphan.attribution, input.nowMs)],
+    };
+  }
+  if (existing !== undefined) return { kind: 'reply', turn: existing };
+  const pending = pendingTurn(view);
+  if (pending !== undefined) {
+    const state = turnState(pending);
+    return refuse(
+      new AppError(
+        'conflict',
+        `turn ${pending.turnId} waits for ${state === 'awaiting_approval' ? 'an approval' : 'an answer'}; answer it before sending a new message`,
+        { details: { turnId: pending.turnId, conversationId: request.conversationId } },
+      ),
+    );
+  }
+  return { kind: 'dispatch', turnId, events: batchOne(input) };
+}
+
+/**
+ * Directives only narrow policy, and only edges send them (docs/api.md "Directives"): a
+ * caller without the edge role gets 403; a required approver must be an admin's identity,
+ * so nobody can make themselves, or someone who does not exist, the approver.
+ */
+function checkDirective(input: MessageInput): Refusal | undefined {
+  const directive = input.request.directive;
+  if (directive === undefined) return undefined;
+  if (directive.maxSteps === undefined && directive.requiredApprover === undefined) {
+    return undefined;
+  }
+  const { caller } = input;
+  if (!caller.roles.includes(CallerRole.Edge)) {
+    return refuse(
+      new AppError(
+        'permission_denied',
+        `${caller.identity} may not send a directive: only a caller with the edge role may; send the message without "directive"`,
+        { details: { field: 'directive' } },
+      ),
+    );
+  }
+  const approver = directive.requiredApprover;
+  if (approver !== undefined && input.approverIsAdmin !== true) {
+    return refuse(
+      new AppError(
+        'permission_denied',
+        `directive.requiredApprover ${approver} is not an admin's identity: a directive may only name an approver who could approve anyway (an admin); name an admin or leave it out`,
+        { details: { field: 'directive.requiredApprover' } },
+      ),
+    );
+  }
+  return undefined;
+}
+
+function batchOne(input: MessageInput): PlannedEvent[] {
+  const { request, turnId, nowMs, conversation } = input;
+  const attribution = attributionOf(input.caller, conversation);
+  const events: PlannedEvent[] = [
+    planned(EventKind.MessageReceived, {
+      turnId,
+      idempotencyKey: request.idempotencyKey,
+      text: request.text,
+      attribution,
+      receivedAtMs: nowMs,
+    }),
+  ];
+  const directive = request.directive;
+  if (
+    directive !== undefined &&
+    (directive.maxSteps !== undefined || directive.requiredApprover !== undefined)
+  ) {
+    events.push(
+      planned(EventKind.IngressDirective, {
+        turnId,
+        maxSteps: directive.maxSteps ?? 0,
+        requiredApprover: directive.requiredApprover ?? '',
+      }),
+    );
+  }
+  if (conversation.status?.phase === ConversationPhase.Closed) {
+    events.push(planned(EventKind.ConversationReopened, { reopenedAtMs: nowMs, attribution }));
+  }
+  events.push(
+    planned(EventKind.TurnDispatched, {
+      turnId,
+      attempt: 1,
+      leaseHolder: input.lease.holder,
+      fencingToken: input.lease.fencingToken,
+      attribution,
+      dispatchedAtMs: nowMs,
+      messagePosition: input.view.head,
+    }),
+  );
+  return events;
+}

@@ -1,0 +1,537 @@
+/**
+ * The Kubernetes door through the real kube-apiserver (the shared local cluster, started
+ * with the front-proxy flags): the APIService and RBAC from config/kube-api, the control
+ * plane's door as its own least-privilege identity (SubjectAccessReviews and the
+ * front-proxy ConfigMap), the real turn coordinator behind it (the public API's test stack:
+ * the real JournalStore, the real harness with the scripted model), users with their own
+ * client certificates running the real kubectl. And what an attacker who reaches the door's
+ * port directly would try.
+ */
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import {
+  ApiregistrationV1Api,
+  AuthorizationV1Api,
+  CoreV1Api,
+  RbacAuthorizationV1Api,
+} from '@kubernetes/client-node';
+import { execFile, execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFile, mkdtemp, rm } from 'node:fs/promises';
+import { request as httpsRequest, type RequestOptions } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { parse } from 'yaml';
+import { decodePayload, EventKind } from '../../common/event-kinds';
+import { defaultBinDir, repoRoot } from '../../hack/lib/local-cluster';
+import { DevCertificateAuthority, type CertFiles } from '../../hack/lib/pki';
+import { pollUntil } from '../../hack/lib/processes';
+import { startTracing } from '../../common/tracing';
+import { KubeDoor } from '../../operator/kube-api/kube-door';
+import { kubeDoorPorts } from '../../operator/kube-api/kube-door-ports';
+import { startApi, type TestApi } from '../../operator/public-api/testdata/fixtures';
+import { field, freshNamespace, kubeConfig, sharedCluster } from './support/kube';
+import { OtelCollector } from './support/otel-collector';
+
+const serviceAccountUser = 'system:serviceaccount:polychrome-system:polychrome-control-plane';
+const apiPath = '/apis/api.polychrome.dev/v1alpha1';
+
+interface Kubectl {
+  readonly ok: boolean;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+async function kubectl(
+  kubeconfig: string,
+  args: readonly string[],
+  input?: string,
+): Promise<Kubectl> {
+  const child = execFile(join(defaultBinDir, 'kubectl'), [`--kubeconfig=${kubeconfig}`, ...args], {
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  if (input !== undefined) child.stdin?.end(input);
+  return await new Promise<Kubectl>((resolve) => {
+    let stdout = '';
+    let stderr = '';
+    child.stdout?.on('data', (chunk: string) => (stdout += chunk));
+    child.stderr?.on('data', (chunk: string) => (stderr += chunk));
+    child.once('exit', (code) => resolve({ ok: code === 0, stdout, stderr }));
+  });
+}
+
+/** Applies YAML documents as the cluster admin, server-side. */
+function applyYaml(adminConfig: string, yaml: string): void {
+  execFileSync(
+    join(defaultBinDir, 'kubectl'),
+    [`--kubeconfig=${adminConfig}`, 'apply', '--server-side', '-f', '-'],
+    { input: yaml, encoding: 'utf8' },
+  );
+}
+
+/** An HTTPS request straight to the door's port, as an attacker on the network would send it. */
+async function direct(
+  port: number,
+  path: string,
+  options: {
+    cert?: CertFiles;
+    headers?: Record<string, string>;
+    method?: string;
+    body?: string;
+    ca: string;
+  },
+): Promise<{ status: number; body: unknown }> {
+  const tls =
+    options.cert === undefined
+      ? {}
+      : { cert: await readFile(options.cert.certPath), key: await readFile(options.cert.keyPath) };
+  return await new Promise((resolve, reject) => {
+    const req = httpsRequest(
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        method: options.method ?? 'GET',
+        ca: options.ca,
+        servername: 'localhost',
+        headers: { 'content-type': 'application/json', ...options.headers },
+        ...tls,
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as unknown }),
+        );
+      },
+    );
+    req.once('error', reject);
+    req.end(options.body);
+  });
+}
+
+describe('the Kubernetes door through kube-apiserver', () => {
+  let admin: string;
+  let api: TestApi;
+  let door: KubeDoor;
+  let dir: string;
+  let ns: { name: string; dispose: () => Promise<void> };
+  let servingCa: string;
+  let kubePort: number;
+  let alice: string;
+  let bob: string;
+  let conversationId: string;
+  let proxyClient: CertFiles;
+  let strangerProxy: CertFiles;
+
+  beforeAll(async () => {
+    const cluster = await sharedCluster();
+    admin = cluster.kubeconfigPath;
+    const adminConfig = await kubeConfig();
+    dir = await mkdtemp(join(tmpdir(), 'kube-api-'));
+    ns = await freshNamespace(adminConfig, 'kubeapi');
+    const core = adminConfig.makeApiClient(CoreV1Api);
+    await core
+      .createNamespace({ body: { metadata: { name: 'polychrome-system' } } })
+      .catch(() => undefined);
+
+    // The control plane's identity and exactly the RBAC config/kube-api grants it.
+    applyYaml(
+      admin,
+      await readFile(join(repoRoot, 'config', 'kube-api', 'auth-delegation.yaml'), 'utf8'),
+    );
+    applyYaml(
+      admin,
+      await readFile(join(repoRoot, 'config', 'kube-api', 'cluster-roles.yaml'), 'utf8'),
+    );
+    const asControlPlane = await kubeConfig(
+      await cluster.mintUser(serviceAccountUser, [
+        'system:serviceaccounts',
+        'system:serviceaccounts:polychrome-system',
+      ]),
+    );
+
+    // The door's serving certificate, for the Service's DNS name, and the CA the APIService trusts.
+    const ca = await DevCertificateAuthority.create(
+      join(dir, 'pki'),
+      'door-ca',
+      'polychrome-kube-api-test-ca',
+    );
+    const serving = await ca.issue({
+      name: 'door',
+      commonName: 'polychrome-kube-api',
+      dnsNames: [`polychrome-kube-api.${ns.name}.svc`, 'localhost'],
+      usage: 'server',
+    });
+    servingCa = await readFile(ca.certPath, 'utf8');
+    // What an attacker might hold: a certificate named like the proxy from another CA.
+    const stranger = await DevCertificateAuthority.create(
+      join(dir, 'pki'),
+      'stranger',
+      'not-the-front-proxy-ca',
+    );
+    strangerProxy = await stranger.issue({
+      name: 'fake-proxy',
+      commonName: 'front-proxy-client',
+      usage: 'client',
+    });
+    proxyClient = {
+      certPath: join(cluster.state.dir, 'pki', 'front-proxy-client.crt'),
+      keyPath: join(cluster.state.dir, 'pki', 'front-proxy-client.key'),
+    };
+
+    // The door looks names up in the stack's Conversations, which exist once it started.
+    const stack: { api?: TestApi } = {};
+    door = new KubeDoor({
+      ports: kubeDoorPorts({
+        kubeConfig: asControlPlane,
+        cachedByName: (namespace, name) => stack.api?.turns.conversations.byName(namespace, name),
+      }),
+      logger: pino({ level: 'silent' }),
+    });
+    api = await startApi({
+      kube: {
+        host: '127.0.0.1',
+        port: 0,
+        cert: await readFile(serving.certPath, 'utf8'),
+        key: await readFile(serving.keyPath, 'utf8'),
+        door,
+      },
+    });
+    stack.api = api;
+    kubePort = api.server.kubeAddress().port;
+    conversationId =
+      api.turns.conversations.add(
+        { owner: 'dev:someone-else' },
+        { name: 'hello', namespace: ns.name },
+      ).metadata.uid ?? '';
+
+    // The APIService, routed on loopback: an ExternalName Service (EndpointSlices refuse 127/8).
+    const apiService = parse(
+      await readFile(join(repoRoot, 'config', 'kube-api', 'api-service.yaml'), 'utf8'),
+    ) as Record<string, unknown>;
+    await core.createNamespacedService({
+      namespace: ns.name,
+      body: {
+        metadata: { name: 'polychrome-kube-api' },
+        spec: {
+          type: 'ExternalName',
+          externalName: 'localhost',
+          ports: [{ name: 'https-kube', port: kubePort }],
+        },
+      },
+    });
+    const registration = adminConfig.makeApiClient(ApiregistrationV1Api);
+    await registration
+      .deleteAPIService({ name: 'v1alpha1.api.polychrome.dev' })
+      .catch(() => undefined);
+    await registration.createAPIService({
+      body: {
+        ...apiService,
+        spec: {
+          ...(apiService.spec as Record<string, unknown>),
+          service: { name: 'polychrome-kube-api', namespace: ns.name, port: kubePort },
+          caBundle: Buffer.from(servingCa).toString('base64'),
+        },
+      } as never,
+    });
+    await pollUntil(
+      'the APIService v1alpha1.api.polychrome.dev to be Available',
+      async () => {
+        const current = await registration.readAPIService({ name: 'v1alpha1.api.polychrome.dev' });
+        return current.status?.conditions?.some(
+          (c) => c.type === 'Available' && c.status === 'True',
+        ) === true
+          ? true
+          : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 250 },
+    );
+
+    // Two ordinary users: alice may talk to the namespace's conversations (the built-in
+    // edit role, which aggregates polychrome-conversation-user); bob may not.
+    alice = await cluster.mintUser('alice', ['team-a']);
+    bob = await cluster.mintUser('bob', ['team-b']);
+    await adminConfig.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
+      namespace: ns.name,
+      body: {
+        metadata: { name: 'alice-edits' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'edit' },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'alice' }],
+      },
+    });
+    // The built-in roles pick the aggregated rules up through kube-controller-manager.
+    const authorization = adminConfig.makeApiClient(AuthorizationV1Api);
+    await pollUntil(
+      'alice may create conversations/messages (edit aggregates polychrome-conversation-user)',
+      async () => {
+        const review = await authorization.createSubjectAccessReview({
+          body: {
+            spec: {
+              user: 'alice',
+              groups: ['team-a', 'system:authenticated'],
+              resourceAttributes: {
+                group: 'api.polychrome.dev',
+                resource: 'conversations',
+                subresource: 'messages',
+                verb: 'create',
+                namespace: ns.name,
+                name: 'hello',
+              },
+            },
+          },
+        });
+        return review.status?.allowed === true ? true : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 250 },
+    );
+  }, 180_000);
+
+  afterAll(async () => {
+    const adminConfig = await kubeConfig();
+    await adminConfig
+      .makeApiClient(ApiregistrationV1Api)
+      .deleteAPIService({ name: 'v1alpha1.api.polychrome.dev' })
+      .catch(() => undefined);
+    await api?.close();
+    await ns?.dispose();
+    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('serves discovery: every subresource with a kind and its verbs', async () => {
+    const got = await kubectl(admin, ['get', '--raw', apiPath]);
+    expect(got.stderr).toBe('');
+    const list = JSON.parse(got.stdout) as {
+      resources: { name: string; kind: string; verbs: string[] }[];
+    };
+    expect(list.resources.map((r) => `${r.name} ${r.kind} ${r.verbs.join(',')}`)).toEqual([
+      'conversations/transcript Transcript get',
+      'conversations/messages TurnReply create',
+      'conversations/log EventStream get',
+    ]);
+  });
+
+  it('runs a turn for alice by Conversation name, attributed to kubernetes:alice', async () => {
+    const path = `${apiPath}/namespaces/${ns.name}/conversations/hello`;
+    const posted = await kubectl(
+      alice,
+      ['create', '--raw', `${path}/messages`, '-f', '-'],
+      JSON.stringify({ text: 'hello from kubectl', idempotencyKey: 'k1' }),
+    );
+    expect(posted.stderr).toBe('');
+    const reply = JSON.parse(posted.stdout) as Record<string, unknown>;
+    expect([reply.status, reply.reply]).toEqual(['complete', 'reply 1']);
+
+    const transcript = JSON.parse(
+      (await kubectl(alice, ['get', '--raw', `${path}/transcript`])).stdout,
+    ) as Record<string, unknown>;
+    expect(field(transcript, 'conversationId')).toBe(conversationId);
+    expect(JSON.stringify(transcript)).toContain('hello from kubectl');
+
+    const entries = await api.turns.journal.entries(`conv-${conversationId}`);
+    const received = entries.find((e) => e.kind === EventKind.MessageReceived);
+    expect(received).toBeDefined();
+    const message = decodePayload(EventKind.MessageReceived, received?.payload ?? new Uint8Array());
+    expect(message.attribution?.caller).toBe('kubernetes:alice');
+  });
+
+  it('streams committed events on the log subresource, resumed after Last-Event-ID', async () => {
+    // The stream as a client of kube-apiserver reads it: alice's own certificate, SSE
+    // through the aggregator. `log` is a name kube-apiserver treats as long-running.
+    const kc = await kubeConfig(alice);
+    const server = new URL(kc.getCurrentCluster()?.server ?? '');
+    const options: RequestOptions = {
+      host: server.hostname,
+      port: server.port,
+      path: `${apiPath}/namespaces/${ns.name}/conversations/hello/log`,
+      headers: { accept: 'text/event-stream', 'last-event-id': '0' },
+    };
+    await kc.applyToHTTPSOptions(options);
+    const frames = await new Promise<string>((resolve, reject) => {
+      const req = httpsRequest(options, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          text += chunk;
+          // The first turn's completion (positions 0..4 are its two batches).
+          if (/event: turn_complete\n/u.test(text)) {
+            req.destroy();
+            resolve(text);
+          }
+        });
+        res.once('end', () => resolve(text));
+      });
+      req.once('error', reject);
+      req.setTimeout(20_000, () =>
+        req.destroy(new Error('no turn_complete on the stream in 20 s')),
+      );
+      req.end();
+    });
+    const ids = [...frames.matchAll(/^id: (\d+)$/gmu)].map((m) => Number(m[1]));
+    // Resumed after position 0: the message_received at 0 is not sent again.
+    expect(ids[0]).toBe(1);
+    expect(frames).toContain('event: turn_complete');
+  });
+
+  it('lets kube-apiserver refuse bob before the door sees anything, and commits nothing', async () => {
+    const path = `${apiPath}/namespaces/${ns.name}/conversations/hello`;
+    const head = api.head(conversationId);
+    const served = api.logs.filter(
+      (l) => l.msg === 'request served' && /\/(messages|transcript)$/u.test(String(l.route)),
+    ).length;
+    const posted = await kubectl(
+      bob,
+      ['create', '--raw', `${path}/messages`, '-f', '-'],
+      JSON.stringify({ text: 'let me in' }),
+    );
+    expect(posted.ok).toBe(false);
+    expect(posted.stderr).toMatch(/Forbidden|cannot create resource "conversations\/messages"/);
+    const read = await kubectl(bob, ['get', '--raw', `${path}/transcript`]);
+    expect(read.ok).toBe(false);
+    expect(read.stderr).toMatch(/forbidden/i);
+    expect(api.head(conversationId)).toBe(head);
+    expect(
+      api.logs.filter(
+        (l) => l.msg === 'request served' && /\/(messages|transcript)$/u.test(String(l.route)),
+      ).length,
+    ).toBe(served);
+  });
+
+  it('answers a Conversation name that does not exist with NotFound', async () => {
+    const got = await kubectl(alice, [
+      'get',
+      '--raw',
+      `${apiPath}/namespaces/${ns.name}/conversations/nobody/transcript`,
+    ]);
+    expect(got.ok).toBe(false);
+    expect(got.stderr).toContain('conversations.polychrome.dev "nobody" not found');
+  });
+
+  it('takes the caller’s traceparent through kube-apiserver as its request span’s trace', async () => {
+    // Tracing on in this process only for this test: the door's span goes to a real
+    // collector (hack/otelcol), and the SDK is shut down before the next test.
+    const collector = await OtelCollector.start();
+    const saved = { ...process.env };
+    process.env.OTEL_EXPORTER_OTLP_ENDPOINT = collector.grpcEndpoint;
+    process.env.OTEL_EXPORTER_OTLP_PROTOCOL = 'grpc';
+    process.env.OTEL_BSP_SCHEDULE_DELAY = '100';
+    const tracing = await startTracing('polychrome-control-plane');
+    try {
+      const traceId = randomBytes(16).toString('hex');
+      const callerSpan = randomBytes(8).toString('hex');
+      const kc = await kubeConfig(alice);
+      const server = new URL(kc.getCurrentCluster()?.server ?? '');
+      const options: RequestOptions = {
+        host: server.hostname,
+        port: server.port,
+        method: 'POST',
+        path: `${apiPath}/namespaces/${ns.name}/conversations/hello/messages`,
+        headers: {
+          'content-type': 'application/json',
+          traceparent: `00-${traceId}-${callerSpan}-01`,
+        },
+      };
+      await kc.applyToHTTPSOptions(options);
+      const status = await new Promise<number>((resolve, reject) => {
+        const req = httpsRequest(options, (res) => {
+          res.resume();
+          res.once('end', () => resolve(res.statusCode ?? 0));
+        });
+        req.once('error', reject);
+        req.end(JSON.stringify({ text: 'traced through kube-apiserver', idempotencyKey: 'k-tr' }));
+      });
+      expect(status).toBe(200);
+      const template = `${apiPath}/namespaces/{namespace}/conversations/{name}/messages`;
+      const spans = await pollUntil(
+        'the door’s request span in the collector’s file',
+        () => {
+          const mine = collector.spans().filter((span) => span.traceId === traceId);
+          return Promise.resolve(
+            mine.some((span) => span.name === `POST ${template}`) ? mine : undefined,
+          );
+        },
+        { timeoutMs: 30_000, intervalMs: 250 },
+      );
+      const request = spans.find((span) => span.name === `POST ${template}`);
+      // kube-apiserver runs without a tracing configuration, so it passes the header on as
+      // the caller sent it: the caller's span is the parent.
+      expect(request?.parentSpanId).toBe(callerSpan);
+      expect(request?.attributes).toMatchObject({
+        'http.route': template,
+        'http.response.status_code': 200,
+      });
+      // The turn's harness call is in the same trace: the context crossed over gRPC.
+      const runTurn = await pollUntil(
+        'the RunTurn client span in the caller’s trace',
+        () =>
+          Promise.resolve(
+            collector
+              .spans()
+              .find(
+                (span) =>
+                  span.traceId === traceId &&
+                  span.name === 'polychrome.harness.v1.Harness/RunTurn' &&
+                  span.kind === 3,
+              ),
+          ),
+        { timeoutMs: 30_000, intervalMs: 250 },
+      );
+      expect(runTurn.parentSpanId).not.toBe('');
+    } finally {
+      await tracing?.shutdown();
+      process.env = saved;
+      await collector.stop();
+    }
+  }, 60_000);
+
+  describe('an attacker who reaches the door directly', () => {
+    const body = JSON.stringify({ text: 'forged' });
+    const target = (): string => `${apiPath}/namespaces/${ns.name}/conversations/hello/messages`;
+
+    it('gets 401 without the front proxy certificate, whatever the headers claim', async () => {
+      const head = api.head(conversationId);
+      const answer = await direct(kubePort, target(), {
+        ca: servingCa,
+        method: 'POST',
+        body,
+        headers: { 'X-Remote-User': 'alice', 'X-Remote-Group': 'system:masters' },
+      });
+      expect(answer.status).toBe(401);
+      expect(field(answer.body, 'kind')).toBe('Status');
+      expect(String(field(answer.body, 'message'))).toContain(
+        'only requests that kube-apiserver proxies',
+      );
+      expect(api.head(conversationId)).toBe(head);
+    });
+
+    it('gets 401 with a certificate named front-proxy-client from another CA', async () => {
+      const answer = await direct(kubePort, target(), {
+        ca: servingCa,
+        cert: strangerProxy,
+        method: 'POST',
+        body,
+        headers: { 'X-Remote-User': 'alice' },
+      });
+      expect(answer.status).toBe(401);
+    });
+
+    it('is still refused by the SubjectAccessReview with the real proxy certificate (defense in depth)', async () => {
+      // Someone who stole the front-proxy key and names bob: RBAC denies bob, the door asks.
+      const head = api.head(conversationId);
+      const answer = await direct(kubePort, target(), {
+        ca: servingCa,
+        cert: proxyClient,
+        method: 'POST',
+        body,
+        headers: { 'X-Remote-User': 'bob', 'X-Remote-Group': 'team-b' },
+      });
+      expect(answer.status).toBe(403);
+      expect(String(field(answer.body, 'message'))).toContain(
+        'User "bob" cannot create resource "conversations/messages"',
+      );
+      expect(api.head(conversationId)).toBe(head);
+    });
+  });
+});
