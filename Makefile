@@ -14,8 +14,10 @@ HADOLINT_VERSION ?= 2.15.1
 PROMTOOL_VERSION ?= v0.316.0
 # prometheus-operator's CRDs, for the dry run of config/monitoring.
 PROMETHEUS_OPERATOR_VERSION ?= v0.88.0
+# The OpenTelemetry Collector (OTLP receiver, file exporter) for the tracing test (hack/otelcol).
+OTELCOL_VERSION ?= v0.161.0
 export KUBE_VERSION ETCD_VERSION AGENT_SANDBOX_VERSION CRANE_VERSION NODE22_VERSION NODE22_INTEGRITY \
-	PROMTOOL_VERSION PROMETHEUS_OPERATOR_VERSION
+	PROMTOOL_VERSION PROMETHEUS_OPERATOR_VERSION OTELCOL_VERSION
 
 NPX := npx --no-install
 JEST_ARGS ?=
@@ -71,7 +73,7 @@ lint-images:
 	  echo hadolint $$files; hadolint $$files
 
 ## Build kube-apiserver, kube-controller-manager, kubectl, etcd, the agent-sandbox
-## controller, crane and promtool from their Go modules, and copy prometheus-operator's
+## controller, crane, promtool and otelcol from their Go modules, and copy prometheus-operator's
 ## CRDs (cached by version under ~/.cache/polychrome).
 binaries:
 	bash hack/build-binaries.sh

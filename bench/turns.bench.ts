@@ -48,8 +48,11 @@
  * stream count (one socket per stream in the control plane and in the client process).
  * Usage (defaults are the full sizes; about 6 minutes on 2 cores):
  *   npx tsx bench/turns.bench.ts [--turns=200] [--warmup=20] [--conversations=50]
- *     [--seconds=20] [--streams=1000] [--stream-turns=20] [--small]
+ *     [--seconds=20] [--streams=1000] [--stream-turns=20] [--rounds=3] [--small] [--tracing]
  * --small: 20 turns after 5, 4 conversations for 5 s, 50 streams over 5 turns.
+ * --tracing: only phase 1b, tracing on against off (--rounds rounds of --turns turns each);
+ *   POLYCHROME_BENCH_CPU_PROF_DIR=<dir> also writes every plane's CPU profile into
+ *   <dir>/on and <dir>/off.
  */
 import Anthropic from '@anthropic-ai/sdk';
 import { CoordinationV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
@@ -57,7 +60,8 @@ import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { Agent, request } from 'node:http';
+import { Agent, createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { get as httpsGet, type RequestOptions as HttpsRequestOptions } from 'node:https';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -92,13 +96,26 @@ interface Sizes {
   readonly seconds: number;
   readonly streams: number;
   readonly streamTurns: number;
+  /** Rounds of the tracing comparison (phase 1b). */
+  readonly rounds: number;
 }
+
+/** Runs only the tracing comparison (phase 1b) on the one-conversation stack. */
+const TRACING_ONLY = '--tracing';
 
 function parseSizes(argv: readonly string[]): Sizes {
   const small = argv.includes('--small');
   const sizes: Record<keyof Sizes, number> = small
-    ? { turns: 20, warmup: 5, conversations: 4, seconds: 5, streams: 50, streamTurns: 5 }
-    : { turns: 200, warmup: 20, conversations: 50, seconds: 20, streams: 1000, streamTurns: 20 };
+    ? { turns: 20, warmup: 5, conversations: 4, seconds: 5, streams: 50, streamTurns: 5, rounds: 3 }
+    : {
+        turns: 200,
+        warmup: 20,
+        conversations: 50,
+        seconds: 20,
+        streams: 1000,
+        streamTurns: 20,
+        rounds: 3,
+      };
   const names: Record<string, keyof Sizes> = {
     turns: 'turns',
     warmup: 'warmup',
@@ -106,9 +123,10 @@ function parseSizes(argv: readonly string[]): Sizes {
     seconds: 'seconds',
     streams: 'streams',
     'stream-turns': 'streamTurns',
+    rounds: 'rounds',
   };
   for (const arg of argv) {
-    if (arg === '--small') continue;
+    if (arg === '--small' || arg === TRACING_ONLY) continue;
     const match = /^--([a-z-]+)=(\d+)$/u.exec(arg);
     const key = match === null ? undefined : names[match[1] ?? ''];
     if (match === null || key === undefined) {
@@ -116,8 +134,14 @@ function parseSizes(argv: readonly string[]): Sizes {
     }
     sizes[key] = Number(match[2]);
   }
-  if (sizes.turns < 1 || sizes.conversations < 1 || sizes.streams < 1 || sizes.streamTurns < 1) {
-    throw new Error('turns, conversations, streams and stream-turns must be at least 1');
+  if (
+    sizes.turns < 1 ||
+    sizes.conversations < 1 ||
+    sizes.streams < 1 ||
+    sizes.streamTurns < 1 ||
+    sizes.rounds < 1
+  ) {
+    throw new Error('turns, conversations, streams, stream-turns and rounds must be at least 1');
   }
   if (sizes.seconds > 120 || sizes.streams > 5000 || sizes.conversations > 200) {
     throw new Error('bounded: at most 120 seconds, 5,000 streams and 200 conversations');
@@ -537,6 +561,215 @@ interface LatencyResult {
   readonly kube: string;
   /** Reconcile passes of the control plane per turn. */
   readonly reconciles: number;
+}
+
+/** The result of {@link tracingPhase}, per round and pooled. */
+interface TracingResult {
+  readonly turns: number;
+  readonly rounds: readonly {
+    readonly onP50: number;
+    readonly offP50: number;
+    /** CPU per turn of the three planes, tracing on and off. */
+    readonly onCpuMs: number;
+    readonly offCpuMs: number;
+  }[];
+  readonly onP50: number;
+  readonly offP50: number;
+  readonly onP99: number;
+  readonly offP99: number;
+  readonly onCpu: string;
+  readonly offCpu: string;
+  readonly exports: number;
+  /** Bytes the planes exported, and spans by "service name" (OTLP/JSON only). */
+  readonly bytes: number;
+  readonly spans: ReadonlyMap<string, number>;
+}
+
+/** Adds the spans of one OTLP/JSON export request to `into`, by "service span name". */
+function countSpans(body: string, into: Map<string, number>): void {
+  const request = JSON.parse(body) as {
+    resourceSpans?: {
+      resource?: { attributes?: { key: string; value: { stringValue?: string } }[] };
+      scopeSpans?: { spans?: { name: string }[] }[];
+    }[];
+  };
+  for (const resource of request.resourceSpans ?? []) {
+    const service =
+      resource.resource?.attributes?.find((a) => a.key === 'service.name')?.value.stringValue ??
+      '?';
+    for (const scope of resource.scopeSpans ?? []) {
+      for (const span of scope.spans ?? []) {
+        const key = `${service} ${span.name}`;
+        into.set(key, (into.get(key) ?? 0) + 1);
+      }
+    }
+  }
+}
+
+/** The three planes' processes of a stack (not the shared cluster nor this process). */
+async function planeGroups(stack: TurnStack, harness: string): Promise<CpuGroups> {
+  const {
+    bench: _bench,
+    'kube-apiserver+etcd': _cluster,
+    ...planes
+  } = await cpuGroups(stack, [harness]);
+  return planes;
+}
+
+/**
+ * Turn latency with tracing on against off in the same run: a second stack (its own state
+ * plane, control plane and harness on the same cluster and model server) exports every
+ * span over OTLP/HTTP to an endpoint in this process that discards them; turns alternate
+ * between the stacks so drift and load from other work fall on both alike, and the whole
+ * is repeated `sizes.rounds` times (each round reports its own p50s and CPU per turn).
+ * With POLYCHROME_BENCH_CPU_PROF_DIR set, every process of the traced stack writes a CPU
+ * profile into its `on/` subdirectory when it exits (the untraced one into `off/`, see
+ * {@link run}).
+ */
+async function tracingPhase(
+  cluster: LocalCluster,
+  messages: MessagesApiServer,
+  off: Client,
+  sizes: Sizes,
+  cleanups: (() => Promise<unknown>)[],
+  dirs: string[],
+): Promise<TracingResult> {
+  let exports = 0;
+  // With OTEL_EXPORTER_OTLP_PROTOCOL=http/json the sink also counts the spans by service
+  // and name (the default protobuf is only counted in bytes).
+  const spans = new Map<string, number>();
+  let bytes = 0;
+  const sink = createServer((req, res) => {
+    exports += 1;
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => {
+      bytes += chunk.length;
+      if (req.headers['content-type'] === 'application/json') chunks.push(chunk);
+    });
+    req.on('end', () => {
+      if (chunks.length > 0) countSpans(Buffer.concat(chunks).toString('utf8'), spans);
+      res.writeHead(200, { 'content-type': String(req.headers['content-type']) }).end();
+    });
+  });
+  await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => new Promise<void>((resolve) => sink.close(() => resolve())));
+  const { port } = sink.address() as AddressInfo;
+  const otel = {
+    OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
+    // Every span recorded and exported: the worst case. POLYCHROME_BENCH_TRACES_SAMPLER
+    // measures another (always_off: context propagation alone, nothing recorded).
+    OTEL_TRACES_SAMPLER: process.env.POLYCHROME_BENCH_TRACES_SAMPLER ?? 'always_on',
+    OTEL_EXPORTER_OTLP_PROTOCOL: process.env.POLYCHROME_BENCH_OTLP_PROTOCOL ?? 'http/protobuf',
+    ...profileEnv('on'),
+  };
+  const stack = await startTurnStack({
+    cluster,
+    messages,
+    namespacePrefix: 'bench-traced',
+    timeoutMs: 180_000,
+    leaseDurationMs: 15_000,
+    controlPlaneEnv: { POLYCHROME_LEASE_RENEW_MS: '5000', ...otel },
+    harnessEnv: otel,
+    stateEnv: otel,
+  });
+  cleanups.push(() => stack.stop());
+  dirs.push(stack.dir);
+  const on: Client = { stack, token: await stack.mintToken(OWNER), agent: off.agent };
+  const onUid = await stack.createConversation('bench-traced', { owner: OWNER }, 120_000);
+  const offUid = await off.stack.createConversation('bench-untraced', { owner: OWNER }, 120_000);
+  const onGroups = await planeGroups(stack, 'bench-traced');
+  const offGroups = await planeGroups(off.stack, 'bench-untraced');
+  for (let i = 0; i < sizes.warmup; i++) {
+    await post(on, onUid, `warm-up ${i}`, `tr-w-${i}`);
+    await post(off, offUid, `warm-up ${i}`, `un-w-${i}`);
+  }
+  const onSamples: number[] = [];
+  const offSamples: number[] = [];
+  const rounds: TracingResult['rounds'][number][] = [];
+  const onCpuStart = cpuSnapshot(onGroups);
+  const offCpuStart = cpuSnapshot(offGroups);
+  for (let round = 0; round < sizes.rounds; round++) {
+    const onRound: number[] = [];
+    const offRound: number[] = [];
+    const onCpuBefore = cpuSnapshot(onGroups);
+    const offCpuBefore = cpuSnapshot(offGroups);
+    for (let i = 0; i < sizes.turns; i++) {
+      const pair = [
+        [on, onUid, onRound, 'tr'],
+        [off, offUid, offRound, 'un'],
+      ] as const;
+      // Each goes first every other turn: the second of a pair can find the machine busier.
+      for (const [client, uid, samples, key] of i % 2 === 0 ? pair : [...pair].reverse()) {
+        const started = hrMs();
+        await post(client, uid, `bench turn ${round}.${i}`, `${key}-${round}-${i}`);
+        samples.push(hrMs() - started);
+      }
+    }
+    rounds.push({
+      onP50: quantile(onRound, 0.5),
+      offP50: quantile(offRound, 0.5),
+      onCpuMs: cpuPerTurn(onCpuBefore, cpuSnapshot(onGroups), sizes.turns).totalMs,
+      offCpuMs: cpuPerTurn(offCpuBefore, cpuSnapshot(offGroups), sizes.turns).totalMs,
+    });
+    onSamples.push(...onRound);
+    offSamples.push(...offRound);
+  }
+  const all = sizes.turns * sizes.rounds;
+  return {
+    turns: sizes.turns,
+    rounds,
+    onP50: quantile(onSamples, 0.5),
+    offP50: quantile(offSamples, 0.5),
+    onP99: quantile(onSamples, 0.99),
+    offP99: quantile(offSamples, 0.99),
+    onCpu: cpuPerTurn(onCpuStart, cpuSnapshot(onGroups), all).text,
+    offCpu: cpuPerTurn(offCpuStart, cpuSnapshot(offGroups), all).text,
+    exports,
+    bytes,
+    spans,
+  };
+}
+
+/**
+ * The environment both stacks' planes get: NODE_OPTIONS from POLYCHROME_BENCH_NODE_OPTIONS
+ * (e.g. `--experimental-async-context-frame` on Node 22), and with
+ * POLYCHROME_BENCH_CPU_PROF_DIR a CPU profile of each process written into `<dir>/<name>`
+ * when it exits cleanly.
+ */
+function profileEnv(name: string): Record<string, string> {
+  const dir = process.env.POLYCHROME_BENCH_CPU_PROF_DIR;
+  const options = (process.env.POLYCHROME_BENCH_NODE_OPTIONS ?? '').trim();
+  // NODE_OPTIONS refuses --cpu-prof: an --import'ed module runs the profiler instead.
+  const profile =
+    dir === undefined || dir === ''
+      ? undefined
+      : `--import=${join(repoRoot, 'bench', 'fixtures', 'cpu-profile.mjs')}`;
+  const nodeOptions = [options, profile].filter((o) => o !== undefined && o !== '').join(' ');
+  return {
+    ...(nodeOptions === '' ? {} : { NODE_OPTIONS: nodeOptions }),
+    ...(profile === undefined ? {} : { POLYCHROME_CPU_PROFILE_DIR: join(dir ?? '', name) }),
+  };
+}
+
+/** Prints the tracing comparison of {@link tracingPhase}. */
+function reportTracing(traced: TracingResult): void {
+  const overhead = (traced.onP50 / traced.offP50 - 1) * 100;
+  console.log(
+    `tracing on (OTLP/HTTP to an in-process endpoint that discards, sampler ${process.env.POLYCHROME_BENCH_TRACES_SAMPLER ?? 'always_on'}) against off, ${traced.rounds.length} rounds of ${traced.turns} turns each, alternating: p50 on ${ms(traced.onP50)}, off ${ms(traced.offP50)}, overhead ${overhead.toFixed(1)}% (aim < 5%) ${verdict(overhead < 5)}; p99 on ${ms(traced.onP99)}, off ${ms(traced.offP99)}; ${traced.exports} export requests`,
+  );
+  traced.rounds.forEach((round, i) => {
+    console.log(
+      `  round ${i + 1}: p50 on ${ms(round.onP50)}, off ${ms(round.offP50)} (${((round.onP50 / round.offP50 - 1) * 100).toFixed(1)}%); CPU per turn of the planes on ${round.onCpuMs.toFixed(1)} ms, off ${round.offCpuMs.toFixed(1)} ms (${((round.onCpuMs / round.offCpuMs - 1) * 100).toFixed(1)}%)`,
+    );
+  });
+  console.log(`  CPU per turn, on: ${traced.onCpu}; off: ${traced.offCpu}`);
+  const turns = traced.turns * traced.rounds.length;
+  const perTurn = [...traced.spans]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([name, count]) => `${name} ${(count / turns).toFixed(1)}`);
+  console.log(
+    `  exported ${(traced.bytes / turns / 1024).toFixed(1)} KiB per turn${perTurn.length === 0 ? '' : `; spans per turn (warm-up included): ${perTurn.join(', ')}`}`,
+  );
 }
 
 async function latencyPhase(client: Client, uid: string, sizes: Sizes): Promise<LatencyResult> {
@@ -1049,7 +1282,9 @@ async function run(
     timeoutMs: 180_000,
     // The deployment's lease timing (15 s, renewed every 5 s), not the tests' short one.
     leaseDurationMs: 15_000,
-    controlPlaneEnv: { POLYCHROME_LEASE_RENEW_MS: '5000' },
+    controlPlaneEnv: { POLYCHROME_LEASE_RENEW_MS: '5000', ...profileEnv('off') },
+    harnessEnv: profileEnv('off'),
+    stateEnv: profileEnv('off'),
   });
   cleanups.push(() => stack.stop());
   dirs.push(stack.dir);
@@ -1069,6 +1304,16 @@ async function run(
       throw new Error(`the harness got ${podIP}, outside the reserved block 127.${block}.0.0/16`);
     }
     progress(`harness pods on 127.${block}.0.0/16`);
+    if (process.argv.includes(TRACING_ONLY)) {
+      progress(`tracing only: ${sizes.rounds} × ${sizes.turns} turns on each stack`);
+      reportTracing(await tracingPhase(cluster, messages, client, sizes, cleanups, dirs));
+      console.log(
+        `turns: load average at the end ${loadavg()
+          .map((l) => l.toFixed(2))
+          .join(' ')}`,
+      );
+      return true;
+    }
 
     // Phase 1.
     progress('latency: baselines');
@@ -1118,6 +1363,12 @@ async function run(
     console.log(
       `  Kubernetes API requests per turn: ${latency.kube}; control-plane reconcile passes per turn: ${latency.reconciles.toFixed(1)}`,
     );
+
+    // Phase 1b.
+    progress(
+      `tracing: a second stack exporting spans, ${sizes.rounds} × ${sizes.turns} turns on each`,
+    );
+    reportTracing(await tracingPhase(cluster, messages, client, sizes, cleanups, dirs));
 
     // Phase 2.
     progress('fan-out: baseline with 1 stream');

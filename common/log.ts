@@ -1,5 +1,6 @@
 import pino from 'pino';
 import type { DestinationStream, Logger } from 'pino';
+import { traceLogFields } from './tracing';
 
 /**
  * The root logger (STYLE.md §5). Each process's `main.ts` builds exactly one with
@@ -77,7 +78,8 @@ export interface RootLoggerOptions {
 
 /**
  * Builds the process's one root logger: JSON lines, ISO times, `service` on every line,
- * secrets redacted by path ({@link REDACT_PATHS}).
+ * secrets redacted by path ({@link REDACT_PATHS}), and `trace_id` and `span_id` of the
+ * active span while tracing is on (common/tracing.ts).
  */
 export function createRootLogger(options: RootLoggerOptions): Logger {
   const config = {
@@ -86,6 +88,7 @@ export function createRootLogger(options: RootLoggerOptions): Logger {
     timestamp: pino.stdTimeFunctions.isoTime,
     redact: { paths: [...REDACT_PATHS], censor: REDACTED },
     formatters: { level: (label: string) => ({ level: label }) },
+    mixin: traceLogFields,
   };
   return options.destination === undefined ? pino(config) : pino(config, options.destination);
 }

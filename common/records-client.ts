@@ -24,6 +24,7 @@ import {
 import type { ErrorDetails } from './errors';
 import {
   callStateUnary,
+  RECORDS_SERVICE,
   DEFAULT_CALL_TIMEOUT_MS,
   StateCallError,
   stateChannel,
@@ -720,7 +721,11 @@ export class RecordsClient {
       return await callStateUnary(
         this.address,
         method,
-        { signal: options.signal, timeoutMs: options.timeoutMs ?? this.callTimeoutMs },
+        {
+          signal: options.signal,
+          timeoutMs: options.timeoutMs ?? this.callTimeoutMs,
+          service: RECORDS_SERVICE,
+        },
         start,
       );
     } catch (error) {

@@ -22,6 +22,14 @@ import {
   type RepairResponse,
   type VerifyResponse,
 } from '../proto/gen/polychrome/state/v1/state';
+import {
+  injectTraceMetadata,
+  inSpan,
+  isTracing,
+  recordSpanError,
+  SpanKind,
+  startSpan,
+} from './tracing';
 import type { SignedRoot as SignedRootProto } from '../proto/gen/polychrome/events/v1/events';
 import {
   AppError,
@@ -497,6 +505,38 @@ export type StartUnaryCall<R> = (
 export function callStateUnary<R>(
   target: string,
   method: string,
+  options: {
+    readonly signal?: AbortSignal;
+    readonly timeoutMs: number;
+    /** The gRPC service, for the span. @default {@link JOURNAL_SERVICE} */
+    readonly service?: string;
+  },
+  start: StartUnaryCall<R>,
+): Promise<R> {
+  if (!isTracing()) return sendStateUnary(target, method, options, start);
+  const service = options.service ?? JOURNAL_SERVICE;
+  return inSpan(
+    `${service}/${method}`,
+    {
+      kind: SpanKind.CLIENT,
+      attributes: {
+        'rpc.system': 'grpc',
+        'rpc.service': service,
+        'rpc.method': method,
+        'server.address': target,
+      },
+    },
+    () => sendStateUnary(target, method, options, start),
+  );
+}
+
+/** The gRPC service names of the state plane, as spans name them. */
+export const JOURNAL_SERVICE = 'polychrome.state.v1.Journal';
+export const RECORDS_SERVICE = 'polychrome.state.v1.Records';
+
+function sendStateUnary<R>(
+  target: string,
+  method: string,
   options: { readonly signal?: AbortSignal; readonly timeoutMs: number },
   start: StartUnaryCall<R>,
 ): Promise<R> {
@@ -515,7 +555,9 @@ export function callStateUnary<R>(
     }
     const deadline = Date.now() + options.timeoutMs;
     const onAbort = (): void => call.cancel();
-    const call = start(new Metadata(), { deadline }, (error, response) => {
+    const metadata = new Metadata();
+    injectTraceMetadata(metadata);
+    const call = start(metadata, { deadline }, (error, response) => {
       signal?.removeEventListener('abort', onAbort);
       if (error === null) resolve(response);
       else reject(stateErrorFromGrpc(error, method, target));
@@ -892,7 +934,7 @@ export class StateClient implements StateJournal {
     return this.stream(
       'Read',
       options.signal,
-      () => this.client.read({ partition, fromPosition, limit, follow }),
+      (metadata) => this.client.read({ partition, fromPosition, limit, follow }, metadata),
       entryFromProto,
     );
   }
@@ -910,7 +952,7 @@ export class StateClient implements StateJournal {
     return this.stream(
       'Export',
       options.signal,
-      () => this.client.export({ partition }),
+      (metadata) => this.client.export({ partition }, metadata),
       exportEntryFromProto,
     );
   }
@@ -936,10 +978,24 @@ export class StateClient implements StateJournal {
   private async *stream<P, T>(
     method: string,
     signal: AbortSignal | undefined,
-    start: () => ClientReadableStream<P>,
+    start: (metadata: Metadata) => ClientReadableStream<P>,
     convert: (proto: P) => T | undefined,
   ): AsyncGenerator<T> {
-    const call = start();
+    // A generator cannot run inside context.with across its yields: the span is started
+    // and ended by hand, and only the call's metadata carries it.
+    const traced = startSpan(`${JOURNAL_SERVICE}/${method}`, {
+      kind: SpanKind.CLIENT,
+      attributes: {
+        'rpc.system': 'grpc',
+        'rpc.service': JOURNAL_SERVICE,
+        'rpc.method': method,
+        'server.address': this.address,
+      },
+    });
+    const metadata = new Metadata();
+    if (traced !== undefined) injectTraceMetadata(metadata, traced.context);
+    const call = start(metadata);
+    let items = 0;
     const queue: P[] = [];
     let ended = false;
     let failure: unknown;
@@ -970,10 +1026,15 @@ export class StateClient implements StateJournal {
         if (item !== undefined) {
           if (queue.length < STREAM_HIGH_WATER / 2 && call.isPaused()) call.resume();
           const converted = convert(item);
+          items += 1;
           if (converted !== undefined) yield converted;
           continue;
         }
-        if (failure !== undefined) throw stateErrorFromGrpc(failure, method, this.address);
+        if (failure !== undefined) {
+          const error = stateErrorFromGrpc(failure, method, this.address);
+          if (traced !== undefined) recordSpanError(traced.span, error);
+          throw error;
+        }
         if (ended) return;
         await new Promise<void>((resolve) => {
           wake = resolve;
@@ -983,6 +1044,8 @@ export class StateClient implements StateJournal {
       signal?.removeEventListener('abort', onAbort);
       // Leaving early (break, throw in the loop body) must stop the server's read too.
       if (!ended && failure === undefined) call.cancel();
+      traced?.span.setAttribute('polychrome.stream.messages', items);
+      traced?.span.end();
     }
   }
 }

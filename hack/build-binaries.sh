@@ -2,8 +2,9 @@
 # Builds the local control plane's binaries from their upstream Go modules:
 # kube-apiserver, kube-controller-manager, kubectl (hack/kube), etcd (hack/etcd), the
 # agent-sandbox controller (hack/agent-sandbox), crane (hack/crane), which builds and
-# checks the images (hack/build-images.sh), and promtool (hack/promtool, for
-# `make test-monitoring`); and copies prometheus-operator's CRDs from its module
+# checks the images (hack/build-images.sh), promtool (hack/promtool, for
+# `make test-monitoring`), and an OpenTelemetry Collector (hack/otelcol, for
+# test/integration/tracing.test.ts); and copies prometheus-operator's CRDs from its module
 # (hack/prometheus-operator) for the dry run of config/monitoring. Versions come from the
 # Makefile (the one place they are pinned) and must match the go.mod files; a mismatch
 # stops the build.
@@ -18,6 +19,7 @@ set -euo pipefail
 : "${CRANE_VERSION:?set by the Makefile}"
 : "${PROMTOOL_VERSION:?set by the Makefile}"
 : "${PROMETHEUS_OPERATOR_VERSION:?set by the Makefile}"
+: "${OTELCOL_VERSION:?set by the Makefile}"
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${POLYCHROME_CACHE:-$HOME/.cache/polychrome}
@@ -40,6 +42,7 @@ require_pin etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
 require_pin agent-sandbox sigs.k8s.io/agent-sandbox "$AGENT_SANDBOX_VERSION"
 require_pin crane github.com/google/go-containerregistry "$CRANE_VERSION"
 require_pin promtool github.com/prometheus/prometheus "$PROMTOOL_VERSION"
+require_pin otelcol go.opentelemetry.io/collector/otelcol "$OTELCOL_VERSION"
 require_pin prometheus-operator github.com/prometheus-operator/prometheus-operator \
   "$PROMETHEUS_OPERATOR_VERSION"
 
@@ -74,6 +77,7 @@ build agent-sandbox-controller "$AGENT_SANDBOX_VERSION" agent-sandbox \
   sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller
 build crane "$CRANE_VERSION" crane github.com/google/go-containerregistry/cmd/crane
 build promtool "$PROMTOOL_VERSION" promtool github.com/prometheus/prometheus/cmd/promtool
+build otelcol "$OTELCOL_VERSION" otelcol .
 
 # prometheus-operator's CRDs, unchanged: go.sum verifies the module, the files are copied
 # as they are in it. Its Go code is never built.

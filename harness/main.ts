@@ -3,6 +3,7 @@ import { collectProcessMetrics } from '../common/process-metrics';
 import { ConfigError } from '../common/config';
 import { HealthServer } from '../common/health-server';
 import { componentLogger, createRootLogger, LogComponent } from '../common/log';
+import { startTracing } from '../common/tracing';
 import { loadHarnessConfig, type HarnessConfig } from './config';
 import { nodeEd25519Verifier } from './crypto/node-ed25519';
 import type { AnthropicProvider } from './model/anthropic-provider';
@@ -28,6 +29,8 @@ async function main(): Promise<number> {
     console.error(error.message);
     return 2;
   }
+  // The SDK loads only when OTEL_* asks for it (docs/observability.md).
+  const tracing = await startTracing('polychrome-harness');
   const logger = createRootLogger({ service: 'harness', level: config.logLevel });
   const log = componentLogger(logger, LogComponent.Main);
 
@@ -89,7 +92,7 @@ async function main(): Promise<number> {
   const signal = await stopped;
   log.info({ signal, graceMs: config.shutdownGraceMs }, 'harness shutting down');
   await server.drain(config.shutdownGraceMs);
-  await Promise.allSettled([health.close(), mcp?.close()]);
+  await Promise.allSettled([health.close(), mcp?.close(), tracing?.shutdown()]);
   log.info('harness stopped');
   return 0;
 }

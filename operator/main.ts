@@ -11,6 +11,7 @@ import { HealthServer } from '../common/health-server';
 import { componentLogger, createRootLogger, LogComponent } from '../common/log';
 import { RecordsClient } from '../common/records-client';
 import { loadStateClientTls, StateClient } from '../common/state-client';
+import { startTracing } from '../common/tracing';
 import { loadControlPlaneConfig } from './config';
 import { createControlPlaneMetrics } from './control-plane-metrics';
 import { ConversationController } from './controller/conversation-controller';
@@ -27,9 +28,12 @@ import { ApprovalSigner } from './turns/approval-signer';
 import { ConversationAccess } from './turns/conversation-access';
 import { TurnCoordinator } from './turns/coordinator';
 import { HarnessConnector } from './turns/harness-client';
+import { tracedTurnService } from './turns/traced-turn-service';
 
 async function main(): Promise<void> {
   const config = loadControlPlaneConfig();
+  // Before any span: the SDK loads only when OTEL_* asks for it (docs/observability.md).
+  const tracing = await startTracing('polychrome-control-plane');
   const log = createRootLogger({ service: 'control-plane', level: config.logLevel });
   const mainLog = componentLogger(log, LogComponent.Main, { identity: config.identity });
 
@@ -161,7 +165,7 @@ async function main(): Promise<void> {
   const api = new PublicApiServer({
     host: config.api.host,
     port: config.api.port,
-    service: coordinator,
+    service: tracedTurnService(coordinator),
     authenticate: recordsAuthenticator(records),
     follow: stateJournalFollower(state),
     logger: log,
@@ -228,6 +232,7 @@ async function main(): Promise<void> {
     records.close();
     state.close();
     await health.close();
+    await tracing?.shutdown().catch(() => undefined);
     mainLog.info('stopped');
     process.exit(0);
   };

@@ -7,6 +7,7 @@ import { collectProcessMetrics } from '../common/process-metrics';
 import { AppError, isAppError } from '../common/errors';
 import { HealthServer } from '../common/health-server';
 import { componentLogger, createRootLogger, LogComponent } from '../common/log';
+import { startTracing } from '../common/tracing';
 import { loadStateConfig, type StateConfig } from './config';
 import { loadRecordsKey } from './records';
 import { RecordsDatabase } from './server/records-database';
@@ -41,6 +42,8 @@ async function readPem(path: string, what: string): Promise<Uint8Array> {
 
 async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void> {
   const log = componentLogger(logger, LogComponent.Main);
+  // The SDK loads only when OTEL_* asks for it (docs/observability.md).
+  const tracing = await startTracing('polychrome-state');
   const tls = {
     ca: await readPem(config.tls.caFile, 'CA certificate'),
     cert: await readPem(config.tls.certFile, 'server certificate'),
@@ -113,6 +116,7 @@ async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void>
       await recordsDb.close();
       await pool?.close();
       await health.close();
+      await tracing?.shutdown().catch(() => undefined);
       log.info('stopped');
     })();
     return stopping;

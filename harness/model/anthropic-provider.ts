@@ -160,6 +160,10 @@ export class AnthropicProvider implements ModelProvider {
   /** The model requests name. */
   readonly model: string;
   readonly parameters: ModelParameters;
+  /** For traces: `gen_ai.provider.name` and the requested model. */
+  get genAi(): { readonly provider: string; readonly model: string } {
+    return { provider: 'anthropic', model: this.model };
+  }
   private readonly client: Anthropic;
   private readonly apiKey: string;
   private readonly maxTokens: number;

@@ -138,4 +138,9 @@ export interface ModelProvider {
    */
   readonly parameters?: ModelParameters;
   complete(request: ModelRequest, options: ModelCallOptions): Promise<ModelResponse>;
+  /**
+   * For traces (GenAI conventions): the provider's name (`anthropic`) and the model it
+   * requests when the turn names none.
+   */
+  readonly genAi?: { readonly provider: string; readonly model: string };
 }

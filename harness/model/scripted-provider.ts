@@ -120,6 +120,10 @@ export const SCRIPTED_MODEL = 'scripted';
 export class ScriptedProvider implements ModelProvider {
   /** The script's name, used in error messages. */
   readonly name: string;
+  /** For traces: a provider of its own name, and the script's model. */
+  get genAi(): { readonly provider: string; readonly model: string } {
+    return { provider: 'polychrome.scripted', model: this.script.model ?? SCRIPTED_MODEL };
+  }
   private readonly script: ModelScript;
   private readonly received: ModelRequest[] = [];
   /** A script has no token limit: 0. */

@@ -3,13 +3,22 @@ import type { Logger } from 'pino';
 import { AppError, isAppError } from '../../common/errors';
 import { componentLogger, LogComponent } from '../../common/log';
 import {
+  extractTraceMetadata,
+  inSpan,
+  recordActiveSpanError,
+  setActiveSpanAttributes,
+  SpanKind,
+} from '../../common/tracing';
+import {
   HarnessService,
   type TurnInput as TurnInputMessage,
 } from '../../proto/gen/polychrome/harness/v1/harness';
 import type { ModelProvider } from '../model/model-provider';
+import { tracedModel } from '../model/traced-model';
 import { needsApproval } from '../tools/approval-policy';
 import type { McpServerListing } from '../tools/mcp-tools';
 import type { ToolRunner } from '../tools/tool-runner';
+import { tracedTools } from '../tools/traced-tools';
 import type { SignatureVerifier } from '../turn/approval-token';
 import { requestIds as defaultRequestIds, type RequestIds } from '../turn/request-ids';
 import { runTurn, type Clock, type TurnOutcome } from '../turn/run-turn';
@@ -346,7 +355,23 @@ export class HarnessServer {
       call: turn,
       done,
     };
-    void this.run(call, turn, request, input, log).finally(() => {
+    const running = inSpan(
+      'polychrome.harness.v1.Harness/RunTurn',
+      {
+        kind: SpanKind.SERVER,
+        parent: extractTraceMetadata(call.metadata),
+        attributes: {
+          'rpc.system': 'grpc',
+          'rpc.service': 'polychrome.harness.v1.Harness',
+          'rpc.method': 'RunTurn',
+          'polychrome.conversation.id': request.conversationId,
+          'polychrome.turn.id': request.turnId,
+          'polychrome.turn.attempt': request.attempt,
+        },
+      },
+      () => this.run(call, turn, request, input, log),
+    );
+    void running.finally(() => {
       this.running = undefined;
       release();
     });
@@ -386,9 +411,9 @@ export class HarnessServer {
           ? input
           : { ...input, model: model.parameters },
         {
-          model,
-          tools: deps.tools,
-          trustedTools: turn.trustedTools,
+          model: tracedModel(model, request.model),
+          tools: tracedTools(deps.tools),
+          trustedTools: tracedTools(turn.trustedTools),
           steps: turn.sink,
           clock: deps.clock ?? { nowMs: () => Date.now() },
           ids: deps.ids ?? defaultRequestIds,
@@ -406,6 +431,7 @@ export class HarnessServer {
       );
     } catch (error) {
       const sent = endWithError(stream, turn.protocolViolation ?? error);
+      recordActiveSpanError(error);
       if (this.options.metrics !== undefined) observeTurn(this.options.metrics, 'error', seconds());
       // Logged here and not rethrown: the status already told the control plane.
       log.error({ err: error, code: sent.code }, 'turn call failed');
@@ -413,10 +439,12 @@ export class HarnessServer {
     }
     if (turn.protocolViolation !== undefined) {
       endWithError(stream, turn.protocolViolation);
+      recordActiveSpanError(turn.protocolViolation);
       if (this.options.metrics !== undefined) observeTurn(this.options.metrics, 'error', seconds());
       return;
     }
     turn.finish(turnOutcomeToProto(outcome, request.turnId));
+    setActiveSpanAttributes({ 'polychrome.turn.outcome': outcome.kind });
     if (this.options.metrics !== undefined) {
       observeTurn(this.options.metrics, outcome.kind, seconds());
     }

@@ -42,6 +42,7 @@ import {
 import { RecentWrites } from './recent-writes';
 import { isObjectList, ownerKeys } from './watch-keys';
 import { WorkQueue } from './work-queue';
+import { tracedPass } from './reconcile-span';
 
 /** Options of {@link ConversationController}. */
 export interface ConversationControllerOptions {
@@ -413,7 +414,12 @@ export class ConversationController {
           report('not_owned');
           continue;
         }
-        const result = await this.reconciler.reconcile(namespace, name);
+        const result = await tracedPass(
+          namespace,
+          name,
+          this.knownConversation(namespace, name),
+          () => this.reconciler.reconcile(namespace, name),
+        );
         this.queue.forget(key);
         if (result.requeueAfterMs !== undefined) this.queue.addAfter(key, result.requeueAfterMs);
         report('success');

@@ -1,3 +1,4 @@
+import { traceHeaders } from '../../common/tracing';
 import { request as httpsRequest } from 'node:https';
 import type { PeerCertificate, TLSSocket } from 'node:tls';
 import {
@@ -236,6 +237,7 @@ export class PeerClient {
           'content-type': 'application/json',
           'content-length': Buffer.byteLength(payload),
           [FORWARDED_HEADER]: request.requestId,
+          ...traceHeaders(),
         },
       });
       const connectTimer = setTimeout(

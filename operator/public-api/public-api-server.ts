@@ -63,6 +63,7 @@ import {
   resolveIdempotencyKey,
   type MessageInput,
 } from './request-parsers';
+import { tracedRequest } from './request-span';
 import { matchRoute, Operation, UNMATCHED_ROUTE, type Route } from './routes';
 
 /** The public API's port (docs/design.md, "Three planes"). */
@@ -296,7 +297,9 @@ export class PublicApiServer {
   async start(): Promise<{ host: string; port: number }> {
     if (this.server !== undefined) throw new Error('public API: start() called twice');
     const server = createServer((request, response) =>
-      this.track(this.handle(request, response, Listener.Public)),
+      this.track(
+        tracedRequest(request, response, () => this.handle(request, response, Listener.Public)),
+      ),
     );
     this.server = server;
     await listen(server, this.options.port ?? DEFAULT_PUBLIC_API_PORT, this.options.host);
@@ -313,7 +316,10 @@ export class PublicApiServer {
           rejectUnauthorized: true,
           minVersion: 'TLSv1.3',
         },
-        (request, response) => this.track(this.handle(request, response, Listener.Peer)),
+        (request, response) =>
+          this.track(
+            tracedRequest(request, response, () => this.handle(request, response, Listener.Peer)),
+          ),
       );
       this.peerServer = peerServer;
       await listen(peerServer, peers.port ?? DEFAULT_PEER_PORT, peers.host);
@@ -337,7 +343,15 @@ export class PublicApiServer {
           rejectUnauthorized: false,
           minVersion: 'TLSv1.2',
         },
-        (request, response) => this.track(this.handle(request, response, Listener.Kube)),
+        (request, response) =>
+          this.track(
+            tracedRequest(
+              request,
+              response,
+              () => this.handle(request, response, Listener.Kube),
+              kubeRouteTemplate,
+            ),
+          ),
       );
       kube.door.onConfigChange((next) => kubeServer.setSecureContext(context(next.clientCa)));
       this.kubeServer = kubeServer;
@@ -1057,6 +1071,15 @@ function kubeRouteMatch(method: string, path: string): AnyRouteMatch {
         },
       };
   }
+}
+
+/**
+ * A Kubernetes door request's route template for its span name: the subresource's
+ * template or the discovery path, never a path holding a namespace or a name.
+ */
+function kubeRouteTemplate(method: string, path: string): string | undefined {
+  const match = kubeRouteMatch(method, path);
+  return match.kind === 'matched' || match.kind === 'discovery' ? match.route.template : undefined;
 }
 
 /** The namespace, name and subresource a Kubernetes door request names. */

@@ -7,6 +7,7 @@
 import { credentials, Metadata, type ClientDuplexStream } from '@grpc/grpc-js';
 import { AppError, errorCodeFromGrpc } from '../../common/errors';
 import { isServiceError } from '../../common/state-client';
+import { injectTraceMetadata, inSpan, SpanKind } from '../../common/tracing';
 import {
   HarnessClient,
   type Paused,
@@ -77,17 +78,43 @@ export class HarnessConnector {
    *   harness cannot be reached or died mid-call, `failed_precondition` when it runs
    *   another turn, ...), `internal` when it broke the protocol, or what a handler threw.
    */
-  async runTurn(
+  runTurn(
     endpoint: string,
     start: TurnStart,
     handlers: HarnessTurnHandlers,
     options: { readonly signal?: AbortSignal; readonly traceparent?: string } = {},
   ): Promise<HarnessTurnEnd> {
+    return inSpan(
+      'polychrome.harness.v1.Harness/RunTurn',
+      {
+        kind: SpanKind.CLIENT,
+        attributes: {
+          'rpc.system': 'grpc',
+          'rpc.service': 'polychrome.harness.v1.Harness',
+          'rpc.method': 'RunTurn',
+          'server.address': endpoint,
+          'polychrome.turn.id': start.turnId,
+        },
+      },
+      () => this.callRunTurn(endpoint, start, handlers, options),
+    );
+  }
+
+  private async callRunTurn(
+    endpoint: string,
+    start: TurnStart,
+    handlers: HarnessTurnHandlers,
+    options: { readonly signal?: AbortSignal; readonly traceparent?: string },
+  ): Promise<HarnessTurnEnd> {
     const channel = this.channel(endpoint);
     channel.calls += 1;
     const metadata = new Metadata();
     metadata.set('authorization', `Bearer ${this.options.token}`);
-    if (options.traceparent !== undefined) metadata.set('traceparent', options.traceparent);
+    // The active span's context when tracing is on; else the caller's own id, for the log.
+    injectTraceMetadata(metadata);
+    if (options.traceparent !== undefined && metadata.get('traceparent').length === 0) {
+      metadata.set('traceparent', options.traceparent);
+    }
     const call = channel.client.runTurn(metadata, {
       deadline: Date.now() + (this.options.callDeadlineMs ?? 600_000),
     });

@@ -18,6 +18,14 @@ import {
   type StateAccess,
 } from './caller-identity';
 import type { StateMetrics } from './state-metrics';
+import {
+  extractTraceMetadata,
+  recordSpanError,
+  SpanKind,
+  startSpan,
+  type Span,
+} from '../../common/tracing';
+import { context as otelContext } from '@opentelemetry/api';
 
 /*
  * The one wrapper every state-plane RPC runs in (Journal and Records alike): authorize
@@ -83,6 +91,8 @@ export interface CallHandlerOptions {
    * with ({@link StreamingOptions.endsOnShutdown}). Without it no stream is ended early.
    */
   readonly shutdown?: AbortSignal;
+  /** The gRPC service (`polychrome.state.v1.Journal`), for span names. @default 'state' */
+  readonly service?: string;
 }
 
 /** Options of one server-streaming method. */
@@ -189,37 +199,78 @@ export function createCallHandlers(options: CallHandlerOptions): CallHandlers {
     metrics?.calls.inc({ method, status: grpcName(code) });
   }
 
+  /** The call's SERVER span, its parent the caller's span (metadata); none when off. */
+  function callSpan(call: AnyCall, method: string): ReturnType<typeof startSpan> {
+    const service = options.service ?? 'state';
+    return startSpan(`${service}/${method}`, {
+      kind: SpanKind.SERVER,
+      parent: extractTraceMetadata(call.metadata),
+      attributes: { 'rpc.system': 'grpc', 'rpc.service': service, 'rpc.method': method },
+    });
+  }
+
+  function endSpan(span: Span | undefined, code: number, error?: AppError): void {
+    if (span === undefined) return;
+    span.setAttribute('rpc.grpc.status_code', code);
+    // A caller's refusal (a moved head, a stale token) is an answer, not a server fault.
+    if (error !== undefined) {
+      if (code === 2 || code === 13 || code === 14 || code === 15) recordSpanError(span, error);
+      else span.setAttribute('error.type', error.code);
+    }
+    span.end();
+  }
+
   function unary<Req, Res>(
     method: string,
     access: StateAccess,
     run: (request: Req, context: CallContext) => Promise<Res>,
   ): (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void {
     return (call, callback) => {
-      let context: CallContext;
-      try {
-        context = begin(call, method, access);
-      } catch (error) {
-        const appError = asAppError(error, options.log, method);
-        options.log.warn({ method, code: appError.code, err: appError }, 'call refused');
-        count(method, errorStatus[appError.code].grpc);
-        callback(statusError(appError));
-        return;
+      const traced = callSpan(call, method);
+      if (traced === undefined) answerUnary(call, callback, method, access, run, undefined);
+      else {
+        otelContext.with(traced.context, () =>
+          answerUnary(call, callback, method, access, run, traced.span),
+        );
       }
-      // A handler that throws synchronously (a bad partition name in store.head) must
-      // still answer with its status.
-      new Promise<Res>((resolve) => resolve(run(call.request, context))).then(
-        (response) => {
-          count(method, 0);
-          callback(null, response);
-        },
-        (error: unknown) => {
-          const appError = asAppError(error, context.log, method);
-          count(method, errorStatus[appError.code].grpc);
-          context.log.debug({ code: appError.code, message: appError.message }, 'call failed');
-          callback(statusError(appError));
-        },
-      );
     };
+  }
+
+  function answerUnary<Req, Res>(
+    call: ServerUnaryCall<Req, Res>,
+    callback: sendUnaryData<Res>,
+    method: string,
+    access: StateAccess,
+    run: (request: Req, context: CallContext) => Promise<Res>,
+    span: Span | undefined,
+  ): void {
+    let context: CallContext;
+    try {
+      context = begin(call, method, access);
+    } catch (error) {
+      const appError = asAppError(error, options.log, method);
+      options.log.warn({ method, code: appError.code, err: appError }, 'call refused');
+      count(method, errorStatus[appError.code].grpc);
+      endSpan(span, errorStatus[appError.code].grpc, appError);
+      callback(statusError(appError));
+      return;
+    }
+    // A handler that throws synchronously (a bad partition name in store.head) must
+    // still answer with its status.
+    new Promise<Res>((resolve) => resolve(run(call.request, context))).then(
+      (response) => {
+        count(method, 0);
+        endSpan(span, 0);
+        callback(null, response);
+      },
+      (error: unknown) => {
+        const appError = asAppError(error, context.log, method);
+        count(method, errorStatus[appError.code].grpc);
+        endSpan(span, errorStatus[appError.code].grpc, appError);
+        context.log.debug({ code: appError.code, message: appError.message }, 'call failed');
+        callback(statusError(appError));
+      },
+    );
   }
 
   function streaming<Req, Item>(
@@ -229,44 +280,66 @@ export function createCallHandlers(options: CallHandlerOptions): CallHandlers {
     streamingOptions: StreamingOptions<Req> = {},
   ): (call: ServerWritableStream<Req, Item>) => void {
     return (call) => {
-      let context: CallContext;
-      try {
-        context = begin(call, method, access);
-      } catch (error) {
-        const appError = asAppError(error, options.log, method);
-        options.log.warn({ method, code: appError.code, err: appError }, 'call refused');
-        count(method, errorStatus[appError.code].grpc);
-        call.emit('error', statusError(appError));
-        return;
+      const traced = callSpan(call, method);
+      if (traced === undefined) answerStreaming(call, method, access, produce, streamingOptions);
+      else {
+        otelContext.with(traced.context, () =>
+          answerStreaming(call, method, access, produce, streamingOptions, traced.span),
+        );
       }
-      let release = (): void => undefined;
-      if (
-        options.shutdown !== undefined &&
-        streamingOptions.endsOnShutdown?.(call.request) === true
-      ) {
-        const linked = linkSignals(context.signal, options.shutdown);
-        release = linked.release;
-        const base = context;
-        context = {
-          identity: base.identity,
-          signal: linked.signal,
-          get log(): Logger {
-            return base.log;
-          },
-        };
-      }
-      const running = pump(call, produce(call.request, context), context);
-      running.then(release, release);
-      void running.then(
-        () => count(method, 0),
-        (error: unknown) => {
-          const appError = asAppError(error, context.log, method);
-          count(method, errorStatus[appError.code].grpc);
-          // A cancelled call has nobody listening; anything else gets its status.
-          if (!call.cancelled) call.emit('error', statusError(appError));
-        },
-      );
     };
+  }
+
+  function answerStreaming<Req, Item>(
+    call: ServerWritableStream<Req, Item>,
+    method: string,
+    access: StateAccess,
+    produce: (request: Req, context: CallContext) => AsyncIterable<Item>,
+    streamingOptions: StreamingOptions<Req>,
+    span?: Span,
+  ): void {
+    let context: CallContext;
+    try {
+      context = begin(call, method, access);
+    } catch (error) {
+      const appError = asAppError(error, options.log, method);
+      options.log.warn({ method, code: appError.code, err: appError }, 'call refused');
+      count(method, errorStatus[appError.code].grpc);
+      endSpan(span, errorStatus[appError.code].grpc, appError);
+      call.emit('error', statusError(appError));
+      return;
+    }
+    let release = (): void => undefined;
+    if (
+      options.shutdown !== undefined &&
+      streamingOptions.endsOnShutdown?.(call.request) === true
+    ) {
+      const linked = linkSignals(context.signal, options.shutdown);
+      release = linked.release;
+      const base = context;
+      context = {
+        identity: base.identity,
+        signal: linked.signal,
+        get log(): Logger {
+          return base.log;
+        },
+      };
+    }
+    const running = pump(call, produce(call.request, context), context);
+    running.then(release, release);
+    void running.then(
+      () => {
+        count(method, 0);
+        endSpan(span, 0);
+      },
+      (error: unknown) => {
+        const appError = asAppError(error, context.log, method);
+        count(method, errorStatus[appError.code].grpc);
+        endSpan(span, errorStatus[appError.code].grpc, appError);
+        // A cancelled call has nobody listening; anything else gets its status.
+        if (!call.cancelled) call.emit('error', statusError(appError));
+      },
+    );
   }
 
   async function pump<Item>(

@@ -146,7 +146,10 @@ function checkpointFromProto(
 export function createJournalService(options: JournalServiceOptions): JournalServer {
   const { store, metrics } = options;
 
-  const { unary, streaming } = createCallHandlers(options);
+  const { unary, streaming } = createCallHandlers({
+    ...options,
+    service: 'polychrome.state.v1.Journal',
+  });
 
   async function* exportItems(partition: string, signal: AbortSignal): AsyncGenerator<ExportItem> {
     // Keys first, so an offline verifier has its trust anchors before the first event.

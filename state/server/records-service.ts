@@ -80,7 +80,7 @@ export interface RecordsServiceOptions {
  */
 export function createRecordsService(options: RecordsServiceOptions): RecordsServer {
   const { records } = options;
-  const { unary } = createCallHandlers(options);
+  const { unary } = createCallHandlers({ ...options, service: 'polychrome.state.v1.Records' });
 
   /** A read: the writer role, like every Records call. */
   function read<Req, Res>(

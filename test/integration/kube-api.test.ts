@@ -15,6 +15,7 @@ import {
   RbacAuthorizationV1Api,
 } from '@kubernetes/client-node';
 import { execFile, execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { readFile, mkdtemp, rm } from 'node:fs/promises';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { tmpdir } from 'node:os';
@@ -25,10 +26,12 @@ import { decodePayload, EventKind } from '../../common/event-kinds';
 import { defaultBinDir, repoRoot } from '../../hack/lib/local-cluster';
 import { DevCertificateAuthority, type CertFiles } from '../../hack/lib/pki';
 import { pollUntil } from '../../hack/lib/processes';
+import { startTracing } from '../../common/tracing';
 import { KubeDoor } from '../../operator/kube-api/kube-door';
 import { kubeDoorPorts } from '../../operator/kube-api/kube-door-ports';
 import { startApi, type TestApi } from '../../operator/public-api/testdata/fixtures';
 import { field, freshNamespace, kubeConfig, sharedCluster } from './support/kube';
+import { OtelCollector } from './support/otel-collector';
 
 const serviceAccountUser = 'system:serviceaccount:polychrome-system:polychrome-control-plane';
 const apiPath = '/apis/api.polychrome.dev/v1alpha1';
@@ -405,6 +408,83 @@ describe('the Kubernetes door through kube-apiserver', () => {
     expect(got.ok).toBe(false);
     expect(got.stderr).toContain('conversations.polychrome.dev "nobody" not found');
   });
+
+  it('takes the caller’s traceparent through kube-apiserver as its request span’s trace', async () => {
+    // Tracing on in this process only for this test: the door's span goes to a real
+    // collector (hack/otelcol), and the SDK is shut down before the next test.
+    const collector = await OtelCollector.start();
+    const saved = { ...process.env };
+    process.env.OTEL_EXPORTER_OTLP_ENDPOINT = collector.grpcEndpoint;
+    process.env.OTEL_EXPORTER_OTLP_PROTOCOL = 'grpc';
+    process.env.OTEL_BSP_SCHEDULE_DELAY = '100';
+    const tracing = await startTracing('polychrome-control-plane');
+    try {
+      const traceId = randomBytes(16).toString('hex');
+      const callerSpan = randomBytes(8).toString('hex');
+      const kc = await kubeConfig(alice);
+      const server = new URL(kc.getCurrentCluster()?.server ?? '');
+      const options: RequestOptions = {
+        host: server.hostname,
+        port: server.port,
+        method: 'POST',
+        path: `${apiPath}/namespaces/${ns.name}/conversations/hello/messages`,
+        headers: {
+          'content-type': 'application/json',
+          traceparent: `00-${traceId}-${callerSpan}-01`,
+        },
+      };
+      await kc.applyToHTTPSOptions(options);
+      const status = await new Promise<number>((resolve, reject) => {
+        const req = httpsRequest(options, (res) => {
+          res.resume();
+          res.once('end', () => resolve(res.statusCode ?? 0));
+        });
+        req.once('error', reject);
+        req.end(JSON.stringify({ text: 'traced through kube-apiserver', idempotencyKey: 'k-tr' }));
+      });
+      expect(status).toBe(200);
+      const template = `${apiPath}/namespaces/{namespace}/conversations/{name}/messages`;
+      const spans = await pollUntil(
+        'the door’s request span in the collector’s file',
+        () => {
+          const mine = collector.spans().filter((span) => span.traceId === traceId);
+          return Promise.resolve(
+            mine.some((span) => span.name === `POST ${template}`) ? mine : undefined,
+          );
+        },
+        { timeoutMs: 30_000, intervalMs: 250 },
+      );
+      const request = spans.find((span) => span.name === `POST ${template}`);
+      // kube-apiserver runs without a tracing configuration, so it passes the header on as
+      // the caller sent it: the caller's span is the parent.
+      expect(request?.parentSpanId).toBe(callerSpan);
+      expect(request?.attributes).toMatchObject({
+        'http.route': template,
+        'http.response.status_code': 200,
+      });
+      // The turn's harness call is in the same trace: the context crossed over gRPC.
+      const runTurn = await pollUntil(
+        'the RunTurn client span in the caller’s trace',
+        () =>
+          Promise.resolve(
+            collector
+              .spans()
+              .find(
+                (span) =>
+                  span.traceId === traceId &&
+                  span.name === 'polychrome.harness.v1.Harness/RunTurn' &&
+                  span.kind === 3,
+              ),
+          ),
+        { timeoutMs: 30_000, intervalMs: 250 },
+      );
+      expect(runTurn.parentSpanId).not.toBe('');
+    } finally {
+      await tracing?.shutdown();
+      process.env = saved;
+      await collector.stop();
+    }
+  }, 60_000);
 
   describe('an attacker who reaches the door directly', () => {
     const body = JSON.stringify({ text: 'forged' });

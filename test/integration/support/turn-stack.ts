@@ -100,6 +100,8 @@ export interface TurnStackOptions {
   readonly controlPlaneEnv?: Readonly<Record<string, string>>;
   /** More variables for every harness container (they win), e.g. `HARNESS_MAX_STEPS`. */
   readonly harnessEnv?: Readonly<Record<string, string>>;
+  /** More variables for the state plane, e.g. `OTEL_EXPORTER_OTLP_ENDPOINT`. */
+  readonly stateEnv?: Readonly<Record<string, string>>;
   /** Conversation lease duration of the control planes. @default 3000 */
   readonly leaseDurationMs?: number;
   /** Wait until every control plane is ready before resolving. @default true */
@@ -608,6 +610,7 @@ export class TurnStack {
     this.approval = approval;
     this.token = token;
     this.statePlane = await StatePlane.create(certs, join(dir, 'state-data'));
+    Object.assign(this.statePlane.env, this.options.stateEnv);
     // After controlPlaneKubeconfig applied config/ (the namespace and the peers' Role).
     this.peerPods = new PeerPods(this.admin);
 

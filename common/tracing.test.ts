@@ -1,0 +1,142 @@
+import { describe, expect, it } from '@jest/globals';
+import { execFile } from 'node:child_process';
+import { createServer, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { tracingRequested } from './tracing';
+
+const run = promisify(execFile);
+
+describe('tracingRequested', () => {
+  it.each([
+    ['nothing set', {}, false],
+    ['an OTLP endpoint', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318' }, true],
+    [
+      'a traces endpoint',
+      { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://127.0.0.1:4318/v1/traces' },
+      true,
+    ],
+    ['an empty endpoint', { OTEL_EXPORTER_OTLP_ENDPOINT: ' ' }, false],
+    ['the console exporter', { OTEL_TRACES_EXPORTER: 'console' }, true],
+    [
+      'exporter none, endpoint set',
+      { OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318' },
+      false,
+    ],
+    [
+      'the SDK disabled',
+      { OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318' },
+      false,
+    ],
+  ])('%s: %s', (_label, env, expected) => {
+    expect(tracingRequested(env)).toBe(expected);
+  });
+});
+
+interface ProbeResult {
+  started: boolean;
+  sdkModules: number;
+  inside: {
+    spanId?: string;
+    traceId?: string;
+    traceparent: string[];
+    extracted?: { traceId: string; spanId: string };
+  };
+  malformed: unknown;
+  lines: Record<string, unknown>[];
+}
+
+/** Runs common/testdata/tracing-probe.ts with only `env` of OTEL_* set. */
+async function probe(env: Record<string, string>): Promise<ProbeResult> {
+  const clean = Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !name.startsWith('OTEL_')),
+  );
+  const { stdout } = await run(
+    process.execPath,
+    ['--import', 'tsx', join(__dirname, 'testdata', 'tracing-probe.ts')],
+    { env: { ...clean, ...env }, timeout: 60_000 },
+  );
+  return JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as ProbeResult;
+}
+
+/** An OTLP/HTTP endpoint that records the paths it is sent and discards the bodies. */
+async function otlpSink(): Promise<{ url: string; paths: string[]; close: () => Promise<void> }> {
+  const paths: string[] = [];
+  const server = createServer((request: IncomingMessage, response) => {
+    paths.push(
+      `${request.method ?? ''} ${request.url ?? ''} ${request.headers['content-type'] ?? ''}`,
+    );
+    request.resume();
+    request.on('end', () =>
+      response.writeHead(200, { 'content-type': 'application/x-protobuf' }).end(),
+    );
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    paths,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+describe('startTracing', () => {
+  it('loads no SDK, exports nothing and adds no trace fields to log lines when OTEL_* is unset', async () => {
+    const sink = await otlpSink();
+    try {
+      const result = await probe({});
+      expect(result.started).toBe(false);
+      expect(result.sdkModules).toBe(0);
+      expect(result.inside.traceparent).toEqual([]);
+      expect(result.lines).toHaveLength(2);
+      for (const line of result.lines) {
+        expect(line).toMatchObject({ field: 1 });
+        expect(line).not.toHaveProperty('trace_id');
+        expect(line).not.toHaveProperty('span_id');
+      }
+      expect(sink.paths).toEqual([]);
+    } finally {
+      await sink.close();
+    }
+  }, 60_000);
+
+  it('propagates the span over gRPC metadata, logs its ids, and exports to the endpoint', async () => {
+    const sink = await otlpSink();
+    try {
+      const result = await probe({ OTEL_EXPORTER_OTLP_ENDPOINT: sink.url });
+      expect(result.started).toBe(true);
+      expect(result.sdkModules).toBeGreaterThan(0);
+      const { traceId, spanId } = result.inside;
+      expect(traceId).toMatch(/^[0-9a-f]{32}$/u);
+      expect(result.inside.traceparent).toEqual([`00-${traceId}-${spanId}-01`]);
+      expect(result.inside.extracted).toMatchObject({ traceId, spanId });
+      // A malformed header is no context: the server's span starts a new trace.
+      expect(result.malformed).toBeNull();
+      const inside = result.lines.find((line) => line.msg === 'inside');
+      const outside = result.lines.find((line) => line.msg === 'outside');
+      expect(inside).toMatchObject({ field: 1, trace_id: traceId, span_id: spanId });
+      expect(outside).not.toHaveProperty('trace_id');
+      // http/protobuf to <endpoint>/v1/traces, as the spec says.
+      expect(sink.paths).toEqual(['POST /v1/traces application/x-protobuf']);
+    } finally {
+      await sink.close();
+    }
+  }, 60_000);
+
+  it('honours OTEL_TRACES_SAMPLER: always_off records nothing and exports nothing', async () => {
+    const sink = await otlpSink();
+    try {
+      const result = await probe({
+        OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
+        OTEL_TRACES_SAMPLER: 'always_off',
+      });
+      expect(result.started).toBe(true);
+      // The context still propagates, marked not sampled.
+      expect(result.inside.traceparent[0]).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/u);
+      expect(sink.paths).toEqual([]);
+    } finally {
+      await sink.close();
+    }
+  }, 60_000);
+});

@@ -1,0 +1,248 @@
+import type { Metadata } from '@grpc/grpc-js';
+import {
+  context,
+  propagation,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Attributes,
+  type Context,
+  type Link,
+  type Span,
+  type SpanOptions,
+  type TextMapGetter,
+  type TextMapSetter,
+} from '@opentelemetry/api';
+import { isAppError } from './errors';
+
+/**
+ * OpenTelemetry traces (docs/observability.md#traces). Our code makes its spans through
+ * the API package only; the SDK is loaded by {@link startTracing}, from each plane's
+ * `main.ts`, and only when the environment asks for an exporter. Without it the API's
+ * no-op tracer is all that runs, and the wrappers below skip even that
+ * ({@link isTracing}).
+ */
+
+/** The instrumentation scope of every span Polychrome makes. */
+export const TRACER_NAME = 'polychrome';
+
+const tracer = trace.getTracer(TRACER_NAME);
+let active = false;
+
+/** True once {@link startTracing} started the SDK in this process. */
+export function isTracing(): boolean {
+  return active;
+}
+
+function nonEmpty(value: string | undefined): boolean {
+  return value !== undefined && value.trim() !== '';
+}
+
+/**
+ * True when `env` asks for trace export: an OTLP endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT` or
+ * `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) or an `OTEL_TRACES_EXPORTER` other than `none`,
+ * and `OTEL_SDK_DISABLED` is not `true`. Everything else (sampler, propagators, service
+ * name, protocol) is the SDK's to read.
+ */
+export function tracingRequested(env: NodeJS.ProcessEnv = process.env): boolean {
+  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return false;
+  const exporters = (env.OTEL_TRACES_EXPORTER ?? '')
+    .split(',')
+    .map((name) => name.trim())
+    .filter((name) => name !== '');
+  if (exporters.length > 0) return exporters.some((name) => name !== 'none');
+  return (
+    nonEmpty(env.OTEL_EXPORTER_OTLP_ENDPOINT) || nonEmpty(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
+  );
+}
+
+/** A started SDK: {@link shutdown} flushes the spans not yet exported. */
+export interface Tracing {
+  shutdown(): Promise<void>;
+}
+
+/**
+ * Starts the OpenTelemetry SDK when {@link tracingRequested}, else does nothing and loads
+ * nothing. `service` is the `service.name` unless `OTEL_SERVICE_NAME` or
+ * `OTEL_RESOURCE_ATTRIBUTES` names one (the SDK's resource detection wins over it).
+ * Traces only: metrics stay on Prometheus and logs on stdout, whatever
+ * `OTEL_METRICS_EXPORTER` and `OTEL_LOGS_EXPORTER` say.
+ *
+ * @returns the SDK to shut down on exit, or undefined when tracing is off.
+ */
+export async function startTracing(service: string): Promise<Tracing | undefined> {
+  if (!tracingRequested(process.env)) return undefined;
+  const [{ NodeSDK }, { defaultResource, resourceFromAttributes }] = await Promise.all([
+    import('@opentelemetry/sdk-node'),
+    import('@opentelemetry/resources'),
+  ]);
+  const sdk = new NodeSDK({
+    resource: defaultResource().merge(resourceFromAttributes({ 'service.name': service })),
+    metricReaders: [],
+    logRecordProcessors: [],
+    instrumentations: [],
+  });
+  sdk.start();
+  active = true;
+  return {
+    shutdown: async () => {
+      active = false;
+      await sdk.shutdown();
+    },
+  };
+}
+
+/**
+ * The active span's ids for a log line, or nothing when there is no valid span. A new
+ * object every time: pino merges the line's own fields into what a mixin returns.
+ */
+export function traceLogFields(): { trace_id?: string; span_id?: string } {
+  if (!active) return {};
+  const span = trace.getActiveSpan();
+  if (span === undefined) return {};
+  const { traceId, spanId } = span.spanContext();
+  return trace.isSpanContextValid(span.spanContext()) ? { trace_id: traceId, span_id: spanId } : {};
+}
+
+/**
+ * Marks `span` failed: status ERROR with the error's message, `error.type` (the AppError
+ * code, else the error's class), and an exception event.
+ */
+export function recordSpanError(span: Span, error: unknown): void {
+  const message = error instanceof Error ? error.message : String(error);
+  span.setStatus({ code: SpanStatusCode.ERROR, message });
+  span.setAttribute(
+    'error.type',
+    isAppError(error) ? error.code : error instanceof Error ? error.name : '_OTHER',
+  );
+  span.recordException(error instanceof Error ? error : message);
+}
+
+/** Options of {@link inSpan}. */
+export interface InSpanOptions {
+  readonly kind?: SpanKind;
+  readonly attributes?: Attributes;
+  /** The parent; @default the active context */
+  readonly parent?: Context;
+  /** Spans this one follows from without being their child. */
+  readonly links?: readonly Link[];
+}
+
+function spanOptionsOf(options: InSpanOptions): SpanOptions {
+  return {
+    kind: options.kind ?? SpanKind.INTERNAL,
+    ...(options.attributes === undefined ? {} : { attributes: options.attributes }),
+    ...(options.links === undefined ? {} : { links: [...options.links] }),
+  };
+}
+
+/**
+ * Runs `run` in a new active span that ends when it settles; a rejection is recorded on
+ * the span ({@link recordSpanError}) and rethrown. With tracing off, `run` is called with
+ * undefined and nothing else happens.
+ */
+export function inSpan<T>(
+  name: string,
+  options: InSpanOptions,
+  run: (span: Span | undefined) => Promise<T>,
+): Promise<T> {
+  if (!active) return run(undefined);
+  const span = tracer.startSpan(name, spanOptionsOf(options), options.parent ?? context.active());
+  return context.with(trace.setSpan(options.parent ?? context.active(), span), async () => {
+    try {
+      return await run(span);
+    } catch (error) {
+      recordSpanError(span, error);
+      throw error;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+/**
+ * Starts a span that the caller ends (a request whose end is an event, not a promise),
+ * and the context it is active in. Undefined when tracing is off.
+ */
+export function startSpan(
+  name: string,
+  options: InSpanOptions,
+): { span: Span; context: Context } | undefined {
+  if (!active) return undefined;
+  const parent = options.parent ?? context.active();
+  const span = tracer.startSpan(name, spanOptionsOf(options), parent);
+  return { span, context: trace.setSpan(parent, span) };
+}
+
+// ---- propagation (the propagators of OTEL_PROPAGATORS, registered by the SDK) ----
+
+const metadataSetter: TextMapSetter<Metadata> = {
+  set: (metadata, key, value) => metadata.set(key, value),
+};
+
+const metadataGetter: TextMapGetter<Metadata> = {
+  get: (metadata, key) => {
+    const values = metadata.get(key);
+    return values.length === 0 ? undefined : values.map(String);
+  },
+  keys: (metadata) => Object.keys(metadata.getMap()),
+};
+
+/** Writes the active trace context into outgoing gRPC metadata (`traceparent`, ...). */
+export function injectTraceMetadata(metadata: Metadata, from: Context = context.active()): void {
+  if (active) propagation.inject(from, metadata, metadataSetter);
+}
+
+/**
+ * The trace context a gRPC call carries, on top of the root context (a server span's
+ * parent is the caller's span, never whatever this process had active). A missing or
+ * malformed header gives the root context: a new trace.
+ */
+export function extractTraceMetadata(metadata: Metadata): Context {
+  return active ? propagation.extract(ROOT_CONTEXT, metadata, metadataGetter) : ROOT_CONTEXT;
+}
+
+/** The trace context of HTTP request headers (`traceparent`, ...), on the root context. */
+export function extractTraceHeaders(headers: Readonly<Record<string, unknown>>): Context {
+  return active ? propagation.extract(ROOT_CONTEXT, headers) : ROOT_CONTEXT;
+}
+
+/** Headers that carry the active trace context to an HTTP peer; empty when tracing is off. */
+export function traceHeaders(from: Context = context.active()): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (active) propagation.inject(from, headers);
+  return headers;
+}
+
+export { SpanKind, SpanStatusCode };
+export type { Span };
+
+/** Records `error` on the active span ({@link recordSpanError}), for a caught failure. */
+export function recordActiveSpanError(error: unknown): void {
+  if (!active) return;
+  const span = trace.getActiveSpan();
+  if (span !== undefined) recordSpanError(span, error);
+}
+
+/** Sets attributes on the active span, when tracing is on. */
+export function setActiveSpanAttributes(attributes: Attributes): void {
+  if (active) trace.getActiveSpan()?.setAttributes(attributes);
+}
+
+/**
+ * A link to the span a W3C `traceparent` value names (an annotation a caller set), or
+ * undefined when tracing is off or the value is missing or malformed.
+ */
+export function linkFromTraceparent(value: string | undefined): Link | undefined {
+  if (!active || value === undefined) return undefined;
+  const spanContext = trace.getSpanContext(
+    propagation.extract(ROOT_CONTEXT, { traceparent: value }),
+  );
+  return spanContext !== undefined && trace.isSpanContextValid(spanContext)
+    ? { context: spanContext }
+    : undefined;
+}
+
+/** The context with no span: the parent of a span that starts a trace. */
+export const ROOT_TRACE_CONTEXT = ROOT_CONTEXT;

@@ -1,0 +1,181 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { pollUntil } from '../../hack/lib/processes';
+import { toolDirective } from '../support/messages-api-server';
+import { OtelCollector, type CollectedSpan } from './support/otel-collector';
+import { apiCall } from './support/public-api';
+import { startTurnStack, type TurnStack } from './support/turn-stack';
+
+// One turn's trace across the three planes, as a real OpenTelemetry Collector (hack/otelcol)
+// receives it over OTLP/HTTP: the caller's traceparent is the API span's parent, and the
+// context crosses into the state plane and the harness over gRPC metadata.
+
+const SERVER = 2;
+const CLIENT = 3;
+
+describe('OpenTelemetry traces across the three planes', () => {
+  let collector: OtelCollector | undefined;
+  let stack: TurnStack | undefined;
+  let token = '';
+  let uid = '';
+
+  beforeAll(async () => {
+    collector = await OtelCollector.start();
+    const env = { OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint, OTEL_BSP_SCHEDULE_DELAY: '100' };
+    stack = await startTurnStack({
+      namespacePrefix: 'traces',
+      controlPlaneEnv: env,
+      harnessEnv: env,
+      stateEnv: env,
+    });
+    token = await stack.mintToken('test:owner');
+    uid = await stack.createConversation('traced', {
+      owner: 'test:owner',
+      tools: { builtin: ['calculator'] },
+    });
+  }, 150_000);
+
+  afterAll(async () => {
+    await stack?.stop();
+    await collector?.stop();
+  }, 60_000);
+
+  it('holds spans of all three services in the caller’s trace, with correct parents', async () => {
+    const s = stack;
+    const c = collector;
+    if (s === undefined || c === undefined) throw new Error('the stack did not start');
+    await s.withDiagnostics(async () => {
+      const traceId = randomBytes(16).toString('hex');
+      const callerSpan = randomBytes(8).toString('hex');
+      const answer = await apiCall(s.apiUrl, 'POST', `/v1/conversations/${uid}/messages`, {
+        token,
+        headers: { traceparent: `00-${traceId}-${callerSpan}-01` },
+        body: {
+          text: `add them ${toolDirective('calculator', { expression: '6*7' })}`,
+          idempotencyKey: 'k-traced',
+        },
+      });
+      expect(answer.status).toBe(200);
+
+      // Every plane exports in batches; wait until the harness's last spans and the API's
+      // own (it ends when the response closes) have arrived.
+      const spans = await pollUntil(
+        'the turn’s spans in the collector’s file',
+        () => {
+          const mine = c.spans().filter((span) => span.traceId === traceId);
+          const names = new Set(mine.map((span) => span.name));
+          return Promise.resolve(
+            names.has('POST /v1/conversations/{conversationId}/messages') &&
+              names.has('execute_tool calculator') &&
+              mine.filter((span) => span.name.startsWith('chat ')).length >= 2 &&
+              mine.some((span) => span.service === 'polychrome-state')
+              ? mine
+              : undefined,
+          );
+        },
+        { timeoutMs: 30_000, intervalMs: 250 },
+      );
+      const byId = new Map(spans.map((span) => [span.spanId, span]));
+      const parentOf = (span: CollectedSpan): CollectedSpan | undefined =>
+        byId.get(span.parentSpanId);
+      const one = (name: string, service: string): CollectedSpan => {
+        const found = spans.filter((span) => span.name === name && span.service === service);
+        expect(found.map((span) => `${span.service} ${span.name}`)).toEqual([`${service} ${name}`]);
+        return found[0] as CollectedSpan;
+      };
+
+      expect(new Set(spans.map((span) => span.service))).toEqual(
+        new Set(['polychrome-control-plane', 'polychrome-state', 'polychrome-harness']),
+      );
+
+      const api = one(
+        'POST /v1/conversations/{conversationId}/messages',
+        'polychrome-control-plane',
+      );
+      expect(api.kind).toBe(SERVER);
+      expect(api.parentSpanId).toBe(callerSpan);
+      expect(api.attributes).toMatchObject({
+        'http.request.method': 'POST',
+        'http.route': '/v1/conversations/{conversationId}/messages',
+        'http.response.status_code': 200,
+      });
+
+      const turn = one('turn postMessage', 'polychrome-control-plane');
+      expect(turn.parentSpanId).toBe(api.spanId);
+      expect(turn.attributes).toMatchObject({ 'polychrome.conversation.id': uid });
+
+      // Batch one and batch two are the coordinator's appends; each has its server side.
+      const appends = spans.filter(
+        (span) =>
+          span.name === 'polychrome.state.v1.Journal/Append' &&
+          span.service === 'polychrome-control-plane',
+      );
+      expect(
+        appends.filter((span) => span.parentSpanId === turn.spanId).length,
+      ).toBeGreaterThanOrEqual(2);
+      for (const client of appends) {
+        expect(client.kind).toBe(CLIENT);
+        const server = spans.filter(
+          (span) => span.service === 'polychrome-state' && span.parentSpanId === client.spanId,
+        );
+        expect(server.map((span) => [span.name, span.kind])).toEqual([
+          ['polychrome.state.v1.Journal/Append', SERVER],
+        ]);
+      }
+
+      const runTurnClient = one(
+        'polychrome.harness.v1.Harness/RunTurn',
+        'polychrome-control-plane',
+      );
+      expect(runTurnClient.kind).toBe(CLIENT);
+      expect(runTurnClient.parentSpanId).toBe(turn.spanId);
+      const runTurn = one('polychrome.harness.v1.Harness/RunTurn', 'polychrome-harness');
+      expect(runTurn.kind).toBe(SERVER);
+      expect(runTurn.parentSpanId).toBe(runTurnClient.spanId);
+      expect(runTurn.attributes).toMatchObject({
+        'polychrome.conversation.id': uid,
+        'polychrome.turn.outcome': 'completed',
+      });
+      // The harness's steps are committed from within the call.
+      expect(appends.some((span) => span.parentSpanId === runTurnClient.spanId)).toBe(true);
+
+      // Two model calls (the tool call, then the answer), after the GenAI conventions.
+      const chats = spans.filter((span) => span.name.startsWith('chat '));
+      expect(chats).toHaveLength(2);
+      for (const chat of chats) {
+        expect(chat.service).toBe('polychrome-harness');
+        expect(chat.kind).toBe(CLIENT);
+        expect(parentOf(chat)?.spanId).toBe(runTurn.spanId);
+        expect(chat.name).toBe(`chat ${String(chat.attributes['gen_ai.request.model'])}`);
+        expect(chat.attributes).toMatchObject({
+          'gen_ai.operation.name': 'chat',
+          'gen_ai.provider.name': 'anthropic',
+          'gen_ai.usage.input_tokens': 10,
+          'gen_ai.usage.output_tokens': 5,
+        });
+      }
+      expect(chats.map((chat) => chat.attributes['gen_ai.response.finish_reasons'])).toEqual(
+        expect.arrayContaining([['tool_use'], ['end_turn']]),
+      );
+
+      // The tool runs between the two model calls, in the turn: a sibling of the calls.
+      const tool = one('execute_tool calculator', 'polychrome-harness');
+      expect(tool.parentSpanId).toBe(runTurn.spanId);
+      expect(tool.attributes).toMatchObject({
+        'gen_ai.operation.name': 'execute_tool',
+        'gen_ai.tool.name': 'calculator',
+      });
+      expect(String(tool.attributes['gen_ai.tool.call.id'])).not.toBe('');
+      expect(tool.status.code ?? 0).not.toBe(2);
+
+      // The trace id is on the planes' log lines written inside the spans.
+      const harness = await s.harness('traced');
+      const turnStarted = readFileSync(harness.logPath, 'utf8')
+        .split('\n')
+        .find((line) => line.includes('"turn started"') && line.includes(uid));
+      expect(turnStarted).toContain(`"trace_id":"${traceId}"`);
+      expect(turnStarted).toContain(`"span_id":"${runTurn.spanId}"`);
+    });
+  }, 120_000);
+});
