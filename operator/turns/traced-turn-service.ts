@@ -9,34 +9,7 @@ import type { TurnReply, TurnService } from './turn-service';
  */
 export function tracedTurnService(service: TurnService): TurnService {
   if (!isTracing()) return service;
-  const noteReply = (span: Span | undefined, reply: TurnReply | undefined): void => {
-    if (span === undefined || reply === undefined) return;
-    span.setAttributes({
-      'polychrome.conversation.id': reply.conversationId,
-      'polychrome.turn.id': reply.turnId,
-      'polychrome.turn.status': reply.status,
-    });
-  };
-  const traced = <T>(
-    operation: string,
-    conversationId: string | undefined,
-    run: () => Promise<T>,
-    reply: (result: T) => TurnReply | undefined,
-  ): Promise<T> =>
-    inSpan(
-      `turn ${operation}`,
-      {
-        attributes: {
-          'polychrome.turn.operation': operation,
-          ...(conversationId === undefined ? {} : { 'polychrome.conversation.id': conversationId }),
-        },
-      },
-      async (span) => {
-        const result = await run();
-        noteReply(span, reply(result));
-        return result;
-      },
-    );
+  const same = (reply: TurnReply): TurnReply => reply;
   return {
     createConversation: (caller, request, signal) =>
       traced(
@@ -51,24 +24,55 @@ export function tracedTurnService(service: TurnService): TurnService {
         'postMessage',
         request.conversationId,
         () => service.postMessage(caller, request, signal),
-        (reply) => reply,
+        same,
       ),
     answerApproval: (caller, request, signal) =>
       traced(
         'answerApproval',
         request.conversationId,
         () => service.answerApproval(caller, request, signal),
-        (reply) => reply,
+        same,
       ),
     answerQuestion: (caller, request, signal) =>
       traced(
         'answerQuestion',
         request.conversationId,
         () => service.answerQuestion(caller, request, signal),
-        (reply) => reply,
+        same,
       ),
     transcript: (caller, conversationId, signal) =>
       service.transcript(caller, conversationId, signal),
     onTextDelta: (conversationId, listener) => service.onTextDelta(conversationId, listener),
   };
+}
+
+function noteReply(span: Span | undefined, reply: TurnReply | undefined): void {
+  if (span === undefined || reply === undefined) return;
+  span.setAttributes({
+    'polychrome.conversation.id': reply.conversationId,
+    'polychrome.turn.id': reply.turnId,
+    'polychrome.turn.status': reply.status,
+  });
+}
+
+function traced<T>(
+  operation: string,
+  conversationId: string | undefined,
+  run: () => Promise<T>,
+  reply: (result: T) => TurnReply | undefined,
+): Promise<T> {
+  return inSpan(
+    `turn ${operation}`,
+    {
+      attributes: {
+        'polychrome.turn.operation': operation,
+        ...(conversationId === undefined ? {} : { 'polychrome.conversation.id': conversationId }),
+      },
+    },
+    async (span) => {
+      const result = await run();
+      noteReply(span, reply(result));
+      return result;
+    },
+  );
 }
