@@ -20,13 +20,8 @@ import {
   type CliIo,
 } from './cli-support';
 import { conversationCommands, isConversationCommand } from './conversation-commands';
-import {
-  formatExportEvent,
-  formatExportHeader,
-  parseCheckpoint,
-  type ExportCheckpoint,
-  type ExportPublicKey,
-} from './export-file';
+import { exportFileLines } from '../common/journal-export-format';
+import { parseCheckpoint, type ExportCheckpoint } from './export-file';
 import { formatReplayJson, formatReplayText, replayExportFile } from './journal-replay';
 import { verifyExportFile } from './journal-verify';
 
@@ -303,29 +298,12 @@ async function stateExport(
     file === undefined || file === '-' ? io.stdout : createWriteStream(file, { flags: 'w' });
   let events = 0;
   try {
-    const keys: ExportPublicKey[] = [];
-    let headerWritten = false;
-    for await (const entry of client.export(partition)) {
-      if (entry.type === 'public_key') {
-        keys.push({ keyId: entry.keyId, publicKey: entry.publicKey });
-        continue;
-      }
-      if (!headerWritten) {
-        await write(out, formatExportHeader(partition, keys, checkpoint));
-        headerWritten = true;
-      }
-      const { event } = entry;
-      await write(
-        out,
-        formatExportEvent(
-          event.excised === true && event.leafDigest !== undefined
-            ? { ...event, excisedLeaf: event.leafDigest }
-            : event,
-        ),
-      );
+    for await (const line of exportFileLines(partition, client.export(partition), checkpoint)) {
+      await write(out, line);
       events += 1;
     }
-    if (!headerWritten) await write(out, formatExportHeader(partition, keys, checkpoint));
+    // The header is one of the lines.
+    events -= 1;
   } finally {
     client.close();
     if (out !== io.stdout) {

@@ -155,6 +155,27 @@ export class TurnCoordinator implements TurnService {
     clearTimeout(timer);
   }
 
+  /**
+   * Runs `work` holding the conversation as a turn does (this replica's lock, then its
+   * Lease), for writes other than turns (operator/forensics: repair). The cached journal
+   * view is dropped before the conversation is released: `work` wrote the journal behind
+   * it, and the next turn must read it again rather than meet a moved head.
+   */
+  exclusive<T>(
+    conversation: Conversation,
+    signal: AbortSignal,
+    work: (lease: LeaseHandle) => Promise<T>,
+  ): Promise<T> {
+    const uid = conversation.metadata.uid ?? '';
+    return this.claims.run(conversation, signal, async (lease) => {
+      try {
+        return await work(lease);
+      } finally {
+        this.views.forget(uid);
+      }
+    });
+  }
+
   // ---- TurnService ----
 
   async createConversation(
