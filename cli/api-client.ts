@@ -129,6 +129,17 @@ const transcriptSchema = z.looseObject({
   ),
 });
 
+const repairResultSchema = z.looseObject({
+  conversationId: z.string(),
+  actor: z.string(),
+  dryRun: z.boolean(),
+  excised: z.array(
+    z.looseObject({ position: z.number().int(), leafDigestHex: z.string(), problem: z.string() }),
+  ),
+  head: z.number().int().nonnegative(),
+  message: z.string(),
+});
+
 const errorBodySchema = z.object({
   error: z.object({
     code: z.string(),
@@ -139,6 +150,8 @@ const errorBodySchema = z.object({
   }),
 });
 
+/** What a repair found and did (`RepairResult`). */
+export type RepairResult = z.output<typeof repairResultSchema>;
 /** A turn's settled state (`TurnReply`). */
 export type TurnReply = z.output<typeof turnReplySchema>;
 /** The transcript (`Transcript`). */
@@ -324,6 +337,55 @@ export class ApiClient {
     );
     if (!response.ok) throw await apiErrorOf(response);
     return response;
+  }
+
+  /**
+   * The conversation's journal export (admins, acting as `actor`): the export file's text
+   * and the checkpoint the control plane keeps outside the journal
+   * (`X-Polychrome-Checkpoint`, `N:ROOTHEX[:KEYID]`), when it sent one.
+   *
+   * @throws ApiCallError (`permission_denied` for a caller who is not an admin or an actor
+   *   who is not theirs), ApiUnreachableError.
+   */
+  async exportJournal(
+    conversationId: string,
+    actor: string,
+    signal?: AbortSignal,
+  ): Promise<{ readonly text: string; readonly checkpoint: string | undefined }> {
+    const response = await this.send(
+      'GET',
+      { conversation: conversationId, operation: ConversationOperation.Export, query: { actor } },
+      { accept: 'application/x-ndjson' },
+      undefined,
+      signal,
+    );
+    if (!response.ok) throw await apiErrorOf(response);
+    let text: string;
+    try {
+      text = await response.text();
+    } catch (error) {
+      throw new AppError(
+        'unavailable',
+        `${this.transport.description} cut the export of conversation ${conversationId} short; retry`,
+        { cause: error },
+      );
+    }
+    return { text, checkpoint: response.headers.get('x-polychrome-checkpoint') ?? undefined };
+  }
+
+  /** Repairs the conversation's journal (admins, acting as `actor`). @throws ApiCallError, ApiUnreachableError */
+  async repair(
+    conversationId: string,
+    request: { readonly actor: string; readonly dryRun: boolean },
+    signal?: AbortSignal,
+  ): Promise<Parsed<RepairResult>> {
+    const response = await this.request(
+      'POST',
+      { conversation: conversationId, operation: ConversationOperation.Repair },
+      request,
+      signal,
+    );
+    return this.parse(response, repairResultSchema, 'RepairResult');
   }
 
   private async request(

@@ -41,7 +41,8 @@ const apiEnvSchema = z
   })
   .transform((env) => ({ apiUrl: env.POLYCHROME_API_URL, token: env.POLYCHROME_TOKEN }));
 
-const apiOptions = {
+/** The API flags every conversation command takes. */
+export const apiOptions = {
   api: { type: 'string' },
   token: { type: 'string' },
 } as const;
@@ -52,13 +53,14 @@ const API_TOKEN_WORD = /^[A-Za-z0-9._:-]{1,128}$/u;
 const CURSOR = /^[0-9]{1,15}$/u;
 
 /** A connection to the API plus what printed follow-up commands must repeat. */
-interface ApiConnection {
+export interface ApiConnection {
   readonly client: ApiClient;
   /** `['--api', URL]` when the URL came from the flag, so printed commands work as given. */
   readonly extraFlags: readonly string[];
 }
 
-function connectApi(values: Record<string, unknown>, env: Env | undefined): ApiConnection {
+/** The API client from the flags and environment. @throws UsageError */
+export function connectApi(values: Record<string, unknown>, env: Env | undefined): ApiConnection {
   const config = parseConfig('polychrome CLI', apiEnvSchema, env);
   const flagUrl = stringValue(values.api);
   const url = flagUrl ?? config.apiUrl;
@@ -87,7 +89,8 @@ function connectApi(values: Record<string, unknown>, env: Env | undefined): ApiC
   };
 }
 
-function conversationIdOf(value: string | undefined, command: string): string {
+/** The conversation id positional. @throws UsageError */
+export function conversationIdOf(value: string | undefined, command: string): string {
   if (value === undefined) throw new UsageError(`${command} needs a conversation id`);
   if (!CONVERSATION_ID.test(value)) {
     throw new UsageError(

@@ -16,38 +16,22 @@
  * has no `publicKeys` and whose events carry `payloadHex` instead of `payload`.
  */
 
-/** The format tag on the first line (the same as the store's EXPORT_FORMAT). */
-export const EXPORT_FORMAT = 'polychrome-journal-export/v1';
-
-/** A public key named in the header. */
-export interface ExportPublicKey {
-  readonly keyId: string;
-  readonly publicKey: Uint8Array;
-}
-
-/** A checkpoint: the head, the last signed root (over the first head − 1 entries), its key id. */
-export interface ExportCheckpoint {
-  readonly head: number;
-  readonly root: Uint8Array;
-  readonly keyId?: string;
-}
-
-/** The header line. */
-export interface ExportHeader {
-  readonly format: typeof EXPORT_FORMAT;
-  readonly partition: string;
-  readonly publicKeys: readonly ExportPublicKey[];
-  /** What the state plane claimed when it exported; absent in older exports. */
-  readonly checkpoint?: ExportCheckpoint;
-}
-
-/** One event line; an excised entry has `excisedLeaf` and an empty kind and payload. */
-export interface ExportEvent {
-  readonly position: number;
-  readonly kind: string;
-  readonly payload: Uint8Array;
-  readonly excisedLeaf?: Uint8Array;
-}
+export {
+  EXPORT_FORMAT,
+  formatExportEvent,
+  formatExportHeader,
+  type ExportCheckpoint,
+  type ExportEvent,
+  type ExportHeader,
+  type ExportPublicKey,
+} from '../common/journal-export-format';
+import {
+  EXPORT_FORMAT,
+  type ExportCheckpoint,
+  type ExportEvent,
+  type ExportHeader,
+  type ExportPublicKey,
+} from '../common/journal-export-format';
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/u;
 const HEX = /^(?:[0-9a-f]{2})*$/u;
@@ -64,47 +48,6 @@ export function decodeBase64(text: string): Uint8Array | undefined {
   // Round-trip: rejects non-canonical trailing bits, so one changed character never
   // decodes to the same bytes.
   return bytes.toString('base64') === text ? new Uint8Array(bytes) : undefined;
-}
-
-/** Serializes the header line (with its newline). */
-export function formatExportHeader(
-  partition: string,
-  publicKeys: readonly ExportPublicKey[],
-  checkpoint?: ExportCheckpoint,
-): string {
-  return `${JSON.stringify({
-    format: EXPORT_FORMAT,
-    partition,
-    publicKeys: publicKeys.map((k) => ({
-      keyId: k.keyId,
-      publicKey: Buffer.from(k.publicKey).toString('base64'),
-    })),
-    ...(checkpoint === undefined
-      ? {}
-      : {
-          checkpoint: {
-            head: checkpoint.head,
-            rootHex: Buffer.from(checkpoint.root).toString('hex'),
-            ...(checkpoint.keyId === undefined ? {} : { keyId: checkpoint.keyId }),
-          },
-        }),
-  })}\n`;
-}
-
-/** Serializes one event line (with its newline). */
-export function formatExportEvent(event: ExportEvent): string {
-  if (event.excisedLeaf !== undefined) {
-    return `${JSON.stringify({
-      position: event.position,
-      excised: true,
-      leafHex: Buffer.from(event.excisedLeaf).toString('hex'),
-    })}\n`;
-  }
-  return `${JSON.stringify({
-    position: event.position,
-    kind: event.kind,
-    payload: Buffer.from(event.payload).toString('base64'),
-  })}\n`;
 }
 
 /**

@@ -20,13 +20,9 @@ import {
   type CliIo,
 } from './cli-support';
 import { conversationCommands, isConversationCommand } from './conversation-commands';
-import {
-  formatExportEvent,
-  formatExportHeader,
-  parseCheckpoint,
-  type ExportCheckpoint,
-  type ExportPublicKey,
-} from './export-file';
+import { conversationGroup } from './conversation-forensics';
+import { exportFileLines } from '../common/journal-export-format';
+import { parseCheckpoint, type ExportCheckpoint } from './export-file';
 import {
   formatWhatIfJson,
   formatWhatIfText,
@@ -65,6 +61,23 @@ Talk to a conversation (the control plane's public API; ID is the Conversation's
 
   polychrome transcript ID [--format json|text] [api flags]
       Print the committed turns, oldest first.
+
+Forensics, for admins (through the control plane; docs/replay.md). A is the identity you
+act as, one of your own: provider:scope:external_id or provider:external_id.
+
+  polychrome conversation replay ID --actor A [--approval-key KEY] [--format json|text] [api flags]
+      Fetch the conversation's export and replay it as journal replay does (verified
+      first; the harness's turn machine; no model, no tool). Exit 0 when every turn
+      replays, 1 on a divergence.
+
+  polychrome conversation verify ID --actor A [--format json|text] [api flags]
+      Fetch the export and verify it as journal verify does, against the checkpoint the
+      Conversation's status keeps outside the journal: a journal cut short or rolled back
+      fails (rolled_back). Exit 0 when it verifies, 1 when it does not.
+
+  polychrome conversation repair ID --actor A [--dry-run] [--format json|text] [api flags]
+      Have the state plane excise unreadable journal entries (recorded with A), holding
+      the conversation as a turn does; --dry-run reports them and writes nothing.
 
 api flags (or environment variables):
   --api URL             POLYCHROME_API_URL         default http://127.0.0.1:8080
@@ -317,29 +330,12 @@ async function stateExport(
     file === undefined || file === '-' ? io.stdout : createWriteStream(file, { flags: 'w' });
   let events = 0;
   try {
-    const keys: ExportPublicKey[] = [];
-    let headerWritten = false;
-    for await (const entry of client.export(partition)) {
-      if (entry.type === 'public_key') {
-        keys.push({ keyId: entry.keyId, publicKey: entry.publicKey });
-        continue;
-      }
-      if (!headerWritten) {
-        await write(out, formatExportHeader(partition, keys, checkpoint));
-        headerWritten = true;
-      }
-      const { event } = entry;
-      await write(
-        out,
-        formatExportEvent(
-          event.excised === true && event.leafDigest !== undefined
-            ? { ...event, excisedLeaf: event.leafDigest }
-            : event,
-        ),
-      );
+    for await (const line of exportFileLines(partition, client.export(partition), checkpoint)) {
+      await write(out, line);
       events += 1;
     }
-    if (!headerWritten) await write(out, formatExportHeader(partition, keys, checkpoint));
+    // The header is one of the lines.
+    events -= 1;
   } finally {
     client.close();
     if (out !== io.stdout) {
@@ -452,6 +448,7 @@ export async function runCli(args: readonly string[], io: CliIo, env?: Env): Pro
     if (isConversationCommand(group)) {
       return await conversationCommands[group](args.slice(1), env, io);
     }
+    if (group === 'conversation') return await conversationGroup(args.slice(1), env, io);
     if (group === 'state' && command === 'verify') return await stateVerify(rest, env, io);
     if (group === 'state' && command === 'export') return await stateExport(rest, env, io);
     if (group === 'journal' && command === 'verify') return await journalVerify(rest, io);

@@ -21,6 +21,10 @@ export const ConversationOperation = {
   Stream: 'stream',
   Approvals: 'approvals',
   Questions: 'questions',
+  /** The journal export (admins; docs/replay.md). */
+  Export: 'export',
+  /** Repair of unreadable journal entries (admins). */
+  Repair: 'repair',
 } as const;
 export type ConversationOperation =
   (typeof ConversationOperation)[keyof typeof ConversationOperation];

@@ -21,6 +21,7 @@ import { ConversationLeases, leaseOwnership } from './lease/conversation-leases'
 import { stateJournalFollower } from './public-api/journal-follower';
 import { PeerEndpoints } from './public-api/peer-endpoints';
 import { peerTlsOf } from './public-api/peer-hop';
+import { ConversationForensics } from './forensics/conversation-forensics';
 import { PublicApiServer } from './public-api/public-api-server';
 import { recordsAuthenticator } from './public-api/records-authenticator';
 import { StateLink } from './state-link';
@@ -120,20 +121,21 @@ async function main(): Promise<void> {
   const state = new StateClient(stateOptions);
   const records = new RecordsClient(stateOptions);
   const harness = new HarnessConnector({ token: harnessToken });
+  const conversations = new ConversationAccess({
+    kubeConfig: kc,
+    cached: () => controller.knownConversations(),
+    cachedByName: (namespace, name) => controller.knownConversation(namespace, name),
+    newConversation: {
+      namespace: config.turns.newConversationNamespace,
+      spec: config.turns.newConversationSpec,
+    },
+  });
   const coordinator = new TurnCoordinator({
     state,
     harness,
     leases,
     approvals,
-    conversations: new ConversationAccess({
-      kubeConfig: kc,
-      cached: () => controller.knownConversations(),
-      cachedByName: (namespace, name) => controller.knownConversation(namespace, name),
-      newConversation: {
-        namespace: config.turns.newConversationNamespace,
-        spec: config.turns.newConversationSpec,
-      },
-    }),
+    conversations,
     identities: {
       isAdmin: async (identity, signal) =>
         (await records.findPersonaByIdentity(identity, { signal }))?.roles.includes('admin') ??
@@ -166,6 +168,7 @@ async function main(): Promise<void> {
     host: config.api.host,
     port: config.api.port,
     service: tracedTurnService(coordinator),
+    forensics: new ConversationForensics({ journal: state, conversations, holder: coordinator }),
     authenticate: recordsAuthenticator(records),
     follow: stateJournalFollower(state),
     logger: log,

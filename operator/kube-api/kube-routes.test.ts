@@ -81,6 +81,20 @@ describe('apiResourceList', () => {
           kind: 'EventStream',
           verbs: ['get'],
         },
+        {
+          name: 'conversations/export',
+          singularName: '',
+          namespaced: true,
+          kind: 'JournalExport',
+          verbs: ['get'],
+        },
+        {
+          name: 'conversations/repair',
+          singularName: '',
+          namespaced: true,
+          kind: 'RepairResult',
+          verbs: ['create'],
+        },
       ],
     });
   });

@@ -59,6 +59,20 @@ export const KUBE_SUBRESOURCES: readonly KubeSubresource[] = [
     kind: 'EventStream',
     operation: Operation.StreamEvents,
   },
+  {
+    name: 'export',
+    method: 'GET',
+    verb: KubeVerb.Get,
+    kind: 'JournalExport',
+    operation: Operation.ExportConversation,
+  },
+  {
+    name: 'repair',
+    method: 'POST',
+    verb: KubeVerb.Create,
+    kind: 'RepairResult',
+    operation: Operation.RepairConversation,
+  },
 ];
 
 /** `GET /apis`: the group list kube-apiserver's discovery merges. */

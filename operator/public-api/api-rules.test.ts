@@ -199,6 +199,13 @@ async function pausedRequest(
   return `/v1/conversations/${id}/${kind}/${requestId}`;
 }
 
+/** The shared conversation with one question turn in its journal (a journal to export). */
+async function conversationWithJournal(a: TestApi): Promise<string> {
+  const id = sharedConversation(a);
+  await pausedRequest(a, id, 'questions');
+  return id;
+}
+
 /** One action of the table, tried as `token`: the statuses of what it takes to do it. */
 type Action = (a: TestApi, token: string) => Promise<number[]>;
 
@@ -283,6 +290,31 @@ const ACTIONS: readonly {
         token,
         body: { text: 'hello', directive: { maxSteps: 2 } },
       });
+      return [answer.status];
+    },
+  },
+  {
+    row: /^export the journal, acting as one of the caller's own identities$/u,
+    act: async (a, token) => {
+      const id = await conversationWithJournal(a);
+      const actor = encodeURIComponent(a.tokens.callers.get(token)?.identity ?? '');
+      return [
+        (await call(a, 'GET', `/v1/conversations/${id}/export?actor=${actor}`, { token })).status,
+      ];
+    },
+  },
+  {
+    row: /^repair the journal, acting as one of the caller's own identities$/u,
+    act: async (a, token) => {
+      const id = await conversationWithJournal(a);
+      const actor = a.tokens.callers.get(token)?.identity ?? '';
+      const head = a.head(id);
+      const answer = await call(a, 'POST', `/v1/conversations/${id}/repair`, {
+        token,
+        body: { actor },
+      });
+      // A refused repair commits nothing; an allowed one has nothing to excise here.
+      expect(a.head(id)).toBe(head);
       return [answer.status];
     },
   },

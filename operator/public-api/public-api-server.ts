@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -14,6 +15,9 @@ import {
 import { isAppError } from '../../common/errors';
 import { componentLogger, LogComponent } from '../../common/log';
 import openapiDocument from '../../docs/api/openapi.json';
+import type { ConversationForensics } from '../forensics/conversation-forensics';
+import { checkpointHeader } from '../forensics/conversation-forensics';
+import { parseActor, parseRepairRequest } from '../forensics/forensics-access';
 import type { Caller, PostMessage, TurnReply, TurnService } from '../turns/turn-service';
 import type { KubeAdmission, KubeDoor } from '../kube-api/kube-door';
 import type { KubeUser } from '../kube-api/front-proxy';
@@ -95,6 +99,11 @@ export interface PublicApiServerOptions {
   readonly port?: number;
   /** Does everything past parsing: authorization, claims, turns, transcripts. */
   readonly service: TurnService;
+  /**
+   * The admins' export and repair (operator/forensics). None: those routes answer 503
+   * `unavailable`.
+   */
+  readonly forensics?: Pick<ConversationForensics, 'export' | 'repair'>;
   /** Bearer token to caller (records-authenticator.ts adapts the RecordsClient). */
   readonly authenticate: Authenticate;
   /** Journal follow for streams (journal-follower.ts adapts the StateClient). */
@@ -165,6 +174,7 @@ const PEER_OPERATIONS: ReadonlySet<Operation> = new Set([
   Operation.PostMessage,
   Operation.AnswerApproval,
   Operation.AnswerQuestion,
+  Operation.RepairConversation,
 ]);
 
 /** Who asks, and a reader of what they sent. */
@@ -616,6 +626,64 @@ export class PublicApiServer {
       }
       case Operation.StreamEvents:
         return this.streamEvents(ctx);
+      case Operation.ExportConversation:
+        return this.exportConversation(ctx);
+      case Operation.RepairConversation: {
+        const { caller, body } = await this.asked(ctx);
+        const conversationId = this.conversationId(ctx);
+        const request = parseRepairRequest(await body());
+        let answer: unknown;
+        try {
+          answer = await this.forensicsOf().repair(caller, conversationId, request, ctx.signal);
+        } catch (error) {
+          if (await this.forwarded(ctx, error, { caller, body: request })) return;
+          throw error;
+        }
+        sendJson(ctx.response, 200, answer);
+        return;
+      }
+    }
+  }
+
+  private forensicsOf(): Pick<ConversationForensics, 'export' | 'repair'> {
+    const forensics = this.options.forensics;
+    if (forensics === undefined) {
+      throw new ApiError(
+        'unavailable',
+        'this control plane serves no export or repair (it was started without a forensics service)',
+      );
+    }
+    return forensics;
+  }
+
+  /**
+   * The journal export, streamed as NDJSON in the file format of `polychrome state export`;
+   * the Conversation's status checkpoint goes in `X-Polychrome-Checkpoint`. A failure after
+   * the first line cuts the stream (the file then fails verification where it stops).
+   */
+  private async exportConversation(ctx: RequestContext): Promise<void> {
+    const caller = await this.authenticate(ctx);
+    const conversationId = this.conversationId(ctx);
+    const actor = parseActor(ctx.query.get('actor') ?? undefined);
+    const exported = await this.forensicsOf().export(caller, conversationId, actor, ctx.signal);
+    ctx.response.writeHead(200, {
+      'content-type': 'application/x-ndjson; charset=utf-8',
+      'cache-control': 'no-store',
+      ...(exported.checkpoint === undefined
+        ? {}
+        : { 'x-polychrome-checkpoint': checkpointHeader(exported.checkpoint) }),
+    });
+    try {
+      for await (const line of exported.lines) {
+        if (!ctx.response.write(line)) await once(ctx.response, 'drain', { signal: ctx.signal });
+      }
+      ctx.response.end();
+    } catch (error) {
+      this.log.warn(
+        { err: error, requestId: ctx.requestId, conversation: conversationId },
+        'export cut short',
+      );
+      ctx.response.destroy(error instanceof Error ? error : new Error(String(error)));
     }
   }
 

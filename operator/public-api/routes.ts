@@ -14,6 +14,8 @@ export const Operation = {
   AnswerApproval: 'answerApproval',
   AnswerQuestion: 'answerQuestion',
   StreamEvents: 'streamEvents',
+  ExportConversation: 'exportConversation',
+  RepairConversation: 'repairConversation',
   GetOpenApi: 'getOpenApi',
 } as const;
 export type Operation = (typeof Operation)[keyof typeof Operation];
@@ -68,6 +70,18 @@ export const ROUTES: readonly Route[] = [
     method: 'GET',
     template: '/v1/conversations/{conversationId}/stream',
     operation: Operation.StreamEvents,
+    authenticated: true,
+  },
+  {
+    method: 'GET',
+    template: '/v1/conversations/{conversationId}/export',
+    operation: Operation.ExportConversation,
+    authenticated: true,
+  },
+  {
+    method: 'POST',
+    template: '/v1/conversations/{conversationId}/repair',
+    operation: Operation.RepairConversation,
     authenticated: true,
   },
   {

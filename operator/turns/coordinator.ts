@@ -12,6 +12,7 @@
  */
 import { AppError } from '../../common/errors';
 import { Visibility, type Conversation } from '../api/v1alpha1';
+import type { LeaseHandle } from '../lease/conversation-leases';
 import type { TurnCoordinatorOptions, TurnObserver } from './coordinator-options';
 import { ExpiryTimers } from './expiry-timers';
 import { transcriptTurns, type JournalView } from './journal-view';
@@ -110,6 +111,27 @@ export class TurnCoordinator implements TurnService {
       }),
     ]);
     clearTimeout(timer);
+  }
+
+  /**
+   * Runs `work` holding the conversation as a turn does (this replica's lock, then its
+   * Lease), for writes other than turns (operator/forensics: repair). The cached journal
+   * view is dropped before the conversation is released: `work` wrote the journal behind
+   * it, and the next turn must read it again rather than meet a moved head.
+   */
+  exclusive<T>(
+    conversation: Conversation,
+    signal: AbortSignal,
+    work: (lease: LeaseHandle) => Promise<T>,
+  ): Promise<T> {
+    const uid = conversation.metadata.uid ?? '';
+    return this.claims.run(conversation, signal, async (lease) => {
+      try {
+        return await work(lease);
+      } finally {
+        this.views.forget(uid);
+      }
+    });
   }
 
   // ---- TurnService ----

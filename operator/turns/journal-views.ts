@@ -148,6 +148,15 @@ export class JournalViews {
   }
 
   /**
+   * Drops the cached view: something other than a turn (a repair) wrote the journal, so
+   * the next turn reads it again from the state plane.
+   */
+  forget(uid: string): void {
+    this.views.delete(uid);
+    this.syncedUnder.delete(uid);
+  }
+
+  /**
    * Keeps the view, most recently used last; beyond the bound the least recently used
    * view of a conversation without a turn in this replica is dropped (rebuilt on demand).
    */

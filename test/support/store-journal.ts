@@ -15,13 +15,17 @@ import {
   JournalFencedError,
   type AppendCallOptions,
   type AppendOutcome,
+  type ExportEntry,
   type HeadOutcome,
   type JournalEntry,
   type NewJournalEvent,
+  type RepairOutcome,
   type StateCallOptions,
   type StateJournal,
 } from '../../common/state-client';
 import { createNodeEd25519Signer } from '../../state/journal/node-ed25519';
+import { nodeSha256 } from '../../state/journal/node-sha256';
+import { keyIdOf } from '../../state/journal/signed-root';
 import type { JournalEvent } from '../../state/journal/verify-journal';
 import { followJournal } from '../../state/store/follow-journal';
 import { JournalStore, type StoredSignedRoot } from '../../state/store/journal-store';
@@ -54,15 +58,22 @@ export class StoreJournal implements StateJournal {
     /** The real store: tests may append to it directly, as another writer would. */
     readonly store: JournalStore,
     private readonly remove: () => Promise<void>,
+    /** The signing key's public half, sent first by {@link export} as the state plane does. */
+    readonly publicKey: Uint8Array,
   ) {}
 
   /** Opens a fresh store in a new temporary directory, signing with test key `keySeed`. */
   static async open(keySeed = 'polychrome/test-only/journal-key/1'): Promise<StoreJournal> {
     const dir = await mkdtemp(join(tmpdir(), 'polychrome-journal-'));
     const seed = new Uint8Array(createHash('sha256').update(keySeed).digest());
-    const store = new JournalStore({ location: dir, signer: createNodeEd25519Signer(seed) });
+    const signer = createNodeEd25519Signer(seed);
+    const store = new JournalStore({ location: dir, signer });
     await store.open();
-    return new StoreJournal(store, () => rm(dir, { recursive: true, force: true }));
+    return new StoreJournal(
+      store,
+      () => rm(dir, { recursive: true, force: true }),
+      signer.publicKey,
+    );
   }
 
   async append(
@@ -138,6 +149,50 @@ export class StoreJournal implements StateJournal {
       head: head.head,
       signedRoot: head.signedRoot === undefined ? undefined : rootInfo(head.signedRoot),
     });
+  }
+
+  /** As the state plane's `Export`: the public key, then every stored event. */
+  async *export(
+    partition: string,
+    options: Pick<StateCallOptions, 'signal'> = {},
+  ): AsyncGenerator<ExportEntry> {
+    yield {
+      type: 'public_key',
+      keyId: keyIdOf(nodeSha256, this.publicKey),
+      publicKey: this.publicKey,
+    };
+    for await (const event of this.read(partition, 0, 0, options)) yield { type: 'event', event };
+  }
+
+  /** The store's repair, as the state plane's `Repair` answers it. */
+  async repair(
+    partition: string,
+    request: {
+      readonly actor: string;
+      readonly reason: string;
+      readonly dryRun?: boolean;
+      readonly fencingToken?: number;
+    },
+    options: StateCallOptions = {},
+  ): Promise<RepairOutcome> {
+    const result = await this.store.repair(partition, {
+      actor: request.actor,
+      reason: request.reason,
+      ...(request.dryRun === undefined ? {} : { dryRun: request.dryRun }),
+      ...(request.fencingToken === undefined ? {} : { fencingToken: request.fencingToken }),
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+    });
+    return {
+      excised: result.excised.map((e) => ({
+        position: e.position,
+        leafDigest: e.leaf,
+        problem: e.problem,
+      })),
+      dryRun: result.dryRun,
+      head: result.head,
+      signedRoot: result.signedRoot === undefined ? undefined : rootInfo(result.signedRoot),
+      message: result.message,
+    };
   }
 
   /** Every event of the partition, in order. */

@@ -18,6 +18,7 @@ export {
   textReply,
 } from '../../../test/support/real-turns';
 import type { ConversationSpec, ConversationStatus } from '../../api/v1alpha1';
+import { ConversationForensics } from '../../forensics/conversation-forensics';
 import type { Caller } from '../../turns/turn-service';
 import type { Authenticate } from '../auth-cache';
 import type { FollowJournal } from '../journal-hub';
@@ -184,6 +185,11 @@ export async function startApi(overrides: StartApiOptions = {}): Promise<TestApi
     host: '127.0.0.1',
     port: 0,
     service,
+    forensics: new ConversationForensics({
+      journal: turns.journal,
+      conversations: turns.conversations,
+      holder: turns.coordinator,
+    }),
     authenticate: tokens.authenticate,
     follow: follows.follow,
     logger,

@@ -1,0 +1,126 @@
+/**
+ * The journal export file's writer side (docs/journal-format.md, "Export file"): NDJSON,
+ * UTF-8, a header line with the partition, the public keys and a checkpoint, then one line
+ * per event. `polychrome state export` and the control plane's export route
+ * (operator/forensics) write the same bytes with these functions; cli/export-file.ts reads
+ * them back. Pure.
+ */
+
+/** The format tag on the first line (the same as the store's EXPORT_FORMAT). */
+export const EXPORT_FORMAT = 'polychrome-journal-export/v1';
+
+/** A public key named in the header. */
+export interface ExportPublicKey {
+  readonly keyId: string;
+  readonly publicKey: Uint8Array;
+}
+
+/** A checkpoint: the head, the last signed root (over the first head − 1 entries), its key id. */
+export interface ExportCheckpoint {
+  readonly head: number;
+  readonly root: Uint8Array;
+  readonly keyId?: string;
+}
+
+/** The header line. */
+export interface ExportHeader {
+  readonly format: typeof EXPORT_FORMAT;
+  readonly partition: string;
+  readonly publicKeys: readonly ExportPublicKey[];
+  /** What the state plane claimed when it exported; absent in older exports. */
+  readonly checkpoint?: ExportCheckpoint;
+}
+
+/** One event line; an excised entry has `excisedLeaf` and an empty kind and payload. */
+export interface ExportEvent {
+  readonly position: number;
+  readonly kind: string;
+  readonly payload: Uint8Array;
+  readonly excisedLeaf?: Uint8Array;
+}
+
+/** Serializes the header line (with its newline). */
+export function formatExportHeader(
+  partition: string,
+  publicKeys: readonly ExportPublicKey[],
+  checkpoint?: ExportCheckpoint,
+): string {
+  return `${JSON.stringify({
+    format: EXPORT_FORMAT,
+    partition,
+    publicKeys: publicKeys.map((k) => ({
+      keyId: k.keyId,
+      publicKey: Buffer.from(k.publicKey).toString('base64'),
+    })),
+    ...(checkpoint === undefined
+      ? {}
+      : {
+          checkpoint: {
+            head: checkpoint.head,
+            rootHex: Buffer.from(checkpoint.root).toString('hex'),
+            ...(checkpoint.keyId === undefined ? {} : { keyId: checkpoint.keyId }),
+          },
+        }),
+  })}\n`;
+}
+
+/** Serializes one event line (with its newline). */
+export function formatExportEvent(event: ExportEvent): string {
+  if (event.excisedLeaf !== undefined) {
+    return `${JSON.stringify({
+      position: event.position,
+      excised: true,
+      leafHex: Buffer.from(event.excisedLeaf).toString('hex'),
+    })}\n`;
+  }
+  return `${JSON.stringify({
+    position: event.position,
+    kind: event.kind,
+    payload: Buffer.from(event.payload).toString('base64'),
+  })}\n`;
+}
+
+/** What an export is read from: public keys first, then events (`StateClient.export`). */
+export type ExportSourceEntry =
+  | { readonly type: 'public_key'; readonly keyId: string; readonly publicKey: Uint8Array }
+  | {
+      readonly type: 'event';
+      readonly event: {
+        readonly position: number;
+        readonly kind: string;
+        readonly payload: Uint8Array;
+        readonly excised?: boolean;
+        readonly leafDigest?: Uint8Array;
+      };
+    };
+
+/**
+ * The lines of an export file (each with its newline) from the state plane's export
+ * stream: the header once every public key has arrived (before the first event, or at the
+ * end of an empty partition), then one line per event, an excised entry as such.
+ */
+export async function* exportFileLines(
+  partition: string,
+  entries: AsyncIterable<ExportSourceEntry>,
+  checkpoint?: ExportCheckpoint,
+): AsyncGenerator<string> {
+  const keys: ExportPublicKey[] = [];
+  let headerWritten = false;
+  for await (const entry of entries) {
+    if (entry.type === 'public_key') {
+      keys.push({ keyId: entry.keyId, publicKey: entry.publicKey });
+      continue;
+    }
+    if (!headerWritten) {
+      yield formatExportHeader(partition, keys, checkpoint);
+      headerWritten = true;
+    }
+    const { event } = entry;
+    yield formatExportEvent(
+      event.excised === true && event.leafDigest !== undefined
+        ? { ...event, excisedLeaf: event.leafDigest }
+        : event,
+    );
+  }
+  if (!headerWritten) yield formatExportHeader(partition, keys, checkpoint);
+}

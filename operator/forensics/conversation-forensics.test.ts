@@ -1,0 +1,283 @@
+/*
+ * The admin's forensic commands end to end over the real turn coordinator and the real
+ * LevelDB store (operator/public-api/testdata/fixtures.ts): the CLI's `conversation
+ * verify|replay|repair` against the public API, and the attacks on the actor rule.
+ */
+import { Writable } from 'node:stream';
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { EventKind } from '../../common/event-kinds';
+import { runCli } from '../../cli/run-cli';
+import {
+  ADMIN,
+  ALICE,
+  call,
+  errorOf,
+  pollUntil,
+  startApi,
+  textReply,
+  TOKENS,
+  type TestApi,
+} from '../public-api/testdata/fixtures';
+
+let api: TestApi | undefined;
+afterEach(async () => {
+  await api?.close();
+  api = undefined;
+});
+
+function sink(): { stream: Writable; text: () => string } {
+  const chunks: string[] = [];
+  return {
+    stream: new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        chunks.push(chunk.toString('utf8'));
+        done();
+      },
+    }),
+    text: () => chunks.join(''),
+  };
+}
+
+async function cli(
+  a: TestApi,
+  token: string,
+  args: readonly string[],
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const out = sink();
+  const err = sink();
+  const code = await runCli([...args, '--api', a.base, '--token', token], {
+    stdout: out.stream,
+    stderr: err.stream,
+  });
+  return { code, stdout: out.text(), stderr: err.text() };
+}
+
+/** Waits until the Conversation's status.journal has caught up with the journal. */
+async function statusCaughtUp(a: TestApi, id: string): Promise<void> {
+  await pollUntil(
+    'status.journal at the head',
+    () =>
+      a.turns.conversations.byUid(id)?.status?.journal?.head === a.head(id) ? true : undefined,
+    10_000,
+  );
+}
+
+async function post(
+  a: TestApi,
+  id: string,
+  text: string,
+): Promise<{ status: number; json: unknown }> {
+  return call(a, 'POST', `/v1/conversations/${id}/messages`, {
+    token: TOKENS.alice,
+    body: { text },
+  });
+}
+
+describe('conversation verify and replay through the control plane', () => {
+  it('verify and replay pass for an admin acting as themself and change nothing; a journal shorter than the status checkpoint fails rolled_back', async () => {
+    const a = (api = await startApi({ replies: [textReply('first'), textReply('second')] }));
+    const id = a.seed(ALICE.identity);
+    expect((await post(a, id, 'one')).status).toBe(200);
+    expect((await post(a, id, 'two')).status).toBe(200);
+    await statusCaughtUp(a, id);
+    const head = a.head(id);
+
+    const verified = await cli(a, TOKENS.admin, [
+      'conversation',
+      'verify',
+      id,
+      '--actor',
+      ADMIN.identity,
+      '--json',
+    ]);
+    expect(verified.stderr).toBe('');
+    expect(verified.code).toBe(0);
+    expect(JSON.parse(verified.stdout)).toMatchObject({
+      ok: true,
+      events: head,
+      checkpoint: { head },
+      statusCheckpoint: expect.stringMatching(new RegExp(`^${String(head)}:[0-9a-f]{64}`)),
+    });
+    const replayed = await cli(a, TOKENS.admin, [
+      'conversation',
+      'replay',
+      id,
+      '--actor',
+      ADMIN.identity,
+      '--json',
+    ]);
+    expect(replayed.code).toBe(0);
+    const report = JSON.parse(replayed.stdout) as { ok: boolean; turns: { ok: boolean }[] };
+    expect(report.ok).toBe(true);
+    expect(report.turns).toHaveLength(2);
+    const text = await cli(a, TOKENS.admin, [
+      'conversation',
+      'replay',
+      id,
+      '--actor',
+      ADMIN.identity,
+    ]);
+    expect(text.stdout).toContain('user: two');
+    expect(text.stdout).toContain('assistant: second');
+    expect(a.head(id)).toBe(head);
+
+    // As if the journal lost its last entries: the status, kept outside it, saw 3 more.
+    const conversation = a.turns.conversations.byUid(id)!;
+    await a.turns.conversations.updateStatus(conversation, (current) => ({
+      ...current.status,
+      journal: { ...current.status!.journal!, head: head + 3 },
+    }));
+    const cut = await cli(a, TOKENS.admin, [
+      'conversation',
+      'verify',
+      id,
+      '--actor',
+      ADMIN.identity,
+      '--json',
+    ]);
+    expect(cut.code).toBe(1);
+    expect(JSON.parse(cut.stdout)).toMatchObject({
+      ok: false,
+      failure: { position: head, reason: 'rolled_back' },
+    });
+    expect(a.head(id)).toBe(head);
+  });
+
+  it('refuses a member acting as themself, an admin acting as someone else, and a malformed actor; nothing is committed', async () => {
+    const a = (api = await startApi({ replies: [textReply('first')] }));
+    const id = a.seed(ALICE.identity);
+    expect((await post(a, id, 'one')).status).toBe(200);
+    const head = a.head(id);
+    const exportAs = (token: string, actor: string): ReturnType<typeof call> =>
+      call(a, 'GET', `/v1/conversations/${id}/export?actor=${encodeURIComponent(actor)}`, {
+        token,
+      });
+
+    const owner = await exportAs(TOKENS.alice, ALICE.identity);
+    expect(owner.status).toBe(403);
+    expect(String(errorOf(owner).message)).toContain('only an admin');
+    const impostor = await exportAs(TOKENS.admin, ALICE.identity);
+    expect(impostor.status).toBe(403);
+    expect(String(errorOf(impostor).message)).toContain('not one of your identities');
+    expect((await exportAs(TOKENS.admin, 'not an identity')).status).toBe(400);
+    expect(
+      (await call(a, 'GET', `/v1/conversations/${id}/export`, { token: TOKENS.admin })).status,
+    ).toBe(400);
+    const repair = await call(a, 'POST', `/v1/conversations/${id}/repair`, {
+      token: TOKENS.admin,
+      body: { actor: ALICE.identity },
+    });
+    expect(repair.status).toBe(403);
+
+    const member = await cli(a, TOKENS.alice, [
+      'conversation',
+      'replay',
+      id,
+      '--actor',
+      ALICE.identity,
+    ]);
+    expect(member.code).toBe(3);
+    expect(member.stderr).toContain('only an admin');
+    expect(member.stderr).toContain('HTTP 403');
+    const other = await cli(a, TOKENS.admin, [
+      'conversation',
+      'repair',
+      id,
+      '--actor',
+      ALICE.identity,
+    ]);
+    expect(other.code).toBe(3);
+    expect(other.stderr).toContain('not one of your identities');
+    const usage = await cli(a, TOKENS.admin, ['conversation', 'verify', id, '--actor', 'root']);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain('provider:scope:external_id or provider:external_id');
+    const missing = await cli(a, TOKENS.admin, ['conversation', 'verify', id]);
+    expect(missing.code).toBe(2);
+    expect(a.head(id)).toBe(head);
+  });
+});
+
+describe('conversation repair through the control plane', () => {
+  it('excises an unreadable entry recorded with the actor; the next message works first time; verify ok, replay ok apart from the excised event', async () => {
+    const a = (api = await startApi({ replies: [textReply('first'), textReply('second')] }));
+    const id = a.seed(ALICE.identity);
+    expect((await post(a, id, 'one')).status).toBe(200);
+    const partition = `conv-${id}`;
+    const store = a.turns.journal.store;
+    const broken = store.head(partition).head;
+    // 0xff is no TurnComplete: no reader can decode the entry (a broken writer, a bad disk).
+    await store.append(
+      partition,
+      broken,
+      [{ kind: EventKind.TurnComplete, payload: Uint8Array.of(0xff) }],
+      {
+        fencingToken: 1,
+      },
+    );
+    const damaged = a.head(id);
+    expect(
+      (await call(a, 'GET', `/v1/conversations/${id}/transcript`, { token: TOKENS.alice })).status,
+    ).toBe(500);
+
+    const dry = await cli(a, TOKENS.admin, [
+      'conversation',
+      'repair',
+      id,
+      '--actor',
+      ADMIN.identity,
+      '--dry-run',
+      '--json',
+    ]);
+    expect(dry.code).toBe(0);
+    expect(JSON.parse(dry.stdout)).toMatchObject({
+      dryRun: true,
+      head: damaged,
+      excised: [{ position: broken }],
+    });
+    expect(a.head(id)).toBe(damaged);
+
+    const repaired = await cli(a, TOKENS.admin, [
+      'conversation',
+      'repair',
+      id,
+      '--actor',
+      ADMIN.identity,
+    ]);
+    expect(repaired.code).toBe(0);
+    expect(repaired.stdout).toContain(`position ${String(broken)}`);
+    const excision = (await a.turns.journal.entries(partition)).find(
+      (e) => e.kind === EventKind.Excision,
+    );
+    expect(Buffer.from(excision!.payload).toString('utf8')).toContain(ADMIN.identity);
+
+    // The cached view predates the repair; the coordinator dropped it, so no retry is needed.
+    const next = await post(a, id, 'two');
+    expect(next.status).toBe(200);
+    expect(next.json).toMatchObject({ status: 'complete', reply: 'second' });
+
+    await statusCaughtUp(a, id);
+    const verified = await cli(a, TOKENS.admin, [
+      'conversation',
+      'verify',
+      id,
+      '--actor',
+      ADMIN.identity,
+      '--json',
+    ]);
+    expect(verified.code).toBe(0);
+    expect(JSON.parse(verified.stdout)).toMatchObject({ ok: true, excised: [broken] });
+    const replayed = await cli(a, TOKENS.admin, [
+      'conversation',
+      'replay',
+      id,
+      '--actor',
+      ADMIN.identity,
+      '--json',
+    ]);
+    expect(replayed.code).toBe(0);
+    expect(JSON.parse(replayed.stdout)).toMatchObject({
+      ok: true,
+      skipped: [{ position: broken }],
+    });
+  });
+});

@@ -1,0 +1,121 @@
+/**
+ * Who may run the admin's forensic operations on a conversation (export for verify and
+ * replay, repair; docs/api.md "Status codes and who may do what", docs/replay.md). Pure.
+ *
+ * Every request names an actor: the identity the admin acts as, recorded with what it
+ * changes. The actor must be one of the caller's own identities (a caller can never act as
+ * someone else), and the caller must be an admin: on the public API a persona with the
+ * admin role; on the Kubernetes door RBAC decided (kube-apiserver and a
+ * SubjectAccessReview allowed exactly this subresource of exactly this Conversation), and
+ * the actor must be the Kubernetes identity it authenticated.
+ */
+import { AppError } from '../../common/errors';
+import { parseIdentity } from '../../common/identity';
+import { Role } from '../../common/persona-roles';
+import type { Conversation } from '../api/v1alpha1';
+import type { Caller } from '../turns/turn-service';
+
+/** The forensic operations, as their messages name them. */
+export const ForensicAction = { Export: 'export', Repair: 'repair' } as const;
+export type ForensicAction = (typeof ForensicAction)[keyof typeof ForensicAction];
+
+/**
+ * Parses an actor as given in a request.
+ *
+ * @throws AppError `invalid_argument` (details.field `actor`) when it is absent or not an
+ *   identity, with the shape expected.
+ */
+export function parseActor(value: unknown): string {
+  if (value === undefined || value === null || value === '') {
+    throw new AppError(
+      'invalid_argument',
+      'actor is required: the identity you act as, provider:external_id or provider:scope:external_id (one of your own)',
+      { details: { field: 'actor' } },
+    );
+  }
+  try {
+    parseIdentity(value);
+  } catch (error) {
+    throw new AppError(
+      'invalid_argument',
+      `actor: ${error instanceof Error ? error.message : String(error)}`,
+      { details: { field: 'actor' }, cause: error },
+    );
+  }
+  return value as string;
+}
+
+/**
+ * Refuses `caller` the forensic `action` on the conversation as `actor`, or returns nothing
+ * when it is allowed.
+ *
+ * @returns AppError `not_found` (no such conversation), `permission_denied` (not an admin;
+ *   the actor is not one of the caller's identities; the Kubernetes door allowed another
+ *   conversation).
+ */
+export function forensicRefusal(
+  caller: Caller,
+  conversationId: string,
+  conversation: Conversation | undefined,
+  action: ForensicAction,
+  actor: string,
+): AppError | undefined {
+  if (conversation === undefined) {
+    return new AppError('not_found', `conversation ${conversationId} does not exist`, {
+      details: { conversationId },
+    });
+  }
+  if (caller.kubernetes !== undefined) {
+    if (caller.kubernetes.conversationId !== conversationId) {
+      return new AppError(
+        'permission_denied',
+        `${caller.identity} was allowed ${caller.kubernetes.subresource} on another conversation, not ${conversationId}`,
+        { details: { conversationId } },
+      );
+    }
+  } else if (!caller.roles.includes(Role.Admin)) {
+    return new AppError(
+      'permission_denied',
+      `${caller.identity} may not ${action} conversation ${conversationId}: only an admin may (the forensic commands are admin-only); ask an admin`,
+      { details: { conversationId } },
+    );
+  }
+  if (!caller.identities.includes(actor)) {
+    return new AppError(
+      'permission_denied',
+      `actor ${actor} is not one of your identities (${caller.identities.join(', ')}); act as your own identity`,
+      { details: { conversationId, field: 'actor' } },
+    );
+  }
+  return undefined;
+}
+
+/**
+ * The body of `POST .../repair`: `{actor, dryRun?}`.
+ *
+ * @throws AppError `invalid_argument` naming the first bad field (details.field).
+ */
+export function parseRepairRequest(value: unknown): { actor: string; dryRun: boolean } {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new AppError('invalid_argument', 'the body must be a JSON object: {"actor", "dryRun"}', {
+      details: { field: 'body' },
+    });
+  }
+  const body = value as Record<string, unknown>;
+  for (const field of Object.keys(body)) {
+    if (field !== 'actor' && field !== 'dryRun') {
+      throw new AppError(
+        'invalid_argument',
+        `unknown field ${JSON.stringify(field.slice(0, 40))}; a repair takes "actor" and "dryRun"`,
+        { details: { field } },
+      );
+    }
+  }
+  const dryRun = body.dryRun ?? false;
+  if (typeof dryRun !== 'boolean') {
+    throw new AppError('invalid_argument', 'dryRun must be true or false', {
+      details: { field: 'dryRun' },
+    });
+  }
+  return { actor: parseActor(body.actor), dryRun };
+}
