@@ -16,6 +16,7 @@ import { createControlPlaneMetrics } from './control-plane-metrics';
 import { ConversationController } from './controller/conversation-controller';
 import { KubeDoor } from './kube-api/kube-door';
 import { kubeDoorPorts } from './kube-api/kube-door-ports';
+import { KubeSessions } from './kube-api/kube-sessions';
 import { ConversationLeases, leaseOwnership } from './lease/conversation-leases';
 import { stateJournalFollower } from './public-api/journal-follower';
 import { PeerEndpoints } from './public-api/peer-endpoints';
@@ -158,6 +159,16 @@ async function main(): Promise<void> {
     namespace: config.peer.namespace,
     log: componentLogger(log, LogComponent.Api),
   });
+  const door =
+    config.kubeApi === undefined
+      ? undefined
+      : new KubeDoor({
+          ports: kubeDoorPorts({
+            kubeConfig: kc,
+            cachedByName: (namespace, name) => controller.knownConversation(namespace, name),
+          }),
+          logger: componentLogger(log, LogComponent.Api),
+        });
   const api = new PublicApiServer({
     host: config.api.host,
     port: config.api.port,
@@ -174,7 +185,7 @@ async function main(): Promise<void> {
       tls: peerTlsOf(stateTls),
       directory: peerEndpoints,
     },
-    ...(config.kubeApi === undefined
+    ...(door === undefined || config.kubeApi === undefined
       ? {}
       : {
           kube: {
@@ -182,13 +193,11 @@ async function main(): Promise<void> {
             port: config.kubeApi.port,
             cert: await readFile(config.kubeApi.certPath, 'utf8'),
             key: await readFile(config.kubeApi.keyPath, 'utf8'),
-            door: new KubeDoor({
-              ports: kubeDoorPorts({
-                kubeConfig: kc,
-                cachedByName: (namespace, name) => controller.knownConversation(namespace, name),
-              }),
-              logger: componentLogger(log, LogComponent.Api),
-            }),
+            door,
+            // The same records link (and certificate) the authenticator uses: no new credential.
+            sessions: new KubeSessions(records, (user, target, signal) =>
+              door.admitCluster(user, target, signal),
+            ),
           },
         }),
   });

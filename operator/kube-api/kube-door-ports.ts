@@ -52,11 +52,11 @@ export function kubeDoorPorts(options: KubeDoorPortsOptions): KubeDoorPorts {
               extra,
               resourceAttributes: {
                 group: KUBE_API_GROUP,
-                resource: KUBE_RESOURCE,
-                subresource: request.subresource,
+                resource: request.resource ?? KUBE_RESOURCE,
                 verb: request.verb,
-                namespace: request.namespace,
-                name: request.name,
+                ...(request.subresource === '' ? {} : { subresource: request.subresource }),
+                ...(request.namespace === '' ? {} : { namespace: request.namespace }),
+                ...(request.name === '' ? {} : { name: request.name }),
               },
             },
           },
@@ -65,7 +65,7 @@ export function kubeDoorPorts(options: KubeDoorPortsOptions): KubeDoorPorts {
       } catch (err: unknown) {
         throw new AppError(
           'unavailable',
-          `could not ask kube-apiserver whether ${request.user.username} may ${request.verb} ${KUBE_RESOURCE}/${request.subresource}: ${apiErrorMessage(err)}; the control plane needs the ClusterRole system:auth-delegator (config/kube-api)`,
+          `could not ask kube-apiserver whether ${request.user.username} may ${request.verb} ${request.resource ?? KUBE_RESOURCE}${request.subresource === '' ? '' : `/${request.subresource}`}: ${apiErrorMessage(err)}; the control plane needs the ClusterRole system:auth-delegator (config/kube-api)`,
           { cause: err },
         );
       }
