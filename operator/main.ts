@@ -15,8 +15,12 @@ import { loadControlPlaneConfig } from './config';
 import { createControlPlaneMetrics } from './control-plane-metrics';
 import { ConversationController } from './controller/conversation-controller';
 import { KubeDoor } from './kube-api/kube-door';
-import { kubeDoorPorts } from './kube-api/kube-door-ports';
+import { kubeDoorPorts, tokenReviewer } from './kube-api/kube-door-ports';
 import { KubeSessions } from './kube-api/kube-sessions';
+import {
+  eitherAuthenticator,
+  serviceAccountAuthenticator,
+} from './kube-api/service-account-tokens';
 import { ConversationLeases, leaseOwnership } from './lease/conversation-leases';
 import { stateJournalFollower } from './public-api/journal-follower';
 import { PeerEndpoints } from './public-api/peer-endpoints';
@@ -173,7 +177,15 @@ async function main(): Promise<void> {
     host: config.api.host,
     port: config.api.port,
     service: coordinator,
-    authenticate: recordsAuthenticator(records),
+    // With the Kubernetes door installed, an in-cluster edge may also present its
+    // ServiceAccount's projected token (audience polychrome), checked by a TokenReview.
+    authenticate:
+      door === undefined
+        ? recordsAuthenticator(records)
+        : eitherAuthenticator(
+            recordsAuthenticator(records),
+            serviceAccountAuthenticator({ review: tokenReviewer(kc), records }),
+          ),
     follow: stateJournalFollower(state),
     logger: log,
     registry,

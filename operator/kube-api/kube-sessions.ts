@@ -57,7 +57,10 @@ export function parseSessionTtl(value: unknown): number {
   const [hours, minutes, seconds] = [match[1], match[2], match[3]].map((n) => Number(n ?? 0));
   const ms = (((hours ?? 0) * 60 + (minutes ?? 0)) * 60 + (seconds ?? 0)) * 1000;
   if (ms <= 0 || ms > MAX_SESSION_TTL_MS) {
-    throw invalid(`ttl must be more than 0 and at most 720h (30 days), got ${JSON.stringify(value)}`, 'ttl');
+    throw invalid(
+      `ttl must be more than 0 and at most 720h (30 days), got ${JSON.stringify(value)}`,
+      'ttl',
+    );
   }
   return ms;
 }

@@ -9,6 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import {
+  type KubeConfig,
   ApiregistrationV1Api,
   AuthorizationV1Api,
   CoreV1Api,
@@ -31,6 +32,8 @@ import { pollUntil } from '../../hack/lib/processes';
 import { KubeDoor } from '../../operator/kube-api/kube-door';
 import { kubeDoorPorts } from '../../operator/kube-api/kube-door-ports';
 import { KubeSessions } from '../../operator/kube-api/kube-sessions';
+import { serviceAccountAuthenticator } from '../../operator/kube-api/service-account-tokens';
+import { tokenReviewer } from '../../operator/kube-api/kube-door-ports';
 import { startApi, type TestApi } from '../../operator/public-api/testdata/fixtures';
 import { field, freshNamespace, kubeConfig, sharedCluster } from './support/kube';
 import { StatePlane } from './support/state-plane';
@@ -154,6 +157,7 @@ describe('the Kubernetes door through kube-apiserver', () => {
   let records: RecordsClient;
   let carol: string;
   let dave: string;
+  let asControlPlane: KubeConfig;
 
   beforeAll(async () => {
     const cluster = await sharedCluster();
@@ -177,7 +181,7 @@ describe('the Kubernetes door through kube-apiserver', () => {
       admin,
       await readFile(join(repoRoot, 'config', 'kube-api', 'cluster-roles.yaml'), 'utf8'),
     );
-    const asControlPlane = await kubeConfig(
+    asControlPlane = await kubeConfig(
       await cluster.mintUser(serviceAccountUser, [
         'system:serviceaccounts',
         'system:serviceaccounts:polychrome-system',
@@ -631,6 +635,72 @@ describe('the Kubernetes door through kube-apiserver', () => {
       const badRole = await mint(carol, { persona: 'bot:x', role: 'root' });
       expect(badRole.stderr).toContain('role must be one of admin, member, edge');
       expect(await records.findPersonaByIdentity('bot:x')).toBeUndefined();
+    });
+  });
+
+  describe('an in-cluster edge with its ServiceAccount token', () => {
+    /** A projected token of `name` in the test namespace from the real TokenRequest API. */
+    async function projectedToken(name: string, audiences: string[]): Promise<string> {
+      const core = (await kubeConfig()).makeApiClient(CoreV1Api);
+      const request = await core.createNamespacedServiceAccountToken({
+        name,
+        namespace: ns.name,
+        body: { spec: { audiences, expirationSeconds: 600 } },
+      });
+      return request.status?.token ?? '';
+    }
+
+    it('authenticates as the persona that links kubernetes:system:serviceaccount:NS:NAME, through a TokenReview', async () => {
+      const core = (await kubeConfig()).makeApiClient(CoreV1Api);
+      await core.createNamespacedServiceAccount({
+        namespace: ns.name,
+        body: { metadata: { name: 'edge-bot' } },
+      });
+      const token = await projectedToken('edge-bot', ['polychrome']);
+      expect(token.split('.')).toHaveLength(3);
+      // The control plane's own identity asks (system:auth-delegator allows TokenReviews).
+      const authenticate = serviceAccountAuthenticator({
+        review: tokenReviewer(asControlPlane),
+        records,
+      });
+      const identity = `kubernetes:system%3Aserviceaccount%3A${ns.name}%3Aedge-bot`;
+      // No persona links it yet: refused, and the message says what to do.
+      await expect(authenticate(token)).rejects.toMatchObject({
+        code: 'permission_denied',
+        message: expect.stringContaining(`links the identity ${identity}`),
+      });
+      // A session admin links it through the door, as docs/kube-api.md says.
+      const linked = await kubectl(
+        carol,
+        ['create', '--raw', `${apiPath}/sessions`, '-f', '-'],
+        JSON.stringify({ persona: identity, role: 'edge', ttl: '1m' }),
+      );
+      expect(linked.stderr).toBe('');
+      const caller = await authenticate(token);
+      expect([caller.identity, caller.roles]).toEqual([identity, ['edge']]);
+
+      // What an attacker would try: a token of the same account for another audience (the
+      // API server's own), and a token of an account that is gone.
+      await expect(
+        authenticate(await projectedToken('edge-bot', ['https://kubernetes.default.svc'])),
+      ).rejects.toMatchObject({ code: 'unauthenticated' });
+      await core.createNamespacedServiceAccount({
+        namespace: ns.name,
+        body: { metadata: { name: 'gone-bot' } },
+      });
+      const orphan = await projectedToken('gone-bot', ['polychrome']);
+      await core.deleteNamespacedServiceAccount({ name: 'gone-bot', namespace: ns.name });
+      await pollUntil(
+        'the deleted ServiceAccount token to stop authenticating',
+        async () =>
+          (await authenticate(orphan).then(
+            () => false,
+            (e: unknown) => field(e, 'code') === 'unauthenticated',
+          ))
+            ? true
+            : undefined,
+        { timeoutMs: 10_000, intervalMs: 250 },
+      );
     });
   });
 
