@@ -43,7 +43,7 @@ import {
  */
 
 /** Roles a persona can hold. */
-export const PersonaRole = { Admin: 'admin', Member: 'member' } as const;
+export const PersonaRole = { Admin: 'admin', Member: 'member', Edge: 'edge' } as const;
 export type PersonaRole = (typeof PersonaRole)[keyof typeof PersonaRole];
 
 const roles: readonly string[] = Object.values(PersonaRole);

@@ -5,7 +5,8 @@
 # checks the images (hack/build-images.sh), promtool (hack/promtool, for
 # `make test-monitoring`), and an OpenTelemetry Collector (hack/otelcol, for
 # test/integration/tracing.test.ts); and copies prometheus-operator's CRDs from its module
-# (hack/prometheus-operator) for the dry run of config/monitoring. Versions come from the
+# (hack/prometheus-operator) for the dry run of config/monitoring, and cert-manager's
+# (hack/cert-manager) for the dry run of config/default. Versions come from the
 # Makefile (the one place they are pinned) and must match the go.mod files; a mismatch
 # stops the build.
 #
@@ -20,6 +21,7 @@ set -euo pipefail
 : "${PROMTOOL_VERSION:?set by the Makefile}"
 : "${PROMETHEUS_OPERATOR_VERSION:?set by the Makefile}"
 : "${OTELCOL_VERSION:?set by the Makefile}"
+: "${CERT_MANAGER_VERSION:?set by the Makefile}"
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${POLYCHROME_CACHE:-$HOME/.cache/polychrome}
@@ -45,6 +47,7 @@ require_pin promtool github.com/prometheus/prometheus "$PROMTOOL_VERSION"
 require_pin otelcol go.opentelemetry.io/collector/otelcol "$OTELCOL_VERSION"
 require_pin prometheus-operator github.com/prometheus-operator/prometheus-operator \
   "$PROMETHEUS_OPERATOR_VERSION"
+require_pin cert-manager github.com/cert-manager/cert-manager "$CERT_MANAGER_VERSION"
 
 minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
 build_date=2026-07-22T00:00:00Z
@@ -102,4 +105,27 @@ crds() { # version
   ln -sfn "$target" "$out/prometheus-operator-crds"
 }
 crds "$PROMETHEUS_OPERATOR_VERSION"
+
+# cert-manager's Issuer and Certificate CRDs, unchanged, the same way.
+cert_manager_crds() { # version
+  local version=$1 target="$cache/crds/cert-manager-$1" dir
+  if [ -d "$target" ]; then
+    echo "hack: cert-manager $version CRDs cached"
+  else
+    dir=$(cd "$here/cert-manager" &&
+      go mod download -json github.com/cert-manager/cert-manager |
+      sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+    [ -n "$dir" ] || { echo "hack: go mod download gave no directory for cert-manager $version" >&2; exit 1; }
+    rm -rf "$target.tmp"
+    mkdir -p "$target.tmp"
+    for kind in issuers certificates; do
+      cp "$dir/deploy/crds/cert-manager.io_$kind.yaml" "$target.tmp/"
+    done
+    chmod 0644 "$target.tmp"/*.yaml
+    mv "$target.tmp" "$target"
+    echo "hack: copied cert-manager $version CRDs"
+  fi
+  ln -sfn "$target" "$out/cert-manager-crds"
+}
+cert_manager_crds "$CERT_MANAGER_VERSION"
 echo "hack: binaries ready in hack/bin"

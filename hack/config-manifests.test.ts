@@ -373,13 +373,43 @@ describe('config/control-plane Deployment', () => {
     const secretVolumes = objs(podSpec['volumes'], 'volumes')
       .filter((v) => isObj(v['secret']))
       .map((v) => v['name']);
-    expect(secretVolumes.length).toBe(3);
+    expect(secretVolumes.length).toBe(4);
     for (const name of secretVolumes) {
       expect(container.volumeMounts?.find((m) => m.name === name)?.readOnly).toBe(true);
     }
     const config = loadControlPlaneConfig(containerEnv());
     expect(config.harnessImage).toBe(harnessContainer['image']);
     expect(config.harnessImage).not.toBe(DEFAULT_HARNESS_IMAGE);
+  });
+
+  it('serves the Kubernetes door on the port the kube-api Service targets, with the certificate cert-manager writes', () => {
+    const config = loadControlPlaneConfig(containerEnv());
+    expect(config.kubeApi?.port).toBe(8444);
+    const port = container.ports?.find((p) => p.name === 'https-kube');
+    expect(port?.containerPort).toBe(config.kubeApi?.port);
+    const service = find(base, 'Service', 'polychrome-kube-api');
+    expect(objs(obj(service['spec'], 'spec')['ports'], 'ports')[0]).toMatchObject({
+      targetPort: 'https-kube',
+      port: 443,
+    });
+    const certificate = obj(find(base, 'Certificate', 'polychrome-kube-api')['spec'], 'spec');
+    for (const [path, key] of [
+      [config.kubeApi?.certPath, 'tls.crt'],
+      [config.kubeApi?.keyPath, 'tls.key'],
+    ] as const) {
+      expect(secretFileAt(String(path))).toEqual({ secret: certificate['secretName'], key });
+    }
+    // kube-apiserver dials the Service by this name and checks it against the certificate.
+    expect(certificate['dnsNames']).toEqual([`polychrome-kube-api.${String(baseNamespace)}.svc`]);
+    const apiService = find(base, 'APIService', 'v1alpha1.api.polychrome.dev');
+    expect(metadataOf(apiService)['annotations']).toMatchObject({
+      'cert-manager.io/inject-ca-from': `${String(baseNamespace)}/polychrome-kube-api`,
+    });
+    expect(obj(apiService['spec'], 'spec')['service']).toEqual({
+      name: 'polychrome-kube-api',
+      namespace: baseNamespace,
+      port: 443,
+    });
   });
 
   it('runs with the restricted security context', () => {
@@ -560,6 +590,11 @@ describe('kustomizations', () => {
       '../state',
       '../control-plane',
     ]);
+    // The Kubernetes door, which an installation can leave out (docs/kube-api.md).
+    expect(readDoc('config/default/kustomization.yaml')['components']).toEqual([
+      '../components/kube-api',
+      '../components/kube-api-cert-manager',
+    ]);
   });
 
   it.each([
@@ -651,7 +686,12 @@ describe('config/default: one namespace, set in one place', () => {
 
   it('names no namespace but through `namespace:`: an overlay setting another moves everything', () => {
     const moved = 'acme-polychrome';
-    const built = buildOverlay(['config/default'], { namespace: moved });
+    // With the replacements config/default has for the namespace inside strings (the
+    // Kubernetes door's certificate name and CA injection), which docs/kube-api.md tells
+    // such an overlay to repeat.
+    const replacements = readDoc('config/default/kustomization.yaml')['replacements'];
+    expect(Array.isArray(replacements)).toBe(true);
+    const built = buildOverlay(['config/default'], { namespace: moved, replacements });
     // Not in a resource, a binding's subject, an address or a selector.
     expect(JSON.stringify(built)).not.toContain(String(baseNamespace));
     expect(built.map(keyOf).sort()).toEqual(
@@ -684,6 +724,16 @@ describe('config/default: one namespace, set in one place', () => {
     // kustomize gives a namespace to every kind it does not know to be cluster-scoped; the
     // integration test checks the same split against a real API server's discovery.
     const clusterScoped = base.filter((o) => namespaceOf(o) === undefined).map(keyOf);
+    const kubeApi = [
+      'APIService/v1alpha1.api.polychrome.dev',
+      'ClusterRole/polychrome-control-plane-authentication-reader',
+      'ClusterRole/polychrome-conversation-admin',
+      'ClusterRole/polychrome-conversation-user',
+      'ClusterRole/polychrome-conversation-viewer',
+      'ClusterRole/polychrome-session-admin',
+      'ClusterRoleBinding/polychrome-control-plane-auth-delegator',
+      'ClusterRoleBinding/polychrome-control-plane-authentication-reader',
+    ];
     expect(clusterScoped.sort()).toEqual(
       [
         `Namespace/${String(baseNamespace)}`,
@@ -691,9 +741,13 @@ describe('config/default: one namespace, set in one place', () => {
         'ClusterRole/polychrome-control-plane',
         'ClusterRoleBinding/polychrome-control-plane',
         'RuntimeClass/gvisor',
+        ...kubeApi,
       ].sort(),
     );
-    expect(build('config/cluster').map(keyOf).sort()).toEqual(clusterScoped.sort());
+    // config/cluster's, and the optional Kubernetes door's (config/components/kube-api).
+    expect([...build('config/cluster').map(keyOf), ...kubeApi].sort()).toEqual(
+      clusterScoped.sort(),
+    );
     for (const dir of ['config/rbac', 'config/state', 'config/control-plane', 'config/sandbox']) {
       const built = buildOverlay([dir], { namespace: 'probe' });
       expect(built.length).toBeGreaterThan(0);
@@ -713,8 +767,55 @@ describe('config/default: one namespace, set in one place', () => {
 });
 
 describe('config/default: sync waves', () => {
+  it('leaves the Kubernetes door out when an overlay drops its components', () => {
+    const built = build('config/without-kube-api');
+    // config/default's objects but the door's, in the same namespace.
+    const door = new Set([
+      ...build('config/kube-api').map(keyOf),
+      'Certificate/polychrome-kube-api',
+      'Issuer/polychrome-kube-api',
+    ]);
+    expect(built.map(keyOf).sort()).toEqual(
+      base
+        .map(keyOf)
+        .filter((k) => !door.has(k))
+        .sort(),
+    );
+    for (const o of built.filter((b) => namespaceOf(b) !== undefined)) {
+      expect({ key: keyOf(o), namespace: namespaceOf(o) }).toEqual({
+        key: keyOf(o),
+        namespace: baseNamespace,
+      });
+    }
+    const kinds = new Set(built.map((o) => String(o['kind'])));
+    expect([...kinds].filter((k) => ['APIService', 'Certificate', 'Issuer'].includes(k))).toEqual(
+      [],
+    );
+    const deployment = find(built, 'Deployment', 'polychrome-control-plane');
+    const env = containersOf(deployment)[0]?.env;
+    expect(loadControlPlaneConfig(containerEnv(env, String(baseNamespace))).kubeApi).toBe(
+      undefined,
+    );
+    expect(JSON.stringify(deployment)).not.toContain('polychrome-kube-api-tls');
+  }, 60_000);
+
+  it('puts the APIService after the control plane that serves it: registered earlier, its group is Unavailable meanwhile', () => {
+    const apiService = find(base, 'APIService', 'v1alpha1.api.polychrome.dev');
+    for (const key of [
+      'Deployment/polychrome-control-plane',
+      'Service/polychrome-kube-api',
+      'Certificate/polychrome-kube-api',
+    ]) {
+      const o = base.find((b) => keyOf(b) === key);
+      expect({ key, before: o !== undefined && waveOf(o) < waveOf(apiService) }).toEqual({
+        key,
+        before: true,
+      });
+    }
+  });
+
   it('puts the cluster-scoped objects (CRD, ClusterRole and binding) in a wave before every namespaced one', () => {
-    const cluster = base.filter((o) => namespaceOf(o) === undefined);
+    const cluster = base.filter((o) => namespaceOf(o) === undefined && o['kind'] !== 'APIService');
     const namespaced = base.filter((o) => namespaceOf(o) !== undefined);
     const lastCluster = Math.max(...cluster.map(waveOf));
     const firstNamespaced = Math.min(...namespaced.map(waveOf));

@@ -159,8 +159,10 @@ async function up(): Promise<void> {
     await save();
     await waitReady(state, stateHealth);
 
-    // The Polychrome base (config/default: namespace, CRD, RBAC, RuntimeClass), then the control plane's own identity.
-    kubectl(admin, ['apply', '--server-side', '-k', join(repoRoot, 'config', 'default')]);
+    // The Polychrome base (namespace, CRD, RBAC, RuntimeClass), then the control plane's own
+    // identity. Without the Kubernetes door (config/without-kube-api): its APIService would
+    // point at control-plane pods that never run here.
+    kubectl(admin, ['apply', '--server-side', '-k', join(repoRoot, 'config', 'without-kube-api')]);
     const operatorKubeconfig = await cluster.mintUser(serviceAccountUser, [
       'system:serviceaccounts',
       'system:serviceaccounts:polychrome-system',

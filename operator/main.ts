@@ -16,7 +16,12 @@ import { loadControlPlaneConfig } from './config';
 import { createControlPlaneMetrics } from './control-plane-metrics';
 import { ConversationController } from './controller/conversation-controller';
 import { KubeDoor } from './kube-api/kube-door';
-import { kubeDoorPorts } from './kube-api/kube-door-ports';
+import { kubeDoorPorts, tokenReviewer } from './kube-api/kube-door-ports';
+import { KubeSessions } from './kube-api/kube-sessions';
+import {
+  eitherAuthenticator,
+  serviceAccountAuthenticator,
+} from './kube-api/service-account-tokens';
 import { ConversationLeases, leaseOwnership } from './lease/conversation-leases';
 import { stateJournalFollower } from './public-api/journal-follower';
 import { PeerEndpoints } from './public-api/peer-endpoints';
@@ -164,12 +169,30 @@ async function main(): Promise<void> {
     namespace: config.peer.namespace,
     log: componentLogger(log, LogComponent.Api),
   });
+  const door =
+    config.kubeApi === undefined
+      ? undefined
+      : new KubeDoor({
+          ports: kubeDoorPorts({
+            kubeConfig: kc,
+            cachedByName: (namespace, name) => controller.knownConversation(namespace, name),
+          }),
+          logger: componentLogger(log, LogComponent.Api),
+        });
   const api = new PublicApiServer({
     host: config.api.host,
     port: config.api.port,
     service: tracedTurnService(coordinator),
     forensics: new ConversationForensics({ journal: state, conversations, holder: coordinator }),
-    authenticate: recordsAuthenticator(records),
+    // With the Kubernetes door installed, an in-cluster edge may also present its
+    // ServiceAccount's projected token (audience polychrome), checked by a TokenReview.
+    authenticate:
+      door === undefined
+        ? recordsAuthenticator(records)
+        : eitherAuthenticator(
+            recordsAuthenticator(records),
+            serviceAccountAuthenticator({ review: tokenReviewer(kc), records }),
+          ),
     follow: stateJournalFollower(state),
     logger: log,
     registry,
@@ -181,7 +204,7 @@ async function main(): Promise<void> {
       tls: peerTlsOf(stateTls),
       directory: peerEndpoints,
     },
-    ...(config.kubeApi === undefined
+    ...(door === undefined || config.kubeApi === undefined
       ? {}
       : {
           kube: {
@@ -189,13 +212,11 @@ async function main(): Promise<void> {
             port: config.kubeApi.port,
             cert: await readFile(config.kubeApi.certPath, 'utf8'),
             key: await readFile(config.kubeApi.keyPath, 'utf8'),
-            door: new KubeDoor({
-              ports: kubeDoorPorts({
-                kubeConfig: kc,
-                cachedByName: (namespace, name) => controller.knownConversation(namespace, name),
-              }),
-              logger: componentLogger(log, LogComponent.Api),
-            }),
+            door,
+            // The same records link (and certificate) the authenticator uses: no new credential.
+            sessions: new KubeSessions(records, (user, target, signal) =>
+              door.admitCluster(user, target, signal),
+            ),
           },
         }),
   });

@@ -4,12 +4,18 @@
  * ServiceAccount needs `system:auth-delegator` (create subjectaccessreviews) and the Role
  * `extension-apiserver-authentication-reader` in kube-system (config/kube-api).
  */
-import { AuthorizationV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import {
+  AuthenticationV1Api,
+  AuthorizationV1Api,
+  CoreV1Api,
+  type KubeConfig,
+} from '@kubernetes/client-node';
 import { AppError } from '../../common/errors';
 import { apiErrorMessage, makeKeepAliveApiClient } from '../controller/kube-client';
 import { AUTHENTICATION_CONFIG_MAP } from './front-proxy';
 import type { AccessReviewRequest, KubeDoorPorts } from './kube-door';
 import { KUBE_API_GROUP, KUBE_RESOURCE } from './kube-routes';
+import type { ReviewToken } from './service-account-tokens';
 
 export interface KubeDoorPortsOptions {
   readonly kubeConfig: KubeConfig;
@@ -52,11 +58,11 @@ export function kubeDoorPorts(options: KubeDoorPortsOptions): KubeDoorPorts {
               extra,
               resourceAttributes: {
                 group: KUBE_API_GROUP,
-                resource: KUBE_RESOURCE,
-                subresource: request.subresource,
+                resource: request.resource ?? KUBE_RESOURCE,
                 verb: request.verb,
-                namespace: request.namespace,
-                name: request.name,
+                ...(request.subresource === '' ? {} : { subresource: request.subresource }),
+                ...(request.namespace === '' ? {} : { namespace: request.namespace }),
+                ...(request.name === '' ? {} : { name: request.name }),
               },
             },
           },
@@ -65,7 +71,7 @@ export function kubeDoorPorts(options: KubeDoorPortsOptions): KubeDoorPorts {
       } catch (err: unknown) {
         throw new AppError(
           'unavailable',
-          `could not ask kube-apiserver whether ${request.user.username} may ${request.verb} ${KUBE_RESOURCE}/${request.subresource}: ${apiErrorMessage(err)}; the control plane needs the ClusterRole system:auth-delegator (config/kube-api)`,
+          `could not ask kube-apiserver whether ${request.user.username} may ${request.verb} ${request.resource ?? KUBE_RESOURCE}${request.subresource === '' ? '' : `/${request.subresource}`}: ${apiErrorMessage(err)}; the control plane needs the ClusterRole system:auth-delegator (config/kube-api)`,
           { cause: err },
         );
       }
@@ -74,5 +80,37 @@ export function kubeDoorPorts(options: KubeDoorPortsOptions): KubeDoorPorts {
     conversationUid(namespace, name) {
       return options.cachedByName(namespace, name)?.metadata?.uid;
     },
+  };
+}
+
+/**
+ * TokenReviews over client-node, for ServiceAccount tokens on the public API
+ * (service-account-tokens.ts; system:auth-delegator allows them).
+ */
+export function tokenReviewer(kubeConfig: KubeConfig): ReviewToken {
+  const authentication = makeKeepAliveApiClient(kubeConfig, AuthenticationV1Api);
+  return async (token, audiences) => {
+    try {
+      const review = await authentication.createTokenReview({
+        body: {
+          apiVersion: 'authentication.k8s.io/v1',
+          kind: 'TokenReview',
+          spec: { token, audiences: [...audiences] },
+        },
+      });
+      const status = review.status;
+      return {
+        authenticated: status?.authenticated === true,
+        username: status?.user?.username ?? '',
+        audiences: status?.audiences ?? [],
+        error: status?.error ?? '',
+      };
+    } catch (err: unknown) {
+      throw new AppError(
+        'unavailable',
+        `could not ask kube-apiserver to review a ServiceAccount token: ${apiErrorMessage(err)}; the control plane needs the ClusterRole system:auth-delegator (config/kube-api)`,
+        { cause: err },
+      );
+    }
   };
 }

@@ -23,10 +23,15 @@ import { KUBE_API_GROUP, KUBE_RESOURCE, type KubeSubresource } from './kube-rout
 /** The resource attributes of one SubjectAccessReview. */
 export interface AccessReviewRequest {
   readonly user: KubeUser;
+  /** '' for a cluster-scoped resource. */
   readonly namespace: string;
+  /** '' when the request names no object (a create). */
   readonly name: string;
   readonly verb: string;
+  /** '' for the resource itself. */
   readonly subresource: string;
+  /** @default conversations */
+  readonly resource?: string;
 }
 
 /** What the door needs from Kubernetes; kube-door-ports.ts adapts client-node. */
@@ -119,6 +124,31 @@ export class KubeDoor {
    */
   authenticate(peer: PeerCertificate, headers: DistinctHeaders): KubeUser {
     return authenticateFrontProxy(this.current(), peer, headers);
+  }
+
+  /**
+   * Lets `user` run `verb` on the cluster-scoped `resource` (named `name`, or none), or
+   * refuses: the same SubjectAccessReview kube-apiserver asked before it proxied.
+   *
+   * @throws AppError `permission_denied` when the review denies it.
+   */
+  async admitCluster(
+    user: KubeUser,
+    target: { resource: string; verb: string; name: string },
+    signal: AbortSignal,
+  ): Promise<void> {
+    const { resource, verb, name } = target;
+    const review = await this.options.ports.review(
+      { user, namespace: '', name, verb, subresource: '', resource },
+      signal,
+    );
+    if (!review.allowed) {
+      throw new AppError(
+        'permission_denied',
+        `User "${user.username}" cannot ${verb} resource "${resource}" in API group "${KUBE_API_GROUP}" at the cluster scope${review.reason === '' ? '' : `: ${review.reason}`}; ask for a ClusterRoleBinding to polychrome-session-admin (docs/kube-api.md)`,
+        { details: { resource, verb, ...(name === '' ? {} : { name }) } },
+      );
+    }
   }
 
   /**

@@ -45,6 +45,32 @@ describe('matchKubeRoute', () => {
     expect(matchKubeRoute(method, path).kind).toBe(kind);
   });
 
+  it('matches the cluster-scoped sessions: POST mints, DELETE sessions/{id} revokes', () => {
+    const sessions = '/apis/api.polychrome.dev/v1alpha1/sessions';
+    expect(matchKubeRoute('POST', sessions)).toEqual({
+      kind: 'sessions',
+      action: { kind: 'create' },
+    });
+    expect(matchKubeRoute('DELETE', `${sessions}/s-1%2D2`)).toEqual({
+      kind: 'sessions',
+      action: { kind: 'revoke', id: 's-1-2' },
+    });
+    expect(matchKubeRoute('GET', sessions)).toEqual({
+      kind: 'method_not_allowed',
+      allow: ['POST'],
+    });
+    expect(matchKubeRoute('POST', `${sessions}/s-1`)).toEqual({
+      kind: 'method_not_allowed',
+      allow: ['DELETE'],
+    });
+    expect(matchKubeRoute('DELETE', `${sessions}/s-1/extra`).kind).toBe('not_found');
+    expect(matchKubeRoute('DELETE', `${sessions}/%E0%A4%A`).kind).toBe('not_found');
+    // Not namespaced: a namespace admin's RoleBinding never reaches it.
+    expect(
+      matchKubeRoute('POST', '/apis/api.polychrome.dev/v1alpha1/namespaces/team/sessions').kind,
+    ).toBe('not_found');
+  });
+
   it.each(['/apis', '/apis/api.polychrome.dev', '/apis/api.polychrome.dev/v1alpha1', '/apis/'])(
     'GET %s is discovery',
     (path) => {
@@ -94,6 +120,13 @@ describe('apiResourceList', () => {
           namespaced: true,
           kind: 'RepairResult',
           verbs: ['create'],
+        },
+        {
+          name: 'sessions',
+          singularName: '',
+          namespaced: false,
+          kind: 'Session',
+          verbs: ['create', 'delete'],
         },
       ],
     });

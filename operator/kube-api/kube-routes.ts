@@ -18,7 +18,7 @@ export const KUBE_GROUP_VERSION = `${KUBE_API_GROUP}/${KUBE_API_VERSION}`;
 export const KUBE_RESOURCE = 'conversations';
 
 /** The RBAC verb kube-apiserver checks for a request of this method (non-resource verbs aside). */
-export const KubeVerb = { Get: 'get', Create: 'create' } as const;
+export const KubeVerb = { Get: 'get', Create: 'create', Delete: 'delete' } as const;
 export type KubeVerb = (typeof KubeVerb)[keyof typeof KubeVerb];
 
 /** One subresource the door serves. */
@@ -75,6 +75,17 @@ export const KUBE_SUBRESOURCES: readonly KubeSubresource[] = [
   },
 ];
 
+/**
+ * The cluster-scoped `sessions` resource (docs/kube-api.md, "Sessions"): POST mints a
+ * public-API session token for a persona, DELETE `sessions/{id}` revokes one. Cluster-scoped
+ * because a persona's roles reach every namespace: only a ClusterRoleBinding grants it.
+ */
+export const KUBE_SESSIONS = {
+  name: 'sessions',
+  kind: 'Session',
+  verbs: [KubeVerb.Create, KubeVerb.Delete],
+} as const;
+
 /** `GET /apis`: the group list kube-apiserver's discovery merges. */
 export function apiGroupList(): object {
   return { kind: 'APIGroupList', apiVersion: 'v1', groups: [apiGroup()] };
@@ -107,15 +118,24 @@ export function apiResourceList(): object {
     kind: 'APIResourceList',
     apiVersion: 'v1',
     groupVersion: KUBE_GROUP_VERSION,
-    resources: KUBE_SUBRESOURCES.filter(
-      (sub, i) => KUBE_SUBRESOURCES.findIndex((s) => s.name === sub.name) === i,
-    ).map((sub) => ({
-      name: `${KUBE_RESOURCE}/${sub.name}`,
-      singularName: '',
-      namespaced: true,
-      kind: sub.kind,
-      verbs: [...(verbs.get(sub.name) ?? [])],
-    })),
+    resources: [
+      ...KUBE_SUBRESOURCES.filter(
+        (sub, i) => KUBE_SUBRESOURCES.findIndex((s) => s.name === sub.name) === i,
+      ).map((sub) => ({
+        name: `${KUBE_RESOURCE}/${sub.name}`,
+        singularName: '',
+        namespaced: true,
+        kind: sub.kind,
+        verbs: [...(verbs.get(sub.name) ?? [])],
+      })),
+      {
+        name: KUBE_SESSIONS.name,
+        singularName: '',
+        namespaced: false,
+        kind: KUBE_SESSIONS.kind,
+        verbs: [...KUBE_SESSIONS.verbs],
+      },
+    ],
   };
 }
 
@@ -133,8 +153,24 @@ export type KubeRouteMatch =
       readonly name: string;
       readonly subresource: KubeSubresource;
     }
+  | {
+      readonly kind: 'sessions';
+      /** POST `sessions` mints; DELETE `sessions/{id}` revokes the session `id`. */
+      readonly action:
+        { readonly kind: 'create' } | { readonly kind: 'revoke'; readonly id: string };
+    }
   | { readonly kind: 'method_not_allowed'; readonly allow: readonly string[] }
   | { readonly kind: 'not_found' };
+
+const SESSIONS_PATH = new RegExp(
+  `^/apis/${KUBE_API_GROUP.replace(/\./gu, '\\.')}/${KUBE_API_VERSION}/${KUBE_SESSIONS.name}(?:/([^/]+))?$`,
+  'u',
+);
+
+/** The route label of the sessions resource (no session id in it). */
+export function kubeSessionsTemplate(withId: boolean): string {
+  return `/apis/${KUBE_GROUP_VERSION}/${KUBE_SESSIONS.name}${withId ? '/{id}' : ''}`;
+}
 
 const SUBRESOURCE_PATH = new RegExp(
   `^/apis/${KUBE_API_GROUP.replace(/\./gu, '\\.')}/${KUBE_API_VERSION}/namespaces/([^/]+)/${KUBE_RESOURCE}/([^/]+)/([^/]+)$`,
@@ -162,6 +198,19 @@ export function matchKubeRoute(method: string, path: string): KubeRouteMatch {
     return method === 'GET'
       ? { kind: 'discovery', body: document() }
       : { kind: 'method_not_allowed', allow: ['GET'] };
+  }
+  const session = SESSIONS_PATH.exec(trimmed);
+  if (session !== null) {
+    const id = session[1] === undefined ? undefined : decodeSegment(session[1]);
+    if (session[1] === undefined) {
+      return method === 'POST'
+        ? { kind: 'sessions', action: { kind: 'create' } }
+        : { kind: 'method_not_allowed', allow: ['POST'] };
+    }
+    if (id === undefined) return { kind: 'not_found' };
+    return method === 'DELETE'
+      ? { kind: 'sessions', action: { kind: 'revoke', id } }
+      : { kind: 'method_not_allowed', allow: ['DELETE'] };
   }
   const parts = SUBRESOURCE_PATH.exec(trimmed);
   if (parts === null) return { kind: 'not_found' };

@@ -1,7 +1,10 @@
 import { ApiError, bearerChallenge } from './api-error';
 
-/** Longest bearer token accepted before asking anyone (session tokens are 47 characters). */
-const MAX_TOKEN_CHARS = 512;
+/**
+ * Longest bearer token accepted before asking anyone: session tokens are 47 characters, a
+ * ServiceAccount's projected token (a JWT, docs/kube-api.md, "Edges") about 1 000.
+ */
+const MAX_TOKEN_CHARS = 4096;
 /** RFC 6750 `b64token`. */
 const TOKEN_PATTERN = /^[A-Za-z0-9\-._~+/]+=*$/u;
 

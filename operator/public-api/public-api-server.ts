@@ -21,8 +21,10 @@ import { parseActor, parseRepairRequest } from '../forensics/forensics-access';
 import type { Caller, PostMessage, TurnReply, TurnService } from '../turns/turn-service';
 import type { KubeAdmission, KubeDoor } from '../kube-api/kube-door';
 import type { KubeUser } from '../kube-api/front-proxy';
+import type { KubeSessions } from '../kube-api/kube-sessions';
 import {
   KUBE_SUBRESOURCES,
+  kubeSessionsTemplate,
   kubeStatusBody,
   kubeSubresourceTemplate,
   matchKubeRoute,
@@ -160,6 +162,8 @@ export interface KubeListenerOptions {
   readonly key: string;
   /** Who is calling and may they: the front proxy, SubjectAccessReviews, names to uids. */
   readonly door: KubeDoor;
+  /** The `sessions` resource (kube-sessions.ts). None: answered NotFound. */
+  readonly sessions?: KubeSessions;
 }
 
 /** The Kubernetes door's port (the APIService's Service targets it). */
@@ -461,7 +465,7 @@ export class PublicApiServer {
     const match =
       listener === Listener.Kube ? kubeRouteMatch(method, path) : matchRoute(method, path);
     const routeLabel =
-      match.kind === 'matched' || match.kind === 'discovery'
+      match.kind === 'matched' || match.kind === 'discovery' || match.kind === 'sessions'
         ? match.route.template
         : match.kind === 'method_not_allowed'
           ? match.template
@@ -491,7 +495,7 @@ export class PublicApiServer {
     });
 
     const refusal =
-      listener === Listener.Peer && match.kind !== 'discovery'
+      listener === Listener.Peer && match.kind !== 'discovery' && match.kind !== 'sessions'
         ? peerRefusal(request, match)
         : undefined;
     if (refusal !== undefined) {
@@ -501,6 +505,20 @@ export class PublicApiServer {
     }
     if (match.kind === 'discovery') {
       this.serveDiscovery(request, response, requestId, match.body, notes);
+      return;
+    }
+    if (match.kind === 'sessions') {
+      try {
+        await this.serveSessions(request, response, match.action, aborter.signal);
+      } catch (error) {
+        notes.errorCode = isAppError(error) ? error.code : 'internal';
+        if (!response.headersSent && !response.destroyed) {
+          const answer = this.sendError(request, response, requestId, error, Listener.Kube);
+          if (answer.isServerFault) {
+            this.log.error({ err: error, requestId, route: routeLabel }, 'request failed');
+          }
+        }
+      }
       return;
     }
     if (match.kind !== 'matched') {
@@ -858,6 +876,40 @@ export class PublicApiServer {
     return admission;
   }
 
+  /**
+   * The `sessions` resource: the front proxy's user, then kube-sessions.ts (which asks its
+   * own SubjectAccessReview). The answer holds the new token; nothing here logs it.
+   */
+  private async serveSessions(
+    request: IncomingMessage,
+    response: ServerResponse,
+    action: { readonly kind: 'create' } | { readonly kind: 'revoke'; readonly id: string },
+    signal: AbortSignal,
+  ): Promise<void> {
+    const user = this.kubeUser(request);
+    const sessions = this.options.kube?.sessions;
+    if (sessions === undefined) {
+      throw new ApiError(
+        'not_found',
+        'this control plane does not serve sessions (it was started without a records link); mint tokens through the records',
+      );
+    }
+    if (action.kind === 'revoke') {
+      sendJson(response, 200, await sessions.revoke(user, action.id, signal));
+      return;
+    }
+    const contentType = headerOf(request, 'content-type');
+    if (contentType !== undefined && !isJsonContentType(contentType)) {
+      throw new ApiError(
+        'invalid_argument',
+        `the request body must be JSON, got ${JSON.stringify(contentType.slice(0, 100))}`,
+        { httpStatus: 415, details: { field: 'Content-Type' } },
+      );
+    }
+    const body = await readJsonBody(request, this.maxBodyBytes);
+    sendJson(response, 201, await sessions.mint(user, body, signal));
+  }
+
   /** Discovery: any user the front proxy vouches for may read it (the aggregator does). */
   private serveDiscovery(
     request: IncomingMessage,
@@ -1111,6 +1163,12 @@ type AnyRouteMatch =
       readonly kind: 'discovery';
       readonly route: { readonly template: string };
       readonly body: object;
+    }
+  | {
+      readonly kind: 'sessions';
+      readonly route: { readonly template: string };
+      readonly action:
+        { readonly kind: 'create' } | { readonly kind: 'revoke'; readonly id: string };
     };
 
 /** The Kubernetes door's paths as routes: a subresource runs its public API operation. */
@@ -1123,6 +1181,12 @@ function kubeRouteMatch(method: string, path: string): AnyRouteMatch {
       return { kind: 'method_not_allowed', template: path, allow: [...match.allow] };
     case 'not_found':
       return match;
+    case 'sessions':
+      return {
+        kind: 'sessions',
+        route: { template: kubeSessionsTemplate(match.action.kind === 'revoke') },
+        action: match.action,
+      };
     case 'subresource':
       return {
         kind: 'matched',

@@ -9,10 +9,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { parse, parseAllDocuments, stringify } from 'yaml';
+import { installCrds, readCrds } from '../../hack/lib/crds';
 import { defaultBinDir, repoRoot } from '../../hack/lib/local-cluster';
 import { freshNamespace, kubeConfig, sharedCluster } from './support/kube';
 
@@ -112,7 +113,19 @@ describe('config/ manifests on a real API server', () => {
   beforeAll(async () => {
     kubeconfig = (await sharedCluster()).kubeconfigPath;
     ns = await freshNamespace(await kubeConfig(), 'manifests');
-  });
+    // The Kubernetes door asks cert-manager for its certificate: cert-manager's Issuer and
+    // Certificate CRDs as upstream ships them (`make binaries` copies them), no controller.
+    const crdDir = join(defaultBinDir, 'cert-manager-crds');
+    if (!existsSync(crdDir)) {
+      throw new Error(`${crdDir} is missing: run 'make binaries' (it copies the pinned CRDs)`);
+    }
+    const crds = await readCrds([crdDir]);
+    expect(crds.map((c) => c.metadata?.name).sort()).toEqual([
+      'certificates.cert-manager.io',
+      'issuers.cert-manager.io',
+    ]);
+    await installCrds(await kubeConfig(), crds);
+  }, 60_000);
   afterAll(async () => {
     await ns.dispose();
   });
@@ -134,6 +147,9 @@ describe('config/ manifests on a real API server', () => {
         'Service/polychrome-control-plane',
         'PodDisruptionBudget/polychrome-control-plane',
         'StatefulSet/polychrome-state',
+        'APIService/v1alpha1.api.polychrome.dev',
+        'Certificate/polychrome-kube-api',
+        'Issuer/polychrome-kube-api',
       ]),
     );
     const returned = printed(
@@ -260,12 +276,23 @@ describe('config/ manifests on a real API server', () => {
           transformers: ['rename.yaml'],
         }),
       );
-      const rendered = kubectl(kubeconfig, ['kustomize', dir]);
-      writeFileSync(join(dir, 'base.yaml'), rendered);
-      const built = parseAllDocuments(rendered)
+      // Without the APIService: registered for real it would point kube-apiserver at
+      // control-plane pods that never run here, and an Unavailable group makes discovery
+      // fail for every test on this cluster (the dry run above checks it).
+      const built = parseAllDocuments(kubectl(kubeconfig, ['kustomize', dir]))
         .map((d) => d.toJS() as unknown)
-        .filter(isObj);
-      const binding = built.find((o) => o['kind'] === 'ClusterRoleBinding');
+        .filter(isObj)
+        .filter((o) => o['kind'] !== 'APIService');
+      expect(built.map(keyOf)).toEqual(
+        expect.arrayContaining([
+          'Certificate/polychrome-kube-api',
+          `ClusterRole/${prefix}polychrome-conversation-admin`,
+        ]),
+      );
+      writeFileSync(join(dir, 'base.yaml'), built.map((o) => stringify(o)).join('---\n'));
+      const binding = built.find(
+        (o) => keyOf(o) === `ClusterRoleBinding/${prefix}polychrome-control-plane`,
+      );
       expect(binding).toMatchObject({
         metadata: { name: `${prefix}polychrome-control-plane` },
         roleRef: { kind: 'ClusterRole', name: `${prefix}polychrome-control-plane` },
@@ -335,13 +362,13 @@ describe('config/ manifests on a real API server', () => {
       expect(versions()).toEqual(before);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+      // Every per-test ClusterRole and binding (the control plane's and the door's).
       for (const kind of ['clusterrolebinding', 'clusterrole']) {
-        kubectl(kubeconfig, [
-          'delete',
-          kind,
-          `${prefix}polychrome-control-plane`,
-          '--ignore-not-found',
-        ]);
+        const names = kubectl(kubeconfig, ['get', kind, '-o', 'name'])
+          .split('\n')
+          .map((l) => l.trim().split('/')[1] ?? '')
+          .filter((n) => n.startsWith(prefix));
+        if (names.length > 0) kubectl(kubeconfig, ['delete', kind, ...names, '--ignore-not-found']);
       }
     }
   }, 60_000);

@@ -9,6 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import {
+  type KubeConfig,
   ApiregistrationV1Api,
   AuthorizationV1Api,
   CoreV1Api,
@@ -21,17 +22,24 @@ import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import { parse } from 'yaml';
+import { parse, parseAllDocuments, stringify } from 'yaml';
 import { decodePayload, EventKind } from '../../common/event-kinds';
+import { RecordsClient } from '../../common/records-client';
+import { loadStateClientTls } from '../../common/state-client';
+import { ensureDevCerts } from '../../hack/lib/dev-certs';
 import { defaultBinDir, repoRoot } from '../../hack/lib/local-cluster';
 import { DevCertificateAuthority, type CertFiles } from '../../hack/lib/pki';
 import { pollUntil } from '../../hack/lib/processes';
 import { startTracing } from '../../common/tracing';
 import { KubeDoor } from '../../operator/kube-api/kube-door';
 import { kubeDoorPorts } from '../../operator/kube-api/kube-door-ports';
+import { KubeSessions } from '../../operator/kube-api/kube-sessions';
+import { serviceAccountAuthenticator } from '../../operator/kube-api/service-account-tokens';
+import { tokenReviewer } from '../../operator/kube-api/kube-door-ports';
 import { startApi, type TestApi } from '../../operator/public-api/testdata/fixtures';
 import { field, freshNamespace, kubeConfig, sharedCluster } from './support/kube';
 import { OtelCollector } from './support/otel-collector';
+import { StatePlane } from './support/state-plane';
 
 const serviceAccountUser = 'system:serviceaccount:polychrome-system:polychrome-control-plane';
 const apiPath = '/apis/api.polychrome.dev/v1alpha1';
@@ -59,6 +67,29 @@ async function kubectl(
     child.stderr?.on('data', (chunk: string) => (stderr += chunk));
     child.once('exit', (code) => resolve({ ok: code === 0, stdout, stderr }));
   });
+}
+
+/**
+ * config/kube-api's RBAC as kustomize puts it in polychrome-system: its ServiceAccount
+ * subjects name no namespace, config/default's `namespace:` fills it in.
+ */
+function inPolychromeSystem(yaml: string): string {
+  return parseAllDocuments(yaml)
+    .map((d) => d.toJS() as { subjects?: { kind: string; namespace?: string }[] })
+    .map((o) => ({
+      ...o,
+      ...(o.subjects === undefined
+        ? {}
+        : {
+            subjects: o.subjects.map((subject) =>
+              subject.kind === 'ServiceAccount'
+                ? { ...subject, namespace: 'polychrome-system' }
+                : subject,
+            ),
+          }),
+    }))
+    .map((o) => stringify(o))
+    .join('---\n');
 }
 
 /** Applies YAML documents as the cluster admin, server-side. */
@@ -125,6 +156,11 @@ describe('the Kubernetes door through kube-apiserver', () => {
   let conversationId: string;
   let proxyClient: CertFiles;
   let strangerProxy: CertFiles;
+  let state: StatePlane;
+  let records: RecordsClient;
+  let carol: string;
+  let dave: string;
+  let asControlPlane: KubeConfig;
 
   beforeAll(async () => {
     const cluster = await sharedCluster();
@@ -140,13 +176,15 @@ describe('the Kubernetes door through kube-apiserver', () => {
     // The control plane's identity and exactly the RBAC config/kube-api grants it.
     applyYaml(
       admin,
-      await readFile(join(repoRoot, 'config', 'kube-api', 'auth-delegation.yaml'), 'utf8'),
+      inPolychromeSystem(
+        await readFile(join(repoRoot, 'config', 'kube-api', 'auth-delegation.yaml'), 'utf8'),
+      ),
     );
     applyYaml(
       admin,
       await readFile(join(repoRoot, 'config', 'kube-api', 'cluster-roles.yaml'), 'utf8'),
     );
-    const asControlPlane = await kubeConfig(
+    asControlPlane = await kubeConfig(
       await cluster.mintUser(serviceAccountUser, [
         'system:serviceaccounts',
         'system:serviceaccounts:polychrome-system',
@@ -182,6 +220,21 @@ describe('the Kubernetes door through kube-apiserver', () => {
       keyPath: join(cluster.state.dir, 'pki', 'front-proxy-client.key'),
     };
 
+    // The real state plane's records, reached as the control plane reaches them (its
+    // writer certificate): the sessions resource mints through them.
+    const certs = await ensureDevCerts(join(dir, 'state-pki'));
+    state = await StatePlane.create(certs, join(dir, 'state-data'));
+    await state.start();
+    records = new RecordsClient({
+      address: state.address,
+      tls: await loadStateClientTls({
+        ca: certs.ca.certPath,
+        cert: certs.controlPlane.certPath,
+        key: certs.controlPlane.keyPath,
+      }),
+      callTimeoutMs: 10_000,
+    });
+
     // The door looks names up in the stack's Conversations, which exist once it started.
     const stack: { api?: TestApi } = {};
     door = new KubeDoor({
@@ -198,6 +251,9 @@ describe('the Kubernetes door through kube-apiserver', () => {
         cert: await readFile(serving.certPath, 'utf8'),
         key: await readFile(serving.keyPath, 'utf8'),
         door,
+        sessions: new KubeSessions(records, (user, target, signal) =>
+          door.admitCluster(user, target, signal),
+        ),
       },
     });
     stack.api = api;
@@ -251,15 +307,40 @@ describe('the Kubernetes door through kube-apiserver', () => {
     );
 
     // Two ordinary users: alice may talk to the namespace's conversations (the built-in
-    // edit role, which aggregates polychrome-conversation-user); bob may not.
+    // edit role, which aggregates polychrome-conversation-user); bob may not. dave is the
+    // namespace's admin (the built-in admin role, which aggregates
+    // polychrome-conversation-admin); carol may mint sessions (a ClusterRoleBinding to
+    // polychrome-session-admin) and nothing else.
     alice = await cluster.mintUser('alice', ['team-a']);
     bob = await cluster.mintUser('bob', ['team-b']);
-    await adminConfig.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
-      namespace: ns.name,
+    dave = await cluster.mintUser('dave', ['team-a']);
+    carol = await cluster.mintUser('carol', ['ops']);
+    const rbac = adminConfig.makeApiClient(RbacAuthorizationV1Api);
+    for (const [user, role] of [
+      ['alice', 'edit'],
+      ['dave', 'admin'],
+    ] as const) {
+      await rbac.createNamespacedRoleBinding({
+        namespace: ns.name,
+        body: {
+          metadata: { name: `${user}-${role}` },
+          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
+          subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }],
+        },
+      });
+    }
+    await rbac
+      .deleteClusterRoleBinding({ name: `${ns.name}-carol-sessions` })
+      .catch(() => undefined);
+    await rbac.createClusterRoleBinding({
       body: {
-        metadata: { name: 'alice-edits' },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'edit' },
-        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'alice' }],
+        metadata: { name: `${ns.name}-carol-sessions` },
+        roleRef: {
+          apiGroup: 'rbac.authorization.k8s.io',
+          kind: 'ClusterRole',
+          name: 'polychrome-session-admin',
+        },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'carol' }],
       },
     });
     // The built-in roles pick the aggregated rules up through kube-controller-manager.
@@ -292,10 +373,16 @@ describe('the Kubernetes door through kube-apiserver', () => {
   afterAll(async () => {
     const adminConfig = await kubeConfig();
     await adminConfig
+      .makeApiClient(RbacAuthorizationV1Api)
+      .deleteClusterRoleBinding({ name: `${ns?.name}-carol-sessions` })
+      .catch(() => undefined);
+    await adminConfig
       .makeApiClient(ApiregistrationV1Api)
       .deleteAPIService({ name: 'v1alpha1.api.polychrome.dev' })
       .catch(() => undefined);
     await api?.close();
+    records?.close();
+    await state?.kill();
     await ns?.dispose();
     if (dir !== undefined) await rm(dir, { recursive: true, force: true });
   });
@@ -310,6 +397,7 @@ describe('the Kubernetes door through kube-apiserver', () => {
       'conversations/transcript Transcript get',
       'conversations/messages TurnReply create',
       'conversations/log EventStream get',
+      'sessions Session create,delete',
     ]);
   });
 
@@ -486,6 +574,216 @@ describe('the Kubernetes door through kube-apiserver', () => {
     }
   }, 60_000);
 
+  /** kube-apiserver's answer for `user` on `verb` `conversations/<subresource>` in the test namespace. */
+  async function allowed(user: string, verb: string, subresource: string): Promise<boolean> {
+    const review = await (
+      await kubeConfig()
+    )
+      .makeApiClient(AuthorizationV1Api)
+      .createSubjectAccessReview({
+        body: {
+          spec: {
+            user,
+            groups: ['system:authenticated'],
+            resourceAttributes: {
+              group: 'api.polychrome.dev',
+              resource: 'conversations',
+              subresource,
+              verb,
+              namespace: ns.name,
+              name: 'hello',
+            },
+          },
+        },
+      });
+    return review.status?.allowed === true;
+  }
+
+  it('aggregates the admin-only verbs into the built-in admin role only, not edit or view', async () => {
+    await pollUntil(
+      'dave may create conversations/replay (admin aggregates polychrome-conversation-admin)',
+      async () => ((await allowed('dave', 'create', 'replay')) ? true : undefined),
+      { timeoutMs: 30_000, intervalMs: 250 },
+    );
+    const table: [string, string, string, boolean][] = [];
+    for (const user of ['dave', 'alice', 'bob']) {
+      for (const [verb, sub] of [
+        ['get', 'transcript'],
+        ['create', 'messages'],
+        ['delete', 'approvals'],
+        ['create', 'replay'],
+        ['get', 'verify'],
+        ['create', 'repair'],
+        ['create', 'resolve'],
+        ['get', 'export'],
+      ] as const) {
+        table.push([user, verb, sub, await allowed(user, verb, sub)]);
+      }
+    }
+    const admin = ['approvals', 'replay', 'verify', 'repair', 'resolve', 'export'];
+    expect(table).toEqual(
+      table.map(([user, verb, sub]) => [
+        user,
+        verb,
+        sub,
+        user === 'dave' || (user === 'alice' && !admin.includes(sub)),
+      ]),
+    );
+  });
+
+  describe('sessions', () => {
+    const sessionsPath = `${apiPath}/sessions`;
+    const mint = (who: string, body: object): Promise<Kubectl> =>
+      kubectl(who, ['create', '--raw', sessionsPath, '-f', '-'], JSON.stringify(body));
+
+    it('mints a session token for a persona as carol (session admin): shown once, live in the records', async () => {
+      const before = Date.now();
+      const got = await mint(carol, { persona: 'bot:support-desk', role: 'edge', ttl: '720h' });
+      expect(got.stderr).toBe('');
+      const session = JSON.parse(got.stdout) as {
+        kind: string;
+        metadata: { name: string };
+        token: string;
+        expiresAt: string;
+        persona: { identity: string; roles: string[] };
+      };
+      expect([session.kind, session.persona.identity, session.persona.roles]).toEqual([
+        'Session',
+        'bot:support-desk',
+        ['edge'],
+      ]);
+      expect(session.token).toMatch(/^pcs_[A-Za-z0-9_-]{43}$/u);
+      const ttl = Date.parse(session.expiresAt) - before;
+      expect(ttl).toBeGreaterThan(720 * 3_600_000 - 60_000);
+      expect(ttl).toBeLessThanOrEqual(720 * 3_600_000 + 60_000);
+      // The token is the records' own: it authenticates as the persona, with its roles.
+      const found = await records.authenticate(session.token);
+      expect([found.session.id, found.persona.identities, found.persona.roles]).toEqual([
+        session.metadata.name,
+        ['bot:support-desk'],
+        ['edge'],
+      ]);
+      // Shown once: never in the control plane's log.
+      expect(api.rawLogs.join('\n')).not.toContain(session.token);
+      expect(
+        api.logs.some(
+          (l) => l.route === '/apis/api.polychrome.dev/v1alpha1/sessions' && l.status === 201,
+        ),
+      ).toBe(true);
+
+      // Revoked with kubectl delete --raw: the token stops working at once in the records.
+      const revoked = await kubectl(carol, [
+        'delete',
+        '--raw',
+        `${sessionsPath}/${session.metadata.name}`,
+      ]);
+      expect(revoked.stderr).toBe('');
+      expect(field(JSON.parse(revoked.stdout), 'revokedAt')).toEqual(expect.any(String));
+      await expect(records.authenticate(session.token)).rejects.toMatchObject({
+        code: 'unauthenticated',
+      });
+    });
+
+    it('refuses alice (edit), dave (a namespace admin) and bob: Forbidden, no persona, no revocation', async () => {
+      const kept = JSON.parse(
+        (await mint(carol, { persona: 'bot:kept', role: 'member', ttl: '1h' })).stdout,
+      ) as { metadata: { name: string }; token: string };
+      for (const who of [alice, dave, bob]) {
+        const got = await mint(who, { persona: 'bot:intruder', role: 'admin' });
+        expect(got.ok).toBe(false);
+        expect(got.stderr).toMatch(/forbidden/iu);
+        const deleted = await kubectl(who, [
+          'delete',
+          '--raw',
+          `${sessionsPath}/${kept.metadata.name}`,
+        ]);
+        expect(deleted.ok).toBe(false);
+        expect(deleted.stderr).toMatch(/forbidden/iu);
+      }
+      expect(await records.findPersonaByIdentity('bot:intruder')).toBeUndefined();
+      expect((await records.authenticate(kept.token)).persona.identities).toEqual(['bot:kept']);
+    });
+
+    it('names what is wrong in a bad request', async () => {
+      const unknownField = await mint(carol, { persona: 'bot:x', rol: 'edge' });
+      expect(unknownField.ok).toBe(false);
+      expect(unknownField.stderr).toContain('unknown field "rol"');
+      const badTtl = await mint(carol, { persona: 'bot:x', ttl: '31d' });
+      expect(badTtl.stderr).toContain('ttl must be a duration such as "720h"');
+      const tooLong = await mint(carol, { persona: 'bot:x', ttl: '721h' });
+      expect(tooLong.stderr).toContain('at most 720h');
+      const badRole = await mint(carol, { persona: 'bot:x', role: 'root' });
+      expect(badRole.stderr).toContain('role must be one of admin, member, edge');
+      expect(await records.findPersonaByIdentity('bot:x')).toBeUndefined();
+    });
+  });
+
+  describe('an in-cluster edge with its ServiceAccount token', () => {
+    /** A projected token of `name` in the test namespace from the real TokenRequest API. */
+    async function projectedToken(name: string, audiences: string[]): Promise<string> {
+      const core = (await kubeConfig()).makeApiClient(CoreV1Api);
+      const request = await core.createNamespacedServiceAccountToken({
+        name,
+        namespace: ns.name,
+        body: { spec: { audiences, expirationSeconds: 600 } },
+      });
+      return request.status?.token ?? '';
+    }
+
+    it('authenticates as the persona that links kubernetes:system:serviceaccount:NS:NAME, through a TokenReview', async () => {
+      const core = (await kubeConfig()).makeApiClient(CoreV1Api);
+      await core.createNamespacedServiceAccount({
+        namespace: ns.name,
+        body: { metadata: { name: 'edge-bot' } },
+      });
+      const token = await projectedToken('edge-bot', ['polychrome']);
+      expect(token.split('.')).toHaveLength(3);
+      // The control plane's own identity asks (system:auth-delegator allows TokenReviews).
+      const authenticate = serviceAccountAuthenticator({
+        review: tokenReviewer(asControlPlane),
+        records,
+      });
+      const identity = `kubernetes:system%3Aserviceaccount%3A${ns.name}%3Aedge-bot`;
+      // No persona links it yet: refused, and the message says what to do.
+      await expect(authenticate(token)).rejects.toMatchObject({
+        code: 'permission_denied',
+        message: expect.stringContaining(`links the identity ${identity}`),
+      });
+      // A session admin links it through the door, as docs/kube-api.md says.
+      const linked = await kubectl(
+        carol,
+        ['create', '--raw', `${apiPath}/sessions`, '-f', '-'],
+        JSON.stringify({ persona: identity, role: 'edge', ttl: '1m' }),
+      );
+      expect(linked.stderr).toBe('');
+      const caller = await authenticate(token);
+      expect([caller.identity, caller.roles]).toEqual([identity, ['edge']]);
+
+      // What an attacker would try: a token of the same account for another audience (the
+      // API server's own), and a token of an account that is gone.
+      await expect(
+        authenticate(await projectedToken('edge-bot', ['https://kubernetes.default.svc'])),
+      ).rejects.toMatchObject({ code: 'unauthenticated' });
+      await core.createNamespacedServiceAccount({
+        namespace: ns.name,
+        body: { metadata: { name: 'gone-bot' } },
+      });
+      const orphan = await projectedToken('gone-bot', ['polychrome']);
+      await core.deleteNamespacedServiceAccount({ name: 'gone-bot', namespace: ns.name });
+      await pollUntil(
+        'the deleted ServiceAccount token to stop authenticating',
+        async () =>
+          (await authenticate(orphan).then(
+            () => false,
+            (e: unknown) => field(e, 'code') === 'unauthenticated',
+          ))
+            ? true
+            : undefined,
+        { timeoutMs: 10_000, intervalMs: 250 },
+      );
+    });
+  });
+
   describe('an attacker who reaches the door directly', () => {
     const body = JSON.stringify({ text: 'forged' });
     const target = (): string => `${apiPath}/namespaces/${ns.name}/conversations/hello/messages`;
@@ -532,6 +830,23 @@ describe('the Kubernetes door through kube-apiserver', () => {
         'User "bob" cannot create resource "conversations/messages"',
       );
       expect(api.head(conversationId)).toBe(head);
+    });
+
+    it('cannot mint a session with the real proxy certificate naming a user RBAC does not let mint', async () => {
+      // dave administers a namespace; sessions are cluster-scoped, so the door's own
+      // SubjectAccessReview refuses him too.
+      const answer = await direct(kubePort, `${apiPath}/sessions`, {
+        ca: servingCa,
+        cert: proxyClient,
+        method: 'POST',
+        body: JSON.stringify({ persona: 'bot:forged', role: 'admin' }),
+        headers: { 'X-Remote-User': 'dave', 'X-Remote-Group': 'team-a' },
+      });
+      expect(answer.status).toBe(403);
+      expect(String(field(answer.body, 'message'))).toContain(
+        'User "dave" cannot create resource "sessions" in API group "api.polychrome.dev" at the cluster scope',
+      );
+      expect(await records.findPersonaByIdentity('bot:forged')).toBeUndefined();
     });
   });
 });

@@ -113,13 +113,15 @@ describe('local control plane', () => {
     );
   });
 
-  it('installs the kustomize base config/default the way Argo CD syncs it', async () => {
+  it('installs the kustomize base config/default (without the Kubernetes door) the way Argo CD syncs it', async () => {
+    // config/without-kube-api: no control-plane pods run here to back the APIService
+    // (config-manifests.test.ts applies the whole of config/default).
     const kubeconfig = (await sharedCluster()).kubeconfigPath;
     const out = kubectl(kubeconfig, [
       'apply',
       '--server-side',
       '-k',
-      join(repoRoot, 'config', 'default'),
+      join(repoRoot, 'config', 'without-kube-api'),
     ]);
     expect(out).toMatch(/namespace\/polychrome-system serverside-applied/);
     expect(out).toMatch(
@@ -135,7 +137,12 @@ describe('local control plane', () => {
     expect(sa.metadata?.name).toBe('polychrome-control-plane');
     // Applying again changes nothing and conflicts with nothing (a GitOps resync).
     expect(
-      kubectl(kubeconfig, ['diff', '--server-side', '-k', join(repoRoot, 'config', 'default')]),
+      kubectl(kubeconfig, [
+        'diff',
+        '--server-side',
+        '-k',
+        join(repoRoot, 'config', 'without-kube-api'),
+      ]),
     ).toBe('');
   });
 
