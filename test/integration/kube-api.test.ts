@@ -397,6 +397,8 @@ describe('the Kubernetes door through kube-apiserver', () => {
       'conversations/transcript Transcript get',
       'conversations/messages TurnReply create',
       'conversations/log EventStream get',
+      'conversations/export JournalExport get',
+      'conversations/repair RepairResult create',
       'sessions Session create,delete',
     ]);
   });

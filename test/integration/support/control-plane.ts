@@ -11,7 +11,9 @@ export const CONTROL_PLANE_USER =
   'system:serviceaccount:polychrome-system:polychrome-control-plane';
 
 /**
- * Applies the Polychrome base (config/default: namespace, CRD, RBAC) to the shared cluster and
+ * Applies the Polychrome base without the Kubernetes door (config/without-kube-api:
+ * namespace, CRD, RBAC; no APIService, whose missing backend would break discovery for every
+ * test sharing the cluster, and no cert-manager objects) to the shared cluster and
  * returns a kubeconfig for the control plane's ServiceAccount identity, so the process runs
  * with exactly the permissions a cluster gives it.
  */
@@ -23,7 +25,7 @@ export async function controlPlaneKubeconfig(cluster: LocalCluster): Promise<str
       'apply',
       '--server-side',
       '-k',
-      join(repoRoot, 'config', 'default'),
+      join(repoRoot, 'config', 'without-kube-api'),
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
