@@ -53,9 +53,23 @@
  * --tracing: only phase 1b, tracing on against off (--rounds rounds of --turns turns each);
  *   POLYCHROME_BENCH_CPU_PROF_DIR=<dir> also writes every plane's CPU profile into
  *   <dir>/on and <dir>/off.
+ * --kube-sse: only phase 2b, SSE delivery through the Kubernetes door against the public
+ *   API, in the same run: the control plane serves its door (docs/kube-api.md), registered
+ *   with this cluster's kube-apiserver as make dev registers it (hack/lib/kube-door.ts), and
+ *   --rounds rounds each open --streams streams (default 100 here) on the public API
+ *   (`/v1/conversations/{uid}/stream`, bearer token) and on the aggregated path
+ *   (`/apis/api.polychrome.dev/v1alpha1/namespaces/NS/conversations/NAME/log` on
+ *   kube-apiserver, as a Kubernetes user with a client certificate whom RBAC allows `get
+ *   conversations/log`), the order swapped every round, over --stream-turns turns each. The
+ *   delay is measured as in phase 2, against the same direct state-plane follow.
  */
 import Anthropic from '@anthropic-ai/sdk';
-import { CoordinationV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import {
+  CoordinationV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  RbacAuthorizationV1Api,
+} from '@kubernetes/client-node';
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -77,7 +91,13 @@ import {
 import { EventKind } from '../common/event-kinds';
 import { DEFAULT_ANTHROPIC_MODEL } from '../harness/model/anthropic-provider';
 import { defaultCrdDirs, LocalCluster, repoRoot } from '../hack/lib/local-cluster';
-import { pollUntil, sleep } from '../hack/lib/processes';
+import { freePort, pollUntil, sleep } from '../hack/lib/processes';
+import {
+  applyKubeDoorRbac,
+  ensureDoorCertificate,
+  registerKubeDoor,
+  type DoorCertificate,
+} from '../hack/lib/kube-door';
 import { field } from '../test/integration/support/kube';
 import {
   DEFAULT_CONVERSATION_SPEC,
@@ -102,6 +122,10 @@ interface Sizes {
 
 /** Runs only the tracing comparison (phase 1b) on the one-conversation stack. */
 const TRACING_ONLY = '--tracing';
+/** Runs only the SSE comparison of the two doors (phase 2b). */
+const KUBE_SSE_ONLY = '--kube-sse';
+/** Streams per door in phase 2b unless --streams says otherwise. */
+const KUBE_SSE_STREAMS = 100;
 
 function parseSizes(argv: readonly string[]): Sizes {
   const small = argv.includes('--small');
@@ -125,8 +149,9 @@ function parseSizes(argv: readonly string[]): Sizes {
     'stream-turns': 'streamTurns',
     rounds: 'rounds',
   };
+  if (argv.includes(KUBE_SSE_ONLY)) sizes.streams = KUBE_SSE_STREAMS;
   for (const arg of argv) {
-    if (arg === '--small' || arg === TRACING_ONLY) continue;
+    if (arg === '--small' || arg === TRACING_ONLY || arg === KUBE_SSE_ONLY) continue;
     const match = /^--([a-z-]+)=(\d+)$/u.exec(arg);
     const key = match === null ? undefined : names[match[1] ?? ''];
     if (match === null || key === undefined) {
@@ -966,6 +991,22 @@ interface FanOutResult {
   readonly fdsClients: number;
 }
 
+/** Where the SSE clients open their streams (the public API unless given). */
+interface StreamDoor {
+  /** The stream's URL, from journal position `since` on. */
+  url(since: number): string;
+  readonly token?: string;
+  /** A Kubernetes user's client certificate and the cluster CA (PEM). */
+  readonly tls?: { readonly ca: string; readonly cert: string; readonly key: string };
+}
+
+function publicApiDoor(client: Client, uid: string): StreamDoor {
+  return {
+    url: (since) => `${client.stack.apiUrl}/v1/conversations/${uid}/stream?since=${since}`,
+    token: client.token,
+  };
+}
+
 async function fanOutPhase(
   client: Client,
   uid: string,
@@ -973,6 +1014,7 @@ async function fanOutPhase(
   turns: number,
   tag: string,
   children: Set<SseChild>,
+  door: StreamDoor = publicApiDoor(client, uid),
 ): Promise<FanOutResult> {
   const { stack } = client;
   const plane = stack.controlPlane(0);
@@ -994,8 +1036,9 @@ async function fanOutPhase(
       'tsx',
       join(__dirname, 'fixtures', 'sse-clients.ts'),
       JSON.stringify({
-        url: `${stack.apiUrl}/v1/conversations/${uid}/stream?since=${head}`,
-        token: client.token,
+        url: door.url(head),
+        token: door.token,
+        tls: door.tls,
         streams,
         concurrency: 50,
         openTimeoutMs: 120_000,
@@ -1091,6 +1134,134 @@ async function fanOutPhase(
     children.delete(child);
     await follow.close();
   }
+}
+
+// ---- phase 2b: SSE through the Kubernetes door against the public API ----
+
+/** The control plane's door: its serving certificate and port, and its environment. */
+interface BenchDoor {
+  readonly cert: DoorCertificate;
+  readonly port: number;
+  readonly env: Readonly<Record<string, string>>;
+}
+
+/** Before the control plane starts: its door's certificate, port and RBAC. */
+async function prepareDoor(cluster: LocalCluster, dir: string): Promise<BenchDoor> {
+  const cert = await ensureDoorCertificate(join(dir, 'kube-api-pki'));
+  const port = await freePort();
+  await applyKubeDoorRbac(cluster.kubeconfigPath);
+  return {
+    cert,
+    port,
+    env: {
+      POLYCHROME_KUBE_API_CERT_FILE: cert.certPath,
+      POLYCHROME_KUBE_API_KEY_FILE: cert.keyPath,
+      POLYCHROME_KUBE_API_HOST: '127.0.0.1',
+      POLYCHROME_KUBE_API_PORT: String(port),
+    },
+  };
+}
+
+/**
+ * A Kubernetes user whom RBAC allows to follow the namespace's conversations (a RoleBinding
+ * to polychrome-conversation-viewer: this cluster runs no controller manager, so the
+ * built-in `view` role aggregates nothing), as the client certificate and CA its kubeconfig
+ * holds.
+ */
+async function streamingUser(
+  cluster: LocalCluster,
+  namespace: string,
+): Promise<{ ca: string; cert: string; key: string }> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(await cluster.mintUser('bench-viewer', ['bench']));
+  await cluster
+    .kubeConfig()
+    .makeApiClient(RbacAuthorizationV1Api)
+    .createNamespacedRoleBinding({
+      namespace,
+      body: {
+        metadata: { name: 'bench-viewer' },
+        roleRef: {
+          apiGroup: 'rbac.authorization.k8s.io',
+          kind: 'ClusterRole',
+          name: 'polychrome-conversation-viewer',
+        },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'bench-viewer' }],
+      },
+    });
+  const user = kc.getCurrentUser();
+  if (user?.certData === undefined || user.keyData === undefined) {
+    throw new Error('the minted kubeconfig has no client certificate');
+  }
+  const decode = (data: string): string => Buffer.from(data, 'base64').toString('utf8');
+  return {
+    ca: readFileSync(cluster.state.caCertPath, 'utf8'),
+    cert: decode(user.certData),
+    key: decode(user.keyData),
+  };
+}
+
+interface KubeSseResult {
+  readonly streams: number;
+  readonly rounds: { readonly direct: FanOutResult; readonly kube: FanOutResult }[];
+}
+
+async function kubeSsePhase(
+  cluster: LocalCluster,
+  door: BenchDoor,
+  client: Client,
+  uid: string,
+  sizes: Sizes,
+  children: Set<SseChild>,
+): Promise<KubeSseResult> {
+  progress(`kube door: registering the APIService for 127.0.0.1:${door.port}`);
+  await registerKubeDoor(cluster.kubeConfig(), { port: door.port, caPem: door.cert.caPem });
+  const namespace = client.stack.namespace;
+  const tls = await streamingUser(cluster, namespace);
+  const kube: StreamDoor = {
+    url: (since) =>
+      `${cluster.server}/apis/api.polychrome.dev/v1alpha1/namespaces/${namespace}/conversations/bench-0/log?since=${since}`,
+    tls,
+  };
+  const direct = publicApiDoor(client, uid);
+  const rounds: KubeSseResult['rounds'][number][] = [];
+  for (let round = 0; round < sizes.rounds; round++) {
+    const order = round % 2 === 0 ? (['direct', 'kube'] as const) : (['kube', 'direct'] as const);
+    const results: Partial<Record<'direct' | 'kube', FanOutResult>> = {};
+    for (const which of order) {
+      progress(`round ${round + 1}: ${sizes.streams} streams on the ${which === 'kube' ? 'Kubernetes door' : 'public API'}`);
+      results[which] = await fanOutPhase(
+        client,
+        uid,
+        sizes.streams,
+        sizes.streamTurns,
+        `${which}${round}`,
+        children,
+        which === 'kube' ? kube : direct,
+      );
+    }
+    rounds.push({ direct: results.direct as FanOutResult, kube: results.kube as FanOutResult });
+  }
+  return { streams: sizes.streams, rounds };
+}
+
+function reportKubeSse(result: KubeSseResult): void {
+  const line = (name: string, r: FanOutResult): string =>
+    `${name}: p50 ${ms(quantile(r.delays, 0.5))}, p99 ${ms(quantile(r.delays, 0.99))}, max ${ms(quantile(r.delays, 1))}; missing ${r.missing}, late ${r.lagging}, ended early ${r.ended}; CPU per turn ${r.cpu.text}`;
+  console.log(
+    `SSE delivery, ${result.streams} streams following 1 conversation, the Kubernetes door (through kube-apiserver's aggregator) against the public API, same run, order swapped each round; delay = receipt on the stream − receipt on a direct state-plane follow`,
+  );
+  result.rounds.forEach((round, i) => {
+    console.log(`  round ${i + 1} ${line('public API', round.direct)}`);
+    console.log(`  round ${i + 1} ${line('Kubernetes door', round.kube)}`);
+  });
+  const all = (pick: (r: KubeSseResult['rounds'][number]) => FanOutResult): number[] =>
+    result.rounds.flatMap((r) => pick(r).delays);
+  const direct = all((r) => r.direct);
+  const kube = all((r) => r.kube);
+  console.log(
+    `  all rounds: public API p50 ${ms(quantile(direct, 0.5))}, p99 ${ms(quantile(direct, 0.99))}; Kubernetes door p50 ${ms(quantile(kube, 0.5))}, p99 ${ms(quantile(kube, 0.99))}; the aggregated path adds p50 ${ms(quantile(kube, 0.5) - quantile(direct, 0.5))}, p99 ${ms(quantile(kube, 0.99) - quantile(direct, 0.99))} (reported; no aim set)`,
+  );
 }
 
 // ---- phase 3: throughput ----
@@ -1274,6 +1445,7 @@ async function run(
   await reserveLoopbackBlocks(cluster.kubeConfig(), block);
   const messages = await MessagesApiServer.start({ respond: echoResponder });
   cleanups.push(() => messages.close());
+  const door = process.argv.includes(KUBE_SSE_ONLY) ? await prepareDoor(cluster, dir) : undefined;
   progress('starting the stack (state plane, local node, control plane)');
   const stack = await startTurnStack({
     cluster,
@@ -1282,7 +1454,7 @@ async function run(
     timeoutMs: 180_000,
     // The deployment's lease timing (15 s, renewed every 5 s), not the tests' short one.
     leaseDurationMs: 15_000,
-    controlPlaneEnv: { POLYCHROME_LEASE_RENEW_MS: '5000', ...profileEnv('off') },
+    controlPlaneEnv: { POLYCHROME_LEASE_RENEW_MS: '5000', ...profileEnv('off'), ...door?.env },
     harnessEnv: profileEnv('off'),
     stateEnv: profileEnv('off'),
   });
@@ -1304,6 +1476,10 @@ async function run(
       throw new Error(`the harness got ${podIP}, outside the reserved block 127.${block}.0.0/16`);
     }
     progress(`harness pods on 127.${block}.0.0/16`);
+    if (door !== undefined) {
+      reportKubeSse(await kubeSsePhase(cluster, door, client, uid, sizes, children));
+      return true;
+    }
     if (process.argv.includes(TRACING_ONLY)) {
       progress(`tracing only: ${sizes.rounds} × ${sizes.turns} turns on each stack`);
       reportTracing(await tracingPhase(cluster, messages, client, sizes, cleanups, dirs));

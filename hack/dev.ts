@@ -4,7 +4,9 @@
  *   tsx hack/dev.ts up     local control plane (etcd, kube-apiserver, kube-controller-manager,
  *                          agent-sandbox), the state plane, hack's local node (harness pods
  *                          run as local processes), the control plane as its least-privilege
- *                          ServiceAccount identity with its public API on 127.0.0.1:8080;
+ *                          ServiceAccount identity with its public API on 127.0.0.1:8080
+ *                          and its Kubernetes door (api.polychrome.dev, registered with
+ *                          kube-apiserver: kubectl reaches it by Conversation name);
  *                          then the Conversation hack/dev/conversation-hello.yaml, until
  *                          Ready; then a session token for the admin persona dev:you in
  *                          .local/dev/token, and the commands that talk to the conversation
@@ -29,6 +31,7 @@ import {
 } from './lib/harness-config';
 import { defaultBinDir, defaultCrdDirs, LocalCluster, repoRoot } from './lib/local-cluster';
 import { freePort, isAlive, pollUntil, startProcess, stopPid } from './lib/processes';
+import { applyKubeDoorRbac, ensureDoorCertificate, registerKubeDoor } from './lib/kube-door';
 
 const localDir = join(repoRoot, '.local');
 const clusterDir = join(localDir, 'cluster');
@@ -42,6 +45,8 @@ const apiHost = '127.0.0.1';
 const apiPort = 8080;
 const apiUrl = `http://${apiHost}:${apiPort}`;
 const stateAddress = 'localhost:7443';
+/** The Kubernetes door's listener, on loopback; kube-apiserver proxies to it. */
+const kubeDoorPort = 8444;
 /** The admin persona `make dev` mints a session token for. */
 const devIdentity = 'dev:you';
 const tokenFile = join(devDir, 'token');
@@ -160,9 +165,12 @@ async function up(): Promise<void> {
     await waitReady(state, stateHealth);
 
     // The Polychrome base (namespace, CRD, RBAC, RuntimeClass), then the control plane's own
-    // identity. Without the Kubernetes door (config/without-kube-api): its APIService would
-    // point at control-plane pods that never run here.
+    // identity. The Kubernetes door's objects come from config/kube-api below, registered for
+    // the control plane's process on loopback rather than the Deployment's pods (config/default
+    // would point its APIService at pods that never run here).
     kubectl(admin, ['apply', '--server-side', '-k', join(repoRoot, 'config', 'without-kube-api')]);
+    await applyKubeDoorRbac(admin);
+    const door = await ensureDoorCertificate(join(localDir, 'kube-api-pki'));
     const operatorKubeconfig = await cluster.mintUser(serviceAccountUser, [
       'system:serviceaccounts',
       'system:serviceaccounts:polychrome-system',
@@ -226,11 +234,17 @@ async function up(): Promise<void> {
       POLYCHROME_HARNESS_TOKEN_FILE: harnessTokenFile,
       POLYCHROME_APPROVAL_KEY_FILE: approvalKey.privateKeyPath,
       POLYCHROME_NEW_CONVERSATION_NAMESPACE: namespace,
+      // The Kubernetes door (docs/kube-api.md), on loopback.
+      POLYCHROME_KUBE_API_CERT_FILE: door.certPath,
+      POLYCHROME_KUBE_API_KEY_FILE: door.keyPath,
+      POLYCHROME_KUBE_API_HOST: '127.0.0.1',
+      POLYCHROME_KUBE_API_PORT: String(kubeDoorPort),
     });
     processes.push(operator);
     await save();
     await waitReady(operator, operatorHealth);
     await waitApi(operator);
+    await registerKubeDoor(cluster.kubeConfig(), { port: kubeDoorPort, caPem: door.caPem });
 
     kubectl(admin, ['apply', '-n', namespace, '-f', conversationFile]);
     const objects = cluster.kubeConfig().makeApiClient(CustomObjectsApi);
@@ -312,6 +326,7 @@ Talk to it (from the repository root):
     -H "Authorization: Bearer $POLYCHROME_TOKEN" -H 'Content-Type: application/json' \\
     -d '{"text": "hello"}'
   polychrome transcript ${uid}
+  kubectl get --raw /apis/api.polychrome.dev/v1alpha1/namespaces/${namespace}/conversations/hello/transcript
   ${verifierEnv} \\
     polychrome state verify conv-${uid}
 
