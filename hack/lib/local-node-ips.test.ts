@@ -1,5 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import {
+  listeningIPv4,
   loopbackBlockOf,
   loopbackCidr,
   LoopbackAllocator,
@@ -105,5 +108,39 @@ describe('LoopbackAllocator', () => {
     expect(() => ips.allocate()).toThrow(LoopbackPoolExhaustedError);
     ips.release('127.0.9.9');
     expect(ips.allocate()).toBe('127.0.9.9');
+  });
+});
+
+describe('addresses another process listens on', () => {
+  // Two lines as Linux writes them: 127.4.1.1:7070 listening, and an established
+  // connection from 127.0.1.2 (state 01) that must not count.
+  const procNetTcp = [
+    '  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode',
+    '   0: 0101047F:1B9E 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0000000000000000 100 0 0 10 0',
+    '   1: 0201007F:9C40 0100007F:1F90 01 00000000:00000000 00:00000000 00000000     0        0 2 1 0000000000000000 20 4 30 10 -1',
+  ].join('\n');
+
+  it('reads the listening sockets of /proc/net/tcp, and only those', () => {
+    expect([...listeningIPv4(procNetTcp)]).toEqual(['127.4.1.1']);
+  });
+
+  it('skips a pod address a process left behind still listens on', () => {
+    const allocator = new LoopbackAllocator(4, () => listeningIPv4(procNetTcp));
+    expect(allocator.allocate()).toBe('127.4.1.2');
+    // Claiming it explicitly (the node's own pod after a restart) is still allowed.
+    expect(allocator.claim('127.4.1.1')).toBe(true);
+  });
+
+  it('sees a real listener on this machine', async () => {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.9.1.1', resolve));
+    try {
+      const allocator = new LoopbackAllocator(9, () =>
+        listeningIPv4(readFileSync('/proc/net/tcp', 'utf8')),
+      );
+      expect(allocator.allocate()).toBe('127.9.1.2');
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });

@@ -62,16 +62,43 @@ export class LoopbackPoolExhaustedError extends Error {
 }
 
 /**
+ * The IPv4 addresses something listens on over TCP, from the text of Linux's
+ * `/proc/net/tcp` (one socket a line: `sl local_address rem_address st ...`, the address
+ * as 8 hex digits in host byte order, which is little-endian on the machines we run,
+ * state `0A` LISTEN). Pure.
+ */
+export function listeningIPv4(procNetTcp: string): Set<string> {
+  const listening = new Set<string>();
+  for (const line of procNetTcp.split('\n').slice(1)) {
+    const [, local, , state] = line.trim().split(/\s+/u);
+    const hex = local?.split(':')[0];
+    if (state !== '0A' || hex === undefined || !/^[0-9A-Fa-f]{8}$/u.test(hex)) continue;
+    const octets = [6, 4, 2, 0].map((at) => parseInt(hex.slice(at, at + 2), 16));
+    listening.add(octets.join('.'));
+  }
+  return listening;
+}
+
+/**
  * Hands out the pod addresses of one block from 127.k.1.1 upward. It continues after the
  * last address it gave rather than reusing a freed one at once, so a client still
- * holding a dead pod's address does not reach the next pod by accident.
+ * holding a dead pod's address does not reach the next pod by accident. It also skips an
+ * address some process already listens on: a pod process left over from an earlier
+ * node (killed without its children) would otherwise answer in the new pod's place.
  */
 export class LoopbackAllocator {
   private readonly used = new Set<number>();
   private next = 0;
 
-  /** @throws RangeError when `block` is not 0..255. */
-  constructor(readonly block = 0) {
+  /**
+   * @param listening the addresses taken outside this allocator, asked at each
+   *   {@link allocate} (e.g. {@link listeningIPv4} of `/proc/net/tcp`)
+   * @throws RangeError when `block` is not 0..255.
+   */
+  constructor(
+    readonly block = 0,
+    private readonly listening: () => ReadonlySet<string> = () => new Set(),
+  ) {
     checkBlock(block);
   }
 
@@ -85,9 +112,10 @@ export class LoopbackAllocator {
    * @throws LoopbackPoolExhaustedError when none is free.
    */
   allocate(): string {
+    const taken = this.listening();
     for (let step = 0; step < loopbackPoolSize; step++) {
       const index = (this.next + step) % loopbackPoolSize;
-      if (!this.used.has(index)) {
+      if (!this.used.has(index) && !taken.has(loopbackAddress(index, this.block))) {
         this.used.add(index);
         this.next = (index + 1) % loopbackPoolSize;
         return loopbackAddress(index, this.block);

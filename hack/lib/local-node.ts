@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { arch, cpus, release, totalmem, type as osType } from 'node:os';
 import { join, resolve } from 'node:path';
 import {
@@ -17,7 +17,13 @@ import {
 } from '@kubernetes/client-node';
 import { delay, kubeletBackoff, type Backoff } from './local-node-container';
 import { referencedObjects, type EnvSources } from './local-node-env';
-import { LoopbackAllocator, loopbackBlockOf, loopbackBlocks, loopbackCidr } from './local-node-ips';
+import {
+  listeningIPv4,
+  LoopbackAllocator,
+  loopbackBlockOf,
+  loopbackBlocks,
+  loopbackCidr,
+} from './local-node-ips';
 import { claimLoopbackBlock } from './loopback-lock';
 import { isPodView, type ImageCommands, type PodView } from './local-node-pod';
 import {
@@ -31,6 +37,16 @@ import { PodPhase, rfc3339 } from './local-node-status';
 import { repoRoot } from './paths';
 
 export { localCommandAnnotation, type ImageCommands } from './local-node-pod';
+
+
+/** The IPv4 addresses some process listens on now; none where /proc/net/tcp is missing. */
+function listeningNow(): ReadonlySet<string> {
+  try {
+    return listeningIPv4(readFileSync('/proc/net/tcp', 'utf8'));
+  } catch {
+    return new Set();
+  }
+}
 
 /** The label every local node carries; `nodeSelector` can name it. */
 export const localNodeLabel = 'polychrome.dev/local-node';
@@ -195,7 +211,7 @@ export class LocalNode {
       // The version is cosmetic on a Node; registering matters.
     }
     const block = await this.registerNode();
-    this.context = this.podContext(new LoopbackAllocator(block));
+    this.context = this.podContext(new LoopbackAllocator(block, listeningNow));
     await this.renewLease();
     this.loops.push(this.heartbeat());
     const namespaces = this.opts.namespaces;
