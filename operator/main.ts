@@ -18,6 +18,7 @@ import { ConversationController } from './controller/conversation-controller';
 import { KubeDoor } from './kube-api/kube-door';
 import { kubeDoorPorts, tokenReviewer } from './kube-api/kube-door-ports';
 import { KubeSessions } from './kube-api/kube-sessions';
+import { ServingCertificate } from './kube-api/serving-certificate';
 import {
   eitherAuthenticator,
   serviceAccountAuthenticator,
@@ -179,6 +180,15 @@ async function main(): Promise<void> {
           }),
           logger: componentLogger(log, LogComponent.Api),
         });
+  // Read again every minute: cert-manager renews it into the mounted Secret.
+  const servingCertificate =
+    config.kubeApi === undefined
+      ? undefined
+      : await ServingCertificate.load({
+          certPath: config.kubeApi.certPath,
+          keyPath: config.kubeApi.keyPath,
+          logger: componentLogger(log, LogComponent.Api),
+        });
   const api = new PublicApiServer({
     host: config.api.host,
     port: config.api.port,
@@ -204,14 +214,14 @@ async function main(): Promise<void> {
       tls: peerTlsOf(stateTls),
       directory: peerEndpoints,
     },
-    ...(door === undefined || config.kubeApi === undefined
+    ...(door === undefined || config.kubeApi === undefined || servingCertificate === undefined
       ? {}
       : {
           kube: {
             host: config.kubeApi.host,
             port: config.kubeApi.port,
-            cert: await readFile(config.kubeApi.certPath, 'utf8'),
-            key: await readFile(config.kubeApi.keyPath, 'utf8'),
+            ...servingCertificate.pair,
+            onCertificateChange: (listener) => servingCertificate.onChange(listener),
             door,
             // The same records link (and certificate) the authenticator uses: no new credential.
             sessions: new KubeSessions(records, (user, target, signal) =>
@@ -245,6 +255,7 @@ async function main(): Promise<void> {
     grace.unref();
     // Streams end first so their clients reconnect to another replica; running turns are
     // cancelled and stay recoverable from the journal.
+    servingCertificate?.stop();
     await api.close();
     await peerEndpoints.close();
     await coordinator.close();
@@ -269,6 +280,7 @@ async function main(): Promise<void> {
   await controller.start();
   await peerEndpoints.start();
   await api.start();
+  servingCertificate?.start();
   started = true;
   mainLog.info(
     { health: config.health.port, api: config.api.port, peer: config.peer.port },

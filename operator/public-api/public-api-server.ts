@@ -160,6 +160,11 @@ export interface KubeListenerOptions {
   /** The serving certificate (PEM) the APIService's caBundle vouches for, and its key. */
   readonly cert: string;
   readonly key: string;
+  /**
+   * Registers a listener for a renewed certificate and key (serving-certificate.ts); the
+   * listener serves them to new connections. None: served as given until restart.
+   */
+  readonly onCertificateChange?: (listener: (pair: { cert: string; key: string }) => void) => void;
   /** Who is calling and may they: the front proxy, SubjectAccessReviews, names to uids. */
   readonly door: KubeDoor;
   /** The `sessions` resource (kube-sessions.ts). None: answered NotFound. */
@@ -345,14 +350,17 @@ export class PublicApiServer {
       // without one from the requestheader CA is answered 401 by the door, with a message
       // (rejecting in the handshake would leave the caller with a bare TLS alert).
       const requestHeader = await kube.door.start(AbortSignal.timeout(30_000));
-      const context = (ca: string): { cert: string; key: string; ca: string } => ({
-        cert: kube.cert,
-        key: kube.key,
-        ca,
+      // What new connections get: the front-proxy CA and the serving pair, each replaced
+      // when it changes (a rotated CA, a renewed certificate).
+      let clientCa = requestHeader.clientCa;
+      let serving = { cert: kube.cert, key: kube.key };
+      const context = (): { cert: string; key: string; ca: string } => ({
+        ...serving,
+        ca: clientCa,
       });
       const kubeServer = createHttpsServer(
         {
-          ...context(requestHeader.clientCa),
+          ...context(),
           requestCert: true,
           rejectUnauthorized: false,
           minVersion: 'TLSv1.2',
@@ -367,7 +375,14 @@ export class PublicApiServer {
             ),
           ),
       );
-      kube.door.onConfigChange((next) => kubeServer.setSecureContext(context(next.clientCa)));
+      kube.door.onConfigChange((next) => {
+        clientCa = next.clientCa;
+        kubeServer.setSecureContext(context());
+      });
+      kube.onCertificateChange?.((next) => {
+        serving = next;
+        kubeServer.setSecureContext(context());
+      });
       this.kubeServer = kubeServer;
       await listen(kubeServer, kube.port ?? DEFAULT_KUBE_API_PORT, kube.host);
       this.log.info(this.kubeAddress(), 'Kubernetes door listening');
