@@ -6,14 +6,13 @@ import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pino from 'pino';
 
+import { approvalKeyId } from '../common/approval-bytes';
 import { decodePayload, encodePayload } from '../common/event-kinds';
 import type { JournalEntry } from '../common/state-client';
-import type { Caller } from '../operator/turns/turn-service';
 import { toHex } from '../state/journal/hex';
 import { createNodeEd25519Signer } from '../state/journal/node-ed25519';
 import { JournalStore } from '../state/store/journal-store';
-import { readyStatus } from '../test/support/in-memory-conversations';
-import { calculatorReply, startRealTurns, textReply } from '../test/support/real-turns';
+import { recordApprovedTurns } from '../test/support/real-turns';
 import { ExitCode, runCli } from './run-cli';
 
 /*
@@ -22,20 +21,6 @@ import { ExitCode, runCli } from './run-cli';
  * step and still pass verification, the events are appended again, batch by batch, to a
  * real JournalStore signing with a test key: only replay can catch the change.
  */
-
-const OWNER: Caller = {
-  identity: 'web:owner',
-  identities: ['web:owner'],
-  personaId: 'p-owner',
-  roles: ['member'],
-  sessionId: 's',
-};
-const ADMIN: Caller = {
-  ...OWNER,
-  identity: 'web:admin',
-  identities: ['web:admin'],
-  roles: ['admin'],
-};
 
 const signer = createNodeEd25519Signer(new Uint8Array(32).fill(5));
 let dir: string;
@@ -99,38 +84,10 @@ const pinned = (): string[] => ['--public-key', toHex(signer.publicKey)];
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'polychrome-replay-'));
-  const turns = await startRealTurns({
-    replies: [calculatorReply('6 * 7'), textReply('It is 42.'), textReply('You are welcome.')],
-    logger: pino({ level: 'silent' }),
-    admins: [ADMIN.identity],
-  });
-  try {
-    const conversation = turns.conversations.add(
-      { owner: OWNER.identity },
-      { status: readyStatus(turns.harness.endpoint) },
-    );
-    const uid = conversation.metadata.uid ?? '';
-    const signal = AbortSignal.timeout(20_000);
-    const paused = await turns.coordinator.postMessage(
-      OWNER,
-      { conversationId: uid, text: 'what is 6 * 7?', idempotencyKey: 'k1' },
-      signal,
-    );
-    await turns.coordinator.answerApproval(
-      ADMIN,
-      { conversationId: uid, requestId: paused.approval?.requestId ?? '', decision: 'approve' },
-      signal,
-    );
-    await turns.coordinator.postMessage(
-      OWNER,
-      { conversationId: uid, text: 'thanks', idempotencyKey: 'k2' },
-      signal,
-    );
-    entries = await turns.journal.entries(`conv-${uid}`);
-    approvalKey = toHex(turns.approvals.publicKey);
-  } finally {
-    await turns.close();
-  }
+  const recorded = await recordApprovedTurns(pino({ level: 'silent' }));
+  entries = recorded.entries;
+  approvalKey = toHex(recorded.turns.approvals.publicKey);
+  await recorded.turns.close();
 }, 60_000);
 
 afterAll(async () => {
@@ -214,6 +171,90 @@ describe('polychrome journal replay FILE (offline)', () => {
     const run = await cli(['journal', 'replay', await signedExport(entries), ...pinned()]);
     expect(run.code).toBe(ExitCode.Error);
     expect(run.stderr).toContain('--approval-key');
+  });
+
+  /** The export with `fields` added to its header line (which no signature covers). */
+  async function withHeader(fields: Record<string, unknown>): Promise<string> {
+    const file = await signedExport(entries);
+    const [header = '', ...rest] = (await readFile(file, 'utf8')).split('\n');
+    await writeFile(
+      file,
+      [JSON.stringify({ ...JSON.parse(header), ...fields }), ...rest].join('\n'),
+    );
+    return file;
+  }
+  const keyBase64 = (): string => Buffer.from(approvalKey, 'hex').toString('base64');
+  const keyId = (): string => approvalKeyId(Buffer.from(approvalKey, 'hex'));
+
+  it("uses the header's approval key when none is pinned, and says the header is trusted", async () => {
+    const file = await withHeader({ approvalKeyId: keyId(), approvalPublicKey: keyBase64() });
+    const run = await cli(['journal', 'replay', file, ...pinned()]);
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(ExitCode.Ok);
+    expect(run.stdout).toContain(
+      `approval key: ${keyId()}, from the export header (trusted because no --approval-key was pinned; the header is not signed`,
+    );
+    // The header's key alone, as exports written before key ids were added have it.
+    const bare = await withHeader({ approvalPublicKey: keyBase64() });
+    expect((await cli(['journal', 'replay', bare, ...pinned()])).code).toBe(ExitCode.Ok);
+  });
+
+  it('lets a pinned key win over a header naming another, reporting the mismatch', async () => {
+    const other = Buffer.alloc(32, 9);
+    const file = await withHeader({
+      approvalKeyId: approvalKeyId(other),
+      approvalPublicKey: other.toString('base64'),
+    });
+    // The header's own key does not verify the recorded answer: replay diverges under it.
+    expect((await cli(['journal', 'replay', file, ...pinned()])).code).toBe(ExitCode.VerifyFailed);
+    const run = await cli(['journal', 'replay', file, ...pinned(), '--approval-key', approvalKey]);
+    expect(run.code).toBe(ExitCode.Ok);
+    expect(run.stdout).toContain(
+      `approval key: ${keyId()}, pinned with --approval-key, used; MISMATCH: the export header names another key, ${approvalKeyId(other)}`,
+    );
+    const json = await cli([
+      'journal',
+      'replay',
+      file,
+      ...pinned(),
+      '--approval-key',
+      approvalKey,
+      '--json',
+    ]);
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      ok: true,
+      approvalKey: {
+        source: 'pinned',
+        keyId: keyId(),
+        headerKeyId: approvalKeyId(other),
+        mismatch: true,
+      },
+    });
+  });
+
+  it('refuses a header whose approval key id does not name its key, or whose key is not 32 bytes', async () => {
+    const wrongId = await withHeader({
+      approvalKeyId: 'ab'.repeat(16),
+      approvalPublicKey: keyBase64(),
+    });
+    const run = await cli([
+      'journal',
+      'replay',
+      wrongId,
+      ...pinned(),
+      '--approval-key',
+      approvalKey,
+    ]);
+    expect(run.code).toBe(ExitCode.Error);
+    expect(run.stderr).toContain(
+      `approvalKeyId "${'ab'.repeat(16)}" does not name approvalPublicKey, whose key id is ${keyId()}`,
+    );
+    const short = await withHeader({ approvalPublicKey: Buffer.alloc(16).toString('base64') });
+    const shortRun = await cli(['journal', 'replay', short, ...pinned()]);
+    expect(shortRun.code).toBe(ExitCode.Error);
+    expect(shortRun.stderr).toContain(
+      'approvalPublicKey must be the base64 of a 32-byte ed25519 public key',
+    );
   });
 
   it('is a usage error without a FILE or with a malformed key', async () => {

@@ -9,7 +9,7 @@ import { requestIds } from '../harness/turn/request-ids';
 import type { RecordedBlock } from '../harness/turn/turn-records';
 import { whatIf, type WhatIfChange, type WhatIfReport } from '../harness/turn/what-if';
 import { UsageError } from './cli-support';
-import { loadVerifiedExport } from './journal-replay';
+import { approvalKeyLine, loadVerifiedExport, type ApprovalKeyUse } from './journal-replay';
 
 /**
  * `polychrome journal replay FILE --what-if CHANGE`: verify and read an export as replay
@@ -35,6 +35,7 @@ export interface WhatIfRun {
   readonly source: string;
   readonly partition: string;
   readonly spec: string;
+  readonly approvalKey: ApprovalKeyUse;
   readonly report: WhatIfReport;
 }
 
@@ -118,7 +119,27 @@ export async function whatIfExportFile(
   pinnedKeys: readonly Uint8Array[],
   approvalPublicKey: Uint8Array | undefined,
 ): Promise<WhatIfRun> {
-  const change = await parseWhatIf(spec);
+  return whatIfParsed(
+    path,
+    { spec, change: await parseWhatIf(spec) },
+    pinnedKeys,
+    approvalPublicKey,
+  );
+}
+
+/** A CHANGE as given and as {@link parseWhatIf} read it. */
+export interface ParsedWhatIf {
+  readonly spec: string;
+  readonly change: WhatIfChange;
+}
+
+/** {@link whatIfExportFile} with the change already parsed (so a usage error comes first). */
+export async function whatIfParsed(
+  path: string,
+  { spec, change }: ParsedWhatIf,
+  pinnedKeys: readonly Uint8Array[],
+  approvalPublicKey: Uint8Array | undefined,
+): Promise<WhatIfRun> {
   const loaded = await loadVerifiedExport(path, pinnedKeys, approvalPublicKey);
   const report = whatIf(loaded.entries, change, {
     ids: requestIds,
@@ -128,7 +149,13 @@ export async function whatIfExportFile(
       : { approvalPublicKey: loaded.approvalPublicKey }),
     resigner: nodeEd25519Signer(randomBytes(32)),
   });
-  return { source: path, partition: loaded.verification.partition, spec, report };
+  return {
+    source: path,
+    partition: loaded.verification.partition,
+    spec,
+    approvalKey: loaded.approvalKeyUse,
+    report,
+  };
 }
 
 /** The human form. */
@@ -137,6 +164,7 @@ export function formatWhatIfText(run: WhatIfRun): string {
   const out = [
     `what-if ${run.spec} on ${run.source} (${run.partition})`,
     `recorded run: OK, ${String(report.recorded.turns.length)} turns replayed`,
+    approvalKeyLine(run.approvalKey),
   ];
   const d = report.divergence;
   if (d === undefined) {
@@ -170,6 +198,7 @@ export function formatWhatIfJson(run: WhatIfRun): string {
     source: run.source,
     partition: run.partition,
     change: report.change,
+    approvalKey: run.approvalKey,
     follows: report.divergence === undefined,
     divergence: report.divergence ?? null,
     needsModel: report.needsModel,

@@ -330,7 +330,7 @@ async function stateExport(
     file === undefined || file === '-' ? io.stdout : createWriteStream(file, { flags: 'w' });
   let events = 0;
   try {
-    for await (const line of exportFileLines(partition, client.export(partition), checkpoint)) {
+    for await (const line of exportFileLines(partition, client.export(partition), { checkpoint })) {
       await write(out, line);
       events += 1;
     }

@@ -38,7 +38,7 @@ describe('loadHarnessConfig', () => {
       shutdownGraceMs: 20_000,
       ackTimeoutMs: 30_000,
       toolTimeoutMs: 60_000,
-      recordAgentConfig: false,
+      recordAgentConfig: true,
     });
   });
 

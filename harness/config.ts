@@ -91,7 +91,7 @@ const schema = z
     HARNESS_MODEL: envOptionalString(),
     HARNESS_MODEL_SCRIPT: envOptionalString(),
     HARNESS_MAX_STEPS: envInt({ default: 8, min: 1, max: 100 }),
-    HARNESS_RECORD_AGENT_CONFIG: envBool(false),
+    HARNESS_RECORD_AGENT_CONFIG: envBool(true),
     HARNESS_MCP_SERVERS: envJson(z.array(mcpServerSchema), []),
     HARNESS_REQUIRE_APPROVAL: envOptionalString().transform((text, ctx): ApprovalRules => {
       try {
