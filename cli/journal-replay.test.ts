@@ -81,6 +81,9 @@ function tamper<K extends 'tool_result' | 'approval_response'>(
 }
 
 const pinned = (): string[] => ['--public-key', toHex(signer.publicKey)];
+/** `journal replay FILE` with the state plane's key and the approval key pinned. */
+const replayPinned = (file: string, ...more: string[]) =>
+  cli(['journal', 'replay', file, ...pinned(), '--approval-key', approvalKey, ...more]);
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'polychrome-replay-'));
@@ -98,7 +101,7 @@ describe('polychrome journal replay FILE (offline)', () => {
   it('replays an honest export: every turn ok, the transcript printed, the file unchanged', async () => {
     const file = await signedExport(entries);
     const before = await readFile(file, 'utf8');
-    const text = await cli(['journal', 'replay', file, ...pinned(), '--approval-key', approvalKey]);
+    const text = await replayPinned(file);
     expect(text.stderr).toBe('');
     expect(text.code).toBe(ExitCode.Ok);
     expect(text.stdout).toContain('user: what is 6 * 7?');
@@ -106,15 +109,7 @@ describe('polychrome journal replay FILE (offline)', () => {
     expect(text.stdout).toContain('assistant: It is 42.');
     expect(text.stdout).toContain('complete, 2 attempt(s), ok (full)');
     expect(text.stdout).toContain('OK: 2 turns replayed');
-    const json = await cli([
-      'journal',
-      'replay',
-      file,
-      ...pinned(),
-      '--approval-key',
-      approvalKey,
-      '--json',
-    ]);
+    const json = await replayPinned(file, '--json');
     expect(JSON.parse(json.stdout)).toMatchObject({ ok: true, divergence: null });
     expect(await readFile(file, 'utf8')).toBe(before);
   });
@@ -122,15 +117,7 @@ describe('polychrome journal replay FILE (offline)', () => {
   it('finds a changed tool result in a re-signed export that verifies', async () => {
     const file = await signedExport(tamper('tool_result', (p) => (p.content = '41')));
     expect((await cli(['journal', 'verify', file, ...pinned()])).code).toBe(ExitCode.Ok);
-    const run = await cli([
-      'journal',
-      'replay',
-      file,
-      ...pinned(),
-      '--approval-key',
-      approvalKey,
-      '--json',
-    ]);
+    const run = await replayPinned(file, '--json');
     expect(run.code).toBe(ExitCode.VerifyFailed);
     const out = JSON.parse(run.stdout) as {
       ok: boolean;
@@ -139,7 +126,7 @@ describe('polychrome journal replay FILE (offline)', () => {
     expect(out.ok).toBe(false);
     expect(out.divergence.step).toBe(2);
     expect(out.divergence.found).toContain('model_call');
-    const text = await cli(['journal', 'replay', file, ...pinned(), '--approval-key', approvalKey]);
+    const text = await replayPinned(file);
     expect(text.stdout).toContain('DIVERGED');
     expect(text.stdout).toContain('first divergence at step 2');
   });
@@ -149,7 +136,7 @@ describe('polychrome journal replay FILE (offline)', () => {
       tamper('approval_response', (p) => (p.signature = Buffer.alloc(64, 1))),
     );
     expect((await cli(['journal', 'verify', file, ...pinned()])).code).toBe(ExitCode.Ok);
-    const run = await cli(['journal', 'replay', file, ...pinned(), '--approval-key', approvalKey]);
+    const run = await replayPinned(file);
     expect(run.code).toBe(ExitCode.VerifyFailed);
     expect(run.stdout).toContain('expected: approval_request');
   });
@@ -161,7 +148,7 @@ describe('polychrome journal replay FILE (offline)', () => {
     changed.payload = Buffer.from('forged').toString('base64');
     lines[2] = JSON.stringify(changed);
     await writeFile(file, `${lines.join('\n')}\n`);
-    const run = await cli(['journal', 'replay', file, ...pinned(), '--approval-key', approvalKey]);
+    const run = await replayPinned(file);
     expect(run.code).toBe(ExitCode.Error);
     expect(run.stderr).toContain('replay is refused');
     expect(run.stdout).toBe('');
@@ -207,20 +194,12 @@ describe('polychrome journal replay FILE (offline)', () => {
     });
     // The header's own key does not verify the recorded answer: replay diverges under it.
     expect((await cli(['journal', 'replay', file, ...pinned()])).code).toBe(ExitCode.VerifyFailed);
-    const run = await cli(['journal', 'replay', file, ...pinned(), '--approval-key', approvalKey]);
+    const run = await replayPinned(file);
     expect(run.code).toBe(ExitCode.Ok);
     expect(run.stdout).toContain(
       `approval key: ${keyId()}, pinned with --approval-key, used; MISMATCH: the export header names another key, ${approvalKeyId(other)}`,
     );
-    const json = await cli([
-      'journal',
-      'replay',
-      file,
-      ...pinned(),
-      '--approval-key',
-      approvalKey,
-      '--json',
-    ]);
+    const json = await replayPinned(file, '--json');
     expect(JSON.parse(json.stdout)).toMatchObject({
       ok: true,
       approvalKey: {

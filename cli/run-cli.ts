@@ -65,10 +65,12 @@ Talk to a conversation (the control plane's public API; ID is the Conversation's
 Forensics, for admins (through the control plane; docs/replay.md). A is the identity you
 act as, one of your own: provider:scope:external_id or provider:external_id.
 
-  polychrome conversation replay ID --actor A [--approval-key KEY] [--format json|text] [api flags]
+  polychrome conversation replay ID --actor A [--approval-key KEY] [--what-if CHANGE] [--format json|text] [api flags]
       Fetch the conversation's export and replay it as journal replay does (verified
-      first; the harness's turn machine; no model, no tool). Exit 0 when every turn
-      replays, 1 on a divergence.
+      first; the harness's turn machine; no model, no tool). The export carries the
+      control plane's approval key; --approval-key pins another (it wins, and a
+      mismatch is reported). Exit 0 when every turn replays, 1 on a divergence.
+      --what-if CHANGE runs journal replay's what-if (below) over the fetched export.
 
   polychrome conversation verify ID --actor A [--format json|text] [api flags]
       Fetch the export and verify it as journal verify does, against the checkpoint the
@@ -109,7 +111,9 @@ Check a journal (the state plane):
       and no tool (docs/replay.md). Prints the reconstructed transcript and a verdict per
       turn: ok, or the first divergence (turn, step, expected, found). --approval-key is
       the control plane's approval public key (64 hex digits or base64), needed when the
-      journal holds approval answers. Exit 0 when every turn replays, 1 on a divergence.
+      journal holds approval answers; without it the key in the file's header is
+      trusted, as the header's keys are without --public-key. Exit 0 when every turn
+      replays, 1 on a divergence.
 
   polychrome journal replay FILE --what-if CHANGE [the flags above]
       Change one recorded step or configuration input and report the first step where the
