@@ -165,15 +165,19 @@ export interface RecordedTurns {
 /**
  * Two real turns for replay and what-if tests: `what is 6 * 7?` (the model calls the
  * calculator, which waits for an approval; the admin approves; the model answers `It is
- * 42.`), then `thanks` (`You are welcome.`).
+ * 42.`), then `thanks` (`You are welcome.`). `spec` goes over {@link TEST_CONVERSATION_SPEC}.
  *
  * @throws Error when a turn does not end as described.
  */
-export async function recordApprovedTurns(logger: Logger): Promise<RecordedTurns> {
+export async function recordApprovedTurns(
+  logger: Logger,
+  spec?: Partial<ConversationSpec>,
+): Promise<RecordedTurns> {
   const turns = await startRealTurns({
     replies: [calculatorReply('6 * 7'), textReply('It is 42.'), textReply('You are welcome.')],
     logger,
     admins: [TEST_ADMIN.identity],
+    ...(spec === undefined ? {} : { spec }),
   });
   try {
     const conversation = turns.conversations.add(
