@@ -19,6 +19,7 @@ import {
 } from './cli-support';
 import { apiOptions, connectApi, conversationIdOf } from './conversation-commands';
 import { parseCheckpoint } from './export-file';
+import { LIVE_NEEDS_WHAT_IF, liveSetup, type LiveSetup } from './journal-live';
 import { formatReplayJson, formatReplayText, replayExportFile } from './journal-replay';
 import {
   formatWhatIfJson,
@@ -98,6 +99,8 @@ export interface ReplayOptions {
   readonly approvalKey?: Uint8Array;
   /** `--what-if CHANGE`: report where the recorded run departs under the change. */
   readonly whatIf?: ParsedWhatIf;
+  /** `--live` (with a what-if): the scratch run from the departure. */
+  readonly live?: LiveSetup;
 }
 
 /**
@@ -123,7 +126,9 @@ export async function replayConversation(
       });
     if (options.whatIf !== undefined) {
       const { whatIf } = options;
-      const run = await named(() => whatIfParsed(file, whatIf, [], options.approvalKey));
+      const run = await named(() =>
+        whatIfParsed(file, whatIf, [], options.approvalKey, options.live),
+      );
       const shown = { ...run, source };
       await write(io.stdout, json ? formatWhatIfJson(shown) : formatWhatIfText(shown));
       return run.report.divergence === undefined ? ExitCode.Ok : ExitCode.VerifyFailed;
@@ -271,7 +276,11 @@ export async function conversationGroup(
     actor: { type: 'string' },
     ...(command === 'repair' ? { 'dry-run': { type: 'boolean' } } : {}),
     ...(command === 'replay'
-      ? { 'approval-key': { type: 'string' }, 'what-if': { type: 'string' } }
+      ? {
+          'approval-key': { type: 'string' },
+          'what-if': { type: 'string' },
+          live: { type: 'boolean' },
+        }
       : {}),
   });
   const format = parseFormat(values);
@@ -287,6 +296,8 @@ export async function conversationGroup(
   const spec = stringValue(values['what-if']);
   // Read before anything is fetched, so a bad CHANGE is a usage error (exit 2).
   const whatIf = spec === undefined ? undefined : { spec, change: await parseWhatIf(spec) };
+  if (values.live === true && whatIf === undefined) throw new UsageError(LIVE_NEEDS_WHAT_IF);
+  const live = values.live === true ? await liveSetup(io.signal, env) : undefined;
   const { client } = connectApi(values, env);
   const request = {
     conversationId,
@@ -299,6 +310,7 @@ export async function conversationGroup(
       return replayConversation(client, request, io, {
         ...(approvalText === undefined ? {} : { approvalKey: parsePublicKeyFlag(approvalText) }),
         ...(whatIf === undefined ? {} : { whatIf }),
+        ...(live === undefined ? {} : { live }),
       });
     case 'verify':
       return verifyConversation(client, request, io);

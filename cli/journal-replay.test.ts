@@ -12,6 +12,7 @@ import type { JournalEntry } from '../common/state-client';
 import { toHex } from '../state/journal/hex';
 import { createNodeEd25519Signer } from '../state/journal/node-ed25519';
 import { JournalStore } from '../state/store/journal-store';
+import { echoResponder, MessagesApiServer } from '../test/support/messages-api-server';
 import { recordApprovedTurns } from '../test/support/real-turns';
 import { ExitCode, runCli } from './run-cli';
 
@@ -30,6 +31,7 @@ let exports = 0;
 
 async function cli(
   args: readonly string[],
+  env: Record<string, string> = {},
 ): Promise<{ code: ExitCode; stdout: string; stderr: string }> {
   const stdout = new PassThrough();
   const stderr = new PassThrough();
@@ -37,7 +39,7 @@ async function cli(
   let err = '';
   stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
   stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
-  const code = await runCli(args, { stdout, stderr }, {});
+  const code = await runCli(args, { stdout, stderr }, env);
   return { code, stdout: out, stderr: err };
 }
 
@@ -82,8 +84,9 @@ function tamper<K extends 'tool_result' | 'approval_response'>(
 
 const pinned = (): string[] => ['--public-key', toHex(signer.publicKey)];
 /** `journal replay FILE` with the state plane's key and the approval key pinned. */
-const replayPinned = (file: string, ...more: string[]) =>
-  cli(['journal', 'replay', file, ...pinned(), '--approval-key', approvalKey, ...more]);
+const replayPinnedWith = (env: Record<string, string>, file: string, ...more: string[]) =>
+  cli(['journal', 'replay', file, ...pinned(), '--approval-key', approvalKey, ...more], env);
+const replayPinned = (file: string, ...more: string[]) => replayPinnedWith({}, file, ...more);
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'polychrome-replay-'));
@@ -250,18 +253,8 @@ describe('polychrome journal replay FILE --what-if CHANGE (offline)', () => {
       'approval_request',
       entries.find((e) => e.kind === 'approval_request')?.payload ?? new Uint8Array(),
     ).requestId;
-  const whatIf = async (file: string, change: string, ...more: string[]) =>
-    cli([
-      'journal',
-      'replay',
-      file,
-      ...pinned(),
-      '--approval-key',
-      approvalKey,
-      '--what-if',
-      change,
-      ...more,
-    ]);
+  const whatIf = (file: string, change: string, ...more: string[]) =>
+    replayPinned(file, '--what-if', change, ...more);
 
   it('a denial instead of the approval: where the run departs, and what it did after', async () => {
     const file = await signedExport(entries);
@@ -320,5 +313,46 @@ describe('polychrome journal replay FILE --what-if CHANGE (offline)', () => {
     expect(run.code).toBe(ExitCode.Usage);
     expect(run.stderr).toContain(why);
     expect(run.stderr).toContain('tool-result@POS=TEXT');
+  });
+});
+
+describe('polychrome journal replay FILE --what-if CHANGE --live', () => {
+  let messages: MessagesApiServer;
+  beforeAll(async () => {
+    messages = await MessagesApiServer.start({ respond: echoResponder });
+  });
+  afterAll(async () => {
+    await messages.close();
+  });
+  const model = (): Record<string, string> => ({
+    ANTHROPIC_API_KEY: messages.apiKey,
+    ANTHROPIC_BASE_URL: messages.url,
+  });
+  const terse = (file: string, ...more: string[]) =>
+    replayPinnedWith(model(), file, '--what-if', 'system-prompt=Be terse.', '--live', ...more);
+
+  it('goes on from the departure with the configured model and prints the scratch run', async () => {
+    const file = await signedExport(entries);
+    const before = await readFile(file, 'utf8');
+    const calls = messages.requests.length;
+    const text = await terse(file);
+    expect(text.stderr).toBe('');
+    expect(text.code).toBe(ExitCode.VerifyFailed);
+    expect(text.stdout).toContain('live: a scratch run of turn');
+    expect(text.stdout).toContain('1 live model call(s); completed in 1 steps');
+    expect(text.stdout).toContain('answer: echo: what is 6 * 7?');
+    expect(messages.requests.length - calls).toBe(1);
+    const json = await terse(file, '--json');
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      follows: false,
+      live: { outcome: 'completed', modelCalls: 1, text: 'echo: what is 6 * 7?' },
+    });
+    expect(await readFile(file, 'utf8')).toBe(before);
+  });
+
+  it('is a usage error without --what-if, before anything is read', async () => {
+    const run = await cli(['journal', 'replay', 'unused.jsonl', '--live'], model());
+    expect(run.code).toBe(ExitCode.Usage);
+    expect(run.stderr).toContain('--live goes with --what-if CHANGE');
   });
 });

@@ -7,7 +7,9 @@ import { AppError } from '../common/errors';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../harness/crypto/node-ed25519';
 import { requestIds } from '../harness/turn/request-ids';
 import type { RecordedBlock } from '../harness/turn/turn-records';
+import { liveWhatIf, type LiveRun } from '../harness/turn/live';
 import { whatIf, type WhatIfChange, type WhatIfReport } from '../harness/turn/what-if';
+import { formatLiveLines, type LiveSetup } from './journal-live';
 import { UsageError } from './cli-support';
 import { approvalKeyLine, loadVerifiedExport, type ApprovalKeyUse } from './journal-replay';
 
@@ -37,6 +39,8 @@ export interface WhatIfRun {
   readonly spec: string;
   readonly approvalKey: ApprovalKeyUse;
   readonly report: WhatIfReport;
+  /** With `--live`, the scratch run from the departure (none when the run still follows). */
+  readonly live?: LiveRun;
 }
 
 /**
@@ -108,53 +112,44 @@ export async function parseWhatIf(spec: string): Promise<WhatIfChange> {
   }
 }
 
-/**
- * Verifies the export at `path` (a failing one is refused, as by replay), then runs the
- * what-if. A throwaway key re-signs the changed run's approval answers; it lives only in
- * this process.
- */
-export async function whatIfExportFile(
-  path: string,
-  spec: string,
-  pinnedKeys: readonly Uint8Array[],
-  approvalPublicKey: Uint8Array | undefined,
-): Promise<WhatIfRun> {
-  return whatIfParsed(
-    path,
-    { spec, change: await parseWhatIf(spec) },
-    pinnedKeys,
-    approvalPublicKey,
-  );
-}
-
 /** A CHANGE as given and as {@link parseWhatIf} read it. */
 export interface ParsedWhatIf {
   readonly spec: string;
   readonly change: WhatIfChange;
 }
 
-/** {@link whatIfExportFile} with the change already parsed (so a usage error comes first). */
+/**
+ * Verifies the export at `path` (a failing one is refused, as by replay), then runs the
+ * what-if of a CHANGE already parsed (so a usage error comes before any work); with
+ * `live`, the scratch run from the departure too (harness/turn/live.ts). A throwaway key
+ * re-signs the changed run's approval answers; it lives only in this process.
+ */
 export async function whatIfParsed(
   path: string,
   { spec, change }: ParsedWhatIf,
   pinnedKeys: readonly Uint8Array[],
   approvalPublicKey: Uint8Array | undefined,
+  live?: LiveSetup,
 ): Promise<WhatIfRun> {
   const loaded = await loadVerifiedExport(path, pinnedKeys, approvalPublicKey);
-  const report = whatIf(loaded.entries, change, {
+  const options = {
     ids: requestIds,
     verifier: nodeEd25519Verifier,
     ...(loaded.approvalPublicKey === undefined
       ? {}
       : { approvalPublicKey: loaded.approvalPublicKey }),
     resigner: nodeEd25519Signer(randomBytes(32)),
-  });
+  };
+  const ran =
+    live === undefined
+      ? { report: whatIf(loaded.entries, change, options) }
+      : await liveWhatIf(loaded.entries, change, { ...options, ...live });
   return {
     source: path,
     partition: loaded.verification.partition,
     spec,
     approvalKey: loaded.approvalKeyUse,
-    report,
+    ...ran,
   };
 }
 
@@ -188,6 +183,7 @@ export function formatWhatIfText(run: WhatIfRun): string {
     );
   }
   if (report.recordedAfter.length === 0) out.push('  (nothing)');
+  if (run.live !== undefined) out.push(...formatLiveLines(run.live));
   return `${out.join('\n')}\n`;
 }
 
@@ -203,6 +199,7 @@ export function formatWhatIfJson(run: WhatIfRun): string {
     divergence: report.divergence ?? null,
     needsModel: report.needsModel,
     recordedAfter: report.recordedAfter,
+    ...(run.live === undefined ? {} : { live: run.live }),
     turns: report.changed.turns.map((t) => ({
       turnId: t.turnId,
       ok: t.ok,

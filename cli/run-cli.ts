@@ -26,9 +26,11 @@ import { parseCheckpoint, type ExportCheckpoint } from './export-file';
 import {
   formatWhatIfJson,
   formatWhatIfText,
-  whatIfExportFile,
+  parseWhatIf,
+  whatIfParsed,
   WHAT_IF_FORMS,
 } from './journal-what-if';
+import { LIVE_NEEDS_WHAT_IF, liveSetup } from './journal-live';
 import { formatReplayJson, formatReplayText, replayExportFile } from './journal-replay';
 import { verifyExportFile } from './journal-verify';
 
@@ -401,12 +403,17 @@ async function journalVerify(args: readonly string[], io: CliIo): Promise<ExitCo
   return result.ok && result.unsealed === 0 ? ExitCode.Ok : ExitCode.VerifyFailed;
 }
 
-async function journalReplay(args: readonly string[], io: CliIo): Promise<ExitCode> {
+async function journalReplay(
+  args: readonly string[],
+  env: Env | undefined,
+  io: CliIo,
+): Promise<ExitCode> {
   const { values, positionals } = parse(args, {
     ...formatOptions,
     'public-key': { type: 'string', multiple: true },
     'approval-key': { type: 'string' },
     'what-if': { type: 'string' },
+    live: { type: 'boolean' },
   });
   const format = parseFormat(values);
   const [file, ...extra] = positionals;
@@ -421,8 +428,12 @@ async function journalReplay(args: readonly string[], io: CliIo): Promise<ExitCo
   const approvalKey =
     approvalText === undefined ? undefined : parsePublicKey(approvalText, '--approval-key');
   const spec = stringValue(values['what-if']);
+  const live = values.live === true;
+  if (live && spec === undefined) throw new UsageError(LIVE_NEEDS_WHAT_IF);
   if (spec !== undefined) {
-    const run = await whatIfExportFile(file, spec, keys, approvalKey);
+    const change = { spec, change: await parseWhatIf(spec) };
+    const setup = live ? await liveSetup(io.signal, env) : undefined;
+    const run = await whatIfParsed(file, change, keys, approvalKey, setup);
     await write(io.stdout, format === Format.Json ? formatWhatIfJson(run) : formatWhatIfText(run));
     return run.report.divergence === undefined ? ExitCode.Ok : ExitCode.VerifyFailed;
   }
@@ -456,7 +467,7 @@ export async function runCli(args: readonly string[], io: CliIo, env?: Env): Pro
     if (group === 'state' && command === 'verify') return await stateVerify(rest, env, io);
     if (group === 'state' && command === 'export') return await stateExport(rest, env, io);
     if (group === 'journal' && command === 'verify') return await journalVerify(rest, io);
-    if (group === 'journal' && command === 'replay') return await journalReplay(rest, io);
+    if (group === 'journal' && command === 'replay') return await journalReplay(rest, env, io);
     throw new UsageError(
       `unknown command ${JSON.stringify([group, command].filter((p) => p !== undefined).join(' '))}`,
     );

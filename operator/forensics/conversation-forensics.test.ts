@@ -8,6 +8,7 @@ import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { EventKind } from '../../common/event-kinds';
 import { runCli } from '../../cli/run-cli';
+import { echoResponder, MessagesApiServer } from '../../test/support/messages-api-server';
 import {
   ADMIN,
   ALICE,
@@ -41,16 +42,18 @@ function sink(): { stream: Writable; text: () => string } {
 }
 
 async function cli(
-  a: TestApi,
+  a: Pick<TestApi, 'base'>,
   token: string,
   args: readonly string[],
+  env?: Record<string, string>,
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   const out = sink();
   const err = sink();
-  const code = await runCli([...args, '--api', a.base, '--token', token], {
-    stdout: out.stream,
-    stderr: err.stream,
-  });
+  const code = await runCli(
+    [...args, '--api', a.base, '--token', token],
+    { stdout: out.stream, stderr: err.stream },
+    env,
+  );
   return { code, stdout: out.text(), stderr: err.text() };
 }
 
@@ -298,7 +301,11 @@ describe('conversation replay with approvals, through the control plane', () => 
     expect(approved.json).toMatchObject({ status: 'complete', reply: 'It is 42.' });
     return { id, requestId };
   }
-  const replay = (a: TestApi, id: string, ...flags: string[]): ReturnType<typeof cli> =>
+  const replay = (
+    a: Pick<TestApi, 'base'>,
+    id: string,
+    ...flags: string[]
+  ): ReturnType<typeof cli> =>
     cli(a, TOKENS.admin, ['conversation', 'replay', id, '--actor', ADMIN.identity, ...flags]);
 
   it('puts the approval key in the export header and replays with it, no --approval-key needed', async () => {
@@ -392,10 +399,42 @@ describe('conversation replay with approvals, through the control plane', () => 
       follows: true,
       approvalKey: { source: 'export-header' },
     });
+    // --live goes on from the departure with the model the environment names.
+    const messages = await MessagesApiServer.start({ respond: echoResponder });
+    try {
+      const live = await cli(
+        a,
+        TOKENS.admin,
+        [
+          'conversation',
+          'replay',
+          id,
+          '--actor',
+          ADMIN.identity,
+          '--what-if',
+          `approval@${requestId}=deny`,
+          '--live',
+          '--json',
+        ],
+        { ANTHROPIC_API_KEY: messages.apiKey, ANTHROPIC_BASE_URL: messages.url },
+      );
+      expect(live.stderr).toBe('');
+      expect(live.code).toBe(1);
+      expect(JSON.parse(live.stdout)).toMatchObject({
+        follows: false,
+        live: { outcome: 'completed', modelCalls: 1, toolCalls: [] },
+      });
+      expect(messages.requests).toHaveLength(1);
+    } finally {
+      await messages.close();
+    }
     // Pointed at nothing: a fetch would fail with exit 3, so exit 2 shows none was tried.
     const bad = await replay({ ...a, base: 'http://127.0.0.1:9' }, id, '--what-if', 'nonsense=1');
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('--what-if nonsense=1: unknown change "nonsense"');
+    const alone = await replay({ ...a, base: 'http://127.0.0.1:9' }, id, '--live');
+    expect(alone.code).toBe(2);
+    expect(alone.stderr).toContain('--live goes with --what-if CHANGE');
     expect(a.head(id)).toBe(head);
   });
 });
