@@ -67,12 +67,13 @@ Talk to a conversation (the control plane's public API; ID is the Conversation's
 Forensics, for admins (through the control plane; docs/replay.md). A is the identity you
 act as, one of your own: provider:scope:external_id or provider:external_id.
 
-  polychrome conversation replay ID --actor A [--approval-key KEY] [--what-if CHANGE] [--format json|text] [api flags]
+  polychrome conversation replay ID --actor A [--approval-key KEY] [--what-if CHANGE [--live]] [--format json|text] [api flags]
       Fetch the conversation's export and replay it as journal replay does (verified
       first; the harness's turn machine; no model, no tool). The export carries the
       control plane's approval key; --approval-key pins another (it wins, and a
       mismatch is reported). Exit 0 when every turn replays, 1 on a divergence.
-      --what-if CHANGE runs journal replay's what-if (below) over the fetched export.
+      --what-if CHANGE runs journal replay's what-if (below) over the fetched export;
+      --live goes on from the departure as journal replay --live does.
 
   polychrome conversation verify ID --actor A [--format json|text] [api flags]
       Fetch the export and verify it as journal verify does, against the checkpoint the
@@ -123,6 +124,13 @@ Check a journal (the state plane):
       recorded), and the tool calls and answer recorded after it. No model, no tool, and
       nothing is written. Exit 0 when the run still follows, 1 when it diverges, 3 when the
       recorded run itself does not replay.
+
+  polychrome journal replay FILE --what-if CHANGE --live [the flags above]
+      Then go on from the departure in a scratch run: the model is called (Anthropic with
+      ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL, else HARNESS_MODEL_SCRIPT, else the demo
+      script), pure built-in tools run, and a side-effecting tool never runs: its recorded
+      result is reused when the arguments match, otherwise the run stops and says what it
+      would have called. Nothing is written.
   ${WHAT_IF_FORMS}
 
 connection flags (or environment variables):
