@@ -14,8 +14,15 @@ import { recordApprovedTurns, type RealTurns } from '../../test/support/real-tur
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
 import { AnthropicProvider } from '../model/anthropic-provider';
 import { builtinToolRunner, builtinTools } from '../tools/builtin-tools';
-import { liveWhatIf, type LiveWhatIf } from './live';
+import {
+  livePolicy,
+  liveWhatIf,
+  recordedResults,
+  type LiveToolCall,
+  type LiveWhatIf,
+} from './live';
 import { requestIds } from './request-ids';
+import { ToolEffect } from './turn-records';
 import type { WhatIfChange } from './what-if';
 
 let turns: RealTurns;
@@ -173,5 +180,61 @@ describe('liveWhatIf', () => {
     const run = await live({ kind: 'max_steps', value: 8 });
     expect(run.report.divergence).toBeUndefined();
     expect(run.live).toBeUndefined();
+  });
+});
+
+describe("the scratch run's tool policy", () => {
+  // The recorded calculator call of the first turn, read as if the tool had side effects.
+  const sideEffecting = [{ name: 'calculator', effect: ToolEffect.SideEffect }];
+  const firstTurn = (): string =>
+    decodePayload('tool_call', entries.find((e) => e.kind === 'tool_call')!.payload).turnId;
+  const request = (argsJson: string) => ({
+    turnId: firstTurn(),
+    toolCallId: 'toolu_policy',
+    name: 'calculator',
+    input: JSON.parse(argsJson) as Record<string, string>,
+    argsJson,
+    step: 1,
+    maxSteps: 8,
+  });
+  const callOptions = { signal: new AbortController().signal, timeoutMs: 1_000 };
+
+  it('reuses the recorded result of a side-effecting call with the same arguments, never running it', async () => {
+    const log: LiveToolCall[] = [];
+    let stopped = false;
+    const policy = livePolicy(
+      sideEffecting,
+      recordedResults(entries, firstTurn()),
+      { tools: builtinToolRunner, runnable: new Set(builtinTools.map((t) => t.name)) },
+      { log, stop: () => (stopped = true) },
+    );
+    const recorded = decodePayload(
+      'tool_call',
+      entries.find((e) => e.kind === 'tool_call')!.payload,
+    ).argsJson;
+    await expect(policy.call(request(recorded), callOptions)).resolves.toEqual({
+      content: '42',
+      isError: false,
+    });
+    expect(log).toEqual([
+      { name: 'calculator', argsJson: recorded, how: 'reused', content: '42', isError: false },
+    ]);
+    expect(stopped).toBe(false);
+  });
+
+  it('stops at a side-effecting call whose arguments the turn never recorded', async () => {
+    const log: LiveToolCall[] = [];
+    let stopped = false;
+    const policy = livePolicy(
+      sideEffecting,
+      recordedResults(entries, firstTurn()),
+      { tools: builtinToolRunner, runnable: new Set(builtinTools.map((t) => t.name)) },
+      { log, stop: () => (stopped = true) },
+    );
+    await expect(policy.call(request('{"expression":"1+1"}'), callOptions)).rejects.toThrow(
+      'the scratch run does not call calculator',
+    );
+    expect(log).toEqual([{ name: 'calculator', argsJson: '{"expression":"1+1"}', how: 'stopped' }]);
+    expect(stopped).toBe(true);
   });
 });

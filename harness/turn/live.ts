@@ -144,12 +144,13 @@ export async function liveWhatIf(
   };
 }
 
-type Recorded = Map<string, ToolOutcome>;
+/** A turn's recorded tool results by tool name and canonical arguments. */
+export type Recorded = Map<string, ToolOutcome>;
 
 const callKey = (name: string, argsJson: string): string => `${name}\u0000${argsJson}`;
 
 /** The turn's recorded tool results, by tool name and canonical arguments. */
-function recordedResults(entries: readonly ReplayEntry[], turnId: string): Recorded {
+export function recordedResults(entries: readonly ReplayEntry[], turnId: string): Recorded {
   const calls = new Map<string, string>();
   const out: Recorded = new Map();
   for (const entry of entries) {
@@ -170,7 +171,7 @@ function recordedResults(entries: readonly ReplayEntry[], turnId: string): Recor
 }
 
 /** The scratch run's tools: pure ones run, side effects reused from the record or refused. */
-function livePolicy(
+export function livePolicy(
   tools: readonly { readonly name: string; readonly effect: ToolEffect }[],
   recorded: Recorded,
   options: Pick<LiveOptions, 'tools' | 'runnable'>,
