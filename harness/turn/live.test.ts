@@ -185,56 +185,50 @@ describe('liveWhatIf', () => {
 
 describe("the scratch run's tool policy", () => {
   // The recorded calculator call of the first turn, read as if the tool had side effects.
-  const sideEffecting = [{ name: 'calculator', effect: ToolEffect.SideEffect }];
-  const firstTurn = (): string =>
-    decodePayload('tool_call', entries.find((e) => e.kind === 'tool_call')!.payload).turnId;
-  const request = (argsJson: string) => ({
-    turnId: firstTurn(),
-    toolCallId: 'toolu_policy',
-    name: 'calculator',
-    input: JSON.parse(argsJson) as Record<string, string>,
-    argsJson,
-    step: 1,
-    maxSteps: 8,
-  });
+  const recordedCall = () =>
+    decodePayload('tool_call', entries.find((e) => e.kind === 'tool_call')!.payload);
   const callOptions = { signal: new AbortController().signal, timeoutMs: 1_000 };
 
-  it('reuses the recorded result of a side-effecting call with the same arguments, never running it', async () => {
+  /** The policy over the first turn's record; calls it with `argsJson`. */
+  async function callWith(argsJson: string) {
     const log: LiveToolCall[] = [];
     let stopped = false;
+    const { turnId } = recordedCall();
     const policy = livePolicy(
-      sideEffecting,
-      recordedResults(entries, firstTurn()),
+      [{ name: 'calculator', effect: ToolEffect.SideEffect }],
+      recordedResults(entries, turnId),
       { tools: builtinToolRunner, runnable: new Set(builtinTools.map((t) => t.name)) },
       { log, stop: () => (stopped = true) },
     );
-    const recorded = decodePayload(
-      'tool_call',
-      entries.find((e) => e.kind === 'tool_call')!.payload,
-    ).argsJson;
-    await expect(policy.call(request(recorded), callOptions)).resolves.toEqual({
-      content: '42',
-      isError: false,
-    });
-    expect(log).toEqual([
-      { name: 'calculator', argsJson: recorded, how: 'reused', content: '42', isError: false },
+    const request = {
+      turnId,
+      toolCallId: 'toolu_policy',
+      name: 'calculator',
+      input: JSON.parse(argsJson) as Record<string, string>,
+      argsJson,
+      step: 1,
+      maxSteps: 8,
+    };
+    const outcome = await policy.call(request, callOptions).catch((error: unknown) => error);
+    return { outcome, log, stopped };
+  }
+
+  it('reuses the recorded result of a side-effecting call with the same arguments, never running it', async () => {
+    const { argsJson } = recordedCall();
+    const run = await callWith(argsJson);
+    expect(run.outcome).toEqual({ content: '42', isError: false });
+    expect(run.log).toEqual([
+      { name: 'calculator', argsJson, how: 'reused', content: '42', isError: false },
     ]);
-    expect(stopped).toBe(false);
+    expect(run.stopped).toBe(false);
   });
 
   it('stops at a side-effecting call whose arguments the turn never recorded', async () => {
-    const log: LiveToolCall[] = [];
-    let stopped = false;
-    const policy = livePolicy(
-      sideEffecting,
-      recordedResults(entries, firstTurn()),
-      { tools: builtinToolRunner, runnable: new Set(builtinTools.map((t) => t.name)) },
-      { log, stop: () => (stopped = true) },
-    );
-    await expect(policy.call(request('{"expression":"1+1"}'), callOptions)).rejects.toThrow(
-      'the scratch run does not call calculator',
-    );
-    expect(log).toEqual([{ name: 'calculator', argsJson: '{"expression":"1+1"}', how: 'stopped' }]);
-    expect(stopped).toBe(true);
+    const run = await callWith('{"expression":"1+1"}');
+    expect(String(run.outcome)).toContain('the scratch run does not call calculator');
+    expect(run.log).toEqual([
+      { name: 'calculator', argsJson: '{"expression":"1+1"}', how: 'stopped' },
+    ]);
+    expect(run.stopped).toBe(true);
   });
 });
