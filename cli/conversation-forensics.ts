@@ -19,7 +19,15 @@ import {
 } from './cli-support';
 import { apiOptions, connectApi, conversationIdOf } from './conversation-commands';
 import { parseCheckpoint } from './export-file';
+import { LIVE_NEEDS_WHAT_IF, liveSetup, type LiveSetup } from './journal-live';
 import { formatReplayJson, formatReplayText, replayExportFile } from './journal-replay';
+import {
+  formatWhatIfJson,
+  formatWhatIfText,
+  parseWhatIf,
+  whatIfParsed,
+  type ParsedWhatIf,
+} from './journal-what-if';
 import { verifyExportFile, type OfflineVerification } from './journal-verify';
 
 /*
@@ -85,31 +93,49 @@ async function withExport<T>(
   }
 }
 
+/** What `conversation replay` takes besides the request. */
+export interface ReplayOptions {
+  /** Pinned: wins over the export header's key (a mismatch is reported). */
+  readonly approvalKey?: Uint8Array;
+  /** `--what-if CHANGE`: report where the recorded run departs under the change. */
+  readonly whatIf?: ParsedWhatIf;
+  /** `--live` (with a what-if): the scratch run from the departure. */
+  readonly live?: LiveSetup;
+}
+
 /**
  * `conversation replay`: the export through the control plane, replayed as `journal replay`
- * replays a file (verified first; the harness's turn machine; no model, no tool).
+ * replays a file (verified first; the harness's turn machine; no model, no tool), or, with
+ * a what-if, changed and replayed as `journal replay FILE --what-if` does. The export's
+ * header carries the control plane's approval key, used unless one is pinned.
  */
 export async function replayConversation(
   client: ApiClient,
   request: ForensicRequest,
   io: CliIo,
-  options: { readonly approvalKey?: Uint8Array } = {},
+  options: ReplayOptions = {},
 ): Promise<ExitCode> {
   const source = `conversation ${request.conversationId}`;
+  const json = request.format === Format.Json;
   return withExport(client, request, async (file) => {
-    let report;
-    try {
-      report = await replayExportFile(file, [], options.approvalKey);
-    } catch (error) {
-      throw error instanceof AppError
-        ? new AppError(error.code, error.message.split(file).join(source), { cause: error })
-        : error;
+    const named = <T>(run: () => Promise<T>): Promise<T> =>
+      run().catch((error: unknown) => {
+        throw error instanceof AppError
+          ? new AppError(error.code, error.message.split(file).join(source), { cause: error })
+          : error;
+      });
+    if (options.whatIf !== undefined) {
+      const { whatIf } = options;
+      const run = await named(() =>
+        whatIfParsed(file, whatIf, [], options.approvalKey, options.live),
+      );
+      const shown = { ...run, source };
+      await write(io.stdout, json ? formatWhatIfJson(shown) : formatWhatIfText(shown));
+      return run.report.divergence === undefined ? ExitCode.Ok : ExitCode.VerifyFailed;
     }
-    const named = { ...report, source };
-    await write(
-      io.stdout,
-      request.format === Format.Json ? formatReplayJson(named) : formatReplayText(named),
-    );
+    const report = await named(() => replayExportFile(file, [], options.approvalKey));
+    const shown = { ...report, source };
+    await write(io.stdout, json ? formatReplayJson(shown) : formatReplayText(shown));
     return report.replay.ok ? ExitCode.Ok : ExitCode.VerifyFailed;
   });
 }
@@ -249,7 +275,13 @@ export async function conversationGroup(
     ...formatOptions,
     actor: { type: 'string' },
     ...(command === 'repair' ? { 'dry-run': { type: 'boolean' } } : {}),
-    ...(command === 'replay' ? { 'approval-key': { type: 'string' } } : {}),
+    ...(command === 'replay'
+      ? {
+          'approval-key': { type: 'string' },
+          'what-if': { type: 'string' },
+          live: { type: 'boolean' },
+        }
+      : {}),
   });
   const format = parseFormat(values);
   const [id, ...extra] = positionals;
@@ -261,6 +293,11 @@ export async function conversationGroup(
   }
   const actor = parseActorFlag(values.actor);
   const approvalText = stringValue(values['approval-key']);
+  const spec = stringValue(values['what-if']);
+  // Read before anything is fetched, so a bad CHANGE is a usage error (exit 2).
+  const whatIf = spec === undefined ? undefined : { spec, change: await parseWhatIf(spec) };
+  if (values.live === true && whatIf === undefined) throw new UsageError(LIVE_NEEDS_WHAT_IF);
+  const live = values.live === true ? await liveSetup(io.signal, env) : undefined;
   const { client } = connectApi(values, env);
   const request = {
     conversationId,
@@ -270,12 +307,11 @@ export async function conversationGroup(
   };
   switch (command) {
     case 'replay':
-      return replayConversation(
-        client,
-        request,
-        io,
-        approvalText === undefined ? {} : { approvalKey: parsePublicKeyFlag(approvalText) },
-      );
+      return replayConversation(client, request, io, {
+        ...(approvalText === undefined ? {} : { approvalKey: parsePublicKeyFlag(approvalText) }),
+        ...(whatIf === undefined ? {} : { whatIf }),
+        ...(live === undefined ? {} : { live }),
+      });
     case 'verify':
       return verifyConversation(client, request, io);
     case 'repair':

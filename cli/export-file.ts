@@ -4,13 +4,16 @@
  *
  *   line 1   {"format":"polychrome-journal-export/v1","partition":"conv-…",
  *             "publicKeys":[{"keyId":"…","publicKey":"<base64, 32 bytes>"}],
- *             "checkpoint":{"head":N,"rootHex":"<64 hex>","keyId":"…"}}   (checkpoint optional)
+ *             "checkpoint":{"head":N,"rootHex":"<64 hex>","keyId":"…"},   (optional)
+ *             "approvalKeyId":"<32 hex>","approvalPublicKey":"<base64, 32 bytes>"}   (optional)
  *   then     {"position":0,"kind":"message_received","payload":"<base64>"}  per event, or
  *            {"position":4,"excised":true,"leafHex":"<64 hex>"}            for an excised one
  *
  * The header's checkpoint is the state plane's own claim (its head and last signed root
  * when the export began); checking against it proves nothing the roots do not. Check
- * against one kept elsewhere (`journal verify --checkpoint`).
+ * against one kept elsewhere (`journal verify --checkpoint`). The approval key is the
+ * control plane's word (its export route writes it; `state export` cannot): it is not
+ * signed, so replay trusts it only when no `--approval-key` is pinned.
  *
  * The reader also takes the state store's own export (`JournalStore.export`), whose header
  * has no `publicKeys` and whose events carry `payloadHex` instead of `payload`.
@@ -20,13 +23,16 @@ export {
   EXPORT_FORMAT,
   formatExportEvent,
   formatExportHeader,
+  type ExportApprovalKey,
   type ExportCheckpoint,
   type ExportEvent,
   type ExportHeader,
   type ExportPublicKey,
 } from '../common/journal-export-format';
+import { approvalKeyId } from '../common/approval-bytes';
 import {
   EXPORT_FORMAT,
+  type ExportApprovalKey,
   type ExportCheckpoint,
   type ExportEvent,
   type ExportHeader,
@@ -77,10 +83,13 @@ export function parseExportHeader(line: string): ExportHeader | string {
     }
     keys.push({ keyId: entry.keyId, publicKey });
   }
+  const approvalKey = parseApprovalKey(value);
+  if (typeof approvalKey === 'string') return approvalKey;
   const header: ExportHeader = {
     format: EXPORT_FORMAT,
     partition: value.partition,
     publicKeys: keys,
+    ...(approvalKey === undefined ? {} : { approvalKey }),
   };
   const claim = value.checkpoint;
   if (claim === undefined || claim === null) return header;
@@ -103,6 +112,25 @@ export function parseExportHeader(line: string): ExportHeader | string {
       ...(typeof claim.keyId === 'string' ? { keyId: claim.keyId } : {}),
     },
   };
+}
+
+/**
+ * The header's optional approval key: `approvalPublicKey` (base64 of 32 bytes) with
+ * `approvalKeyId`, which must name that key (an export written before key ids were
+ * added may have the key alone). A string says what is wrong.
+ */
+function parseApprovalKey(header: Record<string, unknown>): ExportApprovalKey | undefined | string {
+  const { approvalPublicKey: raw, approvalKeyId: claimedId } = header;
+  if (raw === undefined && claimedId === undefined) return undefined;
+  const publicKey = typeof raw === 'string' ? decodeBase64(raw) : undefined;
+  if (publicKey?.length !== 32) {
+    return 'the header field approvalPublicKey must be the base64 of a 32-byte ed25519 public key';
+  }
+  const keyId = approvalKeyId(publicKey);
+  if (claimedId !== undefined && claimedId !== keyId) {
+    return `the header field approvalKeyId ${JSON.stringify(claimedId).slice(0, 42)} does not name approvalPublicKey, whose key id is ${keyId}; the header was changed`;
+  }
+  return { keyId, publicKey };
 }
 
 /**

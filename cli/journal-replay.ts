@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 
+import { approvalKeyId } from '../common/approval-bytes';
 import { AppError } from '../common/errors';
 import { nodeEd25519Verifier } from '../harness/crypto/node-ed25519';
 import { requestIds } from '../harness/turn/request-ids';
@@ -9,7 +10,7 @@ import {
   type ReplayEntry,
   type TranscriptItem,
 } from '../harness/turn/replay';
-import { decodeBase64, parseExportEvent, parseExportHeader } from './export-file';
+import { parseExportEvent, parseExportHeader, type ExportHeader } from './export-file';
 import { verifyExportFile, type OfflineVerification } from './journal-verify';
 
 /**
@@ -18,19 +19,43 @@ import { verifyExportFile, type OfflineVerification } from './journal-verify';
  * (harness/turn/replay.ts). No server, no model, no tool: a third party can run it.
  */
 
+/** Where the approval key replay checked approval answers with came from. */
+export const ApprovalKeySource = {
+  /** `--approval-key`: the user's own word. */
+  Pinned: 'pinned',
+  /** The export header's `approvalPublicKey`, used because nothing was pinned. */
+  ExportHeader: 'export-header',
+  /** No key: the journal holds no approval answer, so none was needed. */
+  None: 'none',
+} as const;
+export type ApprovalKeySource = (typeof ApprovalKeySource)[keyof typeof ApprovalKeySource];
+
+/** Which approval key a run used, and what the export header said. */
+export interface ApprovalKeyUse {
+  readonly source: ApprovalKeySource;
+  /** The key id of the key used (common/approval-bytes.ts), or null for none. */
+  readonly keyId: string | null;
+  /** The key id the export header names, or null when it names none. */
+  readonly headerKeyId: string | null;
+  /** A key was pinned and the header names another one: the pinned one was used. */
+  readonly mismatch: boolean;
+}
+
 /** What a replay run printed from, for text and JSON output alike. */
 export interface ReplayReport {
   readonly source: string;
   readonly partition: string;
   readonly verification: OfflineVerification;
+  readonly approvalKey: ApprovalKeyUse;
   readonly replay: JournalReplay;
 }
 
 /**
  * Verifies and replays the export at `path`.
  *
- * @param approvalPublicKey raw 32-byte approval key; absent: the header's
- *   `approvalPublicKey`, if it has one.
+ * @param approvalPublicKey raw 32-byte approval key, pinned; it wins over the header's.
+ *   Absent: the header's `approvalPublicKey`, if it has one (the trust rule of
+ *   `--public-key`: the header is trusted only when nothing is pinned).
  * @throws AppError `failed_precondition` when the export fails verification (replay is
  *   refused); `invalid_argument` when the journal holds approval answers and no approval
  *   key is known; `not_found` / `invalid_argument` from the verifier for an unreadable file.
@@ -52,6 +77,7 @@ export async function replayExportFile(
     source: path,
     partition: loaded.verification.partition,
     verification: loaded.verification,
+    approvalKey: loaded.approvalKeyUse,
     replay,
   };
 }
@@ -62,6 +88,7 @@ export interface VerifiedExport {
   readonly entries: readonly ReplayEntry[];
   /** The key to check approval answers with: the one passed, else the header's. */
   readonly approvalPublicKey: Uint8Array | undefined;
+  readonly approvalKeyUse: ApprovalKeyUse;
 }
 
 /**
@@ -99,7 +126,8 @@ export async function loadVerifiedExport(
     }
     entries.push(event);
   }
-  const key = approvalPublicKey ?? headerApprovalKey(first);
+  const use = approvalKeyUse(approvalPublicKey, header);
+  const key = approvalPublicKey ?? header.approvalKey?.publicKey;
   if (key === undefined && entries.some((e) => e.kind === 'approval_response')) {
     throw new AppError(
       'invalid_argument',
@@ -107,21 +135,43 @@ export async function loadVerifiedExport(
       { details: { file: path } },
     );
   }
-  return { verification, entries, approvalPublicKey: key };
+  return { verification, entries, approvalPublicKey: key, approvalKeyUse: use };
 }
 
-/** The header's optional `approvalPublicKey` (base64 of 32 bytes). */
-function headerApprovalKey(line: string): Uint8Array | undefined {
-  try {
-    const value: unknown = JSON.parse(line);
-    if (typeof value !== 'object' || value === null || !('approvalPublicKey' in value)) {
-      return undefined;
-    }
-    const raw = value.approvalPublicKey;
-    const bytes = typeof raw === 'string' ? decodeBase64(raw) : undefined;
-    return bytes?.length === 32 ? bytes : undefined;
-  } catch {
-    return undefined;
+function approvalKeyUse(pinned: Uint8Array | undefined, header: ExportHeader): ApprovalKeyUse {
+  const headerKeyId = header.approvalKey?.keyId ?? null;
+  if (pinned !== undefined) {
+    const keyId = approvalKeyId(pinned);
+    return {
+      source: ApprovalKeySource.Pinned,
+      keyId,
+      headerKeyId,
+      mismatch: headerKeyId !== null && headerKeyId !== keyId,
+    };
+  }
+  return {
+    source: headerKeyId === null ? ApprovalKeySource.None : ApprovalKeySource.ExportHeader,
+    keyId: headerKeyId,
+    headerKeyId,
+    mismatch: false,
+  };
+}
+
+/** One line saying which approval key was used and how far it is trusted. */
+export function approvalKeyLine(use: ApprovalKeyUse): string {
+  switch (use.source) {
+    case ApprovalKeySource.None:
+      return 'approval key: none given and none in the export header';
+    case ApprovalKeySource.ExportHeader:
+      return `approval key: ${String(use.keyId)}, from the export header (trusted because no --approval-key was pinned; the header is not signed: pin the key for authenticity)`;
+    case ApprovalKeySource.Pinned:
+      if (!use.mismatch) {
+        return `approval key: ${String(use.keyId)}, pinned with --approval-key${use.headerKeyId === null ? '' : ' (the export header names the same key)'}`;
+      }
+      return (
+        `approval key: ${String(use.keyId)}, pinned with --approval-key, used; ` +
+        `MISMATCH: the export header names another key, ${String(use.headerKeyId)}, so approvals signed by it do not verify here`
+      );
   }
 }
 
@@ -149,6 +199,7 @@ export function formatReplayText(report: ReplayReport): string {
     out.push(`position ${String(skipped.position)} (${skipped.kind}): skipped`);
   }
   const diverged = replay.turns.filter((t) => !t.ok).length;
+  out.push(approvalKeyLine(report.approvalKey));
   out.push(
     `${report.source} (${report.partition}): ${replay.ok ? 'OK' : 'DIVERGED'}: ${String(replay.turns.length)} turns replayed from ${String(replay.events)} events, ${String(diverged)} diverged`,
   );
@@ -161,6 +212,7 @@ export function formatReplayJson(report: ReplayReport): string {
     source: report.source,
     partition: report.partition,
     ok: report.replay.ok,
+    approvalKey: report.approvalKey,
     events: report.replay.events,
     turns: report.replay.turns,
     skipped: report.replay.skipped,

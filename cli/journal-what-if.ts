@@ -7,9 +7,11 @@ import { AppError } from '../common/errors';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../harness/crypto/node-ed25519';
 import { requestIds } from '../harness/turn/request-ids';
 import type { RecordedBlock } from '../harness/turn/turn-records';
+import { liveWhatIf, type LiveRun } from '../harness/turn/live';
 import { whatIf, type WhatIfChange, type WhatIfReport } from '../harness/turn/what-if';
+import { formatLiveLines, type LiveSetup } from './journal-live';
 import { UsageError } from './cli-support';
-import { loadVerifiedExport } from './journal-replay';
+import { approvalKeyLine, loadVerifiedExport, type ApprovalKeyUse } from './journal-replay';
 
 /**
  * `polychrome journal replay FILE --what-if CHANGE`: verify and read an export as replay
@@ -35,7 +37,10 @@ export interface WhatIfRun {
   readonly source: string;
   readonly partition: string;
   readonly spec: string;
+  readonly approvalKey: ApprovalKeyUse;
   readonly report: WhatIfReport;
+  /** With `--live`, the scratch run from the departure (none when the run still follows). */
+  readonly live?: LiveRun;
 }
 
 /**
@@ -107,28 +112,45 @@ export async function parseWhatIf(spec: string): Promise<WhatIfChange> {
   }
 }
 
+/** A CHANGE as given and as {@link parseWhatIf} read it. */
+export interface ParsedWhatIf {
+  readonly spec: string;
+  readonly change: WhatIfChange;
+}
+
 /**
  * Verifies the export at `path` (a failing one is refused, as by replay), then runs the
- * what-if. A throwaway key re-signs the changed run's approval answers; it lives only in
- * this process.
+ * what-if of a CHANGE already parsed (so a usage error comes before any work); with
+ * `live`, the scratch run from the departure too (harness/turn/live.ts). A throwaway key
+ * re-signs the changed run's approval answers; it lives only in this process.
  */
-export async function whatIfExportFile(
+export async function whatIfParsed(
   path: string,
-  spec: string,
+  { spec, change }: ParsedWhatIf,
   pinnedKeys: readonly Uint8Array[],
   approvalPublicKey: Uint8Array | undefined,
+  live?: LiveSetup,
 ): Promise<WhatIfRun> {
-  const change = await parseWhatIf(spec);
   const loaded = await loadVerifiedExport(path, pinnedKeys, approvalPublicKey);
-  const report = whatIf(loaded.entries, change, {
+  const options = {
     ids: requestIds,
     verifier: nodeEd25519Verifier,
     ...(loaded.approvalPublicKey === undefined
       ? {}
       : { approvalPublicKey: loaded.approvalPublicKey }),
     resigner: nodeEd25519Signer(randomBytes(32)),
-  });
-  return { source: path, partition: loaded.verification.partition, spec, report };
+  };
+  const ran =
+    live === undefined
+      ? { report: whatIf(loaded.entries, change, options) }
+      : await liveWhatIf(loaded.entries, change, { ...options, ...live });
+  return {
+    source: path,
+    partition: loaded.verification.partition,
+    spec,
+    approvalKey: loaded.approvalKeyUse,
+    ...ran,
+  };
 }
 
 /** The human form. */
@@ -137,6 +159,7 @@ export function formatWhatIfText(run: WhatIfRun): string {
   const out = [
     `what-if ${run.spec} on ${run.source} (${run.partition})`,
     `recorded run: OK, ${String(report.recorded.turns.length)} turns replayed`,
+    approvalKeyLine(run.approvalKey),
   ];
   const d = report.divergence;
   if (d === undefined) {
@@ -160,6 +183,7 @@ export function formatWhatIfText(run: WhatIfRun): string {
     );
   }
   if (report.recordedAfter.length === 0) out.push('  (nothing)');
+  if (run.live !== undefined) out.push(...formatLiveLines(run.live));
   return `${out.join('\n')}\n`;
 }
 
@@ -170,10 +194,12 @@ export function formatWhatIfJson(run: WhatIfRun): string {
     source: run.source,
     partition: run.partition,
     change: report.change,
+    approvalKey: run.approvalKey,
     follows: report.divergence === undefined,
     divergence: report.divergence ?? null,
     needsModel: report.needsModel,
     recordedAfter: report.recordedAfter,
+    ...(run.live === undefined ? {} : { live: run.live }),
     turns: report.changed.turns.map((t) => ({
       turnId: t.turnId,
       ok: t.ok,

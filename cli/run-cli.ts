@@ -26,9 +26,11 @@ import { parseCheckpoint, type ExportCheckpoint } from './export-file';
 import {
   formatWhatIfJson,
   formatWhatIfText,
-  whatIfExportFile,
+  parseWhatIf,
+  whatIfParsed,
   WHAT_IF_FORMS,
 } from './journal-what-if';
+import { LIVE_NEEDS_WHAT_IF, liveSetup } from './journal-live';
 import { formatReplayJson, formatReplayText, replayExportFile } from './journal-replay';
 import { verifyExportFile } from './journal-verify';
 
@@ -65,10 +67,13 @@ Talk to a conversation (the control plane's public API; ID is the Conversation's
 Forensics, for admins (through the control plane; docs/replay.md). A is the identity you
 act as, one of your own: provider:scope:external_id or provider:external_id.
 
-  polychrome conversation replay ID --actor A [--approval-key KEY] [--format json|text] [api flags]
+  polychrome conversation replay ID --actor A [--approval-key KEY] [--what-if CHANGE [--live]] [--format json|text] [api flags]
       Fetch the conversation's export and replay it as journal replay does (verified
-      first; the harness's turn machine; no model, no tool). Exit 0 when every turn
-      replays, 1 on a divergence.
+      first; the harness's turn machine; no model, no tool). The export carries the
+      control plane's approval key; --approval-key pins another (it wins, and a
+      mismatch is reported). Exit 0 when every turn replays, 1 on a divergence.
+      --what-if CHANGE runs journal replay's what-if (below) over the fetched export;
+      --live goes on from the departure as journal replay --live does.
 
   polychrome conversation verify ID --actor A [--format json|text] [api flags]
       Fetch the export and verify it as journal verify does, against the checkpoint the
@@ -109,7 +114,9 @@ Check a journal (the state plane):
       and no tool (docs/replay.md). Prints the reconstructed transcript and a verdict per
       turn: ok, or the first divergence (turn, step, expected, found). --approval-key is
       the control plane's approval public key (64 hex digits or base64), needed when the
-      journal holds approval answers. Exit 0 when every turn replays, 1 on a divergence.
+      journal holds approval answers; without it the key in the file's header is
+      trusted, as the header's keys are without --public-key. Exit 0 when every turn
+      replays, 1 on a divergence.
 
   polychrome journal replay FILE --what-if CHANGE [the flags above]
       Change one recorded step or configuration input and report the first step where the
@@ -117,6 +124,13 @@ Check a journal (the state plane):
       recorded), and the tool calls and answer recorded after it. No model, no tool, and
       nothing is written. Exit 0 when the run still follows, 1 when it diverges, 3 when the
       recorded run itself does not replay.
+
+  polychrome journal replay FILE --what-if CHANGE --live [the flags above]
+      Then go on from the departure in a scratch run: the model is called (Anthropic with
+      ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL, else HARNESS_MODEL_SCRIPT, else the demo
+      script), pure built-in tools run, and a side-effecting tool never runs: its recorded
+      result is reused when the arguments match, otherwise the run stops and says what it
+      would have called. Nothing is written.
   ${WHAT_IF_FORMS}
 
 connection flags (or environment variables):
@@ -330,7 +344,7 @@ async function stateExport(
     file === undefined || file === '-' ? io.stdout : createWriteStream(file, { flags: 'w' });
   let events = 0;
   try {
-    for await (const line of exportFileLines(partition, client.export(partition), checkpoint)) {
+    for await (const line of exportFileLines(partition, client.export(partition), { checkpoint })) {
       await write(out, line);
       events += 1;
     }
@@ -397,12 +411,17 @@ async function journalVerify(args: readonly string[], io: CliIo): Promise<ExitCo
   return result.ok && result.unsealed === 0 ? ExitCode.Ok : ExitCode.VerifyFailed;
 }
 
-async function journalReplay(args: readonly string[], io: CliIo): Promise<ExitCode> {
+async function journalReplay(
+  args: readonly string[],
+  env: Env | undefined,
+  io: CliIo,
+): Promise<ExitCode> {
   const { values, positionals } = parse(args, {
     ...formatOptions,
     'public-key': { type: 'string', multiple: true },
     'approval-key': { type: 'string' },
     'what-if': { type: 'string' },
+    live: { type: 'boolean' },
   });
   const format = parseFormat(values);
   const [file, ...extra] = positionals;
@@ -417,8 +436,12 @@ async function journalReplay(args: readonly string[], io: CliIo): Promise<ExitCo
   const approvalKey =
     approvalText === undefined ? undefined : parsePublicKey(approvalText, '--approval-key');
   const spec = stringValue(values['what-if']);
+  const live = values.live === true;
+  if (live && spec === undefined) throw new UsageError(LIVE_NEEDS_WHAT_IF);
   if (spec !== undefined) {
-    const run = await whatIfExportFile(file, spec, keys, approvalKey);
+    const change = { spec, change: await parseWhatIf(spec) };
+    const setup = live ? await liveSetup(io.signal, env) : undefined;
+    const run = await whatIfParsed(file, change, keys, approvalKey, setup);
     await write(io.stdout, format === Format.Json ? formatWhatIfJson(run) : formatWhatIfText(run));
     return run.report.divergence === undefined ? ExitCode.Ok : ExitCode.VerifyFailed;
   }
@@ -452,7 +475,7 @@ export async function runCli(args: readonly string[], io: CliIo, env?: Env): Pro
     if (group === 'state' && command === 'verify') return await stateVerify(rest, env, io);
     if (group === 'state' && command === 'export') return await stateExport(rest, env, io);
     if (group === 'journal' && command === 'verify') return await journalVerify(rest, io);
-    if (group === 'journal' && command === 'replay') return await journalReplay(rest, io);
+    if (group === 'journal' && command === 'replay') return await journalReplay(rest, env, io);
     throw new UsageError(
       `unknown command ${JSON.stringify([group, command].filter((p) => p !== undefined).join(' '))}`,
     );

@@ -1,7 +1,7 @@
 /**
  * The journal export file's writer side (docs/journal-format.md, "Export file"): NDJSON,
- * UTF-8, a header line with the partition, the public keys and a checkpoint, then one line
- * per event. `polychrome state export` and the control plane's export route
+ * UTF-8, a header line with the partition, the public keys, a checkpoint and the control
+ * plane's approval public key, then one line per event. `polychrome state export` and the control plane's export route
  * (operator/forensics) write the same bytes with these functions; cli/export-file.ts reads
  * them back. Pure.
  */
@@ -22,6 +22,16 @@ export interface ExportCheckpoint {
   readonly keyId?: string;
 }
 
+/**
+ * The control plane's approval public key (docs/approvals.md), which replay checks the
+ * recorded approval answers with. `keyId` is `approvalKeyId(publicKey)`
+ * (common/approval-bytes.ts).
+ */
+export interface ExportApprovalKey {
+  readonly keyId: string;
+  readonly publicKey: Uint8Array;
+}
+
 /** The header line. */
 export interface ExportHeader {
   readonly format: typeof EXPORT_FORMAT;
@@ -29,6 +39,17 @@ export interface ExportHeader {
   readonly publicKeys: readonly ExportPublicKey[];
   /** What the state plane claimed when it exported; absent in older exports. */
   readonly checkpoint?: ExportCheckpoint;
+  /**
+   * The approval key the exporter signs approvals with; only the control plane's export
+   * route writes it (the state plane does not know it), and older exports have none.
+   */
+  readonly approvalKey?: ExportApprovalKey;
+}
+
+/** What the header carries besides the partition and the journal keys. */
+export interface ExportHeaderExtras {
+  readonly checkpoint?: ExportCheckpoint | undefined;
+  readonly approvalKey?: ExportApprovalKey | undefined;
 }
 
 /** One event line; an excised entry has `excisedLeaf` and an empty kind and payload. */
@@ -43,8 +64,9 @@ export interface ExportEvent {
 export function formatExportHeader(
   partition: string,
   publicKeys: readonly ExportPublicKey[],
-  checkpoint?: ExportCheckpoint,
+  extras: ExportHeaderExtras = {},
 ): string {
+  const { checkpoint, approvalKey } = extras;
   return `${JSON.stringify({
     format: EXPORT_FORMAT,
     partition,
@@ -60,6 +82,12 @@ export function formatExportHeader(
             rootHex: Buffer.from(checkpoint.root).toString('hex'),
             ...(checkpoint.keyId === undefined ? {} : { keyId: checkpoint.keyId }),
           },
+        }),
+    ...(approvalKey === undefined
+      ? {}
+      : {
+          approvalKeyId: approvalKey.keyId,
+          approvalPublicKey: Buffer.from(approvalKey.publicKey).toString('base64'),
         }),
   })}\n`;
 }
@@ -102,7 +130,7 @@ export type ExportSourceEntry =
 export async function* exportFileLines(
   partition: string,
   entries: AsyncIterable<ExportSourceEntry>,
-  checkpoint?: ExportCheckpoint,
+  extras: ExportHeaderExtras = {},
 ): AsyncGenerator<string> {
   const keys: ExportPublicKey[] = [];
   let headerWritten = false;
@@ -112,7 +140,7 @@ export async function* exportFileLines(
       continue;
     }
     if (!headerWritten) {
-      yield formatExportHeader(partition, keys, checkpoint);
+      yield formatExportHeader(partition, keys, extras);
       headerWritten = true;
     }
     const { event } = entry;
@@ -122,5 +150,5 @@ export async function* exportFileLines(
         : event,
     );
   }
-  if (!headerWritten) yield formatExportHeader(partition, keys, checkpoint);
+  if (!headerWritten) yield formatExportHeader(partition, keys, extras);
 }

@@ -38,8 +38,18 @@ describe('loadHarnessConfig', () => {
       shutdownGraceMs: 20_000,
       ackTimeoutMs: 30_000,
       toolTimeoutMs: 60_000,
-      recordAgentConfig: false,
+      recordAgentConfig: true,
     });
+  });
+
+  it('records the agent configuration unless HARNESS_RECORD_AGENT_CONFIG opts out', () => {
+    expect(loadHarnessConfig(base).recordAgentConfig).toBe(true);
+    expect(
+      loadHarnessConfig({ ...base, HARNESS_RECORD_AGENT_CONFIG: 'false' }).recordAgentConfig,
+    ).toBe(false);
+    expect(issues({ ...base, HARNESS_RECORD_AGENT_CONFIG: 'maybe' })).toEqual([
+      expect.stringMatching(/^HARNESS_RECORD_AGENT_CONFIG: /u),
+    ]);
   });
 
   it('reads the token and key from files and picks Anthropic when a key is set', () => {

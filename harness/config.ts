@@ -34,7 +34,7 @@ import { parseApprovalRules, type ApprovalRules } from './tools/approval-policy'
  * | `HARNESS_LOG_LEVEL` | debug, info, warn, error, silent | info |
  * | `HARNESS_SHUTDOWN_GRACE_MS` | how long SIGTERM lets a running turn finish | 20000 |
  * | `HARNESS_ACK_TIMEOUT_MS`, `HARNESS_TOOL_TIMEOUT_MS` | waits for a journal ack, a tool | 30000, 60000 |
- * | `HARNESS_RECORD_AGENT_CONFIG` | record the agent configuration and each model request's digest for replay (docs/replay.md) | false (for now: see docs/replay.md, "Rollout") |
+ * | `HARNESS_RECORD_AGENT_CONFIG` | record the agent configuration and each model request's digest for replay (docs/replay.md) | true; `false` is an opt-out for a rollout (docs/replay.md, "Rollout") |
  */
 
 const mcpServerSchema = z.discriminatedUnion('transport', [
@@ -91,7 +91,7 @@ const schema = z
     HARNESS_MODEL: envOptionalString(),
     HARNESS_MODEL_SCRIPT: envOptionalString(),
     HARNESS_MAX_STEPS: envInt({ default: 8, min: 1, max: 100 }),
-    HARNESS_RECORD_AGENT_CONFIG: envBool(false),
+    HARNESS_RECORD_AGENT_CONFIG: envBool(true),
     HARNESS_MCP_SERVERS: envJson(z.array(mcpServerSchema), []),
     HARNESS_REQUIRE_APPROVAL: envOptionalString().transform((text, ctx): ApprovalRules => {
       try {

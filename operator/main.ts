@@ -193,7 +193,12 @@ async function main(): Promise<void> {
     host: config.api.host,
     port: config.api.port,
     service: tracedTurnService(coordinator),
-    forensics: new ConversationForensics({ journal: state, conversations, holder: coordinator }),
+    forensics: new ConversationForensics({
+      journal: state,
+      conversations,
+      holder: coordinator,
+      approvalKey: { keyId: approvals.keyId, publicKey: approvals.publicKey },
+    }),
     // With the Kubernetes door installed, an in-cluster edge may also present its
     // ServiceAccount's projected token (audience polychrome), checked by a TokenReview.
     authenticate:

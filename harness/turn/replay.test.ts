@@ -7,71 +7,17 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pino from 'pino';
 import { decodePayload, encodePayload } from '../../common/event-kinds';
 import type { JournalEntry } from '../../common/state-client';
-import { readyStatus } from '../../test/support/in-memory-conversations';
-import {
-  calculatorReply,
-  startRealTurns,
-  textReply,
-  type RealTurns,
-} from '../../test/support/real-turns';
+import { recordApprovedTurns, type RealTurns } from '../../test/support/real-turns';
 import { nodeEd25519Verifier } from '../crypto/node-ed25519';
 import { requestIds } from './request-ids';
 import { replayJournal, type JournalReplay, type ReplayEntry } from './replay';
-
-/** The coordinator's caller type, named without importing the control plane. */
-type Caller = Parameters<RealTurns['coordinator']['postMessage']>[0];
-
-const OWNER: Caller = {
-  identity: 'web:owner',
-  identities: ['web:owner'],
-  personaId: 'p-owner',
-  roles: ['member'],
-  sessionId: 's',
-};
-const ADMIN: Caller = {
-  identity: 'web:admin',
-  identities: ['web:admin'],
-  personaId: 'p-admin',
-  roles: ['admin'],
-  sessionId: 's2',
-};
 
 let turns: RealTurns;
 let entries: JournalEntry[];
 let partition = '';
 
 beforeAll(async () => {
-  turns = await startRealTurns({
-    replies: [calculatorReply('6 * 7'), textReply('It is 42.'), textReply('You are welcome.')],
-    logger: pino({ level: 'silent' }),
-    admins: [ADMIN.identity],
-  });
-  const conversation = turns.conversations.add(
-    { owner: OWNER.identity },
-    { status: readyStatus(turns.harness.endpoint) },
-  );
-  const uid = conversation.metadata.uid ?? '';
-  const signal = AbortSignal.timeout(20_000);
-  const paused = await turns.coordinator.postMessage(
-    OWNER,
-    { conversationId: uid, text: 'what is 6 * 7?', idempotencyKey: 'k1' },
-    signal,
-  );
-  const requestId = paused.approval?.requestId ?? '';
-  expect(requestId).not.toBe('');
-  const done = await turns.coordinator.answerApproval(
-    ADMIN,
-    { conversationId: uid, requestId, decision: 'approve' },
-    signal,
-  );
-  expect(done).toMatchObject({ status: 'complete', reply: 'It is 42.' });
-  await turns.coordinator.postMessage(
-    OWNER,
-    { conversationId: uid, text: 'thanks', idempotencyKey: 'k2' },
-    signal,
-  );
-  partition = `conv-${uid}`;
-  entries = await turns.journal.entries(partition);
+  ({ turns, entries, partition } = await recordApprovedTurns(pino({ level: 'silent' })));
 }, 60_000);
 
 afterAll(async () => {

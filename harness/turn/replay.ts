@@ -69,6 +69,21 @@ export interface ReplayOptions {
    * (`createPrefixRequestHasher`). What-if hashes under the recorded configuration digest.
    */
   readonly requestHasher?: RequestHasher;
+  /**
+   * Told each attempt's rebuilt input before it is replayed (`--live` starts a scratch
+   * run from it, harness/turn/live.ts). Must not throw.
+   */
+  readonly onAttempt?: (attempt: ReplayAttempt) => void;
+}
+
+/** An attempt as replay rebuilt it from the journal. */
+export interface ReplayAttempt {
+  readonly turnId: string;
+  readonly dispatchPosition: number;
+  /** The machine's input: the steps and answers recorded before the dispatch. */
+  readonly input: TurnInput;
+  /** The steps the attempt itself recorded, with their positions, in journal order. */
+  readonly steps: readonly { readonly position: number; readonly step: TurnStep }[];
 }
 
 /** The first place a recorded turn does not follow from its inputs. */
@@ -341,15 +356,8 @@ function replayAttempt(
   for (const e of before) {
     if (e.kind === 'approval_response') approvalAnswers.push(approvalAnswerFromProto(e.payload));
     if (e.kind === 'question_response') questionAnswers.push(questionAnswerFromProto(e.payload));
-    if (e.kind === 'model_call') {
-      recordedSteps.push({ kind: 'model_call', record: modelCallFromProto(e.payload) });
-    }
-    if (e.kind === 'tool_call') {
-      recordedSteps.push({ kind: 'tool_call', record: toolCallFromProto(e.payload) });
-    }
-    if (e.kind === 'tool_result') {
-      recordedSteps.push({ kind: 'tool_result', record: toolResultFromProto(e.payload) });
-    }
+    const recordedStep = stepOf(e);
+    if (recordedStep !== undefined) recordedSteps.push(recordedStep);
   }
   if (approvalAnswers.length > 0 && options.approvalPublicKey === undefined) {
     return diverge(
@@ -372,6 +380,15 @@ function replayAttempt(
     model: agent.model,
     ...(newestBefore === undefined ? {} : { recordedConfigSha256: newestBefore.sha256 }),
   };
+  options.onAttempt?.({
+    turnId: log.turnId,
+    dispatchPosition,
+    input,
+    steps: recorded.flatMap((e) => {
+      const recordedStep = stepOf(e);
+      return recordedStep === undefined ? [] : [{ position: e.position, step: recordedStep }];
+    }),
+  });
   const machine = createTurnMachine({
     ids: options.ids,
     verifier: options.verifier,
@@ -526,6 +543,20 @@ function replayAttempt(
     }
   }
   return extra(recorded, cursor, diverge);
+}
+
+/** A recorded model call, tool call or tool result as the machine takes it back. */
+function stepOf(e: Decoded): TurnStep | undefined {
+  switch (e.kind) {
+    case 'model_call':
+      return { kind: 'model_call', record: modelCallFromProto(e.payload) };
+    case 'tool_call':
+      return { kind: 'tool_call', record: toolCallFromProto(e.payload) };
+    case 'tool_result':
+      return { kind: 'tool_result', record: toolResultFromProto(e.payload) };
+    default:
+      return undefined;
+  }
 }
 
 function extra(

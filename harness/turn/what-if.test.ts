@@ -10,34 +10,12 @@ import pino from 'pino';
 import { decodePayload, encodePayload } from '../../common/event-kinds';
 import { isAppError } from '../../common/errors';
 import type { JournalEntry } from '../../common/state-client';
-import { readyStatus } from '../../test/support/in-memory-conversations';
-import {
-  calculatorReply,
-  startRealTurns,
-  textReply,
-  type RealTurns,
-} from '../../test/support/real-turns';
+import { recordApprovedTurns, type RealTurns } from '../../test/support/real-turns';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
 import { decodeAgentConfig } from './agent-config';
 import { requestIds } from './request-ids';
 import { effectiveMaxSteps } from './step-budget';
 import { whatIf, type WhatIfChange, type WhatIfReport } from './what-if';
-
-type Caller = Parameters<RealTurns['coordinator']['postMessage']>[0];
-const OWNER: Caller = {
-  identity: 'web:owner',
-  identities: ['web:owner'],
-  personaId: 'p-owner',
-  roles: ['member'],
-  sessionId: 's',
-};
-const ADMIN: Caller = {
-  identity: 'web:admin',
-  identities: ['web:admin'],
-  personaId: 'p-admin',
-  roles: ['admin'],
-  sessionId: 's2',
-};
 
 let turns: RealTurns;
 let entries: JournalEntry[];
@@ -45,35 +23,7 @@ let partition = '';
 let requestId = '';
 
 beforeAll(async () => {
-  turns = await startRealTurns({
-    replies: [calculatorReply('6 * 7'), textReply('It is 42.'), textReply('You are welcome.')],
-    logger: pino({ level: 'silent' }),
-    admins: [ADMIN.identity],
-  });
-  const conversation = turns.conversations.add(
-    { owner: OWNER.identity },
-    { status: readyStatus(turns.harness.endpoint) },
-  );
-  const uid = conversation.metadata.uid ?? '';
-  const signal = AbortSignal.timeout(20_000);
-  const paused = await turns.coordinator.postMessage(
-    OWNER,
-    { conversationId: uid, text: 'what is 6 * 7?', idempotencyKey: 'k1' },
-    signal,
-  );
-  requestId = paused.approval?.requestId ?? '';
-  await turns.coordinator.answerApproval(
-    ADMIN,
-    { conversationId: uid, requestId, decision: 'approve' },
-    signal,
-  );
-  await turns.coordinator.postMessage(
-    OWNER,
-    { conversationId: uid, text: 'thanks', idempotencyKey: 'k2' },
-    signal,
-  );
-  partition = `conv-${uid}`;
-  entries = await turns.journal.entries(partition);
+  ({ turns, entries, partition, requestId } = await recordApprovedTurns(pino({ level: 'silent' })));
 }, 60_000);
 
 afterAll(async () => {

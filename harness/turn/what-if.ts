@@ -102,7 +102,9 @@ export function whatIf(
   change: WhatIfChange,
   options: WhatIfOptions,
 ): WhatIfReport {
-  const recorded = replayJournal(entries, options);
+  // Only the changed run's attempts are told (the one `--live` continues).
+  const { onAttempt, ...recordedOptions } = options;
+  const recorded = replayJournal(entries, recordedOptions);
   if (!recorded.ok) {
     const d = recorded.divergence;
     throw new AppError(
@@ -113,7 +115,8 @@ export function whatIf(
   const rewritten = applyChange(entries, change, options.resigner);
   const inner = createPrefixRequestHasher();
   const changed = replayJournal(rewritten.entries, {
-    ...options,
+    ...recordedOptions,
+    ...(onAttempt === undefined ? {} : { onAttempt }),
     approvalPublicKey: options.resigner.publicKey,
     // A request digest binds the configuration's digest. A change to the configuration
     // must show where behaviour departs, not that the digest did, so requests are hashed

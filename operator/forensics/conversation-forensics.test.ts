@@ -3,13 +3,16 @@
  * LevelDB store (operator/public-api/testdata/fixtures.ts): the CLI's `conversation
  * verify|replay|repair` against the public API, and the attacks on the actor rule.
  */
+import { generateKeyPairSync } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { EventKind } from '../../common/event-kinds';
 import { runCli } from '../../cli/run-cli';
+import { echoResponder, MessagesApiServer } from '../../test/support/messages-api-server';
 import {
   ADMIN,
   ALICE,
+  calculatorReply,
   call,
   errorOf,
   pollUntil,
@@ -39,16 +42,18 @@ function sink(): { stream: Writable; text: () => string } {
 }
 
 async function cli(
-  a: TestApi,
+  a: Pick<TestApi, 'base'>,
   token: string,
   args: readonly string[],
+  env?: Record<string, string>,
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   const out = sink();
   const err = sink();
-  const code = await runCli([...args, '--api', a.base, '--token', token], {
-    stdout: out.stream,
-    stderr: err.stream,
-  });
+  const code = await runCli(
+    [...args, '--api', a.base, '--token', token],
+    { stdout: out.stream, stderr: err.stream },
+    env,
+  );
   return { code, stdout: out.text(), stderr: err.text() };
 }
 
@@ -279,5 +284,157 @@ describe('conversation repair through the control plane', () => {
       ok: true,
       skipped: [{ position: broken }],
     });
+  });
+});
+
+describe('conversation replay with approvals, through the control plane', () => {
+  /** A conversation whose first turn ran the calculator after an admin approved it. */
+  async function approvedTurn(a: TestApi): Promise<{ id: string; requestId: string }> {
+    const id = a.seed(ALICE.identity);
+    const paused = await post(a, id, 'what is 6 * 7?');
+    const requestId = (paused.json as { approval: { requestId: string } }).approval.requestId;
+    const approved = await call(a, 'POST', `/v1/conversations/${id}/approvals/${requestId}`, {
+      token: TOKENS.admin,
+      body: { decision: 'approve' },
+    });
+    expect(approved.status).toBe(200);
+    expect(approved.json).toMatchObject({ status: 'complete', reply: 'It is 42.' });
+    return { id, requestId };
+  }
+  const replay = (
+    a: Pick<TestApi, 'base'>,
+    id: string,
+    ...flags: string[]
+  ): ReturnType<typeof cli> =>
+    cli(a, TOKENS.admin, ['conversation', 'replay', id, '--actor', ADMIN.identity, ...flags]);
+
+  it('puts the approval key in the export header and replays with it, no --approval-key needed', async () => {
+    const a = (api = await startApi({
+      replies: [calculatorReply('6 * 7'), textReply('It is 42.')],
+    }));
+    const { id } = await approvedTurn(a);
+    const head = a.head(id);
+    const exported = await call(
+      a,
+      'GET',
+      `/v1/conversations/${id}/export?actor=${encodeURIComponent(ADMIN.identity)}`,
+      { token: TOKENS.admin },
+    );
+    expect(exported.status).toBe(200);
+    const header = JSON.parse(exported.text.split('\n')[0]!) as Record<string, unknown>;
+    expect(header).toMatchObject({
+      approvalKeyId: a.turns.approvals.keyId,
+      approvalPublicKey: Buffer.from(a.turns.approvals.publicKey).toString('base64'),
+    });
+
+    const text = await replay(a, id);
+    expect(text.stderr).toBe('');
+    expect(text.code).toBe(0);
+    expect(text.stdout).toContain('approval: calculator approved');
+    expect(text.stdout).toContain('assistant: It is 42.');
+    expect(text.stdout).toContain(
+      `approval key: ${a.turns.approvals.keyId}, from the export header (trusted because no --approval-key was pinned`,
+    );
+    const json = await replay(a, id, '--json');
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      ok: true,
+      approvalKey: { source: 'export-header', keyId: a.turns.approvals.keyId, mismatch: false },
+    });
+    // The same key pinned: used, and said to match.
+    const hex = Buffer.from(a.turns.approvals.publicKey).toString('hex');
+    const pinned = await replay(a, id, '--approval-key', hex);
+    expect(pinned.code).toBe(0);
+    expect(pinned.stdout).toContain(
+      'pinned with --approval-key (the export header names the same key)',
+    );
+    expect(a.head(id)).toBe(head);
+  });
+
+  it('uses a pinned key that differs from the header, says so, and the approval no longer verifies (exit 1)', async () => {
+    const a = (api = await startApi({
+      replies: [calculatorReply('6 * 7'), textReply('It is 42.')],
+    }));
+    const { id } = await approvedTurn(a);
+    const head = a.head(id);
+    const other = generateKeyPairSync('ed25519').publicKey.export({ format: 'jwk' }).x!;
+    const otherHex = Buffer.from(other, 'base64url').toString('hex');
+    const run = await replay(a, id, '--approval-key', otherHex, '--json');
+    expect(run.code).toBe(1);
+    const report = JSON.parse(run.stdout) as {
+      ok: boolean;
+      approvalKey: { source: string; keyId: string; headerKeyId: string; mismatch: boolean };
+    };
+    expect(report.ok).toBe(false);
+    expect(report.approvalKey).toMatchObject({
+      source: 'pinned',
+      headerKeyId: a.turns.approvals.keyId,
+      mismatch: true,
+    });
+    expect(report.approvalKey.keyId).not.toBe(a.turns.approvals.keyId);
+    const text = await replay(a, id, '--approval-key', otherHex);
+    expect(text.stdout).toContain(
+      `MISMATCH: the export header names another key, ${a.turns.approvals.keyId}`,
+    );
+    expect(text.stdout).toContain('DIVERGED');
+    expect(a.head(id)).toBe(head);
+  });
+
+  it('runs --what-if over the fetched export as journal replay FILE --what-if does; a bad CHANGE is a usage error before any fetch', async () => {
+    const a = (api = await startApi({
+      replies: [calculatorReply('6 * 7'), textReply('It is 42.'), textReply('You are welcome.')],
+    }));
+    const { id, requestId } = await approvedTurn(a);
+    expect((await post(a, id, 'thanks')).status).toBe(200);
+    const head = a.head(id);
+    const denied = await replay(a, id, '--what-if', `approval@${requestId}=deny`);
+    expect(denied.stderr).toBe('');
+    expect(denied.code).toBe(1);
+    expect(denied.stdout).toContain(`what-if approval@${requestId}=deny on conversation ${id}`);
+    expect(denied.stdout).toContain('the recorded run no longer follows at turn');
+    expect(denied.stdout).toContain('tool calculator');
+    const same = await replay(a, id, '--what-if', 'max-steps=8', '--json');
+    expect(same.code).toBe(0);
+    expect(JSON.parse(same.stdout)).toMatchObject({
+      source: `conversation ${id}`,
+      follows: true,
+      approvalKey: { source: 'export-header' },
+    });
+    // --live goes on from the departure with the model the environment names.
+    const messages = await MessagesApiServer.start({ respond: echoResponder });
+    try {
+      const live = await cli(
+        a,
+        TOKENS.admin,
+        [
+          'conversation',
+          'replay',
+          id,
+          '--actor',
+          ADMIN.identity,
+          '--what-if',
+          `approval@${requestId}=deny`,
+          '--live',
+          '--json',
+        ],
+        { ANTHROPIC_API_KEY: messages.apiKey, ANTHROPIC_BASE_URL: messages.url },
+      );
+      expect(live.stderr).toBe('');
+      expect(live.code).toBe(1);
+      expect(JSON.parse(live.stdout)).toMatchObject({
+        follows: false,
+        live: { outcome: 'completed', modelCalls: 1, toolCalls: [] },
+      });
+      expect(messages.requests).toHaveLength(1);
+    } finally {
+      await messages.close();
+    }
+    // Pointed at nothing: a fetch would fail with exit 3, so exit 2 shows none was tried.
+    const bad = await replay({ ...a, base: 'http://127.0.0.1:9' }, id, '--what-if', 'nonsense=1');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--what-if nonsense=1: unknown change "nonsense"');
+    const alone = await replay({ ...a, base: 'http://127.0.0.1:9' }, id, '--live');
+    expect(alone.code).toBe(2);
+    expect(alone.stderr).toContain('--live goes with --what-if CHANGE');
+    expect(a.head(id)).toBe(head);
   });
 });

@@ -8,6 +8,7 @@
 import { AppError } from '../../common/errors';
 import {
   exportFileLines,
+  type ExportApprovalKey,
   type ExportCheckpoint,
   type ExportSourceEntry,
 } from '../../common/journal-export-format';
@@ -53,6 +54,12 @@ export interface ConversationForensicsOptions {
   readonly journal: ForensicJournal;
   readonly conversations: { byUid(uid: string): Conversation | undefined };
   readonly holder: ConversationHolder;
+  /**
+   * The key the control plane signs approvals with (operator/turns/approval-signer.ts),
+   * put in every export's header so replay can check the recorded approval answers.
+   * Absent: exports carry none (replay then needs `--approval-key`).
+   */
+  readonly approvalKey?: ExportApprovalKey;
 }
 
 /** An export as the API answers it. */
@@ -110,8 +117,8 @@ export class ConversationForensics {
 
   /**
    * The conversation's export. The state plane's own checkpoint (its head when the export
-   * began) goes in the file's header, as `state export` writes it; the Conversation's
-   * status checkpoint is returned beside it.
+   * began) goes in the file's header, as `state export` writes it, with the control
+   * plane's approval public key; the Conversation's status checkpoint is returned beside it.
    *
    * @throws AppError `not_found`, `permission_denied` (forensics-access.ts); the state
    *   plane's errors before the first line (`unavailable`, ...).
@@ -134,7 +141,7 @@ export class ConversationForensics {
     const iterator = exportFileLines(
       partition,
       this.options.journal.export(partition, { signal }),
-      claimed,
+      { checkpoint: claimed, approvalKey: this.options.approvalKey },
     )[Symbol.asyncIterator]();
     // The first line (the header, after the keys) is read here, so an error of the state
     // plane is still an error answer, not a cut stream.

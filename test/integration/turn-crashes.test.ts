@@ -221,9 +221,12 @@ describe('turns survive crashes', () => {
         );
         const acknowledged = await stack.journal(uid);
         // The reply that ends the turn travels with batch two: none of it is durable yet.
+        // The agent configuration, recorded before the model call, is.
         expect(acknowledged.map((e) => e.kind)).toEqual([
           'message_received',
           'turn_dispatched',
+          'signed_root',
+          'agent_config',
           'signed_root',
         ]);
         const modelCallsBefore = stack.messages.requests.length;

@@ -58,6 +58,10 @@ describe('turns through the public API', () => {
         'message_received',
         'turn_dispatched',
         'signed_root',
+        // The harness records its agent configuration before the first model call
+        // (HARNESS_RECORD_AGENT_CONFIG, on by default: docs/replay.md).
+        'agent_config',
+        'signed_root',
         // The reply that ends the turn is committed with batch two, in one durable write.
         'model_call',
         'turn_complete',
@@ -71,6 +75,17 @@ describe('turns through the public API', () => {
         messagePosition: 0,
       });
       expect(dispatched.leaseHolder).toBe(stack.controlPlane(0).identity);
+      // The model call names the configuration recorded before it and its request's digest.
+      const config = payloadCodecs.agent_config.decode(journal[3]!.payload);
+      expect(config.turnId).toBe(answer.body.turnId);
+      const modelCall = payloadCodecs.model_call.decode(journal[5]!.payload);
+      expect(Buffer.from(modelCall.configSha256).toString('hex')).toBe(
+        Buffer.from(config.sha256).toString('hex'),
+      );
+      expect(modelCall.requestSha256).toHaveLength(32);
+      expect(JSON.parse(config.configJson)).toMatchObject({
+        system: 'You are a test agent. Be brief.',
+      });
       expect(dispatched.attribution).toMatchObject({
         caller: 'test:owner',
         participants: ['test:owner'],

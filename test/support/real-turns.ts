@@ -14,6 +14,8 @@ import type { ConversationSpec } from '../../operator/api/v1alpha1';
 import { ApprovalSigner } from '../../operator/turns/approval-signer';
 import { TurnCoordinator, type TurnCoordinatorOptions } from '../../operator/turns/coordinator';
 import { HarnessConnector } from '../../operator/turns/harness-client';
+import type { Caller } from '../../operator/turns/turn-service';
+import type { JournalEntry } from '../../common/state-client';
 import { InMemoryConversations, readyStatus } from './in-memory-conversations';
 import { InMemoryLeases } from './in-memory-leases';
 import { startScriptedHarness, type ScriptedHarness } from './scripted-harness';
@@ -128,4 +130,88 @@ export async function startRealTurns(options: RealTurnsOptions): Promise<RealTur
       await journal.close();
     },
   };
+}
+
+/** The owner of {@link recordApprovedTurns}' conversation. */
+export const TEST_OWNER: Caller = {
+  identity: 'web:owner',
+  identities: ['web:owner'],
+  personaId: 'p-owner',
+  roles: ['member'],
+  sessionId: 's',
+};
+
+/** The admin who answers its approval. */
+export const TEST_ADMIN: Caller = {
+  identity: 'web:admin',
+  identities: ['web:admin'],
+  personaId: 'p-admin',
+  roles: ['admin'],
+  sessionId: 's2',
+};
+
+/** What {@link recordApprovedTurns} recorded. */
+export interface RecordedTurns {
+  /** Still running: the caller closes it. */
+  readonly turns: RealTurns;
+  readonly conversationId: string;
+  readonly partition: string;
+  /** The journal after both turns. */
+  readonly entries: JournalEntry[];
+  /** The calculator call's approval request. */
+  readonly requestId: string;
+}
+
+/**
+ * Two real turns for replay and what-if tests: `what is 6 * 7?` (the model calls the
+ * calculator, which waits for an approval; the admin approves; the model answers `It is
+ * 42.`), then `thanks` (`You are welcome.`). `spec` goes over {@link TEST_CONVERSATION_SPEC}.
+ *
+ * @throws Error when a turn does not end as described.
+ */
+export async function recordApprovedTurns(
+  logger: Logger,
+  spec?: Partial<ConversationSpec>,
+): Promise<RecordedTurns> {
+  const turns = await startRealTurns({
+    replies: [calculatorReply('6 * 7'), textReply('It is 42.'), textReply('You are welcome.')],
+    logger,
+    admins: [TEST_ADMIN.identity],
+    ...(spec === undefined ? {} : { spec }),
+  });
+  try {
+    const conversation = turns.conversations.add(
+      { owner: TEST_OWNER.identity },
+      { status: readyStatus(turns.harness.endpoint) },
+    );
+    const conversationId = conversation.metadata.uid ?? '';
+    const signal = AbortSignal.timeout(20_000);
+    const paused = await turns.coordinator.postMessage(
+      TEST_OWNER,
+      { conversationId, text: 'what is 6 * 7?', idempotencyKey: 'k1' },
+      signal,
+    );
+    const requestId = paused.approval?.requestId ?? '';
+    if (requestId === '') throw new Error(`the first turn did not pause: ${paused.status}`);
+    const done = await turns.coordinator.answerApproval(
+      TEST_ADMIN,
+      { conversationId, requestId, decision: 'approve' },
+      signal,
+    );
+    if (done.status !== 'complete' || done.reply !== 'It is 42.') {
+      throw new Error(`the approved turn ended ${done.status}: ${String(done.reply)}`);
+    }
+    const second = await turns.coordinator.postMessage(
+      TEST_OWNER,
+      { conversationId, text: 'thanks', idempotencyKey: 'k2' },
+      signal,
+    );
+    if (second.status !== 'complete') throw new Error(`the second turn ended ${second.status}`);
+    const partition = `conv-${conversationId}`;
+    const entries = await turns.journal.entries(partition);
+    return { turns, conversationId, partition, entries, requestId };
+  } catch (error) {
+    await turns.close();
+    throw error;
+  }
 }

@@ -189,6 +189,7 @@ export async function startApi(overrides: StartApiOptions = {}): Promise<TestApi
       journal: turns.journal,
       conversations: turns.conversations,
       holder: turns.coordinator,
+      approvalKey: { keyId: turns.approvals.keyId, publicKey: turns.approvals.publicKey },
     }),
     authenticate: tokens.authenticate,
     follow: follows.follow,

@@ -1,0 +1,157 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { PersonaRole } from '../../common/records-client';
+import { repoRoot } from '../../hack/lib/local-cluster';
+import { echoResponder, MessagesApiServer } from '../support/messages-api-server';
+import { apiCall, type ApiAnswer } from './support/public-api';
+import { startTurnStack, type TurnStack } from './support/turn-stack';
+
+// docs/replay.md, point 2 of the replay issue: a conversation's replay needs no model. Real
+// turns on the real stack (the harness process recording its agent configuration, as it
+// does by default), then the Messages API server is stopped, and the real CLI process
+// (bin/polychrome.js) replays and verifies the conversation through the real control-plane
+// process with no model key in its environment; the journal is the same afterwards.
+
+interface CliRun {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** `bin/polychrome.js ARGS` as its own process, with only PATH and the admin's token. */
+function polychrome(args: readonly string[], token: string): Promise<CliRun> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [join(repoRoot, 'bin', 'polychrome.js'), ...args],
+      {
+        cwd: repoRoot,
+        // No ANTHROPIC_API_KEY, no ANTHROPIC_BASE_URL: nothing to reach a model with.
+        env: { PATH: process.env.PATH ?? '', POLYCHROME_TOKEN: token },
+        timeout: 120_000,
+        maxBuffer: 16 * 1024 * 1024,
+      },
+      (error, stdout, stderr) => {
+        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : Number.NaN;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+describe('conversation replay and verify with the model endpoint down (real CLI process)', () => {
+  let stack: TurnStack;
+  let messages: MessagesApiServer;
+  let owner: string;
+  let admin: string;
+  let uid: string;
+
+  const post = (text: string, key: string): Promise<ApiAnswer> =>
+    apiCall(stack.apiUrl, 'POST', `/v1/conversations/${uid}/messages`, {
+      token: owner,
+      body: { text, idempotencyKey: key },
+    });
+
+  beforeAll(async () => {
+    messages = await MessagesApiServer.start({ respond: echoResponder });
+    stack = await startTurnStack({ namespacePrefix: 'replay', messages });
+    owner = await stack.mintToken('test:replay-owner');
+    admin = await stack.mintToken('test:replay-admin', [PersonaRole.Admin]);
+    uid = await stack.createConversation('replayed', {
+      owner: 'test:replay-owner',
+      tools: { builtin: ['calculator', 'text_stats'], requireApproval: ['calculator'] },
+    });
+  }, 180_000);
+  afterAll(async () => {
+    await stack?.stop();
+    await messages?.close();
+  });
+
+  it('replays (exit 0, the transcript printed) and verifies with no model key and the model down; the journal head is unchanged', async () => {
+    await stack.withDiagnostics(async () => {
+      // A plain turn, a turn with a tool, and a turn whose tool waits for an approval.
+      expect((await post('hello there', 'k-1')).body).toMatchObject({
+        status: 'complete',
+        reply: 'echo: hello there',
+      });
+      expect((await post('count [[tool:text_stats {"text":"a b c"}]]', 'k-2')).body).toMatchObject({
+        status: 'complete',
+        reply: expect.stringContaining('tool text_stats said:'),
+      });
+      const paused = await post('compute [[tool:calculator {"expression":"6*7"}]]', 'k-3');
+      expect(paused.body).toMatchObject({ status: 'paused' });
+      const requestId = String((paused.body.approval as { requestId: string }).requestId);
+      const approved = await apiCall(
+        stack.apiUrl,
+        'POST',
+        `/v1/conversations/${uid}/approvals/${requestId}`,
+        { token: admin, body: { decision: 'approve' } },
+      );
+      expect(approved.body).toMatchObject({
+        status: 'complete',
+        reply: 'tool calculator said: 42',
+      });
+      const journal = await stack.journal(uid);
+      // Recorded by default: replay can check every request, not only the outputs.
+      expect(journal.filter((e) => e.kind === 'agent_config')).toHaveLength(1);
+      const head = journal.length;
+      await stack.waitConversation(
+        'replayed',
+        (obj) =>
+          (obj as { status?: { journal?: { head?: number } } }).status?.journal?.head === head,
+      );
+
+      // The model endpoint goes down.
+      const modelUrl = messages.url;
+      const modelCalls = messages.requests.length;
+      await messages.close();
+      await expect(fetch(modelUrl)).rejects.toThrow();
+
+      const actor = ['--actor', 'test:replay-admin', '--api', stack.apiUrl];
+      const replay = await polychrome(['conversation', 'replay', uid, ...actor], admin);
+      expect(replay.stderr).toBe('');
+      expect(replay.code).toBe(0);
+      expect(replay.stdout).toContain('user: hello there');
+      expect(replay.stdout).toContain('assistant: echo: hello there');
+      expect(replay.stdout).toContain('tool text_stats {"text":"a b c"}');
+      expect(replay.stdout).toContain('approval: calculator approved');
+      expect(replay.stdout).toContain('assistant: tool calculator said: 42');
+      // Full mode on every turn: the configuration and request digests were recorded.
+      expect(replay.stdout.match(/ok \(full\)/gu)).toHaveLength(3);
+      expect(replay.stdout).toContain('from the export header');
+      expect(replay.stdout).toContain('OK: 3 turns replayed');
+
+      const json = await polychrome(['conversation', 'replay', uid, ...actor, '--json'], admin);
+      expect(json.code).toBe(0);
+      const report = JSON.parse(json.stdout) as {
+        ok: boolean;
+        events: number;
+        turns: { ok: boolean; mode: string }[];
+      };
+      expect(report).toMatchObject({ ok: true, events: head });
+      expect(report.turns.map((t) => [t.ok, t.mode])).toEqual([
+        [true, 'full'],
+        [true, 'full'],
+        [true, 'full'],
+      ]);
+
+      const verify = await polychrome(['conversation', 'verify', uid, ...actor], admin);
+      expect(verify.stderr).toBe('');
+      expect(verify.code).toBe(0);
+      expect(verify.stdout).toContain(`OK: ${String(head)} events`);
+      expect(verify.stdout).toContain(
+        `checked against the Conversation status (head ${String(head)})`,
+      );
+
+      // Nothing was written and no model was asked.
+      const after = await stack.journal(uid);
+      expect(after).toHaveLength(head);
+      expect(Buffer.from(after.at(-1)!.payload).equals(Buffer.from(journal.at(-1)!.payload))).toBe(
+        true,
+      );
+      expect((await stack.verify(uid)).ok).toBe(true);
+      expect(messages.requests.length).toBe(modelCalls);
+    });
+  }, 300_000);
+});
