@@ -215,7 +215,7 @@ async function kubeRequest(
     throw new ApiUnreachableError(kubeTransport(connection), error);
   }
   if (!response.ok) throw await apiErrorOf(response);
-  return (await response.json());
+  return await response.json();
 }
 
 interface ConversationObject {
