@@ -430,22 +430,27 @@ describe('who may answer an approval', () => {
     ).toBe('not_found');
   });
 
-  it('a question is answered with the next dispatch in the same batch', () => {
+  /** `who` answers the question a paused turn asked. */
+  const answerQuestion = (who: Caller) => {
     const qid = requestIds.questionRequestId('t', 'c9');
     const v = view([
       message('t'),
       dispatched('t'),
       ev('question_request', { turnId: 't', requestId: qid, toolCallId: 'c9', question: 'which?' }),
     ]);
-    const plan = planQuestionAnswer({
+    return planQuestionAnswer({
       view: v,
       conversation: conv(),
-      caller: owner,
+      caller: who,
       requestId: qid,
       answer: 'that',
       lease: LEASE,
       nowMs: NOW_MS,
     });
+  };
+
+  it('a question is answered with the next dispatch in the same batch', () => {
+    const plan = answerQuestion(owner);
     expect(plan.kind === 'answer' && kinds(plan.events)).toEqual([
       'question_response',
       'turn_dispatched',
@@ -458,21 +463,7 @@ describe('who may answer an approval', () => {
     ['create approvals on it', kubeCaller(UID, 'approvals'), 'permission_denied'],
     ['delete questions on it', kubeCaller(UID, 'questions', 'delete'), 'permission_denied'],
   ])('a Kubernetes caller with %s answers a question', (_name, who, code) => {
-    const qid = requestIds.questionRequestId('t', 'c9');
-    const v = view([
-      message('t'),
-      dispatched('t'),
-      ev('question_request', { turnId: 't', requestId: qid, toolCallId: 'c9', question: 'which?' }),
-    ]);
-    const plan = planQuestionAnswer({
-      view: v,
-      conversation: conv(),
-      caller: who,
-      requestId: qid,
-      answer: 'that',
-      lease: LEASE,
-      nowMs: NOW_MS,
-    });
+    const plan = answerQuestion(who);
     expect(plan.kind === 'refuse' ? plan.error.code : undefined).toBe(code);
   });
 });
