@@ -10,7 +10,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type KubeConfig, CoreV1Api } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { decodePayload, EventKind } from '../../common/event-kinds';
 import type { RecordsClient } from '../../common/records-client';
@@ -22,6 +21,7 @@ import { tokenReviewer } from '../../operator/kube-api/kube-door-ports';
 import type { TestApi } from '../../operator/public-api/testdata/fixtures';
 import { field, kubeConfig } from './support/kube';
 import {
+  direct,
   KUBE_API_PATH,
   kubectl,
   startKubeDoorStack,
@@ -31,48 +31,6 @@ import {
 import { OtelCollector } from './support/otel-collector';
 
 const apiPath = KUBE_API_PATH;
-
-/** An HTTPS request straight to the door's port, as an attacker on the network would send it. */
-async function direct(
-  port: number,
-  path: string,
-  options: {
-    cert?: CertFiles;
-    headers?: Record<string, string>;
-    method?: string;
-    body?: string;
-    ca: string;
-  },
-): Promise<{ status: number; body: unknown }> {
-  const tls =
-    options.cert === undefined
-      ? {}
-      : { cert: await readFile(options.cert.certPath), key: await readFile(options.cert.keyPath) };
-  return await new Promise((resolve, reject) => {
-    const req = httpsRequest(
-      {
-        host: '127.0.0.1',
-        port,
-        path,
-        method: options.method ?? 'GET',
-        ca: options.ca,
-        servername: 'localhost',
-        headers: { 'content-type': 'application/json', ...options.headers },
-        ...tls,
-      },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (text += chunk));
-        res.on('end', () =>
-          resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as unknown }),
-        );
-      },
-    );
-    req.once('error', reject);
-    req.end(options.body);
-  });
-}
 
 describe('the Kubernetes door through kube-apiserver', () => {
   let stack: KubeDoorStack;

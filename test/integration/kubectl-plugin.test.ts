@@ -22,7 +22,14 @@ import {
 } from '../../operator/public-api/testdata/fixtures';
 import { TEST_CONVERSATION_SPEC } from '../support/real-turns';
 import { createConversationObject, kubeConfig } from './support/kube';
-import { kubectl, startKubeDoorStack, type Kubectl, type KubeDoorStack } from './support/kube-door';
+import {
+  direct,
+  KUBE_API_PATH,
+  kubectl,
+  startKubeDoorStack,
+  type Kubectl,
+  type KubeDoorStack,
+} from './support/kube-door';
 
 const PLUGIN_TIMEOUT_MS = 90_000;
 
@@ -32,6 +39,7 @@ describe('kubectl polychrome through the real kubectl and kube-apiserver', () =>
   let ns: string;
   let conversationId: string;
   const children: ChildProcess[] = [];
+  const doorPath = (): string => `${KUBE_API_PATH}/namespaces/${ns}/conversations/hello`;
 
   /** `kubectl polychrome ARGS` as `who` (KUBECONFIG), in the stack's namespace. */
   const plugin = (who: string, args: readonly string[], input?: string): Promise<Kubectl> =>
@@ -204,6 +212,19 @@ describe('kubectl polychrome through the real kubectl and kube-apiserver', () =>
       const cancel = await plugin(stack.users.alice, ['approve', 'hello', requestId, '--cancel']);
       expect(cancel.code).toBe(3);
       expect(cancel.stderr).toMatch(/cannot delete resource "conversations\/approvals"/u);
+      // With the real front-proxy certificate, straight at the door: its own
+      // SubjectAccessReview refuses alice too.
+      const forged = await direct(stack.kubePort, `${doorPath()}/approvals/${requestId}`, {
+        ca: stack.servingCa,
+        cert: stack.proxyClient,
+        method: 'POST',
+        body: JSON.stringify({ decision: 'approve' }),
+        headers: { 'X-Remote-User': 'alice', 'X-Remote-Group': 'team-a' },
+      });
+      expect(forged.status).toBe(403);
+      expect(String((forged.body as { message?: unknown }).message)).toContain(
+        'User "alice" cannot create resource "conversations/approvals"',
+      );
       expect(stack.api.head(conversationId)).toBe(head);
 
       const approved = await plugin(stack.users.dave, ['approve', 'hello', requestId]);
@@ -226,6 +247,21 @@ describe('kubectl polychrome through the real kubectl and kube-apiserver', () =>
       const cancel = await plugin(stack.users.alice, ['answer', 'hello', requestId, '--cancel']);
       expect(cancel.code).toBe(3);
       expect(cancel.stderr).toMatch(/cannot delete resource "conversations\/questions"/u);
+      // alice may create conversations/questions; a POST that cancels is still refused, by the
+      // turn code (a create grant answers, it never cancels), and nothing is committed.
+      const head = stack.api.head(conversationId);
+      const forged = await direct(stack.kubePort, `${doorPath()}/questions/${requestId}`, {
+        ca: stack.servingCa,
+        cert: stack.proxyClient,
+        method: 'POST',
+        body: JSON.stringify({ cancel: true }),
+        headers: { 'X-Remote-User': 'alice', 'X-Remote-Group': 'team-a' },
+      });
+      expect(forged.status).toBe(403);
+      expect(String((forged.body as { message?: unknown }).message)).toContain(
+        'may not cancel question',
+      );
+      expect(stack.api.head(conversationId)).toBe(head);
       const answered = await plugin(stack.users.alice, ['answer', 'hello', requestId, 'prod']);
       expect(answered.stderr).toBe('');
       expect(answered.stdout).toContain('thanks: prod');

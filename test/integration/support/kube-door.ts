@@ -21,6 +21,7 @@ import {
 } from '@kubernetes/client-node';
 import { execFile, execFileSync } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { request as httpsRequest } from 'node:https';
 import {
   createConnection,
   createServer,
@@ -83,6 +84,48 @@ export async function kubectl(
     child.stdout?.on('data', (chunk: string) => (stdout += chunk));
     child.stderr?.on('data', (chunk: string) => (stderr += chunk));
     child.once('exit', (code) => resolve({ ok: code === 0, code, stdout, stderr }));
+  });
+}
+
+/** An HTTPS request straight to the door's port, as an attacker on the network would send it. */
+export async function direct(
+  port: number,
+  path: string,
+  options: {
+    cert?: CertFiles;
+    headers?: Record<string, string>;
+    method?: string;
+    body?: string;
+    ca: string;
+  },
+): Promise<{ status: number; body: unknown }> {
+  const tls =
+    options.cert === undefined
+      ? {}
+      : { cert: await readFile(options.cert.certPath), key: await readFile(options.cert.keyPath) };
+  return await new Promise((resolve, reject) => {
+    const req = httpsRequest(
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        method: options.method ?? 'GET',
+        ca: options.ca,
+        servername: 'localhost',
+        headers: { 'content-type': 'application/json', ...options.headers },
+        ...tls,
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as unknown }),
+        );
+      },
+    );
+    req.once('error', reject);
+    req.end(options.body);
   });
 }
 
