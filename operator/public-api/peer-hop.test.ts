@@ -454,6 +454,14 @@ describe('parsePeerEnvelope: a Kubernetes door caller', () => {
       'caller.kubernetes.conversationId',
     ],
     [
+      'has no RBAC verb in its grant (it could not be told from a cancel)',
+      {
+        ...kubeCaller,
+        kubernetes: { conversationId: grant.conversationId, subresource: 'approvals', groups: [] },
+      },
+      'caller.kubernetes.verb',
+    ],
+    [
       'has a grant that is not an object',
       { ...kubeCaller, kubernetes: 'all' },
       'caller.kubernetes must be an object',
