@@ -422,6 +422,7 @@ describe('parsePeerEnvelope: a Kubernetes door caller', () => {
   const grant = {
     conversationId: '6f1d2f9e-0a4e-4c55-9c1b-8f3c8c1b2a10',
     subresource: 'messages',
+    verb: 'create',
     groups: ['team-a'],
   };
   const kubeCaller = {
@@ -451,6 +452,14 @@ describe('parsePeerEnvelope: a Kubernetes door caller', () => {
       'has no conversation in its grant',
       { ...kubeCaller, kubernetes: { ...grant, conversationId: '' } },
       'caller.kubernetes.conversationId',
+    ],
+    [
+      'has no RBAC verb in its grant (it could not be told from a cancel)',
+      {
+        ...kubeCaller,
+        kubernetes: { conversationId: grant.conversationId, subresource: 'approvals', groups: [] },
+      },
+      'caller.kubernetes.verb',
     ],
     [
       'has a grant that is not an object',

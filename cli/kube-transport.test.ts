@@ -1,0 +1,146 @@
+import { describe, expect, it } from '@jest/globals';
+
+import { apiErrorOf, ApiClient } from './api-client';
+import { forbiddenHint, kubeTransport } from './kube-transport';
+import { ConversationOperation } from './transport';
+import type { KubeConnection } from './kube-connection';
+
+/** A connection whose fetch records the requests and answers `answer`. */
+function connection(answer: () => Response = () => new Response('{}')) {
+  const seen: { url: string; init: RequestInit }[] = [];
+  const conn: KubeConnection = {
+    server: 'https://k8s.example:6443',
+    namespace: 'team a',
+    contextName: 'dev',
+    fetch: (url, init = {}) => {
+      seen.push({ url, init });
+      return Promise.resolve(answer());
+    },
+  };
+  return { conn, seen };
+}
+
+const base =
+  'https://k8s.example:6443/apis/api.polychrome.dev/v1alpha1/namespaces/team%20a/conversations/hello';
+
+describe('kubeTransport', () => {
+  it('maps every operation onto its subresource, the stream onto log', () => {
+    const transport = kubeTransport(connection().conn);
+    const url = (
+      operation: ConversationOperation,
+      rest?: string[],
+      query?: Record<string, string>,
+    ) =>
+      transport.url({
+        conversation: 'hello',
+        operation,
+        ...(rest === undefined ? {} : { rest }),
+        ...(query === undefined ? {} : { query }),
+      });
+    expect(url(ConversationOperation.Messages)).toBe(`${base}/messages`);
+    expect(url(ConversationOperation.Transcript)).toBe(`${base}/transcript`);
+    expect(url(ConversationOperation.Stream, undefined, { since: '3' })).toBe(
+      `${base}/log?since=3`,
+    );
+    expect(url(ConversationOperation.Approvals, ['apr/1'])).toBe(`${base}/approvals/apr%2F1`);
+    expect(url(ConversationOperation.Questions, ['q1'])).toBe(`${base}/questions/q1`);
+    expect(url(ConversationOperation.Export, undefined, { actor: 'kubernetes:dave' })).toBe(
+      `${base}/export?actor=kubernetes%3Adave`,
+    );
+    expect(url(ConversationOperation.Repair)).toBe(`${base}/repair`);
+    expect(transport.description).toContain('context dev, namespace team a');
+  });
+
+  it('cancels with DELETE and a comment-only body; answers with POST', async () => {
+    const reply = {
+      conversationId: 'c',
+      turnId: 't',
+      status: 'complete',
+      reply: 'ok',
+      requestedAt: 1,
+    };
+    const { conn, seen } = connection(() => new Response(JSON.stringify(reply)));
+    const client = new ApiClient({ transport: kubeTransport(conn) });
+    await client.answerApproval('hello', 'r1', { decision: 'cancel', comment: 'stale' });
+    await client.answerApproval('hello', 'r1', { decision: 'approve' });
+    await client.answerQuestion('hello', 'q1', { cancel: true });
+    await client.answerQuestion('hello', 'q1', 'prod');
+    expect(seen.map((s) => [s.init.method, s.url.slice(base.length), s.init.body])).toEqual([
+      ['DELETE', '/approvals/r1', '{"comment":"stale"}'],
+      ['POST', '/approvals/r1', '{"decision":"approve"}'],
+      ['DELETE', '/questions/q1', '{}'],
+      ['POST', '/questions/q1', '{"answer":"prod"}'],
+    ]);
+  });
+});
+
+describe('Kubernetes Status errors', () => {
+  const status = (code: number, body: object): Response =>
+    new Response(
+      JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', code, ...body }),
+      {
+        status: code,
+      },
+    );
+
+  it("prints kube-apiserver's Forbidden message and the role to ask for", async () => {
+    const error = await apiErrorOf(
+      status(403, {
+        reason: 'Forbidden',
+        message:
+          'conversations.api.polychrome.dev "hello" is forbidden: User "alice" cannot create resource "conversations/approvals" in API group "api.polychrome.dev" in the namespace "team"',
+        details: { name: 'hello', group: 'api.polychrome.dev', kind: 'conversations' },
+      }),
+    );
+    expect(error.code).toBe('permission_denied');
+    expect(error.status).toBe(403);
+    expect(error.message).toMatch(
+      /^conversations\.api\.polychrome\.dev "hello" is forbidden: User "alice" cannot create resource "conversations\/approvals" .*; ask your cluster admin for a RoleBinding to polychrome-conversation-admin/u,
+    );
+  });
+
+  it("keeps the door's Polychrome code from details.causes[0].reason", async () => {
+    const error = await apiErrorOf(
+      status(409, {
+        reason: 'Conflict',
+        message: 'approval r1 was answered already',
+        details: {
+          causes: [{ reason: 'already_exists', message: 'approval r1 was answered already' }],
+        },
+      }),
+    );
+    expect([error.code, error.message]).toEqual([
+      'already_exists',
+      'approval r1 was answered already',
+    ]);
+    const unknown = await apiErrorOf(
+      status(404, {
+        reason: 'NotFound',
+        message: 'x not found',
+        details: { causes: [{ reason: 'Nope' }] },
+      }),
+    );
+    expect(unknown.code).toBe('not_found');
+  });
+
+  it.each([
+    ['get', 'conversations/log', 'polychrome-conversation-viewer'],
+    ['create', 'conversations/messages', 'polychrome-conversation-user'],
+    ['create', 'conversations/questions', 'polychrome-conversation-user'],
+    ['delete', 'conversations/questions', 'polychrome-conversation-admin'],
+    ['get', 'conversations/export', 'polychrome-conversation-admin'],
+    ['create', 'sessions', 'ClusterRoleBinding to polychrome-session-admin'],
+  ])('names the role for %s %s', (verb, resource, role) => {
+    expect(
+      forbiddenHint(
+        `User "alice" cannot ${verb} resource "${resource}" in API group "api.polychrome.dev"`,
+      ),
+    ).toContain(role);
+  });
+
+  it('adds no hint to a message about another group', () => {
+    expect(
+      forbiddenHint('User "alice" cannot get resource "pods" in API group ""'),
+    ).toBeUndefined();
+  });
+});

@@ -1,0 +1,493 @@
+/**
+ * The Kubernetes door served through the shared cluster's real kube-apiserver, for the
+ * tests that drive it (kube-api.test.ts, kubectl-plugin.test.ts): config/kube-api's
+ * APIService and RBAC, the control plane's door as its own least-privilege identity, the
+ * real turn coordinator behind it (the public API's test stack), the real state plane's
+ * records for sessions, and users with their own client certificates:
+ *
+ * - alice: RoleBinding to `edit` in the namespace (aggregates polychrome-conversation-user);
+ * - dave: RoleBinding to `admin` (aggregates polychrome-conversation-admin);
+ * - bob: nothing;
+ * - carol: ClusterRoleBinding to polychrome-session-admin, nothing else.
+ *
+ * The APIService `v1alpha1.api.polychrome.dev` is cluster-wide: one stack at a time.
+ */
+import {
+  type KubeConfig,
+  ApiregistrationV1Api,
+  AuthorizationV1Api,
+  CoreV1Api,
+  RbacAuthorizationV1Api,
+} from '@kubernetes/client-node';
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { request as httpsRequest } from 'node:https';
+import {
+  createConnection,
+  createServer,
+  type AddressInfo,
+  type Server,
+  type Socket,
+} from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { parse, parseAllDocuments, stringify } from 'yaml';
+import { RecordsClient } from '../../../common/records-client';
+import { loadStateClientTls } from '../../../common/state-client';
+import { ensureDevCerts } from '../../../hack/lib/dev-certs';
+import { defaultBinDir, repoRoot } from '../../../hack/lib/local-cluster';
+import { DevCertificateAuthority, type CertFiles } from '../../../hack/lib/pki';
+import { pollUntil } from '../../../hack/lib/processes';
+import { KubeDoor } from '../../../operator/kube-api/kube-door';
+import { kubeDoorPorts } from '../../../operator/kube-api/kube-door-ports';
+import { KubeSessions } from '../../../operator/kube-api/kube-sessions';
+import {
+  startApi,
+  type StartApiOptions,
+  type TestApi,
+} from '../../../operator/public-api/testdata/fixtures';
+import { freshNamespace, kubeConfig, sharedCluster } from './kube';
+import { StatePlane } from './state-plane';
+
+export const SERVICE_ACCOUNT_USER =
+  'system:serviceaccount:polychrome-system:polychrome-control-plane';
+/** The door's group, as kube-apiserver serves it. */
+export const KUBE_API_PATH = '/apis/api.polychrome.dev/v1alpha1';
+const API_SERVICE = 'v1alpha1.api.polychrome.dev';
+
+export interface Kubectl {
+  readonly ok: boolean;
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/**
+ * Runs the real kubectl as the user of `kubeconfig` (`--kubeconfig` first; pass `null` to
+ * leave it out, e.g. to test KUBECONFIG), with `input` on stdin.
+ */
+export async function kubectl(
+  kubeconfig: string | null,
+  args: readonly string[],
+  options: { input?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
+): Promise<Kubectl> {
+  const child = execFile(
+    join(defaultBinDir, 'kubectl'),
+    [...(kubeconfig === null ? [] : [`--kubeconfig=${kubeconfig}`]), ...args],
+    { encoding: 'utf8', timeout: options.timeoutMs ?? 60_000, env: options.env ?? process.env },
+  );
+  if (options.input !== undefined) child.stdin?.end(options.input);
+  return await new Promise<Kubectl>((resolve) => {
+    let stdout = '';
+    let stderr = '';
+    child.stdout?.on('data', (chunk: string) => (stdout += chunk));
+    child.stderr?.on('data', (chunk: string) => (stderr += chunk));
+    child.once('exit', (code) => resolve({ ok: code === 0, code, stdout, stderr }));
+  });
+}
+
+/** An HTTPS request straight to the door's port, as an attacker on the network would send it. */
+export async function direct(
+  port: number,
+  path: string,
+  options: {
+    cert?: CertFiles;
+    headers?: Record<string, string>;
+    method?: string;
+    body?: string;
+    ca: string;
+  },
+): Promise<{ status: number; body: unknown }> {
+  const tls =
+    options.cert === undefined
+      ? {}
+      : { cert: await readFile(options.cert.certPath), key: await readFile(options.cert.keyPath) };
+  return await new Promise((resolve, reject) => {
+    const req = httpsRequest(
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        method: options.method ?? 'GET',
+        ca: options.ca,
+        servername: 'localhost',
+        headers: { 'content-type': 'application/json', ...options.headers },
+        ...tls,
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as unknown }),
+        );
+      },
+    );
+    req.once('error', reject);
+    req.end(options.body);
+  });
+}
+
+/**
+ * config/kube-api's RBAC as kustomize puts it in polychrome-system: its ServiceAccount
+ * subjects name no namespace, config/default's `namespace:` fills it in.
+ */
+function inPolychromeSystem(yaml: string): string {
+  return parseAllDocuments(yaml)
+    .map((d) => d.toJS() as { subjects?: { kind: string; namespace?: string }[] })
+    .map((o) => ({
+      ...o,
+      ...(o.subjects === undefined
+        ? {}
+        : {
+            subjects: o.subjects.map((subject) =>
+              subject.kind === 'ServiceAccount'
+                ? { ...subject, namespace: 'polychrome-system' }
+                : subject,
+            ),
+          }),
+    }))
+    .map((o) => stringify(o))
+    .join('---\n');
+}
+
+/** Applies YAML documents as the cluster admin, server-side. */
+function applyYaml(adminConfig: string, yaml: string): void {
+  execFileSync(
+    join(defaultBinDir, 'kubectl'),
+    [`--kubeconfig=${adminConfig}`, 'apply', '--server-side', '-f', '-'],
+    { input: yaml, encoding: 'utf8' },
+  );
+}
+
+/** A running door behind kube-apiserver, and everything a test drives or inspects. */
+export interface KubeDoorStack {
+  /** The cluster admin's kubeconfig file. */
+  readonly admin: string;
+  readonly api: TestApi;
+  readonly door: KubeDoor;
+  /** A private directory, removed by close(). */
+  readonly dir: string;
+  readonly namespace: string;
+  /** The CA of the door's serving certificate (PEM). */
+  readonly servingCa: string;
+  readonly kubePort: number;
+  /** Kubeconfig files of the users (see the file comment). */
+  readonly users: {
+    readonly alice: string;
+    readonly bob: string;
+    readonly dave: string;
+    readonly carol: string;
+  };
+  /** kube-apiserver's real front-proxy client certificate. */
+  readonly proxyClient: CertFiles;
+  /** A certificate named `front-proxy-client` from another CA. */
+  readonly strangerProxy: CertFiles;
+  readonly records: RecordsClient;
+  readonly asControlPlane: KubeConfig;
+  /**
+   * Cuts every connection between kube-apiserver and the door (a loopback TCP relay sits
+   * between them), as a network fault or a replica going away would. @returns how many.
+   */
+  dropConnections(): number;
+  /** Adds the door's Conversation `name` (its uid returned), owned by `owner`. */
+  addConversation(name: string, owner?: string): string;
+  /** kube-apiserver's answer for `user` on `verb` `conversations/<subresource>` of `name`. */
+  allowed(user: string, verb: string, subresource: string, name?: string): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+async function bindUsers(adminConfig: KubeConfig, namespace: string): Promise<void> {
+  const rbac = adminConfig.makeApiClient(RbacAuthorizationV1Api);
+  for (const [user, role] of [
+    ['alice', 'edit'],
+    ['dave', 'admin'],
+  ] as const) {
+    await rbac.createNamespacedRoleBinding({
+      namespace,
+      body: {
+        metadata: { name: `${user}-${role}` },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }],
+      },
+    });
+  }
+  await rbac
+    .deleteClusterRoleBinding({ name: `${namespace}-carol-sessions` })
+    .catch(() => undefined);
+  await rbac.createClusterRoleBinding({
+    body: {
+      metadata: { name: `${namespace}-carol-sessions` },
+      roleRef: {
+        apiGroup: 'rbac.authorization.k8s.io',
+        kind: 'ClusterRole',
+        name: 'polychrome-session-admin',
+      },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'carol' }],
+    },
+  });
+}
+
+/** A TCP relay to `port` on loopback, whose connections can be cut. */
+async function startRelay(port: number): Promise<{ server: Server; port: number; drop(): number }> {
+  const open = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = createConnection({ host: '127.0.0.1', port });
+    const pair = [client, upstream];
+    for (const socket of pair) {
+      open.add(socket);
+      socket.once('close', () => {
+        open.delete(socket);
+        pair.forEach((s) => s.destroy());
+      });
+      socket.on('error', () => pair.forEach((s) => s.destroy()));
+    }
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    server,
+    port: (server.address() as AddressInfo).port,
+    drop: () => {
+      const count = open.size;
+      for (const socket of [...open]) socket.destroy();
+      return count;
+    },
+  };
+}
+
+/** Registers the APIService, routed on loopback, and waits until it is Available. */
+async function registerApiService(
+  adminConfig: KubeConfig,
+  namespace: string,
+  kubePort: number,
+  servingCa: string,
+): Promise<void> {
+  const apiService = parse(
+    await readFile(join(repoRoot, 'config', 'kube-api', 'api-service.yaml'), 'utf8'),
+  ) as Record<string, unknown>;
+  // An ExternalName Service: EndpointSlices refuse 127.0.0.0/8.
+  await adminConfig.makeApiClient(CoreV1Api).createNamespacedService({
+    namespace,
+    body: {
+      metadata: { name: 'polychrome-kube-api' },
+      spec: {
+        type: 'ExternalName',
+        externalName: 'localhost',
+        ports: [{ name: 'https-kube', port: kubePort }],
+      },
+    },
+  });
+  const registration = adminConfig.makeApiClient(ApiregistrationV1Api);
+  await registration.deleteAPIService({ name: API_SERVICE }).catch(() => undefined);
+  await registration.createAPIService({
+    body: {
+      ...apiService,
+      spec: {
+        ...(apiService.spec as Record<string, unknown>),
+        service: { name: 'polychrome-kube-api', namespace, port: kubePort },
+        caBundle: Buffer.from(servingCa).toString('base64'),
+      },
+    } as never,
+  });
+  await pollUntil(
+    `the APIService ${API_SERVICE} to be Available`,
+    async () => {
+      const current = await registration.readAPIService({ name: API_SERVICE });
+      return current.status?.conditions?.some(
+        (c) => c.type === 'Available' && c.status === 'True',
+      ) === true
+        ? true
+        : undefined;
+    },
+    { timeoutMs: 60_000, intervalMs: 250 },
+  );
+}
+
+/**
+ * Starts the stack in a fresh namespace named after `prefix`; `api` options go to the
+ * public API's test stack (the scripted model's replies, for one).
+ */
+export async function startKubeDoorStack(
+  prefix: string,
+  apiOptions: StartApiOptions = {},
+): Promise<KubeDoorStack> {
+  const cluster = await sharedCluster();
+  const admin = cluster.kubeconfigPath;
+  const adminConfig = await kubeConfig();
+  const dir = await mkdtemp(join(tmpdir(), `${prefix}-`));
+  const ns = await freshNamespace(adminConfig, prefix);
+  const core = adminConfig.makeApiClient(CoreV1Api);
+  await core
+    .createNamespace({ body: { metadata: { name: 'polychrome-system' } } })
+    .catch(() => undefined);
+
+  // The control plane's identity and exactly the RBAC config/kube-api grants it.
+  applyYaml(
+    admin,
+    inPolychromeSystem(
+      await readFile(join(repoRoot, 'config', 'kube-api', 'auth-delegation.yaml'), 'utf8'),
+    ),
+  );
+  applyYaml(
+    admin,
+    await readFile(join(repoRoot, 'config', 'kube-api', 'cluster-roles.yaml'), 'utf8'),
+  );
+  const asControlPlane = await kubeConfig(
+    await cluster.mintUser(SERVICE_ACCOUNT_USER, [
+      'system:serviceaccounts',
+      'system:serviceaccounts:polychrome-system',
+    ]),
+  );
+
+  // The door's serving certificate, for the Service's DNS name, and the CA the APIService trusts.
+  const ca = await DevCertificateAuthority.create(
+    join(dir, 'pki'),
+    'door-ca',
+    'polychrome-kube-api-test-ca',
+  );
+  const serving = await ca.issue({
+    name: 'door',
+    commonName: 'polychrome-kube-api',
+    dnsNames: [`polychrome-kube-api.${ns.name}.svc`, 'localhost'],
+    usage: 'server',
+  });
+  const servingCa = await readFile(ca.certPath, 'utf8');
+  const stranger = await DevCertificateAuthority.create(
+    join(dir, 'pki'),
+    'stranger',
+    'not-the-front-proxy-ca',
+  );
+  const strangerProxy = await stranger.issue({
+    name: 'fake-proxy',
+    commonName: 'front-proxy-client',
+    usage: 'client',
+  });
+  const proxyClient = {
+    certPath: join(cluster.state.dir, 'pki', 'front-proxy-client.crt'),
+    keyPath: join(cluster.state.dir, 'pki', 'front-proxy-client.key'),
+  };
+
+  // The real state plane's records, reached with the control plane's writer certificate.
+  const certs = await ensureDevCerts(join(dir, 'state-pki'));
+  const state = await StatePlane.create(certs, join(dir, 'state-data'));
+  await state.start();
+  const records = new RecordsClient({
+    address: state.address,
+    tls: await loadStateClientTls({
+      ca: certs.ca.certPath,
+      cert: certs.controlPlane.certPath,
+      key: certs.controlPlane.keyPath,
+    }),
+    callTimeoutMs: 10_000,
+  });
+
+  // The door looks names up in the stack's Conversations, which exist once it started.
+  const stack: { api?: TestApi } = {};
+  const door = new KubeDoor({
+    ports: kubeDoorPorts({
+      kubeConfig: asControlPlane,
+      cachedByName: (namespace, name) => stack.api?.turns.conversations.byName(namespace, name),
+    }),
+    logger: pino({ level: 'silent' }),
+  });
+  const api = await startApi({
+    ...apiOptions,
+    kube: {
+      host: '127.0.0.1',
+      port: 0,
+      cert: await readFile(serving.certPath, 'utf8'),
+      key: await readFile(serving.keyPath, 'utf8'),
+      door,
+      sessions: new KubeSessions(records, (user, target, signal) =>
+        door.admitCluster(user, target, signal),
+      ),
+    },
+  });
+  stack.api = api;
+  const kubePort = api.server.kubeAddress().port;
+  const relay = await startRelay(kubePort);
+  await registerApiService(adminConfig, ns.name, relay.port, servingCa);
+
+  const users = {
+    alice: await cluster.mintUser('alice', ['team-a']),
+    bob: await cluster.mintUser('bob', ['team-b']),
+    dave: await cluster.mintUser('dave', ['team-a']),
+    carol: await cluster.mintUser('carol', ['ops']),
+  };
+  await bindUsers(adminConfig, ns.name);
+
+  const authorization = adminConfig.makeApiClient(AuthorizationV1Api);
+  const allowed = async (
+    user: string,
+    verb: string,
+    subresource: string,
+    name = 'hello',
+  ): Promise<boolean> => {
+    const review = await authorization.createSubjectAccessReview({
+      body: {
+        spec: {
+          user,
+          groups: ['system:authenticated'],
+          resourceAttributes: {
+            group: 'api.polychrome.dev',
+            resource: 'conversations',
+            subresource,
+            verb,
+            namespace: ns.name,
+            name,
+          },
+        },
+      },
+    });
+    return review.status?.allowed === true;
+  };
+  // The built-in roles pick the aggregated rules up through kube-controller-manager.
+  await pollUntil(
+    'dave may delete conversations/approvals and alice may create conversations/messages (aggregated roles)',
+    async () =>
+      (await allowed('alice', 'create', 'messages')) &&
+      (await allowed('dave', 'delete', 'approvals'))
+        ? true
+        : undefined,
+    { timeoutMs: 30_000, intervalMs: 250 },
+  );
+
+  return {
+    admin,
+    api,
+    door,
+    dir,
+    namespace: ns.name,
+    servingCa,
+    kubePort,
+    users,
+    proxyClient,
+    strangerProxy,
+    records,
+    asControlPlane,
+    dropConnections: () => relay.drop(),
+    addConversation: (name, owner = 'dev:someone-else') =>
+      api.turns.conversations.add({ owner }, { name, namespace: ns.name }).metadata.uid ?? '',
+    allowed,
+    close: async () => {
+      await adminConfig
+        .makeApiClient(RbacAuthorizationV1Api)
+        .deleteClusterRoleBinding({ name: `${ns.name}-carol-sessions` })
+        .catch(() => undefined);
+      await adminConfig
+        .makeApiClient(ApiregistrationV1Api)
+        .deleteAPIService({ name: API_SERVICE })
+        .catch(() => undefined);
+      relay.drop();
+      await new Promise((resolve) => relay.server.close(resolve));
+      await api.close();
+      records.close();
+      await state.kill();
+      await ns.dispose();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
