@@ -67,7 +67,6 @@ export async function verifyExportFile(
     lines.close();
     input.destroy();
   }
-  // eslint-disable-next-line @typescript-eslint/no-unused-vars
   const { verifiedLeafCount: _, ...outcome } = verifier.finish(createNodeEd25519Verifier());
   return { source: path, ...outcome };
 }

@@ -215,6 +215,25 @@ export class ExportVerifier {
   }
 }
 
+/**
+ * The failure of an export that had events but no checkpoint to check them against
+ * (`conversation verify`, the UI): a journal cut short would pass, so it does not.
+ */
+export function missingCheckpoint(
+  verification: Pick<ExportVerification, 'events' | 'checkpoint'>,
+): ExportFailure | undefined {
+  return verification.checkpoint === null && verification.events > 0
+    ? {
+        position: 0,
+        reason: 'no_checkpoint',
+        expected: 'the Conversation status.journal (head and last signed root)',
+        found: 'none',
+        message:
+          'the Conversation status names no journal checkpoint, so a journal cut short would pass; retry once the status shows status.journal',
+      }
+    : undefined;
+}
+
 function checkpointJson(
   checkpoint: ExportCheckpoint | undefined,
 ): { head: number; rootHex: string } | null {
