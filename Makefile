@@ -33,6 +33,7 @@ all: build
 ## Build the TypeScript into dist/.
 build: node_modules
 	$(NPX) tsc -p tsconfig.build.json
+	$(NPX) tsx hack/build-ui.ts dist/ui
 
 node_modules: package-lock.json
 	npm ci
