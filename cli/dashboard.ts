@@ -18,7 +18,8 @@ import {
   FORWARDED_RESPONSE_HEADERS,
   type DashboardPolicy,
 } from './dashboard-policy';
-import type { KubeConnection } from './kube-connection';
+import { ExitCode, parse, stringValue, UsageError, write, type CliIo } from './cli-support';
+import { loadKubeConnection, type KubeConnection } from './kube-connection';
 
 /** Headers on every answer the proxy itself writes. */
 const OWN_HEADERS = {
@@ -200,4 +201,59 @@ export function openBrowser(
   child.on('error', () => undefined);
   child.unref();
   return true;
+}
+
+/**
+ * `kubectl polychrome dashboard [--kubeconfig F] [--context C] [-n NS] [--port P] [--no-open]`:
+ * starts the proxy, prints the URL (and opens it when there is a display), and serves until
+ * interrupted.
+ */
+export async function dashboardCommand(
+  args: readonly string[],
+  io: CliIo,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): Promise<ExitCode> {
+  const { values, positionals } = parse(args, {
+    kubeconfig: { type: 'string' },
+    context: { type: 'string' },
+    namespace: { type: 'string', short: 'n' },
+    port: { type: 'string' },
+    'no-open': { type: 'boolean' },
+  });
+  if (positionals.length > 0) {
+    throw new UsageError(
+      `dashboard takes no arguments, got ${JSON.stringify(positionals.join(' '))}`,
+    );
+  }
+  const portText = stringValue(values.port) ?? '0';
+  const port = Number(portText);
+  if (!/^[0-9]{1,5}$/u.test(portText) || port > 65_535) {
+    throw new UsageError(
+      `--port must be a port number (0 picks a free one), got ${JSON.stringify(portText)}`,
+    );
+  }
+  const kubeconfig = stringValue(values.kubeconfig);
+  const context = stringValue(values.context);
+  const namespace = stringValue(values.namespace);
+  const connection = await loadKubeConnection({
+    env,
+    ...(kubeconfig === undefined ? {} : { kubeconfig }),
+    ...(context === undefined ? {} : { context }),
+    ...(namespace === undefined ? {} : { namespace }),
+  });
+  const dashboard = await startDashboard({ connection, port });
+  const opened = values['no-open'] !== true && openBrowser(dashboard.url, env);
+  await write(
+    io.stdout,
+    `Polychrome forensics UI for namespace ${connection.namespace} (context ${connection.contextName}):\n` +
+      `  ${dashboard.url}\n` +
+      `${opened ? 'Opened in your browser. ' : ''}The URL holds this session's secret: do not share it. Ctrl-C stops.\n`,
+  );
+  await new Promise<void>((resolve) => {
+    if (io.signal === undefined) return;
+    if (io.signal.aborted) resolve();
+    else io.signal.addEventListener('abort', () => resolve(), { once: true });
+  });
+  await dashboard.close();
+  return ExitCode.Ok;
 }
