@@ -10,96 +10,26 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import {
   type KubeConfig,
-  ApiregistrationV1Api,
   AuthorizationV1Api,
   CoreV1Api,
   RbacAuthorizationV1Api,
 } from '@kubernetes/client-node';
-import { execFile, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFile, mkdtemp, rm } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import pino from 'pino';
-import { parse, parseAllDocuments, stringify } from 'yaml';
 import { decodePayload, EventKind } from '../../common/event-kinds';
-import { RecordsClient } from '../../common/records-client';
-import { loadStateClientTls } from '../../common/state-client';
-import { ensureDevCerts } from '../../hack/lib/dev-certs';
-import { defaultBinDir, repoRoot } from '../../hack/lib/local-cluster';
-import { DevCertificateAuthority, type CertFiles } from '../../hack/lib/pki';
+import type { RecordsClient } from '../../common/records-client';
+import type { CertFiles } from '../../hack/lib/pki';
 import { pollUntil } from '../../hack/lib/processes';
 import { startTracing } from '../../common/tracing';
-import { KubeDoor } from '../../operator/kube-api/kube-door';
-import { kubeDoorPorts } from '../../operator/kube-api/kube-door-ports';
-import { KubeSessions } from '../../operator/kube-api/kube-sessions';
 import { serviceAccountAuthenticator } from '../../operator/kube-api/service-account-tokens';
 import { tokenReviewer } from '../../operator/kube-api/kube-door-ports';
-import { startApi, type TestApi } from '../../operator/public-api/testdata/fixtures';
-import { field, freshNamespace, kubeConfig, sharedCluster } from './support/kube';
+import type { TestApi } from '../../operator/public-api/testdata/fixtures';
+import { field, kubeConfig } from './support/kube';
 import { OtelCollector } from './support/otel-collector';
-import { StatePlane } from './support/state-plane';
+import { startKubeDoor, kubectl, type Kubectl, type KubeDoorStack } from './support/kube-door';
 
-const serviceAccountUser = 'system:serviceaccount:polychrome-system:polychrome-control-plane';
 const apiPath = '/apis/api.polychrome.dev/v1alpha1';
-
-interface Kubectl {
-  readonly ok: boolean;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-async function kubectl(
-  kubeconfig: string,
-  args: readonly string[],
-  input?: string,
-): Promise<Kubectl> {
-  const child = execFile(join(defaultBinDir, 'kubectl'), [`--kubeconfig=${kubeconfig}`, ...args], {
-    encoding: 'utf8',
-    timeout: 60_000,
-  });
-  if (input !== undefined) child.stdin?.end(input);
-  return await new Promise<Kubectl>((resolve) => {
-    let stdout = '';
-    let stderr = '';
-    child.stdout?.on('data', (chunk: string) => (stdout += chunk));
-    child.stderr?.on('data', (chunk: string) => (stderr += chunk));
-    child.once('exit', (code) => resolve({ ok: code === 0, stdout, stderr }));
-  });
-}
-
-/**
- * config/kube-api's RBAC as kustomize puts it in polychrome-system: its ServiceAccount
- * subjects name no namespace, config/default's `namespace:` fills it in.
- */
-function inPolychromeSystem(yaml: string): string {
-  return parseAllDocuments(yaml)
-    .map((d) => d.toJS() as { subjects?: { kind: string; namespace?: string }[] })
-    .map((o) => ({
-      ...o,
-      ...(o.subjects === undefined
-        ? {}
-        : {
-            subjects: o.subjects.map((subject) =>
-              subject.kind === 'ServiceAccount'
-                ? { ...subject, namespace: 'polychrome-system' }
-                : subject,
-            ),
-          }),
-    }))
-    .map((o) => stringify(o))
-    .join('---\n');
-}
-
-/** Applies YAML documents as the cluster admin, server-side. */
-function applyYaml(adminConfig: string, yaml: string): void {
-  execFileSync(
-    join(defaultBinDir, 'kubectl'),
-    [`--kubeconfig=${adminConfig}`, 'apply', '--server-side', '-f', '-'],
-    { input: yaml, encoding: 'utf8' },
-  );
-}
 
 /** An HTTPS request straight to the door's port, as an attacker on the network would send it. */
 async function direct(
@@ -146,8 +76,7 @@ async function direct(
 describe('the Kubernetes door through kube-apiserver', () => {
   let admin: string;
   let api: TestApi;
-  let door: KubeDoor;
-  let dir: string;
+  let stack: KubeDoorStack;
   let ns: { name: string; dispose: () => Promise<void> };
   let servingCa: string;
   let kubePort: number;
@@ -156,155 +85,21 @@ describe('the Kubernetes door through kube-apiserver', () => {
   let conversationId: string;
   let proxyClient: CertFiles;
   let strangerProxy: CertFiles;
-  let state: StatePlane;
   let records: RecordsClient;
   let carol: string;
   let dave: string;
   let asControlPlane: KubeConfig;
 
   beforeAll(async () => {
-    const cluster = await sharedCluster();
-    admin = cluster.kubeconfigPath;
-    const adminConfig = await kubeConfig();
-    dir = await mkdtemp(join(tmpdir(), 'kube-api-'));
-    ns = await freshNamespace(adminConfig, 'kubeapi');
-    const core = adminConfig.makeApiClient(CoreV1Api);
-    await core
-      .createNamespace({ body: { metadata: { name: 'polychrome-system' } } })
-      .catch(() => undefined);
-
-    // The control plane's identity and exactly the RBAC config/kube-api grants it.
-    applyYaml(
-      admin,
-      inPolychromeSystem(
-        await readFile(join(repoRoot, 'config', 'kube-api', 'auth-delegation.yaml'), 'utf8'),
-      ),
-    );
-    applyYaml(
-      admin,
-      await readFile(join(repoRoot, 'config', 'kube-api', 'cluster-roles.yaml'), 'utf8'),
-    );
-    asControlPlane = await kubeConfig(
-      await cluster.mintUser(serviceAccountUser, [
-        'system:serviceaccounts',
-        'system:serviceaccounts:polychrome-system',
-      ]),
-    );
-
-    // The door's serving certificate, for the Service's DNS name, and the CA the APIService trusts.
-    const ca = await DevCertificateAuthority.create(
-      join(dir, 'pki'),
-      'door-ca',
-      'polychrome-kube-api-test-ca',
-    );
-    const serving = await ca.issue({
-      name: 'door',
-      commonName: 'polychrome-kube-api',
-      dnsNames: [`polychrome-kube-api.${ns.name}.svc`, 'localhost'],
-      usage: 'server',
-    });
-    servingCa = await readFile(ca.certPath, 'utf8');
-    // What an attacker might hold: a certificate named like the proxy from another CA.
-    const stranger = await DevCertificateAuthority.create(
-      join(dir, 'pki'),
-      'stranger',
-      'not-the-front-proxy-ca',
-    );
-    strangerProxy = await stranger.issue({
-      name: 'fake-proxy',
-      commonName: 'front-proxy-client',
-      usage: 'client',
-    });
-    proxyClient = {
-      certPath: join(cluster.state.dir, 'pki', 'front-proxy-client.crt'),
-      keyPath: join(cluster.state.dir, 'pki', 'front-proxy-client.key'),
-    };
-
-    // The real state plane's records, reached as the control plane reaches them (its
-    // writer certificate): the sessions resource mints through them.
-    const certs = await ensureDevCerts(join(dir, 'state-pki'));
-    state = await StatePlane.create(certs, join(dir, 'state-data'));
-    await state.start();
-    records = new RecordsClient({
-      address: state.address,
-      tls: await loadStateClientTls({
-        ca: certs.ca.certPath,
-        cert: certs.controlPlane.certPath,
-        key: certs.controlPlane.keyPath,
-      }),
-      callTimeoutMs: 10_000,
-    });
-
-    // The door looks names up in the stack's Conversations, which exist once it started.
-    const stack: { api?: TestApi } = {};
-    door = new KubeDoor({
-      ports: kubeDoorPorts({
-        kubeConfig: asControlPlane,
-        cachedByName: (namespace, name) => stack.api?.turns.conversations.byName(namespace, name),
-      }),
-      logger: pino({ level: 'silent' }),
-    });
-    api = await startApi({
-      kube: {
-        host: '127.0.0.1',
-        port: 0,
-        cert: await readFile(serving.certPath, 'utf8'),
-        key: await readFile(serving.keyPath, 'utf8'),
-        door,
-        sessions: new KubeSessions(records, (user, target, signal) =>
-          door.admitCluster(user, target, signal),
-        ),
-      },
-    });
-    stack.api = api;
-    kubePort = api.server.kubeAddress().port;
+    stack = await startKubeDoor('kubeapi');
+    const { cluster, adminConfig } = stack;
+    ({ admin, ns, servingCa, proxyClient, strangerProxy, records } = stack);
+    ({ api, kubePort, asControlPlane } = stack);
     conversationId =
       api.turns.conversations.add(
         { owner: 'dev:someone-else' },
         { name: 'hello', namespace: ns.name },
       ).metadata.uid ?? '';
-
-    // The APIService, routed on loopback: an ExternalName Service (EndpointSlices refuse 127/8).
-    const apiService = parse(
-      await readFile(join(repoRoot, 'config', 'kube-api', 'api-service.yaml'), 'utf8'),
-    ) as Record<string, unknown>;
-    await core.createNamespacedService({
-      namespace: ns.name,
-      body: {
-        metadata: { name: 'polychrome-kube-api' },
-        spec: {
-          type: 'ExternalName',
-          externalName: 'localhost',
-          ports: [{ name: 'https-kube', port: kubePort }],
-        },
-      },
-    });
-    const registration = adminConfig.makeApiClient(ApiregistrationV1Api);
-    await registration
-      .deleteAPIService({ name: 'v1alpha1.api.polychrome.dev' })
-      .catch(() => undefined);
-    await registration.createAPIService({
-      body: {
-        ...apiService,
-        spec: {
-          ...(apiService.spec as Record<string, unknown>),
-          service: { name: 'polychrome-kube-api', namespace: ns.name, port: kubePort },
-          caBundle: Buffer.from(servingCa).toString('base64'),
-        },
-      } as never,
-    });
-    await pollUntil(
-      'the APIService v1alpha1.api.polychrome.dev to be Available',
-      async () => {
-        const current = await registration.readAPIService({ name: 'v1alpha1.api.polychrome.dev' });
-        return current.status?.conditions?.some(
-          (c) => c.type === 'Available' && c.status === 'True',
-        ) === true
-          ? true
-          : undefined;
-      },
-      { timeoutMs: 60_000, intervalMs: 250 },
-    );
 
     // Two ordinary users: alice may talk to the namespace's conversations (the built-in
     // edit role, which aggregates polychrome-conversation-user); bob may not. dave is the
@@ -376,15 +171,7 @@ describe('the Kubernetes door through kube-apiserver', () => {
       .makeApiClient(RbacAuthorizationV1Api)
       .deleteClusterRoleBinding({ name: `${ns?.name}-carol-sessions` })
       .catch(() => undefined);
-    await adminConfig
-      .makeApiClient(ApiregistrationV1Api)
-      .deleteAPIService({ name: 'v1alpha1.api.polychrome.dev' })
-      .catch(() => undefined);
-    await api?.close();
-    records?.close();
-    await state?.kill();
-    await ns?.dispose();
-    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+    await stack?.close();
   });
 
   it('serves discovery: every subresource with a kind and its verbs', async () => {
