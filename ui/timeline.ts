@@ -66,7 +66,9 @@ export function summaryOf(event: TimelineEvent): string {
     case 'turn_dispatched':
       return `turn dispatched (attempt ${text(p, 'attempt') || '0'})`;
     case 'model_call':
-      return `model call, step ${text(p, 'step') || '0'}`;
+      return `model call to ${text(p, 'model') || 'the model'}, step ${text(p, 'step') || '0'}${text(p, 'stopReason') === '' ? '' : `, stopped: ${text(p, 'stopReason')}`}`;
+    case 'agent_config':
+      return `agent configuration recorded: ${text(p, 'configJson').slice(0, 160)}`;
     case 'tool_call':
       return `calls ${text(p, 'toolName')} with ${text(p, 'argsJson') || '{}'}`;
     case 'tool_result':

@@ -342,6 +342,14 @@ describe('the forensics UI in Chromium', () => {
     expect(seals).toHaveLength(head);
     // Every event up to the last signed root is verified; that root itself is the head's last entry.
     expect(seals.filter(([, seal]) => seal !== 'sealed').map(([p]) => p)).toEqual([head - 1]);
+    // The rows now come from the export's bytes, decoded in the browser.
+    const roots = await texts(page, 'tr[data-kind="signed_root"]');
+    expect(roots.length).toBeGreaterThan(2);
+    for (const root of roots)
+      expect(root).toMatch(/signed root over [1-9][0-9]* events, key [0-9a-f]{32}/u);
+    expect((await texts(page, 'tr[data-kind="turn_complete"]'))[0]).toContain(
+      'replied: Hello! I keep every word in a signed journal.',
+    );
     await page.click('button[data-proof="3"]');
     await page.waitForSelector('[data-proof-result="3"]');
     expect((await texts(page, '[data-proof-result="3"]'))[0]).toMatch(
