@@ -111,19 +111,8 @@ describe('the Kubernetes door through kube-apiserver', () => {
     dave = await cluster.mintUser('dave', ['team-a']);
     carol = await cluster.mintUser('carol', ['ops']);
     const rbac = adminConfig.makeApiClient(RbacAuthorizationV1Api);
-    for (const [user, role] of [
-      ['alice', 'edit'],
-      ['dave', 'admin'],
-    ] as const) {
-      await rbac.createNamespacedRoleBinding({
-        namespace: ns.name,
-        body: {
-          metadata: { name: `${user}-${role}` },
-          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
-          subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }],
-        },
-      });
-    }
+    await stack.bind('alice', 'edit');
+    await stack.bind('dave', 'admin');
     await rbac
       .deleteClusterRoleBinding({ name: `${ns.name}-carol-sessions` })
       .catch(() => undefined);
