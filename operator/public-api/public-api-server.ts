@@ -937,7 +937,12 @@ export class PublicApiServer {
     if (door === undefined) throw new Error('a Kubernetes door request without its door');
     await door.admitNamespaced(
       user,
-      { namespace: target.namespace, resource: KUBE_UI.resource, verb: KUBE_UI.verb, name: target.file },
+      {
+        namespace: target.namespace,
+        resource: KUBE_UI.resource,
+        verb: KUBE_UI.verb,
+        name: target.file,
+      },
       signal,
     );
     if (ui === undefined) {
