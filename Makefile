@@ -58,6 +58,7 @@ verify-generate: generate
 
 typecheck: node_modules
 	$(NPX) tsc -p tsconfig.json --noEmit
+	$(NPX) tsc -p ui/tsconfig.json --noEmit
 
 ## ESLint (type-aware), Prettier, and hadolint on every Dockerfile.
 lint: node_modules typecheck lint-images

@@ -213,6 +213,12 @@ for entry in "${planes[@]}"; do
   "$crane" export "$pinned" - | tar --extract --directory "$rootfs" --numeric-owner --same-owner
   bash "$here/check-image.sh" "$rootfs" "$work/$plane.config.json" "$dir" "$want_exit" \
     "$want_error" "$canary" || fail "$plane: the image fails its checks (above)"
+  if [ "$plane" = control-plane ]; then
+    # The forensics UI's bundle, which the control plane serves (docs/ui.md).
+    for file in index.html app.js app.css; do
+      [ -s "$rootfs/app/dist/ui/$file" ] || fail "control-plane: the UI bundle lacks dist/ui/$file"
+    done
+  fi
 
   run_as_nonroot() { # argv inside the image, with the image's environment
     local -a image_env
