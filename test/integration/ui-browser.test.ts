@@ -426,6 +426,16 @@ describe('the forensics UI in Chromium', () => {
     await again.close();
   });
 
+  it('is RBAC on resource ui, verb get: a user without a role gets Forbidden from kube-apiserver', async () => {
+    const mallory = await stack.cluster.mintUser('mallory', ['team-b']);
+    const path = `${doorPath}/namespaces/${stack.ns.name}/ui/index.html`;
+    const refused = await kubectl(mallory, ['get', '--raw', path]);
+    expect(refused.ok).toBe(false);
+    expect(refused.stderr).toContain('cannot get resource "ui" in API group "api.polychrome.dev"');
+    const allowed = await kubectl(vera, ['get', '--raw', path]);
+    expect(allowed.stdout).toContain('<script src="app.js"');
+  });
+
   it('tells a viewer the export needs conversations/export, naming the verb', async () => {
     const page = await openConversation(asVera);
     await page.click('tr[data-conversation="hello"] a');
