@@ -1,6 +1,7 @@
 import { z } from 'zod';
 
 import { AppError, isErrorCode, type ErrorCode, type ErrorDetails } from '../common/errors';
+import { forbiddenHint } from './kube-transport';
 import {
   ConversationOperation,
   publicApiTransport,
@@ -176,6 +177,21 @@ export interface StreamCursor {
   readonly since?: number;
 }
 
+/**
+ * A Kubernetes `Status` (the Kubernetes door's errors, and kube-apiserver's own Forbidden
+ * and NotFound): the Polychrome code, when the door sent one, in `details.causes[0].reason`.
+ */
+const kubeStatusSchema = z.looseObject({
+  kind: z.literal('Status'),
+  message: z.string(),
+  reason: z.string().optional(),
+  details: z
+    .looseObject({
+      causes: z.array(z.looseObject({ reason: z.string().optional() })).optional(),
+    })
+    .optional(),
+});
+
 /** The code an HTTP status stands for when the body is not an API error. */
 function codeOfStatus(status: number): ErrorCode {
   if (status === 400 || status === 405 || status === 415) return 'invalid_argument';
@@ -212,6 +228,16 @@ export async function apiErrorOf(response: Response): Promise<ApiCallError> {
       ...(details === undefined ? {} : { details }),
     });
   }
+  const status = kubeStatusSchema.safeParse(body);
+  if (status.success) {
+    const cause = status.data.details?.causes?.[0]?.reason;
+    const hint = response.status === 403 ? forbiddenHint(status.data.message) : undefined;
+    return new ApiCallError(
+      cause !== undefined && isErrorCode(cause) ? cause : codeOfStatus(response.status),
+      hint === undefined ? status.data.message : `${status.data.message}; ${hint}`,
+      { status: response.status, ...(requestId === undefined ? {} : { requestId }) },
+    );
+  }
   const excerpt = text.trim().slice(0, 200);
   return new ApiCallError(
     codeOfStatus(response.status),
@@ -219,6 +245,11 @@ export async function apiErrorOf(response: Response): Promise<ApiCallError> {
       (excerpt === '' ? '' : `: ${excerpt}`),
     { status: response.status, ...(requestId === undefined ? {} : { requestId }) },
   );
+}
+
+/** The body of a DELETE that cancels: the comment, if any. */
+function commentOnly(answer: { readonly comment?: string }): { comment?: string } {
+  return answer.comment === undefined ? {} : { comment: answer.comment };
 }
 
 /** The public API of one control plane, as one caller. */
@@ -271,14 +302,15 @@ export class ApiClient {
     answer: { readonly decision: 'approve' | 'deny' | 'cancel'; readonly comment?: string },
     signal?: AbortSignal,
   ): Promise<Parsed<TurnReply>> {
+    const cancel = answer.decision === 'cancel' && this.transport.cancelsWithDelete === true;
     const response = await this.request(
-      'POST',
+      cancel ? 'DELETE' : 'POST',
       {
         conversation: conversationId,
         operation: ConversationOperation.Approvals,
         rest: [requestId],
       },
-      answer,
+      cancel ? commentOnly(answer) : answer,
       signal,
     );
     return this.parse(response, turnReplySchema, 'TurnReply');
@@ -294,14 +326,15 @@ export class ApiClient {
     answer: string | { readonly cancel: true; readonly comment?: string },
     signal?: AbortSignal,
   ): Promise<Parsed<TurnReply>> {
+    const cancel = typeof answer !== 'string' && this.transport.cancelsWithDelete === true;
     const response = await this.request(
-      'POST',
+      cancel ? 'DELETE' : 'POST',
       {
         conversation: conversationId,
         operation: ConversationOperation.Questions,
         rest: [requestId],
       },
-      typeof answer === 'string' ? { answer } : answer,
+      typeof answer === 'string' ? { answer } : cancel ? commentOnly(answer) : answer,
       signal,
     );
     return this.parse(response, turnReplySchema, 'TurnReply');

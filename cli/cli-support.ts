@@ -2,7 +2,8 @@ import { once } from 'node:events';
 import type { Writable } from 'node:stream';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 
-import { AppError } from '../common/errors';
+import { AppError, isAppError } from '../common/errors';
+import { ApiCallError } from './api-client';
 
 /*
  * What every `polychrome` command shares: exit codes, where output goes, argument
@@ -94,4 +95,32 @@ export function parseFormat(values: Record<string, unknown>): Format {
     throw new UsageError('--json means --format json; it cannot go with --format text');
   }
   return json || value === Format.Json ? Format.Json : Format.Text;
+}
+
+/**
+ * The exit code and the stderr line of a command that threw: a usage error prints the
+ * usage (exit 2); anything else its message, with the API's code, HTTP status and request
+ * id when the API answered (exit 3).
+ */
+export async function reportFailure(
+  error: unknown,
+  io: CliIo,
+  how: { readonly program: string; readonly usage: string },
+): Promise<ExitCode> {
+  if (error instanceof UsageError) {
+    await write(io.stderr, `${how.program}: ${error.message}\n\n${how.usage}`);
+    return ExitCode.Usage;
+  }
+  const message = isAppError(error)
+    ? error.message
+    : error instanceof Error
+      ? error.message
+      : String(error);
+  const answer =
+    error instanceof ApiCallError
+      ? ` (${error.code}${error.status === 0 ? '' : `, HTTP ${String(error.status)}`}` +
+        `${error.requestId === undefined ? '' : `, request id ${error.requestId}`})`
+      : '';
+  await write(io.stderr, `${how.program}: ${message}${answer}\n`);
+  return ExitCode.Error;
 }

@@ -59,6 +59,36 @@ export interface ApiConnection {
   readonly extraFlags: readonly string[];
 }
 
+/**
+ * Where the conversation commands reach a conversation, and how they are called: the public
+ * API by uid with a token (`polychrome`), or the Kubernetes door by Conversation name through
+ * the kubeconfig (`kubectl polychrome`, cli/kubectl-polychrome.ts). The commands are the same.
+ */
+export interface CommandDoor {
+  /** The words a printed follow-up command starts with. */
+  readonly program: readonly string[];
+  /** The door's connection flags (every command takes them). */
+  readonly options: NonNullable<Parameters<typeof parse>[1]>;
+  /** The conversation positional, checked. @throws UsageError */
+  conversation(value: string | undefined, command: string): string;
+  /** The client, from the flags and the environment. @throws UsageError */
+  connect(values: Record<string, unknown>, env: Env | undefined): Promise<ApiConnection>;
+  /** The verb that follows the stream, in messages (`stream`, `logs`). */
+  readonly streamVerb: string;
+  /** What the conversation positional is, in messages (`conversation id`, `Conversation name`). */
+  readonly noun: string;
+}
+
+/** The public API: `polychrome VERB ID`, by the Conversation's uid, with a session token. */
+export const publicApiDoor: CommandDoor = {
+  program: ['polychrome'],
+  options: apiOptions,
+  conversation: (value, command) => conversationIdOf(value, command),
+  connect: (values, env) => Promise.resolve(connectApi(values, env)),
+  streamVerb: 'stream',
+  noun: 'conversation id',
+};
+
 /** The API client from the flags and environment. @throws UsageError */
 export function connectApi(values: Record<string, unknown>, env: Env | undefined): ApiConnection {
   const config = parseConfig('polychrome CLI', apiEnvSchema, env);
@@ -153,15 +183,20 @@ function isAbort(error: unknown, signal: AbortSignal | undefined): boolean {
   return signal?.aborted === true && !(error instanceof AppError);
 }
 
-async function send(args: readonly string[], env: Env | undefined, io: CliIo): Promise<ExitCode> {
+async function send(
+  door: CommandDoor,
+  args: readonly string[],
+  env: Env | undefined,
+  io: CliIo,
+): Promise<ExitCode> {
   const { values, positionals } = parse(args, {
-    ...apiOptions,
+    ...door.options,
     ...formatOptions,
     key: { type: 'string' },
   });
   const format = parseFormat(values);
   const [id, ...words] = positionals;
-  const conversationId = conversationIdOf(id, 'send');
+  const conversationId = door.conversation(id, 'send');
   const text = words.join(' ');
   if (text.trim() === '')
     throw new UsageError('send needs the message text after the conversation id');
@@ -172,9 +207,9 @@ async function send(args: readonly string[], env: Env | undefined, io: CliIo): P
     );
   }
   const key = given ?? `cli-${randomUUID()}`;
-  const api = connectApi(values, env);
+  const api = await door.connect(values, env);
   const retry = [
-    'polychrome',
+    ...door.program,
     'send',
     conversationId,
     '--key',
@@ -214,18 +249,19 @@ async function send(args: readonly string[], env: Env | undefined, io: CliIo): P
     format,
     answer.value,
     answer.raw,
-    { conversationId, extraFlags: api.extraFlags },
+    { conversationId, extraFlags: api.extraFlags, program: door.program },
     { idempotencyKey: answer.idempotencyKey },
   );
 }
 
 async function approve(
+  door: CommandDoor,
   args: readonly string[],
   env: Env | undefined,
   io: CliIo,
 ): Promise<ExitCode> {
   const { values, positionals } = parse(args, {
-    ...apiOptions,
+    ...door.options,
     ...formatOptions,
     deny: { type: 'boolean' },
     cancel: { type: 'boolean' },
@@ -233,15 +269,15 @@ async function approve(
   });
   const format = parseFormat(values);
   const [id, request, ...extra] = positionals;
-  const conversationId = conversationIdOf(id, 'approve');
+  const conversationId = door.conversation(id, 'approve');
   const requestId = requestIdOf(request, 'approve');
-  noExtra(extra, 'approve', 'a conversation id and a request id');
+  noExtra(extra, 'approve', `a ${door.noun} and a request id`);
   const comment = commentOf(values.comment);
   if (values.deny === true && values.cancel === true) {
     throw new UsageError('approve takes --deny or --cancel, not both');
   }
   const decision = values.cancel === true ? 'cancel' : values.deny === true ? 'deny' : 'approve';
-  const api = connectApi(values, env);
+  const api = await door.connect(values, env);
   const answer = await api.client.answerApproval(
     conversationId,
     requestId,
@@ -257,19 +293,25 @@ async function approve(
   return printTurn(io, format, answer.value, answer.raw, {
     conversationId,
     extraFlags: api.extraFlags,
+    program: door.program,
   });
 }
 
-async function answer(args: readonly string[], env: Env | undefined, io: CliIo): Promise<ExitCode> {
+async function answer(
+  door: CommandDoor,
+  args: readonly string[],
+  env: Env | undefined,
+  io: CliIo,
+): Promise<ExitCode> {
   const { values, positionals } = parse(args, {
-    ...apiOptions,
+    ...door.options,
     ...formatOptions,
     cancel: { type: 'boolean' },
     comment: { type: 'string' },
   });
   const format = parseFormat(values);
   const [id, request, ...words] = positionals;
-  const conversationId = conversationIdOf(id, 'answer');
+  const conversationId = door.conversation(id, 'answer');
   const requestId = requestIdOf(request, 'answer');
   const text = words.join(' ');
   const comment = commentOf(values.comment);
@@ -282,7 +324,7 @@ async function answer(args: readonly string[], env: Env | undefined, io: CliIo):
   if (values.cancel !== true && text.trim() === '') {
     throw new UsageError('answer needs the answer text after the request id (or --cancel)');
   }
-  const api = connectApi(values, env);
+  const api = await door.connect(values, env);
   const body =
     values.cancel === true
       ? { cancel: true as const, ...(comment === undefined ? {} : { comment }) }
@@ -291,47 +333,58 @@ async function answer(args: readonly string[], env: Env | undefined, io: CliIo):
   return printTurn(io, format, reply.value, reply.raw, {
     conversationId,
     extraFlags: api.extraFlags,
+    program: door.program,
   });
 }
 
 async function transcript(
+  door: CommandDoor,
   args: readonly string[],
   env: Env | undefined,
   io: CliIo,
 ): Promise<ExitCode> {
-  const { values, positionals } = parse(args, { ...apiOptions, ...formatOptions });
+  const { values, positionals } = parse(args, { ...door.options, ...formatOptions });
   const format = parseFormat(values);
   const [id, ...extra] = positionals;
-  const conversationId = conversationIdOf(id, 'transcript');
-  noExtra(extra, 'transcript', 'one conversation id');
-  const api = connectApi(values, env);
+  const conversationId = door.conversation(id, 'transcript');
+  noExtra(extra, 'transcript', `one ${door.noun}`);
+  const api = await door.connect(values, env);
   const result = await api.client.transcript(conversationId, io.signal);
   await write(
     io.stdout,
     format === Format.Json
       ? `${JSON.stringify(result.raw)}\n`
-      : formatTranscript(result.value, { conversationId, extraFlags: api.extraFlags }),
+      : formatTranscript(result.value, {
+          conversationId,
+          extraFlags: api.extraFlags,
+          program: door.program,
+        }),
   );
   return ExitCode.Ok;
 }
 
-async function stream(args: readonly string[], env: Env | undefined, io: CliIo): Promise<ExitCode> {
+async function stream(
+  door: CommandDoor,
+  args: readonly string[],
+  env: Env | undefined,
+  io: CliIo,
+): Promise<ExitCode> {
   const { values, positionals } = parse(args, {
-    ...apiOptions,
+    ...door.options,
     ...formatOptions,
     since: { type: 'string' },
     'last-event-id': { type: 'string' },
   });
   const format = parseFormat(values);
   const [id, ...extra] = positionals;
-  const conversationId = conversationIdOf(id, 'stream');
-  noExtra(extra, 'stream', 'one conversation id');
+  const conversationId = door.conversation(id, door.streamVerb);
+  noExtra(extra, door.streamVerb, `one ${door.noun}`);
   const since = cursorOf(values, 'since');
   const lastEventId = cursorOf(values, 'last-event-id');
   if (since !== undefined && lastEventId !== undefined) {
     throw new UsageError('give --since N (from N) or --last-event-id N (after N), not both');
   }
-  const api = connectApi(values, env);
+  const api = await door.connect(values, env);
   const signal = io.signal ?? new AbortController().signal;
   // The delta line still open (its turn and step), closed before anything else prints.
   let openDelta: string | undefined;
@@ -378,19 +431,36 @@ async function stream(args: readonly string[], env: Env | undefined, io: CliIo):
   return ExitCode.Ok;
 }
 
-/** The conversation commands by name. */
-export const conversationCommands = {
-  send,
-  stream,
-  approve,
-  answer,
-  transcript,
-} as const;
-export type ConversationCommand = keyof typeof conversationCommands;
+/** One conversation command over a door. */
+export type DoorCommand = (
+  door: CommandDoor,
+  args: readonly string[],
+  env: Env | undefined,
+  io: CliIo,
+) => Promise<ExitCode>;
+
+/** The conversation commands by name, over any door. */
+export const doorCommands = { send, stream, approve, answer, transcript } as const satisfies Record<
+  string,
+  DoorCommand
+>;
+
+/** The conversation commands by name, over the public API (`polychrome`). */
+export const conversationCommands = Object.fromEntries(
+  Object.entries(doorCommands).map(([name, command]) => [
+    name,
+    (args: readonly string[], env: Env | undefined, io: CliIo) =>
+      command(publicApiDoor, args, env, io),
+  ]),
+) as Record<
+  keyof typeof doorCommands,
+  (args: readonly string[], env: Env | undefined, io: CliIo) => Promise<ExitCode>
+>;
+export type ConversationCommand = keyof typeof doorCommands;
 
 /** True when `name` is one of {@link conversationCommands}. */
 export function isConversationCommand(name: string): name is ConversationCommand {
-  return Object.hasOwn(conversationCommands, name);
+  return Object.hasOwn(doorCommands, name);
 }
 
 /** `--comment`: 1 to 4,096 characters, or absent. */

@@ -17,7 +17,7 @@ import {
   write,
   type CliIo,
 } from './cli-support';
-import { apiOptions, connectApi, conversationIdOf } from './conversation-commands';
+import { publicApiDoor, type CommandDoor } from './conversation-commands';
 import { parseCheckpoint } from './export-file';
 import { formatReplayJson, formatReplayText, replayExportFile } from './journal-replay';
 import { missingCheckpoint } from '../state/journal/export-verify';
@@ -222,36 +222,75 @@ function parsePublicKeyFlag(text: string): Uint8Array {
   );
 }
 
-/** `polychrome conversation replay|verify|repair ID --actor A ...` over the public API. */
-export async function conversationGroup(
-  args: readonly string[],
-  env: Env | undefined,
+/**
+ * `export`: the conversation's journal export file (the format of `polychrome state
+ * export`, docs/journal-format.md), to stdout or `--file F`; the control plane's
+ * checkpoint for it goes to stderr, to pass to `journal verify --checkpoint`.
+ */
+export async function exportConversation(
+  client: ApiClient,
+  request: ForensicRequest & { readonly file?: string },
   io: CliIo,
 ): Promise<ExitCode> {
-  const [command, ...rest] = args;
-  if (command !== 'replay' && command !== 'verify' && command !== 'repair') {
-    throw new UsageError(
-      `unknown command "conversation ${command ?? ''}": conversation takes replay, verify or repair`,
-    );
+  const exported = await client.exportJournal(
+    request.conversationId,
+    request.actor,
+    request.signal,
+  );
+  if (request.file === undefined || request.file === '-') {
+    await write(io.stdout, exported.text);
+  } else {
+    await writeFile(request.file, exported.text, { mode: 0o600 });
   }
+  const lines = exported.text.split('\n').filter((l) => l !== '').length;
+  await write(
+    io.stderr,
+    `conversation ${request.conversationId}: exported ${String(Math.max(0, lines - 1))} events` +
+      (request.file === undefined || request.file === '-' ? '' : ` to ${request.file}`) +
+      (exported.checkpoint === undefined ? '' : `; checkpoint ${exported.checkpoint}`) +
+      '\n',
+  );
+  return ExitCode.Ok;
+}
+
+/** The forensic commands: `replay`, `verify`, `repair`, `export`. */
+export const FORENSIC_COMMANDS = ['replay', 'verify', 'repair', 'export'] as const;
+export type ForensicCommand = (typeof FORENSIC_COMMANDS)[number];
+
+export function isForensicCommand(name: string | undefined): name is ForensicCommand {
+  return (FORENSIC_COMMANDS as readonly (string | undefined)[]).includes(name);
+}
+
+/**
+ * One forensic command over `door`: `polychrome conversation replay|verify|repair ID
+ * --actor A` on the public API, `kubectl polychrome replay|verify|repair|export NAME
+ * --actor A` on the Kubernetes door. `label` is the command as its messages name it.
+ */
+export async function forensicCommand(
+  door: CommandDoor,
+  command: ForensicCommand,
+  rest: readonly string[],
+  env: Env | undefined,
+  io: CliIo,
+  label: string = command,
+): Promise<ExitCode> {
   const { values, positionals } = parse(rest, {
-    ...apiOptions,
+    ...door.options,
     ...formatOptions,
     actor: { type: 'string' },
     ...(command === 'repair' ? { 'dry-run': { type: 'boolean' } } : {}),
     ...(command === 'replay' ? { 'approval-key': { type: 'string' } } : {}),
+    ...(command === 'export' ? { file: { type: 'string' } } : {}),
   });
   const format = parseFormat(values);
   const [id, ...extra] = positionals;
-  const conversationId = conversationIdOf(id, `conversation ${command}`);
+  const conversationId = door.conversation(id, label);
   if (extra.length > 0) {
-    throw new UsageError(
-      `conversation ${command} takes one conversation id, got extra ${extra.join(' ')}`,
-    );
+    throw new UsageError(`${label} takes one ${door.noun}, got extra ${extra.join(' ')}`);
   }
   const actor = parseActorFlag(values.actor);
   const approvalText = stringValue(values['approval-key']);
-  const { client } = connectApi(values, env);
+  const { client } = await door.connect(values, env);
   const request = {
     conversationId,
     actor,
@@ -270,5 +309,28 @@ export async function conversationGroup(
       return verifyConversation(client, request, io);
     case 'repair':
       return repairConversation(client, { ...request, dryRun: values['dry-run'] === true }, io);
+    case 'export': {
+      const file = stringValue(values.file);
+      return exportConversation(
+        client,
+        { ...request, ...(file === undefined ? {} : { file }) },
+        io,
+      );
+    }
   }
+}
+
+/** `polychrome conversation replay|verify|repair ID --actor A ...` over the public API. */
+export async function conversationGroup(
+  args: readonly string[],
+  env: Env | undefined,
+  io: CliIo,
+): Promise<ExitCode> {
+  const [command, ...rest] = args;
+  if (command !== 'replay' && command !== 'verify' && command !== 'repair') {
+    throw new UsageError(
+      `unknown command "conversation ${command ?? ''}": conversation takes replay, verify or repair`,
+    );
+  }
+  return forensicCommand(publicApiDoor, command, rest, env, io, `conversation ${command}`);
 }

@@ -36,10 +36,14 @@ export interface CommandContext {
   readonly conversationId: string;
   /** Flags every printed command needs, e.g. `['--api', URL]` when --api was given. */
   readonly extraFlags?: readonly string[];
+  /** The words a printed command starts with. @default ['polychrome'] */
+  readonly program?: readonly string[];
 }
 
 function command(context: CommandContext, words: readonly string[]): string {
-  return ['polychrome', ...words, ...(context.extraFlags ?? [])].map(shellWord).join(' ');
+  return [...(context.program ?? ['polychrome']), ...words, ...(context.extraFlags ?? [])]
+    .map(shellWord)
+    .join(' ');
 }
 
 /** The exact commands that approve and deny `card`. */

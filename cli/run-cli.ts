@@ -4,10 +4,8 @@ import { once } from 'node:events';
 import { z } from 'zod';
 
 import { envInt, envOptionalString, envString, parseConfig, type Env } from '../common/config';
-import { isAppError } from '../common/errors';
 import { loadStateClientTls, StateCallError, StateClient } from '../common/state-client';
 import { isPartitionName } from '../state/store/partition-name';
-import { ApiCallError } from './api-client';
 import {
   ExitCode,
   Format,
@@ -16,6 +14,7 @@ import {
   parseFormat,
   stringValue,
   UsageError,
+  reportFailure,
   write,
   type CliIo,
 } from './cli-support';
@@ -464,21 +463,6 @@ export async function runCli(args: readonly string[], io: CliIo, env?: Env): Pro
       `unknown command ${JSON.stringify([group, command].filter((p) => p !== undefined).join(' '))}`,
     );
   } catch (error) {
-    if (error instanceof UsageError) {
-      await write(io.stderr, `polychrome: ${error.message}\n\n${USAGE}`);
-      return ExitCode.Usage;
-    }
-    const message = isAppError(error)
-      ? error.message
-      : error instanceof Error
-        ? error.message
-        : String(error);
-    const answer =
-      error instanceof ApiCallError
-        ? ` (${error.code}${error.status === 0 ? '' : `, HTTP ${String(error.status)}`}` +
-          `${error.requestId === undefined ? '' : `, request id ${error.requestId}`})`
-        : '';
-    await write(io.stderr, `polychrome: ${message}${answer}\n`);
-    return ExitCode.Error;
+    return reportFailure(error, io, { program: 'polychrome', usage: USAGE });
   }
 }

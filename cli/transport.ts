@@ -49,6 +49,11 @@ export interface Transport {
   url(target: ConversationTarget): string;
   /** `fetch` with the caller's credentials applied; the credentials never appear in a message. */
   fetch(url: string, init: RequestInit): Promise<Response>;
+  /**
+   * The door cancels an approval or question with `DELETE .../{requestId}` (the Kubernetes
+   * door, where RBAC's `delete` verb is the admin's), not with a POST of the cancel.
+   */
+  readonly cancelsWithDelete?: boolean;
 }
 
 /** Options of {@link publicApiTransport}. */

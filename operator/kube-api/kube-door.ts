@@ -217,7 +217,12 @@ export class KubeDoor {
         personaId: '',
         roles: [],
         sessionId: '',
-        kubernetes: { conversationId, subresource: subresource.name, groups: user.groups },
+        kubernetes: {
+          conversationId,
+          subresource: subresource.name,
+          verb: subresource.verb,
+          groups: user.groups,
+        },
       },
     };
   }

@@ -33,6 +33,29 @@ describe('matchKubeRoute', () => {
     expect(matchKubeRoute('GET', ui).kind).toBe('not_found');
   });
 
+  it.each([
+    ['POST', 'approvals', Operation.AnswerApproval, 'create'],
+    ['DELETE', 'approvals', Operation.AnswerApproval, 'delete'],
+    ['POST', 'questions', Operation.AnswerQuestion, 'create'],
+    ['DELETE', 'questions', Operation.AnswerQuestion, 'delete'],
+  ])('%s %s/{requestId} runs %s, RBAC verb %s', (method, sub, operation, verb) => {
+    const match = matchKubeRoute(method, `${base}/${sub}/req%3A1`);
+    expect(
+      match.kind === 'subresource' && [match.subresource.operation, match.subresource.verb],
+    ).toEqual([operation, verb]);
+    expect(match.kind === 'subresource' && match.requestId).toBe('req:1');
+  });
+
+  it.each([
+    ['POST', `${base}/approvals`, 'not_found'],
+    ['GET', `${base}/approvals/r1`, 'method_not_allowed'],
+    ['POST', `${base}/messages/r1`, 'not_found'],
+    ['POST', `${base}/approvals/r1/more`, 'not_found'],
+    ['DELETE', `${base}/approvals/%E0%A4%A`, 'not_found'],
+  ])('%s %s is %s (per-request subresources)', (method, path, kind) => {
+    expect(matchKubeRoute(method, path).kind).toBe(kind);
+  });
+
   it('decodes the name and refuses one that does not decode', () => {
     const match = matchKubeRoute(
       'GET',
@@ -135,6 +158,20 @@ describe('apiResourceList', () => {
           namespaced: true,
           kind: 'RepairResult',
           verbs: ['create'],
+        },
+        {
+          name: 'conversations/approvals',
+          singularName: '',
+          namespaced: true,
+          kind: 'TurnReply',
+          verbs: ['create', 'delete'],
+        },
+        {
+          name: 'conversations/questions',
+          singularName: '',
+          namespaced: true,
+          kind: 'TurnReply',
+          verbs: ['create', 'delete'],
         },
         {
           name: 'sessions',

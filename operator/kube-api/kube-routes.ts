@@ -24,12 +24,14 @@ export type KubeVerb = (typeof KubeVerb)[keyof typeof KubeVerb];
 /** One subresource the door serves. */
 export interface KubeSubresource {
   readonly name: string;
-  readonly method: 'GET' | 'POST';
+  readonly method: 'GET' | 'POST' | 'DELETE';
   readonly verb: KubeVerb;
   /** The `kind` in discovery (client-go drops entries without one). */
   readonly kind: string;
   /** The public API operation that serves it. */
   readonly operation: Operation;
+  /** Served below one pending request: `{subresource}/{requestId}` (approvals, questions). */
+  readonly perRequest?: true;
 }
 
 /**
@@ -72,6 +74,40 @@ export const KUBE_SUBRESOURCES: readonly KubeSubresource[] = [
     verb: KubeVerb.Create,
     kind: 'RepairResult',
     operation: Operation.RepairConversation,
+  },
+  // An answer is `create`, a cancel is `delete`: RBAC tells them apart, so an editor who may
+  // answer a question cannot cancel it, and only the admin role answers an approval.
+  {
+    name: 'approvals',
+    method: 'POST',
+    verb: KubeVerb.Create,
+    kind: 'TurnReply',
+    operation: Operation.AnswerApproval,
+    perRequest: true,
+  },
+  {
+    name: 'approvals',
+    method: 'DELETE',
+    verb: KubeVerb.Delete,
+    kind: 'TurnReply',
+    operation: Operation.AnswerApproval,
+    perRequest: true,
+  },
+  {
+    name: 'questions',
+    method: 'POST',
+    verb: KubeVerb.Create,
+    kind: 'TurnReply',
+    operation: Operation.AnswerQuestion,
+    perRequest: true,
+  },
+  {
+    name: 'questions',
+    method: 'DELETE',
+    verb: KubeVerb.Delete,
+    kind: 'TurnReply',
+    operation: Operation.AnswerQuestion,
+    perRequest: true,
   },
 ];
 
@@ -148,8 +184,8 @@ export function apiResourceList(): object {
 }
 
 /** The `route` label of a subresource: the path template, with no namespace or name in it. */
-export function kubeSubresourceTemplate(subresource: string): string {
-  return `/apis/${KUBE_GROUP_VERSION}/namespaces/{namespace}/${KUBE_RESOURCE}/{name}/${subresource}`;
+export function kubeSubresourceTemplate(subresource: string, perRequest = false): string {
+  return `/apis/${KUBE_GROUP_VERSION}/namespaces/{namespace}/${KUBE_RESOURCE}/{name}/${subresource}${perRequest ? '/{requestId}' : ''}`;
 }
 
 /** What a path on the Kubernetes door is. */
@@ -160,6 +196,8 @@ export type KubeRouteMatch =
       readonly namespace: string;
       readonly name: string;
       readonly subresource: KubeSubresource;
+      /** The pending request of `approvals/{requestId}`, `questions/{requestId}`. */
+      readonly requestId?: string;
     }
   | {
       readonly kind: 'sessions';
@@ -192,7 +230,7 @@ export function kubeSessionsTemplate(withId: boolean): string {
 }
 
 const SUBRESOURCE_PATH = new RegExp(
-  `^/apis/${KUBE_API_GROUP.replace(/\./gu, '\\.')}/${KUBE_API_VERSION}/namespaces/([^/]+)/${KUBE_RESOURCE}/([^/]+)/([^/]+)$`,
+  `^/apis/${KUBE_API_GROUP.replace(/\./gu, '\\.')}/${KUBE_API_VERSION}/namespaces/([^/]+)/${KUBE_RESOURCE}/([^/]+)/([^/]+)(?:/([^/]+))?$`,
   'u',
 );
 
@@ -245,15 +283,29 @@ export function matchKubeRoute(method: string, path: string): KubeRouteMatch {
   const namespace = decodeSegment(parts[1] ?? '');
   const name = decodeSegment(parts[2] ?? '');
   const subName = parts[3] ?? '';
-  const candidates = KUBE_SUBRESOURCES.filter((sub) => sub.name === subName);
-  if (namespace === undefined || name === undefined || candidates.length === 0) {
+  const requestId = parts[4] === undefined ? undefined : decodeSegment(parts[4]);
+  const candidates = KUBE_SUBRESOURCES.filter(
+    (sub) => sub.name === subName && (sub.perRequest === true) === (parts[4] !== undefined),
+  );
+  if (
+    namespace === undefined ||
+    name === undefined ||
+    (parts[4] !== undefined && requestId === undefined) ||
+    candidates.length === 0
+  ) {
     return { kind: 'not_found' };
   }
   const subresource = candidates.find((sub) => sub.method === method);
   if (subresource === undefined) {
     return { kind: 'method_not_allowed', allow: candidates.map((sub) => sub.method) };
   }
-  return { kind: 'subresource', namespace, name, subresource };
+  return {
+    kind: 'subresource',
+    namespace,
+    name,
+    subresource,
+    ...(requestId === undefined ? {} : { requestId }),
+  };
 }
 
 /** The `reason` of a Kubernetes Status for an HTTP status (what kubectl prints first). */

@@ -422,6 +422,7 @@ describe('parsePeerEnvelope: a Kubernetes door caller', () => {
   const grant = {
     conversationId: '6f1d2f9e-0a4e-4c55-9c1b-8f3c8c1b2a10',
     subresource: 'messages',
+    verb: 'create',
     groups: ['team-a'],
   };
   const kubeCaller = {

@@ -108,7 +108,7 @@ export function parsePeerEnvelope(value: unknown): PeerEnvelope {
   // A caller of the Kubernetes door: RBAC allowed one subresource of one conversation;
   // no persona, no session, no roles.
   if (typeof grant !== 'object' || grant === null || Array.isArray(grant)) {
-    throw bad('caller.kubernetes', 'must be an object {conversationId, subresource, groups}');
+    throw bad('caller.kubernetes', 'must be an object {conversationId, subresource, verb, groups}');
   }
   const grantText = (name: string): string => {
     const v: unknown = Reflect.get(grant, name);
@@ -142,6 +142,7 @@ export function parsePeerEnvelope(value: unknown): PeerEnvelope {
       kubernetes: {
         conversationId: grantText('conversationId'),
         subresource: grantText('subresource'),
+        verb: grantText('verb'),
         groups: groups as string[],
       },
     },

@@ -620,7 +620,7 @@ export class PublicApiServer {
         const { caller, body } = await this.asked(ctx);
         const conversationId = this.conversationId(ctx);
         const requestId = parseRequestId(ctx.params.requestId ?? '');
-        const answer = parseApprovalAnswer(await body());
+        const answer = parseApprovalAnswer(await this.answerBody(ctx, body, 'approval'));
         let reply: TurnReply;
         try {
           reply = await this.options.service.answerApproval(
@@ -639,7 +639,7 @@ export class PublicApiServer {
         const { caller, body } = await this.asked(ctx);
         const conversationId = this.conversationId(ctx);
         const requestId = parseRequestId(ctx.params.requestId ?? '');
-        const answer = parseQuestionAnswer(await body());
+        const answer = parseQuestionAnswer(await this.answerBody(ctx, body, 'question'));
         let reply: TurnReply;
         try {
           reply = await this.options.service.answerQuestion(
@@ -979,6 +979,34 @@ export class PublicApiServer {
    * read) and the body; on the peer port from the envelope the forwarding replica sent,
    * trusted because the peer proved with its certificate that it is a replica.
    */
+  /**
+   * The answer body of an approval or question. On the Kubernetes door a DELETE is the
+   * cancel (RBAC `delete`), with an optional body `{"comment"}`; a POST is read as sent (its
+   * `cancel` is refused by the turn code: a `create` grant does not cancel).
+   */
+  private async answerBody(
+    ctx: RequestContext,
+    body: () => Promise<unknown>,
+    type: 'approval' | 'question',
+  ): Promise<unknown> {
+    if (ctx.listener !== Listener.Kube || ctx.route.method !== 'DELETE') return body();
+    const sent: unknown = hasNoBody(ctx.request) ? {} : await body();
+    const fields = typeof sent === 'object' && sent !== null && !Array.isArray(sent) ? sent : {};
+    const extra = Object.keys(fields).find((k) => k !== 'comment');
+    if (extra !== undefined || fields !== sent) {
+      throw new ApiError(
+        'invalid_argument',
+        `a DELETE of ${type}s/{requestId} cancels it and takes no body but {"comment": "..."}; got ${extra === undefined ? 'a body that is not an object' : `the field ${JSON.stringify(extra.slice(0, 40))}`}`,
+        { details: { field: extra ?? 'body' } },
+      );
+    }
+    const comment: unknown = Reflect.get(fields, 'comment');
+    const withComment = comment === undefined ? {} : { comment };
+    return type === 'approval'
+      ? { decision: 'cancel', ...withComment }
+      : { cancel: true, ...withComment };
+  }
+
   private async asked(ctx: RequestContext): Promise<Asked> {
     if (ctx.listener !== Listener.Peer) {
       const caller = await this.authenticate(ctx);
@@ -1246,7 +1274,10 @@ function kubeRouteMatch(method: string, path: string): AnyRouteMatch {
         kind: 'matched',
         route: {
           method: match.subresource.method,
-          template: kubeSubresourceTemplate(match.subresource.name),
+          template: kubeSubresourceTemplate(
+            match.subresource.name,
+            match.subresource.perRequest === true,
+          ),
           operation: match.subresource.operation,
           authenticated: true,
         },
@@ -1254,6 +1285,7 @@ function kubeRouteMatch(method: string, path: string): AnyRouteMatch {
           namespace: match.namespace,
           name: match.name,
           subresource: match.subresource.name,
+          ...(match.requestId === undefined ? {} : { requestId: match.requestId }),
         },
       };
   }

@@ -22,7 +22,7 @@ export type Operation = (typeof Operation)[keyof typeof Operation];
 
 /** One route: the method, the path template with `{param}` segments, its operation. */
 export interface Route {
-  readonly method: 'GET' | 'POST';
+  readonly method: 'GET' | 'POST' | 'DELETE';
   readonly template: string;
   readonly operation: Operation;
   /** False only for the OpenAPI document, which anyone may read. */

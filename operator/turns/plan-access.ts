@@ -14,6 +14,32 @@ export function isAdmin(caller: Caller): boolean {
   return caller.roles.includes(CallerRole.Admin);
 }
 
+/** The RBAC verb a Kubernetes door grant must carry to answer (`create`) or cancel (`delete`). */
+export const KubeGrantVerb = { Create: 'create', Delete: 'delete' } as const;
+
+/**
+ * Whether `caller` came through the Kubernetes door with a grant for exactly `verb` on
+ * `subresource` of `conversationId` (kube-apiserver and the door's SubjectAccessReview
+ * allowed that request and nothing wider). Such a grant stands in for the admin role for
+ * that one operation only: `create conversations/approvals` answers that conversation's
+ * approvals, and no other grant (messages, questions, another conversation) does.
+ */
+export function kubeGrantAllows(
+  caller: Caller,
+  conversationId: string,
+  subresource: 'approvals' | 'questions',
+  verb: (typeof KubeGrantVerb)[keyof typeof KubeGrantVerb],
+): boolean {
+  const grant = caller.kubernetes;
+  return (
+    grant !== undefined &&
+    conversationId !== '' &&
+    grant.conversationId === conversationId &&
+    grant.subresource === subresource &&
+    grant.verb === verb
+  );
+}
+
 /**
  * Whether `caller` may use the conversation at all (read it, post, answer its questions):
  * admins always; a Kubernetes caller for the one conversation RBAC allowed; otherwise the
@@ -71,6 +97,7 @@ export function authorizeApproval(
   caller: Caller,
   turn: TurnView,
   request: ApprovalRequest,
+  conversationId: string,
 ): Refusal | undefined {
   const required = request.requiredApprover || (turn.directive?.requiredApprover ?? '');
   if (required !== '' && !caller.identities.includes(required)) {
@@ -82,11 +109,15 @@ export function authorizeApproval(
       ),
     );
   }
-  if (!isAdmin(caller)) {
+  const admin =
+    caller.kubernetes === undefined
+      ? isAdmin(caller)
+      : kubeGrantAllows(caller, conversationId, 'approvals', KubeGrantVerb.Create);
+  if (!admin) {
     return refuse(
       new AppError(
         'permission_denied',
-        `approval ${request.requestId} must be answered by an admin${required === '' ? '' : ` (${required})`}; ${caller.identity} does not have the admin role`,
+        `approval ${request.requestId} must be answered by an admin${required === '' ? '' : ` (${required})`}; ${caller.identity} does not have ${caller.kubernetes === undefined ? 'the admin role' : 'create on conversations/approvals of this conversation (polychrome-conversation-admin)'}`,
         { details: { requestId: request.requestId } },
       ),
     );
@@ -95,7 +126,29 @@ export function authorizeApproval(
 }
 
 /**
- * Whether `caller` may cancel a pending request: admins only (the owner, members and
+ * Whether `caller` may answer a question: whoever may use the conversation
+ * ({@link authorizeUse}, checked before the claim); on the Kubernetes door only with
+ * `create conversations/questions` of this conversation (polychrome-conversation-user).
+ */
+export function authorizeQuestionAnswer(
+  caller: Caller,
+  requestId: string,
+  conversationId: string,
+): Refusal | undefined {
+  if (caller.kubernetes === undefined) return undefined;
+  if (kubeGrantAllows(caller, conversationId, 'questions', KubeGrantVerb.Create)) return undefined;
+  return refuse(
+    new AppError(
+      'permission_denied',
+      `${caller.identity} may not answer question ${requestId}: that needs create on conversations/questions of this conversation`,
+      { details: { requestId } },
+    ),
+  );
+}
+
+/**
+ * Whether `caller` may cancel a pending request: admins only (on the Kubernetes door,
+ * `delete` on `conversations/approvals` or `conversations/questions` of this conversation) (the owner, members and
  * edges may not; an owner who could cancel an approval could skip its second pair of eyes
  * by cancelling and asking again, and a cancel ends the turn for everyone in it).
  */
@@ -103,8 +156,16 @@ export function authorizeCancel(
   caller: Caller,
   type: 'approval' | 'question',
   requestId: string,
+  conversationId: string,
 ): Refusal | undefined {
-  if (isAdmin(caller)) return undefined;
+  const subresource = type === 'approval' ? 'approvals' : 'questions';
+  if (
+    caller.kubernetes === undefined
+      ? isAdmin(caller)
+      : kubeGrantAllows(caller, conversationId, subresource, KubeGrantVerb.Delete)
+  ) {
+    return undefined;
+  }
   return refuse(
     new AppError(
       'permission_denied',

@@ -14,7 +14,7 @@ import {
   type PendingRequest,
   type TurnView,
 } from './journal-view';
-import { authorizeApproval, authorizeCancel } from './plan-access';
+import { authorizeApproval, authorizeCancel, authorizeQuestionAnswer } from './plan-access';
 import {
   attributionOf,
   dispatchEvent,
@@ -35,6 +35,11 @@ export interface AnswerInput {
   readonly requestId: string;
   readonly lease: ClaimedLease;
   readonly nowMs: number;
+}
+
+/** The uid of the conversation answered ('' when the object has none: no grant matches it). */
+function conversationIdOf(input: AnswerInput): string {
+  return input.conversation.metadata?.uid ?? '';
 }
 
 /** The pending request an answer is for, or why there is none to answer. */
@@ -123,7 +128,7 @@ export function planApprovalAnswer(
   const { turn, pending } = found;
   if (pending.type !== 'approval') throw new Error('unreachable: pendingFor checked the type');
   const asked = pending.request;
-  const denied = authorizeApproval(input.caller, turn, asked);
+  const denied = authorizeApproval(input.caller, turn, asked, conversationIdOf(input));
   if (denied !== undefined) return denied;
   const due = dueExpiry(input.view, input.nowMs, input.approvalTtlMs);
   if (due?.request.requestId === asked.requestId) {
@@ -184,6 +189,8 @@ export type QuestionPlan =
 export function planQuestionAnswer(input: AnswerInput & { readonly answer: string }): QuestionPlan {
   const found = pendingFor(input.view, input.requestId, 'question');
   if ('kind' in found) return found;
+  const denied = authorizeQuestionAnswer(input.caller, input.requestId, conversationIdOf(input));
+  if (denied !== undefined) return denied;
   const { turn } = found;
   return {
     kind: 'answer',
@@ -222,7 +229,12 @@ export function planCancel(
 ): CancelPlan {
   const found = pendingFor(input.view, input.requestId, input.type);
   if ('kind' in found) return found;
-  const denied = authorizeCancel(input.caller, input.type, input.requestId);
+  const denied = authorizeCancel(
+    input.caller,
+    input.type,
+    input.requestId,
+    conversationIdOf(input),
+  );
   if (denied !== undefined) return denied;
   const { turn, pending } = found;
   const who = input.caller.identity;

@@ -135,15 +135,15 @@ const turnOf = (v: JournalView, id: string): TurnView => {
 
 // ---- who may use a conversation ----
 
-/** A caller of the Kubernetes door: RBAC allowed `messages` on `conversationId`. */
-function kubeCaller(conversationId: string): Caller {
+/** A caller of the Kubernetes door: RBAC allowed `verb` on `subresource` of `conversationId`. */
+function kubeCaller(conversationId: string, subresource = 'messages', verb = 'create'): Caller {
   return {
     identity: 'kubernetes:alice',
     identities: ['kubernetes:alice'],
     personaId: '',
     roles: [],
     sessionId: '',
-    kubernetes: { conversationId, subresource: 'messages', groups: [] },
+    kubernetes: { conversationId, subresource, verb, groups: [] },
   };
 }
 
@@ -345,7 +345,43 @@ describe('who may answer an approval', () => {
     ],
   ])('%s', (_name, who, approver, code) => {
     const v = paused(approver);
-    expect(authorizeApproval(who, turnOf(v, 't'), request(approver))?.error.code).toBe(code);
+    expect(authorizeApproval(who, turnOf(v, 't'), request(approver), UID)?.error.code).toBe(code);
+  });
+
+  // The Kubernetes door: only `create conversations/approvals` of this very conversation
+  // stands in for the admin role (polychrome-conversation-admin); an editor's grants do not.
+  it.each([
+    ['create approvals on it', kubeCaller(UID, 'approvals', 'create'), '', undefined],
+    ['create messages on it (an editor)', kubeCaller(UID, 'messages'), '', 'permission_denied'],
+    ['create questions on it', kubeCaller(UID, 'questions'), '', 'permission_denied'],
+    ['delete approvals on it', kubeCaller(UID, 'approvals', 'delete'), '', 'permission_denied'],
+    ['get approvals on it', kubeCaller(UID, 'approvals', 'get'), '', 'permission_denied'],
+    [
+      'create approvals on another conversation',
+      kubeCaller('00000000-0000-4000-8000-000000000000', 'approvals'),
+      '',
+      'permission_denied',
+    ],
+    [
+      'create approvals, but the card names another approver',
+      kubeCaller(UID, 'approvals'),
+      ADMIN,
+      'permission_denied',
+    ],
+  ])('a Kubernetes caller with %s', (_name, who, approver, code) => {
+    const v = paused(approver);
+    expect(authorizeApproval(who, turnOf(v, 't'), request(approver), UID)?.error.code).toBe(code);
+    const plan = planApprovalAnswer({
+      view: v,
+      conversation: conv(),
+      caller: who,
+      requestId: request(approver).requestId,
+      lease: LEASE,
+      nowMs: NOW_MS,
+      decision: 'approve',
+      approvalTtlMs: TTL,
+    });
+    expect(plan.kind === 'refuse' ? plan.error.code : undefined).toBe(code);
   });
 
   it('an answer signs the pending call and dispatches the next attempt', () => {
@@ -394,26 +430,41 @@ describe('who may answer an approval', () => {
     ).toBe('not_found');
   });
 
-  it('a question is answered with the next dispatch in the same batch', () => {
+  /** `who` answers the question a paused turn asked. */
+  const answerQuestion = (who: Caller) => {
     const qid = requestIds.questionRequestId('t', 'c9');
     const v = view([
       message('t'),
       dispatched('t'),
       ev('question_request', { turnId: 't', requestId: qid, toolCallId: 'c9', question: 'which?' }),
     ]);
-    const plan = planQuestionAnswer({
+    return planQuestionAnswer({
       view: v,
       conversation: conv(),
-      caller: owner,
+      caller: who,
       requestId: qid,
       answer: 'that',
       lease: LEASE,
       nowMs: NOW_MS,
     });
+  };
+
+  it('a question is answered with the next dispatch in the same batch', () => {
+    const plan = answerQuestion(owner);
     expect(plan.kind === 'answer' && kinds(plan.events)).toEqual([
       'question_response',
       'turn_dispatched',
     ]);
+  });
+
+  it.each([
+    ['create questions on it', kubeCaller(UID, 'questions'), undefined],
+    ['create messages on it', kubeCaller(UID, 'messages'), 'permission_denied'],
+    ['create approvals on it', kubeCaller(UID, 'approvals'), 'permission_denied'],
+    ['delete questions on it', kubeCaller(UID, 'questions', 'delete'), 'permission_denied'],
+  ])('a Kubernetes caller with %s answers a question', (_name, who, code) => {
+    const plan = answerQuestion(who);
+    expect(plan.kind === 'refuse' ? plan.error.code : undefined).toBe(code);
   });
 });
 
@@ -673,6 +724,26 @@ describe('nothing can be wedged: cancel and expiry', () => {
       'permission_denied',
     ],
     ['an admin', admin, undefined],
+    [
+      'a Kubernetes caller with delete approvals on it',
+      kubeCaller(UID, 'approvals', 'delete'),
+      undefined,
+    ],
+    [
+      'a Kubernetes caller with create approvals on it (POST decision cancel)',
+      kubeCaller(UID, 'approvals', 'create'),
+      'permission_denied',
+    ],
+    [
+      'a Kubernetes caller with delete questions on it',
+      kubeCaller(UID, 'questions', 'delete'),
+      'permission_denied',
+    ],
+    [
+      'a Kubernetes caller with delete approvals on another conversation',
+      kubeCaller('00000000-0000-4000-8000-000000000000', 'approvals', 'delete'),
+      'permission_denied',
+    ],
   ])('cancel of an approval by %s', (_name, who, code) => {
     const plan = planCancel({ ...base, view: paused(), caller: who, requestId, type: 'approval' });
     expect(plan.kind === 'refuse' ? plan.error.code : undefined).toBe(code);

@@ -24,6 +24,8 @@ export interface KubernetesGrant {
   readonly conversationId: string;
   /** The subresource RBAC allowed (`transcript`, `messages`, `log`, ...). */
   readonly subresource: string;
+  /** The RBAC verb allowed on it (`get`, `create`, `delete`): DELETE on approvals cancels. */
+  readonly verb: string;
   /** The user's Kubernetes groups, as kube-apiserver authenticated them. */
   readonly groups: readonly string[];
 }

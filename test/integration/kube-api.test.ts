@@ -8,14 +8,8 @@
  * port directly would try.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import {
-  type KubeConfig,
-  AuthorizationV1Api,
-  CoreV1Api,
-  RbacAuthorizationV1Api,
-} from '@kubernetes/client-node';
+import { type KubeConfig, CoreV1Api } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { decodePayload, EventKind } from '../../common/event-kinds';
 import type { RecordsClient } from '../../common/records-client';
@@ -26,140 +20,45 @@ import { serviceAccountAuthenticator } from '../../operator/kube-api/service-acc
 import { tokenReviewer } from '../../operator/kube-api/kube-door-ports';
 import type { TestApi } from '../../operator/public-api/testdata/fixtures';
 import { field, kubeConfig } from './support/kube';
+import {
+  direct,
+  KUBE_API_PATH,
+  kubectl,
+  startKubeDoorStack,
+  type Kubectl,
+  type KubeDoorStack,
+} from './support/kube-door';
 import { OtelCollector } from './support/otel-collector';
-import { startKubeDoor, kubectl, type Kubectl, type KubeDoorStack } from './support/kube-door';
 
-const apiPath = '/apis/api.polychrome.dev/v1alpha1';
-
-/** An HTTPS request straight to the door's port, as an attacker on the network would send it. */
-async function direct(
-  port: number,
-  path: string,
-  options: {
-    cert?: CertFiles;
-    headers?: Record<string, string>;
-    method?: string;
-    body?: string;
-    ca: string;
-  },
-): Promise<{ status: number; body: unknown }> {
-  const tls =
-    options.cert === undefined
-      ? {}
-      : { cert: await readFile(options.cert.certPath), key: await readFile(options.cert.keyPath) };
-  return await new Promise((resolve, reject) => {
-    const req = httpsRequest(
-      {
-        host: '127.0.0.1',
-        port,
-        path,
-        method: options.method ?? 'GET',
-        ca: options.ca,
-        servername: 'localhost',
-        headers: { 'content-type': 'application/json', ...options.headers },
-        ...tls,
-      },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (text += chunk));
-        res.on('end', () =>
-          resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as unknown }),
-        );
-      },
-    );
-    req.once('error', reject);
-    req.end(options.body);
-  });
-}
+const apiPath = KUBE_API_PATH;
 
 describe('the Kubernetes door through kube-apiserver', () => {
+  let stack: KubeDoorStack;
   let admin: string;
   let api: TestApi;
-  let stack: KubeDoorStack;
-  let ns: { name: string; dispose: () => Promise<void> };
   let servingCa: string;
   let kubePort: number;
   let alice: string;
   let bob: string;
+  let carol: string;
+  let dave: string;
   let conversationId: string;
   let proxyClient: CertFiles;
   let strangerProxy: CertFiles;
   let records: RecordsClient;
-  let carol: string;
-  let dave: string;
   let asControlPlane: KubeConfig;
+  let ns: { name: string };
 
   beforeAll(async () => {
-    stack = await startKubeDoor('kubeapi');
-    const { cluster, adminConfig } = stack;
-    ({ admin, ns, servingCa, proxyClient, strangerProxy, records } = stack);
-    ({ api, kubePort, asControlPlane } = stack);
-    conversationId =
-      api.turns.conversations.add(
-        { owner: 'dev:someone-else' },
-        { name: 'hello', namespace: ns.name },
-      ).metadata.uid ?? '';
-
-    // Two ordinary users: alice may talk to the namespace's conversations (the built-in
-    // edit role, which aggregates polychrome-conversation-user); bob may not. dave is the
-    // namespace's admin (the built-in admin role, which aggregates
-    // polychrome-conversation-admin); carol may mint sessions (a ClusterRoleBinding to
-    // polychrome-session-admin) and nothing else.
-    alice = await cluster.mintUser('alice', ['team-a']);
-    bob = await cluster.mintUser('bob', ['team-b']);
-    dave = await cluster.mintUser('dave', ['team-a']);
-    carol = await cluster.mintUser('carol', ['ops']);
-    const rbac = adminConfig.makeApiClient(RbacAuthorizationV1Api);
-    await stack.bind('alice', 'edit');
-    await stack.bind('dave', 'admin');
-    await rbac
-      .deleteClusterRoleBinding({ name: `${ns.name}-carol-sessions` })
-      .catch(() => undefined);
-    await rbac.createClusterRoleBinding({
-      body: {
-        metadata: { name: `${ns.name}-carol-sessions` },
-        roleRef: {
-          apiGroup: 'rbac.authorization.k8s.io',
-          kind: 'ClusterRole',
-          name: 'polychrome-session-admin',
-        },
-        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'carol' }],
-      },
-    });
-    // The built-in roles pick the aggregated rules up through kube-controller-manager.
-    const authorization = adminConfig.makeApiClient(AuthorizationV1Api);
-    await pollUntil(
-      'alice may create conversations/messages (edit aggregates polychrome-conversation-user)',
-      async () => {
-        const review = await authorization.createSubjectAccessReview({
-          body: {
-            spec: {
-              user: 'alice',
-              groups: ['team-a', 'system:authenticated'],
-              resourceAttributes: {
-                group: 'api.polychrome.dev',
-                resource: 'conversations',
-                subresource: 'messages',
-                verb: 'create',
-                namespace: ns.name,
-                name: 'hello',
-              },
-            },
-          },
-        });
-        return review.status?.allowed === true ? true : undefined;
-      },
-      { timeoutMs: 30_000, intervalMs: 250 },
-    );
+    stack = await startKubeDoorStack('kubeapi');
+    ({ admin, api, servingCa, kubePort, proxyClient, strangerProxy, records, asControlPlane } =
+      stack);
+    ({ alice, bob, carol, dave } = stack.users);
+    ns = { name: stack.namespace };
+    conversationId = stack.addConversation('hello');
   }, 180_000);
 
   afterAll(async () => {
-    const adminConfig = await kubeConfig();
-    await adminConfig
-      .makeApiClient(RbacAuthorizationV1Api)
-      .deleteClusterRoleBinding({ name: `${ns?.name}-carol-sessions` })
-      .catch(() => undefined);
     await stack?.close();
   });
 
@@ -175,17 +74,17 @@ describe('the Kubernetes door through kube-apiserver', () => {
       'conversations/log EventStream get',
       'conversations/export JournalExport get',
       'conversations/repair RepairResult create',
+      'conversations/approvals TurnReply create,delete',
+      'conversations/questions TurnReply create,delete',
       'sessions Session create,delete',
     ]);
   });
 
   it('runs a turn for alice by Conversation name, attributed to kubernetes:alice', async () => {
     const path = `${apiPath}/namespaces/${ns.name}/conversations/hello`;
-    const posted = await kubectl(
-      alice,
-      ['create', '--raw', `${path}/messages`, '-f', '-'],
-      JSON.stringify({ text: 'hello from kubectl', idempotencyKey: 'k1' }),
-    );
+    const posted = await kubectl(alice, ['create', '--raw', `${path}/messages`, '-f', '-'], {
+      input: JSON.stringify({ text: 'hello from kubectl', idempotencyKey: 'k1' }),
+    });
     expect(posted.stderr).toBe('');
     const reply = JSON.parse(posted.stdout) as Record<string, unknown>;
     expect([reply.status, reply.reply]).toEqual(['complete', 'reply 1']);
@@ -247,11 +146,9 @@ describe('the Kubernetes door through kube-apiserver', () => {
     const served = api.logs.filter(
       (l) => l.msg === 'request served' && /\/(messages|transcript)$/u.test(String(l.route)),
     ).length;
-    const posted = await kubectl(
-      bob,
-      ['create', '--raw', `${path}/messages`, '-f', '-'],
-      JSON.stringify({ text: 'let me in' }),
-    );
+    const posted = await kubectl(bob, ['create', '--raw', `${path}/messages`, '-f', '-'], {
+      input: JSON.stringify({ text: 'let me in' }),
+    });
     expect(posted.ok).toBe(false);
     expect(posted.stderr).toMatch(/Forbidden|cannot create resource "conversations\/messages"/);
     const read = await kubectl(bob, ['get', '--raw', `${path}/transcript`]);
@@ -352,35 +249,13 @@ describe('the Kubernetes door through kube-apiserver', () => {
     }
   }, 60_000);
 
-  /** kube-apiserver's answer for `user` on `verb` `conversations/<subresource>` in the test namespace. */
-  async function allowed(user: string, verb: string, subresource: string): Promise<boolean> {
-    const review = await (
-      await kubeConfig()
-    )
-      .makeApiClient(AuthorizationV1Api)
-      .createSubjectAccessReview({
-        body: {
-          spec: {
-            user,
-            groups: ['system:authenticated'],
-            resourceAttributes: {
-              group: 'api.polychrome.dev',
-              resource: 'conversations',
-              subresource,
-              verb,
-              namespace: ns.name,
-              name: 'hello',
-            },
-          },
-        },
-      });
-    return review.status?.allowed === true;
-  }
+  const allowed = (user: string, verb: string, sub: string): Promise<boolean> =>
+    stack.allowed(user, verb, sub);
 
   it('aggregates the admin-only verbs into the built-in admin role only, not edit or view', async () => {
     await pollUntil(
-      'dave may create conversations/replay (admin aggregates polychrome-conversation-admin)',
-      async () => ((await allowed('dave', 'create', 'replay')) ? true : undefined),
+      'dave may create conversations/resolve (admin aggregates polychrome-conversation-admin)',
+      async () => ((await allowed('dave', 'create', 'resolve')) ? true : undefined),
       { timeoutMs: 30_000, intervalMs: 250 },
     );
     const table: [string, string, string, boolean][] = [];
@@ -388,9 +263,10 @@ describe('the Kubernetes door through kube-apiserver', () => {
       for (const [verb, sub] of [
         ['get', 'transcript'],
         ['create', 'messages'],
+        ['create', 'approvals'],
         ['delete', 'approvals'],
-        ['create', 'replay'],
-        ['get', 'verify'],
+        ['create', 'questions'],
+        ['delete', 'questions'],
         ['create', 'repair'],
         ['create', 'resolve'],
         ['get', 'export'],
@@ -398,13 +274,15 @@ describe('the Kubernetes door through kube-apiserver', () => {
         table.push([user, verb, sub, await allowed(user, verb, sub)]);
       }
     }
-    const admin = ['approvals', 'replay', 'verify', 'repair', 'resolve', 'export'];
+    // An editor answers questions (they are for the person talking) but never approves a
+    // call or cancels anything: that is the admin's.
+    const editor = ['get transcript', 'create messages', 'create questions'];
     expect(table).toEqual(
       table.map(([user, verb, sub]) => [
         user,
         verb,
         sub,
-        user === 'dave' || (user === 'alice' && !admin.includes(sub)),
+        user === 'dave' || (user === 'alice' && editor.includes(`${verb} ${sub}`)),
       ]),
     );
   });
@@ -412,7 +290,7 @@ describe('the Kubernetes door through kube-apiserver', () => {
   describe('sessions', () => {
     const sessionsPath = `${apiPath}/sessions`;
     const mint = (who: string, body: object): Promise<Kubectl> =>
-      kubectl(who, ['create', '--raw', sessionsPath, '-f', '-'], JSON.stringify(body));
+      kubectl(who, ['create', '--raw', sessionsPath, '-f', '-'], { input: JSON.stringify(body) });
 
     it('mints a session token for a persona as carol (session admin): shown once, live in the records', async () => {
       const before = Date.now();
@@ -528,11 +406,9 @@ describe('the Kubernetes door through kube-apiserver', () => {
         message: expect.stringContaining(`links the identity ${identity}`),
       });
       // A session admin links it through the door, as docs/kube-api.md says.
-      const linked = await kubectl(
-        carol,
-        ['create', '--raw', `${apiPath}/sessions`, '-f', '-'],
-        JSON.stringify({ persona: identity, role: 'edge', ttl: '1m' }),
-      );
+      const linked = await kubectl(carol, ['create', '--raw', `${apiPath}/sessions`, '-f', '-'], {
+        input: JSON.stringify({ persona: identity, role: 'edge', ttl: '1m' }),
+      });
       expect(linked.stderr).toBe('');
       const caller = await authenticate(token);
       expect([caller.identity, caller.roles]).toEqual([identity, ['edge']]);

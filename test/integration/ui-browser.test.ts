@@ -16,7 +16,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { AuthorizationV1Api } from '@kubernetes/client-node';
+import {
+  AuthorizationV1Api,
+  RbacAuthorizationV1Api,
+  type KubeConfig,
+} from '@kubernetes/client-node';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 
 import { buildUi } from '../../hack/build-ui';
@@ -28,13 +32,14 @@ import { startDashboard, type Dashboard } from '../../cli/dashboard';
 import { DASHBOARD_COOKIE } from '../../cli/dashboard-policy';
 import { loadKubeConnection } from '../../cli/kube-connection';
 import { textReply } from '../support/real-turns';
-import { conversations, createConversationObject } from './support/kube';
-import { kubectl, startKubeDoor, type KubeDoorStack } from './support/kube-door';
+import { conversations, createConversationObject, kubeConfig, sharedCluster } from './support/kube';
+import { kubectl, startKubeDoorStack, type KubeDoorStack } from './support/kube-door';
 
 const CHROMIUM = process.env.POLYCHROME_CHROMIUM ?? '/usr/bin/chromium';
 const doorPath = '/apis/api.polychrome.dev/v1alpha1';
 
 let stack: KubeDoorStack;
+let adminConfig: KubeConfig;
 let dave: string;
 let vera: string;
 let conversationId: string;
@@ -55,24 +60,24 @@ async function post(text: string, key: string): Promise<void> {
     [
       'create',
       '--raw',
-      `${doorPath}/namespaces/${stack.ns.name}/conversations/hello/messages`,
+      `${doorPath}/namespaces/${stack.namespace}/conversations/hello/messages`,
       '-f',
       '-',
     ],
-    JSON.stringify({ text, idempotencyKey: key }),
+    { input: JSON.stringify({ text, idempotencyKey: key }) },
   );
   expect(got.stderr).toBe('');
 }
 
 /** Writes the Conversation's status as the reconciler does: Ready, and the coordinator's journal checkpoint. */
 async function publishStatus(journal?: Record<string, unknown>): Promise<void> {
-  const inMemory = stack.api.turns.conversations.byName(stack.ns.name, 'hello');
-  const { api, group, version, plural } = conversations(stack.adminConfig);
+  const inMemory = stack.api.turns.conversations.byName(stack.namespace, 'hello');
+  const { api, group, version, plural } = conversations(adminConfig);
   await api.patchNamespacedCustomObjectStatus({
     group,
     version,
     plural,
-    namespace: stack.ns.name,
+    namespace: stack.namespace,
     name: 'hello',
     body: [
       {
@@ -104,7 +109,7 @@ async function settledJournal(): Promise<Record<string, unknown>> {
     'the coordinator to write status.journal at the head',
     async () => {
       await Promise.resolve();
-      const journal = stack.api.turns.conversations.byName(stack.ns.name, 'hello')?.status
+      const journal = stack.api.turns.conversations.byName(stack.namespace, 'hello')?.status
         ?.journal as Record<string, unknown> | undefined;
       return journal !== undefined && journal.head === stack.api.head(conversationId)
         ? journal
@@ -188,32 +193,38 @@ beforeAll(async () => {
   // The bundle as npm run build makes it, served by the door from memory.
   bundleDir = await mkdtemp(join(tmpdir(), 'ui-bundle-'));
   await buildUi(bundleDir);
-  stack = await startKubeDoor('ui', {
-    kube: { ui: await UiAssets.load(bundleDir) },
-    replies: [
-      textReply('Hello! I keep every word in a signed journal.'),
-      textReply('Yes: the browser recomputes every root.'),
-      textReply('This one arrived while you watched.'),
-    ],
-  });
-  const ns = stack.ns.name;
-  conversationId =
-    stack.api.turns.conversations.add(
-      { owner: 'kubernetes:dave' },
-      { name: 'hello', namespace: ns },
-    ).metadata.uid ?? '';
-  await createConversationObject(stack.adminConfig, ns, 'hello', {
+  stack = await startKubeDoorStack(
+    'ui',
+    {
+      replies: [
+        textReply('Hello! I keep every word in a signed journal.'),
+        textReply('Yes: the browser recomputes every root.'),
+        textReply('This one arrived while you watched.'),
+      ],
+    },
+    { ui: await UiAssets.load(bundleDir) },
+  );
+  adminConfig = await kubeConfig();
+  const ns = stack.namespace;
+  conversationId = stack.addConversation('hello', 'kubernetes:dave');
+  await createConversationObject(adminConfig, ns, 'hello', {
     ...validMinimalConversationSpec,
     owner: 'kubernetes:dave',
   });
-  // dave administers the namespace (admin aggregates polychrome-conversation-admin); vera
-  // may only look (view aggregates polychrome-conversation-viewer: the UI and the
-  // Conversations, not the export).
-  dave = await stack.cluster.mintUser('dave', ['team-a']);
-  vera = await stack.cluster.mintUser('vera', ['team-a']);
-  await stack.bind('dave', 'admin');
-  await stack.bind('vera', 'view');
-  const authorization = stack.adminConfig.makeApiClient(AuthorizationV1Api);
+  // dave administers the namespace (the stack binds him to admin, which aggregates
+  // polychrome-conversation-admin); vera may only look (view aggregates
+  // polychrome-conversation-viewer: the UI and the Conversations, not the export).
+  dave = stack.users.dave;
+  vera = await (await sharedCluster()).mintUser('vera', ['team-a']);
+  await adminConfig.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
+    namespace: ns,
+    body: {
+      metadata: { name: 'vera-view' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view' },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'vera' }],
+    },
+  });
+  const authorization = adminConfig.makeApiClient(AuthorizationV1Api);
   for (const [user, resource, subresource, group] of [
     ['vera', 'ui', '', 'api.polychrome.dev'],
     ['vera', 'conversations', '', 'polychrome.dev'],
@@ -266,7 +277,7 @@ describe('the forensics UI in Chromium', () => {
     const page = await openConversation(asDave);
     // The secret left the URL: the first visit exchanged it for the cookie.
     expect(page.url()).toBe(
-      `${asDave.url.split('/?')[0]}${doorPath}/namespaces/${stack.ns.name}/ui/index.html`,
+      `${asDave.url.split('/?')[0]}${doorPath}/namespaces/${stack.namespace}/ui/index.html`,
     );
     const cookies = await browser.cookies();
     expect(cookies.find((c) => c.name === DASHBOARD_COOKIE)).toMatchObject({
@@ -372,7 +383,7 @@ describe('the forensics UI in Chromium', () => {
     // The real export through the real chain, one byte of one payload changed on the way
     // to the browser: only the file's bytes are doubled, the verifier is the page's own.
     const real = await raw(
-      `http://${asDave.policy.host}${doorPath}/namespaces/${stack.ns.name}/conversations/hello/export`,
+      `http://${asDave.policy.host}${doorPath}/namespaces/${stack.namespace}/conversations/hello/export`,
       {
         headers: {
           host: asDave.policy.host,
@@ -427,8 +438,9 @@ describe('the forensics UI in Chromium', () => {
   });
 
   it('is RBAC on resource ui, verb get: a user without a role gets Forbidden from kube-apiserver', async () => {
-    const mallory = await stack.cluster.mintUser('mallory', ['team-b']);
-    const path = `${doorPath}/namespaces/${stack.ns.name}/ui/index.html`;
+    // bob has no role in the namespace.
+    const mallory = stack.users.bob;
+    const path = `${doorPath}/namespaces/${stack.namespace}/ui/index.html`;
     const refused = await kubectl(mallory, ['get', '--raw', path]);
     expect(refused.ok).toBe(false);
     expect(refused.stderr).toContain('cannot get resource "ui" in API group "api.polychrome.dev"');
@@ -453,7 +465,7 @@ describe('the forensics UI in Chromium', () => {
     const base = `http://${asDave.policy.host}`;
     const host = asDave.policy.host;
     const cookie = `${DASHBOARD_COOKIE}=${asDave.policy.secret}`;
-    const transcript = `${base}${doorPath}/namespaces/${stack.ns.name}/conversations/hello/transcript`;
+    const transcript = `${base}${doorPath}/namespaces/${stack.namespace}/conversations/hello/transcript`;
     expect((await raw(transcript, { headers: { host, cookie } })).status).toBe(200);
     expect((await raw(transcript, { headers: { host } })).status).toBe(401);
     expect(

@@ -1,66 +1,132 @@
 /**
- * The Kubernetes door behind the shared cluster's real kube-apiserver, as
- * test/integration/kube-api.test.ts and the UI's browser test use it: the APIService and
- * RBAC from config/kube-api, the control plane's door as its own least-privilege identity
- * (SubjectAccessReviews and the front-proxy ConfigMap), the real turn coordinator behind
- * it (the public API's test stack), the real state plane's records for sessions.
+ * The Kubernetes door served through the shared cluster's real kube-apiserver, for the
+ * tests that drive it (kube-api.test.ts, kubectl-plugin.test.ts): config/kube-api's
+ * APIService and RBAC, the control plane's door as its own least-privilege identity, the
+ * real turn coordinator behind it (the public API's test stack), the real state plane's
+ * records for sessions, and users with their own client certificates:
+ *
+ * - alice: RoleBinding to `edit` in the namespace (aggregates polychrome-conversation-user);
+ * - dave: RoleBinding to `admin` (aggregates polychrome-conversation-admin);
+ * - bob: nothing;
+ * - carol: ClusterRoleBinding to polychrome-session-admin, nothing else.
+ *
+ * The APIService `v1alpha1.api.polychrome.dev` is cluster-wide: one stack at a time.
  */
-import { execFile, execFileSync } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-
 import {
+  type KubeConfig,
   ApiregistrationV1Api,
+  AuthorizationV1Api,
   CoreV1Api,
   RbacAuthorizationV1Api,
-  type KubeConfig,
 } from '@kubernetes/client-node';
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { request as httpsRequest } from 'node:https';
+import {
+  createConnection,
+  createServer,
+  type AddressInfo,
+  type Server,
+  type Socket,
+} from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pino from 'pino';
 import { parse, parseAllDocuments, stringify } from 'yaml';
-
 import { RecordsClient } from '../../../common/records-client';
 import { loadStateClientTls } from '../../../common/state-client';
 import { ensureDevCerts } from '../../../hack/lib/dev-certs';
-import { defaultBinDir, repoRoot, type LocalCluster } from '../../../hack/lib/local-cluster';
+import { defaultBinDir, repoRoot } from '../../../hack/lib/local-cluster';
 import { DevCertificateAuthority, type CertFiles } from '../../../hack/lib/pki';
 import { pollUntil } from '../../../hack/lib/processes';
 import { KubeDoor } from '../../../operator/kube-api/kube-door';
 import { kubeDoorPorts } from '../../../operator/kube-api/kube-door-ports';
 import { KubeSessions } from '../../../operator/kube-api/kube-sessions';
+import type { UiAssets } from '../../../operator/ui/ui-assets';
 import {
   startApi,
   type StartApiOptions,
   type TestApi,
 } from '../../../operator/public-api/testdata/fixtures';
-import type { UiAssets } from '../../../operator/ui/ui-assets';
 import { freshNamespace, kubeConfig, sharedCluster } from './kube';
 import { StatePlane } from './state-plane';
 
-const serviceAccountUser = 'system:serviceaccount:polychrome-system:polychrome-control-plane';
+export const SERVICE_ACCOUNT_USER =
+  'system:serviceaccount:polychrome-system:polychrome-control-plane';
+/** The door's group, as kube-apiserver serves it. */
+export const KUBE_API_PATH = '/apis/api.polychrome.dev/v1alpha1';
+const API_SERVICE = 'v1alpha1.api.polychrome.dev';
 
 export interface Kubectl {
   readonly ok: boolean;
+  readonly code: number | null;
   readonly stdout: string;
   readonly stderr: string;
 }
 
+/**
+ * Runs the real kubectl as the user of `kubeconfig` (`--kubeconfig` first; pass `null` to
+ * leave it out, e.g. to test KUBECONFIG), with `input` on stdin.
+ */
 export async function kubectl(
-  kubeconfig: string,
+  kubeconfig: string | null,
   args: readonly string[],
-  input?: string,
+  options: { input?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
 ): Promise<Kubectl> {
-  const child = execFile(join(defaultBinDir, 'kubectl'), [`--kubeconfig=${kubeconfig}`, ...args], {
-    encoding: 'utf8',
-    timeout: 60_000,
-  });
-  if (input !== undefined) child.stdin?.end(input);
+  const child = execFile(
+    join(defaultBinDir, 'kubectl'),
+    [...(kubeconfig === null ? [] : [`--kubeconfig=${kubeconfig}`]), ...args],
+    { encoding: 'utf8', timeout: options.timeoutMs ?? 60_000, env: options.env ?? process.env },
+  );
+  if (options.input !== undefined) child.stdin?.end(options.input);
   return await new Promise<Kubectl>((resolve) => {
     let stdout = '';
     let stderr = '';
     child.stdout?.on('data', (chunk: string) => (stdout += chunk));
     child.stderr?.on('data', (chunk: string) => (stderr += chunk));
-    child.once('exit', (code) => resolve({ ok: code === 0, stdout, stderr }));
+    child.once('exit', (code) => resolve({ ok: code === 0, code, stdout, stderr }));
+  });
+}
+
+/** An HTTPS request straight to the door's port, as an attacker on the network would send it. */
+export async function direct(
+  port: number,
+  path: string,
+  options: {
+    cert?: CertFiles;
+    headers?: Record<string, string>;
+    method?: string;
+    body?: string;
+    ca: string;
+  },
+): Promise<{ status: number; body: unknown }> {
+  const tls =
+    options.cert === undefined
+      ? {}
+      : { cert: await readFile(options.cert.certPath), key: await readFile(options.cert.keyPath) };
+  return await new Promise((resolve, reject) => {
+    const req = httpsRequest(
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        method: options.method ?? 'GET',
+        ca: options.ca,
+        servername: 'localhost',
+        headers: { 'content-type': 'application/json', ...options.headers },
+        ...tls,
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as unknown }),
+        );
+      },
+    );
+    req.once('error', reject);
+    req.end(options.body);
   });
 }
 
@@ -68,7 +134,7 @@ export async function kubectl(
  * config/kube-api's RBAC as kustomize puts it in polychrome-system: its ServiceAccount
  * subjects name no namespace, config/default's `namespace:` fills it in.
  */
-export function inPolychromeSystem(yaml: string): string {
+function inPolychromeSystem(yaml: string): string {
   return parseAllDocuments(yaml)
     .map((d) => d.toJS() as { subjects?: { kind: string; namespace?: string }[] })
     .map((o) => ({
@@ -88,7 +154,7 @@ export function inPolychromeSystem(yaml: string): string {
 }
 
 /** Applies YAML documents as the cluster admin, server-side. */
-export function applyYaml(adminConfig: string, yaml: string): void {
+function applyYaml(adminConfig: string, yaml: string): void {
   execFileSync(
     join(defaultBinDir, 'kubectl'),
     [`--kubeconfig=${adminConfig}`, 'apply', '--server-side', '-f', '-'],
@@ -96,39 +162,159 @@ export function applyYaml(adminConfig: string, yaml: string): void {
   );
 }
 
-/** A running door: everything a test reaches for. */
+/** A running door behind kube-apiserver, and everything a test drives or inspects. */
 export interface KubeDoorStack {
-  readonly cluster: LocalCluster;
-  /** The cluster admin's kubeconfig path, and a client for it. */
+  /** The cluster admin's kubeconfig file. */
   readonly admin: string;
-  readonly adminConfig: KubeConfig;
-  readonly dir: string;
-  readonly ns: { name: string; dispose: () => Promise<void> };
   readonly api: TestApi;
   readonly door: KubeDoor;
-  readonly kubePort: number;
-  /** The CA the APIService trusts for the door's serving certificate (PEM). */
+  /** A private directory, removed by close(). */
+  readonly dir: string;
+  readonly namespace: string;
+  /** The CA of the door's serving certificate (PEM). */
   readonly servingCa: string;
-  /** kube-apiserver's own front-proxy client certificate, and a look-alike from another CA. */
+  readonly kubePort: number;
+  /** Kubeconfig files of the users (see the file comment). */
+  readonly users: {
+    readonly alice: string;
+    readonly bob: string;
+    readonly dave: string;
+    readonly carol: string;
+  };
+  /** kube-apiserver's real front-proxy client certificate. */
   readonly proxyClient: CertFiles;
+  /** A certificate named `front-proxy-client` from another CA. */
   readonly strangerProxy: CertFiles;
-  readonly state: StatePlane;
   readonly records: RecordsClient;
   readonly asControlPlane: KubeConfig;
-  /** Binds `user` to the ClusterRole `role` in the namespace. */
-  bind(user: string, role: string): Promise<void>;
-  /** Removes the APIService and stops everything; the namespace goes too. */
+  /**
+   * Cuts every connection between kube-apiserver and the door (a loopback TCP relay sits
+   * between them), as a network fault or a replica going away would. @returns how many.
+   */
+  dropConnections(): number;
+  /** Adds the door's Conversation `name` (its uid returned), owned by `owner`. */
+  addConversation(name: string, owner?: string): string;
+  /** kube-apiserver's answer for `user` on `verb` `conversations/<subresource>` of `name`. */
+  allowed(user: string, verb: string, subresource: string, name?: string): Promise<boolean>;
   close(): Promise<void>;
 }
 
+async function bindUsers(adminConfig: KubeConfig, namespace: string): Promise<void> {
+  const rbac = adminConfig.makeApiClient(RbacAuthorizationV1Api);
+  for (const [user, role] of [
+    ['alice', 'edit'],
+    ['dave', 'admin'],
+  ] as const) {
+    await rbac.createNamespacedRoleBinding({
+      namespace,
+      body: {
+        metadata: { name: `${user}-${role}` },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }],
+      },
+    });
+  }
+  await rbac
+    .deleteClusterRoleBinding({ name: `${namespace}-carol-sessions` })
+    .catch(() => undefined);
+  await rbac.createClusterRoleBinding({
+    body: {
+      metadata: { name: `${namespace}-carol-sessions` },
+      roleRef: {
+        apiGroup: 'rbac.authorization.k8s.io',
+        kind: 'ClusterRole',
+        name: 'polychrome-session-admin',
+      },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'carol' }],
+    },
+  });
+}
+
+/** A TCP relay to `port` on loopback, whose connections can be cut. */
+async function startRelay(port: number): Promise<{ server: Server; port: number; drop(): number }> {
+  const open = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = createConnection({ host: '127.0.0.1', port });
+    const pair = [client, upstream];
+    for (const socket of pair) {
+      open.add(socket);
+      socket.once('close', () => {
+        open.delete(socket);
+        pair.forEach((s) => s.destroy());
+      });
+      socket.on('error', () => pair.forEach((s) => s.destroy()));
+    }
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    server,
+    port: (server.address() as AddressInfo).port,
+    drop: () => {
+      const count = open.size;
+      for (const socket of [...open]) socket.destroy();
+      return count;
+    },
+  };
+}
+
+/** Registers the APIService, routed on loopback, and waits until it is Available. */
+async function registerApiService(
+  adminConfig: KubeConfig,
+  namespace: string,
+  kubePort: number,
+  servingCa: string,
+): Promise<void> {
+  const apiService = parse(
+    await readFile(join(repoRoot, 'config', 'kube-api', 'api-service.yaml'), 'utf8'),
+  ) as Record<string, unknown>;
+  // An ExternalName Service: EndpointSlices refuse 127.0.0.0/8.
+  await adminConfig.makeApiClient(CoreV1Api).createNamespacedService({
+    namespace,
+    body: {
+      metadata: { name: 'polychrome-kube-api' },
+      spec: {
+        type: 'ExternalName',
+        externalName: 'localhost',
+        ports: [{ name: 'https-kube', port: kubePort }],
+      },
+    },
+  });
+  const registration = adminConfig.makeApiClient(ApiregistrationV1Api);
+  await registration.deleteAPIService({ name: API_SERVICE }).catch(() => undefined);
+  await registration.createAPIService({
+    body: {
+      ...apiService,
+      spec: {
+        ...(apiService.spec as Record<string, unknown>),
+        service: { name: 'polychrome-kube-api', namespace, port: kubePort },
+        caBundle: Buffer.from(servingCa).toString('base64'),
+      },
+    } as never,
+  });
+  await pollUntil(
+    `the APIService ${API_SERVICE} to be Available`,
+    async () => {
+      const current = await registration.readAPIService({ name: API_SERVICE });
+      return current.status?.conditions?.some(
+        (c) => c.type === 'Available' && c.status === 'True',
+      ) === true
+        ? true
+        : undefined;
+    },
+    { timeoutMs: 60_000, intervalMs: 250 },
+  );
+}
+
 /**
- * Starts the door in a fresh namespace `prefix-xxxxxx` and registers it as the APIService
- * `v1alpha1.api.polychrome.dev`, waiting until kube-apiserver says it is Available. One
- * stack at a time per cluster: the APIService is cluster-wide.
+ * Starts the stack in a fresh namespace named after `prefix`; `api` options go to the
+ * public API's test stack (the scripted model's replies, for one).
  */
-export async function startKubeDoor(
+export async function startKubeDoorStack(
   prefix: string,
-  options: Omit<StartApiOptions, 'kube'> & { readonly kube?: { readonly ui?: UiAssets } } = {},
+  apiOptions: StartApiOptions = {},
+  listener: { readonly ui?: UiAssets } = {},
 ): Promise<KubeDoorStack> {
   const cluster = await sharedCluster();
   const admin = cluster.kubeconfigPath;
@@ -152,7 +338,7 @@ export async function startKubeDoor(
     await readFile(join(repoRoot, 'config', 'kube-api', 'cluster-roles.yaml'), 'utf8'),
   );
   const asControlPlane = await kubeConfig(
-    await cluster.mintUser(serviceAccountUser, [
+    await cluster.mintUser(SERVICE_ACCOUNT_USER, [
       'system:serviceaccounts',
       'system:serviceaccounts:polychrome-system',
     ]),
@@ -171,7 +357,6 @@ export async function startKubeDoor(
     usage: 'server',
   });
   const servingCa = await readFile(ca.certPath, 'utf8');
-  // What an attacker might hold: a certificate named like the proxy from another CA.
   const stranger = await DevCertificateAuthority.create(
     join(dir, 'pki'),
     'stranger',
@@ -182,13 +367,12 @@ export async function startKubeDoor(
     commonName: 'front-proxy-client',
     usage: 'client',
   });
-  const proxyClient: CertFiles = {
+  const proxyClient = {
     certPath: join(cluster.state.dir, 'pki', 'front-proxy-client.crt'),
     keyPath: join(cluster.state.dir, 'pki', 'front-proxy-client.key'),
   };
 
-  // The real state plane's records, reached as the control plane reaches them (its
-  // writer certificate): the sessions resource mints through them.
+  // The real state plane's records, reached with the control plane's writer certificate.
   const certs = await ensureDevCerts(join(dir, 'state-pki'));
   const state = await StatePlane.create(certs, join(dir, 'state-data'));
   await state.start();
@@ -212,7 +396,7 @@ export async function startKubeDoor(
     logger: pino({ level: 'silent' }),
   });
   const api = await startApi({
-    ...options,
+    ...apiOptions,
     kube: {
       host: '127.0.0.1',
       port: 0,
@@ -222,84 +406,87 @@ export async function startKubeDoor(
       sessions: new KubeSessions(records, (user, target, signal) =>
         door.admitCluster(user, target, signal),
       ),
-      ...(options.kube?.ui === undefined ? {} : { ui: options.kube.ui }),
+      // The forensics UI's files (test/integration/ui-browser.test.ts).
+      ...(listener.ui === undefined ? {} : { ui: listener.ui }),
     },
   });
   stack.api = api;
   const kubePort = api.server.kubeAddress().port;
-  // The APIService, routed on loopback: an ExternalName Service (EndpointSlices refuse 127/8).
-  const apiService = parse(
-    await readFile(join(repoRoot, 'config', 'kube-api', 'api-service.yaml'), 'utf8'),
-  ) as Record<string, unknown>;
-  await core.createNamespacedService({
-    namespace: ns.name,
-    body: {
-      metadata: { name: 'polychrome-kube-api' },
-      spec: {
-        type: 'ExternalName',
-        externalName: 'localhost',
-        ports: [{ name: 'https-kube', port: kubePort }],
+  const relay = await startRelay(kubePort);
+  await registerApiService(adminConfig, ns.name, relay.port, servingCa);
+
+  const users = {
+    alice: await cluster.mintUser('alice', ['team-a']),
+    bob: await cluster.mintUser('bob', ['team-b']),
+    dave: await cluster.mintUser('dave', ['team-a']),
+    carol: await cluster.mintUser('carol', ['ops']),
+  };
+  await bindUsers(adminConfig, ns.name);
+
+  const authorization = adminConfig.makeApiClient(AuthorizationV1Api);
+  const allowed = async (
+    user: string,
+    verb: string,
+    subresource: string,
+    name = 'hello',
+  ): Promise<boolean> => {
+    const review = await authorization.createSubjectAccessReview({
+      body: {
+        spec: {
+          user,
+          groups: ['system:authenticated'],
+          resourceAttributes: {
+            group: 'api.polychrome.dev',
+            resource: 'conversations',
+            subresource,
+            verb,
+            namespace: ns.name,
+            name,
+          },
+        },
       },
-    },
-  });
-  const registration = adminConfig.makeApiClient(ApiregistrationV1Api);
-  await registration
-    .deleteAPIService({ name: 'v1alpha1.api.polychrome.dev' })
-    .catch(() => undefined);
-  await registration.createAPIService({
-    body: {
-      ...apiService,
-      spec: {
-        ...(apiService.spec as Record<string, unknown>),
-        service: { name: 'polychrome-kube-api', namespace: ns.name, port: kubePort },
-        caBundle: Buffer.from(servingCa).toString('base64'),
-      },
-    } as never,
-  });
+    });
+    return review.status?.allowed === true;
+  };
+  // The built-in roles pick the aggregated rules up through kube-controller-manager.
   await pollUntil(
-    'the APIService v1alpha1.api.polychrome.dev to be Available',
-    async () => {
-      const current = await registration.readAPIService({ name: 'v1alpha1.api.polychrome.dev' });
-      return current.status?.conditions?.some(
-        (c) => c.type === 'Available' && c.status === 'True',
-      ) === true
+    'dave may delete conversations/approvals and alice may create conversations/messages (aggregated roles)',
+    async () =>
+      (await allowed('alice', 'create', 'messages')) &&
+      (await allowed('dave', 'delete', 'approvals'))
         ? true
-        : undefined;
-    },
-    { timeoutMs: 60_000, intervalMs: 250 },
+        : undefined,
+    { timeoutMs: 30_000, intervalMs: 250 },
   );
 
-  const rbac = adminConfig.makeApiClient(RbacAuthorizationV1Api);
   return {
-    cluster,
     admin,
-    adminConfig,
-    dir,
-    ns,
     api,
     door,
-    kubePort,
+    dir,
+    namespace: ns.name,
     servingCa,
+    kubePort,
+    users,
     proxyClient,
     strangerProxy,
-    state,
     records,
     asControlPlane,
-    async bind(user, role) {
-      await rbac.createNamespacedRoleBinding({
-        namespace: ns.name,
-        body: {
-          metadata: { name: `${user}-${role}` },
-          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
-          subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }],
-        },
-      });
-    },
-    async close() {
+    dropConnections: () => relay.drop(),
+    addConversation: (name, owner = 'dev:someone-else') =>
+      api.turns.conversations.add({ owner }, { name, namespace: ns.name }).metadata.uid ?? '',
+    allowed,
+    close: async () => {
+      await adminConfig
+        .makeApiClient(RbacAuthorizationV1Api)
+        .deleteClusterRoleBinding({ name: `${ns.name}-carol-sessions` })
+        .catch(() => undefined);
       await adminConfig
         .makeApiClient(ApiregistrationV1Api)
-        .deleteAPIService({ name: 'v1alpha1.api.polychrome.dev' })
+        .deleteAPIService({ name: API_SERVICE })
         .catch(() => undefined);
+      relay.drop();
+      await new Promise((resolve) => relay.server.close(resolve));
       await api.close();
       records.close();
       await state.kill();
