@@ -31,7 +31,7 @@ import { UiAssets } from '../../operator/ui/ui-assets';
 import { startDashboard, type Dashboard } from '../../cli/dashboard';
 import { DASHBOARD_COOKIE } from '../../cli/dashboard-policy';
 import { loadKubeConnection } from '../../cli/kube-connection';
-import { textReply } from '../support/real-turns';
+import { calculatorReply, textReply } from '../support/real-turns';
 import { conversations, createConversationObject, kubeConfig, sharedCluster } from './support/kube';
 import { kubectl, startKubeDoorStack, type KubeDoorStack } from './support/kube-door';
 
@@ -53,20 +53,26 @@ async function screenshot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: `${join(shots, name)}.png`, fullPage: true });
 }
 
-/** Posts a message as dave through the real kubectl and the door; resolves with the reply. */
-async function post(text: string, key: string): Promise<void> {
+/** POSTs `body` to the conversation's `sub` as dave, through the real kubectl and the door. */
+async function create(sub: string, body: unknown): Promise<Record<string, unknown>> {
   const got = await kubectl(
     dave,
     [
       'create',
       '--raw',
-      `${doorPath}/namespaces/${stack.namespace}/conversations/hello/messages`,
+      `${doorPath}/namespaces/${stack.namespace}/conversations/hello/${sub}`,
       '-f',
       '-',
     ],
-    { input: JSON.stringify({ text, idempotencyKey: key }) },
+    { input: JSON.stringify(body) },
   );
   expect(got.stderr).toBe('');
+  return JSON.parse(got.stdout) as Record<string, unknown>;
+}
+
+/** Posts a message as dave; resolves with the reply. */
+async function post(text: string, key: string): Promise<Record<string, unknown>> {
+  return await create('messages', { text, idempotencyKey: key });
 }
 
 /** Writes the Conversation's status as the reconciler does: Ready, and the coordinator's journal checkpoint. */
@@ -197,7 +203,8 @@ beforeAll(async () => {
     'ui',
     {
       replies: [
-        textReply('Hello! I keep every word in a signed journal.'),
+        calculatorReply('6*7'),
+        textReply('It is 42.'),
         textReply('Yes: the browser recomputes every root.'),
         textReply('This one arrived while you watched.'),
       ],
@@ -247,7 +254,12 @@ beforeAll(async () => {
       { timeoutMs: 30_000, intervalMs: 250 },
     );
   }
-  await post('Hello, who keeps what we say?', 'k1');
+  // The first turn calls the calculator, which the test spec puts behind an approval: dave
+  // (admin) approves it on the door.
+  const paused = (await post('What is 6*7?', 'k1')) as { approval?: { requestId?: string } };
+  const requestId = paused.approval?.requestId ?? '';
+  expect(requestId).not.toBe('');
+  await create(`approvals/${requestId}`, { decision: 'approve', comment: 'fine by dave' });
   await post('Can I check it myself?', 'k2');
   await publishStatus(await settledJournal());
 
@@ -297,7 +309,15 @@ describe('the forensics UI in Chromium', () => {
     );
     const said = await texts(page, 'tr[data-kind="message_received"]');
     expect(said[0]).toContain('kubernetes:dave');
-    expect(said[0]).toContain('said: Hello, who keeps what we say?');
+    expect(said[0]).toContain('said: What is 6*7?');
+    // The approval: what was asked, with the exact arguments, and who answered how.
+    const asked = (await texts(page, 'tr[data-kind="approval_request"]'))[0];
+    expect(asked).toContain('asks approval to run calculator with exactly {"expression":"6*7"}');
+    const answered = (await texts(page, 'tr[data-kind="approval_response"]'))[0];
+    expect(answered).toContain('kubernetes:dave');
+    expect(answered).toMatch(/answered \S*APPROVE\S* to calculator, request \S+: fine by dave/u);
+    const result = (await texts(page, 'tr[data-kind="tool_result"]'))[0];
+    expect(result).toContain('result: 42');
     const replied = await texts(page, 'tr[data-kind="turn_complete"]');
     expect(replied[1]).toContain('replied: Yes: the browser recomputes every root.');
     expect(await texts(page, 'tr.turn')).toEqual(
@@ -358,9 +378,7 @@ describe('the forensics UI in Chromium', () => {
     expect(roots.length).toBeGreaterThan(2);
     for (const root of roots)
       expect(root).toMatch(/signed root over [1-9][0-9]* events, key [0-9a-f]{32}/u);
-    expect((await texts(page, 'tr[data-kind="turn_complete"]'))[0]).toContain(
-      'replied: Hello! I keep every word in a signed journal.',
-    );
+    expect((await texts(page, 'tr[data-kind="turn_complete"]'))[0]).toContain('replied: It is 42.');
     await page.click('button[data-proof="3"]');
     await page.waitForSelector('[data-proof-result="3"]');
     expect((await texts(page, '[data-proof-result="3"]'))[0]).toMatch(
