@@ -33,6 +33,7 @@ all: build
 ## Build the TypeScript into dist/.
 build: node_modules
 	$(NPX) tsc -p tsconfig.build.json
+	$(NPX) tsx hack/build-ui.ts dist/ui
 
 node_modules: package-lock.json
 	npm ci
@@ -57,6 +58,7 @@ verify-generate: generate
 
 typecheck: node_modules
 	$(NPX) tsc -p tsconfig.json --noEmit
+	$(NPX) tsc -p ui/tsconfig.json --noEmit
 
 ## ESLint (type-aware), Prettier, and hadolint on every Dockerfile.
 lint: node_modules typecheck lint-images

@@ -18,6 +18,18 @@ const planeZones = planes.flatMap((target) =>
 const pureZones = [
   { target: './common', from: ['./operator', './state', './harness', './hack', './test', './cli'] },
   {
+    // The forensics UI runs in the browser: the project's pure code only (docs/ui.md).
+    target: './ui',
+    from: ['./operator', './harness', './hack', './test', './cli', './bench'],
+    message: 'ui/ imports common/ and state/journal/ pure code only.',
+  },
+  {
+    target: './ui',
+    from: './state',
+    except: ['./journal'],
+    message: 'ui/ imports common/ and state/journal/ pure code only.',
+  },
+  {
     target: './state/journal',
     from: './state/store',
     message: 'state/journal is pure: no storage.',

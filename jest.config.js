@@ -15,7 +15,7 @@ module.exports = {
     {
       displayName: 'unit',
       testMatch: [
-        '<rootDir>/{common,operator,state,harness,hack,cli}/**/*.test.ts',
+        '<rootDir>/{common,operator,state,harness,hack,cli,ui}/**/*.test.ts',
         // Test doubles that need nothing running (the Messages API server, MCP servers).
         '<rootDir>/test/support/**/*.test.ts',
       ],

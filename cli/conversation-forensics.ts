@@ -28,6 +28,7 @@ import {
   whatIfParsed,
   type ParsedWhatIf,
 } from './journal-what-if';
+import { missingCheckpoint } from '../state/journal/export-verify';
 import { verifyExportFile, type OfflineVerification } from './journal-verify';
 
 /*
@@ -167,18 +168,7 @@ export async function verifyConversation(
       );
     }
     const verified = await verifyExportFile(file, [], checkpoint);
-    const failure =
-      verified.failure ??
-      (checkpoint === undefined && verified.events > 0
-        ? {
-            position: 0,
-            reason: 'no_checkpoint',
-            expected: 'the Conversation status.journal (head and last signed root)',
-            found: 'none',
-            message:
-              'the Conversation status names no journal checkpoint, so a journal cut short would pass; retry once the status shows status.journal',
-          }
-        : undefined);
+    const failure = verified.failure ?? missingCheckpoint(verified);
     const result: ConversationVerification = {
       ...verified,
       source,

@@ -1,3 +1,4 @@
+import { dashboardCommand } from './dashboard';
 import { Writable } from 'node:stream';
 
 import { stringify } from 'yaml';
@@ -52,6 +53,8 @@ Conversations by name, in the namespace of -n (else the context's, else "default
                                      replay the export with no model and no tool
   verify NAME --actor A              verify the export against the Conversation's checkpoint
   repair NAME --actor A [--dry-run]  excise unreadable journal entries
+  dashboard [--port P] [--no-open]   the read-only forensics UI through a local proxy
+                                     on 127.0.0.1 (docs/ui.md); prints the URL
 
   sessions create --persona P [--role R | --roles R1,R2] [--ttl 720h]
                                      mint a public-API session token (printed once, to stdout)
@@ -399,6 +402,7 @@ export const KUBE_VERBS = [
   'verify',
   'repair',
   'sessions',
+  'dashboard',
   'help',
 ] as const;
 
@@ -418,6 +422,8 @@ async function dispatch(
       return getConversation(rest, env, io);
     case 'sessions':
       return sessions(rest, env, io);
+    case 'dashboard':
+      return dashboardCommand(rest, io, env);
     case 'logs':
       return doorCommands.stream(kubeDoor, logsArgs(rest), env, io);
     case 'send':

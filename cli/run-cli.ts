@@ -31,6 +31,7 @@ import {
 } from './journal-what-if';
 import { LIVE_NEEDS_WHAT_IF, liveSetup } from './journal-live';
 import { formatReplayJson, formatReplayText, replayExportFile } from './journal-replay';
+import { dashboardCommand } from './dashboard';
 import { verifyExportFile } from './journal-verify';
 
 export { ExitCode, type CliIo } from './cli-support';
@@ -131,6 +132,11 @@ Check a journal (the state plane):
       result is reused when the arguments match, otherwise the run stops and says what it
       would have called. Nothing is written.
   ${WHAT_IF_FORMS}
+
+  polychrome dashboard [--kubeconfig FILE] [--context NAME] [-n NAMESPACE] [--port P] [--no-open]
+      (also kubectl polychrome dashboard) The read-only forensics UI of a namespace
+      through a local proxy on 127.0.0.1 with the kubeconfig's credentials (docs/ui.md).
+      Prints the URL, which holds this session's secret; opens it when there is a display.
 
 connection flags (or environment variables):
   --address HOST:PORT   POLYCHROME_STATE_ADDRESS   default localhost:7443
@@ -471,6 +477,7 @@ export async function runCli(args: readonly string[], io: CliIo, env?: Env): Pro
       return await conversationCommands[group](args.slice(1), env, io);
     }
     if (group === 'conversation') return await conversationGroup(args.slice(1), env, io);
+    if (group === 'dashboard') return await dashboardCommand(args.slice(1), io, env);
     if (group === 'state' && command === 'verify') return await stateVerify(rest, env, io);
     if (group === 'state' && command === 'export') return await stateExport(rest, env, io);
     if (group === 'journal' && command === 'verify') return await journalVerify(rest, io);

@@ -120,6 +120,17 @@ export function formatIdentity(identity: Identity): string {
   return text;
 }
 
+/**
+ * The identity of a Kubernetes user: `kubernetes:<username>`, with `%`, `:` and whitespace
+ * percent-encoded, so `system:serviceaccount:team:bot` is
+ * `kubernetes:system%3Aserviceaccount%3Ateam%3Abot` and two usernames never share one
+ * (docs/kube-api.md, "Who is calling").
+ */
+export function kubernetesIdentityOf(username: string): string {
+  const escaped = username.replace(/[%:\s]/gu, (c) => encodeURIComponent(c));
+  return `kubernetes:${escaped}`;
+}
+
 function invalid(message: string): AppError {
   return new AppError('invalid_argument', message);
 }

@@ -79,6 +79,8 @@ printf -- '-----BEGIN PRIVATE KEY-----\n%s\n-----END PRIVATE KEY-----\n' "$canar
 
 step "compiling (tsc, once for the three planes)"
 npx --no-install tsc -p tsconfig.build.json --outDir "$work/dist"
+step "bundling the forensics UI (esbuild, docs/ui.md)"
+npx --no-install tsx hack/build-ui.ts "$work/dist/ui"
 
 # Production dependencies, installed by Node 22 (the image's node runs the install
 # scripts), cached by the digest of package.json and the lockfile, laid out as the image
@@ -169,7 +171,7 @@ registry="127.0.0.1:$port"
 # plane  source-dir  ports  expected-exit  text of its config error  compiled folders it needs
 # (the control plane serves its OpenAPI document, which tsc copies to dist/docs/api).
 planes=(
-  "control-plane operator 8080,9090 1 POLYCHROME_STATE_ADDRESS common,proto,operator,docs"
+  "control-plane operator 8080,9090 1 POLYCHROME_STATE_ADDRESS common,proto,operator,docs,ui"
   "state state 7443,9090 2 STATE_TLS_CA_FILE common,proto,state"
   "harness harness 7070,9090 2 HARNESS_AUTH_TOKEN common,proto,harness"
 )
@@ -211,6 +213,12 @@ for entry in "${planes[@]}"; do
   "$crane" export "$pinned" - | tar --extract --directory "$rootfs" --numeric-owner --same-owner
   bash "$here/check-image.sh" "$rootfs" "$work/$plane.config.json" "$dir" "$want_exit" \
     "$want_error" "$canary" || fail "$plane: the image fails its checks (above)"
+  if [ "$plane" = control-plane ]; then
+    # The forensics UI's bundle, which the control plane serves (docs/ui.md).
+    for file in index.html app.js app.css; do
+      [ -s "$rootfs/app/dist/ui/$file" ] || fail "control-plane: the UI bundle lacks dist/ui/$file"
+    done
+  fi
 
   run_as_nonroot() { # argv inside the image, with the image's environment
     local -a image_env

@@ -17,6 +17,7 @@ import { createControlPlaneMetrics } from './control-plane-metrics';
 import { ConversationController } from './controller/conversation-controller';
 import { KubeDoor } from './kube-api/kube-door';
 import { kubeDoorPorts, tokenReviewer } from './kube-api/kube-door-ports';
+import { UiAssets } from './ui/ui-assets';
 import { KubeSessions } from './kube-api/kube-sessions';
 import { ServingCertificate } from './kube-api/serving-certificate';
 import {
@@ -232,6 +233,8 @@ async function main(): Promise<void> {
             sessions: new KubeSessions(records, (user, target, signal) =>
               door.admitCluster(user, target, signal),
             ),
+            // The forensics UI's bundle, read once (docs/ui.md).
+            ui: await UiAssets.load(),
           },
         }),
   });

@@ -9,6 +9,7 @@
  * Pure: the server hands in the ConfigMap's data, the TLS verdict and the headers.
  */
 import { AppError } from '../../common/errors';
+import { kubernetesIdentityOf } from '../../common/identity';
 
 /** The ConfigMap kube-apiserver publishes its front-proxy settings in. */
 export const AUTHENTICATION_CONFIG_MAP = {
@@ -159,6 +160,5 @@ export function authenticateFrontProxy(
  * and two usernames never share an identity (docs/kube-api.md, "Who is calling").
  */
 export function kubernetesIdentity(user: KubeUser): string {
-  const escaped = user.username.replace(/[%:\s]/gu, (c) => encodeURIComponent(c));
-  return `kubernetes:${escaped}`;
+  return kubernetesIdentityOf(user.username);
 }

@@ -152,6 +152,31 @@ export class KubeDoor {
   }
 
   /**
+   * Lets `user` run `verb` on the namespaced `resource` named `name` of this group (the
+   * UI's files, resource `ui`), or refuses: the SubjectAccessReview kube-apiserver asked.
+   *
+   * @throws AppError `permission_denied` when the review denies it.
+   */
+  async admitNamespaced(
+    user: KubeUser,
+    target: { namespace: string; resource: string; verb: string; name: string },
+    signal: AbortSignal,
+  ): Promise<void> {
+    const { namespace, resource, verb, name } = target;
+    const review = await this.options.ports.review(
+      { user, namespace, name, verb, subresource: '', resource },
+      signal,
+    );
+    if (!review.allowed) {
+      throw new AppError(
+        'permission_denied',
+        `User "${user.username}" cannot ${verb} resource "${resource}" in API group "${KUBE_API_GROUP}" in the namespace "${namespace}"${review.reason === '' ? '' : `: ${review.reason}`}; ask for a RoleBinding to view (or polychrome-conversation-viewer) (docs/ui.md)`,
+        { details: { namespace, resource, verb, name } },
+      );
+    }
+  }
+
+  /**
    * Lets `user` run `subresource` on `namespace/name`, or refuses.
    *
    * @throws AppError `permission_denied` when the SubjectAccessReview denies it (the

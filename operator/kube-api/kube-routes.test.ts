@@ -18,6 +18,21 @@ describe('matchKubeRoute', () => {
     ]);
   });
 
+  it('matches the UI files as GET only, one flat name under namespaces/{ns}/ui', () => {
+    const ui = '/apis/api.polychrome.dev/v1alpha1/namespaces/team/ui';
+    expect(matchKubeRoute('GET', `${ui}/index.html`)).toEqual({
+      kind: 'ui',
+      namespace: 'team',
+      file: 'index.html',
+    });
+    expect(matchKubeRoute('POST', `${ui}/index.html`)).toEqual({
+      kind: 'method_not_allowed',
+      allow: ['GET'],
+    });
+    expect(matchKubeRoute('GET', `${ui}/a/b`).kind).toBe('not_found');
+    expect(matchKubeRoute('GET', ui).kind).toBe('not_found');
+  });
+
   it.each([
     ['POST', 'approvals', Operation.AnswerApproval, 'create'],
     ['DELETE', 'approvals', Operation.AnswerApproval, 'delete'],

@@ -122,6 +122,14 @@ export const KUBE_SESSIONS = {
   verbs: [KubeVerb.Create, KubeVerb.Delete],
 } as const;
 
+/**
+ * The forensics UI's files (docs/ui.md): `GET namespaces/{namespace}/ui/{file}`.
+ * kube-apiserver reads that path as resource `ui`, name `{file}`, verb `get`, so RBAC
+ * grants it like any namespaced resource (the viewer ClusterRole does). Not in discovery:
+ * it is no API object.
+ */
+export const KUBE_UI = { resource: 'ui', verb: KubeVerb.Get } as const;
+
 /** `GET /apis`: the group list kube-apiserver's discovery merges. */
 export function apiGroupList(): object {
   return { kind: 'APIGroupList', apiVersion: 'v1', groups: [apiGroup()] };
@@ -197,8 +205,19 @@ export type KubeRouteMatch =
       readonly action:
         { readonly kind: 'create' } | { readonly kind: 'revoke'; readonly id: string };
     }
+  | { readonly kind: 'ui'; readonly namespace: string; readonly file: string }
   | { readonly kind: 'method_not_allowed'; readonly allow: readonly string[] }
   | { readonly kind: 'not_found' };
+
+const UI_PATH = new RegExp(
+  `^/apis/${KUBE_API_GROUP.replace(/\./gu, '\\.')}/${KUBE_API_VERSION}/namespaces/([^/]+)/${KUBE_UI.resource}/([^/]+)$`,
+  'u',
+);
+
+/** The route label of the UI's files (no namespace or file name in it). */
+export function kubeUiTemplate(): string {
+  return `/apis/${KUBE_GROUP_VERSION}/namespaces/{namespace}/${KUBE_UI.resource}/{file}`;
+}
 
 const SESSIONS_PATH = new RegExp(
   `^/apis/${KUBE_API_GROUP.replace(/\./gu, '\\.')}/${KUBE_API_VERSION}/${KUBE_SESSIONS.name}(?:/([^/]+))?$`,
@@ -249,6 +268,15 @@ export function matchKubeRoute(method: string, path: string): KubeRouteMatch {
     return method === 'DELETE'
       ? { kind: 'sessions', action: { kind: 'revoke', id } }
       : { kind: 'method_not_allowed', allow: ['DELETE'] };
+  }
+  const ui = UI_PATH.exec(trimmed);
+  if (ui !== null) {
+    const namespace = decodeSegment(ui[1] ?? '');
+    const file = decodeSegment(ui[2] ?? '');
+    if (namespace === undefined || file === undefined) return { kind: 'not_found' };
+    return method === 'GET'
+      ? { kind: 'ui', namespace, file }
+      : { kind: 'method_not_allowed', allow: ['GET'] };
   }
   const parts = SUBRESOURCE_PATH.exec(trimmed);
   if (parts === null) return { kind: 'not_found' };

@@ -22,8 +22,11 @@ import type { Caller, PostMessage, TurnReply, TurnService } from '../turns/turn-
 import type { KubeAdmission, KubeDoor } from '../kube-api/kube-door';
 import type { KubeUser } from '../kube-api/front-proxy';
 import type { KubeSessions } from '../kube-api/kube-sessions';
+import type { UiAssets } from '../ui/ui-assets';
 import {
   KUBE_SUBRESOURCES,
+  KUBE_UI,
+  kubeUiTemplate,
   kubeSessionsTemplate,
   kubeStatusBody,
   kubeSubresourceTemplate,
@@ -169,6 +172,8 @@ export interface KubeListenerOptions {
   readonly door: KubeDoor;
   /** The `sessions` resource (kube-sessions.ts). None: answered NotFound. */
   readonly sessions?: KubeSessions;
+  /** The forensics UI's files (operator/ui). None: answered NotFound. */
+  readonly ui?: UiAssets;
 }
 
 /** The Kubernetes door's port (the APIService's Service targets it). */
@@ -480,7 +485,10 @@ export class PublicApiServer {
     const match =
       listener === Listener.Kube ? kubeRouteMatch(method, path) : matchRoute(method, path);
     const routeLabel =
-      match.kind === 'matched' || match.kind === 'discovery' || match.kind === 'sessions'
+      match.kind === 'matched' ||
+      match.kind === 'discovery' ||
+      match.kind === 'sessions' ||
+      match.kind === 'ui'
         ? match.route.template
         : match.kind === 'method_not_allowed'
           ? match.template
@@ -510,7 +518,10 @@ export class PublicApiServer {
     });
 
     const refusal =
-      listener === Listener.Peer && match.kind !== 'discovery' && match.kind !== 'sessions'
+      listener === Listener.Peer &&
+      match.kind !== 'discovery' &&
+      match.kind !== 'sessions' &&
+      match.kind !== 'ui'
         ? peerRefusal(request, match)
         : undefined;
     if (refusal !== undefined) {
@@ -522,9 +533,10 @@ export class PublicApiServer {
       this.serveDiscovery(request, response, requestId, match.body, notes);
       return;
     }
-    if (match.kind === 'sessions') {
+    if (match.kind === 'sessions' || match.kind === 'ui') {
       try {
-        await this.serveSessions(request, response, match.action, aborter.signal);
+        if (match.kind === 'ui') await this.serveUi(request, response, match, aborter.signal);
+        else await this.serveSessions(request, response, match.action, aborter.signal);
       } catch (error) {
         notes.errorCode = isAppError(error) ? error.code : 'internal';
         if (!response.headersSent && !response.destroyed) {
@@ -925,6 +937,40 @@ export class PublicApiServer {
     sendJson(response, 201, await sessions.mint(user, body, signal));
   }
 
+  /**
+   * The forensics UI's files (docs/ui.md): the front proxy's user, the SubjectAccessReview
+   * for `get` on `ui` in the namespace, then the file from memory (operator/ui).
+   */
+  private async serveUi(
+    request: IncomingMessage,
+    response: ServerResponse,
+    target: { readonly namespace: string; readonly file: string },
+    signal: AbortSignal,
+  ): Promise<void> {
+    const user = this.kubeUser(request);
+    const { door, ui } = this.options.kube ?? {};
+    if (door === undefined) throw new Error('a Kubernetes door request without its door');
+    await door.admitNamespaced(
+      user,
+      {
+        namespace: target.namespace,
+        resource: KUBE_UI.resource,
+        verb: KUBE_UI.verb,
+        name: target.file,
+      },
+      signal,
+    );
+    if (ui === undefined) {
+      throw new ApiError('not_found', 'this control plane serves no forensics UI (docs/ui.md)');
+    }
+    const answer = ui.serve(target.file, headerOf(request, 'if-none-match'));
+    response.writeHead(answer.status, {
+      ...answer.headers,
+      'content-length': answer.body.length,
+    });
+    response.end(answer.body);
+  }
+
   /** Discovery: any user the front proxy vouches for may read it (the aggregator does). */
   private serveDiscovery(
     request: IncomingMessage,
@@ -1212,6 +1258,12 @@ type AnyRouteMatch =
       readonly route: { readonly template: string };
       readonly action:
         { readonly kind: 'create' } | { readonly kind: 'revoke'; readonly id: string };
+    }
+  | {
+      readonly kind: 'ui';
+      readonly route: { readonly template: string };
+      readonly namespace: string;
+      readonly file: string;
     };
 
 /** The Kubernetes door's paths as routes: a subresource runs its public API operation. */
@@ -1230,6 +1282,8 @@ function kubeRouteMatch(method: string, path: string): AnyRouteMatch {
         route: { template: kubeSessionsTemplate(match.action.kind === 'revoke') },
         action: match.action,
       };
+    case 'ui':
+      return { ...match, route: { template: kubeUiTemplate() } };
     case 'subresource':
       return {
         kind: 'matched',

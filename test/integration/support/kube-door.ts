@@ -42,6 +42,7 @@ import { pollUntil } from '../../../hack/lib/processes';
 import { KubeDoor } from '../../../operator/kube-api/kube-door';
 import { kubeDoorPorts } from '../../../operator/kube-api/kube-door-ports';
 import { KubeSessions } from '../../../operator/kube-api/kube-sessions';
+import type { UiAssets } from '../../../operator/ui/ui-assets';
 import {
   startApi,
   type StartApiOptions,
@@ -313,6 +314,7 @@ async function registerApiService(
 export async function startKubeDoorStack(
   prefix: string,
   apiOptions: StartApiOptions = {},
+  listener: { readonly ui?: UiAssets } = {},
 ): Promise<KubeDoorStack> {
   const cluster = await sharedCluster();
   const admin = cluster.kubeconfigPath;
@@ -404,6 +406,8 @@ export async function startKubeDoorStack(
       sessions: new KubeSessions(records, (user, target, signal) =>
         door.admitCluster(user, target, signal),
       ),
+      // The forensics UI's files (test/integration/ui-browser.test.ts).
+      ...(listener.ui === undefined ? {} : { ui: listener.ui }),
     },
   });
   stack.api = api;

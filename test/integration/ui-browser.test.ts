@@ -1,0 +1,517 @@
+/**
+ * The forensics UI in a real headless Chromium (Debian's `chromium`, driven by
+ * puppeteer-core), through the real chain: the browser talks only to the real
+ * `kubectl polychrome dashboard` proxy (cli/dashboard.ts) on 127.0.0.1, which forwards
+ * with dave's kubeconfig (cli/kube-connection.ts) to the shared cluster's real
+ * kube-apiserver, which checks RBAC and proxies to the door (support/kube-door.ts) serving
+ * the bundle that hack/build-ui.ts built. The verification the test checks is the UI's own
+ * code running in the browser.
+ *
+ * POLYCHROME_UI_SCREENSHOTS=1 writes the screenshots to docs/ui/ (otherwise to a
+ * temporary folder).
+ */
+import { request as httpRequest } from 'node:http';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import {
+  AuthorizationV1Api,
+  RbacAuthorizationV1Api,
+  type KubeConfig,
+} from '@kubernetes/client-node';
+import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+
+import { buildUi } from '../../hack/build-ui';
+import { repoRoot } from '../../hack/lib/local-cluster';
+import { pollUntil } from '../../hack/lib/processes';
+import { validMinimalConversationSpec } from '../../operator/api/v1alpha1';
+import { UiAssets } from '../../operator/ui/ui-assets';
+import { startDashboard, type Dashboard } from '../../cli/dashboard';
+import { DASHBOARD_COOKIE } from '../../cli/dashboard-policy';
+import { loadKubeConnection } from '../../cli/kube-connection';
+import { calculatorReply, textReply } from '../support/real-turns';
+import { conversations, createConversationObject, kubeConfig, sharedCluster } from './support/kube';
+import { kubectl, startKubeDoorStack, type KubeDoorStack } from './support/kube-door';
+
+const CHROMIUM = process.env.POLYCHROME_CHROMIUM ?? '/usr/bin/chromium';
+const doorPath = '/apis/api.polychrome.dev/v1alpha1';
+
+let stack: KubeDoorStack;
+let adminConfig: KubeConfig;
+let dave: string;
+let vera: string;
+let conversationId: string;
+let browser: Browser;
+let asDave: Dashboard;
+let asVera: Dashboard;
+let shots: string;
+let bundleDir: string | undefined;
+
+async function screenshot(page: Page, name: string): Promise<void> {
+  await page.screenshot({ path: `${join(shots, name)}.png`, fullPage: true });
+}
+
+/** POSTs `body` to the conversation's `sub` as dave, through the real kubectl and the door. */
+async function create(sub: string, body: unknown): Promise<Record<string, unknown>> {
+  const got = await kubectl(
+    dave,
+    [
+      'create',
+      '--raw',
+      `${doorPath}/namespaces/${stack.namespace}/conversations/hello/${sub}`,
+      '-f',
+      '-',
+    ],
+    { input: JSON.stringify(body) },
+  );
+  expect(got.stderr).toBe('');
+  return JSON.parse(got.stdout) as Record<string, unknown>;
+}
+
+/** Posts a message as dave; resolves with the reply. */
+async function post(text: string, key: string): Promise<Record<string, unknown>> {
+  return await create('messages', { text, idempotencyKey: key });
+}
+
+/** Writes the Conversation's status as the reconciler does: Ready, and the coordinator's journal checkpoint. */
+async function publishStatus(journal?: Record<string, unknown>): Promise<void> {
+  const inMemory = stack.api.turns.conversations.byName(stack.namespace, 'hello');
+  const { api, group, version, plural } = conversations(adminConfig);
+  await api.patchNamespacedCustomObjectStatus({
+    group,
+    version,
+    plural,
+    namespace: stack.namespace,
+    name: 'hello',
+    body: [
+      {
+        op: 'add',
+        path: '/status',
+        value: {
+          phase: 'Ready',
+          observedGeneration: 1,
+          conditions: [
+            {
+              type: 'Ready',
+              status: 'True',
+              observedGeneration: 1,
+              lastTransitionTime: '2026-12-01T12:00:00Z',
+              reason: 'SandboxReady',
+              message: 'the harness pod is running',
+            },
+          ],
+          journal: journal ?? inMemory?.status?.journal,
+        },
+      },
+    ],
+  });
+}
+
+/** Waits until the coordinator's status names the journal's head (its checkpoint is current). */
+async function settledJournal(): Promise<Record<string, unknown>> {
+  return await pollUntil(
+    'the coordinator to write status.journal at the head',
+    async () => {
+      await Promise.resolve();
+      const journal = stack.api.turns.conversations.byName(stack.namespace, 'hello')?.status
+        ?.journal as Record<string, unknown> | undefined;
+      return journal !== undefined && journal.head === stack.api.head(conversationId)
+        ? journal
+        : undefined;
+    },
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
+}
+
+/** A plain request to the proxy, as another program on this machine could send it. */
+async function raw(
+  url: string,
+  options: { method?: string; headers?: Record<string, string> } = {},
+): Promise<{ status: number; body: string }> {
+  const target = new URL(url);
+  return await new Promise((resolve, reject) => {
+    const req = httpRequest(
+      {
+        host: target.hostname,
+        port: target.port,
+        path: `${target.pathname}${target.search}`,
+        method: options.method ?? 'GET',
+        headers: options.headers ?? {},
+      },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (body += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
+    req.once('error', reject);
+    req.end();
+  });
+}
+
+async function openConversation(dashboard: Dashboard): Promise<Page> {
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1280, height: 900 });
+  await page.goto(dashboard.url, { waitUntil: 'load' });
+  await page.waitForSelector('tr[data-conversation="hello"]', { timeout: 30_000 });
+  return page;
+}
+
+/** The text of each element matching `selector` (evaluated in the page, which has the DOM). */
+async function texts(page: Page, selector: string): Promise<string[]> {
+  return (await page.evaluate(
+    `[...document.querySelectorAll(${JSON.stringify(selector)})].map((e) => e.textContent ?? '')`,
+  )) as string[];
+}
+
+/** The attribute `name` of each element matching `selector`. */
+async function attrs(page: Page, selector: string, name: string): Promise<(string | null)[]> {
+  return (await page.evaluate(
+    `[...document.querySelectorAll(${JSON.stringify(selector)})].map((e) => e.getAttribute(${JSON.stringify(name)}))`,
+  )) as (string | null)[];
+}
+
+async function verifyInPage(
+  page: Page,
+): Promise<{ ok: string; position: string; reason: string; text: string }> {
+  await page.evaluate("document.getElementById('verify-result')?.remove()");
+  await page.click('#verify-button');
+  await page.waitForSelector('#verify-result, #verify-forbidden, p.error', { timeout: 60_000 });
+  const attr = async (name: string): Promise<string> =>
+    (await attrs(page, '#verify-result', name))[0] ?? '';
+  return {
+    ok: await attr('data-ok'),
+    position: await attr('data-position'),
+    reason: await attr('data-reason'),
+    text: (await texts(page, '#verify-result'))[0] ?? '',
+  };
+}
+
+beforeAll(async () => {
+  shots =
+    process.env.POLYCHROME_UI_SCREENSHOTS === '1'
+      ? join(repoRoot, 'docs', 'ui')
+      : join(repoRoot, '.local', 'ui-screenshots');
+  await mkdir(shots, { recursive: true });
+  // The bundle as npm run build makes it, served by the door from memory.
+  bundleDir = await mkdtemp(join(tmpdir(), 'ui-bundle-'));
+  await buildUi(bundleDir);
+  stack = await startKubeDoorStack(
+    'ui',
+    {
+      replies: [
+        calculatorReply('6*7'),
+        textReply('It is 42.'),
+        textReply('Yes: the browser recomputes every root.'),
+        textReply('This one arrived while you watched.'),
+      ],
+    },
+    { ui: await UiAssets.load(bundleDir) },
+  );
+  adminConfig = await kubeConfig();
+  const ns = stack.namespace;
+  conversationId = stack.addConversation('hello', 'kubernetes:dave');
+  await createConversationObject(adminConfig, ns, 'hello', {
+    ...validMinimalConversationSpec,
+    owner: 'kubernetes:dave',
+  });
+  // dave administers the namespace (the stack binds him to admin, which aggregates
+  // polychrome-conversation-admin); vera may only look (view aggregates
+  // polychrome-conversation-viewer: the UI and the Conversations, not the export).
+  dave = stack.users.dave;
+  vera = await (await sharedCluster()).mintUser('vera', ['team-a']);
+  await adminConfig.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
+    namespace: ns,
+    body: {
+      metadata: { name: 'vera-view' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view' },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'vera' }],
+    },
+  });
+  const authorization = adminConfig.makeApiClient(AuthorizationV1Api);
+  for (const [user, resource, subresource, group] of [
+    ['vera', 'ui', '', 'api.polychrome.dev'],
+    ['vera', 'conversations', '', 'polychrome.dev'],
+    ['dave', 'conversations', 'export', 'api.polychrome.dev'],
+  ] as const) {
+    await pollUntil(
+      `${user} may get ${resource}${subresource === '' ? '' : `/${subresource}`} (the aggregated roles)`,
+      async () => {
+        const review = await authorization.createSubjectAccessReview({
+          body: {
+            spec: {
+              user,
+              groups: ['team-a', 'system:authenticated'],
+              resourceAttributes: { group, resource, subresource, verb: 'get', namespace: ns },
+            },
+          },
+        });
+        return review.status?.allowed === true ? true : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 250 },
+    );
+  }
+  // The first turn calls the calculator, which the test spec puts behind an approval: dave
+  // (admin) approves it on the door.
+  const paused = (await post('What is 6*7?', 'k1')) as { approval?: { requestId?: string } };
+  const requestId = paused.approval?.requestId ?? '';
+  expect(requestId).not.toBe('');
+  await create(`approvals/${requestId}`, { decision: 'approve', comment: 'fine by dave' });
+  await post('Can I check it myself?', 'k2');
+  await publishStatus(await settledJournal());
+
+  asDave = await startDashboard({
+    connection: await loadKubeConnection({ kubeconfig: dave, namespace: ns }),
+  });
+  asVera = await startDashboard({
+    connection: await loadKubeConnection({ kubeconfig: vera, namespace: ns }),
+  });
+  browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+  });
+}, 240_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await asDave?.close();
+  await asVera?.close();
+  await stack?.close();
+  if (bundleDir !== undefined) await rm(bundleDir, { recursive: true, force: true });
+});
+
+describe('the forensics UI in Chromium', () => {
+  it('lists the namespace conversations with their conditions, then shows a conversation turns', async () => {
+    const page = await openConversation(asDave);
+    // The secret left the URL: the first visit exchanged it for the cookie.
+    expect(page.url()).toBe(
+      `${asDave.url.split('/?')[0]}${doorPath}/namespaces/${stack.namespace}/ui/index.html`,
+    );
+    const cookies = await browser.cookies();
+    expect(cookies.find((c) => c.name === DASHBOARD_COOKIE)).toMatchObject({
+      httpOnly: true,
+      sameSite: 'Strict',
+    });
+    expect(await page.evaluate('document.cookie')).toBe('');
+    const row = (await texts(page, 'tr[data-conversation="hello"]'))[0];
+    expect(row).toContain('Ready=True (SandboxReady)');
+    expect(row).toContain('kubernetes:dave');
+    await screenshot(page, 'list');
+
+    await page.click('tr[data-conversation="hello"] a');
+    await page.waitForFunction(
+      `document.querySelectorAll('tr[data-kind="turn_complete"]').length === 2`,
+      { timeout: 30_000 },
+    );
+    const said = await texts(page, 'tr[data-kind="message_received"]');
+    expect(said[0]).toContain('kubernetes:dave');
+    expect(said[0]).toContain('said: What is 6*7?');
+    // The approval: what was asked, with the exact arguments, and who answered how.
+    const asked = (await texts(page, 'tr[data-kind="approval_request"]'))[0];
+    expect(asked).toContain('asks approval to run calculator with exactly {"expression":"6*7"}');
+    const answered = (await texts(page, 'tr[data-kind="approval_response"]'))[0];
+    expect(answered).toContain('kubernetes:dave');
+    expect(answered).toMatch(/answered \S*APPROVE\S* to calculator, request \S+: fine by dave/u);
+    const result = (await texts(page, 'tr[data-kind="tool_result"]'))[0];
+    expect(result).toContain('result: 42');
+    const replied = await texts(page, 'tr[data-kind="turn_complete"]');
+    expect(replied[1]).toContain('replied: Yes: the browser recomputes every root.');
+    expect(await texts(page, 'tr.turn')).toEqual(
+      expect.arrayContaining([expect.stringMatching(/^turn .+ — complete$/u)]),
+    );
+    await page.close();
+  });
+
+  it('updates live while a turn runs, without reloading', async () => {
+    const page = await openConversation(asDave);
+    await page.click('tr[data-conversation="hello"] a');
+    await page.waitForFunction(
+      `document.querySelectorAll('tr[data-kind="turn_complete"]').length === 2`,
+      { timeout: 30_000 },
+    );
+    await page.evaluate('window.marker = 42');
+    await post('Are you there?', 'k3');
+    await page.waitForFunction(
+      `document.querySelectorAll('tr[data-kind="turn_complete"]').length === 3`,
+      { timeout: 30_000 },
+    );
+    expect(await page.evaluate('window.marker')).toBe(42);
+    const last = await texts(page, 'tr[data-kind="turn_complete"]');
+    expect(last[2]).toContain('This one arrived while you watched.');
+    expect((await texts(page, '#stream-state'))[0]).toContain('following the log stream');
+    await publishStatus(await settledJournal());
+    await page.close();
+  });
+
+  it('verifies every event in the browser, against the pinned key, and checks an inclusion proof', async () => {
+    const page = await openConversation(asDave);
+    await page.click('tr[data-conversation="hello"] a');
+    await page.waitForSelector('#verify-button');
+    // Not pinned: it verifies, and says the header's key is not pinned.
+    const unpinned = await verifyInPage(page);
+    expect(unpinned.ok).toBe('true');
+    expect(unpinned.text).toContain('NOT pinned');
+    const keyIds = await texts(page, 'li[data-key-id]');
+    expect(keyIds[0]).toMatch(/fingerprint ([0-9a-f]{4} ){15}[0-9a-f]{4}$/u);
+
+    await page.type(
+      '#pin-input',
+      Buffer.from(stack.api.turns.journal.publicKey).toString('base64'),
+    );
+    await page.click('#pin');
+    const pinned = await verifyInPage(page);
+    expect(pinned.ok).toBe('true');
+    expect(pinned.text).toContain('against the pinned key');
+    const positions = (await attrs(page, 'tr[data-position]', 'data-position')).map(Number);
+    const sealList = await attrs(page, 'tr[data-position]', 'data-seal');
+    const seals = positions.map((p, i) => [p, sealList[i]] as const);
+    const head = stack.api.head(conversationId);
+    expect(seals).toHaveLength(head);
+    // Every event up to the last signed root is verified; that root itself is the head's last entry.
+    expect(seals.filter(([, seal]) => seal !== 'sealed').map(([p]) => p)).toEqual([head - 1]);
+    // The rows now come from the export's bytes, decoded in the browser.
+    const roots = await texts(page, 'tr[data-kind="signed_root"]');
+    expect(roots.length).toBeGreaterThan(2);
+    for (const root of roots)
+      expect(root).toMatch(/signed root over [1-9][0-9]* events, key [0-9a-f]{32}/u);
+    expect((await texts(page, 'tr[data-kind="turn_complete"]'))[0]).toContain('replied: It is 42.');
+    await page.click('button[data-proof="3"]');
+    await page.waitForSelector('[data-proof-result="3"]');
+    expect((await texts(page, '[data-proof-result="3"]'))[0]).toMatch(
+      /^proof ok: event 3 is leaf 3 of the \d+ signed at position \d+/u,
+    );
+    await screenshot(page, 'verified');
+
+    // Another key pinned: only the pinned key is accepted.
+    await page.evaluate(`localStorage.setItem('polychrome.pinnedPublicKey', '${'A'.repeat(43)}=')`);
+    const wrong = await verifyInPage(page);
+    expect([wrong.ok, wrong.reason]).toEqual(['false', 'wrong_key']);
+    await page.evaluate("localStorage.removeItem('polychrome.pinnedPublicKey')");
+    await page.close();
+  });
+
+  it('fails a tampered export at the first signed root over the changed byte, and a rolled-back one', async () => {
+    const page = await openConversation(asDave);
+    await page.click('tr[data-conversation="hello"] a');
+    await page.waitForSelector('#verify-button');
+    // The real export through the real chain, one byte of one payload changed on the way
+    // to the browser: only the file's bytes are doubled, the verifier is the page's own.
+    const real = await raw(
+      `http://${asDave.policy.host}${doorPath}/namespaces/${stack.namespace}/conversations/hello/export`,
+      {
+        headers: {
+          host: asDave.policy.host,
+          cookie: `${DASHBOARD_COOKIE}=${asDave.policy.secret}`,
+        },
+      },
+    );
+    expect(real.status).toBe(200);
+    const lines = real.body.split('\n');
+    const victim = lines.findIndex(
+      (l) => l.includes('"kind":"message_received"') && lines.indexOf(l) > 3,
+    );
+    const event = JSON.parse(lines[victim]!) as { position: number; payload: string };
+    const bytes = Buffer.from(event.payload, 'base64');
+    bytes[bytes.length - 1] = (bytes[bytes.length - 1] ?? 0) ^ 0x01;
+    lines[victim] = JSON.stringify({ ...event, payload: bytes.toString('base64') });
+    const coveringRoot = lines
+      .slice(victim + 1)
+      .map((l) => (l === '' ? undefined : (JSON.parse(l) as { position: number; kind: string })))
+      .find((e) => e?.kind === 'signed_root')!;
+    await page.setRequestInterception(true);
+    page.on('request', (request) => {
+      if (request.url().endsWith('/export')) {
+        void request.respond({
+          status: 200,
+          contentType: 'application/x-ndjson',
+          body: lines.join('\n'),
+        });
+      } else void request.continue();
+    });
+    const tampered = await verifyInPage(page);
+    expect(tampered).toMatchObject({
+      ok: 'false',
+      reason: 'event_changed',
+      position: String(coveringRoot.position),
+    });
+    expect(
+      (await attrs(page, `tr[data-position="${String(coveringRoot.position)}"]`, 'data-seal'))[0],
+    ).toBe('failed');
+    await screenshot(page, 'tampered');
+    await page.close();
+
+    // The status checkpoint says the journal is longer than the export: rolled back.
+    const journal = await settledJournal();
+    await publishStatus({ ...journal, head: Number(journal.head) + 3 });
+    const again = await openConversation(asDave);
+    await again.click('tr[data-conversation="hello"] a');
+    await again.waitForSelector('#verify-button');
+    expect(await verifyInPage(again)).toMatchObject({ ok: 'false', reason: 'rolled_back' });
+    await publishStatus(journal);
+    await again.close();
+  });
+
+  it('is RBAC on resource ui, verb get: a user without a role gets Forbidden from kube-apiserver', async () => {
+    // bob has no role in the namespace.
+    const mallory = stack.users.bob;
+    const path = `${doorPath}/namespaces/${stack.namespace}/ui/index.html`;
+    const refused = await kubectl(mallory, ['get', '--raw', path]);
+    expect(refused.ok).toBe(false);
+    expect(refused.stderr).toContain('cannot get resource "ui" in API group "api.polychrome.dev"');
+    const allowed = await kubectl(vera, ['get', '--raw', path]);
+    expect(allowed.stdout).toContain('<script src="app.js"');
+  });
+
+  it('tells a viewer the export needs conversations/export, naming the verb', async () => {
+    const page = await openConversation(asVera);
+    await page.click('tr[data-conversation="hello"] a');
+    await page.waitForSelector('#verify-button');
+    await page.click('#verify-button');
+    await page.waitForSelector('#verify-forbidden', { timeout: 30_000 });
+    const text = (await texts(page, '#verify-forbidden'))[0];
+    expect(text).toContain('"get" on "conversations/export"');
+    expect(text).toContain('vera');
+    await page.close();
+  });
+
+  it('refuses a request without the secret, with a wrong Host, from a foreign Origin, and any write', async () => {
+    const head = stack.api.head(conversationId);
+    const base = `http://${asDave.policy.host}`;
+    const host = asDave.policy.host;
+    const cookie = `${DASHBOARD_COOKIE}=${asDave.policy.secret}`;
+    const transcript = `${base}${doorPath}/namespaces/${stack.namespace}/conversations/hello/transcript`;
+    expect((await raw(transcript, { headers: { host, cookie } })).status).toBe(200);
+    expect((await raw(transcript, { headers: { host } })).status).toBe(401);
+    expect(
+      (await raw(transcript, { headers: { host, cookie: `${DASHBOARD_COOKIE}=guess` } })).status,
+    ).toBe(401);
+    expect(
+      (await raw(transcript, { headers: { host: 'rebound.example:80', cookie } })).status,
+    ).toBe(421);
+    expect(
+      (await raw(transcript, { headers: { host, cookie, origin: 'http://evil.example' } })).status,
+    ).toBe(403);
+    const messages = transcript.replace(/transcript$/u, 'messages');
+    expect((await raw(messages, { method: 'POST', headers: { host, cookie } })).status).toBe(405);
+    expect((await raw(messages, { headers: { host, cookie } })).status).toBe(403);
+    // Another page in the browser cannot read through it either: its fetch is cross-origin,
+    // and SameSite=Strict keeps the cookie home.
+    const page = await browser.newPage();
+    await page.goto('about:blank');
+    const foreign = await page.evaluate(async (url) => {
+      try {
+        const r = await fetch(url, { credentials: 'include', mode: 'no-cors' });
+        return `status ${String(r.status)} ${r.type}`;
+      } catch (e) {
+        return `refused ${String(e)}`;
+      }
+    }, transcript);
+    expect(foreign).not.toContain('status 200');
+    await page.close();
+    expect(stack.api.head(conversationId)).toBe(head);
+  });
+});

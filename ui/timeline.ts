@@ -1,0 +1,124 @@
+/**
+ * A conversation's events as the UI shows them: grouped by turn, each with who said or did
+ * what. Events come from the `log` stream (the server's decoding) until the export is
+ * verified, then from the export's bytes decoded in this browser. Pure.
+ */
+
+/** One journal event; `payload` is its proto3 JSON. */
+export interface TimelineEvent {
+  readonly position: number;
+  readonly kind: string;
+  readonly payload: unknown;
+  readonly excised?: boolean;
+}
+
+/** Where an event stands after verification in the browser. */
+export type Seal = 'sealed' | 'unsealed' | 'failed' | 'unverified';
+
+function field(payload: unknown, name: string): unknown {
+  return typeof payload === 'object' && payload !== null
+    ? (payload as Record<string, unknown>)[name]
+    : undefined;
+}
+
+function text(payload: unknown, name: string): string {
+  const value = field(payload, name);
+  return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean'
+    ? String(value)
+    : '';
+}
+
+/** The turn an event belongs to, or '' (signed roots, key rotations, excisions). */
+export function turnOf(event: TimelineEvent): string {
+  return text(event.payload, 'turnId');
+}
+
+/** Who acted, as the journal names them. */
+export function actorOf(event: TimelineEvent): string {
+  const p = event.payload;
+  switch (event.kind) {
+    case 'message_received':
+      return text(field(p, 'attribution'), 'caller') || 'someone';
+    case 'approval_response':
+      return text(p, 'answeredBy');
+    case 'excision':
+      return text(p, 'actor');
+    case 'turn_dispatched':
+      return text(p, 'leaseHolder');
+    case 'turn_complete':
+    case 'model_call':
+      return 'assistant';
+    case 'tool_call':
+    case 'tool_result':
+      return 'tool';
+    default:
+      return '';
+  }
+}
+
+/** A one-line account of what the event says. */
+export function summaryOf(event: TimelineEvent): string {
+  const p = event.payload;
+  if (event.excised === true) return 'excised by repair: only its leaf digest is kept';
+  switch (event.kind) {
+    case 'message_received':
+      return `said: ${text(p, 'text')}`;
+    case 'turn_dispatched':
+      return `turn dispatched (attempt ${text(p, 'attempt') || '0'})`;
+    case 'model_call':
+      return `model call to ${text(p, 'model') || 'the model'}, step ${text(p, 'step') || '0'}${text(p, 'stopReason') === '' ? '' : `, stopped: ${text(p, 'stopReason')}`}`;
+    case 'agent_config':
+      return `agent configuration recorded: ${text(p, 'configJson').slice(0, 160)}`;
+    case 'tool_call':
+      return `calls ${text(p, 'toolName')} with ${text(p, 'argsJson') || '{}'}`;
+    case 'tool_result':
+      return `${text(p, 'denied') === 'true' ? 'denied' : text(p, 'isError') === 'true' ? 'error' : 'result'}: ${text(p, 'content')}`;
+    case 'approval_request':
+      return `asks approval to run ${text(p, 'toolName')} with exactly ${text(p, 'argsJson') || '{}'}${text(p, 'reason') === '' ? '' : ` (${text(p, 'reason')})`}${text(p, 'requiredApprover') === '' ? '' : `, approver ${text(p, 'requiredApprover')}`}; request ${text(p, 'requestId')}`;
+    case 'approval_response':
+      return `answered ${text(p, 'decision') || 'unknown'} to ${text(p, 'toolName')}, request ${text(p, 'requestId')}${text(p, 'comment') === '' ? '' : `: ${text(p, 'comment')}`}`;
+    case 'question_request':
+      return `asks: ${text(p, 'question')}`;
+    case 'question_response':
+      return `answers: ${text(p, 'answer')}`;
+    case 'turn_complete':
+      return `replied: ${text(p, 'text')}`;
+    case 'turn_ambiguous':
+      return `QUARANTINED: ${text(p, 'reason')} (tool call ${text(p, 'toolCallId')})`;
+    case 'signed_root':
+      return `signed root over ${text(p, 'leafCount') || '0'} events, key ${text(p, 'keyId')}`;
+    case 'key_rotated':
+      return 'signing key rotated';
+    case 'excision':
+      return `excised position ${text(p, 'position') || '0'}: ${text(p, 'reason')}`;
+    default:
+      return JSON.stringify(p ?? null).slice(0, 200);
+  }
+}
+
+/** The events in turn groups, in journal order: a group starts where its turn first appears. */
+export function groupByTurn(
+  events: readonly TimelineEvent[],
+): { turnId: string; events: TimelineEvent[] }[] {
+  const groups: { turnId: string; events: TimelineEvent[] }[] = [];
+  for (const event of [...events].sort((a, b) => a.position - b.position)) {
+    const turnId = turnOf(event);
+    const last = groups[groups.length - 1];
+    if (last !== undefined && (last.turnId === turnId || turnId === '')) last.events.push(event);
+    else groups.push({ turnId, events: [event] });
+  }
+  return groups;
+}
+
+/** How a turn ended, from its events: complete, quarantined, or still open. */
+export function turnState(events: readonly TimelineEvent[]): string {
+  if (events.some((e) => e.kind === 'turn_ambiguous')) return 'quarantined';
+  if (events.some((e) => e.kind === 'turn_complete')) return 'complete';
+  if (
+    events.some((e) => e.kind === 'approval_request') &&
+    !events.some((e) => e.kind === 'approval_response')
+  ) {
+    return 'waiting for approval';
+  }
+  return events.some((e) => e.kind === 'turn_dispatched') ? 'running' : 'received';
+}

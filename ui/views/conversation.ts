@@ -1,0 +1,195 @@
+/**
+ * One conversation: its turns from the `log` stream, live (events and text as they come),
+ * and the verification panel, which re-renders the events from the verified export.
+ */
+import { EventKind } from '../../common/event-kinds';
+import { getConversation, HttpError, subresource, type Conversation } from '../api';
+import { h, replace } from '../dom';
+import {
+  actorOf,
+  groupByTurn,
+  summaryOf,
+  turnState,
+  type Seal,
+  type TimelineEvent,
+} from '../timeline';
+import { VerifyPanel } from './verify-panel';
+
+/** The state the view renders. */
+export class ConversationView {
+  private readonly events = new Map<number, TimelineEvent>();
+  private readonly live = new Map<string, string>();
+  private source: EventSource | undefined;
+  private scheduled = false;
+  private streamNote = 'connecting to the log stream…';
+  private readonly table = h('div', { id: 'timeline' });
+  private readonly liveBox = h('div', { id: 'live' });
+  private readonly panel: VerifyPanel;
+
+  constructor(
+    private readonly root: HTMLElement,
+    private readonly ns: string,
+    private readonly name: string,
+  ) {
+    this.panel = new VerifyPanel(ns, name, () => this.schedule());
+  }
+
+  async start(): Promise<void> {
+    let conversation: Conversation;
+    try {
+      conversation = await getConversation(this.ns, this.name);
+    } catch (error) {
+      replace(this.root, h('p', { class: 'error' }, messageOf(error)));
+      return;
+    }
+    this.panel.setConversation(conversation);
+    replace(
+      this.root,
+      h('p', {}, h('a', { href: '#/' }, '← all conversations')),
+      h('h2', {}, `Conversation ${this.name}`),
+      h(
+        'p',
+        { class: 'mono' },
+        `uid ${conversation.metadata.uid ?? ''}, owner ${conversation.spec?.owner ?? ''}, phase ${conversation.status?.phase ?? ''}`,
+      ),
+      this.panel.element,
+      h('section', {}, h('h3', {}, 'Live'), this.liveBox),
+      h('section', {}, h('h3', {}, 'Turns'), this.table),
+    );
+    this.follow();
+    this.render();
+  }
+
+  stop(): void {
+    this.source?.close();
+    this.source = undefined;
+  }
+
+  private follow(): void {
+    const source = new EventSource(subresource(this.ns, this.name, 'log'));
+    this.source = source;
+    source.onopen = () => {
+      this.streamNote = 'following the log stream';
+      this.schedule();
+    };
+    source.onerror = () => {
+      this.streamNote = 'the log stream dropped; reconnecting…';
+      this.schedule();
+    };
+    source.onmessage = () => undefined;
+    const committed = (e: MessageEvent<string>): void => {
+      const data = JSON.parse(e.data) as { position: number; kind: string; payload: unknown };
+      this.events.set(data.position, {
+        position: data.position,
+        kind: data.kind,
+        payload: data.payload,
+      });
+      if (data.kind === 'turn_complete' || data.kind === 'turn_ambiguous') {
+        this.live.delete(String((data.payload as { turnId?: string } | null)?.turnId ?? ''));
+      }
+      this.schedule();
+    };
+    for (const kind of Object.values(EventKind)) source.addEventListener(kind, committed);
+    source.addEventListener('delta', (e: MessageEvent<string>) => {
+      const data = JSON.parse(e.data) as { turnId: string; text: string };
+      this.live.set(data.turnId, (this.live.get(data.turnId) ?? '') + data.text);
+      this.schedule();
+    });
+    source.addEventListener('error', (e) => {
+      if (e instanceof MessageEvent && typeof e.data === 'string') {
+        this.streamNote = `the stream ended: ${e.data.slice(0, 300)}`;
+        source.close();
+        this.schedule();
+      }
+    });
+  }
+
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    requestAnimationFrame(() => {
+      this.scheduled = false;
+      this.render();
+    });
+  }
+
+  private render(): void {
+    const verified = this.panel.verifiedEvents();
+    const events = verified ?? [...this.events.values()];
+    replace(
+      this.liveBox,
+      h('p', { id: 'stream-state' }, this.streamNote, ` (${String(this.events.size)} events)`),
+      ...[...this.live.entries()].map(([turnId, text]) =>
+        h('div', { class: 'live', 'data-turn': turnId }, h('strong', {}, `turn ${turnId}: `), text),
+      ),
+    );
+    const rows: HTMLElement[] = [];
+    for (const group of groupByTurn(events)) {
+      const state = group.turnId === '' ? '' : turnState(group.events);
+      rows.push(
+        h(
+          'tr',
+          { class: 'turn', 'data-turn': group.turnId },
+          h(
+            'th',
+            { colspan: 5 },
+            group.turnId === '' ? 'journal' : `turn ${group.turnId}`,
+            state === '' ? '' : ` — ${state}`,
+          ),
+        ),
+      );
+      for (const event of group.events) rows.push(this.row(event));
+    }
+    replace(
+      this.table,
+      events.length === 0
+        ? h('p', {}, 'No event yet.')
+        : h(
+            'table',
+            {},
+            h(
+              'thead',
+              {},
+              h(
+                'tr',
+                {},
+                h('th', {}, '#'),
+                h('th', {}, 'kind'),
+                h('th', {}, 'who'),
+                h('th', {}, 'what'),
+                h('th', {}, 'verified'),
+              ),
+            ),
+            h('tbody', {}, ...rows),
+          ),
+    );
+  }
+
+  private row(event: TimelineEvent): HTMLElement {
+    const seal: Seal = this.panel.sealOf(event.position);
+    const classes = [
+      seal === 'failed' ? 'failed' : '',
+      event.kind === 'turn_ambiguous' ? 'quarantined' : '',
+      event.excised === true ? 'excised' : '',
+    ].filter((c) => c !== '');
+    return h(
+      'tr',
+      {
+        'data-position': event.position,
+        'data-kind': event.kind,
+        'data-seal': seal,
+        class: classes.join(' '),
+      },
+      h('td', {}, event.position),
+      h('td', {}, event.kind),
+      h('td', {}, actorOf(event)),
+      h('td', {}, summaryOf(event)),
+      h('td', {}, this.panel.sealCell(event.position, seal)),
+    );
+  }
+}
+
+export function messageOf(error: unknown): string {
+  if (error instanceof HttpError) return `${String(error.status)}: ${error.message}`;
+  return error instanceof Error ? error.message : String(error);
+}
