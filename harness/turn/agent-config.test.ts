@@ -8,6 +8,7 @@ import {
   modelRequestSha256,
   type AgentConfig,
 } from './agent-config';
+import { MessageList } from './message-list';
 
 // The test vector of docs/replay.md: both texts and digests are pinned there and here.
 const CONFIG: AgentConfig = {
@@ -109,5 +110,20 @@ describe('createPrefixRequestHasher', () => {
     const moved: ModelRequest = { ...REQUEST, messages: history.slice(2) };
     expect(hex(hasher(moved, config))).toBe(hex(modelRequestSha256(moved, config)));
     expect(hex(hasher(REQUEST, config))).toBe(REQUEST_SHA256);
+  });
+
+  it('gives the same digests for a message list as for its array', () => {
+    const hasher = createPrefixRequestHasher();
+    const config = Buffer.from(CONFIG_SHA256, 'hex');
+    expect(
+      hex(modelRequestSha256({ ...REQUEST, messages: MessageList.of(REQUEST.messages) }, config)),
+    ).toBe(REQUEST_SHA256);
+    let list = MessageList.of(REQUEST.messages.slice(0, 0));
+    for (let turn = 0; turn < 4; turn++) {
+      list = list.append({ role: 'user', content: [{ type: 'text', text: `m${turn}` }] });
+      const expected = hex(modelRequestSha256({ ...REQUEST, messages: list.toArray() }, config));
+      expect(hex(hasher({ ...REQUEST, messages: list }, config))).toBe(expected);
+      list = list.append({ role: 'assistant', content: [{ type: 'text', text: `r${turn}` }] });
+    }
   });
 });

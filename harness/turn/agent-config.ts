@@ -3,6 +3,7 @@ import { sha256 } from '@noble/hashes/sha2.js';
 import { canonicalJson, isJsonObject, type JsonObject } from '../../common/canonical-json';
 import { AppError } from '../../common/errors';
 import type { ContentBlock, Message, ModelParameters, ModelRequest } from '../model/model-provider';
+import type { MessageSequence } from './message-list';
 import { effectiveMaxSteps, type StepBudget } from './step-budget';
 import type { TurnTool } from './turn-records';
 
@@ -134,16 +135,27 @@ export function decodeAgentConfig(json: string): EncodedAgentConfig {
   return encoded;
 }
 
+/**
+ * What a request digest reads: a model request whose messages may be any
+ * {@link MessageSequence} (the turn machine passes its message list, so a digest never
+ * needs the whole array built).
+ */
+export type HashedRequest = Omit<ModelRequest, 'messages'> & {
+  readonly messages: MessageSequence;
+};
+
 /** The canonical JSON object of a model request (docs/replay.md, "Model request bytes"). */
-export function modelRequestObject(request: ModelRequest, configSha256: Uint8Array): JsonObject {
+export function modelRequestObject(request: HashedRequest, configSha256: Uint8Array): JsonObject {
+  const messages: JsonObject[] = [];
+  for (let i = 0; i < request.messages.length; i++) {
+    const message = request.messages.at(i);
+    if (message !== undefined) messages.push(messageObject(message));
+  }
   return {
     version: REPLAY_BYTES_VERSION,
     config_sha256: hex(configSha256),
     system: request.system ?? '',
-    messages: request.messages.map((message) => ({
-      role: message.role,
-      content: message.content.map(blockObject),
-    })),
+    messages,
     tools: request.tools.map((tool) => ({
       name: tool.name,
       description: tool.description,
@@ -154,12 +166,12 @@ export function modelRequestObject(request: ModelRequest, configSha256: Uint8Arr
 }
 
 /** SHA-256 of the canonical bytes of `request` made under the configuration `configSha256`. */
-export function modelRequestSha256(request: ModelRequest, configSha256: Uint8Array): Uint8Array {
+export function modelRequestSha256(request: HashedRequest, configSha256: Uint8Array): Uint8Array {
   return sha256(encoder.encode(canonicalJson(modelRequestObject(request, configSha256))));
 }
 
 /** Computes request digests; see {@link createPrefixRequestHasher}. */
-export type RequestHasher = (request: ModelRequest, configSha256: Uint8Array) => Uint8Array;
+export type RequestHasher = (request: HashedRequest, configSha256: Uint8Array) => Uint8Array;
 
 /**
  * A {@link modelRequestSha256} that hashes each message once: the SHA-256 state after a
@@ -185,13 +197,13 @@ export function createPrefixRequestHasher(): RequestHasher {
     let state: Hash | undefined;
     let next = 0;
     for (let i = messages.length - 1; i >= 0; i--) {
-      const message = messages[i];
+      const message = messages.at(i);
       const entry = message === undefined ? undefined : saved.get(message);
       if (
         entry !== undefined &&
         entry.index === i &&
         entry.config === config &&
-        entry.previous === messages[i - 1]
+        entry.previous === (i === 0 ? undefined : messages.at(i - 1))
       ) {
         state = entry.state.copy();
         next = i + 1;
@@ -203,13 +215,11 @@ export function createPrefixRequestHasher(): RequestHasher {
       state.update(`{"config_sha256":${JSON.stringify(config)},"messages":[`);
     }
     for (let i = next; i < messages.length; i++) {
-      const message = messages[i];
+      const message = messages.at(i);
       if (message === undefined) continue;
-      state.update(
-        (i === 0 ? '' : ',') +
-          canonicalJson({ role: message.role, content: message.content.map(blockObject) }),
-      );
-      saved.set(message, { index: i, config, previous: messages[i - 1], state: state.copy() });
+      state.update((i === 0 ? '' : ',') + canonicalJson(messageObject(message)));
+      const previous = i === 0 ? undefined : messages.at(i - 1);
+      saved.set(message, { index: i, config, previous, state: state.copy() });
     }
     const rest = modelRequestObject({ ...request, messages: [] }, configSha256);
     state.update(
@@ -222,6 +232,10 @@ export function createPrefixRequestHasher(): RequestHasher {
 /** Lowercase hex of `bytes`. */
 export function hex(bytes: Uint8Array): string {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex');
+}
+
+function messageObject(message: Message): JsonObject {
+  return { role: message.role, content: message.content.map(blockObject) };
 }
 
 function blockObject(block: ContentBlock): JsonObject {

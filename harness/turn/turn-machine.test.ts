@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { approvalArgsSha256 } from '../../common/approval-bytes';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
-import type { ModelResponse, OutputBlock } from '../model/model-provider';
+import type { Message, ModelResponse, OutputBlock } from '../model/model-provider';
 import { encodeAgentConfig, hex, modelRequestSha256 } from './agent-config';
 import { signApproval } from './approval-token';
 import { requestIds } from './request-ids';
@@ -251,6 +251,37 @@ describe('turn machine step', () => {
         },
       },
     ]);
+  });
+
+  it('gives each step taken from one state its own messages, and leaves the history as given', () => {
+    const history: Message[] = [
+      { role: 'assistant', content: [{ type: 'text', text: 'earlier' }] },
+    ];
+    const first = machine.step(machine.initialState, {
+      type: 'turn_started',
+      input: { ...input, history },
+    });
+    const requestOf = (state: TurnState, ...events: TurnEvent[]): Message[] => {
+      let result: StepResult = { state, effects: [] };
+      for (const event of events) result = machine.step(result.state, event);
+      const call = result.effects.find((e) => e.type === 'call_model');
+      if (call?.type !== 'call_model') throw new Error('no call_model');
+      return [...call.request.messages];
+    };
+    const a = requestOf(first.state, responded(toolUse('a', 'add')), finished('a', 'from a'));
+    const b = requestOf(first.state, responded(toolUse('b', 'add')), finished('b', 'from b'));
+    const again = requestOf(first.state, responded(toolUse('a', 'add')), finished('a', 'from a'));
+    const results = (m: Message | undefined): unknown => m?.content;
+    expect(a).toHaveLength(4);
+    expect(b).toHaveLength(4);
+    expect(results(a[3])).toEqual([
+      { type: 'tool_result', toolUseId: 'a', content: 'from a', isError: false },
+    ]);
+    expect(results(b[3])).toEqual([
+      { type: 'tool_result', toolUseId: 'b', content: 'from b', isError: false },
+    ]);
+    expect(again).toEqual(a);
+    expect(history).toEqual([{ role: 'assistant', content: [{ type: 'text', text: 'earlier' }] }]);
   });
 
   describe('live approval answers', () => {

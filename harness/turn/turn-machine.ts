@@ -17,9 +17,11 @@ import {
   hex,
   modelRequestSha256,
   type EncodedAgentConfig,
+  type HashedRequest,
   type ModelParameters,
   type RequestHasher,
 } from './agent-config';
+import { MessageList } from './message-list';
 import type { RequestIds } from './request-ids';
 import { ReservedTool } from './reserved-tools';
 import { effectiveMaxSteps, type StepBudget } from './step-budget';
@@ -231,7 +233,8 @@ export interface TurnState {
   readonly tools: readonly TurnTool[];
   readonly maxSteps: number;
   readonly requiredApprover: string;
-  readonly messages: readonly Message[];
+  /** The history given at the start, shared, then the turn's own messages. */
+  readonly messages: MessageList;
   /** Budgeted model round trips settled so far (replayed ones included). */
   readonly modelSteps: number;
   /** The model call in flight, if any, with its request digest when the turn is recorded. */
@@ -286,7 +289,7 @@ const idleState: TurnState = {
   tools: [],
   maxSteps: 0,
   requiredApprover: '',
-  messages: [],
+  messages: MessageList.of([]),
   modelSteps: 0,
   pendingModel: undefined,
   configSha256: undefined,
@@ -470,10 +473,10 @@ function start(deps: TurnMachineDeps, input: TurnInput): StepResult {
     tools: input.tools,
     maxSteps,
     requiredApprover: input.requiredApprover ?? '',
-    messages: [
-      ...input.history,
-      { role: 'user', content: [{ type: 'text', text: input.userMessage }] },
-    ],
+    messages: MessageList.of(input.history).append({
+      role: 'user',
+      content: [{ type: 'text', text: input.userMessage }],
+    }),
     recordedModelCalls,
     recordedToolCalls,
     recordedToolResults,
@@ -514,7 +517,7 @@ function nextModelCall(
     };
     return applyResponse(deps, next, response.value, timing, effects, true);
   }
-  const request: ModelRequest = {
+  const parts: HashedRequest = {
     ...(state.system === undefined ? {} : { system: state.system }),
     messages,
     tools: state.tools.map(({ name, description, inputSchema }) => ({
@@ -524,13 +527,14 @@ function nextModelCall(
     })),
     toolChoice: closing ? 'none' : 'auto',
   };
+  const request = requestWithLazyMessages(parts, messages);
   const pendingModel =
     state.configSha256 === undefined
       ? { step: stepNumber, closing }
       : {
           step: stepNumber,
           closing,
-          requestSha256: (deps.requestSha256 ?? modelRequestSha256)(request, state.configSha256),
+          requestSha256: (deps.requestSha256 ?? modelRequestSha256)(parts, state.configSha256),
         };
   return {
     state: { ...next, phase: TurnPhase.AwaitingModel, pendingModel },
@@ -581,8 +585,10 @@ function applyResponse(
   }
   // Empty text blocks are dropped: the Messages API refuses them in history.
   const kept = response.content.filter((block) => block.type !== 'text' || block.text !== '');
-  const messages: readonly Message[] =
-    kept.length === 0 ? state.messages : [...state.messages, { role: 'assistant', content: kept }];
+  const messages =
+    kept.length === 0
+      ? state.messages
+      : state.messages.append({ role: 'assistant', content: kept });
   const text = response.content
     .flatMap((block) => (block.type === 'text' ? [block.text] : []))
     .join('');
@@ -947,19 +953,33 @@ function settle(deps: TurnMachineDeps, state: TurnState, effects: Effects): Step
   const next: TurnState = {
     ...state,
     batch: undefined,
-    messages: [...state.messages, { role: 'user', content: results }],
+    messages: state.messages.append({ role: 'user', content: results }),
   };
   return nextModelCall(deps, next, effects, next.modelSteps >= next.maxSteps);
 }
 
-function withClosingInstruction(messages: readonly Message[]): readonly Message[] {
+function withClosingInstruction(messages: MessageList): MessageList {
   const instruction: ContentBlock = { type: 'text', text: CLOSING_INSTRUCTION };
-  const last = messages[messages.length - 1];
+  const last = messages.at(-1);
   // Merged into the tool results' user message: roles must alternate.
   if (last !== undefined && last.role === 'user') {
-    return [...messages.slice(0, -1), { role: 'user', content: [...last.content, instruction] }];
+    return messages.replaceLast({ role: 'user', content: [...last.content, instruction] });
   }
-  return [...messages, { role: 'user', content: [instruction] }];
+  return messages.append({ role: 'user', content: [instruction] });
+}
+
+/**
+ * The request of a `call_model` effect: `parts` whose `messages` array is built from
+ * `list` on first read, once. Replay reads only the digest, so it never builds the array;
+ * a provider reads it once per model call.
+ */
+function requestWithLazyMessages(parts: HashedRequest, list: MessageList): ModelRequest {
+  let built: readonly Message[] | undefined;
+  const request = { ...parts } as Omit<ModelRequest, 'messages'>;
+  return Object.defineProperty(request, 'messages', {
+    enumerable: true,
+    get: () => (built ??= list.toArray()),
+  }) as ModelRequest;
 }
 
 type Checked<T> = { ok: true; value: T } | { ok: false; effect: TurnEffect };
