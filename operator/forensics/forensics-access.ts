@@ -1,6 +1,6 @@
 /**
  * Who may run the admin's forensic operations on a conversation (export for verify and
- * replay, repair; docs/api.md "Status codes and who may do what", docs/replay.md). Pure.
+ * replay, repair, resolving a quarantined turn; docs/api.md "Status codes and who may do what", docs/replay.md). Pure.
  *
  * Every request names an actor: the identity the admin acts as, recorded with what it
  * changes. The actor must be one of the caller's own identities (a caller can never act as
@@ -16,7 +16,7 @@ import type { Conversation } from '../api/v1alpha1';
 import type { Caller } from '../turns/turn-service';
 
 /** The forensic operations, as their messages name them. */
-export const ForensicAction = { Export: 'export', Repair: 'repair' } as const;
+export const ForensicAction = { Export: 'export', Repair: 'repair', Resolve: 'resolve' } as const;
 export type ForensicAction = (typeof ForensicAction)[keyof typeof ForensicAction];
 
 /**
