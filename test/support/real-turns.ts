@@ -16,7 +16,11 @@ import { TurnCoordinator, type TurnCoordinatorOptions } from '../../operator/tur
 import { HarnessConnector } from '../../operator/turns/harness-client';
 import { InMemoryConversations, readyStatus } from './in-memory-conversations';
 import { InMemoryLeases } from './in-memory-leases';
-import { startScriptedHarness, type ScriptedHarness } from './scripted-harness';
+import {
+  startScriptedHarness,
+  type ScriptedHarness,
+  type ScriptedHarnessOptions,
+} from './scripted-harness';
 import { StoreJournal } from './store-journal';
 
 /** The default spec of created and added conversations: the calculator, behind an approval. */
@@ -47,6 +51,8 @@ export interface RealTurnsOptions {
    * `FindPersonaByIdentity` (data only: the coordinator applies the rules).
    */
   readonly admins?: readonly string[];
+  /** Harness tools besides the built-in ones (scripted-harness.ts). */
+  readonly extraTools?: ScriptedHarnessOptions['extraTools'];
   /** More coordinator options (timings, clock). */
   readonly coordinator?: Partial<
     Omit<
@@ -91,6 +97,7 @@ export async function startRealTurns(options: RealTurnsOptions): Promise<RealTur
     authToken: HARNESS_TOKEN,
     approvalPublicKey: approvals.publicKey,
     logger: options.logger,
+    ...(options.extraTools === undefined ? {} : { extraTools: options.extraTools }),
   });
   const conversations = new InMemoryConversations({
     spec: { ...TEST_CONVERSATION_SPEC, ...options.spec },
