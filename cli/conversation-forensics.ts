@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -24,8 +24,9 @@ import { verifyExportFile, type OfflineVerification } from './journal-verify';
 
 /*
  * The admin's forensic commands on one conversation, through the control plane
- * (docs/replay.md, "Commands"): `conversation replay`, `conversation verify` and
- * `conversation repair`. Each core takes an {@link ApiClient}, so it runs over any
+ * (docs/replay.md, "Commands"): `conversation replay`, `conversation verify`,
+ * `conversation repair` and `conversation resolve` (docs/turns.md, "Resolving a quarantined
+ * turn"). Each core takes an {@link ApiClient}, so it runs over any
  * transport (cli/transport.ts: the public API here, the Kubernetes door for `kubectl
  * polychrome`); the export is fetched once and checked with the very code `journal verify`
  * and `journal replay` run on a file.
@@ -221,6 +222,87 @@ export async function repairConversation(
   return ExitCode.Ok;
 }
 
+/** How an admin settles a quarantined turn, as `conversation resolve` reads it. */
+export type ResolveFlags =
+  | { readonly decision: 'did_not_run' }
+  | { readonly decision: 'ran'; readonly resultFile: string | undefined };
+
+/**
+ * `--ran [--result FILE]` or `--did-not-run`: exactly one; `--result` goes with `--ran`
+ * only (without it the result is unknown).
+ * @throws UsageError naming the mistake.
+ */
+export function parseResolveFlags(values: Readonly<Record<string, unknown>>): ResolveFlags {
+  const ran = values.ran === true;
+  const didNotRun = values['did-not-run'] === true;
+  const resultFile = stringValue(values.result);
+  if (ran === didNotRun) {
+    throw new UsageError(
+      `conversation resolve takes exactly one of --ran (the call ran; --result FILE gives its result) and --did-not-run (it did not; the turn runs it again)${ran ? ', not both' : ''}`,
+    );
+  }
+  if (didNotRun) {
+    if (resultFile !== undefined) {
+      throw new UsageError(
+        '--result goes with --ran only: a call that did not run has no result; leave out --result',
+      );
+    }
+    return { decision: 'did_not_run' };
+  }
+  return { decision: 'ran', resultFile };
+}
+
+/** `conversation resolve`: an admin settles a quarantined turn, recorded with the actor. */
+export async function resolveConversationTurn(
+  client: ApiClient,
+  request: ForensicRequest & { readonly turnId: string; readonly flags: ResolveFlags },
+  io: CliIo,
+): Promise<ExitCode> {
+  const { flags } = request;
+  const file = flags.decision === 'ran' ? flags.resultFile : undefined;
+  let result: string | undefined;
+  if (file !== undefined) {
+    try {
+      result = await readFile(file, 'utf8');
+    } catch (error) {
+      throw new AppError(
+        'invalid_argument',
+        `--result ${file}: cannot read it (${error instanceof Error ? error.message : String(error)}); give the file holding the tool's result text`,
+      );
+    }
+  }
+  const answer = await client.resolveTurn(
+    request.conversationId,
+    request.turnId,
+    {
+      actor: request.actor,
+      decision: flags.decision,
+      ...(flags.decision === 'ran' && result === undefined ? { resultUnknown: true } : {}),
+      ...(result === undefined ? {} : { result }),
+    },
+    request.signal,
+  );
+  if (request.format === Format.Json) {
+    await write(
+      io.stdout,
+      `${JSON.stringify(answer.raw)}
+`,
+    );
+    return ExitCode.Ok;
+  }
+  const { value } = answer;
+  const decision =
+    value.decision === 'did_not_run'
+      ? 'did not run'
+      : `ran${value.resultUnknown ? ', result unknown' : ', with its result'}`;
+  await write(
+    io.stdout,
+    `conversation ${value.conversationId}: turn ${value.turnId} resolved (${decision}) as ${value.actor} ` +
+      `at position ${String(value.position)}, head ${String(value.head)}\n  ${value.message}\n`,
+  );
+  return ExitCode.Ok;
+}
+
 function parsePublicKeyFlag(text: string): Uint8Array {
   const trimmed = text.trim();
   if (/^[0-9a-fA-F]{64}$/u.test(trimmed)) return new Uint8Array(Buffer.from(trimmed, 'hex'));
@@ -232,16 +314,27 @@ function parsePublicKeyFlag(text: string): Uint8Array {
   );
 }
 
-/** `polychrome conversation replay|verify|repair ID --actor A ...` over the public API. */
+const RESOLVE_OPTIONS = {
+  ran: { type: 'boolean' },
+  'did-not-run': { type: 'boolean' },
+  result: { type: 'string' },
+} as const;
+
+/** `polychrome conversation replay|verify|repair|resolve ID ... --actor A` over the public API. */
 export async function conversationGroup(
   args: readonly string[],
   env: Env | undefined,
   io: CliIo,
 ): Promise<ExitCode> {
   const [command, ...rest] = args;
-  if (command !== 'replay' && command !== 'verify' && command !== 'repair') {
+  if (
+    command !== 'replay' &&
+    command !== 'verify' &&
+    command !== 'repair' &&
+    command !== 'resolve'
+  ) {
     throw new UsageError(
-      `unknown command "conversation ${command ?? ''}": conversation takes replay, verify or repair`,
+      `unknown command "conversation ${command ?? ''}": conversation takes replay, verify, repair or resolve`,
     );
   }
   const { values, positionals } = parse(rest, {
@@ -250,15 +343,23 @@ export async function conversationGroup(
     actor: { type: 'string' },
     ...(command === 'repair' ? { 'dry-run': { type: 'boolean' } } : {}),
     ...(command === 'replay' ? { 'approval-key': { type: 'string' } } : {}),
+    ...(command === 'resolve' ? RESOLVE_OPTIONS : {}),
   });
   const format = parseFormat(values);
-  const [id, ...extra] = positionals;
+  const [id, ...more] = positionals;
   const conversationId = conversationIdOf(id, `conversation ${command}`);
-  if (extra.length > 0) {
+  const [turnId, ...extra] = command === 'resolve' ? more : [undefined, ...more];
+  if (command === 'resolve' && turnId === undefined) {
     throw new UsageError(
-      `conversation ${command} takes one conversation id, got extra ${extra.join(' ')}`,
+      'conversation resolve takes ID TURN: the quarantined turn (status.turns.quarantined.turnId)',
     );
   }
+  if (extra.length > 0) {
+    throw new UsageError(
+      `conversation ${command} takes ${command === 'resolve' ? 'a conversation id and a turn id' : 'one conversation id'}, got extra ${extra.join(' ')}`,
+    );
+  }
+  const flags = command === 'resolve' ? parseResolveFlags(values) : undefined;
   const actor = parseActorFlag(values.actor);
   const approvalText = stringValue(values['approval-key']);
   const { client } = connectApi(values, env);
@@ -280,5 +381,8 @@ export async function conversationGroup(
       return verifyConversation(client, request, io);
     case 'repair':
       return repairConversation(client, { ...request, dryRun: values['dry-run'] === true }, io);
+    case 'resolve':
+      if (flags === undefined || turnId === undefined) throw new Error('unreachable: parsed');
+      return resolveConversationTurn(client, { ...request, turnId, flags }, io);
   }
 }
