@@ -122,6 +122,13 @@ describe('apiResourceList', () => {
           verbs: ['create'],
         },
         {
+          name: 'conversations/resolve',
+          singularName: '',
+          namespaced: true,
+          kind: 'ResolveResult',
+          verbs: ['create'],
+        },
+        {
           name: 'sessions',
           singularName: '',
           namespaced: false,

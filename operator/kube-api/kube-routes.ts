@@ -73,6 +73,14 @@ export const KUBE_SUBRESOURCES: readonly KubeSubresource[] = [
     kind: 'RepairResult',
     operation: Operation.RepairConversation,
   },
+  // The body names the turn (a subresource path has no room for it).
+  {
+    name: 'resolve',
+    method: 'POST',
+    verb: KubeVerb.Create,
+    kind: 'ResolveResult',
+    operation: Operation.ResolveTurn,
+  },
 ];
 
 /**

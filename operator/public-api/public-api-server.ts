@@ -179,6 +179,7 @@ const PEER_OPERATIONS: ReadonlySet<Operation> = new Set([
   Operation.AnswerApproval,
   Operation.AnswerQuestion,
   Operation.RepairConversation,
+  Operation.ResolveTurn,
 ]);
 
 /** Who asks, and a reader of what they sent. */
