@@ -3,6 +3,9 @@
  * LevelDB store (operator/public-api/testdata/fixtures.ts): the CLI's `conversation
  * verify|replay|repair` against the public API, and the attacks on the actor rule.
  */
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { EventKind } from '../../common/event-kinds';
@@ -16,8 +19,11 @@ import {
   startApi,
   textReply,
   TOKENS,
+  transferReply,
+  unknownFirstTransfer,
   type TestApi,
 } from '../public-api/testdata/fixtures';
+import { checkSchema, responseSchema } from '../public-api/testdata/openapi-check';
 
 let api: TestApi | undefined;
 afterEach(async () => {
@@ -279,5 +285,140 @@ describe('conversation repair through the control plane', () => {
       ok: true,
       skipped: [{ position: broken }],
     });
+  });
+});
+
+describe('conversation resolve through the control plane', () => {
+  /** An API whose conversation holds a quarantined turn (its side-effecting call broke mid-call). */
+  async function quarantinedApi(): Promise<{ a: TestApi; id: string; turnId: string }> {
+    const a = (api = await startApi({
+      replies: [transferReply, textReply('refund done'), textReply('next one')],
+      spec: { tools: { builtin: ['transfer'] } },
+      extraTools: unknownFirstTransfer([]).extraTools,
+    }));
+    const id = a.seed(ALICE.identity);
+    const answer = await post(a, id, 'refund 42');
+    const { status, turnId } = answer.json as { status: string; turnId: string };
+    expect(status).toBe('ambiguous');
+    return { a, id, turnId };
+  }
+
+  it('refuses a wrong command line (exit 2), a member and an admin acting as someone else (exit 3), and bad bodies (400); nothing is committed', async () => {
+    const { a, id, turnId } = await quarantinedApi();
+    const head = a.head(id);
+    const as = ['--actor', ADMIN.identity];
+    for (const [args, says] of [
+      [[turnId, ...as], 'exactly one of --ran'],
+      [[turnId, '--ran', '--did-not-run', ...as], 'not both'],
+      [[turnId, '--did-not-run', '--result', 'result.txt', ...as], '--result goes with --ran only'],
+      [['--did-not-run', ...as], 'takes ID TURN'],
+      [[turnId, 'extra', '--did-not-run', ...as], 'got extra extra'],
+      [[turnId, '--did-not-run'], '--actor is required'],
+    ] as const) {
+      const run = await cli(a, TOKENS.admin, ['conversation', 'resolve', id, ...args]);
+      expect({ args, code: run.code, says: run.stderr.includes(says) }).toEqual({
+        args,
+        code: 2,
+        says: true,
+      });
+    }
+    const member = await cli(a, TOKENS.alice, [
+      'conversation',
+      'resolve',
+      id,
+      turnId,
+      '--did-not-run',
+      '--actor',
+      ALICE.identity,
+    ]);
+    expect(member.code).toBe(3);
+    expect(member.stderr).toContain('only an admin');
+    expect(member.stderr).toContain('HTTP 403');
+    const impostor = await cli(a, TOKENS.admin, [
+      'conversation',
+      'resolve',
+      id,
+      turnId,
+      '--did-not-run',
+      '--actor',
+      ALICE.identity,
+    ]);
+    expect(impostor.code).toBe(3);
+    expect(impostor.stderr).toContain('not one of your identities');
+    const path = `/v1/conversations/${id}/turns/${turnId}/resolve`;
+    for (const [body, field] of [
+      [{ actor: ADMIN.identity, decision: 'maybe' }, 'decision'],
+      [{ actor: ADMIN.identity, decision: 'ran', result: 'x', resultUnknown: true }, 'result'],
+      [{ actor: ADMIN.identity, decision: 'ran' }, 'result'],
+      [{ actor: ADMIN.identity, decision: 'did_not_run', resultUnknown: true }, 'resultUnknown'],
+      [{ actor: ADMIN.identity, decision: 'did_not_run', turnId: 'turn_other' }, 'turnId'],
+      [{ actor: ADMIN.identity, decision: 'did_not_run', force: true }, 'force'],
+      [{ decision: 'did_not_run' }, 'actor'],
+    ] as const) {
+      const answer = await call(a, 'POST', path, { token: TOKENS.admin, body });
+      const details = errorOf(answer).details as { field?: string } | undefined;
+      expect({ body, status: answer.status, field: details?.field }).toEqual({
+        body,
+        status: 400,
+        field,
+      });
+    }
+    expect(a.head(id)).toBe(head);
+  });
+
+  it('resolves as ran with the result of a file (exit 0, a ResolveResult), refuses a second resolve (409), and the next message finishes the turn with it', async () => {
+    const { a, id, turnId } = await quarantinedApi();
+    const dir = await mkdtemp(join(tmpdir(), 'resolve-test-'));
+    try {
+      const file = join(dir, 'result.txt');
+      await writeFile(file, 'refund R-42 sent');
+      const run = await cli(a, TOKENS.admin, [
+        'conversation',
+        'resolve',
+        id,
+        turnId,
+        '--ran',
+        '--result',
+        file,
+        '--actor',
+        ADMIN.identity,
+        '--format',
+        'json',
+      ]);
+      expect({ code: run.code, stderr: run.stderr }).toEqual({ code: 0, stderr: '' });
+      const answer: unknown = JSON.parse(run.stdout);
+      const document: unknown = JSON.parse(
+        await readFile(join(__dirname, '..', '..', 'docs', 'api', 'openapi.json'), 'utf8'),
+      );
+      const template = '/v1/conversations/{conversationId}/turns/{turnId}/resolve';
+      const schema = responseSchema(document, 'POST', template, 200);
+      expect(checkSchema(document, schema, answer)).toEqual([]);
+      expect(answer).toMatchObject({ turnId, decision: 'ran', resultUnknown: false });
+      const head = a.head(id);
+      const again = await cli(a, TOKENS.admin, [
+        'conversation',
+        'resolve',
+        id,
+        turnId,
+        '--did-not-run',
+        '--actor',
+        ADMIN.identity,
+      ]);
+      expect(again.code).toBe(3);
+      expect(again.stderr).toContain(`already resolved (ran, by ${ADMIN.identity})`);
+      expect(again.stderr).toContain('HTTP 409');
+      expect(a.head(id)).toBe(head);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+    const next = await post(a, id, 'and now?');
+    expect(next.json).toMatchObject({ status: 'complete', reply: 'next one' });
+    const transcript = await call(a, 'GET', `/v1/conversations/${id}/transcript`, {
+      token: TOKENS.alice,
+    });
+    const turns = (transcript.json as { turns: { turnId: string; reply?: string }[] }).turns;
+    expect(turns.find((t) => t.turnId === turnId)?.reply).toBe('refund done');
+    const kinds = (await a.entries(id)).map((e) => e.kind);
+    expect(kinds.filter((k) => k === 'turn_resolved')).toHaveLength(1);
   });
 });

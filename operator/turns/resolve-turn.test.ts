@@ -9,7 +9,13 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import pino from 'pino';
 import { decodePayload } from '../../common/event-kinds';
 import { ResolveDecision } from '../../proto/gen/polychrome/events/v1/events';
-import { startRealTurns, textReply, type RealTurns } from '../../test/support/real-turns';
+import {
+  startRealTurns,
+  textReply,
+  transferReply,
+  unknownFirstTransfer,
+  type RealTurns,
+} from '../../test/support/real-turns';
 import { lifecycleEvents } from '../controller/lifecycle-events';
 import { UNKNOWN_RESULT_TEXT } from './turn-plan';
 import type { Caller, ResolveTurn } from './turn-service';
@@ -31,10 +37,6 @@ const ADMIN: Caller = {
 const EDGE: Caller = { ...OWNER, identity: 'bot:edge', identities: ['bot:edge'], roles: ['edge'] };
 const PARTICIPANT: Caller = { ...OWNER, identity: 'web:bob', identities: ['web:bob'] };
 
-const transferReply = {
-  content: [{ tool_use: { id: 'toolu_pay', name: 'transfer', input: { amount: 42 } } }],
-};
-
 let turns: RealTurns | undefined;
 afterEach(async () => {
   await turns?.close();
@@ -49,32 +51,12 @@ async function quarantined(
   replies: Parameters<typeof startRealTurns>[0]['replies'],
   outcomes: { content: string; isError: boolean }[],
 ) {
-  const calls: string[] = [];
+  const { extraTools, calls } = unknownFirstTransfer(outcomes);
   turns = await startRealTurns({
     replies: [transferReply, ...replies],
     logger: pino({ level: 'silent' }),
     spec: { tools: { builtin: ['transfer'] } },
-    extraTools: {
-      tools: [
-        {
-          name: 'transfer',
-          description: 'Moves money.',
-          inputSchema: { type: 'object' },
-          effect: 'side_effect',
-          needsApproval: false,
-        },
-      ],
-      runner: {
-        call(request) {
-          calls.push(request.toolCallId);
-          const outcome = outcomes[calls.length - 2];
-          // The first call's outcome is unknown (the transport broke after it started).
-          return outcome === undefined
-            ? Promise.reject(new Error('connection reset mid-call'))
-            : Promise.resolve(outcome);
-        },
-      },
-    },
+    extraTools,
   });
   const real = turns;
   const uid = real.conversations.add({ owner: OWNER.identity, participants: ['web:bob'] }).metadata

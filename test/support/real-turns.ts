@@ -81,6 +81,46 @@ export function askReply(question: string): ScriptReply {
   return { content: [{ tool_use: { name: '__ask_user', input: { question } } }] };
 }
 
+/** A model reply that calls the side-effecting `transfer` tool of {@link unknownFirstTransfer}. */
+export const transferReply: ScriptReply = {
+  content: [{ tool_use: { id: 'toolu_pay', name: 'transfer', input: { amount: 42 } } }],
+};
+
+/**
+ * A side-effecting harness tool, `transfer` (put it in `spec.tools.builtin`), whose first
+ * call breaks mid-call: its outcome is unknown, so the harness quarantines the turn, as a
+ * dropped MCP connection would. `outcomes` answer the later calls, in order; `calls` lists
+ * the tool call ids it was asked to run.
+ */
+export function unknownFirstTransfer(outcomes: readonly { content: string; isError: boolean }[]): {
+  readonly extraTools: NonNullable<ScriptedHarnessOptions['extraTools']>;
+  readonly calls: string[];
+} {
+  const calls: string[] = [];
+  const tool = {
+    name: 'transfer',
+    description: 'Moves money.',
+    inputSchema: { type: 'object' },
+    effect: 'side_effect',
+    needsApproval: false,
+  } as const;
+  return {
+    calls,
+    extraTools: {
+      tools: [tool],
+      runner: {
+        call(request) {
+          calls.push(request.toolCallId);
+          const outcome = outcomes[calls.length - 2];
+          return outcome === undefined
+            ? Promise.reject(new Error('connection reset mid-call'))
+            : Promise.resolve(outcome);
+        },
+      },
+    },
+  };
+}
+
 /** What the scripted model answers when a test gives no script: `reply 1`, `reply 2`, ... */
 export const DEFAULT_REPLIES: readonly ScriptReply[] = Array.from({ length: 64 }, (_, i) =>
   textReply(`reply ${String(i + 1)}`),
