@@ -420,5 +420,84 @@ describe('conversation resolve through the control plane', () => {
     expect(turns.find((t) => t.turnId === turnId)?.reply).toBe('refund done');
     const kinds = (await a.entries(id)).map((e) => e.kind);
     expect(kinds.filter((k) => k === 'turn_resolved')).toHaveLength(1);
+    // Replay reports the turn complete, resolved by the admin, and checks both attempts.
+    const report = await replayOf(a, id);
+    expect(report.ok).toBe(true);
+    expect(report.turns.find((t) => t.turnId === turnId)).toMatchObject({
+      status: 'complete',
+      attempts: 2,
+      ok: true,
+      resolutions: [{ decision: 'ran', actor: ADMIN.identity, resultUnknown: false }],
+    });
+    expect(report.turns.find((t) => t.turnId === turnId)?.note).toBeUndefined();
+  });
+
+  it('replay reports a did_not_run turn as resolved, not quarantined, and its retry as a normal turn', async () => {
+    const a = (api = await startApi({
+      replies: [transferReply, textReply('sent')],
+      spec: { tools: { builtin: ['transfer'] } },
+      extraTools: unknownFirstTransfer([{ content: 'ok', isError: false }]).extraTools,
+    }));
+    const id = a.seed(ALICE.identity);
+    const first = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
+      token: TOKENS.alice,
+      body: { text: 'refund 42', idempotencyKey: 'k-refund' },
+    });
+    const { turnId } = first.json as { turnId: string };
+    const quarantined = await replayOf(a, id);
+    expect(quarantined.turns[0]).toMatchObject({ turnId, status: 'quarantined', ok: true });
+    const resolved = await call(a, 'POST', `/v1/conversations/${id}/turns/${turnId}/resolve`, {
+      token: TOKENS.admin,
+      body: { actor: ADMIN.identity, decision: 'did_not_run' },
+    });
+    expect(resolved.status).toBe(200);
+    const waiting = await replayOf(a, id);
+    expect(waiting.turns[0]).toMatchObject({
+      turnId,
+      status: 'resolved',
+      ok: true,
+      resolutions: [{ decision: 'did_not_run', actor: ADMIN.identity, caller: ADMIN.identity }],
+    });
+    expect(waiting.turns[0]?.note).toBeUndefined();
+    const retried = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
+      token: TOKENS.alice,
+      body: { text: 'refund 42', idempotencyKey: 'k-refund' },
+    });
+    expect(retried.json).toMatchObject({ turnId, status: 'complete', reply: 'sent' });
+    const done = await replayOf(a, id);
+    expect(done.ok).toBe(true);
+    expect(done.turns[0]).toMatchObject({ turnId, status: 'complete', attempts: 2, ok: true });
+    const text = await cli(a, TOKENS.admin, [
+      'conversation',
+      'replay',
+      id,
+      '--actor',
+      ADMIN.identity,
+    ]);
+    expect(text.stdout).toContain(
+      `resolved at ${String((resolved.json as { position: number }).position)} by ${ADMIN.identity}`,
+    );
+    expect(text.stdout).not.toContain('quarantined:');
   });
 });
+
+/** `conversation replay --json` as the admin. */
+async function replayOf(
+  a: TestApi,
+  id: string,
+): Promise<{
+  ok: boolean;
+  events: number;
+  turns: { turnId: string; status: string; note?: string; ok: boolean }[];
+}> {
+  const run = await cli(a, TOKENS.admin, [
+    'conversation',
+    'replay',
+    id,
+    '--actor',
+    ADMIN.identity,
+    '--json',
+  ]);
+  expect(run.stderr).toBe('');
+  return JSON.parse(run.stdout) as Awaited<ReturnType<typeof replayOf>>;
+}

@@ -14,6 +14,7 @@ import {
   type ApprovalResponse,
   type QuestionResponse,
 } from '../../proto/gen/polychrome/events/v1/events';
+import { voidedToolCalls } from '../../common/turn-resolution';
 import type { HistoryMessage, Role, Step } from '../../proto/gen/polychrome/harness/v1/harness';
 import { hex } from './decoded-event';
 import type { JournalView, TurnView } from './journal-view';
@@ -37,11 +38,11 @@ const ROLE_ASSISTANT = 2 satisfies Role;
 /**
  * The turn's committed steps as harness `Step`s for `TurnStart.recorded_steps`, in journal
  * order (sequence 0: the harness ignores it there). A side-effecting `tool_call` an admin
- * resolved as `did_not_run` is left out ({@link voidedToolCalls}), so the harness runs
+ * resolved as `did_not_run` is left out (common/turn-resolution.ts), so the harness runs
  * the call again; the journal keeps it.
  */
 export function recordedSteps(turn: TurnView): Step[] {
-  const voided = voidedToolCalls(turn);
+  const voided = voidedToolCallsOf(turn);
   const steps = voided.size === 0 ? turn.steps : turn.steps.filter((s) => !voided.has(s.position));
   return steps.map((step): Step => {
     switch (step.kind) {
@@ -67,23 +68,19 @@ export function recordedSteps(turn: TurnView): Step[] {
   });
 }
 
-/**
- * Positions of the `tool_call`s that `did_not_run` resolutions void: each names a call, and
- * voids that call's `tool_call`s before it.
- */
-export function voidedToolCalls(turn: TurnView): ReadonlySet<number> {
-  const voided = new Set<number>();
-  for (const { position, response } of turn.resolutions) {
-    if (response.decision !== ResolveDecision.RESOLVE_DECISION_DID_NOT_RUN) continue;
-    if (response.toolCallId === '') continue;
-    for (const step of turn.steps) {
-      if (step.position > position) break;
-      if (step.kind === 'tool_call' && step.payload.toolCallId === response.toolCallId) {
-        voided.add(step.position);
-      }
-    }
-  }
-  return voided;
+/** Positions of the turn's `tool_call`s that `did_not_run` resolutions void (common/turn-resolution.ts). */
+function voidedToolCallsOf(turn: TurnView): ReadonlySet<number> {
+  if (turn.resolutions.length === 0) return new Set();
+  return voidedToolCalls(
+    turn.resolutions.map(({ position, response }) => ({
+      position,
+      toolCallId: response.toolCallId,
+      didNotRun: response.decision === ResolveDecision.RESOLVE_DECISION_DID_NOT_RUN,
+    })),
+    turn.steps.flatMap((s) =>
+      s.kind === 'tool_call' ? [{ position: s.position, toolCallId: s.payload.toolCallId }] : [],
+    ),
+  );
 }
 
 /** Every approval answer of the turn, in journal order (`TurnStart.approval_answers`). */
