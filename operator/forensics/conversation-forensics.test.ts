@@ -322,27 +322,21 @@ describe('conversation resolve through the control plane', () => {
         says: true,
       });
     }
-    const member = await cli(a, TOKENS.alice, [
-      'conversation',
-      'resolve',
-      id,
-      turnId,
-      '--did-not-run',
-      '--actor',
-      ALICE.identity,
-    ]);
+    const resolveAs = (token: string): ReturnType<typeof cli> =>
+      cli(a, token, [
+        'conversation',
+        'resolve',
+        id,
+        turnId,
+        '--did-not-run',
+        '--actor',
+        ALICE.identity,
+      ]);
+    const member = await resolveAs(TOKENS.alice);
     expect(member.code).toBe(3);
     expect(member.stderr).toContain('only an admin');
     expect(member.stderr).toContain('HTTP 403');
-    const impostor = await cli(a, TOKENS.admin, [
-      'conversation',
-      'resolve',
-      id,
-      turnId,
-      '--did-not-run',
-      '--actor',
-      ALICE.identity,
-    ]);
+    const impostor = await resolveAs(TOKENS.admin);
     expect(impostor.code).toBe(3);
     expect(impostor.stderr).toContain('not one of your identities');
     const path = `/v1/conversations/${id}/turns/${turnId}/resolve`;
