@@ -399,6 +399,7 @@ describe('the Kubernetes door through kube-apiserver', () => {
       'conversations/log EventStream get',
       'conversations/export JournalExport get',
       'conversations/repair RepairResult create',
+      'conversations/resolve ResolveResult create',
       'sessions Session create,delete',
     ]);
   });
