@@ -141,6 +141,17 @@ const repairResultSchema = z.looseObject({
   message: z.string(),
 });
 
+const resolveResultSchema = z.looseObject({
+  conversationId: z.string(),
+  turnId: z.string(),
+  decision: z.enum(['ran', 'did_not_run']),
+  resultUnknown: z.boolean(),
+  actor: z.string(),
+  position: z.number().int().nonnegative(),
+  head: z.number().int().nonnegative(),
+  message: z.string(),
+});
+
 const errorBodySchema = z.object({
   error: z.object({
     code: z.string(),
@@ -153,6 +164,8 @@ const errorBodySchema = z.object({
 
 /** What a repair found and did (`RepairResult`). */
 export type RepairResult = z.output<typeof repairResultSchema>;
+/** What a resolve committed (`ResolveResult`). */
+export type ResolveResult = z.output<typeof resolveResultSchema>;
 /** A turn's settled state (`TurnReply`). */
 export type TurnReply = z.output<typeof turnReplySchema>;
 /** The transcript (`Transcript`). */
@@ -419,6 +432,30 @@ export class ApiClient {
       signal,
     );
     return this.parse(response, repairResultSchema, 'RepairResult');
+  }
+
+  /**
+   * Settles a quarantined turn (admins, acting as `request.actor`; docs/turns.md).
+   * @throws ApiCallError, ApiUnreachableError
+   */
+  async resolveTurn(
+    conversationId: string,
+    turnId: string,
+    request: {
+      readonly actor: string;
+      readonly decision: 'ran' | 'did_not_run';
+      readonly result?: string;
+      readonly resultUnknown?: boolean;
+    },
+    signal?: AbortSignal,
+  ): Promise<Parsed<ResolveResult>> {
+    const response = await this.request(
+      'POST',
+      { conversation: conversationId, operation: ConversationOperation.Resolve, rest: [turnId] },
+      { ...request, turnId },
+      signal,
+    );
+    return this.parse(response, resolveResultSchema, 'ResolveResult');
   }
 
   private async request(

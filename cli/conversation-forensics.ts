@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -33,8 +33,9 @@ import { verifyExportFile, type OfflineVerification } from './journal-verify';
 
 /*
  * The admin's forensic commands on one conversation, through the control plane
- * (docs/replay.md, "Commands"): `conversation replay`, `conversation verify` and
- * `conversation repair`. Each core takes an {@link ApiClient}, so it runs over any
+ * (docs/replay.md, "Commands"): `conversation replay`, `conversation verify`,
+ * `conversation repair` and `conversation resolve` (docs/turns.md, "Resolving a quarantined
+ * turn"). Each core takes an {@link ApiClient}, so it runs over any
  * transport (cli/transport.ts: the public API here, the Kubernetes door for `kubectl
  * polychrome`); the export is fetched once and checked with the very code `journal verify`
  * and `journal replay` run on a file.
@@ -237,6 +238,87 @@ export async function repairConversation(
   return ExitCode.Ok;
 }
 
+/** How an admin settles a quarantined turn, as `conversation resolve` reads it. */
+export type ResolveFlags =
+  | { readonly decision: 'did_not_run' }
+  | { readonly decision: 'ran'; readonly resultFile: string | undefined };
+
+/**
+ * `--ran [--result FILE]` or `--did-not-run`: exactly one; `--result` goes with `--ran`
+ * only (without it the result is unknown).
+ * @throws UsageError naming the mistake.
+ */
+export function parseResolveFlags(values: Readonly<Record<string, unknown>>): ResolveFlags {
+  const ran = values.ran === true;
+  const didNotRun = values['did-not-run'] === true;
+  const resultFile = stringValue(values.result);
+  if (ran === didNotRun) {
+    throw new UsageError(
+      `conversation resolve takes exactly one of --ran (the call ran; --result FILE gives its result) and --did-not-run (it did not; the turn runs it again)${ran ? ', not both' : ''}`,
+    );
+  }
+  if (didNotRun) {
+    if (resultFile !== undefined) {
+      throw new UsageError(
+        '--result goes with --ran only: a call that did not run has no result; leave out --result',
+      );
+    }
+    return { decision: 'did_not_run' };
+  }
+  return { decision: 'ran', resultFile };
+}
+
+/** `conversation resolve`: an admin settles a quarantined turn, recorded with the actor. */
+export async function resolveConversationTurn(
+  client: ApiClient,
+  request: ForensicRequest & { readonly turnId: string; readonly flags: ResolveFlags },
+  io: CliIo,
+): Promise<ExitCode> {
+  const { flags } = request;
+  const file = flags.decision === 'ran' ? flags.resultFile : undefined;
+  let result: string | undefined;
+  if (file !== undefined) {
+    try {
+      result = await readFile(file, 'utf8');
+    } catch (error) {
+      throw new AppError(
+        'invalid_argument',
+        `--result ${file}: cannot read it (${error instanceof Error ? error.message : String(error)}); give the file holding the tool's result text`,
+      );
+    }
+  }
+  const answer = await client.resolveTurn(
+    request.conversationId,
+    request.turnId,
+    {
+      actor: request.actor,
+      decision: flags.decision,
+      ...(flags.decision === 'ran' && result === undefined ? { resultUnknown: true } : {}),
+      ...(result === undefined ? {} : { result }),
+    },
+    request.signal,
+  );
+  if (request.format === Format.Json) {
+    await write(
+      io.stdout,
+      `${JSON.stringify(answer.raw)}
+`,
+    );
+    return ExitCode.Ok;
+  }
+  const { value } = answer;
+  const decision =
+    value.decision === 'did_not_run'
+      ? 'did not run'
+      : `ran${value.resultUnknown ? ', result unknown' : ', with its result'}`;
+  await write(
+    io.stdout,
+    `conversation ${value.conversationId}: turn ${value.turnId} resolved (${decision}) as ${value.actor} ` +
+      `at position ${String(value.position)}, head ${String(value.head)}\n  ${value.message}\n`,
+  );
+  return ExitCode.Ok;
+}
+
 function parsePublicKeyFlag(text: string): Uint8Array {
   const trimmed = text.trim();
   if (/^[0-9a-fA-F]{64}$/u.test(trimmed)) return new Uint8Array(Buffer.from(trimmed, 'hex'));
@@ -279,8 +361,14 @@ export async function exportConversation(
   return ExitCode.Ok;
 }
 
-/** The forensic commands: `replay`, `verify`, `repair`, `export`. */
-export const FORENSIC_COMMANDS = ['replay', 'verify', 'repair', 'export'] as const;
+const RESOLVE_OPTIONS = {
+  ran: { type: 'boolean' },
+  'did-not-run': { type: 'boolean' },
+  result: { type: 'string' },
+} as const;
+
+/** The forensic commands: `replay`, `verify`, `repair`, `export`, `resolve`. */
+export const FORENSIC_COMMANDS = ['replay', 'verify', 'repair', 'export', 'resolve'] as const;
 export type ForensicCommand = (typeof FORENSIC_COMMANDS)[number];
 
 export function isForensicCommand(name: string | undefined): name is ForensicCommand {
@@ -313,13 +401,23 @@ export async function forensicCommand(
         }
       : {}),
     ...(command === 'export' ? { file: { type: 'string' } } : {}),
+    ...(command === 'resolve' ? RESOLVE_OPTIONS : {}),
   });
   const format = parseFormat(values);
-  const [id, ...extra] = positionals;
+  const [id, ...more] = positionals;
   const conversationId = door.conversation(id, label);
-  if (extra.length > 0) {
-    throw new UsageError(`${label} takes one ${door.noun}, got extra ${extra.join(' ')}`);
+  const [turnId, ...extra] = command === 'resolve' ? more : [undefined, ...more];
+  if (command === 'resolve' && turnId === undefined) {
+    throw new UsageError(
+      `${label} takes a ${door.noun} and a turn id: the quarantined turn (status.turns.quarantined.turnId)`,
+    );
   }
+  if (extra.length > 0) {
+    throw new UsageError(
+      `${label} takes ${command === 'resolve' ? `a ${door.noun} and a turn id` : `one ${door.noun}`}, got extra ${extra.join(' ')}`,
+    );
+  }
+  const flags = command === 'resolve' ? parseResolveFlags(values) : undefined;
   const actor = parseActorFlag(values.actor);
   const approvalText = stringValue(values['approval-key']);
   const spec = stringValue(values['what-if']);
@@ -353,19 +451,27 @@ export async function forensicCommand(
         io,
       );
     }
+    case 'resolve':
+      if (flags === undefined || turnId === undefined) throw new Error('unreachable: parsed');
+      return resolveConversationTurn(client, { ...request, turnId, flags }, io);
   }
 }
 
-/** `polychrome conversation replay|verify|repair ID --actor A ...` over the public API. */
+/** `polychrome conversation replay|verify|repair|resolve ID ... --actor A` over the public API. */
 export async function conversationGroup(
   args: readonly string[],
   env: Env | undefined,
   io: CliIo,
 ): Promise<ExitCode> {
   const [command, ...rest] = args;
-  if (command !== 'replay' && command !== 'verify' && command !== 'repair') {
+  if (
+    command !== 'replay' &&
+    command !== 'verify' &&
+    command !== 'repair' &&
+    command !== 'resolve'
+  ) {
     throw new UsageError(
-      `unknown command "conversation ${command ?? ''}": conversation takes replay, verify or repair`,
+      `unknown command "conversation ${command ?? ''}": conversation takes replay, verify, repair or resolve`,
     );
   }
   return forensicCommand(publicApiDoor, command, rest, env, io, `conversation ${command}`);

@@ -227,6 +227,13 @@ export function summarizeEvent(event: StreamEvent): string {
       return `${oneLine(str(p, 'text'))}${flag(p, 'fallback') ? ' (fallback reply)' : ''}`;
     case 'turn_ambiguous':
       return `QUARANTINED: tool call ${str(p, 'toolCallId')}: ${excerpt(str(p, 'reason'))}`;
+    case 'turn_resolved':
+      return (
+        `resolved by ${str(p, 'actor') || '?'}: ` +
+        (str(p, 'decision') === 'RESOLVE_DECISION_RAN'
+          ? `tool call ${str(p, 'toolCallId')} ran${flag(p, 'resultUnknown') ? ', result unknown' : ''}`
+          : `tool call ${str(p, 'toolCallId')} did not run; the turn runs it again`)
+      );
     case 'payment_charge':
       return `${num(p, 'amountMinor')} ${str(p, 'currency')} (minor units) to ${str(p, 'payee')}`;
     case 'outbound_payment_receipt':

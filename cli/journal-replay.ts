@@ -188,6 +188,14 @@ export function formatReplayText(report: ReplayReport): string {
     );
     for (const item of turn.transcript) out.push(`  ${transcriptLine(item)}`);
     if (turn.note !== undefined) out.push(`  quarantined: ${turn.note}`);
+    for (const r of turn.resolutions ?? []) {
+      out.push(
+        `  resolved at ${String(r.position)} by ${r.actor} (as ${r.caller}): tool call ${r.toolCallId || '(none)'} ` +
+          (r.decision === 'did_not_run'
+            ? 'did not run; the turn runs it again'
+            : `ran${r.resultUnknown ? ', result unknown' : ', result recorded'}`),
+      );
+    }
     const d = turn.divergence;
     if (d !== undefined) {
       out.push(`  first divergence at step ${String(d.step)}, position ${String(d.position)}`);

@@ -49,10 +49,12 @@ Conversations by name, in the namespace of -n (else the context's, else "default
                                      answer the agent's question (create conversations/questions)
   transcript NAME                    the committed turns
   export NAME --actor A [--file F]   the journal export file (stdout unless --file)
-  replay NAME --actor A [--approval-key KEY]
+  replay NAME --actor A [--approval-key KEY] [--what-if CHANGE [--live]]
                                      replay the export with no model and no tool
   verify NAME --actor A              verify the export against the Conversation's checkpoint
   repair NAME --actor A [--dry-run]  excise unreadable journal entries
+  resolve NAME TURN --ran [--result FILE] | --did-not-run --actor A
+                                     settle a quarantined turn (create conversations/resolve)
   dashboard [--port P] [--no-open]   the read-only forensics UI through a local proxy
                                      on 127.0.0.1 (docs/ui.md); prints the URL
 
@@ -401,6 +403,7 @@ export const KUBE_VERBS = [
   'replay',
   'verify',
   'repair',
+  'resolve',
   'sessions',
   'dashboard',
   'help',

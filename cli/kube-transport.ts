@@ -27,6 +27,7 @@ export const KUBE_SUBRESOURCE_OF: Readonly<Record<ConversationOperation, string>
   [ConversationOperation.Questions]: 'questions',
   [ConversationOperation.Export]: 'export',
   [ConversationOperation.Repair]: 'repair',
+  [ConversationOperation.Resolve]: 'resolve',
 };
 
 /** `/apis/api.polychrome.dev/v1alpha1/namespaces/NS/conversations/NAME/...` on `connection`. */
@@ -42,7 +43,8 @@ export function kubeConversationUrl(
       'conversations',
       target.conversation,
       KUBE_SUBRESOURCE_OF[target.operation],
-      ...(target.rest ?? []),
+      // `resolve` names its turn in the body: a subresource path has no room for it.
+      ...(target.operation === ConversationOperation.Resolve ? [] : (target.rest ?? [])),
     ],
     target.query,
   );

@@ -25,6 +25,12 @@ export const ConversationOperation = {
   Export: 'export',
   /** Repair of unreadable journal entries (admins). */
   Repair: 'repair',
+  /**
+   * An admin settles a quarantined turn; `rest` is `[turnId]`. The public API names the
+   * turn in the path (`turns/{turnId}/resolve`); the body names it too, so the Kubernetes
+   * door's `resolve` subresource needs no path for it.
+   */
+  Resolve: 'resolve',
 } as const;
 export type ConversationOperation =
   (typeof ConversationOperation)[keyof typeof ConversationOperation];
@@ -89,7 +95,9 @@ export function publicApiTransport(options: PublicApiTransportOptions): Transpor
     url: (target) =>
       joinUrl(
         `${baseUrl}/v1/conversations`,
-        [target.conversation, target.operation, ...(target.rest ?? [])],
+        target.operation === ConversationOperation.Resolve
+          ? [target.conversation, 'turns', ...(target.rest ?? []), target.operation]
+          : [target.conversation, target.operation, ...(target.rest ?? [])],
         target.query,
       ),
     fetch: (url, init) =>

@@ -20,6 +20,8 @@ export const EventKind = {
   Handoff: 'handoff',
   TurnComplete: 'turn_complete',
   TurnAmbiguous: 'turn_ambiguous',
+  /** An admin settled a quarantined turn (docs/turns.md, "Resolving a quarantined turn"). */
+  TurnResolved: 'turn_resolved',
   PaymentCharge: 'payment_charge',
   OutboundPaymentReceipt: 'outbound_payment_receipt',
   MemorySet: 'memory_set',
@@ -60,6 +62,7 @@ export interface EventPayloads {
   handoff: ev.Handoff;
   turn_complete: ev.TurnComplete;
   turn_ambiguous: ev.TurnAmbiguous;
+  turn_resolved: ev.TurnResolved;
   payment_charge: ev.PaymentCharge;
   outbound_payment_receipt: ev.OutboundPaymentReceipt;
   memory_set: ev.MemorySet;
@@ -88,6 +91,7 @@ export const payloadCodecs: { readonly [K in EventKind]: PayloadCodec<EventPaylo
   handoff: ev.Handoff,
   turn_complete: ev.TurnComplete,
   turn_ambiguous: ev.TurnAmbiguous,
+  turn_resolved: ev.TurnResolved,
   payment_charge: ev.PaymentCharge,
   outbound_payment_receipt: ev.OutboundPaymentReceipt,
   memory_set: ev.MemorySet,

@@ -12,7 +12,8 @@ import type { TurnStatusChange } from './turns/turn-status';
 
 type LeaseEvent = Parameters<NonNullable<ConversationLeasesOptions['onTransition']>>[0];
 // What the coordinator's observer reports: batch two's status kind, or `orphaned`.
-type TurnOutcome = Exclude<TurnStatusChange['kind'], 'running'> | 'orphaned';
+// A resolution is no dispatch's end (docs/turns.md, "Resolving a quarantined turn").
+type TurnOutcome = Exclude<TurnStatusChange['kind'], 'running' | 'resolved'> | 'orphaned';
 
 /** `name{label="value"} n` lines of the registry's exposition text, as `value -> n`. */
 async function series(

@@ -7,6 +7,8 @@ import {
   type EventKind,
   type EventPayloads,
 } from '../../common/event-kinds';
+import { voidedToolCalls } from '../../common/turn-resolution';
+import { ResolveDecision } from '../../proto/gen/polychrome/events/v1/events';
 import {
   approvalAnswerFromProto,
   approvalRequestToProto,
@@ -102,8 +104,10 @@ export const ReplayTurnStatus = {
   Complete: 'complete',
   Paused: 'paused',
   Handoff: 'handoff',
-  /** `turn_ambiguous`: quarantined, never retried. */
+  /** `turn_ambiguous`: quarantined, never retried automatically. */
   Quarantined: 'quarantined',
+  /** An admin resolved its quarantine (`turn_resolved`); not dispatched again yet. */
+  Resolved: 'resolved',
   /** Dispatched, never settled or paused. */
   Orphaned: 'orphaned',
   /** Never dispatched. */
@@ -144,7 +148,20 @@ export interface TurnReplay {
   readonly divergence?: Divergence;
   /** Set for quarantined turns: the recorded reason. */
   readonly note?: string;
+  /** Every `turn_resolved` of the turn: who settled a quarantine, and how. */
+  readonly resolutions?: readonly ReplayResolution[];
   readonly transcript: readonly TranscriptItem[];
+}
+
+/** An admin's `turn_resolved`, as replay reports it. */
+export interface ReplayResolution {
+  readonly position: number;
+  readonly decision: 'ran' | 'did_not_run';
+  readonly toolCallId: string;
+  /** `ran` without a result: the turn was told the outcome is unknown. */
+  readonly resultUnknown: boolean;
+  readonly actor: string;
+  readonly caller: string;
 }
 
 /** The verdict on a journal. */
@@ -323,9 +340,18 @@ function replayAttempt(
   options: ReplayOptions,
   hasher: RequestHasher,
 ): Divergence | undefined {
-  const before = log.events.filter((e) => e.position < dispatchPosition);
+  const voided = voidedCallsOf(log);
+  const before = log.events.filter((e) => e.position < dispatchPosition && !voided.has(e.position));
+  // An admin's resolution ends the attempt: the tool_result it records for `ran` is the
+  // admin's, not the machine's, and is a recorded step of the next attempt.
+  const resolvedAt =
+    log.events.find((e) => e.kind === 'turn_resolved' && e.position > dispatchPosition)?.position ??
+    Number.POSITIVE_INFINITY;
   const recorded = log.events.filter(
-    (e) => e.position > dispatchPosition && e.position < endPosition && HARNESS_KINDS.has(e.kind),
+    (e) =>
+      e.position > dispatchPosition &&
+      e.position < Math.min(endPosition, resolvedAt) &&
+      HARNESS_KINDS.has(e.kind),
   );
   const lastPosition = recorded.at(-1)?.position ?? dispatchPosition;
   // A resumed attempt (after an answer) starts inside the round trip of its last recorded
@@ -559,6 +585,26 @@ function stepOf(e: Decoded): TurnStep | undefined {
   }
 }
 
+/** The `tool_call`s `did_not_run` resolutions void (common/turn-resolution.ts). */
+function voidedCallsOf(log: TurnLog): ReadonlySet<number> {
+  return voidedToolCalls(
+    log.events.flatMap((e) =>
+      e.kind === 'turn_resolved'
+        ? [
+            {
+              position: e.position,
+              toolCallId: e.payload.toolCallId,
+              didNotRun: e.payload.decision === ResolveDecision.RESOLVE_DECISION_DID_NOT_RUN,
+            },
+          ]
+        : [],
+    ),
+    log.events.flatMap((e) =>
+      e.kind === 'tool_call' ? [{ position: e.position, toolCallId: e.payload.toolCallId }] : [],
+    ),
+  );
+}
+
 function extra(
   recorded: readonly Decoded[],
   cursor: number,
@@ -647,15 +693,23 @@ function weakCheck(log: TurnLog, options: ReplayOptions): Divergence | undefined
   return undefined;
 }
 
+/** Whether a `turn_resolved` settles the quarantine at `position`. */
+function resolvedAfter(log: TurnLog, position: number): boolean {
+  return log.events.some((e) => e.kind === 'turn_resolved' && e.position > position);
+}
+
 function statusOf(log: TurnLog): ReplayTurnStatus {
   for (const e of log.events) {
     if (e.kind === 'turn_complete') return ReplayTurnStatus.Complete;
-    if (e.kind === 'turn_ambiguous') return ReplayTurnStatus.Quarantined;
+    if (e.kind === 'turn_ambiguous' && !resolvedAfter(log, e.position)) {
+      return ReplayTurnStatus.Quarantined;
+    }
     if (e.kind === 'handoff') return ReplayTurnStatus.Handoff;
   }
   const dispatches = log.events.filter((e) => e.kind === 'turn_dispatched');
   const latest = dispatches.at(-1);
   if (latest === undefined) return ReplayTurnStatus.Received;
+  if (resolvedAfter(log, latest.position)) return ReplayTurnStatus.Resolved;
   const after = log.events.filter((e) => e.position > latest.position);
   const paused = after.some(
     (e) =>
@@ -670,9 +724,30 @@ function statusOf(log: TurnLog): ReplayTurnStatus {
   return paused ? ReplayTurnStatus.Paused : ReplayTurnStatus.Orphaned;
 }
 
-function noteOf(log: TurnLog): { note?: string } {
-  const ambiguous = log.events.find((e) => e.kind === 'turn_ambiguous');
-  return ambiguous?.kind === 'turn_ambiguous' ? { note: ambiguous.payload.reason } : {};
+/** The reason of the quarantine that stands (none once resolved), and the resolutions. */
+function noteOf(log: TurnLog): { note?: string; resolutions?: ReplayResolution[] } {
+  const ambiguous = log.events.find(
+    (e) => e.kind === 'turn_ambiguous' && !resolvedAfter(log, e.position),
+  );
+  const resolutions = log.events.flatMap((e): ReplayResolution[] =>
+    e.kind === 'turn_resolved'
+      ? [
+          {
+            position: e.position,
+            decision:
+              e.payload.decision === ResolveDecision.RESOLVE_DECISION_RAN ? 'ran' : 'did_not_run',
+            toolCallId: e.payload.toolCallId,
+            resultUnknown: e.payload.resultUnknown,
+            actor: e.payload.actor,
+            caller: e.payload.caller,
+          },
+        ]
+      : [],
+  );
+  return {
+    ...(ambiguous?.kind === 'turn_ambiguous' ? { note: ambiguous.payload.reason } : {}),
+    ...(resolutions.length === 0 ? {} : { resolutions }),
+  };
 }
 
 function transcriptOf(log: TurnLog): TranscriptItem[] {

@@ -203,7 +203,7 @@ describe('conversationConditions', () => {
     const degraded = out.conditions?.find((c) => c.type === 'Degraded');
     expect(degraded?.reason).toBe('TurnAmbiguous');
     expect(degraded?.message).toMatch(
-      /^turn t0 is quarantined: the outcome of side-effecting tool call toolu_1 is unknown \(crashed\); an admin must check it, repair the conversation and remove status\.turns\.quarantined; m WarmPoolMissing; spec\.retention "9999999999h" cannot be used /u,
+      /^turn t0 is quarantined: the outcome of side-effecting tool call toolu_1 is unknown \(crashed\); an admin must check whether it ran and resolve it: polychrome conversation resolve ID t0 --ran \[--result FILE\] \| --did-not-run --actor A; m WarmPoolMissing; spec\.retention "9999999999h" cannot be used /u,
     );
   });
 

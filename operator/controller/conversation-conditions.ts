@@ -181,8 +181,8 @@ export function degradedCausesOf(
       reason: ConditionReason.TurnAmbiguous,
       message:
         q.toolCallId === undefined
-          ? `turn ${q.turnId} is quarantined (${q.reason}); an admin must check it, repair the conversation and remove status.turns.quarantined`
-          : `turn ${q.turnId} is quarantined: the outcome of side-effecting tool call ${q.toolCallId} is unknown (${q.reason}); an admin must check it, repair the conversation and remove status.turns.quarantined`,
+          ? `turn ${q.turnId} is quarantined (${q.reason}); an admin must check it and resolve it: polychrome conversation resolve ID ${q.turnId} --did-not-run --actor A`
+          : `turn ${q.turnId} is quarantined: the outcome of side-effecting tool call ${q.toolCallId} is unknown (${q.reason}); an admin must check whether it ran and resolve it: polychrome conversation resolve ID ${q.turnId} --ran [--result FILE] | --did-not-run --actor A`,
     });
   }
   const reason = verdict.ready.reason;

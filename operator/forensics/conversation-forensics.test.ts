@@ -4,6 +4,9 @@
  * verify|replay|repair` against the public API, and the attacks on the actor rule.
  */
 import { generateKeyPairSync } from 'node:crypto';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { EventKind } from '../../common/event-kinds';
@@ -19,8 +22,11 @@ import {
   startApi,
   textReply,
   TOKENS,
+  transferReply,
+  unknownFirstTransfer,
   type TestApi,
 } from '../public-api/testdata/fixtures';
+import { checkSchema, responseSchema } from '../public-api/testdata/openapi-check';
 
 let api: TestApi | undefined;
 afterEach(async () => {
@@ -438,3 +444,210 @@ describe('conversation replay with approvals, through the control plane', () => 
     expect(a.head(id)).toBe(head);
   });
 });
+describe('conversation resolve through the control plane', () => {
+  /** An API whose conversation holds a quarantined turn (its side-effecting call broke mid-call). */
+  async function quarantinedApi(): Promise<{ a: TestApi; id: string; turnId: string }> {
+    const a = (api = await startApi({
+      replies: [transferReply, textReply('refund done'), textReply('next one')],
+      spec: { tools: { builtin: ['transfer'] } },
+      extraTools: unknownFirstTransfer([]).extraTools,
+    }));
+    const id = a.seed(ALICE.identity);
+    const answer = await post(a, id, 'refund 42');
+    const { status, turnId } = answer.json as { status: string; turnId: string };
+    expect(status).toBe('ambiguous');
+    return { a, id, turnId };
+  }
+
+  it('refuses a wrong command line (exit 2), a member and an admin acting as someone else (exit 3), and bad bodies (400); nothing is committed', async () => {
+    const { a, id, turnId } = await quarantinedApi();
+    const head = a.head(id);
+    const as = ['--actor', ADMIN.identity];
+    for (const [args, says] of [
+      [[turnId, ...as], 'exactly one of --ran'],
+      [[turnId, '--ran', '--did-not-run', ...as], 'not both'],
+      [[turnId, '--did-not-run', '--result', 'result.txt', ...as], '--result goes with --ran only'],
+      [['--did-not-run', ...as], 'takes ID TURN'],
+      [[turnId, 'extra', '--did-not-run', ...as], 'got extra extra'],
+      [[turnId, '--did-not-run'], '--actor is required'],
+    ] as const) {
+      const run = await cli(a, TOKENS.admin, ['conversation', 'resolve', id, ...args]);
+      expect({ args, code: run.code, says: run.stderr.includes(says) }).toEqual({
+        args,
+        code: 2,
+        says: true,
+      });
+    }
+    const resolveAs = (token: string): ReturnType<typeof cli> =>
+      cli(a, token, [
+        'conversation',
+        'resolve',
+        id,
+        turnId,
+        '--did-not-run',
+        '--actor',
+        ALICE.identity,
+      ]);
+    const member = await resolveAs(TOKENS.alice);
+    expect(member.code).toBe(3);
+    expect(member.stderr).toContain('only an admin');
+    expect(member.stderr).toContain('HTTP 403');
+    const impostor = await resolveAs(TOKENS.admin);
+    expect(impostor.code).toBe(3);
+    expect(impostor.stderr).toContain('not one of your identities');
+    const path = `/v1/conversations/${id}/turns/${turnId}/resolve`;
+    for (const [body, field] of [
+      [{ actor: ADMIN.identity, decision: 'maybe' }, 'decision'],
+      [{ actor: ADMIN.identity, decision: 'ran', result: 'x', resultUnknown: true }, 'result'],
+      [{ actor: ADMIN.identity, decision: 'ran' }, 'result'],
+      [{ actor: ADMIN.identity, decision: 'did_not_run', resultUnknown: true }, 'resultUnknown'],
+      [{ actor: ADMIN.identity, decision: 'did_not_run', turnId: 'turn_other' }, 'turnId'],
+      [{ actor: ADMIN.identity, decision: 'did_not_run', force: true }, 'force'],
+      [{ decision: 'did_not_run' }, 'actor'],
+    ] as const) {
+      const answer = await call(a, 'POST', path, { token: TOKENS.admin, body });
+      const details = errorOf(answer).details as { field?: string } | undefined;
+      expect({ body, status: answer.status, field: details?.field }).toEqual({
+        body,
+        status: 400,
+        field,
+      });
+    }
+    expect(a.head(id)).toBe(head);
+  });
+
+  it('resolves as ran with the result of a file (exit 0, a ResolveResult), refuses a second resolve (409), and the next message finishes the turn with it', async () => {
+    const { a, id, turnId } = await quarantinedApi();
+    const dir = await mkdtemp(join(tmpdir(), 'resolve-test-'));
+    try {
+      const file = join(dir, 'result.txt');
+      await writeFile(file, 'refund R-42 sent');
+      const run = await cli(a, TOKENS.admin, [
+        'conversation',
+        'resolve',
+        id,
+        turnId,
+        '--ran',
+        '--result',
+        file,
+        '--actor',
+        ADMIN.identity,
+        '--format',
+        'json',
+      ]);
+      expect({ code: run.code, stderr: run.stderr }).toEqual({ code: 0, stderr: '' });
+      const answer: unknown = JSON.parse(run.stdout);
+      const document: unknown = JSON.parse(
+        await readFile(join(__dirname, '..', '..', 'docs', 'api', 'openapi.json'), 'utf8'),
+      );
+      const template = '/v1/conversations/{conversationId}/turns/{turnId}/resolve';
+      const schema = responseSchema(document, 'POST', template, 200);
+      expect(checkSchema(document, schema, answer)).toEqual([]);
+      expect(answer).toMatchObject({ turnId, decision: 'ran', resultUnknown: false });
+      const head = a.head(id);
+      const again = await cli(a, TOKENS.admin, [
+        'conversation',
+        'resolve',
+        id,
+        turnId,
+        '--did-not-run',
+        '--actor',
+        ADMIN.identity,
+      ]);
+      expect(again.code).toBe(3);
+      expect(again.stderr).toContain(`already resolved (ran, by ${ADMIN.identity})`);
+      expect(again.stderr).toContain('HTTP 409');
+      expect(a.head(id)).toBe(head);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+    const next = await post(a, id, 'and now?');
+    expect(next.json).toMatchObject({ status: 'complete', reply: 'next one' });
+    const transcript = await call(a, 'GET', `/v1/conversations/${id}/transcript`, {
+      token: TOKENS.alice,
+    });
+    const turns = (transcript.json as { turns: { turnId: string; reply?: string }[] }).turns;
+    expect(turns.find((t) => t.turnId === turnId)?.reply).toBe('refund done');
+    const kinds = (await a.entries(id)).map((e) => e.kind);
+    expect(kinds.filter((k) => k === 'turn_resolved')).toHaveLength(1);
+    // Replay reports the turn complete, resolved by the admin, and checks both attempts.
+    const report = await replayOf(a, id);
+    expect(report.ok).toBe(true);
+    expect(report.turns.find((t) => t.turnId === turnId)).toMatchObject({
+      status: 'complete',
+      attempts: 2,
+      ok: true,
+      resolutions: [{ decision: 'ran', actor: ADMIN.identity, resultUnknown: false }],
+    });
+    expect(report.turns.find((t) => t.turnId === turnId)?.note).toBeUndefined();
+  });
+
+  it('replay reports a did_not_run turn as resolved, not quarantined, and its retry as a normal turn', async () => {
+    const a = (api = await startApi({
+      replies: [transferReply, textReply('sent')],
+      spec: { tools: { builtin: ['transfer'] } },
+      extraTools: unknownFirstTransfer([{ content: 'ok', isError: false }]).extraTools,
+    }));
+    const id = a.seed(ALICE.identity);
+    const first = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
+      token: TOKENS.alice,
+      body: { text: 'refund 42', idempotencyKey: 'k-refund' },
+    });
+    const { turnId } = first.json as { turnId: string };
+    const quarantined = await replayOf(a, id);
+    expect(quarantined.turns[0]).toMatchObject({ turnId, status: 'quarantined', ok: true });
+    const resolved = await call(a, 'POST', `/v1/conversations/${id}/turns/${turnId}/resolve`, {
+      token: TOKENS.admin,
+      body: { actor: ADMIN.identity, decision: 'did_not_run' },
+    });
+    expect(resolved.status).toBe(200);
+    const waiting = await replayOf(a, id);
+    expect(waiting.turns[0]).toMatchObject({
+      turnId,
+      status: 'resolved',
+      ok: true,
+      resolutions: [{ decision: 'did_not_run', actor: ADMIN.identity, caller: ADMIN.identity }],
+    });
+    expect(waiting.turns[0]?.note).toBeUndefined();
+    const retried = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
+      token: TOKENS.alice,
+      body: { text: 'refund 42', idempotencyKey: 'k-refund' },
+    });
+    expect(retried.json).toMatchObject({ turnId, status: 'complete', reply: 'sent' });
+    const done = await replayOf(a, id);
+    expect(done.ok).toBe(true);
+    expect(done.turns[0]).toMatchObject({ turnId, status: 'complete', attempts: 2, ok: true });
+    const text = await cli(a, TOKENS.admin, [
+      'conversation',
+      'replay',
+      id,
+      '--actor',
+      ADMIN.identity,
+    ]);
+    expect(text.stdout).toContain(
+      `resolved at ${String((resolved.json as { position: number }).position)} by ${ADMIN.identity}`,
+    );
+    expect(text.stdout).not.toContain('quarantined:');
+  });
+});
+
+/** `conversation replay --json` as the admin. */
+async function replayOf(
+  a: TestApi,
+  id: string,
+): Promise<{
+  ok: boolean;
+  events: number;
+  turns: { turnId: string; status: string; note?: string; ok: boolean }[];
+}> {
+  const run = await cli(a, TOKENS.admin, [
+    'conversation',
+    'replay',
+    id,
+    '--actor',
+    ADMIN.identity,
+    '--json',
+  ]);
+  expect(run.stderr).toBe('');
+  return JSON.parse(run.stdout) as Awaited<ReturnType<typeof replayOf>>;
+}

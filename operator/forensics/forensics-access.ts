@@ -1,6 +1,6 @@
 /**
  * Who may run the admin's forensic operations on a conversation (export for verify and
- * replay, repair; docs/api.md "Status codes and who may do what", docs/replay.md). Pure.
+ * replay, repair, resolving a quarantined turn; docs/api.md "Status codes and who may do what", docs/replay.md). Pure.
  *
  * Every request names an actor: the identity the admin acts as, recorded with what it
  * changes. The actor must be one of the caller's own identities (a caller can never act as
@@ -13,10 +13,10 @@ import { AppError } from '../../common/errors';
 import { parseIdentity } from '../../common/identity';
 import { Role } from '../../common/persona-roles';
 import type { Conversation } from '../api/v1alpha1';
-import type { Caller } from '../turns/turn-service';
+import type { Caller, ResolveTurn } from '../turns/turn-service';
 
 /** The forensic operations, as their messages name them. */
-export const ForensicAction = { Export: 'export', Repair: 'repair' } as const;
+export const ForensicAction = { Export: 'export', Repair: 'repair', Resolve: 'resolve' } as const;
 export type ForensicAction = (typeof ForensicAction)[keyof typeof ForensicAction];
 
 /**
@@ -118,4 +118,103 @@ export function parseRepairRequest(value: unknown): { actor: string; dryRun: boo
     });
   }
   return { actor: parseActor(body.actor), dryRun };
+}
+
+/** What a turn id may look like on the wire (the coordinator's are `turn_` and 32 hex digits). */
+const TURN_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/u;
+
+/** The longest `result` a resolve takes (the body limit is 64 KiB). */
+export const RESOLVE_RESULT_MAX_CHARS = 32_768;
+
+const RESOLVE_FIELDS = new Set(['actor', 'decision', 'result', 'resultUnknown', 'turnId']);
+
+/**
+ * The body of `POST .../turns/{turnId}/resolve` (and of the Kubernetes door's `resolve`,
+ * which names the turn in the body): `{actor, decision, result?, resultUnknown?, turnId?}`.
+ * `ran` takes exactly one of `result` (the tool's result text) and `resultUnknown: true`;
+ * `did_not_run` takes neither.
+ *
+ * @param pathTurnId the turn id of the path; absent on the Kubernetes door.
+ * @throws AppError `invalid_argument` naming the first bad field (details.field).
+ */
+export function parseResolveRequest(
+  value: unknown,
+  pathTurnId: string | undefined,
+): Omit<ResolveTurn, 'conversationId'> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw invalidField(
+      'body',
+      'the body must be a JSON object: {"actor", "decision", "result"?, "resultUnknown"?}',
+    );
+  }
+  const body = value as Record<string, unknown>;
+  for (const field of Object.keys(body)) {
+    if (!RESOLVE_FIELDS.has(field)) {
+      throw invalidField(
+        field,
+        `unknown field ${JSON.stringify(field.slice(0, 40))}; a resolve takes "actor", "decision", "result", "resultUnknown" and "turnId"`,
+      );
+    }
+  }
+  const turnId = resolveTurnId(body.turnId, pathTurnId);
+  const actor = parseActor(body.actor);
+  const { result, resultUnknown = false } = body;
+  if (result !== undefined && typeof result !== 'string') {
+    throw invalidField('result', 'result must be a string: the tool call’s result text');
+  }
+  if (typeof resultUnknown !== 'boolean') {
+    throw invalidField('resultUnknown', 'resultUnknown must be true or false');
+  }
+  if (typeof result === 'string' && result.length > RESOLVE_RESULT_MAX_CHARS) {
+    throw invalidField(
+      'result',
+      `result is ${String(result.length)} characters; at most ${String(RESOLVE_RESULT_MAX_CHARS)} are taken`,
+    );
+  }
+  switch (body.decision) {
+    case 'did_not_run':
+      if (result !== undefined || resultUnknown) {
+        throw invalidField(
+          result === undefined ? 'resultUnknown' : 'result',
+          '"did_not_run" takes no result: the call did not run, so the turn runs it again; leave out "result" and "resultUnknown"',
+        );
+      }
+      return { turnId, actor, decision: { kind: 'did_not_run' } };
+    case 'ran':
+      if ((result === undefined) === !resultUnknown) {
+        throw invalidField(
+          'result',
+          '"ran" takes exactly one of "result" (the tool call’s result text) and "resultUnknown": true',
+        );
+      }
+      return { turnId, actor, decision: { kind: 'ran', result } };
+    default:
+      throw invalidField('decision', 'decision must be "ran" or "did_not_run"');
+  }
+}
+
+function resolveTurnId(bodyTurnId: unknown, pathTurnId: string | undefined): string {
+  if (bodyTurnId !== undefined && typeof bodyTurnId !== 'string') {
+    throw invalidField('turnId', 'turnId must be a string');
+  }
+  if (pathTurnId !== undefined && bodyTurnId !== undefined && bodyTurnId !== pathTurnId) {
+    throw invalidField(
+      'turnId',
+      `the body names turn ${bodyTurnId.slice(0, 64)}, the path ${pathTurnId.slice(0, 64)}; name one turn`,
+    );
+  }
+  const turnId = pathTurnId ?? bodyTurnId;
+  if (turnId === undefined || !TURN_ID_PATTERN.test(turnId)) {
+    throw invalidField(
+      'turnId',
+      turnId === undefined
+        ? 'turnId is required: the quarantined turn (status.turns.quarantined.turnId)'
+        : `${JSON.stringify(turnId.slice(0, 64))} is not a turn id; use status.turns.quarantined.turnId`,
+    );
+  }
+  return turnId;
+}
+
+function invalidField(field: string, message: string): AppError {
+  return new AppError('invalid_argument', message, { details: { field } });
 }

@@ -174,6 +174,13 @@ describe('apiResourceList', () => {
           verbs: ['create', 'delete'],
         },
         {
+          name: 'conversations/resolve',
+          singularName: '',
+          namespaced: true,
+          kind: 'ResolveResult',
+          verbs: ['create'],
+        },
+        {
           name: 'sessions',
           singularName: '',
           namespaced: false,

@@ -109,6 +109,14 @@ export const KUBE_SUBRESOURCES: readonly KubeSubresource[] = [
     operation: Operation.AnswerQuestion,
     perRequest: true,
   },
+  // The body names the turn (a subresource path has no room for it).
+  {
+    name: 'resolve',
+    method: 'POST',
+    verb: KubeVerb.Create,
+    kind: 'ResolveResult',
+    operation: Operation.ResolveTurn,
+  },
 ];
 
 /**

@@ -22,7 +22,10 @@ import {
   textReply,
   TOKENS,
   askReply,
+  transferReply,
+  unknownFirstTransfer,
   type Answer,
+  type StartApiOptions,
   type TestApi,
 } from './testdata/fixtures';
 
@@ -213,6 +216,8 @@ type Action = (a: TestApi, token: string) => Promise<number[]>;
 const ACTIONS: readonly {
   readonly row: RegExp;
   readonly replies?: number;
+  /** The API the cell needs, when not the default one. */
+  readonly start?: () => StartApiOptions;
   readonly act: Action;
 }[] = [
   {
@@ -319,6 +324,32 @@ const ACTIONS: readonly {
     },
   },
   {
+    row: /^resolve a quarantined turn, acting as one of the caller's own identities$/u,
+    start: () => ({
+      replies: [transferReply],
+      spec: { tools: { builtin: ['transfer'] } },
+      extraTools: unknownFirstTransfer([]).extraTools,
+    }),
+    act: async (a, token) => {
+      const id = sharedConversation(a);
+      const quarantined = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
+        token: TOKENS.alice,
+        body: { text: 'pay 42' },
+      });
+      const { turnId, status } = quarantined.json as { turnId: string; status: string };
+      expect(status).toBe('ambiguous');
+      const actor = a.tokens.callers.get(token)?.identity ?? '';
+      const head = a.head(id);
+      const answer = await call(a, 'POST', `/v1/conversations/${id}/turns/${turnId}/resolve`, {
+        token,
+        body: { actor, decision: 'did_not_run' },
+      });
+      // A refused resolve commits nothing.
+      if (answer.status !== 200) expect(a.head(id)).toBe(head);
+      return [answer.status];
+    },
+  },
+  {
     row: /^create a conversation/u,
     act: async (a, token) => [
       (await call(a, 'POST', '/v1/conversations', { token, body: {} })).status,
@@ -350,9 +381,11 @@ describe('docs/api.md: who may do what', () => {
       for (const [index, cell] of cells.entries()) {
         const column = columns[index + 1] ?? '';
         const token = CALLERS[column] ?? '';
-        const a = (api = await startApi({
-          replies: action.includes('approval') ? APPROVAL_REPLIES : CELL_REPLIES,
-        }));
+        const a = (api = await startApi(
+          entry.start?.() ?? {
+            replies: action.includes('approval') ? APPROVAL_REPLIES : CELL_REPLIES,
+          },
+        ));
         const statuses = await entry.act(a, token);
         const expected = cell === 'yes' ? 'yes' : Number(cell);
         const got = statuses.every((s) => s >= 200 && s < 300)

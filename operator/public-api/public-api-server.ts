@@ -17,7 +17,7 @@ import { componentLogger, LogComponent } from '../../common/log';
 import openapiDocument from '../../docs/api/openapi.json';
 import type { ConversationForensics } from '../forensics/conversation-forensics';
 import { checkpointHeader } from '../forensics/conversation-forensics';
-import { parseActor, parseRepairRequest } from '../forensics/forensics-access';
+import { parseActor, parseRepairRequest, parseResolveRequest } from '../forensics/forensics-access';
 import type { Caller, PostMessage, TurnReply, TurnService } from '../turns/turn-service';
 import type { KubeAdmission, KubeDoor } from '../kube-api/kube-door';
 import type { KubeUser } from '../kube-api/front-proxy';
@@ -189,6 +189,7 @@ const PEER_OPERATIONS: ReadonlySet<Operation> = new Set([
   Operation.AnswerApproval,
   Operation.AnswerQuestion,
   Operation.RepairConversation,
+  Operation.ResolveTurn,
 ]);
 
 /** Who asks, and a reader of what they sent. */
@@ -687,7 +688,28 @@ export class PublicApiServer {
         sendJson(ctx.response, 200, answer);
         return;
       }
+      case Operation.ResolveTurn:
+        return this.resolveTurn(ctx);
     }
+  }
+
+  /**
+   * An admin settles a quarantined turn; the Kubernetes door's `resolve` names the turn in
+   * the body (docs/api.md, "Resolve a quarantined turn").
+   */
+  private async resolveTurn(ctx: RequestContext): Promise<void> {
+    const { caller, body } = await this.asked(ctx);
+    const conversationId = this.conversationId(ctx);
+    const raw = await body();
+    const request = { conversationId, ...parseResolveRequest(raw, ctx.params.turnId) };
+    let answer: unknown;
+    try {
+      answer = await this.options.service.resolveTurn(caller, request, ctx.signal);
+    } catch (error) {
+      if (await this.forwarded(ctx, error, { caller, body: raw })) return;
+      throw error;
+    }
+    sendJson(ctx.response, 200, answer);
   }
 
   private forensicsOf(): Pick<ConversationForensics, 'export' | 'repair'> {

@@ -16,6 +16,7 @@ export const Operation = {
   StreamEvents: 'streamEvents',
   ExportConversation: 'exportConversation',
   RepairConversation: 'repairConversation',
+  ResolveTurn: 'resolveTurn',
   GetOpenApi: 'getOpenApi',
 } as const;
 export type Operation = (typeof Operation)[keyof typeof Operation];
@@ -82,6 +83,12 @@ export const ROUTES: readonly Route[] = [
     method: 'POST',
     template: '/v1/conversations/{conversationId}/repair',
     operation: Operation.RepairConversation,
+    authenticated: true,
+  },
+  {
+    method: 'POST',
+    template: '/v1/conversations/{conversationId}/turns/{turnId}/resolve',
+    operation: Operation.ResolveTurn,
     authenticated: true,
   },
   {

@@ -11,12 +11,13 @@
  * decided (commits, the harness call, batch two, status) is turn-runner.ts.
  */
 import { AppError } from '../../common/errors';
-import { Visibility, type Conversation } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1';
 import type { LeaseHandle } from '../lease/conversation-leases';
 import type { TurnCoordinatorOptions, TurnObserver } from './coordinator-options';
 import { ExpiryTimers } from './expiry-timers';
-import { transcriptTurns, type JournalView } from './journal-view';
+import { conversationSummary, transcriptTurns, type JournalView } from './journal-view';
 import { JournalViews } from './journal-views';
+import { resolveTurn } from './resolve-turn';
 import { TurnClaims } from './turn-claims';
 import { turnIdFor } from './turn-ids';
 import {
@@ -40,6 +41,8 @@ import type {
   ConversationSummary,
   NewConversation,
   PostMessage,
+  ResolveAnswer,
+  ResolveTurn,
   TextDeltaEvent,
   Transcript,
   TurnReply,
@@ -142,7 +145,7 @@ export class TurnCoordinator implements TurnService {
     signal: AbortSignal,
   ): Promise<{ summary: ConversationSummary; turn?: TurnReply }> {
     const created = await this.options.conversations.create(caller.identity, signal);
-    const summary = summaryOf(created);
+    const summary = conversationSummary(created);
     if (request.message === undefined) return { summary };
     const turn = await this.postMessage(
       caller,
@@ -153,7 +156,7 @@ export class TurnCoordinator implements TurnService {
   }
 
   conversation(caller: Caller, conversationId: string): Promise<ConversationSummary> {
-    return Promise.resolve(summaryOf(this.authorized(caller, conversationId)));
+    return Promise.resolve(conversationSummary(this.authorized(caller, conversationId)));
   }
 
   async transcript(
@@ -301,6 +304,13 @@ export class TurnCoordinator implements TurnService {
     });
   }
 
+  /** An admin settles a quarantined turn (resolve-turn.ts); the next claim runs it. */
+  resolveTurn(caller: Caller, request: ResolveTurn, signal: AbortSignal): Promise<ResolveAnswer> {
+    const { claims, views, runner, now: nowMs } = this;
+    const parts = { conversations: this.options.conversations, claims, views, runner, nowMs };
+    return resolveTurn(parts, caller, request, signal);
+  }
+
   // ---- cancel and expiry ----
 
   /** An admin's cancel: the plan settles the turn with a reply that says so. */
@@ -370,24 +380,4 @@ export class TurnCoordinator implements TurnService {
     if (conversation === undefined) throw new Error('unreachable: authorizeUse checked it');
     return conversation;
   }
-}
-
-// ---- free functions ----
-
-function summaryOf(conversation: Conversation): ConversationSummary {
-  const status = conversation.status;
-  const ready = status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
-  return {
-    conversationId: conversation.metadata.uid ?? '',
-    namespace: conversation.metadata.namespace ?? '',
-    name: conversation.metadata.name ?? '',
-    partition: `conv-${conversation.metadata.uid ?? ''}`,
-    phase: status?.phase ?? 'Pending',
-    ready,
-    owner: conversation.spec.owner ?? '',
-    visibility: conversation.spec.visibility ?? Visibility.Private,
-    ...(status?.currentTurn === undefined || status.currentTurn === ''
-      ? {}
-      : { currentTurn: status.currentTurn }),
-  };
 }

@@ -28,7 +28,7 @@ import type {
 } from './journal-view';
 
 /** Kinds whose payload names a turn (`turn_id`), besides `message_received`. */
-export type TurnEventKind = RecordKind | RequestKind;
+export type TurnEventKind = RecordKind | RequestKind | 'turn_resolved';
 
 /** Turn events that add to the turn's own record: directive, dispatch, steps, terminal. */
 type RecordKind =
@@ -118,6 +118,15 @@ export function interpret(position: number, event: TypedEvent): DecodedEvent {
     case 'turn_ambiguous':
     case 'handoff':
       return recordEvent(position, event);
+    case 'turn_resolved': {
+      // The fold applies it only to a quarantined turn (lazy-view.ts): the quarantine ends.
+      const response = event.payload;
+      return turnEvent(position, event.kind, response.turnId, (turn) => ({
+        ...turn,
+        terminal: undefined,
+        resolutions: [...turn.resolutions, { position, response }],
+      }));
+    }
     case 'approval_request':
     case 'approval_response':
     case 'question_request':

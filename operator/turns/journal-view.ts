@@ -44,6 +44,7 @@ import type {
   ToolResult,
   TurnAmbiguous,
   TurnComplete,
+  TurnResolved,
 } from '../../proto/gen/polychrome/events/v1/events';
 import { decodeEntry, interpret, type DecodedEvent } from './decoded-event';
 import { emptyState, LazyView, stateOf, type JournalAnomaly } from './lazy-view';
@@ -63,6 +64,7 @@ export {
   approvalAnswers,
   approvalCardOf,
   committedHistory,
+  conversationSummary,
   questionAnswers,
   recordedSteps,
   transcriptTurns,
@@ -144,8 +146,13 @@ export interface TurnView {
   readonly cancellations: readonly RecordedResponse<RequestCancelled>[];
   /** `approval_expired` (the signed denial it comes with is in `approvalResponses`). */
   readonly expiries: readonly RecordedResponse<ApprovalExpired>[];
-  /** The first terminal marker, if any. */
+  /**
+   * The first terminal marker, if any; after a `turn_resolved`, the first one after it
+   * (a resolution ends the quarantine: the turn is an orphan again).
+   */
   readonly terminal: TurnTerminal | undefined;
+  /** `turn_resolved`: an admin settled a quarantine of this turn, in journal order. */
+  readonly resolutions: readonly RecordedResponse<TurnResolved>[];
 }
 
 /** The fold of events [0, head) of one conversation's journal. */

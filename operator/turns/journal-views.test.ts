@@ -34,7 +34,8 @@ function shape(view: JournalView): unknown {
   };
 }
 
-const e = (kind: PlannedEvent['kind'], payload: object): PlannedEvent => ({ kind, payload });
+const e = (kind: PlannedEvent['kind'], payload: object): PlannedEvent =>
+  ({ kind, payload }) as PlannedEvent;
 
 const BATCHES: readonly (readonly [string, readonly PlannedEvent[]])[] = [
   [

@@ -21,6 +21,8 @@ export const AnomalyProblem = {
   DuplicateDirective: 'duplicate_directive',
   /** A turn event after the turn's terminal marker: recorded (a second marker is not); the turn stays settled. */
   AfterTerminal: 'after_terminal',
+  /** A `turn_resolved` for a turn that is not quarantined; ignored. */
+  NotQuarantined: 'not_quarantined',
 } as const;
 export type AnomalyProblem = (typeof AnomalyProblem)[keyof typeof AnomalyProblem];
 
@@ -225,6 +227,7 @@ class StateBuilder {
       cancellations: [],
       expiries: [],
       terminal: undefined,
+      resolutions: [],
     };
     this.turns.push(turn);
     this.turnsById.set(turn.turnId, turn);
@@ -248,7 +251,17 @@ class StateBuilder {
       );
       return;
     }
-    if (turn.terminal !== undefined) {
+    if (kind === 'turn_resolved' && turn.terminal?.kind !== 'turn_ambiguous') {
+      this.anomaly(
+        position,
+        kind,
+        turnId,
+        AnomalyProblem.NotQuarantined,
+        `turn ${turnId} is not quarantined (${turn.terminal?.kind ?? 'no terminal marker'}); the turn_resolved is ignored`,
+      );
+      return;
+    }
+    if (turn.terminal !== undefined && kind !== 'turn_resolved') {
       const terminal = kind === 'turn_complete' || kind === 'turn_ambiguous' || kind === 'handoff';
       this.anomaly(
         position,

@@ -46,7 +46,10 @@ export function planned<K extends EventKind>(
   kind: K,
   payload: Partial<EventPayloads[K]>,
 ): PlannedEvent {
-  return { kind, payload };
+  // TypeScript relates an object to a discriminated union by its discriminant for at most
+  // 25 members; there are more kinds, so the pairing of kind and payload is asserted here
+  // (the signature already ties them).
+  return { kind, payload } as PlannedEvent;
 }
 
 /** Who is acting and who takes part, recorded with every batch. */

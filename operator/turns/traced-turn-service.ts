@@ -40,6 +40,7 @@ export function tracedTurnService(service: TurnService): TurnService {
         () => service.answerQuestion(caller, request, signal),
         same,
       ),
+    resolveTurn: (caller, request, signal) => service.resolveTurn(caller, request, signal),
     transcript: (caller, conversationId, signal) =>
       service.transcript(caller, conversationId, signal),
     onTextDelta: (conversationId, listener) => service.onTextDelta(conversationId, listener),

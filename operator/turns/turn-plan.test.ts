@@ -6,13 +6,21 @@ import { requestIds } from '../../common/request-ids';
 import type { JournalEntry } from '../../common/state-client';
 import {
   ApprovalDecision,
+  ResolveDecision,
   ToolEffect,
   type ApprovalRequest,
 } from '../../proto/gen/polychrome/events/v1/events';
 import type { Step } from '../../proto/gen/polychrome/harness/v1/harness';
 import { ConversationPhase, Visibility, type Conversation } from '../api/v1alpha1';
 import { conversation as conversationFixture, UID } from '../controller/snapshot-fixtures';
-import { foldJournal, type JournalView, type TurnView } from './journal-view';
+import {
+  foldJournal,
+  oldestOrphan,
+  recordedSteps,
+  turnState,
+  type JournalView,
+  type TurnView,
+} from './journal-view';
 import {
   authorizeApproval,
   authorizeUse,
@@ -24,12 +32,15 @@ import {
   planCancel,
   planMessage,
   planQuestionAnswer,
+  planResolve,
   planSettle,
+  UNKNOWN_RESULT_TEXT,
   type HarnessEnd,
   type MessageInput,
   type PlannedEvent,
+  type ResolveInput,
 } from './turn-plan';
-import type { Caller } from './turn-service';
+import type { Caller, ResolveTurn } from './turn-service';
 
 // ---- fixtures: real payloads, encoded and folded as the coordinator's views are ----
 
@@ -922,5 +933,218 @@ describe('nothing can be wedged: cancel and expiry', () => {
     expect(plan.kind === 'commit' ? plan.events[0]?.payload : undefined).toMatchObject({
       requestedAtMs: NOW_MS,
     });
+  });
+});
+
+describe('an admin resolves a quarantined turn (docs/turns.md, "Resolving a quarantined turn")', () => {
+  const pay = ev('tool_call', {
+    turnId: 't',
+    step: 1,
+    toolCallId: 'c1',
+    toolName: 'pay',
+    argsJson: ARGS,
+    effect: ToolEffect.TOOL_EFFECT_SIDE_EFFECT,
+  });
+  const modelCall = ev('model_call', { turnId: 't', step: 1, model: 'm' });
+  const ambiguous = (toolCallId = 'c1'): E =>
+    ev('turn_ambiguous', { turnId: 't', toolCallId, reason: 'lost', detectedAtMs: 4 });
+  const quarantined: E[] = [message('t'), dispatched('t'), modelCall, pay, ambiguous()];
+  const didNotRun = { kind: 'did_not_run' } as const;
+  const ranWith = (result: string | undefined) => ({ kind: 'ran', result }) as const;
+  function input(
+    over: { events?: E[]; who?: Caller; actor?: string; turnId?: string } = {},
+    decision: ResolveTurn['decision'] = didNotRun,
+  ): ResolveInput {
+    return {
+      view: view(over.events ?? quarantined),
+      conversation: conv(),
+      caller: over.who ?? admin,
+      request: {
+        conversationId: UID,
+        turnId: over.turnId ?? 't',
+        actor: over.actor ?? over.who?.identity ?? ADMIN,
+        decision,
+      },
+      nowMs: NOW_MS,
+    };
+  }
+  /** The journal after the plan's batch is committed. */
+  function after(events: E[], plan: ReturnType<typeof planResolve>): JournalView {
+    if (plan.kind !== 'resolve') throw new Error(`refused: ${plan.error.message}`);
+    return view([...events, ...plan.events.map((e) => ev(e.kind, e.payload as never))]);
+  }
+
+  it.each([
+    ['the owner', owner],
+    ['a participant member', caller('web:bob', ['member'])],
+    ['an edge', edge],
+    ['a stranger', stranger],
+  ])('refuses %s with 403', (_name, who) => {
+    expect(refusal(planResolve(input({ who }))).code).toBe('permission_denied');
+  });
+
+  it('refuses an admin acting as an identity that is not theirs (403)', () => {
+    const plan = planResolve(input({ actor: OWNER }));
+    expect(refusal(plan)).toEqual({
+      code: 'permission_denied',
+      message: expect.stringContaining(`actor ${OWNER} is not one of your identities`),
+    });
+  });
+
+  it('refuses a conversation that does not exist (404) and a Kubernetes grant for another one', () => {
+    expect(refusal(planResolve({ ...input(), conversation: undefined })).code).toBe('not_found');
+    const kube: Caller = {
+      ...caller('kube:alice', []),
+      kubernetes: { conversationId: 'other-uid', subresource: 'resolve', verb: 'create', groups: [] },
+    };
+    expect(refusal(planResolve(input({ who: kube }))).code).toBe('permission_denied');
+    const allowed: Caller = {
+      ...kube,
+      kubernetes: { conversationId: UID, subresource: 'resolve', verb: 'create', groups: [] },
+    };
+    expect(planResolve(input({ who: allowed })).kind).toBe('resolve');
+  });
+
+  it.each([
+    ['an unknown turn', { turnId: 'nope' }, 'unknown'],
+    ['a complete turn', { events: [message('t'), dispatched('t'), complete('t')] }, 'complete'],
+    ['an orphan', { events: [message('t'), dispatched('t'), modelCall, pay] }, 'orphan'],
+    [
+      'a paused turn',
+      { events: [message('t'), dispatched('t'), approvalRequest('t', 'c1')] },
+      'awaiting_approval',
+    ],
+  ])('refuses %s with 409 naming its state', (_name, over, state) => {
+    const plan = planResolve(input(over));
+    expect(plan.kind === 'refuse' && plan.error.details).toEqual(
+      expect.objectContaining({ state }),
+    );
+    expect(refusal(plan).code).toBe('conflict');
+  });
+
+  it('refuses a turn already resolved (409), naming the earlier decision and actor', () => {
+    const first = planResolve(input());
+    const resolved = after(quarantined, first);
+    const again = planResolve({ ...input(), view: resolved });
+    expect(refusal(again)).toEqual({
+      code: 'conflict',
+      message: expect.stringContaining(`already resolved (did_not_run, by ${ADMIN}); it is orphan`),
+    });
+  });
+
+  it('refuses "ran" when no side-effecting call waits for its result (409)', () => {
+    const forged = [message('t'), dispatched('t'), modelCall, ambiguous('')];
+    expect(refusal(planResolve(input({ events: forged }, ranWith('ok')))).message).toContain(
+      'has no side-effecting tool call waiting for its result',
+    );
+    // A pure call is run again anyway; and a call with a result is not in doubt.
+    const pure = [
+      message('t'),
+      dispatched('t'),
+      modelCall,
+      ev('tool_call', { turnId: 't', toolCallId: 'c1', effect: ToolEffect.TOOL_EFFECT_PURE }),
+      ambiguous(),
+    ];
+    expect(refusal(planResolve(input({ events: pure }, ranWith('ok')))).code).toBe('conflict');
+    const answered = [
+      ...quarantined.slice(0, 4),
+      ev('tool_result', { turnId: 't', toolCallId: 'c1', content: 'x' }),
+      ambiguous(),
+    ];
+    expect(refusal(planResolve(input({ events: answered }, ranWith('ok')))).code).toBe('conflict');
+    // did_not_run retries any quarantined turn.
+    expect(planResolve(input({ events: forged })).kind).toBe('resolve');
+  });
+
+  it('did_not_run: one turn_resolved; the turn is an orphan whose harness steps leave the call out', () => {
+    const plan = planResolve(input());
+    expect(plan.kind === 'resolve' && plan.events).toEqual([
+      {
+        kind: 'turn_resolved',
+        payload: {
+          turnId: 't',
+          decision: ResolveDecision.RESOLVE_DECISION_DID_NOT_RUN,
+          toolCallId: 'c1',
+          result: '',
+          resultUnknown: false,
+          actor: ADMIN,
+          caller: ADMIN,
+          resolvedAtMs: NOW_MS,
+          quarantinePosition: 4,
+        },
+      },
+    ]);
+    expect(plan.kind === 'resolve' && plan.status).toEqual({ kind: 'resolved', turnId: 't' });
+    const resolved = after(quarantined, plan);
+    const turn = resolved.turnsById.get('t')!;
+    expect(turnState(turn)).toBe('orphan');
+    expect(oldestOrphan(resolved)?.turnId).toBe('t');
+    expect(recordedSteps(turn).map((s) => s.step?.$case)).toEqual(['modelCall']);
+    // The journal keeps the call: nothing committed changes.
+    expect(turn.steps.map((s) => s.kind)).toEqual(['model_call', 'tool_call']);
+    expect(resolved.anomalies).toEqual([]);
+  });
+
+  it("ran with a result: the result becomes the call's tool_result, and the harness resumes past it", () => {
+    const plan = planResolve(input({}, ranWith('refund 42 sent')));
+    expect(plan.kind === 'resolve' && kinds(plan.events)).toEqual(['turn_resolved', 'tool_result']);
+    expect(plan.kind === 'resolve' && plan.events[1]?.payload).toEqual({
+      turnId: 't',
+      toolCallId: 'c1',
+      content: 'refund 42 sent',
+      isError: false,
+      denied: false,
+    });
+    const turn = after(quarantined, plan).turnsById.get('t')!;
+    expect(turnState(turn)).toBe('orphan');
+    expect(recordedSteps(turn).map((s) => s.step?.$case)).toEqual([
+      'modelCall',
+      'toolCall',
+      'toolResult',
+    ]);
+  });
+
+  it('ran with the result unknown: an error tool_result that says so, and the flag', () => {
+    const plan = planResolve(input({}, ranWith(undefined)));
+    if (plan.kind !== 'resolve') throw new Error('refused');
+    expect(plan.events[0]?.payload).toEqual(
+      expect.objectContaining({
+        decision: ResolveDecision.RESOLVE_DECISION_RAN,
+        result: '',
+        resultUnknown: true,
+      }),
+    );
+    expect(plan.events[1]?.payload).toEqual(
+      expect.objectContaining({ toolCallId: 'c1', content: UNKNOWN_RESULT_TEXT, isError: true }),
+    );
+  });
+
+  it('a quarantine after a resolution can be resolved again; a turn_resolved of a settled turn is an anomaly', () => {
+    const first = after(quarantined, planResolve(input()));
+    // The retry commits the call again and is quarantined again.
+    const requarantined = [
+      ...quarantined,
+      ev('turn_resolved', {
+        turnId: 't',
+        decision: ResolveDecision.RESOLVE_DECISION_DID_NOT_RUN,
+        toolCallId: 'c1',
+        actor: ADMIN,
+      }),
+      dispatched('t', 2),
+      pay,
+      ambiguous(),
+    ];
+    expect(first.head).toBe(6);
+    const v = view(requarantined);
+    expect(turnState(v.turnsById.get('t')!)).toBe('ambiguous');
+    expect(planResolve({ ...input(), view: v }).kind).toBe('resolve');
+    const stray = view([
+      message('t'),
+      dispatched('t'),
+      complete('t'),
+      ev('turn_resolved', { turnId: 't', actor: ADMIN }),
+    ]);
+    expect(turnState(stray.turnsById.get('t')!)).toBe('complete');
+    expect(stray.anomalies.map((a) => a.problem)).toEqual(['not_quarantined']);
   });
 });

@@ -12,7 +12,8 @@
  * The parts: plan-common.ts (planned events, refusals, dispatch), plan-access.ts (who may
  * do what), plan-message.ts (a posted message), plan-answers.ts (answers and cancels),
  * plan-expiry.ts (approvals that expire), plan-harness-checks.ts (the harness call and
- * what it sends), plan-settle.ts (batch two). This file is the one import of them.
+ * what it sends), plan-settle.ts (batch two), plan-resolve.ts (an admin settles a
+ * quarantined turn). This file is the one import of them.
  */
 export {
   ASK_USER_TOOL,
@@ -63,3 +64,10 @@ export {
   type SettleInput,
   type SettlePlan,
 } from './plan-settle';
+export {
+  authorizeResolve,
+  planResolve,
+  UNKNOWN_RESULT_TEXT,
+  type ResolveInput,
+  type ResolvePlan,
+} from './plan-resolve';

@@ -1,24 +1,29 @@
 /**
  * What the harness and the API are given of a journal view (journal-view.ts): the steps,
- * answers and history of a turn's start, the transcript, a turn's reply and its cards.
+ * answers and history of a turn's start, the transcript, a turn's reply and its cards; and
+ * the API's summary of a conversation.
  * Pure.
  *
  * The committed-turn filter (docs/design.md "One turn, end to end", 6): history and transcript
  * hold only turns with at least one `turn_dispatched`; history holds complete turns only,
  * the transcript also paused (a card, never partial text), ambiguous and handed-off ones.
  */
-import type {
-  ApprovalRequest,
-  ApprovalResponse,
-  QuestionResponse,
+import {
+  ResolveDecision,
+  type ApprovalRequest,
+  type ApprovalResponse,
+  type QuestionResponse,
 } from '../../proto/gen/polychrome/events/v1/events';
+import { voidedToolCalls } from '../../common/turn-resolution';
 import type { HistoryMessage, Role, Step } from '../../proto/gen/polychrome/harness/v1/harness';
 import { hex } from './decoded-event';
 import type { JournalView, TurnView } from './journal-view';
 import { pendingRequest } from './turn-state';
+import { Visibility, type Conversation } from '../api/v1alpha1';
 import {
   TurnStatus,
   type ApprovalCard,
+  type ConversationSummary,
   type QuestionCard,
   type TranscriptTurn,
   type TurnOutcome,
@@ -32,10 +37,14 @@ const ROLE_ASSISTANT = 2 satisfies Role;
 
 /**
  * The turn's committed steps as harness `Step`s for `TurnStart.recorded_steps`, in journal
- * order (sequence 0: the harness ignores it there).
+ * order (sequence 0: the harness ignores it there). A side-effecting `tool_call` an admin
+ * resolved as `did_not_run` is left out (common/turn-resolution.ts), so the harness runs
+ * the call again; the journal keeps it.
  */
 export function recordedSteps(turn: TurnView): Step[] {
-  return turn.steps.map((step): Step => {
+  const voided = voidedToolCallsOf(turn);
+  const steps = voided.size === 0 ? turn.steps : turn.steps.filter((s) => !voided.has(s.position));
+  return steps.map((step): Step => {
     switch (step.kind) {
       case 'model_call':
         return {
@@ -57,6 +66,21 @@ export function recordedSteps(turn: TurnView): Step[] {
         };
     }
   });
+}
+
+/** Positions of the turn's `tool_call`s that `did_not_run` resolutions void (common/turn-resolution.ts). */
+function voidedToolCallsOf(turn: TurnView): ReadonlySet<number> {
+  if (turn.resolutions.length === 0) return new Set();
+  return voidedToolCalls(
+    turn.resolutions.map(({ position, response }) => ({
+      position,
+      toolCallId: response.toolCallId,
+      didNotRun: response.decision === ResolveDecision.RESOLVE_DECISION_DID_NOT_RUN,
+    })),
+    turn.steps.flatMap((s) =>
+      s.kind === 'tool_call' ? [{ position: s.position, toolCallId: s.payload.toolCallId }] : [],
+    ),
+  );
 }
 
 /** Every approval answer of the turn, in journal order (`TurnStart.approval_answers`). */
@@ -178,4 +202,23 @@ function outcomeOf(turn: TurnView): TurnOutcome | undefined {
     question: pending.request.question,
   };
   return { status: TurnStatus.Paused, question };
+}
+
+/** The API's summary of a conversation (`GET /v1/conversations/{id}`). */
+export function conversationSummary(conversation: Conversation): ConversationSummary {
+  const status = conversation.status;
+  const ready = status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
+  return {
+    conversationId: conversation.metadata.uid ?? '',
+    namespace: conversation.metadata.namespace ?? '',
+    name: conversation.metadata.name ?? '',
+    partition: `conv-${conversation.metadata.uid ?? ''}`,
+    phase: status?.phase ?? 'Pending',
+    ready,
+    owner: conversation.spec.owner ?? '',
+    visibility: conversation.spec.visibility ?? Visibility.Private,
+    ...(status?.currentTurn === undefined || status.currentTurn === ''
+      ? {}
+      : { currentTurn: status.currentTurn }),
+  };
 }

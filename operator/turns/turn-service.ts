@@ -181,6 +181,35 @@ export interface NewConversation {
   readonly message?: Omit<PostMessage, 'conversationId'>;
 }
 
+/**
+ * An admin settles a quarantined turn (docs/turns.md, "Resolving a quarantined turn"):
+ * the side-effecting call did not run, or it ran (with its result, or `result` absent: the
+ * result is unknown).
+ */
+export interface ResolveTurn {
+  readonly conversationId: string;
+  readonly turnId: string;
+  /** The identity the admin acts as: one of the caller's own, recorded with the decision. */
+  readonly actor: string;
+  readonly decision:
+    | { readonly kind: 'did_not_run' }
+    | { readonly kind: 'ran'; readonly result: string | undefined };
+}
+
+/** What a resolve committed (`ResolveResult` in docs/api/openapi.json). */
+export interface ResolveAnswer {
+  readonly conversationId: string;
+  readonly turnId: string;
+  readonly decision: 'did_not_run' | 'ran';
+  readonly resultUnknown: boolean;
+  readonly actor: string;
+  /** Position of the `turn_resolved`. */
+  readonly position: number;
+  /** The journal head after the batch. */
+  readonly head: number;
+  readonly message: string;
+}
+
 export interface TurnService {
   /** Creates a Conversation from the deployment's default agent, owned by the caller. */
   createConversation(
@@ -194,6 +223,8 @@ export interface TurnService {
   answerApproval(caller: Caller, request: AnswerApproval, signal: AbortSignal): Promise<TurnReply>;
   answerQuestion(caller: Caller, request: AnswerQuestion, signal: AbortSignal): Promise<TurnReply>;
   transcript(caller: Caller, conversationId: string, signal: AbortSignal): Promise<Transcript>;
+  /** An admin settles a quarantined turn; it is recovered on the conversation's next claim. */
+  resolveTurn(caller: Caller, request: ResolveTurn, signal: AbortSignal): Promise<ResolveAnswer>;
   /**
    * Live text deltas of turns this replica runs for the conversation (other replicas'
    * turns send none: deltas are not committed). Returns the unsubscribe function.

@@ -45,6 +45,9 @@ function merged(last: StatusWork, next: StatusWork): StatusWork {
   };
 }
 
+/** Changes never merged with a neighbour. */
+const KEPT: ReadonlySet<TurnStatusChange['kind']> = new Set(['ambiguous', 'resolved']);
+
 export class TurnStatusWriter {
   private readonly writes = new Map<string, StatusWrites>();
 
@@ -66,8 +69,9 @@ export class TurnStatusWriter {
     const queued = this.writes.get(uid);
     if (queued !== undefined) {
       const last = queued.waiting.at(-1);
-      // A quarantine must reach the status even if a newer turn follows at once.
-      if (last !== undefined && last.change.kind !== 'ambiguous') {
+      // A quarantine, or its resolution, must reach the status even if a newer turn
+      // follows at once; a resolution replaces no other change.
+      if (last !== undefined && !KEPT.has(last.change.kind) && change.kind !== 'resolved') {
         queued.waiting[queued.waiting.length - 1] = merged(last, work);
       } else {
         queued.waiting.push(work);

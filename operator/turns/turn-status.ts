@@ -28,6 +28,8 @@ export type TurnStatusChange = (
       readonly toolCallId: string;
       readonly reason: string;
     }
+  /** An admin resolved the quarantined turn: its quarantine goes, if it is the one shown. */
+  | { readonly kind: 'resolved'; readonly turnId: string }
 ) & {
   /**
    * When the turn started: (re)opens the conversation and resets the idle timer. A change
@@ -81,6 +83,9 @@ export function applyTurnStatus(
           since: now,
         };
       }
+      break;
+    case 'resolved':
+      if (turns.quarantined?.turnId === change.turnId) delete turns.quarantined;
       break;
   }
   if (Object.keys(turns).length === 0) delete next.turns;

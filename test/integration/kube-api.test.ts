@@ -76,6 +76,7 @@ describe('the Kubernetes door through kube-apiserver', () => {
       'conversations/repair RepairResult create',
       'conversations/approvals TurnReply create,delete',
       'conversations/questions TurnReply create,delete',
+      'conversations/resolve ResolveResult create',
       'sessions Session create,delete',
     ]);
   });
@@ -100,6 +101,34 @@ describe('the Kubernetes door through kube-apiserver', () => {
     expect(received).toBeDefined();
     const message = decodePayload(EventKind.MessageReceived, received?.payload ?? new Uint8Array());
     expect(message.attribution?.caller).toBe('kubernetes:alice');
+  });
+
+  it('serves resolve to a namespace admin only: the body names the turn, the plan refuses a turn that is not quarantined, nothing is committed', async () => {
+    const path = `${apiPath}/namespaces/${ns.name}/conversations/hello`;
+    const posted = await kubectl(
+      alice,
+      ['create', '--raw', `${path}/messages`, '-f', '-'],
+      { input: JSON.stringify({ text: 'hello from kubectl', idempotencyKey: 'k1' }) },
+    );
+    const turnId = String((JSON.parse(posted.stdout) as Record<string, unknown>).turnId);
+    const head = (await api.turns.journal.entries(`conv-${conversationId}`)).length;
+    const resolve = (who: string, body: object): Promise<Kubectl> =>
+      kubectl(who, ['create', '--raw', `${path}/resolve`, '-f', '-'], {
+        input: JSON.stringify(body),
+      });
+    const asDave = { actor: 'kubernetes:dave', decision: 'did_not_run' };
+    const byAlice = await resolve(alice, { ...asDave, actor: 'kubernetes:alice', turnId });
+    expect(byAlice.ok).toBe(false);
+    expect(byAlice.stderr).toContain('cannot create resource "conversations/resolve"');
+    const complete = await resolve(dave, { ...asDave, turnId });
+    expect(complete.ok).toBe(false);
+    expect(complete.stderr).toContain(`turn ${turnId} is not quarantined`);
+    expect(complete.stderr).toContain('it is complete');
+    const noTurn = await resolve(dave, asDave);
+    expect(noTurn.stderr).toContain('turnId is required');
+    const impostor = await resolve(dave, { ...asDave, actor: 'kubernetes:alice', turnId });
+    expect(impostor.stderr).toContain('is not one of your identities');
+    expect((await api.turns.journal.entries(`conv-${conversationId}`)).length).toBe(head);
   });
 
   it('streams committed events on the log subresource, resumed after Last-Event-ID', async () => {

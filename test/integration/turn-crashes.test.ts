@@ -3,7 +3,9 @@ import { payloadCodecs } from '../../common/event-kinds';
 import { join } from 'node:path';
 import { repoRoot } from '../../hack/lib/local-cluster';
 import { pollUntil } from '../../hack/lib/processes';
-import { postMessage, postUntilSettled, type ApiAnswer } from './support/public-api';
+import { EventsV1Api } from '@kubernetes/client-node';
+import { PersonaRole } from '../../common/records-client';
+import { apiCall, postMessage, postUntilSettled, type ApiAnswer } from './support/public-api';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
 
 // Crash tests on the real stack: a process is SIGKILLed at a chosen point of a turn, then
@@ -170,6 +172,65 @@ describe('turns survive crashes', () => {
         );
       });
       expect(degraded).toBeDefined();
+
+      // An admin resolves it (docs/turns.md, "Resolving a quarantined turn"): the owner may
+      // not, and nothing is committed; the admin's "ran" with the result clears Degraded,
+      // the reconciler records QuarantineResolved, and the retry finishes the turn with it.
+      const turnId = String(answer.body.turnId);
+      const resolvePath = `/v1/conversations/${uid}/turns/${turnId}/resolve`;
+      const before = (await stack.journalKinds(uid)).length;
+      const refused = await apiCall(stack.apiUrl, 'POST', resolvePath, {
+        token,
+        body: { actor: 'test:crash-owner', decision: 'did_not_run' },
+      });
+      expect(refused.status).toBe(403);
+      expect((await stack.journalKinds(uid)).length).toBe(before);
+      const adminToken = await stack.mintToken('test:crash-admin', [PersonaRole.Admin]);
+      const resolved = await apiCall(stack.apiUrl, 'POST', resolvePath, {
+        token: adminToken,
+        body: { actor: 'test:crash-admin', decision: 'ran', result: 'refund R-42 sent' },
+      });
+      expect(resolved).toMatchObject({
+        status: 200,
+        body: { turnId, decision: 'ran', actor: 'test:crash-admin' },
+      });
+      await stack.waitConversation('cp-after-side-effect', (obj) => {
+        const status = (
+          obj as {
+            status?: {
+              turns?: { quarantined?: unknown };
+              conditions?: { type: string; status: string; reason: string }[];
+            };
+          }
+        ).status;
+        return (
+          status?.turns?.quarantined === undefined &&
+          status?.conditions?.some(
+            (c) => c.type === 'Degraded' && c.status === 'True' && c.reason === 'TurnAmbiguous',
+          ) !== true
+        );
+      });
+      const eventsApi = stack.admin.makeApiClient(EventsV1Api);
+      await pollUntil(
+        'Event QuarantineResolved on cp-after-side-effect',
+        async () =>
+          (await eventsApi.listNamespacedEvent({ namespace: stack.namespace })).items.find(
+            (e) =>
+              e.regarding?.name === 'cp-after-side-effect' && e.reason === 'QuarantineResolved',
+          ),
+        { timeoutMs: 30_000, intervalMs: 200 },
+      );
+      const finished = await settle(uid, text, 'k-side');
+      expect(finished.body).toMatchObject({
+        turnId,
+        status: 'complete',
+        reply: 'tool ops/slow said: refund R-42 sent',
+      });
+      kinds = await stack.journalKinds(uid);
+      expect(count(kinds, 'turn_resolved')).toBe(1);
+      expect(count(kinds, 'tool_call')).toBe(1);
+      expect(count(kinds, 'turn_complete')).toBe(1);
+
       // The conversation still takes new turns.
       const next = await settle(uid, 'are you there?', 'k-next');
       expect(next.body).toMatchObject({ status: 'complete', reply: 'echo: are you there?' });

@@ -18,7 +18,11 @@ import type { Caller } from '../../operator/turns/turn-service';
 import type { JournalEntry } from '../../common/state-client';
 import { InMemoryConversations, readyStatus } from './in-memory-conversations';
 import { InMemoryLeases } from './in-memory-leases';
-import { startScriptedHarness, type ScriptedHarness } from './scripted-harness';
+import {
+  startScriptedHarness,
+  type ScriptedHarness,
+  type ScriptedHarnessOptions,
+} from './scripted-harness';
 import { StoreJournal } from './store-journal';
 
 /** The default spec of created and added conversations: the calculator, behind an approval. */
@@ -49,6 +53,8 @@ export interface RealTurnsOptions {
    * `FindPersonaByIdentity` (data only: the coordinator applies the rules).
    */
   readonly admins?: readonly string[];
+  /** Harness tools besides the built-in ones (scripted-harness.ts). */
+  readonly extraTools?: ScriptedHarnessOptions['extraTools'];
   /** More coordinator options (timings, clock). */
   readonly coordinator?: Partial<
     Omit<
@@ -77,6 +83,46 @@ export function askReply(question: string): ScriptReply {
   return { content: [{ tool_use: { name: '__ask_user', input: { question } } }] };
 }
 
+/** A model reply that calls the side-effecting `transfer` tool of {@link unknownFirstTransfer}. */
+export const transferReply: ScriptReply = {
+  content: [{ tool_use: { id: 'toolu_pay', name: 'transfer', input: { amount: 42 } } }],
+};
+
+/**
+ * A side-effecting harness tool, `transfer` (put it in `spec.tools.builtin`), whose first
+ * call breaks mid-call: its outcome is unknown, so the harness quarantines the turn, as a
+ * dropped MCP connection would. `outcomes` answer the later calls, in order; `calls` lists
+ * the tool call ids it was asked to run.
+ */
+export function unknownFirstTransfer(outcomes: readonly { content: string; isError: boolean }[]): {
+  readonly extraTools: NonNullable<ScriptedHarnessOptions['extraTools']>;
+  readonly calls: string[];
+} {
+  const calls: string[] = [];
+  const tool = {
+    name: 'transfer',
+    description: 'Moves money.',
+    inputSchema: { type: 'object' },
+    effect: 'side_effect',
+    needsApproval: false,
+  } as const;
+  return {
+    calls,
+    extraTools: {
+      tools: [tool],
+      runner: {
+        call(request) {
+          calls.push(request.toolCallId);
+          const outcome = outcomes[calls.length - 2];
+          return outcome === undefined
+            ? Promise.reject(new Error('connection reset mid-call'))
+            : Promise.resolve(outcome);
+        },
+      },
+    },
+  };
+}
+
 /** What the scripted model answers when a test gives no script: `reply 1`, `reply 2`, ... */
 export const DEFAULT_REPLIES: readonly ScriptReply[] = Array.from({ length: 64 }, (_, i) =>
   textReply(`reply ${String(i + 1)}`),
@@ -93,6 +139,7 @@ export async function startRealTurns(options: RealTurnsOptions): Promise<RealTur
     authToken: HARNESS_TOKEN,
     approvalPublicKey: approvals.publicKey,
     logger: options.logger,
+    ...(options.extraTools === undefined ? {} : { extraTools: options.extraTools }),
   });
   const conversations = new InMemoryConversations({
     spec: { ...TEST_CONVERSATION_SPEC, ...options.spec },

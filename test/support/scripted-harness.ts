@@ -9,6 +9,8 @@ import { ScriptedProvider, type ScriptReply } from '../../harness/model/scripted
 import { HarnessServer } from '../../harness/server/harness-server';
 import { createToolRouter } from '../../harness/server/tool-router';
 import { builtinToolRunner, builtinTools } from '../../harness/tools/builtin-tools';
+import type { ToolRunner } from '../../harness/tools/tool-runner';
+import type { TurnTool } from '../../harness/turn/turn-records';
 import { askUserTool, handoffTool } from '../../harness/turn/reserved-tools';
 
 export interface ScriptedHarness {
@@ -27,12 +29,18 @@ export interface ScriptedHarnessOptions {
   /** The control plane's approval public key (raw 32 bytes). */
   readonly approvalPublicKey: Uint8Array;
   readonly logger: Logger;
+  /**
+   * More harness tools than the built-in ones, with the runner that runs them: a test's
+   * side-effecting tool, whose runner decides when its outcome is unknown.
+   */
+  readonly extraTools?: { readonly tools: readonly TurnTool[]; readonly runner: ToolRunner };
 }
 
 export async function startScriptedHarness(
   options: ScriptedHarnessOptions,
 ): Promise<ScriptedHarness> {
   const model = new ScriptedProvider({ replies: [...options.replies] }, 'test-script');
+  const extra = options.extraTools;
   const server = new HarnessServer({
     host: '127.0.0.1',
     port: 0,
@@ -40,11 +48,15 @@ export async function startScriptedHarness(
     logger: options.logger,
     toolCatalog: (name) =>
       builtinTools.find((tool) => tool.name === name) ??
+      extra?.tools.find((tool) => tool.name === name) ??
       [handoffTool, askUserTool].find((tool) => tool.name === name),
     deps: {
       modelFor: () => model,
       tools: createToolRouter([
         { names: new Set(builtinTools.map((tool) => tool.name)), runner: builtinToolRunner },
+        ...(extra === undefined
+          ? []
+          : [{ names: new Set(extra.tools.map((tool) => tool.name)), runner: extra.runner }]),
       ]),
       approvalVerifier: nodeEd25519Verifier,
       approvalPublicKey: options.approvalPublicKey,

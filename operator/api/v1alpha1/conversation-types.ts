@@ -508,7 +508,7 @@ export const conversationStatusField = object(
           },
           {
             description:
-              'The last quarantined turn: Degraded TurnAmbiguous while set. An admin removes it (status subresource) once the conversation is repaired.',
+              'The last quarantined turn: Degraded TurnAmbiguous while set. Cleared when an admin resolves the turn (polychrome conversation resolve; docs/turns.md).',
           },
         ),
       },

@@ -8,6 +8,7 @@ import {
   DEFAULT_REPLIES,
   startRealTurns,
   type RealTurns,
+  type RealTurnsOptions,
   type ScriptReply,
 } from '../../../test/support/real-turns';
 
@@ -16,6 +17,8 @@ export {
   calculatorReply,
   DEFAULT_REPLIES,
   textReply,
+  transferReply,
+  unknownFirstTransfer,
 } from '../../../test/support/real-turns';
 import type { ConversationSpec, ConversationStatus } from '../../api/v1alpha1';
 import { ConversationForensics } from '../../forensics/conversation-forensics';
@@ -147,11 +150,13 @@ export type StartApiOptions = Partial<
   readonly spec?: Partial<ConversationSpec>;
   /** Coordinator timings. */
   readonly sandboxWaitMs?: number;
+  /** Harness tools besides the built-in ones (test/support/scripted-harness.ts). */
+  readonly extraTools?: RealTurnsOptions['extraTools'];
 };
 
 /** Starts the API on 127.0.0.1:0 over the real coordinator; close it with `close()`. */
 export async function startApi(overrides: StartApiOptions = {}): Promise<TestApi> {
-  const { replies, follow, spec, sandboxWaitMs, ...serverOverrides } = overrides;
+  const { replies, follow, spec, sandboxWaitMs, extraTools, ...serverOverrides } = overrides;
   const tokens = new TokenTable();
   const registry = new Registry();
   const logs: Record<string, unknown>[] = [];
@@ -172,6 +177,7 @@ export async function startApi(overrides: StartApiOptions = {}): Promise<TestApi
     logger,
     admins: ADMIN.identities,
     ...(spec === undefined ? {} : { spec }),
+    ...(extraTools === undefined ? {} : { extraTools }),
     coordinator: {
       nowMs: () => TEST_NOW_MS,
       ...(sandboxWaitMs === undefined ? {} : { sandboxWaitMs }),

@@ -54,6 +54,11 @@ export class RecordingTurnService implements TurnService {
       this.inner.transcript(caller, conversationId, signal),
     );
 
+  resolveTurn: TurnService['resolveTurn'] = (caller, request, signal) =>
+    this.enter('resolveTurn', caller.identity).then(() =>
+      this.inner.resolveTurn(caller, request, signal),
+    );
+
   onTextDelta: TurnService['onTextDelta'] = (conversationId, listener) => {
     this.listeners.set(conversationId, this.deltaListeners(conversationId) + 1);
     const unsubscribe = this.inner.onTextDelta(conversationId, listener);

@@ -94,6 +94,48 @@ export function approvalDecisionToJSON(object: ApprovalDecision): string {
   }
 }
 
+/** How an admin settled a quarantined turn (docs/turns.md, "Resolving a quarantined turn"). */
+export enum ResolveDecision {
+  RESOLVE_DECISION_UNSPECIFIED = 0,
+  /** RESOLVE_DECISION_DID_NOT_RUN - The side-effecting call did not run: the turn is retried under its original id. */
+  RESOLVE_DECISION_DID_NOT_RUN = 1,
+  /** RESOLVE_DECISION_RAN - It ran: the call's result (or "unknown") is recorded and the turn goes on past it. */
+  RESOLVE_DECISION_RAN = 2,
+  UNRECOGNIZED = -1,
+}
+
+export function resolveDecisionFromJSON(object: any): ResolveDecision {
+  switch (object) {
+    case 0:
+    case "RESOLVE_DECISION_UNSPECIFIED":
+      return ResolveDecision.RESOLVE_DECISION_UNSPECIFIED;
+    case 1:
+    case "RESOLVE_DECISION_DID_NOT_RUN":
+      return ResolveDecision.RESOLVE_DECISION_DID_NOT_RUN;
+    case 2:
+    case "RESOLVE_DECISION_RAN":
+      return ResolveDecision.RESOLVE_DECISION_RAN;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return ResolveDecision.UNRECOGNIZED;
+  }
+}
+
+export function resolveDecisionToJSON(object: ResolveDecision): string {
+  switch (object) {
+    case ResolveDecision.RESOLVE_DECISION_UNSPECIFIED:
+      return "RESOLVE_DECISION_UNSPECIFIED";
+    case ResolveDecision.RESOLVE_DECISION_DID_NOT_RUN:
+      return "RESOLVE_DECISION_DID_NOT_RUN";
+    case ResolveDecision.RESOLVE_DECISION_RAN:
+      return "RESOLVE_DECISION_RAN";
+    case ResolveDecision.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 /**
  * Who caused a batch and who else takes part. Identities are
  * `provider:scope:external_id` or `provider:external_id`.
@@ -315,6 +357,29 @@ export interface TurnAmbiguous {
   toolCallId: string;
   reason: string;
   detectedAtMs: number;
+}
+
+/**
+ * kind "turn_resolved": an admin settled the turn's latest turn_ambiguous. The turn is an
+ * orphan again, recovered under its original id on the next claim. With decision RAN a
+ * tool_result for tool_call_id follows in the same batch.
+ */
+export interface TurnResolved {
+  turnId: string;
+  decision: ResolveDecision;
+  /** The side-effecting call the quarantine named; empty when it named none. */
+  toolCallId: string;
+  /** RAN: the call's result text as the admin gave it; empty when result_unknown. */
+  result: string;
+  /** RAN without a result: nobody knows what the call returned. */
+  resultUnknown: boolean;
+  /** The identity the admin acts as (one of the caller's own). */
+  actor: string;
+  /** The identity the caller authenticated as. */
+  caller: string;
+  resolvedAtMs: number;
+  /** Journal position of the turn_ambiguous this settles. */
+  quarantinePosition: number;
 }
 
 /** kind "payment_charge": a tool asked for payment (HTTP 402) and it was approved. */
@@ -3443,6 +3508,233 @@ export const TurnAmbiguous: MessageFns<TurnAmbiguous> = {
     message.toolCallId = object.toolCallId ?? "";
     message.reason = object.reason ?? "";
     message.detectedAtMs = object.detectedAtMs ?? 0;
+    return message;
+  },
+};
+
+function createBaseTurnResolved(): TurnResolved {
+  return {
+    turnId: "",
+    decision: 0,
+    toolCallId: "",
+    result: "",
+    resultUnknown: false,
+    actor: "",
+    caller: "",
+    resolvedAtMs: 0,
+    quarantinePosition: 0,
+  };
+}
+
+export const TurnResolved: MessageFns<TurnResolved> = {
+  encode(message: TurnResolved, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.turnId !== "") {
+      writer.uint32(10).string(message.turnId);
+    }
+    if (message.decision !== 0) {
+      writer.uint32(16).int32(message.decision);
+    }
+    if (message.toolCallId !== "") {
+      writer.uint32(26).string(message.toolCallId);
+    }
+    if (message.result !== "") {
+      writer.uint32(34).string(message.result);
+    }
+    if (message.resultUnknown !== false) {
+      writer.uint32(40).bool(message.resultUnknown);
+    }
+    if (message.actor !== "") {
+      writer.uint32(50).string(message.actor);
+    }
+    if (message.caller !== "") {
+      writer.uint32(58).string(message.caller);
+    }
+    if (message.resolvedAtMs !== 0) {
+      writer.uint32(64).int64(message.resolvedAtMs);
+    }
+    if (message.quarantinePosition !== 0) {
+      writer.uint32(72).uint64(message.quarantinePosition);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TurnResolved {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTurnResolved();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.turnId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.decision = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.toolCallId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.result = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.resultUnknown = reader.bool();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.actor = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.caller = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.resolvedAtMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.quarantinePosition = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): TurnResolved {
+    return {
+      turnId: isSet(object.turnId)
+        ? globalThis.String(object.turnId)
+        : isSet(object.turn_id)
+        ? globalThis.String(object.turn_id)
+        : "",
+      decision: isSet(object.decision) ? resolveDecisionFromJSON(object.decision) : 0,
+      toolCallId: isSet(object.toolCallId)
+        ? globalThis.String(object.toolCallId)
+        : isSet(object.tool_call_id)
+        ? globalThis.String(object.tool_call_id)
+        : "",
+      result: isSet(object.result) ? globalThis.String(object.result) : "",
+      resultUnknown: isSet(object.resultUnknown)
+        ? globalThis.Boolean(object.resultUnknown)
+        : isSet(object.result_unknown)
+        ? globalThis.Boolean(object.result_unknown)
+        : false,
+      actor: isSet(object.actor) ? globalThis.String(object.actor) : "",
+      caller: isSet(object.caller) ? globalThis.String(object.caller) : "",
+      resolvedAtMs: isSet(object.resolvedAtMs)
+        ? globalThis.Number(object.resolvedAtMs)
+        : isSet(object.resolved_at_ms)
+        ? globalThis.Number(object.resolved_at_ms)
+        : 0,
+      quarantinePosition: isSet(object.quarantinePosition)
+        ? globalThis.Number(object.quarantinePosition)
+        : isSet(object.quarantine_position)
+        ? globalThis.Number(object.quarantine_position)
+        : 0,
+    };
+  },
+
+  toJSON(message: TurnResolved): unknown {
+    const obj: any = {};
+    if (message.turnId !== "") {
+      obj.turnId = message.turnId;
+    }
+    if (message.decision !== 0) {
+      obj.decision = resolveDecisionToJSON(message.decision);
+    }
+    if (message.toolCallId !== "") {
+      obj.toolCallId = message.toolCallId;
+    }
+    if (message.result !== "") {
+      obj.result = message.result;
+    }
+    if (message.resultUnknown !== false) {
+      obj.resultUnknown = message.resultUnknown;
+    }
+    if (message.actor !== "") {
+      obj.actor = message.actor;
+    }
+    if (message.caller !== "") {
+      obj.caller = message.caller;
+    }
+    if (message.resolvedAtMs !== 0) {
+      obj.resolvedAtMs = Math.round(message.resolvedAtMs);
+    }
+    if (message.quarantinePosition !== 0) {
+      obj.quarantinePosition = Math.round(message.quarantinePosition);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<TurnResolved>): TurnResolved {
+    return TurnResolved.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<TurnResolved>): TurnResolved {
+    const message = createBaseTurnResolved();
+    message.turnId = object.turnId ?? "";
+    message.decision = object.decision ?? 0;
+    message.toolCallId = object.toolCallId ?? "";
+    message.result = object.result ?? "";
+    message.resultUnknown = object.resultUnknown ?? false;
+    message.actor = object.actor ?? "";
+    message.caller = object.caller ?? "";
+    message.resolvedAtMs = object.resolvedAtMs ?? 0;
+    message.quarantinePosition = object.quarantinePosition ?? 0;
     return message;
   },
 };

@@ -1,0 +1,164 @@
+/**
+ * An admin settles a quarantined turn (docs/turns.md, "Resolving a quarantined turn"). Pure.
+ *
+ * The batch is one `turn_resolved` recording the decision, the actor and the caller, and,
+ * for `ran`, the pending side-effecting call's `tool_result` (the result given, or an
+ * error result saying it is unknown). Nothing committed before it changes. The resolution
+ * ends the quarantine: the turn is an orphan again, and the next claim (a new message, or
+ * the retry of the original request) dispatches it under its original id, as any orphan.
+ * For `did_not_run` the pending call is left out of the steps the harness is given
+ * (turn-projections.ts, `recordedSteps`), so the harness runs it again; for `ran` the
+ * recorded result is in them, so the harness goes on past the call.
+ */
+import { AppError } from '../../common/errors';
+import { EventKind } from '../../common/event-kinds';
+import {
+  ResolveDecision,
+  ToolEffect,
+  type ToolCall,
+} from '../../proto/gen/polychrome/events/v1/events';
+import type { Conversation } from '../api/v1alpha1';
+import { ForensicAction, forensicRefusal } from '../forensics/forensics-access';
+import { turnState, type JournalView, type TurnView } from './journal-view';
+import { planned, refuse, type PlannedEvent, type Refusal } from './plan-common';
+import type { Caller, ResolveTurn } from './turn-service';
+import type { TurnStatusChange } from './turn-status';
+
+/** The `tool_result` text of a call an admin says ran without knowing its result. */
+export const UNKNOWN_RESULT_TEXT =
+  'The outcome of this tool call is unknown: it may have run, but its result was not recorded. An admin marked it as run without a result; do not assume it succeeded, and do not run it again without asking the user.';
+
+export interface ResolveInput {
+  readonly view: JournalView;
+  readonly conversation: Conversation | undefined;
+  readonly caller: Caller;
+  readonly request: ResolveTurn;
+  readonly nowMs: number;
+}
+
+export type ResolvePlan =
+  | Refusal
+  | {
+      readonly kind: 'resolve';
+      readonly turn: TurnView;
+      readonly events: readonly PlannedEvent[];
+      readonly status: TurnStatusChange;
+    };
+
+/**
+ * Who may resolve: an admin acting as one of their own identities (forensics-access.ts,
+ * the rule of every admin command), on a conversation that exists.
+ */
+export function authorizeResolve(
+  caller: Caller,
+  request: ResolveTurn,
+  conversation: Conversation | undefined,
+): Refusal | undefined {
+  const error = forensicRefusal(
+    caller,
+    request.conversationId,
+    conversation,
+    ForensicAction.Resolve,
+    request.actor,
+  );
+  return error === undefined ? undefined : refuse(error);
+}
+
+/**
+ * The resolve batch, or why not (nothing is committed on refusal), in order: who may
+ * (404, 403); the turn must be in this conversation's journal and quarantined (409, naming
+ * its state, and the earlier resolution when there is one); `ran` needs the call the
+ * quarantine is about: a side-effecting `tool_call` of the turn without a result (409).
+ */
+export function planResolve(input: ResolveInput): ResolvePlan {
+  const { view, caller, request } = input;
+  const denied = authorizeResolve(caller, request, input.conversation);
+  if (denied !== undefined) return denied;
+  const turn = view.turnsById.get(request.turnId);
+  if (turn === undefined) {
+    return refuse(
+      new AppError(
+        'conflict',
+        `turn ${request.turnId} is not in conversation ${request.conversationId}'s journal; name a quarantined turn of this conversation (status.turns.quarantined)`,
+        { details: { turnId: request.turnId, state: 'unknown' } },
+      ),
+    );
+  }
+  if (turn.terminal?.kind !== 'turn_ambiguous') return notQuarantined(turn);
+  const quarantine = turn.terminal;
+  const pending = pendingCall(turn, quarantine.payload.toolCallId);
+  if (request.decision.kind === 'ran' && pending === undefined) {
+    return refuse(
+      new AppError(
+        'conflict',
+        `turn ${turn.turnId} has no side-effecting tool call waiting for its result (${quarantine.payload.reason}); "ran" records that call's result, so resolve it with "did_not_run" to retry the turn`,
+        { details: { turnId: turn.turnId, field: 'decision' } },
+      ),
+    );
+  }
+  const toolCallId = pending?.toolCallId ?? quarantine.payload.toolCallId;
+  const ran = request.decision.kind === 'ran' ? request.decision : undefined;
+  const events: PlannedEvent[] = [
+    planned(EventKind.TurnResolved, {
+      turnId: turn.turnId,
+      decision:
+        ran === undefined
+          ? ResolveDecision.RESOLVE_DECISION_DID_NOT_RUN
+          : ResolveDecision.RESOLVE_DECISION_RAN,
+      toolCallId,
+      result: ran?.result ?? '',
+      resultUnknown: ran !== undefined && ran.result === undefined,
+      actor: request.actor,
+      caller: caller.identity,
+      resolvedAtMs: input.nowMs,
+      quarantinePosition: quarantine.position,
+    }),
+  ];
+  if (ran !== undefined) {
+    events.push(
+      planned(EventKind.ToolResult, {
+        turnId: turn.turnId,
+        toolCallId,
+        content: ran.result ?? UNKNOWN_RESULT_TEXT,
+        isError: ran.result === undefined,
+        denied: false,
+      }),
+    );
+  }
+  return { kind: 'resolve', turn, events, status: { kind: 'resolved', turnId: turn.turnId } };
+}
+
+function notQuarantined(turn: TurnView): Refusal {
+  const state = turnState(turn);
+  const last = turn.resolutions.at(-1)?.response;
+  const earlier =
+    last === undefined
+      ? ''
+      : ` it was already resolved (${last.decision === ResolveDecision.RESOLVE_DECISION_RAN ? 'ran' : 'did_not_run'}, by ${last.actor});`;
+  return refuse(
+    new AppError(
+      'conflict',
+      `turn ${turn.turnId} is not quarantined:${earlier} it is ${state}; only a quarantined turn (turn_ambiguous) can be resolved`,
+      { details: { turnId: turn.turnId, state } },
+    ),
+  );
+}
+
+/**
+ * The side-effecting call the quarantine is about, when it has no result: the one it names,
+ * else (a quarantine that names none) the turn's last step if it is such a call.
+ */
+function pendingCall(turn: TurnView, named: string): ToolCall | undefined {
+  const calls = turn.steps.filter((s) => s.kind === 'tool_call').map((s) => s.payload);
+  const call =
+    named === ''
+      ? turn.steps.at(-1)?.kind === 'tool_call'
+        ? calls.at(-1)
+        : undefined
+      : calls.findLast((c) => c.toolCallId === named);
+  if (call === undefined || call.effect !== ToolEffect.TOOL_EFFECT_SIDE_EFFECT) return undefined;
+  const answered = turn.steps.some(
+    (s) => s.kind === 'tool_result' && s.payload.toolCallId === call.toolCallId,
+  );
+  return answered ? undefined : call;
+}
