@@ -13,6 +13,8 @@ import { AppError } from '../../common/errors';
 import { ensureDevCerts, type DevCerts } from '../../hack/lib/dev-certs';
 import { CertUsage, DevCertificateAuthority, type CertFiles } from '../../hack/lib/pki';
 import type { PeerAddress, PeerDirectory } from './peer-endpoints';
+import pino from 'pino';
+import { KubeDoor } from '../kube-api/kube-door';
 import { FORWARDED_HEADER, parsePeerEnvelope, type PeerTls } from './peer-hop';
 import { ALICE, ADMIN, call, errorOf, startApi, TOKENS, type TestApi } from './testdata/fixtures';
 
@@ -473,5 +475,156 @@ describe('parsePeerEnvelope: a Kubernetes door caller', () => {
     ],
   ])('refuses an envelope whose Kubernetes caller %s', (_case, caller, message) => {
     expect(() => parsePeerEnvelope({ caller, body: {} })).toThrow(message);
+  });
+});
+
+describe('forwarding a request that came through the Kubernetes door', () => {
+  const doorPath = (sub: string): string =>
+    `/apis/api.polychrome.dev/v1alpha1/namespaces/team/conversations/hello/${sub}`;
+
+  /** kube-apiserver's front proxy: its CA and client certificate, as the door trusts them. */
+  async function frontProxy(): Promise<{ caPem: string; client: { cert: Buffer; key: Buffer } }> {
+    const ca = await DevCertificateAuthority.create(
+      join(dir, 'front-proxy'),
+      'ca',
+      'Front proxy CA',
+    );
+    const client = await ca.issue({
+      name: 'front-proxy-client',
+      commonName: 'front-proxy-client',
+      usage: CertUsage.Client,
+    });
+    return { caPem: await readFile(ca.certPath, 'utf8'), client: await load(client) };
+  }
+
+  /** A replica whose Kubernetes door maps `team/hello` to `uid` and lets alice do anything. */
+  async function doorReplica(
+    directory: PeerDirectory,
+    proxyCa: string,
+    uid: () => string,
+  ): Promise<TestApi> {
+    const door = new KubeDoor({
+      ports: {
+        readAuthenticationConfig: () =>
+          Promise.resolve({
+            'requestheader-client-ca-file': proxyCa,
+            'requestheader-allowed-names': '["front-proxy-client"]',
+            'requestheader-username-headers': '["X-Remote-User"]',
+            'requestheader-group-headers': '["X-Remote-Group"]',
+          }),
+        review: () => Promise.resolve({ allowed: true, reason: 'RBAC: allowed in this test' }),
+        conversationUid: (namespace, name) =>
+          namespace === 'team' && name === 'hello' ? uid() : undefined,
+      },
+      logger: pino({ level: 'silent' }),
+    });
+    const api = await startApi({
+      peers: { host: '127.0.0.1', port: 0, tls: controlPlane, directory, connectTimeoutMs: 2_000 },
+      kube: {
+        host: '127.0.0.1',
+        port: 0,
+        cert: controlPlane.cert.toString(),
+        key: controlPlane.key.toString(),
+        door,
+      },
+    });
+    open.push(api.server);
+    return api;
+  }
+
+  /** A request as kube-apiserver proxies it for alice. */
+  function viaFrontProxy(
+    api: TestApi,
+    client: { cert: Buffer; key: Buffer },
+    path: string,
+    body: unknown,
+  ): Promise<{ status: number; json: unknown; servedBy: unknown }> {
+    return new Promise((resolve, reject) => {
+      const outgoing = httpsRequest(
+        {
+          host: '127.0.0.1',
+          port: api.server.kubeAddress().port,
+          method: 'POST',
+          path,
+          ...client,
+          rejectUnauthorized: false,
+          agent: false,
+          headers: {
+            'content-type': 'application/json',
+            'x-remote-user': 'alice',
+            'x-remote-group': 'system:authenticated',
+          },
+        },
+        (incoming) => {
+          const chunks: Buffer[] = [];
+          incoming.on('data', (c: Buffer) => chunks.push(c));
+          incoming.on('end', () =>
+            resolve({
+              status: incoming.statusCode ?? 0,
+              json: JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown,
+              servedBy: incoming.headers['x-polychrome-served-by'],
+            }),
+          );
+        },
+      );
+      outgoing.on('error', reject);
+      outgoing.end(JSON.stringify(body));
+    });
+  }
+
+  it("is forwarded to the holder's public route with the door's grant, and run there as the Kubernetes user", async () => {
+    const proxy = await frontProxy();
+    const holder = await replica(new FixedDirectory());
+    const id = holder.seed('dev:someone-else');
+    const front = await doorReplica(
+      new FixedDirectory({ 'cp-b': holder.server.peerAddress() }),
+      proxy.caPem,
+      () => id,
+    );
+    front.seed('dev:someone-else');
+    front.service.failNext(busy('cp-b'));
+
+    const answer = await viaFrontProxy(front, proxy.client, doorPath('messages'), {
+      text: 'hello through the door',
+      idempotencyKey: 'k-kube',
+    });
+    expect(answer.status).toBe(200);
+    expect(answer.servedBy).toBe('cp-b');
+    expect(answer.json).toMatchObject({ conversationId: id, status: 'complete' });
+    expect(holder.service.calls).toEqual([{ method: 'postMessage', caller: 'kubernetes:alice' }]);
+    expect(holder.tokens.calls).toBe(0);
+    expect(holder.logs).toContainEqual(
+      expect.objectContaining({
+        listener: 'peer',
+        route: '/v1/conversations/{conversationId}/messages',
+        status: 200,
+      }),
+    );
+  });
+
+  it("answers the holder's refusal as a Kubernetes Status, with its code and message", async () => {
+    const proxy = await frontProxy();
+    // The holder does not know the conversation: it answers 404 in the public API's shape.
+    const holder = await replica(new FixedDirectory());
+    const front = await doorReplica(
+      new FixedDirectory({ 'cp-b': holder.server.peerAddress() }),
+      proxy.caPem,
+      () => front.seed('dev:someone-else'),
+    );
+    front.service.failNext(busy('cp-b'));
+
+    const answer = await viaFrontProxy(front, proxy.client, doorPath('messages'), {
+      text: 'hello',
+      idempotencyKey: 'k-404',
+    });
+    expect(answer.status).toBe(404);
+    expect(answer.json).toMatchObject({
+      kind: 'Status',
+      apiVersion: 'v1',
+      status: 'Failure',
+      code: 404,
+      message: expect.stringMatching(/not found|does not exist/i),
+      details: { causes: [expect.objectContaining({ reason: 'not_found' })] },
+    });
   });
 });

@@ -12,7 +12,7 @@ import {
   describeCertificateIdentity,
   isControlPlaneIdentity,
 } from '../../common/certificate-identity';
-import { isAppError } from '../../common/errors';
+import { isAppError, isErrorCode, type ErrorCode } from '../../common/errors';
 import { componentLogger, LogComponent } from '../../common/log';
 import openapiDocument from '../../docs/api/openapi.json';
 import type { ConversationForensics } from '../forensics/conversation-forensics';
@@ -73,7 +73,7 @@ import {
   type MessageInput,
 } from './request-parsers';
 import { tracedRequest } from './request-span';
-import { matchRoute, Operation, UNMATCHED_ROUTE, type Route } from './routes';
+import { matchRoute, Operation, ROUTES, UNMATCHED_ROUTE, type Route } from './routes';
 
 /** The public API's port (docs/design.md, "Three planes"). */
 export const DEFAULT_PUBLIC_API_PORT = 8080;
@@ -1093,6 +1093,30 @@ export class PublicApiServer {
     }
   }
 
+  /**
+   * The route a forwarded request takes on the holder's peer listener, which serves public
+   * routes only: its own, or for the Kubernetes door the public route of the same operation
+   * (a cancel there is a DELETE, here the POST whose body says cancel), naming the
+   * conversation by the uid the door resolved.
+   */
+  private peerTarget(ctx: RequestContext): { method: string; path: string } {
+    const route =
+      ctx.listener === Listener.Kube
+        ? ROUTES.find((r) => r.operation === ctx.route.operation)
+        : undefined;
+    if (route === undefined) {
+      return { method: ctx.request.method ?? 'POST', path: ctx.request.url ?? '/' };
+    }
+    const values: Readonly<Record<string, string>> = {
+      ...ctx.params,
+      conversationId: this.conversationId(ctx),
+    };
+    const path = route.template.replace(/\{([A-Za-z]+)\}/gu, (_, name: string) =>
+      encodeURIComponent(values[name] ?? ''),
+    );
+    return { method: route.method, path };
+  }
+
   private conversationId(ctx: RequestContext): string {
     if (ctx.listener === Listener.Kube) {
       const id = admitted(ctx).caller.kubernetes?.conversationId ?? '';
@@ -1127,7 +1151,7 @@ export class PublicApiServer {
     const client = this.peerClient;
     if (
       typeof holder !== 'string' ||
-      ctx.listener !== Listener.Public ||
+      ctx.listener === Listener.Peer ||
       peers === undefined ||
       client === undefined
     ) {
@@ -1149,8 +1173,7 @@ export class PublicApiServer {
       answer = await client.send(
         address,
         {
-          method: ctx.request.method ?? 'POST',
-          path: ctx.request.url ?? '/',
+          ...this.peerTarget(ctx),
           envelope,
           requestId: ctx.requestId,
         },
@@ -1168,6 +1191,10 @@ export class PublicApiServer {
           `(${reason}); retry (with the same idempotency key for a message: that is safe)`,
         { details: { holder }, cause },
       );
+    }
+    if (ctx.listener === Listener.Kube && answer.status >= 400) {
+      // The holder answered in the public API's error shape; a Kubernetes client reads a Status.
+      throw peerError(answer, holder);
     }
     const headers: Record<string, string> = { 'x-polychrome-served-by': holder };
     if (answer.idempotencyKey !== undefined) headers['idempotency-key'] = answer.idempotencyKey;
@@ -1401,4 +1428,27 @@ function sendBody(
     ...headers,
   });
   response.end(body);
+}
+
+/**
+ * The holder's error answer as an error here, so the Kubernetes door answers it as a
+ * Status with the same code and message.
+ */
+function peerError(answer: PeerAnswer, holder: string): ApiError {
+  let code: ErrorCode = 'internal';
+  let message = `replica ${holder} answered ${String(answer.status)}`;
+  try {
+    const parsed: unknown = JSON.parse(answer.text);
+    const error: unknown =
+      typeof parsed === 'object' && parsed !== null ? Reflect.get(parsed, 'error') : undefined;
+    const c: unknown =
+      typeof error === 'object' && error !== null ? Reflect.get(error, 'code') : undefined;
+    const m: unknown =
+      typeof error === 'object' && error !== null ? Reflect.get(error, 'message') : undefined;
+    if (isErrorCode(c)) code = c;
+    if (typeof m === 'string') message = m;
+  } catch {
+    // Not JSON: the status and the holder's name say what is known.
+  }
+  return new ApiError(code, message, { details: { holder }, httpStatus: answer.status });
 }
