@@ -1229,7 +1229,9 @@ async function kubeSsePhase(
     const order = round % 2 === 0 ? (['direct', 'kube'] as const) : (['kube', 'direct'] as const);
     const results: Partial<Record<'direct' | 'kube', FanOutResult>> = {};
     for (const which of order) {
-      progress(`round ${round + 1}: ${sizes.streams} streams on the ${which === 'kube' ? 'Kubernetes door' : 'public API'}`);
+      progress(
+        `round ${round + 1}: ${sizes.streams} streams on the ${which === 'kube' ? 'Kubernetes door' : 'public API'}`,
+      );
       results[which] = await fanOutPhase(
         client,
         uid,

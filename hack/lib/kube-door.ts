@@ -128,9 +128,7 @@ export async function registerKubeDoor(
   const namespace = options.namespace ?? KUBE_DOOR_NAMESPACE;
   const core = admin.makeApiClient(CoreV1Api);
   await core.createNamespace({ body: { metadata: { name: namespace } } }).catch(() => undefined);
-  await core
-    .deleteNamespacedService({ name: KUBE_DOOR_SERVICE, namespace })
-    .catch(() => undefined);
+  await core.deleteNamespacedService({ name: KUBE_DOOR_SERVICE, namespace }).catch(() => undefined);
   await core.createNamespacedService({
     namespace,
     body: {

@@ -38,7 +38,6 @@ import { repoRoot } from './paths';
 
 export { localCommandAnnotation, type ImageCommands } from './local-node-pod';
 
-
 /** The IPv4 addresses some process listens on now; none where /proc/net/tcp is missing. */
 function listeningNow(): ReadonlySet<string> {
   try {

@@ -53,7 +53,12 @@ describe("the Kubernetes door's serving certificate, read again while running", 
     dir = await mkdtemp(join(tmpdir(), 'serving-cert-'));
     ca = await DevCertificateAuthority.create(dir, 'ca', 'serving-cert-test-ca');
     const issue = (name: string): Promise<CertFiles> =>
-      ca.issue({ name, commonName: 'polychrome-kube-api', dnsNames: ['localhost'], usage: 'server' });
+      ca.issue({
+        name,
+        commonName: 'polychrome-kube-api',
+        dnsNames: ['localhost'],
+        usage: 'server',
+      });
     first = await issue('first');
     renewed = await issue('renewed');
     mounted = { certPath: join(dir, 'tls.crt'), keyPath: join(dir, 'tls.key') };
@@ -76,7 +81,9 @@ describe("the Kubernetes door's serving certificate, read again while running", 
     // Halfway through a swap: the first certificate with the renewed key.
     await mount(first, renewed);
     expect(await serving.check()).toBe(false);
-    expect(new X509Certificate(serving.pair.cert).fingerprint256).toBe(await fingerprintOf(renewed));
+    expect(new X509Certificate(serving.pair.cert).fingerprint256).toBe(
+      await fingerprintOf(renewed),
+    );
     expect(warnings).toContain('new serving certificate does not load; keeping the one in use');
 
     await writeFile(mounted.keyPath, 'not a key');

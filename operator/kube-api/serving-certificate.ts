@@ -120,10 +120,7 @@ export class ServingCertificate {
       return false;
     }
     this.current = next;
-    this.options.logger.info(
-      { certPath: this.options.certPath },
-      'serving certificate reloaded',
-    );
+    this.options.logger.info({ certPath: this.options.certPath }, 'serving certificate reloaded');
     for (const listener of this.listeners) listener(next);
     return true;
   }

@@ -995,7 +995,12 @@ describe('an admin resolves a quarantined turn (docs/turns.md, "Resolving a quar
     expect(refusal(planResolve({ ...input(), conversation: undefined })).code).toBe('not_found');
     const kube: Caller = {
       ...caller('kube:alice', []),
-      kubernetes: { conversationId: 'other-uid', subresource: 'resolve', verb: 'create', groups: [] },
+      kubernetes: {
+        conversationId: 'other-uid',
+        subresource: 'resolve',
+        verb: 'create',
+        groups: [],
+      },
     };
     expect(refusal(planResolve(input({ who: kube }))).code).toBe('permission_denied');
     const allowed: Caller = {

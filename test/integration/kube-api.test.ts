@@ -105,11 +105,9 @@ describe('the Kubernetes door through kube-apiserver', () => {
 
   it('serves resolve to a namespace admin only: the body names the turn, the plan refuses a turn that is not quarantined, nothing is committed', async () => {
     const path = `${apiPath}/namespaces/${ns.name}/conversations/hello`;
-    const posted = await kubectl(
-      alice,
-      ['create', '--raw', `${path}/messages`, '-f', '-'],
-      { input: JSON.stringify({ text: 'hello from kubectl', idempotencyKey: 'k1' }) },
-    );
+    const posted = await kubectl(alice, ['create', '--raw', `${path}/messages`, '-f', '-'], {
+      input: JSON.stringify({ text: 'hello from kubectl', idempotencyKey: 'k1' }),
+    });
     const turnId = String((JSON.parse(posted.stdout) as Record<string, unknown>).turnId);
     const head = (await api.turns.journal.entries(`conv-${conversationId}`)).length;
     const resolve = (who: string, body: object): Promise<Kubectl> =>
