@@ -14,12 +14,11 @@
  */
 import {
   type KubeConfig,
-  ApiregistrationV1Api,
   AuthorizationV1Api,
   CoreV1Api,
   RbacAuthorizationV1Api,
 } from '@kubernetes/client-node';
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { request as httpsRequest } from 'node:https';
 import {
@@ -32,13 +31,17 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import { parse, parseAllDocuments, stringify } from 'yaml';
 import { RecordsClient } from '../../../common/records-client';
 import { loadStateClientTls } from '../../../common/state-client';
 import { ensureDevCerts } from '../../../hack/lib/dev-certs';
-import { defaultBinDir, repoRoot } from '../../../hack/lib/local-cluster';
+import { defaultBinDir } from '../../../hack/lib/local-cluster';
 import { DevCertificateAuthority, type CertFiles } from '../../../hack/lib/pki';
 import { pollUntil } from '../../../hack/lib/processes';
+import {
+  applyKubeDoorRbac,
+  registerKubeDoor,
+  unregisterKubeDoor,
+} from '../../../hack/lib/kube-door';
 import { KubeDoor } from '../../../operator/kube-api/kube-door';
 import { kubeDoorPorts } from '../../../operator/kube-api/kube-door-ports';
 import { KubeSessions } from '../../../operator/kube-api/kube-sessions';
@@ -55,7 +58,6 @@ export const SERVICE_ACCOUNT_USER =
   'system:serviceaccount:polychrome-system:polychrome-control-plane';
 /** The door's group, as kube-apiserver serves it. */
 export const KUBE_API_PATH = '/apis/api.polychrome.dev/v1alpha1';
-const API_SERVICE = 'v1alpha1.api.polychrome.dev';
 
 export interface Kubectl {
   readonly ok: boolean;
@@ -128,38 +130,6 @@ export async function direct(
     req.once('error', reject);
     req.end(options.body);
   });
-}
-
-/**
- * config/kube-api's RBAC as kustomize puts it in polychrome-system: its ServiceAccount
- * subjects name no namespace, config/default's `namespace:` fills it in.
- */
-function inPolychromeSystem(yaml: string): string {
-  return parseAllDocuments(yaml)
-    .map((d) => d.toJS() as { subjects?: { kind: string; namespace?: string }[] })
-    .map((o) => ({
-      ...o,
-      ...(o.subjects === undefined
-        ? {}
-        : {
-            subjects: o.subjects.map((subject) =>
-              subject.kind === 'ServiceAccount'
-                ? { ...subject, namespace: 'polychrome-system' }
-                : subject,
-            ),
-          }),
-    }))
-    .map((o) => stringify(o))
-    .join('---\n');
-}
-
-/** Applies YAML documents as the cluster admin, server-side. */
-function applyYaml(adminConfig: string, yaml: string): void {
-  execFileSync(
-    join(defaultBinDir, 'kubectl'),
-    [`--kubeconfig=${adminConfig}`, 'apply', '--server-side', '-f', '-'],
-    { input: yaml, encoding: 'utf8' },
-  );
 }
 
 /** A running door behind kube-apiserver, and everything a test drives or inspects. */
@@ -259,54 +229,6 @@ async function startRelay(port: number): Promise<{ server: Server; port: number;
   };
 }
 
-/** Registers the APIService, routed on loopback, and waits until it is Available. */
-async function registerApiService(
-  adminConfig: KubeConfig,
-  namespace: string,
-  kubePort: number,
-  servingCa: string,
-): Promise<void> {
-  const apiService = parse(
-    await readFile(join(repoRoot, 'config', 'kube-api', 'api-service.yaml'), 'utf8'),
-  ) as Record<string, unknown>;
-  // An ExternalName Service: EndpointSlices refuse 127.0.0.0/8.
-  await adminConfig.makeApiClient(CoreV1Api).createNamespacedService({
-    namespace,
-    body: {
-      metadata: { name: 'polychrome-kube-api' },
-      spec: {
-        type: 'ExternalName',
-        externalName: 'localhost',
-        ports: [{ name: 'https-kube', port: kubePort }],
-      },
-    },
-  });
-  const registration = adminConfig.makeApiClient(ApiregistrationV1Api);
-  await registration.deleteAPIService({ name: API_SERVICE }).catch(() => undefined);
-  await registration.createAPIService({
-    body: {
-      ...apiService,
-      spec: {
-        ...(apiService.spec as Record<string, unknown>),
-        service: { name: 'polychrome-kube-api', namespace, port: kubePort },
-        caBundle: Buffer.from(servingCa).toString('base64'),
-      },
-    } as never,
-  });
-  await pollUntil(
-    `the APIService ${API_SERVICE} to be Available`,
-    async () => {
-      const current = await registration.readAPIService({ name: API_SERVICE });
-      return current.status?.conditions?.some(
-        (c) => c.type === 'Available' && c.status === 'True',
-      ) === true
-        ? true
-        : undefined;
-    },
-    { timeoutMs: 60_000, intervalMs: 250 },
-  );
-}
-
 /**
  * Starts the stack in a fresh namespace named after `prefix`; `api` options go to the
  * public API's test stack (the scripted model's replies, for one).
@@ -327,16 +249,7 @@ export async function startKubeDoorStack(
     .catch(() => undefined);
 
   // The control plane's identity and exactly the RBAC config/kube-api grants it.
-  applyYaml(
-    admin,
-    inPolychromeSystem(
-      await readFile(join(repoRoot, 'config', 'kube-api', 'auth-delegation.yaml'), 'utf8'),
-    ),
-  );
-  applyYaml(
-    admin,
-    await readFile(join(repoRoot, 'config', 'kube-api', 'cluster-roles.yaml'), 'utf8'),
-  );
+  await applyKubeDoorRbac(admin);
   const asControlPlane = await kubeConfig(
     await cluster.mintUser(SERVICE_ACCOUNT_USER, [
       'system:serviceaccounts',
@@ -413,7 +326,8 @@ export async function startKubeDoorStack(
   stack.api = api;
   const kubePort = api.server.kubeAddress().port;
   const relay = await startRelay(kubePort);
-  await registerApiService(adminConfig, ns.name, relay.port, servingCa);
+  // As make dev registers it (hack/lib/kube-door.ts), through the relay.
+  await registerKubeDoor(adminConfig, { port: relay.port, caPem: servingCa, namespace: ns.name });
 
   const users = {
     alice: await cluster.mintUser('alice', ['team-a']),
@@ -481,10 +395,7 @@ export async function startKubeDoorStack(
         .makeApiClient(RbacAuthorizationV1Api)
         .deleteClusterRoleBinding({ name: `${ns.name}-carol-sessions` })
         .catch(() => undefined);
-      await adminConfig
-        .makeApiClient(ApiregistrationV1Api)
-        .deleteAPIService({ name: API_SERVICE })
-        .catch(() => undefined);
+      await unregisterKubeDoor(adminConfig);
       relay.drop();
       await new Promise((resolve) => relay.server.close(resolve));
       await api.close();
