@@ -48,7 +48,40 @@ describe('kubeTransport', () => {
       `${base}/export?actor=kubernetes%3Adave`,
     );
     expect(url(ConversationOperation.Repair)).toBe(`${base}/repair`);
+    // The door's resolve takes the turn in the body: no path segment for it.
+    expect(url(ConversationOperation.Resolve, ['turn_1'])).toBe(`${base}/resolve`);
     expect(transport.description).toContain('context dev, namespace team a');
+  });
+
+  it('resolves through the resolve subresource with the turn in the body', async () => {
+    const { conn, seen } = connection(
+      () =>
+        new Response(
+          JSON.stringify({
+            conversationId: 'uid-1',
+            turnId: 'turn_1',
+            decision: 'did_not_run',
+            resultUnknown: false,
+            actor: 'kubernetes:dave',
+            position: 7,
+            head: 8,
+            message: 'resolved',
+          }),
+        ),
+    );
+    const client = new ApiClient({ transport: kubeTransport(conn) });
+    await client.resolveTurn('hello', 'turn_1', {
+      actor: 'kubernetes:dave',
+      decision: 'did_not_run',
+    });
+    expect(seen).toHaveLength(1);
+    expect(seen[0]?.url).toBe(`${base}/resolve`);
+    expect(seen[0]?.init.method).toBe('POST');
+    expect(JSON.parse(seen[0]?.init.body as string)).toEqual({
+      actor: 'kubernetes:dave',
+      decision: 'did_not_run',
+      turnId: 'turn_1',
+    });
   });
 
   it('cancels with DELETE and a comment-only body; answers with POST', async () => {
