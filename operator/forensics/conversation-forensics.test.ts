@@ -467,7 +467,7 @@ describe('conversation resolve through the control plane', () => {
       [[turnId, ...as], 'exactly one of --ran'],
       [[turnId, '--ran', '--did-not-run', ...as], 'not both'],
       [[turnId, '--did-not-run', '--result', 'result.txt', ...as], '--result goes with --ran only'],
-      [['--did-not-run', ...as], 'takes ID TURN'],
+      [['--did-not-run', ...as], 'takes a conversation id and a turn id'],
       [[turnId, 'extra', '--did-not-run', ...as], 'got extra extra'],
       [[turnId, '--did-not-run'], '--actor is required'],
     ] as const) {
