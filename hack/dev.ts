@@ -18,7 +18,7 @@
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import { devCliEnv, devControlPlaneEnv, devStateEnv, ensureDevCerts } from './lib/dev-certs';
 import { mintDevToken, PersonaRole, writeDevToken } from './lib/dev-token';
@@ -141,6 +141,19 @@ async function waitReady(proc: DevProcess, port: number): Promise<void> {
   );
 }
 
+/**
+ * `kubectl polychrome` from this checkout: the plugin and its completion linked into the
+ * directory the printed `export PATH=...` puts first (docs/kubectl.md, "Install").
+ */
+async function linkKubectlPlugin(): Promise<void> {
+  await mkdir(defaultBinDir, { recursive: true });
+  for (const name of ['kubectl-polychrome', 'kubectl_complete-polychrome']) {
+    const link = join(defaultBinDir, name);
+    await rm(link, { force: true });
+    await symlink(join(repoRoot, 'bin', `${name}.js`), link);
+  }
+}
+
 async function up(): Promise<void> {
   await mkdir(devDir, { recursive: true });
   if (existsSync(stateFile)) await down();
@@ -245,6 +258,7 @@ async function up(): Promise<void> {
     await waitReady(operator, operatorHealth);
     await waitApi(operator);
     await registerKubeDoor(cluster.kubeConfig(), { port: kubeDoorPort, caPem: door.caPem });
+    await linkKubectlPlugin();
 
     kubectl(admin, ['apply', '-n', namespace, '-f', conversationFile]);
     const objects = cluster.kubeConfig().makeApiClient(CustomObjectsApi);
@@ -326,9 +340,14 @@ Talk to it (from the repository root):
     -H "Authorization: Bearer $POLYCHROME_TOKEN" -H 'Content-Type: application/json' \\
     -d '{"text": "hello"}'
   polychrome transcript ${uid}
-  kubectl get --raw /apis/api.polychrome.dev/v1alpha1/namespaces/${namespace}/conversations/hello/transcript
   ${verifierEnv} \\
     polychrome state verify conv-${uid}
+
+By name, under RBAC, through kube-apiserver (after the export line above; docs/kubectl.md):
+  kubectl polychrome send hello "What is 6 * 7?"
+  kubectl polychrome logs hello -f
+  kubectl polychrome transcript hello
+  kubectl polychrome dashboard               # the forensics UI (docs/ui.md)
 
 stop: make dev-down`);
   } catch (err: unknown) {
