@@ -20,6 +20,7 @@ import type { McpServerListing } from '../tools/mcp-tools';
 import type { ToolRunner } from '../tools/tool-runner';
 import { tracedTools } from '../tools/traced-tools';
 import type { SignatureVerifier } from '../turn/approval-token';
+import { createHistoryRequestHasher } from '../turn/agent-config';
 import { requestIds as defaultRequestIds, type RequestIds } from '../turn/request-ids';
 import { runTurn, type Clock, type TurnOutcome } from '../turn/run-turn';
 import type { TurnInput } from '../turn/turn-machine';
@@ -120,6 +121,8 @@ const DEFAULT_START_TIMEOUT_MS = 10_000;
 
 /** The gRPC server. `start()` binds; `drain()`/`close()` stop it (idempotent). */
 export class HarnessServer {
+  /** Request digests across this conversation's turns: the history is hashed once. */
+  private readonly requestHasher = createHistoryRequestHasher();
   private readonly options: HarnessServerOptions;
   private readonly log: Logger;
   private readonly server = new Server();
@@ -426,6 +429,7 @@ export class HarnessServer {
             ? {}
             : { toolTimeoutMs: this.options.toolTimeoutMs }),
           onTextDelta: (delta) => turn.sendDelta(delta),
+          requestSha256: this.requestHasher,
         },
         turn.signal,
       );

@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { Message, ModelRequest } from '../model/model-provider';
 import {
+  createHistoryRequestHasher,
   createPrefixRequestHasher,
   decodeAgentConfig,
   encodeAgentConfig,
@@ -125,5 +126,62 @@ describe('createPrefixRequestHasher', () => {
       expect(hex(hasher({ ...REQUEST, messages: list }, config))).toBe(expected);
       list = list.append({ role: 'assistant', content: [{ type: 'text', text: `r${turn}` }] });
     }
+  });
+});
+
+describe('createHistoryRequestHasher', () => {
+  /** A fresh copy of `messages`, as each turn's history is decoded anew in the harness. */
+  const decodedAgain = (messages: readonly Message[]): Message[] =>
+    JSON.parse(JSON.stringify(messages)) as Message[];
+
+  it('gives the digest of modelRequestSha256 turn after turn, when each turn brings new objects', () => {
+    const hasher = createHistoryRequestHasher();
+    const config = Buffer.from(CONFIG_SHA256, 'hex');
+    const other = Buffer.from(CONFIG_SHA256.replace(/^7a/, '7b'), 'hex');
+    const history: Message[] = [];
+    for (let turn = 0; turn < 6; turn++) {
+      const request: ModelRequest = {
+        ...REQUEST,
+        messages: [
+          ...decodedAgain(history),
+          { role: 'user', content: [{ type: 'text', text: `m${turn}` }] },
+        ],
+      };
+      expect(hex(hasher(request, config))).toBe(hex(modelRequestSha256(request, config)));
+      const closing: ModelRequest = { ...request, toolChoice: 'none' };
+      expect(hex(hasher(closing, config))).toBe(hex(modelRequestSha256(closing, config)));
+      history.push(...request.messages.slice(history.length), {
+        role: 'assistant',
+        content: [{ type: 'text', text: `r${turn}` }],
+      });
+    }
+    // Another configuration, then the first again: nothing cached under one serves the other.
+    const last: ModelRequest = { ...REQUEST, messages: decodedAgain(history) };
+    expect(hex(hasher(last, other))).toBe(hex(modelRequestSha256(last, other)));
+    expect(hex(hasher(last, config))).toBe(hex(modelRequestSha256(last, config)));
+  });
+
+  it('hashes afresh from a message that changed, was removed or moved, and from an empty history', () => {
+    const hasher = createHistoryRequestHasher();
+    const config = Buffer.from(CONFIG_SHA256, 'hex');
+    const messages: Message[] = Array.from({ length: 8 }, (_, i) => ({
+      role: i % 2 === 0 ? 'user' : 'assistant',
+      content: [{ type: 'text', text: `t${i}` }],
+    }));
+    const check = (list: readonly Message[]): void => {
+      const request: ModelRequest = { ...REQUEST, messages: decodedAgain(list) };
+      expect(hex(hasher(request, config))).toBe(hex(modelRequestSha256(request, config)));
+    };
+    check(messages);
+    // One text changed in the middle: the digest follows it, not the cached state.
+    const edited = decodedAgain(messages);
+    edited[3] = { role: 'assistant', content: [{ type: 'text', text: 'changed' }] };
+    check(edited);
+    check(messages);
+    check(messages.slice(0, 5)); // shorter
+    check(messages.slice(1)); // shifted: every position differs
+    check([]);
+    check(messages);
+    expect(hex(hasher(REQUEST, config))).toBe(REQUEST_SHA256);
   });
 });

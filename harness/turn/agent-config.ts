@@ -221,11 +221,65 @@ export function createPrefixRequestHasher(): RequestHasher {
       const previous = i === 0 ? undefined : messages.at(i - 1);
       saved.set(message, { index: i, config, previous, state: state.copy() });
     }
-    const rest = modelRequestObject({ ...request, messages: [] }, configSha256);
-    state.update(
-      `],"system":${canonicalJson(rest.system)},"tool_choice":${canonicalJson(rest.tool_choice)},"tools":${canonicalJson(rest.tools)},"version":${String(REPLAY_BYTES_VERSION)}}`,
-    );
-    return new Uint8Array(state.digest());
+    return finishRequestHash(state, request, configSha256);
+  };
+}
+
+/** The streaming request digest after its messages: the rest of the request, then the digest. */
+function finishRequestHash(
+  state: Hash,
+  request: HashedRequest,
+  configSha256: Uint8Array,
+): Uint8Array {
+  const rest = modelRequestObject({ ...request, messages: [] }, configSha256);
+  state.update(
+    `],"system":${canonicalJson(rest.system)},"tool_choice":${canonicalJson(rest.tool_choice)},"tools":${canonicalJson(rest.tools)},"version":${String(REPLAY_BYTES_VERSION)}}`,
+  );
+  return new Uint8Array(state.digest());
+}
+
+/**
+ * The digests {@link modelRequestSha256} gives, for a process that hashes one
+ * conversation's requests turn after turn (the harness, one per conversation). Each turn's
+ * history arrives decoded anew, so {@link createPrefixRequestHasher}'s cache by object
+ * never hits across turns and every model call would hash the whole conversation again.
+ * This one keeps the SHA-256 state after each message of the last request by position,
+ * with the message's JSON text as the check that it is the same message: that text is far
+ * cheaper to make than the canonical form and its hash. Only the messages after the
+ * longest unchanged prefix are hashed; a changed configuration or an edited earlier
+ * message starts over from there. Memory: one entry per message of the last request.
+ */
+export function createHistoryRequestHasher(): RequestHasher {
+  let config = '';
+  let saved: { readonly key: string; readonly state: Hash }[] = [];
+  return (request, configSha256) => {
+    const digestHex = hex(configSha256);
+    if (digestHex !== config) {
+      config = digestHex;
+      saved = [];
+    }
+    const messages = request.messages;
+    const keys: string[] = [];
+    let same = 0;
+    while (same < messages.length && same < saved.length) {
+      const key = JSON.stringify(messages.at(same));
+      keys.push(key);
+      if (saved[same]?.key !== key) break;
+      same += 1;
+    }
+    saved.length = same;
+    const resumed = same === 0 ? undefined : saved[same - 1]?.state.copy();
+    const state = resumed ?? createHash('sha256');
+    if (resumed === undefined) {
+      state.update(`{"config_sha256":${JSON.stringify(config)},"messages":[`);
+    }
+    for (let i = same; i < messages.length; i++) {
+      const message = messages.at(i);
+      if (message === undefined) break;
+      state.update((i === 0 ? '' : ',') + canonicalJson(messageObject(message)));
+      saved.push({ key: keys[i] ?? JSON.stringify(message), state: state.copy() });
+    }
+    return finishRequestHash(state, request, configSha256);
   };
 }
 

@@ -2,6 +2,7 @@ import { AppError, isAppError, type ErrorCode } from '../../common/errors';
 import type { ModelProvider } from '../model/model-provider';
 import type { ToolCallRequest, ToolOutcome, ToolRunner } from '../tools/tool-runner';
 import type { SignatureVerifier } from './approval-token';
+import type { RequestHasher } from './agent-config';
 import type { RequestIds } from './request-ids';
 import {
   createTurnMachine,
@@ -70,6 +71,11 @@ export interface RunTurnDeps {
   /** How long one journal append may take. @default 30000 */
   readonly commitTimeoutMs?: number;
   readonly onTextDelta?: (delta: TextDelta) => void;
+  /**
+   * Computes each model request's digest; one that outlives the turn saves hashing the
+   * history again (createHistoryRequestHasher). @default modelRequestSha256
+   */
+  readonly requestSha256?: RequestHasher;
 }
 
 /** How a turn ended (or paused). The caller records it in batch two. */
@@ -138,6 +144,7 @@ export async function runTurn(
     ids: deps.ids,
     verifier: deps.approvalVerifier,
     approvalPublicKey: deps.approvalPublicKey,
+    ...(deps.requestSha256 === undefined ? {} : { requestSha256: deps.requestSha256 }),
   });
   const turnAbort = new AbortController();
   const events = new EventQueue();
