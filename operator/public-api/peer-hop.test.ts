@@ -602,6 +602,29 @@ describe('forwarding a request that came through the Kubernetes door', () => {
     );
   });
 
+  it('forwards a resolve to the public route that names the turn its body names', async () => {
+    const proxy = await frontProxy();
+    const t = await tap({ ...controlPlane });
+    let id = '';
+    const front = await doorReplica(
+      new FixedDirectory({ 'cp-b': t.address }),
+      proxy.caPem,
+      () => id,
+    );
+    id = front.seed('dev:someone-else');
+    front.service.failNext(busy('cp-b'));
+    const turnId = `turn_${'0'.repeat(32)}`;
+    const answer = await viaFrontProxy(front, proxy.client, doorPath('resolve'), {
+      actor: 'kubernetes:alice',
+      decision: 'did_not_run',
+      turnId,
+    });
+    expect(answer.status).toBe(200);
+    expect(t.requests.map((r) => `${r.method} ${r.url}`)).toEqual([
+      `POST /v1/conversations/${id}/turns/${turnId}/resolve`,
+    ]);
+  });
+
   it("answers the holder's refusal as a Kubernetes Status, with its code and message", async () => {
     const proxy = await frontProxy();
     // The holder does not know the conversation: it answers 404 in the public API's shape.

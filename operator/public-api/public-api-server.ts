@@ -1097,9 +1097,10 @@ export class PublicApiServer {
    * The route a forwarded request takes on the holder's peer listener, which serves public
    * routes only: its own, or for the Kubernetes door the public route of the same operation
    * (a cancel there is a DELETE, here the POST whose body says cancel), naming the
-   * conversation by the uid the door resolved.
+   * conversation by the uid the door resolved, and the turn of a `resolve` by the one its
+   * body names (the door's path has no room for it).
    */
-  private peerTarget(ctx: RequestContext): { method: string; path: string } {
+  private peerTarget(ctx: RequestContext, body: unknown): { method: string; path: string } {
     const route =
       ctx.listener === Listener.Kube
         ? ROUTES.find((r) => r.operation === ctx.route.operation)
@@ -1107,7 +1108,10 @@ export class PublicApiServer {
     if (route === undefined) {
       return { method: ctx.request.method ?? 'POST', path: ctx.request.url ?? '/' };
     }
+    const turnId: unknown =
+      typeof body === 'object' && body !== null ? Reflect.get(body, 'turnId') : undefined;
     const values: Readonly<Record<string, string>> = {
+      ...(typeof turnId === 'string' ? { turnId } : {}),
       ...ctx.params,
       conversationId: this.conversationId(ctx),
     };
@@ -1173,7 +1177,7 @@ export class PublicApiServer {
       answer = await client.send(
         address,
         {
-          ...this.peerTarget(ctx),
+          ...this.peerTarget(ctx, envelope.body),
           envelope,
           requestId: ctx.requestId,
         },
