@@ -2,6 +2,7 @@ import {
   AppError,
   errorStatus,
   isAppError,
+  isErrorCode,
   type ErrorCode,
   type ErrorDetails,
 } from '../../common/errors';
@@ -124,4 +125,34 @@ function opaqueMessage(code: ErrorCode, requestId: string): string {
 /** The `WWW-Authenticate` value for a request without usable credentials. */
 export function bearerChallenge(error?: 'invalid_request' | 'invalid_token'): string {
   return error === undefined ? CHALLENGE : `${CHALLENGE}, error="${error}"`;
+}
+
+/**
+ * An answer in the {@link ErrorBody} shape (another replica's, relayed) as an error here,
+ * with its status, code and message, so a listener that answers in another shape (the
+ * Kubernetes door's Status) can answer it. A body that is not that shape gives `internal`
+ * with `fallback` as the message.
+ */
+export function errorOfAnswer(
+  status: number,
+  text: string,
+  fallback: string,
+  details: ErrorDetails,
+): ApiError {
+  let code: ErrorCode = 'internal';
+  let message = fallback;
+  try {
+    const parsed: unknown = JSON.parse(text);
+    const error: unknown =
+      typeof parsed === 'object' && parsed !== null ? Reflect.get(parsed, 'error') : undefined;
+    const c: unknown =
+      typeof error === 'object' && error !== null ? Reflect.get(error, 'code') : undefined;
+    const m: unknown =
+      typeof error === 'object' && error !== null ? Reflect.get(error, 'message') : undefined;
+    if (isErrorCode(c)) code = c;
+    if (typeof m === 'string') message = m;
+  } catch {
+    // Not JSON: the status and the fallback say what is known.
+  }
+  return new ApiError(code, message, { details, httpStatus: status });
 }

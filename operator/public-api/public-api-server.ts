@@ -12,7 +12,7 @@ import {
   describeCertificateIdentity,
   isControlPlaneIdentity,
 } from '../../common/certificate-identity';
-import { isAppError, isErrorCode, type ErrorCode } from '../../common/errors';
+import { isAppError } from '../../common/errors';
 import { componentLogger, LogComponent } from '../../common/log';
 import openapiDocument from '../../docs/api/openapi.json';
 import type { ConversationForensics } from '../forensics/conversation-forensics';
@@ -33,7 +33,7 @@ import {
   matchKubeRoute,
   type KubeSubresource,
 } from '../kube-api/kube-routes';
-import { ApiError, bearerChallenge, errorAnswer } from './api-error';
+import { ApiError, bearerChallenge, errorAnswer, errorOfAnswer } from './api-error';
 import { ApiMetrics } from './api-metrics';
 import { AuthCache, DEFAULT_AUTH_CACHE_MS, type Authenticate } from './auth-cache';
 import { parseBearerToken } from './bearer-token';
@@ -1198,7 +1198,14 @@ export class PublicApiServer {
     }
     if (ctx.listener === Listener.Kube && answer.status >= 400) {
       // The holder answered in the public API's error shape; a Kubernetes client reads a Status.
-      throw peerError(answer, holder);
+      throw errorOfAnswer(
+        answer.status,
+        answer.text,
+        `replica ${holder} answered ${String(answer.status)}`,
+        {
+          holder,
+        },
+      );
     }
     const headers: Record<string, string> = { 'x-polychrome-served-by': holder };
     if (answer.idempotencyKey !== undefined) headers['idempotency-key'] = answer.idempotencyKey;
@@ -1432,27 +1439,4 @@ function sendBody(
     ...headers,
   });
   response.end(body);
-}
-
-/**
- * The holder's error answer as an error here, so the Kubernetes door answers it as a
- * Status with the same code and message.
- */
-function peerError(answer: PeerAnswer, holder: string): ApiError {
-  let code: ErrorCode = 'internal';
-  let message = `replica ${holder} answered ${String(answer.status)}`;
-  try {
-    const parsed: unknown = JSON.parse(answer.text);
-    const error: unknown =
-      typeof parsed === 'object' && parsed !== null ? Reflect.get(parsed, 'error') : undefined;
-    const c: unknown =
-      typeof error === 'object' && error !== null ? Reflect.get(error, 'code') : undefined;
-    const m: unknown =
-      typeof error === 'object' && error !== null ? Reflect.get(error, 'message') : undefined;
-    if (isErrorCode(c)) code = c;
-    if (typeof m === 'string') message = m;
-  } catch {
-    // Not JSON: the status and the holder's name say what is known.
-  }
-  return new ApiError(code, message, { details: { holder }, httpStatus: answer.status });
 }
