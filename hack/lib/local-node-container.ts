@@ -6,7 +6,9 @@ import { request as httpsRequest } from 'node:https';
 import { connect } from 'node:net';
 import { constants } from 'node:os';
 import type { V1Container, V1ContainerPort, V1Probe } from '@kubernetes/client-node';
+import { HostPorts } from './local-node-host-ports';
 import { RestartPolicy, WaitingReason } from './local-node-pod';
+import { podProcessEnv, type Mount, type PodRuntime } from './local-node-runtime';
 import {
   rfc3339,
   terminatedReason,
@@ -19,6 +21,8 @@ import {
 export interface ContainerLaunch {
   argv: readonly string[];
   env: Readonly<Record<string, string>>;
+  /** The container's volumes, where they are on this machine. @default none */
+  mounts?: readonly Mount[];
 }
 
 /** A launch, or the waiting reason and message that keep the container from starting. */
@@ -55,6 +59,11 @@ export interface ContainerRunnerOptions {
   onChange: () => void;
   backoff: Backoff;
   log: (line: string) => void;
+  /**
+   * The pod's view for its processes (hack/lib/local-node-runtime.ts): without it a
+   * process gets the launch's environment as it is, and no preload.
+   */
+  runtime?: Omit<PodRuntime, 'mounts' | 'podIP'>;
 }
 
 /** Resolves after `ms`, or at once when `signal` aborts (never rejects). */
@@ -118,8 +127,13 @@ export class ContainerRunner {
   private exited: Promise<ExitInfo> | undefined;
   private loop: Promise<void> | undefined;
   private readonly abort = new AbortController();
+  private readonly hostPorts: HostPorts;
 
-  constructor(private readonly opts: ContainerRunnerOptions) {}
+  constructor(private readonly opts: ContainerRunnerOptions) {
+    this.hostPorts = new HostPorts(opts.container.ports ?? [], opts.podIP, (line) =>
+      opts.log(`container ${this.describe()}: ${line}`),
+    );
+  }
 
   /** The pid of the running process, if one runs. */
   get pid(): number | undefined {
@@ -128,6 +142,7 @@ export class ContainerRunner {
 
   /** Starts the container's run loop; call once. */
   start(): void {
+    this.hostPorts.open();
     this.loop ??= this.run().catch((err: unknown) => {
       this.opts.log(
         `container ${this.describe()}: run loop failed: ${err instanceof Error ? err.message : JSON.stringify(err)}`,
@@ -173,6 +188,7 @@ export class ContainerRunner {
       await exited;
     }
     await this.loop;
+    await this.hostPorts.close();
   }
 
   private describe(): string {
@@ -227,7 +243,14 @@ export class ContainerRunner {
       // Its own process group, so stopping the container reaches what it spawned (npx, tsx).
       child = spawn(command ?? '', args, {
         stdio: ['ignore', fd, fd],
-        env: { ...launch.env },
+        env:
+          this.opts.runtime !== undefined
+            ? podProcessEnv(launch.env, {
+                ...this.opts.runtime,
+                podIP: this.opts.podIP,
+                mounts: launch.mounts ?? [],
+              })
+            : { ...launch.env },
         cwd: this.opts.cwd,
         detached: true,
       });

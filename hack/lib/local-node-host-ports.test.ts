@@ -1,0 +1,61 @@
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { freePort } from './processes';
+import { HostPorts, hostPortRules } from './local-node-host-ports';
+
+describe('hostPortRules', () => {
+  it('takes TCP ports with a hostPort, on loopback unless the pod names an address', () => {
+    expect(
+      hostPortRules([
+        { containerPort: 8080, hostPort: 18080 },
+        { containerPort: 8444, hostPort: 18444, hostIP: '127.0.0.2' },
+        { containerPort: 9090 },
+        { containerPort: 53, hostPort: 1053, protocol: 'UDP' },
+      ]),
+    ).toEqual([
+      { hostIP: '127.0.0.1', hostPort: 18080, containerPort: 8080 },
+      { hostIP: '127.0.0.2', hostPort: 18444, containerPort: 8444 },
+    ]);
+  });
+});
+
+describe('HostPorts', () => {
+  let upstream: Server | undefined;
+  let ports: HostPorts | undefined;
+  afterEach(async () => {
+    await ports?.close();
+    await new Promise((resolve) => (upstream ? upstream.close(resolve) : resolve(undefined)));
+  });
+
+  it('forwards the host port to the pod address and the container port, until closed', async () => {
+    upstream = createServer((req, res) => res.end(`pod answered ${req.url ?? ''}`));
+    await new Promise<void>((resolve) => upstream?.listen(0, '127.0.0.1', resolve));
+    const containerPort = (upstream.address() as AddressInfo).port;
+    const hostPort = await freePort();
+    const lines: string[] = [];
+    ports = new HostPorts([{ containerPort, hostPort }], '127.0.0.1', (l) => lines.push(l));
+    ports.open();
+    const answer = await fetch(`http://127.0.0.1:${hostPort}/hello`).then((r) => r.text());
+    expect(answer).toBe('pod answered /hello');
+    await ports.close();
+    await expect(fetch(`http://127.0.0.1:${hostPort}/`)).rejects.toThrow();
+    expect(lines).toEqual([]);
+  });
+
+  it('a host port another program holds is reported, not fatal', async () => {
+    upstream = createServer((_req, res) => res.end('someone else'));
+    await new Promise<void>((resolve) => upstream?.listen(0, '127.0.0.1', resolve));
+    const taken = (upstream.address() as AddressInfo).port;
+    const lines: string[] = [];
+    ports = new HostPorts([{ containerPort: 1, hostPort: taken }], '127.0.0.1', (l) =>
+      lines.push(l),
+    );
+    ports.open();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(lines.join('\n')).toMatch(
+      new RegExp(`hostPort 127.0.0.1:${taken} is not served: .*EADDRINUSE`),
+    );
+    expect(await fetch(`http://127.0.0.1:${taken}/`).then((r) => r.text())).toBe('someone else');
+  });
+});
