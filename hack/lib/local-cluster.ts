@@ -1,4 +1,5 @@
 import { request } from 'node:https';
+import { createServer } from 'node:net';
 import { existsSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
@@ -13,8 +14,25 @@ export { defaultBinDir, defaultCrdDirs, repoRoot } from './paths';
 
 /** Options for {@link LocalCluster.start}. */
 export interface LocalClusterOptions {
-  /** State directory: certificates, etcd data, logs, kubeconfig, state.json. Wiped on start. */
+  /**
+   * State directory: certificates, etcd data, logs, kubeconfig, state.json. Wiped on
+   * start unless {@link keepData}.
+   */
   dir: string;
+  /**
+   * Start from what `dir` holds (`make dev` across runs): etcd's data, the CAs and the
+   * service-account signing key are kept, and the ports of the last run are taken again
+   * when they are free (the service-account issuer names the API server's port).
+   * @default false: a fresh cluster
+   */
+  keepData?: boolean;
+  /**
+   * Run the ServiceAccount admission plugin (as every real cluster does): pods get the
+   * projected `kube-api-access-*` token volume unless automountServiceAccountToken is
+   * false, and a pod naming a ServiceAccount that does not exist is refused.
+   * @default false
+   */
+  serviceAccountAdmission?: boolean;
   /** @default hack/bin */
   binDir?: string;
   /** Run kube-controller-manager (garbage collection, namespace deletion). @default true */
@@ -50,6 +68,37 @@ export interface ClusterState {
 }
 
 const stateFile = (dir: string): string => join(dir, 'state.json');
+const portsFile = (dir: string): string => join(dir, 'ports.json');
+
+/** Whether nothing listens on 127.0.0.1:`port` now. */
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolvePort) => {
+    const server = createServer();
+    server.once('error', () => resolvePort(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolvePort(true)));
+  });
+}
+
+/**
+ * etcd's client and peer ports and the API server's: the last run's when `keep` and all
+ * are free, new ones otherwise; written down for the next run.
+ */
+async function clusterPorts(dir: string, keep: boolean): Promise<[number, number, number]> {
+  if (keep && existsSync(portsFile(dir))) {
+    const last: unknown = JSON.parse(await readFile(portsFile(dir), 'utf8'));
+    if (
+      Array.isArray(last) &&
+      last.length === 3 &&
+      last.every((p): p is number => typeof p === 'number') &&
+      (await Promise.all(last.map(portFree))).every(Boolean)
+    ) {
+      return [last[0], last[1], last[2]] as [number, number, number];
+    }
+  }
+  const ports: [number, number, number] = await Promise.all([freePort(), freePort(), freePort()]);
+  await writeFile(portsFile(dir), JSON.stringify(ports) + '\n');
+  return ports;
+}
 
 /** Where a cluster started with `audit: true` writes its audit log. */
 /** The common name of kube-apiserver's front-proxy client certificate (requestheader-allowed-names). */
@@ -86,13 +135,19 @@ export class LocalCluster {
       return path;
     };
     const dir = resolve(opts.dir);
-    await rm(dir, { recursive: true, force: true });
+    const keep = opts.keepData === true && existsSync(join(dir, 'etcd'));
+    if (!keep) await rm(dir, { recursive: true, force: true });
     const pki = join(dir, 'pki');
     const logs = join(dir, 'logs');
     await mkdir(logs, { recursive: true });
+    const kept = (name: string): boolean => keep && existsSync(join(pki, name));
+    const authority = (name: string, commonName: string): Promise<DevCertificateAuthority> =>
+      kept(`${name}.crt`)
+        ? Promise.resolve(DevCertificateAuthority.open(pki, name))
+        : DevCertificateAuthority.create(pki, name, commonName);
 
-    log('cluster: generating certificates');
-    const ca = await DevCertificateAuthority.create(pki, 'ca', 'polychrome-local-ca');
+    log(keep ? `cluster: starting again from ${dir}` : 'cluster: generating certificates');
+    const ca = await authority('ca', 'polychrome-local-ca');
     const serving = await ca.issue({
       name: 'apiserver',
       commonName: 'kube-apiserver',
@@ -106,23 +161,24 @@ export class LocalCluster {
       organizations: ['system:masters'],
       usage: 'client',
     });
-    const saKey = await createSigningKeyPair(pki, 'service-account');
+    const saKey = kept('service-account.pub')
+      ? {
+          keyPath: join(pki, 'service-account.key'),
+          publicKeyPath: join(pki, 'service-account.pub'),
+        }
+      : await createSigningKeyPair(pki, 'service-account');
     // The aggregation layer: kube-apiserver proxies api.polychrome.dev to the control plane
     // with a client certificate from its own front-proxy CA (not the client CA, or any
     // client could claim to be the proxy) and the user in X-Remote-* headers. It publishes
     // this CA and the header names in kube-system/extension-apiserver-authentication.
-    const frontProxyCa = await DevCertificateAuthority.create(
-      pki,
-      'front-proxy-ca',
-      'polychrome-local-front-proxy-ca',
-    );
+    const frontProxyCa = await authority('front-proxy-ca', 'polychrome-local-front-proxy-ca');
     const proxyClient = await frontProxyCa.issue({
       name: 'front-proxy-client',
       commonName: FRONT_PROXY_CLIENT_NAME,
       usage: 'client',
     });
 
-    const [etcdPort, peerPort, apiPort] = await Promise.all([freePort(), freePort(), freePort()]);
+    const [etcdPort, peerPort, apiPort] = await clusterPorts(dir, keep);
     const etcdUrl = `http://127.0.0.1:${etcdPort}`;
     const server = `https://127.0.0.1:${apiPort}`;
     const pids: Record<string, number> = {};
@@ -204,7 +260,9 @@ export class LocalCluster {
         // loopback (EndpointSlices refuse 127.0.0.0/8), so proxy to the Service, not to
         // endpoints.
         '--enable-aggregator-routing=false',
-        '--disable-admission-plugins=ServiceAccount',
+        ...(opts.serviceAccountAdmission === true
+          ? []
+          : ['--disable-admission-plugins=ServiceAccount']),
         '--service-cluster-ip-range=10.0.0.0/24',
         '--allow-privileged=true',
         '--profiling=false',

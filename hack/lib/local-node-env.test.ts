@@ -4,6 +4,7 @@ import {
   fieldValue,
   referencedObjects,
   resolveEnv,
+  expandReferences,
   type EnvSources,
   type PodFields,
 } from './local-node-env';
@@ -169,5 +170,47 @@ describe('referencedObjects', () => {
     );
     expect([...refs.secrets]).toEqual(['s1', 's2']);
     expect([...refs.configMaps]).toEqual(['c1']);
+  });
+});
+
+describe('expandReferences', () => {
+  it.each([
+    ['polychrome-state.$(POD_NAMESPACE).svc:7443', 'polychrome-state.polychrome-system.svc:7443'],
+    ['$(UNDEFINED) stays', '$(UNDEFINED) stays'],
+    ['$$(POD_NAMESPACE) is escaped', '$(POD_NAMESPACE) is escaped'],
+    ['cost $$5', 'cost $5'],
+    ['$(EMPTY)x', 'x'],
+    ['$POD_NAMESPACE is not a reference', '$POD_NAMESPACE is not a reference'],
+  ])('%s', (value, expected) => {
+    expect(expandReferences(value, { POD_NAMESPACE: 'polychrome-system', EMPTY: '' })).toBe(
+      expected,
+    );
+  });
+
+  it('in resolveEnv, a value sees only what is defined before it', () => {
+    const result = resolveEnv(
+      container({
+        env: [
+          { name: 'EARLY', value: 'at $(LATER)' },
+          {
+            name: 'POD_NAMESPACE',
+            valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } },
+          },
+          { name: 'ADDRESS', value: 'polychrome-state.$(POD_NAMESPACE).svc:7443' },
+          { name: 'LATER', value: 'now' },
+        ],
+      }),
+      fields,
+      sources,
+    );
+    expect(result).toEqual({
+      ok: true,
+      env: {
+        EARLY: 'at $(LATER)',
+        POD_NAMESPACE: fields.namespace,
+        ADDRESS: `polychrome-state.${fields.namespace}.svc:7443`,
+        LATER: 'now',
+      },
+    });
   });
 });

@@ -41,6 +41,21 @@ export function referencedObjects(container: V1Container): {
   return { secrets, configMaps };
 }
 
+/**
+ * The kubelet's expansion of a variable's `value`: `$(NAME)` becomes the value of NAME when
+ * it is defined earlier (by envFrom or an earlier env entry), and stays as written when it
+ * is not; `$$` is a literal `$`, so `$$(NAME)` stays `$(NAME)`.
+ */
+export function expandReferences(value: string, defined: Readonly<Record<string, string>>): string {
+  return value.replace(
+    /\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)/g,
+    (match, name: string | undefined) => {
+      if (name === undefined) return '$';
+      return Object.hasOwn(defined, name) ? (defined[name] ?? '') : match;
+    },
+  );
+}
+
 /** A container's environment, or the kubelet's message for why it cannot be built. */
 export type EnvResult = { ok: true; env: Record<string, string> } | { ok: false; message: string };
 
@@ -80,7 +95,8 @@ export function fieldValue(fields: PodFields, path: string): string | undefined 
  * order (later ones win, each key with the source's prefix), then `env` entries in
  * order (they win over `envFrom`). A missing object or key that is not `optional` fails
  * the whole container with the kubelet's message, so the caller reports
- * CreateContainerConfigError. `$(VAR)` references are not expanded.
+ * CreateContainerConfigError. `$(VAR)` references in `value` are expanded as the kubelet
+ * expands them (see {@link expandReferences}).
  */
 export function resolveEnv(
   container: V1Container,
@@ -104,7 +120,7 @@ export function resolveEnv(
   for (const variable of container.env ?? []) {
     const from = variable.valueFrom;
     if (from === undefined) {
-      env[variable.name] = variable.value ?? '';
+      env[variable.name] = expandReferences(variable.value ?? '', env);
       continue;
     }
     const keyRef = from.secretKeyRef ?? from.configMapKeyRef;
