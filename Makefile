@@ -26,7 +26,7 @@ JEST_ARGS ?=
 
 .PHONY: all build generate proto manifests verify-generate lint lint-images typecheck test \
 	test-unit test-unit-node22 test-integration test-argocd-health test-monitoring images bench \
-	dev dev-down binaries cluster-up cluster-down clean print-%
+	dev dev-down dev-reset binaries cluster-up cluster-down clean print-%
 
 all: build
 
@@ -131,13 +131,19 @@ cluster-up: node_modules binaries
 cluster-down: node_modules
 	$(NPX) tsx hack/cluster.ts down
 
-## The whole system locally (see README): control plane, state plane, local node, operator,
-## and the sample Conversation, Ready with a running harness. `make dev-down` stops it.
+## The whole system locally (see README): the local control plane and node, the base of
+## hack/dev/base (the state plane and the control plane as their StatefulSet's and
+## Deployment's pods), and the sample Conversation, Ready with a running harness.
+## `make dev-down` stops it and keeps the cluster, journals and records for the next
+## `make dev`; `make dev-reset` stops it and deletes them.
 dev: node_modules binaries
 	$(NPX) tsx hack/dev.ts up
 
 dev-down: node_modules
 	$(NPX) tsx hack/dev.ts down
+
+dev-reset: node_modules
+	$(NPX) tsx hack/dev.ts reset
 
 ## `make -s print-VAR` prints a variable (.ci/run reads the pinned versions this way).
 print-%:

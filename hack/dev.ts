@@ -2,51 +2,86 @@
  * `make dev`: the whole system on this machine, the way a cluster runs it.
  *
  *   tsx hack/dev.ts up     local control plane (etcd, kube-apiserver, kube-controller-manager,
- *                          agent-sandbox), the state plane, hack's local node (harness pods
- *                          run as local processes), the control plane as its least-privilege
- *                          ServiceAccount identity with its public API on 127.0.0.1:8080
- *                          and its Kubernetes door (api.polychrome.dev, registered with
- *                          kube-apiserver: kubectl reaches it by Conversation name);
- *                          then the Conversation hack/dev/conversation-hello.yaml, until
- *                          Ready; then a session token for the admin persona dev:you in
- *                          .local/dev/token, and the commands that talk to the conversation
- *   tsx hack/dev.ts down   stop all of it
+ *                          agent-sandbox) and hack's local node, which runs pods as local
+ *                          processes; then the base users deploy, hack/dev/base (config/'s
+ *                          bundles and the Kubernetes door): the state plane as the pod of its
+ *                          StatefulSet, the control plane as the pod of its Deployment (its
+ *                          public API on 127.0.0.1:8080, its door registered with
+ *                          kube-apiserver: kubectl reaches a conversation by name); then the
+ *                          Conversation hack/dev/conversation-hello.yaml, until Ready; then a
+ *                          session token for the admin persona dev:you in .local/dev/token,
+ *                          and the commands that talk to the conversation
+ *   tsx hack/dev.ts down   stop all of it; the cluster's data, journals and records stay
+ *                          under .local/, and the next `up` starts from them
+ *   tsx hack/dev.ts reset  stop all of it and delete what it kept: the next `up` starts over
  *
  * Everything runs in the background; state, logs and certificates live under .local/.
- * The harness uses Claude when ANTHROPIC_API_KEY is set, the scripted demo model otherwise.
+ * Kubernetes restarts a plane that exits, as in a cluster. The harness uses Claude when
+ * ANTHROPIC_API_KEY is set, the scripted demo model otherwise.
  */
-import { CustomObjectsApi } from '@kubernetes/client-node';
+import { ApiregistrationV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { join, relative } from 'node:path';
-import { devCliEnv, devControlPlaneEnv, devStateEnv, ensureDevCerts } from './lib/dev-certs';
+import {
+  applySecrets,
+  DEV_BASE_NAMESPACE,
+  devBaseSecrets,
+  ensureHarnessToken,
+  ensureVolume,
+  stateJournalVolume,
+} from './lib/dev-base';
+import { devCliEnv, ensureDevCerts } from './lib/dev-certs';
 import { mintDevToken, PersonaRole, writeDevToken } from './lib/dev-token';
 import {
   applyHarnessSecret,
   ensureApprovalKey,
   HARNESS_IMAGE_PATTERN,
   harnessSourceCommand,
-  writeHarnessToken,
 } from './lib/harness-config';
 import { defaultBinDir, defaultCrdDirs, LocalCluster, repoRoot } from './lib/local-cluster';
-import { freePort, isAlive, pollUntil, startProcess, stopPid } from './lib/processes';
-import { applyKubeDoorRbac, ensureDoorCertificate, registerKubeDoor } from './lib/kube-door';
+import { isAlive, pollUntil, startProcess, stopPid } from './lib/processes';
+import { ensureDoorCertificate, KUBE_DOOR_API_SERVICE } from './lib/kube-door';
+import { isApiError } from './lib/local-node-pod-worker';
 
 const localDir = join(repoRoot, '.local');
 const clusterDir = join(localDir, 'cluster');
 const devDir = join(localDir, 'dev');
 const stateFile = join(devDir, 'processes.json');
 const namespace = 'default';
-const serviceAccountUser = 'system:serviceaccount:polychrome-system:polychrome-control-plane';
-const harnessCommand = JSON.stringify(harnessSourceCommand('node'));
 /** The public API, where the CLI looks by default (POLYCHROME_API_URL). */
 const apiHost = '127.0.0.1';
 const apiPort = 8080;
 const apiUrl = `http://${apiHost}:${apiPort}`;
-const stateAddress = 'localhost:7443';
-/** The Kubernetes door's listener, on loopback; kube-apiserver proxies to it. */
+/** The state plane's gRPC, a host port of its pod (hack/dev/base). */
+const statePort = 7443;
+const stateAddress = `localhost:${statePort}`;
+/** The Kubernetes door, a host port of the control plane's pod; kube-apiserver proxies to it. */
 const kubeDoorPort = 8444;
+
+/**
+ * The images of the base and of the sandbox template, as the local node runs them: this
+ * checkout's sources, through tsx as `npm run dev`-style processes do.
+ */
+function devImageCommands(): Record<string, readonly string[]> {
+  const tsx = (entry: string): readonly string[] => [process.execPath, '--import', 'tsx', entry];
+  return {
+    [HARNESS_IMAGE_PATTERN]: harnessSourceCommand('node'),
+    '*polychrome/control-plane:*': tsx('operator/main.ts'),
+    '*polychrome/state:*': tsx('state/main.ts'),
+  };
+}
+
+/** Whether nothing listens on 127.0.0.1:`port`. */
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolvePort) => {
+    const server = createServer();
+    server.once('error', () => resolvePort(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolvePort(true)));
+  });
+}
 /** The admin persona `make dev` mints a session token for. */
 const devIdentity = 'dev:you';
 const tokenFile = join(devDir, 'token');
@@ -79,6 +114,8 @@ async function ensureCluster(): Promise<LocalCluster> {
   return LocalCluster.start({
     dir: clusterDir,
     detached: true,
+    keepData: true,
+    serviceAccountAdmission: true,
     controllerManager: true,
     agentSandbox: true,
     crdDirs: defaultCrdDirs,
@@ -130,14 +167,19 @@ function local(path: string): string {
   return relative(repoRoot, path);
 }
 
-async function waitReady(proc: DevProcess, port: number): Promise<void> {
+/** Waits until kube-apiserver reports the door's APIService Available. */
+async function waitApiService(cluster: LocalCluster): Promise<void> {
+  const registration = cluster.kubeConfig().makeApiClient(ApiregistrationV1Api);
   await pollUntil(
-    `${proc.name} /readyz on port ${port}`,
+    `the APIService ${KUBE_DOOR_API_SERVICE} to be Available`,
     async () => {
-      if (!isAlive(proc.pid)) throw new Error(`${proc.name} exited; see ${proc.log}`);
-      return (await fetch(`http://127.0.0.1:${port}/readyz`)).ok ? true : undefined;
+      const current = await registration.readAPIService({ name: KUBE_DOOR_API_SERVICE });
+      const available = current.status?.conditions?.some(
+        (c) => c.type === 'Available' && c.status === 'True',
+      );
+      return available === true ? true : undefined;
     },
-    { timeoutMs: 90_000, intervalMs: 250 },
+    { timeoutMs: 120_000, intervalMs: 500 },
   );
 }
 
@@ -154,69 +196,62 @@ async function linkKubectlPlugin(): Promise<void> {
   }
 }
 
+/** Fails early when another program holds a port the base's host ports need. */
+async function assertPortsFree(): Promise<void> {
+  await assertApiPortFree();
+  for (const port of [statePort, kubeDoorPort]) {
+    if (!(await portFree(port))) {
+      throw new Error(
+        `dev: something already listens on 127.0.0.1:${port}; stop it (or make dev-down) and run make dev again`,
+      );
+    }
+  }
+}
+
+/** Waits until `kubectl rollout status` says the workload is up to date and available. */
+function rolloutStatus(admin: string, workload: string): void {
+  console.log(`dev: waiting for ${workload} in ${DEV_BASE_NAMESPACE}`);
+  kubectl(admin, ['rollout', 'status', '-n', DEV_BASE_NAMESPACE, workload, '--timeout=180s']);
+}
+
 async function up(): Promise<void> {
   await mkdir(devDir, { recursive: true });
   if (existsSync(stateFile)) await down();
   const processes: DevProcess[] = [];
   const save = (): Promise<void> => writeFile(stateFile, JSON.stringify(processes, null, 2) + '\n');
   try {
-    await assertApiPortFree();
+    await assertPortsFree();
     const cluster = await ensureCluster();
     const admin = cluster.kubeconfigPath;
+    const core = cluster.kubeConfig().makeApiClient(CoreV1Api);
 
-    // The state plane, over mutual TLS with the dev CA.
+    // What the base leaves to its installer, before its pods exist: the Secrets (from this
+    // machine's dev CA and keys, kept across runs) and the state plane's volume.
     const certs = await ensureDevCerts(join(localDir, 'state-pki'));
-    const stateHealth = await freePort();
-    const state = start('state-plane', ['state/main.ts'], {
-      ...devStateEnv(certs, join(devDir, 'state-data')),
-      STATE_LISTEN_HOST: '127.0.0.1',
-      STATE_PORT: stateAddress.split(':')[1] ?? '7443',
-      STATE_HEALTH_PORT: String(stateHealth),
-    });
-    processes.push(state);
-    await save();
-    await waitReady(state, stateHealth);
-
-    // The Polychrome base (namespace, CRD, RBAC, RuntimeClass), then the control plane's own
-    // identity. The Kubernetes door's objects come from config/kube-api below, registered for
-    // the control plane's process on loopback rather than the Deployment's pods (config/default
-    // would point its APIService at pods that never run here).
-    kubectl(admin, ['apply', '--server-side', '-k', join(repoRoot, 'config', 'without-kube-api')]);
-    await applyKubeDoorRbac(admin);
-    const door = await ensureDoorCertificate(join(localDir, 'kube-api-pki'));
-    const operatorKubeconfig = await cluster.mintUser(serviceAccountUser, [
-      'system:serviceaccounts',
-      'system:serviceaccounts:polychrome-system',
-    ]);
-
-    // Harness pods become local processes on their own loopback addresses.
-    processes.push(
-      start(
-        'local-node',
-        [
-          'hack/local-node.ts',
-          '--kubeconfig',
-          admin,
-          '--state-dir',
-          join(devDir, 'node'),
-          // Conversations' namespace only: the state plane runs as a process here, not as
-          // the StatefulSet the base declares.
-          '--namespace',
-          namespace,
-          '--image',
-          `${HARNESS_IMAGE_PATTERN}=${harnessCommand}`,
-        ],
-        {},
-      ),
-    );
-    await save();
-
-    // What the sandbox template reads: the bearer token, the approval key, Claude's key.
-    // The control plane reads the same token and the approval private key from files.
+    const door = await ensureDoorCertificate(join(localDir, 'kube-api-pki'), DEV_BASE_NAMESPACE);
     const approvalKey = await ensureApprovalKey(join(devDir, 'approval-key.pem'));
-    const harnessTokenFile = join(devDir, 'harness-token');
+    const harnessToken = await ensureHarnessToken(join(devDir, 'harness-token'));
+    await core
+      .createNamespace({ body: { metadata: { name: DEV_BASE_NAMESPACE } } })
+      .catch((err: unknown) => {
+        if (!isApiError(err, 409)) throw err;
+      });
+    await applySecrets(
+      core,
+      DEV_BASE_NAMESPACE,
+      await devBaseSecrets({
+        certs,
+        door,
+        approvalKeyPath: approvalKey.privateKeyPath,
+        harnessToken,
+      }),
+    );
+    await ensureVolume(core, stateJournalVolume(join(devDir, 'volumes', 'state-journal')));
+
+    // What the sandbox template reads in the conversations' namespace: the same bearer
+    // token, the approval key's public half, Claude's key.
     await applyHarnessSecret(cluster.kubeConfig(), namespace, {
-      token: await writeHarnessToken(harnessTokenFile),
+      token: harnessToken,
       approvalPublicKey: approvalKey.publicKeyHex,
       ...(process.env.ANTHROPIC_API_KEY ? { anthropicApiKey: process.env.ANTHROPIC_API_KEY } : {}),
     });
@@ -229,35 +264,46 @@ async function up(): Promise<void> {
       join(repoRoot, 'hack', 'dev', 'sandbox'),
     ]);
 
-    // The control plane, as the ServiceAccount config/rbac grants.
-    const operatorHealth = await freePort();
-    const operator = start('control-plane', ['operator/main.ts'], {
-      POLYCHROME_IDENTITY: 'polychrome-control-plane-dev-0',
-      POLYCHROME_KUBECONFIG: operatorKubeconfig,
-      ...devControlPlaneEnv(certs, stateAddress),
-      POLYCHROME_HEALTH_HOST: '127.0.0.1',
-      POLYCHROME_HEALTH_PORT: String(operatorHealth),
-      // The public API (loopback only: it is the dev machine's) and turns.
-      POLYCHROME_API_HOST: apiHost,
-      POLYCHROME_API_PORT: String(apiPort),
-      // One replica: nothing is forwarded, but its peer listener (mutual TLS) stays on
-      // loopback rather than on every address at 8443.
-      POLYCHROME_PEER_HOST: '127.0.0.1',
-      POLYCHROME_PEER_PORT: String(await freePort()),
-      POLYCHROME_HARNESS_TOKEN_FILE: harnessTokenFile,
-      POLYCHROME_APPROVAL_KEY_FILE: approvalKey.privateKeyPath,
-      POLYCHROME_NEW_CONVERSATION_NAMESPACE: namespace,
-      // The Kubernetes door (docs/kube-api.md), on loopback.
-      POLYCHROME_KUBE_API_CERT_FILE: door.certPath,
-      POLYCHROME_KUBE_API_KEY_FILE: door.keyPath,
-      POLYCHROME_KUBE_API_HOST: '127.0.0.1',
-      POLYCHROME_KUBE_API_PORT: String(kubeDoorPort),
-    });
-    processes.push(operator);
+    // The local node runs every pod of the base's namespace and the conversations': the
+    // planes' images map to this checkout's sources, as the harness's does.
+    const node = start(
+      'local-node',
+      [
+        'hack/local-node.ts',
+        '--kubeconfig',
+        admin,
+        '--state-dir',
+        join(devDir, 'node'),
+        '--namespace',
+        DEV_BASE_NAMESPACE,
+        '--namespace',
+        namespace,
+        '--cluster-dns',
+        ...Object.entries(devImageCommands()).flatMap(([pattern, argv]) => [
+          '--image',
+          `${pattern}=${JSON.stringify(argv)}`,
+        ]),
+      ],
+      {},
+    );
+    processes.push(node);
     await save();
-    await waitReady(operator, operatorHealth);
-    await waitApi(operator);
-    await registerKubeDoor(cluster.kubeConfig(), { port: kubeDoorPort, caPem: door.caPem });
+
+    // The base itself, as a cluster syncs it; then the door's CA, which cert-manager's
+    // injector writes in a cluster.
+    kubectl(admin, ['apply', '--server-side', '-k', join(repoRoot, 'hack', 'dev', 'base')]);
+    kubectl(admin, [
+      'patch',
+      'apiservice',
+      KUBE_DOOR_API_SERVICE,
+      '--type=merge',
+      '-p',
+      JSON.stringify({ spec: { caBundle: Buffer.from(door.caPem).toString('base64') } }),
+    ]);
+    rolloutStatus(admin, 'statefulset/polychrome-state');
+    rolloutStatus(admin, 'deployment/polychrome-control-plane');
+    await waitApi(node);
+    await waitApiService(cluster);
     await linkKubectlPlugin();
 
     kubectl(admin, ['apply', '-n', namespace, '-f', conversationFile]);
@@ -324,7 +370,7 @@ async function up(): Promise<void> {
       : 'the scripted demo model (harness/model/demo-script.yaml; set ANTHROPIC_API_KEY for Claude)';
     console.log(`
 export KUBECONFIG=${admin} PATH=${defaultBinDir}:$PATH    # then: kubectl get conv
-logs: ${devDir}/*.log, harness pods under ${join(devDir, 'node')}
+pods (the planes and the harnesses): kubectl get pods -A; their logs under ${local(join(devDir, 'node', 'pods'))}
 
 The public API:    ${apiUrl}   (docs/api.md)
 Conversation hello: ${uid}   (${local(conversationFile)}; it answers with ${model})
@@ -349,7 +395,7 @@ By name, under RBAC, through kube-apiserver (after the export line above; docs/k
   kubectl polychrome transcript hello
   kubectl polychrome dashboard               # the forensics UI (docs/ui.md)
 
-stop: make dev-down`);
+stop: make dev-down (everything is kept for the next make dev); start over: make dev-reset`);
   } catch (err: unknown) {
     console.error(`dev: ${err instanceof Error ? err.message : String(err)}`);
     console.error(
@@ -363,17 +409,32 @@ async function down(): Promise<void> {
   if (existsSync(stateFile)) {
     const raw: unknown = JSON.parse(await readFile(stateFile, 'utf8'));
     const processes: unknown[] = Array.isArray(raw) ? raw : [];
-    // Last started first: the control plane, then the node (it stops the harnesses), the state plane.
+    // Last started first. The local node stops its pods (the planes, the harnesses) with
+    // SIGTERM, as a node being drained would; their objects and volumes stay for next time.
     for (const proc of [...processes].reverse()) {
       const pid: unknown =
         typeof proc === 'object' && proc !== null ? Reflect.get(proc, 'pid') : undefined;
-      if (typeof pid === 'number') await stopPid(pid, 15_000);
+      if (typeof pid === 'number') await stopPid(pid, 30_000);
     }
     await rm(stateFile, { force: true });
   }
   if (existsSync(join(clusterDir, 'state.json')))
     await (await LocalCluster.attach(clusterDir)).stop();
-  console.log('dev: stopped');
+  console.log('dev: stopped; make dev starts again from here, make dev-reset starts over');
+}
+
+/** Stops everything and deletes what `up` keeps across runs. */
+async function reset(): Promise<void> {
+  await down();
+  for (const dir of [
+    clusterDir,
+    devDir,
+    join(localDir, 'state-pki'),
+    join(localDir, 'kube-api-pki'),
+  ]) {
+    await rm(dir, { recursive: true, force: true });
+  }
+  console.log('dev: the cluster, the journals, the records and the keys are deleted');
 }
 
 const command = process.argv[2];
@@ -381,7 +442,9 @@ const command = process.argv[2];
   ? up()
   : command === 'down'
     ? down()
-    : Promise.reject(new Error('usage: dev.ts up|down'))
+    : command === 'reset'
+      ? reset()
+      : Promise.reject(new Error('usage: dev.ts up|down|reset'))
 ).catch((err: unknown) => {
   if (!(err instanceof Error && err.message.startsWith('dev:')))
     console.error(err instanceof Error ? err.message : err);

@@ -17,7 +17,7 @@ import { defaultImageCommands, LocalNode, type ImageCommands } from './lib/local
 import { repoRoot } from './lib/paths';
 
 const usage =
-  'usage: local-node.ts --kubeconfig FILE [--name N] [--simulate] [--state-dir DIR] [--namespace NS]... [--selector LABELS] [--image PATTERN=JSON-ARGV]...';
+  'usage: local-node.ts --kubeconfig FILE [--name N] [--simulate] [--state-dir DIR] [--namespace NS]... [--selector LABELS] [--image PATTERN=JSON-ARGV]... [--cluster-dns]';
 
 function parseImages(specs: readonly string[]): ImageCommands {
   const images: Record<string, readonly string[]> = { ...defaultImageCommands };
@@ -48,6 +48,7 @@ async function main(argv: readonly string[]): Promise<void> {
       namespace: { type: 'string', multiple: true },
       selector: { type: 'string' },
       image: { type: 'string', multiple: true },
+      'cluster-dns': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -68,6 +69,7 @@ async function main(argv: readonly string[]): Promise<void> {
     ...(values.namespace !== undefined ? { namespaces: values.namespace } : {}),
     ...(values.selector !== undefined ? { labelSelector: values.selector } : {}),
     images,
+    clusterDns: values['cluster-dns'] ?? false,
     log: (line) => console.log(line),
   });
   const stop = new Promise<NodeJS.Signals>((resolve) => {

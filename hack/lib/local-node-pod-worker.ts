@@ -3,6 +3,7 @@ import { ApiException, type V1Container } from '@kubernetes/client-node';
 import { ContainerRunner, delay, type Backoff, type LaunchPlan } from './local-node-container';
 import { resolveEnv, type EnvSources } from './local-node-env';
 import type { LoopbackAllocator } from './local-node-ips';
+import type { ApiServerAddress } from './local-node-runtime';
 import {
   resolveCommand,
   restartPolicyOf,
@@ -51,6 +52,10 @@ export interface PodContext {
   simulate: boolean;
   hostIP: string;
   images: ImageCommands;
+  /** The node's cluster DNS records, when it keeps them. */
+  dnsFile?: string;
+  /** kube-apiserver, for the pods' KUBERNETES_SERVICE_HOST and _PORT. */
+  apiServer?: ApiServerAddress;
   cwd: string;
   baseEnv: Readonly<Record<string, string>>;
   backoff: Backoff;
@@ -188,6 +193,11 @@ export class PodWorker {
             onChange: () => this.scheduleStatus(),
             backoff: ctx.backoff,
             log: (line) => ctx.log(line),
+            runtime: {
+              namespace: pod.metadata.namespace,
+              ...(ctx.dnsFile !== undefined ? { dnsFile: ctx.dnsFile } : {}),
+              ...(ctx.apiServer !== undefined ? { apiServer: ctx.apiServer } : {}),
+            },
           }),
       );
       for (const runner of this.runners) runner.start();

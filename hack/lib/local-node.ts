@@ -25,6 +25,8 @@ import {
   loopbackCidr,
 } from './local-node-ips';
 import { claimLoopbackBlock } from './loopback-lock';
+import { ClusterDns } from './local-node-dns';
+import type { ApiServerAddress } from './local-node-runtime';
 import { isPodView, type ImageCommands, type PodView } from './local-node-pod';
 import {
   errorText,
@@ -104,6 +106,13 @@ export interface LocalNodeOptions {
    * @default 1100
    */
   maxPods?: number;
+  /**
+   * Cluster DNS for the pods (hack/lib/local-node-dns.ts): Service names of the node's
+   * namespaces resolve to their ready pods' addresses in every process it runs. It lists
+   * Services and pods once a second, so it is off unless a stack needs it.
+   * @default false
+   */
+  clusterDns?: boolean;
   /** Progress and trouble lines go here. @default no output */
   log?: (line: string) => void;
 }
@@ -175,6 +184,7 @@ export class LocalNode {
 
   /** Releases this node's machine-wide claim of its loopback block. */
   private releaseBlock: (() => void) | undefined;
+  private dns: ClusterDns | undefined;
 
   constructor(opts: LocalNodeOptions) {
     this.opts = opts;
@@ -210,6 +220,15 @@ export class LocalNode {
       // The version is cosmetic on a Node; registering matters.
     }
     const block = await this.registerNode();
+    if (this.opts.clusterDns === true && !this.simulate) {
+      this.dns = new ClusterDns({
+        kubeConfig: this.opts.kubeConfig,
+        ...(this.opts.namespaces !== undefined ? { namespaces: this.opts.namespaces } : {}),
+        file: this.dnsFile,
+        log: (line) => this.log(`node ${this.name}: ${line}`),
+      });
+      await this.dns.start();
+    }
     this.context = this.podContext(new LoopbackAllocator(block, listeningNow));
     await this.renewLease();
     this.loops.push(this.heartbeat());
@@ -236,6 +255,7 @@ export class LocalNode {
       const leavePods = options.leavePods ?? false;
       await Promise.all([...this.workers.values()].map((w) => w.shutdown(leavePods)));
       this.workers.clear();
+      await this.dns?.stop();
       if (this.nodeUid !== '' && !leavePods) {
         await this.writeNodeStatus(false).catch((err: unknown) =>
           this.log(`node ${this.name}: could not mark the node NotReady: ${errorText(err)}`),
@@ -258,6 +278,20 @@ export class LocalNode {
     return this.workers.get(podUid)?.pidOf(container);
   }
 
+  /** The cluster DNS records the pods' processes read. */
+  private get dnsFile(): string {
+    return resolve(this.opts.stateDir, 'cluster-dns.json');
+  }
+
+  /** kube-apiserver's address, as the kubelet gives pods KUBERNETES_SERVICE_HOST and _PORT. */
+  private apiServer(): ApiServerAddress | undefined {
+    const server = this.opts.kubeConfig.getCurrentCluster()?.server;
+    if (server === undefined) return undefined;
+    const url = new URL(server);
+    const port = url.port !== '' ? url.port : url.protocol === 'https:' ? '443' : '80';
+    return { host: url.hostname.replace(/^\[|\]$/g, ''), port };
+  }
+
   private podDir(pod: PodRef): string {
     return resolve(this.opts.stateDir, 'pods', `${pod.namespace}_${pod.name}_${pod.uid}`);
   }
@@ -274,6 +308,8 @@ export class LocalNode {
       simulate: this.simulate,
       hostIP,
       images: opts.images ?? defaultImageCommands,
+      ...(this.dns !== undefined ? { dnsFile: this.dnsFile } : {}),
+      ...(this.apiServer() !== undefined ? { apiServer: this.apiServer() } : {}),
       cwd: opts.cwd ?? repoRoot,
       baseEnv: opts.baseEnv ?? {
         ...(process.env.PATH !== undefined ? { PATH: process.env.PATH } : {}),
