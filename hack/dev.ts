@@ -46,7 +46,8 @@ import { isAlive, pollUntil, startProcess, stopPid } from './lib/processes';
 import { ensureDoorCertificate, KUBE_DOOR_API_SERVICE } from './lib/kube-door';
 import { isApiError } from './lib/local-node-pod-worker';
 
-const localDir = join(repoRoot, '.local');
+/** Where `up` keeps the cluster, the journals, keys and logs; POLYCHROME_DEV_DIR moves it (tests). */
+const localDir = process.env.POLYCHROME_DEV_DIR ?? join(repoRoot, '.local');
 const clusterDir = join(localDir, 'cluster');
 const devDir = join(localDir, 'dev');
 const stateFile = join(devDir, 'processes.json');
