@@ -14,11 +14,14 @@ import {
   type ContainerState,
   type TerminatedState,
 } from './local-node-status';
+import type { Mount } from './local-node-volumes';
 
 /** What to start for one run of a container. */
 export interface ContainerLaunch {
   argv: readonly string[];
   env: Readonly<Record<string, string>>;
+  /** The container's volume mounts: where each `mountPath` is on this machine. */
+  mounts: readonly Mount[];
 }
 
 /** A launch, or the waiting reason and message that keep the container from starting. */
