@@ -688,6 +688,41 @@ describe('PodVolumes', () => {
     }
   });
 
+  it('rewrites a running pod’s Secret volume when the Secret changes, until stopped', async () => {
+    const api = new MemoryApi();
+    api.secrets.set('tls', data({ 'tls.crt': 'one' }));
+    const volumes = new PodVolumes({
+      pod: pod([{ name: 'tls', secret: { secretName: 'tls' } }]),
+      dir,
+      fields: () => fields,
+      api,
+      // The loop waits at least a second between passes.
+      refreshMs: 10,
+      log: () => undefined,
+    });
+    try {
+      const ready = await volumes.setUp();
+      const file = join(hostOf(ready, 'tls'), 'tls.crt');
+      expect(readFileSync(file, 'utf8')).toBe('one');
+      api.secrets.set('tls', data({ 'tls.crt': 'two' }));
+      const deadline = Date.now() + 5000;
+      while (readFileSync(file, 'utf8') !== 'two' && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect(readFileSync(file, 'utf8')).toBe('two');
+      // A Secret deleted meanwhile: the volume keeps its last content, as with a kubelet.
+      api.secrets.delete('tls');
+      await new Promise((resolve) => setTimeout(resolve, 1200));
+      expect(readFileSync(file, 'utf8')).toBe('two');
+      await volumes.stop();
+      api.secrets.set('tls', data({ 'tls.crt': 'three' }));
+      await new Promise((resolve) => setTimeout(resolve, 1200));
+      expect(readFileSync(file, 'utf8')).toBe('two');
+    } finally {
+      await volumes.stop();
+    }
+  });
+
   it('shares one pass between containers setting up at once', async () => {
     const api = new MemoryApi();
     const volumes = new PodVolumes({

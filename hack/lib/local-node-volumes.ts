@@ -783,7 +783,8 @@ export class PodVolumes {
         message: `could not write the pod's volumes: ${err instanceof Error ? err.message : String(err)}`,
       };
     }
-    this.refreshing ??= this.refreshLoop();
+    // Only file volumes change under a running pod; most pods (harness pods) have none.
+    if (plan.plans.some((v) => v.kind === 'files')) this.refreshing ??= this.refreshLoop();
     return { ok: true, hosts };
   }
 
