@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { ApiException, type V1Container } from '@kubernetes/client-node';
 import { ContainerRunner, delay, type Backoff, type LaunchPlan } from './local-node-container';
-import { resolveEnv, type EnvSources } from './local-node-env';
+import { resolveEnv, type EnvSources, type PodFields } from './local-node-env';
 import type { LoopbackAllocator } from './local-node-ips';
 import type { ApiServerAddress } from './local-node-runtime';
 import {
@@ -19,6 +19,7 @@ import {
   type PodSnapshot,
   type PodStatusJson,
 } from './local-node-status';
+import { containerMounts, PodVolumes, type VolumeApi } from './local-node-volumes';
 
 /** Whether `err` is an API error with one of `codes`. */
 export const isApiError = (err: unknown, ...codes: number[]): boolean =>
@@ -72,6 +73,10 @@ export interface PodContext {
   deletePod(pod: PodView): Promise<void>;
   /** The Secrets and ConfigMaps a container names (absent ones left out). */
   fetchSources(namespace: string, container: V1Container): Promise<EnvSources>;
+  /** What pod volumes read and request: Secrets, ConfigMaps, claims, TokenRequests. */
+  volumeApi: VolumeApi;
+  /** How often a running pod's Secret, ConfigMap and downward API volumes are rewritten. */
+  volumeRefreshMs: number;
   /** The worker is done: drop it. */
   forget(worker: PodWorker): void;
 }
@@ -119,6 +124,8 @@ export class PodWorker {
   private readonly startTime: string;
   private runners: ContainerRunner[] = [];
   private simulated: ContainerSnapshot[] = [];
+  /** The pod's volumes; none in simulate mode or before the pod has an address. */
+  private volumes: PodVolumes | undefined;
   private conditions: PodConditionJson[] | undefined;
   private lastWritten = '';
   private dirty = false;
@@ -180,6 +187,14 @@ export class PodWorker {
       const now = rfc3339(new Date());
       this.simulated = pod.spec.containers.map((c) => simulatedContainer(pod, c, now));
     } else {
+      this.volumes = new PodVolumes({
+        pod,
+        dir,
+        fields: () => this.fields(),
+        api: ctx.volumeApi,
+        refreshMs: ctx.volumeRefreshMs,
+        log: (line) => ctx.log(`node ${ctx.nodeName}: ${line}`),
+      });
       this.runners = pod.spec.containers.map(
         (container) =>
           new ContainerRunner({
@@ -208,8 +223,34 @@ export class PodWorker {
     this.scheduleStatus();
   }
 
+  /** The pod's values the downward API (env and volumes) can name. */
+  private fields(): PodFields {
+    const { pod, ctx } = this;
+    return {
+      name: pod.metadata.name,
+      namespace: pod.metadata.namespace,
+      uid: pod.metadata.uid,
+      nodeName: ctx.nodeName,
+      podIP: this.podIP ?? ctx.hostIP,
+      hostIP: ctx.hostIP,
+      ...(pod.spec.serviceAccountName !== undefined
+        ? { serviceAccountName: pod.spec.serviceAccountName }
+        : {}),
+      ...(pod.metadata.labels !== undefined ? { labels: pod.metadata.labels } : {}),
+      ...(pod.metadata.annotations !== undefined ? { annotations: pod.metadata.annotations } : {}),
+    };
+  }
+
+  /**
+   * What one run of `container` starts, in the kubelet's order: the pod's volumes first
+   * (the pod waits in ContainerCreating until they can be set up; set up again before
+   * every run, so a restart sees current content), then the command, the env and the
+   * container's mounts (CreateContainerConfigError).
+   */
   private async prepare(container: V1Container): Promise<LaunchPlan> {
     const { pod, ctx } = this;
+    const volumes = this.volumes === undefined ? undefined : await this.volumes.setUp();
+    if (volumes !== undefined && !volumes.ok) return volumes;
     const command = resolveCommand(pod, container, ctx.images);
     if (!command.ok) return command;
     let sources: EnvSources;
@@ -223,27 +264,26 @@ export class PodWorker {
       };
     }
     const podIP = this.podIP ?? ctx.hostIP;
-    const env = resolveEnv(
-      container,
-      {
-        name: pod.metadata.name,
-        namespace: pod.metadata.namespace,
-        uid: pod.metadata.uid,
-        nodeName: ctx.nodeName,
-        podIP,
-        hostIP: ctx.hostIP,
-        ...(pod.spec.serviceAccountName !== undefined
-          ? { serviceAccountName: pod.spec.serviceAccountName }
-          : {}),
-        ...(pod.metadata.labels !== undefined ? { labels: pod.metadata.labels } : {}),
-        ...(pod.metadata.annotations !== undefined
-          ? { annotations: pod.metadata.annotations }
-          : {}),
-      },
-      sources,
-    );
+    const env = resolveEnv(container, this.fields(), sources);
     if (!env.ok) {
       return { ok: false, reason: WaitingReason.CreateContainerConfigError, message: env.message };
+    }
+    const mounts = containerMounts(container, volumes?.hosts ?? new Map());
+    if (!mounts.ok) {
+      return {
+        ok: false,
+        reason: WaitingReason.CreateContainerConfigError,
+        message: mounts.message,
+      };
+    }
+    try {
+      for (const dir of mounts.createDirs) mkdirSync(dir, { recursive: true });
+    } catch (err: unknown) {
+      return {
+        ok: false,
+        reason: WaitingReason.CreateContainerConfigError,
+        message: `could not create a subPath directory: ${errorText(err)}`,
+      };
     }
     const base = ctx.baseEnv;
     return {
@@ -251,6 +291,7 @@ export class PodWorker {
       launch: {
         argv: command.argv,
         env: { ...base, HOSTNAME: pod.metadata.name, POD_IP: podIP, ...env.env },
+        mounts: mounts.mounts,
       },
     };
   }
@@ -332,6 +373,11 @@ export class PodWorker {
   terminate(graceMs: number, removePod: boolean): Promise<void> {
     this.ending ??= (async () => {
       await this.stopContainers(graceMs);
+      // The pod is gone for good: its volumes go too (a claim's data stays), before the
+      // object, as the kubelet unmounts before it lets the pod be removed.
+      await this.volumes?.tearDown().catch((err: unknown) => {
+        this.ctx.log(`node ${this.ctx.nodeName}: volumes of pod ${this.label}: ${errorText(err)}`);
+      });
       if (removePod) {
         await this.writeLastStatus();
         this.gone = true;
@@ -354,6 +400,8 @@ export class PodWorker {
     this.ending ??= (async () => {
       if (leavePods) this.gone = true;
       await this.stopContainers(Math.min(this.ctx.maxGracePeriodSeconds, 5) * 1000);
+      // The pod stays bound, so a node started again runs it on the same volumes.
+      await this.volumes?.stop();
       if (!leavePods) await this.writeLastStatus();
       this.gone = true;
       if (this.podIP !== undefined) this.ctx.addresses.release(this.podIP);

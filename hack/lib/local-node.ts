@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { arch, cpus, release, totalmem, type as osType } from 'node:os';
 import { join, resolve } from 'node:path';
 import {
@@ -36,6 +36,7 @@ import {
   type PodRef,
 } from './local-node-pod-worker';
 import { PodPhase, rfc3339 } from './local-node-status';
+import type { ClaimState, ObjectData, VolumeApi } from './local-node-volumes';
 import { repoRoot } from './paths';
 
 export { localCommandAnnotation, type ImageCommands } from './local-node-pod';
@@ -52,6 +53,30 @@ function listeningNow(): ReadonlySet<string> {
 /** The label every local node carries; `nodeSelector` can name it. */
 export const localNodeLabel = 'polychrome.dev/local-node';
 
+/** A read that answers undefined when the object does not exist. */
+async function absentOk<T>(read: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await read();
+  } catch (err: unknown) {
+    if (isApiError(err, 404)) return undefined;
+    throw err;
+  }
+}
+
+/** `call`, with an API error turned into one line (the Status message) for a pod's status. */
+async function plainErrors<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err: unknown) {
+    throw new Error(errorText(err));
+  }
+}
+
+const decoded = (data: Readonly<Record<string, string>> | undefined): Record<string, Buffer> =>
+  Object.fromEntries(
+    Object.entries(data ?? {}).map(([key, value]) => [key, Buffer.from(value, 'base64')]),
+  );
+
 /** The node's own address; its pods get addresses of its block 127.k.0.0/16 (k ≥ 0). */
 const hostIP = '127.0.0.1';
 
@@ -65,7 +90,11 @@ export const defaultImageCommands: ImageCommands = {
 
 /** Options for {@link LocalNode}. */
 export interface LocalNodeOptions {
-  /** Credentials of a client that may write nodes, leases, pod bindings and pod status. */
+  /**
+   * Credentials of a client that may write nodes, leases, pod bindings and pod status,
+   * read Secrets, ConfigMaps, PersistentVolumeClaims and PersistentVolumes and create
+   * `serviceaccounts/token` (for pod volumes).
+   */
   kubeConfig: KubeConfig;
   /** The Node's name (and `kubernetes.io/hostname` label). @default 'polychrome-local' */
   name?: string;
@@ -100,6 +129,13 @@ export interface LocalNodeOptions {
   leaseRenewIntervalMs?: number;
   /** How often the Node's status (heartbeat) is rewritten. @default 60_000 */
   nodeStatusIntervalMs?: number;
+  /**
+   * How often a running pod's Secret, ConfigMap and downward API volumes are rewritten
+   * from the API (they are also rewritten before every container start). Projected
+   * ServiceAccount tokens are renewed when 80% of their lifetime has passed either way.
+   * @default 60_000
+   */
+  volumeRefreshMs?: number;
   /**
    * `pods` capacity reported on the Node; informational, since nothing schedules against
    * it. The default leaves room for the 1,000-conversation benchmark.
@@ -156,9 +192,12 @@ const nodeArch = (): string => {
  * What runs for a container: the pod annotation `polychrome.dev/local-command` (a JSON
  * argv, or an object from container name to argv), else the first entry of `images` that
  * matches the container's image. Each process gets the pod's resolved env (value,
- * secretKeyRef, configMapKeyRef, fieldRef, envFrom) plus `POD_IP`.
+ * secretKeyRef, configMapKeyRef, fieldRef, envFrom) plus `POD_IP`. The pod's volumes
+ * (secret, configMap, emptyDir, projected, downwardAPI, persistentVolumeClaim of a
+ * hostPath or local PV) are directories under its pod directory, see
+ * local-node-volumes.ts; each container's launch names its mounts' host paths.
  *
- * Not modelled: init containers, volumes, liveness and startup probes, exec and grpc
+ * Not modelled: init containers, other volume types, liveness and startup probes, exec and grpc
  * readiness probes (the container counts as ready once it runs), readiness gates,
  * resource limits and `$(VAR)` expansion.
  */
@@ -330,6 +369,8 @@ export class LocalNode {
       },
       deletePod: (pod) => this.deletePod(pod),
       fetchSources: (namespace, container) => this.fetchSources(namespace, container),
+      volumeApi: this.volumeApi(),
+      volumeRefreshMs: opts.volumeRefreshMs ?? 60_000,
       forget: (worker) => {
         if (this.workers.get(worker.uid) === worker) this.workers.delete(worker.uid);
       },
@@ -353,18 +394,77 @@ export class LocalNode {
     }
   }
 
+  /** The reads and TokenRequests of pod volumes, with CoreV1Api. */
+  private volumeApi(): VolumeApi {
+    const core = this.core;
+    return {
+      readSecret: (namespace, name) =>
+        plainErrors(async (): Promise<ObjectData | undefined> => {
+          const secret = await absentOk(() => core.readNamespacedSecret({ name, namespace }));
+          return secret === undefined ? undefined : decoded(secret.data);
+        }),
+      readConfigMap: (namespace, name) =>
+        plainErrors(async (): Promise<ObjectData | undefined> => {
+          const map = await absentOk(() => core.readNamespacedConfigMap({ name, namespace }));
+          if (map === undefined) return undefined;
+          const data: Record<string, Buffer> = {};
+          for (const [key, value] of Object.entries(map.data ?? {})) {
+            data[key] = Buffer.from(value, 'utf8');
+          }
+          return { ...data, ...decoded(map.binaryData) };
+        }),
+      readClaim: (namespace, name) =>
+        plainErrors(async (): Promise<ClaimState> => {
+          const claim = await absentOk(() =>
+            core.readNamespacedPersistentVolumeClaim({ name, namespace }),
+          );
+          if (claim === undefined) return { kind: 'absent' };
+          const phase = claim.status?.phase ?? 'Pending';
+          const volumeName = claim.spec?.volumeName ?? '';
+          if (phase !== 'Bound' || volumeName === '') return { kind: 'unbound', phase };
+          const volume = await absentOk(() => core.readPersistentVolume({ name: volumeName }));
+          if (volume === undefined) return { kind: 'volume-absent', volumeName };
+          return {
+            kind: 'bound',
+            volumeName,
+            path: volume.spec?.hostPath?.path ?? volume.spec?.local?.path,
+          };
+        }),
+      requestToken: (namespace, request) =>
+        plainErrors(async () => {
+          const answer = await core.createNamespacedServiceAccountToken({
+            name: request.serviceAccountName,
+            namespace,
+            body: {
+              spec: {
+                // None: the API server's own audiences, as the kubelet asks.
+                audiences: request.audience !== undefined ? [request.audience] : [],
+                expirationSeconds: request.expirationSeconds,
+                boundObjectRef: {
+                  apiVersion: 'v1',
+                  kind: 'Pod',
+                  name: request.pod.name,
+                  uid: request.pod.uid,
+                },
+              },
+            },
+          });
+          const token = answer.status?.token;
+          const expiresAt = answer.status?.expirationTimestamp;
+          if (token === undefined || token === '' || expiresAt === undefined) {
+            throw new Error(
+              `the TokenRequest for serviceaccount "${request.serviceAccountName}" returned no token`,
+            );
+          }
+          return { token, expiresAt: new Date(expiresAt) };
+        }),
+    };
+  }
+
   private async fetchSources(namespace: string, container: V1Container): Promise<EnvSources> {
     const refs = referencedObjects(container);
     const secrets = new Map<string, Record<string, string>>();
     const configMaps = new Map<string, Record<string, string>>();
-    const absentOk = async <T>(read: () => Promise<T>): Promise<T | undefined> => {
-      try {
-        return await read();
-      } catch (err: unknown) {
-        if (isApiError(err, 404)) return undefined;
-        throw err;
-      }
-    };
     await Promise.all([
       ...[...refs.secrets].map(async (name) => {
         const secret = await absentOk(() => this.core.readNamespacedSecret({ name, namespace }));
@@ -718,7 +818,11 @@ export class LocalNode {
     const worker = this.workers.get(pod.metadata.uid);
     if (deleting) {
       if (worker !== undefined) void worker.terminate(this.gracePeriodMs(pod), true);
-      else void this.deletePod(pod).catch((err: unknown) => this.logPodError(pod, err));
+      else {
+        // Finished before this node started: its volumes (if any are left) go with it.
+        rmSync(join(this.podDir(pod.metadata), 'volumes'), { recursive: true, force: true });
+        void this.deletePod(pod).catch((err: unknown) => this.logPodError(pod, err));
+      }
       return;
     }
     if (worker !== undefined) return;

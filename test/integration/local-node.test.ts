@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import {
   ApiException,
+  AuthenticationV1Api,
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
@@ -10,7 +11,7 @@ import {
 } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';
-import { existsSync, openSync } from 'node:fs';
+import { existsSync, openSync, readdirSync, statSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -485,6 +486,294 @@ describe('local node', () => {
       { timeoutMs: 30_000, intervalMs: 250 },
     );
     expect(field(claimReady, 'status', 'sandbox', 'name')).toBe(sandboxName);
+  });
+
+  describe('volumes', () => {
+    const pvName = `${nodeName}-journal`;
+    let pvDir: string;
+
+    // Reads its volumes through their host paths (the pod directory is
+    // <stateDir>/pods/<namespace>_<name>_<uid>/volumes, the claim is at argv[2]), then
+    // answers what it saw as JSON. Its first run counts itself in the emptyDir and
+    // exits, so the second run proves the emptyDir outlived the restart; each run past
+    // that appends the pod's uid to the claim's history.
+    const reader = `
+const fs = require('fs'), path = require('path'), http = require('http');
+const [stateDir, claimDir] = process.argv.slice(1);
+const { POD_NAMESPACE: ns, POD_NAME: name, POD_UID: uid } = process.env;
+const vol = path.join(stateDir, 'pods', ns + '_' + name + '_' + uid, 'volumes');
+const read = (p) => fs.readFileSync(path.join(vol, p), 'utf8');
+const mode = (p) => (fs.statSync(path.join(vol, p)).mode & 0o777).toString(8);
+const runs = path.join(vol, 'scratch', 'runs');
+const count = (fs.existsSync(runs) ? Number(fs.readFileSync(runs, 'utf8')) : 0) + 1;
+fs.writeFileSync(runs, String(count));
+if (count === 1) process.exit(1);
+const historyFile = path.join(claimDir, 'history');
+const history = fs.existsSync(historyFile) ? fs.readFileSync(historyFile, 'utf8') : '';
+fs.appendFileSync(historyFile, uid + '\\n');
+const seen = {
+  password: read('creds/password'), passwordMode: mode('creds/password'),
+  item: read('config/conf/a.txt'), itemMode: mode('config/conf/a.txt'),
+  configEntries: fs.readdirSync(path.join(vol, 'config')).filter((e) => !e.startsWith('..')),
+  token: read('kube-api-access/token'), ca: read('kube-api-access/ca.crt'),
+  namespace: read('kube-api-access/namespace'), runs: count, history,
+};
+http.createServer((q, s) => s.end(JSON.stringify(seen))).listen(8080, process.env.POD_IP);
+`;
+
+    interface Seen {
+      password: string;
+      passwordMode: string;
+      item: string;
+      itemMode: string;
+      configEntries: string[];
+      token: string;
+      ca: string;
+      namespace: string;
+      runs: number;
+      history: string;
+    }
+
+    const downward = ['POD_NAMESPACE', 'POD_NAME', 'POD_UID'].map((env, i) => ({
+      name: env,
+      valueFrom: {
+        fieldRef: { fieldPath: ['metadata.namespace', 'metadata.name', 'metadata.uid'][i] ?? '' },
+      },
+    }));
+
+    // What the ServiceAccount admission plugin injects for automountServiceAccountToken;
+    // the local control plane runs without that plugin, so the pod names it itself.
+    const kubeApiAccess = {
+      name: 'kube-api-access',
+      projected: {
+        defaultMode: 0o644,
+        sources: [
+          { serviceAccountToken: { path: 'token', expirationSeconds: 3607 } },
+          { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
+          {
+            downwardAPI: {
+              items: [{ path: 'namespace', fieldRef: { fieldPath: 'metadata.namespace' } }],
+            },
+          },
+        ],
+      },
+    };
+
+    const readerPod = (name: string): V1Pod =>
+      podBody(name, {
+        command: JSON.stringify([process.execPath, '-e', reader, stateDir, pvDir]),
+        container: {
+          env: downward,
+          volumeMounts: [
+            { name: 'creds', mountPath: '/etc/creds', readOnly: true },
+            { name: 'config', mountPath: '/etc/config' },
+            { name: 'scratch', mountPath: '/tmp' },
+            {
+              name: 'kube-api-access',
+              mountPath: '/var/run/secrets/kubernetes.io/serviceaccount',
+              readOnly: true,
+            },
+            { name: 'journal', mountPath: '/var/lib/journal' },
+          ],
+        },
+        spec: {
+          serviceAccountName: 'vol-robot',
+          automountServiceAccountToken: true,
+          volumes: [
+            { name: 'creds', secret: { secretName: 'vol-creds', defaultMode: 0o440 } },
+            {
+              name: 'config',
+              configMap: {
+                name: 'vol-config',
+                items: [{ key: 'a', path: 'conf/a.txt', mode: 0o600 }],
+              },
+            },
+            { name: 'scratch', emptyDir: {} },
+            kubeApiAccess,
+            { name: 'journal', persistentVolumeClaim: { claimName: 'journal-0' } },
+          ],
+        },
+      });
+
+    const gone = (name: string): Promise<true> =>
+      pollUntil(
+        `pod ${name} to disappear`,
+        async () => {
+          try {
+            await readPod(name);
+            return undefined;
+          } catch (err: unknown) {
+            if (err instanceof ApiException && err.code === 404) return true;
+            throw err;
+          }
+        },
+        { timeoutMs: 30_000 },
+      );
+
+    const reviewToken = async (
+      token: string,
+    ): Promise<{ authenticated: boolean; username?: string; extra?: Record<string, string[]> }> => {
+      const review = await kc.makeApiClient(AuthenticationV1Api).createTokenReview({
+        body: { spec: { token } },
+      });
+      return {
+        authenticated: review.status?.authenticated === true,
+        ...(review.status?.user?.username !== undefined
+          ? { username: review.status.user.username }
+          : {}),
+        ...(review.status?.user?.extra !== undefined ? { extra: review.status.user.extra } : {}),
+      };
+    };
+
+    beforeAll(async () => {
+      pvDir = join(stateDir, 'claims', 'journal');
+      await core.createPersistentVolume({
+        body: {
+          metadata: { name: pvName },
+          spec: {
+            capacity: { storage: '1Gi' },
+            accessModes: ['ReadWriteOnce'],
+            persistentVolumeReclaimPolicy: 'Retain',
+            storageClassName: '',
+            hostPath: { path: pvDir },
+          },
+        },
+      });
+    });
+    afterAll(async () => {
+      await core.deletePersistentVolume({ name: pvName }).catch(() => undefined);
+    });
+
+    it('mounts a Secret, ConfigMap items, an emptyDir, a ServiceAccount token and a claim', async () => {
+      await core.createNamespacedServiceAccount({
+        namespace: ns.name,
+        body: { metadata: { name: 'vol-robot' } },
+      });
+      await core.createNamespacedSecret({
+        namespace: ns.name,
+        body: { metadata: { name: 'vol-creds' }, stringData: { password: 'hunter2' } },
+      });
+      await core.createNamespacedConfigMap({
+        namespace: ns.name,
+        body: { metadata: { name: 'vol-config' }, data: { a: 'alpha', b: 'beta' } },
+      });
+      await core.createNamespacedPersistentVolumeClaim({
+        namespace: ns.name,
+        body: {
+          metadata: { name: 'journal-0' },
+          spec: {
+            accessModes: ['ReadWriteOnce'],
+            storageClassName: '',
+            volumeName: pvName,
+            resources: { requests: { storage: '1Gi' } },
+          },
+        },
+      });
+      await core.createNamespacedPod({ namespace: ns.name, body: readerPod('reader') });
+
+      const pod = await waitForPod('to be Ready after one restart', 'reader', isReady);
+      expect(pod.status?.containerStatuses?.[0]?.restartCount).toBe(1);
+      const seen = (await (await fetch(`http://${pod.status?.podIP}:8080/`)).json()) as Seen;
+      expect(seen.password).toBe('hunter2');
+      expect(seen.passwordMode).toBe('440');
+      expect(seen.item).toBe('alpha');
+      expect(seen.itemMode).toBe('600');
+      expect(seen.configEntries).toEqual(['conf']);
+      // The emptyDir kept the first run's count across the restart.
+      expect(seen.runs).toBe(2);
+      expect(seen.namespace).toBe(ns.name);
+      const rootCa = await core.readNamespacedConfigMap({
+        name: 'kube-root-ca.crt',
+        namespace: ns.name,
+      });
+      expect(seen.ca).toBe(rootCa.data?.['ca.crt']);
+      expect(seen.history).toBe('');
+
+      // A real TokenRequest token, for the pod's ServiceAccount and bound to the pod.
+      const review = await reviewToken(seen.token);
+      expect(review.authenticated).toBe(true);
+      expect(review.username).toBe(`system:serviceaccount:${ns.name}:vol-robot`);
+      expect(review.extra?.['authentication.kubernetes.io/pod-name']).toEqual(['reader']);
+      expect(review.extra?.['authentication.kubernetes.io/pod-uid']).toEqual([pod.metadata?.uid]);
+
+      const podDir = join(stateDir, 'pods', `${ns.name}_reader_${pod.metadata?.uid}`);
+      expect(statSync(join(podDir, 'volumes', 'scratch')).isDirectory()).toBe(true);
+      expect(readdirSync(pvDir)).toEqual(['history']);
+
+      // Deleting the pod removes its volumes (not the claim's data), and its token dies with it.
+      await core.deleteNamespacedPod({ name: 'reader', namespace: ns.name });
+      await gone('reader');
+      expect(existsSync(join(podDir, 'volumes'))).toBe(false);
+      expect(await readFile(join(pvDir, 'history'), 'utf8')).toBe(`${pod.metadata?.uid}\n`);
+      await pollUntil('the deleted pod’s token to be refused', async () =>
+        (await reviewToken(seen.token)).authenticated ? undefined : true,
+      );
+
+      // The claim's data survives: the new pod of the same name reads the old one's line.
+      await core.createNamespacedPod({ namespace: ns.name, body: readerPod('reader') });
+      const again = await waitForPod(
+        'to be Ready again',
+        'reader',
+        (p) => p.metadata?.uid !== pod.metadata?.uid && isReady(p),
+      );
+      const seenAgain = (await (await fetch(`http://${again.status?.podIP}:8080/`)).json()) as Seen;
+      expect(seenAgain.history).toBe(`${pod.metadata?.uid}\n`);
+      expect(seenAgain.runs).toBe(2);
+      expect(seenAgain.token).not.toBe(seen.token);
+    });
+
+    it('holds a pod whose Secret volume is missing in ContainerCreating until the Secret exists', async () => {
+      await core.createNamespacedPod({
+        namespace: ns.name,
+        body: podBody('needs-secret-volume', {
+          command: node('setInterval(() => {}, 1000)'),
+          container: { volumeMounts: [{ name: 'creds', mountPath: '/etc/creds' }] },
+          spec: { volumes: [{ name: 'creds', secret: { secretName: 'vol-later' } }] },
+        }),
+      });
+      const waiting = await waitForPod(
+        'to wait for its Secret volume',
+        'needs-secret-volume',
+        (p) => p.status?.containerStatuses?.[0]?.state?.waiting?.message !== undefined,
+      );
+      const state = waiting.status?.containerStatuses?.[0]?.state?.waiting;
+      expect(state?.reason).toBe('ContainerCreating');
+      expect(state?.message).toBe(
+        'MountVolume.SetUp failed for volume "creds" : secret "vol-later" not found',
+      );
+      expect(waiting.status?.phase).toBe('Pending');
+
+      await core.createNamespacedSecret({
+        namespace: ns.name,
+        body: { metadata: { name: 'vol-later' }, stringData: { key: 'v' } },
+      });
+      const running = await waitForPod(
+        'to start once the Secret exists',
+        'needs-secret-volume',
+        isReady,
+      );
+      const dir = join(stateDir, 'pods', `${ns.name}_needs-secret-volume_${running.metadata?.uid}`);
+      expect(await readFile(join(dir, 'volumes', 'creds', 'key'), 'utf8')).toBe('v');
+    });
+
+    it('holds a pod with a volume type it does not support, saying which', async () => {
+      await core.createNamespacedPod({
+        namespace: ns.name,
+        body: podBody('host-path', {
+          command: node('setInterval(() => {}, 1000)'),
+          spec: { volumes: [{ name: 'etc', hostPath: { path: '/etc' } }] },
+        }),
+      });
+      const waiting = await waitForPod(
+        'to wait',
+        'host-path',
+        (p) => p.status?.containerStatuses?.[0]?.state?.waiting?.message !== undefined,
+      );
+      expect(waiting.status?.containerStatuses?.[0]?.state?.waiting).toEqual({
+        reason: 'ContainerCreating',
+        message: 'the local node does not support volume type hostPath (volume etc)',
+      });
+    });
   });
 
   describe('scope and simulate mode', () => {
