@@ -56,10 +56,10 @@ const namespace = 'default';
 const apiHost = '127.0.0.1';
 const apiPort = 8080;
 const apiUrl = `http://${apiHost}:${apiPort}`;
-/** The state plane's gRPC, a host port of its pod (hack/dev/base). */
+/** The state plane's gRPC, forwarded by the local node to its pod. */
 const statePort = 7443;
 const stateAddress = `localhost:${statePort}`;
-/** The Kubernetes door, a host port of the control plane's pod; kube-apiserver proxies to it. */
+/** The Kubernetes door, forwarded by the local node to the control plane's pod; kube-apiserver proxies to it. */
 const kubeDoorPort = 8444;
 
 /**

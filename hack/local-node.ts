@@ -13,11 +13,12 @@
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
+import { parsePortForward } from './lib/local-node-host-ports';
 import { defaultImageCommands, LocalNode, type ImageCommands } from './lib/local-node';
 import { repoRoot } from './lib/paths';
 
 const usage =
-  'usage: local-node.ts --kubeconfig FILE [--name N] [--simulate] [--state-dir DIR] [--namespace NS]... [--selector LABELS] [--image PATTERN=JSON-ARGV]... [--cluster-dns]';
+  'usage: local-node.ts --kubeconfig FILE [--name N] [--simulate] [--state-dir DIR] [--namespace NS]... [--selector LABELS] [--image PATTERN=JSON-ARGV]... [--cluster-dns] [--port-forward [HOST:]PORT=NS/SERVICE:TARGET]...';
 
 function parseImages(specs: readonly string[]): ImageCommands {
   const images: Record<string, readonly string[]> = { ...defaultImageCommands };
@@ -49,6 +50,7 @@ async function main(argv: readonly string[]): Promise<void> {
       selector: { type: 'string' },
       image: { type: 'string', multiple: true },
       'cluster-dns': { type: 'boolean' },
+      'port-forward': { type: 'string', multiple: true },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -70,6 +72,7 @@ async function main(argv: readonly string[]): Promise<void> {
     ...(values.selector !== undefined ? { labelSelector: values.selector } : {}),
     images,
     clusterDns: values['cluster-dns'] ?? false,
+    portForwards: (values['port-forward'] ?? []).map(parsePortForward),
     log: (line) => console.log(line),
   });
   const stop = new Promise<NodeJS.Signals>((resolve) => {

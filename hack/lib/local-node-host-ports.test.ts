@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { freePort } from './processes';
-import { HostPorts, hostPortRules } from './local-node-host-ports';
+import { HostPorts, hostPortRules, parsePortForward } from './local-node-host-ports';
 
 describe('hostPortRules', () => {
   it('takes TCP ports with a hostPort, on loopback unless the pod names an address', () => {
@@ -58,4 +58,28 @@ describe('HostPorts', () => {
     );
     expect(await fetch(`http://127.0.0.1:${taken}/`).then((r) => r.text())).toBe('someone else');
   });
+});
+
+describe('parsePortForward', () => {
+  it('reads [HOST:]PORT=NAMESPACE/SERVICE:TARGET', () => {
+    expect(parsePortForward('8080=polychrome-system/polychrome-control-plane:api')).toEqual({
+      listen: { host: '127.0.0.1', port: 8080 },
+      namespace: 'polychrome-system',
+      service: 'polychrome-control-plane',
+      targetPort: 'api',
+    });
+    expect(parsePortForward('127.0.0.2:7443=ns/state:7443')).toEqual({
+      listen: { host: '127.0.0.2', port: 7443 },
+      namespace: 'ns',
+      service: 'state',
+      targetPort: 7443,
+    });
+  });
+
+  it.each(['8080', '8080=service:api', 'x=ns/svc:api', '8080=ns/svc'])(
+    'refuses %s, naming the form',
+    (spec) => {
+      expect(() => parsePortForward(spec)).toThrow('expected [HOST:]PORT=NAMESPACE/SERVICE:TARGET');
+    },
+  );
 });

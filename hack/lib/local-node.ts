@@ -26,6 +26,11 @@ import {
 } from './local-node-ips';
 import { claimLoopbackBlock } from './loopback-lock';
 import { ClusterDns } from './local-node-dns';
+import {
+  servicePortForwarder,
+  type ServicePortForward,
+  type TcpForwarder,
+} from './local-node-host-ports';
 import type { ApiServerAddress } from './local-node-runtime';
 import { isPodView, type ImageCommands, type PodView } from './local-node-pod';
 import {
@@ -149,6 +154,12 @@ export interface LocalNodeOptions {
    * @default false
    */
   clusterDns?: boolean;
+  /**
+   * Ports on this machine forwarded to a Service's ready pods, as `kubectl port-forward
+   * service/NAME` does (hack/lib/local-node-host-ports.ts), while the node runs.
+   * @default none
+   */
+  portForwards?: readonly ServicePortForward[];
   /** Progress and trouble lines go here. @default no output */
   log?: (line: string) => void;
 }
@@ -224,6 +235,7 @@ export class LocalNode {
   /** Releases this node's machine-wide claim of its loopback block. */
   private releaseBlock: (() => void) | undefined;
   private dns: ClusterDns | undefined;
+  private forwarders: TcpForwarder[] = [];
 
   constructor(opts: LocalNodeOptions) {
     this.opts = opts;
@@ -269,6 +281,12 @@ export class LocalNode {
       await this.dns.start();
     }
     this.context = this.podContext(new LoopbackAllocator(block, listeningNow));
+    this.forwarders = (this.opts.portForwards ?? []).map((forward) =>
+      servicePortForwarder(this.opts.kubeConfig, forward, (line) =>
+        this.log(`node ${this.name}: ${line}`),
+      ),
+    );
+    for (const forwarder of this.forwarders) forwarder.open();
     await this.renewLease();
     this.loops.push(this.heartbeat());
     const namespaces = this.opts.namespaces;
@@ -289,6 +307,7 @@ export class LocalNode {
   close(options: LocalNodeCloseOptions = {}): Promise<void> {
     this.closing ??= (async () => {
       this.abort.abort();
+      await Promise.all(this.forwarders.map((forwarder) => forwarder.close()));
       for (const watch of this.watches) watch.abort();
       await Promise.all(this.loops);
       const leavePods = options.leavePods ?? false;
