@@ -1,4 +1,5 @@
 import { mkdirSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { ApiException, type V1Container } from '@kubernetes/client-node';
 import { ContainerRunner, delay, type Backoff, type LaunchPlan } from './local-node-container';
 import { resolveEnv, type EnvSources, type PodFields } from './local-node-env';
@@ -210,6 +211,8 @@ export class PodWorker {
             log: (line) => ctx.log(line),
             runtime: {
               namespace: pod.metadata.namespace,
+              // The sources and the node's directory are this machine's, whatever is mounted.
+              hostRoots: [ctx.cwd, resolve(ctx.podDir(pod.metadata), '..', '..')],
               ...(ctx.dnsFile !== undefined ? { dnsFile: ctx.dnsFile } : {}),
               ...(ctx.apiServer !== undefined ? { apiServer: ctx.apiServer } : {}),
             },

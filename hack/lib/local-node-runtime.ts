@@ -32,6 +32,12 @@ export interface PodRuntime {
   dnsFile?: string;
   /** KUBERNETES_SERVICE_HOST and _PORT; none: not set. */
   apiServer?: ApiServerAddress;
+  /**
+   * Directories of this machine no mount shadows (the working directory, the node's own
+   * directory): host and pod paths share one file system here.
+   * @default none
+   */
+  hostRoots?: readonly string[];
 }
 
 /** The module every pod process preloads. */
@@ -106,6 +112,7 @@ export function podProcessEnv(
       namespace: runtime.namespace,
       ...(runtime.dnsFile !== undefined ? { dnsFile: runtime.dnsFile } : {}),
       mounts: runtime.mounts.map(({ mountPath, hostPath }) => ({ mountPath, hostPath })),
+      ...(runtime.hostRoots !== undefined ? { hostRoots: runtime.hostRoots } : {}),
     }),
   };
 }

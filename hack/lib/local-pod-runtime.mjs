@@ -25,6 +25,9 @@ import { syncBuiltinESMExports } from 'node:module';
 import net from 'node:net';
 import { promisify } from 'node:util';
 
+// The originals, before any patch below: the records file is a path of this machine.
+const readFileSync = fs.readFileSync;
+
 const raw = process.env.POLYCHROME_LOCAL_POD;
 const pod = raw === undefined || raw === '' ? undefined : JSON.parse(raw);
 
@@ -33,7 +36,9 @@ if (pod !== undefined) {
   if (typeof pod.dnsFile === 'string' && pod.dnsFile !== '') {
     resolveClusterNames(pod.dnsFile, String(pod.namespace ?? 'default'));
   }
-  if (Array.isArray(pod.mounts) && pod.mounts.length > 0) mapMountedPaths(pod.mounts);
+  if (Array.isArray(pod.mounts) && pod.mounts.length > 0) {
+    mapMountedPaths(pod.mounts, Array.isArray(pod.hostRoots) ? pod.hostRoots : []);
+  }
   syncBuiltinESMExports();
 }
 
@@ -83,7 +88,7 @@ function resolveClusterNames(dnsFile, namespace) {
   const lookup = dns.lookup;
   const records = () => {
     try {
-      return JSON.parse(fs.readFileSync(dnsFile, 'utf8'));
+      return JSON.parse(readFileSync(dnsFile, 'utf8'));
     } catch {
       return {};
     }
@@ -138,15 +143,26 @@ function resolveClusterNames(dnsFile, namespace) {
   dns.lookup[promisify.custom] = (hostname, options) => dns.promises.lookup(hostname, options);
 }
 
-/** fs calls on a path under a mount go to the mount's directory on this machine. */
-function mapMountedPaths(mounts) {
+/**
+ * fs calls on a path under a mount go to the mount's directory on this machine. Host and
+ * pod paths share one file system here, so some paths are this machine's whatever the
+ * mounts say: those under `hostRoots` (the process's working directory, with its sources
+ * and node_modules, and the node's own directory) and those already inside a mount's
+ * directory (the environment's paths, rewritten by the node). A call made from inside
+ * another (readFileSync opens through openSync) is not mapped again.
+ */
+function mapMountedPaths(mounts, hostRoots) {
   // Longest mount path first, so a mount inside another wins.
   const table = mounts
     .filter((m) => typeof m.mountPath === 'string' && typeof m.hostPath === 'string')
     .map((m) => ({ from: m.mountPath.replace(/\/+$/, ''), to: m.hostPath }))
     .sort((a, b) => b.from.length - a.from.length);
+  const under = (path, root) => path === root || path.startsWith(`${root.replace(/\/+$/, '')}/`);
+  const hostOwned = [...hostRoots, ...table.map((m) => m.to)].filter((p) => typeof p === 'string');
+  let depth = 0;
   const map = (path) => {
-    if (typeof path !== 'string' || !path.startsWith('/')) return path;
+    if (depth > 0 || typeof path !== 'string' || !path.startsWith('/')) return path;
+    if (hostOwned.some((root) => under(path, root))) return path;
     for (const { from, to } of table) {
       if (path === from) return to;
       if (path.startsWith(`${from}/`)) return to + path.slice(from.length);
@@ -185,7 +201,12 @@ function mapMountedPaths(mounts) {
     if (typeof original !== 'function') return;
     const wrapped = function (...args) {
       for (let i = 0; i < paths; i++) args[i] = map(args[i]);
-      return original.apply(this, args);
+      depth++;
+      try {
+        return original.apply(this, args);
+      } finally {
+        depth--;
+      }
     };
     // fs.realpath.native and the promisify hooks are properties of the functions.
     if (typeof original.native === 'function') {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -216,6 +217,44 @@ describe('mounts', () => {
       outside: false,
       env: 'mapped',
     });
+  });
+
+  it('a mount over a directory the host also uses (/tmp) shadows pod paths only', async () => {
+    // The test's own directory (and its records file) is under the machine's /tmp, as a
+    // node's directory or a checkout can be; the pod mounts an emptyDir at /tmp.
+    const emptyDir = join(dir, 'volumes', 'tmp');
+    await mkdir(emptyDir, { recursive: true });
+    const out = await inPod(
+      `import { readFileSync, writeFileSync, existsSync } from 'node:fs';
+       import { tmpdir } from 'node:os';
+       import { lookup } from 'node:dns/promises';
+       writeFileSync('/tmp/scratch.txt', 'in the pod');
+       console.log(JSON.stringify({
+         hostFile: readFileSync(${JSON.stringify(join(dir, 'volumes', 'tls', 'ca.crt'))}, 'utf8'),
+         token: readFileSync('/var/run/secrets/kubernetes.io/serviceaccount/token', 'utf8'),
+         scratch: readFileSync('/tmp/scratch.txt', 'utf8'),
+         dns: (await lookup('polychrome-state')).address,
+       }));`,
+      {
+        hostRoots: [dir],
+        mounts: [
+          { mountPath: '/tmp', hostPath: emptyDir, readOnly: false },
+          {
+            mountPath: '/var/run/secrets/kubernetes.io/serviceaccount',
+            hostPath: join(dir, 'volumes', 'token'),
+            readOnly: true,
+          },
+        ],
+      },
+    );
+    expect(JSON.parse(out)).toEqual({
+      hostFile: 'the CA\n',
+      token: 'a token\n',
+      scratch: 'in the pod',
+      dns: '127.0.0.1',
+    });
+    // The pod's /tmp/scratch.txt is in the emptyDir, not in the machine's /tmp.
+    expect(existsSync(join(emptyDir, 'scratch.txt'))).toBe(true);
   });
 
   it('without mounts, paths are the machine’s own', async () => {
