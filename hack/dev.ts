@@ -280,6 +280,13 @@ async function up(): Promise<void> {
         '--namespace',
         namespace,
         '--cluster-dns',
+        // What this machine reaches on loopback, as `kubectl port-forward` would give it.
+        '--port-forward',
+        `${apiPort}=${DEV_BASE_NAMESPACE}/polychrome-control-plane:api`,
+        '--port-forward',
+        `${kubeDoorPort}=${DEV_BASE_NAMESPACE}/polychrome-control-plane:https-kube`,
+        '--port-forward',
+        `${statePort}=${DEV_BASE_NAMESPACE}/polychrome-state:grpc`,
         ...Object.entries(devImageCommands()).flatMap(([pattern, argv]) => [
           '--image',
           `${pattern}=${JSON.stringify(argv)}`,

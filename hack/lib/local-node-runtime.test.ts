@@ -88,6 +88,15 @@ describe('podProcessEnv', () => {
     expect(env.KUBERNETES_SERVICE_HOST).toBe('api.example');
   });
 
+  it('a volume at /tmp is the temp directory (TMPDIR) of native code too', () => {
+    const tmp: Mount = { mountPath: '/tmp', hostPath: '/node/pods/p/volumes/tmp', readOnly: false };
+    expect(podProcessEnv({}, { ...runtime, mounts: [tmp] }).TMPDIR).toBe(tmp.hostPath);
+    expect(podProcessEnv({}, runtime).TMPDIR).toBeUndefined();
+    expect(podProcessEnv({ TMPDIR: '/tmp/own' }, { ...runtime, mounts: [tmp] }).TMPDIR).toBe(
+      '/node/pods/p/volumes/tmp/own',
+    );
+  });
+
   it('leaves the service variables out when the node knows no API server', () => {
     const env = podProcessEnv({}, { ...runtime, apiServer: undefined });
     expect(env.KUBERNETES_SERVICE_HOST).toBeUndefined();

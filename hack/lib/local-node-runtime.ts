@@ -85,7 +85,8 @@ export function nodeOptionWord(word: string): string {
 
 /**
  * The environment a container's process starts with: the kubelet's service variables
- * (the container's own `env` wins over them, as with the kubelet), the container's
+ * (the container's own `env` wins over them, as with the kubelet), TMPDIR when a volume is
+ * mounted at /tmp, the container's
  * environment with mounted paths rewritten, and the preload of
  * hack/lib/local-pod-runtime.mjs added to NODE_OPTIONS with what it needs.
  */
@@ -95,7 +96,11 @@ export function podProcessEnv(
 ): Record<string, string> {
   const rewritten = rewriteEnvPaths(env, runtime.mounts);
   const own = rewritten.NODE_OPTIONS;
+  // A volume at /tmp is the container's temp directory for native code too (esbuild, under
+  // tsx, writes there and Node reads it back).
+  const tmp = runtime.mounts.find((m) => m.mountPath.replace(/\/+$/, '') === '/tmp');
   return {
+    ...(tmp !== undefined ? { TMPDIR: tmp.hostPath } : {}),
     ...(runtime.apiServer !== undefined
       ? {
           KUBERNETES_SERVICE_HOST: runtime.apiServer.host,
