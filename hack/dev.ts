@@ -346,7 +346,22 @@ async function up(): Promise<void> {
             ? Reflect.get(metadata, 'uid')
             : undefined;
         uid = typeof id === 'string' ? id : '';
-        return phase === 'Ready' && typeof at === 'string' ? at : undefined;
+        // Ready is a condition: a turn paused on an approval (phase AwaitingApproval) is ready too.
+        const conditions: unknown =
+          typeof status === 'object' && status !== null
+            ? Reflect.get(status, 'conditions')
+            : undefined;
+        const isReady =
+          phase === 'Ready' ||
+          (Array.isArray(conditions) &&
+            conditions.some(
+              (c: unknown) =>
+                typeof c === 'object' &&
+                c !== null &&
+                Reflect.get(c, 'type') === 'Ready' &&
+                Reflect.get(c, 'status') === 'True',
+            ));
+        return isReady && typeof at === 'string' ? at : undefined;
       },
       { timeoutMs: 180_000, intervalMs: 500 },
     );

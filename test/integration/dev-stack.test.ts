@@ -94,9 +94,14 @@ async function unready(kc: KubeConfig): Promise<string[]> {
     group: 'polychrome.dev',
     version: 'v1alpha1',
     plural: 'conversations',
-  })) as { items?: { metadata?: { name?: string }; status?: { phase?: string } }[] };
+  })) as {
+    items?: {
+      metadata?: { name?: string };
+      status?: { phase?: string; conditions?: { type?: string; status?: string }[] };
+    }[];
+  };
   for (const c of conversations.items ?? []) {
-    if (c.status?.phase !== 'Ready')
+    if (c.status?.conditions?.some((k) => k.type === 'Ready' && k.status === 'True') !== true)
       problems.push(`conversation ${c.metadata?.name} is ${c.status?.phase}`);
   }
   return problems;
