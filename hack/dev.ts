@@ -280,6 +280,9 @@ async function up(): Promise<void> {
         '--namespace',
         namespace,
         '--cluster-dns',
+        // The planes' own grace (the control plane drains for 20 s), as a drained node gives.
+        '--shutdown-grace',
+        '25',
         // What this machine reaches on loopback, as `kubectl port-forward` would give it.
         '--port-forward',
         `${apiPort}=${DEV_BASE_NAMESPACE}/polychrome-control-plane:api`,
@@ -437,7 +440,7 @@ async function down(): Promise<void> {
     for (const proc of [...processes].reverse()) {
       const pid: unknown =
         typeof proc === 'object' && proc !== null ? Reflect.get(proc, 'pid') : undefined;
-      if (typeof pid === 'number') await stopPid(pid, 30_000);
+      if (typeof pid === 'number') await stopPid(pid, 40_000);
     }
     await rm(stateFile, { force: true });
   }

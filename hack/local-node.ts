@@ -3,11 +3,14 @@
  *
  *   tsx hack/local-node.ts --kubeconfig FILE [--name N] [--simulate] [--state-dir DIR]
  *                          [--namespace NS]... [--selector LABELS]
- *                          [--image 'PATTERN=["argv0","arg"]']...
+ *                          [--image 'PATTERN=["argv0","arg"]']... [--cluster-dns]
+ *                          [--port-forward [HOST:]PORT=NS/SERVICE:TARGET]...
+ *                          [--shutdown-grace SECONDS]
  *
  * It registers the Node, binds every unscheduled pod in scope (all namespaces unless
  * --namespace is given) and runs it until SIGTERM or SIGINT, then stops its processes
- * and writes each pod's last status. The kubeconfig defaults to $KUBECONFIG, the state
+ * (each within its pod's grace period, at most --shutdown-grace seconds, default 5) and
+ * writes each pod's last status. The kubeconfig defaults to $KUBECONFIG, the state
  * directory (per-pod logs) to .local/node in the repository.
  */
 import { join } from 'node:path';
@@ -18,7 +21,7 @@ import { defaultImageCommands, LocalNode, type ImageCommands } from './lib/local
 import { repoRoot } from './lib/paths';
 
 const usage =
-  'usage: local-node.ts --kubeconfig FILE [--name N] [--simulate] [--state-dir DIR] [--namespace NS]... [--selector LABELS] [--image PATTERN=JSON-ARGV]... [--cluster-dns] [--port-forward [HOST:]PORT=NS/SERVICE:TARGET]...';
+  'usage: local-node.ts --kubeconfig FILE [--name N] [--simulate] [--state-dir DIR] [--namespace NS]... [--selector LABELS] [--image PATTERN=JSON-ARGV]... [--cluster-dns] [--port-forward [HOST:]PORT=NS/SERVICE:TARGET]... [--shutdown-grace SECONDS]';
 
 function parseImages(specs: readonly string[]): ImageCommands {
   const images: Record<string, readonly string[]> = { ...defaultImageCommands };
@@ -51,6 +54,7 @@ async function main(argv: readonly string[]): Promise<void> {
       image: { type: 'string', multiple: true },
       'cluster-dns': { type: 'boolean' },
       'port-forward': { type: 'string', multiple: true },
+      'shutdown-grace': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -59,6 +63,10 @@ async function main(argv: readonly string[]): Promise<void> {
     return;
   }
   const images = parseImages(values.image ?? []);
+  const shutdownGrace = values['shutdown-grace'];
+  if (shutdownGrace !== undefined && !/^\d+$/.test(shutdownGrace)) {
+    throw new Error(`--shutdown-grace ${shutdownGrace}: expected whole seconds\n${usage}`);
+  }
   const kubeconfig = values.kubeconfig ?? process.env.KUBECONFIG;
   if (kubeconfig === undefined) throw new Error(`--kubeconfig is required\n${usage}`);
   const kc = new KubeConfig();
@@ -73,6 +81,7 @@ async function main(argv: readonly string[]): Promise<void> {
     images,
     clusterDns: values['cluster-dns'] ?? false,
     portForwards: (values['port-forward'] ?? []).map(parsePortForward),
+    ...(shutdownGrace !== undefined ? { shutdownGracePeriodSeconds: Number(shutdownGrace) } : {}),
     log: (line) => console.log(line),
   });
   const stop = new Promise<NodeJS.Signals>((resolve) => {

@@ -61,7 +61,6 @@ export interface PodContext {
   cwd: string;
   baseEnv: Readonly<Record<string, string>>;
   backoff: Backoff;
-  maxGracePeriodSeconds: number;
   addresses: LoopbackAllocator;
   /** Aborts when the node closes. */
   signal: AbortSignal;
@@ -399,10 +398,10 @@ export class PodWorker {
   }
 
   /** For {@link LocalNode.close}: stop at once, write the last status unless asked not to. */
-  shutdown(leavePods: boolean): Promise<void> {
+  shutdown(leavePods: boolean, graceMs: number): Promise<void> {
     this.ending ??= (async () => {
       if (leavePods) this.gone = true;
-      await this.stopContainers(Math.min(this.ctx.maxGracePeriodSeconds, 5) * 1000);
+      await this.stopContainers(graceMs);
       // The pod stays bound, so a node started again runs it on the same volumes.
       await this.volumes?.stop();
       if (!leavePods) await this.writeLastStatus();

@@ -128,6 +128,11 @@ export interface LocalNodeOptions {
   baseEnv?: Readonly<Record<string, string>>;
   /** Upper bound on a pod's termination grace period. @default 30 */
   maxGracePeriodSeconds?: number;
+  /**
+   * What {@link LocalNode.close} gives each pod, as the kubelet's `shutdownGracePeriod`:
+   * the pod's own termination grace period, capped by this. @default 5
+   */
+  shutdownGracePeriodSeconds?: number;
   /** Container restart back-off. @default the kubelet's: 10 s doubling to 5 min */
   backoff?: Partial<Backoff>;
   /** How often the node's Lease is renewed. @default 10_000 */
@@ -299,8 +304,9 @@ export class LocalNode {
   }
 
   /**
-   * Stops watching, stops every process (SIGTERM, then SIGKILL after the grace period,
-   * at most 5 s) and, unless `leavePods`, writes each pod's last status and marks the
+   * Stops watching, stops every process (SIGTERM, then SIGKILL after the pod's grace
+   * period, at most `shutdownGracePeriodSeconds`) and, unless `leavePods`, writes each
+   * pod's last status and marks the
    * Node NotReady. Pods stay bound to the Node, so a node started again with the same
    * name runs them again. Idempotent.
    */
@@ -311,7 +317,12 @@ export class LocalNode {
       for (const watch of this.watches) watch.abort();
       await Promise.all(this.loops);
       const leavePods = options.leavePods ?? false;
-      await Promise.all([...this.workers.values()].map((w) => w.shutdown(leavePods)));
+      const capMs = (this.opts.shutdownGracePeriodSeconds ?? 5) * 1000;
+      await Promise.all(
+        [...this.workers.values()].map((w) =>
+          w.shutdown(leavePods, Math.min(this.gracePeriodMs(w.pod), capMs)),
+        ),
+      );
       this.workers.clear();
       await this.dns?.stop();
       if (this.nodeUid !== '' && !leavePods) {
@@ -374,7 +385,6 @@ export class LocalNode {
         ...(process.env.HOME !== undefined ? { HOME: process.env.HOME } : {}),
       },
       backoff: { ...kubeletBackoff, ...opts.backoff },
-      maxGracePeriodSeconds: opts.maxGracePeriodSeconds ?? 30,
       addresses,
       signal: this.abort.signal,
       podDir: (pod) => this.podDir(pod),

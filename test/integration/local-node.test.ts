@@ -564,6 +564,8 @@ http.createServer((q, s) => s.end(JSON.stringify(seen))).listen(8080, process.en
         command: JSON.stringify([process.execPath, '-e', reader, stateDir, pvDir]),
         container: {
           env: downward,
+          // Ready once it serves: starting is not serving, and the first run exits on purpose.
+          readinessProbe: { ...readiness, httpGet: { path: '/', port: 8080 } },
           volumeMounts: [
             { name: 'creds', mountPath: '/etc/creds', readOnly: true },
             { name: 'config', mountPath: '/etc/config' },
@@ -839,7 +841,7 @@ http.createServer((q, s) => s.end(JSON.stringify(seen))).listen(8080, process.en
     });
   });
 
-  it('runs as a CLI until SIGTERM, then stops its pods and reports them stopped', async () => {
+  it('runs as a CLI until SIGTERM, then stops its pods within their grace and reports them stopped', async () => {
     const cliNs = await freshNamespace(kc, 'local-node-cli');
     const cliName = `${nodeName}-cli`;
     let cliPid: number | undefined;
@@ -860,6 +862,8 @@ http.createServer((q, s) => s.end(JSON.stringify(seen))).listen(8080, process.en
           cliNs.name,
           '--state-dir',
           join(stateDir, 'cli'),
+          '--shutdown-grace',
+          '12',
         ],
         { cwd: repoRoot, stdio: ['ignore', out, out] },
       );
@@ -876,7 +880,20 @@ http.createServer((q, s) => s.end(JSON.stringify(seen))).listen(8080, process.en
           },
         }),
       });
+      // Takes 6 s to stop, more than the default shutdown grace (5 s), less than its own.
+      await core.createNamespacedPod({
+        namespace: cliNs.name,
+        body: podBody('slow-stop', {
+          command: node(
+            "process.on('SIGTERM', () => setTimeout(() => process.exit(0), 6000)); " +
+              "require('http').createServer((q, s) => s.end('ok')).listen(8080)",
+          ),
+          container: { ports: [{ name: 'http', containerPort: 8080 }], readinessProbe: readiness },
+          spec: { terminationGracePeriodSeconds: 20 },
+        }),
+      });
       const pod = await waitForPod('to be Ready', 'served', isReady, cliNs.name);
+      await waitForPod('to be Ready', 'slow-stop', isReady, cliNs.name);
       expect(pod.spec?.nodeName).toBe(cliName);
       const pid = pidOf(pod);
       expect(isAlive(pid)).toBe(true);
@@ -890,6 +907,9 @@ http.createServer((q, s) => s.end(JSON.stringify(seen))).listen(8080, process.en
       const stopped = await readPod('served', cliNs.name);
       expect(stopped.status?.containerStatuses?.[0]?.state?.terminated?.exitCode).toBe(0);
       expect(isReady(stopped)).toBe(false);
+      // Not SIGKILLed (137): the node waited out the pod's own stop, within --shutdown-grace.
+      const slow = await readPod('slow-stop', cliNs.name);
+      expect(slow.status?.containerStatuses?.[0]?.state?.terminated?.exitCode).toBe(0);
       const cliNode = await core.readNode({ name: cliName });
       expect(cliNode.status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('False');
     } finally {
