@@ -43,6 +43,7 @@ interface ProbeResult {
     traceparent: string[];
     extracted?: { traceId: string; spanId: string };
   };
+  spans: Record<string, unknown>;
   malformed: unknown;
   lines: Record<string, unknown>[];
 }
@@ -89,6 +90,15 @@ describe('startTracing', () => {
       expect(result.started).toBe(false);
       expect(result.sdkModules).toBe(0);
       expect(result.inside.traceparent).toEqual([]);
+      // inSpan still runs its function, and passes a failure on untouched.
+      expect(result.spans).toEqual({
+        rejected: 'the probe failed',
+        thrown: 'at once',
+        outer: null,
+        inner: null,
+        rejecting: null,
+        throwing: null,
+      });
       expect(result.lines).toHaveLength(2);
       for (const line of result.lines) {
         expect(line).toMatchObject({ field: 1 });
@@ -117,6 +127,27 @@ describe('startTracing', () => {
       const outside = result.lines.find((line) => line.msg === 'outside');
       expect(inside).toMatchObject({ field: 1, trace_id: traceId, span_id: spanId });
       expect(outside).not.toHaveProperty('trace_id');
+      // A span started after an await is the child of the one active there; each ends.
+      const { outer, inner, rejecting, throwing } = result.spans as Record<
+        string,
+        { spanId: string; parent: string | null; ended: boolean; status: unknown }
+      >;
+      expect(outer).toMatchObject({ parent: null, ended: true, status: { code: 0 } });
+      expect(inner).toMatchObject({ parent: outer?.spanId, ended: true, status: { code: 0 } });
+      // A rejection or a synchronous throw is recorded and reaches the caller unchanged.
+      expect(result.spans.rejected).toBe('the probe failed');
+      expect(rejecting).toMatchObject({
+        parent: null,
+        ended: true,
+        status: { code: 2, message: 'the probe failed' },
+        errorType: 'unavailable',
+      });
+      expect(result.spans.thrown).toBe('at once');
+      expect(throwing).toMatchObject({
+        ended: true,
+        status: { code: 2, message: 'at once' },
+        errorType: 'TypeError',
+      });
       // http/protobuf to <endpoint>/v1/traces, as the spec says.
       expect(sink.paths).toEqual(['POST /v1/traces application/x-protobuf']);
     } finally {
@@ -134,6 +165,11 @@ describe('startTracing', () => {
       expect(result.started).toBe(true);
       // The context still propagates, marked not sampled.
       expect(result.inside.traceparent[0]).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/u);
+      expect(result.spans).toMatchObject({
+        rejected: 'the probe failed',
+        thrown: 'at once',
+        inner: { recording: false },
+      });
       expect(sink.paths).toEqual([]);
     } finally {
       await sink.close();

@@ -2,6 +2,7 @@ import type { Metadata } from '@grpc/grpc-js';
 import {
   context,
   propagation,
+  ProxyTracerProvider,
   ROOT_CONTEXT,
   SpanKind,
   SpanStatusCode,
@@ -27,7 +28,9 @@ import { isAppError } from './errors';
 /** The instrumentation scope of every span Polychrome makes. */
 export const TRACER_NAME = 'polychrome';
 
-const tracer = trace.getTracer(TRACER_NAME);
+// The API's proxy until the SDK starts; then the SDK's own tracer, so each span skips the
+// proxy's delegation.
+let tracer = trace.getTracer(TRACER_NAME);
 let active = false;
 
 /** True once {@link startTracing} started the SDK in this process. */
@@ -84,6 +87,11 @@ export async function startTracing(service: string): Promise<Tracing | undefined
     instrumentations: [],
   });
   sdk.start();
+  // The global provider is the API's proxy even once the SDK registered its own.
+  const provider = trace.getTracerProvider();
+  tracer = (provider instanceof ProxyTracerProvider ? provider.getDelegate() : provider).getTracer(
+    TRACER_NAME,
+  );
   active = true;
   return {
     shutdown: async () => {
@@ -148,17 +156,30 @@ export function inSpan<T>(
   run: (span: Span | undefined) => Promise<T>,
 ): Promise<T> {
   if (!active) return run(undefined);
-  const span = tracer.startSpan(name, spanOptionsOf(options), options.parent ?? context.active());
-  return context.with(trace.setSpan(options.parent ?? context.active(), span), async () => {
-    try {
-      return await run(span);
-    } catch (error) {
-      recordSpanError(span, error);
-      throw error;
-    } finally {
+  const parent = options.parent ?? context.active();
+  const span = tracer.startSpan(name, spanOptionsOf(options), parent);
+  // `run` and what it awaits see the span active; ending it needs no context, so the
+  // handlers below run outside it (no async wrapper: one promise less a span).
+  let running: Promise<T>;
+  try {
+    running = context.with(trace.setSpan(parent, span), run, undefined, span);
+  } catch (error) {
+    // A `run` that throws before its first await throws here too, as it does untraced.
+    recordSpanError(span, error);
+    span.end();
+    throw error;
+  }
+  return running.then(
+    (result) => {
       span.end();
-    }
-  });
+      return result;
+    },
+    (error: unknown) => {
+      recordSpanError(span, error);
+      span.end();
+      throw error;
+    },
+  );
 }
 
 /**
