@@ -48,9 +48,11 @@
  * stream count (one socket per stream in the control plane and in the client process).
  * Usage (defaults are the full sizes; about 6 minutes on 2 cores):
  *   npx tsx bench/turns.bench.ts [--turns=200] [--warmup=20] [--conversations=50]
- *     [--seconds=20] [--streams=1000] [--stream-turns=20] [--rounds=3] [--small] [--tracing]
+ *     [--seconds=20] [--streams=1000] [--stream-turns=20] [--rounds=3] [--plane-warmup=0]
+ *     [--small] [--tracing]
  * --small: 20 turns after 5, 4 conversations for 5 s, 50 streams over 5 turns.
- * --tracing: only phase 1b, tracing on against off (--rounds rounds of --turns turns each);
+ * --tracing: only phase 1b, tracing on against off (--rounds rounds of --turns turns each,
+ *   after --plane-warmup turns on other conversations and --warmup on the measured one);
  *   POLYCHROME_BENCH_CPU_PROF_DIR=<dir> also writes every plane's CPU profile into
  *   <dir>/on and <dir>/off.
  * --kube-sse: only phase 2b, SSE delivery through the Kubernetes door against the public
@@ -118,6 +120,12 @@ interface Sizes {
   readonly streamTurns: number;
   /** Rounds of the tracing comparison (phase 1b). */
   readonly rounds: number;
+  /**
+   * Phase 1b: turns on other conversations first, so the shared planes (control plane,
+   * state plane) are past the JIT's warm-up, as in a long-running deployment, while the
+   * measured conversation keeps a short history and its own harness.
+   */
+  readonly planeWarmup: number;
 }
 
 /** Runs only the tracing comparison (phase 1b) on the one-conversation stack. */
@@ -130,7 +138,16 @@ const KUBE_SSE_STREAMS = 100;
 function parseSizes(argv: readonly string[]): Sizes {
   const small = argv.includes('--small');
   const sizes: Record<keyof Sizes, number> = small
-    ? { turns: 20, warmup: 5, conversations: 4, seconds: 5, streams: 50, streamTurns: 5, rounds: 3 }
+    ? {
+        turns: 20,
+        warmup: 5,
+        conversations: 4,
+        seconds: 5,
+        streams: 50,
+        streamTurns: 5,
+        rounds: 3,
+        planeWarmup: 0,
+      }
     : {
         turns: 200,
         warmup: 20,
@@ -139,6 +156,7 @@ function parseSizes(argv: readonly string[]): Sizes {
         streams: 1000,
         streamTurns: 20,
         rounds: 3,
+        planeWarmup: 0,
       };
   const names: Record<string, keyof Sizes> = {
     turns: 'turns',
@@ -148,6 +166,7 @@ function parseSizes(argv: readonly string[]): Sizes {
     streams: 'streams',
     'stream-turns': 'streamTurns',
     rounds: 'rounds',
+    'plane-warmup': 'planeWarmup',
   };
   if (argv.includes(KUBE_SSE_ONLY)) sizes.streams = KUBE_SSE_STREAMS;
   for (const arg of argv) {
@@ -168,8 +187,15 @@ function parseSizes(argv: readonly string[]): Sizes {
   ) {
     throw new Error('turns, conversations, streams, stream-turns and rounds must be at least 1');
   }
-  if (sizes.seconds > 120 || sizes.streams > 5000 || sizes.conversations > 200) {
-    throw new Error('bounded: at most 120 seconds, 5,000 streams and 200 conversations');
+  if (
+    sizes.seconds > 120 ||
+    sizes.streams > 5000 ||
+    sizes.conversations > 200 ||
+    sizes.planeWarmup > 10_000
+  ) {
+    throw new Error(
+      'bounded: at most 120 seconds, 5,000 streams, 200 conversations and 10,000 plane warm-up turns',
+    );
   }
   return sizes;
 }
@@ -684,6 +710,10 @@ async function tracingPhase(
     // Every span recorded and exported: the worst case. POLYCHROME_BENCH_TRACES_SAMPLER
     // measures another (always_off: context propagation alone, nothing recorded).
     OTEL_TRACES_SAMPLER: process.env.POLYCHROME_BENCH_TRACES_SAMPLER ?? 'always_on',
+    // e.g. 0.1 with parentbased_traceidratio, the sampling docs/observability.md advises.
+    ...(process.env.POLYCHROME_BENCH_TRACES_SAMPLER_ARG === undefined
+      ? {}
+      : { OTEL_TRACES_SAMPLER_ARG: process.env.POLYCHROME_BENCH_TRACES_SAMPLER_ARG }),
     OTEL_EXPORTER_OTLP_PROTOCOL: process.env.POLYCHROME_BENCH_OTLP_PROTOCOL ?? 'http/protobuf',
     ...profileEnv('on'),
   };
@@ -704,6 +734,7 @@ async function tracingPhase(
   const offUid = await off.stack.createConversation('bench-untraced', { owner: OWNER }, 120_000);
   const onGroups = await planeGroups(stack, 'bench-traced');
   const offGroups = await planeGroups(off.stack, 'bench-untraced');
+  await warmPlanes(on, off, sizes.planeWarmup);
   for (let i = 0; i < sizes.warmup; i++) {
     await post(on, onUid, `warm-up ${i}`, `tr-w-${i}`);
     await post(off, offUid, `warm-up ${i}`, `un-w-${i}`);
@@ -776,11 +807,38 @@ function profileEnv(name: string): Record<string, string> {
   };
 }
 
+/** Turns on a conversation before a new one takes over (its history stays short). */
+const PLANE_WARMUP_PER_CONVERSATION = 400;
+
+/**
+ * `turns` turns on each stack, alternating, on warm-up conversations of their own
+ * ({@link Sizes.planeWarmup}); their harnesses stay, idle, while the measured turns run.
+ */
+async function warmPlanes(on: Client, off: Client, turns: number): Promise<void> {
+  if (turns === 0) return;
+  const conversations = Math.ceil(turns / PLANE_WARMUP_PER_CONVERSATION);
+  progress(`tracing: ${turns} turns on ${conversations} warm-up conversations a stack first`);
+  for (let c = 0; c < conversations; c++) {
+    const [onUid, offUid] = await Promise.all([
+      on.stack.createConversation(`bench-traced-warm-${c}`, { owner: OWNER }, 120_000),
+      off.stack.createConversation(`bench-untraced-warm-${c}`, { owner: OWNER }, 120_000),
+    ]);
+    const count = Math.min(
+      PLANE_WARMUP_PER_CONVERSATION,
+      turns - c * PLANE_WARMUP_PER_CONVERSATION,
+    );
+    for (let i = 0; i < count; i++) {
+      await post(on, onUid, `plane warm-up ${i}`, `tr-pw-${c}-${i}`);
+      await post(off, offUid, `plane warm-up ${i}`, `un-pw-${c}-${i}`);
+    }
+  }
+}
+
 /** Prints the tracing comparison of {@link tracingPhase}. */
 function reportTracing(traced: TracingResult): void {
   const overhead = (traced.onP50 / traced.offP50 - 1) * 100;
   console.log(
-    `tracing on (OTLP/HTTP to an in-process endpoint that discards, sampler ${process.env.POLYCHROME_BENCH_TRACES_SAMPLER ?? 'always_on'}) against off, ${traced.rounds.length} rounds of ${traced.turns} turns each, alternating: p50 on ${ms(traced.onP50)}, off ${ms(traced.offP50)}, overhead ${overhead.toFixed(1)}% (aim < 5%) ${verdict(overhead < 5)}; p99 on ${ms(traced.onP99)}, off ${ms(traced.offP99)}; ${traced.exports} export requests`,
+    `tracing on (OTLP/HTTP to an in-process endpoint that discards, sampler ${process.env.POLYCHROME_BENCH_TRACES_SAMPLER ?? 'always_on'}${process.env.POLYCHROME_BENCH_TRACES_SAMPLER_ARG === undefined ? '' : ` ${process.env.POLYCHROME_BENCH_TRACES_SAMPLER_ARG}`}) against off, ${traced.rounds.length} rounds of ${traced.turns} turns each, alternating: p50 on ${ms(traced.onP50)}, off ${ms(traced.offP50)}, overhead ${overhead.toFixed(1)}% (aim < 5%) ${verdict(overhead < 5)}; p99 on ${ms(traced.onP99)}, off ${ms(traced.offP99)}; ${traced.exports} export requests`,
   );
   traced.rounds.forEach((round, i) => {
     console.log(

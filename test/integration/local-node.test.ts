@@ -90,6 +90,21 @@ describe('local node', () => {
   const readPod = (name: string, namespace = ns.name): Promise<V1Pod> =>
     core.readNamespacedPod({ name, namespace });
 
+  const gone = (name: string): Promise<true> =>
+    pollUntil(
+      `pod ${name} to disappear`,
+      async () => {
+        try {
+          await readPod(name);
+          return undefined;
+        } catch (err: unknown) {
+          if (err instanceof ApiException && err.code === 404) return true;
+          throw err;
+        }
+      },
+      { timeoutMs: 30_000 },
+    );
+
   const waitForPod = (
     what: string,
     name: string,
@@ -371,21 +386,7 @@ describe('local node', () => {
 
     await core.deleteNamespacedPod({ name: 'doomed', namespace: ns.name });
     await core.deleteNamespacedPod({ name: 'stubborn', namespace: ns.name });
-    for (const name of ['doomed', 'stubborn']) {
-      await pollUntil(
-        `pod ${name} to disappear`,
-        async () => {
-          try {
-            await readPod(name);
-            return undefined;
-          } catch (err: unknown) {
-            if (err instanceof ApiException && err.code === 404) return true;
-            throw err;
-          }
-        },
-        { timeoutMs: 30_000 },
-      );
-    }
+    for (const name of ['doomed', 'stubborn']) await gone(name);
     expect(pids.map(isAlive)).toEqual([false, false]);
     const doomedLog = await readFile(local.logPath(podRef(doomed), 'main'), 'utf8');
     expect(doomedLog).toContain('got SIGTERM');
@@ -596,21 +597,6 @@ http.createServer((q, s) => s.end(JSON.stringify(seen))).listen(8080, process.en
           ],
         },
       });
-
-    const gone = (name: string): Promise<true> =>
-      pollUntil(
-        `pod ${name} to disappear`,
-        async () => {
-          try {
-            await readPod(name);
-            return undefined;
-          } catch (err: unknown) {
-            if (err instanceof ApiException && err.code === 404) return true;
-            throw err;
-          }
-        },
-        { timeoutMs: 30_000 },
-      );
 
     const reviewToken = async (
       token: string,
