@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { freePort } from './processes';
+import { connect, type AddressInfo } from 'node:net';
+import { freePort, pollUntil } from './processes';
 import { HostPorts, hostPortRules, parsePortForward } from './local-node-host-ports';
 
 describe('hostPortRules', () => {
@@ -57,6 +57,21 @@ describe('HostPorts', () => {
       new RegExp(`hostPort 127.0.0.1:${taken} is not served: .*EADDRINUSE`),
     );
     expect(await fetch(`http://127.0.0.1:${taken}/`).then((r) => r.text())).toBe('someone else');
+
+    // Once the port is free, the next open (a container's next start) takes it.
+    await new Promise((resolve) => upstream?.close(resolve));
+    upstream = undefined;
+    ports.open();
+    const accepts = (): Promise<boolean> =>
+      new Promise((resolve) => {
+        const socket = connect({ host: '127.0.0.1', port: taken });
+        socket.once('connect', () => resolve(true));
+        socket.once('error', () => resolve(false));
+        socket.once('close', () => socket.destroy());
+      });
+    await pollUntil('the freed host port to be served', async () =>
+      (await accepts()) ? true : undefined,
+    );
   });
 });
 

@@ -25,17 +25,21 @@ export class TcpForwarder {
     if (this.server !== undefined) return;
     const { host, port } = this.listen;
     const server = createServer((client) => void this.forward(client));
-    server.on('error', (err: Error) => this.log(`${host}:${port} is not served: ${err.message}`));
+    server.on('error', (err: Error) => {
+      this.log(`${host}:${port} is not served: ${err.message}`);
+      // The next open() (a container's next start) tries again.
+      if (this.server === server) this.server = undefined;
+    });
     server.listen(port, host);
     this.server = server;
   }
 
-  /** Stops listening and drops the connections in flight. */
+  /** Stops listening (also a listen still resolving its host) and drops the connections in flight. */
   async close(): Promise<void> {
     for (const socket of this.sockets) socket.destroy();
     const server = this.server;
     this.server = undefined;
-    if (server?.listening !== true) return;
+    if (server === undefined) return;
     await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 

@@ -75,7 +75,10 @@ describe('podProcessEnv', () => {
       podIP: '127.4.1.2',
       namespace: 'polychrome-system',
       dnsFile: '/node/dns.json',
-      mounts: mounts.map(({ mountPath, hostPath }) => ({ mountPath, hostPath })),
+      // readOnly only where it is: the preload refuses writes there.
+      mounts: mounts.map(({ mountPath, hostPath, readOnly }) =>
+        readOnly ? { mountPath, hostPath, readOnly } : { mountPath, hostPath },
+      ),
     });
   });
 

@@ -116,7 +116,11 @@ export function podProcessEnv(
       podIP: runtime.podIP,
       namespace: runtime.namespace,
       ...(runtime.dnsFile !== undefined ? { dnsFile: runtime.dnsFile } : {}),
-      mounts: runtime.mounts.map(({ mountPath, hostPath }) => ({ mountPath, hostPath })),
+      mounts: runtime.mounts.map(({ mountPath, hostPath, readOnly }) => ({
+        mountPath,
+        hostPath,
+        ...(readOnly ? { readOnly: true } : {}),
+      })),
       ...(runtime.hostRoots !== undefined ? { hostRoots: runtime.hostRoots } : {}),
     }),
   };

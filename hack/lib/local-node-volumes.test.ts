@@ -394,7 +394,15 @@ describe('planVolumes', () => {
   });
 
   it('refuses item paths that would leave the volume directory', () => {
-    for (const path of ['../escape', '/etc/passwd', 'a/../../b', '..data/x']) {
+    for (const path of [
+      '../escape',
+      '/etc/passwd',
+      'a/../../b',
+      '..data/x',
+      './..data',
+      '.',
+      './',
+    ]) {
       expect(
         failure(
           planVolumes(
@@ -406,6 +414,23 @@ describe('planVolumes', () => {
       ).toContain(`invalid path "${path}"`);
     }
     expect(invalidPath('a/b.txt')).toBeUndefined();
+  });
+
+  it('writes a `./`-prefixed item path as the kubelet cleans it, inside the volume', () => {
+    const planned = planVolumes(
+      [
+        {
+          name: 'tls',
+          secret: { secretName: 'tls', items: [{ key: 'tls.crt', path: './certs//a.crt' }] },
+        },
+      ],
+      fields,
+      sources(),
+    );
+    expect(planned.ok && planned.plans[0]).toMatchObject({
+      kind: 'files',
+      files: [{ path: 'certs/a.crt' }],
+    });
   });
 
   it('stops at the first volume that cannot be set up', () => {
@@ -677,6 +702,18 @@ describe('PodVolumes', () => {
       writeFileSync(scratch, 'kept');
       await volumes.setUp();
       expect(readFileSync(scratch, 'utf8')).toBe('kept');
+
+      // Once the pod ran, a Secret deleted under it does not hold the other volumes back:
+      // its files stay as they were, and the token is still renewed.
+      api.secrets.delete('later');
+      clock += 481_000;
+      const stale = await volumes.setUp();
+      expect(stale.ok && stale.stale).toBe(
+        'MountVolume.SetUp failed for volume "creds" : secret "later" not found',
+      );
+      expect(hostOf(stale, 'creds')).toBe(creds);
+      expect(readFileSync(join(creds, 'password'), 'utf8')).toBe('new');
+      expect(readFileSync(token, 'utf8')).toBe('token-3');
 
       // Tearing down removes the pod's volumes, never the claim's data.
       writeFileSync(join(dir, 'pv', 'wal'), 'data');

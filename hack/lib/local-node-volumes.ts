@@ -10,7 +10,7 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, posix } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type {
   V1Container,
@@ -175,14 +175,23 @@ export function volumeReferences(
 /**
  * Why `path` may not be written inside a volume, or undefined when it may: it must be
  * relative, without `..` elements and must not start with `..` (the kubelet keeps its
- * own `..data` entries there). The API server validates the same; this guards the host.
+ * own `..data` entries there), as written and once cleaned (`./..data`, `.`). The API
+ * server validates less (it allows `./x`); this guards the host.
  */
 export function invalidPath(path: string): string | undefined {
   if (path === '') return 'must not be empty';
   if (path.startsWith('/')) return 'must be a relative path';
   if (path.split('/').includes('..')) return "must not contain '..'";
-  if (path.startsWith('..')) return "must not start with '..'";
+  const clean = cleanPath(path);
+  if (clean.startsWith('..')) return "must not start with '..'";
+  if (clean === '.') return 'must name something inside the volume';
   return undefined;
+}
+
+/** `path` as the kubelet's atomic writer keys it (filepath.Clean): `./a//b/` is `a/b`. */
+export function cleanPath(path: string): string {
+  const clean = posix.normalize(path);
+  return clean.length > 1 ? clean.replace(/\/+$/, '') : clean;
 }
 
 type Files = { ok: true; files: VolumeFile[] } | { ok: false; message: string };
@@ -466,7 +475,8 @@ export function planVolumes(
         );
       }
     }
-    plans.push({ name: volume.name, kind: 'files', files: files.files });
+    const cleaned = files.files.map((file) => ({ ...file, path: cleanPath(file.path) }));
+    plans.push({ name: volume.name, kind: 'files', files: cleaned });
   }
   return { ok: true, plans };
 }
@@ -577,7 +587,12 @@ export interface IssuedToken {
 }
 
 /** The result of {@link PodVolumes.setUp}. */
-export type SetUpResult = { ok: true; hosts: ReadonlyMap<string, VolumeHost> } | VolumeFailure;
+/**
+ * Set up (`stale`: once the pod ran, a volume that could not be refreshed keeps its last
+ * content, and why), or why the pod must wait.
+ */
+export type SetUpResult =
+  { ok: true; hosts: ReadonlyMap<string, VolumeHost>; stale?: string } | VolumeFailure;
 
 /** The entry a files volume's directory points through, as in the kubelet's AtomicWriter. */
 const dataLink = '..data';
@@ -681,6 +696,8 @@ export class PodVolumes {
   private inflight: Promise<SetUpResult> | undefined;
   private refreshing: Promise<void> | undefined;
   private lastProblem = '';
+  /** Every volume's directory, once all were set up (the containers may have started). */
+  private hosts: Map<string, VolumeHost> | undefined;
 
   constructor(private readonly opts: PodVolumesOptions) {
     this.volumes = podVolumes(opts.pod);
@@ -755,11 +772,21 @@ export class PodVolumes {
         message: `could not read what the pod's volumes name: ${err instanceof Error ? err.message : String(err)}`,
       };
     }
-    const plan = planVolumes(this.volumes, this.opts.fields(), sources);
-    if (!plan.ok) return plan;
-    const hosts = new Map<string, VolumeHost>();
+    // Volume by volume, as the kubelet: before the first start one that cannot be set up
+    // holds the pod; once it runs, that one keeps its last content while the others (a
+    // token due for renewal) are still written.
+    const fields = this.opts.fields();
+    const plans: VolumePlan[] = [];
+    let failure: VolumeFailure | undefined;
+    for (const volume of this.volumes) {
+      const one = planVolumes([volume], fields, sources);
+      if (one.ok) plans.push(...one.plans);
+      else failure ??= one;
+    }
+    if (failure !== undefined && this.hosts === undefined) return failure;
+    const hosts = new Map<string, VolumeHost>(this.hosts);
     try {
-      for (const volume of plan.plans) {
+      for (const volume of plans) {
         if (volume.kind === 'claim') {
           mkdirSync(volume.path, { recursive: true });
           hosts.set(volume.name, { path: volume.path, kind: 'claim', readOnly: volume.readOnly });
@@ -777,9 +804,12 @@ export class PodVolumes {
         message: `could not write the pod's volumes: ${err instanceof Error ? err.message : String(err)}`,
       };
     }
+    this.hosts = hosts;
     // Only file volumes change under a running pod; most pods (harness pods) have none.
-    if (plan.plans.some((v) => v.kind === 'files')) this.refreshing ??= this.refreshLoop();
-    return { ok: true, hosts };
+    if (plans.some((v) => v.kind === 'files')) this.refreshing ??= this.refreshLoop();
+    return failure === undefined
+      ? { ok: true, hosts }
+      : { ok: true, hosts, stale: failure.message };
   }
 
   /** The tokens to write: held ones until they are due, new TokenRequests otherwise. */
@@ -815,14 +845,17 @@ export class PodVolumes {
     const { signal } = this.abort;
     while (!signal.aborted) {
       const dueMs = Math.min(...[...this.tokens.values()].map((t) => t.renewAtMs - this.now));
-      const waitMs = Math.max(1000, Math.min(this.opts.refreshMs, dueMs));
+      const waitMs = Math.max(
+        1000,
+        Math.min(this.opts.refreshMs, Number.isFinite(dueMs) ? dueMs : Infinity),
+      );
       try {
         await sleep(waitMs, undefined, { signal });
       } catch {
         return;
       }
       const result = await this.setUp();
-      const problem = result.ok ? '' : result.message;
+      const problem = result.ok ? (result.stale ?? '') : result.message;
       if (problem !== '' && problem !== this.lastProblem) {
         // The files stay as they were, as the kubelet keeps a volume's last content.
         this.opts.log(

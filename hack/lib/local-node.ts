@@ -1,5 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+} from 'node:fs';
 import { arch, cpus, release, totalmem, type as osType } from 'node:os';
 import { join, resolve } from 'node:path';
 import {
@@ -267,7 +275,11 @@ export class LocalNode {
   async start(): Promise<void> {
     if (this.started) throw new Error(`local node ${this.name} was already started`);
     this.started = true;
-    mkdirSync(join(this.opts.stateDir, 'pods'), { recursive: true });
+    // Pods' Secret and token volumes live below: this machine's user only, as the
+    // kubelet's root-owned pods directory.
+    const pods = join(this.opts.stateDir, 'pods');
+    mkdirSync(pods, { recursive: true, mode: 0o700 });
+    chmodSync(pods, 0o700);
     try {
       this.kubeletVersion =
         (await this.opts.kubeConfig.makeApiClient(VersionApi).getCode()).gitVersion ??
@@ -276,6 +288,7 @@ export class LocalNode {
       // The version is cosmetic on a Node; registering matters.
     }
     const block = await this.registerNode();
+    await this.removeOrphanedVolumes();
     if (this.opts.clusterDns === true && !this.simulate) {
       this.dns = new ClusterDns({
         kubeConfig: this.opts.kubeConfig,
@@ -849,7 +862,7 @@ export class LocalNode {
       if (worker !== undefined) void worker.terminate(this.gracePeriodMs(pod), true);
       else {
         // Finished before this node started: its volumes (if any are left) go with it.
-        rmSync(join(this.podDir(pod.metadata), 'volumes'), { recursive: true, force: true });
+        this.removeVolumes(this.podDir(pod.metadata));
         void this.deletePod(pod).catch((err: unknown) => this.logPodError(pod, err));
       }
       return;
@@ -861,6 +874,57 @@ export class LocalNode {
     const created = new PodWorker(this.context, pod);
     this.workers.set(pod.metadata.uid, created);
     created.start();
+  }
+
+  /** Removes a pod directory's `volumes/` (Secrets, tokens); a failure is logged. */
+  private removeVolumes(podDir: string): void {
+    try {
+      rmSync(join(podDir, 'volumes'), { recursive: true, force: true });
+    } catch (err: unknown) {
+      this.log(`node ${this.name}: could not remove ${join(podDir, 'volumes')}: ${errorText(err)}`);
+    }
+  }
+
+  /**
+   * As the kubelet's orphaned pod cleanup: the volumes of a pod directory whose pod no
+   * longer exists (deleted while the node was down, or force-deleted) are removed. Its
+   * logs stay. Any pod that exists keeps its directory, whatever node it is on (nodes
+   * may share a state directory). Only namespaces in scope are looked at; a failed list
+   * leaves everything as it is.
+   */
+  private async removeOrphanedVolumes(): Promise<void> {
+    const root = join(this.opts.stateDir, 'pods');
+    const inScope = (namespace: string): boolean =>
+      this.opts.namespaces === undefined ||
+      this.opts.namespaces.length === 0 ||
+      this.opts.namespaces.includes(namespace);
+    let live: Set<string>;
+    // A directory changed since the list began may be a pod the list did not see yet.
+    const listedAtMs = Date.now();
+    try {
+      const lists =
+        this.opts.namespaces === undefined || this.opts.namespaces.length === 0
+          ? [await this.core.listPodForAllNamespaces()]
+          : await Promise.all(
+              this.opts.namespaces.map((namespace) => this.core.listNamespacedPod({ namespace })),
+            );
+      live = new Set(lists.flatMap((list) => list.items.map((pod) => pod.metadata?.uid ?? '')));
+    } catch (err: unknown) {
+      this.log(
+        `node ${this.name}: could not list its pods, orphaned volumes stay: ${errorText(err)}`,
+      );
+      return;
+    }
+    for (const entry of readdirSync(root)) {
+      const [namespace, , uid] = entry.split('_');
+      if (namespace === undefined || uid === undefined || !inScope(namespace)) continue;
+      const dir = join(root, entry);
+      if (live.has(uid) || !existsSync(join(dir, 'volumes'))) continue;
+      // (A second of slack for coarse file-system clocks.)
+      if (statSync(dir).mtimeMs >= listedAtMs - 1000) continue;
+      this.log(`node ${this.name}: removing the volumes of orphaned pod directory ${entry}`);
+      this.removeVolumes(dir);
+    }
   }
 
   /** The scheduling rule: the pod's nodeSelector must match this node's labels. */

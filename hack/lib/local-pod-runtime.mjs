@@ -14,8 +14,10 @@
 //   to the machine's resolver.
 // - Its mounts. A JavaScript file call on a path under a volumeMount's mountPath (e.g. the
 //   client library's hard-coded /var/run/secrets/kubernetes.io/serviceaccount/token) goes
-//   to the volume's directory on this machine. Native code does not pass through here:
-//   the node rewrites the environment's paths for it too.
+//   to the volume's directory on this machine, and a write under a readOnly mount (every
+//   Secret, ConfigMap, downward API and projected volume) fails with EROFS, as a read-only
+//   bind mount does. Native code does not pass through here: the node rewrites the
+//   environment's paths for it too.
 //
 // Plain JavaScript, because it runs before anything else in the process, with or without
 // tsx (the harness image runs its built output).
@@ -75,7 +77,8 @@ function bindPodAddress(podIP) {
 /** The names a lookup of `hostname` tries, in order, as resolv.conf's search list does. */
 function candidates(hostname, namespace) {
   const name = hostname.toLowerCase().replace(/\.$/, '');
-  if (name.endsWith('.cluster.local')) return [name];
+  // A name ending in a dot is absolute: no search list.
+  if (name.endsWith('.cluster.local') || hostname.endsWith('.')) return [name];
   const searched = [`${namespace}.svc.cluster.local`, 'svc.cluster.local', 'cluster.local'].map(
     (domain) => `${name}.${domain}`,
   );
@@ -93,18 +96,30 @@ function resolveClusterNames(dnsFile, namespace) {
       return {};
     }
   };
-  // Addresses of a cluster name, a CNAME target to resolve, or undefined: not ours.
-  const find = (hostname) => {
-    if (typeof hostname !== 'string' || net.isIP(hostname) !== 0) return undefined;
-    const all = records();
+  const recordOf = (all, hostname) => {
     for (const name of candidates(hostname, namespace)) {
-      const record = all[name];
-      if (record !== undefined) return record;
+      if (all[name] !== undefined) return all[name];
     }
     return undefined;
   };
+  // Addresses of a cluster name, a CNAME target outside the cluster to resolve, or
+  // undefined: not ours. CNAMEs between cluster names are followed here, a few at most
+  // (a loop of ExternalNames answers nothing, as a resolver gives up).
+  const find = (hostname) => {
+    if (typeof hostname !== 'string' || net.isIP(hostname) !== 0) return undefined;
+    const all = records();
+    let record = recordOf(all, hostname);
+    for (let hops = 0; record !== undefined && !Array.isArray(record); hops++) {
+      const next = recordOf(all, String(record.cname));
+      if (next === undefined) return record;
+      if (hops >= 8) return [];
+      record = next;
+    }
+    return record;
+  };
   const answer = (hostname, addresses, options) => {
-    const family = typeof options === 'number' ? options : Number(options?.family ?? 0);
+    const asked = typeof options === 'number' ? options : options?.family;
+    const family = asked === 'IPv4' ? 4 : asked === 'IPv6' ? 6 : Number(asked ?? 0);
     const wanted = addresses
       .map((address) => ({ address, family: net.isIP(address) }))
       .filter((entry) => entry.family !== 0 && (family === 0 || entry.family === family));
@@ -155,10 +170,18 @@ function mapMountedPaths(mounts, hostRoots) {
   // Longest mount path first, so a mount inside another wins.
   const table = mounts
     .filter((m) => typeof m.mountPath === 'string' && typeof m.hostPath === 'string')
-    .map((m) => ({ from: m.mountPath.replace(/\/+$/, ''), to: m.hostPath }))
+    .map((m) => ({
+      from: m.mountPath.replace(/\/+$/, ''),
+      to: m.hostPath,
+      ro: m.readOnly === true,
+    }))
     .sort((a, b) => b.from.length - a.from.length);
   const under = (path, root) => path === root || path.startsWith(`${root.replace(/\/+$/, '')}/`);
   const hostOwned = [...hostRoots, ...table.map((m) => m.to)].filter((p) => typeof p === 'string');
+  // The host directories of the read-only mounts, deepest first (a writable mount may sit
+  // inside a read-only one, or the other way round).
+  const hostTable = [...table].sort((a, b) => b.to.length - a.to.length);
+  const readOnlyAt = (path) => hostTable.find((m) => under(path, m.to))?.ro === true;
   let depth = 0;
   const map = (path) => {
     if (depth > 0 || typeof path !== 'string' || !path.startsWith('/')) return path;
@@ -169,15 +192,27 @@ function mapMountedPaths(mounts, hostRoots) {
     }
     return path;
   };
+  const refused = (syscall, path) =>
+    Object.assign(new Error(`EROFS: read-only file system, ${syscall} '${path}'`), {
+      errno: -30,
+      code: 'EROFS',
+      syscall,
+      path,
+    });
   const onePath = [
     'access',
     'appendFile',
     'chmod',
+    'chown',
     'createReadStream',
     'createWriteStream',
+    'exists',
     'existsSync',
+    'lchown',
     'lstat',
+    'lutimes',
     'mkdir',
+    'mkdtemp',
     'open',
     'opendir',
     'readdir',
@@ -187,6 +222,7 @@ function mapMountedPaths(mounts, hostRoots) {
     'rm',
     'rmdir',
     'stat',
+    'statfs',
     'truncate',
     'unlink',
     'utimes',
@@ -196,11 +232,59 @@ function mapMountedPaths(mounts, hostRoots) {
     'writeFile',
   ];
   const twoPaths = ['copyFile', 'cp', 'link', 'rename', 'symlink'];
+  // Which arguments a call writes: every path of these; only the target of copyFile, cp,
+  // link and symlink; both of rename; open's and createWriteStream's path unless its flags
+  // only read.
+  const writes = new Set([
+    'appendFile',
+    'chmod',
+    'chown',
+    'createWriteStream',
+    'lchown',
+    'lutimes',
+    'mkdir',
+    'mkdtemp',
+    'rm',
+    'rmdir',
+    'truncate',
+    'unlink',
+    'utimes',
+    'writeFile',
+  ]);
+  const { O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_APPEND } = fs.constants;
+  const writing = (flags) =>
+    typeof flags === 'number'
+      ? (flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND)) !== 0
+      : typeof flags === 'string' && /[wa+]/.test(flags);
+  const writtenArgs = (name, args) => {
+    const base = name.replace(/Sync$/, '');
+    if (writes.has(base)) return [0];
+    if (base === 'rename') return [0, 1];
+    if (base === 'copyFile' || base === 'cp' || base === 'link' || base === 'symlink') return [1];
+    if (base === 'open') return writing(args[1]) ? [0] : [];
+    return [];
+  };
   const wrap = (target, name, paths) => {
     const original = target[name];
     if (typeof original !== 'function') return;
     const wrapped = function (...args) {
       for (let i = 0; i < paths; i++) args[i] = map(args[i]);
+      if (depth === 0) {
+        const at = writtenArgs(name, args).find(
+          (i) => typeof args[i] === 'string' && readOnlyAt(args[i]),
+        );
+        if (at !== undefined) {
+          const error = refused(name.replace(/Sync$/, ''), args[at]);
+          // As the call reports any failure: thrown, rejected, or to its callback.
+          if (target === fs.promises) return Promise.reject(error);
+          const callback = args.at(-1);
+          if (!name.endsWith('Sync') && typeof callback === 'function') {
+            process.nextTick(callback, error);
+            return undefined;
+          }
+          throw error;
+        }
+      }
       depth++;
       try {
         return original.apply(this, args);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -43,6 +43,15 @@ beforeAll(async () => {
       'six.polychrome-system.svc.cluster.local': ['::1'],
       'none.polychrome-system.svc.cluster.local': [],
       'door.polychrome-system.svc.cluster.local': { cname: 'localhost' },
+      'alias.polychrome-system.svc.cluster.local': {
+        cname: 'polychrome-state.polychrome-system.svc.cluster.local',
+      },
+      'loop-a.polychrome-system.svc.cluster.local': {
+        cname: 'loop-b.polychrome-system.svc.cluster.local',
+      },
+      'loop-b.polychrome-system.svc.cluster.local': {
+        cname: 'loop-a.polychrome-system.svc.cluster.local',
+      },
       'other.default.svc.cluster.local': ['127.0.0.1'],
     }),
   );
@@ -128,7 +137,7 @@ describe('cluster DNS', () => {
     ]);
   });
 
-  it('answers all: true, a family, a CNAME, and no ready pod as ENOTFOUND', async () => {
+  it('answers all: true, a family (number or name), CNAMEs in and out of the cluster, an absolute name, and no ready pod or a CNAME loop as ENOTFOUND', async () => {
     const out = await inPod(`
       import { lookup } from 'node:dns/promises';
       const all = await lookup('polychrome-state', { all: true });
@@ -136,13 +145,24 @@ describe('cluster DNS', () => {
       const noFour = await lookup('six', { family: 4 }).catch((e) => e.code);
       const none = await lookup('none').catch((e) => e.code);
       const cname = await lookup('door', { family: 4 });
-      console.log(JSON.stringify({ all, six, noFour, none, cname: cname.address }));`);
+      const named = await lookup('six', { family: 'IPv6' });
+      const alias = await lookup('alias');
+      const loop = await lookup('loop-a').catch((e) => e.code);
+      const absolute = await lookup('polychrome-state.polychrome-system.svc.cluster.local.');
+      console.log(JSON.stringify({
+        all, six, noFour, none, cname: cname.address, named, alias: alias.address, loop,
+        absolute: absolute.address,
+      }));`);
     expect(JSON.parse(out)).toEqual({
       all: [{ address: '127.0.0.1', family: 4 }],
       six: { address: '::1', family: 6 },
       noFour: 'ENOTFOUND',
       none: 'ENOTFOUND',
       cname: '127.0.0.1',
+      named: { address: '::1', family: 6 },
+      alias: '127.0.0.1',
+      loop: 'ENOTFOUND',
+      absolute: '127.0.0.1',
     });
   });
 
@@ -255,6 +275,65 @@ describe('mounts', () => {
     });
     // The pod's /tmp/scratch.txt is in the emptyDir, not in the machine's /tmp.
     expect(existsSync(join(emptyDir, 'scratch.txt'))).toBe(true);
+  });
+
+  it('refuses writes under a readOnly mount with EROFS, however they are made', async () => {
+    const emptyDir = join(dir, 'volumes', 'tmp');
+    await mkdir(emptyDir, { recursive: true });
+    const tokenHost = join(dir, 'volumes', 'token');
+    const out = await inPod(
+      `import fs from 'node:fs';
+       import { join } from 'node:path';
+       const token = '/var/run/secrets/kubernetes.io/serviceaccount/token';
+       const code = (run) => { try { run(); return 'ok'; } catch (e) { return e.code; } };
+       const made = fs.mkdtempSync('/tmp/work-');
+       fs.writeFileSync(join(made, 'f'), 'x');
+       console.log(JSON.stringify({
+         read: fs.readFileSync(token, 'utf8'),
+         writeSync: code(() => fs.writeFileSync(token, 'forged')),
+         hostPath: code(() => fs.writeFileSync(${JSON.stringify(join(tokenHost, 'new'))}, 'x')),
+         unlink: code(() => fs.unlinkSync(token)),
+         openForWrite: code(() => fs.openSync(token, 'r+')),
+         openForRead: code(() => fs.closeSync(fs.openSync(token, 'r'))),
+         renameInto: code(() => fs.renameSync(join(made, 'f'), token)),
+         copyOut: code(() => fs.copyFileSync(token, join(made, 'copy'))),
+         promises: await fs.promises.writeFile(token, 'forged').then(() => 'ok', (e) => e.code),
+         callback: await new Promise((resolve) => fs.writeFile(token, 'x', (e) => resolve(e?.code ?? 'ok'))),
+         message: (() => { try { fs.appendFileSync(token, 'x'); return 'ok'; } catch (e) { return e.message; } })(),
+         writable: code(() => fs.writeFileSync('/tmp/ok.txt', 'fine')),
+         made: made.startsWith(${JSON.stringify(emptyDir)}),
+         inMade: fs.readFileSync(join(made, 'copy'), 'utf8'),
+       }));`,
+      {
+        hostRoots: [dir],
+        mounts: [
+          { mountPath: '/tmp', hostPath: emptyDir, readOnly: false },
+          {
+            mountPath: '/var/run/secrets/kubernetes.io/serviceaccount',
+            hostPath: tokenHost,
+            readOnly: true,
+          },
+        ],
+      },
+    );
+    expect(JSON.parse(out)).toEqual({
+      read: 'a token\n',
+      writeSync: 'EROFS',
+      hostPath: 'EROFS',
+      unlink: 'EROFS',
+      openForWrite: 'EROFS',
+      openForRead: 'ok',
+      renameInto: 'EROFS',
+      copyOut: 'ok',
+      promises: 'EROFS',
+      callback: 'EROFS',
+      message: `EROFS: read-only file system, appendFile '${join(tokenHost, 'token')}'`,
+      writable: 'ok',
+      made: true,
+      inMade: 'a token\n',
+    });
+    expect(readFileSync(join(tokenHost, 'token'), 'utf8')).toBe('a token\n');
+    expect(existsSync(join(emptyDir, 'ok.txt'))).toBe(true);
   });
 
   it('without mounts, paths are the machine’s own', async () => {

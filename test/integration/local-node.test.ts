@@ -9,9 +9,18 @@ import {
   type V1Container,
   type V1Pod,
 } from '@kubernetes/client-node';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { spawn } from 'node:child_process';
-import { existsSync, openSync, readdirSync, statSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -686,6 +695,8 @@ http.createServer((q, s) => s.end(JSON.stringify(seen))).listen(8080, process.en
 
       const podDir = join(stateDir, 'pods', `${ns.name}_reader_${pod.metadata?.uid}`);
       expect(statSync(join(podDir, 'volumes', 'scratch')).isDirectory()).toBe(true);
+      // Secrets and tokens below: no other user of this machine reads the pods directory.
+      expect(statSync(join(stateDir, 'pods')).mode & 0o777).toBe(0o700);
       expect(readdirSync(pvDir)).toEqual(['history']);
 
       // Deleting the pod removes its volumes (not the claim's data), and its token dies with it.
@@ -833,6 +844,14 @@ http.createServer((q, s) => s.end(JSON.stringify(seen))).listen(8080, process.en
     let cliPid: number | undefined;
     try {
       const kubeconfigPath = (await sharedCluster()).kubeconfigPath;
+      // What a pod deleted while its node was down leaves: the node removes its volumes
+      // (a Secret's files) when it starts, and keeps its logs.
+      const orphan = join(stateDir, 'cli', 'pods', `${cliNs.name}_ghost_${randomUUID()}`);
+      mkdirSync(join(orphan, 'volumes', 'creds'), { recursive: true });
+      writeFileSync(join(orphan, 'volumes', 'creds', 'password'), 'hunter2');
+      writeFileSync(join(orphan, 'app.log'), 'last words\n');
+      const past = new Date(Date.now() - 60_000);
+      utimesSync(orphan, past, past);
       const out = openSync(join(stateDir, 'cli.log'), 'a');
       const cli = spawn(
         process.execPath,
@@ -880,6 +899,12 @@ http.createServer((q, s) => s.end(JSON.stringify(seen))).listen(8080, process.en
       });
       const pod = await waitForPod('to be Ready', 'served', isReady, cliNs.name);
       await waitForPod('to be Ready', 'slow-stop', isReady, cliNs.name);
+      expect(existsSync(join(orphan, 'volumes'))).toBe(false);
+      expect(readFileSync(join(orphan, 'app.log'), 'utf8')).toBe('last words\n');
+      // A running pod's own directory is not an orphan.
+      expect(
+        existsSync(join(stateDir, 'cli', 'pods', `${cliNs.name}_served_${pod.metadata?.uid}`)),
+      ).toBe(true);
       expect(pod.spec?.nodeName).toBe(cliName);
       const pid = pidOf(pod);
       expect(isAlive(pid)).toBe(true);
