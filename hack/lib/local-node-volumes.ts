@@ -586,10 +586,10 @@ export interface IssuedToken {
   expiresAt: Date;
 }
 
-/** The result of {@link PodVolumes.setUp}. */
 /**
- * Set up (`stale`: once the pod ran, a volume that could not be refreshed keeps its last
- * content, and why), or why the pod must wait.
+ * The result of {@link PodVolumes.setUp}: set up (with `stale` once the pod ran and a
+ * volume could not be refreshed: it keeps its last content, and this says why), or why
+ * the pod must wait.
  */
 export type SetUpResult =
   { ok: true; hosts: ReadonlyMap<string, VolumeHost>; stale?: string } | VolumeFailure;

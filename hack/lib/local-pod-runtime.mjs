@@ -232,9 +232,8 @@ function mapMountedPaths(mounts, hostRoots) {
     'writeFile',
   ];
   const twoPaths = ['copyFile', 'cp', 'link', 'rename', 'symlink'];
-  // Which arguments a call writes: every path of these; only the target of copyFile, cp,
-  // link and symlink; both of rename; open's and createWriteStream's path unless its flags
-  // only read.
+  // Which arguments a call writes: the path of these; only the target of copyFile, cp,
+  // link and symlink; both of rename; open's path unless its flags only read.
   const writes = new Set([
     'appendFile',
     'chmod',
