@@ -319,9 +319,8 @@ export class LocalNode {
   /**
    * Stops watching, stops every process (SIGTERM, then SIGKILL after the pod's grace
    * period, at most `shutdownGracePeriodSeconds`) and, unless `leavePods`, writes each
-   * pod's last status and marks the
-   * Node NotReady. Pods stay bound to the Node, so a node started again with the same
-   * name runs them again. Idempotent.
+   * pod's last status and marks the Node NotReady. Pods stay bound to the Node, so a node
+   * started again with the same name runs them again. Idempotent.
    */
   close(options: LocalNodeCloseOptions = {}): Promise<void> {
     this.closing ??= (async () => {
