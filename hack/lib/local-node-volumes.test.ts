@@ -569,6 +569,14 @@ describe('writeVolumeFiles', () => {
     );
     expect(readlinkSync(join(vol, '..data'))).toBe(first);
 
+    // A top-level link lost since is put back, still with nothing else written.
+    rmSync(join(vol, 'tls.crt'));
+    expect(writeVolumeFiles(vol, [file('sub/key', 'K', 0o400), file('tls.crt', 'A', 0o440)])).toBe(
+      false,
+    );
+    expect(readlinkSync(join(vol, 'tls.crt'))).toBe('..data/tls.crt');
+    expect(readFileSync(join(vol, 'tls.crt'), 'utf8')).toBe('A');
+
     // New content: a new data directory; a key that is gone disappears, the old set too.
     expect(writeVolumeFiles(vol, [file('tls.crt', 'B', 0o440)])).toBe(true);
     expect(readFileSync(join(vol, 'tls.crt'), 'utf8')).toBe('B');

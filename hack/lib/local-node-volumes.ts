@@ -631,7 +631,13 @@ const payloadDigest = (files: readonly VolumeFile[]): string => {
 export function writeVolumeFiles(dir: string, files: readonly VolumeFile[]): boolean {
   mkdirSync(dir, { recursive: true });
   const target = `..${payloadDigest(files)}`;
-  if (readLink(join(dir, dataLink)) === target && isDirectory(join(dir, target))) return false;
+  const tops = new Set(files.map((f) => f.path.split('/')[0] ?? f.path));
+  if (readLink(join(dir, dataLink)) === target && isDirectory(join(dir, target))) {
+    // The content is there; a top-level link lost since (a crash between the swap and
+    // the links, a container that removed one) is put back.
+    linkTops(dir, tops);
+    return false;
+  }
   const staging = join(dir, target);
   rmSync(staging, { recursive: true, force: true });
   mkdirSync(staging, { mode: 0o755 });
@@ -646,13 +652,7 @@ export function writeVolumeFiles(dir: string, files: readonly VolumeFile[]): boo
   rmSync(temp, { force: true });
   symlinkSync(target, temp);
   renameSync(temp, join(dir, dataLink));
-  const tops = new Set(files.map((f) => f.path.split('/')[0] ?? f.path));
-  for (const top of tops) {
-    const link = join(dir, top);
-    if (readLink(link) === `${dataLink}/${top}`) continue;
-    rmSync(link, { recursive: true, force: true });
-    symlinkSync(`${dataLink}/${top}`, link);
-  }
+  linkTops(dir, tops);
   for (const entry of readdirSync(dir)) {
     if (entry === dataLink || entry === target) continue;
     if (entry.startsWith('..') || !tops.has(entry)) {
@@ -660,6 +660,16 @@ export function writeVolumeFiles(dir: string, files: readonly VolumeFile[]): boo
     }
   }
   return true;
+}
+
+/** Makes each top-level name in `dir` a symlink through `..data`, unless it already is. */
+function linkTops(dir: string, tops: ReadonlySet<string>): void {
+  for (const top of tops) {
+    const link = join(dir, top);
+    if (readLink(link) === `${dataLink}/${top}`) continue;
+    rmSync(link, { recursive: true, force: true });
+    symlinkSync(`${dataLink}/${top}`, link);
+  }
 }
 
 /** Options for {@link PodVolumes}. */
