@@ -307,13 +307,21 @@ export class LocalNode {
     for (const forwarder of this.forwarders) forwarder.open();
     await this.renewLease();
     this.loops.push(this.heartbeat());
-    const namespaces = this.opts.namespaces;
+    const namespaces = this.scope;
     const paths =
-      namespaces === undefined || namespaces.length === 0
+      namespaces === undefined
         ? ['/api/v1/pods']
         : namespaces.map((ns) => `/api/v1/namespaces/${encodeURIComponent(ns)}/pods`);
     for (const path of paths) this.loops.push(this.watchPods(path));
-    this.log(`node ${this.name}: ready, watching ${namespaces?.join(', ') ?? 'all namespaces'}`);
+    this.log(
+      `node ${this.name}: ready, watching ${this.opts.namespaces?.join(', ') ?? 'all namespaces'}`,
+    );
+  }
+
+  /** The namespaces whose pods this node runs; undefined: all (no list, or an empty one). */
+  private get scope(): readonly string[] | undefined {
+    const namespaces = this.opts.namespaces;
+    return namespaces === undefined || namespaces.length === 0 ? undefined : namespaces;
   }
 
   /**
@@ -893,20 +901,15 @@ export class LocalNode {
    */
   private async removeOrphanedVolumes(): Promise<void> {
     const root = join(this.opts.stateDir, 'pods');
-    const inScope = (namespace: string): boolean =>
-      this.opts.namespaces === undefined ||
-      this.opts.namespaces.length === 0 ||
-      this.opts.namespaces.includes(namespace);
+    const scope = this.scope;
     let live: Set<string>;
     // A directory changed since the list began may be a pod the list did not see yet.
     const listedAtMs = Date.now();
     try {
       const lists =
-        this.opts.namespaces === undefined || this.opts.namespaces.length === 0
+        scope === undefined
           ? [await this.core.listPodForAllNamespaces()]
-          : await Promise.all(
-              this.opts.namespaces.map((namespace) => this.core.listNamespacedPod({ namespace })),
-            );
+          : await Promise.all(scope.map((namespace) => this.core.listNamespacedPod({ namespace })));
       live = new Set(lists.flatMap((list) => list.items.map((pod) => pod.metadata?.uid ?? '')));
     } catch (err: unknown) {
       this.log(
@@ -916,7 +919,8 @@ export class LocalNode {
     }
     for (const entry of readdirSync(root)) {
       const [namespace, , uid] = entry.split('_');
-      if (namespace === undefined || uid === undefined || !inScope(namespace)) continue;
+      if (namespace === undefined || uid === undefined) continue;
+      if (scope !== undefined && !scope.includes(namespace)) continue;
       const dir = join(root, entry);
       if (live.has(uid) || !existsSync(join(dir, 'volumes'))) continue;
       // (A second of slack for coarse file-system clocks.)
