@@ -44,18 +44,25 @@ interface ProbeResult {
     extracted?: { traceId: string; spanId: string };
   };
   spans: Record<string, unknown>;
+  boundaries: Record<string, unknown> & {
+    span: string | null;
+    interleaved: { span: string | null; afterOne: string | null; afterTwo: string | null }[];
+  };
   malformed: unknown;
   lines: Record<string, unknown>[];
 }
 
-/** Runs common/testdata/tracing-probe.ts with only `env` of OTEL_* set. */
-async function probe(env: Record<string, string>): Promise<ProbeResult> {
+/** Runs common/testdata/tracing-probe.ts with only `env` of OTEL_* set, and `nodeFlags`. */
+async function probe(
+  env: Record<string, string>,
+  nodeFlags: readonly string[] = [],
+): Promise<ProbeResult> {
   const clean = Object.fromEntries(
     Object.entries(process.env).filter(([name]) => !name.startsWith('OTEL_')),
   );
   const { stdout } = await run(
     process.execPath,
-    ['--import', 'tsx', join(__dirname, 'testdata', 'tracing-probe.ts')],
+    [...nodeFlags, '--import', 'tsx', join(__dirname, 'testdata', 'tracing-probe.ts')],
     { env: { ...clean, ...env }, timeout: 60_000 },
   );
   return JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as ProbeResult;
@@ -80,6 +87,35 @@ async function otlpSink(): Promise<{ url: string; paths: string[]; close: () => 
     paths,
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
+}
+
+/**
+ * The images run Node with --experimental-async-context-frame (docs/images.md): the
+ * active span is carried in V8's continuation data instead of by an async hook. Node 22.7
+ * and later take the flag (Node 24 made it the default); Node 20 refuses it.
+ */
+const FRAME_FLAG = '--experimental-async-context-frame';
+const frameSupported = process.allowedNodeEnvironmentFlags.has(FRAME_FLAG);
+
+/** What the probe's boundary crossings must show: the span of each side, and none outside. */
+function expectSpanCarried(boundaries: ProbeResult['boundaries']): void {
+  const { span, interleaved, outside, ...crossings } = boundaries;
+  expect(span).toMatch(/^[0-9a-f]{16}$/u);
+  expect(crossings).toEqual({
+    setTimeout: span,
+    setImmediate: span,
+    nextTick: span,
+    queueMicrotask: span,
+    httpResponse: span,
+    afterAwaits: span,
+  });
+  expect(interleaved).toHaveLength(2);
+  for (const each of interleaved) {
+    expect(each.span).toMatch(/^[0-9a-f]{16}$/u);
+    expect(each).toEqual({ span: each.span, afterOne: each.span, afterTwo: each.span });
+  }
+  expect(interleaved[0]?.span).not.toBe(interleaved[1]?.span);
+  expect(outside).toBeNull();
 }
 
 describe('startTracing', () => {
@@ -115,6 +151,7 @@ describe('startTracing', () => {
     const sink = await otlpSink();
     try {
       const result = await probe({ OTEL_EXPORTER_OTLP_ENDPOINT: sink.url });
+      expectSpanCarried(result.boundaries);
       expect(result.started).toBe(true);
       expect(result.sdkModules).toBeGreaterThan(0);
       const { traceId, spanId } = result.inside;
@@ -154,6 +191,34 @@ describe('startTracing', () => {
       await sink.close();
     }
   }, 60_000);
+
+  (frameSupported ? it : it.skip)(
+    `carries the active span across every async boundary under ${FRAME_FLAG}, as in the images (Node 22.7+)`,
+    async () => {
+      const sink = await otlpSink();
+      try {
+        const result = await probe({ OTEL_EXPORTER_OTLP_ENDPOINT: sink.url }, [FRAME_FLAG]);
+        expect(result.started).toBe(true);
+        expectSpanCarried(result.boundaries);
+        const { outer, inner } = result.spans as Record<
+          string,
+          { spanId: string; parent: string | null }
+        >;
+        expect(inner?.parent).toBe(outer?.spanId);
+        const inside = result.lines.find((line) => line.msg === 'inside');
+        expect(inside).toMatchObject({
+          trace_id: result.inside.traceId,
+          span_id: result.inside.spanId,
+        });
+        expect(result.inside.traceparent).toEqual([
+          `00-${result.inside.traceId}-${result.inside.spanId}-01`,
+        ]);
+      } finally {
+        await sink.close();
+      }
+    },
+    60_000,
+  );
 
   it('honours OTEL_TRACES_SAMPLER: always_off records nothing and exports nothing', async () => {
     const sink = await otlpSink();

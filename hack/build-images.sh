@@ -191,8 +191,15 @@ for entry in "${planes[@]}"; do
   ref="$registry/polychrome/$plane:$version"
   "$crane" append -b "$registry/polychrome/runtime:build" -f "$work/app-$plane.tar.gz" \
     -t "$ref" >/dev/null 2>>"$work/crane.log"
+  # The Dockerfile's exec-form ENTRYPOINT, so the two cannot drift (check-image.sh checks it).
+  entrypoint=$(node -e '
+    const m = /^ENTRYPOINT (\[.*\])$/mu.exec(require("node:fs").readFileSync(process.argv[1], "utf8"));
+    const argv = m === null ? [] : JSON.parse(m[1]);
+    if (argv.length === 0 || argv.some((a) => typeof a !== "string" || a.includes(","))) process.exit(1);
+    console.log(argv.join(","));' "$dir/Dockerfile") ||
+    fail "$plane: $dir/Dockerfile has no exec-form ENTRYPOINT crane can set (a JSON array, no commas)"
   "$crane" mutate "$ref" -t "$ref" \
-    --entrypoint "/nodejs/bin/node,/app/dist/$dir/main.js" \
+    --entrypoint "$entrypoint" \
     --user 65532:65532 --workdir /app --set-platform linux/amd64 \
     --env NODE_ENV=production --exposed-ports "$ports" \
     -l "org.opencontainers.image.title=polychrome-$plane" \
@@ -211,8 +218,8 @@ for entry in "${planes[@]}"; do
   mkdir "$rootfs"
   "$crane" config "$pinned" >"$work/$plane.config.json"
   "$crane" export "$pinned" - | tar --extract --directory "$rootfs" --numeric-owner --same-owner
-  bash "$here/check-image.sh" "$rootfs" "$work/$plane.config.json" "$dir" "$want_exit" \
-    "$want_error" "$canary" || fail "$plane: the image fails its checks (above)"
+  bash "$here/check-image.sh" "$rootfs" "$work/$plane.config.json" "$dir/Dockerfile" "$dir" \
+    "$want_exit" "$want_error" "$canary" || fail "$plane: the image fails its checks (above)"
   if [ "$plane" = control-plane ]; then
     # The forensics UI's bundle, which the control plane serves (docs/ui.md).
     for file in index.html app.js app.css; do

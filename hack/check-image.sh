@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Checks one exported image (hack/build-images.sh runs it for each plane; docs/images.md):
-#   hack/check-image.sh ROOTFS CONFIG_JSON PLANE_DIR WANT_EXIT WANT_ERROR [CANARY]
+#   hack/check-image.sh ROOTFS CONFIG_JSON DOCKERFILE PLANE_DIR WANT_EXIT WANT_ERROR [CANARY]
 # ROOTFS is the image's filesystem (`crane export`), CONFIG_JSON its config (`crane config`),
-# PLANE_DIR the source folder of its main (operator, state, harness). It fails, naming what
-# is wrong, unless:
-# - the config runs /nodejs/bin/node /app/dist/PLANE_DIR/main.js as 65532:65532 in /app on
-#   linux/amd64, with no CMD and with the org.opencontainers.image labels;
+# DOCKERFILE the plane's Dockerfile, PLANE_DIR the source folder of its main (operator,
+# state, harness). It fails, naming what is wrong, unless:
+# - the config's entrypoint is DOCKERFILE's exec-form ENTRYPOINT, /nodejs/bin/node (with its
+#   flags) on /app/dist/PLANE_DIR/main.js, run as 65532:65532 in /app on linux/amd64, with no
+#   CMD and with the org.opencontainers.image labels;
 # - no file looks like key material or local state (.local, .git, .env*, *.pem, ...), no
 #   file holds a PEM private key or the string CANARY;
 # - under `chroot --userspec=65532:65532`, no path is writable by uid 65532;
@@ -14,11 +15,11 @@
 # Needs root (chroot).
 set -euo pipefail
 
-[ $# -ge 5 ] || {
-  echo "usage: $0 ROOTFS CONFIG_JSON PLANE_DIR WANT_EXIT WANT_ERROR [CANARY]" >&2
+[ $# -ge 6 ] || {
+  echo "usage: $0 ROOTFS CONFIG_JSON DOCKERFILE PLANE_DIR WANT_EXIT WANT_ERROR [CANARY]" >&2
   exit 2
 }
-rootfs=$1 config=$2 dir=$3 want_exit=$4 want_error=$5 canary=${6:-}
+rootfs=$1 config=$2 dockerfile=$3 dir=$4 want_exit=$5 want_error=$6 canary=${7:-}
 chroot=$(command -v chroot)
 fail() {
   echo "images: $*" >&2
@@ -27,9 +28,18 @@ fail() {
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-node - "$config" "$dir" <<'EOF'
-const [file, dir] = process.argv.slice(2);
+node - "$config" "$dir" "$dockerfile" <<'EOF'
+const [file, dir, dockerfile] = process.argv.slice(2);
 const image = require(file);
+// The Dockerfile's exec-form ENTRYPOINT, which the built image must carry as it is.
+const declared = /^ENTRYPOINT (\[.*\])$/mu.exec(require('node:fs').readFileSync(dockerfile, 'utf8'));
+let entrypoint;
+try {
+  entrypoint = JSON.parse(declared?.[1] ?? '');
+} catch {
+  console.error(`images: ${dockerfile} has no exec-form ENTRYPOINT (one line, a JSON array)`);
+  process.exit(1);
+}
 const c = image.config ?? {};
 const labels = c.Labels ?? {};
 // [what it must be, what it is], compared as JSON.
@@ -38,7 +48,13 @@ const checks = {
   architecture: ['amd64', image.architecture],
   User: ['65532:65532', c.User],
   WorkingDir: ['/app', c.WorkingDir],
-  Entrypoint: [['/nodejs/bin/node', `/app/dist/${dir}/main.js`], c.Entrypoint],
+  Entrypoint: [entrypoint, c.Entrypoint],
+  'Dockerfile ENTRYPOINT runs node on the main': [
+    true,
+    Array.isArray(entrypoint) &&
+      entrypoint[0] === '/nodejs/bin/node' &&
+      entrypoint.at(-1) === `/app/dist/${dir}/main.js`,
+  ],
   Cmd: [null, c.Cmd ?? null],
   'org.opencontainers.image labels': [
     true,

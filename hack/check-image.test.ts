@@ -22,6 +22,13 @@ import { repoRoot } from './lib/paths';
 const script = join(repoRoot, 'hack', 'check-image.sh');
 const configError = 'control plane configuration has 1 problem: POLYCHROME_STATE_ADDRESS';
 
+/**
+ * The entrypoint of the Dockerfile the tests check against. A node flag that both Node 20
+ * and Node 22 accept stands for the images' own (--experimental-async-context-frame, which
+ * Node 20 refuses), so the case runs on either.
+ */
+const entrypoint = ['/nodejs/bin/node', '--no-deprecation', '/app/dist/operator/main.js'];
+
 /** The image config crane would report for an image built by hack/build-images.sh. */
 function imageConfig(overrides: Record<string, unknown> = {}): Record<string, unknown> {
   return {
@@ -30,7 +37,7 @@ function imageConfig(overrides: Record<string, unknown> = {}): Record<string, un
     config: {
       User: '65532:65532',
       WorkingDir: '/app',
-      Entrypoint: ['/nodejs/bin/node', '/app/dist/operator/main.js'],
+      Entrypoint: entrypoint,
       Env: ['NODE_ENV=production'],
       Labels: Object.fromEntries(
         ['title', 'version', 'revision', 'created', 'source'].map((l) => [
@@ -46,6 +53,7 @@ function imageConfig(overrides: Record<string, unknown> = {}): Record<string, un
 let work: string;
 let rootfs: string;
 let configFile: string;
+let dockerfile: string;
 
 /** Writes `text` at `path` inside the root, root-owned, mode `mode`. */
 function put(path: string, text: string, mode = 0o644): string {
@@ -66,12 +74,25 @@ function putMain(code = 1): void {
   );
 }
 
+/** Writes the Dockerfile the check reads, its exec-form ENTRYPOINT `argv`. */
+function putDockerfile(argv: readonly string[] = entrypoint): void {
+  writeFileSync(dockerfile, `FROM scratch\nUSER 65532:65532\nENTRYPOINT ${JSON.stringify(argv)}\n`);
+}
+
 function check(
   config: Record<string, unknown> = imageConfig(),
   canary?: string,
 ): { status: number | null; stdout: string; stderr: string } {
   writeFileSync(configFile, JSON.stringify(config));
-  const args = [script, rootfs, configFile, 'operator', '1', 'POLYCHROME_STATE_ADDRESS'];
+  const args = [
+    script,
+    rootfs,
+    configFile,
+    dockerfile,
+    'operator',
+    '1',
+    'POLYCHROME_STATE_ADDRESS',
+  ];
   const run = spawnSync('bash', canary === undefined ? args : [...args, canary], {
     encoding: 'utf8',
   });
@@ -85,6 +106,7 @@ const asRoot = process.getuid?.() === 0;
     work = mkdtempSync(join(tmpdir(), 'polychrome-check-image-'));
     chmodSync(work, 0o755);
     configFile = join(work, 'config.json');
+    dockerfile = join(work, 'Dockerfile');
     rootfs = join(work, 'rootfs');
     mkdirSync(join(rootfs, 'nodejs', 'bin'), { recursive: true, mode: 0o755 });
     copyFileSync(process.execPath, join(rootfs, 'nodejs', 'bin', 'node'));
@@ -106,6 +128,7 @@ const asRoot = process.getuid?.() === 0;
   beforeEach(() => {
     rmSync(join(rootfs, 'app'), { recursive: true, force: true });
     putMain();
+    putDockerfile();
   });
 
   it('passes an image where uid 65532 can write nothing and the entrypoint fails on config', () => {
@@ -195,12 +218,36 @@ const asRoot = process.getuid?.() === 0;
     ['User', { User: 'nonroot' }, 'User is "nonroot"'],
     ['Cmd', { Cmd: ['--inspect'] }, 'Cmd is ["--inspect"]'],
     ['Entrypoint', { Entrypoint: ['node', 'dist/operator/main.js'] }, 'Entrypoint is'],
+    // The Dockerfile's flag dropped: the image would not run as the Dockerfile says.
+    [
+      'Entrypoint',
+      { Entrypoint: ['/nodejs/bin/node', '/app/dist/operator/main.js'] },
+      'Entrypoint is ["/nodejs/bin/node","/app/dist/operator/main.js"], expected ' +
+        '["/nodejs/bin/node","--no-deprecation","/app/dist/operator/main.js"]',
+    ],
     ['WorkingDir', { WorkingDir: '/' }, 'WorkingDir is "/"'],
     ['Labels', { Labels: {} }, 'org.opencontainers.image labels is false'],
   ])('fails on an image config with the wrong %s: %j', (_field, overrides, message) => {
     const run = check(imageConfig(overrides));
     expect(run.status).toBe(1);
     expect(run.stderr).toContain(message);
+  });
+
+  it.each([
+    ['another main', ['/nodejs/bin/node', '/app/dist/state/main.js']],
+    ['a shell', ['/bin/sh', '-c', 'node /app/dist/operator/main.js']],
+  ])('fails when the Dockerfile ENTRYPOINT runs %s, even if the image matches it', (_l, argv) => {
+    putDockerfile(argv);
+    const run = check(imageConfig({ Entrypoint: argv }));
+    expect(run.status).toBe(1);
+    expect(run.stderr).toContain('Dockerfile ENTRYPOINT runs node on the main is false');
+  });
+
+  it('fails when the Dockerfile has no exec-form ENTRYPOINT', () => {
+    writeFileSync(dockerfile, 'FROM scratch\nENTRYPOINT node /app/dist/operator/main.js\n');
+    const run = check();
+    expect(run.status).toBe(1);
+    expect(run.stderr).toContain(`${dockerfile} has no exec-form ENTRYPOINT`);
   });
 
   it('fails on an image for another platform', () => {

@@ -3,6 +3,8 @@
  * starts tracing as a plane's main.ts does, exercises the gRPC propagation helpers and the
  * logger inside a span, and prints one JSON line of what it saw.
  */
+import { createServer, get } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { Metadata } from '@grpc/grpc-js';
 import { trace, type Span } from '@opentelemetry/api';
@@ -68,6 +70,55 @@ async function spans(): Promise<Record<string, unknown>> {
   };
 }
 
+/** The id of the span active here, or null. */
+function activeSpanId(): string | null {
+  return trace.getActiveSpan()?.spanContext().spanId ?? null;
+}
+
+/** Resolves with what `read` returns inside the callback that `schedule` is handed. */
+function inCallback<T>(schedule: (callback: () => void) => void, read: () => T): Promise<T> {
+  return new Promise((resolve) => schedule(() => resolve(read())));
+}
+
+/**
+ * The span active on each side of the async boundaries the planes cross (promises, timers,
+ * the tick and microtask queues, an HTTP round trip's callbacks), and in two spans whose
+ * awaits interleave: each must see its own span. The images run Node with
+ * --experimental-async-context-frame, which changes how the active context is carried.
+ */
+async function boundaries(): Promise<Record<string, unknown>> {
+  const server = createServer((_request, response) => response.end('ok'));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  try {
+    const seen = await inSpan('boundaries', {}, async (span) => ({
+      span: span?.spanContext().spanId ?? null,
+      setTimeout: await inCallback((done) => setTimeout(done, 1), activeSpanId),
+      setImmediate: await inCallback((done) => setImmediate(done), activeSpanId),
+      nextTick: await inCallback((done) => process.nextTick(done), activeSpanId),
+      queueMicrotask: await inCallback((done) => queueMicrotask(done), activeSpanId),
+      httpResponse: await inCallback(
+        (done) => get(`http://127.0.0.1:${port}/`, (response) => response.resume().on('end', done)),
+        activeSpanId,
+      ),
+      afterAwaits: activeSpanId(),
+    }));
+    const interleaved = await Promise.all(
+      ['first', 'second'].map((name, index) =>
+        inSpan(name, {}, async (span) => {
+          await delay(2 - index);
+          const afterOne = activeSpanId();
+          await delay(1 + index);
+          return { span: span?.spanContext().spanId ?? null, afterOne, afterTwo: activeSpanId() };
+        }),
+      ),
+    );
+    return { ...seen, interleaved, outside: activeSpanId() };
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
+  }
+}
+
 async function probe(): Promise<void> {
   const tracing = await startTracing('probe');
   const lines: string[] = [];
@@ -92,6 +143,7 @@ async function probe(): Promise<void> {
     });
   });
   const nesting = await spans();
+  const crossings = await boundaries();
   const malformed = new Metadata();
   malformed.set('traceparent', '00-not-a-trace-01');
   log.info({ field: 1 }, 'outside');
@@ -105,6 +157,7 @@ async function probe(): Promise<void> {
       sdkModules: sdkModules.length,
       inside,
       spans: nesting,
+      boundaries: crossings,
       malformed: trace.getSpanContext(extractTraceMetadata(malformed)) ?? null,
       lines: lines.map((line) => JSON.parse(line) as unknown),
     })}\n`,
