@@ -13,6 +13,14 @@
  * second baseline is the transport's floor on this machine: a bare grpc-js server in
  * another process (bench/fixtures/grpc-echo-server.ts, the same certificates) answering a
  * request of a turn's size at once.
+ *
+ * Tracing: the same single-caller appends on a second state plane that records a server
+ * span for every call (sampler always_on, OTLP/HTTP to an endpoint in this process that
+ * discards, bench/fixtures/otlp-sink.ts), against the untraced plane, alternating for
+ * TRACING_ROUNDS rounds; beside each p50, the plane's CPU per append (from /proc), which
+ * other work on the machine disturbs less than latency. Both planes run with the images'
+ * Node flag when this Node takes it (docs/images.md). No aim: the figure is the cost of one
+ * span inside a plane, for docs/observability.md#the-cost-of-tracing.
  * Bounded in count and time. Usage:
  *   npx tsx bench/state-grpc.bench.ts [directory on the disk to measure]
  */
@@ -32,11 +40,17 @@ import { createNodeEd25519Signer } from '../state/journal/node-ed25519';
 import { JournalStore } from '../state/store/journal-store';
 import { startStateProcess } from '../state/server/testdata/state-process';
 import { ECHO_SERVICE } from './fixtures/grpc-echo-server';
+import { startOtlpSink } from './fixtures/otlp-sink';
+import { cpuMs } from './fixtures/proc';
 
 const PHASE_MS = 4000;
 const MAX_TURNS = 40_000;
 const WARMUP_TURNS = 200;
 const PAYLOAD_BYTES = 200;
+/** Rounds of the traced-against-untraced comparison, each a phase on each plane. */
+const TRACING_ROUNDS = 3;
+/** The Node flag the images' entrypoints set (docs/images.md). */
+const IMAGE_NODE_FLAG = '--experimental-async-context-frame';
 
 type AppendFn = (partition: string, head: number, events: NewJournalEvent[]) => Promise<number>;
 
@@ -159,6 +173,78 @@ async function bareGrpc(
   };
 }
 
+/** A plane for {@link tracingCost}: how to append to it, and its process for CPU. */
+interface MeasuredPlane {
+  readonly append: AppendFn;
+  readonly pid: number | undefined;
+}
+
+interface TracingRound {
+  readonly on: PhaseResult;
+  readonly off: PhaseResult;
+  /** CPU of the plane's process per append, µs. */
+  readonly onCpuUs: number;
+  readonly offCpuUs: number;
+}
+
+/** One 1-caller phase on `plane`, with the CPU its process spent per append. */
+async function measuredPhase(
+  plane: MeasuredPlane,
+  tag: string,
+): Promise<{ result: PhaseResult; cpuUs: number }> {
+  const before = cpuMs(plane.pid);
+  const result = await phase(plane.append, 1, tag);
+  // The warm-up appends of the phase count too: CPU cannot be split at its start.
+  const appends = result.turns + 1 + WARMUP_TURNS;
+  return { result, cpuUs: ((cpuMs(plane.pid) - before) * 1000) / appends };
+}
+
+/** {@link TRACING_ROUNDS} rounds, the traced plane first in every other one. */
+async function tracingCost(on: MeasuredPlane, off: MeasuredPlane): Promise<TracingRound[]> {
+  const rounds: TracingRound[] = [];
+  for (let round = 0; round < TRACING_ROUNDS; round++) {
+    const first = round % 2 === 0 ? 'on' : 'off';
+    const results: Partial<Record<'on' | 'off', { result: PhaseResult; cpuUs: number }>> = {};
+    for (const which of first === 'on' ? (['on', 'off'] as const) : (['off', 'on'] as const)) {
+      results[which] = await measuredPhase(which === 'on' ? on : off, `${which}-${round}`);
+    }
+    const { on: traced, off: untraced } = results;
+    if (traced === undefined || untraced === undefined) throw new Error('unreachable');
+    rounds.push({
+      on: traced.result,
+      off: untraced.result,
+      onCpuUs: traced.cpuUs,
+      offCpuUs: untraced.cpuUs,
+    });
+  }
+  return rounds;
+}
+
+function reportTracing(rounds: readonly TracingRound[], nodeFlags: string): void {
+  const median = (values: number[]): number => {
+    const sorted = [...values].sort((a, b) => a - b);
+    return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+  };
+  const onP50 = median(rounds.map((r) => r.on.p50Ms));
+  const offP50 = median(rounds.map((r) => r.off.p50Ms));
+  const onCpu = median(rounds.map((r) => r.onCpuUs));
+  const offCpu = median(rounds.map((r) => r.offCpuUs));
+  console.log(
+    `tracing (a server span per call, always_on, OTLP/HTTP to a discarding endpoint; Node ` +
+      `${process.version}${nodeFlags === '' ? '' : ` ${nodeFlags}`}), 1 caller, median of ` +
+      `${String(rounds.length)} rounds: p50 on ${fmt(onP50)} ms, off ${fmt(offP50)} ms ` +
+      `(${((onP50 / offP50 - 1) * 100).toFixed(1)}%); state plane CPU per append on ` +
+      `${Math.round(onCpu)} µs, off ${Math.round(offCpu)} µs (+${Math.round(onCpu - offCpu)} µs a span)`,
+  );
+  rounds.forEach((r, i) => {
+    console.log(
+      `  round ${String(i + 1)}: p50 on ${fmt(r.on.p50Ms)} ms, off ${fmt(r.off.p50Ms)} ms; ` +
+        `CPU per append on ${Math.round(r.onCpuUs)} µs, off ${Math.round(r.offCpuUs)} µs ` +
+        `(+${Math.round(r.onCpuUs - r.offCpuUs)})`,
+    );
+  });
+}
+
 async function main(): Promise<void> {
   const parent = process.argv[2] ?? tmpdir();
   const dir = await mkdtemp(join(parent, 'polychrome-bench-grpc-'));
@@ -191,7 +277,11 @@ async function main(): Promise<void> {
     const bare64 = await phase(bare.call, 64, 'many');
     await bare.stop();
 
-    const server = await startStateProcess(certs, join(dir, 'grpc-db'));
+    const nodeFlags = process.allowedNodeEnvironmentFlags.has(IMAGE_NODE_FLAG)
+      ? IMAGE_NODE_FLAG
+      : '';
+    const planeEnv: Record<string, string> = nodeFlags === '' ? {} : { NODE_OPTIONS: nodeFlags };
+    const server = await startStateProcess(certs, join(dir, 'grpc-db'), planeEnv);
     const client = new StateClient({ address: server.address, tls });
     await client.waitForReady(10_000);
     const overGrpc: AppendFn = async (partition, head, events) =>
@@ -203,6 +293,29 @@ async function main(): Promise<void> {
     const headOnly: AppendFn = async (partition) => (await client.head(partition)).head;
     const floor1 = await phase(headOnly, 1, 'one');
     const floor64 = await phase(headOnly, 64, 'many');
+
+    const sink = await startOtlpSink();
+    const tracedServer = await startStateProcess(certs, join(dir, 'traced-db'), {
+      ...planeEnv,
+      OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
+      OTEL_TRACES_SAMPLER: 'always_on',
+      OTEL_SERVICE_NAME: 'polychrome-state-bench',
+    });
+    const tracedClient = new StateClient({ address: tracedServer.address, tls });
+    await tracedClient.waitForReady(10_000);
+    const tracing = await tracingCost(
+      {
+        append: async (partition, head, events) =>
+          (await tracedClient.append(partition, head, events)).head,
+        pid: tracedServer.child.pid,
+      },
+      { append: overGrpc, pid: server.child.pid },
+    );
+    tracedClient.close();
+    tracedServer.child.kill('SIGTERM');
+    await tracedServer.exited;
+    const exported = sink.exports();
+    await sink.close();
     client.close();
     server.child.kill('SIGTERM');
     await server.exited;
@@ -222,6 +335,8 @@ async function main(): Promise<void> {
         `in-process append ${fmt(base1.p50Ms)} + ${fmt(grpc1.p50Ms - bare1.p50Ms - base1.p50Ms)} ms of the ` +
         `state plane's own gRPC path`,
     );
+    reportTracing(tracing, nodeFlags);
+    if (exported === 0) throw new Error('the traced state plane exported no spans');
     const ok = grpc1.p50Ms < 1.5 && grpc64.turnsPerSecond >= 3000;
     console.log(`state-grpc: ${ok ? 'within aim' : 'BELOW AIM'}`);
   } finally {

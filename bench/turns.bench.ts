@@ -76,8 +76,7 @@ import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { Agent, createServer, request } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { Agent, request } from 'node:http';
 import { get as httpsGet, type RequestOptions as HttpsRequestOptions } from 'node:https';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -101,6 +100,8 @@ import {
   type DoorCertificate,
 } from '../hack/lib/kube-door';
 import { field } from '../test/integration/support/kube';
+import { startOtlpSink } from './fixtures/otlp-sink';
+import { cpuMs } from './fixtures/proc';
 import {
   DEFAULT_CONVERSATION_SPEC,
   isReady,
@@ -211,8 +212,6 @@ const FAN_OUT_WAIT_MS = 20_000;
 const BASELINE_SAMPLES = 200;
 const OWNER = 'bench:owner';
 
-/** USER_HZ, the unit of /proc/<pid>/stat's times (100 on Linux). */
-const CLOCK_TICKS = 100;
 /** kube-apiserver and etcd of this run's cluster. */
 let clusterPids: number[] = [];
 
@@ -327,19 +326,6 @@ function openFileLimit(): number {
     const limits = readFileSync('/proc/self/limits', 'utf8');
     const match = /^Max open files\s+(\S+)/mu.exec(limits);
     return match?.[1] === 'unlimited' ? Number.POSITIVE_INFINITY : Number(match?.[1]);
-  } catch {
-    return Number.NaN;
-  }
-}
-
-/** CPU time (user + system) of a process so far, in ms; NaN when it is gone. */
-function cpuMs(pid: number | undefined): number {
-  if (pid === undefined) return Number.NaN;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the command (which may hold spaces): state is field 3, utime 14, stime 15.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
   } catch {
     return Number.NaN;
   }
@@ -636,27 +622,6 @@ interface TracingResult {
   readonly spans: ReadonlyMap<string, number>;
 }
 
-/** Adds the spans of one OTLP/JSON export request to `into`, by "service span name". */
-function countSpans(body: string, into: Map<string, number>): void {
-  const request = JSON.parse(body) as {
-    resourceSpans?: {
-      resource?: { attributes?: { key: string; value: { stringValue?: string } }[] };
-      scopeSpans?: { spans?: { name: string }[] }[];
-    }[];
-  };
-  for (const resource of request.resourceSpans ?? []) {
-    const service =
-      resource.resource?.attributes?.find((a) => a.key === 'service.name')?.value.stringValue ??
-      '?';
-    for (const scope of resource.scopeSpans ?? []) {
-      for (const span of scope.spans ?? []) {
-        const key = `${service} ${span.name}`;
-        into.set(key, (into.get(key) ?? 0) + 1);
-      }
-    }
-  }
-}
-
 /** The three planes' processes of a stack (not the shared cluster nor this process). */
 async function planeGroups(stack: TurnStack, harness: string): Promise<CpuGroups> {
   const {
@@ -685,28 +650,12 @@ async function tracingPhase(
   cleanups: (() => Promise<unknown>)[],
   dirs: string[],
 ): Promise<TracingResult> {
-  let exports = 0;
   // With OTEL_EXPORTER_OTLP_PROTOCOL=http/json the sink also counts the spans by service
   // and name (the default protobuf is only counted in bytes).
-  const spans = new Map<string, number>();
-  let bytes = 0;
-  const sink = createServer((req, res) => {
-    exports += 1;
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => {
-      bytes += chunk.length;
-      if (req.headers['content-type'] === 'application/json') chunks.push(chunk);
-    });
-    req.on('end', () => {
-      if (chunks.length > 0) countSpans(Buffer.concat(chunks).toString('utf8'), spans);
-      res.writeHead(200, { 'content-type': String(req.headers['content-type']) }).end();
-    });
-  });
-  await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve));
-  cleanups.push(() => new Promise<void>((resolve) => sink.close(() => resolve())));
-  const { port } = sink.address() as AddressInfo;
+  const sink = await startOtlpSink();
+  cleanups.push(() => sink.close());
   const otel = {
-    OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
+    OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
     // Every span recorded and exported: the worst case. POLYCHROME_BENCH_TRACES_SAMPLER
     // measures another (always_off: context propagation alone, nothing recorded).
     OTEL_TRACES_SAMPLER: process.env.POLYCHROME_BENCH_TRACES_SAMPLER ?? 'always_on',
@@ -780,21 +729,33 @@ async function tracingPhase(
     offP99: quantile(offSamples, 0.99),
     onCpu: cpuPerTurn(onCpuStart, cpuSnapshot(onGroups), all).text,
     offCpu: cpuPerTurn(offCpuStart, cpuSnapshot(offGroups), all).text,
-    exports,
-    bytes,
-    spans,
+    exports: sink.exports(),
+    bytes: sink.bytes(),
+    spans: sink.spans,
   };
 }
 
+/** The Node flag the images' entrypoints set (docs/images.md). */
+const IMAGE_NODE_FLAG = '--experimental-async-context-frame';
+
 /**
- * The environment both stacks' planes get: NODE_OPTIONS from POLYCHROME_BENCH_NODE_OPTIONS
- * (e.g. `--experimental-async-context-frame` on Node 22), and with
- * POLYCHROME_BENCH_CPU_PROF_DIR a CPU profile of each process written into `<dir>/<name>`
- * when it exits cleanly.
+ * The Node flags of the planes: POLYCHROME_BENCH_NODE_OPTIONS when set (empty for none),
+ * else the images' flag when this Node takes it (22.7 and later; Node 20 refuses it).
+ */
+function planeNodeOptions(): string {
+  const chosen = process.env.POLYCHROME_BENCH_NODE_OPTIONS;
+  if (chosen !== undefined) return chosen.trim();
+  return process.allowedNodeEnvironmentFlags.has(IMAGE_NODE_FLAG) ? IMAGE_NODE_FLAG : '';
+}
+
+/**
+ * The environment both stacks' planes get: NODE_OPTIONS of {@link planeNodeOptions}, and
+ * with POLYCHROME_BENCH_CPU_PROF_DIR a CPU profile of each process written into
+ * `<dir>/<name>` when it exits cleanly.
  */
 function profileEnv(name: string): Record<string, string> {
   const dir = process.env.POLYCHROME_BENCH_CPU_PROF_DIR;
-  const options = (process.env.POLYCHROME_BENCH_NODE_OPTIONS ?? '').trim();
+  const options = planeNodeOptions();
   // NODE_OPTIONS refuses --cpu-prof: an --import'ed module runs the profiler instead.
   const profile =
     dir === undefined || dir === ''
@@ -838,7 +799,7 @@ async function warmPlanes(on: Client, off: Client, turns: number): Promise<void>
 function reportTracing(traced: TracingResult): void {
   const overhead = (traced.onP50 / traced.offP50 - 1) * 100;
   console.log(
-    `tracing on (OTLP/HTTP to an in-process endpoint that discards, sampler ${process.env.POLYCHROME_BENCH_TRACES_SAMPLER ?? 'always_on'}${process.env.POLYCHROME_BENCH_TRACES_SAMPLER_ARG === undefined ? '' : ` ${process.env.POLYCHROME_BENCH_TRACES_SAMPLER_ARG}`}) against off, ${traced.rounds.length} rounds of ${traced.turns} turns each, alternating: p50 on ${ms(traced.onP50)}, off ${ms(traced.offP50)}, overhead ${overhead.toFixed(1)}% (aim < 5%) ${verdict(overhead < 5)}; p99 on ${ms(traced.onP99)}, off ${ms(traced.offP99)}; ${traced.exports} export requests`,
+    `tracing on (OTLP/HTTP to an in-process endpoint that discards, sampler ${process.env.POLYCHROME_BENCH_TRACES_SAMPLER ?? 'always_on'}${process.env.POLYCHROME_BENCH_TRACES_SAMPLER_ARG === undefined ? '' : ` ${process.env.POLYCHROME_BENCH_TRACES_SAMPLER_ARG}`}; planes on Node ${process.version}${planeNodeOptions() === '' ? '' : ` ${planeNodeOptions()}`}) against off, ${traced.rounds.length} rounds of ${traced.turns} turns each, alternating: p50 on ${ms(traced.onP50)}, off ${ms(traced.offP50)}, overhead ${overhead.toFixed(1)}% (aim < 5%) ${verdict(overhead < 5)}; p99 on ${ms(traced.onP99)}, off ${ms(traced.offP99)}; ${traced.exports} export requests`,
   );
   traced.rounds.forEach((round, i) => {
     console.log(
