@@ -17,7 +17,8 @@
  * Tracing: the same single-caller appends on a second state plane that records a server
  * span for every call (sampler always_on, OTLP/HTTP to an endpoint in this process that
  * discards, bench/fixtures/otlp-sink.ts), against the untraced plane, alternating for
- * TRACING_ROUNDS rounds; beside each p50, the plane's CPU per append (from /proc), which
+ * TRACING_ROUNDS rounds after TRACING_WARMUP_ROUNDS; beside each p50, the plane's CPU per
+ * append (from /proc), which
  * other work on the machine disturbs less than latency. Both planes run with the images'
  * Node flag when this Node takes it (docs/images.md). No aim: the figure is the cost of one
  * span inside a plane, for docs/observability.md#the-cost-of-tracing.
@@ -47,8 +48,14 @@ const PHASE_MS = 4000;
 const MAX_TURNS = 40_000;
 const WARMUP_TURNS = 200;
 const PAYLOAD_BYTES = 200;
-/** Rounds of the traced-against-untraced comparison, each a phase on each plane. */
-const TRACING_ROUNDS = 3;
+/**
+ * Rounds of the traced-against-untraced comparison, each a phase on each plane, after as
+ * many untimed rounds of warm-up: a traced plane's first few thousand spans cost several
+ * times what later ones do (the SDK's code is not yet compiled by the JIT).
+ */
+const TRACING_WARMUP_ROUNDS = 3;
+/** Rounds of the traced-against-untraced comparison that are reported. */
+const TRACING_ROUNDS = 5;
 /** The Node flag the images' entrypoints set (docs/images.md). */
 const IMAGE_NODE_FLAG = '--experimental-async-context-frame';
 
@@ -199,10 +206,13 @@ async function measuredPhase(
   return { result, cpuUs: ((cpuMs(plane.pid) - before) * 1000) / appends };
 }
 
-/** {@link TRACING_ROUNDS} rounds, the traced plane first in every other one. */
+/**
+ * {@link TRACING_WARMUP_ROUNDS} then {@link TRACING_ROUNDS} rounds, the traced plane first in
+ * every other one; the warm-up rounds are dropped.
+ */
 async function tracingCost(on: MeasuredPlane, off: MeasuredPlane): Promise<TracingRound[]> {
   const rounds: TracingRound[] = [];
-  for (let round = 0; round < TRACING_ROUNDS; round++) {
+  for (let round = 0; round < TRACING_WARMUP_ROUNDS + TRACING_ROUNDS; round++) {
     const first = round % 2 === 0 ? 'on' : 'off';
     const results: Partial<Record<'on' | 'off', { result: PhaseResult; cpuUs: number }>> = {};
     for (const which of first === 'on' ? (['on', 'off'] as const) : (['off', 'on'] as const)) {
@@ -217,7 +227,7 @@ async function tracingCost(on: MeasuredPlane, off: MeasuredPlane): Promise<Traci
       offCpuUs: untraced.cpuUs,
     });
   }
-  return rounds;
+  return rounds.slice(TRACING_WARMUP_ROUNDS);
 }
 
 function reportTracing(rounds: readonly TracingRound[], nodeFlags: string): void {
@@ -225,16 +235,16 @@ function reportTracing(rounds: readonly TracingRound[], nodeFlags: string): void
     const sorted = [...values].sort((a, b) => a - b);
     return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
   };
-  const onP50 = median(rounds.map((r) => r.on.p50Ms));
-  const offP50 = median(rounds.map((r) => r.off.p50Ms));
-  const onCpu = median(rounds.map((r) => r.onCpuUs));
+  // Medians of the rounds' own comparisons: each round measures both planes side by side.
+  const overhead = median(rounds.map((r) => (r.on.p50Ms / r.off.p50Ms - 1) * 100));
+  const perSpan = median(rounds.map((r) => r.onCpuUs - r.offCpuUs));
   const offCpu = median(rounds.map((r) => r.offCpuUs));
   console.log(
     `tracing (a server span per call, always_on, OTLP/HTTP to a discarding endpoint; Node ` +
       `${process.version}${nodeFlags === '' ? '' : ` ${nodeFlags}`}), 1 caller, median of ` +
-      `${String(rounds.length)} rounds: p50 on ${fmt(onP50)} ms, off ${fmt(offP50)} ms ` +
-      `(${((onP50 / offP50 - 1) * 100).toFixed(1)}%); state plane CPU per append on ` +
-      `${Math.round(onCpu)} µs, off ${Math.round(offCpu)} µs (+${Math.round(onCpu - offCpu)} µs a span)`,
+      `${String(rounds.length)} rounds after ${String(TRACING_WARMUP_ROUNDS)} of warm-up: ` +
+      `p50 ${overhead >= 0 ? '+' : ''}${overhead.toFixed(1)}%; state plane CPU per append ` +
+      `+${Math.round(perSpan)} µs a span (untraced ${Math.round(offCpu)} µs)`,
   );
   rounds.forEach((r, i) => {
     console.log(
