@@ -18,10 +18,10 @@
  * span for every call (sampler always_on, OTLP/HTTP to an endpoint in this process that
  * discards, bench/fixtures/otlp-sink.ts), against the untraced plane, alternating for
  * TRACING_ROUNDS rounds after TRACING_WARMUP_ROUNDS; beside each p50, the plane's CPU per
- * append (from /proc), which
- * other work on the machine disturbs less than latency. Both planes run with the images'
- * Node flag when this Node takes it (docs/images.md). No aim: the figure is the cost of one
- * span inside a plane, for docs/observability.md#the-cost-of-tracing.
+ * append (from /proc), which other work on the machine disturbs less than latency. Both
+ * planes run with the images' Node flag when this Node takes it (docs/images.md). No aim:
+ * the figure is the cost of one span inside a plane, for
+ * docs/observability.md#the-cost-of-tracing.
  * Bounded in count and time. Usage:
  *   npx tsx bench/state-grpc.bench.ts [directory on the disk to measure]
  */
