@@ -41,6 +41,7 @@ import { createNodeEd25519Signer } from '../state/journal/node-ed25519';
 import { JournalStore } from '../state/store/journal-store';
 import { startStateProcess } from '../state/server/testdata/state-process';
 import { ECHO_SERVICE } from './fixtures/grpc-echo-server';
+import { imageNodeFlags } from './fixtures/image-node-flags';
 import { startOtlpSink } from './fixtures/otlp-sink';
 import { cpuMs } from './fixtures/proc';
 
@@ -56,8 +57,6 @@ const PAYLOAD_BYTES = 200;
 const TRACING_WARMUP_ROUNDS = 3;
 /** Rounds of the traced-against-untraced comparison that are reported. */
 const TRACING_ROUNDS = 5;
-/** The Node flag the images' entrypoints set (docs/images.md). */
-const IMAGE_NODE_FLAG = '--experimental-async-context-frame';
 
 type AppendFn = (partition: string, head: number, events: NewJournalEvent[]) => Promise<number>;
 
@@ -287,9 +286,7 @@ async function main(): Promise<void> {
     const bare64 = await phase(bare.call, 64, 'many');
     await bare.stop();
 
-    const nodeFlags = process.allowedNodeEnvironmentFlags.has(IMAGE_NODE_FLAG)
-      ? IMAGE_NODE_FLAG
-      : '';
+    const nodeFlags = imageNodeFlags();
     const planeEnv: Record<string, string> = nodeFlags === '' ? {} : { NODE_OPTIONS: nodeFlags };
     const server = await startStateProcess(certs, join(dir, 'grpc-db'), planeEnv);
     const client = new StateClient({ address: server.address, tls });

@@ -100,6 +100,7 @@ import {
   type DoorCertificate,
 } from '../hack/lib/kube-door';
 import { field } from '../test/integration/support/kube';
+import { imageNodeFlags } from './fixtures/image-node-flags';
 import { startOtlpSink } from './fixtures/otlp-sink';
 import { cpuMs } from './fixtures/proc';
 import {
@@ -735,9 +736,6 @@ async function tracingPhase(
   };
 }
 
-/** The Node flag the images' entrypoints set (docs/images.md). */
-const IMAGE_NODE_FLAG = '--experimental-async-context-frame';
-
 /**
  * The Node flags of the planes: POLYCHROME_BENCH_NODE_OPTIONS when set (empty for none),
  * else the images' flag when this Node takes it (22.7 and later; Node 20 refuses it).
@@ -745,7 +743,7 @@ const IMAGE_NODE_FLAG = '--experimental-async-context-frame';
 function planeNodeOptions(): string {
   const chosen = process.env.POLYCHROME_BENCH_NODE_OPTIONS;
   if (chosen !== undefined) return chosen.trim();
-  return process.allowedNodeEnvironmentFlags.has(IMAGE_NODE_FLAG) ? IMAGE_NODE_FLAG : '';
+  return imageNodeFlags();
 }
 
 /**

@@ -192,12 +192,12 @@ for entry in "${planes[@]}"; do
   "$crane" append -b "$registry/polychrome/runtime:build" -f "$work/app-$plane.tar.gz" \
     -t "$ref" >/dev/null 2>>"$work/crane.log"
   # The Dockerfile's exec-form ENTRYPOINT, so the two cannot drift (check-image.sh checks it).
+  # crane takes it comma-separated, so no argument may hold a comma.
   entrypoint=$(node -e '
-    const m = /^ENTRYPOINT (\[.*\])$/mu.exec(require("node:fs").readFileSync(process.argv[1], "utf8"));
-    const argv = m === null ? [] : JSON.parse(m[1]);
-    if (argv.length === 0 || argv.some((a) => typeof a !== "string" || a.includes(","))) process.exit(1);
-    console.log(argv.join(","));' "$dir/Dockerfile") ||
-    fail "$plane: $dir/Dockerfile has no exec-form ENTRYPOINT crane can set (a JSON array, no commas)"
+    const argv = require(process.argv[1]).dockerfileEntrypoint(process.argv[2]);
+    if (argv.some((a) => a.includes(","))) throw new Error(`an argument holds a comma: ${argv}`);
+    console.log(argv.join(","));' "$here/dockerfile-entrypoint.js" "$dir/Dockerfile") ||
+    fail "$plane: $dir/Dockerfile has no ENTRYPOINT crane can set (above)"
   "$crane" mutate "$ref" -t "$ref" \
     --entrypoint "$entrypoint" \
     --user 65532:65532 --workdir /app --set-platform linux/amd64 \

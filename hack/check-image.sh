@@ -28,16 +28,15 @@ fail() {
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-node - "$config" "$dir" "$dockerfile" <<'EOF'
-const [file, dir, dockerfile] = process.argv.slice(2);
+node - "$config" "$dir" "$dockerfile" "$(dirname "$0")/dockerfile-entrypoint.js" <<'EOF'
+const [file, dir, dockerfile, parser] = process.argv.slice(2);
 const image = require(file);
 // The Dockerfile's exec-form ENTRYPOINT, which the built image must carry as it is.
-const declared = /^ENTRYPOINT (\[.*\])$/mu.exec(require('node:fs').readFileSync(dockerfile, 'utf8'));
 let entrypoint;
 try {
-  entrypoint = JSON.parse(declared?.[1] ?? '');
-} catch {
-  console.error(`images: ${dockerfile} has no exec-form ENTRYPOINT (one line, a JSON array)`);
+  entrypoint = require(require('node:path').resolve(parser)).dockerfileEntrypoint(dockerfile);
+} catch (error) {
+  console.error(`images: ${error.message}`);
   process.exit(1);
 }
 const c = image.config ?? {};
