@@ -36,11 +36,15 @@ describe('tracingRequested', () => {
 
 interface ProbeResult {
   started: boolean;
+  warnings: string[];
   sdkModules: number;
+  packages: string[];
   inside: {
     spanId?: string;
     traceId?: string;
     traceparent: string[];
+    headers: string[];
+    serviceName: string | null;
     extracted?: { traceId: string; spanId: string };
   };
   spans: Record<string, unknown>;
@@ -187,6 +191,22 @@ describe('startTracing', () => {
       });
       // http/protobuf to <endpoint>/v1/traces, as the spec says.
       expect(sink.paths).toEqual(['POST /v1/traces application/x-protobuf']);
+      // The default propagators: W3C trace context and baggage (none set, so no header).
+      expect(result.inside.headers).toEqual(['traceparent']);
+      expect(result.inside.serviceName).toBe('probe');
+      expect(result.warnings).toEqual([]);
+      // Only the pieces traces need: no metrics or logs SDK pipelines, no other exporter.
+      expect(result.packages).toContain('exporter-trace-otlp-proto');
+      for (const absent of [
+        'sdk-node',
+        'sdk-logs',
+        'exporter-trace-otlp-http',
+        'exporter-trace-otlp-grpc',
+        'exporter-zipkin',
+        'propagator-b3',
+        'propagator-jaeger',
+      ])
+        expect(result.packages).not.toContain(absent);
     } finally {
       await sink.close();
     }
@@ -219,6 +239,71 @@ describe('startTracing', () => {
     },
     60_000,
   );
+
+  it('honours OTEL_EXPORTER_OTLP_PROTOCOL, OTEL_PROPAGATORS and OTEL_SERVICE_NAME', async () => {
+    const sink = await otlpSink();
+    try {
+      const result = await probe({
+        OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_PROPAGATORS: 'b3multi',
+        OTEL_SERVICE_NAME: 'renamed',
+      });
+      expect(result.started).toBe(true);
+      const { traceId, spanId } = result.inside;
+      // B3 in its multi-header form instead of W3C: no traceparent goes out.
+      expect(result.inside.headers).toEqual(['x-b3-sampled', 'x-b3-spanid', 'x-b3-traceid']);
+      expect(result.inside.traceparent).toEqual([]);
+      // ...and the same propagator reads the context back.
+      expect(result.inside.extracted).toMatchObject({ traceId, spanId });
+      expect(result.inside.serviceName).toBe('renamed');
+      expect(sink.paths).toEqual(['POST /v1/traces application/json']);
+      expect(result.packages).toEqual(
+        expect.arrayContaining(['exporter-trace-otlp-http', 'propagator-b3']),
+      );
+      expect(result.packages).not.toContain('exporter-trace-otlp-proto');
+    } finally {
+      await sink.close();
+    }
+  }, 60_000);
+
+  it('warns through the plane’s log about the values it cannot honour, and uses the rest', async () => {
+    const sink = await otlpSink();
+    try {
+      const result = await probe({
+        OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
+        OTEL_TRACES_EXPORTER: 'otlp,prometheus',
+        OTEL_PROPAGATORS: 'xray,tracecontext',
+      });
+      expect(result.started).toBe(true);
+      expect(result.warnings).toEqual([
+        'OTEL_TRACES_EXPORTER value "prometheus" is not supported (it takes otlp, console, zipkin or none); ignored',
+        'OTEL_PROPAGATORS value "xray" is not supported (it takes tracecontext, baggage, b3, b3multi, jaeger or none); ignored',
+      ]);
+      expect(result.inside.headers).toEqual(['traceparent']);
+      expect(sink.paths).toEqual(['POST /v1/traces application/x-protobuf']);
+    } finally {
+      await sink.close();
+    }
+  }, 60_000);
+
+  it('registers no propagator under OTEL_PROPAGATORS=none, and still exports', async () => {
+    const sink = await otlpSink();
+    try {
+      const result = await probe({
+        OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
+        OTEL_PROPAGATORS: 'none',
+      });
+      expect(result.started).toBe(true);
+      expect(result.inside.spanId).toMatch(/^[0-9a-f]{16}$/u);
+      // Nothing is written to a call, and nothing is read from one: each side starts its own trace.
+      expect(result.inside.headers).toEqual([]);
+      expect(result.inside.extracted).toBeUndefined();
+      expect(sink.paths).toEqual(['POST /v1/traces application/x-protobuf']);
+    } finally {
+      await sink.close();
+    }
+  }, 60_000);
 
   it('honours OTEL_TRACES_SAMPLER: always_off records nothing and exports nothing', async () => {
     const sink = await otlpSink();

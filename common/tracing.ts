@@ -1,8 +1,8 @@
 import type { Metadata } from '@grpc/grpc-js';
 import {
   context,
+  diag,
   propagation,
-  ProxyTracerProvider,
   ROOT_CONTEXT,
   SpanKind,
   SpanStatusCode,
@@ -16,6 +16,8 @@ import {
   type TextMapSetter,
 } from '@opentelemetry/api';
 import { isAppError } from './errors';
+// Loads no SDK package itself: startTraceSdk imports them when tracing starts.
+import { startTraceSdk } from './tracing-sdk';
 
 /**
  * OpenTelemetry traces (docs/observability.md#traces). Our code makes its spans through
@@ -70,28 +72,21 @@ export interface Tracing {
  * nothing. `service` is the `service.name` unless `OTEL_SERVICE_NAME` or
  * `OTEL_RESOURCE_ATTRIBUTES` names one (the SDK's resource detection wins over it).
  * Traces only: metrics stay on Prometheus and logs on stdout, whatever
- * `OTEL_METRICS_EXPORTER` and `OTEL_LOGS_EXPORTER` say.
+ * `OTEL_METRICS_EXPORTER` and `OTEL_LOGS_EXPORTER` say. The SDK is built from its parts
+ * (`common/tracing-sdk.ts`), not sdk-node.
  *
+ * @param warn where a variable's value that cannot be honoured is reported (the plane's
+ *   log); @default the API's `diag`, silent unless `OTEL_LOG_LEVEL` is set
  * @returns the SDK to shut down on exit, or undefined when tracing is off.
  */
-export async function startTracing(service: string): Promise<Tracing | undefined> {
+export async function startTracing(
+  service: string,
+  warn: (message: string) => void = (message) => diag.warn(message),
+): Promise<Tracing | undefined> {
   if (!tracingRequested(process.env)) return undefined;
-  const [{ NodeSDK }, { defaultResource, resourceFromAttributes }] = await Promise.all([
-    import('@opentelemetry/sdk-node'),
-    import('@opentelemetry/resources'),
-  ]);
-  const sdk = new NodeSDK({
-    resource: defaultResource().merge(resourceFromAttributes({ 'service.name': service })),
-    metricReaders: [],
-    logRecordProcessors: [],
-    instrumentations: [],
-  });
-  sdk.start();
-  // The global provider is the API's proxy even once the SDK registered its own.
-  const provider = trace.getTracerProvider();
-  tracer = (provider instanceof ProxyTracerProvider ? provider.getDelegate() : provider).getTracer(
-    TRACER_NAME,
-  );
+  const sdk = await startTraceSdk(service, process.env, warn);
+  if (sdk === undefined) return undefined;
+  tracer = sdk.provider.getTracer(TRACER_NAME);
   active = true;
   return {
     shutdown: async () => {

@@ -29,10 +29,10 @@ async function main(): Promise<number> {
     console.error(error.message);
     return 2;
   }
-  // The SDK loads only when OTEL_* asks for it (docs/observability.md).
-  const tracing = await startTracing('polychrome-harness');
   const logger = createRootLogger({ service: 'harness', level: config.logLevel });
   const log = componentLogger(logger, LogComponent.Main);
+  // The SDK loads only when OTEL_* asks for it (docs/observability.md).
+  const tracing = await startTracing('polychrome-harness', (message) => log.warn(message));
 
   const registry = new Registry();
   collectProcessMetrics(registry);

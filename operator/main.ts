@@ -40,10 +40,12 @@ import { tracedTurnService } from './turns/traced-turn-service';
 
 async function main(): Promise<void> {
   const config = loadControlPlaneConfig();
-  // Before any span: the SDK loads only when OTEL_* asks for it (docs/observability.md).
-  const tracing = await startTracing('polychrome-control-plane');
   const log = createRootLogger({ service: 'control-plane', level: config.logLevel });
   const mainLog = componentLogger(log, LogComponent.Main, { identity: config.identity });
+  // Before any span: the SDK loads only when OTEL_* asks for it (docs/observability.md).
+  const tracing = await startTracing('polychrome-control-plane', (message) =>
+    mainLog.warn(message),
+  );
 
   const kc = new KubeConfig();
   if (config.kubeconfigPath === undefined) kc.loadFromCluster();

@@ -43,7 +43,7 @@ async function readPem(path: string, what: string): Promise<Uint8Array> {
 async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void> {
   const log = componentLogger(logger, LogComponent.Main);
   // The SDK loads only when OTEL_* asks for it (docs/observability.md).
-  const tracing = await startTracing('polychrome-state');
+  const tracing = await startTracing('polychrome-state', (message) => log.warn(message));
   const tls = {
     ca: await readPem(config.tls.caFile, 'CA certificate'),
     cert: await readPem(config.tls.certFile, 'server certificate'),

@@ -19,6 +19,7 @@ interface Recorded {
   readonly ended: boolean;
   readonly status: unknown;
   readonly attributes: Record<string, unknown>;
+  readonly resource?: { attributes: Record<string, unknown> };
 }
 
 /** What a span recorded (null with tracing off, `recording: false` when not sampled). */
@@ -120,7 +121,8 @@ async function boundaries(): Promise<Record<string, unknown>> {
 }
 
 async function probe(): Promise<void> {
-  const tracing = await startTracing('probe');
+  const warnings: string[] = [];
+  const tracing = await startTracing('probe', (message) => warnings.push(message));
   const lines: string[] = [];
   const log = createRootLogger({
     service: 'probe',
@@ -139,6 +141,11 @@ async function probe(): Promise<void> {
       spanId: span?.spanContext().spanId,
       traceId: span?.spanContext().traceId,
       traceparent: metadata.get('traceparent').map(String),
+      headers: Object.keys(metadata.getMap()).sort(),
+      serviceName:
+        span === undefined || !('attributes' in span)
+          ? null
+          : ((span as unknown as Recorded).resource?.attributes['service.name'] ?? null),
       extracted: trace.getSpanContext(extractTraceMetadata(metadata)),
     });
   });
@@ -150,11 +157,21 @@ async function probe(): Promise<void> {
   const sdkModules = Object.keys(require.cache).filter((path) =>
     /@opentelemetry[\\/](sdk-|exporter-|resources)/u.test(path),
   );
+  // The OpenTelemetry packages loaded: only those the environment named should be.
+  const packages = [
+    ...new Set(
+      Object.keys(require.cache).flatMap(
+        (path) => /@opentelemetry[\\/]([^\\/]+)[\\/]/u.exec(path)?.[1] ?? [],
+      ),
+    ),
+  ].sort();
   await tracing?.shutdown();
   process.stdout.write(
     `${JSON.stringify({
       started: tracing !== undefined,
+      warnings,
       sdkModules: sdkModules.length,
+      packages,
       inside,
       spans: nesting,
       boundaries: crossings,
