@@ -49,12 +49,14 @@
  * Usage (defaults are the full sizes; about 6 minutes on 2 cores):
  *   npx tsx bench/turns.bench.ts [--turns=200] [--warmup=20] [--conversations=50]
  *     [--seconds=20] [--streams=1000] [--stream-turns=20] [--rounds=3] [--plane-warmup=0]
- *     [--small] [--tracing]
+ *     [--small] [--tracing [--control]]
  * --small: 20 turns after 5, 4 conversations for 5 s, 50 streams over 5 turns.
  * --tracing: only phase 1b, tracing on against off (--rounds rounds of --turns turns each,
  *   after --plane-warmup turns on other conversations and --warmup on the measured one);
  *   POLYCHROME_BENCH_CPU_PROF_DIR=<dir> also writes every plane's CPU profile into
- *   <dir>/on and <dir>/off.
+ *   <dir>/on and <dir>/off. --control adds a third stack, untraced like the second, to the
+ *   same rotation: how far two stacks with tracing off on both differ in that run, the floor
+ *   under which an on/off figure means nothing.
  * --kube-sse: only phase 2b, SSE delivery through the Kubernetes door against the public
  *   API, in the same run: the control plane serves its door (docs/kube-api.md), registered
  *   with this cluster's kube-apiserver as make dev registers it (hack/lib/kube-door.ts), and
@@ -132,6 +134,8 @@ interface Sizes {
 
 /** Runs only the tracing comparison (phase 1b) on the one-conversation stack. */
 const TRACING_ONLY = '--tracing';
+/** With {@link TRACING_ONLY}: a second untraced stack, the comparison's noise floor. */
+const TRACING_CONTROL = '--control';
 /** Runs only the SSE comparison of the two doors (phase 2b). */
 const KUBE_SSE_ONLY = '--kube-sse';
 /** Streams per door in phase 2b unless --streams says otherwise. */
@@ -172,7 +176,13 @@ function parseSizes(argv: readonly string[]): Sizes {
   };
   if (argv.includes(KUBE_SSE_ONLY)) sizes.streams = KUBE_SSE_STREAMS;
   for (const arg of argv) {
-    if (arg === '--small' || arg === TRACING_ONLY || arg === KUBE_SSE_ONLY) continue;
+    if (
+      arg === '--small' ||
+      arg === TRACING_ONLY ||
+      arg === TRACING_CONTROL ||
+      arg === KUBE_SSE_ONLY
+    )
+      continue;
     const match = /^--([a-z-]+)=(\d+)$/u.exec(arg);
     const key = match === null ? undefined : names[match[1] ?? ''];
     if (match === null || key === undefined) {
@@ -621,6 +631,8 @@ interface TracingResult {
   /** Bytes the planes exported, and spans by "service name" (OTLP/JSON only). */
   readonly bytes: number;
   readonly spans: ReadonlyMap<string, number>;
+  /** With {@link TRACING_CONTROL}: the second untraced stack's p50 per round and pooled. */
+  readonly control?: { readonly p50: number; readonly rounds: readonly number[] };
 }
 
 /** The three planes' processes of a stack (not the shared cluster nor this process). */
@@ -634,19 +646,20 @@ async function planeGroups(stack: TurnStack, harness: string): Promise<CpuGroups
 }
 
 /**
- * Turn latency with tracing on against off in the same run: a second stack (its own state
- * plane, control plane and harness on the same cluster and model server) exports every
+ * Turn latency with tracing on against off in the same run: two stacks started alike here
+ * (each its own state plane, control plane and harness on the same cluster and model
+ * server; the bench's first stack idles meanwhile), of which one exports every
  * span over OTLP/HTTP to an endpoint in this process that discards them; turns alternate
  * between the stacks so drift and load from other work fall on both alike, and the whole
  * is repeated `sizes.rounds` times (each round reports its own p50s and CPU per turn).
  * With POLYCHROME_BENCH_CPU_PROF_DIR set, every process of the traced stack writes a CPU
- * profile into its `on/` subdirectory when it exits (the untraced one into `off/`, see
- * {@link run}).
+ * profile into its `on/` subdirectory when it exits (the untraced one, and the bench's
+ * first stack, into `off/`; a control stack into `control/`).
  */
 async function tracingPhase(
   cluster: LocalCluster,
   messages: MessagesApiServer,
-  off: Client,
+  main: Client,
   sizes: Sizes,
   cleanups: (() => Promise<unknown>)[],
   dirs: string[],
@@ -679,37 +692,61 @@ async function tracingPhase(
   });
   cleanups.push(() => stack.stop());
   dirs.push(stack.dir);
-  const on: Client = { stack, token: await stack.mintToken(OWNER), agent: off.agent };
+  const on: Client = { stack, token: await stack.mintToken(OWNER), agent: main.agent };
+  // The untraced side is a stack started here as the traced one is, not the bench's first
+  // stack: that one, started first and holding other conversations, measured 1.4 to 2.5%
+  // slower than a second untraced stack, which flattered tracing by as much.
+  const off = await untracedStack(cluster, messages, main, 'bench-untraced', 'off', cleanups, dirs);
+  const control = process.argv.includes(TRACING_CONTROL)
+    ? await untracedStack(cluster, messages, main, 'bench-control', 'control', cleanups, dirs)
+    : undefined;
   const onUid = await stack.createConversation('bench-traced', { owner: OWNER }, 120_000);
   const offUid = await off.stack.createConversation('bench-untraced', { owner: OWNER }, 120_000);
+  const controlUid = await control?.stack.createConversation(
+    'bench-control',
+    { owner: OWNER },
+    120_000,
+  );
   const onGroups = await planeGroups(stack, 'bench-traced');
   const offGroups = await planeGroups(off.stack, 'bench-untraced');
   await warmPlanes(on, off, sizes.planeWarmup);
   for (let i = 0; i < sizes.warmup; i++) {
     await post(on, onUid, `warm-up ${i}`, `tr-w-${i}`);
     await post(off, offUid, `warm-up ${i}`, `un-w-${i}`);
+    if (control !== undefined && controlUid !== undefined)
+      await post(control, controlUid, `warm-up ${i}`, `ct-w-${i}`);
   }
   const onSamples: number[] = [];
   const offSamples: number[] = [];
+  const controlSamples: number[] = [];
+  const controlRounds: number[] = [];
   const rounds: TracingResult['rounds'][number][] = [];
   const onCpuStart = cpuSnapshot(onGroups);
   const offCpuStart = cpuSnapshot(offGroups);
   for (let round = 0; round < sizes.rounds; round++) {
     const onRound: number[] = [];
     const offRound: number[] = [];
+    const controlRound: number[] = [];
     const onCpuBefore = cpuSnapshot(onGroups);
     const offCpuBefore = cpuSnapshot(offGroups);
+    const arms: (readonly [Client, string, number[], string])[] = [
+      [on, onUid, onRound, 'tr'],
+      [off, offUid, offRound, 'un'],
+    ];
+    if (control !== undefined && controlUid !== undefined)
+      arms.push([control, controlUid, controlRound, 'ct']);
     for (let i = 0; i < sizes.turns; i++) {
-      const pair = [
-        [on, onUid, onRound, 'tr'],
-        [off, offUid, offRound, 'un'],
-      ] as const;
-      // Each goes first every other turn: the second of a pair can find the machine busier.
-      for (const [client, uid, samples, key] of i % 2 === 0 ? pair : [...pair].reverse()) {
+      // Each goes first in turn: a later one in a set can find the machine busier.
+      const shift = i % arms.length;
+      for (const [client, uid, samples, key] of [...arms.slice(shift), ...arms.slice(0, shift)]) {
         const started = hrMs();
         await post(client, uid, `bench turn ${round}.${i}`, `${key}-${round}-${i}`);
         samples.push(hrMs() - started);
       }
+    }
+    if (control !== undefined) {
+      controlRounds.push(quantile(controlRound, 0.5));
+      controlSamples.push(...controlRound);
     }
     rounds.push({
       onP50: quantile(onRound, 0.5),
@@ -733,7 +770,40 @@ async function tracingPhase(
     exports: sink.exports(),
     bytes: sink.bytes(),
     spans: sink.spans,
+    ...(control === undefined
+      ? {}
+      : { control: { p50: quantile(controlSamples, 0.5), rounds: controlRounds } }),
   };
+}
+
+/**
+ * A stack started as the traced one is but without OTEL_* (its Node flags only): the
+ * untraced side of {@link tracingPhase}, and with {@link TRACING_CONTROL} a second one, to
+ * show what separates two stacks that differ in nothing. `profile` names its CPU profiles'
+ * directory.
+ */
+async function untracedStack(
+  cluster: LocalCluster,
+  messages: MessagesApiServer,
+  main: Client,
+  namespacePrefix: string,
+  profile: string,
+  cleanups: (() => Promise<unknown>)[],
+  dirs: string[],
+): Promise<Client> {
+  const stack = await startTurnStack({
+    cluster,
+    messages,
+    namespacePrefix,
+    timeoutMs: 180_000,
+    leaseDurationMs: 15_000,
+    controlPlaneEnv: { POLYCHROME_LEASE_RENEW_MS: '5000', ...profileEnv(profile) },
+    harnessEnv: profileEnv(profile),
+    stateEnv: profileEnv(profile),
+  });
+  cleanups.push(() => stack.stop());
+  dirs.push(stack.dir);
+  return { stack, token: await stack.mintToken(OWNER), agent: main.agent };
 }
 
 /**
@@ -805,6 +875,13 @@ function reportTracing(traced: TracingResult): boolean {
     );
   });
   console.log(`  CPU per turn, on: ${traced.onCpu}; off: ${traced.offCpu}`);
+  if (traced.control !== undefined) {
+    const { p50, rounds } = traced.control;
+    const percent = (a: number, b: number): string => `${((a / b - 1) * 100).toFixed(1)}%`;
+    console.log(
+      `  control, a second stack with tracing off: p50 ${ms(p50)} against off ${ms(traced.offP50)} (${percent(p50, traced.offP50)}); per round ${rounds.map((value, i) => percent(value, traced.rounds[i]?.offP50 ?? value)).join(', ')}. An on/off figure within this of the aim does not decide it`,
+    );
+  }
   const turns = traced.turns * traced.rounds.length;
   const perTurn = [...traced.spans]
     .sort(([a], [b]) => a.localeCompare(b))
