@@ -63,6 +63,27 @@ function stringOf(value: string | undefined): string | undefined {
   return trimmed === undefined || trimmed === '' ? undefined : trimmed;
 }
 
+/**
+ * The names in `names` that are among `known`, in their order; each other one is dropped
+ * with a warning that names `variable` and what it `takes`.
+ */
+function knownNames<K extends string>(
+  names: Iterable<string>,
+  known: readonly K[],
+  variable: string,
+  takes: string,
+  warnings: string[],
+): K[] {
+  const kept: K[] = [];
+  for (const name of names) {
+    const kind = known.find((candidate) => candidate === name);
+    if (kind === undefined)
+      warnings.push(`${variable} value "${name}" is not supported (it takes ${takes}); ignored`);
+    else kept.push(kind);
+  }
+  return kept;
+}
+
 function otlpExporter(env: NodeJS.ProcessEnv, warnings: string[]): TraceExporterKind {
   const protocol =
     stringOf(env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) ??
@@ -117,15 +138,13 @@ export function traceSdkPlan(env: NodeJS.ProcessEnv): TraceSdkPlan {
   if (propagatorNames === undefined) propagators = ['tracecontext', 'baggage'];
   else if (propagatorNames.includes('none')) propagators = [];
   else {
-    propagators = [];
-    for (const name of new Set(propagatorNames)) {
-      const known = PROPAGATORS.find((kind) => kind === name);
-      if (known === undefined)
-        warnings.push(
-          `OTEL_PROPAGATORS value "${name}" is not supported (it takes ${PROPAGATORS.join(', ')} or none); ignored`,
-        );
-      else propagators.push(known);
-    }
+    propagators = knownNames(
+      new Set(propagatorNames),
+      PROPAGATORS,
+      'OTEL_PROPAGATORS',
+      `${PROPAGATORS.join(', ')} or none`,
+      warnings,
+    );
   }
 
   const detectorNames = listOf(env.OTEL_NODE_RESOURCE_DETECTORS) ?? ['all'];
@@ -133,15 +152,13 @@ export function traceSdkPlan(env: NodeJS.ProcessEnv): TraceSdkPlan {
   if (detectorNames.includes('all')) detectors = [...DETECTORS];
   else if (detectorNames.includes('none')) detectors = [];
   else {
-    detectors = [];
-    for (const name of detectorNames) {
-      const known = DETECTORS.find((kind) => kind === name);
-      if (known === undefined)
-        warnings.push(
-          `OTEL_NODE_RESOURCE_DETECTORS value "${name}" is not supported (it takes ${DETECTORS.join(', ')}, all or none); ignored`,
-        );
-      else detectors.push(known);
-    }
+    detectors = knownNames(
+      detectorNames,
+      DETECTORS,
+      'OTEL_NODE_RESOURCE_DETECTORS',
+      `${DETECTORS.join(', ')}, all or none`,
+      warnings,
+    );
   }
 
   return { exporters, propagators, detectors, warnings };
