@@ -24,7 +24,6 @@ import {
 import type { ErrorDetails } from './errors';
 import {
   callStateUnary,
-  RECORDS_SERVICE,
   DEFAULT_CALL_TIMEOUT_MS,
   StateCallError,
   stateChannel,
@@ -724,7 +723,6 @@ export class RecordsClient {
         {
           signal: options.signal,
           timeoutMs: options.timeoutMs ?? this.callTimeoutMs,
-          service: RECORDS_SERVICE,
         },
         start,
       );

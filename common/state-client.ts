@@ -22,14 +22,7 @@ import {
   type RepairResponse,
   type VerifyResponse,
 } from '../proto/gen/polychrome/state/v1/state';
-import {
-  injectTraceMetadata,
-  inSpan,
-  isTracing,
-  recordSpanError,
-  SpanKind,
-  startSpan,
-} from './tracing';
+import { injectTraceMetadata } from './tracing';
 import type { SignedRoot as SignedRootProto } from '../proto/gen/polychrome/events/v1/events';
 import {
   AppError,
@@ -496,45 +489,15 @@ export type StartUnaryCall<R> = (
 
 /**
  * Runs one unary call with a deadline and cancellation, rebuilding a failure as an
- * AppError ({@link stateErrorFromGrpc}).
+ * AppError ({@link stateErrorFromGrpc}). The call carries the active trace context in its
+ * metadata, so the state plane's SERVER span is a child of the caller's span; it makes no
+ * CLIENT span of its own (docs/observability.md#spans).
  *
  * @param options `timeoutMs` is required here: the client passes its default.
  * @throws StateCallError (or JournalConflictError) as the server or transport reports it;
  *   `cancelled` when `signal` is already aborted.
  */
 export function callStateUnary<R>(
-  target: string,
-  method: string,
-  options: {
-    readonly signal?: AbortSignal;
-    readonly timeoutMs: number;
-    /** The gRPC service, for the span. @default {@link JOURNAL_SERVICE} */
-    readonly service?: string;
-  },
-  start: StartUnaryCall<R>,
-): Promise<R> {
-  if (!isTracing()) return sendStateUnary(target, method, options, start);
-  const service = options.service ?? JOURNAL_SERVICE;
-  return inSpan(
-    `${service}/${method}`,
-    {
-      kind: SpanKind.CLIENT,
-      attributes: {
-        'rpc.system': 'grpc',
-        'rpc.service': service,
-        'rpc.method': method,
-        'server.address': target,
-      },
-    },
-    () => sendStateUnary(target, method, options, start),
-  );
-}
-
-/** The gRPC service names of the state plane, as spans name them. */
-export const JOURNAL_SERVICE = 'polychrome.state.v1.Journal';
-export const RECORDS_SERVICE = 'polychrome.state.v1.Records';
-
-function sendStateUnary<R>(
   target: string,
   method: string,
   options: { readonly signal?: AbortSignal; readonly timeoutMs: number },
@@ -981,21 +944,10 @@ export class StateClient implements StateJournal {
     start: (metadata: Metadata) => ClientReadableStream<P>,
     convert: (proto: P) => T | undefined,
   ): AsyncGenerator<T> {
-    // A generator cannot run inside context.with across its yields: the span is started
-    // and ended by hand, and only the call's metadata carries it.
-    const traced = startSpan(`${JOURNAL_SERVICE}/${method}`, {
-      kind: SpanKind.CLIENT,
-      attributes: {
-        'rpc.system': 'grpc',
-        'rpc.service': JOURNAL_SERVICE,
-        'rpc.method': method,
-        'server.address': this.address,
-      },
-    });
+    // The active trace context, for the state plane's SERVER span (no CLIENT span here).
     const metadata = new Metadata();
-    if (traced !== undefined) injectTraceMetadata(metadata, traced.context);
+    injectTraceMetadata(metadata);
     const call = start(metadata);
-    let items = 0;
     const queue: P[] = [];
     let ended = false;
     let failure: unknown;
@@ -1026,14 +978,11 @@ export class StateClient implements StateJournal {
         if (item !== undefined) {
           if (queue.length < STREAM_HIGH_WATER / 2 && call.isPaused()) call.resume();
           const converted = convert(item);
-          items += 1;
           if (converted !== undefined) yield converted;
           continue;
         }
         if (failure !== undefined) {
-          const error = stateErrorFromGrpc(failure, method, this.address);
-          if (traced !== undefined) recordSpanError(traced.span, error);
-          throw error;
+          throw stateErrorFromGrpc(failure, method, this.address);
         }
         if (ended) return;
         await new Promise<void>((resolve) => {
@@ -1044,8 +993,6 @@ export class StateClient implements StateJournal {
       signal?.removeEventListener('abort', onAbort);
       // Leaving early (break, throw in the loop body) must stop the server's read too.
       if (!ended && failure === undefined) call.cancel();
-      traced?.span.setAttribute('polychrome.stream.messages', items);
-      traced?.span.end();
     }
   }
 }

@@ -241,6 +241,16 @@ export function recordActiveSpanError(error: unknown): void {
   if (span !== undefined) recordSpanError(span, error);
 }
 
+/**
+ * Adds an exception event for `error` to the active span and leaves its status to the
+ * span's owner: a request span is status ERROR only for a 5xx (`tracedRequest`), so a
+ * caller's mistake that its wrapper sees fail is recorded but is not a server fault.
+ */
+export function recordActiveSpanException(error: unknown): void {
+  if (!active) return;
+  trace.getActiveSpan()?.recordException(error instanceof Error ? error : String(error));
+}
+
 /** Sets attributes on the active span, when tracing is on. */
 export function setActiveSpanAttributes(attributes: Attributes): void {
   if (active) trace.getActiveSpan()?.setAttributes(attributes);

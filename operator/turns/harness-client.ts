@@ -7,7 +7,7 @@
 import { credentials, Metadata, type ClientDuplexStream } from '@grpc/grpc-js';
 import { AppError, errorCodeFromGrpc } from '../../common/errors';
 import { isServiceError } from '../../common/state-client';
-import { injectTraceMetadata, inSpan, SpanKind } from '../../common/tracing';
+import { injectTraceMetadata } from '../../common/tracing';
 import {
   HarnessClient,
   type Paused,
@@ -72,39 +72,19 @@ export class HarnessConnector {
   }
 
   /**
-   * Runs one turn (or one attempt of it) on the harness at `endpoint` (`host:port`).
+   * Runs one turn (or one attempt of it) on the harness at `endpoint` (`host:port`). The
+   * call carries the active trace context, so the harness's RunTurn SERVER span is a child
+   * of the caller's span; no CLIENT span is made here (docs/observability.md#spans).
    *
    * @throws AppError: the call's gRPC status as an error code (`unavailable` when the
    *   harness cannot be reached or died mid-call, `failed_precondition` when it runs
    *   another turn, ...), `internal` when it broke the protocol, or what a handler threw.
    */
-  runTurn(
+  async runTurn(
     endpoint: string,
     start: TurnStart,
     handlers: HarnessTurnHandlers,
     options: { readonly signal?: AbortSignal; readonly traceparent?: string } = {},
-  ): Promise<HarnessTurnEnd> {
-    return inSpan(
-      'polychrome.harness.v1.Harness/RunTurn',
-      {
-        kind: SpanKind.CLIENT,
-        attributes: {
-          'rpc.system': 'grpc',
-          'rpc.service': 'polychrome.harness.v1.Harness',
-          'rpc.method': 'RunTurn',
-          'server.address': endpoint,
-          'polychrome.turn.id': start.turnId,
-        },
-      },
-      () => this.callRunTurn(endpoint, start, handlers, options),
-    );
-  }
-
-  private async callRunTurn(
-    endpoint: string,
-    start: TurnStart,
-    handlers: HarnessTurnHandlers,
-    options: { readonly signal?: AbortSignal; readonly traceparent?: string },
   ): Promise<HarnessTurnEnd> {
     const channel = this.channel(endpoint);
     channel.calls += 1;

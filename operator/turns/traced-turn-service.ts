@@ -1,14 +1,21 @@
-import { inSpan, isTracing, type Span } from '../../common/tracing';
+import {
+  isTracing,
+  recordActiveSpanException,
+  setActiveSpanAttributes,
+} from '../../common/tracing';
 import type { TurnReply, TurnService } from './turn-service';
 
 /**
- * `service` with a span `turn <operation>` around each call that may run a turn
- * (create with a first message, post, answer an approval or a question): the
- * coordinator's work, under the API request's span, with the journal appends and the
- * harness call as its children. With tracing off, `service` itself.
+ * `service` with each call that may run a turn (create with a first message, post, answer
+ * an approval or a question) written onto the active span, the API request's: the
+ * operation and conversation before the call, the turn id and status after it, and a
+ * failure as an exception event (the request span's status follows its HTTP status). It
+ * makes no span of its own, as the journal and harness calls make no CLIENT spans: one
+ * span a turn in the control plane instead of five about halved its share of tracing's
+ * cost (docs/observability.md#the-cost-of-tracing). Whether tracing is on is asked at
+ * each call, as the spans' own wrappers do; off, a call is `service`'s and nothing else.
  */
 export function tracedTurnService(service: TurnService): TurnService {
-  if (!isTracing()) return service;
   const same = (reply: TurnReply): TurnReply => reply;
   return {
     createConversation: (caller, request, signal) =>
@@ -47,33 +54,39 @@ export function tracedTurnService(service: TurnService): TurnService {
   };
 }
 
-function noteReply(span: Span | undefined, reply: TurnReply | undefined): void {
-  if (span === undefined || reply === undefined) return;
-  span.setAttributes({
-    'polychrome.conversation.id': reply.conversationId,
-    'polychrome.turn.id': reply.turnId,
-    'polychrome.turn.status': reply.status,
-  });
-}
-
 function traced<T>(
   operation: string,
   conversationId: string | undefined,
   run: () => Promise<T>,
   reply: (result: T) => TurnReply | undefined,
 ): Promise<T> {
-  return inSpan(
-    `turn ${operation}`,
-    {
-      attributes: {
-        'polychrome.turn.operation': operation,
-        ...(conversationId === undefined ? {} : { 'polychrome.conversation.id': conversationId }),
-      },
-    },
-    async (span) => {
-      const result = await run();
-      noteReply(span, reply(result));
-      return result;
-    },
-  );
+  return isTracing() ? annotated(operation, conversationId, run, reply) : run();
+}
+
+async function annotated<T>(
+  operation: string,
+  conversationId: string | undefined,
+  run: () => Promise<T>,
+  reply: (result: T) => TurnReply | undefined,
+): Promise<T> {
+  setActiveSpanAttributes({
+    'polychrome.turn.operation': operation,
+    ...(conversationId === undefined ? {} : { 'polychrome.conversation.id': conversationId }),
+  });
+  let result: T;
+  try {
+    result = await run();
+  } catch (error) {
+    recordActiveSpanException(error);
+    throw error;
+  }
+  const turn = reply(result);
+  if (turn !== undefined) {
+    setActiveSpanAttributes({
+      'polychrome.conversation.id': turn.conversationId,
+      'polychrome.turn.id': turn.turnId,
+      'polychrome.turn.status': turn.status,
+    });
+  }
+  return result;
 }

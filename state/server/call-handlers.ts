@@ -325,16 +325,19 @@ export function createCallHandlers(options: CallHandlerOptions): CallHandlers {
         },
       };
     }
-    const running = pump(call, produce(call.request, context), context);
+    const sent = { messages: 0 };
+    const running = pump(call, produce(call.request, context), context, sent);
     running.then(release, release);
     void running.then(
       () => {
         count(method, 0);
+        span?.setAttribute('polychrome.stream.messages', sent.messages);
         endSpan(span, 0);
       },
       (error: unknown) => {
         const appError = asAppError(error, context.log, method);
         count(method, errorStatus[appError.code].grpc);
+        span?.setAttribute('polychrome.stream.messages', sent.messages);
         endSpan(span, errorStatus[appError.code].grpc, appError);
         // A cancelled call has nobody listening; anything else gets its status.
         if (!call.cancelled) call.emit('error', statusError(appError));
@@ -346,9 +349,11 @@ export function createCallHandlers(options: CallHandlerOptions): CallHandlers {
     call: ServerWritableStream<unknown, Item>,
     items: AsyncIterable<Item>,
     context: CallContext,
+    sent: { messages: number },
   ): Promise<void> {
     for await (const item of items) {
       if (context.signal.aborted) throw context.signal.reason;
+      sent.messages += 1;
       if (!call.write(item)) {
         // Backpressure: the client (or HTTP/2 flow control) is behind; wait for room, or
         // stop at once if the call goes away meanwhile.

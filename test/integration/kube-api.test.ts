@@ -252,9 +252,16 @@ describe('the Kubernetes door through kube-apiserver', () => {
         'http.route': template,
         'http.response.status_code': 200,
       });
-      // The turn's harness call is in the same trace: the context crossed over gRPC.
+      // The turn ran under the door's span: the coordinator wrote it onto the span.
+      expect(request?.attributes).toMatchObject({
+        'polychrome.turn.operation': 'postMessage',
+        'polychrome.turn.status': 'complete',
+      });
+      expect(String(request?.attributes['polychrome.turn.id'] ?? '')).not.toBe('');
+      // The harness (in this process here) got the context over gRPC: its RunTurn SERVER
+      // span is the door span's child, with no CLIENT span between them.
       const runTurn = await pollUntil(
-        'the RunTurn client span in the caller’s trace',
+        'the harness’s RunTurn span in the caller’s trace',
         () =>
           Promise.resolve(
             collector
@@ -263,12 +270,12 @@ describe('the Kubernetes door through kube-apiserver', () => {
                 (span) =>
                   span.traceId === traceId &&
                   span.name === 'polychrome.harness.v1.Harness/RunTurn' &&
-                  span.kind === 3,
+                  span.kind === 2,
               ),
           ),
         { timeoutMs: 30_000, intervalMs: 250 },
       );
-      expect(runTurn.parentSpanId).not.toBe('');
+      expect(runTurn.parentSpanId).toBe(request?.spanId);
     } finally {
       await tracing?.shutdown();
       process.env = saved;

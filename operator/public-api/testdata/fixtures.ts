@@ -22,6 +22,7 @@ export {
 } from '../../../test/support/real-turns';
 import type { ConversationSpec, ConversationStatus } from '../../api/v1alpha1';
 import { ConversationForensics } from '../../forensics/conversation-forensics';
+import { tracedTurnService } from '../../turns/traced-turn-service';
 import type { Caller } from '../../turns/turn-service';
 import type { Authenticate } from '../auth-cache';
 import type { FollowJournal } from '../journal-hub';
@@ -183,7 +184,8 @@ export async function startApi(overrides: StartApiOptions = {}): Promise<TestApi
       ...(sandboxWaitMs === undefined ? {} : { sandboxWaitMs }),
     },
   });
-  const service = new RecordingTurnService(turns.coordinator);
+  // As main.ts wires it: a process that starts tracing gets the turn on the request span.
+  const service = new RecordingTurnService(tracedTurnService(turns.coordinator));
   const real = stateJournalFollower(turns.journal);
   const follows = new RecordingFollow(follow === undefined ? real : follow(real));
   const clock = { nowMs: 1_000_000 };

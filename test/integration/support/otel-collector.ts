@@ -18,6 +18,9 @@ export interface CollectedSpan {
   readonly attributes: Readonly<Record<string, string | number | boolean | readonly unknown[]>>;
   readonly status: { readonly code?: number; readonly message?: string };
   readonly links: readonly { readonly traceId: string; readonly spanId: string }[];
+  /** Start and end, in nanoseconds since the epoch (the exporting process's clock). */
+  readonly startNs: bigint;
+  readonly endNs: bigint;
 }
 
 interface OtlpValue {
@@ -147,6 +150,8 @@ export class OtelCollector {
               attributes?: OtlpAttribute[];
               status?: { code?: number; message?: string };
               links?: { traceId: string; spanId: string }[];
+              startTimeUnixNano?: string;
+              endTimeUnixNano?: string;
             }[];
           }[];
         }[];
@@ -165,6 +170,8 @@ export class OtelCollector {
               attributes: attributesOf(span.attributes),
               status: span.status ?? {},
               links: span.links ?? [],
+              startNs: BigInt(span.startTimeUnixNano ?? '0'),
+              endNs: BigInt(span.endTimeUnixNano ?? '0'),
             });
           }
         }
