@@ -631,8 +631,15 @@ interface TracingResult {
   /** Bytes the planes exported, and spans by "service name" (OTLP/JSON only). */
   readonly bytes: number;
   readonly spans: ReadonlyMap<string, number>;
-  /** With {@link TRACING_CONTROL}: the second untraced stack's p50 per round and pooled. */
-  readonly control?: { readonly p50: number; readonly rounds: readonly number[] };
+  /**
+   * With {@link TRACING_CONTROL}: the second untraced stack's p50 per round and pooled, and
+   * the p50 of both untraced stacks' turns together (the traced one started between them).
+   */
+  readonly control?: {
+    readonly p50: number;
+    readonly rounds: readonly number[];
+    readonly untracedP50: number;
+  };
 }
 
 /** The three planes' processes of a stack (not the shared cluster nor this process). */
@@ -680,26 +687,38 @@ async function tracingPhase(
     OTEL_EXPORTER_OTLP_PROTOCOL: process.env.POLYCHROME_BENCH_OTLP_PROTOCOL ?? 'http/protobuf',
     ...profileEnv('on'),
   };
-  const stack = await startTurnStack({
-    cluster,
-    messages,
-    namespacePrefix: 'bench-traced',
-    timeoutMs: 180_000,
-    leaseDurationMs: 15_000,
-    controlPlaneEnv: { POLYCHROME_LEASE_RENEW_MS: '5000', ...otel },
-    harnessEnv: otel,
-    stateEnv: otel,
-  });
-  cleanups.push(() => stack.stop());
-  dirs.push(stack.dir);
-  const on: Client = { stack, token: await stack.mintToken(OWNER), agent: main.agent };
+  const startTraced = async (): Promise<Client> => {
+    const traced = await startTurnStack({
+      cluster,
+      messages,
+      namespacePrefix: 'bench-traced',
+      timeoutMs: 180_000,
+      leaseDurationMs: 15_000,
+      controlPlaneEnv: { POLYCHROME_LEASE_RENEW_MS: '5000', ...otel },
+      harnessEnv: otel,
+      stateEnv: otel,
+    });
+    cleanups.push(() => traced.stop());
+    dirs.push(traced.dir);
+    return { stack: traced, token: await traced.mintToken(OWNER), agent: main.agent };
+  };
   // The untraced side is a stack started here as the traced one is, not the bench's first
   // stack: that one, started first and holding other conversations, measured 1.4 to 2.5%
-  // slower than a second untraced stack, which flattered tracing by as much.
-  const off = await untracedStack(cluster, messages, main, 'bench-untraced', 'off', cleanups, dirs);
-  const control = process.argv.includes(TRACING_CONTROL)
+  // slower than a second untraced stack, which flattered tracing by as much. With
+  // --control the traced stack starts between the two untraced ones, so an effect of the
+  // order the stacks were started in falls on both sides of it.
+  const withControl = process.argv.includes(TRACING_CONTROL);
+  const first = withControl
+    ? await untracedStack(cluster, messages, main, 'bench-untraced', 'off', cleanups, dirs)
+    : undefined;
+  const on = await startTraced();
+  const off =
+    first ??
+    (await untracedStack(cluster, messages, main, 'bench-untraced', 'off', cleanups, dirs));
+  const control = withControl
     ? await untracedStack(cluster, messages, main, 'bench-control', 'control', cleanups, dirs)
     : undefined;
+  const stack = on.stack;
   const onUid = await stack.createConversation('bench-traced', { owner: OWNER }, 120_000);
   const offUid = await off.stack.createConversation('bench-untraced', { owner: OWNER }, 120_000);
   const controlUid = await control?.stack.createConversation(
@@ -772,7 +791,13 @@ async function tracingPhase(
     spans: sink.spans,
     ...(control === undefined
       ? {}
-      : { control: { p50: quantile(controlSamples, 0.5), rounds: controlRounds } }),
+      : {
+          control: {
+            p50: quantile(controlSamples, 0.5),
+            rounds: controlRounds,
+            untracedP50: quantile([...offSamples, ...controlSamples], 0.5),
+          },
+        }),
   };
 }
 
@@ -876,10 +901,13 @@ function reportTracing(traced: TracingResult): boolean {
   });
   console.log(`  CPU per turn, on: ${traced.onCpu}; off: ${traced.offCpu}`);
   if (traced.control !== undefined) {
-    const { p50, rounds } = traced.control;
+    const { p50, rounds, untracedP50 } = traced.control;
     const percent = (a: number, b: number): string => `${((a / b - 1) * 100).toFixed(1)}%`;
     console.log(
       `  control, a second stack with tracing off: p50 ${ms(p50)} against off ${ms(traced.offP50)} (${percent(p50, traced.offP50)}); per round ${rounds.map((value, i) => percent(value, traced.rounds[i]?.offP50 ?? value)).join(', ')}. An on/off figure within this of the aim does not decide it`,
+    );
+    console.log(
+      `  on against both untraced stacks' turns together (started before and after it): p50 ${ms(traced.onP50)} against ${ms(untracedP50)} (${percent(traced.onP50, untracedP50)})`,
     );
   }
   const turns = traced.turns * traced.rounds.length;
