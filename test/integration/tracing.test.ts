@@ -180,4 +180,42 @@ describe('OpenTelemetry traces across the three planes', () => {
       expect(turnStarted).toContain(`"span_id":"${runTurn.spanId}"`);
     });
   }, 120_000);
+
+  it('records a turn call the control plane refuses on the request span, as an exception and not a server fault', async () => {
+    const c = collector;
+    if (stack === undefined || c === undefined) throw new Error('the stack did not start');
+    const traceId = randomBytes(16).toString('hex');
+    const missing = '00000000-0000-4000-8000-000000000000';
+    const answer = await apiCall(stack.apiUrl, 'POST', `/v1/conversations/${missing}/messages`, {
+      token,
+      headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` },
+      body: { text: 'nobody is here', idempotencyKey: 'k-missing' },
+    });
+    expect(answer.status).toBe(404);
+    const span = await pollUntil(
+      'the refused request’s span in the collector’s file',
+      () =>
+        Promise.resolve(
+          c
+            .spans()
+            .find(
+              (s) =>
+                s.traceId === traceId &&
+                s.name === 'POST /v1/conversations/{conversationId}/messages',
+            ),
+        ),
+      { timeoutMs: 30_000, intervalMs: 250 },
+    );
+    expect(span.attributes).toMatchObject({
+      'http.response.status_code': 404,
+      'polychrome.turn.operation': 'postMessage',
+      'polychrome.conversation.id': missing,
+    });
+    expect(span.attributes['polychrome.turn.id']).toBeUndefined();
+    // A 4xx is the caller's: the status stays unset, the refusal is an exception event.
+    expect(span.status.code ?? 0).toBe(0);
+    expect(span.events.map((event) => [event.name, event.attributes['exception.type']])).toEqual([
+      ['exception', 'not_found'],
+    ]);
+  }, 60_000);
 });

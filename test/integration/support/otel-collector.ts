@@ -18,6 +18,11 @@ export interface CollectedSpan {
   readonly attributes: Readonly<Record<string, string | number | boolean | readonly unknown[]>>;
   readonly status: { readonly code?: number; readonly message?: string };
   readonly links: readonly { readonly traceId: string; readonly spanId: string }[];
+  /** Span events (an exception is `exception`, with `exception.type` and `.message`). */
+  readonly events: readonly {
+    readonly name: string;
+    readonly attributes: Readonly<Record<string, string | number | boolean | readonly unknown[]>>;
+  }[];
   /** Start and end, in nanoseconds since the epoch (the exporting process's clock). */
   readonly startNs: bigint;
   readonly endNs: bigint;
@@ -150,6 +155,7 @@ export class OtelCollector {
               attributes?: OtlpAttribute[];
               status?: { code?: number; message?: string };
               links?: { traceId: string; spanId: string }[];
+              events?: { name: string; attributes?: OtlpAttribute[] }[];
               startTimeUnixNano?: string;
               endTimeUnixNano?: string;
             }[];
@@ -170,6 +176,10 @@ export class OtelCollector {
               attributes: attributesOf(span.attributes),
               status: span.status ?? {},
               links: span.links ?? [],
+              events: (span.events ?? []).map((event) => ({
+                name: event.name,
+                attributes: attributesOf(event.attributes),
+              })),
               startNs: BigInt(span.startTimeUnixNano ?? '0'),
               endNs: BigInt(span.endTimeUnixNano ?? '0'),
             });
