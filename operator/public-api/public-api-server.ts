@@ -81,6 +81,16 @@ export const DEFAULT_PUBLIC_API_PORT = 8080;
 export const DEFAULT_HEARTBEAT_MS = 15_000;
 /** How long a closing stream's client gets to read its last bytes. */
 export const DEFAULT_STREAM_CLOSE_TIMEOUT_MS = 5_000;
+/**
+ * How long every listener keeps an idle keep-alive connection open. It must outlast the
+ * idle timeout of whatever pools connections to it, so that the client, never the server,
+ * closes an idle connection: kube-apiserver's proxy to an aggregated API (Go's default
+ * transport, 90 s), ingress-nginx's upstream pool and AWS load balancers (60 s), Google
+ * Cloud's load balancers (600 s, fixed). Node's default of 5 s loses a race with them: a
+ * request sent on a connection the server is closing fails, and a proxy does not retry a
+ * POST, so kube-apiserver answered an approval 503 "error trying to reach service: EOF".
+ */
+export const KEEP_ALIVE_TIMEOUT_MS = 620_000;
 
 /** The replica-to-replica side of the API (docs/api.md, "Between replicas"). */
 export interface PeerOptions {
@@ -1395,6 +1405,7 @@ function admitted(ctx: RequestContext): KubeAdmission {
 
 /** Listens on `port` at `host` (default every address). */
 async function listen(server: Server, port: number, host = '0.0.0.0'): Promise<void> {
+  server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {
