@@ -6,6 +6,7 @@ import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureDevCerts } from '../../hack/lib/dev-certs';
+import { pollUntil, sleep } from '../../hack/lib/processes';
 import { KUBE_IDLE_SOCKET_MS, makeKeepAliveApiClient } from './kube-client';
 
 // The control plane's clients pool their connections to kube-apiserver, which closes a
@@ -70,8 +71,6 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
 describe('the kube-apiserver connection pool', () => {
   it('closes an idle connection itself, inside kube-apiserver’s 90 s', () => {
     expect(KUBE_IDLE_SOCKET_MS).toBeGreaterThanOrEqual(10_000);
@@ -97,9 +96,12 @@ describe('the kube-apiserver connection pool', () => {
 
     // Left idle, the client closes it, long before the server would.
     const idleSince = Date.now();
-    const deadline = idleSince + 10_000;
-    while (connections[0]!.closedAt === undefined && Date.now() < deadline) await sleep(50);
-    const closedAfter = (connections[0]!.closedAt ?? Infinity) - idleSince;
+    const closedAt = await pollUntil(
+      'the client to close its idle connection',
+      () => Promise.resolve(connections[0]!.closedAt),
+      { timeoutMs: 10_000, intervalMs: 50 },
+    );
+    const closedAfter = closedAt - idleSince;
     expect(closedAfter).toBeGreaterThanOrEqual(IDLE_MS - 50);
     expect(closedAfter).toBeLessThan(10_000);
 
