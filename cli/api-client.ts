@@ -152,6 +152,16 @@ const resolveResultSchema = z.looseObject({
   message: z.string(),
 });
 
+const acceptRollbackResultSchema = z.looseObject({
+  conversationId: z.string(),
+  checkpointHead: z.number().int().nonnegative(),
+  checkpointRoot: z.string(),
+  position: z.number().int().nonnegative(),
+  head: z.number().int().nonnegative(),
+  actor: z.string(),
+  message: z.string(),
+});
+
 const errorBodySchema = z.object({
   error: z.object({
     code: z.string(),
@@ -166,6 +176,8 @@ const errorBodySchema = z.object({
 export type RepairResult = z.output<typeof repairResultSchema>;
 /** What a resolve committed (`ResolveResult`). */
 export type ResolveResult = z.output<typeof resolveResultSchema>;
+/** What accepting a rollback committed (`AcceptRollbackResult`). */
+export type AcceptRollbackResult = z.output<typeof acceptRollbackResultSchema>;
 /** A turn's settled state (`TurnReply`). */
 export type TurnReply = z.output<typeof turnReplySchema>;
 /** The transcript (`Transcript`). */
@@ -456,6 +468,25 @@ export class ApiClient {
       signal,
     );
     return this.parse(response, resolveResultSchema, 'ResolveResult');
+  }
+
+  /**
+   * Accepts a rolled-back journal at `request.head` (admins, acting as `request.actor`;
+   * docs/turns.md, "A rolled-back journal").
+   * @throws ApiCallError, ApiUnreachableError
+   */
+  async acceptRollback(
+    conversationId: string,
+    request: { readonly actor: string; readonly head: number; readonly reason: string },
+    signal?: AbortSignal,
+  ): Promise<Parsed<AcceptRollbackResult>> {
+    const response = await this.request(
+      'POST',
+      { conversation: conversationId, operation: ConversationOperation.AcceptRollback },
+      request,
+      signal,
+    );
+    return this.parse(response, acceptRollbackResultSchema, 'AcceptRollbackResult');
   }
 
   private async request(

@@ -361,14 +361,72 @@ export async function exportConversation(
   return ExitCode.Ok;
 }
 
+/**
+ * `conversation accept-rollback`: an admin accepts that the state plane lost entries the
+ * status had recorded, at the head they name, recorded with the actor and the reason.
+ */
+export async function acceptConversationRollback(
+  client: ApiClient,
+  request: ForensicRequest & { readonly head: number; readonly reason: string },
+  io: CliIo,
+): Promise<ExitCode> {
+  const answer = await client.acceptRollback(
+    request.conversationId,
+    { actor: request.actor, head: request.head, reason: request.reason },
+    request.signal,
+  );
+  if (request.format === Format.Json) {
+    await write(io.stdout, `${JSON.stringify(answer.raw)}\n`);
+    return ExitCode.Ok;
+  }
+  const { value } = answer;
+  await write(
+    io.stdout,
+    `conversation ${value.conversationId}: rollback from head ${String(value.checkpointHead)} accepted as ${value.actor} ` +
+      `at position ${String(value.position)}, head ${String(value.head)}\n  ${value.message}\n`,
+  );
+  return ExitCode.Ok;
+}
+
+/** `--head N --reason TEXT` of `accept-rollback`, both required. @throws UsageError */
+function parseAcceptRollbackFlags(values: Readonly<Record<string, unknown>>): {
+  head: number;
+  reason: string;
+} {
+  const headText = stringValue(values.head);
+  const reason = stringValue(values.reason);
+  if (
+    headText === undefined ||
+    !/^\d+$/u.test(headText) ||
+    !Number.isSafeInteger(Number(headText))
+  ) {
+    throw new UsageError(
+      `accept-rollback takes --head N: the journal head you accept (status.journal.rollback.journalHead)${headText === undefined ? '' : `, got ${JSON.stringify(headText.slice(0, 40))}`}`,
+    );
+  }
+  if (reason === undefined || reason.trim() === '') {
+    throw new UsageError(
+      'accept-rollback takes --reason TEXT: why the lost entries are accepted (it is recorded in the journal)',
+    );
+  }
+  return { head: Number(headText), reason };
+}
+
 const RESOLVE_OPTIONS = {
   ran: { type: 'boolean' },
   'did-not-run': { type: 'boolean' },
   result: { type: 'string' },
 } as const;
 
-/** The forensic commands: `replay`, `verify`, `repair`, `export`, `resolve`. */
-export const FORENSIC_COMMANDS = ['replay', 'verify', 'repair', 'export', 'resolve'] as const;
+/** The forensic commands: `replay`, `verify`, `repair`, `export`, `resolve`, `accept-rollback`. */
+export const FORENSIC_COMMANDS = [
+  'replay',
+  'verify',
+  'repair',
+  'export',
+  'resolve',
+  'accept-rollback',
+] as const;
 export type ForensicCommand = (typeof FORENSIC_COMMANDS)[number];
 
 export function isForensicCommand(name: string | undefined): name is ForensicCommand {
@@ -402,6 +460,9 @@ export async function forensicCommand(
       : {}),
     ...(command === 'export' ? { file: { type: 'string' } } : {}),
     ...(command === 'resolve' ? RESOLVE_OPTIONS : {}),
+    ...(command === 'accept-rollback'
+      ? { head: { type: 'string' }, reason: { type: 'string' } }
+      : {}),
   });
   const format = parseFormat(values);
   const [id, ...more] = positionals;
@@ -418,6 +479,7 @@ export async function forensicCommand(
     );
   }
   const flags = command === 'resolve' ? parseResolveFlags(values) : undefined;
+  const accept = command === 'accept-rollback' ? parseAcceptRollbackFlags(values) : undefined;
   const actor = parseActorFlag(values.actor);
   const approvalText = stringValue(values['approval-key']);
   const spec = stringValue(values['what-if']);
@@ -454,24 +516,25 @@ export async function forensicCommand(
     case 'resolve':
       if (flags === undefined || turnId === undefined) throw new Error('unreachable: parsed');
       return resolveConversationTurn(client, { ...request, turnId, flags }, io);
+    case 'accept-rollback':
+      if (accept === undefined) throw new Error('unreachable: parsed');
+      return acceptConversationRollback(client, { ...request, ...accept }, io);
   }
 }
 
-/** `polychrome conversation replay|verify|repair|resolve ID ... --actor A` over the public API. */
+/**
+ * `polychrome conversation replay|verify|repair|resolve|accept-rollback ID ... --actor A`
+ * over the public API.
+ */
 export async function conversationGroup(
   args: readonly string[],
   env: Env | undefined,
   io: CliIo,
 ): Promise<ExitCode> {
   const [command, ...rest] = args;
-  if (
-    command !== 'replay' &&
-    command !== 'verify' &&
-    command !== 'repair' &&
-    command !== 'resolve'
-  ) {
+  if (command === 'export' || !isForensicCommand(command)) {
     throw new UsageError(
-      `unknown command "conversation ${command ?? ''}": conversation takes replay, verify, repair or resolve`,
+      `unknown command "conversation ${command ?? ''}": conversation takes replay, verify, repair, resolve or accept-rollback`,
     );
   }
   return forensicCommand(publicApiDoor, command, rest, env, io, `conversation ${command}`);

@@ -78,7 +78,7 @@ describe('runKubectlPolychrome', () => {
 
 describe('completions', () => {
   it('completes verbs, and sessions actions', async () => {
-    expect(await completions(['a'])).toEqual(['approve', 'answer']);
+    expect(await completions(['a'])).toEqual(['approve', 'answer', 'accept-rollback']);
     expect(await completions(['sessions', ''])).toEqual(['create', 'revoke']);
     expect(await completions(['send', 'hello', ''])).toEqual([]);
   });

@@ -55,6 +55,9 @@ Conversations by name, in the namespace of -n (else the context's, else "default
   repair NAME --actor A [--dry-run]  excise unreadable journal entries
   resolve NAME TURN --ran [--result FILE] | --did-not-run --actor A
                                      settle a quarantined turn (create conversations/resolve)
+  accept-rollback NAME --head N --reason TEXT --actor A
+                                     go on from a rolled-back journal, recorded in it
+                                     (create conversations/accept-rollback)
   dashboard [--port P] [--no-open]   the read-only forensics UI through a local proxy
                                      on 127.0.0.1 (docs/ui.md); prints the URL
 
@@ -404,6 +407,7 @@ export const KUBE_VERBS = [
   'verify',
   'repair',
   'resolve',
+  'accept-rollback',
   'sessions',
   'dashboard',
   'help',

@@ -28,6 +28,7 @@ export const KUBE_SUBRESOURCE_OF: Readonly<Record<ConversationOperation, string>
   [ConversationOperation.Export]: 'export',
   [ConversationOperation.Repair]: 'repair',
   [ConversationOperation.Resolve]: 'resolve',
+  [ConversationOperation.AcceptRollback]: 'accept-rollback',
 };
 
 /** `/apis/api.polychrome.dev/v1alpha1/namespaces/NS/conversations/NAME/...` on `connection`. */

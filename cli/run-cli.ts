@@ -89,6 +89,12 @@ act as, one of your own: provider:scope:external_id or provider:external_id.
       tool's result; without it the result is unknown) or did not (the turn runs it again).
       The next message, or the retry of the turn's request, runs the turn.
 
+  polychrome conversation accept-rollback ID --head N --reason TEXT --actor A [api flags]
+      Go on from a journal the state plane rolled back (Degraded JournalRolledBack;
+      docs/turns.md): N is status.journal.rollback.journalHead. Recorded in the journal
+      with A and TEXT; until then, or until the state volume is restored, nothing is
+      appended.
+
 api flags (or environment variables):
   --api URL             POLYCHROME_API_URL         default http://127.0.0.1:8080
   --token T             POLYCHROME_TOKEN           a session token (pcs_...); required

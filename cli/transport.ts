@@ -31,6 +31,8 @@ export const ConversationOperation = {
    * door's `resolve` subresource needs no path for it.
    */
   Resolve: 'resolve',
+  /** An admin accepts a rolled-back journal (admins; docs/turns.md). */
+  AcceptRollback: 'accept-rollback',
 } as const;
 export type ConversationOperation =
   (typeof ConversationOperation)[keyof typeof ConversationOperation];

@@ -33,6 +33,8 @@ export const EventKind = {
   AgentConfig: 'agent_config',
   /** Written by the state plane's repair only (docs/journal-format.md, "Excision"). */
   Excision: 'excision',
+  /** An admin accepted a rolled-back journal (docs/turns.md, "A rolled-back journal"). */
+  RollbackAccepted: 'rollback_accepted',
 } as const;
 export type EventKind = (typeof EventKind)[keyof typeof EventKind];
 
@@ -73,6 +75,7 @@ export interface EventPayloads {
   signed_root: ev.SignedRoot;
   agent_config: ev.AgentConfig;
   excision: ev.Excision;
+  rollback_accepted: ev.RollbackAccepted;
 }
 
 export const payloadCodecs: { readonly [K in EventKind]: PayloadCodec<EventPayloads[K]> } = {
@@ -102,6 +105,7 @@ export const payloadCodecs: { readonly [K in EventKind]: PayloadCodec<EventPaylo
   signed_root: ev.SignedRoot,
   agent_config: ev.AgentConfig,
   excision: ev.Excision,
+  rollback_accepted: ev.RollbackAccepted,
 };
 
 const kinds = new Set<string>(Object.values(EventKind));

@@ -158,6 +158,19 @@ export function conversationCases(): Record<string, Conversation> {
       toolCallId: 'toolu_01',
       reason: 'the harness restarted while the call was in flight',
     }),
+    'degraded-journal-rolled-back': turn(
+      {
+        ...ready,
+        status: {
+          ...ready.status,
+          journal: { head: 96, lastSignedRoot: 'ab'.repeat(32), keyId: 'k1' },
+        },
+      },
+      {
+        kind: 'journal_rolled_back',
+        rollback: { checkpointHead: 96, checkpointRoot: 'ab'.repeat(32), journalHead: 73 },
+      },
+    ),
     'degraded-retention-invalid': reconciled(
       agentSnapshot(conversation({ retention: overflow }), readyChildren),
     ),

@@ -13,7 +13,12 @@ import type { TurnStatusChange } from './turns/turn-status';
 type LeaseEvent = Parameters<NonNullable<ConversationLeasesOptions['onTransition']>>[0];
 // What the coordinator's observer reports: batch two's status kind, or `orphaned`.
 // A resolution is no dispatch's end (docs/turns.md, "Resolving a quarantined turn").
-type TurnOutcome = Exclude<TurnStatusChange['kind'], 'running' | 'resolved'> | 'orphaned';
+type TurnOutcome =
+  | Exclude<
+      TurnStatusChange['kind'],
+      'running' | 'resolved' | 'journal_rolled_back' | 'journal_restored' | 'rollback_accepted'
+    >
+  | 'orphaned';
 
 /** `name{label="value"} n` lines of the registry's exposition text, as `value -> n`. */
 async function series(

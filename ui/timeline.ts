@@ -42,6 +42,7 @@ export function actorOf(event: TimelineEvent): string {
     case 'approval_response':
       return text(p, 'answeredBy');
     case 'excision':
+    case 'rollback_accepted':
       return text(p, 'actor');
     case 'turn_dispatched':
       return text(p, 'leaseHolder');
@@ -91,6 +92,8 @@ export function summaryOf(event: TimelineEvent): string {
       return 'signing key rotated';
     case 'excision':
       return `excised position ${text(p, 'position') || '0'}: ${text(p, 'reason')}`;
+    case 'rollback_accepted':
+      return `ROLLBACK ACCEPTED: the state plane had lost entries ${text(p, 'journalHead') || '0'} to ${String(Number(text(p, 'checkpointHead') || '0') - 1)} that the status had recorded; the journal goes on from ${text(p, 'journalHead') || '0'}: ${text(p, 'reason')}`;
     default:
       return JSON.stringify(p ?? null).slice(0, 200);
   }

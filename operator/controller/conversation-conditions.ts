@@ -8,7 +8,13 @@
  * the two cannot compute different conditions for the same facts, and the reconciler's
  * next pass after a turn write finds nothing to change.
  */
-import type { Condition, Conversation, ConversationStatus, DegradedReason } from '../api/v1alpha1';
+import type {
+  Condition,
+  Conversation,
+  ConversationStatus,
+  DegradedReason,
+  JournalRollback,
+} from '../api/v1alpha1';
 import { ConditionReason, ConditionType, ConversationPhase, TurnState } from '../api/v1alpha1';
 import type { Lifecycle } from './plan';
 import { readIdle, readRetention } from './plan';
@@ -163,7 +169,8 @@ export function progressingOf(verdict: SandboxVerdict, turn: TurnFacts): Conditi
 }
 
 /**
- * Every cause for `Degraded` True, most urgent first: a quarantined turn, a blocked sandbox
+ * Every cause for `Degraded` True, most urgent first: a quarantined turn, a rolled-back
+ * journal (`status.journal.rollback`), a blocked sandbox
  * (open conversations only), a `spec.retention` or `spec.idleTimeout` that cannot be used.
  */
 export function degradedCausesOf(
@@ -183,6 +190,15 @@ export function degradedCausesOf(
         q.toolCallId === undefined
           ? `turn ${q.turnId} is quarantined (${q.reason}); an admin must check it and resolve it: polychrome conversation resolve ID ${q.turnId} --did-not-run --actor A`
           : `turn ${q.turnId} is quarantined: the outcome of side-effecting tool call ${q.toolCallId} is unknown (${q.reason}); an admin must check whether it ran and resolve it: polychrome conversation resolve ID ${q.turnId} --ran [--result FILE] | --did-not-run --actor A`,
+    });
+  }
+  const rollback = conversation.status?.journal?.rollback;
+  if (rollback !== undefined) {
+    causes.push({
+      type: ConditionType.Degraded,
+      status: 'True',
+      reason: ConditionReason.JournalRolledBack,
+      message: rollbackMessage(conversation.metadata.uid ?? '', rollback),
     });
   }
   const reason = verdict.ready.reason;
@@ -302,4 +318,28 @@ function progressing(
   message: string,
 ): ConditionInput {
   return { type: ConditionType.Progressing, status, reason, message };
+}
+
+/**
+ * The one sentence that says what a rollback is and what to do: the refused request's
+ * error (operator/turns/journal-checkpoint.ts), the Degraded condition and its Event.
+ */
+export function rollbackMessage(
+  conversationId: string,
+  rollback: Omit<JournalRollback, 'since'>,
+): string {
+  const { checkpointHead, checkpointRoot, journalHead, journalRoot } = rollback;
+  const found =
+    journalHead < checkpointHead
+      ? `the state plane holds ${String(journalHead)} entries, but status.journal records ${String(checkpointHead)}`
+      : journalRoot === undefined
+        ? `the state plane holds ${String(journalHead)} entries, but its entry ${String(checkpointHead - 1)} is not the signed root status.journal records at head ${String(checkpointHead)}`
+        : `the state plane holds ${String(journalHead)} entries, but its signed root at head ${String(checkpointHead)} is ${journalRoot}, not ${checkpointRoot}`;
+  return (
+    `the journal of conversation ${conversationId} was rolled back or rewritten: ${found} ` +
+    `(last signed root ${checkpointRoot}); no turn is appended until it is restored. ` +
+    `Restore the state volume from a backup that holds entry ${String(checkpointHead - 1)}, ` +
+    `or, to go on from the journal as it is and record the loss, an admin runs ` +
+    `polychrome conversation accept-rollback ${conversationId} --head ${String(journalHead)} --reason TEXT`
+  );
 }

@@ -13,10 +13,15 @@ import { AppError } from '../../common/errors';
 import { parseIdentity } from '../../common/identity';
 import { Role } from '../../common/persona-roles';
 import type { Conversation } from '../api/v1alpha1';
-import type { Caller, ResolveTurn } from '../turns/turn-service';
+import type { AcceptRollback, Caller, ResolveTurn } from '../turns/turn-service';
 
 /** The forensic operations, as their messages name them. */
-export const ForensicAction = { Export: 'export', Repair: 'repair', Resolve: 'resolve' } as const;
+export const ForensicAction = {
+  Export: 'export',
+  Repair: 'repair',
+  Resolve: 'resolve',
+  AcceptRollback: 'accept a rollback of',
+} as const;
 export type ForensicAction = (typeof ForensicAction)[keyof typeof ForensicAction];
 
 /**
@@ -191,6 +196,44 @@ export function parseResolveRequest(
     default:
       throw invalidField('decision', 'decision must be "ran" or "did_not_run"');
   }
+}
+
+const ACCEPT_ROLLBACK_FIELDS = new Set(['actor', 'head', 'reason']);
+
+/**
+ * The body of `POST .../accept-rollback`: `{actor, head, reason}` (docs/turns.md, "A
+ * rolled-back journal").
+ *
+ * @throws AppError `invalid_argument` naming the first bad field (details.field).
+ */
+export function parseAcceptRollbackRequest(value: unknown): Omit<AcceptRollback, 'conversationId'> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw invalidField('body', 'the body must be a JSON object: {"actor", "head", "reason"}');
+  }
+  const body = value as Record<string, unknown>;
+  for (const field of Object.keys(body)) {
+    if (!ACCEPT_ROLLBACK_FIELDS.has(field)) {
+      throw invalidField(
+        field,
+        `unknown field ${JSON.stringify(field.slice(0, 40))}; accepting a rollback takes "actor", "head" and "reason"`,
+      );
+    }
+  }
+  const actor = parseActor(body.actor);
+  const { head, reason } = body;
+  if (typeof head !== 'number' || !Number.isSafeInteger(head) || head < 0) {
+    throw invalidField(
+      'head',
+      'head is required: the journal head you accept, a whole number (status.journal.rollback.journalHead)',
+    );
+  }
+  if (typeof reason !== 'string' || reason.trim() === '') {
+    throw invalidField(
+      'reason',
+      'reason is required: say why the lost entries are accepted (it is recorded in the journal)',
+    );
+  }
+  return { actor, head, reason };
 }
 
 function resolveTurnId(bodyTurnId: unknown, pathTurnId: string | undefined): string {

@@ -181,6 +181,13 @@ describe('apiResourceList', () => {
           verbs: ['create'],
         },
         {
+          name: 'conversations/accept-rollback',
+          singularName: '',
+          namespaced: true,
+          kind: 'AcceptRollbackResult',
+          verbs: ['create'],
+        },
+        {
           name: 'sessions',
           singularName: '',
           namespaced: false,

@@ -117,6 +117,13 @@ export const KUBE_SUBRESOURCES: readonly KubeSubresource[] = [
     kind: 'ResolveResult',
     operation: Operation.ResolveTurn,
   },
+  {
+    name: 'accept-rollback',
+    method: 'POST',
+    verb: KubeVerb.Create,
+    kind: 'AcceptRollbackResult',
+    operation: Operation.AcceptRollback,
+  },
 ];
 
 /**

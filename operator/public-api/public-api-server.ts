@@ -17,7 +17,12 @@ import { componentLogger, LogComponent } from '../../common/log';
 import openapiDocument from '../../docs/api/openapi.json';
 import type { ConversationForensics } from '../forensics/conversation-forensics';
 import { checkpointHeader } from '../forensics/conversation-forensics';
-import { parseActor, parseRepairRequest, parseResolveRequest } from '../forensics/forensics-access';
+import {
+  parseAcceptRollbackRequest,
+  parseActor,
+  parseRepairRequest,
+  parseResolveRequest,
+} from '../forensics/forensics-access';
 import type { Caller, PostMessage, TurnReply, TurnService } from '../turns/turn-service';
 import type { KubeAdmission, KubeDoor } from '../kube-api/kube-door';
 import type { KubeUser } from '../kube-api/front-proxy';
@@ -200,6 +205,7 @@ const PEER_OPERATIONS: ReadonlySet<Operation> = new Set([
   Operation.AnswerQuestion,
   Operation.RepairConversation,
   Operation.ResolveTurn,
+  Operation.AcceptRollback,
 ]);
 
 /** Who asks, and a reader of what they sent. */
@@ -700,7 +706,25 @@ export class PublicApiServer {
       }
       case Operation.ResolveTurn:
         return this.resolveTurn(ctx);
+      case Operation.AcceptRollback:
+        return this.acceptRollback(ctx);
     }
+  }
+
+  /** An admin accepts a rolled-back journal (docs/turns.md, "A rolled-back journal"). */
+  private async acceptRollback(ctx: RequestContext): Promise<void> {
+    const { caller, body } = await this.asked(ctx);
+    const conversationId = this.conversationId(ctx);
+    const raw = await body();
+    const request = { conversationId, ...parseAcceptRollbackRequest(raw) };
+    let answer: unknown;
+    try {
+      answer = await this.options.service.acceptRollback(caller, request, ctx.signal);
+    } catch (error) {
+      if (await this.forwarded(ctx, error, { caller, body: raw })) return;
+      throw error;
+    }
+    sendJson(ctx.response, 200, answer);
   }
 
   /**

@@ -17,6 +17,7 @@ export const Operation = {
   ExportConversation: 'exportConversation',
   RepairConversation: 'repairConversation',
   ResolveTurn: 'resolveTurn',
+  AcceptRollback: 'acceptRollback',
   GetOpenApi: 'getOpenApi',
 } as const;
 export type Operation = (typeof Operation)[keyof typeof Operation];
@@ -89,6 +90,12 @@ export const ROUTES: readonly Route[] = [
     method: 'POST',
     template: '/v1/conversations/{conversationId}/turns/{turnId}/resolve',
     operation: Operation.ResolveTurn,
+    authenticated: true,
+  },
+  {
+    method: 'POST',
+    template: '/v1/conversations/{conversationId}/accept-rollback',
+    operation: Operation.AcceptRollback,
     authenticated: true,
   },
   {

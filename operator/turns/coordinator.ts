@@ -14,6 +14,7 @@ import { AppError } from '../../common/errors';
 import type { Conversation } from '../api/v1alpha1';
 import type { LeaseHandle } from '../lease/conversation-leases';
 import type { TurnCoordinatorOptions, TurnObserver } from './coordinator-options';
+import { acceptRollback } from './accept-rollback';
 import { ExpiryTimers } from './expiry-timers';
 import { conversationSummary, transcriptTurns, type JournalView } from './journal-view';
 import { JournalViews } from './journal-views';
@@ -35,6 +36,8 @@ import {
 import { TurnRunner } from './turn-runner';
 import { TurnStatusWriter } from './turn-status-writer';
 import type {
+  AcceptRollback,
+  AcceptRollbackAnswer,
   AnswerApproval,
   AnswerQuestion,
   Caller,
@@ -191,7 +194,7 @@ export class TurnCoordinator implements TurnService {
         ? undefined
         : await this.options.identities.isAdmin(approver, signal);
     return this.claims.run(conversation, signal, async (lease) => {
-      let view = await this.views.inSync(uid, lease, signal);
+      let view = await this.runner.startView(conversation, lease, signal);
       for (;;) {
         // The cache may have moved while this caller waited for the lock or a recovery ran.
         const current = this.runner.fresh(conversation);
@@ -246,7 +249,7 @@ export class TurnCoordinator implements TurnService {
     }
     return this.claims.run(conversation, signal, async (lease) => {
       const input = {
-        view: await this.views.inSync(uid, lease, signal),
+        view: await this.runner.startView(conversation, lease, signal),
         conversation,
         caller,
         requestId: request.requestId,
@@ -288,7 +291,7 @@ export class TurnCoordinator implements TurnService {
       return this.cancel(caller, conversation, 'question', requestId, comment, signal);
     }
     return this.claims.run(conversation, signal, async (lease) => {
-      const view = await this.views.inSync(uid, lease, signal);
+      const view = await this.runner.startView(conversation, lease, signal);
       const plan = planQuestionAnswer({
         view,
         conversation,
@@ -311,6 +314,17 @@ export class TurnCoordinator implements TurnService {
     return resolveTurn(parts, caller, request, signal);
   }
 
+  /** An admin accepts a rolled-back journal (accept-rollback.ts); turns go on after it. */
+  acceptRollback(
+    caller: Caller,
+    request: AcceptRollback,
+    signal: AbortSignal,
+  ): Promise<AcceptRollbackAnswer> {
+    const { claims, views, runner, now: nowMs } = this;
+    const parts = { conversations: this.options.conversations, claims, views, runner, nowMs };
+    return acceptRollback(parts, caller, request, signal);
+  }
+
   // ---- cancel and expiry ----
 
   /** An admin's cancel: the plan settles the turn with a reply that says so. */
@@ -324,7 +338,7 @@ export class TurnCoordinator implements TurnService {
   ): Promise<TurnReply> {
     const uid = conversation.metadata.uid ?? '';
     return this.claims.run(conversation, signal, async (lease) => {
-      const view = await this.views.inSync(uid, lease, signal);
+      const view = await this.runner.startView(conversation, lease, signal);
       const plan = planCancel({
         view,
         conversation,
@@ -354,7 +368,7 @@ export class TurnCoordinator implements TurnService {
     const signal = this.stopping.signal;
     try {
       await this.claims.run(conversation, signal, async (lease) => {
-        const view = await this.views.inSync(uid, lease, signal);
+        const view = await this.runner.startView(conversation, lease, signal);
         const due = dueExpiry(view, this.now(), this.approvalTtlMs);
         if (due === undefined) this.armExpiry(uid, view);
         else await this.runner.expire(this.runner.fresh(conversation), lease, due);

@@ -142,6 +142,7 @@ export function interpret(position: number, event: TypedEvent): DecodedEvent {
     case 'conversation_reopened':
     case 'key_rotated':
     case 'excision':
+    case 'rollback_accepted':
       // Not part of the view (decoded all the same, so that corruption fails the read).
       return { type: 'ignored' };
   }

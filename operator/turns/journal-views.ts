@@ -4,12 +4,13 @@
  * on the state plane is the only truth: a view is a cache of it, brought up to the head
  * before a decision, and dropped whenever an append fails.
  */
-import { AppError } from '../../common/errors';
+import { AppError, isAppError } from '../../common/errors';
 import { EventKind, payloadCodecs, type EventPayloads } from '../../common/event-kinds';
 import {
   JournalConflictError,
   JournalFencedError,
   type AppendOutcome,
+  type JournalEntry,
   type NewJournalEvent,
   type StateJournal,
 } from '../../common/state-client';
@@ -21,6 +22,13 @@ import {
   type JournalView,
   type TypedEvent,
 } from './journal-view';
+import {
+  checkJournal,
+  JournalRolledBackError,
+  type CheckpointVerdict,
+  type EntryAtCheckpoint,
+  type JournalCheckpoint,
+} from './journal-checkpoint';
 import type { PlannedEvent } from './plan-common';
 
 export interface JournalViewsOptions {
@@ -50,14 +58,21 @@ export class JournalViews {
     return this.views.get(uid);
   }
 
-  /** The cached view brought up to the journal's head. */
+  /**
+   * The cached view brought up to the journal's head. A cached view longer than the
+   * journal (the state plane lost entries since it was read: see {@link inSync}) is
+   * dropped and the journal read again from position 0.
+   */
   async refresh(uid: string, signal?: AbortSignal): Promise<JournalView> {
     let view = this.views.get(uid) ?? emptyView();
-    const entries = [];
-    for await (const entry of this.options.state.read(partitionOf(uid), view.head, 0, {
-      ...(signal === undefined ? {} : { signal }),
-    })) {
-      entries.push(entry);
+    let entries: JournalEntry[];
+    try {
+      entries = await this.readFrom(uid, view.head, signal);
+    } catch (error) {
+      if (!(view.head > 0 && isBeyondHead(error))) throw error;
+      this.forget(uid);
+      view = emptyView();
+      entries = await this.readFrom(uid, 0, signal);
     }
     view = applyEntries(view, entries);
     // A read outside the conversation's lock (a transcript) must not replace a newer view
@@ -70,14 +85,32 @@ export class JournalViews {
   /**
    * The view a claimed turn starts from: the cached one when it was last brought in line
    * under `lease` and the lease has not been lost since (see {@link syncedUnder}), else
-   * the view refreshed from the journal.
+   * the view refreshed from the journal, once the journal is found to still hold
+   * `checkpoint` (the Conversation's `status.journal`; journal-checkpoint.ts). So nothing
+   * is appended to a journal that lost what the status recorded: while the lease is held
+   * without a break, a journal that shrank under the cached view fails the next append's
+   * compare-and-swap, which drops the view, and the claim after it checks again.
+   *
+   * @throws JournalRolledBackError (`failed_precondition`) when the journal is shorter
+   *   than the checkpoint or differs at its head; nothing was appended.
    */
-  async inSync(uid: string, lease: LeaseHandle, signal: AbortSignal): Promise<JournalView> {
+  async inSync(
+    uid: string,
+    lease: LeaseHandle,
+    signal: AbortSignal,
+    checkpoint: JournalCheckpoint | undefined,
+  ): Promise<JournalView> {
     const cached = this.views.get(uid);
     if (cached !== undefined && this.syncedUnder.get(uid) === lease && !lease.signal.aborted) {
       return cached;
     }
     const view = await this.refresh(uid, signal);
+    const verdict = await this.verdictFor(uid, view, checkpoint, signal);
+    if (verdict.kind === 'rolled_back') {
+      // Never start from it: the next claim reads and checks the journal again.
+      this.forget(uid);
+      throw new JournalRolledBackError(uid, verdict.rollback);
+    }
     // From here on every append is this holder's and keeps the view in line (a failed
     // one drops it, and this mark with it).
     this.syncedUnder.set(uid, lease);
@@ -85,11 +118,82 @@ export class JournalViews {
   }
 
   /**
+   * The view for an admin who accepts a rollback: the journal as the state plane holds
+   * it, unchecked, and marked in sync under `lease` so the decision can be appended.
+   */
+  async acceptingRollback(
+    uid: string,
+    lease: LeaseHandle,
+    signal: AbortSignal,
+  ): Promise<JournalView> {
+    this.forget(uid);
+    const view = await this.refresh(uid, signal);
+    this.syncedUnder.set(uid, lease);
+    return view;
+  }
+
+  /**
+   * Whether the journal `view` was just read from still holds `checkpoint`: the rule is
+   * journal-checkpoint.ts's; this reads the one entry it needs from the state plane.
+   */
+  async verdictFor(
+    uid: string,
+    view: JournalView,
+    checkpoint: JournalCheckpoint | undefined,
+    signal: AbortSignal,
+  ): Promise<CheckpointVerdict> {
+    const needsEntry =
+      checkpoint !== undefined && checkpoint.head > 0 && checkpoint.head <= view.head;
+    return checkJournal(
+      checkpoint,
+      view.head,
+      needsEntry ? await this.entryAt(uid, checkpoint.head - 1, signal) : undefined,
+    );
+  }
+
+  /** The entry at `position` (below the head) as the rollback check reads it. */
+  private async entryAt(
+    uid: string,
+    position: number,
+    signal: AbortSignal,
+  ): Promise<EntryAtCheckpoint> {
+    const [entry] = await this.readFrom(uid, position, signal, 1);
+    if (entry === undefined || entry.excised === true || entry.kind !== EventKind.SignedRoot) {
+      return {
+        kind: 'other',
+        eventKind: entry?.excised === true ? 'excised' : (entry?.kind ?? ''),
+      };
+    }
+    const root = payloadCodecs.signed_root.decode(entry.payload);
+    return {
+      kind: 'signed_root',
+      root: Buffer.from(root.root).toString('hex'),
+      keyId: root.keyId,
+    };
+  }
+
+  private async readFrom(
+    uid: string,
+    position: number,
+    signal: AbortSignal | undefined,
+    limit = 0,
+  ): Promise<JournalEntry[]> {
+    const entries: JournalEntry[] = [];
+    for await (const entry of this.options.state.read(partitionOf(uid), position, limit, {
+      ...(signal === undefined ? {} : { signal }),
+    })) {
+      entries.push(entry);
+    }
+    return entries;
+  }
+
+  /**
    * Appends one batch at the cached head, fenced with the token of the lease the work
    * was claimed under (docs/state-plane.md "Fencing"), and returns the view with it. A
    * failure drops the cache (another writer may have moved the head: a stale holder's
    * batch must never land); a conflict is rethrown as `conflict`, a fenced refusal as
-   * `unavailable` (this replica lost the lease).
+   * `unavailable` (this replica lost the lease), a journal shorter than the view as
+   * {@link JournalRolledBackError}.
    *
    * The view is extended with the typed events themselves, not by decoding the bytes just
    * encoded: each payload is completed once (`fromPartial`), and that one value is both
@@ -119,6 +223,16 @@ export class JournalViews {
           `the journal of conversation ${uid} moved under this replica (another writer); retry`,
           { cause: error },
         );
+      }
+      const journalHead = beyondHeadOf(error);
+      if (journalHead !== undefined && view.lastSignedRoot !== undefined) {
+        // The journal is shorter than what this replica read or wrote under its lease:
+        // rolled back under it (journal-checkpoint.ts).
+        throw new JournalRolledBackError(uid, {
+          checkpointHead: view.head,
+          checkpointRoot: view.lastSignedRoot.root,
+          journalHead,
+        });
       }
       if (error instanceof JournalFencedError) {
         throw new AppError(
@@ -173,6 +287,23 @@ export class JournalViews {
       }
     }
   }
+}
+
+/** A read from a position past the journal's head (the state plane's `failed_precondition`). */
+function isBeyondHead(error: unknown): boolean {
+  return isAppError(error) && error.code === 'failed_precondition';
+}
+
+/**
+ * The journal's head, when an append was refused because it expected a longer journal
+ * (the state plane's `failed_precondition` with `expectedHead` beyond `head`).
+ */
+function beyondHeadOf(error: unknown): number | undefined {
+  if (!isAppError(error) || error.code !== 'failed_precondition') return undefined;
+  const { head, expectedHead } = error.details;
+  return typeof head === 'number' && typeof expectedHead === 'number' && expectedHead > head
+    ? head
+    : undefined;
 }
 
 /** The journal partition of a conversation. */

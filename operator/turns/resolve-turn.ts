@@ -40,7 +40,7 @@ export async function resolveTurn(
   if (denied !== undefined) throw denied.error;
   if (conversation === undefined) throw new AppError('internal', 'unreachable: authorized');
   return parts.claims.run(conversation, signal, async (lease) => {
-    const view = await parts.views.inSync(uid, lease, signal);
+    const view = await parts.runner.startView(conversation, lease, signal);
     const fresh = parts.runner.fresh(conversation);
     const plan = planResolve({ view, conversation: fresh, caller, request, nowMs: parts.nowMs() });
     if (plan.kind === 'refuse') throw plan.error;

@@ -48,6 +48,7 @@ export function tracedTurnService(service: TurnService): TurnService {
         same,
       ),
     resolveTurn: (caller, request, signal) => service.resolveTurn(caller, request, signal),
+    acceptRollback: (caller, request, signal) => service.acceptRollback(caller, request, signal),
     transcript: (caller, conversationId, signal) =>
       service.transcript(caller, conversationId, signal),
     onTextDelta: (conversationId, listener) => service.onTextDelta(conversationId, listener),

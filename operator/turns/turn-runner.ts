@@ -11,6 +11,7 @@ import type { Conversation } from '../api/v1alpha1';
 import type { LeaseHandle } from '../lease/conversation-leases';
 import type { TurnCoordinatorOptions, TurnObserver } from './coordinator-options';
 import { runHarness, type HarnessRunPorts } from './harness-run';
+import { checkpointOf, JournalRolledBackError } from './journal-checkpoint';
 import { turnReplyOf, type JournalView, type TurnView } from './journal-view';
 import type { JournalViews } from './journal-views';
 import {
@@ -75,6 +76,55 @@ export class TurnRunner {
       set.delete(listener);
       if (set.size === 0) this.deltas.delete(conversationId);
     };
+  }
+
+  /**
+   * The view a claimed request starts from ({@link JournalViews.inSync}), checked against
+   * the conversation's `status.journal`. A rollback found is recorded in the status once
+   * (Degraded JournalRolledBack, and its Event) and refused; a recorded rollback the
+   * journal no longer shows (the state volume was put back) is cleared.
+   *
+   * @throws JournalRolledBackError as {@link JournalViews.inSync}.
+   */
+  async startView(
+    claimed: Conversation,
+    lease: LeaseHandle,
+    signal: AbortSignal,
+  ): Promise<JournalView> {
+    const conversation = this.fresh(claimed);
+    const uid = conversation.metadata.uid ?? '';
+    const journal = conversation.status?.journal;
+    let view: JournalView;
+    try {
+      view = await this.views.inSync(uid, lease, signal, checkpointOf(conversation));
+    } catch (error) {
+      this.noteRollback(uid, error);
+      throw error;
+    }
+    if (journal?.rollback !== undefined) {
+      this.options.logger.info(
+        { conversation: uid, head: view.head },
+        'the journal holds status.journal again; the rollback is cleared',
+      );
+      this.status.queue(conversation, { kind: 'journal_restored' });
+    }
+    return view;
+  }
+
+  /**
+   * A rollback found (by the check before a claim, or by an append the state plane
+   * refused for a journal shorter than the view) goes into the status once: Degraded
+   * JournalRolledBack, and its Event.
+   */
+  private noteRollback(uid: string, error: unknown): void {
+    if (!(error instanceof JournalRolledBackError)) return;
+    const conversation = this.options.conversations.byUid(uid);
+    if (conversation === undefined || conversation.status?.journal?.rollback !== undefined) return;
+    this.options.logger.error(
+      { conversation: uid, ...error.rollback },
+      'the journal was rolled back; nothing is appended until it is restored or an admin accepts it',
+    );
+    this.status.queue(conversation, { kind: 'journal_rolled_back', rollback: error.rollback });
   }
 
   /** Commits the expiry the plan found due (a signed denial) and runs the turn on. */
@@ -228,7 +278,13 @@ export class TurnRunner {
     lease: LeaseHandle,
     events: readonly PlannedEvent[],
   ): ReturnType<JournalViews['append']> {
-    const committed = await this.views.append(uid, lease, events);
+    let committed: Awaited<ReturnType<JournalViews['append']>>;
+    try {
+      committed = await this.views.append(uid, lease, events);
+    } catch (error) {
+      this.noteRollback(uid, error);
+      throw error;
+    }
     this.parts.onCommitted(uid, committed.view);
     return committed;
   }

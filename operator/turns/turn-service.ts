@@ -196,6 +196,34 @@ export interface ResolveTurn {
     | { readonly kind: 'ran'; readonly result: string | undefined };
 }
 
+/**
+ * An admin's decision to go on from a rolled-back journal (docs/turns.md, "A rolled-back
+ * journal"): `head` is the journal head the admin saw and accepts; the decision is refused
+ * when the journal has moved from it.
+ */
+export interface AcceptRollback {
+  readonly conversationId: string;
+  readonly head: number;
+  /** Why the loss is accepted; recorded with the decision. */
+  readonly reason: string;
+  /** The identity the admin acts as: one of the caller's own, recorded with the decision. */
+  readonly actor: string;
+}
+
+/** What accepting a rollback committed (`AcceptRollbackResult` in docs/api/openapi.json). */
+export interface AcceptRollbackAnswer {
+  readonly conversationId: string;
+  /** The checkpoint that was lost: its head and signed root. */
+  readonly checkpointHead: number;
+  readonly checkpointRoot: string;
+  /** Position of the `rollback_accepted` (the journal's head when it was accepted). */
+  readonly position: number;
+  /** The journal head after the batch: the new checkpoint. */
+  readonly head: number;
+  readonly actor: string;
+  readonly message: string;
+}
+
 /** What a resolve committed (`ResolveResult` in docs/api/openapi.json). */
 export interface ResolveAnswer {
   readonly conversationId: string;
@@ -225,6 +253,12 @@ export interface TurnService {
   transcript(caller: Caller, conversationId: string, signal: AbortSignal): Promise<Transcript>;
   /** An admin settles a quarantined turn; it is recovered on the conversation's next claim. */
   resolveTurn(caller: Caller, request: ResolveTurn, signal: AbortSignal): Promise<ResolveAnswer>;
+  /** An admin accepts a rolled-back journal, recorded in it (accept-rollback.ts). */
+  acceptRollback(
+    caller: Caller,
+    request: AcceptRollback,
+    signal: AbortSignal,
+  ): Promise<AcceptRollbackAnswer>;
   /**
    * Live text deltas of turns this replica runs for the conversation (other replicas'
    * turns send none: deltas are not committed). Returns the unsubscribe function.

@@ -45,8 +45,21 @@ function merged(last: StatusWork, next: StatusWork): StatusWork {
   };
 }
 
-/** Changes never merged with a neighbour. */
-const KEPT: ReadonlySet<TurnStatusChange['kind']> = new Set(['ambiguous', 'resolved']);
+/** Changes never merged into a later one. */
+const KEPT: ReadonlySet<TurnStatusChange['kind']> = new Set([
+  'ambiguous',
+  'resolved',
+  'journal_rolled_back',
+  'journal_restored',
+  'rollback_accepted',
+]);
+/** Changes that replace no earlier one. */
+const ALONE: ReadonlySet<TurnStatusChange['kind']> = new Set([
+  'resolved',
+  'journal_rolled_back',
+  'journal_restored',
+  'rollback_accepted',
+]);
 
 export class TurnStatusWriter {
   private readonly writes = new Map<string, StatusWrites>();
@@ -69,9 +82,9 @@ export class TurnStatusWriter {
     const queued = this.writes.get(uid);
     if (queued !== undefined) {
       const last = queued.waiting.at(-1);
-      // A quarantine, or its resolution, must reach the status even if a newer turn
-      // follows at once; a resolution replaces no other change.
-      if (last !== undefined && !KEPT.has(last.change.kind) && change.kind !== 'resolved') {
+      // A quarantine, a rollback, or their end, must reach the status even if a newer
+      // turn follows at once, and replaces no other change.
+      if (last !== undefined && !KEPT.has(last.change.kind) && !ALONE.has(change.kind)) {
         queued.waiting[queued.waiting.length - 1] = merged(last, work);
       } else {
         queued.waiting.push(work);

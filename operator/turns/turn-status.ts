@@ -6,7 +6,12 @@
  * phase itself. The reconciler carries them over (controller/report.ts) and owns everything
  * else. Pure: the coordinator's status writer writes the result.
  */
-import { TurnState, type Conversation, type ConversationStatus } from '../api/v1alpha1';
+import {
+  TurnState,
+  type Conversation,
+  type ConversationStatus,
+  type JournalRollback,
+} from '../api/v1alpha1';
 import { conversationConditions, storedVerdict } from '../controller/conversation-conditions';
 
 /** The journal position and integrity the status shows. */
@@ -30,6 +35,16 @@ export type TurnStatusChange = (
     }
   /** An admin resolved the quarantined turn: its quarantine goes, if it is the one shown. */
   | { readonly kind: 'resolved'; readonly turnId: string }
+  /** The journal no longer holds `status.journal`; recorded once, with when it was found. */
+  | { readonly kind: 'journal_rolled_back'; readonly rollback: Omit<JournalRollback, 'since'> }
+  /** The journal holds `status.journal` again (the volume was restored): the rollback goes. */
+  | { readonly kind: 'journal_restored' }
+  /**
+   * An admin accepted the rollback (a sealed `rollback_accepted`): the rollback goes, and the
+   * journal mark that comes with it may be lower than the one recorded. No other change
+   * moves `status.journal.head` back.
+   */
+  | { readonly kind: 'rollback_accepted' }
 ) & {
   /**
    * When the turn started: (re)opens the conversation and resets the idle timer. A change
@@ -87,20 +102,49 @@ export function applyTurnStatus(
     case 'resolved':
       if (turns.quarantined?.turnId === change.turnId) delete turns.quarantined;
       break;
+    case 'journal_rolled_back':
+    case 'journal_restored':
+    case 'rollback_accepted':
+      break;
   }
   if (Object.keys(turns).length === 0) delete next.turns;
   else next.turns = turns;
-  if (journal !== undefined) {
-    next.journal = {
-      head: journal.head,
-      lastSignedRoot: journal.lastSignedRoot,
-      keyId: journal.keyId,
-    };
-  }
+  next.journal = journalStatus(previous.journal, change, journal, now);
+  if (next.journal === undefined) delete next.journal;
   return {
     ...next,
     ...conversationConditions({ ...conversation, status: next }, storedVerdict(previous), now),
   };
+}
+
+/**
+ * `status.journal` after `change`. The checkpoint never moves back (a lower mark is a
+ * replica's late write, or a journal that lost entries) except by an accepted rollback; a
+ * found rollback is kept, with the time it was first found, until the journal is restored
+ * or the rollback is accepted.
+ */
+function journalStatus(
+  previous: ConversationStatus['journal'],
+  change: TurnStatusChange,
+  journal: JournalMark | undefined,
+  now: string,
+): ConversationStatus['journal'] {
+  const accepted = change.kind === 'rollback_accepted';
+  const mark =
+    journal !== undefined &&
+    (accepted || previous?.head === undefined || journal.head >= previous.head)
+      ? { head: journal.head, lastSignedRoot: journal.lastSignedRoot, keyId: journal.keyId }
+      : previous === undefined
+        ? undefined
+        : { head: previous.head, lastSignedRoot: previous.lastSignedRoot, keyId: previous.keyId };
+  const rollback =
+    change.kind === 'journal_rolled_back'
+      ? (previous?.rollback ?? { ...change.rollback, since: now })
+      : change.kind === 'journal_restored' || accepted
+        ? undefined
+        : previous?.rollback;
+  if (mark === undefined && rollback === undefined) return undefined;
+  return { ...mark, ...(rollback === undefined ? {} : { rollback }) };
 }
 
 const STATE_OF = {

@@ -13,7 +13,7 @@ export const ConditionType = {
   Ready: 'Ready',
   /** A turn is in flight, or the sandbox is being created. */
   Progressing: 'Progressing',
-  /** Something needs an admin: a quarantined turn, a malformed retention, a missing template or RuntimeClass. */
+  /** Something needs an admin: a quarantined turn, a rolled-back journal, a malformed retention, a missing template or RuntimeClass. */
   Degraded: 'Degraded',
 } as const;
 export type ConditionType = (typeof ConditionType)[keyof typeof ConditionType];
@@ -60,6 +60,13 @@ export const ConditionReason = {
   AwaitingAnswer: 'AwaitingAnswer',
   /** Degraded True: a turn's outcome is unknown and it is quarantined until an admin resolves it. */
   TurnAmbiguous: 'TurnAmbiguous',
+  /**
+   * Degraded True: the state plane's journal is shorter than `status.journal`, or differs
+   * from it at the checkpointed head (a restored or rolled-back state volume). No turn is
+   * appended until the journal is restored or an admin accepts the rollback (docs/turns.md,
+   * "A rolled-back journal").
+   */
+  JournalRolledBack: 'JournalRolledBack',
   /** Progressing False: no turn in flight. */
   Idle: 'Idle',
   /** Ready False: closed after `spec.idleTimeout` or on request; the pod is released. */
@@ -90,6 +97,7 @@ export const DegradedReason = {
   RuntimeClassMissing: ConditionReason.RuntimeClassMissing,
   SpecFieldUnsupported: ConditionReason.SpecFieldUnsupported,
   TurnAmbiguous: ConditionReason.TurnAmbiguous,
+  JournalRolledBack: ConditionReason.JournalRolledBack,
   RetentionInvalid: ConditionReason.RetentionInvalid,
   IdleTimeoutInvalid: ConditionReason.IdleTimeoutInvalid,
 } as const;

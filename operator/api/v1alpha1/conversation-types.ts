@@ -539,6 +539,48 @@ export const conversationStatusField = object(
           pattern: SHA256_HEX_PATTERN,
         }),
         keyId: string({ description: 'Id of the key that signed it.', maxLength: 128 }),
+        rollback: object(
+          {
+            checkpointHead: required(
+              integer({
+                description: 'The head the checkpoint (or this control plane) had recorded.',
+                format: 'int64',
+                minimum: 0,
+              }),
+            ),
+            checkpointRoot: required(
+              string({
+                description: 'The signed root recorded at that head, lower-case hex SHA-256.',
+                maxLength: 64,
+                pattern: SHA256_HEX_PATTERN,
+              }),
+            ),
+            journalHead: required(
+              integer({
+                description: "The state plane's head when the rollback was found.",
+                format: 'int64',
+                minimum: 0,
+              }),
+            ),
+            journalRoot: string({
+              description:
+                "The state plane's signed root at checkpointHead, when it has one (lower-case hex SHA-256); absent when the journal is shorter.",
+              maxLength: 64,
+              pattern: SHA256_HEX_PATTERN,
+            }),
+            since: required(
+              string({
+                description: 'When the control plane found it.',
+                format: 'date-time',
+                maxLength: 64,
+              }),
+            ),
+          },
+          {
+            description:
+              "Set while the state plane holds a journal shorter than head, or different at it: Degraded JournalRolledBack, and no turn is appended. Cleared when the journal is restored, or by an admin's recorded decision (polychrome conversation accept-rollback; docs/turns.md).",
+          },
+        ),
       },
       { description: 'Journal position and integrity.' },
     ),
@@ -558,6 +600,11 @@ export type McpServerSpec = Infer<typeof mcpServerField>;
 export type SandboxSpec = Infer<typeof sandboxField>;
 /** Observed state of a Conversation. */
 export type ConversationStatus = Infer<typeof conversationStatusField>;
+/**
+ * `status.journal.rollback`: the state plane's journal no longer holds the checkpoint
+ * (operator/turns/journal-checkpoint.ts). Degraded JournalRolledBack while set.
+ */
+export type JournalRollback = NonNullable<NonNullable<ConversationStatus['journal']>['rollback']>;
 /** One status condition (`metav1.Condition`). */
 export type Condition = Infer<typeof conditionField>;
 

@@ -59,6 +59,11 @@ export class RecordingTurnService implements TurnService {
       this.inner.resolveTurn(caller, request, signal),
     );
 
+  acceptRollback: TurnService['acceptRollback'] = (caller, request, signal) =>
+    this.enter('acceptRollback', caller.identity).then(() =>
+      this.inner.acceptRollback(caller, request, signal),
+    );
+
   onTextDelta: TurnService['onTextDelta'] = (conversationId, listener) => {
     this.listeners.set(conversationId, this.deltaListeners(conversationId) + 1);
     const unsubscribe = this.inner.onTextDelta(conversationId, listener);

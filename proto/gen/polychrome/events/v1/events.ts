@@ -473,6 +473,34 @@ export interface Excision {
   problem: string;
 }
 
+/**
+ * kind "rollback_accepted": an admin accepted that the state plane lost entries the
+ * Conversation's status had recorded (docs/turns.md, "A rolled-back journal"): the journal
+ * goes on from journal_head, and this event keeps what was lost. Sealed by the batch's
+ * signed_root, so the decision is signed with the journal.
+ */
+export interface RollbackAccepted {
+  /**
+   * The checkpoint the journal no longer holds: entries [0, checkpoint_head), the last a
+   * signed_root over checkpoint_root by checkpoint_key_id.
+   */
+  checkpointHead: number;
+  checkpointRoot: Buffer;
+  checkpointKeyId: string;
+  /** The journal's head when the rollback was accepted (this event's position). */
+  journalHead: number;
+  /**
+   * The journal's signed root at checkpoint_head, when it held a different one there;
+   * empty when it was shorter.
+   */
+  journalRoot: Buffer;
+  /** The identity the admin acts as, and the identity the caller authenticated as. */
+  actor: string;
+  caller: string;
+  reason: string;
+  acceptedAtMs: number;
+}
+
 function createBaseAttribution(): Attribution {
   return { caller: "", participants: [], persona: "" };
 }
@@ -4910,6 +4938,237 @@ export const Excision: MessageFns<Excision> = {
     message.reason = object.reason ?? "";
     message.excisedAtMs = object.excisedAtMs ?? 0;
     message.problem = object.problem ?? "";
+    return message;
+  },
+};
+
+function createBaseRollbackAccepted(): RollbackAccepted {
+  return {
+    checkpointHead: 0,
+    checkpointRoot: Buffer.alloc(0),
+    checkpointKeyId: "",
+    journalHead: 0,
+    journalRoot: Buffer.alloc(0),
+    actor: "",
+    caller: "",
+    reason: "",
+    acceptedAtMs: 0,
+  };
+}
+
+export const RollbackAccepted: MessageFns<RollbackAccepted> = {
+  encode(message: RollbackAccepted, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.checkpointHead !== 0) {
+      writer.uint32(8).uint64(message.checkpointHead);
+    }
+    if (message.checkpointRoot.length !== 0) {
+      writer.uint32(18).bytes(message.checkpointRoot);
+    }
+    if (message.checkpointKeyId !== "") {
+      writer.uint32(26).string(message.checkpointKeyId);
+    }
+    if (message.journalHead !== 0) {
+      writer.uint32(32).uint64(message.journalHead);
+    }
+    if (message.journalRoot.length !== 0) {
+      writer.uint32(42).bytes(message.journalRoot);
+    }
+    if (message.actor !== "") {
+      writer.uint32(50).string(message.actor);
+    }
+    if (message.caller !== "") {
+      writer.uint32(58).string(message.caller);
+    }
+    if (message.reason !== "") {
+      writer.uint32(66).string(message.reason);
+    }
+    if (message.acceptedAtMs !== 0) {
+      writer.uint32(72).int64(message.acceptedAtMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RollbackAccepted {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRollbackAccepted();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.checkpointHead = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.checkpointRoot = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.checkpointKeyId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.journalHead = longToNumber(reader.uint64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.journalRoot = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.actor = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.caller = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.acceptedAtMs = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RollbackAccepted {
+    return {
+      checkpointHead: isSet(object.checkpointHead)
+        ? globalThis.Number(object.checkpointHead)
+        : isSet(object.checkpoint_head)
+        ? globalThis.Number(object.checkpoint_head)
+        : 0,
+      checkpointRoot: isSet(object.checkpointRoot)
+        ? Buffer.from(bytesFromBase64(object.checkpointRoot))
+        : isSet(object.checkpoint_root)
+        ? Buffer.from(bytesFromBase64(object.checkpoint_root))
+        : Buffer.alloc(0),
+      checkpointKeyId: isSet(object.checkpointKeyId)
+        ? globalThis.String(object.checkpointKeyId)
+        : isSet(object.checkpoint_key_id)
+        ? globalThis.String(object.checkpoint_key_id)
+        : "",
+      journalHead: isSet(object.journalHead)
+        ? globalThis.Number(object.journalHead)
+        : isSet(object.journal_head)
+        ? globalThis.Number(object.journal_head)
+        : 0,
+      journalRoot: isSet(object.journalRoot)
+        ? Buffer.from(bytesFromBase64(object.journalRoot))
+        : isSet(object.journal_root)
+        ? Buffer.from(bytesFromBase64(object.journal_root))
+        : Buffer.alloc(0),
+      actor: isSet(object.actor) ? globalThis.String(object.actor) : "",
+      caller: isSet(object.caller) ? globalThis.String(object.caller) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      acceptedAtMs: isSet(object.acceptedAtMs)
+        ? globalThis.Number(object.acceptedAtMs)
+        : isSet(object.accepted_at_ms)
+        ? globalThis.Number(object.accepted_at_ms)
+        : 0,
+    };
+  },
+
+  toJSON(message: RollbackAccepted): unknown {
+    const obj: any = {};
+    if (message.checkpointHead !== 0) {
+      obj.checkpointHead = Math.round(message.checkpointHead);
+    }
+    if (message.checkpointRoot.length !== 0) {
+      obj.checkpointRoot = base64FromBytes(message.checkpointRoot);
+    }
+    if (message.checkpointKeyId !== "") {
+      obj.checkpointKeyId = message.checkpointKeyId;
+    }
+    if (message.journalHead !== 0) {
+      obj.journalHead = Math.round(message.journalHead);
+    }
+    if (message.journalRoot.length !== 0) {
+      obj.journalRoot = base64FromBytes(message.journalRoot);
+    }
+    if (message.actor !== "") {
+      obj.actor = message.actor;
+    }
+    if (message.caller !== "") {
+      obj.caller = message.caller;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.acceptedAtMs !== 0) {
+      obj.acceptedAtMs = Math.round(message.acceptedAtMs);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RollbackAccepted>): RollbackAccepted {
+    return RollbackAccepted.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RollbackAccepted>): RollbackAccepted {
+    const message = createBaseRollbackAccepted();
+    message.checkpointHead = object.checkpointHead ?? 0;
+    message.checkpointRoot = object.checkpointRoot ?? Buffer.alloc(0);
+    message.checkpointKeyId = object.checkpointKeyId ?? "";
+    message.journalHead = object.journalHead ?? 0;
+    message.journalRoot = object.journalRoot ?? Buffer.alloc(0);
+    message.actor = object.actor ?? "";
+    message.caller = object.caller ?? "";
+    message.reason = object.reason ?? "";
+    message.acceptedAtMs = object.acceptedAtMs ?? 0;
     return message;
   },
 };
