@@ -62,8 +62,10 @@ async function main(): Promise<void> {
     'POLYCHROME_HARNESS_TOKEN_FILE',
   );
 
+  // Every conversation's Lease is in this namespace, out of reach of conversations' users.
   const leases = new ConversationLeases({
     kubeConfig: kc,
+    namespace: config.lease.namespace,
     identity: config.identity,
     leaseDurationMs: config.lease.durationMs,
     renewIntervalMs: config.lease.renewIntervalMs,
@@ -92,6 +94,8 @@ async function main(): Promise<void> {
     ...(config.harnessImage === undefined ? {} : { harnessImage: config.harnessImage }),
     // Only the lease holder writes a conversation's children and status.
     ownership: leaseOwnership(leases),
+    // Its Lease is in this namespace, out of the garbage collector's reach: deleted here.
+    beforeFinalizerRemoved: (ref) => leases.retire(ref),
     onPass: ({ result, durationMs }) => {
       metrics.passes.inc({ result });
       metrics.passSeconds.observe(durationMs / 1000);
