@@ -130,9 +130,9 @@ function isStatus(err: unknown, ...codes: number[]): boolean {
 
 /**
  * One coordination.k8s.io/v1 Lease per conversation, in the control plane's own namespace,
- * so exactly one control-plane replica writes a conversation's turns and status. Acquire is a version-checked create, or a
- * version-checked replace of a released or expired lease; a lost race is a 409 and means
- * "someone else holds it". Held leases are renewed `renewIntervalMs` after their last
+ * so exactly one control-plane replica writes a conversation's turns and status. Acquire is
+ * a version-checked create, or a version-checked replace of a released or expired lease; a
+ * lost race is a 409 and means "someone else holds it". Held leases are renewed `renewIntervalMs` after their last
  * renewal and released (holder cleared) on {@link ConversationLeases.close}.
  *
  * Cost per conversation: acquiring a fresh lease is one create (a lease this replica has
