@@ -338,7 +338,8 @@ export class ConversationLeases implements LeaseSource {
    * from the first write made with the new token on.
    *
    * @returns the new handle; undefined when the journal is not ahead of the handle, or the
-   *   Lease names another holder or another token (a real take-over: this replica lost it).
+   *   Lease is gone or names another holder or another token (a real take-over: this
+   *   replica lost it, and its next renewal says so).
    * @throws ApiException or AppError `unavailable` when the API server fails or times out.
    */
   async advancePast(handle: LeaseHandle, highestToken: number): Promise<LeaseHandle | undefined> {
@@ -380,10 +381,9 @@ export class ConversationLeases implements LeaseSource {
       );
       return this.hold(handle.conversation, raised, fencingToken, 'taken_over', sentAtMs);
     } catch (err: unknown) {
-      if (isStatus(err, 404) || err instanceof NotOurs) {
-        this.lose(held);
-        return undefined;
-      }
+      // Not ours to move: the fence stopped this write, and the next renewal finds the
+      // lease gone and gives it up, as it would have without this call.
+      if (isStatus(err, 404) || err instanceof NotOurs) return undefined;
       throw err;
     }
   }
