@@ -94,7 +94,8 @@ async function main(): Promise<void> {
     ...(config.harnessImage === undefined ? {} : { harnessImage: config.harnessImage }),
     // Only the lease holder writes a conversation's children and status.
     ownership: leaseOwnership(leases),
-    // Its Lease is in this namespace, out of the garbage collector's reach: deleted here.
+    // Its Lease is in this namespace, where no owner reference reaches it: deleted here,
+    // before the finalizer comes off.
     beforeFinalizerRemoved: (ref) => leases.retire(ref),
     onPass: ({ result, durationMs }) => {
       metrics.passes.inc({ result });
