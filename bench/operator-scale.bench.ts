@@ -280,6 +280,8 @@ async function leasePhase(
   let renewed = 0;
   const leases = new ConversationLeases({
     kubeConfig: kc,
+    // Stands in for the control plane's own namespace: the bench has one namespace.
+    namespace: 'bench',
     identity: 'bench-replica',
     renewIntervalMs: RENEW_INTERVAL_MS,
     onTransition: (event) => {

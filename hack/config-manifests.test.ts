@@ -460,6 +460,39 @@ describe('config/control-plane Deployment', () => {
     expect(loadControlPlaneConfig(containerEnv()).peer.namespace).toBe(baseNamespace);
   });
 
+  it("keeps the conversations' Leases in its own namespace, granted there only", () => {
+    const role = find(base, 'Role', 'polychrome-control-plane-leases');
+    expect(role['rules']).toEqual([
+      {
+        apiGroups: ['coordination.k8s.io'],
+        resources: ['leases'],
+        verbs: ['get', 'create', 'update', 'delete'],
+      },
+    ]);
+    const binding = find(base, 'RoleBinding', 'polychrome-control-plane-leases');
+    expect(binding['roleRef']).toEqual({
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'Role',
+      name: 'polychrome-control-plane-leases',
+    });
+    expect(binding['subjects']).toEqual([
+      { kind: 'ServiceAccount', name: podSpec['serviceAccountName'], namespace: baseNamespace },
+    ]);
+    // No cluster-wide grant on Leases: in a conversation's namespace it has none.
+    const clusterRules = objs(
+      find(base, 'ClusterRole', 'polychrome-control-plane')['rules'],
+      'rules',
+    );
+    for (const rule of clusterRules) {
+      expect({ rule, leases: JSON.stringify(rule).includes('leases') }).toEqual({
+        rule,
+        leases: false,
+      });
+    }
+    // The Role lands in the namespace the control plane keeps its Leases in.
+    expect(loadControlPlaneConfig(containerEnv()).lease.namespace).toBe(baseNamespace);
+  });
+
   it('labels its pods as the peer lookup selects them', () => {
     // A replica accepts a peer only among pods with these labels: the Deployment's pods
     // must carry them, and its selector is exactly them.
@@ -669,6 +702,7 @@ describe('config/default: one namespace, set in one place', () => {
       expect.arrayContaining([
         'ServiceAccount/polychrome-control-plane',
         'Role/polychrome-control-plane-peers',
+        'Role/polychrome-control-plane-leases',
         'Deployment/polychrome-control-plane',
         'StatefulSet/polychrome-state',
       ]),
@@ -713,11 +747,15 @@ describe('config/default: one namespace, set in one place', () => {
     expect(find(built, 'RoleBinding', 'polychrome-control-plane-peers')['subjects']).toEqual([
       subject,
     ]);
+    expect(find(built, 'RoleBinding', 'polychrome-control-plane-leases')['subjects']).toEqual([
+      subject,
+    ]);
     // The control plane dials the state plane and looks for its peers in its own namespace.
     const movedEnv = containersOf(find(built, 'Deployment', 'polychrome-control-plane'))[0]?.env;
     const config = loadControlPlaneConfig(containerEnv(movedEnv, moved));
     expect(config.state.address).toBe(`polychrome-state.${moved}.svc:7443`);
     expect(config.peer.namespace).toBe(moved);
+    expect(config.lease.namespace).toBe(moved);
   }, 60_000);
 
   it('keeps cluster-scoped objects in config/cluster and out of every namespaced bundle', () => {

@@ -18,7 +18,7 @@ describe('loadControlPlaneConfig', () => {
       identity: 'cp-0',
       kubeconfigPath: undefined,
       health: { host: '0.0.0.0', port: 9090 },
-      lease: { durationMs: 15_000, renewIntervalMs: 5_000 },
+      lease: { namespace: 'polychrome-system', durationMs: 15_000, renewIntervalMs: 5_000 },
       workers: 2,
       agentSandbox: true,
       logLevel: 'info',
@@ -50,7 +50,7 @@ describe('loadControlPlaneConfig', () => {
     }
   });
 
-  it('looks for its peers in its own namespace and takes the default agent as JSON', () => {
+  it('looks for its peers and keeps its leases in its own namespace, and takes the default agent as JSON', () => {
     const c = loadControlPlaneConfig({
       ...base,
       POD_NAMESPACE: 'polychrome-prod',
@@ -60,8 +60,14 @@ describe('loadControlPlaneConfig', () => {
       POLYCHROME_NEW_CONVERSATION_SPEC: '{"agent":{"model":"claude-sonnet-5-5"}}',
     });
     expect(c.peer).toMatchObject({ port: 9443, namespace: 'polychrome-prod' });
+    // The leases follow the control plane's namespace, never the watched one.
+    expect(c.lease.namespace).toBe('polychrome-prod');
     expect(
       loadControlPlaneConfig({ ...base, POD_NAMESPACE: 'a', POLYCHROME_NAMESPACE: 'b' }).peer
+        .namespace,
+    ).toBe('b');
+    expect(
+      loadControlPlaneConfig({ ...base, POD_NAMESPACE: 'a', POLYCHROME_NAMESPACE: 'b' }).lease
         .namespace,
     ).toBe('b');
     expect(c.turns.newConversationNamespace).toBe('team-a');

@@ -52,7 +52,7 @@ function envDuration(fallbackMs: number, range: { min: number; max: number }) {
  * | variable | meaning | default |
  * |---|---|---|
  * | `POLYCHROME_IDENTITY` / `POD_NAME` | this replica's name, written as lease holder; other replicas find its pod by it | `POD_NAME`, else the host name |
- * | `POLYCHROME_NAMESPACE` / `POD_NAMESPACE` | the control plane's own namespace (where it finds the other replicas' pods) | `POD_NAMESPACE`, else `polychrome-system` |
+ * | `POLYCHROME_NAMESPACE` / `POD_NAMESPACE` | the control plane's own namespace (where it finds the other replicas' pods and keeps every conversation's Lease) | `POD_NAMESPACE`, else `polychrome-system` |
  * | `POLYCHROME_KUBECONFIG` | kubeconfig file (outside a cluster) | unset: in-cluster service account |
  * | `POLYCHROME_WATCH_NAMESPACE` | reconcile one namespace only | every namespace |
  * | `POLYCHROME_STATE_ADDRESS` | state plane `host:port` | required |
@@ -181,6 +181,8 @@ export interface ControlPlaneConfig {
   };
   readonly health: { readonly host: string; readonly port: number };
   readonly lease: {
+    /** The control plane's own namespace, where every conversation's Lease is. */
+    readonly namespace: string;
     readonly durationMs: number;
     readonly renewIntervalMs: number;
     /** Longest wait for one lease request (see ConversationLeasesOptions). */
@@ -234,6 +236,7 @@ export interface ControlPlaneConfig {
  */
 export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
   const c = parseConfig('control plane', schema, env);
+  const ownNamespace = c.POLYCHROME_NAMESPACE ?? c.POD_NAMESPACE ?? 'polychrome-system';
   return Object.freeze({
     identity: c.POLYCHROME_IDENTITY ?? c.POD_NAME ?? hostname(),
     kubeconfigPath: c.POLYCHROME_KUBECONFIG,
@@ -247,6 +250,7 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
     }),
     health: Object.freeze({ host: c.POLYCHROME_HEALTH_HOST, port: c.POLYCHROME_HEALTH_PORT }),
     lease: Object.freeze({
+      namespace: ownNamespace,
       durationMs: c.POLYCHROME_LEASE_DURATION_MS,
       renewIntervalMs: c.POLYCHROME_LEASE_RENEW_MS,
       requestTimeoutMs:
@@ -271,7 +275,7 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
     peer: Object.freeze({
       host: c.POLYCHROME_PEER_HOST,
       port: c.POLYCHROME_PEER_PORT,
-      namespace: c.POLYCHROME_NAMESPACE ?? c.POD_NAMESPACE ?? 'polychrome-system',
+      namespace: ownNamespace,
     }),
     turns: Object.freeze({
       harnessTokenPath: c.POLYCHROME_HARNESS_TOKEN_FILE,

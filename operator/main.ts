@@ -62,8 +62,10 @@ async function main(): Promise<void> {
     'POLYCHROME_HARNESS_TOKEN_FILE',
   );
 
+  // Every conversation's Lease is in this namespace, out of reach of conversations' users.
   const leases = new ConversationLeases({
     kubeConfig: kc,
+    namespace: config.lease.namespace,
     identity: config.identity,
     leaseDurationMs: config.lease.durationMs,
     renewIntervalMs: config.lease.renewIntervalMs,
@@ -92,6 +94,9 @@ async function main(): Promise<void> {
     ...(config.harnessImage === undefined ? {} : { harnessImage: config.harnessImage }),
     // Only the lease holder writes a conversation's children and status.
     ownership: leaseOwnership(leases),
+    // Its Lease is in this namespace, where no owner reference reaches it: deleted here,
+    // before the finalizer comes off.
+    beforeFinalizerRemoved: (ref) => leases.retire(ref),
     onPass: ({ result, durationMs }) => {
       metrics.passes.inc({ result });
       metrics.passSeconds.observe(durationMs / 1000);

@@ -13,17 +13,31 @@ import type { Action } from './plan';
 import { ActionKind } from './plan';
 import type { ActOutcome } from './report';
 
+/** What runs around an action, outside the cluster adapter. */
+export interface ActHooks {
+  /**
+   * Before the finalizer comes off a deleted Conversation: releases what is kept for it
+   * elsewhere (its Lease, in the control plane's namespace). Must be safe to repeat.
+   */
+  readonly beforeFinalizerRemoved?: (ref: {
+    readonly namespace: string;
+    readonly name: string;
+    readonly uid: string;
+  }) => Promise<void>;
+}
+
 /** Runs `actions` against the cluster; never throws (a failure is in the outcome). */
 export async function runActions(
   kube: ConversationKube,
   conversation: Conversation,
   actions: readonly Action[],
   log: Logger,
+  hooks: ActHooks = {},
 ): Promise<ActOutcome & { readonly error?: unknown }> {
   const completed: Action[] = [];
   for (const action of actions) {
     try {
-      await runAction(kube, conversation, action);
+      await runAction(kube, conversation, action, hooks);
       log.info(
         { action: action.kind, ...('why' in action ? { why: action.why } : {}) },
         'action done',
@@ -49,12 +63,19 @@ async function runAction(
   kube: ConversationKube,
   conversation: Conversation,
   action: Action,
+  hooks: ActHooks,
 ): Promise<void> {
   const namespace = conversation.metadata.namespace ?? '';
   switch (action.kind) {
     case ActionKind.AddFinalizer:
       return kube.addFinalizer(conversation);
     case ActionKind.RemoveFinalizer:
+      // First what is kept elsewhere: once the finalizer is off, nothing calls this again.
+      await hooks.beforeFinalizerRemoved?.({
+        namespace,
+        name: conversation.metadata.name ?? '',
+        uid: conversation.metadata.uid ?? '',
+      });
       return kube.removeFinalizer(conversation);
     case ActionKind.CreateClaim:
       return kube.createClaim(action.claim);

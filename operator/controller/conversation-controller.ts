@@ -86,6 +86,14 @@ export interface ConversationControllerOptions {
    * @default every Conversation is owned (one replica)
    */
   readonly ownership?: (ref: OwnedConversation) => Promise<Ownership>;
+  /**
+   * Runs when a deleted Conversation's children are gone, just before its finalizer comes
+   * off: what the control plane keeps for it outside its namespace goes now (its Lease,
+   * which no owner reference can garbage-collect across namespaces). A failure fails the
+   * pass, which is retried; the finalizer stays until it succeeds.
+   * @default nothing
+   */
+  readonly beforeFinalizerRemoved?: (ref: OwnedConversation) => Promise<void>;
   /** Called after every pass, for metrics. */
   readonly onPass?: (outcome: PassOutcome) => void;
   /**
@@ -182,6 +190,9 @@ export class ConversationController {
         ? {}
         : { blockedRecheckMs: options.blockedRecheckMs }),
       ...(this.events === undefined ? {} : { events: this.events }),
+      ...(options.beforeFinalizerRemoved === undefined
+        ? {}
+        : { beforeFinalizerRemoved: options.beforeFinalizerRemoved }),
     });
   }
 

@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import type { ConversationStatus } from '../api/v1alpha1';
 import { AppError } from '../../common/errors';
 import { LogComponent } from '../../common/log';
-import { runActions } from './act';
+import { runActions, type ActHooks } from './act';
 import type { Clock } from './clock';
 import type { ConversationEvents } from './conversation-events';
 import { DEFAULT_HARNESS_IMAGE } from './desired-pod';
@@ -27,6 +27,8 @@ export interface ConversationReconcilerOptions {
   readonly blockedRecheckMs?: number;
   /** Records the pass's lifecycle Events (`conversation-events.ts`). @default none */
   readonly events?: ConversationEvents;
+  /** See ConversationControllerOptions.beforeFinalizerRemoved. @default nothing */
+  readonly beforeFinalizerRemoved?: ActHooks['beforeFinalizerRemoved'];
 }
 
 /** What a pass asks of the queue. */
@@ -83,7 +85,11 @@ export class ConversationReconciler {
         ? {}
         : { blockedRecheckMs: this.options.blockedRecheckMs },
     );
-    const outcome = await runActions(kube, snapshot.conversation, plan.actions, log);
+    const outcome = await runActions(kube, snapshot.conversation, plan.actions, log, {
+      ...(this.options.beforeFinalizerRemoved === undefined
+        ? {}
+        : { beforeFinalizerRemoved: this.options.beforeFinalizerRemoved }),
+    });
 
     let wroteStatus = false;
     let written: ConversationStatus | undefined;

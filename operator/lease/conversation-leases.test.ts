@@ -53,6 +53,7 @@ function leases(
 ): ConversationLeases {
   const made = new ConversationLeases({
     kubeConfig: kubeConfigFor(port),
+    namespace: 'cp-ns',
     identity: 'replica-under-test',
     leaseDurationMs: options.leaseDurationMs ?? 3_000,
     renewIntervalMs: 1_000,
@@ -88,7 +89,7 @@ describe('lease request timeouts', () => {
     expect(caught).toBeInstanceOf(AppError);
     expect(caught).toMatchObject({ code: 'unavailable' });
     expect(String((caught as Error).message)).toMatch(
-      /^the Kubernetes API server did not answer creating Lease ns\/conv-u-1 within 300 ms/,
+      /^the Kubernetes API server did not answer creating Lease cp-ns\/conv-u-1 within 300 ms/,
     );
     // The request reached the listener and was given up on, not left waiting.
     expect(silent.sockets.length).toBeGreaterThanOrEqual(1);

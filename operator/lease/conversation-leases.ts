@@ -12,6 +12,7 @@ import { makeKeepAliveApiClient } from '../controller/kube-client';
 import {
   decideAcquire,
   isHeldLeaseStale,
+  leaseLabelsFor,
   leaseNameFor,
   observe,
   type LeaseRecord,
@@ -54,14 +55,30 @@ export interface LeaseBusy {
 export interface LeaseSource {
   /** The conversation's lease: held already, taken now, or busy (another replica holds it). */
   tryAcquire(ref: ConversationRef): Promise<LeaseHandle | LeaseBusy>;
+  /**
+   * Raises a held lease's fencing token past `highestToken`, the highest the journal has
+   * accepted, when the Lease started over below it (see
+   * {@link ConversationLeases.advancePast}). Undefined: this source's leases never start over.
+   */
+  advancePast?(handle: LeaseHandle, highestToken: number): Promise<LeaseHandle | undefined>;
 }
 
 /** Options for {@link ConversationLeases}. */
 export interface ConversationLeasesOptions {
   kubeConfig: KubeConfig;
+  /**
+   * The control plane's own namespace: every conversation's Lease is there, whatever the
+   * conversation's namespace, so that only the control plane's ServiceAccount (which alone
+   * may write Leases there) can change one (docs/operator.md, "Conversation leases").
+   */
+  namespace: string;
   /** This replica's identity, written as holderIdentity (e.g. the pod name). */
   identity: string;
-  /** @default 15000 */
+  /**
+   * How long a lease lasts. The only duration expiry is judged by: the Lease's own
+   * `leaseDurationSeconds` is written from it for people to read, and never read back.
+   * @default 15000
+   */
   leaseDurationMs?: number;
   /** @default 5000 */
   renewIntervalMs?: number;
@@ -98,10 +115,10 @@ interface Held {
   renewing: boolean;
 }
 
+/** What the rules read of a Lease; its duration is not among it (lease-rules.ts). */
 function toRecord(lease: V1Lease): LeaseRecord {
   return {
     holder: lease.spec?.holderIdentity ?? '',
-    leaseDurationMs: (lease.spec?.leaseDurationSeconds ?? 0) * 1000,
     transitions: lease.spec?.leaseTransitions ?? 0,
     resourceVersion: lease.metadata?.resourceVersion ?? '',
   };
@@ -112,10 +129,10 @@ function isStatus(err: unknown, ...codes: number[]): boolean {
 }
 
 /**
- * One coordination.k8s.io/v1 Lease per conversation, so exactly one control-plane replica
- * writes a conversation's turns and status. Acquire is a version-checked create, or a
- * version-checked replace of a released or expired lease; a lost race is a 409 and means
- * "someone else holds it". Held leases are renewed `renewIntervalMs` after their last
+ * One coordination.k8s.io/v1 Lease per conversation, in the control plane's own namespace,
+ * so exactly one control-plane replica writes a conversation's turns and status. Acquire is
+ * a version-checked create, or a version-checked replace of a released or expired lease; a
+ * lost race is a 409 and means "someone else holds it". Held leases are renewed `renewIntervalMs` after their last
  * renewal and released (holder cleared) on {@link ConversationLeases.close}.
  *
  * Cost per conversation: acquiring a fresh lease is one create (a lease this replica has
@@ -126,6 +143,7 @@ function isStatus(err: unknown, ...codes: number[]): boolean {
  */
 export class ConversationLeases implements LeaseSource {
   private readonly api: CoordinationV1Api;
+  private readonly namespace: string;
   private readonly durationMs: number;
   private readonly renewIntervalMs: number;
   private readonly requestTimeoutMs: number;
@@ -140,6 +158,13 @@ export class ConversationLeases implements LeaseSource {
 
   constructor(private readonly opts: ConversationLeasesOptions) {
     this.api = makeKeepAliveApiClient(opts.kubeConfig, CoordinationV1Api);
+    this.namespace = opts.namespace;
+    if (this.namespace === '') {
+      throw new AppError(
+        'invalid_argument',
+        "conversation leases need the control plane's own namespace (POLYCHROME_NAMESPACE or POD_NAMESPACE); got an empty one",
+      );
+    }
     this.durationMs = opts.leaseDurationMs ?? 15_000;
     this.renewIntervalMs = opts.renewIntervalMs ?? 5_000;
     this.requestTimeoutMs =
@@ -202,9 +227,9 @@ export class ConversationLeases implements LeaseSource {
       // without reading first; AlreadyExists means it exists, and it is read below.
       const now = this.now();
       try {
-        const created = await this.timed(`creating Lease ${ref.namespace}/${name}`, (o) =>
+        const created = await this.timed(`creating Lease ${this.namespace}/${name}`, (o) =>
           this.api.createNamespacedLease(
-            { namespace: ref.namespace, body: this.leaseBody(ref, name, 0, now) },
+            { namespace: this.namespace, body: this.leaseBody(ref, name, 0, now) },
             o,
           ),
         );
@@ -215,8 +240,8 @@ export class ConversationLeases implements LeaseSource {
     }
     let lease: V1Lease | undefined;
     try {
-      lease = await this.timed(`reading Lease ${ref.namespace}/${name}`, (o) =>
-        this.api.readNamespacedLease({ namespace: ref.namespace, name }, o),
+      lease = await this.timed(`reading Lease ${this.namespace}/${name}`, (o) =>
+        this.api.readNamespacedLease({ namespace: this.namespace, name }, o),
       );
     } catch (err: unknown) {
       if (!isStatus(err, 404)) throw err;
@@ -225,15 +250,21 @@ export class ConversationLeases implements LeaseSource {
     const record = lease === undefined ? undefined : toRecord(lease);
     if (record !== undefined)
       this.observations.set(obsKey, observe(record, this.observations.get(obsKey), now));
-    const decision = decideAcquire(record, this.observations.get(obsKey), this.opts.identity, now);
+    const decision = decideAcquire(
+      record,
+      this.observations.get(obsKey),
+      this.opts.identity,
+      now,
+      this.durationMs,
+    );
     try {
       switch (decision.action) {
         case 'wait':
           return { holder: decision.holder, retryAtMs: decision.retryAtMs };
         case 'create': {
-          const created = await this.timed(`creating Lease ${ref.namespace}/${name}`, (o) =>
+          const created = await this.timed(`creating Lease ${this.namespace}/${name}`, (o) =>
             this.api.createNamespacedLease(
-              { namespace: ref.namespace, body: this.leaseBody(ref, name, 0, now) },
+              { namespace: this.namespace, body: this.leaseBody(ref, name, 0, now) },
               o,
             ),
           );
@@ -246,8 +277,8 @@ export class ConversationLeases implements LeaseSource {
           if (decision.action === 'renew' && lease?.spec?.acquireTime !== undefined) {
             body.spec = { ...body.spec, acquireTime: lease.spec.acquireTime };
           }
-          const replaced = await this.timed(`replacing Lease ${ref.namespace}/${name}`, (o) =>
-            this.api.replaceNamespacedLease({ namespace: ref.namespace, name, body }, o),
+          const replaced = await this.timed(`replacing Lease ${this.namespace}/${name}`, (o) =>
+            this.api.replaceNamespacedLease({ namespace: this.namespace, name, body }, o),
           );
           return this.hold(
             ref,
@@ -276,12 +307,9 @@ export class ConversationLeases implements LeaseSource {
       const released = (lease: V1Lease, o: ConfigurationOptions): Promise<V1Lease> =>
         this.api.replaceNamespacedLease(
           {
-            namespace: handle.conversation.namespace,
+            namespace: this.namespace,
             name: handle.leaseName,
-            body: {
-              ...lease,
-              spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1 },
-            },
+            body: { ...lease, spec: { ...lease.spec, holderIdentity: '' } },
           },
           o,
         );
@@ -295,6 +323,94 @@ export class ConversationLeases implements LeaseSource {
         if (!isStatus(err, 404, 409) && !(err instanceof NotOurs)) throw err;
       }
     });
+  }
+
+  /**
+   * Raises the fencing token of a lease this replica holds past `highestToken`, the highest
+   * token the conversation's journal has accepted (docs/state-plane.md, "Fencing"), when
+   * the Lease still names this replica at the handle's token. That happens when the Lease
+   * started over below the journal's mark: it was deleted and created again, or it is the
+   * first one after an upgrade from Leases in conversation namespaces (docs/operator.md,
+   * "Conversation leases"). One version-checked replace sets `leaseTransitions` to
+   * `highestToken + 1`, as a take-over would: the old handle is lost and the new one
+   * returned. Safe because only the control plane writes the Lease: a writer with a higher
+   * token that the Lease does not name had its Lease deleted under it, and it is fenced
+   * from the first write made with the new token on.
+   *
+   * @returns the new handle; undefined when the journal is not ahead of the handle, or the
+   *   Lease is gone or names another holder or another token (a real take-over: this
+   *   replica lost it, and its next renewal says so).
+   * @throws ApiException or AppError `unavailable` when the API server fails or times out.
+   */
+  async advancePast(handle: LeaseHandle, highestToken: number): Promise<LeaseHandle | undefined> {
+    const held = this.held.get(key(handle.conversation));
+    if (held === undefined || held.handle !== handle || highestToken < handle.fencingToken)
+      return undefined;
+    const fencingToken = highestToken + 1;
+    const sentAtMs = this.now();
+    try {
+      const raised = await this.timed(`raising Lease ${this.namespace}/${handle.leaseName}`, (o) =>
+        this.writeOurs(
+          held.lease,
+          (lease, options) =>
+            this.api.replaceNamespacedLease(
+              {
+                namespace: this.namespace,
+                name: handle.leaseName,
+                body: {
+                  ...lease,
+                  spec: {
+                    ...lease.spec,
+                    leaseTransitions: fencingToken,
+                    acquireTime: new V1MicroTime(sentAtMs),
+                    renewTime: new V1MicroTime(sentAtMs),
+                  },
+                },
+              },
+              options,
+            ),
+          handle,
+          o,
+        ),
+      );
+      held.abort.abort(
+        new AppError(
+          'conflict',
+          `lease ${handle.leaseName} moved on to fencing token ${String(fencingToken)}; act with the new handle`,
+        ),
+      );
+      return this.hold(handle.conversation, raised, fencingToken, 'taken_over', sentAtMs);
+    } catch (err: unknown) {
+      // Not ours to move: the fence stopped this write, and the next renewal finds the
+      // lease gone and gives it up, as it would have without this call.
+      if (isStatus(err, 404) || err instanceof NotOurs) return undefined;
+      throw err;
+    }
+  }
+
+  /**
+   * The conversation is being deleted (its sandbox is gone; its finalizer comes off next):
+   * stops holding its lease and deletes its Lease. The Lease is in the control plane's
+   * namespace, so nothing else deletes it. Idempotent; a Lease already gone is done.
+   *
+   * @throws ApiException or AppError `unavailable` when the delete fails; the caller retries.
+   */
+  async retire(ref: ConversationRef): Promise<void> {
+    const k = key(ref);
+    const held = this.held.get(k);
+    if (held !== undefined) {
+      this.held.delete(k);
+      held.abort.abort(new AppError('cancelled', `conversation ${ref.uid} is being deleted`));
+    }
+    this.observations.delete(k);
+    const name = leaseNameFor(ref.uid);
+    try {
+      await this.timed(`deleting Lease ${this.namespace}/${name}`, (o) =>
+        this.api.deleteNamespacedLease({ namespace: this.namespace, name }, o),
+      );
+    } catch (err: unknown) {
+      if (!isStatus(err, 404)) throw err;
+    }
   }
 
   /** Stops renewing and releases every held lease. Idempotent. */
@@ -351,7 +467,7 @@ export class ConversationLeases implements LeaseSource {
             (lease, options) =>
               this.api.replaceNamespacedLease(
                 {
-                  namespace: held.handle.conversation.namespace,
+                  namespace: this.namespace,
                   name: held.handle.leaseName,
                   body: { ...lease, spec: { ...lease.spec, renewTime: new V1MicroTime(sentAtMs) } },
                 },
@@ -393,10 +509,14 @@ export class ConversationLeases implements LeaseSource {
       if (!isStatus(err, 409)) throw err;
     }
     const current = await this.api.readNamespacedLease(
-      { namespace: handle.conversation.namespace, name: handle.leaseName },
+      { namespace: this.namespace, name: handle.leaseName },
       options,
     );
-    if (current.spec?.holderIdentity !== this.opts.identity) throw new NotOurs();
+    if (
+      current.spec?.holderIdentity !== this.opts.identity ||
+      (current.spec.leaseTransitions ?? 0) !== handle.fencingToken
+    )
+      throw new NotOurs();
     return write(current, options);
   }
 
@@ -496,20 +616,11 @@ export class ConversationLeases implements LeaseSource {
       kind: 'Lease',
       metadata: {
         name,
-        namespace: ref.namespace,
-        labels: {
-          'app.kubernetes.io/managed-by': 'polychrome',
-          'polychrome.dev/conversation': ref.name,
-        },
-        // Garbage-collected with its conversation.
-        ownerReferences: [
-          {
-            apiVersion: 'polychrome.dev/v1alpha1',
-            kind: 'Conversation',
-            name: ref.name,
-            uid: ref.uid,
-          },
-        ],
+        namespace: this.namespace,
+        // No owner reference: the Conversation is in another namespace, and the garbage
+        // collector deletes a dependent whose namespaced owner is not in its own namespace.
+        // The control plane deletes the Lease itself ({@link ConversationLeases.retire}).
+        labels: leaseLabelsFor(ref),
       },
       spec: {
         holderIdentity: this.opts.identity,

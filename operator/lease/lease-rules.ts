@@ -3,12 +3,17 @@
  * leader election: expiry is judged by when THIS process last saw the record change, not
  * by the holder's `renewTime`, so clock skew between replicas cannot make a live lease look
  * expired. No I/O here; `conversation-leases.ts` runs the decisions against the API server.
+ *
+ * What the rules take from the record (docs/operator.md, "Conversation leases"): the holder
+ * (a name, compared with this replica's own), the transitions count (the fencing token) and
+ * the resourceVersion (set by the API server). How long a lease lasts is this control
+ * plane's configuration, never the record's `leaseDurationSeconds`: a record that names a
+ * huge duration cannot keep a conversation locked, nor a tiny one hand it over early.
  */
 
 /** What the API server holds, reduced to what the rules read. */
 export interface LeaseRecord {
   holder: string;
-  leaseDurationMs: number;
   /** Incremented each time the lease changes hands; the fencing token. */
   transitions: number;
   resourceVersion: string;
@@ -31,12 +36,16 @@ export type AcquireDecision =
  * Decides how `me` can hold the lease: create it when absent, renew it when it is already
  * ours, take it over (one more transition) when it was released or its holder stopped
  * renewing for a whole lease duration as observed here; otherwise wait.
+ *
+ * @param leaseDurationMs this control plane's configured lease duration: the only one
+ *   expiry is judged by.
  */
 export function decideAcquire(
   record: LeaseRecord | undefined,
   observation: Observation | undefined,
   me: string,
   nowMs: number,
+  leaseDurationMs: number,
 ): AcquireDecision {
   if (record === undefined) return { action: 'create' };
   if (record.holder === me) return { action: 'renew', fencingToken: record.transitions };
@@ -46,7 +55,7 @@ export function decideAcquire(
     observation !== undefined && observation.resourceVersion === record.resourceVersion
       ? observation.observedAtMs
       : nowMs;
-  const expiresAtMs = since + record.leaseDurationMs;
+  const expiresAtMs = since + leaseDurationMs;
   if (nowMs >= expiresAtMs) return { action: 'take_over', fencingToken: record.transitions + 1 };
   return { action: 'wait', holder: record.holder, retryAtMs: expiresAtMs };
 }
@@ -77,7 +86,41 @@ export function isHeldLeaseStale(
   return nowMs - lastRenewedAtMs >= leaseDurationMs;
 }
 
-/** The Lease object name for a conversation: its uid keeps reused names apart. */
+/**
+ * The Lease object name for a conversation. Every conversation's Lease is in the control
+ * plane's own namespace: the uid (unique in the cluster, unlike a name, which another
+ * namespace or a later Conversation may reuse) keeps them apart.
+ */
 export function leaseNameFor(conversationUid: string): string {
   return `conv-${conversationUid}`;
+}
+
+/** Labels on a conversation's Lease, by which an operator finds it (docs/operator.md). */
+export const LeaseLabel = {
+  ManagedBy: 'app.kubernetes.io/managed-by',
+  ConversationNamespace: 'polychrome.dev/conversation-namespace',
+  Conversation: 'polychrome.dev/conversation',
+  ConversationUid: 'polychrome.dev/conversation-uid',
+} as const;
+export type LeaseLabel = (typeof LeaseLabel)[keyof typeof LeaseLabel];
+
+// A label value: at most 63 characters, alphanumeric at both ends.
+const LABEL_VALUE = /^(?:[A-Za-z0-9](?:[-_.A-Za-z0-9]{0,61}[A-Za-z0-9])?)$/u;
+
+/**
+ * The labels of the Lease of the conversation `namespace/name` with `uid`. The name is left
+ * out when it is too long for a label value (a Conversation name may have 253 characters);
+ * the uid label always finds the Lease.
+ */
+export function leaseLabelsFor(ref: {
+  namespace: string;
+  name: string;
+  uid: string;
+}): Partial<Record<LeaseLabel, string>> {
+  const base = {
+    [LeaseLabel.ManagedBy]: 'polychrome',
+    [LeaseLabel.ConversationNamespace]: ref.namespace,
+    [LeaseLabel.ConversationUid]: ref.uid,
+  };
+  return LABEL_VALUE.test(ref.name) ? { ...base, [LeaseLabel.Conversation]: ref.name } : base;
 }

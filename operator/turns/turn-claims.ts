@@ -5,6 +5,7 @@
  * writer across replicas.
  */
 import { AppError } from '../../common/errors';
+import { JournalFencedError } from '../../common/state-client';
 import type { Conversation } from '../api/v1alpha1';
 import type { LeaseHandle, LeaseSource } from '../lease/conversation-leases';
 import { isLeaseHandle } from '../lease/conversation-leases';
@@ -27,7 +28,12 @@ export class TurnClaims {
   }
 
   /**
-   * Runs `work` holding this replica's lock and the conversation's lease.
+   * Runs `work` holding this replica's lock and the conversation's lease. When the journal
+   * fences `work` with a mark above the lease's token while the Lease still names this
+   * replica (the Lease started over: deleted, or new after an upgrade), the lease is moved
+   * past the mark ({@link LeaseSource.advancePast}) and `work` runs once more under it, as a
+   * client's retry with the same idempotency key would; nothing of the fenced attempt was
+   * written.
    *
    * @throws AppError `cancelled` when `signal` aborts while waiting; `unavailable` when
    *   this replica is shutting down, or another replica holds the lease (details:
@@ -71,12 +77,37 @@ export class TurnClaims {
           },
         );
       }
-      return await work(lease);
+      try {
+        return await work(lease);
+      } catch (err: unknown) {
+        const highest = fencedAbove(err, lease.fencingToken);
+        const advanced =
+          highest === undefined
+            ? undefined
+            : await this.options.leases.advancePast?.(lease, highest);
+        if (advanced === undefined) throw err;
+        return await work(advanced);
+      }
     } finally {
       release();
       if (this.locks.get(uid) === chained) this.locks.delete(uid);
     }
   }
+}
+
+/**
+ * The journal's fencing mark when `err` (or an error it wraps) is the state plane's
+ * refusal of a token below it, and the mark is above `token`; else undefined.
+ */
+function fencedAbove(err: unknown, token: number): number | undefined {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 8; depth++) {
+    if (e instanceof JournalFencedError) {
+      const highest = e.highestFencingToken;
+      return highest !== undefined && highest > token ? highest : undefined;
+    }
+    e = e.cause;
+  }
+  return undefined;
 }
 
 async function waitOrAbort(promise: Promise<unknown>, signal: AbortSignal): Promise<void> {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import {
+  ApiException,
   CoordinationV1Api,
   CustomObjectsApi,
   PatchStrategy,
@@ -21,6 +22,7 @@ import {
   sharedCluster,
   dropConversationFinalizers,
 } from './support/kube';
+import { CONTROL_PLANE_NAMESPACE } from './support/peer-pods';
 import { ensureRuntimeClass } from './support/sandbox';
 import { StatePlane } from './support/state-plane';
 
@@ -94,7 +96,7 @@ describe('control-plane process', () => {
     (
       await admin
         .makeApiClient(CoordinationV1Api)
-        .readNamespacedLease({ namespace: ns.name, name: `conv-${uid}` })
+        .readNamespacedLease({ namespace: CONTROL_PLANE_NAMESPACE, name: `conv-${uid}` })
     ).spec?.holderIdentity;
 
   beforeAll(async () => {
@@ -150,6 +152,32 @@ describe('control-plane process', () => {
     const uids = await Promise.all(names.map((n) => createConversation(n)));
     for (const name of names) await waitConversationReady(name);
     for (const uid of uids) expect(['cp-a', 'cp-b']).toContain(await holderOf(uid));
+  });
+
+  it('keeps each Lease in its own namespace and deletes it with its Conversation', async () => {
+    const uid = await createConversation('p6');
+    await waitConversationReady('p6');
+    expect(['cp-a', 'cp-b']).toContain(await holderOf(uid));
+    await admin
+      .makeApiClient(CustomObjectsApi)
+      .deleteNamespacedCustomObject({ ...conversations, namespace: ns.name, name: 'p6' });
+    await pollUntil(
+      'p6 to be cleaned up and removed',
+      async () => {
+        try {
+          await admin
+            .makeApiClient(CustomObjectsApi)
+            .getNamespacedCustomObject({ ...conversations, namespace: ns.name, name: 'p6' });
+          return undefined;
+        } catch (err: unknown) {
+          if (err instanceof ApiException && err.code === 404) return true;
+          throw err;
+        }
+      },
+      { timeoutMs: 30_000, intervalMs: 250 },
+    );
+    // Deleted before the finalizer came off: gone by the time the Conversation is.
+    await expect(holderOf(uid)).rejects.toMatchObject({ code: 404 });
   });
 
   it('takes over a SIGKILLed replica’s leases after they expire, and releases on SIGTERM', async () => {

@@ -62,6 +62,7 @@ describe('control plane as its own least-privilege identity, two replicas', () =
   const startReplica = async (identity: string): Promise<Replica> => {
     const leases = new ConversationLeases({
       kubeConfig: asOperator,
+      namespace: CONTROL_PLANE_NAMESPACE,
       identity,
       leaseDurationMs: 4_000,
       renewIntervalMs: 1_000,
@@ -77,6 +78,7 @@ describe('control plane as its own least-privilege identity, two replicas', () =
         baseDelayMs: 50,
         maxDelayMs: 2_000,
         ownership: leaseOwnership(leases),
+        beforeFinalizerRemoved: (ref) => leases.retire(ref),
         events: { reportingInstance: identity },
         onPass: ({ result }) => {
           if (result === 'not_owned') replica.notOwned++;
@@ -114,7 +116,7 @@ describe('control plane as its own least-privilege identity, two replicas', () =
     (
       await admin
         .makeApiClient(CoordinationV1Api)
-        .readNamespacedLease({ namespace: ns.name, name: `conv-${uid}` })
+        .readNamespacedLease({ namespace: CONTROL_PLANE_NAMESPACE, name: `conv-${uid}` })
     ).spec?.holderIdentity;
 
   beforeAll(async () => {
@@ -176,10 +178,22 @@ describe('control plane as its own least-privilege identity, two replicas', () =
       code: 403,
     });
     await expect(core.deleteNamespace({ name: ns.name })).rejects.toMatchObject({ code: 403 });
+    // Leases only in its own namespace: none in a conversation's, not even to read.
+    const tenantLeases = asOperator.makeApiClient(CoordinationV1Api);
+    for (const attempt of [
+      () => tenantLeases.readNamespacedLease({ namespace: ns.name, name: 'conv-x' }),
+      () =>
+        tenantLeases.createNamespacedLease({
+          namespace: ns.name,
+          body: { metadata: { name: 'conv-x' }, spec: {} },
+        }),
+      () => tenantLeases.deleteNamespacedLease({ namespace: ns.name, name: 'conv-x' }),
+    ]) {
+      await expect(attempt()).rejects.toMatchObject({ code: 403 });
+    }
+    // In its own namespace it reads and writes them one by one, never lists or watches.
     await expect(
-      asOperator
-        .makeApiClient(CoordinationV1Api)
-        .deleteNamespacedLease({ namespace: ns.name, name: 'conv-x' }),
+      tenantLeases.listNamespacedLease({ namespace: CONTROL_PLANE_NAMESPACE }),
     ).rejects.toMatchObject({ code: 403 });
     // Events: create and patch only; it cannot read them, nor delete what it or anyone wrote.
     const events = asOperator.makeApiClient(EventsV1Api);
@@ -297,5 +311,7 @@ describe('control plane as its own least-privilege identity, two replicas', () =
     await expect(
       admin.makeApiClient(CoreV1Api).readNamespacedPod({ namespace: ns.name, name }),
     ).rejects.toMatchObject({ code: 404 });
+    // Its Lease went with it, deleted by the control plane (no owner reference reaches it).
+    await expect(leaseHolder(uid)).rejects.toMatchObject({ code: 404 });
   });
 });

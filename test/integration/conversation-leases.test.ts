@@ -1,5 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { CoordinationV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import {
+  ApiException,
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  RbacAuthorizationV1Api,
+  V1MicroTime,
+  type V1Lease,
+} from '@kubernetes/client-node';
 import { spawn } from 'node:child_process';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
@@ -12,6 +21,10 @@ import {
   type LeaseHandle,
 } from '../../operator/lease/conversation-leases';
 import { field, freshNamespace, kubeConfig, sharedCluster } from './support/kube';
+import { CONTROL_PLANE_NAMESPACE } from './support/peer-pods';
+
+// Every Lease is in the control plane's namespace (LEASES), whatever the conversation's.
+const LEASES = CONTROL_PLANE_NAMESPACE;
 
 describe('conversation leases on a real API server', () => {
   let kc: KubeConfig;
@@ -20,6 +33,7 @@ describe('conversation leases on a real API server', () => {
   const replica = (identity: string, leaseDurationMs = 3_000): ConversationLeases => {
     const leases = new ConversationLeases({
       kubeConfig: kc,
+      namespace: LEASES,
       identity,
       leaseDurationMs,
       renewIntervalMs: Math.floor(leaseDurationMs / 3),
@@ -44,16 +58,31 @@ describe('conversation leases on a real API server', () => {
     });
     return { namespace: ns.name, name, uid: String(field(created, 'metadata', 'uid')) };
   };
+  const leaseOf = (ref: ConversationRef): Promise<V1Lease> =>
+    kc
+      .makeApiClient(CoordinationV1Api)
+      .readNamespacedLease({ namespace: LEASES, name: `conv-${ref.uid}` });
   const holderOf = async (ref: ConversationRef): Promise<string | undefined> =>
-    (
-      await kc
-        .makeApiClient(CoordinationV1Api)
-        .readNamespacedLease({ namespace: ref.namespace, name: `conv-${ref.uid}` })
-    ).spec?.holderIdentity;
+    (await leaseOf(ref)).spec?.holderIdentity;
+  /** What a writer of the Lease other than the holder could do (here: the admin). */
+  const rewrite = async (ref: ConversationRef, spec: V1Lease['spec']): Promise<void> => {
+    const lease = await leaseOf(ref);
+    await kc.makeApiClient(CoordinationV1Api).replaceNamespacedLease({
+      namespace: LEASES,
+      name: `conv-${ref.uid}`,
+      body: { ...lease, spec: { ...lease.spec, ...spec } },
+    });
+  };
 
   beforeAll(async () => {
     kc = await kubeConfig();
     ns = await freshNamespace(kc, 'lease');
+    await kc
+      .makeApiClient(CoreV1Api)
+      .createNamespace({ body: { metadata: { name: LEASES } } })
+      .catch((err: unknown) => {
+        if (!(err instanceof ApiException && err.code === 409)) throw err;
+      });
   });
   afterAll(async () => {
     await Promise.allSettled(open.map((l) => l.close()));
@@ -94,6 +123,7 @@ describe('conversation leases on a real API server', () => {
         'tsx',
         join(__dirname, 'fixtures', 'lease-holder.ts'),
         (await sharedCluster()).kubeconfigPath,
+        LEASES,
         ref.namespace,
         ref.name,
         ref.uid,
@@ -156,11 +186,8 @@ describe('conversation leases on a real API server', () => {
     const busy = await b.tryAcquire(ref);
     expect(isLeaseHandle(busy)).toBe(false);
     expect(busy).toMatchObject({ holder: 'endpoint-a' });
-    // Namespace users can write the Lease: it must say nothing a replica would dial.
-    const lease = await kc
-      .makeApiClient(CoordinationV1Api)
-      .readNamespacedLease({ namespace: ref.namespace, name: `conv-${ref.uid}` });
-    expect(lease.metadata?.annotations ?? {}).toEqual({});
+    // Nothing on the Lease a replica would dial, should anyone but the control plane write it.
+    expect((await leaseOf(ref)).metadata?.annotations ?? {}).toEqual({});
   });
 
   it('counts a renewal the API server never answers as failed, and loses the lease by its expiry', async () => {
@@ -171,6 +198,7 @@ describe('conversation leases on a real API server', () => {
       const requestTimeoutMs = 500;
       const leases = new ConversationLeases({
         kubeConfig: link.kubeConfig,
+        namespace: LEASES,
         identity: 'behind-a-hung-link',
         leaseDurationMs: durationMs,
         renewIntervalMs: 1_000,
@@ -229,7 +257,218 @@ describe('conversation leases on a real API server', () => {
     expect(held.signal.aborted).toBe(true);
     expect(slow.current(ref)).toBeUndefined();
   });
+
+  it("keeps the Lease in the control plane's namespace, labelled, owned by nothing, and none in the conversation's", async () => {
+    const ref = await conversation();
+    const held = await replica('placed', 10_000).tryAcquire(ref);
+    expect(isLeaseHandle(held)).toBe(true);
+    const lease = await leaseOf(ref);
+    expect(lease.metadata).toMatchObject({
+      namespace: LEASES,
+      name: `conv-${ref.uid}`,
+      labels: {
+        'app.kubernetes.io/managed-by': 'polychrome',
+        'polychrome.dev/conversation-namespace': ref.namespace,
+        'polychrome.dev/conversation': ref.name,
+        'polychrome.dev/conversation-uid': ref.uid,
+      },
+    });
+    // An owner reference to a Conversation in another namespace would have the garbage
+    // collector delete the Lease as an orphan (kube-controller-manager runs here).
+    expect(lease.metadata?.ownerReferences ?? []).toEqual([]);
+    // Found by the labels an operator would use.
+    const found = await kc.makeApiClient(CoordinationV1Api).listNamespacedLease({
+      namespace: LEASES,
+      labelSelector: `polychrome.dev/conversation-namespace=${ref.namespace},polychrome.dev/conversation=${ref.name}`,
+    });
+    expect(found.items.map((l) => l.metadata?.name)).toEqual([`conv-${ref.uid}`]);
+    const inTenant = await kc
+      .makeApiClient(CoordinationV1Api)
+      .listNamespacedLease({ namespace: ref.namespace });
+    expect(inTenant.items).toEqual([]);
+  });
+
+  it('judges expiry by its configured duration, not by the duration on the Lease', async () => {
+    const durationMs = 3_000;
+    // A huge duration on the record (the finding: 999999 s) does not keep the lease.
+    const huge = await conversation();
+    const stalled = replica('stalled-huge', durationMs);
+    expect(isLeaseHandle(await stalled.tryAcquire(huge))).toBe(true);
+    await rewrite(huge, {
+      holderIdentity: 'mallory-was-here',
+      leaseDurationSeconds: 999_999,
+      renewTime: new V1MicroTime(Date.now()),
+    });
+    const taker = replica('taker', durationMs);
+    const since = Date.now();
+    expect(await taker.tryAcquire(huge)).toMatchObject({ holder: 'mallory-was-here' });
+    const taken = await pollUntil(
+      'the configured duration to pass',
+      async () => {
+        const got = await taker.tryAcquire(huge);
+        return isLeaseHandle(got) ? got : undefined;
+      },
+      { timeoutMs: 10 * durationMs, intervalMs: 200 },
+    );
+    expect(Date.now() - since).toBeGreaterThanOrEqual(durationMs);
+    expect(Date.now() - since).toBeLessThan(3 * durationMs);
+    expect(await holderOf(huge)).toBe('taker');
+    expect((await leaseOf(huge)).spec?.leaseDurationSeconds).toBe(durationMs / 1000);
+    expect(taken.fencingToken).toBe(1);
+
+    // A tiny duration on the record does not hand the lease over before the configured one.
+    const tiny = await conversation();
+    const holder = replica('holder-tiny', durationMs);
+    expect(isLeaseHandle(await holder.tryAcquire(tiny))).toBe(true);
+    await rewrite(tiny, { leaseDurationSeconds: 1 });
+    const eager = replica('eager', durationMs);
+    const start = Date.now();
+    expect(await eager.tryAcquire(tiny)).toMatchObject({ holder: 'holder-tiny' });
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(await eager.tryAcquire(tiny)).toMatchObject({ holder: 'holder-tiny' });
+    // `holder` never renews (its timer is not started): after the configured 3 s it expires.
+    await pollUntil(
+      'the configured duration to pass',
+      async () => (isLeaseHandle(await eager.tryAcquire(tiny)) ? true : undefined),
+      { timeoutMs: 10 * durationMs, intervalMs: 200 },
+    );
+    expect(Date.now() - start).toBeGreaterThanOrEqual(durationMs);
+  });
+
+  it('moves a held lease past the journal’s fencing mark, and not a lease taken over', async () => {
+    const ref = await conversation();
+    const a = replica('advance-a', 10_000);
+    const held = await a.tryAcquire(ref);
+    if (!isLeaseHandle(held)) throw new Error('replica a should hold the fresh lease');
+    expect(held.fencingToken).toBe(0);
+    // The journal has accepted token 5 (the Lease started over below it).
+    const advanced = await a.advancePast(held, 5);
+    expect(advanced?.fencingToken).toBe(6);
+    expect(held.signal.aborted).toBe(true);
+    expect(a.current(ref)).toBe(advanced);
+    expect((await leaseOf(ref)).spec).toMatchObject({
+      holderIdentity: 'advance-a',
+      leaseTransitions: 6,
+    });
+    // Renewals go on from the new token.
+    await a.renewAll();
+    expect(advanced?.signal.aborted).toBe(false);
+
+    // Taken over meanwhile: not ours to move; the next renewal gives the old handle up.
+    if (advanced === undefined) throw new Error('unreachable');
+    await rewrite(ref, { holderIdentity: 'someone-else', leaseTransitions: 7 });
+    expect(await a.advancePast(advanced, 9)).toBeUndefined();
+    expect((await leaseOf(ref)).spec).toMatchObject({
+      holderIdentity: 'someone-else',
+      leaseTransitions: 7,
+    });
+    await a.renewAll();
+    expect(advanced.signal.aborted).toBe(true);
+  });
+
+  it('deletes the Lease when the conversation is retired, and stops holding it', async () => {
+    const ref = await conversation();
+    const a = replica('retiring', 10_000);
+    const held = await a.tryAcquire(ref);
+    if (!isLeaseHandle(held)) throw new Error('the replica should hold the fresh lease');
+    await a.retire(ref);
+    expect(held.signal.aborted).toBe(true);
+    expect(a.current(ref)).toBeUndefined();
+    await expect(leaseOf(ref)).rejects.toMatchObject({ code: 404 });
+    // Again: already gone is done.
+    await a.retire(ref);
+  });
+
+  it('refuses a ServiceAccount with the built-in edit role in the conversation’s namespace every access to the Lease', async () => {
+    const ref = await conversation();
+    const holder = replica('guarded', 10_000);
+    const held = await holder.tryAcquire(ref);
+    if (!isLeaseHandle(held)) throw new Error('the replica should hold the fresh lease');
+    const before = await leaseOf(ref);
+
+    const mallory = await tenantEditor(kc, ns.name);
+    const leases = mallory.makeApiClient(CoordinationV1Api);
+    const name = `conv-${ref.uid}`;
+    // Its own namespace has no Lease to find (it may list Leases there: edit allows it).
+    expect((await leases.listNamespacedLease({ namespace: ns.name })).items).toEqual([]);
+    await expect(leases.readNamespacedLease({ namespace: ns.name, name })).rejects.toMatchObject({
+      code: 404,
+    });
+    // The control plane's namespace refuses it everything: read, list, replace, patch,
+    // delete, create.
+    const forged = {
+      ...before,
+      spec: { ...before.spec, holderIdentity: 'mallory-was-here', leaseDurationSeconds: 999_999 },
+    };
+    const attempts: [string, () => Promise<unknown>][] = [
+      ['read', () => leases.readNamespacedLease({ namespace: LEASES, name })],
+      ['list', () => leases.listNamespacedLease({ namespace: LEASES })],
+      ['replace', () => leases.replaceNamespacedLease({ namespace: LEASES, name, body: forged })],
+      [
+        'patch',
+        () =>
+          leases.patchNamespacedLease({
+            namespace: LEASES,
+            name,
+            body: [{ op: 'replace', path: '/spec/leaseTransitions', value: 0 }],
+          }),
+      ],
+      ['delete', () => leases.deleteNamespacedLease({ namespace: LEASES, name })],
+      [
+        'create',
+        () =>
+          leases.createNamespacedLease({
+            namespace: LEASES,
+            body: { metadata: { name: `conv-${ref.uid}-x` }, spec: {} },
+          }),
+      ],
+    ];
+    for (const [what, attempt] of attempts) {
+      const outcome = await attempt().then(
+        () => 'allowed',
+        (err: unknown) => (err instanceof ApiException ? err.code : String(err)),
+      );
+      expect({ what, outcome }).toEqual({ what, outcome: 403 });
+    }
+    // Untouched, and still held.
+    const after = await leaseOf(ref);
+    expect(after.metadata?.resourceVersion).toBe(before.metadata?.resourceVersion);
+    expect(after.spec?.holderIdentity).toBe('guarded');
+    await holder.renewAll();
+    expect(held.signal.aborted).toBe(false);
+  });
 });
+
+/**
+ * A ServiceAccount's identity bound to the built-in `edit` ClusterRole in `namespace` only:
+ * what any user or workload that may edit a conversation's namespace holds.
+ */
+async function tenantEditor(admin: KubeConfig, namespace: string): Promise<KubeConfig> {
+  const serviceAccount = 'mallory';
+  await admin.makeApiClient(CoreV1Api).createNamespacedServiceAccount({
+    namespace,
+    body: { metadata: { name: serviceAccount } },
+  });
+  await admin.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
+    namespace,
+    body: {
+      metadata: { name: 'mallory-edit' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'edit' },
+      subjects: [{ kind: 'ServiceAccount', name: serviceAccount, namespace }],
+    },
+  });
+  const kc = new KubeConfig();
+  kc.loadFromFile(
+    await (
+      await sharedCluster()
+    ).mintUser(`system:serviceaccount:${namespace}:${serviceAccount}`, [
+      'system:serviceaccounts',
+      `system:serviceaccounts:${namespace}`,
+      'system:authenticated',
+    ]),
+  );
+  return kc;
+}
 
 /**
  * A TCP link to the API server that can be hung: until {@link hang} it forwards bytes both

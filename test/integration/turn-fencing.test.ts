@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import { payloadCodecs } from '../../common/event-kinds';
 import { pollUntil } from '../../hack/lib/processes';
+import { CONTROL_PLANE_NAMESPACE } from './support/peer-pods';
 import { postMessage, type ApiAnswer } from './support/public-api';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
 
@@ -65,7 +66,7 @@ describe('fencing with two control-plane replicas', () => {
       const leases = stack.admin.makeApiClient(CoordinationV1Api);
       const name = `conv-${uid}`;
       const read = (): ReturnType<typeof leases.readNamespacedLease> =>
-        leases.readNamespacedLease({ namespace: stack.namespace, name });
+        leases.readNamespacedLease({ namespace: CONTROL_PLANE_NAMESPACE, name });
       // Nothing but its renewals writes the Lease now: a new resourceVersion is one.
       const seen = (await read()).metadata?.resourceVersion;
       const renewed = await pollUntil(
@@ -79,7 +80,7 @@ describe('fencing with two control-plane replicas', () => {
       const windowEndsAt = Date.now() + RENEW_MS - 1_000;
       expect(renewed.spec?.holderIdentity).toBe(old.identity);
       await leases.replaceNamespacedLease({
-        namespace: stack.namespace,
+        namespace: CONTROL_PLANE_NAMESPACE,
         name,
         body: { ...renewed, spec: { ...renewed.spec, holderIdentity: '' } },
       });
@@ -128,6 +129,53 @@ describe('fencing with two control-plane replicas', () => {
         reply: 'echo: from the old holder',
       });
       expect(await texts(uid)).toEqual(['warm up', 'from the new holder', 'from the old holder']);
+    });
+  });
+
+  it('moves a Lease that started over below the journal’s fence past it, and the turn goes on', async () => {
+    await stack.withDiagnostics(async () => {
+      // What an upgrade from Leases in conversation namespaces leaves (or a deleted Lease):
+      // a journal whose fencing mark is above 0, and no Lease in the control plane's
+      // namespace, so the next one starts at 0 again.
+      const uid = await stack.createConversation('started-over', {
+        owner: 'test:fencing-owner',
+      });
+      const warm = await post(stack.controlPlane(0).apiUrl, uid, 'warm up', 'k-warm');
+      expect(warm.status).toBe(200);
+      const [first] = await dispatches(uid);
+      const leases = stack.admin.makeApiClient(CoordinationV1Api);
+      const name = `conv-${uid}`;
+      // Released on the API server: the replica that did not hold it takes it over (one
+      // more transition) and writes, so the journal's mark rises above 0.
+      const lease = await leases.readNamespacedLease({ namespace: CONTROL_PLANE_NAMESPACE, name });
+      await leases.replaceNamespacedLease({
+        namespace: CONTROL_PLANE_NAMESPACE,
+        name,
+        body: { ...lease, spec: { ...lease.spec, holderIdentity: '' } },
+      });
+      const next = stack.controlPlanes.find((cp) => cp.identity !== first!.holder)!;
+      const taken = await post(next.apiUrl, uid, 'taken over', 'k-taken');
+      expect(taken.status).toBe(200);
+      const mark = (await dispatches(uid)).at(-1)!.fencing;
+      expect(mark).toBeGreaterThan(0);
+
+      // Both replicas die without releasing anything, the Lease goes, and they come back.
+      await Promise.all(stack.controlPlanes.map((cp) => cp.kill('SIGKILL')));
+      await leases.deleteNamespacedLease({ namespace: CONTROL_PLANE_NAMESPACE, name });
+      for (const cp of stack.controlPlanes) cp.start();
+      for (const cp of stack.controlPlanes) await cp.waitReady();
+
+      // The new Lease starts at token 0, below the mark: the holder moves it past the mark
+      // and the message is answered, not refused as fenced.
+      const after = await post(stack.controlPlane(0).apiUrl, uid, 'after the restart', 'k-after');
+      expect(after.status).toBe(200);
+      expect(after.body).toMatchObject({ status: 'complete', reply: 'echo: after the restart' });
+      const last = (await dispatches(uid)).at(-1)!;
+      expect(last.fencing).toBe(mark + 1);
+      const now = await leases.readNamespacedLease({ namespace: CONTROL_PLANE_NAMESPACE, name });
+      expect(now.spec).toMatchObject({ holderIdentity: last.holder, leaseTransitions: mark + 1 });
+      expect(await texts(uid)).toEqual(['warm up', 'taken over', 'after the restart']);
+      expect((await stack.verify(uid)).ok).toBe(true);
     });
   });
 });

@@ -2,7 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import {
   CoordinationV1Api,
   KubeConfig,
+  PatchStrategy,
   RbacAuthorizationV1Api,
+  setHeaderOptions,
   V1MicroTime,
 } from '@kubernetes/client-node';
 import { createServer, type Server } from 'node:net';
@@ -21,7 +23,8 @@ import { startTurnStack, type TurnStack } from './support/turn-stack';
 
 // Two control-plane replicas on the real stack: any replica accepts a message and the
 // lease holder runs it (the other forwards over the peer hop, to the holder's Pod in the
-// control plane's namespace); a Lease a namespace user rewrites, and a Pod they create,
+// control plane's namespace); a namespace editor cannot reach the conversation's Lease (it
+// is in the control plane's namespace), and a Lease rewritten anyway, or a Pod they create,
 // send no request and no token anywhere else; a SIGKILLed holder's turn is recovered by the survivor under its
 // original id once the lease expires, with a higher fencing token; a restarted replica
 // serves again.
@@ -85,7 +88,7 @@ describe('turns with two control-plane replicas', () => {
     });
   });
 
-  it('sends no request and no token to an address a namespace editor writes on the Lease or a Pod', async () => {
+  it('keeps the Lease from a namespace editor, and sends no request and no token to an address on the Lease or a Pod', async () => {
     await stack.withDiagnostics(async () => {
       const uid = await stack.createConversation('lease-attack', { owner: 'test:replica-owner' });
       await post(stack.controlPlane(0).apiUrl, uid, 'warm up', 'k-warm');
@@ -132,16 +135,45 @@ describe('turns with two control-plane replicas', () => {
             ...(decoy.namespace === stack.namespace ? { creator: editor } : {}),
           });
         }
-        // A user with the built-in edit role in the conversation's namespace, nothing more.
-        const leases = editor.makeApiClient(CoordinationV1Api);
         const leaseName = `conv-${uid}`;
+        // 0. A user with the built-in edit role in the conversation's namespace, nothing
+        // more, tries what once locked a conversation for eleven days: the Lease rewritten
+        // to another holder and a duration of 999999 s. There is no Lease in its namespace,
+        // and the control plane's refuses it.
+        const editorLeases = editor.makeApiClient(CoordinationV1Api);
+        expect(
+          (await editorLeases.listNamespacedLease({ namespace: stack.namespace })).items,
+        ).toEqual([]);
+        await expect(
+          editorLeases.readNamespacedLease({ namespace: CONTROL_PLANE_NAMESPACE, name: leaseName }),
+        ).rejects.toMatchObject({ code: 403 });
+        await expect(
+          editorLeases.patchNamespacedLease(
+            {
+              namespace: CONTROL_PLANE_NAMESPACE,
+              name: leaseName,
+              body: {
+                spec: { holderIdentity: 'mallory-was-here', leaseDurationSeconds: 999_999 },
+              },
+            },
+            setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+          ),
+        ).rejects.toMatchObject({ code: 403 });
+        const unharmed = await post(other.apiUrl, uid, 'after the attempt', 'k-after-attempt');
+        expect(unharmed.status).toBe(200);
+        expect(unharmed.body.reply).toBe('echo: after the attempt');
+
+        // From here on the Lease is rewritten as only the control plane's own identity (or
+        // a cluster admin) could: should it ever name something other than a replica,
+        // forwarding still goes to control-plane Pods only.
+        const leases = stack.admin.makeApiClient(CoordinationV1Api);
         const rewrite = async (holderIdentity: string): Promise<void> => {
           const lease = await leases.readNamespacedLease({
-            namespace: stack.namespace,
+            namespace: CONTROL_PLANE_NAMESPACE,
             name: leaseName,
           });
           await leases.replaceNamespacedLease({
-            namespace: stack.namespace,
+            namespace: CONTROL_PLANE_NAMESPACE,
             name: leaseName,
             body: {
               ...lease,
