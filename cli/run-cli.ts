@@ -33,6 +33,7 @@ import { LIVE_NEEDS_WHAT_IF, liveSetup } from './journal-live';
 import { formatReplayJson, formatReplayText, replayExportFile } from './journal-replay';
 import { dashboardCommand } from './dashboard';
 import { verifyExportFile } from './journal-verify';
+import { parsePublicKey, parsePublicKeyFlags, publicKeyOption } from './public-key-flags';
 
 export { ExitCode, type CliIo } from './cli-support';
 
@@ -373,32 +374,18 @@ async function stateExport(
   return ExitCode.Ok;
 }
 
-function parsePublicKey(text: string, flag = '--public-key'): Uint8Array {
-  const trimmed = text.trim();
-  if (/^[0-9a-fA-F]{64}$/u.test(trimmed)) return new Uint8Array(Buffer.from(trimmed, 'hex'));
-  const bytes = Buffer.from(trimmed, 'base64');
-  if (bytes.length === 32 && bytes.toString('base64') === trimmed) return new Uint8Array(bytes);
-  throw new UsageError(
-    `${flag} ${JSON.stringify(trimmed.slice(0, 80))} is not a raw ed25519 public key: ` +
-      'give 64 hex digits or the base64 of 32 bytes',
-  );
-}
-
 async function journalVerify(args: readonly string[], io: CliIo): Promise<ExitCode> {
   const { values, positionals } = parse(args, {
     ...formatOptions,
     ...checkpointOption,
-    'public-key': { type: 'string', multiple: true },
+    ...publicKeyOption,
   });
   const format = parseFormat(values);
   const [file, ...extra] = positionals;
   if (file === undefined) throw new UsageError('journal verify needs an export FILE');
   if (extra.length > 0)
     throw new UsageError(`journal verify takes one FILE, got extra ${extra.join(' ')}`);
-  const rawKeys = values['public-key'];
-  const keys = (Array.isArray(rawKeys) ? rawKeys : [])
-    .filter((k): k is string => typeof k === 'string')
-    .map((k) => parsePublicKey(k));
+  const keys = parsePublicKeyFlags(values);
   const checkpoint = checkpointOf(values);
   const result = await verifyExportFile(file, keys, checkpoint);
   if (format === Format.Json) {
@@ -428,7 +415,7 @@ async function journalReplay(
 ): Promise<ExitCode> {
   const { values, positionals } = parse(args, {
     ...formatOptions,
-    'public-key': { type: 'string', multiple: true },
+    ...publicKeyOption,
     'approval-key': { type: 'string' },
     'what-if': { type: 'string' },
     live: { type: 'boolean' },
@@ -438,10 +425,7 @@ async function journalReplay(
   if (file === undefined) throw new UsageError('journal replay needs an export FILE');
   if (extra.length > 0)
     throw new UsageError(`journal replay takes one FILE, got extra ${extra.join(' ')}`);
-  const rawKeys = values['public-key'];
-  const keys = (Array.isArray(rawKeys) ? rawKeys : [])
-    .filter((k): k is string => typeof k === 'string')
-    .map((k) => parsePublicKey(k));
+  const keys = parsePublicKeyFlags(values);
   const approvalText = stringValue(values['approval-key']);
   const approvalKey =
     approvalText === undefined ? undefined : parsePublicKey(approvalText, '--approval-key');

@@ -1,11 +1,12 @@
 /**
  * The status fields the turn code owns (docs/operator.md, "Status"): `turns.current` (and
  * `currentTurn`, its id) while a turn is in flight, `turns.quarantined` for a quarantined
- * turn, `lastTurnTime` when a turn starts, and `journal` (head, last signed root) after
- * every settled batch. These are facts; the turn code never decides a condition or the
- * phase itself. The reconciler carries them over (controller/report.ts) and owns everything
- * else. Pure: the coordinator's status writer writes the result.
+ * turn, `lastTurnTime` when a turn starts, and `journal` (head, last signed root, the
+ * journal keys) after every settled batch. These are facts; the turn code never decides a
+ * condition or the phase itself. The reconciler carries them over (controller/report.ts)
+ * and owns everything else. Pure: the coordinator's status writer writes the result.
  */
+import type { JournalPublicKeyJson } from '../../common/journal-keys';
 import { TurnState, type Conversation, type ConversationStatus } from '../api/v1alpha1';
 import { conversationConditions, storedVerdict } from '../controller/conversation-conditions';
 
@@ -15,6 +16,11 @@ export interface JournalMark {
   /** Lowercase hex of the last signed root. */
   readonly lastSignedRoot: string;
   readonly keyId: string;
+  /**
+   * The journal keys to record (common/journal-keys.ts), base64; absent: the recorded ones
+   * stay as they are.
+   */
+  readonly publicKeys?: readonly JournalPublicKeyJson[];
 }
 
 export type TurnStatusChange = (
@@ -90,16 +96,26 @@ export function applyTurnStatus(
   }
   if (Object.keys(turns).length === 0) delete next.turns;
   else next.turns = turns;
-  if (journal !== undefined) {
-    next.journal = {
-      head: journal.head,
-      lastSignedRoot: journal.lastSignedRoot,
-      keyId: journal.keyId,
-    };
-  }
+  if (journal !== undefined) next.journal = journalStatus(previous.journal, journal);
   return {
     ...next,
     ...conversationConditions({ ...conversation, status: next }, storedVerdict(previous), now),
+  };
+}
+
+/** `status.journal` at the mark; keys the mark does not name stay as recorded. */
+function journalStatus(
+  previous: ConversationStatus['journal'],
+  journal: JournalMark,
+): NonNullable<ConversationStatus['journal']> {
+  const publicKeys = journal.publicKeys ?? previous?.publicKeys;
+  return {
+    head: journal.head,
+    lastSignedRoot: journal.lastSignedRoot,
+    keyId: journal.keyId,
+    ...(publicKeys === undefined || publicKeys.length === 0
+      ? {}
+      : { publicKeys: publicKeys.map((k) => ({ keyId: k.keyId, publicKey: k.publicKey })) }),
   };
 }
 
