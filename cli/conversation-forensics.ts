@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { Env } from '../common/config';
 import { AppError } from '../common/errors';
 import { parseIdentity } from '../common/identity';
-import type { ApiClient } from './api-client';
+import { ApiCallError, type ApiClient } from './api-client';
 import {
   ExitCode,
   Format,
@@ -17,7 +17,7 @@ import {
   write,
   type CliIo,
 } from './cli-support';
-import { publicApiDoor, type CommandDoor } from './conversation-commands';
+import { publicApiDoor, type ApiConnection, type CommandDoor } from './conversation-commands';
 import { parseCheckpoint } from './export-file';
 import { LIVE_NEEDS_WHAT_IF, liveSetup, type LiveSetup } from './journal-live';
 import { formatReplayJson, formatReplayText, replayExportFile } from './journal-replay';
@@ -35,8 +35,10 @@ import {
   NO_PINNED_KEY_HELP,
   noPinnedKey,
   pinJournalKeys,
+  StatusKeysFrom,
   type JournalKeyPin,
   type JournalKeySource,
+  type StatusKeys,
 } from './journal-key-pin';
 import { parsePublicKey, parsePublicKeyFlags, publicKeyOption } from './public-key-flags';
 
@@ -110,10 +112,39 @@ async function withExport<T>(
   }
 }
 
-/** What `conversation replay` takes besides the request. */
-export interface ReplayOptions {
+/** The journal-key options of `conversation verify` and `replay`. */
+interface KeyOptions {
   /** `--public-key`: the journal keys to trust, instead of those the status recorded. */
   readonly publicKeys?: readonly Uint8Array[];
+  /** Reads the status's keys from the Conversation object (ApiConnection.statusJournalKeys). */
+  readonly statusJournalKeys?: ApiConnection['statusJournalKeys'];
+}
+
+/**
+ * The status's keys read from the Conversation object, before the export is fetched (so
+ * the export holds at least the batches they signed). Undefined, so the keys the control
+ * plane sends with the export are used, when keys were pinned with `--public-key`, the
+ * door cannot read the object (the public API; a caller without `get conversations`), or
+ * the object records none: both are the same status, the object read directly.
+ */
+async function statusKeysOfObject(
+  request: ForensicRequest,
+  options: KeyOptions,
+): Promise<StatusKeys | undefined> {
+  const read = options.statusJournalKeys;
+  if (read === undefined || (options.publicKeys ?? []).length > 0) return undefined;
+  let keys: string[];
+  try {
+    keys = await read(request.conversationId, request.signal);
+  } catch (error) {
+    if (error instanceof ApiCallError) return undefined;
+    throw error;
+  }
+  return keys.length === 0 ? undefined : { keys: keys.join(','), from: StatusKeysFrom.Object };
+}
+
+/** What `conversation replay` takes besides the request. */
+export interface ReplayOptions extends KeyOptions {
   /** Pinned: wins over the export header's key (a mismatch is reported). */
   readonly approvalKey?: Uint8Array;
   /** `--what-if CHANGE`: report where the recorded run departs under the change. */
@@ -136,10 +167,11 @@ export async function replayConversation(
 ): Promise<ExitCode> {
   const source = `conversation ${request.conversationId}`;
   const json = request.format === Format.Json;
+  const fromObject = await statusKeysOfObject(request, options);
   return withExport(client, request, async (file, sidecar) => {
     const pin = pinJournalKeys(
       options.publicKeys ?? [],
-      sidecar.publicKeys,
+      fromObject ?? { keys: sidecar.publicKeys, from: StatusKeysFrom.ExportAnswer },
       client.transport.description,
     );
     if (pin === undefined) {
@@ -191,12 +223,18 @@ export interface ConversationVerification extends OfflineVerification {
 /** The JSON form of a {@link JournalKeyPin}. */
 export interface JournalKeyJson {
   readonly source: JournalKeySource;
+  readonly statusFrom: StatusKeysFrom;
   readonly keyIds: readonly string[];
   readonly statusKeyIds: readonly string[];
 }
 
 function journalKeyJson(pin: JournalKeyPin): JournalKeyJson {
-  return { source: pin.source, keyIds: pin.keyIds, statusKeyIds: pin.statusKeyIds };
+  return {
+    source: pin.source,
+    statusFrom: pin.statusFrom,
+    keyIds: pin.keyIds,
+    statusKeyIds: pin.statusKeyIds,
+  };
 }
 
 /**
@@ -209,14 +247,15 @@ export async function verifyConversation(
   client: ApiClient,
   request: ForensicRequest,
   io: CliIo,
-  options: { readonly publicKeys?: readonly Uint8Array[] } = {},
+  options: KeyOptions = {},
 ): Promise<ExitCode> {
   const source = `conversation ${request.conversationId}`;
+  const fromObject = await statusKeysOfObject(request, options);
   return withExport(client, request, async (file, sidecar) => {
     const header = sidecar.checkpoint;
     const pin = pinJournalKeys(
       options.publicKeys ?? [],
-      sidecar.publicKeys,
+      fromObject ?? { keys: sidecar.publicKeys, from: StatusKeysFrom.ExportAnswer },
       client.transport.description,
     );
     const checkpoint = header === undefined ? undefined : parseCheckpoint(header);
@@ -487,7 +526,11 @@ export async function forensicCommand(
   const whatIf = spec === undefined ? undefined : { spec, change: await parseWhatIf(spec) };
   if (values.live === true && whatIf === undefined) throw new UsageError(LIVE_NEEDS_WHAT_IF);
   const live = values.live === true ? await liveSetup(io.signal, env) : undefined;
-  const { client } = await door.connect(values, env);
+  const { client, statusJournalKeys } = await door.connect(values, env);
+  const keyOptions = {
+    publicKeys,
+    ...(statusJournalKeys === undefined ? {} : { statusJournalKeys }),
+  };
   const request = {
     conversationId,
     actor,
@@ -497,13 +540,13 @@ export async function forensicCommand(
   switch (command) {
     case 'replay':
       return replayConversation(client, request, io, {
-        publicKeys,
+        ...keyOptions,
         ...(approvalKey === undefined ? {} : { approvalKey }),
         ...(whatIf === undefined ? {} : { whatIf }),
         ...(live === undefined ? {} : { live }),
       });
     case 'verify':
-      return verifyConversation(client, request, io, { publicKeys });
+      return verifyConversation(client, request, io, keyOptions);
     case 'repair':
       return repairConversation(client, { ...request, dryRun: values['dry-run'] === true }, io);
     case 'export': {

@@ -2,7 +2,14 @@ import { describe, expect, it } from '@jest/globals';
 
 import { isAppError } from '../common/errors';
 import { journalKeyId } from '../common/journal-keys';
-import { journalKeyLine, JournalKeySource, noPinnedKey, pinJournalKeys } from './journal-key-pin';
+import {
+  journalKeyLine,
+  JournalKeySource,
+  noPinnedKey,
+  pinJournalKeys,
+  StatusKeysFrom,
+  type StatusKeys,
+} from './journal-key-pin';
 
 const status1 = new Uint8Array(32).fill(1);
 const status2 = new Uint8Array(32).fill(2);
@@ -10,6 +17,10 @@ const flag = new Uint8Array(32).fill(3);
 const b64 = (key: Uint8Array): string => Buffer.from(key).toString('base64');
 const header = `${b64(status1)},${b64(status2)}`;
 const SENDER = 'the control plane at http://127.0.0.1:1';
+const answer = (keys: string | undefined): StatusKeys => ({
+  keys,
+  from: StatusKeysFrom.ExportAnswer,
+});
 
 describe('pinJournalKeys: which journal keys conversation verify and replay trust', () => {
   it.each([
@@ -38,9 +49,10 @@ describe('pinJournalKeys: which journal keys conversation verify and replay trus
       statusKeys: [status1, status2],
     },
   ])('$name', ({ flags, sent, source, keys, statusKeys }) => {
-    const pin = pinJournalKeys(flags, sent, SENDER);
+    const pin = pinJournalKeys(flags, answer(sent), SENDER);
     expect(pin).toEqual({
       source,
+      statusFrom: StatusKeysFrom.ExportAnswer,
       keys,
       keyIds: keys.map(journalKeyId),
       statusKeyIds: statusKeys.map(journalKeyId),
@@ -48,8 +60,11 @@ describe('pinJournalKeys: which journal keys conversation verify and replay trus
   });
 
   it('pins nothing when there is neither a flag nor a status key (the header is never trusted)', () => {
-    expect(pinJournalKeys([], undefined, SENDER)).toBeUndefined();
-    expect(pinJournalKeys([], '', SENDER)).toBeUndefined();
+    expect(pinJournalKeys([], answer(undefined), SENDER)).toBeUndefined();
+    expect(pinJournalKeys([], answer(''), SENDER)).toBeUndefined();
+    expect(
+      pinJournalKeys([], { keys: undefined, from: StatusKeysFrom.Object }, SENDER),
+    ).toBeUndefined();
     expect(noPinnedKey()).toMatchObject({ reason: 'no_pinned_key', position: 0 });
     expect(noPinnedKey().message).toContain('pass the state plane');
   });
@@ -57,7 +72,7 @@ describe('pinJournalKeys: which journal keys conversation verify and replay trus
   it('refuses status keys that do not read, naming the sender', () => {
     let caught: unknown;
     try {
-      pinJournalKeys([], `${b64(status1)},not-a-key`, SENDER);
+      pinJournalKeys([], answer(`${b64(status1)},not-a-key`), SENDER);
     } catch (error) {
       caught = error;
     }
@@ -66,14 +81,18 @@ describe('pinJournalKeys: which journal keys conversation verify and replay trus
   });
 
   it('says where the keys came from, and when a pinned key differs from the status', () => {
-    const fromStatus = pinJournalKeys([], header, SENDER)!;
+    const fromStatus = pinJournalKeys([], answer(header), SENDER)!;
     expect(journalKeyLine(fromStatus)).toBe(
-      `journal key(s): ${journalKeyId(status1)}, ${journalKeyId(status2)}, pinned from the Conversation status (recorded by the control plane; the export header's keys are not trusted)`,
+      `journal key(s): ${journalKeyId(status1)}, ${journalKeyId(status2)}, pinned from the Conversation status (sent by the control plane with the export; the export header's keys are not trusted)`,
     );
-    expect(journalKeyLine(pinJournalKeys([flag], header, SENDER)!)).toBe(
+    const fromObject = pinJournalKeys([], { keys: header, from: StatusKeysFrom.Object }, SENDER)!;
+    expect(journalKeyLine(fromObject)).toContain(
+      "pinned from the Conversation status (read from the Conversation object; the export header's keys are not trusted)",
+    );
+    expect(journalKeyLine(pinJournalKeys([flag], answer(header), SENDER)!)).toBe(
       `journal key(s): ${journalKeyId(flag)}, pinned with --public-key; NOTE: the Conversation status records ${journalKeyId(status1)}, ${journalKeyId(status2)}`,
     );
-    expect(journalKeyLine(pinJournalKeys([status1, status2], header, SENDER)!)).toContain(
+    expect(journalKeyLine(pinJournalKeys([status1, status2], answer(header), SENDER)!)).toContain(
       'pinned with --public-key (the Conversation status records the same)',
     );
   });

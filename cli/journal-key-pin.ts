@@ -8,8 +8,9 @@ import { parsePublicKey } from './public-key-flags';
  * (docs/replay.md, "Which journal key is trusted"): never the keys the export's own header
  * presents, since whoever rewrote the journal wrote that header too. The keys given with
  * `--public-key` win; else the keys the Conversation's status recorded
- * (`status.journal.publicKeys`, sent in `X-Polychrome-Public-Keys`); else none, and the
- * command fails rather than trusting the header.
+ * (`status.journal.publicKeys`: read from the Conversation object where the door can, else
+ * as the control plane sends them in `X-Polychrome-Public-Keys`); else none, and the command
+ * fails rather than trusting the header.
  */
 
 /** Where the pinned journal keys came from. */
@@ -21,9 +22,26 @@ export const JournalKeySource = {
 } as const;
 export type JournalKeySource = (typeof JournalKeySource)[keyof typeof JournalKeySource];
 
+/** How the status's keys reached the CLI. */
+export const StatusKeysFrom = {
+  /** Read from the Conversation object (the Kubernetes door: the CRD API). */
+  Object: 'conversation-object',
+  /** Sent by the control plane beside the export (`X-Polychrome-Public-Keys`). */
+  ExportAnswer: 'export-answer',
+} as const;
+export type StatusKeysFrom = (typeof StatusKeysFrom)[keyof typeof StatusKeysFrom];
+
+/** The status's keys as the CLI got them: base64 keys, comma-separated (or absent). */
+export interface StatusKeys {
+  readonly keys: string | undefined;
+  readonly from: StatusKeysFrom;
+}
+
 /** The journal keys a command pins, and where they came from. */
 export interface JournalKeyPin {
   readonly source: JournalKeySource;
+  /** How the status's keys were read. */
+  readonly statusFrom: StatusKeysFrom;
   readonly keys: readonly Uint8Array[];
   readonly keyIds: readonly string[];
   /** The keys the status recorded, when `--public-key` was given instead (for comparison). */
@@ -33,22 +51,25 @@ export interface JournalKeyPin {
 /**
  * The pin decision: `--public-key` keys when given, else the status's keys, else none.
  *
- * @param statusHeader the `X-Polychrome-Public-Keys` value (base64 keys, comma-separated).
- * @param sender names who sent the header, for the error.
+ * @param status the status's keys: read from the Conversation object, or the
+ *   `X-Polychrome-Public-Keys` value of the export answer (base64 keys, comma-separated).
+ * @param sender names who sent them, for the error.
  * @returns the pin, or undefined when there is nothing to pin.
  * @throws AppError `internal` when the header does not read (a control plane newer than
  *   this CLI, or a damaged answer).
  */
 export function pinJournalKeys(
   flagKeys: readonly Uint8Array[],
-  statusHeader: string | undefined,
+  status: StatusKeys,
   sender: string,
 ): JournalKeyPin | undefined {
-  const statusKeys = statusHeader === undefined ? [] : parseStatusKeys(statusHeader, sender);
+  const statusKeys = status.keys === undefined ? [] : parseStatusKeys(status.keys, sender);
   const statusKeyIds = statusKeys.map(journalKeyId);
+  const statusFrom = status.from;
   if (flagKeys.length > 0) {
     return {
       source: JournalKeySource.Flag,
+      statusFrom,
       keys: flagKeys,
       keyIds: flagKeys.map(journalKeyId),
       statusKeyIds,
@@ -57,6 +78,7 @@ export function pinJournalKeys(
   if (statusKeys.length > 0) {
     return {
       source: JournalKeySource.Status,
+      statusFrom,
       keys: statusKeys,
       keyIds: statusKeyIds,
       statusKeyIds,
@@ -100,7 +122,13 @@ export function journalKeyLine(pin: JournalKeyPin): string {
   const ids = pin.keyIds.join(', ');
   switch (pin.source) {
     case JournalKeySource.Status:
-      return `journal key(s): ${ids}, pinned from the Conversation status (recorded by the control plane; the export header's keys are not trusted)`;
+      return (
+        `journal key(s): ${ids}, pinned from the Conversation status ` +
+        (pin.statusFrom === StatusKeysFrom.Object
+          ? '(read from the Conversation object'
+          : '(sent by the control plane with the export') +
+        "; the export header's keys are not trusted)"
+      );
     case JournalKeySource.Flag: {
       const differs =
         pin.statusKeyIds.length > 0 && !pin.statusKeyIds.every((id) => pin.keyIds.includes(id));

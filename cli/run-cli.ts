@@ -68,18 +68,24 @@ Talk to a conversation (the control plane's public API; ID is the Conversation's
 Forensics, for admins (through the control plane; docs/replay.md). A is the identity you
 act as, one of your own: provider:scope:external_id or provider:external_id.
 
-  polychrome conversation replay ID --actor A [--approval-key KEY] [--what-if CHANGE [--live]] [--format json|text] [api flags]
+  polychrome conversation replay ID --actor A [--public-key KEY]... [--approval-key KEY] [--what-if CHANGE [--live]] [--format json|text] [api flags]
       Fetch the conversation's export and replay it as journal replay does (verified
-      first; the harness's turn machine; no model, no tool). The export carries the
-      control plane's approval key; --approval-key pins another (it wins, and a
-      mismatch is reported). Exit 0 when every turn replays, 1 on a divergence.
-      --what-if CHANGE runs journal replay's what-if (below) over the fetched export;
-      --live goes on from the departure as journal replay --live does.
+      first, under the pinned journal keys; the harness's turn machine; no model, no
+      tool). The export carries the control plane's approval key; --approval-key pins
+      another (it wins, and a mismatch is reported). Exit 0 when every turn replays, 1
+      on a divergence. --what-if CHANGE runs journal replay's what-if (below) over the
+      fetched export; --live goes on from the departure as journal replay --live does.
 
-  polychrome conversation verify ID --actor A [--format json|text] [api flags]
+  polychrome conversation verify ID --actor A [--public-key KEY]... [--format json|text] [api flags]
       Fetch the export and verify it as journal verify does, against the checkpoint the
       Conversation's status keeps outside the journal: a journal cut short or rolled back
       fails (rolled_back). Exit 0 when it verifies, 1 when it does not.
+
+  Journal keys (conversation verify and replay): the export header's keys are never
+      trusted. --public-key KEY pins the state plane's keys (as journal verify takes
+      them); without it, the keys the Conversation's status recorded are pinned; with
+      neither, verify fails (no_pinned_key) and replay is refused. A journal signed by
+      another key fails wrong_key, naming both key ids.
 
   polychrome conversation repair ID --actor A [--dry-run] [--format json|text] [api flags]
       Have the state plane excise unreadable journal entries (recorded with A), holding

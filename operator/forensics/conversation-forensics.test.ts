@@ -732,7 +732,12 @@ describe('conversation verify and replay pin the journal key the Conversation st
       ok: true,
       trust: 'pinned',
       trustedKeyIds: [honestId],
-      journalKey: { source: 'status', keyIds: [honestId], statusKeyIds: [honestId] },
+      journalKey: {
+        source: 'status',
+        statusFrom: 'export-answer',
+        keyIds: [honestId],
+        statusKeyIds: [honestId],
+      },
     });
     expect((await verify(a, id)).stdout).toContain(
       `journal key(s): ${honestId}, pinned from the Conversation status`,
