@@ -93,6 +93,16 @@ describe('JournalKeyRecorder', () => {
     await expect(
       keys.keysAfter({ partition: PARTITION, recorded: [], recordedHead: 0, ...rotated }),
     ).resolves.toEqual([k1, keyOf(k2)]);
+    // A status whose head moved past the hand-over without its key (learning failed then).
+    const later = await appendBatch(honest, 3);
+    await expect(
+      keys.keysAfter({
+        partition: PARTITION,
+        recorded: [k1],
+        recordedHead: rotated.head,
+        ...later,
+      }),
+    ).resolves.toEqual([k1, keyOf(k2)]);
     expect(logs.filter((l) => l.includes('"level":"error"'))).toEqual([]);
   });
 

@@ -82,21 +82,22 @@ export class JournalKeyRecorder {
       from = 0;
       if (first === keyId) return recorded;
     }
-    const rotations: KeyRotationRecord[] = [];
-    // A limit of 0 reads to the head, which is what a status behind the journal needs too.
-    const limit = request.head > from ? request.head - from : 0;
-    for await (const entry of this.options.state.read(partition, from, limit, options)) {
-      if (entry.kind !== EventKind.KeyRotated || entry.excised === true) continue;
-      const rotated = decodePayload(EventKind.KeyRotated, entry.payload);
-      rotations.push({
-        position: entry.position,
-        oldKeyId: rotated.oldKeyId,
-        newKeyId: rotated.newKeyId,
-        newPublicKey: new Uint8Array(rotated.newPublicKey),
-        signatureByOldKey: new Uint8Array(rotated.signatureByOldKey),
-      });
+    const verify = this.options.verify ?? nodeEd25519Check;
+    let chained = chainJournalKeys(
+      recorded,
+      await this.rotations(partition, from, request.head, options),
+      verify,
+    );
+    const first = recorded[0];
+    if (!chained.keys.some((k) => k.keyId === keyId) && from > 0 && first !== undefined) {
+      // The hand-over may lie before the recorded head (learning failed when it was
+      // written): rebuild the chain from the first key over the whole journal, in order.
+      chained = chainJournalKeys(
+        [first],
+        await this.rotations(partition, 0, request.head, options),
+        verify,
+      );
     }
-    const chained = chainJournalKeys(recorded, rotations, this.options.verify ?? nodeEd25519Check);
     for (const refusal of chained.refused) {
       this.options.logger.error(
         { partition, position: refusal.position, reason: refusal.reason },
@@ -110,6 +111,29 @@ export class JournalKeyRecorder {
       );
     }
     return chained.keys;
+  }
+
+  /** The `key_rotated` events in positions [from, head). */
+  private async rotations(
+    partition: string,
+    from: number,
+    head: number,
+    options: Pick<StateCallOptions, 'signal'>,
+  ): Promise<KeyRotationRecord[]> {
+    const rotations: KeyRotationRecord[] = [];
+    if (head <= from) return rotations;
+    for await (const entry of this.options.state.read(partition, from, head - from, options)) {
+      if (entry.kind !== EventKind.KeyRotated || entry.excised === true) continue;
+      const rotated = decodePayload(EventKind.KeyRotated, entry.payload);
+      rotations.push({
+        position: entry.position,
+        oldKeyId: rotated.oldKeyId,
+        newKeyId: rotated.newKeyId,
+        newPublicKey: new Uint8Array(rotated.newPublicKey),
+        signatureByOldKey: new Uint8Array(rotated.signatureByOldKey),
+      });
+    }
+    return rotations;
   }
 
   /** The key id of the partition's first `signed_root` (its first batch ends with it). */
