@@ -399,8 +399,9 @@ export class ApiClient {
 
   /**
    * The conversation's journal export (admins, acting as `actor`): the export file's text
-   * and the checkpoint the control plane keeps outside the journal
-   * (`X-Polychrome-Checkpoint`, `N:ROOTHEX[:KEYID]`), when it sent one.
+   * and what the control plane keeps outside the journal, when it sent them: the checkpoint
+   * (`X-Polychrome-Checkpoint`, `N:ROOTHEX[:KEYID]`) and the journal keys the Conversation's
+   * status recorded (`X-Polychrome-Public-Keys`, base64 keys, comma-separated).
    *
    * @throws ApiCallError (`permission_denied` for a caller who is not an admin or an actor
    *   who is not theirs), ApiUnreachableError.
@@ -409,7 +410,11 @@ export class ApiClient {
     conversationId: string,
     actor: string,
     signal?: AbortSignal,
-  ): Promise<{ readonly text: string; readonly checkpoint: string | undefined }> {
+  ): Promise<{
+    readonly text: string;
+    readonly checkpoint: string | undefined;
+    readonly publicKeys: string | undefined;
+  }> {
     const response = await this.send(
       'GET',
       { conversation: conversationId, operation: ConversationOperation.Export, query: { actor } },
@@ -428,7 +433,11 @@ export class ApiClient {
         { cause: error },
       );
     }
-    return { text, checkpoint: response.headers.get('x-polychrome-checkpoint') ?? undefined };
+    return {
+      text,
+      checkpoint: response.headers.get('x-polychrome-checkpoint') ?? undefined,
+      publicKeys: response.headers.get('x-polychrome-public-keys') ?? undefined,
+    };
   }
 
   /** Repairs the conversation's journal (admins, acting as `actor`). @throws ApiCallError, ApiUnreachableError */

@@ -57,6 +57,13 @@ export interface ApiConnection {
   readonly client: ApiClient;
   /** `['--api', URL]` when the URL came from the flag, so printed commands work as given. */
   readonly extraFlags: readonly string[];
+  /**
+   * Reads the journal keys the Conversation's status records (base64 raw keys, in order;
+   * none: `[]`) from the Conversation object itself, on a door that can read it (the
+   * Kubernetes door). Absent: the door has only the control plane's answer header.
+   * @throws ApiCallError, ApiUnreachableError
+   */
+  readonly statusJournalKeys?: (conversation: string, signal?: AbortSignal) => Promise<string[]>;
 }
 
 /**

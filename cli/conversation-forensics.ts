@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { Env } from '../common/config';
 import { AppError } from '../common/errors';
 import { parseIdentity } from '../common/identity';
-import type { ApiClient } from './api-client';
+import { ApiCallError, type ApiClient } from './api-client';
 import {
   ExitCode,
   Format,
@@ -17,7 +17,7 @@ import {
   write,
   type CliIo,
 } from './cli-support';
-import { publicApiDoor, type CommandDoor } from './conversation-commands';
+import { publicApiDoor, type ApiConnection, type CommandDoor } from './conversation-commands';
 import { parseCheckpoint } from './export-file';
 import { LIVE_NEEDS_WHAT_IF, liveSetup, type LiveSetup } from './journal-live';
 import { formatReplayJson, formatReplayText, replayExportFile } from './journal-replay';
@@ -30,6 +30,17 @@ import {
 } from './journal-what-if';
 import { missingCheckpoint } from '../state/journal/export-verify';
 import { verifyExportFile, type OfflineVerification } from './journal-verify';
+import {
+  journalKeyLine,
+  NO_PINNED_KEY_HELP,
+  noPinnedKey,
+  pinJournalKeys,
+  StatusKeysFrom,
+  type JournalKeyPin,
+  type JournalKeySource,
+  type StatusKeys,
+} from './journal-key-pin';
+import { parsePublicKey, parsePublicKeyFlags, publicKeyOption } from './public-key-flags';
 
 /*
  * The admin's forensic commands on one conversation, through the control plane
@@ -74,11 +85,17 @@ export interface ForensicRequest {
   readonly signal?: AbortSignal;
 }
 
+/** What the control plane sent beside the export: its answer headers, as they came. */
+interface ExportSidecar {
+  readonly checkpoint: string | undefined;
+  readonly publicKeys: string | undefined;
+}
+
 /** The conversation's export in a private temporary file, removed after `use`. */
 async function withExport<T>(
   client: ApiClient,
   request: ForensicRequest,
-  use: (file: string, checkpoint: string | undefined) => Promise<T>,
+  use: (file: string, sidecar: ExportSidecar) => Promise<T>,
 ): Promise<T> {
   const exported = await client.exportJournal(
     request.conversationId,
@@ -89,14 +106,45 @@ async function withExport<T>(
   try {
     const file = join(dir, 'journal.ndjson');
     await writeFile(file, exported.text, { mode: 0o600 });
-    return await use(file, exported.checkpoint);
+    return await use(file, { checkpoint: exported.checkpoint, publicKeys: exported.publicKeys });
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
 }
 
+/** The journal-key options of `conversation verify` and `replay`. */
+interface KeyOptions {
+  /** `--public-key`: the journal keys to trust, instead of those the status recorded. */
+  readonly publicKeys?: readonly Uint8Array[];
+  /** Reads the status's keys from the Conversation object (ApiConnection.statusJournalKeys). */
+  readonly statusJournalKeys?: ApiConnection['statusJournalKeys'];
+}
+
+/**
+ * The status's keys read from the Conversation object, before the export is fetched (so
+ * the export holds at least the batches they signed). Undefined, so the keys the control
+ * plane sends with the export are used, when keys were pinned with `--public-key`, the
+ * door cannot read the object (the public API; a caller without `get conversations`), or
+ * the object records none: both are the same status, the object read directly.
+ */
+async function statusKeysOfObject(
+  request: ForensicRequest,
+  options: KeyOptions,
+): Promise<StatusKeys | undefined> {
+  const read = options.statusJournalKeys;
+  if (read === undefined || (options.publicKeys ?? []).length > 0) return undefined;
+  let keys: string[];
+  try {
+    keys = await read(request.conversationId, request.signal);
+  } catch (error) {
+    if (error instanceof ApiCallError) return undefined;
+    throw error;
+  }
+  return keys.length === 0 ? undefined : { keys: keys.join(','), from: StatusKeysFrom.Object };
+}
+
 /** What `conversation replay` takes besides the request. */
-export interface ReplayOptions {
+export interface ReplayOptions extends KeyOptions {
   /** Pinned: wins over the export header's key (a mismatch is reported). */
   readonly approvalKey?: Uint8Array;
   /** `--what-if CHANGE`: report where the recorded run departs under the change. */
@@ -119,7 +167,19 @@ export async function replayConversation(
 ): Promise<ExitCode> {
   const source = `conversation ${request.conversationId}`;
   const json = request.format === Format.Json;
-  return withExport(client, request, async (file) => {
+  const fromObject = await statusKeysOfObject(request, options);
+  return withExport(client, request, async (file, sidecar) => {
+    const pin = pinJournalKeys(
+      options.publicKeys ?? [],
+      fromObject ?? { keys: sidecar.publicKeys, from: StatusKeysFrom.ExportAnswer },
+      client.transport.description,
+    );
+    if (pin === undefined) {
+      throw new AppError(
+        'failed_precondition',
+        `${source}: replay is refused: ${NO_PINNED_KEY_HELP}`,
+      );
+    }
     const named = <T>(run: () => Promise<T>): Promise<T> =>
       run().catch((error: unknown) => {
         throw error instanceof AppError
@@ -129,15 +189,25 @@ export async function replayConversation(
     if (options.whatIf !== undefined) {
       const { whatIf } = options;
       const run = await named(() =>
-        whatIfParsed(file, whatIf, [], options.approvalKey, options.live),
+        whatIfParsed(file, whatIf, pin.keys, options.approvalKey, options.live),
       );
       const shown = { ...run, source };
-      await write(io.stdout, json ? formatWhatIfJson(shown) : formatWhatIfText(shown));
+      await write(
+        io.stdout,
+        json
+          ? formatWhatIfJson(shown, { journalKey: journalKeyJson(pin) })
+          : `${journalKeyLine(pin)}\n${formatWhatIfText(shown)}`,
+      );
       return run.report.divergence === undefined ? ExitCode.Ok : ExitCode.VerifyFailed;
     }
-    const report = await named(() => replayExportFile(file, [], options.approvalKey));
+    const report = await named(() => replayExportFile(file, pin.keys, options.approvalKey));
     const shown = { ...report, source };
-    await write(io.stdout, json ? formatReplayJson(shown) : formatReplayText(shown));
+    await write(
+      io.stdout,
+      json
+        ? formatReplayJson(shown, { journalKey: journalKeyJson(pin) })
+        : `${journalKeyLine(pin)}\n${formatReplayText(shown)}`,
+    );
     return report.replay.ok ? ExitCode.Ok : ExitCode.VerifyFailed;
   });
 }
@@ -146,6 +216,25 @@ export async function replayConversation(
 export interface ConversationVerification extends OfflineVerification {
   /** The checkpoint the control plane keeps outside the journal, as it sent it. */
   readonly statusCheckpoint: string | null;
+  /** The journal keys pinned and where from; null when none could be (then it fails). */
+  readonly journalKey: JournalKeyJson | null;
+}
+
+/** The JSON form of a {@link JournalKeyPin}. */
+export interface JournalKeyJson {
+  readonly source: JournalKeySource;
+  readonly statusFrom: StatusKeysFrom;
+  readonly keyIds: readonly string[];
+  readonly statusKeyIds: readonly string[];
+}
+
+function journalKeyJson(pin: JournalKeyPin): JournalKeyJson {
+  return {
+    source: pin.source,
+    statusFrom: pin.statusFrom,
+    keyIds: pin.keyIds,
+    statusKeyIds: pin.statusKeyIds,
+  };
 }
 
 /**
@@ -158,9 +247,17 @@ export async function verifyConversation(
   client: ApiClient,
   request: ForensicRequest,
   io: CliIo,
+  options: KeyOptions = {},
 ): Promise<ExitCode> {
   const source = `conversation ${request.conversationId}`;
-  return withExport(client, request, async (file, header) => {
+  const fromObject = await statusKeysOfObject(request, options);
+  return withExport(client, request, async (file, sidecar) => {
+    const header = sidecar.checkpoint;
+    const pin = pinJournalKeys(
+      options.publicKeys ?? [],
+      fromObject ?? { keys: sidecar.publicKeys, from: StatusKeysFrom.ExportAnswer },
+      client.transport.description,
+    );
     const checkpoint = header === undefined ? undefined : parseCheckpoint(header);
     if (typeof checkpoint === 'string') {
       throw new AppError(
@@ -168,15 +265,22 @@ export async function verifyConversation(
         `${client.transport.description} sent a checkpoint that does not read (${JSON.stringify(header?.slice(0, 120))}): ${checkpoint}; is the CLI older than the control plane?`,
       );
     }
-    const verified = await verifyExportFile(file, [], checkpoint);
-    const failure = verified.failure ?? missingCheckpoint(verified);
+    // With nothing to pin, the header's keys are used only to report how far the journal
+    // goes; the verification fails all the same (no_pinned_key).
+    const verified = await verifyExportFile(file, pin?.keys ?? [], checkpoint);
+    const failure =
+      verified.failure ??
+      missingCheckpoint(verified) ??
+      (pin === undefined ? noPinnedKey() : undefined);
     const result: ConversationVerification = {
       ...verified,
       source,
       ok: failure === undefined,
       failure,
       statusCheckpoint: header ?? null,
+      journalKey: pin === undefined ? null : journalKeyJson(pin),
     };
+    const keyLine = pin === undefined ? '' : `  ${journalKeyLine(pin)}\n`;
     const ok = result.ok && result.unsealed === 0;
     if (request.format === Format.Json) {
       await write(io.stdout, `${JSON.stringify({ ...result, ok, failure: failure ?? null })}\n`);
@@ -186,18 +290,21 @@ export async function verifyConversation(
         `${source} (${result.partition}): FAILED at position ${String(failure.position)} (${failure.reason})\n` +
           `  ${failure.message}\n` +
           (failure.expected === '' ? '' : `  expected: ${failure.expected}\n`) +
-          (failure.found === '' ? '' : `  found:    ${failure.found}\n`),
+          (failure.found === '' ? '' : `  found:    ${failure.found}\n`) +
+          keyLine,
       );
     } else if (!ok) {
       await write(
         io.stdout,
-        `${source} (${result.partition}): FAILED: ${String(result.unsealed)} events after the last signed root are not covered by any root\n`,
+        `${source} (${result.partition}): FAILED: ${String(result.unsealed)} events after the last signed root are not covered by any root\n` +
+          keyLine,
       );
     } else {
       await write(
         io.stdout,
         `${source} (${result.partition}): OK: ${String(result.events)} events, ${String(result.signedRoots)} signed roots verified ` +
           `against the state plane's key(s) ${result.trustedKeyIds.join(', ')}\n` +
+          keyLine +
           (result.excised.length === 0
             ? ''
             : `  excised by repair (checked by their kept leaf digests): ${result.excised.join(', ')}\n`) +
@@ -317,17 +424,6 @@ export async function resolveConversationTurn(
       `at position ${String(value.position)}, head ${String(value.head)}\n  ${value.message}\n`,
   );
   return ExitCode.Ok;
-}
-
-function parsePublicKeyFlag(text: string): Uint8Array {
-  const trimmed = text.trim();
-  if (/^[0-9a-fA-F]{64}$/u.test(trimmed)) return new Uint8Array(Buffer.from(trimmed, 'hex'));
-  const bytes = Buffer.from(trimmed, 'base64');
-  if (bytes.length === 32 && bytes.toString('base64') === trimmed) return new Uint8Array(bytes);
-  throw new UsageError(
-    `--approval-key ${JSON.stringify(trimmed.slice(0, 80))} is not a raw ed25519 public key: ` +
-      'give 64 hex digits or the base64 of 32 bytes',
-  );
 }
 
 /**
@@ -451,6 +547,7 @@ export async function forensicCommand(
     ...formatOptions,
     actor: { type: 'string' },
     ...(command === 'repair' ? { 'dry-run': { type: 'boolean' } } : {}),
+    ...(command === 'replay' || command === 'verify' ? publicKeyOption : {}),
     ...(command === 'replay'
       ? {
           'approval-key': { type: 'string' },
@@ -482,12 +579,20 @@ export async function forensicCommand(
   const accept = command === 'accept-rollback' ? parseAcceptRollbackFlags(values) : undefined;
   const actor = parseActorFlag(values.actor);
   const approvalText = stringValue(values['approval-key']);
+  // Read before anything is fetched, so a bad key is a usage error (exit 2).
+  const publicKeys = parsePublicKeyFlags(values);
+  const approvalKey =
+    approvalText === undefined ? undefined : parsePublicKey(approvalText, '--approval-key');
   const spec = stringValue(values['what-if']);
   // Read before anything is fetched, so a bad CHANGE is a usage error (exit 2).
   const whatIf = spec === undefined ? undefined : { spec, change: await parseWhatIf(spec) };
   if (values.live === true && whatIf === undefined) throw new UsageError(LIVE_NEEDS_WHAT_IF);
   const live = values.live === true ? await liveSetup(io.signal, env) : undefined;
-  const { client } = await door.connect(values, env);
+  const { client, statusJournalKeys } = await door.connect(values, env);
+  const keyOptions = {
+    publicKeys,
+    ...(statusJournalKeys === undefined ? {} : { statusJournalKeys }),
+  };
   const request = {
     conversationId,
     actor,
@@ -497,12 +602,13 @@ export async function forensicCommand(
   switch (command) {
     case 'replay':
       return replayConversation(client, request, io, {
-        ...(approvalText === undefined ? {} : { approvalKey: parsePublicKeyFlag(approvalText) }),
+        ...keyOptions,
+        ...(approvalKey === undefined ? {} : { approvalKey }),
         ...(whatIf === undefined ? {} : { whatIf }),
         ...(live === undefined ? {} : { live }),
       });
     case 'verify':
-      return verifyConversation(client, request, io);
+      return verifyConversation(client, request, io, keyOptions);
     case 'repair':
       return repairConversation(client, { ...request, dryRun: values['dry-run'] === true }, io);
     case 'export': {

@@ -108,7 +108,7 @@ export async function loadVerifiedExport(
       'failed_precondition',
       at === undefined
         ? `${path}: ${String(verification.unsealed)} events are not covered by a signed root; replay is refused until the export verifies (polychrome journal verify)`
-        : `${path}: verification failed at position ${String(at.position)} (${at.reason}); replay is refused until the export verifies (polychrome journal verify)`,
+        : `${path}: verification failed at position ${String(at.position)} (${at.reason}): ${at.message}; replay is refused until the export verifies (polychrome journal verify)`,
       { details: { file: path } },
     );
   }
@@ -215,10 +215,15 @@ export function formatReplayText(report: ReplayReport): string {
 }
 
 /** The machine form: the same data. */
-export function formatReplayJson(report: ReplayReport): string {
+export function formatReplayJson(
+  report: ReplayReport,
+  /** Fields a caller adds (`conversation replay`: the journal key it pinned). */
+  extra: Readonly<Record<string, unknown>> = {},
+): string {
   return `${JSON.stringify({
     source: report.source,
     partition: report.partition,
+    ...extra,
     ok: report.replay.ok,
     approvalKey: report.approvalKey,
     events: report.replay.events,

@@ -188,11 +188,16 @@ export function formatWhatIfText(run: WhatIfRun): string {
 }
 
 /** The machine form: the same data. */
-export function formatWhatIfJson(run: WhatIfRun): string {
+export function formatWhatIfJson(
+  run: WhatIfRun,
+  /** Fields a caller adds (`conversation replay`: the journal key it pinned). */
+  extra: Readonly<Record<string, unknown>> = {},
+): string {
   const { report } = run;
   return `${JSON.stringify({
     source: run.source,
     partition: run.partition,
+    ...extra,
     change: report.change,
     approvalKey: run.approvalKey,
     follows: report.divergence === undefined,

@@ -49,9 +49,11 @@ Conversations by name, in the namespace of -n (else the context's, else "default
                                      answer the agent's question (create conversations/questions)
   transcript NAME                    the committed turns
   export NAME --actor A [--file F]   the journal export file (stdout unless --file)
-  replay NAME --actor A [--approval-key KEY] [--what-if CHANGE [--live]]
+  replay NAME --actor A [--public-key KEY]... [--approval-key KEY] [--what-if CHANGE [--live]]
                                      replay the export with no model and no tool
-  verify NAME --actor A              verify the export against the Conversation's checkpoint
+  verify NAME --actor A [--public-key KEY]...
+                                     verify the export against the Conversation's checkpoint
+                                     and journal keys (--public-key pins others)
   repair NAME --actor A [--dry-run]  excise unreadable journal entries
   resolve NAME TURN --ran [--result FILE] | --did-not-run --actor A
                                      settle a quarantined turn (create conversations/resolve)
@@ -130,6 +132,13 @@ export const kubeDoor: CommandDoor = {
     return {
       client: new ApiClient({ transport: kubeTransport(connection) }),
       extraFlags: extraFlags(values, connection),
+      statusJournalKeys: async (name, signal) => {
+        const object = (await kubeRequest(connection, conversationObjectUrl(connection, name), {
+          method: 'GET',
+          signal: signal ?? null,
+        })) as ConversationObject;
+        return (object.status?.journal?.publicKeys ?? []).map((k) => k.publicKey);
+      },
     };
   },
   streamVerb: 'logs',
@@ -226,6 +235,16 @@ async function kubeRequest(
   return await response.json();
 }
 
+/** The Conversation object's URL on the CRD API (`polychrome.dev/v1alpha1`). */
+function conversationObjectUrl(connection: KubeConnection, name: string): string {
+  return joinUrl(`${connection.server}/apis/${CONVERSATION_GROUP_VERSION}`, [
+    'namespaces',
+    connection.namespace,
+    'conversations',
+    name,
+  ]);
+}
+
 interface ConversationObject {
   readonly metadata?: { name?: string; namespace?: string; uid?: string };
   readonly spec?: { owner?: string; visibility?: string };
@@ -234,7 +253,12 @@ interface ConversationObject {
     conditions?: { type: string; status: string; reason?: string; message?: string }[];
     currentTurn?: string;
     turns?: { current?: { turnId: string; state: string; requestId?: string } };
-    journal?: { head?: number; lastSignedRoot?: string; keyId?: string };
+    journal?: {
+      head?: number;
+      lastSignedRoot?: string;
+      keyId?: string;
+      publicKeys?: { keyId: string; publicKey: string }[];
+    };
   };
 }
 
@@ -281,12 +305,7 @@ async function getConversation(
   if (extra.length > 0)
     throw new UsageError(`get takes one Conversation name, got extra ${extra.join(' ')}`);
   const connection = await connectionOf(values, env);
-  const url = joinUrl(`${connection.server}/apis/${CONVERSATION_GROUP_VERSION}`, [
-    'namespaces',
-    connection.namespace,
-    'conversations',
-    name,
-  ]);
+  const url = conversationObjectUrl(connection, name);
   const object = await kubeRequest(connection, url, { method: 'GET', signal: io.signal ?? null });
   await write(
     io.stdout,

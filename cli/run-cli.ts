@@ -33,6 +33,7 @@ import { LIVE_NEEDS_WHAT_IF, liveSetup } from './journal-live';
 import { formatReplayJson, formatReplayText, replayExportFile } from './journal-replay';
 import { dashboardCommand } from './dashboard';
 import { verifyExportFile } from './journal-verify';
+import { parsePublicKey, parsePublicKeyFlags, publicKeyOption } from './public-key-flags';
 
 export { ExitCode, type CliIo } from './cli-support';
 
@@ -67,18 +68,24 @@ Talk to a conversation (the control plane's public API; ID is the Conversation's
 Forensics, for admins (through the control plane; docs/replay.md). A is the identity you
 act as, one of your own: provider:scope:external_id or provider:external_id.
 
-  polychrome conversation replay ID --actor A [--approval-key KEY] [--what-if CHANGE [--live]] [--format json|text] [api flags]
+  polychrome conversation replay ID --actor A [--public-key KEY]... [--approval-key KEY] [--what-if CHANGE [--live]] [--format json|text] [api flags]
       Fetch the conversation's export and replay it as journal replay does (verified
-      first; the harness's turn machine; no model, no tool). The export carries the
-      control plane's approval key; --approval-key pins another (it wins, and a
-      mismatch is reported). Exit 0 when every turn replays, 1 on a divergence.
-      --what-if CHANGE runs journal replay's what-if (below) over the fetched export;
-      --live goes on from the departure as journal replay --live does.
+      first, under the pinned journal keys; the harness's turn machine; no model, no
+      tool). The export carries the control plane's approval key; --approval-key pins
+      another (it wins, and a mismatch is reported). Exit 0 when every turn replays, 1
+      on a divergence. --what-if CHANGE runs journal replay's what-if (below) over the
+      fetched export; --live goes on from the departure as journal replay --live does.
 
-  polychrome conversation verify ID --actor A [--format json|text] [api flags]
+  polychrome conversation verify ID --actor A [--public-key KEY]... [--format json|text] [api flags]
       Fetch the export and verify it as journal verify does, against the checkpoint the
       Conversation's status keeps outside the journal: a journal cut short or rolled back
       fails (rolled_back). Exit 0 when it verifies, 1 when it does not.
+
+  Journal keys (conversation verify and replay): the export header's keys are never
+      trusted. --public-key KEY pins the state plane's keys (as journal verify takes
+      them); without it, the keys the Conversation's status recorded are pinned; with
+      neither, verify fails (no_pinned_key) and replay is refused. A journal signed by
+      another key fails wrong_key, naming both key ids.
 
   polychrome conversation repair ID --actor A [--dry-run] [--format json|text] [api flags]
       Have the state plane excise unreadable journal entries (recorded with A), holding
@@ -379,32 +386,18 @@ async function stateExport(
   return ExitCode.Ok;
 }
 
-function parsePublicKey(text: string, flag = '--public-key'): Uint8Array {
-  const trimmed = text.trim();
-  if (/^[0-9a-fA-F]{64}$/u.test(trimmed)) return new Uint8Array(Buffer.from(trimmed, 'hex'));
-  const bytes = Buffer.from(trimmed, 'base64');
-  if (bytes.length === 32 && bytes.toString('base64') === trimmed) return new Uint8Array(bytes);
-  throw new UsageError(
-    `${flag} ${JSON.stringify(trimmed.slice(0, 80))} is not a raw ed25519 public key: ` +
-      'give 64 hex digits or the base64 of 32 bytes',
-  );
-}
-
 async function journalVerify(args: readonly string[], io: CliIo): Promise<ExitCode> {
   const { values, positionals } = parse(args, {
     ...formatOptions,
     ...checkpointOption,
-    'public-key': { type: 'string', multiple: true },
+    ...publicKeyOption,
   });
   const format = parseFormat(values);
   const [file, ...extra] = positionals;
   if (file === undefined) throw new UsageError('journal verify needs an export FILE');
   if (extra.length > 0)
     throw new UsageError(`journal verify takes one FILE, got extra ${extra.join(' ')}`);
-  const rawKeys = values['public-key'];
-  const keys = (Array.isArray(rawKeys) ? rawKeys : [])
-    .filter((k): k is string => typeof k === 'string')
-    .map((k) => parsePublicKey(k));
+  const keys = parsePublicKeyFlags(values);
   const checkpoint = checkpointOf(values);
   const result = await verifyExportFile(file, keys, checkpoint);
   if (format === Format.Json) {
@@ -434,7 +427,7 @@ async function journalReplay(
 ): Promise<ExitCode> {
   const { values, positionals } = parse(args, {
     ...formatOptions,
-    'public-key': { type: 'string', multiple: true },
+    ...publicKeyOption,
     'approval-key': { type: 'string' },
     'what-if': { type: 'string' },
     live: { type: 'boolean' },
@@ -444,10 +437,7 @@ async function journalReplay(
   if (file === undefined) throw new UsageError('journal replay needs an export FILE');
   if (extra.length > 0)
     throw new UsageError(`journal replay takes one FILE, got extra ${extra.join(' ')}`);
-  const rawKeys = values['public-key'];
-  const keys = (Array.isArray(rawKeys) ? rawKeys : [])
-    .filter((k): k is string => typeof k === 'string')
-    .map((k) => parsePublicKey(k));
+  const keys = parsePublicKeyFlags(values);
   const approvalText = stringValue(values['approval-key']);
   const approvalKey =
     approvalText === undefined ? undefined : parsePublicKey(approvalText, '--approval-key');

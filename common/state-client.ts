@@ -629,6 +629,8 @@ export interface StateJournal {
     options?: Pick<StateCallOptions, 'signal'> & { readonly follow?: boolean },
   ): AsyncIterable<JournalEntry>;
   head(partition: string, options?: StateCallOptions): Promise<HeadOutcome>;
+  /** The state plane's public keys, then every event (the control plane reads only the keys). */
+  export(partition: string, options?: Pick<StateCallOptions, 'signal'>): AsyncIterable<ExportEntry>;
 }
 
 /**

@@ -10,6 +10,9 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { EventKind } from '../../common/event-kinds';
+import { journalKeyId } from '../../common/journal-keys';
+import type { NewJournalEvent } from '../../common/state-client';
+import { StoreJournal } from '../../test/support/store-journal';
 import { runCli } from '../../cli/run-cli';
 import { echoResponder, MessagesApiServer } from '../../test/support/messages-api-server';
 import {
@@ -27,6 +30,7 @@ import {
   type TestApi,
 } from '../public-api/testdata/fixtures';
 import { checkSchema, responseSchema } from '../public-api/testdata/openapi-check';
+import { ConversationForensics, type ForensicJournal } from './conversation-forensics';
 
 let api: TestApi | undefined;
 afterEach(async () => {
@@ -69,6 +73,21 @@ async function statusCaughtUp(a: TestApi, id: string): Promise<void> {
     'status.journal at the head',
     () =>
       a.turns.conversations.byUid(id)?.status?.journal?.head === a.head(id) ? true : undefined,
+    10_000,
+  );
+}
+
+/**
+ * Waits until the Conversation's status records the journal keys (the first status write
+ * after the first batch): without them, and without --public-key, replay is refused.
+ */
+async function keysRecorded(a: TestApi, id: string): Promise<void> {
+  await pollUntil(
+    'status.journal.publicKeys',
+    () =>
+      (a.turns.conversations.byUid(id)?.status?.journal?.publicKeys?.length ?? 0) > 0
+        ? true
+        : undefined,
     10_000,
   );
 }
@@ -305,6 +324,7 @@ describe('conversation replay with approvals, through the control plane', () => 
     });
     expect(approved.status).toBe(200);
     expect(approved.json).toMatchObject({ status: 'complete', reply: 'It is 42.' });
+    await keysRecorded(a, id);
     return { id, requestId };
   }
   const replay = (
@@ -631,6 +651,199 @@ describe('conversation resolve through the control plane', () => {
   });
 });
 
+describe('conversation verify and replay pin the journal key the Conversation status recorded', () => {
+  /**
+   * An API whose export the test can take from a second state plane: the real store of
+   * the turns, or a rogue one (another real store, its own key) holding a re-signed copy.
+   */
+  async function startWithRogue(): Promise<{
+    a: TestApi;
+    rogue: StoreJournal;
+    serveRogue: (on: boolean) => void;
+  }> {
+    const rogue = await StoreJournal.open('polychrome/test-only/attacker-key');
+    let useRogue = false;
+    const box: { started?: TestApi } = {};
+    const honest = (): TestApi => {
+      if (box.started === undefined) throw new Error('the API has not started');
+      return box.started;
+    };
+    const served = (): ForensicJournal => (useRogue ? rogue : honest().turns.journal);
+    const started =
+      (box.started =
+      api =
+        await startApi({
+          replies: [textReply('first'), textReply('second')],
+          forensics: new ConversationForensics({
+            journal: {
+              head: (partition, options) => served().head(partition, options),
+              export: (partition, options) => served().export(partition, options),
+              repair: (partition, request, options) => served().repair(partition, request, options),
+            },
+            conversations: { byUid: (uid) => honest().turns.conversations.byUid(uid) },
+            holder: {
+              exclusive: (conversation, signal, work) =>
+                honest().turns.coordinator.exclusive(conversation, signal, work),
+            },
+          }),
+        }));
+    rogues.push(rogue);
+    return { a: started, rogue, serveRogue: (on) => (useRogue = on) };
+  }
+  const rogues: StoreJournal[] = [];
+  afterEach(async () => {
+    await Promise.all(rogues.splice(0).map((r) => r.close()));
+  });
+
+  /** Copies the journal into `to` batch by batch: the same events, sealed by `to`'s key. */
+  async function resign(from: StoreJournal, to: StoreJournal, partition: string): Promise<void> {
+    let events: NewJournalEvent[] = [];
+    for (const entry of await from.entries(partition)) {
+      if (entry.kind !== EventKind.SignedRoot) {
+        events.push({ kind: entry.kind, payload: entry.payload });
+        continue;
+      }
+      await to.append(partition, to.store.head(partition).head, events);
+      events = [];
+    }
+  }
+
+  const verify = (a: TestApi, id: string, ...flags: string[]): ReturnType<typeof cli> =>
+    cli(a, TOKENS.admin, ['conversation', 'verify', id, '--actor', ADMIN.identity, ...flags]);
+  const replay = (a: TestApi, id: string, ...flags: string[]): ReturnType<typeof cli> =>
+    cli(a, TOKENS.admin, ['conversation', 'replay', id, '--actor', ADMIN.identity, ...flags]);
+
+  it("records the state plane's key in the status, pins it without a flag, and refuses a journal re-signed with another key, naming both key ids", async () => {
+    const { a, rogue, serveRogue } = await startWithRogue();
+    const id = a.seed(ALICE.identity);
+    expect((await post(a, id, 'one')).status).toBe(200);
+    expect((await post(a, id, 'two')).status).toBe(200);
+    await statusCaughtUp(a, id);
+    const honestKey = a.turns.journal.publicKey;
+    const honestId = journalKeyId(honestKey);
+    const rogueId = journalKeyId(rogue.publicKey);
+    expect(a.turns.conversations.byUid(id)?.status?.journal?.publicKeys).toEqual([
+      { keyId: honestId, publicKey: Buffer.from(honestKey).toString('base64') },
+    ]);
+
+    const ok = await verify(a, id, '--json');
+    expect(ok.code).toBe(0);
+    expect(JSON.parse(ok.stdout)).toMatchObject({
+      ok: true,
+      trust: 'pinned',
+      trustedKeyIds: [honestId],
+      journalKey: {
+        source: 'status',
+        statusFrom: 'export-answer',
+        keyIds: [honestId],
+        statusKeyIds: [honestId],
+      },
+    });
+    expect((await verify(a, id)).stdout).toContain(
+      `journal key(s): ${honestId}, pinned from the Conversation status`,
+    );
+    const replayed = await replay(a, id, '--json');
+    expect(replayed.code).toBe(0);
+    expect(JSON.parse(replayed.stdout)).toMatchObject({
+      ok: true,
+      journalKey: { source: 'status', keyIds: [honestId] },
+    });
+
+    // The attack: the state plane serves the same events re-signed with a key of its own,
+    // and its export header names that key.
+    await resign(a.turns.journal, rogue, `conv-${id}`);
+    serveRogue(true);
+    const exported = await call(
+      a,
+      'GET',
+      `/v1/conversations/${id}/export?actor=${encodeURIComponent(ADMIN.identity)}`,
+      { token: TOKENS.admin },
+    );
+    expect(JSON.parse(exported.text.split('\n')[0]!)).toMatchObject({
+      publicKeys: [{ keyId: rogueId }],
+    });
+    for (const flags of [[], ['--public-key', Buffer.from(honestKey).toString('hex')]]) {
+      const failed = await verify(a, id, ...flags, '--json');
+      expect(failed.code).toBe(1);
+      const result = JSON.parse(failed.stdout) as {
+        ok: boolean;
+        failure: {
+          position: number;
+          reason: string;
+          expected: string;
+          found: string;
+          message: string;
+        };
+      };
+      expect(result.ok).toBe(false);
+      // The first root (the end of the first batch) already fails.
+      expect(result.failure).toMatchObject({
+        reason: 'wrong_key',
+        expected: honestId,
+        found: rogueId,
+      });
+      expect(result.failure.message).toContain(honestId);
+      expect(result.failure.message).toContain(rogueId);
+      const refused = await replay(a, id, ...flags);
+      expect(refused.code).toBe(3);
+      expect(refused.stderr).toContain('(wrong_key)');
+      expect(refused.stderr).toContain(honestId);
+      expect(refused.stderr).toContain(rogueId);
+    }
+    const text = await verify(a, id);
+    expect(text.stdout).toContain('(wrong_key)');
+    expect(text.stdout).toContain(
+      `journal key(s): ${honestId}, pinned from the Conversation status`,
+    );
+
+    // The right key passes the real journal when given with the flag.
+    serveRogue(false);
+    const flagged = await verify(
+      a,
+      id,
+      '--public-key',
+      Buffer.from(honestKey).toString('base64'),
+      '--json',
+    );
+    expect(flagged.code).toBe(0);
+    expect(JSON.parse(flagged.stdout)).toMatchObject({
+      ok: true,
+      journalKey: { source: 'flag', keyIds: [honestId], statusKeyIds: [honestId] },
+    });
+  });
+
+  it('fails verify (no_pinned_key) and refuses replay when the status records no key and none is given; --public-key then works', async () => {
+    const a = (api = await startApi({ replies: [textReply('first')] }));
+    const id = a.seed(ALICE.identity);
+    expect((await post(a, id, 'one')).status).toBe(200);
+    await statusCaughtUp(a, id);
+    await keysRecorded(a, id);
+    // As a conversation from before keys were recorded.
+    const conversation = a.turns.conversations.byUid(id)!;
+    await a.turns.conversations.updateStatus(conversation, (current) => {
+      const { publicKeys: _, ...journal } = current.status!.journal!;
+      return { ...current.status, journal };
+    });
+    const failed = await verify(a, id, '--json');
+    expect(failed.code).toBe(1);
+    expect(JSON.parse(failed.stdout)).toMatchObject({
+      ok: false,
+      journalKey: null,
+      failure: { reason: 'no_pinned_key' },
+    });
+    const refused = await replay(a, id);
+    expect(refused.code).toBe(3);
+    expect(refused.stderr).toContain('replay is refused');
+    expect(refused.stderr).toContain('--public-key');
+    const key = Buffer.from(a.turns.journal.publicKey).toString('hex');
+    expect((await verify(a, id, '--public-key', key)).code).toBe(0);
+    expect((await replay(a, id, '--public-key', key)).code).toBe(0);
+    const bad = await verify(a, id, '--public-key', 'nope');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--public-key "nope" is not a raw ed25519 public key');
+  });
+});
+
 /** `conversation replay --json` as the admin. */
 async function replayOf(
   a: TestApi,
@@ -640,6 +853,7 @@ async function replayOf(
   events: number;
   turns: { turnId: string; status: string; note?: string; ok: boolean }[];
 }> {
+  await keysRecorded(a, id);
   const run = await cli(a, TOKENS.admin, [
     'conversation',
     'replay',

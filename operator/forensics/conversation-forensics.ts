@@ -1,8 +1,8 @@
 /**
  * The admin's forensic operations on a conversation (docs/replay.md, "Commands"): the
  * journal's export, read by the control plane from the state plane with its own client, in
- * the file format of `polychrome state export`, with the checkpoint the Conversation's
- * status keeps outside the journal; and repair, the state plane's `Repair` fenced with the
+ * the file format of `polychrome state export`, with the checkpoint and the journal keys
+ * the Conversation's status keeps outside the journal; and repair, the state plane's `Repair` fenced with the
  * conversation's lease, taken as a turn takes it, so a repair never races a turn.
  */
 import { AppError } from '../../common/errors';
@@ -12,6 +12,7 @@ import {
   type ExportCheckpoint,
   type ExportSourceEntry,
 } from '../../common/journal-export-format';
+import { journalKeyFromJson, type JournalPublicKey } from '../../common/journal-keys';
 import type { HeadOutcome, RepairOutcome, StateCallOptions } from '../../common/state-client';
 import type { Conversation } from '../api/v1alpha1';
 import type { LeaseHandle } from '../lease/conversation-leases';
@@ -66,6 +67,8 @@ export interface ConversationForensicsOptions {
 export interface ConversationExport {
   /** The Conversation's `status.journal` (the checkpoint kept outside the journal), if any. */
   readonly checkpoint: ExportCheckpoint | undefined;
+  /** The journal keys the Conversation's status records (`status.journal.publicKeys`). */
+  readonly publicKeys: readonly JournalPublicKey[];
   /** The export file's lines, each with its newline; the first is read before this resolves. */
   readonly lines: AsyncIterable<string>;
 }
@@ -112,6 +115,27 @@ export function checkpointHeader(checkpoint: ExportCheckpoint): string {
   );
 }
 
+/**
+ * The journal keys of a Conversation's `status.journal.publicKeys`, in order. A damaged
+ * entry is left out: a verifier pinning the rest then fails closed (`wrong_key`). Pure.
+ */
+export function statusJournalKeys(conversation: Conversation): readonly JournalPublicKey[] {
+  const keys: JournalPublicKey[] = [];
+  for (const json of conversation.status?.journal?.publicKeys ?? []) {
+    const key = journalKeyFromJson(json);
+    if (typeof key !== 'string') keys.push(key);
+  }
+  return keys;
+}
+
+/**
+ * The `X-Polychrome-Public-Keys` value: the keys, base64, comma-separated, as
+ * `--public-key` takes each.
+ */
+export function publicKeysHeader(keys: readonly JournalPublicKey[]): string {
+  return keys.map((k) => Buffer.from(k.publicKey).toString('base64')).join(',');
+}
+
 export class ConversationForensics {
   constructor(private readonly options: ConversationForensicsOptions) {}
 
@@ -132,6 +156,7 @@ export class ConversationForensics {
     const conversation = this.allowed(caller, conversationId, ForensicAction.Export, actor);
     // Read before the export starts, so the export holds at least it.
     const checkpoint = statusCheckpoint(conversation);
+    const publicKeys = statusJournalKeys(conversation);
     const partition = partitionOf(conversationId);
     const head = await this.options.journal.head(partition, { signal });
     const claimed: ExportCheckpoint | undefined =
@@ -155,7 +180,7 @@ export class ConversationForensics {
         yield next.value;
       }
     }
-    return { checkpoint, lines: lines() };
+    return { checkpoint, publicKeys, lines: lines() };
   }
 
   /**

@@ -16,7 +16,7 @@ import { isAppError } from '../../common/errors';
 import { componentLogger, LogComponent } from '../../common/log';
 import openapiDocument from '../../docs/api/openapi.json';
 import type { ConversationForensics } from '../forensics/conversation-forensics';
-import { checkpointHeader } from '../forensics/conversation-forensics';
+import { checkpointHeader, publicKeysHeader } from '../forensics/conversation-forensics';
 import {
   parseAcceptRollbackRequest,
   parseActor,
@@ -759,8 +759,9 @@ export class PublicApiServer {
 
   /**
    * The journal export, streamed as NDJSON in the file format of `polychrome state export`;
-   * the Conversation's status checkpoint goes in `X-Polychrome-Checkpoint`. A failure after
-   * the first line cuts the stream (the file then fails verification where it stops).
+   * the Conversation's status checkpoint goes in `X-Polychrome-Checkpoint`, its journal keys
+   * in `X-Polychrome-Public-Keys`. A failure after the first line cuts the stream (the file
+   * then fails verification where it stops).
    */
   private async exportConversation(ctx: RequestContext): Promise<void> {
     const caller = await this.authenticate(ctx);
@@ -773,6 +774,9 @@ export class PublicApiServer {
       ...(exported.checkpoint === undefined
         ? {}
         : { 'x-polychrome-checkpoint': checkpointHeader(exported.checkpoint) }),
+      ...(exported.publicKeys.length === 0
+        ? {}
+        : { 'x-polychrome-public-keys': publicKeysHeader(exported.publicKeys) }),
     });
     try {
       for await (const line of exported.lines) {

@@ -34,6 +34,7 @@ import {
   planQuestionAnswer,
 } from './turn-plan';
 import { TurnRunner } from './turn-runner';
+import { JournalKeyRecorder } from './journal-keys';
 import { TurnStatusWriter } from './turn-status-writer';
 import type {
   AcceptRollback,
@@ -90,6 +91,7 @@ export class TurnCoordinator implements TurnService {
       stopping: this.stopping.signal,
       ...(options.statusIntervalMs === undefined ? {} : { intervalMs: options.statusIntervalMs }),
       onWrite: (result) => this.observer.onStatusWrite?.(result),
+      keys: new JournalKeyRecorder({ state: options.state, logger: options.logger }),
     });
     this.approvalTtlMs = options.approvalTtlMs ?? DEFAULT_APPROVAL_TTL_MS;
     this.expiries = new ExpiryTimers(this.now, (uid) => void this.expireWhenDue(uid));

@@ -7,7 +7,14 @@
  */
 import type { Logger } from 'pino';
 import type { Conversation } from '../api/v1alpha1';
+import {
+  journalKeyFromJson,
+  journalKeyToJson,
+  type JournalPublicKey,
+} from '../../common/journal-keys';
 import type { ConversationStore } from './conversation-access';
+import type { JournalKeyRecorder } from './journal-keys';
+import { partitionOf } from './journal-views';
 import { applyTurnStatus, type JournalMark, type TurnStatusChange } from './turn-status';
 
 export interface TurnStatusWriterOptions {
@@ -19,6 +26,11 @@ export interface TurnStatusWriterOptions {
   /** Least time between two writes of one conversation. @default 1000 */
   readonly intervalMs?: number;
   readonly onWrite?: (result: 'ok' | 'failed') => void;
+  /**
+   * Learns the journal keys to record with a journal mark (journal-keys.ts). Absent: the
+   * recorded keys stay as they are.
+   */
+  readonly keys?: Pick<JournalKeyRecorder, 'keysAfter'>;
 }
 
 /** One status change to write. */
@@ -124,14 +136,53 @@ export class TurnStatusWriter {
     await Promise.allSettled([...this.writes.values()].map((w) => w.done));
   }
 
+  /**
+   * The mark with the journal keys to record, learned from what `conversation` (the
+   * snapshot the change was queued with) recorded. When learning fails the mark goes
+   * without keys, so the recorded ones stay; the next mark tries again.
+   */
+  private async withKeys(conversation: Conversation, journal: JournalMark): Promise<JournalMark> {
+    const { keys } = this.options;
+    if (keys === undefined) return journal;
+    const status = conversation.status?.journal;
+    const recorded: JournalPublicKey[] = [];
+    for (const json of status?.publicKeys ?? []) {
+      const key = journalKeyFromJson(json);
+      // A damaged record is learned again from the journal's first root.
+      if (typeof key === 'string') {
+        recorded.length = 0;
+        break;
+      }
+      recorded.push(key);
+    }
+    try {
+      const learned = await keys.keysAfter({
+        partition: partitionOf(conversation.metadata.uid ?? ''),
+        recorded,
+        recordedHead: recorded.length === 0 ? 0 : (status?.head ?? 0),
+        head: journal.head,
+        keyId: journal.keyId,
+        signal: this.options.stopping,
+      });
+      return { ...journal, publicKeys: learned.map(journalKeyToJson) };
+    } catch (error) {
+      this.options.logger.warn(
+        { err: error, conversation: conversation.metadata.uid },
+        'could not learn the journal keys; the recorded ones stay',
+      );
+      return journal;
+    }
+  }
+
   private async write(
     conversation: Conversation,
     change: TurnStatusChange,
     journal: JournalMark | undefined,
   ): Promise<void> {
+    const marked = journal === undefined ? undefined : await this.withKeys(conversation, journal);
     try {
       await this.options.conversations.updateStatus(conversation, (fresh) =>
-        applyTurnStatus(fresh, change, journal, new Date(this.options.nowMs()).toISOString()),
+        applyTurnStatus(fresh, change, marked, new Date(this.options.nowMs()).toISOString()),
       );
       this.options.onWrite?.('ok');
     } catch (error) {

@@ -87,6 +87,42 @@ describe('turn status', () => {
     expect(paused.journal).toEqual({ head: 12, lastSignedRoot: 'ab'.repeat(32), keyId: 'k1' });
   });
 
+  it('records the journal keys a mark names and keeps them through marks that name none', () => {
+    const k1 = { keyId: 'a'.repeat(32), publicKey: `${'A'.repeat(43)}=` };
+    const k2 = { keyId: 'b'.repeat(32), publicKey: `${'B'.repeat(43)}=` };
+    const mark = { head: 4, lastSignedRoot: 'ab'.repeat(32), keyId: k1.keyId };
+    const first = applyTurnStatus(
+      ready,
+      { kind: 'settled', turnId: 't1' },
+      { ...mark, publicKeys: [k1] },
+      T1,
+    );
+    expect(first.journal).toEqual({ ...mark, publicKeys: [k1] });
+    // A mark whose keys could not be learned leaves the recorded ones.
+    const second = applyTurnStatus(
+      { ...ready, status: first },
+      { kind: 'settled', turnId: 't2' },
+      { ...mark, head: 8 },
+      T2,
+    );
+    expect(second.journal).toEqual({ ...mark, head: 8, publicKeys: [k1] });
+    const rotated = applyTurnStatus(
+      { ...ready, status: second },
+      { kind: 'settled', turnId: 't3' },
+      { ...mark, head: 12, keyId: k2.keyId, publicKeys: [k1, k2] },
+      T2,
+    );
+    expect(rotated.journal?.publicKeys).toEqual([k1, k2]);
+    // A change without a mark touches no key.
+    const running = applyTurnStatus(
+      { ...ready, status: rotated },
+      { kind: 'running', turnId: 't4' },
+      undefined,
+      T2,
+    );
+    expect(running.journal).toEqual(rotated.journal);
+  });
+
   it('a settled turn is Progressing False Idle, exactly as the reconciler says it', () => {
     const running = turn(ready, { kind: 'running', turnId: 't', lastTurnTime: T1 });
     const settled = turn(running, { kind: 'settled', turnId: 't' }, T2).status;

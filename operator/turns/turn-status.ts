@@ -1,11 +1,12 @@
 /**
  * The status fields the turn code owns (docs/operator.md, "Status"): `turns.current` (and
  * `currentTurn`, its id) while a turn is in flight, `turns.quarantined` for a quarantined
- * turn, `lastTurnTime` when a turn starts, and `journal` (head, last signed root) after
- * every settled batch. These are facts; the turn code never decides a condition or the
- * phase itself. The reconciler carries them over (controller/report.ts) and owns everything
- * else. Pure: the coordinator's status writer writes the result.
+ * turn, `lastTurnTime` when a turn starts, and `journal` (head, last signed root, the
+ * journal keys) after every settled batch. These are facts; the turn code never decides a
+ * condition or the phase itself. The reconciler carries them over (controller/report.ts)
+ * and owns everything else. Pure: the coordinator's status writer writes the result.
  */
+import type { JournalPublicKeyJson } from '../../common/journal-keys';
 import {
   TurnState,
   type Conversation,
@@ -20,6 +21,11 @@ export interface JournalMark {
   /** Lowercase hex of the last signed root. */
   readonly lastSignedRoot: string;
   readonly keyId: string;
+  /**
+   * The journal keys to record (common/journal-keys.ts), base64; absent: the recorded ones
+   * stay as they are.
+   */
+  readonly publicKeys?: readonly JournalPublicKeyJson[];
 }
 
 export type TurnStatusChange = (
@@ -130,13 +136,15 @@ function journalStatus(
   now: string,
 ): ConversationStatus['journal'] {
   const accepted = change.kind === 'rollback_accepted';
-  const mark =
+  const taken =
     journal !== undefined &&
-    (accepted || previous?.head === undefined || journal.head >= previous.head)
-      ? { head: journal.head, lastSignedRoot: journal.lastSignedRoot, keyId: journal.keyId }
-      : previous === undefined
-        ? undefined
-        : { head: previous.head, lastSignedRoot: previous.lastSignedRoot, keyId: previous.keyId };
+    (accepted || previous?.head === undefined || journal.head >= previous.head);
+  const mark = taken
+    ? { head: journal.head, lastSignedRoot: journal.lastSignedRoot, keyId: journal.keyId }
+    : previous === undefined
+      ? undefined
+      : { head: previous.head, lastSignedRoot: previous.lastSignedRoot, keyId: previous.keyId };
+  const publicKeys = (taken ? journal.publicKeys : undefined) ?? previous?.publicKeys;
   const rollback =
     change.kind === 'journal_rolled_back'
       ? (previous?.rollback ?? { ...change.rollback, since: now })
@@ -144,7 +152,13 @@ function journalStatus(
         ? undefined
         : previous?.rollback;
   if (mark === undefined && rollback === undefined) return undefined;
-  return { ...mark, ...(rollback === undefined ? {} : { rollback }) };
+  return {
+    ...mark,
+    ...(publicKeys === undefined || publicKeys.length === 0
+      ? {}
+      : { publicKeys: publicKeys.map((k) => ({ keyId: k.keyId, publicKey: k.publicKey })) }),
+    ...(rollback === undefined ? {} : { rollback }),
+  };
 }
 
 const STATE_OF = {

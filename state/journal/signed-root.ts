@@ -1,4 +1,5 @@
 import { AppError } from '../../common/errors';
+import { keyRotationMessage } from '../../common/journal-keys';
 import { ED25519_KEY_BYTES, type Ed25519Signer } from './ed25519';
 import { toHex } from './hex';
 import { DIGEST_BYTES, type Sha256 } from './sha256';
@@ -13,12 +14,12 @@ export const JOURNAL_ROOT_DOMAIN_V2 = 'polychrome/journal-root/v2';
 /** Versions of the signed-root message (the `version` field of `SignedRoot`; 0 reads as 1). */
 export const SignedRootVersion = { V1: 1, V2: 2 } as const;
 export type SignedRootVersion = (typeof SignedRootVersion)[keyof typeof SignedRootVersion];
-/** Domain prefix of the key-rotation message. */
-export const KEY_ROTATION_DOMAIN = 'polychrome/key-rotation/v1';
+// The key-rotation message is built in common/, where the control plane also checks
+// rotations before it records a key in a Conversation's status (common/journal-keys.ts).
+export { KEY_ROTATION_DOMAIN, keyRotationMessage } from '../../common/journal-keys';
 
 const ROOT_DOMAIN_BYTES = utf8.encode(JOURNAL_ROOT_DOMAIN);
 const ROOT_DOMAIN_V2_BYTES = utf8.encode(JOURNAL_ROOT_DOMAIN_V2);
-const ROTATION_DOMAIN_BYTES = utf8.encode(KEY_ROTATION_DOMAIN);
 
 /**
  * The bytes a `signed_root` signature covers:
@@ -83,20 +84,6 @@ export function rootMessageOf(fields: {
   return fields.version === SignedRootVersion.V2
     ? signedRootMessageV2(fields.partition ?? '', fields.leafCount, fields.root)
     : signedRootMessage(fields.leafCount, fields.root);
-}
-
-/**
- * The bytes a `key_rotated` signature (by the old key) covers:
- * UTF-8 `polychrome/key-rotation/v1` ‖ new public key (32 raw bytes), 58 bytes in all.
- *
- * @throws AppError `invalid_argument` when the key is not 32 bytes.
- */
-export function keyRotationMessage(newPublicKey: Uint8Array): Uint8Array {
-  assertLength(newPublicKey, ED25519_KEY_BYTES, 'new public key');
-  const message = new Uint8Array(ROTATION_DOMAIN_BYTES.length + ED25519_KEY_BYTES);
-  message.set(ROTATION_DOMAIN_BYTES, 0);
-  message.set(newPublicKey, ROTATION_DOMAIN_BYTES.length);
-  return message;
 }
 
 /**

@@ -96,11 +96,14 @@ describe('conversation replay and verify with the model endpoint down (real CLI 
       // Recorded by default: replay can check every request, not only the outputs.
       expect(journal.filter((e) => e.kind === 'agent_config')).toHaveLength(1);
       const head = journal.length;
-      await stack.waitConversation(
+      const object = (await stack.waitConversation(
         'replayed',
         (obj) =>
           (obj as { status?: { journal?: { head?: number } } }).status?.journal?.head === head,
-      );
+      )) as { status: { journal: { keyId: string; publicKeys?: { keyId: string }[] } } };
+      // The control plane recorded the state plane's key (learned over the real gRPC link).
+      const keyId = object.status.journal.keyId;
+      expect(object.status.journal.publicKeys?.map((k) => k.keyId)).toEqual([keyId]);
 
       // The model endpoint goes down.
       const modelUrl = messages.url;
@@ -121,6 +124,9 @@ describe('conversation replay and verify with the model endpoint down (real CLI 
       expect(replay.stdout.match(/ok \(full\)/gu)).toHaveLength(3);
       expect(replay.stdout).toContain('from the export header');
       expect(replay.stdout).toContain('OK: 3 turns replayed');
+      expect(replay.stdout).toContain(
+        `journal key(s): ${keyId}, pinned from the Conversation status`,
+      );
 
       const json = await polychrome(['conversation', 'replay', uid, ...actor, '--json'], admin);
       expect(json.code).toBe(0);
@@ -142,6 +148,9 @@ describe('conversation replay and verify with the model endpoint down (real CLI 
       expect(verify.stdout).toContain(`OK: ${String(head)} events`);
       expect(verify.stdout).toContain(
         `checked against the Conversation status (head ${String(head)})`,
+      );
+      expect(verify.stdout).toContain(
+        `journal key(s): ${keyId}, pinned from the Conversation status`,
       );
 
       // Nothing was written and no model was asked.

@@ -20,6 +20,7 @@ import {
   DEFAULT_REPLIES,
   textReply,
 } from '../../operator/public-api/testdata/fixtures';
+import { journalKeyId } from '../../common/journal-keys';
 import { TEST_CONVERSATION_SPEC } from '../support/real-turns';
 import { createConversationObject, kubeConfig } from './support/kube';
 import {
@@ -134,6 +135,25 @@ describe('kubectl polychrome through the real kubectl and kube-apiserver', () =>
     expect(help.stdout).toContain('usage: kubectl polychrome');
     process.stdout.write(`kubectl polychrome help took ${String(Date.now() - started)} ms\n`);
   }, 240_000);
+
+  /** Sets (or, with null, removes) the journal keys the Conversation object's status records. */
+  async function setObjectKeys(
+    publicKeys: { keyId: string; publicKey: string }[] | null,
+  ): Promise<void> {
+    const admin = await kubeConfig();
+    await admin.makeApiClient(CustomObjectsApi).patchNamespacedCustomObjectStatus(
+      {
+        group: 'polychrome.dev',
+        version: 'v1alpha1',
+        plural: 'conversations',
+        namespace: ns,
+        name: 'hello',
+        body: { status: { journal: { publicKeys } } },
+      },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+  }
+  const base64 = (key: Uint8Array): string => Buffer.from(key).toString('base64');
 
   afterAll(async () => {
     for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
@@ -284,6 +304,18 @@ describe('kubectl polychrome through the real kubectl and kube-apiserver', () =>
       expect(exported.code).toBe(0);
       const lines = (await readFile(file, 'utf8')).split('\n').filter((l) => l !== '');
       expect(lines.length).toBe(stack.api.head(conversationId) + 1);
+      // The coordinator's status writes lag its turns by about a second.
+      await pollUntil(
+        'status.journal.publicKeys',
+        () =>
+          Promise.resolve(
+            (stack.api.turns.conversations.byUid(conversationId)?.status?.journal?.publicKeys
+              ?.length ?? 0) > 0
+              ? true
+              : undefined,
+          ),
+        { timeoutMs: 10_000, intervalMs: 100 },
+      );
       const verified = await plugin(stack.users.dave, [
         'verify',
         'hello',
@@ -292,15 +324,63 @@ describe('kubectl polychrome through the real kubectl and kube-apiserver', () =>
       ]);
       expect(verified.stdout).toContain(': OK: ');
       expect(verified.code).toBe(0);
+      // The Conversation object names no key here (the door's coordinator keeps its own
+      // copy of the status), so the keys the control plane sent with the export are pinned.
+      const honestKey = stack.api.turns.journal.publicKey;
+      const honestId = journalKeyId(honestKey);
+      expect(verified.stdout).toContain(
+        `journal key(s): ${honestId}, pinned from the Conversation status (sent by the control plane with the export`,
+      );
+      // Once the object records a key, the plugin pins that one: another key than the
+      // journal's fails at the first root, naming both; --public-key pins the right one.
+      const other = new Uint8Array(32).fill(7);
+      await setObjectKeys([{ keyId: journalKeyId(other), publicKey: base64(other) }]);
+      const pinned = await plugin(stack.users.dave, [
+        'verify',
+        'hello',
+        '--actor',
+        'kubernetes:dave',
+      ]);
+      expect(pinned.code).toBe(1);
+      expect(pinned.stdout).toContain('(wrong_key)');
+      expect(pinned.stdout).toContain(journalKeyId(other));
+      expect(pinned.stdout).toContain(honestId);
+      expect(pinned.stdout).toContain(
+        `journal key(s): ${journalKeyId(other)}, pinned from the Conversation status (read from the Conversation object`,
+      );
+      const replayed = await plugin(stack.users.dave, [
+        'replay',
+        'hello',
+        '--actor',
+        'kubernetes:dave',
+      ]);
+      expect(replayed.code).toBe(3);
+      expect(replayed.stderr).toContain('(wrong_key)');
+      const flagged = await plugin(stack.users.dave, [
+        'verify',
+        'hello',
+        '--actor',
+        'kubernetes:dave',
+        '--public-key',
+        base64(honestKey),
+      ]);
+      expect(flagged.stdout).toContain(': OK: ');
+      // With the flag the object is not read; the note compares with the status the control
+      // plane sent (here the coordinator's own copy, which records the honest key).
+      expect(flagged.stdout).toContain(
+        `journal key(s): ${honestId}, pinned with --public-key (the Conversation status records the same)`,
+      );
+      expect(flagged.code).toBe(0);
+      await setObjectKeys(null);
       // Acting as someone else is refused by the door; alice lacks get conversations/export.
-      const other = await plugin(stack.users.dave, [
+      const someoneElse = await plugin(stack.users.dave, [
         'export',
         'hello',
         '--actor',
         'kubernetes:alice',
       ]);
-      expect(other.code).toBe(3);
-      expect(other.stderr).toContain('is not one of your identities');
+      expect(someoneElse.code).toBe(3);
+      expect(someoneElse.stderr).toContain('is not one of your identities');
       const alice = await plugin(stack.users.alice, [
         'export',
         'hello',

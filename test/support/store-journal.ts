@@ -53,6 +53,11 @@ async function* asEntries(events: AsyncIterable<JournalEvent>): AsyncGenerator<J
   }
 }
 
+/** The test-only signing key of `keySeed`: its seed is SHA-256 of the text. */
+function testSigner(keySeed: string): ReturnType<typeof createNodeEd25519Signer> {
+  return createNodeEd25519Signer(new Uint8Array(createHash('sha256').update(keySeed).digest()));
+}
+
 export class StoreJournal implements StateJournal {
   private constructor(
     /** The real store: tests may append to it directly, as another writer would. */
@@ -65,8 +70,7 @@ export class StoreJournal implements StateJournal {
   /** Opens a fresh store in a new temporary directory, signing with test key `keySeed`. */
   static async open(keySeed = 'polychrome/test-only/journal-key/1'): Promise<StoreJournal> {
     const dir = await mkdtemp(join(tmpdir(), 'polychrome-journal-'));
-    const seed = new Uint8Array(createHash('sha256').update(keySeed).digest());
-    const signer = createNodeEd25519Signer(seed);
+    const signer = testSigner(keySeed);
     const store = new JournalStore({ location: dir, signer });
     await store.open();
     return new StoreJournal(
@@ -162,6 +166,18 @@ export class StoreJournal implements StateJournal {
       publicKey: this.publicKey,
     };
     for await (const event of this.read(partition, 0, 0, options)) yield { type: 'event', event };
+  }
+
+  /**
+   * Rotates the store to test key `keySeed`, as the state plane does after its Secret
+   * changed: each partition's next batch hands over with a `key_rotated` by its old key.
+   * Returns the new public key. (`export` still names the first key, as a state plane that
+   * keeps its previous key loaded lists it.)
+   */
+  rotateTo(keySeed: string): Uint8Array {
+    const signer = testSigner(keySeed);
+    this.store.useSigningKey(signer);
+    return signer.publicKey;
   }
 
   /** The store's repair, as the state plane's `Repair` answers it. */

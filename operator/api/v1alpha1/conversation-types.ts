@@ -11,6 +11,7 @@
  */
 import { ConditionStatus, ConversationPhase } from './conditions';
 import { IDENTITY_MAX_LENGTH, IDENTITY_PATTERN } from '../../../common/identity';
+import { MAX_RECORDED_JOURNAL_KEYS } from '../../../common/journal-keys';
 import type { Infer } from './schema-builder';
 import {
   CelReason,
@@ -132,6 +133,10 @@ export const MODEL_PATTERN = '^\\S+$';
 export const HTTP_URL_PATTERN = '^https?://\\S+$';
 /** Lower-case hex SHA-256 (the journal's root hash). */
 export const SHA256_HEX_PATTERN = '^[0-9a-f]{64}$';
+/** A journal key id: 16 bytes, lower-case hex (docs/journal-format.md, section 6). */
+export const KEY_ID_PATTERN = '^[0-9a-f]{32}$';
+/** The canonical base64 of 32 bytes: a raw ed25519 public key. */
+export const ED25519_BASE64_PATTERN = '^[A-Za-z0-9+/]{43}=$';
 /** `metav1.Condition` type pattern. */
 export const CONDITION_TYPE_PATTERN =
   '^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$';
@@ -539,6 +544,36 @@ export const conversationStatusField = object(
           pattern: SHA256_HEX_PATTERN,
         }),
         keyId: string({ description: 'Id of the key that signed it.', maxLength: 128 }),
+        publicKeys: list(
+          object(
+            {
+              keyId: required(
+                string({
+                  description: 'Key id: the first 16 bytes of the SHA-256 of the key, hex.',
+                  maxLength: 32,
+                  pattern: KEY_ID_PATTERN,
+                }),
+              ),
+              publicKey: required(
+                string({
+                  description: 'The raw 32-byte ed25519 public key, base64.',
+                  maxLength: 44,
+                  pattern: ED25519_BASE64_PATTERN,
+                }),
+              ),
+            },
+            { description: 'One journal signing key.' },
+          ),
+          {
+            description:
+              "The state plane's journal signing keys this conversation's journal was seen " +
+              'signed with: first the key that signed its first root (recorded when the control ' +
+              'plane first recorded the journal), then keys handed over to by key_rotated events ' +
+              'signed by a recorded key, newest last; at most 4 (the first and the newest). ' +
+              'Verifiers pin them (polychrome conversation verify; docs/replay.md).',
+            maxItems: MAX_RECORDED_JOURNAL_KEYS,
+          },
+        ),
         rollback: object(
           {
             checkpointHead: required(
