@@ -165,6 +165,70 @@ describe('turn status', () => {
     });
   });
 
+  describe('a rolled-back journal', () => {
+    const ROOT = 'ab'.repeat(32);
+    const NEW_ROOT = 'cd'.repeat(32);
+    const mark = (head: number, root = ROOT) => ({ head, lastSignedRoot: root, keyId: 'k1' });
+    const at96 = { ...ready, status: { ...ready.status, journal: mark(96) } };
+    const rollback = { checkpointHead: 96, checkpointRoot: ROOT, journalHead: 73 };
+    const rolledBack = turn(at96, { kind: 'journal_rolled_back', rollback });
+
+    it('records the rollback once, with when it was found, and derives Degraded JournalRolledBack', () => {
+      expect(rolledBack.status?.journal).toEqual({
+        ...mark(96),
+        rollback: { ...rollback, since: T1 },
+      });
+      expect(summary(rolledBack.status)).toMatchObject({
+        phase: 'Degraded',
+        Degraded: 'True/JournalRolledBack',
+      });
+      const degraded = rolledBack.status?.conditions?.find((c) => c.type === 'Degraded');
+      expect(degraded?.message).toContain(
+        'the state plane holds 73 entries, but status.journal records 96',
+      );
+      // Found again later: the first finding's time stays.
+      const again = turn(rolledBack, { kind: 'journal_rolled_back', rollback }, T2);
+      expect(again.status?.journal?.rollback?.since).toBe(T1);
+    });
+
+    it('never moves the checkpoint back, except by an accepted rollback', () => {
+      const lower = {
+        ...at96,
+        status: applyTurnStatus(at96, { kind: 'settled', turnId: 't' }, mark(80, NEW_ROOT), T1),
+      };
+      expect(lower.status?.journal).toEqual(mark(96));
+      const higher = applyTurnStatus(
+        at96,
+        { kind: 'settled', turnId: 't' },
+        mark(99, NEW_ROOT),
+        T1,
+      );
+      expect(higher.journal).toEqual(mark(99, NEW_ROOT));
+      // While rolled back, a late mark of a turn does not clear the finding either.
+      const late = applyTurnStatus(
+        rolledBack,
+        { kind: 'settled', turnId: 't' },
+        mark(75, NEW_ROOT),
+        T2,
+      );
+      expect(late.journal).toEqual({ ...mark(96), rollback: { ...rollback, since: T1 } });
+      const accepted = applyTurnStatus(
+        rolledBack,
+        { kind: 'rollback_accepted' },
+        mark(75, NEW_ROOT),
+        T2,
+      );
+      expect(accepted.journal).toEqual(mark(75, NEW_ROOT));
+      expect(summary(accepted)).toMatchObject({ Degraded: 'False/Healthy' });
+    });
+
+    it('clears the finding when the journal holds the checkpoint again, keeping the checkpoint', () => {
+      const restored = applyTurnStatus(rolledBack, { kind: 'journal_restored' }, undefined, T2);
+      expect(restored.journal).toEqual(mark(96));
+      expect(summary(restored)).toMatchObject({ Degraded: 'False/Healthy' });
+    });
+  });
+
   it('takes the turn time from any change, so a coalesced write still resets the idle timer', () => {
     const closed = { ...ready, status: { ...ready.status, closedTime: NOW.toISOString() } };
     const settled = turn(closed, { kind: 'settled', turnId: 't', lastTurnTime: T1 }).status;
@@ -184,6 +248,12 @@ describe('turn status', () => {
     { kind: 'settled', turnId: 't' },
     { kind: 'ambiguous', turnId: 't', toolCallId: 'toolu_1', reason: 'crashed' },
     { kind: 'ambiguous', turnId: 't', toolCallId: '', reason: 'forged outcome' },
+    {
+      kind: 'journal_rolled_back',
+      rollback: { checkpointHead: 9, checkpointRoot: 'ab'.repeat(32), journalHead: 4 },
+    },
+    { kind: 'journal_restored' },
+    { kind: 'rollback_accepted' },
   ];
   const sandboxes: readonly [string, Partial<Omit<AgentSandboxObservation, 'backend'>>][] = [
     ['ready', readyChildren],
