@@ -33,7 +33,7 @@ import { DASHBOARD_COOKIE } from '../../cli/dashboard-policy';
 import { loadKubeConnection } from '../../cli/kube-connection';
 import { calculatorReply, textReply } from '../support/real-turns';
 import { conversations, createConversationObject, kubeConfig, sharedCluster } from './support/kube';
-import { kubectl, startKubeDoorStack, type KubeDoorStack } from './support/kube-door';
+import { kubectl, kubeJson, startKubeDoorStack, type KubeDoorStack } from './support/kube-door';
 
 const CHROMIUM = process.env.POLYCHROME_CHROMIUM ?? '/usr/bin/chromium';
 const doorPath = '/apis/api.polychrome.dev/v1alpha1';
@@ -53,21 +53,16 @@ async function screenshot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: `${join(shots, name)}.png`, fullPage: true });
 }
 
-/** POSTs `body` to the conversation's `sub` as dave, through the real kubectl and the door. */
+/** POSTs `body` to the conversation's `sub` as dave, through kube-apiserver and the door. */
 async function create(sub: string, body: unknown): Promise<Record<string, unknown>> {
-  const got = await kubectl(
+  const got = await kubeJson(
     dave,
-    [
-      'create',
-      '--raw',
-      `${doorPath}/namespaces/${stack.namespace}/conversations/hello/${sub}`,
-      '-f',
-      '-',
-    ],
-    { input: JSON.stringify(body) },
+    'POST',
+    `${doorPath}/namespaces/${stack.namespace}/conversations/hello/${sub}`,
+    body,
   );
-  expect(got.stderr).toBe('');
-  return JSON.parse(got.stdout) as Record<string, unknown>;
+  expect([got.status, got.message]).toEqual([200, '']);
+  return got.json as Record<string, unknown>;
 }
 
 /** Posts a message as dave; resolves with the reply. */
