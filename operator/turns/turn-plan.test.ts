@@ -25,6 +25,7 @@ import {
   authorizeApproval,
   authorizeUse,
   checkStep,
+  turnStartOf,
   FAILED_TURN_TEXT,
   EXPIRY_ANSWERER,
   expiryBatch,
@@ -515,7 +516,7 @@ describe('the harness cannot forge the record', () => {
     [
       'a gated tool run without approval',
       toolCall({ toolName: 'refund' }),
-      'which needs approval, without one',
+      'which needs approval under spec.tools.requireApproval, without one',
     ],
     [
       'a claimed approval that was never given',
@@ -529,6 +530,27 @@ describe('the harness cannot forge the record', () => {
     ],
   ])('refuses %s', (_name, step, reason) => {
     expect(checkStep(d(), step)).toContain(reason);
+  });
+
+  it('applies the harness’s rule: a harness that runs mcpserver/sometool unpaused under an mcpserver/* gate is caught', () => {
+    const gatedServer = conv({
+      tools: { requireApproval: ['mcpserver/*', 'other/exact_tool'] },
+    });
+    const unpaused = (toolName: string) =>
+      checkStep(d(running, gatedServer), toolCall({ toolName, toolCallId: 'c1' }));
+    expect(unpaused('mcpserver/sometool')).toBe(
+      'tool_call c1 runs mcpserver/sometool, which needs approval under spec.tools.requireApproval, without one',
+    );
+    expect(unpaused('mcpserver/a/b')).toContain('which needs approval');
+    expect(unpaused('other/exact_tool')).toContain('which needs approval');
+    // What the rule does not gate runs without a pause.
+    expect(unpaused('other/read')).toBeUndefined();
+    expect(unpaused('mcpserverx/sometool')).toBeUndefined();
+  });
+
+  it('tells the harness a gated builtin needs approval, by the same rule', () => {
+    const start = turnStartOf(conv(), running, turnOf(running, 't'), 1, 8);
+    expect(start.tools.map((t) => [t.name, t.needsApproval])).toContainEqual(['refund', true]);
   });
 
   it('an approval binds the arguments: the approved call with other arguments is refused', () => {
