@@ -53,10 +53,10 @@ async function screenshot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: `${join(shots, name)}.png`, fullPage: true });
 }
 
-/** POSTs `body` to the conversation's `sub` as dave, through kube-apiserver and the door. */
-async function create(sub: string, body: unknown): Promise<Record<string, unknown>> {
+/** POSTs `body` to the conversation's `sub` as `who` (dave), through kube-apiserver and the door. */
+async function create(sub: string, body: unknown, who = dave): Promise<Record<string, unknown>> {
   const got = await kubeJson(
-    dave,
+    who,
     'POST',
     `${doorPath}/namespaces/${stack.namespace}/conversations/hello/${sub}`,
     body,
@@ -65,9 +65,9 @@ async function create(sub: string, body: unknown): Promise<Record<string, unknow
   return got.json as Record<string, unknown>;
 }
 
-/** Posts a message as dave; resolves with the reply. */
-async function post(text: string, key: string): Promise<Record<string, unknown>> {
-  return await create('messages', { text, idempotencyKey: key });
+/** Posts a message as `who` (dave); resolves with the reply. */
+async function post(text: string, key: string, who = dave): Promise<Record<string, unknown>> {
+  return await create('messages', { text, idempotencyKey: key }, who);
 }
 
 /** Writes the Conversation's status as the reconciler does: Ready, and the coordinator's journal checkpoint. */
@@ -249,9 +249,11 @@ beforeAll(async () => {
       { timeoutMs: 30_000, intervalMs: 250 },
     );
   }
-  // The first turn calls the calculator, which the test spec puts behind an approval: dave
-  // (admin) approves it on the door.
-  const paused = (await post('What is 6*7?', 'k1')) as { approval?: { requestId?: string } };
+  // The first turn, alice's, calls the calculator, which the test spec puts behind an
+  // approval: dave (admin) approves it on the door (nobody approves their own call).
+  const paused = (await post('What is 6*7?', 'k1', stack.users.alice)) as {
+    approval?: { requestId?: string };
+  };
   const requestId = paused.approval?.requestId ?? '';
   expect(requestId).not.toBe('');
   await create(`approvals/${requestId}`, { decision: 'approve', comment: 'fine by dave' });
@@ -303,7 +305,7 @@ describe('the forensics UI in Chromium', () => {
       { timeout: 30_000 },
     );
     const said = await texts(page, 'tr[data-kind="message_received"]');
-    expect(said[0]).toContain('kubernetes:dave');
+    expect(said[0]).toContain('kubernetes:alice');
     expect(said[0]).toContain('said: What is 6*7?');
     // The approval: what was asked, with the exact arguments, and who answered how.
     const asked = (await texts(page, 'tr[data-kind="approval_request"]'))[0];
