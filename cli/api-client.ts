@@ -509,7 +509,9 @@ export class ApiClient {
       target,
       {
         accept: 'application/json',
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        // Every POST and DELETE is declared JSON, with a body or without: both doors answer
+        // 415 otherwise (docs/api.md, "Conventions").
+        ...(body === undefined && method === 'GET' ? {} : { 'content-type': 'application/json' }),
       },
       body === undefined ? undefined : JSON.stringify(body),
       signal,

@@ -84,7 +84,7 @@ describe('kubeTransport', () => {
     });
   });
 
-  it('cancels with DELETE and a comment-only body; answers with POST', async () => {
+  it('cancels with DELETE and a comment-only body; answers with POST; declares JSON on each', async () => {
     const reply = {
       conversationId: 'c',
       turnId: 't',
@@ -104,6 +104,10 @@ describe('kubeTransport', () => {
       ['DELETE', '/questions/q1', '{}'],
       ['POST', '/questions/q1', '{"answer":"prod"}'],
     ]);
+    // The door answers 415 to any POST or DELETE not declared JSON (docs/kube-api.md).
+    expect(seen.map((s) => new Headers(s.init.headers).get('content-type'))).toEqual(
+      Array(4).fill('application/json'),
+    );
   });
 });
 

@@ -32,7 +32,17 @@ describe('loadControlPlaneConfig', () => {
       sandboxWaitMs: 120_000,
       maxAttempts: 3,
       approvalTtlMs: 24 * 3_600_000,
+      allowSelfApproval: false,
     });
+  });
+
+  it('allows self-approval only when POLYCHROME_ALLOW_SELF_APPROVAL says so', () => {
+    const allow = (value: string): boolean =>
+      loadControlPlaneConfig({ ...base, POLYCHROME_ALLOW_SELF_APPROVAL: value }).turns
+        .allowSelfApproval;
+    expect(allow('true')).toBe(true);
+    expect(allow('false')).toBe(false);
+    expect(() => allow('sometimes')).toThrow('POLYCHROME_ALLOW_SELF_APPROVAL');
   });
 
   it('reads the approval time to live as a duration and refuses anything else by name', () => {

@@ -78,6 +78,7 @@ function envDuration(fallbackMs: number, range: { min: number; max: number }) {
  * | `POLYCHROME_TURN_MAX_ATTEMPTS` | dispatches of one turn before it settles with the fallback reply | 3 |
  * | `POLYCHROME_MAX_STEPS` | the deployment's step budget per turn (0: the harness's own) | 0 |
  * | `POLYCHROME_APPROVAL_TTL` | how long a pending approval waits before it expires and counts as denied: a whole number with a unit, `ms`, `s`, `m`, `h` or `d` (`90m`, `24h`), 1s to 30d | 24h |
+ * | `POLYCHROME_ALLOW_SELF_APPROVAL` | let a person approve a call their own message started (single-person installs); each such answer records `self_approval` | false |
  * | `POLYCHROME_TURN_STATUS_INTERVAL_MS` | least time between two turn-status writes of one conversation (changes meanwhile are merged) | 1000 |
  * | `POLYCHROME_TURN_STATUS_DELAY_MS` | how long a turn's running mark waits on a Ready conversation, so a turn settled by then costs one status write | 250 |
  */
@@ -126,6 +127,7 @@ const schema = z
     POLYCHROME_TURN_STATUS_INTERVAL_MS: envInt({ default: 1_000, min: 0, max: 60_000 }),
     POLYCHROME_TURN_STATUS_DELAY_MS: envInt({ default: 250, min: 0, max: 60_000 }),
     POLYCHROME_APPROVAL_TTL: envDuration(DAY_MS, { min: 1_000, max: 30 * DAY_MS }),
+    POLYCHROME_ALLOW_SELF_APPROVAL: envBool(false),
   })
   .superRefine((env, ctx) => {
     if (
@@ -225,6 +227,11 @@ export interface ControlPlaneConfig {
     readonly statusDelayMs: number;
     /** How long a pending approval waits before it expires (docs/turns.md, "Expiry"). */
     readonly approvalTtlMs: number;
+    /**
+     * Whether the person whose message started a turn may approve its calls (docs/approvals.md,
+     * "Who may answer"). @default false
+     */
+    readonly allowSelfApproval: boolean;
   };
 }
 
@@ -289,6 +296,7 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
       statusIntervalMs: c.POLYCHROME_TURN_STATUS_INTERVAL_MS,
       statusDelayMs: c.POLYCHROME_TURN_STATUS_DELAY_MS,
       approvalTtlMs: c.POLYCHROME_APPROVAL_TTL,
+      allowSelfApproval: c.POLYCHROME_ALLOW_SELF_APPROVAL,
     }),
   });
 }

@@ -162,6 +162,7 @@ async function main(): Promise<void> {
     statusIntervalMs: config.turns.statusIntervalMs,
     statusDelayMs: config.turns.statusDelayMs,
     approvalTtlMs: config.turns.approvalTtlMs,
+    allowSelfApproval: config.turns.allowSelfApproval,
     ...(config.turns.maxSteps === 0 ? {} : { deploymentMaxSteps: config.turns.maxSteps }),
   });
   coordinator.observer = {

@@ -15,7 +15,7 @@ import {
 } from '../../proto/gen/polychrome/harness/v1/harness';
 import type { ModelProvider } from '../model/model-provider';
 import { tracedModel } from '../model/traced-model';
-import { needsApproval } from '../tools/approval-policy';
+import { needsApproval } from '../../common/approval-rules';
 import type { McpServerListing } from '../tools/mcp-tools';
 import type { ToolRunner } from '../tools/tool-runner';
 import { tracedTools } from '../tools/traced-tools';

@@ -418,6 +418,7 @@ export function approvalAnswerToProto(answer: ApprovalAnswer): ApprovalResponse 
     argsSha256: bytes(answer.argsSha256),
     decision: approvalDecisionToProto(answer.decision),
     signature: bytes(answer.signature),
+    selfApproval: answer.selfApproval ?? false,
   };
 }
 
@@ -442,6 +443,7 @@ export function approvalAnswerFromProto(
     signature: plainBytes(response.signature),
     answeredAtMs: response.answeredAtMs,
     comment: response.comment,
+    ...(response.selfApproval ? { selfApproval: true } : {}),
   };
 }
 

@@ -1,4 +1,4 @@
-import { needsApproval, type ApprovalRules } from '../tools/approval-policy';
+import { needsApproval, type ApprovalRules } from '../../common/approval-rules';
 import type { McpServerListing } from '../tools/mcp-tools';
 import type { TurnTool } from '../turn/turn-records';
 import type { ToolReference } from './turn-codec';

@@ -1,3 +1,4 @@
+import { isApprovalRule, type ApprovalRules } from '../../common/approval-rules';
 import { AppError } from '../../common/errors';
 
 /**
@@ -13,21 +14,7 @@ import { AppError } from '../../common/errors';
  * text to {@link parseApprovalRules}.
  */
 
-/**
- * An approval rule: a builtin tool name, `<mcpServer>/<tool>`, or `<mcpServer>/*` for every
- * tool of that server. The same pattern as the Conversation CRD's `APPROVAL_RULE_PATTERN`
- * (operator/api/v1alpha1); restated here because the harness imports no other plane.
- */
-export const APPROVAL_RULE_PATTERN =
-  /^([a-zA-Z0-9_-]{1,64}|[a-z0-9]([-a-z0-9]*[a-z0-9])?\/([a-zA-Z0-9_.-]{1,128}|\*))$/u;
-
-/** The rules in force for one conversation: sorted, without duplicates. */
-export type ApprovalRules = readonly string[];
-
-/** True when `rule` fits {@link APPROVAL_RULE_PATTERN}. */
-export function isApprovalRule(rule: string): boolean {
-  return rule.length <= 192 && APPROVAL_RULE_PATTERN.test(rule);
-}
+export type { ApprovalRules } from '../../common/approval-rules';
 
 /**
  * Parses the deployment list: entries separated by commas and/or whitespace; empty text
@@ -77,16 +64,6 @@ function checkRules(rules: readonly string[], source: string): void {
     `${source}: ${bad.map((rule) => JSON.stringify(rule)).join(', ')} ${bad.length === 1 ? 'is not an approval rule' : 'are not approval rules'}; each entry must be a builtin tool name, <mcpServer>/<tool> or <mcpServer>/*.`,
     { details: { source, invalid: bad.join(',') } },
   );
-}
-
-/**
- * Whether calls to `toolName` (a builtin name or `<server>/<tool>`) need approval under
- * `rules`: an exact rule, or `<server>/*` for a tool of that server.
- */
-export function needsApproval(toolName: string, rules: ApprovalRules): boolean {
-  const slash = toolName.indexOf('/');
-  const serverWildcard = slash > 0 ? `${toolName.slice(0, slash)}/*` : undefined;
-  return rules.some((rule) => rule === toolName || rule === serverWildcard);
 }
 
 function normalize(rules: readonly string[]): ApprovalRules {

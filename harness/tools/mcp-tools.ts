@@ -13,7 +13,7 @@ import {
 import { isJsonObject, type JsonObject } from '../../common/canonical-json';
 import { AppError } from '../../common/errors';
 import { ToolEffect, type TurnTool } from '../turn/turn-records';
-import { needsApproval, type ApprovalRules } from './approval-policy';
+import { needsApproval, type ApprovalRules } from '../../common/approval-rules';
 import type { ToolCallOptions, ToolCallRequest, ToolOutcome, ToolRunner } from './tool-runner';
 
 /**

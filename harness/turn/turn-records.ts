@@ -128,6 +128,8 @@ export interface ApprovalAnswer {
   readonly signature: Uint8Array;
   readonly answeredAtMs: number;
   readonly comment: string;
+  /** The requester approved their own call (allowed by the control plane's setting). */
+  readonly selfApproval?: boolean;
 }
 
 /** proto `QuestionRequest`. */

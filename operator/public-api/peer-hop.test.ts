@@ -159,9 +159,12 @@ function peerCall(
     path: string;
     client?: { cert: Buffer; key: Buffer };
     headers?: Record<string, string>;
+    /** @default 'application/json'; null sends none. */
+    contentType?: string | null;
     body?: unknown;
   },
 ): Promise<{ status: number; json: unknown }> {
+  const contentType = options.contentType === undefined ? 'application/json' : options.contentType;
   const payload = options.body === undefined ? '' : JSON.stringify(options.body);
   return new Promise((resolve, reject) => {
     const outgoing = httpsRequest(
@@ -175,7 +178,7 @@ function peerCall(
         checkServerIdentity: () => undefined,
         agent: false,
         headers: {
-          'content-type': 'application/json',
+          ...(contentType === null ? {} : { 'content-type': contentType }),
           [FORWARDED_HEADER]: 'test',
           ...options.headers,
         },
@@ -375,6 +378,27 @@ describe('the peer listener', () => {
     expect(holder.service.calls).toEqual([]);
   });
 
+  it('answers 415 to a forwarded request not declared JSON, before it looks at the certificate or the envelope', async () => {
+    const holder = await replica(new FixedDirectory());
+    const id = holder.seed(ADMIN.identity);
+    const address = holder.server.peerAddress();
+    for (const client of [await load(certs.controlPlane), await load(certs.verifier)]) {
+      for (const contentType of ['text/plain', null]) {
+        const answer = await peerCall(address, {
+          path: messagePath(id),
+          client,
+          contentType,
+          body: envelope,
+        });
+        expect(answer.status).toBe(415);
+        expect(JSON.stringify(answer.json)).toContain(
+          `a POST request must send \\"Content-Type: application/json\\"`,
+        );
+      }
+    }
+    expect(holder.service.calls).toEqual([]);
+  });
+
   it('refuses a request that carries a bearer token, and any route but the forwarded ones', async () => {
     const holder = await replica(new FixedDirectory());
     const id = holder.seed(ADMIN.identity);
@@ -538,19 +562,22 @@ describe('forwarding a request that came through the Kubernetes door', () => {
     client: { cert: Buffer; key: Buffer },
     path: string,
     body: unknown,
+    request: { readonly method?: string; readonly contentType?: string | null } = {},
   ): Promise<{ status: number; json: unknown; servedBy: unknown }> {
+    const contentType =
+      request.contentType === undefined ? 'application/json' : request.contentType;
     return new Promise((resolve, reject) => {
       const outgoing = httpsRequest(
         {
           host: '127.0.0.1',
           port: api.server.kubeAddress().port,
-          method: 'POST',
+          method: request.method ?? 'POST',
           path,
           ...client,
           rejectUnauthorized: false,
           agent: false,
           headers: {
-            'content-type': 'application/json',
+            ...(contentType === null ? {} : { 'content-type': contentType }),
             'x-remote-user': 'alice',
             'x-remote-group': 'system:authenticated',
           },
@@ -571,6 +598,54 @@ describe('forwarding a request that came through the Kubernetes door', () => {
       outgoing.end(JSON.stringify(body));
     });
   }
+
+  it('answers 415 to a POST or DELETE not declared JSON before the door admits it or anything is forwarded', async () => {
+    const proxy = await frontProxy();
+    const holder = await replica(new FixedDirectory());
+    const id = holder.seed('dev:someone-else');
+    let admitted = 0;
+    const front = await doorReplica(
+      new FixedDirectory({ 'cp-b': holder.server.peerAddress() }),
+      proxy.caPem,
+      () => {
+        admitted += 1;
+        return id;
+      },
+    );
+    front.seed('dev:someone-else');
+    front.service.failNext(busy('cp-b'));
+    const cases = [
+      ['POST', doorPath('messages'), null],
+      ['POST', doorPath('messages'), 'text/plain'],
+      ['DELETE', doorPath('approvals/r-1'), null],
+      ['POST', '/apis/api.polychrome.dev/v1alpha1/sessions', null],
+      ['DELETE', '/apis/api.polychrome.dev/v1alpha1/sessions/s-1', null],
+    ] as const;
+    for (const [method, path, contentType] of cases) {
+      const answer = await viaFrontProxy(
+        front,
+        proxy.client,
+        path,
+        { text: 'cross-site' },
+        { method, contentType },
+      );
+      expect([method, path, answer.status]).toEqual([method, path, 415]);
+      // A Kubernetes Status, whose message says what to use instead of kubectl's raw verbs.
+      expect(answer.json).toMatchObject({ kind: 'Status', code: 415 });
+      expect(String((answer.json as { message?: unknown }).message)).toContain(
+        'kubectl create --raw and kubectl delete --raw send none: use kubectl polychrome',
+      );
+    }
+    expect(admitted).toBe(0);
+    expect(front.service.calls).toEqual([]);
+    expect(holder.service.calls).toEqual([]);
+    // The same request declared JSON is admitted and forwarded.
+    const posted = await viaFrontProxy(front, proxy.client, doorPath('messages'), {
+      text: 'declared',
+      idempotencyKey: 'k-json',
+    });
+    expect([posted.status, posted.servedBy]).toEqual([200, 'cp-b']);
+  });
 
   it("is forwarded to the holder's public route with the door's grant, and run there as the Kubernetes user", async () => {
     const proxy = await frontProxy();

@@ -242,30 +242,71 @@ describe('PublicApiServer: routing and request errors', () => {
     expect(a.follows.follows).toHaveLength(0);
   });
 
-  it('answers 415 for a body that is not application/json, before reading it', async () => {
+  it.each([
+    ['no Content-Type (a no-cors fetch of a Blob)', undefined, 'none'],
+    ['text/plain (a no-cors fetch of a string)', 'text/plain', '"text/plain"'],
+    ['a form', 'application/x-www-form-urlencoded', '"application/x-www-form-urlencoded"'],
+    ['a multipart form', 'multipart/form-data; boundary=x', '"multipart/form-data; boundary=x"'],
+    ['JSON in Latin-1', 'application/json; charset=latin1', '"application/json; charset=latin1"'],
+  ])(
+    'answers 415 to every POST and DELETE with %s, before authentication and before reading the body',
+    async (_label, contentType, named) => {
+      const a = await start();
+      const id = a.seed(ALICE_ID);
+      const targets: [string, string][] = [
+        ['POST', '/v1/conversations'],
+        ['POST', `/v1/conversations/${id}/messages`],
+        ['POST', `/v1/conversations/${id}/approvals/r-1`],
+        ['POST', `/v1/conversations/${id}/questions/r-1`],
+        ['POST', `/v1/conversations/${id}/repair`],
+        ['POST', `/v1/conversations/${id}/turns/t-1/resolve`],
+        ['DELETE', `/v1/conversations/${id}`],
+      ];
+      for (const [method, path] of targets) {
+        // An unknown token: a 401 would mean authentication ran first.
+        const answer = await rawRequest(a, method, path, '{"text":"hi"}', {
+          authorization: `Bearer ${TOKENS.unknown}`,
+          ...(contentType === undefined ? {} : { 'content-type': contentType }),
+        });
+        expect([method, path, answer.status]).toEqual([method, path, 415]);
+        const error = (JSON.parse(answer.text) as { error: Record<string, unknown> }).error;
+        expect(error).toEqual({
+          code: 'invalid_argument',
+          message:
+            `a ${method} request must send "Content-Type: application/json" (a charset, if any, ` +
+            `UTF-8), even with no body, and this one sent ${named}; send that header`,
+          details: { field: 'Content-Type' },
+        });
+      }
+      expect(a.tokens.calls).toBe(0);
+      await expectUntouched(a, id);
+    },
+  );
+
+  it('answers 415 while the body is still arriving: it never reads it', async () => {
     const a = await start();
     const id = a.seed(ALICE_ID);
-    const cases: Record<string, string>[] = [
-      { 'content-type': 'text/plain' },
-      { 'content-type': 'application/json; charset=latin1' },
-      { 'content-type': 'application/x-www-form-urlencoded' },
-    ];
-    for (const headers of cases) {
-      const answer = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
-        token: TOKENS.alice,
-        rawBody: '{"text":"hi"}',
-        headers,
-      });
-      expectError(
-        answer,
-        415,
-        'invalid_argument',
-        /must be JSON: send "Content-Type: application\/json"/,
+    const answer = await new Promise<number>((resolve, reject) => {
+      const req = httpRequest(
+        {
+          host: '127.0.0.1',
+          port: a.port,
+          path: `/v1/conversations/${id}/messages`,
+          method: 'POST',
+          headers: { authorization: `Bearer ${TOKENS.alice}`, 'content-length': '1000' },
+        },
+        (res) => {
+          res.resume();
+          req.destroy();
+          resolve(res.statusCode ?? 0);
+        },
       );
-    }
-    // fetch labels a string body text/plain; a body without any content type is refused too.
-    const none = await rawPost(a, `/v1/conversations/${id}/messages`, '{"text":"hi"}', {});
-    expect(none.status).toBe(415);
+      req.on('error', reject);
+      // Ten bytes of a thousand: the rest never comes.
+      req.write('{"text":"h');
+    });
+    expect(answer).toBe(415);
+    expect(a.tokens.calls).toBe(0);
     await expectUntouched(a, id);
   });
 
@@ -444,6 +485,35 @@ function rawPost(
           'content-length': String(Buffer.byteLength(body)),
           ...headers,
         },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** A request with node:http: exact headers (no Authorization, no content type unless given). */
+function rawRequest(
+  a: TestApi,
+  method: string,
+  path: string,
+  body: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      {
+        host: '127.0.0.1',
+        port: a.port,
+        path,
+        method,
+        headers: { 'content-length': String(Buffer.byteLength(body)), ...headers },
       },
       (res) => {
         let text = '';

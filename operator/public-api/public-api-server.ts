@@ -60,10 +60,10 @@ import {
   type FollowRetryOptions,
 } from './journal-hub';
 import {
+  contentTypeRefusal,
   DEFAULT_MAX_BODY_BYTES,
   discardBody,
   hasNoBody,
-  isJsonContentType,
   readJsonBody,
 } from './request-body';
 import {
@@ -534,6 +534,18 @@ export class PublicApiServer {
       );
     });
 
+    // First of all, on every listener: a POST or DELETE that is not declared JSON is what a
+    // cross-site page can send (request-body.ts), so nothing else may happen for it.
+    const notJson = contentTypeRefusal(
+      method,
+      headerOf(request, 'content-type'),
+      listener === Listener.Kube,
+    );
+    if (notJson !== undefined) {
+      notes.errorCode = notJson.code;
+      this.sendError(request, response, requestId, notJson, listener);
+      return;
+    }
     const refusal =
       listener === Listener.Peer &&
       match.kind !== 'discovery' &&
@@ -985,14 +997,6 @@ export class PublicApiServer {
       sendJson(response, 200, await sessions.revoke(user, action.id, signal));
       return;
     }
-    const contentType = headerOf(request, 'content-type');
-    if (contentType !== undefined && !isJsonContentType(contentType)) {
-      throw new ApiError(
-        'invalid_argument',
-        `the request body must be JSON, got ${JSON.stringify(contentType.slice(0, 100))}`,
-        { httpStatus: 415, details: { field: 'Content-Type' } },
-      );
-    }
     const body = await readJsonBody(request, this.maxBodyBytes);
     sendJson(response, 201, await sessions.mint(user, body, signal));
   }
@@ -1257,21 +1261,8 @@ export class PublicApiServer {
     return true;
   }
 
-  /** The JSON body, after checking its content type. */
-  private async body(ctx: RequestContext): Promise<unknown> {
-    const contentType = headerOf(ctx.request, 'content-type');
-    // `kubectl create --raw -f` sends its body with no Content-Type; on the Kubernetes
-    // door (reached only through kube-apiserver, as an authenticated user) that is JSON.
-    const kubectlBody = ctx.listener === Listener.Kube && contentType === undefined;
-    if (!kubectlBody && !isJsonContentType(contentType)) {
-      throw new ApiError(
-        'invalid_argument',
-        `the request body must be JSON: send "Content-Type: application/json", got ${
-          contentType === undefined ? 'none' : JSON.stringify(contentType.slice(0, 100))
-        }`,
-        { httpStatus: 415, details: { field: 'Content-Type' } },
-      );
-    }
+  /** The JSON body (handle() refused any other content type before routing). */
+  private body(ctx: RequestContext): Promise<unknown> {
     return readJsonBody(ctx.request, this.maxBodyBytes);
   }
 

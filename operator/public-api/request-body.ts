@@ -19,6 +19,42 @@ export function isJsonContentType(header: string | undefined): boolean {
   return parameters.every((p) => !p.startsWith('charset=') || /^charset="?utf-8"?$/u.test(p));
 }
 
+/** The methods that carry no body a handler reads; every other one must declare JSON. */
+const BODYLESS_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD']);
+
+/**
+ * Why a request is refused for its content type, or undefined. Every method but GET and
+ * HEAD (so every POST and DELETE, with a body or without) must send `Content-Type:
+ * application/json` ({@link isJsonContentType}). A browser sends that type to another site
+ * only after a CORS preflight, which no listener grants, while a form post or a `no-cors`
+ * fetch sends `text/plain`, a form type or none: so requiring it keeps a web page the
+ * user visits from acting with the user's credentials (a session cookie, a `kubectl proxy`
+ * on loopback). The server asks this before anything else: before authentication,
+ * forwarding, or reading the body.
+ *
+ * @param kubectlHint name kubectl's raw verbs in the message (the Kubernetes door, where
+ *   `kubectl create --raw` and `delete --raw` send no Content-Type).
+ * @returns ApiError 415 `invalid_argument` naming the type received and the one to send.
+ */
+export function contentTypeRefusal(
+  method: string,
+  contentType: string | undefined,
+  kubectlHint = false,
+): ApiError | undefined {
+  if (BODYLESS_METHODS.has(method) || isJsonContentType(contentType)) return undefined;
+  const got = contentType === undefined ? 'none' : JSON.stringify(contentType.slice(0, 100));
+  return new ApiError(
+    'invalid_argument',
+    `a ${method.slice(0, 20)} request must send "Content-Type: application/json" (a charset, if ` +
+      `any, UTF-8), even with no body, and this one sent ${got}; send that header` +
+      (kubectlHint
+        ? ' (kubectl create --raw and kubectl delete --raw send none: use kubectl polychrome, ' +
+          "or curl through kubectl proxy with -H 'Content-Type: application/json'; docs/kube-api.md)"
+        : ''),
+    { httpStatus: 415, details: { field: 'Content-Type' } },
+  );
+}
+
 /** True when the request declares an empty body (`Content-Length: 0`, or no body at all). */
 export function hasNoBody(request: IncomingMessage): boolean {
   return (
@@ -46,7 +82,7 @@ export function discardBody(request: IncomingMessage): void {
 
 /**
  * Reads the body as JSON, counting bytes as they arrive so no more than `maxBytes` is ever
- * held. The caller checked the content type.
+ * held. The caller checked the content type ({@link contentTypeRefusal}).
  *
  * @returns the parsed value (any JSON value: the caller checks its shape).
  * @throws ApiError 413 `resource_exhausted` when the body (declared or read) is longer than

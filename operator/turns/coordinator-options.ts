@@ -48,6 +48,12 @@ export interface TurnCoordinatorOptions {
   readonly viewCacheSize?: number;
   /** How long a pending approval waits for an answer (`POLYCHROME_APPROVAL_TTL`). @default 24 h */
   readonly approvalTtlMs?: number;
+  /**
+   * Whether the person whose message started a turn may approve its calls
+   * (`POLYCHROME_ALLOW_SELF_APPROVAL`, for single-person installs; each such answer records
+   * `self_approval`). @default false: an approval is a second pair of eyes
+   */
+  readonly allowSelfApproval?: boolean;
 }
 
 /** What the metrics see of each turn. */

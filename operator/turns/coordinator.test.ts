@@ -71,7 +71,12 @@ afterEach(async () => {
 });
 
 /** One message to a conversation whose sandbox is the lying peer; the journal after it. */
-async function postTo(lie: Lie): Promise<{
+async function postTo(
+  lie: Lie,
+  spec: Parameters<typeof startRealTurns>[0]['spec'] = {
+    tools: { builtin: ['calculator'], requireApproval: ['calculator'] },
+  },
+): Promise<{
   reply: Awaited<ReturnType<RealTurns['coordinator']['postMessage']>>;
   kinds: string[];
 }> {
@@ -80,7 +85,7 @@ async function postTo(lie: Lie): Promise<{
   turns = await startRealTurns({
     replies: [],
     logger: pino({ level: 'silent' }),
-    spec: { tools: { builtin: ['calculator'], requireApproval: ['calculator'] } },
+    spec,
     coordinator: { maxAttempts: 1 },
   });
   const conversation = turns.conversations.add(
@@ -134,6 +139,51 @@ describe('TurnCoordinator against a harness that lies', () => {
     expect(reply.status).toBe('ambiguous');
     expect(reply.ambiguous?.reason).toContain('no such approval was given');
     expect(reply.ambiguous?.toolCallId).toBe('toolu_1');
+  });
+
+  it('quarantines a turn whose harness runs mcpserver/sometool unpaused under an mcpserver/* gate, and commits none of it', async () => {
+    const { reply, kinds } = await postTo(
+      (start) => [
+        {
+          output: {
+            $case: 'step',
+            value: {
+              sequence: 1,
+              commitWithResult: false,
+              step: {
+                $case: 'toolCall',
+                value: {
+                  turnId: start.turnId,
+                  step: 1,
+                  toolCallId: 'toolu_1',
+                  toolName: 'mcpserver/sometool',
+                  argsJson: '{}',
+                  effect: ToolEffect.TOOL_EFFECT_SIDE_EFFECT,
+                  approvalRequestId: '',
+                },
+              },
+            },
+          },
+        },
+      ],
+      {
+        tools: {
+          mcpServers: [{ name: 'mcpserver', transport: 'http', url: 'https://mcp.example/mcp' }],
+          requireApproval: ['mcpserver/*'],
+        },
+      },
+    );
+    expect(kinds).toEqual([
+      'message_received',
+      'turn_dispatched',
+      'signed_root',
+      'turn_ambiguous',
+      'signed_root',
+    ]);
+    expect(reply.status).toBe('ambiguous');
+    expect(reply.ambiguous?.reason).toContain(
+      'runs mcpserver/sometool, which needs approval under spec.tools.requireApproval, without one',
+    );
   });
 
   it('quarantines a pause that names the harness’s own choice of approver', async () => {
@@ -285,11 +335,15 @@ const ADMIN: Caller = {
 async function scripted(
   replies: Parameters<typeof startRealTurns>[0]['replies'],
   approvalTtlMs?: number,
+  allowSelfApproval?: boolean,
 ): Promise<{ uid: string; kinds: () => Promise<string[]> }> {
   turns = await startRealTurns({
     replies,
     logger: pino({ level: 'silent' }),
-    ...(approvalTtlMs === undefined ? {} : { coordinator: { approvalTtlMs } }),
+    coordinator: {
+      ...(approvalTtlMs === undefined ? {} : { approvalTtlMs }),
+      ...(allowSelfApproval === undefined ? {} : { allowSelfApproval }),
+    },
   });
   const real = turns;
   const uid = real.conversations.add({ owner: OWNER.identity }).metadata.uid ?? '';
@@ -305,6 +359,70 @@ async function payloadsOf<
   const entries = (await turns?.journal.entries(`conv-${uid}`)) ?? [];
   return entries.filter((e) => e.kind === kind).map((e) => decodePayload(kind, e.payload));
 }
+
+const OTHER_ADMIN: Caller = {
+  identity: 'web:admin2',
+  identities: ['web:admin2'],
+  personaId: 'p-admin2',
+  roles: ['admin'],
+  sessionId: 's-admin2',
+};
+
+describe('four eyes on the real coordinator: nobody approves a call their own message started', () => {
+  /** ADMIN's own message pauses on the calculator; the request id and the journal's kinds. */
+  async function ownPausedCall(allowSelfApproval?: boolean) {
+    const { uid, kinds } = await scripted(
+      [calculatorReply('6 * 7'), textReply('It is 42.')],
+      undefined,
+      allowSelfApproval,
+    );
+    const paused = await turns!.coordinator.postMessage(
+      ADMIN,
+      { conversationId: uid, text: 'what is 6 * 7?', idempotencyKey: 'k1' },
+      AbortSignal.timeout(20_000),
+    );
+    const requestId = paused.approval?.requestId ?? '';
+    expect(requestId).toMatch(/^apr_/);
+    return { uid, kinds, requestId };
+  }
+
+  it('refuses the requester’s own approval, even as an admin and under another identity of their persona, and commits nothing; another admin approves', async () => {
+    const { uid, kinds, requestId } = await ownPausedCall();
+    const signal = AbortSignal.timeout(20_000);
+    const before = await kinds();
+    const approve = { conversationId: uid, requestId, decision: 'approve' as const };
+    const samePersona: Caller = { ...ADMIN, identity: 'slack:T1:U1', identities: ['slack:T1:U1'] };
+    for (const who of [ADMIN, samePersona]) {
+      await expect(turns!.coordinator.answerApproval(who, approve, signal)).rejects.toMatchObject({
+        code: 'permission_denied',
+        message: expect.stringContaining(
+          `${who.identity} may not approve ${requestId} (calculator): their own message started turn`,
+        ) as unknown,
+      });
+    }
+    expect(await kinds()).toEqual(before);
+    const reply = await turns!.coordinator.answerApproval(OTHER_ADMIN, approve, signal);
+    expect(reply).toMatchObject({ status: 'complete', reply: 'It is 42.' });
+    const [response] = await payloadsOf(uid, 'approval_response');
+    expect(response).toMatchObject({ answeredBy: 'web:admin2', selfApproval: false });
+  });
+
+  it('lets the requester approve with POLYCHROME_ALLOW_SELF_APPROVAL, and records that it was a self-approval', async () => {
+    const { uid, requestId } = await ownPausedCall(true);
+    const reply = await turns!.coordinator.answerApproval(
+      ADMIN,
+      { conversationId: uid, requestId, decision: 'approve' },
+      AbortSignal.timeout(20_000),
+    );
+    expect(reply).toMatchObject({ status: 'complete', reply: 'It is 42.' });
+    const [response] = await payloadsOf(uid, 'approval_response');
+    expect(response).toMatchObject({
+      answeredBy: 'web:admin',
+      decision: ApprovalDecision.APPROVAL_DECISION_APPROVED,
+      selfApproval: true,
+    });
+  });
+});
 
 describe('nothing can be wedged: cancel and expiry on the real coordinator', () => {
   it('an admin cancels a pending approval: recorded with who, the reply says so, the owner may not, and the next message works', async () => {

@@ -258,7 +258,12 @@ export class TurnCoordinator implements TurnService {
         lease,
         nowMs: this.now(),
       };
-      const plan = planApprovalAnswer({ ...input, decision, approvalTtlMs: this.approvalTtlMs });
+      const plan = planApprovalAnswer({
+        ...input,
+        decision,
+        approvalTtlMs: this.approvalTtlMs,
+        allowSelfApproval: this.options.allowSelfApproval ?? false,
+      });
       switch (plan.kind) {
         case 'refuse':
           throw plan.error;
@@ -269,7 +274,11 @@ export class TurnCoordinator implements TurnService {
         case 'answer': {
           const signature = this.options.approvals.sign(plan.sign);
           const batch = approvalAnswerBatch(
-            { ...input, ...(comment === undefined ? {} : { comment }) },
+            {
+              ...input,
+              ...(comment === undefined ? {} : { comment }),
+              selfApproval: plan.selfApproval,
+            },
             plan.turn,
             plan.sign,
             { keyId: this.options.approvals.keyId, signature },

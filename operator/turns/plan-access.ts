@@ -126,6 +126,41 @@ export function authorizeApproval(
 }
 
 /**
+ * Whether `caller` is the one whose message started `turn` (its `message_received`
+ * attribution): they hold its identity, or are its persona. Later dispatches of the turn
+ * are attributed to whoever answered, so only the message counts.
+ */
+export function isRequester(caller: Caller, turn: TurnView): boolean {
+  const { caller: identity, persona } = turn.attribution;
+  return (
+    (identity !== '' && caller.identities.includes(identity)) ||
+    (persona !== '' && caller.personaId === persona)
+  );
+}
+
+/**
+ * The refusal of an approval by the person whose message started the turn: by default an
+ * approval is a second pair of eyes, whatever roles the requester holds.
+ */
+export function selfApprovalError(
+  caller: Caller,
+  turn: TurnView,
+  request: ApprovalRequest,
+): AppError {
+  return new AppError(
+    'permission_denied',
+    `${caller.identity} may not approve ${request.requestId} (${request.toolName}): their own message started turn ${turn.turnId}, and an approval needs a second person; ask another admin to approve it (you may deny it or, as an admin, cancel it), or, on a single-person install, run the control plane with POLYCHROME_ALLOW_SELF_APPROVAL=true`,
+    {
+      details: {
+        requestId: request.requestId,
+        turnId: turn.turnId,
+        requester: turn.attribution.caller,
+      },
+    },
+  );
+}
+
+/**
  * Whether `caller` may answer a question: whoever may use the conversation
  * ({@link authorizeUse}, checked before the claim); on the Kubernetes door only with
  * `create conversations/questions` of this conversation (polychrome-conversation-user).

@@ -14,7 +14,13 @@ import {
   type PendingRequest,
   type TurnView,
 } from './journal-view';
-import { authorizeApproval, authorizeCancel, authorizeQuestionAnswer } from './plan-access';
+import {
+  authorizeApproval,
+  authorizeCancel,
+  authorizeQuestionAnswer,
+  isRequester,
+  selfApprovalError,
+} from './plan-access';
 import {
   attributionOf,
   dispatchEvent,
@@ -109,6 +115,8 @@ export type ApprovalPlan =
       readonly turn: TurnView;
       /** The shell signs this and builds the batch with {@link approvalAnswerBatch}. */
       readonly sign: ApprovalToSign;
+      /** The requester approves their own call (allowed by the setting); recorded as such. */
+      readonly selfApproval: boolean;
     }
   /**
    * The answer came too late: the shell commits the expiry first (see plan-expiry.ts),
@@ -121,7 +129,12 @@ export type ApprovalPlan =
  * arrives when the approval's time to live has run out expires it instead.
  */
 export function planApprovalAnswer(
-  input: AnswerInput & { readonly decision: 'approve' | 'deny'; readonly approvalTtlMs: number },
+  input: AnswerInput & {
+    readonly decision: 'approve' | 'deny';
+    readonly approvalTtlMs: number;
+    /** `POLYCHROME_ALLOW_SELF_APPROVAL`: the requester may approve (recorded as such). */
+    readonly allowSelfApproval: boolean;
+  },
 ): ApprovalPlan {
   const found = pendingFor(input.view, input.requestId, 'approval');
   if ('kind' in found) return found;
@@ -130,6 +143,9 @@ export function planApprovalAnswer(
   const asked = pending.request;
   const denied = authorizeApproval(input.caller, turn, asked, conversationIdOf(input));
   if (denied !== undefined) return denied;
+  const selfApproval = input.decision === 'approve' && isRequester(input.caller, turn);
+  if (selfApproval && !input.allowSelfApproval)
+    return refuse(selfApprovalError(input.caller, turn, asked));
   const due = dueExpiry(input.view, input.nowMs, input.approvalTtlMs);
   if (due?.request.requestId === asked.requestId) {
     const error = expiredError(
@@ -148,12 +164,13 @@ export function planApprovalAnswer(
       decision: input.decision === 'approve' ? 'approved' : 'denied',
       turnId: turn.turnId,
     },
+    selfApproval,
   };
 }
 
 /** The `approval_response` and the next dispatch, committed in one batch. */
 export function approvalAnswerBatch(
-  input: AnswerInput & { readonly comment?: string },
+  input: AnswerInput & { readonly comment?: string; readonly selfApproval?: boolean },
   turn: TurnView,
   signed: ApprovalToSign,
   signature: { readonly keyId: string; readonly signature: Uint8Array },
@@ -173,6 +190,7 @@ export function approvalAnswerBatch(
       signature: Buffer.from(signature.signature),
       answeredAtMs: input.nowMs,
       comment: input.comment ?? '',
+      selfApproval: input.selfApproval ?? false,
     }),
     dispatchEvent(turn, input.lease, attributionOf(input.caller, input.conversation), input.nowMs),
   ];

@@ -3,6 +3,7 @@
  * checks on what it sends before anything of it is committed. Pure.
  */
 import { approvalArgsSha256 } from '../../common/approval-bytes';
+import { needsApproval } from '../../common/approval-rules';
 import { requestIds } from '../../common/request-ids';
 import {
   ApprovalDecision as ProtoDecision,
@@ -34,7 +35,7 @@ export function turnStartOf(
   deploymentMaxSteps: number,
 ): TurnStart {
   const spec = conversation.spec;
-  const rules = new Set(spec.tools?.requireApproval ?? []);
+  const rules = spec.tools?.requireApproval ?? [];
   const names = [
     ...(spec.tools?.builtin ?? []),
     ASK_USER_TOOL,
@@ -45,7 +46,7 @@ export function turnStartOf(
     description: '',
     inputSchemaJson: '',
     effect: 0,
-    needsApproval: rules.has(name),
+    needsApproval: needsApproval(name, rules),
     approvalReason: '',
     host: ToolHost.TOOL_HOST_HARNESS,
   }));
@@ -101,9 +102,11 @@ export function checkStep(dispatched: DispatchedTurn, step: Step): string | unde
     case 'toolCall': {
       const call = content.value;
       if (call.approvalRequestId === '') {
+        // The harness's own rule (common/approval-rules.ts): `server/*` gates every tool of
+        // that server, so an exact-name check here would let such a call through unpaused.
         const gated = conversation.spec.tools?.requireApproval ?? [];
-        return gated.includes(call.toolName)
-          ? `tool_call ${call.toolCallId} runs ${call.toolName}, which needs approval, without one`
+        return needsApproval(call.toolName, gated)
+          ? `tool_call ${call.toolCallId} runs ${call.toolName}, which needs approval under spec.tools.requireApproval, without one`
           : undefined;
       }
       const expected = requestIds.approvalRequestId(turn.turnId, call.toolCallId);

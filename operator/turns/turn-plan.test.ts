@@ -22,9 +22,11 @@ import {
   type TurnView,
 } from './journal-view';
 import {
+  approvalAnswerBatch,
   authorizeApproval,
   authorizeUse,
   checkStep,
+  turnStartOf,
   FAILED_TURN_TEXT,
   EXPIRY_ANSWERER,
   expiryBatch,
@@ -391,8 +393,107 @@ describe('who may answer an approval', () => {
       nowMs: NOW_MS,
       decision: 'approve',
       approvalTtlMs: TTL,
+      allowSelfApproval: false,
     });
     expect(plan.kind === 'refuse' ? plan.error.code : undefined).toBe(code);
+  });
+
+  describe('four eyes: the requester (the turn’s message_received attribution)', () => {
+    const byAdmin = (attribution: { caller: string; persona: string }) =>
+      view([
+        ev('message_received', {
+          turnId: 't',
+          idempotencyKey: 'k-t',
+          text: 'hi',
+          attribution: { ...attribution, participants: [OWNER] },
+          receivedAtMs: 1,
+        }),
+        dispatched('t'),
+        approvalRequest('t', 'c1'),
+      ]);
+    const answer = (
+      v: JournalView,
+      who: Caller,
+      decision: 'approve' | 'deny',
+      allowSelfApproval = false,
+    ) =>
+      planApprovalAnswer({
+        view: v,
+        conversation: conv(),
+        caller: who,
+        requestId: request().requestId,
+        lease: LEASE,
+        nowMs: NOW_MS,
+        decision,
+        approvalTtlMs: TTL,
+        allowSelfApproval,
+      });
+    const asAdmin = byAdmin({ caller: ADMIN, persona: `p-${ADMIN}` });
+    const kubeAdmin = { ...kubeCaller(UID, 'approvals'), identity: 'kubernetes:dave' };
+    const asKube = byAdmin({ caller: 'kubernetes:dave', persona: '' });
+
+    it.each([
+      ['the admin who sent it', asAdmin, admin, 'approve', false, 'refused'],
+      [
+        'the same persona under another identity',
+        asAdmin,
+        { ...admin, identity: 'slack:T1:U1', identities: ['slack:T1:U1'] },
+        'approve',
+        false,
+        'refused',
+      ],
+      [
+        'a persona that links the sender’s identity',
+        asAdmin,
+        caller('web:other', ['admin'], [ADMIN]),
+        'approve',
+        false,
+        'refused',
+      ],
+      [
+        'the Kubernetes user who sent it',
+        asKube,
+        { ...kubeAdmin, identities: ['kubernetes:dave'] },
+        'approve',
+        false,
+        'refused',
+      ],
+      ['another admin', asAdmin, caller('web:admin2', ['admin']), 'approve', false, 'answer'],
+      ['the sender denying it (a denial widens nothing)', asAdmin, admin, 'deny', false, 'answer'],
+      ['the sender, with self-approval allowed', asAdmin, admin, 'approve', true, 'self'],
+    ] as const)('%s', (_name, v, who, decision, allow, expected) => {
+      const plan = answer(v, who, decision, allow);
+      if (expected === 'refused') {
+        expect(refusal(plan).code).toBe('permission_denied');
+        expect(refusal(plan).message).toBe(
+          `${who.identity} may not approve ${request().requestId} (refund): their own message started turn t, and an approval needs a second person; ask another admin to approve it (you may deny it or, as an admin, cancel it), or, on a single-person install, run the control plane with POLYCHROME_ALLOW_SELF_APPROVAL=true`,
+        );
+        return;
+      }
+      expect(plan.kind).toBe('answer');
+      expect(plan.kind === 'answer' ? plan.selfApproval : undefined).toBe(expected === 'self');
+    });
+
+    it('records a self-approval in the approval_response', () => {
+      const plan = answer(asAdmin, admin, 'approve', true);
+      if (plan.kind !== 'answer') throw new Error(`expected an answer, got ${plan.kind}`);
+      const input = {
+        view: asAdmin,
+        conversation: conv(),
+        caller: admin,
+        requestId: request().requestId,
+        lease: LEASE,
+        nowMs: NOW_MS,
+      };
+      const [response] = approvalAnswerBatch(
+        { ...input, selfApproval: plan.selfApproval },
+        plan.turn,
+        plan.sign,
+        { keyId: 'k', signature: new Uint8Array(64) },
+      );
+      if (response?.kind !== 'approval_response') throw new Error('expected an approval_response');
+      expect([response.payload.answeredBy, response.payload.selfApproval]).toEqual([ADMIN, true]);
+    });
   });
 
   it('an answer signs the pending call and dispatches the next attempt', () => {
@@ -405,6 +506,7 @@ describe('who may answer an approval', () => {
       nowMs: NOW_MS,
       decision: 'deny',
       approvalTtlMs: TTL,
+      allowSelfApproval: false,
     });
     expect(plan.kind).toBe('answer');
     if (plan.kind !== 'answer') return;
@@ -432,6 +534,7 @@ describe('who may answer an approval', () => {
       nowMs: NOW_MS,
       decision: 'approve' as const,
       approvalTtlMs: TTL,
+      allowSelfApproval: false,
     };
     expect(
       refusal(planApprovalAnswer({ ...base, view: answered, requestId: request().requestId })).code,
@@ -515,7 +618,7 @@ describe('the harness cannot forge the record', () => {
     [
       'a gated tool run without approval',
       toolCall({ toolName: 'refund' }),
-      'which needs approval, without one',
+      'which needs approval under spec.tools.requireApproval, without one',
     ],
     [
       'a claimed approval that was never given',
@@ -529,6 +632,27 @@ describe('the harness cannot forge the record', () => {
     ],
   ])('refuses %s', (_name, step, reason) => {
     expect(checkStep(d(), step)).toContain(reason);
+  });
+
+  it('applies the harness’s rule: a harness that runs mcpserver/sometool unpaused under an mcpserver/* gate is caught', () => {
+    const gatedServer = conv({
+      tools: { requireApproval: ['mcpserver/*', 'other/exact_tool'] },
+    });
+    const unpaused = (toolName: string) =>
+      checkStep(d(running, gatedServer), toolCall({ toolName, toolCallId: 'c1' }));
+    expect(unpaused('mcpserver/sometool')).toBe(
+      'tool_call c1 runs mcpserver/sometool, which needs approval under spec.tools.requireApproval, without one',
+    );
+    expect(unpaused('mcpserver/a/b')).toContain('which needs approval');
+    expect(unpaused('other/exact_tool')).toContain('which needs approval');
+    // What the rule does not gate runs without a pause.
+    expect(unpaused('other/read')).toBeUndefined();
+    expect(unpaused('mcpserverx/sometool')).toBeUndefined();
+  });
+
+  it('tells the harness a gated builtin needs approval, by the same rule', () => {
+    const start = turnStartOf(conv(), running, turnOf(running, 't'), 1, 8);
+    expect(start.tools.map((t) => [t.name, t.needsApproval])).toContainEqual(['refund', true]);
   });
 
   it('an approval binds the arguments: the approved call with other arguments is refused', () => {
@@ -819,6 +943,7 @@ describe('nothing can be wedged: cancel and expiry', () => {
       requestId,
       decision: 'approve',
       approvalTtlMs: TTL,
+      allowSelfApproval: false,
     });
     expect(refusal(answer)).toEqual({
       code: 'conflict',
@@ -839,6 +964,7 @@ describe('nothing can be wedged: cancel and expiry', () => {
       requestId,
       decision: 'approve',
       approvalTtlMs: TTL,
+      allowSelfApproval: false,
     });
     expect(plan.kind).toBe(kind);
     if (plan.kind === 'expire') {
@@ -856,6 +982,7 @@ describe('nothing can be wedged: cancel and expiry', () => {
       requestId,
       decision: 'approve',
       approvalTtlMs: TTL,
+      allowSelfApproval: false,
     });
     expect(refusal(plan).code).toBe('permission_denied');
   });

@@ -24,8 +24,10 @@ import {
   direct,
   KUBE_API_PATH,
   kubectl,
+  kubectlProxy,
+  kubeJson,
   startKubeDoorStack,
-  type Kubectl,
+  type KubeAnswer,
   type KubeDoorStack,
 } from './support/kube-door';
 import { OtelCollector } from './support/otel-collector';
@@ -83,11 +85,12 @@ describe('the Kubernetes door through kube-apiserver', () => {
 
   it('runs a turn for alice by Conversation name, attributed to kubernetes:alice', async () => {
     const path = `${apiPath}/namespaces/${ns.name}/conversations/hello`;
-    const posted = await kubectl(alice, ['create', '--raw', `${path}/messages`, '-f', '-'], {
-      input: JSON.stringify({ text: 'hello from kubectl', idempotencyKey: 'k1' }),
+    const posted = await kubeJson(alice, 'POST', `${path}/messages`, {
+      text: 'hello from kubectl',
+      idempotencyKey: 'k1',
     });
-    expect(posted.stderr).toBe('');
-    const reply = JSON.parse(posted.stdout) as Record<string, unknown>;
+    expect([posted.status, posted.message]).toEqual([200, '']);
+    const reply = posted.json as Record<string, unknown>;
     expect([reply.status, reply.reply]).toEqual(['complete', 'reply 1']);
 
     const transcript = JSON.parse(
@@ -105,27 +108,26 @@ describe('the Kubernetes door through kube-apiserver', () => {
 
   it('serves resolve to a namespace admin only: the body names the turn, the plan refuses a turn that is not quarantined, nothing is committed', async () => {
     const path = `${apiPath}/namespaces/${ns.name}/conversations/hello`;
-    const posted = await kubectl(alice, ['create', '--raw', `${path}/messages`, '-f', '-'], {
-      input: JSON.stringify({ text: 'hello from kubectl', idempotencyKey: 'k1' }),
+    const posted = await kubeJson(alice, 'POST', `${path}/messages`, {
+      text: 'hello from kubectl',
+      idempotencyKey: 'k1',
     });
-    const turnId = String((JSON.parse(posted.stdout) as Record<string, unknown>).turnId);
+    const turnId = String((posted.json as Record<string, unknown>).turnId);
     const head = (await api.turns.journal.entries(`conv-${conversationId}`)).length;
-    const resolve = (who: string, body: object): Promise<Kubectl> =>
-      kubectl(who, ['create', '--raw', `${path}/resolve`, '-f', '-'], {
-        input: JSON.stringify(body),
-      });
+    const resolve = (who: string, body: object): Promise<KubeAnswer> =>
+      kubeJson(who, 'POST', `${path}/resolve`, body);
     const asDave = { actor: 'kubernetes:dave', decision: 'did_not_run' };
     const byAlice = await resolve(alice, { ...asDave, actor: 'kubernetes:alice', turnId });
     expect(byAlice.ok).toBe(false);
-    expect(byAlice.stderr).toContain('cannot create resource "conversations/resolve"');
+    expect(byAlice.message).toContain('cannot create resource "conversations/resolve"');
     const complete = await resolve(dave, { ...asDave, turnId });
     expect(complete.ok).toBe(false);
-    expect(complete.stderr).toContain(`turn ${turnId} is not quarantined`);
-    expect(complete.stderr).toContain('it is complete');
+    expect(complete.message).toContain(`turn ${turnId} is not quarantined`);
+    expect(complete.message).toContain('it is complete');
     const noTurn = await resolve(dave, asDave);
-    expect(noTurn.stderr).toContain('turnId is required');
+    expect(noTurn.message).toContain('turnId is required');
     const impostor = await resolve(dave, { ...asDave, actor: 'kubernetes:alice', turnId });
-    expect(impostor.stderr).toContain('is not one of your identities');
+    expect(impostor.message).toContain('is not one of your identities');
     expect((await api.turns.journal.entries(`conv-${conversationId}`)).length).toBe(head);
   });
 
@@ -173,11 +175,9 @@ describe('the Kubernetes door through kube-apiserver', () => {
     const served = api.logs.filter(
       (l) => l.msg === 'request served' && /\/(messages|transcript)$/u.test(String(l.route)),
     ).length;
-    const posted = await kubectl(bob, ['create', '--raw', `${path}/messages`, '-f', '-'], {
-      input: JSON.stringify({ text: 'let me in' }),
-    });
-    expect(posted.ok).toBe(false);
-    expect(posted.stderr).toMatch(/Forbidden|cannot create resource "conversations\/messages"/);
+    const posted = await kubeJson(bob, 'POST', `${path}/messages`, { text: 'let me in' });
+    expect([posted.ok, posted.status]).toEqual([false, 403]);
+    expect(posted.message).toContain('cannot create resource "conversations/messages"');
     const read = await kubectl(bob, ['get', '--raw', `${path}/transcript`]);
     expect(read.ok).toBe(false);
     expect(read.stderr).toMatch(/forbidden/i);
@@ -323,14 +323,14 @@ describe('the Kubernetes door through kube-apiserver', () => {
 
   describe('sessions', () => {
     const sessionsPath = `${apiPath}/sessions`;
-    const mint = (who: string, body: object): Promise<Kubectl> =>
-      kubectl(who, ['create', '--raw', sessionsPath, '-f', '-'], { input: JSON.stringify(body) });
+    const mint = (who: string, body: object): Promise<KubeAnswer> =>
+      kubeJson(who, 'POST', sessionsPath, body);
 
     it('mints a session token for a persona as carol (session admin): shown once, live in the records', async () => {
       const before = Date.now();
       const got = await mint(carol, { persona: 'bot:support-desk', role: 'edge', ttl: '720h' });
-      expect(got.stderr).toBe('');
-      const session = JSON.parse(got.stdout) as {
+      expect([got.status, got.message]).toEqual([201, '']);
+      const session = got.json as {
         kind: string;
         metadata: { name: string };
         token: string;
@@ -361,34 +361,27 @@ describe('the Kubernetes door through kube-apiserver', () => {
         ),
       ).toBe(true);
 
-      // Revoked with kubectl delete --raw: the token stops working at once in the records.
-      const revoked = await kubectl(carol, [
-        'delete',
-        '--raw',
-        `${sessionsPath}/${session.metadata.name}`,
-      ]);
-      expect(revoked.stderr).toBe('');
-      expect(field(JSON.parse(revoked.stdout), 'revokedAt')).toEqual(expect.any(String));
+      // Revoked with a DELETE: the token stops working at once in the records.
+      const revoked = await kubeJson(carol, 'DELETE', `${sessionsPath}/${session.metadata.name}`);
+      expect([revoked.status, revoked.message]).toEqual([200, '']);
+      expect(field(revoked.json, 'revokedAt')).toEqual(expect.any(String));
       await expect(records.authenticate(session.token)).rejects.toMatchObject({
         code: 'unauthenticated',
       });
     });
 
     it('refuses alice (edit), dave (a namespace admin) and bob: Forbidden, no persona, no revocation', async () => {
-      const kept = JSON.parse(
-        (await mint(carol, { persona: 'bot:kept', role: 'member', ttl: '1h' })).stdout,
-      ) as { metadata: { name: string }; token: string };
+      const kept = (await mint(carol, { persona: 'bot:kept', role: 'member', ttl: '1h' })).json as {
+        metadata: { name: string };
+        token: string;
+      };
       for (const who of [alice, dave, bob]) {
         const got = await mint(who, { persona: 'bot:intruder', role: 'admin' });
-        expect(got.ok).toBe(false);
-        expect(got.stderr).toMatch(/forbidden/iu);
-        const deleted = await kubectl(who, [
-          'delete',
-          '--raw',
-          `${sessionsPath}/${kept.metadata.name}`,
-        ]);
-        expect(deleted.ok).toBe(false);
-        expect(deleted.stderr).toMatch(/forbidden/iu);
+        expect([got.ok, got.status]).toEqual([false, 403]);
+        expect(got.message).toMatch(/forbidden/iu);
+        const deleted = await kubeJson(who, 'DELETE', `${sessionsPath}/${kept.metadata.name}`);
+        expect([deleted.ok, deleted.status]).toEqual([false, 403]);
+        expect(deleted.message).toMatch(/forbidden/iu);
       }
       expect(await records.findPersonaByIdentity('bot:intruder')).toBeUndefined();
       expect((await records.authenticate(kept.token)).persona.identities).toEqual(['bot:kept']);
@@ -396,14 +389,14 @@ describe('the Kubernetes door through kube-apiserver', () => {
 
     it('names what is wrong in a bad request', async () => {
       const unknownField = await mint(carol, { persona: 'bot:x', rol: 'edge' });
-      expect(unknownField.ok).toBe(false);
-      expect(unknownField.stderr).toContain('unknown field "rol"');
+      expect([unknownField.ok, unknownField.status]).toEqual([false, 400]);
+      expect(unknownField.message).toContain('unknown field "rol"');
       const badTtl = await mint(carol, { persona: 'bot:x', ttl: '31d' });
-      expect(badTtl.stderr).toContain('ttl must be a duration such as "720h"');
+      expect(badTtl.message).toContain('ttl must be a duration such as "720h"');
       const tooLong = await mint(carol, { persona: 'bot:x', ttl: '721h' });
-      expect(tooLong.stderr).toContain('at most 720h');
+      expect(tooLong.message).toContain('at most 720h');
       const badRole = await mint(carol, { persona: 'bot:x', role: 'root' });
-      expect(badRole.stderr).toContain('role must be one of admin, member, edge');
+      expect(badRole.message).toContain('role must be one of admin, member, edge');
       expect(await records.findPersonaByIdentity('bot:x')).toBeUndefined();
     });
   });
@@ -440,10 +433,12 @@ describe('the Kubernetes door through kube-apiserver', () => {
         message: expect.stringContaining(`links the identity ${identity}`),
       });
       // A session admin links it through the door, as docs/kube-api.md says.
-      const linked = await kubectl(carol, ['create', '--raw', `${apiPath}/sessions`, '-f', '-'], {
-        input: JSON.stringify({ persona: identity, role: 'edge', ttl: '1m' }),
+      const linked = await kubeJson(carol, 'POST', `${apiPath}/sessions`, {
+        persona: identity,
+        role: 'edge',
+        ttl: '1m',
       });
-      expect(linked.stderr).toBe('');
+      expect([linked.status, linked.message]).toEqual([201, '']);
       const caller = await authenticate(token);
       expect([caller.identity, caller.roles]).toEqual([identity, ['edge']]);
 
@@ -535,6 +530,103 @@ describe('the Kubernetes door through kube-apiserver', () => {
         'User "dave" cannot create resource "sessions" in API group "api.polychrome.dev" at the cluster scope',
       );
       expect(await records.findPersonaByIdentity('bot:forged')).toBeUndefined();
+    });
+  });
+
+  describe('a web page that reaches the user’s kubectl proxy', () => {
+    // kubectl proxy on loopback adds the user's credentials to whatever reaches it, web
+    // pages included. A page can make the browser send a cross-site POST or DELETE with no
+    // Content-Type (a no-cors fetch of a Blob) or text/plain (of a string), never
+    // application/json (that needs a CORS preflight). fetch here sends exactly those.
+    let asDave: Awaited<ReturnType<typeof kubectlProxy>>;
+    let asCarol: Awaited<ReturnType<typeof kubectlProxy>>;
+    const refusal =
+      'kubectl create --raw and kubectl delete --raw send none: use kubectl polychrome';
+
+    beforeAll(async () => {
+      asDave = await kubectlProxy(dave);
+      asCarol = await kubectlProxy(carol);
+    }, 60_000);
+
+    afterAll(async () => {
+      await asDave?.close();
+      await asCarol?.close();
+    });
+
+    /** A request through the proxy; the answer's status and Kubernetes Status message. */
+    async function through(
+      proxy: { readonly base: string },
+      method: 'POST' | 'DELETE',
+      path: string,
+      body: { readonly blob?: string; readonly text?: string; readonly json?: unknown } = {},
+    ): Promise<{ status: number; json: unknown; message: string }> {
+      const init: RequestInit =
+        body.blob !== undefined
+          ? { body: new Blob([body.blob]) }
+          : body.text !== undefined
+            ? { body: body.text }
+            : body.json !== undefined
+              ? { body: JSON.stringify(body.json), headers: { 'content-type': 'application/json' } }
+              : {};
+      const response = await fetch(`${proxy.base}${path}`, { method, ...init });
+      const json: unknown = await response.json();
+      const message = field(json, 'kind') === 'Status' ? String(field(json, 'message')) : '';
+      return { status: response.status, json, message };
+    }
+
+    it('refuses a message with no Content-Type or text/plain and a DELETE not declared JSON: 415, nothing committed; application/json works', async () => {
+      const path = `${apiPath}/namespaces/${ns.name}/conversations/hello`;
+      const head = api.head(conversationId);
+      const transcript = (await kubectl(dave, ['get', '--raw', `${path}/transcript`])).stdout;
+      const message = JSON.stringify({ text: 'posted by a web page', idempotencyKey: 'k-csrf' });
+      const attempts = [
+        await through(asDave, 'POST', `${path}/messages`, { blob: message }),
+        await through(asDave, 'POST', `${path}/messages`, { text: message }),
+        await through(asDave, 'DELETE', `${path}/approvals/r-none`),
+      ];
+      for (const attempt of attempts) {
+        expect(attempt.status).toBe(415);
+        expect(attempt.message).toContain('request must send "Content-Type: application/json"');
+        expect(attempt.message).toContain(refusal);
+      }
+      expect(api.head(conversationId)).toBe(head);
+      expect((await kubectl(dave, ['get', '--raw', `${path}/transcript`])).stdout).toBe(transcript);
+
+      const declared = await through(asDave, 'POST', `${path}/messages`, {
+        json: { text: 'posted by dave', idempotencyKey: 'k-proxy' },
+      });
+      expect([declared.status, field(declared.json, 'status')]).toEqual([200, 'complete']);
+      expect(api.head(conversationId)).toBeGreaterThan(head);
+      // A DELETE declared JSON reaches the turn code, which knows no such approval.
+      const cancel = await through(asDave, 'DELETE', `${path}/approvals/r-none`, { json: {} });
+      expect(cancel.status).toBe(404);
+      expect(cancel.message).toContain('no approval r-none in this conversation');
+    });
+
+    it('mints and revokes no session for a request not declared JSON; application/json does both', async () => {
+      const sessions = `${apiPath}/sessions`;
+      const forged = await through(asCarol, 'POST', sessions, {
+        blob: JSON.stringify({ persona: 'bot:cross-site', role: 'admin' }),
+      });
+      expect(forged.status).toBe(415);
+      expect(forged.message).toContain(refusal);
+      expect(await records.findPersonaByIdentity('bot:cross-site')).toBeUndefined();
+
+      const minted = await through(asCarol, 'POST', sessions, {
+        json: { persona: 'bot:proxied', role: 'member', ttl: '1h' },
+      });
+      expect(minted.status).toBe(201);
+      const { metadata, token } = minted.json as { metadata: { name: string }; token: string };
+      const revoke = await through(asCarol, 'DELETE', `${sessions}/${metadata.name}`);
+      expect(revoke.status).toBe(415);
+      expect((await records.authenticate(token)).persona.identities).toEqual(['bot:proxied']);
+      const revoked = await through(asCarol, 'DELETE', `${sessions}/${metadata.name}`, {
+        json: {},
+      });
+      expect(revoked.status).toBe(200);
+      await expect(records.authenticate(token)).rejects.toMatchObject({
+        code: 'unauthenticated',
+      });
     });
   });
 });

@@ -33,7 +33,7 @@ import { DASHBOARD_COOKIE } from '../../cli/dashboard-policy';
 import { loadKubeConnection } from '../../cli/kube-connection';
 import { calculatorReply, textReply } from '../support/real-turns';
 import { conversations, createConversationObject, kubeConfig, sharedCluster } from './support/kube';
-import { kubectl, startKubeDoorStack, type KubeDoorStack } from './support/kube-door';
+import { kubectl, kubeJson, startKubeDoorStack, type KubeDoorStack } from './support/kube-door';
 
 const CHROMIUM = process.env.POLYCHROME_CHROMIUM ?? '/usr/bin/chromium';
 const doorPath = '/apis/api.polychrome.dev/v1alpha1';
@@ -53,26 +53,21 @@ async function screenshot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: `${join(shots, name)}.png`, fullPage: true });
 }
 
-/** POSTs `body` to the conversation's `sub` as dave, through the real kubectl and the door. */
-async function create(sub: string, body: unknown): Promise<Record<string, unknown>> {
-  const got = await kubectl(
-    dave,
-    [
-      'create',
-      '--raw',
-      `${doorPath}/namespaces/${stack.namespace}/conversations/hello/${sub}`,
-      '-f',
-      '-',
-    ],
-    { input: JSON.stringify(body) },
+/** POSTs `body` to the conversation's `sub` as `who` (dave), through kube-apiserver and the door. */
+async function create(sub: string, body: unknown, who = dave): Promise<Record<string, unknown>> {
+  const got = await kubeJson(
+    who,
+    'POST',
+    `${doorPath}/namespaces/${stack.namespace}/conversations/hello/${sub}`,
+    body,
   );
-  expect(got.stderr).toBe('');
-  return JSON.parse(got.stdout) as Record<string, unknown>;
+  expect([got.status, got.message]).toEqual([200, '']);
+  return got.json as Record<string, unknown>;
 }
 
-/** Posts a message as dave; resolves with the reply. */
-async function post(text: string, key: string): Promise<Record<string, unknown>> {
-  return await create('messages', { text, idempotencyKey: key });
+/** Posts a message as `who` (dave); resolves with the reply. */
+async function post(text: string, key: string, who = dave): Promise<Record<string, unknown>> {
+  return await create('messages', { text, idempotencyKey: key }, who);
 }
 
 /** Writes the Conversation's status as the reconciler does: Ready, and the coordinator's journal checkpoint. */
@@ -254,9 +249,11 @@ beforeAll(async () => {
       { timeoutMs: 30_000, intervalMs: 250 },
     );
   }
-  // The first turn calls the calculator, which the test spec puts behind an approval: dave
-  // (admin) approves it on the door.
-  const paused = (await post('What is 6*7?', 'k1')) as { approval?: { requestId?: string } };
+  // The first turn, alice's, calls the calculator, which the test spec puts behind an
+  // approval: dave (admin) approves it on the door (nobody approves their own call).
+  const paused = (await post('What is 6*7?', 'k1', stack.users.alice)) as {
+    approval?: { requestId?: string };
+  };
   const requestId = paused.approval?.requestId ?? '';
   expect(requestId).not.toBe('');
   await create(`approvals/${requestId}`, { decision: 'approve', comment: 'fine by dave' });
@@ -308,7 +305,7 @@ describe('the forensics UI in Chromium', () => {
       { timeout: 30_000 },
     );
     const said = await texts(page, 'tr[data-kind="message_received"]');
-    expect(said[0]).toContain('kubernetes:dave');
+    expect(said[0]).toContain('kubernetes:alice');
     expect(said[0]).toContain('said: What is 6*7?');
     // The approval: what was asked, with the exact arguments, and who answered how.
     const asked = (await texts(page, 'tr[data-kind="approval_request"]'))[0];

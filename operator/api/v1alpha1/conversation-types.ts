@@ -23,6 +23,7 @@ import {
   required,
   string,
 } from './schema-builder';
+import { APPROVAL_RULE_PATTERN } from '../../../common/approval-rules';
 
 /** Names of the Conversation resource. */
 export const ConversationResource = {
@@ -119,14 +120,10 @@ export const DURATION_PATTERN = '^(0|([0-9]+(\\.[0-9]+)?(h|m|s))+)$';
 export const RETENTION_PATTERN = '^(never|0|([0-9]+(\\.[0-9]+)?(h|m|s))+)$';
 /** Identities (`provider:scope:external_id` or `provider:external_id`): one rule, in common/identity.ts. */
 export { IDENTITY_MAX_LENGTH, IDENTITY_PATTERN } from '../../../common/identity';
+/** An approval rule (common/approval-rules.ts, one pattern for the CRD and the harness). */
+export { APPROVAL_RULE_PATTERN };
 /** A tool name as the Messages API accepts it. */
 export const TOOL_NAME_PATTERN = '^[a-zA-Z0-9_-]{1,64}$';
-/**
- * An approval rule: a builtin tool name, `<mcpServer>/<tool>`, or `<mcpServer>/*` for every
- * tool of that server. MCP tool names may also contain `.`.
- */
-export const APPROVAL_RULE_PATTERN =
-  '^([a-zA-Z0-9_-]{1,64}|[a-z0-9]([-a-z0-9]*[a-z0-9])?/([a-zA-Z0-9_.-]{1,128}|\\*))$';
 /** A model id: no whitespace. */
 export const MODEL_PATTERN = '^\\S+$';
 /** An http(s) URL without whitespace; the harness resolves it. */

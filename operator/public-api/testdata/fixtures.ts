@@ -267,7 +267,12 @@ export interface Answer {
   readonly json: unknown;
 }
 
-/** One request with fetch. `body` objects are sent as JSON unless `rawBody` is given. */
+/**
+ * One request with fetch, as a well-behaved client sends it. `body` objects are sent as
+ * JSON unless `rawBody` is given (then fetch labels a string `text/plain` unless `headers`
+ * says otherwise); a method but GET and HEAD without a body is declared JSON too, as the
+ * API asks of every POST and DELETE.
+ */
 export async function call(
   api: Pick<TestApi, 'base'>,
   method: string,
@@ -285,6 +290,8 @@ export async function call(
   if (options.rawBody !== undefined) body = options.rawBody;
   else if (options.body !== undefined) {
     body = JSON.stringify(options.body);
+    headers['content-type'] = 'application/json';
+  } else if (method !== 'GET' && method !== 'HEAD') {
     headers['content-type'] = 'application/json';
   }
   const response = await fetch(`${api.base}${path}`, {

@@ -18,9 +18,9 @@ import {
   CoreV1Api,
   RbacAuthorizationV1Api,
 } from '@kubernetes/client-node';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { request as httpsRequest } from 'node:https';
+import { request as httpsRequest, type RequestOptions } from 'node:https';
 import {
   createConnection,
   createServer,
@@ -88,6 +88,90 @@ export async function kubectl(
     child.stderr?.on('data', (chunk: string) => (stderr += chunk));
     child.once('exit', (code) => resolve({ ok: code === 0, code, stdout, stderr }));
   });
+}
+
+/** What kube-apiserver answered a {@link kubeJson} request. */
+export interface KubeAnswer {
+  readonly ok: boolean;
+  readonly status: number;
+  /** The parsed body (a Kubernetes `Status` for an error). */
+  readonly json: unknown;
+  /** The Status message of an error answer ('' otherwise), as kubectl prints it. */
+  readonly message: string;
+}
+
+/**
+ * A POST or DELETE to kube-apiserver as the user of `kubeconfig` (their own client
+ * certificate), declared `application/json` as every client must (`kubectl create --raw`
+ * declares nothing and is refused: docs/kube-api.md), with `body` as JSON if given.
+ */
+export async function kubeJson(
+  kubeconfig: string,
+  method: 'POST' | 'DELETE',
+  path: string,
+  body?: unknown,
+): Promise<KubeAnswer> {
+  const kc = await kubeConfig(kubeconfig);
+  const server = new URL(kc.getCurrentCluster()?.server ?? '');
+  const options: RequestOptions = {
+    host: server.hostname,
+    port: server.port,
+    method,
+    path,
+    headers: { 'content-type': 'application/json', accept: 'application/json' },
+  };
+  await kc.applyToHTTPSOptions(options);
+  const answer = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+    const req = httpsRequest(options, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.once('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    req.once('error', reject);
+    req.setTimeout(60_000, () => req.destroy(new Error(`${method} ${path}: no answer in 60 s`)));
+    req.end(body === undefined ? undefined : JSON.stringify(body));
+  });
+  const json: unknown = JSON.parse(answer.text);
+  const ok = answer.status >= 200 && answer.status < 300;
+  const message: unknown =
+    !ok && typeof json === 'object' && json !== null ? Reflect.get(json, 'message') : '';
+  return { ok, status: answer.status, json, message: typeof message === 'string' ? message : '' };
+}
+
+/**
+ * The real `kubectl proxy` as the user of `kubeconfig`, on a free loopback port: what a
+ * web page the user visits can reach. close() stops it.
+ */
+export async function kubectlProxy(
+  kubeconfig: string,
+): Promise<{ readonly base: string; close(): Promise<void> }> {
+  const child = spawn(
+    join(defaultBinDir, 'kubectl'),
+    [`--kubeconfig=${kubeconfig}`, 'proxy', '--port=0', '--address=127.0.0.1'],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+  try {
+    const port = await pollUntil(
+      'kubectl proxy to print "Starting to serve on 127.0.0.1:PORT"',
+      () => Promise.resolve(/Starting to serve on 127\.0\.0\.1:(\d+)/u.exec(out)?.[1]),
+      { timeoutMs: 30_000, intervalMs: 100 },
+    );
+    return {
+      base: `http://127.0.0.1:${port}`,
+      close: async () => {
+        child.kill('SIGTERM');
+        await exited;
+      },
+    };
+  } catch (error) {
+    child.kill('SIGKILL');
+    throw new Error(`kubectl proxy did not start: ${out}`, { cause: error });
+  }
 }
 
 /** An HTTPS request straight to the door's port, as an attacker on the network would send it. */

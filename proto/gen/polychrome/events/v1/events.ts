@@ -289,6 +289,13 @@ export interface ApprovalResponse {
   signature: Buffer;
   answeredAtMs: number;
   comment: string;
+  /**
+   * True when the answer approves a call that the answerer's own message started (the
+   * answerer holds the identity or the persona of the turn's message_received
+   * attribution). The control plane refuses that unless it runs with
+   * POLYCHROME_ALLOW_SELF_APPROVAL=true (single-person installs); docs/approvals.md.
+   */
+  selfApproval: boolean;
 }
 
 /** kind "question_request": a clarifying question from the agent. */
@@ -2321,6 +2328,7 @@ function createBaseApprovalResponse(): ApprovalResponse {
     signature: Buffer.alloc(0),
     answeredAtMs: 0,
     comment: "",
+    selfApproval: false,
   };
 }
 
@@ -2355,6 +2363,9 @@ export const ApprovalResponse: MessageFns<ApprovalResponse> = {
     }
     if (message.comment !== "") {
       writer.uint32(82).string(message.comment);
+    }
+    if (message.selfApproval !== false) {
+      writer.uint32(88).bool(message.selfApproval);
     }
     return writer;
   },
@@ -2452,6 +2463,14 @@ export const ApprovalResponse: MessageFns<ApprovalResponse> = {
             message.comment = reader.string();
             continue;
           }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.selfApproval = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2504,6 +2523,11 @@ export const ApprovalResponse: MessageFns<ApprovalResponse> = {
         ? globalThis.Number(object.answered_at_ms)
         : 0,
       comment: isSet(object.comment) ? globalThis.String(object.comment) : "",
+      selfApproval: isSet(object.selfApproval)
+        ? globalThis.Boolean(object.selfApproval)
+        : isSet(object.self_approval)
+        ? globalThis.Boolean(object.self_approval)
+        : false,
     };
   },
 
@@ -2539,6 +2563,9 @@ export const ApprovalResponse: MessageFns<ApprovalResponse> = {
     if (message.comment !== "") {
       obj.comment = message.comment;
     }
+    if (message.selfApproval !== false) {
+      obj.selfApproval = message.selfApproval;
+    }
     return obj;
   },
 
@@ -2557,6 +2584,7 @@ export const ApprovalResponse: MessageFns<ApprovalResponse> = {
     message.signature = object.signature ?? Buffer.alloc(0);
     message.answeredAtMs = object.answeredAtMs ?? 0;
     message.comment = object.comment ?? "";
+    message.selfApproval = object.selfApproval ?? false;
     return message;
   },
 };
