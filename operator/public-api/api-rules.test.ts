@@ -350,6 +350,30 @@ const ACTIONS: readonly {
     },
   },
   {
+    row: /^accept a rolled-back journal, acting as one of the caller's own identities$/u,
+    act: async (a, token) => {
+      // The status records ten entries the (empty) journal does not hold: rolled back.
+      const id = a.seed(
+        ALICE.identity,
+        { visibility: 'shared', participants: [BOB.identity, EDGE.identity] },
+        { journal: { head: 10, lastSignedRoot: 'ab'.repeat(32), keyId: '' } },
+      );
+      const actor = a.tokens.callers.get(token)?.identity ?? '';
+      const answer = await call(a, 'POST', `/v1/conversations/${id}/accept-rollback`, {
+        token,
+        body: { actor, head: 0, reason: 'restored from an older copy' },
+      });
+      // A refused decision commits nothing.
+      if (answer.status !== 200) expect(a.head(id)).toBe(0);
+      else
+        expect((await a.entries(id)).map((e) => e.kind)).toEqual([
+          'rollback_accepted',
+          'signed_root',
+        ]);
+      return [answer.status];
+    },
+  },
+  {
     row: /^create a conversation/u,
     act: async (a, token) => [
       (await call(a, 'POST', '/v1/conversations', { token, body: {} })).status,
