@@ -141,7 +141,7 @@ async function replica(directory: PeerDirectory): Promise<TestApi> {
   const api = await startApi({
     peers: { host: '127.0.0.1', port: 0, tls: controlPlane, directory, connectTimeoutMs: 2_000 },
   });
-  open.push(api.server);
+  open.push(api);
   return api;
 }
 
@@ -552,7 +552,7 @@ describe('forwarding a request that came through the Kubernetes door', () => {
         door,
       },
     });
-    open.push(api.server);
+    open.push(api);
     return api;
   }
 
