@@ -15,6 +15,7 @@ import type { Conversation } from '../api/v1alpha1';
 import type { LeaseHandle } from '../lease/conversation-leases';
 import type { TurnCoordinatorOptions, TurnObserver } from './coordinator-options';
 import { acceptRollback } from './accept-rollback';
+import { cancelRequest, type CancelParts } from './cancel-request';
 import { ExpiryTimers } from './expiry-timers';
 import { conversationSummary, transcriptTurns, type JournalView } from './journal-view';
 import { JournalViews } from './journal-views';
@@ -29,7 +30,6 @@ import {
   DEFAULT_APPROVAL_TTL_MS,
   dueExpiry,
   planApprovalAnswer,
-  planCancel,
   planMessage,
   planQuestionAnswer,
 } from './turn-plan';
@@ -247,7 +247,13 @@ export class TurnCoordinator implements TurnService {
     const uid = request.conversationId;
     const { decision, comment } = request;
     if (decision === 'cancel') {
-      return this.cancel(caller, conversation, 'approval', request.requestId, comment, signal);
+      return cancelRequest(
+        this.cancelParts(),
+        caller,
+        conversation,
+        { type: 'approval', requestId: request.requestId, comment },
+        signal,
+      );
     }
     return this.claims.run(conversation, signal, async (lease) => {
       const input = {
@@ -299,7 +305,13 @@ export class TurnCoordinator implements TurnService {
     const uid = request.conversationId;
     if ('cancel' in request) {
       const { requestId, comment } = request;
-      return this.cancel(caller, conversation, 'question', requestId, comment, signal);
+      return cancelRequest(
+        this.cancelParts(),
+        caller,
+        conversation,
+        { type: 'question', requestId, comment },
+        signal,
+      );
     }
     return this.claims.run(conversation, signal, async (lease) => {
       const view = await this.runner.startView(conversation, lease, signal);
@@ -338,38 +350,13 @@ export class TurnCoordinator implements TurnService {
 
   // ---- cancel and expiry ----
 
-  /** An admin's cancel: the plan settles the turn with a reply that says so. */
-  private cancel(
-    caller: Caller,
-    conversation: Conversation,
-    type: 'approval' | 'question',
-    requestId: string,
-    comment: string | undefined,
-    signal: AbortSignal,
-  ): Promise<TurnReply> {
-    const uid = conversation.metadata.uid ?? '';
-    return this.claims.run(conversation, signal, async (lease) => {
-      const view = await this.runner.startView(conversation, lease, signal);
-      const plan = planCancel({
-        view,
-        conversation,
-        caller,
-        requestId,
-        lease,
-        nowMs: this.now(),
-        type,
-        ...(comment === undefined ? {} : { comment }),
-      });
-      if (plan.kind === 'refuse') throw plan.error;
-      const turnId = plan.turn.turnId;
-      const { outcome, view: settled } = await this.runner.commit(uid, lease, plan.events);
-      this.runner.queueSettled(conversation, { kind: 'settled', turnId }, outcome);
-      this.options.logger.info(
-        { conversation: uid, turn: turnId, requestId, by: caller.identity },
-        `${type} cancelled by an admin; the turn is settled`,
-      );
-      return this.runner.replyOf(uid, settled.turnsById.get(turnId) ?? plan.turn);
-    });
+  private cancelParts(): CancelParts {
+    return {
+      claims: this.claims,
+      runner: this.runner,
+      logger: this.options.logger,
+      nowMs: this.now,
+    };
   }
 
   /** The expiry timer fired: claim the conversation and expire what the plan finds due. */
