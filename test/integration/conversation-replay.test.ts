@@ -1,9 +1,7 @@
-import { execFile } from 'node:child_process';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { PersonaRole } from '../../common/records-client';
-import { repoRoot } from '../../hack/lib/local-cluster';
 import { echoResponder, MessagesApiServer } from '../support/messages-api-server';
+import { polychrome } from './support/polychrome-cli';
 import { apiCall, type ApiAnswer } from './support/public-api';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
 
@@ -12,33 +10,6 @@ import { startTurnStack, type TurnStack } from './support/turn-stack';
 // does by default), then the Messages API server is stopped, and the real CLI process
 // (bin/polychrome.js) replays and verifies the conversation through the real control-plane
 // process with no model key in its environment; the journal is the same afterwards.
-
-interface CliRun {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-/** `bin/polychrome.js ARGS` as its own process, with only PATH and the admin's token. */
-function polychrome(args: readonly string[], token: string): Promise<CliRun> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [join(repoRoot, 'bin', 'polychrome.js'), ...args],
-      {
-        cwd: repoRoot,
-        // No ANTHROPIC_API_KEY, no ANTHROPIC_BASE_URL: nothing to reach a model with.
-        env: { PATH: process.env.PATH ?? '', POLYCHROME_TOKEN: token },
-        timeout: 120_000,
-        maxBuffer: 16 * 1024 * 1024,
-      },
-      (error, stdout, stderr) => {
-        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : Number.NaN;
-        resolve({ code, stdout, stderr });
-      },
-    );
-  });
-}
 
 describe('conversation replay and verify with the model endpoint down (real CLI process)', () => {
   let stack: TurnStack;

@@ -1,13 +1,11 @@
-import { execFile } from 'node:child_process';
 import { cp, rm } from 'node:fs/promises';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { payloadCodecs } from '../../common/event-kinds';
 import { PersonaRole } from '../../common/records-client';
-import { repoRoot } from '../../hack/lib/local-cluster';
 import { pollUntil } from '../../hack/lib/processes';
 import { echoResponder, MessagesApiServer } from '../support/messages-api-server';
+import { polychrome } from './support/polychrome-cli';
 import { apiCall, type ApiAnswer } from './support/public-api';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
 
@@ -18,31 +16,6 @@ import { startTurnStack, type TurnStack } from './support/turn-stack';
 // Degraded JournalRolledBack with both heads (and an Event), the checkpoint in its status is
 // not overwritten, and `conversation verify` (the real CLI process) fails rolled_back. Only an
 // admin's recorded decision lets turns go on.
-
-interface CliRun {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-function polychrome(args: readonly string[], token: string): Promise<CliRun> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [join(repoRoot, 'bin', 'polychrome.js'), ...args],
-      {
-        cwd: repoRoot,
-        env: { PATH: process.env.PATH ?? '', POLYCHROME_TOKEN: token },
-        timeout: 120_000,
-        maxBuffer: 16 * 1024 * 1024,
-      },
-      (error, stdout, stderr) => {
-        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : Number.NaN;
-        resolve({ code, stdout, stderr });
-      },
-    );
-  });
-}
 
 interface JournalStatus {
   head?: number;
