@@ -79,6 +79,7 @@ describe('the Kubernetes door through kube-apiserver', () => {
       'conversations/approvals TurnReply create,delete',
       'conversations/questions TurnReply create,delete',
       'conversations/resolve ResolveResult create',
+      'conversations/accept-rollback AcceptRollbackResult create',
       'sessions Session create,delete',
     ]);
   });
@@ -303,6 +304,7 @@ describe('the Kubernetes door through kube-apiserver', () => {
         ['delete', 'questions'],
         ['create', 'repair'],
         ['create', 'resolve'],
+        ['create', 'accept-rollback'],
         ['get', 'export'],
       ] as const) {
         table.push([user, verb, sub, await allowed(user, verb, sub)]);
