@@ -6,22 +6,13 @@
  * JournalRolledBack.
  */
 import { AppError } from '../../common/errors';
-import type { Conversation } from '../api/v1alpha1';
 import { checkpointOf } from './journal-checkpoint';
-import type { JournalViews } from './journal-views';
 import { authorizeAcceptRollback, planAcceptRollback } from './plan-accept-rollback';
-import type { TurnClaims } from './turn-claims';
-import type { TurnRunner } from './turn-runner';
+import type { ResolveParts } from './resolve-turn';
 import type { AcceptRollback, AcceptRollbackAnswer, Caller } from './turn-service';
 
-/** What the shell uses of the coordinator. */
-export interface AcceptRollbackParts {
-  readonly conversations: { byUid(uid: string): Conversation | undefined };
-  readonly claims: TurnClaims;
-  readonly views: JournalViews;
-  readonly runner: TurnRunner;
-  readonly nowMs: () => number;
-}
+/** What the shell uses of the coordinator: what resolving a turn uses. */
+export type AcceptRollbackParts = ResolveParts;
 
 /**
  * Accepts the rollback of `request.conversationId`'s journal.

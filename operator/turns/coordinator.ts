@@ -19,7 +19,7 @@ import { cancelRequest, type CancelParts } from './cancel-request';
 import { ExpiryTimers } from './expiry-timers';
 import { conversationSummary, transcriptTurns, type JournalView } from './journal-view';
 import { JournalViews } from './journal-views';
-import { resolveTurn } from './resolve-turn';
+import { resolveTurn, type ResolveParts } from './resolve-turn';
 import { TurnClaims } from './turn-claims';
 import { turnIdFor } from './turn-ids';
 import {
@@ -332,9 +332,7 @@ export class TurnCoordinator implements TurnService {
 
   /** An admin settles a quarantined turn (resolve-turn.ts); the next claim runs it. */
   resolveTurn(caller: Caller, request: ResolveTurn, signal: AbortSignal): Promise<ResolveAnswer> {
-    const { claims, views, runner, now: nowMs } = this;
-    const parts = { conversations: this.options.conversations, claims, views, runner, nowMs };
-    return resolveTurn(parts, caller, request, signal);
+    return resolveTurn(this.adminParts(), caller, request, signal);
   }
 
   /** An admin accepts a rolled-back journal (accept-rollback.ts); turns go on after it. */
@@ -343,12 +341,16 @@ export class TurnCoordinator implements TurnService {
     request: AcceptRollback,
     signal: AbortSignal,
   ): Promise<AcceptRollbackAnswer> {
-    const { claims, views, runner, now: nowMs } = this;
-    const parts = { conversations: this.options.conversations, claims, views, runner, nowMs };
-    return acceptRollback(parts, caller, request, signal);
+    return acceptRollback(this.adminParts(), caller, request, signal);
   }
 
   // ---- cancel and expiry ----
+
+  /** What the admin shells (resolve, accept-rollback) use of the coordinator. */
+  private adminParts(): ResolveParts {
+    const { claims, views, runner, now: nowMs } = this;
+    return { conversations: this.options.conversations, claims, views, runner, nowMs };
+  }
 
   private cancelParts(): CancelParts {
     return {
