@@ -97,6 +97,7 @@ async function main(): Promise<void> {
     // Its Lease is in this namespace, where no owner reference reaches it: deleted here,
     // before the finalizer comes off.
     beforeFinalizerRemoved: (ref) => leases.retire(ref),
+    afterDeleted: (ref) => leases.forget(ref),
     onPass: ({ result, durationMs }) => {
       metrics.passes.inc({ result });
       metrics.passSeconds.observe(durationMs / 1000);

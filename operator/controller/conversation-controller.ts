@@ -94,6 +94,14 @@ export interface ConversationControllerOptions {
    * @default nothing
    */
   readonly beforeFinalizerRemoved?: (ref: OwnedConversation) => Promise<void>;
+  /**
+   * Runs when the watch reports a Conversation gone from the API, on every replica: what
+   * this replica may have made for it since its finalizer came off goes now (a Lease it
+   * took while its cache still held the Conversation). A failure is logged; nothing
+   * retries it.
+   * @default nothing
+   */
+  readonly afterDeleted?: (ref: OwnedConversation) => Promise<void>;
   /** Called after every pass, for metrics. */
   readonly onPass?: (outcome: PassOutcome) => void;
   /**
@@ -239,6 +247,7 @@ export class ConversationController {
       },
     );
     this.conversations = conversations.informer;
+    conversations.informer.on('delete', (obj) => this.deleted(obj));
     this.caches.set(ObjectKind.Conversation, cacheOf(conversations));
 
     const podsPath = ns === undefined ? '/api/v1/pods' : `/api/v1/namespaces/${ns}/pods`;
@@ -394,6 +403,19 @@ export class ConversationController {
   /** One Conversation of the informer cache, if the cache has it. */
   knownConversation(namespace: string, name: string): KubernetesObject | undefined {
     return this.conversations?.get(name, namespace);
+  }
+
+  private deleted(obj: KubernetesObject): void {
+    const { namespace, name, uid } = obj.metadata ?? {};
+    const hook = this.options.afterDeleted;
+    if (hook === undefined || namespace === undefined || name === undefined || uid === undefined)
+      return;
+    hook({ namespace, name, uid }).catch((err: unknown) => {
+      this.log.warn(
+        { namespace, conversation: name, uid, err: apiErrorMessage(err) },
+        'cleaning up after a deleted Conversation failed',
+      );
+    });
   }
 
   private async checkOwnership(namespace: string, name: string): Promise<Ownership> {

@@ -151,6 +151,8 @@ export class ConversationLeases implements LeaseSource {
   private readonly now: () => number;
   private readonly observations = new Map<string, Observation>();
   private readonly held = new Map<string, Held>();
+  /** Uids of conversations the API no longer has ({@link ConversationLeases.forget}). */
+  private readonly gone = new RecentUids(GONE_UIDS_KEPT);
   private timer: NodeJS.Timeout | undefined;
   private inFlight = 0;
   private readonly slotWaiters: (() => void)[] = [];
@@ -218,6 +220,19 @@ export class ConversationLeases implements LeaseSource {
   async tryAcquire(ref: ConversationRef): Promise<LeaseHandle | LeaseBusy> {
     if (this.closed)
       throw new AppError('unavailable', 'this replica is shutting down; retry on another');
+    if (this.gone.has(ref.uid)) throw goneError(ref);
+    const got = await this.acquire(ref);
+    // Forgotten while the create or replace was in flight: a caller whose cache had not yet
+    // seen the deletion made a Lease for a conversation that no longer exists. Delete it
+    // again, or it would be renewed forever.
+    if (isLeaseHandle(got) && this.gone.has(ref.uid)) {
+      await this.retire(ref);
+      throw goneError(ref);
+    }
+    return got;
+  }
+
+  private async acquire(ref: ConversationRef): Promise<LeaseHandle | LeaseBusy> {
     const existing = this.current(ref);
     if (existing !== undefined) return existing;
     const name = leaseNameFor(ref.uid);
@@ -411,6 +426,22 @@ export class ConversationLeases implements LeaseSource {
     } catch (err: unknown) {
       if (!isStatus(err, 404)) throw err;
     }
+  }
+
+  /**
+   * The conversation is gone from the API (its informer reported the deletion): retires its
+   * Lease as {@link retire} does, and never takes one for its uid again. Every replica
+   * calls this, not only the one that ran the finalizer: another replica whose cache still
+   * held the Conversation may have created the Lease again after it was retired (it found
+   * none, and a missing Lease is free to take). Uids are never reused, so refusing this one
+   * for good loses nothing. Only the most recent {@link GONE_UIDS_KEPT} are remembered; a
+   * conversation deleted longer ago is in no replica's cache to act on.
+   *
+   * @throws ApiException or AppError `unavailable` when the delete fails.
+   */
+  async forget(ref: ConversationRef): Promise<void> {
+    this.gone.add(ref.uid);
+    await this.retire(ref);
   }
 
   /** Stops renewing and releases every held lease. Idempotent. */
@@ -638,6 +669,37 @@ class NotOurs extends Error {
   constructor() {
     super('the lease has another holder');
   }
+}
+
+/** How many forgotten conversation uids {@link ConversationLeases} remembers. */
+export const GONE_UIDS_KEPT = 4096;
+
+/** A set of the most recently added uids, the oldest dropped past `limit`. */
+class RecentUids {
+  private readonly uids = new Set<string>();
+  constructor(private readonly limit: number) {}
+
+  add(uid: string): void {
+    this.uids.delete(uid);
+    this.uids.add(uid);
+    if (this.uids.size > this.limit) {
+      const oldest = this.uids.values().next();
+      if (oldest.done !== true) this.uids.delete(oldest.value);
+    }
+  }
+
+  has(uid: string): boolean {
+    return this.uids.has(uid);
+  }
+}
+
+function goneError(ref: ConversationRef): AppError {
+  return new AppError(
+    'not_found',
+    `conversation ${ref.namespace}/${ref.name} (uid ${ref.uid}) was deleted; its lease is not taken again. ` +
+      'A new Conversation of the same name has a new uid: send to that one',
+    { details: { namespace: ref.namespace, name: ref.name, uid: ref.uid } },
+  );
 }
 
 /** True when {@link ConversationLeases.tryAcquire} returned a held lease. */

@@ -379,6 +379,38 @@ describe('conversation leases on a real API server', () => {
     await a.retire(ref);
   });
 
+  it('deletes a Lease another replica made again for a deleted conversation, and never takes it again', async () => {
+    const ref = await conversation();
+    const retiring = replica('retiring-2', 10_000);
+    const stale = replica('stale-cache', 10_000);
+    if (!isLeaseHandle(await retiring.tryAcquire(ref))) throw new Error('expected the lease');
+    // The other replica has seen the Lease held, so it reads it before it creates one.
+    expect(isLeaseHandle(await stale.tryAcquire(ref))).toBe(false);
+    await retiring.retire(ref);
+    // Its cache still holds the Conversation: it finds no Lease, and a missing Lease is
+    // free to take.
+    const again = await stale.tryAcquire(ref);
+    if (!isLeaseHandle(again)) throw new Error('a missing Lease is free to take');
+    expect(await holderOf(ref)).toBe('stale-cache');
+    // Its watch reports the Conversation gone.
+    await stale.forget(ref);
+    expect(again.signal.aborted).toBe(true);
+    await expect(leaseOf(ref)).rejects.toMatchObject({ code: 404 });
+    await expect(stale.tryAcquire(ref)).rejects.toMatchObject({ code: 'not_found' });
+    await stale.renewAll();
+    await expect(leaseOf(ref)).rejects.toMatchObject({ code: 404 });
+  });
+
+  it('deletes a Lease whose create was in flight when the conversation was forgotten', async () => {
+    const ref = await conversation();
+    const leases = replica('in-flight', 10_000);
+    const acquiring = leases.tryAcquire(ref);
+    await leases.forget(ref);
+    await expect(acquiring).rejects.toMatchObject({ code: 'not_found' });
+    expect(leases.current(ref)).toBeUndefined();
+    await expect(leaseOf(ref)).rejects.toMatchObject({ code: 404 });
+  });
+
   it('refuses a ServiceAccount with the built-in edit role in the conversation’s namespace every access to the Lease', async () => {
     const ref = await conversation();
     const holder = replica('guarded', 10_000);
