@@ -423,6 +423,12 @@ export interface AppendCallOptions extends StateCallOptions {
    * @default 0
    */
   readonly fencingToken?: number;
+  /**
+   * The root of the partition's last signed root as the writer last saw it: the state
+   * plane refuses the append (`failed_precondition`, `details.reason` `root_mismatch`)
+   * when the journal at the expected head ends in another root. Unset: no check.
+   */
+  readonly expectedRoot?: Uint8Array;
 }
 
 /** Deadline of a unary call when the client options give none. */
@@ -697,6 +703,7 @@ export class StateClient implements StateJournal {
             expectedHead,
             events: events.map((e) => ({ kind: e.kind, payload: Buffer.from(e.payload) })),
             fencingToken: options.fencingToken ?? 0,
+            expectedRoot: Buffer.from(options.expectedRoot ?? new Uint8Array(0)),
           },
           metadata,
           callOptions,

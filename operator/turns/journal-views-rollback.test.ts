@@ -158,4 +158,30 @@ describe('JournalViews and a rolled-back journal', () => {
     );
     expect(view.head).toBe(2);
   });
+
+  it('takes an append that finds a journal as long as its view but ending in another root as a rollback', async () => {
+    const original = await store();
+    const replaced = await store();
+    const { state, mount } = mounted(original);
+    const views = new JournalViews({ state, isBusy: () => false });
+    await views.append(UID, lease(), [message('t1', 'one')]);
+    const second = await views.append(UID, lease(), [message('t2', 'two')]);
+    const copy = new JournalViews({ state: replaced, isBusy: () => false });
+    await copy.append(UID, lease(), [message('t1', 'one')]);
+    const other = await copy.append(UID, lease(), [message('t2', 'not two')]);
+    // Put in place while this replica's view is cached under an unbroken lease: the head
+    // alone would let the next append through.
+    mount(replaced);
+
+    await expect(views.append(UID, lease(), [message('t3', 'three')])).rejects.toMatchObject({
+      code: 'failed_precondition',
+      rollback: {
+        checkpointHead: 4,
+        checkpointRoot: checkpointOf(second.outcome).lastSignedRoot,
+        journalHead: 4,
+        journalRoot: checkpointOf(other.outcome).lastSignedRoot,
+      },
+    });
+    expect(await replaced.entries(partitionOf(UID))).toHaveLength(4);
+  });
 });

@@ -213,35 +213,16 @@ export class JournalViews {
     try {
       outcome = await this.options.state.append(partitionOf(uid), view.head, events, {
         fencingToken: lease.fencingToken,
+        // Also refused when the journal has this length but ends in another root: a copy
+        // of the same length put in its place while the view was cached.
+        ...(view.lastSignedRoot === undefined
+          ? {}
+          : { expectedRoot: Buffer.from(view.lastSignedRoot.root, 'hex') }),
       });
     } catch (error) {
       this.views.delete(uid);
       this.syncedUnder.delete(uid);
-      if (error instanceof JournalConflictError) {
-        throw new AppError(
-          'conflict',
-          `the journal of conversation ${uid} moved under this replica (another writer); retry`,
-          { cause: error },
-        );
-      }
-      const journalHead = beyondHeadOf(error);
-      if (journalHead !== undefined && view.lastSignedRoot !== undefined) {
-        // The journal is shorter than what this replica read or wrote under its lease:
-        // rolled back under it (journal-checkpoint.ts).
-        throw new JournalRolledBackError(uid, {
-          checkpointHead: view.head,
-          checkpointRoot: view.lastSignedRoot.root,
-          journalHead,
-        });
-      }
-      if (error instanceof JournalFencedError) {
-        throw new AppError(
-          'unavailable',
-          `this replica lost the lease of conversation ${uid}: a newer holder has written its journal, and nothing of this request was committed; retry with the same idempotency key (safe)`,
-          { cause: error, details: { conversationId: uid } },
-        );
-      }
-      throw error;
+      throw refusalOf(uid, view, error);
     } finally {
       this.options.onCommit?.((performance.now() - started) / 1000);
     }
@@ -289,20 +270,61 @@ export class JournalViews {
   }
 }
 
+/**
+ * What a failed append is reported as: a moved head as 409, a journal that lost or replaced
+ * what the view holds as {@link JournalRolledBackError}, a fenced writer as 503, anything
+ * else as it came.
+ */
+function refusalOf(uid: string, view: JournalView, error: unknown): unknown {
+  if (error instanceof JournalConflictError) {
+    return new AppError(
+      'conflict',
+      `the journal of conversation ${uid} moved under this replica (another writer); retry`,
+      { cause: error },
+    );
+  }
+  const found = rolledBackUnder(error);
+  if (found !== undefined && view.lastSignedRoot !== undefined) {
+    // The journal is shorter than what this replica read or wrote under its lease, or
+    // as long but ending in another root: rolled back or replaced under it
+    // (journal-checkpoint.ts).
+    return new JournalRolledBackError(uid, {
+      checkpointHead: view.head,
+      checkpointRoot: view.lastSignedRoot.root,
+      ...found,
+    });
+  }
+  if (error instanceof JournalFencedError) {
+    return new AppError(
+      'unavailable',
+      `this replica lost the lease of conversation ${uid}: a newer holder has written its journal, and nothing of this request was committed; retry with the same idempotency key (safe)`,
+      { cause: error, details: { conversationId: uid } },
+    );
+  }
+  return error;
+}
+
 /** A read from a position past the journal's head (the state plane's `failed_precondition`). */
 function isBeyondHead(error: unknown): boolean {
   return isAppError(error) && error.code === 'failed_precondition';
 }
 
 /**
- * The journal's head, when an append was refused because it expected a longer journal
- * (the state plane's `failed_precondition` with `expectedHead` beyond `head`).
+ * The journal the state plane holds, when an append was refused because it expected
+ * another one (the state plane's `failed_precondition`): `expectedHead` beyond `head`, or
+ * `root_mismatch` (as long, another last signed root).
  */
-function beyondHeadOf(error: unknown): number | undefined {
+function rolledBackUnder(
+  error: unknown,
+): { readonly journalHead: number; readonly journalRoot?: string } | undefined {
   if (!isAppError(error) || error.code !== 'failed_precondition') return undefined;
-  const { head, expectedHead } = error.details;
-  return typeof head === 'number' && typeof expectedHead === 'number' && expectedHead > head
-    ? head
+  const { head, expectedHead, reason, root } = error.details;
+  if (typeof head !== 'number') return undefined;
+  if (reason === 'root_mismatch' && typeof root === 'string') {
+    return { journalHead: head, journalRoot: root };
+  }
+  return typeof expectedHead === 'number' && expectedHead > head
+    ? { journalHead: head }
     : undefined;
 }
 

@@ -261,7 +261,7 @@ export function createJournalService(options: JournalServiceOptions): JournalSer
           request.partition,
           request.expectedHead,
           request.events.map((e) => ({ kind: e.kind, payload: e.payload })),
-          { signal, fencingToken: request.fencingToken },
+          { signal, fencingToken: request.fencingToken, expectedRoot: request.expectedRoot },
         );
         options.trackAppend?.(work);
         const seconds = (): number => Number(process.hrtime.bigint() - started) / 1e9;

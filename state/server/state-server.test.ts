@@ -260,7 +260,13 @@ describe('append', () => {
     try {
       const error = await new Promise<ServiceError | null>((resolve) => {
         raw.append(
-          { partition: 'conv-cas', expectedHead: 1, events: [], fencingToken: 0 },
+          {
+            partition: 'conv-cas',
+            expectedHead: 1,
+            events: [],
+            fencingToken: 0,
+            expectedRoot: Buffer.alloc(0),
+          },
           new Metadata(),
           { deadline: Date.now() + 5_000 },
           (e) => resolve(e),
@@ -276,6 +282,7 @@ describe('append', () => {
             expectedHead: 0,
             events: turn('x').map((e) => ({ kind: e.kind, payload: Buffer.from(e.payload) })),
             fencingToken: 0,
+            expectedRoot: Buffer.alloc(0),
           },
           new Metadata(),
           { deadline: Date.now() + 5_000 },

@@ -85,6 +85,19 @@ beforeEach(async () => {
   dir = await tempDir();
 });
 
+/** The last signed root of the same partition in another store holding `events`. */
+async function openOther(events: Parameters<JournalStore['append']>[2]): Promise<Uint8Array> {
+  const other = await tempDir();
+  const elsewhere = new JournalStore({ location: other.path, signer: keyA });
+  try {
+    await elsewhere.open();
+    return (await elsewhere.append(P, 0, events)).signedRoot.root;
+  } finally {
+    await elsewhere.close();
+    await other.remove();
+  }
+}
+
 afterEach(async () => {
   await store.close();
   await dir.remove();
@@ -177,6 +190,29 @@ describe('append', () => {
     expect(error.message).toContain('expected head 7 is beyond the journal');
     expect(error.details).toEqual({ partition: P, expectedHead: 7, head: 2 });
     expect(await snapshot()).toEqual(before);
+  });
+
+  it('refuses an append that saw another last root at this head, and changes nothing', async () => {
+    await openStore();
+    const first = await store.append(P, 0, [message('first')]);
+    const seen = first.signedRoot.root;
+    // Same length as what the writer saw, other content: another copy of the journal.
+    const elsewhere = await openOther([message('other')]);
+    const before = await snapshot();
+    const error = await rejection(store.append(P, 2, [message('x')], { expectedRoot: elsewhere }));
+    expect(error.code).toBe('failed_precondition');
+    expect(error.message).toContain('same length but other content');
+    expect(error.details).toEqual({
+      partition: P,
+      reason: 'root_mismatch',
+      head: 2,
+      root: toHex(seen),
+      expectedRoot: toHex(elsewhere),
+    });
+    expect(await snapshot()).toEqual(before);
+    // The root it holds, or none given, appends as before.
+    expect((await store.append(P, 2, [message('y')], { expectedRoot: seen })).head).toBe(4);
+    expect((await store.append(P, 4, [message('z')])).head).toBe(6);
   });
 
   const invalid: [

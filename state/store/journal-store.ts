@@ -138,6 +138,13 @@ export interface AppendOptions {
    * @default 0
    */
   readonly fencingToken?: number;
+  /**
+   * The root of the partition's last signed root as the writer last saw it. When set and
+   * `expectedHead` is the head, the append is refused (`failed_precondition`,
+   * `details.reason` `root_mismatch`) unless the last signed root has exactly this root:
+   * a journal of the same length with other content is not appended to.
+   */
+  readonly expectedRoot?: Uint8Array;
 }
 
 /** What an acknowledged (durable) append wrote. */
@@ -347,6 +354,35 @@ async function* readAhead<T>(items: AsyncIterable<T>): AsyncGenerator<T[]> {
     stop = true;
     await pump;
   }
+}
+
+/**
+ * Refuses an append whose writer saw another last signed root at this head
+ * ({@link AppendOptions.expectedRoot}). An empty partition has no root to compare.
+ */
+function assertRootAsExpected(
+  partition: string,
+  state: PartitionState | undefined,
+  expectedRoot: Uint8Array | undefined,
+): void {
+  if (expectedRoot === undefined || expectedRoot.length === 0 || state === undefined) return;
+  if (bytesEqual(state.lastRoot.root, expectedRoot)) return;
+  throw new AppError(
+    'failed_precondition',
+    `${partition}: the journal's last signed root at head ${String(state.head)} is ` +
+      `${toHex(state.lastRoot.root)}, not the ${toHex(expectedRoot)} the writer last saw: this journal ` +
+      'has the same length but other content (was the state volume restored from another copy?); ' +
+      'read it again and reconcile before appending',
+    {
+      details: {
+        partition,
+        reason: 'root_mismatch',
+        head: state.head,
+        root: toHex(state.lastRoot.root),
+        expectedRoot: toHex(expectedRoot),
+      },
+    },
+  );
 }
 
 function throwIfAborted(signal: AbortSignal | undefined, what: string): void {
@@ -717,7 +753,8 @@ export class JournalStore {
    *   (`details.fencingToken`, `details.highestFencingToken`; checked before the head);
    *   `conflict` when the head moved (`details.head` is the current head);
    *   `failed_precondition` when `expectedHead` is beyond the head (the caller saw a
-   *   journal this store does not hold), or the partition's signing key is
+   *   journal this store does not hold), when `options.expectedRoot` is not the last
+   *   signed root's (`details.reason` `root_mismatch`), or the partition's signing key is
    *   no longer held; `data_loss` for a refused partition; `cancelled` when `signal`
    *   fired first; `unavailable` when the store is not open or the durable write failed
    *   (nothing was acknowledged; retry against the same head).
@@ -762,6 +799,7 @@ export class JournalStore {
             { details: { partition, expectedHead, head } },
           );
         }
+        assertRootAsExpected(partition, state, options.expectedRoot);
         return this.commit(partition, state, events, fencingToken);
       }),
     );

@@ -90,6 +90,7 @@ export class StoreJournal implements StateJournal {
       const result = await this.store.append(partition, expectedHead, events, {
         ...(options.signal === undefined ? {} : { signal: options.signal }),
         ...(options.fencingToken === undefined ? {} : { fencingToken: options.fencingToken }),
+        ...(options.expectedRoot === undefined ? {} : { expectedRoot: options.expectedRoot }),
       });
       return {
         firstPosition: result.firstPosition,

@@ -61,6 +61,14 @@ export interface AppendRequest {
    * raises the mark. 0 (also what a client that sends none sends) is the lowest token.
    */
   fencingToken: number;
+  /**
+   * The root of the partition's last signed root as the caller last saw it (32 bytes), or
+   * empty for no check. When set and `expected_head` is the head, the append is refused
+   * with FAILED_PRECONDITION, details.reason `root_mismatch`, unless the journal's last
+   * signed root has exactly this root: a journal of the same length but other content (a
+   * state volume restored from another copy) is not appended to.
+   */
+  expectedRoot: Buffer;
 }
 
 export interface AppendResponse {
@@ -438,7 +446,7 @@ export const JournalEvent: MessageFns<JournalEvent> = {
 };
 
 function createBaseAppendRequest(): AppendRequest {
-  return { partition: "", expectedHead: 0, events: [], fencingToken: 0 };
+  return { partition: "", expectedHead: 0, events: [], fencingToken: 0, expectedRoot: Buffer.alloc(0) };
 }
 
 export const AppendRequest: MessageFns<AppendRequest> = {
@@ -454,6 +462,9 @@ export const AppendRequest: MessageFns<AppendRequest> = {
     }
     if (message.fencingToken !== 0) {
       writer.uint32(32).uint64(message.fencingToken);
+    }
+    if (message.expectedRoot.length !== 0) {
+      writer.uint32(42).bytes(message.expectedRoot);
     }
     return writer;
   },
@@ -503,6 +514,14 @@ export const AppendRequest: MessageFns<AppendRequest> = {
             message.fencingToken = longToNumber(reader.uint64());
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.expectedRoot = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -529,6 +548,11 @@ export const AppendRequest: MessageFns<AppendRequest> = {
         : isSet(object.fencing_token)
         ? globalThis.Number(object.fencing_token)
         : 0,
+      expectedRoot: isSet(object.expectedRoot)
+        ? Buffer.from(bytesFromBase64(object.expectedRoot))
+        : isSet(object.expected_root)
+        ? Buffer.from(bytesFromBase64(object.expected_root))
+        : Buffer.alloc(0),
     };
   },
 
@@ -546,6 +570,9 @@ export const AppendRequest: MessageFns<AppendRequest> = {
     if (message.fencingToken !== 0) {
       obj.fencingToken = Math.round(message.fencingToken);
     }
+    if (message.expectedRoot.length !== 0) {
+      obj.expectedRoot = base64FromBytes(message.expectedRoot);
+    }
     return obj;
   },
 
@@ -558,6 +585,7 @@ export const AppendRequest: MessageFns<AppendRequest> = {
     message.expectedHead = object.expectedHead ?? 0;
     message.events = object.events?.map((e) => NewEvent.fromPartial(e)) || [];
     message.fencingToken = object.fencingToken ?? 0;
+    message.expectedRoot = object.expectedRoot ?? Buffer.alloc(0);
     return message;
   },
 };
