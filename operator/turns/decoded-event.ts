@@ -18,6 +18,7 @@ import type {
 } from '../../proto/gen/polychrome/events/v1/events';
 import type {
   AgentConfigRef,
+  LostCheckpoint,
   RecordedStep,
   SignedRootRef,
   TurnDirectiveRecord,
@@ -55,6 +56,8 @@ export type DecodedEvent =
   | { readonly type: 'message'; readonly position: number; readonly message: MessageReceived }
   | { readonly type: 'root'; readonly root: SignedRootRef }
   | { readonly type: 'config'; readonly config: AgentConfigRef }
+  /** A sealed `rollback_accepted`: the checkpoint an admin accepted as lost. */
+  | { readonly type: 'rollback_accepted'; readonly lost: LostCheckpoint }
   | {
       readonly type: 'turn';
       readonly position: number;
@@ -134,6 +137,10 @@ export function interpret(position: number, event: TypedEvent): DecodedEvent {
     case 'request_cancelled':
     case 'approval_expired':
       return requestEvent(position, event);
+    case 'rollback_accepted': {
+      const { checkpointHead: head, checkpointRoot } = event.payload;
+      return { type: 'rollback_accepted', lost: { head, root: hex(checkpointRoot) } };
+    }
     case 'payment_charge':
     case 'outbound_payment_receipt':
     case 'memory_set':
@@ -142,7 +149,6 @@ export function interpret(position: number, event: TypedEvent): DecodedEvent {
     case 'conversation_reopened':
     case 'key_rotated':
     case 'excision':
-    case 'rollback_accepted':
       // Not part of the view (decoded all the same, so that corruption fails the read).
       return { type: 'ignored' };
   }

@@ -1,6 +1,11 @@
 import { describe, expect, it } from '@jest/globals';
 import { isAppError } from '../../common/errors';
-import { checkJournal, JournalRolledBackError, type EntryAtCheckpoint } from './journal-checkpoint';
+import {
+  acceptedAsLost,
+  checkJournal,
+  JournalRolledBackError,
+  type EntryAtCheckpoint,
+} from './journal-checkpoint';
 
 const ROOT = 'ab'.repeat(32);
 const OTHER = 'cd'.repeat(32);
@@ -129,5 +134,26 @@ describe('JournalRolledBackError', () => {
     expect(error.message).toContain(
       `the state plane holds 110 entries, but its signed root at head 96 is ${OTHER}, not ${ROOT}`,
     );
+  });
+});
+
+describe('acceptedAsLost', () => {
+  it.each([
+    ['no checkpoint', undefined, [{ head: 96, root: ROOT }], false],
+    ['no decision', checkpoint, [], false],
+    ['a decision for this checkpoint', checkpoint, [{ head: 96, root: ROOT }], true],
+    [
+      'a decision among others',
+      checkpoint,
+      [
+        { head: 40, root: OTHER },
+        { head: 96, root: ROOT },
+      ],
+      true,
+    ],
+    ['a decision for another head', checkpoint, [{ head: 95, root: ROOT }], false],
+    ['a decision for another root at this head', checkpoint, [{ head: 96, root: OTHER }], false],
+  ])('%s: %s', (_name, at, losses, expected) => {
+    expect(acceptedAsLost(at, losses)).toBe(expected);
   });
 });

@@ -10,6 +10,7 @@
 import { AppError } from '../../common/errors';
 import type { Conversation, JournalRollback } from '../api/v1alpha1';
 import { rollbackMessage } from '../controller/conversation-conditions';
+import type { LostCheckpoint } from './journal-view';
 
 /** `status.journal` as the check reads it. */
 export interface JournalCheckpoint {
@@ -25,6 +26,24 @@ export function checkpointOf(conversation: Conversation): JournalCheckpoint | un
   const journal = conversation.status?.journal;
   if (journal?.head === undefined || journal.lastSignedRoot === undefined) return undefined;
   return { head: journal.head, lastSignedRoot: journal.lastSignedRoot, keyId: journal.keyId ?? '' };
+}
+
+/**
+ * True when the journal records that an admin accepted `checkpoint` as lost (a sealed
+ * `rollback_accepted` naming its head and root, in `losses`): the status that still names
+ * it lags the journal, because the status write after the decision was lost with the
+ * replica that made it, or this replica's cache predates it. Such a checkpoint is not held
+ * against the journal; the status catches up instead. Only the exact head and root count,
+ * so an older decision never excuses a later loss.
+ */
+export function acceptedAsLost(
+  checkpoint: JournalCheckpoint | undefined,
+  losses: readonly LostCheckpoint[],
+): boolean {
+  return (
+    checkpoint !== undefined &&
+    losses.some((lost) => lost.head === checkpoint.head && lost.root === checkpoint.lastSignedRoot)
+  );
 }
 
 /** The journal's entry at `checkpoint.head - 1`, as far as the check needs it. */

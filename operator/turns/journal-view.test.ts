@@ -181,6 +181,7 @@ function snapshot(view: JournalView): unknown {
     turnIdsByKey: [...view.turnIdsByKey],
     turnsById: [...view.turnsById],
     anomalies: view.anomalies,
+    acceptedLosses: view.acceptedLosses,
   });
 }
 
@@ -214,6 +215,7 @@ describe('foldJournal', () => {
       turnIdsByKey: [],
       turnsById: [],
       anomalies: [],
+      acceptedLosses: [],
     });
     expect(oldestOrphan(view)).toBeUndefined();
     expect(pendingTurn(view)).toBeUndefined();
@@ -872,6 +874,7 @@ describe('applyEntry', () => {
       turnIdsByKey: new Map(base.turnIdsByKey),
       turnsById: new Map(base.turnsById),
       anomalies: base.anomalies,
+      acceptedLosses: base.acceptedLosses,
     };
     expect(snapshot(applyEntries(plain, j.entries.slice(cut)))).toEqual(snapshot(full));
   });

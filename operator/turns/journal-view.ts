@@ -169,6 +169,16 @@ export interface JournalView {
   readonly anomalies: readonly JournalAnomaly[];
   /** The newest `agent_config` (docs/replay.md); absent when the journal has none. */
   readonly newestAgentConfig?: AgentConfigRef;
+  /** The checkpoints of every `rollback_accepted`, in journal order. */
+  readonly acceptedLosses: readonly LostCheckpoint[];
+}
+
+/** A checkpoint an admin accepted as lost (a `rollback_accepted`). */
+export interface LostCheckpoint {
+  /** `status.journal.head` as it was. */
+  readonly head: number;
+  /** The signed root that ended it, lowercase hex. */
+  readonly root: string;
 }
 
 /** Where an `agent_config` is and its digest. */

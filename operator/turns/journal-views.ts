@@ -23,6 +23,7 @@ import {
   type TypedEvent,
 } from './journal-view';
 import {
+  acceptedAsLost,
   checkJournal,
   JournalRolledBackError,
   type CheckpointVerdict,
@@ -106,7 +107,7 @@ export class JournalViews {
     }
     const view = await this.refresh(uid, signal);
     const verdict = await this.verdictFor(uid, view, checkpoint, signal);
-    if (verdict.kind === 'rolled_back') {
+    if (verdict.kind === 'rolled_back' && !acceptedAsLost(checkpoint, view.acceptedLosses)) {
       // Never start from it: the next claim reads and checks the journal again.
       this.forget(uid);
       throw new JournalRolledBackError(uid, verdict.rollback);

@@ -7,7 +7,13 @@ import { AppError } from '../../common/errors';
 import type { EventKind } from '../../common/event-kinds';
 import type { MessageReceived } from '../../proto/gen/polychrome/events/v1/events';
 import { recordedAttribution, type DecodedEvent, type TurnEventKind } from './decoded-event';
-import type { AgentConfigRef, JournalView, SignedRootRef, TurnView } from './journal-view';
+import type {
+  AgentConfigRef,
+  JournalView,
+  LostCheckpoint,
+  SignedRootRef,
+  TurnView,
+} from './journal-view';
 
 /** What is odd about an event the fold read past. */
 export const AnomalyProblem = {
@@ -44,6 +50,7 @@ export interface ViewState {
   readonly turnsById: ReadonlyMap<string, TurnView>;
   readonly anomalies: readonly JournalAnomaly[];
   readonly newestAgentConfig?: AgentConfigRef;
+  readonly acceptedLosses: readonly LostCheckpoint[];
 }
 
 /** The contents of an empty journal. */
@@ -54,6 +61,7 @@ export function emptyState(): ViewState {
     turnIdsByKey: new Map(),
     turnsById: new Map(),
     anomalies: [],
+    acceptedLosses: [],
   };
 }
 
@@ -65,6 +73,7 @@ export function stateOf(view: JournalView): ViewState {
     turnIdsByKey: view.turnIdsByKey,
     turnsById: view.turnsById,
     anomalies: view.anomalies,
+    acceptedLosses: view.acceptedLosses,
     ...(view.newestAgentConfig === undefined ? {} : { newestAgentConfig: view.newestAgentConfig }),
   };
 }
@@ -116,6 +125,10 @@ export class LazyView implements JournalView {
     return this.#resolve().newestAgentConfig;
   }
 
+  get acceptedLosses(): readonly LostCheckpoint[] {
+    return this.#resolve().acceptedLosses;
+  }
+
   #resolve(): ViewState {
     if (this.#state !== undefined) return this.#state;
     const chain: LazyView[] = [this];
@@ -146,8 +159,10 @@ class StateBuilder {
   private readonly turnsById: Map<string, TurnView>;
   private readonly anomalies: JournalAnomaly[];
   private newestAgentConfig: AgentConfigRef | undefined;
+  private readonly acceptedLosses: LostCheckpoint[];
 
   constructor(state: ViewState) {
+    this.acceptedLosses = [...state.acceptedLosses];
     this.newestAgentConfig = state.newestAgentConfig;
     this.lastSignedRoot = state.lastSignedRoot;
     this.turns = [...state.turns];
@@ -163,6 +178,7 @@ class StateBuilder {
       turnIdsByKey: this.turnIdsByKey,
       turnsById: this.turnsById,
       anomalies: this.anomalies,
+      acceptedLosses: this.acceptedLosses,
       ...(this.newestAgentConfig === undefined
         ? {}
         : { newestAgentConfig: this.newestAgentConfig }),
@@ -178,6 +194,9 @@ class StateBuilder {
         return;
       case 'config':
         this.newestAgentConfig = event.config;
+        return;
+      case 'rollback_accepted':
+        this.acceptedLosses.push(event.lost);
         return;
       case 'turn':
         return this.turnEvent(event.position, event.kind, event.turnId, event.apply);

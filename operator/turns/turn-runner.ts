@@ -11,7 +11,7 @@ import type { Conversation } from '../api/v1alpha1';
 import type { LeaseHandle } from '../lease/conversation-leases';
 import type { TurnCoordinatorOptions, TurnObserver } from './coordinator-options';
 import { runHarness, type HarnessRunPorts } from './harness-run';
-import { checkpointOf, JournalRolledBackError } from './journal-checkpoint';
+import { acceptedAsLost, checkpointOf, JournalRolledBackError } from './journal-checkpoint';
 import { turnReplyOf, type JournalView, type TurnView } from './journal-view';
 import type { JournalViews } from './journal-views';
 import {
@@ -101,7 +101,9 @@ export class TurnRunner {
       this.noteRollback(uid, error);
       throw error;
     }
-    if (journal?.rollback !== undefined) {
+    if (acceptedAsLost(checkpointOf(conversation), view.acceptedLosses)) {
+      this.catchUpAcceptedRollback(conversation, view);
+    } else if (journal?.rollback !== undefined) {
       this.options.logger.info(
         { conversation: uid, head: view.head },
         'the journal holds status.journal again; the rollback is cleared',
@@ -109,6 +111,25 @@ export class TurnRunner {
       this.status.queue(conversation, { kind: 'journal_restored' });
     }
     return view;
+  }
+
+  /**
+   * The status still names a checkpoint the journal records as accepted lost: it moves to
+   * the journal's last signed root as an accepted rollback would (the one change that may
+   * lower it), and any recorded rollback goes.
+   */
+  private catchUpAcceptedRollback(conversation: Conversation, view: JournalView): void {
+    const root = view.lastSignedRoot;
+    if (root === undefined) return;
+    this.options.logger.info(
+      { conversation: conversation.metadata.uid, head: view.head },
+      'status.journal names a checkpoint the journal records as accepted lost; it catches up',
+    );
+    this.status.queue(
+      conversation,
+      { kind: 'rollback_accepted' },
+      { head: view.head, lastSignedRoot: root.root, keyId: root.keyId },
+    );
   }
 
   /**
