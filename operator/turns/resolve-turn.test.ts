@@ -14,6 +14,7 @@ import {
   textReply,
   transferReply,
   unknownFirstTransfer,
+  waitFor,
   type RealTurns,
 } from '../../test/support/real-turns';
 import { lifecycleEvents } from '../controller/lifecycle-events';
@@ -88,16 +89,6 @@ async function quarantined(
         signal,
       ),
   };
-}
-
-async function waitFor<T>(read: () => T | undefined, timeoutMs = 5_000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const value = read();
-    if (value !== undefined) return value;
-    if (Date.now() > until) throw new Error('timed out waiting for the status');
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
 }
 
 function degradedReason(

@@ -8,18 +8,15 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import pino from 'pino';
 import { EventKind, encodePayload } from '../../common/event-kinds';
 import { readyStatus } from '../../test/support/in-memory-conversations';
-import { startRealTurns, textReply, type RealTurns } from '../../test/support/real-turns';
+import {
+  startRealTurns,
+  TEST_OWNER as OWNER,
+  textReply,
+  waitFor,
+  type RealTurns,
+} from '../../test/support/real-turns';
 import type { ConversationStatus } from '../api/v1alpha1';
 import { partitionOf } from './journal-views';
-import type { Caller } from './turn-service';
-
-const OWNER: Caller = {
-  identity: 'web:owner',
-  identities: ['web:owner'],
-  personaId: 'p-owner',
-  roles: ['member'],
-  sessionId: 's',
-};
 const LOST = { head: 96, root: 'ab'.repeat(32), keyId: 'k-lost' };
 
 let turns: RealTurns | undefined;
@@ -104,13 +101,3 @@ describe('a status that lags an accepted rollback', () => {
     expect(await turns!.journal.entries(partitionOf(uid))).toHaveLength(2);
   });
 });
-
-async function waitFor<T>(probe: () => T | undefined, timeoutMs = 5_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const found = probe();
-    if (found !== undefined) return found;
-    if (Date.now() > deadline) throw new Error('timed out waiting for the status');
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}

@@ -262,3 +262,14 @@ export async function recordApprovedTurns(
     throw error;
   }
 }
+
+/** Polls `read` every 10 ms until it returns a value (a status the writer has written). */
+export async function waitFor<T>(read: () => T | undefined, timeoutMs = 5_000): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const value = read();
+    if (value !== undefined) return value;
+    if (Date.now() > until) throw new Error('timed out waiting for the status');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
