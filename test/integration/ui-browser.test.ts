@@ -468,7 +468,7 @@ describe('the forensics UI in Chromium', () => {
     expect(allowed.stdout).toContain('<script src="app.js"');
   });
 
-  it('tells a viewer the export needs conversations/export, naming the verb', async () => {
+  it('tells a reader the export needs conversations/export, naming the verb', async () => {
     const page = await openConversation(asVera);
     await page.click('tr[data-conversation="hello"] a');
     await page.waitForSelector('#verify-button');
