@@ -1287,8 +1287,8 @@ async function prepareDoor(cluster: LocalCluster, dir: string): Promise<BenchDoo
 
 /**
  * A Kubernetes user whom RBAC allows to follow the namespace's conversations (a RoleBinding
- * to polychrome-conversation-viewer: this cluster runs no controller manager, so the
- * built-in `view` role aggregates nothing), as the client certificate and CA its kubeconfig
+ * to polychrome-conversation-reader, which no built-in role aggregates: a conversation's
+ * content is Secret-level), as the client certificate and CA its kubeconfig
  * holds.
  */
 async function streamingUser(
@@ -1307,7 +1307,7 @@ async function streamingUser(
         roleRef: {
           apiGroup: 'rbac.authorization.k8s.io',
           kind: 'ClusterRole',
-          name: 'polychrome-conversation-viewer',
+          name: 'polychrome-conversation-reader',
         },
         subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'bench-viewer' }],
       },

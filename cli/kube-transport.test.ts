@@ -161,7 +161,8 @@ describe('Kubernetes Status errors', () => {
   });
 
   it.each([
-    ['get', 'conversations/log', 'polychrome-conversation-viewer'],
+    ['get', 'conversations/log', 'polychrome-conversation-reader'],
+    ['get', 'conversations/transcript', 'polychrome-conversation-reader'],
     ['create', 'conversations/messages', 'polychrome-conversation-user'],
     ['create', 'conversations/questions', 'polychrome-conversation-user'],
     ['delete', 'conversations/questions', 'polychrome-conversation-admin'],

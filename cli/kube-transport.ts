@@ -70,7 +70,7 @@ function roleFor(verb: string, resource: string): string | undefined {
     return 'a ClusterRoleBinding to polychrome-session-admin';
   }
   if (verb === 'get' && (sub === 'transcript' || sub === 'log')) {
-    return 'a RoleBinding to polychrome-conversation-viewer (or view) in the namespace';
+    return 'a RoleBinding to polychrome-conversation-reader (or edit) in the namespace; view shows no conversation content';
   }
   if (verb === 'create' && (sub === 'messages' || sub === 'questions')) {
     return 'a RoleBinding to polychrome-conversation-user (or edit) in the namespace';

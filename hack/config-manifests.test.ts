@@ -636,8 +636,23 @@ describe('kustomizations', () => {
     'config/state',
     'config/control-plane',
     'config/sandbox',
+    'config/conversations',
   ])('%s lists every manifest in it', (dir) => {
     expect(filesListed(dir)).toEqual(yamlFilesIn(dir));
+  });
+
+  it('config/conversations makes the namespace the public API creates conversations in, never default, with the sandbox there', () => {
+    const conversations = build('config/conversations');
+    const target = loadControlPlaneConfig(containerEnv()).turns.newConversationNamespace;
+    expect(target).not.toBe('default');
+    expect(find(conversations, 'Namespace', target, 'config/conversations')).toBeDefined();
+    // What a conversation namespace needs: config/sandbox's objects, in that namespace.
+    expect(
+      conversations
+        .filter((o) => o['kind'] !== 'Namespace')
+        .map((o) => `${keyOf(o)} ${String(namespaceOf(o))}`)
+        .sort(),
+    ).toEqual(sandbox.map((o) => `${keyOf(o)} ${target}`).sort());
   });
 
   it('config/sandbox keeps its NetworkPolicy and no longer holds the RuntimeClass', () => {
@@ -766,6 +781,7 @@ describe('config/default: one namespace, set in one place', () => {
       'APIService/v1alpha1.api.polychrome.dev',
       'ClusterRole/polychrome-control-plane-authentication-reader',
       'ClusterRole/polychrome-conversation-admin',
+      'ClusterRole/polychrome-conversation-reader',
       'ClusterRole/polychrome-conversation-user',
       'ClusterRole/polychrome-conversation-viewer',
       'ClusterRole/polychrome-session-admin',

@@ -45,13 +45,18 @@ import { defaultBinDir, defaultCrdDirs, LocalCluster, repoRoot } from './lib/loc
 import { isAlive, pollUntil, startProcess, stopPid } from './lib/processes';
 import { ensureDoorCertificate, KUBE_DOOR_API_SERVICE } from './lib/kube-door';
 import { isApiError } from './lib/local-node-pod-worker';
+import { DEFAULT_CONVERSATION_NAMESPACE } from '../operator/config';
 
 /** Where `up` keeps the cluster, the journals, keys and logs; POLYCHROME_DEV_DIR moves it (tests). */
 const localDir = process.env.POLYCHROME_DEV_DIR ?? join(repoRoot, '.local');
 const clusterDir = join(localDir, 'cluster');
 const devDir = join(localDir, 'dev');
 const stateFile = join(devDir, 'processes.json');
-const namespace = 'default';
+/**
+ * The conversations' namespace: the one the control plane's public API creates them in
+ * (config/control-plane's POLYCHROME_NEW_CONVERSATION_NAMESPACE), where `hello` lives too.
+ */
+const namespace = DEFAULT_CONVERSATION_NAMESPACE;
 /** The public API, where the CLI looks by default (POLYCHROME_API_URL). */
 const apiHost = '127.0.0.1';
 const apiPort = 8080;
@@ -232,11 +237,11 @@ async function up(): Promise<void> {
     const door = await ensureDoorCertificate(join(localDir, 'kube-api-pki'), DEV_BASE_NAMESPACE);
     const approvalKey = await ensureApprovalKey(join(devDir, 'approval-key.pem'));
     const harnessToken = await ensureHarnessToken(join(devDir, 'harness-token'));
-    await core
-      .createNamespace({ body: { metadata: { name: DEV_BASE_NAMESPACE } } })
-      .catch((err: unknown) => {
+    for (const name of [DEV_BASE_NAMESPACE, namespace]) {
+      await core.createNamespace({ body: { metadata: { name } } }).catch((err: unknown) => {
         if (!isApiError(err, 409)) throw err;
       });
+    }
     await applySecrets(
       core,
       DEV_BASE_NAMESPACE,
@@ -416,10 +421,10 @@ Talk to it (from the repository root):
     polychrome state verify conv-${uid}
 
 By name, under RBAC, through kube-apiserver (after the export line above; docs/kubectl.md):
-  kubectl polychrome send hello "What is 6 * 7?"
-  kubectl polychrome logs hello -f
-  kubectl polychrome transcript hello
-  kubectl polychrome dashboard               # the forensics UI (docs/ui.md)
+  kubectl polychrome send hello -n ${namespace} "What is 6 * 7?"
+  kubectl polychrome logs hello -n ${namespace} -f
+  kubectl polychrome transcript hello -n ${namespace}
+  kubectl polychrome dashboard -n ${namespace}   # the forensics UI (docs/ui.md)
 
 stop: make dev-down (everything is kept for the next make dev); start over: make dev-reset`);
   } catch (err: unknown) {

@@ -27,13 +27,32 @@ describe('loadControlPlaneConfig', () => {
     expect(c.api).toEqual({ host: '0.0.0.0', port: 8080 });
     expect(c.peer).toEqual({ host: '0.0.0.0', port: 8443, namespace: 'polychrome-system' });
     expect(c.turns).toMatchObject({
-      newConversationNamespace: 'default',
+      newConversationNamespace: 'polychrome-conversations',
       newConversationSpec: {},
       sandboxWaitMs: 120_000,
       maxAttempts: 3,
       approvalTtlMs: 24 * 3_600_000,
       allowSelfApproval: false,
     });
+  });
+
+  it('never creates conversations in default: refused with the variable named, whichever variable says so', () => {
+    for (const extra of [
+      { POLYCHROME_NEW_CONVERSATION_NAMESPACE: 'default' },
+      { POLYCHROME_WATCH_NAMESPACE: 'default' },
+    ]) {
+      expect(() => loadControlPlaneConfig({ ...base, ...extra })).toThrow(
+        /POLYCHROME_NEW_CONVERSATION_NAMESPACE: conversations the API creates would land in "default".*polychrome-conversations/u,
+      );
+    }
+    // Watching default is fine when the API creates conversations elsewhere.
+    expect(
+      loadControlPlaneConfig({
+        ...base,
+        POLYCHROME_WATCH_NAMESPACE: 'default',
+        POLYCHROME_NEW_CONVERSATION_NAMESPACE: 'team-a',
+      }).turns.newConversationNamespace,
+    ).toBe('team-a');
   });
 
   it('allows self-approval only when POLYCHROME_ALLOW_SELF_APPROVAL says so', () => {

@@ -17,6 +17,14 @@ import { DEFAULT_PEER_PORT } from './public-api/peer-hop';
 import { DEFAULT_KUBE_API_PORT } from './public-api/public-api-server';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * Where the public API creates conversations unless configured otherwise: a namespace of
+ * their own (config/conversations), never `default`, so that no ordinary namespace role
+ * (`edit` in `default`, say) reaches what members said (docs/api.md, "Where conversations
+ * live").
+ */
+export const DEFAULT_CONVERSATION_NAMESPACE = 'polychrome-conversations';
 const DURATION_UNITS_MS: Readonly<Record<string, number>> = {
   ms: 1,
   s: 1_000,
@@ -72,7 +80,7 @@ function envDuration(fallbackMs: number, range: { min: number; max: number }) {
  * | `POLYCHROME_KUBE_API_HOST` / `POLYCHROME_KUBE_API_PORT` | the Kubernetes door's listener | 0.0.0.0, 8444 |
  * | `POLYCHROME_HARNESS_TOKEN_FILE` | the bearer token harness pods accept | required |
  * | `POLYCHROME_APPROVAL_KEY_FILE` | ed25519 private key (PKCS#8 PEM) that signs approvals | required |
- * | `POLYCHROME_NEW_CONVERSATION_NAMESPACE` | where the API creates conversations | the watch namespace, else `default` |
+ * | `POLYCHROME_NEW_CONVERSATION_NAMESPACE` | where the API creates conversations (docs/api.md, "Where conversations live") | the watch namespace, else `polychrome-conversations` |
  * | `POLYCHROME_NEW_CONVERSATION_SPEC` | JSON spec of conversations the API creates (the default agent) | `{}` |
  * | `POLYCHROME_TURN_SANDBOX_WAIT_MS` | how long a turn waits for its harness (e.g. after a reopen) | 120000 |
  * | `POLYCHROME_TURN_MAX_ATTEMPTS` | dispatches of one turn before it settles with the fallback reply | 3 |
@@ -143,6 +151,15 @@ const schema = z
         ],
         message:
           'the Kubernetes door needs both its certificate and its key: set both, or neither to leave it out',
+      });
+    }
+    if (
+      (env.POLYCHROME_NEW_CONVERSATION_NAMESPACE ?? env.POLYCHROME_WATCH_NAMESPACE) === 'default'
+    ) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['POLYCHROME_NEW_CONVERSATION_NAMESPACE'],
+        message: `conversations the API creates would land in "default", where every holder of edit or admin reads them through the Kubernetes door; name a namespace of their own (${DEFAULT_CONVERSATION_NAMESPACE}, config/conversations)`,
       });
     }
     if (env.POLYCHROME_LEASE_RENEW_MS >= env.POLYCHROME_LEASE_DURATION_MS) {
@@ -288,7 +305,9 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
       harnessTokenPath: c.POLYCHROME_HARNESS_TOKEN_FILE,
       approvalKeyPath: c.POLYCHROME_APPROVAL_KEY_FILE,
       newConversationNamespace:
-        c.POLYCHROME_NEW_CONVERSATION_NAMESPACE ?? c.POLYCHROME_WATCH_NAMESPACE ?? 'default',
+        c.POLYCHROME_NEW_CONVERSATION_NAMESPACE ??
+        c.POLYCHROME_WATCH_NAMESPACE ??
+        DEFAULT_CONVERSATION_NAMESPACE,
       newConversationSpec: c.POLYCHROME_NEW_CONVERSATION_SPEC,
       sandboxWaitMs: c.POLYCHROME_TURN_SANDBOX_WAIT_MS,
       maxAttempts: c.POLYCHROME_TURN_MAX_ATTEMPTS,

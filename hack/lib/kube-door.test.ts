@@ -37,6 +37,7 @@ describe('the Kubernetes door on a local cluster', () => {
     expect(objects.filter((o) => o.kind === 'ClusterRole').map((o) => o.metadata.name)).toEqual(
       expect.arrayContaining([
         'polychrome-conversation-viewer',
+        'polychrome-conversation-reader',
         'polychrome-conversation-user',
         'polychrome-conversation-admin',
       ]),

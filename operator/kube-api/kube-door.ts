@@ -196,7 +196,7 @@ export class KubeDoor {
     if (!review.allowed) {
       throw new AppError(
         'permission_denied',
-        `User "${user.username}" cannot ${subresource.verb} resource "${KUBE_RESOURCE}/${subresource.name}" in API group "${KUBE_API_GROUP}" in the namespace "${namespace}"${review.reason === '' ? '' : `: ${review.reason}`}; ask for a RoleBinding to polychrome-conversation-viewer, -user or -admin (docs/kube-api.md)`,
+        `User "${user.username}" cannot ${subresource.verb} resource "${KUBE_RESOURCE}/${subresource.name}" in API group "${KUBE_API_GROUP}" in the namespace "${namespace}"${review.reason === '' ? '' : `: ${review.reason}`}; ask for a RoleBinding in the namespace to polychrome-conversation-reader (read), edit (talk) or admin (approve, export); view shows no conversation's content (docs/kube-api.md, "Who may read, post and approve")`,
         { details: { namespace, name, verb: subresource.verb, subresource: subresource.name } },
       );
     }

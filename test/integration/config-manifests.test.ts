@@ -74,6 +74,10 @@ function printed(json: string): Obj[] {
 
 const nameOf = (o: Obj): unknown => (isObj(o['metadata']) ? o['metadata']['name'] : undefined);
 const keyOf = (o: Obj): string => `${String(o['kind'])}/${String(nameOf(o))}`;
+const namespaceOf = (o: Obj): string => {
+  const namespace = isObj(o['metadata']) ? o['metadata']['namespace'] : undefined;
+  return typeof namespace === 'string' ? namespace : '';
+};
 
 /**
  * `value` as the API server prints it: fields that hold an empty string are omitted
@@ -242,6 +246,32 @@ describe('config/ manifests on a real API server', () => {
     }
     const policy = returned.find((o) => keyOf(o) === 'NetworkPolicy/polychrome-harness');
     expect(policy).toMatchObject({ metadata: { namespace: ns.name } });
+  });
+
+  it('applies config/conversations: the namespace the public API creates conversations in, with the sandbox in it', () => {
+    const built = build(kubeconfig, 'config/conversations');
+    const returned = printed(
+      kubectl(kubeconfig, [
+        'apply',
+        '--server-side',
+        '-k',
+        join(repoRoot, 'config', 'conversations'),
+        '-o',
+        'json',
+      ]),
+    );
+    for (const [b, r] of matchUp(built, returned)) {
+      expect({ key: keyOf(b), found: r !== undefined }).toEqual({ key: keyOf(b), found: true });
+      expect(r).toMatchObject(withoutEmptyStrings(b) as Obj);
+    }
+    expect(returned.map((o) => `${keyOf(o)} ${namespaceOf(o)}`).sort()).toEqual(
+      [
+        'Namespace/polychrome-conversations ',
+        'NetworkPolicy/polychrome-harness polychrome-conversations',
+        'SandboxTemplate/polychrome-harness polychrome-conversations',
+        'SandboxWarmPool/polychrome-harness polychrome-conversations',
+      ].sort(),
+    );
   });
 
   it('applies the base server-side into a fresh namespace; a server-side diff is then empty and a second apply changes nothing', () => {

@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { repoRoot } from '../../hack/lib/paths';
 import { pollUntil } from '../../hack/lib/processes';
+import { DEFAULT_CONVERSATION_NAMESPACE } from '../../operator/config';
 
 // `make dev` itself, in a directory of its own (POLYCHROME_DEV_DIR): its own local control
 // plane and node, hack/dev/base deployed as a cluster would sync it, and the Conversation
@@ -164,7 +165,7 @@ async function helloUid(kc: KubeConfig): Promise<string> {
     group: 'polychrome.dev',
     version: 'v1alpha1',
     plural: 'conversations',
-    namespace: 'default',
+    namespace: DEFAULT_CONVERSATION_NAMESPACE,
     name: 'hello',
   })) as { metadata?: { uid?: string } };
   return obj.metadata?.uid ?? '';

@@ -214,15 +214,20 @@ beforeAll(async () => {
     owner: 'kubernetes:dave',
   });
   // dave administers the namespace (the stack binds him to admin, which aggregates
-  // polychrome-conversation-admin); vera may only look (view aggregates
-  // polychrome-conversation-viewer: the UI and the Conversations, not the export).
+  // polychrome-conversation-admin); vera may only read (a RoleBinding to
+  // polychrome-conversation-reader: the UI, the Conversations, transcripts and logs, not
+  // the export; `view` alone would show her no content).
   dave = stack.users.dave;
   vera = await (await sharedCluster()).mintUser('vera', ['team-a']);
   await adminConfig.makeApiClient(RbacAuthorizationV1Api).createNamespacedRoleBinding({
     namespace: ns,
     body: {
-      metadata: { name: 'vera-view' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view' },
+      metadata: { name: 'vera-reader' },
+      roleRef: {
+        apiGroup: 'rbac.authorization.k8s.io',
+        kind: 'ClusterRole',
+        name: 'polychrome-conversation-reader',
+      },
       subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'vera' }],
     },
   });
@@ -463,7 +468,7 @@ describe('the forensics UI in Chromium', () => {
     expect(allowed.stdout).toContain('<script src="app.js"');
   });
 
-  it('tells a viewer the export needs conversations/export, naming the verb', async () => {
+  it('tells a reader the export needs conversations/export, naming the verb', async () => {
     const page = await openConversation(asVera);
     await page.click('tr[data-conversation="hello"] a');
     await page.waitForSelector('#verify-button');

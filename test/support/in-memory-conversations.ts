@@ -15,6 +15,7 @@ import {
   type ConversationStatus,
 } from '../../operator/api/v1alpha1';
 import type { ConversationStore } from '../../operator/turns/conversation-access';
+import { DEFAULT_CONVERSATION_NAMESPACE } from '../../operator/config';
 
 /** The status the reconciler writes once a conversation's sandbox runs at `endpoint`. */
 export function readyStatus(endpoint: string): ConversationStatus {
@@ -35,7 +36,7 @@ export function readyStatus(endpoint: string): ConversationStatus {
 }
 
 export interface InMemoryConversationsOptions {
-  /** Namespace of created conversations. @default 'default' */
+  /** Namespace of created conversations. @default the control plane's, {@link DEFAULT_CONVERSATION_NAMESPACE} */
   readonly namespace?: string;
   /** The deployment's default spec for created conversations (`owner` is set per create). */
   readonly spec: ConversationSpec;
@@ -73,7 +74,7 @@ export class InMemoryConversations implements ConversationStore {
       apiVersion: ConversationResource.apiVersion,
       kind: ConversationResource.kind,
       metadata: {
-        namespace: options.namespace ?? this.options.namespace ?? 'default',
+        namespace: options.namespace ?? this.options.namespace ?? DEFAULT_CONVERSATION_NAMESPACE,
         name: name ?? `conv-${uid.slice(0, 8)}`,
         uid,
         generation: 1,
