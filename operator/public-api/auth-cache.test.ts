@@ -58,25 +58,26 @@ describe('AuthCache', () => {
     expect(asked).toEqual(['bad-1', 'bad-1']);
   });
 
-  it.each([
-    ['unavailable', 'the backend may be back at the next request'],
-    ['permission_denied', 'an admin may link the persona at any moment'],
-    ['internal', 'a fault is not an answer about the token'],
-  ] as const)('never remembers %s (%s)', async (code) => {
-    let calls = 0;
-    const cache = new AuthCache({
-      authenticate: () => {
-        calls += 1;
-        return Promise.reject(new AppError(code, 'no'));
-      },
-      failureTtlMs: 1_000,
-      now: () => 0,
-    });
-    await expect(cache.authenticate('tok')).rejects.toMatchObject({ code });
-    await expect(cache.authenticate('tok')).rejects.toMatchObject({ code });
-    expect(calls).toBe(2);
-    expect(cache.failureCount).toBe(0);
-  });
+  // unavailable: the backend may be back at the next request; permission_denied: an admin
+  // may link the persona at any moment; internal: a fault is no answer about the token.
+  it.each(['unavailable', 'permission_denied', 'internal'] as const)(
+    'never remembers %s',
+    async (code) => {
+      let calls = 0;
+      const cache = new AuthCache({
+        authenticate: () => {
+          calls += 1;
+          return Promise.reject(new AppError(code, 'no'));
+        },
+        failureTtlMs: 1_000,
+        now: () => 0,
+      });
+      await expect(cache.authenticate('tok')).rejects.toMatchObject({ code });
+      await expect(cache.authenticate('tok')).rejects.toMatchObject({ code });
+      expect(calls).toBe(2);
+      expect(cache.failureCount).toBe(0);
+    },
+  );
 
   it('asks every time for a refused token when failureTtlMs is 0', async () => {
     const { asked, authenticate } = recorder();
