@@ -199,7 +199,7 @@ describe('limit: conversations per caller', () => {
     ).toBe(201);
   });
 
-  it('lets only one of two concurrent creates take the last place', async () => {
+  it('gives the last place to one of three concurrent creates', async () => {
     const { a } = await start({ conversations: 2 });
     a.seed(ALICE.identity);
     const answers = await Promise.all(
