@@ -30,14 +30,18 @@ interface Opened {
   readonly body: Promise<string>;
 }
 
-async function openAs(kubeconfig: string, path: string): Promise<Opened> {
+async function openAs(
+  kubeconfig: string,
+  path: string,
+  accept = 'text/event-stream',
+): Promise<Opened> {
   const kc = await kubeConfig(kubeconfig);
   const server = new URL(kc.getCurrentCluster()?.server ?? '');
   const options: RequestOptions = {
     host: server.hostname,
     port: server.port,
     path,
-    headers: { accept: 'text/event-stream' },
+    headers: { accept },
   };
   await kc.applyToHTTPSOptions(options);
   return await new Promise<Opened>((resolve, reject) => {
@@ -59,10 +63,15 @@ async function openAs(kubeconfig: string, path: string): Promise<Opened> {
 
 /** What kube-apiserver has answered for TokenReviews since it started (its own metrics). */
 async function tokenReviewsServed(admin: string): Promise<number> {
-  const got = await kubectl(admin, ['get', '--raw', '/metrics']);
-  if (!got.ok) throw new Error(`kubectl get --raw /metrics failed: ${got.stderr}`);
+  const metrics = await openAs(admin, '/metrics', 'text/plain');
+  const text = await metrics.body;
+  if (metrics.response.statusCode !== 200) {
+    throw new Error(
+      `GET /metrics answered ${String(metrics.response.statusCode)}: ${text.slice(0, 200)}`,
+    );
+  }
   let total = 0;
-  for (const line of got.stdout.split('\n')) {
+  for (const line of text.split('\n')) {
     if (!line.startsWith('apiserver_request_total{')) continue;
     if (!line.includes('resource="tokenreviews"')) continue;
     total += Number(line.slice(line.lastIndexOf(' ') + 1));
