@@ -138,6 +138,17 @@ const TRACING_ONLY = '--tracing';
 const TRACING_CONTROL = '--control';
 /** Runs only the SSE comparison of the two doors (phase 2b). */
 const KUBE_SSE_ONLY = '--kube-sse';
+/**
+ * The per-caller limits off (docs/api.md, "Limits per caller"): the benchmark measures the
+ * planes with one caller opening up to 5,000 streams and running 200 conversations.
+ */
+const NO_CALLER_LIMITS = {
+  POLYCHROME_LIMIT_CONVERSATIONS: '0',
+  POLYCHROME_LIMIT_STREAMS: '0',
+  POLYCHROME_LIMIT_REQUESTS_PER_SECOND: '0',
+  POLYCHROME_LIMIT_REQUEST_BURST: '0',
+} as const;
+
 /** Streams per door in phase 2b unless --streams says otherwise. */
 const KUBE_SSE_STREAMS = 100;
 
@@ -694,7 +705,7 @@ async function tracingPhase(
       namespacePrefix: 'bench-traced',
       timeoutMs: 180_000,
       leaseDurationMs: 15_000,
-      controlPlaneEnv: { POLYCHROME_LEASE_RENEW_MS: '5000', ...otel },
+      controlPlaneEnv: { POLYCHROME_LEASE_RENEW_MS: '5000', ...NO_CALLER_LIMITS, ...otel },
       harnessEnv: otel,
       stateEnv: otel,
     });
@@ -822,7 +833,11 @@ async function untracedStack(
     namespacePrefix,
     timeoutMs: 180_000,
     leaseDurationMs: 15_000,
-    controlPlaneEnv: { POLYCHROME_LEASE_RENEW_MS: '5000', ...profileEnv(profile) },
+    controlPlaneEnv: {
+      POLYCHROME_LEASE_RENEW_MS: '5000',
+      ...NO_CALLER_LIMITS,
+      ...profileEnv(profile),
+    },
     harnessEnv: profileEnv(profile),
     stateEnv: profileEnv(profile),
   });
@@ -1579,7 +1594,12 @@ async function run(
     timeoutMs: 180_000,
     // The deployment's lease timing (15 s, renewed every 5 s), not the tests' short one.
     leaseDurationMs: 15_000,
-    controlPlaneEnv: { POLYCHROME_LEASE_RENEW_MS: '5000', ...profileEnv('off'), ...door?.env },
+    controlPlaneEnv: {
+      POLYCHROME_LEASE_RENEW_MS: '5000',
+      ...NO_CALLER_LIMITS,
+      ...profileEnv('off'),
+      ...door?.env,
+    },
     harnessEnv: profileEnv('off'),
     stateEnv: profileEnv('off'),
   });

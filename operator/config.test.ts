@@ -201,6 +201,49 @@ describe('loadControlPlaneConfig', () => {
     );
   });
 
+  it('reads the per-caller limits, 20 conversations, 10 streams, 20 a second in bursts of 60, edges ×50 by default', () => {
+    expect(loadControlPlaneConfig(base).limits).toEqual({
+      conversations: 20,
+      streams: 10,
+      requestsPerSecond: 20,
+      burst: 60,
+      edgeScale: 50,
+      authFailureCacheMs: 5_000,
+    });
+    const set = loadControlPlaneConfig({
+      ...base,
+      POLYCHROME_LIMIT_CONVERSATIONS: '0',
+      POLYCHROME_LIMIT_STREAMS: '3',
+      POLYCHROME_LIMIT_REQUESTS_PER_SECOND: '0',
+      POLYCHROME_LIMIT_REQUEST_BURST: '0',
+      POLYCHROME_LIMIT_EDGE_SCALE: '7',
+      POLYCHROME_AUTH_FAILURE_CACHE_MS: '0',
+    });
+    expect(set.limits).toEqual({
+      conversations: 0,
+      streams: 3,
+      requestsPerSecond: 0,
+      burst: 0,
+      edgeScale: 7,
+      authFailureCacheMs: 0,
+    });
+  });
+
+  it('refuses a request rate without a burst, and limits that are not whole numbers, by name', () => {
+    expect(() => loadControlPlaneConfig({ ...base, POLYCHROME_LIMIT_REQUEST_BURST: '0' })).toThrow(
+      /POLYCHROME_LIMIT_REQUEST_BURST: the request rate limit needs both a rate and a burst/,
+    );
+    expect(() =>
+      loadControlPlaneConfig({
+        ...base,
+        POLYCHROME_LIMIT_STREAMS: '-1',
+        POLYCHROME_LIMIT_EDGE_SCALE: '0',
+      }),
+    ).toThrow(
+      /POLYCHROME_LIMIT_STREAMS: must be a whole number from 0[\s\S]*POLYCHROME_LIMIT_EDGE_SCALE: must be a whole number from 1/,
+    );
+  });
+
   it('rejects a state address without a port', () => {
     expect(() =>
       loadControlPlaneConfig({ ...base, POLYCHROME_STATE_ADDRESS: 'polychrome-state' }),

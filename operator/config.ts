@@ -13,6 +13,8 @@ import {
 } from '../common/config';
 import { DEFAULT_HEALTH_PORT } from '../common/health-server';
 import { LogLevel } from '../common/log';
+import { DEFAULT_AUTH_FAILURE_CACHE_MS } from './public-api/auth-cache';
+import { DEFAULT_LIMITS, type LimitSettings } from './public-api/caller-limits';
 import { DEFAULT_PEER_PORT } from './public-api/peer-hop';
 import { DEFAULT_KUBE_API_PORT } from './public-api/public-api-server';
 
@@ -89,6 +91,11 @@ function envDuration(fallbackMs: number, range: { min: number; max: number }) {
  * | `POLYCHROME_ALLOW_SELF_APPROVAL` | let a person approve a call their own message started (single-person installs); each such answer records `self_approval` | false |
  * | `POLYCHROME_TURN_STATUS_INTERVAL_MS` | least time between two turn-status writes of one conversation (changes meanwhile are merged) | 1000 |
  * | `POLYCHROME_TURN_STATUS_DELAY_MS` | how long a turn's running mark waits on a Ready conversation, so a turn settled by then costs one status write | 250 |
+ * | `POLYCHROME_LIMIT_CONVERSATIONS` | conversations one caller may own at once in the namespace the API creates them in (docs/api.md, "Limits per caller"); 0: no limit | 20 |
+ * | `POLYCHROME_LIMIT_STREAMS` | streams one caller may hold open on one replica; 0: no limit | 10 |
+ * | `POLYCHROME_LIMIT_REQUESTS_PER_SECOND` / `POLYCHROME_LIMIT_REQUEST_BURST` | requests a second one caller may send to one replica, and how many at once after a quiet time; 0 and 0: no limit | 20 / 60 |
+ * | `POLYCHROME_LIMIT_EDGE_SCALE` | a caller with the `edge` role gets each limit above this many times | 50 |
+ * | `POLYCHROME_AUTH_FAILURE_CACHE_MS` | how long a refused bearer token is refused again without asking the records or kube-apiserver; 0: never | 5000 |
  */
 const schema = z
   .object({
@@ -136,6 +143,28 @@ const schema = z
     POLYCHROME_TURN_STATUS_DELAY_MS: envInt({ default: 250, min: 0, max: 60_000 }),
     POLYCHROME_APPROVAL_TTL: envDuration(DAY_MS, { min: 1_000, max: 30 * DAY_MS }),
     POLYCHROME_ALLOW_SELF_APPROVAL: envBool(false),
+    POLYCHROME_LIMIT_CONVERSATIONS: envInt({
+      default: DEFAULT_LIMITS.conversations,
+      min: 0,
+      max: 1_000_000,
+    }),
+    POLYCHROME_LIMIT_STREAMS: envInt({ default: DEFAULT_LIMITS.streams, min: 0, max: 1_000_000 }),
+    POLYCHROME_LIMIT_REQUESTS_PER_SECOND: envInt({
+      default: DEFAULT_LIMITS.requestsPerSecond,
+      min: 0,
+      max: 1_000_000,
+    }),
+    POLYCHROME_LIMIT_REQUEST_BURST: envInt({
+      default: DEFAULT_LIMITS.burst,
+      min: 0,
+      max: 1_000_000,
+    }),
+    POLYCHROME_LIMIT_EDGE_SCALE: envInt({ default: DEFAULT_LIMITS.edgeScale, min: 1, max: 10_000 }),
+    POLYCHROME_AUTH_FAILURE_CACHE_MS: envInt({
+      default: DEFAULT_AUTH_FAILURE_CACHE_MS,
+      min: 0,
+      max: 600_000,
+    }),
   })
   .superRefine((env, ctx) => {
     if (
@@ -177,6 +206,21 @@ const schema = z
         message: `must be shorter than POLYCHROME_LEASE_DURATION_MS (${env.POLYCHROME_LEASE_DURATION_MS}), got ${timeout}`,
       });
     }
+    if (
+      (env.POLYCHROME_LIMIT_REQUESTS_PER_SECOND === 0) !==
+      (env.POLYCHROME_LIMIT_REQUEST_BURST === 0)
+    ) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [
+          env.POLYCHROME_LIMIT_REQUEST_BURST === 0
+            ? 'POLYCHROME_LIMIT_REQUEST_BURST'
+            : 'POLYCHROME_LIMIT_REQUESTS_PER_SECOND',
+        ],
+        message:
+          'the request rate limit needs both a rate and a burst of at least 1: set both, or both to 0 to turn it off',
+      });
+    }
     if (!/^[^:\s]+:\d{1,5}$/u.test(env.POLYCHROME_STATE_ADDRESS)) {
       ctx.addIssue({
         code: 'custom',
@@ -215,6 +259,11 @@ export interface ControlPlaneConfig {
   readonly api: {
     readonly host: string;
     readonly port: number;
+  };
+  /** Per-caller limits of both doors (docs/api.md, "Limits per caller"). */
+  readonly limits: LimitSettings & {
+    /** How long a refused bearer token is refused again without asking. */
+    readonly authFailureCacheMs: number;
   };
   /** Forwarding between replicas (docs/api.md, "Between replicas"). */
   /** The Kubernetes door (docs/kube-api.md); undefined: left out. */
@@ -287,6 +336,14 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
     logLevel: c.POLYCHROME_LOG_LEVEL,
     shutdownGraceMs: c.POLYCHROME_SHUTDOWN_GRACE_MS,
     api: Object.freeze({ host: c.POLYCHROME_API_HOST, port: c.POLYCHROME_API_PORT }),
+    limits: Object.freeze({
+      conversations: c.POLYCHROME_LIMIT_CONVERSATIONS,
+      streams: c.POLYCHROME_LIMIT_STREAMS,
+      requestsPerSecond: c.POLYCHROME_LIMIT_REQUESTS_PER_SECOND,
+      burst: c.POLYCHROME_LIMIT_REQUEST_BURST,
+      edgeScale: c.POLYCHROME_LIMIT_EDGE_SCALE,
+      authFailureCacheMs: c.POLYCHROME_AUTH_FAILURE_CACHE_MS,
+    }),
     kubeApi:
       c.POLYCHROME_KUBE_API_CERT_FILE === undefined || c.POLYCHROME_KUBE_API_KEY_FILE === undefined
         ? undefined

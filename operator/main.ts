@@ -30,6 +30,7 @@ import { PeerEndpoints } from './public-api/peer-endpoints';
 import { peerTlsOf } from './public-api/peer-hop';
 import { ConversationForensics } from './forensics/conversation-forensics';
 import { PublicApiServer } from './public-api/public-api-server';
+import { countOwnedConversations } from './public-api/caller-limits';
 import { recordsAuthenticator } from './public-api/records-authenticator';
 import { StateLink } from './state-link';
 import { ApprovalSigner } from './turns/approval-signer';
@@ -221,6 +222,17 @@ async function main(): Promise<void> {
     follow: stateJournalFollower(state),
     logger: log,
     registry,
+    authFailureCacheMs: config.limits.authFailureCacheMs,
+    // Conversations a caller owns: the informer cache's, in the namespace the API creates in.
+    limits: {
+      settings: config.limits,
+      ownedConversations: (identity) =>
+        countOwnedConversations(
+          controller.knownConversations(),
+          config.turns.newConversationNamespace,
+          identity,
+        ),
+    },
     // The state-plane link's certificate is the control plane's identity: replicas
     // present it to each other too.
     peers: {

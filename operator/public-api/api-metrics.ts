@@ -4,12 +4,14 @@ import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 export class ApiMetrics {
   private readonly requests: Counter<'route' | 'status'> | undefined;
   private readonly durations: Histogram<'route'> | undefined;
+  private readonly refusals: Counter<'limit'> | undefined;
 
   /**
    * Registers `polychrome_api_requests_total{route,status}`,
-   * `polychrome_api_request_duration_seconds{route}`, `polychrome_api_open_streams` and
+   * `polychrome_api_request_duration_seconds{route}`, `polychrome_api_open_streams`,
    * `polychrome_api_journal_follows` (read from `openStreams` and `journalFollows` at
-   * scrape time).
+   * scrape time) and `polychrome_api_limit_refusals_total{limit}` (one series per name in
+   * `limits`, from 0).
    *
    * @throws Error from prom-client when `registry` already holds metrics of these names.
    */
@@ -17,6 +19,7 @@ export class ApiMetrics {
     registry: Registry | undefined,
     openStreams: () => number,
     journalFollows: () => number = () => 0,
+    limits: readonly string[] = [],
   ) {
     if (registry === undefined) return;
     this.requests = new Counter({
@@ -32,6 +35,13 @@ export class ApiMetrics {
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
       registers: [registry],
     });
+    this.refusals = new Counter({
+      name: 'polychrome_api_limit_refusals_total',
+      help: 'Requests refused 429 by a per-caller limit (conversations, streams, requests), by limit.',
+      labelNames: ['limit'],
+      registers: [registry],
+    });
+    for (const limit of limits) this.refusals.inc({ limit }, 0);
     new Gauge({
       name: 'polychrome_api_open_streams',
       help: 'Server-Sent Events streams open on this replica.',
@@ -54,5 +64,10 @@ export class ApiMetrics {
   observe(route: string, status: number, seconds: number): void {
     this.requests?.inc({ route, status: String(status) });
     this.durations?.observe({ route }, seconds);
+  }
+
+  /** Counts one request refused by the per-caller limit `limit` (caller-limits.ts). */
+  refused(limit: string): void {
+    this.refusals?.inc({ limit });
   }
 }

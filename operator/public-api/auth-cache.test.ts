@@ -41,13 +41,77 @@ describe('AuthCache', () => {
     expect(asked).toEqual(['ann', 'ann']);
   });
 
-  it('never caches a failure', async () => {
+  it('refuses an unauthenticated token again for failureTtlMs without asking, then asks', async () => {
     const { asked, authenticate } = recorder();
-    const cache = new AuthCache({ authenticate, ttlMs: 1_000 });
+    let now = 0;
+    const cache = new AuthCache({ authenticate, failureTtlMs: 100, now: () => now });
+    await expect(cache.authenticate('bad-1')).rejects.toThrow('unknown token');
+    now = 99;
+    await expect(cache.authenticate('bad-1')).rejects.toMatchObject({
+      code: 'unauthenticated',
+      message: 'unknown token',
+    });
+    expect(asked).toEqual(['bad-1']);
+    expect([cache.size, cache.failureCount]).toEqual([0, 1]);
+    now = 100;
+    await expect(cache.authenticate('bad-1')).rejects.toThrow('unknown token');
+    expect(asked).toEqual(['bad-1', 'bad-1']);
+  });
+
+  // unavailable: the backend may be back at the next request; permission_denied: an admin
+  // may link the persona at any moment; internal: a fault is no answer about the token.
+  it.each(['unavailable', 'permission_denied', 'internal'] as const)(
+    'never remembers %s',
+    async (code) => {
+      let calls = 0;
+      const cache = new AuthCache({
+        authenticate: () => {
+          calls += 1;
+          return Promise.reject(new AppError(code, 'no'));
+        },
+        failureTtlMs: 1_000,
+        now: () => 0,
+      });
+      await expect(cache.authenticate('tok')).rejects.toMatchObject({ code });
+      await expect(cache.authenticate('tok')).rejects.toMatchObject({ code });
+      expect(calls).toBe(2);
+      expect(cache.failureCount).toBe(0);
+    },
+  );
+
+  it('asks every time for a refused token when failureTtlMs is 0', async () => {
+    const { asked, authenticate } = recorder();
+    const cache = new AuthCache({ authenticate, failureTtlMs: 0 });
     await expect(cache.authenticate('bad-1')).rejects.toThrow('unknown token');
     await expect(cache.authenticate('bad-1')).rejects.toThrow('unknown token');
     expect(asked).toEqual(['bad-1', 'bad-1']);
-    expect(cache.size).toBe(0);
+  });
+
+  it('bounds refused tokens apart from good ones: a flood of bad tokens never pushes out a good one', async () => {
+    const { asked, authenticate } = recorder();
+    const cache = new AuthCache({ authenticate, maxEntries: 1, maxFailures: 2, now: () => 0 });
+    await cache.authenticate('ann');
+    for (let i = 0; i < 50; i += 1) {
+      await expect(cache.authenticate(`bad-${String(i)}`)).rejects.toThrow('unknown token');
+    }
+    expect([cache.size, cache.failureCount]).toEqual([1, 2]);
+    asked.length = 0;
+    await cache.authenticate('ann');
+    await expect(cache.authenticate('bad-49')).rejects.toThrow('unknown token');
+    expect(asked).toEqual([]);
+    // The oldest refusal was forgotten: asked again.
+    await expect(cache.authenticate('bad-0')).rejects.toThrow('unknown token');
+    expect(asked).toEqual(['bad-0']);
+  });
+
+  it('keeps digests of refused tokens, not the tokens', async () => {
+    const { authenticate } = recorder();
+    const cache = new AuthCache({ authenticate });
+    await expect(cache.authenticate('bad_secret_token_value')).rejects.toThrow();
+    const keys = [...(Reflect.get(cache, 'failures') as Map<string, unknown>).keys()];
+    expect(keys).toHaveLength(1);
+    expect(keys[0]).toMatch(/^[0-9a-f]{64}$/);
+    expect(keys[0]).not.toContain('secret');
   });
 
   it('forgets the oldest token past maxEntries', async () => {

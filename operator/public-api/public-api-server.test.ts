@@ -105,9 +105,10 @@ describe('PublicApiServer: authentication', () => {
     },
   );
 
-  it('answers 401 invalid_token for an unknown token and does not cache the failure', async () => {
-    const a = await start();
-    for (let i = 0; i < 2; i += 1) {
+  it('answers 401 invalid_token for an unknown token, and refuses it again for authFailureCacheMs without asking', async () => {
+    const a = await start({ authFailureCacheMs: 5_000 });
+    for (let i = 0; i < 3; i += 1) {
+      if (i === 2) a.clock.nowMs += 5_000;
       const answer = await call(a, 'GET', `/v1/conversations/${UNKNOWN_ID}`, {
         token: TOKENS.unknown,
       });
@@ -116,6 +117,7 @@ describe('PublicApiServer: authentication', () => {
         'Bearer realm="polychrome", error="invalid_token"',
       );
     }
+    // The second within 5 s came from the cache; the third, after it, asked again.
     expect(a.tokens.calls).toBe(2);
     await expectUntouched(a);
   });

@@ -40,6 +40,7 @@ import {
 } from '../kube-api/kube-routes';
 import { ApiError, bearerChallenge, errorAnswer, errorOfAnswer } from './api-error';
 import { ApiMetrics } from './api-metrics';
+import { CallerLimits, LimitError, LimitName, type CallerLimitsOptions } from './caller-limits';
 import { AuthCache, DEFAULT_AUTH_CACHE_MS, type Authenticate } from './auth-cache';
 import { parseBearerToken } from './bearer-token';
 import { EventStream } from './event-stream';
@@ -140,6 +141,14 @@ export interface PublicApiServerOptions {
   readonly authCacheMs?: number;
   /** @default 10000 */
   readonly authCacheMaxEntries?: number;
+  /** How long a refused token is refused again without asking; 0: never. @default 5000 */
+  readonly authFailureCacheMs?: number;
+  /**
+   * Per-caller limits: conversations, open streams, request rate (caller-limits.ts), or
+   * the limits themselves (tests look at them).
+   * @default DEFAULT_LIMITS, with only in-flight creates counted as conversations
+   */
+  readonly limits?: CallerLimitsOptions | CallerLimits;
   /** @default {@link DEFAULT_MAX_BODY_BYTES} (64 KiB) */
   readonly maxBodyBytes?: number;
   /** Where the `polychrome_api_*` metrics are registered; none: not collected. */
@@ -272,6 +281,7 @@ export class PublicApiServer {
   private readonly log: Logger;
   private readonly auth: AuthCache;
   private readonly metrics: ApiMetrics;
+  private readonly limits: CallerLimits;
   private readonly streams = new Set<EventStream>();
   /** One journal follow per partition, shared by its streams. */
   private readonly hub: JournalHub;
@@ -295,7 +305,12 @@ export class PublicApiServer {
         ? {}
         : { maxEntries: options.authCacheMaxEntries }),
       ...(options.now === undefined ? {} : { now: options.now }),
+      ...(options.authFailureCacheMs === undefined
+        ? {}
+        : { failureTtlMs: options.authFailureCacheMs }),
     });
+    this.limits =
+      options.limits instanceof CallerLimits ? options.limits : new CallerLimits(options.limits);
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.peerClient =
       options.peers === undefined
@@ -317,6 +332,7 @@ export class PublicApiServer {
       options.registry,
       () => this.streams.size,
       () => this.hub.follows,
+      Object.values(LimitName),
     );
   }
 
@@ -622,6 +638,7 @@ export class PublicApiServer {
             )
           : caught;
       notes.errorCode = isAppError(error) ? error.code : 'internal';
+      if (error instanceof LimitError) this.metrics.refused(error.limit);
       if (!response.headersSent && !response.destroyed) {
         const answer = this.sendError(request, response, requestId, error, listener);
         if (answer.isServerFault) {
@@ -822,11 +839,17 @@ export class PublicApiServer {
       input.message === undefined
         ? undefined
         : this.withKey(input.message, header, 'message.idempotencyKey', (k) => (key = k));
-    const created = await this.options.service.createConversation(
-      caller,
-      message === undefined ? {} : { message },
-      ctx.signal,
-    );
+    const release = this.limits.reserveConversation(caller);
+    let created: Awaited<ReturnType<TurnService['createConversation']>>;
+    try {
+      created = await this.options.service.createConversation(
+        caller,
+        message === undefined ? {} : { message },
+        ctx.signal,
+      );
+    } finally {
+      release();
+    }
     const conversationId = created.summary.conversationId;
     ctx.notes.conversation = conversationId;
     sendJson(
@@ -918,6 +941,8 @@ export class PublicApiServer {
       log: this.log.child({ conversation: conversationId, requestId: ctx.requestId }),
       ...(this.options.now === undefined ? {} : { now: this.options.now }),
     });
+    // One of the caller's stream slots on this replica, given back however the stream ends.
+    const releaseSlot = this.limits.openStream(caller);
     this.streams.add(stream);
     try {
       this.log.debug({ conversation: conversationId, fromPosition }, 'stream opened');
@@ -935,12 +960,18 @@ export class PublicApiServer {
       await stream.closed;
     } finally {
       this.streams.delete(stream);
+      releaseSlot();
     }
   }
 
+  /** The request's caller, counted against its request rate (caller-limits.ts). */
   private async authenticate(ctx: RequestContext): Promise<Caller> {
-    if (ctx.listener === Listener.Kube) return admitted(ctx).caller;
-    return this.authenticateToken(parseBearerToken(headerOf(ctx.request, 'authorization')));
+    const caller =
+      ctx.listener === Listener.Kube
+        ? admitted(ctx).caller
+        : await this.authenticateToken(parseBearerToken(headerOf(ctx.request, 'authorization')));
+    this.limits.admitRequest(caller);
+    return caller;
   }
 
   /** The front proxy's user, or the door's 401 (no certificate from the requestheader CA). */

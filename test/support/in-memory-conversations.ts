@@ -113,6 +113,11 @@ export class InMemoryConversations implements ConversationStore {
     return this.objects.get(uid);
   }
 
+  /** Every stored object (what an informer cache lists). */
+  list(): Conversation[] {
+    return [...this.objects.values()];
+  }
+
   /** The stored object `namespace/name` (what an informer cache answers by name). */
   byName(namespace: string, name: string): Conversation | undefined {
     for (const object of this.objects.values()) {

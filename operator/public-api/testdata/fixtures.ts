@@ -25,6 +25,7 @@ import { ConversationForensics } from '../../forensics/conversation-forensics';
 import { tracedTurnService } from '../../turns/traced-turn-service';
 import type { Caller } from '../../turns/turn-service';
 import type { Authenticate } from '../auth-cache';
+import { CallerLimits, countOwnedConversations } from '../caller-limits';
 import type { FollowJournal } from '../journal-hub';
 import { stateJournalFollower } from '../journal-follower';
 import { PublicApiServer, type PublicApiServerOptions } from '../public-api-server';
@@ -208,6 +209,15 @@ export async function startApi(overrides: StartApiOptions = {}): Promise<TestApi
     journalLingerMs: 20,
     streamCloseTimeoutMs: 2_000,
     ...serverOverrides,
+    // As main.ts counts them: the conversations the caller owns in the store's listing.
+    limits:
+      serverOverrides.limits instanceof CallerLimits
+        ? serverOverrides.limits
+        : {
+            ownedConversations: (identity: string) =>
+              countOwnedConversations(turns.conversations.list(), 'default', identity),
+            ...serverOverrides.limits,
+          },
   });
   const { port } = await server.start();
   const partition = (id: string): string => `conv-${id}`;
