@@ -5,6 +5,7 @@
  * and a stream's slot comes back on every way a stream ends.
  */
 import { afterEach, describe, expect, it } from '@jest/globals';
+import { DEFAULT_CONVERSATION_NAMESPACE } from '../config';
 import {
   CallerLimits,
   countOwnedConversations,
@@ -45,7 +46,11 @@ async function start(
     settings: { ...DEFAULT_LIMITS, ...settings },
     // As main.ts counts: the owner's conversations in the namespace the API creates in.
     ownedConversations: (identity) =>
-      countOwnedConversations(api?.turns.conversations.list() ?? [], 'default', identity),
+      countOwnedConversations(
+        api?.turns.conversations.list() ?? [],
+        DEFAULT_CONVERSATION_NAMESPACE,
+        identity,
+      ),
     now: () => clock.ms,
   });
   api = await startApi({ ...extra, limits });
@@ -170,9 +175,13 @@ describe('limit: conversations per caller', () => {
     expect(errorOf(refused).message).toContain('email:alice@example.com owns 2 conversations');
     // Nothing reached the coordinator, nothing was created.
     expect(a.service.calls.length).toBe(calls);
-    expect(countOwnedConversations(a.turns.conversations.list(), 'default', ALICE.identity)).toBe(
-      2,
-    );
+    expect(
+      countOwnedConversations(
+        a.turns.conversations.list(),
+        DEFAULT_CONVERSATION_NAMESPACE,
+        ALICE.identity,
+      ),
+    ).toBe(2);
     expect(await refusals(a, 'conversations')).toBe(1);
 
     expect(
@@ -206,9 +215,13 @@ describe('limit: conversations per caller', () => {
       [0, 1, 2].map(() => call(a, 'POST', '/v1/conversations', { token: TOKENS.alice, body: {} })),
     );
     expect(answers.map((x) => x.status).sort()).toEqual([201, 429, 429]);
-    expect(countOwnedConversations(a.turns.conversations.list(), 'default', ALICE.identity)).toBe(
-      2,
-    );
+    expect(
+      countOwnedConversations(
+        a.turns.conversations.list(),
+        DEFAULT_CONVERSATION_NAMESPACE,
+        ALICE.identity,
+      ),
+    ).toBe(2);
   });
 });
 
