@@ -122,11 +122,13 @@ export class HarnessEgressController {
         ns === undefined
           ? this.net.listNetworkPolicyForAllNamespaces({ labelSelector: SELECTOR })
           : this.net.listNamespacedNetworkPolicy({ namespace: ns, labelSelector: SELECTOR }),
-      (obj) => {
+      (obj, deleted) => {
         const namespace = obj.metadata?.namespace;
-        if (namespace !== undefined && obj.metadata?.name === HARNESS_EGRESS_POLICY_NAME) {
-          this.addNamespace(namespace);
-        }
+        if (namespace === undefined || obj.metadata?.name !== HARNESS_EGRESS_POLICY_NAME) return;
+        // Deleted by someone: our last write no longer stands for the stored object.
+        if (deleted) this.written.delete(namespace);
+        // Every change is checked (and undone when it is not ours).
+        if (this.track(namespace)) this.queue.add(namespace);
       },
       { labelSelector: SELECTOR },
     );
@@ -142,14 +144,22 @@ export class HarnessEgressController {
   }
 
   /**
-   * `namespace` holds a Conversation: its policy is written now and kept current. Outside
-   * the one namespace this controller is limited to, nothing happens.
+   * `namespace` holds a Conversation: its policy is written now and kept current. Called
+   * for every Conversation event; only a namespace not known yet is queued (a known one is
+   * queued by every change of the addresses or of its policy). Outside the one namespace
+   * this controller is limited to, nothing happens.
    */
   addNamespace(namespace: string): void {
+    if (this.namespaces.has(namespace)) return;
+    if (this.track(namespace)) this.queue.add(namespace);
+  }
+
+  /** Adds `namespace` to those kept current; false when it is not this controller's. */
+  private track(namespace: string): boolean {
     const only = this.options.namespace;
-    if (this.closed || (only !== undefined && namespace !== only)) return;
+    if (this.closed || (only !== undefined && namespace !== only)) return false;
     this.namespaces.add(namespace);
-    this.queue.add(namespace);
+    return true;
   }
 
   /** Stops the watches and the worker; waits for a write in progress. Idempotent. */
@@ -192,7 +202,7 @@ export class HarnessEgressController {
     what: string,
     path: string,
     list: () => Promise<KubernetesListObject<KubernetesObject>>,
-    onObject: (obj: KubernetesObject) => void,
+    onObject: (obj: KubernetesObject, deleted: boolean) => void,
     selectors: { labelSelector?: string; fieldSelector?: string },
   ): Source {
     const informer = new ListWatch<KubernetesObject>(
@@ -211,7 +221,9 @@ export class HarnessEgressController {
       errors: 0,
       delayMs: RESTART_MS.first,
     };
-    for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, onObject);
+    for (const verb of ['add', 'update', 'delete'] as const) {
+      informer.on(verb, (obj) => onObject(obj, verb === 'delete'));
+    }
     informer.on('error', (err: unknown) => {
       source.synced = false;
       source.errors += 1;

@@ -238,6 +238,20 @@ describe('harness egress on a cluster whose API server listens on 443', () => {
     expect(blocks(restored)[0]?.except).toContain(`${CLUSTER_IP}/32`);
   });
 
+  it('writes a deleted policy again', async () => {
+    const current = await waitPolicy('egress-a', 'the egress policy', () => true);
+    await net().deleteNamespacedNetworkPolicy({
+      namespace: 'egress-a',
+      name: HARNESS_EGRESS_POLICY_NAME,
+    });
+    const again = await waitPolicy(
+      'egress-a',
+      'a new policy',
+      (p) => p.metadata?.uid !== current.metadata?.uid,
+    );
+    expect(blocks(again)[0]?.except).toContain(`${ADVERTISED}/32`);
+  });
+
   it('writes it when the Conversation watch sees the first Conversation of a namespace', async () => {
     const controller = new ConversationController({
       kubeConfig: cluster.kubeConfig(),
