@@ -26,6 +26,10 @@ import {
   PEER_PORT_NAME,
 } from '../operator/public-api/peer-endpoints';
 import { DEFAULT_HARNESS_IMAGE, desiredPod } from '../operator/controller/desired-pod';
+import {
+  HARNESS_EGRESS_POLICY_NAME,
+  harnessEgressPolicy,
+} from '../operator/controller/harness-egress';
 import { defaultBinDir, repoRoot } from './lib/paths';
 
 // ---- reading the manifests ------------------------------------------------------------
@@ -1277,7 +1281,7 @@ describe('config/sandbox NetworkPolicy', () => {
     expect(objs(rule['ports'], 'ports').map((p) => p['port'])).not.toContain(HARNESS_PORT);
   });
 
-  it('lets harness pods out only to DNS and HTTPS', () => {
+  it("lets harness pods out only to DNS: HTTPS is the control plane's policy, which excludes the API server", () => {
     const egress = objs(policySpec['egress'], 'egress');
     const allowed = egress.flatMap((rule) => {
       // A rule without ports allows every port of its destinations.
@@ -1288,10 +1292,40 @@ describe('config/sandbox NetworkPolicy', () => {
         return `${protocol}/${Number(p['port'])}`;
       });
     });
-    expect(allowed.sort()).toEqual(['TCP/443', 'TCP/53', 'UDP/53']);
+    // NetworkPolicies add up: a 443 rule here would re-open the API server that
+    // polychrome-harness-egress excludes.
+    expect(allowed.sort()).toEqual(['TCP/53', 'UDP/53']);
     for (const rule of egress) {
       for (const p of objs(rule['ports'], 'ports')) expect(p['endPort']).toBeUndefined();
     }
+    // The control plane owns that policy; config/sandbox does not ship a copy of it.
+    expect(
+      sandbox.filter((d) => d['kind'] === 'NetworkPolicy').map((d) => metadataOf(d)['name']),
+    ).toEqual(['polychrome-harness']);
+    expect(HARNESS_EGRESS_POLICY_NAME).not.toBe('polychrome-harness');
+  });
+
+  it("the control plane's egress policy selects the same harness pods", () => {
+    const written = harnessEgressPolicy('team', { kind: 'closed', reason: 'test' });
+    expect(written.spec.podSelector).toEqual(policySpec['podSelector']);
+    const templateLabels = obj(
+      obj(harnessPodTemplate['metadata'], 'podTemplate metadata')['labels'],
+      'podTemplate labels',
+    );
+    expect(selects(written.spec.podSelector, templateLabels)).toBe(true);
+    expect(selects(written.spec.podSelector, podLabels)).toBe(false);
+  });
+
+  it("agent-sandbox's template policy opens no egress", () => {
+    // With spec.networkPolicy set, agent-sandbox v0.5.6 writes policyTypes Ingress and
+    // Egress with exactly these egress rules; without it, its default allows public
+    // addresses on every port.
+    const templatePolicy = obj(
+      obj(sandboxTemplate['spec'], 'spec')['networkPolicy'],
+      'SandboxTemplate networkPolicy',
+    );
+    expect(templatePolicy['egress'] ?? []).toEqual([]);
+    expect(obj(sandboxTemplate['spec'], 'spec')['networkPolicyManagement']).toBe('Managed');
   });
 });
 

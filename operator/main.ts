@@ -15,6 +15,7 @@ import { startTracing } from '../common/tracing';
 import { loadControlPlaneConfig } from './config';
 import { createControlPlaneMetrics } from './control-plane-metrics';
 import { ConversationController } from './controller/conversation-controller';
+import { HarnessEgressController } from './controller/harness-egress-controller';
 import { KubeDoor } from './kube-api/kube-door';
 import { kubeDoorPorts, tokenReviewer } from './kube-api/kube-door-ports';
 import { UiAssets } from './ui/ui-assets';
@@ -86,8 +87,15 @@ async function main(): Promise<void> {
       }
     },
   });
+  // HTTPS egress for harness pods, except to the API server (docs/operator.md, "Harness egress").
+  const egress = new HarnessEgressController({
+    kubeConfig: kc,
+    logger: log,
+    ...(config.watchNamespace === undefined ? {} : { namespace: config.watchNamespace }),
+  });
   const controller = new ConversationController({
     kubeConfig: kc,
+    onConversationNamespace: (namespace) => egress.addNamespace(namespace),
     logger: log,
     workers: config.workers,
     agentSandbox: config.agentSandbox,
@@ -290,6 +298,7 @@ async function main(): Promise<void> {
     await coordinator.close();
     harness.close();
     await controller.close();
+    await egress.close();
     // Released leases let the other replicas take over at once instead of after expiry.
     await leases.close();
     link.close();
@@ -306,6 +315,7 @@ async function main(): Promise<void> {
   mainLog.info({ state: config.state.address }, 'connecting to the state plane');
   await link.connect(stopping.signal);
   leases.start();
+  await egress.start();
   await controller.start();
   await peerEndpoints.start();
   await api.start();

@@ -53,6 +53,14 @@ export interface LocalClusterOptions {
   audit?: boolean;
   /** Processes outlive this one (for `make cluster-up`). @default false */
   detached?: boolean;
+  /**
+   * Where kube-apiserver listens and what it advertises as the `kubernetes` Service's
+   * endpoint (`--bind-address`, `--secure-port`, `--advertise-address`): a managed cluster's
+   * API server on 443, for the harness egress test. Port 443 needs root. The advertised
+   * address must not be loopback (EndpointSlices refuse 127.0.0.0/8).
+   * @default 127.0.0.1 on a free port, advertising 127.0.0.1
+   */
+  apiServer?: { bindAddress: string; port: number; advertiseAddress: string };
   /** Progress lines go here. @default no output */
   log?: (line: string) => void;
 }
@@ -148,11 +156,12 @@ export class LocalCluster {
 
     log(keep ? `cluster: starting again from ${dir}` : 'cluster: generating certificates');
     const ca = await authority('ca', 'polychrome-local-ca');
+    const bindAddress = opts.apiServer?.bindAddress ?? '127.0.0.1';
     const serving = await ca.issue({
       name: 'apiserver',
       commonName: 'kube-apiserver',
       dnsNames: ['localhost', 'kubernetes', 'kubernetes.default', 'kubernetes.default.svc'],
-      ipAddresses: ['127.0.0.1', '10.0.0.1'],
+      ipAddresses: [...new Set(['127.0.0.1', bindAddress, '10.0.0.1'])],
       usage: 'server',
     });
     const admin = await ca.issue({
@@ -178,9 +187,10 @@ export class LocalCluster {
       usage: 'client',
     });
 
-    const [etcdPort, peerPort, apiPort] = await clusterPorts(dir, keep);
+    const [etcdPort, peerPort, freeApiPort] = await clusterPorts(dir, keep);
     const etcdUrl = `http://127.0.0.1:${etcdPort}`;
-    const server = `https://127.0.0.1:${apiPort}`;
+    const apiPort = opts.apiServer?.port ?? freeApiPort;
+    const server = `https://${bindAddress}:${apiPort}`;
     const pids: Record<string, number> = {};
     const state: ClusterState = {
       dir,
@@ -243,8 +253,8 @@ export class LocalCluster {
         `--tls-private-key-file=${serving.keyPath}`,
         `--client-ca-file=${ca.certPath}`,
         `--secure-port=${apiPort}`,
-        '--bind-address=127.0.0.1',
-        '--advertise-address=127.0.0.1',
+        `--bind-address=${bindAddress}`,
+        `--advertise-address=${opts.apiServer?.advertiseAddress ?? '127.0.0.1'}`,
         `--service-account-issuer=${server}/`,
         `--service-account-key-file=${saKey.publicKeyPath}`,
         `--service-account-signing-key-file=${saKey.keyPath}`,

@@ -105,6 +105,11 @@ export interface ConversationControllerOptions {
   /** Called after every pass, for metrics. */
   readonly onPass?: (outcome: PassOutcome) => void;
   /**
+   * Called with the namespace of every Conversation the watch delivers: the harness egress
+   * policy goes where Conversations are (`harness-egress-controller.ts`). @default nothing
+   */
+  readonly onConversationNamespace?: (namespace: string) => void;
+  /**
    * Kubernetes Events on Conversations (docs/operator.md, Events), or false for none.
    * @default recorded, `reportingInstance` the host name
    */
@@ -243,6 +248,7 @@ export class ConversationController {
       (obj) => {
         const name = obj.metadata?.name;
         const namespace = obj.metadata?.namespace;
+        if (namespace !== undefined) this.options.onConversationNamespace?.(namespace);
         return name === undefined || namespace === undefined ? [] : [`${namespace}/${name}`];
       },
     );
