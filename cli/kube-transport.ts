@@ -69,6 +69,9 @@ function roleFor(verb: string, resource: string): string | undefined {
   if (resource === 'sessions') {
     return 'a ClusterRoleBinding to polychrome-session-admin';
   }
+  if (resource === 'personaroles') {
+    return 'a ClusterRoleBinding to polychrome-persona-admin';
+  }
   if (verb === 'get' && (sub === 'transcript' || sub === 'log')) {
     return 'a RoleBinding to polychrome-conversation-viewer (or view) in the namespace';
   }

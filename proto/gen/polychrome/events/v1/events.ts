@@ -144,6 +144,11 @@ export interface Attribution {
   caller: string;
   participants: string[];
   persona: string;
+  /**
+   * The session whose token the caller presented; empty for a caller without one (the
+   * Kubernetes door, a ServiceAccount token) and in events recorded before this field.
+   */
+  session: string;
 }
 
 /** kind "message_received": the user message that opens a turn. */
@@ -509,7 +514,7 @@ export interface RollbackAccepted {
 }
 
 function createBaseAttribution(): Attribution {
-  return { caller: "", participants: [], persona: "" };
+  return { caller: "", participants: [], persona: "", session: "" };
 }
 
 export const Attribution: MessageFns<Attribution> = {
@@ -522,6 +527,9 @@ export const Attribution: MessageFns<Attribution> = {
     }
     if (message.persona !== "") {
       writer.uint32(26).string(message.persona);
+    }
+    if (message.session !== "") {
+      writer.uint32(34).string(message.session);
     }
     return writer;
   },
@@ -563,6 +571,14 @@ export const Attribution: MessageFns<Attribution> = {
             message.persona = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.session = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -582,6 +598,7 @@ export const Attribution: MessageFns<Attribution> = {
         ? object.participants.map((e: any) => globalThis.String(e))
         : [],
       persona: isSet(object.persona) ? globalThis.String(object.persona) : "",
+      session: isSet(object.session) ? globalThis.String(object.session) : "",
     };
   },
 
@@ -596,6 +613,9 @@ export const Attribution: MessageFns<Attribution> = {
     if (message.persona !== "") {
       obj.persona = message.persona;
     }
+    if (message.session !== "") {
+      obj.session = message.session;
+    }
     return obj;
   },
 
@@ -607,6 +627,7 @@ export const Attribution: MessageFns<Attribution> = {
     message.caller = object.caller ?? "";
     message.participants = object.participants?.map((e) => e) || [];
     message.persona = object.persona ?? "";
+    message.session = object.session ?? "";
     return message;
   },
 };

@@ -46,6 +46,12 @@ export interface Persona {
   version: number;
   createdAtMs: number;
   updatedAtMs: number;
+  /**
+   * Who last set the roles (SetRoles) and when; absent when no SetRoles has run since
+   * this was recorded (roles given at creation, or a record older than these fields).
+   */
+  rolesSetBy?: string | undefined;
+  rolesSetAtMs?: number | undefined;
 }
 
 export interface Session {
@@ -54,7 +60,11 @@ export interface Session {
   createdAtMs: number;
   expiresAtMs: number;
   /** Absent while the session is not revoked. */
-  revokedAtMs?: number | undefined;
+  revokedAtMs?:
+    | number
+    | undefined;
+  /** The identity that minted it; empty for a session recorded before minters were. */
+  mintedBy: string;
 }
 
 export interface Credential {
@@ -143,7 +153,11 @@ export interface UnlinkIdentityRequest {
 export interface SetRolesRequest {
   personaId: string;
   roles: string[];
-  expectedVersion?: number | undefined;
+  expectedVersion?:
+    | number
+    | undefined;
+  /** The identity that sets them (required), recorded with the persona. */
+  setBy: string;
 }
 
 export interface RenamePersonaRequest {
@@ -163,7 +177,11 @@ export interface DeletePersonaResponse {
 export interface CreateSessionRequest {
   personaId: string;
   /** Absent: 12 hours; at most 30 days. */
-  ttlMs?: number | undefined;
+  ttlMs?:
+    | number
+    | undefined;
+  /** The identity that mints it (required), recorded with the session. */
+  mintedBy: string;
 }
 
 export interface CreateSessionResponse {
@@ -290,7 +308,17 @@ export interface ListCeremoniesResponse {
 }
 
 function createBasePersona(): Persona {
-  return { id: "", displayName: "", identities: [], roles: [], version: 0, createdAtMs: 0, updatedAtMs: 0 };
+  return {
+    id: "",
+    displayName: "",
+    identities: [],
+    roles: [],
+    version: 0,
+    createdAtMs: 0,
+    updatedAtMs: 0,
+    rolesSetBy: undefined,
+    rolesSetAtMs: undefined,
+  };
 }
 
 export const Persona: MessageFns<Persona> = {
@@ -315,6 +343,12 @@ export const Persona: MessageFns<Persona> = {
     }
     if (message.updatedAtMs !== 0) {
       writer.uint32(56).uint64(message.updatedAtMs);
+    }
+    if (message.rolesSetBy !== undefined) {
+      writer.uint32(66).string(message.rolesSetBy);
+    }
+    if (message.rolesSetAtMs !== undefined) {
+      writer.uint32(72).uint64(message.rolesSetAtMs);
     }
     return writer;
   },
@@ -388,6 +422,22 @@ export const Persona: MessageFns<Persona> = {
             message.updatedAtMs = longToNumber(reader.uint64());
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.rolesSetBy = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.rolesSetAtMs = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -423,6 +473,16 @@ export const Persona: MessageFns<Persona> = {
         : isSet(object.updated_at_ms)
         ? globalThis.Number(object.updated_at_ms)
         : 0,
+      rolesSetBy: isSet(object.rolesSetBy)
+        ? globalThis.String(object.rolesSetBy)
+        : isSet(object.roles_set_by)
+        ? globalThis.String(object.roles_set_by)
+        : undefined,
+      rolesSetAtMs: isSet(object.rolesSetAtMs)
+        ? globalThis.Number(object.rolesSetAtMs)
+        : isSet(object.roles_set_at_ms)
+        ? globalThis.Number(object.roles_set_at_ms)
+        : undefined,
     };
   },
 
@@ -449,6 +509,12 @@ export const Persona: MessageFns<Persona> = {
     if (message.updatedAtMs !== 0) {
       obj.updatedAtMs = Math.round(message.updatedAtMs);
     }
+    if (message.rolesSetBy !== undefined) {
+      obj.rolesSetBy = message.rolesSetBy;
+    }
+    if (message.rolesSetAtMs !== undefined) {
+      obj.rolesSetAtMs = Math.round(message.rolesSetAtMs);
+    }
     return obj;
   },
 
@@ -464,12 +530,14 @@ export const Persona: MessageFns<Persona> = {
     message.version = object.version ?? 0;
     message.createdAtMs = object.createdAtMs ?? 0;
     message.updatedAtMs = object.updatedAtMs ?? 0;
+    message.rolesSetBy = object.rolesSetBy ?? undefined;
+    message.rolesSetAtMs = object.rolesSetAtMs ?? undefined;
     return message;
   },
 };
 
 function createBaseSession(): Session {
-  return { id: "", personaId: "", createdAtMs: 0, expiresAtMs: 0, revokedAtMs: undefined };
+  return { id: "", personaId: "", createdAtMs: 0, expiresAtMs: 0, revokedAtMs: undefined, mintedBy: "" };
 }
 
 export const Session: MessageFns<Session> = {
@@ -488,6 +556,9 @@ export const Session: MessageFns<Session> = {
     }
     if (message.revokedAtMs !== undefined) {
       writer.uint32(40).uint64(message.revokedAtMs);
+    }
+    if (message.mintedBy !== "") {
+      writer.uint32(50).string(message.mintedBy);
     }
     return writer;
   },
@@ -545,6 +616,14 @@ export const Session: MessageFns<Session> = {
             message.revokedAtMs = longToNumber(reader.uint64());
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.mintedBy = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -580,6 +659,11 @@ export const Session: MessageFns<Session> = {
         : isSet(object.revoked_at_ms)
         ? globalThis.Number(object.revoked_at_ms)
         : undefined,
+      mintedBy: isSet(object.mintedBy)
+        ? globalThis.String(object.mintedBy)
+        : isSet(object.minted_by)
+        ? globalThis.String(object.minted_by)
+        : "",
     };
   },
 
@@ -600,6 +684,9 @@ export const Session: MessageFns<Session> = {
     if (message.revokedAtMs !== undefined) {
       obj.revokedAtMs = Math.round(message.revokedAtMs);
     }
+    if (message.mintedBy !== "") {
+      obj.mintedBy = message.mintedBy;
+    }
     return obj;
   },
 
@@ -613,6 +700,7 @@ export const Session: MessageFns<Session> = {
     message.createdAtMs = object.createdAtMs ?? 0;
     message.expiresAtMs = object.expiresAtMs ?? 0;
     message.revokedAtMs = object.revokedAtMs ?? undefined;
+    message.mintedBy = object.mintedBy ?? "";
     return message;
   },
 };
@@ -1894,7 +1982,7 @@ export const UnlinkIdentityRequest: MessageFns<UnlinkIdentityRequest> = {
 };
 
 function createBaseSetRolesRequest(): SetRolesRequest {
-  return { personaId: "", roles: [], expectedVersion: undefined };
+  return { personaId: "", roles: [], expectedVersion: undefined, setBy: "" };
 }
 
 export const SetRolesRequest: MessageFns<SetRolesRequest> = {
@@ -1907,6 +1995,9 @@ export const SetRolesRequest: MessageFns<SetRolesRequest> = {
     }
     if (message.expectedVersion !== undefined) {
       writer.uint32(24).uint64(message.expectedVersion);
+    }
+    if (message.setBy !== "") {
+      writer.uint32(34).string(message.setBy);
     }
     return writer;
   },
@@ -1948,6 +2039,14 @@ export const SetRolesRequest: MessageFns<SetRolesRequest> = {
             message.expectedVersion = longToNumber(reader.uint64());
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.setBy = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1973,6 +2072,11 @@ export const SetRolesRequest: MessageFns<SetRolesRequest> = {
         : isSet(object.expected_version)
         ? globalThis.Number(object.expected_version)
         : undefined,
+      setBy: isSet(object.setBy)
+        ? globalThis.String(object.setBy)
+        : isSet(object.set_by)
+        ? globalThis.String(object.set_by)
+        : "",
     };
   },
 
@@ -1987,6 +2091,9 @@ export const SetRolesRequest: MessageFns<SetRolesRequest> = {
     if (message.expectedVersion !== undefined) {
       obj.expectedVersion = Math.round(message.expectedVersion);
     }
+    if (message.setBy !== "") {
+      obj.setBy = message.setBy;
+    }
     return obj;
   },
 
@@ -1998,6 +2105,7 @@ export const SetRolesRequest: MessageFns<SetRolesRequest> = {
     message.personaId = object.personaId ?? "";
     message.roles = object.roles?.map((e) => e) || [];
     message.expectedVersion = object.expectedVersion ?? undefined;
+    message.setBy = object.setBy ?? "";
     return message;
   },
 };
@@ -2261,7 +2369,7 @@ export const DeletePersonaResponse: MessageFns<DeletePersonaResponse> = {
 };
 
 function createBaseCreateSessionRequest(): CreateSessionRequest {
-  return { personaId: "", ttlMs: undefined };
+  return { personaId: "", ttlMs: undefined, mintedBy: "" };
 }
 
 export const CreateSessionRequest: MessageFns<CreateSessionRequest> = {
@@ -2271,6 +2379,9 @@ export const CreateSessionRequest: MessageFns<CreateSessionRequest> = {
     }
     if (message.ttlMs !== undefined) {
       writer.uint32(16).uint64(message.ttlMs);
+    }
+    if (message.mintedBy !== "") {
+      writer.uint32(26).string(message.mintedBy);
     }
     return writer;
   },
@@ -2304,6 +2415,14 @@ export const CreateSessionRequest: MessageFns<CreateSessionRequest> = {
             message.ttlMs = longToNumber(reader.uint64());
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.mintedBy = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2328,6 +2447,11 @@ export const CreateSessionRequest: MessageFns<CreateSessionRequest> = {
         : isSet(object.ttl_ms)
         ? globalThis.Number(object.ttl_ms)
         : undefined,
+      mintedBy: isSet(object.mintedBy)
+        ? globalThis.String(object.mintedBy)
+        : isSet(object.minted_by)
+        ? globalThis.String(object.minted_by)
+        : "",
     };
   },
 
@@ -2339,6 +2463,9 @@ export const CreateSessionRequest: MessageFns<CreateSessionRequest> = {
     if (message.ttlMs !== undefined) {
       obj.ttlMs = Math.round(message.ttlMs);
     }
+    if (message.mintedBy !== "") {
+      obj.mintedBy = message.mintedBy;
+    }
     return obj;
   },
 
@@ -2349,6 +2476,7 @@ export const CreateSessionRequest: MessageFns<CreateSessionRequest> = {
     const message = createBaseCreateSessionRequest();
     message.personaId = object.personaId ?? "";
     message.ttlMs = object.ttlMs ?? undefined;
+    message.mintedBy = object.mintedBy ?? "";
     return message;
   },
 };
