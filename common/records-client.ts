@@ -267,14 +267,17 @@ export class RecordsClient {
    * Creates a persona, linking `identities` at once.
    *
    * @param input.roles @default [member]
+   * @param input.rolesSetBy the identity giving the roles, recorded as `rolesSetBy`
    * @throws StateCallError `invalid_argument`, `already_exists` (an identity is linked
-   *   elsewhere; `details.linkedPersonaId`), `resource_exhausted`, `permission_denied`.
+   *   elsewhere; `details.linkedPersonaId`), `resource_exhausted`, `permission_denied`,
+   *   `failed_precondition` (admin with a ServiceAccount identity).
    */
   async createPersona(
     input: {
       readonly displayName: string;
       readonly roles?: readonly PersonaRole[];
       readonly identities?: readonly string[];
+      readonly rolesSetBy?: string;
     },
     options: StateCallOptions = {},
   ): Promise<PersonaRecord> {
@@ -282,6 +285,7 @@ export class RecordsClient {
       displayName: input.displayName,
       identities: [...(input.identities ?? [])],
       ...(input.roles === undefined ? {} : { roles: { roles: [...input.roles] } }),
+      ...(input.rolesSetBy === undefined ? {} : { rolesSetBy: input.rolesSetBy }),
     };
     const response = await this.unary<PersonaResponse>('CreatePersona', options, (m, o, done) =>
       this.client.createPersona(request, m, o, done),

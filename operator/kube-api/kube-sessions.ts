@@ -176,17 +176,23 @@ export class KubeSessions {
     const found = await this.records.findPersonaByIdentity(request.persona, options);
     const touched = new Set([...request.roles, ...(found?.roles ?? [])]);
     await this.holdings.require(user, [...touched], `set the roles of ${request.persona}`, signal);
-    const persona =
-      found ??
-      (await this.records.createPersona(
-        { displayName: request.persona, roles: [], identities: [request.persona] },
-        options,
-      ));
-    const changed = await this.records.setRoles(persona.id, request.roles, {
-      ...options,
-      expectedVersion: persona.version,
-      setBy: kubernetesIdentity(user),
-    });
+    const setBy = kubernetesIdentity(user);
+    const changed =
+      found === undefined
+        ? await this.records.createPersona(
+            {
+              displayName: request.persona,
+              roles: request.roles,
+              identities: [request.persona],
+              rolesSetBy: setBy,
+            },
+            options,
+          )
+        : await this.records.setRoles(found.id, request.roles, {
+            ...options,
+            expectedVersion: found.version,
+            setBy,
+          });
     return personaRolesObject(changed);
   }
 

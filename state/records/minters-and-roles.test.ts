@@ -87,6 +87,20 @@ describe('setting roles records who and when, and is the only way roles change',
     expect(await h.store.personas.get(bot.id)).toEqual(set);
   });
 
+  it('records who gave the roles of a persona created with them, when named', async () => {
+    const bot = await h.store.personas.create({
+      displayName: 'Bot',
+      identities: ['bot:desk'],
+      roles: [Role.Edge],
+      rolesSetBy: CAROL,
+    });
+    expect([bot.rolesSetBy, bot.rolesSetAtMs]).toEqual([CAROL, h.clock.nowMs()]);
+    const bad = await rejection(
+      h.store.personas.create({ displayName: 'B', roles: [Role.Edge], rolesSetBy: 'carol' }),
+    );
+    expect(bad.code).toBe('invalid_argument');
+  });
+
   it('refuses to set roles without naming who sets them', async () => {
     const bot = await h.store.personas.create({ displayName: 'Bot', identities: ['bot:desk'] });
     const error = await rejection(h.store.personas.setRoles(bot.id, [Role.Admin], { setBy: '' }));

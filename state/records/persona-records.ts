@@ -56,6 +56,8 @@ export interface NewPersona {
   readonly roles?: readonly Role[];
   /** Identities to link at once; each must be free. @default [] */
   readonly identities?: readonly string[];
+  /** The identity giving the roles, recorded as `rolesSetBy` (with the time); @default none */
+  readonly rolesSetBy?: string;
 }
 
 /** Optimistic concurrency for a change: omit `expectedVersion` to skip the check. */
@@ -100,6 +102,7 @@ export class PersonaRecords {
     }
     checkIdentityCount(unique.length, 'new persona');
     checkServiceAccountAdmin(unique, roles, 'a new persona');
+    const rolesSetBy = input.rolesSetBy === undefined ? null : checkSetter(input.rolesSetBy);
     return this.ctx.db.exclusive(async () => {
       const id = checkRecordId(this.ctx.newId(), 'persona');
       for (const identity of unique) await this.requireFree(identity, id);
@@ -112,8 +115,8 @@ export class PersonaRecords {
         version: 1,
         createdAtMs: now,
         updatedAtMs: now,
-        rolesSetBy: null,
-        rolesSetAtMs: null,
+        rolesSetBy,
+        rolesSetAtMs: rolesSetBy === null ? null : now,
       };
       await this.ctx.db.write([
         putPersona(persona),

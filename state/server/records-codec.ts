@@ -97,6 +97,7 @@ export function newPersonaFromProto(request: CreatePersonaRequest): NewPersona {
     displayName: request.displayName,
     identities: request.identities,
     ...(request.roles === undefined ? {} : { roles: checkRoles(request.roles.roles) }),
+    ...(request.rolesSetBy === undefined ? {} : { rolesSetBy: request.rolesSetBy }),
   };
 }
 

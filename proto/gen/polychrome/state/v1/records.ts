@@ -105,6 +105,8 @@ export interface CreatePersonaRequest {
   /** Absent: [member]. */
   roles?: RoleList | undefined;
   identities: string[];
+  /** The identity that gives the roles, recorded as the persona's roles_set_by; absent: none. */
+  rolesSetBy?: string | undefined;
 }
 
 export interface GetPersonaRequest {
@@ -1268,7 +1270,7 @@ export const RoleList: MessageFns<RoleList> = {
 };
 
 function createBaseCreatePersonaRequest(): CreatePersonaRequest {
-  return { displayName: "", roles: undefined, identities: [] };
+  return { displayName: "", roles: undefined, identities: [], rolesSetBy: undefined };
 }
 
 export const CreatePersonaRequest: MessageFns<CreatePersonaRequest> = {
@@ -1281,6 +1283,9 @@ export const CreatePersonaRequest: MessageFns<CreatePersonaRequest> = {
     }
     for (const v of message.identities) {
       writer.uint32(26).string(v!);
+    }
+    if (message.rolesSetBy !== undefined) {
+      writer.uint32(34).string(message.rolesSetBy);
     }
     return writer;
   },
@@ -1322,6 +1327,14 @@ export const CreatePersonaRequest: MessageFns<CreatePersonaRequest> = {
             message.identities.push(reader.string());
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.rolesSetBy = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1345,6 +1358,11 @@ export const CreatePersonaRequest: MessageFns<CreatePersonaRequest> = {
       identities: globalThis.Array.isArray(object?.identities)
         ? object.identities.map((e: any) => globalThis.String(e))
         : [],
+      rolesSetBy: isSet(object.rolesSetBy)
+        ? globalThis.String(object.rolesSetBy)
+        : isSet(object.roles_set_by)
+        ? globalThis.String(object.roles_set_by)
+        : undefined,
     };
   },
 
@@ -1359,6 +1377,9 @@ export const CreatePersonaRequest: MessageFns<CreatePersonaRequest> = {
     if (message.identities?.length) {
       obj.identities = message.identities;
     }
+    if (message.rolesSetBy !== undefined) {
+      obj.rolesSetBy = message.rolesSetBy;
+    }
     return obj;
   },
 
@@ -1372,6 +1393,7 @@ export const CreatePersonaRequest: MessageFns<CreatePersonaRequest> = {
       ? RoleList.fromPartial(object.roles)
       : undefined;
     message.identities = object.identities?.map((e) => e) || [];
+    message.rolesSetBy = object.rolesSetBy ?? undefined;
     return message;
   },
 };
