@@ -905,6 +905,7 @@ describe('nothing can be wedged: cancel and expiry', () => {
           cancelledBy: ADMIN,
           cancelledAtMs: NOW_MS,
           comment: 'stale',
+          session: 's',
         },
       },
       {
@@ -1202,6 +1203,7 @@ describe('an admin resolves a quarantined turn (docs/turns.md, "Resolving a quar
           resultUnknown: false,
           actor: ADMIN,
           caller: ADMIN,
+          session: 's',
           resolvedAtMs: NOW_MS,
           quarantinePosition: 4,
         },
