@@ -4,7 +4,8 @@
  * a script) without the state plane's writer certificate. The control plane makes the same
  * Records calls `make dev` makes (hack/lib/dev-token.ts) with the certificate it already
  * holds; it gains no credential. The token is in the answer once and nowhere else: not in a
- * log, not in the process after the answer.
+ * log, not in the process after the answer. A mint records its minter and never changes
+ * the persona's roles; the roles operation (`personaroles`, also served here) does.
  */
 import type { PersonaRecord, RecordsClient, SessionRecord } from '../../common/records-client';
 import { kubernetesIdentity, type KubeUser } from './front-proxy';
@@ -123,7 +124,7 @@ export class KubeSessions {
   /**
    * A new session for the persona `request.persona` (created with no role when none links
    * it), after a SubjectAccessReview for `create sessions` and one per role the persona
-   * holds (a session grants no more than its minter holds, persona-roles.ts). The
+   * holds (a session grants no more than its minter holds, kube-persona-roles.ts). The
    * persona's roles are not touched; the minter is recorded with the session.
    *
    * @throws AppError `permission_denied` (RBAC, or a role the minter does not hold),
