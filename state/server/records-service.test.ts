@@ -436,6 +436,8 @@ describe('bad input', () => {
     ['expected_version 0', () => writer.renamePersona(p.id, 'Y', { expectedVersion: 0 })],
     ['a page size of 0', () => writer.listPersonas({ limit: 0 })],
     ['a session ttl of 0', () => writer.createSession(p.id, { ttlMs: 0, mintedBy: MINTER })],
+    ['a session without minted_by', () => writer.createSession(p.id, { mintedBy: '' })],
+    ['roles without set_by', () => writer.setRoles(p.id, [PersonaRole.Edge], { setBy: '' })],
     [
       'an empty credential secret',
       () => writer.createCredential({ personaId: p.id, kind: 'api-key', label: 'x', secret: '' }),
