@@ -63,9 +63,12 @@ Conversations by name, in the namespace of -n (else the context's, else "default
   dashboard [--port P] [--no-open]   the read-only forensics UI through a local proxy
                                      on 127.0.0.1 (docs/ui.md); prints the URL
 
-  sessions create --persona P [--role R | --roles R1,R2] [--ttl 720h]
-                                     mint a public-API session token (printed once, to stdout)
+  sessions create --persona P [--ttl 720h]
+                                     mint a public-API session token (printed once, to stdout);
+                                     it never changes the persona's roles
   sessions revoke ID                 revoke that session
+  personas set-roles --persona P --roles R1,R2
+                                     set a persona's roles (admin, member, edge; "" for none)
 
 The forensic verbs need --actor kubernetes:<your username> (percent-encoded as
 docs/kube-api.md says): on this door you act as your Kubernetes identity.
@@ -344,17 +347,14 @@ async function sessions(
     if (persona === undefined) {
       throw new UsageError('sessions create needs --persona P (an identity, provider:external_id)');
     }
-    const role = stringValue(values.role);
-    const roles = stringValue(values.roles);
-    if (role !== undefined && roles !== undefined)
-      throw new UsageError('give --role or --roles, not both');
+    if (stringValue(values.role) !== undefined || stringValue(values.roles) !== undefined) {
+      throw new UsageError(
+        "sessions create does not set roles (minting never changes a persona's roles); set them " +
+          `first with: kubectl polychrome personas set-roles --persona ${persona} --roles R1,R2`,
+      );
+    }
     const ttl = stringValue(values.ttl);
-    const body = {
-      persona,
-      ...(role === undefined ? {} : { role }),
-      ...(roles === undefined ? {} : { roles: roles.split(',').filter((r) => r !== '') }),
-      ...(ttl === undefined ? {} : { ttl }),
-    };
+    const body = { persona, ...(ttl === undefined ? {} : { ttl }) };
     const connection = await connectionOf(values, env);
     const session = (await kubeRequest(connection, `${connection.server}${base}/sessions`, {
       method: 'POST',
@@ -400,6 +400,46 @@ async function sessions(
   throw new UsageError(`sessions takes create or revoke, got ${JSON.stringify(action ?? '')}`);
 }
 
+/** `personas set-roles`: the door's cluster-scoped `personaroles` resource. */
+async function personas(
+  args: readonly string[],
+  env: Env | undefined,
+  io: CliIo,
+): Promise<ExitCode> {
+  const [action, ...rest] = args;
+  if (action !== 'set-roles') {
+    throw new UsageError(`personas takes set-roles, got ${JSON.stringify(action ?? '')}`);
+  }
+  const { values, positionals } = parse(rest, {
+    ...kubeOptions,
+    ...formatOptions,
+    persona: { type: 'string' },
+    roles: { type: 'string' },
+  });
+  const format = parseFormat(values);
+  const persona = stringValue(values.persona);
+  const roles = stringValue(values.roles);
+  if (positionals.length > 0 || persona === undefined || roles === undefined) {
+    throw new UsageError(
+      'personas set-roles needs --persona P (an identity) and --roles R1,R2 (admin, member, edge; "" for none)',
+    );
+  }
+  const body = { persona, roles: roles.split(',').filter((r) => r !== '') };
+  const connection = await connectionOf(values, env);
+  const answer = (await kubeRequest(
+    connection,
+    `${connection.server}/apis/${KUBE_DOOR_GROUP_VERSION}/personaroles`,
+    { method: 'POST', body: JSON.stringify(body), signal: io.signal ?? null },
+  )) as { persona?: { id?: string; roles?: string[] } };
+  await write(
+    io.stdout,
+    format === Format.Json
+      ? `${JSON.stringify(answer)}\n`
+      : `persona ${answer.persona?.id ?? '?'} (${persona}) has roles: ${(answer.persona?.roles ?? []).join(', ') || 'none'}\n`,
+  );
+  return ExitCode.Ok;
+}
+
 /** `logs NAME -f`: the stream command; -f is required, as the stream has no end. */
 function logsArgs(args: readonly string[]): string[] {
   const end = args.indexOf('--');
@@ -428,6 +468,7 @@ export const KUBE_VERBS = [
   'resolve',
   'accept-rollback',
   'sessions',
+  'personas',
   'dashboard',
   'help',
 ] as const;
@@ -448,6 +489,8 @@ async function dispatch(
       return getConversation(rest, env, io);
     case 'sessions':
       return sessions(rest, env, io);
+    case 'personas':
+      return personas(rest, env, io);
     case 'dashboard':
       return dashboardCommand(rest, io, env);
     case 'logs':

@@ -17,7 +17,7 @@ const NO_FILE_COMPLETION = 4;
 
 /** The verbs whose first argument is a Conversation name. */
 const TAKES_NAME: ReadonlySet<string> = new Set(
-  KUBE_VERBS.filter((v) => v !== 'sessions' && v !== 'help'),
+  KUBE_VERBS.filter((v) => v !== 'sessions' && v !== 'personas' && v !== 'help'),
 );
 
 /** The kube flags among the words typed, as `loadKubeConnection` takes them. */
@@ -96,6 +96,9 @@ export async function completions(args: readonly string[], env?: Env): Promise<s
   }
   if (before.length === 1 && verb === 'sessions') {
     return ['create', 'revoke'].filter((v) => v.startsWith(current));
+  }
+  if (before.length === 1 && verb === 'personas') {
+    return ['set-roles'].filter((v) => v.startsWith(current));
   }
   return [];
 }

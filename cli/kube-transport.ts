@@ -69,6 +69,9 @@ function roleFor(verb: string, resource: string): string | undefined {
   if (resource === 'sessions') {
     return 'a ClusterRoleBinding to polychrome-session-admin';
   }
+  if (resource === 'personaroles') {
+    return 'a ClusterRoleBinding to polychrome-persona-admin';
+  }
   if (verb === 'get' && (sub === 'transcript' || sub === 'log')) {
     return 'a RoleBinding to polychrome-conversation-reader (or edit) in the namespace; view shows no conversation content';
   }

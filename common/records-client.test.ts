@@ -63,7 +63,7 @@ describe('fromProto', () => {
   });
 
   it('reads an absent revocation time as not revoked', () => {
-    const base = { id: 's1', personaId: 'p1', createdAtMs: 1, expiresAtMs: 2 };
+    const base = { id: 's1', personaId: 'p1', createdAtMs: 1, expiresAtMs: 2, mintedBy: '' };
     expect(sessionFromProto(base).revokedAtMs).toBeUndefined();
     expect(sessionFromProto({ ...base, revokedAtMs: 0 }).revokedAtMs).toBe(0);
   });

@@ -67,6 +67,9 @@ export interface PersonaRecord {
   readonly version: number;
   readonly createdAtMs: number;
   readonly updatedAtMs: number;
+  /** Who last set the roles (SetRoles) and when; absent when none has. */
+  readonly rolesSetBy?: string;
+  readonly rolesSetAtMs?: number;
 }
 
 /** A session (never its token). */
@@ -76,6 +79,8 @@ export interface SessionRecord {
   readonly createdAtMs: number;
   readonly expiresAtMs: number;
   readonly revokedAtMs: number | undefined;
+  /** The identity that minted it; empty for a session recorded before minters were. */
+  readonly mintedBy: string;
 }
 
 /** A credential's metadata (never its secret). */
@@ -167,6 +172,8 @@ export function personaFromProto(proto: PersonaProto): PersonaRecord {
     version: proto.version,
     createdAtMs: proto.createdAtMs,
     updatedAtMs: proto.updatedAtMs,
+    ...(proto.rolesSetBy === undefined ? {} : { rolesSetBy: proto.rolesSetBy }),
+    ...(proto.rolesSetAtMs === undefined ? {} : { rolesSetAtMs: proto.rolesSetAtMs }),
   };
 }
 
@@ -178,6 +185,7 @@ export function sessionFromProto(proto: SessionProto): SessionRecord {
     createdAtMs: proto.createdAtMs,
     expiresAtMs: proto.expiresAtMs,
     revokedAtMs: proto.revokedAtMs,
+    mintedBy: proto.mintedBy,
   };
 }
 
@@ -259,14 +267,17 @@ export class RecordsClient {
    * Creates a persona, linking `identities` at once.
    *
    * @param input.roles @default [member]
+   * @param input.rolesSetBy the identity giving the roles, recorded as `rolesSetBy`
    * @throws StateCallError `invalid_argument`, `already_exists` (an identity is linked
-   *   elsewhere; `details.linkedPersonaId`), `resource_exhausted`, `permission_denied`.
+   *   elsewhere; `details.linkedPersonaId`), `resource_exhausted`, `permission_denied`,
+   *   `failed_precondition` (admin with a ServiceAccount identity).
    */
   async createPersona(
     input: {
       readonly displayName: string;
       readonly roles?: readonly PersonaRole[];
       readonly identities?: readonly string[];
+      readonly rolesSetBy?: string;
     },
     options: StateCallOptions = {},
   ): Promise<PersonaRecord> {
@@ -274,6 +285,7 @@ export class RecordsClient {
       displayName: input.displayName,
       identities: [...(input.identities ?? [])],
       ...(input.roles === undefined ? {} : { roles: { roles: [...input.roles] } }),
+      ...(input.rolesSetBy === undefined ? {} : { rolesSetBy: input.rolesSetBy }),
     };
     const response = await this.unary<PersonaResponse>('CreatePersona', options, (m, o, done) =>
       this.client.createPersona(request, m, o, done),
@@ -384,18 +396,25 @@ export class RecordsClient {
   }
 
   /**
-   * Replaces the persona's roles.
+   * Replaces the persona's roles; the records keep `setBy` (the identity that sets them)
+   * and the time with the persona.
    *
-   * @throws RecordConflictError; StateCallError `not_found`, `invalid_argument`.
+   * @throws RecordConflictError; StateCallError `not_found`, `invalid_argument`,
+   *   `failed_precondition` (admin for a persona that links a ServiceAccount).
    */
   async setRoles(
     personaId: string,
     newRoles: readonly PersonaRole[],
-    options: PersonaChangeOptions = {},
+    options: PersonaChangeOptions & { readonly setBy: string },
   ): Promise<PersonaRecord> {
     const response = await this.unary<PersonaResponse>('SetRoles', options, (m, o, done) =>
       this.client.setRoles(
-        { personaId, roles: [...newRoles], expectedVersion: options.expectedVersion },
+        {
+          personaId,
+          roles: [...newRoles],
+          expectedVersion: options.expectedVersion,
+          setBy: options.setBy,
+        },
         m,
         o,
         done,
@@ -445,19 +464,26 @@ export class RecordsClient {
 
   /**
    * Opens a session. `token` is the only copy: hand it to the client, never log it.
+   * `mintedBy` (the identity that mints it) is recorded with the session.
    *
    * @param input.ttlMs @default 12 hours (at most 30 days)
    * @throws StateCallError `not_found`, `invalid_argument`.
    */
   async createSession(
     personaId: string,
-    input: { readonly ttlMs?: number } = {},
+    input: { readonly mintedBy: string; readonly ttlMs?: number },
     options: StateCallOptions = {},
   ): Promise<{ session: SessionRecord; token: string }> {
     const response = await this.unary<CreateSessionResponse>(
       'CreateSession',
       options,
-      (m, o, done) => this.client.createSession({ personaId, ttlMs: input.ttlMs }, m, o, done),
+      (m, o, done) =>
+        this.client.createSession(
+          { personaId, ttlMs: input.ttlMs, mintedBy: input.mintedBy },
+          m,
+          o,
+          done,
+        ),
     );
     return {
       session: sessionFromProto(this.required(response.session, 'CreateSession')),

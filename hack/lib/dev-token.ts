@@ -4,6 +4,9 @@ import { PersonaRole, RecordsClient } from '../../common/records-client';
 import { loadStateClientTls } from '../../common/state-client';
 import type { DevCerts } from './dev-certs';
 
+/** The identity recorded as minter and role setter of `make dev`'s tokens. */
+export const DEV_MINTER = 'dev:make-dev';
+
 /**
  * A bearer session token for the public API on a development stack: the persona of
  * `identity` (created with `roles`, or the existing one given exactly those roles) and a
@@ -43,10 +46,11 @@ export async function mintDevToken(options: {
     } else if ([...persona.roles].sort().join() !== [...options.roles].sort().join()) {
       persona = await records.setRoles(persona.id, options.roles, {
         expectedVersion: persona.version,
+        setBy: DEV_MINTER,
       });
     }
     const ttlMs = options.ttlMs ?? 7 * 24 * 60 * 60 * 1000;
-    return (await records.createSession(persona.id, { ttlMs })).token;
+    return (await records.createSession(persona.id, { ttlMs, mintedBy: DEV_MINTER })).token;
   } finally {
     records.close();
   }

@@ -139,7 +139,12 @@ function pausedTurn(): { turn: TurnView; request: ApprovalRequest } {
     turnId: 'turn-1',
     idempotencyKey: 'k',
     text: 'what is 6 * 7?',
-    attribution: { caller: 'email:someone@example.com', participants: [], persona: 'persona-x' },
+    attribution: {
+      caller: 'email:someone@example.com',
+      participants: [],
+      persona: 'persona-x',
+      session: 's-1',
+    },
     receivedAtMs: 0,
     messagePosition: 0,
     directive: undefined,

@@ -145,7 +145,7 @@ export class KubeDoor {
     if (!review.allowed) {
       throw new AppError(
         'permission_denied',
-        `User "${user.username}" cannot ${verb} resource "${resource}" in API group "${KUBE_API_GROUP}" at the cluster scope${review.reason === '' ? '' : `: ${review.reason}`}; ask for a ClusterRoleBinding to polychrome-session-admin (docs/kube-api.md)`,
+        `User "${user.username}" cannot ${verb} resource "${resource}" in API group "${KUBE_API_GROUP}" at the cluster scope${review.reason === '' ? '' : `: ${review.reason}`}; ask for a ClusterRoleBinding to ${resource === 'personaroles' ? 'polychrome-persona-admin' : 'polychrome-session-admin'} (docs/kube-api.md)`,
         { details: { resource, verb, ...(name === '' ? {} : { name }) } },
       );
     }

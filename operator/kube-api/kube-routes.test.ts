@@ -109,6 +109,16 @@ describe('matchKubeRoute', () => {
     ).toBe('not_found');
   });
 
+  it('matches the cluster-scoped personaroles: POST sets roles, nothing else', () => {
+    const roles = '/apis/api.polychrome.dev/v1alpha1/personaroles';
+    expect(matchKubeRoute('POST', roles)).toEqual({
+      kind: 'sessions',
+      action: { kind: 'set-roles' },
+    });
+    expect(matchKubeRoute('GET', roles)).toEqual({ kind: 'method_not_allowed', allow: ['POST'] });
+    expect(matchKubeRoute('POST', `${roles}/admin`).kind).toBe('not_found');
+  });
+
   it.each(['/apis', '/apis/api.polychrome.dev', '/apis/api.polychrome.dev/v1alpha1', '/apis/'])(
     'GET %s is discovery',
     (path) => {
@@ -193,6 +203,13 @@ describe('apiResourceList', () => {
           namespaced: false,
           kind: 'Session',
           verbs: ['create', 'delete'],
+        },
+        {
+          name: 'personaroles',
+          singularName: '',
+          namespaced: false,
+          kind: 'PersonaRoles',
+          verbs: ['create'],
         },
       ],
     });

@@ -18,7 +18,7 @@ export const KUBE_GROUP_VERSION = `${KUBE_API_GROUP}/${KUBE_API_VERSION}`;
 export const KUBE_RESOURCE = 'conversations';
 
 /** The RBAC verb kube-apiserver checks for a request of this method (non-resource verbs aside). */
-export const KubeVerb = { Get: 'get', Create: 'create', Delete: 'delete' } as const;
+export const KubeVerb = { Get: 'get', Create: 'create', Delete: 'delete', Bind: 'bind' } as const;
 export type KubeVerb = (typeof KubeVerb)[keyof typeof KubeVerb];
 
 /** One subresource the door serves. */
@@ -138,6 +138,17 @@ export const KUBE_SESSIONS = {
 } as const;
 
 /**
+ * The cluster-scoped `personaroles` resource (docs/kube-api.md, "Persona roles"): POST
+ * sets a persona's roles. RBAC verb `bind` on it, named after a role, is what holding that
+ * role means on this door (kube-persona-roles.ts); `bind` is checked, never served.
+ */
+export const KUBE_PERSONA_ROLES = {
+  name: 'personaroles',
+  kind: 'PersonaRoles',
+  verbs: [KubeVerb.Create],
+} as const;
+
+/**
  * The forensics UI's files (docs/ui.md): `GET namespaces/{namespace}/ui/{file}`.
  * kube-apiserver reads that path as resource `ui`, name `{file}`, verb `get`, so RBAC
  * grants it like any namespaced resource (the viewer ClusterRole does). Not in discovery:
@@ -187,13 +198,13 @@ export function apiResourceList(): object {
         kind: sub.kind,
         verbs: [...(verbs.get(sub.name) ?? [])],
       })),
-      {
-        name: KUBE_SESSIONS.name,
+      ...[KUBE_SESSIONS, KUBE_PERSONA_ROLES].map((resource) => ({
+        name: resource.name,
         singularName: '',
         namespaced: false,
-        kind: KUBE_SESSIONS.kind,
-        verbs: [...KUBE_SESSIONS.verbs],
-      },
+        kind: resource.kind,
+        verbs: [...resource.verbs],
+      })),
     ],
   };
 }
@@ -202,6 +213,15 @@ export function apiResourceList(): object {
 export function kubeSubresourceTemplate(subresource: string, perRequest = false): string {
   return `/apis/${KUBE_GROUP_VERSION}/namespaces/{namespace}/${KUBE_RESOURCE}/{name}/${subresource}${perRequest ? '/{requestId}' : ''}`;
 }
+
+/**
+ * POST `sessions` mints; DELETE `sessions/{id}` revokes the session `id`; POST
+ * `personaroles` sets a persona's roles.
+ */
+export type SessionsAction =
+  | { readonly kind: 'create' }
+  | { readonly kind: 'revoke'; readonly id: string }
+  | { readonly kind: 'set-roles' };
 
 /** What a path on the Kubernetes door is. */
 export type KubeRouteMatch =
@@ -215,10 +235,9 @@ export type KubeRouteMatch =
       readonly requestId?: string;
     }
   | {
+      /** The cluster-scoped records resources: `sessions` and `personaroles`. */
       readonly kind: 'sessions';
-      /** POST `sessions` mints; DELETE `sessions/{id}` revokes the session `id`. */
-      readonly action:
-        { readonly kind: 'create' } | { readonly kind: 'revoke'; readonly id: string };
+      readonly action: SessionsAction;
     }
   | { readonly kind: 'ui'; readonly namespace: string; readonly file: string }
   | { readonly kind: 'method_not_allowed'; readonly allow: readonly string[] }
@@ -239,10 +258,13 @@ const SESSIONS_PATH = new RegExp(
   'u',
 );
 
-/** The route label of the sessions resource (no session id in it). */
-export function kubeSessionsTemplate(withId: boolean): string {
-  return `/apis/${KUBE_GROUP_VERSION}/${KUBE_SESSIONS.name}${withId ? '/{id}' : ''}`;
+/** The route label of the sessions and personaroles resources (no session id in it). */
+export function kubeSessionsTemplate(action: SessionsAction): string {
+  if (action.kind === 'set-roles') return `/apis/${KUBE_GROUP_VERSION}/${KUBE_PERSONA_ROLES.name}`;
+  return `/apis/${KUBE_GROUP_VERSION}/${KUBE_SESSIONS.name}${action.kind === 'revoke' ? '/{id}' : ''}`;
 }
+
+const PERSONA_ROLES_PATH = `/apis/${KUBE_GROUP_VERSION}/${KUBE_PERSONA_ROLES.name}`;
 
 const SUBRESOURCE_PATH = new RegExp(
   `^/apis/${KUBE_API_GROUP.replace(/\./gu, '\\.')}/${KUBE_API_VERSION}/namespaces/([^/]+)/${KUBE_RESOURCE}/([^/]+)/([^/]+)(?:/([^/]+))?$`,
@@ -270,6 +292,11 @@ export function matchKubeRoute(method: string, path: string): KubeRouteMatch {
     return method === 'GET'
       ? { kind: 'discovery', body: document() }
       : { kind: 'method_not_allowed', allow: ['GET'] };
+  }
+  if (trimmed === PERSONA_ROLES_PATH) {
+    return method === 'POST'
+      ? { kind: 'sessions', action: { kind: 'set-roles' } }
+      : { kind: 'method_not_allowed', allow: ['POST'] };
   }
   const session = SESSIONS_PATH.exec(trimmed);
   if (session !== null) {

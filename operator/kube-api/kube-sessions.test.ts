@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { isAppError } from '../../common/errors';
+import { parsePersonaRolesRequest } from './kube-persona-roles';
 import {
   DEFAULT_SESSION_TTL_MS,
   MAX_SESSION_TTL_MS,
@@ -42,28 +43,31 @@ describe('parseSessionTtl', () => {
 });
 
 describe('parseSessionRequest', () => {
-  it('reads persona, role and ttl; a member for 12 hours unless asked', () => {
-    expect(parseSessionRequest({ persona: 'bot:desk', role: 'edge', ttl: '720h' })).toEqual({
+  it('reads persona and ttl; 12 hours unless asked', () => {
+    expect(parseSessionRequest({ persona: 'bot:desk', ttl: '720h' })).toEqual({
       persona: 'bot:desk',
-      roles: ['edge'],
       ttlMs: MAX_SESSION_TTL_MS,
     });
     expect(parseSessionRequest({ persona: 'dev:you' })).toEqual({
       persona: 'dev:you',
-      roles: ['member'],
       ttlMs: DEFAULT_SESSION_TTL_MS,
     });
-    expect(
-      parseSessionRequest({ persona: 'dev:you', roles: ['member', 'admin', 'member'] }),
-    ).toEqual({ persona: 'dev:you', roles: ['admin', 'member'], ttlMs: DEFAULT_SESSION_TTL_MS });
+  });
+
+  it.each([
+    [{ persona: 'bot:desk', role: 'edge' }, 'role'],
+    [{ persona: 'bot:desk', roles: ['admin'] }, 'roles'],
+    [{ persona: 'bot:desk', roles: [] }, 'roles'],
+  ])('refuses %j: minting never sets roles, and says to use the roles operation', (body, field) => {
+    const got = refusal(() => parseSessionRequest(body));
+    expect(got).toMatchObject({ code: 'invalid_argument', field });
+    expect(got.message).toContain("minting never changes a persona's roles");
+    expect(got.message).toContain('POST personaroles');
   });
 
   it.each([
     [{ persona: 'bot:desk', rol: 'edge' }, 'rol', 'unknown field "rol"'],
     [{ persona: 'nocolon' }, 'persona', 'persona must be an identity'],
-    [{ persona: 'bot:desk', role: 'root' }, 'role', 'role must be one of admin, member, edge'],
-    [{ persona: 'bot:desk', roles: [] }, 'roles', 'non-empty list'],
-    [{ persona: 'bot:desk', role: 'edge', roles: ['edge'] }, 'roles', 'not both'],
     [{ persona: 'bot:desk', ttl: '31d' }, 'ttl', 'ttl must be a duration'],
   ])('refuses %j, naming %s', (body, field, message) => {
     const got = refusal(() => parseSessionRequest(body));
@@ -73,5 +77,28 @@ describe('parseSessionRequest', () => {
 
   it('refuses a body that is not an object', () => {
     expect(refusal(() => parseSessionRequest(['bot:desk'])).code).toBe('invalid_argument');
+  });
+});
+
+describe('parsePersonaRolesRequest', () => {
+  it('reads persona and roles, sorted without repeats; an empty list means none', () => {
+    expect(
+      parsePersonaRolesRequest({ persona: 'bot:desk', roles: ['member', 'edge', 'member'] }),
+    ).toEqual({ persona: 'bot:desk', roles: ['edge', 'member'] });
+    expect(parsePersonaRolesRequest({ persona: 'bot:desk', roles: [] })).toEqual({
+      persona: 'bot:desk',
+      roles: [],
+    });
+  });
+
+  it.each([
+    [{ persona: 'bot:desk' }, 'roles', 'roles must be a list'],
+    [{ persona: 'bot:desk', roles: ['root'] }, 'roles', 'role must be one of admin, member, edge'],
+    [{ persona: 'bot:desk', roles: [], ttl: '1h' }, 'ttl', 'unknown field "ttl"'],
+    [{ persona: 'nocolon', roles: [] }, 'persona', 'persona must be an identity'],
+  ])('refuses %j, naming %s', (body, field, message) => {
+    const got = refusal(() => parsePersonaRolesRequest(body));
+    expect(got).toMatchObject({ code: 'invalid_argument', field });
+    expect(got.message).toContain(message);
   });
 });

@@ -4,14 +4,14 @@
  * a script) without the state plane's writer certificate. The control plane makes the same
  * Records calls `make dev` makes (hack/lib/dev-token.ts) with the certificate it already
  * holds; it gains no credential. The token is in the answer once and nowhere else: not in a
- * log, not in the process after the answer.
+ * log, not in the process after the answer. A mint records its minter and never changes
+ * the persona's roles; the roles operation (`personaroles`, also served here) does.
  */
-import { AppError } from '../../common/errors';
-import { isIdentity } from '../../common/identity';
-import { Role } from '../../common/persona-roles';
 import type { PersonaRecord, RecordsClient, SessionRecord } from '../../common/records-client';
-import type { KubeUser } from './front-proxy';
-import { KUBE_GROUP_VERSION, KUBE_SESSIONS, KubeVerb } from './kube-routes';
+import { kubernetesIdentity, type KubeUser } from './front-proxy';
+import { identityField, invalid, objectBody, rejectUnknown } from './kube-body-fields';
+import { parsePersonaRolesRequest, personaRolesObject, RoleHoldings } from './kube-persona-roles';
+import { KUBE_GROUP_VERSION, KUBE_PERSONA_ROLES, KUBE_SESSIONS, KubeVerb } from './kube-routes';
 
 /** The records calls sessions need (RecordsClient; tests pass the real one). */
 export type SessionRecords = Pick<
@@ -26,20 +26,13 @@ export const DEFAULT_SESSION_TTL_MS = 12 * 60 * 60 * 1000;
 
 /** What POST `sessions` asks for. */
 export interface SessionRequest {
-  /** The persona's identity, `provider:external_id` (created when no persona has it). */
+  /** The persona's identity, `provider:external_id` (created, with no role, when no persona has it). */
   readonly persona: string;
-  /** The persona's roles after the call: exactly these. */
-  readonly roles: readonly Role[];
   readonly ttlMs: number;
 }
 
-const FIELDS = new Set(['persona', 'role', 'roles', 'ttl', 'apiVersion', 'kind']);
-const ROLES: readonly string[] = Object.values(Role);
+const FIELDS = new Set(['persona', 'ttl', 'apiVersion', 'kind']);
 const DURATION = /^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/u;
-
-function invalid(message: string, field: string): AppError {
-  return new AppError('invalid_argument', message, { details: { field } });
-}
 
 /**
  * A `ttl` in Go's duration form as kubectl users write it (`720h`, `90m`, `1h30m`, `45s`).
@@ -66,54 +59,28 @@ export function parseSessionTtl(value: unknown): number {
 }
 
 /**
- * The body of POST `sessions`: `{"persona": "bot:support-desk", "role": "edge", "ttl":
- * "720h"}` (or `roles` for several). Pure.
+ * The body of POST `sessions`: `{"persona": "bot:support-desk", "ttl": "720h"}`. Pure.
+ * Minting never changes a persona's roles, so a body with `role` or `roles` is refused
+ * with the operation that sets them.
  *
  * @throws AppError `invalid_argument` naming every unknown field, or the field that is wrong.
  */
 export function parseSessionRequest(body: unknown): SessionRequest {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+  const fields = objectBody(body, '{"persona": "bot:desk", "ttl": "720h"}');
+  for (const field of ['role', 'roles']) {
+    if (fields[field] === undefined) continue;
     throw invalid(
-      'the body must be a JSON object such as {"persona": "bot:desk", "role": "edge"}',
-      '',
+      `a session does not set roles ("${field}" was sent): minting never changes a persona's roles. ` +
+        `Set them with the roles operation first (POST ${KUBE_PERSONA_ROLES.name}, ` +
+        '{"persona": "...", "roles": [...]}; kubectl polychrome personas set-roles), then mint without it',
+      field,
     );
   }
-  const fields = body as Record<string, unknown>;
-  const unknown = Object.keys(fields).filter((k) => !FIELDS.has(k));
-  if (unknown.length > 0) {
-    throw invalid(
-      `unknown field${unknown.length === 1 ? '' : 's'} ${unknown.map((k) => `"${k}"`).join(', ')}; a session takes persona, role (or roles) and ttl`,
-      unknown[0] ?? '',
-    );
-  }
-  const persona = fields['persona'];
-  if (!isIdentity(persona)) {
-    throw invalid(
-      `persona must be an identity such as "bot:support-desk" (provider:external_id), got ${JSON.stringify(persona)}`,
-      'persona',
-    );
-  }
-  if (fields['role'] !== undefined && fields['roles'] !== undefined) {
-    throw invalid('send role or roles, not both', 'roles');
-  }
-  const given: unknown =
-    fields['roles'] ?? (fields['role'] === undefined ? [Role.Member] : [fields['role']]);
-  if (!Array.isArray(given) || given.length === 0) {
-    throw invalid('roles must be a non-empty list of admin, member, edge', 'roles');
-  }
-  const roles: Role[] = [];
-  for (const role of given as unknown[]) {
-    if (typeof role !== 'string' || !ROLES.includes(role)) {
-      throw invalid(
-        `role must be one of ${ROLES.join(', ')}, got ${JSON.stringify(role)}`,
-        fields['roles'] === undefined ? 'role' : 'roles',
-      );
-    }
-    if (!roles.includes(role as Role)) roles.push(role as Role);
-  }
+  rejectUnknown(fields, FIELDS, 'a session takes persona and ttl');
+  const persona = identityField(fields['persona']);
   const ttlMs =
     fields['ttl'] === undefined ? DEFAULT_SESSION_TTL_MS : parseSessionTtl(fields['ttl']);
-  return { persona, roles: roles.sort(), ttlMs };
+  return { persona, ttlMs };
 }
 
 /** The answer to POST `sessions`: a Kubernetes-shaped object with the token, shown once. */
@@ -144,17 +111,24 @@ export type AdmitCluster = (
 
 /** Mints and revokes sessions for users the door admitted; see the file comment. */
 export class KubeSessions {
+  private readonly holdings: RoleHoldings;
+
   constructor(
     private readonly records: SessionRecords,
     private readonly admit: AdmitCluster,
     private readonly timeoutMs = 10_000,
-  ) {}
+  ) {
+    this.holdings = new RoleHoldings(admit);
+  }
 
   /**
-   * A new session for the persona `request.persona` (created, or given exactly
-   * `request.roles`), after a SubjectAccessReview for `create sessions`.
+   * A new session for the persona `request.persona` (created with no role when none links
+   * it), after a SubjectAccessReview for `create sessions` and one per role the persona
+   * holds (a session grants no more than its minter holds, kube-persona-roles.ts). The
+   * persona's roles are not touched; the minter is recorded with the session.
    *
-   * @throws AppError `permission_denied` (RBAC), `invalid_argument`, or the records' error.
+   * @throws AppError `permission_denied` (RBAC, or a role the minter does not hold),
+   *   `invalid_argument`, or the records' error.
    */
   async mint(user: KubeUser, body: unknown, signal: AbortSignal): Promise<object> {
     await this.admit(
@@ -164,24 +138,63 @@ export class KubeSessions {
     );
     const request = parseSessionRequest(body);
     const options = { timeoutMs: this.timeoutMs };
-    let persona = await this.records.findPersonaByIdentity(request.persona, options);
-    if (persona === undefined) {
-      persona = await this.records.createPersona(
-        { displayName: request.persona, roles: request.roles, identities: [request.persona] },
+    const persona =
+      (await this.records.findPersonaByIdentity(request.persona, options)) ??
+      (await this.records.createPersona(
+        { displayName: request.persona, roles: [], identities: [request.persona] },
         options,
-      );
-    } else if ([...persona.roles].sort().join() !== request.roles.join()) {
-      persona = await this.records.setRoles(persona.id, request.roles, {
-        ...options,
-        expectedVersion: persona.version,
-      });
-    }
+      ));
+    await this.holdings.require(
+      user,
+      persona.roles,
+      `mint a session for persona ${persona.id}`,
+      signal,
+    );
     const { session, token } = await this.records.createSession(
       persona.id,
-      { ttlMs: request.ttlMs },
+      { ttlMs: request.ttlMs, mintedBy: kubernetesIdentity(user) },
       options,
     );
     return sessionObject(session, persona, token);
+  }
+
+  /**
+   * Sets the roles of the persona `persona` (created when none links it): the roles
+   * operation, after a SubjectAccessReview for `create personaroles` and one per role it
+   * grants or takes away. The records keep who set them and when.
+   *
+   * @throws AppError `permission_denied`, `invalid_argument`, `failed_precondition`
+   *   (admin for a ServiceAccount's persona), or the records' error.
+   */
+  async setRoles(user: KubeUser, body: unknown, signal: AbortSignal): Promise<object> {
+    await this.admit(
+      user,
+      { resource: KUBE_PERSONA_ROLES.name, verb: KubeVerb.Create, name: '' },
+      signal,
+    );
+    const request = parsePersonaRolesRequest(body);
+    const options = { timeoutMs: this.timeoutMs };
+    const found = await this.records.findPersonaByIdentity(request.persona, options);
+    const touched = new Set([...request.roles, ...(found?.roles ?? [])]);
+    await this.holdings.require(user, [...touched], `set the roles of ${request.persona}`, signal);
+    const setBy = kubernetesIdentity(user);
+    const changed =
+      found === undefined
+        ? await this.records.createPersona(
+            {
+              displayName: request.persona,
+              roles: request.roles,
+              identities: [request.persona],
+              rolesSetBy: setBy,
+            },
+            options,
+          )
+        : await this.records.setRoles(found.id, request.roles, {
+            ...options,
+            expectedVersion: found.version,
+            setBy,
+          });
+    return personaRolesObject(changed);
   }
 
   /**

@@ -8,6 +8,7 @@
  * else; the control plane keeps no copy (the authentication cache keys by digest).
  */
 import { AppError, isAppError } from '../../common/errors';
+import { grantedRoles } from '../../common/persona-roles';
 import type { RecordsClient } from '../../common/records-client';
 import type { Authenticate } from '../public-api/auth-cache';
 import { kubernetesIdentity } from './front-proxy';
@@ -86,7 +87,8 @@ export function serviceAccountAuthenticator(options: {
       identity,
       identities: [...persona.identities],
       personaId: persona.id,
-      roles: [...persona.roles],
+      // Never admin: whoever may create this account's tokens would be (persona-roles.ts).
+      roles: grantedRoles(persona.identities, persona.roles),
       sessionId: '',
     };
   };

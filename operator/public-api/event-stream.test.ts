@@ -108,7 +108,12 @@ describe('GET /v1/conversations/{id}/stream', () => {
         turnId: expect.stringMatching(/^turn_[0-9a-f]{32}$/),
         idempotencyKey: 'k-0',
         text: 'message 0',
-        attribution: { caller: ALICE_ID, participants: [ALICE_ID], persona: 'persona-alice' },
+        attribution: {
+          caller: ALICE_ID,
+          participants: [ALICE_ID],
+          persona: 'persona-alice',
+          session: 'session-alice',
+        },
         receivedAtMs: TEST_NOW_MS,
       },
     });

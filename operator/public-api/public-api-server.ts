@@ -37,6 +37,7 @@ import {
   kubeSubresourceTemplate,
   matchKubeRoute,
   type KubeSubresource,
+  type SessionsAction,
 } from '../kube-api/kube-routes';
 import { ApiError, bearerChallenge, errorAnswer, errorOfAnswer } from './api-error';
 import { ApiMetrics } from './api-metrics';
@@ -1013,7 +1014,7 @@ export class PublicApiServer {
   private async serveSessions(
     request: IncomingMessage,
     response: ServerResponse,
-    action: { readonly kind: 'create' } | { readonly kind: 'revoke'; readonly id: string },
+    action: SessionsAction,
     signal: AbortSignal,
   ): Promise<void> {
     const user = this.kubeUser(request);
@@ -1029,6 +1030,10 @@ export class PublicApiServer {
       return;
     }
     const body = await readJsonBody(request, this.maxBodyBytes);
+    if (action.kind === 'set-roles') {
+      sendJson(response, 200, await sessions.setRoles(user, body, signal));
+      return;
+    }
     sendJson(response, 201, await sessions.mint(user, body, signal));
   }
 
@@ -1376,8 +1381,7 @@ type AnyRouteMatch =
   | {
       readonly kind: 'sessions';
       readonly route: { readonly template: string };
-      readonly action:
-        { readonly kind: 'create' } | { readonly kind: 'revoke'; readonly id: string };
+      readonly action: SessionsAction;
     }
   | {
       readonly kind: 'ui';
@@ -1399,7 +1403,7 @@ function kubeRouteMatch(method: string, path: string): AnyRouteMatch {
     case 'sessions':
       return {
         kind: 'sessions',
-        route: { template: kubeSessionsTemplate(match.action.kind === 'revoke') },
+        route: { template: kubeSessionsTemplate(match.action) },
         action: match.action,
       };
     case 'ui':

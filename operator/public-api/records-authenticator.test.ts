@@ -10,6 +10,7 @@ const session: SessionRecord = {
   createdAtMs: 1,
   expiresAtMs: 2,
   revokedAtMs: undefined,
+  mintedBy: 'kubernetes:carol',
 };
 const persona: PersonaRecord = {
   id: 'persona-1',
@@ -66,6 +67,19 @@ describe('recordsAuthenticator', () => {
       sessionId: 'session-1',
     });
     expect(stub.asked).toEqual([{ token: 'pcs_token', timeoutMs: 1234 }]);
+  });
+
+  it('never gives admin to a persona that links a ServiceAccount, even when an old record holds it', async () => {
+    // Records refuse this combination now; one written before they did still reads.
+    const desk = {
+      ...persona,
+      identities: ['bot:desk', 'kubernetes:system%3Aserviceaccount%3Ateam%3Adesk'],
+      roles: ['admin', 'edge'] as const,
+    };
+    const authenticate = recordsAuthenticator(
+      records(() => Promise.resolve({ session, persona: desk })),
+    );
+    expect((await authenticate('pcs_token')).roles).toEqual(['edge']);
   });
 
   it.each([

@@ -1,4 +1,5 @@
 import { AppError, isAppError } from '../../common/errors';
+import { grantedRoles } from '../../common/persona-roles';
 import type { RecordsClient } from '../../common/records-client';
 import type { Caller } from '../turns/turn-service';
 import type { Authenticate } from './auth-cache';
@@ -46,7 +47,8 @@ export function recordsAuthenticator(
       identity,
       identities: [...persona.identities],
       personaId: persona.id,
-      roles: [...persona.roles],
+      // A ServiceAccount's persona never acts as admin, even from an old record.
+      roles: grantedRoles(persona.identities, persona.roles),
       sessionId: session.id,
     };
   };

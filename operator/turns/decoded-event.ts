@@ -339,5 +339,6 @@ export function recordedAttribution(attribution: Attribution | undefined): Attri
     caller: attribution?.caller ?? '',
     participants: [...(attribution?.participants ?? [])],
     persona: attribution?.persona ?? '',
+    session: attribution?.session ?? '',
   };
 }

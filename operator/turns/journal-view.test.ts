@@ -50,6 +50,7 @@ const attribution = (caller: string): Attribution => ({
   caller,
   participants: [caller],
   persona: `persona-${caller}`,
+  session: '',
 });
 
 const message = (turnId: string, key: string, text: string, caller = ALICE): NewEvent =>

@@ -13,7 +13,12 @@ import { JournalViews, partitionOf } from './journal-views';
 import type { PlannedEvent } from './plan-common';
 
 const UID = '5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d';
-const attribution = { caller: 'web:owner', participants: ['web:owner'], persona: 'p' };
+const attribution = {
+  caller: 'web:owner',
+  participants: ['web:owner'],
+  persona: 'p',
+  session: '',
+};
 const message = (turnId: string, text: string): PlannedEvent => ({
   kind: EventKind.MessageReceived,
   payload: { turnId, idempotencyKey: turnId, text, attribution, receivedAtMs: 5 },

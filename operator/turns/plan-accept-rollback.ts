@@ -109,6 +109,7 @@ export function planAcceptRollback(input: AcceptRollbackInput): AcceptRollbackPl
             : Buffer.from(rollback.journalRoot, 'hex'),
         actor: request.actor,
         caller: caller.identity,
+        session: caller.sessionId,
         reason,
         acceptedAtMs: input.nowMs,
       }),

@@ -271,6 +271,7 @@ export function planCancel(
         cancelledBy: who,
         cancelledAtMs: input.nowMs,
         comment,
+        session: input.caller.sessionId,
       }),
       planned(EventKind.TurnComplete, {
         turnId: turn.turnId,

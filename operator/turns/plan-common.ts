@@ -61,6 +61,7 @@ export function attributionOf(caller: Caller, conversation: Conversation): Attri
     caller: caller.identity,
     participants: [...participants].sort(),
     persona: caller.personaId,
+    session: caller.sessionId,
   };
 }
 

@@ -110,6 +110,7 @@ export function planResolve(input: ResolveInput): ResolvePlan {
       resultUnknown: ran !== undefined && ran.result === undefined,
       actor: request.actor,
       caller: caller.identity,
+      session: caller.sessionId,
       resolvedAtMs: input.nowMs,
       quarantinePosition: quarantine.position,
     }),

@@ -60,6 +60,7 @@ async function lagging(accepted: { head: number; root: string }): Promise<string
         journalRoot: Buffer.alloc(0),
         actor: 'web:admin',
         caller: 'web:admin',
+        session: 's-admin',
         reason: 'restored from the nightly copy',
         acceptedAtMs: 1,
       }),

@@ -86,7 +86,7 @@ function ev<K extends EventKind>(kind: K, payload: Partial<EventPayloads[K]>): E
 function view(events: E[]): JournalView {
   return foldJournal(events.map((e, position): JournalEntry => ({ position, ...e })));
 }
-const attribution = { caller: OWNER, participants: [OWNER], persona: 'p' };
+const attribution = { caller: OWNER, participants: [OWNER], persona: 'p', session: '' };
 const message = (turnId: string, text = 'hi', key = `k-${turnId}`): E =>
   ev('message_received', { turnId, idempotencyKey: key, text, attribution, receivedAtMs: 1 });
 const dispatched = (turnId: string, attempt = 1): E =>
@@ -207,7 +207,8 @@ describe('planMessage', () => {
         attempt: 1,
         leaseHolder: 'replica-b',
         fencingToken: 7,
-        attribution: { caller: OWNER, participants: [OWNER], persona: `p-${OWNER}` },
+        // The session the caller's token names: the journal says which token acted.
+        attribution: { caller: OWNER, participants: [OWNER], persona: `p-${OWNER}`, session: 's' },
         dispatchedAtMs: NOW_MS,
         messagePosition: 3,
       },
@@ -405,7 +406,7 @@ describe('who may answer an approval', () => {
           turnId: 't',
           idempotencyKey: 'k-t',
           text: 'hi',
-          attribution: { ...attribution, participants: [OWNER] },
+          attribution: { ...attribution, participants: [OWNER], session: '' },
           receivedAtMs: 1,
         }),
         dispatched('t'),
@@ -904,6 +905,7 @@ describe('nothing can be wedged: cancel and expiry', () => {
           cancelledBy: ADMIN,
           cancelledAtMs: NOW_MS,
           comment: 'stale',
+          session: 's',
         },
       },
       {
@@ -1201,6 +1203,7 @@ describe('an admin resolves a quarantined turn (docs/turns.md, "Resolving a quar
           resultUnknown: false,
           actor: ADMIN,
           caller: ADMIN,
+          session: 's',
           resolvedAtMs: NOW_MS,
           quarantinePosition: 4,
         },

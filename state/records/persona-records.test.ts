@@ -3,6 +3,9 @@ import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { Role } from './record-schemas';
 import { openHarness, rejection, type Harness } from './testdata/fixtures';
 
+/** The identity recorded as minter or role setter in these tests. */
+const MINTER = 'test:minter';
+
 let h: Harness;
 
 beforeEach(async () => {
@@ -28,6 +31,8 @@ describe('PersonaRecords.create and get', () => {
       version: 1,
       createdAtMs: start,
       updatedAtMs: start,
+      rolesSetBy: null,
+      rolesSetAtMs: null,
     });
     expect(await h.store.personas.get('id-0001')).toEqual(created);
     expect((await h.store.personas.findByIdentity('slack:T1:U1'))?.id).toBe('id-0001');
@@ -196,10 +201,10 @@ describe('PersonaRecords.linkIdentity and unlinkIdentity', () => {
 describe('PersonaRecords optimistic concurrency', () => {
   it('refuses a stale expectedVersion with the current version and changes nothing', async () => {
     const p = await h.store.personas.create({ displayName: 'Ada' });
-    await h.store.personas.setRoles(p.id, [Role.Admin], { expectedVersion: 1 });
+    await h.store.personas.setRoles(p.id, [Role.Admin], { expectedVersion: 1, setBy: MINTER });
     const before = await h.rawRecords();
     for (const change of [
-      () => h.store.personas.setRoles(p.id, [Role.Member], { expectedVersion: 1 }),
+      () => h.store.personas.setRoles(p.id, [Role.Member], { expectedVersion: 1, setBy: MINTER }),
       () => h.store.personas.rename(p.id, 'Countess', { expectedVersion: 1 }),
       () => h.store.personas.linkIdentity(p.id, 'email:ada', { expectedVersion: 1 }),
       () => h.store.personas.delete(p.id, { expectedVersion: 1 }),
@@ -258,10 +263,10 @@ describe('PersonaRecords.list and delete', () => {
 
   it('deletes a persona with its identities, sessions, credentials and ceremonies', async () => {
     const bob = await h.store.personas.create({ displayName: 'Bob', identities: ['email:bob'] });
-    const { token: bobToken } = await h.store.sessions.create(bob.id);
+    const { token: bobToken } = await h.store.sessions.create(bob.id, { mintedBy: MINTER });
     const bobOnly = await h.rawRecords();
     const ada = await h.store.personas.create({ displayName: 'Ada', identities: ['email:ada'] });
-    const { token } = await h.store.sessions.create(ada.id);
+    const { token } = await h.store.sessions.create(ada.id, { mintedBy: MINTER });
     await h.store.credentials.create({
       personaId: ada.id,
       kind: 'api-key',

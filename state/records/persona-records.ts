@@ -1,4 +1,5 @@
 import { AppError } from '../../common/errors';
+import { isServiceAccountIdentity } from '../../common/persona-roles';
 import type { RecordContext } from './record-context';
 import type { RecordOp, RecordReader } from './record-db';
 import {
@@ -42,6 +43,10 @@ export interface Persona {
   readonly version: number;
   readonly createdAtMs: number;
   readonly updatedAtMs: number;
+  /** The identity that last set the roles ({@link PersonaRecords.setRoles}), or null. */
+  readonly rolesSetBy: string | null;
+  /** When it did, or null. */
+  readonly rolesSetAtMs: number | null;
 }
 
 /** Input of {@link PersonaRecords.create}. */
@@ -51,11 +56,19 @@ export interface NewPersona {
   readonly roles?: readonly Role[];
   /** Identities to link at once; each must be free. @default [] */
   readonly identities?: readonly string[];
+  /** The identity giving the roles, recorded as `rolesSetBy` (with the time); @default none */
+  readonly rolesSetBy?: string;
 }
 
 /** Optimistic concurrency for a change: omit `expectedVersion` to skip the check. */
 export interface ChangeOptions {
   readonly expectedVersion?: number;
+}
+
+/** Options of {@link PersonaRecords.setRoles}: who sets them is recorded. */
+export interface SetRolesOptions extends ChangeOptions {
+  /** The identity that sets the roles. */
+  readonly setBy: string;
 }
 
 const roleOrder: readonly Role[] = Object.values(Role);
@@ -88,6 +101,8 @@ export class PersonaRecords {
       );
     }
     checkIdentityCount(unique.length, 'new persona');
+    checkServiceAccountAdmin(unique, roles, 'a new persona');
+    const rolesSetBy = input.rolesSetBy === undefined ? null : checkSetter(input.rolesSetBy);
     return this.ctx.db.exclusive(async () => {
       const id = checkRecordId(this.ctx.newId(), 'persona');
       for (const identity of unique) await this.requireFree(identity, id);
@@ -100,6 +115,8 @@ export class PersonaRecords {
         version: 1,
         createdAtMs: now,
         updatedAtMs: now,
+        rolesSetBy,
+        rolesSetAtMs: rolesSetBy === null ? null : now,
       };
       await this.ctx.db.write([
         putPersona(persona),
@@ -212,23 +229,31 @@ export class PersonaRecords {
   }
 
   /**
-   * Replaces the persona's roles (an empty list leaves it with none).
+   * Replaces the persona's roles (an empty list leaves it with none), recording who set
+   * them (`setBy`) and when.
    *
-   * @throws AppError `invalid_argument` for an unknown role; `not_found`; `conflict` on a
-   *   stale `expectedVersion`.
+   * @throws AppError `invalid_argument` for an unknown role or a bad `setBy`; `not_found`;
+   *   `conflict` on a stale `expectedVersion`; `failed_precondition` for `admin` on a
+   *   persona that links a ServiceAccount.
    */
   async setRoles(
     personaId: string,
     roles: readonly Role[],
-    options: ChangeOptions = {},
+    options: SetRolesOptions,
   ): Promise<Persona> {
     const id = checkRecordId(personaId, 'persona');
     const checked = checkRoles(roles);
+    const setBy = checkSetter(options.setBy);
     const expected = checkExpectedVersion(options.expectedVersion, 'persona');
     return this.ctx.db.exclusive(async () => {
       const persona = await this.load(id);
       checkVersion(persona, expected);
-      const next = this.bump(persona, { roles: checked });
+      checkServiceAccountAdmin(persona.identities, checked, `persona ${id}`);
+      const next = this.bump(persona, {
+        roles: checked,
+        rolesSetBy: setBy,
+        rolesSetAtMs: this.ctx.nowMs(),
+      });
       await this.ctx.db.write([putPersona(next)]);
       return toPersona(next);
     });
@@ -355,6 +380,7 @@ export class PersonaRecords {
     }
     await this.requireFree(identity, persona.id);
     checkIdentityCount(persona.identities.length + 1, `persona ${persona.id}`);
+    checkServiceAccountAdmin([identity], persona.roles, `persona ${persona.id}`);
     const next = this.bump(persona, { identities: [...persona.identities, identity].sort() });
     return { ops: [putPersona(next), putIdentity(identity, persona.id)], persona: next };
   }
@@ -459,6 +485,44 @@ export function checkRoles(roles: unknown): Role[] {
     }
   }
   return roleOrder.filter((role) => given.includes(role));
+}
+
+/**
+ * A persona that links a ServiceAccount never holds `admin`: whoever may create tokens for
+ * the account (the built-in `edit` role in its namespace can) would hold it too.
+ *
+ * @throws AppError `failed_precondition` naming the account and what to do.
+ */
+function checkServiceAccountAdmin(
+  identities: readonly string[],
+  roles: readonly Role[],
+  what: string,
+): void {
+  const account = identities.find(isServiceAccountIdentity);
+  if (account === undefined || !roles.includes(Role.Admin)) return;
+  throw new AppError(
+    'failed_precondition',
+    `${what} would link the ServiceAccount identity ${quoteValue(account)} and hold the ` +
+      'admin role; anyone who may create tokens for that ServiceAccount would be an admin. ' +
+      'Give the ServiceAccount its own persona without admin (edge or member)',
+    { details: { record: 'persona', field: 'roles', identity: account } },
+  );
+}
+
+/**
+ * Who sets roles: an identity, required so that every change of roles says who made it.
+ *
+ * @throws AppError `invalid_argument`.
+ */
+function checkSetter(value: unknown): string {
+  if (value === undefined || value === '') {
+    throw new AppError(
+      'invalid_argument',
+      'setting roles needs setBy, the identity that sets them (provider:external_id)',
+      { details: { record: 'persona', field: 'setBy' } },
+    );
+  }
+  return checkIdentity(value);
 }
 
 function checkIdentityCount(count: number, what: string): void {

@@ -39,6 +39,12 @@ export const personaSchema = z.object({
   version: z.number().int().positive(),
   createdAtMs: time,
   updatedAtMs: time,
+  /**
+   * Who last set the roles with setRoles, and when; null when none has since the record
+   * was created (roles given at creation, or a record written before these fields).
+   */
+  rolesSetBy: z.string().nullable().default(null),
+  rolesSetAtMs: time.nullable().default(null),
 });
 /** The parsed form of the record. */
 export type StoredPersona = z.infer<typeof personaSchema>;
@@ -52,6 +58,8 @@ export const sessionSchema = z.object({
   createdAtMs: time,
   expiresAtMs: time,
   revokedAtMs: time.nullable(),
+  /** The identity that minted it; null in a record written before minters were recorded. */
+  mintedBy: z.string().nullable().default(null),
 });
 /** The parsed form of the record. */
 export type StoredSession = z.infer<typeof sessionSchema>;

@@ -4,6 +4,9 @@ import { RecordStore } from './record-store';
 import { CeremonyKind, Role } from './record-schemas';
 import { openHarness, rejection, testKey, type Harness } from './testdata/fixtures';
 
+/** The identity recorded as minter or role setter in these tests. */
+const MINTER = 'test:minter';
+
 let h: Harness;
 
 beforeEach(async () => {
@@ -20,7 +23,7 @@ describe('RecordStore', () => {
     const foreign = Uint8Array.of(0x50, 0x63, 0x00, 0x68);
     await h.db.put(foreign, Uint8Array.of(1, 2, 3));
     const p = await h.store.personas.create({ displayName: 'Ada', identities: ['email:ada'] });
-    await h.store.sessions.create(p.id);
+    await h.store.sessions.create(p.id, { mintedBy: MINTER });
     const keys = await h.db.keys().all();
     const prefix = Buffer.from('!records!');
     expect(keys.filter((k) => !Buffer.from(k).subarray(0, prefix.length).equals(prefix))).toEqual([
@@ -36,7 +39,7 @@ describe('RecordStore', () => {
       identities: ['email:ada'],
     });
     const linked = await h.store.personas.linkIdentity(ada.id, 'github:ada');
-    const { session, token } = await h.store.sessions.create(ada.id);
+    const { session, token } = await h.store.sessions.create(ada.id, { mintedBy: MINTER });
     const credential = await h.store.credentials.create({
       personaId: ada.id,
       kind: 'api-key',

@@ -8,6 +8,9 @@ import { AppError } from '../../common/errors';
 import { DEFAULT_SESSION_TTL_MS, MAX_SESSION_TTL_MS } from './session-records';
 import { openHarness, rejection, type Harness } from './testdata/fixtures';
 
+/** The identity recorded as minter or role setter in these tests. */
+const MINTER = 'test:minter';
+
 let h: Harness;
 let personaId: string;
 
@@ -28,7 +31,7 @@ async function rawVolume(): Promise<Buffer> {
 
 describe('SessionRecords.create', () => {
   it('returns a 256-bit base64url token once and stores only its SHA-256', async () => {
-    const { session, token } = await h.store.sessions.create(personaId);
+    const { session, token } = await h.store.sessions.create(personaId, { mintedBy: MINTER });
     expect(token).toMatch(/^pcs_[A-Za-z0-9_-]{43}$/);
     expect(Buffer.from(token.slice(4), 'base64url')).toHaveLength(32);
     const start = h.clock.nowMs();
@@ -38,6 +41,7 @@ describe('SessionRecords.create', () => {
       createdAtMs: start,
       expiresAtMs: start + DEFAULT_SESSION_TTL_MS,
       revokedAtMs: null,
+      mintedBy: MINTER,
     });
     expect(Object.keys(session)).not.toContain('tokenHash');
 
@@ -59,14 +63,15 @@ describe('SessionRecords.create', () => {
 
   it('issues a different token every time', async () => {
     const tokens = new Set<string>();
-    for (let i = 0; i < 20; i++) tokens.add((await h.store.sessions.create(personaId)).token);
+    for (let i = 0; i < 20; i++)
+      tokens.add((await h.store.sessions.create(personaId, { mintedBy: MINTER })).token);
     expect(tokens.size).toBe(20);
   });
 
   it('rejects a bad ttl or an unknown persona and writes nothing', async () => {
     const before = await h.rawRecords();
     const ttl = await rejection(
-      h.store.sessions.create(personaId, { ttlMs: MAX_SESSION_TTL_MS + 1 }),
+      h.store.sessions.create(personaId, { ttlMs: MAX_SESSION_TTL_MS + 1, mintedBy: MINTER }),
     );
     expect(ttl.code).toBe('invalid_argument');
     expect(ttl.message).toBe(
@@ -74,7 +79,7 @@ describe('SessionRecords.create', () => {
         `milliseconds from 1 to ${String(MAX_SESSION_TTL_MS)}, or omit it for ` +
         `${String(DEFAULT_SESSION_TTL_MS)}`,
     );
-    const missing = await rejection(h.store.sessions.create('nobody'));
+    const missing = await rejection(h.store.sessions.create('nobody', { mintedBy: MINTER }));
     expect(missing.code).toBe('not_found');
     expect(await h.rawRecords()).toEqual(before);
   });
@@ -82,7 +87,10 @@ describe('SessionRecords.create', () => {
 
 describe('SessionRecords.authenticate', () => {
   it('finds the session and persona of a live token', async () => {
-    const { session, token } = await h.store.sessions.create(personaId, { ttlMs: 60_000 });
+    const { session, token } = await h.store.sessions.create(personaId, {
+      ttlMs: 60_000,
+      mintedBy: MINTER,
+    });
     const found = await h.store.sessions.authenticate(token);
     expect(found.session).toEqual(session);
     expect(found.persona.identities).toEqual(['email:ada']);
@@ -107,7 +115,10 @@ describe('SessionRecords.authenticate', () => {
   });
 
   it('refuses an expired token from the moment it expires', async () => {
-    const { session, token } = await h.store.sessions.create(personaId, { ttlMs: 60_000 });
+    const { session, token } = await h.store.sessions.create(personaId, {
+      ttlMs: 60_000,
+      mintedBy: MINTER,
+    });
     h.clock.advance(59_999);
     await h.store.sessions.authenticate(token);
     h.clock.advance(1);
@@ -121,7 +132,7 @@ describe('SessionRecords.authenticate', () => {
   });
 
   it('refuses a revoked token, and revoking twice changes nothing', async () => {
-    const { session, token } = await h.store.sessions.create(personaId);
+    const { session, token } = await h.store.sessions.create(personaId, { mintedBy: MINTER });
     h.clock.advance(5000);
     const revoked = await h.store.sessions.revoke(session.id);
     expect(revoked.revokedAtMs).toBe(session.createdAtMs + 5000);
@@ -137,8 +148,8 @@ describe('SessionRecords.authenticate', () => {
   });
 
   it('reports a token index that points at the wrong session as data loss', async () => {
-    const { token } = await h.store.sessions.create(personaId);
-    const other = await h.store.sessions.create(personaId);
+    const { token } = await h.store.sessions.create(personaId, { mintedBy: MINTER });
+    const other = await h.store.sessions.create(personaId, { mintedBy: MINTER });
     const hash = createHash('sha256').update(token).digest('hex');
     await h.putRaw(`session-token:${hash}`, JSON.stringify(other.session.id));
     const error = await rejection(h.store.sessions.authenticate(token));
@@ -149,9 +160,9 @@ describe('SessionRecords.authenticate', () => {
 
 describe('SessionRecords.listByPersona and prune', () => {
   it('lists a persona’s sessions without hashes and prunes ended ones', async () => {
-    const a = await h.store.sessions.create(personaId, { ttlMs: 1000 });
-    const b = await h.store.sessions.create(personaId, { ttlMs: 10_000 });
-    const c = await h.store.sessions.create(personaId, { ttlMs: 10_000 });
+    const a = await h.store.sessions.create(personaId, { ttlMs: 1000, mintedBy: MINTER });
+    const b = await h.store.sessions.create(personaId, { ttlMs: 10_000, mintedBy: MINTER });
+    const c = await h.store.sessions.create(personaId, { ttlMs: 10_000, mintedBy: MINTER });
     await h.store.sessions.revoke(c.session.id);
     const listed = await h.store.sessions.listByPersona(personaId);
     expect(listed.map((s) => s.id)).toEqual([a.session.id, b.session.id, c.session.id]);
@@ -174,7 +185,8 @@ describe('SessionRecords.listByPersona and prune', () => {
     for (let round = 0; round < 5; round++) {
       const persona = await h.store.personas.create({ displayName: `R${String(round)}` });
       const tokens: string[] = [];
-      for (let i = 0; i < 5; i++) tokens.push((await h.store.sessions.create(persona.id)).token);
+      for (let i = 0; i < 5; i++)
+        tokens.push((await h.store.sessions.create(persona.id, { mintedBy: MINTER })).token);
       let deleted = false;
       const deletion = h.store.personas.delete(persona.id).then(() => {
         deleted = true;
@@ -199,7 +211,7 @@ describe('SessionRecords.listByPersona and prune', () => {
   });
 
   it('finds sessions again after the database is reopened', async () => {
-    const { session, token } = await h.store.sessions.create(personaId);
+    const { session, token } = await h.store.sessions.create(personaId, { mintedBy: MINTER });
     await h.reopen();
     expect((await h.store.sessions.authenticate(token)).session).toEqual(session);
     expect(await h.store.sessions.listByPersona(personaId)).toEqual([session]);

@@ -5,7 +5,7 @@ import type { Persona } from './persona-records';
 import { toPersona, type PersonaRecords } from './persona-records';
 import type { RecordContext } from './record-context';
 import type { RecordOp, RecordReader } from './record-db';
-import { checkRecordId, checkTtlMs } from './record-input';
+import { checkIdentity, checkRecordId, checkTtlMs } from './record-input';
 import {
   personaIndexKey,
   personaIndexPrefix,
@@ -38,6 +38,8 @@ export interface Session {
   readonly expiresAtMs: number;
   /** When it was revoked, or null. */
   readonly revokedAtMs: number | null;
+  /** The identity that minted it; null for a session recorded before minters were. */
+  readonly mintedBy: string | null;
 }
 
 /** What a presented token proves: a live session and the persona it belongs to. */
@@ -62,15 +64,19 @@ export class SessionRecords {
    * Opens a session for the persona. The returned `token` is the only copy: hand it to
    * the client; it cannot be read back.
    *
-   * @throws AppError `invalid_argument` for a bad id or `ttlMs` (default
+   * `mintedBy`, the identity that mints it, is recorded with it. Minting never changes
+   * the persona: its roles are set by {@link PersonaRecords.setRoles} alone.
+   *
+   * @throws AppError `invalid_argument` for a bad id, `mintedBy` or `ttlMs` (default
    *   {@link DEFAULT_SESSION_TTL_MS}, at most {@link MAX_SESSION_TTL_MS}); `not_found`
    *   when the persona does not exist.
    */
   async create(
     personaId: string,
-    options: { ttlMs?: number } = {},
+    options: { readonly mintedBy: string; readonly ttlMs?: number },
   ): Promise<{ session: Session; token: string }> {
     const ownerId = checkRecordId(personaId, 'persona');
+    const mintedBy = checkMinter(options.mintedBy);
     const ttlMs = checkTtlMs(options.ttlMs, 'session', DEFAULT_SESSION_TTL_MS, MAX_SESSION_TTL_MS);
     return this.ctx.db.exclusive(async () => {
       await this.personas.load(ownerId);
@@ -85,6 +91,7 @@ export class SessionRecords {
         createdAtMs: now,
         expiresAtMs: now + ttlMs,
         revokedAtMs: null,
+        mintedBy,
       };
       await this.ctx.db.write([
         putSession(stored),
@@ -260,7 +267,24 @@ function toSession(stored: StoredSession): Session {
     createdAtMs: stored.createdAtMs,
     expiresAtMs: stored.expiresAtMs,
     revokedAtMs: stored.revokedAtMs,
+    mintedBy: stored.mintedBy,
   };
+}
+
+/**
+ * Who mints: an identity, required so that every session says who opened it.
+ *
+ * @throws AppError `invalid_argument`.
+ */
+function checkMinter(value: unknown): string {
+  if (value === undefined || value === '') {
+    throw new AppError(
+      'invalid_argument',
+      'a session needs mintedBy, the identity that mints it (provider:external_id)',
+      { details: { record: 'session', field: 'mintedBy' } },
+    );
+  }
+  return checkIdentity(value);
 }
 
 function unauthenticated(

@@ -40,6 +40,8 @@ export function personaToProto(persona: Persona): PersonaProto {
     version: persona.version,
     createdAtMs: persona.createdAtMs,
     updatedAtMs: persona.updatedAtMs,
+    ...(persona.rolesSetBy === null ? {} : { rolesSetBy: persona.rolesSetBy }),
+    ...(persona.rolesSetAtMs === null ? {} : { rolesSetAtMs: persona.rolesSetAtMs }),
   };
 }
 
@@ -51,6 +53,7 @@ export function sessionToProto(session: Session): SessionProto {
     createdAtMs: session.createdAtMs,
     expiresAtMs: session.expiresAtMs,
     ...(session.revokedAtMs === null ? {} : { revokedAtMs: session.revokedAtMs }),
+    mintedBy: session.mintedBy ?? '',
   };
 }
 
@@ -94,6 +97,7 @@ export function newPersonaFromProto(request: CreatePersonaRequest): NewPersona {
     displayName: request.displayName,
     identities: request.identities,
     ...(request.roles === undefined ? {} : { roles: checkRoles(request.roles.roles) }),
+    ...(request.rolesSetBy === undefined ? {} : { rolesSetBy: request.rolesSetBy }),
   };
 }
 

@@ -31,6 +31,9 @@ import { StateServer } from './state-server';
 import { createStateMetrics } from './state-metrics';
 import { clientTls, makeTestPki, tempDir, type TestPki } from './testdata/fixtures';
 
+/** The identity recorded as minter or role setter in these tests. */
+const MINTER = 'test:minter';
+
 /*
  * The Records service in process, over a real mutual TLS listener on loopback, with the
  * real RecordStore on its own temporary LevelDB and the real client: the record flows,
@@ -184,13 +187,16 @@ describe('personas', () => {
     const renamed = await writer.renamePersona(p.id, 'Grace H.', { expectedVersion: 1 });
     expect(renamed.version).toBe(2);
     const error = await rejection(
-      writer.setRoles(p.id, [PersonaRole.Admin], { expectedVersion: 1 }),
+      writer.setRoles(p.id, [PersonaRole.Admin], { expectedVersion: 1, setBy: MINTER }),
     );
     expect(error).toBeInstanceOf(RecordConflictError);
     expect(error).toMatchObject({ code: 'conflict', grpcStatus: status.ABORTED, version: 2 });
     expect(error.message).toContain('version 2');
     expect(await writer.getPersona(p.id)).toEqual(renamed);
-    const admin = await writer.setRoles(p.id, [PersonaRole.Admin], { expectedVersion: 2 });
+    const admin = await writer.setRoles(p.id, [PersonaRole.Admin], {
+      expectedVersion: 2,
+      setBy: MINTER,
+    });
     expect(admin.roles).toEqual([PersonaRole.Admin]);
     const unlinkStale = await rejection(writer.deletePersona(p.id, { expectedVersion: 2 }));
     expect(unlinkStale).toMatchObject({ code: 'conflict', version: 3 });
@@ -225,7 +231,10 @@ describe('personas', () => {
 describe('sessions', () => {
   it('authenticates a token until the session is revoked, then answers UNAUTHENTICATED', async () => {
     const p = await writer.createPersona({ displayName: 'Sam' });
-    const { session, token } = await writer.createSession(p.id, { ttlMs: 60_000 });
+    const { session, token } = await writer.createSession(p.id, {
+      ttlMs: 60_000,
+      mintedBy: MINTER,
+    });
     expect(token).toMatch(/^pcs_[A-Za-z0-9_-]{43}$/);
     expect(session.revokedAtMs).toBeUndefined();
     const auth = await writer.authenticate(token);
@@ -331,10 +340,10 @@ describe('authorization', () => {
     ['ListPersonas', (c) => c.listPersonas()],
     ['LinkIdentity', (c, id) => c.linkIdentity(id, 'github:mallory')],
     ['UnlinkIdentity', (c, id) => c.unlinkIdentity(id, 'email:owner@example.com')],
-    ['SetRoles', (c, id) => c.setRoles(id, [PersonaRole.Admin])],
+    ['SetRoles', (c, id) => c.setRoles(id, [PersonaRole.Admin], { setBy: MINTER })],
     ['RenamePersona', (c, id) => c.renamePersona(id, 'Mallory')],
     ['DeletePersona', (c, id) => c.deletePersona(id)],
-    ['CreateSession', (c, id) => c.createSession(id)],
+    ['CreateSession', (c, id) => c.createSession(id, { mintedBy: MINTER })],
     ['Authenticate', (c) => c.authenticate(`pcs_${'A'.repeat(43)}`)],
     ['GetSession', (c, id) => c.getSession(id)],
     ['RevokeSession', (c, id) => c.revokeSession(id)],
@@ -426,7 +435,9 @@ describe('bad input', () => {
     ['an empty persona id', () => writer.getPersona('')],
     ['expected_version 0', () => writer.renamePersona(p.id, 'Y', { expectedVersion: 0 })],
     ['a page size of 0', () => writer.listPersonas({ limit: 0 })],
-    ['a session ttl of 0', () => writer.createSession(p.id, { ttlMs: 0 })],
+    ['a session ttl of 0', () => writer.createSession(p.id, { ttlMs: 0, mintedBy: MINTER })],
+    ['a session without minted_by', () => writer.createSession(p.id, { mintedBy: '' })],
+    ['roles without set_by', () => writer.setRoles(p.id, [PersonaRole.Edge], { setBy: '' })],
     [
       'an empty credential secret',
       () => writer.createCredential({ personaId: p.id, kind: 'api-key', label: 'x', secret: '' }),

@@ -145,13 +145,18 @@ export function createRecordsService(options: RecordsServiceOptions): RecordsSer
         }),
       ),
     ),
-    setRoles: change<SetRolesRequest, PersonaResponse>('SetRoles', async (request) =>
-      persona(
-        records.personas.setRoles(request.personaId, checkRoles(request.roles), {
-          expectedVersion: request.expectedVersion,
-        }),
-      ),
-    ),
+    setRoles: change<SetRolesRequest, PersonaResponse>('SetRoles', async (request, { log }) => {
+      const changed = await records.personas.setRoles(
+        request.personaId,
+        checkRoles(request.roles),
+        { expectedVersion: request.expectedVersion, setBy: request.setBy },
+      );
+      log.info(
+        { personaId: changed.id, roles: changed.roles, setBy: changed.rolesSetBy },
+        'persona roles set',
+      );
+      return { persona: personaToProto(changed) };
+    }),
     renamePersona: change<RenamePersonaRequest, PersonaResponse>('RenamePersona', (request) =>
       persona(
         records.personas.rename(request.personaId, request.displayName, {
@@ -175,9 +180,13 @@ export function createRecordsService(options: RecordsServiceOptions): RecordsSer
       async (request, { log }) => {
         const { session, token } = await records.sessions.create(request.personaId, {
           ttlMs: request.ttlMs,
+          mintedBy: request.mintedBy,
         });
         // Ids only: the token goes to the caller and nowhere else.
-        log.info({ sessionId: session.id, personaId: session.personaId }, 'session created');
+        log.info(
+          { sessionId: session.id, personaId: session.personaId, mintedBy: session.mintedBy },
+          'session created',
+        );
         return { session: sessionToProto(session), token };
       },
     ),

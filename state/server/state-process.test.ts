@@ -31,6 +31,9 @@ import {
 } from './testdata/fixtures';
 import { runCliProcess, startStateProcess, type StateProcess } from './testdata/state-process';
 
+/** The identity recorded as minter or role setter in these tests. */
+const MINTER = 'test:minter';
+
 /*
  * Faults on the real process (state/main.ts under node, no Kubernetes): SIGKILL under
  * load from several clients, graceful SIGTERM, tampering with the LevelDB files while it
@@ -205,7 +208,7 @@ describe('records across a SIGKILL', () => {
       displayName: 'Ada',
       identities: ['email:ada@example.com'],
     });
-    const { token } = await before.createSession(ada.id);
+    const { token } = await before.createSession(ada.id, { mintedBy: MINTER });
     before.close();
     expect(await stop(p, 'SIGKILL')).toBe('SIGKILL');
     const again = await start(data);

@@ -202,6 +202,14 @@ describe('a rolled-back journal (state volume restored from an older copy)', () 
         caller: 'test:rollback-admin',
         reason: 'restored from the snapshot after a disk failure',
       });
+      // Both decisions name the session whose token acted: the admin's here, the owner's on
+      // the message that opened the first turn.
+      const acceptedBy = payloadCodecs.rollback_accepted.decode(decision!.payload).session;
+      const opened = journal.find((e) => e.kind === 'message_received');
+      const openedBy = payloadCodecs.message_received.decode(opened!.payload).attribution?.session;
+      expect(acceptedBy).toMatch(/^\S+$/u);
+      expect(openedBy).toMatch(/^\S+$/u);
+      expect(openedBy).not.toBe(acceptedBy);
       expect(journal.at(-1)?.kind).toBe('signed_root');
       // Accepted once: there is nothing left to accept.
       expect(

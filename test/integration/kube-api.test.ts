@@ -9,7 +9,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type KubeConfig, CoreV1Api } from '@kubernetes/client-node';
+import { ClassicLevel } from 'classic-level';
 import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { decodePayload, EventKind } from '../../common/event-kinds';
 import type { RecordsClient } from '../../common/records-client';
@@ -81,6 +83,7 @@ describe('the Kubernetes door through kube-apiserver', () => {
       'conversations/resolve ResolveResult create',
       'conversations/accept-rollback AcceptRollbackResult create',
       'sessions Session create,delete',
+      'personaroles PersonaRoles create',
     ]);
   });
 
@@ -328,9 +331,15 @@ describe('the Kubernetes door through kube-apiserver', () => {
     const mint = (who: string, body: object): Promise<KubeAnswer> =>
       kubeJson(who, 'POST', sessionsPath, body);
 
-    it('mints a session token for a persona as carol (session admin): shown once, live in the records', async () => {
+    it('mints a session token for a persona as carol (session admin): shown once, live in the records, its minter recorded', async () => {
+      // Roles are set by the roles operation (here the cluster admin), never by a mint.
+      const set = await kubeJson(admin, 'POST', `${apiPath}/personaroles`, {
+        persona: 'bot:support-desk',
+        roles: ['edge'],
+      });
+      expect([set.status, set.message]).toEqual([200, '']);
       const before = Date.now();
-      const got = await mint(carol, { persona: 'bot:support-desk', role: 'edge', ttl: '720h' });
+      const got = await mint(carol, { persona: 'bot:support-desk', ttl: '720h' });
       expect([got.status, got.message]).toEqual([201, '']);
       const session = got.json as {
         kind: string;
@@ -355,6 +364,7 @@ describe('the Kubernetes door through kube-apiserver', () => {
         ['bot:support-desk'],
         ['edge'],
       ]);
+      expect(found.session.mintedBy).toBe('kubernetes:carol');
       // Shown once: never in the control plane's log.
       expect(api.rawLogs.join('\n')).not.toContain(session.token);
       expect(
@@ -372,8 +382,28 @@ describe('the Kubernetes door through kube-apiserver', () => {
       });
     });
 
+    it('refuses carol a session for a persona with a role she does not hold (admin): nothing minted', async () => {
+      const set = await kubeJson(admin, 'POST', `${apiPath}/personaroles`, {
+        persona: 'email:root@example.com',
+        roles: ['admin'],
+      });
+      expect(set.status).toBe(200);
+      const got = await mint(carol, { persona: 'email:root@example.com' });
+      expect([got.ok, got.status]).toEqual([false, 403]);
+      expect(got.message).toContain('the role "admin", which the user does not hold');
+      const persona = await records.findPersonaByIdentity('email:root@example.com');
+      expect(await records.listSessions(persona?.id ?? '')).toEqual([]);
+      // Nor may she give herself the role through the roles operation.
+      const grant = await kubeJson(carol, 'POST', `${apiPath}/personaroles`, {
+        persona: 'kubernetes:carol',
+        roles: ['admin'],
+      });
+      expect([grant.ok, grant.status]).toEqual([false, 403]);
+      expect(await records.findPersonaByIdentity('kubernetes:carol')).toBeUndefined();
+    });
+
     it('refuses alice (edit), dave (a namespace admin) and bob: Forbidden, no persona, no revocation', async () => {
-      const kept = (await mint(carol, { persona: 'bot:kept', role: 'member', ttl: '1h' })).json as {
+      const kept = (await mint(carol, { persona: 'bot:kept', ttl: '1h' })).json as {
         metadata: { name: string };
         token: string;
       };
@@ -397,8 +427,11 @@ describe('the Kubernetes door through kube-apiserver', () => {
       expect(badTtl.message).toContain('ttl must be a duration such as "720h"');
       const tooLong = await mint(carol, { persona: 'bot:x', ttl: '721h' });
       expect(tooLong.message).toContain('at most 720h');
-      const badRole = await mint(carol, { persona: 'bot:x', role: 'root' });
-      expect(badRole.message).toContain('role must be one of admin, member, edge');
+      const withRole = await mint(carol, { persona: 'bot:x', role: 'member' });
+      expect([withRole.status, withRole.message]).toEqual([
+        400,
+        expect.stringContaining("minting never changes a persona's roles"),
+      ]);
       expect(await records.findPersonaByIdentity('bot:x')).toBeUndefined();
     });
   });
@@ -434,13 +467,12 @@ describe('the Kubernetes door through kube-apiserver', () => {
         code: 'permission_denied',
         message: expect.stringContaining(`links the identity ${identity}`),
       });
-      // A session admin links it through the door, as docs/kube-api.md says.
-      const linked = await kubeJson(carol, 'POST', `${apiPath}/sessions`, {
+      // A persona admin links it through the door's roles operation, as docs/kube-api.md says.
+      const linked = await kubeJson(admin, 'POST', `${apiPath}/personaroles`, {
         persona: identity,
-        role: 'edge',
-        ttl: '1m',
+        roles: ['edge'],
       });
-      expect([linked.status, linked.message]).toEqual([201, '']);
+      expect([linked.status, linked.message]).toEqual([200, '']);
       const caller = await authenticate(token);
       expect([caller.identity, caller.roles]).toEqual([identity, ['edge']]);
 
@@ -466,6 +498,163 @@ describe('the Kubernetes door through kube-apiserver', () => {
             : undefined,
         { timeoutMs: 10_000, intervalMs: 250 },
       );
+    });
+  });
+
+  describe('a namespace editor and a ServiceAccount linked to an admin persona', () => {
+    const personaRoles = `${apiPath}/personaroles`;
+
+    /** `path` on kube-apiserver with `token` as the only credential; the status code. */
+    async function asBearer(token: string, path: string): Promise<number> {
+      const cluster = (await kubeConfig()).getCurrentCluster();
+      const server = new URL(cluster?.server ?? '');
+      const ca =
+        cluster?.caData === undefined
+          ? await readFile(cluster?.caFile ?? '')
+          : Buffer.from(cluster.caData, 'base64');
+      return new Promise<number>((resolve, reject) => {
+        const req = httpsRequest(
+          {
+            host: server.hostname,
+            port: server.port,
+            path,
+            ca,
+            headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
+          },
+          (res) => {
+            res.resume();
+            res.once('end', () => resolve(res.statusCode ?? 0));
+          },
+        );
+        req.once('error', reject);
+        req.end();
+      });
+    }
+
+    /**
+     * Rewrites the persona record as the version before the ServiceAccount rule wrote it
+     * (no rolesSetBy, admin held), with the state plane stopped: LevelDB has one writer.
+     */
+    async function writeOldRecord(persona: { id: string; identities: readonly string[] }) {
+      await stack.state.kill();
+      const db = new ClassicLevel<string, string>(`${stack.state.dataDir}-records`, {
+        keyEncoding: 'utf8',
+        valueEncoding: 'utf8',
+      });
+      const sub = db.sublevel<string, string>('records', {
+        keyEncoding: 'utf8',
+        valueEncoding: 'utf8',
+      });
+      await sub.put(
+        `persona:${persona.id}`,
+        JSON.stringify({
+          id: persona.id,
+          displayName: persona.identities[0],
+          identities: persona.identities,
+          roles: ['admin', 'edge'],
+          version: 2,
+          createdAtMs: 1,
+          updatedAtMs: 1,
+        }),
+      );
+      await db.close();
+      await stack.state.start();
+    }
+
+    it('refuses admin for the account, and gives an editor who mints its token no admin from an old record, on either door', async () => {
+      const core = (await kubeConfig()).makeApiClient(CoreV1Api);
+      await core.createNamespacedServiceAccount({
+        namespace: ns.name,
+        body: { metadata: { name: 'desk-bot' } },
+      });
+      const identity = `kubernetes:system%3Aserviceaccount%3A${ns.name}%3Adesk-bot`;
+
+      // Linking the account to admin is refused, by the roles operation and by the records.
+      const refused = await kubeJson(admin, 'POST', personaRoles, {
+        persona: identity,
+        roles: ['admin'],
+      });
+      expect([refused.ok, refused.status]).toEqual([false, 412]);
+      expect(refused.message).toContain(`ServiceAccount identity "${identity}"`);
+      expect(await records.findPersonaByIdentity(identity)).toBeUndefined();
+      const root = await records.createPersona({
+        displayName: 'Root',
+        roles: ['admin'],
+        identities: [`email:root-${ns.name}@example.com`],
+      });
+      await expect(records.linkIdentity(root.id, identity)).rejects.toMatchObject({
+        code: 'failed_precondition',
+      });
+      // A mint never takes roles; it says where roles are set.
+      const mintWithRole = await kubeJson(admin, 'POST', `${apiPath}/sessions`, {
+        persona: identity,
+        role: 'admin',
+      });
+      expect([mintWithRole.status, mintWithRole.message]).toEqual([
+        400,
+        expect.stringContaining('POST personaroles'),
+      ]);
+
+      // The account's persona as an edge, set by the roles operation, which records who.
+      const set = await kubeJson(admin, 'POST', personaRoles, {
+        persona: identity,
+        roles: ['edge'],
+      });
+      expect([set.status, set.message]).toEqual([200, '']);
+      expect(set.json).toMatchObject({
+        persona: { identity, roles: ['edge'] },
+        setBy: expect.stringMatching(/^kubernetes:/u),
+      });
+      const persona = await records.findPersonaByIdentity(identity);
+      if (persona === undefined) throw new Error('the roles operation created no persona');
+      // And a record from before the rule, which holds admin.
+      await writeOldRecord(persona);
+      expect((await records.findPersonaByIdentity(identity))?.roles).toEqual(['admin', 'edge']);
+
+      // alice holds only `edit` in the namespace: enough to ask the real TokenRequest API
+      // for the account's token, with the public API's audience.
+      const minted = await kubectl(alice, [
+        'create',
+        'token',
+        'desk-bot',
+        '-n',
+        ns.name,
+        '--audience',
+        'polychrome',
+      ]);
+      expect(minted.stderr).toBe('');
+      const token = minted.stdout.trim();
+
+      // The public API: the real TokenReview and records make the caller, without admin.
+      const caller = await serviceAccountAuthenticator({
+        review: tokenReviewer(asControlPlane),
+        records,
+      })(token);
+      expect([caller.identity, caller.roles]).toEqual([identity, ['edge']]);
+      // That caller on an admin-only route of the running API: refused.
+      api.tokens.callers.set(token, caller);
+      const exported = await fetch(
+        `${api.base}/v1/conversations/${conversationId}/export?actor=${encodeURIComponent(identity)}`,
+        { headers: { authorization: `Bearer ${token}` } },
+      );
+      expect(exported.status).toBe(403);
+
+      // The Kubernetes door: RBAC decides, and the account has no grant there (a token of
+      // the same account for kube-apiserver, again from alice).
+      const kubeToken = (
+        await kubectl(alice, ['create', 'token', 'desk-bot', '-n', ns.name])
+      ).stdout.trim();
+      const conversation = `${apiPath}/namespaces/${ns.name}/conversations/hello`;
+      expect(await asBearer(kubeToken, `${conversation}/export?actor=${identity}`)).toBe(403);
+      expect(await asBearer(kubeToken, `${conversation}/transcript`)).toBe(403);
+      // Nor may alice mint a session or set roles for the persona herself.
+      for (const [path, body] of [
+        [`${apiPath}/sessions`, { persona: identity }],
+        [personaRoles, { persona: identity, roles: [] }],
+      ] as const) {
+        const got = await kubeJson(alice, 'POST', path, body);
+        expect([got.ok, got.status]).toEqual([false, 403]);
+      }
     });
   });
 
@@ -615,7 +804,7 @@ describe('the Kubernetes door through kube-apiserver', () => {
       expect(await records.findPersonaByIdentity('bot:cross-site')).toBeUndefined();
 
       const minted = await through(asCarol, 'POST', sessions, {
-        json: { persona: 'bot:proxied', role: 'member', ttl: '1h' },
+        json: { persona: 'bot:proxied', ttl: '1h' },
       });
       expect(minted.status).toBe(201);
       const { metadata, token } = minted.json as { metadata: { name: string }; token: string };

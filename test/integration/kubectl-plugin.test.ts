@@ -393,15 +393,32 @@ describe('kubectl polychrome through the real kubectl and kube-apiserver', () =>
   );
 
   it(
-    'mints a session token as carol, printed once to stdout, and revokes it',
+    'sets roles as the cluster admin, mints a session token as carol, printed once to stdout, and revokes it',
     async () => {
-      const minted = await plugin(stack.users.carol, [
+      const set = await plugin(stack.admin, [
+        'personas',
+        'set-roles',
+        '--persona',
+        'bot:desk',
+        '--roles',
+        'edge',
+      ]);
+      expect([set.code, set.stdout]).toEqual([0, expect.stringContaining('has roles: edge')]);
+      const withRole = await plugin(stack.users.carol, [
         'sessions',
         'create',
         '--persona',
         'bot:desk',
         '--role',
-        'edge',
+        'admin',
+      ]);
+      expect(withRole.code).not.toBe(0);
+      expect(withRole.stderr).toContain('kubectl polychrome personas set-roles --persona bot:desk');
+      const minted = await plugin(stack.users.carol, [
+        'sessions',
+        'create',
+        '--persona',
+        'bot:desk',
         '--ttl',
         '720h',
       ]);

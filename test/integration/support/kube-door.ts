@@ -240,6 +240,8 @@ export interface KubeDoorStack {
   /** A certificate named `front-proxy-client` from another CA. */
   readonly strangerProxy: CertFiles;
   readonly records: RecordsClient;
+  /** The state plane process behind `records` (to stop it and touch its records on disk). */
+  readonly state: StatePlane;
   readonly asControlPlane: KubeConfig;
   /**
    * Cuts every connection between kube-apiserver and the door (a loopback TCP relay sits
@@ -469,6 +471,7 @@ export async function startKubeDoorStack(
     proxyClient,
     strangerProxy,
     records,
+    state,
     asControlPlane,
     dropConnections: () => relay.drop(),
     addConversation: (name, owner = 'dev:someone-else') =>

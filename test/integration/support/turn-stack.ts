@@ -321,9 +321,12 @@ export class TurnStack {
           identities: [identity],
         });
       } else if ([...persona.roles].sort().join() !== [...roles].sort().join()) {
-        persona = await records.setRoles(persona.id, roles, { expectedVersion: persona.version });
+        persona = await records.setRoles(persona.id, roles, {
+          expectedVersion: persona.version,
+          setBy: 'test:turn-stack',
+        });
       }
-      return (await records.createSession(persona.id)).token;
+      return (await records.createSession(persona.id, { mintedBy: 'test:turn-stack' })).token;
     } finally {
       records.close();
     }

@@ -144,6 +144,11 @@ export interface Attribution {
   caller: string;
   participants: string[];
   persona: string;
+  /**
+   * The session whose token the caller presented; empty for a caller without one (the
+   * Kubernetes door, a ServiceAccount token) and in events recorded before this field.
+   */
+  session: string;
 }
 
 /** kind "message_received": the user message that opens a turn. */
@@ -326,6 +331,8 @@ export interface RequestCancelled {
   cancelledBy: string;
   cancelledAtMs: number;
   comment: string;
+  /** The session whose token the caller presented (Attribution.session); empty without one. */
+  session: string;
 }
 
 /**
@@ -387,6 +394,8 @@ export interface TurnResolved {
   resolvedAtMs: number;
   /** Journal position of the turn_ambiguous this settles. */
   quarantinePosition: number;
+  /** The session whose token the caller presented (Attribution.session); empty without one. */
+  session: string;
 }
 
 /** kind "payment_charge": a tool asked for payment (HTTP 402) and it was approved. */
@@ -506,10 +515,12 @@ export interface RollbackAccepted {
   caller: string;
   reason: string;
   acceptedAtMs: number;
+  /** The session whose token the caller presented (Attribution.session); empty without one. */
+  session: string;
 }
 
 function createBaseAttribution(): Attribution {
-  return { caller: "", participants: [], persona: "" };
+  return { caller: "", participants: [], persona: "", session: "" };
 }
 
 export const Attribution: MessageFns<Attribution> = {
@@ -522,6 +533,9 @@ export const Attribution: MessageFns<Attribution> = {
     }
     if (message.persona !== "") {
       writer.uint32(26).string(message.persona);
+    }
+    if (message.session !== "") {
+      writer.uint32(34).string(message.session);
     }
     return writer;
   },
@@ -563,6 +577,14 @@ export const Attribution: MessageFns<Attribution> = {
             message.persona = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.session = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -582,6 +604,7 @@ export const Attribution: MessageFns<Attribution> = {
         ? object.participants.map((e: any) => globalThis.String(e))
         : [],
       persona: isSet(object.persona) ? globalThis.String(object.persona) : "",
+      session: isSet(object.session) ? globalThis.String(object.session) : "",
     };
   },
 
@@ -596,6 +619,9 @@ export const Attribution: MessageFns<Attribution> = {
     if (message.persona !== "") {
       obj.persona = message.persona;
     }
+    if (message.session !== "") {
+      obj.session = message.session;
+    }
     return obj;
   },
 
@@ -607,6 +633,7 @@ export const Attribution: MessageFns<Attribution> = {
     message.caller = object.caller ?? "";
     message.participants = object.participants?.map((e) => e) || [];
     message.persona = object.persona ?? "";
+    message.session = object.session ?? "";
     return message;
   },
 };
@@ -2868,7 +2895,7 @@ export const QuestionResponse: MessageFns<QuestionResponse> = {
 };
 
 function createBaseRequestCancelled(): RequestCancelled {
-  return { turnId: "", requestId: "", cancelledBy: "", cancelledAtMs: 0, comment: "" };
+  return { turnId: "", requestId: "", cancelledBy: "", cancelledAtMs: 0, comment: "", session: "" };
 }
 
 export const RequestCancelled: MessageFns<RequestCancelled> = {
@@ -2887,6 +2914,9 @@ export const RequestCancelled: MessageFns<RequestCancelled> = {
     }
     if (message.comment !== "") {
       writer.uint32(42).string(message.comment);
+    }
+    if (message.session !== "") {
+      writer.uint32(50).string(message.session);
     }
     return writer;
   },
@@ -2944,6 +2974,14 @@ export const RequestCancelled: MessageFns<RequestCancelled> = {
             message.comment = reader.string();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.session = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2979,6 +3017,7 @@ export const RequestCancelled: MessageFns<RequestCancelled> = {
         ? globalThis.Number(object.cancelled_at_ms)
         : 0,
       comment: isSet(object.comment) ? globalThis.String(object.comment) : "",
+      session: isSet(object.session) ? globalThis.String(object.session) : "",
     };
   },
 
@@ -2999,6 +3038,9 @@ export const RequestCancelled: MessageFns<RequestCancelled> = {
     if (message.comment !== "") {
       obj.comment = message.comment;
     }
+    if (message.session !== "") {
+      obj.session = message.session;
+    }
     return obj;
   },
 
@@ -3012,6 +3054,7 @@ export const RequestCancelled: MessageFns<RequestCancelled> = {
     message.cancelledBy = object.cancelledBy ?? "";
     message.cancelledAtMs = object.cancelledAtMs ?? 0;
     message.comment = object.comment ?? "";
+    message.session = object.session ?? "";
     return message;
   },
 };
@@ -3579,6 +3622,7 @@ function createBaseTurnResolved(): TurnResolved {
     caller: "",
     resolvedAtMs: 0,
     quarantinePosition: 0,
+    session: "",
   };
 }
 
@@ -3610,6 +3654,9 @@ export const TurnResolved: MessageFns<TurnResolved> = {
     }
     if (message.quarantinePosition !== 0) {
       writer.uint32(72).uint64(message.quarantinePosition);
+    }
+    if (message.session !== "") {
+      writer.uint32(82).string(message.session);
     }
     return writer;
   },
@@ -3699,6 +3746,14 @@ export const TurnResolved: MessageFns<TurnResolved> = {
             message.quarantinePosition = longToNumber(reader.uint64());
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.session = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3742,6 +3797,7 @@ export const TurnResolved: MessageFns<TurnResolved> = {
         : isSet(object.quarantine_position)
         ? globalThis.Number(object.quarantine_position)
         : 0,
+      session: isSet(object.session) ? globalThis.String(object.session) : "",
     };
   },
 
@@ -3774,6 +3830,9 @@ export const TurnResolved: MessageFns<TurnResolved> = {
     if (message.quarantinePosition !== 0) {
       obj.quarantinePosition = Math.round(message.quarantinePosition);
     }
+    if (message.session !== "") {
+      obj.session = message.session;
+    }
     return obj;
   },
 
@@ -3791,6 +3850,7 @@ export const TurnResolved: MessageFns<TurnResolved> = {
     message.caller = object.caller ?? "";
     message.resolvedAtMs = object.resolvedAtMs ?? 0;
     message.quarantinePosition = object.quarantinePosition ?? 0;
+    message.session = object.session ?? "";
     return message;
   },
 };
@@ -4981,6 +5041,7 @@ function createBaseRollbackAccepted(): RollbackAccepted {
     caller: "",
     reason: "",
     acceptedAtMs: 0,
+    session: "",
   };
 }
 
@@ -5012,6 +5073,9 @@ export const RollbackAccepted: MessageFns<RollbackAccepted> = {
     }
     if (message.acceptedAtMs !== 0) {
       writer.uint32(72).int64(message.acceptedAtMs);
+    }
+    if (message.session !== "") {
+      writer.uint32(82).string(message.session);
     }
     return writer;
   },
@@ -5101,6 +5165,14 @@ export const RollbackAccepted: MessageFns<RollbackAccepted> = {
             message.acceptedAtMs = longToNumber(reader.int64());
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.session = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5148,6 +5220,7 @@ export const RollbackAccepted: MessageFns<RollbackAccepted> = {
         : isSet(object.accepted_at_ms)
         ? globalThis.Number(object.accepted_at_ms)
         : 0,
+      session: isSet(object.session) ? globalThis.String(object.session) : "",
     };
   },
 
@@ -5180,6 +5253,9 @@ export const RollbackAccepted: MessageFns<RollbackAccepted> = {
     if (message.acceptedAtMs !== 0) {
       obj.acceptedAtMs = Math.round(message.acceptedAtMs);
     }
+    if (message.session !== "") {
+      obj.session = message.session;
+    }
     return obj;
   },
 
@@ -5197,6 +5273,7 @@ export const RollbackAccepted: MessageFns<RollbackAccepted> = {
     message.caller = object.caller ?? "";
     message.reason = object.reason ?? "";
     message.acceptedAtMs = object.acceptedAtMs ?? 0;
+    message.session = object.session ?? "";
     return message;
   },
 };

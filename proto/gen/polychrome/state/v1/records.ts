@@ -46,6 +46,12 @@ export interface Persona {
   version: number;
   createdAtMs: number;
   updatedAtMs: number;
+  /**
+   * Who last set the roles (SetRoles) and when; absent when no SetRoles has run since
+   * this was recorded (roles given at creation, or a record older than these fields).
+   */
+  rolesSetBy?: string | undefined;
+  rolesSetAtMs?: number | undefined;
 }
 
 export interface Session {
@@ -54,7 +60,11 @@ export interface Session {
   createdAtMs: number;
   expiresAtMs: number;
   /** Absent while the session is not revoked. */
-  revokedAtMs?: number | undefined;
+  revokedAtMs?:
+    | number
+    | undefined;
+  /** The identity that minted it; empty for a session recorded before minters were. */
+  mintedBy: string;
 }
 
 export interface Credential {
@@ -95,6 +105,8 @@ export interface CreatePersonaRequest {
   /** Absent: [member]. */
   roles?: RoleList | undefined;
   identities: string[];
+  /** The identity that gives the roles, recorded as the persona's roles_set_by; absent: none. */
+  rolesSetBy?: string | undefined;
 }
 
 export interface GetPersonaRequest {
@@ -143,7 +155,11 @@ export interface UnlinkIdentityRequest {
 export interface SetRolesRequest {
   personaId: string;
   roles: string[];
-  expectedVersion?: number | undefined;
+  expectedVersion?:
+    | number
+    | undefined;
+  /** The identity that sets them (required), recorded with the persona. */
+  setBy: string;
 }
 
 export interface RenamePersonaRequest {
@@ -163,7 +179,11 @@ export interface DeletePersonaResponse {
 export interface CreateSessionRequest {
   personaId: string;
   /** Absent: 12 hours; at most 30 days. */
-  ttlMs?: number | undefined;
+  ttlMs?:
+    | number
+    | undefined;
+  /** The identity that mints it (required), recorded with the session. */
+  mintedBy: string;
 }
 
 export interface CreateSessionResponse {
@@ -290,7 +310,17 @@ export interface ListCeremoniesResponse {
 }
 
 function createBasePersona(): Persona {
-  return { id: "", displayName: "", identities: [], roles: [], version: 0, createdAtMs: 0, updatedAtMs: 0 };
+  return {
+    id: "",
+    displayName: "",
+    identities: [],
+    roles: [],
+    version: 0,
+    createdAtMs: 0,
+    updatedAtMs: 0,
+    rolesSetBy: undefined,
+    rolesSetAtMs: undefined,
+  };
 }
 
 export const Persona: MessageFns<Persona> = {
@@ -315,6 +345,12 @@ export const Persona: MessageFns<Persona> = {
     }
     if (message.updatedAtMs !== 0) {
       writer.uint32(56).uint64(message.updatedAtMs);
+    }
+    if (message.rolesSetBy !== undefined) {
+      writer.uint32(66).string(message.rolesSetBy);
+    }
+    if (message.rolesSetAtMs !== undefined) {
+      writer.uint32(72).uint64(message.rolesSetAtMs);
     }
     return writer;
   },
@@ -388,6 +424,22 @@ export const Persona: MessageFns<Persona> = {
             message.updatedAtMs = longToNumber(reader.uint64());
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.rolesSetBy = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.rolesSetAtMs = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -423,6 +475,16 @@ export const Persona: MessageFns<Persona> = {
         : isSet(object.updated_at_ms)
         ? globalThis.Number(object.updated_at_ms)
         : 0,
+      rolesSetBy: isSet(object.rolesSetBy)
+        ? globalThis.String(object.rolesSetBy)
+        : isSet(object.roles_set_by)
+        ? globalThis.String(object.roles_set_by)
+        : undefined,
+      rolesSetAtMs: isSet(object.rolesSetAtMs)
+        ? globalThis.Number(object.rolesSetAtMs)
+        : isSet(object.roles_set_at_ms)
+        ? globalThis.Number(object.roles_set_at_ms)
+        : undefined,
     };
   },
 
@@ -449,6 +511,12 @@ export const Persona: MessageFns<Persona> = {
     if (message.updatedAtMs !== 0) {
       obj.updatedAtMs = Math.round(message.updatedAtMs);
     }
+    if (message.rolesSetBy !== undefined) {
+      obj.rolesSetBy = message.rolesSetBy;
+    }
+    if (message.rolesSetAtMs !== undefined) {
+      obj.rolesSetAtMs = Math.round(message.rolesSetAtMs);
+    }
     return obj;
   },
 
@@ -464,12 +532,14 @@ export const Persona: MessageFns<Persona> = {
     message.version = object.version ?? 0;
     message.createdAtMs = object.createdAtMs ?? 0;
     message.updatedAtMs = object.updatedAtMs ?? 0;
+    message.rolesSetBy = object.rolesSetBy ?? undefined;
+    message.rolesSetAtMs = object.rolesSetAtMs ?? undefined;
     return message;
   },
 };
 
 function createBaseSession(): Session {
-  return { id: "", personaId: "", createdAtMs: 0, expiresAtMs: 0, revokedAtMs: undefined };
+  return { id: "", personaId: "", createdAtMs: 0, expiresAtMs: 0, revokedAtMs: undefined, mintedBy: "" };
 }
 
 export const Session: MessageFns<Session> = {
@@ -488,6 +558,9 @@ export const Session: MessageFns<Session> = {
     }
     if (message.revokedAtMs !== undefined) {
       writer.uint32(40).uint64(message.revokedAtMs);
+    }
+    if (message.mintedBy !== "") {
+      writer.uint32(50).string(message.mintedBy);
     }
     return writer;
   },
@@ -545,6 +618,14 @@ export const Session: MessageFns<Session> = {
             message.revokedAtMs = longToNumber(reader.uint64());
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.mintedBy = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -580,6 +661,11 @@ export const Session: MessageFns<Session> = {
         : isSet(object.revoked_at_ms)
         ? globalThis.Number(object.revoked_at_ms)
         : undefined,
+      mintedBy: isSet(object.mintedBy)
+        ? globalThis.String(object.mintedBy)
+        : isSet(object.minted_by)
+        ? globalThis.String(object.minted_by)
+        : "",
     };
   },
 
@@ -600,6 +686,9 @@ export const Session: MessageFns<Session> = {
     if (message.revokedAtMs !== undefined) {
       obj.revokedAtMs = Math.round(message.revokedAtMs);
     }
+    if (message.mintedBy !== "") {
+      obj.mintedBy = message.mintedBy;
+    }
     return obj;
   },
 
@@ -613,6 +702,7 @@ export const Session: MessageFns<Session> = {
     message.createdAtMs = object.createdAtMs ?? 0;
     message.expiresAtMs = object.expiresAtMs ?? 0;
     message.revokedAtMs = object.revokedAtMs ?? undefined;
+    message.mintedBy = object.mintedBy ?? "";
     return message;
   },
 };
@@ -1180,7 +1270,7 @@ export const RoleList: MessageFns<RoleList> = {
 };
 
 function createBaseCreatePersonaRequest(): CreatePersonaRequest {
-  return { displayName: "", roles: undefined, identities: [] };
+  return { displayName: "", roles: undefined, identities: [], rolesSetBy: undefined };
 }
 
 export const CreatePersonaRequest: MessageFns<CreatePersonaRequest> = {
@@ -1193,6 +1283,9 @@ export const CreatePersonaRequest: MessageFns<CreatePersonaRequest> = {
     }
     for (const v of message.identities) {
       writer.uint32(26).string(v!);
+    }
+    if (message.rolesSetBy !== undefined) {
+      writer.uint32(34).string(message.rolesSetBy);
     }
     return writer;
   },
@@ -1234,6 +1327,14 @@ export const CreatePersonaRequest: MessageFns<CreatePersonaRequest> = {
             message.identities.push(reader.string());
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.rolesSetBy = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1257,6 +1358,11 @@ export const CreatePersonaRequest: MessageFns<CreatePersonaRequest> = {
       identities: globalThis.Array.isArray(object?.identities)
         ? object.identities.map((e: any) => globalThis.String(e))
         : [],
+      rolesSetBy: isSet(object.rolesSetBy)
+        ? globalThis.String(object.rolesSetBy)
+        : isSet(object.roles_set_by)
+        ? globalThis.String(object.roles_set_by)
+        : undefined,
     };
   },
 
@@ -1271,6 +1377,9 @@ export const CreatePersonaRequest: MessageFns<CreatePersonaRequest> = {
     if (message.identities?.length) {
       obj.identities = message.identities;
     }
+    if (message.rolesSetBy !== undefined) {
+      obj.rolesSetBy = message.rolesSetBy;
+    }
     return obj;
   },
 
@@ -1284,6 +1393,7 @@ export const CreatePersonaRequest: MessageFns<CreatePersonaRequest> = {
       ? RoleList.fromPartial(object.roles)
       : undefined;
     message.identities = object.identities?.map((e) => e) || [];
+    message.rolesSetBy = object.rolesSetBy ?? undefined;
     return message;
   },
 };
@@ -1894,7 +2004,7 @@ export const UnlinkIdentityRequest: MessageFns<UnlinkIdentityRequest> = {
 };
 
 function createBaseSetRolesRequest(): SetRolesRequest {
-  return { personaId: "", roles: [], expectedVersion: undefined };
+  return { personaId: "", roles: [], expectedVersion: undefined, setBy: "" };
 }
 
 export const SetRolesRequest: MessageFns<SetRolesRequest> = {
@@ -1907,6 +2017,9 @@ export const SetRolesRequest: MessageFns<SetRolesRequest> = {
     }
     if (message.expectedVersion !== undefined) {
       writer.uint32(24).uint64(message.expectedVersion);
+    }
+    if (message.setBy !== "") {
+      writer.uint32(34).string(message.setBy);
     }
     return writer;
   },
@@ -1948,6 +2061,14 @@ export const SetRolesRequest: MessageFns<SetRolesRequest> = {
             message.expectedVersion = longToNumber(reader.uint64());
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.setBy = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1973,6 +2094,11 @@ export const SetRolesRequest: MessageFns<SetRolesRequest> = {
         : isSet(object.expected_version)
         ? globalThis.Number(object.expected_version)
         : undefined,
+      setBy: isSet(object.setBy)
+        ? globalThis.String(object.setBy)
+        : isSet(object.set_by)
+        ? globalThis.String(object.set_by)
+        : "",
     };
   },
 
@@ -1987,6 +2113,9 @@ export const SetRolesRequest: MessageFns<SetRolesRequest> = {
     if (message.expectedVersion !== undefined) {
       obj.expectedVersion = Math.round(message.expectedVersion);
     }
+    if (message.setBy !== "") {
+      obj.setBy = message.setBy;
+    }
     return obj;
   },
 
@@ -1998,6 +2127,7 @@ export const SetRolesRequest: MessageFns<SetRolesRequest> = {
     message.personaId = object.personaId ?? "";
     message.roles = object.roles?.map((e) => e) || [];
     message.expectedVersion = object.expectedVersion ?? undefined;
+    message.setBy = object.setBy ?? "";
     return message;
   },
 };
@@ -2261,7 +2391,7 @@ export const DeletePersonaResponse: MessageFns<DeletePersonaResponse> = {
 };
 
 function createBaseCreateSessionRequest(): CreateSessionRequest {
-  return { personaId: "", ttlMs: undefined };
+  return { personaId: "", ttlMs: undefined, mintedBy: "" };
 }
 
 export const CreateSessionRequest: MessageFns<CreateSessionRequest> = {
@@ -2271,6 +2401,9 @@ export const CreateSessionRequest: MessageFns<CreateSessionRequest> = {
     }
     if (message.ttlMs !== undefined) {
       writer.uint32(16).uint64(message.ttlMs);
+    }
+    if (message.mintedBy !== "") {
+      writer.uint32(26).string(message.mintedBy);
     }
     return writer;
   },
@@ -2304,6 +2437,14 @@ export const CreateSessionRequest: MessageFns<CreateSessionRequest> = {
             message.ttlMs = longToNumber(reader.uint64());
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.mintedBy = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2328,6 +2469,11 @@ export const CreateSessionRequest: MessageFns<CreateSessionRequest> = {
         : isSet(object.ttl_ms)
         ? globalThis.Number(object.ttl_ms)
         : undefined,
+      mintedBy: isSet(object.mintedBy)
+        ? globalThis.String(object.mintedBy)
+        : isSet(object.minted_by)
+        ? globalThis.String(object.minted_by)
+        : "",
     };
   },
 
@@ -2339,6 +2485,9 @@ export const CreateSessionRequest: MessageFns<CreateSessionRequest> = {
     if (message.ttlMs !== undefined) {
       obj.ttlMs = Math.round(message.ttlMs);
     }
+    if (message.mintedBy !== "") {
+      obj.mintedBy = message.mintedBy;
+    }
     return obj;
   },
 
@@ -2349,6 +2498,7 @@ export const CreateSessionRequest: MessageFns<CreateSessionRequest> = {
     const message = createBaseCreateSessionRequest();
     message.personaId = object.personaId ?? "";
     message.ttlMs = object.ttlMs ?? undefined;
+    message.mintedBy = object.mintedBy ?? "";
     return message;
   },
 };
