@@ -32,9 +32,9 @@ import { context as otelContext } from '@opentelemetry/api';
  * The one wrapper every state-plane RPC runs in (Journal and Records alike): authorize
  * from the client certificate before anything else, against the roles rpc-roles.ts lists
  * for the method (looked up when the handler is made; the method's type is the table's
- * keys, so a handler cannot name a method the table lacks), count the call by method and status,
- * and answer every failure through grpcStatusOf (common/state-client.ts), so both services
- * share one error contract and one metric.
+ * keys, so a handler cannot name a method the table lacks), count the call by method and
+ * status, and answer every failure through grpcStatusOf (common/state-client.ts), so both
+ * services share one error contract and one metric.
  */
 
 /** The gRPC status name for a metrics label (a closed set). */
