@@ -6,16 +6,39 @@
  * replicas"): both read one parser, so a certificate means the same thing to both.
  */
 
-/** Roles a certificate can carry, in its subject O or OU. */
+/**
+ * Roles a certificate can carry, each named in its subject O or OU. Nothing else grants a
+ * role (not the CN), and no role implies another: a certificate has exactly the roles it
+ * names. Which RPC needs which role is one table, state/server/rpc-roles.ts.
+ */
 export const CertificateRole = {
-  /** May read and write journals: the control plane. */
+  /** Appends and reads journals, and the records the control plane's own code uses. */
   Writer: 'polychrome:writer',
-  /** May only read (Read, Head, Proof, Verify, Export, ListPartitions). */
+  /** Reads only: Read, Head, Proof, Verify, Export, ListPartitions. */
   Verifier: 'polychrome:verifier',
+  /** Repair: excises unreadable journal entries. */
+  Repair: 'polychrome:repair',
+  /** Every Records RPC: personas, sessions, credentials, ceremonies. */
+  RecordsAdmin: 'polychrome:records-admin',
+  /**
+   * A control-plane replica on the peer port (docs/api.md, "Between replicas"): it may
+   * claim a caller there. The state plane grants it nothing, and no state-plane role
+   * implies it.
+   */
+  ControlPlaneReplica: 'polychrome:control-plane-replica',
 } as const;
 export type CertificateRole = (typeof CertificateRole)[keyof typeof CertificateRole];
 
-/** The common name of the control plane's certificate; it implies the writer role. */
+const ROLES: ReadonlySet<string> = new Set(Object.values(CertificateRole));
+
+function isCertificateRole(value: string): value is CertificateRole {
+  return ROLES.has(value);
+}
+
+/**
+ * The common name of the control plane's shipped certificate. A name for logs and
+ * messages only: it grants no role, a certificate's roles are its O and OU.
+ */
 export const CONTROL_PLANE_COMMON_NAME = 'polychrome-control-plane';
 
 /** A peer as its certificate names it. */
@@ -52,22 +75,24 @@ export function certificateIdentityOf(certificate: unknown): CertificateIdentity
   const commonName = field(subject, 'CN')[0] ?? '';
   const organizations = field(subject, 'O');
   const organizationalUnits = field(subject, 'OU');
-  const roles = new Set<CertificateRole>();
-  const claimed = new Set([...organizations, ...organizationalUnits]);
-  if (commonName === CONTROL_PLANE_COMMON_NAME || claimed.has(CertificateRole.Writer)) {
-    roles.add(CertificateRole.Writer);
-  }
-  if (claimed.has(CertificateRole.Verifier)) roles.add(CertificateRole.Verifier);
+  const roles = new Set([...organizations, ...organizationalUnits].filter(isCertificateRole));
   return { commonName, organizations, organizationalUnits, roles };
 }
 
 /**
- * True when the identity is the control plane's: the writer role, exactly what the state
- * plane requires of a journal writer. A replica that trusts another replica trusts
- * nothing the state plane does not already trust with every journal.
+ * True when the identity is a control-plane replica's: the role
+ * {@link CertificateRole.ControlPlaneReplica}, which only the control plane's own
+ * certificate carries. A certificate with only state-plane roles (a writer, a records
+ * admin, a verifier, a repair tool) is not a replica and may not claim a caller.
  */
-export function isControlPlaneIdentity(identity: CertificateIdentity | undefined): boolean {
-  return identity?.roles.has(CertificateRole.Writer) ?? false;
+export function isControlPlaneReplica(identity: CertificateIdentity | undefined): boolean {
+  return identity?.roles.has(CertificateRole.ControlPlaneReplica) ?? false;
+}
+
+/** The roles as a sorted list for messages: `polychrome:a, polychrome:b`, or `no Polychrome role`. */
+export function describeRoles(roles: Iterable<string>): string {
+  const list = [...roles].sort();
+  return list.length === 0 ? 'no Polychrome role' : list.join(', ');
 }
 
 /** The identity as one line for messages and logs: `CN=..., O=..., OU=...`. */

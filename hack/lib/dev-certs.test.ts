@@ -48,8 +48,13 @@ describe('ensureDevCerts', () => {
   });
 
   it.each([
-    ['controlPlane', 'CN = polychrome-control-plane, O = polychrome:writer'],
+    [
+      'controlPlane',
+      'CN = polychrome-control-plane, O = polychrome:writer, O = polychrome:repair, ' +
+        'O = polychrome:control-plane-replica',
+    ],
     ['verifier', 'CN = polychrome-verifier, O = polychrome:verifier'],
+    ['recordsAdmin', 'CN = polychrome-records-admin, O = polychrome:records-admin'],
   ] as const)('issues the %s client identity, signed by the dev CA', (identity, subject) => {
     const files = certs[identity];
     expect(openssl(['x509', '-in', files.certPath, '-noout', '-subject'])).toBe(
@@ -95,6 +100,22 @@ describe('ensureDevCerts', () => {
     expect(
       openssl(['x509', '-in', again.controlPlane.certPath, '-noout', '-ext', 'extendedKeyUsage']),
     ).toContain('TLS Web Server Authentication');
+  });
+
+  it('issues the control-plane certificate again when an older run made it without its roles', async () => {
+    const copy = await ensureDevCerts(join(dir, 'writer-only'));
+    await DevCertificateAuthority.open(copy.dir, 'ca').issue({
+      name: 'control-plane',
+      commonName: 'polychrome-control-plane',
+      organizations: ['polychrome:writer'],
+      usage: CertUsage.Both,
+    });
+    const writerOnly = await readFile(copy.controlPlane.certPath);
+    const again = await ensureDevCerts(copy.dir);
+    expect(await readFile(again.controlPlane.certPath)).not.toEqual(writerOnly);
+    expect(openssl(['x509', '-in', again.controlPlane.certPath, '-noout', '-subject'])).toContain(
+      'O = polychrome:control-plane-replica',
+    );
   });
 
   it('writes a signing key the state plane loads', async () => {

@@ -7,8 +7,9 @@ import { repoRoot } from './paths';
 
 /**
  * Development certificates for the state plane's mutual TLS, a development journal
- * signing key and a development records key. One CA signs the state server's certificate and the two client identities
- * the state plane knows (docs/state-plane.md, "Identities and roles"). Throwaway material
+ * signing key and a development records key. One CA signs the state server's certificate
+ * and the client identities the state plane knows, each with exactly the roles its user
+ * needs (docs/state-plane.md, "Identities and roles"). Throwaway material
  * for a laptop or a test; a cluster gets its certificates from its own issuer.
  */
 
@@ -35,12 +36,19 @@ export interface DevCerts {
   /** The state plane's server certificate. */
   readonly server: CertFiles;
   /**
-   * CN polychrome-control-plane, O polychrome:writer: reads and writes; client and server
-   * auth, since replicas also present it to each other on their peer listeners.
+   * CN polychrome-control-plane, O polychrome:writer, polychrome:repair and
+   * polychrome:control-plane-replica: journals, the records its code uses, repair, and the
+   * peer port; client and server auth, since replicas also present it to each other on
+   * their peer listeners.
    */
   readonly controlPlane: CertFiles;
-  /** CN polychrome-verifier, O polychrome:verifier: reads only. */
+  /** CN polychrome-verifier, O polychrome:verifier: journal reads only. */
   readonly verifier: CertFiles;
+  /**
+   * CN polychrome-records-admin, O polychrome:records-admin: every Records RPC, no journal;
+   * the development tooling that mints tokens (dev-token.ts) uses it.
+   */
+  readonly recordsAdmin: CertFiles;
   /** The journal signing key, PKCS#8 PEM (ed25519), as state/store/signing-key.ts loads. */
   readonly signingKey: string;
   /** The records key: 64 hex digits (32 random bytes), as state/records/records-key.ts loads. */
@@ -49,9 +57,9 @@ export interface DevCerts {
 
 const CA_NAME = 'ca';
 
-const LEAVES: readonly (CertRequest & {
-  readonly field: 'server' | 'controlPlane' | 'verifier';
-})[] = [
+type LeafField = 'server' | 'controlPlane' | 'verifier' | 'recordsAdmin';
+
+const LEAVES: readonly (CertRequest & { readonly field: LeafField })[] = [
   {
     field: 'server',
     name: 'state-server',
@@ -64,7 +72,7 @@ const LEAVES: readonly (CertRequest & {
     field: 'controlPlane',
     name: 'control-plane',
     commonName: 'polychrome-control-plane',
-    organizations: ['polychrome:writer'],
+    organizations: ['polychrome:writer', 'polychrome:repair', 'polychrome:control-plane-replica'],
     // Also served: each replica's peer listener presents it to the others.
     usage: CertUsage.Both,
   },
@@ -73,6 +81,13 @@ const LEAVES: readonly (CertRequest & {
     name: 'verifier',
     commonName: 'polychrome-verifier',
     organizations: ['polychrome:verifier'],
+    usage: CertUsage.Client,
+  },
+  {
+    field: 'recordsAdmin',
+    name: 'records-admin',
+    commonName: 'polychrome-records-admin',
+    organizations: ['polychrome:records-admin'],
     usage: CertUsage.Client,
   },
 ];
@@ -85,14 +100,22 @@ const USAGE_OIDS: Record<CertUsage, readonly string[]> = {
 };
 
 /**
- * True when the certificate at `path` has every extended key usage `usage` needs: a
- * directory made before the control-plane certificate also became a server certificate
- * gets it issued again.
+ * True when the certificate at `path` has every extended key usage `usage` needs and
+ * exactly the organizations (roles) asked for: a directory made before the control-plane
+ * certificate became a server certificate, or before a role was added, gets it issued again.
  */
-async function hasUsages(path: string, usage: CertUsage): Promise<boolean> {
+async function isCurrent(path: string, request: CertRequest): Promise<boolean> {
   try {
-    const have = new X509Certificate(await readFile(path)).keyUsage ?? [];
-    return USAGE_OIDS[usage].every((oid) => have.includes(oid));
+    const certificate = new X509Certificate(await readFile(path));
+    const have = certificate.keyUsage ?? [];
+    const organizations = certificate.subject
+      .split('\n')
+      .filter((line) => line.startsWith('O='))
+      .map((line) => line.slice(2));
+    return (
+      USAGE_OIDS[request.usage].every((oid) => have.includes(oid)) &&
+      [...organizations].sort().join() === [...(request.organizations ?? [])].sort().join()
+    );
   } catch {
     return false;
   }
@@ -120,7 +143,7 @@ export async function ensureDevCerts(dir: string = DEFAULT_DEV_CERTS_DIR): Promi
   let ca = DevCertificateAuthority.open(dir, CA_NAME);
   const freshCa = !(await exists(ca.certPath)) || !(await exists(ca.keyPath));
   if (freshCa) ca = await DevCertificateAuthority.create(dir, CA_NAME, 'Polychrome dev CA');
-  const issued: Partial<Record<'server' | 'controlPlane' | 'verifier', CertFiles>> = {};
+  const issued: Partial<Record<LeafField, CertFiles>> = {};
   for (const { field, ...request } of LEAVES) {
     const files = {
       certPath: join(dir, `${request.name}.crt`),
@@ -129,7 +152,7 @@ export async function ensureDevCerts(dir: string = DEFAULT_DEV_CERTS_DIR): Promi
     const present =
       (await exists(files.certPath)) &&
       (await exists(files.keyPath)) &&
-      (await hasUsages(files.certPath, request.usage));
+      (await isCurrent(files.certPath, request));
     issued[field] = present && !freshCa ? files : await ca.issue(request);
   }
   const signingKey = join(dir, 'signing-key.pem');
@@ -143,8 +166,13 @@ export async function ensureDevCerts(dir: string = DEFAULT_DEV_CERTS_DIR): Promi
   if (!(await exists(recordsKey))) {
     await writeFile(recordsKey, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600 });
   }
-  const { server, controlPlane, verifier } = issued;
-  if (server === undefined || controlPlane === undefined || verifier === undefined) {
+  const { server, controlPlane, verifier, recordsAdmin } = issued;
+  if (
+    server === undefined ||
+    controlPlane === undefined ||
+    verifier === undefined ||
+    recordsAdmin === undefined
+  ) {
     throw new Error('unreachable: every leaf was issued or found');
   }
   return {
@@ -153,6 +181,7 @@ export async function ensureDevCerts(dir: string = DEFAULT_DEV_CERTS_DIR): Promi
     server,
     controlPlane,
     verifier,
+    recordsAdmin,
     signingKey,
     recordsKey,
   };
@@ -175,7 +204,7 @@ export function devStateEnv(certs: DevCerts, dataDir: string): Record<string, st
 
 /**
  * The environment that links the control plane (operator/main.ts) to the state plane at
- * `address` as the control-plane (writer) identity.
+ * `address` as the control-plane identity.
  */
 export function devControlPlaneEnv(certs: DevCerts, address: string): Record<string, string> {
   return {

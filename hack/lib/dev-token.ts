@@ -10,8 +10,9 @@ export const DEV_MINTER = 'dev:make-dev';
 /**
  * A bearer session token for the public API on a development stack: the persona of
  * `identity` (created with `roles`, or the existing one given exactly those roles) and a
- * new session, made through the state plane's Records service with the control plane's
- * certificate, as the control plane itself would. The token is the only copy: write it
+ * new session, made through the state plane's Records service with the development
+ * records-admin certificate (the control plane's own certificate has no business outside
+ * the control plane). The token is the only copy: write it
  * where its user reads it, never to a log.
  *
  * @param options.ttlMs @default 7 days (the records allow at most 30)
@@ -30,8 +31,8 @@ export async function mintDevToken(options: {
     address: options.address,
     tls: await loadStateClientTls({
       ca: options.certs.ca.certPath,
-      cert: options.certs.controlPlane.certPath,
-      key: options.certs.controlPlane.keyPath,
+      cert: options.certs.recordsAdmin.certPath,
+      key: options.certs.recordsAdmin.keyPath,
     }),
     callTimeoutMs: 10_000,
   });

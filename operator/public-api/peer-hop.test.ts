@@ -30,6 +30,12 @@ let controlPlane: PeerTls;
 let harness: CertFiles;
 /** Named like the control plane, signed by another CA. */
 let foreign: CertFiles & { caPath: string };
+/**
+ * CA-signed, each with state-plane roles but not the replica role: the control plane's
+ * name with the writer and repair roles (all a journal writer needs), a records admin, a
+ * repair tool. None may claim a caller on the peer port.
+ */
+let stateRolesOnly: Record<'writer' | 'recordsAdmin' | 'repair', CertFiles>;
 
 const load = async (files: CertFiles): Promise<{ cert: Buffer; key: Buffer }> => ({
   cert: await readFile(files.certPath),
@@ -48,6 +54,17 @@ beforeAll(async () => {
     commonName: 'polychrome-harness',
     usage: CertUsage.Both,
   });
+  const ca = DevCertificateAuthority.open(certs.dir, 'ca');
+  const issue = (name: string, commonName: string, organizations: string[]): Promise<CertFiles> =>
+    ca.issue({ name, commonName, organizations, usage: CertUsage.Both });
+  stateRolesOnly = {
+    writer: await issue('writer', 'polychrome-control-plane', [
+      'polychrome:writer',
+      'polychrome:repair',
+    ]),
+    recordsAdmin: await issue('records-admin', 'records-admin', ['polychrome:records-admin']),
+    repair: await issue('repair', 'repair', ['polychrome:repair']),
+  };
   const other = await DevCertificateAuthority.create(join(dir, 'other'), 'ca', 'Another CA');
   foreign = {
     ...(await other.issue({
@@ -313,6 +330,7 @@ describe('forwarding to the replica that holds the conversation', () => {
   it.each([
     ['a certificate of another identity from the Polychrome CA', () => harness, false],
     ['a control-plane name from another CA', () => foreign, true],
+    ['the writer role but not the replica role', () => stateRolesOnly.writer, false],
   ])('refuses to send anything to a server with %s', async (_label, files, otherCa) => {
     const f = files();
     const t = await tap({
@@ -363,9 +381,16 @@ describe('the peer listener', () => {
   });
 
   it.each([
-    ['the verifier', () => certs.verifier],
-    ['a harness', () => harness],
-  ])('refuses %s (CA-signed, not the control plane) with 403', async (_label, files) => {
+    ['the verifier', () => certs.verifier, 'polychrome:verifier'],
+    ['a harness', () => harness, 'no Polychrome role'],
+    [
+      "the control plane's name with the writer and repair roles",
+      () => stateRolesOnly.writer,
+      'polychrome:repair, polychrome:writer',
+    ],
+    ['a records admin', () => stateRolesOnly.recordsAdmin, 'polychrome:records-admin'],
+    ['a repair tool', () => stateRolesOnly.repair, 'polychrome:repair'],
+  ])('refuses %s (CA-signed, not a replica) with 403', async (_label, files, held) => {
     const holder = await replica(new FixedDirectory());
     const id = holder.seed(ADMIN.identity);
     const answer = await peerCall(holder.server.peerAddress(), {
@@ -374,7 +399,11 @@ describe('the peer listener', () => {
       body: envelope,
     });
     expect(answer.status).toBe(403);
-    expect(JSON.stringify(answer.json)).toMatch(/takes requests only from control-plane replicas/);
+    expect(JSON.stringify(answer.json)).toContain(
+      'takes requests only from control-plane replicas (a certificate with O or OU ' +
+        'polychrome:control-plane-replica)',
+    );
+    expect(JSON.stringify(answer.json)).toContain(`holding ${held}`);
     expect(holder.service.calls).toEqual([]);
   });
 

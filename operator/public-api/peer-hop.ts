@@ -3,9 +3,9 @@ import { request as httpsRequest } from 'node:https';
 import type { PeerCertificate, TLSSocket } from 'node:tls';
 import {
   certificateIdentityOf,
-  CONTROL_PLANE_COMMON_NAME,
+  CertificateRole,
   describeCertificateIdentity,
-  isControlPlaneIdentity,
+  isControlPlaneReplica,
 } from '../../common/certificate-identity';
 import { isIdentity } from '../../common/identity';
 import type { StateClientTls } from '../../common/state-client';
@@ -151,8 +151,9 @@ export function parsePeerEnvelope(value: unknown): PeerEnvelope {
 }
 
 /**
- * node:tls `checkServerIdentity` for the hop: the server must present the control plane's
- * certificate (the chain was already verified against the Polychrome CA). It replaces the
+ * node:tls `checkServerIdentity` for the hop: the server must present a control-plane
+ * replica's certificate (role polychrome:control-plane-replica; the chain was already
+ * verified against the Polychrome CA). It replaces the
  * host name check: a pod's address is an IP, which the certificate need not name.
  */
 export function checkPeerServerIdentity(
@@ -160,10 +161,10 @@ export function checkPeerServerIdentity(
   certificate: PeerCertificate,
 ): Error | undefined {
   const identity = certificateIdentityOf(certificate);
-  if (isControlPlaneIdentity(identity)) return undefined;
+  if (isControlPlaneReplica(identity)) return undefined;
   return new Error(
     `the peer presented "${identity === undefined ? 'no subject' : describeCertificateIdentity(identity)}", ` +
-      `not the control plane's certificate (CN ${CONTROL_PLANE_COMMON_NAME} or O polychrome:writer)`,
+      `not a control-plane replica's certificate (O or OU ${CertificateRole.ControlPlaneReplica})`,
   );
 }
 

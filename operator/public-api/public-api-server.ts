@@ -8,9 +8,10 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import {
   certificateIdentityOf,
-  CONTROL_PLANE_COMMON_NAME,
+  CertificateRole,
   describeCertificateIdentity,
-  isControlPlaneIdentity,
+  describeRoles,
+  isControlPlaneReplica,
 } from '../../common/certificate-identity';
 import { isAppError } from '../../common/errors';
 import { componentLogger, LogComponent } from '../../common/log';
@@ -1324,8 +1325,9 @@ export class PublicApiServer {
 }
 
 /**
- * Why the peer listener refuses a request before anything reads it, or undefined. Only the
- * control plane's certificate is accepted (the handshake already refused one without a
+ * Why the peer listener refuses a request before anything reads it, or undefined. Only a
+ * control-plane replica's certificate is accepted (its own role: a state-plane role such
+ * as the writer is not enough) (the handshake already refused one without a
  * certificate from the Polychrome CA); a bearer token never travels on a hop, so one that
  * arrives means a misrouted client; only the forwarded routes are served.
  */
@@ -1337,13 +1339,15 @@ function peerRefusal(
   const identity = socket.authorized
     ? certificateIdentityOf(socket.getPeerCertificate())
     : undefined;
-  if (!isControlPlaneIdentity(identity)) {
+  if (!isControlPlaneReplica(identity)) {
     return new ApiError(
       'permission_denied',
-      `the peer port takes requests only from control-plane replicas (a certificate with CN ` +
-        `${CONTROL_PLANE_COMMON_NAME} or O polychrome:writer), and this one is ` +
-        `${identity === undefined ? 'not authorized' : `"${describeCertificateIdentity(identity)}"`}; ` +
-        'clients use the public API',
+      `the peer port takes requests only from control-plane replicas (a certificate with O or ` +
+        `OU ${CertificateRole.ControlPlaneReplica}), and this one is ` +
+        (identity === undefined
+          ? 'not authorized'
+          : `"${describeCertificateIdentity(identity)}", holding ${describeRoles(identity.roles)}`) +
+        '; clients use the public API',
     );
   }
   if (request.headers.authorization !== undefined) {

@@ -15,8 +15,9 @@ import {
   callerIdentityOf,
   describeIdentity,
   type CallerIdentity,
-  type StateAccess,
+  type StateRole,
 } from './caller-identity';
+import { rolesFor, type StateService, type StateServiceMethods } from './rpc-roles';
 import type { StateMetrics } from './state-metrics';
 import {
   extractTraceMetadata,
@@ -29,9 +30,11 @@ import { context as otelContext } from '@opentelemetry/api';
 
 /*
  * The one wrapper every state-plane RPC runs in (Journal and Records alike): authorize
- * from the client certificate before anything else, count the call by method and status,
- * and answer every failure through grpcStatusOf (common/state-client.ts), so both services
- * share one error contract and one metric.
+ * from the client certificate before anything else, against the roles rpc-roles.ts lists
+ * for the method (looked up when the handler is made; the method's type is the table's
+ * keys, so a handler cannot name a method the table lacks), count the call by method and
+ * status, and answer every failure through grpcStatusOf (common/state-client.ts), so both
+ * services share one error contract and one metric.
  */
 
 /** The gRPC status name for a metrics label (a closed set). */
@@ -83,7 +86,7 @@ function statusError(error: AppError): Partial<StatusObject> & Error {
 }
 
 /** Options of {@link createCallHandlers}. */
-export interface CallHandlerOptions {
+export interface CallHandlerOptions<S extends StateService> {
   readonly log: Logger;
   readonly metrics?: StateMetrics;
   /**
@@ -91,8 +94,8 @@ export interface CallHandlerOptions {
    * with ({@link StreamingOptions.endsOnShutdown}). Without it no stream is ended early.
    */
   readonly shutdown?: AbortSignal;
-  /** The gRPC service (`polychrome.state.v1.Journal`), for span names. @default 'state' */
-  readonly service?: string;
+  /** The gRPC service (`polychrome.state.v1.Journal`): its role table, and span names. */
+  readonly service: S;
 }
 
 /** Options of one server-streaming method. */
@@ -107,14 +110,14 @@ export interface StreamingOptions<Req> {
 }
 
 /** Wraps unary and server-streaming handlers; see {@link createCallHandlers}. */
-export interface CallHandlers {
+export interface CallHandlers<S extends StateService> {
   /**
-   * A unary handler that authorizes the caller for `access`, runs `run` and answers with
-   * its result or its error's status. A refused call never reaches `run`.
+   * A unary handler that authorizes the caller for `method` (its roles in rpc-roles.ts),
+   * runs `run` and answers with its result or its error's status. A refused call never
+   * reaches `run`.
    */
   readonly unary: <Req, Res>(
-    method: string,
-    access: StateAccess,
+    method: StateServiceMethods[S],
     run: (request: Req, context: CallContext) => Promise<Res>,
   ) => (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void;
   /**
@@ -122,8 +125,7 @@ export interface CallHandlers {
    * backpressure; a cancelled call aborts `context.signal`.
    */
   readonly streaming: <Req, Item>(
-    method: string,
-    access: StateAccess,
+    method: StateServiceMethods[S],
     produce: (request: Req, context: CallContext) => AsyncIterable<Item>,
     streamingOptions?: StreamingOptions<Req>,
   ) => (call: ServerWritableStream<Req, Item>) => void;
@@ -159,7 +161,9 @@ function linkSignals(
  * the log (they never hold secrets: AppError messages are written for users); requests
  * are never logged.
  */
-export function createCallHandlers(options: CallHandlerOptions): CallHandlers {
+export function createCallHandlers<S extends StateService>(
+  options: CallHandlerOptions<S>,
+): CallHandlers<S> {
   const { metrics } = options;
 
   /**
@@ -167,11 +171,11 @@ export function createCallHandlers(options: CallHandlerOptions): CallHandlers {
    * first use: most calls never log, and a pino child (with redaction) and an
    * AbortController wired to the call cost more than a Head call's own work.
    */
-  function begin(call: AnyCall, method: string, access: StateAccess): CallContext {
+  function begin(call: AnyCall, method: string, roles: readonly StateRole[]): CallContext {
     const identity = authorize(
       callerIdentityOf(call.getAuthContext().sslPeerCertificate),
       method,
-      access,
+      roles,
     );
     let signal: AbortSignal | undefined;
     let log: Logger | undefined;
@@ -201,7 +205,7 @@ export function createCallHandlers(options: CallHandlerOptions): CallHandlers {
 
   /** The call's SERVER span, its parent the caller's span (metadata); none when off. */
   function callSpan(call: AnyCall, method: string): ReturnType<typeof startSpan> {
-    const service = options.service ?? 'state';
+    const { service } = options;
     return startSpan(`${service}/${method}`, {
       kind: SpanKind.SERVER,
       parent: extractTraceMetadata(call.metadata),
@@ -221,10 +225,10 @@ export function createCallHandlers(options: CallHandlerOptions): CallHandlers {
   }
 
   function unary<Req, Res>(
-    method: string,
-    access: StateAccess,
+    method: StateServiceMethods[S],
     run: (request: Req, context: CallContext) => Promise<Res>,
   ): (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void {
+    const access = rolesFor(options.service, method);
     return (call, callback) => {
       const traced = callSpan(call, method);
       if (traced === undefined) answerUnary(call, callback, method, access, run, undefined);
@@ -240,7 +244,7 @@ export function createCallHandlers(options: CallHandlerOptions): CallHandlers {
     call: ServerUnaryCall<Req, Res>,
     callback: sendUnaryData<Res>,
     method: string,
-    access: StateAccess,
+    access: readonly StateRole[],
     run: (request: Req, context: CallContext) => Promise<Res>,
     span: Span | undefined,
   ): void {
@@ -274,11 +278,11 @@ export function createCallHandlers(options: CallHandlerOptions): CallHandlers {
   }
 
   function streaming<Req, Item>(
-    method: string,
-    access: StateAccess,
+    method: StateServiceMethods[S],
     produce: (request: Req, context: CallContext) => AsyncIterable<Item>,
     streamingOptions: StreamingOptions<Req> = {},
   ): (call: ServerWritableStream<Req, Item>) => void {
+    const access = rolesFor(options.service, method);
     return (call) => {
       const traced = callSpan(call, method);
       if (traced === undefined) answerStreaming(call, method, access, produce, streamingOptions);
@@ -293,7 +297,7 @@ export function createCallHandlers(options: CallHandlerOptions): CallHandlers {
   function answerStreaming<Req, Item>(
     call: ServerWritableStream<Req, Item>,
     method: string,
-    access: StateAccess,
+    access: readonly StateRole[],
     produce: (request: Req, context: CallContext) => AsyncIterable<Item>,
     streamingOptions: StreamingOptions<Req>,
     span?: Span,

@@ -1,62 +1,56 @@
 import { describe, expect, it } from '@jest/globals';
 
 import { AppError } from '../../common/errors';
-import {
-  authorize,
-  callerIdentityOf,
-  describeIdentity,
-  StateAccess,
-  StateRole,
-} from './caller-identity';
+import { authorize, callerIdentityOf, describeIdentity, StateRole } from './caller-identity';
 
 const cert = (subject: Record<string, string | string[]>): unknown => ({
   subject,
   raw: Buffer.from('x'),
 });
 
-// The subject parsing itself: common/certificate-identity.test.ts.
+// The subject parsing itself: common/certificate-identity.test.ts; the table: rpc-roles.test.ts.
 describe('callerIdentityOf', () => {
   it('grants what common/certificate-identity.ts reads', () => {
-    expect([...(callerIdentityOf(cert({ CN: 'polychrome-control-plane' }))?.roles ?? [])]).toEqual([
-      StateRole.Writer,
-    ]);
+    expect([...(callerIdentityOf(cert({ CN: 'w', O: 'polychrome:writer' }))?.roles ?? [])]).toEqual(
+      [StateRole.Writer],
+    );
     const identity = callerIdentityOf(cert({ CN: 'a', O: ['b', 'c'], OU: 'd' }));
     expect(identity && describeIdentity(identity)).toBe('CN=a, O=b, O=c, OU=d');
   });
 });
 
 describe('authorize', () => {
-  const writer = callerIdentityOf(cert({ CN: 'polychrome-control-plane' }));
+  const writer = callerIdentityOf(cert({ CN: 'polychrome-control-plane', O: 'polychrome:writer' }));
   const verifier = callerIdentityOf(cert({ CN: 'polychrome-verifier', O: 'polychrome:verifier' }));
   const stranger = callerIdentityOf(cert({ CN: 'eve' }));
 
-  it('lets a writer read and write, a verifier only read', () => {
-    expect(authorize(writer, 'Append', StateAccess.Write)).toBe(writer);
-    expect(authorize(writer, 'Read', StateAccess.Read)).toBe(writer);
-    expect(authorize(verifier, 'Verify', StateAccess.Read)).toBe(verifier);
+  it('lets a caller holding one of the roles through', () => {
+    expect(authorize(writer, 'Append', [StateRole.Writer])).toBe(writer);
+    expect(authorize(verifier, 'Read', [StateRole.Writer, StateRole.Verifier])).toBe(verifier);
   });
 
-  it('refuses a verifier calling Append, naming the identity and the role it needs', () => {
-    expect(() => authorize(verifier, 'Append', StateAccess.Write)).toThrow(
+  it('refuses a caller without the role, naming the method, the role needed and the roles held', () => {
+    expect(() => authorize(verifier, 'Append', [StateRole.Writer])).toThrow(
       new AppError(
         'permission_denied',
         'caller "CN=polychrome-verifier, O=polychrome:verifier" may not call Append: it needs role ' +
-          'polychrome:writer (a certificate with CN polychrome-control-plane, or O or OU polychrome:writer), ' +
-          'and its certificate grants polychrome:verifier; issue it a certificate with the right subject',
+          "polychrome:writer (in the certificate's O or OU), and its certificate holds " +
+          'polychrome:verifier; use a certificate issued with that role',
       ),
     );
   });
 
-  it('refuses an identity without a role even for reads', () => {
-    expect(() => authorize(stranger, 'Head', StateAccess.Read)).toThrow(
-      /caller "CN=eve" may not call Head/,
+  it('refuses an identity without a role, and a method nobody may call', () => {
+    expect(() => authorize(stranger, 'Head', [StateRole.Verifier])).toThrow(
+      /caller "CN=eve" may not call Head: .* holds no Polychrome role/,
     );
+    expect(() => authorize(writer, 'Unlisted', [])).toThrow(/no entry in the role table/);
   });
 
   it('refuses a call without a certificate as unauthenticated', () => {
     let caught: unknown;
     try {
-      authorize(undefined, 'Head', StateAccess.Read);
+      authorize(undefined, 'Head', [StateRole.Verifier]);
     } catch (error) {
       caught = error;
     }

@@ -1,8 +1,8 @@
 import {
   certificateIdentityOf,
   CertificateRole,
-  CONTROL_PLANE_COMMON_NAME,
   describeCertificateIdentity,
+  describeRoles,
   type CertificateIdentity,
 } from '../../common/certificate-identity';
 import { AppError } from '../../common/errors';
@@ -12,17 +12,12 @@ import { AppError } from '../../common/errors';
  * completed the mutual TLS handshake (the handshake itself already proved the certificate
  * was signed by the Polychrome CA). No token, no header: the certificate is the identity.
  * The subject is parsed in common/certificate-identity.ts, which the control plane's
- * replicas also use to accept each other.
+ * replicas also use to accept each other; which roles each RPC needs is rpc-roles.ts.
  */
 
 /** Roles a certificate can carry, in its subject O or OU (common/certificate-identity.ts). */
 export const StateRole = CertificateRole;
 export type StateRole = CertificateRole;
-export { CONTROL_PLANE_COMMON_NAME };
-
-/** What a call needs. */
-export const StateAccess = { Read: 'read', Write: 'write' } as const;
-export type StateAccess = (typeof StateAccess)[keyof typeof StateAccess];
 
 /** The caller as its certificate names it. */
 export type CallerIdentity = CertificateIdentity;
@@ -33,27 +28,23 @@ export const callerIdentityOf = certificateIdentityOf;
 /** The identity as one line for messages and logs: `CN=..., O=..., OU=...`. */
 export const describeIdentity = describeCertificateIdentity;
 
-/** True when `identity` may make a call that needs `access`. */
-export function isAllowed(identity: CallerIdentity, access: StateAccess): boolean {
-  switch (access) {
-    case StateAccess.Write:
-      return identity.roles.has(StateRole.Writer);
-    case StateAccess.Read:
-      return identity.roles.has(StateRole.Writer) || identity.roles.has(StateRole.Verifier);
-  }
+/** True when `identity` holds one of `roles`. */
+export function isAllowed(identity: CallerIdentity, roles: readonly StateRole[]): boolean {
+  return roles.some((role) => identity.roles.has(role));
 }
 
 /**
- * Checks that the caller may call `method`, which needs `access`.
+ * Checks that the caller may call `method`, which needs one of `roles` (rpc-roles.ts).
  *
  * @throws AppError `unauthenticated` when the call carries no client certificate (cannot
  *   happen behind the mutual TLS listener, but the check does not rely on it);
- *   `permission_denied` naming the identity, the method and the role it needs.
+ *   `permission_denied` naming the identity, the method, the roles it needs and the roles
+ *   the certificate holds.
  */
 export function authorize(
   identity: CallerIdentity | undefined,
   method: string,
-  access: StateAccess,
+  roles: readonly StateRole[],
 ): CallerIdentity {
   if (identity === undefined) {
     throw new AppError(
@@ -62,16 +53,23 @@ export function authorize(
       { details: { method } },
     );
   }
-  if (isAllowed(identity, access)) return identity;
+  if (isAllowed(identity, roles)) return identity;
   const needed =
-    access === StateAccess.Write
-      ? `role ${StateRole.Writer} (a certificate with CN ${CONTROL_PLANE_COMMON_NAME}, or O or OU ${StateRole.Writer})`
-      : `role ${StateRole.Verifier} or ${StateRole.Writer} (in the certificate's O or OU)`;
-  const held = identity.roles.size === 0 ? 'no Polychrome role' : [...identity.roles].join(', ');
+    roles.length === 0
+      ? 'a role no certificate can hold (the method has no entry in the role table)'
+      : `role ${roles.join(' or ')} (in the certificate's O or OU)`;
   throw new AppError(
     'permission_denied',
     `caller "${describeIdentity(identity)}" may not call ${method}: it needs ${needed}, and ` +
-      `its certificate grants ${held}; issue it a certificate with the right subject`,
-    { details: { method, identity: describeIdentity(identity), needed: access } },
+      `its certificate holds ${describeRoles(identity.roles)}; use a certificate issued ` +
+      'with that role',
+    {
+      details: {
+        method,
+        identity: describeIdentity(identity),
+        needed: roles.join(','),
+        held: [...identity.roles].sort().join(','),
+      },
+    },
   );
 }

@@ -26,7 +26,7 @@ import { fromHex } from '../journal/hex';
 import { followJournal } from '../store/follow-journal';
 import type { JournalStore, StoredSignedRoot } from '../store/journal-store';
 import { createCallHandlers } from './call-handlers';
-import { StateAccess } from './caller-identity';
+import { StateService } from './rpc-roles';
 import { VerifyOutcomeLabel, type StateMetrics } from './state-metrics';
 
 /** A public key the state plane holds, sent with every export. */
@@ -148,7 +148,7 @@ export function createJournalService(options: JournalServiceOptions): JournalSer
 
   const { unary, streaming } = createCallHandlers({
     ...options,
-    service: 'polychrome.state.v1.Journal',
+    service: StateService.Journal,
   });
 
   async function* exportItems(partition: string, signal: AbortSignal): AsyncGenerator<ExportItem> {
@@ -244,59 +244,51 @@ export function createJournalService(options: JournalServiceOptions): JournalSer
   }
 
   return {
-    append: unary<AppendRequest, AppendResponse>(
-      'Append',
-      StateAccess.Write,
-      async (request, { signal, log }) => {
-        const started = process.hrtime.bigint();
-        const fault = options.faultAppendDelay;
-        if (fault !== undefined && request.events.some((e) => e.kind === fault.kind)) {
-          log.warn(
-            { partition: request.partition, ...fault },
-            'fault injection: holding an append',
+    append: unary<AppendRequest, AppendResponse>('Append', async (request, { signal, log }) => {
+      const started = process.hrtime.bigint();
+      const fault = options.faultAppendDelay;
+      if (fault !== undefined && request.events.some((e) => e.kind === fault.kind)) {
+        log.warn({ partition: request.partition, ...fault }, 'fault injection: holding an append');
+        await new Promise((resolve) => setTimeout(resolve, fault.ms));
+      }
+      const work = store.append(
+        request.partition,
+        request.expectedHead,
+        request.events.map((e) => ({ kind: e.kind, payload: e.payload })),
+        { signal, fencingToken: request.fencingToken, expectedRoot: request.expectedRoot },
+      );
+      options.trackAppend?.(work);
+      const seconds = (): number => Number(process.hrtime.bigint() - started) / 1e9;
+      try {
+        const result = await work;
+        metrics?.appendDuration.observe({ outcome: 'ok' }, seconds());
+        if (result.keyRotation !== undefined) {
+          log.info(
+            { partition: request.partition, ...result.keyRotation },
+            'partition handed over to the active signing key',
           );
-          await new Promise((resolve) => setTimeout(resolve, fault.ms));
         }
-        const work = store.append(
-          request.partition,
-          request.expectedHead,
-          request.events.map((e) => ({ kind: e.kind, payload: e.payload })),
-          { signal, fencingToken: request.fencingToken, expectedRoot: request.expectedRoot },
+        return {
+          firstPosition: result.firstPosition,
+          head: result.head,
+          signedRootPosition: result.signedRoot.position,
+          signedRoot: signedRootToProto(result.signedRoot),
+        };
+      } catch (error) {
+        metrics?.appendDuration.observe(
+          { outcome: isAppError(error) ? error.code : 'internal' },
+          seconds(),
         );
-        options.trackAppend?.(work);
-        const seconds = (): number => Number(process.hrtime.bigint() - started) / 1e9;
-        try {
-          const result = await work;
-          metrics?.appendDuration.observe({ outcome: 'ok' }, seconds());
-          if (result.keyRotation !== undefined) {
-            log.info(
-              { partition: request.partition, ...result.keyRotation },
-              'partition handed over to the active signing key',
-            );
-          }
-          return {
-            firstPosition: result.firstPosition,
-            head: result.head,
-            signedRootPosition: result.signedRoot.position,
-            signedRoot: signedRootToProto(result.signedRoot),
-          };
-        } catch (error) {
-          metrics?.appendDuration.observe(
-            { outcome: isAppError(error) ? error.code : 'internal' },
-            seconds(),
-          );
-          throw error;
-        }
-      },
-    ),
+        throw error;
+      }
+    }),
     read: streaming<ReadRequest, JournalEvent>(
       'Read',
-      StateAccess.Read,
       (request, { signal }) =>
         request.follow ? followItems(request, signal) : readItems(request, signal),
       { endsOnShutdown: (request) => request.follow },
     ),
-    head: unary<HeadRequest, HeadResponse>('Head', StateAccess.Read, (request) => {
+    head: unary<HeadRequest, HeadResponse>('Head', (request) => {
       const head = store.head(request.partition);
       return Promise.resolve({
         head: head.head,
@@ -305,7 +297,7 @@ export function createJournalService(options: JournalServiceOptions): JournalSer
         lastSignedRootPosition: head.signedRoot?.position ?? 0,
       });
     }),
-    proof: unary<ProofRequest, ProofResponse>('Proof', StateAccess.Read, async (request) => {
+    proof: unary<ProofRequest, ProofResponse>('Proof', async (request) => {
       const proof = await store.proof(
         request.partition,
         request.position,
@@ -321,104 +313,90 @@ export function createJournalService(options: JournalServiceOptions): JournalSer
         signedRootPosition: proof.signedRoot.position,
       };
     }),
-    verify: unary<VerifyRequest, VerifyResponse>(
-      'Verify',
-      StateAccess.Read,
-      async (request, { signal, log }) => {
-        let result;
-        try {
-          const checkpoint = checkpointFromProto(request.partition, request.checkpoint);
-          result = await store.verify(request.partition, {
-            signal,
-            ...(checkpoint === undefined ? {} : { checkpoint }),
-            ...(options.checkSignatures === undefined
-              ? {}
-              : { checkSignatures: options.checkSignatures }),
-          });
-        } catch (error) {
-          metrics?.verifications.inc({ outcome: VerifyOutcomeLabel.Error });
-          throw error;
-        }
-        metrics?.verifications.inc({
-          outcome: result.ok ? VerifyOutcomeLabel.Ok : VerifyOutcomeLabel.Failed,
-        });
-        if (result.failure !== undefined) {
-          log.warn(
-            {
-              partition: request.partition,
-              position: result.failure.position,
-              reason: result.failure.reason,
-            },
-            'journal verification failed',
-          );
-        }
-        return {
-          ok: result.ok,
-          events: result.leafCount,
-          signedRoots: result.signedRootCount,
-          unsealed: result.unsealed.count,
-          failure:
-            result.failure === undefined
-              ? undefined
-              : {
-                  position: result.failure.position,
-                  reason: result.failure.reason,
-                  expected: result.failure.expected,
-                  found: result.failure.found,
-                  message: result.failure.message,
-                },
-          excised: [...result.excised],
-          checkpointChecked: result.checkpointChecked,
-        };
-      },
-    ),
-    repair: unary<RepairRequest, RepairResponse>(
-      'Repair',
-      // Repair rewrites entries: only the writer (the control plane, which authorizes the
-      // admin and names them as the actor) may ask.
-      StateAccess.Write,
-      async (request, { signal, log }) => {
-        const result = await store.repair(request.partition, {
-          actor: request.actor,
-          reason: request.reason,
-          dryRun: request.dryRun,
-          fencingToken: request.fencingToken,
+    verify: unary<VerifyRequest, VerifyResponse>('Verify', async (request, { signal, log }) => {
+      let result;
+      try {
+        const checkpoint = checkpointFromProto(request.partition, request.checkpoint);
+        result = await store.verify(request.partition, {
           signal,
+          ...(checkpoint === undefined ? {} : { checkpoint }),
+          ...(options.checkSignatures === undefined
+            ? {}
+            : { checkSignatures: options.checkSignatures }),
         });
-        if (!result.dryRun && result.excised.length > 0) {
-          log.warn(
-            {
-              partition: request.partition,
-              actor: request.actor,
-              positions: result.excised.map((e) => e.position),
-            },
-            'journal repaired: unreadable entries excised',
-          );
-        }
-        return {
-          excised: result.excised.map((e) => ({
-            position: e.position,
-            leafDigest: Buffer.from(e.leaf),
-            problem: e.problem,
-          })),
-          dryRun: result.dryRun,
-          head: result.head,
-          signedRoot:
-            result.signedRoot === undefined ? undefined : signedRootToProto(result.signedRoot),
-          signedRootPosition: result.signedRoot?.position ?? 0,
-          message: result.message,
-        };
-      },
+      } catch (error) {
+        metrics?.verifications.inc({ outcome: VerifyOutcomeLabel.Error });
+        throw error;
+      }
+      metrics?.verifications.inc({
+        outcome: result.ok ? VerifyOutcomeLabel.Ok : VerifyOutcomeLabel.Failed,
+      });
+      if (result.failure !== undefined) {
+        log.warn(
+          {
+            partition: request.partition,
+            position: result.failure.position,
+            reason: result.failure.reason,
+          },
+          'journal verification failed',
+        );
+      }
+      return {
+        ok: result.ok,
+        events: result.leafCount,
+        signedRoots: result.signedRootCount,
+        unsealed: result.unsealed.count,
+        failure:
+          result.failure === undefined
+            ? undefined
+            : {
+                position: result.failure.position,
+                reason: result.failure.reason,
+                expected: result.failure.expected,
+                found: result.failure.found,
+                message: result.failure.message,
+              },
+        excised: [...result.excised],
+        checkpointChecked: result.checkpointChecked,
+      };
+    }),
+    repair: unary<RepairRequest, RepairResponse>('Repair', async (request, { signal, log }) => {
+      const result = await store.repair(request.partition, {
+        actor: request.actor,
+        reason: request.reason,
+        dryRun: request.dryRun,
+        fencingToken: request.fencingToken,
+        signal,
+      });
+      if (!result.dryRun && result.excised.length > 0) {
+        log.warn(
+          {
+            partition: request.partition,
+            actor: request.actor,
+            positions: result.excised.map((e) => e.position),
+          },
+          'journal repaired: unreadable entries excised',
+        );
+      }
+      return {
+        excised: result.excised.map((e) => ({
+          position: e.position,
+          leafDigest: Buffer.from(e.leaf),
+          problem: e.problem,
+        })),
+        dryRun: result.dryRun,
+        head: result.head,
+        signedRoot:
+          result.signedRoot === undefined ? undefined : signedRootToProto(result.signedRoot),
+        signedRootPosition: result.signedRoot?.position ?? 0,
+        message: result.message,
+      };
+    }),
+    export: streaming<ExportRequest, ExportItem>('Export', (request, { signal }) =>
+      exportItems(request.partition, signal),
     ),
-    export: streaming<ExportRequest, ExportItem>(
-      'Export',
-      StateAccess.Read,
-      (request, { signal }) => exportItems(request.partition, signal),
-    ),
-    listPartitions: unary<ListPartitionsRequest, ListPartitionsResponse>(
-      'ListPartitions',
-      StateAccess.Read,
-      () => Promise.resolve({ partitions: store.listPartitions().map((p) => p.partition) }),
+    listPartitions: unary<ListPartitionsRequest, ListPartitionsResponse>('ListPartitions', () =>
+      Promise.resolve({ partitions: store.listPartitions().map((p) => p.partition) }),
     ),
   };
 }

@@ -56,7 +56,7 @@ let rawClient: RecordsGrpcClient;
 const logLines: string[] = [];
 
 async function clientAs(
-  identity: 'controlPlane' | 'verifier' | 'stranger',
+  identity: 'recordsAdmin' | 'verifier' | 'stranger',
 ): Promise<RecordsClient> {
   return new RecordsClient({
     address,
@@ -91,10 +91,11 @@ beforeAll(async () => {
     publicKeys: [],
   });
   address = `localhost:${String(await server.start())}`;
-  writer = await clientAs('controlPlane');
+  // The records admin may call every Records RPC (rpc-roles.ts); role attacks: role-attacks.test.ts.
+  writer = await clientAs('recordsAdmin');
   verifier = await clientAs('verifier');
   stranger = await clientAs('stranger');
-  const channel = stateChannel({ tls: await clientTls(pki.ca, pki.controlPlane) });
+  const channel = stateChannel({ tls: await clientTls(pki.ca, pki.recordsAdmin) });
   rawClient = new RecordsGrpcClient(address, channel.credentials, channel.options);
 }, 60_000);
 
@@ -391,7 +392,7 @@ describe('authorization', () => {
         fromServer: true,
       });
       expect(error.message).toContain('CN=polychrome-verifier');
-      expect(error.message).toContain('polychrome:writer');
+      expect(error.message).toContain('polychrome:records-admin');
       expect(error.message).toContain(method);
       expect(await calls(method, 'PERMISSION_DENIED')).toBe(refusedBefore + 1);
       expect(await allPersonas()).toEqual(before);

@@ -45,7 +45,7 @@ import type {
 import type { Persona, RecordStore } from '../records';
 import { checkRoles } from '../records/persona-records';
 import { createCallHandlers, type CallContext } from './call-handlers';
-import { StateAccess } from './caller-identity';
+import { StateService, type RecordsMethod } from './rpc-roles';
 import {
   ceremonyToProto,
   credentialToProto,
@@ -71,31 +71,31 @@ export interface RecordsServiceOptions {
 }
 
 /**
- * The Records service over a {@link RecordStore}. Every RPC, reads included, needs the
- * writer identity (the control plane): sessions and credentials are sensitive, and no
- * other caller has a use for personas. A verifier is refused with PERMISSION_DENIED before
- * the store is touched. Errors cross the wire through the shared call handlers
+ * The Records service over a {@link RecordStore}. Each RPC needs the roles rpc-roles.ts
+ * lists for it: records administration, or the writer for the few the control plane's own
+ * code calls. Any other caller is refused with PERMISSION_DENIED before the store is
+ * touched. Errors cross the wire through the shared call handlers
  * (grpcStatusOf); the record layer's messages never hold a token, code or secret, and no
  * request is logged, so neither the log nor an error carries one.
  */
 export function createRecordsService(options: RecordsServiceOptions): RecordsServer {
   const { records } = options;
-  const { unary } = createCallHandlers({ ...options, service: 'polychrome.state.v1.Records' });
+  const { unary } = createCallHandlers({ ...options, service: StateService.Records });
 
-  /** A read: the writer role, like every Records call. */
+  /** A read: no tracking; its roles come from rpc-roles.ts, as every call's do. */
   function read<Req, Res>(
-    method: string,
+    method: RecordsMethod,
     run: (request: Req, context: CallContext) => Promise<Res>,
   ): ReturnType<typeof unary<Req, Res>> {
-    return unary<Req, Res>(method, StateAccess.Write, run);
+    return unary<Req, Res>(method, run);
   }
 
   /** A change: tracked, so a SIGTERM lets it reach the disk before the database closes. */
   function change<Req, Res>(
-    method: string,
+    method: RecordsMethod,
     run: (request: Req, context: CallContext) => Promise<Res>,
   ): ReturnType<typeof unary<Req, Res>> {
-    return unary<Req, Res>(method, StateAccess.Write, (request, context) => {
+    return unary<Req, Res>(method, (request, context) => {
       const work = run(request, context);
       options.trackWrite?.(work);
       return work;

@@ -627,7 +627,7 @@ describe('repair across a SIGKILL', () => {
     const probe = join(dir.path, 'repair-kill-probe');
     await cp(corrupted, probe, { recursive: true });
     const before = await start(probe);
-    const reader = await client(before, 'controlPlane');
+    const reader = await client(before, 'verifier');
     const damaged = await reader.verify(P);
     reader.close();
     expect(await stop(before, 'SIGTERM')).toBe(0);
@@ -650,7 +650,9 @@ describe('repair across a SIGKILL', () => {
       admin.close();
 
       const second = await start(copy);
-      const c = await client(second, 'controlPlane');
+      // Verify needs the verifier role, Repair the repair role (the control plane's).
+      const c = await client(second, 'verifier');
+      const repairer = await client(second, 'controlPlane');
       const verdict = await c.verify(P);
       if (verdict.ok) {
         // The excision and its signed event landed together.
@@ -663,7 +665,7 @@ describe('repair across a SIGKILL', () => {
         seen.untouched += 1;
         expect(verdict).toMatchObject({ excised: [], events: 180 });
         expect(verdict.failure).toEqual(damaged.failure);
-        const done = await c.repair(P, { actor: 'web:admin', reason: 'second try' });
+        const done = await repairer.repair(P, { actor: 'web:admin', reason: 'second try' });
         expect(done.excised.map((e) => e.position)).toEqual([CORRUPT]);
         expect(await c.verify(P)).toMatchObject({ ok: true, excised: [CORRUPT] });
       }
@@ -674,6 +676,7 @@ describe('repair across a SIGKILL', () => {
         expect(after[event.position]?.payload).toEqual(event.payload);
       }
       c.close();
+      repairer.close();
       expect(await stop(second, 'SIGTERM')).toBe(0);
       await rm(copy, { recursive: true, force: true });
     }

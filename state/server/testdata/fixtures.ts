@@ -4,6 +4,7 @@ import { join } from 'node:path';
 
 import { ensureDevCerts, type DevCerts } from '../../../hack/lib/dev-certs';
 import { CertUsage, DevCertificateAuthority, type CertFiles } from '../../../hack/lib/pki';
+import { CertificateRole } from '../../../common/certificate-identity';
 import { encodePayload, EventKind } from '../../../common/event-kinds';
 import type { NewJournalEvent, StateClientTls } from '../../../common/state-client';
 import { pollUntil } from '../../../hack/lib/processes';
@@ -24,6 +25,11 @@ export interface TestPki extends DevCerts {
   readonly foreign: CertFiles;
   /** Signed by the Polychrome CA, with no Polychrome role. */
   readonly stranger: CertFiles;
+  /**
+   * Signed by the Polychrome CA, each holding exactly one role (the shipped control-plane
+   * certificate holds several), for the tests an attacker with that one role would try.
+   */
+  readonly only: Readonly<Record<CertificateRole, CertFiles>>;
 }
 
 /** Makes the dev certificates and the refused identities in `dir` (openssl). */
@@ -49,8 +55,18 @@ export async function makeTestPki(dir: string): Promise<TestPki> {
     },
     join(dir, 'stranger'),
   );
+  const ca = DevCertificateAuthority.open(join(dir, 'pki'), 'ca');
+  const only: Partial<Record<CertificateRole, CertFiles>> = {};
+  for (const role of Object.values(CertificateRole)) {
+    const name = `only-${role.replace('polychrome:', '')}`;
+    only[role] = await ca.issue(
+      { name, commonName: name, organizations: [role], usage: CertUsage.Both },
+      join(dir, name),
+    );
+  }
   return {
     ...certs,
+    only: only as Record<CertificateRole, CertFiles>,
     selfSigned: { certPath: rogue.certPath, keyPath: rogue.keyPath },
     foreign,
     stranger,

@@ -300,8 +300,8 @@ export class TurnStack {
 
   /**
    * A bearer token for `identity`: its persona (created with `roles`, or the existing one
-   * given those roles) and a new session, through the state plane's Records service as
-   * the control plane's certificate.
+   * given those roles) and a new session, through the state plane's Records service with
+   * the records-admin certificate, as the development tooling mints them.
    */
   async mintToken(
     identity: string,
@@ -309,7 +309,7 @@ export class TurnStack {
   ): Promise<string> {
     const records = new RecordsClient({
       address: this.state.address,
-      tls: await this.tls('controlPlane'),
+      tls: await this.tls('recordsAdmin'),
       callTimeoutMs: 10_000,
     });
     try {
@@ -733,7 +733,7 @@ export class TurnStack {
     await this.localNode.start();
   }
 
-  private async tls(identity: 'controlPlane' | 'verifier'): Promise<StateClientTls> {
+  private async tls(identity: 'recordsAdmin' | 'verifier'): Promise<StateClientTls> {
     const files = this.certs[identity];
     return loadStateClientTls({
       ca: this.certs.ca.certPath,

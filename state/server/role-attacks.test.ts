@@ -1,0 +1,264 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+
+import { Client, Metadata, status, type ServiceError } from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pino from 'pino';
+
+import { CertificateRole } from '../../common/certificate-identity';
+import { RecordsClient } from '../../common/records-client';
+import { StateCallError, StateClient, stateChannel } from '../../common/state-client';
+import { RecordsService } from '../../proto/gen/polychrome/state/v1/records';
+import { JournalService } from '../../proto/gen/polychrome/state/v1/state';
+import { createNodeEd25519Signer } from '../journal/node-ed25519';
+import { loadRecordsKey } from '../records';
+import { JournalStore } from '../store/journal-store';
+import { RecordsDatabase } from './records-database';
+import { rolesFor } from './rpc-roles';
+import { StateServer } from './state-server';
+import { clientTls, makeTestPki, message, tempDir, type TestPki } from './testdata/fixtures';
+
+/*
+ * What a certificate holding one role can reach, over the real mutual TLS listener with
+ * the real Journal and Records services: for every role, an attacker with only that role
+ * calls what it must not reach and gets PERMISSION_DENIED naming the method, the role
+ * needed and the role held, and nothing is read or written.
+ */
+
+let dir: { path: string; remove: () => Promise<void> };
+let pki: TestPki;
+let journal: JournalStore;
+let recordsDb: RecordsDatabase;
+let server: StateServer;
+let address: string;
+const clients: { close(): void }[] = [];
+
+const ROLES = Object.values(CertificateRole);
+/** Every RPC the services serve: its path (`/service/Method`), whether it streams. */
+const RPCS: readonly { readonly path: string; readonly streams: boolean }[] = [
+  ...Object.values(JournalService),
+  ...Object.values(RecordsService),
+].map((d: { readonly path: string; readonly responseStream: boolean }) => ({
+  path: d.path,
+  streams: d.responseStream,
+}));
+
+function parts(path: string): { service: string; method: string } {
+  const [, service = '', method = ''] = path.split('/');
+  return { service, method };
+}
+
+beforeAll(async () => {
+  dir = await tempDir('role-attacks');
+  pki = await makeTestPki(dir.path);
+  journal = new JournalStore({
+    location: join(dir.path, 'journal'),
+    signer: createNodeEd25519Signer(new Uint8Array(32).fill(5)),
+  });
+  await journal.open();
+  recordsDb = new RecordsDatabase(join(dir.path, 'records'), await loadRecordsKey(pki.recordsKey));
+  await recordsDb.open();
+  server = new StateServer({
+    store: journal,
+    records: recordsDb.records,
+    tls: {
+      ca: await readFile(pki.ca.certPath),
+      cert: await readFile(pki.server.certPath),
+      key: await readFile(pki.server.keyPath),
+    },
+    logger: pino({ level: 'silent' }),
+    host: '127.0.0.1',
+    port: 0,
+    publicKeys: [],
+  });
+  address = `localhost:${String(await server.start())}`;
+}, 120_000);
+
+afterAll(async () => {
+  for (const client of clients) client.close();
+  await server.close(1_000);
+  await recordsDb.close();
+  await journal.close();
+  await dir.remove();
+});
+
+/** A raw gRPC client holding only `role` (its certificate's one O). */
+async function rawClientWith(role: CertificateRole): Promise<Client> {
+  const channel = stateChannel({ tls: await clientTls(pki.ca, pki.only[role]) });
+  const client = new Client(address, channel.credentials, channel.options);
+  clients.push(client);
+  return client;
+}
+
+/**
+ * Calls `path` with an empty request (every field its default): enough to pass or fail
+ * authorization, which runs before the request is looked at. Resolves with the error, or
+ * undefined when the call got past authorization and succeeded.
+ */
+function call(client: Client, path: string, streams: boolean): Promise<ServiceError | undefined> {
+  const serialize = (): Buffer => Buffer.alloc(0);
+  const deserialize = (bytes: Buffer): Buffer => bytes;
+  const options = { deadline: Date.now() + 10_000 };
+  return new Promise((resolve) => {
+    if (!streams) {
+      client.makeUnaryRequest(path, serialize, deserialize, {}, new Metadata(), options, (e) =>
+        resolve(e ?? undefined),
+      );
+      return;
+    }
+    const stream = client.makeServerStreamRequest(
+      path,
+      serialize,
+      deserialize,
+      {},
+      new Metadata(),
+      options,
+    );
+    stream.on('data', () => undefined);
+    stream.on('error', (e: ServiceError) => resolve(e));
+    stream.on('end', () => resolve(undefined));
+  });
+}
+
+/** What an attacker holding only one role tries first: the dangerous calls, by name. */
+const ATTACKS: readonly (readonly [CertificateRole, readonly string[]])[] = [
+  [
+    CertificateRole.Writer,
+    [
+      'Journal/Repair',
+      'Records/RevealCredential',
+      'Records/DeletePersona',
+      'Records/ListSessions',
+      'Records/ListPersonas',
+      'Records/CreateCredential',
+      'Records/LinkIdentity',
+      'Journal/Verify',
+    ],
+  ],
+  [
+    CertificateRole.Verifier,
+    ['Journal/Append', 'Journal/Repair', 'Records/Authenticate', 'Records/CreateSession'],
+  ],
+  [
+    CertificateRole.Repair,
+    ['Journal/Append', 'Journal/Read', 'Journal/Export', 'Records/SetRoles'],
+  ],
+  [
+    CertificateRole.RecordsAdmin,
+    ['Journal/Append', 'Journal/Read', 'Journal/Repair', 'Journal/Head'],
+  ],
+  [
+    CertificateRole.ControlPlaneReplica,
+    ['Journal/Append', 'Journal/Head', 'Records/Authenticate', 'Records/CreateSession'],
+  ],
+];
+
+describe('an attacker holding one role', () => {
+  it('covers every role', () => {
+    expect(ATTACKS.map(([role]) => role).sort()).toEqual([...ROLES].sort());
+  });
+
+  it.each(ATTACKS)('with only %s is refused the calls it must not reach', async (role, rpcs) => {
+    const client = await rawClientWith(role);
+    for (const rpc of rpcs) {
+      const path = `/polychrome.state.v1.${rpc}`;
+      const { method } = parts(path);
+      const needed = rolesFor(parts(path).service, method);
+      expect(needed).not.toContain(role);
+      const error = await call(client, path, RPCS.find((r) => r.path === path)?.streams ?? false);
+      expect(error?.code).toBe(status.PERMISSION_DENIED);
+      expect(error?.details).toContain(
+        `may not call ${method}: it needs role ${needed.join(' or ')} (in the certificate's O or OU), ` +
+          `and its certificate holds ${role}`,
+      );
+    }
+  });
+
+  it.each(ROLES)(
+    'with only %s is refused every RPC the table does not grant it, and reaches the ones it does',
+    async (role) => {
+      const client = await rawClientWith(role);
+      for (const { path, streams } of RPCS) {
+        const { service, method } = parts(path);
+        const error = await call(client, path, streams);
+        if (rolesFor(service, method).includes(role)) {
+          // Past authorization: an empty request may be refused, but not for the role.
+          expect([path, error?.code]).not.toEqual([path, status.PERMISSION_DENIED]);
+        } else {
+          expect([path, error?.code]).toEqual([path, status.PERMISSION_DENIED]);
+          expect(error?.details).toContain(`may not call ${method}:`);
+          expect(error?.details).toContain(`its certificate holds ${role}`);
+        }
+      }
+    },
+    60_000,
+  );
+});
+
+describe('a refused call', () => {
+  it('writes nothing: an Append with only a non-writer role leaves the journal empty', async () => {
+    for (const role of ROLES.filter((r) => r !== CertificateRole.Writer)) {
+      const client = new StateClient({
+        address,
+        tls: await clientTls(pki.ca, pki.only[role]),
+        callTimeoutMs: 5_000,
+      });
+      clients.push(client);
+      const error = await client.append('conv-attack', 0, [message(role)]).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StateCallError);
+      expect((error as StateCallError).code).toBe('permission_denied');
+    }
+    expect(journal.head('conv-attack').head).toBe(0);
+  });
+
+  it('reveals nothing: a writer cannot read back a credential the records admin stored', async () => {
+    const admin = new RecordsClient({
+      address,
+      tls: await clientTls(pki.ca, pki.only[CertificateRole.RecordsAdmin]),
+      callTimeoutMs: 5_000,
+    });
+    const writer = new RecordsClient({
+      address,
+      tls: await clientTls(pki.ca, pki.only[CertificateRole.Writer]),
+      callTimeoutMs: 5_000,
+    });
+    clients.push(admin, writer);
+    const persona = await admin.createPersona({ displayName: 'p', roles: ['member'] });
+    const credential = await admin.createCredential({
+      personaId: persona.id,
+      kind: 'api-key',
+      label: 'k',
+      secret: 'hunter2',
+    });
+    const error = await writer.revealCredential(credential.id).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'permission_denied' });
+    expect((error as Error).message).toContain(
+      'may not call RevealCredential: it needs role polychrome:records-admin',
+    );
+    expect((error as Error).message).not.toContain('hunter2');
+    // The records admin can, so the refusal was the role's.
+    expect(Buffer.from((await admin.revealCredential(credential.id)).secret).toString()).toBe(
+      'hunter2',
+    );
+  });
+});
+
+describe('the shipped certificates', () => {
+  it('let the control plane append, repair and authenticate, and not administer records', async () => {
+    const tls = await clientTls(pki.ca, pki.controlPlane);
+    const state = new StateClient({ address, tls, callTimeoutMs: 5_000 });
+    const records = new RecordsClient({ address, tls, callTimeoutMs: 5_000 });
+    clients.push(state, records);
+    await state.append('conv-cp', 0, [message('hello')]);
+    const repaired = await state.repair('conv-cp', { actor: 'a', reason: 'r', dryRun: true });
+    expect(repaired.excised).toEqual([]);
+    expect(await records.authenticate('pc_not-a-token').catch((e: unknown) => e)).not.toMatchObject(
+      {
+        code: 'permission_denied',
+      },
+    );
+    expect(await records.listPersonas({}).catch((e: unknown) => e)).toMatchObject({
+      code: 'permission_denied',
+    });
+  });
+});

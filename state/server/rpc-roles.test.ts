@@ -1,0 +1,61 @@
+import { describe, expect, it } from '@jest/globals';
+
+import { CertificateRole } from '../../common/certificate-identity';
+import { RecordsService } from '../../proto/gen/polychrome/state/v1/records';
+import { JournalService } from '../../proto/gen/polychrome/state/v1/state';
+import { rolesFor, RPC_ROLES, StateService } from './rpc-roles';
+
+/** Every RPC the generated service definitions serve, as `service/method`. */
+function servedRpcs(): string[] {
+  return [...Object.values(JournalService), ...Object.values(RecordsService)].map((d) =>
+    d.path.slice(1),
+  );
+}
+
+function tableRpcs(): string[] {
+  return Object.entries(RPC_ROLES).flatMap(([service, methods]) =>
+    Object.keys(methods).map((method) => `${service}/${method}`),
+  );
+}
+
+describe('RPC_ROLES', () => {
+  it('names every RPC of the Journal and Records services, and nothing else', () => {
+    expect(tableRpcs().sort()).toEqual(servedRpcs().sort());
+  });
+
+  it.each(servedRpcs())('gives %s at least one role', (rpc) => {
+    const [service = '', method = ''] = rpc.split('/');
+    expect(rolesFor(service, method).length).toBeGreaterThan(0);
+  });
+
+  it('gives nobody a method or service it does not name', () => {
+    expect(rolesFor(StateService.Journal, 'Truncate')).toEqual([]);
+    expect(rolesFor('polychrome.state.v1.Other', 'Append')).toEqual([]);
+    expect(rolesFor(StateService.Journal, 'toString')).toEqual([]);
+    expect(rolesFor('__proto__', 'Append')).toEqual([]);
+  });
+
+  it('grants the peer-port replica role nothing on the state plane', () => {
+    for (const rpc of servedRpcs()) {
+      const [service = '', method = ''] = rpc.split('/');
+      expect(rolesFor(service, method)).not.toContain(CertificateRole.ControlPlaneReplica);
+    }
+  });
+
+  it('keeps repair and the records administration away from the writer', () => {
+    expect(rolesFor(StateService.Journal, 'Repair')).toEqual([CertificateRole.Repair]);
+    for (const method of ['SetRoles', 'CreateSession', 'Authenticate']) {
+      expect(rolesFor(StateService.Records, method)).toContain(CertificateRole.RecordsAdmin);
+    }
+    for (const method of [
+      'RevealCredential',
+      'DeletePersona',
+      'ListSessions',
+      'ListPersonas',
+      'LinkIdentity',
+      'CompleteCeremony',
+    ]) {
+      expect(rolesFor(StateService.Records, method)).toEqual([CertificateRole.RecordsAdmin]);
+    }
+  });
+});
