@@ -25,7 +25,9 @@ import { builtinToolRunner, builtinTools } from '../tools/builtin-tools';
 import { McpToolRunner, type McpServerConfig } from '../tools/mcp-tools';
 import type { ToolRunner } from '../tools/tool-runner';
 import { signApproval } from '../turn/approval-token';
-import type { TurnTool } from '../turn/turn-records';
+import type { ApprovalAnswer, TurnTool } from '../turn/turn-records';
+import type { ApprovalBinding, ApprovalScope } from '../../common/approval-bytes';
+import type { ApprovalRequest } from '../../proto/gen/polychrome/events/v1/events';
 import { createHarnessMetrics } from './harness-metrics';
 import { HarnessServer } from './harness-server';
 import { createToolRouter } from './tool-router';
@@ -326,6 +328,56 @@ class ControlPlaneCall {
   }
 }
 
+const refundReply: ScriptReply = {
+  content: [{ tool_use: { id: 'toolu_1', name: 'refund_payment', input: { order: 'A-1' } } }],
+};
+
+function bindingOf(request: ApprovalRequest): ApprovalBinding {
+  return {
+    requestId: request.requestId,
+    toolName: request.toolName,
+    argsSha256: new Uint8Array(request.argsSha256),
+    decision: 'approved',
+    turnId: request.turnId,
+  };
+}
+
+/** The control plane's v2 answer for conversation c-1 (the rig's clock reads 1000). */
+function answerFor(request: ApprovalRequest, scope: Partial<ApprovalScope> = {}): ApprovalAnswer {
+  const full = { conversation: 'c-1', expiresAtMs: 60_000, approvalId: 'apv_1', ...scope };
+  const binding = { ...bindingOf(request), scope: full };
+  return {
+    ...binding,
+    ...signApproval(binding, approvalKey),
+    answeredBy: 'web:alice',
+    answeredAtMs: 900,
+    comment: '',
+  };
+}
+
+/** The approval request `call` paused on. */
+function pausedRequest(call: ControlPlaneCall, status: { code: number }): ApprovalRequest {
+  expect(status.code).toBe(GrpcStatus.OK);
+  const paused = call.outputs.at(-1)?.output;
+  if (paused?.$case !== 'paused' || paused.value.request?.$case !== 'approvalRequest') {
+    throw new Error('expected an approval pause');
+  }
+  return paused.value.request.value;
+}
+
+function pausedRejection(call: ControlPlaneCall): string {
+  const paused = call.outputs.at(-1)?.output;
+  return paused?.$case === 'paused' ? paused.value.rejection : '';
+}
+
+/** The turn again, with `first`'s steps recorded and `answers`. */
+function resumedWith(first: ControlPlaneCall, answers: ApprovalAnswer[]): TurnRequest {
+  return turnRequest({
+    recordedSteps: first.steps().map((step) => turnStepFromProto(step)),
+    approvalAnswers: answers,
+  });
+}
+
 function auth(token = TOKEN, traceparent = TRACEPARENT): Metadata {
   const metadata = new Metadata();
   metadata.set('authorization', `Bearer ${token}`);
@@ -504,33 +556,7 @@ describe('HarnessServer over loopback gRPC', () => {
     });
     expect(toolLog).toEqual([]);
 
-    const { keyId, signature } = signApproval(
-      {
-        requestId: request.requestId,
-        toolName: request.toolName,
-        argsSha256: request.argsSha256,
-        decision: 'approved',
-        turnId: 't-1',
-      },
-      approvalKey,
-    );
-    const resumed = turnRequest({
-      recordedSteps: first.steps().map((step) => turnStepFromProto(step)),
-      approvalAnswers: [
-        {
-          turnId: 't-1',
-          requestId: request.requestId,
-          toolName: request.toolName,
-          argsSha256: new Uint8Array(request.argsSha256),
-          decision: 'approved',
-          answeredBy: 'web:alice',
-          keyId,
-          signature,
-          answeredAtMs: 2_000,
-          comment: '',
-        },
-      ],
-    });
+    const resumed = resumedWith(first, [answerFor(request)]);
     const second = new ControlPlaneCall(client, auth(), resumed);
     expect((await second.status).code).toBe(GrpcStatus.OK);
     expect(second.labels().filter((l) => l !== 'delta')).toEqual([
@@ -546,6 +572,62 @@ describe('HarnessServer over loopback gRPC', () => {
     expect(toolLog).toEqual(['run refund_payment toolu_1']);
     // The recorded model call was reused, not asked again.
     expect(model.callCount).toBe(2);
+  });
+
+  it.each<[string, (request: ApprovalRequest) => ApprovalAnswer, RegExp]>([
+    [
+      'signed for another conversation',
+      (r) => answerFor(r, { conversation: 'c-2' }),
+      /answer is for conversation c-2, not c-1 \(replayed from another conversation\)/,
+    ],
+    [
+      'expired',
+      (r) => answerFor(r, { expiresAtMs: 1_000 }),
+      /answer apv_1 expired at 1970-01-01T00:00:01.000Z; answer the approval again/,
+    ],
+    [
+      'in the v1 format',
+      (r) => ({ ...answerFor(r), ...signApproval(bindingOf(r), approvalKey), scope: undefined }),
+      /answer is in approval format v1/,
+    ],
+    [
+      'with a scope other than the one signed',
+      (r) => ({
+        ...answerFor(r),
+        scope: { conversation: 'c-1', expiresAtMs: 9e12, approvalId: 'apv_9' },
+      }),
+      /does not verify with the approval key \(forged\)/,
+    ],
+  ])(
+    'refuses an answer %s: the call does not run, the turn pauses again saying why',
+    async (_name, make, reason) => {
+      const { client, toolLog } = await rig([refundReply]);
+      const first = new ControlPlaneCall(client, auth(), turnRequest());
+      const request = pausedRequest(first, await first.status);
+      const second = new ControlPlaneCall(client, auth(), resumedWith(first, [make(request)]));
+      expect((await second.status).code).toBe(GrpcStatus.OK);
+      expect(second.labels()).toEqual(['paused approvalRequest']);
+      expect(pausedRejection(second)).toMatch(reason);
+      expect(toolLog).toEqual([]);
+    },
+  );
+
+  it('uses an approval once: the same answer again (history without its tool_call) is refused as a replay', async () => {
+    const { client, toolLog } = await rig([refundReply, { text: 'Refunded.' }]);
+    const first = new ControlPlaneCall(client, auth(), turnRequest());
+    const request = pausedRequest(first, await first.status);
+    const answer = answerFor(request);
+    const second = new ControlPlaneCall(client, auth(), resumedWith(first, [answer]));
+    expect((await second.status).code).toBe(GrpcStatus.OK);
+    expect(toolLog).toEqual(['run refund_payment toolu_1']);
+    // The attacker's replay: the history stops before the tool_call, the answer is the same.
+    const replay = new ControlPlaneCall(client, auth(), resumedWith(first, [answer]));
+    expect((await replay.status).code).toBe(GrpcStatus.OK);
+    expect(replay.labels()).toEqual(['paused approvalRequest']);
+    expect(pausedRejection(replay)).toMatch(
+      /answer apv_1 was already used \(replayed\); each approval runs its call once/,
+    );
+    expect(toolLog).toEqual(['run refund_payment toolu_1']);
   });
 
   it('applies the deployment requireApproval list on top of start', async () => {

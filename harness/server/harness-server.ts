@@ -35,6 +35,7 @@ import {
   type TurnRequest,
 } from './turn-codec';
 import { isToolOfServers, offeredTools, type McpToolSource } from './turn-tools';
+import { UsedApprovals } from './used-approvals';
 
 /**
  * The harness's gRPC server: `Harness.RunTurn`, one turn per call, one call at a time.
@@ -123,6 +124,8 @@ const DEFAULT_START_TIMEOUT_MS = 10_000;
 export class HarnessServer {
   /** Request digests across this conversation's turns: the history is hashed once. */
   private readonly requestHasher = createHistoryRequestHasher();
+  /** Single-use ids of the approval answers this harness has used (used-approvals.ts). */
+  private readonly usedApprovals: UsedApprovals;
   private readonly options: HarnessServerOptions;
   private readonly log: Logger;
   private readonly server = new Server();
@@ -133,6 +136,7 @@ export class HarnessServer {
 
   constructor(options: HarnessServerOptions) {
     this.options = options;
+    this.usedApprovals = new UsedApprovals(options.deps.ids ?? defaultRequestIds);
     this.log = componentLogger(options.logger, LogComponent.Grpc);
     this.server.addService(HarnessService, {
       runTurn: (call: RunTurnCall) => this.handle(call),
@@ -406,6 +410,9 @@ export class HarnessServer {
       'turn started',
     );
     const model = deps.modelFor(request.model);
+    const clock = deps.clock ?? { nowMs: () => Date.now() };
+    const used = this.usedApprovals;
+    used.noteHistory(input.recordedSteps, input.approvalAnswers);
     let outcome: TurnOutcome;
     try {
       outcome = await runTurn(
@@ -417,11 +424,18 @@ export class HarnessServer {
           model: tracedModel(model, request.model),
           tools: tracedTools(deps.tools),
           trustedTools: tracedTools(turn.trustedTools),
-          steps: turn.sink,
-          clock: deps.clock ?? { nowMs: () => Date.now() },
+          steps: {
+            commit: async (step, options) => {
+              await turn.sink.commit(step, options);
+              used.noteStep(step, input.approvalAnswers);
+            },
+            ...(turn.sink.carry === undefined ? {} : { carry: turn.sink.carry.bind(turn.sink) }),
+          },
+          clock,
           ids: deps.ids ?? defaultRequestIds,
           approvalVerifier: deps.approvalVerifier,
           approvalPublicKey: deps.approvalPublicKey,
+          approvalUse: used.useFor(request.conversationId, clock.nowMs()),
           ...(this.options.ackTimeoutMs === undefined
             ? {}
             : { commitTimeoutMs: this.options.ackTimeoutMs }),

@@ -11,7 +11,7 @@ import type {
   ToolUseBlock,
 } from '../model/model-provider';
 import type { ToolCallRequest, ToolOutcome } from '../tools/tool-runner';
-import { verifyApprovalAnswer, type SignatureVerifier } from './approval-token';
+import { verifyApprovalAnswer, type ApprovalUse, type SignatureVerifier } from './approval-token';
 import {
   encodeAgentConfig,
   hex,
@@ -264,6 +264,11 @@ export interface TurnMachineDeps {
   readonly verifier: SignatureVerifier;
   /** The control plane's approval public key (raw 32 bytes). */
   readonly approvalPublicKey: Uint8Array;
+  /**
+   * A live harness's use rules for answers (conversation, expiry, single use); absent when
+   * a recorded journal is replayed for forensics (approval-token.ts).
+   */
+  readonly approvalUse?: ApprovalUse;
   /** How request digests are computed (replay caches prefixes). @default modelRequestSha256 */
   readonly requestSha256?: RequestHasher;
 }
@@ -807,7 +812,13 @@ function decideApproval(
   const { request } = call.status;
   let rejection: string | undefined;
   for (const answer of answers) {
-    const verdict = verifyApprovalAnswer(answer, request, deps.verifier, deps.approvalPublicKey);
+    const verdict = verifyApprovalAnswer(
+      answer,
+      request,
+      deps.verifier,
+      deps.approvalPublicKey,
+      deps.approvalUse,
+    );
     if (!verdict.ok) {
       rejection = verdict.reason;
       continue;

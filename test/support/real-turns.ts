@@ -140,6 +140,7 @@ export async function startRealTurns(options: RealTurnsOptions): Promise<RealTur
     approvalPublicKey: approvals.publicKey,
     logger: options.logger,
     ...(options.extraTools === undefined ? {} : { extraTools: options.extraTools }),
+    ...(options.coordinator?.nowMs === undefined ? {} : { nowMs: options.coordinator.nowMs }),
   });
   const conversations = new InMemoryConversations({
     spec: { ...TEST_CONVERSATION_SPEC, ...options.spec },
