@@ -59,6 +59,7 @@ async function main(): Promise<number> {
     ackTimeoutMs: config.ackTimeoutMs,
     toolTimeoutMs: config.toolTimeoutMs,
     recordAgentConfig: config.recordAgentConfig,
+    ...(config.namespace === undefined ? {} : { namespace: config.namespace }),
     deps: {
       modelFor: await modelSource(config, logger),
       tools: createToolRouter(

@@ -36,6 +36,7 @@ import { ApprovalSigner } from './turns/approval-signer';
 import { ConversationAccess } from './turns/conversation-access';
 import { TurnCoordinator } from './turns/coordinator';
 import { HarnessConnector } from './turns/harness-client';
+import { HarnessCredentialMinter } from './turns/harness-credentials';
 import { tracedTurnService } from './turns/traced-turn-service';
 
 async function main(): Promise<void> {
@@ -134,7 +135,12 @@ async function main(): Promise<void> {
   };
   const state = new StateClient(stateOptions);
   const records = new RecordsClient(stateOptions);
-  const harness = new HarnessConnector({ token: harnessToken });
+  // The approval key also mints each call's harness credential, under its own domain.
+  const credentials = HarnessCredentialMinter.fromPem(
+    await readFile(config.turns.approvalKeyPath, 'utf8'),
+    'POLYCHROME_APPROVAL_KEY_FILE',
+  );
+  const harness = new HarnessConnector({ token: harnessToken, credentials });
   const conversations = new ConversationAccess({
     kubeConfig: kc,
     cached: () => controller.knownConversations(),

@@ -27,6 +27,11 @@ import type { ToolRunner } from '../tools/tool-runner';
 import { signApproval } from '../turn/approval-token';
 import type { ApprovalAnswer, TurnTool } from '../turn/turn-records';
 import type { ApprovalBinding, ApprovalScope } from '../../common/approval-bytes';
+import {
+  encodeHarnessCredential,
+  HARNESS_CREDENTIAL_AUDIENCE,
+  HARNESS_CREDENTIAL_METADATA,
+} from '../../common/harness-credential';
 import type { ApprovalRequest } from '../../proto/gen/polychrome/events/v1/events';
 import { createHarnessMetrics } from './harness-metrics';
 import { HarnessServer } from './harness-server';
@@ -96,6 +101,10 @@ afterEach(async () => {
 
 interface RigOptions {
   requireApproval?: string[];
+  /** The conversation the pod was started for (the pod backend). */
+  conversation?: string;
+  /** The pod's namespace. */
+  namespace?: string;
   ackTimeoutMs?: number;
   /**
    * Real MCP servers, wired as main.ts does: built-in tools by name, the rest to the MCP
@@ -140,6 +149,8 @@ async function rig(replies: ScriptReply[], options: RigOptions = {}): Promise<Ri
     logger,
     metrics: createHarnessMetrics(registry),
     requireApproval: options.requireApproval ?? [],
+    ...(options.conversation === undefined ? {} : { conversation: options.conversation }),
+    ...(options.namespace === undefined ? {} : { namespace: options.namespace }),
     ackTimeoutMs: options.ackTimeoutMs ?? 5_000,
     ...(mcp === undefined
       ? {}
@@ -378,9 +389,24 @@ function resumedWith(first: ControlPlaneCall, answers: ApprovalAnswer[]): TurnRe
   });
 }
 
+/** A credential the control plane would mint for `conversation` (the rig's clock reads 1000). */
+function credentialFor(conversation: string, exp = 60_000, namespace = 'team-a'): string {
+  return encodeHarnessCredential(
+    { aud: HARNESS_CREDENTIAL_AUDIENCE, conversation, namespace, iat: 900, exp },
+    (message) => approvalKey.sign(message),
+  );
+}
+
+function authFor(conversation: string): Metadata {
+  const metadata = auth();
+  metadata.set(HARNESS_CREDENTIAL_METADATA, credentialFor(conversation));
+  return metadata;
+}
+
 function auth(token = TOKEN, traceparent = TRACEPARENT): Metadata {
   const metadata = new Metadata();
   metadata.set('authorization', `Bearer ${token}`);
+  metadata.set(HARNESS_CREDENTIAL_METADATA, credentialFor('c-1'));
   metadata.set('traceparent', traceparent);
   return metadata;
 }
@@ -483,6 +509,113 @@ describe('HarnessServer over loopback gRPC', () => {
     expect(cp.outputs).toEqual([]);
     expect(model.callCount).toBe(0);
     expect(server.currentTurn()).toBeUndefined();
+  });
+
+  it.each<[string, string | undefined, RegExp]>([
+    ['no credential', undefined, /the call carries none/],
+    [
+      'a credential signed by another key (forged)',
+      encodeHarnessCredential(
+        {
+          aud: HARNESS_CREDENTIAL_AUDIENCE,
+          conversation: 'c-1',
+          namespace: 'team-a',
+          iat: 900,
+          exp: 60_000,
+        },
+        (message) => nodeEd25519Signer(new Uint8Array(32).fill(9)).sign(message),
+      ),
+      /not signed by a key this harness trusts/,
+    ],
+    ['an expired credential', credentialFor('c-1', 1_000), /the credential expired at/],
+    [
+      'a credential for another audience',
+      encodeHarnessCredential(
+        {
+          aud: 'polychrome-state',
+          conversation: 'c-1',
+          namespace: 'team-a',
+          iat: 900,
+          exp: 60_000,
+        },
+        (message) => approvalKey.sign(message),
+      ),
+      /for audience polychrome-state, not polychrome-harness/,
+    ],
+    ['a credential that is not one', 'Bearer conversation-token-1', /not in the phc1 format/],
+  ])(
+    'rejects a call with %s with UNAUTHENTICATED, and binds nothing',
+    async (_label, credential, reason) => {
+      const { client, model, server } = await rig([{ text: 'never' }, { text: 'c-2 runs' }]);
+      const metadata = auth();
+      metadata.remove(HARNESS_CREDENTIAL_METADATA);
+      if (credential !== undefined) metadata.set(HARNESS_CREDENTIAL_METADATA, credential);
+      const cp = new ControlPlaneCall(client, metadata, turnRequest());
+      const status = await cp.status;
+      expect(status).toMatchObject({
+        code: GrpcStatus.UNAUTHENTICATED,
+        errorCode: 'unauthenticated',
+      });
+      expect(status.details).toMatch(reason);
+      expect(model.callCount).toBe(0);
+      expect(server.currentTurn()).toBeUndefined();
+      // The refused call bound nothing: another conversation's valid call still runs.
+      const other = new ControlPlaneCall(client, authFor('c-2'), {
+        ...turnRequest(),
+        conversationId: 'c-2',
+      });
+      expect((await other.status).code).toBe(GrpcStatus.OK);
+    },
+  );
+
+  it("serves one conversation: after A's turn, B's credential is refused with PERMISSION_DENIED naming both", async () => {
+    const { client, model } = await rig([{ text: 'for A' }, { text: 'never' }]);
+    const a = new ControlPlaneCall(client, auth(), turnRequest());
+    expect((await a.status).code).toBe(GrpcStatus.OK);
+    const b = new ControlPlaneCall(client, authFor('c-2'), {
+      ...turnRequest(),
+      conversationId: 'c-2',
+    });
+    const status = await b.status;
+    expect(status).toMatchObject({
+      code: GrpcStatus.PERMISSION_DENIED,
+      errorCode: 'permission_denied',
+    });
+    expect(status.details).toBe(
+      'this harness serves conversation c-1 only and refuses conversation c-2; send the turn to the harness of conversation c-2',
+    );
+    expect(model.callCount).toBe(1);
+  });
+
+  it("refuses A's credential on B's harness (bound at start by the pod backend)", async () => {
+    const { client, model } = await rig([{ text: 'never' }], { conversation: 'c-2' });
+    const a = new ControlPlaneCall(client, auth(), turnRequest());
+    const status = await a.status;
+    expect(status.code).toBe(GrpcStatus.PERMISSION_DENIED);
+    expect(status.details).toContain('serves conversation c-2 only and refuses conversation c-1');
+    expect(model.callCount).toBe(0);
+  });
+
+  it('refuses a credential for a conversation of another namespace when it knows its own', async () => {
+    const { client, model } = await rig([{ text: 'never' }], { namespace: 'team-b' });
+    const cp = new ControlPlaneCall(client, auth(), turnRequest());
+    const status = await cp.status;
+    expect(status.code).toBe(GrpcStatus.PERMISSION_DENIED);
+    expect(status.details).toContain(
+      'this harness runs in namespace team-b and refuses a credential for conversation c-1 of namespace team-a',
+    );
+    expect(model.callCount).toBe(0);
+  });
+
+  it("refuses a start naming another conversation than the call's credential", async () => {
+    const { client, model } = await rig([{ text: 'never' }]);
+    const cp = new ControlPlaneCall(client, auth(), { ...turnRequest(), conversationId: 'c-2' });
+    const status = await cp.status;
+    expect(status.code).toBe(GrpcStatus.PERMISSION_DENIED);
+    expect(status.details).toContain(
+      "the call's credential is for conversation c-1, but its start names conversation c-2",
+    );
+    expect(model.callCount).toBe(0);
   });
 
   it('refuses a second concurrent turn, naming the running one', async () => {
