@@ -68,6 +68,9 @@ async function main(): Promise<number> {
       ),
       approvalVerifier: nodeEd25519Verifier,
       approvalPublicKey: config.approvalPublicKey,
+      ...(config.approvalNextPublicKey === undefined
+        ? {}
+        : { approvalNextPublicKey: config.approvalNextPublicKey }),
     },
   });
   const health = new HealthServer({

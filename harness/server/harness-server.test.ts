@@ -105,6 +105,8 @@ interface RigOptions {
   conversation?: string;
   /** The pod's namespace. */
   namespace?: string;
+  /** The control plane's next key, during a rotation. */
+  nextKey?: Uint8Array;
   ackTimeoutMs?: number;
   /**
    * Real MCP servers, wired as main.ts does: built-in tools by name, the rest to the MCP
@@ -176,6 +178,7 @@ async function rig(replies: ScriptReply[], options: RigOptions = {}): Promise<Ri
             ),
       approvalVerifier: nodeEd25519Verifier,
       approvalPublicKey: approvalKey.publicKey,
+      ...(options.nextKey === undefined ? {} : { approvalNextPublicKey: options.nextKey }),
       clock: { nowMs: () => 1_000 },
     },
   });
@@ -605,6 +608,53 @@ describe('HarnessServer over loopback gRPC', () => {
       'this harness runs in namespace team-b and refuses a credential for conversation c-1 of namespace team-a',
     );
     expect(model.callCount).toBe(0);
+  });
+
+  it('rotation: with the next key configured, credentials and approvals signed by either key pass; without it, the new key is refused', async () => {
+    const nextKey = nodeEd25519Signer(new Uint8Array(32).fill(11));
+    const signedByNext = (): Metadata => {
+      const metadata = auth();
+      metadata.set(
+        HARNESS_CREDENTIAL_METADATA,
+        encodeHarnessCredential(
+          {
+            aud: HARNESS_CREDENTIAL_AUDIENCE,
+            conversation: 'c-1',
+            namespace: 'team-a',
+            iat: 900,
+            exp: 60_000,
+          },
+          (message) => nextKey.sign(message),
+        ),
+      );
+      return metadata;
+    };
+    const { client, toolLog } = await rig([refundReply, { text: 'Refunded.' }], {
+      nextKey: nextKey.publicKey,
+    });
+    // Old key (still the control plane's) and new key both open the harness.
+    const first = new ControlPlaneCall(client, auth(), turnRequest());
+    const request = pausedRequest(first, await first.status);
+    const binding = {
+      ...bindingOf(request),
+      scope: { conversation: 'c-1', expiresAtMs: 60_000, approvalId: 'apv_n' },
+    };
+    const answer = {
+      ...answerFor(request),
+      ...signApproval(binding, nextKey),
+      scope: binding.scope,
+    };
+    const second = new ControlPlaneCall(client, signedByNext(), resumedWith(first, [answer]));
+    expect((await second.status).code).toBe(GrpcStatus.OK);
+    expect(toolLog).toEqual(['run refund_payment toolu_1']);
+    current?.client.close();
+    await current?.server.close();
+    // A harness that was not given the next key refuses what it signs.
+    const old = await rig([{ text: 'never' }]);
+    const refused = new ControlPlaneCall(old.client, signedByNext(), turnRequest());
+    const status = await refused.status;
+    expect(status.code).toBe(GrpcStatus.UNAUTHENTICATED);
+    expect(status.details).toContain('not signed by a key this harness trusts');
   });
 
   it("refuses a start naming another conversation than the call's credential", async () => {

@@ -56,6 +56,11 @@ export interface HarnessTurnDeps {
   readonly approvalVerifier: SignatureVerifier;
   /** The control plane's approval public key (raw 32 bytes). */
   readonly approvalPublicKey: Uint8Array;
+  /**
+   * During a key rotation, the control plane's next public key: approvals and credentials
+   * signed by either key pass (docs/operator.md, "Rotating the control plane's key").
+   */
+  readonly approvalNextPublicKey?: Uint8Array;
   /** @default Date.now */
   readonly clock?: Clock;
   /** @default the docs/approvals.md derivation */
@@ -73,7 +78,7 @@ export interface HarnessServerOptions {
   /**
    * Keys the per-conversation credential may be signed with (conversation-binding.ts):
    * the current control-plane key and, during a rotation, the next.
-   * @default [deps.approvalPublicKey]
+   * @default the approval key and, in a rotation, the next one
    */
   readonly credentialKeys?: readonly Uint8Array[];
   /** The conversation uid the pod was started for; absent: bind to the first valid call. */
@@ -151,7 +156,7 @@ export class HarnessServer {
     this.usedApprovals = new UsedApprovals(options.deps.ids ?? defaultRequestIds);
     const clock = options.deps.clock ?? { nowMs: () => Date.now() };
     this.binding = new ConversationBinding({
-      publicKeys: options.credentialKeys ?? [options.deps.approvalPublicKey],
+      publicKeys: options.credentialKeys ?? trustedKeys(options.deps),
       verifier: options.deps.approvalVerifier,
       nowMs: () => clock.nowMs(),
       ...(options.conversation === undefined ? {} : { conversation: options.conversation }),
@@ -464,7 +469,7 @@ export class HarnessServer {
           clock,
           ids: deps.ids ?? defaultRequestIds,
           approvalVerifier: deps.approvalVerifier,
-          approvalPublicKey: deps.approvalPublicKey,
+          approvalPublicKey: trustedKeys(deps),
           approvalUse: used.useFor(request.conversationId, clock.nowMs()),
           ...(this.options.ackTimeoutMs === undefined
             ? {}
@@ -561,6 +566,12 @@ export class HarnessServer {
       ),
     };
   }
+}
+
+/** The control plane's keys the harness trusts: the current one and, in a rotation, the next. */
+function trustedKeys(deps: HarnessTurnDeps): readonly Uint8Array[] {
+  const next = deps.approvalNextPublicKey;
+  return next === undefined ? [deps.approvalPublicKey] : [deps.approvalPublicKey, next];
 }
 
 function shuttingDown(): AppError {

@@ -45,6 +45,12 @@ export interface ApprovalUse {
   isUsed(approvalId: string): boolean;
 }
 
+/**
+ * The approval public keys (raw 32 bytes) a verifier trusts: one, or the current and the
+ * next during a rotation (docs/operator.md, "Rotating the control plane's key").
+ */
+export type ApprovalKeys = Uint8Array | readonly Uint8Array[];
+
 /** Result of {@link verifyApprovalAnswer}. */
 export type ApprovalVerdict =
   | { readonly ok: true; readonly answer: ApprovalAnswer }
@@ -59,7 +65,7 @@ export function verifyApprovalAnswer(
   answer: ApprovalAnswer,
   pending: PendingApproval,
   verifier: SignatureVerifier,
-  publicKey: Uint8Array,
+  publicKeys: ApprovalKeys,
   use?: ApprovalUse,
 ): ApprovalVerdict {
   if (answer.turnId !== pending.turnId) {
@@ -78,9 +84,11 @@ export function verifyApprovalAnswer(
     const refused = refusedUse(answer, use);
     if (refused !== undefined) return reject(refused);
   }
-  const keyId = approvalKeyId(publicKey);
-  if (answer.keyId !== keyId) {
-    return reject(`answer is signed by key ${answer.keyId}, not the approval key ${keyId}`);
+  const keys = publicKeys instanceof Uint8Array ? [publicKeys] : publicKeys;
+  const publicKey = keys.find((key) => approvalKeyId(key) === answer.keyId);
+  if (publicKey === undefined) {
+    const ids = keys.map((key) => approvalKeyId(key)).join(' or ');
+    return reject(`answer is signed by key ${answer.keyId}, not the approval key ${ids}`);
   }
   const message = approvalSigningBytes({
     ...pending,
