@@ -58,6 +58,11 @@ async function main(): Promise<void> {
 
   // Secrets first: a missing key file stops the process before it takes any work.
   const approvals = await ApprovalSigner.fromFile(config.turns.approvalKeyPath);
+  // The approval key also mints each call's harness credential, under its own domain.
+  const credentials = HarnessCredentialMinter.fromPem(
+    await readFile(config.turns.approvalKeyPath, 'utf8'),
+    'POLYCHROME_APPROVAL_KEY_FILE',
+  );
   const harnessToken = await readSecretFile(
     config.turns.harnessTokenPath,
     'POLYCHROME_HARNESS_TOKEN_FILE',
@@ -135,11 +140,6 @@ async function main(): Promise<void> {
   };
   const state = new StateClient(stateOptions);
   const records = new RecordsClient(stateOptions);
-  // The approval key also mints each call's harness credential, under its own domain.
-  const credentials = HarnessCredentialMinter.fromPem(
-    await readFile(config.turns.approvalKeyPath, 'utf8'),
-    'POLYCHROME_APPROVAL_KEY_FILE',
-  );
   const harness = new HarnessConnector({ token: harnessToken, credentials });
   const conversations = new ConversationAccess({
     kubeConfig: kc,
