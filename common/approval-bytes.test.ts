@@ -2,6 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import { ed25519 } from '@noble/curves/ed25519.js';
 import {
   APPROVAL_DOMAIN,
+  APPROVAL_DOMAIN_V2,
   approvalArgsSha256,
   approvalKeyId,
   approvalSigningBytes,
@@ -83,5 +84,59 @@ describe('approvalSigningBytes', () => {
     expect(() => approvalSigningBytes({ ...binding, argsSha256: new Uint8Array(31) })).toThrow(
       'approval apr_0123: args SHA-256 has 31 bytes, want 32',
     );
+  });
+});
+
+// The v2 vector in docs/approvals.md: the v1 binding plus a scope.
+//   message = "polychrome/approval/v2" | the v1 fields as above
+//             | 00000024 conversation uid | 0000019b76daa800 (expiry 1767225600000 ms)
+//             | 00000006 "apv_01"
+const CONVERSATION = '6b1f1c9e-2f4d-4c55-9a1e-0d3c7e2a9b10';
+const MESSAGE_V2 =
+  '706f6c796368726f6d652f617070726f76616c2f7632' +
+  MESSAGE_APPROVED.slice(44) +
+  '00000024' +
+  Buffer.from(CONVERSATION).toString('hex') +
+  '0000019b76daa800' +
+  '00000006' +
+  Buffer.from('apv_01').toString('hex');
+const SIGNATURE_V2 =
+  '3072041f87277e6f9390a98d95603f88dce6ae03f4dc3cf22f9bfaeee3c99e99' +
+  '131c6beec682c0ec8c94e5a4e8fb166802e05b7be07c0d30d7468e2230b47204';
+const scoped: ApprovalBinding = {
+  ...binding,
+  scope: { conversation: CONVERSATION, expiresAtMs: 1_767_225_600_000, approvalId: 'apv_01' },
+};
+
+describe('approvalSigningBytes, format v2', () => {
+  it('matches the pinned v2 vector and its signature', () => {
+    expect(hex(approvalSigningBytes(scoped))).toBe(MESSAGE_V2);
+    expect(Buffer.from(APPROVAL_DOMAIN_V2).toString('hex')).toBe(MESSAGE_V2.slice(0, 44));
+    expect(hex(ed25519.sign(fromHex(MESSAGE_V2), SEED))).toBe(SIGNATURE_V2);
+  });
+
+  it('never shares bytes with v1: a v1 signature does not verify as v2', () => {
+    expect(
+      ed25519.verify(
+        fromHex(SIGNATURE_APPROVED),
+        approvalSigningBytes(scoped),
+        fromHex(PUBLIC_KEY),
+      ),
+    ).toBe(false);
+  });
+
+  it.each<[string, Partial<NonNullable<ApprovalBinding['scope']>>]>([
+    ['conversation', { conversation: 'another-uid' }],
+    ['expiry', { expiresAtMs: 1_767_225_600_001 }],
+    ['approval id', { approvalId: 'apv_02' }],
+  ])('changes when the %s changes', (_field, change) => {
+    const changed = { ...scoped, scope: { ...scoped.scope!, ...change } };
+    expect(hex(approvalSigningBytes(changed))).not.toBe(MESSAGE_V2);
+  });
+
+  it('rejects an expiry that is not a whole non-negative number of ms', () => {
+    expect(() =>
+      approvalSigningBytes({ ...scoped, scope: { ...scoped.scope!, expiresAtMs: 1.5 } }),
+    ).toThrow('approval apr_0123: expiry 1.5 is not a non-negative whole number of milliseconds');
   });
 });

@@ -8,6 +8,8 @@ import { AppError } from './errors';
 
 /** Domain prefix: a signature over these bytes can never be mistaken for a journal root's. */
 export const APPROVAL_DOMAIN = 'polychrome/approval/v1';
+/** Domain prefix of format v2, which also binds {@link ApprovalScope}. */
+export const APPROVAL_DOMAIN_V2 = 'polychrome/approval/v2';
 
 /** The decision an approval answer carries; the byte values match `ApprovalDecision` in events.proto. */
 export const ApprovalDecision = {
@@ -31,6 +33,21 @@ export interface ApprovalBinding {
   readonly argsSha256: Uint8Array;
   readonly decision: ApprovalDecision;
   readonly turnId: string;
+  /**
+   * Format v2: where, until when and how often the answer may be used. Absent: format v1
+   * (journals written before v2; still verifiable, refused by a live harness).
+   */
+  readonly scope?: ApprovalScope;
+}
+
+/** What a v2 approval signature binds beyond the call. */
+export interface ApprovalScope {
+  /** The conversation's uid (metadata.uid): the answer is void in any other conversation. */
+  readonly conversation: string;
+  /** Unix ms after which the harness refuses the answer. */
+  readonly expiresAtMs: number;
+  /** Single-use id: the harness refuses an answer whose id it has already used. */
+  readonly approvalId: string;
 }
 
 const encoder = new TextEncoder();
@@ -40,10 +57,13 @@ const MAX_U32 = 0xffff_ffff;
  * Builds the signed message:
  * UTF-8 `polychrome/approval/v1` ‖ u32be len ‖ request id ‖ u32be len ‖ tool name ‖
  * 32-byte args SHA-256 ‖ decision byte (1 approved, 2 denied) ‖ u32be len ‖ turn id.
+ * With a scope (v2) the domain is `polychrome/approval/v2` and the message goes on with
+ * u32be len ‖ conversation uid ‖ u64be expiry (unix ms) ‖ u32be len ‖ approval id.
  * Lengths count UTF-8 bytes; the prefixes make the encoding injective, so no two
- * different bindings share bytes.
+ * different bindings share bytes, and the domains keep the two formats apart.
  *
- * @throws AppError `invalid_argument` when `argsSha256` is not 32 bytes.
+ * @throws AppError `invalid_argument` when `argsSha256` is not 32 bytes, or the scope's
+ *   expiry is not a non-negative safe integer.
  */
 export function approvalSigningBytes(binding: ApprovalBinding): Uint8Array {
   if (binding.argsSha256.length !== 32) {
@@ -53,13 +73,21 @@ export function approvalSigningBytes(binding: ApprovalBinding): Uint8Array {
       { details: { requestId: binding.requestId, length: binding.argsSha256.length } },
     );
   }
+  const { scope } = binding;
   const parts = [
-    encoder.encode(APPROVAL_DOMAIN),
+    encoder.encode(scope === undefined ? APPROVAL_DOMAIN : APPROVAL_DOMAIN_V2),
     lengthPrefixed(binding.requestId),
     lengthPrefixed(binding.toolName),
     binding.argsSha256,
     Uint8Array.of(approvalDecisionByte[binding.decision]),
     lengthPrefixed(binding.turnId),
+    ...(scope === undefined
+      ? []
+      : [
+          lengthPrefixed(scope.conversation),
+          u64be(scope.expiresAtMs, binding.requestId),
+          lengthPrefixed(scope.approvalId),
+        ]),
   ];
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
   let offset = 0;
@@ -81,6 +109,19 @@ export function approvalArgsSha256(argsJson: string): Uint8Array {
  */
 export function approvalKeyId(publicKey: Uint8Array): string {
   return Buffer.from(sha256(publicKey).subarray(0, 16)).toString('hex');
+}
+
+function u64be(value: number, requestId: string): Uint8Array {
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new AppError(
+      'invalid_argument',
+      `approval ${requestId}: expiry ${value} is not a non-negative whole number of milliseconds`,
+      { details: { requestId } },
+    );
+  }
+  const out = new Uint8Array(8);
+  new DataView(out.buffer).setBigUint64(0, BigInt(value), false);
+  return out;
 }
 
 function lengthPrefixed(text: string): Uint8Array {

@@ -102,6 +102,23 @@ describe('loadHarnessConfig', () => {
     ]);
   });
 
+  it('reads the namespace and, during a key rotation, the next public key; refuses a malformed one', () => {
+    const next = 'cd'.repeat(32);
+    expect(
+      loadHarnessConfig({
+        ...base,
+        HARNESS_NAMESPACE: 'team-a',
+        HARNESS_APPROVAL_NEXT_PUBLIC_KEY: next,
+      }),
+    ).toMatchObject({
+      namespace: 'team-a',
+      approvalNextPublicKey: new Uint8Array(Buffer.from(next, 'hex')),
+    });
+    expect(issues({ ...base, HARNESS_APPROVAL_NEXT_PUBLIC_KEY: 'CD' })).toEqual([
+      'HARNESS_APPROVAL_NEXT_PUBLIC_KEY: must be 64 lowercase hex digits (a raw ed25519 public key)',
+    ]);
+  });
+
   it('checks the cross-field rules once the fields are valid', () => {
     expect(issues({ HARNESS_APPROVAL_PUBLIC_KEY: 'abc' })).toEqual([
       'HARNESS_AUTH_TOKEN: the bearer token: set exactly one of HARNESS_AUTH_TOKEN and HARNESS_AUTH_TOKEN_FILE (neither is set)',

@@ -25,7 +25,9 @@ import { parseApprovalRules, type ApprovalRules } from './tools/approval-policy'
  * | `HARNESS_PORT` | gRPC port | 7070 |
  * | `HARNESS_HEALTH_PORT` | `/healthz`, `/readyz`, `/metrics` | 9090 |
  * | `HARNESS_AUTH_TOKEN` or `HARNESS_AUTH_TOKEN_FILE` | the per-conversation bearer token | required, exactly one |
- * | `HARNESS_APPROVAL_PUBLIC_KEY` or `_FILE` | the control plane's ed25519 approval key, 64 hex digits | required, exactly one |
+ * | `HARNESS_APPROVAL_PUBLIC_KEY` or `_FILE` | the control plane's ed25519 approval key, 64 hex digits; it also verifies each call's per-conversation credential | required, exactly one |
+ * | `HARNESS_APPROVAL_NEXT_PUBLIC_KEY` | during a key rotation, the control plane's next public key, 64 hex digits: approvals and credentials signed by either key pass | unset |
+ * | `HARNESS_NAMESPACE` | the pod's namespace (downward API): credentials for conversations of another namespace are refused | unset: not checked |
  * | `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`, `HARNESS_MODEL` | the Anthropic provider | unset: scripted provider |
  * | `HARNESS_MODEL_SCRIPT` | script file for the scripted provider | required without an API key |
  * | `HARNESS_MAX_STEPS` | the deployment's step budget | 8 |
@@ -86,6 +88,13 @@ const schema = z
     HARNESS_AUTH_TOKEN_FILE: envFile(),
     HARNESS_APPROVAL_PUBLIC_KEY: envOptionalString(),
     HARNESS_APPROVAL_PUBLIC_KEY_FILE: envFile(),
+    HARNESS_NAMESPACE: envOptionalString(),
+    HARNESS_APPROVAL_NEXT_PUBLIC_KEY: envOptionalString().pipe(
+      z
+        .string()
+        .regex(/^[0-9a-f]{64}$/u, 'must be 64 lowercase hex digits (a raw ed25519 public key)')
+        .optional(),
+    ),
     ANTHROPIC_API_KEY: envOptionalString(),
     ANTHROPIC_BASE_URL: envOptionalString().pipe(z.url().optional()),
     HARNESS_MODEL: envOptionalString(),
@@ -168,6 +177,14 @@ const schema = z
             ...(env.ANTHROPIC_BASE_URL === undefined ? {} : { baseUrl: env.ANTHROPIC_BASE_URL }),
             ...(env.HARNESS_MODEL === undefined ? {} : { defaultModel: env.HARNESS_MODEL }),
           },
+    ...(env.HARNESS_NAMESPACE === undefined ? {} : { namespace: env.HARNESS_NAMESPACE }),
+    ...(env.HARNESS_APPROVAL_NEXT_PUBLIC_KEY === undefined
+      ? {}
+      : {
+          approvalNextPublicKey: new Uint8Array(
+            Buffer.from(env.HARNESS_APPROVAL_NEXT_PUBLIC_KEY, 'hex'),
+          ),
+        }),
     maxSteps: env.HARNESS_MAX_STEPS,
     mcpServers: env.HARNESS_MCP_SERVERS,
     requireApproval: env.HARNESS_REQUIRE_APPROVAL,

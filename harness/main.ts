@@ -59,6 +59,7 @@ async function main(): Promise<number> {
     ackTimeoutMs: config.ackTimeoutMs,
     toolTimeoutMs: config.toolTimeoutMs,
     recordAgentConfig: config.recordAgentConfig,
+    ...(config.namespace === undefined ? {} : { namespace: config.namespace }),
     deps: {
       modelFor: await modelSource(config, logger),
       tools: createToolRouter(
@@ -67,6 +68,9 @@ async function main(): Promise<number> {
       ),
       approvalVerifier: nodeEd25519Verifier,
       approvalPublicKey: config.approvalPublicKey,
+      ...(config.approvalNextPublicKey === undefined
+        ? {}
+        : { approvalNextPublicKey: config.approvalNextPublicKey }),
     },
   });
   const health = new HealthServer({

@@ -38,6 +38,7 @@ import { ApprovalSigner } from './turns/approval-signer';
 import { ConversationAccess } from './turns/conversation-access';
 import { TurnCoordinator } from './turns/coordinator';
 import { HarnessConnector } from './turns/harness-client';
+import { HarnessCredentialMinter } from './turns/harness-credentials';
 import { tracedTurnService } from './turns/traced-turn-service';
 
 async function main(): Promise<void> {
@@ -59,6 +60,11 @@ async function main(): Promise<void> {
 
   // Secrets first: a missing key file stops the process before it takes any work.
   const approvals = await ApprovalSigner.fromFile(config.turns.approvalKeyPath);
+  // The approval key also mints each call's harness credential, under its own domain.
+  const credentials = HarnessCredentialMinter.fromPem(
+    await readFile(config.turns.approvalKeyPath, 'utf8'),
+    'POLYCHROME_APPROVAL_KEY_FILE',
+  );
   const harnessToken = await readSecretFile(
     config.turns.harnessTokenPath,
     'POLYCHROME_HARNESS_TOKEN_FILE',
@@ -144,7 +150,7 @@ async function main(): Promise<void> {
   };
   const state = new StateClient(stateOptions);
   const records = new RecordsClient(stateOptions);
-  const harness = new HarnessConnector({ token: harnessToken });
+  const harness = new HarnessConnector({ token: harnessToken, credentials });
   const conversations = new ConversationAccess({
     kubeConfig: kc,
     cached: () => controller.knownConversations(),

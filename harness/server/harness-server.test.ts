@@ -25,7 +25,14 @@ import { builtinToolRunner, builtinTools } from '../tools/builtin-tools';
 import { McpToolRunner, type McpServerConfig } from '../tools/mcp-tools';
 import type { ToolRunner } from '../tools/tool-runner';
 import { signApproval } from '../turn/approval-token';
-import type { TurnTool } from '../turn/turn-records';
+import type { ApprovalAnswer, TurnTool } from '../turn/turn-records';
+import type { ApprovalBinding, ApprovalScope } from '../../common/approval-bytes';
+import {
+  encodeHarnessCredential,
+  HARNESS_CREDENTIAL_AUDIENCE,
+  HARNESS_CREDENTIAL_METADATA,
+} from '../../common/harness-credential';
+import type { ApprovalRequest } from '../../proto/gen/polychrome/events/v1/events';
 import { createHarnessMetrics } from './harness-metrics';
 import { HarnessServer } from './harness-server';
 import { createToolRouter } from './tool-router';
@@ -94,6 +101,12 @@ afterEach(async () => {
 
 interface RigOptions {
   requireApproval?: string[];
+  /** The conversation the pod was started for (the pod backend). */
+  conversation?: string;
+  /** The pod's namespace. */
+  namespace?: string;
+  /** The control plane's next key, during a rotation. */
+  nextKey?: Uint8Array;
   ackTimeoutMs?: number;
   /**
    * Real MCP servers, wired as main.ts does: built-in tools by name, the rest to the MCP
@@ -138,6 +151,8 @@ async function rig(replies: ScriptReply[], options: RigOptions = {}): Promise<Ri
     logger,
     metrics: createHarnessMetrics(registry),
     requireApproval: options.requireApproval ?? [],
+    ...(options.conversation === undefined ? {} : { conversation: options.conversation }),
+    ...(options.namespace === undefined ? {} : { namespace: options.namespace }),
     ackTimeoutMs: options.ackTimeoutMs ?? 5_000,
     ...(mcp === undefined
       ? {}
@@ -163,6 +178,7 @@ async function rig(replies: ScriptReply[], options: RigOptions = {}): Promise<Ri
             ),
       approvalVerifier: nodeEd25519Verifier,
       approvalPublicKey: approvalKey.publicKey,
+      ...(options.nextKey === undefined ? {} : { approvalNextPublicKey: options.nextKey }),
       clock: { nowMs: () => 1_000 },
     },
   });
@@ -326,9 +342,74 @@ class ControlPlaneCall {
   }
 }
 
+const refundReply: ScriptReply = {
+  content: [{ tool_use: { id: 'toolu_1', name: 'refund_payment', input: { order: 'A-1' } } }],
+};
+
+function bindingOf(request: ApprovalRequest): ApprovalBinding {
+  return {
+    requestId: request.requestId,
+    toolName: request.toolName,
+    argsSha256: new Uint8Array(request.argsSha256),
+    decision: 'approved',
+    turnId: request.turnId,
+  };
+}
+
+/** The control plane's v2 answer for conversation c-1 (the rig's clock reads 1000). */
+function answerFor(request: ApprovalRequest, scope: Partial<ApprovalScope> = {}): ApprovalAnswer {
+  const full = { conversation: 'c-1', expiresAtMs: 60_000, approvalId: 'apv_1', ...scope };
+  const binding = { ...bindingOf(request), scope: full };
+  return {
+    ...binding,
+    ...signApproval(binding, approvalKey),
+    answeredBy: 'web:alice',
+    answeredAtMs: 900,
+    comment: '',
+  };
+}
+
+/** The approval request `call` paused on. */
+function pausedRequest(call: ControlPlaneCall, status: { code: number }): ApprovalRequest {
+  expect(status.code).toBe(GrpcStatus.OK);
+  const paused = call.outputs.at(-1)?.output;
+  if (paused?.$case !== 'paused' || paused.value.request?.$case !== 'approvalRequest') {
+    throw new Error('expected an approval pause');
+  }
+  return paused.value.request.value;
+}
+
+function pausedRejection(call: ControlPlaneCall): string {
+  const paused = call.outputs.at(-1)?.output;
+  return paused?.$case === 'paused' ? paused.value.rejection : '';
+}
+
+/** The turn again, with `first`'s steps recorded and `answers`. */
+function resumedWith(first: ControlPlaneCall, answers: ApprovalAnswer[]): TurnRequest {
+  return turnRequest({
+    recordedSteps: first.steps().map((step) => turnStepFromProto(step)),
+    approvalAnswers: answers,
+  });
+}
+
+/** A credential the control plane would mint for `conversation` (the rig's clock reads 1000). */
+function credentialFor(conversation: string, exp = 60_000, namespace = 'team-a'): string {
+  return encodeHarnessCredential(
+    { aud: HARNESS_CREDENTIAL_AUDIENCE, conversation, namespace, iat: 900, exp },
+    (message) => approvalKey.sign(message),
+  );
+}
+
+function authFor(conversation: string): Metadata {
+  const metadata = auth();
+  metadata.set(HARNESS_CREDENTIAL_METADATA, credentialFor(conversation));
+  return metadata;
+}
+
 function auth(token = TOKEN, traceparent = TRACEPARENT): Metadata {
   const metadata = new Metadata();
   metadata.set('authorization', `Bearer ${token}`);
+  metadata.set(HARNESS_CREDENTIAL_METADATA, credentialFor('c-1'));
   metadata.set('traceparent', traceparent);
   return metadata;
 }
@@ -433,6 +514,160 @@ describe('HarnessServer over loopback gRPC', () => {
     expect(server.currentTurn()).toBeUndefined();
   });
 
+  it.each<[string, string | undefined, RegExp]>([
+    ['no credential', undefined, /the call carries none/],
+    [
+      'a credential signed by another key (forged)',
+      encodeHarnessCredential(
+        {
+          aud: HARNESS_CREDENTIAL_AUDIENCE,
+          conversation: 'c-1',
+          namespace: 'team-a',
+          iat: 900,
+          exp: 60_000,
+        },
+        (message) => nodeEd25519Signer(new Uint8Array(32).fill(9)).sign(message),
+      ),
+      /not signed by a key this harness trusts/,
+    ],
+    ['an expired credential', credentialFor('c-1', 1_000), /the credential expired at/],
+    [
+      'a credential for another audience',
+      encodeHarnessCredential(
+        {
+          aud: 'polychrome-state',
+          conversation: 'c-1',
+          namespace: 'team-a',
+          iat: 900,
+          exp: 60_000,
+        },
+        (message) => approvalKey.sign(message),
+      ),
+      /for audience polychrome-state, not polychrome-harness/,
+    ],
+    ['a credential that is not one', 'Bearer conversation-token-1', /not in the phc1 format/],
+  ])(
+    'rejects a call with %s with UNAUTHENTICATED, and binds nothing',
+    async (_label, credential, reason) => {
+      const { client, model, server } = await rig([{ text: 'never' }, { text: 'c-2 runs' }]);
+      const metadata = auth();
+      metadata.remove(HARNESS_CREDENTIAL_METADATA);
+      if (credential !== undefined) metadata.set(HARNESS_CREDENTIAL_METADATA, credential);
+      const cp = new ControlPlaneCall(client, metadata, turnRequest());
+      const status = await cp.status;
+      expect(status).toMatchObject({
+        code: GrpcStatus.UNAUTHENTICATED,
+        errorCode: 'unauthenticated',
+      });
+      expect(status.details).toMatch(reason);
+      expect(model.callCount).toBe(0);
+      expect(server.currentTurn()).toBeUndefined();
+      // The refused call bound nothing: another conversation's valid call still runs.
+      const other = new ControlPlaneCall(client, authFor('c-2'), {
+        ...turnRequest(),
+        conversationId: 'c-2',
+      });
+      expect((await other.status).code).toBe(GrpcStatus.OK);
+    },
+  );
+
+  it("serves one conversation: after A's turn, B's credential is refused with PERMISSION_DENIED naming both", async () => {
+    const { client, model } = await rig([{ text: 'for A' }, { text: 'never' }]);
+    const a = new ControlPlaneCall(client, auth(), turnRequest());
+    expect((await a.status).code).toBe(GrpcStatus.OK);
+    const b = new ControlPlaneCall(client, authFor('c-2'), {
+      ...turnRequest(),
+      conversationId: 'c-2',
+    });
+    const status = await b.status;
+    expect(status).toMatchObject({
+      code: GrpcStatus.PERMISSION_DENIED,
+      errorCode: 'permission_denied',
+    });
+    expect(status.details).toBe(
+      'this harness serves conversation c-1 only and refuses conversation c-2; send the turn to the harness of conversation c-2',
+    );
+    expect(model.callCount).toBe(1);
+  });
+
+  it("refuses A's credential on B's harness (bound at start by the pod backend)", async () => {
+    const { client, model } = await rig([{ text: 'never' }], { conversation: 'c-2' });
+    const a = new ControlPlaneCall(client, auth(), turnRequest());
+    const status = await a.status;
+    expect(status.code).toBe(GrpcStatus.PERMISSION_DENIED);
+    expect(status.details).toContain('serves conversation c-2 only and refuses conversation c-1');
+    expect(model.callCount).toBe(0);
+  });
+
+  it('refuses a credential for a conversation of another namespace when it knows its own', async () => {
+    const { client, model } = await rig([{ text: 'never' }], { namespace: 'team-b' });
+    const cp = new ControlPlaneCall(client, auth(), turnRequest());
+    const status = await cp.status;
+    expect(status.code).toBe(GrpcStatus.PERMISSION_DENIED);
+    expect(status.details).toContain(
+      'this harness runs in namespace team-b and refuses a credential for conversation c-1 of namespace team-a',
+    );
+    expect(model.callCount).toBe(0);
+  });
+
+  it('rotation: with the next key configured, credentials and approvals signed by either key pass; without it, the new key is refused', async () => {
+    const nextKey = nodeEd25519Signer(new Uint8Array(32).fill(11));
+    const signedByNext = (): Metadata => {
+      const metadata = auth();
+      metadata.set(
+        HARNESS_CREDENTIAL_METADATA,
+        encodeHarnessCredential(
+          {
+            aud: HARNESS_CREDENTIAL_AUDIENCE,
+            conversation: 'c-1',
+            namespace: 'team-a',
+            iat: 900,
+            exp: 60_000,
+          },
+          (message) => nextKey.sign(message),
+        ),
+      );
+      return metadata;
+    };
+    const { client, toolLog } = await rig([refundReply, { text: 'Refunded.' }], {
+      nextKey: nextKey.publicKey,
+    });
+    // Old key (still the control plane's) and new key both open the harness.
+    const first = new ControlPlaneCall(client, auth(), turnRequest());
+    const request = pausedRequest(first, await first.status);
+    const binding = {
+      ...bindingOf(request),
+      scope: { conversation: 'c-1', expiresAtMs: 60_000, approvalId: 'apv_n' },
+    };
+    const answer = {
+      ...answerFor(request),
+      ...signApproval(binding, nextKey),
+      scope: binding.scope,
+    };
+    const second = new ControlPlaneCall(client, signedByNext(), resumedWith(first, [answer]));
+    expect((await second.status).code).toBe(GrpcStatus.OK);
+    expect(toolLog).toEqual(['run refund_payment toolu_1']);
+    current?.client.close();
+    await current?.server.close();
+    // A harness that was not given the next key refuses what it signs.
+    const old = await rig([{ text: 'never' }]);
+    const refused = new ControlPlaneCall(old.client, signedByNext(), turnRequest());
+    const status = await refused.status;
+    expect(status.code).toBe(GrpcStatus.UNAUTHENTICATED);
+    expect(status.details).toContain('not signed by a key this harness trusts');
+  });
+
+  it("refuses a start naming another conversation than the call's credential", async () => {
+    const { client, model } = await rig([{ text: 'never' }]);
+    const cp = new ControlPlaneCall(client, auth(), { ...turnRequest(), conversationId: 'c-2' });
+    const status = await cp.status;
+    expect(status.code).toBe(GrpcStatus.PERMISSION_DENIED);
+    expect(status.details).toContain(
+      "the call's credential is for conversation c-1, but its start names conversation c-2",
+    );
+    expect(model.callCount).toBe(0);
+  });
+
   it('refuses a second concurrent turn, naming the running one', async () => {
     // A first reply that calls a tool: its model_call waits for an ack, holding the turn.
     const { client } = await rig([calculatorReply, { text: 'first' }]);
@@ -504,33 +739,7 @@ describe('HarnessServer over loopback gRPC', () => {
     });
     expect(toolLog).toEqual([]);
 
-    const { keyId, signature } = signApproval(
-      {
-        requestId: request.requestId,
-        toolName: request.toolName,
-        argsSha256: request.argsSha256,
-        decision: 'approved',
-        turnId: 't-1',
-      },
-      approvalKey,
-    );
-    const resumed = turnRequest({
-      recordedSteps: first.steps().map((step) => turnStepFromProto(step)),
-      approvalAnswers: [
-        {
-          turnId: 't-1',
-          requestId: request.requestId,
-          toolName: request.toolName,
-          argsSha256: new Uint8Array(request.argsSha256),
-          decision: 'approved',
-          answeredBy: 'web:alice',
-          keyId,
-          signature,
-          answeredAtMs: 2_000,
-          comment: '',
-        },
-      ],
-    });
+    const resumed = resumedWith(first, [answerFor(request)]);
     const second = new ControlPlaneCall(client, auth(), resumed);
     expect((await second.status).code).toBe(GrpcStatus.OK);
     expect(second.labels().filter((l) => l !== 'delta')).toEqual([
@@ -546,6 +755,62 @@ describe('HarnessServer over loopback gRPC', () => {
     expect(toolLog).toEqual(['run refund_payment toolu_1']);
     // The recorded model call was reused, not asked again.
     expect(model.callCount).toBe(2);
+  });
+
+  it.each<[string, (request: ApprovalRequest) => ApprovalAnswer, RegExp]>([
+    [
+      'signed for another conversation',
+      (r) => answerFor(r, { conversation: 'c-2' }),
+      /answer is for conversation c-2, not c-1 \(replayed from another conversation\)/,
+    ],
+    [
+      'expired',
+      (r) => answerFor(r, { expiresAtMs: 1_000 }),
+      /answer apv_1 expired at 1970-01-01T00:00:01.000Z; answer the approval again/,
+    ],
+    [
+      'in the v1 format',
+      (r) => ({ ...answerFor(r), ...signApproval(bindingOf(r), approvalKey), scope: undefined }),
+      /answer is in approval format v1/,
+    ],
+    [
+      'with a scope other than the one signed',
+      (r) => ({
+        ...answerFor(r),
+        scope: { conversation: 'c-1', expiresAtMs: 9e12, approvalId: 'apv_9' },
+      }),
+      /does not verify with the approval key \(forged\)/,
+    ],
+  ])(
+    'refuses an answer %s: the call does not run, the turn pauses again saying why',
+    async (_name, make, reason) => {
+      const { client, toolLog } = await rig([refundReply]);
+      const first = new ControlPlaneCall(client, auth(), turnRequest());
+      const request = pausedRequest(first, await first.status);
+      const second = new ControlPlaneCall(client, auth(), resumedWith(first, [make(request)]));
+      expect((await second.status).code).toBe(GrpcStatus.OK);
+      expect(second.labels()).toEqual(['paused approvalRequest']);
+      expect(pausedRejection(second)).toMatch(reason);
+      expect(toolLog).toEqual([]);
+    },
+  );
+
+  it('uses an approval once: the same answer again (history without its tool_call) is refused as a replay', async () => {
+    const { client, toolLog } = await rig([refundReply, { text: 'Refunded.' }]);
+    const first = new ControlPlaneCall(client, auth(), turnRequest());
+    const request = pausedRequest(first, await first.status);
+    const answer = answerFor(request);
+    const second = new ControlPlaneCall(client, auth(), resumedWith(first, [answer]));
+    expect((await second.status).code).toBe(GrpcStatus.OK);
+    expect(toolLog).toEqual(['run refund_payment toolu_1']);
+    // The attacker's replay: the history stops before the tool_call, the answer is the same.
+    const replay = new ControlPlaneCall(client, auth(), resumedWith(first, [answer]));
+    expect((await replay.status).code).toBe(GrpcStatus.OK);
+    expect(replay.labels()).toEqual(['paused approvalRequest']);
+    expect(pausedRejection(replay)).toMatch(
+      /answer apv_1 was already used \(replayed\); each approval runs its call once/,
+    );
+    expect(toolLog).toEqual(['run refund_payment toolu_1']);
   });
 
   it('applies the deployment requireApproval list on top of start', async () => {

@@ -35,15 +35,16 @@ import {
   type TurnRequest,
 } from './turn-codec';
 import { isToolOfServers, offeredTools, type McpToolSource } from './turn-tools';
+import { UsedApprovals } from './used-approvals';
+import { ConversationBinding, startMismatch } from './conversation-binding';
 
 /**
  * The harness's gRPC server: `Harness.RunTurn`, one turn per call, one call at a time.
  *
- * Transport security: the listener is plaintext gRPC. The sandbox pod's NetworkPolicy
- * admits only the control plane, and every call must carry the per-conversation bearer
- * token (compared in constant time) before any turn state is touched; the token is the
- * only credential the harness holds. Put the harness behind mTLS if that policy cannot be
- * relied on.
+ * Who may call: every call must carry the per-namespace bearer token (compared in constant
+ * time) and a per-conversation credential the control plane minted (conversation-binding.ts)
+ * before any turn state is touched. The harness serves one conversation: the first valid
+ * credential binds it, and every other conversation is refused with PERMISSION_DENIED.
  */
 
 /** What a turn runs against; built once in `main.ts`. */
@@ -55,6 +56,11 @@ export interface HarnessTurnDeps {
   readonly approvalVerifier: SignatureVerifier;
   /** The control plane's approval public key (raw 32 bytes). */
   readonly approvalPublicKey: Uint8Array;
+  /**
+   * During a key rotation, the control plane's next public key: approvals and credentials
+   * signed by either key pass (docs/operator.md, "Rotating the control plane's key").
+   */
+  readonly approvalNextPublicKey?: Uint8Array;
   /** @default Date.now */
   readonly clock?: Clock;
   /** @default the docs/approvals.md derivation */
@@ -67,8 +73,18 @@ export interface HarnessServerOptions {
   readonly host?: string;
   /** 0 lets the system pick (tests). @default 7070 */
   readonly port?: number;
-  /** The per-conversation token every call must present. */
+  /** The per-namespace token every call must present. */
   readonly authToken: string;
+  /**
+   * Keys the per-conversation credential may be signed with (conversation-binding.ts):
+   * the current control-plane key and, during a rotation, the next.
+   * @default the approval key and, in a rotation, the next one
+   */
+  readonly credentialKeys?: readonly Uint8Array[];
+  /** The conversation uid the pod was started for; absent: bind to the first valid call. */
+  readonly conversation?: string;
+  /** The pod's namespace (`HARNESS_NAMESPACE`); set, credentials for another are refused. */
+  readonly namespace?: string;
   readonly deps: HarnessTurnDeps;
   /** The root logger; the server makes its `grpc` and `turn` children. */
   readonly logger: Logger;
@@ -123,6 +139,10 @@ const DEFAULT_START_TIMEOUT_MS = 10_000;
 export class HarnessServer {
   /** Request digests across this conversation's turns: the history is hashed once. */
   private readonly requestHasher = createHistoryRequestHasher();
+  /** Single-use ids of the approval answers this harness has used (used-approvals.ts). */
+  private readonly usedApprovals: UsedApprovals;
+  /** The one conversation this harness serves (conversation-binding.ts). */
+  private readonly binding: ConversationBinding;
   private readonly options: HarnessServerOptions;
   private readonly log: Logger;
   private readonly server = new Server();
@@ -133,6 +153,15 @@ export class HarnessServer {
 
   constructor(options: HarnessServerOptions) {
     this.options = options;
+    this.usedApprovals = new UsedApprovals(options.deps.ids ?? defaultRequestIds);
+    const clock = options.deps.clock ?? { nowMs: () => Date.now() };
+    this.binding = new ConversationBinding({
+      publicKeys: options.credentialKeys ?? trustedKeys(options.deps),
+      verifier: options.deps.approvalVerifier,
+      nowMs: () => clock.nowMs(),
+      ...(options.conversation === undefined ? {} : { conversation: options.conversation }),
+      ...(options.namespace === undefined ? {} : { namespace: options.namespace }),
+    });
     this.log = componentLogger(options.logger, LogComponent.Grpc);
     this.server.addService(HarnessService, {
       runTurn: (call: RunTurnCall) => this.handle(call),
@@ -238,6 +267,12 @@ export class HarnessServer {
       );
       return;
     }
+    const admitted = this.binding.admit(call.metadata);
+    if (!admitted.ok) {
+      log.warn({ reason: admitted.error.message }, 'call rejected: harness credential');
+      endWithError(call, admitted.error);
+      return;
+    }
     if (this.draining) {
       endWithError(call, shuttingDown());
       return;
@@ -283,6 +318,10 @@ export class HarnessServer {
             ? error
             : new AppError('invalid_argument', 'start could not be read', { cause: error }),
         );
+        return;
+      }
+      if (request.conversationId !== admitted.conversation) {
+        refuse(startMismatch(admitted.conversation, request.conversationId));
         return;
       }
       const busy = this.running;
@@ -406,6 +445,9 @@ export class HarnessServer {
       'turn started',
     );
     const model = deps.modelFor(request.model);
+    const clock = deps.clock ?? { nowMs: () => Date.now() };
+    const used = this.usedApprovals;
+    used.noteHistory(input.recordedSteps, input.approvalAnswers);
     let outcome: TurnOutcome;
     try {
       outcome = await runTurn(
@@ -417,11 +459,18 @@ export class HarnessServer {
           model: tracedModel(model, request.model),
           tools: tracedTools(deps.tools),
           trustedTools: tracedTools(turn.trustedTools),
-          steps: turn.sink,
-          clock: deps.clock ?? { nowMs: () => Date.now() },
+          steps: {
+            commit: async (step, options) => {
+              await turn.sink.commit(step, options);
+              used.noteStep(step, input.approvalAnswers);
+            },
+            ...(turn.sink.carry === undefined ? {} : { carry: turn.sink.carry.bind(turn.sink) }),
+          },
+          clock,
           ids: deps.ids ?? defaultRequestIds,
           approvalVerifier: deps.approvalVerifier,
-          approvalPublicKey: deps.approvalPublicKey,
+          approvalPublicKey: trustedKeys(deps),
+          approvalUse: used.useFor(request.conversationId, clock.nowMs()),
           ...(this.options.ackTimeoutMs === undefined
             ? {}
             : { commitTimeoutMs: this.options.ackTimeoutMs }),
@@ -517,6 +566,12 @@ export class HarnessServer {
       ),
     };
   }
+}
+
+/** The control plane's keys the harness trusts: the current one and, in a rotation, the next. */
+function trustedKeys(deps: HarnessTurnDeps): readonly Uint8Array[] {
+  const next = deps.approvalNextPublicKey;
+  return next === undefined ? [deps.approvalPublicKey] : [deps.approvalPublicKey, next];
 }
 
 function shuttingDown(): AppError {

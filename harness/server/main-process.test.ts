@@ -7,6 +7,11 @@ import { credentials, Metadata, status as GrpcStatus } from '@grpc/grpc-js';
 import { HarnessClient, type TurnOutput } from '../../proto/gen/polychrome/harness/v1/harness';
 import { nodeEd25519Signer } from '../crypto/node-ed25519';
 import { turnRequestToProto, type TurnRequest } from './turn-codec';
+import {
+  encodeHarnessCredential,
+  HARNESS_CREDENTIAL_AUDIENCE,
+  HARNESS_CREDENTIAL_METADATA,
+} from '../../common/harness-credential';
 
 /** The real entry point in its own process, configured through the environment. */
 
@@ -76,6 +81,20 @@ async function runTurnOver(
   const client = new HarnessClient(`127.0.0.1:${port}`, credentials.createInsecure());
   const metadata = new Metadata();
   metadata.set('authorization', 'Bearer process-token');
+  const now = Date.now();
+  metadata.set(
+    HARNESS_CREDENTIAL_METADATA,
+    encodeHarnessCredential(
+      {
+        aud: HARNESS_CREDENTIAL_AUDIENCE,
+        conversation: request.conversationId,
+        namespace: 'team-a',
+        iat: now,
+        exp: now + 60_000,
+      },
+      (message) => approvalKey.sign(message),
+    ),
+  );
   const call = client.runTurn(metadata);
   const outputs: TurnOutput[] = [];
   call.on('data', (output: TurnOutput) => {

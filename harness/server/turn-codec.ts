@@ -413,12 +413,16 @@ export function approvalRequestFromProto(request: ApprovalRequest): ApprovalRequ
 
 /** A signed approval answer to proto `ApprovalResponse`. */
 export function approvalAnswerToProto(answer: ApprovalAnswer): ApprovalResponse {
+  const { scope, ...rest } = answer;
   return {
-    ...answer,
+    ...rest,
     argsSha256: bytes(answer.argsSha256),
     decision: approvalDecisionToProto(answer.decision),
     signature: bytes(answer.signature),
     selfApproval: answer.selfApproval ?? false,
+    conversation: scope?.conversation ?? '',
+    expiresAtMs: scope?.expiresAtMs ?? 0,
+    approvalId: scope?.approvalId ?? '',
   };
 }
 
@@ -444,6 +448,16 @@ export function approvalAnswerFromProto(
     answeredAtMs: response.answeredAtMs,
     comment: response.comment,
     ...(response.selfApproval ? { selfApproval: true } : {}),
+    // An answer with an approval id is v2; without one it is v1 (docs/approvals.md).
+    ...(response.approvalId === ''
+      ? {}
+      : {
+          scope: {
+            conversation: response.conversation,
+            expiresAtMs: response.expiresAtMs,
+            approvalId: response.approvalId,
+          },
+        }),
   };
 }
 

@@ -30,6 +30,27 @@ export interface PendingApproval {
   readonly argsSha256: Uint8Array;
 }
 
+/**
+ * Where and when a live harness uses answers (docs/approvals.md, "What the harness
+ * checks"). Given, only v2 answers for `conversation`, unexpired at `nowMs` and never used
+ * before pass; absent (forensic replay of a recorded journal), the signature alone is
+ * checked, in whichever format the answer was signed.
+ */
+export interface ApprovalUse {
+  /** The uid of the conversation the harness serves this turn for. */
+  readonly conversation: string;
+  /** The time the call started (the machine takes no clock). */
+  readonly nowMs: number;
+  /** True when the harness has already used the answer with this single-use id. */
+  isUsed(approvalId: string): boolean;
+}
+
+/**
+ * The approval public keys (raw 32 bytes) a verifier trusts: one, or the current and the
+ * next during a rotation (docs/operator.md, "Rotating the control plane's key").
+ */
+export type ApprovalKeys = Uint8Array | readonly Uint8Array[];
+
 /** Result of {@link verifyApprovalAnswer}. */
 export type ApprovalVerdict =
   | { readonly ok: true; readonly answer: ApprovalAnswer }
@@ -44,7 +65,8 @@ export function verifyApprovalAnswer(
   answer: ApprovalAnswer,
   pending: PendingApproval,
   verifier: SignatureVerifier,
-  publicKey: Uint8Array,
+  publicKeys: ApprovalKeys,
+  use?: ApprovalUse,
 ): ApprovalVerdict {
   if (answer.turnId !== pending.turnId) {
     return reject(`answer is for turn ${answer.turnId}, not ${pending.turnId} (replayed)`);
@@ -58,11 +80,21 @@ export function verifyApprovalAnswer(
   if (!bytesEqual(answer.argsSha256, pending.argsSha256)) {
     return reject('answer binds different arguments; new arguments need a new approval');
   }
-  const keyId = approvalKeyId(publicKey);
-  if (answer.keyId !== keyId) {
-    return reject(`answer is signed by key ${answer.keyId}, not the approval key ${keyId}`);
+  if (use !== undefined) {
+    const refused = refusedUse(answer, use);
+    if (refused !== undefined) return reject(refused);
   }
-  const message = approvalSigningBytes({ ...pending, decision: answer.decision });
+  const keys = publicKeys instanceof Uint8Array ? [publicKeys] : publicKeys;
+  const publicKey = keys.find((key) => approvalKeyId(key) === answer.keyId);
+  if (publicKey === undefined) {
+    const ids = keys.map((key) => approvalKeyId(key)).join(' or ');
+    return reject(`answer is signed by key ${answer.keyId}, not the approval key ${ids}`);
+  }
+  const message = approvalSigningBytes({
+    ...pending,
+    decision: answer.decision,
+    ...(answer.scope === undefined ? {} : { scope: answer.scope }),
+  });
   let valid: boolean;
   try {
     valid = verifier.verify(message, answer.signature, publicKey);
@@ -86,6 +118,24 @@ export function signApproval(
     keyId: approvalKeyId(signer.publicKey),
     signature: signer.sign(approvalSigningBytes(binding)),
   };
+}
+
+/** Why a live harness may not use `answer` now, or undefined when it may. */
+function refusedUse(answer: ApprovalAnswer, use: ApprovalUse): string | undefined {
+  const { scope } = answer;
+  if (scope === undefined) {
+    return 'answer is in approval format v1, which binds no conversation, expiry or single use; answer the approval again so the control plane signs it in format v2';
+  }
+  if (scope.conversation !== use.conversation) {
+    return `answer is for conversation ${scope.conversation}, not ${use.conversation} (replayed from another conversation)`;
+  }
+  if (scope.expiresAtMs <= use.nowMs) {
+    return `answer ${scope.approvalId} expired at ${new Date(scope.expiresAtMs).toISOString()}; answer the approval again`;
+  }
+  if (use.isUsed(scope.approvalId)) {
+    return `answer ${scope.approvalId} was already used (replayed); each approval runs its call once`;
+  }
+  return undefined;
 }
 
 function reject(reason: string): ApprovalVerdict {

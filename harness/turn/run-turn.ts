@@ -1,7 +1,7 @@
 import { AppError, isAppError, type ErrorCode } from '../../common/errors';
 import type { ModelProvider } from '../model/model-provider';
 import type { ToolCallRequest, ToolOutcome, ToolRunner } from '../tools/tool-runner';
-import type { SignatureVerifier } from './approval-token';
+import type { ApprovalKeys, ApprovalUse, SignatureVerifier } from './approval-token';
 import type { RequestHasher } from './agent-config';
 import type { RequestIds } from './request-ids';
 import {
@@ -64,8 +64,10 @@ export interface RunTurnDeps {
   readonly clock: Clock;
   readonly ids: RequestIds;
   readonly approvalVerifier: SignatureVerifier;
-  /** The control plane's approval public key (raw 32 bytes). */
-  readonly approvalPublicKey: Uint8Array;
+  /** The control plane's approval public key (raw 32 bytes), or current and next. */
+  readonly approvalPublicKey: ApprovalKeys;
+  /** A live harness's use rules for answers (approval-token.ts); absent in forensics. */
+  readonly approvalUse?: ApprovalUse;
   /** @default 60000 */
   readonly toolTimeoutMs?: number;
   /** How long one journal append may take. @default 30000 */
@@ -144,6 +146,7 @@ export async function runTurn(
     ids: deps.ids,
     verifier: deps.approvalVerifier,
     approvalPublicKey: deps.approvalPublicKey,
+    ...(deps.approvalUse === undefined ? {} : { approvalUse: deps.approvalUse }),
     ...(deps.requestSha256 === undefined ? {} : { requestSha256: deps.requestSha256 }),
   });
   const turnAbort = new AbortController();

@@ -11,7 +11,12 @@ import type {
   ToolUseBlock,
 } from '../model/model-provider';
 import type { ToolCallRequest, ToolOutcome } from '../tools/tool-runner';
-import { verifyApprovalAnswer, type SignatureVerifier } from './approval-token';
+import {
+  verifyApprovalAnswer,
+  type ApprovalKeys,
+  type ApprovalUse,
+  type SignatureVerifier,
+} from './approval-token';
 import {
   encodeAgentConfig,
   hex,
@@ -262,8 +267,13 @@ export interface StepResult {
 export interface TurnMachineDeps {
   readonly ids: RequestIds;
   readonly verifier: SignatureVerifier;
-  /** The control plane's approval public key (raw 32 bytes). */
-  readonly approvalPublicKey: Uint8Array;
+  /** The control plane's approval public key (raw 32 bytes), or current and next. */
+  readonly approvalPublicKey: ApprovalKeys;
+  /**
+   * A live harness's use rules for answers (conversation, expiry, single use); absent when
+   * a recorded journal is replayed for forensics (approval-token.ts).
+   */
+  readonly approvalUse?: ApprovalUse;
   /** How request digests are computed (replay caches prefixes). @default modelRequestSha256 */
   readonly requestSha256?: RequestHasher;
 }
@@ -807,7 +817,13 @@ function decideApproval(
   const { request } = call.status;
   let rejection: string | undefined;
   for (const answer of answers) {
-    const verdict = verifyApprovalAnswer(answer, request, deps.verifier, deps.approvalPublicKey);
+    const verdict = verifyApprovalAnswer(
+      answer,
+      request,
+      deps.verifier,
+      deps.approvalPublicKey,
+      deps.approvalUse,
+    );
     if (!verdict.ok) {
       rejection = verdict.reason;
       continue;

@@ -1,4 +1,4 @@
-import type { ApprovalDecision } from '../../common/approval-bytes';
+import type { ApprovalDecision, ApprovalScope } from '../../common/approval-bytes';
 import type { StopReason, ToolDefinition, Usage } from '../model/model-provider';
 
 /**
@@ -130,6 +130,8 @@ export interface ApprovalAnswer {
   readonly comment: string;
   /** The requester approved their own call (allowed by the control plane's setting). */
   readonly selfApproval?: boolean;
+  /** Format v2: conversation, expiry and single-use id, signed. Absent: a v1 answer. */
+  readonly scope?: ApprovalScope;
 }
 
 /** proto `QuestionRequest`. */

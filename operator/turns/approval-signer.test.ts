@@ -25,6 +25,20 @@ describe('ApprovalSigner', () => {
     expect(signer.keyId).toBe(approvalKeyId(signer.publicKey));
   });
 
+  it('signs format v2: the scope is bound, and each signature gets a fresh single-use id', () => {
+    const signer = ApprovalSigner.fromPem(pem);
+    const a = signer.signScoped(binding, 'uid-1', 5_000);
+    const b = signer.signScoped(binding, 'uid-1', 5_000);
+    const publicKey = createPublicKey(privateKey);
+    expect(a.scope).toMatchObject({ conversation: 'uid-1', expiresAtMs: 5_000 });
+    expect(a.scope.approvalId).toMatch(/^apv_[0-9a-f]{32}$/);
+    expect(b.scope.approvalId).not.toBe(a.scope.approvalId);
+    expect(verify(null, approvalSigningBytes(a.signed), publicKey, a.signature)).toBe(true);
+    const other = { ...a.signed, scope: { ...a.scope, conversation: 'uid-2' } };
+    expect(verify(null, approvalSigningBytes(other), publicKey, a.signature)).toBe(false);
+    expect(verify(null, approvalSigningBytes(binding), publicKey, a.signature)).toBe(false);
+  });
+
   it('refuses what is not an ed25519 private key, naming what to do', () => {
     expect(() => ApprovalSigner.fromPem('not a key', 'key.pem')).toThrow(
       /key.pem is not a PEM private key; generate one with openssl genpkey -algorithm ed25519/,

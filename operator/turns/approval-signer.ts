@@ -3,12 +3,13 @@
  * the bytes) so the harness can check, before it runs an approved call, that the answer
  * came from the control plane and binds exactly that request, tool and arguments.
  */
-import { createPrivateKey, createPublicKey, sign, type KeyObject } from 'node:crypto';
+import { createPrivateKey, createPublicKey, randomBytes, sign, type KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import {
   approvalKeyId,
   approvalSigningBytes,
   type ApprovalBinding,
+  type ApprovalScope,
 } from '../../common/approval-bytes';
 import { AppError } from '../../common/errors';
 
@@ -69,4 +70,32 @@ export class ApprovalSigner {
   sign(binding: ApprovalBinding): Uint8Array {
     return new Uint8Array(sign(null, approvalSigningBytes(binding), this.key));
   }
+
+  /**
+   * Signs `binding` in format v2 (docs/approvals.md): bound to `conversation` (its uid),
+   * valid until `expiresAtMs`, with a fresh single-use id. The result carries the scope
+   * so the batch records exactly what was signed.
+   */
+  signScoped(
+    binding: Omit<ApprovalBinding, 'scope'>,
+    conversation: string,
+    expiresAtMs: number,
+  ): ScopedApproval {
+    const scope: ApprovalScope = { conversation, expiresAtMs, approvalId: newApprovalId() };
+    const signed = { ...binding, scope };
+    return { signed, scope, keyId: this.keyId, signature: this.sign(signed) };
+  }
+}
+
+/** A v2 approval signature and the binding it covers. */
+export interface ScopedApproval {
+  readonly signed: ApprovalBinding & { readonly scope: ApprovalScope };
+  readonly scope: ApprovalScope;
+  readonly keyId: string;
+  readonly signature: Uint8Array;
+}
+
+/** `apv_` and 128 random bits in hex: never reused, so the harness can refuse a replay. */
+export function newApprovalId(): string {
+  return `apv_${randomBytes(16).toString('hex')}`;
 }

@@ -278,16 +278,15 @@ export class TurnCoordinator implements TurnService {
           await this.runner.expire(conversation, lease, plan.due);
           throw plan.error;
         case 'answer': {
-          const signature = this.options.approvals.sign(plan.sign);
+          // Usable for as long as the request could have waited (docs/approvals.md).
+          const expiresAtMs = input.nowMs + this.approvalTtlMs;
+          const signed = this.options.approvals.signScoped(plan.sign, uid, expiresAtMs);
+          const answered = { ...input, ...(comment === undefined ? {} : { comment }) };
           const batch = approvalAnswerBatch(
-            {
-              ...input,
-              ...(comment === undefined ? {} : { comment }),
-              selfApproval: plan.selfApproval,
-            },
+            { ...answered, selfApproval: plan.selfApproval },
             plan.turn,
             plan.sign,
-            { keyId: this.options.approvals.keyId, signature },
+            signed,
           );
           await this.runner.commit(uid, lease, batch);
           return this.runner.drive(conversation, lease, plan.turn.turnId);

@@ -7,6 +7,7 @@
 import { credentials, Metadata, type ClientDuplexStream } from '@grpc/grpc-js';
 import { AppError, errorCodeFromGrpc } from '../../common/errors';
 import { isServiceError } from '../../common/state-client';
+import { HARNESS_CREDENTIAL_METADATA } from '../../common/harness-credential';
 import { injectTraceMetadata } from '../../common/tracing';
 import {
   HarnessClient,
@@ -20,6 +21,7 @@ import {
   type TurnResult,
   type TurnStart,
 } from '../../proto/gen/polychrome/harness/v1/harness';
+import type { HarnessCredentials } from './harness-credentials';
 
 /** What the coordinator does with each message the harness sends. */
 export interface HarnessTurnHandlers {
@@ -47,10 +49,20 @@ export type HarnessTurnEnd =
 export interface HarnessConnectorOptions {
   /** The bearer token the harness pods were started with. */
   readonly token: string;
+  /** Mints each call's per-conversation credential (harness-credentials.ts). */
+  readonly credentials: HarnessCredentials;
   /** Close a harness channel after this long unused. @default 60000 */
   readonly idleChannelMs?: number;
   /** Longest a whole call may take (model and tools included). @default 600000 */
   readonly callDeadlineMs?: number;
+}
+
+/** Options of one {@link HarnessConnector.runTurn} call. */
+export interface HarnessCallOptions {
+  readonly signal?: AbortSignal;
+  readonly traceparent?: string;
+  /** The conversation's namespace, bound into the call's credential. */
+  readonly namespace?: string;
 }
 
 interface Channel {
@@ -84,18 +96,11 @@ export class HarnessConnector {
     endpoint: string,
     start: TurnStart,
     handlers: HarnessTurnHandlers,
-    options: { readonly signal?: AbortSignal; readonly traceparent?: string } = {},
+    options: HarnessCallOptions = {},
   ): Promise<HarnessTurnEnd> {
     const channel = this.channel(endpoint);
     channel.calls += 1;
-    const metadata = new Metadata();
-    metadata.set('authorization', `Bearer ${this.options.token}`);
-    // The active span's context when tracing is on; else the caller's own id, for the log.
-    injectTraceMetadata(metadata);
-    if (options.traceparent !== undefined && metadata.get('traceparent').length === 0) {
-      metadata.set('traceparent', options.traceparent);
-    }
-    const call = channel.client.runTurn(metadata, {
+    const call = channel.client.runTurn(this.metadata(start, options), {
       deadline: Date.now() + (this.options.callDeadlineMs ?? 600_000),
     });
     const onAbort = (): void => call.cancel();
@@ -131,6 +136,25 @@ export class HarnessConnector {
       'unavailable',
       `the harness at ${endpoint} ended the turn call without a result; the turn will be recovered`,
     );
+  }
+
+  /**
+   * The call's metadata: the namespace token, the conversation's fresh credential (never
+   * logged), and the trace context.
+   */
+  private metadata(start: TurnStart, options: HarnessCallOptions): Metadata {
+    const metadata = new Metadata();
+    metadata.set('authorization', `Bearer ${this.options.token}`);
+    metadata.set(
+      HARNESS_CREDENTIAL_METADATA,
+      this.options.credentials.mint(start.conversationId, options.namespace ?? ''),
+    );
+    // The active span's context when tracing is on; else the caller's own id, for the log.
+    injectTraceMetadata(metadata);
+    if (options.traceparent !== undefined && metadata.get('traceparent').length === 0) {
+      metadata.set('traceparent', options.traceparent);
+    }
+    return metadata;
   }
 
   /** Closes every channel. */

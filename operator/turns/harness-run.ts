@@ -100,7 +100,7 @@ async function callHarness(
               outcomeUnknownReason: '',
             }),
         },
-        { signal, traceparent: traceparent() },
+        { signal, traceparent: traceparent(), namespace: conversation.metadata.namespace ?? '' },
       );
     } catch (error) {
       if (

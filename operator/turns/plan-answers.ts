@@ -26,6 +26,8 @@ import {
   dispatchEvent,
   planned,
   refuse,
+  approvalSignatureFields,
+  type ApprovalSignature,
   type ApprovalToSign,
   type ClaimedLease,
   type PlannedEvent,
@@ -173,7 +175,7 @@ export function approvalAnswerBatch(
   input: AnswerInput & { readonly comment?: string; readonly selfApproval?: boolean },
   turn: TurnView,
   signed: ApprovalToSign,
-  signature: { readonly keyId: string; readonly signature: Uint8Array },
+  signature: ApprovalSignature,
 ): PlannedEvent[] {
   return [
     planned(EventKind.ApprovalResponse, {
@@ -186,8 +188,7 @@ export function approvalAnswerBatch(
           ? ProtoDecision.APPROVAL_DECISION_APPROVED
           : ProtoDecision.APPROVAL_DECISION_DENIED,
       answeredBy: input.caller.identity,
-      keyId: signature.keyId,
-      signature: Buffer.from(signature.signature),
+      ...approvalSignatureFields(signature),
       answeredAtMs: input.nowMs,
       comment: input.comment ?? '',
       selfApproval: input.selfApproval ?? false,

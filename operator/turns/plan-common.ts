@@ -3,6 +3,7 @@
  * event, the lease a turn is claimed under, a typed refusal, and the `turn_dispatched`
  * and attribution every batch records. Pure.
  */
+import type { ApprovalScope } from '../../common/approval-bytes';
 import type { AppError } from '../../common/errors';
 import { EventKind, type EventPayloads } from '../../common/event-kinds';
 import type { Attribution } from '../../proto/gen/polychrome/events/v1/events';
@@ -108,6 +109,33 @@ export function describe(error: unknown): string {
 
 export function hex(bytes: Uint8Array): string {
   return Buffer.from(bytes).toString('hex');
+}
+
+/**
+ * A v2 approval signature (docs/approvals.md): the key id, the signature and the scope it
+ * binds, recorded on the `approval_response` as signed.
+ */
+export interface ApprovalSignature {
+  readonly keyId: string;
+  readonly signature: Uint8Array;
+  readonly scope: ApprovalScope;
+}
+
+/** The `approval_response` fields of a signature. */
+export function approvalSignatureFields(signed: ApprovalSignature): {
+  keyId: string;
+  signature: Buffer;
+  conversation: string;
+  expiresAtMs: number;
+  approvalId: string;
+} {
+  return {
+    keyId: signed.keyId,
+    signature: Buffer.from(signed.signature),
+    conversation: signed.scope.conversation,
+    expiresAtMs: signed.scope.expiresAtMs,
+    approvalId: signed.scope.approvalId,
+  };
 }
 
 /** What the approval signer signs (docs/approvals.md, "Signed message"). */

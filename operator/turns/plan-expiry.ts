@@ -13,6 +13,8 @@ import { pendingRequest, type JournalView, type TurnView } from './journal-view'
 import {
   dispatchEvent,
   planned,
+  approvalSignatureFields,
+  type ApprovalSignature,
   type ApprovalToSign,
   type ClaimedLease,
   type PlannedEvent,
@@ -85,7 +87,7 @@ export function expiryNote(due: ApprovalDeadline, ttlMs: number): string {
  */
 export function expiryBatch(
   due: ApprovalDeadline,
-  signature: { readonly keyId: string; readonly signature: Uint8Array },
+  signature: ApprovalSignature,
   lease: ClaimedLease,
   nowMs: number,
   ttlMs: number,
@@ -106,8 +108,7 @@ export function expiryBatch(
       argsSha256: Buffer.from(approvalArgsSha256(request.argsJson)),
       decision: ProtoDecision.APPROVAL_DECISION_DENIED,
       answeredBy: EXPIRY_ANSWERER,
-      keyId: signature.keyId,
-      signature: Buffer.from(signature.signature),
+      ...approvalSignatureFields(signature),
       answeredAtMs: nowMs,
       comment: expiryNote(due, ttlMs),
     }),

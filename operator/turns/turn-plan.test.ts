@@ -53,6 +53,7 @@ const LEASE = { holder: 'replica-b', fencingToken: 7 };
 const NOW_MS = 5_000;
 /** Approval time to live in these tables: approvals requested at 0 expire at 60 s. */
 const TTL = 60_000;
+const SCOPE = { conversation: UID, expiresAtMs: NOW_MS + TTL, approvalId: 'apv_1' };
 
 function caller(identity: string, roles: string[], more: string[] = []): Caller {
   return {
@@ -490,7 +491,7 @@ describe('who may answer an approval', () => {
         { ...input, selfApproval: plan.selfApproval },
         plan.turn,
         plan.sign,
-        { keyId: 'k', signature: new Uint8Array(64) },
+        { keyId: 'k', signature: new Uint8Array(64), scope: SCOPE },
       );
       if (response?.kind !== 'approval_response') throw new Error('expected an approval_response');
       expect([response.payload.answeredBy, response.payload.selfApproval]).toEqual([ADMIN, true]);
@@ -1009,7 +1010,7 @@ describe('nothing can be wedged: cancel and expiry', () => {
     if (plan.kind !== 'expire') throw new Error(`expected expire, got ${plan.kind}`);
     const events = expiryBatch(
       plan.due,
-      { keyId: 'kid', signature: new Uint8Array(64) },
+      { keyId: 'kid', signature: new Uint8Array(64), scope: SCOPE },
       LEASE,
       TTL + 5,
       TTL,
@@ -1032,6 +1033,9 @@ describe('nothing can be wedged: cancel and expiry', () => {
       decision: ApprovalDecision.APPROVAL_DECISION_DENIED,
       answeredBy: EXPIRY_ANSWERER,
       keyId: 'kid',
+      conversation: SCOPE.conversation,
+      expiresAtMs: SCOPE.expiresAtMs,
+      approvalId: SCOPE.approvalId,
       comment: `approval ${requestId} expired unanswered 1m after it was requested, so the call counts as denied`,
     });
     expect(events[2]?.payload).toMatchObject({ turnId: 't', attempt: 2, fencingToken: 7 });

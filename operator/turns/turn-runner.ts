@@ -155,15 +155,17 @@ export class TurnRunner {
     due: ApprovalDeadline,
   ): Promise<TurnReply> {
     const uid = conversation.metadata.uid ?? '';
-    const sign = expiryToSign(due);
-    const signature = this.options.approvals.sign(sign);
     const now = this.now();
+    const signed = this.options.approvals.signScoped(
+      expiryToSign(due),
+      uid,
+      now + this.approvalTtlMs,
+    );
     this.options.logger.info(
       { conversation: uid, turn: due.turn.turnId, requestId: due.request.requestId },
       'approval expired unanswered; the turn goes on as on a denial',
     );
-    const key = { keyId: this.options.approvals.keyId, signature };
-    await this.commit(uid, lease, expiryBatch(due, key, lease, now, this.approvalTtlMs));
+    await this.commit(uid, lease, expiryBatch(due, signed, lease, now, this.approvalTtlMs));
     return this.drive(conversation, lease, due.turn.turnId);
   }
 

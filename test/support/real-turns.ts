@@ -13,6 +13,7 @@ import type { ScriptReply } from '../../harness/model/scripted-provider';
 import type { ConversationSpec } from '../../operator/api/v1alpha1';
 import { ApprovalSigner } from '../../operator/turns/approval-signer';
 import { TurnCoordinator, type TurnCoordinatorOptions } from '../../operator/turns/coordinator';
+import { HarnessCredentialMinter } from '../../operator/turns/harness-credentials';
 import { HarnessConnector } from '../../operator/turns/harness-client';
 import type { Caller } from '../../operator/turns/turn-service';
 import type { JournalEntry } from '../../common/state-client';
@@ -130,9 +131,8 @@ export const DEFAULT_REPLIES: readonly ScriptReply[] = Array.from({ length: 64 }
 
 export async function startRealTurns(options: RealTurnsOptions): Promise<RealTurns> {
   const { privateKey } = generateKeyPairSync('ed25519');
-  const approvals = ApprovalSigner.fromPem(
-    privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
-  );
+  const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  const approvals = ApprovalSigner.fromPem(pem);
   const journal = await StoreJournal.open();
   const harness = await startScriptedHarness({
     replies: options.replies,
@@ -140,13 +140,17 @@ export async function startRealTurns(options: RealTurnsOptions): Promise<RealTur
     approvalPublicKey: approvals.publicKey,
     logger: options.logger,
     ...(options.extraTools === undefined ? {} : { extraTools: options.extraTools }),
+    ...(options.coordinator?.nowMs === undefined ? {} : { nowMs: options.coordinator.nowMs }),
   });
   const conversations = new InMemoryConversations({
     spec: { ...TEST_CONVERSATION_SPEC, ...options.spec },
     status: () => readyStatus(harness.endpoint),
   });
   const leases = new InMemoryLeases('test-replica');
-  const connector = new HarnessConnector({ token: HARNESS_TOKEN });
+  const connector = new HarnessConnector({
+    token: HARNESS_TOKEN,
+    credentials: HarnessCredentialMinter.fromPem(pem, 'test key', options.coordinator?.nowMs),
+  });
   const coordinator = new TurnCoordinator({
     state: journal,
     harness: connector,

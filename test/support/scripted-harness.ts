@@ -34,6 +34,11 @@ export interface ScriptedHarnessOptions {
    * side-effecting tool, whose runner decides when its outcome is unknown.
    */
   readonly extraTools?: { readonly tools: readonly TurnTool[]; readonly runner: ToolRunner };
+  /**
+   * The harness's clock: a test that fixes the control plane's clock gives it here too, as
+   * one host's clock serves both in production (approval expiries compare across them).
+   */
+  readonly nowMs?: () => number;
 }
 
 export async function startScriptedHarness(
@@ -60,6 +65,7 @@ export async function startScriptedHarness(
       ]),
       approvalVerifier: nodeEd25519Verifier,
       approvalPublicKey: options.approvalPublicKey,
+      ...(options.nowMs === undefined ? {} : { clock: { nowMs: options.nowMs } }),
     },
   });
   const port = await server.start();

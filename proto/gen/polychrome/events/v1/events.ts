@@ -301,6 +301,14 @@ export interface ApprovalResponse {
    * POLYCHROME_ALLOW_SELF_APPROVAL=true (single-person installs); docs/approvals.md.
    */
   selfApproval: boolean;
+  /**
+   * Format v2 (docs/approvals.md "Signed message"): the signature also binds the
+   * conversation's uid, an expiry and a single-use id. All three empty/zero: a v1 answer
+   * (journals written before v2), which forensics still verify and a live harness refuses.
+   */
+  conversation: string;
+  expiresAtMs: number;
+  approvalId: string;
 }
 
 /** kind "question_request": a clarifying question from the agent. */
@@ -2356,6 +2364,9 @@ function createBaseApprovalResponse(): ApprovalResponse {
     answeredAtMs: 0,
     comment: "",
     selfApproval: false,
+    conversation: "",
+    expiresAtMs: 0,
+    approvalId: "",
   };
 }
 
@@ -2393,6 +2404,15 @@ export const ApprovalResponse: MessageFns<ApprovalResponse> = {
     }
     if (message.selfApproval !== false) {
       writer.uint32(88).bool(message.selfApproval);
+    }
+    if (message.conversation !== "") {
+      writer.uint32(98).string(message.conversation);
+    }
+    if (message.expiresAtMs !== 0) {
+      writer.uint32(104).int64(message.expiresAtMs);
+    }
+    if (message.approvalId !== "") {
+      writer.uint32(114).string(message.approvalId);
     }
     return writer;
   },
@@ -2498,6 +2518,30 @@ export const ApprovalResponse: MessageFns<ApprovalResponse> = {
             message.selfApproval = reader.bool();
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.conversation = reader.string();
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.expiresAtMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.approvalId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2555,6 +2599,17 @@ export const ApprovalResponse: MessageFns<ApprovalResponse> = {
         : isSet(object.self_approval)
         ? globalThis.Boolean(object.self_approval)
         : false,
+      conversation: isSet(object.conversation) ? globalThis.String(object.conversation) : "",
+      expiresAtMs: isSet(object.expiresAtMs)
+        ? globalThis.Number(object.expiresAtMs)
+        : isSet(object.expires_at_ms)
+        ? globalThis.Number(object.expires_at_ms)
+        : 0,
+      approvalId: isSet(object.approvalId)
+        ? globalThis.String(object.approvalId)
+        : isSet(object.approval_id)
+        ? globalThis.String(object.approval_id)
+        : "",
     };
   },
 
@@ -2593,6 +2648,15 @@ export const ApprovalResponse: MessageFns<ApprovalResponse> = {
     if (message.selfApproval !== false) {
       obj.selfApproval = message.selfApproval;
     }
+    if (message.conversation !== "") {
+      obj.conversation = message.conversation;
+    }
+    if (message.expiresAtMs !== 0) {
+      obj.expiresAtMs = Math.round(message.expiresAtMs);
+    }
+    if (message.approvalId !== "") {
+      obj.approvalId = message.approvalId;
+    }
     return obj;
   },
 
@@ -2612,6 +2676,9 @@ export const ApprovalResponse: MessageFns<ApprovalResponse> = {
     message.answeredAtMs = object.answeredAtMs ?? 0;
     message.comment = object.comment ?? "";
     message.selfApproval = object.selfApproval ?? false;
+    message.conversation = object.conversation ?? "";
+    message.expiresAtMs = object.expiresAtMs ?? 0;
+    message.approvalId = object.approvalId ?? "";
     return message;
   },
 };

@@ -51,8 +51,11 @@ import {
  * ack that never came) end it with a gRPC status instead (common/errors.ts `errorStatus`);
  * the control plane then treats the dispatch as an orphan and recovers it from the journal.
  *
- * Authentication: metadata `authorization: Bearer <token>`, the per-conversation token the
- * harness was started with. Tracing: metadata `traceparent` (W3C).
+ * Authentication: metadata `authorization: Bearer <token>`, the per-namespace token the
+ * harness was started with, and `x-polychrome-credential`, the per-conversation credential
+ * the control plane mints for each call (docs/operator.md, "The harness door"): a harness
+ * serves one conversation and refuses every other with PERMISSION_DENIED. Tracing: metadata
+ * `traceparent` (W3C).
  */
 
 export enum ToolHost {
