@@ -178,6 +178,16 @@ describe('turns through the public API', () => {
     await stack.withDiagnostics(async () => {
       const uid = await stack.createConversation('cached-view', { owner: 'test:owner' });
       expect((await post(uid, 'first', 'k-view-1')).status).toBe(200);
+      // The status's first journal mark learns the journal's keys off the turn's path, by
+      // reading the first batch once (operator/turns/journal-keys.ts): let it land first, or
+      // that one Read would be counted against the second turn.
+      await stack.waitConversation(
+        'cached-view',
+        (obj) =>
+          ((obj as { status?: { journal?: { publicKeys?: unknown[] } } }).status?.journal
+            ?.publicKeys?.length ?? 0) > 0,
+        10_000,
+      );
       const reads = await stack.stateCalls('Read');
       const second = await post(uid, 'second', 'k-view-2');
       expect(second.body).toMatchObject({ status: 'complete', reply: 'echo: second' });
