@@ -50,13 +50,23 @@ describe('the Kubernetes door through kube-apiserver', () => {
   let proxyClient: CertFiles;
   let strangerProxy: CertFiles;
   let records: RecordsClient;
+  let recordsAdmin: RecordsClient;
   let asControlPlane: KubeConfig;
   let ns: { name: string };
 
   beforeAll(async () => {
     stack = await startKubeDoorStack('kubeapi');
-    ({ admin, api, servingCa, kubePort, proxyClient, strangerProxy, records, asControlPlane } =
-      stack);
+    ({
+      admin,
+      api,
+      servingCa,
+      kubePort,
+      proxyClient,
+      strangerProxy,
+      records,
+      recordsAdmin,
+      asControlPlane,
+    } = stack);
     ({ alice, bob, carol, dave } = stack.users);
     ns = { name: stack.namespace };
     conversationId = stack.addConversation('hello');
@@ -392,7 +402,7 @@ describe('the Kubernetes door through kube-apiserver', () => {
       expect([got.ok, got.status]).toEqual([false, 403]);
       expect(got.message).toContain('the role "admin", which the user does not hold');
       const persona = await records.findPersonaByIdentity('email:root@example.com');
-      expect(await records.listSessions(persona?.id ?? '')).toEqual([]);
+      expect(await recordsAdmin.listSessions(persona?.id ?? '')).toEqual([]);
       // Nor may she give herself the role through the roles operation.
       const grant = await kubeJson(carol, 'POST', `${apiPath}/personaroles`, {
         persona: 'kubernetes:carol',
@@ -582,7 +592,7 @@ describe('the Kubernetes door through kube-apiserver', () => {
         roles: ['admin'],
         identities: [`email:root-${ns.name}@example.com`],
       });
-      await expect(records.linkIdentity(root.id, identity)).rejects.toMatchObject({
+      await expect(recordsAdmin.linkIdentity(root.id, identity)).rejects.toMatchObject({
         code: 'failed_precondition',
       });
       // A mint never takes roles; it says where roles are set.

@@ -240,6 +240,8 @@ export interface KubeDoorStack {
   /** A certificate named `front-proxy-client` from another CA. */
   readonly strangerProxy: CertFiles;
   readonly records: RecordsClient;
+  /** The same records with the records-admin certificate: every Records RPC. */
+  readonly recordsAdmin: RecordsClient;
   /** The state plane process behind `records` (to stop it and touch its records on disk). */
   readonly state: StatePlane;
   readonly asControlPlane: KubeConfig;
@@ -384,6 +386,17 @@ export async function startKubeDoorStack(
     }),
     callTimeoutMs: 10_000,
   });
+  // What a records administrator reaches (tests set records up and read them back with
+  // it); the door itself has only the control plane's certificate.
+  const recordsAdmin = new RecordsClient({
+    address: state.address,
+    tls: await loadStateClientTls({
+      ca: certs.ca.certPath,
+      cert: certs.recordsAdmin.certPath,
+      key: certs.recordsAdmin.keyPath,
+    }),
+    callTimeoutMs: 10_000,
+  });
 
   // The door looks names up in the stack's Conversations, which exist once it started.
   const stack: { api?: TestApi } = {};
@@ -471,6 +484,7 @@ export async function startKubeDoorStack(
     proxyClient,
     strangerProxy,
     records,
+    recordsAdmin,
     state,
     asControlPlane,
     dropConnections: () => relay.drop(),
@@ -487,6 +501,7 @@ export async function startKubeDoorStack(
       await new Promise((resolve) => relay.server.close(resolve));
       await api.close();
       records.close();
+      recordsAdmin.close();
       await state.kill();
       await ns.dispose();
       await rm(dir, { recursive: true, force: true });
