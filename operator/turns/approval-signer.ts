@@ -3,7 +3,7 @@
  * the bytes) so the harness can check, before it runs an approved call, that the answer
  * came from the control plane and binds exactly that request, tool and arguments.
  */
-import { createPrivateKey, createPublicKey, randomBytes, sign, type KeyObject } from 'node:crypto';
+import { createPublicKey, randomBytes, sign, type KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import {
   approvalKeyId,
@@ -12,6 +12,7 @@ import {
   type ApprovalScope,
 } from '../../common/approval-bytes';
 import { AppError } from '../../common/errors';
+import { ed25519PrivateKey } from './ed25519-private-key';
 
 export class ApprovalSigner {
   /** First 16 bytes of SHA-256 of the public key, lowercase hex. */
@@ -47,22 +48,7 @@ export class ApprovalSigner {
   }
 
   static fromPem(pem: string, source = 'approval key'): ApprovalSigner {
-    let key: KeyObject;
-    try {
-      key = createPrivateKey(pem);
-    } catch (error) {
-      throw new AppError(
-        'invalid_argument',
-        `${source} is not a PEM private key; generate one with openssl genpkey -algorithm ed25519`,
-        { cause: error },
-      );
-    }
-    if (key.asymmetricKeyType !== 'ed25519') {
-      throw new AppError(
-        'invalid_argument',
-        `${source} is a ${key.asymmetricKeyType ?? 'unknown'} key; approvals need ed25519`,
-      );
-    }
+    const key = ed25519PrivateKey(pem, source, 'approvals');
     return new ApprovalSigner(key);
   }
 

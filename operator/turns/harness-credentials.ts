@@ -5,8 +5,9 @@
  * signature. The credential goes into the call's metadata and nowhere else: it is never
  * logged, and never written to status, events or the journal.
  */
-import { createPrivateKey, sign, type KeyObject } from 'node:crypto';
+import { sign, type KeyObject } from 'node:crypto';
 import { AppError } from '../../common/errors';
+import { ed25519PrivateKey } from './ed25519-private-key';
 import {
   encodeHarnessCredential,
   HARNESS_CREDENTIAL_AUDIENCE,
@@ -37,22 +38,7 @@ export class HarnessCredentialMinter implements HarnessCredentials {
     source = 'credential key',
     nowMs: () => number = Date.now,
   ): HarnessCredentialMinter {
-    let key: KeyObject;
-    try {
-      key = createPrivateKey(pem);
-    } catch (error) {
-      throw new AppError(
-        'invalid_argument',
-        `${source} is not a PEM private key; generate one with openssl genpkey -algorithm ed25519`,
-        { cause: error },
-      );
-    }
-    if (key.asymmetricKeyType !== 'ed25519') {
-      throw new AppError(
-        'invalid_argument',
-        `${source} is a ${key.asymmetricKeyType ?? 'unknown'} key; harness credentials need ed25519`,
-      );
-    }
+    const key = ed25519PrivateKey(pem, source, 'harness credentials');
     return new HarnessCredentialMinter(key, nowMs);
   }
 
