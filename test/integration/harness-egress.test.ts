@@ -112,6 +112,11 @@ describe('harness egress on a cluster whose API server listens on 443', () => {
   };
 
   beforeAll(async () => {
+    if (process.getuid?.() !== 0) {
+      throw new Error(
+        'this test binds kube-apiserver to port 443, which needs root: run make test as root (README)',
+      );
+    }
     dir = await mkdtemp(join(tmpdir(), 'polychrome-egress-'));
     cluster = await LocalCluster.start({
       dir,
