@@ -1,6 +1,3 @@
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
-
 import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pino from 'pino';
@@ -23,13 +20,15 @@ import {
   RecordsClient as RecordsGrpcClient,
   RecordsService,
 } from '../../proto/gen/polychrome/state/v1/records';
-import { createNodeEd25519Signer } from '../journal/node-ed25519';
-import { loadRecordsKey } from '../records';
-import { JournalStore } from '../store/journal-store';
-import { RecordsDatabase } from './records-database';
-import { StateServer } from './state-server';
 import { createStateMetrics } from './state-metrics';
-import { clientTls, makeTestPki, tempDir, type TestPki } from './testdata/fixtures';
+import {
+  clientTls,
+  makeTestPki,
+  startTestStateServer,
+  tempDir,
+  type TestPki,
+  type TestStateServer,
+} from './testdata/fixtures';
 
 /** The identity recorded as minter or role setter in these tests. */
 const MINTER = 'test:minter';
@@ -42,9 +41,7 @@ const MINTER = 'test:minter';
 
 let dir: { path: string; remove: () => Promise<void> };
 let pki: TestPki;
-let journal: JournalStore;
-let recordsDb: RecordsDatabase;
-let server: StateServer;
+let state: TestStateServer;
 let registry: Registry;
 let address: string;
 let writer: RecordsClient;
@@ -68,29 +65,13 @@ async function clientAs(
 beforeAll(async () => {
   dir = await tempDir('records-service');
   pki = await makeTestPki(dir.path);
-  journal = new JournalStore({
-    location: join(dir.path, 'journal'),
-    signer: createNodeEd25519Signer(new Uint8Array(32).fill(3)),
-  });
-  await journal.open();
-  recordsDb = new RecordsDatabase(join(dir.path, 'records'), await loadRecordsKey(pki.recordsKey));
-  await recordsDb.open();
   registry = new Registry();
-  server = new StateServer({
-    store: journal,
-    records: recordsDb.records,
-    tls: {
-      ca: await readFile(pki.ca.certPath),
-      cert: await readFile(pki.server.certPath),
-      key: await readFile(pki.server.keyPath),
-    },
+  state = await startTestStateServer(dir.path, pki, {
+    signerSeed: 3,
     logger: pino({ level: 'debug' }, { write: (line: string) => logLines.push(line) }),
-    host: '127.0.0.1',
-    port: 0,
-    metrics: createStateMetrics(registry, () => journal.stats()),
-    publicKeys: [],
+    metrics: (journal) => createStateMetrics(registry, () => journal.stats()),
   });
-  address = `localhost:${String(await server.start())}`;
+  ({ address } = state);
   // The records admin may call every Records RPC (rpc-roles.ts); role attacks: role-attacks.test.ts.
   writer = await clientAs('recordsAdmin');
   verifier = await clientAs('verifier');
@@ -104,9 +85,7 @@ afterAll(async () => {
   verifier.close();
   stranger.close();
   rawClient.close();
-  await server.close(1_000);
-  await recordsDb.close();
-  await journal.close();
+  await state.close();
   await dir.remove();
 });
 

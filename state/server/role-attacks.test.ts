@@ -1,22 +1,22 @@
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
-
 import { Client, Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import pino from 'pino';
 
 import { CertificateRole } from '../../common/certificate-identity';
 import { RecordsClient } from '../../common/records-client';
 import { StateCallError, StateClient, stateChannel } from '../../common/state-client';
 import { RecordsService } from '../../proto/gen/polychrome/state/v1/records';
 import { JournalService } from '../../proto/gen/polychrome/state/v1/state';
-import { createNodeEd25519Signer } from '../journal/node-ed25519';
-import { loadRecordsKey } from '../records';
-import { JournalStore } from '../store/journal-store';
-import { RecordsDatabase } from './records-database';
+import type { JournalStore } from '../store/journal-store';
 import { rolesFor } from './rpc-roles';
-import { StateServer } from './state-server';
-import { clientTls, makeTestPki, message, tempDir, type TestPki } from './testdata/fixtures';
+import {
+  clientTls,
+  makeTestPki,
+  message,
+  startTestStateServer,
+  tempDir,
+  type TestPki,
+  type TestStateServer,
+} from './testdata/fixtures';
 
 /*
  * What a certificate holding one role can reach, over the real mutual TLS listener with
@@ -28,8 +28,7 @@ import { clientTls, makeTestPki, message, tempDir, type TestPki } from './testda
 let dir: { path: string; remove: () => Promise<void> };
 let pki: TestPki;
 let journal: JournalStore;
-let recordsDb: RecordsDatabase;
-let server: StateServer;
+let state: TestStateServer;
 let address: string;
 const clients: { close(): void }[] = [];
 
@@ -51,34 +50,13 @@ function parts(path: string): { service: string; method: string } {
 beforeAll(async () => {
   dir = await tempDir('role-attacks');
   pki = await makeTestPki(dir.path);
-  journal = new JournalStore({
-    location: join(dir.path, 'journal'),
-    signer: createNodeEd25519Signer(new Uint8Array(32).fill(5)),
-  });
-  await journal.open();
-  recordsDb = new RecordsDatabase(join(dir.path, 'records'), await loadRecordsKey(pki.recordsKey));
-  await recordsDb.open();
-  server = new StateServer({
-    store: journal,
-    records: recordsDb.records,
-    tls: {
-      ca: await readFile(pki.ca.certPath),
-      cert: await readFile(pki.server.certPath),
-      key: await readFile(pki.server.keyPath),
-    },
-    logger: pino({ level: 'silent' }),
-    host: '127.0.0.1',
-    port: 0,
-    publicKeys: [],
-  });
-  address = `localhost:${String(await server.start())}`;
+  state = await startTestStateServer(dir.path, pki, { signerSeed: 5 });
+  ({ journal, address } = state);
 }, 120_000);
 
 afterAll(async () => {
   for (const client of clients) client.close();
-  await server.close(1_000);
-  await recordsDb.close();
-  await journal.close();
+  await state.close();
   await dir.remove();
 });
 

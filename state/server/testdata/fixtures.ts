@@ -8,6 +8,13 @@ import { CertificateRole } from '../../../common/certificate-identity';
 import { encodePayload, EventKind } from '../../../common/event-kinds';
 import type { NewJournalEvent, StateClientTls } from '../../../common/state-client';
 import { pollUntil } from '../../../hack/lib/processes';
+import pino, { type Logger } from 'pino';
+import { createNodeEd25519Signer } from '../../journal/node-ed25519';
+import { loadRecordsKey } from '../../records';
+import { JournalStore } from '../../store/journal-store';
+import { RecordsDatabase } from '../records-database';
+import type { StateMetrics } from '../state-metrics';
+import { StateServer } from '../state-server';
 
 /** A fresh temporary directory and a function that removes it. */
 export async function tempDir(
@@ -118,4 +125,60 @@ export function eventually<T>(
   timeoutMs = 20_000,
 ): Promise<T> {
   return pollUntil(what, async () => check(), { timeoutMs, intervalMs: 50 });
+}
+
+/** A state server on loopback over a fresh journal and records in `dir`, with `pki`'s server certificate. */
+export interface TestStateServer {
+  readonly journal: JournalStore;
+  readonly recordsDb: RecordsDatabase;
+  readonly server: StateServer;
+  /** `localhost:<port>`: the name the server certificate carries. */
+  readonly address: string;
+  /** Stops the server, then closes the records and the journal. */
+  close(): Promise<void>;
+}
+
+/** Starts a {@link TestStateServer}; `signerSeed` fills the journal signing key's 32 bytes. */
+export async function startTestStateServer(
+  dir: string,
+  pki: TestPki,
+  options: {
+    readonly signerSeed: number;
+    readonly logger?: Logger;
+    readonly metrics?: (journal: JournalStore) => StateMetrics;
+  },
+): Promise<TestStateServer> {
+  const journal = new JournalStore({
+    location: join(dir, 'journal'),
+    signer: createNodeEd25519Signer(new Uint8Array(32).fill(options.signerSeed)),
+  });
+  await journal.open();
+  const recordsDb = new RecordsDatabase(join(dir, 'records'), await loadRecordsKey(pki.recordsKey));
+  await recordsDb.open();
+  const server = new StateServer({
+    store: journal,
+    records: recordsDb.records,
+    tls: {
+      ca: await readFile(pki.ca.certPath),
+      cert: await readFile(pki.server.certPath),
+      key: await readFile(pki.server.keyPath),
+    },
+    logger: options.logger ?? pino({ level: 'silent' }),
+    host: '127.0.0.1',
+    port: 0,
+    ...(options.metrics === undefined ? {} : { metrics: options.metrics(journal) }),
+    publicKeys: [],
+  });
+  const address = `localhost:${String(await server.start())}`;
+  return {
+    journal,
+    recordsDb,
+    server,
+    address,
+    async close() {
+      await server.close(1_000);
+      await recordsDb.close();
+      await journal.close();
+    },
+  };
 }
