@@ -22,6 +22,9 @@ module.exports = {
       transform,
       transformIgnorePatterns,
       testEnvironment: 'node',
+      // The harness CA of the in-process harnesses (test/support/harness-tls.ts).
+      globalSetup: '<rootDir>/test/support/global-setup.ts',
+      globalTeardown: '<rootDir>/test/support/global-teardown.ts',
     },
     {
       displayName: 'integration',

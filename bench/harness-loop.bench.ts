@@ -23,6 +23,7 @@ import { builtinToolRunner, calculatorTool } from '../harness/tools/builtin-tool
 import { requestIds } from '../harness/turn/request-ids';
 import { runTurn, type StepSink } from '../harness/turn/run-turn';
 import type { TurnInput } from '../harness/turn/turn-machine';
+import { testHarnessCertificateFiles } from '../test/support/harness-tls';
 
 const STEPS_PER_TURN = 50;
 const TIME_BUDGET_MS = 4_000;
@@ -157,6 +158,7 @@ async function idleMemory(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'harness-bench-'));
   const script = join(dir, 'script.yaml');
   writeFileSync(script, 'replies:\n  - text: idle\n');
+  const tls = await testHarnessCertificateFiles('bench');
   // `node --import tsx` keeps the measured pid the node process itself (the tsx CLI would
   // put a parent process in between).
   const args = useCompiled ? [compiled] : ['--import', 'tsx', join(ROOT, 'harness', 'main.ts')];
@@ -167,7 +169,9 @@ async function idleMemory(): Promise<void> {
       HARNESS_LISTEN_HOST: '127.0.0.1',
       HARNESS_PORT: '0',
       HARNESS_HEALTH_PORT: '0',
-      HARNESS_AUTH_TOKEN: 'bench',
+      HARNESS_NAMESPACE: 'bench',
+      HARNESS_TLS_CERT_FILE: tls.certPath,
+      HARNESS_TLS_KEY_FILE: tls.keyPath,
       HARNESS_APPROVAL_PUBLIC_KEY: Buffer.from(approvalKey.publicKey).toString('hex'),
       HARNESS_MODEL_SCRIPT: script,
       HARNESS_LOG_LEVEL: 'info',

@@ -193,11 +193,18 @@ function containerEnv(
   return out;
 }
 
-/** Secret and key behind a file path, through the container's mounts and the pod's volumes. */
-function secretFileAt(path: string): { secret: unknown; key: string } | undefined {
-  const mount = container.volumeMounts?.find((m) => m.mountPath === dirname(path));
+/**
+ * Secret and key behind a file path, through the container's mounts and the pod's volumes
+ * (the control plane's, unless another container and pod spec are given).
+ */
+function secretFileAt(
+  path: string,
+  inContainer: Container = container,
+  inPod: Obj = podSpec,
+): { secret: unknown; key: string } | undefined {
+  const mount = inContainer.volumeMounts?.find((m) => m.mountPath === dirname(path));
   if (mount === undefined) return undefined;
-  const volume = objs(podSpec['volumes'], 'volumes').find((v) => v['name'] === mount.name);
+  const volume = objs(inPod['volumes'], 'volumes').find((v) => v['name'] === mount.name);
   if (volume === undefined || !isObj(volume['secret'])) return undefined;
   const secret = volume['secret'];
   const items = secret['items'];
@@ -256,7 +263,7 @@ describe('operator/config.ts header table', () => {
         'POLYCHROME_STATE_ADDRESS',
         'POLYCHROME_STATE_CA',
         'POLYCHROME_STATE_KEY',
-        'POLYCHROME_HARNESS_TOKEN_FILE',
+        'POLYCHROME_HARNESS_CA_FILE',
         'POLYCHROME_APPROVAL_KEY_FILE',
       ]),
     );
@@ -354,15 +361,26 @@ describe('config/control-plane Deployment', () => {
     expect([ca?.key, cert?.key, key?.key]).toEqual(stateKeys);
   });
 
-  it('reads the harness token from the Secret and key the SandboxTemplate gives harness pods', () => {
+  it('reads the harness CA from polychrome-harness-ca; harness pods serve the pair of polychrome-harness-tls', () => {
     const config = loadControlPlaneConfig(containerEnv());
-    const harnessToken = harnessContainer.env?.find((v) => v.name === 'HARNESS_AUTH_TOKEN');
-    const ref = obj(harnessToken?.valueFrom?.['secretKeyRef'], 'HARNESS_AUTH_TOKEN secretKeyRef');
-    expect(secretFileAt(config.turns.harnessTokenPath)).toEqual({
-      secret: ref['name'],
-      key: ref['key'],
+    expect(secretFileAt(config.turns.harnessCaPath)).toEqual({
+      secret: 'polychrome-harness-ca',
+      key: 'ca.crt',
     });
-    expect(ref).toMatchObject({ name: 'polychrome-harness', key: 'token' });
+    const harnessEnv = containerEnv(harnessContainer.env ?? []);
+    const harnessPod = obj(harnessPodTemplate['spec'], 'harness pod spec');
+    for (const [variable, key] of [
+      ['HARNESS_TLS_CERT_FILE', 'tls.crt'],
+      ['HARNESS_TLS_KEY_FILE', 'tls.key'],
+    ] as const) {
+      expect(secretFileAt(harnessEnv[variable] ?? '', harnessContainer, harnessPod)).toEqual({
+        secret: 'polychrome-harness-tls',
+        key,
+      });
+    }
+    // No shared secret opens harnesses any more: the bearer token is gone from both sides.
+    expect(harnessContainer.env?.map((v) => v.name)).not.toContain('HARNESS_AUTH_TOKEN');
+    expect(env.map((v) => v.name)).not.toContain('POLYCHROME_HARNESS_TOKEN_FILE');
   });
 
   it('reads the approval key from polychrome-approval-key, key key.pem', () => {

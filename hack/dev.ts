@@ -29,14 +29,15 @@ import {
   applySecrets,
   DEV_BASE_NAMESPACE,
   devBaseSecrets,
-  ensureHarnessToken,
   ensureVolume,
   stateJournalVolume,
 } from './lib/dev-base';
 import { devCliEnv, ensureDevCerts } from './lib/dev-certs';
 import { mintDevToken, PersonaRole, writeDevToken } from './lib/dev-token';
+import { ensureHarnessCa, ensureHarnessCertificate } from './lib/harness-pki';
 import {
   applyHarnessSecret,
+  applyHarnessTlsSecret,
   ensureApprovalKey,
   HARNESS_IMAGE_PATTERN,
   harnessSourceCommand,
@@ -236,7 +237,9 @@ async function up(): Promise<void> {
     const certs = await ensureDevCerts(join(localDir, 'state-pki'));
     const door = await ensureDoorCertificate(join(localDir, 'kube-api-pki'), DEV_BASE_NAMESPACE);
     const approvalKey = await ensureApprovalKey(join(devDir, 'approval-key.pem'));
-    const harnessToken = await ensureHarnessToken(join(devDir, 'harness-token'));
+    // The harness CA, and the serving certificate of the conversations' namespace.
+    const harnessCa = await ensureHarnessCa(join(localDir, 'harness-pki'));
+    const harnessCertificate = await ensureHarnessCertificate(harnessCa, namespace);
     for (const name of [DEV_BASE_NAMESPACE, namespace]) {
       await core.createNamespace({ body: { metadata: { name } } }).catch((err: unknown) => {
         if (!isApiError(err, 409)) throw err;
@@ -249,15 +252,15 @@ async function up(): Promise<void> {
         certs,
         door,
         approvalKeyPath: approvalKey.privateKeyPath,
-        harnessToken,
+        harnessCaPath: harnessCa.certPath,
       }),
     );
     await ensureVolume(core, stateJournalVolume(join(devDir, 'volumes', 'state-journal')));
 
-    // What the sandbox template reads in the conversations' namespace: the same bearer
-    // token, the approval key's public half, Claude's key.
+    // What the sandbox template reads in the conversations' namespace: the namespace's
+    // harness certificate, the approval key's public half, Claude's key.
+    await applyHarnessTlsSecret(cluster.kubeConfig(), namespace, harnessCertificate);
     await applyHarnessSecret(cluster.kubeConfig(), namespace, {
-      token: harnessToken,
       approvalPublicKey: approvalKey.publicKeyHex,
       ...(process.env.ANTHROPIC_API_KEY ? { anthropicApiKey: process.env.ANTHROPIC_API_KEY } : {}),
     });

@@ -6,8 +6,10 @@ import { ConfigError } from '../common/config';
 import { loadHarnessConfig } from './config';
 
 const KEY_HEX = 'ab'.repeat(32);
+const TLS = { HARNESS_TLS_CERT_FILE: '/tls/tls.crt', HARNESS_TLS_KEY_FILE: '/tls/tls.key' };
 const base = {
-  HARNESS_AUTH_TOKEN: 'tok',
+  ...TLS,
+  HARNESS_NAMESPACE: 'team-a',
   HARNESS_APPROVAL_PUBLIC_KEY: KEY_HEX,
   HARNESS_MODEL_SCRIPT: 'script.yaml',
 };
@@ -28,7 +30,8 @@ describe('loadHarnessConfig', () => {
       host: '10.0.0.7',
       port: 7070,
       healthPort: 9090,
-      authToken: 'tok',
+      tls: { certPath: '/tls/tls.crt', keyPath: '/tls/tls.key' },
+      namespace: 'team-a',
       approvalPublicKey: new Uint8Array(Buffer.from(KEY_HEX, 'hex')),
       model: { kind: 'scripted', scriptPath: 'script.yaml' },
       maxSteps: 8,
@@ -52,12 +55,12 @@ describe('loadHarnessConfig', () => {
     ]);
   });
 
-  it('reads the token and key from files and picks Anthropic when a key is set', () => {
+  it('reads the key from a file and picks Anthropic when a key is set', () => {
     const dir = mkdtempSync(join(tmpdir(), 'harness-config-'));
-    writeFileSync(join(dir, 'token'), 'file-token\n');
     writeFileSync(join(dir, 'key'), `${KEY_HEX}\n`);
     const config = loadHarnessConfig({
-      HARNESS_AUTH_TOKEN_FILE: join(dir, 'token'),
+      ...TLS,
+      HARNESS_NAMESPACE: 'team-a',
       HARNESS_APPROVAL_PUBLIC_KEY_FILE: join(dir, 'key'),
       ANTHROPIC_API_KEY: 'sk-test',
       ANTHROPIC_BASE_URL: 'http://127.0.0.1:1234',
@@ -67,7 +70,7 @@ describe('loadHarnessConfig', () => {
     });
     expect(config).toMatchObject({
       host: '0.0.0.0',
-      authToken: 'file-token',
+      approvalPublicKey: new Uint8Array(Buffer.from(KEY_HEX, 'hex')),
       model: {
         kind: 'anthropic',
         apiKey: 'sk-test',
@@ -85,7 +88,8 @@ describe('loadHarnessConfig', () => {
         ...base,
         HARNESS_PORT: 'seventy',
         HARNESS_HEALTH_PORT: '-1',
-        HARNESS_AUTH_TOKEN_FILE: '/nonexistent/token',
+        HARNESS_APPROVAL_PUBLIC_KEY_FILE: '/nonexistent/key',
+        HARNESS_NAMESPACE: 'Team_A',
         HARNESS_MAX_STEPS: '0',
         HARNESS_LOG_LEVEL: 'loud',
         HARNESS_REQUIRE_APPROVAL: '!send_email',
@@ -94,11 +98,26 @@ describe('loadHarnessConfig', () => {
     ).toEqual([
       'HARNESS_PORT: must be a whole number from 0 to 65535, got "seventy"',
       'HARNESS_HEALTH_PORT: must be a whole number from 0 to 65535, got "-1"',
-      'HARNESS_AUTH_TOKEN_FILE: names a file the harness cannot read',
+      'HARNESS_APPROVAL_PUBLIC_KEY_FILE: names a file the harness cannot read',
+      'HARNESS_NAMESPACE: must be a namespace name (a DNS label); set it from the downward API, metadata.namespace',
       'HARNESS_MAX_STEPS: must be a whole number from 1 to 100, got "0"',
       "HARNESS_MCP_SERVERS: Invalid discriminator value. Expected 'stdio' | 'http' at 0.transport",
       'HARNESS_REQUIRE_APPROVAL: HARNESS_REQUIRE_APPROVAL: "!send_email" is not an approval rule; each entry must be a builtin tool name, <mcpServer>/<tool> or <mcpServer>/*. This list can only add approvals; remove a rule by editing the list itself.',
       'HARNESS_LOG_LEVEL: must be one of debug, info, warn, error, silent, got "loud"',
+    ]);
+  });
+
+  it('requires the TLS pair and the namespace: there is no plaintext listener', () => {
+    const {
+      HARNESS_TLS_CERT_FILE: _c,
+      HARNESS_TLS_KEY_FILE: _k,
+      HARNESS_NAMESPACE: _n,
+      ...rest
+    } = base;
+    expect(issues(rest)).toEqual([
+      'HARNESS_TLS_CERT_FILE: is required',
+      'HARNESS_TLS_KEY_FILE: is required',
+      'HARNESS_NAMESPACE: is required',
     ]);
   });
 
@@ -120,8 +139,9 @@ describe('loadHarnessConfig', () => {
   });
 
   it('checks the cross-field rules once the fields are valid', () => {
-    expect(issues({ HARNESS_APPROVAL_PUBLIC_KEY: 'abc' })).toEqual([
-      'HARNESS_AUTH_TOKEN: the bearer token: set exactly one of HARNESS_AUTH_TOKEN and HARNESS_AUTH_TOKEN_FILE (neither is set)',
+    expect(
+      issues({ ...TLS, HARNESS_NAMESPACE: 'team-a', HARNESS_APPROVAL_PUBLIC_KEY: 'abc' }),
+    ).toEqual([
       'HARNESS_APPROVAL_PUBLIC_KEY: must be a raw ed25519 public key as 64 hex digits',
       'HARNESS_MODEL_SCRIPT: no model: set ANTHROPIC_API_KEY for the Anthropic provider, or HARNESS_MODEL_SCRIPT to a script file for the scripted provider',
     ]);

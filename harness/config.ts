@@ -7,6 +7,7 @@ import {
   envJson,
   envOptionalString,
   envPort,
+  envString,
   parseConfig,
   type Env,
 } from '../common/config';
@@ -24,10 +25,10 @@ import { parseApprovalRules, type ApprovalRules } from './tools/approval-policy'
  * | `HARNESS_LISTEN_HOST` / `POD_IP` | gRPC and side-port address | `POD_IP`, else `0.0.0.0` |
  * | `HARNESS_PORT` | gRPC port | 7070 |
  * | `HARNESS_HEALTH_PORT` | `/healthz`, `/readyz`, `/metrics` | 9090 |
- * | `HARNESS_AUTH_TOKEN` or `HARNESS_AUTH_TOKEN_FILE` | the per-conversation bearer token | required, exactly one |
+ * | `HARNESS_TLS_CERT_FILE`, `HARNESS_TLS_KEY_FILE` | the serving certificate of the pod's namespace (`polychrome-harness.<namespace>`, signed by the harness CA) and its key; read again while running. The listener is TLS only | required |
  * | `HARNESS_APPROVAL_PUBLIC_KEY` or `_FILE` | the control plane's ed25519 approval key, 64 hex digits; it also verifies each call's per-conversation credential | required, exactly one |
  * | `HARNESS_APPROVAL_NEXT_PUBLIC_KEY` | during a key rotation, the control plane's next public key, 64 hex digits: approvals and credentials signed by either key pass | unset |
- * | `HARNESS_NAMESPACE` | the pod's namespace (downward API): credentials for conversations of another namespace are refused | unset: not checked |
+ * | `HARNESS_NAMESPACE` | the pod's namespace (downward API): its certificate must name it, and credentials for conversations of another namespace are refused | required |
  * | `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`, `HARNESS_MODEL` | the Anthropic provider | unset: scripted provider |
  * | `HARNESS_MODEL_SCRIPT` | script file for the scripted provider | required without an API key |
  * | `HARNESS_MAX_STEPS` | the deployment's step budget | 8 |
@@ -77,6 +78,8 @@ function envFile() {
 }
 
 const HEX_KEY = /^[0-9a-fA-F]{64}$/u;
+/** A Kubernetes namespace name (RFC 1123 label). */
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/u;
 
 const schema = z
   .object({
@@ -84,11 +87,18 @@ const schema = z
     HARNESS_LISTEN_HOST: envOptionalString(),
     HARNESS_PORT: envPort(7070),
     HARNESS_HEALTH_PORT: envPort(DEFAULT_HEALTH_PORT),
-    HARNESS_AUTH_TOKEN: envOptionalString(),
-    HARNESS_AUTH_TOKEN_FILE: envFile(),
+    HARNESS_TLS_CERT_FILE: envString(),
+    HARNESS_TLS_KEY_FILE: envString(),
     HARNESS_APPROVAL_PUBLIC_KEY: envOptionalString(),
     HARNESS_APPROVAL_PUBLIC_KEY_FILE: envFile(),
-    HARNESS_NAMESPACE: envOptionalString(),
+    HARNESS_NAMESPACE: envString().pipe(
+      z
+        .string()
+        .regex(
+          DNS_LABEL,
+          'must be a namespace name (a DNS label); set it from the downward API, metadata.namespace',
+        ),
+    ),
     HARNESS_APPROVAL_NEXT_PUBLIC_KEY: envOptionalString().pipe(
       z
         .string()
@@ -130,7 +140,6 @@ const schema = z
         });
       }
     };
-    exactlyOne('HARNESS_AUTH_TOKEN', 'HARNESS_AUTH_TOKEN_FILE', 'the bearer token');
     exactlyOne(
       'HARNESS_APPROVAL_PUBLIC_KEY',
       'HARNESS_APPROVAL_PUBLIC_KEY_FILE',
@@ -161,7 +170,8 @@ const schema = z
     host: env.HARNESS_LISTEN_HOST ?? env.POD_IP ?? '0.0.0.0',
     port: env.HARNESS_PORT,
     healthPort: env.HARNESS_HEALTH_PORT,
-    authToken: env.HARNESS_AUTH_TOKEN ?? env.HARNESS_AUTH_TOKEN_FILE ?? '',
+    tls: { certPath: env.HARNESS_TLS_CERT_FILE, keyPath: env.HARNESS_TLS_KEY_FILE },
+    namespace: env.HARNESS_NAMESPACE,
     approvalPublicKey: new Uint8Array(
       Buffer.from(
         env.HARNESS_APPROVAL_PUBLIC_KEY ?? env.HARNESS_APPROVAL_PUBLIC_KEY_FILE ?? '',
@@ -177,7 +187,6 @@ const schema = z
             ...(env.ANTHROPIC_BASE_URL === undefined ? {} : { baseUrl: env.ANTHROPIC_BASE_URL }),
             ...(env.HARNESS_MODEL === undefined ? {} : { defaultModel: env.HARNESS_MODEL }),
           },
-    ...(env.HARNESS_NAMESPACE === undefined ? {} : { namespace: env.HARNESS_NAMESPACE }),
     ...(env.HARNESS_APPROVAL_NEXT_PUBLIC_KEY === undefined
       ? {}
       : {

@@ -1,6 +1,7 @@
 import { Registry } from 'prom-client';
 import { collectProcessMetrics } from '../common/process-metrics';
 import { ConfigError } from '../common/config';
+import type { ServingCertificate } from '../common/serving-certificate';
 import { HealthServer } from '../common/health-server';
 import { componentLogger, createRootLogger, LogComponent } from '../common/log';
 import { startTracing } from '../common/tracing';
@@ -12,6 +13,7 @@ import { ScriptedProvider } from './model/scripted-provider';
 import { builtinToolRunner, builtinTools } from './tools/builtin-tools';
 import { createHarnessMetrics } from './server/harness-metrics';
 import { HarnessServer } from './server/harness-server';
+import { loadHarnessCertificate } from './server/serving-credentials';
 import { createToolRouter } from './server/tool-router';
 import { askUserTool, handoffTool } from './turn/reserved-tools';
 
@@ -31,6 +33,18 @@ async function main(): Promise<number> {
   }
   const logger = createRootLogger({ service: 'harness', level: config.logLevel });
   const log = componentLogger(logger, LogComponent.Main);
+  // Bad TLS material is bad configuration: the listener would serve nothing usable.
+  let certificate: ServingCertificate;
+  try {
+    certificate = await loadHarnessCertificate({
+      ...config.tls,
+      namespace: config.namespace,
+      logger: componentLogger(logger, LogComponent.Grpc),
+    });
+  } catch (error) {
+    console.error(error instanceof Error ? error.message : String(error));
+    return 2;
+  }
   // The SDK loads only when OTEL_* asks for it (docs/observability.md).
   const tracing = await startTracing('polychrome-harness', (message) => log.warn(message));
 
@@ -47,7 +61,8 @@ async function main(): Promise<number> {
   const server = new HarnessServer({
     host: config.host,
     port: config.port,
-    authToken: config.authToken,
+    certificate,
+    namespace: config.namespace,
     logger,
     metrics: createHarnessMetrics(registry),
     defaultMaxSteps: config.maxSteps,
@@ -59,7 +74,6 @@ async function main(): Promise<number> {
     ackTimeoutMs: config.ackTimeoutMs,
     toolTimeoutMs: config.toolTimeoutMs,
     recordAgentConfig: config.recordAgentConfig,
-    ...(config.namespace === undefined ? {} : { namespace: config.namespace }),
     deps: {
       modelFor: await modelSource(config, logger),
       tools: createToolRouter(

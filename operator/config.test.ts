@@ -7,7 +7,7 @@ const base = {
   POLYCHROME_STATE_CA: '/tls/ca.crt',
   POLYCHROME_STATE_CERT: '/tls/tls.crt',
   POLYCHROME_STATE_KEY: '/tls/tls.key',
-  POLYCHROME_HARNESS_TOKEN_FILE: '/harness/token',
+  POLYCHROME_HARNESS_CA_FILE: '/harness-ca/ca.crt',
   POLYCHROME_APPROVAL_KEY_FILE: '/approval/key.pem',
 };
 
@@ -107,9 +107,9 @@ describe('loadControlPlaneConfig', () => {
   });
 
   it('requires the harness token and the approval key', () => {
-    const { POLYCHROME_HARNESS_TOKEN_FILE: _t, POLYCHROME_APPROVAL_KEY_FILE: _k, ...rest } = base;
+    const { POLYCHROME_HARNESS_CA_FILE: _t, POLYCHROME_APPROVAL_KEY_FILE: _k, ...rest } = base;
     expect(() => loadControlPlaneConfig(rest)).toThrow(
-      /POLYCHROME_APPROVAL_KEY_FILE[\s\S]*POLYCHROME_HARNESS_TOKEN_FILE|POLYCHROME_HARNESS_TOKEN_FILE[\s\S]*POLYCHROME_APPROVAL_KEY_FILE/,
+      /POLYCHROME_APPROVAL_KEY_FILE[\s\S]*POLYCHROME_HARNESS_CA_FILE|POLYCHROME_HARNESS_CA_FILE[\s\S]*POLYCHROME_APPROVAL_KEY_FILE/,
     );
   });
 
@@ -134,7 +134,7 @@ describe('loadControlPlaneConfig', () => {
     const issues = caught.issues.map((i) => i.variable).sort();
     expect(issues).toEqual([
       'POLYCHROME_APPROVAL_KEY_FILE',
-      'POLYCHROME_HARNESS_TOKEN_FILE',
+      'POLYCHROME_HARNESS_CA_FILE',
       'POLYCHROME_LOG_LEVEL',
       'POLYCHROME_STATE_CA',
       'POLYCHROME_STATE_CERT',

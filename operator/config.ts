@@ -80,7 +80,7 @@ function envDuration(fallbackMs: number, range: { min: number; max: number }) {
  * | `POLYCHROME_PEER_HOST` / `POLYCHROME_PEER_PORT` | the peer listener (mutual TLS, forwarded requests from other replicas only) | 0.0.0.0, 8443 |
  * | `POLYCHROME_KUBE_API_CERT_FILE` / `POLYCHROME_KUBE_API_KEY_FILE` | serving certificate and key of the Kubernetes door (api.polychrome.dev, docs/kube-api.md); both or neither | unset: no Kubernetes door |
  * | `POLYCHROME_KUBE_API_HOST` / `POLYCHROME_KUBE_API_PORT` | the Kubernetes door's listener | 0.0.0.0, 8444 |
- * | `POLYCHROME_HARNESS_TOKEN_FILE` | the bearer token harness pods accept | required |
+ * | `POLYCHROME_HARNESS_CA_FILE` | the harness CA bundle (PEM): each harness must present a certificate it signed for `polychrome-harness.<namespace>` (docs/operator.md, "The harness door") | required |
  * | `POLYCHROME_APPROVAL_KEY_FILE` | ed25519 private key (PKCS#8 PEM) that signs approvals | required |
  * | `POLYCHROME_NEW_CONVERSATION_NAMESPACE` | where the API creates conversations (docs/api.md, "Where conversations live") | the watch namespace, else `polychrome-conversations` |
  * | `POLYCHROME_NEW_CONVERSATION_SPEC` | JSON spec of conversations the API creates (the default agent) | `{}` |
@@ -132,7 +132,7 @@ const schema = z
     POLYCHROME_KUBE_API_KEY_FILE: envOptionalString(),
     POLYCHROME_KUBE_API_HOST: envString({ default: '0.0.0.0' }),
     POLYCHROME_KUBE_API_PORT: envPort(DEFAULT_KUBE_API_PORT),
-    POLYCHROME_HARNESS_TOKEN_FILE: envString(),
+    POLYCHROME_HARNESS_CA_FILE: envString(),
     POLYCHROME_APPROVAL_KEY_FILE: envString(),
     POLYCHROME_NEW_CONVERSATION_NAMESPACE: envOptionalString(),
     POLYCHROME_NEW_CONVERSATION_SPEC: envJson(z.record(z.string(), z.unknown()), {}),
@@ -282,7 +282,7 @@ export interface ControlPlaneConfig {
     readonly namespace: string;
   };
   readonly turns: {
-    readonly harnessTokenPath: string;
+    readonly harnessCaPath: string;
     readonly approvalKeyPath: string;
     readonly newConversationNamespace: string;
     readonly newConversationSpec: Readonly<Record<string, unknown>>;
@@ -359,7 +359,7 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
       namespace: ownNamespace,
     }),
     turns: Object.freeze({
-      harnessTokenPath: c.POLYCHROME_HARNESS_TOKEN_FILE,
+      harnessCaPath: c.POLYCHROME_HARNESS_CA_FILE,
       approvalKeyPath: c.POLYCHROME_APPROVAL_KEY_FILE,
       newConversationNamespace:
         c.POLYCHROME_NEW_CONVERSATION_NAMESPACE ??

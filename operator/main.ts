@@ -3,6 +3,7 @@
  * plane, wire the reconciler and leases, serve the side port, stop on SIGTERM.
  */
 import { KubeConfig } from '@kubernetes/client-node';
+import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { Gauge, Registry } from 'prom-client';
 import { collectProcessMetrics } from '../common/process-metrics';
@@ -20,7 +21,7 @@ import { KubeDoor } from './kube-api/kube-door';
 import { kubeDoorPorts, tokenReviewer } from './kube-api/kube-door-ports';
 import { UiAssets } from './ui/ui-assets';
 import { KubeSessions } from './kube-api/kube-sessions';
-import { ServingCertificate } from './kube-api/serving-certificate';
+import { ServingCertificate } from '../common/serving-certificate';
 import {
   eitherAuthenticator,
   serviceAccountAuthenticator,
@@ -65,9 +66,9 @@ async function main(): Promise<void> {
     await readFile(config.turns.approvalKeyPath, 'utf8'),
     'POLYCHROME_APPROVAL_KEY_FILE',
   );
-  const harnessToken = await readSecretFile(
-    config.turns.harnessTokenPath,
-    'POLYCHROME_HARNESS_TOKEN_FILE',
+  const harnessCa = caBundle(
+    await readSecretFile(config.turns.harnessCaPath, 'POLYCHROME_HARNESS_CA_FILE'),
+    'POLYCHROME_HARNESS_CA_FILE',
   );
 
   // Every conversation's Lease is in this namespace, out of reach of conversations' users.
@@ -150,7 +151,7 @@ async function main(): Promise<void> {
   };
   const state = new StateClient(stateOptions);
   const records = new RecordsClient(stateOptions);
-  const harness = new HarnessConnector({ token: harnessToken, credentials });
+  const harness = new HarnessConnector({ harnessCa, credentials });
   const conversations = new ConversationAccess({
     kubeConfig: kc,
     cached: () => controller.knownConversations(),
@@ -213,6 +214,8 @@ async function main(): Promise<void> {
           certPath: config.kubeApi.certPath,
           keyPath: config.kubeApi.keyPath,
           logger: componentLogger(log, LogComponent.Api),
+          purpose: "the Kubernetes door's serving certificate",
+          remedy: 'check the Secret mounted there (docs/kube-api.md, "The serving certificate")',
         });
   const api = new PublicApiServer({
     host: config.api.host,
@@ -347,6 +350,30 @@ async function readSecretFile(path: string, variable: string): Promise<string> {
     throw new ConfigError('control plane', [{ variable, message: 'names an empty file' }]);
   }
   return text;
+}
+
+/** A PEM bundle whose first certificate is a CA: what a trust anchor file must hold. */
+function caBundle(pem: string, variable: string): Buffer {
+  let certificate: X509Certificate;
+  try {
+    certificate = new X509Certificate(pem);
+  } catch (error) {
+    throw new ConfigError('control plane', [
+      {
+        variable,
+        message: `names a file that holds no PEM certificate (${(error as Error).message})`,
+      },
+    ]);
+  }
+  if (!certificate.ca) {
+    throw new ConfigError('control plane', [
+      {
+        variable,
+        message: `names ${certificate.subject.replace(/\n/g, ', ')}, which is not a CA certificate; give the CA that signs the harness certificates`,
+      },
+    ]);
+  }
+  return Buffer.from(pem);
 }
 
 main().catch((err: unknown) => {

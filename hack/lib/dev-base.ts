@@ -1,8 +1,6 @@
-import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import type { CoreV1Api, V1PersistentVolume } from '@kubernetes/client-node';
 import type { DevCerts } from './dev-certs';
-import { writeHarnessToken } from './harness-config';
 import type { DoorCertificate } from './kube-door';
 import { isApiError } from './local-node-pod-worker';
 
@@ -31,8 +29,8 @@ export interface DevSecretSources {
   door: DoorCertificate;
   /** The approval private key (PKCS#8 PEM file). */
   approvalKeyPath: string;
-  /** The control plane's bearer token for harness pods. */
-  harnessToken: string;
+  /** The harness CA's certificate (PEM file): the control plane trusts the harnesses it signed. */
+  harnessCaPath: string;
 }
 
 /** Every Secret the base's pods mount, by the names and keys config/ gives them. */
@@ -59,7 +57,7 @@ export async function devBaseSecrets(sources: DevSecretSources): Promise<DevSecr
         'tls.key': await text(certs.controlPlane.keyPath),
       },
     },
-    { name: 'polychrome-harness', data: { token: sources.harnessToken } },
+    { name: 'polychrome-harness-ca', data: { 'ca.crt': await text(sources.harnessCaPath) } },
     { name: 'polychrome-approval-key', data: { 'key.pem': await text(sources.approvalKeyPath) } },
     {
       name: 'polychrome-kube-api-tls',
@@ -141,13 +139,4 @@ export async function ensureVolume(core: CoreV1Api, volume: V1PersistentVolume):
     name,
     body: { ...current, spec: { ...current.spec, claimRef: volume.spec?.claimRef } },
   });
-}
-
-/** The harness token of the last run, or a new one: harness pods kept across runs hold it. */
-export async function ensureHarnessToken(path: string): Promise<string> {
-  if (existsSync(path)) {
-    const token = (await readFile(path, 'utf8')).trim();
-    if (token !== '') return token;
-  }
-  return writeHarnessToken(path);
 }

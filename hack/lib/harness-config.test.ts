@@ -9,7 +9,6 @@ import {
   HARNESS_IMAGE_PATTERN,
   harnessSourceCommand,
   sandboxHarnessPodSpec,
-  writeHarnessToken,
 } from './harness-config';
 import { imageMatches } from './local-node-pod';
 
@@ -49,17 +48,6 @@ describe('ensureApprovalKey', () => {
   });
 });
 
-describe('writeHarnessToken', () => {
-  it('writes a fresh private token each time', async () => {
-    const path = join(dir, 'token');
-    const a = await writeHarnessToken(path);
-    expect(a).toMatch(/^[A-Za-z0-9_-]{43}$/u);
-    expect((await readFile(path, 'utf8')).trim()).toBe(a);
-    expect((await stat(path)).mode & 0o777).toBe(0o600);
-    expect(await writeHarnessToken(path)).not.toBe(a);
-  });
-});
-
 describe('sandboxHarnessPodSpec', () => {
   it('is config/sandbox’s harness pod spec, reading its variables from the Secret', async () => {
     const spec = await sandboxHarnessPodSpec();
@@ -75,11 +63,7 @@ describe('sandboxHarnessPodSpec', () => {
       .filter((e) => e.valueFrom?.secretKeyRef !== undefined)
       .map((e) => e.name);
     expect(fromSecret).toEqual(
-      expect.arrayContaining([
-        'HARNESS_AUTH_TOKEN',
-        'HARNESS_APPROVAL_PUBLIC_KEY',
-        'ANTHROPIC_API_KEY',
-      ]),
+      expect.arrayContaining(['HARNESS_APPROVAL_PUBLIC_KEY', 'ANTHROPIC_API_KEY']),
     );
     // A fresh object each time: callers may change it.
     harness?.env?.splice(0);

@@ -1,22 +1,23 @@
-import { ApiException, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { ApiException, CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import {
   createPrivateKey,
   createPublicKey,
   generateKeyPairSync,
-  randomBytes,
   type KeyObject,
 } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parse } from 'yaml';
+import { HARNESS_TLS_SECRET } from './harness-pki';
 import { repoRoot } from './paths';
+import type { CertFiles } from './pki';
 
 /**
  * What a harness pod needs on a development machine or in a test, shared by `make dev`
  * (hack/dev.ts) and the end-to-end test stack: the command that runs the harness from
- * source, the control plane's approval key pair, the bearer token, the Secret the sandbox
- * template reads, and that template's pod spec.
+ * source, the control plane's approval key pair, the Secrets the sandbox template reads (the
+ * harness certificate is hack/lib/harness-pki.ts's), and that template's pod spec.
  */
 
 /** The Secret config/sandbox's harness template reads its variables from. */
@@ -72,20 +73,8 @@ export async function ensureApprovalKey(path: string): Promise<ApprovalKey> {
   return { privateKeyPath: path, publicKeyHex };
 }
 
-/**
- * Writes a fresh random bearer token (32 bytes, base64url, mode 0600) to `path` for the
- * control plane (`POLYCHROME_HARNESS_TOKEN_FILE`) and returns it for the harness Secret.
- */
-export async function writeHarnessToken(path: string): Promise<string> {
-  const token = randomBytes(32).toString('base64url');
-  await writeFile(path, `${token}\n`, { mode: 0o600 });
-  return token;
-}
-
 /** The keys of the {@link HARNESS_SECRET} Secret. */
 export interface HarnessSecretData {
-  /** `token`: the bearer token the control plane presents. */
-  readonly token: string;
   /** `approval-public-key`: {@link ApprovalKey.publicKeyHex}. */
   readonly approvalPublicKey: string;
   /** `anthropic-api-key`: Claude's key; without it the template's harness uses its script. */
@@ -102,16 +91,45 @@ export async function applyHarnessSecret(
   const body = {
     metadata: { name: HARNESS_SECRET, namespace },
     stringData: {
-      token: data.token,
       'approval-public-key': data.approvalPublicKey,
       ...(data.anthropicApiKey === undefined ? {} : { 'anthropic-api-key': data.anthropicApiKey }),
     },
   };
+  await createOrReplaceSecret(core, namespace, HARNESS_SECRET, body);
+}
+
+/**
+ * Creates the {@link HARNESS_TLS_SECRET} Secret of `namespace` (type kubernetes.io/tls, as a
+ * cert-manager Certificate writes it) from the namespace's harness certificate, or replaces
+ * the one there.
+ */
+export async function applyHarnessTlsSecret(
+  kc: KubeConfig,
+  namespace: string,
+  files: CertFiles,
+): Promise<void> {
+  const body = {
+    metadata: { name: HARNESS_TLS_SECRET, namespace },
+    type: 'kubernetes.io/tls',
+    stringData: {
+      'tls.crt': await readFile(files.certPath, 'utf8'),
+      'tls.key': await readFile(files.keyPath, 'utf8'),
+    },
+  };
+  await createOrReplaceSecret(kc.makeApiClient(CoreV1Api), namespace, HARNESS_TLS_SECRET, body);
+}
+
+async function createOrReplaceSecret(
+  core: CoreV1Api,
+  namespace: string,
+  name: string,
+  body: V1Secret,
+): Promise<void> {
   try {
     await core.createNamespacedSecret({ namespace, body });
   } catch (err: unknown) {
     if (!(err instanceof ApiException && err.code === 409)) throw err;
-    await core.replaceNamespacedSecret({ namespace, name: HARNESS_SECRET, body });
+    await core.replaceNamespacedSecret({ namespace, name, body });
   }
 }
 

@@ -1,37 +1,12 @@
 import { describe, expect, it } from '@jest/globals';
 import { Metadata } from '@grpc/grpc-js';
-import { hasBearerToken, traceContextFrom } from './call-metadata';
+import { traceContextFrom } from './call-metadata';
 
 function metadata(entries: [string, string][]): Metadata {
   const m = new Metadata();
   for (const [key, value] of entries) m.add(key, value);
   return m;
 }
-
-describe('hasBearerToken', () => {
-  it.each<[string, [string, string][], boolean]>([
-    ['the right token', [['authorization', 'Bearer s3cret']], true],
-    ['a wrong token', [['authorization', 'Bearer s3creT']], false],
-    ['a longer token', [['authorization', 'Bearer s3cret2']], false],
-    ['no header', [], false],
-    ['another scheme', [['authorization', 'Basic s3cret']], false],
-    ['no token', [['authorization', 'Bearer ']], false],
-    [
-      'two headers',
-      [
-        ['authorization', 'Bearer s3cret'],
-        ['authorization', 'Bearer s3cret'],
-      ],
-      false,
-    ],
-  ])('%s', (_label, entries, ok) => {
-    expect(hasBearerToken(metadata(entries), 's3cret')).toBe(ok);
-  });
-
-  it('never accepts anything when the harness has no token', () => {
-    expect(hasBearerToken(metadata([['authorization', 'Bearer ']]), '')).toBe(false);
-  });
-});
 
 describe('traceContextFrom', () => {
   it('parses a valid traceparent', () => {

@@ -1,30 +1,6 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Metadata } from '@grpc/grpc-js';
 
-/**
- * What the harness reads from a call's metadata: the control plane's bearer token and the
- * W3C trace context.
- */
-
-function digest(text: string): Buffer {
-  return createHash('sha256').update(text, 'utf8').digest();
-}
-
-/**
- * True when the call carries exactly one `authorization: Bearer <token>` whose token equals
- * `expected`. The comparison runs in constant time over SHA-256 digests, so neither the
- * token's bytes nor its length leak through timing.
- */
-export function hasBearerToken(metadata: Metadata, expected: string): boolean {
-  const values = metadata.get('authorization');
-  if (values.length !== 1) return false;
-  const [value] = values;
-  if (typeof value !== 'string') return false;
-  const match = /^Bearer ([^\s]+)$/u.exec(value);
-  const given = match?.[1];
-  if (given === undefined || expected === '') return false;
-  return timingSafeEqual(digest(given), digest(expected));
-}
+/** What the harness reads from a call's metadata besides its credential: the W3C trace context. */
 
 /** A parsed W3C `traceparent` (https://www.w3.org/TR/trace-context/#traceparent-header). */
 export interface TraceContext {

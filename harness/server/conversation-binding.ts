@@ -21,8 +21,8 @@ export interface ConversationBindingOptions {
   readonly nowMs: () => number;
   /** The conversation uid the pod was started for (the pod backend); absent: the first valid call's. */
   readonly conversation?: string;
-  /** The pod's own namespace (downward API); set, a credential for another is refused. */
-  readonly namespace?: string;
+  /** The pod's own namespace (downward API): a credential for another is refused. */
+  readonly namespace: string;
 }
 
 export type Admission =
@@ -57,7 +57,7 @@ export class ConversationBinding {
     if (!verdict.ok) return refuse(credentialRefused(verdict.reason));
     const { conversation, namespace } = verdict.claims;
     const own = this.options.namespace;
-    if (own !== undefined && own !== '' && namespace !== own) {
+    if (namespace !== own) {
       return refuse(
         new AppError(
           'permission_denied',

@@ -35,6 +35,7 @@ import {
 import type { ApprovalRequest } from '../../proto/gen/polychrome/events/v1/events';
 import { createHarnessMetrics } from './harness-metrics';
 import { HarnessServer } from './harness-server';
+import { testHarnessCertificate, testHarnessChannel } from '../../test/support/harness-tls';
 import { createToolRouter } from './tool-router';
 import { ERROR_CODE_METADATA } from './turn-call';
 import {
@@ -45,7 +46,6 @@ import {
 } from './turn-codec';
 import type { McpToolSource } from './turn-tools';
 
-const TOKEN = 'conversation-token-1';
 const TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 const approvalKey = nodeEd25519Signer(new Uint8Array(32).fill(7));
 
@@ -82,6 +82,9 @@ const waitForever: TurnTool = {
 
 interface Rig {
   server: HarnessServer;
+  /** The bound port on 127.0.0.1. */
+  port: number;
+  /** A client that dials as the control plane does: TLS, checking the namespace's name. */
   client: HarnessClient;
   model: ScriptedProvider;
   toolLog: string[];
@@ -103,7 +106,7 @@ interface RigOptions {
   requireApproval?: string[];
   /** The conversation the pod was started for (the pod backend). */
   conversation?: string;
-  /** The pod's namespace. */
+  /** The pod's namespace. @default 'team-a' */
   namespace?: string;
   /** The control plane's next key, during a rotation. */
   nextKey?: Uint8Array;
@@ -144,15 +147,16 @@ async function rig(replies: ScriptReply[], options: RigOptions = {}): Promise<Ri
   };
   const registry = new Registry();
   const mcp = options.mcpServers === undefined ? undefined : new McpToolRunner(options.mcpServers);
+  const namespace = options.namespace ?? 'team-a';
   const server = new HarnessServer({
     host: '127.0.0.1',
     port: 0,
-    authToken: TOKEN,
+    certificate: await testHarnessCertificate(namespace, logger),
+    namespace,
     logger,
     metrics: createHarnessMetrics(registry),
     requireApproval: options.requireApproval ?? [],
     ...(options.conversation === undefined ? {} : { conversation: options.conversation }),
-    ...(options.namespace === undefined ? {} : { namespace: options.namespace }),
     ackTimeoutMs: options.ackTimeoutMs ?? 5_000,
     ...(mcp === undefined
       ? {}
@@ -183,7 +187,8 @@ async function rig(replies: ScriptReply[], options: RigOptions = {}): Promise<Ri
     },
   });
   const port = await server.start();
-  const client = new HarnessClient(`127.0.0.1:${port}`, credentials.createInsecure());
+  const channel = await testHarnessChannel(namespace);
+  const client = new HarnessClient(`127.0.0.1:${port}`, channel.credentials, channel.options);
   const logLines = (): Record<string, unknown>[] =>
     chunks
       .join('')
@@ -197,6 +202,7 @@ async function rig(replies: ScriptReply[], options: RigOptions = {}): Promise<Ri
       });
   current = {
     server,
+    port,
     client,
     model,
     toolLog,
@@ -406,9 +412,8 @@ function authFor(conversation: string): Metadata {
   return metadata;
 }
 
-function auth(token = TOKEN, traceparent = TRACEPARENT): Metadata {
+function auth(traceparent = TRACEPARENT): Metadata {
   const metadata = new Metadata();
-  metadata.set('authorization', `Bearer ${token}`);
   metadata.set(HARNESS_CREDENTIAL_METADATA, credentialFor('c-1'));
   metadata.set('traceparent', traceparent);
   return metadata;
@@ -489,29 +494,34 @@ describe('HarnessServer over loopback gRPC', () => {
     ]);
   });
 
-  it.each([
-    ['a wrong token', auth('not-the-token')],
-    ['no token', new Metadata()],
-    [
-      'a non-bearer scheme',
-      (() => {
-        const m = new Metadata();
-        m.set('authorization', `Basic ${TOKEN}`);
-        return m;
-      })(),
-    ],
-  ])('rejects %s with UNAUTHENTICATED before touching turn state', async (_label, metadata) => {
-    const { client, model, server } = await rig([{ text: 'never' }]);
-    const cp = new ControlPlaneCall(client, metadata, turnRequest());
-    const status = await cp.status;
-    expect(status).toMatchObject({
-      code: GrpcStatus.UNAUTHENTICATED,
-      errorCode: 'unauthenticated',
-    });
-    expect(status.details).toContain('no valid bearer token');
-    expect(cp.outputs).toEqual([]);
-    expect(model.callCount).toBe(0);
-    expect(server.currentTurn()).toBeUndefined();
+  it('refuses plaintext: a client without TLS never reaches the service', async () => {
+    const { port, model, server } = await rig([{ text: 'never' }]);
+    const plain = new HarnessClient(`127.0.0.1:${port}`, credentials.createInsecure());
+    try {
+      const cp = new ControlPlaneCall(plain, auth(), turnRequest());
+      expect(await cp.status).toMatchObject({ code: GrpcStatus.UNAVAILABLE });
+      expect(cp.outputs).toEqual([]);
+      expect(model.callCount).toBe(0);
+      expect(server.currentTurn()).toBeUndefined();
+    } finally {
+      plain.close();
+    }
+  });
+
+  it("is refused by a client that dials another namespace's harness: its certificate names team-a only", async () => {
+    const { port, model, server } = await rig([{ text: 'never' }]);
+    const channel = await testHarnessChannel('team-b');
+    const other = new HarnessClient(`127.0.0.1:${port}`, channel.credentials, channel.options);
+    try {
+      const cp = new ControlPlaneCall(other, authFor('c-1'), turnRequest());
+      const status = await cp.status;
+      expect(status).toMatchObject({ code: GrpcStatus.UNAVAILABLE });
+      expect(status.details).toMatch(/polychrome-harness\.team-b/);
+      expect(model.callCount).toBe(0);
+      expect(server.currentTurn()).toBeUndefined();
+    } finally {
+      other.close();
+    }
   });
 
   it.each<[string, string | undefined, RegExp]>([

@@ -1,4 +1,4 @@
-import { Server, ServerCredentials } from '@grpc/grpc-js';
+import { Server } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { AppError, isAppError } from '../../common/errors';
 import { componentLogger, LogComponent } from '../../common/log';
@@ -24,7 +24,7 @@ import { createHistoryRequestHasher } from '../turn/agent-config';
 import { requestIds as defaultRequestIds, type RequestIds } from '../turn/request-ids';
 import { runTurn, type Clock, type TurnOutcome } from '../turn/run-turn';
 import type { TurnInput } from '../turn/turn-machine';
-import { hasBearerToken, traceContextFrom } from './call-metadata';
+import { traceContextFrom } from './call-metadata';
 import { observeTurn, type HarnessMetrics } from './harness-metrics';
 import { endWithError, TurnCall, type RunTurnCall } from './turn-call';
 import {
@@ -37,14 +37,17 @@ import {
 import { isToolOfServers, offeredTools, type McpToolSource } from './turn-tools';
 import { UsedApprovals } from './used-approvals';
 import { ConversationBinding, startMismatch } from './conversation-binding';
+import type { ServingCertificate } from '../../common/serving-certificate';
+import { harnessServerCredentials } from './serving-credentials';
 
 /**
  * The harness's gRPC server: `Harness.RunTurn`, one turn per call, one call at a time.
  *
- * Who may call: every call must carry the per-namespace bearer token (compared in constant
- * time) and a per-conversation credential the control plane minted (conversation-binding.ts)
- * before any turn state is touched. The harness serves one conversation: the first valid
- * credential binds it, and every other conversation is refused with PERMISSION_DENIED.
+ * Who may call: the listener speaks TLS only, presenting the certificate of the pod's
+ * namespace (serving-credentials.ts), and every call must carry a per-conversation
+ * credential the control plane minted (conversation-binding.ts), checked before any turn
+ * state is touched. The harness serves one conversation: the first valid credential binds
+ * it, and every other conversation is refused with PERMISSION_DENIED.
  */
 
 /** What a turn runs against; built once in `main.ts`. */
@@ -73,8 +76,12 @@ export interface HarnessServerOptions {
   readonly host?: string;
   /** 0 lets the system pick (tests). @default 7070 */
   readonly port?: number;
-  /** The per-namespace token every call must present. */
-  readonly authToken: string;
+  /**
+   * The serving certificate of the pod's namespace (serving-credentials.ts), read again
+   * while the server runs; the server stops reading it when it closes. There is no
+   * plaintext listener.
+   */
+  readonly certificate: ServingCertificate;
   /**
    * Keys the per-conversation credential may be signed with (conversation-binding.ts):
    * the current control-plane key and, during a rotation, the next.
@@ -83,8 +90,8 @@ export interface HarnessServerOptions {
   readonly credentialKeys?: readonly Uint8Array[];
   /** The conversation uid the pod was started for; absent: bind to the first valid call. */
   readonly conversation?: string;
-  /** The pod's namespace (`HARNESS_NAMESPACE`); set, credentials for another are refused. */
-  readonly namespace?: string;
+  /** The pod's namespace (`HARNESS_NAMESPACE`): credentials for another are refused. */
+  readonly namespace: string;
   readonly deps: HarnessTurnDeps;
   /** The root logger; the server makes its `grpc` and `turn` children. */
   readonly logger: Logger;
@@ -160,7 +167,7 @@ export class HarnessServer {
       verifier: options.deps.approvalVerifier,
       nowMs: () => clock.nowMs(),
       ...(options.conversation === undefined ? {} : { conversation: options.conversation }),
-      ...(options.namespace === undefined ? {} : { namespace: options.namespace }),
+      namespace: options.namespace,
     });
     this.log = componentLogger(options.logger, LogComponent.Grpc);
     this.server.addService(HarnessService, {
@@ -178,8 +185,10 @@ export class HarnessServer {
     const host = this.options.host ?? '0.0.0.0';
     const address = `${host.includes(':') ? `[${host}]` : host}:${this.options.port ?? DEFAULT_PORT}`;
     this.port = await new Promise<number>((resolve, reject) => {
-      this.server.bindAsync(address, ServerCredentials.createInsecure(), (error, port) =>
-        error === null ? resolve(port) : reject(error),
+      this.server.bindAsync(
+        address,
+        harnessServerCredentials(this.options.certificate),
+        (error, port) => (error === null ? resolve(port) : reject(error)),
       );
     });
     this.log.info({ address, port: this.port }, 'harness server listening');
@@ -248,6 +257,7 @@ export class HarnessServer {
         resolve();
       });
     });
+    this.options.certificate.stop();
     this.log.info('harness server stopped');
   }
 
@@ -256,17 +266,6 @@ export class HarnessServer {
     const traceFields =
       trace === undefined ? {} : { traceparent: trace.traceparent, traceId: trace.traceId };
     const log = this.log.child(traceFields);
-    if (!hasBearerToken(call.metadata, this.options.authToken)) {
-      log.warn('call rejected: missing or wrong bearer token');
-      endWithError(
-        call,
-        new AppError(
-          'unauthenticated',
-          'the call has no valid bearer token for this harness; send metadata authorization: Bearer <token>',
-        ),
-      );
-      return;
-    }
     const admitted = this.binding.admit(call.metadata);
     if (!admitted.ok) {
       log.warn({ reason: admitted.error.message }, 'call rejected: harness credential');

@@ -2,11 +2,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { afterEach, describe, expect, it } from '@jest/globals';
-import { credentials, Metadata, status as GrpcStatus } from '@grpc/grpc-js';
+import { afterEach, beforeAll, describe, expect, it } from '@jest/globals';
+import { Metadata, status as GrpcStatus } from '@grpc/grpc-js';
 import { HarnessClient, type TurnOutput } from '../../proto/gen/polychrome/harness/v1/harness';
 import { nodeEd25519Signer } from '../crypto/node-ed25519';
 import { turnRequestToProto, type TurnRequest } from './turn-codec';
+import { testHarnessCertificateFiles, testHarnessChannel } from '../../test/support/harness-tls';
 import {
   encodeHarnessCredential,
   HARNESS_CREDENTIAL_AUDIENCE,
@@ -78,9 +79,9 @@ async function runTurnOver(
   port: number,
   request: TurnRequest,
 ): Promise<{ outputs: TurnOutput[]; code: number }> {
-  const client = new HarnessClient(`127.0.0.1:${port}`, credentials.createInsecure());
+  const channel = await testHarnessChannel('team-a');
+  const client = new HarnessClient(`127.0.0.1:${port}`, channel.credentials, channel.options);
   const metadata = new Metadata();
-  metadata.set('authorization', 'Bearer process-token');
   const now = Date.now();
   metadata.set(
     HARNESS_CREDENTIAL_METADATA,
@@ -126,14 +127,22 @@ function scriptFile(lines: string[]): string {
   return script;
 }
 
-const BASE_ENV = {
-  HARNESS_LISTEN_HOST: '127.0.0.1',
-  HARNESS_PORT: '0',
-  HARNESS_HEALTH_PORT: '0',
-  HARNESS_AUTH_TOKEN: 'process-token',
-  HARNESS_APPROVAL_PUBLIC_KEY: Buffer.from(approvalKey.publicKey).toString('hex'),
-  HARNESS_SHUTDOWN_GRACE_MS: '2000',
-};
+/** What every spawned harness gets: loopback ports, namespace team-a and its certificate. */
+let BASE_ENV: Record<string, string>;
+
+beforeAll(async () => {
+  const tls = await testHarnessCertificateFiles('team-a');
+  BASE_ENV = {
+    HARNESS_LISTEN_HOST: '127.0.0.1',
+    HARNESS_PORT: '0',
+    HARNESS_HEALTH_PORT: '0',
+    HARNESS_NAMESPACE: 'team-a',
+    HARNESS_TLS_CERT_FILE: tls.certPath,
+    HARNESS_TLS_KEY_FILE: tls.keyPath,
+    HARNESS_APPROVAL_PUBLIC_KEY: Buffer.from(approvalKey.publicKey).toString('hex'),
+    HARNESS_SHUTDOWN_GRACE_MS: '2000',
+  };
+});
 
 describe('harness/main.ts as a process', () => {
   it('serves /readyz and a turn over gRPC, then drains on SIGTERM and exits 0', async () => {
@@ -267,8 +276,24 @@ describe('harness/main.ts as a process', () => {
     const harness = spawnHarness({ HARNESS_PORT: 'x', HARNESS_MAX_STEPS: '0' });
     expect(await harness.exit).toBe(2);
     const message = harness.stderr.join('');
-    expect(message).toContain('harness configuration has 2 problems');
+    expect(message).toContain('harness configuration has 5 problems');
     expect(message).toContain('HARNESS_PORT: must be a whole number');
+    expect(message).toContain('HARNESS_TLS_CERT_FILE: is required');
+    expect(message).toContain('HARNESS_NAMESPACE: is required');
     expect(message).toContain('HARNESS_MAX_STEPS: must be a whole number from 1 to 100');
+  }, 60_000);
+
+  it("exits 2 before listening when its certificate names another namespace's harness", async () => {
+    const script = scriptFile(['replies:', '  - text: never']);
+    const harness = spawnHarness({
+      ...BASE_ENV,
+      HARNESS_NAMESPACE: 'team-b',
+      HARNESS_MODEL_SCRIPT: script,
+    });
+    expect(await harness.exit).toBe(2);
+    expect(harness.stderr.join('')).toMatch(
+      /harness's serving certificate .* not usable \(it names DNS:polychrome-harness\.team-a, not DNS:polychrome-harness\.team-b.*mount the Secret polychrome-harness-tls of namespace team-b/,
+    );
+    expect(harness.lines.find((l) => l.msg === 'harness server listening')).toBeUndefined();
   }, 60_000);
 });

@@ -121,8 +121,8 @@ describe("desiredPod: the conversation's tools in the harness container env", ()
     valueFrom: { fieldRef: { fieldPath: 'status.podIP' } },
   };
   const token: EnvVarManifest = {
-    name: 'HARNESS_AUTH_TOKEN',
-    valueFrom: { secretKeyRef: { name: 'polychrome-harness', key: 'token' } },
+    name: 'HARNESS_APPROVAL_PUBLIC_KEY',
+    valueFrom: { secretKeyRef: { name: 'polychrome-harness', key: 'approval-public-key' } },
   };
   const rulesFromConfigMap = { configMapKeyRef: { name: 'deployment-rules', key: 'rules' } };
 

@@ -9,7 +9,7 @@ import pino from 'pino';
 import { DevCertificateAuthority, type CertFiles } from '../../hack/lib/pki';
 import { startApi } from '../public-api/testdata/fixtures';
 import { KubeDoor } from './kube-door';
-import { ServingCertificate } from './serving-certificate';
+import { ServingCertificate } from '../../common/serving-certificate';
 
 /** The certificate a TLS server at 127.0.0.1:`port` presents to a new connection. */
 async function servedFingerprint(port: number): Promise<string> {
@@ -22,6 +22,9 @@ async function servedFingerprint(port: number): Promise<string> {
     socket.once('error', reject);
   });
 }
+
+/** What the door names its pair in messages, as operator/main.ts does. */
+const DOOR = { purpose: "the Kubernetes door's serving certificate", remedy: 'check the Secret' };
 
 const fingerprintOf = async (files: CertFiles): Promise<string> =>
   new X509Certificate(await readFile(files.certPath)).fingerprint256;
@@ -69,7 +72,7 @@ describe("the Kubernetes door's serving certificate, read again while running", 
 
   it('takes a renewed pair, keeps the pair in use when a new one does not load, and refuses a bad pair at start', async () => {
     await mount(first);
-    const serving = await ServingCertificate.load({ ...mounted, logger });
+    const serving = await ServingCertificate.load({ ...mounted, logger, ...DOOR });
     const seen: string[] = [];
     serving.onChange((pair) => seen.push(new X509Certificate(pair.cert).fingerprint256));
     expect(await serving.check()).toBe(false); // unchanged
@@ -84,21 +87,23 @@ describe("the Kubernetes door's serving certificate, read again while running", 
     expect(new X509Certificate(serving.pair.cert).fingerprint256).toBe(
       await fingerprintOf(renewed),
     );
-    expect(warnings).toContain('new serving certificate does not load; keeping the one in use');
+    expect(warnings).toContain(
+      "the Kubernetes door's serving certificate: the new pair is not usable; keeping the one in use",
+    );
 
     await writeFile(mounted.keyPath, 'not a key');
     expect(await serving.check()).toBe(false);
     expect(seen).toHaveLength(1);
 
-    await expect(ServingCertificate.load({ ...mounted, logger })).rejects.toThrow(
-      /serving certificate .*tls\.crt and key .*tls\.key do not load together/,
+    await expect(ServingCertificate.load({ ...mounted, logger, ...DOOR })).rejects.toThrow(
+      /the Kubernetes door's serving certificate .*tls\.crt and key .*tls\.key are not usable \(.*\); check the Secret/,
     );
     serving.stop();
   });
 
   it('serves the renewed certificate to new connections on the door, without a restart', async () => {
     await mount(first);
-    const serving = await ServingCertificate.load({ ...mounted, logger });
+    const serving = await ServingCertificate.load({ ...mounted, logger, ...DOOR });
     const caPem = await readFile(ca.certPath, 'utf8');
     const door = new KubeDoor({
       ports: {

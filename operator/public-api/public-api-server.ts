@@ -190,7 +190,7 @@ export interface KubeListenerOptions {
   readonly cert: string;
   readonly key: string;
   /**
-   * Registers a listener for a renewed certificate and key (serving-certificate.ts); the
+   * Registers a listener for a renewed certificate and key (common/serving-certificate.ts); the
    * listener serves them to new connections. None: served as given until restart.
    */
   readonly onCertificateChange?: (listener: (pair: { cert: string; key: string }) => void) => void;

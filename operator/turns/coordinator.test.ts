@@ -4,7 +4,7 @@
  * checked against the dispatched turn before anything is committed (docs/turns.md).
  */
 import { afterEach, describe, expect, it } from '@jest/globals';
-import { Server, ServerCredentials, type ServerDuplexStream } from '@grpc/grpc-js';
+import { Server, type ServerDuplexStream } from '@grpc/grpc-js';
 import pino from 'pino';
 import { approvalArgsSha256 } from '../../common/approval-bytes';
 import { decodePayload, type EventPayloads } from '../../common/event-kinds';
@@ -16,7 +16,9 @@ import {
   type TurnOutput,
   type TurnStart,
 } from '../../proto/gen/polychrome/harness/v1/harness';
+import { testHarnessServerCredentials } from '../../test/support/harness-tls';
 import { readyStatus } from '../../test/support/in-memory-conversations';
+import { DEFAULT_CONVERSATION_NAMESPACE } from '../config';
 import {
   askReply,
   calculatorReply,
@@ -37,8 +39,16 @@ const OWNER: Caller = {
 /** What the lying peer sends once it has the turn's start. */
 type Lie = (start: TurnStart) => TurnOutput[];
 
-/** A harness peer on loopback: reads the start, sends `lie(start)`, then waits to be cut off. */
+/**
+ * A harness peer on loopback: reads the start, sends `lie(start)`, then waits to be cut off.
+ * It holds a genuine harness certificate of the conversations' namespace, as a compromised
+ * harness would: the lies must be caught by what the control plane checks in each message.
+ */
 async function startLiar(lie: Lie): Promise<{ endpoint: string; close: () => Promise<void> }> {
+  const credentials = await testHarnessServerCredentials(
+    DEFAULT_CONVERSATION_NAMESPACE,
+    pino({ level: 'silent' }),
+  );
   const server = new Server();
   server.addService(HarnessService, {
     runTurn: (call: ServerDuplexStream<TurnInput, TurnOutput>) => {
@@ -51,7 +61,7 @@ async function startLiar(lie: Lie): Promise<{ endpoint: string; close: () => Pro
     },
   });
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (error, bound) =>
+    server.bindAsync('127.0.0.1:0', credentials, (error, bound) =>
       error === null ? resolve(bound) : reject(error),
     ),
   );

@@ -2,12 +2,20 @@
  * The control plane's side of `Harness.RunTurn` (proto/polychrome/harness/v1): send one
  * `start`, then answer what the harness streams, in order — commit each step and ack it,
  * run trusted tools, forward text deltas — until its terminal `paused` or `result`.
- * Channels are kept per harness endpoint and closed when idle.
+ * Every call is TLS, to a harness that proves it serves the conversation's namespace
+ * (common/harness-identity.ts). Channels are kept per namespace and endpoint, and closed
+ * when idle.
  */
-import { credentials, Metadata, type ClientDuplexStream } from '@grpc/grpc-js';
+import {
+  credentials,
+  Metadata,
+  type ChannelCredentials,
+  type ClientDuplexStream,
+} from '@grpc/grpc-js';
 import { AppError, errorCodeFromGrpc } from '../../common/errors';
 import { isServiceError } from '../../common/state-client';
 import { HARNESS_CREDENTIAL_METADATA } from '../../common/harness-credential';
+import { harnessServerName } from '../../common/harness-identity';
 import { injectTraceMetadata } from '../../common/tracing';
 import {
   HarnessClient,
@@ -47,8 +55,11 @@ export type HarnessTurnEnd =
     };
 
 export interface HarnessConnectorOptions {
-  /** The bearer token the harness pods were started with. */
-  readonly token: string;
+  /**
+   * The harness CA bundle (PEM): a harness must present a certificate it signed, for
+   * `polychrome-harness.<namespace>` of the conversation's namespace.
+   */
+  readonly harnessCa: Buffer;
   /** Mints each call's per-conversation credential (harness-credentials.ts). */
   readonly credentials: HarnessCredentials;
   /** Close a harness channel after this long unused. @default 60000 */
@@ -61,8 +72,11 @@ export interface HarnessConnectorOptions {
 export interface HarnessCallOptions {
   readonly signal?: AbortSignal;
   readonly traceparent?: string;
-  /** The conversation's namespace, bound into the call's credential. */
-  readonly namespace?: string;
+  /**
+   * The conversation's namespace: the harness must prove it serves this namespace, and the
+   * call's credential is bound to it.
+   */
+  readonly namespace: string;
 }
 
 interface Channel {
@@ -76,8 +90,11 @@ export class HarnessConnector {
   private readonly channels = new Map<string, Channel>();
   private readonly sweeper: NodeJS.Timeout;
   private readonly idleMs: number;
+  /** TLS to the harnesses: server authentication with the harness CA, no client certificate. */
+  private readonly tls: ChannelCredentials;
 
   constructor(private readonly options: HarnessConnectorOptions) {
+    this.tls = credentials.createSsl(options.harnessCa);
     this.idleMs = options.idleChannelMs ?? 60_000;
     this.sweeper = setInterval(() => this.sweep(), Math.max(1_000, this.idleMs / 2));
     this.sweeper.unref();
@@ -96,9 +113,9 @@ export class HarnessConnector {
     endpoint: string,
     start: TurnStart,
     handlers: HarnessTurnHandlers,
-    options: HarnessCallOptions = {},
+    options: HarnessCallOptions,
   ): Promise<HarnessTurnEnd> {
-    const channel = this.channel(endpoint);
+    const channel = this.channel(options.namespace, endpoint);
     channel.calls += 1;
     const call = channel.client.runTurn(this.metadata(start, options), {
       deadline: Date.now() + (this.options.callDeadlineMs ?? 600_000),
@@ -138,16 +155,12 @@ export class HarnessConnector {
     );
   }
 
-  /**
-   * The call's metadata: the namespace token, the conversation's fresh credential (never
-   * logged), and the trace context.
-   */
+  /** The call's metadata: the conversation's fresh credential (never logged) and the trace context. */
   private metadata(start: TurnStart, options: HarnessCallOptions): Metadata {
     const metadata = new Metadata();
-    metadata.set('authorization', `Bearer ${this.options.token}`);
     metadata.set(
       HARNESS_CREDENTIAL_METADATA,
-      this.options.credentials.mint(start.conversationId, options.namespace ?? ''),
+      this.options.credentials.mint(start.conversationId, options.namespace),
     );
     // The active span's context when tracing is on; else the caller's own id, for the log.
     injectTraceMetadata(metadata);
@@ -164,11 +177,21 @@ export class HarnessConnector {
     this.channels.clear();
   }
 
-  private channel(endpoint: string): Channel {
-    let channel = this.channels.get(endpoint);
+  /**
+   * The channel to the harness of `namespace` at `endpoint`. The namespace is part of the
+   * key: a pod address reused by another namespace's harness gets a channel that checks
+   * for that namespace's name, never one made for the first.
+   */
+  private channel(namespace: string, endpoint: string): Channel {
+    const key = `${namespace}/${endpoint}`;
+    let channel = this.channels.get(key);
     if (channel === undefined) {
+      const name = harnessServerName(namespace);
       channel = {
-        client: new HarnessClient(endpoint, credentials.createInsecure(), {
+        client: new HarnessClient(endpoint, this.tls, {
+          // The name the harness's certificate must carry (checked with the harness CA).
+          'grpc.ssl_target_name_override': name,
+          'grpc.default_authority': name,
           // A turn can wait minutes for a model between messages; keep the link checked.
           'grpc.keepalive_time_ms': 30_000,
           'grpc.keepalive_timeout_ms': 10_000,
@@ -176,17 +199,17 @@ export class HarnessConnector {
         lastUsedMs: Date.now(),
         calls: 0,
       };
-      this.channels.set(endpoint, channel);
+      this.channels.set(key, channel);
     }
     return channel;
   }
 
   private sweep(): void {
     const now = Date.now();
-    for (const [endpoint, channel] of this.channels) {
+    for (const [key, channel] of this.channels) {
       if (channel.calls === 0 && now - channel.lastUsedMs > this.idleMs) {
         channel.client.close();
-        this.channels.delete(endpoint);
+        this.channels.delete(key);
       }
     }
   }

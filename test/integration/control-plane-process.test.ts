@@ -11,7 +11,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureDevCerts, type DevCerts } from '../../hack/lib/dev-certs';
-import { ensureApprovalKey, writeHarnessToken } from '../../hack/lib/harness-config';
+import { ensureApprovalKey } from '../../hack/lib/harness-config';
+import { ensureHarnessCa } from '../../hack/lib/harness-pki';
 import { LocalNode } from '../../hack/lib/local-node';
 import { pollUntil } from '../../hack/lib/processes';
 import { ControlPlaneProcess, controlPlaneKubeconfig } from './support/control-plane';
@@ -45,7 +46,7 @@ describe('control-plane process', () => {
   let certs: DevCerts;
   let state: StatePlane;
   let node: LocalNode;
-  let harnessTokenFile: string;
+  let harnessCaFile: string;
   let approvalKeyFile: string;
   const planes: ControlPlaneProcess[] = [];
 
@@ -56,7 +57,7 @@ describe('control-plane process', () => {
       namespace: ns.name,
       certs,
       stateAddress: state.address,
-      harnessTokenFile,
+      harnessCaFile,
       approvalKeyFile,
       leaseDurationMs: LEASE_MS,
       leaseRenewMs: 1_000,
@@ -106,8 +107,7 @@ describe('control-plane process', () => {
     await ensureRuntimeClass(admin);
     dir = await mkdtemp(join(tmpdir(), 'cp-process-'));
     certs = await ensureDevCerts(join(dir, 'pki'));
-    harnessTokenFile = join(dir, 'harness-token');
-    await writeHarnessToken(harnessTokenFile);
+    harnessCaFile = (await ensureHarnessCa(join(dir, 'harness-pki'))).certPath;
     approvalKeyFile = (await ensureApprovalKey(join(dir, 'approval-key.pem'))).privateKeyPath;
     state = await StatePlane.create(certs, join(dir, 'state-data'));
     node = new LocalNode({

@@ -1,7 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { credentials, Metadata, status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
 import { existsSync, readFileSync } from 'node:fs';
-import { randomUUID } from 'node:crypto';
+import { randomUUID, type X509Certificate } from 'node:crypto';
+import { connect } from 'node:tls';
+import { harnessServerName } from '../../common/harness-identity';
 import { loadStateClientTls, StateClient } from '../../common/state-client';
+import { HarnessClient } from '../../proto/gen/polychrome/harness/v1/harness';
 import { isAlive } from '../../hack/lib/processes';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
 
@@ -19,6 +23,27 @@ function environOf(pid: number): Record<string, string> | undefined {
     if (at > 0) env[entry.slice(0, at)] = entry.slice(at + 1);
   }
   return env;
+}
+
+/**
+ * The certificate the harness at `address` presents to a client that trusts only the stack's
+ * harness CA and checks for the stack's namespace: the handshake fails otherwise.
+ */
+async function servedCertificate(address: string, stack: TurnStack): Promise<X509Certificate> {
+  const [host = '', port = ''] = address.split(':');
+  const ca = readFileSync(stack.harnessCa.certPath, 'utf8');
+  return await new Promise((resolve, reject) => {
+    const socket = connect(
+      { host, port: Number(port), ca, servername: harnessServerName(stack.namespace) },
+      () => {
+        const certificate = socket.getPeerX509Certificate();
+        socket.end();
+        if (certificate === undefined) reject(new Error(`${address} presented no certificate`));
+        else resolve(certificate);
+      },
+    );
+    socket.once('error', reject);
+  });
 }
 
 describe('turn stack', () => {
@@ -57,11 +82,27 @@ describe('turn stack', () => {
         expect(env).toMatchObject({
           ANTHROPIC_BASE_URL: s.messages.url,
           ANTHROPIC_API_KEY: s.messages.apiKey,
-          HARNESS_AUTH_TOKEN: s.harnessToken,
+          HARNESS_NAMESPACE: s.namespace,
           HARNESS_APPROVAL_PUBLIC_KEY: s.approvalKey.publicKeyHex,
           POD_IP: harness.podIP,
         });
         expect(env.HARNESS_MODEL_SCRIPT).toBeUndefined();
+      }
+      // The harness door is TLS only, with the certificate of the stack's namespace from the
+      // Secret polychrome-harness-tls, and a plaintext client is refused.
+      const served = await servedCertificate(`${harness.podIP}:7070`, s);
+      expect(served.subjectAltName).toBe(`DNS:${harnessServerName(s.namespace)}`);
+      const plain = new HarnessClient(`${harness.podIP}:7070`, credentials.createInsecure());
+      try {
+        const status = await new Promise<ServiceError>((resolve) => {
+          const call = plain.runTurn(new Metadata(), { deadline: Date.now() + 5_000 });
+          call.on('error', resolve);
+          call.on('data', () => undefined);
+          call.end();
+        });
+        expect(status.code).toBe(GrpcStatus.UNAVAILABLE);
+      } finally {
+        plain.close();
       }
       // No turn ran yet: the journal is empty.
       expect(await s.journal(uid)).toEqual([]);

@@ -25,6 +25,7 @@ import {
   type ScriptedHarnessOptions,
 } from './scripted-harness';
 import { StoreJournal } from './store-journal';
+import { testHarnessCa } from './harness-tls';
 
 /** The default spec of created and added conversations: the calculator, behind an approval. */
 export const TEST_CONVERSATION_SPEC: ConversationSpec = {
@@ -64,8 +65,6 @@ export interface RealTurnsOptions {
     >
   >;
 }
-
-const HARNESS_TOKEN = 'test-harness-token';
 
 export type { ScriptReply };
 
@@ -136,7 +135,6 @@ export async function startRealTurns(options: RealTurnsOptions): Promise<RealTur
   const journal = await StoreJournal.open();
   const harness = await startScriptedHarness({
     replies: options.replies,
-    authToken: HARNESS_TOKEN,
     approvalPublicKey: approvals.publicKey,
     logger: options.logger,
     ...(options.extraTools === undefined ? {} : { extraTools: options.extraTools }),
@@ -148,7 +146,7 @@ export async function startRealTurns(options: RealTurnsOptions): Promise<RealTur
   });
   const leases = new InMemoryLeases('test-replica');
   const connector = new HarnessConnector({
-    token: HARNESS_TOKEN,
+    harnessCa: await testHarnessCa(),
     credentials: HarnessCredentialMinter.fromPem(pem, 'test key', options.coordinator?.nowMs),
   });
   const coordinator = new TurnCoordinator({

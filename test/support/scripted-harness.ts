@@ -1,9 +1,11 @@
 /**
  * The real harness gRPC server (harness/server) in-process on loopback, wired as
- * harness/main.ts wires it (built-in tools, the reserved tools in the catalog, the ed25519
- * approval verifier), with the scripted model playing `replies` in order.
+ * harness/main.ts wires it (TLS with its namespace's certificate, built-in tools, the
+ * reserved tools in the catalog, the ed25519 approval verifier), with the scripted model
+ * playing `replies` in order.
  */
 import type { Logger } from 'pino';
+import type { ServingCertificate } from '../../common/serving-certificate';
 import { nodeEd25519Verifier } from '../../harness/crypto/node-ed25519';
 import { ScriptedProvider, type ScriptReply } from '../../harness/model/scripted-provider';
 import { HarnessServer } from '../../harness/server/harness-server';
@@ -12,6 +14,8 @@ import { builtinToolRunner, builtinTools } from '../../harness/tools/builtin-too
 import type { ToolRunner } from '../../harness/tools/tool-runner';
 import type { TurnTool } from '../../harness/turn/turn-records';
 import { askUserTool, handoffTool } from '../../harness/turn/reserved-tools';
+import { DEFAULT_CONVERSATION_NAMESPACE } from '../../operator/config';
+import { testHarnessCertificate } from './harness-tls';
 
 export interface ScriptedHarness {
   readonly server: HarnessServer;
@@ -24,8 +28,16 @@ export interface ScriptedHarness {
 
 export interface ScriptedHarnessOptions {
   readonly replies: readonly ScriptReply[];
-  /** The bearer token calls must carry. */
-  readonly authToken: string;
+  /**
+   * The namespace the harness serves: its certificate names it, and it refuses credentials
+   * for another. @default the control plane's, {@link DEFAULT_CONVERSATION_NAMESPACE}
+   */
+  readonly namespace?: string;
+  /**
+   * What the listener presents instead of the run's certificate for `namespace`: a test's
+   * impostor (another CA's certificate). @default {@link testHarnessCertificate}
+   */
+  readonly certificate?: ServingCertificate;
   /** The control plane's approval public key (raw 32 bytes). */
   readonly approvalPublicKey: Uint8Array;
   readonly logger: Logger;
@@ -46,10 +58,12 @@ export async function startScriptedHarness(
 ): Promise<ScriptedHarness> {
   const model = new ScriptedProvider({ replies: [...options.replies] }, 'test-script');
   const extra = options.extraTools;
+  const namespace = options.namespace ?? DEFAULT_CONVERSATION_NAMESPACE;
   const server = new HarnessServer({
     host: '127.0.0.1',
     port: 0,
-    authToken: options.authToken,
+    certificate: options.certificate ?? (await testHarnessCertificate(namespace, options.logger)),
+    namespace,
     logger: options.logger,
     toolCatalog: (name) =>
       builtinTools.find((tool) => tool.name === name) ??

@@ -46,8 +46,8 @@ export interface ControlPlaneOptions {
   readonly certs: DevCerts;
   /** The state plane's `host:port`. */
   readonly stateAddress: string;
-  /** The bearer token harnesses accept (`POLYCHROME_HARNESS_TOKEN_FILE`). */
-  readonly harnessTokenFile: string;
+  /** The harness CA's certificate (`POLYCHROME_HARNESS_CA_FILE`). */
+  readonly harnessCaFile: string;
   /** The approval signing key, PKCS#8 PEM (`POLYCHROME_APPROVAL_KEY_FILE`). */
   readonly approvalKeyFile: string;
   /**
@@ -112,7 +112,7 @@ export class ControlPlaneProcess {
       POLYCHROME_PEER_HOST: PEER_HOST,
       POLYCHROME_PEER_PORT: String(peerPort),
       POLYCHROME_NAMESPACE: options.peerNamespace ?? CONTROL_PLANE_NAMESPACE,
-      POLYCHROME_HARNESS_TOKEN_FILE: options.harnessTokenFile,
+      POLYCHROME_HARNESS_CA_FILE: options.harnessCaFile,
       POLYCHROME_APPROVAL_KEY_FILE: options.approvalKeyFile,
       POLYCHROME_NEW_CONVERSATION_NAMESPACE: options.namespace,
       ...options.env,

@@ -40,14 +40,16 @@ import {
   type VerifyOutcome,
 } from '../../../common/state-client';
 import { ensureDevCerts, type DevCerts } from '../../../hack/lib/dev-certs';
+import { ensureHarnessCa, ensureHarnessCertificate } from '../../../hack/lib/harness-pki';
+import type { DevCertificateAuthority } from '../../../hack/lib/pki';
 import {
   applyHarnessSecret,
+  applyHarnessTlsSecret,
   ed25519PublicKeyHex,
   ensureApprovalKey,
   HARNESS_IMAGE_PATTERN,
   harnessSourceCommand,
   sandboxHarnessPodSpec,
-  writeHarnessToken,
   type ApprovalKey,
   type EnvEntry,
   type HarnessPodSpec,
@@ -161,7 +163,7 @@ export class TurnStack {
   private ownsMessages = false;
   private operatorKubeconfig = '';
   private approval: ApprovalKey | undefined;
-  private token = '';
+  private harnessAuthority: DevCertificateAuthority | undefined;
   private stopping: Promise<void> | undefined;
   private planesNamed = 0;
   private peerPods: PeerPods | undefined;
@@ -236,14 +238,9 @@ export class TurnStack {
     return this.required(this.approval, 'approval key');
   }
 
-  /** The bearer token the harnesses accept. */
-  get harnessToken(): string {
-    return this.token;
-  }
-
-  /** The file holding {@link harnessToken} (`POLYCHROME_HARNESS_TOKEN_FILE`). */
-  get harnessTokenFile(): string {
-    return join(this.dir, 'harness-token');
+  /** The harness CA (`POLYCHROME_HARNESS_CA_FILE`): it signs the namespace's harness certificate. */
+  get harnessCa(): DevCertificateAuthority {
+    return this.required(this.harnessAuthority, 'harness CA');
   }
 
   /** The first control plane's public API. */
@@ -275,7 +272,7 @@ export class TurnStack {
       namespace: this.namespace,
       certs: this.certs,
       stateAddress: this.state.address,
-      harnessTokenFile: this.harnessTokenFile,
+      harnessCaFile: this.harnessCa.certPath,
       approvalKeyFile: this.approvalKey.privateKeyPath,
       peerNamespace: this.peers.namespace,
       ...(this.options.leaseDurationMs === undefined
@@ -601,17 +598,17 @@ export class TurnStack {
     } else {
       this.messagesServer = this.options.messages;
     }
-    const [certs, operatorKubeconfig, approval, token] = await Promise.all([
+    const [certs, operatorKubeconfig, approval, harnessCa] = await Promise.all([
       ensureDevCerts(join(dir, 'pki')),
       controlPlaneKubeconfig(cluster),
       ensureApprovalKey(join(dir, 'approval-key.pem')),
-      writeHarnessToken(join(dir, 'harness-token')),
+      ensureHarnessCa(join(dir, 'harness-pki')),
       ensureRuntimeClass(this.admin),
     ]);
     this.devCerts = certs;
     this.operatorKubeconfig = operatorKubeconfig;
     this.approval = approval;
-    this.token = token;
+    this.harnessAuthority = harnessCa;
     this.statePlane = await StatePlane.create(certs, join(dir, 'state-data'));
     Object.assign(this.statePlane.env, this.options.stateEnv);
     // After controlPlaneKubeconfig applied config/ (the namespace and the peers' Role).
@@ -632,11 +629,15 @@ export class TurnStack {
     if (this.options.waitReady ?? true) await Promise.all(started.map((p) => p.waitReady()));
   }
 
-  /** The Secret and the PodTemplate `polychrome-harness` (config/sandbox's pod spec). */
+  /** The Secrets and the PodTemplate `polychrome-harness` (config/sandbox's pod spec). */
   private async writeHarnessObjects(): Promise<void> {
     const namespace = this.namespace;
+    await applyHarnessTlsSecret(
+      this.admin,
+      namespace,
+      await ensureHarnessCertificate(this.harnessCa, namespace),
+    );
     await applyHarnessSecret(this.admin, namespace, {
-      token: this.token,
       approvalPublicKey: this.approvalKey.publicKeyHex,
       anthropicApiKey: this.messages.apiKey,
     });

@@ -1,0 +1,140 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+
+import { isAppError } from '../../common/errors';
+import { harnessServerName } from '../../common/harness-identity';
+import { CertUsage, DevCertificateAuthority } from '../../hack/lib/pki';
+import type { TurnStart } from '../../proto/gen/polychrome/harness/v1/harness';
+import { harnessCertificateFrom, testHarnessCa } from '../../test/support/harness-tls';
+import { startScriptedHarness, type ScriptedHarness } from '../../test/support/scripted-harness';
+import { ApprovalSigner } from './approval-signer';
+import { HarnessConnector, type HarnessTurnHandlers } from './harness-client';
+import { HarnessCredentialMinter } from './harness-credentials';
+
+// The control plane's side of the harness door, against the real harness server over TLS:
+// it runs a turn only on a harness that proves, with a certificate the harness CA signed,
+// that it serves the conversation's namespace. What an attacker would try: a harness of
+// another namespace (a real certificate, the wrong name), and an impostor with the right
+// name from a CA of its own. Neither sees a credential or runs a step.
+
+const logger = pino({ level: 'silent' });
+const { privateKey } = generateKeyPairSync('ed25519');
+const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+const approvals = ApprovalSigner.fromPem(pem);
+
+function start(conversationId: string, turnId: string): TurnStart {
+  return {
+    conversationId,
+    turnId,
+    attempt: 1,
+    history: [],
+    userMessage: 'hello',
+    tools: [],
+    approvalAnswers: [],
+    questionAnswers: [],
+    recordedSteps: [],
+    requiredApprover: '',
+    recordedConfigSha256: Buffer.alloc(0),
+  };
+}
+
+/** Acks each step with the next position; nothing else is expected of a plain reply. */
+function handlers(): HarnessTurnHandlers & { committed: number } {
+  const state = {
+    committed: 0,
+    onDelta: () => undefined,
+    commitStep: () => Promise.resolve(++state.committed),
+    trustedTool: () => Promise.reject(new Error('no trusted tool in this test')),
+  };
+  return state;
+}
+
+describe('HarnessConnector over TLS', () => {
+  let dir: string;
+  let connector: HarnessConnector;
+  const harnesses: ScriptedHarness[] = [];
+
+  const harness = async (
+    options: Partial<Parameters<typeof startScriptedHarness>[0]> = {},
+  ): Promise<ScriptedHarness> => {
+    const started = await startScriptedHarness({
+      replies: [{ text: 'first' }, { text: 'second' }],
+      approvalPublicKey: approvals.publicKey,
+      logger,
+      namespace: 'team-a',
+      ...options,
+    });
+    harnesses.push(started);
+    return started;
+  };
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'harness-client-'));
+    connector = new HarnessConnector({
+      harnessCa: await testHarnessCa(),
+      credentials: HarnessCredentialMinter.fromPem(pem),
+    });
+  });
+
+  afterEach(async () => {
+    await Promise.all(harnesses.splice(0).map((h) => h.close()));
+  });
+
+  afterAll(async () => {
+    connector.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("runs turns on the harness of the conversation's namespace", async () => {
+    const h = await harness();
+    for (const turnId of ['t-1', 't-2']) {
+      const sink = handlers();
+      const end = await connector.runTurn(h.endpoint, start('c-1', turnId), sink, {
+        namespace: 'team-a',
+      });
+      expect(end).toMatchObject({ kind: 'result', result: { outcome: { $case: 'complete' } } });
+    }
+    expect(h.model.callCount).toBe(2);
+  });
+
+  it("refuses a harness whose certificate names another namespace's harness: nothing is sent", async () => {
+    const h = await harness();
+    const sink = handlers();
+    const refused = await connector
+      .runTurn(h.endpoint, start('c-1', 't-1'), sink, { namespace: 'team-b' })
+      .catch((error: unknown) => error);
+    expect(isAppError(refused) && refused.code).toBe('unavailable');
+    expect(String(refused)).toContain(`harness at ${h.endpoint}`);
+    expect(h.model.callCount).toBe(0);
+    expect(h.server.currentTurn()).toBeUndefined();
+    expect(sink.committed).toBe(0);
+  });
+
+  it('refuses an impostor with the right name from a CA of its own: nothing is sent', async () => {
+    const rogue = await DevCertificateAuthority.create(
+      dir,
+      'rogue-ca',
+      'Polychrome dev harness CA',
+    );
+    const files = await rogue.issue({
+      name: 'impostor',
+      commonName: harnessServerName('team-a'),
+      dnsNames: [harnessServerName('team-a')],
+      usage: CertUsage.Server,
+    });
+    const h = await harness({
+      certificate: await harnessCertificateFrom(files, 'team-a', logger),
+    });
+    const sink = handlers();
+    const refused = await connector
+      .runTurn(h.endpoint, start('c-1', 't-1'), sink, { namespace: 'team-a' })
+      .catch((error: unknown) => error);
+    expect(isAppError(refused) && refused.code).toBe('unavailable');
+    expect(h.model.callCount).toBe(0);
+    expect(h.server.currentTurn()).toBeUndefined();
+  });
+});
