@@ -3,7 +3,6 @@
  * plane, wire the reconciler and leases, serve the side port, stop on SIGTERM.
  */
 import { KubeConfig } from '@kubernetes/client-node';
-import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { Gauge, Registry } from 'prom-client';
 import { collectProcessMetrics } from '../common/process-metrics';
@@ -13,7 +12,7 @@ import { componentLogger, createRootLogger, LogComponent } from '../common/log';
 import { RecordsClient } from '../common/records-client';
 import { loadStateClientTls, StateClient } from '../common/state-client';
 import { startTracing } from '../common/tracing';
-import { loadControlPlaneConfig } from './config';
+import { caBundle, loadControlPlaneConfig } from './config';
 import { createControlPlaneMetrics } from './control-plane-metrics';
 import { ConversationController } from './controller/conversation-controller';
 import { HarnessEgressController } from './controller/harness-egress-controller';
@@ -350,30 +349,6 @@ async function readSecretFile(path: string, variable: string): Promise<string> {
     throw new ConfigError('control plane', [{ variable, message: 'names an empty file' }]);
   }
   return text;
-}
-
-/** A PEM bundle whose first certificate is a CA: what a trust anchor file must hold. */
-function caBundle(pem: string, variable: string): Buffer {
-  let certificate: X509Certificate;
-  try {
-    certificate = new X509Certificate(pem);
-  } catch (error) {
-    throw new ConfigError('control plane', [
-      {
-        variable,
-        message: `names a file that holds no PEM certificate (${(error as Error).message})`,
-      },
-    ]);
-  }
-  if (!certificate.ca) {
-    throw new ConfigError('control plane', [
-      {
-        variable,
-        message: `names ${certificate.subject.replace(/\n/g, ', ')}, which is not a CA certificate; give the CA that signs the harness certificates`,
-      },
-    ]);
-  }
-  return Buffer.from(pem);
 }
 
 main().catch((err: unknown) => {

@@ -1,8 +1,14 @@
 import { generateKeyPairSync, randomBytes, X509Certificate } from 'node:crypto';
-import { access, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
-import { CertUsage, DevCertificateAuthority, type CertFiles, type CertRequest } from './pki';
+import {
+  CertUsage,
+  DevCertificateAuthority,
+  exists,
+  type CertFiles,
+  type CertRequest,
+} from './pki';
 import { repoRoot } from './paths';
 
 /**
@@ -116,15 +122,6 @@ async function isCurrent(path: string, request: CertRequest): Promise<boolean> {
       USAGE_OIDS[request.usage].every((oid) => have.includes(oid)) &&
       [...organizations].sort().join() === [...(request.organizations ?? [])].sort().join()
     );
-  } catch {
-    return false;
-  }
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await access(path);
-    return true;
   } catch {
     return false;
   }

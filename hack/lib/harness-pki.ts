@@ -1,9 +1,9 @@
 import { X509Certificate } from 'node:crypto';
-import { access, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
 import { harnessCertificateProblem, harnessServerName } from '../../common/harness-identity';
-import { CertUsage, DevCertificateAuthority, type CertFiles } from './pki';
+import { CertUsage, DevCertificateAuthority, exists, type CertFiles } from './pki';
 
 /**
  * Development harness certificates (docs/operator.md, "The harness door"): a harness CA,
@@ -19,15 +19,6 @@ const HARNESS_CA_NAME = 'harness-ca';
 
 /** The Secret of a conversation namespace that holds its harness certificate (`tls.crt`, `tls.key`). */
 export const HARNESS_TLS_SECRET = 'polychrome-harness-tls';
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await access(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** The harness CA in `dir`, created when it is missing. */
 export async function ensureHarnessCa(dir: string): Promise<DevCertificateAuthority> {

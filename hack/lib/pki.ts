@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { access, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
@@ -170,6 +170,16 @@ export async function createSigningKeyPair(
   ]);
   await openssl(['pkey', '-in', keyPath, '-pubout', '-out', publicKeyPath]);
   return { certPath: publicKeyPath, keyPath, publicKeyPath };
+}
+
+/** True when `path` exists: key material made by an earlier run is reused. */
+export async function exists(path: string): Promise<boolean> {
+  try {
+    await access(path);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Reads a PEM file as base64 of its bytes, the form kubeconfig `*-data` fields take. */
