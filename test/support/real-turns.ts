@@ -57,6 +57,11 @@ export interface RealTurnsOptions {
   readonly admins?: readonly string[];
   /** Harness tools besides the built-in ones (scripted-harness.ts). */
   readonly extraTools?: ScriptedHarnessOptions['extraTools'];
+  /**
+   * The namespace the harness serves (its certificate names it): that of the conversations
+   * the test adds. @default the control plane's, as in-memory conversations get it
+   */
+  readonly harnessNamespace?: string;
   /** More coordinator options (timings, clock). */
   readonly coordinator?: Partial<
     Omit<
@@ -138,6 +143,7 @@ export async function startRealTurns(options: RealTurnsOptions): Promise<RealTur
     approvalPublicKey: approvals.publicKey,
     logger: options.logger,
     ...(options.extraTools === undefined ? {} : { extraTools: options.extraTools }),
+    ...(options.harnessNamespace === undefined ? {} : { namespace: options.harnessNamespace }),
     ...(options.coordinator?.nowMs === undefined ? {} : { nowMs: options.coordinator.nowMs }),
   });
   const conversations = new InMemoryConversations({

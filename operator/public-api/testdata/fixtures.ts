@@ -154,11 +154,14 @@ export type StartApiOptions = Partial<
   readonly sandboxWaitMs?: number;
   /** Harness tools besides the built-in ones (test/support/scripted-harness.ts). */
   readonly extraTools?: RealTurnsOptions['extraTools'];
+  /** The namespace of the conversations the test adds, which the harness serves. */
+  readonly harnessNamespace?: string;
 };
 
 /** Starts the API on 127.0.0.1:0 over the real coordinator; close it with `close()`. */
 export async function startApi(overrides: StartApiOptions = {}): Promise<TestApi> {
-  const { replies, follow, spec, sandboxWaitMs, extraTools, ...serverOverrides } = overrides;
+  const { replies, follow, spec, sandboxWaitMs, extraTools, harnessNamespace, ...serverOverrides } =
+    overrides;
   const tokens = new TokenTable();
   const registry = new Registry();
   const logs: Record<string, unknown>[] = [];
@@ -180,6 +183,7 @@ export async function startApi(overrides: StartApiOptions = {}): Promise<TestApi
     admins: ADMIN.identities,
     ...(spec === undefined ? {} : { spec }),
     ...(extraTools === undefined ? {} : { extraTools }),
+    ...(harnessNamespace === undefined ? {} : { harnessNamespace }),
     coordinator: {
       nowMs: () => TEST_NOW_MS,
       ...(sandboxWaitMs === undefined ? {} : { sandboxWaitMs }),

@@ -409,6 +409,8 @@ export async function startKubeDoorStack(
   });
   const api = await startApi({
     ...apiOptions,
+    // The stack's conversations live in its namespace: the harness serves that one.
+    harnessNamespace: ns.name,
     kube: {
       host: '127.0.0.1',
       port: 0,
