@@ -19,6 +19,7 @@ import { HarnessEgressController } from './controller/harness-egress-controller'
 import { KubeDoor } from './kube-api/kube-door';
 import { kubeDoorPorts, tokenReviewer } from './kube-api/kube-door-ports';
 import { UiAssets } from './ui/ui-assets';
+import { KubeListener } from './kube-api/kube-listener';
 import { KubeSessions } from './kube-api/kube-sessions';
 import { ServingCertificate } from '../common/serving-certificate';
 import {
@@ -260,7 +261,7 @@ async function main(): Promise<void> {
     ...(door === undefined || config.kubeApi === undefined || servingCertificate === undefined
       ? {}
       : {
-          kube: {
+          kube: new KubeListener({
             host: config.kubeApi.host,
             port: config.kubeApi.port,
             ...servingCertificate.pair,
@@ -272,7 +273,7 @@ async function main(): Promise<void> {
             ),
             // The forensics UI's bundle, read once (docs/ui.md).
             ui: await UiAssets.load(),
-          },
+          }),
         }),
   });
   const link = new StateLink(state, componentLogger(log, LogComponent.Journal));

@@ -198,6 +198,20 @@ export function parseResolveRequest(
   }
 }
 
+/**
+ * A resolve in the wire form {@link parseResolveRequest} reads back: what a replica sends
+ * the holder of the conversation (operator/public-api/holder-routing.ts).
+ */
+export function resolveRequestBody(
+  request: Omit<ResolveTurn, 'conversationId'>,
+): Readonly<Record<string, unknown>> {
+  const { turnId, actor, decision } = request;
+  if (decision.kind === 'did_not_run') return { turnId, actor, decision: 'did_not_run' };
+  return decision.result === undefined
+    ? { turnId, actor, decision: 'ran', resultUnknown: true }
+    : { turnId, actor, decision: 'ran', result: decision.result };
+}
+
 const ACCEPT_ROLLBACK_FIELDS = new Set(['actor', 'head', 'reason']);
 
 /**

@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { Operation } from '../public-api/routes';
-import { apiResourceList, kubeStatusBody, matchKubeRoute } from './kube-routes';
+import { apiResourceList, matchKubeRoute } from './kube-routes';
+import { kubeStatusBody } from './kube-status';
 
 const base = '/apis/api.polychrome.dev/v1alpha1/namespaces/team/conversations/hello';
 

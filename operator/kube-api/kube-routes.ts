@@ -282,45 +282,62 @@ function decodeSegment(segment: string): string | undefined {
 /** Matches a request on the Kubernetes door. */
 export function matchKubeRoute(method: string, path: string): KubeRouteMatch {
   const trimmed = path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
+  return (
+    matchDiscovery(method, trimmed) ??
+    matchSessions(method, trimmed) ??
+    matchUi(method, trimmed) ??
+    matchSubresource(method, trimmed)
+  );
+}
+
+function matchDiscovery(method: string, path: string): KubeRouteMatch | undefined {
   const discovery: Record<string, () => object> = {
     '/apis': apiGroupList,
     [`/apis/${KUBE_API_GROUP}`]: apiGroup,
     [`/apis/${KUBE_GROUP_VERSION}`]: apiResourceList,
   };
-  const document = discovery[trimmed];
-  if (document !== undefined) {
-    return method === 'GET'
-      ? { kind: 'discovery', body: document() }
-      : { kind: 'method_not_allowed', allow: ['GET'] };
-  }
-  if (trimmed === PERSONA_ROLES_PATH) {
+  const document = discovery[path];
+  if (document === undefined) return undefined;
+  return method === 'GET'
+    ? { kind: 'discovery', body: document() }
+    : { kind: 'method_not_allowed', allow: ['GET'] };
+}
+
+/** The `sessions` resource and persona roles. */
+function matchSessions(method: string, path: string): KubeRouteMatch | undefined {
+  if (path === PERSONA_ROLES_PATH) {
     return method === 'POST'
       ? { kind: 'sessions', action: { kind: 'set-roles' } }
       : { kind: 'method_not_allowed', allow: ['POST'] };
   }
-  const session = SESSIONS_PATH.exec(trimmed);
-  if (session !== null) {
-    const id = session[1] === undefined ? undefined : decodeSegment(session[1]);
-    if (session[1] === undefined) {
-      return method === 'POST'
-        ? { kind: 'sessions', action: { kind: 'create' } }
-        : { kind: 'method_not_allowed', allow: ['POST'] };
-    }
-    if (id === undefined) return { kind: 'not_found' };
-    return method === 'DELETE'
-      ? { kind: 'sessions', action: { kind: 'revoke', id } }
-      : { kind: 'method_not_allowed', allow: ['DELETE'] };
+  const session = SESSIONS_PATH.exec(path);
+  if (session === null) return undefined;
+  if (session[1] === undefined) {
+    return method === 'POST'
+      ? { kind: 'sessions', action: { kind: 'create' } }
+      : { kind: 'method_not_allowed', allow: ['POST'] };
   }
-  const ui = UI_PATH.exec(trimmed);
-  if (ui !== null) {
-    const namespace = decodeSegment(ui[1] ?? '');
-    const file = decodeSegment(ui[2] ?? '');
-    if (namespace === undefined || file === undefined) return { kind: 'not_found' };
-    return method === 'GET'
-      ? { kind: 'ui', namespace, file }
-      : { kind: 'method_not_allowed', allow: ['GET'] };
-  }
-  const parts = SUBRESOURCE_PATH.exec(trimmed);
+  const id = decodeSegment(session[1]);
+  if (id === undefined) return { kind: 'not_found' };
+  return method === 'DELETE'
+    ? { kind: 'sessions', action: { kind: 'revoke', id } }
+    : { kind: 'method_not_allowed', allow: ['DELETE'] };
+}
+
+function matchUi(method: string, path: string): KubeRouteMatch | undefined {
+  const ui = UI_PATH.exec(path);
+  if (ui === null) return undefined;
+  const namespace = decodeSegment(ui[1] ?? '');
+  const file = decodeSegment(ui[2] ?? '');
+  if (namespace === undefined || file === undefined) return { kind: 'not_found' };
+  return method === 'GET'
+    ? { kind: 'ui', namespace, file }
+    : { kind: 'method_not_allowed', allow: ['GET'] };
+}
+
+/** A Conversation's subresource, per request (`approvals/{id}`) or not. */
+function matchSubresource(method: string, path: string): KubeRouteMatch {
+  const parts = SUBRESOURCE_PATH.exec(path);
   if (parts === null) return { kind: 'not_found' };
   const namespace = decodeSegment(parts[1] ?? '');
   const name = decodeSegment(parts[2] ?? '');
@@ -347,49 +364,5 @@ export function matchKubeRoute(method: string, path: string): KubeRouteMatch {
     name,
     subresource,
     ...(requestId === undefined ? {} : { requestId }),
-  };
-}
-
-/** The `reason` of a Kubernetes Status for an HTTP status (what kubectl prints first). */
-const STATUS_REASONS: Readonly<Record<number, string>> = {
-  400: 'BadRequest',
-  401: 'Unauthorized',
-  403: 'Forbidden',
-  404: 'NotFound',
-  405: 'MethodNotAllowed',
-  409: 'Conflict',
-  410: 'Gone',
-  412: 'Conflict',
-  413: 'RequestEntityTooLarge',
-  415: 'UnsupportedMediaType',
-  429: 'TooManyRequests',
-  500: 'InternalError',
-  503: 'ServiceUnavailable',
-  504: 'Timeout',
-};
-
-/**
- * An error as the `metav1.Status` Kubernetes clients expect from an API server: kubectl
- * prints its message (`Error from server (Forbidden): ...`). The Polychrome error code and
- * details ride in `details.causes`, so scripts can still tell codes apart.
- */
-export function kubeStatusBody(
-  httpStatus: number,
-  error: { code: string; message: string; details?: Readonly<Record<string, unknown>> },
-): object {
-  return {
-    kind: 'Status',
-    apiVersion: 'v1',
-    metadata: {},
-    status: 'Failure',
-    message: error.message,
-    reason: STATUS_REASONS[httpStatus] ?? (httpStatus >= 500 ? 'InternalError' : 'BadRequest'),
-    details: {
-      group: KUBE_API_GROUP,
-      kind: KUBE_RESOURCE,
-      causes: [{ reason: error.code, message: error.message }],
-      ...(error.details === undefined ? {} : { polychrome: error.details }),
-    },
-    code: httpStatus,
   };
 }

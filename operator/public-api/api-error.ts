@@ -129,7 +129,7 @@ export function bearerChallenge(error?: 'invalid_request' | 'invalid_token'): st
 
 /**
  * An answer in the {@link ErrorBody} shape (another replica's, relayed) as an error here,
- * with its status, code and message, so a listener that answers in another shape (the
+ * with its status, code, message and details (plus `details`), so a listener that answers in another shape (the
  * Kubernetes door's Status) can answer it. A body that is not that shape gives `internal`
  * with `fallback` as the message.
  */
@@ -141,6 +141,7 @@ export function errorOfAnswer(
 ): ApiError {
   let code: ErrorCode = 'internal';
   let message = fallback;
+  let sent: ErrorDetails = {};
   try {
     const parsed: unknown = JSON.parse(text);
     const error: unknown =
@@ -149,10 +150,23 @@ export function errorOfAnswer(
       typeof error === 'object' && error !== null ? Reflect.get(error, 'code') : undefined;
     const m: unknown =
       typeof error === 'object' && error !== null ? Reflect.get(error, 'message') : undefined;
+    const d: unknown =
+      typeof error === 'object' && error !== null ? Reflect.get(error, 'details') : undefined;
     if (isErrorCode(c)) code = c;
     if (typeof m === 'string') message = m;
+    if (typeof d === 'object' && d !== null && !Array.isArray(d)) sent = primitives(d);
   } catch {
     // Not JSON: the status and the fallback say what is known.
   }
-  return new ApiError(code, message, { details, httpStatus: status });
+  return new ApiError(code, message, { details: { ...sent, ...details }, httpStatus: status });
+}
+
+/** The entries of `value` whose values a detail may hold (text, numbers, booleans, null). */
+function primitives(value: object): ErrorDetails {
+  return Object.fromEntries(
+    Object.entries(value).filter(
+      ([, v]) =>
+        v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean',
+    ),
+  );
 }

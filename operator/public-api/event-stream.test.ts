@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { AppError } from '../../common/errors';
 import { StateCallError } from '../../common/state-client';
-import type { FollowJournal } from './event-stream';
+import type { FollowJournal } from './journal-feed';
 import {
   ALICE,
   BOB,

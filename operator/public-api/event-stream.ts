@@ -3,9 +3,8 @@ import type { Logger } from 'pino';
 import { AppError, isAppError, type ErrorCode } from '../../common/errors';
 import type { TextDeltaEvent, TurnService } from '../turns/turn-service';
 import { errorAnswer } from './api-error';
-import { isRetryable, type JournalSink, type JournalSubscription } from './journal-hub';
-
-export type { FollowJournal, FollowRetryOptions } from './journal-hub';
+import type { JournalSink, JournalSubscription } from './journal-feed';
+import { isRetryable } from './journal-hub';
 
 /** A partition's prepared events from a position, in order, until the signal aborts ({@link JournalHub.subscribe}). */
 export type SubscribeJournal = (

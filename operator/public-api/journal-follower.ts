@@ -1,5 +1,5 @@
 import type { JournalEntry } from '../../common/state-client';
-import type { FollowJournal } from './journal-hub';
+import type { FollowJournal } from './journal-feed';
 
 /**
  * What the follower needs of StateClient: `read` with `follow: true`, which keeps the

@@ -5,7 +5,8 @@ import type { JournalEntry } from '../../common/state-client';
 import { StateCallError } from '../../common/state-client';
 import { StoreJournal } from '../../test/support/store-journal';
 import { stateJournalFollower } from './journal-follower';
-import { JournalHub, prepareEvent, type JournalHubOptions, type JournalSink } from './journal-hub';
+import { prepareEvent, type JournalSink } from './journal-feed';
+import { JournalHub, type JournalHubOptions } from './journal-hub';
 import { pollUntil, toolResults } from './testdata/fixtures';
 import { RecordingFollow } from './testdata/recording-follow';
 

@@ -1,85 +1,16 @@
 import type { Logger } from 'pino';
 import { AppError, isAppError } from '../../common/errors';
 import type { JournalEntry } from '../../common/state-client';
-import { eventData } from './event-json';
-
-/** What a bounded (catch-up) read asks of a {@link FollowJournal}. */
-export interface JournalReadOptions {
-  /**
-   * Read at most this many events from `fromPosition`, and end at the head instead of
-   * following (a plain read, `follow: false`). A source may end earlier, or ignore it
-   * and keep going: the reader stops when it has what it needs.
-   */
-  readonly limit?: number;
-}
-
-/**
- * Follows a journal partition from `fromPosition`: every committed event, in order, then
- * each new one as it commits, until `signal` aborts. It ends (or throws `unavailable`) when
- * the source goes away; the follow is then started again from the next position. With
- * `options.limit` it is a bounded read instead (see {@link JournalReadOptions}).
- */
-export type FollowJournal = (
-  partition: string,
-  fromPosition: number,
-  signal: AbortSignal,
-  options?: JournalReadOptions,
-) => AsyncIterable<JournalEntry>;
-
-/** How the hub retries a journal follow (or catch-up read) that ended or failed with `unavailable`. */
-export interface FollowRetryOptions {
-  /** Retries in a row without a delivered event before giving up. @default 5 */
-  readonly attempts?: number;
-  /** First delay; doubles each retry. @default 100 */
-  readonly baseDelayMs?: number;
-  /** @default 2000 */
-  readonly maxDelayMs?: number;
-}
-
-/** A committed event ready for the wire: decoded and encoded once, shared by every stream. */
-export interface PreparedEvent {
-  readonly position: number;
-  readonly kind: string;
-  /** The exact SSE bytes (UTF-8): `id: <position>`, `event: <kind>`, `data: {position, kind, payload}`. */
-  readonly frame: Buffer;
-}
-
-/** The SSE frame of a committed event (docs/api.md, "Streaming"). */
-export function prepareEvent(entry: JournalEntry): PreparedEvent {
-  const kind = entry.kind.replace(/[\r\n]/gu, '');
-  return {
-    position: entry.position,
-    kind,
-    frame: Buffer.from(
-      `id: ${String(entry.position)}\nevent: ${kind}\n` +
-        `data: ${JSON.stringify(eventData(entry))}\n\n`,
-    ),
-  };
-}
-
-/**
- * Where the hub delivers one subscriber's events (an EventStream's response), in order:
- * each write starts where the previous one ended.
- */
-export interface JournalSink {
-  /**
-   * Takes the frames of positions [`from`, `next`), concatenated. The buffer is shared
-   * with the other sinks: it must not be changed.
-   *
-   * @returns false when the sink is full: the hub writes nothing more before {@link drained}.
-   */
-  write(frames: Buffer, from: number, next: number): boolean;
-  /** Resolves once the sink takes writes again, or is gone. */
-  drained(): Promise<void>;
-  /** The subscription ended for good: the follow or a catch-up read gave up, or the hub closed. */
-  fail(error: Error): void;
-}
-
-/** A subscriber's place in a partition ({@link JournalHub.subscribe}). */
-export interface JournalSubscription {
-  /** Delivers the events to `sink` from now until the subscription's signal aborts. */
-  start(sink: JournalSink): void;
-}
+import { Channel, type Subscriber } from './journal-channel';
+import { nextInOrder, sleep, untilAborted } from './journal-read';
+import {
+  concatFrames,
+  prepareEvent,
+  type FollowJournal,
+  type FollowRetryOptions,
+  type JournalSubscription,
+  type PreparedEvent,
+} from './journal-feed';
 
 export const DEFAULT_RING_SIZE = 256;
 export const DEFAULT_LINGER_MS = 5_000;
@@ -101,91 +32,6 @@ export interface JournalHubOptions {
   readonly lingerMs?: number;
   /** Builds the frame of an event (tests count calls). @default {@link prepareEvent} */
   readonly prepare?: (entry: JournalEntry) => PreparedEvent;
-}
-
-interface Subscriber {
-  readonly sink: JournalSink;
-  readonly signal: AbortSignal;
-  /** The next position this subscriber takes. */
-  next: number;
-}
-
-/** One partition's shared follow, its ring and its subscribers. */
-class Channel {
-  readonly controller = new AbortController();
-  readonly subscribers = new Set<Subscriber>();
-  /**
-   * The subscribers the follow's events are pushed to as they come: each at (or ahead of)
-   * {@link flushedNext}, its sink not full. The others catch up on their own and come back.
-   */
-  readonly live = new Set<Subscriber>();
-  /** Prepared events of positions [ringStart, liveNext). */
-  readonly ring: PreparedEvent[] = [];
-  ringStart: number;
-  /** The next position the shared follow delivers. */
-  liveNext: number;
-  /** The end of the ring not yet pushed to {@link live}: one flush per turn of the event loop. */
-  pending: PreparedEvent[] = [];
-  flushing: NodeJS.Immediate | undefined;
-  linger: NodeJS.Timeout | undefined;
-  running: Promise<void> = Promise.resolve();
-  private demandResolve: (() => void) | undefined;
-
-  constructor(
-    readonly partition: string,
-    fromPosition: number,
-  ) {
-    this.ringStart = fromPosition;
-    this.liveNext = fromPosition;
-  }
-
-  /** The next position {@link live} subscribers get (pushed up to here). */
-  get flushedNext(): number {
-    return this.liveNext - this.pending.length;
-  }
-
-  /** The ring's events of positions [from, to). */
-  slice(from: number, to: number): PreparedEvent[] {
-    return this.ring.slice(from - this.ringStart, to - this.ringStart);
-  }
-
-  append(event: PreparedEvent, ringSize: number): void {
-    this.ring.push(event);
-    this.pending.push(event);
-    this.liveNext = event.position + 1;
-    if (this.ring.length > ringSize) {
-      this.ring.shift();
-      this.ringStart += 1;
-    }
-  }
-
-  /**
-   * Whether someone wants the next event now: no subscriber (lingering: keep the ring
-   * current), or one that is not a full ring behind. When every subscriber is that far
-   * behind, nobody is served by reading on, so the follow waits (the journal's own
-   * backpressure) — a fast subscriber keeps it going whatever the slow ones do.
-   */
-  hasDemand(ringSize: number): boolean {
-    if (this.subscribers.size === 0 || this.live.size > 0) return true;
-    const floor = this.liveNext - ringSize;
-    for (const subscriber of this.subscribers) if (subscriber.next > floor) return true;
-    return false;
-  }
-
-  /** Resolves once {@link hasDemand} may have changed (a subscriber moved, joined, or left). */
-  demandChanged(): Promise<void> {
-    return new Promise((resolve) => {
-      this.demandResolve = () => {
-        this.demandResolve = undefined;
-        resolve();
-      };
-    });
-  }
-
-  /** A subscriber moved: wakes a follow waiting for demand. */
-  moved(): void {
-    this.demandResolve?.();
-  }
 }
 
 /**
@@ -534,77 +380,7 @@ export class JournalHub {
   }
 }
 
-/** The frames of consecutive events as one buffer (the frame itself for one event). */
-function concatFrames(events: readonly PreparedEvent[]): Buffer {
-  return events.length === 1 && events[0] !== undefined
-    ? events[0].frame
-    : Buffer.concat(events.map((event) => event.frame));
-}
-
 /** Whether a follow failure is worth resuming: the source went away for a while. */
 export function isRetryable(error: unknown): boolean {
   return isAppError(error) && (error.code === 'unavailable' || error.code === 'deadline_exceeded');
-}
-
-/**
- * The next entry of a journal read at exactly `expected`: earlier positions are skipped
- * (a source resuming too early repeats events the reader has), a later one is a gap
- * (`unavailable`). `'ended'` when the source is done; undefined once `signal` aborted.
- */
-async function nextInOrder(
-  iterator: AsyncIterator<JournalEntry>,
-  expected: number,
-  signal: AbortSignal,
-  read: string,
-): Promise<JournalEntry | 'ended' | undefined> {
-  for (;;) {
-    const result = await untilAborted(iterator.next(), signal);
-    if (result === undefined) return undefined;
-    if (result.done === true) return 'ended';
-    const entry = result.value;
-    if (entry.position < expected) continue;
-    if (entry.position > expected) {
-      throw new AppError(
-        'unavailable',
-        `the ${read} skipped from ${String(expected)} to ${String(entry.position)}`,
-      );
-    }
-    return entry;
-  }
-}
-
-/** `promise`'s value, or `undefined` as soon as `signal` aborts (the promise is left to settle). */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
-  promise.catch(() => undefined);
-  if (signal.aborted) return Promise.resolve(undefined);
-  return new Promise<T | undefined>((resolve, reject) => {
-    const onAbort = (): void => resolve(undefined);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error instanceof Error ? error : new Error(String(error)));
-      },
-    );
-  });
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) {
-      resolve();
-      return;
-    }
-    const done = (): void => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
 }

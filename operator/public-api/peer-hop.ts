@@ -1,5 +1,6 @@
 import { traceHeaders } from '../../common/tracing';
-import { request as httpsRequest } from 'node:https';
+import type { IncomingMessage } from 'node:http';
+import { request as httpsRequest, type RequestOptions } from 'node:https';
 import type { PeerCertificate, TLSSocket } from 'node:tls';
 import {
   certificateIdentityOf,
@@ -57,81 +58,46 @@ const MAX_FIELD_CHARS = 256;
  * @throws ApiError `invalid_argument` naming the field that is wrong.
  */
 export function parsePeerEnvelope(value: unknown): PeerEnvelope {
-  const bad = (field: string, rule: string): ApiError =>
-    new ApiError('invalid_argument', `forwarded request: ${field} ${rule}`, {
-      details: { field },
-    });
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw bad('body', 'must be an object {caller, body}');
+    throw badField('body', 'must be an object {caller, body}');
   }
   const extra = Object.keys(value).filter((k) => k !== 'caller' && k !== 'body');
-  if (extra.length > 0) throw bad(extra.join(', '), 'is not a field of a forwarded request');
+  if (extra.length > 0) throw badField(extra.join(', '), 'is not a field of a forwarded request');
   const caller: unknown = Reflect.get(value, 'caller');
   if (typeof caller !== 'object' || caller === null || Array.isArray(caller)) {
-    throw bad('caller', 'must be an object');
+    throw badField('caller', 'must be an object');
   }
-  const text = (name: string): string => {
-    const v: unknown = Reflect.get(caller, name);
-    if (typeof v !== 'string' || v === '' || v.length > MAX_FIELD_CHARS) {
-      throw bad(`caller.${name}`, `must be a string of 1..${MAX_FIELD_CHARS} characters`);
-    }
-    return v;
-  };
-  const list = (name: string): string[] => {
-    const v: unknown = Reflect.get(caller, name);
-    if (
-      !Array.isArray(v) ||
-      v.length > MAX_LIST ||
-      !v.every((s) => typeof s === 'string' && s !== '' && s.length <= MAX_FIELD_CHARS)
-    ) {
-      throw bad(`caller.${name}`, `must be a list of at most ${MAX_LIST} non-empty strings`);
-    }
-    return v as string[];
-  };
-  const identity = text('identity');
-  if (!isIdentity(identity)) throw bad('caller.identity', 'is not an identity');
-  const identities = list('identities');
-  if (!identities.every(isIdentity)) throw bad('caller.identities', 'holds a non-identity');
+  const fields = fieldsOf(caller, 'caller');
+  const identity = fields.text('identity');
+  if (!isIdentity(identity)) throw badField('caller.identity', 'is not an identity');
+  const identities = fields.list('identities');
+  if (!identities.every(isIdentity)) throw badField('caller.identities', 'holds a non-identity');
   const grant: unknown = Reflect.get(caller, 'kubernetes');
+  const body: unknown = Reflect.get(value, 'body');
   if (grant === undefined) {
     return {
       caller: {
         identity,
         identities,
-        personaId: text('personaId'),
-        roles: list('roles'),
-        sessionId: text('sessionId'),
+        personaId: fields.text('personaId'),
+        roles: fields.list('roles'),
+        sessionId: fields.text('sessionId'),
       },
-      body: Reflect.get(value, 'body'),
+      body,
     };
   }
   // A caller of the Kubernetes door: RBAC allowed one subresource of one conversation;
   // no persona, no session, no roles.
   if (typeof grant !== 'object' || grant === null || Array.isArray(grant)) {
-    throw bad('caller.kubernetes', 'must be an object {conversationId, subresource, verb, groups}');
-  }
-  const grantText = (name: string): string => {
-    const v: unknown = Reflect.get(grant, name);
-    if (typeof v !== 'string' || v === '' || v.length > MAX_FIELD_CHARS) {
-      throw bad(
-        `caller.kubernetes.${name}`,
-        `must be a string of 1..${MAX_FIELD_CHARS} characters`,
-      );
-    }
-    return v;
-  };
-  const groups: unknown = Reflect.get(grant, 'groups');
-  if (
-    !Array.isArray(groups) ||
-    groups.length > MAX_LIST ||
-    !groups.every((g) => typeof g === 'string' && g !== '' && g.length <= MAX_FIELD_CHARS)
-  ) {
-    throw bad(
-      'caller.kubernetes.groups',
-      `must be a list of at most ${MAX_LIST} non-empty strings`,
+    throw badField(
+      'caller.kubernetes',
+      'must be an object {conversationId, subresource, verb, groups}',
     );
   }
-  if (list('roles').length > 0) throw bad('caller.roles', 'must be empty for a Kubernetes caller');
+  if (fields.list('roles').length > 0) {
+    throw badField('caller.roles', 'must be empty for a Kubernetes caller');
+  }
+  const granted = fieldsOf(grant, 'caller.kubernetes');
   return {
     caller: {
       identity,
@@ -140,13 +106,49 @@ export function parsePeerEnvelope(value: unknown): PeerEnvelope {
       roles: [],
       sessionId: '',
       kubernetes: {
-        conversationId: grantText('conversationId'),
-        subresource: grantText('subresource'),
-        verb: grantText('verb'),
-        groups: groups as string[],
+        conversationId: granted.text('conversationId'),
+        subresource: granted.text('subresource'),
+        verb: granted.text('verb'),
+        groups: granted.list('groups'),
       },
     },
-    body: Reflect.get(value, 'body'),
+    body,
+  };
+}
+
+function badField(field: string, rule: string): ApiError {
+  return new ApiError('invalid_argument', `forwarded request: ${field} ${rule}`, {
+    details: { field },
+  });
+}
+
+/** Readers of an envelope object's bounded text and list fields, named `prefix.name`. */
+function fieldsOf(
+  object: object,
+  prefix: string,
+): { text(name: string): string; list(name: string): string[] } {
+  return {
+    text(name) {
+      const v: unknown = Reflect.get(object, name);
+      if (typeof v !== 'string' || v === '' || v.length > MAX_FIELD_CHARS) {
+        throw badField(`${prefix}.${name}`, `must be a string of 1..${MAX_FIELD_CHARS} characters`);
+      }
+      return v;
+    },
+    list(name) {
+      const v: unknown = Reflect.get(object, name);
+      if (
+        !Array.isArray(v) ||
+        v.length > MAX_LIST ||
+        !v.every((s) => typeof s === 'string' && s !== '' && s.length <= MAX_FIELD_CHARS)
+      ) {
+        throw badField(
+          `${prefix}.${name}`,
+          `must be a list of at most ${MAX_LIST} non-empty strings`,
+        );
+      }
+      return v as string[];
+    },
   };
 }
 
@@ -216,32 +218,19 @@ export class PeerClient {
     const payload = JSON.stringify(request.envelope);
     return new Promise<PeerAnswer>((resolve, reject) => {
       let settled = false;
-      const fail = (error: Error): void => {
-        if (settled) return;
+      const settle = (): boolean => {
+        if (settled) return false;
         settled = true;
         clearTimeout(connectTimer);
         signal.removeEventListener('abort', onAbort);
+        return true;
+      };
+      const fail = (error: Error): void => {
+        if (!settle()) return;
         outgoing.destroy();
         reject(error);
       };
-      const outgoing = httpsRequest({
-        host: address.host,
-        port: address.port,
-        method: request.method,
-        path: request.path,
-        ca: this.tls.ca,
-        cert: this.tls.cert,
-        key: this.tls.key,
-        checkServerIdentity: checkPeerServerIdentity,
-        // A new connection per hop: no socket (and no other caller's state) is shared.
-        agent: false,
-        headers: {
-          'content-type': 'application/json',
-          'content-length': Buffer.byteLength(payload),
-          [FORWARDED_HEADER]: request.requestId,
-          ...traceHeaders(),
-        },
-      });
+      const outgoing = httpsRequest(this.hopOptions(address, request, payload));
       const connectTimer = setTimeout(
         () => fail(new Error(`no TLS connection within ${this.connectTimeoutMs} ms`)),
         this.connectTimeoutMs,
@@ -256,34 +245,63 @@ export class PeerClient {
         (socket as TLSSocket).once('secureConnect', () => clearTimeout(connectTimer));
       });
       outgoing.once('error', (error) => fail(error));
-      outgoing.once('response', (incoming) => {
-        const chunks: Buffer[] = [];
-        let size = 0;
-        incoming.on('data', (chunk: Buffer) => {
-          size += chunk.length;
-          if (size > MAX_PEER_ANSWER_BYTES) {
-            fail(new Error(`the answer is larger than ${MAX_PEER_ANSWER_BYTES} bytes`));
-            return;
-          }
-          chunks.push(chunk);
-        });
-        incoming.once('error', (error) => fail(error));
-        incoming.once('aborted', () => fail(new Error('the peer closed the answer early')));
-        incoming.once('end', () => {
-          if (settled) return;
-          settled = true;
-          clearTimeout(connectTimer);
-          signal.removeEventListener('abort', onAbort);
-          const key = incoming.headers['idempotency-key'];
-          resolve({
-            status: incoming.statusCode ?? 502,
-            contentType: incoming.headers['content-type'],
-            idempotencyKey: typeof key === 'string' ? key : undefined,
-            text: Buffer.concat(chunks).toString('utf8'),
-          });
-        });
-      });
+      outgoing.once('response', (incoming) =>
+        readAnswer(incoming, fail, (answer) => {
+          if (settle()) resolve(answer);
+        }),
+      );
       outgoing.end(payload);
     });
   }
+
+  /** The hop's request: mutual TLS, a connection of its own, no Authorization header. */
+  private hopOptions(address: PeerAddress, request: PeerRequest, payload: string): RequestOptions {
+    return {
+      host: address.host,
+      port: address.port,
+      method: request.method,
+      path: request.path,
+      ca: this.tls.ca,
+      cert: this.tls.cert,
+      key: this.tls.key,
+      checkServerIdentity: checkPeerServerIdentity,
+      // A new connection per hop: no socket (and no other caller's state) is shared.
+      agent: false,
+      headers: {
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(payload),
+        [FORWARDED_HEADER]: request.requestId,
+        ...traceHeaders(),
+      },
+    };
+  }
+}
+
+/** Reads a peer's answer, at most {@link MAX_PEER_ANSWER_BYTES}, then `done` with it. */
+function readAnswer(
+  incoming: IncomingMessage,
+  fail: (error: Error) => void,
+  done: (answer: PeerAnswer) => void,
+): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  incoming.on('data', (chunk: Buffer) => {
+    size += chunk.length;
+    if (size > MAX_PEER_ANSWER_BYTES) {
+      fail(new Error(`the answer is larger than ${MAX_PEER_ANSWER_BYTES} bytes`));
+      return;
+    }
+    chunks.push(chunk);
+  });
+  incoming.once('error', (error) => fail(error));
+  incoming.once('aborted', () => fail(new Error('the peer closed the answer early')));
+  incoming.once('end', () => {
+    const key = incoming.headers['idempotency-key'];
+    done({
+      status: incoming.statusCode ?? 502,
+      contentType: incoming.headers['content-type'],
+      idempotencyKey: typeof key === 'string' ? key : undefined,
+      text: Buffer.concat(chunks).toString('utf8'),
+    });
+  });
 }

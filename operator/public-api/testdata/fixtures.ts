@@ -26,8 +26,9 @@ import { tracedTurnService } from '../../turns/traced-turn-service';
 import type { Caller } from '../../turns/turn-service';
 import type { Authenticate } from '../auth-cache';
 import { CallerLimits, countOwnedConversations } from '../caller-limits';
-import type { FollowJournal } from '../journal-hub';
+import type { FollowJournal } from '../journal-feed';
 import { stateJournalFollower } from '../journal-follower';
+import { KubeListener, type KubeListenerOptions } from '../../kube-api/kube-listener';
 import { PublicApiServer, type PublicApiServerOptions } from '../public-api-server';
 import { RecordingFollow } from './recording-follow';
 import { RecordingTurnService } from './recording-turn-service';
@@ -142,8 +143,10 @@ export interface TestApi {
 }
 
 export type StartApiOptions = Partial<
-  Omit<PublicApiServerOptions, 'service' | 'authenticate' | 'logger' | 'follow'>
+  Omit<PublicApiServerOptions, 'service' | 'authenticate' | 'logger' | 'follow' | 'kube'>
 > & {
+  /** The Kubernetes door's listener (operator/kube-api/kube-listener.ts), built from these. */
+  readonly kube?: KubeListenerOptions;
   /** What the scripted model answers, in order. @default {@link DEFAULT_REPLIES} */
   readonly replies?: readonly ScriptReply[];
   /** Replaces the streams' follow (a source that misbehaves); it is recorded all the same. */
@@ -160,8 +163,16 @@ export type StartApiOptions = Partial<
 
 /** Starts the API on 127.0.0.1:0 over the real coordinator; close it with `close()`. */
 export async function startApi(overrides: StartApiOptions = {}): Promise<TestApi> {
-  const { replies, follow, spec, sandboxWaitMs, extraTools, harnessNamespace, ...serverOverrides } =
-    overrides;
+  const {
+    replies,
+    follow,
+    spec,
+    sandboxWaitMs,
+    extraTools,
+    harnessNamespace,
+    kube,
+    ...serverOverrides
+  } = overrides;
   const tokens = new TokenTable();
   const registry = new Registry();
   const logs: Record<string, unknown>[] = [];
@@ -213,6 +224,7 @@ export async function startApi(overrides: StartApiOptions = {}): Promise<TestApi
     journalLingerMs: 20,
     streamCloseTimeoutMs: 2_000,
     ...serverOverrides,
+    ...(kube === undefined ? {} : { kube: new KubeListener(kube) }),
     // As main.ts counts them: the conversations the caller owns in the store's listing.
     limits:
       serverOverrides.limits instanceof CallerLimits
