@@ -5,7 +5,7 @@ import { z } from 'zod';
 
 import { envInt, envOptionalString, envString, parseConfig, type Env } from '../common/config';
 import { loadStateClientTls, StateCallError, StateClient } from '../common/state-client';
-import { isPartitionName } from '../state/store/partition-name';
+import { isPartitionName } from '../common/partition-name';
 import {
   ExitCode,
   Format,

@@ -5,6 +5,7 @@
  * the Conversation's status keeps outside the journal; and repair, the state plane's `Repair` fenced with the
  * conversation's lease, taken as a turn takes it, so a repair never races a turn.
  */
+import { partitionOf } from '../../common/partition-name';
 import { AppError } from '../../common/errors';
 import {
   exportFileLines,
@@ -237,8 +238,4 @@ export class ConversationForensics {
     if (conversation === undefined) throw new AppError('not_found', 'unreachable');
     return conversation;
   }
-}
-
-function partitionOf(uid: string): string {
-  return `conv-${uid}`;
 }

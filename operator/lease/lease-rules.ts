@@ -10,6 +10,7 @@
  * plane's configuration, never the record's `leaseDurationSeconds`: a record that names a
  * huge duration cannot keep a conversation locked, nor a tiny one hand it over early.
  */
+import { partitionOf } from '../../common/partition-name';
 
 /** What the API server holds, reduced to what the rules read. */
 export interface LeaseRecord {
@@ -92,7 +93,8 @@ export function isHeldLeaseStale(
  * namespace or a later Conversation may reuse) keeps them apart.
  */
 export function leaseNameFor(conversationUid: string): string {
-  return `conv-${conversationUid}`;
+  // Named as the conversation's journal partition: one name for both in logs and kubectl.
+  return partitionOf(conversationUid);
 }
 
 /** Labels on a conversation's Lease, by which an operator finds it (docs/operator.md). */

@@ -9,7 +9,8 @@ import { EventKind } from '../../common/event-kinds';
 import type { StateJournal } from '../../common/state-client';
 import { StoreJournal } from '../../test/support/store-journal';
 import { JournalRolledBackError } from './journal-checkpoint';
-import { JournalViews, partitionOf } from './journal-views';
+import { partitionOf } from '../../common/partition-name';
+import { JournalViews } from './journal-views';
 import type { PlannedEvent } from './plan-common';
 
 const UID = '5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d';

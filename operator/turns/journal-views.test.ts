@@ -8,7 +8,8 @@ import { EventKind } from '../../common/event-kinds';
 import { ApprovalDecision } from '../../proto/gen/polychrome/events/v1/events';
 import { StoreJournal } from '../../test/support/store-journal';
 import { foldJournal, type JournalView } from './journal-view';
-import { JournalViews, partitionOf } from './journal-views';
+import { partitionOf } from '../../common/partition-name';
+import { JournalViews } from './journal-views';
 import type { PlannedEvent } from './plan-common';
 
 let journal: StoreJournal | undefined;

@@ -4,6 +4,7 @@
  * on the state plane is the only truth: a view is a cache of it, brought up to the head
  * before a decision, and dropped whenever an append fails.
  */
+import { partitionOf } from '../../common/partition-name';
 import { AppError, isAppError } from '../../common/errors';
 import { EventKind, payloadCodecs, type EventPayloads } from '../../common/event-kinds';
 import {
@@ -327,11 +328,6 @@ function rolledBackUnder(
   return typeof expectedHead === 'number' && expectedHead > head
     ? { journalHead: head }
     : undefined;
-}
-
-/** The journal partition of a conversation. */
-export function partitionOf(uid: string): string {
-  return `conv-${uid}`;
 }
 
 /** The planned event with every field set: the one value that is encoded and folded. */

@@ -16,7 +16,7 @@ import {
   type RealTurns,
 } from '../../test/support/real-turns';
 import type { ConversationStatus } from '../api/v1alpha1';
-import { partitionOf } from './journal-views';
+import { partitionOf } from '../../common/partition-name';
 const LOST = { head: 96, root: 'ab'.repeat(32), keyId: 'k-lost' };
 
 let turns: RealTurns | undefined;

@@ -8,6 +8,7 @@
  * hold only turns with at least one `turn_dispatched`; history holds complete turns only,
  * the transcript also paused (a card, never partial text), ambiguous and handed-off ones.
  */
+import { partitionOf } from '../../common/partition-name';
 import {
   ResolveDecision,
   type ApprovalRequest,
@@ -212,7 +213,7 @@ export function conversationSummary(conversation: Conversation): ConversationSum
     conversationId: conversation.metadata.uid ?? '',
     namespace: conversation.metadata.namespace ?? '',
     name: conversation.metadata.name ?? '',
-    partition: `conv-${conversation.metadata.uid ?? ''}`,
+    partition: partitionOf(conversation.metadata.uid ?? ''),
     phase: status?.phase ?? 'Pending',
     ready,
     owner: conversation.spec.owner ?? '',

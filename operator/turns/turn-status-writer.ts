@@ -14,7 +14,7 @@ import {
 } from '../../common/journal-keys';
 import type { ConversationStore } from './conversation-access';
 import type { JournalKeyRecorder } from './journal-keys';
-import { partitionOf } from './journal-views';
+import { partitionOf } from '../../common/partition-name';
 import { applyTurnStatus, type JournalMark, type TurnStatusChange } from './turn-status';
 
 export interface TurnStatusWriterOptions {

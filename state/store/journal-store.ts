@@ -33,7 +33,7 @@ import { GroupCommitter, type GroupCommitStats } from './group-commit';
 import { decodeHeadRecord } from './head-record';
 import { KeyedMutex } from './keyed-mutex';
 import { createLevelKv, type KvOp, type KvStore } from './level-kv';
-import { assertPartitionName, isPartitionName } from './partition-name';
+import { assertPartitionName, isPartitionName } from '../../common/partition-name';
 import { recoverPartition, type PartitionState } from './recover-partition';
 import {
   ALL_PARTITIONS,

@@ -4,7 +4,7 @@ import { AppError } from '../../common/errors';
 import { toHex } from '../journal/hex';
 import { decodeHeadRecord, encodeHeadRecord } from './head-record';
 import { KeyedMutex } from './keyed-mutex';
-import { assertPartitionName, isPartitionName } from './partition-name';
+import { assertPartitionName, isPartitionName } from '../../common/partition-name';
 import {
   decodeEventValue,
   decodeFence,

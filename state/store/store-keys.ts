@@ -16,7 +16,7 @@ import { writeU64 } from '../journal/u64';
  *   'P' ‖ name ‖ 0x00 ‖ 'n' ‖ u64 node     → 32-byte MMR node digest, as CompactMmr's
  *                                            visitor reported it (serves inclusion proofs)
  *
- * A partition name never holds 0x00 (partition-name.ts), so `'P' ‖ name ‖ 0x00` is a
+ * A partition name never holds 0x00 (common/partition-name.ts), so `'P' ‖ name ‖ 0x00` is a
  * prefix of that partition's keys only ("conv-a" and "conv-ab" cannot overlap), and
  * `'P' ‖ name ‖ 0x01` is the first key after the partition: open() skips from one
  * partition to the next with a single seek. Tags sort 'e' < 'f' < 'h' < 'n'; the event

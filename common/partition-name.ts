@@ -1,4 +1,4 @@
-import { AppError } from '../../common/errors';
+import { AppError } from './errors';
 
 /**
  * A journal partition name: `conv-` followed by a Kubernetes uid-like id (lowercase
@@ -7,6 +7,14 @@ import { AppError } from '../../common/errors';
  * 0x00 byte, which the key layout uses as the end of the name.
  */
 export const PARTITION_NAME_PATTERN = /^conv-[a-z0-9][a-z0-9-]{0,62}$/;
+
+/**
+ * The journal partition of the conversation with `uid` (its `metadata.uid`): the one place
+ * the `conv-` prefix is spelled for the planes.
+ */
+export function partitionOf(uid: string): string {
+  return `conv-${uid}`;
+}
 
 /** True when `value` is a well-formed partition name. */
 export function isPartitionName(value: unknown): value is string {
