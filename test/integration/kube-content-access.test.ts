@@ -126,7 +126,8 @@ describe('conversation content on the Kubernetes door is Secret-level', () => {
   }
 
   beforeAll(async () => {
-    stack = await startKubeDoorStack('content');
+    // The public API makes the conversation in its own namespace: the harness serves that one.
+    stack = await startKubeDoorStack('content', { harnessNamespace: NS });
     admin = await kubeConfig();
     await admin
       .makeApiClient(CoreV1Api)

@@ -55,7 +55,8 @@ describe('fencing with two control-plane replicas', () => {
     await stack.withDiagnostics(async () => {
       const uid = await stack.createConversation('fenced', { owner: 'test:fencing-owner' });
       const warm = await post(stack.controlPlane(0).apiUrl, uid, 'warm up', 'k-warm');
-      expect(warm.status).toBe(200);
+      // Status and body, so a refusal shows why.
+      expect([warm.status, warm.body]).toEqual([200, expect.anything()]);
       const [first] = await dispatches(uid);
       const oldIndex = stack.controlPlanes.findIndex((cp) => cp.identity === first!.holder);
       expect(oldIndex).toBeGreaterThanOrEqual(0);
@@ -87,7 +88,7 @@ describe('fencing with two control-plane replicas', () => {
 
       // The new holder takes the lease over and commits a turn.
       const taken = await post(next.apiUrl, uid, 'from the new holder', 'k-new');
-      expect(taken.status).toBe(200);
+      expect([taken.status, taken.body]).toEqual([200, expect.anything()]);
       expect(taken.body).toMatchObject({ status: 'complete', reply: 'echo: from the new holder' });
       const afterTakeOver = await dispatches(uid);
       const newDispatch = afterTakeOver.at(-1)!;
@@ -141,7 +142,8 @@ describe('fencing with two control-plane replicas', () => {
         owner: 'test:fencing-owner',
       });
       const warm = await post(stack.controlPlane(0).apiUrl, uid, 'warm up', 'k-warm');
-      expect(warm.status).toBe(200);
+      // Status and body, so a refusal shows why.
+      expect([warm.status, warm.body]).toEqual([200, expect.anything()]);
       const [first] = await dispatches(uid);
       const leases = stack.admin.makeApiClient(CoordinationV1Api);
       const name = `conv-${uid}`;
@@ -155,7 +157,7 @@ describe('fencing with two control-plane replicas', () => {
       });
       const next = stack.controlPlanes.find((cp) => cp.identity !== first!.holder)!;
       const taken = await post(next.apiUrl, uid, 'taken over', 'k-taken');
-      expect(taken.status).toBe(200);
+      expect([taken.status, taken.body]).toEqual([200, expect.anything()]);
       const mark = (await dispatches(uid)).at(-1)!.fencing;
       expect(mark).toBeGreaterThan(0);
 
@@ -168,7 +170,7 @@ describe('fencing with two control-plane replicas', () => {
       // The new Lease starts at token 0, below the mark: the holder moves it past the mark
       // and the message is answered, not refused as fenced.
       const after = await post(stack.controlPlane(0).apiUrl, uid, 'after the restart', 'k-after');
-      expect(after.status).toBe(200);
+      expect([after.status, after.body]).toEqual([200, expect.anything()]);
       expect(after.body).toMatchObject({ status: 'complete', reply: 'echo: after the restart' });
       const last = (await dispatches(uid)).at(-1)!;
       expect(last.fencing).toBe(mark + 1);

@@ -409,8 +409,9 @@ export async function startKubeDoorStack(
   });
   const api = await startApi({
     ...apiOptions,
-    // The stack's conversations live in its namespace: the harness serves that one.
-    harnessNamespace: ns.name,
+    // The stack's conversations live in its namespace (unless the test says where it makes
+    // them): the harness serves that one.
+    harnessNamespace: apiOptions.harnessNamespace ?? ns.name,
     kube: {
       host: '127.0.0.1',
       port: 0,
