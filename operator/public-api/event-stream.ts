@@ -1,9 +1,9 @@
 import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import { AppError, isAppError, type ErrorCode } from '../../common/errors';
+import { AppError, isAppError, isRetryable, type ErrorCode } from '../../common/errors';
 import type { TextDeltaEvent, TurnService } from '../turns/turn-service';
 import { errorAnswer } from './api-error';
-import { isRetryable, type JournalSink, type JournalSubscription } from './journal-hub';
+import type { JournalSink, JournalSubscription } from './journal-hub';
 
 export type { FollowJournal, FollowRetryOptions } from './journal-hub';
 
