@@ -3,8 +3,8 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 
 import { envOptionalString, envString, parseConfig, type Env } from '../common/config';
-import { AppError } from '../common/errors';
-import { ApiCallError, ApiClient, ApiUnreachableError, type TurnReply } from './api-client';
+import { AppError, isAppError, isRetryable } from '../common/errors';
+import { ApiCallError, ApiClient, type TurnReply } from './api-client';
 import {
   ExitCode,
   Format,
@@ -235,10 +235,12 @@ async function send(
     if (isAbort(error, io.signal)) {
       throw new AppError('cancelled', `interrupted; to get the turn's result run: ${retry}`);
     }
+    // Worth a retry (common/errors.ts `isRetryable`), except a 413: a body too large is
+    // refused again however often it is sent.
     if (
-      error instanceof ApiUnreachableError ||
-      (error instanceof ApiCallError &&
-        (error.code === 'unavailable' || error.code === 'deadline_exceeded'))
+      isAppError(error) &&
+      isRetryable(error) &&
+      !(error instanceof ApiCallError && error.status === 413)
     ) {
       const retryable =
         error instanceof ApiCallError

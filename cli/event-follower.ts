@@ -1,5 +1,5 @@
-import { AppError, isAppError, isErrorCode, type ErrorCode } from '../common/errors';
-import { ApiCallError, ApiUnreachableError, type ApiClient, type StreamCursor } from './api-client';
+import { AppError, isErrorCode, isRetryable } from '../common/errors';
+import { ApiCallError, type ApiClient, type StreamCursor } from './api-client';
 import { SseParser, type SseMessage } from './sse-parser';
 
 /** A committed journal event from the stream (`id:` = `position`). */
@@ -39,27 +39,6 @@ export interface FollowOptions {
   readonly maxAttempts?: number;
   /** A connection silent this long is dead (the API sends a heartbeat every 15 s). @default 45000 */
   readonly idleTimeoutMs?: number;
-}
-
-/** Codes that no reconnect can change: stop and say why. */
-const FINAL_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
-  'invalid_argument',
-  'unauthenticated',
-  'permission_denied',
-  'not_found',
-  'failed_precondition',
-]);
-
-/** Failures worth a reconnect: the connection, a replica going away, a backend outage. */
-function isRetryable(error: unknown): boolean {
-  if (error instanceof ApiUnreachableError) return true;
-  if (error instanceof ApiCallError) {
-    return (
-      error.status >= 502 || error.code === 'unavailable' || error.code === 'deadline_exceeded'
-    );
-  }
-  if (isAppError(error)) return !FINAL_CODES.has(error.code);
-  return true;
 }
 
 function describe(error: unknown): string {
@@ -108,8 +87,9 @@ function isRecord(value: unknown): value is Record<string, unknown> {
  * `maxDelayMs`. An event at or before that position (a server that resent it) is
  * dropped, so none is handed on twice.
  *
- * @throws ApiCallError for an answer no reconnect can change (401, 403, 404, 400), or an
- *   `event: error` saying so (a token that stopped working).
+ * @throws ApiCallError for an answer no reconnect can change (401, 403, 404, 400: not
+ *   `isRetryable`, common/errors.ts), or an `event: error` saying so (a token that
+ *   stopped working).
  * @throws AppError `unavailable` after `maxAttempts` reconnects in a row failed.
  */
 export async function followEvents(options: FollowOptions): Promise<void> {
@@ -184,6 +164,9 @@ export async function followEvents(options: FollowOptions): Promise<void> {
       retryMs = parser.retryMs ?? retryMs;
     }
     if (signal.aborted) return;
+    // Worth a reconnect (common/errors.ts `isRetryable`): the connection, a replica going
+    // away, a backend outage; a drop mid-body (fetch's TypeError) and a proxy's 502 count
+    // as `internal`. What no reconnect changes (refused, not found, ...) ends the follow.
     if (!isRetryable(failure)) throw failure;
     // A connection that stayed up a while was healthy even if the conversation was quiet.
     if (delivered === 0 && Date.now() - openedAtMs < maxDelayMs) failures += 1;
@@ -230,7 +213,7 @@ export async function followEvents(options: FollowOptions): Promise<void> {
       const code = typeof error.code === 'string' ? error.code : 'unavailable';
       const text = typeof error.message === 'string' ? error.message : message.data;
       throw new ApiCallError(
-        isErrorCode(code) && FINAL_CODES.has(code) ? code : 'unavailable',
+        isErrorCode(code) ? code : 'unavailable',
         `the stream ended: ${text}`,
         { status: 0 },
       );

@@ -1,25 +1,35 @@
 import { describe, expect, it } from '@jest/globals';
-import { AppError, ErrorCode, errorCodeFromGrpc, errorStatus, GrpcStatus } from './errors';
+import {
+  AppError,
+  ErrorCode,
+  errorCodeFromGrpc,
+  errorStatus,
+  GrpcStatus,
+  isRetryable,
+} from './errors';
 
 describe('errorStatus', () => {
   // Pinned row by row: changing a mapping changes what clients see, so it must be deliberate.
+  // The retry column is what every retry loop asks (isRetryable): the control plane's
+  // journal follows and turn attempts, the harness's failed turns, the CLI's reconnects.
   it.each([
-    ['invalid_argument', 3, 400],
-    ['not_found', 5, 404],
-    ['already_exists', 6, 409],
-    ['conflict', 10, 409],
-    ['failed_precondition', 9, 412],
-    ['fenced', 9, 409],
-    ['unauthenticated', 16, 401],
-    ['permission_denied', 7, 403],
-    ['resource_exhausted', 8, 429],
-    ['unavailable', 14, 503],
-    ['deadline_exceeded', 4, 504],
-    ['cancelled', 1, 499],
-    ['data_loss', 15, 500],
-    ['internal', 13, 500],
-  ] as const)('%s maps to gRPC %d and HTTP %d', (code, grpc, http) => {
-    expect(errorStatus[code]).toEqual({ grpc, http });
+    ['invalid_argument', 3, 400, false],
+    ['not_found', 5, 404, false],
+    ['already_exists', 6, 409, false],
+    ['conflict', 10, 409, false],
+    ['failed_precondition', 9, 412, false],
+    ['fenced', 9, 409, false],
+    ['unauthenticated', 16, 401, false],
+    ['permission_denied', 7, 403, false],
+    ['resource_exhausted', 8, 429, true],
+    ['unavailable', 14, 503, true],
+    ['deadline_exceeded', 4, 504, true],
+    ['cancelled', 1, 499, false],
+    ['data_loss', 15, 500, false],
+    ['internal', 13, 500, true],
+  ] as const)('%s maps to gRPC %d and HTTP %d; retryable: %s', (code, grpc, http, retryable) => {
+    expect(errorStatus[code]).toEqual({ grpc, http, retryable });
+    expect(isRetryable(new AppError(code, 'x'))).toBe(retryable);
   });
 
   it('has a row for every code and no other', () => {
@@ -48,6 +58,21 @@ describe('errorStatus', () => {
     }
     const shared = [...byStatus.values()].filter((codes) => codes.length > 1);
     expect(shared).toEqual([['failed_precondition', 'fenced']]);
+  });
+});
+
+describe('isRetryable', () => {
+  it('reads a subclass by its code', () => {
+    class LimitError extends AppError {}
+    expect(isRetryable(new LimitError('resource_exhausted', 'slow down'))).toBe(true);
+    expect(isRetryable(new LimitError('permission_denied', 'no'))).toBe(false);
+  });
+
+  it('counts anything that is not an AppError as internal: an unexpected fault', () => {
+    // What a reader sees when a connection drops mid-body: fetch's TypeError, not ours.
+    expect(isRetryable(new TypeError('terminated'))).toBe(errorStatus.internal.retryable);
+    expect(isRetryable('a string')).toBe(errorStatus.internal.retryable);
+    expect(isRetryable(undefined)).toBe(errorStatus.internal.retryable);
   });
 });
 

@@ -49,30 +49,59 @@ export const GrpcStatus = {
 } as const;
 export type GrpcStatus = (typeof GrpcStatus)[keyof typeof GrpcStatus];
 
+/** One row of {@link errorStatus}: how a code crosses each wire, and whether to retry it. */
+export interface ErrorStatusRow {
+  readonly grpc: GrpcStatus;
+  readonly http: number;
+  /**
+   * Whether a client may send the same request again, after a wait that grows with each
+   * try, and expect it may succeed: the failure was in the way or the server (not in the
+   * request, the caller's rights or the object's state), so time alone can change it. A
+   * retry is as safe as the request is idempotent (an idempotency key, a read, a turn
+   * re-dispatched from the journal); every retry loop here is bounded.
+   */
+  readonly retryable: boolean;
+}
+
 /**
  * The one table from code to wire status. The gRPC servers, the HTTP API and SSE all use
  * it; `errors.test.ts` pins every row. Two codes share a gRPC status only where the
  * Polychrome error code in the metadata tells them apart (`fenced` and
  * `failed_precondition`); a bare status maps back to the first row that has it.
+ *
+ * `retryable` is what {@link isRetryable} answers, and the only place that rule is
+ * written. Not retryable: a request that is wrong, refused, or whose precondition fails
+ * (a retry gets the same answer until someone acts); `conflict` (read the current state
+ * first, then send what still applies); `fenced` (stop writing); `cancelled` (the caller
+ * stopped it: a retry would overrule them); `data_loss` (a damaged journal does not heal
+ * by waiting).
  */
-export const errorStatus: Readonly<Record<ErrorCode, { grpc: GrpcStatus; http: number }>> = {
-  invalid_argument: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
-  not_found: { grpc: GrpcStatus.NOT_FOUND, http: 404 },
-  already_exists: { grpc: GrpcStatus.ALREADY_EXISTS, http: 409 },
-  conflict: { grpc: GrpcStatus.ABORTED, http: 409 },
-  failed_precondition: { grpc: GrpcStatus.FAILED_PRECONDITION, http: 412 },
+export const errorStatus: Readonly<Record<ErrorCode, ErrorStatusRow>> = {
+  invalid_argument: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400, retryable: false },
+  not_found: { grpc: GrpcStatus.NOT_FOUND, http: 404, retryable: false },
+  already_exists: { grpc: GrpcStatus.ALREADY_EXISTS, http: 409, retryable: false },
+  conflict: { grpc: GrpcStatus.ABORTED, http: 409, retryable: false },
+  failed_precondition: { grpc: GrpcStatus.FAILED_PRECONDITION, http: 412, retryable: false },
   // FAILED_PRECONDITION: gRPC's code for "do not retry until the state is fixed", here
   // until the writer holds the lease again. The metadata code tells it from the row above,
   // which a bare status maps back to.
-  fenced: { grpc: GrpcStatus.FAILED_PRECONDITION, http: 409 },
-  unauthenticated: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401 },
-  permission_denied: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403 },
-  resource_exhausted: { grpc: GrpcStatus.RESOURCE_EXHAUSTED, http: 429 },
-  unavailable: { grpc: GrpcStatus.UNAVAILABLE, http: 503 },
-  deadline_exceeded: { grpc: GrpcStatus.DEADLINE_EXCEEDED, http: 504 },
-  cancelled: { grpc: GrpcStatus.CANCELLED, http: 499 },
-  data_loss: { grpc: GrpcStatus.DATA_LOSS, http: 500 },
-  internal: { grpc: GrpcStatus.INTERNAL, http: 500 },
+  fenced: { grpc: GrpcStatus.FAILED_PRECONDITION, http: 409, retryable: false },
+  unauthenticated: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401, retryable: false },
+  permission_denied: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403, retryable: false },
+  // A limit or an overloaded model refused the request before it did anything: the same
+  // request succeeds once the limit frees (429 says when, in Retry-After). The 413 for a
+  // body too large is a protocol answer outside this table (docs/api.md): a caller that
+  // can tell it apart (the CLI) does not retry it.
+  resource_exhausted: { grpc: GrpcStatus.RESOURCE_EXHAUSTED, http: 429, retryable: true },
+  unavailable: { grpc: GrpcStatus.UNAVAILABLE, http: 503, retryable: true },
+  deadline_exceeded: { grpc: GrpcStatus.DEADLINE_EXCEEDED, http: 504, retryable: true },
+  cancelled: { grpc: GrpcStatus.CANCELLED, http: 499, retryable: false },
+  data_loss: { grpc: GrpcStatus.DATA_LOSS, http: 500, retryable: false },
+  // A fault the server did not expect. Often one that passes: a peer killed mid-call
+  // reaches grpc-js as INTERNAL, a harness's crash is `internal`. A retry is as safe as
+  // after `unavailable` (the outcome is as unknown), and a turn the harness keeps failing
+  // must use up its attempts and settle, not stay an orphan (operator/turns/plan-settle.ts).
+  internal: { grpc: GrpcStatus.INTERNAL, http: 500, retryable: true },
 };
 
 /** Structured, JSON-safe facts about an error (ids, heads, field names). */
@@ -125,4 +154,15 @@ export function errorCodeFromGrpc(status: number): ErrorCode {
     if (row.grpc === status && isErrorCode(code)) return code;
   }
   return ErrorCode.Internal;
+}
+
+/**
+ * Whether `error` is worth the same request again, after a wait: the `retryable` column of
+ * {@link errorStatus} for its code. Anything that is not an AppError is an unexpected fault
+ * and counts as `internal`, as the servers answer it (a dropped connection reaches a reader
+ * as a plain Error). Callers never restate this rule; a caller that knows more about one
+ * answer (the CLI: a 413 body too large) narrows it, never widens it.
+ */
+export function isRetryable(error: unknown): boolean {
+  return errorStatus[isAppError(error) ? error.code : ErrorCode.Internal].retryable;
 }

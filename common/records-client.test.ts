@@ -8,12 +8,12 @@ import {
   recordsErrorOf,
   sessionFromProto,
 } from './records-client';
-import { grpcStatusOf, StateCallError, stateErrorFromGrpc } from './state-client';
+import { grpcErrorOf } from './grpc-errors';
+import { StateCallError, stateErrorFromGrpc } from './state-client';
 
 /** What grpc-js hands a client callback for a status the server sent. */
 function received(error: AppError): Error {
-  const sent = grpcStatusOf(error);
-  return Object.assign(new Error(`${String(sent.code)} ${sent.details}`), sent);
+  return grpcErrorOf(error);
 }
 
 describe('recordsErrorOf', () => {

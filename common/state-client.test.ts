@@ -7,6 +7,8 @@ import {
   ERROR_DETAILS_METADATA,
   grpcStatusOf,
   HEAD_METADATA,
+} from './grpc-errors';
+import {
   JournalConflictError,
   JournalFencedError,
   StateCallError,
@@ -17,40 +19,6 @@ import {
 function received(sent: { code: number; details: string; metadata: Metadata }): Error {
   return Object.assign(new Error(`${String(sent.code)} ${sent.details}`), sent);
 }
-
-describe('grpcStatusOf', () => {
-  it.each(Object.values(ErrorCode))(
-    'sends %s as its errorStatus row with the code in metadata',
-    (code) => {
-      const sent = grpcStatusOf(
-        new AppError(code, `it failed: ${code}`, { details: { partition: 'conv-a' } }),
-      );
-      expect(sent.code).toBe(errorStatus[code].grpc);
-      expect(sent.details).toBe(`it failed: ${code}`);
-      expect(sent.metadata.get(ERROR_CODE_METADATA)).toEqual([code]);
-      expect(sent.metadata.get(ERROR_DETAILS_METADATA)).toEqual(['{"partition":"conv-a"}']);
-      expect(sent.metadata.get(HEAD_METADATA)).toEqual([]);
-    },
-  );
-
-  it('never sends the cause or a stack', () => {
-    const sent = grpcStatusOf(
-      new AppError('internal', 'the store failed; see its log', {
-        cause: new Error('disk at /secret/path'),
-      }),
-    );
-    expect(sent.details).toBe('the store failed; see its log');
-    expect(JSON.stringify(sent.metadata.getMap())).not.toContain('/secret/path');
-  });
-
-  it('drops details too large for a header, keeping the code', () => {
-    const sent = grpcStatusOf(
-      new AppError('invalid_argument', 'bad', { details: { blob: 'x'.repeat(5000) } }),
-    );
-    expect(sent.metadata.get(ERROR_DETAILS_METADATA)).toEqual([]);
-    expect(sent.metadata.get(ERROR_CODE_METADATA)).toEqual(['invalid_argument']);
-  });
-});
 
 describe('stateErrorFromGrpc', () => {
   it.each(Object.values(ErrorCode))('rebuilds %s from a server status', (code) => {

@@ -24,65 +24,17 @@ import {
 } from '../proto/gen/polychrome/state/v1/state';
 import { injectTraceMetadata } from './tracing';
 import type { SignedRoot as SignedRootProto } from '../proto/gen/polychrome/events/v1/events';
-import {
-  AppError,
-  errorCodeFromGrpc,
-  errorStatus,
-  isErrorCode,
-  type ErrorCode,
-  type ErrorDetails,
-} from './errors';
+import { AppError, type ErrorCode, type ErrorDetails } from './errors';
+import { isServiceError, receivedErrorOf } from './grpc-errors';
 
 /*
- * The state plane's wire contract for errors, and the typed client every other process
- * (the control plane, the CLI) uses to reach it. Imports nothing from state/, so operator/
- * and cli/ may use it; the state plane's server imports the error half from here, so both
- * ends of the wire share one definition.
- *
- * An error crosses the wire as: the gRPC status from common/errors.ts `errorStatus` (the
- * one table), the AppError's message as the status details, and trailing metadata:
- *
- *   polychrome-error-code     the AppError code (`conflict`, `invalid_argument`, ...)
- *   polychrome-error-details  the AppError's details as JSON (ids, heads, field names)
- *   polychrome-head           for `conflict` and head-related `failed_precondition`:
- *                             the partition's current head, decimal
- *
- * `fenced` shares FAILED_PRECONDITION with `failed_precondition`; the metadata code tells
- * them apart, and the client rebuilds it as {@link JournalFencedError}.
+ * The typed client every other process (the control plane, the CLI) uses to reach the
+ * state plane. Imports nothing from state/, so operator/ and cli/ may use it. Errors cross
+ * the wire as common/grpc-errors.ts says (one contract for every gRPC server and client);
+ * here they are rebuilt as the state plane's error classes. `fenced` shares
+ * FAILED_PRECONDITION with `failed_precondition`; the metadata code tells them apart, and
+ * the client rebuilds it as {@link JournalFencedError}.
  */
-
-/** Trailing metadata key: the AppError code. */
-export const ERROR_CODE_METADATA = 'polychrome-error-code';
-/** Trailing metadata key: the AppError details, as JSON. */
-export const ERROR_DETAILS_METADATA = 'polychrome-error-details';
-/** Trailing metadata key: the partition's current head (conflicts). */
-export const HEAD_METADATA = 'polychrome-head';
-
-/** Longest details JSON sent; larger details are dropped (the message still says it all). */
-const MAX_DETAILS_JSON = 4096;
-
-/** What a gRPC server hands to a call's callback or emits on a stream to end it. */
-export interface GrpcErrorStatus {
-  readonly code: number;
-  readonly details: string;
-  readonly metadata: Metadata;
-}
-
-/**
- * The status a server sends for `error`: the code from `errorStatus`, the message written
- * for users, and the contract's trailing metadata. Never carries a stack or a cause.
- */
-export function grpcStatusOf(error: AppError): GrpcErrorStatus {
-  const metadata = new Metadata();
-  metadata.set(ERROR_CODE_METADATA, error.code);
-  const details = JSON.stringify(error.details);
-  if (details.length <= MAX_DETAILS_JSON) metadata.set(ERROR_DETAILS_METADATA, details);
-  const head = error.details.head;
-  if (typeof head === 'number' && Number.isSafeInteger(head) && head >= 0) {
-    metadata.set(HEAD_METADATA, String(head));
-  }
-  return { code: errorStatus[error.code].grpc, details: error.message, metadata };
-}
 
 /**
  * An error the state plane reported, or a failure to reach it, rebuilt on the client
@@ -172,51 +124,12 @@ export class JournalFencedError extends StateCallError {
   }
 }
 
-/** True for a grpc-js `ServiceError` (what a failed call reports). */
-export function isServiceError(value: unknown): value is ServiceError {
-  return (
-    value instanceof Error &&
-    'code' in value &&
-    typeof value.code === 'number' &&
-    'metadata' in value &&
-    value.metadata instanceof Metadata
-  );
-}
-
-function firstString(metadata: Metadata, key: string): string | undefined {
-  const [value] = metadata.get(key);
-  return typeof value === 'string' ? value : undefined;
-}
-
-function parseDetails(text: string | undefined): ErrorDetails {
-  if (text === undefined) return {};
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    return {};
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return {};
-  const out: Record<string, string | number | boolean | null> = {};
-  const entries: [string, unknown][] = Object.entries(value);
-  for (const [key, field] of entries) {
-    if (
-      field === null ||
-      typeof field === 'string' ||
-      typeof field === 'number' ||
-      typeof field === 'boolean'
-    ) {
-      out[key] = field;
-    }
-  }
-  return out;
-}
-
 /**
  * Rebuilds the AppError a state-plane call failed with: a {@link JournalConflictError} for
- * a conflict with a head, a {@link JournalFencedError} for `fenced`, else a {@link StateCallError} with the code from the metadata
- * (or, when the status came from grpc-js itself, from the status via `errorCodeFromGrpc`).
- * Anything that is not a gRPC status becomes `internal`.
+ * a conflict with a head, a {@link JournalFencedError} for `fenced`, else a
+ * {@link StateCallError} with the code the state plane sent (or, when the status came from
+ * grpc-js itself, the status's code): common/grpc-errors.ts `receivedErrorOf`. Anything
+ * that is not a gRPC status becomes `internal`.
  *
  * @param target names the server in messages about transport failures (its address).
  */
@@ -229,37 +142,34 @@ export function stateErrorFromGrpc(error: unknown, method: string, target: strin
       { method, grpcStatus: 2, fromServer: false, cause: error },
     );
   }
-  const declared = firstString(error.metadata, ERROR_CODE_METADATA);
-  const details = parseDetails(firstString(error.metadata, ERROR_DETAILS_METADATA));
-  if (declared !== undefined && isErrorCode(declared)) {
-    const headText = firstString(error.metadata, HEAD_METADATA);
-    const head = headText === undefined ? Number.NaN : Number(headText);
-    if (declared === 'conflict' && Number.isSafeInteger(head)) {
-      return new JournalConflictError(error.details, {
+  const received = receivedErrorOf(error);
+  const { code, details, grpcStatus } = received;
+  if (received.fromServer) {
+    if (code === 'conflict' && received.head !== undefined) {
+      return new JournalConflictError(received.message, {
         method,
-        grpcStatus: error.code,
-        head,
+        grpcStatus,
+        head: received.head,
         details,
         cause: error,
       });
     }
-    if (declared === 'fenced') {
-      return new JournalFencedError(error.details, {
+    if (code === 'fenced') {
+      return new JournalFencedError(received.message, {
         method,
-        grpcStatus: error.code,
+        grpcStatus,
         details,
         cause: error,
       });
     }
-    return new StateCallError(declared, error.details, {
+    return new StateCallError(code, received.message, {
       method,
-      grpcStatus: error.code,
+      grpcStatus,
       fromServer: true,
       details,
       cause: error,
     });
   }
-  const code = errorCodeFromGrpc(error.code);
   const hint =
     code === 'unavailable'
       ? '; check the address, that the state plane is running, and that this client ' +
@@ -267,8 +177,8 @@ export function stateErrorFromGrpc(error: unknown, method: string, target: strin
       : '';
   return new StateCallError(
     code,
-    `state plane at ${target}: ${method} failed: ${error.details || 'no details'}${hint}`,
-    { method, grpcStatus: error.code, fromServer: false, cause: error },
+    `state plane at ${target}: ${method} failed: ${received.message || 'no details'}${hint}`,
+    { method, grpcStatus, fromServer: false, cause: error },
   );
 }
 

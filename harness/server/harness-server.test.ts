@@ -37,7 +37,7 @@ import { createHarnessMetrics } from './harness-metrics';
 import { HarnessServer } from './harness-server';
 import { testHarnessCertificate, testHarnessChannel } from '../../test/support/harness-tls';
 import { createToolRouter } from './tool-router';
-import { ERROR_CODE_METADATA } from './turn-call';
+import { ERROR_CODE_METADATA } from '../../common/grpc-errors';
 import {
   turnRequestToProto,
   turnStepFromProto,

@@ -1,6 +1,7 @@
-import { Metadata, type ServerDuplexStream } from '@grpc/grpc-js';
+import type { ServerDuplexStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { AppError, errorStatus, isAppError } from '../../common/errors';
+import { AppError, isAppError } from '../../common/errors';
+import { grpcErrorOf } from '../../common/grpc-errors';
 import type {
   TurnInput as TurnInputMessage,
   TurnOutput,
@@ -26,12 +27,10 @@ import {
 /** The RunTurn call as grpc-js hands it to the handler. */
 export type RunTurnCall = ServerDuplexStream<TurnInputMessage, TurnOutput>;
 
-/** Trailing metadata key carrying the error code, so the peer rebuilds the exact AppError. */
-export const ERROR_CODE_METADATA = 'polychrome-error-code';
-
 /**
- * Ends `call` with the gRPC status for `error` (common/errors.ts `errorStatus`, the one
- * table) and the code in trailing metadata. The message is the AppError's, written for
+ * Ends `call` with the status for `error` (common/grpc-errors.ts, the one wire contract:
+ * the gRPC status from `errorStatus`, the code and details in trailing metadata, so the
+ * control plane rebuilds the exact AppError). The message is the AppError's, written for
  * users; anything else becomes INTERNAL with a generic message (its detail belongs in the
  * log, never on the wire). A cancelled call gets nothing: nobody is listening.
  */
@@ -41,18 +40,7 @@ export function endWithError(call: RunTurnCall, error: unknown): AppError {
     : new AppError('internal', 'the harness hit an internal error; see its log', {
         cause: error,
       });
-  if (!call.cancelled) {
-    const metadata = new Metadata();
-    metadata.set(ERROR_CODE_METADATA, appError.code);
-    call.emit(
-      'error',
-      Object.assign(new Error(appError.message), {
-        code: errorStatus[appError.code].grpc,
-        details: appError.message,
-        metadata,
-      }),
-    );
-  }
+  if (!call.cancelled) call.emit('error', grpcErrorOf(appError));
   return appError;
 }
 

@@ -737,6 +737,21 @@ describe('runTurn', () => {
       { kind: 'failed', code: 'unavailable', message: 'model overloaded', retryable: true },
     ],
     [
+      'a rate limit the adapter gave up on',
+      [{ error: { code: 'resource_exhausted' as const, message: 'rate limited' } }],
+      { kind: 'failed', code: 'resource_exhausted', message: 'rate limited', retryable: true },
+    ],
+    [
+      'an unexpected fault (internal: a later dispatch may succeed)',
+      [{ error: { code: 'internal' as const, message: 'model adapter broke' } }],
+      { kind: 'failed', code: 'internal', message: 'model adapter broke', retryable: true },
+    ],
+    [
+      'a refusal no later dispatch changes',
+      [{ error: { code: 'permission_denied' as const, message: 'key revoked' } }],
+      { kind: 'failed', code: 'permission_denied', message: 'key revoked', retryable: false },
+    ],
+    [
       'a script that runs out',
       [toolReply(use('c1', 'calculator', { expression: '1' }))],
       {

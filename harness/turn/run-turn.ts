@@ -1,4 +1,4 @@
-import { AppError, isAppError, type ErrorCode } from '../../common/errors';
+import { AppError, isAppError, isRetryable, type ErrorCode } from '../../common/errors';
 import type { ModelProvider } from '../model/model-provider';
 import type { ToolCallRequest, ToolOutcome, ToolRunner } from '../tools/tool-runner';
 import type { ApprovalKeys, ApprovalUse, SignatureVerifier } from './approval-token';
@@ -116,23 +116,19 @@ export type TurnOutcome =
 
 const DEFAULT_TOOL_TIMEOUT_MS = 60_000;
 const DEFAULT_COMMIT_TIMEOUT_MS = 30_000;
-const RETRYABLE_CODES: ReadonlySet<ErrorCode> = new Set([
-  'unavailable',
-  'resource_exhausted',
-  'deadline_exceeded',
-]);
 
 /**
  * Runs one turn to its end or its next pause.
  *
  * Model calls are not retried here: a provider adapter retries transient failures itself
- * and rejects only when it gives up, and the turn then fails (`retryable` tells the
- * control plane whether a later dispatch may succeed). Aborting `signal` cancels the model
- * stream and every tool call in flight; the outcome is `cancelled`, or `ambiguous` when a
- * side-effecting call was running. After a cancel no new call starts, but commits still
- * land: they record facts already known (a result that arrived) or intent (a `tool_call`),
- * and a `tool_call` whose call never started is then reported ambiguous, exactly as the
- * journal would show it to a later resume.
+ * and rejects only when it gives up, and the turn then fails (`retryable`, common/errors.ts
+ * `isRetryable` of the failure, tells the control plane whether a later dispatch may
+ * succeed). Aborting `signal` cancels the model stream and every tool call in flight; the
+ * outcome is `cancelled`, or `ambiguous` when a side-effecting call was running. After a
+ * cancel no new call starts, but commits still land: they record facts already known (a
+ * result that arrived) or intent (a `tool_call`), and a `tool_call` whose call never
+ * started is then reported ambiguous, exactly as the journal would show it to a later
+ * resume.
  *
  * @throws AppError when a commit to the journal fails (whatever was in flight is aborted
  *   first), or `failed_precondition` on a machine/shell mismatch (a bug).
@@ -255,7 +251,7 @@ function startCall(
             message: isAppError(error)
               ? error.message
               : `model call ${effect.step} failed: ${errorText(error)}`,
-            retryable: RETRYABLE_CODES.has(code),
+            retryable: isRetryable(error),
           };
         }
       });

@@ -1,5 +1,5 @@
 /*
- * docs/api.md, "Status codes and who may do what", pinned to the code: the test reads both
+ * docs/api.md, "Status codes and who may do what", pinned to the code: the test reads the
  * tables from the markdown, so a row changes in the doc and the test follows. Codes are
  * checked against common/errors.ts `errorStatus`; each status a request can cause on
  * demand is caused; each who-may cell is tried as that caller against the real turn
@@ -9,6 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { ErrorCode, errorStatus, isErrorCode } from '../../common/errors';
+import { grpcStatusName } from '../../common/grpc-errors';
 import {
   ADMIN,
   ALICE,
@@ -78,6 +79,11 @@ afterEach(async () => {
 /** The codes a status row names: `a`, `b` in backticks; — for none. */
 function codesOf(cell: string): string[] {
   return [...cell.matchAll(/`([a-z_]+)`/gu)].map((m) => m[1] ?? '');
+}
+
+/** The gRPC status a cell names in backticks (`ABORTED`). */
+function statusNameOf(cell: string): string {
+  return /^`([A-Z_]+)`$/u.exec(cell)?.[1] ?? cell;
 }
 
 /** Statuses that are not `errorStatus` of their code: the protocol answers and successes. */
@@ -158,6 +164,25 @@ describe('docs/api.md: status codes', () => {
         await a.close();
       }
     }
+  });
+});
+
+describe('docs/api.md: retrying', () => {
+  it('lists every code once with its errorStatus row: HTTP, gRPC and whether to retry', async () => {
+    const { columns, rows } = await table('code');
+    expect(columns).toEqual(['code', 'HTTP', 'gRPC', 'retry']);
+    const listed = rows.map(([code = '', http = '', grpc = '', retry = '']) => {
+      const [name = ''] = codesOf(code);
+      return { name, http: Number(http), grpc: statusNameOf(grpc), retryable: retry };
+    });
+    expect(listed).toEqual(
+      Object.values(ErrorCode).map((name) => ({
+        name,
+        http: errorStatus[name].http,
+        grpc: grpcStatusName(errorStatus[name].grpc),
+        retryable: expect.stringMatching(errorStatus[name].retryable ? /^yes\b/u : /^no\b/u),
+      })),
+    );
   });
 });
 

@@ -1,10 +1,9 @@
 import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import { AppError, isAppError, type ErrorCode } from '../../common/errors';
+import { AppError, isAppError, isRetryable, type ErrorCode } from '../../common/errors';
 import type { TextDeltaEvent, TurnService } from '../turns/turn-service';
 import { errorAnswer } from './api-error';
 import type { JournalSink, JournalSubscription } from './journal-feed';
-import { isRetryable } from './journal-hub';
 
 /** A partition's prepared events from a position, in order, until the signal aborts ({@link JournalHub.subscribe}). */
 export type SubscribeJournal = (

@@ -347,6 +347,25 @@ describe('JournalHub', () => {
     expect(hub.follows).toBe(0);
   });
 
+  it.each(['internal', 'resource_exhausted'] as const)(
+    'retries a follow that failed with %s (retryable in common/errors.ts) until the attempts run out',
+    async (code) => {
+      let calls = 0;
+      const { hub } = await setUp({
+        // eslint-disable-next-line require-yield
+        follow: async function* () {
+          calls += 1;
+          await Promise.resolve();
+          throw new AppError(code, 'the state plane failed');
+        },
+      });
+      const subscriber = collect(hub, 0);
+      const failure = await subscriber.sink.done;
+      expect(calls).toBe(4); // the first try and retry.attempts (3) more
+      expect(failure).toMatchObject({ code });
+    },
+  );
+
   it('fails a subscriber started after close() with unavailable', async () => {
     const { hub } = await setUp();
     await hub.close();

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { AppError, isAppError } from '../../common/errors';
+import { AppError, isRetryable } from '../../common/errors';
 import type { JournalEntry } from '../../common/state-client';
 import { Channel, type Subscriber } from './journal-channel';
 import { nextInOrder, sleep, untilAborted } from './journal-read';
@@ -84,8 +84,9 @@ export class JournalHub {
   /**
    * The partition's events from `fromPosition`, in order, each once, then each new one,
    * written to the sink given to {@link JournalSubscription.start} until `signal` aborts.
-   * Once the follow gave up (retryable failures: `unavailable`), or when the hub is
-   * closed, the sink's `fail` is called instead, and nothing more.
+   * Once the follow gave up (after its attempts, or at once for a failure that is not
+   * `isRetryable`, common/errors.ts), or when the hub is closed, the sink's `fail` is
+   * called instead, and nothing more.
    */
   subscribe(partition: string, fromPosition: number, signal: AbortSignal): JournalSubscription {
     return {
@@ -378,9 +379,4 @@ export class JournalHub {
   private delay(failures: number): number {
     return Math.min(this.retry.baseDelayMs * 2 ** (failures - 1), this.retry.maxDelayMs);
   }
-}
-
-/** Whether a follow failure is worth resuming: the source went away for a while. */
-export function isRetryable(error: unknown): boolean {
-  return isAppError(error) && (error.code === 'unavailable' || error.code === 'deadline_exceeded');
 }

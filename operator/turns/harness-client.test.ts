@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 
-import { isAppError } from '../../common/errors';
+import { AppError, isAppError, isRetryable } from '../../common/errors';
 import { harnessServerName } from '../../common/harness-identity';
 import { CertUsage, DevCertificateAuthority } from '../../hack/lib/pki';
 import type { TurnStart } from '../../proto/gen/polychrome/harness/v1/harness';
@@ -136,5 +136,81 @@ describe('HarnessConnector over TLS', () => {
     expect(isAppError(refused) && refused.code).toBe('unavailable');
     expect(h.model.callCount).toBe(0);
     expect(h.server.currentTurn()).toBeUndefined();
+  });
+
+  // The harness sends its AppError's code and details in the call's trailing metadata
+  // (common/grpc-errors.ts); the caller gets them, not only what the bare status says.
+  it("gives the caller the harness's own refusal: permission_denied with its details", async () => {
+    const h = await harness();
+    await connector.runTurn(h.endpoint, start('c-1', 't-1'), handlers(), { namespace: 'team-a' });
+    const sink = handlers();
+    const refused = await connector
+      .runTurn(h.endpoint, start('c-2', 't-2'), sink, { namespace: 'team-a' })
+      .catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(AppError);
+    expect(refused).toMatchObject({
+      code: 'permission_denied',
+      details: { conversation: 'c-1', requested: 'c-2' },
+    });
+    expect(String(refused)).toContain(`harness at ${h.endpoint}: this harness serves`);
+    expect(h.model.callCount).toBe(1);
+    expect(sink.committed).toBe(0);
+  });
+
+  it('gives the caller failed_precondition naming the running turn when the harness is busy', async () => {
+    const h = await harness();
+    let release = (): void => undefined;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let entered = (): void => undefined;
+    const inCommit = new Promise<void>((resolve) => {
+      entered = resolve;
+    });
+    let committed = 0;
+    const slow: HarnessTurnHandlers = {
+      onDelta: () => undefined,
+      commitStep: async () => {
+        entered();
+        await held;
+        return ++committed;
+      },
+      trustedTool: () => Promise.reject(new Error('no trusted tool in this test')),
+    };
+    const running = connector.runTurn(h.endpoint, start('c-1', 't-1'), slow, {
+      namespace: 'team-a',
+    });
+    await inCommit;
+    const busy = await connector
+      .runTurn(h.endpoint, start('c-1', 't-2'), handlers(), { namespace: 'team-a' })
+      .catch((error: unknown) => error);
+    release();
+    expect(busy).toMatchObject({
+      code: 'failed_precondition',
+      details: { runningTurn: 't-1', conversation: 'c-1' },
+    });
+    await expect(running).resolves.toMatchObject({ kind: 'result' });
+  });
+
+  it('gives the caller unauthenticated for a credential the harness refuses', async () => {
+    const h = await harness();
+    const other = generateKeyPairSync('ed25519').privateKey;
+    const stranger = new HarnessConnector({
+      harnessCa: await testHarnessCa(),
+      credentials: HarnessCredentialMinter.fromPem(
+        other.export({ type: 'pkcs8', format: 'pem' }).toString(),
+      ),
+    });
+    try {
+      const refused = await stranger
+        .runTurn(h.endpoint, start('c-1', 't-1'), handlers(), { namespace: 'team-a' })
+        .catch((error: unknown) => error);
+      expect(refused).toMatchObject({ code: 'unauthenticated' });
+      expect(String(refused)).toContain('no valid harness credential');
+      expect(isRetryable(refused)).toBe(false);
+      expect(h.model.callCount).toBe(0);
+    } finally {
+      stranger.close();
+    }
   });
 });

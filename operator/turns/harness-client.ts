@@ -12,8 +12,8 @@ import {
   type ChannelCredentials,
   type ClientDuplexStream,
 } from '@grpc/grpc-js';
-import { AppError, errorCodeFromGrpc } from '../../common/errors';
-import { isServiceError } from '../../common/state-client';
+import { AppError } from '../../common/errors';
+import { isServiceError, receivedErrorOf } from '../../common/grpc-errors';
 import { HARNESS_CREDENTIAL_METADATA } from '../../common/harness-credential';
 import { harnessServerName } from '../../common/harness-identity';
 import { injectTraceMetadata } from '../../common/tracing';
@@ -105,9 +105,11 @@ export class HarnessConnector {
    * call carries the active trace context, so the harness's RunTurn SERVER span is a child
    * of the caller's span; no CLIENT span is made here (docs/observability.md#spans).
    *
-   * @throws AppError: the call's gRPC status as an error code (`unavailable` when the
-   *   harness cannot be reached or died mid-call, `failed_precondition` when it runs
-   *   another turn, ...), `internal` when it broke the protocol, or what a handler threw.
+   * @throws AppError: the code and details the harness sent (`failed_precondition` when it
+   *   runs another turn, `permission_denied` when it serves another conversation,
+   *   `unauthenticated` for a refused credential, ...), else the code of the call's gRPC
+   *   status (`unavailable` when the harness cannot be reached or died mid-call);
+   *   `internal` when it broke the protocol, or what a handler threw.
    */
   async runTurn(
     endpoint: string,
@@ -300,14 +302,20 @@ function carriedWithout(endpoint: string, what: string): AppError {
   );
 }
 
-/** The call's failure as an AppError whose message names the harness. */
+/**
+ * The call's failure as an AppError whose message names the harness: the code and details
+ * the harness sent (common/grpc-errors.ts), else the code of the status grpc-js made (a
+ * refused handshake, a dropped connection).
+ */
 function harnessCallError(error: unknown, endpoint: string): AppError {
   if (error instanceof AppError) return error;
   if (isServiceError(error)) {
-    const code = errorCodeFromGrpc(error.code);
-    return new AppError(code, `harness at ${endpoint}: ${error.details || error.message}`, {
-      cause: error,
-    });
+    const received = receivedErrorOf(error);
+    return new AppError(
+      received.code,
+      `harness at ${endpoint}: ${received.message || error.message}`,
+      { details: received.details, cause: error },
+    );
   }
   return new AppError('unavailable', `harness at ${endpoint}: ${String(error)}`, { cause: error });
 }

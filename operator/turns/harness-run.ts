@@ -6,7 +6,7 @@
  * settle.
  */
 import { randomUUID } from 'node:crypto';
-import { AppError, isAppError } from '../../common/errors';
+import { AppError, isAppError, isRetryable } from '../../common/errors';
 import type { Step, TurnStart } from '../../proto/gen/polychrome/harness/v1/harness';
 import type { Conversation } from '../api/v1alpha1';
 import type { ConversationStore } from './conversation-access';
@@ -55,7 +55,7 @@ export async function runHarness(
       : { kind: 'result', result: ran.result, carried: ran.carried };
   } catch (error) {
     if (forged !== undefined) return { kind: 'forged', ...forged };
-    return { kind: 'failed', error, retryable: !signal.aborted && retryable(error) };
+    return { kind: 'failed', error, retryable: !signal.aborted && isRetryable(error) };
   }
 }
 
@@ -115,12 +115,6 @@ async function callHarness(
       throw error;
     }
   }
-}
-
-function retryable(error: unknown): boolean {
-  return (
-    !isAppError(error) || ['unavailable', 'deadline_exceeded', 'internal'].includes(error.code)
-  );
 }
 
 /** A fresh W3C traceparent for the harness call. */

@@ -1,15 +1,10 @@
 import { once } from 'node:events';
 
-import type {
-  sendUnaryData,
-  ServerUnaryCall,
-  ServerWritableStream,
-  StatusObject,
-} from '@grpc/grpc-js';
+import type { sendUnaryData, ServerUnaryCall, ServerWritableStream } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 
 import { AppError, errorStatus, isAppError } from '../../common/errors';
-import { grpcStatusOf } from '../../common/state-client';
+import { grpcErrorOf, grpcStatusName } from '../../common/grpc-errors';
 import {
   authorize,
   callerIdentityOf,
@@ -33,30 +28,10 @@ import { context as otelContext } from '@opentelemetry/api';
  * from the client certificate before anything else, against the roles rpc-roles.ts lists
  * for the method (looked up when the handler is made; the method's type is the table's
  * keys, so a handler cannot name a method the table lacks), count the call by method and
- * status, and answer every failure through grpcStatusOf (common/state-client.ts), so both
- * services share one error contract and one metric.
+ * status, and answer every failure through grpcErrorOf (common/grpc-errors.ts), so both
+ * services share one error contract, the one every gRPC server and client of the system
+ * speaks, and one metric.
  */
-
-/** The gRPC status name for a metrics label (a closed set). */
-function grpcName(code: number): string {
-  const names: Record<number, string> = {
-    0: 'OK',
-    1: 'CANCELLED',
-    3: 'INVALID_ARGUMENT',
-    4: 'DEADLINE_EXCEEDED',
-    5: 'NOT_FOUND',
-    6: 'ALREADY_EXISTS',
-    7: 'PERMISSION_DENIED',
-    8: 'RESOURCE_EXHAUSTED',
-    9: 'FAILED_PRECONDITION',
-    10: 'ABORTED',
-    13: 'INTERNAL',
-    14: 'UNAVAILABLE',
-    15: 'DATA_LOSS',
-    16: 'UNAUTHENTICATED',
-  };
-  return names[code] ?? 'UNKNOWN';
-}
 
 /** Any call grpc-js hands a handler: what authorization and cancellation need. */
 type AnyCall = ServerUnaryCall<unknown, unknown> | ServerWritableStream<unknown, unknown>;
@@ -79,10 +54,6 @@ function asAppError(error: unknown, log: Logger, method: string): AppError {
       cause: error,
     },
   );
-}
-
-function statusError(error: AppError): Partial<StatusObject> & Error {
-  return Object.assign(new Error(error.message), grpcStatusOf(error));
 }
 
 /** Options of {@link createCallHandlers}. */
@@ -200,7 +171,7 @@ export function createCallHandlers<S extends StateService>(
   }
 
   function count(method: string, code: number): void {
-    metrics?.calls.inc({ method, status: grpcName(code) });
+    metrics?.calls.inc({ method, status: grpcStatusName(code) });
   }
 
   /** The call's SERVER span, its parent the caller's span (metadata); none when off. */
@@ -256,7 +227,7 @@ export function createCallHandlers<S extends StateService>(
       options.log.warn({ method, code: appError.code, err: appError }, 'call refused');
       count(method, errorStatus[appError.code].grpc);
       endSpan(span, errorStatus[appError.code].grpc, appError);
-      callback(statusError(appError));
+      callback(grpcErrorOf(appError));
       return;
     }
     // A handler that throws synchronously (a bad partition name in store.head) must
@@ -272,7 +243,7 @@ export function createCallHandlers<S extends StateService>(
         count(method, errorStatus[appError.code].grpc);
         endSpan(span, errorStatus[appError.code].grpc, appError);
         context.log.debug({ code: appError.code, message: appError.message }, 'call failed');
-        callback(statusError(appError));
+        callback(grpcErrorOf(appError));
       },
     );
   }
@@ -310,7 +281,7 @@ export function createCallHandlers<S extends StateService>(
       options.log.warn({ method, code: appError.code, err: appError }, 'call refused');
       count(method, errorStatus[appError.code].grpc);
       endSpan(span, errorStatus[appError.code].grpc, appError);
-      call.emit('error', statusError(appError));
+      call.emit('error', grpcErrorOf(appError));
       return;
     }
     let release = (): void => undefined;
@@ -344,7 +315,7 @@ export function createCallHandlers<S extends StateService>(
         span?.setAttribute('polychrome.stream.messages', sent.messages);
         endSpan(span, errorStatus[appError.code].grpc, appError);
         // A cancelled call has nobody listening; anything else gets its status.
-        if (!call.cancelled) call.emit('error', statusError(appError));
+        if (!call.cancelled) call.emit('error', grpcErrorOf(appError));
       },
     );
   }

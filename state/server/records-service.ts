@@ -75,7 +75,7 @@ export interface RecordsServiceOptions {
  * lists for it: records administration, or the writer for the few the control plane's own
  * code calls. Any other caller is refused with PERMISSION_DENIED before the store is
  * touched. Errors cross the wire through the shared call handlers
- * (grpcStatusOf); the record layer's messages never hold a token, code or secret, and no
+ * (common/grpc-errors.ts); the record layer's messages never hold a token, code or secret, and no
  * request is logged, so neither the log nor an error carries one.
  */
 export function createRecordsService(options: RecordsServiceOptions): RecordsServer {
