@@ -3,6 +3,7 @@
  * what. Events come from the `log` stream (the server's decoding) until the export is
  * verified, then from the export's bytes decoded in this browser. Pure.
  */
+import { StandingState, standingOf, type TurnStanding } from '../common/turn-standing';
 
 /** One journal event; `payload` is its proto3 JSON. */
 export interface TimelineEvent {
@@ -113,15 +114,44 @@ export function groupByTurn(
   return groups;
 }
 
-/** How a turn ended, from its events: complete, quarantined, or still open. */
-export function turnState(events: readonly TimelineEvent[]): string {
-  if (events.some((e) => e.kind === 'turn_ambiguous')) return 'quarantined';
-  if (events.some((e) => e.kind === 'turn_complete')) return 'complete';
-  if (
-    events.some((e) => e.kind === 'approval_request') &&
-    !events.some((e) => e.kind === 'approval_response')
-  ) {
-    return 'waiting for approval';
+/**
+ * Where each turn stands, over all of its events (a turn resolved after other turns ran
+ * shows in two groups), by the one rule (common/turn-standing.ts).
+ */
+export function standingsByTurn(events: readonly TimelineEvent[]): Map<string, TurnStanding> {
+  const byTurn = new Map<string, TimelineEvent[]>();
+  for (const event of [...events].sort((a, b) => a.position - b.position)) {
+    const turnId = turnOf(event);
+    if (turnId === '' || event.excised === true) continue;
+    const list = byTurn.get(turnId);
+    if (list === undefined) byTurn.set(turnId, [event]);
+    else list.push(event);
   }
-  return events.some((e) => e.kind === 'turn_dispatched') ? 'running' : 'received';
+  return new Map([...byTurn].map(([turnId, list]) => [turnId, standingOf(list)]));
+}
+
+/** How the timeline says where a turn stands. */
+export function standingLabel(standing: TurnStanding): string {
+  switch (standing.state) {
+    case StandingState.Received:
+      return 'received';
+    case StandingState.Running:
+      return 'running';
+    case StandingState.AwaitingApproval:
+      return 'waiting for approval';
+    case StandingState.AwaitingAnswer:
+      return 'waiting for an answer';
+    case StandingState.HandedOff:
+      return `handed off to ${standing.targetAgent || 'another agent'}`;
+    case StandingState.Quarantined:
+      return 'quarantined';
+    case StandingState.Resolved:
+      return 'quarantine resolved, to run again';
+    case StandingState.Complete:
+      return standing.afterResolution ? 'complete, after a resolved quarantine' : 'complete';
+    case StandingState.Failed:
+      return 'failed: the fallback reply';
+    case StandingState.Cancelled:
+      return 'cancelled';
+  }
 }

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pino from 'pino';
 import { decodePayload, encodePayload } from '../../common/event-kinds';
 import type { JournalEntry } from '../../common/state-client';
+import { ResolveDecision } from '../../proto/gen/polychrome/events/v1/events';
 import { recordApprovedTurns, type RealTurns } from '../../test/support/real-turns';
 import { nodeEd25519Verifier } from '../crypto/node-ed25519';
 import { requestIds } from './request-ids';
@@ -162,6 +163,54 @@ describe('replayJournal on a journal the real stack wrote', () => {
       ok: true,
       note: 'the harness sent what this turn cannot have produced',
     });
+  });
+
+  it('reports a quarantine an admin resolved as resolved, with no note, until it runs again', () => {
+    const last = entries.findIndex((e) => e.kind === 'turn_complete');
+    const turnId = decodePayload(
+      'turn_complete',
+      entries[last]?.payload ?? new Uint8Array(),
+    ).turnId;
+    const event = (position: number, kind: 'turn_ambiguous' | 'turn_resolved'): ReplayEntry => ({
+      position,
+      kind,
+      payload:
+        kind === 'turn_ambiguous'
+          ? encodePayload(kind, {
+              turnId,
+              toolCallId: '',
+              reason: 'the harness sent what this turn cannot have produced',
+              detectedAtMs: 1,
+            })
+          : encodePayload(kind, {
+              turnId,
+              decision: ResolveDecision.RESOLVE_DECISION_DID_NOT_RUN,
+              toolCallId: '',
+              result: '',
+              resultUnknown: false,
+              actor: 'web:admin',
+              caller: 'web:admin',
+              resolvedAtMs: 2,
+              quarantinePosition: last - 1,
+              session: '',
+            }),
+    });
+    const resolved = entries
+      .slice(0, last - 1)
+      .concat([event(last - 1, 'turn_ambiguous'), event(last, 'turn_resolved')]);
+    const result = replay(resolved);
+    expect(result.turns[0]).toMatchObject({ status: 'resolved', ok: true });
+    expect(result.turns[0]?.note).toBeUndefined();
+    expect(result.turns[0]?.resolutions).toEqual([
+      {
+        position: last,
+        decision: 'did_not_run',
+        toolCallId: '',
+        resultUnknown: false,
+        actor: 'web:admin',
+        caller: 'web:admin',
+      },
+    ]);
   });
 
   it('replays a journal without configurations in the weak mode, which says so', () => {

@@ -8,6 +8,7 @@ import {
   type EventPayloads,
 } from '../../common/event-kinds';
 import { voidedToolCalls } from '../../common/turn-resolution';
+import { StandingState, standingOf, type TurnStanding } from '../../common/turn-standing';
 import { ResolveDecision } from '../../proto/gen/polychrome/events/v1/events';
 import {
   approvalAnswerFromProto,
@@ -99,7 +100,7 @@ export interface Divergence {
   readonly found: string;
 }
 
-/** Where a turn stands in the journal. */
+/** Where a turn stands in the journal, in replay's words (the rule: common/turn-standing.ts). */
 export const ReplayTurnStatus = {
   Complete: 'complete',
   Paused: 'paused',
@@ -114,6 +115,20 @@ export const ReplayTurnStatus = {
   Received: 'received',
 } as const;
 export type ReplayTurnStatus = (typeof ReplayTurnStatus)[keyof typeof ReplayTurnStatus];
+
+/** Replay's name for each standing: settled with a reply, a fallback or a cancel is complete. */
+const REPLAY_STATUS_OF: { readonly [S in StandingState]: ReplayTurnStatus } = {
+  [StandingState.Received]: ReplayTurnStatus.Received,
+  [StandingState.Running]: ReplayTurnStatus.Orphaned,
+  [StandingState.AwaitingApproval]: ReplayTurnStatus.Paused,
+  [StandingState.AwaitingAnswer]: ReplayTurnStatus.Paused,
+  [StandingState.HandedOff]: ReplayTurnStatus.Handoff,
+  [StandingState.Quarantined]: ReplayTurnStatus.Quarantined,
+  [StandingState.Resolved]: ReplayTurnStatus.Resolved,
+  [StandingState.Complete]: ReplayTurnStatus.Complete,
+  [StandingState.Failed]: ReplayTurnStatus.Complete,
+  [StandingState.Cancelled]: ReplayTurnStatus.Complete,
+};
 
 /** How a turn was replayed. */
 export const ReplayMode = {
@@ -293,7 +308,8 @@ function replayTurn(
   options: ReplayOptions,
   hasher: RequestHasher,
 ): TurnReplay {
-  const status = statusOf(log);
+  const standing = standingOf(log.events);
+  const status = REPLAY_STATUS_OF[standing.state];
   const transcript = transcriptOf(log);
   const dispatches = log.events.filter((e) => e.kind === 'turn_dispatched');
   const base = { turnId: log.turnId, position: log.position, status, transcript };
@@ -306,7 +322,7 @@ function replayTurn(
       attempts: dispatches.length,
       ok: divergence === undefined,
       ...(divergence === undefined ? {} : { divergence }),
-      ...noteOf(log),
+      ...noteOf(log, standing),
     };
   }
   for (const [index, dispatch] of dispatches.entries()) {
@@ -326,7 +342,13 @@ function replayTurn(
       return { ...base, mode: ReplayMode.Full, attempts: dispatches.length, ok: false, divergence };
     }
   }
-  return { ...base, mode: ReplayMode.Full, attempts: dispatches.length, ok: true, ...noteOf(log) };
+  return {
+    ...base,
+    mode: ReplayMode.Full,
+    attempts: dispatches.length,
+    ok: true,
+    ...noteOf(log, standing),
+  };
 }
 
 /** Replays one attempt: from its `turn_dispatched` to the next one (or the journal's end). */
@@ -693,42 +715,11 @@ function weakCheck(log: TurnLog, options: ReplayOptions): Divergence | undefined
   return undefined;
 }
 
-/** Whether a `turn_resolved` settles the quarantine at `position`. */
-function resolvedAfter(log: TurnLog, position: number): boolean {
-  return log.events.some((e) => e.kind === 'turn_resolved' && e.position > position);
-}
-
-function statusOf(log: TurnLog): ReplayTurnStatus {
-  for (const e of log.events) {
-    if (e.kind === 'turn_complete') return ReplayTurnStatus.Complete;
-    if (e.kind === 'turn_ambiguous' && !resolvedAfter(log, e.position)) {
-      return ReplayTurnStatus.Quarantined;
-    }
-    if (e.kind === 'handoff') return ReplayTurnStatus.Handoff;
-  }
-  const dispatches = log.events.filter((e) => e.kind === 'turn_dispatched');
-  const latest = dispatches.at(-1);
-  if (latest === undefined) return ReplayTurnStatus.Received;
-  if (resolvedAfter(log, latest.position)) return ReplayTurnStatus.Resolved;
-  const after = log.events.filter((e) => e.position > latest.position);
-  const paused = after.some(
-    (e) =>
-      (e.kind === 'approval_request' || e.kind === 'question_request') &&
-      !after.some(
-        (a) =>
-          (a.kind === 'approval_response' || a.kind === 'question_response') &&
-          a.payload.requestId === e.payload.requestId &&
-          a.position > e.position,
-      ),
-  );
-  return paused ? ReplayTurnStatus.Paused : ReplayTurnStatus.Orphaned;
-}
-
 /** The reason of the quarantine that stands (none once resolved), and the resolutions. */
-function noteOf(log: TurnLog): { note?: string; resolutions?: ReplayResolution[] } {
-  const ambiguous = log.events.find(
-    (e) => e.kind === 'turn_ambiguous' && !resolvedAfter(log, e.position),
-  );
+function noteOf(
+  log: TurnLog,
+  standing: TurnStanding,
+): { note?: string; resolutions?: ReplayResolution[] } {
   const resolutions = log.events.flatMap((e): ReplayResolution[] =>
     e.kind === 'turn_resolved'
       ? [
@@ -745,7 +736,7 @@ function noteOf(log: TurnLog): { note?: string; resolutions?: ReplayResolution[]
       : [],
   );
   return {
-    ...(ambiguous?.kind === 'turn_ambiguous' ? { note: ambiguous.payload.reason } : {}),
+    ...(standing.state === StandingState.Quarantined ? { note: standing.reason } : {}),
     ...(resolutions.length === 0 ? {} : { resolutions }),
   };
 }

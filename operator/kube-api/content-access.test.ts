@@ -17,6 +17,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import { parseAllDocuments } from 'yaml';
+import { NEW_TURN } from '../../common/turn-standing';
 import { ApprovalRequest } from '../../proto/gen/polychrome/events/v1/events';
 import { Visibility, type Conversation, type ConversationSpec } from '../api/v1alpha1';
 import { ForensicAction, forensicRefusal } from '../forensics/forensics-access';
@@ -158,6 +159,7 @@ function pausedTurn(): { turn: TurnView; request: ApprovalRequest } {
     expiries: [],
     terminal: undefined,
     resolutions: [],
+    standingFold: NEW_TURN,
   };
   return { turn, request };
 }

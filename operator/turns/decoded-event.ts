@@ -63,6 +63,8 @@ export type DecodedEvent =
       readonly position: number;
       readonly kind: TurnEventKind;
       readonly turnId: string;
+      /** The decoded payload, as the turn's standing reads it (common/turn-standing.ts). */
+      readonly payload: unknown;
       /** The turn's record with this event added. */
       readonly apply: (turn: TurnView) => TurnView;
     }
@@ -124,7 +126,7 @@ export function interpret(position: number, event: TypedEvent): DecodedEvent {
     case 'turn_resolved': {
       // The fold applies it only to a quarantined turn (lazy-view.ts): the quarantine ends.
       const response = event.payload;
-      return turnEvent(position, event.kind, response.turnId, (turn) => ({
+      return turnEvent(position, event.kind, response.turnId, response, (turn) => ({
         ...turn,
         terminal: undefined,
         resolutions: [...turn.resolutions, { position, response }],
@@ -167,7 +169,7 @@ function recordEvent(
         maxSteps: d.maxSteps,
         requiredApprover: d.requiredApprover,
       };
-      return turnEvent(position, event.kind, d.turnId, (turn) => ({ ...turn, directive }));
+      return turnEvent(position, event.kind, d.turnId, d, (turn) => ({ ...turn, directive }));
     }
     case 'turn_dispatched': {
       const d = event.payload;
@@ -179,7 +181,7 @@ function recordEvent(
         attribution: recordedAttribution(d.attribution),
         dispatchedAtMs: d.dispatchedAtMs,
       };
-      return turnEvent(position, event.kind, d.turnId, (turn) => ({
+      return turnEvent(position, event.kind, d.turnId, d, (turn) => ({
         ...turn,
         dispatches: [...turn.dispatches, dispatch],
       }));
@@ -220,42 +222,42 @@ function requestEvent(
     case 'approval_request': {
       const request = event.payload;
       checkApprovalRequest(position, request);
-      return turnEvent(position, event.kind, request.turnId, (turn) => ({
+      return turnEvent(position, event.kind, request.turnId, request, (turn) => ({
         ...turn,
         approvalRequests: [...turn.approvalRequests, { position, request }],
       }));
     }
     case 'approval_response': {
       const response = event.payload;
-      return turnEvent(position, event.kind, response.turnId, (turn) => ({
+      return turnEvent(position, event.kind, response.turnId, response, (turn) => ({
         ...turn,
         approvalResponses: [...turn.approvalResponses, { position, response }],
       }));
     }
     case 'question_request': {
       const request = event.payload;
-      return turnEvent(position, event.kind, request.turnId, (turn) => ({
+      return turnEvent(position, event.kind, request.turnId, request, (turn) => ({
         ...turn,
         questionRequests: [...turn.questionRequests, { position, request }],
       }));
     }
     case 'question_response': {
       const response = event.payload;
-      return turnEvent(position, event.kind, response.turnId, (turn) => ({
+      return turnEvent(position, event.kind, response.turnId, response, (turn) => ({
         ...turn,
         questionResponses: [...turn.questionResponses, { position, response }],
       }));
     }
     case 'request_cancelled': {
       const response = event.payload;
-      return turnEvent(position, event.kind, response.turnId, (turn) => ({
+      return turnEvent(position, event.kind, response.turnId, response, (turn) => ({
         ...turn,
         cancellations: [...turn.cancellations, { position, response }],
       }));
     }
     case 'approval_expired': {
       const response = event.payload;
-      return turnEvent(position, event.kind, response.turnId, (turn) => ({
+      return turnEvent(position, event.kind, response.turnId, response, (turn) => ({
         ...turn,
         expiries: [...turn.expiries, { position, response }],
       }));
@@ -267,21 +269,25 @@ function turnEvent(
   position: number,
   kind: TurnEventKind,
   turnId: string,
+  payload: unknown,
   apply: (turn: TurnView) => TurnView,
 ): DecodedEvent {
   requireTurnId(position, kind, turnId);
-  return { type: 'turn', position, kind, turnId, apply };
+  return { type: 'turn', position, kind, turnId, payload, apply };
 }
 
 function stepEvent(turnId: string, step: RecordedStep): DecodedEvent {
-  return turnEvent(step.position, step.kind, turnId, (turn) => ({
+  return turnEvent(step.position, step.kind, turnId, step.payload, (turn) => ({
     ...turn,
     steps: [...turn.steps, step],
   }));
 }
 
 function terminalEvent(turnId: string, terminal: TurnTerminal): DecodedEvent {
-  return turnEvent(terminal.position, terminal.kind, turnId, (turn) => ({ ...turn, terminal }));
+  return turnEvent(terminal.position, terminal.kind, turnId, terminal.payload, (turn) => ({
+    ...turn,
+    terminal,
+  }));
 }
 
 /**

@@ -25,11 +25,12 @@
  *
  * The parts: decoded-event.ts (checking and decoding each event, where a read can fail),
  * lazy-view.ts (the fold, built on first read, and its anomalies), turn-state.ts (where a
- * turn stands, what it waits on), turn-projections.ts (what the harness and the API are
- * given). This file is the one import of them.
+ * turn stands, by common/turn-standing.ts, and what it waits on), turn-projections.ts (what
+ * the harness and the API are given). This file is the one import of them.
  */
 import type { EventKind, EventPayloads } from '../../common/event-kinds';
 import type { JournalEntry } from '../../common/state-client';
+import type { StandingFold } from '../../common/turn-standing';
 import type {
   ApprovalExpired,
   ApprovalRequest,
@@ -153,6 +154,11 @@ export interface TurnView {
   readonly terminal: TurnTerminal | undefined;
   /** `turn_resolved`: an admin settled a quarantine of this turn, in journal order. */
   readonly resolutions: readonly RecordedResponse<TurnResolved>[];
+  /**
+   * Where the turn stands by the one rule (common/turn-standing.ts), folded over the events
+   * the view applied to it; turn-state.ts reads it.
+   */
+  readonly standingFold: StandingFold;
 }
 
 /** The fold of events [0, head) of one conversation's journal. */

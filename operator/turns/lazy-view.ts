@@ -5,6 +5,13 @@
  */
 import { AppError } from '../../common/errors';
 import type { EventKind } from '../../common/event-kinds';
+import {
+  advanceStanding,
+  isSettled,
+  NEW_TURN,
+  StandingState,
+  type StandingEvent,
+} from '../../common/turn-standing';
 import type { MessageReceived } from '../../proto/gen/polychrome/events/v1/events';
 import { recordedAttribution, type DecodedEvent, type TurnEventKind } from './decoded-event';
 import type {
@@ -199,7 +206,7 @@ class StateBuilder {
         this.acceptedLosses.push(event.lost);
         return;
       case 'turn':
-        return this.turnEvent(event.position, event.kind, event.turnId, event.apply);
+        return this.turnEvent(event, event.kind, event.turnId, event.apply);
       case 'ignored':
         return;
     }
@@ -247,6 +254,7 @@ class StateBuilder {
       expiries: [],
       terminal: undefined,
       resolutions: [],
+      standingFold: NEW_TURN,
     };
     this.turns.push(turn);
     this.turnsById.set(turn.turnId, turn);
@@ -254,11 +262,12 @@ class StateBuilder {
   }
 
   private turnEvent(
-    position: number,
+    event: StandingEvent,
     kind: TurnEventKind,
     turnId: string,
     apply: (turn: TurnView) => TurnView,
   ): void {
+    const { position } = event;
     const turn = this.turnsById.get(turnId);
     if (turn === undefined) {
       this.anomaly(
@@ -270,7 +279,10 @@ class StateBuilder {
       );
       return;
     }
-    if (kind === 'turn_resolved' && turn.terminal?.kind !== 'turn_ambiguous') {
+    // Where the turn stands is common/turn-standing.ts's rule: a resolution counts only for
+    // a quarantined turn, and nothing else moves a settled one.
+    const { state } = turn.standingFold.standing;
+    if (kind === 'turn_resolved' && state !== StandingState.Quarantined) {
       this.anomaly(
         position,
         kind,
@@ -280,14 +292,14 @@ class StateBuilder {
       );
       return;
     }
-    if (turn.terminal !== undefined && kind !== 'turn_resolved') {
+    if (isSettled(state) && kind !== 'turn_resolved') {
       const terminal = kind === 'turn_complete' || kind === 'turn_ambiguous' || kind === 'handoff';
       this.anomaly(
         position,
         kind,
         turnId,
         AnomalyProblem.AfterTerminal,
-        `turn ${turnId} was settled by ${turn.terminal.kind} at position ${turn.terminal.position}; ${terminal ? 'this marker is ignored' : 'the event is recorded, the turn stays settled'}`,
+        `turn ${turnId} was settled by ${turn.terminal?.kind ?? state} at position ${turn.terminal?.position ?? '?'}; ${terminal ? 'this marker is ignored' : 'the event is recorded, the turn stays settled'}`,
       );
       if (terminal) return;
     }
@@ -301,7 +313,7 @@ class StateBuilder {
       );
       return;
     }
-    this.replace(apply(turn));
+    this.replace({ ...apply(turn), standingFold: advanceStanding(turn.standingFold, event) });
   }
 
   private replace(turn: TurnView): void {

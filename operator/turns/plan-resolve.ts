@@ -12,6 +12,7 @@
  */
 import { AppError } from '../../common/errors';
 import { EventKind } from '../../common/event-kinds';
+import { StandingState } from '../../common/turn-standing';
 import {
   ResolveDecision,
   ToolEffect,
@@ -84,19 +85,19 @@ export function planResolve(input: ResolveInput): ResolvePlan {
       ),
     );
   }
-  if (turn.terminal?.kind !== 'turn_ambiguous') return notQuarantined(turn);
-  const quarantine = turn.terminal;
-  const pending = pendingCall(turn, quarantine.payload.toolCallId);
+  const quarantine = turn.standingFold.standing;
+  if (quarantine.state !== StandingState.Quarantined) return notQuarantined(turn);
+  const pending = pendingCall(turn, quarantine.toolCallId);
   if (request.decision.kind === 'ran' && pending === undefined) {
     return refuse(
       new AppError(
         'conflict',
-        `turn ${turn.turnId} has no side-effecting tool call waiting for its result (${quarantine.payload.reason}); "ran" records that call's result, so resolve it with "did_not_run" to retry the turn`,
+        `turn ${turn.turnId} has no side-effecting tool call waiting for its result (${quarantine.reason}); "ran" records that call's result, so resolve it with "did_not_run" to retry the turn`,
         { details: { turnId: turn.turnId, field: 'decision' } },
       ),
     );
   }
-  const toolCallId = pending?.toolCallId ?? quarantine.payload.toolCallId;
+  const toolCallId = pending?.toolCallId ?? quarantine.toolCallId;
   const ran = request.decision.kind === 'ran' ? request.decision : undefined;
   const events: PlannedEvent[] = [
     planned(EventKind.TurnResolved, {

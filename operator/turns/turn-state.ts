@@ -1,25 +1,24 @@
 /**
- * Where a turn stands and what it waits on, read from its record in a journal view
- * (journal-view.ts). Pure.
+ * Where a turn stands in the control plane's words, and what it waits on, read from its
+ * record in a journal view (journal-view.ts). Pure.
  *
- * Turn state ({@link turnState}), in this order:
- * 1. A terminal marker (`turn_complete`, `turn_ambiguous`, `handoff`) settles the turn for
- *    good: `complete`, `ambiguous` (quarantined, never retried), `handoff`. A later
- *    terminal marker is ignored.
- * 2. No `turn_dispatched`: `received`. Batch one writes message and dispatch together, so
- *    only a damaged journal shows this; such a turn is no orphan and not in the transcript.
- * 3. After the latest dispatch there is a request with no answer after it (an
- *    `approval_response` / `question_response` with the same request id at a later
- *    position): `awaiting_approval` / `awaiting_answer`. An answer recorded before the
- *    request does not count, so a harness that rejected an answer and paused again with
- *    the same request id leaves the turn paused, not orphaned.
- * 4. Anything else: `orphan`, a dispatch with nothing settling or pausing it. The
- *    coordinator resumes a paused turn by appending the answer and a new `turn_dispatched`
- *    in one batch, so an answered, re-dispatched turn without an outcome is an orphan
- *    again (its new attempt crashed) and recovery picks it up.
+ * The rule is common/turn-standing.ts, the one the UI and replay read a turn by; the view
+ * folds it over each turn's events (lazy-view.ts). This file names its states as the
+ * control plane acts on them ({@link turnState}):
+ * - `received`: never dispatched. Batch one writes message and dispatch together, so only a
+ *   damaged journal shows this; such a turn is no orphan and not in the transcript.
+ * - `orphan`: running, or resolved and not dispatched again: a dispatch with nothing
+ *   settling or pausing it, which recovery runs again. The coordinator resumes a paused turn
+ *   by appending the answer and a new `turn_dispatched` in one batch, so an answered,
+ *   re-dispatched turn without an outcome is an orphan again (its new attempt crashed); so
+ *   is a quarantined turn an admin resolved (docs/turns.md, "Resolving a quarantined turn").
+ * - `awaiting_approval` / `awaiting_answer`: paused on a request with no answer after it.
+ * - `complete` (a reply, the fallback reply, or a cancel's reply), `ambiguous`
+ *   (quarantined, never retried automatically), `handoff`: settled.
  */
+import { StandingState } from '../../common/turn-standing';
 import type { ApprovalRequest, QuestionRequest } from '../../proto/gen/polychrome/events/v1/events';
-import type { JournalView, RecordedResponse, TurnView } from './journal-view';
+import type { JournalView, TurnView } from './journal-view';
 
 /** Where a turn stands; see the rules at the top of this file. */
 export const TurnState = {
@@ -33,6 +32,20 @@ export const TurnState = {
 } as const;
 export type TurnState = (typeof TurnState)[keyof typeof TurnState];
 
+/** The control plane's name for each standing (common/turn-standing.ts). */
+const TURN_STATE_OF: { readonly [S in StandingState]: TurnState } = {
+  [StandingState.Received]: TurnState.Received,
+  [StandingState.Running]: TurnState.Orphan,
+  [StandingState.Resolved]: TurnState.Orphan,
+  [StandingState.AwaitingApproval]: TurnState.AwaitingApproval,
+  [StandingState.AwaitingAnswer]: TurnState.AwaitingAnswer,
+  [StandingState.Complete]: TurnState.Complete,
+  [StandingState.Failed]: TurnState.Complete,
+  [StandingState.Cancelled]: TurnState.Complete,
+  [StandingState.Quarantined]: TurnState.Ambiguous,
+  [StandingState.HandedOff]: TurnState.Handoff,
+};
+
 /** The request a paused turn waits on. */
 export type PendingRequest =
   | { readonly type: 'approval'; readonly position: number; readonly request: ApprovalRequest }
@@ -40,55 +53,27 @@ export type PendingRequest =
 
 /** Where `turn` stands (rules at the top of this file). */
 export function turnState(turn: TurnView): TurnState {
-  switch (turn.terminal?.kind) {
-    case 'turn_complete':
-      return TurnState.Complete;
-    case 'turn_ambiguous':
-      return TurnState.Ambiguous;
-    case 'handoff':
-      return TurnState.Handoff;
-    case undefined:
-      break;
-  }
-  if (turn.dispatches.length === 0) return TurnState.Received;
-  const pending = pendingRequest(turn);
-  if (pending === undefined) return TurnState.Orphan;
-  return pending.type === 'approval' ? TurnState.AwaitingApproval : TurnState.AwaitingAnswer;
+  return TURN_STATE_OF[turn.standingFold.standing.state];
 }
 
 /**
- * The request an unsettled turn waits on: one after its latest dispatch with no answer
- * (same request id) after it. Should one attempt have left two (a harness pauses once per
- * call), the later one.
+ * The request a paused turn waits on (the standing names it: one after the turn's latest
+ * dispatch with no answer after it, the later of two).
  */
 export function pendingRequest(turn: TurnView): PendingRequest | undefined {
-  if (turn.terminal !== undefined) return undefined;
-  const latest = turn.dispatches.at(-1);
-  if (latest === undefined) return undefined;
-  let pending: PendingRequest | undefined;
-  for (const { position, request } of turn.approvalRequests) {
-    if (position < latest.position) continue;
-    if (isAnswered(request.requestId, position, turn.approvalResponses)) continue;
-    if (pending === undefined || position > pending.position) {
-      pending = { type: 'approval', position, request };
+  const standing = turn.standingFold.standing;
+  switch (standing.state) {
+    case StandingState.AwaitingApproval: {
+      const found = turn.approvalRequests.findLast((r) => r.position === standing.position);
+      return found === undefined ? undefined : { type: 'approval', ...found };
     }
-  }
-  for (const { position, request } of turn.questionRequests) {
-    if (position < latest.position) continue;
-    if (isAnswered(request.requestId, position, turn.questionResponses)) continue;
-    if (pending === undefined || position > pending.position) {
-      pending = { type: 'question', position, request };
+    case StandingState.AwaitingAnswer: {
+      const found = turn.questionRequests.findLast((r) => r.position === standing.position);
+      return found === undefined ? undefined : { type: 'question', ...found };
     }
+    default:
+      return undefined;
   }
-  return pending;
-}
-
-function isAnswered(
-  requestId: string,
-  requestPosition: number,
-  responses: readonly RecordedResponse<{ readonly requestId: string }>[],
-): boolean {
-  return responses.some((r) => r.response.requestId === requestId && r.position > requestPosition);
 }
 
 /** The attempt number of the turn's next dispatch: its highest attempt + 1 (1 when none). */

@@ -31,7 +31,14 @@ import { UiAssets } from '../../operator/ui/ui-assets';
 import { startDashboard, type Dashboard } from '../../cli/dashboard';
 import { DASHBOARD_COOKIE } from '../../cli/dashboard-policy';
 import { loadKubeConnection } from '../../cli/kube-connection';
-import { calculatorReply, textReply } from '../support/real-turns';
+import {
+  askReply,
+  calculatorReply,
+  textReply,
+  transferReply,
+  unknownFirstTransfer,
+  type ScriptReply,
+} from '../support/real-turns';
 import { conversations, createConversationObject, kubeConfig, sharedCluster } from './support/kube';
 import { kubectl, kubeJson, startKubeDoorStack, type KubeDoorStack } from './support/kube-door';
 
@@ -48,6 +55,14 @@ let asDave: Dashboard;
 let asVera: Dashboard;
 let shots: string;
 let bundleDir: string | undefined;
+
+/** The side-effecting `transfer` tool: its first call breaks mid-call. */
+const transfer = unknownFirstTransfer([{ content: 'sent 42 to Bob', isError: false }]);
+const handoffReply: ScriptReply = {
+  content: [
+    { tool_use: { name: '__handoff_to', input: { agent: 'billing', reason: 'invoices' } } },
+  ],
+};
 
 async function screenshot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: `${join(shots, name)}.png`, fullPage: true });
@@ -162,6 +177,15 @@ async function texts(page: Page, selector: string): Promise<string[]> {
   )) as string[];
 }
 
+/** Waits until the timeline's header of turn `turnId` says `label` (where the turn stands). */
+async function standing(page: Page, turnId: unknown, label: string): Promise<void> {
+  const header = JSON.stringify(`turn ${String(turnId)} — ${label}`);
+  await page.waitForFunction(
+    `[...document.querySelectorAll('tr.turn')].some((e) => e.textContent === ${header})`,
+    { timeout: 30_000 },
+  );
+}
+
 /** The attribute `name` of each element matching `selector`. */
 async function attrs(page: Page, selector: string, name: string): Promise<(string | null)[]> {
   return (await page.evaluate(
@@ -202,7 +226,18 @@ beforeAll(async () => {
         textReply('It is 42.'),
         textReply('Yes: the browser recomputes every root.'),
         textReply('This one arrived while you watched.'),
+        // Where a turn stands: quarantined, then resolved; a handoff; a question.
+        transferReply,
+        textReply('Sent 42 to Bob.'),
+        handoffReply,
+        askReply('For how many?'),
       ],
+      extraTools: transfer.extraTools,
+      // The calculator behind an approval, as the test spec has it; `transfer`; a handoff target.
+      spec: {
+        agent: { systemPrompt: 'You are a test agent.', handoffTargets: ['billing'] },
+        tools: { builtin: ['calculator', 'transfer'], requireApproval: ['calculator'] },
+      },
     },
     { ui: await UiAssets.load(bundleDir) },
   );
@@ -345,6 +380,47 @@ describe('the forensics UI in Chromium', () => {
     const last = await texts(page, 'tr[data-kind="turn_complete"]');
     expect(last[2]).toContain('This one arrived while you watched.');
     expect((await texts(page, '#stream-state'))[0]).toContain('following the log stream');
+    await publishStatus(await settledJournal());
+    await page.close();
+  });
+
+  it('says where each turn stands: quarantined, resolved, then complete; handed off; waiting for an answer', async () => {
+    const page = await openConversation(asDave);
+    await page.click('tr[data-conversation="hello"] a');
+    await page.waitForFunction(
+      `document.querySelectorAll('tr[data-kind="turn_complete"]').length === 3`,
+      { timeout: 30_000 },
+    );
+    // `transfer` breaks mid-call: the outcome is unknown, so the turn is quarantined.
+    const paid = await post('Pay Bob 42.', 's1');
+    expect(paid.status).toBe('ambiguous');
+    await standing(page, paid.turnId, 'quarantined');
+    await create('resolve', {
+      actor: 'kubernetes:dave',
+      decision: 'did_not_run',
+      turnId: paid.turnId,
+    });
+    await standing(page, paid.turnId, 'quarantine resolved, to run again');
+    // The next message runs the resolved turn first: the call runs again, the turn completes.
+    const handedOff = await post('Who handles invoices?', 's2');
+    expect(handedOff.status).toBe('handoff');
+    expect(transfer.calls).toHaveLength(2);
+    await standing(page, paid.turnId, 'complete, after a resolved quarantine');
+    await standing(page, handedOff.turnId, 'handed off to billing');
+    const asked = await post('Book a table.', 's3');
+    expect(asked.status).toBe('paused');
+    await standing(page, asked.turnId, 'waiting for an answer');
+    const headers = await texts(page, 'tr.turn');
+    expect(headers.slice(0, 3)).toEqual([
+      expect.stringMatching(/ — complete$/u),
+      expect.stringMatching(/ — complete$/u),
+      expect.stringMatching(/ — complete$/u),
+    ]);
+    expect(headers.slice(3)).toEqual([
+      `turn ${String(paid.turnId)} — complete, after a resolved quarantine`,
+      `turn ${String(handedOff.turnId)} — handed off to billing`,
+      `turn ${String(asked.turnId)} — waiting for an answer`,
+    ]);
     await publishStatus(await settledJournal());
     await page.close();
   });

@@ -8,8 +8,9 @@ import { h, replace } from '../dom';
 import {
   actorOf,
   groupByTurn,
+  standingLabel,
+  standingsByTurn,
   summaryOf,
-  turnState,
   type Seal,
   type TimelineEvent,
 } from '../timeline';
@@ -124,8 +125,10 @@ export class ConversationView {
       ),
     );
     const rows: HTMLElement[] = [];
+    const standings = standingsByTurn(events);
     for (const group of groupByTurn(events)) {
-      const state = group.turnId === '' ? '' : turnState(group.events);
+      const standing = standings.get(group.turnId);
+      const state = standing === undefined ? '' : standingLabel(standing);
       rows.push(
         h(
           'tr',

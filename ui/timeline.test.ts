@@ -1,0 +1,94 @@
+import { describe, expect, it } from '@jest/globals';
+import {
+  decodePayload,
+  encodePayload,
+  payloadCodecs,
+  type EventKind,
+  type EventPayloads,
+} from '../common/event-kinds';
+import { StandingState, type TurnStanding } from '../common/turn-standing';
+import { groupByTurn, standingLabel, standingsByTurn, type TimelineEvent } from './timeline';
+
+/** An event as the log stream and the verified export give it: proto3 JSON of real bytes. */
+function ev<K extends EventKind>(
+  position: number,
+  kind: K,
+  payload: Partial<EventPayloads[K]>,
+): TimelineEvent {
+  const codec = payloadCodecs[kind];
+  const decoded = decodePayload(kind, encodePayload(kind, codec.fromPartial(payload)));
+  return { position, kind, payload: codec.toJSON(decoded) };
+}
+
+describe('the timeline says where a turn stands', () => {
+  it('reads each turn over all of its events, even when other turns ran in between', () => {
+    // t1 is quarantined, t2 runs, then t1 is resolved and completes: two groups of t1.
+    const events = [
+      ev(0, 'message_received', { turnId: 't1', text: 'pay' }),
+      ev(1, 'turn_dispatched', { turnId: 't1', attempt: 1 }),
+      ev(2, 'turn_ambiguous', { turnId: 't1', toolCallId: 'c', reason: 'dropped' }),
+      ev(3, 'message_received', { turnId: 't2', text: 'hi' }),
+      ev(4, 'turn_dispatched', { turnId: 't2', attempt: 1 }),
+      ev(5, 'question_request', { turnId: 't2', requestId: 'q1', question: 'which?' }),
+      ev(6, 'turn_resolved', { turnId: 't1', toolCallId: 'c', actor: 'web:admin' }),
+      ev(7, 'turn_dispatched', { turnId: 't1', attempt: 2 }),
+      ev(8, 'turn_complete', { turnId: 't1', text: 'paid' }),
+      ev(9, 'signed_root', { leafCount: 9 }),
+    ];
+    const standings = standingsByTurn([...events].reverse());
+    const labels = groupByTurn(events).map((g) => {
+      const standing = standings.get(g.turnId);
+      return [g.turnId, standing === undefined ? '' : standingLabel(standing)];
+    });
+    expect(labels).toEqual([
+      ['t1', 'complete, after a resolved quarantine'],
+      ['t2', 'waiting for an answer'],
+      ['t1', 'complete, after a resolved quarantine'],
+    ]);
+  });
+
+  it.each<[TurnStanding, string]>([
+    [{ state: StandingState.Received }, 'received'],
+    [{ state: StandingState.Running, dispatchPosition: 1 }, 'running'],
+    [
+      { state: StandingState.AwaitingApproval, requestId: 'r', position: 2 },
+      'waiting for approval',
+    ],
+    [{ state: StandingState.AwaitingAnswer, requestId: 'q', position: 2 }, 'waiting for an answer'],
+    [
+      {
+        state: StandingState.HandedOff,
+        targetAgent: 'billing',
+        position: 2,
+        afterResolution: false,
+      },
+      'handed off to billing',
+    ],
+    [
+      {
+        state: StandingState.Quarantined,
+        toolCallId: 'c',
+        reason: 'dropped',
+        position: 2,
+        afterResolution: false,
+      },
+      'quarantined',
+    ],
+    [{ state: StandingState.Resolved, position: 3 }, 'quarantine resolved, to run again'],
+    [{ state: StandingState.Complete, position: 3, afterResolution: false }, 'complete'],
+    [
+      { state: StandingState.Complete, position: 9, afterResolution: true },
+      'complete, after a resolved quarantine',
+    ],
+    [
+      { state: StandingState.Failed, position: 3, afterResolution: false },
+      'failed: the fallback reply',
+    ],
+    [
+      { state: StandingState.Cancelled, requestId: 'r', position: 4, afterResolution: false },
+      'cancelled',
+    ],
+  ])('%o is labelled %j', (standing, label) => {
+    expect(standingLabel(standing)).toBe(label);
+  });
+});
