@@ -30,6 +30,7 @@ import {
   type StoredSignedRoot,
 } from './append-batch';
 import { GroupCommitter, type GroupCommitStats } from './group-commit';
+import { exportNdjson, exportRecords, type StoreExportRecord } from './journal-export';
 import { decodeHeadRecord } from './head-record';
 import { KeyedMutex } from './keyed-mutex';
 import { createLevelKv, type KvOp, type KvStore } from './level-kv';
@@ -289,9 +290,6 @@ export interface JournalStoreStats extends GroupCommitStats {
   readonly partitions: number;
   readonly refusedPartitions: number;
 }
-
-/** First line of {@link JournalStore.export}. */
-export const EXPORT_FORMAT = 'polychrome-journal-export/v1';
 
 const Lifecycle = {
   New: 'new',
@@ -1528,58 +1526,41 @@ export class JournalStore {
   }
 
   /**
-   * Streams a partition as NDJSON (UTF-8, one JSON object per line) that a third party
-   * can verify with docs/journal-format.md alone: first
-   * `{"format":"polychrome-journal-export/v1","partition":…,"head":…}` (`head` is null for a
-   * refused partition), then `{"position":…,"kind":…,"payloadHex":…}` per stored event, in
-   * order. Works on refused partitions (exports whatever is stored).
+   * Streams a partition as typed records (journal-export.ts): a header with what the store
+   * claims (`head` and `checkpoint` undefined for a refused partition), then every stored
+   * event in order. Works on refused partitions (exports whatever is stored).
    *
    * @throws AppError `invalid_argument` for a bad name; `not_found` for a partition with no
    *   records; `cancelled`; `unavailable` when the store is not open. Errors surface on the
    *   first `next()`.
    */
-  export(partition: string, options: ReadOptions = {}): AsyncIterable<Uint8Array> {
-    return this.exportLines(partition, options.signal);
+  exportRecords(partition: string, options: ReadOptions = {}): AsyncIterable<StoreExportRecord> {
+    return this.exportFrom(partition, options.signal);
   }
 
-  private async *exportLines(
+  private async *exportFrom(
     partition: string,
     signal: AbortSignal | undefined,
-  ): AsyncGenerator<Uint8Array> {
+  ): AsyncGenerator<StoreExportRecord> {
     this.assertOpen();
     assertPartitionName(partition);
     const state = this.partitions.get(partition);
     if (state === undefined && !this.refused.has(partition)) {
       throw new AppError('not_found', `${partition} has no events`, { details: { partition } });
     }
-    const line = (value: unknown): Uint8Array => utf8.encode(`${JSON.stringify(value)}\n`);
-    const last = state?.lastRoot;
-    yield line({
-      format: EXPORT_FORMAT,
-      partition,
-      head: state?.head ?? null,
-      // What this store claims; a verifier checks it against a checkpoint kept elsewhere.
-      checkpoint:
-        state === undefined || last === undefined
-          ? null
-          : { head: state.head, rootHex: toHex(last.root), keyId: last.keyId },
-    });
-    for await (const [key, value] of this.kv.entries(
-      positionRange(partition, RecordTag.Event, 0, state?.head),
-    )) {
-      if (signal?.aborted === true) {
-        throw new AppError('cancelled', `exporting ${partition} was cancelled`, {
-          cause: signal.reason,
-        });
-      }
-      const position = positionOfKey(key);
-      const { kind, payload, excisedLeaf } = decodeEventValue(value, partition, position);
-      yield line(
-        excisedLeaf === undefined
-          ? { position, kind, payloadHex: toHex(payload) }
-          : { position, excised: true, leafHex: toHex(excisedLeaf) },
-      );
-    }
+    yield* exportRecords(this.kv, partition, state, signal);
+  }
+
+  /**
+   * {@link JournalStore.exportRecords} as NDJSON (UTF-8, one JSON object per line) that a
+   * third party can verify with docs/journal-format.md alone: first
+   * `{"format":"polychrome-journal-export/v1","partition":…,"head":…,"checkpoint":…}`
+   * (`head` and `checkpoint` null for a refused partition), then
+   * `{"position":…,"kind":…,"payloadHex":…}` per stored event (an excised entry as
+   * `{"position":…,"excised":true,"leafHex":…}`). Throws as `exportRecords`.
+   */
+  export(partition: string, options: ReadOptions = {}): AsyncIterable<Uint8Array> {
+    return exportNdjson(this.exportRecords(partition, options));
   }
 
   /**
