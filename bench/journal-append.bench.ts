@@ -23,7 +23,8 @@ import { EventKind } from '../common/event-kinds';
 import { createNodeEd25519Signer } from '../state/journal/node-ed25519';
 import { nodeSha256 } from '../state/journal/node-sha256';
 import { writeU64 } from '../state/journal/u64';
-import { JournalStore, type VerifyOptions } from '../state/store/journal-store';
+import { JournalStore } from '../state/store/journal-store';
+import type { VerifyOptions } from '../state/store/journal-store-types';
 import { SignatureVerifyPool } from '../state/verify-pool';
 
 const PHASE_MS = 3000;

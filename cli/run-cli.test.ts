@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { EventKind } from '../common/event-kinds';
 import { toHex } from '../state/journal/hex';
 import { createNodeEd25519Signer } from '../state/journal/node-ed25519';
-import { EXPORT_FORMAT as STORE_EXPORT_FORMAT, JournalStore } from '../state/store/journal-store';
+import { EXPORT_FORMAT as STORE_EXPORT_FORMAT } from '../state/store/journal-export';
+import { JournalStore } from '../state/store/journal-store';
 import { decodeBase64, EXPORT_FORMAT, parseExportEvent, parseExportHeader } from './export-file';
 import { ExitCode, runCli, USAGE } from './run-cli';
 

@@ -445,6 +445,21 @@ describe('repair and checkpoints over gRPC', () => {
     expect(again.message).toContain('nothing to repair');
   });
 
+  it('exports the keys, then the entries a read returns, the excised one as such', async () => {
+    const read: JournalEntry[] = [];
+    for await (const event of reader.read(P)) read.push(event);
+    const keys: string[] = [];
+    const exported: JournalEntry[] = [];
+    for await (const item of reader.export(P)) {
+      if (item.type === 'event') exported.push(item.event);
+      else keys.push(item.keyId);
+    }
+    expect(keys).toEqual([keyId]);
+    expect(exported).toEqual(read);
+    expect(exported[1]).toMatchObject({ position: 1, kind: '', excised: true });
+    expect(exported.map((e) => e.position)).toEqual([0, 1, 2, 3, 4]);
+  });
+
   it('checks a checkpoint in Verify, and refuses a malformed one', async () => {
     const head = await writer.head(P);
     const root = head.signedRoot!.root;

@@ -22,7 +22,6 @@ import type {
   VerifyResponse,
 } from '../../proto/gen/polychrome/state/v1/state';
 import type { JournalCheckpoint, SignatureCheck } from '../journal/verify-journal';
-import { fromHex } from '../journal/hex';
 import { followJournal } from '../store/follow-journal';
 import type { JournalStore, StoredSignedRoot } from '../store/journal-store';
 import { createCallHandlers } from './call-handlers';
@@ -74,24 +73,6 @@ function signedRootToProto(root: StoredSignedRoot): SignedRoot {
     version: root.version === 2 ? 2 : 0,
     partition: root.partition ?? '',
   };
-}
-
-type ExportEventLine =
-  | { position: number; kind: string; payloadHex: string }
-  | { position: number; excised: true; leafHex: string };
-
-function isExportEventLine(value: unknown): value is ExportEventLine {
-  if (typeof value !== 'object' || value === null) return false;
-  if (!('position' in value) || typeof value.position !== 'number') return false;
-  if ('excised' in value) {
-    return value.excised === true && 'leafHex' in value && typeof value.leafHex === 'string';
-  }
-  return (
-    'kind' in value &&
-    typeof value.kind === 'string' &&
-    'payloadHex' in value &&
-    typeof value.payloadHex === 'string'
-  );
 }
 
 function eventToProto(event: {
@@ -161,39 +142,11 @@ export function createJournalService(options: JournalServiceOptions): JournalSer
         },
       };
     }
-    let header = true;
-    for await (const chunk of store.export(partition, { signal })) {
-      // The store's export is NDJSON (its own format, verified by its tests); the wire
-      // carries the events as typed messages, so each line is parsed back here.
-      if (header) {
-        header = false;
-        continue;
-      }
-      const parsed: unknown = JSON.parse(Buffer.from(chunk).toString('utf8'));
-      if (!isExportEventLine(parsed)) {
-        throw new AppError(
-          'internal',
-          `${partition}: the store's export produced a line the server cannot read`,
-        );
-      }
-      yield {
-        item: {
-          $case: 'event',
-          value:
-            'excised' in parsed
-              ? eventToProto({
-                  position: parsed.position,
-                  kind: '',
-                  payload: new Uint8Array(0),
-                  excisedLeaf: fromHex(parsed.leafHex, 'leaf digest'),
-                })
-              : eventToProto({
-                  position: parsed.position,
-                  kind: parsed.kind,
-                  payload: Buffer.from(parsed.payloadHex, 'hex'),
-                }),
-        },
-      };
+    // The store's export is typed records (its NDJSON file is written from the same
+    // records); the wire carries each event as a typed message, the header not at all.
+    for await (const record of store.exportRecords(partition, { signal })) {
+      if (record.type === 'event')
+        yield { item: { $case: 'event', value: eventToProto(record.event) } };
     }
   }
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { Registry } from 'prom-client';
-import type { JournalStoreStats } from '../store/journal-store';
+import type { JournalStoreStats } from '../store/journal-store-types';
 import { createStateMetrics, registerStateReadiness } from './state-metrics';
 
 /** The sample lines of `name` in the registry's exposition text. */

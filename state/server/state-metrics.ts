@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 
-import type { JournalStoreStats } from '../store/journal-store';
+import type { JournalStoreStats } from '../store/journal-store-types';
 
 /**
  * The state plane's Prometheus metrics, served on the side port. Labels are closed sets

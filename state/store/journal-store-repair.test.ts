@@ -5,7 +5,8 @@ import { toHex } from '../journal/hex';
 import { LeafHasher } from '../journal/leaf-digest';
 import { leafNodePosition } from '../journal/mmr-layout';
 import { nodeSha256 } from '../journal/node-sha256';
-import { JournalStore, type AppendEvent } from './journal-store';
+import { JournalStore } from './journal-store';
+import type { AppendEvent } from './journal-store-types';
 import { eventKey, nodeKey } from './store-keys';
 import { collect, editRaw, message, tempDir, testSigner } from './testdata/fixtures';
 

@@ -7,7 +7,8 @@ import { verifyInclusion } from '../journal/inclusion-proof';
 import { createNodeEd25519Verifier } from '../journal/node-ed25519';
 import { nodeSha256 } from '../journal/node-sha256';
 import { keyIdOf, signedRootMessageV2 } from '../journal/signed-root';
-import { JournalStore, type JournalStoreOptions } from './journal-store';
+import { JournalStore } from './journal-store';
+import type { JournalStoreOptions } from './journal-store-types';
 import { mmrSize } from '../journal/mmr-layout';
 import { eventKey, headKey, nodeKey } from './store-keys';
 import {

@@ -1,5 +1,5 @@
 import { AppError, isAppError } from '../../common/errors';
-import { decodePayload, EventKind } from '../../common/event-kinds';
+import { decodePayload, EventKind, type EventPayloads } from '../../common/event-kinds';
 import { CompactMmr } from '../journal/compact-mmr';
 import { bytesEqual, toHex } from '../journal/hex';
 import { LeafHasher } from '../journal/leaf-digest';
@@ -7,7 +7,7 @@ import { leafNodePosition, mmrSize, peaksForLeafCount } from '../journal/mmr-lay
 import { mmrRoot } from '../journal/mmr-root';
 import { DIGEST_BYTES, type Sha256 } from '../journal/sha256';
 import { storedSignedRootOf, type StoredSignedRoot } from './append-batch';
-import { decodeHeadRecord } from './head-record';
+import { decodeHeadRecord, type HeadRecord } from './head-record';
 import type { KvOp, KvStore } from './level-kv';
 import {
   decodeEventValue,
@@ -126,17 +126,32 @@ function refuse(partition: string, problem: string, details: Record<string, numb
   );
 }
 
-async function recover(kv: KvStore, hash: Sha256, partition: string): Promise<RecoveryOutcome> {
+/** The head record, checked to name a whole batch. */
+async function readHeadRecord(kv: KvStore, partition: string): Promise<HeadRecord> {
   const headBytes = await kv.get(headKey(partition));
   if (headBytes === undefined) {
     refuse(partition, 'it holds events or MMR nodes but no head record');
   }
   const record = decodeHeadRecord(headBytes, partition);
-  const head = record.head;
-  if (head < 2)
-    refuse(partition, `the head record says ${String(head)} events (a batch writes at least 2)`);
-  const size = mmrSize(head);
+  if (record.head < 2) {
+    refuse(
+      partition,
+      `the head record says ${String(record.head)} events (a batch writes at least 2)`,
+    );
+  }
+  return record;
+}
 
+/**
+ * The records past the head (events at ≥ head, nodes at ≥ size(head)) as deletions, once
+ * the events below the head are shown to reach head − 1.
+ */
+async function unacknowledgedTail(
+  kv: KvStore,
+  partition: string,
+  head: number,
+): Promise<{ drops: KvOp[]; droppedEvents: number; droppedNodes: number }> {
+  const size = mmrSize(head);
   const lastEvent = await lastPosition(kv, partition, RecordTag.Event);
   const lastNode = await lastPosition(kv, partition, RecordTag.Node);
   const drops: KvOp[] = [];
@@ -147,8 +162,6 @@ async function recover(kv: KvStore, hash: Sha256, partition: string): Promise<Re
   if (lastNode !== undefined && lastNode >= size) {
     drops.push(...(await keysFrom(kv, partition, RecordTag.Node, size)));
   }
-  const droppedNodes = drops.length - droppedEvents;
-
   const lastKept = lastEvent === undefined ? undefined : Math.min(lastEvent, head - 1);
   if (lastKept === undefined || lastKept < head - 1) {
     refuse(
@@ -158,36 +171,68 @@ async function recover(kv: KvStore, hash: Sha256, partition: string): Promise<Re
       { head },
     );
   }
+  return { drops, droppedEvents, droppedNodes: drops.length - droppedEvents };
+}
+
+type SignedRootFields = EventPayloads[typeof EventKind.SignedRoot];
+
+/** The records at the tail that {@link recover} checks, read in one go. */
+interface TailRecords {
+  readonly fence: Uint8Array | undefined;
+  /** The event at head − 1 (the last signed root). */
+  readonly lastEvent: Uint8Array;
+  /** The node of leaf head − 1. */
+  readonly leaf: Uint8Array | undefined;
+  /** The peak nodes of `head` leaves. */
+  readonly headPeaks: readonly (Uint8Array | undefined)[];
+  /** The peak nodes of head − 1 leaves (under the last signed root). */
+  readonly rootPeaks: readonly (Uint8Array | undefined)[];
+}
+
+async function readTail(kv: KvStore, partition: string, head: number): Promise<TailRecords> {
+  const size = mmrSize(head);
   const rootPosition = head - 1;
   const lastRootPeaks = peaksForLeafCount(rootPosition).map((p) => p.position);
   const headPeaks = peaksForLeafCount(head).map((p) => p.position);
-  const leafNode = leafNodePosition(rootPosition);
-  const [fenceValue, eventValue, lastNodeValue, leafValue, ...peakValues] = await kv.getMany([
+  const [fence, lastEvent, lastNode, leaf, ...peakValues] = await kv.getMany([
     fenceKey(partition),
     eventKey(partition, rootPosition),
     nodeKey(partition, size - 1),
-    nodeKey(partition, leafNode),
+    nodeKey(partition, leafNodePosition(rootPosition)),
     ...headPeaks.map((p) => nodeKey(partition, p)),
     ...lastRootPeaks.map((p) => nodeKey(partition, p)),
   ]);
-  if (eventValue === undefined)
+  if (lastEvent === undefined)
     refuse(partition, `event ${String(rootPosition)} is missing`, { head });
-  if (lastNodeValue === undefined) {
+  if (lastNode === undefined) {
     refuse(
       partition,
       `MMR node ${String(size - 1)}, the last one for ${String(head)} events, is missing`,
       { head },
     );
   }
+  return {
+    fence,
+    lastEvent,
+    leaf,
+    headPeaks: peakValues.slice(0, headPeaks.length),
+    rootPeaks: peakValues.slice(headPeaks.length),
+  };
+}
 
-  const { kind, payload } = decodeEventValue(eventValue, partition, rootPosition);
+/** The last event, checked to be a `signed_root` over head − 1 leaves. */
+function lastSignedRoot(
+  partition: string,
+  head: number,
+  value: Uint8Array,
+): { kind: string; payload: Uint8Array; fields: SignedRootFields } {
+  const rootPosition = head - 1;
+  const { kind, payload } = decodeEventValue(value, partition, rootPosition);
   if (kind !== EventKind.SignedRoot) {
     refuse(
       partition,
       `the last event (${String(rootPosition)}) is ${kind}, not signed_root: a batch was cut short`,
-      {
-        head,
-      },
+      { head },
     );
   }
   let fields;
@@ -203,24 +248,38 @@ async function recover(kv: KvStore, hash: Sha256, partition: string): Promise<Re
       { head },
     );
   }
+  return { kind, payload, fields };
+}
 
-  const storedHeadPeaks = peakValues.slice(0, headPeaks.length);
-  const matches = storedHeadPeaks.every((node, i) => {
+/**
+ * The MMR tail, checked: the stored peaks of `head` leaves are the head record's frontier,
+ * the node of leaf head − 1 is the last event's leaf digest, and the stored peaks of
+ * head − 1 leaves hash to the root the last `signed_root` carries.
+ */
+function checkTailNodes(
+  hash: Sha256,
+  partition: string,
+  record: HeadRecord,
+  tail: TailRecords,
+  last: { readonly kind: string; readonly payload: Uint8Array; readonly root: Uint8Array },
+): void {
+  const { head } = record;
+  const rootPosition = head - 1;
+  const matches = tail.headPeaks.every((node, i) => {
     const peak = record.peaks[i];
     return node !== undefined && peak !== undefined && bytesEqual(node, peak);
   });
   if (!matches)
     refuse(partition, `the MMR peak nodes disagree with the head record's frontier`, { head });
-
-  const leaf = new LeafHasher(hash).digest(rootPosition, kind, payload);
-  if (leafValue === undefined || !bytesEqual(leafValue, leaf)) {
+  const leaf = new LeafHasher(hash).digest(rootPosition, last.kind, last.payload);
+  if (tail.leaf === undefined || !bytesEqual(tail.leaf, leaf)) {
     refuse(
       partition,
       `the MMR node of event ${String(rootPosition)} is not that event's leaf digest`,
       { head },
     );
   }
-  const rootPeaks = peakValues.slice(headPeaks.length);
+  const { rootPeaks } = tail;
   if (rootPeaks.some((p) => p === undefined || p.length !== DIGEST_BYTES)) {
     refuse(partition, `an MMR peak under the last signed root is missing`, { head });
   }
@@ -229,17 +288,24 @@ async function recover(kv: KvStore, hash: Sha256, partition: string): Promise<Re
     mmrSize(rootPosition),
     rootPeaks.filter((p): p is Uint8Array => p !== undefined),
   );
-  if (!bytesEqual(recomputed, fields.root)) {
+  if (!bytesEqual(recomputed, last.root)) {
     refuse(
       partition,
-      `the stored MMR nodes hash to root ${toHex(recomputed)}, but the last signed_root carries ${toHex(fields.root)}`,
+      `the stored MMR nodes hash to root ${toHex(recomputed)}, but the last signed_root carries ${toHex(last.root)}`,
       { head },
     );
   }
+}
 
+async function recover(kv: KvStore, hash: Sha256, partition: string): Promise<RecoveryOutcome> {
+  const record = await readHeadRecord(kv, partition);
+  const { head } = record;
+  const { drops, droppedEvents, droppedNodes } = await unacknowledgedTail(kv, partition, head);
+  const tail = await readTail(kv, partition, head);
+  const { kind, payload, fields } = lastSignedRoot(partition, head, tail.lastEvent);
+  checkTailNodes(hash, partition, record, tail, { kind, payload, root: fields.root });
   // Written in the same batch as the events it came with, so it is as old as the head.
-  const fence = fenceValue === undefined ? 0 : decodeFence(fenceValue, partition);
-
+  const fence = tail.fence === undefined ? 0 : decodeFence(tail.fence, partition);
   if (drops.length > 0) await kv.write(drops, true);
   return {
     status: 'ok',
@@ -249,7 +315,7 @@ async function recover(kv: KvStore, hash: Sha256, partition: string): Promise<Re
       head,
       mmr: CompactMmr.fromPeaks(hash, head, record.peaks),
       genesisKeyId: record.genesisKeyId,
-      lastRoot: storedSignedRootOf(rootPosition, fields),
+      lastRoot: storedSignedRootOf(head - 1, fields),
       fence,
     },
   };

@@ -8,7 +8,7 @@ import { ClassicLevel } from 'classic-level';
 import { EventKind, encodePayload } from '../../../common/event-kinds';
 import type { Ed25519Signer } from '../../journal/ed25519';
 import { createNodeEd25519Signer } from '../../journal/node-ed25519';
-import type { AppendEvent } from '../journal-store';
+import type { AppendEvent } from '../journal-store-types';
 import { createLevelKv, type KvOp, type KvStore } from '../level-kv';
 
 /**
