@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import {
   createServer,
@@ -8,13 +7,10 @@ import {
   type ServerResponse,
 } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 
-import { ApiClient } from './api-client';
-import { followEvents } from './event-follower';
 import { ExitCode, runCli, USAGE } from './run-cli';
 
 /*
@@ -81,17 +77,6 @@ const JOURNAL: readonly { kind: string; payload: unknown }[] = [
   { kind: 'tool_result', payload: { turnId: 't1', toolCallId: 'c1', content: '42' } },
   { kind: 'turn_complete', payload: { turnId: 't1', text: 'The answer is 42.', steps: 2 } },
   { kind: 'signed_root', payload: { leafCount: '6', keyId: 'abcd1234' } },
-];
-
-/** The lines `polychrome stream` prints for JOURNAL, by position. */
-const JOURNAL_LINES = [
-  '[0] message_received: dev:you: what is 6 * 7?',
-  '[1] turn_dispatched: turn t1 attempt 1 to cp-0',
-  '[2] model_call: step 1, scripted-demo (tool_use): Let me work that out. → calculator',
-  '[3] tool_call: calculator {"expression":"6 * 7"}',
-  '[4] tool_result: c1: 42',
-  '[5] turn_complete: The answer is 42.',
-  '[6] signed_root: covers 6 events, key abcd1234',
 ];
 
 const APPROVAL_CARD = {
@@ -385,14 +370,6 @@ function start(args: readonly string[], env: Record<string, string>): Running {
   return { done, stdout: () => out, stderr: () => err, stop: () => controller.abort() };
 }
 
-async function waitFor(what: string, check: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
 let api: FakeApi;
 let env: Record<string, string>;
 let closedPortUrl: string;
@@ -588,161 +565,6 @@ describe('transcript', () => {
     expect(body.head).toBe(14);
     expect(body.turns).toHaveLength(2);
   });
-});
-
-describe('stream', () => {
-  it('resumes a dropped connection with Last-Event-ID and prints every event once', async () => {
-    api.streamPlan = [
-      { until: 3, then: 'drop', delta: 'The ans' },
-      { until: JOURNAL.length, then: 'hold' },
-    ];
-    const running = start(['stream', CONV, '--since', '0'], env);
-    await waitFor('position 6', () => running.stdout().includes('[6]'));
-    running.stop();
-    const run = await running.done;
-    expect(run.code).toBe(ExitCode.Ok);
-    expect(run.stdout).toBe(
-      [...JOURNAL_LINES.slice(0, 3), '[live] step 2: The ans', ...JOURNAL_LINES.slice(3)].join(
-        '\n',
-      ) + '\n',
-    );
-    expect(run.stderr).toMatch(
-      /^polychrome: stream interrupted \(.*\); reconnecting in 0\.0 s after position 2 \(reconnect 1 of 8\)\n$/u,
-    );
-    const [first, second] = api.streamRequests;
-    expect(api.streamRequests).toHaveLength(2);
-    expect(first?.headers['last-event-id']).toBeUndefined();
-    expect(first?.query.get('since')).toBe('0');
-    expect(first?.headers.authorization).toBe(`Bearer ${TOKEN}`);
-    expect(second?.headers['last-event-id']).toBe('2');
-  });
-
-  it('reconnects after a shutdown and an unavailable error, each time after the last event', async () => {
-    api.streamPlan = [
-      { until: 2, then: 'shutdown' },
-      { until: 4, then: 'error', code: 'unavailable' },
-      { until: JOURNAL.length, then: 'hold' },
-    ];
-    const running = start(['stream', CONV], env);
-    await waitFor('position 6', () => running.stdout().includes('[6]'));
-    running.stop();
-    const run = await running.done;
-    expect(run.stdout).toBe(`${JOURNAL_LINES.join('\n')}\n`);
-    expect(api.streamRequests.map((r) => r.headers['last-event-id'])).toEqual([
-      undefined,
-      '1',
-      '3',
-    ]);
-    expect(run.stderr).toContain('the replica is shutting down: replica stopping');
-    expect(run.stderr).toContain('stream failed: unavailable');
-  });
-
-  it('starts after --last-event-id', async () => {
-    const running = start(['stream', CONV, '--last-event-id', '3'], env);
-    await waitFor('position 6', () => running.stdout().includes('[6]'));
-    running.stop();
-    const run = await running.done;
-    expect(run.stdout).toBe(`${JOURNAL_LINES.slice(4).join('\n')}\n`);
-    expect(api.streamRequests[0]?.headers['last-event-id']).toBe('3');
-  });
-
-  it('prints one JSON object per event with --json, deltas marked as kind delta', async () => {
-    api.streamPlan = [
-      { until: 1, then: 'drop', delta: 'Hi' },
-      { until: 2, then: 'hold' },
-    ];
-    const running = start(['stream', CONV, '--json'], env);
-    await waitFor('position 1', () => running.stdout().includes('"position":1'));
-    running.stop();
-    const lines = (await running.done).stdout
-      .trim()
-      .split('\n')
-      .map((line) => JSON.parse(line) as unknown);
-    expect(lines).toEqual([
-      { position: 0, kind: 'message_received', payload: JOURNAL[0]?.payload },
-      { kind: 'delta', turnId: 't1', step: 2, text: 'Hi' },
-      { position: 1, kind: 'turn_dispatched', payload: JOURNAL[1]?.payload },
-    ]);
-  });
-
-  it('stops without reconnecting when the token stops working mid-stream', async () => {
-    api.streamPlan = [{ until: 2, then: 'error', code: 'unauthenticated' }];
-    const run = await cli(['stream', CONV]);
-    expect(run.code).toBe(ExitCode.Error);
-    expect(run.stdout).toBe(`${JOURNAL_LINES.slice(0, 2).join('\n')}\n`);
-    expect(run.stderr).toBe(
-      'polychrome: the stream ended: stream failed: unauthenticated (unauthenticated)\n',
-    );
-    expect(api.streamRequests).toHaveLength(1);
-  });
-
-  it('exits 3 on 401 and 404 answers without retrying', async () => {
-    const denied = await cli(['stream', CONV], { ...env, POLYCHROME_TOKEN: 'pcs_wrong' });
-    expect(denied.code).toBe(ExitCode.Error);
-    expect(denied.stderr).toContain(
-      'the session token is unknown, expired or revoked; sign in again (unauthenticated, HTTP 401',
-    );
-    const missing = await cli(['stream', UNKNOWN_CONV]);
-    expect(missing.code).toBe(ExitCode.Error);
-    expect(missing.stderr).toContain(
-      `conversation ${UNKNOWN_CONV} does not exist (not_found, HTTP 404`,
-    );
-    expect(api.streamRequests).toHaveLength(2);
-  });
-
-  it('gives up after the bounded attempts when the API cannot be reached', async () => {
-    const notices: string[] = [];
-    const started = Date.now();
-    await expect(
-      followEvents({
-        client: new ApiClient({ baseUrl: closedPortUrl, token: TOKEN }),
-        conversationId: CONV,
-        start: { lastEventId: 4 },
-        signal: new AbortController().signal,
-        onEvent: () => undefined,
-        onDelta: () => undefined,
-        onNotice: (text) => void notices.push(text),
-        baseDelayMs: 20,
-        maxDelayMs: 40,
-        maxAttempts: 3,
-      }),
-    ).rejects.toThrow(
-      new RegExp(
-        `^gave up on the stream of conversation ${CONV}: 3 reconnects in a row failed: cannot reach the Polychrome API at ${closedPortUrl}: ECONNREFUSED.*; resume with --last-event-id 4$`,
-        'u',
-      ),
-    );
-    expect(
-      notices.map((n) =>
-        /reconnecting in ([0-9.]+) s after position 4 \(reconnect (\d) of 3\)/u.exec(n)?.slice(1),
-      ),
-    ).toEqual([
-      ['0.0', '1'],
-      ['0.0', '2'],
-      ['0.0', '3'],
-    ]);
-    // 20 + 40 + 40 ms of backoff (doubling, capped): bounded but real.
-    expect(Date.now() - started).toBeGreaterThanOrEqual(100);
-  });
-
-  it('stops on SIGINT and exits 0 (the real entry point)', async () => {
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', join(__dirname, 'polychrome.ts'), 'stream', CONV],
-      {
-        env: { PATH: process.env.PATH ?? '', ...env },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    const exited = once(child, 'exit');
-    await waitFor('the first events', () => out.includes('[6]'), 30_000);
-    child.kill('SIGINT');
-    const [code, signal] = (await exited) as [number | null, NodeJS.Signals | null];
-    expect({ code, signal }).toEqual({ code: 0, signal: null });
-    expect(out).toBe(`${JOURNAL_LINES.join('\n')}\n`);
-  }, 40_000);
 });
 
 describe('connection settings and errors', () => {
