@@ -1,824 +1,520 @@
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
-import {
-  createServer,
-  type IncomingHttpHeaders,
-  type IncomingMessage,
-  type Server,
-  type ServerResponse,
-} from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
-
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 
-import { ApiClient } from './api-client';
-import { followEvents } from './event-follower';
-import { ExitCode, runCli, USAGE } from './run-cli';
+import {
+  ADMIN,
+  ALICE,
+  askReply,
+  BOB,
+  calculatorReply,
+  committedEvents,
+  pollUntil,
+  startApiStack,
+  TEST_NOW_MS,
+  textReply,
+  TOKENS,
+  transferReply,
+  unknownFirstTransfer,
+  type ApiStack,
+  type CommittedEvent,
+  type StartApiOptions,
+  type TestApi,
+} from '../test/support/api-stack';
+import { readyStatus } from '../test/support/in-memory-conversations';
+import { ExitCode, USAGE } from './run-cli';
+import { runCaptured, type Captured } from './testdata/captured-run';
 
 /*
- * The conversation commands against a real HTTP server on loopback that speaks the public
- * API as docs/api.md documents it: bearer tokens, {error: {code, message}} bodies,
- * Idempotency-Key, and an SSE stream whose ids are journal positions and that starts
- * after Last-Event-ID. The stream's connections follow a script (drop, shutdown, error)
- * to prove the reconnects.
+ * send, approve, answer and transcript: the `polychrome` CLI's own code (runCli, its HTTP
+ * client) against the real public API on 127.0.0.1:0, over the real turn coordinator,
+ * journal store and in-process harness running the scripted model. What is checked is
+ * what a user sees (output, exit code, error messages) and what the journal committed.
  */
 
-const TOKEN = `pcs_${'a'.repeat(43)}`;
-const CONV = '0b5c3a9e-4f0d-4d0a-9a52-6f1e2b7c8d90';
 const UNKNOWN_CONV = '11111111-2222-4333-8444-555555555555';
 
-interface Seen {
-  readonly method: string;
-  readonly path: string;
-  readonly query: URLSearchParams;
-  readonly headers: IncomingHttpHeaders;
-  readonly body: unknown;
+let stack: ApiStack | undefined;
+
+afterEach(async () => {
+  await stack?.api.close();
+  stack = undefined;
+});
+
+/** Starts the API with `options` and a conversation of Alice's. */
+async function start(
+  options: Parameters<typeof startApiStack>[0] = {},
+): Promise<ApiStack & { id: string }> {
+  stack = await startApiStack(options);
+  return { ...stack, id: stack.conversationId };
 }
 
-/** What one stream connection does after sending events up to (not including) `until`. */
-type StreamStep =
-  | { readonly until: number; readonly then: 'drop'; readonly delta?: string }
-  | { readonly until: number; readonly then: 'shutdown' }
-  | { readonly until: number; readonly then: 'error'; readonly code: string }
-  | { readonly until: number; readonly then: 'hold' };
+/** The environment that reaches `api` with `token`. */
+function envOf(api: TestApi, token: string): Record<string, string> {
+  return { POLYCHROME_API_URL: api.base, POLYCHROME_TOKEN: token };
+}
 
-const JOURNAL: readonly { kind: string; payload: unknown }[] = [
-  {
-    kind: 'message_received',
-    payload: {
-      turnId: 't1',
-      idempotencyKey: 'k1',
-      text: 'what is\n6 * 7?',
-      attribution: { caller: 'dev:you' },
-    },
-  },
-  { kind: 'turn_dispatched', payload: { turnId: 't1', attempt: 1, leaseHolder: 'cp-0' } },
-  {
-    kind: 'model_call',
-    payload: {
-      turnId: 't1',
-      step: 1,
-      model: 'scripted-demo',
-      content: [
-        { text: 'Let me work that out.' },
-        { toolUse: { toolCallId: 'c1', name: 'calculator', argsJson: '{"expression":"6 * 7"}' } },
-      ],
-      stopReason: 'tool_use',
-    },
-  },
-  {
-    kind: 'tool_call',
-    payload: {
-      turnId: 't1',
-      step: 1,
-      toolCallId: 'c1',
-      toolName: 'calculator',
-      argsJson: '{"expression":"6 * 7"}',
-    },
-  },
-  { kind: 'tool_result', payload: { turnId: 't1', toolCallId: 'c1', content: '42' } },
-  { kind: 'turn_complete', payload: { turnId: 't1', text: 'The answer is 42.', steps: 2 } },
-  { kind: 'signed_root', payload: { leafCount: '6', keyId: 'abcd1234' } },
-];
+/** The committed events of `kind`. */
+async function committed(api: TestApi, id: string, kind: string): Promise<CommittedEvent[]> {
+  return (await committedEvents(api, id)).filter((e) => e.kind === kind);
+}
 
-/** The lines `polychrome stream` prints for JOURNAL, by position. */
-const JOURNAL_LINES = [
-  '[0] message_received: dev:you: what is 6 * 7?',
-  '[1] turn_dispatched: turn t1 attempt 1 to cp-0',
-  '[2] model_call: step 1, scripted-demo (tool_use): Let me work that out. → calculator',
-  '[3] tool_call: calculator {"expression":"6 * 7"}',
-  '[4] tool_result: c1: 42',
-  '[5] turn_complete: The answer is 42.',
-  '[6] signed_root: covers 6 events, key abcd1234',
-];
+/** The payload field `name` of an event, as the journal holds it. */
+function field(event: CommittedEvent | undefined, name: string): unknown {
+  const payload = event?.payload;
+  return typeof payload === 'object' && payload !== null ? Reflect.get(payload, name) : undefined;
+}
 
-const APPROVAL_CARD = {
-  requestId: 'r-approve-1',
-  toolCallId: 'c1',
-  toolName: 'calculator',
-  args: { expression: '6 * 7' },
-  argsSha256: 'a'.repeat(64),
-  reason: 'calculator requires approval',
-  requiredApprover: '',
+/** Requests the API served (its own log line per request). */
+function served(api: TestApi): Record<string, unknown>[] {
+  return api.logs.filter((line) => line.msg === 'request served');
+}
+
+/**
+ * A run that failed on the API's answer: exit 3, nothing on stdout, and on stderr the API's
+ * own message with its code, status and request id, the id being the one the API logged
+ * with that status (the one a user quotes in a report).
+ */
+async function expectApiError(
+  api: TestApi,
+  run: Captured,
+  answer: { readonly status: number; readonly code: string; readonly message: string },
+): Promise<void> {
+  expect(run.code).toBe(ExitCode.Error);
+  expect(run.stdout).toBe('');
+  const requestId = /request id ([0-9a-f-]{36})\)\n$/u.exec(run.stderr)?.[1];
+  expect(run.stderr).toBe(
+    `polychrome: ${answer.message} (${answer.code}, HTTP ${String(answer.status)}, ` +
+      `request id ${String(requestId)})\n`,
+  );
+  await pollUntil(`request ${String(requestId)} in the API's log`, () =>
+    served(api).some((line) => line.requestId === requestId && line.status === answer.status),
+  );
+}
+
+/** Sends `text` as Alice and returns the settled turn's JSON. */
+async function sendJson(s: ApiStack, text: string): Promise<Record<string, unknown>> {
+  const run = await runCaptured(['send', s.conversationId, text, '--json'], s.env);
+  expect(run.stderr).toBe('');
+  return JSON.parse(run.stdout) as Record<string, unknown>;
+}
+
+/** The request id of a paused turn's card. */
+function cardOf(reply: Record<string, unknown>, card: 'approval' | 'question'): string {
+  const value: unknown = reply[card];
+  const requestId: unknown =
+    typeof value === 'object' && value !== null ? Reflect.get(value, 'requestId') : undefined;
+  if (typeof requestId !== 'string') throw new Error(`no ${card} card: ${JSON.stringify(reply)}`);
+  return requestId;
+}
+
+const calculating: StartApiOptions = {
+  replies: [calculatorReply('6 * 7'), textReply('It is 42.')],
 };
 
-class FakeApi {
-  readonly requests: Seen[] = [];
-  /** One step per stream connection, in order; the last one repeats. */
-  streamPlan: StreamStep[] = [{ until: JOURNAL.length, then: 'hold' }];
-  private readonly server: Server;
-  private readonly open = new Set<ServerResponse>();
-  private streams = 0;
-  private nextRequestId = 1;
-
-  constructor() {
-    this.server = createServer((request, response) => {
-      void this.handle(request, response);
-    });
-  }
-
-  get url(): string {
-    return `http://127.0.0.1:${String((this.server.address() as AddressInfo).port)}`;
-  }
-
-  get streamRequests(): Seen[] {
-    return this.requests.filter((r) => r.path.endsWith('/stream'));
-  }
-
-  async start(): Promise<void> {
-    this.server.listen(0, '127.0.0.1');
-    await once(this.server, 'listening');
-  }
-
-  reset(): void {
-    this.requests.length = 0;
-    this.streams = 0;
-    this.nextRequestId = 1;
-    this.streamPlan = [{ until: JOURNAL.length, then: 'hold' }];
-    for (const response of this.open) response.destroy();
-    this.open.clear();
-  }
-
-  async close(): Promise<void> {
-    for (const response of this.open) response.destroy();
-    this.server.closeAllConnections();
-    this.server.close();
-    await once(this.server, 'close');
-  }
-
-  private async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
-    const url = new URL(request.url ?? '/', 'http://x');
-    let text = '';
-    for await (const chunk of request) text += String(chunk);
-    const seen: Seen = {
-      method: request.method ?? '',
-      path: url.pathname,
-      query: url.searchParams,
-      headers: request.headers,
-      body: text === '' ? undefined : JSON.parse(text),
-    };
-    this.requests.push(seen);
-    response.setHeader('x-request-id', `req-${String(this.nextRequestId++)}`);
-    if (request.headers.authorization !== `Bearer ${TOKEN}`) {
-      return this.error(
-        response,
-        401,
-        'unauthenticated',
-        'the session token is unknown, expired or revoked; sign in again',
-      );
-    }
-    const match =
-      /^\/v1\/conversations\/([^/]+)\/(messages|transcript|stream|approvals|questions)(?:\/([^/]+))?$/u.exec(
-        url.pathname,
-      );
-    if (match === null) return this.error(response, 404, 'not_found', `no route ${url.pathname}`);
-    const [, id, route, requestId] = match;
-    if (id !== CONV)
-      return this.error(response, 404, 'not_found', `conversation ${String(id)} does not exist`);
-    const body = (seen.body ?? {}) as Record<string, unknown>;
-    switch (route) {
-      case 'messages':
-        return this.message(response, body);
-      case 'approvals':
-        if (requestId !== APPROVAL_CARD.requestId) {
-          return this.error(
-            response,
-            404,
-            'not_found',
-            `no approval request ${String(requestId)} in this conversation`,
-          );
-        }
-        return this.json(
-          response,
-          200,
-          this.reply(
-            't1',
-            body.decision === 'deny'
-              ? { reply: 'I did not run the calculator.' }
-              : body.decision === 'cancel'
-                ? { reply: 'The approval r-approve-1 for calculator was cancelled by dev:admin.' }
-                : { reply: 'The answer is 42.' },
-          ),
-        );
-      case 'questions':
-        return this.json(
-          response,
-          200,
-          this.reply('t2', {
-            reply:
-              body.cancel === true
-                ? 'The question q-1 was cancelled by dev:admin.'
-                : `Thanks, noted: ${String(body.answer)}`,
-          }),
-        );
-      case 'transcript':
-        return this.json(response, 200, {
-          conversationId: CONV,
-          head: 14,
-          turns: [
-            {
-              turnId: 't1',
-              position: 0,
-              user: {
-                text: 'what is 6 * 7?',
-                caller: 'dev:you',
-                receivedAtMs: Date.UTC(2026, 0, 2, 3, 4, 5),
-              },
-              status: 'complete',
-              reply: 'The answer is 42.',
-            },
-            {
-              turnId: 't2',
-              position: 8,
-              user: {
-                text: 'and 7 * 8?',
-                caller: 'dev:you',
-                receivedAtMs: Date.UTC(2026, 0, 2, 3, 5, 0),
-              },
-              status: 'paused',
-              approval: { ...APPROVAL_CARD, requestId: 'r-2', args: { expression: '7 * 8' } },
-            },
-          ],
-        });
-      default:
-        return this.stream(request, response, seen);
-    }
-  }
-
-  private reply(turnId: string, fields: Record<string, unknown>): Record<string, unknown> {
-    return { conversationId: CONV, turnId, status: 'complete', requestedAt: 0, ...fields };
-  }
-
-  private message(response: ServerResponse, body: Record<string, unknown>): void {
-    const key = String(body.idempotencyKey);
-    response.setHeader('idempotency-key', key);
-    switch (body.text) {
-      case 'please calculate':
-        return this.json(
-          response,
-          200,
-          this.reply('t1', { status: 'paused', approval: APPROVAL_CARD }),
-        );
-      case 'ask me':
-        return this.json(
-          response,
-          200,
-          this.reply('t2', {
-            status: 'paused',
-            question: { requestId: 'q-1', question: 'Which cluster?' },
-          }),
-        );
-      case 'risky':
-        return this.json(
-          response,
-          200,
-          this.reply('t3', {
-            status: 'ambiguous',
-            ambiguous: { toolCallId: 'c9', reason: 'the harness died during the call' },
-          }),
-        );
-      case 'fail':
-        return this.error(
-          response,
-          503,
-          'unavailable',
-          'the harness of this conversation cannot be reached; retry with the same idempotency key',
-        );
-      default:
-        return this.json(
-          response,
-          200,
-          this.reply('t4', { reply: `You said: ${String(body.text)}` }),
-        );
-    }
-  }
-
-  private stream(request: IncomingMessage, response: ServerResponse, seen: Seen): void {
-    const header = request.headers['last-event-id'];
-    const since = seen.query.get('since');
-    const from =
-      typeof header === 'string' && header !== ''
-        ? Number(header) + 1
-        : since === null
-          ? 0
-          : Number(since);
-    const step = this.streamPlan[Math.min(this.streams, this.streamPlan.length - 1)];
-    this.streams += 1;
-    if (step === undefined) throw new Error('no stream plan');
-    response.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
-    response.write('retry: 10\n\n');
-    for (let position = from; position < Math.min(step.until, JOURNAL.length); position++) {
-      const event = JOURNAL[position]!;
-      response.write(
-        `id: ${String(position)}\nevent: ${event.kind}\ndata: ${JSON.stringify({ position, ...event })}\n\n`,
-      );
-    }
-    switch (step.then) {
-      case 'drop':
-        if (step.delta !== undefined) {
-          response.write(
-            `event: delta\ndata: ${JSON.stringify({ turnId: 't1', step: 2, text: step.delta })}\n\n`,
-          );
-        }
-        // A half-written event too: the client must not keep it for the next connection.
-        response.write('id: 99\nevent: tool_call\ndata: {"posi');
-        setTimeout(() => response.socket?.destroy(), 20);
-        return;
-      case 'shutdown':
-        response.end(
-          `event: shutdown\ndata: ${JSON.stringify({ conversationId: CONV, reason: 'replica stopping' })}\n\n`,
-        );
-        return;
-      case 'error':
-        response.end(
-          `event: error\ndata: ${JSON.stringify({ error: { code: step.code, message: `stream failed: ${step.code}` } })}\n\n`,
-        );
-        return;
-      case 'hold':
-        response.write(': keep-alive\n\n');
-        this.open.add(response);
-        response.once('close', () => this.open.delete(response));
-        return;
-    }
-  }
-
-  private json(response: ServerResponse, status: number, body: unknown): void {
-    response.writeHead(status, { 'content-type': 'application/json' });
-    response.end(JSON.stringify(body));
-  }
-
-  private error(response: ServerResponse, status: number, code: string, message: string): void {
-    if (status === 401) response.setHeader('www-authenticate', 'Bearer realm="polychrome"');
-    this.json(response, status, { error: { code, message } });
-  }
-}
-
-interface Captured {
-  readonly code: ExitCode;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-/** A command run whose output can be watched while it runs. */
-interface Running {
-  readonly done: Promise<Captured>;
-  stdout(): string;
-  stderr(): string;
-  stop(): void;
-}
-
-function start(args: readonly string[], env: Record<string, string>): Running {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  const controller = new AbortController();
-  let out = '';
-  let err = '';
-  stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
-  const done = runCli(args, { stdout, stderr, signal: controller.signal }, env).then((code) => ({
-    code,
-    stdout: out,
-    stderr: err,
-  }));
-  return { done, stdout: () => out, stderr: () => err, stop: () => controller.abort() };
-}
-
-async function waitFor(what: string, check: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
-let api: FakeApi;
-let env: Record<string, string>;
-let closedPortUrl: string;
-
-beforeAll(async () => {
-  api = new FakeApi();
-  await api.start();
-  env = { POLYCHROME_API_URL: api.url, POLYCHROME_TOKEN: TOKEN };
-  const probe = createServer();
-  probe.listen(0, '127.0.0.1');
-  await once(probe, 'listening');
-  closedPortUrl = `http://127.0.0.1:${String((probe.address() as AddressInfo).port)}`;
-  probe.close();
-  await once(probe, 'close');
-});
-
-afterEach(() => api.reset());
-
-afterAll(async () => {
-  await api.close();
-});
-
-function cli(args: readonly string[], withEnv: Record<string, string> = env): Promise<Captured> {
-  return start(args, withEnv).done;
-}
-
 describe('send', () => {
-  it('posts the words as one message with the given key and prints the reply', async () => {
-    const run = await cli(['send', CONV, 'hello', 'there', '--key', 'k-1']);
-    expect(run).toEqual({ code: ExitCode.Ok, stdout: 'You said: hello there\n', stderr: '' });
-    expect(api.requests).toHaveLength(1);
-    const [request] = api.requests;
-    expect(request?.method).toBe('POST');
-    expect(request?.path).toBe(`/v1/conversations/${CONV}/messages`);
-    expect(request?.headers.authorization).toBe(`Bearer ${TOKEN}`);
-    expect(request?.headers['content-type']).toBe('application/json');
-    expect(request?.body).toEqual({ text: 'hello there', idempotencyKey: 'k-1' });
+  it('posts the words as one message with the given key, prints the reply, and the journal has them', async () => {
+    const s = await start({ replies: [textReply('Hello to you.')] });
+    const run = await runCaptured(['send', s.id, 'hello', 'there', '--key', 'k-1'], s.env);
+    expect(run).toEqual({ code: ExitCode.Ok, stdout: 'Hello to you.\n', stderr: '' });
+    const [message] = await committed(s.api, s.id, 'message_received');
+    expect(message?.payload).toMatchObject({
+      text: 'hello there',
+      idempotencyKey: 'k-1',
+      attribution: { caller: ALICE.identity },
+    });
+    expect(field((await committed(s.api, s.id, 'turn_complete'))[0], 'text')).toBe('Hello to you.');
+  });
+
+  it('gets the same turn back for the same key, and commits nothing new', async () => {
+    const s = await start({ replies: [textReply('Once.'), textReply('Twice.')] });
+    const first = await runCaptured(['send', s.id, 'hi', '--key', 'k-same'], s.env);
+    const head = s.api.head(s.id);
+    const again = await runCaptured(['send', s.id, 'hi', '--key', 'k-same'], s.env);
+    expect(first).toEqual({ code: ExitCode.Ok, stdout: 'Once.\n', stderr: '' });
+    expect(again).toEqual(first);
+    expect(s.api.head(s.id)).toBe(head);
+    expect(await committed(s.api, s.id, 'message_received')).toHaveLength(1);
   });
 
   it('makes a random key per run and prints it with --json', async () => {
-    const first = await cli(['send', CONV, 'hi', '--json']);
-    const second = await cli(['send', CONV, 'hi', '--format', 'json']);
+    const s = await start();
+    const first = await runCaptured(['send', s.id, 'hi', '--json'], s.env);
+    const second = await runCaptured(['send', s.id, 'hi', '--format', 'json'], s.env);
     expect(first.code).toBe(ExitCode.Ok);
     const one = JSON.parse(first.stdout) as Record<string, unknown>;
     const two = JSON.parse(second.stdout) as Record<string, unknown>;
     expect(one).toMatchObject({
-      conversationId: CONV,
+      conversationId: s.id,
       status: 'complete',
-      reply: 'You said: hi',
+      reply: 'reply 1',
       requestedAt: 0,
     });
+    // requestedAt is the position of the turn's message: after the first turn's 8 events.
+    expect(two).toMatchObject({ reply: 'reply 2', requestedAt: 8 });
     expect(one.idempotencyKey).toMatch(/^cli-[0-9a-f-]{36}$/u);
-    const sent = api.requests.map((r) => (r.body as Record<string, unknown>).idempotencyKey);
-    expect(sent).toEqual([one.idempotencyKey, two.idempotencyKey]);
     expect(one.idempotencyKey).not.toBe(two.idempotencyKey);
+    const keys = (await committed(s.api, s.id, 'message_received')).map((e) =>
+      field(e, 'idempotencyKey'),
+    );
+    expect(keys).toEqual([one.idempotencyKey, two.idempotencyKey]);
   });
 
   it('prints the approval card and the exact commands that answer it', async () => {
-    const run = await cli(['send', CONV, 'please', 'calculate']);
+    const s = await start(calculating);
+    const run = await runCaptured(['send', s.id, 'please', 'calculate'], s.env);
     expect(run.code).toBe(ExitCode.Ok);
+    const [request] = await committed(s.api, s.id, 'approval_request');
+    const turnId = String(field(request, 'turnId'));
+    const requestId = String(field(request, 'requestId'));
     expect(run.stdout).toBe(
-      'Turn t1 is waiting for approval.\n' +
+      `Turn ${turnId} is waiting for approval.\n` +
         '  tool:      calculator\n' +
         '  args:      {"expression":"6 * 7"}\n' +
-        '  reason:    calculator requires approval\n' +
+        `  reason:    ${String(field(request, 'reason'))}\n` +
         '  approver:  an admin\n' +
-        '  request:   r-approve-1\n' +
-        `approve:  polychrome approve ${CONV} r-approve-1\n` +
-        `deny:     polychrome approve ${CONV} r-approve-1 --deny\n`,
+        `  request:   ${requestId}\n` +
+        `approve:  polychrome approve ${s.id} ${requestId}\n` +
+        `deny:     polychrome approve ${s.id} ${requestId} --deny\n`,
     );
+    expect(run.stderr).toBe('');
   });
 
   it('repeats --api in the printed commands when it was given as a flag', async () => {
-    const run = await cli(['send', CONV, 'please calculate', '--api', api.url], {
-      POLYCHROME_TOKEN: TOKEN,
+    const s = await start(calculating);
+    const run = await runCaptured(['send', s.id, 'please calculate', '--api', s.api.base], {
+      POLYCHROME_TOKEN: TOKENS.alice,
     });
+    const requestId = String(
+      field((await committed(s.api, s.id, 'approval_request'))[0], 'requestId'),
+    );
     expect(run.stdout).toContain(
-      `approve:  polychrome approve ${CONV} r-approve-1 --api ${api.url}\n`,
+      `approve:  polychrome approve ${s.id} ${requestId} --api ${s.api.base}\n`,
     );
   });
 
   it('prints a question with the command that answers it', async () => {
-    const run = await cli(['send', CONV, 'ask me']);
+    const s = await start({ replies: [askReply('Which cluster?')] });
+    const run = await runCaptured(['send', s.id, 'restart it'], s.env);
     expect(run.code).toBe(ExitCode.Ok);
+    const [question] = await committed(s.api, s.id, 'question_request');
+    const requestId = String(field(question, 'requestId'));
     expect(run.stdout).toBe(
-      'Turn t2 asks: Which cluster?\n' +
-        '  request:   q-1\n' +
-        `answer:   polychrome answer ${CONV} q-1 <your answer>\n`,
+      `Turn ${String(field(question, 'turnId'))} asks: Which cluster?\n` +
+        `  request:   ${requestId}\n` +
+        `answer:   polychrome answer ${s.id} ${requestId} <your answer>\n`,
     );
   });
 
-  it('prints the quarantine notice and exits 1', async () => {
-    const run = await cli(['send', CONV, 'risky']);
+  it('prints the quarantine notice and exits 1 when a tool call broke mid-call', async () => {
+    const s = await start({
+      replies: [transferReply],
+      spec: { tools: { builtin: ['transfer'] } },
+      extraTools: unknownFirstTransfer([]).extraTools,
+    });
+    const run = await runCaptured(['send', s.id, 'pay 42'], s.env);
     expect(run.code).toBe(ExitCode.TurnQuarantined);
-    expect(run.stdout).toContain(
-      'Turn t3 is QUARANTINED: the outcome of tool call c9 is unknown (the harness died during the call).',
+    const [ambiguous] = await committed(s.api, s.id, 'turn_ambiguous');
+    expect(ambiguous).toBeDefined();
+    expect(run.stdout).toBe(
+      `Turn ${String(field(ambiguous, 'turnId'))} is QUARANTINED: the outcome of tool call ` +
+        `${String(field(ambiguous, 'toolCallId'))} is unknown (${String(field(ambiguous, 'reason'))}).\n` +
+        'The tool may or may not have run; it is not run again. An admin must resolve the turn ' +
+        'before the conversation goes on.\n',
     );
-    expect(run.stdout).toContain('An admin must resolve the turn');
   });
 
-  it("exits 3 with the API's message and the command that retries the same turn", async () => {
-    const run = await cli(['send', CONV, 'fail', '--key', 'k-9']);
-    expect(run.code).toBe(ExitCode.Error);
-    expect(run.stdout).toBe('');
-    expect(run.stderr).toBe(
-      'polychrome: the harness of this conversation cannot be reached; retry with the same ' +
-        `idempotency key; retry with: polychrome send ${CONV} --key k-9 -- fail ` +
-        '(unavailable, HTTP 503, request id req-1)\n',
+  it("exits 3 with the API's 503 and the command that retries the same turn, which then works", async () => {
+    // The sandbox is not Ready yet: the API answers 503 unavailable.
+    const s = await start({ sandboxWaitMs: 200, status: { phase: 'Pending' } });
+    const run = await runCaptured(['send', s.id, 'what', 'now', '--key', 'k-9'], s.env);
+    const retry = `polychrome send ${s.id} --key k-9 -- what now`;
+    await expectApiError(s.api, run, {
+      status: 503,
+      code: 'unavailable',
+      message: `the harness of conversation ${s.id} is not ready after 200 ms; retry with: ${retry}`,
+    });
+
+    // The sandbox comes up; the printed command gets the turn, and it is one turn.
+    const conversation = s.api.turns.conversations.byUid(s.id);
+    if (conversation === undefined) throw new Error('the conversation is gone');
+    await s.api.turns.conversations.updateStatus(conversation, () =>
+      readyStatus(s.api.turns.harness.endpoint),
     );
+    const again = await runCaptured(retry.split(' ').slice(1), s.env);
+    expect(again).toEqual({ code: ExitCode.Ok, stdout: 'reply 1\n', stderr: '' });
+    const messages = await committed(s.api, s.id, 'message_received');
+    expect(messages.map((m) => [field(m, 'text'), field(m, 'idempotencyKey')])).toEqual([
+      ['what now', 'k-9'],
+    ]);
   });
 });
 
 describe('approve and answer', () => {
-  it('approves with a comment and prints the next state of the turn', async () => {
-    const run = await cli(['approve', CONV, 'r-approve-1', '--comment', 'fine']);
+  it('approves with a comment (an admin) and prints the next state of the turn', async () => {
+    const s = await start(calculating);
+    const requestId = cardOf(await sendJson(s, 'what is 6 * 7?'), 'approval');
+    const run = await runCaptured(
+      ['approve', s.id, requestId, '--comment', 'fine'],
+      envOf(s.api, TOKENS.admin),
+    );
     expect(run).toEqual({
       code: ExitCode.Ok,
-      stdout: 'Approved request r-approve-1.\nThe answer is 42.\n',
+      stdout: `Approved request ${requestId}.\nIt is 42.\n`,
       stderr: '',
     });
-    expect(api.requests[0]?.path).toBe(`/v1/conversations/${CONV}/approvals/r-approve-1`);
-    expect(api.requests[0]?.body).toEqual({ decision: 'approve', comment: 'fine' });
+    const [response] = await committed(s.api, s.id, 'approval_response');
+    expect(response?.payload).toMatchObject({
+      requestId,
+      decision: 'APPROVAL_DECISION_APPROVED',
+      comment: 'fine',
+      answeredBy: ADMIN.identity,
+    });
+    expect(field((await committed(s.api, s.id, 'tool_result'))[0], 'content')).toBe('42');
   });
 
-  it('denies with --deny', async () => {
-    const run = await cli(['approve', CONV, 'r-approve-1', '--deny']);
-    expect(run.stdout).toBe('Denied request r-approve-1.\nI did not run the calculator.\n');
-    expect(api.requests[0]?.body).toEqual({ decision: 'deny' });
+  it('denies with --deny: the calculator does not run', async () => {
+    const s = await start({
+      replies: [calculatorReply('6 * 7'), textReply('I did not run the calculator.')],
+    });
+    const requestId = cardOf(await sendJson(s, 'what is 6 * 7?'), 'approval');
+    const run = await runCaptured(
+      ['approve', s.id, requestId, '--deny'],
+      envOf(s.api, TOKENS.admin),
+    );
+    expect(run.stdout).toBe(`Denied request ${requestId}.\nI did not run the calculator.\n`);
+    const [response] = await committed(s.api, s.id, 'approval_response');
+    expect(field(response, 'decision')).toBe('APPROVAL_DECISION_DENIED');
+    expect(field(response, 'comment')).toBeUndefined();
+    expect((await committed(s.api, s.id, 'tool_result'))[0]?.payload).toMatchObject({
+      denied: true,
+    });
   });
 
   it('cancels with --cancel and a comment', async () => {
-    const run = await cli(['approve', CONV, 'r-approve-1', '--cancel', '--comment', 'stale']);
-    expect(run.stdout).toBe(
-      'Cancelled request r-approve-1.\nThe approval r-approve-1 for calculator was cancelled by dev:admin.\n',
+    const s = await start(calculating);
+    const requestId = cardOf(await sendJson(s, 'what is 6 * 7?'), 'approval');
+    const run = await runCaptured(
+      ['approve', s.id, requestId, '--cancel', '--comment', 'stale'],
+      envOf(s.api, TOKENS.admin),
     );
-    expect(api.requests[0]?.body).toEqual({ decision: 'cancel', comment: 'stale' });
+    expect(run).toEqual({
+      code: ExitCode.Ok,
+      stdout:
+        `Cancelled request ${requestId}.\n` +
+        `The approval ${requestId} for calculator was cancelled by ${ADMIN.identity}; the call did not run. Comment: stale\n`,
+      stderr: '',
+    });
+    expect((await committed(s.api, s.id, 'request_cancelled'))[0]?.payload).toMatchObject({
+      requestId,
+      cancelledBy: ADMIN.identity,
+      comment: 'stale',
+    });
+  });
+
+  it("refuses the approval of the conversation's owner, who is no admin, and commits nothing", async () => {
+    const s = await start(calculating);
+    const requestId = cardOf(await sendJson(s, 'what is 6 * 7?'), 'approval');
+    const head = s.api.head(s.id);
+    const run = await runCaptured(['approve', s.id, requestId], s.env);
+    await expectApiError(s.api, run, {
+      status: 403,
+      code: 'permission_denied',
+      message: `approval ${requestId} must be answered by an admin; ${ALICE.identity} does not have the admin role`,
+    });
+    expect(s.api.head(s.id)).toBe(head);
   });
 
   it('refuses --deny with --cancel before any request', async () => {
-    const run = await cli(['approve', CONV, 'r-approve-1', '--deny', '--cancel']);
+    const s = await start();
+    const run = await runCaptured(['approve', s.id, 'r-approve-1', '--deny', '--cancel'], s.env);
     expect(run.code).toBe(ExitCode.Usage);
     expect(run.stderr).toContain('approve takes --deny or --cancel, not both');
-    expect(api.requests).toHaveLength(0);
-  });
-
-  it('cancels a question with answer --cancel, and refuses text with it', async () => {
-    const run = await cli(['answer', CONV, 'q-1', '--cancel', '--comment', 'wrong question']);
-    expect(run.stdout).toBe('The question q-1 was cancelled by dev:admin.\n');
-    expect(api.requests[0]?.body).toEqual({ cancel: true, comment: 'wrong question' });
-    const both = await cli(['answer', CONV, 'q-1', 'prod', '--cancel']);
-    expect(both.code).toBe(ExitCode.Usage);
-    expect(both.stderr).toContain('answer --cancel takes no answer text');
-    expect(api.requests).toHaveLength(1);
+    expect(served(s.api)).toHaveLength(0);
   });
 
   it('exits 3 naming an unknown request', async () => {
-    const run = await cli(['approve', CONV, 'r-nope']);
-    expect(run.code).toBe(ExitCode.Error);
-    expect(run.stderr).toBe(
-      'polychrome: no approval request r-nope in this conversation (not_found, HTTP 404, request id req-1)\n',
-    );
+    const s = await start();
+    const run = await runCaptured(['approve', s.id, 'r-nope'], envOf(s.api, TOKENS.admin));
+    await expectApiError(s.api, run, {
+      status: 404,
+      code: 'not_found',
+      message: 'no approval r-nope in this conversation',
+    });
   });
 
   it('answers a question with the words as one answer', async () => {
-    const run = await cli(['answer', CONV, 'q-1', 'the', 'prod', 'cluster']);
+    const s = await start({ replies: [askReply('Which cluster?'), textReply('Restarting prod.')] });
+    const requestId = cardOf(await sendJson(s, 'restart it'), 'question');
+    const run = await runCaptured(['answer', s.id, requestId, 'the', 'prod', 'cluster'], s.env);
+    expect(run).toEqual({ code: ExitCode.Ok, stdout: 'Restarting prod.\n', stderr: '' });
+    expect((await committed(s.api, s.id, 'question_response'))[0]?.payload).toMatchObject({
+      requestId,
+      answer: 'the prod cluster',
+      answeredBy: ALICE.identity,
+    });
+  });
+
+  it('cancels a question with answer --cancel, and refuses text with it', async () => {
+    const s = await start({ replies: [askReply('Which cluster?')] });
+    const requestId = cardOf(await sendJson(s, 'restart it'), 'question');
+    const admin = envOf(s.api, TOKENS.admin);
+    const run = await runCaptured(
+      ['answer', s.id, requestId, '--cancel', '--comment', 'wrong question'],
+      admin,
+    );
     expect(run).toEqual({
       code: ExitCode.Ok,
-      stdout: 'Thanks, noted: the prod cluster\n',
+      stdout: `The question ${requestId} was cancelled by ${ADMIN.identity}. Comment: wrong question\n`,
       stderr: '',
     });
-    expect(api.requests[0]?.path).toBe(`/v1/conversations/${CONV}/questions/q-1`);
-    expect(api.requests[0]?.body).toEqual({ answer: 'the prod cluster' });
+    expect((await committed(s.api, s.id, 'request_cancelled'))[0]?.payload).toMatchObject({
+      requestId,
+      comment: 'wrong question',
+    });
+    const before = served(s.api).length;
+    const both = await runCaptured(['answer', s.id, requestId, 'prod', '--cancel'], admin);
+    expect(both.code).toBe(ExitCode.Usage);
+    expect(both.stderr).toContain('answer --cancel takes no answer text');
+    expect(served(s.api)).toHaveLength(before);
   });
 });
 
 describe('transcript', () => {
   it('prints the turns, a paused one with its approve command', async () => {
-    const run = await cli(['transcript', CONV]);
-    expect(run.code).toBe(ExitCode.Ok);
-    expect(run.stdout).toBe(
-      `conversation ${CONV}: 2 turns (journal head 14)\n` +
-        '[0] dev:you (2026-01-02T03:04:05.000Z): what is 6 * 7?\n' +
-        '  agent: The answer is 42.\n' +
-        '[8] dev:you (2026-01-02T03:05:00.000Z): and 7 * 8?\n' +
-        `  waiting for approval: calculator {"expression":"7 * 8"} (request r-2): polychrome approve ${CONV} r-2\n`,
-    );
-    expect(api.requests[0]?.method).toBe('GET');
+    const s = await start({ replies: [textReply('It is 42.'), calculatorReply('7 * 8')] });
+    await runCaptured(['send', s.id, 'what is 6 * 7?'], s.env);
+    const requestId = cardOf(await sendJson(s, 'and 7 * 8?'), 'approval');
+    const second = (await committed(s.api, s.id, 'message_received'))[1]?.position;
+    const run = await runCaptured(['transcript', s.id], s.env);
+    const when = new Date(TEST_NOW_MS).toISOString();
+    expect(run).toEqual({
+      code: ExitCode.Ok,
+      stdout:
+        `conversation ${s.id}: 2 turns (journal head ${String(s.api.head(s.id))})\n` +
+        `[0] ${ALICE.identity} (${when}): what is 6 * 7?\n` +
+        '  agent: It is 42.\n' +
+        `[${String(second)}] ${ALICE.identity} (${when}): and 7 * 8?\n` +
+        `  waiting for approval: calculator {"expression":"7 * 8"} (request ${requestId}): ` +
+        `polychrome approve ${s.id} ${requestId}\n`,
+      stderr: '',
+    });
   });
 
   it('prints the API body with --json', async () => {
-    const run = await cli(['transcript', CONV, '--json']);
-    const body = JSON.parse(run.stdout) as { head: number; turns: unknown[] };
-    expect(body.head).toBe(14);
-    expect(body.turns).toHaveLength(2);
+    const s = await start();
+    await runCaptured(['send', s.id, 'hi'], s.env);
+    const run = await runCaptured(['transcript', s.id, '--json'], s.env);
+    const body = JSON.parse(run.stdout) as { head: number; turns: { reply?: string }[] };
+    expect(body.head).toBe(s.api.head(s.id));
+    expect(body.turns.map((t) => t.reply)).toEqual(['reply 1']);
   });
-});
-
-describe('stream', () => {
-  it('resumes a dropped connection with Last-Event-ID and prints every event once', async () => {
-    api.streamPlan = [
-      { until: 3, then: 'drop', delta: 'The ans' },
-      { until: JOURNAL.length, then: 'hold' },
-    ];
-    const running = start(['stream', CONV, '--since', '0'], env);
-    await waitFor('position 6', () => running.stdout().includes('[6]'));
-    running.stop();
-    const run = await running.done;
-    expect(run.code).toBe(ExitCode.Ok);
-    expect(run.stdout).toBe(
-      [...JOURNAL_LINES.slice(0, 3), '[live] step 2: The ans', ...JOURNAL_LINES.slice(3)].join(
-        '\n',
-      ) + '\n',
-    );
-    expect(run.stderr).toMatch(
-      /^polychrome: stream interrupted \(.*\); reconnecting in 0\.0 s after position 2 \(reconnect 1 of 8\)\n$/u,
-    );
-    const [first, second] = api.streamRequests;
-    expect(api.streamRequests).toHaveLength(2);
-    expect(first?.headers['last-event-id']).toBeUndefined();
-    expect(first?.query.get('since')).toBe('0');
-    expect(first?.headers.authorization).toBe(`Bearer ${TOKEN}`);
-    expect(second?.headers['last-event-id']).toBe('2');
-  });
-
-  it('reconnects after a shutdown and an unavailable error, each time after the last event', async () => {
-    api.streamPlan = [
-      { until: 2, then: 'shutdown' },
-      { until: 4, then: 'error', code: 'unavailable' },
-      { until: JOURNAL.length, then: 'hold' },
-    ];
-    const running = start(['stream', CONV], env);
-    await waitFor('position 6', () => running.stdout().includes('[6]'));
-    running.stop();
-    const run = await running.done;
-    expect(run.stdout).toBe(`${JOURNAL_LINES.join('\n')}\n`);
-    expect(api.streamRequests.map((r) => r.headers['last-event-id'])).toEqual([
-      undefined,
-      '1',
-      '3',
-    ]);
-    expect(run.stderr).toContain('the replica is shutting down: replica stopping');
-    expect(run.stderr).toContain('stream failed: unavailable');
-  });
-
-  it('starts after --last-event-id', async () => {
-    const running = start(['stream', CONV, '--last-event-id', '3'], env);
-    await waitFor('position 6', () => running.stdout().includes('[6]'));
-    running.stop();
-    const run = await running.done;
-    expect(run.stdout).toBe(`${JOURNAL_LINES.slice(4).join('\n')}\n`);
-    expect(api.streamRequests[0]?.headers['last-event-id']).toBe('3');
-  });
-
-  it('prints one JSON object per event with --json, deltas marked as kind delta', async () => {
-    api.streamPlan = [
-      { until: 1, then: 'drop', delta: 'Hi' },
-      { until: 2, then: 'hold' },
-    ];
-    const running = start(['stream', CONV, '--json'], env);
-    await waitFor('position 1', () => running.stdout().includes('"position":1'));
-    running.stop();
-    const lines = (await running.done).stdout
-      .trim()
-      .split('\n')
-      .map((line) => JSON.parse(line) as unknown);
-    expect(lines).toEqual([
-      { position: 0, kind: 'message_received', payload: JOURNAL[0]?.payload },
-      { kind: 'delta', turnId: 't1', step: 2, text: 'Hi' },
-      { position: 1, kind: 'turn_dispatched', payload: JOURNAL[1]?.payload },
-    ]);
-  });
-
-  it('stops without reconnecting when the token stops working mid-stream', async () => {
-    api.streamPlan = [{ until: 2, then: 'error', code: 'unauthenticated' }];
-    const run = await cli(['stream', CONV]);
-    expect(run.code).toBe(ExitCode.Error);
-    expect(run.stdout).toBe(`${JOURNAL_LINES.slice(0, 2).join('\n')}\n`);
-    expect(run.stderr).toBe(
-      'polychrome: the stream ended: stream failed: unauthenticated (unauthenticated)\n',
-    );
-    expect(api.streamRequests).toHaveLength(1);
-  });
-
-  it('exits 3 on 401 and 404 answers without retrying', async () => {
-    const denied = await cli(['stream', CONV], { ...env, POLYCHROME_TOKEN: 'pcs_wrong' });
-    expect(denied.code).toBe(ExitCode.Error);
-    expect(denied.stderr).toContain(
-      'the session token is unknown, expired or revoked; sign in again (unauthenticated, HTTP 401',
-    );
-    const missing = await cli(['stream', UNKNOWN_CONV]);
-    expect(missing.code).toBe(ExitCode.Error);
-    expect(missing.stderr).toContain(
-      `conversation ${UNKNOWN_CONV} does not exist (not_found, HTTP 404`,
-    );
-    expect(api.streamRequests).toHaveLength(2);
-  });
-
-  it('gives up after the bounded attempts when the API cannot be reached', async () => {
-    const notices: string[] = [];
-    const started = Date.now();
-    await expect(
-      followEvents({
-        client: new ApiClient({ baseUrl: closedPortUrl, token: TOKEN }),
-        conversationId: CONV,
-        start: { lastEventId: 4 },
-        signal: new AbortController().signal,
-        onEvent: () => undefined,
-        onDelta: () => undefined,
-        onNotice: (text) => void notices.push(text),
-        baseDelayMs: 20,
-        maxDelayMs: 40,
-        maxAttempts: 3,
-      }),
-    ).rejects.toThrow(
-      new RegExp(
-        `^gave up on the stream of conversation ${CONV}: 3 reconnects in a row failed: cannot reach the Polychrome API at ${closedPortUrl}: ECONNREFUSED.*; resume with --last-event-id 4$`,
-        'u',
-      ),
-    );
-    expect(
-      notices.map((n) =>
-        /reconnecting in ([0-9.]+) s after position 4 \(reconnect (\d) of 3\)/u.exec(n)?.slice(1),
-      ),
-    ).toEqual([
-      ['0.0', '1'],
-      ['0.0', '2'],
-      ['0.0', '3'],
-    ]);
-    // 20 + 40 + 40 ms of backoff (doubling, capped): bounded but real.
-    expect(Date.now() - started).toBeGreaterThanOrEqual(100);
-  });
-
-  it('stops on SIGINT and exits 0 (the real entry point)', async () => {
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', join(__dirname, 'polychrome.ts'), 'stream', CONV],
-      {
-        env: { PATH: process.env.PATH ?? '', ...env },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    const exited = once(child, 'exit');
-    await waitFor('the first events', () => out.includes('[6]'), 30_000);
-    child.kill('SIGINT');
-    const [code, signal] = (await exited) as [number | null, NodeJS.Signals | null];
-    expect({ code, signal }).toEqual({ code: 0, signal: null });
-    expect(out).toBe(`${JOURNAL_LINES.join('\n')}\n`);
-  }, 40_000);
 });
 
 describe('connection settings and errors', () => {
   it('names --token and POLYCHROME_TOKEN when there is no token, and sends nothing', async () => {
-    const run = await cli(['send', CONV, 'hi'], { POLYCHROME_API_URL: api.url });
+    const s = await start();
+    const run = await runCaptured(['send', s.id, 'hi'], { POLYCHROME_API_URL: s.api.base });
     expect(run.code).toBe(ExitCode.Usage);
     expect(run.stdout).toBe('');
     expect(run.stderr).toContain(
       'polychrome: no API token: pass --token T or set POLYCHROME_TOKEN',
     );
     expect(run.stderr).toContain(USAGE);
-    expect(api.requests).toHaveLength(0);
+    expect(served(s.api)).toHaveLength(0);
   });
 
   it('takes the token from --token', async () => {
-    const run = await cli(['transcript', CONV, '--token', TOKEN], { POLYCHROME_API_URL: api.url });
+    const s = await start();
+    const run = await runCaptured(['transcript', s.id, '--token', TOKENS.alice], {
+      POLYCHROME_API_URL: s.api.base,
+    });
     expect(run.code).toBe(ExitCode.Ok);
-    expect(api.requests[0]?.headers.authorization).toBe(`Bearer ${TOKEN}`);
+    expect(run.stdout).toBe(`conversation ${s.id}: 0 turns (journal head 0)\n`);
   });
 
-  it("exits 3 with the API's message on 401", async () => {
-    const run = await cli(['send', CONV, 'hi'], { ...env, POLYCHROME_TOKEN: 'pcs_revoked' });
-    expect(run.code).toBe(ExitCode.Error);
-    expect(run.stderr).toBe(
-      'polychrome: the session token is unknown, expired or revoked; sign in again (unauthenticated, HTTP 401, request id req-1)\n',
-    );
+  it("exits 3 with the API's message on 401, and the message commits nothing", async () => {
+    const s = await start();
+    const run = await runCaptured(['send', s.id, 'hi'], envOf(s.api, TOKENS.unknown));
+    await expectApiError(s.api, run, {
+      status: 401,
+      code: 'unauthenticated',
+      message: 'the bearer token is unknown, expired or revoked',
+    });
+    expect(s.api.head(s.id)).toBe(0);
+  });
+
+  it("exits 3 when a stranger sends to someone else's conversation, and commits nothing", async () => {
+    const s = await start();
+    const run = await runCaptured(['send', s.id, 'hi'], envOf(s.api, TOKENS.bob));
+    await expectApiError(s.api, run, {
+      status: 403,
+      code: 'permission_denied',
+      message: `${BOB.identity} may not use conversation ${s.id}: it belongs to ${ALICE.identity}`,
+    });
+    expect(s.api.head(s.id)).toBe(0);
   });
 
   it('exits 3 naming an unknown conversation (404)', async () => {
-    const run = await cli(['transcript', UNKNOWN_CONV]);
-    expect(run.code).toBe(ExitCode.Error);
-    expect(run.stderr).toBe(
-      `polychrome: conversation ${UNKNOWN_CONV} does not exist (not_found, HTTP 404, request id req-1)\n`,
-    );
+    const s = await start();
+    const run = await runCaptured(['transcript', UNKNOWN_CONV], s.env);
+    await expectApiError(s.api, run, {
+      status: 404,
+      code: 'not_found',
+      message: `conversation ${UNKNOWN_CONV} does not exist`,
+    });
   });
 
-  it('exits 3 naming the URL when the API cannot be reached, with the command to retry', async () => {
-    const run = await cli(['send', CONV, 'hi', '--key', 'k-2'], {
-      POLYCHROME_API_URL: closedPortUrl,
-      POLYCHROME_TOKEN: TOKEN,
-    });
+  it('exits 3 naming the URL when the API is down, with the command to retry', async () => {
+    const s = await start();
+    await s.api.server.close();
+    const run = await runCaptured(['send', s.id, 'hi', '--key', 'k-2'], s.env);
     expect(run.code).toBe(ExitCode.Error);
     expect(run.stderr).toContain(
-      `polychrome: cannot reach the Polychrome API at ${closedPortUrl}: ECONNREFUSED`,
+      `polychrome: cannot reach the Polychrome API at ${s.api.base}: ECONNREFUSED`,
     );
-    expect(run.stderr).toContain(`then retry with: polychrome send ${CONV} --key k-2 -- hi`);
+    expect(run.stderr).toContain(`then retry with: polychrome send ${s.id} --key k-2 -- hi`);
   });
 
   it('prefers --api over POLYCHROME_API_URL', async () => {
-    const run = await cli(['transcript', CONV, '--api', api.url], {
-      POLYCHROME_API_URL: closedPortUrl,
-      POLYCHROME_TOKEN: TOKEN,
-    });
+    const s = await start();
+    const down = await startApiStack();
+    await down.api.close();
+    const run = await runCaptured(['transcript', s.id, '--api', s.api.base], down.env);
     expect(run.code).toBe(ExitCode.Ok);
-    expect(api.requests).toHaveLength(1);
+    expect(served(s.api)).toHaveLength(1);
   });
 
-  it.each([
-    [['send', CONV], 'send needs the message text after the conversation id'],
-    [['send', 'hello', 'hi'], '"hello" is not a conversation id'],
-    [['send', CONV, 'hi', '--key', 'has space'], '--key must be 1 to 128 of'],
-    [['stream', CONV, '--since', '1', '--last-event-id', '2'], 'not both'],
-    [['stream', CONV, '--since=-1'], '--since must be a journal position'],
-    [['approve', CONV], 'approve needs the request id'],
-    [
-      ['approve', CONV, 'r-1', 'extra'],
-      'approve takes a conversation id and a request id, got extra extra',
-    ],
-    [['answer', CONV, 'q-1'], 'answer needs the answer text'],
-    [['transcript', CONV, '--format', 'yaml'], '--format must be json or text, got "yaml"'],
-    [['transcript', CONV, '--json', '--format', 'text'], '--json means --format json'],
-    [['transcript', CONV, '--api', 'localhost:8080'], '--api must be an http or https URL'],
-  ])('%p is a usage error', async (args, message) => {
-    const run = await cli(args);
-    expect(run.code).toBe(ExitCode.Usage);
-    expect(run.stderr).toContain(message);
-    expect(api.requests).toHaveLength(0);
+  describe('usage errors', () => {
+    let shared: ApiStack;
+    beforeAll(async () => {
+      shared = await startApiStack();
+    });
+    afterAll(async () => {
+      await shared.api.close();
+    });
+
+    it.each([
+      [['send', '$ID'], 'send needs the message text after the conversation id'],
+      [['send', 'hello', 'hi'], '"hello" is not a conversation id'],
+      [['send', '$ID', 'hi', '--key', 'has space'], '--key must be 1 to 128 of'],
+      [['stream', '$ID', '--since', '1', '--last-event-id', '2'], 'not both'],
+      [['stream', '$ID', '--since=-1'], '--since must be a journal position'],
+      [['approve', '$ID'], 'approve needs the request id'],
+      [
+        ['approve', '$ID', 'r-1', 'extra'],
+        'approve takes a conversation id and a request id, got extra extra',
+      ],
+      [['answer', '$ID', 'q-1'], 'answer needs the answer text'],
+      [['transcript', '$ID', '--format', 'yaml'], '--format must be json or text, got "yaml"'],
+      [['transcript', '$ID', '--json', '--format', 'text'], '--json means --format json'],
+      [['transcript', '$ID', '--api', 'localhost:8080'], '--api must be an http or https URL'],
+    ])('%p is a usage error and sends nothing', async (args, message) => {
+      const run = await runCaptured(
+        args.map((a) => (a === '$ID' ? shared.conversationId : a)),
+        shared.env,
+      );
+      expect(run.code).toBe(ExitCode.Usage);
+      expect(run.stderr).toContain(message);
+      expect(served(shared.api)).toHaveLength(0);
+    });
   });
 });

@@ -159,6 +159,12 @@ export type StartApiOptions = Partial<
   readonly extraTools?: RealTurnsOptions['extraTools'];
   /** The namespace of the conversations the test adds, which the harness serves. */
   readonly harnessNamespace?: string;
+  /**
+   * Another replica of `replicaOf`'s control plane: this API serves its coordinator, journal
+   * and conversations (a client that reconnects here resumes where it was); `close()` stops
+   * this API only. The options that start a coordinator (`replies`, `spec`, ...) are ignored.
+   */
+  readonly replicaOf?: TestApi;
 };
 
 /** Starts the API on 127.0.0.1:0 over the real coordinator; close it with `close()`. */
@@ -171,6 +177,7 @@ export async function startApi(overrides: StartApiOptions = {}): Promise<TestApi
     extraTools,
     harnessNamespace,
     kube,
+    replicaOf,
     ...serverOverrides
   } = overrides;
   const tokens = new TokenTable();
@@ -188,18 +195,20 @@ export async function startApi(overrides: StartApiOptions = {}): Promise<TestApi
       },
     },
   });
-  const turns = await startRealTurns({
-    replies: replies ?? DEFAULT_REPLIES,
-    logger,
-    admins: ADMIN.identities,
-    ...(spec === undefined ? {} : { spec }),
-    ...(extraTools === undefined ? {} : { extraTools }),
-    ...(harnessNamespace === undefined ? {} : { harnessNamespace }),
-    coordinator: {
-      nowMs: () => TEST_NOW_MS,
-      ...(sandboxWaitMs === undefined ? {} : { sandboxWaitMs }),
-    },
-  });
+  const turns =
+    replicaOf?.turns ??
+    (await startRealTurns({
+      replies: replies ?? DEFAULT_REPLIES,
+      logger,
+      admins: ADMIN.identities,
+      ...(spec === undefined ? {} : { spec }),
+      ...(extraTools === undefined ? {} : { extraTools }),
+      ...(harnessNamespace === undefined ? {} : { harnessNamespace }),
+      coordinator: {
+        nowMs: () => TEST_NOW_MS,
+        ...(sandboxWaitMs === undefined ? {} : { sandboxWaitMs }),
+      },
+    }));
   // As main.ts wires it: a process that starts tracing gets the turn on the request span.
   const service = new RecordingTurnService(tracedTurnService(turns.coordinator));
   const real = stateJournalFollower(turns.journal);
@@ -264,7 +273,7 @@ export async function startApi(overrides: StartApiOptions = {}): Promise<TestApi
     },
     close: async () => {
       await server.close();
-      await turns.close();
+      if (replicaOf === undefined) await turns.close();
     },
   };
 }
