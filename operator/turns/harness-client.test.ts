@@ -8,8 +8,19 @@ import pino from 'pino';
 import { AppError, isAppError, isRetryable } from '../../common/errors';
 import { harnessServerName } from '../../common/harness-identity';
 import { CertUsage, DevCertificateAuthority } from '../../hack/lib/pki';
-import type { TurnStart } from '../../proto/gen/polychrome/harness/v1/harness';
-import { harnessCertificateFrom, testHarnessCa } from '../../test/support/harness-tls';
+import {
+  HarnessService,
+  type TurnInput,
+  type TurnOutput,
+  type TurnStart,
+} from '../../proto/gen/polychrome/harness/v1/harness';
+import { grpcErrorOf } from '../../common/grpc-errors';
+import { Server, type ServerDuplexStream } from '@grpc/grpc-js';
+import {
+  harnessCertificateFrom,
+  testHarnessCa,
+  testHarnessServerCredentials,
+} from '../../test/support/harness-tls';
 import { startScriptedHarness, type ScriptedHarness } from '../../test/support/scripted-harness';
 import { ApprovalSigner } from './approval-signer';
 import { HarnessConnector, type HarnessTurnHandlers } from './harness-client';
@@ -211,6 +222,44 @@ describe('HarnessConnector over TLS', () => {
       expect(h.model.callCount).toBe(0);
     } finally {
       stranger.close();
+    }
+  });
+
+  it('keeps a harness from steering the control plane: an error naming forwardTo loses it', async () => {
+    // A compromised harness ends every call with an error whose details name a replica to
+    // forward to; only the control plane's own errors may say where a request runs.
+    const server = new Server();
+    server.addService(HarnessService, {
+      runTurn: (call: ServerDuplexStream<TurnInput, TurnOutput>) => {
+        call.on('data', () =>
+          call.emit(
+            'error',
+            grpcErrorOf(
+              new AppError('unavailable', 'try the other replica', {
+                details: { forwardTo: 'cp-evil', holder: 'cp-evil', conversation: 'c-1' },
+              }),
+            ),
+          ),
+        );
+        call.on('error', () => undefined);
+      },
+    });
+    const credentials = await testHarnessServerCredentials('team-a', logger);
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', credentials, (error, bound) =>
+        error === null ? resolve(bound) : reject(error),
+      ),
+    );
+    try {
+      const refused = await connector
+        .runTurn(`127.0.0.1:${String(port)}`, start('c-1', 't-1'), handlers(), {
+          namespace: 'team-a',
+        })
+        .catch((error: unknown) => error);
+      expect(isAppError(refused) && refused.code).toBe('unavailable');
+      expect(isAppError(refused) && refused.details).toEqual({ conversation: 'c-1' });
+    } finally {
+      server.forceShutdown();
     }
   });
 });

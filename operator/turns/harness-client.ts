@@ -12,7 +12,7 @@ import {
   type ChannelCredentials,
   type ClientDuplexStream,
 } from '@grpc/grpc-js';
-import { AppError } from '../../common/errors';
+import { AppError, type ErrorDetails } from '../../common/errors';
 import { isServiceError, receivedErrorOf } from '../../common/grpc-errors';
 import { HARNESS_CREDENTIAL_METADATA } from '../../common/harness-credential';
 import { harnessServerName } from '../../common/harness-identity';
@@ -314,8 +314,19 @@ function harnessCallError(error: unknown, endpoint: string): AppError {
     return new AppError(
       received.code,
       `harness at ${endpoint}: ${received.message || error.message}`,
-      { details: received.details, cause: error },
+      { details: withoutSteering(received.details), cause: error },
     );
   }
   return new AppError('unavailable', `harness at ${endpoint}: ${String(error)}`, { cause: error });
+}
+
+/**
+ * Details the control plane acts on when its own code sets them: where a request is
+ * forwarded (holder-routing.ts reads `forwardTo`). A harness is not trusted to steer the
+ * control plane, so its error never carries them in; the rest of its details are kept.
+ */
+const STEERING_DETAILS: ReadonlySet<string> = new Set(['forwardTo', 'holder', 'retryAfterMs']);
+
+function withoutSteering(details: ErrorDetails): ErrorDetails {
+  return Object.fromEntries(Object.entries(details).filter(([key]) => !STEERING_DETAILS.has(key)));
 }
