@@ -7,12 +7,19 @@
  * Discovery, the `sessions` resource and the forensics UI it answers itself. Errors are
  * Kubernetes Status objects. The operations are the public API's.
  */
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { TLSSocket } from 'node:tls';
 import { ApiError, errorAnswer, type ErrorAnswer } from '../public-api/api-error';
 import type { CallerLimits } from '../public-api/caller-limits';
-import { Listener, type Asked, type Door, type DoorMatch, type Exchange } from '../public-api/door';
+import {
+  Listener,
+  type ApiListenerContext,
+  type Asked,
+  type Door,
+  type DoorMatch,
+  type Exchange,
+} from '../public-api/door';
 import { boundAddress, closed, headerOf, listen, sendJson } from '../public-api/http-io';
 import { discardBody, hasNoBody, readJsonBody } from '../public-api/request-body';
 import { tracedRequest } from '../public-api/request-span';
@@ -58,13 +65,6 @@ export interface KubeListenerOptions {
   readonly ui?: UiAssets;
 }
 
-/** What the API gives the listener when it starts: the pipeline, and the caller limits. */
-export interface KubeListenerContext {
-  serve(door: Door, request: IncomingMessage, response: ServerResponse): Promise<void>;
-  readonly limits: CallerLimits;
-  readonly maxBodyBytes: number;
-}
-
 export class KubeListener {
   private server: Server | undefined;
 
@@ -76,7 +76,7 @@ export class KubeListener {
    * is answered 401 by the door, with a message (rejecting in the handshake would leave
    * the caller with a bare TLS alert).
    */
-  async start(context: KubeListenerContext): Promise<{ host: string; port: number }> {
+  async start(context: ApiListenerContext): Promise<{ host: string; port: number }> {
     const { options } = this;
     const door = new KubeApiDoor(options, context.limits, context.maxBodyBytes);
     const requestHeader = await options.door.start(AbortSignal.timeout(30_000));

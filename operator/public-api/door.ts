@@ -10,6 +10,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Caller } from '../turns/turn-service';
 import type { ApiError, ErrorAnswer } from './api-error';
+import type { CallerLimits } from './caller-limits';
 import type { Route } from './routes';
 
 /** Which listener a request came in on: the request log line names it. */
@@ -68,6 +69,15 @@ export interface Asked {
    * hold the right it was let in with?
    */
   recheck(conversationId: string): () => Promise<void>;
+}
+
+/** What the API gives a listener of another folder when it starts (ApiListener). */
+export interface ApiListenerContext {
+  /** Runs a request that came in through `door` through the API's pipeline. */
+  serve(door: Door, request: IncomingMessage, response: ServerResponse): Promise<void>;
+  /** The caller limits, which the door counts requests against. */
+  readonly limits: CallerLimits;
+  readonly maxBodyBytes: number;
 }
 
 /** One way in. */

@@ -8,7 +8,7 @@ import type { TurnService } from '../turns/turn-service';
 import { ApiMetrics } from './api-metrics';
 import { AuthCache, DEFAULT_AUTH_CACHE_MS, type Authenticate } from './auth-cache';
 import { CallerLimits, LimitName, type CallerLimitsOptions } from './caller-limits';
-import type { Door } from './door';
+import type { ApiListenerContext } from './door';
 import { EventStreams } from './event-streams';
 import { HolderRouting } from './holder-routing';
 import { boundAddress, closed, listen } from './http-io';
@@ -113,11 +113,7 @@ export interface PublicApiServerOptions {
  */
 export interface ApiListener {
   /** Listens; `context.serve` runs a request through the API's pipeline. */
-  start(context: {
-    serve(door: Door, request: IncomingMessage, response: ServerResponse): Promise<void>;
-    readonly limits: CallerLimits;
-    readonly maxBodyBytes: number;
-  }): Promise<{ host: string; port: number }>;
+  start(context: ApiListenerContext): Promise<{ host: string; port: number }>;
   address(): { host: string; port: number };
   /** Stops taking connections; resolves once the listener closed. */
   stopListening(): Promise<void>;
