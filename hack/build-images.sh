@@ -173,7 +173,7 @@ registry="127.0.0.1:$port"
 planes=(
   "control-plane operator 8080,9090 1 POLYCHROME_STATE_ADDRESS common,proto,operator,docs,ui"
   "state state 7443,9090 2 STATE_TLS_CA_FILE common,proto,state"
-  "harness harness 7070,9090 2 HARNESS_AUTH_TOKEN common,proto,harness"
+  "harness harness 7070,9090 2 HARNESS_TLS_CERT_FILE common,proto,harness"
 )
 
 for entry in "${planes[@]}"; do
