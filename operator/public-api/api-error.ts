@@ -122,6 +122,14 @@ function opaqueMessage(code: ErrorCode, requestId: string): string {
   }
 }
 
+/** The refusal of an export or a repair by a control plane started without forensics. */
+export function noForensics(): ApiError {
+  return new ApiError(
+    'unavailable',
+    'this control plane serves no export or repair (it was started without a forensics service)',
+  );
+}
+
 /** The `WWW-Authenticate` value for a request without usable credentials. */
 export function bearerChallenge(error?: 'invalid_request' | 'invalid_token'): string {
   return error === undefined ? CHALLENGE : `${CHALLENGE}, error="${error}"`;

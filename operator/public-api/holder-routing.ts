@@ -24,7 +24,7 @@ import type {
   ResolveTurn,
   TurnService,
 } from '../turns/turn-service';
-import { ApiError, errorOfAnswer } from './api-error';
+import { ApiError, errorOfAnswer, noForensics } from './api-error';
 import type { PeerDirectory } from './peer-endpoints';
 import type { PeerAnswer, PeerClient } from './peer-hop';
 import { Operation, ROUTES } from './routes';
@@ -114,12 +114,7 @@ export class HolderRouting {
 
   private forensics(): Pick<ConversationForensics, 'repair'> {
     const forensics = this.options.forensics;
-    if (forensics === undefined) {
-      throw new ApiError(
-        'unavailable',
-        'this control plane serves no export or repair (it was started without a forensics service)',
-      );
-    }
+    if (forensics === undefined) throw noForensics();
     return forensics;
   }
 

@@ -17,7 +17,7 @@ import {
   parseResolveRequest,
 } from '../forensics/forensics-access';
 import type { PostMessage, TurnService } from '../turns/turn-service';
-import { ApiError } from './api-error';
+import { ApiError, noForensics } from './api-error';
 import type { CallerLimits } from './caller-limits';
 import type { Asked, Exchange } from './door';
 import type { EventStreams } from './event-streams';
@@ -218,12 +218,7 @@ export class ApiOperations {
     const conversationId = asked.conversationId();
     const actor = parseActor(exchange.query.get('actor') ?? undefined);
     const forensics = this.options.forensics;
-    if (forensics === undefined) {
-      throw new ApiError(
-        'unavailable',
-        'this control plane serves no export or repair (it was started without a forensics service)',
-      );
-    }
+    if (forensics === undefined) throw noForensics();
     const exported = await forensics.export(asked.caller, conversationId, actor, exchange.signal);
     const response = exchange.response;
     response.writeHead(200, {
