@@ -17,7 +17,7 @@ import { DEFAULT_HEALTH_PORT } from '../common/health-server';
 import { LogLevel } from '../common/log';
 import { DEFAULT_AUTH_FAILURE_CACHE_MS } from './public-api/auth-cache';
 import { DEFAULT_LIMITS, type LimitSettings } from './public-api/caller-limits';
-import { DEFAULT_PEER_PORT } from './public-api/peer-hop';
+import { DEFAULT_PEER_PORT } from './public-api/peer-endpoints';
 import { DEFAULT_KUBE_API_PORT } from './kube-api/kube-listener';
 
 const DAY_MS = 24 * 60 * 60 * 1000;

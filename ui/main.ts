@@ -5,8 +5,8 @@
  */
 import { pageNamespace } from './api';
 import { h, replace } from './dom';
-import { ConversationView, messageOf } from './views/conversation';
-import { renderList } from './views/list';
+import { ConversationView, messageOf } from './conversation-view';
+import { renderList } from './list-view';
 
 let current: ConversationView | undefined;
 

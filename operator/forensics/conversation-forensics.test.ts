@@ -1,6 +1,6 @@
 /*
  * The admin's forensic commands end to end over the real turn coordinator and the real
- * LevelDB store (operator/public-api/testdata/fixtures.ts): the CLI's `conversation
+ * LevelDB store (test/support/api-fixtures.ts): the CLI's `conversation
  * verify|replay|repair` against the public API, and the attacks on the actor rule.
  */
 import { generateKeyPairSync } from 'node:crypto';
@@ -28,8 +28,8 @@ import {
   transferReply,
   unknownFirstTransfer,
   type TestApi,
-} from '../public-api/testdata/fixtures';
-import { checkSchema, responseSchema } from '../public-api/testdata/openapi-check';
+} from '../../test/support/api-fixtures';
+import { checkSchema, responseSchema } from '../../test/support/openapi-check';
 import { ConversationForensics, type ForensicJournal } from './conversation-forensics';
 
 let api: TestApi | undefined;

@@ -18,7 +18,7 @@ import type { HeadOutcome, RepairOutcome, StateCallOptions } from '../../common/
 import type { Conversation } from '../api/v1alpha1';
 import type { LeaseHandle } from '../lease/conversation-leases';
 import type { Caller } from '../turns/turn-service';
-import { ForensicAction, forensicRefusal } from './forensics-access';
+import { ForensicAction, forensicRefusal } from '../turns/forensic-access';
 
 /** What forensics reads and writes of the state plane (StateClient in production). */
 export interface ForensicJournal {
@@ -145,7 +145,7 @@ export class ConversationForensics {
    * began) goes in the file's header, as `state export` writes it, with the control
    * plane's approval public key; the Conversation's status checkpoint is returned beside it.
    *
-   * @throws AppError `not_found`, `permission_denied` (forensics-access.ts); the state
+   * @throws AppError `not_found`, `permission_denied` (operator/turns/forensic-access.ts); the state
    *   plane's errors before the first line (`unavailable`, ...).
    */
   async export(

@@ -7,7 +7,7 @@
  *   reads it: a ClusterRole's own rules, and for the built-in view, edit and admin the rules
  *   of every ClusterRole labelled to aggregate into them (view into edit, edit into admin,
  *   as Kubernetes' own roles are labelled); then the door's grant for that request through
- *   the turn rules (operator/turns/plan-access.ts, operator/forensics/forensics-access.ts);
+ *   the turn rules (operator/turns/plan-access.ts, operator/turns/forensic-access.ts);
  * - a public API row from the same turn rules, for that persona on that conversation.
  *
  * So a role that starts to grant content to `view`, or a turn rule that lets a stranger
@@ -20,8 +20,8 @@ import { parseAllDocuments } from 'yaml';
 import { NEW_TURN } from '../../common/turn-standing';
 import { ApprovalRequest } from '../../proto/gen/polychrome/events/v1/events';
 import { Visibility, type Conversation, type ConversationSpec } from '../api/v1alpha1';
-import { ForensicAction, forensicRefusal } from '../forensics/forensics-access';
-import type { TurnView } from '../turns/journal-view';
+import { ForensicAction, forensicRefusal } from '../turns/forensic-access';
+import type { TurnView } from '../turns/journal-view-types';
 import { authorizeApproval, authorizeUse } from '../turns/plan-access';
 import type { Caller } from '../turns/turn-service';
 

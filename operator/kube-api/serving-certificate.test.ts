@@ -7,7 +7,7 @@ import { connect } from 'node:tls';
 import pino from 'pino';
 
 import { DevCertificateAuthority, type CertFiles } from '../../hack/lib/pki';
-import { startApi } from '../public-api/testdata/fixtures';
+import { startApi } from '../../test/support/api-fixtures';
 import { KubeDoor } from './kube-door';
 import { ServingCertificate } from '../../common/serving-certificate';
 

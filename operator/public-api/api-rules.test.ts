@@ -3,7 +3,7 @@
  * tables from the markdown, so a row changes in the doc and the test follows. Codes are
  * checked against common/errors.ts `errorStatus`; each status a request can cause on
  * demand is caused; each who-may cell is tried as that caller against the real turn
- * coordinator (testdata/fixtures.ts).
+ * coordinator (test/support/api-fixtures.ts).
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -28,7 +28,7 @@ import {
   type Answer,
   type StartApiOptions,
   type TestApi,
-} from './testdata/fixtures';
+} from '../../test/support/api-fixtures';
 
 const DOC = join(__dirname, '..', '..', 'docs', 'api.md');
 const SECTION = '## Status codes and who may do what';

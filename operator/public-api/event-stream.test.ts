@@ -16,7 +16,7 @@ import {
   TOKENS,
   toolResults,
   type TestApi,
-} from './testdata/fixtures';
+} from '../../test/support/api-fixtures';
 
 let api: TestApi | undefined;
 const clients: SseClient[] = [];

@@ -14,7 +14,7 @@
 import type { Logger } from 'pino';
 import { isAppError } from '../../common/errors';
 import type { ConversationForensics } from '../forensics/conversation-forensics';
-import { resolveRequestBody } from '../forensics/forensics-access';
+import { resolveRequestBody } from './forensic-requests';
 import type {
   AcceptRollback,
   AnswerApproval,

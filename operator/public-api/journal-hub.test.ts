@@ -7,8 +7,8 @@ import { StoreJournal } from '../../test/support/store-journal';
 import { stateJournalFollower } from './journal-follower';
 import { prepareEvent, type JournalSink } from './journal-feed';
 import { JournalHub, type JournalHubOptions } from './journal-hub';
-import { pollUntil, toolResults } from './testdata/fixtures';
-import { RecordingFollow } from './testdata/recording-follow';
+import { pollUntil, toolResults } from '../../test/support/api-fixtures';
+import { RecordingFollow } from '../../test/support/recording-follow';
 
 const P = 'conv-p';
 const hubs: JournalHub[] = [];

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { ensureDevCerts } from '../../hack/lib/dev-certs';
 import { KubeDoor } from '../kube-api/kube-door';
-import { startApi, type TestApi } from './testdata/fixtures';
+import { startApi, type TestApi } from '../../test/support/api-fixtures';
 
 // Proxies pool their connections to the API and close an idle one after their own idle
 // timeout (kube-apiserver's proxy to the Kubernetes door: 90 s). If the server closes

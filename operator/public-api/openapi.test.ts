@@ -14,8 +14,8 @@ import {
   TOKENS,
   type Answer,
   type TestApi,
-} from './testdata/fixtures';
-import { checkSchema, resolveRef, responseSchema } from './testdata/openapi-check';
+} from '../../test/support/api-fixtures';
+import { checkSchema, resolveRef, responseSchema } from '../../test/support/openapi-check';
 
 const DOCUMENT_PATH = join(__dirname, '..', '..', 'docs', 'api', 'openapi.json');
 

@@ -15,7 +15,7 @@ import {
   parseActor,
   parseRepairRequest,
   parseResolveRequest,
-} from '../forensics/forensics-access';
+} from './forensic-requests';
 import type { PostMessage, TurnService } from '../turns/turn-service';
 import { ApiError, noForensics } from './api-error';
 import type { CallerLimits } from './caller-limits';

@@ -9,7 +9,9 @@ import {
 import { isIP } from 'node:net';
 import type { Logger } from 'pino';
 import { apiErrorMessage, makeKeepAliveApiClient } from '../controller/kube-client';
-import { DEFAULT_PEER_PORT } from './peer-hop';
+
+/** The peer listener's port (the control-plane Service's `https-peer`). */
+export const DEFAULT_PEER_PORT = 8443;
 
 /** The control-plane container's port for replica-to-replica hops (config/control-plane). */
 export const PEER_PORT_NAME = 'https-peer';

@@ -16,7 +16,15 @@ import type { PeerAddress, PeerDirectory } from './peer-endpoints';
 import pino from 'pino';
 import { KubeDoor } from '../kube-api/kube-door';
 import { FORWARDED_HEADER, parsePeerEnvelope, type PeerTls } from './peer-hop';
-import { ALICE, ADMIN, call, errorOf, startApi, TOKENS, type TestApi } from './testdata/fixtures';
+import {
+  ALICE,
+  ADMIN,
+  call,
+  errorOf,
+  startApi,
+  TOKENS,
+  type TestApi,
+} from '../../test/support/api-fixtures';
 
 // Two real API servers with real TLS on loopback: `front` is the replica a client
 // reaches, `holder` the one that holds the conversation. What crosses the hop is also

@@ -21,8 +21,6 @@ import type { PeerAddress } from './peer-endpoints';
  * travels in the body; the bearer token never does.
  */
 
-/** The peer listener's port (the control-plane Service's `https-peer`). */
-export const DEFAULT_PEER_PORT = 8443;
 /** Names the forwarding replica's request id on the hop (for matching log lines). */
 export const FORWARDED_HEADER = 'x-polychrome-forwarded';
 /** How long the hop may take to connect and finish the TLS handshake. */

@@ -18,7 +18,7 @@ import {
   TOKENS,
   type Answer,
   type TestApi,
-} from './testdata/fixtures';
+} from '../../test/support/api-fixtures';
 
 let api: TestApi | undefined;
 

@@ -17,7 +17,8 @@ import type { TurnCoordinatorOptions, TurnObserver } from './coordinator-options
 import { acceptRollback } from './accept-rollback';
 import { cancelRequest, type CancelParts } from './cancel-request';
 import { ExpiryTimers } from './expiry-timers';
-import { conversationSummary, transcriptTurns, type JournalView } from './journal-view';
+import { conversationSummary, transcriptTurns } from './turn-projections';
+import { type JournalView } from './journal-view-types';
 import { JournalViews } from './journal-views';
 import { resolveTurn, type ResolveParts } from './resolve-turn';
 import { TurnClaims } from './turn-claims';

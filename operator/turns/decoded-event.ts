@@ -26,7 +26,7 @@ import type {
   TurnTerminal,
   TurnView,
   TypedEvent,
-} from './journal-view';
+} from './journal-view-types';
 
 /** Kinds whose payload names a turn (`turn_id`), besides `message_received`. */
 export type TurnEventKind = RecordKind | RequestKind | 'turn_resolved';

@@ -11,7 +11,7 @@ import type { Step, TurnStart } from '../../proto/gen/polychrome/harness/v1/harn
 import type { Conversation } from '../api/v1alpha1';
 import type { ConversationStore } from './conversation-access';
 import type { HarnessConnector, HarnessTurnEnd } from './harness-client';
-import type { JournalView, TurnView } from './journal-view';
+import type { JournalView, TurnView } from './journal-view-types';
 import type { RecordingFacts } from './recording-check';
 import { checkStep, turnStartOf, type HarnessEnd } from './turn-plan';
 import type { TextDeltaEvent } from './turn-service';

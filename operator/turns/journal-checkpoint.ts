@@ -10,7 +10,7 @@
 import { AppError } from '../../common/errors';
 import type { Conversation, JournalRollback } from '../api/v1alpha1';
 import { rollbackMessage } from '../controller/conversation-conditions';
-import type { LostCheckpoint } from './journal-view';
+import type { LostCheckpoint } from './journal-view-types';
 
 /** `status.journal` as the check reads it. */
 export interface JournalCheckpoint {

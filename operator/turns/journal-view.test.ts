@@ -9,28 +9,25 @@ import {
   type Attribution,
 } from '../../proto/gen/polychrome/events/v1/events';
 import { Role } from '../../proto/gen/polychrome/harness/v1/harness';
+import { AnomalyProblem, type JournalView, type TurnView } from './journal-view-types';
+import { applyEntries, applyEntry, emptyView, foldJournal } from './journal-view';
 import {
-  AnomalyProblem,
-  applyEntries,
-  applyEntry,
   approvalAnswers,
   committedHistory,
-  emptyView,
-  foldJournal,
+  questionAnswers,
+  recordedSteps,
+  transcriptTurns,
+  turnReplyOf,
+} from './turn-projections';
+import {
   nextAttempt,
   oldestOrphan,
   pendingRequest,
   pendingTurn,
-  questionAnswers,
-  recordedSteps,
-  transcriptTurns,
   turnForKey,
-  turnReplyOf,
   turnState,
   TurnState,
-  type JournalView,
-  type TurnView,
-} from './journal-view';
+} from './turn-state';
 import type { TranscriptTurn } from './turn-service';
 
 // ---- journal builder: real payloads, encoded with the codecs ----

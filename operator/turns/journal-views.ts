@@ -16,13 +16,8 @@ import {
   type StateJournal,
 } from '../../common/state-client';
 import type { LeaseHandle } from '../lease/conversation-leases';
-import {
-  applyEntries,
-  applyEvents,
-  emptyView,
-  type JournalView,
-  type TypedEvent,
-} from './journal-view';
+import { applyEntries, applyEvents, emptyView } from './journal-view';
+import { type JournalView, type TypedEvent } from './journal-view-types';
 import {
   acceptedAsLost,
   checkJournal,

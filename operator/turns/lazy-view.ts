@@ -20,34 +20,9 @@ import type {
   LostCheckpoint,
   SignedRootRef,
   TurnView,
-} from './journal-view';
+} from './journal-view-types';
 
-/** What is odd about an event the fold read past. */
-export const AnomalyProblem = {
-  /** A `message_received` reused an idempotency key; the first message keeps the key. */
-  DuplicateIdempotencyKey: 'duplicate_idempotency_key',
-  /** A `message_received` reused a turn id under another key; ignored. */
-  DuplicateTurnId: 'duplicate_turn_id',
-  /** A turn event names a turn no `message_received` opened; ignored. */
-  UnknownTurn: 'unknown_turn',
-  /** A second `ingress_directive` for a turn; the first one stands. */
-  DuplicateDirective: 'duplicate_directive',
-  /** A turn event after the turn's terminal marker: recorded (a second marker is not); the turn stays settled. */
-  AfterTerminal: 'after_terminal',
-  /** A `turn_resolved` for a turn that is not quarantined; ignored. */
-  NotQuarantined: 'not_quarantined',
-} as const;
-export type AnomalyProblem = (typeof AnomalyProblem)[keyof typeof AnomalyProblem];
-
-/** An event that breaks a journal invariant (a writer bug) but leaves the journal readable. */
-export interface JournalAnomaly {
-  readonly position: number;
-  readonly kind: EventKind;
-  readonly turnId: string;
-  readonly problem: AnomalyProblem;
-  /** For logs: what is odd and what the fold did about it. */
-  readonly message: string;
-}
+import { AnomalyProblem, type JournalAnomaly } from './journal-view-types';
 
 /** The materialized contents of a view. Never modified once a view holds it. */
 export interface ViewState {

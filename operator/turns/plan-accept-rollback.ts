@@ -11,9 +11,9 @@
 import { AppError } from '../../common/errors';
 import { EventKind } from '../../common/event-kinds';
 import type { Conversation } from '../api/v1alpha1';
-import { ForensicAction, forensicRefusal } from '../forensics/forensics-access';
+import { ForensicAction, forensicRefusal } from './forensic-access';
 import type { CheckpointVerdict } from './journal-checkpoint';
-import type { JournalView } from './journal-view';
+import type { JournalView } from './journal-view-types';
 import { planned, refuse, type PlannedEvent, type Refusal } from './plan-common';
 import type { AcceptRollback, Caller } from './turn-service';
 

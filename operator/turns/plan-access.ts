@@ -6,7 +6,7 @@ import { AppError } from '../../common/errors';
 import { Role as CallerRole } from '../../common/persona-roles';
 import type { ApprovalRequest } from '../../proto/gen/polychrome/events/v1/events';
 import { Visibility, type Conversation } from '../api/v1alpha1';
-import type { TurnView } from './journal-view';
+import type { TurnView } from './journal-view-types';
 import { refuse, type Refusal } from './plan-common';
 import type { Caller } from './turn-service';
 

@@ -7,13 +7,8 @@ import { AppError } from '../../common/errors';
 import { EventKind } from '../../common/event-kinds';
 import { ApprovalDecision as ProtoDecision } from '../../proto/gen/polychrome/events/v1/events';
 import type { Conversation } from '../api/v1alpha1';
-import {
-  pendingRequest,
-  turnState,
-  type JournalView,
-  type PendingRequest,
-  type TurnView,
-} from './journal-view';
+import { pendingRequest, turnState, type PendingRequest } from './turn-state';
+import { type JournalView, type TurnView } from './journal-view-types';
 import {
   authorizeApproval,
   authorizeCancel,

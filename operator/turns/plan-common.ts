@@ -8,7 +8,8 @@ import type { AppError } from '../../common/errors';
 import { EventKind, type EventPayloads } from '../../common/event-kinds';
 import type { Attribution } from '../../proto/gen/polychrome/events/v1/events';
 import type { Conversation } from '../api/v1alpha1';
-import { nextAttempt, type TurnView } from './journal-view';
+import { nextAttempt } from './turn-state';
+import { type TurnView } from './journal-view-types';
 import type { Caller } from './turn-service';
 
 /** The reply when a turn cannot be settled any other way. */

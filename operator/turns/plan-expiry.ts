@@ -9,7 +9,8 @@ import {
   ApprovalDecision as ProtoDecision,
   type ApprovalRequest,
 } from '../../proto/gen/polychrome/events/v1/events';
-import { pendingRequest, type JournalView, type TurnView } from './journal-view';
+import { pendingRequest } from './turn-state';
+import { type JournalView, type TurnView } from './journal-view-types';
 import {
   dispatchEvent,
   planned,

@@ -17,7 +17,8 @@ import {
   type TurnStart,
 } from '../../proto/gen/polychrome/harness/v1/harness';
 import { DEFAULT_MAX_STEPS, type Conversation } from '../api/v1alpha1';
-import { committedHistory, recordedSteps, type JournalView, type TurnView } from './journal-view';
+import { committedHistory, recordedSteps } from './turn-projections';
+import { type JournalView, type TurnView } from './journal-view-types';
 import { ASK_USER_TOOL, HANDOFF_TOOL, hex } from './plan-common';
 import { checkRecording, type RecordingFacts } from './recording-check';
 

@@ -19,8 +19,9 @@ import {
   type ToolCall,
 } from '../../proto/gen/polychrome/events/v1/events';
 import type { Conversation } from '../api/v1alpha1';
-import { ForensicAction, forensicRefusal } from '../forensics/forensics-access';
-import { turnState, type JournalView, type TurnView } from './journal-view';
+import { ForensicAction, forensicRefusal } from './forensic-access';
+import { turnState } from './turn-state';
+import { type JournalView, type TurnView } from './journal-view-types';
 import { planned, refuse, type PlannedEvent, type Refusal } from './plan-common';
 import type { Caller, ResolveTurn } from './turn-service';
 import type { TurnStatusChange } from './turn-status';
@@ -47,7 +48,7 @@ export type ResolvePlan =
     };
 
 /**
- * Who may resolve: an admin acting as one of their own identities (forensics-access.ts,
+ * Who may resolve: an admin acting as one of their own identities (forensic-access.ts,
  * the rule of every admin command), on a conversation that exists.
  */
 export function authorizeResolve(

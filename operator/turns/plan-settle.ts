@@ -10,7 +10,8 @@ import {
   type QuestionRequest,
 } from '../../proto/gen/polychrome/events/v1/events';
 import type { Step, TurnResult } from '../../proto/gen/polychrome/harness/v1/harness';
-import { recordedSteps, type TurnView } from './journal-view';
+import { recordedSteps } from './turn-projections';
+import { type TurnView } from './journal-view-types';
 import { describe, FAILED_TURN_TEXT, planned, type PlannedEvent } from './plan-common';
 import {
   checkApprovalRequest,

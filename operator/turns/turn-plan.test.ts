@@ -13,14 +13,10 @@ import {
 import type { Step } from '../../proto/gen/polychrome/harness/v1/harness';
 import { ConversationPhase, Visibility, type Conversation } from '../api/v1alpha1';
 import { conversation as conversationFixture, UID } from '../controller/snapshot-fixtures';
-import {
-  foldJournal,
-  oldestOrphan,
-  recordedSteps,
-  turnState,
-  type JournalView,
-  type TurnView,
-} from './journal-view';
+import { foldJournal } from './journal-view';
+import { oldestOrphan, turnState } from './turn-state';
+import { recordedSteps } from './turn-projections';
+import { type JournalView, type TurnView } from './journal-view-types';
 import {
   approvalAnswerBatch,
   authorizeApproval,

@@ -18,7 +18,7 @@ import {
 import { voidedToolCalls } from '../../common/turn-resolution';
 import type { HistoryMessage, Role, Step } from '../../proto/gen/polychrome/harness/v1/harness';
 import { hex } from './decoded-event';
-import type { JournalView, TurnView } from './journal-view';
+import type { JournalView, TurnView } from './journal-view-types';
 import { pendingRequest } from './turn-state';
 import { Visibility, type Conversation } from '../api/v1alpha1';
 import {

@@ -12,7 +12,8 @@ import type { LeaseHandle } from '../lease/conversation-leases';
 import type { TurnCoordinatorOptions, TurnObserver } from './coordinator-options';
 import { runHarness, type HarnessRunPorts } from './harness-run';
 import { acceptedAsLost, checkpointOf, JournalRolledBackError } from './journal-checkpoint';
-import { turnReplyOf, type JournalView, type TurnView } from './journal-view';
+import { turnReplyOf } from './turn-projections';
+import { type JournalView, type TurnView } from './journal-view-types';
 import type { JournalViews } from './journal-views';
 import {
   expiryBatch,

@@ -18,7 +18,7 @@
  */
 import { StandingState } from '../../common/turn-standing';
 import type { ApprovalRequest, QuestionRequest } from '../../proto/gen/polychrome/events/v1/events';
-import type { JournalView, TurnView } from './journal-view';
+import type { JournalView, TurnView } from './journal-view-types';
 
 /** Where a turn stands; see the rules at the top of this file. */
 export const TurnState = {

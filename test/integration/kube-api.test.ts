@@ -20,7 +20,7 @@ import { pollUntil } from '../../hack/lib/processes';
 import { startTracing } from '../../common/tracing';
 import { serviceAccountAuthenticator } from '../../operator/kube-api/service-account-tokens';
 import { tokenReviewer } from '../../operator/kube-api/kube-door-ports';
-import type { TestApi } from '../../operator/public-api/testdata/fixtures';
+import type { TestApi } from '../support/api-fixtures';
 import { field, kubeConfig } from './support/kube';
 import {
   direct,

@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { pollUntil } from '../../hack/lib/processes';
 import { DEFAULT_CONVERSATION_NAMESPACE } from '../../operator/config';
 import { validMinimalConversationSpec } from '../../operator/api/v1alpha1/conversation-cases';
-import { call, TOKENS } from '../../operator/public-api/testdata/fixtures';
+import { call, TOKENS } from '../support/api-fixtures';
 import type { Caller } from '../../operator/turns/turn-service';
 import {
   conversations as conversationsApi,

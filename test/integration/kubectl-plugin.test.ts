@@ -14,12 +14,7 @@ import { dirname, join } from 'node:path';
 import { parse } from 'yaml';
 import { defaultBinDir, repoRoot } from '../../hack/lib/local-cluster';
 import { pollUntil } from '../../hack/lib/processes';
-import {
-  askReply,
-  calculatorReply,
-  DEFAULT_REPLIES,
-  textReply,
-} from '../../operator/public-api/testdata/fixtures';
+import { askReply, calculatorReply, DEFAULT_REPLIES, textReply } from '../support/api-fixtures';
 import { journalKeyId } from '../../common/journal-keys';
 import { TEST_CONVERSATION_SPEC } from '../support/real-turns';
 import { createConversationObject, kubeConfig } from './support/kube';

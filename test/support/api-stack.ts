@@ -1,7 +1,7 @@
 /**
  * The control plane's public API as the CLI tests reach it: the real PublicApiServer over
  * the real turn coordinator, with in-memory ports and an in-process harness running the
- * scripted model (operator/public-api/testdata/fixtures.ts), one conversation of Alice's,
+ * scripted model (test/support/api-fixtures.ts), one conversation of Alice's,
  * and the environment the `polychrome` CLI reads to reach it as her.
  */
 import {
@@ -11,13 +11,7 @@ import {
   type EventPayloads,
   type PayloadCodec,
 } from '../../common/event-kinds';
-import {
-  ALICE,
-  startApi,
-  TOKENS,
-  type StartApiOptions,
-  type TestApi,
-} from '../../operator/public-api/testdata/fixtures';
+import { ALICE, startApi, TOKENS, type StartApiOptions, type TestApi } from './api-fixtures';
 
 export {
   ADMIN,
@@ -29,7 +23,7 @@ export {
   TOKENS,
   type StartApiOptions,
   type TestApi,
-} from '../../operator/public-api/testdata/fixtures';
+} from './api-fixtures';
 export type { FollowJournal } from '../../operator/public-api/journal-feed';
 export {
   askReply,

@@ -46,11 +46,7 @@ import { KubeDoor } from '../../../operator/kube-api/kube-door';
 import { kubeDoorPorts } from '../../../operator/kube-api/kube-door-ports';
 import { KubeSessions } from '../../../operator/kube-api/kube-sessions';
 import type { UiAssets } from '../../../operator/ui/ui-assets';
-import {
-  startApi,
-  type StartApiOptions,
-  type TestApi,
-} from '../../../operator/public-api/testdata/fixtures';
+import { startApi, type StartApiOptions, type TestApi } from '../../support/api-fixtures';
 import { freshNamespace, kubeConfig, sharedCluster } from './kube';
 import { StatePlane } from './state-plane';
 

@@ -1,5 +1,5 @@
-import { listConversations, type Conversation } from '../api';
-import { h, replace } from '../dom';
+import { listConversations, type Conversation } from './api';
+import { h, replace } from './dom';
 
 function conditions(conversation: Conversation): HTMLElement {
   const list = conversation.status?.conditions ?? [];

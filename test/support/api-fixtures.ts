@@ -1,16 +1,16 @@
 import { request as httpRequest, type IncomingMessage, type ClientRequest } from 'node:http';
 import { Registry } from 'prom-client';
-import { AppError } from '../../../common/errors';
-import { encodePayload, EventKind } from '../../../common/event-kinds';
-import { createRootLogger } from '../../../common/log';
-import type { NewJournalEvent } from '../../../common/state-client';
+import { AppError } from '../../common/errors';
+import { encodePayload, EventKind } from '../../common/event-kinds';
+import { createRootLogger } from '../../common/log';
+import type { NewJournalEvent } from '../../common/state-client';
 import {
   DEFAULT_REPLIES,
   startRealTurns,
   type RealTurns,
   type RealTurnsOptions,
   type ScriptReply,
-} from '../../../test/support/real-turns';
+} from './real-turns';
 
 export {
   askReply,
@@ -19,17 +19,20 @@ export {
   textReply,
   transferReply,
   unknownFirstTransfer,
-} from '../../../test/support/real-turns';
-import type { ConversationSpec, ConversationStatus } from '../../api/v1alpha1';
-import { ConversationForensics } from '../../forensics/conversation-forensics';
-import { tracedTurnService } from '../../turns/traced-turn-service';
-import type { Caller } from '../../turns/turn-service';
-import type { Authenticate } from '../auth-cache';
-import { CallerLimits, countOwnedConversations } from '../caller-limits';
-import type { FollowJournal } from '../journal-feed';
-import { stateJournalFollower } from '../journal-follower';
-import { KubeListener, type KubeListenerOptions } from '../../kube-api/kube-listener';
-import { PublicApiServer, type PublicApiServerOptions } from '../public-api-server';
+} from './real-turns';
+import type { ConversationSpec, ConversationStatus } from '../../operator/api/v1alpha1/index';
+import { ConversationForensics } from '../../operator/forensics/conversation-forensics';
+import { tracedTurnService } from '../../operator/turns/traced-turn-service';
+import type { Caller } from '../../operator/turns/turn-service';
+import type { Authenticate } from '../../operator/public-api/auth-cache';
+import { CallerLimits, countOwnedConversations } from '../../operator/public-api/caller-limits';
+import type { FollowJournal } from '../../operator/public-api/journal-feed';
+import { stateJournalFollower } from '../../operator/public-api/journal-follower';
+import { KubeListener, type KubeListenerOptions } from '../../operator/kube-api/kube-listener';
+import {
+  PublicApiServer,
+  type PublicApiServerOptions,
+} from '../../operator/public-api/public-api-server';
 import { RecordingFollow } from './recording-follow';
 import { RecordingTurnService } from './recording-turn-service';
 

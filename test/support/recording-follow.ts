@@ -1,5 +1,5 @@
-import type { JournalEntry } from '../../../common/state-client';
-import type { FollowJournal, JournalReadOptions } from '../journal-feed';
+import type { JournalEntry } from '../../common/state-client';
+import type { FollowJournal, JournalReadOptions } from '../../operator/public-api/journal-feed';
 
 /** One call of {@link RecordingFollow.follow}, as the hub made it. */
 export interface FollowCall {

@@ -1,18 +1,18 @@
 /*
  * The public API's SSE fan-out: the real PublicApiServer over the real turn coordinator in
- * this process (testdata/fixtures.ts: the real journal store in a temporary directory, the
+ * this process (api-fixtures.ts: the real journal store in a temporary directory, the
  * real harness server with the scripted model), N streams of one conversation opened by the
  * benchmark's client process (bench/fixtures/sse-clients.ts), and one real turn per burst:
  * batch one, the reply streamed word by word as live text deltas, batch two. It prints the
  * delivery delay (receipt on a stream − the store's commit, both CLOCK_MONOTONIC), the
  * process's CPU per turn (the streams and the turn's own path: coordinator, harness, store)
  * and the time of a GET answered during each burst. No Kubernetes, no network but loopback.
- * Usage: npx tsx operator/public-api/testdata/fan-out-harness.ts [--streams=1000] [--turns=20]
+ * Usage: npx tsx test/support/fan-out-harness.ts [--streams=1000] [--turns=20]
  */
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { call, startApi, textReply, TOKENS } from './fixtures';
+import { call, startApi, textReply, TOKENS } from './api-fixtures';
 
 const args = new Map(
   process.argv.slice(2).map((arg) => {

@@ -1,4 +1,4 @@
-import type { TurnService } from '../../turns/turn-service';
+import type { TurnService } from '../../operator/turns/turn-service';
 
 /**
  * The real turn service (the coordinator) as the API sees it, with each call recorded

@@ -2,9 +2,9 @@
  * One conversation: its turns from the `log` stream, live (events and text as they come),
  * and the verification panel, which re-renders the events from the verified export.
  */
-import { EventKind } from '../../common/event-kinds';
-import { getConversation, HttpError, subresource, type Conversation } from '../api';
-import { h, replace } from '../dom';
+import { EventKind } from '../common/event-kinds';
+import { getConversation, HttpError, subresource, type Conversation } from './api';
+import { h, replace } from './dom';
 import {
   actorOf,
   groupByTurn,
@@ -13,7 +13,7 @@ import {
   summaryOf,
   type Seal,
   type TimelineEvent,
-} from '../timeline';
+} from './timeline';
 import { VerifyPanel } from './verify-panel';
 
 /** The state the view renders. */

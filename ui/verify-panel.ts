@@ -4,11 +4,11 @@
  * Conversation's status.journal; show the header's key id and fingerprint; pin a key;
  * check any event's inclusion proof.
  */
-import { loadNobleCrypto, type NobleJournalCrypto } from '../../state/journal/noble-crypto';
-import { exportText, HttpError, type Conversation } from '../api';
-import { button, h, replace } from '../dom';
-import { pinKey, pinnedKeyText, unpinKey } from '../pinned-key';
-import type { Seal, TimelineEvent } from '../timeline';
+import { loadNobleCrypto, type NobleJournalCrypto } from '../state/journal/noble-crypto';
+import { exportText, HttpError, type Conversation } from './api';
+import { button, h, replace } from './dom';
+import { pinKey, pinnedKeyText, unpinKey } from './pinned-key';
+import type { Seal, TimelineEvent } from './timeline';
 import {
   checkInclusion,
   fingerprintOf,
@@ -16,7 +16,7 @@ import {
   statusJournalCheckpoint,
   verifyExportText,
   type BrowserVerification,
-} from '../verify/browser-verify';
+} from './verify/browser-verify';
 
 export class VerifyPanel {
   readonly element = h('section', { id: 'verify' });

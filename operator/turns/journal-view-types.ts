@@ -1,0 +1,178 @@
+/**
+ * What a journal view is made of: the view, its turns and what each turn recorded, and the
+ * anomalies a fold reads past. Types and their constants only; journal-view.ts builds
+ * views, and its parts (decoded-event.ts, lazy-view.ts, turn-state.ts,
+ * turn-projections.ts) read and write these.
+ */
+import type { EventKind, EventPayloads } from '../../common/event-kinds';
+import type { StandingFold } from '../../common/turn-standing';
+import type {
+  ApprovalExpired,
+  ApprovalRequest,
+  ApprovalResponse,
+  Attribution,
+  Handoff,
+  ModelCall,
+  QuestionRequest,
+  QuestionResponse,
+  RequestCancelled,
+  ToolCall,
+  ToolResult,
+  TurnAmbiguous,
+  TurnComplete,
+  TurnResolved,
+} from '../../proto/gen/polychrome/events/v1/events';
+
+/** Where the last `signed_root` is and what it says. */
+export interface SignedRootRef {
+  readonly position: number;
+  /** Number of leaves the root covers: positions [0, leafCount). */
+  readonly leafCount: number;
+  /** The MMR root, lowercase hex. */
+  readonly root: string;
+  readonly keyId: string;
+}
+
+/** A turn's `ingress_directive` (the first one; later ones are anomalies). */
+export interface TurnDirectiveRecord {
+  readonly position: number;
+  /** Lower step budget; 0 means none. */
+  readonly maxSteps: number;
+  /** Identity that must answer approvals; empty means any admin. */
+  readonly requiredApprover: string;
+}
+
+/** One `turn_dispatched` of a turn. */
+export interface TurnDispatch {
+  readonly attempt: number;
+  readonly position: number;
+  readonly leaseHolder: string;
+  readonly fencingToken: number;
+  readonly attribution: Attribution;
+  readonly dispatchedAtMs: number;
+}
+
+/** A committed step of a turn (any attempt). */
+export type RecordedStep =
+  | { readonly kind: 'model_call'; readonly position: number; readonly payload: ModelCall }
+  | { readonly kind: 'tool_call'; readonly position: number; readonly payload: ToolCall }
+  | { readonly kind: 'tool_result'; readonly position: number; readonly payload: ToolResult };
+
+/** A request event and where it sits. */
+export interface RecordedRequest<T> {
+  readonly position: number;
+  readonly request: T;
+}
+
+/** An answer event and where it sits. */
+export interface RecordedResponse<T> {
+  readonly position: number;
+  readonly response: T;
+}
+
+/** The marker that settled a turn. */
+export type TurnTerminal =
+  | { readonly kind: 'turn_complete'; readonly position: number; readonly payload: TurnComplete }
+  | { readonly kind: 'turn_ambiguous'; readonly position: number; readonly payload: TurnAmbiguous }
+  | { readonly kind: 'handoff'; readonly position: number; readonly payload: Handoff };
+
+/** Everything the journal says about one turn. Records are immutable: a new event makes a new one. */
+export interface TurnView {
+  readonly turnId: string;
+  readonly idempotencyKey: string;
+  readonly text: string;
+  readonly attribution: Attribution;
+  readonly receivedAtMs: number;
+  /** Position of its `message_received` (the API's `requestedAt`). */
+  readonly messagePosition: number;
+  readonly directive: TurnDirectiveRecord | undefined;
+  /** In journal order. */
+  readonly dispatches: readonly TurnDispatch[];
+  /** `model_call` / `tool_call` / `tool_result` in journal order, over all attempts. */
+  readonly steps: readonly RecordedStep[];
+  readonly approvalRequests: readonly RecordedRequest<ApprovalRequest>[];
+  readonly approvalResponses: readonly RecordedResponse<ApprovalResponse>[];
+  readonly questionRequests: readonly RecordedRequest<QuestionRequest>[];
+  readonly questionResponses: readonly RecordedResponse<QuestionResponse>[];
+  /** `request_cancelled` (an admin cancelled a pending request; a `turn_complete` follows). */
+  readonly cancellations: readonly RecordedResponse<RequestCancelled>[];
+  /** `approval_expired` (the signed denial it comes with is in `approvalResponses`). */
+  readonly expiries: readonly RecordedResponse<ApprovalExpired>[];
+  /**
+   * The first terminal marker, if any; after a `turn_resolved`, the first one after it
+   * (a resolution ends the quarantine: the turn is an orphan again).
+   */
+  readonly terminal: TurnTerminal | undefined;
+  /** `turn_resolved`: an admin settled a quarantine of this turn, in journal order. */
+  readonly resolutions: readonly RecordedResponse<TurnResolved>[];
+  /**
+   * Where the turn stands by the one rule (common/turn-standing.ts), folded over the events
+   * the view applied to it; turn-state.ts reads it.
+   */
+  readonly standingFold: StandingFold;
+}
+
+/** The fold of events [0, head) of one conversation's journal. */
+export interface JournalView {
+  /** The next position: events [0, head) were applied. */
+  readonly head: number;
+  readonly lastSignedRoot: SignedRootRef | undefined;
+  /** In order of their `message_received` position. */
+  readonly turns: readonly TurnView[];
+  /** Idempotency key to turn id; the first message of a key wins. */
+  readonly turnIdsByKey: ReadonlyMap<string, string>;
+  readonly turnsById: ReadonlyMap<string, TurnView>;
+  /** In journal order. */
+  readonly anomalies: readonly JournalAnomaly[];
+  /** The newest `agent_config` (docs/replay.md); absent when the journal has none. */
+  readonly newestAgentConfig?: AgentConfigRef;
+  /** The checkpoints of every `rollback_accepted`, in journal order. */
+  readonly acceptedLosses: readonly LostCheckpoint[];
+}
+
+/** A checkpoint an admin accepted as lost (a `rollback_accepted`). */
+export interface LostCheckpoint {
+  /** `status.journal.head` as it was. */
+  readonly head: number;
+  /** The signed root that ended it, lowercase hex. */
+  readonly root: string;
+}
+
+/** Where an `agent_config` is and its digest. */
+export interface AgentConfigRef {
+  readonly position: number;
+  /** SHA-256 of its config_json, lowercase hex. */
+  readonly sha256: string;
+}
+
+/** One event as its typed payload: what a writer committed, before encoding. */
+export type TypedEvent = {
+  readonly [K in EventKind]: { readonly kind: K; readonly payload: EventPayloads[K] };
+}[EventKind];
+
+/** What is odd about an event the fold read past. */
+export const AnomalyProblem = {
+  /** A `message_received` reused an idempotency key; the first message keeps the key. */
+  DuplicateIdempotencyKey: 'duplicate_idempotency_key',
+  /** A `message_received` reused a turn id under another key; ignored. */
+  DuplicateTurnId: 'duplicate_turn_id',
+  /** A turn event names a turn no `message_received` opened; ignored. */
+  UnknownTurn: 'unknown_turn',
+  /** A second `ingress_directive` for a turn; the first one stands. */
+  DuplicateDirective: 'duplicate_directive',
+  /** A turn event after the turn's terminal marker: recorded (a second marker is not); the turn stays settled. */
+  AfterTerminal: 'after_terminal',
+  /** A `turn_resolved` for a turn that is not quarantined; ignored. */
+  NotQuarantined: 'not_quarantined',
+} as const;
+export type AnomalyProblem = (typeof AnomalyProblem)[keyof typeof AnomalyProblem];
+
+/** An event that breaks a journal invariant (a writer bug) but leaves the journal readable. */
+export interface JournalAnomaly {
+  readonly position: number;
+  readonly kind: EventKind;
+  readonly turnId: string;
+  readonly problem: AnomalyProblem;
+  /** For logs: what is odd and what the fold did about it. */
+  readonly message: string;
+}
