@@ -60,9 +60,11 @@ typecheck: node_modules
 	$(NPX) tsc -p tsconfig.json --noEmit
 	$(NPX) tsc -p ui/tsconfig.json --noEmit
 
-## ESLint (type-aware), Prettier, and hadolint on every Dockerfile.
+## ESLint (type-aware), the import-circle check (hack/check-imports.ts), Prettier, and
+## hadolint on every Dockerfile.
 lint: node_modules typecheck lint-images
 	$(NPX) eslint . --max-warnings 0
+	$(NPX) tsx hack/check-imports.ts
 	$(NPX) prettier --check .
 
 ## hadolint, the pinned version, with no findings and no ignores, on every Dockerfile.

@@ -93,7 +93,8 @@ import {
 } from '../common/state-client';
 import { EventKind } from '../common/event-kinds';
 import { DEFAULT_ANTHROPIC_MODEL } from '../harness/model/anthropic-provider';
-import { defaultCrdDirs, LocalCluster, repoRoot } from '../hack/lib/local-cluster';
+import { defaultCrdDirs, repoRoot } from '../hack/lib/paths';
+import { LocalCluster } from '../hack/lib/local-cluster';
 import { freePort, pollUntil, sleep } from '../hack/lib/processes';
 import {
   applyKubeDoorRbac,

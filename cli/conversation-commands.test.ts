@@ -3,21 +3,25 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/glob
 import {
   ADMIN,
   ALICE,
-  askReply,
   BOB,
-  calculatorReply,
-  committedEvents,
   pollUntil,
-  startApiStack,
   TEST_NOW_MS,
-  textReply,
   TOKENS,
-  transferReply,
-  unknownFirstTransfer,
-  type ApiStack,
-  type CommittedEvent,
   type StartApiOptions,
   type TestApi,
+} from '../test/support/api-fixtures';
+import {
+  askReply,
+  calculatorReply,
+  textReply,
+  transferReply,
+  unknownFirstTransfer,
+} from '../test/support/real-turns';
+import {
+  committedEvents,
+  startApiStack,
+  type ApiStack,
+  type CommittedEvent,
 } from '../test/support/api-stack';
 import { readyStatus } from '../test/support/in-memory-conversations';
 import { ExitCode, USAGE } from './run-cli';

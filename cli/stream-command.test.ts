@@ -8,16 +8,14 @@ import { StateCallError } from '../common/state-client';
 import {
   ALICE,
   BOB,
-  committedEvents,
   pollUntil,
   startApi,
-  startApiStack,
-  textReply,
   TOKENS,
-  type ApiStack,
-  type FollowJournal,
   type TestApi,
-} from '../test/support/api-stack';
+} from '../test/support/api-fixtures';
+import { committedEvents, startApiStack, type ApiStack } from '../test/support/api-stack';
+import { textReply } from '../test/support/real-turns';
+import { type FollowJournal } from '../operator/public-api/journal-feed';
 import { TcpRelay } from '../test/support/tcp-relay';
 import { ApiClient } from './api-client';
 import { followEvents } from './event-follower';

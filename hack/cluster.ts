@@ -11,7 +11,8 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { defaultBinDir, defaultCrdDirs, LocalCluster, repoRoot } from './lib/local-cluster';
+import { defaultBinDir, defaultCrdDirs, repoRoot } from './lib/paths';
+import { LocalCluster } from './lib/local-cluster';
 
 const dir = process.env.POLYCHROME_CLUSTER_DIR ?? join(repoRoot, '.local', 'cluster');
 

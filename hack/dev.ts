@@ -42,7 +42,8 @@ import {
   HARNESS_IMAGE_PATTERN,
   harnessSourceCommand,
 } from './lib/harness-config';
-import { defaultBinDir, defaultCrdDirs, LocalCluster, repoRoot } from './lib/local-cluster';
+import { defaultBinDir, defaultCrdDirs, repoRoot } from './lib/paths';
+import { LocalCluster } from './lib/local-cluster';
 import { isAlive, pollUntil, startProcess, stopPid } from './lib/processes';
 import { ensureDoorCertificate, KUBE_DOOR_API_SERVICE } from './lib/kube-door';
 import { isApiError } from './lib/local-node-pod-worker';

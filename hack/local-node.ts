@@ -17,7 +17,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { parsePortForward } from './lib/local-node-host-ports';
-import { defaultImageCommands, LocalNode, type ImageCommands } from './lib/local-node';
+import { defaultImageCommands, LocalNode } from './lib/local-node';
+import { type ImageCommands } from './lib/local-node-pod';
 import { repoRoot } from './lib/paths';
 
 const usage =

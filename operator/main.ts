@@ -181,15 +181,15 @@ async function main(): Promise<void> {
     approvalTtlMs: config.turns.approvalTtlMs,
     allowSelfApproval: config.turns.allowSelfApproval,
     ...(config.turns.maxSteps === 0 ? {} : { deploymentMaxSteps: config.turns.maxSteps }),
-  });
-  coordinator.observer = {
-    onTurn: (outcome, seconds) => {
-      metrics.turns.inc({ outcome });
-      metrics.turnSeconds.observe(seconds);
+    observer: {
+      onTurn: (outcome, seconds) => {
+        metrics.turns.inc({ outcome });
+        metrics.turnSeconds.observe(seconds);
+      },
+      onCommit: (seconds) => metrics.commitSeconds.observe(seconds),
+      onStatusWrite: (result) => metrics.statusWrites.inc({ result }),
     },
-    onCommit: (seconds) => metrics.commitSeconds.observe(seconds),
-    onStatusWrite: (result) => metrics.statusWrites.inc({ result }),
-  };
+  });
   // Where the other replicas' peer listeners are: their Pods, in this namespace only.
   const peerEndpoints = new PeerEndpoints({
     kubeConfig: kc,

@@ -10,8 +10,6 @@ import { defaultBinDir } from './paths';
 import { createSigningKeyPair, DevCertificateAuthority, pemAsBase64, type CertFiles } from './pki';
 import { freePort, isAlive, pollUntil, startProcess, stopPid } from './processes';
 
-export { defaultBinDir, defaultCrdDirs, repoRoot } from './paths';
-
 /** Options for {@link LocalCluster.start}. */
 export interface LocalClusterOptions {
   /**

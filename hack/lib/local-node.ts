@@ -52,8 +52,6 @@ import { PodPhase, rfc3339 } from './local-node-status';
 import type { ClaimState, ObjectData, VolumeApi } from './local-node-volumes';
 import { repoRoot } from './paths';
 
-export { localCommandAnnotation, type ImageCommands } from './local-node-pod';
-
 /** The IPv4 addresses some process listens on now; none where /proc/net/tcp is missing. */
 function listeningNow(): ReadonlySet<string> {
   try {

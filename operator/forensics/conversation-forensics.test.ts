@@ -18,17 +18,19 @@ import { echoResponder, MessagesApiServer } from '../../test/support/messages-ap
 import {
   ADMIN,
   ALICE,
-  calculatorReply,
   call,
   errorOf,
   pollUntil,
   startApi,
-  textReply,
   TOKENS,
-  transferReply,
-  unknownFirstTransfer,
   type TestApi,
 } from '../../test/support/api-fixtures';
+import {
+  calculatorReply,
+  textReply,
+  transferReply,
+  unknownFirstTransfer,
+} from '../../test/support/real-turns';
 import { checkSchema, responseSchema } from '../../test/support/openapi-check';
 import { ConversationForensics, type ForensicJournal } from './conversation-forensics';
 

@@ -15,20 +15,22 @@ import {
   ALICE,
   BOB,
   EDGE,
-  calculatorReply,
   call,
   errorOf,
   SseClient,
   startApi,
-  textReply,
   TOKENS,
-  askReply,
-  transferReply,
-  unknownFirstTransfer,
   type Answer,
   type StartApiOptions,
   type TestApi,
 } from '../../test/support/api-fixtures';
+import {
+  calculatorReply,
+  textReply,
+  askReply,
+  transferReply,
+  unknownFirstTransfer,
+} from '../../test/support/real-turns';
 
 const DOC = join(__dirname, '..', '..', 'docs', 'api.md');
 const SECTION = '## Status codes and who may do what';

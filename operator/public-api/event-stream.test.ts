@@ -12,11 +12,11 @@ import {
   SseClient,
   startApi,
   TEST_NOW_MS,
-  textReply,
   TOKENS,
   toolResults,
   type TestApi,
 } from '../../test/support/api-fixtures';
+import { textReply } from '../../test/support/real-turns';
 
 let api: TestApi | undefined;
 const clients: SseClient[] = [];

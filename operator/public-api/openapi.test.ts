@@ -3,14 +3,12 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { ErrorCode } from '../../common/errors';
 import { ROUTES } from './routes';
+import { askReply, calculatorReply, textReply } from '../../test/support/real-turns';
 import {
-  askReply,
-  calculatorReply,
   call,
   dataOf,
   SseClient,
   startApi,
-  textReply,
   TOKENS,
   type Answer,
   type TestApi,

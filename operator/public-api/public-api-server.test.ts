@@ -6,19 +6,17 @@ import { MAX_TEXT_CHARS } from './request-parsers';
 import {
   ADMIN,
   EDGE,
-  askReply,
   BOB,
-  calculatorReply,
   call,
   errorOf,
   pollUntil,
   startApi,
   TEST_NOW_MS,
-  textReply,
   TOKENS,
   type Answer,
   type TestApi,
 } from '../../test/support/api-fixtures';
+import { askReply, calculatorReply, textReply } from '../../test/support/real-turns';
 
 let api: TestApi | undefined;
 

@@ -6,7 +6,7 @@
  */
 import type { Logger } from 'pino';
 import type { Conversation } from '../api/v1alpha1';
-import { planCancel } from './turn-plan';
+import { planCancel } from './plan-answers';
 import type { TurnClaims } from './turn-claims';
 import type { TurnRunner } from './turn-runner';
 import type { Caller, TurnReply } from './turn-service';

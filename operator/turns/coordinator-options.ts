@@ -54,6 +54,8 @@ export interface TurnCoordinatorOptions {
    * `self_approval`). @default false: an approval is a second pair of eyes
    */
   readonly allowSelfApproval?: boolean;
+  /** What the metrics see of each turn; given at construction, never set later. */
+  readonly observer?: TurnObserver;
 }
 
 /** What the metrics see of each turn. */

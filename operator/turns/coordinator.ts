@@ -1,6 +1,6 @@
 /**
  * The turn coordinator (docs/turns.md): the thin shell around the turn plan
- * (turn-plan.ts). It joins the conversation's lease (turn-claims.ts), its journal on the
+ * (the plan-*.ts files). It joins the conversation's lease (turn-claims.ts), its journal on the
  * state plane (journal-views.ts) and its harness pod (harness-client.ts): for each request
  * it claims the conversation, asks the plan what to do, commits the events the plan
  * returns, and runs the harness, committing each step the plan accepts before it is
@@ -13,27 +13,20 @@
 import { AppError } from '../../common/errors';
 import type { Conversation } from '../api/v1alpha1';
 import type { LeaseHandle } from '../lease/conversation-leases';
-import type { TurnCoordinatorOptions, TurnObserver } from './coordinator-options';
+import type { TurnCoordinatorOptions } from './coordinator-options';
 import { acceptRollback } from './accept-rollback';
 import { cancelRequest, type CancelParts } from './cancel-request';
 import { ExpiryTimers } from './expiry-timers';
 import { conversationSummary, transcriptTurns } from './turn-projections';
-import { type JournalView } from './journal-view-types';
 import { JournalViews } from './journal-views';
 import { resolveTurn, type ResolveParts } from './resolve-turn';
 import { TurnClaims } from './turn-claims';
 import { turnIdFor } from './turn-ids';
-import {
-  approvalAnswerBatch,
-  approvalDeadline,
-  authorizeUse,
-  CallerRole,
-  DEFAULT_APPROVAL_TTL_MS,
-  dueExpiry,
-  planApprovalAnswer,
-  planMessage,
-  planQuestionAnswer,
-} from './turn-plan';
+import { approvalAnswerBatch, planApprovalAnswer, planQuestionAnswer } from './plan-answers';
+import { DEFAULT_APPROVAL_TTL_MS, dueExpiry } from './plan-expiry';
+import { authorizeUse } from './plan-access';
+import { Role as CallerRole } from '../../common/persona-roles';
+import { planMessage } from './plan-message';
 import { TurnRunner } from './turn-runner';
 import { JournalKeyRecorder } from './journal-keys';
 import { TurnStatusWriter } from './turn-status-writer';
@@ -54,13 +47,6 @@ import type {
   TurnService,
 } from './turn-service';
 
-export type {
-  IdentityDirectory,
-  TurnCoordinatorOptions,
-  TurnObserver,
-} from './coordinator-options';
-export { FAILED_TURN_TEXT } from './turn-plan';
-
 export class TurnCoordinator implements TurnService {
   private readonly stopping = new AbortController();
   private readonly now: () => number;
@@ -70,7 +56,6 @@ export class TurnCoordinator implements TurnService {
   private readonly expiries: ExpiryTimers;
   private readonly approvalTtlMs: number;
   private readonly runner: TurnRunner;
-  observer: TurnObserver = {};
 
   constructor(private readonly options: TurnCoordinatorOptions) {
     this.now = options.nowMs ?? Date.now;
@@ -83,7 +68,7 @@ export class TurnCoordinator implements TurnService {
       state: options.state,
       ...(options.viewCacheSize === undefined ? {} : { cacheSize: options.viewCacheSize }),
       isBusy: (uid) => this.claims.isBusy(uid),
-      onCommit: (seconds) => this.observer.onCommit?.(seconds),
+      onCommit: (seconds) => options.observer?.onCommit?.(seconds),
     });
     this.status = new TurnStatusWriter({
       conversations: options.conversations,
@@ -91,19 +76,22 @@ export class TurnCoordinator implements TurnService {
       nowMs: this.now,
       stopping: this.stopping.signal,
       ...(options.statusIntervalMs === undefined ? {} : { intervalMs: options.statusIntervalMs }),
-      onWrite: (result) => this.observer.onStatusWrite?.(result),
+      onWrite: (result) => options.observer?.onStatusWrite?.(result),
       keys: new JournalKeyRecorder({ state: options.state, logger: options.logger }),
     });
     this.approvalTtlMs = options.approvalTtlMs ?? DEFAULT_APPROVAL_TTL_MS;
-    this.expiries = new ExpiryTimers(this.now, (uid) => void this.expireWhenDue(uid));
+    this.expiries = new ExpiryTimers(
+      this.now,
+      this.approvalTtlMs,
+      (uid) => void this.expireWhenDue(uid),
+    );
     this.runner = new TurnRunner(options, {
       views: this.views,
       status: this.status,
       stopping: this.stopping.signal,
       nowMs: this.now,
       approvalTtlMs: this.approvalTtlMs,
-      observer: () => this.observer,
-      onCommitted: (uid, view) => this.armExpiry(uid, view),
+      expiries: this.expiries,
     });
   }
 
@@ -172,7 +160,7 @@ export class TurnCoordinator implements TurnService {
   ): Promise<Transcript> {
     this.authorized(caller, conversationId);
     const view = await this.views.refresh(conversationId, signal);
-    this.armExpiry(conversationId, view);
+    this.expiries.follow(conversationId, view);
     return { conversationId, turns: transcriptTurns(view), head: view.head };
   }
 
@@ -370,7 +358,7 @@ export class TurnCoordinator implements TurnService {
       await this.claims.run(conversation, signal, async (lease) => {
         const view = await this.runner.startView(conversation, lease, signal);
         const due = dueExpiry(view, this.now(), this.approvalTtlMs);
-        if (due === undefined) this.armExpiry(uid, view);
+        if (due === undefined) this.expiries.follow(uid, view);
         else await this.runner.expire(this.runner.fresh(conversation), lease, due);
       });
     } catch (error) {
@@ -378,13 +366,6 @@ export class TurnCoordinator implements TurnService {
       // recovered on the next claim; the next read arms the timer again.
       this.options.logger.info({ err: error, conversation: uid }, 'approval expiry not run here');
     }
-  }
-
-  /** Arms (or clears) the conversation's expiry timer for what `view` waits on. */
-  private armExpiry(uid: string, view: JournalView): void {
-    const deadline = approvalDeadline(view, this.approvalTtlMs);
-    if (deadline === undefined) this.expiries.clear(uid);
-    else this.expiries.arm(uid, deadline.expiresAtMs);
   }
 
   private authorized(caller: Caller, conversationId: string): Conversation {

@@ -1,10 +1,13 @@
 /**
  * One timer per conversation that waits on an approval, so the approval expires even when
- * nobody posts (docs/turns.md, "Expiry"). The coordinator arms it after every append and
- * read that leaves an approval pending; when it fires, the coordinator claims the
- * conversation and asks the plan whether the expiry is due (a timer only wakes the
- * decision, it never makes it).
+ * nobody posts (docs/turns.md, "Expiry"). The coordinator owns the timers and hands them
+ * to the runner: both make them follow each view they commit or read
+ * ({@link ExpiryTimers.follow}). When one fires, the coordinator claims the conversation
+ * and asks the plan whether the expiry is due (a timer only wakes the decision, it never
+ * makes it).
  */
+import type { JournalView } from './journal-view-types';
+import { approvalDeadline } from './plan-expiry';
 
 /** setTimeout's longest delay; a longer wait fires early and is armed again. */
 const MAX_DELAY_MS = 2 ** 31 - 1;
@@ -15,8 +18,17 @@ export class ExpiryTimers {
 
   constructor(
     private readonly nowMs: () => number,
+    /** How long a pending approval waits (see plan-expiry.ts). */
+    private readonly approvalTtlMs: number,
     private readonly onDue: (uid: string) => void,
   ) {}
+
+  /** Arms (or clears) the conversation's timer for the approval `view` waits on. */
+  follow(uid: string, view: JournalView): void {
+    const deadline = approvalDeadline(view, this.approvalTtlMs);
+    if (deadline === undefined) this.clear(uid);
+    else this.arm(uid, deadline.expiresAtMs);
+  }
 
   /** Wakes `onDue(uid)` at `atMs` (at once when it has passed); replaces an earlier one. */
   arm(uid: string, atMs: number): void {

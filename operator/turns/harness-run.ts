@@ -13,7 +13,8 @@ import type { ConversationStore } from './conversation-access';
 import type { HarnessConnector, HarnessTurnEnd } from './harness-client';
 import type { JournalView, TurnView } from './journal-view-types';
 import type { RecordingFacts } from './recording-check';
-import { checkStep, turnStartOf, type HarnessEnd } from './turn-plan';
+import { checkStep, turnStartOf } from './plan-harness-checks';
+import { type HarnessEnd } from './plan-settle';
 import type { TextDeltaEvent } from './turn-service';
 
 const HARNESS_BUSY_RETRIES = 20;

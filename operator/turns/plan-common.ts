@@ -1,5 +1,5 @@
 /**
- * What every part of the turn plan shares (turn-plan.ts lists the parts): the planned
+ * What every part of the turn plan shares (docs/turns.md lists the parts): the planned
  * event, the lease a turn is claimed under, a typed refusal, and the `turn_dispatched`
  * and attribution every batch records. Pure.
  */
@@ -19,9 +19,6 @@ export const FAILED_TURN_TEXT =
 /** Reserved tools the harness handles itself (harness/turn/reserved-tools.ts). */
 export const ASK_USER_TOOL = '__ask_user';
 export const HANDOFF_TOOL = '__handoff_to';
-
-/** Persona roles that decide what a caller may do. */
-export { Role as CallerRole } from '../../common/persona-roles';
 
 /** One event to commit, before encoding. */
 export type PlannedEvent = {

@@ -18,7 +18,7 @@ import {
   type RealTurns,
 } from '../../test/support/real-turns';
 import { lifecycleEvents } from '../controller/lifecycle-events';
-import { UNKNOWN_RESULT_TEXT } from './turn-plan';
+import { UNKNOWN_RESULT_TEXT } from './plan-resolve';
 import type { Caller, ResolveTurn } from './turn-service';
 
 const OWNER: Caller = {

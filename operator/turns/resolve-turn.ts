@@ -6,7 +6,7 @@
 import { AppError } from '../../common/errors';
 import type { Conversation } from '../api/v1alpha1';
 import type { JournalViews } from './journal-views';
-import { authorizeResolve, planResolve } from './turn-plan';
+import { authorizeResolve, planResolve } from './plan-resolve';
 import type { TurnClaims } from './turn-claims';
 import type { TurnRunner } from './turn-runner';
 import type { Caller, ResolveAnswer, ResolveTurn } from './turn-service';

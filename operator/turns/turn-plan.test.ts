@@ -19,25 +19,17 @@ import { recordedSteps } from './turn-projections';
 import { type JournalView, type TurnView } from './journal-view-types';
 import {
   approvalAnswerBatch,
-  authorizeApproval,
-  authorizeUse,
-  checkStep,
-  turnStartOf,
-  FAILED_TURN_TEXT,
-  EXPIRY_ANSWERER,
-  expiryBatch,
   planApprovalAnswer,
   planCancel,
-  planMessage,
   planQuestionAnswer,
-  planResolve,
-  planSettle,
-  UNKNOWN_RESULT_TEXT,
-  type HarnessEnd,
-  type MessageInput,
-  type PlannedEvent,
-  type ResolveInput,
-} from './turn-plan';
+} from './plan-answers';
+import { authorizeApproval, authorizeUse } from './plan-access';
+import { checkStep, turnStartOf } from './plan-harness-checks';
+import { FAILED_TURN_TEXT, type PlannedEvent } from './plan-common';
+import { EXPIRY_ANSWERER, expiryBatch } from './plan-expiry';
+import { planMessage, type MessageInput } from './plan-message';
+import { planResolve, UNKNOWN_RESULT_TEXT, type ResolveInput } from './plan-resolve';
+import { planSettle, type HarnessEnd } from './plan-settle';
 import type { Caller, ResolveTurn } from './turn-service';
 
 // ---- fixtures: real payloads, encoded and folded as the coordinator's views are ----

@@ -1,6 +1,6 @@
 /**
  * What the turn coordinator (coordinator.ts) runs under a claimed lease once the turn plan
- * (turn-plan.ts) has decided: it commits each batch, runs the dispatched turn on the
+ * (the plan-*.ts files) has decided: it commits each batch, runs the dispatched turn on the
  * harness (harness-run.ts) and settles it with batch two, commits a due expiry, and queues
  * the status each of these changes (turn-status-writer.ts). It claims nothing and decides
  * nothing itself: the caller holds the lease, the plan made the events.
@@ -15,15 +15,10 @@ import { acceptedAsLost, checkpointOf, JournalRolledBackError } from './journal-
 import { turnReplyOf } from './turn-projections';
 import { type JournalView, type TurnView } from './journal-view-types';
 import type { JournalViews } from './journal-views';
-import {
-  expiryBatch,
-  expiryToSign,
-  planSettle,
-  stepEventOf,
-  type ApprovalDeadline,
-  type HarnessEnd,
-  type PlannedEvent,
-} from './turn-plan';
+import { expiryBatch, expiryToSign, type ApprovalDeadline } from './plan-expiry';
+import { planSettle, stepEventOf, type HarnessEnd } from './plan-settle';
+import { type PlannedEvent } from './plan-common';
+import type { ExpiryTimers } from './expiry-timers';
 import type { TurnStatusChange } from './turn-status';
 import type { TurnStatusWriter } from './turn-status-writer';
 import type { TextDeltaEvent, TurnReply } from './turn-service';
@@ -36,10 +31,8 @@ export interface TurnRunnerParts {
   readonly stopping: AbortSignal;
   readonly nowMs: () => number;
   readonly approvalTtlMs: number;
-  /** The coordinator's observer (set after it is built). */
-  readonly observer: () => TurnObserver;
-  /** After each commit, with the view it made: the expiry timer follows it. */
-  readonly onCommitted: (uid: string, view: JournalView) => void;
+  /** The conversations' approval-expiry timers: they follow each view committed here. */
+  readonly expiries: ExpiryTimers;
 }
 
 export class TurnRunner {
@@ -62,7 +55,7 @@ export class TurnRunner {
   }
 
   private get observer(): TurnObserver {
-    return this.parts.observer();
+    return this.options.observer ?? {};
   }
 
   /** Calls `listener` with each text delta of the conversation's turns run here. */
@@ -309,7 +302,7 @@ export class TurnRunner {
       this.noteRollback(uid, error);
       throw error;
     }
-    this.parts.onCommitted(uid, committed.view);
+    this.parts.expiries.follow(uid, committed.view);
     return committed;
   }
 

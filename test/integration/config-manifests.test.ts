@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { installCrds, readCrds } from '../../hack/lib/crds';
-import { defaultBinDir, repoRoot } from '../../hack/lib/local-cluster';
+import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { freshNamespace, kubeConfig, sharedCluster } from './support/kube';
 
 type Obj = Record<string, unknown>;

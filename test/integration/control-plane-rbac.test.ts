@@ -12,7 +12,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import { defaultBinDir, repoRoot } from '../../hack/lib/local-cluster';
+import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { LocalNode } from '../../hack/lib/local-node';
 import { pollUntil } from '../../hack/lib/processes';
 import { ConversationResource } from '../../operator/api/v1alpha1';

@@ -9,7 +9,7 @@ import {
   validMinimalConversationSpec,
 } from '../../operator/api/v1alpha1/conversation-cases';
 import { ConversationResource } from '../../operator/api/v1alpha1/conversation-types';
-import { defaultBinDir, repoRoot } from '../../hack/lib/local-cluster';
+import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import {
   apiErrorMessage,
   createConversationObject,

@@ -11,7 +11,7 @@ import type { EventsV1Event, KubeConfig, V1Pod } from '@kubernetes/client-node';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import pino from 'pino';
-import { defaultBinDir } from '../../hack/lib/local-cluster';
+import { defaultBinDir } from '../../hack/lib/paths';
 import { pollUntil } from '../../hack/lib/processes';
 import { ConversationResource, validMinimalConversationSpec } from '../../operator/api/v1alpha1';
 import { ManualClock } from '../../operator/controller/clock';

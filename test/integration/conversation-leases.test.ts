@@ -12,7 +12,7 @@ import {
 import { spawn } from 'node:child_process';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
-import { repoRoot } from '../../hack/lib/local-cluster';
+import { repoRoot } from '../../hack/lib/paths';
 import { isAlive, pollUntil } from '../../hack/lib/processes';
 import {
   ConversationLeases,

@@ -3,7 +3,7 @@ import { Watch } from '@kubernetes/client-node';
 import { join } from 'node:path';
 import { canonicalJson } from '../../common/canonical-json';
 import { PersonaRole } from '../../common/records-client';
-import { repoRoot } from '../../hack/lib/local-cluster';
+import { repoRoot } from '../../hack/lib/paths';
 import { pollUntil } from '../../hack/lib/processes';
 import { apiCall, postMessage, type ApiAnswer } from './support/public-api';
 import { startTurnStack, type TurnStack } from './support/turn-stack';

@@ -12,11 +12,16 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { parse } from 'yaml';
-import { defaultBinDir, repoRoot } from '../../hack/lib/local-cluster';
+import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { pollUntil } from '../../hack/lib/processes';
-import { askReply, calculatorReply, DEFAULT_REPLIES, textReply } from '../support/api-fixtures';
+import {
+  askReply,
+  calculatorReply,
+  DEFAULT_REPLIES,
+  textReply,
+  TEST_CONVERSATION_SPEC,
+} from '../support/real-turns';
 import { journalKeyId } from '../../common/journal-keys';
-import { TEST_CONVERSATION_SPEC } from '../support/real-turns';
 import { createConversationObject, kubeConfig } from './support/kube';
 import {
   direct,

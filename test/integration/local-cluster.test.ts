@@ -8,7 +8,7 @@ import {
 } from '@kubernetes/client-node';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
-import { defaultBinDir, repoRoot } from '../../hack/lib/local-cluster';
+import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { pollUntil } from '../../hack/lib/processes';
 import { freshNamespace, kubeConfig, sharedCluster } from './support/kube';
 

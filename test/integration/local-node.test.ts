@@ -24,7 +24,8 @@ import {
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { localCommandAnnotation, LocalNode } from '../../hack/lib/local-node';
+import { localCommandAnnotation } from '../../hack/lib/local-node-pod';
+import { LocalNode } from '../../hack/lib/local-node';
 import { repoRoot } from '../../hack/lib/paths';
 import { isAlive, pollUntil } from '../../hack/lib/processes';
 import { createSandboxClaim, createSandboxPool, ensureRuntimeClass } from './support/sandbox';

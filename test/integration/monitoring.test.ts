@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
 import { PersonaRole } from '../../common/records-client';
 import { installCrds, readCrds } from '../../hack/lib/crds';
-import { defaultBinDir, repoRoot } from '../../hack/lib/local-cluster';
+import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { rulesFileOf, PROMETHEUS_RULE_PATH } from '../../hack/monitoring-rules';
 import { kubeConfig, sharedCluster } from './support/kube';
 import { postUntilSettled } from './support/public-api';

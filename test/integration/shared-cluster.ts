@@ -1,7 +1,8 @@
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { defaultCrdDirs, LocalCluster } from '../../hack/lib/local-cluster';
+import { defaultCrdDirs } from '../../hack/lib/paths';
+import { LocalCluster } from '../../hack/lib/local-cluster';
 
 /** Environment variable through which test files find the shared cluster's directory. */
 export const clusterDirEnv = 'POLYCHROME_TEST_CLUSTER_DIR';

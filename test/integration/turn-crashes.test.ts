@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { payloadCodecs } from '../../common/event-kinds';
 import { join } from 'node:path';
-import { repoRoot } from '../../hack/lib/local-cluster';
+import { repoRoot } from '../../hack/lib/paths';
 import { pollUntil } from '../../hack/lib/processes';
 import { EventsV1Api } from '@kubernetes/client-node';
 import { PersonaRole } from '../../common/records-client';

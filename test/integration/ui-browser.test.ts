@@ -24,7 +24,7 @@ import {
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 
 import { buildUi } from '../../hack/build-ui';
-import { repoRoot } from '../../hack/lib/local-cluster';
+import { repoRoot } from '../../hack/lib/paths';
 import { pollUntil } from '../../hack/lib/processes';
 import { validMinimalConversationSpec } from '../../operator/api/v1alpha1';
 import { UiAssets } from '../../operator/ui/ui-assets';

@@ -12,14 +12,6 @@ import {
   type ScriptReply,
 } from './real-turns';
 
-export {
-  askReply,
-  calculatorReply,
-  DEFAULT_REPLIES,
-  textReply,
-  transferReply,
-  unknownFirstTransfer,
-} from './real-turns';
 import type { ConversationSpec, ConversationStatus } from '../../operator/api/v1alpha1/index';
 import { ConversationForensics } from '../../operator/forensics/conversation-forensics';
 import { tracedTurnService } from '../../operator/turns/traced-turn-service';

@@ -13,26 +13,6 @@ import {
 } from '../../common/event-kinds';
 import { ALICE, startApi, TOKENS, type StartApiOptions, type TestApi } from './api-fixtures';
 
-export {
-  ADMIN,
-  ALICE,
-  BOB,
-  pollUntil,
-  startApi,
-  TEST_NOW_MS,
-  TOKENS,
-  type StartApiOptions,
-  type TestApi,
-} from './api-fixtures';
-export type { FollowJournal } from '../../operator/public-api/journal-feed';
-export {
-  askReply,
-  calculatorReply,
-  textReply,
-  transferReply,
-  unknownFirstTransfer,
-} from './real-turns';
-
 /** A running API and a conversation on it. */
 export interface ApiStack {
   readonly api: TestApi;

@@ -12,7 +12,8 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { call, startApi, textReply, TOKENS } from './api-fixtures';
+import { call, startApi, TOKENS } from './api-fixtures';
+import { textReply } from './real-turns';
 
 const args = new Map(
   process.argv.slice(2).map((arg) => {

@@ -1,7 +1,8 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { devControlPlaneEnv, type DevCerts } from '../../../hack/lib/dev-certs';
-import { defaultBinDir, repoRoot, type LocalCluster } from '../../../hack/lib/local-cluster';
+import { defaultBinDir, repoRoot } from '../../../hack/lib/paths';
+import { type LocalCluster } from '../../../hack/lib/local-cluster';
 import { freePort, sleep } from '../../../hack/lib/processes';
 import { CONTROL_PLANE_NAMESPACE, PEER_HOST } from './peer-pods';
 import { exitedPromise, exitOf, LineLog, tailOf, type ExitOutcome } from './process-logs';

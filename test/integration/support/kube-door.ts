@@ -34,7 +34,7 @@ import pino from 'pino';
 import { RecordsClient } from '../../../common/records-client';
 import { loadStateClientTls } from '../../../common/state-client';
 import { ensureDevCerts } from '../../../hack/lib/dev-certs';
-import { defaultBinDir } from '../../../hack/lib/local-cluster';
+import { defaultBinDir } from '../../../hack/lib/paths';
 import { DevCertificateAuthority, type CertFiles } from '../../../hack/lib/pki';
 import { pollUntil } from '../../../hack/lib/processes';
 import {

@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { defaultBinDir } from '../../../hack/lib/local-cluster';
+import { defaultBinDir } from '../../../hack/lib/paths';
 import { freePort, pollUntil, startProcess, stopPid } from '../../../hack/lib/processes';
 
 /** One span as the collector's file exporter writes it (OTLP/JSON, ids in hex). */

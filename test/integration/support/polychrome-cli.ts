@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
-import { repoRoot } from '../../../hack/lib/local-cluster';
+import { repoRoot } from '../../../hack/lib/paths';
 
 /** What one run of the CLI printed, and how it exited. */
 export interface CliRun {

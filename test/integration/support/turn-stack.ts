@@ -54,7 +54,8 @@ import {
   type EnvEntry,
   type HarnessPodSpec,
 } from '../../../hack/lib/harness-config';
-import { repoRoot, type LocalCluster } from '../../../hack/lib/local-cluster';
+import { repoRoot } from '../../../hack/lib/paths';
+import { type LocalCluster } from '../../../hack/lib/local-cluster';
 import { LocalNode } from '../../../hack/lib/local-node';
 import { isAlive, pollUntil } from '../../../hack/lib/processes';
 import { createNodeEd25519Verifier } from '../../../state/journal/node-ed25519';
@@ -74,9 +75,6 @@ import { PeerPods } from './peer-pods';
 import { LineLog, tailOf } from './process-logs';
 import { ensureRuntimeClass, sandboxExtensions } from './sandbox';
 import { StatePlane } from './state-plane';
-
-export { CONTROL_PLANE_USER, ControlPlaneProcess } from './control-plane';
-export { StatePlane } from './state-plane';
 
 /** The harness PodTemplate the pod backend reads (the Conversation default). */
 export const HARNESS_POD_TEMPLATE = 'polychrome-harness';
