@@ -30,7 +30,7 @@ import { ConversationEvents } from './conversation-events';
 import { ConversationReconciler } from './conversation-reconciler';
 import type { EventWriteResult } from './event-recorder';
 import { EventRecorder } from './event-recorder';
-import { AgentSandboxApi } from './desired-claim';
+import { AgentSandboxApi } from './agent-sandbox-api';
 import type { ConversationKube } from './kube-client';
 import {
   ObjectKind,

@@ -29,8 +29,8 @@ import { ConversationResource } from '../api/v1alpha1';
 import { AppError } from '../../common/errors';
 import type { ApiFailure } from './classify-create-failure';
 import { CONVERSATION_FINALIZER, FIELD_MANAGER } from './child-meta';
-import type { SandboxClaimManifest } from './desired-claim';
-import { AgentSandboxApi } from './desired-claim';
+import type { SandboxClaimManifest } from './agent-sandbox-api';
+import { AgentSandboxApi } from './agent-sandbox-api';
 import type { PodManifest, PodSpecManifest } from './desired-pod';
 import {
   fieldAt,

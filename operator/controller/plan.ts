@@ -23,7 +23,7 @@ import { DEFAULT_RETENTION, RETENTION_NEVER } from '../api/v1alpha1';
 import type { SandboxAssessment } from './assess-sandbox';
 import { assessSandbox, isPodFinished } from './assess-sandbox';
 import { CONVERSATION_FINALIZER, POD_SPEC_HASH_ANNOTATION, isOwnedBy } from './child-meta';
-import type { SandboxClaimManifest } from './desired-claim';
+import type { SandboxClaimManifest } from './agent-sandbox-api';
 import { claimPlanOf, sameClaimEnv, warmPoolNameOf } from './desired-claim';
 import type { PodManifest } from './desired-pod';
 import { desiredPod } from './desired-pod';
