@@ -26,7 +26,8 @@ import {
   eitherAuthenticator,
   serviceAccountAuthenticator,
 } from './kube-api/service-account-tokens';
-import { ConversationLeases, leaseOwnership } from './lease/conversation-leases';
+import { ConversationLeases } from './lease/conversation-leases';
+import { leaseOwnership } from './lease/lease-ownership';
 import { stateJournalFollower } from './public-api/journal-follower';
 import { PeerEndpoints } from './public-api/peer-endpoints';
 import { peerTlsOf } from './public-api/peer-hop';
