@@ -32,13 +32,10 @@ import type { EventWriteResult } from './event-recorder';
 import { EventRecorder } from './event-recorder';
 import { AgentSandboxApi } from './agent-sandbox-api';
 import type { ConversationKube } from './kube-client';
-import {
-  ObjectKind,
-  apiErrorMessage,
-  conversationKube,
-  createKubeApi,
-  makeKeepAliveApiClient,
-} from './kube-client';
+import { ObjectKind, createKubeApi } from './kube-api';
+import { apiErrorMessage } from './kube-api-errors';
+import { conversationKube } from './kube-client';
+import { makeKeepAliveApiClient } from './keep-alive-client';
 import { RecentWrites } from './recent-writes';
 import { isObjectList, ownerKeys } from './watch-keys';
 import { WorkQueue } from './work-queue';

@@ -1,6 +1,6 @@
 import { CoordinationV1Api, V1MicroTime, type V1Lease } from '@kubernetes/client-node';
 import { AppError } from '../../common/errors';
-import { makeKeepAliveApiClient } from '../controller/kube-client';
+import { makeKeepAliveApiClient } from '../controller/keep-alive-client';
 import { ConcurrencyLimit } from './concurrency-limit';
 import { leaseTimings, type ConversationLeasesOptions } from './lease-options';
 import { LeaseRequests, NotOurs, isStatus, toRecord } from './lease-requests';

@@ -8,7 +8,8 @@ import {
 } from '@kubernetes/client-node';
 import { isIP } from 'node:net';
 import type { Logger } from 'pino';
-import { apiErrorMessage, makeKeepAliveApiClient } from '../controller/kube-client';
+import { apiErrorMessage } from '../controller/kube-api-errors';
+import { makeKeepAliveApiClient } from '../controller/keep-alive-client';
 import { DEFAULT_PEER_PORT } from './peer-hop';
 
 /** The control-plane container's port for replica-to-replica hops (config/control-plane). */
