@@ -45,7 +45,7 @@ import { join } from 'node:path';
 import { auditLogPath, defaultCrdDirs, LocalCluster, repoRoot } from '../hack/lib/local-cluster';
 import { LocalNode } from '../hack/lib/local-node';
 import { pollUntil } from '../hack/lib/processes';
-import { DEFAULT_WORKERS } from '../operator/controller/conversation-controller';
+import { DEFAULT_WORKERS } from '../operator/controller/controller-options';
 import { isObjectList } from '../operator/controller/watch-keys';
 import { ConversationLeases } from '../operator/lease/conversation-leases';
 import { isLeaseHandle } from '../operator/lease/lease-source';
