@@ -46,9 +46,10 @@ import { auditLogPath, LocalCluster } from '../hack/lib/local-cluster';
 import { defaultCrdDirs, repoRoot } from '../hack/lib/paths';
 import { LocalNode } from '../hack/lib/local-node';
 import { pollUntil } from '../hack/lib/processes';
-import { DEFAULT_WORKERS } from '../operator/controller/conversation-controller';
+import { DEFAULT_WORKERS } from '../operator/controller/controller-options';
 import { isObjectList } from '../operator/controller/watch-keys';
-import { ConversationLeases, isLeaseHandle } from '../operator/lease/conversation-leases';
+import { ConversationLeases } from '../operator/lease/conversation-leases';
+import { isLeaseHandle } from '../operator/lease/lease-source';
 
 const COUNT = Number(process.argv[2] ?? process.env['OPERATOR_SCALE_COUNT'] ?? '1000');
 const WORKERS = Number(process.env['OPERATOR_SCALE_WORKERS'] ?? DEFAULT_WORKERS);

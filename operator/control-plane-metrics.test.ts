@@ -7,7 +7,7 @@ import {
   TurnOutcomeLabel,
 } from './control-plane-metrics';
 import { EventWriteResult } from './controller/event-recorder';
-import type { ConversationLeasesOptions } from './lease/conversation-leases';
+import type { ConversationLeasesOptions } from './lease/lease-options';
 import type { TurnStatusChange } from './turns/turn-status';
 
 type LeaseEvent = Parameters<NonNullable<ConversationLeasesOptions['onTransition']>>[0];

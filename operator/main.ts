@@ -12,7 +12,8 @@ import { componentLogger, createRootLogger, LogComponent } from '../common/log';
 import { RecordsClient } from '../common/records-client';
 import { loadStateClientTls, StateClient } from '../common/state-client';
 import { startTracing } from '../common/tracing';
-import { caBundle, loadControlPlaneConfig } from './config';
+import { caBundle } from './ca-bundle';
+import { loadControlPlaneConfig } from './config';
 import { createControlPlaneMetrics } from './control-plane-metrics';
 import { ConversationController } from './controller/conversation-controller';
 import { HarnessEgressController } from './controller/harness-egress-controller';
@@ -26,7 +27,8 @@ import {
   eitherAuthenticator,
   serviceAccountAuthenticator,
 } from './kube-api/service-account-tokens';
-import { ConversationLeases, leaseOwnership } from './lease/conversation-leases';
+import { ConversationLeases } from './lease/conversation-leases';
+import { leaseOwnership } from './lease/lease-ownership';
 import { stateJournalFollower } from './public-api/journal-follower';
 import { PeerEndpoints } from './public-api/peer-endpoints';
 import { peerTlsOf } from './public-api/peer-hop';

@@ -8,7 +8,7 @@ import type { Conversation } from '../api/v1alpha1';
 import { classifyCreateFailure } from './classify-create-failure';
 import type { CreateFailure } from './classify-create-failure';
 import type { ConversationKube } from './kube-client';
-import { apiErrorMessage, apiFailureOf } from './kube-client';
+import { apiErrorMessage, apiFailureOf } from './kube-api-errors';
 import type { Action } from './plan';
 import { ActionKind } from './plan';
 import type { ActOutcome } from './report';

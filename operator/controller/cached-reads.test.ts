@@ -6,8 +6,9 @@ import type { CacheSource } from './cached-reads';
 import { CachedReader } from './cached-reads';
 import { ManualClock } from './clock';
 import { ConversationReconciler } from './conversation-reconciler';
-import type { KubeApi } from './kube-client';
-import { ObjectKind, conversationKube } from './kube-client';
+import type { KubeApi } from './kube-api';
+import { ObjectKind } from './kube-api';
+import { conversationKube } from './kube-client';
 import { RecentWrites } from './recent-writes';
 import { NOW, conversation } from './snapshot-fixtures';
 

@@ -13,8 +13,8 @@
  *   A change to one is therefore seen within `sharedTtlMs`, sooner than the timed
  *   recheck of a Conversation blocked on a missing one.
  */
-import type { ObjectReader } from './kube-client';
-import { ObjectKind } from './kube-client';
+import type { ObjectReader } from './kube-api';
+import { ObjectKind } from './kube-api';
 import type { RecentWrites } from './recent-writes';
 
 /** How long a shared object (template, warm pool) read is reused. */

@@ -17,7 +17,7 @@ import type {
 } from '../api/v1alpha1';
 import { ConditionReason, ConditionType, ConversationPhase, TurnState } from '../api/v1alpha1';
 import type { Lifecycle } from './plan';
-import { readIdle, readRetention } from './plan';
+import { readIdle, readRetention } from './idle-and-retention';
 
 /** A condition before it is stamped with a generation and transition time. */
 export interface ConditionInput {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { ConversationSpec } from '../api/v1alpha1';
-import type { ClaimEnvVar } from './desired-claim';
+import type { ClaimEnvVar } from './agent-sandbox-api';
 import { claimPlanOf, sameClaimEnv } from './desired-claim';
 import type { EnvVarManifest } from './desired-pod';
 import { desiredPod } from './desired-pod';

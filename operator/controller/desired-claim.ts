@@ -4,7 +4,6 @@
  */
 import type { Conversation } from '../api/v1alpha1';
 import { DEFAULT_WARM_POOL } from '../api/v1alpha1';
-import type { OwnerReference } from './child-meta';
 import { childLabels, conversationOwnerReference } from './child-meta';
 import type { ContainerManifest, EnvVarManifest, SpecGap } from './desired-pod';
 import {
@@ -14,49 +13,9 @@ import {
   toolEnvGaps,
   withToolEnv,
 } from './desired-pod';
+import type { ClaimEnvVar, SandboxClaimManifest } from './agent-sandbox-api';
+import { EnvVarsInjectionPolicy } from './agent-sandbox-api';
 import type { AgentSandboxObservation } from './snapshot';
-
-/** Names of the agent-sandbox API the reconciler speaks (v1beta1 only, no conversion webhook). */
-export const AgentSandboxApi = {
-  extensionsGroup: 'extensions.agents.x-k8s.io',
-  coreGroup: 'agents.x-k8s.io',
-  version: 'v1beta1',
-  claimPlural: 'sandboxclaims',
-  warmPoolPlural: 'sandboxwarmpools',
-  templatePlural: 'sandboxtemplates',
-  sandboxPlural: 'sandboxes',
-} as const;
-
-/** A SandboxClaim as sent to the API server. */
-export interface SandboxClaimManifest {
-  apiVersion: 'extensions.agents.x-k8s.io/v1beta1';
-  kind: 'SandboxClaim';
-  metadata: {
-    name: string;
-    namespace: string;
-    labels: Record<string, string>;
-    ownerReferences: OwnerReference[];
-  };
-  spec: { warmPoolRef: { name: string }; env?: ClaimEnvVar[] };
-}
-
-/** One `SandboxClaim.spec.env` item: a plain value (the claim has no `valueFrom`). */
-export interface ClaimEnvVar {
-  name: string;
-  value: string;
-  /** The container it goes to; agent-sandbox's default is the template's first container. */
-  containerName?: string;
-}
-
-/** `SandboxTemplate.spec.envVarsInjectionPolicy` values (agent-sandbox v0.5). */
-export const EnvVarsInjectionPolicy = {
-  /** A claim may add variables the container does not set, and override none. */
-  Allowed: 'Allowed',
-  /** A claim may add variables and override the container's. */
-  Overrides: 'Overrides',
-  /** A claim with `env` is refused (the default). */
-  Disallowed: 'Disallowed',
-} as const;
 
 /** The warm pool a Conversation's claim draws from: `spec.sandbox.warmPool`, else the default. */
 export function warmPoolNameOf(conversation: Conversation): string {

@@ -18,7 +18,8 @@ import type { Clock } from './clock';
 import { systemClock } from './clock';
 import type { EventSeriesOptions, SeriesWrite } from './event-series';
 import { EventSeriesCache } from './event-series';
-import { apiErrorMessage, makeKeepAliveApiClient } from './kube-client';
+import { apiErrorMessage } from './kube-api-errors';
+import { makeKeepAliveApiClient } from './keep-alive-client';
 import type { LifecycleEvent } from './lifecycle-events';
 
 /** `reportingController` of every Event the control plane writes. */

@@ -35,7 +35,8 @@ import {
   type EgressInputs,
   type NetworkPolicyManifest,
 } from './harness-egress';
-import { apiErrorMessage, apiStatusCode, makeKeepAliveApiClient } from './kube-client';
+import { apiErrorMessage, apiStatusCode } from './kube-api-errors';
+import { makeKeepAliveApiClient } from './keep-alive-client';
 import { isAtLeast } from './resource-version';
 import { WorkQueue } from './work-queue';
 

@@ -1,37 +1,17 @@
 /**
- * The one adapter between the Conversation reconciler and @kubernetes/client-node 1.x
- * (STYLE.md §11): a narrow interface the reconciler uses, and its implementation.
- * Custom resources go through CustomObjectsApi, which sends and returns raw JSON. Pods
- * and PodTemplates go through CoreV1Api, whose ObjectSerializer drops keys it does not
- * know: our pod manifests use only core/v1 field names, and what we read is turned back
- * into wire JSON before anything looks at it.
+ * The narrow interface the Conversation reconciler reads and writes through
+ * ({@link ConversationKube}), over the raw calls of `kube-api.ts`: objects narrowed to
+ * what the reconciler reads, writes told to the recent-writes record.
  */
-import {
-  ApiException,
-  CoreV1Api,
-  CustomObjectsApi,
-  PatchStrategy,
-  ServerConfiguration,
-  createConfiguration,
-  setHeaderOptions,
-} from '@kubernetes/client-node';
-import type {
-  Configuration,
-  KubeConfig,
-  RequestContext,
-  SecurityAuthentication,
-  V1Pod,
-} from '@kubernetes/client-node';
-import { Agent as HttpAgent } from 'node:http';
-import { Agent as HttpsAgent } from 'node:https';
-import type { Conversation, ConversationStatus } from '../api/v1alpha1';
-import { ConversationResource } from '../api/v1alpha1';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { ConversationStatus } from '../api/v1alpha1/conversation-status';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
 import { AppError } from '../../common/errors';
-import type { ApiFailure } from './classify-create-failure';
-import { CONVERSATION_FINALIZER, FIELD_MANAGER } from './child-meta';
-import type { SandboxClaimManifest } from './desired-claim';
-import { AgentSandboxApi } from './desired-claim';
+import type { SandboxClaimManifest } from './agent-sandbox-api';
+import { CONVERSATION_FINALIZER } from './child-meta';
 import type { PodManifest, PodSpecManifest } from './desired-pod';
+import { createKubeApi, ObjectKind, type KubeApi, type ObjectReader } from './kube-api';
+import { apiStatusCode, ignoringStatus } from './kube-api-errors';
 import {
   fieldAt,
   isPodSpecManifest,
@@ -73,46 +53,6 @@ export interface ConversationKube {
   replaceStatus(conversation: Conversation, status: ConversationStatus): Promise<void>;
 }
 
-/** The kinds of object the reconciler reads. */
-export const ObjectKind = {
-  Conversation: 'conversation',
-  Claim: 'claim',
-  Sandbox: 'sandbox',
-  Pod: 'pod',
-  WarmPool: 'warmpool',
-  SandboxTemplate: 'sandboxtemplate',
-  PodTemplate: 'podtemplate',
-} as const;
-export type ObjectKind = (typeof ObjectKind)[keyof typeof ObjectKind];
-
-/** Reads one object as wire JSON; undefined for NotFound. */
-export interface ObjectReader {
-  get(kind: ObjectKind, namespace: string, name: string): Promise<unknown>;
-}
-
-/**
- * The raw API calls behind {@link ConversationKube}: wire JSON in and out, every failure
- * thrown (AlreadyExists included), except that deletes treat NotFound and a uid
- * precondition mismatch (409) as done and return undefined.
- */
-export interface KubeApi extends ObjectReader {
-  /** The created claim. */
-  createClaim(claim: SandboxClaimManifest): Promise<unknown>;
-  /** The created pod. */
-  createPod(pod: PodManifest): Promise<unknown>;
-  /** The object as the delete left it, or undefined when it was already gone. */
-  remove(
-    kind: typeof ObjectKind.Claim | typeof ObjectKind.Pod | typeof ObjectKind.Conversation,
-    namespace: string,
-    name: string,
-    uid: string,
-  ): Promise<unknown>;
-  /** Merge-patches `metadata.finalizers`, guarded by the resourceVersion; the patched object. */
-  patchFinalizers(conversation: Conversation, finalizers: string[]): Promise<unknown>;
-  /** The object after the status write. */
-  replaceStatus(conversation: Conversation, status: ConversationStatus): Promise<unknown>;
-}
-
 /**
  * Told about the writes a pass made, so reads from informer caches that have not caught
  * up yet still see them (`recent-writes.ts`).
@@ -124,238 +64,6 @@ export interface WriteRecorder {
   deleted(kind: ObjectKind, namespace: string, name: string, uid: string): void;
   /** A write conflicted: what was recorded for the object is not current; forget it. */
   forget(kind: ObjectKind, namespace: string, name: string): void;
-}
-
-/** HTTP status of a client-node API error, or undefined for anything else. */
-export function apiStatusCode(err: unknown): number | undefined {
-  return err instanceof ApiException && typeof err.code === 'number' ? err.code : undefined;
-}
-
-/** The Status message of an API error, else the error's message. */
-export function apiErrorMessage(err: unknown): string {
-  if (err instanceof ApiException) {
-    const body: unknown = err.body;
-    const parsed: unknown = typeof body === 'string' ? safeParse(body) : body;
-    const message = fieldAt(parsed, 'message');
-    if (typeof message === 'string') return `${err.code}: ${message}`;
-    return `HTTP ${err.code}`;
-  }
-  return err instanceof Error ? err.message : String(err);
-}
-
-/**
- * The Status fields of a failed call, for `classifyCreateFailure`: `code` and
- * `reason` from the Status body (the code falls back to the HTTP status), `message` as
- * {@link apiErrorMessage} gives it without the code prefix.
- */
-export function apiFailureOf(err: unknown): ApiFailure {
-  if (err instanceof ApiException) {
-    const body: unknown = err.body;
-    const parsed: unknown = typeof body === 'string' ? safeParse(body) : body;
-    const code = fieldAt(parsed, 'code');
-    const reason = fieldAt(parsed, 'reason');
-    const message = fieldAt(parsed, 'message');
-    return {
-      ...(typeof code === 'number'
-        ? { code }
-        : typeof err.code === 'number'
-          ? { code: err.code }
-          : {}),
-      ...(typeof reason === 'string' && reason !== '' ? { reason } : {}),
-      message: typeof message === 'string' ? message : `HTTP ${err.code}`,
-    };
-  }
-  return { message: err instanceof Error ? err.message : String(err) };
-}
-
-function safeParse(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
-}
-
-async function orUndefinedIfNotFound<T>(read: () => Promise<T>): Promise<T | undefined> {
-  try {
-    return await read();
-  } catch (err: unknown) {
-    if (apiStatusCode(err) === 404) return undefined;
-    throw err;
-  }
-}
-
-async function ignoring(codes: readonly number[], write: () => Promise<unknown>): Promise<unknown> {
-  try {
-    return await write();
-  } catch (err: unknown) {
-    const code = apiStatusCode(err);
-    if (code !== undefined && codes.includes(code)) return undefined;
-    throw err;
-  }
-}
-
-/** Wire JSON of a typed client-node object (Dates become RFC 3339 strings). */
-function toWire(value: unknown): unknown {
-  return JSON.parse(JSON.stringify(value));
-}
-
-const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
-
-/**
- * How long a pooled connection to kube-apiserver may sit idle before this side closes it.
- * kube-apiserver closes a connection idle for 90 s (its http.Server IdleTimeout) and sends
- * no `Keep-Alive: timeout` hint that Node's agent would follow. A request written to a
- * connection at the moment the server closes it fails ("socket hang up", ECONNRESET), and
- * nothing resends it: node-fetch does not retry, and a POST must not be resent blindly.
- * Closing an idle connection first, well inside the server's timeout, leaves no such window.
- */
-export const KUBE_IDLE_SOCKET_MS = 60_000;
-
-/**
- * An API client whose requests share one keep-alive connection pool. client-node 1.x
- * builds a new https.Agent for every request, so each call would open (and TLS-handshake)
- * a connection of its own. Headers (a bearer token, re-read as the kubeconfig says) are
- * still applied to every request; the TLS settings (CA, client certificate) are those of
- * the first request, for the life of the client. A pooled connection idle for
- * `idleSocketMs` ({@link KUBE_IDLE_SOCKET_MS} unless given) is closed by this side.
- */
-export function makeKeepAliveApiClient<T>(
-  kc: KubeConfig,
-  apiClientType: new (config: Configuration) => T,
-  options: { idleSocketMs?: number } = {},
-): T {
-  // Node's agent sets this as the socket timeout and destroys a pooled socket that times
-  // out while free; on a socket in use it only emits 'timeout', which nothing here acts on.
-  const timeout = options.idleSocketMs ?? KUBE_IDLE_SOCKET_MS;
-  const cluster = kc.getCurrentCluster();
-  if (cluster === null) throw new AppError('failed_precondition', 'the kubeconfig has no cluster');
-  let shared: HttpsAgent | HttpAgent | undefined;
-  const auth: SecurityAuthentication = {
-    getName: () => 'keep-alive kubeconfig',
-    async applySecurityAuthentication(context: RequestContext): Promise<void> {
-      await kc.applySecurityAuthentication(context);
-      if (shared === undefined) {
-        const fresh = context.getAgent();
-        // A proxy agent is kept as client-node made it.
-        if (!(fresh instanceof HttpsAgent) && !(fresh instanceof HttpAgent)) return;
-        shared =
-          fresh instanceof HttpsAgent
-            ? new HttpsAgent({ ...fresh.options, keepAlive: true, timeout })
-            : new HttpAgent({ keepAlive: true, timeout });
-      }
-      context.setAgent(shared);
-    },
-  };
-  return new apiClientType(
-    createConfiguration({
-      baseServer: new ServerConfiguration(cluster.server, {}),
-      authMethods: { default: auth },
-    }),
-  );
-}
-
-/** The {@link KubeApi} of a cluster. */
-export function createKubeApi(kc: KubeConfig): KubeApi {
-  const objects = makeKeepAliveApiClient(kc, CustomObjectsApi);
-  const core = makeKeepAliveApiClient(kc, CoreV1Api);
-  const conv = {
-    group: ConversationResource.group,
-    version: ConversationResource.version,
-    plural: ConversationResource.plural,
-  };
-  const ext = { group: AgentSandboxApi.extensionsGroup, version: AgentSandboxApi.version };
-  const target = (c: Conversation): { namespace: string; name: string } => ({
-    namespace: c.metadata.namespace ?? '',
-    name: c.metadata.name ?? '',
-  });
-  const custom = {
-    [ObjectKind.Conversation]: conv,
-    [ObjectKind.Claim]: { ...ext, plural: AgentSandboxApi.claimPlural },
-    [ObjectKind.Sandbox]: {
-      group: AgentSandboxApi.coreGroup,
-      version: AgentSandboxApi.version,
-      plural: AgentSandboxApi.sandboxPlural,
-    },
-    [ObjectKind.WarmPool]: { ...ext, plural: AgentSandboxApi.warmPoolPlural },
-    [ObjectKind.SandboxTemplate]: { ...ext, plural: AgentSandboxApi.templatePlural },
-  } as const;
-
-  return {
-    async get(kind, namespace, name) {
-      switch (kind) {
-        case ObjectKind.Pod: {
-          const pod = await orUndefinedIfNotFound(() =>
-            core.readNamespacedPod({ namespace, name }),
-          );
-          return pod === undefined ? undefined : toWire(pod);
-        }
-        case ObjectKind.PodTemplate: {
-          const template = await orUndefinedIfNotFound(() =>
-            core.readNamespacedPodTemplate({ namespace, name }),
-          );
-          return template === undefined ? undefined : toWire(template);
-        }
-        default:
-          return orUndefinedIfNotFound((): Promise<unknown> =>
-            objects.getNamespacedCustomObject({ ...custom[kind], namespace, name }),
-          );
-      }
-    },
-    createClaim(claim) {
-      return objects.createNamespacedCustomObject({
-        ...custom[ObjectKind.Claim],
-        namespace: claim.metadata.namespace,
-        body: claim,
-        fieldManager: FIELD_MANAGER,
-      });
-    },
-    async createPod(pod) {
-      // Our pod manifests use core/v1 field names only, which the serializer keeps.
-      const body: V1Pod = pod;
-      return toWire(
-        await core.createNamespacedPod({
-          namespace: pod.metadata.namespace,
-          body,
-          fieldManager: FIELD_MANAGER,
-        }),
-      );
-    },
-    async remove(kind, namespace, name, uid) {
-      const body = { preconditions: { uid } };
-      return ignoring([404, 409], async (): Promise<unknown> => {
-        if (kind === ObjectKind.Pod) {
-          return toWire(await core.deleteNamespacedPod({ namespace, name, body }));
-        }
-        return objects.deleteNamespacedCustomObject({ ...custom[kind], namespace, name, body });
-      });
-    },
-    patchFinalizers(c, finalizers) {
-      return objects.patchNamespacedCustomObject(
-        {
-          ...conv,
-          ...target(c),
-          body: { metadata: { resourceVersion: c.metadata.resourceVersion, finalizers } },
-          fieldManager: FIELD_MANAGER,
-        },
-        mergePatch,
-      );
-    },
-    replaceStatus(c, status) {
-      return objects.replaceNamespacedCustomObjectStatus({
-        ...conv,
-        ...target(c),
-        body: {
-          apiVersion: c.apiVersion,
-          kind: c.kind,
-          metadata: { ...c.metadata },
-          spec: c.spec,
-          status,
-        },
-        fieldManager: FIELD_MANAGER,
-      });
-    },
-  };
 }
 
 /** The {@link ConversationKube} of a cluster, reading every object with a GET. */
@@ -476,7 +184,7 @@ export function conversationKube(
       recorder?.wrote(ObjectKind.Conversation, patched);
     },
     async removeFinalizer(c) {
-      await ignoring([404], () =>
+      await ignoringStatus([404], () =>
         api.patchFinalizers(
           c,
           (c.metadata.finalizers ?? []).filter((f) => f !== CONVERSATION_FINALIZER),

@@ -11,7 +11,7 @@ import {
   isPlainObject,
 } from '../api/v1alpha1';
 import { SANDBOX_POD_NAME_ANNOTATION } from './child-meta';
-import type { ClaimEnvVar } from './desired-claim';
+import type { ClaimEnvVar } from './agent-sandbox-api';
 import type { ContainerManifest, PodSpecManifest } from './desired-pod';
 import type {
   ObservedClaim,

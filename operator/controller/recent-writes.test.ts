@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { ObjectKind } from './kube-client';
+import { ObjectKind } from './kube-api';
 import { RecentWrites } from './recent-writes';
 
 const obj = (uid: string, resourceVersion: string, extra: Record<string, unknown> = {}) => ({

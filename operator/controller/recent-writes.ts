@@ -23,7 +23,7 @@
  * The same record tells the controller which Conversation events are the echoes of its
  * own writes, so they do not queue another pass.
  */
-import { ObjectKind } from './kube-client';
+import { ObjectKind } from './kube-api';
 import type { WriteRecorder } from './kube-client';
 import { isAtLeast } from './resource-version';
 

@@ -5,7 +5,7 @@
  * in wire form (timestamps as RFC 3339 strings), so tests build snapshots by hand.
  */
 import type { Conversation } from '../api/v1alpha1';
-import type { ClaimEnvVar } from './desired-claim';
+import type { ClaimEnvVar } from './agent-sandbox-api';
 import type { PodSpecManifest } from './desired-pod';
 
 /** A `metav1.Condition`-like entry of a child's status. */

@@ -16,7 +16,7 @@ import {
 import { journalKeyFromJson, type JournalPublicKey } from '../../common/journal-keys';
 import type { HeadOutcome, RepairOutcome, StateCallOptions } from '../../common/state-client';
 import type { Conversation } from '../api/v1alpha1';
-import type { LeaseHandle } from '../lease/conversation-leases';
+import type { LeaseHandle } from '../lease/lease-source';
 import type { Caller } from '../turns/turn-service';
 import { ForensicAction, forensicRefusal } from '../turns/forensic-access';
 

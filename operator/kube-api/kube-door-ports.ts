@@ -11,7 +11,8 @@ import {
   type KubeConfig,
 } from '@kubernetes/client-node';
 import { AppError } from '../../common/errors';
-import { apiErrorMessage, makeKeepAliveApiClient } from '../controller/kube-client';
+import { apiErrorMessage } from '../controller/kube-api-errors';
+import { makeKeepAliveApiClient } from '../controller/keep-alive-client';
 import { AUTHENTICATION_CONFIG_MAP } from './front-proxy';
 import type { AccessReviewRequest, KubeDoorPorts } from './kube-door';
 import { KUBE_API_GROUP, KUBE_RESOURCE } from './kube-routes';

@@ -1,110 +1,24 @@
-import {
-  ApiException,
-  CoordinationV1Api,
-  Observable,
-  V1MicroTime,
-  type ConfigurationOptions,
-  type KubeConfig,
-  type V1Lease,
-} from '@kubernetes/client-node';
+import { CoordinationV1Api, V1MicroTime, type V1Lease } from '@kubernetes/client-node';
 import { AppError } from '../../common/errors';
-import { makeKeepAliveApiClient } from '../controller/kube-client';
+import { makeKeepAliveApiClient } from '../controller/keep-alive-client';
+import { ConcurrencyLimit } from './concurrency-limit';
+import { leaseTimings, type ConversationLeasesOptions } from './lease-options';
+import { LeaseRequests, NotOurs, isStatus, toRecord } from './lease-requests';
 import {
   decideAcquire,
   isHeldLeaseStale,
-  leaseLabelsFor,
   leaseNameFor,
   observe,
-  type LeaseRecord,
   type Observation,
 } from './lease-rules';
-
-/** The conversation a lease guards. */
-export interface ConversationRef {
-  namespace: string;
-  name: string;
-  uid: string;
-}
-
-/**
- * A lease this replica holds. `fencingToken` (the Lease's `leaseTransitions` when we took
- * it) goes into every dispatch this holder writes, so a stale holder's writes can be told
- * apart. `signal` aborts when the lease is lost (taken, deleted, or not renewable for a
- * whole duration): stop acting for the conversation at once.
- */
-export interface LeaseHandle {
-  readonly conversation: ConversationRef;
-  readonly leaseName: string;
-  readonly holder: string;
-  readonly fencingToken: number;
-  readonly signal: AbortSignal;
-}
-
-/** Why {@link ConversationLeases.tryAcquire} did not get the lease. */
-export interface LeaseBusy {
-  /**
-   * The holder's identity as the Lease says (anyone who may write the Lease can change it:
-   * use it as a name to look up, never as an address).
-   */
-  readonly holder: string;
-  /** When this replica may try again (local clock). */
-  readonly retryAtMs: number;
-}
-
-/** What the turn coordinator uses of the leases ({@link ConversationLeases} in production). */
-export interface LeaseSource {
-  /** The conversation's lease: held already, taken now, or busy (another replica holds it). */
-  tryAcquire(ref: ConversationRef): Promise<LeaseHandle | LeaseBusy>;
-  /**
-   * Raises a held lease's fencing token past `highestToken`, the highest the journal has
-   * accepted, when the Lease started over below it (see
-   * {@link ConversationLeases.advancePast}). Undefined: this source's leases never start over.
-   */
-  advancePast?(handle: LeaseHandle, highestToken: number): Promise<LeaseHandle | undefined>;
-}
-
-/** Options for {@link ConversationLeases}. */
-export interface ConversationLeasesOptions {
-  kubeConfig: KubeConfig;
-  /**
-   * The control plane's own namespace: every conversation's Lease is there, whatever the
-   * conversation's namespace, so that only the control plane's ServiceAccount (which alone
-   * may write Leases there) can change one (docs/operator.md, "Conversation leases").
-   */
-  namespace: string;
-  /** This replica's identity, written as holderIdentity (e.g. the pod name). */
-  identity: string;
-  /**
-   * How long a lease lasts. The only duration expiry is judged by: the Lease's own
-   * `leaseDurationSeconds` is written from it for people to read, and never read back.
-   * @default 15000
-   */
-  leaseDurationMs?: number;
-  /** @default 5000 */
-  renewIntervalMs?: number;
-  /**
-   * Longest wait for the API server to answer one request (create, read, replace). A
-   * request that takes longer is aborted and fails like any other: a timed-out renewal is
-   * a failed renewal. A renewal also never waits past the lease's expiry, so a hung API
-   * server cannot keep this replica believing it holds a lease others may take. Must be
-   * shorter than `leaseDurationMs`.
-   * @default min(5000, leaseDurationMs / 3)
-   */
-  requestTimeoutMs?: number;
-  /**
-   * Renewals (and releases) in flight at once. Each held lease is renewed on its own
-   * schedule, `renewIntervalMs` after its last renewal, so renewals spread over the
-   * interval instead of arriving together. @default 8
-   */
-  maxConcurrentRenewals?: number;
-  /** @default Date.now */
-  nowMs?: () => number;
-  /** Called on acquire, take-over and loss, for metrics and logs. */
-  onTransition?: (
-    event: 'acquired' | 'taken_over' | 'renewed' | 'lost' | 'released',
-    handle: LeaseHandle,
-  ) => void;
-}
+import {
+  isLeaseHandle,
+  type ConversationRef,
+  type LeaseBusy,
+  type LeaseHandle,
+  type LeaseSource,
+} from './lease-source';
+import { ForgottenConversations, GONE_UIDS_KEPT, goneError } from './forgotten-conversations';
 
 interface Held {
   handle: LeaseHandle;
@@ -113,19 +27,6 @@ interface Held {
   lease: V1Lease;
   lastRenewedAtMs: number;
   renewing: boolean;
-}
-
-/** What the rules read of a Lease; its duration is not among it (lease-rules.ts). */
-function toRecord(lease: V1Lease): LeaseRecord {
-  return {
-    holder: lease.spec?.holderIdentity ?? '',
-    transitions: lease.spec?.leaseTransitions ?? 0,
-    resourceVersion: lease.metadata?.resourceVersion ?? '',
-  };
-}
-
-function isStatus(err: unknown, ...codes: number[]): boolean {
-  return err instanceof ApiException && codes.includes(err.code);
 }
 
 /**
@@ -142,53 +43,36 @@ function isStatus(err: unknown, ...codes: number[]): boolean {
  * `maxConcurrentRenewals` at a time.
  */
 export class ConversationLeases implements LeaseSource {
-  private readonly api: CoordinationV1Api;
+  private readonly requests: LeaseRequests;
+  /** Renewals and releases in flight at once, at most `maxConcurrentRenewals`. */
+  private readonly slots: ConcurrencyLimit;
   private readonly namespace: string;
   private readonly durationMs: number;
   private readonly renewIntervalMs: number;
   private readonly requestTimeoutMs: number;
-  private readonly maxConcurrent: number;
   private readonly now: () => number;
   private readonly observations = new Map<string, Observation>();
   private readonly held = new Map<string, Held>();
   /** Uids of conversations the API no longer has ({@link ConversationLeases.forget}). */
-  private readonly gone = new RecentUids(GONE_UIDS_KEPT);
+  private readonly gone = new ForgottenConversations(GONE_UIDS_KEPT);
   private timer: NodeJS.Timeout | undefined;
-  private inFlight = 0;
-  private readonly slotWaiters: (() => void)[] = [];
   private closed = false;
 
   constructor(private readonly opts: ConversationLeasesOptions) {
-    this.api = makeKeepAliveApiClient(opts.kubeConfig, CoordinationV1Api);
     this.namespace = opts.namespace;
-    if (this.namespace === '') {
-      throw new AppError(
-        'invalid_argument',
-        "conversation leases need the control plane's own namespace (POLYCHROME_NAMESPACE or POD_NAMESPACE); got an empty one",
-      );
-    }
-    this.durationMs = opts.leaseDurationMs ?? 15_000;
-    this.renewIntervalMs = opts.renewIntervalMs ?? 5_000;
-    this.requestTimeoutMs =
-      opts.requestTimeoutMs ?? Math.min(5_000, Math.floor(this.durationMs / 3));
-    this.maxConcurrent = Math.max(1, opts.maxConcurrentRenewals ?? 8);
+    const timings = leaseTimings(opts);
+    this.durationMs = timings.durationMs;
+    this.renewIntervalMs = timings.renewIntervalMs;
+    this.requestTimeoutMs = timings.requestTimeoutMs;
     this.now = opts.nowMs ?? Date.now;
-    if (this.renewIntervalMs >= this.durationMs) {
-      throw new AppError(
-        'invalid_argument',
-        `lease renew interval ${this.renewIntervalMs} ms must be shorter than the lease duration ${this.durationMs} ms`,
-      );
-    }
-    if (
-      !Number.isSafeInteger(this.requestTimeoutMs) ||
-      this.requestTimeoutMs <= 0 ||
-      this.requestTimeoutMs >= this.durationMs
-    ) {
-      throw new AppError(
-        'invalid_argument',
-        `lease request timeout ${this.requestTimeoutMs} ms must be a positive integer shorter than the lease duration ${this.durationMs} ms`,
-      );
-    }
+    this.requests = new LeaseRequests({
+      api: makeKeepAliveApiClient(opts.kubeConfig, CoordinationV1Api),
+      namespace: this.namespace,
+      identity: opts.identity,
+      durationMs: this.durationMs,
+      requestTimeoutMs: this.requestTimeoutMs,
+    });
+    this.slots = new ConcurrencyLimit(timings.maxConcurrentRenewals);
   }
 
   /** Starts renewing held leases, each when it is due. */
@@ -242,25 +126,13 @@ export class ConversationLeases implements LeaseSource {
       // without reading first; AlreadyExists means it exists, and it is read below.
       const now = this.now();
       try {
-        const created = await this.timed(`creating Lease ${this.namespace}/${name}`, (o) =>
-          this.api.createNamespacedLease(
-            { namespace: this.namespace, body: this.leaseBody(ref, name, 0, now) },
-            o,
-          ),
-        );
+        const created = await this.requests.create(ref, name, 0, now);
         return this.hold(ref, created, 0, 'acquired', now);
       } catch (err: unknown) {
         if (!isStatus(err, 409)) throw err;
       }
     }
-    let lease: V1Lease | undefined;
-    try {
-      lease = await this.timed(`reading Lease ${this.namespace}/${name}`, (o) =>
-        this.api.readNamespacedLease({ namespace: this.namespace, name }, o),
-      );
-    } catch (err: unknown) {
-      if (!isStatus(err, 404)) throw err;
-    }
+    const lease = await this.requests.read(name);
     const now = this.now();
     const record = lease === undefined ? undefined : toRecord(lease);
     if (record !== undefined)
@@ -277,24 +149,17 @@ export class ConversationLeases implements LeaseSource {
         case 'wait':
           return { holder: decision.holder, retryAtMs: decision.retryAtMs };
         case 'create': {
-          const created = await this.timed(`creating Lease ${this.namespace}/${name}`, (o) =>
-            this.api.createNamespacedLease(
-              { namespace: this.namespace, body: this.leaseBody(ref, name, 0, now) },
-              o,
-            ),
-          );
+          const created = await this.requests.create(ref, name, 0, now);
           return this.hold(ref, created, 0, 'acquired', now);
         }
         case 'renew':
         case 'take_over': {
-          const body = this.leaseBody(ref, name, decision.fencingToken, now);
+          const body = this.requests.body(ref, name, decision.fencingToken, now);
           body.metadata = { ...body.metadata, resourceVersion: record?.resourceVersion };
           if (decision.action === 'renew' && lease?.spec?.acquireTime !== undefined) {
             body.spec = { ...body.spec, acquireTime: lease.spec.acquireTime };
           }
-          const replaced = await this.timed(`replacing Lease ${this.namespace}/${name}`, (o) =>
-            this.api.replaceNamespacedLease({ namespace: this.namespace, name, body }, o),
-          );
+          const replaced = await this.requests.replace(name, body);
           return this.hold(
             ref,
             replaced,
@@ -318,19 +183,13 @@ export class ConversationLeases implements LeaseSource {
     if (held === undefined || held.handle !== handle) return;
     this.held.delete(key(handle.conversation));
     held.abort.abort(new AppError('cancelled', `lease ${handle.leaseName} released`));
-    await this.limited(async () => {
-      const released = (lease: V1Lease, o: ConfigurationOptions): Promise<V1Lease> =>
-        this.api.replaceNamespacedLease(
-          {
-            namespace: this.namespace,
-            name: handle.leaseName,
-            body: { ...lease, spec: { ...lease.spec, holderIdentity: '' } },
-          },
-          o,
-        );
+    await this.slots.run(async () => {
       try {
-        await this.timed(`releasing Lease ${handle.leaseName}`, (o) =>
-          this.writeOurs(held.lease, released, handle, o),
+        await this.requests.rewriteOurs(
+          `releasing Lease ${handle.leaseName}`,
+          held.lease,
+          handle,
+          (lease) => ({ ...lease, spec: { ...lease.spec, holderIdentity: '' } }),
         );
         this.opts.onTransition?.('released', handle);
       } catch (err: unknown) {
@@ -364,29 +223,19 @@ export class ConversationLeases implements LeaseSource {
     const fencingToken = highestToken + 1;
     const sentAtMs = this.now();
     try {
-      const raised = await this.timed(`raising Lease ${this.namespace}/${handle.leaseName}`, (o) =>
-        this.writeOurs(
-          held.lease,
-          (lease, options) =>
-            this.api.replaceNamespacedLease(
-              {
-                namespace: this.namespace,
-                name: handle.leaseName,
-                body: {
-                  ...lease,
-                  spec: {
-                    ...lease.spec,
-                    leaseTransitions: fencingToken,
-                    acquireTime: new V1MicroTime(sentAtMs),
-                    renewTime: new V1MicroTime(sentAtMs),
-                  },
-                },
-              },
-              options,
-            ),
-          handle,
-          o,
-        ),
+      const raised = await this.requests.rewriteOurs(
+        `raising Lease ${this.namespace}/${handle.leaseName}`,
+        held.lease,
+        handle,
+        (lease) => ({
+          ...lease,
+          spec: {
+            ...lease.spec,
+            leaseTransitions: fencingToken,
+            acquireTime: new V1MicroTime(sentAtMs),
+            renewTime: new V1MicroTime(sentAtMs),
+          },
+        }),
       );
       held.abort.abort(
         new AppError(
@@ -419,13 +268,7 @@ export class ConversationLeases implements LeaseSource {
     }
     this.observations.delete(k);
     const name = leaseNameFor(ref.uid);
-    try {
-      await this.timed(`deleting Lease ${this.namespace}/${name}`, (o) =>
-        this.api.deleteNamespacedLease({ namespace: this.namespace, name }, o),
-      );
-    } catch (err: unknown) {
-      if (!isStatus(err, 404)) throw err;
-    }
+    await this.requests.delete(name);
   }
 
   /**
@@ -473,7 +316,7 @@ export class ConversationLeases implements LeaseSource {
   private async queueRenewal(held: Held): Promise<void> {
     held.renewing = true;
     try {
-      await this.limited(() => this.renew(held));
+      await this.slots.run(() => this.renew(held));
     } finally {
       held.renewing = false;
     }
@@ -490,23 +333,11 @@ export class ConversationLeases implements LeaseSource {
       return;
     }
     try {
-      const renewed = await this.timed(
+      const renewed = await this.requests.rewriteOurs(
         `renewing Lease ${held.handle.leaseName}`,
-        (o) =>
-          this.writeOurs(
-            held.lease,
-            (lease, options) =>
-              this.api.replaceNamespacedLease(
-                {
-                  namespace: this.namespace,
-                  name: held.handle.leaseName,
-                  body: { ...lease, spec: { ...lease.spec, renewTime: new V1MicroTime(sentAtMs) } },
-                },
-                options,
-              ),
-            held.handle,
-            o,
-          ),
+        held.lease,
+        held.handle,
+        (lease) => ({ ...lease, spec: { ...lease.spec, renewTime: new V1MicroTime(sentAtMs) } }),
         // Never past the lease's expiry: by then this replica must know it lost it.
         Math.min(this.requestTimeoutMs, leftMs),
       );
@@ -520,87 +351,6 @@ export class ConversationLeases implements LeaseSource {
       }
       // API trouble: keep trying until the lease would have expired for others.
       if (isHeldLeaseStale(held.lastRenewedAtMs, this.durationMs, this.now())) this.lose(held);
-    }
-  }
-
-  /**
-   * Replaces the Lease starting from `last` (what our last write returned). On a conflict
-   * (someone else wrote it since) it is read once: if we still hold it, the write is
-   * retried on what was read; if not, {@link NotOurs}.
-   */
-  private async writeOurs(
-    last: V1Lease,
-    write: (lease: V1Lease, options: ConfigurationOptions) => Promise<V1Lease>,
-    handle: LeaseHandle,
-    options: ConfigurationOptions,
-  ): Promise<V1Lease> {
-    try {
-      return await write(last, options);
-    } catch (err: unknown) {
-      if (!isStatus(err, 409)) throw err;
-    }
-    const current = await this.api.readNamespacedLease(
-      { namespace: this.namespace, name: handle.leaseName },
-      options,
-    );
-    if (
-      current.spec?.holderIdentity !== this.opts.identity ||
-      (current.spec.leaseTransitions ?? 0) !== handle.fencingToken
-    )
-      throw new NotOurs();
-    return write(current, options);
-  }
-
-  /**
-   * Runs `call` with request options that abort every API request made with them once
-   * `timeoutMs` has passed since this call began (one deadline for all of them), so a
-   * hung API server fails the call instead of holding it, and the renewal slot, forever.
-   *
-   * @throws AppError `unavailable` naming `what` when the deadline aborted the call; what
-   *   `call` threw otherwise (an answer that came in time, e.g. a 409, stays as it was).
-   */
-  private async timed<T>(
-    what: string,
-    call: (options: ConfigurationOptions) => Promise<T>,
-    timeoutMs = this.requestTimeoutMs,
-  ): Promise<T> {
-    const signal = AbortSignal.timeout(timeoutMs);
-    const options: ConfigurationOptions = {
-      middleware: [
-        {
-          pre: (context) => {
-            context.setSignal(signal);
-            return new Observable(Promise.resolve(context));
-          },
-          post: (context) => new Observable(Promise.resolve(context)),
-        },
-      ],
-      middlewareMergeStrategy: 'append',
-    };
-    try {
-      return await call(options);
-    } catch (err: unknown) {
-      if (!signal.aborted || err instanceof ApiException || err instanceof NotOurs) throw err;
-      throw new AppError(
-        'unavailable',
-        `the Kubernetes API server did not answer ${what} within ${String(timeoutMs)} ms; ` +
-          'the request was abandoned (a renewal that times out has failed); check the API server and retry',
-        { cause: err },
-      );
-    }
-  }
-
-  /** Runs `task` when fewer than `maxConcurrentRenewals` renewals or releases are running. */
-  private async limited<T>(task: () => Promise<T>): Promise<T> {
-    while (this.inFlight >= this.maxConcurrent) {
-      await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
-    }
-    this.inFlight += 1;
-    try {
-      return await task();
-    } finally {
-      this.inFlight -= 1;
-      this.slotWaiters.shift()?.();
     }
   }
 
@@ -634,96 +384,8 @@ export class ConversationLeases implements LeaseSource {
     this.opts.onTransition?.(event, handle);
     return handle;
   }
-
-  private leaseBody(
-    ref: ConversationRef,
-    name: string,
-    transitions: number,
-    nowMs: number,
-  ): V1Lease {
-    const at = new V1MicroTime(nowMs);
-    return {
-      apiVersion: 'coordination.k8s.io/v1',
-      kind: 'Lease',
-      metadata: {
-        name,
-        namespace: this.namespace,
-        // No owner reference: the Conversation is in another namespace, and the garbage
-        // collector deletes a dependent whose namespaced owner is not in its own namespace.
-        // The control plane deletes the Lease itself ({@link ConversationLeases.retire}).
-        labels: leaseLabelsFor(ref),
-      },
-      spec: {
-        holderIdentity: this.opts.identity,
-        leaseDurationSeconds: Math.ceil(this.durationMs / 1000),
-        acquireTime: at,
-        renewTime: at,
-        leaseTransitions: transitions,
-      },
-    };
-  }
-}
-
-/** The Lease now has another holder (found after a conflicting write). */
-class NotOurs extends Error {
-  constructor() {
-    super('the lease has another holder');
-  }
-}
-
-/** How many forgotten conversation uids {@link ConversationLeases} remembers. */
-export const GONE_UIDS_KEPT = 4096;
-
-/** A set of the most recently added uids, the oldest dropped past `limit`. */
-class RecentUids {
-  private readonly uids = new Set<string>();
-  constructor(private readonly limit: number) {}
-
-  add(uid: string): void {
-    this.uids.delete(uid);
-    this.uids.add(uid);
-    if (this.uids.size > this.limit) {
-      const oldest = this.uids.values().next();
-      if (oldest.done !== true) this.uids.delete(oldest.value);
-    }
-  }
-
-  has(uid: string): boolean {
-    return this.uids.has(uid);
-  }
-}
-
-function goneError(ref: ConversationRef): AppError {
-  return new AppError(
-    'not_found',
-    `conversation ${ref.namespace}/${ref.name} (uid ${ref.uid}) was deleted; its lease is not taken again. ` +
-      'A new Conversation of the same name has a new uid: send to that one',
-    { details: { namespace: ref.namespace, name: ref.name, uid: ref.uid } },
-  );
-}
-
-/** True when {@link ConversationLeases.tryAcquire} returned a held lease. */
-export function isLeaseHandle(value: LeaseHandle | LeaseBusy): value is LeaseHandle {
-  return 'fencingToken' in value;
 }
 
 function key(ref: ConversationRef): string {
   return `${ref.namespace}/${ref.uid}`;
-}
-
-/**
- * The reconciler's ownership check backed by these leases: a Conversation is owned while
- * this replica holds (or can take) its lease; otherwise it is retried when the lease could
- * next be taken.
- */
-export function leaseOwnership(
-  leases: ConversationLeases,
-  nowMs: () => number = Date.now,
-): (ref: ConversationRef) => Promise<{ owned: true } | { owned: false; retryAfterMs: number }> {
-  return async (ref) => {
-    const got = await leases.tryAcquire(ref);
-    return isLeaseHandle(got)
-      ? { owned: true }
-      : { owned: false, retryAfterMs: Math.max(100, got.retryAtMs - nowMs()) };
-  };
 }

@@ -8,7 +8,8 @@ import {
 } from '@kubernetes/client-node';
 import { isIP } from 'node:net';
 import type { Logger } from 'pino';
-import { apiErrorMessage, makeKeepAliveApiClient } from '../controller/kube-client';
+import { apiErrorMessage } from '../controller/kube-api-errors';
+import { makeKeepAliveApiClient } from '../controller/keep-alive-client';
 
 /** The peer listener's port (the control-plane Service's `https-peer`). */
 export const DEFAULT_PEER_PORT = 8443;

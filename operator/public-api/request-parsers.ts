@@ -1,6 +1,6 @@
 import { isAppError } from '../../common/errors';
 import { parseIdentity } from '../../common/identity';
-import { MAX_STEPS_LIMIT } from '../api/v1alpha1/conversation-types';
+import { MAX_STEPS_LIMIT } from '../api/v1alpha1/conversation-values';
 import type { TurnDirective } from '../turns/turn-service';
 import { ApiError } from './api-error';
 

@@ -10,7 +10,7 @@ import {
   type KubernetesObject,
 } from '@kubernetes/client-node';
 import { AppError } from '../../common/errors';
-import { makeKeepAliveApiClient } from '../controller/kube-client';
+import { makeKeepAliveApiClient } from '../controller/keep-alive-client';
 import {
   ConditionType,
   ConversationResource,

@@ -4,7 +4,7 @@
  */
 import type { Logger } from 'pino';
 import type { StateJournal } from '../../common/state-client';
-import type { LeaseSource } from '../lease/conversation-leases';
+import type { LeaseSource } from '../lease/lease-source';
 import type { ApprovalSigner } from './approval-signer';
 import type { ConversationStore } from './conversation-access';
 import type { HarnessConnector } from './harness-client';

@@ -12,7 +12,7 @@
  */
 import { AppError } from '../../common/errors';
 import type { Conversation } from '../api/v1alpha1';
-import type { LeaseHandle } from '../lease/conversation-leases';
+import type { LeaseHandle } from '../lease/lease-source';
 import type { TurnCoordinatorOptions } from './coordinator-options';
 import { acceptRollback } from './accept-rollback';
 import { cancelRequest, type CancelParts } from './cancel-request';

@@ -15,7 +15,7 @@ import {
   type NewJournalEvent,
   type StateJournal,
 } from '../../common/state-client';
-import type { LeaseHandle } from '../lease/conversation-leases';
+import type { LeaseHandle } from '../lease/lease-source';
 import { applyEntries, applyEvents, emptyView } from './journal-view';
 import { type JournalView, type TypedEvent } from './journal-view-types';
 import {

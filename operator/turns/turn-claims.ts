@@ -7,8 +7,8 @@
 import { AppError } from '../../common/errors';
 import { JournalFencedError } from '../../common/state-client';
 import type { Conversation } from '../api/v1alpha1';
-import type { LeaseHandle, LeaseSource } from '../lease/conversation-leases';
-import { isLeaseHandle } from '../lease/conversation-leases';
+import type { LeaseHandle, LeaseSource } from '../lease/lease-source';
+import { isLeaseHandle } from '../lease/lease-source';
 
 export interface TurnClaimsOptions {
   readonly leases: LeaseSource;

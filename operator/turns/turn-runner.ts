@@ -8,7 +8,7 @@
 import { AppError } from '../../common/errors';
 import type { AppendOutcome } from '../../common/state-client';
 import type { Conversation } from '../api/v1alpha1';
-import type { LeaseHandle } from '../lease/conversation-leases';
+import type { LeaseHandle } from '../lease/lease-source';
 import type { TurnCoordinatorOptions, TurnObserver } from './coordinator-options';
 import { runHarness, type HarnessRunPorts } from './harness-run';
 import { acceptedAsLost, checkpointOf, JournalRolledBackError } from './journal-checkpoint';

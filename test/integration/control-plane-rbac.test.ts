@@ -17,7 +17,8 @@ import { LocalNode } from '../../hack/lib/local-node';
 import { pollUntil } from '../../hack/lib/processes';
 import { ConversationResource } from '../../operator/api/v1alpha1';
 import { ConversationController } from '../../operator/controller/conversation-controller';
-import { ConversationLeases, leaseOwnership } from '../../operator/lease/conversation-leases';
+import { ConversationLeases } from '../../operator/lease/conversation-leases';
+import { leaseOwnership } from '../../operator/lease/lease-ownership';
 import { CONTROL_PLANE_POD_LABELS, PeerEndpoints } from '../../operator/public-api/peer-endpoints';
 import {
   createConversationObject,

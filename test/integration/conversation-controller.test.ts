@@ -15,7 +15,7 @@ import { ConversationResource, validMinimalConversationSpec } from '../../operat
 import type { ConversationSpec } from '../../operator/api/v1alpha1';
 import { ManualClock } from '../../operator/controller/clock';
 import { ConversationController } from '../../operator/controller/conversation-controller';
-import { apiFailureOf } from '../../operator/controller/kube-client';
+import { apiFailureOf } from '../../operator/controller/kube-api-errors';
 import { pollUntil } from '../../hack/lib/processes';
 import { randomBytes } from 'node:crypto';
 import {

@@ -14,12 +14,12 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { repoRoot } from '../../hack/lib/paths';
 import { isAlive, pollUntil } from '../../hack/lib/processes';
+import { ConversationLeases } from '../../operator/lease/conversation-leases';
 import {
-  ConversationLeases,
   isLeaseHandle,
   type ConversationRef,
   type LeaseHandle,
-} from '../../operator/lease/conversation-leases';
+} from '../../operator/lease/lease-source';
 import { field, freshNamespace, kubeConfig, sharedCluster } from './support/kube';
 import { CONTROL_PLANE_NAMESPACE } from './support/peer-pods';
 

@@ -8,7 +8,7 @@ import type {
   LeaseBusy,
   LeaseHandle,
   LeaseSource,
-} from '../../operator/lease/conversation-leases';
+} from '../../operator/lease/lease-source';
 
 interface Held {
   readonly handle: LeaseHandle;

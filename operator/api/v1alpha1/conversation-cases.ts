@@ -4,7 +4,7 @@
  * integration tests apply every case to a real kube-apiserver with the generated CRD; the
  * unit tests check the OpenAPI-level cases locally and that CEL-level cases reach CEL.
  */
-import type { ConversationSpec } from './conversation-types';
+import type { ConversationSpec } from './conversation-spec';
 
 /** An invalid spec and the API server's expected rejection. */
 export interface InvalidConversationCase {

@@ -1,15 +1,11 @@
 import { describe, expect, it } from '@jest/globals';
 import { ConditionStatus, ConversationPhase } from './conditions';
 import { conversationCrd, conversationSchema } from './conversation-crd';
-import type { ConversationSpec, ConversationStatus } from './conversation-types';
-import {
-  DEFAULT_MAX_STEPS,
-  DEFAULT_MODEL,
-  DEFAULT_RETENTION,
-  DURATION_PATTERN,
-  RETENTION_PATTERN,
-  IDENTITY_PATTERN,
-} from './conversation-types';
+import { IDENTITY_PATTERN } from '../../../common/identity';
+import type { ConversationSpec } from './conversation-spec';
+import type { ConversationStatus } from './conversation-status';
+import { DEFAULT_MAX_STEPS, DEFAULT_MODEL, DEFAULT_RETENTION } from './conversation-values';
+import { DURATION_PATTERN, RETENTION_PATTERN } from './field-patterns';
 import type { CelRule, JsonSchema } from './schema-builder';
 
 type Equal<A, B> =

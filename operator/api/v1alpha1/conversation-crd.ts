@@ -1,9 +1,7 @@
 import type { JsonSchema } from './schema-builder';
-import {
-  ConversationResource,
-  conversationSpecField,
-  conversationStatusField,
-} from './conversation-types';
+import { conversationSpecField } from './conversation-spec';
+import { conversationStatusField } from './conversation-status';
+import { ConversationResource } from './conversation-types';
 
 /** One `additionalPrinterColumns` entry. */
 export interface PrinterColumn {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { ApiException } from '@kubernetes/client-node';
-import { apiErrorMessage, apiFailureOf } from './kube-client';
+import { apiErrorMessage, apiFailureOf } from './kube-api-errors';
 
 const status = {
   kind: 'Status',

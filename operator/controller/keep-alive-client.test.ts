@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureDevCerts } from '../../hack/lib/dev-certs';
 import { pollUntil, sleep } from '../../hack/lib/processes';
-import { KUBE_IDLE_SOCKET_MS, makeKeepAliveApiClient } from './kube-client';
+import { KUBE_IDLE_SOCKET_MS, makeKeepAliveApiClient } from './keep-alive-client';
 
 // The control plane's clients pool their connections to kube-apiserver, which closes a
 // connection idle for 90 s. If the server closes first, a request already on its way over

@@ -1,0 +1,70 @@
+/**
+ * The fixed values of Conversation fields: the defaults a reader applies when a field is
+ * omitted, the limits, and the closed sets a field takes its value from (`as const`).
+ * The schema (conversation-spec.ts, conversation-status.ts) declares them; readers use them.
+ */
+/** Model used when `spec.agent.model` is omitted. */
+export const DEFAULT_MODEL = 'claude-sonnet-5-5';
+/** Steps (model calls) per turn when `spec.agent.maxSteps` is omitted. */
+export const DEFAULT_MAX_STEPS = 8;
+/** Upper bound of `spec.agent.maxSteps`. */
+export const MAX_STEPS_LIMIT = 64;
+/** MCP call timeout when `timeoutMs` is omitted. */
+export const DEFAULT_MCP_TIMEOUT_MS = 60_000;
+/** How long a closed conversation's object is kept when `spec.retention` is omitted. */
+export const DEFAULT_RETENTION = '24h';
+/** `spec.retention` that closes the conversation but never deletes its object. */
+export const RETENTION_NEVER = 'never';
+/**
+ * SandboxWarmPool a claim draws from when `spec.sandbox.warmPool` is omitted. Applied by
+ * the operator, not the schema: a schema default would also land on `backend: pod`
+ * objects, where a warm pool is rejected.
+ */
+export const DEFAULT_WARM_POOL = 'polychrome-harness';
+/**
+ * Harness template when `spec.sandbox.template` is omitted: the SandboxTemplate (backend
+ * agent-sandbox) or core/v1 PodTemplate (backend pod) in the conversation's namespace.
+ */
+export const DEFAULT_TEMPLATE = 'polychrome-harness';
+
+/** Conversation visibility. */
+export const Visibility = {
+  /** Only the owner (and admins) may read or continue it. */
+  Private: 'private',
+  /** The owner and the listed participants may read and continue it. */
+  Shared: 'shared',
+} as const;
+export type Visibility = (typeof Visibility)[keyof typeof Visibility];
+
+/** How the harness reaches an MCP server. */
+export const McpTransport = {
+  /** The harness starts `command` with `args` and speaks MCP over its stdin/stdout. */
+  Stdio: 'stdio',
+  /** The harness connects to `url` with MCP streamable HTTP. */
+  Http: 'http',
+} as const;
+export type McpTransport = (typeof McpTransport)[keyof typeof McpTransport];
+
+/**
+ * `status.turns.current.state`: where the turn in flight is. The turn code writes it; the
+ * status derivation (operator/controller/conversation-conditions.ts) turns it into
+ * `Progressing` and `phase`.
+ */
+export const TurnState = {
+  /** The harness runs the turn. */
+  Running: 'running',
+  /** The turn waits for a person to approve a tool call (`requestId` names the request). */
+  AwaitingApproval: 'awaiting_approval',
+  /** The turn waits for a person to answer the agent's question (`requestId`). */
+  AwaitingAnswer: 'awaiting_answer',
+} as const;
+export type TurnState = (typeof TurnState)[keyof typeof TurnState];
+
+/** Where the harness pod comes from. */
+export const SandboxBackend = {
+  /** A SandboxClaim (kubernetes-sigs/agent-sandbox) on a warm pool. */
+  AgentSandbox: 'agent-sandbox',
+  /** A plain pod with the same spec, for clusters without agent-sandbox. */
+  Pod: 'pod',
+} as const;
+export type SandboxBackend = (typeof SandboxBackend)[keyof typeof SandboxBackend];
