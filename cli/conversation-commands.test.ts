@@ -20,7 +20,8 @@ import {
   type TestApi,
 } from '../test/support/api-stack';
 import { readyStatus } from '../test/support/in-memory-conversations';
-import { ExitCode, USAGE } from './run-cli';
+import { ExitCode } from './cli-support';
+import { USAGE } from './run-cli';
 import { runCaptured, type Captured } from './testdata/captured-run';
 
 /*

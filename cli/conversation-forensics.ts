@@ -18,7 +18,7 @@ import {
   type CliIo,
 } from './cli-support';
 import { publicApiDoor, type ApiConnection, type CommandDoor } from './conversation-commands';
-import { parseCheckpoint } from './export-file';
+import { parseCheckpoint } from '../common/journal-export-parse';
 import { LIVE_NEEDS_WHAT_IF, liveSetup, type LiveSetup } from './journal-live';
 import { formatReplayJson, formatReplayText, replayExportFile } from './journal-replay';
 import {

@@ -21,7 +21,8 @@ import {
 import { conversationCommands, isConversationCommand } from './conversation-commands';
 import { conversationGroup } from './conversation-forensics';
 import { exportFileLines } from '../common/journal-export-format';
-import { parseCheckpoint, type ExportCheckpoint } from './export-file';
+import type { ExportCheckpoint } from '../common/journal-export-format';
+import { parseCheckpoint } from '../common/journal-export-parse';
 import {
   formatWhatIfJson,
   formatWhatIfText,
@@ -34,8 +35,6 @@ import { formatReplayJson, formatReplayText, replayExportFile } from './journal-
 import { dashboardCommand } from './dashboard';
 import { verifyExportFile } from './journal-verify';
 import { parsePublicKey, parsePublicKeyFlags, publicKeyOption } from './public-key-flags';
-
-export { ExitCode, type CliIo } from './cli-support';
 
 export const USAGE = `usage: polychrome <command>
 
