@@ -3,7 +3,7 @@ import type { Writable } from 'node:stream';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 
 import { AppError, isAppError } from '../common/errors';
-import { ApiCallError } from './api-client';
+import { ApiCallError } from './api-errors';
 
 /*
  * What every `polychrome` command shares: exit codes, where output goes, argument

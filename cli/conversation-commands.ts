@@ -4,7 +4,9 @@ import { z } from 'zod';
 
 import { envOptionalString, envString, parseConfig, type Env } from '../common/config';
 import { AppError, isAppError, isRetryable } from '../common/errors';
-import { ApiCallError, ApiClient, type TurnReply } from './api-client';
+import type { TurnReply } from './api-answers';
+import { ApiClient } from './api-client';
+import { ApiCallError } from './api-errors';
 import {
   ExitCode,
   Format,

@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import type { Env } from '../common/config';
 import { AppError } from '../common/errors';
 import { parseIdentity } from '../common/identity';
-import { ApiCallError, type ApiClient } from './api-client';
+import type { ApiClient } from './api-client';
+import { ApiCallError } from './api-errors';
 import {
   ExitCode,
   Format,

@@ -4,7 +4,8 @@ import { Writable } from 'node:stream';
 import { stringify } from 'yaml';
 
 import type { Env } from '../common/config';
-import { ApiClient, apiErrorOf, ApiUnreachableError } from './api-client';
+import { ApiClient } from './api-client';
+import { apiErrorOf, ApiUnreachableError } from './api-errors';
 import {
   ExitCode,
   Format,
