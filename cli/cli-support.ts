@@ -67,6 +67,13 @@ export function stringValue(value: unknown): string | undefined {
   return typeof value === 'string' ? value : undefined;
 }
 
+/** @throws UsageError when `command` got more positionals than `what` it takes. */
+export function noExtra(extra: readonly string[], command: string, what: string): void {
+  if (extra.length > 0) {
+    throw new UsageError(`${command} takes ${what}, got extra ${extra.join(' ')}`);
+  }
+}
+
 /** Writes `text`, waiting for the stream to drain when it is full. */
 export async function write(out: Writable, text: string): Promise<void> {
   if (!out.write(text)) await once(out, 'drain');

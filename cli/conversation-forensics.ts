@@ -18,7 +18,8 @@ import {
   write,
   type CliIo,
 } from './cli-support';
-import { publicApiDoor, type ApiConnection, type CommandDoor } from './conversation-commands';
+import type { ApiConnection, CommandDoor } from './command-door';
+import { publicApiDoor } from './public-api-door';
 import { parseCheckpoint } from '../common/journal-export-parse';
 import { LIVE_NEEDS_WHAT_IF, liveSetup, type LiveSetup } from './journal-live';
 import { formatReplayJson, formatReplayText, replayExportFile } from './journal-replay';

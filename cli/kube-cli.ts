@@ -18,7 +18,8 @@ import {
   write,
   type CliIo,
 } from './cli-support';
-import { doorCommands, type CommandDoor } from './conversation-commands';
+import type { CommandDoor } from './command-door';
+import { doorCommands } from './conversation-commands';
 import { forensicCommand, isForensicCommand } from './conversation-forensics';
 import { loadKubeConnection, type KubeConnection } from './kube-connection';
 import {
