@@ -4,7 +4,7 @@ import type { CliIo, ExitCode, parse } from './cli-support';
 
 /*
  * The seam between the conversation commands and the door they reach a conversation
- * through: the public API (public-api-door.ts) or the Kubernetes door (kube-cli.ts).
+ * through: the public API (public-api-door.ts) or the Kubernetes door (kube-door.ts).
  */
 
 /** A connection to the API plus what printed follow-up commands must repeat. */
