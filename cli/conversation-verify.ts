@@ -14,6 +14,7 @@ import {
   type JournalKeyJson,
 } from './journal-key-pin';
 import { verifyExportFile, type OfflineVerification } from './journal-verify';
+import { failureLines } from './verification-lines';
 
 /*
  * `conversation verify` (`kubectl polychrome verify`): the export through the control
@@ -80,9 +81,7 @@ export async function verifyConversation(
       await write(
         io.stdout,
         `${source} (${result.partition}): FAILED at position ${String(failure.position)} (${failure.reason})\n` +
-          `  ${failure.message}\n` +
-          (failure.expected === '' ? '' : `  expected: ${failure.expected}\n`) +
-          (failure.found === '' ? '' : `  found:    ${failure.found}\n`) +
+          failureLines(failure) +
           keyLine,
       );
     } else if (!ok) {
