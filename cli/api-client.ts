@@ -1,7 +1,20 @@
-import { z } from 'zod';
+import type { z } from 'zod';
 
-import { AppError, isErrorCode, type ErrorCode, type ErrorDetails } from '../common/errors';
-import { forbiddenHint } from './kube-transport';
+import { AppError } from '../common/errors';
+import {
+  acceptRollbackResultSchema,
+  repairResultSchema,
+  resolveResultSchema,
+  transcriptSchema,
+  turnReplySchema,
+  type AcceptRollbackResult,
+  type Parsed,
+  type RepairResult,
+  type ResolveResult,
+  type Transcript,
+  type TurnReply,
+} from './api-answers';
+import { apiErrorOf, ApiUnreachableError } from './api-errors';
 import {
   ConversationOperation,
   publicApiTransport,
@@ -14,8 +27,8 @@ import {
  * The CLI's client of the control plane's public API (docs/api.md, docs/api/openapi.json):
  * JSON over HTTP with node's fetch, through a transport (transport.ts: the public API with a
  * bearer session token, or the Kubernetes door). It owns the wire: answers are parsed here
- * (unknown fields kept for --format json), error bodies become ApiCallError with the API's
- * own code and message.
+ * with the schemas of api-answers.ts (unknown fields kept for --format json), error bodies
+ * become ApiCallError with the API's own code and message (api-errors.ts).
  */
 
 /**
@@ -24,252 +37,12 @@ import {
  */
 export type ApiClientOptions = PublicApiTransportOptions | { readonly transport: Transport };
 
-/**
- * An error answer of the API (`{error: {code, message, details?}}`), or an answer that
- * did not have that shape (then the code follows the HTTP status).
- */
-export class ApiCallError extends AppError {
-  override readonly name: string = 'ApiCallError';
-  /** The HTTP status; 0 for an `event: error` inside a stream that had answered 200. */
-  readonly status: number;
-  /** The `X-Request-Id` of the answer, to quote in a report. */
-  readonly requestId: string | undefined;
-
-  constructor(
-    code: ErrorCode,
-    message: string,
-    options: { status: number; requestId?: string; details?: ErrorDetails },
-  ) {
-    super(code, message, options.details === undefined ? {} : { details: options.details });
-    this.status = options.status;
-    this.requestId = options.requestId;
-  }
-}
-
-/** The API could not be reached at all (refused, no route, DNS, reset before an answer). */
-export class ApiUnreachableError extends AppError {
-  override readonly name: string = 'ApiUnreachableError';
-  constructor(transport: Pick<Transport, 'description' | 'unreachableHint'>, cause: unknown) {
-    super(
-      'unavailable',
-      `cannot reach ${transport.description}: ${describeFetchFailure(cause)}; ${transport.unreachableHint}`,
-      { cause },
-    );
-  }
-}
-
-/**
- * Why fetch failed, from undici's `TypeError('fetch failed', {cause})` chain: the deepest
- * system error's code and message (`ECONNREFUSED (connect ECONNREFUSED 127.0.0.1:8080)`).
- * Read by shape, not `instanceof`: the error may come from another realm.
- */
-function describeFetchFailure(error: unknown): string {
-  let current: unknown = error;
-  let message = 'unknown error';
-  for (let depth = 0; depth < 5 && typeof current === 'object' && current !== null; depth++) {
-    const text: unknown = Reflect.get(current, 'message');
-    const code: unknown = Reflect.get(current, 'code');
-    if (typeof text === 'string' && text !== '') {
-      message = typeof code === 'string' ? `${code} (${text})` : text;
-    } else if (typeof code === 'string') {
-      message = code;
-    }
-    const errors: unknown = Reflect.get(current, 'errors');
-    current =
-      Array.isArray(errors) && errors.length > 0 ? errors[0] : Reflect.get(current, 'cause');
-  }
-  return message;
-}
-
-const cardSchema = {
-  approval: z.looseObject({
-    requestId: z.string(),
-    toolCallId: z.string(),
-    toolName: z.string(),
-    args: z.unknown(),
-    argsSha256: z.string(),
-    reason: z.string(),
-    requiredApprover: z.string(),
-  }),
-  question: z.looseObject({ requestId: z.string(), question: z.string() }),
-  ambiguous: z.looseObject({ toolCallId: z.string(), reason: z.string() }),
-  handoff: z.looseObject({ targetAgent: z.string(), reason: z.string() }),
-};
-
-const turnStatusSchema = z.enum(['complete', 'paused', 'ambiguous', 'handoff']);
-
-const turnReplySchema = z.looseObject({
-  conversationId: z.string(),
-  turnId: z.string(),
-  status: turnStatusSchema,
-  reply: z.string().optional(),
-  fallback: z.boolean().optional(),
-  approval: cardSchema.approval.optional(),
-  question: cardSchema.question.optional(),
-  ambiguous: cardSchema.ambiguous.optional(),
-  handoff: cardSchema.handoff.optional(),
-  requestedAt: z.number().int().nonnegative(),
-});
-
-const transcriptSchema = z.looseObject({
-  conversationId: z.string(),
-  head: z.number().int().nonnegative(),
-  turns: z.array(
-    z.looseObject({
-      turnId: z.string(),
-      position: z.number().int().nonnegative(),
-      user: z.looseObject({ text: z.string(), caller: z.string(), receivedAtMs: z.number() }),
-      status: turnStatusSchema,
-      reply: z.string().optional(),
-      fallback: z.boolean().optional(),
-      approval: cardSchema.approval.optional(),
-      question: cardSchema.question.optional(),
-      ambiguous: cardSchema.ambiguous.optional(),
-      handoff: cardSchema.handoff.optional(),
-    }),
-  ),
-});
-
-const repairResultSchema = z.looseObject({
-  conversationId: z.string(),
-  actor: z.string(),
-  dryRun: z.boolean(),
-  excised: z.array(
-    z.looseObject({ position: z.number().int(), leafDigestHex: z.string(), problem: z.string() }),
-  ),
-  head: z.number().int().nonnegative(),
-  message: z.string(),
-});
-
-const resolveResultSchema = z.looseObject({
-  conversationId: z.string(),
-  turnId: z.string(),
-  decision: z.enum(['ran', 'did_not_run']),
-  resultUnknown: z.boolean(),
-  actor: z.string(),
-  position: z.number().int().nonnegative(),
-  head: z.number().int().nonnegative(),
-  message: z.string(),
-});
-
-const acceptRollbackResultSchema = z.looseObject({
-  conversationId: z.string(),
-  checkpointHead: z.number().int().nonnegative(),
-  checkpointRoot: z.string(),
-  position: z.number().int().nonnegative(),
-  head: z.number().int().nonnegative(),
-  actor: z.string(),
-  message: z.string(),
-});
-
-const errorBodySchema = z.object({
-  error: z.object({
-    code: z.string(),
-    message: z.string(),
-    details: z
-      .record(z.string(), z.union([z.string(), z.number(), z.boolean(), z.null()]))
-      .optional(),
-  }),
-});
-
-/** What a repair found and did (`RepairResult`). */
-export type RepairResult = z.output<typeof repairResultSchema>;
-/** What a resolve committed (`ResolveResult`). */
-export type ResolveResult = z.output<typeof resolveResultSchema>;
-/** What accepting a rollback committed (`AcceptRollbackResult`). */
-export type AcceptRollbackResult = z.output<typeof acceptRollbackResultSchema>;
-/** A turn's settled state (`TurnReply`). */
-export type TurnReply = z.output<typeof turnReplySchema>;
-/** The transcript (`Transcript`). */
-export type Transcript = z.output<typeof transcriptSchema>;
-/** One turn of a transcript. */
-export type TranscriptTurn = Transcript['turns'][number];
-/** A paused turn's approval card. */
-export type ApprovalCard = z.output<typeof cardSchema.approval>;
-
-/** An answer and the JSON it was parsed from. */
-export interface Parsed<T> {
-  readonly value: T;
-  /** The body as the API sent it (for `--format json`). */
-  readonly raw: unknown;
-}
-
 /** Where a stream starts (docs/api.md, "Where the stream starts"). */
 export interface StreamCursor {
   /** `Last-Event-ID`: resume after this position. */
   readonly lastEventId?: number;
   /** `?since=`: from this position, inclusive. */
   readonly since?: number;
-}
-
-/**
- * A Kubernetes `Status` (the Kubernetes door's errors, and kube-apiserver's own Forbidden
- * and NotFound): the Polychrome code, when the door sent one, in `details.causes[0].reason`.
- */
-const kubeStatusSchema = z.looseObject({
-  kind: z.literal('Status'),
-  message: z.string(),
-  reason: z.string().optional(),
-  details: z
-    .looseObject({
-      causes: z.array(z.looseObject({ reason: z.string().optional() })).optional(),
-    })
-    .optional(),
-});
-
-/** The code an HTTP status stands for when the body is not an API error. */
-function codeOfStatus(status: number): ErrorCode {
-  if (status === 400 || status === 405 || status === 415) return 'invalid_argument';
-  if (status === 401) return 'unauthenticated';
-  if (status === 403) return 'permission_denied';
-  if (status === 404) return 'not_found';
-  if (status === 409) return 'conflict';
-  if (status === 412) return 'failed_precondition';
-  if (status === 413 || status === 429) return 'resource_exhausted';
-  if (status === 503) return 'unavailable';
-  if (status === 504) return 'deadline_exceeded';
-  return 'internal';
-}
-
-/**
- * The error an unsuccessful answer stands for: the API's `{error}` body when it has one,
- * else the status (a proxy's HTML page, an empty body).
- */
-export async function apiErrorOf(response: Response): Promise<ApiCallError> {
-  const requestId = response.headers.get('x-request-id') ?? undefined;
-  const text = await response.text().catch(() => '');
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    body = undefined;
-  }
-  const parsed = errorBodySchema.safeParse(body);
-  if (parsed.success) {
-    const { code, message, details } = parsed.data.error;
-    return new ApiCallError(isErrorCode(code) ? code : codeOfStatus(response.status), message, {
-      status: response.status,
-      ...(requestId === undefined ? {} : { requestId }),
-      ...(details === undefined ? {} : { details }),
-    });
-  }
-  const status = kubeStatusSchema.safeParse(body);
-  if (status.success) {
-    const cause = status.data.details?.causes?.[0]?.reason;
-    const hint = response.status === 403 ? forbiddenHint(status.data.message) : undefined;
-    return new ApiCallError(
-      cause !== undefined && isErrorCode(cause) ? cause : codeOfStatus(response.status),
-      hint === undefined ? status.data.message : `${status.data.message}; ${hint}`,
-      { status: response.status, ...(requestId === undefined ? {} : { requestId }) },
-    );
-  }
-  const excerpt = text.trim().slice(0, 200);
-  return new ApiCallError(
-    codeOfStatus(response.status),
-    `the API answered ${String(response.status)} ${response.statusText}` +
-      (excerpt === '' ? '' : `: ${excerpt}`),
-    { status: response.status, ...(requestId === undefined ? {} : { requestId }) },
-  );
 }
 
 /** The body of a DELETE that cancels: the comment, if any. */

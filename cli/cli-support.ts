@@ -3,7 +3,7 @@ import type { Writable } from 'node:stream';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 
 import { AppError, isAppError } from '../common/errors';
-import { ApiCallError } from './api-client';
+import { ApiCallError } from './api-errors';
 
 /*
  * What every `polychrome` command shares: exit codes, where output goes, argument
@@ -65,6 +65,13 @@ export function parse(args: readonly string[], options: ParseArgsConfig['options
 
 export function stringValue(value: unknown): string | undefined {
   return typeof value === 'string' ? value : undefined;
+}
+
+/** @throws UsageError when `command` got more positionals than `what` it takes. */
+export function noExtra(extra: readonly string[], command: string, what: string): void {
+  if (extra.length > 0) {
+    throw new UsageError(`${command} takes ${what}, got extra ${extra.join(' ')}`);
+  }
 }
 
 /** Writes `text`, waiting for the stream to drain when it is full. */

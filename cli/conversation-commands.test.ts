@@ -3,8 +3,6 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/glob
 import {
   ADMIN,
   ALICE,
-  BOB,
-  pollUntil,
   TEST_NOW_MS,
   TOKENS,
   type StartApiOptions,
@@ -24,8 +22,9 @@ import {
   type CommittedEvent,
 } from '../test/support/api-stack';
 import { readyStatus } from '../test/support/in-memory-conversations';
-import { ExitCode, USAGE } from './run-cli';
-import { runCaptured, type Captured } from './testdata/captured-run';
+import { ExitCode } from './cli-support';
+import { envOf, expectApiError, served } from './testdata/api-expectations';
+import { runCaptured } from './testdata/captured-run';
 
 /*
  * send, approve, answer and transcript: the `polychrome` CLI's own code (runCli, its HTTP
@@ -33,8 +32,6 @@ import { runCaptured, type Captured } from './testdata/captured-run';
  * journal store and in-process harness running the scripted model. What is checked is
  * what a user sees (output, exit code, error messages) and what the journal committed.
  */
-
-const UNKNOWN_CONV = '11111111-2222-4333-8444-555555555555';
 
 let stack: ApiStack | undefined;
 
@@ -51,11 +48,6 @@ async function start(
   return { ...stack, id: stack.conversationId };
 }
 
-/** The environment that reaches `api` with `token`. */
-function envOf(api: TestApi, token: string): Record<string, string> {
-  return { POLYCHROME_API_URL: api.base, POLYCHROME_TOKEN: token };
-}
-
 /** The committed events of `kind`. */
 async function committed(api: TestApi, id: string, kind: string): Promise<CommittedEvent[]> {
   return (await committedEvents(api, id)).filter((e) => e.kind === kind);
@@ -65,33 +57,6 @@ async function committed(api: TestApi, id: string, kind: string): Promise<Commit
 function field(event: CommittedEvent | undefined, name: string): unknown {
   const payload = event?.payload;
   return typeof payload === 'object' && payload !== null ? Reflect.get(payload, name) : undefined;
-}
-
-/** Requests the API served (its own log line per request). */
-function served(api: TestApi): Record<string, unknown>[] {
-  return api.logs.filter((line) => line.msg === 'request served');
-}
-
-/**
- * A run that failed on the API's answer: exit 3, nothing on stdout, and on stderr the API's
- * own message with its code, status and request id, the id being the one the API logged
- * with that status (the one a user quotes in a report).
- */
-async function expectApiError(
-  api: TestApi,
-  run: Captured,
-  answer: { readonly status: number; readonly code: string; readonly message: string },
-): Promise<void> {
-  expect(run.code).toBe(ExitCode.Error);
-  expect(run.stdout).toBe('');
-  const requestId = /request id ([0-9a-f-]{36})\)\n$/u.exec(run.stderr)?.[1];
-  expect(run.stderr).toBe(
-    `polychrome: ${answer.message} (${answer.code}, HTTP ${String(answer.status)}, ` +
-      `request id ${String(requestId)})\n`,
-  );
-  await pollUntil(`request ${String(requestId)} in the API's log`, () =>
-    served(api).some((line) => line.requestId === requestId && line.status === answer.status),
-  );
 }
 
 /** Sends `text` as Alice and returns the settled turn's JSON. */
@@ -413,112 +378,37 @@ describe('transcript', () => {
   });
 });
 
-describe('connection settings and errors', () => {
-  it('names --token and POLYCHROME_TOKEN when there is no token, and sends nothing', async () => {
-    const s = await start();
-    const run = await runCaptured(['send', s.id, 'hi'], { POLYCHROME_API_URL: s.api.base });
+describe('usage errors', () => {
+  let shared: ApiStack;
+  beforeAll(async () => {
+    shared = await startApiStack();
+  });
+  afterAll(async () => {
+    await shared.api.close();
+  });
+
+  it.each([
+    [['send', '$ID'], 'send needs the message text after the conversation id'],
+    [['send', 'hello', 'hi'], '"hello" is not a conversation id'],
+    [['send', '$ID', 'hi', '--key', 'has space'], '--key must be 1 to 128 of'],
+    [['stream', '$ID', '--since', '1', '--last-event-id', '2'], 'not both'],
+    [['stream', '$ID', '--since=-1'], '--since must be a journal position'],
+    [['approve', '$ID'], 'approve needs the request id'],
+    [
+      ['approve', '$ID', 'r-1', 'extra'],
+      'approve takes a conversation id and a request id, got extra extra',
+    ],
+    [['answer', '$ID', 'q-1'], 'answer needs the answer text'],
+    [['transcript', '$ID', '--format', 'yaml'], '--format must be json or text, got "yaml"'],
+    [['transcript', '$ID', '--json', '--format', 'text'], '--json means --format json'],
+    [['transcript', '$ID', '--api', 'localhost:8080'], '--api must be an http or https URL'],
+  ])('%p is a usage error and sends nothing', async (args, message) => {
+    const run = await runCaptured(
+      args.map((a) => (a === '$ID' ? shared.conversationId : a)),
+      shared.env,
+    );
     expect(run.code).toBe(ExitCode.Usage);
-    expect(run.stdout).toBe('');
-    expect(run.stderr).toContain(
-      'polychrome: no API token: pass --token T or set POLYCHROME_TOKEN',
-    );
-    expect(run.stderr).toContain(USAGE);
-    expect(served(s.api)).toHaveLength(0);
-  });
-
-  it('takes the token from --token', async () => {
-    const s = await start();
-    const run = await runCaptured(['transcript', s.id, '--token', TOKENS.alice], {
-      POLYCHROME_API_URL: s.api.base,
-    });
-    expect(run.code).toBe(ExitCode.Ok);
-    expect(run.stdout).toBe(`conversation ${s.id}: 0 turns (journal head 0)\n`);
-  });
-
-  it("exits 3 with the API's message on 401, and the message commits nothing", async () => {
-    const s = await start();
-    const run = await runCaptured(['send', s.id, 'hi'], envOf(s.api, TOKENS.unknown));
-    await expectApiError(s.api, run, {
-      status: 401,
-      code: 'unauthenticated',
-      message: 'the bearer token is unknown, expired or revoked',
-    });
-    expect(s.api.head(s.id)).toBe(0);
-  });
-
-  it("exits 3 when a stranger sends to someone else's conversation, and commits nothing", async () => {
-    const s = await start();
-    const run = await runCaptured(['send', s.id, 'hi'], envOf(s.api, TOKENS.bob));
-    await expectApiError(s.api, run, {
-      status: 403,
-      code: 'permission_denied',
-      message: `${BOB.identity} may not use conversation ${s.id}: it belongs to ${ALICE.identity}`,
-    });
-    expect(s.api.head(s.id)).toBe(0);
-  });
-
-  it('exits 3 naming an unknown conversation (404)', async () => {
-    const s = await start();
-    const run = await runCaptured(['transcript', UNKNOWN_CONV], s.env);
-    await expectApiError(s.api, run, {
-      status: 404,
-      code: 'not_found',
-      message: `conversation ${UNKNOWN_CONV} does not exist`,
-    });
-  });
-
-  it('exits 3 naming the URL when the API is down, with the command to retry', async () => {
-    const s = await start();
-    await s.api.server.close();
-    const run = await runCaptured(['send', s.id, 'hi', '--key', 'k-2'], s.env);
-    expect(run.code).toBe(ExitCode.Error);
-    expect(run.stderr).toContain(
-      `polychrome: cannot reach the Polychrome API at ${s.api.base}: ECONNREFUSED`,
-    );
-    expect(run.stderr).toContain(`then retry with: polychrome send ${s.id} --key k-2 -- hi`);
-  });
-
-  it('prefers --api over POLYCHROME_API_URL', async () => {
-    const s = await start();
-    const down = await startApiStack();
-    await down.api.close();
-    const run = await runCaptured(['transcript', s.id, '--api', s.api.base], down.env);
-    expect(run.code).toBe(ExitCode.Ok);
-    expect(served(s.api)).toHaveLength(1);
-  });
-
-  describe('usage errors', () => {
-    let shared: ApiStack;
-    beforeAll(async () => {
-      shared = await startApiStack();
-    });
-    afterAll(async () => {
-      await shared.api.close();
-    });
-
-    it.each([
-      [['send', '$ID'], 'send needs the message text after the conversation id'],
-      [['send', 'hello', 'hi'], '"hello" is not a conversation id'],
-      [['send', '$ID', 'hi', '--key', 'has space'], '--key must be 1 to 128 of'],
-      [['stream', '$ID', '--since', '1', '--last-event-id', '2'], 'not both'],
-      [['stream', '$ID', '--since=-1'], '--since must be a journal position'],
-      [['approve', '$ID'], 'approve needs the request id'],
-      [
-        ['approve', '$ID', 'r-1', 'extra'],
-        'approve takes a conversation id and a request id, got extra extra',
-      ],
-      [['answer', '$ID', 'q-1'], 'answer needs the answer text'],
-      [['transcript', '$ID', '--format', 'yaml'], '--format must be json or text, got "yaml"'],
-      [['transcript', '$ID', '--json', '--format', 'text'], '--json means --format json'],
-      [['transcript', '$ID', '--api', 'localhost:8080'], '--api must be an http or https URL'],
-    ])('%p is a usage error and sends nothing', async (args, message) => {
-      const run = await runCaptured(
-        args.map((a) => (a === '$ID' ? shared.conversationId : a)),
-        shared.env,
-      );
-      expect(run.code).toBe(ExitCode.Usage);
-      expect(run.stderr).toContain(message);
-      expect(served(shared.api)).toHaveLength(0);
-    });
+    expect(run.stderr).toContain(message);
+    expect(served(shared.api)).toHaveLength(0);
   });
 });

@@ -1,14 +1,15 @@
 import { randomUUID } from 'node:crypto';
 
-import { z } from 'zod';
-
-import { envOptionalString, envString, parseConfig, type Env } from '../common/config';
+import type { Env } from '../common/config';
 import { AppError, isAppError, isRetryable } from '../common/errors';
-import { ApiCallError, ApiClient, type TurnReply } from './api-client';
+import type { TurnReply } from './api-answers';
+import type { ApiClient } from './api-client';
+import { ApiCallError } from './api-errors';
 import {
   ExitCode,
   Format,
   formatOptions,
+  noExtra,
   parse,
   parseFormat,
   stringValue,
@@ -16,127 +17,25 @@ import {
   write,
   type CliIo,
 } from './cli-support';
+import type { CommandDoor, DoorCommand } from './command-door';
 import {
-  formatEventLine,
   formatTranscript,
   formatTurnReply,
   shellWord,
   TurnOutcome,
   type CommandContext,
 } from './conversation-format';
-import { followEvents, type StreamEvent, type TextDelta } from './event-follower';
+import { publicApiDoor } from './public-api-door';
+import { stream } from './stream-command';
 
 /*
- * The commands that talk to a conversation through the control plane's public API
- * (docs/api.md): send, stream, approve, answer, transcript.
+ * The commands that talk to a conversation through a door (command-door.ts): send, stream
+ * (stream-command.ts), approve, answer, transcript; over the public API for `polychrome`
+ * (public-api-door.ts, docs/api.md), over the Kubernetes door for `kubectl polychrome`.
  */
 
-/** Where the API is when neither --api nor POLYCHROME_API_URL says. */
-export const DEFAULT_API_URL = 'http://127.0.0.1:8080';
-
-const apiEnvSchema = z
-  .object({
-    POLYCHROME_API_URL: envString({ default: DEFAULT_API_URL }),
-    POLYCHROME_TOKEN: envOptionalString(),
-  })
-  .transform((env) => ({ apiUrl: env.POLYCHROME_API_URL, token: env.POLYCHROME_TOKEN }));
-
-/** The API flags every conversation command takes. */
-export const apiOptions = {
-  api: { type: 'string' },
-  token: { type: 'string' },
-} as const;
-
-const CONVERSATION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/u;
 /** Idempotency keys and request ids share the API's alphabet. */
 const API_TOKEN_WORD = /^[A-Za-z0-9._:-]{1,128}$/u;
-const CURSOR = /^[0-9]{1,15}$/u;
-
-/** A connection to the API plus what printed follow-up commands must repeat. */
-export interface ApiConnection {
-  readonly client: ApiClient;
-  /** `['--api', URL]` when the URL came from the flag, so printed commands work as given. */
-  readonly extraFlags: readonly string[];
-  /**
-   * Reads the journal keys the Conversation's status records (base64 raw keys, in order;
-   * none: `[]`) from the Conversation object itself, on a door that can read it (the
-   * Kubernetes door). Absent: the door has only the control plane's answer header.
-   * @throws ApiCallError, ApiUnreachableError
-   */
-  readonly statusJournalKeys?: (conversation: string, signal?: AbortSignal) => Promise<string[]>;
-}
-
-/**
- * Where the conversation commands reach a conversation, and how they are called: the public
- * API by uid with a token (`polychrome`), or the Kubernetes door by Conversation name through
- * the kubeconfig (`kubectl polychrome`, cli/kubectl-polychrome.ts). The commands are the same.
- */
-export interface CommandDoor {
-  /** The words a printed follow-up command starts with. */
-  readonly program: readonly string[];
-  /** The door's connection flags (every command takes them). */
-  readonly options: NonNullable<Parameters<typeof parse>[1]>;
-  /** The conversation positional, checked. @throws UsageError */
-  conversation(value: string | undefined, command: string): string;
-  /** The client, from the flags and the environment. @throws UsageError */
-  connect(values: Record<string, unknown>, env: Env | undefined): Promise<ApiConnection>;
-  /** The verb that follows the stream, in messages (`stream`, `logs`). */
-  readonly streamVerb: string;
-  /** What the conversation positional is, in messages (`conversation id`, `Conversation name`). */
-  readonly noun: string;
-}
-
-/** The public API: `polychrome VERB ID`, by the Conversation's uid, with a session token. */
-export const publicApiDoor: CommandDoor = {
-  program: ['polychrome'],
-  options: apiOptions,
-  conversation: (value, command) => conversationIdOf(value, command),
-  connect: (values, env) => Promise.resolve(connectApi(values, env)),
-  streamVerb: 'stream',
-  noun: 'conversation id',
-};
-
-/** The API client from the flags and environment. @throws UsageError */
-export function connectApi(values: Record<string, unknown>, env: Env | undefined): ApiConnection {
-  const config = parseConfig('polychrome CLI', apiEnvSchema, env);
-  const flagUrl = stringValue(values.api);
-  const url = flagUrl ?? config.apiUrl;
-  let parsed: URL | undefined;
-  try {
-    parsed = new URL(url);
-  } catch {
-    parsed = undefined;
-  }
-  if (parsed === undefined || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')) {
-    throw new UsageError(
-      `${flagUrl === undefined ? 'POLYCHROME_API_URL' : '--api'} must be an http or https URL ` +
-        `such as ${DEFAULT_API_URL}, got ${JSON.stringify(url)}`,
-    );
-  }
-  const token = stringValue(values.token) ?? config.token;
-  if (token === undefined || token.trim() === '') {
-    throw new UsageError(
-      'no API token: pass --token T or set POLYCHROME_TOKEN to a session token ' +
-        '(make dev writes one: export POLYCHROME_TOKEN=$(cat .local/dev/token))',
-    );
-  }
-  return {
-    client: new ApiClient({ baseUrl: url, token: token.trim() }),
-    extraFlags: flagUrl === undefined ? [] : ['--api', flagUrl],
-  };
-}
-
-/** The conversation id positional. @throws UsageError */
-export function conversationIdOf(value: string | undefined, command: string): string {
-  if (value === undefined) throw new UsageError(`${command} needs a conversation id`);
-  if (!CONVERSATION_ID.test(value)) {
-    throw new UsageError(
-      `${JSON.stringify(value)} is not a conversation id: expected the Conversation's uid, a ` +
-        "lower-case UUID (kubectl get conversation NAME -o jsonpath='{.metadata.uid}')",
-    );
-  }
-  return value;
-}
 
 function requestIdOf(value: string | undefined, command: string): string {
   if (value === undefined) {
@@ -148,23 +47,6 @@ function requestIdOf(value: string | undefined, command: string): string {
     );
   }
   return value;
-}
-
-function cursorOf(values: Record<string, unknown>, flag: string): number | undefined {
-  const text = stringValue(values[flag]);
-  if (text === undefined) return undefined;
-  if (!CURSOR.test(text)) {
-    throw new UsageError(
-      `--${flag} must be a journal position (0 or more, at most 15 digits), got ${JSON.stringify(text)}`,
-    );
-  }
-  return Number(text);
-}
-
-function noExtra(extra: readonly string[], command: string, what: string): void {
-  if (extra.length > 0) {
-    throw new UsageError(`${command} takes ${what}, got extra ${extra.join(' ')}`);
-  }
 }
 
 async function printTurn(
@@ -371,82 +253,6 @@ async function transcript(
   );
   return ExitCode.Ok;
 }
-
-async function stream(
-  door: CommandDoor,
-  args: readonly string[],
-  env: Env | undefined,
-  io: CliIo,
-): Promise<ExitCode> {
-  const { values, positionals } = parse(args, {
-    ...door.options,
-    ...formatOptions,
-    since: { type: 'string' },
-    'last-event-id': { type: 'string' },
-  });
-  const format = parseFormat(values);
-  const [id, ...extra] = positionals;
-  const conversationId = door.conversation(id, door.streamVerb);
-  noExtra(extra, door.streamVerb, `one ${door.noun}`);
-  const since = cursorOf(values, 'since');
-  const lastEventId = cursorOf(values, 'last-event-id');
-  if (since !== undefined && lastEventId !== undefined) {
-    throw new UsageError('give --since N (from N) or --last-event-id N (after N), not both');
-  }
-  const api = await door.connect(values, env);
-  const signal = io.signal ?? new AbortController().signal;
-  // The delta line still open (its turn and step), closed before anything else prints.
-  let openDelta: string | undefined;
-  const closeDelta = async (): Promise<void> => {
-    if (openDelta === undefined) return;
-    openDelta = undefined;
-    await write(io.stdout, '\n');
-  };
-  await followEvents({
-    client: api.client,
-    conversationId,
-    start: {
-      ...(since === undefined ? {} : { since }),
-      ...(lastEventId === undefined ? {} : { lastEventId }),
-    },
-    signal,
-    onEvent: async (event: StreamEvent) => {
-      if (format === Format.Json) {
-        await write(io.stdout, `${JSON.stringify(event)}\n`);
-        return;
-      }
-      await closeDelta();
-      await write(io.stdout, formatEventLine(event));
-    },
-    onDelta: async (delta: TextDelta) => {
-      if (format === Format.Json) {
-        await write(io.stdout, `${JSON.stringify({ kind: 'delta', ...delta })}\n`);
-        return;
-      }
-      const which = `${delta.turnId}/${String(delta.step)}`;
-      if (openDelta !== which) {
-        await closeDelta();
-        await write(io.stdout, `[live] step ${String(delta.step)}: `);
-        openDelta = which;
-      }
-      await write(io.stdout, delta.text);
-    },
-    onNotice: async (text: string) => {
-      await closeDelta();
-      await write(io.stderr, `polychrome: ${text}\n`);
-    },
-  });
-  await closeDelta();
-  return ExitCode.Ok;
-}
-
-/** One conversation command over a door. */
-export type DoorCommand = (
-  door: CommandDoor,
-  args: readonly string[],
-  env: Env | undefined,
-  io: CliIo,
-) => Promise<ExitCode>;
 
 /** The conversation commands by name, over any door. */
 export const doorCommands = { send, stream, approve, answer, transcript } as const satisfies Record<

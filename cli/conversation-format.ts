@@ -1,4 +1,4 @@
-import type { ApprovalCard, Transcript, TranscriptTurn, TurnReply } from './api-client';
+import type { ApprovalCard, Transcript, TranscriptTurn, TurnReply } from './api-answers';
 import type { StreamEvent } from './event-follower';
 
 /*

@@ -1,5 +1,6 @@
 import { AppError, isErrorCode, isRetryable } from '../common/errors';
-import { ApiCallError, type ApiClient, type StreamCursor } from './api-client';
+import type { ApiClient, StreamCursor } from './api-client';
+import { ApiCallError } from './api-errors';
 import { SseParser, type SseMessage } from './sse-parser';
 
 /** A committed journal event from the stream (`id:` = `position`). */

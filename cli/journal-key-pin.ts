@@ -143,3 +143,20 @@ export function journalKeyLine(pin: JournalKeyPin): string {
     }
   }
 }
+
+/** The JSON form of a {@link JournalKeyPin}. */
+export interface JournalKeyJson {
+  readonly source: JournalKeySource;
+  readonly statusFrom: StatusKeysFrom;
+  readonly keyIds: readonly string[];
+  readonly statusKeyIds: readonly string[];
+}
+
+export function journalKeyJson(pin: JournalKeyPin): JournalKeyJson {
+  return {
+    source: pin.source,
+    statusFrom: pin.statusFrom,
+    keyIds: pin.keyIds,
+    statusKeyIds: pin.statusKeyIds,
+  };
+}

@@ -14,7 +14,8 @@ import { createNodeEd25519Signer } from '../state/journal/node-ed25519';
 import { JournalStore } from '../state/store/journal-store';
 import { echoResponder, MessagesApiServer } from '../test/support/messages-api-server';
 import { recordApprovedTurns } from '../test/support/real-turns';
-import { ExitCode, runCli } from './run-cli';
+import { ExitCode } from './cli-support';
+import { runCli } from './run-cli';
 
 /*
  * `polychrome journal replay FILE` on exports of a journal the real stack wrote (the real

@@ -10,7 +10,8 @@ import {
   type ReplayEntry,
   type TranscriptItem,
 } from '../harness/turn/replay';
-import { parseExportEvent, parseExportHeader, type ExportHeader } from './export-file';
+import type { ExportHeader } from '../common/journal-export-format';
+import { parseExportEvent, parseExportHeader } from '../common/journal-export-parse';
 import { verifyExportFile, type OfflineVerification } from './journal-verify';
 
 /**

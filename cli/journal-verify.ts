@@ -9,9 +9,7 @@ import {
 } from '../state/journal/export-verify';
 import { createNodeEd25519Verifier } from '../state/journal/node-ed25519';
 import { nodeSha256 } from '../state/journal/node-sha256';
-import type { ExportCheckpoint } from './export-file';
-
-export { KeyTrust } from '../state/journal/export-verify';
+import type { ExportCheckpoint } from '../common/journal-export-format';
 
 /** The first failing check, as the CLI prints it. */
 export type OfflineFailure = ExportFailure;

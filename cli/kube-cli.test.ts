@@ -1,11 +1,9 @@
 import { describe, expect, it } from '@jest/globals';
 import { PassThrough } from 'node:stream';
 
-import { parseAllDocuments } from 'yaml';
-
 import { ExitCode } from './cli-support';
 import { completions } from './kube-completion';
-import { runKubectlPolychrome, translateOutput, yamlWriter } from './kube-cli';
+import { runKubectlPolychrome } from './kube-cli';
 
 function io() {
   const stdout = new PassThrough();
@@ -15,41 +13,6 @@ function io() {
   stderr.on('data', (c: Buffer) => (text.err += c.toString()));
   return { io: { stdout, stderr }, text };
 }
-
-describe('translateOutput', () => {
-  it.each([
-    [['get', 'x', '-o', 'json'], ['get', 'x', '--format', 'json'], false],
-    [['get', 'x', '-oyaml'], ['get', 'x', '--format', 'json'], true],
-    [['get', 'x', '--output=yaml'], ['get', 'x', '--format', 'json'], true],
-    [['get', 'x', '--output', 'text'], ['get', 'x', '--format', 'text'], false],
-    [['send', 'x', '--', '-o', 'yaml'], ['send', 'x', '--', '-o', 'yaml'], false],
-  ])('%j is %j', (args, out, yaml) => {
-    expect(translateOutput(args)).toEqual({ args: out, yaml });
-  });
-
-  it('refuses another output, naming the ones it takes', () => {
-    expect(() => translateOutput(['-o', 'wide'])).toThrow(
-      '-o must be json, yaml or text, got "wide"',
-    );
-    expect(() => translateOutput(['-o'])).toThrow('-o needs a value');
-  });
-});
-
-describe('yamlWriter', () => {
-  it('writes one YAML document per JSON line, split anywhere', async () => {
-    const out = new PassThrough();
-    let text = '';
-    out.on('data', (c: Buffer) => (text += c.toString()));
-    const yaml = yamlWriter(out);
-    yaml.write('{"a":1}\n{"b":');
-    yaml.write('[1,2]}\n');
-    await new Promise<void>((resolve) => yaml.end(resolve));
-    expect(parseAllDocuments(text).map((d) => d.toJS() as unknown)).toEqual([
-      { a: 1 },
-      { b: [1, 2] },
-    ]);
-  });
-});
 
 describe('runKubectlPolychrome', () => {
   it('answers an unknown verb and a bad name with a usage error (exit 2)', async () => {

@@ -1,6 +1,6 @@
 import type { Env } from '../common/config';
 import { stringValue, write, type CliIo } from './cli-support';
-import { KUBE_VERBS } from './kube-cli';
+import { KUBE_VERBS } from './kube-verbs';
 import { loadKubeConnection } from './kube-connection';
 import { CONVERSATION_GROUP_VERSION } from './kube-transport';
 import { joinUrl } from './transport';

@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 
-import { apiErrorOf, ApiClient } from './api-client';
+import { ApiClient } from './api-client';
+import { apiErrorOf } from './api-errors';
 import { forbiddenHint, kubeTransport } from './kube-transport';
 import { ConversationOperation } from './transport';
 import type { KubeConnection } from './kube-connection';

@@ -10,8 +10,10 @@ import { toHex } from '../state/journal/hex';
 import { createNodeEd25519Signer } from '../state/journal/node-ed25519';
 import { EXPORT_FORMAT as STORE_EXPORT_FORMAT } from '../state/store/journal-export';
 import { JournalStore } from '../state/store/journal-store';
-import { decodeBase64, EXPORT_FORMAT, parseExportEvent, parseExportHeader } from './export-file';
-import { ExitCode, runCli, USAGE } from './run-cli';
+import { EXPORT_FORMAT } from '../common/journal-export-format';
+import { decodeBase64, parseExportEvent, parseExportHeader } from '../common/journal-export-parse';
+import { ExitCode } from './cli-support';
+import { runCli, USAGE } from './run-cli';
 
 /*
  * The CLI in process: usage errors exit 2 with a message and the usage, failures to run

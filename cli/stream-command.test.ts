@@ -19,7 +19,7 @@ import { type FollowJournal } from '../operator/public-api/journal-feed';
 import { TcpRelay } from '../test/support/tcp-relay';
 import { ApiClient } from './api-client';
 import { followEvents } from './event-follower';
-import { ExitCode } from './run-cli';
+import { ExitCode } from './cli-support';
 import { runCaptured, startCli, type Running } from './testdata/captured-run';
 
 /*

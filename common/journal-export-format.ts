@@ -2,8 +2,21 @@
  * The journal export file's writer side (docs/journal-format.md, "Export file"): NDJSON,
  * UTF-8, a header line with the partition, the public keys, a checkpoint and the control
  * plane's approval public key, then one line per event. `polychrome state export` and the control plane's export route
- * (operator/forensics) write the same bytes with these functions; cli/export-file.ts reads
- * them back. Pure.
+ * (operator/forensics) write the same bytes with these functions; common/journal-export-parse.ts
+ * reads them back. Pure.
+ *
+ *   line 1   {"format":"polychrome-journal-export/v1","partition":"conv-…",
+ *             "publicKeys":[{"keyId":"…","publicKey":"<base64, 32 bytes>"}],
+ *             "checkpoint":{"head":N,"rootHex":"<64 hex>","keyId":"…"},   (optional)
+ *             "approvalKeyId":"<32 hex>","approvalPublicKey":"<base64, 32 bytes>"}   (optional)
+ *   then     {"position":0,"kind":"message_received","payload":"<base64>"}  per event, or
+ *            {"position":4,"excised":true,"leafHex":"<64 hex>"}            for an excised one
+ *
+ * The header's checkpoint is the state plane's own claim (its head and last signed root
+ * when the export began); checking against it proves nothing the roots do not. Check
+ * against one kept elsewhere (`journal verify --checkpoint`). The approval key is the
+ * control plane's word (its export route writes it; `state export` cannot): it is not
+ * signed, so replay trusts it only when no `--approval-key` is pinned.
  */
 
 /** The format tag on the first line (the same as the store's EXPORT_FORMAT). */

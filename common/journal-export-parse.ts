@@ -1,7 +1,7 @@
 /**
  * The journal export file's reader side (docs/journal-format.md, "Export file"): parses the
  * header line, each event line and a checkpoint given as `N:ROOTHEX[:KEYID]`. Pure, so the
- * CLI (cli/export-file.ts) and the browser verifier (ui/) read the same bytes with the same
+ * CLI (cli/journal-verify.ts, cli/journal-replay.ts) and the browser verifier (ui/) read the same bytes with the same
  * code. The writer side is common/journal-export-format.ts.
  *
  * The reader also takes the state store's own export (`JournalStore.export`), whose header

@@ -1,0 +1,109 @@
+import { z } from 'zod';
+
+/*
+ * The answers of the public API the CLI reads (docs/api/openapi.json), as zod schemas:
+ * unknown fields are kept, so `--format json` prints the body as the API sent it.
+ */
+
+const cardSchema = {
+  approval: z.looseObject({
+    requestId: z.string(),
+    toolCallId: z.string(),
+    toolName: z.string(),
+    args: z.unknown(),
+    argsSha256: z.string(),
+    reason: z.string(),
+    requiredApprover: z.string(),
+  }),
+  question: z.looseObject({ requestId: z.string(), question: z.string() }),
+  ambiguous: z.looseObject({ toolCallId: z.string(), reason: z.string() }),
+  handoff: z.looseObject({ targetAgent: z.string(), reason: z.string() }),
+};
+
+const turnStatusSchema = z.enum(['complete', 'paused', 'ambiguous', 'handoff']);
+
+export const turnReplySchema = z.looseObject({
+  conversationId: z.string(),
+  turnId: z.string(),
+  status: turnStatusSchema,
+  reply: z.string().optional(),
+  fallback: z.boolean().optional(),
+  approval: cardSchema.approval.optional(),
+  question: cardSchema.question.optional(),
+  ambiguous: cardSchema.ambiguous.optional(),
+  handoff: cardSchema.handoff.optional(),
+  requestedAt: z.number().int().nonnegative(),
+});
+
+export const transcriptSchema = z.looseObject({
+  conversationId: z.string(),
+  head: z.number().int().nonnegative(),
+  turns: z.array(
+    z.looseObject({
+      turnId: z.string(),
+      position: z.number().int().nonnegative(),
+      user: z.looseObject({ text: z.string(), caller: z.string(), receivedAtMs: z.number() }),
+      status: turnStatusSchema,
+      reply: z.string().optional(),
+      fallback: z.boolean().optional(),
+      approval: cardSchema.approval.optional(),
+      question: cardSchema.question.optional(),
+      ambiguous: cardSchema.ambiguous.optional(),
+      handoff: cardSchema.handoff.optional(),
+    }),
+  ),
+});
+
+export const repairResultSchema = z.looseObject({
+  conversationId: z.string(),
+  actor: z.string(),
+  dryRun: z.boolean(),
+  excised: z.array(
+    z.looseObject({ position: z.number().int(), leafDigestHex: z.string(), problem: z.string() }),
+  ),
+  head: z.number().int().nonnegative(),
+  message: z.string(),
+});
+
+export const resolveResultSchema = z.looseObject({
+  conversationId: z.string(),
+  turnId: z.string(),
+  decision: z.enum(['ran', 'did_not_run']),
+  resultUnknown: z.boolean(),
+  actor: z.string(),
+  position: z.number().int().nonnegative(),
+  head: z.number().int().nonnegative(),
+  message: z.string(),
+});
+
+export const acceptRollbackResultSchema = z.looseObject({
+  conversationId: z.string(),
+  checkpointHead: z.number().int().nonnegative(),
+  checkpointRoot: z.string(),
+  position: z.number().int().nonnegative(),
+  head: z.number().int().nonnegative(),
+  actor: z.string(),
+  message: z.string(),
+});
+
+/** What a repair found and did (`RepairResult`). */
+export type RepairResult = z.output<typeof repairResultSchema>;
+/** What a resolve committed (`ResolveResult`). */
+export type ResolveResult = z.output<typeof resolveResultSchema>;
+/** What accepting a rollback committed (`AcceptRollbackResult`). */
+export type AcceptRollbackResult = z.output<typeof acceptRollbackResultSchema>;
+/** A turn's settled state (`TurnReply`). */
+export type TurnReply = z.output<typeof turnReplySchema>;
+/** The transcript (`Transcript`). */
+export type Transcript = z.output<typeof transcriptSchema>;
+/** One turn of a transcript. */
+export type TranscriptTurn = Transcript['turns'][number];
+/** A paused turn's approval card. */
+export type ApprovalCard = z.output<typeof cardSchema.approval>;
+
+/** An answer and the JSON it was parsed from. */
+export interface Parsed<T> {
+  readonly value: T;
+  /** The body as the API sent it (for `--format json`). */
+  readonly raw: unknown;
+}

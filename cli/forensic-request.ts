@@ -1,0 +1,103 @@
+import { AppError } from '../common/errors';
+import { parseIdentity } from '../common/identity';
+import { stringValue, UsageError, type Format } from './cli-support';
+
+/*
+ * What a forensic command is asked (conversation-forensics.ts): the request every core
+ * takes, and the flags that make it, each read before anything is fetched so a mistake is
+ * a usage error (exit 2).
+ */
+
+/** What a conversation core needs besides its client. */
+export interface ForensicRequest {
+  readonly conversationId: string;
+  readonly actor: string;
+  readonly format: Format;
+  readonly signal?: AbortSignal;
+}
+
+/** The form `--actor` takes, for usage errors. */
+export const ACTOR_FORMAT = 'provider:scope:external_id or provider:external_id';
+
+/**
+ * `--actor`: one of the caller's own identities, in the canonical form.
+ * @throws UsageError when absent or not an identity, showing the format.
+ */
+export function parseActorFlag(value: unknown): string {
+  const text = stringValue(value);
+  if (text === undefined) {
+    throw new UsageError(
+      `--actor is required: the admin identity you act as (${ACTOR_FORMAT}, one of your own)`,
+    );
+  }
+  try {
+    parseIdentity(text);
+  } catch (error) {
+    throw new UsageError(
+      `--actor ${JSON.stringify(text.slice(0, 80))} is not an identity: expected ${ACTOR_FORMAT} ` +
+        `(${error instanceof AppError ? error.message : String(error)})`,
+    );
+  }
+  return text;
+}
+
+/** How an admin settles a quarantined turn, as `conversation resolve` reads it. */
+export type ResolveFlags =
+  | { readonly decision: 'did_not_run' }
+  | { readonly decision: 'ran'; readonly resultFile: string | undefined };
+
+/**
+ * `--ran [--result FILE]` or `--did-not-run`: exactly one; `--result` goes with `--ran`
+ * only (without it the result is unknown).
+ * @throws UsageError naming the mistake.
+ */
+export function parseResolveFlags(values: Readonly<Record<string, unknown>>): ResolveFlags {
+  const ran = values.ran === true;
+  const didNotRun = values['did-not-run'] === true;
+  const resultFile = stringValue(values.result);
+  if (ran === didNotRun) {
+    throw new UsageError(
+      `conversation resolve takes exactly one of --ran (the call ran; --result FILE gives its result) and --did-not-run (it did not; the turn runs it again)${ran ? ', not both' : ''}`,
+    );
+  }
+  if (didNotRun) {
+    if (resultFile !== undefined) {
+      throw new UsageError(
+        '--result goes with --ran only: a call that did not run has no result; leave out --result',
+      );
+    }
+    return { decision: 'did_not_run' };
+  }
+  return { decision: 'ran', resultFile };
+}
+
+/** `--head N --reason TEXT` of `accept-rollback`, both required. @throws UsageError */
+export function parseAcceptRollbackFlags(values: Readonly<Record<string, unknown>>): {
+  head: number;
+  reason: string;
+} {
+  const headText = stringValue(values.head);
+  const reason = stringValue(values.reason);
+  if (
+    headText === undefined ||
+    !/^\d+$/u.test(headText) ||
+    !Number.isSafeInteger(Number(headText))
+  ) {
+    throw new UsageError(
+      `accept-rollback takes --head N: the journal head you accept (status.journal.rollback.journalHead)${headText === undefined ? '' : `, got ${JSON.stringify(headText.slice(0, 40))}`}`,
+    );
+  }
+  if (reason === undefined || reason.trim() === '') {
+    throw new UsageError(
+      'accept-rollback takes --reason TEXT: why the lost entries are accepted (it is recorded in the journal)',
+    );
+  }
+  return { head: Number(headText), reason };
+}
+
+/** The flags of `resolve`. */
+export const RESOLVE_OPTIONS = {
+  ran: { type: 'boolean' },
+  'did-not-run': { type: 'boolean' },
+  result: { type: 'string' },
+} as const;

@@ -1,0 +1,209 @@
+import { createWriteStream } from 'node:fs';
+import { once } from 'node:events';
+
+import { z } from 'zod';
+
+import { envInt, envOptionalString, envString, parseConfig, type Env } from '../common/config';
+import { exportFileLines, type ExportCheckpoint } from '../common/journal-export-format';
+import { isPartitionName } from '../common/partition-name';
+import { loadStateClientTls, StateCallError, StateClient } from '../common/state-client';
+import { checkpointOf, checkpointOption } from './checkpoint-flag';
+import {
+  ExitCode,
+  Format,
+  formatOptions,
+  parse,
+  parseFormat,
+  stringValue,
+  UsageError,
+  write,
+  type CliIo,
+} from './cli-support';
+import { checkpointNote, failureLines } from './verification-lines';
+
+/*
+ * `polychrome state verify` and `state export`: a journal on the state plane, over gRPC with
+ * a verifier certificate (docs/state-plane.md, "CLI"), with the connection flags or the
+ * POLYCHROME_STATE_* environment.
+ */
+
+const envSchema = z
+  .object({
+    POLYCHROME_STATE_ADDRESS: envString({ default: 'localhost:7443' }),
+    POLYCHROME_STATE_CA: envOptionalString(),
+    POLYCHROME_STATE_CERT: envOptionalString(),
+    POLYCHROME_STATE_KEY: envOptionalString(),
+    POLYCHROME_STATE_SERVER_NAME: envOptionalString(),
+    POLYCHROME_STATE_TIMEOUT_MS: envInt({ default: 60_000, min: 1, max: 3_600_000 }),
+  })
+  .transform((env) => ({
+    address: env.POLYCHROME_STATE_ADDRESS,
+    ca: env.POLYCHROME_STATE_CA,
+    cert: env.POLYCHROME_STATE_CERT,
+    key: env.POLYCHROME_STATE_KEY,
+    serverName: env.POLYCHROME_STATE_SERVER_NAME,
+    timeoutMs: env.POLYCHROME_STATE_TIMEOUT_MS,
+  }));
+
+const connectionOptions = {
+  address: { type: 'string' },
+  ca: { type: 'string' },
+  cert: { type: 'string' },
+  key: { type: 'string' },
+  'server-name': { type: 'string' },
+  'timeout-ms': { type: 'string' },
+} as const;
+
+function onePartition(positionals: readonly string[], command: string): string {
+  const [partition, ...extra] = positionals;
+  if (partition === undefined) throw new UsageError(`${command} needs a partition: conv-<id>`);
+  if (extra.length > 0)
+    throw new UsageError(`${command} takes one partition, got extra ${extra.join(' ')}`);
+  if (!isPartitionName(partition)) {
+    throw new UsageError(
+      `${JSON.stringify(partition)} is not a partition name: expected conv-<conversation uid> ` +
+        '(a-z, 0-9 and "-", up to 63 characters after "conv-")',
+    );
+  }
+  return partition;
+}
+
+async function connect(
+  values: Record<string, unknown>,
+  env: Env | undefined,
+): Promise<StateClient> {
+  const config = parseConfig('polychrome CLI', envSchema, env);
+  const pick = (flag: string, fromEnv: string | undefined, variable: string): string => {
+    const value = stringValue(values[flag]) ?? fromEnv;
+    if (value === undefined) {
+      throw new UsageError(`no ${flag} file: pass --${flag} FILE or set ${variable}`);
+    }
+    return value;
+  };
+  const tls = await loadStateClientTls({
+    ca: pick('ca', config.ca, 'POLYCHROME_STATE_CA'),
+    cert: pick('cert', config.cert, 'POLYCHROME_STATE_CERT'),
+    key: pick('key', config.key, 'POLYCHROME_STATE_KEY'),
+  });
+  const timeoutText = stringValue(values['timeout-ms']);
+  const timeoutMs = timeoutText === undefined ? config.timeoutMs : Number(timeoutText);
+  if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) {
+    throw new UsageError(
+      `--timeout-ms must be a positive whole number, got ${JSON.stringify(timeoutText)}`,
+    );
+  }
+  const serverName = stringValue(values['server-name']) ?? config.serverName;
+  return new StateClient({
+    address: stringValue(values.address) ?? config.address,
+    tls,
+    callTimeoutMs: timeoutMs,
+    ...(serverName === undefined ? {} : { serverName }),
+  });
+}
+
+/** `state verify conv-<id>`: the state plane replays the journal and checks it. */
+export async function stateVerify(
+  args: readonly string[],
+  env: Env | undefined,
+  io: CliIo,
+): Promise<ExitCode> {
+  const { values, positionals } = parse(args, {
+    ...connectionOptions,
+    ...formatOptions,
+    ...checkpointOption,
+  });
+  const format = parseFormat(values);
+  const partition = onePartition(positionals, 'state verify');
+  const checkpoint = checkpointOf(values);
+  const client = await connect(values, env);
+  try {
+    const result = await client.verify(partition, checkpoint === undefined ? {} : { checkpoint });
+    // Events no root covers cannot be verified; the state plane never acknowledges them.
+    const ok = result.ok && result.unsealed === 0;
+    if (format === Format.Json) {
+      await write(
+        io.stdout,
+        `${JSON.stringify({
+          partition,
+          ok,
+          events: result.events,
+          signedRoots: result.signedRoots,
+          unsealed: result.unsealed,
+          failure: result.failure ?? null,
+          excised: result.excised,
+          checkpointChecked: result.checkpointChecked,
+        })}\n`,
+      );
+    } else if (result.failure !== undefined) {
+      await write(
+        io.stdout,
+        `${partition}: FAILED at position ${String(result.failure.position)} (${result.failure.reason})\n` +
+          failureLines(result.failure),
+      );
+    } else if (!ok) {
+      await write(
+        io.stdout,
+        `${partition}: FAILED: ${String(result.unsealed)} events after the last signed root are not covered by any root\n`,
+      );
+    } else {
+      await write(
+        io.stdout,
+        `${partition}: OK: ${String(result.events)} events, ${String(result.signedRoots)} signed roots verified\n` +
+          checkpointNote(result.checkpointChecked, result.excised),
+      );
+    }
+    return ok ? ExitCode.Ok : ExitCode.VerifyFailed;
+  } finally {
+    client.close();
+  }
+}
+
+/** `state export conv-<id>`: the journal as an export file. */
+export async function stateExport(
+  args: readonly string[],
+  env: Env | undefined,
+  io: CliIo,
+): Promise<ExitCode> {
+  const { values, positionals } = parse(args, {
+    ...connectionOptions,
+    output: { type: 'string', short: 'o' },
+  });
+  const partition = onePartition(positionals, 'state export');
+  const client = await connect(values, env);
+  // The state plane's own checkpoint, taken before the export starts, so the export holds
+  // at least it; a refused partition has none and still exports.
+  let checkpoint: ExportCheckpoint | undefined;
+  try {
+    const head = await client.head(partition);
+    if (head.signedRoot !== undefined) {
+      checkpoint = { head: head.head, root: head.signedRoot.root, keyId: head.signedRoot.keyId };
+    }
+  } catch (error) {
+    if (!(error instanceof StateCallError) || !error.fromServer) {
+      client.close();
+      throw error;
+    }
+  }
+  const file = stringValue(values.output);
+  const out =
+    file === undefined || file === '-' ? io.stdout : createWriteStream(file, { flags: 'w' });
+  let events = 0;
+  try {
+    for await (const line of exportFileLines(partition, client.export(partition), { checkpoint })) {
+      await write(out, line);
+      events += 1;
+    }
+    // The header is one of the lines.
+    events -= 1;
+  } finally {
+    client.close();
+    if (out !== io.stdout) {
+      out.end();
+      await once(out, 'close');
+    }
+  }
+  if (file !== undefined && file !== '-') {
+    await write(io.stderr, `${partition}: exported ${String(events)} events to ${file}\n`);
+  }
+  return ExitCode.Ok;
+}
