@@ -2,8 +2,8 @@ import { describe, expect, it } from '@jest/globals';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { ConditionType, DegradedReason } from '../operator/api/v1alpha1';
-import type { Conversation } from '../operator/api/v1alpha1';
+import { ConditionType, DegradedReason } from '../operator/api/v1alpha1/conditions';
+import type { Conversation } from '../operator/api/v1alpha1/conversation-types';
 import {
   CONVERSATION_HEALTH_DIR,
   REPO_ROOT,

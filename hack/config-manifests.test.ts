@@ -16,8 +16,8 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join, relative } from 'node:path';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { loadControlPlaneConfig } from '../operator/config';
-import type { Conversation } from '../operator/api/v1alpha1';
-import { validMinimalConversationSpec } from '../operator/api/v1alpha1';
+import type { Conversation } from '../operator/api/v1alpha1/conversation-types';
+import { validMinimalConversationSpec } from '../operator/api/v1alpha1/conversation-cases';
 import { DEFAULT_HEALTH_PORT } from '../common/health-server';
 import { HARNESS_PORT } from '../operator/controller/child-meta';
 import {

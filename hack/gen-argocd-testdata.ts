@@ -10,7 +10,8 @@
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
-import type { Conversation, ConversationStatus } from '../operator/api/v1alpha1';
+import type { Conversation } from '../operator/api/v1alpha1/conversation-types';
+import type { ConversationStatus } from '../operator/api/v1alpha1/conversation-status';
 import { planReconcile } from '../operator/controller/plan';
 import { formatTime } from '../operator/controller/wire-time';
 import type { ActOutcome } from '../operator/controller/report';

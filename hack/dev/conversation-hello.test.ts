@@ -8,7 +8,8 @@ import { describe, expect, it } from '@jest/globals';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { checkAgainstSchema, conversationSchema, isPlainObject } from '../../operator/api/v1alpha1';
+import { checkAgainstSchema, isPlainObject } from '../../operator/api/v1alpha1/schema-check';
+import { conversationSchema } from '../../operator/api/v1alpha1/conversation-crd';
 import { repoRoot } from '../lib/paths';
 
 function readYaml(path: string): Record<string, unknown> {

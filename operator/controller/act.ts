@@ -4,7 +4,7 @@
  * pass that failed half-way is simply planned again.
  */
 import type { Logger } from 'pino';
-import type { Conversation } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
 import { classifyCreateFailure } from './classify-create-failure';
 import type { CreateFailure } from './classify-create-failure';
 import type { ConversationKube } from './kube-client';

@@ -2,7 +2,7 @@
  * Where the sandbox stands, from a snapshot alone. `plan` uses it to decide what to
  * create, `report` to write conditions and `status.sandbox`. Pure.
  */
-import { ConditionReason } from '../api/v1alpha1';
+import { ConditionReason } from '../api/v1alpha1/conditions';
 import { HARNESS_PORT, isOwnedBy } from './child-meta';
 import { claimPlanOf } from './desired-claim';
 import type { SpecGap } from './desired-pod';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { ApiException } from '@kubernetes/client-node';
 import pino from 'pino';
-import type { Conversation } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { CacheSource } from './cached-reads';
 import { CachedReader } from './cached-reads';
 import { ManualClock } from './clock';

@@ -2,8 +2,8 @@
  * Names shared by the Conversation reconciler's children and their builders: the
  * finalizer, the field manager, labels, the harness port and the owner reference. Pure.
  */
-import type { Conversation } from '../api/v1alpha1';
-import { ConversationResource } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
+import { ConversationResource } from '../api/v1alpha1/conversation-types';
 
 /** The finalizer that holds a Conversation until its sandbox is released. */
 export const CONVERSATION_FINALIZER = 'polychrome.dev/cleanup';

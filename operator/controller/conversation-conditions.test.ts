@@ -1,5 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
-import type { ConditionReason, ConversationSpec, ConversationStatus } from '../api/v1alpha1';
+import type { ConditionReason } from '../api/v1alpha1/conditions';
+import type { ConversationSpec } from '../api/v1alpha1/conversation-spec';
+import type { ConversationStatus } from '../api/v1alpha1/conversation-status';
 import type { SandboxVerdict } from './conversation-conditions';
 import { conversationConditions, storedVerdict } from './conversation-conditions';
 import { conversation } from './snapshot-fixtures';

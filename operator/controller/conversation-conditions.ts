@@ -10,12 +10,13 @@
  */
 import type {
   Condition,
-  Conversation,
   ConversationStatus,
-  DegradedReason,
   JournalRollback,
-} from '../api/v1alpha1';
-import { ConditionReason, ConditionType, ConversationPhase, TurnState } from '../api/v1alpha1';
+} from '../api/v1alpha1/conversation-status';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
+import type { DegradedReason } from '../api/v1alpha1/conditions';
+import { ConditionReason, ConditionType, ConversationPhase } from '../api/v1alpha1/conditions';
+import { TurnState } from '../api/v1alpha1/conversation-values';
 import type { Lifecycle } from './plan';
 import { readIdle, readRetention } from './idle-and-retention';
 

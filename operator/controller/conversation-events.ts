@@ -8,8 +8,9 @@
  * baseline is the status the object already has, so an old transition is never emitted
  * again; a transition the turn code wrote before then is not emitted by this replica.
  */
-import type { Conversation, ConversationStatus } from '../api/v1alpha1';
-import { ConversationResource } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
+import type { ConversationStatus } from '../api/v1alpha1/conversation-status';
+import { ConversationResource } from '../api/v1alpha1/conversation-types';
 import type { EventRegarding } from './event-recorder';
 import type { LifecycleEvent } from './lifecycle-events';
 import { lifecycleEvents } from './lifecycle-events';

@@ -4,7 +4,7 @@
  * for one key at a time.
  */
 import type { Logger } from 'pino';
-import type { ConversationStatus } from '../api/v1alpha1';
+import type { ConversationStatus } from '../api/v1alpha1/conversation-status';
 import { AppError } from '../../common/errors';
 import { LogComponent } from '../../common/log';
 import { runActions, type ActHooks } from './act';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import type { ConversationSpec } from '../api/v1alpha1';
+import type { ConversationSpec } from '../api/v1alpha1/conversation-spec';
 import type { ClaimEnvVar } from './agent-sandbox-api';
 import { claimPlanOf, sameClaimEnv } from './desired-claim';
 import type { EnvVarManifest } from './desired-pod';

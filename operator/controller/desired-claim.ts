@@ -2,8 +2,8 @@
  * The SandboxClaim a Conversation wants (backend agent-sandbox). Pure: the reconciler
  * compares it with the observed claim before writing anything.
  */
-import type { Conversation } from '../api/v1alpha1';
-import { DEFAULT_WARM_POOL } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
+import { DEFAULT_WARM_POOL } from '../api/v1alpha1/conversation-values';
 import { childLabels, conversationOwnerReference } from './child-meta';
 import type { ContainerManifest, EnvVarManifest, SpecGap } from './desired-pod';
 import {

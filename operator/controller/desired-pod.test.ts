@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import type { ToolsSpec } from '../api/v1alpha1';
+import type { ToolsSpec } from '../api/v1alpha1/conversation-spec';
 import {
   builtInHarnessPodSpec,
   desiredPod,

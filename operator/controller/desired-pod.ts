@@ -5,8 +5,9 @@
  * without diffing fields the API server defaulted.
  */
 import { createHash } from 'node:crypto';
-import type { Conversation, McpServerSpec, ToolsSpec } from '../api/v1alpha1';
-import { DEFAULT_TEMPLATE } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
+import type { McpServerSpec, ToolsSpec } from '../api/v1alpha1/conversation-spec';
+import { DEFAULT_TEMPLATE } from '../api/v1alpha1/conversation-values';
 import { canonicalJson } from '../../common/canonical-json';
 import { DEFAULT_HEALTH_PORT } from '../../common/health-server';
 import type { OwnerReference } from './child-meta';

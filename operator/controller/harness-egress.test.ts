@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import type { Conversation } from '../api/v1alpha1';
-import { validMinimalConversationSpec } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
+import { validMinimalConversationSpec } from '../api/v1alpha1/conversation-cases';
 import { desiredPod } from './desired-pod';
 import {
   EGRESS_CLOSED_ANNOTATION,

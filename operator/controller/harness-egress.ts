@@ -14,7 +14,7 @@
  * listed, a form an ipBlock cannot hold) the policy opens nothing: it fails closed.
  */
 import { isIPv4, isIPv6 } from 'node:net';
-import { isPlainObject } from '../api/v1alpha1';
+import { isPlainObject } from '../api/v1alpha1/schema-check';
 import { ChildLabel, FIELD_MANAGER } from './child-meta';
 
 /** The name of the policy in each conversation namespace. */

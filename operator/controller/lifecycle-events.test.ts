@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import type { Condition, ConversationStatus } from '../api/v1alpha1';
+import type { Condition, ConversationStatus } from '../api/v1alpha1/conversation-status';
 import { ConversationEvents } from './conversation-events';
 import type { EventRegarding } from './event-recorder';
 import type { LifecycleEvent } from './lifecycle-events';

@@ -5,8 +5,9 @@
  * not from a state, so a pass that changes nothing emits nothing, and a restarted control
  * plane that compares against the status the object already has re-emits nothing old.
  */
-import type { Condition, Conversation, ConversationStatus } from '../api/v1alpha1';
-import { ConditionReason, ConditionType } from '../api/v1alpha1';
+import type { Condition, ConversationStatus } from '../api/v1alpha1/conversation-status';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
+import { ConditionReason, ConditionType } from '../api/v1alpha1/conditions';
 import type { Action } from './plan';
 import { ActionKind } from './plan';
 

@@ -2,7 +2,7 @@
  * observe: the reads of one pass, and nothing else. Returns the snapshot `plan` and
  * `report` work from, or undefined when the Conversation no longer exists.
  */
-import { SandboxBackend } from '../api/v1alpha1';
+import { SandboxBackend } from '../api/v1alpha1/conversation-values';
 import { warmPoolNameOf } from './desired-claim';
 import { podTemplateNameOf } from './desired-pod';
 import type { ConversationKube } from './kube-client';

@@ -3,13 +3,10 @@
  * the reconciler observes. Pure and tested: every function takes `unknown` and returns a
  * typed value or undefined, never a cast of unchecked data.
  */
-import type { Conversation } from '../api/v1alpha1';
-import {
-  ConversationResource,
-  checkAgainstSchema,
-  conversationSchema,
-  isPlainObject,
-} from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
+import { ConversationResource } from '../api/v1alpha1/conversation-types';
+import { checkAgainstSchema, isPlainObject } from '../api/v1alpha1/schema-check';
+import { conversationSchema } from '../api/v1alpha1/conversation-crd';
 import { SANDBOX_POD_NAME_ANNOTATION } from './child-meta';
 import type { ClaimEnvVar } from './agent-sandbox-api';
 import type { ContainerManifest, PodSpecManifest } from './desired-pod';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import type { Condition, ConversationStatus } from '../api/v1alpha1';
+import type { Condition, ConversationStatus } from '../api/v1alpha1/conversation-status';
 import type { ConversationSnapshot } from './snapshot';
 import { planReconcile } from './plan';
 import type { ActOutcome } from './report';

@@ -6,8 +6,8 @@
  * carried over unchanged; `phase` and the conditions come from the one derivation
  * (conversation-conditions.ts), fed with this pass's {@link SandboxVerdict}.
  */
-import type { ConversationStatus } from '../api/v1alpha1';
-import { ConditionReason, ConditionType } from '../api/v1alpha1';
+import type { ConversationStatus } from '../api/v1alpha1/conversation-status';
+import { ConditionReason, ConditionType } from '../api/v1alpha1/conditions';
 import { canonicalJson } from '../../common/canonical-json';
 import type { BlockedReason, SandboxNames } from './assess-sandbox';
 import { claimUnboundMessage, podPendingMessage } from './assess-sandbox';

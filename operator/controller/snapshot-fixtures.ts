@@ -2,8 +2,10 @@
  * Snapshots for the reconciler's unit tests: a Conversation and its children in each
  * state the plan and report distinguish. Pure data; nothing here touches a cluster.
  */
-import type { Conversation, ConversationSpec, ConversationStatus } from '../api/v1alpha1';
-import { DEFAULT_WARM_POOL } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
+import type { ConversationSpec } from '../api/v1alpha1/conversation-spec';
+import type { ConversationStatus } from '../api/v1alpha1/conversation-status';
+import { DEFAULT_WARM_POOL } from '../api/v1alpha1/conversation-values';
 import { CONVERSATION_FINALIZER } from './child-meta';
 import { desiredPod } from './desired-pod';
 import type {

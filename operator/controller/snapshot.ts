@@ -4,7 +4,7 @@
  * `report` read it and nothing else. Only the fields those pure functions need are kept,
  * in wire form (timestamps as RFC 3339 strings), so tests build snapshots by hand.
  */
-import type { Conversation } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { ClaimEnvVar } from './agent-sandbox-api';
 import type { PodSpecManifest } from './desired-pod';
 

@@ -1,6 +1,6 @@
 /** Mapping watch events to work-queue keys, and the list guard informers need. Pure. */
 import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
-import { isPlainObject } from '../api/v1alpha1';
+import { isPlainObject } from '../api/v1alpha1/schema-check';
 
 /**
  * `namespace/name` keys of the owners of `obj` whose kind is `ownerKind` (a claim's or

@@ -15,7 +15,7 @@ import {
 } from '../../common/journal-export-format';
 import { journalKeyFromJson, type JournalPublicKey } from '../../common/journal-keys';
 import type { HeadOutcome, RepairOutcome, StateCallOptions } from '../../common/state-client';
-import type { Conversation } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { LeaseHandle } from '../lease/lease-source';
 import type { Caller } from '../turns/turn-service';
 import { ForensicAction, forensicRefusal } from '../turns/forensic-access';

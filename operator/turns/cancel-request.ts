@@ -5,7 +5,7 @@
  * queue its status.
  */
 import type { Logger } from 'pino';
-import type { Conversation } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
 import { planCancel } from './plan-answers';
 import type { TurnClaims } from './turn-claims';
 import type { TurnRunner } from './turn-runner';

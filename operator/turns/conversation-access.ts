@@ -11,13 +11,10 @@ import {
 } from '@kubernetes/client-node';
 import { AppError } from '../../common/errors';
 import { makeKeepAliveApiClient } from '../controller/keep-alive-client';
-import {
-  ConditionType,
-  ConversationResource,
-  type Conversation,
-  type ConversationSpec,
-  type ConversationStatus,
-} from '../api/v1alpha1';
+import { ConditionType } from '../api/v1alpha1/conditions';
+import { ConversationResource, type Conversation } from '../api/v1alpha1/conversation-types';
+import { type ConversationSpec } from '../api/v1alpha1/conversation-spec';
+import { type ConversationStatus } from '../api/v1alpha1/conversation-status';
 
 export interface ConversationAccessOptions {
   readonly kubeConfig: KubeConfig;

@@ -11,7 +11,7 @@
  * decided (commits, the harness call, batch two, status) is turn-runner.ts.
  */
 import { AppError } from '../../common/errors';
-import type { Conversation } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { LeaseHandle } from '../lease/lease-source';
 import type { TurnCoordinatorOptions } from './coordinator-options';
 import { acceptRollback } from './accept-rollback';

@@ -11,7 +11,7 @@
  */
 import { AppError } from '../../common/errors';
 import { Role } from '../../common/persona-roles';
-import type { Conversation } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { Caller } from './turn-service';
 
 /** The forensic operations, as their messages name them. */

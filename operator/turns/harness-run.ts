@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { AppError, isAppError, isRetryable } from '../../common/errors';
 import type { Step, TurnStart } from '../../proto/gen/polychrome/harness/v1/harness';
-import type { Conversation } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { ConversationStore } from './conversation-access';
 import type { HarnessConnector, HarnessTurnEnd } from './harness-client';
 import type { JournalView, TurnView } from './journal-view-types';

@@ -8,7 +8,8 @@
  * move the checkpoint past the evidence. Pure: the caller reads the journal.
  */
 import { AppError } from '../../common/errors';
-import type { Conversation, JournalRollback } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
+import type { JournalRollback } from '../api/v1alpha1/conversation-status';
 import { rollbackMessage } from '../controller/conversation-conditions';
 import type { LostCheckpoint } from './journal-view-types';
 

@@ -10,7 +10,7 @@
  */
 import { AppError } from '../../common/errors';
 import { EventKind } from '../../common/event-kinds';
-import type { Conversation } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
 import { ForensicAction, forensicRefusal } from './forensic-access';
 import type { CheckpointVerdict } from './journal-checkpoint';
 import type { JournalView } from './journal-view-types';

@@ -5,7 +5,8 @@
 import { AppError } from '../../common/errors';
 import { Role as CallerRole } from '../../common/persona-roles';
 import type { ApprovalRequest } from '../../proto/gen/polychrome/events/v1/events';
-import { Visibility, type Conversation } from '../api/v1alpha1';
+import { Visibility } from '../api/v1alpha1/conversation-values';
+import { type Conversation } from '../api/v1alpha1/conversation-types';
 import type { TurnView } from './journal-view-types';
 import { refuse, type Refusal } from './plan-common';
 import type { Caller } from './turn-service';

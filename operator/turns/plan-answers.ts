@@ -6,7 +6,7 @@ import { approvalArgsSha256 } from '../../common/approval-bytes';
 import { AppError } from '../../common/errors';
 import { EventKind } from '../../common/event-kinds';
 import { ApprovalDecision as ProtoDecision } from '../../proto/gen/polychrome/events/v1/events';
-import type { Conversation } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
 import { pendingRequest, turnState, type PendingRequest } from './turn-state';
 import { type JournalView, type TurnView } from './journal-view-types';
 import {

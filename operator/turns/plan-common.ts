@@ -7,7 +7,7 @@ import type { ApprovalScope } from '../../common/approval-bytes';
 import type { AppError } from '../../common/errors';
 import { EventKind, type EventPayloads } from '../../common/event-kinds';
 import type { Attribution } from '../../proto/gen/polychrome/events/v1/events';
-import type { Conversation } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
 import { nextAttempt } from './turn-state';
 import { type TurnView } from './journal-view-types';
 import type { Caller } from './turn-service';

@@ -16,7 +16,8 @@ import {
   type ToolSpec,
   type TurnStart,
 } from '../../proto/gen/polychrome/harness/v1/harness';
-import { DEFAULT_MAX_STEPS, type Conversation } from '../api/v1alpha1';
+import { DEFAULT_MAX_STEPS } from '../api/v1alpha1/conversation-values';
+import { type Conversation } from '../api/v1alpha1/conversation-types';
 import { committedHistory, recordedSteps } from './turn-projections';
 import { type JournalView, type TurnView } from './journal-view-types';
 import { ASK_USER_TOOL, HANDOFF_TOOL, hex } from './plan-common';

@@ -5,7 +5,8 @@
 import { AppError } from '../../common/errors';
 import { EventKind } from '../../common/event-kinds';
 import { Role as CallerRole } from '../../common/persona-roles';
-import { ConversationPhase, type Conversation } from '../api/v1alpha1';
+import { ConversationPhase } from '../api/v1alpha1/conditions';
+import { type Conversation } from '../api/v1alpha1/conversation-types';
 import { oldestOrphan, pendingTurn, turnState } from './turn-state';
 import { type JournalView, type TurnView } from './journal-view-types';
 import {

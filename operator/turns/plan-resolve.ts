@@ -18,7 +18,7 @@ import {
   ToolEffect,
   type ToolCall,
 } from '../../proto/gen/polychrome/events/v1/events';
-import type { Conversation } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
 import { ForensicAction, forensicRefusal } from './forensic-access';
 import { turnState } from './turn-state';
 import { type JournalView, type TurnView } from './journal-view-types';

@@ -4,7 +4,7 @@
  * status change that lifts the quarantine. The turn itself runs on the next claim.
  */
 import { AppError } from '../../common/errors';
-import type { Conversation } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { JournalViews } from './journal-views';
 import { authorizeResolve, planResolve } from './plan-resolve';
 import type { TurnClaims } from './turn-claims';

@@ -15,7 +15,7 @@ import {
   waitFor,
   type RealTurns,
 } from '../../test/support/real-turns';
-import type { ConversationStatus } from '../api/v1alpha1';
+import type { ConversationStatus } from '../api/v1alpha1/conversation-status';
 import { partitionOf } from '../../common/partition-name';
 const LOST = { head: 96, root: 'ab'.repeat(32), keyId: 'k-lost' };
 

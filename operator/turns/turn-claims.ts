@@ -6,7 +6,7 @@
  */
 import { AppError } from '../../common/errors';
 import { JournalFencedError } from '../../common/state-client';
-import type { Conversation } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { LeaseHandle, LeaseSource } from '../lease/lease-source';
 import { isLeaseHandle } from '../lease/lease-source';
 

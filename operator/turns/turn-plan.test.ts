@@ -11,7 +11,9 @@ import {
   type ApprovalRequest,
 } from '../../proto/gen/polychrome/events/v1/events';
 import type { Step } from '../../proto/gen/polychrome/harness/v1/harness';
-import { ConversationPhase, Visibility, type Conversation } from '../api/v1alpha1';
+import { ConversationPhase } from '../api/v1alpha1/conditions';
+import { Visibility } from '../api/v1alpha1/conversation-values';
+import { type Conversation } from '../api/v1alpha1/conversation-types';
 import { conversation as conversationFixture, UID } from '../controller/snapshot-fixtures';
 import { foldJournal } from './journal-view';
 import { oldestOrphan, turnState } from './turn-state';

@@ -20,7 +20,8 @@ import type { HistoryMessage, Role, Step } from '../../proto/gen/polychrome/harn
 import { hex } from './decoded-event';
 import type { JournalView, TurnView } from './journal-view-types';
 import { pendingRequest } from './turn-state';
-import { Visibility, type Conversation } from '../api/v1alpha1';
+import { Visibility } from '../api/v1alpha1/conversation-values';
+import { type Conversation } from '../api/v1alpha1/conversation-types';
 import {
   TurnStatus,
   type ApprovalCard,

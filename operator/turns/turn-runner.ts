@@ -7,7 +7,7 @@
  */
 import { AppError } from '../../common/errors';
 import type { AppendOutcome } from '../../common/state-client';
-import type { Conversation } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { LeaseHandle } from '../lease/lease-source';
 import type { TurnCoordinatorOptions, TurnObserver } from './coordinator-options';
 import { runHarness, type HarnessRunPorts } from './harness-run';

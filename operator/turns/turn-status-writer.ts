@@ -6,7 +6,7 @@
  * burst of turns costs few writes.
  */
 import type { Logger } from 'pino';
-import type { Conversation } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
 import {
   journalKeyFromJson,
   journalKeyToJson,

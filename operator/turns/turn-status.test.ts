@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import type { Conversation, ConversationStatus } from '../api/v1alpha1';
+import type { Conversation } from '../api/v1alpha1/conversation-types';
+import type { ConversationStatus } from '../api/v1alpha1/conversation-status';
 import { planReconcile } from '../controller/plan';
 import { isSameStatus, reportStatus } from '../controller/report';
 import type { AgentSandboxObservation, ConversationSnapshot } from '../controller/snapshot';

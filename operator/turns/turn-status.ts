@@ -7,12 +7,9 @@
  * and owns everything else. Pure: the coordinator's status writer writes the result.
  */
 import type { JournalPublicKeyJson } from '../../common/journal-keys';
-import {
-  TurnState,
-  type Conversation,
-  type ConversationStatus,
-  type JournalRollback,
-} from '../api/v1alpha1';
+import { TurnState } from '../api/v1alpha1/conversation-values';
+import { type Conversation } from '../api/v1alpha1/conversation-types';
+import { type ConversationStatus, type JournalRollback } from '../api/v1alpha1/conversation-status';
 import { conversationConditions, storedVerdict } from '../controller/conversation-conditions';
 
 /** The journal position and integrity the status shows. */

@@ -15,7 +15,7 @@ import pino from 'pino';
 import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { LocalNode } from '../../hack/lib/local-node';
 import { pollUntil } from '../../hack/lib/processes';
-import { ConversationResource } from '../../operator/api/v1alpha1';
+import { ConversationResource } from '../../operator/api/v1alpha1/conversation-types';
 import { ConversationController } from '../../operator/controller/conversation-controller';
 import { ConversationLeases } from '../../operator/lease/conversation-leases';
 import { leaseOwnership } from '../../operator/lease/lease-ownership';

@@ -7,12 +7,13 @@ import {
   NodeV1Api,
   PatchStrategy,
   setHeaderOptions,
+  KubeConfig,
 } from '@kubernetes/client-node';
-import { KubeConfig } from '@kubernetes/client-node';
 import type { RequestContext, V1Pod } from '@kubernetes/client-node';
 import pino from 'pino';
-import { ConversationResource, validMinimalConversationSpec } from '../../operator/api/v1alpha1';
-import type { ConversationSpec } from '../../operator/api/v1alpha1';
+import { ConversationResource } from '../../operator/api/v1alpha1/conversation-types';
+import { validMinimalConversationSpec } from '../../operator/api/v1alpha1/conversation-cases';
+import type { ConversationSpec } from '../../operator/api/v1alpha1/conversation-spec';
 import { ManualClock } from '../../operator/controller/clock';
 import { ConversationController } from '../../operator/controller/conversation-controller';
 import { apiFailureOf } from '../../operator/controller/kube-api-errors';

@@ -13,7 +13,8 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { defaultBinDir } from '../../hack/lib/paths';
 import { pollUntil } from '../../hack/lib/processes';
-import { ConversationResource, validMinimalConversationSpec } from '../../operator/api/v1alpha1';
+import { ConversationResource } from '../../operator/api/v1alpha1/conversation-types';
+import { validMinimalConversationSpec } from '../../operator/api/v1alpha1/conversation-cases';
 import { ManualClock } from '../../operator/controller/clock';
 import { ConversationController } from '../../operator/controller/conversation-controller';
 import {

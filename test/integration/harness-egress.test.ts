@@ -19,7 +19,7 @@ import { parse } from 'yaml';
 import { LocalCluster } from '../../hack/lib/local-cluster';
 import { repoRoot } from '../../hack/lib/paths';
 import { pollUntil } from '../../hack/lib/processes';
-import { validMinimalConversationSpec } from '../../operator/api/v1alpha1';
+import { validMinimalConversationSpec } from '../../operator/api/v1alpha1/conversation-cases';
 import { ConversationController } from '../../operator/controller/conversation-controller';
 import {
   EGRESS_CLOSED_ANNOTATION,

@@ -26,7 +26,7 @@ import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { buildUi } from '../../hack/build-ui';
 import { repoRoot } from '../../hack/lib/paths';
 import { pollUntil } from '../../hack/lib/processes';
-import { validMinimalConversationSpec } from '../../operator/api/v1alpha1';
+import { validMinimalConversationSpec } from '../../operator/api/v1alpha1/conversation-cases';
 import { UiAssets } from '../../operator/ui/ui-assets';
 import { startDashboard, type Dashboard } from '../../cli/dashboard';
 import { DASHBOARD_COOKIE } from '../../cli/dashboard-policy';

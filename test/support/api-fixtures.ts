@@ -12,7 +12,8 @@ import {
   type ScriptReply,
 } from './real-turns';
 
-import type { ConversationSpec, ConversationStatus } from '../../operator/api/v1alpha1/index';
+import type { ConversationSpec } from '../../operator/api/v1alpha1/conversation-spec';
+import type { ConversationStatus } from '../../operator/api/v1alpha1/conversation-status';
 import { ConversationForensics } from '../../operator/forensics/conversation-forensics';
 import { tracedTurnService } from '../../operator/turns/traced-turn-service';
 import type { Caller } from '../../operator/turns/turn-service';

@@ -6,14 +6,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import { AppError } from '../../common/errors';
+import { ConditionType, ConversationPhase } from '../../operator/api/v1alpha1/conditions';
 import {
-  ConditionType,
-  ConversationPhase,
   ConversationResource,
   type Conversation,
-  type ConversationSpec,
-  type ConversationStatus,
-} from '../../operator/api/v1alpha1';
+} from '../../operator/api/v1alpha1/conversation-types';
+import { type ConversationSpec } from '../../operator/api/v1alpha1/conversation-spec';
+import { type ConversationStatus } from '../../operator/api/v1alpha1/conversation-status';
 import type { ConversationStore } from '../../operator/turns/conversation-access';
 import { DEFAULT_CONVERSATION_NAMESPACE } from '../../operator/config';
 

@@ -10,7 +10,7 @@
 import { generateKeyPairSync } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { ScriptReply } from '../../harness/model/scripted-provider';
-import type { ConversationSpec } from '../../operator/api/v1alpha1';
+import type { ConversationSpec } from '../../operator/api/v1alpha1/conversation-spec';
 import { ApprovalSigner } from '../../operator/turns/approval-signer';
 import { TurnCoordinator } from '../../operator/turns/coordinator';
 import { type TurnCoordinatorOptions } from '../../operator/turns/coordinator-options';

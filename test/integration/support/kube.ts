@@ -8,7 +8,7 @@ import {
 } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
 import { LocalCluster } from '../../../hack/lib/local-cluster';
-import { ConversationResource } from '../../../operator/api/v1alpha1';
+import { ConversationResource } from '../../../operator/api/v1alpha1/conversation-types';
 import { clusterDirEnv } from '../shared-cluster';
 
 /** The shared cluster started by the global setup. */
