@@ -4,7 +4,9 @@ import { once } from 'node:events';
 import { z } from 'zod';
 
 import { envInt, envOptionalString, envString, parseConfig, type Env } from '../common/config';
-import { loadStateClientTls, StateCallError, StateClient } from '../common/state-client';
+import { loadStateClientTls } from '../common/state-channel';
+import { StateCallError } from '../common/state-call-errors';
+import { StateClient } from '../common/state-client';
 import { isPartitionName } from '../common/partition-name';
 import {
   ExitCode,

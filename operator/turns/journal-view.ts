@@ -29,7 +29,7 @@
  * the harness and the API are given). This file is the one import of them.
  */
 import type { EventKind, EventPayloads } from '../../common/event-kinds';
-import type { JournalEntry } from '../../common/state-client';
+import type { JournalEntry } from '../../common/state-journal';
 import type { StandingFold } from '../../common/turn-standing';
 import type {
   ApprovalExpired,

@@ -5,7 +5,7 @@
  * writer across replicas.
  */
 import { AppError } from '../../common/errors';
-import { JournalFencedError } from '../../common/state-client';
+import { JournalFencedError } from '../../common/state-call-errors';
 import type { Conversation } from '../api/v1alpha1';
 import type { LeaseHandle, LeaseSource } from '../lease/conversation-leases';
 import { isLeaseHandle } from '../lease/conversation-leases';

@@ -16,7 +16,7 @@ import { TurnCoordinator, type TurnCoordinatorOptions } from '../../operator/tur
 import { HarnessCredentialMinter } from '../../operator/turns/harness-credentials';
 import { HarnessConnector } from '../../operator/turns/harness-client';
 import type { Caller } from '../../operator/turns/turn-service';
-import type { JournalEntry } from '../../common/state-client';
+import type { JournalEntry } from '../../common/state-journal';
 import { InMemoryConversations, readyStatus } from './in-memory-conversations';
 import { InMemoryLeases } from './in-memory-leases';
 import {

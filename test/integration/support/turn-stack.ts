@@ -30,15 +30,12 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createPrivateKey } from 'node:crypto';
-import { PersonaRole, RecordsClient } from '../../../common/records-client';
-import {
-  loadStateClientTls,
-  StateClient,
-  StateCallError,
-  type JournalEntry,
-  type StateClientTls,
-  type VerifyOutcome,
-} from '../../../common/state-client';
+import { PersonaRole } from '../../../common/records-types';
+import { RecordsClient } from '../../../common/records-client';
+import { loadStateClientTls, type StateClientTls } from '../../../common/state-channel';
+import { StateClient } from '../../../common/state-client';
+import { StateCallError } from '../../../common/state-call-errors';
+import type { JournalEntry, VerifyOutcome } from '../../../common/state-journal';
 import { ensureDevCerts, type DevCerts } from '../../../hack/lib/dev-certs';
 import { ensureHarnessCa, ensureHarnessCertificate } from '../../../hack/lib/harness-pki';
 import type { DevCertificateAuthority } from '../../../hack/lib/pki';
