@@ -15,7 +15,7 @@ import {
   signRoot,
 } from './signed-root';
 import { encodeU64 } from './u64';
-import type { JournalEvent } from './verify-journal';
+import type { JournalEvent } from './verification-types';
 
 /**
  * The pinned test vectors of docs/journal-vectors.json (docs/journal-format.md, "Test

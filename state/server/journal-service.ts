@@ -21,7 +21,7 @@ import type {
   VerifyRequest,
   VerifyResponse,
 } from '../../proto/gen/polychrome/state/v1/state';
-import type { JournalCheckpoint, SignatureCheck } from '../journal/verify-journal';
+import type { JournalCheckpoint, SignatureCheck } from '../journal/verification-types';
 import { followJournal } from '../store/follow-journal';
 import type { JournalStore, StoredSignedRoot } from '../store/journal-store';
 import { createCallHandlers } from './call-handlers';

@@ -25,7 +25,7 @@ import type { StateCallOptions } from '../../common/state-calls';
 import { createNodeEd25519Signer } from '../../state/journal/node-ed25519';
 import { nodeSha256 } from '../../state/journal/node-sha256';
 import { keyIdOf } from '../../state/journal/signed-root';
-import type { JournalEvent } from '../../state/journal/verify-journal';
+import type { JournalEvent } from '../../state/journal/verification-types';
 import { followJournal } from '../../state/store/follow-journal';
 import { JournalStore, type StoredSignedRoot } from '../../state/store/journal-store';
 

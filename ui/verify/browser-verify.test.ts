@@ -17,7 +17,7 @@ import {
   type JournalVectors,
 } from '../../state/journal/journal-vectors';
 import { loadNobleCrypto, type NobleJournalCrypto } from '../../state/journal/noble-crypto';
-import type { JournalEvent } from '../../state/journal/verify-journal';
+import type { JournalEvent } from '../../state/journal/verification-types';
 import {
   checkInclusion,
   parsePublicKey,

@@ -56,7 +56,8 @@ import { LocalNode } from '../../../hack/lib/local-node';
 import { isAlive, pollUntil } from '../../../hack/lib/processes';
 import { createNodeEd25519Verifier } from '../../../state/journal/node-ed25519';
 import { nodeSha256 } from '../../../state/journal/node-sha256';
-import { verifyJournal, type JournalVerification } from '../../../state/journal/verify-journal';
+import { verifyJournal } from '../../../state/journal/verify-journal';
+import type { JournalVerification } from '../../../state/journal/verification-types';
 import { echoResponder, MessagesApiServer } from '../../support/messages-api-server';
 import { ControlPlaneProcess, controlPlaneKubeconfig } from './control-plane';
 import {
