@@ -46,8 +46,6 @@ import { assertPartitionName } from '../../common/partition-name';
 import type { PartitionState } from './recover-partition';
 import { StoreLifecycle } from './store-lifecycle';
 
-export type { StoredSignedRoot } from './append-batch';
-
 /**
  * The state plane's durable journal store: many `conv-{id}` partitions in one LevelDB
  * database, each an append-only, signed journal (docs/journal-format.md;

@@ -27,7 +27,8 @@ import { nodeSha256 } from '../../state/journal/node-sha256';
 import { keyIdOf } from '../../state/journal/signed-root';
 import type { JournalEvent } from '../../state/journal/verification-types';
 import { followJournal } from '../../state/store/follow-journal';
-import { JournalStore, type StoredSignedRoot } from '../../state/store/journal-store';
+import type { StoredSignedRoot } from '../../state/store/append-batch';
+import { JournalStore } from '../../state/store/journal-store';
 
 /** gRPC ABORTED, the status StateClient maps `conflict` from. */
 const GRPC_ABORTED = 10;
