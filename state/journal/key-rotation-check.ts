@@ -39,23 +39,8 @@ export function checkKeyRotation(
       readonly newPublicKey: Uint8Array;
     } {
   const position = event.position;
-  let fields: {
-    oldKeyId: string;
-    newKeyId: string;
-    newPublicKey: Uint8Array;
-    signatureByOldKey: Uint8Array;
-  };
-  try {
-    fields = decodePayload(EventKind.KeyRotated, event.payload);
-  } catch {
-    return { failure: unparsableFailure(position, EventKind.KeyRotated, '') };
-  }
-  if (
-    fields.newPublicKey.length !== ED25519_KEY_BYTES ||
-    fields.signatureByOldKey.length !== ED25519_SIGNATURE_BYTES
-  ) {
-    return { failure: unparsableFailure(position, EventKind.KeyRotated, '') };
-  }
+  const fields = readKeyRotation(event);
+  if ('reason' in fields) return { failure: fields };
   const oldKey = context.trusted.get(fields.oldKeyId);
   if (oldKey === undefined) {
     return {
@@ -100,4 +85,29 @@ export function checkKeyRotation(
     signature: fields.signatureByOldKey,
   };
   return { step, check, newPublicKey: fields.newPublicKey.slice() };
+}
+
+/** The fields of a `key_rotated` payload. */
+interface KeyRotationFields {
+  readonly oldKeyId: string;
+  readonly newKeyId: string;
+  readonly newPublicKey: Uint8Array;
+  readonly signatureByOldKey: Uint8Array;
+}
+
+/** The payload's fields, or `event_changed` when it does not parse or has a wrong length. */
+function readKeyRotation(event: JournalEvent): KeyRotationFields | VerifyFailure {
+  let fields: KeyRotationFields;
+  try {
+    fields = decodePayload(EventKind.KeyRotated, event.payload);
+  } catch {
+    return unparsableFailure(event.position, EventKind.KeyRotated, '');
+  }
+  if (
+    fields.newPublicKey.length !== ED25519_KEY_BYTES ||
+    fields.signatureByOldKey.length !== ED25519_SIGNATURE_BYTES
+  ) {
+    return unparsableFailure(event.position, EventKind.KeyRotated, '');
+  }
+  return fields;
 }

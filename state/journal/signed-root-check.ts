@@ -37,59 +37,15 @@ export function checkSignedRoot(
   | { readonly step: RootStep; readonly check: SignatureCheck } {
   const position = event.position;
   const expected = context.expectedRoot;
-  let fields: {
-    leafCount: number;
-    root: Uint8Array;
-    keyId: string;
-    signature: Uint8Array;
-    version: number;
-    partition: string;
-  };
-  try {
-    fields = decodePayload(EventKind.SignedRoot, event.payload);
-  } catch {
-    return { failure: unparsableFailure(position, EventKind.SignedRoot, toHex(expected)) };
-  }
-  if (
-    fields.root.length !== DIGEST_BYTES ||
-    fields.signature.length !== ED25519_SIGNATURE_BYTES ||
-    (fields.version !== 0 && fields.version !== SignedRootVersion.V2)
-  ) {
-    return { failure: unparsableFailure(position, EventKind.SignedRoot, toHex(expected)) };
-  }
+  const fields = readSignedRoot(event, expected);
+  if ('reason' in fields) return { failure: fields };
   const v2 = fields.version === SignedRootVersion.V2;
   if (v2 && fields.partition !== context.partition) {
-    return {
-      failure: {
-        position,
-        kind: EventKind.SignedRoot,
-        reason: VerifyFailureReason.WrongPartition,
-        expected: context.partition ?? '',
-        found: fields.partition,
-        message:
-          `signed_root at ${String(position)} was signed for partition ${JSON.stringify(fields.partition)}, ` +
-          (context.partition === undefined
-            ? 'but no partition was named to verify it as; pass the partition'
-            : `but the journal is verified as partition ${JSON.stringify(context.partition)}: ` +
-              'it was copied from another conversation'),
-      },
-    };
+    return { failure: wrongPartition(position, fields.partition, context.partition) };
   }
   const key = context.trusted.get(fields.keyId);
   if (key === undefined) {
-    return {
-      failure: {
-        position,
-        kind: EventKind.SignedRoot,
-        reason: VerifyFailureReason.WrongKey,
-        expected: [...context.trusted.keys()].join(','),
-        found: fields.keyId,
-        message:
-          `signed_root at ${String(position)} is signed by key ${JSON.stringify(fields.keyId)}, which is not ` +
-          `trusted there (trusted: ${[...context.trusted.keys()].join(', ') || 'none'}); pass the right public key ` +
-          'or find the key_rotated event that should introduce it',
-      },
-    };
+    return { failure: untrustedKey(position, fields.keyId, context.trusted) };
   }
   const rootMatches = bytesEqual(fields.root, expected);
   const step: RootStep = {
@@ -115,4 +71,75 @@ export function checkSignedRoot(
     signature: fields.signature,
   };
   return { step, check };
+}
+
+/** The fields of a `signed_root` payload. */
+interface SignedRootFields {
+  readonly leafCount: number;
+  readonly root: Uint8Array;
+  readonly keyId: string;
+  readonly signature: Uint8Array;
+  readonly version: number;
+  readonly partition: string;
+}
+
+/** The payload's fields, or `event_changed` when it does not parse or has a wrong length. */
+function readSignedRoot(
+  event: JournalEvent,
+  expected: Uint8Array,
+): SignedRootFields | VerifyFailure {
+  let fields: SignedRootFields;
+  try {
+    fields = decodePayload(EventKind.SignedRoot, event.payload);
+  } catch {
+    return unparsableFailure(event.position, EventKind.SignedRoot, toHex(expected));
+  }
+  if (
+    fields.root.length !== DIGEST_BYTES ||
+    fields.signature.length !== ED25519_SIGNATURE_BYTES ||
+    (fields.version !== 0 && fields.version !== SignedRootVersion.V2)
+  ) {
+    return unparsableFailure(event.position, EventKind.SignedRoot, toHex(expected));
+  }
+  return fields;
+}
+
+/** A version-2 root signed for another partition than the one verified (or none named). */
+function wrongPartition(
+  position: number,
+  found: string,
+  partition: string | undefined,
+): VerifyFailure {
+  return {
+    position,
+    kind: EventKind.SignedRoot,
+    reason: VerifyFailureReason.WrongPartition,
+    expected: partition ?? '',
+    found,
+    message:
+      `signed_root at ${String(position)} was signed for partition ${JSON.stringify(found)}, ` +
+      (partition === undefined
+        ? 'but no partition was named to verify it as; pass the partition'
+        : `but the journal is verified as partition ${JSON.stringify(partition)}: ` +
+          'it was copied from another conversation'),
+  };
+}
+
+/** A root signed by a key that is not trusted at its position. */
+function untrustedKey(
+  position: number,
+  keyId: string,
+  trusted: ReadonlyMap<string, Uint8Array>,
+): VerifyFailure {
+  return {
+    position,
+    kind: EventKind.SignedRoot,
+    reason: VerifyFailureReason.WrongKey,
+    expected: [...trusted.keys()].join(','),
+    found: keyId,
+    message:
+      `signed_root at ${String(position)} is signed by key ${JSON.stringify(keyId)}, which is not ` +
+      `trusted there (trusted: ${[...trusted.keys()].join(', ') || 'none'}); pass the right public key ` +
+      'or find the key_rotated event that should introduce it',
+  };
 }
