@@ -16,11 +16,9 @@ import { LeafHasher } from '../state/journal/leaf-digest';
 import { createNodeEd25519Signer, createNodeEd25519Verifier } from '../state/journal/node-ed25519';
 import { nodeSha256 } from '../state/journal/node-sha256';
 import { signedRootPayload, signRoot } from '../state/journal/signed-root';
-import {
-  planJournalVerification,
-  StreamingJournalVerifier,
-  type JournalEvent,
-} from '../state/journal/verify-journal';
+import { planJournalVerification } from '../state/journal/verify-journal';
+import { StreamingJournalVerifier } from '../state/journal/streaming-verifier';
+import type { JournalEvent } from '../state/journal/verification-types';
 import { SignatureVerifyPool } from '../state/verify-pool';
 
 const TOTAL = Number(process.argv[2] ?? '100000');

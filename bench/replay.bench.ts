@@ -32,7 +32,8 @@ import { LeafHasher } from '../state/journal/leaf-digest';
 import { createNodeEd25519Signer } from '../state/journal/node-ed25519';
 import { nodeSha256 } from '../state/journal/node-sha256';
 import { signRoot } from '../state/journal/signed-root';
-import { StreamingJournalVerifier, type JournalEvent } from '../state/journal/verify-journal';
+import { StreamingJournalVerifier } from '../state/journal/streaming-verifier';
+import type { JournalEvent } from '../state/journal/verification-types';
 import { SignatureVerifyPool } from '../state/verify-pool';
 
 /** Roots are version 2, as the store writes them: their message names the partition. */

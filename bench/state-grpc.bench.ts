@@ -35,7 +35,8 @@ import { createInterface } from 'node:readline';
 import { credentials, makeGenericClientConstructor } from '@grpc/grpc-js';
 
 import { EventKind } from '../common/event-kinds';
-import { StateClient, type NewJournalEvent } from '../common/state-client';
+import { StateClient } from '../common/state-client';
+import type { NewJournalEvent } from '../common/state-journal';
 import { ensureDevCerts } from '../hack/lib/dev-certs';
 import { createNodeEd25519Signer } from '../state/journal/node-ed25519';
 import { JournalStore } from '../state/store/journal-store';

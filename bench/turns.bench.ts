@@ -85,12 +85,9 @@ import { join } from 'node:path';
 import { createInterface, type Interface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 
-import {
-  loadStateClientTls,
-  StateClient,
-  type JournalEntry,
-  type NewJournalEvent,
-} from '../common/state-client';
+import { loadStateClientTls } from '../common/state-channel';
+import { StateClient } from '../common/state-client';
+import type { JournalEntry, NewJournalEvent } from '../common/state-journal';
 import { EventKind } from '../common/event-kinds';
 import { DEFAULT_ANTHROPIC_MODEL } from '../harness/model/anthropic-provider';
 import { defaultCrdDirs, repoRoot } from '../hack/lib/paths';

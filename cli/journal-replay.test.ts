@@ -8,7 +8,7 @@ import pino from 'pino';
 
 import { approvalKeyId } from '../common/approval-bytes';
 import { decodePayload, encodePayload } from '../common/event-kinds';
-import type { JournalEntry } from '../common/state-client';
+import type { JournalEntry } from '../common/state-journal';
 import { toHex } from '../state/journal/hex';
 import { createNodeEd25519Signer } from '../state/journal/node-ed25519';
 import { JournalStore } from '../state/store/journal-store';

@@ -6,7 +6,9 @@ import { z } from 'zod';
 import { envInt, envOptionalString, envString, parseConfig, type Env } from '../common/config';
 import { exportFileLines, type ExportCheckpoint } from '../common/journal-export-format';
 import { isPartitionName } from '../common/partition-name';
-import { loadStateClientTls, StateCallError, StateClient } from '../common/state-client';
+import { loadStateClientTls } from '../common/state-channel';
+import { StateCallError } from '../common/state-call-errors';
+import { StateClient } from '../common/state-client';
 import { checkpointOf, checkpointOption } from './checkpoint-flag';
 import {
   ExitCode,

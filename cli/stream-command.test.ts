@@ -4,7 +4,7 @@ import { join } from 'node:path';
 
 import { afterEach, describe, expect, it } from '@jest/globals';
 
-import { StateCallError } from '../common/state-client';
+import { StateCallError } from '../common/state-call-errors';
 import {
   ALICE,
   BOB,

@@ -7,12 +7,9 @@ import { LeafHasher } from './journal/leaf-digest';
 import { createNodeEd25519Signer, createNodeEd25519Verifier } from './journal/node-ed25519';
 import { nodeSha256 } from './journal/node-sha256';
 import { signedRootMessage, signedRootPayload, signRoot } from './journal/signed-root';
-import {
-  StreamingJournalVerifier,
-  verifyJournal,
-  type JournalEvent,
-  type SignatureCheck,
-} from './journal/verify-journal';
+import { StreamingJournalVerifier } from './journal/streaming-verifier';
+import { verifyJournal } from './journal/verify-journal';
+import type { JournalEvent, SignatureCheck } from './journal/verification-types';
 import { SignatureVerifyPool } from './verify-pool';
 
 const signer = createNodeEd25519Signer(new Uint8Array(32).fill(7));

@@ -2,7 +2,7 @@ import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 
 import { AppError } from '../common/errors';
-import type { SignatureCheck } from './journal/verify-journal';
+import type { SignatureCheck } from './journal/verification-types';
 
 // The worker is plain JavaScript evaluated from a string, so it needs no TypeScript loader
 // or build step and runs the same under jest, tsx and the compiled server. It mirrors

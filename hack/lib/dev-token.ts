@@ -1,7 +1,8 @@
 import { chmod, writeFile } from 'node:fs/promises';
 
-import { PersonaRole, RecordsClient } from '../../common/records-client';
-import { loadStateClientTls } from '../../common/state-client';
+import { PersonaRole } from '../../common/records-types';
+import { RecordsClient } from '../../common/records-client';
+import { loadStateClientTls } from '../../common/state-channel';
 import type { DevCerts } from './dev-certs';
 
 /** The identity recorded as minter and role setter of `make dev`'s tokens. */

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pino from 'pino';
 import { decodePayload } from '../../common/event-kinds';
-import type { JournalEntry } from '../../common/state-client';
+import type { JournalEntry } from '../../common/state-journal';
 import { echoResponder, MessagesApiServer } from '../../test/support/messages-api-server';
 import { recordApprovedTurns, type RealTurns } from '../../test/support/real-turns';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';

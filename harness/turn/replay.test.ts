@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pino from 'pino';
 import { decodePayload, encodePayload } from '../../common/event-kinds';
-import type { JournalEntry } from '../../common/state-client';
+import type { JournalEntry } from '../../common/state-journal';
 import { ResolveDecision } from '../../proto/gen/polychrome/events/v1/events';
 import { recordApprovedTurns, type RealTurns } from '../../test/support/real-turns';
 import { nodeEd25519Verifier } from '../crypto/node-ed25519';

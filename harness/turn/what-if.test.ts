@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pino from 'pino';
 import { decodePayload, encodePayload } from '../../common/event-kinds';
 import { isAppError } from '../../common/errors';
-import type { JournalEntry } from '../../common/state-client';
+import type { JournalEntry } from '../../common/state-journal';
 import { recordApprovedTurns, type RealTurns } from '../../test/support/real-turns';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
 import { decodeAgentConfig } from './agent-config';

@@ -11,7 +11,7 @@ import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { EventKind } from '../../common/event-kinds';
 import { journalKeyId } from '../../common/journal-keys';
-import type { NewJournalEvent } from '../../common/state-client';
+import type { NewJournalEvent } from '../../common/state-journal';
 import { StoreJournal } from '../../test/support/store-journal';
 import { runCli } from '../../cli/run-cli';
 import { echoResponder, MessagesApiServer } from '../../test/support/messages-api-server';

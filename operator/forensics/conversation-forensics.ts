@@ -14,7 +14,8 @@ import {
   type ExportSourceEntry,
 } from '../../common/journal-export-format';
 import { journalKeyFromJson, type JournalPublicKey } from '../../common/journal-keys';
-import type { HeadOutcome, RepairOutcome, StateCallOptions } from '../../common/state-client';
+import type { HeadOutcome, RepairOutcome } from '../../common/state-journal';
+import type { StateCallOptions } from '../../common/state-calls';
 import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { LeaseHandle } from '../lease/lease-source';
 import type { Caller } from '../turns/turn-service';

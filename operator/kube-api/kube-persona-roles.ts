@@ -7,7 +7,7 @@
  */
 import { isAppError, AppError } from '../../common/errors';
 import { Role } from '../../common/persona-roles';
-import type { PersonaRecord } from '../../common/records-client';
+import type { PersonaRecord } from '../../common/records-types';
 import type { KubeUser } from './front-proxy';
 import { identityField, invalid, objectBody, rejectUnknown } from './kube-body-fields';
 import { KUBE_GROUP_VERSION, KUBE_PERSONA_ROLES, KubeVerb } from './kube-routes';

@@ -7,7 +7,8 @@
  * log, not in the process after the answer. A mint records its minter and never changes
  * the persona's roles; the roles operation (`personaroles`, also served here) does.
  */
-import type { PersonaRecord, RecordsClient, SessionRecord } from '../../common/records-client';
+import type { PersonaRecord, SessionRecord } from '../../common/records-types';
+import type { RecordsClient } from '../../common/records-client';
 import { kubernetesIdentity, type KubeUser } from './front-proxy';
 import { identityField, invalid, objectBody, rejectUnknown } from './kube-body-fields';
 import { parsePersonaRolesRequest, personaRolesObject, RoleHoldings } from './kube-persona-roles';

@@ -6,7 +6,7 @@ import {
   type ErrorCode,
   type ErrorDetails,
 } from '../../common/errors';
-import { StateCallError } from '../../common/state-client';
+import { StateCallError } from '../../common/state-call-errors';
 
 /**
  * An error the API itself raises about the HTTP exchange. Most carry only a code, whose

@@ -5,7 +5,7 @@ import {
   type EventPayloads,
   type PayloadCodec,
 } from '../../common/event-kinds';
-import type { JournalEntry } from '../../common/state-client';
+import type { JournalEntry } from '../../common/state-journal';
 
 function payloadJson<K extends EventKind>(kind: K, bytes: Uint8Array): unknown {
   const codec: PayloadCodec<EventPayloads[K]> = payloadCodecs[kind];

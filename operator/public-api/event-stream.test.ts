@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { AppError } from '../../common/errors';
-import { StateCallError } from '../../common/state-client';
+import { StateCallError } from '../../common/state-call-errors';
 import type { FollowJournal } from './journal-feed';
 import {
   ALICE,

@@ -3,7 +3,7 @@
  * the SSE frame each committed event becomes once for every stream, and the sink and
  * subscription a stream holds.
  */
-import type { JournalEntry } from '../../common/state-client';
+import type { JournalEntry } from '../../common/state-journal';
 import { eventData } from './event-json';
 
 /** What a bounded (catch-up) read asks of a {@link FollowJournal}. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import type { JournalEntry } from '../../common/state-client';
+import type { JournalEntry } from '../../common/state-journal';
 import { stateJournalFollower, type FollowingJournalReader } from './journal-follower';
 
 describe('stateJournalFollower', () => {

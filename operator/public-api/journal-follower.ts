@@ -1,4 +1,4 @@
-import type { JournalEntry } from '../../common/state-client';
+import type { JournalEntry } from '../../common/state-journal';
 import type { FollowJournal } from './journal-feed';
 
 /**

@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import pino from 'pino';
 import { AppError } from '../../common/errors';
-import type { JournalEntry } from '../../common/state-client';
-import { StateCallError } from '../../common/state-client';
+import type { JournalEntry } from '../../common/state-journal';
+import { StateCallError } from '../../common/state-call-errors';
 import { StoreJournal } from '../../test/support/store-journal';
 import { stateJournalFollower } from './journal-follower';
 import { prepareEvent, type JournalSink } from './journal-feed';

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { AppError, isRetryable } from '../../common/errors';
-import type { JournalEntry } from '../../common/state-client';
+import type { JournalEntry } from '../../common/state-journal';
 import { Channel, type Subscriber } from './journal-channel';
 import { nextInOrder, sleep, untilAborted } from './journal-read';
 import {

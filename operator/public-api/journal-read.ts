@@ -3,7 +3,7 @@
  * (journal-hub.ts).
  */
 import { AppError } from '../../common/errors';
-import type { JournalEntry } from '../../common/state-client';
+import type { JournalEntry } from '../../common/state-journal';
 
 /**
  * The next entry of a journal read at exactly `expected`: earlier positions are skipped

@@ -9,7 +9,7 @@ import {
   isControlPlaneReplica,
 } from '../../common/certificate-identity';
 import { isIdentity } from '../../common/identity';
-import type { StateClientTls } from '../../common/state-client';
+import type { StateClientTls } from '../../common/state-channel';
 import type { Caller } from '../turns/turn-service';
 import { ApiError } from './api-error';
 import type { PeerAddress } from './peer-endpoints';

@@ -1,7 +1,7 @@
 import { request as httpRequest } from 'node:http';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { AppError } from '../../common/errors';
-import { StateCallError } from '../../common/state-client';
+import { StateCallError } from '../../common/state-call-errors';
 import { MAX_TEXT_CHARS } from './request-parsers';
 import {
   ADMIN,

@@ -1,7 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
 import { AppError } from '../../common/errors';
-import type { PersonaRecord, RecordsClient, SessionRecord } from '../../common/records-client';
-import { StateCallError } from '../../common/state-client';
+import type { PersonaRecord, SessionRecord } from '../../common/records-types';
+import type { RecordsClient } from '../../common/records-client';
+import { StateCallError } from '../../common/state-call-errors';
 import { recordsAuthenticator } from './records-authenticator';
 
 const session: SessionRecord = {

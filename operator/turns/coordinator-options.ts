@@ -3,7 +3,7 @@
  * the metrics see of each turn.
  */
 import type { Logger } from 'pino';
-import type { StateJournal } from '../../common/state-client';
+import type { StateJournal } from '../../common/state-journal';
 import type { LeaseSource } from '../lease/lease-source';
 import type { ApprovalSigner } from './approval-signer';
 import type { ConversationStore } from './conversation-access';

@@ -10,7 +10,7 @@ import {
   type EventKind,
   type EventPayloads,
 } from '../../common/event-kinds';
-import type { JournalEntry } from '../../common/state-client';
+import type { JournalEntry } from '../../common/state-journal';
 import type {
   ApprovalRequest,
   Attribution,

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import { EventKind } from '../../common/event-kinds';
 import { journalKeyId, type JournalPublicKey } from '../../common/journal-keys';
 import { createRootLogger } from '../../common/log';
-import type { NewJournalEvent } from '../../common/state-client';
+import type { NewJournalEvent } from '../../common/state-journal';
 import { StoreJournal } from '../../test/support/store-journal';
 import { JournalKeyRecorder } from './journal-keys';
 

@@ -18,7 +18,8 @@ import {
   type JournalPublicKey,
   type KeyRotationRecord,
 } from '../../common/journal-keys';
-import type { ExportEntry, JournalEntry, StateCallOptions } from '../../common/state-client';
+import type { ExportEntry, JournalEntry } from '../../common/state-journal';
+import type { StateCallOptions } from '../../common/state-calls';
 
 /** What key learning reads of the state plane (StateClient in production). */
 export interface JournalKeySource {

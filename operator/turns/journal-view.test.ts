@@ -2,7 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import { approvalArgsSha256 } from '../../common/approval-bytes';
 import { AppError } from '../../common/errors';
 import { payloadCodecs, type EventKind, type EventPayloads } from '../../common/event-kinds';
-import type { JournalEntry } from '../../common/state-client';
+import type { JournalEntry } from '../../common/state-journal';
 import {
   ApprovalDecision,
   ToolEffect,

@@ -28,7 +28,7 @@
  * turn stands, by common/turn-standing.ts, and what it waits on), turn-projections.ts (what
  * the harness and the API are given); journal-view-types.ts holds the types they share.
  */
-import type { JournalEntry } from '../../common/state-client';
+import type { JournalEntry } from '../../common/state-journal';
 import { decodeEntry, interpret, type DecodedEvent } from './decoded-event';
 import { emptyState, LazyView, stateOf } from './lazy-view';
 import type { JournalView, TypedEvent } from './journal-view-types';

@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { EventKind } from '../../common/event-kinds';
-import type { StateJournal } from '../../common/state-client';
+import type { StateJournal } from '../../common/state-journal';
 import { StoreJournal } from '../../test/support/store-journal';
 import { JournalRolledBackError } from './journal-checkpoint';
 import { partitionOf } from '../../common/partition-name';

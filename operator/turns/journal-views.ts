@@ -7,14 +7,13 @@
 import { partitionOf } from '../../common/partition-name';
 import { AppError, isAppError } from '../../common/errors';
 import { EventKind, payloadCodecs, type EventPayloads } from '../../common/event-kinds';
+import { JournalConflictError, JournalFencedError } from '../../common/state-call-errors';
 import {
-  JournalConflictError,
-  JournalFencedError,
   type AppendOutcome,
   type JournalEntry,
   type NewJournalEvent,
   type StateJournal,
-} from '../../common/state-client';
+} from '../../common/state-journal';
 import type { LeaseHandle } from '../lease/lease-source';
 import { applyEntries, applyEvents, emptyView } from './journal-view';
 import { type JournalView, type TypedEvent } from './journal-view-types';

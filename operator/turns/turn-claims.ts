@@ -5,7 +5,7 @@
  * writer across replicas.
  */
 import { AppError } from '../../common/errors';
-import { JournalFencedError } from '../../common/state-client';
+import { JournalFencedError } from '../../common/state-call-errors';
 import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { LeaseHandle, LeaseSource } from '../lease/lease-source';
 import { isLeaseHandle } from '../lease/lease-source';

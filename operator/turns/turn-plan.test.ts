@@ -3,7 +3,7 @@ import { approvalArgsSha256 } from '../../common/approval-bytes';
 import type { AppError } from '../../common/errors';
 import { payloadCodecs, type EventKind, type EventPayloads } from '../../common/event-kinds';
 import { requestIds } from '../../common/request-ids';
-import type { JournalEntry } from '../../common/state-client';
+import type { JournalEntry } from '../../common/state-journal';
 import {
   ApprovalDecision,
   ResolveDecision,

@@ -6,7 +6,7 @@
  * nothing itself: the caller holds the lease, the plan made the events.
  */
 import { AppError } from '../../common/errors';
-import type { AppendOutcome } from '../../common/state-client';
+import type { AppendOutcome } from '../../common/state-journal';
 import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { LeaseHandle } from '../lease/lease-source';
 import type { TurnCoordinatorOptions, TurnObserver } from './coordinator-options';

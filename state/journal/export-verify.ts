@@ -17,7 +17,8 @@ import type { Ed25519Verifier } from './ed25519';
 import { toHex } from './hex';
 import type { Sha256 } from './sha256';
 import { keyIdOf } from './signed-root';
-import { concludeJournalVerification, JournalReplayer } from './verify-journal';
+import { concludeJournalVerification } from './conclude-verification';
+import { JournalReplayer } from './journal-replayer';
 
 /** Where the trusted keys came from: pinned by the user, or the file's header. */
 export const KeyTrust = { Pinned: 'pinned', ExportHeader: 'export-header' } as const;

@@ -8,12 +8,12 @@ import { fromHex, toHex } from './hex';
 import { rootFromInclusionProof } from './inclusion-proof';
 import {
   buildJournalVectors,
-  isJournalVectors,
   serializeJournalVectors,
-  v2JournalEvents,
   vectorJournalEvents,
   type JournalVectors,
 } from './journal-vectors';
+import { isJournalVectors } from './journal-vectors-shape';
+import { v2JournalEvents } from './journal-vectors-v2';
 import { LeafHasher } from './leaf-digest';
 import { loadNobleCrypto, type NobleJournalCrypto } from './noble-crypto';
 import { createNodeEd25519Signer } from './node-ed25519';

@@ -7,12 +7,12 @@ import { createNodeEd25519Signer, createNodeEd25519Verifier } from './node-ed255
 import { nodeSha256 } from './node-sha256';
 import {
   keyIdOf,
-  keyRotationMessage,
   rotateKey,
   signedRootMessage,
   signRoot,
   JOURNAL_ROOT_DOMAIN,
 } from './signed-root';
+import { keyRotationMessage } from '../../common/journal-keys';
 
 // RFC 8032 section 7.1, TEST 1: secret key, public key, and the signature of the empty message.
 const RFC_SEED = fromHex('9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60');

@@ -16,7 +16,6 @@ export const SignedRootVersion = { V1: 1, V2: 2 } as const;
 export type SignedRootVersion = (typeof SignedRootVersion)[keyof typeof SignedRootVersion];
 // The key-rotation message is built in common/, where the control plane also checks
 // rotations before it records a key in a Conversation's status (common/journal-keys.ts).
-export { KEY_ROTATION_DOMAIN, keyRotationMessage } from '../../common/journal-keys';
 
 const ROOT_DOMAIN_BYTES = utf8.encode(JOURNAL_ROOT_DOMAIN);
 const ROOT_DOMAIN_V2_BYTES = utf8.encode(JOURNAL_ROOT_DOMAIN_V2);

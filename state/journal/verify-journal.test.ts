@@ -9,16 +9,11 @@ import { LeafHasher } from './leaf-digest';
 import { createNodeEd25519Signer, createNodeEd25519Verifier } from './node-ed25519';
 import { nodeSha256 } from './node-sha256';
 import { keyIdOf, rotateKey, signedRootPayload, signRoot } from './signed-root';
-import {
-  concludeJournalVerification,
-  JournalReplayer,
-  planJournalVerification,
-  StreamingJournalVerifier,
-  verifyJournal,
-  type JournalEvent,
-  type JournalVerification,
-  type SignatureCheck,
-} from './verify-journal';
+import { concludeJournalVerification } from './conclude-verification';
+import { JournalReplayer } from './journal-replayer';
+import { planJournalVerification, verifyJournal } from './verify-journal';
+import { StreamingJournalVerifier } from './streaming-verifier';
+import type { JournalEvent, JournalVerification, SignatureCheck } from './verification-types';
 
 const keyA = createNodeEd25519Signer(new Uint8Array(32).fill(1));
 const keyB = createNodeEd25519Signer(new Uint8Array(32).fill(2));

@@ -1,5 +1,4 @@
 import { AppError } from '../../common/errors';
-import { isServiceAccountIdentity } from '../../common/persona-roles';
 import type { RecordContext } from './record-context';
 import type { RecordOp, RecordReader } from './record-db';
 import {
@@ -10,20 +9,18 @@ import {
   checkRecordId,
   quoteValue,
 } from './record-input';
-import {
-  ceremonyKey,
-  credentialKey,
-  identityKey,
-  personaIndexKey,
-  personaIndexPrefix,
-  personaKey,
-  sessionKey,
-  sessionTokenKey,
-  Tag,
-  type PersonaIndexTag,
-} from './record-keys';
-import { idSchema, personaSchema, Role, sessionSchema, type StoredPersona } from './record-schemas';
+import { identityKey, personaKey, Tag } from './record-keys';
+import { personaSchema, Role, type StoredPersona } from './record-schemas';
 import { decodeValue, encodeValue } from './record-values';
+import {
+  checkRoles,
+  checkServiceAccountAdmin,
+  checkSetter,
+  checkVersion,
+  indexMismatch,
+} from './persona-checks';
+import { ownedRecordDeletions } from './persona-deletion';
+import { identityOwner, putIdentity, requireFreeIdentity } from './identity-index';
 
 /** Most identities one persona may link; a bound keeps the record small. */
 export const MAX_IDENTITIES_PER_PERSONA = 64;
@@ -70,8 +67,6 @@ export interface SetRolesOptions extends ChangeOptions {
   /** The identity that sets the roles. */
   readonly setBy: string;
 }
-
-const roleOrder: readonly Role[] = Object.values(Role);
 
 /**
  * Persona records and the identity index. Every change is one synced batch that also
@@ -145,7 +140,7 @@ export class PersonaRecords {
   async findByIdentity(identity: string): Promise<Persona | undefined> {
     const checked = checkIdentity(identity);
     return this.ctx.db.snapshot(async (reader) => {
-      const personaId = await this.ownerOf(checked, reader);
+      const personaId = await identityOwner(reader, checked);
       if (personaId === undefined) return undefined;
       const persona = await this.find(personaId, reader);
       if (persona?.identities.includes(checked) !== true) throw indexMismatch(checked, personaId);
@@ -302,31 +297,8 @@ export class PersonaRecords {
           type: 'del',
           key: identityKey(identity),
         })),
+        ...(await ownedRecordDeletions(this.ctx, id)),
       ];
-      for (const sessionId of await this.indexed(Tag.PersonaSession, id)) {
-        const key = sessionKey(sessionId);
-        const text = await this.ctx.db.get(key);
-        if (text !== undefined) {
-          const session = decodeValue(sessionSchema, text, key);
-          ops.push({ type: 'del', key: sessionTokenKey(session.tokenHash) });
-        }
-        ops.push(
-          { type: 'del', key },
-          { type: 'del', key: personaIndexKey(Tag.PersonaSession, id, sessionId) },
-        );
-      }
-      for (const credentialId of await this.indexed(Tag.PersonaCredential, id)) {
-        ops.push(
-          { type: 'del', key: credentialKey(credentialId) },
-          { type: 'del', key: personaIndexKey(Tag.PersonaCredential, id, credentialId) },
-        );
-      }
-      for (const ceremonyId of await this.indexed(Tag.PersonaCeremony, id)) {
-        ops.push(
-          { type: 'del', key: ceremonyKey(ceremonyId) },
-          { type: 'del', key: personaIndexKey(Tag.PersonaCeremony, id, ceremonyId) },
-        );
-      }
       await this.ctx.db.write(ops);
     });
   }
@@ -374,7 +346,7 @@ export class PersonaRecords {
     identity: string,
   ): Promise<{ ops: RecordOp[]; persona: StoredPersona } | undefined> {
     if (persona.identities.includes(identity)) {
-      const owner = await this.ownerOf(identity);
+      const owner = await identityOwner(this.ctx.db, identity);
       if (owner !== persona.id) throw indexMismatch(identity, persona.id);
       return undefined;
     }
@@ -391,28 +363,7 @@ export class PersonaRecords {
    * @throws AppError `already_exists` naming the holder in details.
    */
   async requireFree(identity: string, forPersonaId: string): Promise<void> {
-    const owner = await this.ownerOf(identity);
-    if (owner === undefined) return;
-    throw new AppError(
-      'already_exists',
-      `identity ${quoteValue(identity)} is already linked to another persona; unlink it ` +
-        `there before linking it to persona ${forPersonaId}`,
-      { details: { record: 'persona', identity, linkedPersonaId: owner, personaId: forPersonaId } },
-    );
-  }
-
-  private async ownerOf(
-    identity: string,
-    reader: RecordReader = this.ctx.db,
-  ): Promise<string | undefined> {
-    const key = identityKey(identity);
-    const text = await reader.get(key);
-    return text === undefined ? undefined : decodeValue(idSchema, text, key);
-  }
-
-  private async indexed(tag: PersonaIndexTag, personaId: string): Promise<string[]> {
-    const prefix = personaIndexPrefix(tag, personaId);
-    return (await this.ctx.db.scan(prefix)).map(([key]) => key.slice(prefix.length));
+    await requireFreeIdentity(this.ctx.db, identity, forPersonaId);
   }
 
   private bump(persona: StoredPersona, change: Partial<StoredPersona>): StoredPersona {
@@ -430,101 +381,10 @@ export function putPersona(persona: StoredPersona): RecordOp {
   return { type: 'put', key: personaKey(persona.id), value: encodeValue(persona) };
 }
 
-function putIdentity(identity: string, personaId: string): RecordOp {
-  return { type: 'put', key: identityKey(identity), value: encodeValue(personaId) };
-}
-
 /** A copy for callers: stored arrays are never shared. */
 export function toPersona(stored: StoredPersona): Persona {
   return { ...stored, identities: [...stored.identities], roles: [...stored.roles] };
 }
-
-/**
- * Throws when `expected` is given and is not the persona's version.
- *
- * @throws AppError `conflict` with the current version in details.
- */
-function checkVersion(persona: StoredPersona, expected: number | undefined): void {
-  if (expected === undefined || expected === persona.version) return;
-  throw new AppError(
-    'conflict',
-    `persona ${persona.id} is at version ${String(persona.version)}, not ` +
-      `${String(expected)}: it changed since you read it; read it again and retry`,
-    {
-      details: {
-        record: 'persona',
-        personaId: persona.id,
-        expectedVersion: expected,
-        version: persona.version,
-      },
-    },
-  );
-}
-
-/**
- * `roles` without repeats, in the order of {@link Role}.
- *
- * @throws AppError `invalid_argument` for a value outside {@link Role}.
- */
-export function checkRoles(roles: unknown): Role[] {
-  if (!Array.isArray(roles)) {
-    throw new AppError(
-      'invalid_argument',
-      `persona roles ${quoteValue(roles)} must be a list of ${roleOrder.join(', ')}`,
-      { details: { record: 'persona', field: 'roles' } },
-    );
-  }
-  const given: unknown[] = roles;
-  for (const role of given) {
-    if (!roleOrder.some((known) => known === role)) {
-      throw new AppError(
-        'invalid_argument',
-        `persona role ${quoteValue(role)} is unknown; roles are ${roleOrder.join(', ')}`,
-        { details: { record: 'persona', field: 'roles' } },
-      );
-    }
-  }
-  return roleOrder.filter((role) => given.includes(role));
-}
-
-/**
- * A persona that links a ServiceAccount never holds `admin`: whoever may create tokens for
- * the account (the built-in `edit` role in its namespace can) would hold it too.
- *
- * @throws AppError `failed_precondition` naming the account and what to do.
- */
-function checkServiceAccountAdmin(
-  identities: readonly string[],
-  roles: readonly Role[],
-  what: string,
-): void {
-  const account = identities.find(isServiceAccountIdentity);
-  if (account === undefined || !roles.includes(Role.Admin)) return;
-  throw new AppError(
-    'failed_precondition',
-    `${what} would link the ServiceAccount identity ${quoteValue(account)} and hold the ` +
-      'admin role; anyone who may create tokens for that ServiceAccount would be an admin. ' +
-      'Give the ServiceAccount its own persona without admin (edge or member)',
-    { details: { record: 'persona', field: 'roles', identity: account } },
-  );
-}
-
-/**
- * Who sets roles: an identity, required so that every change of roles says who made it.
- *
- * @throws AppError `invalid_argument`.
- */
-function checkSetter(value: unknown): string {
-  if (value === undefined || value === '') {
-    throw new AppError(
-      'invalid_argument',
-      'setting roles needs setBy, the identity that sets them (provider:external_id)',
-      { details: { record: 'persona', field: 'setBy' } },
-    );
-  }
-  return checkIdentity(value);
-}
-
 function checkIdentityCount(count: number, what: string): void {
   if (count <= MAX_IDENTITIES_PER_PERSONA) return;
   throw new AppError(
@@ -532,14 +392,5 @@ function checkIdentityCount(count: number, what: string): void {
     `${what} would hold ${String(count)} identities, more than the ` +
       `${String(MAX_IDENTITIES_PER_PERSONA)} allowed; unlink some first`,
     { details: { record: 'persona', identities: count, max: MAX_IDENTITIES_PER_PERSONA } },
-  );
-}
-
-function indexMismatch(identity: string, personaId: string): AppError {
-  return new AppError(
-    'data_loss',
-    `the identity index and persona ${personaId} disagree about ${quoteValue(identity)}; ` +
-      'restore the state volume from a backup',
-    { details: { record: 'persona', personaId, identity } },
   );
 }

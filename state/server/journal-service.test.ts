@@ -6,13 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pino from 'pino';
 
 import { EventKind } from '../../common/event-kinds';
-import {
-  JournalConflictError,
-  StateCallError,
-  StateClient,
-  type JournalEntry,
-  type NewJournalEvent,
-} from '../../common/state-client';
+import { JournalConflictError, StateCallError } from '../../common/state-call-errors';
+import { StateClient } from '../../common/state-client';
+import type { JournalEntry, NewJournalEvent } from '../../common/state-journal';
 import { createNodeEd25519Signer } from '../journal/node-ed25519';
 import { nodeSha256 } from '../journal/node-sha256';
 import { keyIdOf } from '../journal/signed-root';

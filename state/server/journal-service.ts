@@ -21,9 +21,10 @@ import type {
   VerifyRequest,
   VerifyResponse,
 } from '../../proto/gen/polychrome/state/v1/state';
-import type { JournalCheckpoint, SignatureCheck } from '../journal/verify-journal';
+import type { JournalCheckpoint, SignatureCheck } from '../journal/verification-types';
 import { followJournal } from '../store/follow-journal';
-import type { JournalStore, StoredSignedRoot } from '../store/journal-store';
+import type { StoredSignedRoot } from '../store/append-batch';
+import type { JournalStore } from '../store/journal-store';
 import { createCallHandlers } from './call-handlers';
 import { StateService } from './rpc-roles';
 import { VerifyOutcomeLabel, type StateMetrics } from './state-metrics';

@@ -20,7 +20,7 @@ import {
   type Persona,
   type Session,
 } from '../records';
-import { checkRoles } from '../records/persona-records';
+import { checkRoles } from '../records/persona-checks';
 
 /*
  * Proto messages stop here (STYLE.md §1): one toProto per record the service answers with,

@@ -3,19 +3,12 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 
-import {
-  CeremonyKindName,
-  PersonaRole,
-  RecordConflictError,
-  RecordsClient,
-  type PersonaRecord,
-} from '../../common/records-client';
-import {
-  callStateUnary,
-  stateChannel,
-  StateCallError,
-  type StartUnaryCall,
-} from '../../common/state-client';
+import { CeremonyKindName, PersonaRole, type PersonaRecord } from '../../common/records-types';
+import { RecordConflictError } from '../../common/record-conflict-error';
+import { RecordsClient } from '../../common/records-client';
+import { callStateUnary, type StartUnaryCall } from '../../common/state-calls';
+import { stateChannel } from '../../common/state-channel';
+import { StateCallError } from '../../common/state-call-errors';
 import {
   RecordsClient as RecordsGrpcClient,
   RecordsService,

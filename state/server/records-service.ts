@@ -43,7 +43,7 @@ import type {
   UnlinkIdentityRequest,
 } from '../../proto/gen/polychrome/state/v1/records';
 import type { Persona, RecordStore } from '../records';
-import { checkRoles } from '../records/persona-records';
+import { checkRoles } from '../records/persona-checks';
 import { createCallHandlers, type CallContext } from './call-handlers';
 import { StateService, type RecordsMethod } from './rpc-roles';
 import {

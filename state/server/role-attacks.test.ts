@@ -3,7 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 
 import { CertificateRole } from '../../common/certificate-identity';
 import { RecordsClient } from '../../common/records-client';
-import { StateCallError, StateClient, stateChannel } from '../../common/state-client';
+import { StateCallError } from '../../common/state-call-errors';
+import { StateClient } from '../../common/state-client';
+import { stateChannel } from '../../common/state-channel';
 import { RecordsService } from '../../proto/gen/polychrome/state/v1/records';
 import { JournalService } from '../../proto/gen/polychrome/state/v1/state';
 import type { JournalStore } from '../store/journal-store';

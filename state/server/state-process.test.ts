@@ -7,12 +7,9 @@ import { ClassicLevel } from 'classic-level';
 
 import { decodePayload, encodePayload, EventKind } from '../../common/event-kinds';
 import { RecordsClient } from '../../common/records-client';
-import {
-  StateCallError,
-  StateClient,
-  type AppendOutcome,
-  type JournalEntry,
-} from '../../common/state-client';
+import { StateCallError } from '../../common/state-call-errors';
+import { StateClient } from '../../common/state-client';
+import type { AppendOutcome, JournalEntry } from '../../common/state-journal';
 import { JournalClient } from '../../proto/gen/polychrome/state/v1/state';
 import { toHex } from '../journal/hex';
 import { createNodeEd25519Signer } from '../journal/node-ed25519';

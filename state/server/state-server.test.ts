@@ -14,9 +14,9 @@ import {
   JournalConflictError,
   JournalFencedError,
   StateCallError,
-  StateClient,
-  type JournalEntry,
-} from '../../common/state-client';
+} from '../../common/state-call-errors';
+import { StateClient } from '../../common/state-client';
+import type { JournalEntry } from '../../common/state-journal';
 import { JournalClient } from '../../proto/gen/polychrome/state/v1/state';
 import { createNodeEd25519Signer } from '../journal/node-ed25519';
 import { nodeSha256 } from '../journal/node-sha256';

@@ -1,4 +1,4 @@
-import type { JournalEvent } from '../journal/verify-journal';
+import type { JournalEvent } from '../journal/verification-types';
 import type { JournalStore } from './journal-store';
 
 /**

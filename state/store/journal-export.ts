@@ -6,7 +6,7 @@
  */
 import { AppError } from '../../common/errors';
 import { toHex } from '../journal/hex';
-import type { JournalEvent } from '../journal/verify-journal';
+import type { JournalEvent } from '../journal/verification-types';
 import type { KvStore } from './level-kv';
 import type { PartitionState } from './recover-partition';
 import { decodeEventValue, positionOfKey, positionRange, RecordTag } from './store-keys';

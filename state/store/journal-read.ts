@@ -3,7 +3,7 @@
  * order, in small chunks (a slow consumer is backpressure).
  */
 import { AppError } from '../../common/errors';
-import type { JournalEvent } from '../journal/verify-journal';
+import type { JournalEvent } from '../journal/verification-types';
 import type { KvStore } from './level-kv';
 import { decodeEventValue, positionOfKey, positionRange, RecordTag } from './store-keys';
 

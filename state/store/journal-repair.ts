@@ -11,7 +11,7 @@ import { bytesEqual } from '../journal/hex';
 import type { Ed25519Verifier } from '../journal/ed25519';
 import type { LeafHasher } from '../journal/leaf-digest';
 import { leafNodePosition } from '../journal/mmr-layout';
-import { StreamingJournalVerifier } from '../journal/verify-journal';
+import { StreamingJournalVerifier } from '../journal/streaming-verifier';
 import type { AppendBatch } from './append-batch';
 import { writeBatch, type BatchWriter, type WrittenBatch } from './journal-append';
 import { assertPosition, throwIfAborted } from './journal-checks';

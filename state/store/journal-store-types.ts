@@ -6,7 +6,11 @@ import { AppError } from '../../common/errors';
 import type { Ed25519Signer, Ed25519Verifier } from '../journal/ed25519';
 import type { InclusionProof } from '../journal/inclusion-proof';
 import type { Sha256 } from '../journal/sha256';
-import type { JournalCheckpoint, JournalEvent, SignatureCheck } from '../journal/verify-journal';
+import type {
+  JournalCheckpoint,
+  JournalEvent,
+  SignatureCheck,
+} from '../journal/verification-types';
 import type { StoredSignedRoot } from './append-batch';
 import type { GroupCommitStats } from './group-commit';
 import type { KvStore } from './level-kv';

@@ -2,7 +2,7 @@ import type { Ed25519Signer, Ed25519Verifier } from '../journal/ed25519';
 import { createNodeEd25519Verifier } from '../journal/node-ed25519';
 import { nodeSha256 } from '../journal/node-sha256';
 import type { Sha256 } from '../journal/sha256';
-import type { JournalEvent, JournalVerification } from '../journal/verify-journal';
+import type { JournalEvent, JournalVerification } from '../journal/verification-types';
 import { CommitListeners } from './commit-listeners';
 import { GroupCommitter } from './group-commit';
 import {
@@ -45,8 +45,6 @@ import { createLevelKv, type KvStore } from './level-kv';
 import { assertPartitionName } from '../../common/partition-name';
 import type { PartitionState } from './recover-partition';
 import { StoreLifecycle } from './store-lifecycle';
-
-export type { StoredSignedRoot } from './append-batch';
 
 /**
  * The state plane's durable journal store: many `conv-{id}` partitions in one LevelDB

@@ -8,13 +8,13 @@ import type { Ed25519Verifier } from '../journal/ed25519';
 import { toHex } from '../journal/hex';
 import type { Sha256 } from '../journal/sha256';
 import { encodeU64 } from '../journal/u64';
+import { StreamingJournalVerifier } from '../journal/streaming-verifier';
 import {
-  StreamingJournalVerifier,
   VerifyFailureReason,
   type JournalEvent,
   type JournalVerification,
   type SignatureCheck,
-} from '../journal/verify-journal';
+} from '../journal/verification-types';
 import { decodeHeadRecord } from './head-record';
 import type { SigningKeyring } from './journal-keyring';
 import type { VerifyOptions } from './journal-store-types';

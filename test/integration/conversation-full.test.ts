@@ -3,7 +3,7 @@ import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { PersonaRole } from '../../common/records-client';
+import { PersonaRole } from '../../common/records-types';
 import { repoRoot } from '../../hack/lib/paths';
 import { startTestHttpMcpServer, type TestHttpMcpServer } from '../support/mcp-servers/http-server';
 import { conversations, field } from './support/kube';

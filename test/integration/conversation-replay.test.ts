@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { PersonaRole } from '../../common/records-client';
+import { PersonaRole } from '../../common/records-types';
 import { echoResponder, MessagesApiServer } from '../support/messages-api-server';
 import { polychrome } from './support/polychrome-cli';
 import { apiCall, type ApiAnswer } from './support/public-api';

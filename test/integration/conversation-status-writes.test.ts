@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Watch } from '@kubernetes/client-node';
 import { join } from 'node:path';
 import { canonicalJson } from '../../common/canonical-json';
-import { PersonaRole } from '../../common/records-client';
+import { PersonaRole } from '../../common/records-types';
 import { repoRoot } from '../../hack/lib/paths';
 import { pollUntil } from '../../hack/lib/processes';
 import { apiCall, postMessage, type ApiAnswer } from './support/public-api';

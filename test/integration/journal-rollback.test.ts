@@ -2,7 +2,7 @@ import { cp, rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { payloadCodecs } from '../../common/event-kinds';
-import { PersonaRole } from '../../common/records-client';
+import { PersonaRole } from '../../common/records-types';
 import { pollUntil } from '../../hack/lib/processes';
 import { echoResponder, MessagesApiServer } from '../support/messages-api-server';
 import { polychrome } from './support/polychrome-cli';

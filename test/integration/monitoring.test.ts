@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
-import { PersonaRole } from '../../common/records-client';
+import { PersonaRole } from '../../common/records-types';
 import { installCrds, readCrds } from '../../hack/lib/crds';
 import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { rulesFileOf, PROMETHEUS_RULE_PATH } from '../../hack/monitoring-rules';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { repoRoot } from '../../hack/lib/paths';
 import { pollUntil } from '../../hack/lib/processes';
 import { EventsV1Api } from '@kubernetes/client-node';
-import { PersonaRole } from '../../common/records-client';
+import { PersonaRole } from '../../common/records-types';
 import { apiCall, postMessage, postUntilSettled, type ApiAnswer } from './support/public-api';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { payloadCodecs } from '../../common/event-kinds';
-import { PersonaRole } from '../../common/records-client';
+import { PersonaRole } from '../../common/records-types';
 import { apiCall, type ApiAnswer, type ApiCallOptions } from './support/public-api';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
 

@@ -3,7 +3,7 @@ import { Registry } from 'prom-client';
 import { AppError } from '../../common/errors';
 import { encodePayload, EventKind } from '../../common/event-kinds';
 import { createRootLogger } from '../../common/log';
-import type { NewJournalEvent } from '../../common/state-client';
+import type { NewJournalEvent } from '../../common/state-journal';
 import {
   DEFAULT_REPLIES,
   startRealTurns,

@@ -17,7 +17,7 @@ import { type TurnCoordinatorOptions } from '../../operator/turns/coordinator-op
 import { HarnessCredentialMinter } from '../../operator/turns/harness-credentials';
 import { HarnessConnector } from '../../operator/turns/harness-client';
 import type { Caller } from '../../operator/turns/turn-service';
-import type { JournalEntry } from '../../common/state-client';
+import type { JournalEntry } from '../../common/state-journal';
 import { InMemoryConversations, readyStatus } from './in-memory-conversations';
 import { InMemoryLeases } from './in-memory-leases';
 import {

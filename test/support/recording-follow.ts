@@ -1,4 +1,4 @@
-import type { JournalEntry } from '../../common/state-client';
+import type { JournalEntry } from '../../common/state-journal';
 import type { FollowJournal, JournalReadOptions } from '../../operator/public-api/journal-feed';
 
 /** One call of {@link RecordingFollow.follow}, as the hub made it. */

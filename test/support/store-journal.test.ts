@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { encodePayload, EventKind } from '../../common/event-kinds';
-import { JournalConflictError, type NewJournalEvent } from '../../common/state-client';
+import { JournalConflictError } from '../../common/state-call-errors';
+import type { NewJournalEvent } from '../../common/state-journal';
 import { StoreJournal } from './store-journal';
 
 const P = 'conv-store-journal';

@@ -10,25 +10,25 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isAppError } from '../../common/errors';
-import {
-  JournalConflictError,
-  JournalFencedError,
-  type AppendCallOptions,
-  type AppendOutcome,
-  type ExportEntry,
-  type HeadOutcome,
-  type JournalEntry,
-  type NewJournalEvent,
-  type RepairOutcome,
-  type StateCallOptions,
-  type StateJournal,
-} from '../../common/state-client';
+import { JournalConflictError, JournalFencedError } from '../../common/state-call-errors';
+import type {
+  AppendCallOptions,
+  AppendOutcome,
+  ExportEntry,
+  HeadOutcome,
+  JournalEntry,
+  NewJournalEvent,
+  RepairOutcome,
+  StateJournal,
+} from '../../common/state-journal';
+import type { StateCallOptions } from '../../common/state-calls';
 import { createNodeEd25519Signer } from '../../state/journal/node-ed25519';
 import { nodeSha256 } from '../../state/journal/node-sha256';
 import { keyIdOf } from '../../state/journal/signed-root';
-import type { JournalEvent } from '../../state/journal/verify-journal';
+import type { JournalEvent } from '../../state/journal/verification-types';
 import { followJournal } from '../../state/store/follow-journal';
-import { JournalStore, type StoredSignedRoot } from '../../state/store/journal-store';
+import type { StoredSignedRoot } from '../../state/store/append-batch';
+import { JournalStore } from '../../state/store/journal-store';
 
 /** gRPC ABORTED, the status StateClient maps `conflict` from. */
 const GRPC_ABORTED = 10;

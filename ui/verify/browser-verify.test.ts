@@ -10,14 +10,11 @@ import { beforeAll, describe, expect, it } from '@jest/globals';
 
 import { formatExportEvent, formatExportHeader } from '../../common/journal-export-format';
 import { fromHex } from '../../state/journal/hex';
-import {
-  isJournalVectors,
-  v2JournalEvents,
-  vectorJournalEvents,
-  type JournalVectors,
-} from '../../state/journal/journal-vectors';
+import { isJournalVectors } from '../../state/journal/journal-vectors-shape';
+import { v2JournalEvents } from '../../state/journal/journal-vectors-v2';
+import { vectorJournalEvents, type JournalVectors } from '../../state/journal/journal-vectors';
 import { loadNobleCrypto, type NobleJournalCrypto } from '../../state/journal/noble-crypto';
-import type { JournalEvent } from '../../state/journal/verify-journal';
+import type { JournalEvent } from '../../state/journal/verification-types';
 import {
   checkInclusion,
   parsePublicKey,

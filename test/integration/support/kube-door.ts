@@ -32,7 +32,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { RecordsClient } from '../../../common/records-client';
-import { loadStateClientTls } from '../../../common/state-client';
+import { loadStateClientTls } from '../../../common/state-channel';
 import { ensureDevCerts } from '../../../hack/lib/dev-certs';
 import { defaultBinDir } from '../../../hack/lib/paths';
 import { DevCertificateAuthority, type CertFiles } from '../../../hack/lib/pki';

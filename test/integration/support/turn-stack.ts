@@ -30,15 +30,12 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createPrivateKey } from 'node:crypto';
-import { PersonaRole, RecordsClient } from '../../../common/records-client';
-import {
-  loadStateClientTls,
-  StateClient,
-  StateCallError,
-  type JournalEntry,
-  type StateClientTls,
-  type VerifyOutcome,
-} from '../../../common/state-client';
+import { PersonaRole } from '../../../common/records-types';
+import { RecordsClient } from '../../../common/records-client';
+import { loadStateClientTls, type StateClientTls } from '../../../common/state-channel';
+import { StateClient } from '../../../common/state-client';
+import { StateCallError } from '../../../common/state-call-errors';
+import type { JournalEntry, VerifyOutcome } from '../../../common/state-journal';
 import { ensureDevCerts, type DevCerts } from '../../../hack/lib/dev-certs';
 import { ensureHarnessCa, ensureHarnessCertificate } from '../../../hack/lib/harness-pki';
 import type { DevCertificateAuthority } from '../../../hack/lib/pki';
@@ -60,7 +57,8 @@ import { LocalNode } from '../../../hack/lib/local-node';
 import { isAlive, pollUntil } from '../../../hack/lib/processes';
 import { createNodeEd25519Verifier } from '../../../state/journal/node-ed25519';
 import { nodeSha256 } from '../../../state/journal/node-sha256';
-import { verifyJournal, type JournalVerification } from '../../../state/journal/verify-journal';
+import { verifyJournal } from '../../../state/journal/verify-journal';
+import type { JournalVerification } from '../../../state/journal/verification-types';
 import { echoResponder, MessagesApiServer } from '../../support/messages-api-server';
 import { ControlPlaneProcess, controlPlaneKubeconfig } from './control-plane';
 import {

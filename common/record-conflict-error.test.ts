@@ -1,15 +1,9 @@
 import { describe, expect, it } from '@jest/globals';
 
 import { AppError } from './errors';
-import {
-  isPersonaRole,
-  personaFromProto,
-  RecordConflictError,
-  recordsErrorOf,
-  sessionFromProto,
-} from './records-client';
+import { RecordConflictError, recordsErrorOf } from './record-conflict-error';
 import { grpcErrorOf } from './grpc-errors';
-import { StateCallError, stateErrorFromGrpc } from './state-client';
+import { StateCallError, stateErrorFromGrpc } from './state-call-errors';
 
 /** What grpc-js hands a client callback for a status the server sent. */
 function received(error: AppError): Error {
@@ -43,28 +37,5 @@ describe('recordsErrorOf', () => {
     expect(recordsErrorOf(rebuilt)).toBe(rebuilt);
     expect(rebuilt).toBeInstanceOf(StateCallError);
     expect(rebuilt).not.toBeInstanceOf(RecordConflictError);
-  });
-});
-
-describe('fromProto', () => {
-  it('keeps the roles this client knows and drops the others', () => {
-    expect(isPersonaRole('admin')).toBe(true);
-    expect(isPersonaRole('owner')).toBe(false);
-    const persona = personaFromProto({
-      id: 'p1',
-      displayName: 'Ada',
-      identities: ['email:ada@example.com'],
-      roles: ['admin', 'owner', 'member'],
-      version: 4,
-      createdAtMs: 1,
-      updatedAtMs: 2,
-    });
-    expect(persona.roles).toEqual(['admin', 'member']);
-  });
-
-  it('reads an absent revocation time as not revoked', () => {
-    const base = { id: 's1', personaId: 'p1', createdAtMs: 1, expiresAtMs: 2, mintedBy: '' };
-    expect(sessionFromProto(base).revokedAtMs).toBeUndefined();
-    expect(sessionFromProto({ ...base, revokedAtMs: 0 }).revokedAtMs).toBe(0);
   });
 });

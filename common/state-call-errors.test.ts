@@ -13,7 +13,7 @@ import {
   JournalFencedError,
   StateCallError,
   stateErrorFromGrpc,
-} from './state-client';
+} from './state-call-errors';
 
 /** What grpc-js hands a client callback for a status the server sent. */
 function received(sent: { code: number; details: string; metadata: Metadata }): Error {

@@ -1,0 +1,83 @@
+import type { JournalVectors } from './journal-vectors';
+
+/* Whether parsed JSON has the shape of docs/journal-vectors.json. */
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function hasFields(value: unknown, fields: Record<string, 'string' | 'number'>): boolean {
+  return isRecord(value) && Object.entries(fields).every(([k, t]) => typeof value[k] === t);
+}
+
+function isListOf(value: unknown, check: (item: unknown) => boolean): boolean {
+  return Array.isArray(value) && value.every(check);
+}
+
+/**
+ * True when `value` has the shape of a vectors file (field names and types; the values
+ * themselves are what the tests check).
+ */
+export function isJournalVectors(value: unknown): value is JournalVectors {
+  const s = 'string';
+  const n = 'number';
+  return (
+    isRecord(value) &&
+    typeof value.description === 'string' &&
+    isListOf(value.keys, (k) => hasFields(k, { note: s, seedHex: s, publicKeyHex: s, keyId: s })) &&
+    isListOf(value.leaves, (l) =>
+      hasFields(l, { position: n, kind: s, payloadHex: s, leafHex: s }),
+    ) &&
+    isListOf(value.roots, (r) => hasFields(r, { leafCount: n, sizeNodes: n, rootHex: s })) &&
+    isListOf(value.nodesHex, (h) => typeof h === 'string') &&
+    isListOf(value.signedRoots, (r) =>
+      hasFields(r, {
+        position: n,
+        leafCount: n,
+        rootHex: s,
+        publicKeyHex: s,
+        keyId: s,
+        messageHex: s,
+        signatureHex: s,
+      }),
+    ) &&
+    isListOf(value.keyRotations, (r) =>
+      hasFields(r, {
+        position: n,
+        oldKeyId: s,
+        oldPublicKeyHex: s,
+        newKeyId: s,
+        newPublicKeyHex: s,
+        messageHex: s,
+        signatureHex: s,
+      }),
+    ) &&
+    isListOf(
+      value.inclusionProofs,
+      (p) =>
+        hasFields(p, { leafIndex: n, leafCount: n, leafHex: s, rootHex: s }) &&
+        isRecord(p) &&
+        isListOf(p.proofHex, (h) => typeof h === 'string'),
+    ) &&
+    isRecord(value.version2) &&
+    hasFields(value.version2, { description: s, partition: s }) &&
+    isListOf(
+      value.version2.leaves,
+      (l) =>
+        hasFields(l, { position: n, kind: s, payloadHex: s, leafHex: s }) ||
+        (hasFields(l, { position: n, leafHex: s }) && isRecord(l) && l.excised === true),
+    ) &&
+    isListOf(value.version2.signedRoots, (r) =>
+      hasFields(r, {
+        position: n,
+        leafCount: n,
+        rootHex: s,
+        keyId: s,
+        messageHex: s,
+        signatureHex: s,
+      }),
+    ) &&
+    isListOf(value.version2.excised, (p) => typeof p === 'number') &&
+    hasFields(value.version2.otherPartition, { partition: s, position: n })
+  );
+}
