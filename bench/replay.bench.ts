@@ -16,7 +16,7 @@ import {
   type EventKind as Kind,
 } from '../common/event-kinds';
 import { nodeEd25519Verifier } from '../harness/crypto/node-ed25519';
-import type { Message, ModelResponse } from '../harness/model/model-provider';
+import type { Message, ModelResponse } from '../harness/turn/ports/model-port';
 import {
   agentConfigToProto,
   modelCallToProto,

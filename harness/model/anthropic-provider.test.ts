@@ -17,7 +17,7 @@ import {
   DEFAULT_ANTHROPIC_MODEL,
   type AnthropicProviderOptions,
 } from './anthropic-provider';
-import type { ModelRequest, ModelResponse, ToolDefinition } from './model-provider';
+import type { ModelRequest, ModelResponse, ToolDefinition } from '../turn/ports/model-port';
 
 const KEY = 'sk-ant-test-0123456789';
 

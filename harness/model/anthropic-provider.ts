@@ -25,7 +25,7 @@ import {
   type ModelResponse,
   type OutputBlock,
   type ToolChoice,
-} from './model-provider';
+} from '../turn/ports/model-port';
 
 /**
  * The model provider for the Anthropic Messages API, over the official SDK. This file is

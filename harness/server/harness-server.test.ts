@@ -23,7 +23,7 @@ import { decodeAgentConfig, hex } from '../turn/agent-config';
 import { REPO_ROOT } from '../../test/support/mcp-servers/everything-http';
 import { builtinToolRunner, builtinTools } from '../tools/builtin-tools';
 import { McpToolRunner, type McpServerConfig } from '../tools/mcp-tools';
-import type { ToolRunner } from '../tools/tool-runner';
+import type { ToolRunner } from '../turn/ports/tool-port';
 import { signApproval } from '../turn/approval-token';
 import type { ApprovalAnswer, TurnTool } from '../turn/turn-records';
 import type { ApprovalBinding, ApprovalScope } from '../../common/approval-bytes';

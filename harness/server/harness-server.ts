@@ -13,11 +13,11 @@ import {
   HarnessService,
   type TurnInput as TurnInputMessage,
 } from '../../proto/gen/polychrome/harness/v1/harness';
-import type { ModelProvider } from '../model/model-provider';
+import type { ModelProvider } from '../turn/ports/model-port';
 import { tracedModel } from '../model/traced-model';
 import { needsApproval } from '../../common/approval-rules';
 import type { McpServerListing } from '../tools/mcp-tools';
-import type { ToolRunner } from '../tools/tool-runner';
+import type { ToolRunner } from '../turn/ports/tool-port';
 import { tracedTools } from '../tools/traced-tools';
 import type { SignatureVerifier } from '../turn/approval-token';
 import { createHistoryRequestHasher } from '../turn/agent-config';

@@ -11,7 +11,7 @@ import type {
   ToolCallRequest,
   ToolOutcome,
   ToolRunner,
-} from '../tools/tool-runner';
+} from '../turn/ports/tool-port';
 import type { StepSink, TextDelta } from '../turn/run-turn';
 import type { TurnStep, TurnTool } from '../turn/turn-records';
 import { observeStep, type HarnessMetrics } from './harness-metrics';

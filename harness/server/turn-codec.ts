@@ -28,8 +28,8 @@ import {
   type TurnOutput,
   type TurnStart,
 } from '../../proto/gen/polychrome/harness/v1/harness';
-import { StopReason, type ContentBlock, type Message, type Usage } from '../model/model-provider';
-import type { ToolCallRequest, ToolOutcome } from '../tools/tool-runner';
+import { StopReason, type ContentBlock, type Message, type Usage } from '../turn/ports/model-port';
+import type { ToolCallRequest, ToolOutcome } from '../turn/ports/tool-port';
 import type { TextDelta, TurnOutcome } from '../turn/run-turn';
 import type { TurnInput } from '../turn/turn-machine';
 import type {

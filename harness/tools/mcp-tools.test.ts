@@ -23,7 +23,7 @@ import {
   type McpServerConfig,
   type McpTool,
 } from './mcp-tools';
-import type { ToolCallRequest, ToolOutcome } from './tool-runner';
+import type { ToolCallRequest, ToolOutcome } from '../turn/ports/tool-port';
 
 // Each server start spawns node (and tsx for our own servers); shared CI cores are slow.
 jest.setTimeout(30_000);

@@ -14,7 +14,12 @@ import { isJsonObject, type JsonObject } from '../../common/canonical-json';
 import { AppError } from '../../common/errors';
 import { ToolEffect, type TurnTool } from '../turn/turn-records';
 import { needsApproval, type ApprovalRules } from '../../common/approval-rules';
-import type { ToolCallOptions, ToolCallRequest, ToolOutcome, ToolRunner } from './tool-runner';
+import type {
+  ToolCallOptions,
+  ToolCallRequest,
+  ToolOutcome,
+  ToolRunner,
+} from '../turn/ports/tool-port';
 
 /**
  * The MCP adapter: lists the tools of the Conversation's MCP servers and calls them. This

@@ -1,12 +1,7 @@
 import { AppError } from '../../common/errors';
 import { decodePayload, isEventKind } from '../../common/event-kinds';
-import type { ModelProvider } from '../model/model-provider';
-import type {
-  ToolCallOptions,
-  ToolCallRequest,
-  ToolOutcome,
-  ToolRunner,
-} from '../tools/tool-runner';
+import type { ModelProvider } from './ports/model-port';
+import type { ToolCallOptions, ToolCallRequest, ToolOutcome, ToolRunner } from './ports/tool-port';
 import type { ReplayAttempt, ReplayEntry } from './replay';
 import { runTurn, type Clock, type TurnOutcome } from './run-turn';
 import { ToolEffect } from './turn-records';

@@ -21,7 +21,7 @@ import {
   toolResultFromProto,
   turnStepToProto,
 } from '../server/turn-codec';
-import type { Message, ModelResponse, OutputBlock } from '../model/model-provider';
+import type { Message, ModelResponse, OutputBlock } from './ports/model-port';
 import {
   createPrefixRequestHasher,
   decodeAgentConfig,

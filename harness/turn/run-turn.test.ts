@@ -4,7 +4,7 @@ import { AppError } from '../../common/errors';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
 import { ScriptedProvider, type ScriptReply } from '../model/scripted-provider';
 import { builtinToolRunner, builtinTools } from '../tools/builtin-tools';
-import type { ToolRunner } from '../tools/tool-runner';
+import type { ToolRunner } from './ports/tool-port';
 import { signApproval, type ApprovalSigner } from './approval-token';
 import { requestIds } from './request-ids';
 import { askUserTool, handoffTool } from './reserved-tools';

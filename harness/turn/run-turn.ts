@@ -1,6 +1,6 @@
 import { AppError, isAppError, isRetryable, type ErrorCode } from '../../common/errors';
-import type { ModelProvider } from '../model/model-provider';
-import type { ToolCallRequest, ToolOutcome, ToolRunner } from '../tools/tool-runner';
+import type { ModelProvider } from './ports/model-port';
+import type { ToolCallRequest, ToolOutcome, ToolRunner } from './ports/tool-port';
 import type { ApprovalKeys, ApprovalUse, SignatureVerifier } from './approval-token';
 import type { RequestHasher } from './agent-config';
 import type { RequestIds } from './request-ids';

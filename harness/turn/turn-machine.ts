@@ -9,8 +9,8 @@ import type {
   OutputBlock,
   ToolResultBlock,
   ToolUseBlock,
-} from '../model/model-provider';
-import type { ToolCallRequest, ToolOutcome } from '../tools/tool-runner';
+} from './ports/model-port';
+import type { ToolCallRequest, ToolOutcome } from './ports/tool-port';
 import {
   verifyApprovalAnswer,
   type ApprovalKeys,
