@@ -20,7 +20,7 @@ import { nodeEd25519Signer, nodeEd25519Verifier } from '../harness/crypto/node-e
 import type { ModelRequest } from '../harness/turn/ports/model-port';
 import { ScriptedProvider, type ScriptReply } from '../harness/model/scripted-provider';
 import { builtinToolRunner, calculatorTool } from '../harness/tools/builtin-tools';
-import { requestIds } from '../harness/turn/request-ids';
+import { requestIds } from '../common/request-ids';
 import { runTurn, type StepSink } from '../harness/turn/run-turn';
 import type { TurnInput } from '../harness/turn/turn-machine';
 import { testHarnessCertificateFiles } from '../test/support/harness-tls';

@@ -24,7 +24,7 @@ import {
 } from '../harness/server/turn-codec';
 import { createPrefixRequestHasher, hex } from '../harness/turn/agent-config';
 import { replayJournal } from '../harness/turn/replay';
-import { requestIds } from '../harness/turn/request-ids';
+import { requestIds } from '../common/request-ids';
 import { createTurnMachine, type TurnEvent, type TurnState } from '../harness/turn/turn-machine';
 import type { TurnStep, TurnTool } from '../harness/turn/turn-records';
 import { CompactMmr } from '../state/journal/compact-mmr';

@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { approvalKeyId } from '../common/approval-bytes';
 import { AppError } from '../common/errors';
 import { nodeEd25519Verifier } from '../harness/crypto/node-ed25519';
-import { requestIds } from '../harness/turn/request-ids';
+import { requestIds } from '../common/request-ids';
 import {
   replayJournal,
   type JournalReplay,

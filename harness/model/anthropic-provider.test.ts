@@ -8,7 +8,7 @@ import {
 } from '../../test/support/messages-api-server';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
 import { builtinToolRunner, builtinTools } from '../tools/builtin-tools';
-import { requestIds } from '../turn/request-ids';
+import { requestIds } from '../../common/request-ids';
 import { runTurn } from '../turn/run-turn';
 import type { TurnStep } from '../turn/turn-records';
 import {

@@ -21,7 +21,7 @@ import type { ToolRunner } from '../turn/ports/tool-port';
 import { tracedTools } from '../tools/traced-tools';
 import type { SignatureVerifier } from '../turn/approval-token';
 import { createHistoryRequestHasher } from '../turn/agent-config';
-import { requestIds as defaultRequestIds, type RequestIds } from '../turn/request-ids';
+import { requestIds as defaultRequestIds, type RequestIds } from '../../common/request-ids';
 import { runTurn, type Clock, type TurnOutcome } from '../turn/run-turn';
 import type { TurnInput } from '../turn/turn-machine';
 import { traceContextFrom } from './call-metadata';

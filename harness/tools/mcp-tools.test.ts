@@ -12,7 +12,7 @@ import {
 import { startTestHttpMcpServer } from '../../test/support/mcp-servers/http-server';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
 import { ScriptedProvider } from '../model/scripted-provider';
-import { requestIds } from '../turn/request-ids';
+import { requestIds } from '../../common/request-ids';
 import { runTurn } from '../turn/run-turn';
 import type { TurnStep } from '../turn/turn-records';
 import { mergeApprovalRules } from './approval-policy';

@@ -10,7 +10,7 @@ import type { JournalEntry } from '../../common/state-client';
 import { ResolveDecision } from '../../proto/gen/polychrome/events/v1/events';
 import { recordApprovedTurns, type RealTurns } from '../../test/support/real-turns';
 import { nodeEd25519Verifier } from '../crypto/node-ed25519';
-import { requestIds } from './request-ids';
+import { requestIds } from '../../common/request-ids';
 import { replayJournal, type JournalReplay, type ReplayEntry } from './replay';
 
 let turns: RealTurns;

@@ -30,7 +30,7 @@ import {
   type RequestHasher,
 } from './agent-config';
 import { verifyApprovalAnswer, type SignatureVerifier } from './approval-token';
-import type { RequestIds } from './request-ids';
+import type { RequestIds } from '../../common/request-ids';
 import {
   createTurnMachine,
   type TurnEffect,

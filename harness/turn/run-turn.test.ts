@@ -6,7 +6,7 @@ import { ScriptedProvider, type ScriptReply } from '../model/scripted-provider';
 import { builtinToolRunner, builtinTools } from '../tools/builtin-tools';
 import type { ToolRunner } from './ports/tool-port';
 import { signApproval, type ApprovalSigner } from './approval-token';
-import { requestIds } from './request-ids';
+import { requestIds } from '../../common/request-ids';
 import { askUserTool, handoffTool } from './reserved-tools';
 import { runTurn, type RunTurnDeps, type StepSink } from './run-turn';
 import { CLOSING_INSTRUCTION, FALLBACK_REPLY, type TurnInput } from './turn-machine';

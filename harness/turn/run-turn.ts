@@ -3,7 +3,7 @@ import type { ModelProvider } from './ports/model-port';
 import type { ToolCallRequest, ToolOutcome, ToolRunner } from './ports/tool-port';
 import type { ApprovalKeys, ApprovalUse, SignatureVerifier } from './approval-token';
 import type { RequestHasher } from './agent-config';
-import type { RequestIds } from './request-ids';
+import type { RequestIds } from '../../common/request-ids';
 import {
   createTurnMachine,
   isTerminalEffect,
