@@ -17,11 +17,7 @@ import {
 } from '../common/event-kinds';
 import { nodeEd25519Verifier } from '../harness/crypto/node-ed25519';
 import type { Message, ModelResponse } from '../harness/turn/ports/model-port';
-import {
-  agentConfigToProto,
-  modelCallToProto,
-  toolCallToProto,
-} from '../harness/server/turn-codec';
+import { agentConfigToProto, modelCallToProto, toolCallToProto } from '../harness/turn/step-codec';
 import { createPrefixRequestHasher, hex } from '../harness/turn/agent-config';
 import { replayJournal } from '../harness/turn/replay';
 import { requestIds } from '../common/request-ids';

@@ -38,12 +38,8 @@ import { HarnessServer } from './harness-server';
 import { testHarnessCertificate, testHarnessChannel } from '../../test/support/harness-tls';
 import { createToolRouter } from './tool-router';
 import { ERROR_CODE_METADATA } from '../../common/grpc-errors';
-import {
-  turnRequestToProto,
-  turnStepFromProto,
-  type ToolReference,
-  type TurnRequest,
-} from './turn-codec';
+import { turnRequestToProto, type ToolReference, type TurnRequest } from './turn-start-codec';
+import { turnStepFromProto } from '../turn/step-codec';
 import type { McpToolSource } from './turn-tools';
 
 const TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';

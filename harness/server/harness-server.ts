@@ -27,13 +27,13 @@ import type { TurnInput } from '../turn/turn-machine';
 import { traceContextFrom } from './call-metadata';
 import { observeTurn, type HarnessMetrics } from './harness-metrics';
 import { endWithError, TurnCall, type RunTurnCall } from './turn-call';
+import { turnOutcomeToProto } from './turn-output-codec';
 import {
-  turnOutcomeToProto,
   turnRequestFromProto,
   type ToolCatalog,
   type ToolReference,
   type TurnRequest,
-} from './turn-codec';
+} from './turn-start-codec';
 import { isToolOfServers, offeredTools, type McpToolSource } from './turn-tools';
 import { UsedApprovals } from './used-approvals';
 import { ConversationBinding, startMismatch } from './conversation-binding';

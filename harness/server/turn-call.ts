@@ -19,10 +19,10 @@ import {
   textDeltaToProto,
   trustedAnswerFromProto,
   trustedCallToProto,
-  turnStepToProto,
   type TerminalOutput,
   type TrustedAnswer,
-} from './turn-codec';
+} from './turn-output-codec';
+import { turnStepToProto } from '../turn/step-codec';
 
 /** The RunTurn call as grpc-js hands it to the handler. */
 export type RunTurnCall = ServerDuplexStream<TurnInputMessage, TurnOutput>;

@@ -14,13 +14,15 @@ import {
   approvalAnswerFromProto,
   approvalRequestToProto,
   handoffToProto,
-  modelCallFromProto,
   questionAnswerFromProto,
   questionRequestToProto,
+} from './request-codec';
+import {
+  modelCallFromProto,
   toolCallFromProto,
   toolResultFromProto,
   turnStepToProto,
-} from '../server/turn-codec';
+} from './step-codec';
 import type { Message, ModelResponse, OutputBlock } from './ports/model-port';
 import {
   createPrefixRequestHasher,

@@ -1,12 +1,8 @@
 import { AppError } from '../../common/errors';
 import type { ApprovalDecision } from '../../common/approval-bytes';
 import { decodePayload, encodePayload, type EventKind } from '../../common/event-kinds';
-import {
-  approvalAnswerFromProto,
-  approvalAnswerToProto,
-  modelCallFromProto,
-  modelCallToProto,
-} from '../server/turn-codec';
+import { approvalAnswerFromProto, approvalAnswerToProto } from './request-codec';
+import { modelCallFromProto, modelCallToProto } from './step-codec';
 import {
   createPrefixRequestHasher,
   decodeAgentConfig,
