@@ -4,12 +4,9 @@ import { approvalKeyId } from '../common/approval-bytes';
 import { AppError } from '../common/errors';
 import { nodeEd25519Verifier } from '../harness/crypto/node-ed25519';
 import { requestIds } from '../common/request-ids';
-import {
-  replayJournal,
-  type JournalReplay,
-  type ReplayEntry,
-  type TranscriptItem,
-} from '../harness/turn/replay';
+import { type ReplayEntry } from '../harness/turn/journal-turns';
+import { replayJournal } from '../harness/turn/replay';
+import { type JournalReplay, type TranscriptItem } from '../harness/turn/replay-verdict';
 import { parseExportEvent, parseExportHeader, type ExportHeader } from './export-file';
 import { verifyExportFile, type OfflineVerification } from './journal-verify';
 

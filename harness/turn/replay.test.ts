@@ -11,7 +11,9 @@ import { ResolveDecision } from '../../proto/gen/polychrome/events/v1/events';
 import { recordApprovedTurns, type RealTurns } from '../../test/support/real-turns';
 import { nodeEd25519Verifier } from '../crypto/node-ed25519';
 import { requestIds } from '../../common/request-ids';
-import { replayJournal, type JournalReplay, type ReplayEntry } from './replay';
+import { type ReplayEntry } from './journal-turns';
+import { replayJournal } from './replay';
+import { type JournalReplay } from './replay-verdict';
 
 let turns: RealTurns;
 let entries: JournalEntry[];
