@@ -22,7 +22,8 @@ import { SCRIPTED_MODEL, ScriptedProvider, type ScriptReply } from '../model/scr
 import { decodeAgentConfig, hex } from '../turn/agent-config';
 import { REPO_ROOT } from '../../test/support/mcp-servers/everything-http';
 import { builtinToolRunner, builtinTools } from '../tools/builtin-tools';
-import { McpToolRunner, type McpServerConfig } from '../tools/mcp-tools';
+import { type McpServerConfig } from '../tools/mcp-server-config';
+import { McpToolRunner } from '../tools/mcp-tools';
 import type { ToolRunner } from '../turn/ports/tool-port';
 import { signApproval } from '../turn/approval-token';
 import type { ApprovalAnswer, TurnTool } from '../turn/turn-records';
