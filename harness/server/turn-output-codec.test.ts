@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { TurnOutput } from '../../proto/gen/polychrome/harness/v1/harness';
-import type { TurnOutcome } from '../turn/run-turn';
+import type { TurnOutcome } from '../turn/turn-outcome';
 import { argsJson, argsSha256 } from '../turn/testdata/turn-steps';
 import {
   trustedAnswerFromProto,

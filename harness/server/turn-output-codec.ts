@@ -15,7 +15,8 @@ import {
   questionRequestFromProto,
   questionRequestToProto,
 } from '../turn/request-codec';
-import type { TextDelta, TurnOutcome } from '../turn/run-turn';
+import type { TextDelta } from '../turn/run-turn';
+import type { TurnOutcome } from '../turn/turn-outcome';
 import { toolEffectFromProto, toolEffectToProto } from '../turn/step-codec';
 import type { ToolEffect } from '../turn/turn-records';
 

@@ -4,7 +4,8 @@ import type { ModelProvider } from './ports/model-port';
 import type { ToolCallOptions, ToolCallRequest, ToolOutcome, ToolRunner } from './ports/tool-port';
 import type { ReplayEntry } from './journal-turns';
 import type { ReplayAttempt } from './replay-options';
-import { runTurn, type Clock, type TurnOutcome } from './run-turn';
+import { runTurn, type Clock } from './run-turn';
+import { type TurnOutcome } from './turn-outcome';
 import { ToolEffect } from './turn-records';
 import { whatIf, type WhatIfChange, type WhatIfOptions, type WhatIfReport } from './what-if';
 
