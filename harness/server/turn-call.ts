@@ -192,7 +192,7 @@ export class TurnCall {
         value: trustedCallToProto({ call: request, effect: tool?.effect ?? 'side_effect' }),
       });
       const answer = await answered;
-      // Rejecting is how a ToolRunner says "outcome unknown" (tool-runner.ts).
+      // Rejecting is how a ToolRunner says "outcome unknown" (turn/ports/tool-port.ts).
       if (!answer.known) throw new AppError('unavailable', answer.reason);
       return answer.outcome;
     },

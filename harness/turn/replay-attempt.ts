@@ -1,13 +1,13 @@
-import { canonicalJson, isJsonObject } from '../../common/canonical-json';
-import { AppError } from '../../common/errors';
-import { payloadCodecs, type EventKind } from '../../common/event-kinds';
+import { canonicalJson } from '../../common/canonical-json';
+import { payloadCodecs } from '../../common/event-kinds';
 import { voidedToolCalls } from '../../common/turn-resolution';
 import { ResolveDecision } from '../../proto/gen/polychrome/events/v1/events';
 import { hex, type EncodedAgentConfig, type RequestHasher } from './agent-config';
 import { describe, eventJson, type Decoded, type TurnLog } from './journal-turns';
-import type { Message, ModelResponse, OutputBlock } from './ports/model-port';
+import type { Message } from './ports/model-port';
 import type { ReplayOptions } from './replay-options';
 import type { Divergence } from './replay-verdict';
+import { responseOf, stepJson, stepOf } from './replay-steps';
 import {
   approvalAnswerFromProto,
   approvalRequestToProto,
@@ -15,12 +15,7 @@ import {
   questionAnswerFromProto,
   questionRequestToProto,
 } from './request-codec';
-import {
-  modelCallFromProto,
-  toolCallFromProto,
-  toolResultFromProto,
-  turnStepToProto,
-} from './step-codec';
+import { modelCallFromProto } from './step-codec';
 import {
   createTurnMachine,
   type TurnEffect,
@@ -28,7 +23,7 @@ import {
   type TurnInput,
   type TurnState,
 } from './turn-machine';
-import type { ApprovalAnswer, ModelCallRecord, QuestionAnswer, TurnStep } from './turn-records';
+import type { ApprovalAnswer, QuestionAnswer, TurnStep } from './turn-records';
 
 /**
  * Full replay of one attempt (docs/replay.md, `ReplayMode.Full`): the attempt's input is
@@ -294,20 +289,6 @@ export function replayAttempt(
   return extra(recorded, cursor, diverge);
 }
 
-/** A recorded model call, tool call or tool result as the machine takes it back. */
-function stepOf(e: Decoded): TurnStep | undefined {
-  switch (e.kind) {
-    case 'model_call':
-      return { kind: 'model_call', record: modelCallFromProto(e.payload) };
-    case 'tool_call':
-      return { kind: 'tool_call', record: toolCallFromProto(e.payload) };
-    case 'tool_result':
-      return { kind: 'tool_result', record: toolResultFromProto(e.payload) };
-    default:
-      return undefined;
-  }
-}
-
 /** The `tool_call`s `did_not_run` resolutions void (common/turn-resolution.ts). */
 function voidedCallsOf(log: TurnLog): ReadonlySet<number> {
   return voidedToolCalls(
@@ -343,55 +324,6 @@ function matchesAmbiguous(effect: TurnEffect, found: Decoded): boolean {
     effect.type === 'ambiguous' &&
     effect.toolCallId === found.payload.toolCallId
   );
-}
-
-function responseOf(record: ModelCallRecord): ModelResponse {
-  const content: OutputBlock[] = record.content.map((block): OutputBlock => {
-    if (block.type === 'text') return block;
-    let input: unknown;
-    try {
-      input = JSON.parse(block.argsJson);
-    } catch {
-      input = undefined;
-    }
-    // Arguments that are not an object cannot have been recorded by the machine; the
-    // model_call comparison that follows reports the difference.
-    return {
-      type: 'tool_use',
-      id: block.toolCallId,
-      name: block.name,
-      input: isJsonObject(input) ? input : {},
-    };
-  });
-  return { model: record.model, content, stopReason: record.stopReason, usage: record.usage };
-}
-
-function stepJson(step: TurnStep): { kind: EventKind; json: string } {
-  const proto = turnStepToProto(step, 0).step;
-  switch (proto?.$case) {
-    case 'modelCall':
-      return {
-        kind: 'model_call',
-        json: canonicalJson(payloadCodecs.model_call.toJSON(proto.value)),
-      };
-    case 'toolCall':
-      return {
-        kind: 'tool_call',
-        json: canonicalJson(payloadCodecs.tool_call.toJSON(proto.value)),
-      };
-    case 'toolResult':
-      return {
-        kind: 'tool_result',
-        json: canonicalJson(payloadCodecs.tool_result.toJSON(proto.value)),
-      };
-    case 'agentConfig':
-      return {
-        kind: 'agent_config',
-        json: canonicalJson(payloadCodecs.agent_config.toJSON(proto.value)),
-      };
-    case undefined:
-      throw new AppError('internal', 'replay: the machine committed an empty step');
-  }
 }
 
 function describeEnd(effect: Extract<TurnEffect, { type: 'fail' | 'cancelled' }>): string {
