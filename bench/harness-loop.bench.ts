@@ -17,10 +17,10 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../harness/crypto/node-ed25519';
-import type { ModelRequest } from '../harness/model/model-provider';
+import type { ModelRequest } from '../harness/turn/ports/model-port';
 import { ScriptedProvider, type ScriptReply } from '../harness/model/scripted-provider';
 import { builtinToolRunner, calculatorTool } from '../harness/tools/builtin-tools';
-import { requestIds } from '../harness/turn/request-ids';
+import { requestIds } from '../common/request-ids';
 import { runTurn, type StepSink } from '../harness/turn/run-turn';
 import type { TurnInput } from '../harness/turn/turn-machine';
 import { testHarnessCertificateFiles } from '../test/support/harness-tls';

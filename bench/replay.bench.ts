@@ -16,15 +16,11 @@ import {
   type EventKind as Kind,
 } from '../common/event-kinds';
 import { nodeEd25519Verifier } from '../harness/crypto/node-ed25519';
-import type { Message, ModelResponse } from '../harness/model/model-provider';
-import {
-  agentConfigToProto,
-  modelCallToProto,
-  toolCallToProto,
-} from '../harness/server/turn-codec';
+import type { Message, ModelResponse } from '../harness/turn/ports/model-port';
+import { agentConfigToProto, modelCallToProto, toolCallToProto } from '../harness/turn/step-codec';
 import { createPrefixRequestHasher, hex } from '../harness/turn/agent-config';
 import { replayJournal } from '../harness/turn/replay';
-import { requestIds } from '../harness/turn/request-ids';
+import { requestIds } from '../common/request-ids';
 import { createTurnMachine, type TurnEvent, type TurnState } from '../harness/turn/turn-machine';
 import type { TurnStep, TurnTool } from '../harness/turn/turn-records';
 import { CompactMmr } from '../state/journal/compact-mmr';

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 
 import type { Env } from '../common/config';
 import type { AnthropicProvider } from '../harness/model/anthropic-provider';
-import type { ModelProvider } from '../harness/model/model-provider';
+import type { ModelProvider } from '../harness/turn/ports/model-port';
 import type { ScriptedProvider } from '../harness/model/scripted-provider';
 import { builtinToolRunner, builtinTools } from '../harness/tools/builtin-tools';
 import type { LiveOptions, LiveRun } from '../harness/turn/live';

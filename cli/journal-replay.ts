@@ -3,13 +3,10 @@ import { readFile } from 'node:fs/promises';
 import { approvalKeyId } from '../common/approval-bytes';
 import { AppError } from '../common/errors';
 import { nodeEd25519Verifier } from '../harness/crypto/node-ed25519';
-import { requestIds } from '../harness/turn/request-ids';
-import {
-  replayJournal,
-  type JournalReplay,
-  type ReplayEntry,
-  type TranscriptItem,
-} from '../harness/turn/replay';
+import { requestIds } from '../common/request-ids';
+import { type ReplayEntry } from '../harness/turn/journal-turns';
+import { replayJournal } from '../harness/turn/replay';
+import { type JournalReplay, type TranscriptItem } from '../harness/turn/replay-verdict';
 import type { ExportHeader } from '../common/journal-export-format';
 import { parseExportEvent, parseExportHeader } from '../common/journal-export-parse';
 import { verifyExportFile, type OfflineVerification } from './journal-verify';

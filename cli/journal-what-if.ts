@@ -5,7 +5,7 @@ import { ApprovalDecision } from '../common/approval-bytes';
 import { canonicalJson, isJsonObject } from '../common/canonical-json';
 import { AppError } from '../common/errors';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../harness/crypto/node-ed25519';
-import { requestIds } from '../harness/turn/request-ids';
+import { requestIds } from '../common/request-ids';
 import type { RecordedBlock } from '../harness/turn/turn-records';
 import { liveWhatIf, type LiveRun } from '../harness/turn/live';
 import { whatIf, type WhatIfChange, type WhatIfReport } from '../harness/turn/what-if';

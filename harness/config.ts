@@ -14,7 +14,8 @@ import {
 import { DEFAULT_HEALTH_PORT } from '../common/health-server';
 import { isAppError } from '../common/errors';
 import { LogLevel } from '../common/log';
-import { parseApprovalRules, type ApprovalRules } from './tools/approval-policy';
+import type { ApprovalRules } from '../common/approval-rules';
+import { parseApprovalRules } from './tools/approval-policy';
 
 /**
  * The harness's configuration, from environment variables the operator sets on the

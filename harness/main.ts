@@ -8,7 +8,7 @@ import { startTracing } from '../common/tracing';
 import { loadHarnessConfig, type HarnessConfig } from './config';
 import { nodeEd25519Verifier } from './crypto/node-ed25519';
 import type { AnthropicProvider } from './model/anthropic-provider';
-import type { ModelProvider } from './model/model-provider';
+import type { ModelProvider } from './turn/ports/model-port';
 import { ScriptedProvider } from './model/scripted-provider';
 import { builtinToolRunner, builtinTools } from './tools/builtin-tools';
 import { createHarnessMetrics } from './server/harness-metrics';

@@ -8,16 +8,15 @@ import {
 } from '../../test/support/messages-api-server';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
 import { builtinToolRunner, builtinTools } from '../tools/builtin-tools';
-import { requestIds } from '../turn/request-ids';
+import { requestIds } from '../../common/request-ids';
 import { runTurn } from '../turn/run-turn';
 import type { TurnStep } from '../turn/turn-records';
 import {
   AnthropicProvider,
-  apiToolName,
   DEFAULT_ANTHROPIC_MODEL,
   type AnthropicProviderOptions,
 } from './anthropic-provider';
-import type { ModelRequest, ModelResponse, ToolDefinition } from './model-provider';
+import type { ModelRequest, ModelResponse, ToolDefinition } from '../turn/ports/model-port';
 
 const KEY = 'sk-ant-test-0123456789';
 
@@ -436,19 +435,7 @@ describe('AnthropicProvider retries and classification', () => {
   });
 });
 
-describe('apiToolName', () => {
-  it.each([
-    ['calculator', 'calculator'],
-    ['github/create_issue', 'github__create_issue'],
-    ['files/read.file', 'files__read_file'],
-    ['srv/' + 'a'.repeat(70), `srv__${'a'.repeat(50)}_`],
-  ])('%s → %s…', (name, prefix) => {
-    const alias = apiToolName(name);
-    expect(alias.startsWith(prefix)).toBe(true);
-    expect(alias).toMatch(/^[a-zA-Z0-9_-]{1,64}$/u);
-    expect(apiToolName(name)).toBe(alias);
-  });
-
+describe('tool name aliases through the provider', () => {
   it('two tools whose aliases collide still map back to their own names', async () => {
     const a: ToolDefinition = { ...issueTool, name: 'x/y' };
     const b: ToolDefinition = { ...issueTool, name: 'x__y' };

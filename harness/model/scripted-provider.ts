@@ -12,7 +12,7 @@ import {
   type ModelRequest,
   type ModelResponse,
   type OutputBlock,
-} from './model-provider';
+} from '../turn/ports/model-port';
 
 /**
  * A model that plays recorded replies in order: the offline default, and what tests and

@@ -1,5 +1,5 @@
 import { Counter, Histogram, type Registry } from 'prom-client';
-import type { TurnOutcome } from '../turn/run-turn';
+import type { TurnOutcome } from '../turn/turn-outcome';
 import type { TurnStep } from '../turn/turn-records';
 
 /**

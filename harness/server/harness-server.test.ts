@@ -22,8 +22,9 @@ import { SCRIPTED_MODEL, ScriptedProvider, type ScriptReply } from '../model/scr
 import { decodeAgentConfig, hex } from '../turn/agent-config';
 import { REPO_ROOT } from '../../test/support/mcp-servers/everything-http';
 import { builtinToolRunner, builtinTools } from '../tools/builtin-tools';
-import { McpToolRunner, type McpServerConfig } from '../tools/mcp-tools';
-import type { ToolRunner } from '../tools/tool-runner';
+import { type McpServerConfig } from '../tools/mcp-server-config';
+import { McpToolRunner } from '../tools/mcp-tools';
+import type { ToolRunner } from '../turn/ports/tool-port';
 import { signApproval } from '../turn/approval-token';
 import type { ApprovalAnswer, TurnTool } from '../turn/turn-records';
 import type { ApprovalBinding, ApprovalScope } from '../../common/approval-bytes';
@@ -38,12 +39,8 @@ import { HarnessServer } from './harness-server';
 import { testHarnessCertificate, testHarnessChannel } from '../../test/support/harness-tls';
 import { createToolRouter } from './tool-router';
 import { ERROR_CODE_METADATA } from '../../common/grpc-errors';
-import {
-  turnRequestToProto,
-  turnStepFromProto,
-  type ToolReference,
-  type TurnRequest,
-} from './turn-codec';
+import { turnRequestToProto, type ToolReference, type TurnRequest } from './turn-start-codec';
+import { turnStepFromProto } from '../turn/step-codec';
 import type { McpToolSource } from './turn-tools';
 
 const TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';

@@ -2,43 +2,22 @@ import { Server } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { AppError, isAppError } from '../../common/errors';
 import { componentLogger, LogComponent } from '../../common/log';
-import {
-  extractTraceMetadata,
-  inSpan,
-  recordActiveSpanError,
-  setActiveSpanAttributes,
-  SpanKind,
-} from '../../common/tracing';
+import { requestIds as defaultRequestIds } from '../../common/request-ids';
+import { extractTraceMetadata, inSpan, SpanKind } from '../../common/tracing';
 import {
   HarnessService,
   type TurnInput as TurnInputMessage,
 } from '../../proto/gen/polychrome/harness/v1/harness';
-import type { ModelProvider } from '../model/model-provider';
-import { tracedModel } from '../model/traced-model';
-import { needsApproval } from '../../common/approval-rules';
-import type { McpServerListing } from '../tools/mcp-tools';
-import type { ToolRunner } from '../tools/tool-runner';
-import { tracedTools } from '../tools/traced-tools';
-import type { SignatureVerifier } from '../turn/approval-token';
 import { createHistoryRequestHasher } from '../turn/agent-config';
-import { requestIds as defaultRequestIds, type RequestIds } from '../turn/request-ids';
-import { runTurn, type Clock, type TurnOutcome } from '../turn/run-turn';
-import type { TurnInput } from '../turn/turn-machine';
 import { traceContextFrom } from './call-metadata';
-import { observeTurn, type HarnessMetrics } from './harness-metrics';
-import { endWithError, TurnCall, type RunTurnCall } from './turn-call';
-import {
-  turnOutcomeToProto,
-  turnRequestFromProto,
-  type ToolCatalog,
-  type ToolReference,
-  type TurnRequest,
-} from './turn-codec';
-import { isToolOfServers, offeredTools, type McpToolSource } from './turn-tools';
-import { UsedApprovals } from './used-approvals';
 import { ConversationBinding, startMismatch } from './conversation-binding';
-import type { ServingCertificate } from '../../common/serving-certificate';
+import { trustedKeys, type HarnessServerOptions } from './harness-options';
 import { harnessServerCredentials } from './serving-credentials';
+import { endWithError, TurnCall, type RunTurnCall } from './turn-call';
+import { runTurnCall, withPolicy } from './turn-run';
+import { turnRequestFromProto, type TurnRequest } from './turn-start-codec';
+import { isToolOfServers } from './turn-tools';
+import { UsedApprovals } from './used-approvals';
 
 /**
  * The harness's gRPC server: `Harness.RunTurn`, one turn per call, one call at a time.
@@ -49,83 +28,6 @@ import { harnessServerCredentials } from './serving-credentials';
  * state is touched. The harness serves one conversation: the first valid credential binds
  * it, and every other conversation is refused with PERMISSION_DENIED.
  */
-
-/** What a turn runs against; built once in `main.ts`. */
-export interface HarnessTurnDeps {
-  /** The model for a turn; `model` is the agent's setting (empty: the harness default). */
-  modelFor(model: string): ModelProvider;
-  /** Runs built-in and MCP tools. */
-  readonly tools: ToolRunner;
-  readonly approvalVerifier: SignatureVerifier;
-  /** The control plane's approval public key (raw 32 bytes). */
-  readonly approvalPublicKey: Uint8Array;
-  /**
-   * During a key rotation, the control plane's next public key: approvals and credentials
-   * signed by either key pass (docs/operator.md, "Rotating the control plane's key").
-   */
-  readonly approvalNextPublicKey?: Uint8Array;
-  /** @default Date.now */
-  readonly clock?: Clock;
-  /** @default the docs/approvals.md derivation */
-  readonly ids?: RequestIds;
-}
-
-/** Options of {@link HarnessServer}. */
-export interface HarnessServerOptions {
-  /** @default '0.0.0.0' */
-  readonly host?: string;
-  /** 0 lets the system pick (tests). @default 7070 */
-  readonly port?: number;
-  /**
-   * The serving certificate of the pod's namespace (serving-credentials.ts), read again
-   * while the server runs; the server stops reading it when it closes. There is no
-   * plaintext listener.
-   */
-  readonly certificate: ServingCertificate;
-  /**
-   * Keys the per-conversation credential may be signed with (conversation-binding.ts):
-   * the current control-plane key and, during a rotation, the next.
-   * @default the approval key and, in a rotation, the next one
-   */
-  readonly credentialKeys?: readonly Uint8Array[];
-  /** The conversation uid the pod was started for; absent: bind to the first valid call. */
-  readonly conversation?: string;
-  /** The pod's namespace (`HARNESS_NAMESPACE`): credentials for another are refused. */
-  readonly namespace: string;
-  readonly deps: HarnessTurnDeps;
-  /** The root logger; the server makes its `grpc` and `turn` children. */
-  readonly logger: Logger;
-  readonly metrics?: HarnessMetrics;
-  /** Used when `start` sets no deployment limit. @default 8 */
-  readonly defaultMaxSteps?: number;
-  /**
-   * Deployment approval rules (`name`, `server/tool`, `server/*`; see
-   * tools/approval-policy.ts): matching tools need approval whatever `start` says. They can
-   * only add approvals.
-   */
-  readonly requireApproval?: readonly string[];
-  /**
-   * Tools `start` may name by reference (an empty schema): the built-in and reserved
-   * tools, so the control plane need not know their definitions.
-   */
-  readonly toolCatalog?: ToolCatalog;
-  /**
-   * The harness's own MCP servers: every turn also offers their tools (turn-tools.ts),
-   * listed when the turn runs. `start` may name them by reference to require approval.
-   */
-  readonly mcpTools?: McpToolSource;
-  /** How long the first message (`start`) may take. @default 10000 */
-  readonly startTimeoutMs?: number;
-  /** How long one step ack (the journal append) may take. @default 30000 */
-  readonly ackTimeoutMs?: number;
-  /** @default 60000 */
-  readonly toolTimeoutMs?: number;
-  /**
-   * Record the agent configuration and each model request's digest (docs/replay.md).
-   * @default true
-   */
-  readonly recordAgentConfig?: boolean;
-}
 
 /** The turn in progress. */
 export interface RunningTurn {
@@ -375,7 +277,7 @@ export class HarnessServer {
       turn: request.turnId,
       attempt: request.attempt,
     });
-    const input = this.withPolicy(request.input);
+    const input = withPolicy(request.input, this.options);
     const turn = new TurnCall({
       call,
       turnId: request.turnId,
@@ -410,7 +312,19 @@ export class HarnessServer {
           'polychrome.turn.attempt': request.attempt,
         },
       },
-      () => this.run(call, turn, request, input, log),
+      () =>
+        runTurnCall(
+          {
+            options: this.options,
+            usedApprovals: this.usedApprovals,
+            requestHasher: this.requestHasher,
+          },
+          call,
+          turn,
+          request,
+          input,
+          log,
+        ),
     );
     void running.finally(() => {
       this.running = undefined;
@@ -418,159 +332,6 @@ export class HarnessServer {
     });
     return turn;
   }
-
-  private async run(
-    stream: RunTurnCall,
-    turn: TurnCall,
-    request: TurnRequest,
-    policyInput: TurnInput,
-    log: Logger,
-  ): Promise<void> {
-    const { deps } = this.options;
-    const started = performance.now();
-    const seconds = (): number => (performance.now() - started) / 1000;
-    const input = await this.withMcpTools(
-      policyInput,
-      request.toolReferences ?? [],
-      turn.signal,
-      log,
-    );
-    log.info(
-      {
-        recordedSteps: input.recordedSteps.length,
-        tools: input.tools.length,
-        mcpTools: input.tools.length - policyInput.tools.length,
-      },
-      'turn started',
-    );
-    const model = deps.modelFor(request.model);
-    const clock = deps.clock ?? { nowMs: () => Date.now() };
-    const used = this.usedApprovals;
-    used.noteHistory(input.recordedSteps, input.approvalAnswers);
-    let outcome: TurnOutcome;
-    try {
-      outcome = await runTurn(
-        // Recorded for replay when the provider states its parameters (docs/replay.md).
-        model.parameters === undefined || this.options.recordAgentConfig === false
-          ? input
-          : { ...input, model: model.parameters },
-        {
-          model: tracedModel(model, request.model),
-          tools: tracedTools(deps.tools),
-          trustedTools: tracedTools(turn.trustedTools),
-          steps: {
-            commit: async (step, options) => {
-              await turn.sink.commit(step, options);
-              used.noteStep(step, input.approvalAnswers);
-            },
-            ...(turn.sink.carry === undefined ? {} : { carry: turn.sink.carry.bind(turn.sink) }),
-          },
-          clock,
-          ids: deps.ids ?? defaultRequestIds,
-          approvalVerifier: deps.approvalVerifier,
-          approvalPublicKey: trustedKeys(deps),
-          approvalUse: used.useFor(request.conversationId, clock.nowMs()),
-          ...(this.options.ackTimeoutMs === undefined
-            ? {}
-            : { commitTimeoutMs: this.options.ackTimeoutMs }),
-          ...(this.options.toolTimeoutMs === undefined
-            ? {}
-            : { toolTimeoutMs: this.options.toolTimeoutMs }),
-          onTextDelta: (delta) => turn.sendDelta(delta),
-          requestSha256: this.requestHasher,
-        },
-        turn.signal,
-      );
-    } catch (error) {
-      const sent = endWithError(stream, turn.protocolViolation ?? error);
-      recordActiveSpanError(error);
-      if (this.options.metrics !== undefined) observeTurn(this.options.metrics, 'error', seconds());
-      // Logged here and not rethrown: the status already told the control plane.
-      log.error({ err: error, code: sent.code }, 'turn call failed');
-      return;
-    }
-    if (turn.protocolViolation !== undefined) {
-      endWithError(stream, turn.protocolViolation);
-      recordActiveSpanError(turn.protocolViolation);
-      if (this.options.metrics !== undefined) observeTurn(this.options.metrics, 'error', seconds());
-      return;
-    }
-    turn.finish(turnOutcomeToProto(outcome, request.turnId));
-    setActiveSpanAttributes({ 'polychrome.turn.outcome': outcome.kind });
-    if (this.options.metrics !== undefined) {
-      observeTurn(this.options.metrics, outcome.kind, seconds());
-    }
-    log.info({ outcome: outcome.kind, seconds: seconds() }, 'turn ended');
-  }
-
-  /**
-   * The turn's tools plus those of the harness's MCP servers (turn-tools.ts). Never
-   * rejects: a server that cannot be listed is left out of this turn and logged, and the
-   * turn runs with the rest.
-   */
-  private async withMcpTools(
-    input: TurnInput,
-    references: readonly ToolReference[],
-    signal: AbortSignal,
-    log: Logger,
-  ): Promise<TurnInput> {
-    const source = this.options.mcpTools;
-    if (source === undefined) return input;
-    let listings: readonly McpServerListing[];
-    try {
-      listings = await source.listToolsByServer(signal);
-    } catch (error) {
-      const why = isAppError(error)
-        ? error
-        : new AppError('unavailable', 'the MCP tools could not be listed', { cause: error });
-      listings = source.serverNames.map((server) => ({ server, error: why }));
-    }
-    const offered = offeredTools(
-      input.tools,
-      listings,
-      references,
-      this.options.requireApproval ?? [],
-    );
-    // A cancelled turn fails its listings too; runTurn reports the cancel, so no warning.
-    if (!signal.aborted) {
-      for (const { server, error } of offered.unlisted) {
-        log.warn(
-          { server, reason: error.message, err: error },
-          'MCP server left out of this turn: its tools could not be listed',
-        );
-      }
-      for (const reference of offered.unresolved) {
-        log.warn(
-          { tool: reference.name },
-          'tool named by reference left out of this turn: no listed MCP server has it',
-        );
-      }
-    }
-    return { ...input, tools: offered.tools };
-  }
-
-  /** Deployment policy on top of what the control plane sent. */
-  private withPolicy(input: TurnInput): TurnInput {
-    const rules = this.options.requireApproval ?? [];
-    return {
-      ...input,
-      budget: {
-        ...input.budget,
-        deployment: input.budget.deployment ?? this.options.defaultMaxSteps,
-      },
-      tools: input.tools.map((tool) =>
-        !tool.needsApproval && needsApproval(tool.name, rules)
-          ? { ...tool, needsApproval: true }
-          : tool,
-      ),
-    };
-  }
-}
-
-/** The control plane's keys the harness trusts: the current one and, in a rotation, the next. */
-function trustedKeys(deps: HarnessTurnDeps): readonly Uint8Array[] {
-  const next = deps.approvalNextPublicKey;
-  return next === undefined ? [deps.approvalPublicKey] : [deps.approvalPublicKey, next];
 }
 
 function shuttingDown(): AppError {

@@ -6,7 +6,7 @@ import { afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { Metadata, status as GrpcStatus } from '@grpc/grpc-js';
 import { HarnessClient, type TurnOutput } from '../../proto/gen/polychrome/harness/v1/harness';
 import { nodeEd25519Signer } from '../crypto/node-ed25519';
-import { turnRequestToProto, type TurnRequest } from './turn-codec';
+import { turnRequestToProto, type TurnRequest } from './turn-start-codec';
 import { testHarnessCertificateFiles, testHarnessChannel } from '../../test/support/harness-tls';
 import {
   encodeHarnessCredential,

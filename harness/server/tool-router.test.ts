@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import type { ToolCallRequest, ToolRunner } from '../tools/tool-runner';
+import type { ToolCallRequest, ToolRunner } from '../turn/ports/tool-port';
 import { createToolRouter } from './tool-router';
 
 function runner(label: string): ToolRunner {

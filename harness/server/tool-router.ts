@@ -1,4 +1,4 @@
-import type { ToolCallRequest, ToolOutcome, ToolRunner } from '../tools/tool-runner';
+import type { ToolCallRequest, ToolOutcome, ToolRunner } from '../turn/ports/tool-port';
 
 /**
  * Sends each tool call to the runner that owns the tool's name: built-in tools by their

@@ -11,7 +11,7 @@ import type {
   ToolCallRequest,
   ToolOutcome,
   ToolRunner,
-} from '../tools/tool-runner';
+} from '../turn/ports/tool-port';
 import type { StepSink, TextDelta } from '../turn/run-turn';
 import type { TurnStep, TurnTool } from '../turn/turn-records';
 import { observeStep, type HarnessMetrics } from './harness-metrics';
@@ -19,10 +19,10 @@ import {
   textDeltaToProto,
   trustedAnswerFromProto,
   trustedCallToProto,
-  turnStepToProto,
   type TerminalOutput,
   type TrustedAnswer,
-} from './turn-codec';
+} from './turn-output-codec';
+import { turnStepToProto } from '../turn/step-codec';
 
 /** The RunTurn call as grpc-js hands it to the handler. */
 export type RunTurnCall = ServerDuplexStream<TurnInputMessage, TurnOutput>;
@@ -192,7 +192,7 @@ export class TurnCall {
         value: trustedCallToProto({ call: request, effect: tool?.effect ?? 'side_effect' }),
       });
       const answer = await answered;
-      // Rejecting is how a ToolRunner says "outcome unknown" (tool-runner.ts).
+      // Rejecting is how a ToolRunner says "outcome unknown" (turn/ports/tool-port.ts).
       if (!answer.known) throw new AppError('unavailable', answer.reason);
       return answer.outcome;
     },

@@ -1,8 +1,9 @@
 import { describe, expect, it } from '@jest/globals';
 import { AppError } from '../../common/errors';
-import type { McpServerListing, McpTool } from '../tools/mcp-tools';
+import type { McpTool } from '../tools/mcp-connection';
+import type { McpServerListing } from '../tools/mcp-tools';
 import type { TurnTool } from '../turn/turn-records';
-import type { ToolReference } from './turn-codec';
+import type { ToolReference } from './turn-start-codec';
 import { isToolOfServers, offeredTools } from './turn-tools';
 
 function mcpTool(server: string, tool: string, effect: McpTool['effect']): McpTool {

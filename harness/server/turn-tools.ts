@@ -1,14 +1,14 @@
 import { needsApproval, type ApprovalRules } from '../../common/approval-rules';
 import type { McpServerListing } from '../tools/mcp-tools';
 import type { TurnTool } from '../turn/turn-records';
-import type { ToolReference } from './turn-codec';
+import type { ToolReference } from './turn-start-codec';
 
 /**
  * The tools a turn offers. Three sources:
  *
  * - `start.tools` from the control plane: full specs (tools it defines, e.g. control-plane
  *   hosted ones) and built-in or reserved tools named by reference, which the harness's
- *   catalog fills in (turn-codec.ts);
+ *   catalog fills in (turn-start-codec.ts);
  * - the harness's own MCP servers (`HARNESS_MCP_SERVERS`): every tool they list, as
  *   `<server>/<tool>`, `pure` when annotated read-only, else `side_effect`;
  * - approval: a tool needs approval when the control plane's spec says so (a full spec or

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { requestIds } from '../turn/request-ids';
+import { requestIds } from '../../common/request-ids';
 import type { ApprovalAnswer, TurnStep } from '../turn/turn-records';
 import { UsedApprovals } from './used-approvals';
 

@@ -1,5 +1,5 @@
 import type { ApprovalUse } from '../turn/approval-token';
-import type { RequestIds } from '../turn/request-ids';
+import type { RequestIds } from '../../common/request-ids';
 import type { ApprovalAnswer, TurnStep } from '../turn/turn-records';
 
 /**

@@ -14,8 +14,6 @@ import { AppError } from '../../common/errors';
  * text to {@link parseApprovalRules}.
  */
 
-export type { ApprovalRules } from '../../common/approval-rules';
-
 /**
  * Parses the deployment list: entries separated by commas and/or whitespace; empty text
  * means no rules.

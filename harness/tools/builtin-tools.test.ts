@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import type { ToolCallRequest } from './tool-runner';
+import type { ToolCallRequest } from '../turn/ports/tool-port';
 import { builtinToolRunner, builtinTools, calculatorTool } from './builtin-tools';
 
 const request = (name: string, input: ToolCallRequest['input']): ToolCallRequest => ({

@@ -1,6 +1,6 @@
 import type { JsonObject } from '../../common/canonical-json';
 import type { TurnTool } from '../turn/turn-records';
-import type { ToolCallRequest, ToolOutcome, ToolRunner } from './tool-runner';
+import type { ToolCallRequest, ToolOutcome, ToolRunner } from '../turn/ports/tool-port';
 
 /**
  * Tools built into the harness. All are pure (deterministic, no I/O, no clock), so the

@@ -12,18 +12,14 @@ import {
 import { startTestHttpMcpServer } from '../../test/support/mcp-servers/http-server';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
 import { ScriptedProvider } from '../model/scripted-provider';
-import { requestIds } from '../turn/request-ids';
+import { requestIds } from '../../common/request-ids';
 import { runTurn } from '../turn/run-turn';
 import type { TurnStep } from '../turn/turn-records';
 import { mergeApprovalRules } from './approval-policy';
-import {
-  McpToolRunner,
-  splitToolName,
-  toTurnTools,
-  type McpServerConfig,
-  type McpTool,
-} from './mcp-tools';
-import type { ToolCallRequest, ToolOutcome } from './tool-runner';
+import { type McpTool } from './mcp-connection';
+import { type McpServerConfig } from './mcp-server-config';
+import { McpToolRunner, splitToolName, toTurnTools } from './mcp-tools';
+import type { ToolCallRequest, ToolOutcome } from '../turn/ports/tool-port';
 
 // Each server start spawns node (and tsx for our own servers); shared CI cores are slow.
 jest.setTimeout(30_000);

@@ -1,5 +1,5 @@
 import { inSpan, isTracing, SpanKind, SpanStatusCode } from '../../common/tracing';
-import type { ToolRunner } from './tool-runner';
+import type { ToolRunner } from '../turn/ports/tool-port';
 
 /**
  * `runner` with a span around every tool call, after the OpenTelemetry GenAI semantic

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import type { Message, ModelRequest } from '../model/model-provider';
+import type { Message, ModelRequest } from './ports/model-port';
 import {
   createHistoryRequestHasher,
   createPrefixRequestHasher,

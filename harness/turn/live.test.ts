@@ -21,7 +21,7 @@ import {
   type LiveToolCall,
   type LiveWhatIf,
 } from './live';
-import { requestIds } from './request-ids';
+import { requestIds } from '../../common/request-ids';
 import { ToolEffect } from './turn-records';
 import type { WhatIfChange } from './what-if';
 

@@ -1,14 +1,11 @@
 import { AppError } from '../../common/errors';
 import { decodePayload, isEventKind } from '../../common/event-kinds';
-import type { ModelProvider } from '../model/model-provider';
-import type {
-  ToolCallOptions,
-  ToolCallRequest,
-  ToolOutcome,
-  ToolRunner,
-} from '../tools/tool-runner';
-import type { ReplayAttempt, ReplayEntry } from './replay';
-import { runTurn, type Clock, type TurnOutcome } from './run-turn';
+import type { ModelProvider } from './ports/model-port';
+import type { ToolCallOptions, ToolCallRequest, ToolOutcome, ToolRunner } from './ports/tool-port';
+import type { ReplayEntry } from './journal-turns';
+import type { ReplayAttempt } from './replay-options';
+import { runTurn, type Clock } from './run-turn';
+import { type TurnOutcome } from './turn-outcome';
 import { ToolEffect } from './turn-records';
 import { whatIf, type WhatIfChange, type WhatIfOptions, type WhatIfReport } from './what-if';
 

@@ -10,8 +10,10 @@ import type { JournalEntry } from '../../common/state-journal';
 import { ResolveDecision } from '../../proto/gen/polychrome/events/v1/events';
 import { recordApprovedTurns, type RealTurns } from '../../test/support/real-turns';
 import { nodeEd25519Verifier } from '../crypto/node-ed25519';
-import { requestIds } from './request-ids';
-import { replayJournal, type JournalReplay, type ReplayEntry } from './replay';
+import { requestIds } from '../../common/request-ids';
+import { type ReplayEntry } from './journal-turns';
+import { replayJournal } from './replay';
+import { type JournalReplay } from './replay-verdict';
 
 let turns: RealTurns;
 let entries: JournalEntry[];

@@ -1,9 +1,9 @@
 import { AppError, isAppError, isRetryable, type ErrorCode } from '../../common/errors';
-import type { ModelProvider } from '../model/model-provider';
-import type { ToolCallRequest, ToolOutcome, ToolRunner } from '../tools/tool-runner';
+import type { ModelProvider } from './ports/model-port';
+import type { ToolCallRequest, ToolOutcome, ToolRunner } from './ports/tool-port';
 import type { ApprovalKeys, ApprovalUse, SignatureVerifier } from './approval-token';
 import type { RequestHasher } from './agent-config';
-import type { RequestIds } from './request-ids';
+import type { RequestIds } from '../../common/request-ids';
 import {
   createTurnMachine,
   isTerminalEffect,
@@ -13,12 +13,8 @@ import {
   type TurnInput,
   type TurnState,
 } from './turn-machine';
-import type {
-  ApprovalRequestRecord,
-  HandoffRecord,
-  QuestionRequestRecord,
-  TurnStep,
-} from './turn-records';
+import type { TurnStep } from './turn-records';
+import { toOutcome, type TurnOutcome } from './turn-outcome';
 
 /**
  * The thin async shell around the turn machine: it runs effects against the injected
@@ -79,40 +75,6 @@ export interface RunTurnDeps {
    */
   readonly requestSha256?: RequestHasher;
 }
-
-/** How a turn ended (or paused). The caller records it in batch two. */
-export type TurnOutcome =
-  | {
-      readonly kind: 'completed';
-      readonly text: string;
-      readonly steps: number;
-      readonly fallback: boolean;
-      readonly completedAtMs: number;
-    }
-  | {
-      readonly kind: 'awaiting_approval';
-      readonly request: ApprovalRequestRecord;
-      readonly rejection?: string;
-    }
-  | {
-      readonly kind: 'awaiting_answer';
-      readonly request: QuestionRequestRecord;
-      readonly rejection?: string;
-    }
-  | { readonly kind: 'handed_off'; readonly handoff: HandoffRecord }
-  | {
-      readonly kind: 'ambiguous';
-      readonly toolCallId: string;
-      readonly reason: string;
-      readonly detectedAtMs: number;
-    }
-  | {
-      readonly kind: 'failed';
-      readonly code: ErrorCode;
-      readonly message: string;
-      readonly retryable: boolean;
-    }
-  | { readonly kind: 'cancelled'; readonly reason: string };
 
 const DEFAULT_TOOL_TIMEOUT_MS = 60_000;
 const DEFAULT_COMMIT_TIMEOUT_MS = 30_000;
@@ -320,53 +282,6 @@ async function callWithTimeout(
     return await Promise.race([runner.call(call, { signal: callSignal, timeoutMs }), aborted]);
   } finally {
     if (onAbort !== undefined) callSignal.removeEventListener('abort', onAbort);
-  }
-}
-
-function toOutcome(effect: TerminalEffect, clock: Clock): TurnOutcome {
-  switch (effect.type) {
-    case 'finish':
-      return {
-        kind: 'completed',
-        text: effect.text,
-        steps: effect.steps,
-        fallback: effect.fallback,
-        completedAtMs: clock.nowMs(),
-      };
-    case 'pause_for_approval':
-      return {
-        kind: 'awaiting_approval',
-        request: effect.request,
-        ...(effect.rejection === undefined ? {} : { rejection: effect.rejection }),
-      };
-    case 'pause_for_question':
-      return {
-        kind: 'awaiting_answer',
-        request: effect.request,
-        ...(effect.rejection === undefined ? {} : { rejection: effect.rejection }),
-      };
-    case 'handoff':
-      return { kind: 'handed_off', handoff: effect.handoff };
-    case 'ambiguous':
-      return {
-        kind: 'ambiguous',
-        toolCallId: effect.toolCallId,
-        reason: effect.reason,
-        detectedAtMs: clock.nowMs(),
-      };
-    case 'fail':
-      return {
-        kind: 'failed',
-        code: effect.code,
-        message: effect.message,
-        retryable: effect.retryable,
-      };
-    case 'cancelled':
-      return { kind: 'cancelled', reason: effect.reason };
-    default: {
-      const never: never = effect;
-      return never;
-    }
   }
 }
 

@@ -1,10 +1,10 @@
 import { describe, expect, it } from '@jest/globals';
 import { approvalArgsSha256 } from '../../common/approval-bytes';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
-import type { Message, ModelResponse, OutputBlock } from '../model/model-provider';
+import type { Message, ModelResponse, OutputBlock } from './ports/model-port';
 import { encodeAgentConfig, hex, modelRequestSha256 } from './agent-config';
 import { signApproval } from './approval-token';
-import { requestIds } from './request-ids';
+import { requestIds } from '../../common/request-ids';
 import {
   createTurnMachine,
   type StepResult,

@@ -9,8 +9,8 @@ import type {
   OutputBlock,
   ToolResultBlock,
   ToolUseBlock,
-} from '../model/model-provider';
-import type { ToolCallRequest, ToolOutcome } from '../tools/tool-runner';
+} from './ports/model-port';
+import type { ToolCallRequest, ToolOutcome } from './ports/tool-port';
 import {
   verifyApprovalAnswer,
   type ApprovalKeys,
@@ -27,7 +27,7 @@ import {
   type RequestHasher,
 } from './agent-config';
 import { MessageList } from './message-list';
-import type { RequestIds } from './request-ids';
+import type { RequestIds } from '../../common/request-ids';
 import { ReservedTool } from './reserved-tools';
 import { effectiveMaxSteps, type StepBudget } from './step-budget';
 import type {

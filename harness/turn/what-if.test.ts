@@ -13,7 +13,7 @@ import type { JournalEntry } from '../../common/state-journal';
 import { recordApprovedTurns, type RealTurns } from '../../test/support/real-turns';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
 import { decodeAgentConfig } from './agent-config';
-import { requestIds } from './request-ids';
+import { requestIds } from '../../common/request-ids';
 import { effectiveMaxSteps } from './step-budget';
 import { whatIf, type WhatIfChange, type WhatIfReport } from './what-if';
 

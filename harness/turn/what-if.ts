@@ -1,12 +1,8 @@
 import { AppError } from '../../common/errors';
 import type { ApprovalDecision } from '../../common/approval-bytes';
 import { decodePayload, encodePayload, type EventKind } from '../../common/event-kinds';
-import {
-  approvalAnswerFromProto,
-  approvalAnswerToProto,
-  modelCallFromProto,
-  modelCallToProto,
-} from '../server/turn-codec';
+import { approvalAnswerFromProto, approvalAnswerToProto } from './request-codec';
+import { modelCallFromProto, modelCallToProto } from './step-codec';
 import {
   createPrefixRequestHasher,
   decodeAgentConfig,
@@ -15,13 +11,10 @@ import {
   type AgentConfig,
 } from './agent-config';
 import { signApproval, type ApprovalSigner } from './approval-token';
-import {
-  replayJournal,
-  type Divergence,
-  type JournalReplay,
-  type ReplayEntry,
-  type ReplayOptions,
-} from './replay';
+import { type ReplayEntry } from './journal-turns';
+import { replayJournal } from './replay';
+import { type ReplayOptions } from './replay-options';
+import { type Divergence, type JournalReplay } from './replay-verdict';
 import type { RecordedBlock } from './turn-records';
 
 /**

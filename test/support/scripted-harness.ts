@@ -11,7 +11,7 @@ import { ScriptedProvider, type ScriptReply } from '../../harness/model/scripted
 import { HarnessServer } from '../../harness/server/harness-server';
 import { createToolRouter } from '../../harness/server/tool-router';
 import { builtinToolRunner, builtinTools } from '../../harness/tools/builtin-tools';
-import type { ToolRunner } from '../../harness/tools/tool-runner';
+import type { ToolRunner } from '../../harness/turn/ports/tool-port';
 import type { TurnTool } from '../../harness/turn/turn-records';
 import { askUserTool, handoffTool } from '../../harness/turn/reserved-tools';
 import { DEFAULT_CONVERSATION_NAMESPACE } from '../../operator/config';

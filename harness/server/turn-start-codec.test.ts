@@ -1,97 +1,16 @@
 import { describe, expect, it } from '@jest/globals';
-import { approvalArgsSha256 } from '../../common/approval-bytes';
 import { AppError } from '../../common/errors';
-import {
-  Step as StepMessage,
-  ToolHost,
-  TurnOutput,
-  TurnStart,
-} from '../../proto/gen/polychrome/harness/v1/harness';
 import { ToolEffect } from '../../proto/gen/polychrome/events/v1/events';
+import { ToolHost, TurnStart } from '../../proto/gen/polychrome/harness/v1/harness';
 import { askUserTool } from '../turn/reserved-tools';
-import type { TurnOutcome } from '../turn/run-turn';
-import type { TurnStep, TurnTool } from '../turn/turn-records';
+import { argsSha256, steps } from '../turn/testdata/turn-steps';
+import type { TurnTool } from '../turn/turn-records';
 import {
-  modelCallFromProto,
-  trustedAnswerFromProto,
-  trustedAnswerToProto,
-  trustedCallFromProto,
-  trustedCallToProto,
-  turnOutcomeFromProto,
-  turnOutcomeToProto,
   turnRequestFromProto,
   turnRequestToProto,
-  turnStepFromProto,
-  turnStepToProto,
   turnToolFromProto,
-  type TrustedAnswer,
   type TurnRequest,
-} from './turn-codec';
-
-const argsJson = '{"amount":5,"order":"A-1"}';
-const argsSha256 = approvalArgsSha256(argsJson);
-
-const steps: TurnStep[] = [
-  {
-    kind: 'model_call',
-    record: {
-      turnId: 't-1',
-      step: 1,
-      model: 'scripted',
-      content: [
-        { type: 'text', text: 'Refunding.' },
-        { type: 'tool_use', toolCallId: 'toolu_1', name: 'refund', argsJson },
-      ],
-      stopReason: 'tool_use',
-      usage: { inputTokens: 12, outputTokens: 7 },
-      startedAtMs: 1_700_000_000_000,
-      finishedAtMs: 1_700_000_000_250,
-      closing: false,
-    },
-  },
-  {
-    kind: 'tool_call',
-    record: {
-      turnId: 't-1',
-      step: 1,
-      toolCallId: 'toolu_1',
-      toolName: 'refund',
-      argsJson,
-      effect: 'side_effect',
-      approvalRequestId: 'apr_1',
-    },
-  },
-  {
-    kind: 'tool_call',
-    record: {
-      turnId: 't-1',
-      step: 2,
-      toolCallId: 'toolu_2',
-      toolName: 'calculator',
-      argsJson: '{}',
-      effect: 'pure',
-      approvalRequestId: '',
-    },
-  },
-  {
-    kind: 'tool_result',
-    record: { turnId: 't-1', toolCallId: 'toolu_1', content: 'ok', isError: true, denied: true },
-  },
-  {
-    kind: 'model_call',
-    record: {
-      turnId: 't-1',
-      step: 3,
-      model: 'm',
-      content: [],
-      stopReason: 'end_turn',
-      usage: { inputTokens: 0, outputTokens: 0 },
-      startedAtMs: 0,
-      finishedAtMs: 0,
-      closing: true,
-    },
-  },
-];
+} from './turn-start-codec';
 
 const refundTool: TurnTool = {
   name: 'refund',
@@ -150,16 +69,7 @@ const request: TurnRequest = {
   },
 };
 
-describe('turn codec round trips', () => {
-  it.each(steps.map((step, i): [string, TurnStep] => [`${i} (${step.kind})`, step]))(
-    'step %s survives toProto, wire bytes and fromProto',
-    (_label, step) => {
-      const wire = StepMessage.decode(StepMessage.encode(turnStepToProto(step, 4)).finish());
-      expect(wire.sequence).toBe(4);
-      expect(turnStepFromProto(wire)).toEqual(step);
-    },
-  );
-
+describe('turn start codec round trips', () => {
   it('a whole start (history, tools, budget, answers, recorded steps) survives the wire', () => {
     const wire = TurnStart.decode(TurnStart.encode(turnRequestToProto(request)).finish());
     expect(turnRequestFromProto(wire)).toEqual(request);
@@ -184,74 +94,9 @@ describe('turn codec round trips', () => {
     };
     expect(turnRequestFromProto(turnRequestToProto(minimal))).toEqual(minimal);
   });
-
-  const outcomes: TurnOutcome[] = [
-    { kind: 'completed', text: 'done', steps: 2, fallback: true, completedAtMs: 10 },
-    {
-      kind: 'awaiting_approval',
-      request: {
-        turnId: 't-1',
-        requestId: 'apr_1',
-        toolCallId: 'toolu_1',
-        toolName: 'refund',
-        argsJson,
-        argsSha256,
-        reason: 'Moves money.',
-        requiredApprover: '',
-      },
-      rejection: 'forged',
-    },
-    {
-      kind: 'awaiting_answer',
-      request: { turnId: 't-1', requestId: 'q_1', toolCallId: 'toolu_3', question: 'Which?' },
-    },
-    {
-      kind: 'handed_off',
-      handoff: { turnId: 't-1', toolCallId: 'toolu_4', targetAgent: 'billing', reason: 'r' },
-    },
-    { kind: 'ambiguous', toolCallId: 'toolu_1', reason: 'crashed', detectedAtMs: 11 },
-    { kind: 'failed', code: 'unavailable', message: 'model overloaded', retryable: true },
-    { kind: 'cancelled', reason: 'client went away' },
-  ];
-
-  it.each(outcomes.map((outcome): [string, TurnOutcome] => [outcome.kind, outcome]))(
-    'outcome %s survives the wire as its terminal message',
-    (kind, outcome) => {
-      const output = turnOutcomeToProto(outcome, 't-1');
-      expect(output.$case).toBe(kind.startsWith('awaiting') ? 'paused' : 'result');
-      const wire = TurnOutput.decode(TurnOutput.encode({ output }).finish()).output;
-      if (wire === undefined || (wire.$case !== 'paused' && wire.$case !== 'result')) {
-        throw new Error('lost the terminal message');
-      }
-      expect(turnOutcomeFromProto(wire)).toEqual(outcome);
-    },
-  );
-
-  it('trusted calls and answers survive toProto/fromProto', () => {
-    const trusted = {
-      call: {
-        turnId: 't-1',
-        toolCallId: 'toolu_9',
-        name: 'charge',
-        input: { amount: 5 },
-        argsJson: '{"amount":5}',
-        step: 2,
-        maxSteps: 0,
-      },
-      effect: 'side_effect' as const,
-    };
-    expect(trustedCallFromProto(trustedCallToProto(trusted))).toEqual(trusted);
-    const answers: TrustedAnswer[] = [
-      { toolCallId: 'toolu_9', known: true, outcome: { content: 'charged', isError: false } },
-      { toolCallId: 'toolu_9', known: false, reason: 'settlement timed out' },
-    ];
-    for (const answer of answers) {
-      expect(trustedAnswerFromProto(trustedAnswerToProto(answer))).toEqual(answer);
-    }
-  });
 });
 
-describe('turn codec rejects what proto3 cannot', () => {
+describe('turn start codec rejects what proto3 cannot', () => {
   const start = turnRequestToProto(request);
 
   it.each<[string, TurnStart, string]>([
@@ -312,22 +157,7 @@ describe('turn codec rejects what proto3 cannot', () => {
     expect(caught).toMatchObject({ code: 'invalid_argument', message });
   });
 
-  it('maps an unknown stop reason to other and an unspecified host to the harness', () => {
-    const record = modelCallFromProto({
-      turnId: 't',
-      step: 1,
-      model: 'm',
-      content: [],
-      stopReason: 'pause_turn',
-      usage: undefined,
-      startedAtMs: 0,
-      finishedAtMs: 0,
-      closing: false,
-      configSha256: Buffer.alloc(0),
-      requestSha256: Buffer.alloc(0),
-    });
-    expect(record.stopReason).toBe('other');
-    expect(record.usage).toEqual({ inputTokens: 0, outputTokens: 0 });
+  it('maps an unspecified host to the harness', () => {
     expect(
       turnToolFromProto({ ...start.tools[0]!, host: ToolHost.TOOL_HOST_UNSPECIFIED }).host,
     ).toBe('harness');
@@ -394,16 +224,5 @@ describe('turn codec rejects what proto3 cannot', () => {
       `start.tools[${request.input.tools.length + 1}].input_schema_json: is empty, and this harness has no tool named "files/write"`,
     );
     expect(turnRequestFromProto(turnRequestToProto(request), catalog, deferred)).toEqual(request);
-  });
-
-  it('refuses a failure with an unknown error code', () => {
-    expect(() =>
-      turnOutcomeFromProto({
-        $case: 'result',
-        value: {
-          outcome: { $case: 'failed', value: { code: 'oops', message: '', retryable: false } },
-        },
-      }),
-    ).toThrow('result.failed.code: "oops" is not an error code');
   });
 });

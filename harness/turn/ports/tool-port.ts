@@ -1,8 +1,9 @@
-import type { JsonObject } from '../../common/canonical-json';
+import type { JsonObject } from '../../../common/canonical-json';
 
 /**
- * The narrow interface the turn loop uses to run tools. The built-in tools, the MCP
- * adapter and the trusted-tool proxy (tools that run on the control plane) implement it.
+ * The tool port: the narrow interface the turn loop uses to run tools. The turn machine
+ * owns it; the built-in tools and the MCP adapter (`harness/tools/`) and the trusted-tool
+ * proxy (tools that run on the control plane, `harness/server/`) implement it.
  */
 
 /** One call the turn loop asks for. */

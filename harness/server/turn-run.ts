@@ -1,0 +1,180 @@
+import type { Logger } from 'pino';
+import { needsApproval } from '../../common/approval-rules';
+import { requestIds as defaultRequestIds } from '../../common/request-ids';
+import { AppError, isAppError } from '../../common/errors';
+import { recordActiveSpanError, setActiveSpanAttributes } from '../../common/tracing';
+import { tracedModel } from '../model/traced-model';
+import type { McpServerListing } from '../tools/mcp-tools';
+import { tracedTools } from '../tools/traced-tools';
+import type { RequestHasher } from '../turn/agent-config';
+import { runTurn } from '../turn/run-turn';
+import { type TurnOutcome } from '../turn/turn-outcome';
+import type { TurnInput } from '../turn/turn-machine';
+import { trustedKeys, type HarnessServerOptions } from './harness-options';
+import { observeTurn } from './harness-metrics';
+import { endWithError, type RunTurnCall, type TurnCall } from './turn-call';
+import { turnOutcomeToProto } from './turn-output-codec';
+import type { ToolReference, TurnRequest } from './turn-start-codec';
+import { offeredTools } from './turn-tools';
+import type { UsedApprovals } from './used-approvals';
+
+/**
+ * One admitted `RunTurn` call run to its end (the server has claimed the turn slot): the
+ * deployment's policy and the harness's MCP tools added to the turn's input, the turn loop
+ * run against the model and the tools, and the outcome sent back and logged.
+ */
+
+/** What running a turn needs of the server that admitted it. */
+export interface TurnRunContext {
+  readonly options: HarnessServerOptions;
+  /** Single-use ids of the approval answers this harness has used (used-approvals.ts). */
+  readonly usedApprovals: UsedApprovals;
+  /** Request digests across this conversation's turns (the history is hashed once). */
+  readonly requestHasher: RequestHasher;
+}
+
+/**
+ * Runs one admitted turn to its end: its MCP tools listed, the loop run against the
+ * model and tools, the outcome sent and logged. A failure of the loop ends the call with
+ * its status and is logged, not rethrown.
+ */
+export async function runTurnCall(
+  context: TurnRunContext,
+  stream: RunTurnCall,
+  turn: TurnCall,
+  request: TurnRequest,
+  policyInput: TurnInput,
+  log: Logger,
+): Promise<void> {
+  const { options, usedApprovals: used, requestHasher } = context;
+  const { deps } = options;
+  const started = performance.now();
+  const seconds = (): number => (performance.now() - started) / 1000;
+  const input = await withMcpTools(
+    options,
+    policyInput,
+    request.toolReferences ?? [],
+    turn.signal,
+    log,
+  );
+  log.info(
+    {
+      recordedSteps: input.recordedSteps.length,
+      tools: input.tools.length,
+      mcpTools: input.tools.length - policyInput.tools.length,
+    },
+    'turn started',
+  );
+  const model = deps.modelFor(request.model);
+  const clock = deps.clock ?? { nowMs: () => Date.now() };
+  used.noteHistory(input.recordedSteps, input.approvalAnswers);
+  let outcome: TurnOutcome;
+  try {
+    outcome = await runTurn(
+      // Recorded for replay when the provider states its parameters (docs/replay.md).
+      model.parameters === undefined || options.recordAgentConfig === false
+        ? input
+        : { ...input, model: model.parameters },
+      {
+        model: tracedModel(model, request.model),
+        tools: tracedTools(deps.tools),
+        trustedTools: tracedTools(turn.trustedTools),
+        steps: {
+          commit: async (step, options) => {
+            await turn.sink.commit(step, options);
+            used.noteStep(step, input.approvalAnswers);
+          },
+          ...(turn.sink.carry === undefined ? {} : { carry: turn.sink.carry.bind(turn.sink) }),
+        },
+        clock,
+        ids: deps.ids ?? defaultRequestIds,
+        approvalVerifier: deps.approvalVerifier,
+        approvalPublicKey: trustedKeys(deps),
+        approvalUse: used.useFor(request.conversationId, clock.nowMs()),
+        ...(options.ackTimeoutMs === undefined ? {} : { commitTimeoutMs: options.ackTimeoutMs }),
+        ...(options.toolTimeoutMs === undefined ? {} : { toolTimeoutMs: options.toolTimeoutMs }),
+        onTextDelta: (delta) => turn.sendDelta(delta),
+        requestSha256: requestHasher,
+      },
+      turn.signal,
+    );
+  } catch (error) {
+    const sent = endWithError(stream, turn.protocolViolation ?? error);
+    recordActiveSpanError(error);
+    if (options.metrics !== undefined) observeTurn(options.metrics, 'error', seconds());
+    // Logged here and not rethrown: the status already told the control plane.
+    log.error({ err: error, code: sent.code }, 'turn call failed');
+    return;
+  }
+  if (turn.protocolViolation !== undefined) {
+    endWithError(stream, turn.protocolViolation);
+    recordActiveSpanError(turn.protocolViolation);
+    if (options.metrics !== undefined) observeTurn(options.metrics, 'error', seconds());
+    return;
+  }
+  turn.finish(turnOutcomeToProto(outcome, request.turnId));
+  setActiveSpanAttributes({ 'polychrome.turn.outcome': outcome.kind });
+  if (options.metrics !== undefined) {
+    observeTurn(options.metrics, outcome.kind, seconds());
+  }
+  log.info({ outcome: outcome.kind, seconds: seconds() }, 'turn ended');
+}
+
+/**
+ * The turn's tools plus those of the harness's MCP servers (turn-tools.ts). Never
+ * rejects: a server that cannot be listed is left out of this turn and logged, and the
+ * turn runs with the rest.
+ */
+async function withMcpTools(
+  options: HarnessServerOptions,
+  input: TurnInput,
+  references: readonly ToolReference[],
+  signal: AbortSignal,
+  log: Logger,
+): Promise<TurnInput> {
+  const source = options.mcpTools;
+  if (source === undefined) return input;
+  let listings: readonly McpServerListing[];
+  try {
+    listings = await source.listToolsByServer(signal);
+  } catch (error) {
+    const why = isAppError(error)
+      ? error
+      : new AppError('unavailable', 'the MCP tools could not be listed', { cause: error });
+    listings = source.serverNames.map((server) => ({ server, error: why }));
+  }
+  const offered = offeredTools(input.tools, listings, references, options.requireApproval ?? []);
+  // A cancelled turn fails its listings too; runTurn reports the cancel, so no warning.
+  if (!signal.aborted) {
+    for (const { server, error } of offered.unlisted) {
+      log.warn(
+        { server, reason: error.message, err: error },
+        'MCP server left out of this turn: its tools could not be listed',
+      );
+    }
+    for (const reference of offered.unresolved) {
+      log.warn(
+        { tool: reference.name },
+        'tool named by reference left out of this turn: no listed MCP server has it',
+      );
+    }
+  }
+  return { ...input, tools: offered.tools };
+}
+
+/** Deployment policy on top of what the control plane sent. */
+export function withPolicy(input: TurnInput, options: HarnessServerOptions): TurnInput {
+  const rules = options.requireApproval ?? [];
+  return {
+    ...input,
+    budget: {
+      ...input.budget,
+      deployment: input.budget.deployment ?? options.defaultMaxSteps,
+    },
+    tools: input.tools.map((tool) =>
+      !tool.needsApproval && needsApproval(tool.name, rules)
+        ? { ...tool, needsApproval: true }
+        : tool,
+    ),
+  };
+}

@@ -1,0 +1,348 @@
+import { canonicalJson } from '../../common/canonical-json';
+import { ToolEffect as ProtoToolEffect } from '../../proto/gen/polychrome/events/v1/events';
+import {
+  Role as ProtoRole,
+  ToolHost as ProtoToolHost,
+  type HistoryBlock,
+  type HistoryMessage,
+  type ToolSpec,
+  type TurnStart,
+} from '../../proto/gen/polychrome/harness/v1/harness';
+import type { ContentBlock, Message } from '../turn/ports/model-port';
+import { invalidField, jsonObjectField } from '../turn/proto-fields';
+import {
+  approvalAnswerFromProto,
+  approvalAnswerToProto,
+  questionAnswerFromProto,
+  questionAnswerToProto,
+} from '../turn/request-codec';
+import {
+  toolEffectFromProto,
+  toolEffectToProto,
+  turnStepFromProto,
+  turnStepToProto,
+} from '../turn/step-codec';
+import type { TurnInput } from '../turn/turn-machine';
+import type { TurnTool } from '../turn/turn-records';
+
+/**
+ * The `start` of a `Harness.RunTurn` call (harness.v1 `TurnStart`: the turn's input, its
+ * history and its tools) to and from the turn loop's input: one `toProto`/`fromProto` pair
+ * per message (STYLE.md §1). A `fromProto` checks what proto3 cannot and throws
+ * `invalid_argument` naming the field, because the input comes from another process.
+ */
+
+/** A turn as the control plane dispatches it: the loop's input plus who and where. */
+export interface TurnRequest {
+  readonly conversationId: string;
+  readonly turnId: string;
+  readonly attempt: number;
+  /** The model the agent uses; empty lets the harness pick its configured default. */
+  readonly model: string;
+  readonly input: TurnInput;
+  /**
+   * By-reference specs `turnRequestFromProto` left for the harness to resolve when the turn
+   * runs (tools of its MCP servers, listed then); not in `input.tools`. Absent when none.
+   */
+  readonly toolReferences?: readonly ToolReference[];
+}
+
+/**
+ * A tool `start` names by reference (an empty `input_schema_json`) whose definition the
+ * harness finds only when the turn runs: what the spec adds is an approval requirement.
+ */
+export interface ToolReference {
+  readonly name: string;
+  readonly needsApproval: boolean;
+  /** Empty on the wire: unset. */
+  readonly approvalReason?: string;
+}
+
+/**
+ * A turn tool to proto `ToolSpec`.
+ *
+ * @throws AppError `invalid_argument` when the input schema is not JSON-serializable.
+ */
+export function turnToolToProto(tool: TurnTool): ToolSpec {
+  return {
+    name: tool.name,
+    description: tool.description,
+    inputSchemaJson: canonicalJson(tool.inputSchema),
+    effect: toolEffectToProto(tool.effect),
+    needsApproval: tool.needsApproval,
+    approvalReason: tool.approvalReason ?? '',
+    host:
+      tool.host === 'control_plane'
+        ? ProtoToolHost.TOOL_HOST_CONTROL_PLANE
+        : ProtoToolHost.TOOL_HOST_HARNESS,
+  };
+}
+
+/** Tools the harness defines itself, found by name (built-in and reserved tools). */
+export type ToolCatalog = (name: string) => TurnTool | undefined;
+
+/**
+ * Proto `ToolSpec` to a turn tool. An unspecified host means the harness. A spec with an
+ * empty `input_schema_json` names a tool by reference: its definition comes from the
+ * harness's `catalog`, and the spec can only add an approval requirement.
+ *
+ * @throws AppError `invalid_argument` for an empty name, a schema that is not a JSON
+ *   object, an unspecified effect, or a reference to a tool the harness does not have.
+ */
+export function turnToolFromProto(
+  spec: ToolSpec,
+  field = 'tool',
+  catalog: ToolCatalog = () => undefined,
+): TurnTool {
+  if (spec.name === '') throw invalidField(`${field}.name`, 'is empty');
+  if (spec.inputSchemaJson === '') {
+    const known = catalog(spec.name);
+    if (known === undefined) {
+      throw invalidField(
+        `${field}.input_schema_json`,
+        `is empty, and this harness has no tool named ${JSON.stringify(spec.name)} to take it from`,
+      );
+    }
+    return {
+      ...known,
+      needsApproval: known.needsApproval || spec.needsApproval,
+      ...(spec.approvalReason === '' ? {} : { approvalReason: spec.approvalReason }),
+    };
+  }
+  let host: TurnTool['host'];
+  switch (spec.host) {
+    case ProtoToolHost.TOOL_HOST_UNSPECIFIED:
+    case ProtoToolHost.TOOL_HOST_HARNESS:
+      host = 'harness';
+      break;
+    case ProtoToolHost.TOOL_HOST_CONTROL_PLANE:
+      host = 'control_plane';
+      break;
+    default:
+      throw invalidField(`${field}.host`, 'is not a known tool host');
+  }
+  return {
+    name: spec.name,
+    description: spec.description,
+    inputSchema: jsonObjectField(spec.inputSchemaJson, `${field}.input_schema_json`),
+    effect: toolEffectFromProto(spec.effect, `${field}.effect`),
+    needsApproval: spec.needsApproval,
+    ...(spec.approvalReason === '' ? {} : { approvalReason: spec.approvalReason }),
+    host,
+  };
+}
+
+/** A tool reference to proto `ToolSpec` (by reference: empty schema, effect unspecified). */
+export function toolReferenceToProto(reference: ToolReference): ToolSpec {
+  return {
+    name: reference.name,
+    description: '',
+    inputSchemaJson: '',
+    effect: ProtoToolEffect.TOOL_EFFECT_UNSPECIFIED,
+    needsApproval: reference.needsApproval,
+    approvalReason: reference.approvalReason ?? '',
+    host: ProtoToolHost.TOOL_HOST_HARNESS,
+  };
+}
+
+/**
+ * A history block to proto.
+ *
+ * @throws AppError `invalid_argument` when tool input cannot be written as JSON.
+ */
+export function historyBlockToProto(block: ContentBlock): HistoryBlock {
+  switch (block.type) {
+    case 'text':
+      return { block: { $case: 'text', value: block.text } };
+    case 'tool_use':
+      return {
+        block: {
+          $case: 'toolUse',
+          value: { toolCallId: block.id, name: block.name, argsJson: canonicalJson(block.input) },
+        },
+      };
+    case 'tool_result':
+      return {
+        block: {
+          $case: 'toolResult',
+          value: { toolCallId: block.toolUseId, content: block.content, isError: block.isError },
+        },
+      };
+    default: {
+      const never: never = block;
+      return never;
+    }
+  }
+}
+
+/**
+ * Proto `HistoryBlock` to a content block.
+ *
+ * @throws AppError `invalid_argument` when the oneof is empty or tool args are not a JSON object.
+ */
+export function historyBlockFromProto(block: HistoryBlock, field: string): ContentBlock {
+  const value = block.block;
+  switch (value?.$case) {
+    case 'text':
+      return { type: 'text', text: value.value };
+    case 'toolUse':
+      return {
+        type: 'tool_use',
+        id: value.value.toolCallId,
+        name: value.value.name,
+        input: jsonObjectField(value.value.argsJson, `${field}.tool_use.args_json`),
+      };
+    case 'toolResult':
+      return {
+        type: 'tool_result',
+        toolUseId: value.value.toolCallId,
+        content: value.value.content,
+        isError: value.value.isError,
+      };
+    default:
+      throw invalidField(field, 'block has no text, tool_use or tool_result');
+  }
+}
+
+/**
+ * A history message to proto.
+ *
+ * @throws AppError `invalid_argument` when tool input cannot be written as JSON.
+ */
+export function messageToProto(message: Message): HistoryMessage {
+  return {
+    role: message.role === 'user' ? ProtoRole.ROLE_USER : ProtoRole.ROLE_ASSISTANT,
+    content: message.content.map(historyBlockToProto),
+  };
+}
+
+/**
+ * Proto `HistoryMessage` to a message.
+ *
+ * @throws AppError `invalid_argument` for an unspecified role or a malformed block.
+ */
+export function messageFromProto(message: HistoryMessage, field = 'message'): Message {
+  let role: Message['role'];
+  switch (message.role) {
+    case ProtoRole.ROLE_USER:
+      role = 'user';
+      break;
+    case ProtoRole.ROLE_ASSISTANT:
+      role = 'assistant';
+      break;
+    default:
+      throw invalidField(`${field}.role`, 'must be USER or ASSISTANT');
+  }
+  return {
+    role,
+    content: message.content.map((block, i) =>
+      historyBlockFromProto(block, `${field}.content[${i}]`),
+    ),
+  };
+}
+
+/**
+ * A turn request to proto `TurnStart`. Tool references follow the full tools.
+ *
+ * @throws AppError `invalid_argument` when tool schemas or inputs cannot be written as JSON.
+ */
+export function turnRequestToProto(request: TurnRequest): TurnStart {
+  const { input } = request;
+  return {
+    conversationId: request.conversationId,
+    turnId: request.turnId,
+    attempt: request.attempt,
+    agent: { model: request.model, systemPrompt: input.system ?? '' },
+    history: input.history.map(messageToProto),
+    userMessage: input.userMessage,
+    budget: {
+      deploymentMaxSteps: input.budget.deployment ?? 0,
+      conversationMaxSteps: input.budget.conversation ?? 0,
+      directiveMaxSteps: input.budget.directive ?? 0,
+    },
+    tools: [
+      ...input.tools.map(turnToolToProto),
+      ...(request.toolReferences ?? []).map(toolReferenceToProto),
+    ],
+    approvalAnswers: input.approvalAnswers.map(approvalAnswerToProto),
+    questionAnswers: input.questionAnswers.map(questionAnswerToProto),
+    recordedSteps: input.recordedSteps.map((step) => turnStepToProto(step, 0)),
+    requiredApprover: input.requiredApprover ?? '',
+    recordedConfigSha256: Buffer.from(input.recordedConfigSha256 ?? '', 'hex'),
+  };
+}
+
+/**
+ * Proto `TurnStart` to a turn request. Budget limits of 0 and an empty system prompt or
+ * required approver are unset. A by-reference tool spec is taken from `catalog`; one the
+ * catalog lacks but `deferred` accepts (a tool of the harness's MCP servers, known only
+ * once they are listed) goes to `toolReferences` instead of failing.
+ *
+ * @throws AppError `invalid_argument` naming the first malformed field (empty ids, a
+ *   recorded step of another turn is left to the turn machine, which reports it as a
+ *   failed turn).
+ */
+export function turnRequestFromProto(
+  start: TurnStart,
+  catalog: ToolCatalog = () => undefined,
+  deferred: (name: string) => boolean = () => false,
+): TurnRequest {
+  if (start.conversationId === '') throw invalidField('start.conversation_id', 'is empty');
+  if (start.turnId === '') throw invalidField('start.turn_id', 'is empty');
+  const budget = start.budget;
+  const system = start.agent?.systemPrompt ?? '';
+  const tools: TurnTool[] = [];
+  const toolReferences: ToolReference[] = [];
+  start.tools.forEach((spec, i) => {
+    if (
+      spec.inputSchemaJson === '' &&
+      spec.name !== '' &&
+      catalog(spec.name) === undefined &&
+      deferred(spec.name)
+    ) {
+      toolReferences.push({
+        name: spec.name,
+        needsApproval: spec.needsApproval,
+        ...(spec.approvalReason === '' ? {} : { approvalReason: spec.approvalReason }),
+      });
+    } else {
+      tools.push(turnToolFromProto(spec, `start.tools[${i}]`, catalog));
+    }
+  });
+  return {
+    conversationId: start.conversationId,
+    turnId: start.turnId,
+    attempt: start.attempt,
+    model: start.agent?.model ?? '',
+    input: {
+      turnId: start.turnId,
+      ...(system === '' ? {} : { system }),
+      history: start.history.map((message, i) => messageFromProto(message, `start.history[${i}]`)),
+      userMessage: start.userMessage,
+      tools,
+      budget: {
+        ...(budget === undefined || budget.deploymentMaxSteps === 0
+          ? {}
+          : { deployment: budget.deploymentMaxSteps }),
+        ...(budget === undefined || budget.conversationMaxSteps === 0
+          ? {}
+          : { conversation: budget.conversationMaxSteps }),
+        ...(budget === undefined || budget.directiveMaxSteps === 0
+          ? {}
+          : { directive: budget.directiveMaxSteps }),
+      },
+      recordedSteps: start.recordedSteps.map((step, i) =>
+        turnStepFromProto(step, `start.recorded_steps[${i}]`),
+      ),
+      approvalAnswers: start.approvalAnswers.map((answer, i) =>
+        approvalAnswerFromProto(answer, `start.approval_answers[${i}]`),
+      ),
+      questionAnswers: start.questionAnswers.map(questionAnswerFromProto),
+      ...(start.requiredApprover === '' ? {} : { requiredApprover: start.requiredApprover }),
+      ...(start.recordedConfigSha256.length === 0
+        ? {}
+        : { recordedConfigSha256: Buffer.from(start.recordedConfigSha256).toString('hex') }),
+    },
+    ...(toolReferences.length === 0 ? {} : { toolReferences }),
+  };
+}

@@ -1,0 +1,331 @@
+import { canonicalJson } from '../../common/canonical-json';
+import { payloadCodecs } from '../../common/event-kinds';
+import { voidedToolCalls } from '../../common/turn-resolution';
+import { ResolveDecision } from '../../proto/gen/polychrome/events/v1/events';
+import { hex, type EncodedAgentConfig, type RequestHasher } from './agent-config';
+import { describe, eventJson, type Decoded, type TurnLog } from './journal-turns';
+import type { Message } from './ports/model-port';
+import type { ReplayOptions } from './replay-options';
+import type { Divergence } from './replay-verdict';
+import { responseOf, stepJson, stepOf } from './replay-steps';
+import {
+  approvalAnswerFromProto,
+  approvalRequestToProto,
+  handoffToProto,
+  questionAnswerFromProto,
+  questionRequestToProto,
+} from './request-codec';
+import { modelCallFromProto } from './step-codec';
+import {
+  createTurnMachine,
+  type TurnEffect,
+  type TurnEvent,
+  type TurnInput,
+  type TurnState,
+} from './turn-machine';
+import type { ApprovalAnswer, QuestionAnswer, TurnStep } from './turn-records';
+
+/**
+ * Full replay of one attempt (docs/replay.md, `ReplayMode.Full`): the attempt's input is
+ * rebuilt from the journal and driven through the real turn machine; each `call_model` is
+ * answered from the recorded `model_call` once the digest of the request the machine built
+ * equals the recorded one, each tool call from the recorded `tool_result`, and every step
+ * the machine wants to commit, and how it ends or pauses, is compared with the next
+ * recorded event.
+ */
+
+/** Event kinds the harness produces in an attempt (the machine's effects). */
+const HARNESS_KINDS: ReadonlySet<string> = new Set([
+  'agent_config',
+  'model_call',
+  'tool_call',
+  'tool_result',
+  'approval_request',
+  'question_request',
+  'handoff',
+  'turn_complete',
+  'turn_ambiguous',
+]);
+
+/** Replays one attempt: from its `turn_dispatched` to the next one (or the journal's end). */
+export function replayAttempt(
+  log: TurnLog,
+  history: readonly Message[],
+  dispatchPosition: number,
+  endPosition: number,
+  configs: ReadonlyMap<string, EncodedAgentConfig>,
+  configPositions: readonly { position: number; sha256: string }[],
+  options: ReplayOptions,
+  hasher: RequestHasher,
+): Divergence | undefined {
+  const voided = voidedCallsOf(log);
+  const before = log.events.filter((e) => e.position < dispatchPosition && !voided.has(e.position));
+  // An admin's resolution ends the attempt: the tool_result it records for `ran` is the
+  // admin's, not the machine's, and is a recorded step of the next attempt.
+  const resolvedAt =
+    log.events.find((e) => e.kind === 'turn_resolved' && e.position > dispatchPosition)?.position ??
+    Number.POSITIVE_INFINITY;
+  const recorded = log.events.filter(
+    (e) =>
+      e.position > dispatchPosition &&
+      e.position < Math.min(endPosition, resolvedAt) &&
+      HARNESS_KINDS.has(e.kind),
+  );
+  const lastPosition = recorded.at(-1)?.position ?? dispatchPosition;
+  // A resumed attempt (after an answer) starts inside the round trip of its last recorded
+  // model call, not before the first.
+  let step = Math.max(
+    0,
+    ...before.flatMap((e) => (e.kind === 'model_call' ? [e.payload.step] : [])),
+  );
+  const diverge = (expected: string, found: Decoded | undefined): Divergence => ({
+    turnId: log.turnId,
+    step,
+    position: found?.position ?? lastPosition,
+    expected,
+    found: found === undefined ? 'nothing (the attempt ends here)' : describe(found),
+  });
+  const newestBefore = configPositions.filter((c) => c.position < dispatchPosition).at(-1);
+  const ownConfig = recorded.find((e) => e.kind === 'agent_config');
+  const inForce =
+    ownConfig?.kind === 'agent_config' ? hex(ownConfig.payload.sha256) : newestBefore?.sha256;
+  const config = inForce === undefined ? undefined : configs.get(inForce);
+  if (config === undefined) {
+    const first = recorded.find((e) => e.kind === 'model_call');
+    return diverge('an agent_config in force for the attempt', first);
+  }
+  const approvalAnswers: ApprovalAnswer[] = [];
+  const questionAnswers: QuestionAnswer[] = [];
+  const recordedSteps: TurnStep[] = [];
+  for (const e of before) {
+    if (e.kind === 'approval_response') approvalAnswers.push(approvalAnswerFromProto(e.payload));
+    if (e.kind === 'question_response') questionAnswers.push(questionAnswerFromProto(e.payload));
+    const recordedStep = stepOf(e);
+    if (recordedStep !== undefined) recordedSteps.push(recordedStep);
+  }
+  if (approvalAnswers.length > 0 && options.approvalPublicKey === undefined) {
+    return diverge(
+      'an approval public key to verify the recorded answers with (pass one; docs/replay.md)',
+      undefined,
+    );
+  }
+  const { config: agent } = config;
+  const input: TurnInput = {
+    turnId: log.turnId,
+    ...(agent.system === '' ? {} : { system: agent.system }),
+    history,
+    userMessage: log.text,
+    tools: agent.tools,
+    budget: agent.budget,
+    recordedSteps,
+    approvalAnswers,
+    questionAnswers,
+    ...(agent.requiredApprover === '' ? {} : { requiredApprover: agent.requiredApprover }),
+    model: agent.model,
+    ...(newestBefore === undefined ? {} : { recordedConfigSha256: newestBefore.sha256 }),
+  };
+  options.onAttempt?.({
+    turnId: log.turnId,
+    dispatchPosition,
+    input,
+    steps: recorded.flatMap((e) => {
+      const recordedStep = stepOf(e);
+      return recordedStep === undefined ? [] : [{ position: e.position, step: recordedStep }];
+    }),
+  });
+  const machine = createTurnMachine({
+    ids: options.ids,
+    verifier: options.verifier,
+    approvalPublicKey: options.approvalPublicKey ?? new Uint8Array(32),
+    requestSha256: hasher,
+  });
+  let cursor = 0;
+  const peek = (): Decoded | undefined => recorded[cursor];
+  let state: TurnState = machine.initialState;
+  let event: TurnEvent | undefined = { type: 'turn_started', input };
+  const running: string[] = [];
+  while (event !== undefined) {
+    const result = machine.step(state, event);
+    state = result.state;
+    event = undefined;
+    for (const effect of result.effects) {
+      const found = peek();
+      if (found?.kind === 'turn_ambiguous' && !matchesAmbiguous(effect, found)) {
+        // The control plane quarantined the attempt (a refused step, or attempts spent
+        // with a side effect in doubt): what the machine wanted was never committed.
+        return undefined;
+      }
+      switch (effect.type) {
+        case 'commit_step': {
+          if (found === undefined) return undefined; // the attempt was cut short: an orphan
+          const expected = stepJson(effect.step);
+          if (expected.kind !== found.kind || expected.json !== eventJson(found)) {
+            return diverge(`${expected.kind} ${expected.json}`, found);
+          }
+          cursor += 1;
+          break;
+        }
+        case 'call_model': {
+          step = effect.step;
+          if (found === undefined) return undefined;
+          if (found.kind !== 'model_call' || found.payload.step !== effect.step) {
+            return diverge(`model_call for step ${effect.step}`, found);
+          }
+          const want = effect.request;
+          const digest = hex(found.payload.requestSha256);
+          const built = state.pendingModel?.requestSha256;
+          if (built === undefined || hex(built) !== digest) {
+            return diverge(
+              `model_call whose request_sha256 is ${built === undefined ? '(none)' : hex(built)} (the request the machine built from ${want.messages.length} messages)`,
+              found,
+            );
+          }
+          const record = modelCallFromProto(found.payload);
+          event = {
+            type: 'model_responded',
+            response: responseOf(record),
+            startedAtMs: record.startedAtMs,
+            finishedAtMs: record.finishedAtMs,
+          };
+          break;
+        }
+        case 'call_tool':
+        case 'call_trusted_tool':
+          running.push(effect.call.toolCallId);
+          break;
+        case 'finish': {
+          if (found?.kind !== 'turn_complete') {
+            return diverge(`turn_complete with text ${JSON.stringify(effect.text)}`, found);
+          }
+          const p = found.payload;
+          if (
+            p.text !== effect.text ||
+            p.steps !== effect.steps ||
+            p.fallback !== effect.fallback
+          ) {
+            return diverge(
+              `turn_complete ${canonicalJson({ text: effect.text, steps: effect.steps, fallback: effect.fallback })}`,
+              found,
+            );
+          }
+          cursor += 1;
+          return extra(recorded, cursor, diverge);
+        }
+        case 'pause_for_approval': {
+          if (found === undefined) return undefined;
+          const want = canonicalJson(
+            payloadCodecs.approval_request.toJSON(approvalRequestToProto(effect.request)),
+          );
+          // requested_at_ms is the control plane's clock, stamped at commit (docs/turns.md,
+          // "Expiry"): the machine never makes it, so it is not compared.
+          if (
+            found.kind !== 'approval_request' ||
+            eventJson({ ...found, payload: { ...found.payload, requestedAtMs: 0 } }) !== want
+          ) {
+            return diverge(`approval_request ${want}`, found);
+          }
+          cursor += 1;
+          return extra(recorded, cursor, diverge);
+        }
+        case 'pause_for_question': {
+          if (found === undefined) return undefined;
+          const want = canonicalJson(
+            payloadCodecs.question_request.toJSON(questionRequestToProto(effect.request)),
+          );
+          if (found.kind !== 'question_request' || eventJson(found) !== want) {
+            return diverge(`question_request ${want}`, found);
+          }
+          cursor += 1;
+          return extra(recorded, cursor, diverge);
+        }
+        case 'handoff': {
+          const want = canonicalJson(payloadCodecs.handoff.toJSON(handoffToProto(effect.handoff)));
+          if (found?.kind !== 'handoff' || eventJson(found) !== want) {
+            return diverge(`handoff ${want}`, found);
+          }
+          cursor += 1;
+          return extra(recorded, cursor, diverge);
+        }
+        case 'ambiguous':
+          if (found?.kind !== 'turn_ambiguous') {
+            return diverge(`turn_ambiguous for tool call ${effect.toolCallId}`, found);
+          }
+          cursor += 1;
+          return extra(recorded, cursor, diverge);
+        case 'fail':
+        case 'cancelled':
+          // The control plane settles a failed attempt (a retry or the fallback reply).
+          return found === undefined || found.kind === 'turn_complete'
+            ? undefined
+            : diverge(`nothing more (the machine ${effect.type}: ${describeEnd(effect)})`, found);
+        default: {
+          const never: never = effect;
+          return never;
+        }
+      }
+    }
+    if (event === undefined && running.length > 0) {
+      const found = peek();
+      if (found === undefined) return undefined; // the attempt was cut short: an orphan
+      if (found.kind === 'turn_ambiguous') {
+        const id = found.payload.toolCallId;
+        if (!running.includes(id)) return diverge(`a tool_result for ${running.join(', ')}`, found);
+        running.splice(running.indexOf(id), 1);
+        event = { type: 'tool_outcome_unknown', toolCallId: id, reason: found.payload.reason };
+        continue;
+      }
+      if (found.kind !== 'tool_result' || !running.includes(found.payload.toolCallId)) {
+        return diverge(`a tool_result for ${running.join(', ')}`, found);
+      }
+      running.splice(running.indexOf(found.payload.toolCallId), 1);
+      // A trusted tool's answer arrives the same way; the machine does not tell them apart.
+      event = {
+        type: 'tool_finished',
+        toolCallId: found.payload.toolCallId,
+        outcome: { content: found.payload.content, isError: found.payload.isError },
+      };
+    }
+  }
+  return extra(recorded, cursor, diverge);
+}
+
+/** The `tool_call`s `did_not_run` resolutions void (common/turn-resolution.ts). */
+function voidedCallsOf(log: TurnLog): ReadonlySet<number> {
+  return voidedToolCalls(
+    log.events.flatMap((e) =>
+      e.kind === 'turn_resolved'
+        ? [
+            {
+              position: e.position,
+              toolCallId: e.payload.toolCallId,
+              didNotRun: e.payload.decision === ResolveDecision.RESOLVE_DECISION_DID_NOT_RUN,
+            },
+          ]
+        : [],
+    ),
+    log.events.flatMap((e) =>
+      e.kind === 'tool_call' ? [{ position: e.position, toolCallId: e.payload.toolCallId }] : [],
+    ),
+  );
+}
+
+function extra(
+  recorded: readonly Decoded[],
+  cursor: number,
+  diverge: (expected: string, found: Decoded | undefined) => Divergence,
+): Divergence | undefined {
+  const left = recorded[cursor];
+  return left === undefined ? undefined : diverge('nothing more in this attempt', left);
+}
+
+function matchesAmbiguous(effect: TurnEffect, found: Decoded): boolean {
+  return (
+    found.kind === 'turn_ambiguous' &&
+    effect.type === 'ambiguous' &&
+    effect.toolCallId === found.payload.toolCallId
+  );
+}
+
+function describeEnd(effect: Extract<TurnEffect, { type: 'fail' | 'cancelled' }>): string {
+  return effect.type === 'fail' ? effect.message : effect.reason;
+}
