@@ -9,7 +9,7 @@ import { HealthServer } from '../common/health-server';
 import { componentLogger, createRootLogger, LogComponent } from '../common/log';
 import { startTracing } from '../common/tracing';
 import { loadStateConfig, type StateConfig } from './config';
-import { loadRecordsKey } from './records';
+import { loadRecordsKey } from './records/records-key';
 import { RecordsDatabase } from './server/records-database';
 import { StateServer } from './server/state-server';
 import { createStateMetrics, registerStateReadiness } from './server/state-metrics';

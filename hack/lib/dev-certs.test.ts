@@ -5,7 +5,7 @@ import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 
-import { loadRecordsKey } from '../../state/records';
+import { loadRecordsKey } from '../../state/records/records-key';
 import { loadSigningKey } from '../../state/store/signing-key';
 import { devCliEnv, devStateEnv, ensureDevCerts, type DevCerts } from './dev-certs';
 import { CertUsage, DevCertificateAuthority } from './pki';

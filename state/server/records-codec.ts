@@ -10,16 +10,11 @@ import type {
   Session as SessionProto,
   StartCeremonyRequest,
 } from '../../proto/gen/polychrome/state/v1/records';
-import {
-  CeremonyKind,
-  type Ceremony,
-  type Credential,
-  type NewCeremony,
-  type NewCredential,
-  type NewPersona,
-  type Persona,
-  type Session,
-} from '../records';
+import { CeremonyKind } from '../records/record-schemas';
+import { type Ceremony, type NewCeremony } from '../records/ceremony-records';
+import { type Credential, type NewCredential } from '../records/credential-records';
+import { type NewPersona, type Persona } from '../records/persona-records';
+import { type Session } from '../records/session-records';
 import { checkRoles } from '../records/persona-checks';
 
 /*

@@ -1,7 +1,8 @@
 import { ClassicLevel } from 'classic-level';
 
 import { AppError } from '../../common/errors';
-import { RecordStore, type RecordsKey } from '../records';
+import { RecordStore } from '../records/record-store';
+import { type RecordsKey } from '../records/records-key';
 
 /**
  * The records' own LevelDB database, apart from the journal's: LevelDB allows one open

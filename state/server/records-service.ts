@@ -42,7 +42,8 @@ import type {
   StartCeremonyResponse,
   UnlinkIdentityRequest,
 } from '../../proto/gen/polychrome/state/v1/records';
-import type { Persona, RecordStore } from '../records';
+import type { Persona } from '../records/persona-records';
+import type { RecordStore } from '../records/record-store';
 import { checkRoles } from '../records/persona-checks';
 import { createCallHandlers, type CallContext } from './call-handlers';
 import { StateService, type RecordsMethod } from './rpc-roles';

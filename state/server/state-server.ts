@@ -12,7 +12,7 @@ import { componentLogger, LogComponent } from '../../common/log';
 import { RecordsService } from '../../proto/gen/polychrome/state/v1/records';
 import { JournalService } from '../../proto/gen/polychrome/state/v1/state';
 import type { SignatureCheck } from '../journal/verification-types';
-import type { RecordStore } from '../records';
+import type { RecordStore } from '../records/record-store';
 import type { JournalStore } from '../store/journal-store';
 import { createJournalService, type HeldPublicKey } from './journal-service';
 import { createRecordsService } from './records-service';

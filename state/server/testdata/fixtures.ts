@@ -11,7 +11,7 @@ import type { StateClientTls } from '../../../common/state-channel';
 import { pollUntil } from '../../../hack/lib/processes';
 import pino, { type Logger } from 'pino';
 import { createNodeEd25519Signer } from '../../journal/node-ed25519';
-import { loadRecordsKey } from '../../records';
+import { loadRecordsKey } from '../../records/records-key';
 import { JournalStore } from '../../store/journal-store';
 import { RecordsDatabase } from '../records-database';
 import type { StateMetrics } from '../state-metrics';
