@@ -84,6 +84,15 @@ export default tseslint.config(
         { argsIgnorePattern: '^_', varsIgnorePattern: '^_' },
       ],
       'import-x/no-cycle': 'error',
+      // No barrels: every import names the module that declares it (docs/design.md "Boundaries").
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: 'ExportAllDeclaration, ExportNamedDeclaration[source]',
+          message:
+            'no re-exports: import from the module that declares it, and make importers do the same.',
+        },
+      ],
       'import-x/no-restricted-paths': ['error', { zones: [...planeZones, ...pureZones] }],
       'no-console': 'error',
     },
