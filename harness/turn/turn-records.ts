@@ -3,7 +3,7 @@ import type { StopReason, ToolDefinition, Usage } from './ports/model-port';
 
 /**
  * Domain types of the turn loop's committed steps and requests. Each maps 1:1 onto the
- * events.proto message named in its doc (`step-proto.ts` converts); field names follow
+ * events.proto message named in its doc (`step-codec.ts` converts); field names follow
  * the proto so logs, JSON and proto spell ids one way.
  */
 
