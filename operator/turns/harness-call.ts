@@ -53,7 +53,10 @@ export interface ChannelUse {
  * `unavailable` when it ended the call without a result.
  */
 export class HarnessCall implements AsyncIterable<HarnessMessage> {
-  /** What the reader has yet to answer before the harness goes on (`step 3`, `trusted tool call t-1`). */
+  /**
+   * What the reader has yet to answer before the harness goes on (`step 3`,
+   * `trusted tool call t-1`).
+   */
   private awaited: string | undefined;
   private failure: unknown;
   private cancelled: { readonly reason: unknown } | undefined;

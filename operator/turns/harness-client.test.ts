@@ -333,6 +333,28 @@ describe('HarnessConnector over TLS', () => {
     expect(String(failed)).toContain(`the turn call to the harness at ${h.endpoint} was cancelled`);
     await waitFor(() => h.server.currentTurn() === undefined);
   });
+
+  // A step is acknowledged only once committed: a reader that reads on past an unanswered
+  // step, or answers a step the harness did not send, is refused, and the call ends.
+  it('refuses a reader that reads on past an unanswered step, or answers another step', async () => {
+    const h = await harness();
+    const call = connector.openTurn(h.endpoint, start('c-1', 't-1'), { namespace: 'team-a' });
+    let sequence: number | undefined;
+    const failed = await (async () => {
+      for await (const message of call) {
+        if (message.kind !== 'step') continue;
+        const read = message.step.sequence;
+        sequence = read;
+        expect(() => call.committed(read + 1, 1)).toThrow(
+          `waits for an answer to step ${String(read)}, not to step ${String(read + 1)}`,
+        );
+      }
+    })().catch((error: unknown) => error);
+    expect(sequence).toBeDefined();
+    expect(failed).toMatchObject({ code: 'internal' });
+    expect(String(failed)).toContain(`was read on before step ${String(sequence)} was answered`);
+    await waitFor(() => h.server.currentTurn() === undefined);
+  });
 });
 
 /** Polls `done` every 20 ms for up to 5 s. */

@@ -318,7 +318,8 @@ export class TurnRunner {
           return { kind: 'result', result: message.result, carried: message.carried };
       }
     }
-    throw new AppError('internal', `the harness call of turn ${turnId} ended without its end`);
+    // Unreachable: reading a call that did not end throws (harness-call.ts).
+    throw new AppError('internal', `the harness call of turn ${turnId} stopped before its end`);
   }
 
   /** Why a turn was left unsettled, for the caller: a retry with the same key is safe. */
