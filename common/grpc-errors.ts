@@ -13,8 +13,8 @@ import {
 /*
  * How an AppError crosses gRPC, both ways, for every gRPC server and client of the system:
  * the state plane's server and its clients (common/state-client.ts), the harness's server
- * (harness/server/turn-call.ts) and the control plane's harness connector
- * (operator/turns/harness-client.ts). Imports nothing from a plane.
+ * (harness/server/turn-call.ts) and the control plane's harness call
+ * (operator/turns/harness-call.ts). Imports nothing from a plane.
  *
  * An error crosses the wire as: the gRPC status from common/errors.ts `errorStatus` (the
  * one table), the AppError's message as the status details, and trailing metadata:

@@ -23,7 +23,8 @@ import {
 } from '../../test/support/harness-tls';
 import { startScriptedHarness, type ScriptedHarness } from '../../test/support/scripted-harness';
 import { ApprovalSigner } from './approval-signer';
-import { HarnessConnector, type HarnessTurnHandlers } from './harness-client';
+import type { HarnessCall, HarnessMessage } from './harness-call';
+import { HarnessConnector } from './harness-client';
 import { HarnessCredentialMinter } from './harness-credentials';
 
 // The control plane's side of the harness door, against the real harness server over TLS:
@@ -53,15 +54,40 @@ function start(conversationId: string, turnId: string): TurnStart {
   };
 }
 
-/** Acks each step with the next position; nothing else is expected of a plain reply. */
-function handlers(): HarnessTurnHandlers & { committed: number } {
-  const state = {
+/** Where a test's reader "commits" each step: the next position, counted. */
+interface Sink {
+  committed: number;
+  commit(): Promise<number>;
+}
+
+function handlers(): Sink {
+  const state: Sink = {
     committed: 0,
-    onDelta: () => undefined,
-    commitStep: () => Promise.resolve(++state.committed),
-    trustedTool: () => Promise.reject(new Error('no trusted tool in this test')),
+    commit: () => Promise.resolve(++state.committed),
   };
   return state;
+}
+
+/**
+ * Reads the call to its end, acking each step with the position `sink` gives; nothing else
+ * is expected of a plain reply.
+ */
+async function readToEnd(call: HarnessCall, sink: Sink = handlers()): Promise<HarnessMessage> {
+  for await (const message of call) {
+    switch (message.kind) {
+      case 'step':
+        call.committed(message.step.sequence, await sink.commit());
+        break;
+      case 'delta':
+        break;
+      case 'trusted_tool':
+        throw new Error('no trusted tool in this test');
+      case 'paused':
+      case 'result':
+        return message;
+    }
+  }
+  throw new Error('the call ended without its end');
 }
 
 describe('HarnessConnector over TLS', () => {
@@ -104,9 +130,10 @@ describe('HarnessConnector over TLS', () => {
     const h = await harness();
     for (const turnId of ['t-1', 't-2']) {
       const sink = handlers();
-      const end = await connector.runTurn(h.endpoint, start('c-1', turnId), sink, {
-        namespace: 'team-a',
-      });
+      const end = await readToEnd(
+        connector.openTurn(h.endpoint, start('c-1', turnId), { namespace: 'team-a' }),
+        sink,
+      );
       expect(end).toMatchObject({ kind: 'result', result: { outcome: { $case: 'complete' } } });
     }
     expect(h.model.callCount).toBe(2);
@@ -115,9 +142,10 @@ describe('HarnessConnector over TLS', () => {
   it("refuses a harness whose certificate names another namespace's harness: nothing is sent", async () => {
     const h = await harness();
     const sink = handlers();
-    const refused = await connector
-      .runTurn(h.endpoint, start('c-1', 't-1'), sink, { namespace: 'team-b' })
-      .catch((error: unknown) => error);
+    const refused = await readToEnd(
+      connector.openTurn(h.endpoint, start('c-1', 't-1'), { namespace: 'team-b' }),
+      sink,
+    ).catch((error: unknown) => error);
     expect(isAppError(refused) && refused.code).toBe('unavailable');
     expect(String(refused)).toContain(`harness at ${h.endpoint}`);
     expect(h.model.callCount).toBe(0);
@@ -141,9 +169,10 @@ describe('HarnessConnector over TLS', () => {
       certificate: await harnessCertificateFrom(files, 'team-a', logger),
     });
     const sink = handlers();
-    const refused = await connector
-      .runTurn(h.endpoint, start('c-1', 't-1'), sink, { namespace: 'team-a' })
-      .catch((error: unknown) => error);
+    const refused = await readToEnd(
+      connector.openTurn(h.endpoint, start('c-1', 't-1'), { namespace: 'team-a' }),
+      sink,
+    ).catch((error: unknown) => error);
     expect(isAppError(refused) && refused.code).toBe('unavailable');
     expect(h.model.callCount).toBe(0);
     expect(h.server.currentTurn()).toBeUndefined();
@@ -153,11 +182,15 @@ describe('HarnessConnector over TLS', () => {
   // (common/grpc-errors.ts); the caller gets them, not only what the bare status says.
   it("gives the caller the harness's own refusal: permission_denied with its details", async () => {
     const h = await harness();
-    await connector.runTurn(h.endpoint, start('c-1', 't-1'), handlers(), { namespace: 'team-a' });
+    await readToEnd(
+      connector.openTurn(h.endpoint, start('c-1', 't-1'), { namespace: 'team-a' }),
+      handlers(),
+    );
     const sink = handlers();
-    const refused = await connector
-      .runTurn(h.endpoint, start('c-2', 't-2'), sink, { namespace: 'team-a' })
-      .catch((error: unknown) => error);
+    const refused = await readToEnd(
+      connector.openTurn(h.endpoint, start('c-2', 't-2'), { namespace: 'team-a' }),
+      sink,
+    ).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(AppError);
     expect(refused).toMatchObject({
       code: 'permission_denied',
@@ -178,23 +211,25 @@ describe('HarnessConnector over TLS', () => {
     const inCommit = new Promise<void>((resolve) => {
       entered = resolve;
     });
-    let committed = 0;
-    const slow: HarnessTurnHandlers = {
-      onDelta: () => undefined,
-      commitStep: async () => {
+    const slow: Sink = {
+      committed: 0,
+      commit: async () => {
         entered();
         await held;
-        return ++committed;
+        return ++slow.committed;
       },
-      trustedTool: () => Promise.reject(new Error('no trusted tool in this test')),
     };
-    const running = connector.runTurn(h.endpoint, start('c-1', 't-1'), slow, {
-      namespace: 'team-a',
-    });
+    const running = readToEnd(
+      connector.openTurn(h.endpoint, start('c-1', 't-1'), {
+        namespace: 'team-a',
+      }),
+      slow,
+    );
     await inCommit;
-    const busy = await connector
-      .runTurn(h.endpoint, start('c-1', 't-2'), handlers(), { namespace: 'team-a' })
-      .catch((error: unknown) => error);
+    const busy = await readToEnd(
+      connector.openTurn(h.endpoint, start('c-1', 't-2'), { namespace: 'team-a' }),
+      handlers(),
+    ).catch((error: unknown) => error);
     release();
     expect(busy).toMatchObject({
       code: 'failed_precondition',
@@ -213,9 +248,10 @@ describe('HarnessConnector over TLS', () => {
       ),
     });
     try {
-      const refused = await stranger
-        .runTurn(h.endpoint, start('c-1', 't-1'), handlers(), { namespace: 'team-a' })
-        .catch((error: unknown) => error);
+      const refused = await readToEnd(
+        stranger.openTurn(h.endpoint, start('c-1', 't-1'), { namespace: 'team-a' }),
+        handlers(),
+      ).catch((error: unknown) => error);
       expect(refused).toMatchObject({ code: 'unauthenticated' });
       expect(String(refused)).toContain('no valid harness credential');
       expect(isRetryable(refused)).toBe(false);
@@ -251,15 +287,80 @@ describe('HarnessConnector over TLS', () => {
       ),
     );
     try {
-      const refused = await connector
-        .runTurn(`127.0.0.1:${String(port)}`, start('c-1', 't-1'), handlers(), {
+      const refused = await readToEnd(
+        connector.openTurn(`127.0.0.1:${String(port)}`, start('c-1', 't-1'), {
           namespace: 'team-a',
-        })
-        .catch((error: unknown) => error);
+        }),
+        handlers(),
+      ).catch((error: unknown) => error);
       expect(isAppError(refused) && refused.code).toBe('unavailable');
       expect(isAppError(refused) && refused.details).toEqual({ conversation: 'c-1' });
     } finally {
       server.forceShutdown();
     }
   });
+
+  // The reader drives the call: a reader that stops (a forged step, a commit that failed)
+  // must end the gRPC call, or the harness would wait for the ack until the deadline and
+  // refuse the conversation's next call as busy.
+  it('ends the gRPC call when its reader stops at a step without answering it', async () => {
+    const h = await harness();
+    const call = connector.openTurn(h.endpoint, start('c-1', 't-1'), { namespace: 'team-a' });
+    let read: HarnessMessage | undefined;
+    for await (const message of call) {
+      read = message;
+      if (message.kind === 'step') break;
+    }
+    expect(read?.kind).toBe('step');
+    expect(h.server.currentTurn()).toMatchObject({ turnId: 't-1' });
+    await waitFor(() => h.server.currentTurn() === undefined);
+    const end = await readToEnd(
+      connector.openTurn(h.endpoint, start('c-1', 't-2'), { namespace: 'team-a' }),
+    );
+    expect(end).toMatchObject({ kind: 'result', result: { outcome: { $case: 'complete' } } });
+  });
+
+  it('ends the gRPC call on cancel, and reading on says cancelled with the reason', async () => {
+    const h = await harness();
+    const call = connector.openTurn(h.endpoint, start('c-1', 't-1'), { namespace: 'team-a' });
+    const reason = new AppError('permission_denied', 'step refused: a test');
+    const failed = await (async () => {
+      for await (const message of call) {
+        if (message.kind === 'step') call.cancel(reason);
+      }
+    })().catch((error: unknown) => error);
+    expect(failed).toMatchObject({ code: 'cancelled', cause: reason });
+    expect(String(failed)).toContain(`the turn call to the harness at ${h.endpoint} was cancelled`);
+    await waitFor(() => h.server.currentTurn() === undefined);
+  });
+
+  // A step is acknowledged only once committed: a reader that reads on past an unanswered
+  // step, or answers a step the harness did not send, is refused, and the call ends.
+  it('refuses a reader that reads on past an unanswered step, or answers another step', async () => {
+    const h = await harness();
+    const call = connector.openTurn(h.endpoint, start('c-1', 't-1'), { namespace: 'team-a' });
+    let sequence: number | undefined;
+    const failed = await (async () => {
+      for await (const message of call) {
+        if (message.kind !== 'step') continue;
+        const read = message.step.sequence;
+        sequence = read;
+        expect(() => call.committed(read + 1, 1)).toThrow(
+          `waits for an answer to step ${String(read)}, not to step ${String(read + 1)}`,
+        );
+      }
+    })().catch((error: unknown) => error);
+    expect(sequence).toBeDefined();
+    expect(failed).toMatchObject({ code: 'internal' });
+    expect(String(failed)).toContain(`was read on before step ${String(sequence)} was answered`);
+    await waitFor(() => h.server.currentTurn() === undefined);
+  });
 });
+
+/** Polls `done` every 20 ms for up to 5 s. */
+async function waitFor(done: () => boolean): Promise<void> {
+  for (let waited = 0; !done(); waited += 20) {
+    if (waited >= 5_000) throw new Error('not done after 5 s');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

@@ -1,58 +1,18 @@
 /**
- * The control plane's side of `Harness.RunTurn` (proto/polychrome/harness/v1): send one
- * `start`, then answer what the harness streams, in order — commit each step and ack it,
- * run trusted tools, forward text deltas — until its terminal `paused` or `result`.
- * Every call is TLS, to a harness that proves it serves the conversation's namespace
- * (common/harness-identity.ts). Channels are kept per namespace and endpoint, and closed
- * when idle.
+ * The control plane's side of `Harness.RunTurn` (proto/polychrome/harness/v1): it opens
+ * the call with one `start` and hands it to the caller as a {@link HarnessCall}
+ * (harness-call.ts), which the caller reads and answers. Every call is TLS, to a harness
+ * that proves it serves the conversation's namespace (common/harness-identity.ts), with a
+ * fresh per-conversation credential. Channels are kept per namespace and endpoint, and
+ * closed when idle.
  */
-import {
-  credentials,
-  Metadata,
-  type ChannelCredentials,
-  type ClientDuplexStream,
-} from '@grpc/grpc-js';
-import { AppError, type ErrorDetails } from '../../common/errors';
-import { isServiceError, receivedErrorOf } from '../../common/grpc-errors';
+import { credentials, Metadata, type ChannelCredentials } from '@grpc/grpc-js';
 import { HARNESS_CREDENTIAL_METADATA } from '../../common/harness-credential';
 import { harnessServerName } from '../../common/harness-identity';
 import { injectTraceMetadata } from '../../common/tracing';
-import {
-  HarnessClient,
-  type Paused,
-  type Step,
-  type TextDelta,
-  type TrustedToolCall,
-  type TrustedToolResult,
-  type TurnInput,
-  type TurnOutput,
-  type TurnResult,
-  type TurnStart,
-} from '../../proto/gen/polychrome/harness/v1/harness';
+import { HarnessClient, type TurnStart } from '../../proto/gen/polychrome/harness/v1/harness';
+import { HarnessCall, type ChannelUse } from './harness-call';
 import type { HarnessCredentials } from './harness-credentials';
-
-/** What the coordinator does with each message the harness sends. */
-export interface HarnessTurnHandlers {
-  /** A live fragment of model text (not committed). */
-  onDelta(delta: TextDelta): void;
-  /** Commits the step durably and returns its journal position; a throw ends the call. */
-  commitStep(step: Step): Promise<number>;
-  /** Runs a control-plane tool. */
-  trustedTool(call: TrustedToolCall): Promise<TrustedToolResult>;
-}
-
-/** How the harness ended the call. */
-export type HarnessTurnEnd =
-  | { readonly kind: 'paused'; readonly paused: Paused }
-  | {
-      readonly kind: 'result';
-      readonly result: TurnResult;
-      /**
-       * Steps the harness sent with `commit_with_result` (the reply that ended the turn):
-       * not committed yet, they go into batch two, before `turn_complete`.
-       */
-      readonly carried: readonly Step[];
-    };
 
 export interface HarnessConnectorOptions {
   /**
@@ -68,7 +28,7 @@ export interface HarnessConnectorOptions {
   readonly callDeadlineMs?: number;
 }
 
-/** Options of one {@link HarnessConnector.runTurn} call. */
+/** Options of one {@link HarnessConnector.openTurn} call. */
 export interface HarnessCallOptions {
   readonly signal?: AbortSignal;
   readonly traceparent?: string;
@@ -79,10 +39,8 @@ export interface HarnessCallOptions {
   readonly namespace: string;
 }
 
-interface Channel {
+interface Channel extends ChannelUse {
   readonly client: HarnessClient;
-  lastUsedMs: number;
-  calls: number;
 }
 
 /** Dials harness pods and runs turns on them. */
@@ -101,60 +59,20 @@ export class HarnessConnector {
   }
 
   /**
-   * Runs one turn (or one attempt of it) on the harness at `endpoint` (`host:port`). The
-   * call carries the active trace context, so the harness's RunTurn SERVER span is a child
-   * of the caller's span; no CLIENT span is made here (docs/observability.md#spans).
-   *
-   * @throws AppError: the code and details the harness sent (`failed_precondition` when it
-   *   runs another turn, `permission_denied` when it serves another conversation,
-   *   `unauthenticated` for a refused credential, ...), else the code of the call's gRPC
-   *   status (`unavailable` when the harness cannot be reached or died mid-call);
-   *   `internal` when it broke the protocol, or what a handler threw.
+   * Opens one turn (or one attempt of it) on the harness at `endpoint` (`host:port`) and
+   * sends its start; the caller reads the call to its end or cancels it (harness-call.ts
+   * says what reading it throws). The call carries the active trace context, so the
+   * harness's RunTurn SERVER span is a child of the caller's span; no CLIENT span is made
+   * here (docs/observability.md#spans). It ends at the deadline, or when `signal` aborts.
    */
-  async runTurn(
-    endpoint: string,
-    start: TurnStart,
-    handlers: HarnessTurnHandlers,
-    options: HarnessCallOptions,
-  ): Promise<HarnessTurnEnd> {
+  openTurn(endpoint: string, start: TurnStart, options: HarnessCallOptions): HarnessCall {
     const channel = this.channel(options.namespace, endpoint);
-    channel.calls += 1;
-    const call = channel.client.runTurn(this.metadata(start, options), {
+    const stream = channel.client.runTurn(this.metadata(start, options), {
       deadline: Date.now() + (this.options.callDeadlineMs ?? 600_000),
     });
-    const onAbort = (): void => call.cancel();
-    options.signal?.addEventListener('abort', onAbort, { once: true });
-    const failures: CallFailures = {};
-    // Swallow the stream's 'error' event here; the iterator below rethrows it.
-    call.on('error', (error: unknown) => {
-      failures.call ??= error;
-    });
-    try {
-      call.write({ input: { $case: 'start', value: start } });
-      const end = await answerOutputs(endpoint, call, handlers, failures);
-      if (end !== undefined) return end;
-    } catch (error) {
-      failures.call ??= error;
-    } finally {
-      options.signal?.removeEventListener('abort', onAbort);
-      channel.calls -= 1;
-      channel.lastUsedMs = Date.now();
-    }
-    if (failures.handler !== undefined) {
-      throw failures.handler instanceof Error
-        ? failures.handler
-        : new AppError('internal', 'a turn handler failed with a non-error value');
-    }
-    if (options.signal?.aborted === true) {
-      throw new AppError('cancelled', `the turn call to the harness at ${endpoint} was cancelled`, {
-        cause: options.signal.reason,
-      });
-    }
-    if (failures.call !== undefined) throw harnessCallError(failures.call, endpoint);
-    throw new AppError(
-      'unavailable',
-      `the harness at ${endpoint} ended the turn call without a result; the turn will be recovered`,
-    );
+    const call = new HarnessCall(endpoint, stream, channel, options.signal);
+    stream.write({ input: { $case: 'start', value: start } });
+    return call;
   }
 
   /** The call's metadata: the conversation's fresh credential (never logged) and the trace context. */
@@ -215,118 +133,4 @@ export class HarnessConnector {
       }
     }
   }
-}
-
-/** What ended a call early: a handler's throw (which cancels the call) or the call's error. */
-interface CallFailures {
-  handler?: unknown;
-  call?: unknown;
-}
-
-/**
- * Answers what the harness streams until its terminal `paused` or `result` (returned), a
- * handler's failure (recorded in `failures`, the call cancelled) or the stream's end.
- */
-async function answerOutputs(
-  endpoint: string,
-  call: ClientDuplexStream<TurnInput, TurnOutput>,
-  handlers: HarnessTurnHandlers,
-  failures: CallFailures,
-): Promise<HarnessTurnEnd | undefined> {
-  const carried: Step[] = [];
-  for await (const raw of call as AsyncIterable<TurnOutput>) {
-    const output = raw.output;
-    if (output === undefined) continue;
-    switch (output.$case) {
-      case 'textDelta':
-        handlers.onDelta(output.value);
-        break;
-      case 'step': {
-        if (output.value.commitWithResult) {
-          // Committed with the result in batch two; the harness waits for no ack.
-          carried.push(output.value);
-          break;
-        }
-        const { sequence } = output.value;
-        await answer(call, failures, async () => ({
-          input: {
-            $case: 'stepCommitted',
-            value: { sequence, position: await handlers.commitStep(output.value) },
-          },
-        }));
-        break;
-      }
-      case 'trustedToolCall': {
-        const toolCall = output.value;
-        await answer(call, failures, async () => ({
-          input: { $case: 'trustedToolResult', value: await handlers.trustedTool(toolCall) },
-        }));
-        break;
-      }
-      case 'paused':
-        call.end();
-        if (carried.length > 0) throw carriedWithout(endpoint, 'paused the turn');
-        return { kind: 'paused', paused: output.value };
-      case 'result':
-        call.end();
-        // Only a completed turn has a batch two that holds its last reply.
-        if (carried.length > 0 && output.value.outcome?.$case !== 'complete') {
-          throw carriedWithout(endpoint, `ended it ${output.value.outcome?.$case ?? 'empty'}`);
-        }
-        return { kind: 'result', result: output.value, carried };
-    }
-    if (failures.handler !== undefined) break;
-  }
-  return undefined;
-}
-
-/** Writes what `work` makes; if it throws, records the failure and cancels the call. */
-async function answer(
-  call: ClientDuplexStream<TurnInput, TurnOutput>,
-  failures: CallFailures,
-  work: () => Promise<TurnInput>,
-): Promise<void> {
-  try {
-    call.write(await work());
-  } catch (error) {
-    failures.handler = error;
-    call.cancel();
-  }
-}
-
-/** A harness that carried a step to commit with the result, then did not complete. */
-function carriedWithout(endpoint: string, what: string): AppError {
-  return new AppError(
-    'internal',
-    `the harness at ${endpoint} sent a step to commit with the turn's result, then ${what}; the turn will be recovered`,
-  );
-}
-
-/**
- * The call's failure as an AppError whose message names the harness: the code and details
- * the harness sent (common/grpc-errors.ts), else the code of the status grpc-js made (a
- * refused handshake, a dropped connection).
- */
-function harnessCallError(error: unknown, endpoint: string): AppError {
-  if (error instanceof AppError) return error;
-  if (isServiceError(error)) {
-    const received = receivedErrorOf(error);
-    return new AppError(
-      received.code,
-      `harness at ${endpoint}: ${received.message || error.message}`,
-      { details: withoutSteering(received.details), cause: error },
-    );
-  }
-  return new AppError('unavailable', `harness at ${endpoint}: ${String(error)}`, { cause: error });
-}
-
-/**
- * Details the control plane acts on when its own code sets them: where a request is
- * forwarded (holder-routing.ts reads `forwardTo`). A harness is not trusted to steer the
- * control plane, so its error never carries them in; the rest of its details are kept.
- */
-const STEERING_DETAILS: ReadonlySet<string> = new Set(['forwardTo', 'holder', 'retryAfterMs']);
-
-function withoutSteering(details: ErrorDetails): ErrorDetails {
-  return Object.fromEntries(Object.entries(details).filter(([key]) => !STEERING_DETAILS.has(key)));
 }

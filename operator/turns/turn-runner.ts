@@ -1,16 +1,19 @@
 /**
  * What the turn coordinator (coordinator.ts) runs under a claimed lease once the turn plan
  * (the plan-*.ts files) has decided: it commits each batch, runs the dispatched turn on the
- * harness (harness-run.ts) and settles it with batch two, commits a due expiry, and queues
+ * harness (it reads the call, harness-call.ts, and commits each step the plan accepts
+ * before it answers) and settles it with batch two, commits a due expiry, and queues
  * the status each of these changes (turn-status-writer.ts). It claims nothing and decides
  * nothing itself: the caller holds the lease, the plan made the events.
  */
-import { AppError } from '../../common/errors';
+import { AppError, isRetryable } from '../../common/errors';
 import type { AppendOutcome } from '../../common/state-journal';
 import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { LeaseHandle } from '../lease/lease-source';
 import type { TurnCoordinatorOptions, TurnObserver } from './coordinator-options';
-import { runHarness, type HarnessRunPorts } from './harness-run';
+import type { TurnStart } from '../../proto/gen/polychrome/harness/v1/harness';
+import { forgedEnd, HARNESS_BUSY, noTrustedTool, retryWhileBusy, traceparent } from './harness-run';
+import { checkStep, turnStartOf } from './plan-harness-checks';
 import { acceptedAsLost, checkpointOf, JournalRolledBackError } from './journal-checkpoint';
 import { turnReplyOf } from './turn-projections';
 import { type JournalView, type TurnView } from './journal-view-types';
@@ -238,8 +241,12 @@ export class TurnRunner {
     });
   }
 
-  /** One harness call (harness-run.ts), each accepted step committed under `lease`. */
-  private runOnHarness(
+  /**
+   * One harness call: waits for the sandbox, builds the start with the plan and reads the
+   * call, called again while the harness still finishes a cancelled call of an earlier
+   * attempt. How the call ended comes back as a {@link HarnessEnd}, never a throw.
+   */
+  private async runOnHarness(
     conversation: Conversation,
     lease: LeaseHandle,
     turnId: string,
@@ -247,23 +254,72 @@ export class TurnRunner {
     signal: AbortSignal,
   ): Promise<HarnessEnd> {
     const uid = conversation.metadata.uid ?? '';
-    const ports: HarnessRunPorts = {
-      harness: this.options.harness,
-      conversations: this.options.conversations,
-      sandboxWaitMs: this.options.sandboxWaitMs ?? 120_000,
-      deploymentMaxSteps: this.options.deploymentMaxSteps ?? 0,
-      view: async (s) => this.views.cached(uid) ?? (await this.views.refresh(uid, s)),
-      turn: () => this.turnAt(uid, turnId),
-      recording: () => this.recording(uid),
-      commitStep: async (step) => {
-        const { outcome } = await this.commit(uid, lease, [stepEventOf(step)]);
-        return outcome.firstPosition;
-      },
-      onDelta: (delta) => {
-        for (const listener of this.deltas.get(uid) ?? []) listener(delta);
-      },
-    };
-    return runHarness(ports, conversation, attempt, signal);
+    const { conversations, sandboxWaitMs, deploymentMaxSteps } = this.options;
+    try {
+      const endpoint = await conversations.waitForSandbox(uid, sandboxWaitMs ?? 120_000, signal);
+      const view = this.views.cached(uid) ?? (await this.views.refresh(uid, signal));
+      const turn = this.turnAt(uid, turnId);
+      const start = turnStartOf(conversation, view, turn, attempt, deploymentMaxSteps ?? 0);
+      for (let busy = 0; ; busy += 1) {
+        try {
+          return await this.readHarness(conversation, lease, endpoint, start, signal);
+        } catch (error) {
+          if (!retryWhileBusy(error, busy)) throw error;
+          await new Promise((resolve) => setTimeout(resolve, HARNESS_BUSY.waitMs));
+        }
+      }
+    } catch (error) {
+      return { kind: 'failed', error, retryable: !signal.aborted && isRetryable(error) };
+    }
+  }
+
+  /**
+   * Reads the call to its end, in the harness's order: a text delta goes to this replica's
+   * listeners; a step is checked with the plan against the dispatched turn, committed under
+   * `lease`, and only then acknowledged with its position (a refused step is the `forged`
+   * end, and the call is cancelled); a trusted tool call is answered; then the end.
+   */
+  private async readHarness(
+    conversation: Conversation,
+    lease: LeaseHandle,
+    endpoint: string,
+    start: TurnStart,
+    signal: AbortSignal,
+  ): Promise<HarnessEnd> {
+    const uid = conversation.metadata.uid ?? '';
+    const { turnId } = start;
+    const namespace = conversation.metadata.namespace ?? '';
+    const options = { signal, traceparent: traceparent(), namespace };
+    const call = this.options.harness.openTurn(endpoint, start, options);
+    for await (const message of call) {
+      switch (message.kind) {
+        case 'delta':
+          for (const listener of this.deltas.get(uid) ?? []) {
+            listener({ turnId, step: message.delta.step, text: message.delta.text });
+          }
+          break;
+        case 'step': {
+          const facts = { turn: this.turnAt(uid, turnId), conversation, ...this.recording(uid) };
+          const refused = checkStep(facts, message.step);
+          if (refused !== undefined) {
+            call.cancel(new AppError('permission_denied', `step refused: ${refused}`));
+            return forgedEnd(refused, message.step);
+          }
+          const { outcome } = await this.commit(uid, lease, [stepEventOf(message.step)]);
+          call.committed(message.step.sequence, outcome.firstPosition);
+          break;
+        }
+        case 'trusted_tool':
+          call.toolResult(noTrustedTool(message.call));
+          break;
+        case 'paused':
+          return { kind: 'paused', request: message.paused.request };
+        case 'result':
+          return { kind: 'result', result: message.result, carried: message.carried };
+      }
+    }
+    // Unreachable: reading a call that did not end throws (harness-call.ts).
+    throw new AppError('internal', `the harness call of turn ${turnId} stopped before its end`);
   }
 
   /** Why a turn was left unsettled, for the caller: a retry with the same key is safe. */
