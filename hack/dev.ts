@@ -48,6 +48,7 @@ import { isAlive, pollUntil, startProcess, stopPid } from './lib/processes';
 import { ensureDoorCertificate, KUBE_DOOR_API_SERVICE } from './lib/kube-door';
 import { isApiError } from './lib/local-node-pod-worker';
 import { DEFAULT_CONVERSATION_NAMESPACE } from '../operator/config';
+import { partitionOf } from '../common/partition-name';
 
 /** Where `up` keeps the cluster, the journals, keys and logs; POLYCHROME_DEV_DIR moves it (tests). */
 const localDir = process.env.POLYCHROME_DEV_DIR ?? join(repoRoot, '.local');
@@ -422,7 +423,7 @@ Talk to it (from the repository root):
     -d '{"text": "hello"}'
   polychrome transcript ${uid}
   ${verifierEnv} \\
-    polychrome state verify conv-${uid}
+    polychrome state verify ${partitionOf(uid)}
 
 By name, under RBAC, through kube-apiserver (after the export line above; docs/kubectl.md):
   kubectl polychrome send hello -n ${namespace} "What is 6 * 7?"

@@ -9,6 +9,7 @@
  * and the time of a GET answered during each burst. No Kubernetes, no network but loopback.
  * Usage: npx tsx test/support/fan-out-harness.ts [--streams=1000] [--turns=20]
  */
+import { partitionOf } from '../../common/partition-name';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -40,7 +41,7 @@ async function main(): Promise<void> {
     replies: Array.from({ length: TURNS }, () => textReply(REPLY)),
   });
   const id = api.seed(ALICE_ID);
-  const partition = `conv-${id}`;
+  const partition = partitionOf(id);
   // When each position became durable: the store tells its commit listeners.
   const appendedAt = new Map<number, number>();
   let committed = 0;

@@ -17,6 +17,7 @@
  *   expect((await stack.verify(uid)).ok).toBe(true);
  * }));
  */
+import { partitionOf } from '../../../common/partition-name';
 import {
   ApiException,
   CoreV1Api,
@@ -451,7 +452,7 @@ export class TurnStack {
     });
     try {
       const events: JournalEntry[] = [];
-      for await (const entry of client.read(`conv-${uid}`, 0, 0, {
+      for await (const entry of client.read(partitionOf(uid), 0, 0, {
         signal: AbortSignal.timeout(30_000),
       })) {
         events.push(entry);
@@ -483,7 +484,7 @@ export class TurnStack {
     });
     let server: VerifyOutcome;
     try {
-      server = await client.verify(`conv-${uid}`);
+      server = await client.verify(partitionOf(uid));
     } finally {
       client.close();
     }
@@ -491,7 +492,7 @@ export class TurnStack {
     const offline = verifyJournal(events, {
       hash: nodeSha256,
       // Version-2 roots name their partition; the offline check verifies as this one.
-      partition: `conv-${uid}`,
+      partition: partitionOf(uid),
       verifier: createNodeEd25519Verifier(),
       trustedPublicKeys: [Buffer.from(ed25519PublicKeyHex(signingKey), 'hex')],
     });
