@@ -9,7 +9,7 @@ import {
 } from '@grpc/grpc-js';
 import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { Registry } from 'prom-client';
-import { AppError } from '../../common/errors';
+import { AppError, type ErrorDetails } from '../../common/errors';
 import { createRootLogger } from '../../common/log';
 import {
   HarnessClient,
@@ -38,7 +38,7 @@ import { createHarnessMetrics } from './harness-metrics';
 import { HarnessServer } from './harness-server';
 import { testHarnessCertificate, testHarnessChannel } from '../../test/support/harness-tls';
 import { createToolRouter } from './tool-router';
-import { ERROR_CODE_METADATA } from '../../common/grpc-errors';
+import { ERROR_CODE_METADATA, receivedErrorOf } from '../../common/grpc-errors';
 import { turnRequestToProto, type ToolReference, type TurnRequest } from './turn-start-codec';
 import { turnStepFromProto } from '../turn/step-codec';
 import type { McpToolSource } from './turn-tools';
@@ -239,7 +239,12 @@ function turnRequest(overrides: Partial<TurnRequest['input']> = {}, turnId = 't-
 class ControlPlaneCall {
   readonly outputs: TurnOutput[] = [];
   readonly stream: ClientDuplexStream<TurnInput, TurnOutput>;
-  readonly status: Promise<{ code: number; details: string; errorCode: string | undefined }>;
+  readonly status: Promise<{
+    code: number;
+    details: string;
+    errorCode: string | undefined;
+    errorDetails: ErrorDetails;
+  }>;
   holdAcks = false;
   private nextPosition = 10;
   private readonly held: number[] = [];
@@ -277,6 +282,8 @@ class ControlPlaneCall {
           code: s.code,
           details: s.details,
           errorCode: typeof errorCode === 'string' ? errorCode : undefined,
+          // What the control plane reads of it (common/grpc-errors.ts).
+          errorDetails: receivedErrorOf(Object.assign(new Error(s.details), s)).details,
         });
       });
     });
@@ -687,6 +694,9 @@ describe('HarnessServer over loopback gRPC', () => {
     expect(status).toMatchObject({
       code: GrpcStatus.FAILED_PRECONDITION,
       errorCode: 'failed_precondition',
+      // The control plane calls again only a harness that names the turn it runs
+      // (operator/turns/harness-run.ts retryWhileBusy).
+      errorDetails: { runningTurn: 't-1', conversation: 'c-1' },
     });
     expect(status.details).toBe(
       'the harness is running turn t-1 (attempt 1) of conversation c-1; it runs one turn at a time, so wait for that call to end',

@@ -17,11 +17,19 @@ import type { HarnessEnd } from './plan-settle';
 export const HARNESS_BUSY = { retries: 20, waitMs: 250 } as const;
 
 /**
- * Whether a call the harness refused is tried again: it still finishes a cancelled call of
- * an earlier attempt (`failed_precondition`), and `tries` retries are not used up.
+ * Whether a call the harness refused is tried again: the harness still finishes a
+ * cancelled call of an earlier attempt (its `failed_precondition` names the turn it runs,
+ * details.runningTurn), and `tries` retries are not used up. Any other
+ * `failed_precondition` (a journal rolled back under a step's commit) is not the harness
+ * being busy: calling it again would run the model again to meet the same refusal.
  */
 export function retryWhileBusy(error: unknown, tries: number): boolean {
-  return isAppError(error) && error.code === 'failed_precondition' && tries < HARNESS_BUSY.retries;
+  return (
+    isAppError(error) &&
+    error.code === 'failed_precondition' &&
+    typeof error.details.runningTurn === 'string' &&
+    tries < HARNESS_BUSY.retries
+  );
 }
 
 /** The answer to a trusted tool call: no control-plane tool is configured here. */
