@@ -30,7 +30,6 @@ export interface NewCeremonyInput {
  */
 export async function startCeremony(
   connection: RecordsConnection,
-
   input: NewCeremonyInput,
   options: StateCallOptions = {},
 ): Promise<{ ceremony: CeremonyRecord; code: string }> {
@@ -66,7 +65,6 @@ export async function startCeremony(
  */
 export async function completeCeremony(
   connection: RecordsConnection,
-
   ceremonyId: string,
   code: string,
   options: StateCallOptions = {},
@@ -105,7 +103,6 @@ export async function getCeremony(
  */
 export async function listCeremonies(
   connection: RecordsConnection,
-
   personaId: string,
   options: StateCallOptions = {},
 ): Promise<CeremonyRecord[]> {

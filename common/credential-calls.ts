@@ -27,7 +27,6 @@ export interface NewCredentialInput {
  */
 export async function createCredential(
   connection: RecordsConnection,
-
   input: NewCredentialInput,
   options: StateCallOptions = {},
 ): Promise<CredentialRecord> {
@@ -52,7 +51,6 @@ export async function createCredential(
  */
 export async function getCredential(
   connection: RecordsConnection,
-
   credentialId: string,
   options: StateCallOptions = {},
 ): Promise<CredentialRecord> {
@@ -73,7 +71,6 @@ export async function getCredential(
  */
 export async function revealCredential(
   connection: RecordsConnection,
-
   credentialId: string,
   options: StateCallOptions = {},
 ): Promise<{ credential: CredentialRecord; secret: Uint8Array }> {
@@ -95,7 +92,6 @@ export async function revealCredential(
  */
 export async function listCredentials(
   connection: RecordsConnection,
-
   personaId: string,
   options: StateCallOptions = {},
 ): Promise<CredentialRecord[]> {

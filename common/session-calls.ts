@@ -26,7 +26,6 @@ export interface NewSessionInput {
  */
 export async function createSession(
   connection: RecordsConnection,
-
   personaId: string,
   input: NewSessionInput,
   options: StateCallOptions = {},
@@ -56,7 +55,6 @@ export async function createSession(
  */
 export async function authenticate(
   connection: RecordsConnection,
-
   token: string,
   options: StateCallOptions = {},
 ): Promise<{ session: SessionRecord; persona: PersonaRecord }> {
