@@ -24,16 +24,8 @@ import type {
 
 import { AnomalyProblem, type JournalAnomaly } from './journal-view-types';
 
-/** The materialized contents of a view. Never modified once a view holds it. */
-export interface ViewState {
-  readonly lastSignedRoot: SignedRootRef | undefined;
-  readonly turns: readonly TurnView[];
-  readonly turnIdsByKey: ReadonlyMap<string, string>;
-  readonly turnsById: ReadonlyMap<string, TurnView>;
-  readonly anomalies: readonly JournalAnomaly[];
-  readonly newestAgentConfig?: AgentConfigRef;
-  readonly acceptedLosses: readonly LostCheckpoint[];
-}
+/** The materialized contents of a view (all but its head). Never modified once a view holds it. */
+export type ViewState = Omit<JournalView, 'head'>;
 
 /** The contents of an empty journal. */
 export function emptyState(): ViewState {
