@@ -4,9 +4,10 @@ import type {
   ListPersonasResponse,
   PersonaResponse,
 } from '../proto/gen/polychrome/state/v1/records';
+import type { Role } from './persona-roles';
 import type { RecordsConnection } from './records-connection';
 import { personaFromProto } from './records-from-proto';
-import type { PersonaChangeOptions, PersonaRecord, PersonaRole } from './records-types';
+import type { PersonaChangeOptions, PersonaRecord } from './records-types';
 import type { StateCallOptions } from './state-calls';
 
 /* The persona calls of the Records service (RecordsClient's persona methods). */
@@ -14,7 +15,7 @@ import type { StateCallOptions } from './state-calls';
 /** A persona to create (common/records-client.ts `createPersona`). */
 export interface NewPersonaInput {
   readonly displayName: string;
-  readonly roles?: readonly PersonaRole[];
+  readonly roles?: readonly Role[];
   readonly identities?: readonly string[];
   readonly rolesSetBy?: string;
 }
@@ -30,7 +31,6 @@ export interface NewPersonaInput {
  */
 export async function createPersona(
   connection: RecordsConnection,
-
   input: NewPersonaInput,
   options: StateCallOptions = {},
 ): Promise<PersonaRecord> {
@@ -69,7 +69,6 @@ export async function getPersona(
  */
 export async function findPersonaByIdentity(
   connection: RecordsConnection,
-
   identity: string,
   options: StateCallOptions = {},
 ): Promise<PersonaRecord | undefined> {
@@ -91,7 +90,6 @@ export async function findPersonaByIdentity(
  */
 export async function listPersonas(
   connection: RecordsConnection,
-
   page: { readonly limit?: number; readonly pageToken?: string } = {},
   options: StateCallOptions = {},
 ): Promise<{ personas: PersonaRecord[]; nextPageToken: string | undefined }> {
@@ -123,7 +121,6 @@ export async function listPersonas(
  */
 export async function linkIdentity(
   connection: RecordsConnection,
-
   personaId: string,
   identity: string,
   options: PersonaChangeOptions = {},
@@ -147,7 +144,6 @@ export async function linkIdentity(
  */
 export async function unlinkIdentity(
   connection: RecordsConnection,
-
   personaId: string,
   identity: string,
   options: PersonaChangeOptions = {},
@@ -175,9 +171,8 @@ export async function unlinkIdentity(
  */
 export async function setRoles(
   connection: RecordsConnection,
-
   personaId: string,
-  newRoles: readonly PersonaRole[],
+  newRoles: readonly Role[],
   options: PersonaChangeOptions & { readonly setBy: string },
 ): Promise<PersonaRecord> {
   const response = await connection.unary<PersonaResponse>('SetRoles', options, (m, o, done) =>
@@ -203,7 +198,6 @@ export async function setRoles(
  */
 export async function renamePersona(
   connection: RecordsConnection,
-
   personaId: string,
   displayName: string,
   options: PersonaChangeOptions = {},

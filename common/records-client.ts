@@ -1,4 +1,5 @@
 import * as ceremonyCalls from './ceremony-calls';
+import type { Role } from './persona-roles';
 import * as credentialCalls from './credential-calls';
 import * as personaCalls from './persona-calls';
 import { RecordsConnection } from './records-connection';
@@ -7,7 +8,6 @@ import type {
   CredentialRecord,
   PersonaChangeOptions,
   PersonaRecord,
-  PersonaRole,
   SessionRecord,
 } from './records-types';
 import * as sessionCalls from './session-calls';
@@ -115,7 +115,7 @@ export class RecordsClient {
   /** Replaces the persona's roles; the records keep `setBy` (the identity that sets them) and the time with the persona (see {@link personaCalls.setRoles}). */
   setRoles(
     personaId: string,
-    newRoles: readonly PersonaRole[],
+    newRoles: readonly Role[],
     options: PersonaChangeOptions & { readonly setBy: string },
   ): Promise<PersonaRecord> {
     return personaCalls.setRoles(this.connection, personaId, newRoles, options);

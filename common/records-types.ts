@@ -1,3 +1,4 @@
+import { Role } from './persona-roles';
 import type { StateCallOptions } from './state-calls';
 
 /*
@@ -6,14 +7,10 @@ import type { StateCallOptions } from './state-calls';
  * common/records-from-proto.ts.
  */
 
-/** Roles a persona can hold. */
-export const PersonaRole = { Admin: 'admin', Member: 'member', Edge: 'edge' } as const;
-export type PersonaRole = (typeof PersonaRole)[keyof typeof PersonaRole];
+const roles: readonly string[] = Object.values(Role);
 
-const roles: readonly string[] = Object.values(PersonaRole);
-
-/** True when `value` names a {@link PersonaRole}. */
-export function isPersonaRole(value: string): value is PersonaRole {
+/** True when `value` names a {@link Role} a persona can hold. */
+export function isPersonaRole(value: string): value is Role {
   return roles.includes(value);
 }
 
@@ -27,7 +24,7 @@ export interface PersonaRecord {
   readonly displayName: string;
   /** Sorted. */
   readonly identities: readonly string[];
-  readonly roles: readonly PersonaRole[];
+  readonly roles: readonly Role[];
   /** Pass it back as `expectedVersion` to change only what you read. */
   readonly version: number;
   readonly createdAtMs: number;

@@ -19,6 +19,7 @@
  * Kubernetes restarts a plane that exits, as in a cluster. The harness uses Claude when
  * ANTHROPIC_API_KEY is set, the scripted demo model otherwise.
  */
+import { Role } from '../common/persona-roles';
 import { ApiregistrationV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -33,7 +34,7 @@ import {
   stateJournalVolume,
 } from './lib/dev-base';
 import { devCliEnv, ensureDevCerts } from './lib/dev-certs';
-import { mintDevToken, PersonaRole, writeDevToken } from './lib/dev-token';
+import { mintDevToken, writeDevToken } from './lib/dev-token';
 import { ensureHarnessCa, ensureHarnessCertificate } from './lib/harness-pki';
 import {
   applyHarnessSecret,
@@ -393,7 +394,7 @@ async function up(): Promise<void> {
         certs,
         address: stateAddress,
         identity: devIdentity,
-        roles: [PersonaRole.Admin],
+        roles: [Role.Admin],
       }),
     );
     const verifierEnv = Object.entries(devCliEnv(certs, stateAddress))

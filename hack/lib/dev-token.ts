@@ -1,6 +1,6 @@
 import { chmod, writeFile } from 'node:fs/promises';
 
-import { PersonaRole } from '../../common/records-types';
+import type { Role } from '../../common/persona-roles';
 import { RecordsClient } from '../../common/records-client';
 import { loadStateClientTls } from '../../common/state-channel';
 import type { DevCerts } from './dev-certs';
@@ -25,7 +25,7 @@ export async function mintDevToken(options: {
   readonly address: string;
   /** `provider:external_id`, e.g. `dev:you`. */
   readonly identity: string;
-  readonly roles: readonly PersonaRole[];
+  readonly roles: readonly Role[];
   readonly ttlMs?: number;
 }): Promise<string> {
   const records = new RecordsClient({
@@ -64,5 +64,3 @@ export async function writeDevToken(path: string, token: string): Promise<void> 
   // `mode` applies only when the file is created: tighten one left by an earlier run.
   await chmod(path, 0o600);
 }
-
-export { PersonaRole };

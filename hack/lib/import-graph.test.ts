@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { fileCircles, folderCircles, importGraph } from './import-graph';
+import { fileCircles, folderCircles, importGraph, reexportedImports } from './import-graph';
 
 const notATest = (file: string): boolean => !file.endsWith('.test.ts');
 
@@ -113,5 +113,28 @@ describe('folderCircles', () => {
     ]);
     expect(folderCircles(graph, notATest)).toEqual([]);
     expect(folderCircles(graph, () => true)).toEqual([['lib', 'support', 'lib']]);
+  });
+});
+
+describe('reexportedImports', () => {
+  it('finds a project name imported and exported again, under any name', () => {
+    const text = [
+      "import type { Mount } from './runtime';",
+      "import { Role as CallerRole, other } from '../common/roles';",
+      "import Default from './default';",
+      'export type { Mount };',
+      'export { CallerRole as Role, Default };',
+    ].join('\n');
+    expect(reexportedImports('a.ts', text)).toEqual(['Mount', 'CallerRole', 'Default']);
+  });
+
+  it('leaves a facade over a package and a module’s own names alone', () => {
+    const text = [
+      "import { SpanKind } from '@opentelemetry/api';",
+      "import { helper } from './helper';",
+      'const own = helper();',
+      'export { SpanKind, own };',
+    ].join('\n');
+    expect(reexportedImports('a.ts', text)).toEqual([]);
   });
 });

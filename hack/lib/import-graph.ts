@@ -11,6 +11,9 @@
  * - a file circle: modules that import each other, directly or through others;
  * - a folder circle: folders whose production files import each other both ways, directly
  *   or through other folders (tests are left out: a test may import the support it uses).
+ *
+ * It also finds re-exports that ESLint cannot see: `import { x } from './m'; export { x };`
+ * hands on another module's name as a barrel would (ESLint refuses `export ... from`).
  */
 import path from 'node:path';
 import ts from 'typescript';
@@ -142,4 +145,34 @@ function pathTo(cameFrom: ReadonlyMap<string, string>, node: string, start: stri
   const way = [node];
   while (way[0] !== start) way.unshift(cameFrom.get(way[0]!)!);
   return way;
+}
+
+/**
+ * The names `text` imports from a project module (a relative specifier) and exports again
+ * with a bare `export { ... }`. Names imported from packages may be handed on (a facade over
+ * a library is a choice, not a barrel).
+ */
+export function reexportedImports(fileName: string, text: string): string[] {
+  const file = ts.createSourceFile(fileName, text, ts.ScriptTarget.Latest, false);
+  const imported = new Set<string>();
+  for (const statement of file.statements) {
+    if (!ts.isImportDeclaration(statement) || statement.importClause === undefined) continue;
+    if (!(statement.moduleSpecifier as ts.StringLiteral).text.startsWith('.')) continue;
+    const { name, namedBindings } = statement.importClause;
+    if (name !== undefined) imported.add(name.text);
+    if (namedBindings !== undefined && ts.isNamedImports(namedBindings)) {
+      for (const element of namedBindings.elements) imported.add(element.name.text);
+    }
+  }
+  const handedOn: string[] = [];
+  for (const statement of file.statements) {
+    if (!ts.isExportDeclaration(statement) || statement.moduleSpecifier !== undefined) continue;
+    const clause = statement.exportClause;
+    if (clause === undefined || !ts.isNamedExports(clause)) continue;
+    for (const element of clause.elements) {
+      const local = (element.propertyName ?? element.name).text;
+      if (imported.has(local)) handedOn.push(local);
+    }
+  }
+  return handedOn;
 }

@@ -30,8 +30,6 @@ import type { Mount } from './local-node-runtime';
 // writes the files. Files are owned by the node's user: runAsUser, runAsGroup and
 // fsGroup are not applied, modes are written as the pod gives them.
 
-export type { Mount };
-
 /** One file of a volume, at `path` relative to the volume's directory. */
 export interface VolumeFile {
   path: string;

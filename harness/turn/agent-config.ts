@@ -16,8 +16,6 @@ import type { TurnTool } from './turn-records';
 /** Version of both layouts; a change of bytes gets a new number. */
 export const REPLAY_BYTES_VERSION = 1;
 
-export type { ModelParameters };
-
 /** Everything besides history, message, recorded steps and answers that decides a turn. */
 export interface AgentConfig {
   readonly model: ModelParameters;

@@ -23,9 +23,9 @@ import {
   modelRequestSha256,
   type EncodedAgentConfig,
   type HashedRequest,
-  type ModelParameters,
   type RequestHasher,
 } from './agent-config';
+import { type ModelParameters } from './ports/model-port';
 import { MessageList } from './message-list';
 import type { RequestIds } from '../../common/request-ids';
 import { ReservedTool } from './reserved-tools';

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 
 import { kubernetesIdentityOf } from '../../common/identity';
 import { identityKey, personaKey, sessionKey } from './record-keys';
-import { Role } from './record-schemas';
+import { Role } from '../../common/persona-roles';
 import { openHarness, rejection, type Harness } from './testdata/fixtures';
 
 /*

@@ -1,7 +1,7 @@
 import { AppError } from '../../common/errors';
-import { isServiceAccountIdentity } from '../../common/persona-roles';
+import { isServiceAccountIdentity, Role } from '../../common/persona-roles';
 import { checkIdentity, quoteValue } from './record-input';
-import { Role, type StoredPersona } from './record-schemas';
+import { type StoredPersona } from './record-schemas';
 
 /*
  * The rules a persona change must keep, checked before anything is written: the version

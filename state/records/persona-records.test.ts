@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 
-import { Role } from './record-schemas';
+import { Role } from '../../common/persona-roles';
 import { openHarness, rejection, type Harness } from './testdata/fixtures';
 
 /** The identity recorded as minter or role setter in these tests. */

@@ -10,7 +10,8 @@ import {
   quoteValue,
 } from './record-input';
 import { identityKey, personaKey, Tag } from './record-keys';
-import { personaSchema, Role, type StoredPersona } from './record-schemas';
+import { personaSchema, type StoredPersona } from './record-schemas';
+import { Role } from '../../common/persona-roles';
 import { decodeValue, encodeValue } from './record-values';
 import {
   checkRoles,

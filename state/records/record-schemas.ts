@@ -8,8 +8,6 @@ import { z } from 'zod';
 
 import { Role } from '../../common/persona-roles';
 
-export { Role };
-
 /** Kinds of ceremony. */
 export const CeremonyKind = {
   /** Prove control of an identity with a one-time code, then link it to the persona. */

@@ -1,7 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 
 import { RecordStore } from './record-store';
-import { CeremonyKind, Role } from './record-schemas';
+import { CeremonyKind } from './record-schemas';
+import { Role } from '../../common/persona-roles';
 import { openHarness, rejection, testKey, type Harness } from './testdata/fixtures';
 
 /** The identity recorded as minter or role setter in these tests. */

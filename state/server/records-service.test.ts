@@ -1,9 +1,10 @@
 import { status } from '@grpc/grpc-js';
+import { Role } from '../../common/persona-roles';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 
-import { CeremonyKindName, PersonaRole, type PersonaRecord } from '../../common/records-types';
+import { CeremonyKindName, type PersonaRecord } from '../../common/records-types';
 import { RecordConflictError } from '../../common/record-conflict-error';
 import { RecordsClient } from '../../common/records-client';
 import { callStateUnary, type StartUnaryCall } from '../../common/state-calls';
@@ -126,7 +127,7 @@ describe('personas', () => {
     expect(ada).toMatchObject({
       displayName: 'Ada',
       identities: ['email:ada@example.com'],
-      roles: [PersonaRole.Member],
+      roles: [Role.Member],
       version: 1,
     });
     const linked = await writer.linkIdentity(ada.id, 'github:ada', { expectedVersion: 1 });
@@ -160,17 +161,17 @@ describe('personas', () => {
     const renamed = await writer.renamePersona(p.id, 'Grace H.', { expectedVersion: 1 });
     expect(renamed.version).toBe(2);
     const error = await rejection(
-      writer.setRoles(p.id, [PersonaRole.Admin], { expectedVersion: 1, setBy: MINTER }),
+      writer.setRoles(p.id, [Role.Admin], { expectedVersion: 1, setBy: MINTER }),
     );
     expect(error).toBeInstanceOf(RecordConflictError);
     expect(error).toMatchObject({ code: 'conflict', grpcStatus: status.ABORTED, version: 2 });
     expect(error.message).toContain('version 2');
     expect(await writer.getPersona(p.id)).toEqual(renamed);
-    const admin = await writer.setRoles(p.id, [PersonaRole.Admin], {
+    const admin = await writer.setRoles(p.id, [Role.Admin], {
       expectedVersion: 2,
       setBy: MINTER,
     });
-    expect(admin.roles).toEqual([PersonaRole.Admin]);
+    expect(admin.roles).toEqual([Role.Admin]);
     const unlinkStale = await rejection(writer.deletePersona(p.id, { expectedVersion: 2 }));
     expect(unlinkStale).toMatchObject({ code: 'conflict', version: 3 });
     await writer.deletePersona(p.id, { expectedVersion: 3 });
@@ -313,7 +314,7 @@ describe('authorization', () => {
     ['ListPersonas', (c) => c.listPersonas()],
     ['LinkIdentity', (c, id) => c.linkIdentity(id, 'github:mallory')],
     ['UnlinkIdentity', (c, id) => c.unlinkIdentity(id, 'email:owner@example.com')],
-    ['SetRoles', (c, id) => c.setRoles(id, [PersonaRole.Admin], { setBy: MINTER })],
+    ['SetRoles', (c, id) => c.setRoles(id, [Role.Admin], { setBy: MINTER })],
     ['RenamePersona', (c, id) => c.renamePersona(id, 'Mallory')],
     ['DeletePersona', (c, id) => c.deletePersona(id)],
     ['CreateSession', (c, id) => c.createSession(id, { mintedBy: MINTER })],
@@ -410,7 +411,7 @@ describe('bad input', () => {
     ['a page size of 0', () => writer.listPersonas({ limit: 0 })],
     ['a session ttl of 0', () => writer.createSession(p.id, { ttlMs: 0, mintedBy: MINTER })],
     ['a session without minted_by', () => writer.createSession(p.id, { mintedBy: '' })],
-    ['roles without set_by', () => writer.setRoles(p.id, [PersonaRole.Edge], { setBy: '' })],
+    ['roles without set_by', () => writer.setRoles(p.id, [Role.Edge], { setBy: '' })],
     [
       'an empty credential secret',
       () => writer.createCredential({ personaId: p.id, kind: 'api-key', label: 'x', secret: '' }),

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Role } from '../../common/persona-roles';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { PersonaRole } from '../../common/records-types';
 import { repoRoot } from '../../hack/lib/paths';
 import { startTestHttpMcpServer, type TestHttpMcpServer } from '../support/mcp-servers/http-server';
 import { conversations, field } from './support/kube';
@@ -53,7 +53,7 @@ describe('config/samples/conversation-full.yaml on the agent-sandbox backend', (
     server!.url = tickets.url;
     name = sample.metadata.name;
     owner = await stack.mintToken(sample.spec.owner);
-    admin = await stack.mintToken('test:full-admin', [PersonaRole.Admin]);
+    admin = await stack.mintToken('test:full-admin', [Role.Admin]);
     const { api, group, version, plural } = conversations(stack.admin);
     const created: unknown = await api.createNamespacedCustomObject({
       group,

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { PersonaRole } from '../../common/records-types';
+import { Role } from '../../common/persona-roles';
 import { echoResponder, MessagesApiServer } from '../support/messages-api-server';
 import { polychrome } from './support/polychrome-cli';
 import { apiCall, type ApiAnswer } from './support/public-api';
@@ -28,7 +28,7 @@ describe('conversation replay and verify with the model endpoint down (real CLI 
     messages = await MessagesApiServer.start({ respond: echoResponder });
     stack = await startTurnStack({ namespacePrefix: 'replay', messages });
     owner = await stack.mintToken('test:replay-owner');
-    admin = await stack.mintToken('test:replay-admin', [PersonaRole.Admin]);
+    admin = await stack.mintToken('test:replay-admin', [Role.Admin]);
     uid = await stack.createConversation('replayed', {
       owner: 'test:replay-owner',
       tools: { builtin: ['calculator', 'text_stats'], requireApproval: ['calculator'] },

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Role } from '../../common/persona-roles';
 import { Watch } from '@kubernetes/client-node';
 import { join } from 'node:path';
 import { canonicalJson } from '../../common/canonical-json';
-import { PersonaRole } from '../../common/records-types';
 import { repoRoot } from '../../hack/lib/paths';
 import { pollUntil } from '../../hack/lib/processes';
 import { apiCall, postMessage, type ApiAnswer } from './support/public-api';
@@ -110,7 +110,7 @@ describe('Conversation status writes per turn, counted at the API server', () =>
       },
     });
     owner = await stack.mintToken('test:owner');
-    admin = await stack.mintToken('test:admin', [PersonaRole.Admin]);
+    admin = await stack.mintToken('test:admin', [Role.Admin]);
   }, 120_000);
   afterAll(async () => {
     await stack?.stop();

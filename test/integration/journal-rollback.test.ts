@@ -1,8 +1,8 @@
 import { cp, rm } from 'node:fs/promises';
+import { Role } from '../../common/persona-roles';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { payloadCodecs } from '../../common/event-kinds';
-import { PersonaRole } from '../../common/records-types';
 import { pollUntil } from '../../hack/lib/processes';
 import { echoResponder, MessagesApiServer } from '../support/messages-api-server';
 import { polychrome } from './support/polychrome-cli';
@@ -63,7 +63,7 @@ describe('a rolled-back journal (state volume restored from an older copy)', () 
     messages = await MessagesApiServer.start({ respond: echoResponder });
     stack = await startTurnStack({ namespacePrefix: 'rollback', messages });
     owner = await stack.mintToken('test:rollback-owner');
-    admin = await stack.mintToken('test:rollback-admin', [PersonaRole.Admin]);
+    admin = await stack.mintToken('test:rollback-admin', [Role.Admin]);
     uid = await stack.createConversation(name, {
       owner: 'test:rollback-owner',
       tools: { builtin: ['calculator'], requireApproval: ['calculator'] },

@@ -5,13 +5,13 @@
  * running planes serve on /metrics, after a real turn, through `promtool check metrics`.
  * The alert rules themselves are tested by `make test-monitoring` (promtool test rules).
  */
+import { Role } from '../../common/persona-roles';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
-import { PersonaRole } from '../../common/records-types';
 import { installCrds, readCrds } from '../../hack/lib/crds';
 import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { rulesFileOf, PROMETHEUS_RULE_PATH } from '../../hack/monitoring-rules';
@@ -188,7 +188,7 @@ describe("each plane's /metrics passes promtool check metrics", () => {
       // One real turn, so labelled counters and histograms have samples on every plane.
       const uid = await s.createConversation('metrics');
       // An admin may post to a conversation it did not create.
-      const token = await s.mintToken('test:metrics', [PersonaRole.Admin]);
+      const token = await s.mintToken('test:metrics', [Role.Admin]);
       const answer = await postUntilSettled(s.apiUrl, token, uid, 'hello', randomUUID());
       expect(answer.status).toBe(200);
       const harness = await s.harness('metrics');

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Role } from '../../common/persona-roles';
 import { payloadCodecs } from '../../common/event-kinds';
 import { join } from 'node:path';
 import { repoRoot } from '../../hack/lib/paths';
 import { pollUntil } from '../../hack/lib/processes';
 import { EventsV1Api } from '@kubernetes/client-node';
-import { PersonaRole } from '../../common/records-types';
 import { apiCall, postMessage, postUntilSettled, type ApiAnswer } from './support/public-api';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
 
@@ -185,7 +185,7 @@ describe('turns survive crashes', () => {
       });
       expect(refused.status).toBe(403);
       expect((await stack.journalKinds(uid)).length).toBe(before);
-      const adminToken = await stack.mintToken('test:crash-admin', [PersonaRole.Admin]);
+      const adminToken = await stack.mintToken('test:crash-admin', [Role.Admin]);
       const resolved = await apiCall(stack.apiUrl, 'POST', resolvePath, {
         token: adminToken,
         body: { actor: 'test:crash-admin', decision: 'ran', result: 'refund R-42 sent' },

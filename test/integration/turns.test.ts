@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Role } from '../../common/persona-roles';
 import { payloadCodecs } from '../../common/event-kinds';
-import { PersonaRole } from '../../common/records-types';
 import { apiCall, type ApiAnswer, type ApiCallOptions } from './support/public-api';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
 
@@ -31,7 +31,7 @@ describe('turns through the public API', () => {
   beforeAll(async () => {
     stack = await startTurnStack({ namespacePrefix: 'turns' });
     owner = await stack.mintToken('test:owner');
-    admin = await stack.mintToken('test:admin', [PersonaRole.Admin]);
+    admin = await stack.mintToken('test:admin', [Role.Admin]);
     stranger = await stack.mintToken('test:stranger');
     plain = await stack.createConversation('plain', { owner: 'test:owner' });
     gated = await stack.createConversation('gated', {

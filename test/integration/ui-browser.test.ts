@@ -37,8 +37,8 @@ import {
   textReply,
   transferReply,
   unknownFirstTransfer,
-  type ScriptReply,
 } from '../support/real-turns';
+import { type ScriptReply } from '../../harness/model/scripted-provider';
 import { conversations, createConversationObject, kubeConfig, sharedCluster } from './support/kube';
 import { kubectl, kubeJson, startKubeDoorStack, type KubeDoorStack } from './support/kube-door';
 

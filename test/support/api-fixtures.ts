@@ -9,8 +9,8 @@ import {
   startRealTurns,
   type RealTurns,
   type RealTurnsOptions,
-  type ScriptReply,
 } from './real-turns';
+import { type ScriptReply } from '../../harness/model/scripted-provider';
 
 import type { ConversationSpec } from '../../operator/api/v1alpha1/conversation-spec';
 import type { ConversationStatus } from '../../operator/api/v1alpha1/conversation-status';

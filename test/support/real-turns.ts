@@ -72,8 +72,6 @@ export interface RealTurnsOptions {
   >;
 }
 
-export type { ScriptReply };
-
 /** A model reply of plain text. */
 export function textReply(text: string): ScriptReply {
   return { text };

@@ -17,6 +17,7 @@
  *   expect((await stack.verify(uid)).ok).toBe(true);
  * }));
  */
+import { Role } from '../../../common/persona-roles';
 import { partitionOf } from '../../../common/partition-name';
 import {
   ApiException,
@@ -31,7 +32,6 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createPrivateKey } from 'node:crypto';
-import { PersonaRole } from '../../../common/records-types';
 import { RecordsClient } from '../../../common/records-client';
 import { loadStateClientTls, type StateClientTls } from '../../../common/state-channel';
 import { StateClient } from '../../../common/state-client';
@@ -297,10 +297,7 @@ export class TurnStack {
    * given those roles) and a new session, through the state plane's Records service with
    * the records-admin certificate, as the development tooling mints them.
    */
-  async mintToken(
-    identity: string,
-    roles: readonly PersonaRole[] = [PersonaRole.Member],
-  ): Promise<string> {
+  async mintToken(identity: string, roles: readonly Role[] = [Role.Member]): Promise<string> {
     const records = new RecordsClient({
       address: this.state.address,
       tls: await this.tls('recordsAdmin'),
