@@ -19,9 +19,14 @@
  * shortest history, measured in the same run; the aim is that the longest costs at most
  * 1.2 × the control plane's CPU and p50 of the shortest.
  *
- * Usage (defaults: about 4 minutes on 2 cores):
+ * Every message is --text characters (the echo's reply 6 more), and the control plane runs
+ * with POLYCHROME_HISTORY_TOKENS=--history-tokens: a window of about as many turns as the
+ * shortest history has (printed), so the baseline is a conversation whose whole history
+ * is in its window.
+ *
+ * Usage (defaults: about 6 minutes on 2 cores):
  *   npx tsx bench/history.bench.ts [--histories=10,1000,10000] [--rounds=5] [--turns=20]
- *     [--warmup=5]
+ *     [--warmup=5] [--text=200] [--history-tokens=1200]
  * --turns: turns per conversation per round; --warmup: turns per conversation before the
  * first round.
  */
@@ -44,6 +49,8 @@ interface Sizes {
   readonly rounds: number;
   readonly turns: number;
   readonly warmup: number;
+  readonly text: number;
+  readonly historyTokens: number;
 }
 
 const RUN_LIMIT_MS = 30 * 60_000;
@@ -57,14 +64,14 @@ const progress = (line: string): void => void process.stderr.write(`history: ${l
 
 function parseSizes(argv: readonly string[]): Sizes {
   let histories: number[] = [10, 1000, 10_000];
-  const counts = { rounds: 5, turns: 20, warmup: 5 };
+  const counts = { rounds: 5, turns: 20, warmup: 5, text: 200, 'history-tokens': 1200 };
   for (const arg of argv) {
     const list = /^--histories=(\d+(?:,\d+)*)$/u.exec(arg);
     if (list !== null) {
       histories = (list[1] ?? '').split(',').map(Number);
       continue;
     }
-    const match = /^--(rounds|turns|warmup)=(\d+)$/u.exec(arg);
+    const match = /^--(rounds|turns|warmup|text|history-tokens)=(\d+)$/u.exec(arg);
     if (match === null) {
       throw new Error(
         `unknown argument ${arg}; see the usage at the top of bench/history.bench.ts`,
@@ -75,10 +82,13 @@ function parseSizes(argv: readonly string[]): Sizes {
   if (histories.length < 2 || histories.some((h) => h > 100_000)) {
     throw new Error('--histories needs at least two lengths, each at most 100,000 turns');
   }
-  if (counts.rounds < 1 || counts.turns < 1) {
-    throw new Error('--rounds and --turns must be at least 1');
+  if (counts.rounds < 1 || counts.turns < 1 || counts.text < 1 || counts.text > 100_000) {
+    throw new Error('--rounds and --turns must be at least 1, --text 1 to 100,000');
   }
-  return { histories: [...histories].sort((a, b) => a - b), ...counts };
+  const { rounds, turns, warmup, text } = counts;
+  const historyTokens = counts['history-tokens'];
+  const sorted = [...histories].sort((a, b) => a - b);
+  return { histories: sorted, rounds, turns, warmup, text, historyTokens };
 }
 
 // ---- the history ----
@@ -144,12 +154,13 @@ async function seedHistory(
 /** The template: a real turn's events in one batch, and the configuration it ran under. */
 async function templateTurn(
   client: Client,
+  text: string,
 ): Promise<{ config: NewJournalEvent[]; turn: NewJournalEvent[] }> {
   const uid = await client.stack.createConversation('history-template', { owner: OWNER }, 120_000);
   // The first turn also commits the configuration, in a batch of its own; the second is a
   // turn as every later one is.
-  await post(client, uid, 'h', 'template-0');
-  await post(client, uid, 'h', 'template-1');
+  await post(client, uid, text, 'template-0');
+  await post(client, uid, text, 'template-1');
   const journal = await client.stack.journal(uid);
   const config = journal
     .filter((e) => e.kind === EventKind.AgentConfig)
@@ -163,9 +174,25 @@ async function templateTurn(
 interface Measured {
   readonly history: number;
   readonly uid: string;
+  /** Earlier turns the last turn was given (its dispatch's window). */
+  window?: number;
   readonly samples: number[];
   /** CPU ms per process group, summed over the measured turns. */
   readonly cpu: Map<string, number>;
+}
+
+/** How many earlier turns the conversation's last dispatch gave the harness. */
+async function lastWindow(stack: TurnStack, uid: string): Promise<number> {
+  const journal = await stack.journal(uid);
+  const last = journal.findLast((e) => e.kind === EventKind.TurnDispatched);
+  if (last === undefined) return 0;
+  const { historyFrom, messagePosition } = decodePayload(EventKind.TurnDispatched, last.payload);
+  return journal.filter(
+    (e) =>
+      e.kind === EventKind.MessageReceived &&
+      e.position >= historyFrom &&
+      e.position < messagePosition,
+  ).length;
 }
 
 function cpuNow(groups: ReadonlyMap<string, number | undefined>): Map<string, number> {
@@ -178,12 +205,13 @@ async function block(
   measured: Measured,
   groups: ReadonlyMap<string, number | undefined>,
   round: number,
-  turns: number,
+  sizes: Sizes,
 ): Promise<void> {
+  const text = 'm'.repeat(sizes.text);
   const before = cpuNow(groups);
-  for (let i = 0; i < turns; i++) {
+  for (let i = 0; i < sizes.turns; i++) {
     const started = hrMs();
-    await post(client, measured.uid, 'h', `r${round}-${i}`);
+    await post(client, measured.uid, text, `r${round}-${i}`);
     measured.samples.push(hrMs() - started);
   }
   const after = cpuNow(groups);
@@ -209,7 +237,7 @@ function report(results: readonly Measured[], turnsEach: number): boolean {
   const harnessOf = (m: Measured): number => perTurn(m, `harness history-${m.history}`);
   for (const m of results) {
     console.log(
-      `history ${m.history} turns: p50 ${ms(quantile(m.samples, 0.5))}, p99 ${ms(quantile(m.samples, 0.99))}; CPU per turn: control plane ${ms(perTurn(m, 'control plane'))}, state plane ${ms(perTurn(m, 'state plane'))}, harness ${ms(harnessOf(m))} (${m.samples.length} turns)`,
+      `history ${m.history} turns: p50 ${ms(quantile(m.samples, 0.5))}, p99 ${ms(quantile(m.samples, 0.99))}; CPU per turn: control plane ${ms(perTurn(m, 'control plane'))}, state plane ${ms(perTurn(m, 'state plane'))}, harness ${ms(harnessOf(m))} (${m.samples.length} turns; the last given ${m.window ?? '?'} earlier turns)`,
     );
   }
   const base = results[0];
@@ -226,7 +254,8 @@ function report(results: readonly Measured[], turnsEach: number): boolean {
 async function measure(client: Client, sizes: Sizes): Promise<Measured[]> {
   const { stack } = client;
   progress('a template turn');
-  const template = await templateTurn(client);
+  const text = 'm'.repeat(sizes.text);
+  const template = await templateTurn(client, text);
   const results: Measured[] = [];
   const state = await controlPlaneStateClient(stack);
   try {
@@ -246,16 +275,17 @@ async function measure(client: Client, sizes: Sizes): Promise<Measured[]> {
   );
   for (const m of results) {
     const started = hrMs();
-    for (let i = 0; i < sizes.warmup; i++) await post(client, m.uid, 'h', `warm-${i}`);
+    for (let i = 0; i < sizes.warmup; i++) await post(client, m.uid, text, `warm-${i}`);
     progress(`history ${m.history}: ${sizes.warmup} warm-up turns in ${ms(hrMs() - started)}`);
   }
   for (let round = 0; round < sizes.rounds; round++) {
     for (let k = 0; k < results.length; k++) {
       const m = results[(round + k) % results.length];
-      if (m !== undefined) await block(client, m, groups, round, sizes.turns);
+      if (m !== undefined) await block(client, m, groups, round, sizes);
     }
     progress(`round ${round + 1} of ${sizes.rounds}`);
   }
+  for (const m of results) m.window = await lastWindow(stack, m.uid);
   return results;
 }
 
@@ -276,7 +306,11 @@ runBench('history', RUN_LIMIT_MS, async (cleanups) => {
     namespacePrefix: 'bench',
     timeoutMs: 180_000,
     leaseDurationMs: 15_000,
-    controlPlaneEnv: { POLYCHROME_LEASE_RENEW_MS: '5000', ...NO_CALLER_LIMITS },
+    controlPlaneEnv: {
+      POLYCHROME_LEASE_RENEW_MS: '5000',
+      POLYCHROME_HISTORY_TOKENS: String(sizes.historyTokens),
+      ...NO_CALLER_LIMITS,
+    },
   });
   cleanups.steps.push(() => stack.stop());
   cleanups.dirs.push(stack.dir);
