@@ -20,6 +20,7 @@ import { ExpiryTimers } from './expiry-timers';
 import { conversationSummary, transcriptTurns } from './turn-projections';
 import { JournalViews } from './journal-views';
 import { resolveTurn, type ResolveParts } from './resolve-turn';
+import { resumeTurns, type ResumedTurn } from './resume-turns';
 import { TurnClaims } from './turn-claims';
 import { turnIdFor } from './turn-ids';
 import { approvalAnswerBatch, planApprovalAnswer, planQuestionAnswer } from './plan-answers';
@@ -49,6 +50,8 @@ import type {
 
 export class TurnCoordinator implements TurnService {
   private readonly stopping = new AbortController();
+  /** Aborted when the replica drains (and on close): no new claim starts. */
+  private readonly draining = new AbortController();
   private readonly now: () => number;
   private readonly claims: TurnClaims;
   private readonly views: JournalViews;
@@ -62,7 +65,7 @@ export class TurnCoordinator implements TurnService {
     this.claims = new TurnClaims({
       leases: options.leases,
       nowMs: this.now,
-      stopping: this.stopping.signal,
+      stopping: this.draining.signal,
     });
     this.views = new JournalViews({
       state: options.state,
@@ -95,8 +98,27 @@ export class TurnCoordinator implements TurnService {
     });
   }
 
+  /**
+   * Refuses new claims (503: retry on another replica) and waits up to `timeoutMs` for the
+   * work in progress; {@link close} cancels the rest, left for the next holder.
+   */
+  async drain(timeoutMs: number): Promise<void> {
+    this.draining.abort(new AppError('unavailable', 'this replica is shutting down'));
+    await this.claims.idle(timeoutMs);
+  }
+
+  /** Resumes interrupted turns and a due expiry with no request (resume-turns.ts). */
+  resume(uid: string, signal: AbortSignal): Promise<ResumedTurn[]> {
+    const conversation = this.options.conversations.byUid(uid);
+    if (conversation === undefined) return Promise.resolve([]);
+    const { claims, runner, views, expiries, now: nowMs, approvalTtlMs } = this;
+    const parts = { claims, runner, views, expiries, nowMs, approvalTtlMs };
+    return resumeTurns({ ...parts, logger: this.options.logger }, conversation, signal);
+  }
+
   /** Stops taking turns; running harness calls are cancelled (their turns stay recoverable). */
   async close(timeoutMs = 5_000): Promise<void> {
+    this.draining.abort(new AppError('unavailable', 'this replica is shutting down'));
     this.stopping.abort(new AppError('unavailable', 'the control plane is shutting down'));
     this.expiries.close();
     // Status writes still queued are worth finishing: they are what kubectl shows.

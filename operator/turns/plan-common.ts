@@ -85,7 +85,13 @@ export function dispatchEvent(
  * ({@link dispatchEvent} for the attempts after it).
  */
 export function dispatchOf(
-  attempt: { readonly turnId: string; readonly attempt: number; readonly messagePosition: number },
+  attempt: {
+    readonly turnId: string;
+    readonly attempt: number;
+    readonly messagePosition: number;
+    /** An interrupted turn run again (plan-resume.ts): `resumed` on the event. */
+    readonly resumed?: boolean;
+  },
   lease: ClaimedLease,
   attribution: Attribution | undefined,
   nowMs: number,
@@ -98,6 +104,7 @@ export function dispatchOf(
     ...(attribution === undefined ? {} : { attribution }),
     dispatchedAtMs: nowMs,
     messagePosition: attempt.messagePosition,
+    ...(attempt.resumed === true ? { resumed: true } : {}),
   });
 }
 

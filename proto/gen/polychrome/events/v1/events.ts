@@ -182,6 +182,13 @@ export interface TurnDispatched {
    * original one: input is never appended twice).
    */
   messagePosition: number;
+  /**
+   * True when this dispatch runs an interrupted turn again (its earlier attempt was left
+   * running: the replica holding it died, was rolled or lost its lease, or the harness
+   * failed), whether the control plane resumed it by itself or a claim recovered it before
+   * a message. False for batch one and for the dispatch after an answer or an expiry.
+   */
+  resumed: boolean;
 }
 
 export interface ToolUse {
@@ -915,6 +922,7 @@ function createBaseTurnDispatched(): TurnDispatched {
     attribution: undefined,
     dispatchedAtMs: 0,
     messagePosition: 0,
+    resumed: false,
   };
 }
 
@@ -940,6 +948,9 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
     }
     if (message.messagePosition !== 0) {
       writer.uint32(56).uint64(message.messagePosition);
+    }
+    if (message.resumed !== false) {
+      writer.uint32(64).bool(message.resumed);
     }
     return writer;
   },
@@ -1013,6 +1024,14 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
             message.messagePosition = longToNumber(reader.uint64());
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.resumed = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1054,6 +1073,7 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
         : isSet(object.message_position)
         ? globalThis.Number(object.message_position)
         : 0,
+      resumed: isSet(object.resumed) ? globalThis.Boolean(object.resumed) : false,
     };
   },
 
@@ -1080,6 +1100,9 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
     if (message.messagePosition !== 0) {
       obj.messagePosition = Math.round(message.messagePosition);
     }
+    if (message.resumed !== false) {
+      obj.resumed = message.resumed;
+    }
     return obj;
   },
 
@@ -1097,6 +1120,7 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
       : undefined;
     message.dispatchedAtMs = object.dispatchedAtMs ?? 0;
     message.messagePosition = object.messagePosition ?? 0;
+    message.resumed = object.resumed ?? false;
     return message;
   },
 };
