@@ -1,5 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { payloadCodecs } from '../../common/event-kinds';
+import { checkSchema } from '../../test/support/openapi-check';
 import { prepareEvent } from './journal-feed';
 
 // The SSE frame of a committed event; a resumed dispatch brings its `turn_resumed` along.
@@ -43,7 +46,7 @@ function frames(buffer: Buffer): { id?: string; event?: string; data?: unknown }
 }
 
 describe('prepareEvent', () => {
-  it('follows a resumed turn_dispatched with turn_resumed under the same id, in the same frame', () => {
+  it('follows a resumed turn_dispatched with turn_resumed under the same id, in the same frame', async () => {
     const prepared = prepareEvent(dispatch(true));
     expect(prepared.position).toBe(7);
     const [first, second, ...rest] = frames(prepared.frame);
@@ -54,6 +57,11 @@ describe('prepareEvent', () => {
       event: 'turn_resumed',
       data: { position: 7, turnId: 'turn_1', attempt: 2 },
     });
+    // As the OpenAPI document describes it.
+    const path = join(__dirname, '..', '..', 'docs', 'api', 'openapi.json');
+    const document = JSON.parse(await readFile(path, 'utf8')) as Record<string, unknown>;
+    const schema = { $ref: '#/components/schemas/TurnResumed' };
+    expect(checkSchema(document, schema, second?.data)).toEqual([]);
   });
 
   it('sends no turn_resumed for a first dispatch or one after an answer', () => {
