@@ -320,12 +320,12 @@ async function main(): Promise<void> {
     const { drainMs, closeMs } = shutdownBudget(config.shutdownGraceMs);
     resumer.close();
     await coordinator.drain(drainMs);
-    // Then streams end so their clients reconnect to another replica; turns still running
-    // are cancelled and left for the next holder, which resumes them.
+    // Then turns still running are cancelled and left for the next holder, which resumes
+    // them (their callers get 503); streams end so their clients reconnect elsewhere.
+    await coordinator.close(Math.floor(closeMs / 2));
     servingCertificate?.stop();
     await api.close();
     await peerEndpoints.close();
-    await coordinator.close(Math.floor(closeMs / 2));
     harness.close();
     await controller.close();
     await egress.close();

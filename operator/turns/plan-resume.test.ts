@@ -208,4 +208,15 @@ describe('mayNeedResume: whether a conversation is worth reading', () => {
   ])('%s: %s', (_name, status, head, expected) => {
     expect(at(status, head)).toBe(expected);
   });
+
+  it('never for a conversation being deleted', () => {
+    const running: ConversationStatus = {
+      journal: journal(12),
+      turns: { current: { turnId: 't', state: 'running' } },
+    };
+    const deleting = conversation({ owner: OWNER }, running, {
+      deletionTimestamp: '2026-01-01T00:00:00Z',
+    });
+    expect(mayNeedResume(deleting, 15)).toBe(false);
+  });
 });

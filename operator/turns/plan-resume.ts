@@ -78,9 +78,12 @@ export function planResume(input: ResumeInput): ResumeStep {
  * or paused (`turns.current`, or an older writer's `currentTurn`), or when the journal
  * has grown past the checkpoint the status records: every batch that settles or pauses a
  * turn moves `status.journal.head` to its own end, so a dispatch that nothing settled
- * since lies beyond it. A status write that lagged its batch only costs one read.
+ * since lies beyond it. A status write that lagged its batch only costs one read. Never
+ * for a conversation being deleted.
  */
 export function mayNeedResume(conversation: Conversation, journalHead: number): boolean {
+  // Being deleted: its sandbox goes, and it takes no turn (plan-message.ts refuses too).
+  if (conversation.metadata.deletionTimestamp !== undefined) return false;
   const status = conversation.status;
   if (status?.turns?.current !== undefined) return true;
   if (status?.currentTurn !== undefined && status.currentTurn !== '') return true;

@@ -21,9 +21,9 @@ import { startTurnStack, type TurnStack } from './support/turn-stack';
 const OWNER = 'test:resume-owner';
 /** Turns running during the rolling update (the issue's number). */
 const ROLLING_TURNS = Number(process.env.POLYCHROME_TEST_ROLLING_TURNS ?? 20);
-/** SIGTERM's grace: 6 s of drain for the turns in flight, 2 s to close (operator/main.ts). */
-const GRACE_MS = 8_000;
-const DRAIN_MS = 6_000;
+/** SIGTERM's grace: 9 s of drain for the turns in flight, 3 s to close (operator/main.ts). */
+const GRACE_MS = 12_000;
+const DRAIN_MS = 9_000;
 const APPROVAL_TTL_S = 20;
 
 describe('turns resume by themselves', () => {
@@ -246,6 +246,7 @@ describe('turns resume by themselves', () => {
 
   it(`rolls both replicas during ${ROLLING_TURNS} running turns: every turn completes or is quarantined with its reason, no client retries`, async () => {
     await stack.withDiagnostics(async () => {
+      for (const cp of stack.controlPlanes) if (!cp.running) await startAgain(cp);
       const uids: string[] = [];
       for (let i = 0; i < ROLLING_TURNS; i += 5) {
         const batch = Array.from({ length: Math.min(5, ROLLING_TURNS - i) }, (_, j) =>
@@ -253,7 +254,8 @@ describe('turns resume by themselves', () => {
         );
         uids.push(...(await Promise.all(batch)));
       }
-      const texts = uids.map((_, i) => `[[slow:5000]] rolling turn ${i}`);
+      // Longer than the drain: the turns a replica holds when it is rolled are handed over.
+      const texts = uids.map((_, i) => `[[slow:${DRAIN_MS + 3_000}]] rolling turn ${i}`);
       const streams = uids.map((uid, i) => followTurn(uid, `k-roll-${i}`, running, 300_000));
       // Each message is posted once, to either replica; nobody posts again.
       const answers = uids.map((uid, i) =>

@@ -44,7 +44,11 @@ export async function followStream(options: FollowOptions): Promise<FollowResult
   for (let turn = 0; Date.now() < deadline; turn++) {
     const urls = options.apiUrls();
     const url = urls[turn % Math.max(1, urls.length)];
-    if (url === undefined) throw new Error('no replica to follow the stream on');
+    if (url === undefined) {
+      // None serves right now (a restart): wait, as EventSource does.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      continue;
+    }
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(), Math.max(0, deadline - Date.now()));
     try {
