@@ -24,10 +24,11 @@ import { resumeTurns, type ResumedTurn } from './resume-turns';
 import { TurnClaims } from './turn-claims';
 import { turnIdFor } from './turn-ids';
 import { approvalAnswerBatch, planApprovalAnswer, planQuestionAnswer } from './plan-answers';
-import { DEFAULT_APPROVAL_TTL_MS, dueExpiry } from './plan-expiry';
+import { DEFAULT_APPROVAL_TTL_MS } from './plan-expiry';
 import { authorizeUse } from './plan-access';
 import { Role as CallerRole } from '../../common/persona-roles';
 import { planMessage } from './plan-message';
+import { DEFAULT_HISTORY_TOKENS } from '../api/v1alpha1/conversation-values';
 import { TurnRunner } from './turn-runner';
 import { JournalKeyRecorder } from './journal-keys';
 import { TurnStatusWriter } from './turn-status-writer';
@@ -58,6 +59,7 @@ export class TurnCoordinator implements TurnService {
   private readonly status: TurnStatusWriter;
   private readonly expiries: ExpiryTimers;
   private readonly approvalTtlMs: number;
+  private readonly historyTokens: number;
   private readonly runner: TurnRunner;
 
   constructor(private readonly options: TurnCoordinatorOptions) {
@@ -83,6 +85,7 @@ export class TurnCoordinator implements TurnService {
       keys: new JournalKeyRecorder({ state: options.state, logger: options.logger }),
     });
     this.approvalTtlMs = options.approvalTtlMs ?? DEFAULT_APPROVAL_TTL_MS;
+    this.historyTokens = options.historyTokens ?? DEFAULT_HISTORY_TOKENS;
     this.expiries = new ExpiryTimers(
       this.now,
       this.approvalTtlMs,
@@ -94,6 +97,7 @@ export class TurnCoordinator implements TurnService {
       stopping: this.stopping.signal,
       nowMs: this.now,
       approvalTtlMs: this.approvalTtlMs,
+      historyTokens: this.historyTokens,
       expiries: this.expiries,
     });
   }
@@ -111,8 +115,8 @@ export class TurnCoordinator implements TurnService {
   resume(uid: string, signal: AbortSignal): Promise<ResumedTurn[]> {
     const conversation = this.options.conversations.byUid(uid);
     if (conversation === undefined) return Promise.resolve([]);
-    const { claims, runner, views, expiries, now: nowMs, approvalTtlMs } = this;
-    const parts = { claims, runner, views, expiries, nowMs, approvalTtlMs };
+    const { claims, runner, views, expiries, now: nowMs, approvalTtlMs, historyTokens } = this;
+    const parts = { claims, runner, views, expiries, nowMs, approvalTtlMs, historyTokens };
     return resumeTurns({ ...parts, logger: this.options.logger }, conversation, signal);
   }
 
@@ -220,6 +224,7 @@ export class TurnCoordinator implements TurnService {
           lease,
           nowMs: this.now(),
           approvalTtlMs: this.approvalTtlMs,
+          deploymentHistoryTokens: this.historyTokens,
           ...(approverIsAdmin === undefined ? {} : { approverIsAdmin }),
         });
         switch (step.kind) {
@@ -228,7 +233,7 @@ export class TurnCoordinator implements TurnService {
           case 'reply':
             return this.runner.replyOf(uid, step.turn);
           case 'expire':
-            await this.runner.expire(current, lease, step.due);
+            await this.runner.expire(current, lease, step.due, view);
             view = this.views.cached(uid) ?? (await this.views.refresh(uid, signal));
             continue;
           case 'recover':
@@ -274,6 +279,7 @@ export class TurnCoordinator implements TurnService {
         requestId: request.requestId,
         lease,
         nowMs: this.now(),
+        deploymentHistoryTokens: this.historyTokens,
       };
       const plan = planApprovalAnswer({
         ...input,
@@ -286,7 +292,7 @@ export class TurnCoordinator implements TurnService {
           throw plan.error;
         case 'expire':
           // Too late: the expiry is due, so it is committed and the turn goes on as denied.
-          await this.runner.expire(conversation, lease, plan.due);
+          await this.runner.expire(conversation, lease, plan.due, input.view);
           throw plan.error;
         case 'answer': {
           // Usable for as long as the request could have waited (docs/approvals.md).
@@ -333,6 +339,7 @@ export class TurnCoordinator implements TurnService {
         answer: request.answer,
         lease,
         nowMs: this.now(),
+        deploymentHistoryTokens: this.historyTokens,
       });
       if (plan.kind === 'refuse') throw plan.error;
       await this.runner.commit(uid, lease, plan.events);
@@ -363,26 +370,18 @@ export class TurnCoordinator implements TurnService {
   }
 
   private cancelParts(): CancelParts {
-    return {
-      claims: this.claims,
-      runner: this.runner,
-      logger: this.options.logger,
-      nowMs: this.now,
-    };
+    const { claims, runner, now: nowMs } = this;
+    return { claims, runner, logger: this.options.logger, nowMs };
   }
 
-  /** The expiry timer fired: claim the conversation and expire what the plan finds due. */
+  /**
+   * The expiry timer fired: resume the conversation (resume-turns.ts), whose plan expires
+   * what is due before anything else and arms the timer again for what is not.
+   */
   private async expireWhenDue(uid: string): Promise<void> {
-    const conversation = this.options.conversations.byUid(uid);
-    if (conversation === undefined || this.stopping.signal.aborted) return;
-    const signal = this.stopping.signal;
+    if (this.stopping.signal.aborted) return;
     try {
-      await this.claims.run(conversation, signal, async (lease) => {
-        const view = await this.runner.startView(conversation, lease, signal);
-        const due = dueExpiry(view, this.now(), this.approvalTtlMs);
-        if (due === undefined) this.expiries.follow(uid, view);
-        else await this.runner.expire(this.runner.fresh(conversation), lease, due);
-      });
+      await this.resume(uid, this.stopping.signal);
     } catch (error) {
       // Another replica holds the lease (its timer expires it), or the turn failed and is
       // recovered on the next claim; the next read arms the timer again.

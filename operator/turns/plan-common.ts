@@ -70,10 +70,11 @@ export function dispatchEvent(
   lease: ClaimedLease,
   attribution: Attribution | undefined,
   nowMs: number,
+  historyFrom: number,
 ): PlannedEvent {
   const { turnId, messagePosition } = turn;
   return dispatchOf(
-    { turnId, attempt: nextAttempt(turn), messagePosition },
+    { turnId, attempt: nextAttempt(turn), messagePosition, historyFrom },
     lease,
     attribution,
     nowMs,
@@ -89,6 +90,8 @@ export function dispatchOf(
     readonly turnId: string;
     readonly attempt: number;
     readonly messagePosition: number;
+    /** history-window.ts `historyWindowStart`. */
+    readonly historyFrom: number;
     /** An interrupted turn run again (plan-resume.ts): `resumed` on the event. */
     readonly resumed?: boolean;
   },
@@ -104,6 +107,7 @@ export function dispatchOf(
     ...(attribution === undefined ? {} : { attribution }),
     dispatchedAtMs: nowMs,
     messagePosition: attempt.messagePosition,
+    historyFrom: attempt.historyFrom,
     ...(attempt.resumed === true ? { resumed: true } : {}),
   });
 }

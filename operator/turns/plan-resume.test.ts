@@ -1,3 +1,4 @@
+import { DEFAULT_HISTORY_TOKENS } from '../api/v1alpha1/conversation-values';
 import { describe, expect, it } from '@jest/globals';
 import { approvalArgsSha256 } from '../../common/approval-bytes';
 import { payloadCodecs, type EventKind, type EventPayloads } from '../../common/event-kinds';
@@ -71,7 +72,14 @@ const approvalResponse = (turnId: string): E =>
   });
 
 const resume = (events: E[], nowMs = NOW_MS) =>
-  planResume({ view: view(events), lease: LEASE, nowMs, approvalTtlMs: TTL });
+  planResume({
+    view: view(events),
+    conversation: conversation({ owner: OWNER }),
+    lease: LEASE,
+    nowMs,
+    approvalTtlMs: TTL,
+    deploymentHistoryTokens: DEFAULT_HISTORY_TOKENS,
+  });
 
 describe('planResume: what the control plane runs again by itself', () => {
   it.each<[string, E[]]>([
@@ -113,6 +121,8 @@ describe('planResume: what the control plane runs again by itself', () => {
           attribution,
           dispatchedAtMs: NOW_MS,
           messagePosition: 3,
+          // Every earlier turn fits the default budget: the whole history.
+          historyFrom: 0,
           resumed: true,
         },
       },
@@ -152,7 +162,13 @@ describe('planResume: what the control plane runs again by itself', () => {
 
   it('is the one rule a posted message recovers by', () => {
     const events = [message('old'), dispatched('old'), message('x'), dispatched('x')];
-    const recovery = recoveryOf(view(events), LEASE, NOW_MS);
+    const recovery = recoveryOf({
+      view: view(events),
+      conversation: conversation({ owner: OWNER }),
+      lease: LEASE,
+      nowMs: NOW_MS,
+      deploymentHistoryTokens: DEFAULT_HISTORY_TOKENS,
+    });
     const step = planMessage({
       view: view(events),
       conversation: conversation({ owner: OWNER }),
@@ -168,6 +184,7 @@ describe('planResume: what the control plane runs again by itself', () => {
       lease: LEASE,
       nowMs: NOW_MS,
       approvalTtlMs: TTL,
+      deploymentHistoryTokens: DEFAULT_HISTORY_TOKENS,
     });
     expect(step).toEqual({ kind: 'recover', ...recovery });
   });

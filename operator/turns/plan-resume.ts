@@ -14,6 +14,7 @@ import type { JournalView, TurnView } from './journal-view-types';
 import { dispatchOf, type ClaimedLease, type PlannedEvent } from './plan-common';
 import { dueExpiry, type ApprovalDeadline } from './plan-expiry';
 import { nextAttempt, oldestOrphan } from './turn-state';
+import { nextHistoryFrom, type DeploymentHistory } from './history-window';
 
 /** An orphan to run again: one `turn_dispatched` (`resumed`) under its original id. */
 export interface Recovery {
@@ -23,31 +24,40 @@ export interface Recovery {
   readonly events: readonly PlannedEvent[];
 }
 
+/** What a recovery is planned from. */
+export interface RecoveryInput extends DeploymentHistory {
+  readonly view: JournalView;
+  readonly conversation: Conversation;
+  readonly lease: ClaimedLease;
+  readonly nowMs: number;
+}
+
 /**
  * The orphan to run again first, if any, and its dispatch: attempt + 1, the original
  * message's position (the input is never appended twice), the original caller's
- * attribution, `resumed` set.
+ * attribution, `resumed` set, and a fresh history window (history-window.ts).
  */
-export function recoveryOf(
-  view: JournalView,
-  lease: ClaimedLease,
-  nowMs: number,
-): Recovery | undefined {
+export function recoveryOf(input: RecoveryInput): Recovery | undefined {
+  const { view, conversation, deploymentHistoryTokens } = input;
   const orphan = oldestOrphan(view);
   if (orphan === undefined) return undefined;
   const { turnId, messagePosition } = orphan;
-  const attempt = { turnId, attempt: nextAttempt(orphan), messagePosition, resumed: true };
+  const historyFrom = nextHistoryFrom(view, conversation, messagePosition, deploymentHistoryTokens);
+  const attempt = {
+    turnId,
+    attempt: nextAttempt(orphan),
+    messagePosition,
+    historyFrom,
+    resumed: true,
+  };
   return {
     turn: orphan,
     attempt: attempt.attempt,
-    events: [dispatchOf(attempt, lease, orphan.attribution, nowMs)],
+    events: [dispatchOf(attempt, input.lease, orphan.attribution, input.nowMs)],
   };
 }
 
-export interface ResumeInput {
-  readonly view: JournalView;
-  readonly lease: ClaimedLease;
-  readonly nowMs: number;
+export interface ResumeInput extends RecoveryInput {
   readonly approvalTtlMs: number;
 }
 
@@ -67,7 +77,7 @@ export type ResumeStep =
 export function planResume(input: ResumeInput): ResumeStep {
   const due = dueExpiry(input.view, input.nowMs, input.approvalTtlMs);
   if (due !== undefined) return { kind: 'expire', due };
-  const recovery = recoveryOf(input.view, input.lease, input.nowMs);
+  const recovery = recoveryOf(input);
   return recovery === undefined ? { kind: 'none' } : { kind: 'recover', ...recovery };
 }
 

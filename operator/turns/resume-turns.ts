@@ -23,6 +23,8 @@ export interface ResumeParts {
   readonly logger: Logger;
   readonly nowMs: () => number;
   readonly approvalTtlMs: number;
+  /** POLYCHROME_HISTORY_TOKENS (history-window.ts). */
+  readonly historyTokens: number;
 }
 
 /** How one resumed turn ended: its reply's status, or `orphaned` when it was interrupted again. */
@@ -57,16 +59,18 @@ export function resumeTurns(
     parts.expiries.follow(uid, view);
     const resumed: ResumedTurn[] = [];
     for (;;) {
+      const current = runner.fresh(conversation);
       const step = planResume({
         view,
+        conversation: current,
         lease,
         nowMs: parts.nowMs(),
         approvalTtlMs: parts.approvalTtlMs,
+        deploymentHistoryTokens: parts.historyTokens,
       });
       if (step.kind === 'none') return resumed;
-      const current = runner.fresh(conversation);
       if (step.kind === 'expire') {
-        await runner.expire(current, lease, step.due);
+        await runner.expire(current, lease, step.due, view);
       } else {
         const { attempt } = step;
         const { turnId } = step.turn;

@@ -183,6 +183,13 @@ export interface TurnDispatched {
    */
   messagePosition: number;
   /**
+   * The history this attempt was given: the complete turns whose message_received is at
+   * or after this position, up to the turn's own message. 0 (journals written before
+   * windows, and every turn whose whole history fits the budget): every earlier complete
+   * turn. docs/turns.md, "The history window".
+   */
+  historyFrom: number;
+  /**
    * True when this dispatch runs an interrupted turn again (its earlier attempt was left
    * running: the replica holding it died, was rolled or lost its lease, or the harness
    * failed), whether the control plane resumed it by itself or a claim recovered it before
@@ -922,6 +929,7 @@ function createBaseTurnDispatched(): TurnDispatched {
     attribution: undefined,
     dispatchedAtMs: 0,
     messagePosition: 0,
+    historyFrom: 0,
     resumed: false,
   };
 }
@@ -949,8 +957,11 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
     if (message.messagePosition !== 0) {
       writer.uint32(56).uint64(message.messagePosition);
     }
+    if (message.historyFrom !== 0) {
+      writer.uint32(64).uint64(message.historyFrom);
+    }
     if (message.resumed !== false) {
-      writer.uint32(64).bool(message.resumed);
+      writer.uint32(72).bool(message.resumed);
     }
     return writer;
   },
@@ -1029,6 +1040,14 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
               break;
             }
 
+            message.historyFrom = longToNumber(reader.uint64());
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
             message.resumed = reader.bool();
             continue;
           }
@@ -1073,6 +1092,11 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
         : isSet(object.message_position)
         ? globalThis.Number(object.message_position)
         : 0,
+      historyFrom: isSet(object.historyFrom)
+        ? globalThis.Number(object.historyFrom)
+        : isSet(object.history_from)
+        ? globalThis.Number(object.history_from)
+        : 0,
       resumed: isSet(object.resumed) ? globalThis.Boolean(object.resumed) : false,
     };
   },
@@ -1100,6 +1124,9 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
     if (message.messagePosition !== 0) {
       obj.messagePosition = Math.round(message.messagePosition);
     }
+    if (message.historyFrom !== 0) {
+      obj.historyFrom = Math.round(message.historyFrom);
+    }
     if (message.resumed !== false) {
       obj.resumed = message.resumed;
     }
@@ -1120,6 +1147,7 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
       : undefined;
     message.dispatchedAtMs = object.dispatchedAtMs ?? 0;
     message.messagePosition = object.messagePosition ?? 0;
+    message.historyFrom = object.historyFrom ?? 0;
     message.resumed = object.resumed ?? false;
     return message;
   },
