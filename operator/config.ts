@@ -80,7 +80,7 @@ function envDuration(fallbackMs: number, range: { min: number; max: number }) {
  * | `POLYCHROME_AGENT_SANDBOX` | agent-sandbox is installed (watch claims and sandboxes) | true |
  * | `POLYCHROME_HARNESS_IMAGE` | image of the built-in harness pod spec | the controller's default |
  * | `POLYCHROME_LOG_LEVEL` | debug, info, warn, error, silent | info |
- * | `POLYCHROME_SHUTDOWN_GRACE_MS` | how long SIGTERM waits for passes in progress | 20000 |
+ * | `POLYCHROME_SHUTDOWN_GRACE_MS` | SIGTERM's budget: the turns in flight may finish within it, less a reserve for handing the rest over and releasing the Leases (docs/operator.md, "Shutdown") | 20000 |
  * | `POLYCHROME_API_HOST` / `POLYCHROME_API_PORT` | the public API (HTTP + SSE) | 0.0.0.0, 8080 |
  * | `POLYCHROME_PEER_HOST` / `POLYCHROME_PEER_PORT` | the peer listener (mutual TLS, forwarded requests from other replicas only) | 0.0.0.0, 8443 |
  * | `POLYCHROME_KUBE_API_CERT_FILE` / `POLYCHROME_KUBE_API_KEY_FILE` | serving certificate and key of the Kubernetes door (api.polychrome.dev, docs/kube-api.md); both or neither | unset: no Kubernetes door |

@@ -44,6 +44,7 @@ import { TurnCoordinator } from './turns/coordinator';
 import { HarnessConnector } from './turns/harness-client';
 import { HarnessCredentialMinter } from './turns/harness-credentials';
 import { tracedTurnService } from './turns/traced-turn-service';
+import { TurnResumer } from './turns/turn-resumer';
 
 async function main(): Promise<void> {
   const config = loadControlPlaneConfig();
@@ -84,6 +85,9 @@ async function main(): Promise<void> {
     requestTimeoutMs: config.lease.requestTimeoutMs,
     onTransition: (event, handle) => {
       metrics.leaseEvents.inc({ event });
+      // Acquired at start or later, or taken over from a replica that died or was rolled:
+      // an interrupted turn there is resumed with no request (docs/turns.md).
+      if (event === 'acquired' || event === 'taken_over') resumer.wake(handle.conversation.uid);
       if (event !== 'renewed') {
         mainLog.info(
           {
@@ -194,6 +198,14 @@ async function main(): Promise<void> {
       onStatusWrite: (result) => metrics.statusWrites.inc({ result }),
     },
   });
+  // Woken by the leases above (after start: the resumer exists by then).
+  const resumer = new TurnResumer({
+    resume: (uid, signal) => coordinator.resume(uid, signal),
+    conversations,
+    state,
+    logger: componentLogger(log, LogComponent.Turn),
+    onResumed: (outcome) => metrics.turnsResumed.inc({ outcome }),
+  });
   // Where the other replicas' peer listeners are: their Pods, in this namespace only.
   const peerEndpoints = new PeerEndpoints({
     kubeConfig: kc,
@@ -303,12 +315,18 @@ async function main(): Promise<void> {
       process.exit(1);
     }, config.shutdownGraceMs);
     grace.unref();
-    // Streams end first so their clients reconnect to another replica; running turns are
-    // cancelled and stay recoverable from the journal.
+    // Drain (docs/operator.md, "Shutdown"): readiness is false already; no new turn starts
+    // here (503, retry on another replica), and the turns in flight get most of the grace
+    // period to finish, their callers and streams answered as usual.
+    const { drainMs, closeMs } = shutdownBudget(config.shutdownGraceMs);
+    resumer.close();
+    await coordinator.drain(drainMs);
+    // Then turns still running are cancelled and left for the next holder, which resumes
+    // them (their callers get 503); streams end so their clients reconnect elsewhere.
+    await coordinator.close(Math.floor(closeMs / 2));
     servingCertificate?.stop();
     await api.close();
     await peerEndpoints.close();
-    await coordinator.close();
     harness.close();
     await controller.close();
     await egress.close();
@@ -338,6 +356,16 @@ async function main(): Promise<void> {
     { health: config.health.port, api: config.api.port, peer: config.peer.port },
     'control plane started',
   );
+}
+
+/**
+ * How SIGTERM's grace period is spent: the turns in flight may run for all of it but a
+ * reserve (a quarter, at most 5 s), which is left for cancelling the rest, flushing status
+ * and releasing the Leases before the process must exit.
+ */
+function shutdownBudget(graceMs: number): { drainMs: number; closeMs: number } {
+  const closeMs = Math.min(5_000, Math.floor(graceMs / 4));
+  return { drainMs: graceMs - closeMs, closeMs };
 }
 
 /** A secret held in a file (a mounted Secret key), trimmed. */

@@ -44,6 +44,7 @@ describe('eventData', () => {
       attribution: undefined,
       dispatchedAtMs: 1_767_225_600_000,
       messagePosition: 12,
+      resumed: false,
     });
     expect(
       eventData({ position: 13, kind: 'turn_dispatched', payload: dispatched }).payload,

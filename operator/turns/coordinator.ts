@@ -20,10 +20,11 @@ import { ExpiryTimers } from './expiry-timers';
 import { conversationSummary, transcriptTurns } from './turn-projections';
 import { JournalViews } from './journal-views';
 import { resolveTurn, type ResolveParts } from './resolve-turn';
+import { resumeTurns, type ResumedTurn } from './resume-turns';
 import { TurnClaims } from './turn-claims';
 import { turnIdFor } from './turn-ids';
 import { approvalAnswerBatch, planApprovalAnswer, planQuestionAnswer } from './plan-answers';
-import { DEFAULT_APPROVAL_TTL_MS, dueExpiry } from './plan-expiry';
+import { DEFAULT_APPROVAL_TTL_MS } from './plan-expiry';
 import { authorizeUse } from './plan-access';
 import { Role as CallerRole } from '../../common/persona-roles';
 import { planMessage } from './plan-message';
@@ -50,6 +51,8 @@ import type {
 
 export class TurnCoordinator implements TurnService {
   private readonly stopping = new AbortController();
+  /** Aborted when the replica drains (and on close): no new claim starts. */
+  private readonly draining = new AbortController();
   private readonly now: () => number;
   private readonly claims: TurnClaims;
   private readonly views: JournalViews;
@@ -64,7 +67,7 @@ export class TurnCoordinator implements TurnService {
     this.claims = new TurnClaims({
       leases: options.leases,
       nowMs: this.now,
-      stopping: this.stopping.signal,
+      stopping: this.draining.signal,
     });
     this.views = new JournalViews({
       state: options.state,
@@ -99,8 +102,27 @@ export class TurnCoordinator implements TurnService {
     });
   }
 
+  /**
+   * Refuses new claims (503: retry on another replica) and waits up to `timeoutMs` for the
+   * work in progress; {@link close} cancels the rest, left for the next holder.
+   */
+  async drain(timeoutMs: number): Promise<void> {
+    this.draining.abort(new AppError('unavailable', 'this replica is shutting down'));
+    await this.claims.idle(timeoutMs);
+  }
+
+  /** Resumes interrupted turns and a due expiry with no request (resume-turns.ts). */
+  resume(uid: string, signal: AbortSignal): Promise<ResumedTurn[]> {
+    const conversation = this.options.conversations.byUid(uid);
+    if (conversation === undefined) return Promise.resolve([]);
+    const { claims, runner, views, expiries, now: nowMs, approvalTtlMs, historyTokens } = this;
+    const parts = { claims, runner, views, expiries, nowMs, approvalTtlMs, historyTokens };
+    return resumeTurns({ ...parts, logger: this.options.logger }, conversation, signal);
+  }
+
   /** Stops taking turns; running harness calls are cancelled (their turns stay recoverable). */
   async close(timeoutMs = 5_000): Promise<void> {
+    this.draining.abort(new AppError('unavailable', 'this replica is shutting down'));
     this.stopping.abort(new AppError('unavailable', 'the control plane is shutting down'));
     this.expiries.close();
     // Status writes still queued are worth finishing: they are what kubectl shows.
@@ -348,26 +370,18 @@ export class TurnCoordinator implements TurnService {
   }
 
   private cancelParts(): CancelParts {
-    return {
-      claims: this.claims,
-      runner: this.runner,
-      logger: this.options.logger,
-      nowMs: this.now,
-    };
+    const { claims, runner, now: nowMs } = this;
+    return { claims, runner, logger: this.options.logger, nowMs };
   }
 
-  /** The expiry timer fired: claim the conversation and expire what the plan finds due. */
+  /**
+   * The expiry timer fired: resume the conversation (resume-turns.ts), whose plan expires
+   * what is due before anything else and arms the timer again for what is not.
+   */
   private async expireWhenDue(uid: string): Promise<void> {
-    const conversation = this.options.conversations.byUid(uid);
-    if (conversation === undefined || this.stopping.signal.aborted) return;
-    const signal = this.stopping.signal;
+    if (this.stopping.signal.aborted) return;
     try {
-      await this.claims.run(conversation, signal, async (lease) => {
-        const view = await this.runner.startView(conversation, lease, signal);
-        const due = dueExpiry(view, this.now(), this.approvalTtlMs);
-        if (due === undefined) this.expiries.follow(uid, view);
-        else await this.runner.expire(this.runner.fresh(conversation), lease, due, view);
-      });
+      await this.resume(uid, this.stopping.signal);
     } catch (error) {
       // Another replica holds the lease (its timer expires it), or the turn failed and is
       // recovered on the next claim; the next read arms the timer again.

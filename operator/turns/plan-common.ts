@@ -92,6 +92,8 @@ export function dispatchOf(
     readonly messagePosition: number;
     /** history-window.ts `historyWindowStart`. */
     readonly historyFrom: number;
+    /** An interrupted turn run again (plan-resume.ts): `resumed` on the event. */
+    readonly resumed?: boolean;
   },
   lease: ClaimedLease,
   attribution: Attribution | undefined,
@@ -106,6 +108,7 @@ export function dispatchOf(
     dispatchedAtMs: nowMs,
     messagePosition: attempt.messagePosition,
     historyFrom: attempt.historyFrom,
+    ...(attempt.resumed === true ? { resumed: true } : {}),
   });
 }
 

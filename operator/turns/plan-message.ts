@@ -7,12 +7,12 @@ import { EventKind } from '../../common/event-kinds';
 import { Role as CallerRole } from '../../common/persona-roles';
 import { ConversationPhase } from '../api/v1alpha1/conditions';
 import { type Conversation } from '../api/v1alpha1/conversation-types';
-import { oldestOrphan, pendingTurn, turnState } from './turn-state';
+import { pendingTurn, turnState } from './turn-state';
+import { recoveryOf } from './plan-resume';
 import { nextHistoryFrom } from './history-window';
 import { type JournalView, type TurnView } from './journal-view-types';
 import {
   attributionOf,
-  dispatchEvent,
   dispatchOf,
   planned,
   refuse,
@@ -86,27 +86,8 @@ export function planMessage(input: MessageInput): MessageStep {
   if (existing !== undefined && turnState(existing) !== 'orphan') {
     return { kind: 'reply', turn: existing };
   }
-  const orphan = oldestOrphan(view);
-  if (orphan !== undefined) {
-    return {
-      kind: 'recover',
-      turn: orphan,
-      events: [
-        dispatchEvent(
-          orphan,
-          input.lease,
-          orphan.attribution,
-          input.nowMs,
-          nextHistoryFrom(
-            view,
-            input.conversation,
-            orphan.messagePosition,
-            input.deploymentHistoryTokens,
-          ),
-        ),
-      ],
-    };
-  }
+  const recovery = recoveryOf(input);
+  if (recovery !== undefined) return { kind: 'recover', ...recovery };
   if (existing !== undefined) return { kind: 'reply', turn: existing };
   const pending = pendingTurn(view);
   if (pending !== undefined) {

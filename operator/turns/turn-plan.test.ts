@@ -275,6 +275,7 @@ describe('planMessage', () => {
           attempt: 2,
           fencingToken: 7,
           messagePosition: 0,
+          resumed: true,
         }),
       },
     ]);

@@ -189,6 +189,13 @@ export interface TurnDispatched {
    * turn. docs/turns.md, "The history window".
    */
   historyFrom: number;
+  /**
+   * True when this dispatch runs an interrupted turn again (its earlier attempt was left
+   * running: the replica holding it died, was rolled or lost its lease, or the harness
+   * failed), whether the control plane resumed it by itself or a claim recovered it before
+   * a message. False for batch one and for the dispatch after an answer or an expiry.
+   */
+  resumed: boolean;
 }
 
 export interface ToolUse {
@@ -923,6 +930,7 @@ function createBaseTurnDispatched(): TurnDispatched {
     dispatchedAtMs: 0,
     messagePosition: 0,
     historyFrom: 0,
+    resumed: false,
   };
 }
 
@@ -951,6 +959,9 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
     }
     if (message.historyFrom !== 0) {
       writer.uint32(64).uint64(message.historyFrom);
+    }
+    if (message.resumed !== false) {
+      writer.uint32(72).bool(message.resumed);
     }
     return writer;
   },
@@ -1032,6 +1043,14 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
             message.historyFrom = longToNumber(reader.uint64());
             continue;
           }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.resumed = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1078,6 +1097,7 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
         : isSet(object.history_from)
         ? globalThis.Number(object.history_from)
         : 0,
+      resumed: isSet(object.resumed) ? globalThis.Boolean(object.resumed) : false,
     };
   },
 
@@ -1107,6 +1127,9 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
     if (message.historyFrom !== 0) {
       obj.historyFrom = Math.round(message.historyFrom);
     }
+    if (message.resumed !== false) {
+      obj.resumed = message.resumed;
+    }
     return obj;
   },
 
@@ -1125,6 +1148,7 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
     message.dispatchedAtMs = object.dispatchedAtMs ?? 0;
     message.messagePosition = object.messagePosition ?? 0;
     message.historyFrom = object.historyFrom ?? 0;
+    message.resumed = object.resumed ?? false;
     return message;
   },
 };
