@@ -97,14 +97,21 @@ export async function retirePartition(
   context.life.assertOpen();
   assertPartitionName(partition);
   const request = retireRequestOf(partition, options);
+  const range = partitionRange(partition);
   const { result, retired } = await context.life.locked(partition, async () => {
+    // LevelDB's compactRange never rewrites a table at the deepest level it finds for the
+    // range: records and the deletes of them written into the same table there (a memtable
+    // flushed in one piece, e.g. in a young database) would stay on disk. Flushing the
+    // records first puts the deletes in a table above them, which the compaction after the
+    // write merges down into theirs, dropping both.
+    if (context.table.retirement(partition) === undefined) await context.kv.compactRange(range);
     const outcome = await retireLocked(context, partition, request);
     if (outcome.retired !== undefined) context.table.retire(partition, outcome.retired);
     return outcome;
   });
   // A follower wakes, reads, and ends with the retired error.
   if (retired !== undefined) context.listeners.notify(partition, Number.MAX_SAFE_INTEGER);
-  await context.kv.compactRange(partitionRange(partition));
+  await context.kv.compactRange(range);
   return result;
 }
 

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 
@@ -13,7 +14,7 @@ import { retirementMessage, type SignedRetirement } from '../journal/retirement-
 import { JournalStore } from './journal-store';
 import { RetirePolicy } from './retirement-types';
 import { headKey, partitionRange, retiredKey } from './store-keys';
-import { collect, editRaw, filler, message, tempDir, testSigner } from './testdata/fixtures';
+import { collect, editRaw, message, tempDir, testSigner } from './testdata/fixtures';
 
 /*
  * Journal retention (docs/state-plane.md, "Retirement") against the real LevelDB: a
@@ -38,7 +39,12 @@ async function fill(partition: string, batches: number): Promise<number> {
   for (let b = 0; b < batches; b++) {
     const events = [
       message(`${partition} ${String(b)}`),
-      ...Array.from({ length: 7 }, (_, i) => filler(EventKind.ToolResult, 4096, b * 8 + i)),
+      // Random bytes: LevelDB compresses its tables, and a freed range must be measured as
+      // such, not as compression.
+      ...Array.from({ length: 7 }, () => ({
+        kind: EventKind.ToolResult,
+        payload: new Uint8Array(randomBytes(4096)),
+      })),
     ];
     at = (await store.append(partition, at, events)).head;
   }
