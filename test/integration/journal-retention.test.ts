@@ -3,6 +3,7 @@ import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { EventsV1Api } from '@kubernetes/client-node';
 
 import { partitionOf } from '../../common/partition-name';
 import { loadStateClientTls } from '../../common/state-channel';
@@ -201,6 +202,60 @@ describe('journal retention when a Conversation is deleted', () => {
         ok: false,
         failure: { reason: 'retirement_mismatch' },
       });
+    });
+  }, 300_000);
+
+  it('a failing retirement keeps the finalizer, warns with FinalizeFailed, and is retried until the state plane answers', async () => {
+    await stack.withDiagnostics(async () => {
+      const name = 'retire-retried';
+      const uid = await stack.createConversation(name, {
+        journalRetention: 'delete',
+        owner: 'test:retention-owner',
+      });
+      const answer = await postMessage(stack.apiUrl, owner, uid, 'hello', `${name}-0`);
+      expect(answer.status).toBe(200);
+      await stack.state.kill('SIGTERM');
+      try {
+        const { api, group, version, plural } = conversations(stack.admin);
+        await api.deleteNamespacedCustomObject({
+          group,
+          version,
+          plural,
+          namespace: stack.namespace,
+          name,
+        });
+        const events = stack.admin.makeApiClient(EventsV1Api);
+        const warning = await pollUntil(
+          'a FinalizeFailed Warning on the Conversation',
+          async () =>
+            (await events.listNamespacedEvent({ namespace: stack.namespace })).items.find(
+              (e) => e.regarding?.name === name && e.reason === 'FinalizeFailed',
+            ),
+          { timeoutMs: 60_000, intervalMs: 300 },
+        );
+        expect(warning.type).toBe('Warning');
+        expect(warning.note).toContain('journal retention (spec.journalRetention delete)');
+        expect(warning.note).toContain('polychrome:retire');
+        // Still there, finalizer and all.
+        expect(field(await stack.conversation(name), 'metadata', 'finalizers')).toEqual([
+          'polychrome.dev/cleanup',
+        ]);
+      } finally {
+        await stack.state.start();
+      }
+      await pollUntil(
+        `Conversation ${name} gone once the state plane is back`,
+        async () => {
+          try {
+            await stack.conversation(name);
+            return undefined;
+          } catch {
+            return true;
+          }
+        },
+        { timeoutMs: 120_000, intervalMs: 300 },
+      );
+      expect(await verifier.retirement(partitionOf(uid))).toMatchObject({ policy: 'delete' });
     });
   }, 300_000);
 
