@@ -18,6 +18,8 @@ export const CertificateRole = {
   Verifier: 'polychrome:verifier',
   /** Repair: excises unreadable journal entries. */
   Repair: 'polychrome:repair',
+  /** Retire: removes a deleted conversation's journal partition (docs/state-plane.md). */
+  Retire: 'polychrome:retire',
   /** Every Records RPC: personas, sessions, credentials, ceremonies. */
   RecordsAdmin: 'polychrome:records-admin',
   /**

@@ -8,6 +8,7 @@ import {
   type VerifyResponse,
 } from '../proto/gen/polychrome/state/v1/state';
 import { entryFromProto, exportEntryFromProto, signedRootFromProto } from './journal-from-proto';
+import * as retireCalls from './retire-calls';
 import { StateCallError } from './state-call-errors';
 import {
   callStateUnary,
@@ -270,6 +271,27 @@ export class StateClient implements StateJournal {
       signedRoot: signedRootFromProto(response.signedRoot, response.signedRootPosition),
       message: response.message,
     };
+  }
+
+  /** Retires `partition` (see {@link retireCalls.retire}; docs/state-plane.md, "Retirement"). */
+  retire(
+    partition: string,
+    request: Parameters<typeof retireCalls.retire>[2],
+    options: StateCallOptions = {},
+  ): Promise<retireCalls.RetireOutcome> {
+    return retireCalls.retire(this.calls(), partition, request, options);
+  }
+
+  /** The retirement of `partition` (see {@link retireCalls.retirement}). */
+  retirement(
+    partition: string,
+    options: StateCallOptions = {},
+  ): Promise<retireCalls.RetirementRecord> {
+    return retireCalls.retirement(this.calls(), partition, options);
+  }
+
+  private calls(): retireCalls.JournalCalls {
+    return { grpc: this.client, address: this.address, unary: (m, o, s) => this.unary(m, o, s) };
   }
 
   /**

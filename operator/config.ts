@@ -22,6 +22,7 @@ import { DEFAULT_AUTH_FAILURE_CACHE_MS } from './public-api/auth-cache';
 import { DEFAULT_LIMITS, type LimitSettings } from './public-api/caller-limits';
 import { DEFAULT_PEER_PORT } from './public-api/peer-endpoints';
 import { DEFAULT_KUBE_API_PORT } from './kube-api/kube-listener';
+import { JournalRetention } from './api/v1alpha1/conversation-values';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
@@ -102,6 +103,7 @@ function envDuration(fallbackMs: number, range: { min: number; max: number }) {
  * | `POLYCHROME_LIMIT_REQUESTS_PER_SECOND` / `POLYCHROME_LIMIT_REQUEST_BURST` | requests a second one caller may send to one replica, and how many at once after a quiet time; 0 and 0: no limit | 20 / 60 |
  * | `POLYCHROME_LIMIT_EDGE_SCALE` | a caller with the `edge` role gets each limit above this many times | 50 |
  * | `POLYCHROME_AUTH_FAILURE_CACHE_MS` | how long a refused bearer token is refused again without asking the records or kube-apiserver; 0: never | 5000 |
+ * | `POLYCHROME_JOURNAL_RETENTION` | what happens to a deleted Conversation's journal when its `spec.journalRetention` is omitted: `keep`, `checkpoint` or `delete` (docs/operator.md, "Journal retention") | keep |
  */
 const schema = z
   .object({
@@ -176,6 +178,10 @@ const schema = z
       min: 0,
       max: 600_000,
     }),
+    POLYCHROME_JOURNAL_RETENTION: envEnum(
+      [JournalRetention.Keep, JournalRetention.Checkpoint, JournalRetention.Delete],
+      JournalRetention.Keep,
+    ),
   })
   .superRefine((env, ctx) => {
     if (
@@ -311,6 +317,8 @@ export interface ControlPlaneConfig {
      */
     readonly allowSelfApproval: boolean;
   };
+  /** A deleted Conversation's journal when its spec names no policy. @default keep */
+  readonly journalRetention: JournalRetention;
 }
 
 /**
@@ -387,5 +395,6 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
       approvalTtlMs: c.POLYCHROME_APPROVAL_TTL,
       allowSelfApproval: c.POLYCHROME_ALLOW_SELF_APPROVAL,
     }),
+    journalRetention: c.POLYCHROME_JOURNAL_RETENTION,
   });
 }

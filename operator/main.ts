@@ -29,6 +29,7 @@ import {
   serviceAccountAuthenticator,
 } from './kube-api/service-account-tokens';
 import { ConversationLeases } from './lease/conversation-leases';
+import { journalRetirement } from './retention/journal-retirement';
 import { leaseOwnership } from './lease/lease-ownership';
 import { stateJournalFollower } from './public-api/journal-follower';
 import { PeerEndpoints } from './public-api/peer-endpoints';
@@ -107,6 +108,24 @@ async function main(): Promise<void> {
     logger: log,
     ...(config.watchNamespace === undefined ? {} : { namespace: config.watchNamespace }),
   });
+  const stateTls = await loadStateClientTls({
+    ca: config.state.caPath,
+    cert: config.state.certPath,
+    key: config.state.keyPath,
+  });
+  const stateOptions = {
+    address: config.state.address,
+    tls: stateTls,
+    ...(config.state.serverName === undefined ? {} : { serverName: config.state.serverName }),
+  };
+  const state = new StateClient(stateOptions);
+  const retireJournal = journalRetirement({
+    journal: state,
+    leases,
+    defaultPolicy: config.journalRetention,
+    identity: config.identity,
+    log: componentLogger(log, LogComponent.Journal),
+  });
   const controller = new ConversationController({
     kubeConfig: kc,
     onConversationNamespace: (namespace) => egress.addNamespace(namespace),
@@ -117,9 +136,12 @@ async function main(): Promise<void> {
     ...(config.harnessImage === undefined ? {} : { harnessImage: config.harnessImage }),
     // Only the lease holder writes a conversation's children and status.
     ownership: leaseOwnership(leases),
-    // Its Lease is in this namespace, where no owner reference reaches it: deleted here,
-    // before the finalizer comes off.
-    beforeFinalizerRemoved: (ref) => leases.retire(ref),
+    // Its journal follows spec.journalRetention (under its lease), then its Lease, in this
+    // namespace where no owner reference reaches it, goes: both before the finalizer.
+    beforeFinalizerRemoved: async (ref) => {
+      await retireJournal(ref);
+      await leases.retire(ref);
+    },
     afterDeleted: (ref) => leases.forget(ref),
     onPass: ({ result, durationMs }) => {
       metrics.passes.inc({ result });
@@ -146,17 +168,6 @@ async function main(): Promise<void> {
     },
   });
 
-  const stateTls = await loadStateClientTls({
-    ca: config.state.caPath,
-    cert: config.state.certPath,
-    key: config.state.keyPath,
-  });
-  const stateOptions = {
-    address: config.state.address,
-    tls: stateTls,
-    ...(config.state.serverName === undefined ? {} : { serverName: config.state.serverName }),
-  };
-  const state = new StateClient(stateOptions);
   const records = new RecordsClient(stateOptions);
   const harness = new HarnessConnector({ harnessCa, credentials });
   const conversations = new ConversationAccess({

@@ -78,6 +78,16 @@ export function isJournalVectors(value: unknown): value is JournalVectors {
       }),
     ) &&
     isListOf(value.version2.excised, (p) => typeof p === 'number') &&
-    hasFields(value.version2.otherPartition, { partition: s, position: n })
+    hasFields(value.version2.otherPartition, { partition: s, position: n }) &&
+    hasFields(value.retirement, {
+      description: s,
+      partition: s,
+      head: n,
+      rootHex: s,
+      retiredAtMs: n,
+      keyId: s,
+      messageHex: s,
+      signatureHex: s,
+    })
   );
 }

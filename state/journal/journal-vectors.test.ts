@@ -221,6 +221,42 @@ describe('docs/journal-vectors.json', () => {
     }
   });
 
+  it('has a retirement record of the version-2 journal: the spec message, its root over every entry, signed by key 1 (@noble)', () => {
+    const { retirement, version2: v2 } = vectors;
+    const key = vectors.keys[0]!;
+    // UTF-8 domain ‖ u64 len(partition) ‖ partition ‖ u64 head ‖ root ‖ u64 retiredAtMs
+    expect(retirement.messageHex).toBe(
+      toHex(utf8.encode('polychrome/journal-retired/v1')) +
+        u64Hex(v2.partition.length) +
+        toHex(utf8.encode(v2.partition)) +
+        u64Hex(retirement.head) +
+        retirement.rootHex +
+        u64Hex(retirement.retiredAtMs),
+    );
+    expect(retirement).toMatchObject({ partition: v2.partition, head: 5, keyId: key.keyId });
+    const mmr = buildReferenceMmr(
+      noble.sha256,
+      v2.leaves.map((l) => fromHex(l.leafHex)),
+    );
+    expect(toHex(mmr.root)).toBe(retirement.rootHex);
+    const check = (message: string) =>
+      noble.verifier.verify(
+        fromHex(key.publicKeyHex),
+        fromHex(message),
+        fromHex(retirement.signatureHex),
+      );
+    expect(check(retirement.messageHex)).toBe(true);
+    // Moved to another partition, the same signature means nothing.
+    expect(
+      check(
+        retirement.messageHex.replace(
+          toHex(utf8.encode(v2.partition)),
+          toHex(utf8.encode(v2.otherPartition.partition)),
+        ),
+      ),
+    ).toBe(false);
+  });
+
   it('accepts only the vectors shape in its type guard', () => {
     expect(isJournalVectors(vectors)).toBe(true);
     expect(

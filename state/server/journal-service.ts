@@ -26,6 +26,7 @@ import { followJournal } from '../store/follow-journal';
 import type { StoredSignedRoot } from '../store/append-batch';
 import type { JournalStore } from '../store/journal-store';
 import { createCallHandlers } from './call-handlers';
+import { retireHandlers } from './retire-handlers';
 import { StateService } from './rpc-roles';
 import { VerifyOutcomeLabel, type StateMetrics } from './state-metrics';
 
@@ -352,5 +353,6 @@ export function createJournalService(options: JournalServiceOptions): JournalSer
     listPartitions: unary<ListPartitionsRequest, ListPartitionsResponse>('ListPartitions', () =>
       Promise.resolve({ partitions: store.listPartitions().map((p) => p.partition) }),
     ),
+    ...retireHandlers(store, unary),
   };
 }

@@ -113,11 +113,22 @@ const ATTACKS: readonly (readonly [CertificateRole, readonly string[]])[] = [
       'Records/CreateCredential',
       'Records/LinkIdentity',
       'Journal/Verify',
+      'Journal/Retire',
     ],
   ],
   [
     CertificateRole.Verifier,
-    ['Journal/Append', 'Journal/Repair', 'Records/Authenticate', 'Records/CreateSession'],
+    [
+      'Journal/Append',
+      'Journal/Repair',
+      'Journal/Retire',
+      'Records/Authenticate',
+      'Records/CreateSession',
+    ],
+  ],
+  [
+    CertificateRole.Retire,
+    ['Journal/Append', 'Journal/Read', 'Journal/Export', 'Journal/Repair', 'Records/SetRoles'],
   ],
   [
     CertificateRole.Repair,
@@ -125,11 +136,17 @@ const ATTACKS: readonly (readonly [CertificateRole, readonly string[]])[] = [
   ],
   [
     CertificateRole.RecordsAdmin,
-    ['Journal/Append', 'Journal/Read', 'Journal/Repair', 'Journal/Head'],
+    ['Journal/Append', 'Journal/Read', 'Journal/Repair', 'Journal/Head', 'Journal/Retire'],
   ],
   [
     CertificateRole.ControlPlaneReplica,
-    ['Journal/Append', 'Journal/Head', 'Records/Authenticate', 'Records/CreateSession'],
+    [
+      'Journal/Append',
+      'Journal/Head',
+      'Journal/Retire',
+      'Records/Authenticate',
+      'Records/CreateSession',
+    ],
   ],
 ];
 
@@ -223,8 +240,55 @@ describe('a refused call', () => {
   });
 });
 
+describe('a refused Retire', () => {
+  it('removes nothing: a writer or verifier asking to retire leaves the partition whole', async () => {
+    const writer = new StateClient({
+      address,
+      tls: await clientTls(pki.ca, pki.only[CertificateRole.Writer]),
+      callTimeoutMs: 5_000,
+    });
+    clients.push(writer);
+    const { head } = await writer.append('conv-keep-me', 0, [message('mine')]);
+    for (const role of ROLES.filter((r) => r !== CertificateRole.Retire)) {
+      const client = new StateClient({
+        address,
+        tls: await clientTls(pki.ca, pki.only[role]),
+        callTimeoutMs: 5_000,
+      });
+      clients.push(client);
+      const error = await client
+        .retire('conv-keep-me', { policy: 'delete', actor: 'attacker', reason: 'wipe' })
+        .catch((e: unknown) => e);
+      expect([role, (error as StateCallError).code]).toEqual([role, 'permission_denied']);
+      expect((error as StateCallError).message).toContain(
+        'may not call Retire: it needs role polychrome:retire',
+      );
+    }
+    expect(journal.head('conv-keep-me').head).toBe(head);
+    expect(journal.listPartitions().map((p) => p.partition)).toContain('conv-keep-me');
+    // The retire role alone can; afterwards the writer is refused, naming the retirement.
+    const retirer = new StateClient({
+      address,
+      tls: await clientTls(pki.ca, pki.only[CertificateRole.Retire]),
+      callTimeoutMs: 5_000,
+    });
+    clients.push(retirer);
+    const done = await retirer.retire('conv-keep-me', {
+      policy: 'checkpoint',
+      actor: 'test',
+      reason: 'deleted',
+    });
+    expect(done).toMatchObject({ retiredNow: true, eventsRemoved: head });
+    const after = await writer
+      .append('conv-keep-me', head, [message('x')])
+      .catch((e: unknown) => e);
+    expect(after).toMatchObject({ code: 'failed_precondition' });
+    expect((after as Error).message).toContain('conv-keep-me was retired at');
+  });
+});
+
 describe('the shipped certificates', () => {
-  it('let the control plane append, repair and authenticate, and not administer records', async () => {
+  it('let the control plane append, repair, retire and authenticate, and not administer records', async () => {
     const tls = await clientTls(pki.ca, pki.controlPlane);
     const state = new StateClient({ address, tls, callTimeoutMs: 5_000 });
     const records = new RecordsClient({ address, tls, callTimeoutMs: 5_000 });
@@ -232,6 +296,8 @@ describe('the shipped certificates', () => {
     await state.append('conv-cp', 0, [message('hello')]);
     const repaired = await state.repair('conv-cp', { actor: 'a', reason: 'r', dryRun: true });
     expect(repaired.excised).toEqual([]);
+    const retired = await state.retire('conv-cp', { policy: 'delete', actor: 'a', reason: 'r' });
+    expect(retired.retiredNow).toBe(true);
     expect(await records.authenticate('pc_not-a-token').catch((e: unknown) => e)).not.toMatchObject(
       {
         code: 'permission_denied',

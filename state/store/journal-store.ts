@@ -45,26 +45,18 @@ import { createLevelKv, type KvStore } from './level-kv';
 import { assertPartitionName } from '../../common/partition-name';
 import type { PartitionState } from './recover-partition';
 import { StoreLifecycle } from './store-lifecycle';
+import { retirementOf, retirePartition } from './journal-retire';
+import type { PartitionRetirement, RetireOptions, RetireResult } from './retirement-types';
 
 /**
  * The state plane's durable journal store: many `conv-{id}` partitions in one LevelDB
  * database, each an append-only, signed journal (docs/journal-format.md;
  * state/store/README.md). This class owns the store's state (the LevelDB handle, the
  * partition table, the lifecycle and locks, the signing keys, the commit listeners) and
- * hands each call to the module of its responsibility (journal-append.ts,
- * journal-repair.ts, journal-proofs.ts, journal-verify.ts, journal-export.ts,
- * journal-read.ts, journal-open.ts) with what that needs. An append is acknowledged once
- * its one atomic write is durable; the in-memory state moves only then.
- *
- * @example
- * import { createNodeEd25519Signer } from '../journal/node-ed25519';
- * async function demo(): Promise<void> {
- *   const store = new JournalStore({ location: 'journal-db', signer: createNodeEd25519Signer(new Uint8Array(32)) });
- *   await store.open();
- *   const { head } = await store.append('conv-1', 0, [{ kind: 'message_received', payload: new Uint8Array() }]);
- *   for await (const event of store.read('conv-1', 0, head)) void event;
- *   await store.close();
- * }
+ * hands each call to the module of its responsibility (journal-append.ts, -repair.ts,
+ * -retire.ts, -proofs.ts, -verify.ts, -export.ts, -read.ts, -open.ts) with what that
+ * needs. An append is acknowledged once its one atomic write is durable; the in-memory
+ * state moves only then. Its calls in one place: state/store/README.md, "API".
  */
 export class JournalStore {
   private readonly kv: KvStore;
@@ -276,6 +268,17 @@ export class JournalStore {
       if ('result' in outcome) return outcome.result;
       return repairedResult(outcome.excised, this.apply(partition, state, outcome.written));
     });
+  }
+
+  /** Retires `partition`, as `retirePartition` (journal-retire.ts) says; throws as it. */
+  retire(partition: string, options: RetireOptions): Promise<RetireResult> {
+    const { kv, hash, keyring, table, life, listeners } = this;
+    return retirePartition({ kv, hash, keyring, table, life, listeners }, partition, options);
+  }
+
+  /** The retirement of `partition`. @throws AppError as `retirementOf` (journal-retire.ts). */
+  retirement(partition: string): PartitionRetirement {
+    return retirementOf(this.life, this.table, partition);
   }
 
   /**

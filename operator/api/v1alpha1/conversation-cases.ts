@@ -76,6 +76,7 @@ export const validFullConversationSpec: ConversationSpec = {
   },
   idleTimeout: '1h30m',
   retention: '72h',
+  journalRetention: 'checkpoint',
   visibility: 'shared',
   owner: 'slack:T024BE7LD:U012AB3CD',
   participants: ['slack:T024BE7LD:U045EF6GH', 'email:bob@example.com'],

@@ -45,6 +45,20 @@ export const Visibility = {
 } as const;
 export type Visibility = (typeof Visibility)[keyof typeof Visibility];
 
+/**
+ * What happens to a Conversation's journal partition when the Conversation is deleted
+ * (docs/operator.md, "Journal retention").
+ */
+export const JournalRetention = {
+  /** The journal stays on the state volume, readable, forever (the default). */
+  Keep: 'keep',
+  /** The events go; a signed record of the final head, root and key stays. */
+  Checkpoint: 'checkpoint',
+  /** The events go; only a tombstone stays. */
+  Delete: 'delete',
+} as const;
+export type JournalRetention = (typeof JournalRetention)[keyof typeof JournalRetention];
+
 /** How the harness reaches an MCP server. */
 export const McpTransport = {
   /** The harness starts `command` with `args` and speaks MCP over its stdin/stdout. */

@@ -30,6 +30,47 @@ import { SignedRoot } from "../../events/v1/events";
  * (`polychrome-head`) and in the message.
  */
 
+export enum RetirePolicy {
+  RETIRE_POLICY_UNSPECIFIED = 0,
+  /** RETIRE_POLICY_CHECKPOINT - The events go; a signed record of the final head, root and key stays. */
+  RETIRE_POLICY_CHECKPOINT = 1,
+  /** RETIRE_POLICY_DELETE - The events go; only an unsigned tombstone (when, who, why) stays. */
+  RETIRE_POLICY_DELETE = 2,
+  UNRECOGNIZED = -1,
+}
+
+export function retirePolicyFromJSON(object: any): RetirePolicy {
+  switch (object) {
+    case 0:
+    case "RETIRE_POLICY_UNSPECIFIED":
+      return RetirePolicy.RETIRE_POLICY_UNSPECIFIED;
+    case 1:
+    case "RETIRE_POLICY_CHECKPOINT":
+      return RetirePolicy.RETIRE_POLICY_CHECKPOINT;
+    case 2:
+    case "RETIRE_POLICY_DELETE":
+      return RetirePolicy.RETIRE_POLICY_DELETE;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return RetirePolicy.UNRECOGNIZED;
+  }
+}
+
+export function retirePolicyToJSON(object: RetirePolicy): string {
+  switch (object) {
+    case RetirePolicy.RETIRE_POLICY_UNSPECIFIED:
+      return "RETIRE_POLICY_UNSPECIFIED";
+    case RetirePolicy.RETIRE_POLICY_CHECKPOINT:
+      return "RETIRE_POLICY_CHECKPOINT";
+    case RetirePolicy.RETIRE_POLICY_DELETE:
+      return "RETIRE_POLICY_DELETE";
+    case RetirePolicy.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 export interface NewEvent {
   kind: string;
   payload: Buffer;
@@ -221,6 +262,53 @@ export interface RepairResponse {
   signedRootPosition: number;
   /** For people: what was done. */
   message: string;
+}
+
+export interface RetireRequest {
+  partition: string;
+  policy: RetirePolicy;
+  /** Who retires it (recorded in the retirement record); required. */
+  actor: string;
+  /** Why (recorded in the retirement record); required. */
+  reason: string;
+  /** The fencing token of the caller's lease on the conversation, as for Append. */
+  fencingToken: number;
+}
+
+export interface RetireResponse {
+  retirement?:
+    | Retirement
+    | undefined;
+  /**
+   * False when the partition was already retired: nothing changed, `retirement` is the
+   * record kept then.
+   */
+  retiredNow: boolean;
+  /** Events removed by this call (0 when nothing was stored). */
+  eventsRemoved: number;
+  /** For people: what was done. */
+  message: string;
+}
+
+export interface GetRetirementRequest {
+  partition: string;
+}
+
+/** docs/journal-format.md, "Retirement record". */
+export interface Retirement {
+  partition: string;
+  policy: RetirePolicy;
+  retiredAtMs: number;
+  actor: string;
+  reason: string;
+  /** CHECKPOINT only: the number of entries when retired (0: the partition held none). */
+  head: number;
+  /** CHECKPOINT only: the MMR root over all `head` entries, 32 bytes. */
+  root: Buffer;
+  /** CHECKPOINT only: key id of the key that signed the record. */
+  keyId: string;
+  /** CHECKPOINT only: ed25519 signature over the retirement message, 64 bytes. */
+  signature: Buffer;
 }
 
 function createBaseNewEvent(): NewEvent {
@@ -2637,6 +2725,552 @@ export const RepairResponse: MessageFns<RepairResponse> = {
   },
 };
 
+function createBaseRetireRequest(): RetireRequest {
+  return { partition: "", policy: 0, actor: "", reason: "", fencingToken: 0 };
+}
+
+export const RetireRequest: MessageFns<RetireRequest> = {
+  encode(message: RetireRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.partition !== "") {
+      writer.uint32(10).string(message.partition);
+    }
+    if (message.policy !== 0) {
+      writer.uint32(16).int32(message.policy);
+    }
+    if (message.actor !== "") {
+      writer.uint32(26).string(message.actor);
+    }
+    if (message.reason !== "") {
+      writer.uint32(34).string(message.reason);
+    }
+    if (message.fencingToken !== 0) {
+      writer.uint32(40).uint64(message.fencingToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetireRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetireRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.partition = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.policy = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.actor = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.fencingToken = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RetireRequest {
+    return {
+      partition: isSet(object.partition) ? globalThis.String(object.partition) : "",
+      policy: isSet(object.policy) ? retirePolicyFromJSON(object.policy) : 0,
+      actor: isSet(object.actor) ? globalThis.String(object.actor) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      fencingToken: isSet(object.fencingToken)
+        ? globalThis.Number(object.fencingToken)
+        : isSet(object.fencing_token)
+        ? globalThis.Number(object.fencing_token)
+        : 0,
+    };
+  },
+
+  toJSON(message: RetireRequest): unknown {
+    const obj: any = {};
+    if (message.partition !== "") {
+      obj.partition = message.partition;
+    }
+    if (message.policy !== 0) {
+      obj.policy = retirePolicyToJSON(message.policy);
+    }
+    if (message.actor !== "") {
+      obj.actor = message.actor;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.fencingToken !== 0) {
+      obj.fencingToken = Math.round(message.fencingToken);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RetireRequest>): RetireRequest {
+    return RetireRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RetireRequest>): RetireRequest {
+    const message = createBaseRetireRequest();
+    message.partition = object.partition ?? "";
+    message.policy = object.policy ?? 0;
+    message.actor = object.actor ?? "";
+    message.reason = object.reason ?? "";
+    message.fencingToken = object.fencingToken ?? 0;
+    return message;
+  },
+};
+
+function createBaseRetireResponse(): RetireResponse {
+  return { retirement: undefined, retiredNow: false, eventsRemoved: 0, message: "" };
+}
+
+export const RetireResponse: MessageFns<RetireResponse> = {
+  encode(message: RetireResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.retirement !== undefined) {
+      Retirement.encode(message.retirement, writer.uint32(10).fork()).join();
+    }
+    if (message.retiredNow !== false) {
+      writer.uint32(16).bool(message.retiredNow);
+    }
+    if (message.eventsRemoved !== 0) {
+      writer.uint32(24).uint64(message.eventsRemoved);
+    }
+    if (message.message !== "") {
+      writer.uint32(34).string(message.message);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetireResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetireResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.retirement = Retirement.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.retiredNow = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.eventsRemoved = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RetireResponse {
+    return {
+      retirement: isSet(object.retirement) ? Retirement.fromJSON(object.retirement) : undefined,
+      retiredNow: isSet(object.retiredNow)
+        ? globalThis.Boolean(object.retiredNow)
+        : isSet(object.retired_now)
+        ? globalThis.Boolean(object.retired_now)
+        : false,
+      eventsRemoved: isSet(object.eventsRemoved)
+        ? globalThis.Number(object.eventsRemoved)
+        : isSet(object.events_removed)
+        ? globalThis.Number(object.events_removed)
+        : 0,
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+    };
+  },
+
+  toJSON(message: RetireResponse): unknown {
+    const obj: any = {};
+    if (message.retirement !== undefined) {
+      obj.retirement = Retirement.toJSON(message.retirement);
+    }
+    if (message.retiredNow !== false) {
+      obj.retiredNow = message.retiredNow;
+    }
+    if (message.eventsRemoved !== 0) {
+      obj.eventsRemoved = Math.round(message.eventsRemoved);
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RetireResponse>): RetireResponse {
+    return RetireResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RetireResponse>): RetireResponse {
+    const message = createBaseRetireResponse();
+    message.retirement = (object.retirement !== undefined && object.retirement !== null)
+      ? Retirement.fromPartial(object.retirement)
+      : undefined;
+    message.retiredNow = object.retiredNow ?? false;
+    message.eventsRemoved = object.eventsRemoved ?? 0;
+    message.message = object.message ?? "";
+    return message;
+  },
+};
+
+function createBaseGetRetirementRequest(): GetRetirementRequest {
+  return { partition: "" };
+}
+
+export const GetRetirementRequest: MessageFns<GetRetirementRequest> = {
+  encode(message: GetRetirementRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.partition !== "") {
+      writer.uint32(10).string(message.partition);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetRetirementRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetRetirementRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.partition = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetRetirementRequest {
+    return { partition: isSet(object.partition) ? globalThis.String(object.partition) : "" };
+  },
+
+  toJSON(message: GetRetirementRequest): unknown {
+    const obj: any = {};
+    if (message.partition !== "") {
+      obj.partition = message.partition;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<GetRetirementRequest>): GetRetirementRequest {
+    return GetRetirementRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<GetRetirementRequest>): GetRetirementRequest {
+    const message = createBaseGetRetirementRequest();
+    message.partition = object.partition ?? "";
+    return message;
+  },
+};
+
+function createBaseRetirement(): Retirement {
+  return {
+    partition: "",
+    policy: 0,
+    retiredAtMs: 0,
+    actor: "",
+    reason: "",
+    head: 0,
+    root: Buffer.alloc(0),
+    keyId: "",
+    signature: Buffer.alloc(0),
+  };
+}
+
+export const Retirement: MessageFns<Retirement> = {
+  encode(message: Retirement, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.partition !== "") {
+      writer.uint32(10).string(message.partition);
+    }
+    if (message.policy !== 0) {
+      writer.uint32(16).int32(message.policy);
+    }
+    if (message.retiredAtMs !== 0) {
+      writer.uint32(24).int64(message.retiredAtMs);
+    }
+    if (message.actor !== "") {
+      writer.uint32(34).string(message.actor);
+    }
+    if (message.reason !== "") {
+      writer.uint32(42).string(message.reason);
+    }
+    if (message.head !== 0) {
+      writer.uint32(48).uint64(message.head);
+    }
+    if (message.root.length !== 0) {
+      writer.uint32(58).bytes(message.root);
+    }
+    if (message.keyId !== "") {
+      writer.uint32(66).string(message.keyId);
+    }
+    if (message.signature.length !== 0) {
+      writer.uint32(74).bytes(message.signature);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Retirement {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetirement();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.partition = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.policy = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.retiredAtMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.actor = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.head = longToNumber(reader.uint64());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.root = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.keyId = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.signature = Buffer.from(reader.bytes());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Retirement {
+    return {
+      partition: isSet(object.partition) ? globalThis.String(object.partition) : "",
+      policy: isSet(object.policy) ? retirePolicyFromJSON(object.policy) : 0,
+      retiredAtMs: isSet(object.retiredAtMs)
+        ? globalThis.Number(object.retiredAtMs)
+        : isSet(object.retired_at_ms)
+        ? globalThis.Number(object.retired_at_ms)
+        : 0,
+      actor: isSet(object.actor) ? globalThis.String(object.actor) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      head: isSet(object.head) ? globalThis.Number(object.head) : 0,
+      root: isSet(object.root) ? Buffer.from(bytesFromBase64(object.root)) : Buffer.alloc(0),
+      keyId: isSet(object.keyId)
+        ? globalThis.String(object.keyId)
+        : isSet(object.key_id)
+        ? globalThis.String(object.key_id)
+        : "",
+      signature: isSet(object.signature) ? Buffer.from(bytesFromBase64(object.signature)) : Buffer.alloc(0),
+    };
+  },
+
+  toJSON(message: Retirement): unknown {
+    const obj: any = {};
+    if (message.partition !== "") {
+      obj.partition = message.partition;
+    }
+    if (message.policy !== 0) {
+      obj.policy = retirePolicyToJSON(message.policy);
+    }
+    if (message.retiredAtMs !== 0) {
+      obj.retiredAtMs = Math.round(message.retiredAtMs);
+    }
+    if (message.actor !== "") {
+      obj.actor = message.actor;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.head !== 0) {
+      obj.head = Math.round(message.head);
+    }
+    if (message.root.length !== 0) {
+      obj.root = base64FromBytes(message.root);
+    }
+    if (message.keyId !== "") {
+      obj.keyId = message.keyId;
+    }
+    if (message.signature.length !== 0) {
+      obj.signature = base64FromBytes(message.signature);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<Retirement>): Retirement {
+    return Retirement.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<Retirement>): Retirement {
+    const message = createBaseRetirement();
+    message.partition = object.partition ?? "";
+    message.policy = object.policy ?? 0;
+    message.retiredAtMs = object.retiredAtMs ?? 0;
+    message.actor = object.actor ?? "";
+    message.reason = object.reason ?? "";
+    message.head = object.head ?? 0;
+    message.root = object.root ?? Buffer.alloc(0);
+    message.keyId = object.keyId ?? "";
+    message.signature = object.signature ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
 export type JournalService = typeof JournalService;
 export const JournalService = {
   /** Appends a batch at exactly `expected_head` and seals it with a signed root, durably. */
@@ -2727,6 +3361,33 @@ export const JournalService = {
     responseSerialize: (value: RepairResponse): Buffer => Buffer.from(RepairResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RepairResponse => RepairResponse.decode(value),
   },
+  /**
+   * --- Journal retention (docs/state-plane.md, "Retirement") ---
+   * Retires a partition whose Conversation was deleted: every event, MMR node, head
+   * record and fencing mark goes in one atomic batch and the space is compacted; with
+   * CHECKPOINT a retirement record signed by the journal key (final head, root, key id)
+   * stays. Afterwards every call on the partition fails, naming the retirement. Retiring a
+   * retired or never-written partition succeeds and says so (retire role only).
+   */
+  retire: {
+    path: "/polychrome.state.v1.Journal/Retire" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RetireRequest): Buffer => Buffer.from(RetireRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RetireRequest => RetireRequest.decode(value),
+    responseSerialize: (value: RetireResponse): Buffer => Buffer.from(RetireResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RetireResponse => RetireResponse.decode(value),
+  },
+  /** The retirement record of a retired partition (NOT_FOUND when it is not retired). */
+  getRetirement: {
+    path: "/polychrome.state.v1.Journal/GetRetirement" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetRetirementRequest): Buffer => Buffer.from(GetRetirementRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetRetirementRequest => GetRetirementRequest.decode(value),
+    responseSerialize: (value: Retirement): Buffer => Buffer.from(Retirement.encode(value).finish()),
+    responseDeserialize: (value: Buffer): Retirement => Retirement.decode(value),
+  },
 } as const;
 
 export interface JournalServer extends UntypedServiceImplementation {
@@ -2752,6 +3413,17 @@ export interface JournalServer extends UntypedServiceImplementation {
    * records each with a signed `excision` event, in one atomic batch (writer role only).
    */
   repair: handleUnaryCall<RepairRequest, RepairResponse>;
+  /**
+   * --- Journal retention (docs/state-plane.md, "Retirement") ---
+   * Retires a partition whose Conversation was deleted: every event, MMR node, head
+   * record and fencing mark goes in one atomic batch and the space is compacted; with
+   * CHECKPOINT a retirement record signed by the journal key (final head, root, key id)
+   * stays. Afterwards every call on the partition fails, naming the retirement. Retiring a
+   * retired or never-written partition succeeds and says so (retire role only).
+   */
+  retire: handleUnaryCall<RetireRequest, RetireResponse>;
+  /** The retirement record of a retired partition (NOT_FOUND when it is not retired). */
+  getRetirement: handleUnaryCall<GetRetirementRequest, Retirement>;
 }
 
 export interface JournalClient extends Client {
@@ -2859,6 +3531,45 @@ export interface JournalClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RepairResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * --- Journal retention (docs/state-plane.md, "Retirement") ---
+   * Retires a partition whose Conversation was deleted: every event, MMR node, head
+   * record and fencing mark goes in one atomic batch and the space is compacted; with
+   * CHECKPOINT a retirement record signed by the journal key (final head, root, key id)
+   * stays. Afterwards every call on the partition fails, naming the retirement. Retiring a
+   * retired or never-written partition succeeds and says so (retire role only).
+   */
+  retire(
+    request: RetireRequest,
+    callback: (error: ServiceError | null, response: RetireResponse) => void,
+  ): ClientUnaryCall;
+  retire(
+    request: RetireRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RetireResponse) => void,
+  ): ClientUnaryCall;
+  retire(
+    request: RetireRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RetireResponse) => void,
+  ): ClientUnaryCall;
+  /** The retirement record of a retired partition (NOT_FOUND when it is not retired). */
+  getRetirement(
+    request: GetRetirementRequest,
+    callback: (error: ServiceError | null, response: Retirement) => void,
+  ): ClientUnaryCall;
+  getRetirement(
+    request: GetRetirementRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: Retirement) => void,
+  ): ClientUnaryCall;
+  getRetirement(
+    request: GetRetirementRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: Retirement) => void,
   ): ClientUnaryCall;
 }
 
