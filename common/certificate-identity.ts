@@ -18,6 +18,8 @@ export const CertificateRole = {
   Verifier: 'polychrome:verifier',
   /** Repair: excises unreadable journal entries. */
   Repair: 'polychrome:repair',
+  /** Erasure: excises readable journal entries an admin asked to erase. */
+  Erase: 'polychrome:erase',
   /** Every Records RPC: personas, sessions, credentials, ceremonies. */
   RecordsAdmin: 'polychrome:records-admin',
   /**

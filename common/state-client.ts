@@ -1,6 +1,7 @@
 import {
   JournalClient,
   type AppendResponse,
+  type EraseResponse,
   type HeadResponse,
   type ListPartitionsResponse,
   type ProofResponse,
@@ -24,6 +25,7 @@ import {
 import type {
   AppendCallOptions,
   AppendOutcome,
+  EraseOutcome,
   ExportEntry,
   HeadOutcome,
   JournalCheckpointInfo,
@@ -207,6 +209,7 @@ export class StateClient implements StateJournal {
       signedRoots: response.signedRoots,
       unsealed: response.unsealed,
       excised: response.excised,
+      erased: response.erased,
       checkpointChecked: response.checkpointChecked,
       failure:
         response.failure === undefined
@@ -264,6 +267,48 @@ export class StateClient implements StateJournal {
         position: e.position,
         leafDigest: new Uint8Array(e.leafDigest),
         problem: e.problem,
+      })),
+      dryRun: response.dryRun,
+      head: response.head,
+      signedRoot: signedRootFromProto(response.signedRoot, response.signedRootPosition),
+      message: response.message,
+    };
+  }
+
+  /**
+   * Has the state plane erase the named readable content entries of `partition` (erase
+   * role only; docs/state-plane.md, "Erasure"): each is replaced by a marker keeping its
+   * leaf digest and recorded by a signed `excision` event marked `erased`, in one atomic
+   * batch; with `dryRun`, checks everything and writes nothing.
+   *
+   * @throws JournalFencedError as for {@link StateClient.append}; StateCallError
+   *   `invalid_argument`, `failed_precondition` (a position that may not be erased, named
+   *   with why), `data_loss`, `permission_denied` as the server reports them.
+   */
+  async erase(
+    partition: string,
+    request: {
+      readonly positions: readonly number[];
+      readonly actor: string;
+      readonly reason: string;
+      readonly dryRun?: boolean;
+      readonly fencingToken?: number;
+    },
+    options: StateCallOptions = {},
+  ): Promise<EraseOutcome> {
+    const { positions, actor, reason } = request;
+    const fencingToken = request.fencingToken ?? 0;
+    const dryRun = request.dryRun ?? false;
+    const message = { partition, positions: [...positions], actor, reason, fencingToken, dryRun };
+    const response = await this.unary<EraseResponse>('Erase', options, (metadata, call, done) =>
+      this.client.erase(message, metadata, call, done),
+    );
+    return {
+      erased: response.erased.map((e) => ({
+        position: e.position,
+        leafDigest: new Uint8Array(e.leafDigest),
+        kind: e.kind,
+        turnId: e.turnId,
       })),
       dryRun: response.dryRun,
       head: response.head,

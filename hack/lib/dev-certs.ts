@@ -42,7 +42,7 @@ export interface DevCerts {
   /** The state plane's server certificate. */
   readonly server: CertFiles;
   /**
-   * CN polychrome-control-plane, O polychrome:writer, polychrome:repair and
+   * CN polychrome-control-plane, O polychrome:writer, polychrome:repair, polychrome:erase and
    * polychrome:control-plane-replica: journals, the records its code uses, repair, and the
    * peer port; client and server auth, since replicas also present it to each other on
    * their peer listeners.
@@ -78,7 +78,12 @@ const LEAVES: readonly (CertRequest & { readonly field: LeafField })[] = [
     field: 'controlPlane',
     name: 'control-plane',
     commonName: 'polychrome-control-plane',
-    organizations: ['polychrome:writer', 'polychrome:repair', 'polychrome:control-plane-replica'],
+    organizations: [
+      'polychrome:writer',
+      'polychrome:repair',
+      'polychrome:erase',
+      'polychrome:control-plane-replica',
+    ],
     // Also served: each replica's peer listener presents it to the others.
     usage: CertUsage.Both,
   },

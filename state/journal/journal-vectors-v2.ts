@@ -80,6 +80,9 @@ export function buildV2Vectors(hash: Sha256, signer: Ed25519Signer): V2Vectors {
       reason: 'test vector',
       excisedAtMs: 1_700_000_000_000,
       problem: 'its payload does not decode as tool_result',
+      erased: false,
+      erasedKind: '',
+      turnId: '',
     }),
   );
   seal();
