@@ -52,7 +52,7 @@ export async function journalVerify(args: readonly string[], io: CliIo): Promise
       `${file} (${result.partition}): OK: ${String(result.events)} events, ${String(result.signedRoots)} signed roots ` +
         `verified against ${result.trust === 'pinned' ? 'the pinned key(s)' : "the file header's key(s) (pin one with --public-key)"} ` +
         `${result.trustedKeyIds.join(', ')}\n` +
-        checkpointNote(result.checkpoint !== null, result.excised),
+        checkpointNote(result.checkpoint !== null, result.excised, result.erased),
     );
   }
   return result.ok && result.unsealed === 0 ? ExitCode.Ok : ExitCode.VerifyFailed;

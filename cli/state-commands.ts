@@ -133,6 +133,7 @@ export async function stateVerify(
           unsealed: result.unsealed,
           failure: result.failure ?? null,
           excised: result.excised,
+          erased: result.erased,
           checkpointChecked: result.checkpointChecked,
         })}\n`,
       );
@@ -151,7 +152,7 @@ export async function stateVerify(
       await write(
         io.stdout,
         `${partition}: OK: ${String(result.events)} events, ${String(result.signedRoots)} signed roots verified\n` +
-          checkpointNote(result.checkpointChecked, result.excised),
+          checkpointNote(result.checkpointChecked, result.excised, result.erased),
       );
     }
     return ok ? ExitCode.Ok : ExitCode.VerifyFailed;

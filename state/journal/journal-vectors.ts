@@ -1,6 +1,7 @@
 import { CompactMmr } from './compact-mmr';
 import { fromHex, toHex } from './hex';
 import { buildInclusionProof } from './inclusion-proof';
+import { buildErasureVectors, type ErasureVectors } from './journal-vectors-erasure';
 import { buildV2Vectors, type V2Vectors } from './journal-vectors-v2';
 import { LeafHasher } from './leaf-digest';
 import { keyIdOf } from './signed-root';
@@ -44,6 +45,8 @@ export interface JournalVectors {
   }[];
   /** Version-2 roots and an excision (docs/journal-format.md, sections 6 and 10). */
   readonly version2: V2Vectors;
+  /** An erased readable entry (docs/journal-format.md, "Erasure"). */
+  readonly erasure: ErasureVectors;
 }
 
 /**
@@ -119,6 +122,7 @@ export function buildJournalVectors(crypto: VectorCrypto): JournalVectors {
     keyRotations,
     inclusionProofs,
     version2: buildV2Vectors(hash, first),
+    erasure: buildErasureVectors(hash, first),
   };
 }
 
