@@ -110,6 +110,11 @@ export interface TurnView {
    * the view applied to it; turn-state.ts reads it.
    */
   readonly standingFold: StandingFold;
+  /**
+   * Positions of this turn's entries an admin erased (erased-entries.ts), in order; absent
+   * when none was. Their content is gone from the view: an erased message has empty text.
+   */
+  readonly erasedPositions?: readonly number[];
 }
 
 /** The fold of events [0, head) of one conversation's journal. */

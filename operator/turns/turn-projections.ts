@@ -17,6 +17,7 @@ import {
 } from '../../proto/gen/polychrome/events/v1/events';
 import { voidedToolCalls } from '../../common/turn-resolution';
 import type { HistoryMessage, Role, Step } from '../../proto/gen/polychrome/harness/v1/harness';
+import { ERASED_TEXT, isAnswerErased, isMessageErased } from './erased-entries';
 import { hex } from './decoded-event';
 import type { JournalView, TurnView } from './journal-view-types';
 import { pendingRequest } from './turn-state';
@@ -111,6 +112,8 @@ export function committedHistory(view: JournalView, beforeTurnId?: string): Hist
     if (turn.messagePosition >= before) break;
     const terminal = turn.terminal;
     if (terminal?.kind !== 'turn_complete' || turn.dispatches.length === 0) continue;
+    // An erased message or answer leaves the agent's history with its turn.
+    if (isMessageErased(turn) || isAnswerErased(turn)) continue;
     history.push(
       { role: ROLE_USER, content: [{ block: { $case: 'text', value: turn.text } }] },
       {
@@ -135,7 +138,11 @@ export function transcriptTurns(view: JournalView): TranscriptTurn[] {
     out.push({
       turnId: turn.turnId,
       position: turn.messagePosition,
-      user: { text: turn.text, caller: turn.attribution.caller, receivedAtMs: turn.receivedAtMs },
+      user: {
+        text: isMessageErased(turn) ? ERASED_TEXT : turn.text,
+        caller: turn.attribution.caller,
+        receivedAtMs: turn.receivedAtMs,
+      },
       ...outcome,
     });
   }
@@ -178,7 +185,7 @@ function outcomeOf(turn: TurnView): TurnOutcome | undefined {
     case 'turn_complete':
       return {
         status: TurnStatus.Complete,
-        reply: terminal.payload.text,
+        reply: isAnswerErased(turn) ? ERASED_TEXT : terminal.payload.text,
         fallback: terminal.payload.fallback,
       };
     case 'turn_ambiguous':
