@@ -469,6 +469,7 @@ describe('tampering on disk, found by `polychrome state verify`', () => {
       unsealed: 0,
       failure: null,
       excised: [],
+      erased: [],
       checkpointChecked: false,
     });
     await stop(p, 'SIGTERM');
