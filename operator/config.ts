@@ -12,6 +12,11 @@ import {
   type Env,
 } from '../common/config';
 import { DEFAULT_HEALTH_PORT } from '../common/health-server';
+import {
+  DEFAULT_HISTORY_TOKENS,
+  HISTORY_TOKENS_MAX,
+  HISTORY_TOKENS_MIN,
+} from './api/v1alpha1/conversation-values';
 import { LogLevel } from '../common/log';
 import { DEFAULT_AUTH_FAILURE_CACHE_MS } from './public-api/auth-cache';
 import { DEFAULT_LIMITS, type LimitSettings } from './public-api/caller-limits';
@@ -87,6 +92,7 @@ function envDuration(fallbackMs: number, range: { min: number; max: number }) {
  * | `POLYCHROME_TURN_SANDBOX_WAIT_MS` | how long a turn waits for its harness (e.g. after a reopen) | 120000 |
  * | `POLYCHROME_TURN_MAX_ATTEMPTS` | dispatches of one turn before it settles with the fallback reply | 3 |
  * | `POLYCHROME_MAX_STEPS` | the deployment's step budget per turn (0: the harness's own) | 0 |
+ * | `POLYCHROME_HISTORY_TOKENS` | how much history a turn is given, in estimated tokens, where `spec.agent.historyTokens` is unset (docs/turns.md, "The history window"), 256 to 1000000 | 50000 |
  * | `POLYCHROME_APPROVAL_TTL` | how long a pending approval waits before it expires and counts as denied: a whole number with a unit, `ms`, `s`, `m`, `h` or `d` (`90m`, `24h`), 1s to 30d | 24h |
  * | `POLYCHROME_ALLOW_SELF_APPROVAL` | let a person approve a call their own message started (single-person installs); each such answer records `self_approval` | false |
  * | `POLYCHROME_TURN_STATUS_INTERVAL_MS` | least time between two turn-status writes of one conversation (changes meanwhile are merged) | 1000 |
@@ -139,6 +145,11 @@ const schema = z
     POLYCHROME_TURN_SANDBOX_WAIT_MS: envInt({ default: 120_000, min: 1_000, max: 3_600_000 }),
     POLYCHROME_TURN_MAX_ATTEMPTS: envInt({ default: 3, min: 1, max: 100 }),
     POLYCHROME_MAX_STEPS: envInt({ default: 0, min: 0, max: 64 }),
+    POLYCHROME_HISTORY_TOKENS: envInt({
+      default: DEFAULT_HISTORY_TOKENS,
+      min: HISTORY_TOKENS_MIN,
+      max: HISTORY_TOKENS_MAX,
+    }),
     POLYCHROME_TURN_STATUS_INTERVAL_MS: envInt({ default: 1_000, min: 0, max: 60_000 }),
     POLYCHROME_TURN_STATUS_DELAY_MS: envInt({ default: 250, min: 0, max: 60_000 }),
     POLYCHROME_APPROVAL_TTL: envDuration(DAY_MS, { min: 1_000, max: 30 * DAY_MS }),
@@ -289,6 +300,7 @@ export interface ControlPlaneConfig {
     readonly sandboxWaitMs: number;
     readonly maxAttempts: number;
     readonly maxSteps: number;
+    readonly historyTokens: number;
     readonly statusIntervalMs: number;
     readonly statusDelayMs: number;
     /** How long a pending approval waits before it expires (docs/turns.md, "Expiry"). */
@@ -369,6 +381,7 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
       sandboxWaitMs: c.POLYCHROME_TURN_SANDBOX_WAIT_MS,
       maxAttempts: c.POLYCHROME_TURN_MAX_ATTEMPTS,
       maxSteps: c.POLYCHROME_MAX_STEPS,
+      historyTokens: c.POLYCHROME_HISTORY_TOKENS,
       statusIntervalMs: c.POLYCHROME_TURN_STATUS_INTERVAL_MS,
       statusDelayMs: c.POLYCHROME_TURN_STATUS_DELAY_MS,
       approvalTtlMs: c.POLYCHROME_APPROVAL_TTL,

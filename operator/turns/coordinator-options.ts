@@ -31,6 +31,11 @@ export interface TurnCoordinatorOptions {
   readonly maxAttempts?: number;
   /** Steps per turn set by the deployment (the harness applies its own too). */
   readonly deploymentMaxSteps?: number;
+  /**
+   * History budget (estimated tokens) of an agent that sets none (history-window.ts).
+   * @default DEFAULT_HISTORY_TOKENS
+   */
+  readonly historyTokens?: number;
   readonly nowMs?: () => number;
   /**
    * How long the running mark of a turn on a Ready conversation waits before it is

@@ -27,6 +27,7 @@ import { DEFAULT_APPROVAL_TTL_MS, dueExpiry } from './plan-expiry';
 import { authorizeUse } from './plan-access';
 import { Role as CallerRole } from '../../common/persona-roles';
 import { planMessage } from './plan-message';
+import { DEFAULT_HISTORY_TOKENS } from '../api/v1alpha1/conversation-values';
 import { TurnRunner } from './turn-runner';
 import { JournalKeyRecorder } from './journal-keys';
 import { TurnStatusWriter } from './turn-status-writer';
@@ -55,6 +56,7 @@ export class TurnCoordinator implements TurnService {
   private readonly status: TurnStatusWriter;
   private readonly expiries: ExpiryTimers;
   private readonly approvalTtlMs: number;
+  private readonly historyTokens: number;
   private readonly runner: TurnRunner;
 
   constructor(private readonly options: TurnCoordinatorOptions) {
@@ -80,6 +82,7 @@ export class TurnCoordinator implements TurnService {
       keys: new JournalKeyRecorder({ state: options.state, logger: options.logger }),
     });
     this.approvalTtlMs = options.approvalTtlMs ?? DEFAULT_APPROVAL_TTL_MS;
+    this.historyTokens = options.historyTokens ?? DEFAULT_HISTORY_TOKENS;
     this.expiries = new ExpiryTimers(
       this.now,
       this.approvalTtlMs,
@@ -91,6 +94,7 @@ export class TurnCoordinator implements TurnService {
       stopping: this.stopping.signal,
       nowMs: this.now,
       approvalTtlMs: this.approvalTtlMs,
+      historyTokens: this.historyTokens,
       expiries: this.expiries,
     });
   }
@@ -198,6 +202,7 @@ export class TurnCoordinator implements TurnService {
           lease,
           nowMs: this.now(),
           approvalTtlMs: this.approvalTtlMs,
+          deploymentHistoryTokens: this.historyTokens,
           ...(approverIsAdmin === undefined ? {} : { approverIsAdmin }),
         });
         switch (step.kind) {
@@ -206,7 +211,7 @@ export class TurnCoordinator implements TurnService {
           case 'reply':
             return this.runner.replyOf(uid, step.turn);
           case 'expire':
-            await this.runner.expire(current, lease, step.due);
+            await this.runner.expire(current, lease, step.due, view);
             view = this.views.cached(uid) ?? (await this.views.refresh(uid, signal));
             continue;
           case 'recover':
@@ -252,6 +257,7 @@ export class TurnCoordinator implements TurnService {
         requestId: request.requestId,
         lease,
         nowMs: this.now(),
+        deploymentHistoryTokens: this.historyTokens,
       };
       const plan = planApprovalAnswer({
         ...input,
@@ -264,7 +270,7 @@ export class TurnCoordinator implements TurnService {
           throw plan.error;
         case 'expire':
           // Too late: the expiry is due, so it is committed and the turn goes on as denied.
-          await this.runner.expire(conversation, lease, plan.due);
+          await this.runner.expire(conversation, lease, plan.due, input.view);
           throw plan.error;
         case 'answer': {
           // Usable for as long as the request could have waited (docs/approvals.md).
@@ -311,6 +317,7 @@ export class TurnCoordinator implements TurnService {
         answer: request.answer,
         lease,
         nowMs: this.now(),
+        deploymentHistoryTokens: this.historyTokens,
       });
       if (plan.kind === 'refuse') throw plan.error;
       await this.runner.commit(uid, lease, plan.events);
@@ -359,7 +366,7 @@ export class TurnCoordinator implements TurnService {
         const view = await this.runner.startView(conversation, lease, signal);
         const due = dueExpiry(view, this.now(), this.approvalTtlMs);
         if (due === undefined) this.expiries.follow(uid, view);
-        else await this.runner.expire(this.runner.fresh(conversation), lease, due);
+        else await this.runner.expire(this.runner.fresh(conversation), lease, due, view);
       });
     } catch (error) {
       // Another replica holds the lease (its timer expires it), or the turn failed and is

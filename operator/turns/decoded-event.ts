@@ -216,6 +216,7 @@ function recordEvent(
         fencingToken: d.fencingToken,
         attribution: recordedAttribution(d.attribution),
         dispatchedAtMs: d.dispatchedAtMs,
+        historyFrom: d.historyFrom,
       };
       return turnEvent(position, event.kind, d.turnId, d, (turn) => ({
         ...turn,

@@ -210,7 +210,9 @@ describe('a journal view with erased entries', () => {
       status: 'complete',
       reply: ERASED_TEXT,
     });
-    const history = committedHistory(view);
+    // The history of a turn whose message came next, dispatched with no window.
+    const next = { ...view.turnsById.get(T1)!, messagePosition: view.head, dispatches: [] };
+    const history = committedHistory(view, next);
     expect(history).toHaveLength(2);
     expect(JSON.stringify(history)).toContain('thanks');
     expect(JSON.stringify(history)).not.toContain('555-0100');

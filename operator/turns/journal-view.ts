@@ -6,8 +6,9 @@
  * `foldJournal` reads a journal from position 0; `applyEntry` / `applyEntries` extend a
  * cached view with newly committed events. Both check and decode every event when called
  * (so they throw there) but build the turn records only when the new view is first read,
- * from the nearest view already read: extending a view event by event costs O(1) per
- * event, and reading a view costs O(turns) once. A view is never modified by extending it.
+ * from the nearest view already read. The contents are persistent maps (lazy-view.ts):
+ * extending a view by k events costs O(k log turns) when it is read, whatever the
+ * conversation's length. A view is never modified by extending it.
  *
  * Reading rules:
  * - Positions are dense from 0: each entry must sit at the head of the view it extends.
@@ -30,8 +31,9 @@
  */
 import type { JournalEntry } from '../../common/state-journal';
 import { decodeEntry, interpret, type DecodedEvent } from './decoded-event';
+import { AppError } from '../../common/errors';
 import { erasuresIn } from './erased-entries';
-import { emptyState, LazyView, stateOf } from './lazy-view';
+import { emptyState, LazyView } from './lazy-view';
 import type { JournalView, TypedEvent } from './journal-view-types';
 
 // ---- building views ----
@@ -100,7 +102,8 @@ export function applyEvents(view: JournalView, events: Iterable<TypedEvent>): Jo
 
 /** `view` with `events` after it, up to `head`, folded when first read. */
 function extend(view: JournalView, head: number, events: readonly DecodedEvent[]): JournalView {
-  const base =
-    view instanceof LazyView ? view : new LazyView(view.head, undefined, [], stateOf(view));
-  return events.length === 0 ? base : new LazyView(head, base, events, undefined);
+  if (!(view instanceof LazyView)) {
+    throw new AppError('internal', 'journal view: only a view this module built can be extended');
+  }
+  return events.length === 0 ? view : new LazyView(head, view, events, undefined);
 }

@@ -13,6 +13,8 @@ import {
   DEFAULT_RETENTION,
   DEFAULT_TEMPLATE,
   DEFAULT_WARM_POOL,
+  HISTORY_TOKENS_MAX,
+  HISTORY_TOKENS_MIN,
   MAX_STEPS_LIMIT,
   McpTransport,
   RETENTION_NEVER,
@@ -81,6 +83,12 @@ export const agentField = object(
       minimum: 1,
       maximum: MAX_STEPS_LIMIT,
       default: DEFAULT_MAX_STEPS,
+    }),
+    historyTokens: integer({
+      description: `How much of the conversation's history each turn is given, in estimated tokens (${HISTORY_TOKENS_MIN}..${HISTORY_TOKENS_MAX}): the newest complete turns that fit. Unset: the deployment's default (POLYCHROME_HISTORY_TOKENS).`,
+      format: 'int32',
+      minimum: HISTORY_TOKENS_MIN,
+      maximum: HISTORY_TOKENS_MAX,
     }),
     handoffTargets: list(
       string({ description: 'An agent name.', maxLength: 63, pattern: DNS_LABEL_PATTERN }),

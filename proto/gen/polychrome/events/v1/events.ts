@@ -182,6 +182,13 @@ export interface TurnDispatched {
    * original one: input is never appended twice).
    */
   messagePosition: number;
+  /**
+   * The history this attempt was given: the complete turns whose message_received is at
+   * or after this position, up to the turn's own message. 0 (journals written before
+   * windows, and every turn whose whole history fits the budget): every earlier complete
+   * turn. docs/turns.md, "The history window".
+   */
+  historyFrom: number;
 }
 
 export interface ToolUse {
@@ -927,6 +934,7 @@ function createBaseTurnDispatched(): TurnDispatched {
     attribution: undefined,
     dispatchedAtMs: 0,
     messagePosition: 0,
+    historyFrom: 0,
   };
 }
 
@@ -952,6 +960,9 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
     }
     if (message.messagePosition !== 0) {
       writer.uint32(56).uint64(message.messagePosition);
+    }
+    if (message.historyFrom !== 0) {
+      writer.uint32(64).uint64(message.historyFrom);
     }
     return writer;
   },
@@ -1025,6 +1036,14 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
             message.messagePosition = longToNumber(reader.uint64());
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.historyFrom = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1066,6 +1085,11 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
         : isSet(object.message_position)
         ? globalThis.Number(object.message_position)
         : 0,
+      historyFrom: isSet(object.historyFrom)
+        ? globalThis.Number(object.historyFrom)
+        : isSet(object.history_from)
+        ? globalThis.Number(object.history_from)
+        : 0,
     };
   },
 
@@ -1092,6 +1116,9 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
     if (message.messagePosition !== 0) {
       obj.messagePosition = Math.round(message.messagePosition);
     }
+    if (message.historyFrom !== 0) {
+      obj.historyFrom = Math.round(message.historyFrom);
+    }
     return obj;
   },
 
@@ -1109,6 +1136,7 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
       : undefined;
     message.dispatchedAtMs = object.dispatchedAtMs ?? 0;
     message.messagePosition = object.messagePosition ?? 0;
+    message.historyFrom = object.historyFrom ?? 0;
     return message;
   },
 };
