@@ -4,11 +4,13 @@ import { AppError } from '../common/errors';
 import {
   acceptRollbackResultSchema,
   repairResultSchema,
+  eraseResultSchema,
   resolveResultSchema,
   transcriptSchema,
   turnReplySchema,
   type AcceptRollbackResult,
   type Parsed,
+  type EraseResult,
   type RepairResult,
   type ResolveResult,
   type Transcript,
@@ -226,6 +228,26 @@ export class ApiClient {
       signal,
     );
     return this.parse(response, repairResultSchema, 'RepairResult');
+  }
+
+  /** Erases entries of the conversation's journal (admins, acting as `actor`). @throws ApiCallError, ApiUnreachableError */
+  async erase(
+    conversationId: string,
+    request: {
+      readonly actor: string;
+      readonly positions: readonly number[];
+      readonly reason: string;
+      readonly dryRun: boolean;
+    },
+    signal?: AbortSignal,
+  ): Promise<Parsed<EraseResult>> {
+    const response = await this.request(
+      'POST',
+      { conversation: conversationId, operation: ConversationOperation.Erase },
+      request,
+      signal,
+    );
+    return this.parse(response, eraseResultSchema, 'EraseResult');
   }
 
   /**

@@ -55,7 +55,7 @@ export async function journalVerify(args: readonly string[], io: CliIo): Promise
       `${file} (${result.partition}): OK: ${String(result.events)} events, ${String(result.signedRoots)} signed roots ` +
         `verified against ${result.trust === 'pinned' ? 'the pinned key(s)' : "the file header's key(s) (pin one with --public-key)"} ` +
         `${result.trustedKeyIds.join(', ')}\n` +
-        checkpointNote(result.checkpoint !== null, result.excised) +
+        checkpointNote(result.checkpoint !== null, result.excised, result.erased) +
         (result.retirement === null
           ? ''
           : `  retirement record: checked (final head ${String(result.retirement.head)})\n`),

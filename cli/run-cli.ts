@@ -64,6 +64,7 @@ act as, one of your own: provider:scope:external_id or provider:external_id.
       another key fails wrong_key, naming both key ids.
 
   polychrome conversation repair ID --actor A [--dry-run] [--format json|text] [api flags]
+  polychrome conversation erase ID POSITION... --actor A --reason R [--dry-run] [--format json|text] [api flags]
       Have the state plane excise unreadable journal entries (recorded with A), holding
       the conversation as a turn does; --dry-run reports them and writes nothing.
 

@@ -135,6 +135,7 @@ export async function stateVerify(
           unsealed: result.unsealed,
           failure: result.failure ?? null,
           excised: result.excised,
+          erased: result.erased,
           checkpointChecked: result.checkpointChecked,
         })}\n`,
       );
@@ -153,7 +154,7 @@ export async function stateVerify(
       await write(
         io.stdout,
         `${partition}: OK: ${String(result.events)} events, ${String(result.signedRoots)} signed roots verified\n` +
-          checkpointNote(result.checkpointChecked, result.excised),
+          checkpointNote(result.checkpointChecked, result.excised, result.erased),
       );
     }
     return ok ? ExitCode.Ok : ExitCode.VerifyFailed;

@@ -20,6 +20,8 @@ export const CertificateRole = {
   Repair: 'polychrome:repair',
   /** Retire: removes a deleted conversation's journal partition (docs/state-plane.md). */
   Retire: 'polychrome:retire',
+  /** Erasure: excises readable journal entries an admin asked to erase. */
+  Erase: 'polychrome:erase',
   /** Every Records RPC: personas, sessions, credentials, ceremonies. */
   RecordsAdmin: 'polychrome:records-admin',
   /**

@@ -42,7 +42,7 @@ export interface RetireOutcome {
   readonly message: string;
 }
 
-/** What a retention call needs of StateClient: its gRPC client and its unary runner. */
+/** What a call module (retention, excision) needs of StateClient: its gRPC client and unary runner. */
 export interface JournalCalls {
   readonly grpc: JournalClient;
   readonly unary: <R>(

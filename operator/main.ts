@@ -7,6 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { Gauge, Registry } from 'prom-client';
 import { collectProcessMetrics } from '../common/process-metrics';
 import { ConfigError } from '../common/config';
+import { readSecretFile } from './secret-file';
 import { HealthServer } from '../common/health-server';
 import { componentLogger, createRootLogger, LogComponent } from '../common/log';
 import { RecordsClient } from '../common/records-client';
@@ -377,22 +378,6 @@ async function main(): Promise<void> {
 function shutdownBudget(graceMs: number): { drainMs: number; closeMs: number } {
   const closeMs = Math.min(5_000, Math.floor(graceMs / 4));
   return { drainMs: graceMs - closeMs, closeMs };
-}
-
-/** A secret held in a file (a mounted Secret key), trimmed. */
-async function readSecretFile(path: string, variable: string): Promise<string> {
-  let text: string;
-  try {
-    text = (await readFile(path, 'utf8')).trim();
-  } catch (error) {
-    throw new ConfigError('control plane', [
-      { variable, message: `names a file that cannot be read (${(error as Error).message})` },
-    ]);
-  }
-  if (text === '') {
-    throw new ConfigError('control plane', [{ variable, message: 'names an empty file' }]);
-  }
-  return text;
 }
 
 main().catch((err: unknown) => {

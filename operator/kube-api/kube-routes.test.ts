@@ -171,6 +171,13 @@ describe('apiResourceList', () => {
           verbs: ['create'],
         },
         {
+          name: 'conversations/erase',
+          singularName: '',
+          namespaced: true,
+          kind: 'EraseResult',
+          verbs: ['create'],
+        },
+        {
           name: 'conversations/approvals',
           singularName: '',
           namespaced: true,

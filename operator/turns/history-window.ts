@@ -14,6 +14,7 @@
  * costs its UTF-8 bytes / 4, rounded up, plus 4 for its role and framing. That
  * overestimates English text, and is exact enough to keep a request within a bound.
  */
+import { isAnswerErased, isMessageErased } from './erased-entries';
 import type { JournalView, TurnView } from './journal-view-types';
 import type { Conversation } from '../api/v1alpha1/conversation-types';
 
@@ -25,10 +26,15 @@ export function estimatedTokens(text: string): number {
   return Math.ceil(Buffer.byteLength(text, 'utf8') / 4) + MESSAGE_OVERHEAD_TOKENS;
 }
 
-/** The reply a turn put into history, or `undefined` when it is not in history at all. */
+/**
+ * The reply a turn put into history, or `undefined` when it is not in history at all: not
+ * complete, never dispatched, or its message or answer erased (erased-entries.ts: an erased
+ * message or answer takes its turn out of the agent's history).
+ */
 export function historyReply(turn: TurnView): string | undefined {
   const terminal = turn.terminal;
   if (terminal?.kind !== 'turn_complete' || turn.dispatches.length === 0) return undefined;
+  if (isMessageErased(turn) || isAnswerErased(turn)) return undefined;
   return terminal.payload.text;
 }
 

@@ -115,6 +115,11 @@ export interface TurnView {
    * the view applied to it; turn-state.ts reads it.
    */
   readonly standingFold: StandingFold;
+  /**
+   * Positions of this turn's entries an admin erased (erased-entries.ts), in order; absent
+   * when none was. Their content is gone from the view: an erased message has empty text.
+   */
+  readonly erasedPositions?: readonly number[];
 }
 
 /** A read-only keyed lookup (the view's indexes are persistent maps, not ES Maps). */

@@ -32,6 +32,7 @@
 import type { JournalEntry } from '../../common/state-journal';
 import { decodeEntry, interpret, type DecodedEvent } from './decoded-event';
 import { AppError } from '../../common/errors';
+import { erasuresIn } from './erased-entries';
 import { emptyState, LazyView } from './lazy-view';
 import type { JournalView, TypedEvent } from './journal-view-types';
 
@@ -72,8 +73,10 @@ export function applyEntry(view: JournalView, entry: JournalEntry): JournalView 
 export function applyEntries(view: JournalView, entries: Iterable<JournalEntry>): JournalView {
   const events: DecodedEvent[] = [];
   let head = view.head;
-  for (const entry of entries) {
-    events.push(decodeEntry(entry, head));
+  const read = [...entries];
+  const erasures = erasuresIn(read);
+  for (const entry of read) {
+    events.push(decodeEntry(entry, head, erasures));
     head += 1;
   }
   return extend(view, head, events);

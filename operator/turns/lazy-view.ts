@@ -14,6 +14,7 @@ import {
 } from '../../common/turn-standing';
 import type { MessageReceived } from '../../proto/gen/polychrome/events/v1/events';
 import { recordedAttribution, type DecodedEvent, type TurnEventKind } from './decoded-event';
+import { eraseInTurn, type ErasedRef } from './erased-entries';
 import { List, Map as PersistentMap, OrderedMap } from 'immutable';
 import type {
   AgentConfigRef,
@@ -192,7 +193,9 @@ class StateBuilder {
   apply(event: DecodedEvent): void {
     switch (event.type) {
       case 'message':
-        return this.message(event.position, event.message);
+        return this.message(event.position, event.message, event.erased === true);
+      case 'erasure':
+        return this.erasure(event.erased);
       case 'root':
         this.lastSignedRoot = event.root;
         return;
@@ -209,9 +212,10 @@ class StateBuilder {
     }
   }
 
-  private message(position: number, message: MessageReceived): void {
+  private message(position: number, message: MessageReceived, erased: boolean): void {
     const kind = 'message_received';
-    const firstTurnId = this.turnIdsByKey.get(message.idempotencyKey);
+    // An erased message keeps no key (erased-entries.ts).
+    const firstTurnId = erased ? undefined : this.turnIdsByKey.get(message.idempotencyKey);
     if (firstTurnId !== undefined) {
       this.anomaly(
         position,
@@ -255,7 +259,19 @@ class StateBuilder {
     };
     this.turnsById.set(turn.turnId, turn);
     this.setOpen(turn, true);
-    if (firstTurnId === undefined) this.turnIdsByKey.set(message.idempotencyKey, turn.turnId);
+    if (firstTurnId === undefined && !erased) {
+      this.turnIdsByKey.set(message.idempotencyKey, turn.turnId);
+    }
+  }
+
+  /** An erasure record: the erased content leaves its turn, whose standing stays. */
+  private erasure(erased: ErasedRef): void {
+    const turn = this.turnsById.get(erased.turnId);
+    if (turn === undefined) return;
+    const key = turn.idempotencyKey;
+    const isMessage = erased.position === turn.messagePosition;
+    if (isMessage && this.turnIdsByKey.get(key) === turn.turnId) this.turnIdsByKey.delete(key);
+    this.replace(eraseInTurn(turn, erased));
   }
 
   private turnEvent(

@@ -17,6 +17,7 @@ import {
 } from '../../proto/gen/polychrome/events/v1/events';
 import { voidedToolCalls } from '../../common/turn-resolution';
 import type { HistoryMessage, Role, Step } from '../../proto/gen/polychrome/harness/v1/harness';
+import { ERASED_TEXT, isAnswerErased, isMessageErased } from './erased-entries';
 import { hex } from './decoded-event';
 import type { JournalView, TurnView } from './journal-view-types';
 import { pendingRequest } from './turn-state';
@@ -131,7 +132,11 @@ export function transcriptTurns(view: JournalView): TranscriptTurn[] {
     out.push({
       turnId: turn.turnId,
       position: turn.messagePosition,
-      user: { text: turn.text, caller: turn.attribution.caller, receivedAtMs: turn.receivedAtMs },
+      user: {
+        text: isMessageErased(turn) ? ERASED_TEXT : turn.text,
+        caller: turn.attribution.caller,
+        receivedAtMs: turn.receivedAtMs,
+      },
       ...outcome,
     });
   }
@@ -174,7 +179,7 @@ function outcomeOf(turn: TurnView): TurnOutcome | undefined {
     case 'turn_complete':
       return {
         status: TurnStatus.Complete,
-        reply: terminal.payload.text,
+        reply: isAnswerErased(turn) ? ERASED_TEXT : terminal.payload.text,
         fallback: terminal.payload.fallback,
       };
     case 'turn_ambiguous':

@@ -53,6 +53,8 @@ export interface ExportVerification {
   readonly failure: ExportFailure | undefined;
   /** Positions repair excised (checked by their kept leaf digests). */
   readonly excised: readonly number[];
+  /** The excised positions an admin erased (docs/journal-format.md, "Erasure"). */
+  readonly erased: readonly number[];
   /** The checkpoint checked, or null: then truncation goes unnoticed. */
   readonly checkpoint: { readonly head: number; readonly rootHex: string } | null;
   /** What the file's header claims (the state plane's own word), or null. */
@@ -213,6 +215,7 @@ export class ExportVerifier {
       trust: this.trust,
       trustedKeyIds: this.trusted.map((k) => keyIdOf(this.options.hash, k)),
       excised: outcome.excised,
+      erased: outcome.erased,
       checkpoint: checkpointJson(this.options.checkpoint),
       claimedCheckpoint: checkpointJson(header.checkpoint),
       retirement: checkpointJson(this.options.retirement),

@@ -1,6 +1,7 @@
 import { CompactMmr } from './compact-mmr';
 import { fromHex, toHex } from './hex';
 import { buildInclusionProof } from './inclusion-proof';
+import { buildErasureVectors, type ErasureVectors } from './journal-vectors-erasure';
 import { buildV2Vectors, type V2Vectors } from './journal-vectors-v2';
 import { buildRetirementVector, type RetirementVector } from './journal-vectors-retirement';
 import { LeafHasher } from './leaf-digest';
@@ -46,6 +47,8 @@ export interface JournalVectors {
   /** Version-2 roots and an excision (docs/journal-format.md, sections 6 and 10). */
   readonly version2: V2Vectors;
   readonly retirement: RetirementVector;
+  /** An erased readable entry (docs/journal-format.md, "Erasure"). */
+  readonly erasure: ErasureVectors;
 }
 
 /**
@@ -123,6 +126,7 @@ export function buildJournalVectors(crypto: VectorCrypto): JournalVectors {
     inclusionProofs,
     version2,
     retirement: buildRetirementVector(hash, first, version2),
+    erasure: buildErasureVectors(hash, first),
   };
 }
 

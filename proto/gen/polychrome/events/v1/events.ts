@@ -507,8 +507,20 @@ export interface Excision {
   actor: string;
   reason: string;
   excisedAtMs: number;
-  /** Why the entry was unreadable, e.g. "payload does not decode as tool_result". */
+  /**
+   * Why the entry was unreadable, e.g. "payload does not decode as tool_result". Empty for
+   * an erasure.
+   */
   problem: string;
+  /**
+   * Erasure (docs/journal-format.md, "Erasure"): true when an admin asked for a readable
+   * entry's content to be erased, false when repair excised an unreadable one.
+   */
+  erased: boolean;
+  /** An erasure only: the kind of the erased entry (e.g. "message_received"). */
+  erasedKind: string;
+  /** An erasure only: the turn the erased entry belonged to; empty when it named none. */
+  turnId: string;
 }
 
 /**
@@ -4993,7 +5005,17 @@ export const SignedRoot: MessageFns<SignedRoot> = {
 };
 
 function createBaseExcision(): Excision {
-  return { position: 0, leafDigest: Buffer.alloc(0), actor: "", reason: "", excisedAtMs: 0, problem: "" };
+  return {
+    position: 0,
+    leafDigest: Buffer.alloc(0),
+    actor: "",
+    reason: "",
+    excisedAtMs: 0,
+    problem: "",
+    erased: false,
+    erasedKind: "",
+    turnId: "",
+  };
 }
 
 export const Excision: MessageFns<Excision> = {
@@ -5015,6 +5037,15 @@ export const Excision: MessageFns<Excision> = {
     }
     if (message.problem !== "") {
       writer.uint32(50).string(message.problem);
+    }
+    if (message.erased !== false) {
+      writer.uint32(56).bool(message.erased);
+    }
+    if (message.erasedKind !== "") {
+      writer.uint32(66).string(message.erasedKind);
+    }
+    if (message.turnId !== "") {
+      writer.uint32(74).string(message.turnId);
     }
     return writer;
   },
@@ -5080,6 +5111,30 @@ export const Excision: MessageFns<Excision> = {
             message.problem = reader.string();
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.erased = reader.bool();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.erasedKind = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.turnId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5108,6 +5163,17 @@ export const Excision: MessageFns<Excision> = {
         ? globalThis.Number(object.excised_at_ms)
         : 0,
       problem: isSet(object.problem) ? globalThis.String(object.problem) : "",
+      erased: isSet(object.erased) ? globalThis.Boolean(object.erased) : false,
+      erasedKind: isSet(object.erasedKind)
+        ? globalThis.String(object.erasedKind)
+        : isSet(object.erased_kind)
+        ? globalThis.String(object.erased_kind)
+        : "",
+      turnId: isSet(object.turnId)
+        ? globalThis.String(object.turnId)
+        : isSet(object.turn_id)
+        ? globalThis.String(object.turn_id)
+        : "",
     };
   },
 
@@ -5131,6 +5197,15 @@ export const Excision: MessageFns<Excision> = {
     if (message.problem !== "") {
       obj.problem = message.problem;
     }
+    if (message.erased !== false) {
+      obj.erased = message.erased;
+    }
+    if (message.erasedKind !== "") {
+      obj.erasedKind = message.erasedKind;
+    }
+    if (message.turnId !== "") {
+      obj.turnId = message.turnId;
+    }
     return obj;
   },
 
@@ -5145,6 +5220,9 @@ export const Excision: MessageFns<Excision> = {
     message.reason = object.reason ?? "";
     message.excisedAtMs = object.excisedAtMs ?? 0;
     message.problem = object.problem ?? "";
+    message.erased = object.erased ?? false;
+    message.erasedKind = object.erasedKind ?? "";
+    message.turnId = object.turnId ?? "";
     return message;
   },
 };
