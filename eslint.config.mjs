@@ -98,6 +98,23 @@ export default tseslint.config(
     },
   },
   {
+    // common/'s tests may run its adapters against the project's local servers
+    // (test/support: for example the Messages API server); common/ itself may not.
+    files: ['common/**/*.test.ts'],
+    rules: {
+      'import-x/no-restricted-paths': [
+        'error',
+        {
+          zones: [
+            ...planeZones,
+            { target: './common', from: ['./operator', './state', './harness', './hack', './cli'] },
+            ...pureZones.slice(1),
+          ],
+        },
+      ],
+    },
+  },
+  {
     // Entry points and developer tools talk to the terminal.
     files: [
       '**/main.ts',

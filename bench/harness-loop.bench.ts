@@ -17,7 +17,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../harness/crypto/node-ed25519';
-import type { ModelRequest } from '../harness/turn/ports/model-port';
+import type { ModelRequest } from '../common/model/model-port';
 import { ScriptedProvider, type ScriptReply } from '../harness/model/scripted-provider';
 import { builtinToolRunner, calculatorTool } from '../harness/tools/builtin-tools';
 import { requestIds } from '../common/request-ids';

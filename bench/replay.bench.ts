@@ -16,7 +16,7 @@ import {
   type EventKind as Kind,
 } from '../common/event-kinds';
 import { nodeEd25519Verifier } from '../harness/crypto/node-ed25519';
-import type { Message, ModelResponse } from '../harness/turn/ports/model-port';
+import type { Message, ModelResponse } from '../common/model/model-port';
 import { agentConfigToProto, modelCallToProto, toolCallToProto } from '../harness/turn/step-codec';
 import { createPrefixRequestHasher, hex } from '../harness/turn/agent-config';
 import { replayJournal } from '../harness/turn/replay';

@@ -83,7 +83,7 @@ import { loadStateClientTls } from '../common/state-channel';
 import { StateClient } from '../common/state-client';
 import type { NewJournalEvent } from '../common/state-journal';
 import { EventKind } from '../common/event-kinds';
-import { DEFAULT_ANTHROPIC_MODEL } from '../harness/model/anthropic-provider';
+import { DEFAULT_ANTHROPIC_MODEL } from '../common/model/anthropic-provider';
 import { repoRoot } from '../hack/lib/paths';
 import type { LocalCluster } from '../hack/lib/local-cluster';
 import { freePort, pollUntil, sleep } from '../hack/lib/processes';

@@ -2,8 +2,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 
 import type { Env } from '../common/config';
-import type { AnthropicProvider } from '../harness/model/anthropic-provider';
-import type { ModelProvider } from '../harness/turn/ports/model-port';
+import type { AnthropicProvider } from '../common/model/anthropic-provider';
+import type { ModelProvider } from '../common/model/model-port';
 import type { ScriptedProvider } from '../harness/model/scripted-provider';
 import { builtinToolRunner, builtinTools } from '../harness/tools/builtin-tools';
 import type { LiveOptions, LiveRun } from '../harness/turn/live';
@@ -35,7 +35,7 @@ interface ScriptedModule {
 }
 /* eslint-disable @typescript-eslint/no-require-imports -- lazy loading, see above */
 const anthropicModule = (): AnthropicModule =>
-  require('../harness/model/anthropic-provider') as AnthropicModule;
+  require('../common/model/anthropic-provider') as AnthropicModule;
 const scriptedModule = (): ScriptedModule =>
   require('../harness/model/scripted-provider') as ScriptedModule;
 /* eslint-enable @typescript-eslint/no-require-imports */

@@ -7,8 +7,8 @@ import { componentLogger, createRootLogger, LogComponent } from '../common/log';
 import { startTracing } from '../common/tracing';
 import { loadHarnessConfig, type HarnessConfig } from './config';
 import { nodeEd25519Verifier } from './crypto/node-ed25519';
-import type { AnthropicProvider } from './model/anthropic-provider';
-import type { ModelProvider } from './turn/ports/model-port';
+import type { AnthropicProvider } from '../common/model/anthropic-provider';
+import type { ModelProvider } from '../common/model/model-port';
 import { ScriptedProvider } from './model/scripted-provider';
 import { builtinToolRunner, builtinTools } from './tools/builtin-tools';
 import { createHarnessMetrics } from './server/harness-metrics';
@@ -125,7 +125,7 @@ async function modelSource(
     const scripted = await ScriptedProvider.fromFile(source.scriptPath);
     return () => scripted;
   }
-  const { AnthropicProvider } = await import('./model/anthropic-provider.js');
+  const { AnthropicProvider } = await import('../common/model/anthropic-provider.js');
   const providers = new Map<string, AnthropicProvider>();
   const sdkLog = componentLogger(logger, LogComponent.Turn, { source: 'anthropic-sdk' });
   return (model) => {

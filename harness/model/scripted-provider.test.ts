@@ -2,7 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { ModelRequest } from '../turn/ports/model-port';
+import type { ModelRequest } from '../../common/model/model-port';
 import { ScriptedProvider } from './scripted-provider';
 
 const request: ModelRequest = { messages: [], tools: [], toolChoice: 'auto' };

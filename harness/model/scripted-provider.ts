@@ -12,7 +12,7 @@ import {
   type ModelRequest,
   type ModelResponse,
   type OutputBlock,
-} from '../turn/ports/model-port';
+} from '../../common/model/model-port';
 
 /**
  * A model that plays recorded replies in order: the offline default, and what tests and

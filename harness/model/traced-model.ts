@@ -1,5 +1,5 @@
 import { inSpan, isTracing, SpanKind } from '../../common/tracing';
-import type { ModelProvider } from '../turn/ports/model-port';
+import type { ModelProvider } from '../../common/model/model-port';
 
 /**
  * `provider` with a span around every model call, after the OpenTelemetry GenAI semantic

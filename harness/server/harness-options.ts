@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { RequestIds } from '../../common/request-ids';
 import type { ServingCertificate } from '../../common/serving-certificate';
 import type { SignatureVerifier } from '../turn/approval-token';
-import type { ModelProvider } from '../turn/ports/model-port';
+import type { ModelProvider } from '../../common/model/model-port';
 import type { ToolRunner } from '../turn/ports/tool-port';
 import type { Clock } from '../turn/run-turn';
 import type { HarnessMetrics } from './harness-metrics';

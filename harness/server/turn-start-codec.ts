@@ -8,7 +8,7 @@ import {
   type ToolSpec,
   type TurnStart,
 } from '../../proto/gen/polychrome/harness/v1/harness';
-import type { ContentBlock, Message } from '../turn/ports/model-port';
+import type { ContentBlock, Message } from '../../common/model/model-port';
 import { invalidField, jsonObjectField } from '../turn/proto-fields';
 import {
   approvalAnswerFromProto,

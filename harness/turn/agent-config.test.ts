@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import type { Message, ModelRequest } from './ports/model-port';
+import type { Message, ModelRequest } from '../../common/model/model-port';
 import {
   createHistoryRequestHasher,
   createPrefixRequestHasher,

@@ -2,7 +2,12 @@ import { createHash, type Hash } from 'node:crypto';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { canonicalJson, isJsonObject, type JsonObject } from '../../common/canonical-json';
 import { AppError } from '../../common/errors';
-import type { ContentBlock, Message, ModelParameters, ModelRequest } from './ports/model-port';
+import type {
+  ContentBlock,
+  Message,
+  ModelParameters,
+  ModelRequest,
+} from '../../common/model/model-port';
 import type { MessageSequence } from './message-list';
 import { effectiveMaxSteps, type StepBudget } from './step-budget';
 import type { TurnTool } from './turn-records';

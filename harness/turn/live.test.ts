@@ -12,7 +12,7 @@ import type { JournalEntry } from '../../common/state-journal';
 import { echoResponder, MessagesApiServer } from '../../test/support/messages-api-server';
 import { recordApprovedTurns, type RealTurns } from '../../test/support/real-turns';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
-import { AnthropicProvider } from '../model/anthropic-provider';
+import { AnthropicProvider } from '../../common/model/anthropic-provider';
 import { builtinToolRunner, builtinTools } from '../tools/builtin-tools';
 import {
   livePolicy,

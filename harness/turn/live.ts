@@ -1,6 +1,6 @@
 import { AppError } from '../../common/errors';
 import { decodePayload, isEventKind } from '../../common/event-kinds';
-import type { ModelProvider } from './ports/model-port';
+import type { ModelProvider } from '../../common/model/model-port';
 import type { ToolCallOptions, ToolCallRequest, ToolOutcome, ToolRunner } from './ports/tool-port';
 import type { ReplayEntry } from './journal-turns';
 import type { ReplayAttempt } from './replay-options';

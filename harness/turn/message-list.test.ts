@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import type { Message } from './ports/model-port';
+import type { Message } from '../../common/model/model-port';
 import { MessageList } from './message-list';
 
 const text = (role: Message['role'], t: string): Message => ({

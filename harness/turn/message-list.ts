@@ -10,7 +10,7 @@
  * The whole array is built only by {@link MessageList.toArray}, for whoever needs it (the
  * model request sent to a provider). Digests read the list through {@link MessageSequence}.
  */
-import type { Message } from './ports/model-port';
+import type { Message } from '../../common/model/model-port';
 
 /** Read access to a sequence of messages: a `readonly Message[]` or a {@link MessageList}. */
 export interface MessageSequence {

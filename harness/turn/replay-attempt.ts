@@ -4,7 +4,7 @@ import { voidedToolCalls } from '../../common/turn-resolution';
 import { ResolveDecision } from '../../proto/gen/polychrome/events/v1/events';
 import { hex, type EncodedAgentConfig, type RequestHasher } from './agent-config';
 import { describe, eventJson, type Decoded, type TurnLog } from './journal-turns';
-import type { Message } from './ports/model-port';
+import type { Message } from '../../common/model/model-port';
 import type { ReplayOptions } from './replay-options';
 import type { Divergence } from './replay-verdict';
 import { responseOf, stepJson, stepOf } from './replay-steps';

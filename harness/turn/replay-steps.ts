@@ -2,7 +2,7 @@ import { canonicalJson, isJsonObject } from '../../common/canonical-json';
 import { AppError } from '../../common/errors';
 import { payloadCodecs, type EventKind } from '../../common/event-kinds';
 import type { Decoded } from './journal-turns';
-import type { ModelResponse, OutputBlock } from './ports/model-port';
+import type { ModelResponse, OutputBlock } from '../../common/model/model-port';
 import {
   modelCallFromProto,
   toolCallFromProto,

@@ -5,7 +5,7 @@ import {
   type RequestHasher,
 } from './agent-config';
 import { readJournal, type ReplayEntry, type TurnLog } from './journal-turns';
-import type { Message } from './ports/model-port';
+import type { Message } from '../../common/model/model-port';
 import { noteOf, transcriptOf } from './replay-notes';
 import { replayAttempt } from './replay-attempt';
 import {

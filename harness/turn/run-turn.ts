@@ -1,5 +1,5 @@
 import { AppError, isAppError, isRetryable, type ErrorCode } from '../../common/errors';
-import type { ModelProvider } from './ports/model-port';
+import type { ModelProvider } from '../../common/model/model-port';
 import type { ToolCallRequest, ToolOutcome, ToolRunner } from './ports/tool-port';
 import type { ApprovalKeys, ApprovalUse, SignatureVerifier } from './approval-token';
 import type { RequestHasher } from './agent-config';

@@ -7,7 +7,7 @@ import {
   type ToolResult,
 } from '../../proto/gen/polychrome/events/v1/events';
 import type { Step } from '../../proto/gen/polychrome/harness/v1/harness';
-import { StopReason, type Usage } from './ports/model-port';
+import { StopReason, type Usage } from '../../common/model/model-port';
 import { invalidField, plainBytes, wireBytes } from './proto-fields';
 import type {
   AgentConfigRecord,

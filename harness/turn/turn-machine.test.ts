@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { approvalArgsSha256 } from '../../common/approval-bytes';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
-import type { Message, ModelResponse, OutputBlock } from './ports/model-port';
+import type { Message, ModelResponse, OutputBlock } from '../../common/model/model-port';
 import { encodeAgentConfig, hex, modelRequestSha256 } from './agent-config';
 import { signApproval } from './approval-token';
 import { requestIds } from '../../common/request-ids';

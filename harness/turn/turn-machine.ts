@@ -9,7 +9,7 @@ import type {
   OutputBlock,
   ToolResultBlock,
   ToolUseBlock,
-} from './ports/model-port';
+} from '../../common/model/model-port';
 import type { ToolCallRequest, ToolOutcome } from './ports/tool-port';
 import {
   verifyApprovalAnswer,
@@ -25,7 +25,7 @@ import {
   type HashedRequest,
   type RequestHasher,
 } from './agent-config';
-import { type ModelParameters } from './ports/model-port';
+import { type ModelParameters } from '../../common/model/model-port';
 import { MessageList } from './message-list';
 import type { RequestIds } from '../../common/request-ids';
 import { ReservedTool } from './reserved-tools';

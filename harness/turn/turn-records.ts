@@ -1,5 +1,5 @@
 import type { ApprovalDecision, ApprovalScope } from '../../common/approval-bytes';
-import type { StopReason, ToolDefinition, Usage } from './ports/model-port';
+import type { StopReason, ToolDefinition, Usage } from '../../common/model/model-port';
 
 /**
  * Domain types of the turn loop's committed steps and requests. Each maps 1:1 onto the

@@ -9,7 +9,7 @@ import {
 } from './messages-api-server';
 
 // The responder mode of the local Messages API server, through the real SDK client. The
-// scripted-queue mode is exercised by harness/model/anthropic-provider.test.ts.
+// scripted-queue mode is exercised by common/model/anthropic-provider.test.ts.
 
 const KEY = 'sk-ant-test-responder';
 const MODEL = 'claude-sonnet-5-5';

@@ -1,10 +1,10 @@
-import type { JsonObject } from '../../../common/canonical-json';
+import type { JsonObject } from '../canonical-json';
 
 /**
- * The model port: the narrow interface the turn loop uses to talk to a model, and the
- * domain types it speaks. The turn machine owns it; the Anthropic adapter and the scripted
- * provider (`harness/model/`) implement it, and nothing outside an adapter sees a vendor
- * SDK type.
+ * The model port: the narrow interface the harness's turn loop and the control plane's
+ * summarizer use to talk to a model, and the domain types it speaks. The Anthropic adapter
+ * (`anthropic-provider.ts`, beside this file) and the harness's scripted provider implement
+ * it, and nothing outside an adapter sees a vendor SDK type.
  */
 
 /** Who wrote a message. Tool results travel in user messages, as in the Messages API. */

@@ -2,8 +2,8 @@ import type {
   RawMessageStreamEvent,
   StopReason as ApiStopReason,
 } from '@anthropic-ai/sdk/resources/messages';
-import { isJsonObject, type JsonObject } from '../../common/canonical-json';
-import { StopReason, type ModelResponse, type OutputBlock } from '../turn/ports/model-port';
+import { isJsonObject, type JsonObject } from '../canonical-json';
+import { StopReason, type ModelResponse, type OutputBlock } from './model-port';
 import type { ToolNames } from './anthropic-request';
 
 /**

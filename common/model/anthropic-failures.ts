@@ -4,7 +4,7 @@ import {
   APIError,
   APIUserAbortError,
 } from '@anthropic-ai/sdk';
-import { AppError, type ErrorCode } from '../../common/errors';
+import { AppError, type ErrorCode } from '../errors';
 import { StreamCutError } from './anthropic-stream';
 
 /**

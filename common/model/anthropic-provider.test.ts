@@ -1,22 +1,17 @@
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import Anthropic from '@anthropic-ai/sdk';
-import { AppError } from '../../common/errors';
+import { AppError } from '../errors';
 import {
   MessagesApiServer,
   type MessageReply,
   type ScriptedReply,
 } from '../../test/support/messages-api-server';
-import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
-import { builtinToolRunner, builtinTools } from '../tools/builtin-tools';
-import { requestIds } from '../../common/request-ids';
-import { runTurn } from '../turn/run-turn';
-import type { TurnStep } from '../turn/turn-records';
 import {
   AnthropicProvider,
   DEFAULT_ANTHROPIC_MODEL,
   type AnthropicProviderOptions,
 } from './anthropic-provider';
-import type { ModelRequest, ModelResponse, ToolDefinition } from '../turn/ports/model-port';
+import type { ModelRequest, ModelResponse, ToolDefinition } from './model-port';
 
 const KEY = 'sk-ant-test-0123456789';
 
@@ -166,10 +161,15 @@ describe('AnthropicProvider against a local Messages API server', () => {
         { type: 'tool_use', id: 'toolu_b', name: 'current_step', input: {}, jsonChunks: [''] },
       ],
     });
-    const { response, deltas } = await complete(provider(), {
-      ...hello,
-      tools: builtinTools,
-    });
+    const tools: ToolDefinition[] = [
+      {
+        name: 'calculator',
+        description: 'Evaluates an arithmetic expression.',
+        inputSchema: { type: 'object', properties: { expression: { type: 'string' } } },
+      },
+      { name: 'current_step', description: 'The step number.', inputSchema: { type: 'object' } },
+    ];
+    const { response, deltas } = await complete(provider(), { ...hello, tools });
     expect(deltas).toEqual([]);
     expect(response.content).toEqual([
       { type: 'tool_use', id: 'toolu_a', name: 'calculator', input: { expression: '6 * 7' } },
@@ -532,85 +532,5 @@ describe('the local server speaks what the SDK expects', () => {
     expect(error.code).toBe('invalid_argument');
     expect(error.message).toContain('text content blocks must be non-empty');
     expect(server.pending).toBe(1);
-  });
-});
-
-describe('runTurn with the Anthropic provider', () => {
-  it('runs a builtin tool and sends its result back to the API', async () => {
-    server.enqueue(
-      {
-        kind: 'message',
-        content: [
-          { type: 'text', text: 'Computing.' },
-          { type: 'tool_use', id: 'toolu_calc', name: 'calculator', input: { expression: '6*7' } },
-        ],
-        usage: { input_tokens: 30, output_tokens: 12 },
-      },
-      text('It is 42.'),
-    );
-    const approvalKey = nodeEd25519Signer(new Uint8Array(32).fill(7));
-    const committed: TurnStep[] = [];
-    const deltas: string[] = [];
-    let now = 1000;
-    const outcome = await runTurn(
-      {
-        turnId: 'turn-a',
-        history: [],
-        userMessage: 'What is six times seven?',
-        tools: builtinTools,
-        budget: {},
-        recordedSteps: [],
-        approvalAnswers: [],
-        questionAnswers: [],
-      },
-      {
-        model: provider(),
-        tools: builtinToolRunner,
-        steps: {
-          commit: (step) => {
-            committed.push(step);
-            return Promise.resolve();
-          },
-        },
-        clock: { nowMs: () => now++ },
-        ids: requestIds,
-        approvalVerifier: nodeEd25519Verifier,
-        approvalPublicKey: approvalKey.publicKey,
-        onTextDelta: ({ step, text: t }) => deltas.push(`${step}:${t}`),
-      },
-    );
-    expect(outcome).toMatchObject({ kind: 'completed', text: 'It is 42.', steps: 2 });
-    expect(committed.map((s) => s.kind)).toEqual([
-      'model_call',
-      'tool_call',
-      'tool_result',
-      'model_call',
-    ]);
-    expect(committed[0]).toMatchObject({
-      record: { model: 'claude-sonnet-5-5', usage: { inputTokens: 30, outputTokens: 12 } },
-    });
-    expect(deltas).toEqual(['1:Computing.', '2:It ', '2:is ', '2:42.']);
-    expect(server.bodies).toHaveLength(2);
-    expect(server.bodies[1]).toMatchObject({
-      messages: [
-        { role: 'user', content: [{ type: 'text', text: 'What is six times seven?' }] },
-        {
-          role: 'assistant',
-          content: [
-            { type: 'text', text: 'Computing.' },
-            {
-              type: 'tool_use',
-              id: 'toolu_calc',
-              name: 'calculator',
-              input: { expression: '6*7' },
-            },
-          ],
-        },
-        {
-          role: 'user',
-          content: [{ type: 'tool_result', tool_use_id: 'toolu_calc', content: '42' }],
-        },
-      ],
-    });
   });
 });

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ContentBlockParam, MessageParam } from '@anthropic-ai/sdk/resources/messages';
-import type { Message, ToolChoice } from '../turn/ports/model-port';
+import type { Message, ToolChoice } from './model-port';
 
 /**
  * Our requests in the Anthropic Messages API's words: messages, tool choice, and tool

@@ -1,13 +1,13 @@
 import Anthropic, { APIConnectionTimeoutError, APIUserAbortError } from '@anthropic-ai/sdk';
 import type { MessageCreateParamsStreaming, Tool } from '@anthropic-ai/sdk/resources/messages';
-import { AppError } from '../../common/errors';
+import { AppError } from '../errors';
 import type {
   ModelCallOptions,
   ModelParameters,
   ModelProvider,
   ModelRequest,
   ModelResponse,
-} from '../turn/ports/model-port';
+} from './model-port';
 import { classifyFailure, type Classified, type FailureContext } from './anthropic-failures';
 import { toMessageParam, toToolChoice, ToolNames } from './anthropic-request';
 import { StreamAccumulator } from './anthropic-stream';
