@@ -24,6 +24,8 @@ export const EventKind = {
   TurnResolved: 'turn_resolved',
   PaymentCharge: 'payment_charge',
   OutboundPaymentReceipt: 'outbound_payment_receipt',
+  /** The control plane's summary of earlier turns (docs/turns.md, "Summaries"). */
+  Summary: 'summary',
   MemorySet: 'memory_set',
   MemoryCleared: 'memory_cleared',
   ConversationClosed: 'conversation_closed',
@@ -67,6 +69,7 @@ export interface EventPayloads {
   turn_resolved: ev.TurnResolved;
   payment_charge: ev.PaymentCharge;
   outbound_payment_receipt: ev.OutboundPaymentReceipt;
+  summary: ev.Summary;
   memory_set: ev.MemorySet;
   memory_cleared: ev.MemoryCleared;
   conversation_closed: ev.ConversationClosed;
@@ -97,6 +100,7 @@ export const payloadCodecs: { readonly [K in EventKind]: PayloadCodec<EventPaylo
   turn_resolved: ev.TurnResolved,
   payment_charge: ev.PaymentCharge,
   outbound_payment_receipt: ev.OutboundPaymentReceipt,
+  summary: ev.Summary,
   memory_set: ev.MemorySet,
   memory_cleared: ev.MemoryCleared,
   conversation_closed: ev.ConversationClosed,

@@ -49,6 +49,7 @@ export interface ControlPlaneMetrics {
   readonly statusWrites: Counter<'result'>;
   readonly commitSeconds: Histogram;
   readonly kubeEvents: Counter<'result'>;
+  readonly summaries: Counter<'outcome'>;
 }
 
 /**
@@ -89,8 +90,16 @@ export function createControlPlaneMetrics(registry: Registry): ControlPlaneMetri
     registers,
   });
   for (const result of Object.values(KubeEventLabel)) kubeEvents.inc({ result }, 0);
+  const summaries = new Counter({
+    name: 'polychrome_summaries_total',
+    help: 'Summaries of earlier turns this replica tried to make (docs/turns.md, "Summaries"), by outcome: made, stale (the turns changed meanwhile; dropped), failed (the model or the commit failed; the next settled turn tries again).',
+    labelNames: ['outcome'],
+    registers,
+  });
+  for (const outcome of ['made', 'stale', 'failed']) summaries.inc({ outcome }, 0);
   return {
     kubeEvents,
+    summaries,
     passes: new Counter({
       name: 'polychrome_reconcile_total',
       help: 'Reconcile passes by result.',

@@ -16,6 +16,7 @@ import { StateClient } from '../common/state-client';
 import { startTracing } from '../common/tracing';
 import { caBundle } from './ca-bundle';
 import { loadControlPlaneConfig } from './config';
+import { loadSummaryConfig, summaryModelClient } from './summary-config';
 import { createControlPlaneMetrics } from './control-plane-metrics';
 import { ConversationController } from './controller/conversation-controller';
 import { HarnessEgressController } from './controller/harness-egress-controller';
@@ -67,6 +68,14 @@ async function main(): Promise<void> {
 
   // Secrets first: a missing key file stops the process before it takes any work.
   const approvals = await ApprovalSigner.fromFile(config.turns.approvalKeyPath);
+  const summaryConfig = loadSummaryConfig();
+  const summaryModel =
+    summaryConfig === undefined
+      ? undefined
+      : await summaryModelClient(
+          summaryConfig,
+          componentLogger(log, LogComponent.Turn, { source: 'anthropic-sdk' }),
+        );
   // The approval key also mints each call's harness credential, under its own domain.
   const credentials = HarnessCredentialMinter.fromPem(
     await readFile(config.turns.approvalKeyPath, 'utf8'),
@@ -201,6 +210,7 @@ async function main(): Promise<void> {
     allowSelfApproval: config.turns.allowSelfApproval,
     ...(config.turns.maxSteps === 0 ? {} : { deploymentMaxSteps: config.turns.maxSteps }),
     historyTokens: config.turns.historyTokens,
+    ...(summaryModel === undefined ? {} : { summaryModel }),
     observer: {
       onTurn: (outcome, seconds) => {
         metrics.turns.inc({ outcome });
@@ -208,6 +218,7 @@ async function main(): Promise<void> {
       },
       onCommit: (seconds) => metrics.commitSeconds.observe(seconds),
       onStatusWrite: (result) => metrics.statusWrites.inc({ result }),
+      onSummary: (outcome) => metrics.summaries.inc({ outcome }),
     },
   });
   // Woken by the leases above (after start: the resumer exists by then).

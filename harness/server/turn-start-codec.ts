@@ -269,6 +269,7 @@ export function turnRequestToProto(request: TurnRequest): TurnStart {
     recordedSteps: input.recordedSteps.map((step) => turnStepToProto(step, 0)),
     requiredApprover: input.requiredApprover ?? '',
     recordedConfigSha256: Buffer.from(input.recordedConfigSha256 ?? '', 'hex'),
+    summary: input.summary ?? '',
   };
 }
 
@@ -342,6 +343,7 @@ export function turnRequestFromProto(
       ...(start.recordedConfigSha256.length === 0
         ? {}
         : { recordedConfigSha256: Buffer.from(start.recordedConfigSha256).toString('hex') }),
+      ...(start.summary === '' ? {} : { summary: start.summary }),
     },
     ...(toolReferences.length === 0 ? {} : { toolReferences }),
   };

@@ -27,6 +27,7 @@ import {
 } from './agent-config';
 import { type ModelParameters } from '../../common/model/model-port';
 import { MessageList } from './message-list';
+import { systemWithSummary } from './summary-context';
 import type { RequestIds } from '../../common/request-ids';
 import { ReservedTool } from './reserved-tools';
 import { effectiveMaxSteps, type StepBudget } from './step-budget';
@@ -92,6 +93,8 @@ export interface TurnInput {
   readonly model?: ModelParameters;
   /** Lowercase hex SHA-256 of the newest configuration in the journal; absent when none. */
   readonly recordedConfigSha256?: string;
+  /** The summary of the turns before `history`, added to the system prompt (summary-context.ts). */
+  readonly summary?: string;
 }
 
 /** What the machine is told. */
@@ -479,7 +482,7 @@ function start(deps: TurnMachineDeps, input: TurnInput): StepResult {
   const state: TurnState = {
     ...base,
     configSha256,
-    system: input.system,
+    system: systemWithSummary(input.system, input.summary),
     tools: input.tools,
     maxSteps,
     requiredApprover: input.requiredApprover ?? '',

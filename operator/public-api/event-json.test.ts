@@ -41,6 +41,7 @@ describe('eventData', () => {
       leaseHolder: 'replica-a',
       fencingToken: 2 ** 40,
       historyFrom: 0,
+      summaryPosition: 0,
       attribution: undefined,
       dispatchedAtMs: 1_767_225_600_000,
       messagePosition: 12,

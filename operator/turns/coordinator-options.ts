@@ -3,6 +3,7 @@
  * the metrics see of each turn.
  */
 import type { Logger } from 'pino';
+import type { SummaryModelClient, SummaryOutcome } from './summarizer';
 import type { StateJournal } from '../../common/state-journal';
 import type { LeaseSource } from '../lease/lease-source';
 import type { ApprovalSigner } from './approval-signer';
@@ -61,6 +62,8 @@ export interface TurnCoordinatorOptions {
   readonly allowSelfApproval?: boolean;
   /** What the metrics see of each turn; given at construction, never set later. */
   readonly observer?: TurnObserver;
+  /** The model that writes summaries (summarizer.ts); absent: no summaries. */
+  readonly summaryModel?: SummaryModelClient;
 }
 
 /** What the metrics see of each turn. */
@@ -68,4 +71,5 @@ export interface TurnObserver {
   onTurn?(outcome: string, seconds: number): void;
   onCommit?(seconds: number): void;
   onStatusWrite?(result: 'ok' | 'failed'): void;
+  onSummary?(outcome: SummaryOutcome, seconds: number): void;
 }

@@ -25,11 +25,12 @@ import { TurnClaims } from './turn-claims';
 import { turnIdFor } from './turn-ids';
 import { approvalAnswerBatch, planApprovalAnswer, planQuestionAnswer } from './plan-answers';
 import { DEFAULT_APPROVAL_TTL_MS } from './plan-expiry';
-import { authorizeUse } from './plan-access';
+import { usableConversation } from './plan-access';
 import { Role as CallerRole } from '../../common/persona-roles';
 import { planMessage } from './plan-message';
 import { DEFAULT_HISTORY_TOKENS } from '../api/v1alpha1/conversation-values';
 import { TurnRunner } from './turn-runner';
+import { summarizerFor, type Summarizer } from './summarizer';
 import { JournalKeyRecorder } from './journal-keys';
 import { TurnStatusWriter } from './turn-status-writer';
 import type {
@@ -48,7 +49,6 @@ import type {
   TurnReply,
   TurnService,
 } from './turn-service';
-
 export class TurnCoordinator implements TurnService {
   private readonly stopping = new AbortController();
   /** Aborted when the replica drains (and on close): no new claim starts. */
@@ -61,6 +61,7 @@ export class TurnCoordinator implements TurnService {
   private readonly approvalTtlMs: number;
   private readonly historyTokens: number;
   private readonly runner: TurnRunner;
+  private readonly summarizer: Summarizer | undefined;
 
   constructor(private readonly options: TurnCoordinatorOptions) {
     this.now = options.nowMs ?? Date.now;
@@ -91,6 +92,8 @@ export class TurnCoordinator implements TurnService {
       this.approvalTtlMs,
       (uid) => void this.expireWhenDue(uid),
     );
+    const { historyTokens, now: nowMs, claims } = this;
+    this.summarizer = summarizerFor(options, { historyTokens, nowMs, claims }, () => this.runner);
     this.runner = new TurnRunner(options, {
       views: this.views,
       status: this.status,
@@ -99,6 +102,7 @@ export class TurnCoordinator implements TurnService {
       approvalTtlMs: this.approvalTtlMs,
       historyTokens: this.historyTokens,
       expiries: this.expiries,
+      ...(this.summarizer === undefined ? {} : { summaries: this.summarizer }),
     });
   }
 
@@ -125,6 +129,7 @@ export class TurnCoordinator implements TurnService {
     this.draining.abort(new AppError('unavailable', 'this replica is shutting down'));
     this.stopping.abort(new AppError('unavailable', 'the control plane is shutting down'));
     this.expiries.close();
+    await this.summarizer?.close();
     // Status writes still queued are worth finishing: they are what kubectl shows.
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
@@ -389,11 +394,7 @@ export class TurnCoordinator implements TurnService {
     }
   }
 
-  private authorized(caller: Caller, conversationId: string): Conversation {
-    const conversation = this.options.conversations.byUid(conversationId);
-    const refusal = authorizeUse(caller, conversationId, conversation);
-    if (refusal !== undefined) throw refusal.error;
-    if (conversation === undefined) throw new Error('unreachable: authorizeUse checked it');
-    return conversation;
+  private authorized(caller: Caller, id: string): Conversation {
+    return usableConversation(caller, id, this.options.conversations.byUid(id));
   }
 }

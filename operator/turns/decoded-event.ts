@@ -12,72 +12,16 @@ import {
 } from '../../common/event-kinds';
 import type { JournalEntry } from '../../common/state-journal';
 import { erasedAnswer, erasedMessage, erasureOf, type ErasedRef } from './erased-entries';
+import type { ApprovalRequest, Attribution } from '../../proto/gen/polychrome/events/v1/events';
+import type { DecodedEvent, RecordKind, RequestKind, TurnEventKind } from './decoded-event-types';
 import type {
-  ApprovalRequest,
-  Attribution,
-  MessageReceived,
-} from '../../proto/gen/polychrome/events/v1/events';
-import type {
-  AgentConfigRef,
-  LostCheckpoint,
   RecordedStep,
-  SignedRootRef,
   TurnDirectiveRecord,
   TurnDispatch,
   TurnTerminal,
   TurnView,
   TypedEvent,
 } from './journal-view-types';
-
-/** Kinds whose payload names a turn (`turn_id`), besides `message_received`. */
-export type TurnEventKind = RecordKind | RequestKind | 'turn_resolved';
-
-/** Turn events that add to the turn's own record: directive, dispatch, steps, terminal. */
-type RecordKind =
-  | 'ingress_directive'
-  | 'turn_dispatched'
-  | 'model_call'
-  | 'tool_call'
-  | 'tool_result'
-  | 'handoff'
-  | 'turn_complete'
-  | 'turn_ambiguous';
-
-/** Turn events about a request: the request, its answer, its cancel, its expiry. */
-type RequestKind =
-  | 'approval_request'
-  | 'approval_response'
-  | 'question_request'
-  | 'question_response'
-  | 'request_cancelled'
-  | 'approval_expired';
-
-/** One checked, decoded event, ready to fold into a state. */
-export type DecodedEvent =
-  | {
-      readonly type: 'message';
-      readonly position: number;
-      readonly message: MessageReceived;
-      /** An erased message (erased-entries.ts): it opens its turn, and holds no key. */
-      readonly erased?: true;
-    }
-  /** A sealed erasure record: the erased content leaves its turn (erased-entries.ts). */
-  | { readonly type: 'erasure'; readonly erased: ErasedRef }
-  | { readonly type: 'root'; readonly root: SignedRootRef }
-  | { readonly type: 'config'; readonly config: AgentConfigRef }
-  /** A sealed `rollback_accepted`: the checkpoint an admin accepted as lost. */
-  | { readonly type: 'rollback_accepted'; readonly lost: LostCheckpoint }
-  | {
-      readonly type: 'turn';
-      readonly position: number;
-      readonly kind: TurnEventKind;
-      readonly turnId: string;
-      /** The decoded payload, as the turn's standing reads it (common/turn-standing.ts). */
-      readonly payload: unknown;
-      /** The turn's record with this event added. */
-      readonly apply: (turn: TurnView) => TurnView;
-    }
-  | { readonly type: 'ignored' };
 
 /**
  * Checks that `entry` sits at `head`, then decodes and interprets it; `erasures` are the
@@ -127,10 +71,9 @@ export function interpret(position: number, event: TypedEvent): DecodedEvent {
         root: { position, leafCount: root.leafCount, root: hex(root.root), keyId: root.keyId },
       };
     }
-    case 'agent_config': {
-      const config = event.payload;
-      return { type: 'config', config: { position, sha256: hex(config.sha256) } };
-    }
+    case 'agent_config':
+    case 'summary':
+      return contextEvent(position, event);
     case 'ingress_directive':
     case 'turn_dispatched':
     case 'model_call':
@@ -172,6 +115,24 @@ export function interpret(position: number, event: TypedEvent): DecodedEvent {
       // Not part of the view (decoded all the same, so that corruption fails the read).
       return { type: 'ignored' };
   }
+}
+
+/**
+ * What a turn is given besides its own events: the newest agent configuration's digest, or a
+ * `summary` (its text and what it covers).
+ */
+function contextEvent(
+  position: number,
+  event: Extract<TypedEvent, { readonly kind: 'agent_config' | 'summary' }>,
+): DecodedEvent {
+  if (event.kind === 'agent_config') {
+    return { type: 'config', config: { position, sha256: hex(event.payload.sha256) } };
+  }
+  const { fromPosition, toPosition, previousPosition, text } = event.payload;
+  return {
+    type: 'summary',
+    summary: { position, fromPosition, toPosition, previousPosition, text },
+  };
 }
 
 /** A repair's `excision` is not part of the view; an erasure's amends the turn it names. */
@@ -217,6 +178,7 @@ function recordEvent(
         attribution: recordedAttribution(d.attribution),
         dispatchedAtMs: d.dispatchedAtMs,
         historyFrom: d.historyFrom,
+        summaryPosition: d.summaryPosition,
       };
       return turnEvent(position, event.kind, d.turnId, d, (turn) => ({
         ...turn,

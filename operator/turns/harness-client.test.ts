@@ -51,6 +51,7 @@ function start(conversationId: string, turnId: string): TurnStart {
     recordedSteps: [],
     requiredApprover: '',
     recordedConfigSha256: Buffer.alloc(0),
+    summary: '',
   };
 }
 

@@ -5,7 +5,7 @@
  * the call's trace id.
  */
 import { randomUUID } from 'node:crypto';
-import { isAppError } from '../../common/errors';
+import { AppError, isAppError } from '../../common/errors';
 import type {
   Step,
   TrustedToolCall,
@@ -56,4 +56,32 @@ export function forgedEnd(reason: string, step: Step): Extract<HarnessEnd, { kin
 export function traceparent(): string {
   const hex = randomUUID().replaceAll('-', '');
   return `00-${hex}-${hex.slice(0, 16)}-01`;
+}
+
+/**
+ * Why a turn was left unsettled, for the caller: a retry with the same key is safe. A
+ * cancellation of the control plane's own (it shut down, or lost the lease) is not the
+ * caller's doing, so it says why; any other error is returned as it is.
+ */
+export function unsettledError(
+  error: unknown,
+  uid: string,
+  turnId: string,
+  cut: { readonly shutDown: boolean; readonly leaseLost: boolean },
+): unknown {
+  if (cut.shutDown) {
+    return new AppError(
+      'unavailable',
+      `this control plane replica shut down during turn ${turnId}; retry with the same idempotency key and another replica resumes it`,
+      { cause: error, details: { turnId } },
+    );
+  }
+  if (cut.leaseLost) {
+    return new AppError(
+      'unavailable',
+      `this replica lost the lease of conversation ${uid} during turn ${turnId}; retry with the same idempotency key`,
+      { cause: error, details: { turnId } },
+    );
+  }
+  return error;
 }

@@ -15,7 +15,7 @@
  * overestimates English text, and is exact enough to keep a request within a bound.
  */
 import { isAnswerErased, isMessageErased } from './erased-entries';
-import type { JournalView, TurnView } from './journal-view-types';
+import type { JournalView, SummaryRecord, TurnView } from './journal-view-types';
 import type { Conversation } from '../api/v1alpha1/conversation-types';
 
 /** The framing one history message costs beyond its text. */
@@ -49,18 +49,50 @@ export function historyBudgetOf(conversation: Conversation, deploymentTokens: nu
   return conversation.spec.agent?.historyTokens ?? deploymentTokens;
 }
 
+/** What a dispatched attempt is given of the turns before it: recorded in its `turn_dispatched`. */
+export interface HistoryPlan {
+  /** Where its window starts (`history_from`; 0: every earlier turn). */
+  readonly historyFrom: number;
+  /** The summary of the turns before the window (`summary_position`; 0: none). */
+  readonly summaryPosition: number;
+}
+
 /**
- * Where the history of the next attempt of the turn whose message is at `messagePosition`
- * starts, under the conversation's budget ({@link historyWindowStart}).
+ * The history of the next attempt of the turn whose message is at `messagePosition`, under
+ * the conversation's budget. When every earlier turn fits, all of them and no summary.
+ * Otherwise the newest summary of turns before it (docs/turns.md, "Summaries"), if there is
+ * one, and the window of the turns after the summary that fit the rest of the budget; with
+ * no summary, the plain window ({@link historyWindowStart}). A turn never waits for a
+ * summary: when the summaries lag, the window alone is sent.
  */
-export function nextHistoryFrom(
+export function nextHistory(
   view: JournalView,
   conversation: Conversation,
   messagePosition: number,
   deploymentTokens: number,
-): number {
+): HistoryPlan {
   const budget = historyBudgetOf(conversation, deploymentTokens);
-  return historyWindowStart(view, messagePosition, budget);
+  const start = historyWindowStart(view, messagePosition, budget);
+  if (start === 0) return { historyFrom: 0, summaryPosition: 0 };
+  const summary = summaryBefore(view, messagePosition);
+  if (summary === undefined) return { historyFrom: start, summaryPosition: 0 };
+  const rest = Math.max(0, budget - estimatedTokens(summary.text));
+  const windowStart = historyWindowStart(view, messagePosition, rest);
+  return {
+    historyFrom: Math.max(summary.toPosition + 1, windowStart),
+    summaryPosition: summary.position,
+  };
+}
+
+/** The newest summary that covers only turns before the one at `messagePosition`. */
+export function summaryBefore(
+  view: JournalView,
+  messagePosition: number,
+): SummaryRecord | undefined {
+  for (const summary of view.newestSummaries()) {
+    if (summary.toPosition < messagePosition) return summary;
+  }
+  return undefined;
 }
 
 /**

@@ -55,6 +55,8 @@ export interface TurnDispatch {
    * earlier complete turn); operator/turns/history-window.ts chooses it.
    */
   readonly historyFrom: number;
+  /** The `summary` the attempt was given with its window, or 0 for none (summary-plan.ts). */
+  readonly summaryPosition: number;
 }
 
 /** A committed step of a turn (any attempt). */
@@ -159,6 +161,19 @@ export interface JournalView {
   readonly newestAgentConfig?: AgentConfigRef;
   /** The checkpoints of every `rollback_accepted`, in journal order. */
   readonly acceptedLosses: readonly LostCheckpoint[];
+  /** The summaries that are not erased, newest first (docs/turns.md, "Summaries"). */
+  newestSummaries(): Iterable<SummaryRecord>;
+  /** The `summary` at `position`, unless there is none or it was erased. */
+  summaryAt(position: number): SummaryRecord | undefined;
+}
+
+/** A `summary` event, as the view keeps it. */
+export interface SummaryRecord {
+  readonly position: number;
+  readonly fromPosition: number;
+  readonly toPosition: number;
+  readonly previousPosition: number;
+  readonly text: string;
 }
 
 /** A checkpoint an admin accepted as lost (a `rollback_accepted`). */

@@ -30,7 +30,8 @@
  * the harness and the API are given); journal-view-types.ts holds the types they share.
  */
 import type { JournalEntry } from '../../common/state-journal';
-import { decodeEntry, interpret, type DecodedEvent } from './decoded-event';
+import { decodeEntry, interpret } from './decoded-event';
+import type { DecodedEvent } from './decoded-event-types';
 import { AppError } from '../../common/errors';
 import { erasuresIn } from './erased-entries';
 import { emptyState, LazyView } from './lazy-view';

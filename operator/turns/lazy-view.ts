@@ -13,7 +13,8 @@ import {
   type StandingEvent,
 } from '../../common/turn-standing';
 import type { MessageReceived } from '../../proto/gen/polychrome/events/v1/events';
-import { recordedAttribution, type DecodedEvent, type TurnEventKind } from './decoded-event';
+import { recordedAttribution } from './decoded-event';
+import type { DecodedEvent, TurnEventKind } from './decoded-event-types';
 import { eraseInTurn, type ErasedRef } from './erased-entries';
 import { List, Map as PersistentMap, OrderedMap } from 'immutable';
 import type {
@@ -22,6 +23,7 @@ import type {
   Lookup,
   LostCheckpoint,
   SignedRootRef,
+  SummaryRecord,
   TurnView,
 } from './journal-view-types';
 
@@ -42,6 +44,8 @@ interface ViewState {
   readonly anomalies: List<JournalAnomaly>;
   readonly acceptedLosses: List<LostCheckpoint>;
   readonly newestAgentConfig: AgentConfigRef | undefined;
+  /** The summaries that are not erased, by position (oldest first). */
+  readonly summaries: OrderedMap<number, SummaryRecord>;
 }
 
 /** The contents of an empty journal. */
@@ -54,6 +58,7 @@ export function emptyState(): ViewState {
     anomalies: List(),
     acceptedLosses: List(),
     newestAgentConfig: undefined,
+    summaries: OrderedMap(),
   };
 }
 
@@ -122,6 +127,14 @@ export class LazyView implements JournalView {
     return this.#resolve().newestAgentConfig;
   }
 
+  newestSummaries(): Iterable<SummaryRecord> {
+    return this.#resolve().summaries.valueSeq().reverse();
+  }
+
+  summaryAt(position: number): SummaryRecord | undefined {
+    return this.#resolve().summaries.get(position);
+  }
+
   get acceptedLosses(): readonly LostCheckpoint[] {
     return (this.#listed.acceptedLosses ??= this.#resolve().acceptedLosses.toArray());
   }
@@ -167,6 +180,7 @@ class StateBuilder {
   private readonly anomalies: List<JournalAnomaly>;
   private newestAgentConfig: AgentConfigRef | undefined;
   private readonly acceptedLosses: List<LostCheckpoint>;
+  private readonly summaries: OrderedMap<number, SummaryRecord>;
 
   constructor(state: ViewState) {
     this.lastSignedRoot = state.lastSignedRoot;
@@ -176,6 +190,7 @@ class StateBuilder {
     this.anomalies = state.anomalies.asMutable();
     this.newestAgentConfig = state.newestAgentConfig;
     this.acceptedLosses = state.acceptedLosses.asMutable();
+    this.summaries = state.summaries.asMutable();
   }
 
   build(): ViewState {
@@ -187,6 +202,7 @@ class StateBuilder {
       anomalies: this.anomalies.asImmutable(),
       acceptedLosses: this.acceptedLosses.asImmutable(),
       newestAgentConfig: this.newestAgentConfig,
+      summaries: this.summaries.asImmutable(),
     };
   }
 
@@ -201,6 +217,9 @@ class StateBuilder {
         return;
       case 'config':
         this.newestAgentConfig = event.config;
+        return;
+      case 'summary':
+        this.summaries.set(event.summary.position, event.summary);
         return;
       case 'rollback_accepted':
         this.acceptedLosses.push(event.lost);
@@ -266,6 +285,8 @@ class StateBuilder {
 
   /** An erasure record: the erased content leaves its turn, whose standing stays. */
   private erasure(erased: ErasedRef): void {
+    // An erased summary is no longer one (summary-plan.ts makes a fresh one).
+    if (erased.kind === 'summary') this.summaries.delete(erased.position);
     const turn = this.turnsById.get(erased.turnId);
     if (turn === undefined) return;
     const key = turn.idempotencyKey;

@@ -42,6 +42,22 @@ export function kubeGrantAllows(
 }
 
 /**
+ * The conversation, when `caller` may use it ({@link authorizeUse}).
+ *
+ * @throws AppError the refusal's: `not_found` or `permission_denied`.
+ */
+export function usableConversation(
+  caller: Caller,
+  conversationId: string,
+  conversation: Conversation | undefined,
+): Conversation {
+  const refusal = authorizeUse(caller, conversationId, conversation);
+  if (refusal !== undefined) throw refusal.error;
+  if (conversation === undefined) throw new Error('unreachable: authorizeUse checked it');
+  return conversation;
+}
+
+/**
  * Whether `caller` may use the conversation at all (read it, post, answer its questions):
  * admins always; a Kubernetes caller for the one conversation RBAC allowed; otherwise the
  * caller must hold the owner's identity or, for a shared conversation, a participant's.

@@ -7,7 +7,7 @@ import { AppError } from '../../common/errors';
 import { EventKind } from '../../common/event-kinds';
 import { ApprovalDecision as ProtoDecision } from '../../proto/gen/polychrome/events/v1/events';
 import type { Conversation } from '../api/v1alpha1/conversation-types';
-import { nextHistoryFrom, type DeploymentHistory } from './history-window';
+import { nextHistory, type DeploymentHistory } from './history-window';
 import { pendingRequest, turnState, type PendingRequest } from './turn-state';
 import { type JournalView, type TurnView } from './journal-view-types';
 import {
@@ -54,7 +54,7 @@ function nextDispatch(input: AnswerInput & DeploymentHistory, turn: TurnView): P
     input.lease,
     attributionOf(input.caller, conversation),
     input.nowMs,
-    nextHistoryFrom(view, conversation, turn.messagePosition, deploymentHistoryTokens),
+    nextHistory(view, conversation, turn.messagePosition, deploymentHistoryTokens),
   );
 }
 

@@ -10,6 +10,7 @@ import type { Attribution } from '../../proto/gen/polychrome/events/v1/events';
 import type { Conversation } from '../api/v1alpha1/conversation-types';
 import { nextAttempt } from './turn-state';
 import { type TurnView } from './journal-view-types';
+import type { HistoryPlan } from './history-window';
 import type { Caller } from './turn-service';
 
 /** The reply when a turn cannot be settled any other way. */
@@ -70,11 +71,11 @@ export function dispatchEvent(
   lease: ClaimedLease,
   attribution: Attribution | undefined,
   nowMs: number,
-  historyFrom: number,
+  history: HistoryPlan,
 ): PlannedEvent {
   const { turnId, messagePosition } = turn;
   return dispatchOf(
-    { turnId, attempt: nextAttempt(turn), messagePosition, historyFrom },
+    { turnId, attempt: nextAttempt(turn), messagePosition, ...history },
     lease,
     attribution,
     nowMs,
@@ -90,8 +91,9 @@ export function dispatchOf(
     readonly turnId: string;
     readonly attempt: number;
     readonly messagePosition: number;
-    /** history-window.ts `historyWindowStart`. */
+    /** history-window.ts `nextHistory`. */
     readonly historyFrom: number;
+    readonly summaryPosition: number;
     /** An interrupted turn run again (plan-resume.ts): `resumed` on the event. */
     readonly resumed?: boolean;
   },
@@ -108,6 +110,7 @@ export function dispatchOf(
     dispatchedAtMs: nowMs,
     messagePosition: attempt.messagePosition,
     historyFrom: attempt.historyFrom,
+    ...(attempt.summaryPosition === 0 ? {} : { summaryPosition: attempt.summaryPosition }),
     ...(attempt.resumed === true ? { resumed: true } : {}),
   });
 }

@@ -11,6 +11,7 @@ import {
 } from '../../proto/gen/polychrome/events/v1/events';
 import { pendingRequest } from './turn-state';
 import { type JournalView, type TurnView } from './journal-view-types';
+import type { HistoryPlan } from './history-window';
 import {
   dispatchEvent,
   planned,
@@ -92,7 +93,7 @@ export function expiryBatch(
   lease: ClaimedLease,
   nowMs: number,
   ttlMs: number,
-  historyFrom: number,
+  history: HistoryPlan,
 ): PlannedEvent[] {
   const { turn, request } = due;
   return [
@@ -114,7 +115,7 @@ export function expiryBatch(
       answeredAtMs: nowMs,
       comment: expiryNote(due, ttlMs),
     }),
-    dispatchEvent(turn, lease, turn.dispatches.at(-1)?.attribution, nowMs, historyFrom),
+    dispatchEvent(turn, lease, turn.dispatches.at(-1)?.attribution, nowMs, history),
   ];
 }
 

@@ -18,7 +18,7 @@ import {
 } from '../../proto/gen/polychrome/harness/v1/harness';
 import { DEFAULT_MAX_STEPS } from '../api/v1alpha1/conversation-values';
 import { type Conversation } from '../api/v1alpha1/conversation-types';
-import { committedHistory, recordedSteps } from './turn-projections';
+import { committedHistory, committedSummary, recordedSteps } from './turn-projections';
 import { type JournalView, type TurnView } from './journal-view-types';
 import { ASK_USER_TOOL, HANDOFF_TOOL, hex } from './plan-common';
 import { checkRecording, type RecordingFacts } from './recording-check';
@@ -70,6 +70,7 @@ export function turnStartOf(
     recordedSteps: recordedSteps(turn),
     requiredApprover: turn.directive?.requiredApprover ?? '',
     recordedConfigSha256: Buffer.from(view.newestAgentConfig?.sha256 ?? '', 'hex'),
+    summary: committedSummary(view, turn),
   };
 }
 

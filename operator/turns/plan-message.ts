@@ -9,7 +9,7 @@ import { ConversationPhase } from '../api/v1alpha1/conditions';
 import { type Conversation } from '../api/v1alpha1/conversation-types';
 import { pendingTurn, turnState } from './turn-state';
 import { recoveryOf } from './plan-resume';
-import { nextHistoryFrom } from './history-window';
+import { nextHistory } from './history-window';
 import { type JournalView, type TurnView } from './journal-view-types';
 import {
   attributionOf,
@@ -167,13 +167,13 @@ function batchOne(input: MessageInput): PlannedEvent[] {
   }
   // The message is the batch's first event, so it lands at the head.
   const messagePosition = input.view.head;
-  const historyFrom = nextHistoryFrom(
+  const history = nextHistory(
     input.view,
     conversation,
     messagePosition,
     input.deploymentHistoryTokens,
   );
-  const first = { turnId, attempt: 1, messagePosition, historyFrom };
+  const first = { turnId, attempt: 1, messagePosition, ...history };
   events.push(dispatchOf(first, input.lease, attribution, nowMs));
   return events;
 }

@@ -14,7 +14,7 @@ import type { JournalView, TurnView } from './journal-view-types';
 import { dispatchOf, type ClaimedLease, type PlannedEvent } from './plan-common';
 import { dueExpiry, type ApprovalDeadline } from './plan-expiry';
 import { nextAttempt, oldestOrphan } from './turn-state';
-import { nextHistoryFrom, type DeploymentHistory } from './history-window';
+import { nextHistory, type DeploymentHistory } from './history-window';
 
 /** An orphan to run again: one `turn_dispatched` (`resumed`) under its original id. */
 export interface Recovery {
@@ -42,12 +42,12 @@ export function recoveryOf(input: RecoveryInput): Recovery | undefined {
   const orphan = oldestOrphan(view);
   if (orphan === undefined) return undefined;
   const { turnId, messagePosition } = orphan;
-  const historyFrom = nextHistoryFrom(view, conversation, messagePosition, deploymentHistoryTokens);
+  const history = nextHistory(view, conversation, messagePosition, deploymentHistoryTokens);
   const attempt = {
     turnId,
     attempt: nextAttempt(orphan),
     messagePosition,
-    historyFrom,
+    ...history,
     resumed: true,
   };
   return {

@@ -1034,7 +1034,7 @@ describe('nothing can be wedged: cancel and expiry', () => {
       LEASE,
       TTL + 5,
       TTL,
-      0,
+      { historyFrom: 0, summaryPosition: 0 },
     );
     expect(events.map((e) => e.kind)).toEqual([
       'approval_expired',

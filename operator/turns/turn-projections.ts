@@ -120,6 +120,16 @@ export function committedHistory(view: JournalView, turn: TurnView): HistoryMess
 }
 
 /**
+ * The summary the turn's latest dispatch recorded (`summary_position`), for
+ * `TurnStart.summary`: empty when it recorded none, or when the summary has been erased
+ * since (an erasure takes it out of every later request).
+ */
+export function committedSummary(view: JournalView, turn: TurnView): string {
+  const position = turn.dispatches.at(-1)?.summaryPosition ?? 0;
+  return position === 0 ? '' : (view.summaryAt(position)?.text ?? '');
+}
+
+/**
  * The transcript: complete, paused, ambiguous and handed-off turns that were dispatched,
  * oldest first. Orphans (in flight or crashed) and never-dispatched turns are absent.
  */

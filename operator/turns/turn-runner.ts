@@ -12,13 +12,20 @@ import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { LeaseHandle } from '../lease/lease-source';
 import type { TurnCoordinatorOptions, TurnObserver } from './coordinator-options';
 import type { TurnStart } from '../../proto/gen/polychrome/harness/v1/harness';
-import { forgedEnd, HARNESS_BUSY, noTrustedTool, retryWhileBusy, traceparent } from './harness-run';
+import {
+  forgedEnd,
+  HARNESS_BUSY,
+  noTrustedTool,
+  retryWhileBusy,
+  traceparent,
+  unsettledError,
+} from './harness-run';
 import { checkStep, turnStartOf } from './plan-harness-checks';
 import { acceptedAsLost, checkpointOf, JournalRolledBackError } from './journal-checkpoint';
 import { turnReplyOf } from './turn-projections';
 import { type JournalView, type TurnView } from './journal-view-types';
 import type { JournalViews } from './journal-views';
-import { nextHistoryFrom } from './history-window';
+import { nextHistory } from './history-window';
 import { expiryBatch, expiryToSign, type ApprovalDeadline } from './plan-expiry';
 import { planSettle, stepEventOf, type HarnessEnd } from './plan-settle';
 import { type PlannedEvent } from './plan-common';
@@ -38,6 +45,8 @@ export interface TurnRunnerParts {
   readonly historyTokens: number; // POLYCHROME_HISTORY_TOKENS (history-window.ts)
   /** The conversations' approval-expiry timers: they follow each view committed here. */
   readonly expiries: ExpiryTimers;
+  /** Told of each settled turn's view, to make summaries ahead of need; absent: none. */
+  readonly summaries?: { consider(conversation: Conversation, view: JournalView): void };
 }
 
 export class TurnRunner {
@@ -164,8 +173,9 @@ export class TurnRunner {
       'approval expired unanswered; the turn goes on as on a denial',
     );
     const { historyTokens } = this.parts;
-    const from = nextHistoryFrom(view, conversation, due.turn.messagePosition, historyTokens);
-    await this.commit(uid, lease, expiryBatch(due, signed, lease, now, this.approvalTtlMs, from));
+    const history = nextHistory(view, conversation, due.turn.messagePosition, historyTokens);
+    const batch = expiryBatch(due, signed, lease, now, this.approvalTtlMs, history);
+    await this.commit(uid, lease, batch);
     return this.drive(conversation, lease, due.turn.turnId);
   }
 
@@ -203,7 +213,8 @@ export class TurnRunner {
         { err: end.error, attempt },
         'turn left unsettled; it is recovered on the next claim',
       );
-      throw this.unsettled(end.error, uid, turnId, lease);
+      const cut = { shutDown: this.stopping.aborted, leaseLost: lease.signal.aborted };
+      throw unsettledError(end.error, uid, turnId, cut);
     }
     if (end.kind === 'failed') {
       log.warn({ err: end.error, attempt }, 'turn failed on its last attempt; settling it');
@@ -212,6 +223,7 @@ export class TurnRunner {
     }
     const { outcome, view } = await this.commit(uid, lease, plan.events);
     this.queueSettled(conversation, plan.status, outcome);
+    this.parts.summaries?.consider(conversation, view);
     this.observer.onTurn?.(plan.status.kind, (performance.now() - started) / 1000);
     log.info({ outcome: plan.status.kind, attempt }, 'turn settled');
     const settled = view.turnsById.get(turnId);
@@ -323,26 +335,6 @@ export class TurnRunner {
     }
     // Unreachable: reading a call that did not end throws (harness-call.ts).
     throw new AppError('internal', `the harness call of turn ${turnId} stopped before its end`);
-  }
-
-  /** Why a turn was left unsettled, for the caller: a retry with the same key is safe. */
-  private unsettled(error: unknown, uid: string, turnId: string, lease: LeaseHandle): unknown {
-    // A cancellation of ours is not the caller's doing: say why and that a retry is safe.
-    if (this.stopping.aborted) {
-      return new AppError(
-        'unavailable',
-        `this control plane replica shut down during turn ${turnId}; retry with the same idempotency key and another replica resumes it`,
-        { cause: error, details: { turnId } },
-      );
-    }
-    if (lease.signal.aborted) {
-      return new AppError(
-        'unavailable',
-        `this replica lost the lease of conversation ${uid} during turn ${turnId}; retry with the same idempotency key`,
-        { cause: error, details: { turnId } },
-      );
-    }
-    return error;
   }
 
   /**

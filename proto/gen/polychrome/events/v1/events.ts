@@ -196,6 +196,11 @@ export interface TurnDispatched {
    * a message. False for batch one and for the dispatch after an answer or an expiry.
    */
   resumed: boolean;
+  /**
+   * The position of the `summary` this attempt was given with its window (the summary of
+   * every turn before `history_from`), or 0 for none. docs/turns.md, "Summaries".
+   */
+  summaryPosition: number;
 }
 
 export interface ToolUse {
@@ -440,6 +445,36 @@ export interface OutboundPaymentReceipt {
   amountMinor: number;
   keyId: string;
   signature: Buffer;
+}
+
+/**
+ * kind "summary": the control plane's summary of the conversation's earlier turns, made
+ * through the model provider ahead of need (docs/turns.md, "Summaries"). It covers every
+ * turn whose message is at or after `from_position` and at or before `to_position` and
+ * that was complete, in history, before this event: directly, or through the summary at
+ * `previous_position`, whose text its request carries. Replay rebuilds the request and
+ * checks `request_sha256` (docs/replay.md).
+ */
+export interface Summary {
+  /**
+   * The message position of the first turn it covers (a summary that extends another
+   * keeps that one's `from_position`).
+   */
+  fromPosition: number;
+  /** The message position of the last turn it covers. */
+  toPosition: number;
+  /** The summary whose text the request carries, or 0 when it summarizes from the start. */
+  previousPosition: number;
+  /** The model requested, and `max_tokens`: both are in the request's bytes. */
+  model: string;
+  maxTokens: number;
+  /** SHA-256 of the exact request (docs/journal-format.md, "Summary requests"). */
+  requestSha256: Buffer;
+  /** The summary itself: the model's answer. */
+  text: string;
+  inputTokens: number;
+  outputTokens: number;
+  createdAtMs: number;
 }
 
 /** kind "memory_set". */
@@ -943,6 +978,7 @@ function createBaseTurnDispatched(): TurnDispatched {
     messagePosition: 0,
     historyFrom: 0,
     resumed: false,
+    summaryPosition: 0,
   };
 }
 
@@ -974,6 +1010,9 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
     }
     if (message.resumed !== false) {
       writer.uint32(72).bool(message.resumed);
+    }
+    if (message.summaryPosition !== 0) {
+      writer.uint32(80).uint64(message.summaryPosition);
     }
     return writer;
   },
@@ -1063,6 +1102,14 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
             message.resumed = reader.bool();
             continue;
           }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.summaryPosition = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1110,6 +1157,11 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
         ? globalThis.Number(object.history_from)
         : 0,
       resumed: isSet(object.resumed) ? globalThis.Boolean(object.resumed) : false,
+      summaryPosition: isSet(object.summaryPosition)
+        ? globalThis.Number(object.summaryPosition)
+        : isSet(object.summary_position)
+        ? globalThis.Number(object.summary_position)
+        : 0,
     };
   },
 
@@ -1142,6 +1194,9 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
     if (message.resumed !== false) {
       obj.resumed = message.resumed;
     }
+    if (message.summaryPosition !== 0) {
+      obj.summaryPosition = Math.round(message.summaryPosition);
+    }
     return obj;
   },
 
@@ -1161,6 +1216,7 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
     message.messagePosition = object.messagePosition ?? 0;
     message.historyFrom = object.historyFrom ?? 0;
     message.resumed = object.resumed ?? false;
+    message.summaryPosition = object.summaryPosition ?? 0;
     return message;
   },
 };
@@ -4340,6 +4396,262 @@ export const OutboundPaymentReceipt: MessageFns<OutboundPaymentReceipt> = {
     message.amountMinor = object.amountMinor ?? 0;
     message.keyId = object.keyId ?? "";
     message.signature = object.signature ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
+function createBaseSummary(): Summary {
+  return {
+    fromPosition: 0,
+    toPosition: 0,
+    previousPosition: 0,
+    model: "",
+    maxTokens: 0,
+    requestSha256: Buffer.alloc(0),
+    text: "",
+    inputTokens: 0,
+    outputTokens: 0,
+    createdAtMs: 0,
+  };
+}
+
+export const Summary: MessageFns<Summary> = {
+  encode(message: Summary, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.fromPosition !== 0) {
+      writer.uint32(8).uint64(message.fromPosition);
+    }
+    if (message.toPosition !== 0) {
+      writer.uint32(16).uint64(message.toPosition);
+    }
+    if (message.previousPosition !== 0) {
+      writer.uint32(24).uint64(message.previousPosition);
+    }
+    if (message.model !== "") {
+      writer.uint32(34).string(message.model);
+    }
+    if (message.maxTokens !== 0) {
+      writer.uint32(40).uint32(message.maxTokens);
+    }
+    if (message.requestSha256.length !== 0) {
+      writer.uint32(50).bytes(message.requestSha256);
+    }
+    if (message.text !== "") {
+      writer.uint32(58).string(message.text);
+    }
+    if (message.inputTokens !== 0) {
+      writer.uint32(64).uint32(message.inputTokens);
+    }
+    if (message.outputTokens !== 0) {
+      writer.uint32(72).uint32(message.outputTokens);
+    }
+    if (message.createdAtMs !== 0) {
+      writer.uint32(80).int64(message.createdAtMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Summary {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSummary();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.fromPosition = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.toPosition = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.previousPosition = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.model = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.maxTokens = reader.uint32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.requestSha256 = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.text = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.inputTokens = reader.uint32();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.outputTokens = reader.uint32();
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.createdAtMs = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Summary {
+    return {
+      fromPosition: isSet(object.fromPosition)
+        ? globalThis.Number(object.fromPosition)
+        : isSet(object.from_position)
+        ? globalThis.Number(object.from_position)
+        : 0,
+      toPosition: isSet(object.toPosition)
+        ? globalThis.Number(object.toPosition)
+        : isSet(object.to_position)
+        ? globalThis.Number(object.to_position)
+        : 0,
+      previousPosition: isSet(object.previousPosition)
+        ? globalThis.Number(object.previousPosition)
+        : isSet(object.previous_position)
+        ? globalThis.Number(object.previous_position)
+        : 0,
+      model: isSet(object.model) ? globalThis.String(object.model) : "",
+      maxTokens: isSet(object.maxTokens)
+        ? globalThis.Number(object.maxTokens)
+        : isSet(object.max_tokens)
+        ? globalThis.Number(object.max_tokens)
+        : 0,
+      requestSha256: isSet(object.requestSha256)
+        ? Buffer.from(bytesFromBase64(object.requestSha256))
+        : isSet(object.request_sha256)
+        ? Buffer.from(bytesFromBase64(object.request_sha256))
+        : Buffer.alloc(0),
+      text: isSet(object.text) ? globalThis.String(object.text) : "",
+      inputTokens: isSet(object.inputTokens)
+        ? globalThis.Number(object.inputTokens)
+        : isSet(object.input_tokens)
+        ? globalThis.Number(object.input_tokens)
+        : 0,
+      outputTokens: isSet(object.outputTokens)
+        ? globalThis.Number(object.outputTokens)
+        : isSet(object.output_tokens)
+        ? globalThis.Number(object.output_tokens)
+        : 0,
+      createdAtMs: isSet(object.createdAtMs)
+        ? globalThis.Number(object.createdAtMs)
+        : isSet(object.created_at_ms)
+        ? globalThis.Number(object.created_at_ms)
+        : 0,
+    };
+  },
+
+  toJSON(message: Summary): unknown {
+    const obj: any = {};
+    if (message.fromPosition !== 0) {
+      obj.fromPosition = Math.round(message.fromPosition);
+    }
+    if (message.toPosition !== 0) {
+      obj.toPosition = Math.round(message.toPosition);
+    }
+    if (message.previousPosition !== 0) {
+      obj.previousPosition = Math.round(message.previousPosition);
+    }
+    if (message.model !== "") {
+      obj.model = message.model;
+    }
+    if (message.maxTokens !== 0) {
+      obj.maxTokens = Math.round(message.maxTokens);
+    }
+    if (message.requestSha256.length !== 0) {
+      obj.requestSha256 = base64FromBytes(message.requestSha256);
+    }
+    if (message.text !== "") {
+      obj.text = message.text;
+    }
+    if (message.inputTokens !== 0) {
+      obj.inputTokens = Math.round(message.inputTokens);
+    }
+    if (message.outputTokens !== 0) {
+      obj.outputTokens = Math.round(message.outputTokens);
+    }
+    if (message.createdAtMs !== 0) {
+      obj.createdAtMs = Math.round(message.createdAtMs);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<Summary>): Summary {
+    return Summary.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<Summary>): Summary {
+    const message = createBaseSummary();
+    message.fromPosition = object.fromPosition ?? 0;
+    message.toPosition = object.toPosition ?? 0;
+    message.previousPosition = object.previousPosition ?? 0;
+    message.model = object.model ?? "";
+    message.maxTokens = object.maxTokens ?? 0;
+    message.requestSha256 = object.requestSha256 ?? Buffer.alloc(0);
+    message.text = object.text ?? "";
+    message.inputTokens = object.inputTokens ?? 0;
+    message.outputTokens = object.outputTokens ?? 0;
+    message.createdAtMs = object.createdAtMs ?? 0;
     return message;
   },
 };

@@ -178,6 +178,12 @@ export interface TurnStart {
    * harness records its configuration first when it differs (docs/replay.md).
    */
   recordedConfigSha256: Buffer;
+  /**
+   * The summary of the turns before `history` (TurnDispatched.summary_position), or empty.
+   * The harness adds it to the system prompt (docs/turns.md, "Summaries"). Field numbers
+   * 14 and 15 are the memory's.
+   */
+  summary: string;
 }
 
 export interface AgentSettings {
@@ -502,6 +508,7 @@ function createBaseTurnStart(): TurnStart {
     recordedSteps: [],
     requiredApprover: "",
     recordedConfigSha256: Buffer.alloc(0),
+    summary: "",
   };
 }
 
@@ -545,6 +552,9 @@ export const TurnStart: MessageFns<TurnStart> = {
     }
     if (message.recordedConfigSha256.length !== 0) {
       writer.uint32(106).bytes(message.recordedConfigSha256);
+    }
+    if (message.summary !== "") {
+      writer.uint32(130).string(message.summary);
     }
     return writer;
   },
@@ -666,6 +676,14 @@ export const TurnStart: MessageFns<TurnStart> = {
             message.recordedConfigSha256 = Buffer.from(reader.bytes());
             continue;
           }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.summary = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -729,6 +747,7 @@ export const TurnStart: MessageFns<TurnStart> = {
         : isSet(object.recorded_config_sha256)
         ? Buffer.from(bytesFromBase64(object.recorded_config_sha256))
         : Buffer.alloc(0),
+      summary: isSet(object.summary) ? globalThis.String(object.summary) : "",
     };
   },
 
@@ -773,6 +792,9 @@ export const TurnStart: MessageFns<TurnStart> = {
     if (message.recordedConfigSha256.length !== 0) {
       obj.recordedConfigSha256 = base64FromBytes(message.recordedConfigSha256);
     }
+    if (message.summary !== "") {
+      obj.summary = message.summary;
+    }
     return obj;
   },
 
@@ -798,6 +820,7 @@ export const TurnStart: MessageFns<TurnStart> = {
     message.recordedSteps = object.recordedSteps?.map((e) => Step.fromPartial(e)) || [];
     message.requiredApprover = object.requiredApprover ?? "";
     message.recordedConfigSha256 = object.recordedConfigSha256 ?? Buffer.alloc(0);
+    message.summary = object.summary ?? "";
     return message;
   },
 };
