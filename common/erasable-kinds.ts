@@ -18,6 +18,8 @@ export const ERASABLE_KINDS: ReadonlySet<string> = new Set<string>([
   EventKind.QuestionResponse,
   EventKind.TurnComplete,
   EventKind.MemorySet,
+  // A summary holds what the turns it covers said (docs/turns.md, "Summaries").
+  EventKind.Summary,
 ]);
 
 /** True when an entry of `kind` may be erased. */

@@ -1,45 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
-import {
-  encodePayload,
-  payloadCodecs,
-  type EventKind,
-  type EventPayloads,
-} from '../../common/event-kinds';
-import type { JournalEntry } from '../../common/state-journal';
-import { foldJournal } from './journal-view';
 import type { JournalView } from './journal-view-types';
+import { HistoryJournal as Journal, sized } from './testdata/history-journal';
 import { committedHistory } from './turn-projections';
 import { estimatedTokens, historyWindowStart } from './history-window';
-
-/** A journal of complete turns (and what else a test adds), each event its own entry. */
-class Journal {
-  readonly entries: JournalEntry[] = [];
-
-  add<K extends EventKind>(kind: K, payload: Partial<EventPayloads[K]>): number {
-    const position = this.entries.length;
-    this.entries.push({
-      position,
-      kind,
-      payload: encodePayload(kind, payloadCodecs[kind].fromPartial(payload)),
-    });
-    return position;
-  }
-
-  /** A complete turn: its message position. */
-  turn(turnId: string, text: string, reply: string, historyFrom = 0): number {
-    const position = this.add('message_received', { turnId, idempotencyKey: turnId, text });
-    this.add('turn_dispatched', { turnId, attempt: 1, messagePosition: position, historyFrom });
-    this.add('turn_complete', { turnId, text: reply, steps: 1 });
-    return position;
-  }
-
-  view(): JournalView {
-    return foldJournal(this.entries);
-  }
-}
-
-/** Text of `tokens` estimated tokens as one history message (ASCII: 4 bytes a token). */
-const sized = (tokens: number): string => 'x'.repeat((tokens - 4) * 4);
 
 describe('estimatedTokens', () => {
   it('counts UTF-8 bytes / 4, rounded up, plus the message framing', () => {

@@ -6,7 +6,8 @@
  * after them still verifies, then writes that batch (the excised markers, one signed
  * `excision` event marked `erased` per entry, the closing `signed_root`) through
  * journal-append.ts, the way repair excises unreadable entries (journal-repair.ts). The
- * store applies the written batch.
+ * store applies the written batch. Every summary that may hold a named entry is erased with
+ * it (covering-summaries.ts).
  */
 import { erasableKindsText, isErasableKind } from '../../common/erasable-kinds';
 import { AppError } from '../../common/errors';
@@ -17,6 +18,7 @@ import { StreamingJournalVerifier } from '../journal/streaming-verifier';
 import type { JournalVerification } from '../journal/verification-types';
 import { writeBatch, type WrittenBatch } from './journal-append';
 import { throwIfAborted } from './journal-checks';
+import { coveringSummaries } from './covering-summaries';
 import { excisionEvents, type RepairParts, type RepairRequest } from './journal-repair';
 import type { AppendResult, EraseResult, ErasedEntry } from './journal-store-types';
 import { genesisTrust, signatureChecker } from './journal-verify';
@@ -237,7 +239,15 @@ export async function eraseEntries(
   request: EraseRequest,
 ): Promise<EraseOutcome> {
   const { kv, writer } = parts;
-  const erased = await namedEntries(parts, partition, state.head, request.positions);
+  const named = await namedEntries(parts, partition, state.head, request.positions);
+  // Every summary that may hold a named entry goes with it.
+  const covering = await coveringSummaries(kv, partition, state.head, request.positions);
+  const erased =
+    covering.length === 0
+      ? named
+      : [...named, ...(await namedEntries(parts, partition, state.head, covering))].sort(
+          (a, b) => a.position - b.position,
+        );
   const replayer = new StreamingJournalVerifier({
     hash: writer.hash,
     trustedPublicKeys: await genesisTrust(kv, writer.keyring, partition, state),

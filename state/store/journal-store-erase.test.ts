@@ -127,6 +127,40 @@ describe('erase', () => {
     expect(await store.verify(P)).toMatchObject({ ok: true, erased: [1, 3] });
   });
 
+  it('takes every summary that covers an erased entry with it, and leaves the others', async () => {
+    const summary = (from: number, text: string): AppendEvent => ({
+      kind: EventKind.Summary,
+      payload: encodePayload(EventKind.Summary, {
+        fromPosition: from,
+        toPosition: from,
+        previousPosition: 0,
+        model: 'm',
+        maxTokens: 64,
+        requestSha256: Buffer.alloc(32),
+        text,
+        inputTokens: 1,
+        outputTokens: 1,
+        createdAtMs: 1,
+      }),
+    });
+    // 9: covers 0..8; 11: covers 3..10; 13: covers 6..12, so not position 3.
+    let head = (await store.append(P, 9, [summary(0, 'all of it')])).head;
+    head = (await store.append(P, head, [summary(3, 'from the second')])).head;
+    head = (await store.append(P, head, [summary(6, 'from the third')])).head;
+    expect(head).toBe(15);
+    const result = await store.erase(P, { ...asAdmin, positions: [3] });
+    expect(result.erased.map((e) => [e.position, e.kind])).toEqual([
+      [3, EventKind.MessageReceived],
+      [9, EventKind.Summary],
+      [11, EventKind.Summary],
+    ]);
+    expect(await store.verify(P)).toMatchObject({ ok: true, erased: [3, 9, 11] });
+    const events = await collect(store.read(P));
+    expect(events[13]?.kind).toBe(EventKind.Summary);
+    const raw = Buffer.concat(await collect(store.export(P))).toString('utf8');
+    expect(raw).not.toContain(Buffer.from('from the second').toString('base64'));
+  });
+
   it('a dry run checks and writes nothing', async () => {
     const dry = await store.erase(P, { ...asAdmin, positions: [4], dryRun: true });
     expect(dry).toMatchObject({ dryRun: true, head: 9 });

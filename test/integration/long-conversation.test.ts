@@ -1,4 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SUMMARY_INSTRUCTIONS } from '../../common/model/summary-request';
+import { SUMMARY_HEADING } from '../../harness/turn/summary-context';
 import { Role } from '../../common/persona-roles';
 import {
   echoReply,
@@ -16,6 +21,9 @@ import { startTurnStack, type TurnStack } from './support/turn-stack';
 // length. 2,000 turns, every 100th near the largest message the public API takes, keep
 // answering; the requests the model gets stay under the limit and stop growing once the
 // window is full; `polychrome conversation replay` of the whole conversation is ok.
+// The control plane makes summaries of the older turns through the same server (docs/turns.md,
+// "Summaries"), each answered only after 2 s, and no turn waits for one: the turns go on,
+// and once a summary is committed the agent's requests carry it after the system prompt.
 
 /** The model's context, as the bytes of a request's `messages` JSON. */
 const CONTEXT_LIMIT_BYTES = 150_000;
@@ -34,13 +42,24 @@ describe('a conversation of 2,000 turns against a model with a small context', (
   /** The size of each request's `messages`, in order; refused ones too. */
   const sizes: number[] = [];
   let refused = 0;
+  /** The size of each summary request's `messages`, and how many agent requests held one. */
+  const summarySizes: number[] = [];
+  let withSummary = 0;
+  let keyDir: string;
 
   const withinContext = (request: RecordedRequest): ScriptedReply => {
-    const body = request.body as { messages: unknown[] };
+    const body = request.body as { messages: unknown[]; system?: string };
     const bytes = Buffer.byteLength(JSON.stringify(body.messages));
-    sizes.push(bytes);
     // Kept by the server for assertions; this test keeps only the sizes.
     messages.requests.length = 0;
+    if (body.system === SUMMARY_INSTRUCTIONS) {
+      summarySizes.push(bytes);
+      const turns = JSON.stringify(body.messages).match(/(?:turn|large) \d+/gu) ?? [];
+      const text = `Summary ${summarySizes.length}: ${turns.length} turns, up to ${turns.at(-1) ?? 'none'}.`;
+      return { kind: 'message', content: [{ type: 'text', text }], durationMs: 2_000 };
+    }
+    sizes.push(bytes);
+    if (body.system?.includes(SUMMARY_HEADING) === true) withSummary += 1;
     if (bytes > CONTEXT_LIMIT_BYTES) {
       refused += 1;
       return {
@@ -54,6 +73,9 @@ describe('a conversation of 2,000 turns against a model with a small context', (
 
   beforeAll(async () => {
     messages = await MessagesApiServer.start({ respond: withinContext });
+    // The control plane's own key for the same server (one gateway serves both planes).
+    keyDir = await mkdtemp(join(tmpdir(), 'long-summary-key-'));
+    await writeFile(join(keyDir, 'key'), messages.apiKey, { mode: 0o600 });
     stack = await startTurnStack({
       namespacePrefix: 'long',
       messages,
@@ -62,6 +84,9 @@ describe('a conversation of 2,000 turns against a model with a small context', (
       controlPlaneEnv: {
         POLYCHROME_LIMIT_REQUESTS_PER_SECOND: '0',
         POLYCHROME_LIMIT_REQUEST_BURST: '0',
+        POLYCHROME_SUMMARY_API_KEY_FILE: join(keyDir, 'key'),
+        POLYCHROME_SUMMARY_BASE_URL: messages.url,
+        POLYCHROME_SUMMARY_MODEL: 'claude-summary-test',
       },
     });
     owner = await stack.mintToken('test:long-owner');
@@ -74,6 +99,7 @@ describe('a conversation of 2,000 turns against a model with a small context', (
   afterAll(async () => {
     await stack?.stop();
     await messages?.close();
+    if (keyDir !== undefined) await rm(keyDir, { recursive: true, force: true });
   });
 
   it('keeps answering every turn, within the context, and replays ok', async () => {
@@ -105,6 +131,11 @@ describe('a conversation of 2,000 turns against a model with a small context', (
       // The conversation is many contexts long: without the window the requests would have
       // passed the limit long before the end.
       expect(conversationBytes).toBeGreaterThan(5 * CONTEXT_LIMIT_BYTES);
+      // Summaries were made, each request within the context too, and most turns after the
+      // first one ran with a summary.
+      expect(summarySizes.length).toBeGreaterThan(5);
+      expect(Math.max(...summarySizes)).toBeLessThanOrEqual(CONTEXT_LIMIT_BYTES);
+      expect(withSummary).toBeGreaterThan(TURNS / 2);
 
       const replay = await polychrome(
         [
