@@ -22,8 +22,8 @@ export const ERASED_TEXT = '[erased]';
 /** The history an attempt was given, and the first erased entry it held, if any. */
 export interface AttemptHistory {
   readonly history: readonly Message[];
-  /** An erased entry whose content the history held (an earlier message or answer). */
-  readonly erasedInput?: number;
+  /** The first erased entry whose content the history held (an earlier message or answer). */
+  readonly erasedInput?: { readonly position: number; readonly kind: string };
 }
 
 /** The erasure bookkeeping of one attempt. */
@@ -52,12 +52,15 @@ export function createErasureTracker(
   const list = (step: UncheckedStep): void => {
     if (!listed.has(step.position)) listed.set(step.position, step);
   };
-  const ownMessage = log.erased.has(log.position) ? log.position : undefined;
-  let heldErased = ownMessage ?? given.erasedInput;
-  if (ownMessage !== undefined && given.erasedInput !== undefined) {
-    heldErased = Math.min(ownMessage, given.erasedInput);
+  const kinds = new Map<number, string>();
+  for (const [position, erased] of log.erased) kinds.set(position, erased.kind);
+  if (given.erasedInput !== undefined) {
+    kinds.set(given.erasedInput.position, given.erasedInput.kind);
   }
-  const kindAt = (position: number): string => log.erased.get(position)?.kind ?? 'entry';
+  const ownMessage = log.erased.has(log.position) ? log.position : undefined;
+  const inputs = [ownMessage, given.erasedInput?.position].filter((p) => p !== undefined);
+  let heldErased = inputs.length === 0 ? undefined : Math.min(...inputs);
+  const kindAt = (position: number): string => kinds.get(position) ?? 'entry';
   return {
     get unchecked() {
       return [...listed.values()];

@@ -107,8 +107,9 @@ interface EarlierTurns {
 interface ErasedTurn {
   /** Its message's position. */
   readonly position: number;
-  /** The first of its message and answer erased. */
+  /** The first of its message and answer erased, and its kind. */
   readonly erasedPosition: number;
+  readonly erasedKind: string;
   /** Where the first erasure of either was recorded. */
   readonly recordPosition: number;
 }
@@ -117,9 +118,11 @@ function erasedTurnOf(log: TurnLog, answerPosition: number): ErasedTurn | undefi
   const erasures = [log.erased.get(log.position), log.erased.get(answerPosition)].flatMap((e) =>
     e === undefined ? [] : [e],
   );
-  if (erasures.length === 0) return undefined;
+  const [first] = erasures;
+  if (first === undefined) return undefined;
   return {
     position: log.position,
+    erasedKind: first.kind,
     erasedPosition: Math.min(...erasures.map((e) => e.position)),
     recordPosition: Math.min(...erasures.map((e) => e.recordPosition)),
   };
@@ -145,8 +148,12 @@ function historyOf(
     inWindow.filter((t) => t.recordPosition < dispatchPosition).map((t) => t.position),
   );
   const held = inWindow.filter((t) => t.recordPosition > dispatchPosition);
+  // Turns are in journal order, so the first held is the first erased entry the history held.
+  const [first] = held;
   const erasedInput =
-    held.length === 0 ? {} : { erasedInput: Math.min(...held.map((t) => t.erasedPosition)) };
+    first === undefined
+      ? {}
+      : { erasedInput: { position: first.erasedPosition, kind: first.erasedKind } };
   if (leftOut.size === 0) return { history: window, ...erasedInput };
   const offset = earlier.messages.length - window.length;
   // Fresh message objects: the prefix hasher keys its saved digests by message object and
