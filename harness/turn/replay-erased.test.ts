@@ -208,6 +208,32 @@ describe('replayJournal of a journal with erased entries', () => {
       ),
     ).toThrow(/was erased on an admin's request/);
   }, 60_000);
+
+  it('what-if over an erased journal: the recorded run replays, and a change elsewhere departs where it should', async () => {
+    const { turns, entries, erased } = await erasedTurns((e) => [
+      positionsOf(e, 'message_received')[0]!,
+    ]);
+    const [, , thirdCall] = positionsOf(entries, 'model_call');
+    const report = whatIf(
+      entries,
+      {
+        kind: 'model_output',
+        position: thirdCall!,
+        content: [{ type: 'text', text: 'Goodbye.' }],
+      },
+      {
+        ids: requestIds,
+        verifier: nodeEd25519Verifier,
+        approvalPublicKey: turns.approvals.publicKey,
+        resigner: nodeEd25519Signer(randomBytes(32)),
+      },
+    );
+    expect(report.recorded.ok).toBe(true);
+    expect(report.recorded.erased.map((e) => e.position)).toEqual(erased);
+    expect(report.changed.erased.map((e) => e.position)).toEqual(erased);
+    expect(report.divergence?.turnId).toBe(report.recorded.turns[1]?.turnId);
+    expect(report.divergence?.expected).toContain('Goodbye.');
+  }, 60_000);
 });
 
 describe('replayJournal of turns run after an erasure', () => {
