@@ -191,6 +191,40 @@ describe('replayJournal of a journal with erased entries', () => {
     expect(changed.divergence).toMatchObject({ turnId: second?.turnId });
   }, 60_000);
 
+  it('in the weak mode: an erased output is not compared, nor the tool call it asked for; the rest is checked', async () => {
+    const { turns, entries, erased } = await erasedTurns((e) => [positionsOf(e, 'model_call')[0]!]);
+    // As a journal recorded before configurations were (replay.test.ts does the same).
+    const weak = (journal: readonly ReplayEntry[]): ReplayEntry[] =>
+      journal
+        .filter((e) => e.kind !== 'agent_config')
+        .map((e) => {
+          if (e.kind !== 'model_call') return e;
+          const p = decodePayload('model_call', e.payload);
+          p.configSha256 = Buffer.alloc(0);
+          p.requestSha256 = Buffer.alloc(0);
+          return { ...e, payload: encodePayload('model_call', p) };
+        });
+    const [toolCall] = positionsOf(entries, 'tool_call');
+    const result = replay(weak(entries), turns);
+    expect(result.ok).toBe(true);
+    expect(result.turns.map((t) => t.mode)).toEqual(['weak', 'weak']);
+    expect(result.turns[0]?.unchecked?.map((u) => [u.position, u.erasedPosition])).toEqual([
+      [erased[0], erased[0]],
+      [toolCall, erased[0]],
+    ]);
+    const [, thirdCall] = positionsOf(entries, 'model_call');
+    const changed = replay(
+      weak(
+        tampered(entries, thirdCall!, (p) => {
+          p.content = [{ block: { $case: 'text', value: 'Go away.' } }];
+        }),
+      ),
+      turns,
+    );
+    expect(changed.ok).toBe(false);
+    expect(changed.divergence?.turnId).toBe(result.turns[1]?.turnId);
+  }, 60_000);
+
   it('what-if refuses to change an erased position, naming it erased', async () => {
     const { turns, entries, erased } = await erasedTurns((e) => [
       positionsOf(e, 'tool_result')[0]!,
