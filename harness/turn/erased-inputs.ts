@@ -16,6 +16,17 @@ import type { UncheckedStep } from './replay-verdict';
  * - an attempt given erased steps or answers (a resumed attempt) cannot be driven.
  */
 
+/**
+ * The kinds an attempt is given from earlier attempts (its recorded steps and answers). An
+ * erased question is not among them: the answer is what the machine takes back.
+ */
+const GIVEN_KINDS: ReadonlySet<string> = new Set([
+  'model_call',
+  'tool_call',
+  'tool_result',
+  'question_response',
+]);
+
 /** What the message and answer of an erased turn read as in a rebuilt history. */
 export const ERASED_TEXT = '[erased]';
 
@@ -97,7 +108,7 @@ export function createErasureTracker(
       return only;
     },
     inputsErased(givenSteps) {
-      const erased = givenSteps.find((e) => log.erased.has(e.position));
+      const erased = givenSteps.find((e) => log.erased.has(e.position) && GIVEN_KINDS.has(e.kind));
       if (erased === undefined) return false;
       list({
         position: dispatchPosition,

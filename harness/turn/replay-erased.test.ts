@@ -12,6 +12,7 @@ import type { JournalEntry } from '../../common/state-journal';
 import { requestIds } from '../../common/request-ids';
 import { readyStatus } from '../../test/support/in-memory-conversations';
 import {
+  askReply,
   recordApprovedTurns,
   startRealTurns,
   TEST_OWNER,
@@ -267,6 +268,67 @@ describe('replayJournal of a journal with erased entries', () => {
     expect(report.changed.erased.map((e) => e.position)).toEqual(erased);
     expect(report.divergence?.turnId).toBe(report.recorded.turns[1]?.turnId);
     expect(report.divergence?.expected).toContain('Goodbye.');
+  }, 60_000);
+});
+
+describe('replayJournal of a turn that asked a question', () => {
+  /** A turn that asks `which one?`, answered `this one`, with `kind`'s entry erased. */
+  async function erasedQuestion(kind: 'question_request' | 'question_response') {
+    const turns = await startRealTurns({
+      replies: [askReply('which one?'), textReply('done')],
+      logger,
+    });
+    open = turns;
+    const conversation = turns.conversations.add(
+      { owner: TEST_OWNER.identity },
+      { status: readyStatus(turns.harness.endpoint) },
+    );
+    const conversationId = conversation.metadata.uid ?? '';
+    const partition = `conv-${conversationId}`;
+    const signal = AbortSignal.timeout(20_000);
+    const paused = await turns.coordinator.postMessage(
+      TEST_OWNER,
+      { conversationId, text: 'deploy it', idempotencyKey: 'k1' },
+      signal,
+    );
+    const requestId = paused.question?.requestId ?? '';
+    const done = await turns.coordinator.answerQuestion(
+      TEST_OWNER,
+      { conversationId, requestId, answer: 'this one' },
+      signal,
+    );
+    expect(done).toMatchObject({ status: 'complete', reply: 'done' });
+    const position = positionsOf(await turns.journal.entries(partition), kind)[0]!;
+    await turns.coordinator.exclusive(conversation, signal, (lease) =>
+      turns.journal.erase(partition, {
+        positions: [position],
+        actor: 'email:admin@example.com',
+        reason: 'erasure request 4',
+        fencingToken: lease.fencingToken,
+      }),
+    );
+    const entries = await turns.journal.entries(partition);
+    return { result: replay(entries, turns), entries, position };
+  }
+
+  it('an erased question is not compared, and the attempt after the answer is replayed in full', async () => {
+    const { result, position } = await erasedQuestion('question_request');
+    expect(result.ok).toBe(true);
+    const [turn] = result.turns;
+    expect(turn?.attempts).toBe(2);
+    expect(turn?.unchecked?.map((u) => [u.position, u.erasedPosition])).toEqual([
+      [position, position],
+    ]);
+    expect(turn?.transcript).toContainEqual({ type: 'question', question: '[erased]' });
+  }, 60_000);
+
+  it('an erased answer to it: the attempt given the answer is not replayed, and says why', async () => {
+    const { result, entries, position } = await erasedQuestion('question_response');
+    expect(result.ok).toBe(true);
+    const [, resumed] = positionsOf(entries, 'turn_dispatched');
+    expect(result.turns[0]?.unchecked?.map((u) => [u.position, u.erasedPosition])).toEqual([
+      [resumed, position],
+    ]);
   }, 60_000);
 });
 
