@@ -190,6 +190,27 @@ describe('conversation replay and verify with the model endpoint down (real CLI 
         positions[0],
       ]);
 
+      // What-if over the erased journal: a changed answer in the last turn departs there,
+      // and the erased positions are named.
+      const lastCall = journal.filter((e) => e.kind === 'model_call').at(-1)!.position;
+      const whatIf = await polychrome(
+        [
+          'conversation',
+          'replay',
+          uid,
+          ...actor,
+          '--what-if',
+          `model-output@${String(lastCall)}=no`,
+        ],
+        admin,
+      );
+      expect(whatIf.stderr).toBe('');
+      expect(whatIf.code).toBe(1);
+      expect(whatIf.stdout).toContain(
+        `erased on an admin's request, cannot be checked in either run: ${String(positions[0])} (message_received), ${String(positions[1])} (tool_result)`,
+      );
+      expect(whatIf.stdout).toContain(`position ${String(lastCall + 1)}`);
+
       const verify = await polychrome(['conversation', 'verify', uid, ...actor], admin);
       expect(verify.stderr).toBe('');
       expect(verify.code).toBe(0);
