@@ -178,9 +178,14 @@ export function formatReplayText(report: ReplayReport): string {
   const { replay } = report;
   const out: string[] = [];
   for (const turn of replay.turns) {
-    const verdict = turn.ok
-      ? `ok (${turn.mode}${turn.mode === 'weak' ? ': recorded before configurations were, so requests and budgets are not checked' : ''})`
-      : 'DIVERGED';
+    const unchecked = turn.unchecked ?? [];
+    const verdict =
+      (turn.ok
+        ? `ok (${turn.mode}${turn.mode === 'weak' ? ': recorded before configurations were, so requests and budgets are not checked' : ''})`
+        : 'DIVERGED') +
+      (unchecked.length === 0
+        ? ''
+        : `, ${String(unchecked.length)} step(s) not checkable because entries were erased`);
     out.push(
       `turn ${turn.turnId} at ${String(turn.position)}: ${turn.status}, ${String(turn.attempts)} attempt(s), ${verdict}`,
     );
@@ -194,12 +199,22 @@ export function formatReplayText(report: ReplayReport): string {
             : `ran${r.resultUnknown ? ', result unknown' : ', result recorded'}`),
       );
     }
+    for (const u of unchecked) {
+      out.push(
+        `  not checkable because of erased position ${String(u.erasedPosition)}: position ${String(u.position)}, ${u.what}`,
+      );
+    }
     const d = turn.divergence;
     if (d !== undefined) {
       out.push(`  first divergence at step ${String(d.step)}, position ${String(d.position)}`);
       out.push(`    expected: ${d.expected}`);
       out.push(`    found:    ${d.found}`);
     }
+  }
+  for (const erased of replay.erased) {
+    out.push(
+      `position ${String(erased.position)} (${erased.kind}${erased.turnId === '' ? '' : ` of turn ${erased.turnId}`}): erased on an admin's request, cannot be checked`,
+    );
   }
   for (const skipped of replay.skipped) {
     out.push(`position ${String(skipped.position)} (${skipped.kind}): skipped`);
@@ -227,6 +242,7 @@ export function formatReplayJson(
     events: report.replay.events,
     turns: report.replay.turns,
     skipped: report.replay.skipped,
+    erased: report.replay.erased,
     divergence: report.replay.divergence ?? null,
   })}\n`;
 }

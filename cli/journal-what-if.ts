@@ -7,6 +7,7 @@ import { AppError } from '../common/errors';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../harness/crypto/node-ed25519';
 import { requestIds } from '../common/request-ids';
 import type { RecordedBlock } from '../harness/turn/turn-records';
+import type { JournalReplay } from '../harness/turn/replay-verdict';
 import { liveWhatIf, type LiveRun } from '../harness/turn/live';
 import { whatIf, type WhatIfChange, type WhatIfReport } from '../harness/turn/what-if';
 import { formatLiveLines, type LiveSetup } from './journal-live';
@@ -160,6 +161,7 @@ export function formatWhatIfText(run: WhatIfRun): string {
     `what-if ${run.spec} on ${run.source} (${run.partition})`,
     `recorded run: OK, ${String(report.recorded.turns.length)} turns replayed`,
     approvalKeyLine(run.approvalKey),
+    ...erasedLines(report.recorded.erased),
   ];
   const d = report.divergence;
   if (d === undefined) {
@@ -205,12 +207,24 @@ export function formatWhatIfJson(
     needsModel: report.needsModel,
     recordedAfter: report.recordedAfter,
     ...(run.live === undefined ? {} : { live: run.live }),
+    erased: report.recorded.erased,
     turns: report.changed.turns.map((t) => ({
       turnId: t.turnId,
       ok: t.ok,
       ...(t.divergence === undefined ? {} : { divergence: t.divergence }),
+      ...(t.unchecked === undefined ? {} : { unchecked: t.unchecked }),
     })),
   })}\n`;
+}
+
+/**
+ * The erased positions (docs/replay.md, "Erased entries"): not checked in either run, and
+ * not a change's to make.
+ */
+function erasedLines(erased: JournalReplay['erased']): string[] {
+  if (erased.length === 0) return [];
+  const listed = erased.map((e) => `${String(e.position)} (${e.kind})`).join(', ');
+  return [`erased on an admin's request, cannot be checked in either run: ${listed}`];
 }
 
 function usage(spec: string, why: string): UsageError {

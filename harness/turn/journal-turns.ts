@@ -7,12 +7,18 @@ import {
   type EventKind,
   type EventPayloads,
 } from '../../common/event-kinds';
+import { voidedToolCalls } from '../../common/turn-resolution';
+import { ResolveDecision } from '../../proto/gen/polychrome/events/v1/events';
 import { decodeAgentConfig, hex, type EncodedAgentConfig } from './agent-config';
 
 /**
  * A journal read for replay (docs/replay.md): its events decoded and grouped by turn, in
  * the order the turns' messages arrived, and every recorded agent configuration by digest.
- * Excised or unknown positions are skipped and kept for the report.
+ * Excised or unknown positions are skipped and kept for the report. An erased entry
+ * (docs/journal-format.md, "Erasure"; its sealed `excision` record names its kind and turn)
+ * keeps its place in its turn as a stand-in of its kind with no content, listed in the
+ * turn's `erased`, so the turn keeps its shape and standing and replay knows which checks
+ * it cannot make (`erased-inputs.ts`).
  */
 
 /** One journal event as read from the state plane or an export. */
@@ -29,16 +35,32 @@ export type Decoded = {
 export interface TurnLog {
   readonly turnId: string;
   readonly position: number;
+  /** The message; empty when it was erased (its position is then in `erased`). */
   readonly text: string;
   readonly directive: EventPayloads['ingress_directive'] | undefined;
-  /** The turn's events after its message, in journal order. */
+  /** The turn's events after its message, in journal order; an erased one is a stand-in. */
   readonly events: Decoded[];
+  /** The turn's erased entries (its message's included), by position. */
+  readonly erased: Map<number, ErasedEntry>;
+}
+
+/** An erased entry, as its sealed `excision` record describes it. */
+export interface ErasedEntry {
+  readonly position: number;
+  /** The kind the entry had. */
+  readonly kind: string;
+  /** The turn it belonged to; empty when it named none (a `memory_set`). */
+  readonly turnId: string;
+  /** The position of the `excision` record that erased it. */
+  readonly recordPosition: number;
 }
 
 /** A journal grouped for replay. */
 export interface JournalTurns {
-  /** Excised or unknown positions, in journal order. */
+  /** Excised (not erased) or unknown positions, in journal order. */
   readonly skipped: readonly { readonly position: number; readonly kind: string }[];
+  /** Erased positions, in journal order. */
+  readonly erased: readonly ErasedEntry[];
   /** The turns, in the order their messages arrived. */
   readonly turns: readonly TurnLog[];
   /** Every recorded agent configuration, by the hex of its digest. */
@@ -54,6 +76,8 @@ export interface JournalTurns {
  *   is not readable (the journal must be verified first).
  */
 export function readJournal(entries: readonly ReplayEntry[]): JournalTurns {
+  const erasures = erasuresOf(entries);
+  const erased: ErasedEntry[] = [];
   const skipped: { position: number; kind: string }[] = [];
   const turns = new Map<string, TurnLog>();
   const order: TurnLog[] = [];
@@ -61,12 +85,32 @@ export function readJournal(entries: readonly ReplayEntry[]): JournalTurns {
   /** Position and digest of every agent_config, in order. */
   const configPositions: { position: number; sha256: string }[] = [];
   for (const entry of entries) {
+    const erasure = erasures.get(entry.position);
+    if (erasure !== undefined && !isEventKind(entry.kind)) {
+      erased.push(erasure);
+      if (erasure.kind === 'message_received') {
+        if (turns.has(erasure.turnId) || erasure.turnId === '') continue;
+        const log: TurnLog = { ...newLog(erasure.turnId, entry.position, ''), erased: new Map() };
+        log.erased.set(entry.position, erasure);
+        turns.set(log.turnId, log);
+        order.push(log);
+        continue;
+      }
+      const log = turns.get(erasure.turnId);
+      const standIn = standInOf(erasure);
+      if (log === undefined || standIn === undefined) continue;
+      log.erased.set(entry.position, erasure);
+      log.events.push(standIn);
+      continue;
+    }
     if (!isEventKind(entry.kind)) {
       // Seam for excision (docs/replay.md): an excised or unknown position is skipped.
       skipped.push({ position: entry.position, kind: entry.kind });
       continue;
     }
     const event = decode(entry);
+    // An excision record names the turn an erased entry belonged to; it is not a step of it.
+    if (event.kind === 'excision') continue;
     if (event.kind === 'agent_config') {
       const encoded = decodeAgentConfig(event.payload.configJson);
       if (hex(encoded.sha256) !== hex(event.payload.sha256)) {
@@ -80,13 +124,7 @@ export function readJournal(entries: readonly ReplayEntry[]): JournalTurns {
     }
     if (event.kind === 'message_received') {
       if (turns.has(event.payload.turnId)) continue;
-      const log: TurnLog = {
-        turnId: event.payload.turnId,
-        position: event.position,
-        text: event.payload.text,
-        directive: undefined,
-        events: [],
-      };
+      const log = newLog(event.payload.turnId, event.position, event.payload.text);
       turns.set(log.turnId, log);
       order.push(log);
       continue;
@@ -103,7 +141,50 @@ export function readJournal(entries: readonly ReplayEntry[]): JournalTurns {
     }
     log.events.push(event);
   }
-  return { skipped, turns: order, configs, configPositions };
+  return { skipped, erased, turns: order, configs, configPositions };
+}
+
+function newLog(turnId: string, position: number, text: string): TurnLog {
+  return { turnId, position, text, directive: undefined, events: [], erased: new Map() };
+}
+
+/**
+ * The erasures the journal records, by erased position: its `excision` records marked
+ * erased (read ahead, since the record comes after the entry it erased). A record that
+ * does not decode is left out here; reading it in order fails on it.
+ */
+export function erasuresOf(entries: readonly ReplayEntry[]): ReadonlyMap<number, ErasedEntry> {
+  const found = new Map<number, ErasedEntry>();
+  for (const entry of entries) {
+    if (entry.kind !== 'excision') continue;
+    let record: EventPayloads['excision'];
+    try {
+      record = decodePayload('excision', entry.payload);
+    } catch {
+      continue;
+    }
+    if (!record.erased) continue;
+    found.set(record.position, {
+      position: record.position,
+      kind: record.erasedKind,
+      turnId: record.turnId,
+      recordPosition: entry.position,
+    });
+  }
+  return found;
+}
+
+/** An erased entry of a turn as replay holds it: its kind, its turn, no content. */
+function standInOf(erasure: ErasedEntry): Decoded | undefined {
+  if (!isEventKind(erasure.kind) || erasure.turnId === '') return undefined;
+  const codec = payloadCodecs[erasure.kind] as {
+    fromPartial(object: { turnId: string }): unknown;
+  };
+  return {
+    position: erasure.position,
+    kind: erasure.kind,
+    payload: codec.fromPartial({ turnId: erasure.turnId }),
+  } as Decoded;
 }
 
 /** An event payload as canonical JSON, as replay compares and reports it. */
@@ -142,4 +223,24 @@ function decode(entry: ReplayEntry): Decoded {
       { cause },
     );
   }
+}
+
+/** The `tool_call`s `did_not_run` resolutions void (common/turn-resolution.ts). */
+export function voidedCallsOf(log: TurnLog): ReadonlySet<number> {
+  return voidedToolCalls(
+    log.events.flatMap((e) =>
+      e.kind === 'turn_resolved'
+        ? [
+            {
+              position: e.position,
+              toolCallId: e.payload.toolCallId,
+              didNotRun: e.payload.decision === ResolveDecision.RESOLVE_DECISION_DID_NOT_RUN,
+            },
+          ]
+        : [],
+    ),
+    log.events.flatMap((e) =>
+      e.kind === 'tool_call' ? [{ position: e.position, toolCallId: e.payload.toolCallId }] : [],
+    ),
+  );
 }

@@ -1,12 +1,11 @@
 import { canonicalJson } from '../../common/canonical-json';
 import { payloadCodecs } from '../../common/event-kinds';
-import { voidedToolCalls } from '../../common/turn-resolution';
-import { ResolveDecision } from '../../proto/gen/polychrome/events/v1/events';
 import { hex, type EncodedAgentConfig, type RequestHasher } from './agent-config';
-import { describe, eventJson, type Decoded, type TurnLog } from './journal-turns';
+import { describe, eventJson, voidedCallsOf, type Decoded, type TurnLog } from './journal-turns';
 import type { Message } from '../../common/model/model-port';
 import type { ReplayOptions } from './replay-options';
-import type { Divergence } from './replay-verdict';
+import type { Divergence, UncheckedStep } from './replay-verdict';
+import { createErasureTracker, ERASED_TEXT, type AttemptHistory } from './erased-inputs';
 import { responseOf, stepJson, stepOf } from './replay-steps';
 import {
   approvalAnswerFromProto,
@@ -31,7 +30,9 @@ import type { ApprovalAnswer, QuestionAnswer, TurnStep } from './turn-records';
  * answered from the recorded `model_call` once the digest of the request the machine built
  * equals the recorded one, each tool call from the recorded `tool_result`, and every step
  * the machine wants to commit, and how it ends or pauses, is compared with the next
- * recorded event.
+ * recorded event. An erased entry (docs/replay.md, "Erased entries") is never a divergence:
+ * a step compared with one, or whose inputs held one, is listed as not checkable
+ * (`erased-inputs.ts`) and everything else is still checked.
  */
 
 /** Event kinds the harness produces in an attempt (the machine's effects). */
@@ -47,19 +48,54 @@ const HARNESS_KINDS: ReadonlySet<string> = new Set([
   'turn_ambiguous',
 ]);
 
+/** What one attempt's replay found: its first divergence and the steps it could not check. */
+export interface AttemptReplay {
+  readonly divergence?: Divergence;
+  readonly unchecked: readonly UncheckedStep[];
+}
+
 /** Replays one attempt: from its `turn_dispatched` to the next one (or the journal's end). */
 export function replayAttempt(
   log: TurnLog,
-  history: readonly Message[],
+  given: AttemptHistory,
   dispatchPosition: number,
   endPosition: number,
   configs: ReadonlyMap<string, EncodedAgentConfig>,
   configPositions: readonly { position: number; sha256: string }[],
   options: ReplayOptions,
   hasher: RequestHasher,
+): AttemptReplay {
+  const erasures = createErasureTracker(log, given, dispatchPosition);
+  const divergence = replayFrom(
+    log,
+    given.history,
+    dispatchPosition,
+    endPosition,
+    { configs, configPositions, options, hasher },
+    erasures,
+  );
+  return { ...(divergence === undefined ? {} : { divergence }), unchecked: erasures.unchecked };
+}
+
+interface Recording {
+  readonly configs: ReadonlyMap<string, EncodedAgentConfig>;
+  readonly configPositions: readonly { position: number; sha256: string }[];
+  readonly options: ReplayOptions;
+  readonly hasher: RequestHasher;
+}
+
+function replayFrom(
+  log: TurnLog,
+  history: readonly Message[],
+  dispatchPosition: number,
+  endPosition: number,
+  { configs, configPositions, options, hasher }: Recording,
+  erasures: ReturnType<typeof createErasureTracker>,
 ): Divergence | undefined {
   const voided = voidedCallsOf(log);
   const before = log.events.filter((e) => e.position < dispatchPosition && !voided.has(e.position));
+  // Steps or answers the attempt was given were erased: it cannot be driven.
+  if (erasures.inputsErased(before)) return undefined;
   // An admin's resolution ends the attempt: the tool_result it records for `ran` is the
   // admin's, not the machine's, and is a recorded step of the next attempt.
   const resolvedAt =
@@ -114,7 +150,7 @@ export function replayAttempt(
     turnId: log.turnId,
     ...(agent.system === '' ? {} : { system: agent.system }),
     history,
-    userMessage: log.text,
+    userMessage: log.erased.has(log.position) ? ERASED_TEXT : log.text,
     tools: agent.tools,
     budget: agent.budget,
     recordedSteps,
@@ -144,6 +180,9 @@ export function replayAttempt(
   let state: TurnState = machine.initialState;
   let event: TurnEvent | undefined = { type: 'turn_started', input };
   const running: string[] = [];
+  /** The model call whose request digest is not checkable, and the digest the machine built. */
+  let digestUnchecked: number | undefined;
+  let builtDigest = Buffer.alloc(0);
   while (event !== undefined) {
     const result = machine.step(state, event);
     state = result.state;
@@ -159,7 +198,16 @@ export function replayAttempt(
         case 'commit_step': {
           if (found === undefined) return undefined; // the attempt was cut short: an orphan
           const expected = stepJson(effect.step);
-          if (expected.kind !== found.kind || expected.json !== eventJson(found)) {
+          if (expected.kind === found.kind && erasures.isErased(found, expected.kind)) {
+            cursor += 1;
+            break;
+          }
+          // A request digest not checkable (its request held erased content) is not compared.
+          const compared =
+            found.kind === 'model_call' && found.position === digestUnchecked
+              ? eventJson({ ...found, payload: { ...found.payload, requestSha256: builtDigest } })
+              : eventJson(found);
+          if (expected.kind !== found.kind || expected.json !== compared) {
             return diverge(`${expected.kind} ${expected.json}`, found);
           }
           cursor += 1;
@@ -168,13 +216,19 @@ export function replayAttempt(
         case 'call_model': {
           step = effect.step;
           if (found === undefined) return undefined;
+          // An erased output cannot be fed back: nothing after it in the attempt is checked.
+          if (erasures.isErased(found, 'model_call')) return undefined;
           if (found.kind !== 'model_call' || found.payload.step !== effect.step) {
             return diverge(`model_call for step ${effect.step}`, found);
           }
           const want = effect.request;
           const digest = hex(found.payload.requestSha256);
           const built = state.pendingModel?.requestSha256;
-          if (built === undefined || hex(built) !== digest) {
+          if (erasures.requestHeldErased(found)) {
+            // The request held erased content: its digest cannot be checked, the rest can.
+            digestUnchecked = found.position;
+            builtDigest = Buffer.from(built ?? new Uint8Array());
+          } else if (built === undefined || hex(built) !== digest) {
             return diverge(
               `model_call whose request_sha256 is ${built === undefined ? '(none)' : hex(built)} (the request the machine built from ${want.messages.length} messages)`,
               found,
@@ -194,6 +248,10 @@ export function replayAttempt(
           running.push(effect.call.toolCallId);
           break;
         case 'finish': {
+          if (found !== undefined && erasures.isErased(found, 'turn_complete')) {
+            cursor += 1;
+            return extra(recorded, cursor, diverge);
+          }
           if (found?.kind !== 'turn_complete') {
             return diverge(`turn_complete with text ${JSON.stringify(effect.text)}`, found);
           }
@@ -232,6 +290,10 @@ export function replayAttempt(
           const want = canonicalJson(
             payloadCodecs.question_request.toJSON(questionRequestToProto(effect.request)),
           );
+          if (erasures.isErased(found, 'question_request')) {
+            cursor += 1;
+            return extra(recorded, cursor, diverge);
+          }
           if (found.kind !== 'question_request' || eventJson(found) !== want) {
             return diverge(`question_request ${want}`, found);
           }
@@ -274,6 +336,15 @@ export function replayAttempt(
         event = { type: 'tool_outcome_unknown', toolCallId: id, reason: found.payload.reason };
         continue;
       }
+      if (erasures.isErased(found, 'tool_result')) {
+        // Its content and call id are gone: fed back as erased when one call waits, and
+        // the requests after it hold erased content. Among several, which one is unknown.
+        const id = erasures.erasedResultFor(found, running);
+        if (id === undefined) return undefined;
+        running.splice(running.indexOf(id), 1);
+        event = { type: 'tool_finished', toolCallId: id, outcome: erasedOutcome };
+        continue;
+      }
       if (found.kind !== 'tool_result' || !running.includes(found.payload.toolCallId)) {
         return diverge(`a tool_result for ${running.join(', ')}`, found);
       }
@@ -289,25 +360,7 @@ export function replayAttempt(
   return extra(recorded, cursor, diverge);
 }
 
-/** The `tool_call`s `did_not_run` resolutions void (common/turn-resolution.ts). */
-function voidedCallsOf(log: TurnLog): ReadonlySet<number> {
-  return voidedToolCalls(
-    log.events.flatMap((e) =>
-      e.kind === 'turn_resolved'
-        ? [
-            {
-              position: e.position,
-              toolCallId: e.payload.toolCallId,
-              didNotRun: e.payload.decision === ResolveDecision.RESOLVE_DECISION_DID_NOT_RUN,
-            },
-          ]
-        : [],
-    ),
-    log.events.flatMap((e) =>
-      e.kind === 'tool_call' ? [{ position: e.position, toolCallId: e.payload.toolCallId }] : [],
-    ),
-  );
-}
+const erasedOutcome = { content: ERASED_TEXT, isError: false } as const;
 
 function extra(
   recorded: readonly Decoded[],

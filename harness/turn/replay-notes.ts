@@ -1,5 +1,6 @@
 import { ResolveDecision } from '../../proto/gen/polychrome/events/v1/events';
 import { StandingState, type TurnStanding } from '../../common/turn-standing';
+import { ERASED_TEXT } from './erased-inputs';
 import type { TurnLog } from './journal-turns';
 import { approvalAnswerFromProto } from './request-codec';
 import type { ReplayResolution, TranscriptItem } from './replay-verdict';
@@ -36,8 +37,15 @@ export function noteOf(
 }
 
 export function transcriptOf(log: TurnLog): TranscriptItem[] {
-  const items: TranscriptItem[] = [{ type: 'user', text: log.text }];
+  const items: TranscriptItem[] = [
+    { type: 'user', text: log.erased.has(log.position) ? ERASED_TEXT : log.text },
+  ];
   for (const e of log.events) {
+    if (log.erased.has(e.position)) {
+      const item = erasedItem(e.kind);
+      if (item !== undefined) items.push(item);
+      continue;
+    }
     switch (e.kind) {
       case 'tool_call':
         items.push({ type: 'tool_call', name: e.payload.toolName, argsJson: e.payload.argsJson });
@@ -63,4 +71,20 @@ export function transcriptOf(log: TurnLog): TranscriptItem[] {
     }
   }
   return items;
+}
+
+/** An erased entry's place in the transcript; a model call has none there. */
+function erasedItem(kind: string): TranscriptItem | undefined {
+  switch (kind) {
+    case 'tool_call':
+      return { type: 'tool_call', name: ERASED_TEXT, argsJson: '' };
+    case 'tool_result':
+      return { type: 'tool_result', content: ERASED_TEXT, isError: false };
+    case 'question_request':
+      return { type: 'question', question: ERASED_TEXT };
+    case 'turn_complete':
+      return { type: 'assistant', text: ERASED_TEXT };
+    default:
+      return undefined;
+  }
 }

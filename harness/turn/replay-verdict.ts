@@ -14,6 +14,25 @@ export interface Divergence {
   readonly found: string;
 }
 
+/**
+ * A step replay could not check because an entry was erased (docs/replay.md, "Erased
+ * entries"): never a divergence.
+ */
+export interface UncheckedStep {
+  /** The step: the erased entry itself, the model call whose request held it, or the dispatch. */
+  readonly position: number;
+  /** The erased entry that makes it not checkable. */
+  readonly erasedPosition: number;
+  readonly what: string;
+}
+
+/** An erased journal position, as its sealed record names it: erased, cannot be checked. */
+export interface ErasedPosition {
+  readonly position: number;
+  readonly kind: string;
+  readonly turnId: string;
+}
+
 /** Where a turn stands in the journal, in replay's words (the rule: common/turn-standing.ts). */
 export const ReplayTurnStatus = {
   Complete: 'complete',
@@ -61,6 +80,8 @@ export interface TurnReplay {
   readonly attempts: number;
   readonly ok: boolean;
   readonly divergence?: Divergence;
+  /** Steps not checkable because entries were erased; absent when there are none. */
+  readonly unchecked?: readonly UncheckedStep[];
   /** Set for quarantined turns: the recorded reason. */
   readonly note?: string;
   /** Every `turn_resolved` of the turn: who settled a quarantine, and how. */
@@ -84,8 +105,10 @@ export interface JournalReplay {
   readonly ok: boolean;
   readonly events: number;
   readonly turns: readonly TurnReplay[];
-  /** Excised or unknown positions, skipped and reported. */
+  /** Positions repair excised, or of unknown kinds: skipped and reported. */
   readonly skipped: readonly { readonly position: number; readonly kind: string }[];
+  /** Erased positions (never a divergence): erased, cannot be checked. */
+  readonly erased: readonly ErasedPosition[];
   /** The first divergence over all turns, if any. */
   readonly divergence?: Divergence;
 }

@@ -6,6 +6,7 @@ import {
 } from './agent-config';
 import { readJournal, type ReplayEntry, type TurnLog } from './journal-turns';
 import type { Message } from '../../common/model/model-port';
+import { ERASED_TEXT, type AttemptHistory } from './erased-inputs';
 import { noteOf, transcriptOf } from './replay-notes';
 import { replayAttempt } from './replay-attempt';
 import {
@@ -13,6 +14,7 @@ import {
   ReplayTurnStatus,
   type JournalReplay,
   type TurnReplay,
+  type UncheckedStep,
 } from './replay-verdict';
 import type { ReplayOptions } from './replay-options';
 import { weakCheck } from './weak-replay';
@@ -54,24 +56,32 @@ export function replayJournal(
   entries: readonly ReplayEntry[],
   options: ReplayOptions,
 ): JournalReplay {
-  const { skipped, turns: order, configs, configPositions } = readJournal(entries);
+  const { skipped, erased, turns: order, configs, configPositions } = readJournal(entries);
   const history: Message[] = [];
   /** The message position of the turn each history message came from. */
   const historyPositions: number[] = [];
+  const erasedTurns: ErasedTurn[] = [];
   const results: TurnReplay[] = [];
   const hasher = options.requestHasher ?? createPrefixRequestHasher();
   for (const log of order) {
-    const earlier = { messages: history, positions: historyPositions };
+    const earlier = { messages: history, positions: historyPositions, erasedTurns };
     const result = replayTurn(log, earlier, configs, configPositions, options, hasher);
     results.push(result);
     const terminal = log.events.find((e) => e.kind === 'turn_complete');
     const dispatched = log.events.some((e) => e.kind === 'turn_dispatched');
     if (terminal?.kind === 'turn_complete' && dispatched) {
+      const text = (position: number, recorded: string): string =>
+        log.erased.has(position) ? ERASED_TEXT : recorded;
       history.push(
-        { role: 'user', content: [{ type: 'text', text: log.text }] },
-        { role: 'assistant', content: [{ type: 'text', text: terminal.payload.text }] },
+        { role: 'user', content: [{ type: 'text', text: text(log.position, log.text) }] },
+        {
+          role: 'assistant',
+          content: [{ type: 'text', text: text(terminal.position, terminal.payload.text) }],
+        },
       );
       historyPositions.push(log.position, log.position);
+      const erasedTurn = erasedTurnOf(log, terminal.position);
+      if (erasedTurn !== undefined) erasedTurns.push(erasedTurn);
     }
   }
   const divergence = results.find((r) => r.divergence !== undefined)?.divergence;
@@ -80,6 +90,7 @@ export function replayJournal(
     events: entries.length,
     turns: results,
     skipped,
+    erased: erased.map(({ position, kind, turnId }) => ({ position, kind, turnId })),
     ...(divergence === undefined ? {} : { divergence }),
   };
 }
@@ -88,6 +99,69 @@ export function replayJournal(
 interface EarlierTurns {
   readonly messages: readonly Message[];
   readonly positions: readonly number[];
+  /** The earlier complete turns whose message or answer was erased. */
+  readonly erasedTurns: readonly ErasedTurn[];
+}
+
+/** A complete turn whose message or answer was erased. */
+interface ErasedTurn {
+  /** Its message's position. */
+  readonly position: number;
+  /** The first of its message and answer erased, and its kind. */
+  readonly erasedPosition: number;
+  readonly erasedKind: string;
+  /** Where the first erasure of either was recorded. */
+  readonly recordPosition: number;
+}
+
+function erasedTurnOf(log: TurnLog, answerPosition: number): ErasedTurn | undefined {
+  const erasures = [log.erased.get(log.position), log.erased.get(answerPosition)].flatMap((e) =>
+    e === undefined ? [] : [e],
+  );
+  const [first] = erasures;
+  if (first === undefined) return undefined;
+  return {
+    position: log.position,
+    erasedKind: first.kind,
+    erasedPosition: Math.min(...erasures.map((e) => e.position)),
+    recordPosition: Math.min(...erasures.map((e) => e.recordPosition)),
+  };
+}
+
+/**
+ * The history an attempt dispatched at `dispatchPosition` was given. A turn whose message or
+ * answer was erased before the dispatch was left out of it by the control plane (docs/turns.md,
+ * "Erased entries"), so it is left out here too; one erased after the dispatch was in it, so
+ * the attempt's requests held erased content.
+ */
+function historyOf(
+  earlier: EarlierTurns,
+  historyFrom: number,
+  dispatchPosition: number,
+): AttemptHistory {
+  const window = windowOf(earlier, historyFrom);
+  const inWindow = earlier.erasedTurns.filter(
+    (t) => historyFrom === 0 || t.position >= historyFrom,
+  );
+  if (inWindow.length === 0) return { history: window };
+  const leftOut = new Set(
+    inWindow.filter((t) => t.recordPosition < dispatchPosition).map((t) => t.position),
+  );
+  const held = inWindow.filter((t) => t.recordPosition > dispatchPosition);
+  // Turns are in journal order, so the first held is the first erased entry the history held.
+  const [first] = held;
+  const erasedInput =
+    first === undefined
+      ? {}
+      : { erasedInput: { position: first.erasedPosition, kind: first.erasedKind } };
+  if (leftOut.size === 0) return { history: window, ...erasedInput };
+  const offset = earlier.messages.length - window.length;
+  // Fresh message objects: the prefix hasher keys its saved digests by message object and
+  // index, and leaving turns out moves the messages after them.
+  const history = window.flatMap((message, index) =>
+    leftOut.has(earlier.positions[offset + index] ?? -1) ? [] : [{ ...message }],
+  );
+  return { history, ...erasedInput };
 }
 
 /**
@@ -99,6 +173,19 @@ function windowOf(earlier: EarlierTurns, historyFrom: number): readonly Message[
   if (historyFrom === 0) return earlier.messages;
   const start = earlier.positions.findIndex((position) => position >= historyFrom);
   return start < 0 ? [] : earlier.messages.slice(start);
+}
+
+/**
+ * Whether a turn recorded its configuration and request digests: a model call names one,
+ * or (all its model calls erased) a configuration was recorded before its first.
+ */
+function isFull(log: TurnLog, configPositions: readonly { position: number }[]): boolean {
+  const calls = log.events.filter((e) => e.kind === 'model_call');
+  if (calls.some((e) => !log.erased.has(e.position) && e.payload.configSha256.length > 0)) {
+    return true;
+  }
+  const first = calls.find((e) => log.erased.has(e.position));
+  return first !== undefined && configPositions.some((c) => c.position < first.position);
 }
 
 function replayTurn(
@@ -114,24 +201,28 @@ function replayTurn(
   const transcript = transcriptOf(log);
   const dispatches = log.events.filter((e) => e.kind === 'turn_dispatched');
   const base = { turnId: log.turnId, position: log.position, status, transcript };
-  const full = log.events.some((e) => e.kind === 'model_call' && e.payload.configSha256.length > 0);
-  if (!full) {
-    const divergence = weakCheck(log, options);
+  if (!isFull(log, configPositions)) {
+    const weakUnchecked: UncheckedStep[] = [];
+    const divergence = weakCheck(log, options, weakUnchecked);
     return {
       ...base,
       mode: ReplayMode.Weak,
       attempts: dispatches.length,
       ok: divergence === undefined,
       ...(divergence === undefined ? {} : { divergence }),
+      ...(weakUnchecked.length === 0 ? {} : { unchecked: weakUnchecked }),
       ...noteOf(log, standing),
     };
   }
+  const unchecked: UncheckedStep[] = [];
+  const listed = (): { unchecked?: UncheckedStep[] } =>
+    unchecked.length === 0 ? {} : { unchecked };
   for (const [index, dispatch] of dispatches.entries()) {
     const next = dispatches[index + 1];
     const end = next === undefined ? Number.POSITIVE_INFINITY : next.position;
-    const divergence = replayAttempt(
+    const attempt = replayAttempt(
       log,
-      windowOf(earlier, dispatch.payload.historyFrom),
+      historyOf(earlier, dispatch.payload.historyFrom, dispatch.position),
       dispatch.position,
       end,
       configs,
@@ -139,8 +230,11 @@ function replayTurn(
       options,
       hasher,
     );
+    unchecked.push(...attempt.unchecked);
+    const { divergence } = attempt;
     if (divergence !== undefined) {
-      return { ...base, mode: ReplayMode.Full, attempts: dispatches.length, ok: false, divergence };
+      const failed = { ...base, mode: ReplayMode.Full, attempts: dispatches.length, ok: false };
+      return { ...failed, divergence, ...listed() };
     }
   }
   return {
@@ -148,6 +242,7 @@ function replayTurn(
     mode: ReplayMode.Full,
     attempts: dispatches.length,
     ok: true,
+    ...listed(),
     ...noteOf(log, standing),
   };
 }

@@ -1,7 +1,7 @@
 import { verifyApprovalAnswer } from './approval-token';
 import { describe, type TurnLog } from './journal-turns';
 import type { ReplayOptions } from './replay-options';
-import type { Divergence } from './replay-verdict';
+import type { Divergence, UncheckedStep } from './replay-verdict';
 import { approvalAnswerFromProto } from './request-codec';
 import { modelCallFromProto } from './step-codec';
 
@@ -12,12 +12,34 @@ import { modelCallFromProto } from './step-codec';
  * last reply.
  */
 
-/** The weak mode: outputs re-read, calls and the final text checked against them. */
-export function weakCheck(log: TurnLog, options: ReplayOptions): Divergence | undefined {
+/**
+ * The weak mode: outputs re-read, calls and the final text checked against them. An erased
+ * entry is not compared, and what was to be checked against an erased output is listed in
+ * `unchecked` (docs/replay.md, "Erased entries").
+ */
+export function weakCheck(
+  log: TurnLog,
+  options: ReplayOptions,
+  unchecked: UncheckedStep[] = [],
+): Divergence | undefined {
   const uses = new Map<string, { name: string; argsJson: string }>();
   let lastText: string | undefined;
+  /** An erased model output: the calls and text after it cannot be checked against it. */
+  let erasedOutput: number | undefined;
   let step = 0;
   for (const e of log.events) {
+    if (log.erased.has(e.position)) {
+      unchecked.push({
+        position: e.position,
+        erasedPosition: e.position,
+        what: `${e.kind} erased: not compared`,
+      });
+      if (e.kind === 'model_call') {
+        erasedOutput = e.position;
+        lastText = undefined;
+      }
+      continue;
+    }
     const diverge = (expected: string): Divergence => ({
       turnId: log.turnId,
       step,
@@ -37,6 +59,14 @@ export function weakCheck(log: TurnLog, options: ReplayOptions): Divergence | un
       }
       case 'tool_call': {
         const use = uses.get(e.payload.toolCallId);
+        if (use === undefined && erasedOutput !== undefined) {
+          unchecked.push({
+            position: e.position,
+            erasedPosition: erasedOutput,
+            what: 'tool_call: the model output that asked for it was erased',
+          });
+          break;
+        }
         if (
           use === undefined ||
           use.name !== e.payload.toolName ||

@@ -11,7 +11,7 @@ import {
   type AgentConfig,
 } from './agent-config';
 import { signApproval, type ApprovalSigner } from './approval-token';
-import { type ReplayEntry } from './journal-turns';
+import { erasuresOf, type ReplayEntry } from './journal-turns';
 import { replayJournal } from './replay';
 import { type ReplayOptions } from './replay-options';
 import { type Divergence, type JournalReplay } from './replay-verdict';
@@ -243,6 +243,10 @@ function notFound(change: WhatIfChange, entries: readonly ReplayEntry[]): string
     case 'tool_result':
     case 'model_output': {
       const kind = change.kind === 'tool_result' ? 'tool_result' : 'model_call';
+      const erased = erasuresOf(entries).get(change.position);
+      if (erased !== undefined) {
+        return `position ${String(change.position)} (a ${erased.kind}) was erased on an admin's request: its content is gone, so a what-if cannot change it`;
+      }
       const at = entries.find((e) => e.position === change.position);
       const positions = entries.filter((e) => e.kind === kind).map((e) => e.position);
       return `position ${String(change.position)} is ${at === undefined ? 'not in the journal' : `a ${at.kind}`}, not a ${kind}; the journal's ${kind} positions are ${positions.length === 0 ? '(none)' : positions.join(', ')}`;

@@ -401,6 +401,38 @@ const ACTIONS: readonly {
     },
   },
   {
+    row: /^erase entries of the journal, acting as one of the caller's own identities$/u,
+    start: () => ({ replies: [textReply('done')] }),
+    act: async (a, token) => {
+      const id = sharedConversation(a);
+      const posted = await call(a, 'POST', `/v1/conversations/${id}/messages`, {
+        token: TOKENS.alice,
+        body: { text: 'my address is 1 Main St' },
+      });
+      expect(posted.json).toMatchObject({ status: 'complete' });
+      const before = await a.entries(id);
+      const message = before.find((e) => e.kind === 'message_received')!.position;
+      const actor = a.tokens.callers.get(token)?.identity ?? '';
+      const answer = await call(a, 'POST', `/v1/conversations/${id}/erase`, {
+        token,
+        body: { actor, positions: [message], reason: 'erasure request' },
+      });
+      const transcript = await call(a, 'GET', `/v1/conversations/${id}/transcript`, {
+        token: TOKENS.admin,
+      });
+      if (answer.status === 200) {
+        expect((await a.entries(id)).find((e) => e.position === message)?.kind).toBe('');
+        expect(transcript.text).not.toContain('1 Main St');
+      } else {
+        // A refused erase names the missing right and changes nothing.
+        expect(String(errorOf(answer).message)).toContain('only an admin may');
+        expect(await a.entries(id)).toEqual(before);
+        expect(transcript.text).toContain('1 Main St');
+      }
+      return [answer.status];
+    },
+  },
+  {
     row: /^create a conversation/u,
     act: async (a, token) => [
       (await call(a, 'POST', '/v1/conversations', { token, body: {} })).status,

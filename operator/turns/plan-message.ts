@@ -10,6 +10,7 @@ import { type Conversation } from '../api/v1alpha1/conversation-types';
 import { pendingTurn, turnState } from './turn-state';
 import { recoveryOf } from './plan-resume';
 import { nextHistory } from './history-window';
+import { isMessageErased } from './erased-entries';
 import { type JournalView, type TurnView } from './journal-view-types';
 import {
   attributionOf,
@@ -72,11 +73,13 @@ export function planMessage(input: MessageInput): MessageStep {
   const directiveRefusal = checkDirective(input);
   if (directiveRefusal !== undefined) return directiveRefusal;
   const existing = view.turnsById.get(turnId);
-  if (existing !== undefined && existing.text !== request.text) {
+  // The turn id is derived from the key (turn-ids.ts), so a retry finds its turn even after
+  // its message was erased; the text it would be compared with is gone, so it is not.
+  if (existing !== undefined && !isMessageErased(existing) && existing.text !== request.text) {
     return refuse(
       new AppError(
         'conflict',
-        `idempotency key ${existing.idempotencyKey} was used for another message (turn ${existing.turnId}); use a new key for a new message`,
+        `idempotency key ${request.idempotencyKey} was used for another message (turn ${existing.turnId}); use a new key for a new message`,
         { details: { turnId: existing.turnId } },
       ),
     );

@@ -134,4 +134,89 @@ describe('conversation replay and verify with the model endpoint down (real CLI 
       expect(messages.requests.length).toBe(modelCalls);
     });
   }, 300_000);
+
+  it('after an erasure, replay lists the erased positions as not checkable instead of diverging, and verify lists them as erased', async () => {
+    await stack.withDiagnostics(async () => {
+      const journal = await stack.journal(uid);
+      const [firstMessage] = journal.filter((e) => e.kind === 'message_received');
+      const [toolResult] = journal.filter((e) => e.kind === 'tool_result');
+      const positions = [firstMessage!.position, toolResult!.position];
+      const actor = ['--actor', 'test:replay-admin', '--api', stack.apiUrl];
+      const erase = await polychrome(
+        ['conversation', 'erase', uid, ...positions.map(String), ...actor, '--reason', 'request 9'],
+        admin,
+      );
+      expect(erase.stderr).toBe('');
+      expect(erase.code).toBe(0);
+      const replay = await polychrome(['conversation', 'replay', uid, ...actor], admin);
+      expect(replay.stderr).toBe('');
+      expect(replay.code).toBe(0);
+      // The message is gone; the model's echo of it is in its answer, which was not erased.
+      expect(replay.stdout).not.toContain('user: hello there');
+      expect(replay.stdout).toContain('user: [erased]');
+      for (const position of positions) {
+        expect(replay.stdout).toMatch(
+          new RegExp(
+            `position ${String(position)} \\((message_received|tool_result) of turn \\S+\\): erased on an admin's request, cannot be checked`,
+            'u',
+          ),
+        );
+        expect(replay.stdout).toContain(
+          `not checkable because of erased position ${String(position)}`,
+        );
+      }
+      expect(replay.stdout.match(/the request held the erased message_received/gu)).toHaveLength(5);
+      expect(replay.stdout).toContain('OK: 3 turns replayed');
+      expect(replay.stdout).not.toContain('DIVERGED');
+
+      const json = await polychrome(['conversation', 'replay', uid, ...actor, '--json'], admin);
+      expect(json.code).toBe(0);
+      const report = JSON.parse(json.stdout) as {
+        ok: boolean;
+        erased: { position: number; kind: string }[];
+        skipped: unknown[];
+        turns: { ok: boolean; unchecked?: { erasedPosition: number }[] }[];
+      };
+      expect(report.ok).toBe(true);
+      expect(report.erased.map((e) => [e.position, e.kind])).toEqual([
+        [positions[0], 'message_received'],
+        [positions[1], 'tool_result'],
+      ]);
+      expect(report.skipped).toEqual([]);
+      // Every later turn's history held the erased message: none of their requests is checkable.
+      expect(report.turns.map((t) => t.unchecked?.[0]?.erasedPosition)).toEqual([
+        positions[0],
+        positions[0],
+        positions[0],
+      ]);
+
+      // What-if over the erased journal: a changed answer in the last turn departs there,
+      // and the erased positions are named.
+      const lastCall = journal.filter((e) => e.kind === 'model_call').at(-1)!.position;
+      const whatIf = await polychrome(
+        [
+          'conversation',
+          'replay',
+          uid,
+          ...actor,
+          '--what-if',
+          `model-output@${String(lastCall)}=no`,
+        ],
+        admin,
+      );
+      expect(whatIf.stderr).toBe('');
+      expect(whatIf.code).toBe(1);
+      expect(whatIf.stdout).toContain(
+        `erased on an admin's request, cannot be checked in either run: ${String(positions[0])} (message_received), ${String(positions[1])} (tool_result)`,
+      );
+      expect(whatIf.stdout).toContain(`position ${String(lastCall + 1)}`);
+
+      const verify = await polychrome(['conversation', 'verify', uid, ...actor], admin);
+      expect(verify.stderr).toBe('');
+      expect(verify.code).toBe(0);
+      expect(verify.stdout).toContain(
+        `erased on an admin's request (checked by their kept leaf digests; content gone): ${positions.join(', ')}`,
+      );
+    });
+  }, 300_000);
 });
