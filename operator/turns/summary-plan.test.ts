@@ -80,6 +80,25 @@ describe('planSummary', () => {
     ]);
   });
 
+  it('keeps its own request within the budget: with more to take in, the oldest that fit', () => {
+    const { journal, positions } = journalOf(30);
+    // 3,000 tokens of history for a budget of 1,000: the first summary takes t0..t9.
+    const first = planSummary(journal.view(), 1000);
+    expect(first?.toPosition).toBe(positions[9]);
+    if (first === undefined) throw new Error('expected a summary');
+    commit(journal, first, sized(100));
+    // Then 100 for the previous summary and nine more turns, and so on until it catches up.
+    const second = planSummary(journal.view(), 1000);
+    expect(second?.toPosition).toBe(positions[18]);
+  });
+
+  it('takes a turn larger than the budget on its own rather than none', () => {
+    const journal = new HistoryJournal();
+    const big = journal.turn('big', sized(2000), sized(2000));
+    for (let i = 0; i < 3; i++) journal.turn(`t${i}`, sized(50), sized(50));
+    expect(planSummary(journal.view(), 1000)?.toPosition).toBe(big);
+  });
+
   it('stops before the oldest turn that is not settled', () => {
     const { journal, positions } = journalOf(3);
     const open = journal.add('message_received', {

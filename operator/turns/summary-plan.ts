@@ -12,7 +12,9 @@
  *
  * A summary extends the newest one (its request carries that text) and covers a prefix of
  * the conversation with no gap: it stops before the oldest turn that is not settled, so no
- * turn can complete later inside a range already summarized.
+ * turn can complete later inside a range already summarized. Its request is bounded by the
+ * budget too: with more to take in, it takes the oldest turns that fit, and the next
+ * summaries catch up.
  */
 import {
   summaryRequestSha256,
@@ -56,7 +58,30 @@ export function planSummary(view: JournalView, budgetTokens: number): SummaryTas
     }
   }
   if (total <= budgetTokens * SUMMARIZE_ABOVE || toPosition === undefined) return undefined;
-  return coverTo(view, previous, toPosition);
+  return coverTo(view, previous, boundedTo(view, previous, toPosition, budgetTokens));
+}
+
+/**
+ * Where a summary up to `toPosition` must stop so that its request stays within the budget:
+ * the previous summary and the oldest turns that fit with it, at least one. A conversation
+ * with more to summarize (summaries turned on late, or made again after an erasure) catches
+ * up over several summaries, one after each settled turn.
+ */
+function boundedTo(
+  view: JournalView,
+  previous: SummaryRecord | undefined,
+  toPosition: number,
+  budgetTokens: number,
+): number {
+  const oldestFirst = [...uncovered(view, previous, toPosition)].reverse();
+  let used = previous === undefined ? 0 : estimatedTokens(previous.text);
+  let last = oldestFirst[0]?.turn.messagePosition ?? toPosition;
+  for (const { turn, tokens } of oldestFirst) {
+    used += tokens;
+    if (used > budgetTokens) break;
+    last = turn.messagePosition;
+  }
+  return last;
 }
 
 /**

@@ -45,6 +45,9 @@ describe('a conversation of 2,000 turns against a model with a small context', (
   /** The size of each summary request's `messages`, and how many agent requests held one. */
   const summarySizes: number[] = [];
   let withSummary = 0;
+  /** Set once a message is erased: requests after it must not hold its text. */
+  let erasedText: string | undefined;
+  let erasedSeen = 0;
   let keyDir: string;
 
   const withinContext = (request: RecordedRequest): ScriptedReply => {
@@ -52,6 +55,7 @@ describe('a conversation of 2,000 turns against a model with a small context', (
     const bytes = Buffer.byteLength(JSON.stringify(body.messages));
     // Kept by the server for assertions; this test keeps only the sizes.
     messages.requests.length = 0;
+    if (erasedText !== undefined && JSON.stringify(body).includes(erasedText)) erasedSeen += 1;
     if (body.system === SUMMARY_INSTRUCTIONS) {
       summarySizes.push(bytes);
       const turns = JSON.stringify(body.messages).match(/(?:turn|large) \d+/gu) ?? [];
@@ -137,6 +141,41 @@ describe('a conversation of 2,000 turns against a model with a small context', (
       expect(Math.max(...summarySizes)).toBeLessThanOrEqual(CONTEXT_LIMIT_BYTES);
       expect(withSummary).toBeGreaterThan(TURNS / 2);
 
+      // A person asks for a message the summaries cover to be erased: every summary that
+      // covers it goes in the same batch, later requests never hold it, and the next
+      // summaries are made from what remains.
+      const target = 'turn 500 of the long one';
+      const transcript = await apiCall(stack.apiUrl, 'GET', `/v1/conversations/${uid}/transcript`, {
+        token: owner,
+      });
+      const turns = transcript.body.turns as { position: number; user: { text: string } }[];
+      const position = turns.find((t) => t.user.text === target)?.position;
+      if (position === undefined) throw new Error(`no turn "${target}" in the transcript`);
+      erasedText = target;
+      const erased = await apiCall(stack.apiUrl, 'POST', `/v1/conversations/${uid}/erase`, {
+        token: admin,
+        body: { actor: 'test:long-admin', positions: [position], reason: 'a person asked' },
+      });
+      expect(erased.status).toBe(200);
+      const kinds = (erased.body.erased as { kind: string }[]).map((e) => e.kind);
+      expect(kinds[0]).toBe('message_received');
+      expect(kinds.filter((kind) => kind === 'summary').length).toBeGreaterThan(0);
+      const summariesBefore = summarySizes.length;
+      for (let i = TURNS; i < TURNS + 20; i++) {
+        const text = `turn ${i} of the long one`;
+        const answer = await apiCall(stack.apiUrl, 'POST', `/v1/conversations/${uid}/messages`, {
+          token: owner,
+          body: { text, idempotencyKey: `k-${i}` },
+        });
+        expect(answer.body.reply).toBe(`echo: ${text}`);
+      }
+      const deadline = Date.now() + 60_000;
+      while (summarySizes.length === summariesBefore && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      expect(summarySizes.length).toBeGreaterThan(summariesBefore);
+      expect(erasedSeen).toBe(0);
+
       const replay = await polychrome(
         [
           'conversation',
@@ -156,7 +195,7 @@ describe('a conversation of 2,000 turns against a model with a small context', (
         turns: { ok: boolean; mode: string }[];
       };
       expect(report.ok).toBe(true);
-      expect(report.turns).toHaveLength(TURNS);
+      expect(report.turns).toHaveLength(TURNS + 20);
       expect(report.turns.every((t) => t.ok && t.mode === 'full')).toBe(true);
     });
   }, 900_000);
