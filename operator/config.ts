@@ -13,6 +13,7 @@ import {
 } from '../common/config';
 import { DEFAULT_HEALTH_PORT } from '../common/health-server';
 import { LogLevel } from '../common/log';
+import { DEFAULT_MEMORY_BUDGET_BYTES } from '../common/memory';
 import { DEFAULT_AUTH_FAILURE_CACHE_MS } from './public-api/auth-cache';
 import { DEFAULT_LIMITS, type LimitSettings } from './public-api/caller-limits';
 import { DEFAULT_PEER_PORT } from './public-api/peer-endpoints';
@@ -87,6 +88,7 @@ function envDuration(fallbackMs: number, range: { min: number; max: number }) {
  * | `POLYCHROME_TURN_SANDBOX_WAIT_MS` | how long a turn waits for its harness (e.g. after a reopen) | 120000 |
  * | `POLYCHROME_TURN_MAX_ATTEMPTS` | dispatches of one turn before it settles with the fallback reply | 3 |
  * | `POLYCHROME_MAX_STEPS` | the deployment's step budget per turn (0: the harness's own) | 0 |
+ * | `POLYCHROME_MEMORY_BUDGET_BYTES` | bytes of a conversation's memory a model request carries, the newest entries first (docs/turns.md, "Memory") | 8192 |
  * | `POLYCHROME_APPROVAL_TTL` | how long a pending approval waits before it expires and counts as denied: a whole number with a unit, `ms`, `s`, `m`, `h` or `d` (`90m`, `24h`), 1s to 30d | 24h |
  * | `POLYCHROME_ALLOW_SELF_APPROVAL` | let a person approve a call their own message started (single-person installs); each such answer records `self_approval` | false |
  * | `POLYCHROME_TURN_STATUS_INTERVAL_MS` | least time between two turn-status writes of one conversation (changes meanwhile are merged) | 1000 |
@@ -139,6 +141,11 @@ const schema = z
     POLYCHROME_TURN_SANDBOX_WAIT_MS: envInt({ default: 120_000, min: 1_000, max: 3_600_000 }),
     POLYCHROME_TURN_MAX_ATTEMPTS: envInt({ default: 3, min: 1, max: 100 }),
     POLYCHROME_MAX_STEPS: envInt({ default: 0, min: 0, max: 64 }),
+    POLYCHROME_MEMORY_BUDGET_BYTES: envInt({
+      default: DEFAULT_MEMORY_BUDGET_BYTES,
+      min: 1,
+      max: 262_144,
+    }),
     POLYCHROME_TURN_STATUS_INTERVAL_MS: envInt({ default: 1_000, min: 0, max: 60_000 }),
     POLYCHROME_TURN_STATUS_DELAY_MS: envInt({ default: 250, min: 0, max: 60_000 }),
     POLYCHROME_APPROVAL_TTL: envDuration(DAY_MS, { min: 1_000, max: 30 * DAY_MS }),
@@ -289,6 +296,8 @@ export interface ControlPlaneConfig {
     readonly sandboxWaitMs: number;
     readonly maxAttempts: number;
     readonly maxSteps: number;
+    /** Bytes of memory a model request carries (docs/turns.md, "Memory"). */
+    readonly memoryBudgetBytes: number;
     readonly statusIntervalMs: number;
     readonly statusDelayMs: number;
     /** How long a pending approval waits before it expires (docs/turns.md, "Expiry"). */
@@ -369,6 +378,7 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
       sandboxWaitMs: c.POLYCHROME_TURN_SANDBOX_WAIT_MS,
       maxAttempts: c.POLYCHROME_TURN_MAX_ATTEMPTS,
       maxSteps: c.POLYCHROME_MAX_STEPS,
+      memoryBudgetBytes: c.POLYCHROME_MEMORY_BUDGET_BYTES,
       statusIntervalMs: c.POLYCHROME_TURN_STATUS_INTERVAL_MS,
       statusDelayMs: c.POLYCHROME_TURN_STATUS_DELAY_MS,
       approvalTtlMs: c.POLYCHROME_APPROVAL_TTL,

@@ -184,6 +184,7 @@ async function main(): Promise<void> {
     approvalTtlMs: config.turns.approvalTtlMs,
     allowSelfApproval: config.turns.allowSelfApproval,
     ...(config.turns.maxSteps === 0 ? {} : { deploymentMaxSteps: config.turns.maxSteps }),
+    memoryBudgetBytes: config.turns.memoryBudgetBytes,
     observer: {
       onTurn: (outcome, seconds) => {
         metrics.turns.inc({ outcome });

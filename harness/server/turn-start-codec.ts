@@ -269,6 +269,8 @@ export function turnRequestToProto(request: TurnRequest): TurnStart {
     recordedSteps: input.recordedSteps.map((step) => turnStepToProto(step, 0)),
     requiredApprover: input.requiredApprover ?? '',
     recordedConfigSha256: Buffer.from(input.recordedConfigSha256 ?? '', 'hex'),
+    memory: (input.memory ?? []).map(({ key, value }) => ({ key, value })),
+    memoryBudgetBytes: input.memoryBudgetBytes ?? 0,
   };
 }
 
@@ -342,6 +344,12 @@ export function turnRequestFromProto(
       ...(start.recordedConfigSha256.length === 0
         ? {}
         : { recordedConfigSha256: Buffer.from(start.recordedConfigSha256).toString('hex') }),
+      ...(start.memoryBudgetBytes === 0
+        ? {}
+        : {
+            memoryBudgetBytes: start.memoryBudgetBytes,
+            memory: start.memory.map(({ key, value }) => ({ key, value })),
+          }),
     },
     ...(toolReferences.length === 0 ? {} : { toolReferences }),
   };

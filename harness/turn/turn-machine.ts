@@ -27,6 +27,7 @@ import {
 } from './agent-config';
 import { type ModelParameters } from './ports/model-port';
 import { MessageList } from './message-list';
+import { systemWithMemory, type MemoryItem } from './memory-context';
 import type { RequestIds } from '../../common/request-ids';
 import { ReservedTool } from './reserved-tools';
 import { effectiveMaxSteps, type StepBudget } from './step-budget';
@@ -92,6 +93,13 @@ export interface TurnInput {
   readonly model?: ModelParameters;
   /** Lowercase hex SHA-256 of the newest configuration in the journal; absent when none. */
   readonly recordedConfigSha256?: string;
+  /** The conversation's memory at the dispatch, oldest set first (docs/turns.md, "Memory"). */
+  readonly memory?: readonly MemoryItem[];
+  /**
+   * Bytes of memory the request may carry (memory-context.ts); absent or 0 when the memory
+   * tool is not offered: no memory goes into the request.
+   */
+  readonly memoryBudgetBytes?: number;
 }
 
 /** What the machine is told. */
@@ -459,6 +467,7 @@ function start(deps: TurnMachineDeps, input: TurnInput): StepResult {
         tools: input.tools,
         budget: input.budget,
         requiredApprover: input.requiredApprover ?? '',
+        ...(input.memoryBudgetBytes ? { memoryBudgetBytes: input.memoryBudgetBytes } : {}),
       });
     } catch (error) {
       if (!isAppError(error)) throw error;
@@ -479,7 +488,7 @@ function start(deps: TurnMachineDeps, input: TurnInput): StepResult {
   const state: TurnState = {
     ...base,
     configSha256,
-    system: input.system,
+    system: systemWithMemory(input.system, input.memory ?? [], input.memoryBudgetBytes ?? 0),
     tools: input.tools,
     maxSteps,
     requiredApprover: input.requiredApprover ?? '',

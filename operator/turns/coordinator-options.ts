@@ -31,6 +31,11 @@ export interface TurnCoordinatorOptions {
   readonly maxAttempts?: number;
   /** Steps per turn set by the deployment (the harness applies its own too). */
   readonly deploymentMaxSteps?: number;
+  /**
+   * Bytes of a conversation's memory a model request may carry (docs/turns.md, "Memory").
+   * @default 8192 (`DEFAULT_MEMORY_BUDGET_BYTES`)
+   */
+  readonly memoryBudgetBytes?: number;
   readonly nowMs?: () => number;
   /**
    * How long the running mark of a turn on a Ready conversation waits before it is

@@ -10,6 +10,7 @@ import {
   type EventKind,
   type EventPayloads,
 } from '../../common/event-kinds';
+import type { MemoryEvent } from '../../common/memory';
 import type { JournalEntry } from '../../common/state-journal';
 import type {
   ApprovalRequest,
@@ -58,6 +59,8 @@ export type DecodedEvent =
   | { readonly type: 'config'; readonly config: AgentConfigRef }
   /** A sealed `rollback_accepted`: the checkpoint an admin accepted as lost. */
   | { readonly type: 'rollback_accepted'; readonly lost: LostCheckpoint }
+  /** A `memory_set` or `memory_cleared` (memory-fold.ts). */
+  | { readonly type: 'memory'; readonly event: MemoryEvent }
   | {
       readonly type: 'turn';
       readonly position: number;
@@ -143,10 +146,11 @@ export function interpret(position: number, event: TypedEvent): DecodedEvent {
       const { checkpointHead: head, checkpointRoot } = event.payload;
       return { type: 'rollback_accepted', lost: { head, root: hex(checkpointRoot) } };
     }
-    case 'payment_charge':
-    case 'outbound_payment_receipt':
     case 'memory_set':
     case 'memory_cleared':
+      return memoryEvent(position, event);
+    case 'payment_charge':
+    case 'outbound_payment_receipt':
     case 'conversation_closed':
     case 'conversation_reopened':
     case 'key_rotated':
@@ -154,6 +158,21 @@ export function interpret(position: number, event: TypedEvent): DecodedEvent {
       // Not part of the view (decoded all the same, so that corruption fails the read).
       return { type: 'ignored' };
   }
+}
+
+/** A `memory_set` or `memory_cleared`, as the memory fold reads it (common/memory.ts). */
+function memoryEvent(
+  position: number,
+  event: Extract<TypedEvent, { readonly kind: 'memory_set' | 'memory_cleared' }>,
+): DecodedEvent {
+  if (event.kind === 'memory_cleared') {
+    return { type: 'memory', event: { kind: event.kind, position, key: event.payload.key } };
+  }
+  const { key, value, turnId, toolCallId, setAtMs } = event.payload;
+  return {
+    type: 'memory',
+    event: { kind: event.kind, position, key, value, turnId, toolCallId, setAtMs },
+  };
 }
 
 /** A turn's directive, dispatch, step or terminal marker. */

@@ -51,6 +51,8 @@ function start(conversationId: string, turnId: string): TurnStart {
     recordedSteps: [],
     requiredApprover: '',
     recordedConfigSha256: Buffer.alloc(0),
+    memory: [],
+    memoryBudgetBytes: 0,
   };
 }
 

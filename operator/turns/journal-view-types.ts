@@ -5,6 +5,7 @@
  * turn-projections.ts) read and write these.
  */
 import type { EventKind, EventPayloads } from '../../common/event-kinds';
+import type { MemoryEntry } from '../../common/memory';
 import type { StandingFold } from '../../common/turn-standing';
 import type {
   ApprovalExpired,
@@ -128,6 +129,8 @@ export interface JournalView {
   readonly newestAgentConfig?: AgentConfigRef;
   /** The checkpoints of every `rollback_accepted`, in journal order. */
   readonly acceptedLosses: readonly LostCheckpoint[];
+  /** The conversation's memory: key to its current entry (memory-fold.ts). */
+  readonly memory: ReadonlyMap<string, MemoryEntry>;
 }
 
 /** A checkpoint an admin accepted as lost (a `rollback_accepted`). */

@@ -180,6 +180,7 @@ function snapshot(view: JournalView): unknown {
     turnsById: [...view.turnsById],
     anomalies: view.anomalies,
     acceptedLosses: view.acceptedLosses,
+    memory: [...view.memory],
   });
 }
 
@@ -214,6 +215,7 @@ describe('foldJournal', () => {
       turnsById: [],
       anomalies: [],
       acceptedLosses: [],
+      memory: [],
     });
     expect(oldestOrphan(view)).toBeUndefined();
     expect(pendingTurn(view)).toBeUndefined();
@@ -873,6 +875,7 @@ describe('applyEntry', () => {
       turnsById: new Map(base.turnsById),
       anomalies: base.anomalies,
       acceptedLosses: base.acceptedLosses,
+      memory: base.memory,
     };
     expect(snapshot(applyEntries(plain, j.entries.slice(cut)))).toEqual(snapshot(full));
   });

@@ -13,6 +13,7 @@ import {
   type StandingEvent,
 } from '../../common/turn-standing';
 import type { MessageReceived } from '../../proto/gen/polychrome/events/v1/events';
+import { EMPTY_MEMORY, MemoryFold, type MemoryState } from './memory-fold';
 import { recordedAttribution, type DecodedEvent, type TurnEventKind } from './decoded-event';
 import type {
   AgentConfigRef,
@@ -36,6 +37,7 @@ export function emptyState(): ViewState {
     turnsById: new Map(),
     anomalies: [],
     acceptedLosses: [],
+    memory: EMPTY_MEMORY,
   };
 }
 
@@ -48,6 +50,7 @@ export function stateOf(view: JournalView): ViewState {
     turnsById: view.turnsById,
     anomalies: view.anomalies,
     acceptedLosses: view.acceptedLosses,
+    memory: view.memory,
     ...(view.newestAgentConfig === undefined ? {} : { newestAgentConfig: view.newestAgentConfig }),
   };
 }
@@ -103,6 +106,10 @@ export class LazyView implements JournalView {
     return this.#resolve().acceptedLosses;
   }
 
+  get memory(): MemoryState {
+    return this.#resolve().memory;
+  }
+
   #resolve(): ViewState {
     if (this.#state !== undefined) return this.#state;
     const chain: LazyView[] = [this];
@@ -134,8 +141,10 @@ class StateBuilder {
   private readonly anomalies: JournalAnomaly[];
   private newestAgentConfig: AgentConfigRef | undefined;
   private readonly acceptedLosses: LostCheckpoint[];
+  private readonly memory: MemoryFold;
 
   constructor(state: ViewState) {
+    this.memory = new MemoryFold(state.memory);
     this.acceptedLosses = [...state.acceptedLosses];
     this.newestAgentConfig = state.newestAgentConfig;
     this.lastSignedRoot = state.lastSignedRoot;
@@ -153,6 +162,7 @@ class StateBuilder {
       turnsById: this.turnsById,
       anomalies: this.anomalies,
       acceptedLosses: this.acceptedLosses,
+      memory: this.memory.build(),
       ...(this.newestAgentConfig === undefined
         ? {}
         : { newestAgentConfig: this.newestAgentConfig }),
@@ -174,6 +184,8 @@ class StateBuilder {
         return;
       case 'turn':
         return this.turnEvent(event, event.kind, event.turnId, event.apply);
+      case 'memory':
+        return this.memory.apply(event.event);
       case 'ignored':
         return;
     }

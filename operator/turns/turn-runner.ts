@@ -12,7 +12,8 @@ import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { LeaseHandle } from '../lease/lease-source';
 import type { TurnCoordinatorOptions, TurnObserver } from './coordinator-options';
 import type { TurnStart } from '../../proto/gen/polychrome/harness/v1/harness';
-import { forgedEnd, HARNESS_BUSY, noTrustedTool, retryWhileBusy, traceparent } from './harness-run';
+import { forgedEnd, HARNESS_BUSY, retryWhileBusy } from './harness-run';
+import { traceparent, trustedToolPlan } from './harness-run';
 import { checkStep, turnStartOf } from './plan-harness-checks';
 import { acceptedAsLost, checkpointOf, JournalRolledBackError } from './journal-checkpoint';
 import { turnReplyOf } from './turn-projections';
@@ -254,12 +255,12 @@ export class TurnRunner {
     signal: AbortSignal,
   ): Promise<HarnessEnd> {
     const uid = conversation.metadata.uid ?? '';
-    const { conversations, sandboxWaitMs, deploymentMaxSteps } = this.options;
+    const { conversations, sandboxWaitMs } = this.options;
     try {
       const endpoint = await conversations.waitForSandbox(uid, sandboxWaitMs ?? 120_000, signal);
       const view = this.views.cached(uid) ?? (await this.views.refresh(uid, signal));
       const turn = this.turnAt(uid, turnId);
-      const start = turnStartOf(conversation, view, turn, attempt, deploymentMaxSteps ?? 0);
+      const start = turnStartOf(conversation, view, turn, attempt, this.options);
       for (let busy = 0; ; busy += 1) {
         try {
           return await this.readHarness(conversation, lease, endpoint, start, signal);
@@ -301,17 +302,19 @@ export class TurnRunner {
         case 'step': {
           const facts = { turn: this.turnAt(uid, turnId), conversation, ...this.recording(uid) };
           const refused = checkStep(facts, message.step);
-          if (refused !== undefined) {
-            call.cancel(new AppError('permission_denied', `step refused: ${refused}`));
-            return forgedEnd(refused, message.step);
-          }
+          if (refused !== undefined) return forgedEnd(refused, message.step, call);
           const { outcome } = await this.commit(uid, lease, [stepEventOf(message.step)]);
           call.committed(message.step.sequence, outcome.firstPosition);
           break;
         }
-        case 'trusted_tool':
-          call.toolResult(noTrustedTool(message.call));
+        case 'trusted_tool': {
+          const facts = { turn: this.turnAt(uid, turnId), conversation, nowMs: this.now() };
+          const plan = trustedToolPlan(facts, this.views.cached(uid)?.memory, message.call);
+          if (plan.kind === 'forged') return forgedEnd(plan.reason, message.call.toolCallId, call);
+          if (plan.events.length > 0) await this.commit(uid, lease, plan.events);
+          call.toolResult(plan.result);
           break;
+        }
         case 'paused':
           return { kind: 'paused', request: message.paused.request };
         case 'result':
