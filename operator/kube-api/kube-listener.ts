@@ -392,7 +392,9 @@ function subresourceOperation(match: Extract<KubeRouteMatch, { kind: 'subresourc
       namespace: match.namespace,
       name: match.name,
       subresource: match.subresource.name,
-      ...(match.requestId === undefined ? {} : { requestId: match.requestId }),
+      ...(match.requestId === undefined
+        ? {}
+        : { [match.subresource.itemParam ?? 'requestId']: match.requestId }),
     },
   };
 }

@@ -32,6 +32,8 @@ export interface KubeSubresource {
   readonly operation: Operation;
   /** Served below one pending request: `{subresource}/{requestId}` (approvals, questions). */
   readonly perRequest?: true;
+  /** The operation's parameter that item names. @default 'requestId' */
+  readonly itemParam?: 'requestId' | 'key';
 }
 
 /**
@@ -46,6 +48,30 @@ export const KUBE_SUBRESOURCES: readonly KubeSubresource[] = [
     verb: KubeVerb.Get,
     kind: 'Transcript',
     operation: Operation.GetTranscript,
+  },
+  // Memory reads as the transcript does; a clear is `delete` (of all, or of one key).
+  {
+    name: 'memory',
+    method: 'GET',
+    verb: KubeVerb.Get,
+    kind: 'Memory',
+    operation: Operation.GetMemory,
+  },
+  {
+    name: 'memory',
+    method: 'DELETE',
+    verb: KubeVerb.Delete,
+    kind: 'MemoryCleared',
+    operation: Operation.ClearMemory,
+  },
+  {
+    name: 'memory',
+    method: 'DELETE',
+    verb: KubeVerb.Delete,
+    kind: 'MemoryCleared',
+    operation: Operation.ClearMemory,
+    perRequest: true,
+    itemParam: 'key',
   },
   {
     name: 'messages',
@@ -231,7 +257,10 @@ export type KubeRouteMatch =
       readonly namespace: string;
       readonly name: string;
       readonly subresource: KubeSubresource;
-      /** The pending request of `approvals/{requestId}`, `questions/{requestId}`. */
+      /**
+       * The item below the subresource: the pending request of `approvals/{requestId}`,
+       * `questions/{requestId}`, the key of `memory/{key}`.
+       */
       readonly requestId?: string;
     }
   | {

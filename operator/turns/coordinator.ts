@@ -19,6 +19,7 @@ import { cancelRequest, type CancelParts } from './cancel-request';
 import { ExpiryTimers } from './expiry-timers';
 import { conversationSummary, transcriptTurns } from './turn-projections';
 import { JournalViews } from './journal-views';
+import { clearMemory, readMemory } from './memory-service';
 import { resolveTurn, type ResolveParts } from './resolve-turn';
 import { TurnClaims } from './turn-claims';
 import { turnIdFor } from './turn-ids';
@@ -36,7 +37,10 @@ import type {
   AnswerApproval,
   AnswerQuestion,
   Caller,
+  ClearMemory,
+  ClearMemoryAnswer,
   ConversationSummary,
+  MemoryView,
   NewConversation,
   PostMessage,
   ResolveAnswer,
@@ -162,6 +166,20 @@ export class TurnCoordinator implements TurnService {
     const view = await this.views.refresh(conversationId, signal);
     this.expiries.follow(conversationId, view);
     return { conversationId, turns: transcriptTurns(view), head: view.head };
+  }
+
+  /** The conversation's memory (memory-service.ts), read as the transcript is. */
+  memory(caller: Caller, conversationId: string, signal: AbortSignal): Promise<MemoryView> {
+    return readMemory(this.adminParts(), caller, conversationId, signal);
+  }
+
+  /** Clears one key or all memory under the conversation's claim (memory-service.ts). */
+  clearMemory(
+    caller: Caller,
+    request: ClearMemory,
+    signal: AbortSignal,
+  ): Promise<ClearMemoryAnswer> {
+    return clearMemory(this.adminParts(), caller, request, signal);
   }
 
   onTextDelta(conversationId: string, listener: (delta: TextDeltaEvent) => void): () => void {
