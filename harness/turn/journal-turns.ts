@@ -7,6 +7,7 @@ import {
   type EventKind,
   type EventPayloads,
 } from '../../common/event-kinds';
+import type { MemoryEvent } from '../../common/memory';
 import { decodeAgentConfig, hex, type EncodedAgentConfig } from './agent-config';
 
 /**
@@ -45,6 +46,8 @@ export interface JournalTurns {
   readonly configs: ReadonlyMap<string, EncodedAgentConfig>;
   /** Position and digest of every agent_config, in order. */
   readonly configPositions: readonly { position: number; sha256: string }[];
+  /** Every `memory_set` and `memory_cleared`, in journal order (common/memory.ts). */
+  readonly memoryEvents: readonly MemoryEvent[];
 }
 
 /**
@@ -60,6 +63,7 @@ export function readJournal(entries: readonly ReplayEntry[]): JournalTurns {
   const configs = new Map<string, EncodedAgentConfig>();
   /** Position and digest of every agent_config, in order. */
   const configPositions: { position: number; sha256: string }[] = [];
+  const memoryEvents: MemoryEvent[] = [];
   for (const entry of entries) {
     if (!isEventKind(entry.kind)) {
       // Seam for excision (docs/replay.md): an excised or unknown position is skipped.
@@ -78,6 +82,8 @@ export function readJournal(entries: readonly ReplayEntry[]): JournalTurns {
       configs.set(hex(encoded.sha256), encoded);
       configPositions.push({ position: event.position, sha256: hex(encoded.sha256) });
     }
+    const memory = memoryEventOf(event);
+    if (memory !== undefined) memoryEvents.push(memory);
     if (event.kind === 'message_received') {
       if (turns.has(event.payload.turnId)) continue;
       const log: TurnLog = {
@@ -103,7 +109,18 @@ export function readJournal(entries: readonly ReplayEntry[]): JournalTurns {
     }
     log.events.push(event);
   }
-  return { skipped, turns: order, configs, configPositions };
+  return { skipped, turns: order, configs, configPositions, memoryEvents };
+}
+
+/** A memory event as the memory fold reads it, or undefined for any other kind. */
+function memoryEventOf(event: Decoded): MemoryEvent | undefined {
+  const { position } = event;
+  if (event.kind === 'memory_cleared') {
+    return { kind: event.kind, position, key: event.payload.key };
+  }
+  if (event.kind !== 'memory_set') return undefined;
+  const { key, value, turnId, toolCallId, setAtMs } = event.payload;
+  return { kind: event.kind, position, key, value, turnId, toolCallId, setAtMs };
 }
 
 /** An event payload as canonical JSON, as replay compares and reports it. */

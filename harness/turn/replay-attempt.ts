@@ -2,8 +2,21 @@ import { canonicalJson } from '../../common/canonical-json';
 import { payloadCodecs } from '../../common/event-kinds';
 import { voidedToolCalls } from '../../common/turn-resolution';
 import { ResolveDecision } from '../../proto/gen/polychrome/events/v1/events';
-import { hex, type EncodedAgentConfig, type RequestHasher } from './agent-config';
-import { describe, eventJson, type Decoded, type TurnLog } from './journal-turns';
+import { hex, type RequestHasher } from './agent-config';
+import {
+  applyMemoryEvent,
+  memoryInOrder,
+  type MemoryEntry,
+  type MemoryEvent,
+} from '../../common/memory';
+import {
+  describe,
+  eventJson,
+  type Decoded,
+  type JournalTurns,
+  type TurnLog,
+} from './journal-turns';
+import type { MemoryItem } from './memory-context';
 import type { Message } from './ports/model-port';
 import type { ReplayOptions } from './replay-options';
 import type { Divergence } from './replay-verdict';
@@ -47,17 +60,34 @@ const HARNESS_KINDS: ReadonlySet<string> = new Set([
   'turn_ambiguous',
 ]);
 
+/** What the journal recorded besides a turn's own events: configurations and memory. */
+export type RecordedInputs = Pick<JournalTurns, 'configs' | 'configPositions' | 'memoryEvents'>;
+
+/**
+ * The memory the attempt started from: every memory event before its `turn_dispatched`
+ * folded by the one rule (common/memory.ts), oldest set first, as the control plane gave it
+ * in `TurnStart.memory`.
+ */
+function memoryBefore(events: readonly MemoryEvent[], dispatchPosition: number): MemoryItem[] {
+  const entries = new Map<string, MemoryEntry>();
+  for (const event of events) {
+    if (event.position >= dispatchPosition) break;
+    applyMemoryEvent(entries, event);
+  }
+  return memoryInOrder(entries).map(({ key, value }) => ({ key, value }));
+}
+
 /** Replays one attempt: from its `turn_dispatched` to the next one (or the journal's end). */
 export function replayAttempt(
   log: TurnLog,
   history: readonly Message[],
   dispatchPosition: number,
   endPosition: number,
-  configs: ReadonlyMap<string, EncodedAgentConfig>,
-  configPositions: readonly { position: number; sha256: string }[],
+  inputs: RecordedInputs,
   options: ReplayOptions,
   hasher: RequestHasher,
 ): Divergence | undefined {
+  const { configs, configPositions } = inputs;
   const voided = voidedCallsOf(log);
   const before = log.events.filter((e) => e.position < dispatchPosition && !voided.has(e.position));
   // An admin's resolution ends the attempt: the tool_result it records for `ran` is the
@@ -123,6 +153,12 @@ export function replayAttempt(
     ...(agent.requiredApprover === '' ? {} : { requiredApprover: agent.requiredApprover }),
     model: agent.model,
     ...(newestBefore === undefined ? {} : { recordedConfigSha256: newestBefore.sha256 }),
+    ...(agent.memoryBudgetBytes === undefined
+      ? {}
+      : {
+          memoryBudgetBytes: agent.memoryBudgetBytes,
+          memory: memoryBefore(inputs.memoryEvents, dispatchPosition),
+        }),
   };
   options.onAttempt?.({
     turnId: log.turnId,

@@ -1,13 +1,9 @@
 import { StandingState, standingOf } from '../../common/turn-standing';
-import {
-  createPrefixRequestHasher,
-  type EncodedAgentConfig,
-  type RequestHasher,
-} from './agent-config';
+import { createPrefixRequestHasher, type RequestHasher } from './agent-config';
 import { readJournal, type ReplayEntry, type TurnLog } from './journal-turns';
+import { replayAttempt, type RecordedInputs } from './replay-attempt';
 import type { Message } from './ports/model-port';
 import { noteOf, transcriptOf } from './replay-notes';
-import { replayAttempt } from './replay-attempt';
 import {
   ReplayMode,
   ReplayTurnStatus,
@@ -54,12 +50,13 @@ export function replayJournal(
   entries: readonly ReplayEntry[],
   options: ReplayOptions,
 ): JournalReplay {
-  const { skipped, turns: order, configs, configPositions } = readJournal(entries);
+  const { skipped, turns: order, configs, configPositions, memoryEvents } = readJournal(entries);
   const history: Message[] = [];
   const results: TurnReplay[] = [];
   const hasher = options.requestHasher ?? createPrefixRequestHasher();
   for (const log of order) {
-    const result = replayTurn(log, history, configs, configPositions, options, hasher);
+    const recorded = { configs, configPositions, memoryEvents };
+    const result = replayTurn(log, history, recorded, options, hasher);
     results.push(result);
     const terminal = log.events.find((e) => e.kind === 'turn_complete');
     const dispatched = log.events.some((e) => e.kind === 'turn_dispatched');
@@ -83,8 +80,7 @@ export function replayJournal(
 function replayTurn(
   log: TurnLog,
   history: readonly Message[],
-  configs: ReadonlyMap<string, EncodedAgentConfig>,
-  configPositions: readonly { position: number; sha256: string }[],
+  recorded: RecordedInputs,
   options: ReplayOptions,
   hasher: RequestHasher,
 ): TurnReplay {
@@ -113,8 +109,7 @@ function replayTurn(
       history,
       dispatch.position,
       end,
-      configs,
-      configPositions,
+      recorded,
       options,
       hasher,
     );
