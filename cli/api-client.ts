@@ -3,11 +3,15 @@ import type { z } from 'zod';
 import { AppError } from '../common/errors';
 import {
   acceptRollbackResultSchema,
+  memoryClearedSchema,
+  memorySchema,
   repairResultSchema,
   resolveResultSchema,
   transcriptSchema,
   turnReplySchema,
   type AcceptRollbackResult,
+  type Memory,
+  type MemoryCleared,
   type Parsed,
   type RepairResult,
   type ResolveResult,
@@ -91,6 +95,36 @@ export class ApiClient {
       signal,
     );
     return this.parse(response, transcriptSchema, 'Transcript');
+  }
+
+  /** The agent's memory, oldest set first. @throws ApiCallError, ApiUnreachableError */
+  async memory(conversationId: string, signal?: AbortSignal): Promise<Parsed<Memory>> {
+    const response = await this.request(
+      'GET',
+      { conversation: conversationId, operation: ConversationOperation.Memory },
+      undefined,
+      signal,
+    );
+    return this.parse(response, memorySchema, 'Memory');
+  }
+
+  /** Clears `key`, or all memory when absent. @throws ApiCallError, ApiUnreachableError */
+  async clearMemory(
+    conversationId: string,
+    key: string | undefined,
+    signal?: AbortSignal,
+  ): Promise<Parsed<MemoryCleared>> {
+    const response = await this.request(
+      'DELETE',
+      {
+        conversation: conversationId,
+        operation: ConversationOperation.Memory,
+        ...(key === undefined ? {} : { rest: [key] }),
+      },
+      undefined,
+      signal,
+    );
+    return this.parse(response, memoryClearedSchema, 'MemoryCleared');
   }
 
   /** Approves or denies a paused call; the answer is the turn's next settled state. */
