@@ -40,6 +40,13 @@ export function actorOf(event: TimelineEvent): string {
   switch (event.kind) {
     case 'message_received':
       return text(field(p, 'attribution'), 'caller') || 'someone';
+    case 'memory_cleared':
+      // The agent's own delete names its turn; a person's clear names who asked.
+      return turnOf(event) === ''
+        ? text(field(p, 'attribution'), 'caller') || 'someone'
+        : 'assistant';
+    case 'memory_set':
+      return 'assistant';
     case 'approval_response':
       return text(p, 'answeredBy');
     case 'excision':
@@ -93,6 +100,12 @@ export function summaryOf(event: TimelineEvent): string {
       return 'signing key rotated';
     case 'excision':
       return `excised position ${text(p, 'position') || '0'}: ${text(p, 'reason')}`;
+    case 'memory_set':
+      return `kept in memory: ${JSON.stringify(text(p, 'key'))} = ${JSON.stringify(text(p, 'value'))}`;
+    case 'memory_cleared':
+      return text(p, 'key') === ''
+        ? 'cleared all memory'
+        : `cleared memory ${JSON.stringify(text(p, 'key'))}`;
     case 'rollback_accepted':
       return `ROLLBACK ACCEPTED: the state plane had lost entries ${text(p, 'journalHead') || '0'} to ${String(Number(text(p, 'checkpointHead') || '0') - 1)} that the status had recorded; the journal goes on from ${text(p, 'journalHead') || '0'}: ${text(p, 'reason')}`;
     default:
