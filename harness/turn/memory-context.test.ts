@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { encodeAgentConfig } from './agent-config';
+import { encodeAgentConfig, hex, modelRequestSha256 } from './agent-config';
 import { MEMORY_HEADER, memoryWithinBudget, systemWithMemory } from './memory-context';
 
 const items = [
@@ -54,6 +54,47 @@ describe('memory in the request (docs/turns.md, "Memory")', () => {
     expect(encodeAgentConfig(base).json).not.toContain('memory');
     expect(encodeAgentConfig({ ...base, memoryBudgetBytes: 4096 }).json).toContain(
       '"memory_budget_bytes":4096',
+    );
+  });
+});
+
+// The memory test vector of docs/replay.md ("Model request bytes", Memory): pinned there and here.
+describe('the memory test vector', () => {
+  it('pins the configuration with a memory budget and the first request that carries memory', () => {
+    const calculator = {
+      name: 'calculator',
+      description: 'Adds.',
+      inputSchema: { type: 'object', properties: { expression: { type: 'string' } } },
+    };
+    const config = encodeAgentConfig({
+      model: { model: 'claude-test', maxTokens: 1024 },
+      system: 'You are a test agent.',
+      tools: [{ ...calculator, effect: 'pure', needsApproval: true }],
+      budget: { deployment: 8, directive: 2 },
+      requiredApprover: '',
+      memoryBudgetBytes: 8192,
+    });
+    expect(config.json).toBe(
+      '{"budget":{"conversation":0,"deployment":8,"directive":2,"max_steps":2},"memory_budget_bytes":8192,"model":{"max_tokens":1024,"name":"claude-test"},"required_approver":"","system":"You are a test agent.","tools":[{"approval_reason":"","description":"Adds.","effect":"pure","host":"harness","input_schema":{"properties":{"expression":{"type":"string"}},"type":"object"},"name":"calculator","needs_approval":true}],"version":1}',
+    );
+    expect(hex(config.sha256)).toBe(
+      '6231f0dd4f60a0472b0af07b2af7a5e11c157aff52ac0a7766dbf14e1c992be4',
+    );
+    const system = systemWithMemory(
+      'You are a test agent.',
+      [{ key: 'city', value: 'Lisbon' }],
+      8192,
+    );
+    const request = {
+      ...(system === undefined ? {} : { system }),
+      messages: [
+        { role: 'user' as const, content: [{ type: 'text' as const, text: 'where do I live?' }] },
+      ],
+      tools: [calculator],
+      toolChoice: 'auto' as const,
+    };
+    expect(hex(modelRequestSha256(request, config.sha256))).toBe(
+      'ad79e31f1f734b2b9d3576167f49be1527921176c2a8c6727f2ccb0eeb42f6b6',
     );
   });
 });
