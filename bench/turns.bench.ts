@@ -68,30 +68,24 @@
  *   delay is measured as in phase 2, against the same direct state-plane follow.
  */
 import Anthropic from '@anthropic-ai/sdk';
-import {
-  CoordinationV1Api,
-  CustomObjectsApi,
-  KubeConfig,
-  RbacAuthorizationV1Api,
-} from '@kubernetes/client-node';
+import { CustomObjectsApi, KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { Agent, request } from 'node:http';
+import { Agent } from 'node:http';
 import { get as httpsGet, type RequestOptions as HttpsRequestOptions } from 'node:https';
-import { availableParallelism, loadavg, tmpdir } from 'node:os';
+import { availableParallelism, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { createInterface, type Interface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 
 import { loadStateClientTls } from '../common/state-channel';
 import { StateClient } from '../common/state-client';
-import type { JournalEntry, NewJournalEvent } from '../common/state-journal';
+import type { NewJournalEvent } from '../common/state-journal';
 import { EventKind } from '../common/event-kinds';
 import { DEFAULT_ANTHROPIC_MODEL } from '../harness/model/anthropic-provider';
-import { defaultCrdDirs, repoRoot } from '../hack/lib/paths';
-import { LocalCluster } from '../hack/lib/local-cluster';
+import { repoRoot } from '../hack/lib/paths';
+import type { LocalCluster } from '../hack/lib/local-cluster';
 import { freePort, pollUntil, sleep } from '../hack/lib/processes';
 import {
   applyKubeDoorRbac,
@@ -103,13 +97,17 @@ import { field } from '../test/integration/support/kube';
 import { imageNodeFlags } from './fixtures/image-node-flags';
 import { startOtlpSink } from './fixtures/otlp-sink';
 import { cpuMs } from './fixtures/proc';
+import { runBench } from './fixtures/bench-main';
+import { controlPlaneStateClient, lastTurnBatches } from './fixtures/journal-batches';
+import { NO_CALLER_LIMITS, post, startBenchCluster, type Client } from './fixtures/bench-stack';
+import { hrMs, mean, ms, quantile, timed, verdict } from './fixtures/stats';
 import {
   DEFAULT_CONVERSATION_SPEC,
   isReady,
   startTurnStack,
   type TurnStack,
 } from '../test/integration/support/turn-stack';
-import { echoResponder, MessagesApiServer } from '../test/support/messages-api-server';
+import type { MessagesApiServer } from '../test/support/messages-api-server';
 
 // ---- sizes and bounds ----
 
@@ -136,16 +134,6 @@ const TRACING_ONLY = '--tracing';
 const TRACING_CONTROL = '--control';
 /** Runs only the SSE comparison of the two doors (phase 2b). */
 const KUBE_SSE_ONLY = '--kube-sse';
-/**
- * The per-caller limits off (docs/api.md, "Limits per caller"): the benchmark measures the
- * planes with one caller opening up to 5,000 streams and running 200 conversations.
- */
-const NO_CALLER_LIMITS = {
-  POLYCHROME_LIMIT_CONVERSATIONS: '0',
-  POLYCHROME_LIMIT_STREAMS: '0',
-  POLYCHROME_LIMIT_REQUESTS_PER_SECOND: '0',
-  POLYCHROME_LIMIT_REQUEST_BURST: '0',
-} as const;
 
 /** Streams per door in phase 2b unless --streams says otherwise. */
 const KUBE_SSE_STREAMS = 100;
@@ -225,8 +213,6 @@ function parseSizes(argv: readonly string[]): Sizes {
 const RUN_LIMIT_MS = 25 * 60_000;
 /** Starting every harness of the throughput phase. */
 const HARNESS_START_LIMIT_MS = 300_000;
-/** One POST. */
-const POST_TIMEOUT_MS = 60_000;
 /** Every stream having a turn's last event. */
 const FAN_OUT_WAIT_MS = 20_000;
 const BASELINE_SAMPLES = 200;
@@ -236,27 +222,6 @@ const OWNER = 'bench:owner';
 let clusterPids: number[] = [];
 
 const progress = (line: string): void => void process.stderr.write(`turns: ${line}\n`);
-const hrMs = (): number => Number(process.hrtime.bigint()) / 1e6;
-
-// ---- statistics ----
-
-function quantile(values: readonly number[], q: number): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
-}
-
-function mean(values: readonly number[]): number {
-  return values.length === 0 ? Number.NaN : values.reduce((a, b) => a + b, 0) / values.length;
-}
-
-function ms(value: number): string {
-  return Number.isNaN(value) ? 'n/a' : `${value.toFixed(value < 10 ? 2 : 1)} ms`;
-}
-
-function verdict(ok: boolean): string {
-  return ok ? 'PASS' : 'MISS';
-}
 
 // ---- the control plane's metrics ----
 
@@ -505,105 +470,7 @@ class DirectFollow {
   }
 }
 
-/**
- * Makes the stack's local node take the loopback block 127.<block>.0.0/16 for its pods.
- * Blocks are claimed per cluster (Leases `polychrome-local-pods-127-<k>` in
- * kube-node-lease, lowest free first), so a node of another local cluster on this
- * machine (a test run, the dev stack) also starts at 127.0.1.1, and two harnesses on one
- * address answer each other's probes and calls. Holding the lower blocks in this cluster
- * moves this run's pods out of their way.
- */
-async function reserveLoopbackBlocks(kc: KubeConfig, block: number): Promise<void> {
-  const leases = kc.makeApiClient(CoordinationV1Api);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: 16 }, async () => {
-      while (next < block) {
-        const k = next++;
-        await leases.createNamespacedLease({
-          namespace: 'kube-node-lease',
-          body: {
-            metadata: { name: `polychrome-local-pods-127-${k}` },
-            spec: { holderIdentity: 'bench-turns-reserved' },
-          },
-        });
-      }
-    }),
-  );
-}
-
 // ---- the public API ----
-
-interface Client {
-  readonly stack: TurnStack;
-  readonly token: string;
-  readonly agent: Agent;
-}
-
-interface Reply {
-  readonly status: string;
-  readonly reply: string;
-  readonly requestedAt: number;
-}
-
-/** POSTs one message and checks the turn completed with the echo. */
-function post(client: Client, uid: string, text: string, key: string): Promise<Reply> {
-  const body = JSON.stringify({ text, idempotencyKey: key });
-  const url = new URL(`${client.stack.apiUrl}/v1/conversations/${uid}/messages`);
-  return new Promise((resolve, reject) => {
-    const req = request(
-      url,
-      {
-        method: 'POST',
-        agent: client.agent,
-        timeout: POST_TIMEOUT_MS,
-        headers: {
-          authorization: `Bearer ${client.token}`,
-          'content-type': 'application/json',
-          'content-length': Buffer.byteLength(body),
-        },
-      },
-      (res) => {
-        let raw = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (raw += chunk));
-        res.on('end', () => {
-          let parsed: Partial<Reply> = {};
-          try {
-            parsed = JSON.parse(raw) as Partial<Reply>;
-          } catch {
-            // Reported below with the raw answer.
-          }
-          if (res.statusCode !== 200 || parsed.status !== 'complete') {
-            reject(new Error(`POST ${key}: ${String(res.statusCode)} ${raw.slice(0, 500)}`));
-          } else if (parsed.reply !== `echo: ${text}`) {
-            reject(new Error(`POST ${key}: unexpected reply ${JSON.stringify(parsed.reply)}`));
-          } else {
-            resolve(parsed as Reply);
-          }
-        });
-        res.on('error', reject);
-      },
-    );
-    req.on('timeout', () =>
-      req.destroy(new Error(`POST ${key}: no answer in ${POST_TIMEOUT_MS} ms`)),
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
-/** Times `count` calls of `once` after `warmup` untimed ones. */
-async function timed(warmup: number, count: number, once: (i: number) => Promise<unknown>) {
-  for (let i = 0; i < warmup; i++) await once(i);
-  const samples: number[] = [];
-  for (let i = 0; i < count; i++) {
-    const started = hrMs();
-    await once(warmup + i);
-    samples.push(hrMs() - started);
-  }
-  return samples;
-}
 
 // ---- phase 1: latency ----
 
@@ -979,44 +846,10 @@ async function latencyPhase(client: Client, uid: string, sizes: Sizes): Promise<
   }
 }
 
-/** The batches of the journal's last turn, without the store's `signed_root`s. */
-function lastTurnBatches(journal: readonly JournalEntry[]): NewJournalEvent[][] {
-  let start = journal.length - 1;
-  while (start >= 0 && journal[start]?.kind !== EventKind.MessageReceived) start--;
-  const batches: NewJournalEvent[][] = [];
-  let batch: NewJournalEvent[] = [];
-  for (const entry of journal.slice(Math.max(0, start))) {
-    if (entry.kind === EventKind.SignedRoot) {
-      batches.push(batch);
-      batch = [];
-    } else {
-      batch.push({ kind: entry.kind, payload: entry.payload });
-    }
-  }
-  if (batches.length !== 2) {
-    throw new Error(
-      `expected a turn of 2 batches, found ${batches.length}: ${journal
-        .slice(start)
-        .map((e) => e.kind)
-        .join(', ')}`,
-    );
-  }
-  return batches;
-}
-
 /** Baseline (a): the turn's batches appended again, in turn order, to a fresh partition. */
 async function commitBaseline(stack: TurnStack, batches: NewJournalEvent[][]): Promise<number[]> {
-  const state = new StateClient({
-    address: stack.state.address,
-    tls: await loadStateClientTls({
-      ca: stack.certs.ca.certPath,
-      cert: stack.certs.controlPlane.certPath,
-      key: stack.certs.controlPlane.keyPath,
-    }),
-    callTimeoutMs: 10_000,
-  });
+  const state = await controlPlaneStateClient(stack);
   try {
-    await state.waitForReady(10_000);
     const partition = `conv-${randomUUID()}`;
     let head = 0;
     const appendOne = async (i: number): Promise<void> => {
@@ -1568,21 +1401,12 @@ async function run(
     `turns: node ${process.version}; load average ${load}; open-file limit ${fdLimit}; sizes ${JSON.stringify(sizes)}`,
   );
 
-  const dir = await mkdtemp(join(tmpdir(), 'polychrome-bench-turns-'));
-  dirs.push(dir);
   progress('starting the local Kubernetes control plane');
-  const cluster = await LocalCluster.start({
-    dir: join(dir, 'cluster'),
-    controllerManager: false,
-    agentSandbox: false,
-    crdDirs: defaultCrdDirs,
+  const { dir, cluster, pids, block, messages } = await startBenchCluster('turns', {
+    steps: cleanups,
+    dirs,
   });
-  cleanups.push(() => cluster.stop());
-  clusterPids = Object.values(cluster.state.pids);
-  const block = 100 + (process.pid % 150);
-  await reserveLoopbackBlocks(cluster.kubeConfig(), block);
-  const messages = await MessagesApiServer.start({ respond: echoResponder });
-  cleanups.push(() => messages.close());
+  clusterPids = [...pids];
   const door = process.argv.includes(KUBE_SSE_ONLY) ? await prepareDoor(cluster, dir) : undefined;
   progress('starting the stack (state plane, local node, control plane)');
   const stack = await startTurnStack({
@@ -1753,89 +1577,6 @@ async function run(
 }
 
 /** Each cleanup step may take this long before the next one starts. */
-const CLEANUP_STEP_MS = 45_000;
-
-/** Pids of the live processes whose parent is this one: everything this run started. */
-function ownChildren(): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/u.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(ppid) === process.pid && state !== 'Z') pids.push(Number(entry));
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-  return pids;
-}
-
-/**
- * Runs the cleanup steps, newest first, each bounded in time (a step that waits on a
- * dead API server must not hold the rest); then SIGKILLs whatever this process started
- * that still runs (the local node's harness processes are children of this process, in
- * process groups of their own) and removes the temporary directories.
- */
-async function cleanUp(steps: (() => Promise<unknown>)[], dirs: readonly string[]): Promise<void> {
-  for (const step of steps.reverse().splice(0)) {
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      step().catch((error: unknown) => progress(`cleanup: ${String(error)}`)),
-      new Promise<void>((resolve) => {
-        timer = setTimeout(() => {
-          progress(`cleanup: a step took over ${CLEANUP_STEP_MS / 1000} s; going on`);
-          resolve();
-        }, CLEANUP_STEP_MS);
-      }),
-    ]);
-    clearTimeout(timer);
-  }
-  for (const pid of ownChildren()) {
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      // Exited meanwhile.
-    }
-  }
-  for (const dir of dirs) await rm(dir, { recursive: true, force: true }).catch(() => undefined);
-}
-
-async function main(): Promise<void> {
-  const sizes = parseSizes(process.argv.slice(2));
-  const steps: (() => Promise<unknown>)[] = [];
-  const dirs: string[] = [];
-  let cleaning: Promise<void> | undefined;
-  const cleanUpOnce = (): Promise<void> => (cleaning ??= cleanUp(steps, dirs));
-  let watchdog: NodeJS.Timeout | undefined;
-  const onSignal = (signal: NodeJS.Signals): void => {
-    progress(`${signal}: cleaning up`);
-    void cleanUpOnce().finally(() => process.exit(130));
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  let ok = false;
-  try {
-    ok = await Promise.race([
-      run(sizes, steps, dirs),
-      new Promise<never>((_, reject) => {
-        watchdog = setTimeout(
-          () => reject(new Error(`the run took longer than ${RUN_LIMIT_MS / 60_000} min`)),
-          RUN_LIMIT_MS,
-        );
-      }),
-    ]);
-    console.log(`turns: ${ok ? 'within aim' : 'BELOW AIM'}`);
-  } finally {
-    clearTimeout(watchdog);
-    progress('cleaning up');
-    await cleanUpOnce();
-  }
-  // Whatever the verdict, the bench ran: a miss is a figure, not a failure.
-  process.exit(0);
-}
-
-main().catch((error: unknown) => {
-  console.error(error);
-  process.exit(1);
-});
+runBench('turns', RUN_LIMIT_MS, (cleanups) =>
+  run(parseSizes(process.argv.slice(2)), cleanups.steps, cleanups.dirs),
+);

@@ -89,6 +89,22 @@ export const repairResultSchema = z.looseObject({
   message: z.string(),
 });
 
+export const eraseResultSchema = z.looseObject({
+  conversationId: z.string(),
+  actor: z.string(),
+  dryRun: z.boolean(),
+  erased: z.array(
+    z.looseObject({
+      position: z.number().int(),
+      kind: z.string(),
+      turnId: z.string(),
+      leafDigestHex: z.string(),
+    }),
+  ),
+  head: z.number().int().nonnegative(),
+  message: z.string(),
+});
+
 export const resolveResultSchema = z.looseObject({
   conversationId: z.string(),
   turnId: z.string(),
@@ -110,6 +126,8 @@ export const acceptRollbackResultSchema = z.looseObject({
   message: z.string(),
 });
 
+/** What an erasure did (`EraseResult`). */
+export type EraseResult = z.output<typeof eraseResultSchema>;
 /** What a repair found and did (`RepairResult`). */
 export type RepairResult = z.output<typeof repairResultSchema>;
 /** What a resolve committed (`ResolveResult`). */

@@ -6,6 +6,7 @@ import {
   memoryClearedSchema,
   memorySchema,
   repairResultSchema,
+  eraseResultSchema,
   resolveResultSchema,
   transcriptSchema,
   turnReplySchema,
@@ -13,6 +14,7 @@ import {
   type Memory,
   type MemoryCleared,
   type Parsed,
+  type EraseResult,
   type RepairResult,
   type ResolveResult,
   type Transcript,
@@ -260,6 +262,26 @@ export class ApiClient {
       signal,
     );
     return this.parse(response, repairResultSchema, 'RepairResult');
+  }
+
+  /** Erases entries of the conversation's journal (admins, acting as `actor`). @throws ApiCallError, ApiUnreachableError */
+  async erase(
+    conversationId: string,
+    request: {
+      readonly actor: string;
+      readonly positions: readonly number[];
+      readonly reason: string;
+      readonly dryRun: boolean;
+    },
+    signal?: AbortSignal,
+  ): Promise<Parsed<EraseResult>> {
+    const response = await this.request(
+      'POST',
+      { conversation: conversationId, operation: ConversationOperation.Erase },
+      request,
+      signal,
+    );
+    return this.parse(response, eraseResultSchema, 'EraseResult');
   }
 
   /**

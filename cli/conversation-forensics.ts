@@ -14,6 +14,7 @@ import {
   repairConversation,
   resolveConversationTurn,
 } from './conversation-admin-actions';
+import { eraseCommand } from './conversation-erase';
 import { exportConversation } from './conversation-export';
 import { replayConversation } from './conversation-replay';
 import { verifyConversation } from './conversation-verify';
@@ -164,9 +165,12 @@ export async function conversationGroup(
   io: CliIo,
 ): Promise<ExitCode> {
   const [command, ...rest] = args;
+  if (command === 'erase') {
+    return eraseCommand(publicApiDoor, rest, env, io, 'conversation erase');
+  }
   if (command === 'export' || !isForensicCommand(command)) {
     throw new UsageError(
-      `unknown command "conversation ${command ?? ''}": conversation takes replay, verify, repair, resolve or accept-rollback`,
+      `unknown command "conversation ${command ?? ''}": conversation takes replay, verify, repair, erase, resolve or accept-rollback`,
     );
   }
   return forensicCommand(publicApiDoor, command, rest, env, io, `conversation ${command}`);

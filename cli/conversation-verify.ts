@@ -14,7 +14,7 @@ import {
   type JournalKeyJson,
 } from './journal-key-pin';
 import { verifyExportFile, type OfflineVerification } from './journal-verify';
-import { failureLines } from './verification-lines';
+import { excisionLines, failureLines } from './verification-lines';
 
 /*
  * `conversation verify` (`kubectl polychrome verify`): the export through the control
@@ -96,9 +96,7 @@ export async function verifyConversation(
         `${source} (${result.partition}): OK: ${String(result.events)} events, ${String(result.signedRoots)} signed roots verified ` +
           `against the state plane's key(s) ${result.trustedKeyIds.join(', ')}\n` +
           keyLine +
-          (result.excised.length === 0
-            ? ''
-            : `  excised by repair (checked by their kept leaf digests): ${result.excised.join(', ')}\n`) +
+          excisionLines(result.excised, result.erased) +
           `  checkpoint: checked against the Conversation status (head ${String(checkpoint?.head ?? 0)})\n`,
       );
     }

@@ -1,5 +1,6 @@
 import type { Env } from '../common/config';
 import { checkpointOf, checkpointOption } from './checkpoint-flag';
+import { retirementOf, retirementOption } from './retirement-flag';
 import {
   ExitCode,
   Format,
@@ -29,6 +30,7 @@ export async function journalVerify(args: readonly string[], io: CliIo): Promise
     ...formatOptions,
     ...checkpointOption,
     ...publicKeyOption,
+    ...retirementOption,
   });
   const format = parseFormat(values);
   const [file, ...extra] = positionals;
@@ -37,7 +39,8 @@ export async function journalVerify(args: readonly string[], io: CliIo): Promise
     throw new UsageError(`journal verify takes one FILE, got extra ${extra.join(' ')}`);
   const keys = parsePublicKeyFlags(values);
   const checkpoint = checkpointOf(values);
-  const result = await verifyExportFile(file, keys, checkpoint);
+  const retirement = await retirementOf(values);
+  const result = await verifyExportFile(file, keys, checkpoint, retirement);
   if (format === Format.Json) {
     await write(io.stdout, `${JSON.stringify({ ...result, failure: result.failure ?? null })}\n`);
   } else if (result.failure !== undefined) {
@@ -52,7 +55,10 @@ export async function journalVerify(args: readonly string[], io: CliIo): Promise
       `${file} (${result.partition}): OK: ${String(result.events)} events, ${String(result.signedRoots)} signed roots ` +
         `verified against ${result.trust === 'pinned' ? 'the pinned key(s)' : "the file header's key(s) (pin one with --public-key)"} ` +
         `${result.trustedKeyIds.join(', ')}\n` +
-        checkpointNote(result.checkpoint !== null, result.excised),
+        checkpointNote(result.checkpoint !== null, result.excised, result.erased) +
+        (result.retirement === null
+          ? ''
+          : `  retirement record: checked (final head ${String(result.retirement.head)})\n`),
     );
   }
   return result.ok && result.unsealed === 0 ? ExitCode.Ok : ExitCode.VerifyFailed;

@@ -10,6 +10,7 @@ import {
 import { createNodeEd25519Verifier } from '../state/journal/node-ed25519';
 import { nodeSha256 } from '../state/journal/node-sha256';
 import type { ExportCheckpoint } from '../common/journal-export-format';
+import type { SignedRetirement } from '../state/journal/retirement-record';
 
 /** The first failing check, as the CLI prints it. */
 export type OfflineFailure = ExportFailure;
@@ -35,6 +36,7 @@ export async function verifyExportFile(
   path: string,
   pinnedKeys: readonly Uint8Array[],
   checkpoint?: ExportCheckpoint,
+  retirement?: SignedRetirement,
 ): Promise<OfflineVerification> {
   const input = createReadStream(path);
   const opened = new Promise<void>((resolve, reject) => {
@@ -55,6 +57,7 @@ export async function verifyExportFile(
     pinnedKeys,
     source: path,
     ...(checkpoint === undefined ? {} : { checkpoint }),
+    ...(retirement === undefined ? {} : { retirement }),
   });
   try {
     for await (const line of lines) {

@@ -3,6 +3,7 @@ import type { Writable } from 'node:stream';
 import type { Env } from '../common/config';
 import { ExitCode, reportFailure, UsageError, write, type CliIo } from './cli-support';
 import { doorCommands } from './conversation-commands';
+import { eraseCommand } from './conversation-erase';
 import { forensicCommand, isForensicCommand } from './conversation-forensics';
 import { dashboardCommand } from './dashboard';
 import { kubeDoor } from './kube-door';
@@ -57,6 +58,8 @@ async function dispatch(
       return dashboardCommand(rest, io, env);
     case 'logs':
       return doorCommands.stream(kubeDoor, logsArgs(rest), env, io);
+    case 'erase':
+      return eraseCommand(kubeDoor, rest, env, io, 'erase');
     case 'send':
     case 'approve':
     case 'answer':

@@ -28,6 +28,7 @@ export const KUBE_SUBRESOURCE_OF: Readonly<Record<ConversationOperation, string>
   [ConversationOperation.Questions]: 'questions',
   [ConversationOperation.Export]: 'export',
   [ConversationOperation.Repair]: 'repair',
+  [ConversationOperation.Erase]: 'erase',
   [ConversationOperation.Resolve]: 'resolve',
   [ConversationOperation.AcceptRollback]: 'accept-rollback',
 };

@@ -27,6 +27,9 @@ Conversations by name, in the namespace of -n (else the context's, else "default
                                      verify the export against the Conversation's checkpoint
                                      and journal keys (--public-key pins others)
   repair NAME --actor A [--dry-run]  excise unreadable journal entries
+  erase NAME POSITION... --actor A --reason R [--dry-run]
+                                     erase the content of journal entries, recorded in it
+                                     (create conversations/erase: its own ClusterRole)
   resolve NAME TURN --ran [--result FILE] | --did-not-run --actor A
                                      settle a quarantined turn (create conversations/resolve)
   accept-rollback NAME --head N --reason TEXT --actor A
@@ -65,6 +68,7 @@ export const KUBE_VERBS = [
   'replay',
   'verify',
   'repair',
+  'erase',
   'resolve',
   'accept-rollback',
   'sessions',

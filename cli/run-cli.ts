@@ -7,7 +7,7 @@ import { conversationGroup } from './conversation-forensics';
 import { dashboardCommand } from './dashboard';
 import { journalReplay, journalVerify } from './journal-commands';
 import { WHAT_IF_FORMS } from './journal-what-if';
-import { stateExport, stateVerify } from './state-commands';
+import { stateExport, stateRetirement, stateVerify } from './state-commands';
 
 /*
  * `polychrome`: its usage, and which command runs. The conversation commands are
@@ -70,6 +70,7 @@ act as, one of your own: provider:scope:external_id or provider:external_id.
       another key fails wrong_key, naming both key ids.
 
   polychrome conversation repair ID --actor A [--dry-run] [--format json|text] [api flags]
+  polychrome conversation erase ID POSITION... --actor A --reason R [--dry-run] [--format json|text] [api flags]
       Have the state plane excise unreadable journal entries (recorded with A), holding
       the conversation as a turn does; --dry-run reports them and writes nothing.
 
@@ -99,9 +100,15 @@ Check a journal (the state plane):
       checkpoint, then one line per event ({position, kind, payload (base64)}, or
       {position, excised, leafHex} for an entry repair excised). Default: standard output.
 
-  polychrome journal verify FILE [--public-key KEY]... [--checkpoint N:ROOTHEX] [--format json|text]
+  polychrome state retirement conv-<id> [-o FILE] [connection flags]
+      Write the retirement record of a partition retired when its Conversation was deleted
+      (journalRetention checkpoint: the signed final head, root and key) as JSON.
+
+  polychrome journal verify FILE [--public-key KEY]... [--checkpoint N:ROOTHEX] [--retirement RECORD] [--format json|text]
       Verify an export offline, with no server. KEY is the raw ed25519 public key, 64 hex
-      digits or base64; without it the keys in the file's header are trusted.
+      digits or base64; without it the keys in the file's header are trusted. RECORD is a
+      retirement record file (state retirement): the export must be exactly the journal it
+      describes, every entry up to its final head, and the record must verify.
 
   --checkpoint N:ROOTHEX[:KEYID] catches a journal cut short or rolled back: N is the head
       and ROOTHEX the last signed root as kept outside the journal (the Conversation's
@@ -175,6 +182,7 @@ export async function runCli(args: readonly string[], io: CliIo, env?: Env): Pro
     if (group === 'dashboard') return await dashboardCommand(args.slice(1), io, env);
     if (group === 'state' && command === 'verify') return await stateVerify(rest, env, io);
     if (group === 'state' && command === 'export') return await stateExport(rest, env, io);
+    if (group === 'state' && command === 'retirement') return await stateRetirement(rest, env, io);
     if (group === 'journal' && command === 'verify') return await journalVerify(rest, io);
     if (group === 'journal' && command === 'replay') return await journalReplay(rest, env, io);
     throw new UsageError(

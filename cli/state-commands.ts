@@ -1,5 +1,6 @@
 import { createWriteStream } from 'node:fs';
 import { once } from 'node:events';
+import { writeFile } from 'node:fs/promises';
 
 import { z } from 'zod';
 
@@ -9,6 +10,7 @@ import { isPartitionName } from '../common/partition-name';
 import { loadStateClientTls } from '../common/state-channel';
 import { StateCallError } from '../common/state-call-errors';
 import { StateClient } from '../common/state-client';
+import { formatRetirementJson } from '../common/retirement-json';
 import { checkpointOf, checkpointOption } from './checkpoint-flag';
 import {
   ExitCode,
@@ -24,7 +26,7 @@ import {
 import { checkpointNote, failureLines } from './verification-lines';
 
 /*
- * `polychrome state verify` and `state export`: a journal on the state plane, over gRPC with
+ * `polychrome state verify`, `state export` and `state retirement`: a journal on the state plane, over gRPC with
  * a verifier certificate (docs/state-plane.md, "CLI"), with the connection flags or the
  * POLYCHROME_STATE_* environment.
  */
@@ -133,6 +135,7 @@ export async function stateVerify(
           unsealed: result.unsealed,
           failure: result.failure ?? null,
           excised: result.excised,
+          erased: result.erased,
           checkpointChecked: result.checkpointChecked,
         })}\n`,
       );
@@ -151,7 +154,7 @@ export async function stateVerify(
       await write(
         io.stdout,
         `${partition}: OK: ${String(result.events)} events, ${String(result.signedRoots)} signed roots verified\n` +
-          checkpointNote(result.checkpointChecked, result.excised),
+          checkpointNote(result.checkpointChecked, result.excised, result.erased),
       );
     }
     return ok ? ExitCode.Ok : ExitCode.VerifyFailed;
@@ -207,5 +210,33 @@ export async function stateExport(
   if (file !== undefined && file !== '-') {
     await write(io.stderr, `${partition}: exported ${String(events)} events to ${file}\n`);
   }
+  return ExitCode.Ok;
+}
+
+/** `state retirement conv-<id>`: the retirement record of a retired partition, as JSON. */
+export async function stateRetirement(
+  args: readonly string[],
+  env: Env | undefined,
+  io: CliIo,
+): Promise<ExitCode> {
+  const { values, positionals } = parse(args, {
+    ...connectionOptions,
+    output: { type: 'string', short: 'o' },
+  });
+  const partition = onePartition(positionals, 'state retirement');
+  const client = await connect(values, env);
+  let text: string;
+  try {
+    text = formatRetirementJson(await client.retirement(partition));
+  } finally {
+    client.close();
+  }
+  const file = stringValue(values.output);
+  if (file === undefined || file === '-') {
+    await write(io.stdout, text);
+    return ExitCode.Ok;
+  }
+  await writeFile(file, text);
+  await write(io.stderr, `${partition}: retirement record written to ${file}\n`);
   return ExitCode.Ok;
 }

@@ -27,6 +27,8 @@ export const ConversationOperation = {
   Export: 'export',
   /** Repair of unreadable journal entries (admins). */
   Repair: 'repair',
+  /** Erasure of readable entries' content (admins; docs/state-plane.md, "Erasure"). */
+  Erase: 'erase',
   /**
    * An admin settles a quarantined turn; `rest` is `[turnId]`. The public API names the
    * turn in the path (`turns/{turnId}/resolve`); the body names it too, so the Kubernetes

@@ -18,12 +18,31 @@ export function failureLines(failure: {
   );
 }
 
-/** The excised positions, and whether a checkpoint was checked. */
-export function checkpointNote(checked: boolean, excised: readonly number[]): string {
+/**
+ * The excised positions, told apart by their records: those repair excised as unreadable,
+ * and those an admin erased (`erased`, a subset of `excised`; docs/journal-format.md,
+ * "Erasure").
+ */
+export function excisionLines(excised: readonly number[], erased: readonly number[]): string {
+  const repaired = excised.filter((p) => !erased.includes(p));
   return (
-    (excised.length === 0
+    (repaired.length === 0
       ? ''
-      : `  excised by repair (checked by their kept leaf digests): ${excised.join(', ')}\n`) +
+      : `  excised by repair (checked by their kept leaf digests): ${repaired.join(', ')}\n`) +
+    (erased.length === 0
+      ? ''
+      : `  erased on an admin's request (checked by their kept leaf digests; content gone): ${erased.join(', ')}\n`)
+  );
+}
+
+/** The excised and erased positions, and whether a checkpoint was checked. */
+export function checkpointNote(
+  checked: boolean,
+  excised: readonly number[],
+  erased: readonly number[] = [],
+): string {
+  return (
+    excisionLines(excised, erased) +
     (checked
       ? '  checkpoint: checked\n'
       : '  no checkpoint was checked: a journal cut short would pass; pass --checkpoint N:ROOTHEX\n')

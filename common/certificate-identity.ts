@@ -18,6 +18,10 @@ export const CertificateRole = {
   Verifier: 'polychrome:verifier',
   /** Repair: excises unreadable journal entries. */
   Repair: 'polychrome:repair',
+  /** Retire: removes a deleted conversation's journal partition (docs/state-plane.md). */
+  Retire: 'polychrome:retire',
+  /** Erasure: excises readable journal entries an admin asked to erase. */
+  Erase: 'polychrome:erase',
   /** Every Records RPC: personas, sessions, credentials, ceremonies. */
   RecordsAdmin: 'polychrome:records-admin',
   /**

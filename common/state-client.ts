@@ -4,10 +4,11 @@ import {
   type HeadResponse,
   type ListPartitionsResponse,
   type ProofResponse,
-  type RepairResponse,
   type VerifyResponse,
 } from '../proto/gen/polychrome/state/v1/state';
 import { entryFromProto, exportEntryFromProto, signedRootFromProto } from './journal-from-proto';
+import * as excisionCalls from './excision-calls';
+import * as retireCalls from './retire-calls';
 import { StateCallError } from './state-call-errors';
 import {
   callStateUnary,
@@ -24,6 +25,7 @@ import {
 import type {
   AppendCallOptions,
   AppendOutcome,
+  EraseOutcome,
   ExportEntry,
   HeadOutcome,
   JournalCheckpointInfo,
@@ -207,6 +209,7 @@ export class StateClient implements StateJournal {
       signedRoots: response.signedRoots,
       unsealed: response.unsealed,
       excised: response.excised,
+      erased: response.erased,
       checkpointChecked: response.checkpointChecked,
       failure:
         response.failure === undefined
@@ -221,55 +224,43 @@ export class StateClient implements StateJournal {
     };
   }
 
-  /**
-   * Has the state plane excise every unreadable entry of `partition` (writer role only):
-   * each is replaced by a marker keeping its leaf digest and recorded by a signed
-   * `excision` event naming `actor` and `reason`, in one atomic batch; with `dryRun`,
-   * reports what it would excise and writes nothing (docs/state-plane.md, "Repair").
-   *
-   * @throws JournalFencedError as for {@link StateClient.append}; StateCallError
-   *   `invalid_argument` (no actor or reason), `not_found`, `data_loss` (the damage is not
-   *   confined to entries: restore from a backup), `permission_denied` as the server
-   *   reports them.
-   */
-  async repair(
+  /** Repairs `partition` (see {@link excisionCalls.repair}; docs/state-plane.md, "Repair"). */
+  repair(
     partition: string,
-    request: {
-      readonly actor: string;
-      readonly reason: string;
-      readonly dryRun?: boolean;
-      readonly fencingToken?: number;
-    },
+    request: Parameters<typeof excisionCalls.repair>[2],
     options: StateCallOptions = {},
   ): Promise<RepairOutcome> {
-    const response = await this.unary<RepairResponse>(
-      'Repair',
-      options,
-      (metadata, callOptions, done) =>
-        this.client.repair(
-          {
-            partition,
-            actor: request.actor,
-            reason: request.reason,
-            dryRun: request.dryRun ?? false,
-            fencingToken: request.fencingToken ?? 0,
-          },
-          metadata,
-          callOptions,
-          done,
-        ),
-    );
-    return {
-      excised: response.excised.map((e) => ({
-        position: e.position,
-        leafDigest: new Uint8Array(e.leafDigest),
-        problem: e.problem,
-      })),
-      dryRun: response.dryRun,
-      head: response.head,
-      signedRoot: signedRootFromProto(response.signedRoot, response.signedRootPosition),
-      message: response.message,
-    };
+    return excisionCalls.repair(this.calls(), partition, request, options);
+  }
+
+  /** Retires `partition` (see {@link retireCalls.retire}; docs/state-plane.md, "Retirement"). */
+  retire(
+    partition: string,
+    request: Parameters<typeof retireCalls.retire>[2],
+    options: StateCallOptions = {},
+  ): Promise<retireCalls.RetireOutcome> {
+    return retireCalls.retire(this.calls(), partition, request, options);
+  }
+
+  /** The retirement of `partition` (see {@link retireCalls.retirement}). */
+  retirement(
+    partition: string,
+    options: StateCallOptions = {},
+  ): Promise<retireCalls.RetirementRecord> {
+    return retireCalls.retirement(this.calls(), partition, options);
+  }
+
+  private calls(): retireCalls.JournalCalls {
+    return { grpc: this.client, address: this.address, unary: (m, o, s) => this.unary(m, o, s) };
+  }
+
+  /** Erases entries of `partition` (see {@link excisionCalls.erase}; docs/state-plane.md, "Erasure"). */
+  erase(
+    partition: string,
+    request: Parameters<typeof excisionCalls.erase>[2],
+    options: StateCallOptions = {},
+  ): Promise<EraseOutcome> {
+    return excisionCalls.erase(this.calls(), partition, request, options);
   }
 
   /**

@@ -81,6 +81,8 @@ export interface VerifyOutcome {
   readonly failure: VerifyFailureInfo | undefined;
   /** Positions repair excised; checked against their kept leaf digests. */
   readonly excised: readonly number[];
+  /** The excised positions an admin erased (a subset of `excised`). */
+  readonly erased: readonly number[];
   /** True when a checkpoint was passed and checked. */
   readonly checkpointChecked: boolean;
 }
@@ -101,6 +103,20 @@ export interface RepairOutcome {
     readonly position: number;
     readonly leafDigest: Uint8Array;
     readonly problem: string;
+  }[];
+  readonly dryRun: boolean;
+  readonly head: number;
+  readonly signedRoot: SignedRootInfo | undefined;
+  readonly message: string;
+}
+
+/** What an erasure did (docs/state-plane.md, "Erasure"). */
+export interface EraseOutcome {
+  readonly erased: readonly {
+    readonly position: number;
+    readonly leafDigest: Uint8Array;
+    readonly kind: string;
+    readonly turnId: string;
   }[];
   readonly dryRun: boolean;
   readonly head: number;

@@ -803,6 +803,7 @@ describe('config/default: one namespace, set in one place', () => {
       'APIService/v1alpha1.api.polychrome.dev',
       'ClusterRole/polychrome-control-plane-authentication-reader',
       'ClusterRole/polychrome-conversation-admin',
+      'ClusterRole/polychrome-conversation-eraser',
       'ClusterRole/polychrome-conversation-reader',
       'ClusterRole/polychrome-conversation-user',
       'ClusterRole/polychrome-conversation-viewer',

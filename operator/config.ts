@@ -12,12 +12,18 @@ import {
   type Env,
 } from '../common/config';
 import { DEFAULT_HEALTH_PORT } from '../common/health-server';
+import {
+  DEFAULT_HISTORY_TOKENS,
+  HISTORY_TOKENS_MAX,
+  HISTORY_TOKENS_MIN,
+} from './api/v1alpha1/conversation-values';
 import { LogLevel } from '../common/log';
 import { DEFAULT_MEMORY_BUDGET_BYTES } from '../common/memory';
 import { DEFAULT_AUTH_FAILURE_CACHE_MS } from './public-api/auth-cache';
 import { DEFAULT_LIMITS, type LimitSettings } from './public-api/caller-limits';
 import { DEFAULT_PEER_PORT } from './public-api/peer-endpoints';
 import { DEFAULT_KUBE_API_PORT } from './kube-api/kube-listener';
+import { JournalRetention } from './api/v1alpha1/conversation-values';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
@@ -76,7 +82,7 @@ function envDuration(fallbackMs: number, range: { min: number; max: number }) {
  * | `POLYCHROME_AGENT_SANDBOX` | agent-sandbox is installed (watch claims and sandboxes) | true |
  * | `POLYCHROME_HARNESS_IMAGE` | image of the built-in harness pod spec | the controller's default |
  * | `POLYCHROME_LOG_LEVEL` | debug, info, warn, error, silent | info |
- * | `POLYCHROME_SHUTDOWN_GRACE_MS` | how long SIGTERM waits for passes in progress | 20000 |
+ * | `POLYCHROME_SHUTDOWN_GRACE_MS` | SIGTERM's budget: the turns in flight may finish within it, less a reserve for handing the rest over and releasing the Leases (docs/operator.md, "Shutdown") | 20000 |
  * | `POLYCHROME_API_HOST` / `POLYCHROME_API_PORT` | the public API (HTTP + SSE) | 0.0.0.0, 8080 |
  * | `POLYCHROME_PEER_HOST` / `POLYCHROME_PEER_PORT` | the peer listener (mutual TLS, forwarded requests from other replicas only) | 0.0.0.0, 8443 |
  * | `POLYCHROME_KUBE_API_CERT_FILE` / `POLYCHROME_KUBE_API_KEY_FILE` | serving certificate and key of the Kubernetes door (api.polychrome.dev, docs/kube-api.md); both or neither | unset: no Kubernetes door |
@@ -89,6 +95,7 @@ function envDuration(fallbackMs: number, range: { min: number; max: number }) {
  * | `POLYCHROME_TURN_MAX_ATTEMPTS` | dispatches of one turn before it settles with the fallback reply | 3 |
  * | `POLYCHROME_MAX_STEPS` | the deployment's step budget per turn (0: the harness's own) | 0 |
  * | `POLYCHROME_MEMORY_BUDGET_BYTES` | bytes of a conversation's memory a model request carries, the newest entries first (docs/turns.md, "Memory") | 8192 |
+ * | `POLYCHROME_HISTORY_TOKENS` | how much history a turn is given, in estimated tokens, where `spec.agent.historyTokens` is unset (docs/turns.md, "The history window"), 256 to 1000000 | 50000 |
  * | `POLYCHROME_APPROVAL_TTL` | how long a pending approval waits before it expires and counts as denied: a whole number with a unit, `ms`, `s`, `m`, `h` or `d` (`90m`, `24h`), 1s to 30d | 24h |
  * | `POLYCHROME_ALLOW_SELF_APPROVAL` | let a person approve a call their own message started (single-person installs); each such answer records `self_approval` | false |
  * | `POLYCHROME_TURN_STATUS_INTERVAL_MS` | least time between two turn-status writes of one conversation (changes meanwhile are merged) | 1000 |
@@ -98,6 +105,7 @@ function envDuration(fallbackMs: number, range: { min: number; max: number }) {
  * | `POLYCHROME_LIMIT_REQUESTS_PER_SECOND` / `POLYCHROME_LIMIT_REQUEST_BURST` | requests a second one caller may send to one replica, and how many at once after a quiet time; 0 and 0: no limit | 20 / 60 |
  * | `POLYCHROME_LIMIT_EDGE_SCALE` | a caller with the `edge` role gets each limit above this many times | 50 |
  * | `POLYCHROME_AUTH_FAILURE_CACHE_MS` | how long a refused bearer token is refused again without asking the records or kube-apiserver; 0: never | 5000 |
+ * | `POLYCHROME_JOURNAL_RETENTION` | what happens to a deleted Conversation's journal when its `spec.journalRetention` is omitted: `keep`, `checkpoint` or `delete` (docs/operator.md, "Journal retention") | keep |
  */
 const schema = z
   .object({
@@ -146,6 +154,11 @@ const schema = z
       min: 1,
       max: 262_144,
     }),
+    POLYCHROME_HISTORY_TOKENS: envInt({
+      default: DEFAULT_HISTORY_TOKENS,
+      min: HISTORY_TOKENS_MIN,
+      max: HISTORY_TOKENS_MAX,
+    }),
     POLYCHROME_TURN_STATUS_INTERVAL_MS: envInt({ default: 1_000, min: 0, max: 60_000 }),
     POLYCHROME_TURN_STATUS_DELAY_MS: envInt({ default: 250, min: 0, max: 60_000 }),
     POLYCHROME_APPROVAL_TTL: envDuration(DAY_MS, { min: 1_000, max: 30 * DAY_MS }),
@@ -172,6 +185,10 @@ const schema = z
       min: 0,
       max: 600_000,
     }),
+    POLYCHROME_JOURNAL_RETENTION: envEnum(
+      [JournalRetention.Keep, JournalRetention.Checkpoint, JournalRetention.Delete],
+      JournalRetention.Keep,
+    ),
   })
   .superRefine((env, ctx) => {
     if (
@@ -298,6 +315,7 @@ export interface ControlPlaneConfig {
     readonly maxSteps: number;
     /** Bytes of memory a model request carries (docs/turns.md, "Memory"). */
     readonly memoryBudgetBytes: number;
+    readonly historyTokens: number;
     readonly statusIntervalMs: number;
     readonly statusDelayMs: number;
     /** How long a pending approval waits before it expires (docs/turns.md, "Expiry"). */
@@ -308,6 +326,8 @@ export interface ControlPlaneConfig {
      */
     readonly allowSelfApproval: boolean;
   };
+  /** A deleted Conversation's journal when its spec names no policy. @default keep */
+  readonly journalRetention: JournalRetention;
 }
 
 /**
@@ -379,10 +399,12 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
       maxAttempts: c.POLYCHROME_TURN_MAX_ATTEMPTS,
       maxSteps: c.POLYCHROME_MAX_STEPS,
       memoryBudgetBytes: c.POLYCHROME_MEMORY_BUDGET_BYTES,
+      historyTokens: c.POLYCHROME_HISTORY_TOKENS,
       statusIntervalMs: c.POLYCHROME_TURN_STATUS_INTERVAL_MS,
       statusDelayMs: c.POLYCHROME_TURN_STATUS_DELAY_MS,
       approvalTtlMs: c.POLYCHROME_APPROVAL_TTL,
       allowSelfApproval: c.POLYCHROME_ALLOW_SELF_APPROVAL,
     }),
+    journalRetention: c.POLYCHROME_JOURNAL_RETENTION,
   });
 }

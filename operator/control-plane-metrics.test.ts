@@ -4,8 +4,10 @@ import {
   createControlPlaneMetrics,
   KubeEventLabel,
   LeaseEventLabel,
+  ResumedOutcomeLabel,
   TurnOutcomeLabel,
 } from './control-plane-metrics';
+import type { ResumedOutcome } from './turns/resume-turns';
 import { EventWriteResult } from './controller/event-recorder';
 import type { ConversationLeasesOptions } from './lease/lease-options';
 import type { TurnStatusChange } from './turns/turn-status';
@@ -57,6 +59,14 @@ describe('createControlPlaneMetrics', () => {
     });
     const kubeEvents = await series(registry, 'polychrome_kubernetes_events_total', 'result');
     expect(Object.fromEntries(kubeEvents)).toEqual({ created: 0, series_updated: 0, failed: 0 });
+    const resumed = await series(registry, 'polychrome_turns_resumed_total', 'outcome');
+    expect(Object.fromEntries(resumed)).toEqual({
+      complete: 0,
+      paused: 0,
+      ambiguous: 0,
+      handoff: 0,
+      orphaned: 0,
+    });
   });
 
   it('counts on top of the zeroed series', async () => {
@@ -89,6 +99,14 @@ describe('createControlPlaneMetrics', () => {
     };
     expect(Object.values(LeaseEventLabel).sort()).toEqual(Object.keys(events).sort());
     expect(Object.values(TurnOutcomeLabel).sort()).toEqual(Object.keys(outcomes).sort());
+    const resumed: Record<ResumedOutcome, true> = {
+      complete: true,
+      paused: true,
+      ambiguous: true,
+      handoff: true,
+      orphaned: true,
+    };
+    expect(Object.values(ResumedOutcomeLabel).sort()).toEqual(Object.keys(resumed).sort());
     // The Event recorder's results are the metric's labels.
     expect(Object.values(KubeEventLabel).sort()).toEqual(Object.values(EventWriteResult).sort());
   });

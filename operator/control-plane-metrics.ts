@@ -20,6 +20,16 @@ export const TurnOutcomeLabel = {
 } as const;
 export type TurnOutcomeLabel = (typeof TurnOutcomeLabel)[keyof typeof TurnOutcomeLabel];
 
+/** How a turn the control plane resumed by itself ended (operator/turns/turn-resumer.ts). */
+export const ResumedOutcomeLabel = {
+  Complete: 'complete',
+  Paused: 'paused',
+  Ambiguous: 'ambiguous',
+  Handoff: 'handoff',
+  Orphaned: 'orphaned',
+} as const;
+export type ResumedOutcomeLabel = (typeof ResumedOutcomeLabel)[keyof typeof ResumedOutcomeLabel];
+
 /** Results of a Kubernetes Event write, as the controller's Event recorder reports them. */
 export const KubeEventLabel = {
   Created: 'created',
@@ -35,6 +45,7 @@ export interface ControlPlaneMetrics {
   readonly leaseEvents: Counter<'event'>;
   readonly turns: Counter<'outcome'>;
   readonly turnSeconds: Histogram;
+  readonly turnsResumed: Counter<'outcome'>;
   readonly statusWrites: Counter<'result'>;
   readonly commitSeconds: Histogram;
   readonly kubeEvents: Counter<'result'>;
@@ -64,6 +75,13 @@ export function createControlPlaneMetrics(registry: Registry): ControlPlaneMetri
     registers,
   });
   for (const outcome of Object.values(TurnOutcomeLabel)) turns.inc({ outcome }, 0);
+  const turnsResumed = new Counter({
+    name: 'polychrome_turns_resumed_total',
+    help: 'Interrupted turns this replica resumed with no request (after taking a conversation over, or at start), by how they ended (complete, paused, ambiguous, handoff, orphaned: interrupted again).',
+    labelNames: ['outcome'],
+    registers,
+  });
+  for (const outcome of Object.values(ResumedOutcomeLabel)) turnsResumed.inc({ outcome }, 0);
   const kubeEvents = new Counter({
     name: 'polychrome_kubernetes_events_total',
     help: 'Kubernetes Event writes about Conversations, by result (created, series_updated, failed).',
@@ -87,6 +105,7 @@ export function createControlPlaneMetrics(registry: Registry): ControlPlaneMetri
     }),
     leaseEvents,
     turns,
+    turnsResumed,
     turnSeconds: new Histogram({
       name: 'polychrome_turn_duration_seconds',
       help: 'From dispatch to batch two (or to giving up), harness time included.',

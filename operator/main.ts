@@ -7,6 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { Gauge, Registry } from 'prom-client';
 import { collectProcessMetrics } from '../common/process-metrics';
 import { ConfigError } from '../common/config';
+import { readSecretFile } from './secret-file';
 import { HealthServer } from '../common/health-server';
 import { componentLogger, createRootLogger, LogComponent } from '../common/log';
 import { RecordsClient } from '../common/records-client';
@@ -29,6 +30,7 @@ import {
   serviceAccountAuthenticator,
 } from './kube-api/service-account-tokens';
 import { ConversationLeases } from './lease/conversation-leases';
+import { journalRetirement } from './retention/journal-retirement';
 import { leaseOwnership } from './lease/lease-ownership';
 import { stateJournalFollower } from './public-api/journal-follower';
 import { PeerEndpoints } from './public-api/peer-endpoints';
@@ -44,6 +46,7 @@ import { TurnCoordinator } from './turns/coordinator';
 import { HarnessConnector } from './turns/harness-client';
 import { HarnessCredentialMinter } from './turns/harness-credentials';
 import { tracedTurnService } from './turns/traced-turn-service';
+import { TurnResumer } from './turns/turn-resumer';
 
 async function main(): Promise<void> {
   const config = loadControlPlaneConfig();
@@ -84,6 +87,9 @@ async function main(): Promise<void> {
     requestTimeoutMs: config.lease.requestTimeoutMs,
     onTransition: (event, handle) => {
       metrics.leaseEvents.inc({ event });
+      // Acquired at start or later, or taken over from a replica that died or was rolled:
+      // an interrupted turn there is resumed with no request (docs/turns.md).
+      if (event === 'acquired' || event === 'taken_over') resumer.wake(handle.conversation.uid);
       if (event !== 'renewed') {
         mainLog.info(
           {
@@ -103,6 +109,24 @@ async function main(): Promise<void> {
     logger: log,
     ...(config.watchNamespace === undefined ? {} : { namespace: config.watchNamespace }),
   });
+  const stateTls = await loadStateClientTls({
+    ca: config.state.caPath,
+    cert: config.state.certPath,
+    key: config.state.keyPath,
+  });
+  const stateOptions = {
+    address: config.state.address,
+    tls: stateTls,
+    ...(config.state.serverName === undefined ? {} : { serverName: config.state.serverName }),
+  };
+  const state = new StateClient(stateOptions);
+  const retireJournal = journalRetirement({
+    journal: state,
+    leases,
+    defaultPolicy: config.journalRetention,
+    identity: config.identity,
+    log: componentLogger(log, LogComponent.Journal),
+  });
   const controller = new ConversationController({
     kubeConfig: kc,
     onConversationNamespace: (namespace) => egress.addNamespace(namespace),
@@ -113,9 +137,12 @@ async function main(): Promise<void> {
     ...(config.harnessImage === undefined ? {} : { harnessImage: config.harnessImage }),
     // Only the lease holder writes a conversation's children and status.
     ownership: leaseOwnership(leases),
-    // Its Lease is in this namespace, where no owner reference reaches it: deleted here,
-    // before the finalizer comes off.
-    beforeFinalizerRemoved: (ref) => leases.retire(ref),
+    // Its journal follows spec.journalRetention (under its lease), then its Lease, in this
+    // namespace where no owner reference reaches it, goes: both before the finalizer.
+    beforeFinalizerRemoved: async (ref) => {
+      await retireJournal(ref);
+      await leases.retire(ref);
+    },
     afterDeleted: (ref) => leases.forget(ref),
     onPass: ({ result, durationMs }) => {
       metrics.passes.inc({ result });
@@ -142,17 +169,6 @@ async function main(): Promise<void> {
     },
   });
 
-  const stateTls = await loadStateClientTls({
-    ca: config.state.caPath,
-    cert: config.state.certPath,
-    key: config.state.keyPath,
-  });
-  const stateOptions = {
-    address: config.state.address,
-    tls: stateTls,
-    ...(config.state.serverName === undefined ? {} : { serverName: config.state.serverName }),
-  };
-  const state = new StateClient(stateOptions);
   const records = new RecordsClient(stateOptions);
   const harness = new HarnessConnector({ harnessCa, credentials });
   const conversations = new ConversationAccess({
@@ -185,6 +201,7 @@ async function main(): Promise<void> {
     allowSelfApproval: config.turns.allowSelfApproval,
     ...(config.turns.maxSteps === 0 ? {} : { deploymentMaxSteps: config.turns.maxSteps }),
     memoryBudgetBytes: config.turns.memoryBudgetBytes,
+    historyTokens: config.turns.historyTokens,
     observer: {
       onTurn: (outcome, seconds) => {
         metrics.turns.inc({ outcome });
@@ -193,6 +210,14 @@ async function main(): Promise<void> {
       onCommit: (seconds) => metrics.commitSeconds.observe(seconds),
       onStatusWrite: (result) => metrics.statusWrites.inc({ result }),
     },
+  });
+  // Woken by the leases above (after start: the resumer exists by then).
+  const resumer = new TurnResumer({
+    resume: (uid, signal) => coordinator.resume(uid, signal),
+    conversations,
+    state,
+    logger: componentLogger(log, LogComponent.Turn),
+    onResumed: (outcome) => metrics.turnsResumed.inc({ outcome }),
   });
   // Where the other replicas' peer listeners are: their Pods, in this namespace only.
   const peerEndpoints = new PeerEndpoints({
@@ -303,12 +328,18 @@ async function main(): Promise<void> {
       process.exit(1);
     }, config.shutdownGraceMs);
     grace.unref();
-    // Streams end first so their clients reconnect to another replica; running turns are
-    // cancelled and stay recoverable from the journal.
+    // Drain (docs/operator.md, "Shutdown"): readiness is false already; no new turn starts
+    // here (503, retry on another replica), and the turns in flight get most of the grace
+    // period to finish, their callers and streams answered as usual.
+    const { drainMs, closeMs } = shutdownBudget(config.shutdownGraceMs);
+    resumer.close();
+    await coordinator.drain(drainMs);
+    // Then turns still running are cancelled and left for the next holder, which resumes
+    // them (their callers get 503); streams end so their clients reconnect elsewhere.
+    await coordinator.close(Math.floor(closeMs / 2));
     servingCertificate?.stop();
     await api.close();
     await peerEndpoints.close();
-    await coordinator.close();
     harness.close();
     await controller.close();
     await egress.close();
@@ -340,20 +371,14 @@ async function main(): Promise<void> {
   );
 }
 
-/** A secret held in a file (a mounted Secret key), trimmed. */
-async function readSecretFile(path: string, variable: string): Promise<string> {
-  let text: string;
-  try {
-    text = (await readFile(path, 'utf8')).trim();
-  } catch (error) {
-    throw new ConfigError('control plane', [
-      { variable, message: `names a file that cannot be read (${(error as Error).message})` },
-    ]);
-  }
-  if (text === '') {
-    throw new ConfigError('control plane', [{ variable, message: 'names an empty file' }]);
-  }
-  return text;
+/**
+ * How SIGTERM's grace period is spent: the turns in flight may run for all of it but a
+ * reserve (a quarter, at most 5 s), which is left for cancelling the rest, flushing status
+ * and releasing the Leases before the process must exit.
+ */
+function shutdownBudget(graceMs: number): { drainMs: number; closeMs: number } {
+  const closeMs = Math.min(5_000, Math.floor(graceMs / 4));
+  return { drainMs: graceMs - closeMs, closeMs };
 }
 
 main().catch((err: unknown) => {

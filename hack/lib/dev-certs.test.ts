@@ -51,7 +51,7 @@ describe('ensureDevCerts', () => {
     [
       'controlPlane',
       'CN = polychrome-control-plane, O = polychrome:writer, O = polychrome:repair, ' +
-        'O = polychrome:control-plane-replica',
+        'O = polychrome:erase, O = polychrome:retire, O = polychrome:control-plane-replica',
     ],
     ['verifier', 'CN = polychrome-verifier, O = polychrome:verifier'],
     ['recordsAdmin', 'CN = polychrome-records-admin, O = polychrome:records-admin'],

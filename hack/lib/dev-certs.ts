@@ -42,9 +42,10 @@ export interface DevCerts {
   /** The state plane's server certificate. */
   readonly server: CertFiles;
   /**
-   * CN polychrome-control-plane, O polychrome:writer, polychrome:repair and
-   * polychrome:control-plane-replica: journals, the records its code uses, repair, and the
-   * peer port; client and server auth, since replicas also present it to each other on
+   * CN polychrome-control-plane, O polychrome:writer, polychrome:repair, polychrome:erase,
+   * polychrome:retire and polychrome:control-plane-replica: journals, the records its code
+   * uses, repair, erasure, journal retention, and the peer port; client and server auth,
+   * since replicas also present it to each other on
    * their peer listeners.
    */
   readonly controlPlane: CertFiles;
@@ -78,7 +79,13 @@ const LEAVES: readonly (CertRequest & { readonly field: LeafField })[] = [
     field: 'controlPlane',
     name: 'control-plane',
     commonName: 'polychrome-control-plane',
-    organizations: ['polychrome:writer', 'polychrome:repair', 'polychrome:control-plane-replica'],
+    organizations: [
+      'polychrome:writer',
+      'polychrome:repair',
+      'polychrome:erase',
+      'polychrome:retire',
+      'polychrome:control-plane-replica',
+    ],
     // Also served: each replica's peer listener presents it to the others.
     usage: CertUsage.Both,
   },

@@ -8,7 +8,15 @@ import pino from 'pino';
 import { decodePayload, encodePayload } from '../../common/event-kinds';
 import type { JournalEntry } from '../../common/state-journal';
 import { ResolveDecision } from '../../proto/gen/polychrome/events/v1/events';
-import { recordApprovedTurns, type RealTurns } from '../../test/support/real-turns';
+import { readyStatus } from '../../test/support/in-memory-conversations';
+import {
+  recordApprovedTurns,
+  startRealTurns,
+  TEST_CONVERSATION_SPEC,
+  TEST_OWNER,
+  textReply,
+  type RealTurns,
+} from '../../test/support/real-turns';
 import { nodeEd25519Verifier } from '../crypto/node-ed25519';
 import { requestIds } from '../../common/request-ids';
 import { type ReplayEntry } from './journal-turns';
@@ -228,5 +236,77 @@ describe('replayJournal on a journal the real stack wrote', () => {
     const result = replay(old);
     expect(result.turns.map((t) => t.mode)).toEqual(['weak', 'weak']);
     expect(result.ok).toBe(true);
+  });
+});
+
+describe('replayJournal of turns given a window of their history', () => {
+  const reply = (n: number): string => `reply ${n} `.padEnd(500, '.');
+  let windowed: RealTurns;
+  let journal: JournalEntry[] = [];
+
+  beforeAll(async () => {
+    // 256 estimated tokens hold one earlier turn of a short question and a 500-byte reply
+    // (7 + 129 tokens), not two.
+    windowed = await startRealTurns({
+      replies: [1, 2, 3, 4].map((n) => textReply(reply(n))),
+      logger: pino({ level: 'silent' }),
+      spec: { agent: { ...TEST_CONVERSATION_SPEC.agent, historyTokens: 256 } },
+    });
+    const conversation = windowed.conversations.add(
+      { owner: TEST_OWNER.identity },
+      { status: readyStatus(windowed.harness.endpoint) },
+    );
+    const conversationId = conversation.metadata.uid ?? '';
+    for (const n of [1, 2, 3, 4]) {
+      const done = await windowed.coordinator.postMessage(
+        TEST_OWNER,
+        { conversationId, text: `question ${n}`, idempotencyKey: `k${n}` },
+        AbortSignal.timeout(20_000),
+      );
+      if (done.status !== 'complete') throw new Error(`turn ${n} ended ${done.status}`);
+    }
+    journal = await windowed.journal.entries(`conv-${conversationId}`);
+  }, 60_000);
+
+  afterAll(async () => {
+    await windowed?.close();
+  });
+
+  const dispatches = (): { position: number; historyFrom: number }[] =>
+    journal
+      .filter((e) => e.kind === 'turn_dispatched')
+      .map((e) => ({ position: e.position, ...decodePayload('turn_dispatched', e.payload) }));
+
+  it('the model was given the window the dispatch recorded, not the whole history', () => {
+    const requests = windowed.harness.model.requests;
+    expect(requests.map((r) => r.messages.length)).toEqual([1, 3, 3, 3]);
+    const messages = journal.filter((e) => e.kind === 'message_received');
+    expect(dispatches().map((d) => d.historyFrom)).toEqual([
+      0,
+      0,
+      messages[1]?.position,
+      messages[2]?.position,
+    ]);
+    expect(requests[3]?.messages[0]?.content).toEqual([{ type: 'text', text: 'question 3' }]);
+  });
+
+  it('replays ok: each request follows from the window its dispatch records', () => {
+    const result = replay(journal, windowed.approvals.publicKey);
+    expect(result.turns.map((t) => [t.mode, t.ok])).toEqual(Array(4).fill(['full', true]));
+  });
+
+  it('a dispatch whose recorded window was widened no longer explains its request', () => {
+    const last = dispatches().at(-1)?.position;
+    const widened = journal.map((entry) => {
+      if (entry.position !== last) return entry;
+      const payload = decodePayload('turn_dispatched', entry.payload);
+      return {
+        ...entry,
+        payload: encodePayload('turn_dispatched', { ...payload, historyFrom: 0 }),
+      };
+    });
+    const result = replay(widened, windowed.approvals.publicKey);
+    expect(result.turns.map((t) => t.ok)).toEqual([true, true, true, false]);
+    expect(result.divergence?.turnId).toBe(result.turns[3]?.turnId);
   });
 });

@@ -52,11 +52,14 @@ export function replayJournal(
 ): JournalReplay {
   const { skipped, turns: order, configs, configPositions, memoryEvents } = readJournal(entries);
   const history: Message[] = [];
+  /** The message position of the turn each history message came from. */
+  const historyPositions: number[] = [];
   const results: TurnReplay[] = [];
   const hasher = options.requestHasher ?? createPrefixRequestHasher();
   for (const log of order) {
+    const earlier = { messages: history, positions: historyPositions };
     const recorded = { configs, configPositions, memoryEvents };
-    const result = replayTurn(log, history, recorded, options, hasher);
+    const result = replayTurn(log, earlier, recorded, options, hasher);
     results.push(result);
     const terminal = log.events.find((e) => e.kind === 'turn_complete');
     const dispatched = log.events.some((e) => e.kind === 'turn_dispatched');
@@ -65,6 +68,7 @@ export function replayJournal(
         { role: 'user', content: [{ type: 'text', text: log.text }] },
         { role: 'assistant', content: [{ type: 'text', text: terminal.payload.text }] },
       );
+      historyPositions.push(log.position, log.position);
     }
   }
   const divergence = results.find((r) => r.divergence !== undefined)?.divergence;
@@ -77,9 +81,26 @@ export function replayJournal(
   };
 }
 
+/** Every complete turn before a turn, as history messages, and where each turn's message is. */
+interface EarlierTurns {
+  readonly messages: readonly Message[];
+  readonly positions: readonly number[];
+}
+
+/**
+ * The history an attempt was given: the earlier complete turns from the message position
+ * its `turn_dispatched` records (`history_from`; 0: all of them), docs/turns.md "The
+ * history window".
+ */
+function windowOf(earlier: EarlierTurns, historyFrom: number): readonly Message[] {
+  if (historyFrom === 0) return earlier.messages;
+  const start = earlier.positions.findIndex((position) => position >= historyFrom);
+  return start < 0 ? [] : earlier.messages.slice(start);
+}
+
 function replayTurn(
   log: TurnLog,
-  history: readonly Message[],
+  earlier: EarlierTurns,
   recorded: RecordedInputs,
   options: ReplayOptions,
   hasher: RequestHasher,
@@ -106,7 +127,7 @@ function replayTurn(
     const end = next === undefined ? Number.POSITIVE_INFINITY : next.position;
     const divergence = replayAttempt(
       log,
-      history,
+      windowOf(earlier, dispatch.payload.historyFrom),
       dispatch.position,
       end,
       recorded,

@@ -5,6 +5,7 @@
  */
 import type { Logger } from 'pino';
 import type { Conversation } from '../api/v1alpha1/conversation-types';
+import type { JournalRetention } from '../api/v1alpha1/conversation-values';
 import { classifyCreateFailure } from './classify-create-failure';
 import type { CreateFailure } from './classify-create-failure';
 import type { ConversationKube } from './kube-client';
@@ -23,6 +24,8 @@ export interface ActHooks {
     readonly namespace: string;
     readonly name: string;
     readonly uid: string;
+    /** Its `spec.journalRetention` (undefined: the deployment's default). */
+    readonly journalRetention: JournalRetention | undefined;
   }) => Promise<void>;
 }
 
@@ -75,6 +78,7 @@ async function runAction(
         namespace,
         name: conversation.metadata.name ?? '',
         uid: conversation.metadata.uid ?? '',
+        journalRetention: conversation.spec.journalRetention,
       });
       return kube.removeFinalizer(conversation);
     case ActionKind.CreateClaim:

@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { Clock } from './clock';
 import type { EventWriteResult } from './event-recorder';
 import type { ConversationKube } from './kube-client';
+import type { JournalRetention } from '../api/v1alpha1/conversation-values';
 
 /** Options of `ConversationController`. */
 export interface ConversationControllerOptions {
@@ -53,11 +54,14 @@ export interface ConversationControllerOptions {
   /**
    * Runs when a deleted Conversation's children are gone, just before its finalizer comes
    * off: what the control plane keeps for it outside its namespace goes now (its Lease,
-   * which no owner reference can garbage-collect across namespaces). A failure fails the
+   * which no owner reference can garbage-collect across namespaces, and its journal as its
+   * `spec.journalRetention` says). A failure fails the
    * pass, which is retried; the finalizer stays until it succeeds.
    * @default nothing
    */
-  readonly beforeFinalizerRemoved?: (ref: OwnedConversation) => Promise<void>;
+  readonly beforeFinalizerRemoved?: (
+    ref: OwnedConversation & { readonly journalRetention: JournalRetention | undefined },
+  ) => Promise<void>;
   /**
    * Runs when the watch reports a Conversation gone from the API, on every replica: what
    * this replica may have made for it since its finalizer came off goes now (a Lease it

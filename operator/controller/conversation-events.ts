@@ -12,7 +12,7 @@ import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { ConversationStatus } from '../api/v1alpha1/conversation-status';
 import { ConversationResource } from '../api/v1alpha1/conversation-types';
 import type { EventRegarding } from './event-recorder';
-import type { LifecycleEvent } from './lifecycle-events';
+import type { LifecycleChange, LifecycleEvent } from './lifecycle-events';
 import { lifecycleEvents } from './lifecycle-events';
 import type { Action } from './plan';
 import { ActionKind } from './plan';
@@ -29,6 +29,8 @@ export interface PassEvents {
   readonly completed: readonly Action[];
   /** The status written by the pass, or undefined when it wrote none. */
   readonly written?: ConversationStatus;
+  /** The action that failed, and why, if one did. */
+  readonly failed?: LifecycleChange['failed'];
 }
 
 /** Conversations remembered at most; the least recently reconciled is forgotten first. */
@@ -50,7 +52,7 @@ export class ConversationEvents {
 
   /** Records the Events of one pass. Never throws. */
   afterPass(pass: PassEvents): void {
-    const { conversation, completed, written } = pass;
+    const { conversation, completed, written, failed } = pass;
     const namespace = conversation.metadata.namespace ?? '';
     const name = conversation.metadata.name ?? '';
     const uid = conversation.metadata.uid ?? '';
@@ -65,7 +67,8 @@ export class ConversationEvents {
       name,
       uid,
     };
-    for (const event of lifecycleEvents({ conversation, previous, next, completed })) {
+    const change = { conversation, previous, next, completed, ...(failed ? { failed } : {}) };
+    for (const event of lifecycleEvents(change)) {
       this.sink.record(regarding, event);
     }
     this.seen.delete(key);

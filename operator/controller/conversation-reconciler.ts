@@ -111,6 +111,7 @@ export class ConversationReconciler {
           conversation: snapshot.conversation,
           completed: outcome.completed,
           ...(written === undefined ? {} : { written }),
+          ...(outcome.failed === undefined ? {} : { failed: outcome.failed }),
         });
       } catch (err: unknown) {
         log.warn({ err: err instanceof Error ? err.message : String(err) }, 'events not recorded');

@@ -6,7 +6,7 @@ import type { LifecycleEvent } from './lifecycle-events';
 import { NOTE_MAX_BYTES, lifecycleEvents, truncateNote } from './lifecycle-events';
 import type { ActOutcome } from './report';
 import { reportStatus } from './report';
-import { planReconcile } from './plan';
+import { ActionKind, planReconcile } from './plan';
 import type { ConversationSnapshot } from './snapshot';
 import {
   NOW,
@@ -216,6 +216,34 @@ describe('lifecycleEvents (transitions the turn code writes)', () => {
       'Warning RetentionInvalid Reconcile',
     ]);
     expect(stillDegraded[0]?.note).toMatch(/, once Degraded RetentionInvalid is fixed$/u);
+  });
+
+  it('a failed finalizer removal (journal retention refused) is a FinalizeFailed Warning with its message', () => {
+    const deleting = conversation({}, undefined, { deletionTimestamp: ago(0) });
+    const message =
+      'journal retention (spec.journalRetention delete) of Conversation ns/c failed: unavailable; ' +
+      'set spec.journalRetention to keep';
+    const events = lifecycleEvents({
+      conversation: deleting,
+      previous: {},
+      next: {},
+      completed: [],
+      failed: { action: { kind: ActionKind.RemoveFinalizer }, message },
+    });
+    expect(brief(events)).toEqual(['Warning FinalizeFailed Delete']);
+    expect(events[0]?.note).toBe(
+      `the Conversation keeps its finalizer, retried with backoff: ${message}`,
+    );
+    // Another failed action is no such Event.
+    expect(
+      lifecycleEvents({
+        conversation: deleting,
+        previous: {},
+        next: {},
+        completed: [],
+        failed: { action: { kind: ActionKind.AddFinalizer }, message },
+      }),
+    ).toEqual([]);
   });
 
   it('a cleared closedTime on an object being deleted is not a reopen', () => {

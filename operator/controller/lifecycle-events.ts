@@ -30,6 +30,8 @@ export const EventReason = {
   TurnQuarantined: 'TurnQuarantined',
   QuarantineResolved: 'QuarantineResolved',
   DeletedByRetention: 'DeletedByRetention',
+  /** The step before the finalizer comes off (journal retention, the Lease) failed. */
+  FinalizeFailed: 'FinalizeFailed',
 } as const;
 export type EventReason = (typeof EventReason)[keyof typeof EventReason];
 
@@ -68,6 +70,8 @@ export interface LifecycleChange {
   readonly next: ConversationStatus | undefined;
   /** The actions the pass completed, in order. */
   readonly completed: readonly Action[];
+  /** The action that failed, and why, if one did. */
+  readonly failed?: { readonly action: Action; readonly message: string };
 }
 
 /** The Events one pass's changes call for, in the order they happened. Pure. */
@@ -91,6 +95,15 @@ export function lifecycleEvents(change: LifecycleChange): LifecycleEvent[] {
   for (const action of completed) {
     const event = actionEvent(conversation, action);
     if (event !== undefined) events.push(event);
+  }
+  if (change.failed?.action.kind === ActionKind.RemoveFinalizer) {
+    // The deletion waits on it (journal retention, the Lease): say why, and what to do.
+    events.push({
+      type: EventType.Warning,
+      reason: EventReason.FinalizeFailed,
+      action: EventAction.Delete,
+      note: `the Conversation keeps its finalizer, retried with backoff: ${change.failed.message}`,
+    });
   }
 
   const readyBefore = conditionOf(previous, ConditionType.Ready);

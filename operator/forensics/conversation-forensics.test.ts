@@ -681,6 +681,9 @@ describe('conversation verify and replay pin the journal key the Conversation st
               head: (partition, options) => served().head(partition, options),
               export: (partition, options) => served().export(partition, options),
               repair: (partition, request, options) => served().repair(partition, request, options),
+              read: (partition, from, limit, options) =>
+                served().read(partition, from, limit, options),
+              erase: (partition, request, options) => served().erase(partition, request, options),
             },
             conversations: { byUid: (uid) => honest().turns.conversations.byUid(uid) },
             holder: {

@@ -14,12 +14,19 @@ import {
   type ExportSourceEntry,
 } from '../../common/journal-export-format';
 import { journalKeyFromJson, type JournalPublicKey } from '../../common/journal-keys';
-import type { HeadOutcome, RepairOutcome } from '../../common/state-journal';
+import type {
+  EraseOutcome,
+  HeadOutcome,
+  JournalEntry,
+  RepairOutcome,
+} from '../../common/state-journal';
 import type { StateCallOptions } from '../../common/state-calls';
 import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { LeaseHandle } from '../lease/lease-source';
 import type { Caller } from '../turns/turn-service';
 import { ForensicAction, forensicRefusal } from '../turns/forensic-access';
+import { foldJournal } from '../turns/journal-view';
+import { checkErasable } from './erasure-check';
 
 /** What forensics reads and writes of the state plane (StateClient in production). */
 export interface ForensicJournal {
@@ -38,6 +45,24 @@ export interface ForensicJournal {
     },
     options?: StateCallOptions,
   ): Promise<RepairOutcome>;
+  // ---- erasure (docs/state-plane.md, "Erasure") ----
+  read(
+    partition: string,
+    fromPosition?: number,
+    limit?: number,
+    options?: Pick<StateCallOptions, 'signal'>,
+  ): AsyncIterable<JournalEntry>;
+  erase(
+    partition: string,
+    request: {
+      readonly positions: readonly number[];
+      readonly actor: string;
+      readonly reason: string;
+      readonly dryRun?: boolean;
+      readonly fencingToken?: number;
+    },
+    options?: StateCallOptions,
+  ): Promise<EraseOutcome>;
 }
 
 /**
@@ -84,6 +109,29 @@ export interface RepairAnswer {
     readonly position: number;
     readonly leafDigestHex: string;
     readonly problem: string;
+  }[];
+  readonly head: number;
+  readonly message: string;
+}
+
+/** An erasure's request, as the API takes it (`EraseRequest` in docs/api/openapi.json). */
+export interface EraseRequest {
+  readonly actor: string;
+  readonly positions: readonly number[];
+  readonly reason: string;
+  readonly dryRun: boolean;
+}
+
+/** An erasure's answer (`EraseResult` in docs/api/openapi.json). */
+export interface EraseAnswer {
+  readonly conversationId: string;
+  readonly actor: string;
+  readonly dryRun: boolean;
+  readonly erased: readonly {
+    readonly position: number;
+    readonly kind: string;
+    readonly turnId: string;
+    readonly leafDigestHex: string;
   }[];
   readonly head: number;
   readonly message: string;
@@ -221,6 +269,51 @@ export class ConversationForensics {
         position: e.position,
         leafDigestHex: Buffer.from(e.leafDigest).toString('hex'),
         problem: e.problem,
+      })),
+      head: outcome.head,
+      message: outcome.message,
+    };
+  }
+
+  /**
+   * Erases the content of the named entries of the conversation's journal (`dryRun`:
+   * checks, writes nothing), holding the conversation as a turn does: each must belong to
+   * a settled turn, or to none (erasure-check.ts), and the state plane checks the rest; the
+   * signed records name `actor` and `reason`.
+   *
+   * @throws AppError `not_found`, `permission_denied`; `failed_precondition` naming each
+   *   position that may not be erased; as {@link ConversationForensics.repair}.
+   */
+  async erase(
+    caller: Caller,
+    conversationId: string,
+    request: EraseRequest,
+    signal: AbortSignal,
+  ): Promise<EraseAnswer> {
+    const conversation = this.allowed(caller, conversationId, ForensicAction.Erase, request.actor);
+    const partition = partitionOf(conversationId);
+    const { journal } = this.options;
+    const outcome = await this.options.holder.exclusive(conversation, signal, async (lease) => {
+      const entries: JournalEntry[] = [];
+      for await (const entry of journal.read(partition, 0, 0, { signal })) entries.push(entry);
+      checkErasable(conversationId, foldJournal(entries), request.positions);
+      const { positions, actor, reason, dryRun } = request;
+      const fencingToken = lease.fencingToken;
+      return journal.erase(
+        partition,
+        { positions, actor, reason, dryRun, fencingToken },
+        { signal },
+      );
+    });
+    return {
+      conversationId,
+      actor: request.actor,
+      dryRun: outcome.dryRun,
+      erased: outcome.erased.map((e) => ({
+        position: e.position,
+        kind: e.kind,
+        turnId: e.turnId,
+        leafDigestHex: Buffer.from(e.leafDigest).toString('hex'),
       })),
       head: outcome.head,
       message: outcome.message,

@@ -181,6 +181,13 @@ describe('apiResourceList', () => {
           verbs: ['create'],
         },
         {
+          name: 'conversations/erase',
+          singularName: '',
+          namespaced: true,
+          kind: 'EraseResult',
+          verbs: ['create'],
+        },
+        {
           name: 'conversations/approvals',
           singularName: '',
           namespaced: true,

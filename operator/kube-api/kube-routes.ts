@@ -101,6 +101,14 @@ export const KUBE_SUBRESOURCES: readonly KubeSubresource[] = [
     kind: 'RepairResult',
     operation: Operation.RepairConversation,
   },
+  // Erasure is its own subresource, granted by its own ClusterRole (docs/kube-api.md).
+  {
+    name: 'erase',
+    method: 'POST',
+    verb: KubeVerb.Create,
+    kind: 'EraseResult',
+    operation: Operation.EraseConversation,
+  },
   // An answer is `create`, a cancel is `delete`: RBAC tells them apart, so an editor who may
   // answer a question cannot cancel it, and only the admin role answers an approval.
   {

@@ -40,9 +40,11 @@ describe('eventData', () => {
       attempt: 2,
       leaseHolder: 'replica-a',
       fencingToken: 2 ** 40,
+      historyFrom: 0,
       attribution: undefined,
       dispatchedAtMs: 1_767_225_600_000,
       messagePosition: 12,
+      resumed: false,
     });
     expect(
       eventData({ position: 13, kind: 'turn_dispatched', payload: dispatched }).payload,

@@ -5,6 +5,7 @@
  */
 import { AppError } from '../../common/errors';
 import { parseIdentity } from '../../common/identity';
+import type { EraseRequest } from '../forensics/conversation-forensics';
 import type { AcceptRollback, ResolveTurn } from '../turns/turn-service';
 
 /**
@@ -61,6 +62,50 @@ export function parseRepairRequest(value: unknown): { actor: string; dryRun: boo
     });
   }
   return { actor: parseActor(body.actor), dryRun };
+}
+
+const ERASE_FIELDS = new Set(['actor', 'positions', 'reason', 'dryRun']);
+
+/**
+ * The body of `POST .../erase`: `{actor, positions, reason, dryRun?}` (docs/state-plane.md,
+ * "Erasure"). The state plane checks the positions against the journal.
+ *
+ * @throws AppError `invalid_argument` naming the first bad field (details.field).
+ */
+export function parseEraseRequest(value: unknown): EraseRequest {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw invalidField('body', 'the body must be a JSON object: {"actor", "positions", "reason"}');
+  }
+  const body = value as Record<string, unknown>;
+  for (const field of Object.keys(body)) {
+    if (!ERASE_FIELDS.has(field)) {
+      throw invalidField(
+        field,
+        `unknown field ${JSON.stringify(field.slice(0, 40))}; an erasure takes "actor", "positions", "reason" and "dryRun"`,
+      );
+    }
+  }
+  const actor = parseActor(body.actor);
+  const { positions, reason, dryRun = false } = body;
+  if (
+    !Array.isArray(positions) ||
+    positions.length === 0 ||
+    positions.length > 1000 ||
+    !positions.every((p) => typeof p === 'number' && Number.isSafeInteger(p) && p >= 0)
+  ) {
+    throw invalidField(
+      'positions',
+      'positions is required: 1 to 1000 journal positions, whole numbers (see the conversation export)',
+    );
+  }
+  if (typeof reason !== 'string' || reason.trim() === '' || reason.length > 1024) {
+    throw invalidField(
+      'reason',
+      'reason is required: say why the entries are erased, at most 1024 characters (it is recorded in the journal)',
+    );
+  }
+  if (typeof dryRun !== 'boolean') throw invalidField('dryRun', 'dryRun must be true or false');
+  return { actor, positions: positions as number[], reason, dryRun };
 }
 
 /** What a turn id may look like on the wire (the coordinator's are `turn_` and 32 hex digits). */

@@ -51,12 +51,13 @@ export interface HolderPeers {
 
 export interface HolderRoutingOptions {
   readonly service: TurnService;
-  readonly forensics?: Pick<ConversationForensics, 'repair'>;
+  readonly forensics?: Pick<ConversationForensics, 'repair' | 'erase'>;
   readonly peers?: HolderPeers;
   readonly log: Logger;
 }
 
 type RepairRequest = Parameters<ConversationForensics['repair']>[2];
+type EraseRequest = Parameters<ConversationForensics['erase']>[2];
 
 export class HolderRouting {
   constructor(private readonly options: HolderRoutingOptions) {}
@@ -122,7 +123,13 @@ export class HolderRouting {
     );
   }
 
-  private forensics(): Pick<ConversationForensics, 'repair'> {
+  erase(caller: Caller, conversationId: string, request: EraseRequest, scope: RequestScope) {
+    return this.run(caller, Operation.EraseConversation, { conversationId }, request, scope, () =>
+      this.forensics().erase(caller, conversationId, request, scope.signal),
+    );
+  }
+
+  private forensics(): Pick<ConversationForensics, 'repair' | 'erase'> {
     const forensics = this.options.forensics;
     if (forensics === undefined) throw noForensics();
     return forensics;

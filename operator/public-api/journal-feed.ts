@@ -4,7 +4,7 @@
  * subscription a stream holds.
  */
 import type { JournalEntry } from '../../common/state-journal';
-import { eventData } from './event-json';
+import { eventData, type EventData } from './event-json';
 
 /** What a bounded (catch-up) read asks of a {@link FollowJournal}. */
 export interface JournalReadOptions {
@@ -47,16 +47,47 @@ export interface PreparedEvent {
   readonly frame: Buffer;
 }
 
-/** The SSE frame of a committed event (docs/api.md, "Streaming"). */
+/**
+ * The SSE frame of a committed event (docs/api.md, "Streaming"). A `turn_dispatched` that
+ * runs an interrupted turn again (`resumed`) is followed, in the same frame, by a
+ * `turn_resumed` event with the same id, so every stream and every resume from an earlier
+ * Last-Event-ID sees both or neither.
+ */
 export function prepareEvent(entry: JournalEntry): PreparedEvent {
   const kind = entry.kind.replace(/[\r\n]/gu, '');
+  const data = eventData(entry);
+  const id = `id: ${String(entry.position)}\n`;
+  const resumed = turnResumedOf(data);
   return {
     position: entry.position,
     kind,
     frame: Buffer.from(
-      `id: ${String(entry.position)}\nevent: ${kind}\n` +
-        `data: ${JSON.stringify(eventData(entry))}\n\n`,
+      `${id}event: ${kind}\ndata: ${JSON.stringify(data)}\n\n` +
+        (resumed === undefined
+          ? ''
+          : `${id}event: turn_resumed\ndata: ${JSON.stringify(resumed)}\n\n`),
     ),
+  };
+}
+
+/** The `data` of a `turn_resumed` event: the position of its dispatch, the turn and the attempt. */
+export interface TurnResumedData {
+  readonly position: number;
+  readonly turnId: string;
+  readonly attempt: number;
+}
+
+function turnResumedOf(data: EventData): TurnResumedData | undefined {
+  if (data.kind !== 'turn_dispatched') return undefined;
+  const payload = data.payload;
+  if (typeof payload !== 'object' || payload === null) return undefined;
+  if (Reflect.get(payload, 'resumed') !== true) return undefined;
+  const turnId: unknown = Reflect.get(payload, 'turnId');
+  const attempt: unknown = Reflect.get(payload, 'attempt');
+  return {
+    position: data.position,
+    turnId: typeof turnId === 'string' ? turnId : '',
+    attempt: typeof attempt === 'number' ? attempt : 0,
   };
 }
 

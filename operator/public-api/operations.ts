@@ -14,6 +14,7 @@ import {
   parseAcceptRollbackRequest,
   parseActor,
   parseRepairRequest,
+  parseEraseRequest,
   parseResolveRequest,
 } from './forensic-requests';
 import type { PostMessage, TurnService } from '../turns/turn-service';
@@ -106,6 +107,12 @@ export class ApiOperations {
       const request = parseRepairRequest(await asked.body());
       const scope = scopeOf(exchange);
       answered(exchange, await this.where.repair(asked.caller, conversationId, request, scope));
+    },
+    [Operation.EraseConversation]: async (exchange, asked) => {
+      const conversationId = asked.conversationId();
+      const request = parseEraseRequest(await asked.body());
+      const scope = scopeOf(exchange);
+      answered(exchange, await this.where.erase(asked.caller, conversationId, request, scope));
     },
     [Operation.ResolveTurn]: async (exchange, asked, params) => {
       const conversationId = asked.conversationId();

@@ -52,7 +52,7 @@ export interface PublicApiServerOptions {
    * The admins' export and repair (operator/forensics). None: those routes answer 503
    * `unavailable`.
    */
-  readonly forensics?: Pick<ConversationForensics, 'export' | 'repair'>;
+  readonly forensics?: Pick<ConversationForensics, 'export' | 'repair' | 'erase'>;
   /** Bearer token to caller (records-authenticator.ts adapts the RecordsClient). */
   readonly authenticate: Authenticate;
   /** Journal follow for streams (journal-follower.ts adapts the StateClient). */

@@ -18,6 +18,7 @@ export const Operation = {
   StreamEvents: 'streamEvents',
   ExportConversation: 'exportConversation',
   RepairConversation: 'repairConversation',
+  EraseConversation: 'eraseConversation',
   ResolveTurn: 'resolveTurn',
   AcceptRollback: 'acceptRollback',
   GetOpenApi: 'getOpenApi',
@@ -104,6 +105,12 @@ export const ROUTES: readonly Route[] = [
     method: 'POST',
     template: '/v1/conversations/{conversationId}/repair',
     operation: Operation.RepairConversation,
+    authenticated: true,
+  },
+  {
+    method: 'POST',
+    template: '/v1/conversations/{conversationId}/erase',
+    operation: Operation.EraseConversation,
     authenticated: true,
   },
   {

@@ -36,6 +36,11 @@ export interface TurnCoordinatorOptions {
    * @default 8192 (`DEFAULT_MEMORY_BUDGET_BYTES`)
    */
   readonly memoryBudgetBytes?: number;
+  /**
+   * History budget (estimated tokens) of an agent that sets none (history-window.ts).
+   * @default DEFAULT_HISTORY_TOKENS
+   */
+  readonly historyTokens?: number;
   readonly nowMs?: () => number;
   /**
    * How long the running mark of a turn on a Ready conversation waits before it is

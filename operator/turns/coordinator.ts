@@ -21,13 +21,15 @@ import { conversationSummary, transcriptTurns } from './turn-projections';
 import { JournalViews } from './journal-views';
 import { clearMemory, readMemory } from './memory-service';
 import { resolveTurn, type ResolveParts } from './resolve-turn';
+import { resumeTurns, type ResumedTurn } from './resume-turns';
 import { TurnClaims } from './turn-claims';
 import { turnIdFor } from './turn-ids';
 import { approvalAnswerBatch, planApprovalAnswer, planQuestionAnswer } from './plan-answers';
-import { DEFAULT_APPROVAL_TTL_MS, dueExpiry } from './plan-expiry';
+import { DEFAULT_APPROVAL_TTL_MS } from './plan-expiry';
 import { authorizeUse } from './plan-access';
 import { Role as CallerRole } from '../../common/persona-roles';
 import { planMessage } from './plan-message';
+import { DEFAULT_HISTORY_TOKENS } from '../api/v1alpha1/conversation-values';
 import { TurnRunner } from './turn-runner';
 import { JournalKeyRecorder } from './journal-keys';
 import { TurnStatusWriter } from './turn-status-writer';
@@ -53,12 +55,15 @@ import type {
 
 export class TurnCoordinator implements TurnService {
   private readonly stopping = new AbortController();
+  /** Aborted when the replica drains (and on close): no new claim starts. */
+  private readonly draining = new AbortController();
   private readonly now: () => number;
   private readonly claims: TurnClaims;
   private readonly views: JournalViews;
   private readonly status: TurnStatusWriter;
   private readonly expiries: ExpiryTimers;
   private readonly approvalTtlMs: number;
+  private readonly historyTokens: number;
   private readonly runner: TurnRunner;
 
   constructor(private readonly options: TurnCoordinatorOptions) {
@@ -66,7 +71,7 @@ export class TurnCoordinator implements TurnService {
     this.claims = new TurnClaims({
       leases: options.leases,
       nowMs: this.now,
-      stopping: this.stopping.signal,
+      stopping: this.draining.signal,
     });
     this.views = new JournalViews({
       state: options.state,
@@ -84,6 +89,7 @@ export class TurnCoordinator implements TurnService {
       keys: new JournalKeyRecorder({ state: options.state, logger: options.logger }),
     });
     this.approvalTtlMs = options.approvalTtlMs ?? DEFAULT_APPROVAL_TTL_MS;
+    this.historyTokens = options.historyTokens ?? DEFAULT_HISTORY_TOKENS;
     this.expiries = new ExpiryTimers(
       this.now,
       this.approvalTtlMs,
@@ -95,12 +101,32 @@ export class TurnCoordinator implements TurnService {
       stopping: this.stopping.signal,
       nowMs: this.now,
       approvalTtlMs: this.approvalTtlMs,
+      historyTokens: this.historyTokens,
       expiries: this.expiries,
     });
   }
 
+  /**
+   * Refuses new claims (503: retry on another replica) and waits up to `timeoutMs` for the
+   * work in progress; {@link close} cancels the rest, left for the next holder.
+   */
+  async drain(timeoutMs: number): Promise<void> {
+    this.draining.abort(new AppError('unavailable', 'this replica is shutting down'));
+    await this.claims.idle(timeoutMs);
+  }
+
+  /** Resumes interrupted turns and a due expiry with no request (resume-turns.ts). */
+  resume(uid: string, signal: AbortSignal): Promise<ResumedTurn[]> {
+    const conversation = this.options.conversations.byUid(uid);
+    if (conversation === undefined) return Promise.resolve([]);
+    const { claims, runner, views, expiries, now: nowMs, approvalTtlMs, historyTokens } = this;
+    const parts = { claims, runner, views, expiries, nowMs, approvalTtlMs, historyTokens };
+    return resumeTurns({ ...parts, logger: this.options.logger }, conversation, signal);
+  }
+
   /** Stops taking turns; running harness calls are cancelled (their turns stay recoverable). */
   async close(timeoutMs = 5_000): Promise<void> {
+    this.draining.abort(new AppError('unavailable', 'this replica is shutting down'));
     this.stopping.abort(new AppError('unavailable', 'the control plane is shutting down'));
     this.expiries.close();
     // Status writes still queued are worth finishing: they are what kubectl shows.
@@ -216,6 +242,7 @@ export class TurnCoordinator implements TurnService {
           lease,
           nowMs: this.now(),
           approvalTtlMs: this.approvalTtlMs,
+          deploymentHistoryTokens: this.historyTokens,
           ...(approverIsAdmin === undefined ? {} : { approverIsAdmin }),
         });
         switch (step.kind) {
@@ -224,7 +251,7 @@ export class TurnCoordinator implements TurnService {
           case 'reply':
             return this.runner.replyOf(uid, step.turn);
           case 'expire':
-            await this.runner.expire(current, lease, step.due);
+            await this.runner.expire(current, lease, step.due, view);
             view = this.views.cached(uid) ?? (await this.views.refresh(uid, signal));
             continue;
           case 'recover':
@@ -270,6 +297,7 @@ export class TurnCoordinator implements TurnService {
         requestId: request.requestId,
         lease,
         nowMs: this.now(),
+        deploymentHistoryTokens: this.historyTokens,
       };
       const plan = planApprovalAnswer({
         ...input,
@@ -282,7 +310,7 @@ export class TurnCoordinator implements TurnService {
           throw plan.error;
         case 'expire':
           // Too late: the expiry is due, so it is committed and the turn goes on as denied.
-          await this.runner.expire(conversation, lease, plan.due);
+          await this.runner.expire(conversation, lease, plan.due, input.view);
           throw plan.error;
         case 'answer': {
           // Usable for as long as the request could have waited (docs/approvals.md).
@@ -329,6 +357,7 @@ export class TurnCoordinator implements TurnService {
         answer: request.answer,
         lease,
         nowMs: this.now(),
+        deploymentHistoryTokens: this.historyTokens,
       });
       if (plan.kind === 'refuse') throw plan.error;
       await this.runner.commit(uid, lease, plan.events);
@@ -359,26 +388,18 @@ export class TurnCoordinator implements TurnService {
   }
 
   private cancelParts(): CancelParts {
-    return {
-      claims: this.claims,
-      runner: this.runner,
-      logger: this.options.logger,
-      nowMs: this.now,
-    };
+    const { claims, runner, now: nowMs } = this;
+    return { claims, runner, logger: this.options.logger, nowMs };
   }
 
-  /** The expiry timer fired: claim the conversation and expire what the plan finds due. */
+  /**
+   * The expiry timer fired: resume the conversation (resume-turns.ts), whose plan expires
+   * what is due before anything else and arms the timer again for what is not.
+   */
   private async expireWhenDue(uid: string): Promise<void> {
-    const conversation = this.options.conversations.byUid(uid);
-    if (conversation === undefined || this.stopping.signal.aborted) return;
-    const signal = this.stopping.signal;
+    if (this.stopping.signal.aborted) return;
     try {
-      await this.claims.run(conversation, signal, async (lease) => {
-        const view = await this.runner.startView(conversation, lease, signal);
-        const due = dueExpiry(view, this.now(), this.approvalTtlMs);
-        if (due === undefined) this.expiries.follow(uid, view);
-        else await this.runner.expire(this.runner.fresh(conversation), lease, due);
-      });
+      await this.resume(uid, this.stopping.signal);
     } catch (error) {
       // Another replica holds the lease (its timer expires it), or the turn failed and is
       // recovered on the next claim; the next read arms the timer again.

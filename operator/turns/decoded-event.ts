@@ -12,6 +12,7 @@ import {
 } from '../../common/event-kinds';
 import type { MemoryEvent } from '../../common/memory';
 import type { JournalEntry } from '../../common/state-journal';
+import { erasedAnswer, erasedMessage, erasureOf, type ErasedRef } from './erased-entries';
 import type {
   ApprovalRequest,
   Attribution,
@@ -54,7 +55,15 @@ type RequestKind =
 
 /** One checked, decoded event, ready to fold into a state. */
 export type DecodedEvent =
-  | { readonly type: 'message'; readonly position: number; readonly message: MessageReceived }
+  | {
+      readonly type: 'message';
+      readonly position: number;
+      readonly message: MessageReceived;
+      /** An erased message (erased-entries.ts): it opens its turn, and holds no key. */
+      readonly erased?: true;
+    }
+  /** A sealed erasure record: the erased content leaves its turn (erased-entries.ts). */
+  | { readonly type: 'erasure'; readonly erased: ErasedRef }
   | { readonly type: 'root'; readonly root: SignedRootRef }
   | { readonly type: 'config'; readonly config: AgentConfigRef }
   /** A sealed `rollback_accepted`: the checkpoint an admin accepted as lost. */
@@ -73,8 +82,15 @@ export type DecodedEvent =
     }
   | { readonly type: 'ignored' };
 
-/** Checks that `entry` sits at `head`, then decodes and interprets it. */
-export function decodeEntry(entry: JournalEntry, head: number): DecodedEvent {
+/**
+ * Checks that `entry` sits at `head`, then decodes and interprets it; `erasures` are the
+ * erasure records read ahead in the same read (erased-entries.ts).
+ */
+export function decodeEntry(
+  entry: JournalEntry,
+  head: number,
+  erasures?: ReadonlyMap<number, ErasedRef>,
+): DecodedEvent {
   const { position, kind } = entry;
   if (position !== head) {
     throw new AppError(
@@ -83,8 +99,9 @@ export function decodeEntry(entry: JournalEntry, head: number): DecodedEvent {
       { details: { expected: head, found: position, kind } },
     );
   }
-  // Excised by the state plane's repair: only its leaf digest is left, so it folds as a gap.
-  if (entry.excised === true) return { type: 'ignored' };
+  // Excised: only its leaf digest is left. Repaired, it folds as a gap; erased, it keeps
+  // its turn's shape (erased-entries.ts).
+  if (entry.excised === true) return erasedEntry(position, erasures?.get(position));
   if (!isEventKind(kind)) {
     throw new AppError(
       'data_loss',
@@ -146,6 +163,8 @@ export function interpret(position: number, event: TypedEvent): DecodedEvent {
       const { checkpointHead: head, checkpointRoot } = event.payload;
       return { type: 'rollback_accepted', lost: { head, root: hex(checkpointRoot) } };
     }
+    case 'excision':
+      return erasureEvent(event.payload);
     case 'memory_set':
     case 'memory_cleared':
       return memoryEvent(position, event);
@@ -154,7 +173,6 @@ export function interpret(position: number, event: TypedEvent): DecodedEvent {
     case 'conversation_closed':
     case 'conversation_reopened':
     case 'key_rotated':
-    case 'excision':
       // Not part of the view (decoded all the same, so that corruption fails the read).
       return { type: 'ignored' };
   }
@@ -173,6 +191,24 @@ function memoryEvent(
     type: 'memory',
     event: { kind: event.kind, position, key, value, turnId, toolCallId, setAtMs },
   };
+}
+
+/** A repair's `excision` is not part of the view; an erasure's amends the turn it names. */
+function erasureEvent(payload: EventPayloads['excision']): DecodedEvent {
+  const erased = erasureOf(payload);
+  return erased === undefined ? { type: 'ignored' } : { type: 'erasure', erased };
+}
+
+/** An excised entry: a gap, unless an erasure record says it opened or settled a turn. */
+function erasedEntry(position: number, erased: ErasedRef | undefined): DecodedEvent {
+  if (erased === undefined || erased.turnId === '') return { type: 'ignored' };
+  if (erased.kind === 'message_received') {
+    return { type: 'message', position, message: erasedMessage(erased.turnId), erased: true };
+  }
+  if (erased.kind === 'turn_complete') {
+    return interpret(position, { kind: 'turn_complete', payload: erasedAnswer(erased.turnId) });
+  }
+  return { type: 'ignored' };
 }
 
 /** A turn's directive, dispatch, step or terminal marker. */
@@ -199,6 +235,7 @@ function recordEvent(
         fencingToken: d.fencingToken,
         attribution: recordedAttribution(d.attribution),
         dispatchedAtMs: d.dispatchedAtMs,
+        historyFrom: d.historyFrom,
       };
       return turnEvent(position, event.kind, d.turnId, d, (turn) => ({
         ...turn,

@@ -18,6 +18,7 @@ import type { Caller } from './turn-service';
 export const ForensicAction = {
   Export: 'export',
   Repair: 'repair',
+  Erase: 'erase entries of',
   Resolve: 'resolve',
   AcceptRollback: 'accept a rollback of',
 } as const;

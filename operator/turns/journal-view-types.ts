@@ -51,6 +51,11 @@ export interface TurnDispatch {
   readonly fencingToken: number;
   readonly attribution: Attribution;
   readonly dispatchedAtMs: number;
+  /**
+   * The history the attempt was given starts at the turn whose message is here (0: every
+   * earlier complete turn); operator/turns/history-window.ts chooses it.
+   */
+  readonly historyFrom: number;
 }
 
 /** A committed step of a turn (any attempt). */
@@ -111,18 +116,44 @@ export interface TurnView {
    * the view applied to it; turn-state.ts reads it.
    */
   readonly standingFold: StandingFold;
+  /**
+   * Positions of this turn's entries an admin erased (erased-entries.ts), in order; absent
+   * when none was. Their content is gone from the view: an erased message has empty text.
+   */
+  readonly erasedPositions?: readonly number[];
 }
 
-/** The fold of events [0, head) of one conversation's journal. */
+/** A read-only keyed lookup (the view's indexes are persistent maps, not ES Maps). */
+export interface Lookup<K, V> {
+  get(key: K): V | undefined;
+  has(key: K): boolean;
+  readonly size: number;
+  /** Entries in the index's order. */
+  [Symbol.iterator](): Iterator<[K, V]>;
+}
+
+/**
+ * The fold of events [0, head) of one conversation's journal.
+ *
+ * What the turn path reads costs the same however long the conversation is: `turnsById`,
+ * `turnIdsByKey`, `openTurns` and the newest turns (`newestTurns`). `turns` lists every
+ * turn: it is built the first time a view is asked for it, for the transcript, forensics
+ * and tests, never on a turn's way through.
+ */
 export interface JournalView {
   /** The next position: events [0, head) were applied. */
   readonly head: number;
   readonly lastSignedRoot: SignedRootRef | undefined;
   /** In order of their `message_received` position. */
   readonly turns: readonly TurnView[];
+  /** The turns that are not settled (common/turn-standing.ts `isSettled`), oldest first. */
+  readonly openTurns: readonly TurnView[];
   /** Idempotency key to turn id; the first message of a key wins. */
-  readonly turnIdsByKey: ReadonlyMap<string, string>;
-  readonly turnsById: ReadonlyMap<string, TurnView>;
+  readonly turnIdsByKey: Lookup<string, string>;
+  /** In order of their `message_received` position. */
+  readonly turnsById: Lookup<string, TurnView>;
+  /** The turns newest first: a lazy walk from the latest message back. */
+  newestTurns(): Iterable<TurnView>;
   /** In journal order. */
   readonly anomalies: readonly JournalAnomaly[];
   /** The newest `agent_config` (docs/replay.md); absent when the journal has none. */

@@ -1,10 +1,12 @@
 import { describe, expect, it } from '@jest/globals';
 import { approvalArgsSha256 } from '../../common/approval-bytes';
 import { AppError } from '../../common/errors';
+import { isSettled, NEW_TURN } from '../../common/turn-standing';
 import { payloadCodecs, type EventKind, type EventPayloads } from '../../common/event-kinds';
 import type { JournalEntry } from '../../common/state-journal';
 import {
   ApprovalDecision,
+  ResolveDecision,
   ToolEffect,
   type Attribution,
 } from '../../proto/gen/polychrome/events/v1/events';
@@ -176,6 +178,8 @@ function snapshot(view: JournalView): unknown {
     head: view.head,
     lastSignedRoot: view.lastSignedRoot,
     turns: view.turns,
+    openTurns: view.openTurns,
+    newestTurns: [...view.newestTurns()],
     turnIdsByKey: [...view.turnIdsByKey],
     turnsById: [...view.turnsById],
     anomalies: view.anomalies,
@@ -188,6 +192,31 @@ function turnOf(view: JournalView, turnId: string): TurnView {
   const turn = view.turnsById.get(turnId);
   if (turn === undefined) throw new Error(`test: no turn ${turnId}`);
   return turn;
+}
+
+/** The history a turn whose message came next, dispatched with no window, would be given. */
+function historyOfAll(view: JournalView): ReturnType<typeof committedHistory> {
+  const next: TurnView = {
+    turnId: 'next',
+    idempotencyKey: 'next',
+    text: '',
+    attribution: attribution(ALICE),
+    receivedAtMs: 0,
+    messagePosition: view.head,
+    directive: undefined,
+    dispatches: [],
+    steps: [],
+    approvalRequests: [],
+    approvalResponses: [],
+    questionRequests: [],
+    questionResponses: [],
+    cancellations: [],
+    expiries: [],
+    terminal: undefined,
+    resolutions: [],
+    standingFold: NEW_TURN,
+  };
+  return committedHistory(view, next);
 }
 
 function thrown(run: () => unknown): AppError {
@@ -211,6 +240,8 @@ describe('foldJournal', () => {
       head: 0,
       lastSignedRoot: undefined,
       turns: [],
+      openTurns: [],
+      newestTurns: [],
       turnIdsByKey: [],
       turnsById: [],
       anomalies: [],
@@ -219,7 +250,7 @@ describe('foldJournal', () => {
     });
     expect(oldestOrphan(view)).toBeUndefined();
     expect(pendingTurn(view)).toBeUndefined();
-    expect(committedHistory(view)).toEqual([]);
+    expect(historyOfAll(view)).toEqual([]);
     expect(transcriptTurns(view)).toEqual([]);
     expect(snapshot(emptyView())).toEqual(snapshot(view));
   });
@@ -282,7 +313,7 @@ describe('foldJournal', () => {
     expect(oldestOrphan(view)).toBeUndefined();
     expect(pendingTurn(view)).toBeUndefined();
 
-    expect(committedHistory(view)).toEqual([
+    expect(historyOfAll(view)).toEqual([
       { role: Role.ROLE_USER, content: [{ block: { $case: 'text', value: 'refund order A-17' } }] },
       { role: Role.ROLE_ASSISTANT, content: [{ block: { $case: 'text', value: 'Done.' } }] },
     ]);
@@ -360,7 +391,7 @@ describe('foldJournal', () => {
       expect(transcriptTurns(view).map((t) => t.status)).toEqual(
         state === TurnState.Orphan ? [] : [state === TurnState.Complete ? 'complete' : 'paused'],
       );
-      expect(committedHistory(view)).toHaveLength(state === TurnState.Complete ? 2 : 0);
+      expect(historyOfAll(view)).toHaveLength(state === TurnState.Complete ? 2 : 0);
     });
 
     it('shows the pending call as an approval card while paused', () => {
@@ -539,7 +570,7 @@ describe('foldJournal', () => {
     expect(turnState(turn)).toBe(TurnState.Ambiguous);
     expect(oldestOrphan(view)).toBeUndefined();
     expect(pendingTurn(view)).toBeUndefined();
-    expect(committedHistory(view)).toEqual([]);
+    expect(historyOfAll(view)).toEqual([]);
     expect(transcriptTurns(view)).toEqual([
       {
         turnId: 't1',
@@ -565,7 +596,7 @@ describe('foldJournal', () => {
     const turn = turnOf(view, 't1');
     expect(turnState(turn)).toBe(TurnState.Handoff);
     expect(oldestOrphan(view)).toBeUndefined();
-    expect(committedHistory(view)).toEqual([]);
+    expect(historyOfAll(view)).toEqual([]);
     expect(turnReplyOf('c', turn)).toEqual({
       conversationId: 'c',
       turnId: 't1',
@@ -620,19 +651,18 @@ describe('foldJournal', () => {
         m.role,
         m.content.map((b) => (b.block?.$case === 'text' ? b.block.value : '')),
       ]);
-    expect(texts(committedHistory(view))).toEqual([
+    expect(texts(historyOfAll(view))).toEqual([
       [Role.ROLE_USER, ['first']],
       [Role.ROLE_ASSISTANT, ['reply one']],
       [Role.ROLE_USER, ['third']],
       [Role.ROLE_ASSISTANT, ['reply three']],
     ]);
     // The history a turn starts with: only turns before it.
-    expect(texts(committedHistory(view, 't3'))).toEqual([
+    expect(texts(committedHistory(view, turnOf(view, 't3')))).toEqual([
       [Role.ROLE_USER, ['first']],
       [Role.ROLE_ASSISTANT, ['reply one']],
     ]);
-    expect(committedHistory(view, 't1')).toEqual([]);
-    expect(committedHistory(view, 'no-such-turn')).toHaveLength(4);
+    expect(committedHistory(view, turnOf(view, 't1'))).toEqual([]);
     expect(transcriptTurns(view).map((t: TranscriptTurn) => [t.turnId, t.status])).toEqual([
       ['t1', 'complete'],
       ['t2', 'ambiguous'],
@@ -654,7 +684,7 @@ describe('foldJournal', () => {
     expect(turnReplyOf('c', turn)).toBeUndefined();
     // Even with a (damaged) completion, the committed-turn filter wants the dispatch too.
     j.batch(complete('t1', 'never dispatched'));
-    expect(committedHistory(j.view())).toEqual([]);
+    expect(historyOfAll(j.view())).toEqual([]);
     expect(transcriptTurns(j.view())).toEqual([]);
   });
 
@@ -864,22 +894,6 @@ describe('applyEntry', () => {
     expect(snapshot(base)).toEqual(before);
   });
 
-  it('extends a plain JournalView object, not only its own views', () => {
-    const cut = 20;
-    const base = foldJournal(j.entries.slice(0, cut));
-    const plain: JournalView = {
-      head: base.head,
-      lastSignedRoot: base.lastSignedRoot,
-      turns: base.turns,
-      turnIdsByKey: new Map(base.turnIdsByKey),
-      turnsById: new Map(base.turnsById),
-      anomalies: base.anomalies,
-      acceptedLosses: base.acceptedLosses,
-      memory: base.memory,
-    };
-    expect(snapshot(applyEntries(plain, j.entries.slice(cut)))).toEqual(snapshot(full));
-  });
-
   it('applies nothing of a batch with a bad entry, and the view stays usable', () => {
     const cut = 10;
     const base = foldJournal(j.entries.slice(0, cut));
@@ -913,12 +927,65 @@ describe('applyEntry', () => {
   });
 });
 
+describe('the indexes the turn path reads', () => {
+  const idsOf = (turns: Iterable<TurnView>): string[] => [...turns].map((t) => t.turnId);
+  const unsettled = (view: JournalView): string[] =>
+    idsOf(view.turns.filter((t) => !isSettled(t.standingFold.standing.state)));
+
+  it('open turns are the unsettled turns, oldest first, and newestTurns walks back, at every head', () => {
+    const j = new Journal();
+    j.batch(message('t1', 'k1', 'one'), dispatch('t1', 1));
+    j.batch(toolCall('t1', 1, 'call-p', ToolEffect.TOOL_EFFECT_SIDE_EFFECT));
+    j.batch(ambiguous('t1', 'call-p', 'unknown'));
+    j.batch(message('t2', 'k2', 'two'), dispatch('t2', 1));
+    j.batch(approvalRequest('t2', 'r2'));
+    j.batch(message('t3', 'k3', 'three'), dispatch('t3', 1));
+    j.batch(
+      event('turn_resolved', {
+        turnId: 't1',
+        decision: ResolveDecision.RESOLVE_DECISION_DID_NOT_RUN,
+        toolCallId: 'call-p',
+        actor: 'web:admin',
+        caller: 'web:admin',
+        resolvedAtMs: 7_000,
+      }),
+    );
+    j.batch(complete('t3', 'three done'));
+    let view = emptyView();
+    const seen: string[][] = [];
+    for (const entry of j.entries) {
+      view = applyEntry(view, entry);
+      expect(idsOf(view.openTurns)).toEqual(unsettled(view));
+      expect(idsOf(view.newestTurns())).toEqual(idsOf(view.turns).reverse());
+      seen.push(idsOf(view.openTurns));
+    }
+    // Quarantined t1 left the open turns; its resolution put it back ahead of the later ones.
+    expect(seen).toContainEqual(['t2']);
+    expect(seen).toContainEqual(['t2', 't3']);
+    expect(idsOf(view.openTurns)).toEqual(['t1', 't2']);
+    expect(oldestOrphan(view)?.turnId).toBe('t1');
+    expect(pendingTurn(view)?.turnId).toBe('t2');
+  });
+
+  it('a view read in the middle of a chain keeps its own open turns', () => {
+    const j = new Journal();
+    j.batch(message('t1', 'k1', 'one'), dispatch('t1', 1));
+    const open = foldJournal(j.entries);
+    expect(idsOf(open.openTurns)).toEqual(['t1']);
+    j.batch(complete('t1', 'done'));
+    const settled = applyEntries(open, j.entries.slice(open.head));
+    expect(idsOf(settled.openTurns)).toEqual([]);
+    expect(idsOf(open.openTurns)).toEqual(['t1']);
+    expect(turnState(open.turnsById.get('t1')!)).toBe('orphan');
+  });
+});
+
 describe('harness Role values', () => {
   it('match the generated enum', () => {
     const j = new Journal();
     j.batch(message('t1', 'k1', 'q'), dispatch('t1', 1));
     j.batch(complete('t1', 'a'));
-    expect(committedHistory(j.view()).map((m) => m.role)).toEqual([
+    expect(historyOfAll(j.view()).map((m) => m.role)).toEqual([
       Role.ROLE_USER,
       Role.ROLE_ASSISTANT,
     ]);

@@ -6,8 +6,9 @@
  * `foldJournal` reads a journal from position 0; `applyEntry` / `applyEntries` extend a
  * cached view with newly committed events. Both check and decode every event when called
  * (so they throw there) but build the turn records only when the new view is first read,
- * from the nearest view already read: extending a view event by event costs O(1) per
- * event, and reading a view costs O(turns) once. A view is never modified by extending it.
+ * from the nearest view already read. The contents are persistent maps (lazy-view.ts):
+ * extending a view by k events costs O(k log turns) when it is read, whatever the
+ * conversation's length. A view is never modified by extending it.
  *
  * Reading rules:
  * - Positions are dense from 0: each entry must sit at the head of the view it extends.
@@ -30,7 +31,9 @@
  */
 import type { JournalEntry } from '../../common/state-journal';
 import { decodeEntry, interpret, type DecodedEvent } from './decoded-event';
-import { emptyState, LazyView, stateOf } from './lazy-view';
+import { AppError } from '../../common/errors';
+import { erasuresIn } from './erased-entries';
+import { emptyState, LazyView } from './lazy-view';
 import type { JournalView, TypedEvent } from './journal-view-types';
 
 // ---- building views ----
@@ -70,8 +73,10 @@ export function applyEntry(view: JournalView, entry: JournalEntry): JournalView 
 export function applyEntries(view: JournalView, entries: Iterable<JournalEntry>): JournalView {
   const events: DecodedEvent[] = [];
   let head = view.head;
-  for (const entry of entries) {
-    events.push(decodeEntry(entry, head));
+  const read = [...entries];
+  const erasures = erasuresIn(read);
+  for (const entry of read) {
+    events.push(decodeEntry(entry, head, erasures));
     head += 1;
   }
   return extend(view, head, events);
@@ -97,7 +102,8 @@ export function applyEvents(view: JournalView, events: Iterable<TypedEvent>): Jo
 
 /** `view` with `events` after it, up to `head`, folded when first read. */
 function extend(view: JournalView, head: number, events: readonly DecodedEvent[]): JournalView {
-  const base =
-    view instanceof LazyView ? view : new LazyView(view.head, undefined, [], stateOf(view));
-  return events.length === 0 ? base : new LazyView(head, base, events, undefined);
+  if (!(view instanceof LazyView)) {
+    throw new AppError('internal', 'journal view: only a view this module built can be extended');
+  }
+  return events.length === 0 ? view : new LazyView(head, view, events, undefined);
 }

@@ -15,9 +15,12 @@ import {
 import type { MessageReceived } from '../../proto/gen/polychrome/events/v1/events';
 import { EMPTY_MEMORY, MemoryFold, type MemoryState } from './memory-fold';
 import { recordedAttribution, type DecodedEvent, type TurnEventKind } from './decoded-event';
+import { eraseInTurn, type ErasedRef } from './erased-entries';
+import { List, Map as PersistentMap, OrderedMap } from 'immutable';
 import type {
   AgentConfigRef,
   JournalView,
+  Lookup,
   LostCheckpoint,
   SignedRootRef,
   TurnView,
@@ -25,34 +28,45 @@ import type {
 
 import { AnomalyProblem, type JournalAnomaly } from './journal-view-types';
 
-/** The materialized contents of a view (all but its head). Never modified once a view holds it. */
-export type ViewState = Omit<JournalView, 'head'>;
+/**
+ * The materialized contents of a view. Persistent: a view extended by a few events shares
+ * everything but the paths to what changed with the view it extends, so extending costs
+ * O(log turns) per event, not a copy of every turn. Never modified once a view holds it.
+ */
+interface ViewState {
+  readonly lastSignedRoot: SignedRootRef | undefined;
+  /** Insertion order is message order: a turn is added by its `message_received`. */
+  readonly turnsById: OrderedMap<string, TurnView>;
+  readonly turnIdsByKey: PersistentMap<string, string>;
+  /** The turns that are not settled, by message position: few, so copied when they change. */
+  readonly openTurnIds: readonly string[];
+  readonly anomalies: List<JournalAnomaly>;
+  readonly acceptedLosses: List<LostCheckpoint>;
+  readonly newestAgentConfig: AgentConfigRef | undefined;
+  /** At most the memory's key limit (common/memory.ts): copied when it changes. */
+  readonly memory: MemoryState;
+}
 
 /** The contents of an empty journal. */
 export function emptyState(): ViewState {
   return {
     lastSignedRoot: undefined,
-    turns: [],
-    turnIdsByKey: new Map(),
-    turnsById: new Map(),
-    anomalies: [],
-    acceptedLosses: [],
+    turnsById: OrderedMap(),
+    turnIdsByKey: PersistentMap(),
+    openTurnIds: [],
+    anomalies: List(),
+    acceptedLosses: List(),
+    newestAgentConfig: undefined,
     memory: EMPTY_MEMORY,
   };
 }
 
-/** The contents of a view that is not a {@link LazyView}. */
-export function stateOf(view: JournalView): ViewState {
-  return {
-    lastSignedRoot: view.lastSignedRoot,
-    turns: view.turns,
-    turnIdsByKey: view.turnIdsByKey,
-    turnsById: view.turnsById,
-    anomalies: view.anomalies,
-    acceptedLosses: view.acceptedLosses,
-    memory: view.memory,
-    ...(view.newestAgentConfig === undefined ? {} : { newestAgentConfig: view.newestAgentConfig }),
-  };
+/** What a view hands out as arrays, built from its state on first read. */
+interface Listed {
+  turns?: readonly TurnView[];
+  openTurns?: readonly TurnView[];
+  anomalies?: readonly JournalAnomaly[];
+  acceptedLosses?: readonly LostCheckpoint[];
 }
 
 /**
@@ -65,6 +79,7 @@ export class LazyView implements JournalView {
   #base: LazyView | undefined;
   #events: readonly DecodedEvent[];
   #state: ViewState | undefined;
+  readonly #listed: Listed = {};
 
   constructor(
     head: number,
@@ -83,19 +98,28 @@ export class LazyView implements JournalView {
   }
 
   get turns(): readonly TurnView[] {
-    return this.#resolve().turns;
+    return (this.#listed.turns ??= [...this.#resolve().turnsById.values()]);
   }
 
-  get turnIdsByKey(): ReadonlyMap<string, string> {
+  get openTurns(): readonly TurnView[] {
+    const state = this.#resolve();
+    return (this.#listed.openTurns ??= state.openTurnIds.map((id) => turnIn(state, id)));
+  }
+
+  get turnIdsByKey(): Lookup<string, string> {
     return this.#resolve().turnIdsByKey;
   }
 
-  get turnsById(): ReadonlyMap<string, TurnView> {
+  get turnsById(): Lookup<string, TurnView> {
     return this.#resolve().turnsById;
   }
 
+  newestTurns(): Iterable<TurnView> {
+    return this.#resolve().turnsById.valueSeq().reverse();
+  }
+
   get anomalies(): readonly JournalAnomaly[] {
-    return this.#resolve().anomalies;
+    return (this.#listed.anomalies ??= this.#resolve().anomalies.toArray());
   }
 
   get newestAgentConfig(): AgentConfigRef | undefined {
@@ -103,7 +127,7 @@ export class LazyView implements JournalView {
   }
 
   get acceptedLosses(): readonly LostCheckpoint[] {
-    return this.#resolve().acceptedLosses;
+    return (this.#listed.acceptedLosses ??= this.#resolve().acceptedLosses.toArray());
   }
 
   get memory(): MemoryState {
@@ -132,47 +156,57 @@ export class LazyView implements JournalView {
   }
 }
 
-/** A working copy of a state: copies the containers once, replaces (never edits) turn records. */
+function turnIn(state: ViewState, turnId: string): TurnView {
+  const turn = state.turnsById.get(turnId);
+  if (turn === undefined) throw new AppError('internal', `journal view: no turn ${turnId}`);
+  return turn;
+}
+
+/**
+ * A working copy of a state: mutable copies of its persistent containers (which never
+ * change what the state holds), and a copy of the open turns once they change.
+ */
 class StateBuilder {
   private lastSignedRoot: SignedRootRef | undefined;
-  private readonly turns: TurnView[];
-  private readonly turnIdsByKey: Map<string, string>;
-  private readonly turnsById: Map<string, TurnView>;
-  private readonly anomalies: JournalAnomaly[];
+  private readonly turnsById: OrderedMap<string, TurnView>;
+  private readonly turnIdsByKey: PersistentMap<string, string>;
+  private openTurnIds: readonly string[];
+  private openTurnsCopied = false;
+  private readonly anomalies: List<JournalAnomaly>;
   private newestAgentConfig: AgentConfigRef | undefined;
-  private readonly acceptedLosses: LostCheckpoint[];
+  private readonly acceptedLosses: List<LostCheckpoint>;
   private readonly memory: MemoryFold;
 
   constructor(state: ViewState) {
     this.memory = new MemoryFold(state.memory);
-    this.acceptedLosses = [...state.acceptedLosses];
-    this.newestAgentConfig = state.newestAgentConfig;
     this.lastSignedRoot = state.lastSignedRoot;
-    this.turns = [...state.turns];
-    this.turnIdsByKey = new Map(state.turnIdsByKey);
-    this.turnsById = new Map(state.turnsById);
-    this.anomalies = [...state.anomalies];
+    this.turnsById = state.turnsById.asMutable();
+    this.turnIdsByKey = state.turnIdsByKey.asMutable();
+    this.openTurnIds = state.openTurnIds;
+    this.anomalies = state.anomalies.asMutable();
+    this.newestAgentConfig = state.newestAgentConfig;
+    this.acceptedLosses = state.acceptedLosses.asMutable();
   }
 
   build(): ViewState {
     return {
       lastSignedRoot: this.lastSignedRoot,
-      turns: this.turns,
-      turnIdsByKey: this.turnIdsByKey,
-      turnsById: this.turnsById,
-      anomalies: this.anomalies,
-      acceptedLosses: this.acceptedLosses,
+      turnsById: this.turnsById.asImmutable(),
+      turnIdsByKey: this.turnIdsByKey.asImmutable(),
+      openTurnIds: this.openTurnIds,
+      anomalies: this.anomalies.asImmutable(),
+      acceptedLosses: this.acceptedLosses.asImmutable(),
+      newestAgentConfig: this.newestAgentConfig,
       memory: this.memory.build(),
-      ...(this.newestAgentConfig === undefined
-        ? {}
-        : { newestAgentConfig: this.newestAgentConfig }),
     };
   }
 
   apply(event: DecodedEvent): void {
     switch (event.type) {
       case 'message':
-        return this.message(event.position, event.message);
+        return this.message(event.position, event.message, event.erased === true);
+      case 'erasure':
+        return this.erasure(event.erased);
       case 'root':
         this.lastSignedRoot = event.root;
         return;
@@ -191,9 +225,10 @@ class StateBuilder {
     }
   }
 
-  private message(position: number, message: MessageReceived): void {
+  private message(position: number, message: MessageReceived, erased: boolean): void {
     const kind = 'message_received';
-    const firstTurnId = this.turnIdsByKey.get(message.idempotencyKey);
+    // An erased message keeps no key (erased-entries.ts).
+    const firstTurnId = erased ? undefined : this.turnIdsByKey.get(message.idempotencyKey);
     if (firstTurnId !== undefined) {
       this.anomaly(
         position,
@@ -235,9 +270,21 @@ class StateBuilder {
       resolutions: [],
       standingFold: NEW_TURN,
     };
-    this.turns.push(turn);
     this.turnsById.set(turn.turnId, turn);
-    if (firstTurnId === undefined) this.turnIdsByKey.set(message.idempotencyKey, turn.turnId);
+    this.setOpen(turn, true);
+    if (firstTurnId === undefined && !erased) {
+      this.turnIdsByKey.set(message.idempotencyKey, turn.turnId);
+    }
+  }
+
+  /** An erasure record: the erased content leaves its turn, whose standing stays. */
+  private erasure(erased: ErasedRef): void {
+    const turn = this.turnsById.get(erased.turnId);
+    if (turn === undefined) return;
+    const key = turn.idempotencyKey;
+    const isMessage = erased.position === turn.messagePosition;
+    if (isMessage && this.turnIdsByKey.get(key) === turn.turnId) this.turnIdsByKey.delete(key);
+    this.replace(eraseInTurn(turn, erased));
   }
 
   private turnEvent(
@@ -297,20 +344,27 @@ class StateBuilder {
 
   private replace(turn: TurnView): void {
     this.turnsById.set(turn.turnId, turn);
-    // Turns are sorted by message position.
-    let low = 0;
-    let high = this.turns.length - 1;
-    while (low <= high) {
-      const mid = (low + high) >>> 1;
-      const at = this.turns[mid]?.messagePosition ?? Number.NaN;
-      if (at === turn.messagePosition) {
-        this.turns[mid] = turn;
-        return;
-      }
-      if (at < turn.messagePosition) low = mid + 1;
-      else high = mid - 1;
+    this.setOpen(turn, !isSettled(turn.standingFold.standing.state));
+  }
+
+  /** Adds `turn` to the open turns (by message position) or takes it out. */
+  private setOpen(turn: TurnView, open: boolean): void {
+    const at = this.openTurnIds.indexOf(turn.turnId);
+    if (open === at >= 0) return;
+    const ids = this.openTurnsCopied ? (this.openTurnIds as string[]) : [...this.openTurnIds];
+    this.openTurnIds = ids;
+    this.openTurnsCopied = true;
+    if (!open) {
+      ids.splice(at, 1);
+      return;
     }
-    throw new AppError('internal', `journal view: turn ${turn.turnId} is not in the turn list`);
+    let index = ids.length;
+    while (index > 0 && this.messagePosition(ids[index - 1]) > turn.messagePosition) index--;
+    ids.splice(index, 0, turn.turnId);
+  }
+
+  private messagePosition(turnId: string | undefined): number {
+    return (turnId === undefined ? undefined : this.turnsById.get(turnId))?.messagePosition ?? -1;
   }
 
   private anomaly(

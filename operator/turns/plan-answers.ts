@@ -7,6 +7,7 @@ import { AppError } from '../../common/errors';
 import { EventKind } from '../../common/event-kinds';
 import { ApprovalDecision as ProtoDecision } from '../../proto/gen/polychrome/events/v1/events';
 import type { Conversation } from '../api/v1alpha1/conversation-types';
+import { nextHistoryFrom, type DeploymentHistory } from './history-window';
 import { pendingRequest, turnState, type PendingRequest } from './turn-state';
 import { type JournalView, type TurnView } from './journal-view-types';
 import {
@@ -45,17 +46,31 @@ function conversationIdOf(input: AnswerInput): string {
   return input.conversation.metadata?.uid ?? '';
 }
 
+/** The dispatch that goes on with `turn` after the answer, in the answer's batch. */
+function nextDispatch(input: AnswerInput & DeploymentHistory, turn: TurnView): PlannedEvent {
+  const { view, conversation, deploymentHistoryTokens } = input;
+  return dispatchEvent(
+    turn,
+    input.lease,
+    attributionOf(input.caller, conversation),
+    input.nowMs,
+    nextHistoryFrom(view, conversation, turn.messagePosition, deploymentHistoryTokens),
+  );
+}
+
 /** The pending request an answer is for, or why there is none to answer. */
 function pendingFor(
   view: JournalView,
   requestId: string,
   type: PendingRequest['type'],
 ): Refusal | { readonly turn: TurnView; readonly pending: PendingRequest } {
-  const turn = view.turns.find((t) =>
+  const asks = (t: TurnView): boolean =>
     (type === 'approval' ? t.approvalRequests : t.questionRequests).some(
       (r) => r.request.requestId === requestId,
-    ),
-  );
+    );
+  // A pending request is on an open turn; every turn is read only to say why an answer
+  // to anything else is refused.
+  const turn = view.openTurns.find(asks) ?? view.turns.find(asks);
   if (turn === undefined) {
     return refuse(
       new AppError('not_found', `no ${type} ${requestId} in this conversation`, {
@@ -167,7 +182,8 @@ export function planApprovalAnswer(
 
 /** The `approval_response` and the next dispatch, committed in one batch. */
 export function approvalAnswerBatch(
-  input: AnswerInput & { readonly comment?: string; readonly selfApproval?: boolean },
+  input: AnswerInput &
+    DeploymentHistory & { readonly comment?: string; readonly selfApproval?: boolean },
   turn: TurnView,
   signed: ApprovalToSign,
   signature: ApprovalSignature,
@@ -188,7 +204,7 @@ export function approvalAnswerBatch(
       comment: input.comment ?? '',
       selfApproval: input.selfApproval ?? false,
     }),
-    dispatchEvent(turn, input.lease, attributionOf(input.caller, input.conversation), input.nowMs),
+    nextDispatch(input, turn),
   ];
 }
 
@@ -200,7 +216,9 @@ export type QuestionPlan =
  * Whether `caller` answers question `requestId`: anyone who may use the conversation
  * (checked before the claim); the answer and the next dispatch go in one batch.
  */
-export function planQuestionAnswer(input: AnswerInput & { readonly answer: string }): QuestionPlan {
+export function planQuestionAnswer(
+  input: AnswerInput & DeploymentHistory & { readonly answer: string },
+): QuestionPlan {
   const found = pendingFor(input.view, input.requestId, 'question');
   if ('kind' in found) return found;
   const denied = authorizeQuestionAnswer(input.caller, input.requestId, conversationIdOf(input));
@@ -217,12 +235,7 @@ export function planQuestionAnswer(input: AnswerInput & { readonly answer: strin
         answeredBy: input.caller.identity,
         answeredAtMs: input.nowMs,
       }),
-      dispatchEvent(
-        turn,
-        input.lease,
-        attributionOf(input.caller, input.conversation),
-        input.nowMs,
-      ),
+      nextDispatch(input, turn),
     ],
   };
 }

@@ -70,10 +70,11 @@ export function dispatchEvent(
   lease: ClaimedLease,
   attribution: Attribution | undefined,
   nowMs: number,
+  historyFrom: number,
 ): PlannedEvent {
   const { turnId, messagePosition } = turn;
   return dispatchOf(
-    { turnId, attempt: nextAttempt(turn), messagePosition },
+    { turnId, attempt: nextAttempt(turn), messagePosition, historyFrom },
     lease,
     attribution,
     nowMs,
@@ -85,7 +86,15 @@ export function dispatchEvent(
  * ({@link dispatchEvent} for the attempts after it).
  */
 export function dispatchOf(
-  attempt: { readonly turnId: string; readonly attempt: number; readonly messagePosition: number },
+  attempt: {
+    readonly turnId: string;
+    readonly attempt: number;
+    readonly messagePosition: number;
+    /** history-window.ts `historyWindowStart`. */
+    readonly historyFrom: number;
+    /** An interrupted turn run again (plan-resume.ts): `resumed` on the event. */
+    readonly resumed?: boolean;
+  },
   lease: ClaimedLease,
   attribution: Attribution | undefined,
   nowMs: number,
@@ -98,6 +107,8 @@ export function dispatchOf(
     ...(attribution === undefined ? {} : { attribution }),
     dispatchedAtMs: nowMs,
     messagePosition: attempt.messagePosition,
+    historyFrom: attempt.historyFrom,
+    ...(attempt.resumed === true ? { resumed: true } : {}),
   });
 }
 

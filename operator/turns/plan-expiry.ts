@@ -44,7 +44,7 @@ export interface ApprovalDeadline {
  * committed before `requested_at_ms` was recorded counts from the dispatch that paused.
  */
 export function approvalDeadline(view: JournalView, ttlMs: number): ApprovalDeadline | undefined {
-  for (const turn of view.turns) {
+  for (const turn of view.openTurns) {
     const pending = pendingRequest(turn);
     if (pending?.type !== 'approval') continue;
     const requestedAtMs =
@@ -92,6 +92,7 @@ export function expiryBatch(
   lease: ClaimedLease,
   nowMs: number,
   ttlMs: number,
+  historyFrom: number,
 ): PlannedEvent[] {
   const { turn, request } = due;
   return [
@@ -113,7 +114,7 @@ export function expiryBatch(
       answeredAtMs: nowMs,
       comment: expiryNote(due, ttlMs),
     }),
-    dispatchEvent(turn, lease, turn.dispatches.at(-1)?.attribution, nowMs),
+    dispatchEvent(turn, lease, turn.dispatches.at(-1)?.attribution, nowMs, historyFrom),
   ];
 }
 

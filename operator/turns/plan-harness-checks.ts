@@ -60,7 +60,7 @@ export function turnStartOf(
     turnId: turn.turnId,
     attempt,
     agent: { model: spec.agent?.model ?? '', systemPrompt: spec.agent?.systemPrompt ?? '' },
-    history: committedHistory(view, turn.turnId),
+    history: committedHistory(view, turn),
     userMessage: turn.text,
     budget: {
       deploymentMaxSteps,

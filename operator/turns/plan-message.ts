@@ -7,11 +7,12 @@ import { EventKind } from '../../common/event-kinds';
 import { Role as CallerRole } from '../../common/persona-roles';
 import { ConversationPhase } from '../api/v1alpha1/conditions';
 import { type Conversation } from '../api/v1alpha1/conversation-types';
-import { oldestOrphan, pendingTurn, turnState } from './turn-state';
+import { pendingTurn, turnState } from './turn-state';
+import { recoveryOf } from './plan-resume';
+import { nextHistoryFrom } from './history-window';
 import { type JournalView, type TurnView } from './journal-view-types';
 import {
   attributionOf,
-  dispatchEvent,
   dispatchOf,
   planned,
   refuse,
@@ -33,6 +34,8 @@ export interface MessageInput {
   readonly nowMs: number;
   /** How long a pending approval waits for an answer (plan-expiry.ts). */
   readonly approvalTtlMs: number;
+  /** The history budget where the agent sets none (history-window.ts). */
+  readonly deploymentHistoryTokens: number;
   /**
    * Whether the identity the directive names as required approver belongs to an admin
    * persona (the shell asks the records). Unset when the directive names none.
@@ -83,14 +86,8 @@ export function planMessage(input: MessageInput): MessageStep {
   if (existing !== undefined && turnState(existing) !== 'orphan') {
     return { kind: 'reply', turn: existing };
   }
-  const orphan = oldestOrphan(view);
-  if (orphan !== undefined) {
-    return {
-      kind: 'recover',
-      turn: orphan,
-      events: [dispatchEvent(orphan, input.lease, orphan.attribution, input.nowMs)],
-    };
-  }
+  const recovery = recoveryOf(input);
+  if (recovery !== undefined) return { kind: 'recover', ...recovery };
   if (existing !== undefined) return { kind: 'reply', turn: existing };
   const pending = pendingTurn(view);
   if (pending !== undefined) {
@@ -169,7 +166,14 @@ function batchOne(input: MessageInput): PlannedEvent[] {
     events.push(planned(EventKind.ConversationReopened, { reopenedAtMs: nowMs, attribution }));
   }
   // The message is the batch's first event, so it lands at the head.
-  const first = { turnId, attempt: 1, messagePosition: input.view.head };
+  const messagePosition = input.view.head;
+  const historyFrom = nextHistoryFrom(
+    input.view,
+    conversation,
+    messagePosition,
+    input.deploymentHistoryTokens,
+  );
+  const first = { turnId, attempt: 1, messagePosition, historyFrom };
   events.push(dispatchOf(first, input.lease, attribution, nowMs));
   return events;
 }

@@ -19,12 +19,26 @@ export interface TurnClaimsOptions {
 
 export class TurnClaims {
   private readonly locks = new Map<string, Promise<unknown>>();
+  /** Waiters of {@link idle}, woken when the last lock goes. */
+  private readonly idleWaiters = new Set<() => void>();
 
   constructor(private readonly options: TurnClaimsOptions) {}
 
   /** Whether work of the conversation runs or waits in this replica. */
   isBusy(uid: string): boolean {
     return this.locks.has(uid);
+  }
+
+  /** Resolves once no work runs or waits in this replica, or after `timeoutMs`. */
+  async idle(timeoutMs: number): Promise<void> {
+    if (this.locks.size === 0) return;
+    let wake = (): void => undefined;
+    const woken = new Promise<void>((resolve) => (wake = resolve));
+    this.idleWaiters.add(wake);
+    const timer = setTimeout(wake, timeoutMs);
+    await woken;
+    clearTimeout(timer);
+    this.idleWaiters.delete(wake);
   }
 
   /**
@@ -55,7 +69,9 @@ export class TurnClaims {
     try {
       await waitOrAbort(previous, signal);
       if (this.options.stopping.aborted) {
-        throw new AppError('unavailable', 'this replica is shutting down; retry on another');
+        throw new AppError('unavailable', 'this replica is shutting down; retry on another', {
+          details: { retryAfterMs: 1000 },
+        });
       }
       const lease = await this.options.leases.tryAcquire({
         namespace: conversation.metadata.namespace ?? '',
@@ -91,6 +107,7 @@ export class TurnClaims {
     } finally {
       release();
       if (this.locks.get(uid) === chained) this.locks.delete(uid);
+      if (this.locks.size === 0) for (const wake of this.idleWaiters) wake();
     }
   }
 }

@@ -12,7 +12,7 @@ import {
 } from '../../proto/gen/polychrome/events/v1/events';
 import type { Step } from '../../proto/gen/polychrome/harness/v1/harness';
 import { ConversationPhase } from '../api/v1alpha1/conditions';
-import { Visibility } from '../api/v1alpha1/conversation-values';
+import { DEFAULT_HISTORY_TOKENS, Visibility } from '../api/v1alpha1/conversation-values';
 import { type Conversation } from '../api/v1alpha1/conversation-types';
 import { conversation as conversationFixture, UID } from '../controller/snapshot-fixtures';
 import { foldJournal } from './journal-view';
@@ -119,6 +119,7 @@ function messageInput(over: Partial<MessageInput> & { events?: E[] } = {}): Mess
     lease: LEASE,
     nowMs: NOW_MS,
     approvalTtlMs: TTL,
+    deploymentHistoryTokens: DEFAULT_HISTORY_TOKENS,
     ...rest,
   };
 }
@@ -202,8 +203,34 @@ describe('planMessage', () => {
         attribution: { caller: OWNER, participants: [OWNER], persona: `p-${OWNER}`, session: 's' },
         dispatchedAtMs: NOW_MS,
         messagePosition: 3,
+        // The whole history fits the budget: no window is recorded.
+        historyFrom: 0,
       },
     });
+  });
+
+  it('records the history window in batch one: the agent budget over the deployment one', () => {
+    // Each earlier turn costs 1 + 4 (the question) and 600 / 4 + 4 (the reply) tokens: 159.
+    const long = (turnId: string): E[] => [
+      message(turnId, 'hi!?'),
+      dispatched(turnId),
+      ev('turn_complete', { turnId, text: 'x'.repeat(600) }),
+    ];
+    const events = [...long('a'), ...long('b'), ...long('c')];
+    const historyFrom = (input: MessageInput): number | undefined => {
+      const step = planMessage(input);
+      if (step.kind !== 'dispatch') throw new Error(`expected dispatch, got ${step.kind}`);
+      const dispatch = step.events.find((e) => e.kind === 'turn_dispatched');
+      return dispatch?.kind === 'turn_dispatched' ? dispatch.payload.historyFrom : undefined;
+    };
+    expect(historyFrom(messageInput({ events }))).toBe(0);
+    expect(historyFrom(messageInput({ events, deploymentHistoryTokens: 400 }))).toBe(3);
+    const agent = { ...conv().spec.agent, historyTokens: 300 };
+    const own = conv({ agent });
+    expect(historyFrom(messageInput({ events, conversation: own }))).toBe(6);
+    expect(
+      historyFrom(messageInput({ events, deploymentHistoryTokens: 400, conversation: own })),
+    ).toBe(6);
   });
 
   it('records the reopening of a Closed conversation in batch one', () => {
@@ -248,6 +275,7 @@ describe('planMessage', () => {
           attempt: 2,
           fencingToken: 7,
           messagePosition: 0,
+          resumed: true,
         }),
       },
     ]);
@@ -476,6 +504,7 @@ describe('who may answer an approval', () => {
         requestId: request().requestId,
         lease: LEASE,
         nowMs: NOW_MS,
+        deploymentHistoryTokens: DEFAULT_HISTORY_TOKENS,
       };
       const [response] = approvalAnswerBatch(
         { ...input, selfApproval: plan.selfApproval },
@@ -550,6 +579,7 @@ describe('who may answer an approval', () => {
       caller: who,
       requestId: qid,
       answer: 'that',
+      deploymentHistoryTokens: DEFAULT_HISTORY_TOKENS,
       lease: LEASE,
       nowMs: NOW_MS,
     });
@@ -1004,6 +1034,7 @@ describe('nothing can be wedged: cancel and expiry', () => {
       LEASE,
       TTL + 5,
       TTL,
+      0,
     );
     expect(events.map((e) => e.kind)).toEqual([
       'approval_expired',

@@ -17,9 +17,11 @@ import {
 } from '../../proto/gen/polychrome/events/v1/events';
 import { voidedToolCalls } from '../../common/turn-resolution';
 import type { HistoryMessage, Role, Step } from '../../proto/gen/polychrome/harness/v1/harness';
+import { ERASED_TEXT, isAnswerErased, isMessageErased } from './erased-entries';
 import { hex } from './decoded-event';
 import type { JournalView, TurnView } from './journal-view-types';
 import { pendingRequest } from './turn-state';
+import { historyReply } from './history-window';
 import { Visibility } from '../api/v1alpha1/conversation-values';
 import { type Conversation } from '../api/v1alpha1/conversation-types';
 import {
@@ -96,30 +98,25 @@ export function questionAnswers(turn: TurnView): QuestionResponse[] {
 }
 
 /**
- * The agent's history for `TurnStart.history`: for each complete turn that was dispatched
- * (the committed-turn filter), in order, the user's text and the final reply text. With
- * `beforeTurnId`, only turns whose message precedes that turn's (an id not in the view
- * limits nothing).
+ * The agent's history for `TurnStart.history`: the window the turn's latest dispatch
+ * recorded (history-window.ts): for each complete turn that was dispatched (the
+ * committed-turn filter) from its `history_from` up to the turn's own message, in order,
+ * the user's text and the final reply text. Reads only the window and the turns after it.
  */
-export function committedHistory(view: JournalView, beforeTurnId?: string): HistoryMessage[] {
-  const before =
-    beforeTurnId === undefined
-      ? Number.POSITIVE_INFINITY
-      : (view.turnsById.get(beforeTurnId)?.messagePosition ?? Number.POSITIVE_INFINITY);
-  const history: HistoryMessage[] = [];
-  for (const turn of view.turns) {
-    if (turn.messagePosition >= before) break;
-    const terminal = turn.terminal;
-    if (terminal?.kind !== 'turn_complete' || turn.dispatches.length === 0) continue;
-    history.push(
-      { role: ROLE_USER, content: [{ block: { $case: 'text', value: turn.text } }] },
-      {
-        role: ROLE_ASSISTANT,
-        content: [{ block: { $case: 'text', value: terminal.payload.text } }],
-      },
+export function committedHistory(view: JournalView, turn: TurnView): HistoryMessage[] {
+  const from = turn.dispatches.at(-1)?.historyFrom ?? 0;
+  const newestFirst: HistoryMessage[] = [];
+  for (const earlier of view.newestTurns()) {
+    if (earlier.messagePosition >= turn.messagePosition) continue;
+    if (earlier.messagePosition < from) break;
+    const reply = historyReply(earlier);
+    if (reply === undefined) continue;
+    newestFirst.push(
+      { role: ROLE_ASSISTANT, content: [{ block: { $case: 'text', value: reply } }] },
+      { role: ROLE_USER, content: [{ block: { $case: 'text', value: earlier.text } }] },
     );
   }
-  return history;
+  return newestFirst.reverse();
 }
 
 /**
@@ -135,7 +132,11 @@ export function transcriptTurns(view: JournalView): TranscriptTurn[] {
     out.push({
       turnId: turn.turnId,
       position: turn.messagePosition,
-      user: { text: turn.text, caller: turn.attribution.caller, receivedAtMs: turn.receivedAtMs },
+      user: {
+        text: isMessageErased(turn) ? ERASED_TEXT : turn.text,
+        caller: turn.attribution.caller,
+        receivedAtMs: turn.receivedAtMs,
+      },
       ...outcome,
     });
   }
@@ -178,7 +179,7 @@ function outcomeOf(turn: TurnView): TurnOutcome | undefined {
     case 'turn_complete':
       return {
         status: TurnStatus.Complete,
-        reply: terminal.payload.text,
+        reply: isAnswerErased(turn) ? ERASED_TEXT : terminal.payload.text,
         fallback: terminal.payload.fallback,
       };
     case 'turn_ambiguous':

@@ -19,6 +19,7 @@ import { acceptedAsLost, checkpointOf, JournalRolledBackError } from './journal-
 import { turnReplyOf } from './turn-projections';
 import { type JournalView, type TurnView } from './journal-view-types';
 import type { JournalViews } from './journal-views';
+import { nextHistoryFrom } from './history-window';
 import { expiryBatch, expiryToSign, type ApprovalDeadline } from './plan-expiry';
 import { planSettle, stepEventOf, type HarnessEnd } from './plan-settle';
 import { type PlannedEvent } from './plan-common';
@@ -35,6 +36,7 @@ export interface TurnRunnerParts {
   readonly stopping: AbortSignal;
   readonly nowMs: () => number;
   readonly approvalTtlMs: number;
+  readonly historyTokens: number; // POLYCHROME_HISTORY_TOKENS (history-window.ts)
   /** The conversations' approval-expiry timers: they follow each view committed here. */
   readonly expiries: ExpiryTimers;
 }
@@ -46,6 +48,7 @@ export class TurnRunner {
   private readonly stopping: AbortSignal;
   private readonly now: () => number;
   private readonly approvalTtlMs: number;
+  private readonly observer: TurnObserver;
 
   constructor(
     private readonly options: TurnCoordinatorOptions,
@@ -56,10 +59,7 @@ export class TurnRunner {
     this.stopping = parts.stopping;
     this.now = parts.nowMs;
     this.approvalTtlMs = parts.approvalTtlMs;
-  }
-
-  private get observer(): TurnObserver {
-    return this.options.observer ?? {};
+    this.observer = options.observer ?? {};
   }
 
   /** Calls `listener` with each text delta of the conversation's turns run here. */
@@ -146,11 +146,12 @@ export class TurnRunner {
     this.status.queue(conversation, { kind: 'journal_rolled_back', rollback: error.rollback });
   }
 
-  /** Commits the expiry the plan found due (a signed denial) and runs the turn on. */
+  /** Commits the expiry the plan found due in `view` (a signed denial) and runs the turn on. */
   async expire(
     conversation: Conversation,
     lease: LeaseHandle,
     due: ApprovalDeadline,
+    view: JournalView,
   ): Promise<TurnReply> {
     const uid = conversation.metadata.uid ?? '';
     const now = this.now();
@@ -163,7 +164,9 @@ export class TurnRunner {
       { conversation: uid, turn: due.turn.turnId, requestId: due.request.requestId },
       'approval expired unanswered; the turn goes on as on a denial',
     );
-    await this.commit(uid, lease, expiryBatch(due, signed, lease, now, this.approvalTtlMs));
+    const { historyTokens } = this.parts;
+    const from = nextHistoryFrom(view, conversation, due.turn.messagePosition, historyTokens);
+    await this.commit(uid, lease, expiryBatch(due, signed, lease, now, this.approvalTtlMs, from));
     return this.drive(conversation, lease, due.turn.turnId);
   }
 

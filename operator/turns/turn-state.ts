@@ -88,12 +88,12 @@ export function nextAttempt(turn: TurnView): number {
  * quarantined (ambiguous) and never-dispatched turns are never returned.
  */
 export function oldestOrphan(view: JournalView): TurnView | undefined {
-  return view.turns.find((turn) => turnState(turn) === TurnState.Orphan);
+  return view.openTurns.find((turn) => turnState(turn) === TurnState.Orphan);
 }
 
 /** The turn waiting for an approval or an answer (the oldest, should there be several). */
 export function pendingTurn(view: JournalView): TurnView | undefined {
-  return view.turns.find((turn) => pendingRequest(turn) !== undefined);
+  return view.openTurns.find((turn) => pendingRequest(turn) !== undefined);
 }
 
 /** The turn an idempotency key opened, if any. */

@@ -61,6 +61,7 @@ export function concludeJournalVerification(
     unsealed: plan.unsealed,
     failure,
     excised: plan.excised,
+    erased: plan.erased,
     checkpointChecked: plan.checkpointChecked,
   };
 }

@@ -20,11 +20,13 @@ export interface ExcisionRecord {
   /** The position of the `excision` event. */
   readonly at: number;
   readonly leaf: Uint8Array;
+  /** An erasure (an admin asked), not a repair of an unreadable entry. */
+  readonly erased: boolean;
 }
 
 /** Reads an `excision` event: its record, or the failure of a payload that does not parse. */
 export function readExcisionRecord(event: JournalEvent): ExcisionRecord | VerifyFailure {
-  let fields: { position: number; leafDigest: Uint8Array };
+  let fields: { position: number; leafDigest: Uint8Array; erased: boolean };
   try {
     fields = decodePayload(EventKind.Excision, event.payload);
   } catch {
@@ -33,7 +35,12 @@ export function readExcisionRecord(event: JournalEvent): ExcisionRecord | Verify
   if (fields.leafDigest.length !== DIGEST_BYTES || fields.position >= event.position) {
     return unparsableFailure(event.position, EventKind.Excision, '');
   }
-  return { position: fields.position, at: event.position, leaf: new Uint8Array(fields.leafDigest) };
+  return {
+    position: fields.position,
+    at: event.position,
+    leaf: new Uint8Array(fields.leafDigest),
+    erased: fields.erased,
+  };
 }
 
 /**
@@ -73,7 +80,7 @@ export function firstUnrecordedExcision(
           (record === undefined
             ? ''
             : `with that leaf digest (the record at ${String(record.at)} names ${toHex(record.leaf)}) `) +
-          "before a signed_root; only the state plane's repair excises entries, so the journal was " +
+          "before a signed_root; only the state plane's repair and erasure excise entries, so the journal was " +
           'edited: restore it from a backup',
       },
     };

@@ -19,6 +19,11 @@ import type { Sha256 } from './sha256';
 import { keyIdOf } from './signed-root';
 import { concludeJournalVerification } from './conclude-verification';
 import { JournalReplayer } from './journal-replayer';
+import {
+  retiredJournalFailure,
+  retirementRecordFailure,
+  type SignedRetirement,
+} from './retirement-record';
 
 /** Where the trusted keys came from: pinned by the user, or the file's header. */
 export const KeyTrust = { Pinned: 'pinned', ExportHeader: 'export-header' } as const;
@@ -48,10 +53,14 @@ export interface ExportVerification {
   readonly failure: ExportFailure | undefined;
   /** Positions repair excised (checked by their kept leaf digests). */
   readonly excised: readonly number[];
+  /** The excised positions an admin erased (docs/journal-format.md, "Erasure"). */
+  readonly erased: readonly number[];
   /** The checkpoint checked, or null: then truncation goes unnoticed. */
   readonly checkpoint: { readonly head: number; readonly rootHex: string } | null;
   /** What the file's header claims (the state plane's own word), or null. */
   readonly claimedCheckpoint: { readonly head: number; readonly rootHex: string } | null;
+  /** The retirement record checked (docs/journal-format.md, "Retirement record"), or null. */
+  readonly retirement: { readonly head: number; readonly rootHex: string } | null;
 }
 
 export interface ExportVerifierOptions {
@@ -63,6 +72,11 @@ export interface ExportVerifierOptions {
   readonly pinnedKeys: readonly Uint8Array[];
   /** A checkpoint kept outside the journal (a Conversation's `status.journal`). */
   readonly checkpoint?: ExportCheckpoint;
+  /**
+   * The signed retirement record of the partition: the export must be exactly the journal
+   * it describes (every entry, the same root), and the record must verify under a trusted key.
+   */
+  readonly retirement?: SignedRetirement;
   /** Names the export in error messages (a file path, "the export of hello"). */
   readonly source: string;
   /** Receives each event as read, and each MMR node replay computes (inclusion proofs). */
@@ -186,10 +200,11 @@ export class ExportVerifier {
     const { malformed } = this;
     // A failure the replay found comes first when it sits before the unreadable line.
     const failure =
-      outcome.failure !== undefined &&
+      (outcome.failure !== undefined &&
       (malformed === undefined || outcome.failure.position <= malformed.position)
         ? outcome.failure
-        : malformed;
+        : malformed) ??
+      this.retirementFailure(header.partition, plan.leafCount, plan.root, verifier);
     return {
       partition: header.partition,
       ok: failure === undefined,
@@ -200,8 +215,10 @@ export class ExportVerifier {
       trust: this.trust,
       trustedKeyIds: this.trusted.map((k) => keyIdOf(this.options.hash, k)),
       excised: outcome.excised,
+      erased: outcome.erased,
       checkpoint: checkpointJson(this.options.checkpoint),
       claimedCheckpoint: checkpointJson(header.checkpoint),
+      retirement: checkpointJson(this.options.retirement),
       failure:
         failure === undefined
           ? undefined
@@ -213,6 +230,22 @@ export class ExportVerifier {
               message: failure.message,
             },
     };
+  }
+
+  /** The export against the retirement record, once everything else passed. */
+  private retirementFailure(
+    partition: string,
+    leafCount: number,
+    root: Uint8Array,
+    verifier: Ed25519Verifier,
+  ): ExportFailure | undefined {
+    const record = this.options.retirement;
+    if (record === undefined) return undefined;
+    const crypto = { hash: this.options.hash, verifier };
+    const failure =
+      retirementRecordFailure(record, partition, this.trusted, crypto) ??
+      retiredJournalFailure(record, { partition, leafCount, root });
+    return failure === undefined ? undefined : { position: leafCount, ...failure };
   }
 }
 
@@ -236,7 +269,7 @@ export function missingCheckpoint(
 }
 
 function checkpointJson(
-  checkpoint: ExportCheckpoint | undefined,
+  checkpoint: { readonly head: number; readonly root: Uint8Array } | undefined,
 ): { head: number; rootHex: string } | null {
   return checkpoint === undefined
     ? null

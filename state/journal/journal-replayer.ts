@@ -153,6 +153,7 @@ export class JournalReplayer {
       signatureChecks: [...this.checks],
       steps,
       excised: [...this.excised],
+      erased: this.excised.filter((p) => this.excisionRecords.get(p)?.erased === true),
       checkpointChecked: checkpoint !== undefined,
     };
   }

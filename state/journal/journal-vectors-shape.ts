@@ -59,15 +59,51 @@ export function isJournalVectors(value: unknown): value is JournalVectors {
         isRecord(p) &&
         isListOf(p.proofHex, (h) => typeof h === 'string'),
     ) &&
+    isSmallJournal(value.version2) &&
     isRecord(value.version2) &&
-    hasFields(value.version2, { description: s, partition: s }) &&
+    hasFields(value.version2.otherPartition, { partition: s, position: n }) &&
+    isSmallJournal(value.erasure) &&
+    isRecord(value.erasure) &&
+    isListOf(value.erasure.erased, (p) => typeof p === 'number') &&
+    isRecord(value.erasure.record) &&
+    hasFields(value.erasure.record, { position: n, payloadHex: s }) &&
+    hasFields(value.erasure.record.fields, {
+      position: n,
+      leafDigestHex: s,
+      actor: s,
+      reason: s,
+      excisedAtMs: n,
+      problem: s,
+      erasedKind: s,
+      turnId: s,
+    }) &&
+    hasFields(value.retirement, {
+      description: s,
+      partition: s,
+      head: n,
+      rootHex: s,
+      retiredAtMs: n,
+      keyId: s,
+      messageHex: s,
+      signatureHex: s,
+    })
+  );
+}
+
+/** The shape of a small version-2 journal of the vectors (`version2`, `erasure`). */
+function isSmallJournal(value: unknown): boolean {
+  const s = 'string';
+  const n = 'number';
+  return (
+    isRecord(value) &&
+    hasFields(value, { description: s, partition: s }) &&
     isListOf(
-      value.version2.leaves,
+      value.leaves,
       (l) =>
         hasFields(l, { position: n, kind: s, payloadHex: s, leafHex: s }) ||
         (hasFields(l, { position: n, leafHex: s }) && isRecord(l) && l.excised === true),
     ) &&
-    isListOf(value.version2.signedRoots, (r) =>
+    isListOf(value.signedRoots, (r) =>
       hasFields(r, {
         position: n,
         leafCount: n,
@@ -77,7 +113,6 @@ export function isJournalVectors(value: unknown): value is JournalVectors {
         signatureHex: s,
       }),
     ) &&
-    isListOf(value.version2.excised, (p) => typeof p === 'number') &&
-    hasFields(value.version2.otherPartition, { partition: s, position: n })
+    isListOf(value.excised, (p) => typeof p === 'number')
   );
 }

@@ -41,11 +41,22 @@ export interface V2Vectors {
 
 const V2_PARTITION = 'conv-00000000-0000-4000-8000-000000000001';
 
-/** Builds the version-2 vectors, signed by `signer`. */
-export function buildV2Vectors(hash: Sha256, signer: Ed25519Signer): V2Vectors {
+/** A stored entry of a small vectors journal. */
+interface StoredVectorEntry {
+  readonly position: number;
+  readonly kind: string;
+  readonly payload: Uint8Array;
+  readonly leaf: Uint8Array;
+}
+
+/**
+ * Builds a small journal of `partition` with version-2 roots by `signer`: `push` appends an
+ * event and returns its leaf, `seal` appends the `signed_root` over everything before it.
+ */
+export function smallV2Journal(hash: Sha256, signer: Ed25519Signer, partition: string) {
   const leafHasher = new LeafHasher(hash);
   const mmr = new CompactMmr(hash);
-  const stored: { position: number; kind: string; payload: Uint8Array; leaf: Uint8Array }[] = [];
+  const stored: StoredVectorEntry[] = [];
   const signedRoots: V2Vectors['signedRoots'][number][] = [];
   const push = (kind: string, payload: Uint8Array): Uint8Array => {
     const position = stored.length;
@@ -56,17 +67,35 @@ export function buildV2Vectors(hash: Sha256, signer: Ed25519Signer): V2Vectors {
   };
   const seal = (): void => {
     const position = stored.length;
-    const fields = signRoot(hash, signer, position, mmr.root(), V2_PARTITION);
+    const fields = signRoot(hash, signer, position, mmr.root(), partition);
     push(EventKind.SignedRoot, encodePayload(EventKind.SignedRoot, signedRootPayload(fields)));
     signedRoots.push({
       position,
       leafCount: position,
       rootHex: toHex(fields.root),
       keyId: fields.keyId,
-      messageHex: toHex(signedRootMessageV2(V2_PARTITION, fields.leafCount, fields.root)),
+      messageHex: toHex(signedRootMessageV2(partition, fields.leafCount, fields.root)),
       signatureHex: toHex(fields.signature),
     });
   };
+  /** The journal as stored, the entries at `excised` kept as their leaf digests only. */
+  const leaves = (excised: readonly number[]): V2Vectors['leaves'] =>
+    stored.map((e) =>
+      excised.includes(e.position)
+        ? { position: e.position, excised: true, leafHex: toHex(e.leaf) }
+        : {
+            position: e.position,
+            kind: e.kind,
+            payloadHex: toHex(e.payload),
+            leafHex: toHex(e.leaf),
+          },
+    );
+  return { push, seal, signedRoots, leaves };
+}
+
+/** Builds the version-2 vectors, signed by `signer`. */
+export function buildV2Vectors(hash: Sha256, signer: Ed25519Signer): V2Vectors {
+  const { push, seal, signedRoots, leaves } = smallV2Journal(hash, signer, V2_PARTITION);
   push(EventKind.MessageReceived, fillerBytes(hash, 'v2/payload/0', 40));
   // Not a valid ToolResult: the entry repair finds unreadable.
   const damagedLeaf = push(EventKind.ToolResult, Uint8Array.of(0xff, 0xff));
@@ -80,6 +109,9 @@ export function buildV2Vectors(hash: Sha256, signer: Ed25519Signer): V2Vectors {
       reason: 'test vector',
       excisedAtMs: 1_700_000_000_000,
       problem: 'its payload does not decode as tool_result',
+      erased: false,
+      erasedKind: '',
+      turnId: '',
     }),
   );
   seal();
@@ -88,16 +120,7 @@ export function buildV2Vectors(hash: Sha256, signer: Ed25519Signer): V2Vectors {
       'Version-2 signed roots (the message binds the partition) and an excision: entry 1 is ' +
       'excised and keeps its leaf digest, recorded by the excision event at 3.',
     partition: V2_PARTITION,
-    leaves: stored.map((e) =>
-      e.position === 1
-        ? { position: 1, excised: true, leafHex: toHex(e.leaf) }
-        : {
-            position: e.position,
-            kind: e.kind,
-            payloadHex: toHex(e.payload),
-            leafHex: toHex(e.leaf),
-          },
-    ),
+    leaves: leaves([1]),
     signedRoots,
     excised: [1],
     otherPartition: { partition: 'conv-00000000-0000-4000-8000-000000000002', position: 2 },
@@ -105,7 +128,7 @@ export function buildV2Vectors(hash: Sha256, signer: Ed25519Signer): V2Vectors {
 }
 
 /** The version-2 journal of the vectors, as a verifier reads it (excised entries included). */
-export function v2JournalEvents(vectors: V2Vectors): JournalEvent[] {
+export function v2JournalEvents(vectors: Pick<V2Vectors, 'leaves'>): JournalEvent[] {
   return vectors.leaves.map((leaf) =>
     'excised' in leaf
       ? {

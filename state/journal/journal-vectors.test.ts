@@ -3,6 +3,7 @@ import { join } from 'node:path';
 
 import { beforeAll, describe, expect, it } from '@jest/globals';
 
+import { payloadCodecs } from '../../common/event-kinds';
 import { CompactMmr } from './compact-mmr';
 import { fromHex, toHex } from './hex';
 import { rootFromInclusionProof } from './inclusion-proof';
@@ -219,6 +220,79 @@ describe('docs/journal-vectors.json', () => {
         ),
       ).toBe(leaf.leafHex);
     }
+  });
+
+  it('has a retirement record of the version-2 journal: the spec message, its root over every entry, signed by key 1 (@noble)', () => {
+    const { retirement, version2: v2 } = vectors;
+    const key = vectors.keys[0]!;
+    // UTF-8 domain ‖ u64 len(partition) ‖ partition ‖ u64 head ‖ root ‖ u64 retiredAtMs
+    expect(retirement.messageHex).toBe(
+      toHex(utf8.encode('polychrome/journal-retired/v1')) +
+        u64Hex(v2.partition.length) +
+        toHex(utf8.encode(v2.partition)) +
+        u64Hex(retirement.head) +
+        retirement.rootHex +
+        u64Hex(retirement.retiredAtMs),
+    );
+    expect(retirement).toMatchObject({ partition: v2.partition, head: 5, keyId: key.keyId });
+    const mmr = buildReferenceMmr(
+      noble.sha256,
+      v2.leaves.map((l) => fromHex(l.leafHex)),
+    );
+    expect(toHex(mmr.root)).toBe(retirement.rootHex);
+    const check = (message: string) =>
+      noble.verifier.verify(
+        fromHex(key.publicKeyHex),
+        fromHex(message),
+        fromHex(retirement.signatureHex),
+      );
+    expect(check(retirement.messageHex)).toBe(true);
+    // Moved to another partition, the same signature means nothing.
+    expect(
+      check(
+        retirement.messageHex.replace(
+          toHex(utf8.encode(v2.partition)),
+          toHex(utf8.encode(v2.otherPartition.partition)),
+        ),
+      ),
+    ).toBe(false);
+  });
+
+  it('verifies the erasure journal with @noble: the erased entry keeps its leaf, the record is the spec bytes', () => {
+    const erasure = vectors.erasure;
+    const trusted = [fromHex(vectors.keys[0]!.publicKeyHex)];
+    const options = { hash: noble.sha256, verifier: noble.verifier, trustedPublicKeys: trusted };
+    const events = v2JournalEvents(erasure);
+    expect(verifyJournal(events, { ...options, partition: erasure.partition })).toMatchObject({
+      ok: true,
+      leafCount: 5,
+      signedRootCount: 2,
+      excised: erasure.excised,
+      erased: erasure.erased,
+    });
+    // The record's payload is the protobuf of its fields (docs/journal-format.md, "Erasure").
+    const { fields } = erasure.record;
+    const record = payloadCodecs.excision.decode(fromHex(erasure.record.payloadHex));
+    expect({ ...record, leafDigest: toHex(record.leafDigest) }).toEqual({
+      ...fields,
+      leafDigestHex: undefined,
+      leafDigest: fields.leafDigestHex,
+    });
+    const stored = erasure.leaves[erasure.record.position]!;
+    expect('payloadHex' in stored && stored.payloadHex).toBe(erasure.record.payloadHex);
+    // The kept digest is the spec's leaf of the entry as it was: the roots signed before still hold.
+    expect(erasure.leaves[0]!.leafHex).toBe(fields.leafDigestHex);
+    for (const leaf of erasure.leaves) {
+      if ('excised' in leaf) continue;
+      expect(
+        toHex(
+          referenceLeafDigest(noble.sha256, leaf.position, leaf.kind, fromHex(leaf.payloadHex)),
+        ),
+      ).toBe(leaf.leafHex);
+    }
+    // Dropping the record (and the root after it) leaves an excision nothing records.
+    const cut = verifyJournal(events.slice(0, 3), { ...options, partition: erasure.partition });
+    expect(cut.failure).toMatchObject({ position: 0, reason: 'unrecorded_excision' });
   });
 
   it('accepts only the vectors shape in its type guard', () => {

@@ -1,7 +1,9 @@
 import { CompactMmr } from './compact-mmr';
 import { fromHex, toHex } from './hex';
 import { buildInclusionProof } from './inclusion-proof';
+import { buildErasureVectors, type ErasureVectors } from './journal-vectors-erasure';
 import { buildV2Vectors, type V2Vectors } from './journal-vectors-v2';
+import { buildRetirementVector, type RetirementVector } from './journal-vectors-retirement';
 import { LeafHasher } from './leaf-digest';
 import { keyIdOf } from './signed-root';
 import { vectorKeySeed, type VectorCrypto } from './vector-bytes';
@@ -44,6 +46,9 @@ export interface JournalVectors {
   }[];
   /** Version-2 roots and an excision (docs/journal-format.md, sections 6 and 10). */
   readonly version2: V2Vectors;
+  readonly retirement: RetirementVector;
+  /** An erased readable entry (docs/journal-format.md, "Erasure"). */
+  readonly erasure: ErasureVectors;
 }
 
 /**
@@ -102,6 +107,7 @@ export function buildJournalVectors(crypto: VectorCrypto): JournalVectors {
     };
   });
 
+  const version2 = buildV2Vectors(hash, first);
   return {
     description:
       'Polychrome journal integrity vectors; see docs/journal-format.md. Regenerate with ' +
@@ -118,7 +124,9 @@ export function buildJournalVectors(crypto: VectorCrypto): JournalVectors {
     signedRoots,
     keyRotations,
     inclusionProofs,
-    version2: buildV2Vectors(hash, first),
+    version2,
+    retirement: buildRetirementVector(hash, first, version2),
+    erasure: buildErasureVectors(hash, first),
   };
 }
 

@@ -98,6 +98,11 @@ export interface JournalVerification {
   readonly failure: VerifyFailure | undefined;
   /** Positions repair excised, in order: replay used their kept leaf digests. */
   readonly excised: readonly number[];
+  /**
+   * The excised positions whose sealed record says an admin erased them
+   * (docs/journal-format.md, "Erasure"), in order; the rest of `excised` were unreadable.
+   */
+  readonly erased: readonly number[];
   /** True when a checkpoint was given (and so checked; a mismatch is the failure). */
   readonly checkpointChecked: boolean;
 }
@@ -146,6 +151,7 @@ export interface VerificationPlan {
   readonly signatureChecks: readonly SignatureCheck[];
   readonly steps: readonly VerificationStep[];
   readonly excised: readonly number[];
+  readonly erased: readonly number[];
   readonly checkpointChecked: boolean;
 }
 

@@ -129,6 +129,7 @@ describe('verifyJournal: honest journals', () => {
       unsealed: { fromPosition: 6, count: 0 },
       failure: undefined,
       excised: [],
+      erased: [],
       checkpointChecked: false,
     });
   });
@@ -628,7 +629,11 @@ describe('verifyJournal: a trusted checkpoint catches truncation and rollback', 
 describe('verifyJournal: excised entries', () => {
   const leaves = new LeafHasher(nodeSha256);
   /** Batch 0-2 (message, dispatch, root); then a repair batch: excision of 1, root. */
-  const repaired = (record?: { position?: number; leaf?: Uint8Array }): JournalEvent[] => {
+  const repaired = (record?: {
+    position?: number;
+    leaf?: Uint8Array;
+    erased?: boolean;
+  }): JournalEvent[] => {
     const j = new TestJournal()
       .add(EventKind.MessageReceived)
       .add(EventKind.TurnDispatched)
@@ -643,7 +648,10 @@ describe('verifyJournal: excised entries', () => {
         actor: 'admin@example.com',
         reason: 'corrupt payload',
         excisedAtMs: 1,
-        problem: 'payload does not decode',
+        problem: record?.erased === true ? '' : 'payload does not decode',
+        erased: record?.erased ?? false,
+        erasedKind: record?.erased === true ? EventKind.TurnDispatched : '',
+        turnId: record?.erased === true ? 'turn-1' : '',
       }),
     ).seal(keyA);
     return j.events.map((e) =>
@@ -654,7 +662,25 @@ describe('verifyJournal: excised entries', () => {
   };
 
   it('verifies an excised entry by its kept leaf digest and lists it', () => {
-    expect(verify(repaired())).toMatchObject({ ok: true, excised: [1], signedRootCount: 2 });
+    expect(verify(repaired())).toMatchObject({
+      ok: true,
+      excised: [1],
+      erased: [],
+      signedRootCount: 2,
+    });
+  });
+
+  it('lists an erased entry apart: its sealed record says an admin erased it', () => {
+    expect(verify(repaired({ erased: true }))).toMatchObject({
+      ok: true,
+      excised: [1],
+      erased: [1],
+    });
+  });
+
+  it('fails an erasure whose record names another leaf digest, as any excision', () => {
+    const result = verify(repaired({ erased: true, leaf: new Uint8Array(32).fill(7) }));
+    expect(result.failure).toMatchObject({ position: 1, reason: 'unrecorded_excision' });
   });
 
   it('fails an excision no excision event records (an edit that hides an entry)', () => {

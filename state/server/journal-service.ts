@@ -18,6 +18,8 @@ import type {
   ReadRequest,
   RepairRequest,
   RepairResponse,
+  EraseRequest,
+  EraseResponse,
   VerifyRequest,
   VerifyResponse,
 } from '../../proto/gen/polychrome/state/v1/state';
@@ -26,6 +28,7 @@ import { followJournal } from '../store/follow-journal';
 import type { StoredSignedRoot } from '../store/append-batch';
 import type { JournalStore } from '../store/journal-store';
 import { createCallHandlers } from './call-handlers';
+import { retireHandlers } from './retire-handlers';
 import { StateService } from './rpc-roles';
 import { VerifyOutcomeLabel, type StateMetrics } from './state-metrics';
 
@@ -311,6 +314,7 @@ export function createJournalService(options: JournalServiceOptions): JournalSer
                 message: result.failure.message,
               },
         excised: [...result.excised],
+        erased: [...result.erased],
         checkpointChecked: result.checkpointChecked,
       };
     }),
@@ -346,11 +350,42 @@ export function createJournalService(options: JournalServiceOptions): JournalSer
         message: result.message,
       };
     }),
+    // ---- erasure (docs/state-plane.md, "Erasure") ----
+    erase: unary<EraseRequest, EraseResponse>('Erase', async (request, { signal, log }) => {
+      const result = await store.erase(request.partition, {
+        positions: request.positions,
+        actor: request.actor,
+        reason: request.reason,
+        dryRun: request.dryRun,
+        fencingToken: request.fencingToken,
+        signal,
+      });
+      const positions = result.erased.map((e) => e.position);
+      if (!result.dryRun) {
+        const fields = { partition: request.partition, actor: request.actor, positions };
+        log.warn(fields, 'journal entries erased');
+      }
+      return {
+        erased: result.erased.map((e) => ({
+          position: e.position,
+          leafDigest: Buffer.from(e.leaf),
+          kind: e.kind,
+          turnId: e.turnId,
+        })),
+        dryRun: result.dryRun,
+        head: result.head,
+        signedRoot:
+          result.signedRoot === undefined ? undefined : signedRootToProto(result.signedRoot),
+        signedRootPosition: result.signedRoot?.position ?? 0,
+        message: result.message,
+      };
+    }),
     export: streaming<ExportRequest, ExportItem>('Export', (request, { signal }) =>
       exportItems(request.partition, signal),
     ),
     listPartitions: unary<ListPartitionsRequest, ListPartitionsResponse>('ListPartitions', () =>
       Promise.resolve({ partitions: store.listPartitions().map((p) => p.partition) }),
     ),
+    ...retireHandlers(store, unary),
   };
 }

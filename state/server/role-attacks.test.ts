@@ -9,6 +9,7 @@ import { stateChannel } from '../../common/state-channel';
 import { RecordsService } from '../../proto/gen/polychrome/state/v1/records';
 import { JournalService } from '../../proto/gen/polychrome/state/v1/state';
 import type { JournalStore } from '../store/journal-store';
+import { collect } from '../store/testdata/fixtures';
 import { rolesFor } from './rpc-roles';
 import {
   clientTls,
@@ -106,6 +107,7 @@ const ATTACKS: readonly (readonly [CertificateRole, readonly string[]])[] = [
     CertificateRole.Writer,
     [
       'Journal/Repair',
+      'Journal/Erase',
       'Records/RevealCredential',
       'Records/DeletePersona',
       'Records/ListSessions',
@@ -113,23 +115,74 @@ const ATTACKS: readonly (readonly [CertificateRole, readonly string[]])[] = [
       'Records/CreateCredential',
       'Records/LinkIdentity',
       'Journal/Verify',
+      'Journal/Retire',
     ],
   ],
   [
     CertificateRole.Verifier,
-    ['Journal/Append', 'Journal/Repair', 'Records/Authenticate', 'Records/CreateSession'],
+    [
+      'Journal/Append',
+      'Journal/Repair',
+      'Journal/Retire',
+      'Journal/Erase',
+      'Records/Authenticate',
+      'Records/CreateSession',
+    ],
+  ],
+  [
+    CertificateRole.Retire,
+    [
+      'Journal/Append',
+      'Journal/Read',
+      'Journal/Export',
+      'Journal/Repair',
+      'Journal/Erase',
+      'Records/SetRoles',
+    ],
   ],
   [
     CertificateRole.Repair,
-    ['Journal/Append', 'Journal/Read', 'Journal/Export', 'Records/SetRoles'],
+    [
+      'Journal/Append',
+      'Journal/Read',
+      'Journal/Export',
+      'Journal/Erase',
+      'Journal/Retire',
+      'Records/SetRoles',
+    ],
+  ],
+  // ---- erasure ----
+  [
+    CertificateRole.Erase,
+    [
+      'Journal/Append',
+      'Journal/Read',
+      'Journal/Export',
+      'Journal/Repair',
+      'Journal/Retire',
+      'Records/SetRoles',
+    ],
   ],
   [
     CertificateRole.RecordsAdmin,
-    ['Journal/Append', 'Journal/Read', 'Journal/Repair', 'Journal/Head'],
+    [
+      'Journal/Append',
+      'Journal/Read',
+      'Journal/Repair',
+      'Journal/Erase',
+      'Journal/Head',
+      'Journal/Retire',
+    ],
   ],
   [
     CertificateRole.ControlPlaneReplica,
-    ['Journal/Append', 'Journal/Head', 'Records/Authenticate', 'Records/CreateSession'],
+    [
+      'Journal/Append',
+      'Journal/Head',
+      'Journal/Retire',
+      'Records/Authenticate',
+      'Records/CreateSession',
+    ],
   ],
 ];
 
@@ -176,6 +229,24 @@ describe('an attacker holding one role', () => {
 });
 
 describe('a refused call', () => {
+  it('erases nothing: an Erase with any role but erase leaves the entry as it was', async () => {
+    await journal.append('conv-erase-attack', 0, [message('personal')]);
+    for (const role of ROLES.filter((r) => r !== CertificateRole.Erase)) {
+      const client = new StateClient({
+        address,
+        tls: await clientTls(pki.ca, pki.only[role]),
+        callTimeoutMs: 5_000,
+      });
+      clients.push(client);
+      const request = { positions: [0], actor: 'mallory', reason: 'cover tracks' };
+      const error = await client.erase('conv-erase-attack', request).catch((e: unknown) => e);
+      expect([role, (error as StateCallError).code]).toEqual([role, 'permission_denied']);
+    }
+    expect(journal.head('conv-erase-attack').head).toBe(2);
+    const [entry] = await collect(journal.read('conv-erase-attack', 0, 1));
+    expect(entry?.kind).toBe('message_received');
+  });
+
   it('writes nothing: an Append with only a non-writer role leaves the journal empty', async () => {
     for (const role of ROLES.filter((r) => r !== CertificateRole.Writer)) {
       const client = new StateClient({
@@ -223,8 +294,55 @@ describe('a refused call', () => {
   });
 });
 
+describe('a refused Retire', () => {
+  it('removes nothing: a writer or verifier asking to retire leaves the partition whole', async () => {
+    const writer = new StateClient({
+      address,
+      tls: await clientTls(pki.ca, pki.only[CertificateRole.Writer]),
+      callTimeoutMs: 5_000,
+    });
+    clients.push(writer);
+    const { head } = await writer.append('conv-keep-me', 0, [message('mine')]);
+    for (const role of ROLES.filter((r) => r !== CertificateRole.Retire)) {
+      const client = new StateClient({
+        address,
+        tls: await clientTls(pki.ca, pki.only[role]),
+        callTimeoutMs: 5_000,
+      });
+      clients.push(client);
+      const error = await client
+        .retire('conv-keep-me', { policy: 'delete', actor: 'attacker', reason: 'wipe' })
+        .catch((e: unknown) => e);
+      expect([role, (error as StateCallError).code]).toEqual([role, 'permission_denied']);
+      expect((error as StateCallError).message).toContain(
+        'may not call Retire: it needs role polychrome:retire',
+      );
+    }
+    expect(journal.head('conv-keep-me').head).toBe(head);
+    expect(journal.listPartitions().map((p) => p.partition)).toContain('conv-keep-me');
+    // The retire role alone can; afterwards the writer is refused, naming the retirement.
+    const retirer = new StateClient({
+      address,
+      tls: await clientTls(pki.ca, pki.only[CertificateRole.Retire]),
+      callTimeoutMs: 5_000,
+    });
+    clients.push(retirer);
+    const done = await retirer.retire('conv-keep-me', {
+      policy: 'checkpoint',
+      actor: 'test',
+      reason: 'deleted',
+    });
+    expect(done).toMatchObject({ retiredNow: true, eventsRemoved: head });
+    const after = await writer
+      .append('conv-keep-me', head, [message('x')])
+      .catch((e: unknown) => e);
+    expect(after).toMatchObject({ code: 'failed_precondition' });
+    expect((after as Error).message).toContain('conv-keep-me was retired at');
+  });
+});
+
 describe('the shipped certificates', () => {
-  it('let the control plane append, repair and authenticate, and not administer records', async () => {
+  it('let the control plane append, repair, erase, retire and authenticate, and not administer records', async () => {
     const tls = await clientTls(pki.ca, pki.controlPlane);
     const state = new StateClient({ address, tls, callTimeoutMs: 5_000 });
     const records = new RecordsClient({ address, tls, callTimeoutMs: 5_000 });
@@ -232,6 +350,12 @@ describe('the shipped certificates', () => {
     await state.append('conv-cp', 0, [message('hello')]);
     const repaired = await state.repair('conv-cp', { actor: 'a', reason: 'r', dryRun: true });
     expect(repaired.excised).toEqual([]);
+    const erase = { positions: [0], actor: 'a', reason: 'r', dryRun: true };
+    expect((await state.erase('conv-cp', erase)).erased.map((e) => e.kind)).toEqual([
+      'message_received',
+    ]);
+    const retired = await state.retire('conv-cp', { policy: 'delete', actor: 'a', reason: 'r' });
+    expect(retired.retiredNow).toBe(true);
     expect(await records.authenticate('pc_not-a-token').catch((e: unknown) => e)).not.toMatchObject(
       {
         code: 'permission_denied',

@@ -44,6 +44,7 @@ describe('RPC_ROLES', () => {
 
   it('keeps repair and the records administration away from the writer', () => {
     expect(rolesFor(StateService.Journal, 'Repair')).toEqual([CertificateRole.Repair]);
+    expect(rolesFor(StateService.Journal, 'Erase')).toEqual([CertificateRole.Erase]);
     for (const method of ['SetRoles', 'CreateSession', 'Authenticate']) {
       expect(rolesFor(StateService.Records, method)).toContain(CertificateRole.RecordsAdmin);
     }

@@ -11,7 +11,7 @@ import type { JournalService } from '../../proto/gen/polychrome/state/v1/state';
  * says who carries which role and why.
  */
 
-const { Writer, Verifier, Repair, RecordsAdmin } = CertificateRole;
+const { Writer, Verifier, Repair, RecordsAdmin, Retire, Erase } = CertificateRole;
 
 /** The method name (`Append`) of each RPC in a ts-proto service definition. */
 type MethodsOf<Service> = {
@@ -57,6 +57,12 @@ export const RPC_ROLES: RoleTable = {
     ListPartitions: [Verifier],
     // Rewrites entries: only a certificate that names the repair role.
     Repair: [Repair],
+    // Journal retention: removes a deleted conversation's events; only the retire role.
+    Retire: [Retire],
+    GetRetirement: [Verifier],
+    // ---- erasure ----
+    // Erases readable content: only a certificate that names the erase role.
+    Erase: [Erase],
   },
   [StateService.Records]: {
     // The public API authenticates bearer tokens.

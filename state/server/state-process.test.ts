@@ -469,6 +469,7 @@ describe('tampering on disk, found by `polychrome state verify`', () => {
       unsealed: 0,
       failure: null,
       excised: [],
+      erased: [],
       checkpointChecked: false,
     });
     await stop(p, 'SIGTERM');
@@ -678,5 +679,78 @@ describe('repair across a SIGKILL', () => {
       await rm(copy, { recursive: true, force: true });
     }
     expect(seen.repaired + seen.untouched).toBe(DELAYS_MS.length);
+  }, 400_000);
+});
+
+describe('erasure across a SIGKILL', () => {
+  const P = 'conv-erase-kill';
+  const ERASED = [4, 7];
+  /** When the kill comes after the Erase call is sent. */
+  const DELAYS_MS = [0, 5, 20, 80, 320];
+  let pristine: string;
+  let pristineEvents: JournalEntry[];
+
+  // 60 batches of 2 messages: roots at 2, 5, ..., 179; head 180. The erasure's check
+  // replays all of them, so a kill lands before, during or after its one write.
+  beforeAll(async () => {
+    pristine = join(dir.path, 'erase-kill');
+    const p = await start(pristine);
+    const w = await client(p, 'controlPlane');
+    let head = 0;
+    for (let b = 0; b < 60; b++) {
+      head = (await w.append(P, head, [message(`m${String(b)}`), message(`n${String(b)}`)])).head;
+    }
+    pristineEvents = await readAll(w, P);
+    w.close();
+    expect(head).toBe(180);
+    expect(await stop(p, 'SIGTERM')).toBe(0);
+  });
+
+  it('leaves the journal either untouched or wholly erased, at every kill point', async () => {
+    const seen = { erased: 0, untouched: 0 };
+    for (const delayMs of DELAYS_MS) {
+      const copy = join(dir.path, `erase-kill-${String(delayMs)}`);
+      await rm(copy, { recursive: true, force: true });
+      await cp(pristine, copy, { recursive: true });
+      const first = await start(copy);
+      const admin = await client(first, 'controlPlane');
+      const request = { positions: ERASED, actor: 'web:admin', reason: 'erasure request 9' };
+      const call = admin.erase(P, request).catch((error: unknown) => error);
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      expect(await stop(first, 'SIGKILL')).toBe('SIGKILL');
+      await call;
+      admin.close();
+
+      const second = await start(copy);
+      const c = await client(second, 'verifier');
+      const verdict = await c.verify(P);
+      expect(verdict.ok).toBe(true);
+      const after = await readAll(c, P);
+      if (verdict.events === 183) {
+        // Both markers, both records and the root landed together.
+        seen.erased += 1;
+        expect(verdict).toMatchObject({ excised: ERASED, erased: ERASED, unsealed: 0 });
+        expect(after.slice(180, 182).map((e) => e.kind)).toEqual([
+          EventKind.Excision,
+          EventKind.Excision,
+        ]);
+      } else {
+        // Nothing was written.
+        seen.untouched += 1;
+        expect(verdict).toMatchObject({ excised: [], erased: [], events: 180 });
+      }
+      // Every entry but the erased ones reads back byte for byte as written; the erased
+      // ones are either all there or all excised.
+      const excisedNow = after.filter((e) => e.excised === true).map((e) => e.position);
+      expect(excisedNow).toEqual(verdict.events === 183 ? ERASED : []);
+      for (const event of pristineEvents) {
+        if (excisedNow.includes(event.position)) continue;
+        expect(after[event.position]?.payload).toEqual(event.payload);
+      }
+      c.close();
+      expect(await stop(second, 'SIGTERM')).toBe(0);
+      await rm(copy, { recursive: true, force: true });
+    }
+    expect(seen.erased + seen.untouched).toBe(DELAYS_MS.length);
   }, 400_000);
 });

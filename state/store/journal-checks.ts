@@ -55,3 +55,13 @@ export function assertNotFenced(
 export function noEvents(partition: string): AppError {
   return new AppError('not_found', `${partition} has no events`, { details: { partition } });
 }
+
+/** The `not_found` error of asking for the retirement of a partition that is not retired. */
+export function notRetired(partition: string): AppError {
+  return new AppError(
+    'not_found',
+    `${partition} is not retired (its conversation was not deleted, or was deleted under the ` +
+      'keep policy): read it as usual',
+    { details: { partition } },
+  );
+}

@@ -9,6 +9,8 @@ import type { OpenReport } from './journal-store-types';
 import type { KvStore } from './level-kv';
 import { isPartitionName } from '../../common/partition-name';
 import { recoverPartition, type PartitionState } from './recover-partition';
+import { loadRetirements } from './retired-partitions';
+import type { PartitionRetirement } from './retirement-types';
 import {
   ALL_PARTITIONS,
   FORMAT_KEY,
@@ -27,6 +29,8 @@ export interface OpenedPartitions {
   readonly refused: Map<string, AppError>;
   /** Partitions whose never-acknowledged tail was deleted. */
   readonly droppedTails: { partition: string; events: number; nodes: number }[];
+  /** Retired partitions (retired-partitions.ts), an unreadable retirement as its error. */
+  readonly retired: Map<string, PartitionRetirement | AppError>;
 }
 
 /**
@@ -144,6 +148,7 @@ export async function openStore(
       partitions: new Map(),
       refused: new Map(),
       droppedTails: [],
+      retired: await loadRetirements(kv),
     };
     await recoverPartitions(kv, hash, names, opened);
     return opened;

@@ -11,25 +11,32 @@ import { noEvents } from './journal-checks';
 import type { OpenedPartitions } from './journal-open';
 import type { JournalStoreStats, PartitionInfo } from './journal-store-types';
 import type { PartitionState } from './recover-partition';
+import { retiredError } from './retired-partitions';
+import type { PartitionRetirement } from './retirement-types';
 
 export class PartitionTable {
   private readonly states = new Map<string, PartitionState>();
   private readonly refused = new Map<string, AppError>();
+  /** Retired partitions (an unreadable retirement as its error): no call but retire reaches them. */
+  private readonly retired = new Map<string, PartitionRetirement | AppError>();
   private appends = 0;
   private events = 0;
 
-  /** Takes the partitions open() found. */
+  /** Takes the partitions and retirements open() found. */
   load(opened: OpenedPartitions): void {
     for (const [name, state] of opened.partitions) this.states.set(name, state);
     for (const [name, error] of opened.refused) this.refused.set(name, error);
+    for (const [name, retirement] of opened.retired) this.retired.set(name, retirement);
   }
 
   /**
    * State of a partition that is not refused; `undefined` when it has no events.
    *
-   * @throws AppError `data_loss` for a refused partition.
+   * @throws AppError `data_loss` for a refused partition; `failed_precondition` for a
+   *   retired one (retired-partitions.ts).
    */
   healthy(partition: string): PartitionState | undefined {
+    this.assertNotRetired(partition);
     const refused = this.refused.get(partition);
     if (refused !== undefined) throw refused;
     return this.states.get(partition);
@@ -41,9 +48,36 @@ export class PartitionTable {
    * @throws AppError `not_found` for a partition with no records.
    */
   stored(partition: string): PartitionState | undefined {
+    this.assertNotRetired(partition);
     const state = this.states.get(partition);
     if (state === undefined && !this.refused.has(partition)) throw noEvents(partition);
     return state;
+  }
+
+  /** @throws AppError `failed_precondition` when `partition` is retired. */
+  assertNotRetired(partition: string): void {
+    const retirement = this.retired.get(partition);
+    if (retirement !== undefined) throw retiredError(retirement);
+  }
+
+  /** The retirement of `partition` (an unreadable one as its error), if it is retired. */
+  retirement(partition: string): PartitionRetirement | AppError | undefined {
+    return this.retired.get(partition);
+  }
+
+  /** What retiring `partition` starts from: its state and whether open() refused it. */
+  beforeRetirement(partition: string): {
+    state: PartitionState | undefined;
+    refused: AppError | undefined;
+  } {
+    return { state: this.states.get(partition), refused: this.refused.get(partition) };
+  }
+
+  /** `partition` is retired (its retirement durable): it leaves the live partitions. */
+  retire(partition: string, retirement: PartitionRetirement): void {
+    this.states.delete(partition);
+    this.refused.delete(partition);
+    this.retired.set(partition, retirement);
   }
 
   /** Moves `partition` (its state before: `state`) to the durable batch `written`. */
@@ -67,7 +101,7 @@ export class PartitionTable {
     state.fence = fence;
   }
 
-  /** Every partition, sorted by name, with refused ones marked. */
+  /** Every partition, sorted by name, with refused ones marked; retired ones are not listed. */
   list(): PartitionInfo[] {
     const out: PartitionInfo[] = [];
     for (const [partition, state] of this.states)

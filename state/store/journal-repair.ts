@@ -12,7 +12,7 @@ import type { Ed25519Verifier } from '../journal/ed25519';
 import type { LeafHasher } from '../journal/leaf-digest';
 import { leafNodePosition } from '../journal/mmr-layout';
 import { StreamingJournalVerifier } from '../journal/streaming-verifier';
-import type { AppendBatch } from './append-batch';
+import type { JournalVerification } from '../journal/verification-types';
 import { writeBatch, type BatchWriter, type WrittenBatch } from './journal-append';
 import { assertPosition, throwIfAborted } from './journal-checks';
 import type {
@@ -25,6 +25,7 @@ import type {
 import { genesisTrust, signatureChecker } from './journal-verify';
 import type { KvOp, KvStore } from './level-kv';
 import { readAhead } from './read-ahead';
+import { DryRunDone, replayedBatchCheck } from './replayed-batch-check';
 import type { PartitionState } from './recover-partition';
 import {
   decodeEventValue,
@@ -61,14 +62,17 @@ export type RepairOutcome =
   | { readonly result: RepairResult }
   | { readonly written: WrittenBatch; readonly excised: readonly UnreadableEntry[] };
 
-/** Thrown by a dry run's check, once it passed, so that nothing is written. */
-class DryRunDone extends Error {}
-
-function assertText(value: unknown, field: string, max: number, partition: string): string {
+function assertText(
+  value: unknown,
+  field: string,
+  max: number,
+  partition: string,
+  what: string,
+): string {
   if (typeof value !== 'string' || value.trim() === '' || value.length > max) {
     throw new AppError(
       'invalid_argument',
-      `${partition}: a repair needs ${field}: a non-empty text of at most ${String(max)} characters ` +
+      `${partition}: ${what} needs ${field}: a non-empty text of at most ${String(max)} characters ` +
         '(it is recorded in the signed excision event)',
       { details: { partition, field } },
     );
@@ -77,14 +81,18 @@ function assertText(value: unknown, field: string, max: number, partition: strin
 }
 
 /**
- * Checks `options` of a repair of `partition`.
+ * Checks `options` of a repair of `partition` (or of an erasure: `what` names it).
  *
  * @throws AppError `invalid_argument` for an empty or overlong actor or reason, or a bad
  *   fencing token.
  */
-export function repairRequestOf(partition: string, options: RepairOptions): RepairRequest {
-  const actor = assertText(options.actor, 'an actor', MAX_ACTOR_CHARS, partition);
-  const reason = assertText(options.reason, 'a reason', MAX_REASON_CHARS, partition);
+export function repairRequestOf(
+  partition: string,
+  options: RepairOptions,
+  what = 'a repair',
+): RepairRequest {
+  const actor = assertText(options.actor, 'an actor', MAX_ACTOR_CHARS, partition, what);
+  const reason = assertText(options.reason, 'a reason', MAX_REASON_CHARS, partition, what);
   const fencingToken = options.fencingToken ?? 0;
   assertPosition(fencingToken, 'fencing token', partition);
   return {
@@ -213,6 +221,9 @@ function excisionEvents(found: readonly UnreadableEntry[], request: RepairReques
       reason: request.reason,
       excisedAtMs,
       problem: entry.problem,
+      erased: false,
+      erasedKind: '',
+      turnId: '',
     }),
   }));
 }
@@ -226,40 +237,19 @@ function excisedMarkers(partition: string, found: readonly UnreadableEntry[]): K
   }));
 }
 
-/**
- * The check run on the repair's built batch: the replay of the partition (the excisions
- * in place) continued with the batch's own events must verify. A dry run stops there.
- */
-function repairedVerifies(
-  partition: string,
-  head: number,
-  replayer: StreamingJournalVerifier,
-  positions: string,
-  dryRun: boolean,
-): (batch: AppendBatch) => Promise<void> {
-  return async (batch) => {
-    // The batch's own events, as a verifier will read them after the stored ones.
-    let position = head;
-    for (const op of batch.ops) {
-      if (op.type !== 'put' || !bytesEqual(op.key, eventKey(partition, position))) continue;
-      replayer.add({ position, ...decodeEventValue(op.value, partition, position) });
-      position += 1;
-    }
-    const outcome = await replayer.finish();
-    if (outcome.failure !== undefined || outcome.unsealed.count > 0) {
-      throw new AppError(
-        'data_loss',
-        `${partition}: excising ${positions} would not leave a journal that verifies` +
-          (outcome.failure === undefined
-            ? ''
-            : ` (${outcome.failure.reason} at ${String(outcome.failure.position)}: ${outcome.failure.message})`) +
-          '; the damage is not confined to entries (an MMR node, a root or the key chain changed): ' +
-          'nothing was written; restore the partition from a backup',
-        { details: { partition, positions } },
-      );
-    }
-    if (dryRun) throw new DryRunDone();
-  };
+/** The refusal of a repair whose repaired journal would not verify. */
+function notConfined(partition: string, positions: string) {
+  return (outcome: JournalVerification): AppError =>
+    new AppError(
+      'data_loss',
+      `${partition}: excising ${positions} would not leave a journal that verifies` +
+        (outcome.failure === undefined
+          ? ''
+          : ` (${outcome.failure.reason} at ${String(outcome.failure.position)}: ${outcome.failure.message})`) +
+        '; the damage is not confined to entries (an MMR node, a root or the key chain changed): ' +
+        'nothing was written; restore the partition from a backup',
+      { details: { partition, positions } },
+    );
 }
 
 function entries(count: number): string {
@@ -301,7 +291,8 @@ export async function excise(
     return { result: { partition, dryRun, excised: [], head: state.head, message } };
   }
   const positions = positionsOf(found);
-  const check = repairedVerifies(partition, state.head, replayer, positions, dryRun);
+  const refusal = notConfined(partition, positions);
+  const check = replayedBatchCheck(partition, state.head, replayer, refusal, dryRun);
   const extra = { ops: excisedMarkers(partition, found), check };
   try {
     const events = excisionEvents(found, request);

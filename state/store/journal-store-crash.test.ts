@@ -5,14 +5,26 @@ import { createInterface } from 'node:readline';
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 
 import { decodePayload, EventKind } from '../../common/event-kinds';
+import { AppError } from '../../common/errors';
 import { JournalStore } from './journal-store';
-import { collect, tempDir, testSigner } from './testdata/fixtures';
+import { RetirePolicy } from './retirement-types';
+import { partitionRange } from './store-keys';
+import {
+  collect,
+  editRaw,
+  RETIRE_WORKER_PARTITION,
+  tempDir,
+  testSigner,
+} from './testdata/fixtures';
 
 /*
- * Crash safety with a real SIGKILL: a child process appends to 4 partitions in a loop and
+ * Crash safety with a real SIGKILL. Appends: a child process appends to 4 partitions in a loop and
  * prints each acknowledged append; the test kills it mid-stream (twice, resuming from the
  * reopened store), then checks that every acknowledged append is there, that no batch is
- * partly visible, and that verify passes.
+ * partly visible, and that verify passes. Retirement: a child builds a partition of ~9600
+ * records and retires it; killed at several moments of the retirement (before, during and
+ * after its one batch, as the timing falls), the reopened store holds the whole partition or
+ * the retired one, never part of it.
  */
 
 const ROOT = join(__dirname, '..', '..');
@@ -132,4 +144,84 @@ describe('SIGKILL mid-stream', () => {
     expect(second[0]?.firstPosition).toBeGreaterThan(0);
     await checkAfterCrash([...first, ...second]);
   }, 120_000);
+});
+
+const RETIRE_WORKER = join(__dirname, 'testdata', 'retire-worker.ts');
+
+/** Runs the retire worker; SIGKILLs it `delayMs` after it printed `built`. Its head. */
+async function retireAndKill(location: string, delayMs: number): Promise<number> {
+  const child = spawn(process.execPath, ['--import', 'tsx', RETIRE_WORKER, location, '100'], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+  let built = -1;
+  const deadline = setTimeout(() => child.kill('SIGKILL'), 60_000);
+  for await (const line of createInterface({ input: child.stdout })) {
+    const [tag, head] = line.split(' ');
+    if (tag !== 'built') continue;
+    built = Number(head);
+    setTimeout(() => child.kill('SIGKILL'), delayMs);
+  }
+  clearTimeout(deadline);
+  await exited;
+  if (built < 0) throw new Error(`the retire worker never built its partition: ${stderr}`);
+  return built;
+}
+
+/** The partition's raw keys (the store closed). */
+async function rawKeys(location: string): Promise<number> {
+  let count = 0;
+  await editRaw(location, async (db) => {
+    for await (const key of db.keys(partitionRange(RETIRE_WORKER_PARTITION)))
+      count += key.length > 0 ? 1 : 0;
+  });
+  return count;
+}
+
+describe('SIGKILL mid-retire', () => {
+  it.each([0, 100, 150, 200, 400])(
+    'after %i ms leaves the whole partition or the retired one, never between',
+    async (delayMs) => {
+      const built = await retireAndKill(dir.path, delayMs);
+      const left = await rawKeys(dir.path);
+      const store = new JournalStore({ location: dir.path, signer: testSigner(0) });
+      const report = await store.open();
+      const P = RETIRE_WORKER_PARTITION;
+      try {
+        expect(report.refused).toEqual([]);
+        const retirement = (() => {
+          try {
+            return store.retirement(P);
+          } catch (error) {
+            if (error instanceof AppError && error.code === 'not_found') return undefined;
+            throw error;
+          }
+        })();
+        if (retirement === undefined) {
+          // Whole: every event there, verifying; retiring it now finishes the job.
+          expect(store.head(P).head).toBe(built);
+          expect(await store.verify(P)).toMatchObject({ ok: true, leafCount: built });
+          const done = await store.retire(P, {
+            policy: RetirePolicy.Checkpoint,
+            actor: 'retry',
+            reason: 'after the crash',
+          });
+          expect(done).toMatchObject({ retiredNow: true, eventsRemoved: built });
+        } else {
+          // Retired: not one record of the partition is left, and the record is whole.
+          expect(left).toBe(0);
+          expect(retirement.signed).toMatchObject({ head: built });
+          expect(store.listPartitions().map((p) => p.partition)).not.toContain(P);
+        }
+      } finally {
+        await store.close();
+      }
+    },
+    120_000,
+  );
 });

@@ -115,6 +115,9 @@ describe('repair', () => {
       reason: repairAs.reason,
       excisedAtMs: 1_700_000_000_000,
       problem: 'its payload does not decode as tool_call',
+      erased: false,
+      erasedKind: '',
+      turnId: '',
     });
     // The kept digest is the one the roots were signed over: a proof of 4 still holds.
     const proof = await store.proof(P, 4, 5);

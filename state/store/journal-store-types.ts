@@ -227,6 +227,48 @@ export interface RepairResult {
   readonly message: string;
 }
 
+/** Options of {@link JournalStore.erase} (docs/state-plane.md, "Erasure"). */
+export interface EraseOptions {
+  /** The positions to erase: readable content entries below the head. */
+  readonly positions: readonly number[];
+  /** Who asks, as the caller authenticated them; recorded in each `excision` event. */
+  readonly actor: string;
+  /** Why; recorded in each `excision` event. */
+  readonly reason: string;
+  /** Check everything, write nothing. */
+  readonly dryRun?: boolean;
+  /** As for {@link AppendOptions.fencingToken}: an erasure is a write and is fenced like one. */
+  readonly fencingToken?: number;
+  readonly signal?: AbortSignal;
+  /** Clock for the `excised_at_ms` field. @default Date.now */
+  readonly now?: () => number;
+}
+
+/** An entry an erasure excised (or, for a dry run, would). */
+export interface ErasedEntry {
+  readonly position: number;
+  /** The leaf digest the erasure keeps. */
+  readonly leaf: Uint8Array;
+  /** The kind the entry had. */
+  readonly kind: string;
+  /** The turn it belonged to; empty when its payload names none. */
+  readonly turnId: string;
+}
+
+/** What {@link JournalStore.erase} did. */
+export interface EraseResult {
+  readonly partition: string;
+  readonly dryRun: boolean;
+  /** The entries erased (would be, for a dry run), in position order. */
+  readonly erased: readonly ErasedEntry[];
+  /** The head after the erasure (unchanged for a dry run). */
+  readonly head: number;
+  /** The closing root of the erasure's batch, when it wrote one. */
+  readonly signedRoot?: StoredSignedRoot;
+  /** For people: what was done. */
+  readonly message: string;
+}
+
 /** Options of {@link JournalStore.read} and {@link JournalStore.export}. */
 export interface ReadOptions {
   readonly signal?: AbortSignal;

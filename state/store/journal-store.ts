@@ -14,20 +14,22 @@ import {
   type BatchWriter,
   type WrittenBatch,
 } from './journal-append';
-import { assertNotFenced, assertPosition, noEvents, throwIfAborted } from './journal-checks';
+import { assertPosition, noEvents, throwIfAborted } from './journal-checks';
 import { exportNdjson, exportRecords, type StoreExportRecord } from './journal-export';
 import { noKeyToRotate, SigningKeyring } from './journal-keyring';
 import { openReport, openStore } from './journal-open';
 import { PartitionTable } from './journal-partitions';
 import { proveEvent } from './journal-proofs';
 import { readEvents } from './journal-read';
-import { excise, repairedResult, repairRequestOf } from './journal-repair';
+import { erasePartition, repairPartition, type ExcisionContext } from './journal-excisions';
 import {
   resolveLimits,
   type AppendEvent,
   type AppendOptions,
   type AppendResult,
   type CommitListener,
+  type EraseOptions,
+  type EraseResult,
   type EventProof,
   type JournalStoreLimits,
   type JournalStoreOptions,
@@ -45,26 +47,18 @@ import { createLevelKv, type KvStore } from './level-kv';
 import { assertPartitionName } from '../../common/partition-name';
 import type { PartitionState } from './recover-partition';
 import { StoreLifecycle } from './store-lifecycle';
+import { retirementOf, retirePartition } from './journal-retire';
+import type { PartitionRetirement, RetireOptions, RetireResult } from './retirement-types';
 
 /**
  * The state plane's durable journal store: many `conv-{id}` partitions in one LevelDB
  * database, each an append-only, signed journal (docs/journal-format.md;
  * state/store/README.md). This class owns the store's state (the LevelDB handle, the
  * partition table, the lifecycle and locks, the signing keys, the commit listeners) and
- * hands each call to the module of its responsibility (journal-append.ts,
- * journal-repair.ts, journal-proofs.ts, journal-verify.ts, journal-export.ts,
- * journal-read.ts, journal-open.ts) with what that needs. An append is acknowledged once
- * its one atomic write is durable; the in-memory state moves only then.
- *
- * @example
- * import { createNodeEd25519Signer } from '../journal/node-ed25519';
- * async function demo(): Promise<void> {
- *   const store = new JournalStore({ location: 'journal-db', signer: createNodeEd25519Signer(new Uint8Array(32)) });
- *   await store.open();
- *   const { head } = await store.append('conv-1', 0, [{ kind: 'message_received', payload: new Uint8Array() }]);
- *   for await (const event of store.read('conv-1', 0, head)) void event;
- *   await store.close();
- * }
+ * hands each call to the module of its responsibility (journal-append.ts, -repair.ts,
+ * -retire.ts, -proofs.ts, -verify.ts, -export.ts, -read.ts, -open.ts) with what that
+ * needs. An append is acknowledged once its one atomic write is durable; the in-memory
+ * state moves only then. Its calls in one place: state/store/README.md, "API".
  */
 export class JournalStore {
   private readonly kv: KvStore;
@@ -256,26 +250,33 @@ export class JournalStore {
    * Excises every unreadable entry of `partition` (journal-repair.ts; docs/journal-format.md,
    * "Excision") in one atomic durable batch, once the repaired journal is shown to verify;
    * a dry run stops there. A partition with nothing unreadable is left as it is.
-   *
-   * @throws AppError `invalid_argument` for a bad name, or an empty or overlong `actor` or
-   *   `reason`; `not_found` for a partition with no events; `data_loss` for a refused
-   *   partition, a missing stored leaf digest, or a repair that would not verify;
-   *   `fenced` as for append; `cancelled`; `unavailable` as for append.
+   * @throws AppError `invalid_argument` (bad name, actor or reason), `not_found` (no events),
+   *   `data_loss` (refused, a missing leaf digest, a repair that would not verify), and
+   *   `fenced`, `cancelled`, `unavailable` as for append.
    */
-  async repair(partition: string, options: RepairOptions): Promise<RepairResult> {
-    this.life.assertOpen();
-    assertPartitionName(partition);
-    const request = repairRequestOf(partition, options);
-    throwIfAborted(request.signal, `repair of ${partition}`);
-    return this.life.locked(partition, async () => {
-      const state = this.table.healthy(partition);
-      if (state === undefined) throw noEvents(partition);
-      assertNotFenced(partition, state, request.fencingToken, 'repair');
-      const parts = { kv: this.kv, verifier: this.verifier, writer: this.writer };
-      const outcome = await excise(parts, partition, state, request);
-      if ('result' in outcome) return outcome.result;
-      return repairedResult(outcome.excised, this.apply(partition, state, outcome.written));
-    });
+  repair(partition: string, options: RepairOptions): Promise<RepairResult> {
+    return repairPartition(this.excisionContext(), partition, options);
+  }
+
+  /** Erases named readable entries as repair excises (journal-erase.ts); throws as repair. */
+  erase(partition: string, options: EraseOptions): Promise<EraseResult> {
+    return erasePartition(this.excisionContext(), partition, options);
+  }
+
+  private excisionContext(): ExcisionContext {
+    const parts = { kv: this.kv, verifier: this.verifier, writer: this.writer };
+    return { life: this.life, table: this.table, parts, apply: (p, s, w) => this.apply(p, s, w) };
+  }
+
+  /** Retires `partition`, as `retirePartition` (journal-retire.ts) says; throws as it. */
+  retire(partition: string, options: RetireOptions): Promise<RetireResult> {
+    const { kv, hash, keyring, table, life, listeners } = this;
+    return retirePartition({ kv, hash, keyring, table, life, listeners }, partition, options);
+  }
+
+  /** The retirement of `partition`. @throws AppError as `retirementOf` (journal-retire.ts). */
+  retirement(partition: string): PartitionRetirement {
+    return retirementOf(this.life, this.table, partition);
   }
 
   /**

@@ -39,6 +39,12 @@ export interface KvStore {
   entries(range: KvRange): AsyncIterable<readonly [Uint8Array, Uint8Array]>;
   /** Keys only, as {@link KvStore.entries}. */
   keys(range: KvRange): AsyncIterable<Uint8Array>;
+  /**
+   * Compacts the keys in `[range.gte, range.lt)`: the memtable is flushed and every level
+   * overlapping the range rewritten, so deleted records leave the disk (the old files go
+   * once the compaction is done).
+   */
+  compactRange(range: { readonly gte: Uint8Array; readonly lt: Uint8Array }): Promise<void>;
 }
 
 /**
@@ -74,5 +80,6 @@ export function createLevelKv(location: string): KvStore {
     },
     entries: (range) => db.iterator({ ...range }),
     keys: (range) => db.keys({ ...range }),
+    compactRange: (range) => db.compactRange(range.gte, range.lt),
   };
 }

@@ -15,6 +15,9 @@ import { writeU64 } from '../journal/u64';
  *   'P' ‖ name ‖ 0x00 ‖ 'h'                → head record (head-record.ts)
  *   'P' ‖ name ‖ 0x00 ‖ 'n' ‖ u64 node     → 32-byte MMR node digest, as CompactMmr's
  *                                            visitor reported it (serves inclusion proofs)
+ *   'R' ‖ name                             → a retired partition's retirement
+ *                                            (retired-partitions.ts): written in the one
+ *                                            batch that deletes every 'P' ‖ name ‖ 0x00 key
  *
  * A partition name never holds 0x00 (common/partition-name.ts), so `'P' ‖ name ‖ 0x00` is a
  * prefix of that partition's keys only ("conv-a" and "conv-ab" cannot overlap), and
@@ -32,6 +35,7 @@ const TWO_32 = 2 ** 32;
 
 const PARTITION_TAG = 0x50; // 'P'
 const META_TAG = 0x4d; // 'M'
+const RETIRED_TAG = 0x52; // 'R'
 const END_OF_NAME = 0x00;
 /** Per-partition record tags. */
 export const RecordTag = {
@@ -50,6 +54,27 @@ export const ALL_PARTITIONS = {
   gte: Uint8Array.of(PARTITION_TAG),
   lt: Uint8Array.of(PARTITION_TAG + 1),
 } as const;
+
+/** First key of the retired-partitions section, and the first key after it. */
+export const ALL_RETIRED = {
+  gte: Uint8Array.of(RETIRED_TAG),
+  lt: Uint8Array.of(RETIRED_TAG + 1),
+} as const;
+
+/** Key of a retired partition's retirement. */
+export function retiredKey(partition: string): Uint8Array {
+  return Uint8Array.from([RETIRED_TAG, ...utf8.encode(partition)]);
+}
+
+/** The partition a retirement key names, or `undefined` for another key. */
+export function partitionOfRetiredKey(key: Uint8Array): string | undefined {
+  if (key[0] !== RETIRED_TAG || key.length < 2) return undefined;
+  try {
+    return utf8Decoder.decode(key.subarray(1));
+  } catch {
+    return undefined;
+  }
+}
 
 function prefix(partition: string, extra: number): Uint8Array {
   const name = utf8.encode(partition);

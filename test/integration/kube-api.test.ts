@@ -88,6 +88,7 @@ describe('the Kubernetes door through kube-apiserver', () => {
       'conversations/log EventStream get',
       'conversations/export JournalExport get',
       'conversations/repair RepairResult create',
+      'conversations/erase EraseResult create',
       'conversations/approvals TurnReply create,delete',
       'conversations/questions TurnReply create,delete',
       'conversations/resolve ResolveResult create',
@@ -316,6 +317,7 @@ describe('the Kubernetes door through kube-apiserver', () => {
         ['create', 'questions'],
         ['delete', 'questions'],
         ['create', 'repair'],
+        ['create', 'erase'],
         ['create', 'resolve'],
         ['create', 'accept-rollback'],
         ['get', 'export'],
@@ -325,13 +327,15 @@ describe('the Kubernetes door through kube-apiserver', () => {
     }
     // An editor answers questions (they are for the person talking) but never approves a
     // call or cancels anything: that is the admin's.
+    // Erasure is its own ClusterRole, aggregated into no built-in role: not even the admin.
     const editor = ['get transcript', 'create messages', 'create questions'];
     expect(table).toEqual(
       table.map(([user, verb, sub]) => [
         user,
         verb,
         sub,
-        user === 'dave' || (user === 'alice' && editor.includes(`${verb} ${sub}`)),
+        sub !== 'erase' &&
+          (user === 'dave' || (user === 'alice' && editor.includes(`${verb} ${sub}`))),
       ]),
     );
   });

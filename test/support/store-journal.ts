@@ -18,6 +18,7 @@ import type {
   HeadOutcome,
   JournalEntry,
   NewJournalEvent,
+  EraseOutcome,
   RepairOutcome,
   StateJournal,
 } from '../../common/state-journal';
@@ -204,6 +205,36 @@ export class StoreJournal implements StateJournal {
         position: e.position,
         leafDigest: e.leaf,
         problem: e.problem,
+      })),
+      dryRun: result.dryRun,
+      head: result.head,
+      signedRoot: result.signedRoot === undefined ? undefined : rootInfo(result.signedRoot),
+      message: result.message,
+    };
+  }
+
+  /** The store's erasure, as the state plane's `Erase` answers it. */
+  async erase(
+    partition: string,
+    request: {
+      readonly positions: readonly number[];
+      readonly actor: string;
+      readonly reason: string;
+      readonly dryRun?: boolean;
+      readonly fencingToken?: number;
+    },
+    options: StateCallOptions = {},
+  ): Promise<EraseOutcome> {
+    const result = await this.store.erase(partition, {
+      ...request,
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+    });
+    return {
+      erased: result.erased.map((e) => ({
+        position: e.position,
+        leafDigest: e.leaf,
+        kind: e.kind,
+        turnId: e.turnId,
       })),
       dryRun: result.dryRun,
       head: result.head,

@@ -187,6 +187,27 @@ describe('verifyExportText', () => {
     expect(moved.failure).toMatchObject({ reason: 'wrong_partition' });
   });
 
+  it('verifies an export with an erased readable entry, lists it as erased, and proves its position', () => {
+    const erasure = vectors.erasure;
+    const events = v2JournalEvents(erasure);
+    const got = verifyExportText(exportText(erasure.partition, events, [key0]), noble, {
+      pinnedKey: key0,
+      checkpoint: checkpoint(statusOf(erasure.signedRoots)),
+      source: 'the export',
+    });
+    expect(got.failure).toBeUndefined();
+    expect(got.result).toMatchObject({ ok: true, excised: [0], erased: erasure.erased });
+    expect(got.events.filter((e) => e.excised).map((e) => e.position)).toEqual([0]);
+    expect(checkInclusion(got, 0, noble.sha256).ok).toBe(true);
+    // The record sealed with it is what makes the marker count: without it, the export fails.
+    const unrecorded = events.filter((e) => e.position < 3);
+    const cut = verifyExportText(exportText(erasure.partition, unrecorded, [key0]), noble, {
+      pinnedKey: key0,
+      source: 'the export',
+    });
+    expect(cut.failure).toMatchObject({ reason: 'unrecorded_excision', position: 0 });
+  });
+
   it('refuses text that is no export, naming it', () => {
     expect(() => verifyExportText('<html>', noble, { source: 'the export of hello' })).toThrow(
       'the export of hello is not a journal export',

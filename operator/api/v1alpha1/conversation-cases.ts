@@ -52,6 +52,7 @@ export const validFullConversationSpec: ConversationSpec = {
     model: 'claude-sonnet-5-5',
     systemPrompt: 'You are the support agent. Hand billing questions to the billing agent.',
     maxSteps: 12,
+    historyTokens: 20000,
     handoffTargets: ['billing'],
   },
   tools: {
@@ -75,6 +76,7 @@ export const validFullConversationSpec: ConversationSpec = {
   },
   idleTimeout: '1h30m',
   retention: '72h',
+  journalRetention: 'checkpoint',
   visibility: 'shared',
   owner: 'slack:T024BE7LD:U012AB3CD',
   participants: ['slack:T024BE7LD:U045EF6GH', 'email:bob@example.com'],
@@ -116,6 +118,21 @@ export const invalidConversationCases: readonly InvalidConversationCase[] = [
     name: 'maxSteps too large',
     spec: { agent: { maxSteps: 65 } },
     expectMessage: fieldError('spec.agent.maxSteps', 'should be less than or equal to 64'),
+    rejectedBy: 'openapi',
+  },
+  {
+    name: 'historyTokens below the least',
+    spec: { agent: { historyTokens: 255 } },
+    expectMessage: fieldError('spec.agent.historyTokens', 'should be greater than or equal to 256'),
+    rejectedBy: 'openapi',
+  },
+  {
+    name: 'historyTokens over the most',
+    spec: { agent: { historyTokens: 1_000_001 } },
+    expectMessage: fieldError(
+      'spec.agent.historyTokens',
+      'should be less than or equal to 1000000',
+    ),
     rejectedBy: 'openapi',
   },
   {

@@ -19,6 +19,7 @@ const specFields = [
   'tools',
   'idleTimeout',
   'retention',
+  'journalRetention',
   'visibility',
   'owner',
   'participants',

@@ -13,6 +13,9 @@ import {
   DEFAULT_RETENTION,
   DEFAULT_TEMPLATE,
   DEFAULT_WARM_POOL,
+  HISTORY_TOKENS_MAX,
+  HISTORY_TOKENS_MIN,
+  JournalRetention,
   MAX_STEPS_LIMIT,
   McpTransport,
   RETENTION_NEVER,
@@ -81,6 +84,12 @@ export const agentField = object(
       minimum: 1,
       maximum: MAX_STEPS_LIMIT,
       default: DEFAULT_MAX_STEPS,
+    }),
+    historyTokens: integer({
+      description: `How much of the conversation's history each turn is given, in estimated tokens (${HISTORY_TOKENS_MIN}..${HISTORY_TOKENS_MAX}): the newest complete turns that fit. Unset: the deployment's default (POLYCHROME_HISTORY_TOKENS).`,
+      format: 'int32',
+      minimum: HISTORY_TOKENS_MIN,
+      maximum: HISTORY_TOKENS_MAX,
     }),
     handoffTargets: list(
       string({ description: 'An agent name.', maxLength: 63, pattern: DNS_LABEL_PATTERN }),
@@ -285,6 +294,11 @@ export const conversationSpecField = object(
       RETENTION_PATTERN,
       DEFAULT_RETENTION,
     ),
+    // No schema default: omitted means the deployment's default (POLYCHROME_JOURNAL_RETENTION).
+    journalRetention: enumOf(JournalRetention, {
+      description:
+        "What happens to the conversation's journal when this object is deleted. keep: it stays on the state volume, readable; checkpoint: its events are removed and a record of its final head and root, signed by the state plane's journal key, stays, so an export taken before can still be checked; delete: its events are removed and nothing but a tombstone stays. Omitted: the control plane's default (keep unless configured otherwise).",
+    }),
     visibility: enumOf(Visibility, {
       description: 'private: owner only; shared: owner and participants. Default private.',
       default: Visibility.Private,

@@ -7,6 +7,15 @@
 export const DEFAULT_MODEL = 'claude-sonnet-5-5';
 /** Steps (model calls) per turn when `spec.agent.maxSteps` is omitted. */
 export const DEFAULT_MAX_STEPS = 8;
+/**
+ * History budget in estimated tokens when neither `spec.agent.historyTokens` nor the
+ * deployment (POLYCHROME_HISTORY_TOKENS) sets one: about 200 KB of text, a fraction of
+ * a current model's context window and of the harness's 4 MiB message limit.
+ */
+export const DEFAULT_HISTORY_TOKENS = 50_000;
+/** Bounds of `spec.agent.historyTokens` (docs/turns.md, "The history window"). */
+export const HISTORY_TOKENS_MIN = 256;
+export const HISTORY_TOKENS_MAX = 1_000_000;
 /** Upper bound of `spec.agent.maxSteps`. */
 export const MAX_STEPS_LIMIT = 64;
 /** MCP call timeout when `timeoutMs` is omitted. */
@@ -35,6 +44,20 @@ export const Visibility = {
   Shared: 'shared',
 } as const;
 export type Visibility = (typeof Visibility)[keyof typeof Visibility];
+
+/**
+ * What happens to a Conversation's journal partition when the Conversation is deleted
+ * (docs/operator.md, "Journal retention").
+ */
+export const JournalRetention = {
+  /** The journal stays on the state volume, readable, forever (the default). */
+  Keep: 'keep',
+  /** The events go; a signed record of the final head, root and key stays. */
+  Checkpoint: 'checkpoint',
+  /** The events go; only a tombstone stays. */
+  Delete: 'delete',
+} as const;
+export type JournalRetention = (typeof JournalRetention)[keyof typeof JournalRetention];
 
 /** How the harness reaches an MCP server. */
 export const McpTransport = {

@@ -97,3 +97,6 @@ export async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
   for await (const item of items) out.push(item);
   return out;
 }
+
+/** The partition retire-worker.ts builds and retires. */
+export const RETIRE_WORKER_PARTITION = 'conv-crash-retire';

@@ -182,6 +182,20 @@ export interface TurnDispatched {
    * original one: input is never appended twice).
    */
   messagePosition: number;
+  /**
+   * The history this attempt was given: the complete turns whose message_received is at
+   * or after this position, up to the turn's own message. 0 (journals written before
+   * windows, and every turn whose whole history fits the budget): every earlier complete
+   * turn. docs/turns.md, "The history window".
+   */
+  historyFrom: number;
+  /**
+   * True when this dispatch runs an interrupted turn again (its earlier attempt was left
+   * running: the replica holding it died, was rolled or lost its lease, or the harness
+   * failed), whether the control plane resumed it by itself or a claim recovered it before
+   * a message. False for batch one and for the dispatch after an answer or an expiry.
+   */
+  resumed: boolean;
 }
 
 export interface ToolUse {
@@ -514,8 +528,20 @@ export interface Excision {
   actor: string;
   reason: string;
   excisedAtMs: number;
-  /** Why the entry was unreadable, e.g. "payload does not decode as tool_result". */
+  /**
+   * Why the entry was unreadable, e.g. "payload does not decode as tool_result". Empty for
+   * an erasure.
+   */
   problem: string;
+  /**
+   * Erasure (docs/journal-format.md, "Erasure"): true when an admin asked for a readable
+   * entry's content to be erased, false when repair excised an unreadable one.
+   */
+  erased: boolean;
+  /** An erasure only: the kind of the erased entry (e.g. "message_received"). */
+  erasedKind: string;
+  /** An erasure only: the turn the erased entry belonged to; empty when it named none. */
+  turnId: string;
 }
 
 /**
@@ -936,6 +962,8 @@ function createBaseTurnDispatched(): TurnDispatched {
     attribution: undefined,
     dispatchedAtMs: 0,
     messagePosition: 0,
+    historyFrom: 0,
+    resumed: false,
   };
 }
 
@@ -961,6 +989,12 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
     }
     if (message.messagePosition !== 0) {
       writer.uint32(56).uint64(message.messagePosition);
+    }
+    if (message.historyFrom !== 0) {
+      writer.uint32(64).uint64(message.historyFrom);
+    }
+    if (message.resumed !== false) {
+      writer.uint32(72).bool(message.resumed);
     }
     return writer;
   },
@@ -1034,6 +1068,22 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
             message.messagePosition = longToNumber(reader.uint64());
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.historyFrom = longToNumber(reader.uint64());
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.resumed = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1075,6 +1125,12 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
         : isSet(object.message_position)
         ? globalThis.Number(object.message_position)
         : 0,
+      historyFrom: isSet(object.historyFrom)
+        ? globalThis.Number(object.historyFrom)
+        : isSet(object.history_from)
+        ? globalThis.Number(object.history_from)
+        : 0,
+      resumed: isSet(object.resumed) ? globalThis.Boolean(object.resumed) : false,
     };
   },
 
@@ -1101,6 +1157,12 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
     if (message.messagePosition !== 0) {
       obj.messagePosition = Math.round(message.messagePosition);
     }
+    if (message.historyFrom !== 0) {
+      obj.historyFrom = Math.round(message.historyFrom);
+    }
+    if (message.resumed !== false) {
+      obj.resumed = message.resumed;
+    }
     return obj;
   },
 
@@ -1118,6 +1180,8 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
       : undefined;
     message.dispatchedAtMs = object.dispatchedAtMs ?? 0;
     message.messagePosition = object.messagePosition ?? 0;
+    message.historyFrom = object.historyFrom ?? 0;
+    message.resumed = object.resumed ?? false;
     return message;
   },
 };
@@ -5116,7 +5180,17 @@ export const SignedRoot: MessageFns<SignedRoot> = {
 };
 
 function createBaseExcision(): Excision {
-  return { position: 0, leafDigest: Buffer.alloc(0), actor: "", reason: "", excisedAtMs: 0, problem: "" };
+  return {
+    position: 0,
+    leafDigest: Buffer.alloc(0),
+    actor: "",
+    reason: "",
+    excisedAtMs: 0,
+    problem: "",
+    erased: false,
+    erasedKind: "",
+    turnId: "",
+  };
 }
 
 export const Excision: MessageFns<Excision> = {
@@ -5138,6 +5212,15 @@ export const Excision: MessageFns<Excision> = {
     }
     if (message.problem !== "") {
       writer.uint32(50).string(message.problem);
+    }
+    if (message.erased !== false) {
+      writer.uint32(56).bool(message.erased);
+    }
+    if (message.erasedKind !== "") {
+      writer.uint32(66).string(message.erasedKind);
+    }
+    if (message.turnId !== "") {
+      writer.uint32(74).string(message.turnId);
     }
     return writer;
   },
@@ -5203,6 +5286,30 @@ export const Excision: MessageFns<Excision> = {
             message.problem = reader.string();
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.erased = reader.bool();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.erasedKind = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.turnId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5231,6 +5338,17 @@ export const Excision: MessageFns<Excision> = {
         ? globalThis.Number(object.excised_at_ms)
         : 0,
       problem: isSet(object.problem) ? globalThis.String(object.problem) : "",
+      erased: isSet(object.erased) ? globalThis.Boolean(object.erased) : false,
+      erasedKind: isSet(object.erasedKind)
+        ? globalThis.String(object.erasedKind)
+        : isSet(object.erased_kind)
+        ? globalThis.String(object.erased_kind)
+        : "",
+      turnId: isSet(object.turnId)
+        ? globalThis.String(object.turnId)
+        : isSet(object.turn_id)
+        ? globalThis.String(object.turn_id)
+        : "",
     };
   },
 
@@ -5254,6 +5372,15 @@ export const Excision: MessageFns<Excision> = {
     if (message.problem !== "") {
       obj.problem = message.problem;
     }
+    if (message.erased !== false) {
+      obj.erased = message.erased;
+    }
+    if (message.erasedKind !== "") {
+      obj.erasedKind = message.erasedKind;
+    }
+    if (message.turnId !== "") {
+      obj.turnId = message.turnId;
+    }
     return obj;
   },
 
@@ -5268,6 +5395,9 @@ export const Excision: MessageFns<Excision> = {
     message.reason = object.reason ?? "";
     message.excisedAtMs = object.excisedAtMs ?? 0;
     message.problem = object.problem ?? "";
+    message.erased = object.erased ?? false;
+    message.erasedKind = object.erasedKind ?? "";
+    message.turnId = object.turnId ?? "";
     return message;
   },
 };

@@ -30,6 +30,47 @@ import { SignedRoot } from "../../events/v1/events";
  * (`polychrome-head`) and in the message.
  */
 
+export enum RetirePolicy {
+  RETIRE_POLICY_UNSPECIFIED = 0,
+  /** RETIRE_POLICY_CHECKPOINT - The events go; a signed record of the final head, root and key stays. */
+  RETIRE_POLICY_CHECKPOINT = 1,
+  /** RETIRE_POLICY_DELETE - The events go; only an unsigned tombstone (when, who, why) stays. */
+  RETIRE_POLICY_DELETE = 2,
+  UNRECOGNIZED = -1,
+}
+
+export function retirePolicyFromJSON(object: any): RetirePolicy {
+  switch (object) {
+    case 0:
+    case "RETIRE_POLICY_UNSPECIFIED":
+      return RetirePolicy.RETIRE_POLICY_UNSPECIFIED;
+    case 1:
+    case "RETIRE_POLICY_CHECKPOINT":
+      return RetirePolicy.RETIRE_POLICY_CHECKPOINT;
+    case 2:
+    case "RETIRE_POLICY_DELETE":
+      return RetirePolicy.RETIRE_POLICY_DELETE;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return RetirePolicy.UNRECOGNIZED;
+  }
+}
+
+export function retirePolicyToJSON(object: RetirePolicy): string {
+  switch (object) {
+    case RetirePolicy.RETIRE_POLICY_UNSPECIFIED:
+      return "RETIRE_POLICY_UNSPECIFIED";
+    case RetirePolicy.RETIRE_POLICY_CHECKPOINT:
+      return "RETIRE_POLICY_CHECKPOINT";
+    case RetirePolicy.RETIRE_POLICY_DELETE:
+      return "RETIRE_POLICY_DELETE";
+    case RetirePolicy.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 export interface NewEvent {
   kind: string;
   payload: Buffer;
@@ -169,6 +210,11 @@ export interface VerifyResponse {
   excised: number[];
   /** True when the request carried a checkpoint (and it was checked). */
   checkpointChecked: boolean;
+  /**
+   * The excised positions whose sealed record says an admin erased them (a subset of
+   * `excised`; the rest were excised by repair as unreadable).
+   */
+  erased: number[];
 }
 
 export interface ExportRequest {
@@ -217,6 +263,89 @@ export interface RepairResponse {
   /** The head after the repair (unchanged for a dry run or a no-op). */
   head: number;
   /** Set when the repair wrote its batch: the closing signed root. */
+  signedRoot?: SignedRoot | undefined;
+  signedRootPosition: number;
+  /** For people: what was done. */
+  message: string;
+}
+
+export interface RetireRequest {
+  partition: string;
+  policy: RetirePolicy;
+  /** Who retires it (recorded in the retirement record); required. */
+  actor: string;
+  /** Why (recorded in the retirement record); required. */
+  reason: string;
+  /** The fencing token of the caller's lease on the conversation, as for Append. */
+  fencingToken: number;
+}
+
+export interface RetireResponse {
+  retirement?:
+    | Retirement
+    | undefined;
+  /**
+   * False when the partition was already retired: nothing changed, `retirement` is the
+   * record kept then.
+   */
+  retiredNow: boolean;
+  /** Events removed by this call (0 when nothing was stored). */
+  eventsRemoved: number;
+  /** For people: what was done. */
+  message: string;
+}
+
+export interface GetRetirementRequest {
+  partition: string;
+}
+
+/** docs/journal-format.md, "Retirement record". */
+export interface Retirement {
+  partition: string;
+  policy: RetirePolicy;
+  retiredAtMs: number;
+  actor: string;
+  reason: string;
+  /** CHECKPOINT only: the number of entries when retired (0: the partition held none). */
+  head: number;
+  /** CHECKPOINT only: the MMR root over all `head` entries, 32 bytes. */
+  root: Buffer;
+  /** CHECKPOINT only: key id of the key that signed the record. */
+  keyId: string;
+  /** CHECKPOINT only: ed25519 signature over the retirement message, 64 bytes. */
+  signature: Buffer;
+}
+
+export interface EraseRequest {
+  partition: string;
+  /** The positions to erase: readable content entries below the head (at least one). */
+  positions: number[];
+  /** Who asks (recorded in each excision event); required. */
+  actor: string;
+  /** Why (recorded in each excision event); required. */
+  reason: string;
+  /** The fencing token of the writer's lease, as for Append. */
+  fencingToken: number;
+  /** Check everything, write nothing. */
+  dryRun: boolean;
+}
+
+export interface ErasedEntry {
+  position: number;
+  leafDigest: Buffer;
+  /** The kind the entry had. */
+  kind: string;
+  /** The turn it belonged to; empty when none. */
+  turnId: string;
+}
+
+export interface EraseResponse {
+  /** The entries erased (or, for a dry run, that would be), in position order. */
+  erased: ErasedEntry[];
+  dryRun: boolean;
+  /** The head after the erasure (unchanged for a dry run). */
+  head: number;
+  /** Set when the erasure wrote its batch: the closing signed root. */
   signedRoot?: SignedRoot | undefined;
   signedRootPosition: number;
   /** For people: what was done. */
@@ -1652,6 +1781,7 @@ function createBaseVerifyResponse(): VerifyResponse {
     failure: undefined,
     excised: [],
     checkpointChecked: false,
+    erased: [],
   };
 }
 
@@ -1681,6 +1811,13 @@ export const VerifyResponse: MessageFns<VerifyResponse> = {
     }
     if (message.checkpointChecked !== false) {
       writer.uint32(56).bool(message.checkpointChecked);
+    }
+    if (message.erased.length !== 0) {
+      writer.uint32(66).fork();
+      for (const v of message.erased) {
+        writer.uint64(v);
+      }
+      writer.join();
     }
     return writer;
   },
@@ -1764,6 +1901,24 @@ export const VerifyResponse: MessageFns<VerifyResponse> = {
             message.checkpointChecked = reader.bool();
             continue;
           }
+          case 8: {
+            if (tag === 64) {
+              message.erased.push(longToNumber(reader.uint64()));
+
+              continue;
+            }
+
+            if (tag === 66) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.erased.push(longToNumber(reader.uint64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1793,6 +1948,7 @@ export const VerifyResponse: MessageFns<VerifyResponse> = {
         : isSet(object.checkpoint_checked)
         ? globalThis.Boolean(object.checkpoint_checked)
         : false,
+      erased: globalThis.Array.isArray(object?.erased) ? object.erased.map((e: any) => globalThis.Number(e)) : [],
     };
   },
 
@@ -1819,6 +1975,9 @@ export const VerifyResponse: MessageFns<VerifyResponse> = {
     if (message.checkpointChecked !== false) {
       obj.checkpointChecked = message.checkpointChecked;
     }
+    if (message.erased?.length) {
+      obj.erased = message.erased.map((e) => Math.round(e));
+    }
     return obj;
   },
 
@@ -1836,6 +1995,7 @@ export const VerifyResponse: MessageFns<VerifyResponse> = {
       : undefined;
     message.excised = object.excised?.map((e) => e) || [];
     message.checkpointChecked = object.checkpointChecked ?? false;
+    message.erased = object.erased?.map((e) => e) || [];
     return message;
   },
 };
@@ -2637,6 +2797,1013 @@ export const RepairResponse: MessageFns<RepairResponse> = {
   },
 };
 
+function createBaseRetireRequest(): RetireRequest {
+  return { partition: "", policy: 0, actor: "", reason: "", fencingToken: 0 };
+}
+
+export const RetireRequest: MessageFns<RetireRequest> = {
+  encode(message: RetireRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.partition !== "") {
+      writer.uint32(10).string(message.partition);
+    }
+    if (message.policy !== 0) {
+      writer.uint32(16).int32(message.policy);
+    }
+    if (message.actor !== "") {
+      writer.uint32(26).string(message.actor);
+    }
+    if (message.reason !== "") {
+      writer.uint32(34).string(message.reason);
+    }
+    if (message.fencingToken !== 0) {
+      writer.uint32(40).uint64(message.fencingToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetireRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetireRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.partition = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.policy = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.actor = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.fencingToken = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RetireRequest {
+    return {
+      partition: isSet(object.partition) ? globalThis.String(object.partition) : "",
+      policy: isSet(object.policy) ? retirePolicyFromJSON(object.policy) : 0,
+      actor: isSet(object.actor) ? globalThis.String(object.actor) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      fencingToken: isSet(object.fencingToken)
+        ? globalThis.Number(object.fencingToken)
+        : isSet(object.fencing_token)
+        ? globalThis.Number(object.fencing_token)
+        : 0,
+    };
+  },
+
+  toJSON(message: RetireRequest): unknown {
+    const obj: any = {};
+    if (message.partition !== "") {
+      obj.partition = message.partition;
+    }
+    if (message.policy !== 0) {
+      obj.policy = retirePolicyToJSON(message.policy);
+    }
+    if (message.actor !== "") {
+      obj.actor = message.actor;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.fencingToken !== 0) {
+      obj.fencingToken = Math.round(message.fencingToken);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RetireRequest>): RetireRequest {
+    return RetireRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RetireRequest>): RetireRequest {
+    const message = createBaseRetireRequest();
+    message.partition = object.partition ?? "";
+    message.policy = object.policy ?? 0;
+    message.actor = object.actor ?? "";
+    message.reason = object.reason ?? "";
+    message.fencingToken = object.fencingToken ?? 0;
+    return message;
+  },
+};
+
+function createBaseRetireResponse(): RetireResponse {
+  return { retirement: undefined, retiredNow: false, eventsRemoved: 0, message: "" };
+}
+
+export const RetireResponse: MessageFns<RetireResponse> = {
+  encode(message: RetireResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.retirement !== undefined) {
+      Retirement.encode(message.retirement, writer.uint32(10).fork()).join();
+    }
+    if (message.retiredNow !== false) {
+      writer.uint32(16).bool(message.retiredNow);
+    }
+    if (message.eventsRemoved !== 0) {
+      writer.uint32(24).uint64(message.eventsRemoved);
+    }
+    if (message.message !== "") {
+      writer.uint32(34).string(message.message);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetireResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetireResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.retirement = Retirement.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.retiredNow = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.eventsRemoved = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RetireResponse {
+    return {
+      retirement: isSet(object.retirement) ? Retirement.fromJSON(object.retirement) : undefined,
+      retiredNow: isSet(object.retiredNow)
+        ? globalThis.Boolean(object.retiredNow)
+        : isSet(object.retired_now)
+        ? globalThis.Boolean(object.retired_now)
+        : false,
+      eventsRemoved: isSet(object.eventsRemoved)
+        ? globalThis.Number(object.eventsRemoved)
+        : isSet(object.events_removed)
+        ? globalThis.Number(object.events_removed)
+        : 0,
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+    };
+  },
+
+  toJSON(message: RetireResponse): unknown {
+    const obj: any = {};
+    if (message.retirement !== undefined) {
+      obj.retirement = Retirement.toJSON(message.retirement);
+    }
+    if (message.retiredNow !== false) {
+      obj.retiredNow = message.retiredNow;
+    }
+    if (message.eventsRemoved !== 0) {
+      obj.eventsRemoved = Math.round(message.eventsRemoved);
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RetireResponse>): RetireResponse {
+    return RetireResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RetireResponse>): RetireResponse {
+    const message = createBaseRetireResponse();
+    message.retirement = (object.retirement !== undefined && object.retirement !== null)
+      ? Retirement.fromPartial(object.retirement)
+      : undefined;
+    message.retiredNow = object.retiredNow ?? false;
+    message.eventsRemoved = object.eventsRemoved ?? 0;
+    message.message = object.message ?? "";
+    return message;
+  },
+};
+
+function createBaseGetRetirementRequest(): GetRetirementRequest {
+  return { partition: "" };
+}
+
+export const GetRetirementRequest: MessageFns<GetRetirementRequest> = {
+  encode(message: GetRetirementRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.partition !== "") {
+      writer.uint32(10).string(message.partition);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetRetirementRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetRetirementRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.partition = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetRetirementRequest {
+    return { partition: isSet(object.partition) ? globalThis.String(object.partition) : "" };
+  },
+
+  toJSON(message: GetRetirementRequest): unknown {
+    const obj: any = {};
+    if (message.partition !== "") {
+      obj.partition = message.partition;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<GetRetirementRequest>): GetRetirementRequest {
+    return GetRetirementRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<GetRetirementRequest>): GetRetirementRequest {
+    const message = createBaseGetRetirementRequest();
+    message.partition = object.partition ?? "";
+    return message;
+  },
+};
+
+function createBaseRetirement(): Retirement {
+  return {
+    partition: "",
+    policy: 0,
+    retiredAtMs: 0,
+    actor: "",
+    reason: "",
+    head: 0,
+    root: Buffer.alloc(0),
+    keyId: "",
+    signature: Buffer.alloc(0),
+  };
+}
+
+export const Retirement: MessageFns<Retirement> = {
+  encode(message: Retirement, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.partition !== "") {
+      writer.uint32(10).string(message.partition);
+    }
+    if (message.policy !== 0) {
+      writer.uint32(16).int32(message.policy);
+    }
+    if (message.retiredAtMs !== 0) {
+      writer.uint32(24).int64(message.retiredAtMs);
+    }
+    if (message.actor !== "") {
+      writer.uint32(34).string(message.actor);
+    }
+    if (message.reason !== "") {
+      writer.uint32(42).string(message.reason);
+    }
+    if (message.head !== 0) {
+      writer.uint32(48).uint64(message.head);
+    }
+    if (message.root.length !== 0) {
+      writer.uint32(58).bytes(message.root);
+    }
+    if (message.keyId !== "") {
+      writer.uint32(66).string(message.keyId);
+    }
+    if (message.signature.length !== 0) {
+      writer.uint32(74).bytes(message.signature);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Retirement {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetirement();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.partition = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.policy = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.retiredAtMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.actor = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.head = longToNumber(reader.uint64());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.root = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.keyId = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.signature = Buffer.from(reader.bytes());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Retirement {
+    return {
+      partition: isSet(object.partition) ? globalThis.String(object.partition) : "",
+      policy: isSet(object.policy) ? retirePolicyFromJSON(object.policy) : 0,
+      retiredAtMs: isSet(object.retiredAtMs)
+        ? globalThis.Number(object.retiredAtMs)
+        : isSet(object.retired_at_ms)
+        ? globalThis.Number(object.retired_at_ms)
+        : 0,
+      actor: isSet(object.actor) ? globalThis.String(object.actor) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      head: isSet(object.head) ? globalThis.Number(object.head) : 0,
+      root: isSet(object.root) ? Buffer.from(bytesFromBase64(object.root)) : Buffer.alloc(0),
+      keyId: isSet(object.keyId)
+        ? globalThis.String(object.keyId)
+        : isSet(object.key_id)
+        ? globalThis.String(object.key_id)
+        : "",
+      signature: isSet(object.signature) ? Buffer.from(bytesFromBase64(object.signature)) : Buffer.alloc(0),
+    };
+  },
+
+  toJSON(message: Retirement): unknown {
+    const obj: any = {};
+    if (message.partition !== "") {
+      obj.partition = message.partition;
+    }
+    if (message.policy !== 0) {
+      obj.policy = retirePolicyToJSON(message.policy);
+    }
+    if (message.retiredAtMs !== 0) {
+      obj.retiredAtMs = Math.round(message.retiredAtMs);
+    }
+    if (message.actor !== "") {
+      obj.actor = message.actor;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.head !== 0) {
+      obj.head = Math.round(message.head);
+    }
+    if (message.root.length !== 0) {
+      obj.root = base64FromBytes(message.root);
+    }
+    if (message.keyId !== "") {
+      obj.keyId = message.keyId;
+    }
+    if (message.signature.length !== 0) {
+      obj.signature = base64FromBytes(message.signature);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<Retirement>): Retirement {
+    return Retirement.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<Retirement>): Retirement {
+    const message = createBaseRetirement();
+    message.partition = object.partition ?? "";
+    message.policy = object.policy ?? 0;
+    message.retiredAtMs = object.retiredAtMs ?? 0;
+    message.actor = object.actor ?? "";
+    message.reason = object.reason ?? "";
+    message.head = object.head ?? 0;
+    message.root = object.root ?? Buffer.alloc(0);
+    message.keyId = object.keyId ?? "";
+    message.signature = object.signature ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
+function createBaseEraseRequest(): EraseRequest {
+  return { partition: "", positions: [], actor: "", reason: "", fencingToken: 0, dryRun: false };
+}
+
+export const EraseRequest: MessageFns<EraseRequest> = {
+  encode(message: EraseRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.partition !== "") {
+      writer.uint32(10).string(message.partition);
+    }
+    if (message.positions.length !== 0) {
+      writer.uint32(18).fork();
+      for (const v of message.positions) {
+        writer.uint64(v);
+      }
+      writer.join();
+    }
+    if (message.actor !== "") {
+      writer.uint32(26).string(message.actor);
+    }
+    if (message.reason !== "") {
+      writer.uint32(34).string(message.reason);
+    }
+    if (message.fencingToken !== 0) {
+      writer.uint32(40).uint64(message.fencingToken);
+    }
+    if (message.dryRun !== false) {
+      writer.uint32(48).bool(message.dryRun);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EraseRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEraseRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.partition = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag === 16) {
+              message.positions.push(longToNumber(reader.uint64()));
+
+              continue;
+            }
+
+            if (tag === 18) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.positions.push(longToNumber(reader.uint64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.actor = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.fencingToken = longToNumber(reader.uint64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.dryRun = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): EraseRequest {
+    return {
+      partition: isSet(object.partition) ? globalThis.String(object.partition) : "",
+      positions: globalThis.Array.isArray(object?.positions)
+        ? object.positions.map((e: any) => globalThis.Number(e))
+        : [],
+      actor: isSet(object.actor) ? globalThis.String(object.actor) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      fencingToken: isSet(object.fencingToken)
+        ? globalThis.Number(object.fencingToken)
+        : isSet(object.fencing_token)
+        ? globalThis.Number(object.fencing_token)
+        : 0,
+      dryRun: isSet(object.dryRun)
+        ? globalThis.Boolean(object.dryRun)
+        : isSet(object.dry_run)
+        ? globalThis.Boolean(object.dry_run)
+        : false,
+    };
+  },
+
+  toJSON(message: EraseRequest): unknown {
+    const obj: any = {};
+    if (message.partition !== "") {
+      obj.partition = message.partition;
+    }
+    if (message.positions?.length) {
+      obj.positions = message.positions.map((e) => Math.round(e));
+    }
+    if (message.actor !== "") {
+      obj.actor = message.actor;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.fencingToken !== 0) {
+      obj.fencingToken = Math.round(message.fencingToken);
+    }
+    if (message.dryRun !== false) {
+      obj.dryRun = message.dryRun;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<EraseRequest>): EraseRequest {
+    return EraseRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<EraseRequest>): EraseRequest {
+    const message = createBaseEraseRequest();
+    message.partition = object.partition ?? "";
+    message.positions = object.positions?.map((e) => e) || [];
+    message.actor = object.actor ?? "";
+    message.reason = object.reason ?? "";
+    message.fencingToken = object.fencingToken ?? 0;
+    message.dryRun = object.dryRun ?? false;
+    return message;
+  },
+};
+
+function createBaseErasedEntry(): ErasedEntry {
+  return { position: 0, leafDigest: Buffer.alloc(0), kind: "", turnId: "" };
+}
+
+export const ErasedEntry: MessageFns<ErasedEntry> = {
+  encode(message: ErasedEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.position !== 0) {
+      writer.uint32(8).uint64(message.position);
+    }
+    if (message.leafDigest.length !== 0) {
+      writer.uint32(18).bytes(message.leafDigest);
+    }
+    if (message.kind !== "") {
+      writer.uint32(26).string(message.kind);
+    }
+    if (message.turnId !== "") {
+      writer.uint32(34).string(message.turnId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ErasedEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseErasedEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.position = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.leafDigest = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.kind = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.turnId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ErasedEntry {
+    return {
+      position: isSet(object.position) ? globalThis.Number(object.position) : 0,
+      leafDigest: isSet(object.leafDigest)
+        ? Buffer.from(bytesFromBase64(object.leafDigest))
+        : isSet(object.leaf_digest)
+        ? Buffer.from(bytesFromBase64(object.leaf_digest))
+        : Buffer.alloc(0),
+      kind: isSet(object.kind) ? globalThis.String(object.kind) : "",
+      turnId: isSet(object.turnId)
+        ? globalThis.String(object.turnId)
+        : isSet(object.turn_id)
+        ? globalThis.String(object.turn_id)
+        : "",
+    };
+  },
+
+  toJSON(message: ErasedEntry): unknown {
+    const obj: any = {};
+    if (message.position !== 0) {
+      obj.position = Math.round(message.position);
+    }
+    if (message.leafDigest.length !== 0) {
+      obj.leafDigest = base64FromBytes(message.leafDigest);
+    }
+    if (message.kind !== "") {
+      obj.kind = message.kind;
+    }
+    if (message.turnId !== "") {
+      obj.turnId = message.turnId;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ErasedEntry>): ErasedEntry {
+    return ErasedEntry.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ErasedEntry>): ErasedEntry {
+    const message = createBaseErasedEntry();
+    message.position = object.position ?? 0;
+    message.leafDigest = object.leafDigest ?? Buffer.alloc(0);
+    message.kind = object.kind ?? "";
+    message.turnId = object.turnId ?? "";
+    return message;
+  },
+};
+
+function createBaseEraseResponse(): EraseResponse {
+  return { erased: [], dryRun: false, head: 0, signedRoot: undefined, signedRootPosition: 0, message: "" };
+}
+
+export const EraseResponse: MessageFns<EraseResponse> = {
+  encode(message: EraseResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.erased) {
+      ErasedEntry.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.dryRun !== false) {
+      writer.uint32(16).bool(message.dryRun);
+    }
+    if (message.head !== 0) {
+      writer.uint32(24).uint64(message.head);
+    }
+    if (message.signedRoot !== undefined) {
+      SignedRoot.encode(message.signedRoot, writer.uint32(34).fork()).join();
+    }
+    if (message.signedRootPosition !== 0) {
+      writer.uint32(40).uint64(message.signedRootPosition);
+    }
+    if (message.message !== "") {
+      writer.uint32(50).string(message.message);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EraseResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEraseResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.erased.push(ErasedEntry.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.dryRun = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.head = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.signedRoot = SignedRoot.decode(reader, reader.uint32());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.signedRootPosition = longToNumber(reader.uint64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): EraseResponse {
+    return {
+      erased: globalThis.Array.isArray(object?.erased) ? object.erased.map((e: any) => ErasedEntry.fromJSON(e)) : [],
+      dryRun: isSet(object.dryRun)
+        ? globalThis.Boolean(object.dryRun)
+        : isSet(object.dry_run)
+        ? globalThis.Boolean(object.dry_run)
+        : false,
+      head: isSet(object.head) ? globalThis.Number(object.head) : 0,
+      signedRoot: isSet(object.signedRoot)
+        ? SignedRoot.fromJSON(object.signedRoot)
+        : isSet(object.signed_root)
+        ? SignedRoot.fromJSON(object.signed_root)
+        : undefined,
+      signedRootPosition: isSet(object.signedRootPosition)
+        ? globalThis.Number(object.signedRootPosition)
+        : isSet(object.signed_root_position)
+        ? globalThis.Number(object.signed_root_position)
+        : 0,
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+    };
+  },
+
+  toJSON(message: EraseResponse): unknown {
+    const obj: any = {};
+    if (message.erased?.length) {
+      obj.erased = message.erased.map((e) => ErasedEntry.toJSON(e));
+    }
+    if (message.dryRun !== false) {
+      obj.dryRun = message.dryRun;
+    }
+    if (message.head !== 0) {
+      obj.head = Math.round(message.head);
+    }
+    if (message.signedRoot !== undefined) {
+      obj.signedRoot = SignedRoot.toJSON(message.signedRoot);
+    }
+    if (message.signedRootPosition !== 0) {
+      obj.signedRootPosition = Math.round(message.signedRootPosition);
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<EraseResponse>): EraseResponse {
+    return EraseResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<EraseResponse>): EraseResponse {
+    const message = createBaseEraseResponse();
+    message.erased = object.erased?.map((e) => ErasedEntry.fromPartial(e)) || [];
+    message.dryRun = object.dryRun ?? false;
+    message.head = object.head ?? 0;
+    message.signedRoot = (object.signedRoot !== undefined && object.signedRoot !== null)
+      ? SignedRoot.fromPartial(object.signedRoot)
+      : undefined;
+    message.signedRootPosition = object.signedRootPosition ?? 0;
+    message.message = object.message ?? "";
+    return message;
+  },
+};
+
 export type JournalService = typeof JournalService;
 export const JournalService = {
   /** Appends a batch at exactly `expected_head` and seals it with a signed root, durably. */
@@ -2727,6 +3894,49 @@ export const JournalService = {
     responseSerialize: (value: RepairResponse): Buffer => Buffer.from(RepairResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RepairResponse => RepairResponse.decode(value),
   },
+  /**
+   * --- Journal retention (docs/state-plane.md, "Retirement") ---
+   * Retires a partition whose Conversation was deleted: every event, MMR node, head
+   * record and fencing mark goes in one atomic batch and the space is compacted; with
+   * CHECKPOINT a retirement record signed by the journal key (final head, root, key id)
+   * stays. Afterwards every call on the partition fails, naming the retirement. Retiring a
+   * retired or never-written partition succeeds and says so (retire role only).
+   */
+  retire: {
+    path: "/polychrome.state.v1.Journal/Retire" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RetireRequest): Buffer => Buffer.from(RetireRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RetireRequest => RetireRequest.decode(value),
+    responseSerialize: (value: RetireResponse): Buffer => Buffer.from(RetireResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RetireResponse => RetireResponse.decode(value),
+  },
+  /** The retirement record of a retired partition (NOT_FOUND when it is not retired). */
+  getRetirement: {
+    path: "/polychrome.state.v1.Journal/GetRetirement" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetRetirementRequest): Buffer => Buffer.from(GetRetirementRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetRetirementRequest => GetRetirementRequest.decode(value),
+    responseSerialize: (value: Retirement): Buffer => Buffer.from(Retirement.encode(value).finish()),
+    responseDeserialize: (value: Buffer): Retirement => Retirement.decode(value),
+  },
+  /**
+   * --- end of journal retention ---
+   * ---- erasure (docs/state-plane.md, "Erasure") ----
+   * Replaces the named readable entries with excised markers that keep their leaf digests
+   * and records each with a signed `excision` event marked `erased`, in one atomic batch
+   * (erase role only).
+   */
+  erase: {
+    path: "/polychrome.state.v1.Journal/Erase" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: EraseRequest): Buffer => Buffer.from(EraseRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): EraseRequest => EraseRequest.decode(value),
+    responseSerialize: (value: EraseResponse): Buffer => Buffer.from(EraseResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): EraseResponse => EraseResponse.decode(value),
+  },
 } as const;
 
 export interface JournalServer extends UntypedServiceImplementation {
@@ -2752,6 +3962,25 @@ export interface JournalServer extends UntypedServiceImplementation {
    * records each with a signed `excision` event, in one atomic batch (writer role only).
    */
   repair: handleUnaryCall<RepairRequest, RepairResponse>;
+  /**
+   * --- Journal retention (docs/state-plane.md, "Retirement") ---
+   * Retires a partition whose Conversation was deleted: every event, MMR node, head
+   * record and fencing mark goes in one atomic batch and the space is compacted; with
+   * CHECKPOINT a retirement record signed by the journal key (final head, root, key id)
+   * stays. Afterwards every call on the partition fails, naming the retirement. Retiring a
+   * retired or never-written partition succeeds and says so (retire role only).
+   */
+  retire: handleUnaryCall<RetireRequest, RetireResponse>;
+  /** The retirement record of a retired partition (NOT_FOUND when it is not retired). */
+  getRetirement: handleUnaryCall<GetRetirementRequest, Retirement>;
+  /**
+   * --- end of journal retention ---
+   * ---- erasure (docs/state-plane.md, "Erasure") ----
+   * Replaces the named readable entries with excised markers that keep their leaf digests
+   * and records each with a signed `excision` event marked `erased`, in one atomic batch
+   * (erase role only).
+   */
+  erase: handleUnaryCall<EraseRequest, EraseResponse>;
 }
 
 export interface JournalClient extends Client {
@@ -2859,6 +4088,67 @@ export interface JournalClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RepairResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * --- Journal retention (docs/state-plane.md, "Retirement") ---
+   * Retires a partition whose Conversation was deleted: every event, MMR node, head
+   * record and fencing mark goes in one atomic batch and the space is compacted; with
+   * CHECKPOINT a retirement record signed by the journal key (final head, root, key id)
+   * stays. Afterwards every call on the partition fails, naming the retirement. Retiring a
+   * retired or never-written partition succeeds and says so (retire role only).
+   */
+  retire(
+    request: RetireRequest,
+    callback: (error: ServiceError | null, response: RetireResponse) => void,
+  ): ClientUnaryCall;
+  retire(
+    request: RetireRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RetireResponse) => void,
+  ): ClientUnaryCall;
+  retire(
+    request: RetireRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RetireResponse) => void,
+  ): ClientUnaryCall;
+  /** The retirement record of a retired partition (NOT_FOUND when it is not retired). */
+  getRetirement(
+    request: GetRetirementRequest,
+    callback: (error: ServiceError | null, response: Retirement) => void,
+  ): ClientUnaryCall;
+  getRetirement(
+    request: GetRetirementRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: Retirement) => void,
+  ): ClientUnaryCall;
+  getRetirement(
+    request: GetRetirementRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: Retirement) => void,
+  ): ClientUnaryCall;
+  /**
+   * --- end of journal retention ---
+   * ---- erasure (docs/state-plane.md, "Erasure") ----
+   * Replaces the named readable entries with excised markers that keep their leaf digests
+   * and records each with a signed `excision` event marked `erased`, in one atomic batch
+   * (erase role only).
+   */
+  erase(
+    request: EraseRequest,
+    callback: (error: ServiceError | null, response: EraseResponse) => void,
+  ): ClientUnaryCall;
+  erase(
+    request: EraseRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: EraseResponse) => void,
+  ): ClientUnaryCall;
+  erase(
+    request: EraseRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: EraseResponse) => void,
   ): ClientUnaryCall;
 }
 
