@@ -4,6 +4,7 @@
  * events. One rule for every reader: the control plane's journal view, replay (which
  * rebuilds the memory a turn started from) and the forensics UI. Pure.
  */
+import type { MemoryCleared, MemorySet } from '../proto/gen/polychrome/events/v1/events';
 
 /** The limits on what the agent may keep; one place, for the tool and the API. */
 export const MEMORY_LIMITS = {
@@ -50,6 +51,20 @@ export type MemoryEvent =
     }
   /** An empty key clears every key. */
   | { readonly kind: 'memory_cleared'; readonly position: number; readonly key: string };
+
+/** A `memory_set` or `memory_cleared` at `position` as the memory fold reads it. */
+export function memoryEventOf(
+  position: number,
+  event:
+    | { readonly kind: 'memory_set'; readonly payload: MemorySet }
+    | { readonly kind: 'memory_cleared'; readonly payload: MemoryCleared },
+): MemoryEvent {
+  if (event.kind === 'memory_cleared') {
+    return { kind: event.kind, position, key: event.payload.key };
+  }
+  const { key, value, turnId, toolCallId, setAtMs } = event.payload;
+  return { kind: event.kind, position, key, value, turnId, toolCallId, setAtMs };
+}
 
 /**
  * Applies one event to `entries` (modified in place; callers copy first where a state is

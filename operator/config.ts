@@ -12,6 +12,7 @@ import {
   type Env,
 } from '../common/config';
 import { DEFAULT_HEALTH_PORT } from '../common/health-server';
+import { DAY_MS, envDuration } from './env-duration';
 import {
   DEFAULT_HISTORY_TOKENS,
   HISTORY_TOKENS_MAX,
@@ -25,8 +26,6 @@ import { DEFAULT_PEER_PORT } from './public-api/peer-endpoints';
 import { DEFAULT_KUBE_API_PORT } from './kube-api/kube-listener';
 import { JournalRetention } from './api/v1alpha1/conversation-values';
 
-const DAY_MS = 24 * 60 * 60 * 1000;
-
 /**
  * Where the public API creates conversations unless configured otherwise: a namespace of
  * their own (config/conversations), never `default`, so that no ordinary namespace role
@@ -34,34 +33,6 @@ const DAY_MS = 24 * 60 * 60 * 1000;
  * live").
  */
 export const DEFAULT_CONVERSATION_NAMESPACE = 'polychrome-conversations';
-const DURATION_UNITS_MS: Readonly<Record<string, number>> = {
-  ms: 1,
-  s: 1_000,
-  m: 60_000,
-  h: 3_600_000,
-  d: DAY_MS,
-};
-
-/** A duration such as `90m` or `24h` (one whole number and a unit), in milliseconds. */
-function envDuration(fallbackMs: number, range: { min: number; max: number }) {
-  return z
-    .string()
-    .optional()
-    .transform((raw, ctx): number => {
-      if (raw === undefined || raw.trim() === '') return fallbackMs;
-      const match = /^(\d{1,12})(ms|s|m|h|d)$/u.exec(raw.trim());
-      const ms =
-        match === null ? Number.NaN : Number(match[1]) * (DURATION_UNITS_MS[match[2] ?? ''] ?? 0);
-      if (!(ms >= range.min && ms <= range.max)) {
-        ctx.addIssue({
-          code: 'custom',
-          message: `must be a duration from 1s to 30d, a whole number and a unit (ms, s, m, h or d) such as 90m or 24h, got ${JSON.stringify(raw)}`,
-        });
-        return z.NEVER;
-      }
-      return ms;
-    });
-}
 
 /**
  * The control plane's configuration, from the environment its Deployment sets:

@@ -7,7 +7,7 @@ import {
   type EventKind,
   type EventPayloads,
 } from '../../common/event-kinds';
-import type { MemoryEvent } from '../../common/memory';
+import { memoryEventOf, type MemoryEvent } from '../../common/memory';
 import { decodeAgentConfig, hex, type EncodedAgentConfig } from './agent-config';
 
 /**
@@ -82,7 +82,7 @@ export function readJournal(entries: readonly ReplayEntry[]): JournalTurns {
       configs.set(hex(encoded.sha256), encoded);
       configPositions.push({ position: event.position, sha256: hex(encoded.sha256) });
     }
-    const memory = memoryEventOf(event);
+    const memory = memoryEventIn(event);
     if (memory !== undefined) memoryEvents.push(memory);
     if (event.kind === 'message_received') {
       if (turns.has(event.payload.turnId)) continue;
@@ -113,14 +113,10 @@ export function readJournal(entries: readonly ReplayEntry[]): JournalTurns {
 }
 
 /** A memory event as the memory fold reads it, or undefined for any other kind. */
-function memoryEventOf(event: Decoded): MemoryEvent | undefined {
-  const { position } = event;
-  if (event.kind === 'memory_cleared') {
-    return { kind: event.kind, position, key: event.payload.key };
-  }
-  if (event.kind !== 'memory_set') return undefined;
-  const { key, value, turnId, toolCallId, setAtMs } = event.payload;
-  return { kind: event.kind, position, key, value, turnId, toolCallId, setAtMs };
+function memoryEventIn(event: Decoded): MemoryEvent | undefined {
+  return event.kind === 'memory_set' || event.kind === 'memory_cleared'
+    ? memoryEventOf(event.position, event)
+    : undefined;
 }
 
 /** An event payload as canonical JSON, as replay compares and reports it. */

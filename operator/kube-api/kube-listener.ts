@@ -27,8 +27,8 @@ import { Operation, type Route } from '../public-api/routes';
 import type { UiAssets } from '../ui/ui-assets';
 import type { KubeUser } from './front-proxy';
 import type { KubeAdmission, KubeDoor } from './kube-door';
+import { KUBE_SUBRESOURCES } from './kube-subresources';
 import {
-  KUBE_SUBRESOURCES,
   KUBE_UI,
   kubeSessionsTemplate,
   kubeSubresourceTemplate,

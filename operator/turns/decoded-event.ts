@@ -10,7 +10,7 @@ import {
   type EventKind,
   type EventPayloads,
 } from '../../common/event-kinds';
-import type { MemoryEvent } from '../../common/memory';
+import { memoryEventOf, type MemoryEvent } from '../../common/memory';
 import type { JournalEntry } from '../../common/state-journal';
 import { erasedAnswer, erasedMessage, erasureOf, type ErasedRef } from './erased-entries';
 import type {
@@ -130,10 +130,8 @@ export function interpret(position: number, event: TypedEvent): DecodedEvent {
         root: { position, leafCount: root.leafCount, root: hex(root.root), keyId: root.keyId },
       };
     }
-    case 'agent_config': {
-      const config = event.payload;
-      return { type: 'config', config: { position, sha256: hex(config.sha256) } };
-    }
+    case 'agent_config':
+      return { type: 'config', config: { position, sha256: hex(event.payload.sha256) } };
     case 'ingress_directive':
     case 'turn_dispatched':
     case 'model_call':
@@ -167,7 +165,7 @@ export function interpret(position: number, event: TypedEvent): DecodedEvent {
       return erasureEvent(event.payload);
     case 'memory_set':
     case 'memory_cleared':
-      return memoryEvent(position, event);
+      return { type: 'memory', event: memoryEventOf(position, event) };
     case 'payment_charge':
     case 'outbound_payment_receipt':
     case 'conversation_closed':
@@ -176,21 +174,6 @@ export function interpret(position: number, event: TypedEvent): DecodedEvent {
       // Not part of the view (decoded all the same, so that corruption fails the read).
       return { type: 'ignored' };
   }
-}
-
-/** A `memory_set` or `memory_cleared`, as the memory fold reads it (common/memory.ts). */
-function memoryEvent(
-  position: number,
-  event: Extract<TypedEvent, { readonly kind: 'memory_set' | 'memory_cleared' }>,
-): DecodedEvent {
-  if (event.kind === 'memory_cleared') {
-    return { type: 'memory', event: { kind: event.kind, position, key: event.payload.key } };
-  }
-  const { key, value, turnId, toolCallId, setAtMs } = event.payload;
-  return {
-    type: 'memory',
-    event: { kind: event.kind, position, key, value, turnId, toolCallId, setAtMs },
-  };
 }
 
 /** A repair's `excision` is not part of the view; an erasure's amends the turn it names. */

@@ -27,6 +27,7 @@ import type { ExpiryTimers } from './expiry-timers';
 import type { TurnStatusChange } from './turn-status';
 import type { TurnStatusWriter } from './turn-status-writer';
 import type { TextDeltaEvent, TurnReply } from './turn-service';
+import { TextDeltas } from './text-deltas';
 
 /** What the runner shares with the coordinator that made it. */
 export interface TurnRunnerParts {
@@ -42,7 +43,7 @@ export interface TurnRunnerParts {
 }
 
 export class TurnRunner {
-  private readonly deltas = new Map<string, Set<(delta: TextDeltaEvent) => void>>();
+  private readonly deltas = new TextDeltas();
   private readonly views: JournalViews;
   private readonly status: TurnStatusWriter;
   private readonly stopping: AbortSignal;
@@ -64,16 +65,7 @@ export class TurnRunner {
 
   /** Calls `listener` with each text delta of the conversation's turns run here. */
   onTextDelta(conversationId: string, listener: (delta: TextDeltaEvent) => void): () => void {
-    let set = this.deltas.get(conversationId);
-    if (set === undefined) {
-      set = new Set();
-      this.deltas.set(conversationId, set);
-    }
-    set.add(listener);
-    return () => {
-      set.delete(listener);
-      if (set.size === 0) this.deltas.delete(conversationId);
-    };
+    return this.deltas.listen(conversationId, listener);
   }
 
   /**
@@ -298,9 +290,7 @@ export class TurnRunner {
     for await (const message of call) {
       switch (message.kind) {
         case 'delta':
-          for (const listener of this.deltas.get(uid) ?? []) {
-            listener({ turnId, step: message.delta.step, text: message.delta.text });
-          }
+          this.deltas.emit(uid, { turnId, step: message.delta.step, text: message.delta.text });
           break;
         case 'step': {
           const facts = { turn: this.turnAt(uid, turnId), conversation, ...this.recording(uid) };
