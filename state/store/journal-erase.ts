@@ -10,15 +10,15 @@
  */
 import { erasableKindsText, isErasableKind } from '../../common/erasable-kinds';
 import { AppError } from '../../common/errors';
-import { decodePayload, encodePayload, EventKind, isEventKind } from '../../common/event-kinds';
+import { decodePayload, isEventKind } from '../../common/event-kinds';
 import { bytesEqual } from '../journal/hex';
 import { leafNodePosition } from '../journal/mmr-layout';
 import { StreamingJournalVerifier } from '../journal/streaming-verifier';
 import type { JournalVerification } from '../journal/verification-types';
 import { writeBatch, type WrittenBatch } from './journal-append';
 import { throwIfAborted } from './journal-checks';
-import type { RepairParts, RepairRequest } from './journal-repair';
-import type { AppendEvent, AppendResult, EraseResult, ErasedEntry } from './journal-store-types';
+import { excisionEvents, type RepairParts, type RepairRequest } from './journal-repair';
+import type { AppendResult, EraseResult, ErasedEntry } from './journal-store-types';
 import { genesisTrust, signatureChecker } from './journal-verify';
 import type { KvOp, KvStore } from './level-kv';
 import { readAhead } from './read-ahead';
@@ -195,25 +195,6 @@ async function replayErased(
   }
 }
 
-/** One signed `excision` event, marked `erased`, per erased entry. */
-function erasureEvents(erased: readonly ErasedEntry[], request: EraseRequest): AppendEvent[] {
-  const excisedAtMs = request.now();
-  return erased.map((entry) => ({
-    kind: EventKind.Excision,
-    payload: encodePayload(EventKind.Excision, {
-      position: entry.position,
-      leafDigest: Buffer.from(entry.leaf),
-      actor: request.actor,
-      reason: request.reason,
-      excisedAtMs,
-      problem: '',
-      erased: true,
-      erasedKind: entry.kind,
-      turnId: entry.turnId,
-    }),
-  }));
-}
-
 /** The excised markers that replace the erased entries, keeping their leaf digests. */
 function markers(partition: string, erased: readonly ErasedEntry[]): KvOp[] {
   return erased.map((e) => ({
@@ -268,7 +249,15 @@ export async function eraseEntries(
   const refusal = wouldNotVerify(partition, positions);
   const check = replayedBatchCheck(partition, state.head, replayer, refusal, request.dryRun);
   try {
-    const events = erasureEvents(erased, request);
+    const events = excisionEvents(
+      erased.map((e) => ({
+        position: e.position,
+        leaf: e.leaf,
+        erasedKind: e.kind,
+        turnId: e.turnId,
+      })),
+      request,
+    );
     const extra = { ops: markers(partition, erased), check };
     const written = await writeBatch(writer, partition, state, events, request.fencingToken, extra);
     return { written, erased };

@@ -209,10 +209,20 @@ async function findUnreadable(
   return scan.found;
 }
 
-/** One signed `excision` event per unreadable entry. */
-function excisionEvents(found: readonly UnreadableEntry[], request: RepairRequest): AppendEvent[] {
+/** Why an entry was excised: unreadable (repair), or erased at a person's request. */
+export type ExcisionCause =
+  { readonly problem: string } | { readonly erasedKind: string; readonly turnId: string };
+
+/**
+ * One signed `excision` event per excised entry (docs/journal-format.md, "Excision"): its
+ * position and kept leaf digest, who asked, why, when, and its cause.
+ */
+export function excisionEvents(
+  entries: readonly ({ readonly position: number; readonly leaf: Uint8Array } & ExcisionCause)[],
+  request: RepairRequest,
+): AppendEvent[] {
   const excisedAtMs = request.now();
-  return found.map((entry) => ({
+  return entries.map((entry) => ({
     kind: EventKind.Excision,
     payload: encodePayload(EventKind.Excision, {
       position: entry.position,
@@ -220,10 +230,9 @@ function excisionEvents(found: readonly UnreadableEntry[], request: RepairReques
       actor: request.actor,
       reason: request.reason,
       excisedAtMs,
-      problem: entry.problem,
-      erased: false,
-      erasedKind: '',
-      turnId: '',
+      ...('problem' in entry
+        ? { problem: entry.problem, erased: false, erasedKind: '', turnId: '' }
+        : { problem: '', erased: true, erasedKind: entry.erasedKind, turnId: entry.turnId }),
     }),
   }));
 }
