@@ -610,6 +610,9 @@ describe('the forensics UI in Chromium', () => {
     await page.click('tr[data-conversation="hello"] a');
     await page.waitForSelector('#memory tr[data-key="city"]', { timeout: 30_000 });
     expect((await texts(page, '#memory tr[data-key="city"]'))[0]).toContain('Lisbon');
+    // The memory panel (GET memory) and the timeline (the log stream) are two reads: the
+    // panel can be filled before the stream has even connected, so the row is waited for.
+    await page.waitForSelector('tr[data-kind="memory_set"]', { timeout: 30_000 });
     expect((await texts(page, 'tr[data-kind="memory_set"]'))[0]).toContain(
       'kept in memory: "city" = "Lisbon"',
     );
