@@ -173,14 +173,21 @@ export function approvalKeyLine(use: ApprovalKeyUse): string {
   }
 }
 
+/** Why a turn was replayed in the weak mode, as the verdict says it. */
+function weakWhy(turn: ReplayReport['replay']['turns'][number]): string {
+  if (turn.mode !== 'weak') return '';
+  if (turn.erasedMemoryBy !== undefined) {
+    return `: the memory it started from was erased by the memory clear at ${String(turn.erasedMemoryBy)}, so its requests are not checked`;
+  }
+  return ': recorded before configurations were, so requests and budgets are not checked';
+}
+
 /** The human form: the reconstructed transcript and a verdict per turn. */
 export function formatReplayText(report: ReplayReport): string {
   const { replay } = report;
   const out: string[] = [];
   for (const turn of replay.turns) {
-    const verdict = turn.ok
-      ? `ok (${turn.mode}${turn.mode === 'weak' ? ': recorded before configurations were, so requests and budgets are not checked' : ''})`
-      : 'DIVERGED';
+    const verdict = turn.ok ? `ok (${turn.mode}${weakWhy(turn)})` : 'DIVERGED';
     out.push(
       `turn ${turn.turnId} at ${String(turn.position)}: ${turn.status}, ${String(turn.attempts)} attempt(s), ${verdict}`,
     );

@@ -126,6 +126,10 @@ export class ConversationView {
         payload: data.payload,
       });
       if (data.kind === 'memory_set' || data.kind === 'memory_cleared') void this.loadMemory();
+      // An erasure (an admin's, or a memory clear's): the entry it names keeps its place
+      // and kind, and loses its content here too.
+      const erased = erasedBy(data);
+      if (erased !== undefined) this.events.set(erased.position, erased);
       if (data.kind === 'turn_complete' || data.kind === 'turn_ambiguous') {
         this.live.delete(String((data.payload as { turnId?: string } | null)?.turnId ?? ''));
       }
@@ -231,6 +235,15 @@ export class ConversationView {
       h('td', {}, this.panel.sealCell(event.position, seal)),
     );
   }
+}
+
+/** The entry an erasure record on the stream names, as the timeline shows it, or undefined. */
+function erasedBy(data: { kind: string; payload: unknown }): TimelineEvent | undefined {
+  if (data.kind !== 'excision') return undefined;
+  const p = (data.payload ?? {}) as { erased?: boolean; position?: number; erasedKind?: string };
+  if (p.erased !== true) return undefined;
+  const kind = p.erasedKind ?? '';
+  return { position: p.position ?? 0, kind, payload: null, excised: true, erased: true };
 }
 
 export function messageOf(error: unknown): string {

@@ -11,6 +11,8 @@ export interface TimelineEvent {
   readonly kind: string;
   readonly payload: unknown;
   readonly excised?: boolean;
+  /** Excised at a person's request (an erasure or a memory clear), not by repair. */
+  readonly erased?: boolean;
 }
 
 /** Where an event stands after verification in the browser. */
@@ -68,6 +70,7 @@ export function actorOf(event: TimelineEvent): string {
 /** A one-line account of what the event says. */
 export function summaryOf(event: TimelineEvent): string {
   const p = event.payload;
+  if (event.erased === true) return 'erased: only its leaf digest is kept';
   if (event.excised === true) return 'excised by repair: only its leaf digest is kept';
   switch (event.kind) {
     case 'message_received':

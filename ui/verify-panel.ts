@@ -44,11 +44,13 @@ export class VerifyPanel {
 
   /** The events as the verified export holds them, once verified. */
   verifiedEvents(): TimelineEvent[] | undefined {
+    const erased = new Set(this.verification?.result.erased ?? []);
     return this.verification?.events.map((e) => ({
       position: e.position,
       kind: e.kind,
       payload: e.payload,
       excised: e.excised,
+      erased: erased.has(e.position),
     }));
   }
 

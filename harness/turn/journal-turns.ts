@@ -48,6 +48,17 @@ export interface JournalTurns {
   readonly configPositions: readonly { position: number; sha256: string }[];
   /** Every `memory_set` and `memory_cleared`, in journal order (common/memory.ts). */
   readonly memoryEvents: readonly MemoryEvent[];
+  /**
+   * Every `memory_cleared` whose `memory_set`s are excised (a person's clear erases them,
+   * docs/turns.md "Memory"): its position and the excised set positions it names.
+   */
+  readonly memoryErasures: readonly MemoryErasure[];
+}
+
+/** A clear at `position` whose named `memory_set`s at `setPositions` are excised. */
+export interface MemoryErasure {
+  readonly position: number;
+  readonly setPositions: readonly number[];
 }
 
 /**
@@ -64,6 +75,7 @@ export function readJournal(entries: readonly ReplayEntry[]): JournalTurns {
   /** Position and digest of every agent_config, in order. */
   const configPositions: { position: number; sha256: string }[] = [];
   const memoryEvents: MemoryEvent[] = [];
+  const clears: MemoryErasure[] = [];
   for (const entry of entries) {
     if (!isEventKind(entry.kind)) {
       // Seam for excision (docs/replay.md): an excised or unknown position is skipped.
@@ -84,6 +96,9 @@ export function readJournal(entries: readonly ReplayEntry[]): JournalTurns {
     }
     const memory = memoryEventIn(event);
     if (memory !== undefined) memoryEvents.push(memory);
+    if (event.kind === 'memory_cleared') {
+      clears.push({ position: event.position, setPositions: event.payload.setPositions });
+    }
     if (event.kind === 'message_received') {
       if (turns.has(event.payload.turnId)) continue;
       const log: TurnLog = {
@@ -109,7 +124,12 @@ export function readJournal(entries: readonly ReplayEntry[]): JournalTurns {
     }
     log.events.push(event);
   }
-  return { skipped, turns: order, configs, configPositions, memoryEvents };
+  const excised = new Set(skipped.filter((e) => e.kind === '').map((e) => e.position));
+  const memoryErasures = clears.flatMap(({ position, setPositions }) => {
+    const gone = setPositions.filter((p) => excised.has(p));
+    return gone.length === 0 ? [] : [{ position, setPositions: gone }];
+  });
+  return { skipped, turns: order, configs, configPositions, memoryEvents, memoryErasures };
 }
 
 /** A memory event as the memory fold reads it, or undefined for any other kind. */

@@ -1,8 +1,9 @@
 /**
  * Memory replays (docs/replay.md, "Memory"): a journal the real stack wrote, where the
- * agent kept a fact, a later turn's request carried it, a person cleared it and the next
- * request no longer did. Replay folds the memory each attempt started from out of the
- * journal and must rebuild every recorded request digest.
+ * agent kept a fact, a later turn's request carried it, a person cleared it (which erased
+ * the fact's memory_set) and the next request no longer did. Replay folds the memory each
+ * attempt started from out of the journal and must rebuild every recorded request digest;
+ * a turn whose memory a clear erased is replayed in the weak mode.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pino from 'pino';
@@ -24,6 +25,8 @@ import type { JournalReplay } from './replay-verdict';
 
 let turns: RealTurns;
 let entries: JournalEntry[];
+/** The journal before the clear (its memory_set still readable). */
+let beforeClear: JournalEntry[];
 
 beforeAll(async () => {
   turns = await startRealTurns({
@@ -50,6 +53,7 @@ beforeAll(async () => {
     );
   await post('I live in Lisbon', 'k1');
   await post('where do I live?', 'k2');
+  beforeClear = await turns.journal.entries(`conv-${conversationId}`);
   await turns.coordinator.clearMemory(TEST_OWNER, { conversationId }, signal);
   await post('where do I live now?', 'k3');
   entries = await turns.journal.entries(`conv-${conversationId}`);
@@ -76,18 +80,36 @@ describe('replay with memory', () => {
     expect(systems.map((s) => s.includes('"Lisbon"'))).toEqual([false, false, true, false]);
   });
 
-  it('replays every turn ok in full mode', () => {
-    const result = replay(entries);
+  it('before the clear, replays every turn ok in full mode', () => {
+    const result = replay(beforeClear);
     expect(result.divergence).toBeUndefined();
     expect(result.turns.map((t) => [t.status, t.mode, t.ok])).toEqual([
-      ['complete', 'full', true],
       ['complete', 'full', true],
       ['complete', 'full', true],
     ]);
   });
 
+  it('after the clear, the fact is gone from the journal; the turn that started with it replays weak, the others full', () => {
+    const clear = entries.find((e) => e.kind === 'memory_cleared');
+    const setPositions = clear ? decodePayload('memory_cleared', clear.payload).setPositions : [];
+    expect(setPositions).toHaveLength(1);
+    const erased = entries[setPositions[0]!];
+    expect(erased).toMatchObject({ kind: '', excised: true });
+    // No memory_set is left to read (the model's own tool call still names the value: the
+    // clear erases what memory held, an admin's erasure the rest).
+    expect(entries.filter((e) => e.kind === 'memory_set')).toEqual([]);
+    expect(beforeClear.filter((e) => e.kind === 'memory_set')).toHaveLength(1);
+    const result = replay(entries);
+    expect(result.divergence).toBeUndefined();
+    expect(result.turns.map((t) => [t.mode, t.ok, t.erasedMemoryBy])).toEqual([
+      ['full', true, undefined],
+      ['weak', true, clear?.position],
+      ['full', true, undefined],
+    ]);
+  });
+
   it('finds a changed memory value at the next request, whose digest no longer follows', () => {
-    const changed = entries.map((entry) => {
+    const changed = beforeClear.map((entry) => {
       if (entry.kind !== 'memory_set') return entry;
       const payload = decodePayload('memory_set', entry.payload);
       payload.value = 'Porto';
@@ -99,10 +121,10 @@ describe('replay with memory', () => {
     expect(result.divergence?.expected).toContain('request_sha256');
   });
 
-  it('finds a clear taken out of the journal at the next turn', () => {
+  it('finds a clear taken out of the journal: the turn whose memory it erased no longer follows', () => {
     const withoutClear = entries.filter((e) => e.kind !== 'memory_cleared');
     const result = replay(withoutClear.map((e, position) => ({ ...e, position })));
-    expect(result.turns.slice(0, 2).map((t) => t.ok)).toEqual([true, true]);
-    expect(result.turns[2]?.ok).toBe(false);
+    expect(result.turns[0]?.ok).toBe(true);
+    expect(result.turns[1]?.ok).toBe(false);
   });
 });

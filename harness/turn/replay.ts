@@ -1,6 +1,6 @@
 import { StandingState, standingOf } from '../../common/turn-standing';
 import { createPrefixRequestHasher, type RequestHasher } from './agent-config';
-import { readJournal, type ReplayEntry, type TurnLog } from './journal-turns';
+import { readJournal, type MemoryErasure, type ReplayEntry, type TurnLog } from './journal-turns';
 import { replayAttempt, type RecordedInputs } from './replay-attempt';
 import type { Message } from './ports/model-port';
 import { noteOf, transcriptOf } from './replay-notes';
@@ -50,7 +50,8 @@ export function replayJournal(
   entries: readonly ReplayEntry[],
   options: ReplayOptions,
 ): JournalReplay {
-  const { skipped, turns: order, configs, configPositions, memoryEvents } = readJournal(entries);
+  const journal = readJournal(entries);
+  const { skipped, turns: order, configs, configPositions, memoryEvents } = journal;
   const history: Message[] = [];
   /** The message position of the turn each history message came from. */
   const historyPositions: number[] = [];
@@ -59,7 +60,8 @@ export function replayJournal(
   for (const log of order) {
     const earlier = { messages: history, positions: historyPositions };
     const recorded = { configs, configPositions, memoryEvents };
-    const result = replayTurn(log, earlier, recorded, options, hasher);
+    const erasedBy = erasedMemoryOf(log, journal.memoryErasures);
+    const result = replayTurn(log, earlier, recorded, options, hasher, erasedBy);
     results.push(result);
     const terminal = log.events.find((e) => e.kind === 'turn_complete');
     const dispatched = log.events.some((e) => e.kind === 'turn_dispatched');
@@ -98,12 +100,28 @@ function windowOf(earlier: EarlierTurns, historyFrom: number): readonly Message[
   return start < 0 ? [] : earlier.messages.slice(start);
 }
 
+/**
+ * The position of a clear that erased memory one of the turn's attempts started from (a
+ * `memory_set` before its dispatch, cleared after it), or undefined. Such a turn's requests
+ * held content that is gone, so they cannot be checked (docs/replay.md, "Erased entries").
+ */
+function erasedMemoryOf(log: TurnLog, erasures: readonly MemoryErasure[]): number | undefined {
+  for (const dispatch of log.events) {
+    if (dispatch.kind !== 'turn_dispatched') continue;
+    const d = dispatch.position;
+    const clear = erasures.find((c) => c.position > d && c.setPositions.some((p) => p < d));
+    if (clear !== undefined) return clear.position;
+  }
+  return undefined;
+}
+
 function replayTurn(
   log: TurnLog,
   earlier: EarlierTurns,
   recorded: RecordedInputs,
   options: ReplayOptions,
   hasher: RequestHasher,
+  erasedMemoryBy: number | undefined,
 ): TurnReplay {
   const standing = standingOf(log.events);
   const status = REPLAY_STATUS_OF[standing.state];
@@ -111,14 +129,16 @@ function replayTurn(
   const dispatches = log.events.filter((e) => e.kind === 'turn_dispatched');
   const base = { turnId: log.turnId, position: log.position, status, transcript };
   const full = log.events.some((e) => e.kind === 'model_call' && e.payload.configSha256.length > 0);
-  if (!full) {
+  if (!full || erasedMemoryBy !== undefined) {
     const divergence = weakCheck(log, options);
+    const erased = erasedMemoryBy === undefined ? {} : { erasedMemoryBy };
     return {
       ...base,
       mode: ReplayMode.Weak,
       attempts: dispatches.length,
       ok: divergence === undefined,
       ...(divergence === undefined ? {} : { divergence }),
+      ...erased,
       ...noteOf(log, standing),
     };
   }

@@ -3,7 +3,8 @@
  * "Memory"). Reading is the transcript's read: the same rule decides who may
  * (plan-access.ts `authorizeUse`) and the view is brought up to the head. A clear claims the
  * conversation as a turn does (fenced by its lease; another replica holding it gets the
- * request forwarded), and commits the plan's `memory_cleared` naming who asked.
+ * request forwarded), and commits the plan's `memory_cleared` naming who asked together
+ * with the erasure of the `memory_set` events it names (docs/turns.md, "Memory").
  */
 import { AppError } from '../../common/errors';
 import { memoryInOrder, memoryKeyProblem } from '../../common/memory';
@@ -81,8 +82,11 @@ export async function clearMemory(
       cleared,
       clearedBy: caller.identity,
     };
-    if (events.length === 0) return { ...base, head: view.head };
-    const { outcome } = await parts.runner.commit(uid, lease, events);
-    return { ...base, position: view.head, head: outcome.head };
+    const [event] = events;
+    if (event === undefined) return { ...base, head: view.head };
+    // The clear and the erasure of the memory_set events it names, in one batch.
+    const { outcome } = await parts.views.clearMemory(uid, lease, event, signal);
+    const erased = outcome.erased.map((e) => e.position);
+    return { ...base, position: view.head, head: outcome.head, erasedPositions: erased };
   });
 }

@@ -274,6 +274,8 @@ export interface ClearMemoryAnswer {
   readonly cleared: readonly string[];
   /** Position of the `memory_cleared`; absent when nothing was committed. */
   readonly position?: number;
+  /** Positions of the `memory_set` events whose content the clear erased. */
+  readonly erasedPositions?: readonly number[];
   /** Who asked, as recorded. */
   readonly clearedBy: string;
   readonly head: number;

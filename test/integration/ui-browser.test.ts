@@ -628,6 +628,11 @@ describe('the forensics UI in Chromium', () => {
       `document.querySelector('#memory')?.textContent === 'Memory is empty.'`,
       { timeout: 30_000 },
     );
+    // The clear erased the value: the row keeps its place and kind, not its content.
+    await page.waitForSelector('tr[data-kind="memory_set"].excised', { timeout: 30_000 });
+    const erasedRow = (await texts(page, 'tr[data-kind="memory_set"]'))[0];
+    expect(erasedRow).toContain('erased: only its leaf digest is kept');
+    expect(erasedRow).not.toContain('Lisbon');
     await page.close();
   });
 });
