@@ -9,8 +9,9 @@ import { startTurnStack, type TurnStack } from './support/turn-stack';
 // harness processes, the Anthropic provider against the local Messages API server. The
 // model calls the memory tool in one turn; the next turn's request to the model carries the
 // fact; an owner's clear through the public API takes it out of the next request, and the
-// journal records memory_cleared with who asked. Replay through the real CLI rebuilds every
-// request, memory included.
+// journal records memory_cleared with who asked, and erases the memory_set in the same batch.
+// Replay through the real CLI rebuilds every request it still can, memory included, and the
+// export verifies with the erased position listed.
 
 const FACT = '{"key":"city","value":"Lisbon"}';
 
@@ -96,12 +97,34 @@ describe('memory across turns (real processes, Messages API server)', () => {
         },
       );
       expect(cleared.status).toBe(200);
-      expect(cleared.body).toMatchObject({ cleared: ['city'], clearedBy: 'test:memory-owner' });
-      const event = (await stack.journal(uid)).find((e) => e.kind === 'memory_cleared');
+      const setAt = kinds.indexOf('memory_set');
+      expect(cleared.body).toMatchObject({
+        cleared: ['city'],
+        clearedBy: 'test:memory-owner',
+        erasedPositions: [setAt],
+      });
+      const afterClear = await stack.journal(uid);
+      const event = afterClear.find((e) => e.kind === 'memory_cleared');
       expect(event && decodePayload('memory_cleared', event.payload)).toMatchObject({
         key: 'city',
         attribution: { caller: 'test:memory-owner' },
+        setPositions: [setAt],
       });
+      // The clear erased the memory_set in the same batch: excised, recorded by who asked.
+      expect(afterClear[setAt]).toMatchObject({ kind: '', excised: true });
+      const record = afterClear
+        .filter((e) => e.kind === 'excision')
+        .map((e) => decodePayload('excision', e.payload))
+        .find((r) => r.position === setAt);
+      expect(record).toMatchObject({
+        erased: true,
+        erasedKind: 'memory_set',
+        actor: 'test:memory-owner',
+        reason: 'memory clear of "city"',
+      });
+      expect(afterClear.indexOf(event!)).toBeLessThan(
+        afterClear.indexOf(afterClear.find((e) => e.kind === 'excision')!),
+      );
 
       const after = messages.requests.length;
       expect((await post('and now?', 'k-3')).body).toMatchObject({ status: 'complete' });
@@ -114,7 +137,19 @@ describe('memory across turns (real processes, Messages API server)', () => {
       const replay = await polychrome(['conversation', 'replay', uid, ...actor], admin);
       expect(replay.stderr).toBe('');
       expect(replay.code).toBe(0);
-      expect(replay.stdout.match(/ok \(full\)/gu)).toHaveLength(3);
+      // The second turn started with the fact the clear erased: its requests cannot be
+      // checked any more, and replay says so; the others replay in full.
+      expect(replay.stdout.match(/ok \(full\)/gu)).toHaveLength(2);
+      expect(replay.stdout).toContain(
+        `ok (weak: the memory it started from was erased by the memory clear at ${String(afterClear.indexOf(event!))}`,
+      );
+      // The export still verifies offline, the erased position listed.
+      const verify = await polychrome(['conversation', 'verify', uid, ...actor], admin);
+      expect(verify.stderr).toBe('');
+      expect(verify.code).toBe(0);
+      expect(verify.stdout).toContain(
+        `a memory clear (checked by their kept leaf digests; content gone): ${String(setAt)}`,
+      );
     });
   }, 300_000);
 });
