@@ -177,8 +177,12 @@ describe('memory: who may read and clear it (the transcript table)', () => {
       key: 'city',
       cleared: ['city'],
       clearedBy: ALICE.identity,
+      erasedPositions: [set?.position],
     });
-    const cleared = (await journal(a, id)).filter((e) => e.kind === 'memory_cleared');
+    // The clear erased the memory_set in its batch.
+    const entries = await journal(a, id);
+    expect(entries[set?.position ?? -1]).toMatchObject({ kind: '', excised: true });
+    const cleared = entries.filter((e) => e.kind === 'memory_cleared');
     expect(cleared).toHaveLength(1);
     expect(cleared[0] && decodePayload('memory_cleared', cleared[0].payload)).toMatchObject({
       key: 'city',
@@ -194,6 +198,31 @@ describe('memory: who may read and clear it (the transcript table)', () => {
       body: {},
     });
     expect(again.json).toMatchObject({ cleared: [], clearedBy: ADMIN.identity });
+    expect(a.head(id)).toBe(head);
+  });
+
+  it('a memory_set an admin erased is out of memory too: a clear then finds nothing to take out', async () => {
+    const { a, id } = await remembered();
+    const set = (await journal(a, id)).find((e) => e.kind === 'memory_set');
+    // As `conversation erase` does: holding the conversation, under its lease.
+    const conversation = a.turns.conversations.byUid(id)!;
+    await a.turns.coordinator.exclusive(conversation, AbortSignal.timeout(10_000), (lease) =>
+      a.turns.journal.store.erase(partitionOf(id), {
+        positions: [set?.position ?? -1],
+        actor: ADMIN.identity,
+        reason: 'erasure request 3',
+        fencingToken: lease.fencingToken,
+      }),
+    );
+    const read = await call(a, 'GET', `/v1/conversations/${id}/memory`, { token: TOKENS.alice });
+    expect(read.json).toMatchObject({ entries: [] });
+    const head = a.head(id);
+    const answer = await call(a, 'DELETE', `/v1/conversations/${id}/memory`, {
+      token: TOKENS.alice,
+      body: {},
+    });
+    expect(answer.status).toBe(200);
+    expect(answer.json).toMatchObject({ cleared: [] });
     expect(a.head(id)).toBe(head);
   });
 
