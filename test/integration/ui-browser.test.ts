@@ -634,5 +634,19 @@ describe('the forensics UI in Chromium', () => {
     expect(erasedRow).toContain('erased: only its leaf digest is kept');
     expect(erasedRow).not.toContain('Lisbon');
     await page.close();
+    // The export verifies in the browser with the entry erased, and shows it as such (the
+    // checkpoint in the status is the last turn's: the clear's batch comes after it).
+    await publishStatus();
+    const admin = await openConversation(asDave);
+    await admin.click('tr[data-conversation="hello"] a');
+    await admin.waitForSelector('tr[data-kind="memory_cleared"]', { timeout: 30_000 });
+    expect(await verifyInPage(admin)).toMatchObject({ ok: 'true' });
+    await admin.waitForSelector('tr[data-kind="memory_set"][data-seal="sealed"]', {
+      timeout: 30_000,
+    });
+    const verified = (await texts(admin, 'tr[data-kind="memory_set"]'))[0];
+    expect(verified).toContain('erased: only its leaf digest is kept');
+    expect(verified).not.toContain('Lisbon');
+    await admin.close();
   });
 });
