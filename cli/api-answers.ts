@@ -54,6 +54,30 @@ export const transcriptSchema = z.looseObject({
   ),
 });
 
+export const memorySchema = z.looseObject({
+  conversationId: z.string(),
+  head: z.number().int().nonnegative(),
+  entries: z.array(
+    z.looseObject({
+      key: z.string(),
+      value: z.string(),
+      position: z.number().int().nonnegative(),
+      turnId: z.string(),
+      toolCallId: z.string(),
+      setAtMs: z.number(),
+    }),
+  ),
+});
+
+export const memoryClearedSchema = z.looseObject({
+  conversationId: z.string(),
+  key: z.string().optional(),
+  cleared: z.array(z.string()),
+  position: z.number().int().nonnegative().optional(),
+  clearedBy: z.string(),
+  head: z.number().int().nonnegative(),
+});
+
 export const repairResultSchema = z.looseObject({
   conversationId: z.string(),
   actor: z.string(),
@@ -114,6 +138,10 @@ export type AcceptRollbackResult = z.output<typeof acceptRollbackResultSchema>;
 export type TurnReply = z.output<typeof turnReplySchema>;
 /** The transcript (`Transcript`). */
 export type Transcript = z.output<typeof transcriptSchema>;
+/** A conversation's memory (docs/api.md, "Memory"). */
+export type Memory = z.output<typeof memorySchema>;
+/** What a clear of memory committed. */
+export type MemoryCleared = z.output<typeof memoryClearedSchema>;
 /** One turn of a transcript. */
 export type TranscriptTurn = Transcript['turns'][number];
 /** A paused turn's approval card. */

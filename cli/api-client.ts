@@ -3,12 +3,16 @@ import type { z } from 'zod';
 import { AppError } from '../common/errors';
 import {
   acceptRollbackResultSchema,
+  memoryClearedSchema,
+  memorySchema,
   repairResultSchema,
   eraseResultSchema,
   resolveResultSchema,
   transcriptSchema,
   turnReplySchema,
   type AcceptRollbackResult,
+  type Memory,
+  type MemoryCleared,
   type Parsed,
   type EraseResult,
   type RepairResult,
@@ -86,13 +90,28 @@ export class ApiClient {
 
   /** The committed turns. @throws ApiCallError, ApiUnreachableError */
   async transcript(conversationId: string, signal?: AbortSignal): Promise<Parsed<Transcript>> {
-    const response = await this.request(
-      'GET',
-      { conversation: conversationId, operation: ConversationOperation.Transcript },
-      undefined,
-      signal,
-    );
-    return this.parse(response, transcriptSchema, 'Transcript');
+    const target = { conversation: conversationId, operation: ConversationOperation.Transcript };
+    return this.exchange('GET', target, undefined, transcriptSchema, 'Transcript', signal);
+  }
+
+  /** The agent's memory, oldest set first. @throws ApiCallError, ApiUnreachableError */
+  async memory(conversationId: string, signal?: AbortSignal): Promise<Parsed<Memory>> {
+    const target = { conversation: conversationId, operation: ConversationOperation.Memory };
+    return this.exchange('GET', target, undefined, memorySchema, 'Memory', signal);
+  }
+
+  /** Clears `key`, or all memory when absent. @throws ApiCallError, ApiUnreachableError */
+  async clearMemory(
+    conversationId: string,
+    key: string | undefined,
+    signal?: AbortSignal,
+  ): Promise<Parsed<MemoryCleared>> {
+    const target = {
+      conversation: conversationId,
+      operation: ConversationOperation.Memory,
+      ...(key === undefined ? {} : { rest: [key] }),
+    };
+    return this.exchange('DELETE', target, undefined, memoryClearedSchema, 'MemoryCleared', signal);
   }
 
   /** Approves or denies a paused call; the answer is the turn's next settled state. */
@@ -221,13 +240,8 @@ export class ApiClient {
     request: { readonly actor: string; readonly dryRun: boolean },
     signal?: AbortSignal,
   ): Promise<Parsed<RepairResult>> {
-    const response = await this.request(
-      'POST',
-      { conversation: conversationId, operation: ConversationOperation.Repair },
-      request,
-      signal,
-    );
-    return this.parse(response, repairResultSchema, 'RepairResult');
+    const target = { conversation: conversationId, operation: ConversationOperation.Repair };
+    return this.exchange('POST', target, request, repairResultSchema, 'RepairResult', signal);
   }
 
   /** Erases entries of the conversation's journal (admins, acting as `actor`). @throws ApiCallError, ApiUnreachableError */
@@ -241,19 +255,11 @@ export class ApiClient {
     },
     signal?: AbortSignal,
   ): Promise<Parsed<EraseResult>> {
-    const response = await this.request(
-      'POST',
-      { conversation: conversationId, operation: ConversationOperation.Erase },
-      request,
-      signal,
-    );
-    return this.parse(response, eraseResultSchema, 'EraseResult');
+    const target = { conversation: conversationId, operation: ConversationOperation.Erase };
+    return this.exchange('POST', target, request, eraseResultSchema, 'EraseResult', signal);
   }
 
-  /**
-   * Settles a quarantined turn (admins, acting as `request.actor`; docs/turns.md).
-   * @throws ApiCallError, ApiUnreachableError
-   */
+  /** Settles a quarantined turn (admins, as `request.actor`; docs/turns.md). @throws ApiCallError, ApiUnreachableError */
   async resolveTurn(
     conversationId: string,
     turnId: string,
@@ -265,13 +271,19 @@ export class ApiClient {
     },
     signal?: AbortSignal,
   ): Promise<Parsed<ResolveResult>> {
-    const response = await this.request(
+    const target = {
+      conversation: conversationId,
+      operation: ConversationOperation.Resolve,
+      rest: [turnId],
+    };
+    return this.exchange(
       'POST',
-      { conversation: conversationId, operation: ConversationOperation.Resolve, rest: [turnId] },
+      target,
       { ...request, turnId },
+      resolveResultSchema,
+      'ResolveResult',
       signal,
     );
-    return this.parse(response, resolveResultSchema, 'ResolveResult');
   }
 
   /**
@@ -284,13 +296,30 @@ export class ApiClient {
     request: { readonly actor: string; readonly head: number; readonly reason: string },
     signal?: AbortSignal,
   ): Promise<Parsed<AcceptRollbackResult>> {
-    const response = await this.request(
+    const target = {
+      conversation: conversationId,
+      operation: ConversationOperation.AcceptRollback,
+    };
+    return this.exchange(
       'POST',
-      { conversation: conversationId, operation: ConversationOperation.AcceptRollback },
+      target,
       request,
+      acceptRollbackResultSchema,
+      'AcceptRollbackResult',
       signal,
     );
-    return this.parse(response, acceptRollbackResultSchema, 'AcceptRollbackResult');
+  }
+
+  /** A request whose answer is parsed as `what`. */
+  private async exchange<S extends z.ZodType>(
+    method: 'GET' | 'POST' | 'DELETE',
+    target: ConversationTarget,
+    body: unknown,
+    schema: S,
+    what: string,
+    signal: AbortSignal | undefined,
+  ): Promise<Parsed<z.output<S>>> {
+    return this.parse(await this.request(method, target, body, signal), schema, what);
   }
 
   private async request(

@@ -19,6 +19,7 @@ export const DASHBOARD_COOKIE = 'polychrome_dashboard';
 /** The door's read subresources the UI uses, and the query parameters each may carry. */
 const READS: Readonly<Record<string, readonly string[]>> = {
   transcript: [],
+  memory: [],
   log: ['since', 'lastEventId'],
   export: ['actor'],
 };
@@ -109,7 +110,7 @@ function allowedPath(path: string, query: URLSearchParams, namespace: string): D
   if (match === undefined) {
     return refuse(
       403,
-      `the dashboard proxy does not forward ${path.slice(0, 200)}: it serves only the UI, the Conversations of namespace ${namespace} and their transcript, log and export (docs/ui.md)`,
+      `the dashboard proxy does not forward ${path.slice(0, 200)}: it serves only the UI, the Conversations of namespace ${namespace} and their transcript, memory, log and export (docs/ui.md)`,
     );
   }
   const extra = [...query.keys()].find((key) => !match[1].includes(key));

@@ -173,6 +173,15 @@ export function approvalKeyLine(use: ApprovalKeyUse): string {
   }
 }
 
+/** Why a turn was replayed in the weak mode, as the verdict says it. */
+function weakWhy(turn: ReplayReport['replay']['turns'][number]): string {
+  if (turn.mode !== 'weak') return '';
+  if (turn.erasedMemoryBy !== undefined) {
+    return `: the memory it started from was erased by the memory clear at ${String(turn.erasedMemoryBy)}, so its requests are not checked`;
+  }
+  return ': recorded before configurations were, so requests and budgets are not checked';
+}
+
 /** The human form: the reconstructed transcript and a verdict per turn. */
 export function formatReplayText(report: ReplayReport): string {
   const { replay } = report;
@@ -180,9 +189,7 @@ export function formatReplayText(report: ReplayReport): string {
   for (const turn of replay.turns) {
     const unchecked = turn.unchecked ?? [];
     const verdict =
-      (turn.ok
-        ? `ok (${turn.mode}${turn.mode === 'weak' ? ': recorded before configurations were, so requests and budgets are not checked' : ''})`
-        : 'DIVERGED') +
+      (turn.ok ? `ok (${turn.mode}${weakWhy(turn)})` : 'DIVERGED') +
       (unchecked.length === 0
         ? ''
         : `, ${String(unchecked.length)} step(s) not checkable because entries were erased`);

@@ -10,6 +10,7 @@ import { kubeDoor } from './kube-door';
 import { getConversation } from './kube-get';
 import { translateOutput, yamlWriter } from './kube-output';
 import { personas } from './kube-personas';
+import { memoryCommand } from './memory-command';
 import { sessions } from './kube-sessions';
 import { KUBE_USAGE } from './kube-verbs';
 
@@ -64,6 +65,8 @@ async function dispatch(
     case 'answer':
     case 'transcript':
       return doorCommands[verb](kubeDoor, rest, env, io);
+    case 'memory':
+      return memoryCommand(kubeDoor, rest, env, io);
     default:
       if (isForensicCommand(verb)) return forensicCommand(kubeDoor, verb, rest, env, io);
       throw new UsageError(`unknown verb ${JSON.stringify(verb)}`);

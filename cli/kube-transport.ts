@@ -22,6 +22,7 @@ export const CONVERSATION_GROUP_VERSION = 'polychrome.dev/v1alpha1';
 export const KUBE_SUBRESOURCE_OF: Readonly<Record<ConversationOperation, string>> = {
   [ConversationOperation.Messages]: 'messages',
   [ConversationOperation.Transcript]: 'transcript',
+  [ConversationOperation.Memory]: 'memory',
   [ConversationOperation.Stream]: 'log',
   [ConversationOperation.Approvals]: 'approvals',
   [ConversationOperation.Questions]: 'questions',
@@ -73,10 +74,13 @@ function roleFor(verb: string, resource: string): string | undefined {
   if (resource === 'personaroles') {
     return 'a ClusterRoleBinding to polychrome-persona-admin';
   }
-  if (verb === 'get' && (sub === 'transcript' || sub === 'log')) {
+  if (verb === 'get' && (sub === 'transcript' || sub === 'log' || sub === 'memory')) {
     return 'a RoleBinding to polychrome-conversation-reader (or edit) in the namespace; view shows no conversation content';
   }
-  if (verb === 'create' && (sub === 'messages' || sub === 'questions')) {
+  if (
+    (verb === 'create' && (sub === 'messages' || sub === 'questions')) ||
+    (verb === 'delete' && sub === 'memory')
+  ) {
     return 'a RoleBinding to polychrome-conversation-user (or edit) in the namespace';
   }
   if (resource.startsWith('conversations/')) {

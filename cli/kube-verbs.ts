@@ -17,6 +17,9 @@ Conversations by name, in the namespace of -n (else the context's, else "default
   answer NAME REQUEST-ID (TEXT... | --cancel [--comment C])
                                      answer the agent's question (create conversations/questions)
   transcript NAME                    the committed turns
+  memory NAME [list]                 what the agent keeps across turns (get conversations/memory)
+  memory NAME clear [KEY]            clear all memory, or one key; recorded with who asked
+                                     (delete conversations/memory)
   export NAME --actor A [--file F]   the journal export file (stdout unless --file)
   replay NAME --actor A [--public-key KEY]... [--approval-key KEY] [--what-if CHANGE [--live]]
                                      replay the export with no model and no tool
@@ -60,6 +63,7 @@ export const KUBE_VERBS = [
   'approve',
   'answer',
   'transcript',
+  'memory',
   'export',
   'replay',
   'verify',

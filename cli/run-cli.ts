@@ -1,6 +1,8 @@
 import type { Env } from '../common/config';
 import { ExitCode, reportFailure, UsageError, write, type CliIo } from './cli-support';
 import { conversationCommands, isConversationCommand } from './conversation-commands';
+import { memoryCommand } from './memory-command';
+import { publicApiDoor } from './public-api-door';
 import { conversationGroup } from './conversation-forensics';
 import { dashboardCommand } from './dashboard';
 import { journalReplay, journalVerify } from './journal-commands';
@@ -40,6 +42,10 @@ Talk to a conversation (the control plane's public API; ID is the Conversation's
 
   polychrome transcript ID [--format json|text] [api flags]
       Print the committed turns, oldest first.
+
+  polychrome memory ID [list | clear [KEY]] [--format json|text] [api flags]
+      Print what the agent keeps across turns, or clear all of it or one key (recorded in
+      the journal with who asked).
 
 Forensics, for admins (through the control plane; docs/replay.md). A is the identity you
 act as, one of your own: provider:scope:external_id or provider:external_id.
@@ -168,6 +174,7 @@ export async function runCli(args: readonly string[], io: CliIo, env?: Env): Pro
       await write(io.stdout, USAGE);
       return ExitCode.Ok;
     }
+    if (group === 'memory') return await memoryCommand(publicApiDoor, args.slice(1), env, io);
     if (isConversationCommand(group)) {
       return await conversationCommands[group](args.slice(1), env, io);
     }

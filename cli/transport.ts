@@ -18,6 +18,8 @@
 export const ConversationOperation = {
   Messages: 'messages',
   Transcript: 'transcript',
+  /** The agent's memory: GET reads it, DELETE clears it (all, or `rest` `[key]`). */
+  Memory: 'memory',
   Stream: 'stream',
   Approvals: 'approvals',
   Questions: 'questions',

@@ -34,7 +34,7 @@ describe('checkpointNote', () => {
   it('lists erased positions apart from those repair excised', () => {
     expect(checkpointNote(true, [3, 5, 8], [5, 8])).toBe(
       '  excised by repair (checked by their kept leaf digests): 3\n' +
-        "  erased on an admin's request (checked by their kept leaf digests; content gone): 5, 8\n" +
+        "  erased on request, by an admin's erasure or a memory clear (checked by their kept leaf digests; content gone): 5, 8\n" +
         '  checkpoint: checked\n',
     );
   });

@@ -31,7 +31,7 @@ export function excisionLines(excised: readonly number[], erased: readonly numbe
       : `  excised by repair (checked by their kept leaf digests): ${repaired.join(', ')}\n`) +
     (erased.length === 0
       ? ''
-      : `  erased on an admin's request (checked by their kept leaf digests; content gone): ${erased.join(', ')}\n`)
+      : `  erased on request, by an admin's erasure or a memory clear (checked by their kept leaf digests; content gone): ${erased.join(', ')}\n`)
   );
 }
 

@@ -8,6 +8,7 @@ import {
 } from '../proto/gen/polychrome/state/v1/state';
 import { entryFromProto, exportEntryFromProto, signedRootFromProto } from './journal-from-proto';
 import * as excisionCalls from './excision-calls';
+import * as memoryClearCall from './memory-clear-call';
 import * as retireCalls from './retire-calls';
 import { StateCallError } from './state-call-errors';
 import {
@@ -25,6 +26,7 @@ import {
 import type {
   AppendCallOptions,
   AppendOutcome,
+  ClearMemoryOutcome,
   EraseOutcome,
   ExportEntry,
   HeadOutcome,
@@ -252,6 +254,16 @@ export class StateClient implements StateJournal {
 
   private calls(): retireCalls.JournalCalls {
     return { grpc: this.client, address: this.address, unary: (m, o, s) => this.unary(m, o, s) };
+  }
+
+  /** A memory clear and its erasure (see {@link memoryClearCall.clearMemory}). */
+  clearMemory(
+    partition: string,
+    expectedHead: number,
+    cleared: NewJournalEvent,
+    options: AppendCallOptions = {},
+  ): Promise<ClearMemoryOutcome> {
+    return memoryClearCall.clearMemory(this.calls(), partition, expectedHead, cleared, options);
   }
 
   /** Erases entries of `partition` (see {@link excisionCalls.erase}; docs/state-plane.md, "Erasure"). */

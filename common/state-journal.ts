@@ -124,6 +124,12 @@ export interface EraseOutcome {
   readonly message: string;
 }
 
+/** What a memory clear wrote (docs/state-plane.md, "Memory clears"). */
+export interface ClearMemoryOutcome extends AppendOutcome {
+  /** The `memory_set` entries it erased, in position order. */
+  readonly erased: EraseOutcome['erased'];
+}
+
 /** One item of an export: a public key (all come first) or an event. */
 export type ExportEntry =
   | { readonly type: 'public_key'; readonly keyId: string; readonly publicKey: Uint8Array }
@@ -168,6 +174,17 @@ export interface StateJournal {
     options?: Pick<StateCallOptions, 'signal'> & { readonly follow?: boolean },
   ): AsyncIterable<JournalEntry>;
   head(partition: string, options?: StateCallOptions): Promise<HeadOutcome>;
+  /**
+   * Appends a person's `memory_cleared` at `expectedHead` and erases the `memory_set`
+   * entries it names, in one atomic batch (docs/state-plane.md, "Memory clears"); throws
+   * as append, and `permission_denied` when a named entry is not one to erase.
+   */
+  clearMemory(
+    partition: string,
+    expectedHead: number,
+    cleared: NewJournalEvent,
+    options?: AppendCallOptions,
+  ): Promise<ClearMemoryOutcome>;
   /** The state plane's public keys, then every event (the control plane reads only the keys). */
   export(partition: string, options?: Pick<StateCallOptions, 'signal'>): AsyncIterable<ExportEntry>;
 }

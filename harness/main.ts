@@ -11,6 +11,7 @@ import type { AnthropicProvider } from '../common/model/anthropic-provider';
 import type { ModelProvider } from '../common/model/model-port';
 import { ScriptedProvider } from './model/scripted-provider';
 import { builtinToolRunner, builtinTools } from './tools/builtin-tools';
+import { memoryTool } from './tools/memory-tool';
 import { createHarnessMetrics } from './server/harness-metrics';
 import { HarnessServer } from './server/harness-server';
 import { loadHarnessCertificate } from './server/serving-credentials';
@@ -69,7 +70,7 @@ async function main(): Promise<number> {
     requireApproval: config.requireApproval,
     toolCatalog: (name) =>
       builtinTools.find((tool) => tool.name === name) ??
-      [handoffTool, askUserTool].find((tool) => tool.name === name),
+      [handoffTool, askUserTool, memoryTool].find((tool) => tool.name === name),
     ...(mcp === undefined ? {} : { mcpTools: mcp }),
     ackTimeoutMs: config.ackTimeoutMs,
     toolTimeoutMs: config.toolTimeoutMs,

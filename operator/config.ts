@@ -12,19 +12,19 @@ import {
   type Env,
 } from '../common/config';
 import { DEFAULT_HEALTH_PORT } from '../common/health-server';
+import { DAY_MS, envDuration } from './env-duration';
 import {
   DEFAULT_HISTORY_TOKENS,
   HISTORY_TOKENS_MAX,
   HISTORY_TOKENS_MIN,
 } from './api/v1alpha1/conversation-values';
 import { LogLevel } from '../common/log';
+import { DEFAULT_MEMORY_BUDGET_BYTES } from '../common/memory';
 import { DEFAULT_AUTH_FAILURE_CACHE_MS } from './public-api/auth-cache';
 import { DEFAULT_LIMITS, type LimitSettings } from './public-api/caller-limits';
 import { DEFAULT_PEER_PORT } from './public-api/peer-endpoints';
 import { DEFAULT_KUBE_API_PORT } from './kube-api/kube-listener';
 import { JournalRetention } from './api/v1alpha1/conversation-values';
-
-const DAY_MS = 24 * 60 * 60 * 1000;
 
 /**
  * Where the public API creates conversations unless configured otherwise: a namespace of
@@ -33,34 +33,6 @@ const DAY_MS = 24 * 60 * 60 * 1000;
  * live").
  */
 export const DEFAULT_CONVERSATION_NAMESPACE = 'polychrome-conversations';
-const DURATION_UNITS_MS: Readonly<Record<string, number>> = {
-  ms: 1,
-  s: 1_000,
-  m: 60_000,
-  h: 3_600_000,
-  d: DAY_MS,
-};
-
-/** A duration such as `90m` or `24h` (one whole number and a unit), in milliseconds. */
-function envDuration(fallbackMs: number, range: { min: number; max: number }) {
-  return z
-    .string()
-    .optional()
-    .transform((raw, ctx): number => {
-      if (raw === undefined || raw.trim() === '') return fallbackMs;
-      const match = /^(\d{1,12})(ms|s|m|h|d)$/u.exec(raw.trim());
-      const ms =
-        match === null ? Number.NaN : Number(match[1]) * (DURATION_UNITS_MS[match[2] ?? ''] ?? 0);
-      if (!(ms >= range.min && ms <= range.max)) {
-        ctx.addIssue({
-          code: 'custom',
-          message: `must be a duration from 1s to 30d, a whole number and a unit (ms, s, m, h or d) such as 90m or 24h, got ${JSON.stringify(raw)}`,
-        });
-        return z.NEVER;
-      }
-      return ms;
-    });
-}
 
 /**
  * The control plane's configuration, from the environment its Deployment sets:
@@ -93,6 +65,7 @@ function envDuration(fallbackMs: number, range: { min: number; max: number }) {
  * | `POLYCHROME_TURN_SANDBOX_WAIT_MS` | how long a turn waits for its harness (e.g. after a reopen) | 120000 |
  * | `POLYCHROME_TURN_MAX_ATTEMPTS` | dispatches of one turn before it settles with the fallback reply | 3 |
  * | `POLYCHROME_MAX_STEPS` | the deployment's step budget per turn (0: the harness's own) | 0 |
+ * | `POLYCHROME_MEMORY_BUDGET_BYTES` | bytes of a conversation's memory a model request carries, the newest entries first (docs/turns.md, "Memory") | 8192 |
  * | `POLYCHROME_HISTORY_TOKENS` | how much history a turn is given, in estimated tokens, where `spec.agent.historyTokens` is unset (docs/turns.md, "The history window"), 256 to 1000000 | 50000 |
  * | `POLYCHROME_APPROVAL_TTL` | how long a pending approval waits before it expires and counts as denied: a whole number with a unit, `ms`, `s`, `m`, `h` or `d` (`90m`, `24h`), 1s to 30d | 24h |
  * | `POLYCHROME_ALLOW_SELF_APPROVAL` | let a person approve a call their own message started (single-person installs); each such answer records `self_approval` | false |
@@ -147,6 +120,11 @@ const schema = z
     POLYCHROME_TURN_SANDBOX_WAIT_MS: envInt({ default: 120_000, min: 1_000, max: 3_600_000 }),
     POLYCHROME_TURN_MAX_ATTEMPTS: envInt({ default: 3, min: 1, max: 100 }),
     POLYCHROME_MAX_STEPS: envInt({ default: 0, min: 0, max: 64 }),
+    POLYCHROME_MEMORY_BUDGET_BYTES: envInt({
+      default: DEFAULT_MEMORY_BUDGET_BYTES,
+      min: 1,
+      max: 262_144,
+    }),
     POLYCHROME_HISTORY_TOKENS: envInt({
       default: DEFAULT_HISTORY_TOKENS,
       min: HISTORY_TOKENS_MIN,
@@ -306,6 +284,8 @@ export interface ControlPlaneConfig {
     readonly sandboxWaitMs: number;
     readonly maxAttempts: number;
     readonly maxSteps: number;
+    /** Bytes of memory a model request carries (docs/turns.md, "Memory"). */
+    readonly memoryBudgetBytes: number;
     readonly historyTokens: number;
     readonly statusIntervalMs: number;
     readonly statusDelayMs: number;
@@ -389,6 +369,7 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
       sandboxWaitMs: c.POLYCHROME_TURN_SANDBOX_WAIT_MS,
       maxAttempts: c.POLYCHROME_TURN_MAX_ATTEMPTS,
       maxSteps: c.POLYCHROME_MAX_STEPS,
+      memoryBudgetBytes: c.POLYCHROME_MEMORY_BUDGET_BYTES,
       historyTokens: c.POLYCHROME_HISTORY_TOKENS,
       statusIntervalMs: c.POLYCHROME_TURN_STATUS_INTERVAL_MS,
       statusDelayMs: c.POLYCHROME_TURN_STATUS_DELAY_MS,

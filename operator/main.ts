@@ -209,6 +209,7 @@ async function main(): Promise<void> {
     approvalTtlMs: config.turns.approvalTtlMs,
     allowSelfApproval: config.turns.allowSelfApproval,
     ...(config.turns.maxSteps === 0 ? {} : { deploymentMaxSteps: config.turns.maxSteps }),
+    memoryBudgetBytes: config.turns.memoryBudgetBytes,
     historyTokens: config.turns.historyTokens,
     ...(summaryModel === undefined ? {} : { summaryModel }),
     observer: {

@@ -83,3 +83,18 @@ export function subresource(ns: string, name: string, sub: string): string {
 export async function exportText(ns: string, name: string): Promise<string> {
   return await (await read(subresource(ns, name, 'export'), 'application/x-ndjson')).text();
 }
+
+/** A conversation's memory as the `memory` subresource gives it (docs/api.md, "Memory"). */
+export interface MemoryEntries {
+  readonly entries: readonly {
+    readonly key: string;
+    readonly value: string;
+    readonly position: number;
+    readonly turnId: string;
+    readonly setAtMs: number;
+  }[];
+}
+
+export async function getMemory(ns: string, name: string): Promise<MemoryEntries> {
+  return (await (await read(subresource(ns, name, 'memory'))).json()) as MemoryEntries;
+}

@@ -3,7 +3,7 @@
  * and the verification panel, which re-renders the events from the verified export.
  */
 import { EventKind } from '../common/event-kinds';
-import { getConversation, HttpError, subresource, type Conversation } from './api';
+import { getConversation, getMemory, HttpError, subresource, type Conversation } from './api';
 import { h, replace } from './dom';
 import {
   actorOf,
@@ -25,6 +25,8 @@ export class ConversationView {
   private streamNote = 'connecting to the log stream…';
   private readonly table = h('div', { id: 'timeline' });
   private readonly liveBox = h('div', { id: 'live' });
+  /** What the agent keeps across turns, read again after each memory event. */
+  private readonly memoryBox = h('div', { id: 'memory' });
   private readonly panel: VerifyPanel;
 
   constructor(
@@ -54,11 +56,49 @@ export class ConversationView {
         `uid ${conversation.metadata.uid ?? ''}, owner ${conversation.spec?.owner ?? ''}, phase ${conversation.status?.phase ?? ''}`,
       ),
       this.panel.element,
+      h('section', {}, h('h3', {}, 'Memory'), this.memoryBox),
       h('section', {}, h('h3', {}, 'Live'), this.liveBox),
       h('section', {}, h('h3', {}, 'Turns'), this.table),
     );
     this.follow();
     this.render();
+    void this.loadMemory();
+  }
+
+  /** Reads the `memory` subresource (RBAC: get conversations/memory) and shows it. */
+  private async loadMemory(): Promise<void> {
+    try {
+      const memory = await getMemory(this.ns, this.name);
+      replace(
+        this.memoryBox,
+        memory.entries.length === 0
+          ? h('p', {}, 'Memory is empty.')
+          : h(
+              'table',
+              {},
+              h(
+                'thead',
+                {},
+                h('tr', {}, h('th', {}, 'key'), h('th', {}, 'value'), h('th', {}, 'set at')),
+              ),
+              h(
+                'tbody',
+                {},
+                ...memory.entries.map((entry) =>
+                  h(
+                    'tr',
+                    { 'data-key': entry.key },
+                    h('td', { class: 'mono' }, entry.key),
+                    h('td', {}, entry.value),
+                    h('td', {}, `#${String(entry.position)}, turn ${entry.turnId}`),
+                  ),
+                ),
+              ),
+            ),
+      );
+    } catch (error) {
+      replace(this.memoryBox, h('p', { class: 'error' }, messageOf(error)));
+    }
   }
 
   stop(): void {
@@ -85,6 +125,11 @@ export class ConversationView {
         kind: data.kind,
         payload: data.payload,
       });
+      if (data.kind === 'memory_set' || data.kind === 'memory_cleared') void this.loadMemory();
+      // An erasure (an admin's, or a memory clear's): the entry it names keeps its place
+      // and kind, and loses its content here too.
+      const erased = erasedBy(data);
+      if (erased !== undefined) this.events.set(erased.position, erased);
       if (data.kind === 'turn_complete' || data.kind === 'turn_ambiguous') {
         this.live.delete(String((data.payload as { turnId?: string } | null)?.turnId ?? ''));
       }
@@ -190,6 +235,15 @@ export class ConversationView {
       h('td', {}, this.panel.sealCell(event.position, seal)),
     );
   }
+}
+
+/** The entry an erasure record on the stream names, as the timeline shows it, or undefined. */
+function erasedBy(data: { kind: string; payload: unknown }): TimelineEvent | undefined {
+  if (data.kind !== 'excision') return undefined;
+  const p = (data.payload ?? {}) as { erased?: boolean; position?: number; erasedKind?: string };
+  if (p.erased !== true) return undefined;
+  const kind = p.erasedKind ?? '';
+  return { position: p.position ?? 0, kind, payload: null, excised: true, erased: true };
 }
 
 export function messageOf(error: unknown): string {

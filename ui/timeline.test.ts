@@ -7,7 +7,14 @@ import {
   type EventPayloads,
 } from '../common/event-kinds';
 import { StandingState, type TurnStanding } from '../common/turn-standing';
-import { groupByTurn, standingLabel, standingsByTurn, type TimelineEvent } from './timeline';
+import {
+  actorOf,
+  groupByTurn,
+  standingLabel,
+  standingsByTurn,
+  summaryOf,
+  type TimelineEvent,
+} from './timeline';
 
 /** An event as the log stream and the verified export give it: proto3 JSON of real bytes. */
 function ev<K extends EventKind>(
@@ -90,5 +97,28 @@ describe('the timeline says where a turn stands', () => {
     ],
   ])('%o is labelled %j', (standing, label) => {
     expect(standingLabel(standing)).toBe(label);
+  });
+});
+
+describe('the timeline shows memory', () => {
+  const asker = { caller: 'kubernetes:dave', participants: [], persona: '', session: '' };
+  it('says what the agent kept and who cleared it', () => {
+    const set = ev(4, 'memory_set', {
+      key: 'city',
+      value: 'Lisbon',
+      turnId: 't1',
+      toolCallId: 'c1',
+      attribution: { ...asker, caller: 'web:owner' },
+    });
+    expect([actorOf(set), summaryOf(set)]).toEqual([
+      'assistant',
+      'kept in memory: "city" = "Lisbon"',
+    ]);
+    const one = ev(9, 'memory_cleared', { key: 'city', attribution: asker });
+    expect([actorOf(one), summaryOf(one)]).toEqual(['kubernetes:dave', 'cleared memory "city"']);
+    const all = ev(10, 'memory_cleared', { key: '', attribution: asker });
+    expect(summaryOf(all)).toBe('cleared all memory');
+    const own = ev(11, 'memory_cleared', { key: 'city', turnId: 't2', attribution: asker });
+    expect(actorOf(own)).toBe('assistant');
   });
 });

@@ -11,6 +11,8 @@ export interface TimelineEvent {
   readonly kind: string;
   readonly payload: unknown;
   readonly excised?: boolean;
+  /** Excised at a person's request (an erasure or a memory clear), not by repair. */
+  readonly erased?: boolean;
 }
 
 /** Where an event stands after verification in the browser. */
@@ -40,6 +42,13 @@ export function actorOf(event: TimelineEvent): string {
   switch (event.kind) {
     case 'message_received':
       return text(field(p, 'attribution'), 'caller') || 'someone';
+    case 'memory_cleared':
+      // The agent's own delete names its turn; a person's clear names who asked.
+      return turnOf(event) === ''
+        ? text(field(p, 'attribution'), 'caller') || 'someone'
+        : 'assistant';
+    case 'memory_set':
+      return 'assistant';
     case 'approval_response':
       return text(p, 'answeredBy');
     case 'excision':
@@ -61,6 +70,7 @@ export function actorOf(event: TimelineEvent): string {
 /** A one-line account of what the event says. */
 export function summaryOf(event: TimelineEvent): string {
   const p = event.payload;
+  if (event.erased === true) return 'erased: only its leaf digest is kept';
   if (event.excised === true) return 'excised by repair: only its leaf digest is kept';
   switch (event.kind) {
     case 'message_received':
@@ -93,6 +103,12 @@ export function summaryOf(event: TimelineEvent): string {
       return 'signing key rotated';
     case 'excision':
       return `excised position ${text(p, 'position') || '0'}: ${text(p, 'reason')}`;
+    case 'memory_set':
+      return `kept in memory: ${JSON.stringify(text(p, 'key'))} = ${JSON.stringify(text(p, 'value'))}`;
+    case 'memory_cleared':
+      return text(p, 'key') === ''
+        ? 'cleared all memory'
+        : `cleared memory ${JSON.stringify(text(p, 'key'))}`;
     case 'rollback_accepted':
       return `ROLLBACK ACCEPTED: the state plane had lost entries ${text(p, 'journalHead') || '0'} to ${String(Number(text(p, 'checkpointHead') || '0') - 1)} that the status had recorded; the journal goes on from ${text(p, 'journalHead') || '0'}: ${text(p, 'reason')}`;
     default:

@@ -44,11 +44,24 @@ export class VerifyPanel {
 
   /** The events as the verified export holds them, once verified. */
   verifiedEvents(): TimelineEvent[] | undefined {
-    return this.verification?.events.map((e) => ({
+    const events = this.verification?.events;
+    if (events === undefined) return undefined;
+    // An erased entry keeps the kind its sealed erasure record names, as on the stream.
+    const erasedKinds = new Map<number, string>();
+    for (const e of events) {
+      const p = (e.kind === 'excision' ? e.payload : null) as {
+        erased?: boolean;
+        position?: number;
+        erasedKind?: string;
+      } | null;
+      if (p?.erased === true) erasedKinds.set(p.position ?? 0, p.erasedKind ?? '');
+    }
+    return events.map((e) => ({
       position: e.position,
-      kind: e.kind,
+      kind: e.excised ? (erasedKinds.get(e.position) ?? e.kind) : e.kind,
       payload: e.payload,
       excised: e.excised,
+      erased: e.excised && erasedKinds.has(e.position),
     }));
   }
 

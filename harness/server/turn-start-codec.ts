@@ -270,6 +270,8 @@ export function turnRequestToProto(request: TurnRequest): TurnStart {
     requiredApprover: input.requiredApprover ?? '',
     recordedConfigSha256: Buffer.from(input.recordedConfigSha256 ?? '', 'hex'),
     summary: input.summary ?? '',
+    memory: (input.memory ?? []).map(({ key, value }) => ({ key, value })),
+    memoryBudgetBytes: input.memoryBudgetBytes ?? 0,
   };
 }
 
@@ -344,6 +346,12 @@ export function turnRequestFromProto(
         ? {}
         : { recordedConfigSha256: Buffer.from(start.recordedConfigSha256).toString('hex') }),
       ...(start.summary === '' ? {} : { summary: start.summary }),
+      ...(start.memoryBudgetBytes === 0
+        ? {}
+        : {
+            memoryBudgetBytes: start.memoryBudgetBytes,
+            memory: start.memory.map(({ key, value }) => ({ key, value })),
+          }),
     },
     ...(toolReferences.length === 0 ? {} : { toolReferences }),
   };

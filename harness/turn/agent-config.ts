@@ -30,6 +30,12 @@ export interface AgentConfig {
   readonly budget: StepBudget;
   /** Empty: any admin. */
   readonly requiredApprover: string;
+  /**
+   * Bytes of the conversation's memory a request may carry (docs/turns.md, "Memory");
+   * absent when the memory tool is not offered, and then left out of the bytes, so a
+   * configuration without memory keeps its digest.
+   */
+  readonly memoryBudgetBytes?: number;
 }
 
 /** A configuration with its canonical text and digest. */
@@ -65,6 +71,9 @@ export function agentConfigObject(config: AgentConfig): JsonObject {
       max_steps: effectiveMaxSteps(config.budget),
     },
     required_approver: config.requiredApprover,
+    ...(config.memoryBudgetBytes === undefined
+      ? {}
+      : { memory_budget_bytes: config.memoryBudgetBytes }),
   };
 }
 
@@ -132,6 +141,9 @@ export function decodeAgentConfig(json: string): EncodedAgentConfig {
       ...limit(budget.directive, 'directive'),
     },
     requiredApprover: string(value.required_approver, 'required_approver'),
+    ...(value.memory_budget_bytes === undefined
+      ? {}
+      : { memoryBudgetBytes: int(value.memory_budget_bytes, 'memory_budget_bytes') }),
   };
   const encoded = encodeAgentConfig(config);
   if (encoded.json !== json) throw corrupt('is not the canonical JSON of what it says');

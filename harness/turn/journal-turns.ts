@@ -9,6 +9,7 @@ import {
 } from '../../common/event-kinds';
 import { voidedToolCalls } from '../../common/turn-resolution';
 import { ResolveDecision } from '../../proto/gen/polychrome/events/v1/events';
+import { memoryEventOf, type MemoryEvent } from '../../common/memory';
 import { decodeAgentConfig, hex, type EncodedAgentConfig } from './agent-config';
 
 /**
@@ -67,6 +68,19 @@ export interface JournalTurns {
   readonly configs: ReadonlyMap<string, EncodedAgentConfig>;
   /** Position and digest of every agent_config, in order. */
   readonly configPositions: readonly { position: number; sha256: string }[];
+  /** Every `memory_set` and `memory_cleared`, in journal order (common/memory.ts). */
+  readonly memoryEvents: readonly MemoryEvent[];
+  /**
+   * Every `memory_cleared` whose `memory_set`s are excised (a person's clear erases them,
+   * docs/turns.md "Memory"): its position and the excised set positions it names.
+   */
+  readonly memoryErasures: readonly MemoryErasure[];
+}
+
+/** A clear at `position` whose named `memory_set`s at `setPositions` are excised. */
+export interface MemoryErasure {
+  readonly position: number;
+  readonly setPositions: readonly number[];
 }
 
 /**
@@ -84,6 +98,8 @@ export function readJournal(entries: readonly ReplayEntry[]): JournalTurns {
   const configs = new Map<string, EncodedAgentConfig>();
   /** Position and digest of every agent_config, in order. */
   const configPositions: { position: number; sha256: string }[] = [];
+  const memoryEvents: MemoryEvent[] = [];
+  const clears: MemoryErasure[] = [];
   for (const entry of entries) {
     const erasure = erasures.get(entry.position);
     if (erasure !== undefined && !isEventKind(entry.kind)) {
@@ -122,6 +138,11 @@ export function readJournal(entries: readonly ReplayEntry[]): JournalTurns {
       configs.set(hex(encoded.sha256), encoded);
       configPositions.push({ position: event.position, sha256: hex(encoded.sha256) });
     }
+    const memory = memoryEventIn(event);
+    if (memory !== undefined) memoryEvents.push(memory);
+    if (event.kind === 'memory_cleared') {
+      clears.push({ position: event.position, setPositions: event.payload.setPositions });
+    }
     if (event.kind === 'message_received') {
       if (turns.has(event.payload.turnId)) continue;
       const log = newLog(event.payload.turnId, event.position, event.payload.text);
@@ -141,7 +162,23 @@ export function readJournal(entries: readonly ReplayEntry[]): JournalTurns {
     }
     log.events.push(event);
   }
-  return { skipped, erased, turns: order, configs, configPositions };
+  const excised = new Set([
+    ...skipped.filter((e) => e.kind === '').map((e) => e.position),
+    ...erased.map((e) => e.position),
+  ]);
+  const memoryErasures = clears.flatMap(({ position, setPositions }) => {
+    const gone = setPositions.filter((p) => excised.has(p));
+    return gone.length === 0 ? [] : [{ position, setPositions: gone }];
+  });
+  return {
+    skipped,
+    erased,
+    turns: order,
+    configs,
+    configPositions,
+    memoryEvents,
+    memoryErasures,
+  };
 }
 
 function newLog(turnId: string, position: number, text: string): TurnLog {
@@ -185,6 +222,13 @@ function standInOf(erasure: ErasedEntry): Decoded | undefined {
     kind: erasure.kind,
     payload: codec.fromPartial({ turnId: erasure.turnId }),
   } as Decoded;
+}
+
+/** A memory event as the memory fold reads it, or undefined for any other kind. */
+function memoryEventIn(event: Decoded): MemoryEvent | undefined {
+  return event.kind === 'memory_set' || event.kind === 'memory_cleared'
+    ? memoryEventOf(event.position, event)
+    : undefined;
 }
 
 /** An event payload as canonical JSON, as replay compares and reports it. */

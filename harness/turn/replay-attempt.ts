@@ -1,7 +1,8 @@
 import { canonicalJson } from '../../common/canonical-json';
 import { payloadCodecs } from '../../common/event-kinds';
-import { hex, type EncodedAgentConfig, type RequestHasher } from './agent-config';
+import { hex, type RequestHasher } from './agent-config';
 import { describe, eventJson, voidedCallsOf, type Decoded, type TurnLog } from './journal-turns';
+import { memoryBefore, type RecordedInputs } from './replay-inputs';
 import type { Message } from '../../common/model/model-port';
 import type { ReplayOptions } from './replay-options';
 import type { Divergence, UncheckedStep } from './replay-verdict';
@@ -60,8 +61,7 @@ export function replayAttempt(
   given: AttemptHistory,
   dispatchPosition: number,
   endPosition: number,
-  configs: ReadonlyMap<string, EncodedAgentConfig>,
-  configPositions: readonly { position: number; sha256: string }[],
+  inputs: RecordedInputs,
   options: ReplayOptions,
   hasher: RequestHasher,
 ): AttemptReplay {
@@ -71,15 +71,13 @@ export function replayAttempt(
     given.history,
     dispatchPosition,
     endPosition,
-    { configs, configPositions, options, hasher },
+    { ...inputs, options, hasher },
     erasures,
   );
   return { ...(divergence === undefined ? {} : { divergence }), unchecked: erasures.unchecked };
 }
 
-interface Recording {
-  readonly configs: ReadonlyMap<string, EncodedAgentConfig>;
-  readonly configPositions: readonly { position: number; sha256: string }[];
+interface Recording extends RecordedInputs {
   readonly options: ReplayOptions;
   readonly hasher: RequestHasher;
 }
@@ -89,7 +87,7 @@ function replayFrom(
   history: readonly Message[],
   dispatchPosition: number,
   endPosition: number,
-  { configs, configPositions, options, hasher }: Recording,
+  { configs, configPositions, memoryEvents, options, hasher }: Recording,
   erasures: ReturnType<typeof createErasureTracker>,
 ): Divergence | undefined {
   const voided = voidedCallsOf(log);
@@ -159,6 +157,12 @@ function replayFrom(
     ...(agent.requiredApprover === '' ? {} : { requiredApprover: agent.requiredApprover }),
     model: agent.model,
     ...(newestBefore === undefined ? {} : { recordedConfigSha256: newestBefore.sha256 }),
+    ...(agent.memoryBudgetBytes === undefined
+      ? {}
+      : {
+          memoryBudgetBytes: agent.memoryBudgetBytes,
+          memory: memoryBefore(memoryEvents, dispatchPosition),
+        }),
   };
   options.onAttempt?.({
     turnId: log.turnId,

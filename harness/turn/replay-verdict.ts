@@ -84,6 +84,11 @@ export interface TurnReplay {
   readonly unchecked?: readonly UncheckedStep[];
   /** Set for quarantined turns: the recorded reason. */
   readonly note?: string;
+  /**
+   * Position of the memory clear that erased memory the turn started from: its requests
+   * held content that is gone, so it is replayed in the weak mode (docs/replay.md).
+   */
+  readonly erasedMemoryBy?: number;
   /** Every `turn_resolved` of the turn: who settled a quarantine, and how. */
   readonly resolutions?: readonly ReplayResolution[];
   readonly transcript: readonly TranscriptItem[];

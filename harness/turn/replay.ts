@@ -1,14 +1,11 @@
 import { StandingState, standingOf } from '../../common/turn-standing';
-import {
-  createPrefixRequestHasher,
-  type EncodedAgentConfig,
-  type RequestHasher,
-} from './agent-config';
-import { readJournal, type ReplayEntry, type TurnLog } from './journal-turns';
+import { createPrefixRequestHasher, type RequestHasher } from './agent-config';
+import { readJournal, type MemoryErasure, type ReplayEntry, type TurnLog } from './journal-turns';
+import { replayAttempt } from './replay-attempt';
+import type { RecordedInputs } from './replay-inputs';
 import type { Message } from '../../common/model/model-port';
 import { ERASED_TEXT, type AttemptHistory } from './erased-inputs';
 import { noteOf, transcriptOf } from './replay-notes';
-import { replayAttempt } from './replay-attempt';
 import {
   ReplayMode,
   ReplayTurnStatus,
@@ -56,7 +53,8 @@ export function replayJournal(
   entries: readonly ReplayEntry[],
   options: ReplayOptions,
 ): JournalReplay {
-  const { skipped, erased, turns: order, configs, configPositions } = readJournal(entries);
+  const journal = readJournal(entries);
+  const { skipped, erased, turns: order, configs, configPositions, memoryEvents } = journal;
   const history: Message[] = [];
   /** The message position of the turn each history message came from. */
   const historyPositions: number[] = [];
@@ -65,7 +63,9 @@ export function replayJournal(
   const hasher = options.requestHasher ?? createPrefixRequestHasher();
   for (const log of order) {
     const earlier = { messages: history, positions: historyPositions, erasedTurns };
-    const result = replayTurn(log, earlier, configs, configPositions, options, hasher);
+    const recorded = { configs, configPositions, memoryEvents };
+    const erasedBy = erasedMemoryOf(log, journal.memoryErasures);
+    const result = replayTurn(log, earlier, recorded, options, hasher, erasedBy);
     results.push(result);
     const terminal = log.events.find((e) => e.kind === 'turn_complete');
     const dispatched = log.events.some((e) => e.kind === 'turn_dispatched');
@@ -188,22 +188,38 @@ function isFull(log: TurnLog, configPositions: readonly { position: number }[]):
   return first !== undefined && configPositions.some((c) => c.position < first.position);
 }
 
+/**
+ * The position of a clear that erased memory one of the turn's attempts started from (a
+ * `memory_set` before its dispatch, cleared after it), or undefined. Such a turn's requests
+ * held content that is gone, so they cannot be checked (docs/replay.md, "Erased entries").
+ */
+function erasedMemoryOf(log: TurnLog, erasures: readonly MemoryErasure[]): number | undefined {
+  for (const dispatch of log.events) {
+    if (dispatch.kind !== 'turn_dispatched') continue;
+    const d = dispatch.position;
+    const clear = erasures.find((c) => c.position > d && c.setPositions.some((p) => p < d));
+    if (clear !== undefined) return clear.position;
+  }
+  return undefined;
+}
+
 function replayTurn(
   log: TurnLog,
   earlier: EarlierTurns,
-  configs: ReadonlyMap<string, EncodedAgentConfig>,
-  configPositions: readonly { position: number; sha256: string }[],
+  recorded: RecordedInputs,
   options: ReplayOptions,
   hasher: RequestHasher,
+  erasedMemoryBy: number | undefined,
 ): TurnReplay {
   const standing = standingOf(log.events);
   const status = REPLAY_STATUS_OF[standing.state];
   const transcript = transcriptOf(log);
   const dispatches = log.events.filter((e) => e.kind === 'turn_dispatched');
   const base = { turnId: log.turnId, position: log.position, status, transcript };
-  if (!isFull(log, configPositions)) {
+  if (!isFull(log, recorded.configPositions) || erasedMemoryBy !== undefined) {
     const weakUnchecked: UncheckedStep[] = [];
     const divergence = weakCheck(log, options, weakUnchecked);
+    const erased = erasedMemoryBy === undefined ? {} : { erasedMemoryBy };
     return {
       ...base,
       mode: ReplayMode.Weak,
@@ -211,6 +227,7 @@ function replayTurn(
       ok: divergence === undefined,
       ...(divergence === undefined ? {} : { divergence }),
       ...(weakUnchecked.length === 0 ? {} : { unchecked: weakUnchecked }),
+      ...erased,
       ...noteOf(log, standing),
     };
   }
@@ -225,8 +242,7 @@ function replayTurn(
       historyOf(earlier, dispatch.payload.historyFrom, dispatch.position),
       dispatch.position,
       end,
-      configs,
-      configPositions,
+      recorded,
       options,
       hasher,
     );

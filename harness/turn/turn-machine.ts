@@ -28,6 +28,7 @@ import {
 import { type ModelParameters } from '../../common/model/model-port';
 import { MessageList } from './message-list';
 import { systemWithSummary } from './summary-context';
+import { systemWithMemory, type MemoryItem } from './memory-context';
 import type { RequestIds } from '../../common/request-ids';
 import { ReservedTool } from './reserved-tools';
 import { effectiveMaxSteps, type StepBudget } from './step-budget';
@@ -95,6 +96,13 @@ export interface TurnInput {
   readonly recordedConfigSha256?: string;
   /** The summary of the turns before `history`, added to the system prompt (summary-context.ts). */
   readonly summary?: string;
+  /** The conversation's memory at the dispatch, oldest set first (docs/turns.md, "Memory"). */
+  readonly memory?: readonly MemoryItem[];
+  /**
+   * Bytes of memory the request may carry (memory-context.ts); absent or 0 when the memory
+   * tool is not offered: no memory goes into the request.
+   */
+  readonly memoryBudgetBytes?: number;
 }
 
 /** What the machine is told. */
@@ -462,6 +470,7 @@ function start(deps: TurnMachineDeps, input: TurnInput): StepResult {
         tools: input.tools,
         budget: input.budget,
         requiredApprover: input.requiredApprover ?? '',
+        ...(input.memoryBudgetBytes ? { memoryBudgetBytes: input.memoryBudgetBytes } : {}),
       });
     } catch (error) {
       if (!isAppError(error)) throw error;
@@ -482,7 +491,11 @@ function start(deps: TurnMachineDeps, input: TurnInput): StepResult {
   const state: TurnState = {
     ...base,
     configSha256,
-    system: systemWithSummary(input.system, input.summary),
+    system: systemWithMemory(
+      systemWithSummary(input.system, input.summary),
+      input.memory ?? [],
+      input.memoryBudgetBytes ?? 0,
+    ),
     tools: input.tools,
     maxSteps,
     requiredApprover: input.requiredApprover ?? '',

@@ -24,7 +24,7 @@ import { type Conversation } from '../api/v1alpha1/conversation-types';
 import { type ConversationSpec } from '../api/v1alpha1/conversation-spec';
 import { ForensicAction, forensicRefusal } from '../turns/forensic-access';
 import type { TurnView } from '../turns/journal-view-types';
-import { authorizeApproval, authorizeUse } from '../turns/plan-access';
+import { authorizeApproval, authorizeMemoryClear, authorizeUse } from '../turns/plan-access';
 import type { Caller } from '../turns/turn-service';
 
 const ROOT = join(__dirname, '..', '..');
@@ -33,9 +33,10 @@ const COLUMNS = [
   'door',
   'who',
   'the Conversation',
-  'transcript, log',
+  'transcript, log, memory',
   'export, replay, verify',
   'post a message',
+  'clear memory',
   'answer an approval',
 ] as const;
 type Operation = Exclude<(typeof COLUMNS)[number], 'door' | 'who'>;
@@ -182,11 +183,12 @@ function turnRules(caller: Caller, target: Conversation): Record<Operation, bool
   const { turn, request } = pausedTurn();
   return {
     'the Conversation': use,
-    'transcript, log': use,
+    'transcript, log, memory': use,
     'export, replay, verify':
       forensicRefusal(caller, CONVERSATION_ID, target, ForensicAction.Export, caller.identity) ===
       undefined,
     'post a message': use,
+    'clear memory': authorizeMemoryClear(caller, CONVERSATION_ID, target) === undefined,
     'answer an approval':
       use && authorizeApproval(caller, turn, request, CONVERSATION_ID) === undefined,
   };
@@ -195,12 +197,14 @@ function turnRules(caller: Caller, target: Conversation): Record<Operation, bool
 /** The RBAC request behind each operation on the Kubernetes door. */
 const KUBE_REQUESTS: Readonly<Record<Operation, readonly [string, string, string][]>> = {
   'the Conversation': [['polychrome.dev', 'conversations', 'get']],
-  'transcript, log': [
+  'transcript, log, memory': [
     ['api.polychrome.dev', 'conversations/transcript', 'get'],
     ['api.polychrome.dev', 'conversations/log', 'get'],
+    ['api.polychrome.dev', 'conversations/memory', 'get'],
   ],
   'export, replay, verify': [['api.polychrome.dev', 'conversations/export', 'get']],
   'post a message': [['api.polychrome.dev', 'conversations/messages', 'create']],
+  'clear memory': [['api.polychrome.dev', 'conversations/memory', 'delete']],
   'answer an approval': [['api.polychrome.dev', 'conversations/approvals', 'create']],
 };
 
@@ -214,7 +218,7 @@ function kubernetesCell(rules: readonly Rule[], operation: Operation): boolean {
   const allowed = requests.map(([group, resource, verb]) =>
     rbacAllows(rules, group, resource, verb),
   );
-  // transcript and log go together in the table: a role granting one without the other
+  // transcript, log and memory go together in the table: a role granting one without the others
   // needs a row of its own.
   expect({ operation, split: new Set(allowed).size > 1 }).toEqual({ operation, split: false });
   if (!allowed.every(Boolean)) return false;
@@ -321,11 +325,12 @@ describe('docs: who may read, post and approve', () => {
     }
   });
 
-  it('keeps every conversation content out of view: no rule that view aggregates names transcript, log or export', () => {
+  it('keeps every conversation content out of view: no rule that view aggregates names transcript, log, memory or export', () => {
     const view = rulesOf('view', clusterRoles());
     for (const resource of [
       'conversations/transcript',
       'conversations/log',
+      'conversations/memory',
       'conversations/export',
     ]) {
       expect({ resource, view: rbacAllows(view, 'api.polychrome.dev', resource, 'get') }).toEqual({

@@ -18,7 +18,8 @@ import {
   type PeerCertificate,
   type RequestHeaderConfig,
 } from './front-proxy';
-import { KUBE_API_GROUP, KUBE_RESOURCE, type KubeSubresource } from './kube-routes';
+import { KUBE_API_GROUP, KUBE_RESOURCE } from './kube-routes';
+import type { KubeSubresource } from './kube-subresources';
 
 /** The resource attributes of one SubjectAccessReview. */
 export interface AccessReviewRequest {

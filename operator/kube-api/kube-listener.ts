@@ -27,8 +27,8 @@ import { Operation, type Route } from '../public-api/routes';
 import type { UiAssets } from '../ui/ui-assets';
 import type { KubeUser } from './front-proxy';
 import type { KubeAdmission, KubeDoor } from './kube-door';
+import { KUBE_SUBRESOURCES } from './kube-subresources';
 import {
-  KUBE_SUBRESOURCES,
   KUBE_UI,
   kubeSessionsTemplate,
   kubeSubresourceTemplate,
@@ -392,7 +392,9 @@ function subresourceOperation(match: Extract<KubeRouteMatch, { kind: 'subresourc
       namespace: match.namespace,
       name: match.name,
       subresource: match.subresource.name,
-      ...(match.requestId === undefined ? {} : { requestId: match.requestId }),
+      ...(match.requestId === undefined
+        ? {}
+        : { [match.subresource.itemParam ?? 'requestId']: match.requestId }),
     },
   };
 }

@@ -10,7 +10,8 @@ import { Role } from '../../common/persona-roles';
 import type { PersonaRecord } from '../../common/records-types';
 import type { KubeUser } from './front-proxy';
 import { identityField, invalid, objectBody, rejectUnknown } from './kube-body-fields';
-import { KUBE_GROUP_VERSION, KUBE_PERSONA_ROLES, KubeVerb } from './kube-routes';
+import { KUBE_GROUP_VERSION, KUBE_PERSONA_ROLES } from './kube-routes';
+import { KubeVerb } from './kube-subresources';
 
 /** What POST `personaroles` asks for. */
 export interface PersonaRolesRequest {

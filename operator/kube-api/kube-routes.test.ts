@@ -10,6 +10,9 @@ describe('matchKubeRoute', () => {
     ['GET', `${base}/transcript`, Operation.GetTranscript],
     ['POST', `${base}/messages`, Operation.PostMessage],
     ['GET', `${base}/log`, Operation.StreamEvents],
+    ['GET', `${base}/memory`, Operation.GetMemory],
+    ['DELETE', `${base}/memory`, Operation.ClearMemory],
+    ['DELETE', `${base}/memory/user%20city`, Operation.ClearMemory],
   ])('%s %s runs %s on team/hello', (method, path, operation) => {
     const match = matchKubeRoute(method, path);
     expect(match.kind === 'subresource' && match.subresource.operation).toBe(operation);
@@ -141,6 +144,13 @@ describe('apiResourceList', () => {
           namespaced: true,
           kind: 'Transcript',
           verbs: ['get'],
+        },
+        {
+          name: 'conversations/memory',
+          singularName: '',
+          namespaced: true,
+          kind: 'Memory',
+          verbs: ['get', 'delete'],
         },
         {
           name: 'conversations/messages',

@@ -9,130 +9,13 @@
  * run the same handlers and differ only in how the caller is authenticated and authorized.
  * Pure.
  */
-import { Operation } from '../public-api/routes';
+import { KUBE_SUBRESOURCES, KubeVerb, type KubeSubresource } from './kube-subresources';
 
 export const KUBE_API_GROUP = 'api.polychrome.dev';
 export const KUBE_API_VERSION = 'v1alpha1';
 export const KUBE_GROUP_VERSION = `${KUBE_API_GROUP}/${KUBE_API_VERSION}`;
 /** The resource the subresources hang off: the Conversation CRD's plural. */
 export const KUBE_RESOURCE = 'conversations';
-
-/** The RBAC verb kube-apiserver checks for a request of this method (non-resource verbs aside). */
-export const KubeVerb = { Get: 'get', Create: 'create', Delete: 'delete', Bind: 'bind' } as const;
-export type KubeVerb = (typeof KubeVerb)[keyof typeof KubeVerb];
-
-/** One subresource the door serves. */
-export interface KubeSubresource {
-  readonly name: string;
-  readonly method: 'GET' | 'POST' | 'DELETE';
-  readonly verb: KubeVerb;
-  /** The `kind` in discovery (client-go drops entries without one). */
-  readonly kind: string;
-  /** The public API operation that serves it. */
-  readonly operation: Operation;
-  /** Served below one pending request: `{subresource}/{requestId}` (approvals, questions). */
-  readonly perRequest?: true;
-}
-
-/**
- * Every subresource served, in discovery order. `log` is the event stream: kube-apiserver
- * counts only a few subresource names (log, exec, attach, proxy, portforward) as
- * long-running, and cuts any other request at 60 s.
- */
-export const KUBE_SUBRESOURCES: readonly KubeSubresource[] = [
-  {
-    name: 'transcript',
-    method: 'GET',
-    verb: KubeVerb.Get,
-    kind: 'Transcript',
-    operation: Operation.GetTranscript,
-  },
-  {
-    name: 'messages',
-    method: 'POST',
-    verb: KubeVerb.Create,
-    kind: 'TurnReply',
-    operation: Operation.PostMessage,
-  },
-  {
-    name: 'log',
-    method: 'GET',
-    verb: KubeVerb.Get,
-    kind: 'EventStream',
-    operation: Operation.StreamEvents,
-  },
-  {
-    name: 'export',
-    method: 'GET',
-    verb: KubeVerb.Get,
-    kind: 'JournalExport',
-    operation: Operation.ExportConversation,
-  },
-  {
-    name: 'repair',
-    method: 'POST',
-    verb: KubeVerb.Create,
-    kind: 'RepairResult',
-    operation: Operation.RepairConversation,
-  },
-  // Erasure is its own subresource, granted by its own ClusterRole (docs/kube-api.md).
-  {
-    name: 'erase',
-    method: 'POST',
-    verb: KubeVerb.Create,
-    kind: 'EraseResult',
-    operation: Operation.EraseConversation,
-  },
-  // An answer is `create`, a cancel is `delete`: RBAC tells them apart, so an editor who may
-  // answer a question cannot cancel it, and only the admin role answers an approval.
-  {
-    name: 'approvals',
-    method: 'POST',
-    verb: KubeVerb.Create,
-    kind: 'TurnReply',
-    operation: Operation.AnswerApproval,
-    perRequest: true,
-  },
-  {
-    name: 'approvals',
-    method: 'DELETE',
-    verb: KubeVerb.Delete,
-    kind: 'TurnReply',
-    operation: Operation.AnswerApproval,
-    perRequest: true,
-  },
-  {
-    name: 'questions',
-    method: 'POST',
-    verb: KubeVerb.Create,
-    kind: 'TurnReply',
-    operation: Operation.AnswerQuestion,
-    perRequest: true,
-  },
-  {
-    name: 'questions',
-    method: 'DELETE',
-    verb: KubeVerb.Delete,
-    kind: 'TurnReply',
-    operation: Operation.AnswerQuestion,
-    perRequest: true,
-  },
-  // The body names the turn (a subresource path has no room for it).
-  {
-    name: 'resolve',
-    method: 'POST',
-    verb: KubeVerb.Create,
-    kind: 'ResolveResult',
-    operation: Operation.ResolveTurn,
-  },
-  {
-    name: 'accept-rollback',
-    method: 'POST',
-    verb: KubeVerb.Create,
-    kind: 'AcceptRollbackResult',
-    operation: Operation.AcceptRollback,
-  },
-];
 
 /**
  * The cluster-scoped `sessions` resource (docs/kube-api.md, "Sessions"): POST mints a
@@ -239,7 +122,10 @@ export type KubeRouteMatch =
       readonly namespace: string;
       readonly name: string;
       readonly subresource: KubeSubresource;
-      /** The pending request of `approvals/{requestId}`, `questions/{requestId}`. */
+      /**
+       * The item below the subresource: the pending request of `approvals/{requestId}`,
+       * `questions/{requestId}`, the key of `memory/{key}`.
+       */
       readonly requestId?: string;
     }
   | {

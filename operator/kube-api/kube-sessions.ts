@@ -12,7 +12,8 @@ import type { RecordsClient } from '../../common/records-client';
 import { kubernetesIdentity, type KubeUser } from './front-proxy';
 import { identityField, invalid, objectBody, rejectUnknown } from './kube-body-fields';
 import { parsePersonaRolesRequest, personaRolesObject, RoleHoldings } from './kube-persona-roles';
-import { KUBE_GROUP_VERSION, KUBE_PERSONA_ROLES, KUBE_SESSIONS, KubeVerb } from './kube-routes';
+import { KUBE_GROUP_VERSION, KUBE_PERSONA_ROLES, KUBE_SESSIONS } from './kube-routes';
+import { KubeVerb } from './kube-subresources';
 
 /** The records calls sessions need (RecordsClient; tests pass the real one). */
 export type SessionRecords = Pick<

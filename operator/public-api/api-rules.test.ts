@@ -275,6 +275,24 @@ const ACTIONS: readonly {
     },
   },
   {
+    row: /^read its memory$/u,
+    act: async (a, token) => {
+      const id = sharedConversation(a);
+      return [(await call(a, 'GET', `/v1/conversations/${id}/memory`, { token })).status];
+    },
+  },
+  {
+    row: /^clear its memory, all or one key$/u,
+    act: async (a, token) => {
+      const id = sharedConversation(a);
+      const base = `/v1/conversations/${id}/memory`;
+      return [
+        (await call(a, 'DELETE', base, { token })).status,
+        (await call(a, 'DELETE', `${base}/city`, { token })).status,
+      ];
+    },
+  },
+  {
     row: /^answer a question$/u,
     act: async (a, token) => {
       const id = sharedConversation(a);

@@ -20,6 +20,7 @@ import type {
   AnswerApproval,
   AnswerQuestion,
   Caller,
+  ClearMemory,
   PostMessage,
   ResolveTurn,
   TurnService,
@@ -107,6 +108,15 @@ export class HolderRouting {
     );
   }
 
+  clearMemory(caller: Caller, request: ClearMemory, scope: RequestScope) {
+    const { conversationId, key } = request;
+    const ids: Record<string, string> =
+      key === undefined ? { conversationId } : { conversationId, key };
+    return this.run(caller, Operation.ClearMemory, ids, {}, scope, () =>
+      this.options.service.clearMemory(caller, request, scope.signal),
+    );
+  }
+
   repair(caller: Caller, conversationId: string, request: RepairRequest, scope: RequestScope) {
     return this.run(caller, Operation.RepairConversation, { conversationId }, request, scope, () =>
       this.forensics().repair(caller, conversationId, request, scope.signal),
@@ -182,8 +192,7 @@ export class HolderRouting {
       answer = await peers.client.send(
         address,
         {
-          method: 'POST',
-          path: publicPath(request.operation, ids),
+          ...publicRequest(request.operation, ids),
           envelope: { caller: request.caller, body: request.body },
           requestId: scope.requestId,
         },
@@ -216,11 +225,27 @@ export class HolderRouting {
   }
 }
 
-/** The public route's path of `operation` with `ids` filled in: what the peer listener serves. */
-function publicPath(operation: Operation, ids: Readonly<Record<string, string>>): string {
-  const route = ROUTES.find((r) => r.operation === operation && r.method === 'POST');
-  if (route === undefined) throw new Error(`no POST route serves ${operation}`);
-  return route.template.replace(/\{([A-Za-z]+)\}/gu, (_, name: string) =>
+/**
+ * The public route of `operation` that writes (POST or DELETE) and takes exactly `ids` as
+ * its parameters, with them filled in: what the peer listener serves.
+ */
+function publicRequest(
+  operation: Operation,
+  ids: Readonly<Record<string, string>>,
+): { method: string; path: string } {
+  const names = Object.keys(ids).sort().join(',');
+  const route = ROUTES.find(
+    (r) =>
+      r.operation === operation &&
+      r.method !== 'GET' &&
+      [...r.template.matchAll(/\{([A-Za-z]+)\}/gu)]
+        .map((m) => m[1])
+        .sort()
+        .join(',') === names,
+  );
+  if (route === undefined) throw new Error(`no write route serves ${operation} with ${names}`);
+  const path = route.template.replace(/\{([A-Za-z]+)\}/gu, (_, name: string) =>
     encodeURIComponent(ids[name] ?? ''),
   );
+  return { method: route.method, path };
 }

@@ -72,6 +72,19 @@ export class ApiOperations {
       const transcript = await this.options.service.transcript(asked.caller, id, exchange.signal);
       sendJson(exchange.response, 200, transcript);
     },
+    [Operation.GetMemory]: async (exchange, asked) => {
+      const id = asked.conversationId();
+      sendJson(
+        exchange.response,
+        200,
+        await this.options.service.memory(asked.caller, id, exchange.signal),
+      );
+    },
+    [Operation.ClearMemory]: async (exchange, asked, params) => {
+      const conversationId = asked.conversationId();
+      const request = { conversationId, ...(params.key === undefined ? {} : { key: params.key }) };
+      answered(exchange, await this.where.clearMemory(asked.caller, request, scopeOf(exchange)));
+    },
     [Operation.PostMessage]: (exchange, asked) => this.postMessage(exchange, asked),
     [Operation.AnswerApproval]: async (exchange, asked, params) => {
       const conversationId = asked.conversationId();

@@ -11,6 +11,8 @@ export const Operation = {
   GetConversation: 'getConversation',
   PostMessage: 'postMessage',
   GetTranscript: 'getTranscript',
+  GetMemory: 'getMemory',
+  ClearMemory: 'clearMemory',
   AnswerApproval: 'answerApproval',
   AnswerQuestion: 'answerQuestion',
   StreamEvents: 'streamEvents',
@@ -55,6 +57,24 @@ export const ROUTES: readonly Route[] = [
     method: 'GET',
     template: '/v1/conversations/{conversationId}/transcript',
     operation: Operation.GetTranscript,
+    authenticated: true,
+  },
+  {
+    method: 'GET',
+    template: '/v1/conversations/{conversationId}/memory',
+    operation: Operation.GetMemory,
+    authenticated: true,
+  },
+  {
+    method: 'DELETE',
+    template: '/v1/conversations/{conversationId}/memory',
+    operation: Operation.ClearMemory,
+    authenticated: true,
+  },
+  {
+    method: 'DELETE',
+    template: '/v1/conversations/{conversationId}/memory/{key}',
+    operation: Operation.ClearMemory,
     authenticated: true,
   },
   {

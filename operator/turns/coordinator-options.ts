@@ -33,6 +33,11 @@ export interface TurnCoordinatorOptions {
   /** Steps per turn set by the deployment (the harness applies its own too). */
   readonly deploymentMaxSteps?: number;
   /**
+   * Bytes of a conversation's memory a model request may carry (docs/turns.md, "Memory").
+   * @default 8192 (`DEFAULT_MEMORY_BUDGET_BYTES`)
+   */
+  readonly memoryBudgetBytes?: number;
+  /**
    * History budget (estimated tokens) of an agent that sets none (history-window.ts).
    * @default DEFAULT_HISTORY_TOKENS
    */

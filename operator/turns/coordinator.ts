@@ -15,15 +15,16 @@ import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { LeaseHandle } from '../lease/lease-source';
 import type { TurnCoordinatorOptions } from './coordinator-options';
 import { acceptRollback } from './accept-rollback';
-import { cancelRequest, type CancelParts } from './cancel-request';
+import type { CancelParts } from './cancel-request';
 import { ExpiryTimers } from './expiry-timers';
 import { conversationSummary, transcriptTurns } from './turn-projections';
 import { JournalViews } from './journal-views';
+import { clearMemory, readMemory } from './memory-service';
 import { resolveTurn, type ResolveParts } from './resolve-turn';
 import { resumeTurns, type ResumedTurn } from './resume-turns';
 import { TurnClaims } from './turn-claims';
 import { turnIdFor } from './turn-ids';
-import { approvalAnswerBatch, planApprovalAnswer, planQuestionAnswer } from './plan-answers';
+import { answerApproval, answerQuestion, type AnswerParts } from './answer-request';
 import { DEFAULT_APPROVAL_TTL_MS } from './plan-expiry';
 import { usableConversation } from './plan-access';
 import { Role as CallerRole } from '../../common/persona-roles';
@@ -39,7 +40,10 @@ import type {
   AnswerApproval,
   AnswerQuestion,
   Caller,
+  ClearMemory,
+  ClearMemoryAnswer,
   ConversationSummary,
+  MemoryView,
   NewConversation,
   PostMessage,
   ResolveAnswer,
@@ -195,6 +199,20 @@ export class TurnCoordinator implements TurnService {
     return { conversationId, turns: transcriptTurns(view), head: view.head };
   }
 
+  /** The conversation's memory (memory-service.ts), read as the transcript is. */
+  memory(caller: Caller, conversationId: string, signal: AbortSignal): Promise<MemoryView> {
+    return readMemory(this.adminParts(), caller, conversationId, signal);
+  }
+
+  /** Clears one key or all memory under the conversation's claim (memory-service.ts). */
+  clearMemory(
+    caller: Caller,
+    request: ClearMemory,
+    signal: AbortSignal,
+  ): Promise<ClearMemoryAnswer> {
+    return clearMemory(this.adminParts(), caller, request, signal);
+  }
+
   onTextDelta(conversationId: string, listener: (delta: TextDeltaEvent) => void): () => void {
     return this.runner.onTextDelta(conversationId, listener);
   }
@@ -259,97 +277,14 @@ export class TurnCoordinator implements TurnService {
     });
   }
 
-  async answerApproval(
-    caller: Caller,
-    request: AnswerApproval,
-    signal: AbortSignal,
-  ): Promise<TurnReply> {
+  answerApproval(caller: Caller, request: AnswerApproval, signal: AbortSignal): Promise<TurnReply> {
     const conversation = this.authorized(caller, request.conversationId);
-    const uid = request.conversationId;
-    const { decision, comment } = request;
-    if (decision === 'cancel') {
-      return cancelRequest(
-        this.cancelParts(),
-        caller,
-        conversation,
-        { type: 'approval', requestId: request.requestId, comment },
-        signal,
-      );
-    }
-    return this.claims.run(conversation, signal, async (lease) => {
-      const input = {
-        view: await this.runner.startView(conversation, lease, signal),
-        conversation,
-        caller,
-        requestId: request.requestId,
-        lease,
-        nowMs: this.now(),
-        deploymentHistoryTokens: this.historyTokens,
-      };
-      const plan = planApprovalAnswer({
-        ...input,
-        decision,
-        approvalTtlMs: this.approvalTtlMs,
-        allowSelfApproval: this.options.allowSelfApproval ?? false,
-      });
-      switch (plan.kind) {
-        case 'refuse':
-          throw plan.error;
-        case 'expire':
-          // Too late: the expiry is due, so it is committed and the turn goes on as denied.
-          await this.runner.expire(conversation, lease, plan.due, input.view);
-          throw plan.error;
-        case 'answer': {
-          // Usable for as long as the request could have waited (docs/approvals.md).
-          const expiresAtMs = input.nowMs + this.approvalTtlMs;
-          const signed = this.options.approvals.signScoped(plan.sign, uid, expiresAtMs);
-          const answered = { ...input, ...(comment === undefined ? {} : { comment }) };
-          const batch = approvalAnswerBatch(
-            { ...answered, selfApproval: plan.selfApproval },
-            plan.turn,
-            plan.sign,
-            signed,
-          );
-          await this.runner.commit(uid, lease, batch);
-          return this.runner.drive(conversation, lease, plan.turn.turnId);
-        }
-      }
-    });
+    return answerApproval(this.answerParts(), caller, conversation, request, signal);
   }
 
-  async answerQuestion(
-    caller: Caller,
-    request: AnswerQuestion,
-    signal: AbortSignal,
-  ): Promise<TurnReply> {
+  answerQuestion(caller: Caller, request: AnswerQuestion, signal: AbortSignal): Promise<TurnReply> {
     const conversation = this.authorized(caller, request.conversationId);
-    const uid = request.conversationId;
-    if ('cancel' in request) {
-      const { requestId, comment } = request;
-      return cancelRequest(
-        this.cancelParts(),
-        caller,
-        conversation,
-        { type: 'question', requestId, comment },
-        signal,
-      );
-    }
-    return this.claims.run(conversation, signal, async (lease) => {
-      const view = await this.runner.startView(conversation, lease, signal);
-      const plan = planQuestionAnswer({
-        view,
-        conversation,
-        caller,
-        requestId: request.requestId,
-        answer: request.answer,
-        lease,
-        nowMs: this.now(),
-        deploymentHistoryTokens: this.historyTokens,
-      });
-      if (plan.kind === 'refuse') throw plan.error;
-      await this.runner.commit(uid, lease, plan.events);
-      return this.runner.drive(conversation, lease, plan.turn.turnId);
-    });
+    return answerQuestion(this.answerParts(), caller, conversation, request, signal);
   }
 
   /** An admin settles a quarantined turn (resolve-turn.ts); the next claim runs it. */
@@ -372,6 +307,19 @@ export class TurnCoordinator implements TurnService {
   private adminParts(): ResolveParts {
     const { claims, views, runner, now: nowMs } = this;
     return { conversations: this.options.conversations, claims, views, runner, nowMs };
+  }
+
+  private answerParts(): AnswerParts {
+    const { approvalTtlMs, historyTokens } = this;
+    const { approvals, allowSelfApproval } = this.options;
+    const self = allowSelfApproval ?? false;
+    return {
+      ...this.cancelParts(),
+      approvals,
+      allowSelfApproval: self,
+      approvalTtlMs,
+      historyTokens,
+    };
   }
 
   private cancelParts(): CancelParts {

@@ -2,6 +2,7 @@
  * The fold's input (journal-view.ts, lazy-view.ts): one journal event as decoded-event.ts
  * checked and interpreted it.
  */
+import type { MemoryEvent } from '../../common/memory';
 import type { MessageReceived } from '../../proto/gen/polychrome/events/v1/events';
 import type { ErasedRef } from './erased-entries';
 import type {
@@ -49,6 +50,8 @@ export type DecodedEvent =
   | { readonly type: 'root'; readonly root: SignedRootRef }
   | { readonly type: 'config'; readonly config: AgentConfigRef }
   | { readonly type: 'summary'; readonly summary: SummaryRecord }
+  /** A `memory_set` or `memory_cleared` (memory-fold.ts). */
+  | { readonly type: 'memory'; readonly event: MemoryEvent }
   /** A sealed `rollback_accepted`: the checkpoint an admin accepted as lost. */
   | { readonly type: 'rollback_accepted'; readonly lost: LostCheckpoint }
   | {

@@ -10,6 +10,7 @@ import {
   type EventKind,
   type EventPayloads,
 } from '../../common/event-kinds';
+import { memoryEventOf } from '../../common/memory';
 import type { JournalEntry } from '../../common/state-journal';
 import { erasedAnswer, erasedMessage, erasureOf, type ErasedRef } from './erased-entries';
 import type { ApprovalRequest, Attribution } from '../../proto/gen/polychrome/events/v1/events';
@@ -105,10 +106,11 @@ export function interpret(position: number, event: TypedEvent): DecodedEvent {
     }
     case 'excision':
       return erasureEvent(event.payload);
-    case 'payment_charge':
-    case 'outbound_payment_receipt':
     case 'memory_set':
     case 'memory_cleared':
+      return { type: 'memory', event: memoryEventOf(position, event) };
+    case 'payment_charge':
+    case 'outbound_payment_receipt':
     case 'conversation_closed':
     case 'conversation_reopened':
     case 'key_rotated':

@@ -52,6 +52,8 @@ function start(conversationId: string, turnId: string): TurnStart {
     requiredApprover: '',
     recordedConfigSha256: Buffer.alloc(0),
     summary: '',
+    memory: [],
+    memoryBudgetBytes: 0,
   };
 }
 

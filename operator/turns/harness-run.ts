@@ -6,11 +6,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import { AppError, isAppError } from '../../common/errors';
+import { MEMORY_TOOL } from '../../common/memory';
 import type {
   Step,
   TrustedToolCall,
   TrustedToolResult,
 } from '../../proto/gen/polychrome/harness/v1/harness';
+import { planMemoryCall, type MemoryCallFacts, type MemoryCallPlan } from './plan-memory';
 import type { HarnessEnd } from './plan-settle';
 
 /** How often, and how long apart, a harness that is still busy is called again. */
@@ -32,6 +34,21 @@ export function retryWhileBusy(error: unknown, tries: number): boolean {
   );
 }
 
+/**
+ * What the control plane does with a trusted tool call: the built-in `memory` tool
+ * (plan-memory.ts); any other gets {@link noTrustedTool}.
+ */
+export function trustedToolPlan(
+  facts: Omit<MemoryCallFacts, 'memory'>,
+  memory: MemoryCallFacts['memory'] | undefined,
+  call: TrustedToolCall,
+): MemoryCallPlan {
+  if (call.toolName !== MEMORY_TOOL) {
+    return { kind: 'answer', events: [], result: noTrustedTool(call) };
+  }
+  return planMemoryCall({ ...facts, memory: memory ?? new Map() }, call);
+}
+
 /** The answer to a trusted tool call: no control-plane tool is configured here. */
 export function noTrustedTool(call: TrustedToolCall): TrustedToolResult {
   return {
@@ -42,14 +59,20 @@ export function noTrustedTool(call: TrustedToolCall): TrustedToolResult {
   };
 }
 
-/** How a call ends when the plan refused one of its steps (`checkStep`'s reason). */
-export function forgedEnd(reason: string, step: Step): Extract<HarnessEnd, { kind: 'forged' }> {
-  const value = step.step?.value;
-  return {
-    kind: 'forged',
-    reason,
-    toolCallId: value && 'toolCallId' in value ? value.toolCallId : '',
-  };
+/**
+ * How a call ends when the plan refused one of its steps (`checkStep`'s reason) or a
+ * trusted tool call (given by its tool call id): the call is cancelled.
+ */
+export function forgedEnd(
+  reason: string,
+  refused: Step | string,
+  call: { cancel(reason: unknown): void },
+): Extract<HarnessEnd, { kind: 'forged' }> {
+  const value = typeof refused === 'string' ? undefined : refused.step?.value;
+  const toolCallId =
+    typeof refused === 'string' ? refused : value && 'toolCallId' in value ? value.toolCallId : '';
+  call.cancel(new AppError('permission_denied', `refused: ${reason}`));
+  return { kind: 'forged', reason, toolCallId };
 }
 
 /** A fresh W3C traceparent for the harness call. */

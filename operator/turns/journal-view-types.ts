@@ -5,6 +5,7 @@
  * turn-projections.ts) read and write these.
  */
 import type { EventKind, EventPayloads } from '../../common/event-kinds';
+import type { MemoryEntry } from '../../common/memory';
 import type { StandingFold } from '../../common/turn-standing';
 import type {
   ApprovalExpired,
@@ -165,6 +166,8 @@ export interface JournalView {
   newestSummaries(): Iterable<SummaryRecord>;
   /** The `summary` at `position`, unless there is none or it was erased. */
   summaryAt(position: number): SummaryRecord | undefined;
+  /** The conversation's memory: key to its current entry (memory-fold.ts). */
+  readonly memory: ReadonlyMap<string, MemoryEntry>;
 }
 
 /** A `summary` event, as the view keeps it. */

@@ -184,6 +184,7 @@ function snapshot(view: JournalView): unknown {
     turnsById: [...view.turnsById],
     anomalies: view.anomalies,
     acceptedLosses: view.acceptedLosses,
+    memory: [...view.memory],
   });
 }
 
@@ -245,6 +246,7 @@ describe('foldJournal', () => {
       turnsById: [],
       anomalies: [],
       acceptedLosses: [],
+      memory: [],
     });
     expect(oldestOrphan(view)).toBeUndefined();
     expect(pendingTurn(view)).toBeUndefined();

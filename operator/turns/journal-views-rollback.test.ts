@@ -48,6 +48,7 @@ function mounted(initial: StateJournal): { state: StateJournal; mount: (s: State
       append: (...args) => current.append(...args),
       read: (...args) => current.read(...args),
       head: (...args) => current.head(...args),
+      clearMemory: (...args) => current.clearMemory(...args),
       export: (...args) => current.export(...args),
     },
   };

@@ -33,6 +33,7 @@ function shape(view: JournalView): unknown {
     turnIdsByKey: [...view.turnIdsByKey],
     turnsById: [...view.turnsById],
     anomalies: view.anomalies,
+    memory: [...view.memory],
   };
 }
 
@@ -165,6 +166,23 @@ const BATCHES: readonly (readonly [string, readonly PlannedEvent[]])[] = [
       e(EventKind.ModelCall, { turnId: 'nobody', step: 1 }),
     ],
   ],
+  [
+    'memory kept, replaced and cleared',
+    [
+      e(EventKind.MemorySet, { key: 'city', value: 'Porto', turnId: 't1', toolCallId: 'm1' }),
+      e(EventKind.MemorySet, { key: 'pet', value: 'cat', turnId: 't1', toolCallId: 'm2' }),
+      e(EventKind.MemorySet, { key: 'city', value: 'Lisbon', turnId: 't1', toolCallId: 'm3' }),
+      e(EventKind.MemoryCleared, { key: 'pet', attribution }),
+      e(EventKind.MemorySet, { key: 'tea', value: 'green', turnId: 't1', toolCallId: 'm4' }),
+    ],
+  ],
+  [
+    'all memory cleared, then one key kept',
+    [
+      e(EventKind.MemoryCleared, { key: '', attribution }),
+      e(EventKind.MemorySet, { key: 'city', value: 'Faro', turnId: 't1', toolCallId: 'm5' }),
+    ],
+  ],
 ];
 
 describe('JournalViews.append', () => {
@@ -182,5 +200,39 @@ describe('JournalViews.append', () => {
     expect(view?.turnsById.get('t1')?.expiries).toHaveLength(1);
     expect(view?.turnsById.get('t2')?.cancellations[0]?.response.cancelledBy).toBe('web:admin');
     expect(view?.anomalies.map((a) => a.problem)).toEqual(['after_terminal', 'unknown_turn']);
+  });
+
+  it('folds memory: a set replaces, a clear of a key or of all removes, positions are kept', async () => {
+    const store = (journal = await StoreJournal.open());
+    const views = new JournalViews({ state: store, isBusy: () => true });
+    const memoryBatch = BATCHES.find(([name]) => name.startsWith('memory kept'))?.[1] ?? [];
+    const { view } = await views.append(UID, lease, memoryBatch);
+    // Positions: the five events at 0..4, then the batch's signed_root.
+    expect([...view.memory.values()]).toEqual([
+      {
+        key: 'city',
+        value: 'Lisbon',
+        position: 2,
+        turnId: 't1',
+        toolCallId: 'm3',
+        setAtMs: 0,
+        setPositions: [0, 2],
+      },
+      {
+        key: 'tea',
+        value: 'green',
+        position: 4,
+        turnId: 't1',
+        toolCallId: 'm4',
+        setAtMs: 0,
+        setPositions: [4],
+      },
+    ]);
+    const cleared = await views.append(UID, lease, [
+      e(EventKind.MemoryCleared, { key: '', attribution }),
+    ]);
+    expect(cleared.view.memory.size).toBe(0);
+    // The earlier view is unchanged: a view's memory is never modified once it holds it.
+    expect(view.memory.size).toBe(2);
   });
 });

@@ -10,6 +10,7 @@ import { EventKind, payloadCodecs, type EventPayloads } from '../../common/event
 import { JournalConflictError, JournalFencedError } from '../../common/state-call-errors';
 import {
   type AppendOutcome,
+  type ClearMemoryOutcome,
   type JournalEntry,
   type NewJournalEvent,
   type StateJournal,
@@ -236,6 +237,39 @@ export class JournalViews {
     const next = applyEvents(view, [...typed, seal]);
     this.keep(uid, next);
     return { outcome, view: next };
+  }
+
+  /**
+   * Commits a person's memory clear (`planned`, one `memory_cleared`) with the erasure of
+   * the `memory_set` entries it names, in one batch the state plane checks and writes
+   * (docs/state-plane.md, "Memory clears"); then reads the batch back into the view, so
+   * the view folds the erasure records as it does an admin's.
+   */
+  async clearMemory(
+    uid: string,
+    lease: Pick<LeaseHandle, 'fencingToken'>,
+    planned: PlannedEvent,
+    signal?: AbortSignal,
+  ): Promise<{ outcome: ClearMemoryOutcome; view: JournalView }> {
+    const view = this.views.get(uid) ?? (await this.refresh(uid, signal));
+    let outcome: ClearMemoryOutcome;
+    try {
+      outcome = await this.options.state.clearMemory(
+        partitionOf(uid),
+        view.head,
+        encode(complete(planned)),
+        {
+          fencingToken: lease.fencingToken,
+          ...(view.lastSignedRoot === undefined
+            ? {}
+            : { expectedRoot: Buffer.from(view.lastSignedRoot.root, 'hex') }),
+        },
+      );
+    } catch (error) {
+      this.forget(uid);
+      throw refusalOf(uid, view, error);
+    }
+    return { outcome, view: await this.refresh(uid, signal) };
   }
 
   /**

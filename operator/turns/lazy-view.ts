@@ -13,6 +13,7 @@ import {
   type StandingEvent,
 } from '../../common/turn-standing';
 import type { MessageReceived } from '../../proto/gen/polychrome/events/v1/events';
+import { EMPTY_MEMORY, MemoryFold, type MemoryState } from './memory-fold';
 import { recordedAttribution } from './decoded-event';
 import type { DecodedEvent, TurnEventKind } from './decoded-event-types';
 import { eraseInTurn, type ErasedRef } from './erased-entries';
@@ -46,6 +47,8 @@ interface ViewState {
   readonly newestAgentConfig: AgentConfigRef | undefined;
   /** The summaries that are not erased, by position (oldest first). */
   readonly summaries: OrderedMap<number, SummaryRecord>;
+  /** At most the memory's key limit (common/memory.ts): copied when it changes. */
+  readonly memory: MemoryState;
 }
 
 /** The contents of an empty journal. */
@@ -59,6 +62,7 @@ export function emptyState(): ViewState {
     acceptedLosses: List(),
     newestAgentConfig: undefined,
     summaries: OrderedMap(),
+    memory: EMPTY_MEMORY,
   };
 }
 
@@ -139,6 +143,10 @@ export class LazyView implements JournalView {
     return (this.#listed.acceptedLosses ??= this.#resolve().acceptedLosses.toArray());
   }
 
+  get memory(): MemoryState {
+    return this.#resolve().memory;
+  }
+
   #resolve(): ViewState {
     if (this.#state !== undefined) return this.#state;
     const chain: LazyView[] = [this];
@@ -181,8 +189,10 @@ class StateBuilder {
   private newestAgentConfig: AgentConfigRef | undefined;
   private readonly acceptedLosses: List<LostCheckpoint>;
   private readonly summaries: OrderedMap<number, SummaryRecord>;
+  private readonly memory: MemoryFold;
 
   constructor(state: ViewState) {
+    this.memory = new MemoryFold(state.memory);
     this.lastSignedRoot = state.lastSignedRoot;
     this.turnsById = state.turnsById.asMutable();
     this.turnIdsByKey = state.turnIdsByKey.asMutable();
@@ -203,6 +213,7 @@ class StateBuilder {
       acceptedLosses: this.acceptedLosses.asImmutable(),
       newestAgentConfig: this.newestAgentConfig,
       summaries: this.summaries.asImmutable(),
+      memory: this.memory.build(),
     };
   }
 
@@ -226,6 +237,8 @@ class StateBuilder {
         return;
       case 'turn':
         return this.turnEvent(event, event.kind, event.turnId, event.apply);
+      case 'memory':
+        return this.memory.apply(event.event);
       case 'ignored':
         return;
     }

@@ -28,7 +28,7 @@ export const KubeGrantVerb = { Create: 'create', Delete: 'delete' } as const;
 export function kubeGrantAllows(
   caller: Caller,
   conversationId: string,
-  subresource: 'approvals' | 'questions',
+  subresource: 'approvals' | 'questions' | 'memory',
   verb: (typeof KubeGrantVerb)[keyof typeof KubeGrantVerb],
 ): boolean {
   const grant = caller.kubernetes;
@@ -98,6 +98,29 @@ export function authorizeUse(
     new AppError(
       'permission_denied',
       `${caller.identity} may not use conversation ${conversationId}: it belongs to ${spec.owner ?? 'an admin'}${spec.visibility === Visibility.Shared ? ' and its participants' : ''}`,
+      { details: { conversationId } },
+    ),
+  );
+}
+
+/**
+ * Whether `caller` may clear the conversation's memory: whoever may post a message
+ * ({@link authorizeUse}); on the Kubernetes door only with `delete` on
+ * `conversations/memory` of this conversation (a `polychrome-conversation-reader` reads
+ * memory as it reads the transcript, and may not clear it).
+ */
+export function authorizeMemoryClear(
+  caller: Caller,
+  conversationId: string,
+  conversation: Conversation | undefined,
+): Refusal | undefined {
+  const refusal = authorizeUse(caller, conversationId, conversation);
+  if (refusal !== undefined || caller.kubernetes === undefined) return refusal;
+  if (kubeGrantAllows(caller, conversationId, 'memory', KubeGrantVerb.Delete)) return undefined;
+  return refuse(
+    new AppError(
+      'permission_denied',
+      `${caller.identity} may not clear the memory of conversation ${conversationId}: that needs delete on conversations/memory of this conversation (polychrome-conversation-user, edit or admin)`,
       { details: { conversationId } },
     ),
   );

@@ -4,6 +4,7 @@
  */
 import { approvalArgsSha256 } from '../../common/approval-bytes';
 import { needsApproval } from '../../common/approval-rules';
+import { DEFAULT_MEMORY_BUDGET_BYTES, MEMORY_TOOL, memoryInOrder } from '../../common/memory';
 import { requestIds } from '../../common/request-ids';
 import {
   ApprovalDecision as ProtoDecision,
@@ -27,15 +28,17 @@ import { checkRecording, type RecordingFacts } from './recording-check';
  * What the harness is given for a dispatched turn: the committed history (complete turns
  * only), the recorded steps and answers of earlier attempts, the step budget and the tools.
  * Built-in and reserved tools go by reference (the harness holds their definitions): the
- * agent may always ask the user; it may hand off only where targets are set.
+ * agent may always ask the user; it may hand off only where targets are set. With the
+ * `memory` tool the turn also gets the memory as it stands and the deployment's budget.
  */
 export function turnStartOf(
   conversation: Conversation,
   view: JournalView,
   turn: TurnView,
   attempt: number,
-  deploymentMaxSteps: number,
+  limits: { readonly deploymentMaxSteps?: number; readonly memoryBudgetBytes?: number },
 ): TurnStart {
+  const { deploymentMaxSteps = 0, memoryBudgetBytes = DEFAULT_MEMORY_BUDGET_BYTES } = limits;
   const spec = conversation.spec;
   const rules = spec.tools?.requireApproval ?? [];
   const names = [
@@ -71,6 +74,13 @@ export function turnStartOf(
     requiredApprover: turn.directive?.requiredApprover ?? '',
     recordedConfigSha256: Buffer.from(view.newestAgentConfig?.sha256 ?? '', 'hex'),
     summary: committedSummary(view, turn),
+    // Memory goes to the model only with the tool that keeps it (docs/turns.md, "Memory").
+    ...(names.includes(MEMORY_TOOL)
+      ? {
+          memory: memoryInOrder(view.memory).map(({ key, value }) => ({ key, value })),
+          memoryBudgetBytes,
+        }
+      : { memory: [], memoryBudgetBytes: 0 }),
   };
 }
 

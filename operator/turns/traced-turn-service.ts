@@ -51,6 +51,8 @@ export function tracedTurnService(service: TurnService): TurnService {
     acceptRollback: (caller, request, signal) => service.acceptRollback(caller, request, signal),
     transcript: (caller, conversationId, signal) =>
       service.transcript(caller, conversationId, signal),
+    memory: (caller, conversationId, signal) => service.memory(caller, conversationId, signal),
+    clearMemory: (caller, request, signal) => service.clearMemory(caller, request, signal),
     onTextDelta: (conversationId, listener) => service.onTextDelta(conversationId, listener),
   };
 }

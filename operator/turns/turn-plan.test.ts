@@ -673,7 +673,7 @@ describe('the harness cannot forge the record', () => {
   });
 
   it('tells the harness a gated builtin needs approval, by the same rule', () => {
-    const start = turnStartOf(conv(), running, turnOf(running, 't'), 1, 8);
+    const start = turnStartOf(conv(), running, turnOf(running, 't'), 1, { deploymentMaxSteps: 8 });
     expect(start.tools.map((t) => [t.name, t.needsApproval])).toContainEqual(['refund', true]);
   });
 

@@ -12,14 +12,8 @@ import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { LeaseHandle } from '../lease/lease-source';
 import type { TurnCoordinatorOptions, TurnObserver } from './coordinator-options';
 import type { TurnStart } from '../../proto/gen/polychrome/harness/v1/harness';
-import {
-  forgedEnd,
-  HARNESS_BUSY,
-  noTrustedTool,
-  retryWhileBusy,
-  traceparent,
-  unsettledError,
-} from './harness-run';
+import { forgedEnd, HARNESS_BUSY, retryWhileBusy, unsettledError } from './harness-run';
+import { traceparent, trustedToolPlan } from './harness-run';
 import { checkStep, turnStartOf } from './plan-harness-checks';
 import { acceptedAsLost, checkpointOf, JournalRolledBackError } from './journal-checkpoint';
 import { turnReplyOf } from './turn-projections';
@@ -33,6 +27,7 @@ import type { ExpiryTimers } from './expiry-timers';
 import type { TurnStatusChange } from './turn-status';
 import type { TurnStatusWriter } from './turn-status-writer';
 import type { TextDeltaEvent, TurnReply } from './turn-service';
+import { TextDeltas } from './text-deltas';
 
 /** What the runner shares with the coordinator that made it. */
 export interface TurnRunnerParts {
@@ -50,7 +45,7 @@ export interface TurnRunnerParts {
 }
 
 export class TurnRunner {
-  private readonly deltas = new Map<string, Set<(delta: TextDeltaEvent) => void>>();
+  private readonly deltas = new TextDeltas();
   private readonly views: JournalViews;
   private readonly status: TurnStatusWriter;
   private readonly stopping: AbortSignal;
@@ -72,16 +67,7 @@ export class TurnRunner {
 
   /** Calls `listener` with each text delta of the conversation's turns run here. */
   onTextDelta(conversationId: string, listener: (delta: TextDeltaEvent) => void): () => void {
-    let set = this.deltas.get(conversationId);
-    if (set === undefined) {
-      set = new Set();
-      this.deltas.set(conversationId, set);
-    }
-    set.add(listener);
-    return () => {
-      set.delete(listener);
-      if (set.size === 0) this.deltas.delete(conversationId);
-    };
+    return this.deltas.listen(conversationId, listener);
   }
 
   /**
@@ -269,12 +255,12 @@ export class TurnRunner {
     signal: AbortSignal,
   ): Promise<HarnessEnd> {
     const uid = conversation.metadata.uid ?? '';
-    const { conversations, sandboxWaitMs, deploymentMaxSteps } = this.options;
+    const { conversations, sandboxWaitMs } = this.options;
     try {
       const endpoint = await conversations.waitForSandbox(uid, sandboxWaitMs ?? 120_000, signal);
       const view = this.views.cached(uid) ?? (await this.views.refresh(uid, signal));
       const turn = this.turnAt(uid, turnId);
-      const start = turnStartOf(conversation, view, turn, attempt, deploymentMaxSteps ?? 0);
+      const start = turnStartOf(conversation, view, turn, attempt, this.options);
       for (let busy = 0; ; busy += 1) {
         try {
           return await this.readHarness(conversation, lease, endpoint, start, signal);
@@ -309,24 +295,24 @@ export class TurnRunner {
     for await (const message of call) {
       switch (message.kind) {
         case 'delta':
-          for (const listener of this.deltas.get(uid) ?? []) {
-            listener({ turnId, step: message.delta.step, text: message.delta.text });
-          }
+          this.deltas.emit(uid, { turnId, step: message.delta.step, text: message.delta.text });
           break;
         case 'step': {
           const facts = { turn: this.turnAt(uid, turnId), conversation, ...this.recording(uid) };
           const refused = checkStep(facts, message.step);
-          if (refused !== undefined) {
-            call.cancel(new AppError('permission_denied', `step refused: ${refused}`));
-            return forgedEnd(refused, message.step);
-          }
+          if (refused !== undefined) return forgedEnd(refused, message.step, call);
           const { outcome } = await this.commit(uid, lease, [stepEventOf(message.step)]);
           call.committed(message.step.sequence, outcome.firstPosition);
           break;
         }
-        case 'trusted_tool':
-          call.toolResult(noTrustedTool(message.call));
+        case 'trusted_tool': {
+          const facts = { turn: this.turnAt(uid, turnId), conversation, nowMs: this.now() };
+          const plan = trustedToolPlan(facts, this.views.cached(uid)?.memory, message.call);
+          if (plan.kind === 'forged') return forgedEnd(plan.reason, message.call.toolCallId, call);
+          if (plan.events.length > 0) await this.commit(uid, lease, plan.events);
+          call.toolResult(plan.result);
           break;
+        }
         case 'paused':
           return { kind: 'paused', request: message.paused.request };
         case 'result':

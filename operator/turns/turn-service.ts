@@ -238,6 +238,49 @@ export interface ResolveAnswer {
   readonly message: string;
 }
 
+/** One memory entry as the API shows it (`MemoryEntry` in docs/api/openapi.json). */
+export interface MemoryEntryView {
+  readonly key: string;
+  readonly value: string;
+  /** Journal position of the `memory_set` that set the current value. */
+  readonly position: number;
+  /** The turn and tool call whose `memory` call set it. */
+  readonly turnId: string;
+  readonly toolCallId: string;
+  /** When the control plane committed it (Unix ms). */
+  readonly setAtMs: number;
+}
+
+/** A conversation's memory (`Memory` in docs/api/openapi.json), oldest set first. */
+export interface MemoryView {
+  readonly conversationId: string;
+  readonly entries: readonly MemoryEntryView[];
+  /** Journal head when read: events [0, head) were considered. */
+  readonly head: number;
+}
+
+/** A person's clear of a conversation's memory: one key, or all of it (`key` absent). */
+export interface ClearMemory {
+  readonly conversationId: string;
+  readonly key?: string;
+}
+
+/** What a clear committed (`MemoryCleared` in docs/api/openapi.json). */
+export interface ClearMemoryAnswer {
+  readonly conversationId: string;
+  /** The key cleared; absent: all. */
+  readonly key?: string;
+  /** The keys the clear removed (none: memory held nothing to clear, nothing was committed). */
+  readonly cleared: readonly string[];
+  /** Position of the `memory_cleared`; absent when nothing was committed. */
+  readonly position?: number;
+  /** Positions of the `memory_set` events whose content the clear erased. */
+  readonly erasedPositions?: readonly number[];
+  /** Who asked, as recorded. */
+  readonly clearedBy: string;
+  readonly head: number;
+}
+
 export interface TurnService {
   /** Creates a Conversation from the deployment's default agent, owned by the caller. */
   createConversation(
@@ -251,6 +294,14 @@ export interface TurnService {
   answerApproval(caller: Caller, request: AnswerApproval, signal: AbortSignal): Promise<TurnReply>;
   answerQuestion(caller: Caller, request: AnswerQuestion, signal: AbortSignal): Promise<TurnReply>;
   transcript(caller: Caller, conversationId: string, signal: AbortSignal): Promise<Transcript>;
+  /** The conversation's memory; who may read it is who may read the transcript. */
+  memory(caller: Caller, conversationId: string, signal: AbortSignal): Promise<MemoryView>;
+  /** Clears one key or all memory, recorded as `memory_cleared` naming the caller. */
+  clearMemory(
+    caller: Caller,
+    request: ClearMemory,
+    signal: AbortSignal,
+  ): Promise<ClearMemoryAnswer>;
   /** An admin settles a quarantined turn; it is recovered on the conversation's next claim. */
   resolveTurn(caller: Caller, request: ResolveTurn, signal: AbortSignal): Promise<ResolveAnswer>;
   /** An admin accepts a rolled-back journal, recorded in it (accept-rollback.ts). */

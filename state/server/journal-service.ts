@@ -28,6 +28,7 @@ import { followJournal } from '../store/follow-journal';
 import type { StoredSignedRoot } from '../store/append-batch';
 import type { JournalStore } from '../store/journal-store';
 import { createCallHandlers } from './call-handlers';
+import { memoryClearHandlers } from './memory-clear-handler';
 import { retireHandlers } from './retire-handlers';
 import { StateService } from './rpc-roles';
 import { VerifyOutcomeLabel, type StateMetrics } from './state-metrics';
@@ -387,5 +388,6 @@ export function createJournalService(options: JournalServiceOptions): JournalSer
       Promise.resolve({ partitions: store.listPartitions().map((p) => p.partition) }),
     ),
     ...retireHandlers(store, unary),
+    ...memoryClearHandlers(store, unary, signedRootToProto, options.trackAppend),
   };
 }

@@ -2,6 +2,7 @@ import { Client, Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 
 import { CertificateRole } from '../../common/certificate-identity';
+import { encodePayload } from '../../common/event-kinds';
 import { RecordsClient } from '../../common/records-client';
 import { StateCallError } from '../../common/state-call-errors';
 import { StateClient } from '../../common/state-client';
@@ -245,6 +246,58 @@ describe('a refused call', () => {
     expect(journal.head('conv-erase-attack').head).toBe(2);
     const [entry] = await collect(journal.read('conv-erase-attack', 0, 1));
     expect(entry?.kind).toBe('message_received');
+  });
+
+  it('erases nothing through a memory clear: a writer naming a message, or a set of another key, is refused and nothing changes', async () => {
+    const P = 'conv-clear-attack';
+    const set = (key: string, value: string) => ({
+      kind: 'memory_set',
+      payload: encodePayload('memory_set', {
+        key,
+        value,
+        attribution: undefined,
+        turnId: 't',
+        toolCallId: 'c',
+        setAtMs: 1,
+      }),
+    });
+    await journal.append(P, 0, [message('personal'), set('city', 'Lisbon'), set('food', 'fish')]);
+    const writer = new StateClient({
+      address,
+      tls: await clientTls(pki.ca, pki.only[CertificateRole.Writer]),
+      callTimeoutMs: 5_000,
+    });
+    clients.push(writer);
+    const clear = (setPositions: number[]) => ({
+      kind: 'memory_cleared',
+      payload: encodePayload('memory_cleared', {
+        key: 'city',
+        attribution: { caller: 'mallory', participants: [], persona: '', session: '' },
+        clearedAtMs: 1,
+        setPositions,
+        turnId: '',
+        toolCallId: '',
+      }),
+    });
+    for (const [positions, why] of [
+      [[0], 'position 0: it is a "message_received" entry'],
+      [[1, 2], 'position 2: it sets "food", not "city"'],
+    ] as const) {
+      const error = await writer.clearMemory(P, 4, clear([...positions])).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StateCallError);
+      expect((error as StateCallError).code).toBe('permission_denied');
+      expect((error as StateCallError).message).toContain(why);
+    }
+    expect(journal.head(P).head).toBe(4);
+    expect((await collect(journal.read(P))).map((e) => e.kind)).toEqual([
+      'message_received',
+      'memory_set',
+      'memory_set',
+      'signed_root',
+    ]);
+    // The clear it may make: the set of the key it clears, erased with it.
+    const done = await writer.clearMemory(P, 4, clear([1]));
+    expect(done.erased.map((e) => [e.position, e.kind])).toEqual([[1, 'memory_set']]);
   });
 
   it('writes nothing: an Append with only a non-writer role leaves the journal empty', async () => {

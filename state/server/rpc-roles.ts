@@ -63,6 +63,9 @@ export const RPC_ROLES: RoleTable = {
     // ---- erasure ----
     // Erases readable content: only a certificate that names the erase role.
     Erase: [Erase],
+    // A person's memory clear erases only the memory_set entries of the cleared key (the
+    // store checks each), so the writer that appends turns may ask for it.
+    ClearMemory: [Writer],
   },
   [StateService.Records]: {
     // The public API authenticates bearer tokens.

@@ -754,3 +754,104 @@ describe('erasure across a SIGKILL', () => {
     expect(seen.erased + seen.untouched).toBe(DELAYS_MS.length);
   }, 400_000);
 });
+
+describe('memory clear across a SIGKILL', () => {
+  const P = 'conv-clear-kill';
+  /** The memory_set positions: batch 2's first entry and batch 40's second. */
+  const SETS = [6, 121];
+  const DELAYS_MS = [0, 5, 20, 80, 320];
+  let pristine: string;
+  let pristineEvents: JournalEntry[];
+
+  const memorySet = (value: string) => ({
+    kind: EventKind.MemorySet,
+    payload: encodePayload(EventKind.MemorySet, {
+      key: 'city',
+      value,
+      attribution: undefined,
+      turnId: 't',
+      toolCallId: `call-${value}`,
+      setAtMs: 1,
+    }),
+  });
+  const cleared = {
+    kind: EventKind.MemoryCleared,
+    payload: encodePayload(EventKind.MemoryCleared, {
+      key: 'city',
+      attribution: { caller: 'web:owner', participants: [], persona: '', session: '' },
+      clearedAtMs: 2,
+      setPositions: SETS,
+      turnId: '',
+      toolCallId: '',
+    }),
+  };
+
+  // 60 batches of 2 entries (two of them memory_sets of "city"): head 180. The clear's check
+  // replays all of them, so a kill lands before, during or after its one write.
+  beforeAll(async () => {
+    pristine = join(dir.path, 'clear-kill');
+    const p = await start(pristine);
+    const w = await client(p, 'controlPlane');
+    let head = 0;
+    for (let b = 0; b < 60; b++) {
+      const first = head === SETS[0] ? memorySet('Lisbon') : message(`m${String(b)}`);
+      const second = head + 1 === SETS[1] ? memorySet('Porto') : message(`n${String(b)}`);
+      head = (await w.append(P, head, [first, second])).head;
+    }
+    pristineEvents = await readAll(w, P);
+    w.close();
+    expect(
+      pristineEvents.filter((e) => e.kind === EventKind.MemorySet).map((e) => e.position),
+    ).toEqual(SETS);
+    expect(await stop(p, 'SIGTERM')).toBe(0);
+  });
+
+  it('leaves either no clear, or the clear with its memory_sets erased, at every kill point', async () => {
+    const seen = { cleared: 0, untouched: 0 };
+    for (const delayMs of DELAYS_MS) {
+      const copy = join(dir.path, `clear-kill-${String(delayMs)}`);
+      await rm(copy, { recursive: true, force: true });
+      await cp(pristine, copy, { recursive: true });
+      const first = await start(copy);
+      const writer = await client(first, 'controlPlane');
+      const call = writer
+        .clearMemory(P, 180, cleared, { fencingToken: 0 })
+        .catch((e: unknown) => e);
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      expect(await stop(first, 'SIGKILL')).toBe('SIGKILL');
+      await call;
+      writer.close();
+
+      const second = await start(copy);
+      const c = await client(second, 'verifier');
+      const verdict = await c.verify(P);
+      expect(verdict.ok).toBe(true);
+      const after = await readAll(c, P);
+      const clearAt = after.findIndex((e) => e.kind === EventKind.MemoryCleared);
+      if (verdict.events === 184) {
+        // The clear, both records and the root landed with the markers: never a clear alone.
+        seen.cleared += 1;
+        expect(clearAt).toBe(180);
+        expect(verdict).toMatchObject({ excised: SETS, erased: SETS, unsealed: 0 });
+        expect(after.slice(181, 183).map((e) => e.kind)).toEqual([
+          EventKind.Excision,
+          EventKind.Excision,
+        ]);
+      } else {
+        seen.untouched += 1;
+        expect(clearAt).toBe(-1);
+        expect(verdict).toMatchObject({ excised: [], erased: [], events: 180 });
+      }
+      const excisedNow = after.filter((e) => e.excised === true).map((e) => e.position);
+      expect(excisedNow).toEqual(clearAt === -1 ? [] : SETS);
+      for (const event of pristineEvents) {
+        if (excisedNow.includes(event.position)) continue;
+        expect(after[event.position]?.payload).toEqual(event.payload);
+      }
+      c.close();
+      expect(await stop(second, 'SIGTERM')).toBe(0);
+      await rm(copy, { recursive: true, force: true });
+    }
+    expect(seen.cleared + seen.untouched).toBe(DELAYS_MS.length);
+  }, 400_000);
+});

@@ -140,7 +140,7 @@ function inspect(
  * @throws AppError `invalid_argument` for a position at or beyond the head;
  *   `failed_precondition` naming every position that cannot be erased and why.
  */
-async function namedEntries(
+export async function namedEntries(
   parts: RepairParts,
   partition: string,
   head: number,
@@ -173,7 +173,7 @@ async function namedEntries(
 }
 
 /** Replays `[0, head)` into `replayer`, the named entries as excised. */
-async function replayErased(
+export async function replayErased(
   kv: KvStore,
   partition: string,
   head: number,
@@ -198,7 +198,7 @@ async function replayErased(
 }
 
 /** The excised markers that replace the erased entries, keeping their leaf digests. */
-function markers(partition: string, erased: readonly ErasedEntry[]): KvOp[] {
+export function markers(partition: string, erased: readonly ErasedEntry[]): KvOp[] {
   return erased.map((e) => ({
     type: 'put',
     key: eventKey(partition, e.position),
@@ -206,12 +206,12 @@ function markers(partition: string, erased: readonly ErasedEntry[]): KvOp[] {
   }));
 }
 
-function positionsText(erased: readonly { readonly position: number }[]): string {
+export function positionsText(erased: readonly { readonly position: number }[]): string {
   return erased.map((e) => String(e.position)).join(', ');
 }
 
 /** The refusal of an erasure whose journal would not verify. */
-function wouldNotVerify(partition: string, positions: string) {
+export function wouldNotVerify(partition: string, positions: string) {
   return (outcome: JournalVerification): AppError =>
     new AppError(
       'data_loss',

@@ -19,6 +19,7 @@ import type {
   AppendResult,
   EraseOptions,
   EraseResult,
+  JournalStoreLimits,
   RepairOptions,
   RepairResult,
 } from './journal-store-types';
@@ -32,6 +33,8 @@ export interface ExcisionContext {
   readonly parts: RepairParts;
   /** Moves the store's state to a durable batch. */
   readonly apply: (partition: string, state: PartitionState, written: WrittenBatch) => AppendResult;
+  /** The store's append limits (a memory clear appends an event of its caller's). */
+  readonly limits: JournalStoreLimits;
 }
 
 /** Runs a repair or an erasure (`what`) of `partition` under its lock, fenced. */
@@ -51,7 +54,15 @@ function excising<R>(
   });
 }
 
-/** {@link JournalStore.repair}. */
+/**
+ * {@link JournalStore.repair}: excises every unreadable entry of `partition`
+ * (journal-repair.ts; docs/journal-format.md, "Excision") in one atomic durable batch, once
+ * the repaired journal is shown to verify; a dry run stops there. A partition with nothing
+ * unreadable is left as it is.
+ * @throws AppError `invalid_argument` (bad name, actor or reason), `not_found` (no events),
+ *   `data_loss` (refused, a missing leaf digest, a repair that would not verify), and
+ *   `fenced`, `cancelled`, `unavailable` as for append.
+ */
 export async function repairPartition(
   context: ExcisionContext,
   partition: string,

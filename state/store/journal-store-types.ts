@@ -269,6 +269,22 @@ export interface EraseResult {
   readonly message: string;
 }
 
+/** Options of {@link JournalStore.clearMemory}: an append's. */
+export interface ClearMemoryOptions {
+  /** As for an append: the writer's lease token. @default 0 */
+  readonly fencingToken?: number;
+  /** As for an append: the last signed root the writer saw; unset, no check. */
+  readonly expectedRoot?: Uint8Array;
+  readonly signal?: AbortSignal;
+  /** Clock for the `excised_at_ms` field. @default Date.now */
+  readonly now?: () => number;
+}
+
+/** What a memory clear wrote: the append's result and the `memory_set` entries erased. */
+export interface ClearMemoryResult extends AppendResult {
+  readonly erased: readonly ErasedEntry[];
+}
+
 /** Options of {@link JournalStore.read} and {@link JournalStore.export}. */
 export interface ReadOptions {
   readonly signal?: AbortSignal;

@@ -22,11 +22,13 @@ import { PartitionTable } from './journal-partitions';
 import { proveEvent } from './journal-proofs';
 import { readEvents } from './journal-read';
 import { erasePartition, repairPartition, type ExcisionContext } from './journal-excisions';
+import { clearMemoryPartition } from './journal-memory-clear';
 import {
   resolveLimits,
   type AppendEvent,
   type AppendOptions,
   type AppendResult,
+  type ClearMemoryOptions,
   type CommitListener,
   type EraseOptions,
   type EraseResult,
@@ -246,14 +248,7 @@ export class JournalStore {
     });
   }
 
-  /**
-   * Excises every unreadable entry of `partition` (journal-repair.ts; docs/journal-format.md,
-   * "Excision") in one atomic durable batch, once the repaired journal is shown to verify;
-   * a dry run stops there. A partition with nothing unreadable is left as it is.
-   * @throws AppError `invalid_argument` (bad name, actor or reason), `not_found` (no events),
-   *   `data_loss` (refused, a missing leaf digest, a repair that would not verify), and
-   *   `fenced`, `cancelled`, `unavailable` as for append.
-   */
+  /** Excises every unreadable entry, as `repairPartition` (journal-excisions.ts) says. */
   repair(partition: string, options: RepairOptions): Promise<RepairResult> {
     return repairPartition(this.excisionContext(), partition, options);
   }
@@ -263,9 +258,14 @@ export class JournalStore {
     return erasePartition(this.excisionContext(), partition, options);
   }
 
+  /** A memory clear and its erasure in one batch, as `clearMemoryPartition` says. */
+  clearMemory(p: string, head: number, bytes: Uint8Array, options?: ClearMemoryOptions) {
+    return clearMemoryPartition(this.excisionContext(), p, head, bytes, options);
+  }
+
   private excisionContext(): ExcisionContext {
-    const parts = { kv: this.kv, verifier: this.verifier, writer: this.writer };
-    return { life: this.life, table: this.table, parts, apply: (p, s, w) => this.apply(p, s, w) };
+    const { kv, verifier, writer, life, table, limits } = this;
+    return { life, table, parts: { kv, verifier, writer }, apply: this.apply.bind(this), limits };
   }
 
   /** Retires `partition`, as `retirePartition` (journal-retire.ts) says; throws as it. */

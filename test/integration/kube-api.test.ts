@@ -84,6 +84,7 @@ describe('the Kubernetes door through kube-apiserver', () => {
     };
     expect(list.resources.map((r) => `${r.name} ${r.kind} ${r.verbs.join(',')}`)).toEqual([
       'conversations/transcript Transcript get',
+      'conversations/memory Memory get,delete',
       'conversations/messages TurnReply create',
       'conversations/log EventStream get',
       'conversations/export JournalExport get',

@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { decodePayload } from '../../common/event-kinds';
 import {
   AuthorizationV1Api,
   RbacAuthorizationV1Api,
@@ -34,6 +35,7 @@ import { loadKubeConnection } from '../../cli/kube-connection';
 import {
   askReply,
   calculatorReply,
+  memoryReply,
   textReply,
   transferReply,
   unknownFirstTransfer,
@@ -231,12 +233,16 @@ beforeAll(async () => {
         textReply('Sent 42 to Bob.'),
         handoffReply,
         askReply('For how many?'),
+        // Memory: the question answered, then a turn that keeps a fact.
+        textReply('Booked for two.'),
+        memoryReply({ action: 'set', key: 'city', value: 'Lisbon' }),
+        textReply('Noted.'),
       ],
       extraTools: transfer.extraTools,
       // The calculator behind an approval, as the test spec has it; `transfer`; a handoff target.
       spec: {
         agent: { systemPrompt: 'You are a test agent.', handoffTargets: ['billing'] },
-        tools: { builtin: ['calculator', 'transfer'], requireApproval: ['calculator'] },
+        tools: { builtin: ['calculator', 'transfer', 'memory'], requireApproval: ['calculator'] },
       },
     },
     { ui: await UiAssets.load(bundleDir) },
@@ -591,5 +597,56 @@ describe('the forensics UI in Chromium', () => {
     expect(foreign).not.toContain('status 200');
     await page.close();
     expect(stack.api.head(conversationId)).toBe(head);
+  });
+
+  it('shows what the agent keeps, to a reader too, and follows a clear that names who asked', async () => {
+    // The question of the earlier test is answered first: a waiting turn blocks new messages.
+    const entries = await stack.api.turns.journal.entries(`conv-${conversationId}`);
+    const question = entries.filter((e) => e.kind === 'question_request').at(-1);
+    const requestId = question ? decodePayload('question_request', question.payload).requestId : '';
+    await create(`questions/${requestId}`, { answer: 'two' });
+    await post('I live in Lisbon; remember it.', 'm1');
+    const page = await openConversation(asVera);
+    await page.click('tr[data-conversation="hello"] a');
+    await page.waitForSelector('#memory tr[data-key="city"]', { timeout: 30_000 });
+    expect((await texts(page, '#memory tr[data-key="city"]'))[0]).toContain('Lisbon');
+    // The memory panel (GET memory) and the timeline (the log stream) are two reads: the
+    // panel can be filled before the stream has even connected, so the row is waited for.
+    await page.waitForSelector('tr[data-kind="memory_set"]', { timeout: 30_000 });
+    expect((await texts(page, 'tr[data-kind="memory_set"]'))[0]).toContain(
+      'kept in memory: "city" = "Lisbon"',
+    );
+    const memoryPath = `${doorPath}/namespaces/${stack.namespace}/conversations/hello/memory/city`;
+    // vera reads memory as she reads the transcript; she may not clear it.
+    const refused = await kubeJson(vera, 'DELETE', memoryPath, {});
+    expect(refused.status).toBe(403);
+    const cleared = await kubeJson(dave, 'DELETE', memoryPath, {});
+    expect(cleared.status).toBe(200);
+    await page.waitForSelector('tr[data-kind="memory_cleared"]', { timeout: 30_000 });
+    expect((await texts(page, 'tr[data-kind="memory_cleared"]'))[0]).toContain('kubernetes:dave');
+    await page.waitForFunction(
+      `document.querySelector('#memory')?.textContent === 'Memory is empty.'`,
+      { timeout: 30_000 },
+    );
+    // The clear erased the value: the row keeps its place and kind, not its content.
+    await page.waitForSelector('tr[data-kind="memory_set"].excised', { timeout: 30_000 });
+    const erasedRow = (await texts(page, 'tr[data-kind="memory_set"]'))[0];
+    expect(erasedRow).toContain('erased: only its leaf digest is kept');
+    expect(erasedRow).not.toContain('Lisbon');
+    await page.close();
+    // The export verifies in the browser with the entry erased, and shows it as such (the
+    // checkpoint in the status is the last turn's: the clear's batch comes after it).
+    await publishStatus();
+    const admin = await openConversation(asDave);
+    await admin.click('tr[data-conversation="hello"] a');
+    await admin.waitForSelector('tr[data-kind="memory_cleared"]', { timeout: 30_000 });
+    expect(await verifyInPage(admin)).toMatchObject({ ok: 'true' });
+    await admin.waitForSelector('tr[data-kind="memory_set"][data-seal="sealed"]', {
+      timeout: 30_000,
+    });
+    const verified = (await texts(admin, 'tr[data-kind="memory_set"]'))[0];
+    expect(verified).toContain('erased: only its leaf digest is kept');
+    expect(verified).not.toContain('Lisbon');
+    await admin.close();
   });
 });

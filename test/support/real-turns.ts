@@ -17,6 +17,7 @@ import { type TurnCoordinatorOptions } from '../../operator/turns/coordinator-op
 import { HarnessCredentialMinter } from '../../operator/turns/harness-credentials';
 import { HarnessConnector } from '../../operator/turns/harness-client';
 import type { Caller } from '../../operator/turns/turn-service';
+import type { JsonObject } from '../../common/canonical-json';
 import type { JournalEntry } from '../../common/state-journal';
 import { InMemoryConversations, readyStatus } from './in-memory-conversations';
 import { InMemoryLeases } from './in-memory-leases';
@@ -80,6 +81,11 @@ export function textReply(text: string): ScriptReply {
 /** A model reply that calls the calculator (which the test spec puts behind an approval). */
 export function calculatorReply(expression: string): ScriptReply {
   return { content: [{ tool_use: { name: 'calculator', input: { expression } } }] };
+}
+
+/** A model reply that calls the built-in `memory` tool (put it in `spec.tools.builtin`). */
+export function memoryReply(input: JsonObject, id = 'toolu_mem_1'): ScriptReply {
+  return { content: [{ tool_use: { id, name: 'memory', input } }] };
 }
 
 /** A model reply that asks the user (`__ask_user`): the turn pauses with a question card. */

@@ -54,6 +54,16 @@ export class RecordingTurnService implements TurnService {
       this.inner.transcript(caller, conversationId, signal),
     );
 
+  memory: TurnService['memory'] = (caller, conversationId, signal) =>
+    this.enter('memory', caller.identity).then(() =>
+      this.inner.memory(caller, conversationId, signal),
+    );
+
+  clearMemory: TurnService['clearMemory'] = (caller, request, signal) =>
+    this.enter('clearMemory', caller.identity).then(() =>
+      this.inner.clearMemory(caller, request, signal),
+    );
+
   resolveTurn: TurnService['resolveTurn'] = (caller, request, signal) =>
     this.enter('resolveTurn', caller.identity).then(() =>
       this.inner.resolveTurn(caller, request, signal),

@@ -11,6 +11,7 @@ import { ScriptedProvider, type ScriptReply } from '../../harness/model/scripted
 import { HarnessServer } from '../../harness/server/harness-server';
 import { createToolRouter } from '../../harness/server/tool-router';
 import { builtinToolRunner, builtinTools } from '../../harness/tools/builtin-tools';
+import { memoryTool } from '../../harness/tools/memory-tool';
 import type { ToolRunner } from '../../harness/turn/ports/tool-port';
 import type { TurnTool } from '../../harness/turn/turn-records';
 import { askUserTool, handoffTool } from '../../harness/turn/reserved-tools';
@@ -68,7 +69,7 @@ export async function startScriptedHarness(
     toolCatalog: (name) =>
       builtinTools.find((tool) => tool.name === name) ??
       extra?.tools.find((tool) => tool.name === name) ??
-      [handoffTool, askUserTool].find((tool) => tool.name === name),
+      [handoffTool, askUserTool, memoryTool].find((tool) => tool.name === name),
     deps: {
       modelFor: () => model,
       tools: createToolRouter([

@@ -14,6 +14,7 @@ import { JournalConflictError, JournalFencedError } from '../../common/state-cal
 import type {
   AppendCallOptions,
   AppendOutcome,
+  ClearMemoryOutcome,
   ExportEntry,
   HeadOutcome,
   JournalEntry,
@@ -45,6 +46,43 @@ function rootInfo(root: StoredSignedRoot): AppendOutcome['signedRoot'] {
     version: root.version,
     partition: root.partition ?? '',
   };
+}
+
+/** An append's options as the store takes them. */
+function callOptions(options: AppendCallOptions) {
+  return {
+    ...(options.signal === undefined ? {} : { signal: options.signal }),
+    ...(options.fencingToken === undefined ? {} : { fencingToken: options.fencingToken }),
+    ...(options.expectedRoot === undefined ? {} : { expectedRoot: options.expectedRoot }),
+  };
+}
+
+/** Runs a store write, its lost compare-and-swap and fencing rebuilt as StateClient throws them. */
+async function asStateError<T>(method: string, write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (error) {
+    if (isAppError(error) && error.code === 'conflict') {
+      const head = error.details?.head;
+      throw new JournalConflictError(error.message, {
+        method,
+        grpcStatus: GRPC_ABORTED,
+        head: typeof head === 'number' ? head : 0,
+        ...(error.details === undefined ? {} : { details: error.details }),
+        cause: error,
+      });
+    }
+    if (isAppError(error) && error.code === 'fenced') {
+      // As the state plane's server sends it (FAILED_PRECONDITION with the code).
+      throw new JournalFencedError(error.message, {
+        method,
+        grpcStatus: GRPC_FAILED_PRECONDITION,
+        ...(error.details === undefined ? {} : { details: error.details }),
+        cause: error,
+      });
+    }
+    throw error;
+  }
 }
 
 /** A store event as StateClient delivers it: an excised entry has `excised` and `leafDigest`. */
@@ -87,39 +125,36 @@ export class StoreJournal implements StateJournal {
     events: readonly NewJournalEvent[],
     options: AppendCallOptions = {},
   ): Promise<AppendOutcome> {
-    try {
-      const result = await this.store.append(partition, expectedHead, events, {
-        ...(options.signal === undefined ? {} : { signal: options.signal }),
-        ...(options.fencingToken === undefined ? {} : { fencingToken: options.fencingToken }),
-        ...(options.expectedRoot === undefined ? {} : { expectedRoot: options.expectedRoot }),
-      });
-      return {
-        firstPosition: result.firstPosition,
-        head: result.head,
-        signedRoot: rootInfo(result.signedRoot),
-      };
-    } catch (error) {
-      if (isAppError(error) && error.code === 'conflict') {
-        const head = error.details?.head;
-        throw new JournalConflictError(error.message, {
-          method: 'Append',
-          grpcStatus: GRPC_ABORTED,
-          head: typeof head === 'number' ? head : 0,
-          ...(error.details === undefined ? {} : { details: error.details }),
-          cause: error,
-        });
-      }
-      if (isAppError(error) && error.code === 'fenced') {
-        // As the state plane's server sends it (FAILED_PRECONDITION with the code).
-        throw new JournalFencedError(error.message, {
-          method: 'Append',
-          grpcStatus: GRPC_FAILED_PRECONDITION,
-          ...(error.details === undefined ? {} : { details: error.details }),
-          cause: error,
-        });
-      }
-      throw error;
-    }
+    const result = await asStateError('Append', () =>
+      this.store.append(partition, expectedHead, events, callOptions(options)),
+    );
+    return {
+      firstPosition: result.firstPosition,
+      head: result.head,
+      signedRoot: rootInfo(result.signedRoot),
+    };
+  }
+
+  async clearMemory(
+    partition: string,
+    expectedHead: number,
+    cleared: NewJournalEvent,
+    options: AppendCallOptions = {},
+  ): Promise<ClearMemoryOutcome> {
+    const result = await asStateError('ClearMemory', () =>
+      this.store.clearMemory(partition, expectedHead, cleared.payload, callOptions(options)),
+    );
+    return {
+      firstPosition: result.firstPosition,
+      head: result.head,
+      signedRoot: rootInfo(result.signedRoot),
+      erased: result.erased.map((e) => ({
+        position: e.position,
+        leafDigest: e.leaf,
+        kind: e.kind,
+        turnId: e.turnId,
+      })),
+    };
   }
 
   read(

@@ -477,17 +477,38 @@ export interface Summary {
   createdAtMs: number;
 }
 
-/** kind "memory_set". */
+/**
+ * kind "memory_set": the agent kept `value` under `key` with the built-in `memory` tool
+ * (docs/turns.md, "Memory"). Committed by the control plane, between the call's tool_call
+ * and its tool_result, so it is durable before the turn's answer.
+ */
 export interface MemorySet {
   key: string;
   value: string;
+  /** The turn's caller: whose message the agent acted on. */
   attribution?: Attribution | undefined;
+  turnId: string;
+  toolCallId: string;
+  /** The control plane's clock when it committed the event. */
+  setAtMs: number;
 }
 
-/** kind "memory_cleared"; an empty key clears all memory. */
+/**
+ * kind "memory_cleared"; an empty key clears all memory. Written for a person who asked
+ * through an API (`attribution` names who) or for the agent's own `memory` delete (turn
+ * and tool call set, `attribution` the turn's caller).
+ */
 export interface MemoryCleared {
   key: string;
   attribution?: Attribution | undefined;
+  clearedAtMs: number;
+  /**
+   * Positions of the memory_set events whose content this clear takes out of memory: every
+   * set of the cleared key(s) since the last clear of it (what an erasure would remove).
+   */
+  setPositions: number[];
+  turnId: string;
+  toolCallId: string;
 }
 
 /** kind "conversation_closed". */
@@ -4657,7 +4678,7 @@ export const Summary: MessageFns<Summary> = {
 };
 
 function createBaseMemorySet(): MemorySet {
-  return { key: "", value: "", attribution: undefined };
+  return { key: "", value: "", attribution: undefined, turnId: "", toolCallId: "", setAtMs: 0 };
 }
 
 export const MemorySet: MessageFns<MemorySet> = {
@@ -4670,6 +4691,15 @@ export const MemorySet: MessageFns<MemorySet> = {
     }
     if (message.attribution !== undefined) {
       Attribution.encode(message.attribution, writer.uint32(26).fork()).join();
+    }
+    if (message.turnId !== "") {
+      writer.uint32(34).string(message.turnId);
+    }
+    if (message.toolCallId !== "") {
+      writer.uint32(42).string(message.toolCallId);
+    }
+    if (message.setAtMs !== 0) {
+      writer.uint32(48).int64(message.setAtMs);
     }
     return writer;
   },
@@ -4711,6 +4741,30 @@ export const MemorySet: MessageFns<MemorySet> = {
             message.attribution = Attribution.decode(reader, reader.uint32());
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.turnId = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.toolCallId = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.setAtMs = longToNumber(reader.int64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4728,6 +4782,21 @@ export const MemorySet: MessageFns<MemorySet> = {
       key: isSet(object.key) ? globalThis.String(object.key) : "",
       value: isSet(object.value) ? globalThis.String(object.value) : "",
       attribution: isSet(object.attribution) ? Attribution.fromJSON(object.attribution) : undefined,
+      turnId: isSet(object.turnId)
+        ? globalThis.String(object.turnId)
+        : isSet(object.turn_id)
+        ? globalThis.String(object.turn_id)
+        : "",
+      toolCallId: isSet(object.toolCallId)
+        ? globalThis.String(object.toolCallId)
+        : isSet(object.tool_call_id)
+        ? globalThis.String(object.tool_call_id)
+        : "",
+      setAtMs: isSet(object.setAtMs)
+        ? globalThis.Number(object.setAtMs)
+        : isSet(object.set_at_ms)
+        ? globalThis.Number(object.set_at_ms)
+        : 0,
     };
   },
 
@@ -4742,6 +4811,15 @@ export const MemorySet: MessageFns<MemorySet> = {
     if (message.attribution !== undefined) {
       obj.attribution = Attribution.toJSON(message.attribution);
     }
+    if (message.turnId !== "") {
+      obj.turnId = message.turnId;
+    }
+    if (message.toolCallId !== "") {
+      obj.toolCallId = message.toolCallId;
+    }
+    if (message.setAtMs !== 0) {
+      obj.setAtMs = Math.round(message.setAtMs);
+    }
     return obj;
   },
 
@@ -4755,12 +4833,15 @@ export const MemorySet: MessageFns<MemorySet> = {
     message.attribution = (object.attribution !== undefined && object.attribution !== null)
       ? Attribution.fromPartial(object.attribution)
       : undefined;
+    message.turnId = object.turnId ?? "";
+    message.toolCallId = object.toolCallId ?? "";
+    message.setAtMs = object.setAtMs ?? 0;
     return message;
   },
 };
 
 function createBaseMemoryCleared(): MemoryCleared {
-  return { key: "", attribution: undefined };
+  return { key: "", attribution: undefined, clearedAtMs: 0, setPositions: [], turnId: "", toolCallId: "" };
 }
 
 export const MemoryCleared: MessageFns<MemoryCleared> = {
@@ -4770,6 +4851,22 @@ export const MemoryCleared: MessageFns<MemoryCleared> = {
     }
     if (message.attribution !== undefined) {
       Attribution.encode(message.attribution, writer.uint32(18).fork()).join();
+    }
+    if (message.clearedAtMs !== 0) {
+      writer.uint32(24).int64(message.clearedAtMs);
+    }
+    if (message.setPositions.length !== 0) {
+      writer.uint32(34).fork();
+      for (const v of message.setPositions) {
+        writer.uint64(v);
+      }
+      writer.join();
+    }
+    if (message.turnId !== "") {
+      writer.uint32(42).string(message.turnId);
+    }
+    if (message.toolCallId !== "") {
+      writer.uint32(50).string(message.toolCallId);
     }
     return writer;
   },
@@ -4803,6 +4900,48 @@ export const MemoryCleared: MessageFns<MemoryCleared> = {
             message.attribution = Attribution.decode(reader, reader.uint32());
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.clearedAtMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag === 32) {
+              message.setPositions.push(longToNumber(reader.uint64()));
+
+              continue;
+            }
+
+            if (tag === 34) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.setPositions.push(longToNumber(reader.uint64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.turnId = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.toolCallId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4819,6 +4958,26 @@ export const MemoryCleared: MessageFns<MemoryCleared> = {
     return {
       key: isSet(object.key) ? globalThis.String(object.key) : "",
       attribution: isSet(object.attribution) ? Attribution.fromJSON(object.attribution) : undefined,
+      clearedAtMs: isSet(object.clearedAtMs)
+        ? globalThis.Number(object.clearedAtMs)
+        : isSet(object.cleared_at_ms)
+        ? globalThis.Number(object.cleared_at_ms)
+        : 0,
+      setPositions: globalThis.Array.isArray(object?.setPositions)
+        ? object.setPositions.map((e: any) => globalThis.Number(e))
+        : globalThis.Array.isArray(object?.set_positions)
+        ? object.set_positions.map((e: any) => globalThis.Number(e))
+        : [],
+      turnId: isSet(object.turnId)
+        ? globalThis.String(object.turnId)
+        : isSet(object.turn_id)
+        ? globalThis.String(object.turn_id)
+        : "",
+      toolCallId: isSet(object.toolCallId)
+        ? globalThis.String(object.toolCallId)
+        : isSet(object.tool_call_id)
+        ? globalThis.String(object.tool_call_id)
+        : "",
     };
   },
 
@@ -4829,6 +4988,18 @@ export const MemoryCleared: MessageFns<MemoryCleared> = {
     }
     if (message.attribution !== undefined) {
       obj.attribution = Attribution.toJSON(message.attribution);
+    }
+    if (message.clearedAtMs !== 0) {
+      obj.clearedAtMs = Math.round(message.clearedAtMs);
+    }
+    if (message.setPositions?.length) {
+      obj.setPositions = message.setPositions.map((e) => Math.round(e));
+    }
+    if (message.turnId !== "") {
+      obj.turnId = message.turnId;
+    }
+    if (message.toolCallId !== "") {
+      obj.toolCallId = message.toolCallId;
     }
     return obj;
   },
@@ -4842,6 +5013,10 @@ export const MemoryCleared: MessageFns<MemoryCleared> = {
     message.attribution = (object.attribution !== undefined && object.attribution !== null)
       ? Attribution.fromPartial(object.attribution)
       : undefined;
+    message.clearedAtMs = object.clearedAtMs ?? 0;
+    message.setPositions = object.setPositions?.map((e) => e) || [];
+    message.turnId = object.turnId ?? "";
+    message.toolCallId = object.toolCallId ?? "";
     return message;
   },
 };

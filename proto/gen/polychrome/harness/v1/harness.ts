@@ -179,11 +179,23 @@ export interface TurnStart {
    */
   recordedConfigSha256: Buffer;
   /**
+   * What the conversation's memory holds when the turn is dispatched (the built-in `memory`
+   * tool's entries), oldest set first. The harness puts the newest that fit
+   * `memory_budget_bytes` into the model request (docs/turns.md, "Memory").
+   */
+  memory: MemoryEntry[];
+  /** 0 when the `memory` tool is not offered: no memory goes into the request. */
+  memoryBudgetBytes: number;
+  /**
    * The summary of the turns before `history` (TurnDispatched.summary_position), or empty.
-   * The harness adds it to the system prompt (docs/turns.md, "Summaries"). Field numbers
-   * 14 and 15 are the memory's.
+   * The harness adds it to the system prompt (docs/turns.md, "Summaries").
    */
   summary: string;
+}
+
+export interface MemoryEntry {
+  key: string;
+  value: string;
 }
 
 export interface AgentSettings {
@@ -508,6 +520,8 @@ function createBaseTurnStart(): TurnStart {
     recordedSteps: [],
     requiredApprover: "",
     recordedConfigSha256: Buffer.alloc(0),
+    memory: [],
+    memoryBudgetBytes: 0,
     summary: "",
   };
 }
@@ -552,6 +566,12 @@ export const TurnStart: MessageFns<TurnStart> = {
     }
     if (message.recordedConfigSha256.length !== 0) {
       writer.uint32(106).bytes(message.recordedConfigSha256);
+    }
+    for (const v of message.memory) {
+      MemoryEntry.encode(v!, writer.uint32(114).fork()).join();
+    }
+    if (message.memoryBudgetBytes !== 0) {
+      writer.uint32(120).uint32(message.memoryBudgetBytes);
     }
     if (message.summary !== "") {
       writer.uint32(130).string(message.summary);
@@ -676,6 +696,22 @@ export const TurnStart: MessageFns<TurnStart> = {
             message.recordedConfigSha256 = Buffer.from(reader.bytes());
             continue;
           }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.memory.push(MemoryEntry.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.memoryBudgetBytes = reader.uint32();
+            continue;
+          }
           case 16: {
             if (tag !== 130) {
               break;
@@ -747,6 +783,14 @@ export const TurnStart: MessageFns<TurnStart> = {
         : isSet(object.recorded_config_sha256)
         ? Buffer.from(bytesFromBase64(object.recorded_config_sha256))
         : Buffer.alloc(0),
+      memory: globalThis.Array.isArray(object?.memory)
+        ? object.memory.map((e: any) => MemoryEntry.fromJSON(e))
+        : [],
+      memoryBudgetBytes: isSet(object.memoryBudgetBytes)
+        ? globalThis.Number(object.memoryBudgetBytes)
+        : isSet(object.memory_budget_bytes)
+        ? globalThis.Number(object.memory_budget_bytes)
+        : 0,
       summary: isSet(object.summary) ? globalThis.String(object.summary) : "",
     };
   },
@@ -792,6 +836,12 @@ export const TurnStart: MessageFns<TurnStart> = {
     if (message.recordedConfigSha256.length !== 0) {
       obj.recordedConfigSha256 = base64FromBytes(message.recordedConfigSha256);
     }
+    if (message.memory?.length) {
+      obj.memory = message.memory.map((e) => MemoryEntry.toJSON(e));
+    }
+    if (message.memoryBudgetBytes !== 0) {
+      obj.memoryBudgetBytes = Math.round(message.memoryBudgetBytes);
+    }
     if (message.summary !== "") {
       obj.summary = message.summary;
     }
@@ -820,7 +870,94 @@ export const TurnStart: MessageFns<TurnStart> = {
     message.recordedSteps = object.recordedSteps?.map((e) => Step.fromPartial(e)) || [];
     message.requiredApprover = object.requiredApprover ?? "";
     message.recordedConfigSha256 = object.recordedConfigSha256 ?? Buffer.alloc(0);
+    message.memory = object.memory?.map((e) => MemoryEntry.fromPartial(e)) || [];
+    message.memoryBudgetBytes = object.memoryBudgetBytes ?? 0;
     message.summary = object.summary ?? "";
+    return message;
+  },
+};
+
+function createBaseMemoryEntry(): MemoryEntry {
+  return { key: "", value: "" };
+}
+
+export const MemoryEntry: MessageFns<MemoryEntry> = {
+  encode(message: MemoryEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): MemoryEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseMemoryEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): MemoryEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.String(object.value) : "",
+    };
+  },
+
+  toJSON(message: MemoryEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== "") {
+      obj.value = message.value;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<MemoryEntry>): MemoryEntry {
+    return MemoryEntry.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<MemoryEntry>): MemoryEntry {
+    const message = createBaseMemoryEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
     return message;
   },
 };

@@ -352,6 +352,34 @@ export interface EraseResponse {
   message: string;
 }
 
+export interface ClearMemoryRequest {
+  partition: string;
+  /**
+   * As for Append: the head the caller observed, its lease's fencing token and the last
+   * signed root it saw (empty: no check).
+   */
+  expectedHead: number;
+  fencingToken: number;
+  expectedRoot: Buffer;
+  /**
+   * The payload of the `memory_cleared` event (polychrome.events.v1.MemoryCleared): its
+   * `attribution.caller` is recorded as the actor of each excision.
+   */
+  memoryCleared: Buffer;
+}
+
+export interface ClearMemoryResponse {
+  /** Position of the `memory_cleared` event. */
+  firstPosition: number;
+  head: number;
+  signedRootPosition: number;
+  signedRoot?:
+    | SignedRoot
+    | undefined;
+  /** The `memory_set` entries erased, in position order. */
+  erased: ErasedEntry[];
+}
+
 function createBaseNewEvent(): NewEvent {
   return { kind: "", payload: Buffer.alloc(0) };
 }
@@ -3804,6 +3832,308 @@ export const EraseResponse: MessageFns<EraseResponse> = {
   },
 };
 
+function createBaseClearMemoryRequest(): ClearMemoryRequest {
+  return {
+    partition: "",
+    expectedHead: 0,
+    fencingToken: 0,
+    expectedRoot: Buffer.alloc(0),
+    memoryCleared: Buffer.alloc(0),
+  };
+}
+
+export const ClearMemoryRequest: MessageFns<ClearMemoryRequest> = {
+  encode(message: ClearMemoryRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.partition !== "") {
+      writer.uint32(10).string(message.partition);
+    }
+    if (message.expectedHead !== 0) {
+      writer.uint32(16).uint64(message.expectedHead);
+    }
+    if (message.fencingToken !== 0) {
+      writer.uint32(24).uint64(message.fencingToken);
+    }
+    if (message.expectedRoot.length !== 0) {
+      writer.uint32(34).bytes(message.expectedRoot);
+    }
+    if (message.memoryCleared.length !== 0) {
+      writer.uint32(42).bytes(message.memoryCleared);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ClearMemoryRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseClearMemoryRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.partition = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.expectedHead = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.fencingToken = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.expectedRoot = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.memoryCleared = Buffer.from(reader.bytes());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ClearMemoryRequest {
+    return {
+      partition: isSet(object.partition) ? globalThis.String(object.partition) : "",
+      expectedHead: isSet(object.expectedHead)
+        ? globalThis.Number(object.expectedHead)
+        : isSet(object.expected_head)
+        ? globalThis.Number(object.expected_head)
+        : 0,
+      fencingToken: isSet(object.fencingToken)
+        ? globalThis.Number(object.fencingToken)
+        : isSet(object.fencing_token)
+        ? globalThis.Number(object.fencing_token)
+        : 0,
+      expectedRoot: isSet(object.expectedRoot)
+        ? Buffer.from(bytesFromBase64(object.expectedRoot))
+        : isSet(object.expected_root)
+        ? Buffer.from(bytesFromBase64(object.expected_root))
+        : Buffer.alloc(0),
+      memoryCleared: isSet(object.memoryCleared)
+        ? Buffer.from(bytesFromBase64(object.memoryCleared))
+        : isSet(object.memory_cleared)
+        ? Buffer.from(bytesFromBase64(object.memory_cleared))
+        : Buffer.alloc(0),
+    };
+  },
+
+  toJSON(message: ClearMemoryRequest): unknown {
+    const obj: any = {};
+    if (message.partition !== "") {
+      obj.partition = message.partition;
+    }
+    if (message.expectedHead !== 0) {
+      obj.expectedHead = Math.round(message.expectedHead);
+    }
+    if (message.fencingToken !== 0) {
+      obj.fencingToken = Math.round(message.fencingToken);
+    }
+    if (message.expectedRoot.length !== 0) {
+      obj.expectedRoot = base64FromBytes(message.expectedRoot);
+    }
+    if (message.memoryCleared.length !== 0) {
+      obj.memoryCleared = base64FromBytes(message.memoryCleared);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ClearMemoryRequest>): ClearMemoryRequest {
+    return ClearMemoryRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ClearMemoryRequest>): ClearMemoryRequest {
+    const message = createBaseClearMemoryRequest();
+    message.partition = object.partition ?? "";
+    message.expectedHead = object.expectedHead ?? 0;
+    message.fencingToken = object.fencingToken ?? 0;
+    message.expectedRoot = object.expectedRoot ?? Buffer.alloc(0);
+    message.memoryCleared = object.memoryCleared ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
+function createBaseClearMemoryResponse(): ClearMemoryResponse {
+  return { firstPosition: 0, head: 0, signedRootPosition: 0, signedRoot: undefined, erased: [] };
+}
+
+export const ClearMemoryResponse: MessageFns<ClearMemoryResponse> = {
+  encode(message: ClearMemoryResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.firstPosition !== 0) {
+      writer.uint32(8).uint64(message.firstPosition);
+    }
+    if (message.head !== 0) {
+      writer.uint32(16).uint64(message.head);
+    }
+    if (message.signedRootPosition !== 0) {
+      writer.uint32(24).uint64(message.signedRootPosition);
+    }
+    if (message.signedRoot !== undefined) {
+      SignedRoot.encode(message.signedRoot, writer.uint32(34).fork()).join();
+    }
+    for (const v of message.erased) {
+      ErasedEntry.encode(v!, writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ClearMemoryResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseClearMemoryResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.firstPosition = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.head = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.signedRootPosition = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.signedRoot = SignedRoot.decode(reader, reader.uint32());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.erased.push(ErasedEntry.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ClearMemoryResponse {
+    return {
+      firstPosition: isSet(object.firstPosition)
+        ? globalThis.Number(object.firstPosition)
+        : isSet(object.first_position)
+        ? globalThis.Number(object.first_position)
+        : 0,
+      head: isSet(object.head) ? globalThis.Number(object.head) : 0,
+      signedRootPosition: isSet(object.signedRootPosition)
+        ? globalThis.Number(object.signedRootPosition)
+        : isSet(object.signed_root_position)
+        ? globalThis.Number(object.signed_root_position)
+        : 0,
+      signedRoot: isSet(object.signedRoot)
+        ? SignedRoot.fromJSON(object.signedRoot)
+        : isSet(object.signed_root)
+        ? SignedRoot.fromJSON(object.signed_root)
+        : undefined,
+      erased: globalThis.Array.isArray(object?.erased) ? object.erased.map((e: any) => ErasedEntry.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: ClearMemoryResponse): unknown {
+    const obj: any = {};
+    if (message.firstPosition !== 0) {
+      obj.firstPosition = Math.round(message.firstPosition);
+    }
+    if (message.head !== 0) {
+      obj.head = Math.round(message.head);
+    }
+    if (message.signedRootPosition !== 0) {
+      obj.signedRootPosition = Math.round(message.signedRootPosition);
+    }
+    if (message.signedRoot !== undefined) {
+      obj.signedRoot = SignedRoot.toJSON(message.signedRoot);
+    }
+    if (message.erased?.length) {
+      obj.erased = message.erased.map((e) => ErasedEntry.toJSON(e));
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ClearMemoryResponse>): ClearMemoryResponse {
+    return ClearMemoryResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ClearMemoryResponse>): ClearMemoryResponse {
+    const message = createBaseClearMemoryResponse();
+    message.firstPosition = object.firstPosition ?? 0;
+    message.head = object.head ?? 0;
+    message.signedRootPosition = object.signedRootPosition ?? 0;
+    message.signedRoot = (object.signedRoot !== undefined && object.signedRoot !== null)
+      ? SignedRoot.fromPartial(object.signedRoot)
+      : undefined;
+    message.erased = object.erased?.map((e) => ErasedEntry.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 export type JournalService = typeof JournalService;
 export const JournalService = {
   /** Appends a batch at exactly `expected_head` and seals it with a signed root, durably. */
@@ -3937,6 +4267,22 @@ export const JournalService = {
     responseSerialize: (value: EraseResponse): Buffer => Buffer.from(EraseResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): EraseResponse => EraseResponse.decode(value),
   },
+  /**
+   * ---- memory (docs/state-plane.md, "Memory clears") ----
+   * Appends a person's `memory_cleared` and erases the content of the `memory_set` events
+   * it names (`set_positions`) in one atomic batch, as Erase does (writer role). The state
+   * plane checks that each named position is a readable `memory_set` of the cleared key
+   * (any key for a clear of all) in this partition, and refuses anything else.
+   */
+  clearMemory: {
+    path: "/polychrome.state.v1.Journal/ClearMemory" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ClearMemoryRequest): Buffer => Buffer.from(ClearMemoryRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ClearMemoryRequest => ClearMemoryRequest.decode(value),
+    responseSerialize: (value: ClearMemoryResponse): Buffer => Buffer.from(ClearMemoryResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ClearMemoryResponse => ClearMemoryResponse.decode(value),
+  },
 } as const;
 
 export interface JournalServer extends UntypedServiceImplementation {
@@ -3981,6 +4327,14 @@ export interface JournalServer extends UntypedServiceImplementation {
    * (erase role only).
    */
   erase: handleUnaryCall<EraseRequest, EraseResponse>;
+  /**
+   * ---- memory (docs/state-plane.md, "Memory clears") ----
+   * Appends a person's `memory_cleared` and erases the content of the `memory_set` events
+   * it names (`set_positions`) in one atomic batch, as Erase does (writer role). The state
+   * plane checks that each named position is a readable `memory_set` of the cleared key
+   * (any key for a clear of all) in this partition, and refuses anything else.
+   */
+  clearMemory: handleUnaryCall<ClearMemoryRequest, ClearMemoryResponse>;
 }
 
 export interface JournalClient extends Client {
@@ -4149,6 +4503,28 @@ export interface JournalClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: EraseResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ---- memory (docs/state-plane.md, "Memory clears") ----
+   * Appends a person's `memory_cleared` and erases the content of the `memory_set` events
+   * it names (`set_positions`) in one atomic batch, as Erase does (writer role). The state
+   * plane checks that each named position is a readable `memory_set` of the cleared key
+   * (any key for a clear of all) in this partition, and refuses anything else.
+   */
+  clearMemory(
+    request: ClearMemoryRequest,
+    callback: (error: ServiceError | null, response: ClearMemoryResponse) => void,
+  ): ClientUnaryCall;
+  clearMemory(
+    request: ClearMemoryRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ClearMemoryResponse) => void,
+  ): ClientUnaryCall;
+  clearMemory(
+    request: ClearMemoryRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ClearMemoryResponse) => void,
   ): ClientUnaryCall;
 }
 
