@@ -11,8 +11,9 @@ import { decodeAgentConfig, hex, type EncodedAgentConfig } from './agent-config'
 
 /**
  * A journal read for replay (docs/replay.md): its events decoded and grouped by turn, in
- * the order the turns' messages arrived, and every recorded agent configuration by digest.
- * Excised or unknown positions are skipped and kept for the report.
+ * the order the turns' messages arrived, every recorded agent configuration by digest, and
+ * the summaries and erasure records (docs/replay.md, "Summaries"). Excised or unknown
+ * positions are skipped and kept for the report.
  */
 
 /** One journal event as read from the state plane or an export. */
@@ -45,6 +46,23 @@ export interface JournalTurns {
   readonly configs: ReadonlyMap<string, EncodedAgentConfig>;
   /** Position and digest of every agent_config, in order. */
   readonly configPositions: readonly { position: number; sha256: string }[];
+  /** Every decoded event, in journal order (the summary check reads them: replay-summaries.ts). */
+  readonly events: readonly Decoded[];
+  /** Every readable `summary`, by position. */
+  readonly summaries: ReadonlyMap<number, EventPayloads['summary']>;
+  /**
+   * The erasure records (`excision` marked erased), by the position they erased: what the
+   * entry was, and where the record is.
+   */
+  readonly erasures: ReadonlyMap<number, ErasureNote>;
+}
+
+/** What an erasure record says of the entry it erased (docs/journal-format.md, "Erasure"). */
+export interface ErasureNote {
+  readonly kind: string;
+  readonly turnId: string;
+  /** The position of the erasure record itself. */
+  readonly recordPosition: number;
 }
 
 /**
@@ -60,6 +78,9 @@ export function readJournal(entries: readonly ReplayEntry[]): JournalTurns {
   const configs = new Map<string, EncodedAgentConfig>();
   /** Position and digest of every agent_config, in order. */
   const configPositions: { position: number; sha256: string }[] = [];
+  const events: Decoded[] = [];
+  const summaries = new Map<number, EventPayloads['summary']>();
+  const erasures = new Map<number, ErasureNote>();
   for (const entry of entries) {
     if (!isEventKind(entry.kind)) {
       // Seam for excision (docs/replay.md): an excised or unknown position is skipped.
@@ -67,6 +88,12 @@ export function readJournal(entries: readonly ReplayEntry[]): JournalTurns {
       continue;
     }
     const event = decode(entry);
+    events.push(event);
+    if (event.kind === 'summary') summaries.set(event.position, event.payload);
+    if (event.kind === 'excision' && event.payload.erased) {
+      const { erasedKind: kind, turnId } = event.payload;
+      erasures.set(event.payload.position, { kind, turnId, recordPosition: event.position });
+    }
     if (event.kind === 'agent_config') {
       const encoded = decodeAgentConfig(event.payload.configJson);
       if (hex(encoded.sha256) !== hex(event.payload.sha256)) {
@@ -103,7 +130,7 @@ export function readJournal(entries: readonly ReplayEntry[]): JournalTurns {
     }
     log.events.push(event);
   }
-  return { skipped, turns: order, configs, configPositions };
+  return { skipped, turns: order, configs, configPositions, events, summaries, erasures };
 }
 
 /** An event payload as canonical JSON, as replay compares and reports it. */

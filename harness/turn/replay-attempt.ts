@@ -47,10 +47,17 @@ const HARNESS_KINDS: ReadonlySet<string> = new Set([
   'turn_ambiguous',
 ]);
 
+/** What an attempt was given besides its own turn: its history window and its summary. */
+export interface AttemptContext {
+  readonly history: readonly Message[];
+  /** The text of the summary its dispatch names (`summary_position`), if any. */
+  readonly summary?: string;
+}
+
 /** Replays one attempt: from its `turn_dispatched` to the next one (or the journal's end). */
 export function replayAttempt(
   log: TurnLog,
-  history: readonly Message[],
+  given: AttemptContext,
   dispatchPosition: number,
   endPosition: number,
   configs: ReadonlyMap<string, EncodedAgentConfig>,
@@ -113,7 +120,8 @@ export function replayAttempt(
   const input: TurnInput = {
     turnId: log.turnId,
     ...(agent.system === '' ? {} : { system: agent.system }),
-    history,
+    history: given.history,
+    ...(given.summary === undefined ? {} : { summary: given.summary }),
     userMessage: log.text,
     tools: agent.tools,
     budget: agent.budget,

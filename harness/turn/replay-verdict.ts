@@ -1,3 +1,5 @@
+import type { SummaryReplay } from './replay-summaries';
+
 /**
  * What replay reports (docs/replay.md): the verdict on a journal and on each turn, where a
  * turn stands, how it was replayed, its transcript, and the first divergence.
@@ -65,7 +67,20 @@ export interface TurnReplay {
   readonly note?: string;
   /** Every `turn_resolved` of the turn: who settled a quarantine, and how. */
   readonly resolutions?: readonly ReplayResolution[];
+  /**
+   * Attempts that cannot be checked, and why (the summary they were given was erased:
+   * docs/replay.md, "Summaries"); skipped, not a divergence. Absent when there are none.
+   */
+  readonly unchecked?: readonly UncheckedAttempt[];
   readonly transcript: readonly TranscriptItem[];
+}
+
+/** An attempt replay could not check. */
+export interface UncheckedAttempt {
+  /** The position of its `turn_dispatched`. */
+  readonly dispatchPosition: number;
+  /** E.g. "cannot be checked: summary at position 12 erased". */
+  readonly reason: string;
 }
 
 /** An admin's `turn_resolved`, as replay reports it. */
@@ -86,6 +101,8 @@ export interface JournalReplay {
   readonly turns: readonly TurnReplay[];
   /** Excised or unknown positions, skipped and reported. */
   readonly skipped: readonly { readonly position: number; readonly kind: string }[];
+  /** Every `summary` of the journal, checked (replay-summaries.ts), in journal order. */
+  readonly summaries: readonly SummaryReplay[];
   /** The first divergence over all turns, if any. */
   readonly divergence?: Divergence;
 }

@@ -1,18 +1,23 @@
 import { StandingState, standingOf } from '../../common/turn-standing';
+import { createPrefixRequestHasher, type RequestHasher } from './agent-config';
 import {
-  createPrefixRequestHasher,
-  type EncodedAgentConfig,
-  type RequestHasher,
-} from './agent-config';
-import { readJournal, type ReplayEntry, type TurnLog } from './journal-turns';
+  describe,
+  readJournal,
+  type JournalTurns,
+  type ReplayEntry,
+  type TurnLog,
+} from './journal-turns';
 import type { Message } from '../../common/model/model-port';
 import { noteOf, transcriptOf } from './replay-notes';
 import { replayAttempt } from './replay-attempt';
+import { checkSummaries, SummaryStatus } from './replay-summaries';
 import {
   ReplayMode,
   ReplayTurnStatus,
+  type Divergence,
   type JournalReplay,
   type TurnReplay,
+  type UncheckedAttempt,
 } from './replay-verdict';
 import type { ReplayOptions } from './replay-options';
 import { weakCheck } from './weak-replay';
@@ -24,10 +29,11 @@ import { weakCheck } from './weak-replay';
  * request the machine built equals the recorded one; each tool call from the recorded
  * `tool_result`; approvals from the recorded signed answers, verified by the machine with
  * the approval public key. Every step the machine wants to commit, and how it ends or
- * pauses, is compared with the next recorded event of the attempt. Pure: the journal comes
- * in decoded, the verdicts go out. Reading the journal: `journal-turns.ts`; one attempt:
+ * pauses, is compared with the next recorded event of the attempt. An attempt given a
+ * summary gets its text, as the harness did. Pure: the journal comes in decoded, the
+ * verdicts go out. Reading the journal: `journal-turns.ts`; one attempt:
  * `replay-attempt.ts`; turns recorded before configurations were: `weak-replay.ts`; the
- * report: `replay-verdict.ts`.
+ * `summary` events: `replay-summaries.ts`; the report: `replay-verdict.ts`.
  */
 
 /** Replay's name for each standing: settled with a reply, a fallback or a cancel is complete. */
@@ -54,7 +60,8 @@ export function replayJournal(
   entries: readonly ReplayEntry[],
   options: ReplayOptions,
 ): JournalReplay {
-  const { skipped, turns: order, configs, configPositions } = readJournal(entries);
+  const journal = readJournal(entries);
+  const { skipped, turns: order, configPositions } = journal;
   const history: Message[] = [];
   /** The message position of the turn each history message came from. */
   const historyPositions: number[] = [];
@@ -62,7 +69,7 @@ export function replayJournal(
   const hasher = options.requestHasher ?? createPrefixRequestHasher();
   for (const log of order) {
     const earlier = { messages: history, positions: historyPositions };
-    const result = replayTurn(log, earlier, configs, configPositions, options, hasher);
+    const result = replayTurn(log, earlier, journal, configPositions, options, hasher);
     results.push(result);
     const terminal = log.events.find((e) => e.kind === 'turn_complete');
     const dispatched = log.events.some((e) => e.kind === 'turn_dispatched');
@@ -75,11 +82,13 @@ export function replayJournal(
     }
   }
   const divergence = results.find((r) => r.divergence !== undefined)?.divergence;
+  const summaries = checkSummaries(journal);
   return {
-    ok: results.every((r) => r.ok),
+    ok: results.every((r) => r.ok) && summaries.every((s) => s.status !== SummaryStatus.Diverged),
     events: entries.length,
     turns: results,
     skipped,
+    summaries,
     ...(divergence === undefined ? {} : { divergence }),
   };
 }
@@ -104,7 +113,7 @@ function windowOf(earlier: EarlierTurns, historyFrom: number): readonly Message[
 function replayTurn(
   log: TurnLog,
   earlier: EarlierTurns,
-  configs: ReadonlyMap<string, EncodedAgentConfig>,
+  journal: JournalTurns,
   configPositions: readonly { position: number; sha256: string }[],
   options: ReplayOptions,
   hasher: RequestHasher,
@@ -126,19 +135,35 @@ function replayTurn(
       ...noteOf(log, standing),
     };
   }
+  const unchecked: UncheckedAttempt[] = [];
   for (const [index, dispatch] of dispatches.entries()) {
     const next = dispatches[index + 1];
     const end = next === undefined ? Number.POSITIVE_INFINITY : next.position;
-    const divergence = replayAttempt(
-      log,
-      windowOf(earlier, dispatch.payload.historyFrom),
-      dispatch.position,
-      end,
-      configs,
-      configPositions,
-      options,
-      hasher,
-    );
+    const summary = summaryGiven(log, dispatch, journal);
+    let divergence: Divergence | undefined;
+    if (typeof summary === 'object') {
+      divergence = summary.divergence;
+    } else if (summary === ERASED) {
+      unchecked.push({
+        dispatchPosition: dispatch.position,
+        reason: `cannot be checked: summary at position ${String(dispatch.payload.summaryPosition)} erased`,
+      });
+      continue;
+    } else {
+      divergence = replayAttempt(
+        log,
+        {
+          history: windowOf(earlier, dispatch.payload.historyFrom),
+          ...(summary === undefined ? {} : { summary }),
+        },
+        dispatch.position,
+        end,
+        journal.configs,
+        configPositions,
+        options,
+        hasher,
+      );
+    }
     if (divergence !== undefined) {
       return { ...base, mode: ReplayMode.Full, attempts: dispatches.length, ok: false, divergence };
     }
@@ -149,5 +174,34 @@ function replayTurn(
     attempts: dispatches.length,
     ok: true,
     ...noteOf(log, standing),
+    ...(unchecked.length === 0 ? {} : { unchecked }),
+  };
+}
+
+/** A summary an attempt was given that has been erased since. */
+const ERASED = Symbol('erased summary');
+
+/**
+ * The text of the summary a dispatch names (`summary_position`; undefined for none),
+ * {@link ERASED}, or the divergence when the journal holds no summary there before it.
+ */
+function summaryGiven(
+  log: TurnLog,
+  dispatch: Extract<TurnLog['events'][number], { kind: 'turn_dispatched' }>,
+  journal: JournalTurns,
+): string | undefined | typeof ERASED | { divergence: Divergence } {
+  const at = dispatch.payload.summaryPosition;
+  if (at === 0) return undefined;
+  if (at < dispatch.position && journal.erasures.get(at)?.kind === 'summary') return ERASED;
+  const summary = at < dispatch.position ? journal.summaries.get(at) : undefined;
+  if (summary !== undefined) return summary.text;
+  return {
+    divergence: {
+      turnId: log.turnId,
+      step: 0,
+      position: dispatch.position,
+      expected: `a summary at position ${String(at)}, before the dispatch (its summary_position)`,
+      found: describe(dispatch),
+    },
   };
 }
