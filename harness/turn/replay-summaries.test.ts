@@ -4,6 +4,8 @@
  * control plane's own function over the turns the test names.
  */
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import { decodePayload, encodePayload } from '../../common/event-kinds';
 import { isAppError } from '../../common/errors';
@@ -190,6 +192,39 @@ describe('replay of a journal with summaries', () => {
     expect(result.summaries).toEqual([
       expect.objectContaining({ position: s, status: 'ok', turns: [t2], fromPosition: t2 }),
     ]);
+  });
+});
+
+describe('replay of the summary vectors (docs/journal-vectors.json, `summary`)', () => {
+  it('finds that each pinned summary follows from the turns it covers', () => {
+    const vectors = JSON.parse(
+      readFileSync(join(__dirname, '..', '..', 'docs', 'journal-vectors.json'), 'utf8'),
+    ) as { summary: { leaves: { position: number; kind: string; payloadHex: string }[] } };
+    const entries = vectors.summary.leaves.map((l) => ({
+      position: l.position,
+      kind: l.kind,
+      payload: new Uint8Array(Buffer.from(l.payloadHex, 'hex')),
+    }));
+    const result = replay(entries);
+    expect(result.summaries).toEqual([
+      {
+        position: 4,
+        status: 'ok',
+        fromPosition: 0,
+        toPosition: 0,
+        previousPosition: 0,
+        turns: [0],
+      },
+      {
+        position: 10,
+        status: 'ok',
+        fromPosition: 0,
+        toPosition: 6,
+        previousPosition: 4,
+        turns: [6],
+      },
+    ]);
+    expect(result.ok).toBe(true);
   });
 });
 
