@@ -15,6 +15,10 @@ import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
 import type { ReplayEntry } from './journal-turns';
 import { replayJournal } from './replay';
 import type { JournalReplay } from './replay-verdict';
+import { ScriptedProvider } from '../model/scripted-provider';
+import { builtinToolRunner } from '../tools/builtin-tools';
+import { liveWhatIf } from './live';
+import { systemWithSummary } from './summary-context';
 import { whatIf } from './what-if';
 
 /**
@@ -254,6 +258,30 @@ describe('what-if with a changed summary', () => {
     expect(report.changed.summaries.map((s) => [s.position, s.status])).toEqual([
       [s1, 'ok'],
       [s2, 'diverged'],
+    ]);
+  });
+
+  it('--live: the scratch run from the departure sends the model the new summary after the system prompt', async () => {
+    const { j, s1 } = journal();
+    const model = new ScriptedProvider({ replies: [{ text: 'You are Bob.' }] });
+    const run = await liveWhatIf(
+      j.entries,
+      { kind: 'summary', position: s1, text: 'The user is Bob, from Paris.' },
+      {
+        ...options(),
+        modelFor: () => model,
+        tools: builtinToolRunner,
+        runnable: new Set(),
+        clock: { nowMs: () => 1_000 },
+      },
+    );
+    expect(run.live).toMatchObject({
+      turnId: 'turn-4',
+      outcome: 'completed',
+      text: 'You are Bob.',
+    });
+    expect(model.requests.map((r) => r.system)).toEqual([
+      systemWithSummary('You are a test agent.', 'The user is Bob, from Paris.'),
     ]);
   });
 
