@@ -47,7 +47,10 @@ interface DoneTurn {
 
 export class MachineJournal {
   readonly entries: ReplayEntry[] = [];
+  /** The complete turns in history (an erased one leaves it). */
   private readonly done: DoneTurn[] = [];
+  /** Every turn run, erased or not. */
+  private readonly ran: DoneTurn[] = [];
   private readonly summaries = new Map<number, { text: string; fromPosition: number }>();
   private recordedConfig: string | undefined;
   private readonly machine = createTurnMachine({
@@ -65,7 +68,7 @@ export class MachineJournal {
 
   /** Runs one turn that answers `"re: " + text`; returns its message position. */
   turn(text: string, options: MachineTurnOptions = {}): number {
-    const turnId = `turn-${String(this.done.length + 1)}`;
+    const turnId = `turn-${String(this.ran.length + 1)}`;
     const position = this.add(
       EventKind.MessageReceived,
       encodePayload(EventKind.MessageReceived, {
@@ -93,6 +96,7 @@ export class MachineJournal {
     const summary = this.summaries.get(summaryPosition)?.text;
     const reply = this.run(turnId, text, this.history(historyFrom), summary);
     this.done.push({ turnId, position, text, reply });
+    this.ran.push({ turnId, position, text, reply });
     return position;
   }
 
@@ -101,30 +105,56 @@ export class MachineJournal {
     const previousPosition = spec.previousPosition ?? 0;
     const previous = this.summaries.get(previousPosition);
     const turns = spec.turns.map((at) => {
-      const turn = this.done.find((t) => t.position === at);
+      const turn = this.ran.find((t) => t.position === at);
       if (turn === undefined) throw new Error(`machine journal: no turn at ${String(at)}`);
       return { user: turn.text, assistant: turn.reply };
     });
     const input: SummaryInput =
       previous === undefined ? { turns } : { previous: previous.text, turns };
-    const fromPosition = spec.fromPosition ?? previous?.fromPosition ?? spec.turns[0] ?? 0;
+    return this.recordSummary({
+      fromPosition: spec.fromPosition ?? previous?.fromPosition ?? spec.turns[0] ?? 0,
+      toPosition: spec.turns.at(-1) ?? 0,
+      previousPosition,
+      requestSha256: summaryRequestSha256(input, SUMMARY_MODEL),
+      text: spec.text,
+    });
+  }
+
+  /** Appends a `summary` with these fields (and {@link SUMMARY_MODEL}); returns its position. */
+  recordSummary(fields: {
+    readonly fromPosition: number;
+    readonly toPosition: number;
+    readonly previousPosition: number;
+    readonly requestSha256: Uint8Array;
+    readonly text: string;
+  }): number {
     const position = this.add(
       EventKind.Summary,
       encodePayload(EventKind.Summary, {
-        fromPosition,
-        toPosition: spec.turns.at(-1) ?? 0,
-        previousPosition,
+        ...fields,
         model: SUMMARY_MODEL.model,
         maxTokens: SUMMARY_MODEL.maxTokens,
-        requestSha256: Buffer.from(summaryRequestSha256(input, SUMMARY_MODEL)),
-        text: spec.text,
+        requestSha256: Buffer.from(fields.requestSha256),
         inputTokens: 100,
         outputTokens: 20,
         createdAtMs: 1_700_000_000_000,
       }),
     );
-    this.summaries.set(position, { text: spec.text, fromPosition });
+    this.summaries.set(position, { text: fields.text, fromPosition: fields.fromPosition });
     return position;
+  }
+
+  /** The journal as the state plane serves it: an erased entry is marked excised. */
+  journalEntries(): {
+    position: number;
+    kind: string;
+    payload: Uint8Array;
+    excised?: true;
+    leafDigest?: Uint8Array;
+  }[] {
+    return this.entries.map((e) =>
+      e.kind === '' ? { ...e, excised: true, leafDigest: new Uint8Array(32) } : { ...e },
+    );
   }
 
   /**
@@ -135,6 +165,9 @@ export class MachineJournal {
     const entry = this.entries[position];
     if (entry === undefined) throw new Error(`machine journal: no entry at ${String(position)}`);
     this.entries[position] = { position, kind: '', payload: new Uint8Array(0) };
+    // An erased message or answer takes its turn out of later turns' history.
+    const at = this.done.findIndex((t) => t.turnId === turnId);
+    if (at >= 0) this.done.splice(at, 1);
     this.add(
       EventKind.Excision,
       encodePayload(EventKind.Excision, {
