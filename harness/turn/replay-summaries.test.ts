@@ -116,6 +116,16 @@ describe('replay of a journal with summaries', () => {
     expect(verdict?.problem).toContain(`the turns at ${String(t1)} `);
   });
 
+  it('finds a to_position past the last turn it covers, though the request is the same', () => {
+    const { j, t2, s1 } = journal();
+    const result = replay(withSummary(j.entries, s1, (s) => (s.toPosition = t2 + 1)));
+    expect(result.ok).toBe(false);
+    expect(result.summaries[0]).toMatchObject({ position: s1, status: 'diverged' });
+    expect(result.summaries[0]?.problem).toBe(
+      `to_position ${String(t2 + 1)} should be ${String(t2)}, the message position of the last turn it covers`,
+    );
+  });
+
   it('finds a changed request digest, model or max_tokens', () => {
     const { j, s1 } = journal();
     for (const edit of [

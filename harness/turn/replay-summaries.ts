@@ -22,7 +22,8 @@ type Summary = EventPayloads['summary'];
  * marker, or the first after a `turn_resolved`), and neither its message nor its answer
  * erased by a record before S. A turn's text is its `message_received` text, its reply its
  * `turn_complete` text. S's `from_position` is the previous summary's, or the first added
- * turn's message position; the previous summary is the newest one not erased before S.
+ * turn's message position, and its `to_position` the last added turn's; the previous
+ * summary is the newest one not erased before S.
  *
  * An erased summary is reported `erased` and not checked. A summary whose request carried
  * content erased after it was written (a covered turn's message or answer, or the summary
@@ -272,6 +273,10 @@ class SummaryCheck {
     const first = covered[0];
     if (first === undefined) {
       return `its request does not follow from the turns it covers: no turn in history is after ${previous === undefined ? 'the start' : `the summary at ${String(previous.position)}`} and at or before position ${String(s.toPosition)}`;
+    }
+    const last = covered.at(-1)?.messagePosition ?? first.messagePosition;
+    if (s.toPosition !== last) {
+      return `to_position ${String(s.toPosition)} should be ${String(last)}, the message position of the last turn it covers`;
     }
     const from = previous?.fromPosition ?? first.messagePosition;
     if (s.fromPosition !== from) {
