@@ -7,6 +7,7 @@ import { requestIds } from '../common/request-ids';
 import { type ReplayEntry } from '../harness/turn/journal-turns';
 import { replayJournal } from '../harness/turn/replay';
 import { type JournalReplay, type TranscriptItem } from '../harness/turn/replay-verdict';
+import { SummaryStatus, type SummaryReplay } from '../harness/turn/replay-summaries';
 import type { ExportHeader } from '../common/journal-export-format';
 import { parseExportEvent, parseExportHeader } from '../common/journal-export-parse';
 import { verifyExportFile, type OfflineVerification } from './journal-verify';
@@ -226,10 +227,15 @@ export function formatReplayText(report: ReplayReport): string {
   for (const skipped of replay.skipped) {
     out.push(`position ${String(skipped.position)} (${skipped.kind}): skipped`);
   }
+  out.push(...summaryLines(replay.summaries));
   const diverged = replay.turns.filter((t) => !t.ok).length;
+  const badSummaries = replay.summaries.filter((s) => s.status === SummaryStatus.Diverged).length;
   out.push(approvalKeyLine(report.approvalKey));
   out.push(
-    `${report.source} (${report.partition}): ${replay.ok ? 'OK' : 'DIVERGED'}: ${String(replay.turns.length)} turns replayed from ${String(replay.events)} events, ${String(diverged)} diverged`,
+    `${report.source} (${report.partition}): ${replay.ok ? 'OK' : 'DIVERGED'}: ${String(replay.turns.length)} turns replayed from ${String(replay.events)} events, ${String(diverged)} diverged` +
+      (replay.summaries.length === 0
+        ? ''
+        : `; ${String(replay.summaries.length)} summaries checked, ${String(badSummaries)} do not follow`),
   );
   return `${out.join('\n')}\n`;
 }
@@ -250,8 +256,26 @@ export function formatReplayJson(
     turns: report.replay.turns,
     skipped: report.replay.skipped,
     erased: report.replay.erased,
+    summaries: report.replay.summaries,
     divergence: report.replay.divergence ?? null,
   })}\n`;
+}
+
+/** One line per `summary` event: what it covers and its verdict (docs/replay.md, "Summaries"). */
+function summaryLines(summaries: readonly SummaryReplay[]): string[] {
+  return summaries.map((s) => {
+    const at = `summary at ${String(s.position)}`;
+    if (s.status === SummaryStatus.Erased) return `${at}: erased, skipped (${s.problem ?? ''})`;
+    const covers = `covers ${String(s.fromPosition)}..${String(s.toPosition)}${s.previousPosition === 0 ? '' : `, extends ${String(s.previousPosition)}`}, adds ${String(s.turns.length)} turn(s)`;
+    switch (s.status) {
+      case SummaryStatus.Ok:
+        return `${at}: ${covers}, ok`;
+      case SummaryStatus.Unchecked:
+        return `${at}: ${covers}, ${s.problem ?? 'cannot be checked'}`;
+      default:
+        return `${at}: ${covers}, DIVERGED: ${s.problem ?? ''}`;
+    }
+  });
 }
 
 function transcriptLine(item: TranscriptItem): string {

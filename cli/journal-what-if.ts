@@ -31,6 +31,8 @@ export const WHAT_IF_FORMS = `CHANGE is one of:
     max-steps=N               every configuration had a step budget of N
     system-prompt=TEXT        every configuration had this system prompt
     model=NAME                every configuration named this model
+    summary@POS=TEXT          the summary at journal position POS had text TEXT (every
+                              attempt given it gets TEXT in its system prompt)
   TEXT or JSON may be @FILE, to read it from a file.`;
 
 /** What a what-if run printed from. */
@@ -86,6 +88,9 @@ export async function parseWhatIf(spec: string): Promise<WhatIfChange> {
         position: position(spec, needTarget()),
         content: blocks(spec, value),
       };
+    case 'summary':
+      if (value === '') throw usage(spec, 'summary takes the text of the summary');
+      return { kind: 'summary', position: position(spec, needTarget()), text: value };
     case 'approval': {
       const requestId = needTarget();
       if (value !== 'approve' && value !== 'deny')

@@ -69,17 +69,22 @@ export function summaryRequest(input: SummaryInput): ModelRequest {
 }
 
 /**
- * SHA-256 of the canonical JSON of the request as sent: `{"max_tokens", "messages",
- * "model", "system", "version"}` (keys sorted, as canonical JSON sorts them), the messages
- * in the shape of docs/replay.md's model request bytes.
+ * The canonical JSON of the request as sent: `{"max_tokens", "messages", "model", "system",
+ * "version"}` (keys sorted, as canonical JSON sorts them), the messages in the shape of
+ * docs/replay.md's model request bytes. Its UTF-8 bytes are what {@link summaryRequestSha256}
+ * hashes (the vectors pin both: docs/journal-vectors.json, `summary`).
  */
-export function summaryRequestSha256(input: SummaryInput, model: SummaryModel): Uint8Array {
-  const bytes = canonicalJson({
+export function summaryRequestJson(input: SummaryInput, model: SummaryModel): string {
+  return canonicalJson({
     version: SUMMARY_REQUEST_VERSION,
     model: model.model,
     max_tokens: model.maxTokens,
     system: SUMMARY_INSTRUCTIONS,
     messages: [{ role: 'user', content: [{ type: 'text', text: summaryMessageText(input) }] }],
   });
-  return sha256(new TextEncoder().encode(bytes));
+}
+
+/** SHA-256 of the UTF-8 bytes of {@link summaryRequestJson}. */
+export function summaryRequestSha256(input: SummaryInput, model: SummaryModel): Uint8Array {
+  return sha256(new TextEncoder().encode(summaryRequestJson(input, model)));
 }

@@ -35,6 +35,8 @@ export interface AttemptHistory {
   readonly history: readonly Message[];
   /** The first erased entry whose content the history held (an earlier message or answer). */
   readonly erasedInput?: { readonly position: number; readonly kind: string };
+  /** The text of the summary its dispatch names (`summary_position`), if any. */
+  readonly summary?: string;
 }
 
 /** The erasure bookkeeping of one attempt. */

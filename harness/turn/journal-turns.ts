@@ -14,12 +14,12 @@ import { decodeAgentConfig, hex, type EncodedAgentConfig } from './agent-config'
 
 /**
  * A journal read for replay (docs/replay.md): its events decoded and grouped by turn, in
- * the order the turns' messages arrived, and every recorded agent configuration by digest.
- * Excised or unknown positions are skipped and kept for the report. An erased entry
- * (docs/journal-format.md, "Erasure"; its sealed `excision` record names its kind and turn)
- * keeps its place in its turn as a stand-in of its kind with no content, listed in the
- * turn's `erased`, so the turn keeps its shape and standing and replay knows which checks
- * it cannot make (`erased-inputs.ts`).
+ * the order the turns' messages arrived, every recorded agent configuration by digest, and
+ * the summaries (docs/replay.md, "Summaries"). Excised or unknown positions are skipped and
+ * kept for the report. An erased entry (docs/journal-format.md, "Erasure"; its sealed
+ * `excision` record names its kind and turn) keeps its place in its turn as a stand-in of
+ * its kind with no content, listed in the turn's `erased`, so the turn keeps its shape and
+ * standing and replay knows which checks it cannot make (`erased-inputs.ts`).
  */
 
 /** One journal event as read from the state plane or an export. */
@@ -75,6 +75,12 @@ export interface JournalTurns {
    * docs/turns.md "Memory"): its position and the excised set positions it names.
    */
   readonly memoryErasures: readonly MemoryErasure[];
+  /** Every decoded event, in journal order (the summary check reads them: replay-summaries.ts). */
+  readonly events: readonly Decoded[];
+  /** Every readable `summary`, by position. */
+  readonly summaries: ReadonlyMap<number, EventPayloads['summary']>;
+  /** The erasure records (`excision` marked erased), by the position they erased. */
+  readonly erasures: ReadonlyMap<number, ErasedEntry>;
 }
 
 /** A clear at `position` whose named `memory_set`s at `setPositions` are excised. */
@@ -100,6 +106,8 @@ export function readJournal(entries: readonly ReplayEntry[]): JournalTurns {
   const configPositions: { position: number; sha256: string }[] = [];
   const memoryEvents: MemoryEvent[] = [];
   const clears: MemoryErasure[] = [];
+  const events: Decoded[] = [];
+  const summaries = new Map<number, EventPayloads['summary']>();
   for (const entry of entries) {
     const erasure = erasures.get(entry.position);
     if (erasure !== undefined && !isEventKind(entry.kind)) {
@@ -125,6 +133,8 @@ export function readJournal(entries: readonly ReplayEntry[]): JournalTurns {
       continue;
     }
     const event = decode(entry);
+    events.push(event);
+    if (event.kind === 'summary') summaries.set(event.position, event.payload);
     // An excision record names the turn an erased entry belonged to; it is not a step of it.
     if (event.kind === 'excision') continue;
     if (event.kind === 'agent_config') {
@@ -178,6 +188,9 @@ export function readJournal(entries: readonly ReplayEntry[]): JournalTurns {
     configPositions,
     memoryEvents,
     memoryErasures,
+    events,
+    summaries,
+    erasures,
   };
 }
 

@@ -3,7 +3,6 @@ import { payloadCodecs } from '../../common/event-kinds';
 import { hex, type RequestHasher } from './agent-config';
 import { describe, eventJson, voidedCallsOf, type Decoded, type TurnLog } from './journal-turns';
 import { memoryBefore, type RecordedInputs } from './replay-inputs';
-import type { Message } from '../../common/model/model-port';
 import type { ReplayOptions } from './replay-options';
 import type { Divergence, UncheckedStep } from './replay-verdict';
 import { createErasureTracker, ERASED_TEXT, type AttemptHistory } from './erased-inputs';
@@ -68,7 +67,7 @@ export function replayAttempt(
   const erasures = createErasureTracker(log, given, dispatchPosition);
   const divergence = replayFrom(
     log,
-    given.history,
+    given,
     dispatchPosition,
     endPosition,
     { ...inputs, options, hasher },
@@ -84,7 +83,7 @@ interface Recording extends RecordedInputs {
 
 function replayFrom(
   log: TurnLog,
-  history: readonly Message[],
+  given: AttemptHistory,
   dispatchPosition: number,
   endPosition: number,
   { configs, configPositions, memoryEvents, options, hasher }: Recording,
@@ -147,7 +146,8 @@ function replayFrom(
   const input: TurnInput = {
     turnId: log.turnId,
     ...(agent.system === '' ? {} : { system: agent.system }),
-    history,
+    history: given.history,
+    ...(given.summary === undefined ? {} : { summary: given.summary }),
     userMessage: log.erased.has(log.position) ? ERASED_TEXT : log.text,
     tools: agent.tools,
     budget: agent.budget,

@@ -1,3 +1,5 @@
+import type { SummaryReplay } from './replay-summaries';
+
 /**
  * What replay reports (docs/replay.md): the verdict on a journal and on each turn, where a
  * turn stands, how it was replayed, its transcript, and the first divergence.
@@ -80,7 +82,10 @@ export interface TurnReplay {
   readonly attempts: number;
   readonly ok: boolean;
   readonly divergence?: Divergence;
-  /** Steps not checkable because entries were erased; absent when there are none. */
+  /**
+   * Steps not checkable because entries were erased (an attempt given a summary erased since
+   * is one: docs/replay.md, "Summaries"); absent when there are none.
+   */
   readonly unchecked?: readonly UncheckedStep[];
   /** Set for quarantined turns: the recorded reason. */
   readonly note?: string;
@@ -114,6 +119,8 @@ export interface JournalReplay {
   readonly skipped: readonly { readonly position: number; readonly kind: string }[];
   /** Erased positions (never a divergence): erased, cannot be checked. */
   readonly erased: readonly ErasedPosition[];
+  /** Every `summary` of the journal, checked (replay-summaries.ts), in journal order. */
+  readonly summaries: readonly SummaryReplay[];
   /** The first divergence over all turns, if any. */
   readonly divergence?: Divergence;
 }

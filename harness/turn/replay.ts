@@ -1,14 +1,22 @@
 import { StandingState, standingOf } from '../../common/turn-standing';
 import { createPrefixRequestHasher, type RequestHasher } from './agent-config';
-import { readJournal, type MemoryErasure, type ReplayEntry, type TurnLog } from './journal-turns';
+import {
+  describe,
+  readJournal,
+  type JournalTurns,
+  type MemoryErasure,
+  type ReplayEntry,
+  type TurnLog,
+} from './journal-turns';
 import { replayAttempt } from './replay-attempt';
-import type { RecordedInputs } from './replay-inputs';
 import type { Message } from '../../common/model/model-port';
 import { ERASED_TEXT, type AttemptHistory } from './erased-inputs';
 import { noteOf, transcriptOf } from './replay-notes';
+import { checkSummaries, SummaryStatus } from './replay-summaries';
 import {
   ReplayMode,
   ReplayTurnStatus,
+  type Divergence,
   type JournalReplay,
   type TurnReplay,
   type UncheckedStep,
@@ -23,10 +31,11 @@ import { weakCheck } from './weak-replay';
  * request the machine built equals the recorded one; each tool call from the recorded
  * `tool_result`; approvals from the recorded signed answers, verified by the machine with
  * the approval public key. Every step the machine wants to commit, and how it ends or
- * pauses, is compared with the next recorded event of the attempt. Pure: the journal comes
- * in decoded, the verdicts go out. Reading the journal: `journal-turns.ts`; one attempt:
+ * pauses, is compared with the next recorded event of the attempt. An attempt given a
+ * summary gets its text, as the harness did. Pure: the journal comes in decoded, the
+ * verdicts go out. Reading the journal: `journal-turns.ts`; one attempt:
  * `replay-attempt.ts`; turns recorded before configurations were: `weak-replay.ts`; the
- * report: `replay-verdict.ts`.
+ * `summary` events: `replay-summaries.ts`; the report: `replay-verdict.ts`.
  */
 
 /** Replay's name for each standing: settled with a reply, a fallback or a cancel is complete. */
@@ -54,7 +63,7 @@ export function replayJournal(
   options: ReplayOptions,
 ): JournalReplay {
   const journal = readJournal(entries);
-  const { skipped, erased, turns: order, configs, configPositions, memoryEvents } = journal;
+  const { skipped, erased, turns: order } = journal;
   const history: Message[] = [];
   /** The message position of the turn each history message came from. */
   const historyPositions: number[] = [];
@@ -63,9 +72,8 @@ export function replayJournal(
   const hasher = options.requestHasher ?? createPrefixRequestHasher();
   for (const log of order) {
     const earlier = { messages: history, positions: historyPositions, erasedTurns };
-    const recorded = { configs, configPositions, memoryEvents };
     const erasedBy = erasedMemoryOf(log, journal.memoryErasures);
-    const result = replayTurn(log, earlier, recorded, options, hasher, erasedBy);
+    const result = replayTurn(log, earlier, journal, options, hasher, erasedBy);
     results.push(result);
     const terminal = log.events.find((e) => e.kind === 'turn_complete');
     const dispatched = log.events.some((e) => e.kind === 'turn_dispatched');
@@ -85,12 +93,14 @@ export function replayJournal(
     }
   }
   const divergence = results.find((r) => r.divergence !== undefined)?.divergence;
+  const summaries = checkSummaries(journal);
   return {
-    ok: results.every((r) => r.ok),
+    ok: results.every((r) => r.ok) && summaries.every((s) => s.status !== SummaryStatus.Diverged),
     events: entries.length,
     turns: results,
     skipped,
     erased: erased.map(({ position, kind, turnId }) => ({ position, kind, turnId })),
+    summaries,
     ...(divergence === undefined ? {} : { divergence }),
   };
 }
@@ -206,7 +216,7 @@ function erasedMemoryOf(log: TurnLog, erasures: readonly MemoryErasure[]): numbe
 function replayTurn(
   log: TurnLog,
   earlier: EarlierTurns,
-  recorded: RecordedInputs,
+  recorded: JournalTurns,
   options: ReplayOptions,
   hasher: RequestHasher,
   erasedMemoryBy: number | undefined,
@@ -237,15 +247,29 @@ function replayTurn(
   for (const [index, dispatch] of dispatches.entries()) {
     const next = dispatches[index + 1];
     const end = next === undefined ? Number.POSITIVE_INFINITY : next.position;
-    const attempt = replayAttempt(
-      log,
-      historyOf(earlier, dispatch.payload.historyFrom, dispatch.position),
-      dispatch.position,
-      end,
-      recorded,
-      options,
-      hasher,
-    );
+    const summary = summaryGiven(log, dispatch, recorded);
+    if (summary === ERASED) {
+      const at = dispatch.payload.summaryPosition;
+      unchecked.push({
+        position: dispatch.position,
+        erasedPosition: at,
+        what: `the attempt was given the summary at position ${String(at)}, erased since: its requests cannot be checked`,
+      });
+      continue;
+    }
+    const given = historyOf(earlier, dispatch.payload.historyFrom, dispatch.position);
+    const attempt =
+      typeof summary === 'object'
+        ? { divergence: summary.divergence, unchecked: [] }
+        : replayAttempt(
+            log,
+            { ...given, ...(summary === undefined ? {} : { summary }) },
+            dispatch.position,
+            end,
+            recorded,
+            options,
+            hasher,
+          );
     unchecked.push(...attempt.unchecked);
     const { divergence } = attempt;
     if (divergence !== undefined) {
@@ -260,5 +284,33 @@ function replayTurn(
     ok: true,
     ...listed(),
     ...noteOf(log, standing),
+  };
+}
+
+/** A summary an attempt was given that has been erased since. */
+const ERASED = Symbol('erased summary');
+
+/**
+ * The text of the summary a dispatch names (`summary_position`; undefined for none),
+ * {@link ERASED}, or the divergence when the journal holds no summary there before it.
+ */
+function summaryGiven(
+  log: TurnLog,
+  dispatch: Extract<TurnLog['events'][number], { kind: 'turn_dispatched' }>,
+  journal: JournalTurns,
+): string | undefined | typeof ERASED | { divergence: Divergence } {
+  const at = dispatch.payload.summaryPosition;
+  if (at === 0) return undefined;
+  if (at < dispatch.position && journal.erasures.get(at)?.kind === 'summary') return ERASED;
+  const summary = at < dispatch.position ? journal.summaries.get(at) : undefined;
+  if (summary !== undefined) return summary.text;
+  return {
+    divergence: {
+      turnId: log.turnId,
+      step: 0,
+      position: dispatch.position,
+      expected: `a summary at position ${String(at)}, before the dispatch (its summary_position)`,
+      found: describe(dispatch),
+    },
   };
 }

@@ -43,7 +43,12 @@ export type WhatIfChange =
   /** Every recorded configuration had this system prompt. */
   | { readonly kind: 'system_prompt'; readonly value: string }
   /** Every recorded configuration named this model. */
-  | { readonly kind: 'model'; readonly value: string };
+  | { readonly kind: 'model'; readonly value: string }
+  /**
+   * The `summary` at a journal position has this text: every attempt given that summary
+   * gets it in its system prompt (docs/replay.md, "Summaries").
+   */
+  | { readonly kind: 'summary'; readonly position: number; readonly text: string };
 
 /** What a what-if run needs besides replay's own options. */
 export interface WhatIfOptions extends ReplayOptions {
@@ -177,6 +182,15 @@ function applyChange(
       return reencode(entry, 'model_call', modelCallToProto(record));
     }
     if (
+      entry.kind === 'summary' &&
+      change.kind === 'summary' &&
+      change.position === entry.position
+    ) {
+      touched = true;
+      const payload = decodePayload('summary', entry.payload);
+      return reencode(entry, 'summary', { ...payload, text: change.text });
+    }
+    if (
       entry.kind === 'tool_result' &&
       change.kind === 'tool_result' &&
       change.position === entry.position
@@ -241,8 +255,9 @@ function configEdit(change: WhatIfChange): ((config: AgentConfig) => AgentConfig
 function notFound(change: WhatIfChange, entries: readonly ReplayEntry[]): string {
   switch (change.kind) {
     case 'tool_result':
-    case 'model_output': {
-      const kind = change.kind === 'tool_result' ? 'tool_result' : 'model_call';
+    case 'model_output':
+    case 'summary': {
+      const kind = change.kind === 'model_output' ? 'model_call' : change.kind;
       const erased = erasuresOf(entries).get(change.position);
       if (erased !== undefined) {
         return `position ${String(change.position)} (a ${erased.kind}) was erased on an admin's request: its content is gone, so a what-if cannot change it`;

@@ -77,6 +77,7 @@ export function isJournalVectors(value: unknown): value is JournalVectors {
       erasedKind: s,
       turnId: s,
     }) &&
+    isSummaryVectors(value.summary) &&
     hasFields(value.retirement, {
       description: s,
       partition: s,
@@ -114,5 +115,47 @@ function isSmallJournal(value: unknown): boolean {
       }),
     ) &&
     isListOf(value.excised, (p) => typeof p === 'number')
+  );
+}
+
+/** The shape of the `summary` vectors: a small journal, its summaries and a dispatch. */
+function isSummaryVectors(value: unknown): boolean {
+  const s = 'string';
+  const n = 'number';
+  return (
+    isSmallJournal(value) &&
+    isRecord(value) &&
+    isListOf(
+      value.summaries,
+      (v) =>
+        hasFields(v, { position: n, payloadHex: s }) &&
+        isRecord(v) &&
+        hasFields(v.fields, {
+          fromPosition: n,
+          toPosition: n,
+          previousPosition: n,
+          model: s,
+          maxTokens: n,
+          requestSha256Hex: s,
+          text: s,
+          inputTokens: n,
+          outputTokens: n,
+          createdAtMs: n,
+        }) &&
+        isRecord(v.request) &&
+        hasFields(v.request, { json: s, sha256Hex: s }) &&
+        (v.request.previous === null || typeof v.request.previous === 'string') &&
+        isListOf(v.request.turns, (t) => hasFields(t, { user: s, assistant: s })),
+    ) &&
+    isRecord(value.dispatch) &&
+    hasFields(value.dispatch, { position: n, payloadHex: s }) &&
+    hasFields(value.dispatch.fields, {
+      turnId: s,
+      attempt: n,
+      messagePosition: n,
+      historyFrom: n,
+      summaryPosition: n,
+      dispatchedAtMs: n,
+    })
   );
 }

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from '@jest/globals';
 
 import { payloadCodecs } from '../../common/event-kinds';
+import { SUMMARY_INSTRUCTIONS as summaryInstructions } from '../../common/model/summary-request';
 import { CompactMmr } from './compact-mmr';
 import { fromHex, toHex } from './hex';
 import { rootFromInclusionProof } from './inclusion-proof';
@@ -293,6 +294,75 @@ describe('docs/journal-vectors.json', () => {
     // Dropping the record (and the root after it) leaves an excision nothing records.
     const cut = verifyJournal(events.slice(0, 3), { ...options, partition: erasure.partition });
     expect(cut.failure).toMatchObject({ position: 0, reason: 'unrecorded_excision' });
+  });
+
+  it('verifies the summary journal with @noble: each summary is the spec bytes, its request digest the spec request', () => {
+    const summary = vectors.summary;
+    const trusted = [fromHex(vectors.keys[0]!.publicKeyHex)];
+    const options = { hash: noble.sha256, verifier: noble.verifier, trustedPublicKeys: trusted };
+    expect(
+      verifyJournal(v2JournalEvents(summary), { ...options, partition: summary.partition }),
+    ).toMatchObject({ ok: true, leafCount: 12, signedRootCount: 4, excised: [] });
+    expect(summary.summaries.map((v) => v.position)).toEqual([4, 10]);
+    for (const v of summary.summaries) {
+      const stored = summary.leaves[v.position]!;
+      expect('kind' in stored && [stored.kind, stored.payloadHex]).toEqual([
+        'summary',
+        v.payloadHex,
+      ]);
+      const decoded = payloadCodecs.summary.decode(fromHex(v.payloadHex));
+      const { requestSha256Hex, ...fields } = v.fields;
+      expect({ ...decoded, requestSha256: toHex(decoded.requestSha256) }).toEqual({
+        ...fields,
+        requestSha256: requestSha256Hex,
+      });
+      // The request, rebuilt from docs/journal-format.md "Summary requests" alone.
+      const { previous, turns } = v.request;
+      const lines = [
+        ...(previous === null ? [] : ['Previous summary:', '<<<', previous, '>>>']),
+        'Turns to add, one JSON object per line, oldest first:',
+        ...turns.map(
+          (t) => `{"assistant":${JSON.stringify(t.assistant)},"user":${JSON.stringify(t.user)}}`,
+        ),
+      ];
+      const json =
+        `{"max_tokens":${String(v.fields.maxTokens)},"messages":[{"content":[{"text":` +
+        `${JSON.stringify(lines.join('\n'))},"type":"text"}],"role":"user"}],` +
+        `"model":${JSON.stringify(v.fields.model)},"system":${JSON.stringify(summaryInstructions)},"version":1}`;
+      expect(v.request.json).toBe(json);
+      expect(toHex(noble.sha256(utf8.encode(json)))).toBe(v.request.sha256Hex);
+      expect(v.request.sha256Hex).toBe(requestSha256Hex);
+    }
+    // The summary at 10 carries the text of the one at 4, and keeps its from_position.
+    const [first, second] = summary.summaries;
+    expect(second?.request.previous).toBe(first?.fields.text);
+    expect(second?.fields).toMatchObject({ previousPosition: 4, fromPosition: 0, toPosition: 6 });
+    // turn_dispatched.summary_position is field 10, a varint: tag 0x50.
+    const { dispatch } = summary;
+    expect(summary.leaves[dispatch.position]).toMatchObject({
+      kind: 'turn_dispatched',
+      payloadHex: dispatch.payloadHex,
+    });
+    expect(payloadCodecs.turn_dispatched.decode(fromHex(dispatch.payloadHex))).toMatchObject(
+      dispatch.fields,
+    );
+    expect(dispatch.payloadHex.endsWith('5004')).toBe(true);
+  });
+
+  it('pins the example of docs/journal-format.md section 15: the request, its digest, the payload and leaf', () => {
+    const doc = readFileSync(join(__dirname, '..', '..', 'docs', 'journal-format.md'), 'utf8');
+    const section = doc.slice(doc.indexOf('## 15. Summaries'));
+    const first = vectors.summary.summaries[0]!;
+    expect(section).toContain(`\n${first.request.json}\nsha256 ${first.request.sha256Hex}\n`);
+    expect(section).toContain(`\n${summaryInstructions}\n`);
+    const match = /payload = ([0-9a-f\s]+?)\n\s+leaf {4}= ([0-9a-f]{64})/u.exec(section);
+    expect(match?.[1]?.replace(/\s+/gu, '')).toBe(first.payloadHex);
+    expect(match?.[2]).toBe(vectors.summary.leaves[first.position]!.leafHex);
+    expect(
+      toHex(
+        referenceLeafDigest(noble.sha256, first.position, 'summary', fromHex(first.payloadHex)),
+      ),
+    ).toBe(match?.[2]);
   });
 
   it('accepts only the vectors shape in its type guard', () => {

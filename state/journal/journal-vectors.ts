@@ -2,6 +2,7 @@ import { CompactMmr } from './compact-mmr';
 import { fromHex, toHex } from './hex';
 import { buildInclusionProof } from './inclusion-proof';
 import { buildErasureVectors, type ErasureVectors } from './journal-vectors-erasure';
+import { buildSummaryVectors, type SummaryVectors } from './journal-vectors-summary';
 import { buildV2Vectors, type V2Vectors } from './journal-vectors-v2';
 import { buildRetirementVector, type RetirementVector } from './journal-vectors-retirement';
 import { LeafHasher } from './leaf-digest';
@@ -49,6 +50,8 @@ export interface JournalVectors {
   readonly retirement: RetirementVector;
   /** An erased readable entry (docs/journal-format.md, "Erasure"). */
   readonly erasure: ErasureVectors;
+  /** Summaries, their request bytes and a dispatch given one (docs/journal-format.md, "Summaries"). */
+  readonly summary: SummaryVectors;
 }
 
 /**
@@ -127,6 +130,7 @@ export function buildJournalVectors(crypto: VectorCrypto): JournalVectors {
     version2,
     retirement: buildRetirementVector(hash, first, version2),
     erasure: buildErasureVectors(hash, first),
+    summary: buildSummaryVectors(hash, first),
   };
 }
 

@@ -208,6 +208,26 @@ describe('verifyExportText', () => {
     expect(cut.failure).toMatchObject({ reason: 'unrecorded_excision', position: 0 });
   });
 
+  it('verifies an export with summaries and shows each summary decoded from its bytes', () => {
+    const summary = vectors.summary;
+    const events = v2JournalEvents(summary);
+    const got = verifyExportText(exportText(summary.partition, events, [key0]), noble, {
+      pinnedKey: key0,
+      checkpoint: checkpoint(statusOf(summary.signedRoots)),
+      source: 'the export',
+    });
+    expect(got.failure).toBeUndefined();
+    expect(got.result).toMatchObject({ ok: true, events: 12 });
+    const shown = got.events.filter((e) => e.kind === 'summary');
+    expect(shown.map((e) => e.position)).toEqual(summary.summaries.map((v) => v.position));
+    expect(shown[1]?.payload).toMatchObject({
+      previousPosition: 4,
+      toPosition: 6,
+      text: summary.summaries[1]!.fields.text,
+    });
+    expect(got.events[summary.dispatch.position]?.payload).toMatchObject({ summaryPosition: 4 });
+  });
+
   it('refuses text that is no export, naming it', () => {
     expect(() => verifyExportText('<html>', noble, { source: 'the export of hello' })).toThrow(
       'the export of hello is not a journal export',
