@@ -122,3 +122,23 @@ describe('the timeline shows memory', () => {
     expect(actorOf(own)).toBe('assistant');
   });
 });
+
+describe('the timeline shows summaries', () => {
+  it('says what the control plane summarized, and which dispatch was given it', () => {
+    const summary = ev(30, 'summary', {
+      fromPosition: 0,
+      toPosition: 20,
+      previousPosition: 0,
+      model: 'claude-x',
+      text: 'Ada lives in Lyon.',
+    });
+    expect([actorOf(summary), summaryOf(summary)]).toEqual([
+      'control plane',
+      'summary of the turns from 0 to 20 by claude-x: Ada lives in Lyon.',
+    ]);
+    const given = ev(31, 'turn_dispatched', { turnId: 't', attempt: 1, summaryPosition: 30 });
+    expect(summaryOf(given)).toBe('turn dispatched (attempt 1), given the summary at 30');
+    const without = ev(32, 'turn_dispatched', { turnId: 'u', attempt: 1 });
+    expect(summaryOf(without)).toBe('turn dispatched (attempt 1)');
+  });
+});

@@ -56,6 +56,8 @@ export function actorOf(event: TimelineEvent): string {
       return text(p, 'actor');
     case 'turn_dispatched':
       return text(p, 'leaseHolder');
+    case 'summary':
+      return 'control plane';
     case 'turn_complete':
     case 'model_call':
       return 'assistant';
@@ -76,7 +78,9 @@ export function summaryOf(event: TimelineEvent): string {
     case 'message_received':
       return `said: ${text(p, 'text')}`;
     case 'turn_dispatched':
-      return `turn dispatched (attempt ${text(p, 'attempt') || '0'})`;
+      return `turn dispatched (attempt ${text(p, 'attempt') || '0'})${text(p, 'summaryPosition') === '' ? '' : `, given the summary at ${text(p, 'summaryPosition')}`}`;
+    case 'summary':
+      return `summary of the turns from ${text(p, 'fromPosition') || '0'} to ${text(p, 'toPosition') || '0'} by ${text(p, 'model') || 'the model'}: ${text(p, 'text')}`;
     case 'model_call':
       return `model call to ${text(p, 'model') || 'the model'}, step ${text(p, 'step') || '0'}${text(p, 'stopReason') === '' ? '' : `, stopped: ${text(p, 'stopReason')}`}`;
     case 'agent_config':
