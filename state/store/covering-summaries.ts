@@ -1,7 +1,7 @@
 /**
  * The summaries an erasure takes with it (docs/turns.md, "Summaries"; docs/state-plane.md,
- * "Erasure"): a `summary` holds what the turns it covers said, so erasing an entry also
- * erases every summary that may hold it. A summary covers the entries from its
+ * "Erasure"): a `summary` holds what the turns it covers said, so erasing a message or an
+ * answer (journal-erase.ts names the kinds) also erases every summary that may hold it. A summary covers the entries from its
  * `from_position` up to itself (a summary that extends another keeps that one's
  * `from_position`, so every summary built on one that covers an entry covers it too). That
  * is a superset of the turns it summarized: a summary erased too many is made again from

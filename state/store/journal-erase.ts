@@ -11,7 +11,7 @@
  */
 import { erasableKindsText, isErasableKind } from '../../common/erasable-kinds';
 import { AppError } from '../../common/errors';
-import { decodePayload, isEventKind } from '../../common/event-kinds';
+import { decodePayload, EventKind, isEventKind } from '../../common/event-kinds';
 import { bytesEqual } from '../journal/hex';
 import { leafNodePosition } from '../journal/mmr-layout';
 import { StreamingJournalVerifier } from '../journal/streaming-verifier';
@@ -20,7 +20,7 @@ import { writeBatch, type WrittenBatch } from './journal-append';
 import { throwIfAborted } from './journal-checks';
 import { coveringSummaries } from './covering-summaries';
 import { excisionEvents, type RepairParts, type RepairRequest } from './journal-repair';
-import type { AppendResult, EraseResult, ErasedEntry } from './journal-store-types';
+import type { AppendEvent, AppendResult, EraseResult, ErasedEntry } from './journal-store-types';
 import { genesisTrust, signatureChecker } from './journal-verify';
 import type { KvOp, KvStore } from './level-kv';
 import { readAhead } from './read-ahead';
@@ -173,7 +173,7 @@ export async function namedEntries(
 }
 
 /** Replays `[0, head)` into `replayer`, the named entries as excised. */
-export async function replayErased(
+async function replayErased(
   kv: KvStore,
   partition: string,
   head: number,
@@ -198,7 +198,7 @@ export async function replayErased(
 }
 
 /** The excised markers that replace the erased entries, keeping their leaf digests. */
-export function markers(partition: string, erased: readonly ErasedEntry[]): KvOp[] {
+function markers(partition: string, erased: readonly ErasedEntry[]): KvOp[] {
   return erased.map((e) => ({
     type: 'put',
     key: eventKey(partition, e.position),
@@ -206,12 +206,12 @@ export function markers(partition: string, erased: readonly ErasedEntry[]): KvOp
   }));
 }
 
-export function positionsText(erased: readonly { readonly position: number }[]): string {
+function positionsText(erased: readonly { readonly position: number }[]): string {
   return erased.map((e) => String(e.position)).join(', ');
 }
 
 /** The refusal of an erasure whose journal would not verify. */
-export function wouldNotVerify(partition: string, positions: string) {
+function wouldNotVerify(partition: string, positions: string) {
   return (outcome: JournalVerification): AppError =>
     new AppError(
       'data_loss',
@@ -222,6 +222,53 @@ export function wouldNotVerify(partition: string, positions: string) {
         '; nothing was written; run verify on the partition, and repair it if it is damaged',
       { details: { partition, positions } },
     );
+}
+
+/** The kinds a summary is made of (docs/turns.md, "Summaries"): the user's text and the reply. */
+const SUMMARIZED_KINDS: ReadonlySet<string> = new Set([
+  EventKind.MessageReceived,
+  EventKind.TurnComplete,
+]);
+
+/**
+ * Writes the batch that erases `erased` (each checked by {@link namedEntries}) from
+ * `partition`: `lead` first (a memory clear's `memory_cleared`), one signed `excision`
+ * record marked erased per entry, the excised markers that keep each leaf digest, and the
+ * closing root, once the journal with them erased is shown to verify. A dry run stops
+ * before writing (replayed-batch-check.ts `DryRunDone`).
+ *
+ * @throws AppError `data_loss` when the journal would not verify; `cancelled`;
+ *   `unavailable` when the write failed.
+ */
+export async function writeErasure(
+  parts: RepairParts,
+  partition: string,
+  state: PartitionState,
+  erased: readonly ErasedEntry[],
+  request: RepairRequest,
+  lead: readonly AppendEvent[],
+): Promise<WrittenBatch> {
+  const { kv, writer } = parts;
+  const replayer = new StreamingJournalVerifier({
+    hash: writer.hash,
+    trustedPublicKeys: await genesisTrust(kv, writer.keyring, partition, state),
+    partition,
+    checkSignatures: signatureChecker(parts.verifier),
+  });
+  await replayErased(kv, partition, state.head, erased, replayer, request.signal);
+  const refusal = wouldNotVerify(partition, positionsText(erased));
+  const check = replayedBatchCheck(partition, state.head, replayer, refusal, request.dryRun);
+  const records = excisionEvents(
+    erased.map((e) => ({
+      position: e.position,
+      leaf: e.leaf,
+      erasedKind: e.kind,
+      turnId: e.turnId,
+    })),
+    request,
+  );
+  const extra = { ops: markers(partition, erased), check };
+  return writeBatch(writer, partition, state, [...lead, ...records], request.fencingToken, extra);
 }
 
 /**
@@ -238,38 +285,22 @@ export async function eraseEntries(
   state: PartitionState,
   request: EraseRequest,
 ): Promise<EraseOutcome> {
-  const { kv, writer } = parts;
   const named = await namedEntries(parts, partition, state.head, request.positions);
-  // Every summary that may hold a named entry goes with it.
-  const covering = await coveringSummaries(kv, partition, state.head, request.positions);
+  // Every summary that may hold a named message or answer goes with it.
+  const summarized = named.filter((e) => SUMMARIZED_KINDS.has(e.kind)).map((e) => e.position);
+  const covering =
+    summarized.length === 0
+      ? []
+      : await coveringSummaries(parts.kv, partition, state.head, summarized);
   const erased =
     covering.length === 0
       ? named
       : [...named, ...(await namedEntries(parts, partition, state.head, covering))].sort(
           (a, b) => a.position - b.position,
         );
-  const replayer = new StreamingJournalVerifier({
-    hash: writer.hash,
-    trustedPublicKeys: await genesisTrust(kv, writer.keyring, partition, state),
-    partition,
-    checkSignatures: signatureChecker(parts.verifier),
-  });
-  await replayErased(kv, partition, state.head, erased, replayer, request.signal);
   const positions = positionsText(erased);
-  const refusal = wouldNotVerify(partition, positions);
-  const check = replayedBatchCheck(partition, state.head, replayer, refusal, request.dryRun);
   try {
-    const events = excisionEvents(
-      erased.map((e) => ({
-        position: e.position,
-        leaf: e.leaf,
-        erasedKind: e.kind,
-        turnId: e.turnId,
-      })),
-      request,
-    );
-    const extra = { ops: markers(partition, erased), check };
-    const written = await writeBatch(writer, partition, state, events, request.fencingToken, extra);
+    const written = await writeErasure(parts, partition, state, erased, request, []);
     return { written, erased };
   } catch (error) {
     if (!(error instanceof DryRunDone)) throw error;

@@ -15,24 +15,14 @@ import { AppError } from '../../common/errors';
 import { decodePayload, EventKind } from '../../common/event-kinds';
 import { assertPartitionName } from '../../common/partition-name';
 import type { MemoryCleared } from '../../proto/gen/polychrome/events/v1/events';
-import { StreamingJournalVerifier } from '../journal/streaming-verifier';
-import { assertAppendable, validateEvents, writeBatch } from './journal-append';
+import { assertAppendable, validateEvents } from './journal-append';
 import { assertPosition, noEvents, throwIfAborted } from './journal-checks';
-import {
-  erasePositionsOf,
-  markers,
-  namedEntries,
-  positionsText,
-  replayErased,
-  wouldNotVerify,
-} from './journal-erase';
+import { erasePositionsOf, namedEntries, writeErasure } from './journal-erase';
 import type { ExcisionContext } from './journal-excisions';
-import { excisionEvents, repairRequestOf, type RepairRequest } from './journal-repair';
+import { repairRequestOf, type RepairRequest } from './journal-repair';
 import type { ClearMemoryOptions, ClearMemoryResult } from './journal-store-types';
-import { genesisTrust, signatureChecker } from './journal-verify';
 import type { KvStore } from './level-kv';
 import type { PartitionState } from './recover-partition';
-import { replayedBatchCheck } from './replayed-batch-check';
 import { decodeEventValue, eventKey } from './store-keys';
 
 /** A clear's payload, decoded, and the `memory_set` positions it names, sorted. */
@@ -154,30 +144,10 @@ async function writeClear(
   payload: Uint8Array,
   request: ClearRequest,
 ): Promise<ClearMemoryResult> {
-  const { kv, writer, verifier } = context.parts;
-  await assertMemorySets(kv, partition, request);
+  await assertMemorySets(context.parts.kv, partition, request);
   const erased = await namedEntries(context.parts, partition, state.head, request.positions);
-  const replayer = new StreamingJournalVerifier({
-    hash: writer.hash,
-    trustedPublicKeys: await genesisTrust(kv, writer.keyring, partition, state),
-    partition,
-    checkSignatures: signatureChecker(verifier),
-  });
-  await replayErased(kv, partition, state.head, erased, replayer, request.signal);
-  const refusal = wouldNotVerify(partition, positionsText(erased));
-  const check = replayedBatchCheck(partition, state.head, replayer, refusal, false);
-  const records = excisionEvents(
-    erased.map((e) => ({
-      position: e.position,
-      leaf: e.leaf,
-      erasedKind: e.kind,
-      turnId: e.turnId,
-    })),
-    request,
-  );
-  const events = [{ kind: EventKind.MemoryCleared, payload }, ...records];
-  const extra = { ops: markers(partition, erased), check };
-  const written = await writeBatch(writer, partition, state, events, request.fencingToken, extra);
+  const lead = [{ kind: EventKind.MemoryCleared, payload }];
+  const written = await writeErasure(context.parts, partition, state, erased, request, lead);
   return { ...context.apply(partition, state, written), erased };
 }
 

@@ -127,7 +127,7 @@ describe('erase', () => {
     expect(await store.verify(P)).toMatchObject({ ok: true, erased: [1, 3] });
   });
 
-  it('takes every summary that covers an erased entry with it, and leaves the others', async () => {
+  it('takes every summary that covers an erased message with it, and leaves the others', async () => {
     const summary = (from: number, text: string): AppendEvent => ({
       kind: EventKind.Summary,
       payload: encodePayload(EventKind.Summary, {
@@ -148,13 +148,17 @@ describe('erase', () => {
     head = (await store.append(P, head, [summary(3, 'from the second')])).head;
     head = (await store.append(P, head, [summary(6, 'from the third')])).head;
     expect(head).toBe(15);
+    // A tool result is not what a summary is made of (the user's text and the reply): it
+    // takes no summary with it.
+    const toolResult = await store.erase(P, { ...asAdmin, positions: [1] });
+    expect(toolResult.erased.map((e) => e.position)).toEqual([1]);
     const result = await store.erase(P, { ...asAdmin, positions: [3] });
     expect(result.erased.map((e) => [e.position, e.kind])).toEqual([
       [3, EventKind.MessageReceived],
       [9, EventKind.Summary],
       [11, EventKind.Summary],
     ]);
-    expect(await store.verify(P)).toMatchObject({ ok: true, erased: [3, 9, 11] });
+    expect(await store.verify(P)).toMatchObject({ ok: true, erased: [1, 3, 9, 11] });
     const events = await collect(store.read(P));
     expect(events[13]?.kind).toBe(EventKind.Summary);
     const raw = Buffer.concat(await collect(store.export(P))).toString('utf8');
