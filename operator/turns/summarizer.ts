@@ -176,7 +176,8 @@ export class Summarizer {
   }
 }
 
-function summaryEvent(
+/** The `summary` event of `task`, made with `settings`, whose answer was `text`. */
+export function summaryEvent(
   task: SummaryTask,
   settings: SummaryModel,
   text: string,

@@ -1,8 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
-import { summaryRequestSha256 } from '../../common/model/summary-request';
 import type { Conversation } from '../api/v1alpha1/conversation-types';
 import { nextHistory } from './history-window';
 import { planSummary, stillValid, type SummaryTask } from './summary-plan';
+import { summaryEvent } from './summarizer';
 import { HistoryJournal, sized } from './testdata/history-journal';
 
 const MODEL = { model: 'claude-test', maxTokens: 256 };
@@ -23,15 +23,10 @@ function journalOf(n: number): { journal: HistoryJournal; positions: number[] } 
 
 /** Commits `task` as the control plane would, with `text`. */
 function commit(journal: HistoryJournal, task: SummaryTask, text: string): number {
-  return journal.add('summary', {
-    fromPosition: task.fromPosition,
-    toPosition: task.toPosition,
-    previousPosition: task.previous?.position ?? 0,
-    model: MODEL.model,
-    maxTokens: MODEL.maxTokens,
-    requestSha256: Buffer.from(summaryRequestSha256(task.input, MODEL)),
-    text,
-  });
+  const usage = { inputTokens: 1, outputTokens: 1 };
+  const event = summaryEvent(task, MODEL, text, { usage }, 0);
+  if (event.kind !== 'summary') throw new Error('expected a summary event');
+  return journal.add('summary', event.payload);
 }
 
 describe('planSummary', () => {
