@@ -221,7 +221,7 @@ export function formatReplayText(report: ReplayReport): string {
   }
   for (const erased of replay.erased) {
     out.push(
-      `position ${String(erased.position)} (${erased.kind}${erased.turnId === '' ? '' : ` of turn ${erased.turnId}`}): erased on an admin's request, cannot be checked`,
+      `position ${String(erased.position)} (${erased.kind}${erased.turnId === '' ? '' : ` of turn ${erased.turnId}`}): erased on request (an admin's erasure or a memory clear), cannot be checked`,
     );
   }
   for (const skipped of replay.skipped) {

@@ -229,7 +229,9 @@ export function formatWhatIfJson(
 function erasedLines(erased: JournalReplay['erased']): string[] {
   if (erased.length === 0) return [];
   const listed = erased.map((e) => `${String(e.position)} (${e.kind})`).join(', ');
-  return [`erased on an admin's request, cannot be checked in either run: ${listed}`];
+  return [
+    `erased on request (an admin's erasure or a memory clear), cannot be checked in either run: ${listed}`,
+  ];
 }
 
 function usage(spec: string, why: string): UsageError {

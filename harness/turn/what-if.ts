@@ -260,7 +260,7 @@ function notFound(change: WhatIfChange, entries: readonly ReplayEntry[]): string
       const kind = change.kind === 'model_output' ? 'model_call' : change.kind;
       const erased = erasuresOf(entries).get(change.position);
       if (erased !== undefined) {
-        return `position ${String(change.position)} (a ${erased.kind}) was erased on an admin's request: its content is gone, so a what-if cannot change it`;
+        return `position ${String(change.position)} (a ${erased.kind}) was erased on request (an admin's erasure or a memory clear): its content is gone, so a what-if cannot change it`;
       }
       const at = entries.find((e) => e.position === change.position);
       const positions = entries.filter((e) => e.kind === kind).map((e) => e.position);

@@ -157,7 +157,7 @@ describe('conversation replay and verify with the model endpoint down (real CLI 
       for (const position of positions) {
         expect(replay.stdout).toMatch(
           new RegExp(
-            `position ${String(position)} \\((message_received|tool_result) of turn \\S+\\): erased on an admin's request, cannot be checked`,
+            `position ${String(position)} \\((message_received|tool_result) of turn \\S+\\): erased on request \\(an admin's erasure or a memory clear\\), cannot be checked`,
             'u',
           ),
         );
@@ -207,7 +207,7 @@ describe('conversation replay and verify with the model endpoint down (real CLI 
       expect(whatIf.stderr).toBe('');
       expect(whatIf.code).toBe(1);
       expect(whatIf.stdout).toContain(
-        `erased on an admin's request, cannot be checked in either run: ${String(positions[0])} (message_received), ${String(positions[1])} (tool_result)`,
+        `erased on request (an admin's erasure or a memory clear), cannot be checked in either run: ${String(positions[0])} (message_received), ${String(positions[1])} (tool_result)`,
       );
       expect(whatIf.stdout).toContain(`position ${String(lastCall + 1)}`);
 
@@ -215,7 +215,7 @@ describe('conversation replay and verify with the model endpoint down (real CLI 
       expect(verify.stderr).toBe('');
       expect(verify.code).toBe(0);
       expect(verify.stdout).toContain(
-        `erased on an admin's request (checked by their kept leaf digests; content gone): ${positions.join(', ')}`,
+        `erased on request, by an admin's erasure or a memory clear (checked by their kept leaf digests; content gone): ${positions.join(', ')}`,
       );
     });
   }, 300_000);
