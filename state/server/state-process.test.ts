@@ -9,7 +9,7 @@ import { decodePayload, encodePayload, EventKind } from '../../common/event-kind
 import { RecordsClient } from '../../common/records-client';
 import { StateCallError } from '../../common/state-call-errors';
 import { StateClient } from '../../common/state-client';
-import type { AppendOutcome, JournalEntry } from '../../common/state-journal';
+import type { AppendOutcome, JournalEntry, NewJournalEvent } from '../../common/state-journal';
 import { JournalClient } from '../../proto/gen/polychrome/state/v1/state';
 import { toHex } from '../journal/hex';
 import { createNodeEd25519Signer } from '../journal/node-ed25519';
@@ -96,6 +96,62 @@ async function readAll(c: StateClient, partition: string): Promise<JournalEntry[
   const out: JournalEntry[] = [];
   for await (const event of c.read(partition)) out.push(event);
   return out;
+}
+
+/**
+ * A fresh store at `dataDir` holding 60 batches of 2 entries in `partition` (roots at 2, 5,
+ * ..., 179; head 180), each a message unless `entryAt` gives another for its position; the
+ * process is stopped and the entries returned. A check that replays all of them is long
+ * enough for a kill to land before, during or after its one write.
+ */
+async function seedSixtyBatches(
+  dataDir: string,
+  partition: string,
+  entryAt: (position: number) => NewJournalEvent | undefined = () => undefined,
+): Promise<JournalEntry[]> {
+  const p = await start(dataDir);
+  const w = await client(p, 'controlPlane');
+  let head = 0;
+  for (let b = 0; b < 60; b++) {
+    const first = entryAt(head) ?? message(`m${String(b)}`);
+    const second = entryAt(head + 1) ?? message(`n${String(b)}`);
+    head = (await w.append(partition, head, [first, second])).head;
+  }
+  const events = await readAll(w, partition);
+  w.close();
+  expect(head).toBe(180);
+  expect(await stop(p, 'SIGTERM')).toBe(0);
+  return events;
+}
+
+/**
+ * Starts a copy of the store at `pristine` (at `copy`), sends `act` with the control plane's
+ * client, SIGKILLs the process `delayMs` later and starts the copy again. `done` stops it
+ * and removes the copy.
+ */
+async function killDuring(
+  pristine: string,
+  copy: string,
+  delayMs: number,
+  act: (c: StateClient) => Promise<unknown>,
+): Promise<{ restarted: StateProcess; done: () => Promise<void> }> {
+  await rm(copy, { recursive: true, force: true });
+  await cp(pristine, copy, { recursive: true });
+  const first = await start(copy);
+  const c = await client(first, 'controlPlane');
+  const call = act(c).catch((error: unknown) => error);
+  await new Promise((resolve) => setTimeout(resolve, delayMs));
+  expect(await stop(first, 'SIGKILL')).toBe('SIGKILL');
+  await call;
+  c.close();
+  const restarted = await start(copy);
+  return {
+    restarted,
+    done: async () => {
+      expect(await stop(restarted, 'SIGTERM')).toBe(0);
+      await rm(copy, { recursive: true, force: true });
+    },
+  };
 }
 
 function textOf(event: JournalEntry | undefined): string | undefined {
@@ -595,16 +651,7 @@ describe('repair across a SIGKILL', () => {
   // of them, so a kill lands before, during or after its one write.
   beforeAll(async () => {
     corrupted = join(dir.path, 'repair-kill');
-    const p = await start(corrupted);
-    const w = await client(p, 'controlPlane');
-    let head = 0;
-    for (let b = 0; b < 60; b++) {
-      head = (await w.append(P, head, [message(`m${String(b)}`), message(`n${String(b)}`)])).head;
-    }
-    pristineEvents = await readAll(w, P);
-    w.close();
-    expect(head).toBe(180);
-    expect(await stop(p, 'SIGTERM')).toBe(0);
+    pristineEvents = await seedSixtyBatches(corrupted, P);
     const db = new ClassicLevel<Uint8Array, Uint8Array>(corrupted, {
       keyEncoding: 'view',
       valueEncoding: 'view',
@@ -635,19 +682,12 @@ describe('repair across a SIGKILL', () => {
     const seen = { repaired: 0, untouched: 0 };
     for (const delayMs of DELAYS_MS) {
       const copy = join(dir.path, `repair-kill-${String(delayMs)}`);
-      await rm(copy, { recursive: true, force: true });
-      await cp(corrupted, copy, { recursive: true });
-      const first = await start(copy);
-      const admin = await client(first, 'controlPlane');
-      const call = admin
-        .repair(P, { actor: 'web:admin', reason: 'disk corruption, ticket 7' })
-        .catch((error: unknown) => error);
-      await new Promise((resolve) => setTimeout(resolve, delayMs));
-      expect(await stop(first, 'SIGKILL')).toBe('SIGKILL');
-      await call;
-      admin.close();
-
-      const second = await start(copy);
+      const { restarted: second, done: finished } = await killDuring(
+        corrupted,
+        copy,
+        delayMs,
+        (admin) => admin.repair(P, { actor: 'web:admin', reason: 'disk corruption, ticket 7' }),
+      );
       // Verify needs the verifier role, Repair the repair role (the control plane's).
       const c = await client(second, 'verifier');
       const repairer = await client(second, 'controlPlane');
@@ -675,8 +715,7 @@ describe('repair across a SIGKILL', () => {
       }
       c.close();
       repairer.close();
-      expect(await stop(second, 'SIGTERM')).toBe(0);
-      await rm(copy, { recursive: true, force: true });
+      await finished();
     }
     expect(seen.repaired + seen.untouched).toBe(DELAYS_MS.length);
   }, 400_000);
@@ -694,34 +733,20 @@ describe('erasure across a SIGKILL', () => {
   // replays all of them, so a kill lands before, during or after its one write.
   beforeAll(async () => {
     pristine = join(dir.path, 'erase-kill');
-    const p = await start(pristine);
-    const w = await client(p, 'controlPlane');
-    let head = 0;
-    for (let b = 0; b < 60; b++) {
-      head = (await w.append(P, head, [message(`m${String(b)}`), message(`n${String(b)}`)])).head;
-    }
-    pristineEvents = await readAll(w, P);
-    w.close();
-    expect(head).toBe(180);
-    expect(await stop(p, 'SIGTERM')).toBe(0);
+    pristineEvents = await seedSixtyBatches(pristine, P);
   });
 
   it('leaves the journal either untouched or wholly erased, at every kill point', async () => {
     const seen = { erased: 0, untouched: 0 };
     for (const delayMs of DELAYS_MS) {
       const copy = join(dir.path, `erase-kill-${String(delayMs)}`);
-      await rm(copy, { recursive: true, force: true });
-      await cp(pristine, copy, { recursive: true });
-      const first = await start(copy);
-      const admin = await client(first, 'controlPlane');
       const request = { positions: ERASED, actor: 'web:admin', reason: 'erasure request 9' };
-      const call = admin.erase(P, request).catch((error: unknown) => error);
-      await new Promise((resolve) => setTimeout(resolve, delayMs));
-      expect(await stop(first, 'SIGKILL')).toBe('SIGKILL');
-      await call;
-      admin.close();
-
-      const second = await start(copy);
+      const { restarted: second, done: finished } = await killDuring(
+        pristine,
+        copy,
+        delayMs,
+        (admin) => admin.erase(P, request),
+      );
       const c = await client(second, 'verifier');
       const verdict = await c.verify(P);
       expect(verdict.ok).toBe(true);
@@ -748,8 +773,7 @@ describe('erasure across a SIGKILL', () => {
         expect(after[event.position]?.payload).toEqual(event.payload);
       }
       c.close();
-      expect(await stop(second, 'SIGTERM')).toBe(0);
-      await rm(copy, { recursive: true, force: true });
+      await finished();
     }
     expect(seen.erased + seen.untouched).toBe(DELAYS_MS.length);
   }, 400_000);
@@ -790,39 +814,28 @@ describe('memory clear across a SIGKILL', () => {
   // replays all of them, so a kill lands before, during or after its one write.
   beforeAll(async () => {
     pristine = join(dir.path, 'clear-kill');
-    const p = await start(pristine);
-    const w = await client(p, 'controlPlane');
-    let head = 0;
-    for (let b = 0; b < 60; b++) {
-      const first = head === SETS[0] ? memorySet('Lisbon') : message(`m${String(b)}`);
-      const second = head + 1 === SETS[1] ? memorySet('Porto') : message(`n${String(b)}`);
-      head = (await w.append(P, head, [first, second])).head;
-    }
-    pristineEvents = await readAll(w, P);
-    w.close();
+    pristineEvents = await seedSixtyBatches(pristine, P, (position) =>
+      position === SETS[0]
+        ? memorySet('Lisbon')
+        : position === SETS[1]
+          ? memorySet('Porto')
+          : undefined,
+    );
     expect(
       pristineEvents.filter((e) => e.kind === EventKind.MemorySet).map((e) => e.position),
     ).toEqual(SETS);
-    expect(await stop(p, 'SIGTERM')).toBe(0);
   });
 
   it('leaves either no clear, or the clear with its memory_sets erased, at every kill point', async () => {
     const seen = { cleared: 0, untouched: 0 };
     for (const delayMs of DELAYS_MS) {
       const copy = join(dir.path, `clear-kill-${String(delayMs)}`);
-      await rm(copy, { recursive: true, force: true });
-      await cp(pristine, copy, { recursive: true });
-      const first = await start(copy);
-      const writer = await client(first, 'controlPlane');
-      const call = writer
-        .clearMemory(P, 180, cleared, { fencingToken: 0 })
-        .catch((e: unknown) => e);
-      await new Promise((resolve) => setTimeout(resolve, delayMs));
-      expect(await stop(first, 'SIGKILL')).toBe('SIGKILL');
-      await call;
-      writer.close();
-
-      const second = await start(copy);
+      const { restarted: second, done: finished } = await killDuring(
+        pristine,
+        copy,
+        delayMs,
+        (writer) => writer.clearMemory(P, 180, cleared, { fencingToken: 0 }),
+      );
       const c = await client(second, 'verifier');
       const verdict = await c.verify(P);
       expect(verdict.ok).toBe(true);
@@ -849,8 +862,7 @@ describe('memory clear across a SIGKILL', () => {
         expect(after[event.position]?.payload).toEqual(event.payload);
       }
       c.close();
-      expect(await stop(second, 'SIGTERM')).toBe(0);
-      await rm(copy, { recursive: true, force: true });
+      await finished();
     }
     expect(seen.cleared + seen.untouched).toBe(DELAYS_MS.length);
   }, 400_000);
