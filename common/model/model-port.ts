@@ -82,6 +82,10 @@ export type StopReason = (typeof StopReason)[keyof typeof StopReason];
 export interface Usage {
   readonly inputTokens: number;
   readonly outputTokens: number;
+  /** Input tokens read from the provider's prompt cache, when it reports them (traces only). */
+  readonly cacheReadInputTokens?: number;
+  /** Input tokens written to the provider's prompt cache, when it reports them (traces only). */
+  readonly cacheCreationInputTokens?: number;
 }
 
 /** The model parameters a provider sends with every request (recorded in `agent_config`). */
