@@ -33,6 +33,8 @@ export const EventKind = {
   KeyRotated: 'key_rotated',
   SignedRoot: 'signed_root',
   AgentConfig: 'agent_config',
+  /** A step: the turn moved to another agent and goes on (docs/turns.md, "Handoffs"). */
+  AgentHandoff: 'agent_handoff',
   /** Written by the state plane's repair only (docs/journal-format.md, "Excision"). */
   Excision: 'excision',
   /** An admin accepted a rolled-back journal (docs/turns.md, "A rolled-back journal"). */
@@ -77,6 +79,7 @@ export interface EventPayloads {
   key_rotated: ev.KeyRotated;
   signed_root: ev.SignedRoot;
   agent_config: ev.AgentConfig;
+  agent_handoff: ev.AgentHandoff;
   excision: ev.Excision;
   rollback_accepted: ev.RollbackAccepted;
 }
@@ -108,6 +111,7 @@ export const payloadCodecs: { readonly [K in EventKind]: PayloadCodec<EventPaylo
   key_rotated: ev.KeyRotated,
   signed_root: ev.SignedRoot,
   agent_config: ev.AgentConfig,
+  agent_handoff: ev.AgentHandoff,
   excision: ev.Excision,
   rollback_accepted: ev.RollbackAccepted,
 };

@@ -142,3 +142,24 @@ describe('the timeline shows summaries', () => {
     expect(summaryOf(without)).toBe('turn dispatched (attempt 1)');
   });
 });
+
+describe('the timeline shows handoffs', () => {
+  it('names the agent of each model call and who handed the turn to whom', () => {
+    const moved = ev(40, 'agent_handoff', {
+      turnId: 't',
+      step: 1,
+      toolCallId: 'h1',
+      fromAgent: 'triage',
+      toAgent: 'billing',
+      reason: 'an invoice',
+    });
+    expect([actorOf(moved), summaryOf(moved)]).toEqual([
+      'triage',
+      'handed the turn to billing: an invoice',
+    ]);
+    const call = ev(41, 'model_call', { turnId: 't', step: 2, model: 'm', agent: 'billing' });
+    expect(actorOf(call)).toBe('billing');
+    // A model call recorded before agents were named is the assistant's.
+    expect(actorOf(ev(42, 'model_call', { turnId: 't', step: 3, model: 'm' }))).toBe('assistant');
+  });
+});

@@ -59,8 +59,11 @@ export function actorOf(event: TimelineEvent): string {
     case 'summary':
       return 'control plane';
     case 'turn_complete':
-    case 'model_call':
       return 'assistant';
+    case 'model_call':
+      return text(p, 'agent') || 'assistant';
+    case 'agent_handoff':
+      return text(p, 'fromAgent') || 'assistant';
     case 'tool_call':
     case 'tool_result':
       return 'tool';
@@ -85,6 +88,8 @@ export function summaryOf(event: TimelineEvent): string {
       return `model call to ${text(p, 'model') || 'the model'}, step ${text(p, 'step') || '0'}${text(p, 'stopReason') === '' ? '' : `, stopped: ${text(p, 'stopReason')}`}`;
     case 'agent_config':
       return `agent configuration recorded: ${text(p, 'configJson').slice(0, 160)}`;
+    case 'agent_handoff':
+      return `handed the turn to ${text(p, 'toAgent')}${text(p, 'reason') === '' ? '' : `: ${text(p, 'reason')}`}`;
     case 'tool_call':
       return `calls ${text(p, 'toolName')} with ${text(p, 'argsJson') || '{}'}`;
     case 'tool_result':

@@ -95,6 +95,7 @@ export function observeStep(
       return;
     case 'tool_call':
     case 'agent_config':
+    case 'agent_handoff':
       return;
     default: {
       const never: never = step;

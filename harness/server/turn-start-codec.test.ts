@@ -139,7 +139,7 @@ describe('turn start codec rejects what proto3 cannot', () => {
     [
       'an empty recorded step',
       { ...start, recordedSteps: [{ sequence: 0, step: undefined, commitWithResult: false }] },
-      'start.recorded_steps[0]: step has no model_call, tool_call, tool_result or agent_config',
+      'start.recorded_steps[0]: step has no model_call, tool_call, tool_result, agent_config or agent_handoff',
     ],
     [
       'an answer without decision',

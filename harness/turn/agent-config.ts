@@ -36,6 +36,13 @@ export interface AgentConfig {
    * configuration without memory keeps its digest.
    */
   readonly memoryBudgetBytes?: number;
+  /** The agent's name (docs/turns.md, "Handoffs"); absent for an unnamed agent, and then left out. */
+  readonly agent?: string;
+  /**
+   * Agents it may hand the turn to, in the order given. Absent: a `__handoff_to` call ends
+   * the turn (configurations recorded before handoffs continued); left out of the bytes.
+   */
+  readonly handoffs?: readonly string[];
 }
 
 /** A configuration with its canonical text and digest. */
@@ -74,6 +81,8 @@ export function agentConfigObject(config: AgentConfig): JsonObject {
     ...(config.memoryBudgetBytes === undefined
       ? {}
       : { memory_budget_bytes: config.memoryBudgetBytes }),
+    ...(config.agent === undefined ? {} : { agent: config.agent }),
+    ...(config.handoffs === undefined ? {} : { handoffs: [...config.handoffs] }),
   };
 }
 
@@ -144,6 +153,8 @@ export function decodeAgentConfig(json: string): EncodedAgentConfig {
     ...(value.memory_budget_bytes === undefined
       ? {}
       : { memoryBudgetBytes: int(value.memory_budget_bytes, 'memory_budget_bytes') }),
+    ...(value.agent === undefined ? {} : { agent: string(value.agent, 'agent') }),
+    ...(value.handoffs === undefined ? {} : { handoffs: names(value.handoffs, 'handoffs') }),
   };
   const encoded = encodeAgentConfig(config);
   if (encoded.json !== json) throw corrupt('is not the canonical JSON of what it says');
@@ -338,6 +349,11 @@ function object(value: unknown, field: string): JsonObject {
 function string(value: unknown, field: string): string {
   if (typeof value !== 'string') throw corrupt(`${field} is not a string`);
   return value;
+}
+
+function names(value: unknown, field: string): string[] {
+  if (!Array.isArray(value)) throw corrupt(`${field} is not an array`);
+  return value.map((entry, i) => string(entry, `${field}[${i}]`));
 }
 
 function bool(value: unknown, field: string): boolean {

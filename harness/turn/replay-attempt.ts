@@ -2,7 +2,7 @@ import { canonicalJson } from '../../common/canonical-json';
 import { payloadCodecs } from '../../common/event-kinds';
 import { hex, type RequestHasher } from './agent-config';
 import { describe, eventJson, voidedCallsOf, type Decoded, type TurnLog } from './journal-turns';
-import { memoryBefore, type RecordedInputs } from './replay-inputs';
+import { agentsHandedTo, memoryBefore, type RecordedInputs } from './replay-inputs';
 import type { ReplayOptions } from './replay-options';
 import type { Divergence, UncheckedStep } from './replay-verdict';
 import { createErasureTracker, ERASED_TEXT, type AttemptHistory } from './erased-inputs';
@@ -41,6 +41,7 @@ const HARNESS_KINDS: ReadonlySet<string> = new Set([
   'model_call',
   'tool_call',
   'tool_result',
+  'agent_handoff',
   'approval_request',
   'question_request',
   'handoff',
@@ -156,6 +157,9 @@ function replayFrom(
     questionAnswers,
     ...(agent.requiredApprover === '' ? {} : { requiredApprover: agent.requiredApprover }),
     model: agent.model,
+    ...(agent.agent === undefined ? {} : { agentName: agent.agent }),
+    ...(agent.handoffs === undefined ? {} : { handoffs: agent.handoffs }),
+    agents: agentsHandedTo(recorded, configs, agent.agent ?? ''),
     ...(newestBefore === undefined ? {} : { recordedConfigSha256: newestBefore.sha256 }),
     ...(agent.memoryBudgetBytes === undefined
       ? {}

@@ -4,8 +4,10 @@ import {
   type MemoryEntry,
   type MemoryEvent,
 } from '../../common/memory';
-import type { JournalTurns } from './journal-turns';
+import { hex, type EncodedAgentConfig } from './agent-config';
+import type { Decoded, JournalTurns } from './journal-turns';
 import type { MemoryItem } from './memory-context';
+import type { TurnAgent } from './turn-agents';
 
 /** What the journal recorded besides a turn's own events: configurations and memory. */
 export type RecordedInputs = Pick<JournalTurns, 'configs' | 'configPositions' | 'memoryEvents'>;
@@ -25,4 +27,35 @@ export function memoryBefore(
     applyMemoryEvent(entries, event);
   }
   return memoryInOrder(entries).map(({ key, value }) => ({ key, value }));
+}
+
+/**
+ * The agents an attempt handed its turn to, from the configurations it committed: the
+ * machine commits a target's configuration when the turn moves to it (docs/turns.md,
+ * "Handoffs"), so these are exactly the agents that answered besides the first. A target
+ * the live turn refused as not given is absent here too, and refused the same way.
+ */
+export function agentsHandedTo(
+  recorded: readonly Decoded[],
+  configs: ReadonlyMap<string, EncodedAgentConfig>,
+  first: string,
+): TurnAgent[] {
+  const agents = new Map<string, TurnAgent>();
+  for (const e of recorded) {
+    if (e.kind !== 'agent_config') continue;
+    const config = configs.get(hex(e.payload.sha256))?.config;
+    const name = config?.agent ?? '';
+    if (config === undefined || name === first || agents.has(name)) continue;
+    agents.set(name, {
+      name,
+      ...(config.system === '' ? {} : { system: config.system }),
+      tools: config.tools,
+      model: config.model,
+      ...(config.handoffs === undefined ? {} : { handoffs: config.handoffs }),
+      ...(config.memoryBudgetBytes === undefined
+        ? {}
+        : { memoryBudgetBytes: config.memoryBudgetBytes }),
+    });
+  }
+  return [...agents.values()];
 }

@@ -4,6 +4,7 @@ import { payloadCodecs, type EventKind } from '../../common/event-kinds';
 import type { Decoded } from './journal-turns';
 import type { ModelResponse, OutputBlock } from '../../common/model/model-port';
 import {
+  agentHandoffFromProto,
   modelCallFromProto,
   toolCallFromProto,
   toolResultFromProto,
@@ -17,7 +18,7 @@ import type { ModelCallRecord, TurnStep } from './turn-records';
  * commits as the event it would be (compared as canonical JSON).
  */
 
-/** A recorded model call, tool call or tool result as the machine takes it back. */
+/** A recorded model call, tool call, tool result or handoff as the machine takes it back. */
 export function stepOf(e: Decoded): TurnStep | undefined {
   switch (e.kind) {
     case 'model_call':
@@ -26,6 +27,8 @@ export function stepOf(e: Decoded): TurnStep | undefined {
       return { kind: 'tool_call', record: toolCallFromProto(e.payload) };
     case 'tool_result':
       return { kind: 'tool_result', record: toolResultFromProto(e.payload) };
+    case 'agent_handoff':
+      return { kind: 'agent_handoff', record: agentHandoffFromProto(e.payload) };
     default:
       return undefined;
   }
@@ -74,6 +77,11 @@ export function stepJson(step: TurnStep): { kind: EventKind; json: string } {
       return {
         kind: 'agent_config',
         json: canonicalJson(payloadCodecs.agent_config.toJSON(proto.value)),
+      };
+    case 'agentHandoff':
+      return {
+        kind: 'agent_handoff',
+        json: canonicalJson(payloadCodecs.agent_handoff.toJSON(proto.value)),
       };
     case undefined:
       throw new AppError('internal', 'replay: the machine committed an empty step');

@@ -68,6 +68,8 @@ function stepLabel(step: TurnStep): string {
       return `commit tool_result ${step.record.toolCallId}`;
     case 'agent_config':
       return `commit agent_config`;
+    case 'agent_handoff':
+      return `commit agent_handoff ${step.record.toAgent}`;
   }
 }
 

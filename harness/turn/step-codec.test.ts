@@ -29,6 +29,7 @@ describe('step codec reads what proto3 leaves open', () => {
       closing: false,
       configSha256: Buffer.alloc(0),
       requestSha256: Buffer.alloc(0),
+      agent: '',
     });
     expect(record.stopReason).toBe('other');
     expect(record.usage).toEqual({ inputTokens: 0, outputTokens: 0 });

@@ -1,6 +1,7 @@
 import {
   ToolEffect as ProtoToolEffect,
   type AgentConfig,
+  type AgentHandoff,
   type ContentBlock as ProtoContentBlock,
   type ModelCall,
   type ToolCall,
@@ -11,6 +12,7 @@ import { StopReason, type Usage } from '../../common/model/model-port';
 import { invalidField, plainBytes, wireBytes } from './proto-fields';
 import type {
   AgentConfigRecord,
+  AgentHandoffRecord,
   ModelCallRecord,
   RecordedBlock,
   ToolCallRecord,
@@ -20,7 +22,8 @@ import type {
 } from './turn-records';
 
 /**
- * The steps a turn commits (`model_call`, `tool_call`, `tool_result`, `agent_config`)
+ * The steps a turn commits (`model_call`, `tool_call`, `tool_result`, `agent_config`,
+ * `agent_handoff`)
  * between their events.v1 / harness.v1 messages and the turn loop's records: one
  * `toProto`/`fromProto` pair per message (STYLE.md §1). The harness server sends them to
  * the control plane with these; replay and what-if read them back from the journal.
@@ -104,6 +107,7 @@ export function modelCallToProto(record: ModelCallRecord): ModelCall {
     closing: record.closing,
     configSha256: wireBytes(record.configSha256 ?? new Uint8Array()),
     requestSha256: wireBytes(record.requestSha256 ?? new Uint8Array()),
+    agent: record.agent ?? '',
   };
 }
 
@@ -143,6 +147,7 @@ export function modelCallFromProto(call: ModelCall, field = 'model_call'): Model
     // Empty in journals written before recording (docs/replay.md): unset.
     ...(call.configSha256.length === 0 ? {} : { configSha256: plainBytes(call.configSha256) }),
     ...(call.requestSha256.length === 0 ? {} : { requestSha256: plainBytes(call.requestSha256) }),
+    ...(call.agent === '' ? {} : { agent: call.agent }),
   };
 }
 
@@ -168,6 +173,7 @@ export function toolCallToProto(record: ToolCallRecord): ToolCall {
     argsJson: record.argsJson,
     effect: toolEffectToProto(record.effect),
     approvalRequestId: record.approvalRequestId,
+    agent: record.agent ?? '',
   };
 }
 
@@ -185,6 +191,24 @@ export function toolCallFromProto(call: ToolCall, field = 'tool_call'): ToolCall
     argsJson: call.argsJson,
     effect: toolEffectFromProto(call.effect, `${field}.effect`),
     approvalRequestId: call.approvalRequestId,
+    ...(call.agent === '' ? {} : { agent: call.agent }),
+  };
+}
+
+/** An agent handoff record to proto `AgentHandoff`. */
+export function agentHandoffToProto(record: AgentHandoffRecord): AgentHandoff {
+  return { ...record };
+}
+
+/** Proto `AgentHandoff` to a record. */
+export function agentHandoffFromProto(handoff: AgentHandoff): AgentHandoffRecord {
+  return {
+    turnId: handoff.turnId,
+    step: handoff.step,
+    toolCallId: handoff.toolCallId,
+    fromAgent: handoff.fromAgent,
+    toAgent: handoff.toAgent,
+    reason: handoff.reason,
   };
 }
 
@@ -235,6 +259,12 @@ export function turnStepToProto(step: TurnStep, sequence: number): Step {
         step: { $case: 'agentConfig', value: agentConfigToProto(step.record) },
         commitWithResult,
       };
+    case 'agent_handoff':
+      return {
+        sequence,
+        step: { $case: 'agentHandoff', value: agentHandoffToProto(step.record) },
+        commitWithResult,
+      };
     default: {
       const never: never = step;
       return never;
@@ -258,7 +288,12 @@ export function turnStepFromProto(step: Step, field = 'step'): TurnStep {
       return { kind: 'tool_result', record: toolResultFromProto(value.value) };
     case 'agentConfig':
       return { kind: 'agent_config', record: agentConfigFromProto(value.value) };
+    case 'agentHandoff':
+      return { kind: 'agent_handoff', record: agentHandoffFromProto(value.value) };
     default:
-      throw invalidField(field, 'step has no model_call, tool_call, tool_result or agent_config');
+      throw invalidField(
+        field,
+        'step has no model_call, tool_call, tool_result, agent_config or agent_handoff',
+      );
   }
 }

@@ -31,8 +31,16 @@ import { systemWithSummary } from './summary-context';
 import { systemWithMemory, type MemoryItem } from './memory-context';
 import type { RequestIds } from '../../common/request-ids';
 import { ReservedTool } from './reserved-tools';
+import {
+  handoffRefusal,
+  handoffResult,
+  readHandoffAsk,
+  type HandoffAsk,
+  type TurnAgent,
+} from './turn-agents';
 import { effectiveMaxSteps, type StepBudget } from './step-budget';
 import type {
+  AgentHandoffRecord,
   ApprovalAnswer,
   ApprovalRequestRecord,
   HandoffRecord,
@@ -103,6 +111,15 @@ export interface TurnInput {
    * tool is not offered: no memory goes into the request.
    */
   readonly memoryBudgetBytes?: number;
+  /** The name of the agent the turn starts with (docs/turns.md, "Handoffs"); '' or absent: unnamed. */
+  readonly agentName?: string;
+  /**
+   * Agents the starting agent may hand the turn to. Absent: `__handoff_to` ends the turn
+   * with a `handoff` marker (turns recorded before handoffs continued).
+   */
+  readonly handoffs?: readonly string[];
+  /** The other agents the turn may move to, each with its own configuration. */
+  readonly agents?: readonly TurnAgent[];
 }
 
 /** What the machine is told. */
@@ -266,6 +283,26 @@ export interface TurnState {
   readonly recordedToolResults: ReadonlyMap<string, ToolResultRecord>;
   readonly approvalAnswers: readonly ApprovalAnswer[];
   readonly questionAnswers: readonly QuestionAnswer[];
+  /** The agent answering now ('' for an unnamed one); `system`, `tools` and `configSha256` are its. */
+  readonly agentName: string;
+  /** Whom it may hand off to; undefined: a handoff ends the turn. */
+  readonly handoffs: readonly string[] | undefined;
+  /** Every agent the turn was given, the starting one included, by name. */
+  readonly roster: ReadonlyMap<string, TurnAgent>;
+  /** Agents that have answered in this turn, first to last. */
+  readonly visited: readonly string[];
+  /** Lowercase hex digest of the newest configuration committed or in the journal before the turn. */
+  readonly lastConfigHex: string | undefined;
+  /** What every agent is given besides its own configuration. */
+  readonly shared: SharedContext;
+  readonly recordedHandoffs: ReadonlyMap<string, AgentHandoffRecord>;
+}
+
+/** What every agent of a turn is given besides its own configuration. */
+export interface SharedContext {
+  readonly budget: StepBudget;
+  readonly summary?: string;
+  readonly memory: readonly MemoryItem[];
 }
 
 /** A step's output. */
@@ -320,6 +357,13 @@ const idleState: TurnState = {
   recordedToolResults: new Map(),
   approvalAnswers: [],
   questionAnswers: [],
+  agentName: '',
+  handoffs: undefined,
+  roster: new Map(),
+  visited: [],
+  lastConfigHex: undefined,
+  shared: { budget: {}, memory: [] },
+  recordedHandoffs: new Map(),
 };
 
 /** Builds the machine. */
@@ -431,6 +475,7 @@ function start(deps: TurnMachineDeps, input: TurnInput): StepResult {
   const recordedModelCalls = new Map<number, ModelCallRecord>();
   const recordedToolCalls = new Map<string, ToolCallRecord>();
   const recordedToolResults = new Map<string, ToolResultRecord>();
+  const recordedHandoffs = new Map<string, AgentHandoffRecord>();
   for (const recorded of input.recordedSteps) {
     if (recorded.record.turnId !== input.turnId) {
       return end(base, [
@@ -450,8 +495,11 @@ function start(deps: TurnMachineDeps, input: TurnInput): StepResult {
       case 'tool_result':
         recordedToolResults.set(recorded.record.toolCallId, recorded.record);
         break;
+      case 'agent_handoff':
+        recordedHandoffs.set(recorded.record.toolCallId, recorded.record);
+        break;
       case 'agent_config':
-        // Not a step of the loop: the configuration is decided below from the input.
+        // Not a step of the loop: each agent's configuration is decided from the input.
         break;
       default: {
         const never: never = recorded;
@@ -459,44 +507,29 @@ function start(deps: TurnMachineDeps, input: TurnInput): StepResult {
       }
     }
   }
-  const effects: Effects = [];
-  let configSha256: Uint8Array | undefined;
-  if (input.model !== undefined) {
-    let encoded: EncodedAgentConfig;
-    try {
-      encoded = encodeAgentConfig({
-        model: input.model,
-        system: input.system ?? '',
-        tools: input.tools,
-        budget: input.budget,
-        requiredApprover: input.requiredApprover ?? '',
-        ...(input.memoryBudgetBytes ? { memoryBudgetBytes: input.memoryBudgetBytes } : {}),
-      });
-    } catch (error) {
-      if (!isAppError(error)) throw error;
-      return end(base, [failure(error.code, `turn ${input.turnId}: ${error.message}`)]);
+  const first: TurnAgent = {
+    name: input.agentName ?? '',
+    ...(input.system === undefined ? {} : { system: input.system }),
+    tools: input.tools,
+    ...(input.model === undefined ? {} : { model: input.model }),
+    ...(input.handoffs === undefined ? {} : { handoffs: input.handoffs }),
+    ...(input.memoryBudgetBytes ? { memoryBudgetBytes: input.memoryBudgetBytes } : {}),
+  };
+  const roster = new Map<string, TurnAgent>([[first.name, first]]);
+  for (const agent of input.agents ?? []) {
+    if (roster.has(agent.name)) {
+      return end(base, [
+        failure(
+          'failed_precondition',
+          `turn ${input.turnId}: agent ${agent.name || '(unnamed)'} is given twice; name each agent of a turn once`,
+        ),
+      ]);
     }
-    configSha256 = encoded.sha256;
-    if (hex(encoded.sha256) !== input.recordedConfigSha256) {
-      // Before any step that runs under it, so every model_call names a recorded config.
-      effects.push({
-        type: 'commit_step',
-        step: {
-          kind: 'agent_config',
-          record: { turnId: input.turnId, sha256: encoded.sha256, configJson: encoded.json },
-        },
-      });
-    }
+    roster.set(agent.name, agent);
   }
+  const effects: Effects = [];
   const state: TurnState = {
     ...base,
-    configSha256,
-    system: systemWithMemory(
-      systemWithSummary(input.system, input.summary),
-      input.memory ?? [],
-      input.memoryBudgetBytes ?? 0,
-    ),
-    tools: input.tools,
     maxSteps,
     requiredApprover: input.requiredApprover ?? '',
     messages: MessageList.of(input.history).append({
@@ -506,10 +539,76 @@ function start(deps: TurnMachineDeps, input: TurnInput): StepResult {
     recordedModelCalls,
     recordedToolCalls,
     recordedToolResults,
+    recordedHandoffs,
     approvalAnswers: input.approvalAnswers,
     questionAnswers: input.questionAnswers,
+    roster,
+    lastConfigHex: input.recordedConfigSha256,
+    shared: {
+      budget: input.budget,
+      ...(input.summary === undefined ? {} : { summary: input.summary }),
+      memory: input.memory ?? [],
+    },
   };
-  return nextModelCall(deps, state, effects, false);
+  const entered = enterAgent(state, first, effects);
+  if (!entered.ok) return end(state, [...effects, entered.effect]);
+  return nextModelCall(deps, entered.value, effects, false);
+}
+
+/**
+ * Makes `agent` the one answering: its prompt (with the turn's summary and memory), tools
+ * and configuration. The configuration is committed first when it is not the newest one
+ * committed, so every `model_call` names a recorded configuration (docs/replay.md).
+ */
+function enterAgent(state: TurnState, agent: TurnAgent, effects: Effects): Checked<TurnState> {
+  let configSha256: Uint8Array | undefined;
+  let lastConfigHex = state.lastConfigHex;
+  if (agent.model !== undefined) {
+    let encoded: EncodedAgentConfig;
+    try {
+      encoded = encodeAgentConfig({
+        model: agent.model,
+        system: agent.system ?? '',
+        tools: agent.tools,
+        budget: state.shared.budget,
+        requiredApprover: state.requiredApprover,
+        ...(agent.memoryBudgetBytes ? { memoryBudgetBytes: agent.memoryBudgetBytes } : {}),
+        ...(agent.name === '' ? {} : { agent: agent.name }),
+        ...(agent.handoffs === undefined ? {} : { handoffs: agent.handoffs }),
+      });
+    } catch (error) {
+      if (!isAppError(error)) throw error;
+      return { ok: false, effect: failure(error.code, `turn ${state.turnId}: ${error.message}`) };
+    }
+    configSha256 = encoded.sha256;
+    if (hex(encoded.sha256) !== lastConfigHex) {
+      lastConfigHex = hex(encoded.sha256);
+      effects.push({
+        type: 'commit_step',
+        step: {
+          kind: 'agent_config',
+          record: { turnId: state.turnId, sha256: encoded.sha256, configJson: encoded.json },
+        },
+      });
+    }
+  }
+  return {
+    ok: true,
+    value: {
+      ...state,
+      agentName: agent.name,
+      handoffs: agent.handoffs,
+      visited: [...state.visited, agent.name],
+      configSha256,
+      lastConfigHex,
+      system: systemWithMemory(
+        systemWithSummary(agent.system, state.shared.summary),
+        state.shared.memory,
+        agent.memoryBudgetBytes ?? 0,
+      ),
+      tools: agent.tools,
+    },
+  };
 }
 
 /** Asks for the next model round trip, or replays it from the journal. */
@@ -605,6 +704,7 @@ function applyResponse(
           ...(state.configSha256 === undefined || timing.requestSha256 === undefined
             ? {}
             : { configSha256: state.configSha256, requestSha256: timing.requestSha256 }),
+          ...(state.agentName === '' ? {} : { agent: state.agentName }),
         },
       },
     });
@@ -694,6 +794,13 @@ function resolveCall(
   const call = callAt(state, index);
   const { use } = call;
   const recordedResult = state.recordedToolResults.get(use.id);
+  if (use.name === ReservedTool.HandoffTo && state.handoffs !== undefined) {
+    const refusal = decideHandoff(state, index);
+    if (typeof refusal !== 'string') return setStatus(state, index, refusal);
+    if (recordedResult === undefined) {
+      return completeCall(state, index, { content: refusal, isError: true }, false, commits);
+    }
+  }
   if (recordedResult !== undefined) {
     return setStatus(state, index, {
       kind: 'done',
@@ -793,6 +900,7 @@ function runCall(
           argsJson: call.argsJson,
           effect: tool.effect,
           approvalRequestId,
+          ...(state.agentName === '' ? {} : { agent: state.agentName }),
         },
       },
     });
@@ -961,11 +1069,122 @@ function settle(deps: TurnMachineDeps, state: TurnState, effects: Effects): Step
     }
   }
   // The handoff waits for its siblings so the target agent sees their results.
-  for (const call of batch.calls) {
-    if (call.status.kind === 'handoff') {
-      return end(state, [...effects, { type: 'handoff', handoff: call.status.handoff }]);
+  for (let index = 0; index < batch.calls.length; index++) {
+    const status = callAt(state, index).status;
+    if (status.kind !== 'handoff') continue;
+    if (state.handoffs === undefined) {
+      return end(state, [...effects, { type: 'handoff', handoff: status.handoff }]);
     }
+    return handOver(deps, state, index, status.handoff, effects);
   }
+  return toolResultsToModel(deps, state, effects);
+}
+
+/**
+ * Decides a `__handoff_to` call when handoffs continue the turn: the call's handoff status,
+ * or the refusal its model reads as the call's result.
+ */
+function decideHandoff(state: TurnState, index: number): CallStatus | string {
+  const { use } = callAt(state, index);
+  const ask = readHandoffAsk(use.input);
+  if (typeof ask === 'string') return ask;
+  const earlier = state.batch?.calls.slice(0, index).find((call) => call.status.kind === 'handoff');
+  const refusal = handoffRefusal(
+    {
+      agent: state.agentName,
+      allowed: state.handoffs ?? [],
+      visited: state.visited,
+      roster: state.roster,
+      ...(earlier?.status.kind === 'handoff'
+        ? { earlierHandoff: earlier.status.handoff.targetAgent }
+        : {}),
+    },
+    ask,
+  );
+  if (refusal !== undefined) return refusal;
+  return {
+    kind: 'handoff',
+    handoff: {
+      turnId: state.turnId,
+      toolCallId: use.id,
+      targetAgent: ask.target,
+      reason: ask.reason,
+    },
+  };
+}
+
+/**
+ * Moves the turn to the handoff's target once every other call of the reply has settled:
+ * the handing-off call's result, the `agent_handoff` step, the target's configuration when
+ * it is new, then the target's model call, under the same turn id and step budget.
+ */
+function handOver(
+  deps: TurnMachineDeps,
+  state: TurnState,
+  index: number,
+  handoff: HandoffRecord,
+  effects: Effects,
+): StepResult {
+  const batch = state.batch;
+  const target = state.roster.get(handoff.targetAgent);
+  if (batch === undefined || target === undefined) {
+    return end(state, [
+      ...effects,
+      failure('internal', `turn ${state.turnId}: handoff to ${handoff.targetAgent} has no agent`),
+    ]);
+  }
+  const out: Effects = [...effects];
+  const ask: HandoffAsk = { target: handoff.targetAgent, reason: handoff.reason };
+  const recordedResult = state.recordedToolResults.get(handoff.toolCallId);
+  const settled =
+    recordedResult === undefined
+      ? completeCall(
+          state,
+          index,
+          { content: handoffResult(state.agentName, ask), isError: false },
+          false,
+          out,
+        )
+      : setStatus(state, index, {
+          kind: 'done',
+          content: recordedResult.content,
+          isError: recordedResult.isError,
+        });
+  const recorded = state.recordedHandoffs.get(handoff.toolCallId);
+  if (recorded !== undefined && recorded.toAgent !== handoff.targetAgent) {
+    return end(state, [
+      ...out,
+      failure(
+        'failed_precondition',
+        `turn ${state.turnId}: recorded handoff ${handoff.toolCallId} went to ${recorded.toAgent} but the turn now hands off to ${handoff.targetAgent}; the agents' configuration changed between attempts`,
+      ),
+    ]);
+  }
+  if (recorded === undefined) {
+    out.push({
+      type: 'commit_step',
+      step: {
+        kind: 'agent_handoff',
+        record: {
+          turnId: state.turnId,
+          step: batch.step,
+          toolCallId: handoff.toolCallId,
+          fromAgent: state.agentName,
+          toAgent: handoff.targetAgent,
+          reason: handoff.reason,
+        },
+      },
+    });
+  }
+  const entered = enterAgent(settled, target, out);
+  if (!entered.ok) return end(settled, [...out, entered.effect]);
+  return toolResultsToModel(deps, entered.value, out);
+}
+
+/** Every call of the reply is done: their results go to the model in one user message. */
+function toolResultsToModel(deps: TurnMachineDeps, state: TurnState, effects: Effects): StepResult {
+  const batch = state.batch;
+  if (batch === undefined) return { state, effects };
   const results: ToolResultBlock[] = [];
   for (const call of batch.calls) {
     if (call.status.kind !== 'done') {

@@ -61,6 +61,8 @@ export interface ModelCallRecord {
   readonly configSha256?: Uint8Array;
   /** SHA-256 of the canonical bytes of the request the machine built; set with `configSha256`. */
   readonly requestSha256?: Uint8Array;
+  /** The agent that made the call (docs/turns.md, "Handoffs"); absent for an unnamed agent. */
+  readonly agent?: string;
 }
 
 /** proto `AgentConfig`: the configuration a turn runs under, recorded when it is new. */
@@ -83,6 +85,8 @@ export interface ToolCallRecord {
   readonly effect: ToolEffect;
   /** Set when the call runs under an approval; empty otherwise. */
   readonly approvalRequestId: string;
+  /** The agent whose model asked for the call; absent for an unnamed agent. */
+  readonly agent?: string;
 }
 
 /** proto `ToolResult`. */
@@ -95,12 +99,27 @@ export interface ToolResultRecord {
   readonly denied: boolean;
 }
 
+/**
+ * proto `AgentHandoff`: the turn moved from one agent to another and goes on under the
+ * same turn id (docs/turns.md, "Handoffs"). A step, not a settling marker.
+ */
+export interface AgentHandoffRecord {
+  readonly turnId: string;
+  /** The model round trip whose `__handoff_to` call moved the turn. */
+  readonly step: number;
+  readonly toolCallId: string;
+  readonly fromAgent: string;
+  readonly toAgent: string;
+  readonly reason: string;
+}
+
 /** A committed step of a turn, in journal order. */
 export type TurnStep =
   | { readonly kind: 'model_call'; readonly record: ModelCallRecord }
   | { readonly kind: 'tool_call'; readonly record: ToolCallRecord }
   | { readonly kind: 'tool_result'; readonly record: ToolResultRecord }
-  | { readonly kind: 'agent_config'; readonly record: AgentConfigRecord };
+  | { readonly kind: 'agent_config'; readonly record: AgentConfigRecord }
+  | { readonly kind: 'agent_handoff'; readonly record: AgentHandoffRecord };
 
 /** proto `ApprovalRequest`. */
 export interface ApprovalRequestRecord {

@@ -23,6 +23,7 @@ export type RecordKind =
   | 'model_call'
   | 'tool_call'
   | 'tool_result'
+  | 'agent_handoff'
   | 'handoff'
   | 'turn_complete'
   | 'turn_ambiguous';

@@ -13,7 +13,11 @@ import {
 import { memoryEventOf } from '../../common/memory';
 import type { JournalEntry } from '../../common/state-journal';
 import { erasedAnswer, erasedMessage, erasureOf, type ErasedRef } from './erased-entries';
-import type { ApprovalRequest, Attribution } from '../../proto/gen/polychrome/events/v1/events';
+import type {
+  ApprovalRequest,
+  Attribution,
+  TurnResolved,
+} from '../../proto/gen/polychrome/events/v1/events';
 import type { DecodedEvent, RecordKind, RequestKind, TurnEventKind } from './decoded-event-types';
 import type {
   RecordedStep,
@@ -80,19 +84,13 @@ export function interpret(position: number, event: TypedEvent): DecodedEvent {
     case 'model_call':
     case 'tool_call':
     case 'tool_result':
+    case 'agent_handoff':
     case 'turn_complete':
     case 'turn_ambiguous':
     case 'handoff':
       return recordEvent(position, event);
-    case 'turn_resolved': {
-      // The fold applies it only to a quarantined turn (lazy-view.ts): the quarantine ends.
-      const response = event.payload;
-      return turnEvent(position, event.kind, response.turnId, response, (turn) => ({
-        ...turn,
-        terminal: undefined,
-        resolutions: [...turn.resolutions, { position, response }],
-      }));
-    }
+    case 'turn_resolved':
+      return resolvedEvent(position, event.payload);
     case 'approval_request':
     case 'approval_response':
     case 'question_request':
@@ -155,6 +153,15 @@ function erasedEntry(position: number, erased: ErasedRef | undefined): DecodedEv
   return { type: 'ignored' };
 }
 
+/** An admin's `turn_resolved`: the fold applies it only to a quarantined turn (lazy-view.ts), whose quarantine ends. */
+function resolvedEvent(position: number, response: TurnResolved): DecodedEvent {
+  return turnEvent(position, 'turn_resolved', response.turnId, response, (turn) => ({
+    ...turn,
+    terminal: undefined,
+    resolutions: [...turn.resolutions, { position, response }],
+  }));
+}
+
 /** A turn's directive, dispatch, step or terminal marker. */
 function recordEvent(
   position: number,
@@ -187,18 +194,11 @@ function recordEvent(
         dispatches: [...turn.dispatches, dispatch],
       }));
     }
-    case 'model_call': {
-      const payload = event.payload;
-      return stepEvent(payload.turnId, { kind: event.kind, position, payload });
-    }
-    case 'tool_call': {
-      const payload = event.payload;
-      return stepEvent(payload.turnId, { kind: event.kind, position, payload });
-    }
-    case 'tool_result': {
-      const payload = event.payload;
-      return stepEvent(payload.turnId, { kind: event.kind, position, payload });
-    }
+    case 'model_call':
+    case 'tool_call':
+    case 'tool_result':
+    case 'agent_handoff':
+      return stepEvent(event.payload.turnId, { ...event, position });
     case 'turn_complete': {
       const payload = event.payload;
       return terminalEvent(payload.turnId, { kind: event.kind, position, payload });

@@ -8,6 +8,7 @@ import type { EventKind, EventPayloads } from '../../common/event-kinds';
 import type { MemoryEntry } from '../../common/memory';
 import type { StandingFold } from '../../common/turn-standing';
 import type {
+  AgentHandoff,
   ApprovalExpired,
   ApprovalRequest,
   ApprovalResponse,
@@ -64,7 +65,8 @@ export interface TurnDispatch {
 export type RecordedStep =
   | { readonly kind: 'model_call'; readonly position: number; readonly payload: ModelCall }
   | { readonly kind: 'tool_call'; readonly position: number; readonly payload: ToolCall }
-  | { readonly kind: 'tool_result'; readonly position: number; readonly payload: ToolResult };
+  | { readonly kind: 'tool_result'; readonly position: number; readonly payload: ToolResult }
+  | { readonly kind: 'agent_handoff'; readonly position: number; readonly payload: AgentHandoff };
 
 /** A request event and where it sits. */
 export interface RecordedRequest<T> {
@@ -96,7 +98,7 @@ export interface TurnView {
   readonly directive: TurnDirectiveRecord | undefined;
   /** In journal order. */
   readonly dispatches: readonly TurnDispatch[];
-  /** `model_call` / `tool_call` / `tool_result` in journal order, over all attempts. */
+  /** `model_call` / `tool_call` / `tool_result` / `agent_handoff` in journal order, over all attempts. */
   readonly steps: readonly RecordedStep[];
   readonly approvalRequests: readonly RecordedRequest<ApprovalRequest>[];
   readonly approvalResponses: readonly RecordedResponse<ApprovalResponse>[];

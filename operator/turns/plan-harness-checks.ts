@@ -10,6 +10,7 @@ import {
   ApprovalDecision as ProtoDecision,
   type ApprovalRequest,
   type QuestionRequest,
+  type ToolCall,
 } from '../../proto/gen/polychrome/events/v1/events';
 import {
   ToolHost,
@@ -99,7 +100,7 @@ export interface DispatchedTurn extends RecordingFacts {
  * dispatched turn and its recorded answers before anything is committed.
  */
 export function checkStep(dispatched: DispatchedTurn, step: Step): string | undefined {
-  const { turn, conversation } = dispatched;
+  const { turn } = dispatched;
   const content = step.step;
   if (content === undefined) return `step ${step.sequence} has no content`;
   const unrecorded = checkRecording(dispatched, step);
@@ -112,32 +113,8 @@ export function checkStep(dispatched: DispatchedTurn, step: Step): string | unde
     case 'modelCall':
     case 'agentConfig':
       return undefined;
-    case 'toolCall': {
-      const call = content.value;
-      if (call.approvalRequestId === '') {
-        // The harness's own rule (common/approval-rules.ts): `server/*` gates every tool of
-        // that server, so an exact-name check here would let such a call through unpaused.
-        const gated = conversation.spec.tools?.requireApproval ?? [];
-        return needsApproval(call.toolName, gated)
-          ? `tool_call ${call.toolCallId} runs ${call.toolName}, which needs approval under spec.tools.requireApproval, without one`
-          : undefined;
-      }
-      const expected = requestIds.approvalRequestId(turn.turnId, call.toolCallId);
-      if (call.approvalRequestId !== expected) {
-        return `tool_call ${call.toolCallId} names approval ${call.approvalRequestId}, but its approval id is ${expected}`;
-      }
-      const digest = hex(approvalArgsSha256(call.argsJson));
-      const approved = turn.approvalResponses.some(
-        ({ response }) =>
-          response.requestId === call.approvalRequestId &&
-          response.decision === ProtoDecision.APPROVAL_DECISION_APPROVED &&
-          response.toolName === call.toolName &&
-          hex(response.argsSha256) === digest,
-      );
-      return approved
-        ? undefined
-        : `tool_call ${call.toolCallId} claims approval ${call.approvalRequestId} for ${call.toolName} with these arguments, but no such approval was given`;
-    }
+    case 'toolCall':
+      return checkToolCall(dispatched, content.value);
     case 'toolResult': {
       const result = content.value;
       if (!result.denied) return undefined;
@@ -154,7 +131,40 @@ export function checkStep(dispatched: DispatchedTurn, step: Step): string | unde
         ? undefined
         : `tool_result ${result.toolCallId} says it was denied, but no denial was given for it`;
     }
+    case 'agentHandoff': {
+      // The control plane gives a turn no agents to hand off to yet, so a harness that
+      // moves a turn to another agent made the agent up (docs/turns.md, "Handoffs").
+      const handoff = content.value;
+      return `agent_handoff ${handoff.toolCallId} moves turn ${turn.turnId} from ${handoff.fromAgent || '(unnamed)'} to ${handoff.toAgent || '(unnamed)'}, but this turn was dispatched with no agent to hand off to`;
+    }
   }
+}
+
+/** Why a `tool_call` the harness sends runs a gated tool without its approval. */
+function checkToolCall({ turn, conversation }: DispatchedTurn, call: ToolCall): string | undefined {
+  if (call.approvalRequestId === '') {
+    // The harness's own rule (common/approval-rules.ts): `server/*` gates every tool of
+    // that server, so an exact-name check here would let such a call through unpaused.
+    const gated = conversation.spec.tools?.requireApproval ?? [];
+    return needsApproval(call.toolName, gated)
+      ? `tool_call ${call.toolCallId} runs ${call.toolName}, which needs approval under spec.tools.requireApproval, without one`
+      : undefined;
+  }
+  const expected = requestIds.approvalRequestId(turn.turnId, call.toolCallId);
+  if (call.approvalRequestId !== expected) {
+    return `tool_call ${call.toolCallId} names approval ${call.approvalRequestId}, but its approval id is ${expected}`;
+  }
+  const digest = hex(approvalArgsSha256(call.argsJson));
+  const approved = turn.approvalResponses.some(
+    ({ response }) =>
+      response.requestId === call.approvalRequestId &&
+      response.decision === ProtoDecision.APPROVAL_DECISION_APPROVED &&
+      response.toolName === call.toolName &&
+      hex(response.argsSha256) === digest,
+  );
+  return approved
+    ? undefined
+    : `tool_call ${call.toolCallId} claims approval ${call.approvalRequestId} for ${call.toolName} with these arguments, but no such approval was given`;
 }
 
 function stepKind(kind: NonNullable<Step['step']>['$case']): string {

@@ -37,7 +37,7 @@ function toolCall(argsJson = ARGS, toolCallId = 'c1'): RecordedStep {
   return {
     kind: 'tool_call',
     position: 3,
-    payload: { ...payload, effect: 1, approvalRequestId: '' },
+    payload: { ...payload, effect: 1, approvalRequestId: '', agent: '' },
   };
 }
 

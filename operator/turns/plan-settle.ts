@@ -254,6 +254,8 @@ export function stepEventOf(step: Step): PlannedEvent {
       return planned(EventKind.ToolResult, step.step.value);
     case 'agentConfig':
       return planned(EventKind.AgentConfig, step.step.value);
+    case 'agentHandoff':
+      return planned(EventKind.AgentHandoff, step.step.value);
     case undefined:
       throw new AppError(
         'invalid_argument',

@@ -35,6 +35,7 @@ function modelCall(configSha256: Uint8Array, requestSha256: Uint8Array): Step {
         closing: false,
         configSha256: Buffer.from(configSha256),
         requestSha256: Buffer.from(requestSha256),
+        agent: '',
       },
     },
   };

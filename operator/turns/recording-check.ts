@@ -57,6 +57,7 @@ export function checkRecording(facts: RecordingFacts, step: Step): string | unde
     }
     case 'toolCall':
     case 'toolResult':
+    case 'agentHandoff':
     case undefined:
       return undefined;
   }

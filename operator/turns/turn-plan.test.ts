@@ -622,6 +622,7 @@ describe('the harness cannot forge the record', () => {
         argsJson: ARGS,
         effect: ToolEffect.TOOL_EFFECT_PURE,
         approvalRequestId: '',
+        agent: '',
         ...over,
       },
     },
@@ -654,6 +655,27 @@ describe('the harness cannot forge the record', () => {
     ],
   ])('refuses %s', (_name, step, reason) => {
     expect(checkStep(d(), step)).toContain(reason);
+  });
+
+  it('refuses a handoff step: this turn was dispatched with no agent to hand off to', () => {
+    const handoff: Step = {
+      sequence: 1,
+      commitWithResult: false,
+      step: {
+        $case: 'agentHandoff',
+        value: {
+          turnId: 't',
+          step: 1,
+          toolCallId: 'h1',
+          fromAgent: 'triage',
+          toAgent: 'billing',
+          reason: '',
+        },
+      },
+    };
+    expect(checkStep(d(), handoff)).toBe(
+      'agent_handoff h1 moves turn t from triage to billing, but this turn was dispatched with no agent to hand off to',
+    );
   });
 
   it('applies the harness’s rule: a harness that runs mcpserver/sometool unpaused under an mcpserver/* gate is caught', () => {

@@ -68,6 +68,12 @@ export function recordedSteps(turn: TurnView): Step[] {
           step: { $case: 'toolResult', value: step.payload },
           commitWithResult: false,
         };
+      case 'agent_handoff':
+        return {
+          sequence: 0,
+          step: { $case: 'agentHandoff', value: step.payload },
+          commitWithResult: false,
+        };
     }
   });
 }

@@ -33,6 +33,7 @@ function toolCall(n: number): AppendEvent {
       argsJson: `{"expression":"${String(n)} + ${String(n)}"}`,
       effect: 0,
       approvalRequestId: '',
+      agent: '',
     }),
   };
 }

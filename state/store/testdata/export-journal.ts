@@ -29,6 +29,7 @@ function toolCall(n: number): { kind: string; payload: Uint8Array } {
       argsJson: `{"expression":"${String(n)} + ${String(n)}", "note": "quotes \\" and ünïcode"}`,
       effect: 0,
       approvalRequestId: '',
+      agent: '',
     }),
   };
 }

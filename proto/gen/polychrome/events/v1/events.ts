@@ -241,6 +241,11 @@ export interface ModelCall {
    * call (docs/replay.md gives the bytes); empty when config_sha256 is.
    */
   requestSha256: Buffer;
+  /**
+   * The agent that made the call (docs/turns.md, "Handoffs"); empty for an unnamed agent
+   * and in journals written before agents were named.
+   */
+  agent: string;
 }
 
 /**
@@ -268,6 +273,8 @@ export interface ToolCall {
   effect: ToolEffect;
   /** Set when the call ran under an approval. */
   approvalRequestId: string;
+  /** The agent whose model asked for the call; empty as for ModelCall.agent. */
+  agent: string;
 }
 
 /** kind "tool_result". */
@@ -374,11 +381,29 @@ export interface ApprovalExpired {
   ttlMs: number;
 }
 
-/** kind "handoff": the turn continues with another agent. */
+/**
+ * kind "handoff": the turn ended by handing off to another agent. Written by harnesses
+ * before handoffs continued the turn; read still, never written now (agent_handoff is).
+ */
 export interface Handoff {
   turnId: string;
   toolCallId: string;
   targetAgent: string;
+  reason: string;
+}
+
+/**
+ * kind "agent_handoff": a step, not a settling marker. The agent from_agent handed the
+ * turn to to_agent with its `__handoff_to` call tool_call_id (made in model round trip
+ * step); the turn goes on under to_agent with the same id and step budget
+ * (docs/turns.md, "Handoffs").
+ */
+export interface AgentHandoff {
+  turnId: string;
+  step: number;
+  toolCallId: string;
+  fromAgent: string;
+  toAgent: string;
   reason: string;
 }
 
@@ -1560,6 +1585,7 @@ function createBaseModelCall(): ModelCall {
     closing: false,
     configSha256: Buffer.alloc(0),
     requestSha256: Buffer.alloc(0),
+    agent: "",
   };
 }
 
@@ -1597,6 +1623,9 @@ export const ModelCall: MessageFns<ModelCall> = {
     }
     if (message.requestSha256.length !== 0) {
       writer.uint32(90).bytes(message.requestSha256);
+    }
+    if (message.agent !== "") {
+      writer.uint32(98).string(message.agent);
     }
     return writer;
   },
@@ -1702,6 +1731,14 @@ export const ModelCall: MessageFns<ModelCall> = {
             message.requestSha256 = Buffer.from(reader.bytes());
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.agent = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1753,6 +1790,7 @@ export const ModelCall: MessageFns<ModelCall> = {
         : isSet(object.request_sha256)
         ? Buffer.from(bytesFromBase64(object.request_sha256))
         : Buffer.alloc(0),
+      agent: isSet(object.agent) ? globalThis.String(object.agent) : "",
     };
   },
 
@@ -1791,6 +1829,9 @@ export const ModelCall: MessageFns<ModelCall> = {
     if (message.requestSha256.length !== 0) {
       obj.requestSha256 = base64FromBytes(message.requestSha256);
     }
+    if (message.agent !== "") {
+      obj.agent = message.agent;
+    }
     return obj;
   },
 
@@ -1810,6 +1851,7 @@ export const ModelCall: MessageFns<ModelCall> = {
     message.closing = object.closing ?? false;
     message.configSha256 = object.configSha256 ?? Buffer.alloc(0);
     message.requestSha256 = object.requestSha256 ?? Buffer.alloc(0);
+    message.agent = object.agent ?? "";
     return message;
   },
 };
@@ -1924,7 +1966,16 @@ export const AgentConfig: MessageFns<AgentConfig> = {
 };
 
 function createBaseToolCall(): ToolCall {
-  return { turnId: "", step: 0, toolCallId: "", toolName: "", argsJson: "", effect: 0, approvalRequestId: "" };
+  return {
+    turnId: "",
+    step: 0,
+    toolCallId: "",
+    toolName: "",
+    argsJson: "",
+    effect: 0,
+    approvalRequestId: "",
+    agent: "",
+  };
 }
 
 export const ToolCall: MessageFns<ToolCall> = {
@@ -1949,6 +2000,9 @@ export const ToolCall: MessageFns<ToolCall> = {
     }
     if (message.approvalRequestId !== "") {
       writer.uint32(58).string(message.approvalRequestId);
+    }
+    if (message.agent !== "") {
+      writer.uint32(66).string(message.agent);
     }
     return writer;
   },
@@ -2022,6 +2076,14 @@ export const ToolCall: MessageFns<ToolCall> = {
             message.approvalRequestId = reader.string();
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.agent = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2063,6 +2125,7 @@ export const ToolCall: MessageFns<ToolCall> = {
         : isSet(object.approval_request_id)
         ? globalThis.String(object.approval_request_id)
         : "",
+      agent: isSet(object.agent) ? globalThis.String(object.agent) : "",
     };
   },
 
@@ -2089,6 +2152,9 @@ export const ToolCall: MessageFns<ToolCall> = {
     if (message.approvalRequestId !== "") {
       obj.approvalRequestId = message.approvalRequestId;
     }
+    if (message.agent !== "") {
+      obj.agent = message.agent;
+    }
     return obj;
   },
 
@@ -2104,6 +2170,7 @@ export const ToolCall: MessageFns<ToolCall> = {
     message.argsJson = object.argsJson ?? "";
     message.effect = object.effect ?? 0;
     message.approvalRequestId = object.approvalRequestId ?? "";
+    message.agent = object.agent ?? "";
     return message;
   },
 };
@@ -3544,6 +3611,171 @@ export const Handoff: MessageFns<Handoff> = {
     message.turnId = object.turnId ?? "";
     message.toolCallId = object.toolCallId ?? "";
     message.targetAgent = object.targetAgent ?? "";
+    message.reason = object.reason ?? "";
+    return message;
+  },
+};
+
+function createBaseAgentHandoff(): AgentHandoff {
+  return { turnId: "", step: 0, toolCallId: "", fromAgent: "", toAgent: "", reason: "" };
+}
+
+export const AgentHandoff: MessageFns<AgentHandoff> = {
+  encode(message: AgentHandoff, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.turnId !== "") {
+      writer.uint32(10).string(message.turnId);
+    }
+    if (message.step !== 0) {
+      writer.uint32(16).uint32(message.step);
+    }
+    if (message.toolCallId !== "") {
+      writer.uint32(26).string(message.toolCallId);
+    }
+    if (message.fromAgent !== "") {
+      writer.uint32(34).string(message.fromAgent);
+    }
+    if (message.toAgent !== "") {
+      writer.uint32(42).string(message.toAgent);
+    }
+    if (message.reason !== "") {
+      writer.uint32(50).string(message.reason);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AgentHandoff {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAgentHandoff();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.turnId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.step = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.toolCallId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.fromAgent = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.toAgent = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AgentHandoff {
+    return {
+      turnId: isSet(object.turnId)
+        ? globalThis.String(object.turnId)
+        : isSet(object.turn_id)
+        ? globalThis.String(object.turn_id)
+        : "",
+      step: isSet(object.step) ? globalThis.Number(object.step) : 0,
+      toolCallId: isSet(object.toolCallId)
+        ? globalThis.String(object.toolCallId)
+        : isSet(object.tool_call_id)
+        ? globalThis.String(object.tool_call_id)
+        : "",
+      fromAgent: isSet(object.fromAgent)
+        ? globalThis.String(object.fromAgent)
+        : isSet(object.from_agent)
+        ? globalThis.String(object.from_agent)
+        : "",
+      toAgent: isSet(object.toAgent)
+        ? globalThis.String(object.toAgent)
+        : isSet(object.to_agent)
+        ? globalThis.String(object.to_agent)
+        : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+    };
+  },
+
+  toJSON(message: AgentHandoff): unknown {
+    const obj: any = {};
+    if (message.turnId !== "") {
+      obj.turnId = message.turnId;
+    }
+    if (message.step !== 0) {
+      obj.step = Math.round(message.step);
+    }
+    if (message.toolCallId !== "") {
+      obj.toolCallId = message.toolCallId;
+    }
+    if (message.fromAgent !== "") {
+      obj.fromAgent = message.fromAgent;
+    }
+    if (message.toAgent !== "") {
+      obj.toAgent = message.toAgent;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<AgentHandoff>): AgentHandoff {
+    return AgentHandoff.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<AgentHandoff>): AgentHandoff {
+    const message = createBaseAgentHandoff();
+    message.turnId = object.turnId ?? "";
+    message.step = object.step ?? 0;
+    message.toolCallId = object.toolCallId ?? "";
+    message.fromAgent = object.fromAgent ?? "";
+    message.toAgent = object.toAgent ?? "";
     message.reason = object.reason ?? "";
     return message;
   },

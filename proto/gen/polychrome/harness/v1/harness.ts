@@ -19,6 +19,7 @@ import {
 } from "@grpc/grpc-js";
 import {
   AgentConfig,
+  AgentHandoff,
   ApprovalRequest,
   ApprovalResponse,
   Handoff,
@@ -297,6 +298,9 @@ export interface Step {
     | //
     /** Sent before the first step that runs under a configuration the journal lacks. */
     { $case: "agentConfig"; value: AgentConfig }
+    | //
+    /** The turn moved to another agent; the steps after it are that agent's. */
+    { $case: "agentHandoff"; value: AgentHandoff }
     | undefined;
   /**
    * The step ends the turn (a model reply that finishes it; nothing runs after it): the
@@ -2227,6 +2231,9 @@ export const Step: MessageFns<Step> = {
       case "agentConfig":
         AgentConfig.encode(message.step.value, writer.uint32(50).fork()).join();
         break;
+      case "agentHandoff":
+        AgentHandoff.encode(message.step.value, writer.uint32(58).fork()).join();
+        break;
     }
     if (message.commitWithResult !== false) {
       writer.uint32(40).bool(message.commitWithResult);
@@ -2287,6 +2294,14 @@ export const Step: MessageFns<Step> = {
             message.step = { $case: "agentConfig", value: AgentConfig.decode(reader, reader.uint32()) };
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.step = { $case: "agentHandoff", value: AgentHandoff.decode(reader, reader.uint32()) };
+            continue;
+          }
           case 5: {
             if (tag !== 40) {
               break;
@@ -2326,6 +2341,10 @@ export const Step: MessageFns<Step> = {
         ? { $case: "agentConfig", value: AgentConfig.fromJSON(object.agentConfig) }
         : isSet(object.agent_config)
         ? { $case: "agentConfig", value: AgentConfig.fromJSON(object.agent_config) }
+        : isSet(object.agentHandoff)
+        ? { $case: "agentHandoff", value: AgentHandoff.fromJSON(object.agentHandoff) }
+        : isSet(object.agent_handoff)
+        ? { $case: "agentHandoff", value: AgentHandoff.fromJSON(object.agent_handoff) }
         : undefined,
       commitWithResult: isSet(object.commitWithResult)
         ? globalThis.Boolean(object.commitWithResult)
@@ -2348,6 +2367,8 @@ export const Step: MessageFns<Step> = {
       obj.toolResult = ToolResult.toJSON(message.step.value);
     } else if (message.step?.$case === "agentConfig") {
       obj.agentConfig = AgentConfig.toJSON(message.step.value);
+    } else if (message.step?.$case === "agentHandoff") {
+      obj.agentHandoff = AgentHandoff.toJSON(message.step.value);
     }
     if (message.commitWithResult !== false) {
       obj.commitWithResult = message.commitWithResult;
@@ -2383,6 +2404,12 @@ export const Step: MessageFns<Step> = {
       case "agentConfig": {
         if (object.step?.value !== undefined && object.step?.value !== null) {
           message.step = { $case: "agentConfig", value: AgentConfig.fromPartial(object.step.value) };
+        }
+        break;
+      }
+      case "agentHandoff": {
+        if (object.step?.value !== undefined && object.step?.value !== null) {
+          message.step = { $case: "agentHandoff", value: AgentHandoff.fromPartial(object.step.value) };
         }
         break;
       }

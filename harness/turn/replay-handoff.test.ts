@@ -1,0 +1,211 @@
+import { describe, expect, it } from '@jest/globals';
+import { encodePayload, EventKind, payloadCodecs } from '../../common/event-kinds';
+import type { OutputBlock } from '../../common/model/model-port';
+import { requestIds } from '../../common/request-ids';
+import { nodeEd25519Verifier } from '../crypto/node-ed25519';
+import { decodePayload } from '../../common/event-kinds';
+import type { ReplayEntry } from './journal-turns';
+import { handoffTool } from './reserved-tools';
+import { replayJournal } from './replay';
+import { turnStepToProto } from './step-codec';
+import { createTurnMachine, type TurnEvent, type TurnInput, type TurnState } from './turn-machine';
+import type { TurnStep } from './turn-records';
+
+/**
+ * Replay of a turn that moved between agents (docs/turns.md, "Handoffs"): the journal is
+ * what the real machine committed, and replay rebuilds every agent from the configurations
+ * the turn recorded, with no model and no tool.
+ */
+
+const model = { model: 'm', maxTokens: 100 };
+const lookup = {
+  name: 'lookup',
+  description: 'lookup',
+  inputSchema: { type: 'object' },
+  effect: 'pure' as const,
+  needsApproval: false,
+};
+const input: TurnInput = {
+  turnId: 'turn-1',
+  history: [],
+  userMessage: 'my invoice is wrong',
+  system: 'You are triage.',
+  tools: [lookup, handoffTool],
+  model,
+  agentName: 'triage',
+  handoffs: ['billing'],
+  agents: [
+    { name: 'billing', system: 'You are billing.', tools: [lookup], model, handoffs: [] },
+    { name: 'unused', system: 'Never asked.', tools: [], model, handoffs: [] },
+  ],
+  budget: { deployment: 5 },
+  recordedSteps: [],
+  approvalAnswers: [],
+  questionAnswers: [],
+};
+
+const handoffTo = (id: string, agent: string): OutputBlock => ({
+  type: 'tool_use',
+  id,
+  name: '__handoff_to',
+  input: { agent, reason: 'an invoice' },
+});
+const text = (value: string): OutputBlock => ({ type: 'text', text: value });
+
+/** The journal of one turn whose model replies are `replies`, as the machine commits it. */
+function journalOf(...replies: OutputBlock[][]): ReplayEntry[] {
+  const entries: ReplayEntry[] = [];
+  const add = (kind: EventKind, payload: Uint8Array): void => {
+    entries.push({ position: entries.length, kind, payload });
+  };
+  add(
+    EventKind.MessageReceived,
+    encodePayload(EventKind.MessageReceived, {
+      turnId: input.turnId,
+      idempotencyKey: 'k',
+      text: input.userMessage,
+      receivedAtMs: 1,
+    }),
+  );
+  add(
+    EventKind.TurnDispatched,
+    encodePayload(
+      EventKind.TurnDispatched,
+      payloadCodecs.turn_dispatched.fromPartial({ turnId: input.turnId, attempt: 1 }),
+    ),
+  );
+  const machine = createTurnMachine({
+    ids: requestIds,
+    verifier: nodeEd25519Verifier,
+    approvalPublicKey: new Uint8Array(32),
+  });
+  let state: TurnState = machine.initialState;
+  let event: TurnEvent | undefined = { type: 'turn_started', input };
+  const pending = [...replies];
+  while (event !== undefined) {
+    const result = machine.step(state, event);
+    state = result.state;
+    event = undefined;
+    for (const effect of result.effects) {
+      if (effect.type === 'commit_step') addStep(add, effect.step);
+      if (effect.type === 'call_model') {
+        const content = pending.shift() ?? [text('done')];
+        event = {
+          type: 'model_responded',
+          response: {
+            model: 'm',
+            content,
+            stopReason: content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn',
+            usage: { inputTokens: 1, outputTokens: 1 },
+          },
+          startedAtMs: 1,
+          finishedAtMs: 2,
+        };
+      }
+      if (effect.type === 'finish') {
+        add(
+          EventKind.TurnComplete,
+          encodePayload(EventKind.TurnComplete, {
+            turnId: input.turnId,
+            text: effect.text,
+            steps: effect.steps,
+            completedAtMs: 3,
+            fallback: effect.fallback,
+          }),
+        );
+      }
+    }
+  }
+  return entries;
+}
+
+function addStep(add: (kind: EventKind, payload: Uint8Array) => void, step: TurnStep): void {
+  const proto = turnStepToProto(step, 0).step;
+  switch (proto?.$case) {
+    case 'modelCall':
+      return add(EventKind.ModelCall, encodePayload(EventKind.ModelCall, proto.value));
+    case 'toolCall':
+      return add(EventKind.ToolCall, encodePayload(EventKind.ToolCall, proto.value));
+    case 'toolResult':
+      return add(EventKind.ToolResult, encodePayload(EventKind.ToolResult, proto.value));
+    case 'agentConfig':
+      return add(EventKind.AgentConfig, encodePayload(EventKind.AgentConfig, proto.value));
+    case 'agentHandoff':
+      return add(EventKind.AgentHandoff, encodePayload(EventKind.AgentHandoff, proto.value));
+    case undefined:
+      throw new Error('empty step');
+  }
+}
+
+const replay = (entries: readonly ReplayEntry[]) =>
+  replayJournal(entries, {
+    ids: requestIds,
+    verifier: nodeEd25519Verifier,
+    approvalPublicKey: new Uint8Array(32),
+  });
+
+describe('replay of a turn handed from one agent to another', () => {
+  const moved = journalOf([handoffTo('h1', 'billing')], [text('Your invoice is fixed.')]);
+
+  it('records the handoff as a step and replays the turn ok', () => {
+    expect(moved.map((e) => e.kind)).toEqual([
+      'message_received',
+      'turn_dispatched',
+      'agent_config',
+      'model_call',
+      'tool_result',
+      'agent_handoff',
+      'agent_config',
+      'model_call',
+      'turn_complete',
+    ]);
+    const result = replay(moved);
+    expect(result.divergence).toBeUndefined();
+    expect(result.turns.map((t) => [t.status, t.mode, t.ok])).toEqual([['complete', 'full', true]]);
+  });
+
+  it('finds a handoff rewritten to another agent', () => {
+    const tampered = moved.map((e) => {
+      if (e.kind !== 'agent_handoff') return e;
+      const payload = decodePayload('agent_handoff', e.payload);
+      return { ...e, payload: encodePayload('agent_handoff', { ...payload, toAgent: 'unused' }) };
+    });
+    const result = replay(tampered);
+    expect(result.ok).toBe(false);
+    expect(result.divergence?.expected).toContain('"toAgent":"billing"');
+    expect(result.divergence?.found).toContain('agent_handoff');
+  });
+
+  it('finds a target answer recorded as another agent', () => {
+    let seen = 0;
+    const tampered = moved.map((e) => {
+      if (e.kind !== 'model_call' || seen++ !== 1) return e;
+      const payload = decodePayload('model_call', e.payload);
+      return { ...e, payload: encodePayload('model_call', { ...payload, agent: 'triage' }) };
+    });
+    const result = replay(tampered);
+    expect(result.ok).toBe(false);
+    expect(result.divergence?.expected).toContain('"agent":"billing"');
+  });
+
+  it('replays a refused handoff: the refusal is decided again from the recorded configuration', () => {
+    const refused = journalOf([handoffTo('h1', 'unused')], [text('I will answer myself.')]);
+    expect(refused.filter((e) => e.kind === 'agent_handoff')).toEqual([]);
+    const result = replay(refused);
+    expect(result.divergence).toBeUndefined();
+    expect(result.ok).toBe(true);
+  });
+
+  it('finds a refusal rewritten into an accepted handoff', () => {
+    const refused = journalOf([handoffTo('h1', 'unused')], [text('I will answer myself.')]);
+    const tampered = refused.map((e) => {
+      if (e.kind !== 'tool_result') return e;
+      const payload = decodePayload('tool_result', e.payload);
+      return {
+        ...e,
+        payload: encodePayload('tool_result', { ...payload, content: 'ok', isError: false }),
+      };
+    });
+    expect(replay(tampered).ok).toBe(false);
+  });
+});
