@@ -6,7 +6,10 @@ import type { TurnTool } from './turn-records';
  * gets an unknown-tool error like any other.
  */
 export const ReservedTool = {
-  /** `{ agent: string, reason?: string }`: ends the turn with a handoff. */
+  /**
+   * `{ agent: string, reason?: string }`: moves the turn to another agent, which continues
+   * it (docs/turns.md, "Handoffs"); ends it where handoffs do not continue.
+   */
   HandoffTo: '__handoff_to',
   /** `{ question: string }`: pauses with a question; the answer becomes the call's result. */
   AskUser: '__ask_user',
@@ -35,6 +38,45 @@ export const handoffTool: TurnTool = {
   effect: 'pure',
   needsApproval: false,
 };
+
+/** An agent another may hand the turn to, as its model is told about it. */
+export interface HandoffTarget {
+  readonly name: string;
+  /** What the agent does (an Agent's `spec.description`); may be empty. */
+  readonly description: string;
+}
+
+/**
+ * `__handoff_to` for an agent that may hand off to `targets`: the schema names exactly
+ * those agents, and the description says what each does, so the model picks among them.
+ * The machine decides the call by the same list (turn-agents.ts), so a name outside it is
+ * refused with a reason whatever the schema says.
+ */
+export function handoffToolFor(targets: readonly HandoffTarget[]): TurnTool {
+  const lines = targets.map(({ name, description }) =>
+    description === '' ? `- ${name}` : `- ${name}: ${description}`,
+  );
+  return {
+    ...handoffTool,
+    description: [
+      'Hand this conversation to another agent that is better placed to answer. It continues this turn with everything said so far, and answers later turns until it hands off in turn. The agents you may hand off to:',
+      ...lines,
+    ].join('\n'),
+    inputSchema: {
+      type: 'object',
+      properties: {
+        agent: {
+          type: 'string',
+          enum: targets.map(({ name }) => name),
+          description: 'Name of the agent to hand off to.',
+        },
+        reason: { type: 'string', description: 'Why the other agent should take over.' },
+      },
+      required: ['agent'],
+      additionalProperties: false,
+    },
+  };
+}
 
 /** The definition to offer for `__ask_user`. */
 export const askUserTool: TurnTool = {

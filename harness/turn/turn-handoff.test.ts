@@ -3,7 +3,7 @@ import type { ModelResponse, OutputBlock } from '../../common/model/model-port';
 import { requestIds } from '../../common/request-ids';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
 import { decodeAgentConfig, hex } from './agent-config';
-import { handoffTool } from './reserved-tools';
+import { handoffTool, handoffToolFor } from './reserved-tools';
 import type { TurnAgent } from './turn-agents';
 import {
   createTurnMachine,
@@ -322,5 +322,22 @@ describe('what the turn is given', () => {
     const { config } = decodeAgentConfig(commit.step.record.configJson);
     expect(config.agent).toBe('triage');
     expect(config.handoffs).toEqual(['billing', 'refunds', 'ghost']);
+  });
+});
+
+describe('the __handoff_to an agent is offered', () => {
+  it('names exactly its targets, each with what it does', () => {
+    const tool = handoffToolFor([
+      { name: 'billing', description: 'Invoices and refunds.' },
+      { name: 'legal', description: '' },
+    ]);
+    expect(tool.name).toBe('__handoff_to');
+    expect(tool.inputSchema).toMatchObject({
+      properties: { agent: { type: 'string', enum: ['billing', 'legal'] } },
+      required: ['agent'],
+    });
+    expect(tool.description).toContain('\n- billing: Invoices and refunds.\n- legal');
+    // Its policy is the reserved tool's: the machine handles it, nothing runs.
+    expect([tool.effect, tool.needsApproval]).toEqual(['pure', false]);
   });
 });
