@@ -101,3 +101,20 @@ describe('replay output with summaries', () => {
     expect(text).toContain('; 2 summaries checked, 1 do not follow\n');
   });
 });
+
+describe('--what-if handoff@TOOL-CALL-ID=AGENT', () => {
+  it('reads the tool call id and the agent', async () => {
+    expect(await parseWhatIf('handoff@toolu_7=billing')).toEqual({
+      kind: 'handoff',
+      toolCallId: 'toolu_7',
+      agent: 'billing',
+    });
+  });
+
+  it('refuses a change without a call id or with something that is not an agent name', async () => {
+    await expect(parseWhatIf('handoff=billing')).rejects.toThrow('handoff needs @TARGET');
+    await expect(parseWhatIf('handoff@toolu_7=Billing Team')).rejects.toThrow(
+      'handoff takes an agent name',
+    );
+  });
+});

@@ -33,6 +33,7 @@ export const WHAT_IF_FORMS = `CHANGE is one of:
     model=NAME                every configuration named this model
     summary@POS=TEXT          the summary at journal position POS had text TEXT (every
                               attempt given it gets TEXT in its system prompt)
+    handoff@TOOL-CALL-ID=AGENT   that __handoff_to call named agent AGENT
   TEXT or JSON may be @FILE, to read it from a file.`;
 
 /** What a what-if run printed from. */
@@ -100,6 +101,13 @@ export async function parseWhatIf(spec: string): Promise<WhatIfChange> {
         requestId,
         decision: value === 'approve' ? ApprovalDecision.Approved : ApprovalDecision.Denied,
       };
+    }
+    case 'handoff': {
+      const toolCallId = needTarget();
+      if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/u.test(value)) {
+        throw usage(spec, 'handoff takes an agent name (a DNS label, such as billing)');
+      }
+      return { kind: 'handoff', toolCallId, agent: value };
     }
     case 'max-steps': {
       noTarget();

@@ -159,7 +159,7 @@ function replayFrom(
     model: agent.model,
     ...(agent.agent === undefined ? {} : { agentName: agent.agent }),
     ...(agent.handoffs === undefined ? {} : { handoffs: agent.handoffs }),
-    agents: agentsHandedTo(recorded, configs, agent.agent ?? ''),
+    agents: agentsHandedTo(recorded, configs, agent.agent ?? '', options.otherAgents),
     ...(newestBefore === undefined ? {} : { recordedConfigSha256: newestBefore.sha256 }),
     ...(agent.memoryBudgetBytes === undefined
       ? {}

@@ -2,11 +2,12 @@ import { describe, expect, it } from '@jest/globals';
 import { encodePayload, EventKind, payloadCodecs } from '../../common/event-kinds';
 import type { OutputBlock } from '../../common/model/model-port';
 import { requestIds } from '../../common/request-ids';
-import { nodeEd25519Verifier } from '../crypto/node-ed25519';
+import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
 import { decodePayload } from '../../common/event-kinds';
 import type { ReplayEntry } from './journal-turns';
 import { handoffTool } from './reserved-tools';
 import { replayJournal } from './replay';
+import { whatIf } from './what-if';
 import { turnStepToProto } from './step-codec';
 import { createTurnMachine, type TurnEvent, type TurnInput, type TurnState } from './turn-machine';
 import type { TurnStep } from './turn-records';
@@ -33,10 +34,16 @@ const input: TurnInput = {
   tools: [lookup, handoffTool],
   model,
   agentName: 'triage',
-  handoffs: ['billing'],
+  handoffs: ['billing', 'legal'],
   agents: [
-    { name: 'billing', system: 'You are billing.', tools: [lookup], model, handoffs: [] },
-    { name: 'unused', system: 'Never asked.', tools: [], model, handoffs: [] },
+    {
+      name: 'billing',
+      system: 'You are billing.',
+      tools: [lookup, handoffTool],
+      model,
+      handoffs: ['legal'],
+    },
+    { name: 'legal', system: 'You are legal.', tools: [], model, handoffs: [] },
   ],
   budget: { deployment: 5 },
   recordedSteps: [],
@@ -54,16 +61,25 @@ const text = (value: string): OutputBlock => ({ type: 'text', text: value });
 
 /** The journal of one turn whose model replies are `replies`, as the machine commits it. */
 function journalOf(...replies: OutputBlock[][]): ReplayEntry[] {
-  const entries: ReplayEntry[] = [];
+  return journalAfter([], input, ...replies);
+}
+
+/** `earlier` followed by one turn run from `start` (its history must be what replay gives it). */
+function journalAfter(
+  earlier: readonly ReplayEntry[],
+  start: TurnInput,
+  ...replies: OutputBlock[][]
+): ReplayEntry[] {
+  const entries: ReplayEntry[] = [...earlier];
   const add = (kind: EventKind, payload: Uint8Array): void => {
     entries.push({ position: entries.length, kind, payload });
   };
   add(
     EventKind.MessageReceived,
     encodePayload(EventKind.MessageReceived, {
-      turnId: input.turnId,
-      idempotencyKey: 'k',
-      text: input.userMessage,
+      turnId: start.turnId,
+      idempotencyKey: start.turnId,
+      text: start.userMessage,
       receivedAtMs: 1,
     }),
   );
@@ -71,7 +87,7 @@ function journalOf(...replies: OutputBlock[][]): ReplayEntry[] {
     EventKind.TurnDispatched,
     encodePayload(
       EventKind.TurnDispatched,
-      payloadCodecs.turn_dispatched.fromPartial({ turnId: input.turnId, attempt: 1 }),
+      payloadCodecs.turn_dispatched.fromPartial({ turnId: start.turnId, attempt: 1 }),
     ),
   );
   const machine = createTurnMachine({
@@ -80,7 +96,7 @@ function journalOf(...replies: OutputBlock[][]): ReplayEntry[] {
     approvalPublicKey: new Uint8Array(32),
   });
   let state: TurnState = machine.initialState;
-  let event: TurnEvent | undefined = { type: 'turn_started', input };
+  let event: TurnEvent | undefined = { type: 'turn_started', input: start };
   const pending = [...replies];
   while (event !== undefined) {
     const result = machine.step(state, event);
@@ -106,7 +122,7 @@ function journalOf(...replies: OutputBlock[][]): ReplayEntry[] {
         add(
           EventKind.TurnComplete,
           encodePayload(EventKind.TurnComplete, {
-            turnId: input.turnId,
+            turnId: start.turnId,
             text: effect.text,
             steps: effect.steps,
             completedAtMs: 3,
@@ -168,7 +184,7 @@ describe('replay of a turn handed from one agent to another', () => {
     const tampered = moved.map((e) => {
       if (e.kind !== 'agent_handoff') return e;
       const payload = decodePayload('agent_handoff', e.payload);
-      return { ...e, payload: encodePayload('agent_handoff', { ...payload, toAgent: 'unused' }) };
+      return { ...e, payload: encodePayload('agent_handoff', { ...payload, toAgent: 'legal' }) };
     });
     const result = replay(tampered);
     expect(result.ok).toBe(false);
@@ -189,7 +205,7 @@ describe('replay of a turn handed from one agent to another', () => {
   });
 
   it('replays a refused handoff: the refusal is decided again from the recorded configuration', () => {
-    const refused = journalOf([handoffTo('h1', 'unused')], [text('I will answer myself.')]);
+    const refused = journalOf([handoffTo('h1', 'sales')], [text('I will answer myself.')]);
     expect(refused.filter((e) => e.kind === 'agent_handoff')).toEqual([]);
     const result = replay(refused);
     expect(result.divergence).toBeUndefined();
@@ -197,7 +213,7 @@ describe('replay of a turn handed from one agent to another', () => {
   });
 
   it('finds a refusal rewritten into an accepted handoff', () => {
-    const refused = journalOf([handoffTo('h1', 'unused')], [text('I will answer myself.')]);
+    const refused = journalOf([handoffTo('h1', 'sales')], [text('I will answer myself.')]);
     const tampered = refused.map((e) => {
       if (e.kind !== 'tool_result') return e;
       const payload = decodePayload('tool_result', e.payload);
@@ -209,3 +225,81 @@ describe('replay of a turn handed from one agent to another', () => {
     expect(replay(tampered).ok).toBe(false);
   });
 });
+
+describe('what-if changes a handoff target', () => {
+  // triage -> billing -> legal: every agent's configuration is in the journal.
+  const chain = journalOf(
+    [handoffTo('h1', 'billing')],
+    [handoffTo('h2', 'legal')],
+    [text('Legal says no.')],
+  );
+  const run = (toolCallId: string, agent: string) =>
+    whatIf(
+      chain,
+      { kind: 'handoff', toolCallId, agent },
+      {
+        ids: requestIds,
+        verifier: nodeEd25519Verifier,
+        approvalPublicKey: new Uint8Array(32),
+        resigner: nodeEd25519Signer(new Uint8Array(32).fill(9)),
+      },
+    );
+
+  it('moves the turn to another recorded agent: the run departs at the handoff', () => {
+    expect(replay(chain).ok).toBe(true);
+    const report = run('h1', 'legal');
+    // The first departure is the handing-off call's result, which names the new target.
+    expect(report.divergence?.expected).toContain('Handed off to legal by triage.');
+    expect(report.divergence?.found).toContain('Handed off to billing by triage.');
+  });
+
+  it('shows the refusal the changed target would have met', () => {
+    const report = run('h1', 'triage');
+    expect(report.divergence?.expected).toContain('you are triage. Answer the user yourself.');
+  });
+
+  it('says so when no handoff has that tool call id', () => {
+    expect(() => run('nope', 'legal')).toThrow(
+      /no model call asks __handoff_to with tool call id nope/u,
+    );
+  });
+
+  it('reaches an agent whose configuration only an earlier turn recorded', () => {
+    // turn-1 went triage -> legal; turn-2 went triage -> billing. What if turn-2 had gone to legal?
+    const first = journalOf([handoffTo('h1', 'legal')], [text('Legal says no.')]);
+    const second = journalAfter(
+      first,
+      {
+        ...input,
+        turnId: 'turn-2',
+        userMessage: 'and my other invoice?',
+        history: [
+          { role: 'user', content: [{ type: 'text', text: input.userMessage }] },
+          { role: 'assistant', content: [{ type: 'text', text: 'Legal says no.' }] },
+        ],
+        recordedConfigSha256: newestConfig(first),
+      },
+      [handoffTo('h9', 'billing')],
+      [text('Billing fixed it.')],
+    );
+    expect(replay(second).ok).toBe(true);
+    const report = whatIf(
+      second,
+      { kind: 'handoff', toolCallId: 'h9', agent: 'legal' },
+      {
+        ids: requestIds,
+        verifier: nodeEd25519Verifier,
+        approvalPublicKey: new Uint8Array(32),
+        resigner: nodeEd25519Signer(new Uint8Array(32).fill(9)),
+      },
+    );
+    expect(report.divergence).toMatchObject({ turnId: 'turn-2' });
+    expect(report.divergence?.expected).toContain('Handed off to legal by triage.');
+  });
+});
+
+function newestConfig(entries: readonly ReplayEntry[]): string {
+  const last = entries.filter((e) => e.kind === 'agent_config').at(-1);
+  if (last === undefined) throw new Error('no agent_config');
+  return Buffer.from(decodePayload('agent_config', last.payload).sha256).toString('hex');
+}

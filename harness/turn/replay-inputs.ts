@@ -4,7 +4,7 @@ import {
   type MemoryEntry,
   type MemoryEvent,
 } from '../../common/memory';
-import { hex, type EncodedAgentConfig } from './agent-config';
+import { hex, type AgentConfig, type EncodedAgentConfig } from './agent-config';
 import type { Decoded, JournalTurns } from './journal-turns';
 import type { MemoryItem } from './memory-context';
 import type { TurnAgent } from './turn-agents';
@@ -39,6 +39,7 @@ export function agentsHandedTo(
   recorded: readonly Decoded[],
   configs: ReadonlyMap<string, EncodedAgentConfig>,
   first: string,
+  others: readonly TurnAgent[] = [],
 ): TurnAgent[] {
   const agents = new Map<string, TurnAgent>();
   for (const e of recorded) {
@@ -46,16 +47,24 @@ export function agentsHandedTo(
     const config = configs.get(hex(e.payload.sha256))?.config;
     const name = config?.agent ?? '';
     if (config === undefined || name === first || agents.has(name)) continue;
-    agents.set(name, {
-      name,
-      ...(config.system === '' ? {} : { system: config.system }),
-      tools: config.tools,
-      model: config.model,
-      ...(config.handoffs === undefined ? {} : { handoffs: config.handoffs }),
-      ...(config.memoryBudgetBytes === undefined
-        ? {}
-        : { memoryBudgetBytes: config.memoryBudgetBytes }),
-    });
+    agents.set(name, turnAgentOf(config));
+  }
+  for (const other of others) {
+    if (other.name !== first && !agents.has(other.name)) agents.set(other.name, other);
   }
   return [...agents.values()];
+}
+
+/** The agent a recorded configuration describes. */
+export function turnAgentOf(config: AgentConfig): TurnAgent {
+  return {
+    name: config.agent ?? '',
+    ...(config.system === '' ? {} : { system: config.system }),
+    tools: config.tools,
+    model: config.model,
+    ...(config.handoffs === undefined ? {} : { handoffs: config.handoffs }),
+    ...(config.memoryBudgetBytes === undefined
+      ? {}
+      : { memoryBudgetBytes: config.memoryBudgetBytes }),
+  };
 }

@@ -1,6 +1,7 @@
 import type { RequestIds } from '../../common/request-ids';
 import type { RequestHasher } from './agent-config';
 import type { SignatureVerifier } from './approval-token';
+import type { TurnAgent } from './turn-agents';
 import type { TurnInput } from './turn-machine';
 import type { TurnStep } from './turn-records';
 
@@ -23,6 +24,12 @@ export interface ReplayOptions {
    * run from it, harness/turn/live.ts). Must not throw.
    */
   readonly onAttempt?: (attempt: ReplayAttempt) => void;
+  /**
+   * Agents every attempt may also hand its turn to, besides those it recorded (what-if's
+   * changed handoff target, whose configuration another turn recorded). Replay itself
+   * gives none: an attempt is given exactly the agents it committed.
+   */
+  readonly otherAgents?: readonly TurnAgent[];
 }
 
 /** An attempt as replay rebuilt it from the journal. */

@@ -1,3 +1,4 @@
+import { canonicalJson } from '../../common/canonical-json';
 import { AppError } from '../../common/errors';
 import type { ApprovalDecision } from '../../common/approval-bytes';
 import { decodePayload, encodePayload, type EventKind } from '../../common/event-kinds';
@@ -15,6 +16,8 @@ import { erasuresOf, type ReplayEntry } from './journal-turns';
 import { replayJournal } from './replay';
 import { type ReplayOptions } from './replay-options';
 import { type Divergence, type JournalReplay } from './replay-verdict';
+import { turnAgentOf } from './replay-inputs';
+import type { TurnAgent } from './turn-agents';
 import type { RecordedBlock } from './turn-records';
 
 /**
@@ -48,7 +51,13 @@ export type WhatIfChange =
    * The `summary` at a journal position has this text: every attempt given that summary
    * gets it in its system prompt (docs/replay.md, "Summaries").
    */
-  | { readonly kind: 'summary'; readonly position: number; readonly text: string };
+  | { readonly kind: 'summary'; readonly position: number; readonly text: string }
+  /**
+   * The `__handoff_to` call `toolCallId` named agent `agent` (docs/turns.md, "Handoffs"):
+   * the machine decides it again, and may hand off to any agent whose configuration the
+   * journal records.
+   */
+  | { readonly kind: 'handoff'; readonly toolCallId: string; readonly agent: string };
 
 /** What a what-if run needs besides replay's own options. */
 export interface WhatIfOptions extends ReplayOptions {
@@ -114,6 +123,7 @@ export function whatIf(
   const inner = createPrefixRequestHasher();
   const changed = replayJournal(rewritten.entries, {
     ...recordedOptions,
+    ...(change.kind === 'handoff' ? { otherAgents: recordedAgents(entries) } : {}),
     ...(onAttempt === undefined ? {} : { onAttempt }),
     approvalPublicKey: options.resigner.publicKey,
     // A request digest binds the configuration's digest. A change to the configuration
@@ -177,6 +187,11 @@ function applyChange(
           content: change.content,
           stopReason: change.content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn',
         };
+      }
+      if (change.kind === 'handoff') {
+        const content = retargeted(record.content, change);
+        if (content !== record.content) touched = true;
+        record = { ...record, content };
       }
       if (digest !== undefined) record = { ...record, configSha256: digest };
       return reencode(entry, 'model_call', modelCallToProto(record));
@@ -268,9 +283,37 @@ function notFound(change: WhatIfChange, entries: readonly ReplayEntry[]): string
     }
     case 'approval':
       return `no approval answer has request id ${change.requestId}; see the approval lines of replay's transcript`;
+    case 'handoff':
+      return `no model call asks __handoff_to with tool call id ${change.toolCallId}; see the agent_handoff and tool_result lines of replay's transcript`;
     default:
       return 'the journal records no agent configuration (it was written before configurations were recorded), so a configuration cannot be changed';
   }
+}
+
+/** `content` with the `__handoff_to` call `change.toolCallId` naming `change.agent`; itself when it has none. */
+function retargeted(
+  content: readonly RecordedBlock[],
+  change: Extract<WhatIfChange, { kind: 'handoff' }>,
+): readonly RecordedBlock[] {
+  const at = content.findIndex(
+    (b) => b.type === 'tool_use' && b.toolCallId === change.toolCallId && b.name === '__handoff_to',
+  );
+  const block = content[at];
+  if (block?.type !== 'tool_use') return content;
+  const args = JSON.parse(block.argsJson) as Record<string, unknown>;
+  const argsJson = canonicalJson({ ...args, agent: change.agent });
+  return content.map((b, i) => (i === at ? { ...block, argsJson } : b));
+}
+
+/** The newest recorded configuration of each named agent: whom a changed handoff may reach. */
+function recordedAgents(entries: readonly ReplayEntry[]): TurnAgent[] {
+  const newest = new Map<string, TurnAgent>();
+  for (const entry of entries) {
+    if (entry.kind !== 'agent_config') continue;
+    const { config } = decodeAgentConfig(decodePayload('agent_config', entry.payload).configJson);
+    if (config.agent !== undefined) newest.set(config.agent, turnAgentOf(config));
+  }
+  return [...newest.values()];
 }
 
 function reencode<K extends EventKind>(
