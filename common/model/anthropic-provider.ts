@@ -9,7 +9,8 @@ import type {
   ModelResponse,
 } from './model-port';
 import { classifyFailure, type Classified, type FailureContext } from './anthropic-failures';
-import { toMessageParam, toToolChoice, ToolNames } from './anthropic-request';
+import { toMessageParam, toToolChoice } from './anthropic-request';
+import { ToolNames } from './tool-names';
 import { StreamAccumulator } from './anthropic-stream';
 
 /**
