@@ -6,6 +6,7 @@ import {
 } from '@anthropic-ai/sdk';
 import { AppError, type ErrorCode } from '../errors';
 import { StreamCutError } from './anthropic-stream';
+import { retryAfter, type Classified } from './model-retry';
 
 /**
  * Every failure of an Anthropic model call classified once into an AppError, and whether
@@ -13,14 +14,6 @@ import { StreamCutError } from './anthropic-stream';
  * 408/504 and timeouts (`deadline_exceeded`), connection failures and streams cut short
  * (`unavailable`) are retried; every other 4xx fails at once, with advice on what to fix.
  */
-
-/** A failure classified for the retry loop. */
-export interface Classified {
-  readonly error: AppError;
-  readonly retryable: boolean;
-  /** What the API asked us to wait, when it said. */
-  readonly retryAfterMs?: number;
-}
 
 /** What classification needs to know of the provider. */
 export interface FailureContext {
@@ -195,15 +188,3 @@ const STREAM_ERROR_STATUS: Readonly<Record<string, number>> = {
   timeout_error: 504,
   overloaded_error: 529,
 };
-
-/** `retry-after-ms` (milliseconds) or `retry-after` (seconds or an HTTP date). */
-function retryAfter(headers: Headers, nowMs: number): { retryAfterMs?: number } {
-  const ms = Number.parseFloat(headers.get('retry-after-ms') ?? '');
-  if (Number.isFinite(ms) && ms >= 0) return { retryAfterMs: ms };
-  const value = headers.get('retry-after');
-  if (value === null) return {};
-  const seconds = Number.parseFloat(value);
-  if (Number.isFinite(seconds)) return seconds >= 0 ? { retryAfterMs: seconds * 1000 } : {};
-  const date = Date.parse(value);
-  return Number.isFinite(date) ? { retryAfterMs: Math.max(0, date - nowMs) } : {};
-}
