@@ -31,7 +31,7 @@ import { StreamAccumulator } from './anthropic-stream';
  * again from its first delta, so `onTextDelta` may see the text of a failed attempt
  * before the text of the one that succeeds; only the response is authoritative.
  *
- * Tool names are sent under an alias the API accepts (`anthropic-request.ts`); the answer
+ * Tool names are sent under an alias the API accepts (`tool-names.ts`); the retry loop is `model-retry.ts`, shared with the OpenAI adapter; the answer
  * is read from the stream by `anthropic-stream.ts`; failures are classified by
  * `anthropic-failures.ts`.
  */

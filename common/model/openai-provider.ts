@@ -124,7 +124,8 @@ export class OpenAiProvider implements ModelProvider {
       apiKey: options.apiKey,
       // Explicit values and nulls keep the SDK from reading OPENAI_* variables (base URL,
       // organization, project, admin key, webhook secret, log level): configuration reaches
-      // this adapter only through its options.
+      // this adapter through its options. The one the SDK reads regardless is
+      // OPENAI_CUSTOM_HEADERS (extra request headers), which the harness's pod spec does not set.
       baseURL: options.baseUrl ?? DEFAULT_OPENAI_BASE_URL,
       adminAPIKey: null,
       organization: null,

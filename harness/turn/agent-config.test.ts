@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import type { Message, ModelRequest } from '../../common/model/model-port';
 import {
@@ -109,6 +111,12 @@ describe('the model provider in the configuration bytes', () => {
     expect(hex(openai.sha256)).toBe(OPENAI_CONFIG_SHA256);
     expect(hex(modelRequestSha256(REQUEST, anthropic.sha256))).toBe(REQUEST_SHA256);
     expect(hex(modelRequestSha256(REQUEST, openai.sha256))).toBe(OPENAI_REQUEST_SHA256);
+  });
+
+  it('docs/replay.md gives the same vector', () => {
+    const doc = readFileSync(join(__dirname, '..', '..', 'docs', 'replay.md'), 'utf8');
+    expect(doc).toContain(`${OPENAI_CONFIG_JSON}\nsha256 ${OPENAI_CONFIG_SHA256}`);
+    expect(doc).toContain(`request sha256 ${OPENAI_REQUEST_SHA256}`);
   });
 
   it('decodes the provider back, and refuses one it does not know or an explicit anthropic', () => {
