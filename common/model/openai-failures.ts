@@ -1,5 +1,6 @@
 import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import { AppError, type ErrorCode } from '../errors';
+import { contextOverflowAdvice, isContextOverflow } from './context-overflow';
 import { retryAfter, type Classified } from './model-retry';
 import { StreamCutError } from './openai-stream';
 
@@ -9,8 +10,8 @@ import { StreamCutError } from './openai-stream';
  * and 409 (`unavailable`), 408/504 and timeouts (`deadline_exceeded`), connection failures and
  * streams cut short (`unavailable`) are retried; every other 4xx fails at once, with advice
  * on what to fix. A request over the model's context window is recognised by OpenAI's code
- * `context_length_exceeded` or by the wording gateways and self-hosted servers use, and
- * fails with a message that says so.
+ * `context_length_exceeded` or by the wording gateways and self-hosted servers use
+ * (`context-overflow.ts`), and fails with a message that says so.
  */
 
 /** What classification needs to know of the provider. */
@@ -22,15 +23,6 @@ export interface FailureContext {
 }
 
 const API = 'OpenAI-compatible API';
-
-/**
- * How servers say the prompt is over the context window: OpenAI (`This model's maximum
- * context length is N tokens`, code `context_length_exceeded`), vLLM (the same sentence),
- * LiteLLM (`ContextWindowExceededError`), llama.cpp (`exceeds the available context size`),
- * and Anthropic-style wording behind gateways (`prompt is too long`).
- */
-const CONTEXT_OVERFLOW =
-  /context[_ ]length[_ ]exceeded|maximum context length|context ?window ?exceeded|exceeds? the (?:available )?context (?:size|window|length)|prompt is too long/iu;
 
 /**
  * Classifies a failed attempt once: the AppError the turn sees, whether the retry loop
@@ -137,11 +129,6 @@ interface Rule {
 
 const RETRY_LATER = 'retried with backoff; the turn can be dispatched again later';
 
-/** Whether a refusal says the request is over the model's context window. */
-export function isContextOverflow(code: string | undefined, message: string): boolean {
-  return code === 'context_length_exceeded' || CONTEXT_OVERFLOW.test(message);
-}
-
 /** Status (or, for an error inside a stream, its code) → AppError code, retry and advice. */
 function ruleFor(
   status: number | undefined,
@@ -154,7 +141,7 @@ function ruleFor(
     return {
       code: 'invalid_argument',
       retryable: false,
-      advice: `the conversation's history is longer than model ${model} can read (its context window); a retry will not help: start a new conversation, or run this one on a model with a larger context window`,
+      advice: contextOverflowAdvice(model),
     };
   }
   switch (status ?? (apiCode === 'rate_limit_exceeded' ? 429 : 500)) {
