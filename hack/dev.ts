@@ -17,7 +17,9 @@
  *
  * Everything runs in the background; state, logs and certificates live under .local/.
  * Kubernetes restarts a plane that exits, as in a cluster. The harness uses Claude when
- * ANTHROPIC_API_KEY is set, the scripted demo model otherwise.
+ * ANTHROPIC_API_KEY is set, an OpenAI-compatible model when OPENAI_API_KEY is (both:
+ * HARNESS_MODEL_PROVIDER chooses; ANTHROPIC_BASE_URL and OPENAI_BASE_URL pass through too),
+ * the scripted demo model otherwise.
  */
 import { Role } from '../common/persona-roles';
 import { ApiregistrationV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
@@ -39,9 +41,11 @@ import { ensureHarnessCa, ensureHarnessCertificate } from './lib/harness-pki';
 import {
   applyHarnessSecret,
   applyHarnessTlsSecret,
+  devModelName,
   ensureApprovalKey,
   HARNESS_IMAGE_PATTERN,
   harnessSourceCommand,
+  modelSecretData,
 } from './lib/harness-config';
 import { defaultBinDir, defaultCrdDirs, repoRoot } from './lib/paths';
 import { LocalCluster } from './lib/local-cluster';
@@ -261,11 +265,11 @@ async function up(): Promise<void> {
     await ensureVolume(core, stateJournalVolume(join(devDir, 'volumes', 'state-journal')));
 
     // What the sandbox template reads in the conversations' namespace: the namespace's
-    // harness certificate, the approval key's public half, Claude's key.
+    // harness certificate, the approval key's public half, the model's keys and endpoints.
     await applyHarnessTlsSecret(cluster.kubeConfig(), namespace, harnessCertificate);
     await applyHarnessSecret(cluster.kubeConfig(), namespace, {
       approvalPublicKey: approvalKey.publicKeyHex,
-      ...(process.env.ANTHROPIC_API_KEY ? { anthropicApiKey: process.env.ANTHROPIC_API_KEY } : {}),
+      model: modelSecretData(process.env),
     });
     kubectl(admin, [
       'apply',
@@ -402,9 +406,7 @@ async function up(): Promise<void> {
         ([name, value]) => `${name}=${name === 'POLYCHROME_STATE_ADDRESS' ? value : local(value)}`,
       )
       .join(' ');
-    const model = process.env.ANTHROPIC_API_KEY
-      ? 'Claude (ANTHROPIC_API_KEY is set)'
-      : 'the scripted demo model (harness/model/demo-script.yaml; set ANTHROPIC_API_KEY for Claude)';
+    const model = devModelName(process.env);
     console.log(`
 export KUBECONFIG=${admin} PATH=${defaultBinDir}:$PATH    # then: kubectl get conv
 pods (the planes and the harnesses): kubectl get pods -A; their logs under ${local(join(devDir, 'node', 'pods'))}

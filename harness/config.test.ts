@@ -143,7 +143,78 @@ describe('loadHarnessConfig', () => {
       issues({ ...TLS, HARNESS_NAMESPACE: 'team-a', HARNESS_APPROVAL_PUBLIC_KEY: 'abc' }),
     ).toEqual([
       'HARNESS_APPROVAL_PUBLIC_KEY: must be a raw ed25519 public key as 64 hex digits',
-      'HARNESS_MODEL_SCRIPT: no model: set ANTHROPIC_API_KEY for the Anthropic provider, or HARNESS_MODEL_SCRIPT to a script file for the scripted provider',
+      'HARNESS_MODEL_SCRIPT: no model: set ANTHROPIC_API_KEY for the Anthropic provider, OPENAI_API_KEY for an OpenAI-compatible one, or HARNESS_MODEL_SCRIPT to a script file for the scripted provider',
+    ]);
+  });
+});
+
+describe('loadHarnessConfig: which model provider', () => {
+  const noScript = { ...TLS, HARNESS_NAMESPACE: 'team-a', HARNESS_APPROVAL_PUBLIC_KEY: KEY_HEX };
+
+  it('picks OpenAI when only OPENAI_API_KEY is set, with its base URL and the model', () => {
+    expect(
+      loadHarnessConfig({
+        ...noScript,
+        OPENAI_API_KEY: 'sk-openai',
+        OPENAI_BASE_URL: 'http://vllm.models.svc:8000/v1',
+        HARNESS_MODEL: 'qwen3-32b',
+      }).model,
+    ).toEqual({
+      kind: 'openai',
+      apiKey: 'sk-openai',
+      baseUrl: 'http://vllm.models.svc:8000/v1',
+      defaultModel: 'qwen3-32b',
+    });
+  });
+
+  it('picks Anthropic when only ANTHROPIC_API_KEY is set, whatever OPENAI_BASE_URL says', () => {
+    expect(
+      loadHarnessConfig({
+        ...noScript,
+        ANTHROPIC_API_KEY: 'sk-ant',
+        OPENAI_BASE_URL: 'http://127.0.0.1:1/v1',
+      }).model,
+    ).toEqual({ kind: 'anthropic', apiKey: 'sk-ant' });
+  });
+
+  it('with both keys, HARNESS_MODEL_PROVIDER decides; without it the configuration is refused', () => {
+    const both = { ...noScript, ANTHROPIC_API_KEY: 'sk-ant', OPENAI_API_KEY: 'sk-openai' };
+    expect(loadHarnessConfig({ ...both, HARNESS_MODEL_PROVIDER: 'openai' }).model).toEqual({
+      kind: 'openai',
+      apiKey: 'sk-openai',
+    });
+    expect(loadHarnessConfig({ ...both, HARNESS_MODEL_PROVIDER: 'anthropic' }).model).toEqual({
+      kind: 'anthropic',
+      apiKey: 'sk-ant',
+    });
+    expect(issues(both)).toEqual([
+      'HARNESS_MODEL_PROVIDER: both ANTHROPIC_API_KEY and OPENAI_API_KEY are set; set HARNESS_MODEL_PROVIDER to anthropic or openai to say which one the harness uses',
+    ]);
+  });
+
+  it('refuses a provider without its key, an unknown provider and a base URL that is not a URL', () => {
+    expect(issues({ ...base, HARNESS_MODEL_PROVIDER: 'openai', ANTHROPIC_API_KEY: 'k' })).toEqual([
+      'OPENAI_API_KEY: HARNESS_MODEL_PROVIDER is openai but OPENAI_API_KEY is not set; set the key',
+    ]);
+    expect(issues({ ...base, HARNESS_MODEL_PROVIDER: 'anthropic' })).toEqual([
+      'ANTHROPIC_API_KEY: HARNESS_MODEL_PROVIDER is anthropic but ANTHROPIC_API_KEY is not set; set the key',
+    ]);
+    expect(
+      issues({
+        ...base,
+        HARNESS_MODEL_PROVIDER: 'gemini',
+        OPENAI_API_KEY: 'k',
+        OPENAI_BASE_URL: 'vllm:8000',
+      }),
+    ).toEqual([
+      'HARNESS_MODEL_PROVIDER: must be anthropic or openai, got "gemini"',
+      'OPENAI_BASE_URL: must be an http or https URL, e.g. http://vllm.models.svc:8000/v1',
+    ]);
+  });
+
+  it('without a key or a script, says all three ways to get a model', () => {
+    expect(issues(noScript)).toEqual([
+      'HARNESS_MODEL_SCRIPT: no model: set ANTHROPIC_API_KEY for the Anthropic provider, OPENAI_API_KEY for an OpenAI-compatible one, or HARNESS_MODEL_SCRIPT to a script file for the scripted provider',
     ]);
   });
 });

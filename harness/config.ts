@@ -30,7 +30,10 @@ import { parseApprovalRules } from './tools/approval-policy';
  * | `HARNESS_APPROVAL_PUBLIC_KEY` or `_FILE` | the control plane's ed25519 approval key, 64 hex digits; it also verifies each call's per-conversation credential | required, exactly one |
  * | `HARNESS_APPROVAL_NEXT_PUBLIC_KEY` | during a key rotation, the control plane's next public key, 64 hex digits: approvals and credentials signed by either key pass | unset |
  * | `HARNESS_NAMESPACE` | the pod's namespace (downward API): its certificate must name it, and credentials for conversations of another namespace are refused | required |
- * | `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`, `HARNESS_MODEL` | the Anthropic provider | unset: scripted provider |
+ * | `HARNESS_MODEL_PROVIDER` | `anthropic` or `openai` (any server speaking OpenAI's Chat Completions) | the provider whose key is set; required when both keys are |
+ * | `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL` | the Anthropic provider's key and endpoint | unset; `https://api.anthropic.com` |
+ * | `OPENAI_API_KEY`, `OPENAI_BASE_URL` | the OpenAI-compatible provider's key and endpoint (up to `/v1`) | unset; `https://api.openai.com/v1` |
+ * | `HARNESS_MODEL` | the model when a turn names none | the provider's default |
  * | `HARNESS_MODEL_SCRIPT` | script file for the scripted provider | required without an API key |
  * | `HARNESS_MAX_STEPS` | the deployment's step budget | 8 |
  * | `HARNESS_MCP_SERVERS` | JSON array of MCP servers | `[]` |
@@ -78,6 +81,13 @@ function envFile() {
   });
 }
 
+/** An optional http(s) URL: a model endpoint. */
+function httpUrl(example: string) {
+  return z
+    .url({ protocol: /^https?$/u, error: `must be an http or https URL, e.g. ${example}` })
+    .optional();
+}
+
 const HEX_KEY = /^[0-9a-fA-F]{64}$/u;
 /** A Kubernetes namespace name (RFC 1123 label). */
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/u;
@@ -106,8 +116,24 @@ const schema = z
         .regex(/^[0-9a-f]{64}$/u, 'must be 64 lowercase hex digits (a raw ed25519 public key)')
         .optional(),
     ),
+    HARNESS_MODEL_PROVIDER: envOptionalString().transform(
+      (raw, ctx): ModelProviderKind | undefined => {
+        if (raw === undefined) return undefined;
+        const found = MODEL_PROVIDERS.find((p) => p === raw);
+        if (found === undefined) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `must be ${MODEL_PROVIDERS.join(' or ')}, got ${JSON.stringify(raw)}`,
+          });
+          return z.NEVER;
+        }
+        return found;
+      },
+    ),
     ANTHROPIC_API_KEY: envOptionalString(),
-    ANTHROPIC_BASE_URL: envOptionalString().pipe(z.url().optional()),
+    ANTHROPIC_BASE_URL: envOptionalString().pipe(httpUrl('https://api.anthropic.com')),
+    OPENAI_API_KEY: envOptionalString(),
+    OPENAI_BASE_URL: envOptionalString().pipe(httpUrl('http://vllm.models.svc:8000/v1')),
     HARNESS_MODEL: envOptionalString(),
     HARNESS_MODEL_SCRIPT: envOptionalString(),
     HARNESS_MAX_STEPS: envInt({ default: 8, min: 1, max: 100 }),
@@ -158,14 +184,8 @@ const schema = z
         message: 'must be a raw ed25519 public key as 64 hex digits',
       });
     }
-    if (env.ANTHROPIC_API_KEY === undefined && env.HARNESS_MODEL_SCRIPT === undefined) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['HARNESS_MODEL_SCRIPT'],
-        message:
-          'no model: set ANTHROPIC_API_KEY for the Anthropic provider, or HARNESS_MODEL_SCRIPT to a script file for the scripted provider',
-      });
-    }
+    const problem = modelSourceProblem(env);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', ...problem });
   })
   .transform((env) => ({
     host: env.HARNESS_LISTEN_HOST ?? env.POD_IP ?? '0.0.0.0',
@@ -179,15 +199,7 @@ const schema = z
         'hex',
       ),
     ),
-    model:
-      env.ANTHROPIC_API_KEY === undefined
-        ? { kind: 'scripted' as const, scriptPath: env.HARNESS_MODEL_SCRIPT ?? '' }
-        : {
-            kind: 'anthropic' as const,
-            apiKey: env.ANTHROPIC_API_KEY,
-            ...(env.ANTHROPIC_BASE_URL === undefined ? {} : { baseUrl: env.ANTHROPIC_BASE_URL }),
-            ...(env.HARNESS_MODEL === undefined ? {} : { defaultModel: env.HARNESS_MODEL }),
-          },
+    model: modelSource(env),
     ...(env.HARNESS_APPROVAL_NEXT_PUBLIC_KEY === undefined
       ? {}
       : {
@@ -204,6 +216,93 @@ const schema = z
     toolTimeoutMs: env.HARNESS_TOOL_TIMEOUT_MS,
     recordAgentConfig: env.HARNESS_RECORD_AGENT_CONFIG,
   }));
+
+/** The model providers `HARNESS_MODEL_PROVIDER` names. */
+const MODEL_PROVIDERS = ['anthropic', 'openai'] as const;
+type ModelProviderKind = (typeof MODEL_PROVIDERS)[number];
+
+/** The model variables, as the schema reads them. */
+interface ModelEnv {
+  readonly HARNESS_MODEL_PROVIDER: ModelProviderKind | undefined;
+  readonly ANTHROPIC_API_KEY: string | undefined;
+  readonly ANTHROPIC_BASE_URL?: string | undefined;
+  readonly OPENAI_API_KEY: string | undefined;
+  readonly OPENAI_BASE_URL?: string | undefined;
+  readonly HARNESS_MODEL: string | undefined;
+  readonly HARNESS_MODEL_SCRIPT: string | undefined;
+}
+
+/**
+ * Which provider the variables choose: the one `HARNESS_MODEL_PROVIDER` names, else the
+ * one whose key is set, else none (the scripted provider). Both keys without the choice
+ * is refused by {@link modelSourceProblem}, never guessed.
+ */
+function chosenProvider(env: ModelEnv): ModelProviderKind | undefined {
+  if (env.HARNESS_MODEL_PROVIDER !== undefined) return env.HARNESS_MODEL_PROVIDER;
+  if (env.ANTHROPIC_API_KEY !== undefined) return 'anthropic';
+  return env.OPENAI_API_KEY === undefined ? undefined : 'openai';
+}
+
+/** Why the model variables choose no usable model, if they do not. */
+function modelSourceProblem(
+  env: ModelEnv,
+): { readonly path: string[]; readonly message: string } | undefined {
+  const provider = env.HARNESS_MODEL_PROVIDER;
+  if (provider === 'anthropic' && env.ANTHROPIC_API_KEY === undefined) {
+    return {
+      path: ['ANTHROPIC_API_KEY'],
+      message: 'HARNESS_MODEL_PROVIDER is anthropic but ANTHROPIC_API_KEY is not set; set the key',
+    };
+  }
+  if (provider === 'openai' && env.OPENAI_API_KEY === undefined) {
+    return {
+      path: ['OPENAI_API_KEY'],
+      message: 'HARNESS_MODEL_PROVIDER is openai but OPENAI_API_KEY is not set; set the key',
+    };
+  }
+  if (
+    provider === undefined &&
+    env.ANTHROPIC_API_KEY !== undefined &&
+    env.OPENAI_API_KEY !== undefined
+  ) {
+    return {
+      path: ['HARNESS_MODEL_PROVIDER'],
+      message:
+        'both ANTHROPIC_API_KEY and OPENAI_API_KEY are set; set HARNESS_MODEL_PROVIDER to anthropic or openai to say which one the harness uses',
+    };
+  }
+  if (chosenProvider(env) === undefined && env.HARNESS_MODEL_SCRIPT === undefined) {
+    return {
+      path: ['HARNESS_MODEL_SCRIPT'],
+      message:
+        'no model: set ANTHROPIC_API_KEY for the Anthropic provider, OPENAI_API_KEY for an OpenAI-compatible one, or HARNESS_MODEL_SCRIPT to a script file for the scripted provider',
+    };
+  }
+  return undefined;
+}
+
+/** The model source the (valid) variables choose. */
+function modelSource(env: ModelEnv) {
+  const defaultModel = env.HARNESS_MODEL === undefined ? {} : { defaultModel: env.HARNESS_MODEL };
+  switch (chosenProvider(env)) {
+    case 'anthropic':
+      return {
+        kind: 'anthropic' as const,
+        apiKey: env.ANTHROPIC_API_KEY ?? '',
+        ...(env.ANTHROPIC_BASE_URL === undefined ? {} : { baseUrl: env.ANTHROPIC_BASE_URL }),
+        ...defaultModel,
+      };
+    case 'openai':
+      return {
+        kind: 'openai' as const,
+        apiKey: env.OPENAI_API_KEY ?? '',
+        ...(env.OPENAI_BASE_URL === undefined ? {} : { baseUrl: env.OPENAI_BASE_URL }),
+        ...defaultModel,
+      };
+    case undefined:
+      return { kind: 'scripted' as const, scriptPath: env.HARNESS_MODEL_SCRIPT ?? '' };
+  }
+}
 
 /** The parsed, frozen harness configuration. */
 export type HarnessConfig = z.output<typeof schema>;

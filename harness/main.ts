@@ -7,7 +7,6 @@ import { componentLogger, createRootLogger, LogComponent } from '../common/log';
 import { startTracing } from '../common/tracing';
 import { loadHarnessConfig, type HarnessConfig } from './config';
 import { nodeEd25519Verifier } from './crypto/node-ed25519';
-import type { AnthropicProvider } from '../common/model/anthropic-provider';
 import type { ModelProvider } from '../common/model/model-port';
 import { ScriptedProvider } from './model/scripted-provider';
 import { builtinToolRunner, builtinTools } from './tools/builtin-tools';
@@ -116,7 +115,10 @@ async function main(): Promise<number> {
   return 0;
 }
 
-/** The model per agent setting: scripted (one script for every turn) or Anthropic. */
+/**
+ * The model per agent setting: scripted (one script for every turn), Anthropic or
+ * OpenAI-compatible (one provider per model name, built on first use).
+ */
 async function modelSource(
   config: Readonly<HarnessConfig>,
   logger: ReturnType<typeof createRootLogger>,
@@ -126,14 +128,17 @@ async function modelSource(
     const scripted = await ScriptedProvider.fromFile(source.scriptPath);
     return () => scripted;
   }
-  const { AnthropicProvider } = await import('../common/model/anthropic-provider.js');
-  const providers = new Map<string, AnthropicProvider>();
-  const sdkLog = componentLogger(logger, LogComponent.Turn, { source: 'anthropic-sdk' });
+  const sdkLog = componentLogger(logger, LogComponent.Turn, { source: `${source.kind}-sdk` });
+  const build =
+    source.kind === 'anthropic'
+      ? (await import('../common/model/anthropic-provider.js')).AnthropicProvider
+      : (await import('../common/model/openai-provider.js')).OpenAiProvider;
+  const providers = new Map<string, ModelProvider>();
   return (model) => {
     const name = model === '' ? (source.defaultModel ?? '') : model;
     let provider = providers.get(name);
     if (provider === undefined) {
-      provider = new AnthropicProvider({
+      provider = new build({
         apiKey: source.apiKey,
         ...(source.baseUrl === undefined ? {} : { baseUrl: source.baseUrl }),
         ...(name === '' ? {} : { model: name }),

@@ -6,21 +6,16 @@ import {
 } from '@anthropic-ai/sdk';
 import { AppError, type ErrorCode } from '../errors';
 import { StreamCutError } from './anthropic-stream';
+import { contextOverflowAdvice, isContextOverflow } from './context-overflow';
+import { retryAfter, type Classified } from './model-retry';
 
 /**
  * Every failure of an Anthropic model call classified once into an AppError, and whether
  * the retry loop may try again: 429 (`resource_exhausted`), 5xx and 529 (`unavailable`),
  * 408/504 and timeouts (`deadline_exceeded`), connection failures and streams cut short
- * (`unavailable`) are retried; every other 4xx fails at once, with advice on what to fix.
+ * (`unavailable`) are retried; every other 4xx fails at once, with advice on what to fix,
+ * and a prompt over the model's context window says so (`context-overflow.ts`).
  */
-
-/** A failure classified for the retry loop. */
-export interface Classified {
-  readonly error: AppError;
-  readonly retryable: boolean;
-  /** What the API asked us to wait, when it said. */
-  readonly retryAfterMs?: number;
-}
 
 /** What classification needs to know of the provider. */
 export interface FailureContext {
@@ -106,7 +101,15 @@ function classifyApiError(
     ...(typeof error.requestID === 'string' ? { requestId: error.requestID } : {}),
   };
   const what = `Anthropic Messages API ${status === undefined ? 'stream error' : `returned ${status}`}${type === undefined ? '' : ` ${type}`}${apiMessage === '' ? '' : `: ${apiMessage}`}`;
-  const rule = ruleFor(status, type);
+  const rule =
+    (status === 400 || status === 413 || type === 'invalid_request_error') &&
+    isContextOverflow(undefined, apiMessage)
+      ? {
+          code: 'invalid_argument' as const,
+          retryable: false,
+          advice: contextOverflowAdvice(context.model),
+        }
+      : ruleFor(status, type);
   return {
     error: new AppError(rule.code, `${what}; ${rule.advice}`, { cause: error, details }),
     retryable: rule.retryable,
@@ -195,15 +198,3 @@ const STREAM_ERROR_STATUS: Readonly<Record<string, number>> = {
   timeout_error: 504,
   overloaded_error: 529,
 };
-
-/** `retry-after-ms` (milliseconds) or `retry-after` (seconds or an HTTP date). */
-function retryAfter(headers: Headers, nowMs: number): { retryAfterMs?: number } {
-  const ms = Number.parseFloat(headers.get('retry-after-ms') ?? '');
-  if (Number.isFinite(ms) && ms >= 0) return { retryAfterMs: ms };
-  const value = headers.get('retry-after');
-  if (value === null) return {};
-  const seconds = Number.parseFloat(value);
-  if (Number.isFinite(seconds)) return seconds >= 0 ? { retryAfterMs: seconds * 1000 } : {};
-  const date = Date.parse(value);
-  return Number.isFinite(date) ? { retryAfterMs: Math.max(0, date - nowMs) } : {};
-}

@@ -308,6 +308,20 @@ describe('AnthropicProvider retries and classification', () => {
     expect(sleeps).toEqual([]);
   });
 
+  it('a prompt over the context window → invalid_argument that says so and what to do', async () => {
+    server.enqueue({
+      kind: 'error',
+      status: 400,
+      message: 'prompt is too long: 210000 tokens > 200000 maximum',
+    });
+    const error = await failure(complete(provider({ model: 'claude-small' })));
+    expect(error.code).toBe('invalid_argument');
+    expect(error.message).toBe(
+      "Anthropic Messages API returned 400 invalid_request_error: prompt is too long: 210000 tokens > 200000 maximum; the conversation's history is longer than model claude-small can read (its context window); a retry will not help: start a new conversation, or run this one on a model with a larger context window",
+    );
+    expect(server.requests).toHaveLength(1);
+  });
+
   it('401 (wrong key) → unauthenticated, no retry, the key never in the message', async () => {
     const wrongKey = 'sk-ant-wrong-key-999';
     const error = await failure(complete(provider({ apiKey: wrongKey })));

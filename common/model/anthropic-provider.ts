@@ -8,8 +8,10 @@ import type {
   ModelRequest,
   ModelResponse,
 } from './model-port';
-import { classifyFailure, type Classified, type FailureContext } from './anthropic-failures';
-import { toMessageParam, toToolChoice, ToolNames } from './anthropic-request';
+import { classifyFailure, type FailureContext } from './anthropic-failures';
+import { abortableSleep, callWithRetries, type RetryPolicy, type Sleep } from './model-retry';
+import { toMessageParam, toToolChoice } from './anthropic-request';
+import { ToolNames } from './tool-names';
 import { StreamAccumulator } from './anthropic-stream';
 
 /**
@@ -29,7 +31,7 @@ import { StreamAccumulator } from './anthropic-stream';
  * again from its first delta, so `onTextDelta` may see the text of a failed attempt
  * before the text of the one that succeeds; only the response is authoritative.
  *
- * Tool names are sent under an alias the API accepts (`anthropic-request.ts`); the answer
+ * Tool names are sent under an alias the API accepts (`tool-names.ts`); the retry loop is `model-retry.ts`, shared with the OpenAI adapter; the answer
  * is read from the stream by `anthropic-stream.ts`; failures are classified by
  * `anthropic-failures.ts`.
  */
@@ -38,9 +40,6 @@ import { StreamAccumulator } from './anthropic-stream';
 export const DEFAULT_ANTHROPIC_MODEL = 'claude-sonnet-5-5';
 /** The API endpoint used when none is configured. */
 export const DEFAULT_ANTHROPIC_BASE_URL = 'https://api.anthropic.com';
-
-/** Waits `ms`, rejecting when `signal` aborts. Injected so tests do not wait. */
-export type Sleep = (ms: number, signal: AbortSignal) => Promise<void>;
 
 /** Receives the SDK's own diagnostics (a pino logger fits). */
 export interface SdkLogger {
@@ -82,6 +81,8 @@ export interface AnthropicProviderOptions {
   readonly logger?: SdkLogger;
 }
 
+const CANCELLED = 'Anthropic model call cancelled';
+
 const DEFAULTS = {
   maxTokens: 8192,
   maxAttempts: 4,
@@ -103,13 +104,8 @@ export class AnthropicProvider implements ModelProvider {
   private readonly client: Anthropic;
   private readonly apiKey: string;
   private readonly maxTokens: number;
-  private readonly maxAttempts: number;
-  private readonly initialBackoffMs: number;
-  private readonly maxBackoffMs: number;
-  private readonly maxRetryAfterMs: number;
   private readonly attemptTimeoutMs: number;
-  private readonly sleep: Sleep;
-  private readonly random: () => number;
+  private readonly policy: RetryPolicy;
   private readonly failureContext: FailureContext;
 
   /**
@@ -126,16 +122,19 @@ export class AnthropicProvider implements ModelProvider {
     this.model = options.model ?? DEFAULT_ANTHROPIC_MODEL;
     this.maxTokens = positiveInt('maxTokens', options.maxTokens ?? DEFAULTS.maxTokens);
     this.parameters = { model: this.model, maxTokens: this.maxTokens };
-    this.maxAttempts = positiveInt('maxAttempts', options.maxAttempts ?? DEFAULTS.maxAttempts);
-    this.initialBackoffMs = options.initialBackoffMs ?? DEFAULTS.initialBackoffMs;
-    this.maxBackoffMs = options.maxBackoffMs ?? DEFAULTS.maxBackoffMs;
-    this.maxRetryAfterMs = options.maxRetryAfterMs ?? DEFAULTS.maxRetryAfterMs;
+    this.policy = {
+      maxAttempts: positiveInt('maxAttempts', options.maxAttempts ?? DEFAULTS.maxAttempts),
+      initialBackoffMs: options.initialBackoffMs ?? DEFAULTS.initialBackoffMs,
+      maxBackoffMs: options.maxBackoffMs ?? DEFAULTS.maxBackoffMs,
+      maxRetryAfterMs: options.maxRetryAfterMs ?? DEFAULTS.maxRetryAfterMs,
+      sleep: options.sleep ?? abortableSleep(CANCELLED),
+      random: options.random ?? Math.random,
+      cancelledMessage: CANCELLED,
+    };
     this.attemptTimeoutMs = positiveInt(
       'attemptTimeoutMs',
       options.attemptTimeoutMs ?? DEFAULTS.attemptTimeoutMs,
     );
-    this.sleep = options.sleep ?? abortableSleep;
-    this.random = options.random ?? Math.random;
     this.failureContext = {
       model: this.model,
       attemptTimeoutMs: this.attemptTimeoutMs,
@@ -168,40 +167,12 @@ export class AnthropicProvider implements ModelProvider {
   async complete(request: ModelRequest, options: ModelCallOptions): Promise<ModelResponse> {
     const names = new ToolNames(request.tools.map((tool) => tool.name));
     const params = this.toParams(request, names);
-    for (let attempt = 1; ; attempt++) {
-      throwIfCancelled(options.signal);
-      let classified: Classified;
-      try {
-        return await this.attempt(params, names, options);
-      } catch (error) {
-        classified = classifyFailure(error, options.signal, attempt, this.failureContext);
-      }
-      const { error, retryable, retryAfterMs } = classified;
-      if (!retryable) throw error;
-      if (attempt >= this.maxAttempts) {
-        throw this.withAttempts(error, attempt, 'giving up after');
-      }
-      if (retryAfterMs !== undefined && retryAfterMs > this.maxRetryAfterMs) {
-        throw this.withAttempts(
-          error,
-          attempt,
-          `the API asked to wait ${Math.ceil(retryAfterMs / 1000)} s, longer than this turn waits; stopped after`,
-        );
-      }
-      const delayMs = retryAfterMs ?? this.backoffMs(attempt);
-      try {
-        await this.sleep(delayMs, options.signal);
-      } catch {
-        throwIfCancelled(options.signal);
-        throw error;
-      }
-    }
-  }
-
-  /** Exponential backoff with "equal jitter": half fixed, half random. */
-  private backoffMs(attempt: number): number {
-    const base = Math.min(this.maxBackoffMs, this.initialBackoffMs * 2 ** (attempt - 1));
-    return Math.round(base / 2 + (base / 2) * this.random());
+    return callWithRetries(
+      this.policy,
+      options.signal,
+      () => this.attempt(params, names, options),
+      (error, attempt) => classifyFailure(error, options.signal, attempt, this.failureContext),
+    );
   }
 
   private async attempt(
@@ -245,21 +216,10 @@ export class AnthropicProvider implements ModelProvider {
     };
   }
 
-  private withAttempts(error: AppError, attempts: number, how: string): AppError {
-    return new AppError(error.code, `${error.message} (${how} ${attempts} attempts)`, {
-      cause: error.cause,
-      details: { ...error.details, attempts },
-    });
-  }
-
   /** Belt and braces: a proxy could echo the key back in an error body. */
   private redact(text: string): string {
     return text.replaceAll(this.apiKey, '[redacted]');
   }
-}
-
-function throwIfCancelled(signal: AbortSignal): void {
-  if (signal.aborted) throw new AppError('cancelled', 'Anthropic model call cancelled');
 }
 
 function positiveInt(name: string, value: number): number {
@@ -272,20 +232,3 @@ function positiveInt(name: string, value: number): number {
   }
   return value;
 }
-
-const abortableSleep: Sleep = (ms, signal) =>
-  new Promise((resolve, reject) => {
-    if (signal.aborted) {
-      reject(new AppError('cancelled', 'Anthropic model call cancelled'));
-      return;
-    }
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(new AppError('cancelled', 'Anthropic model call cancelled'));
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });

@@ -4,7 +4,7 @@ import type {
 } from '@anthropic-ai/sdk/resources/messages';
 import { isJsonObject, type JsonObject } from '../canonical-json';
 import { StopReason, type ModelResponse, type OutputBlock } from './model-port';
-import type { ToolNames } from './anthropic-request';
+import type { ToolNames } from './tool-names';
 
 /**
  * One streamed answer of the Anthropic Messages API read into a response: raw stream

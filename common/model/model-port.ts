@@ -3,8 +3,9 @@ import type { JsonObject } from '../canonical-json';
 /**
  * The model port: the narrow interface the harness's turn loop and the control plane's
  * summarizer use to talk to a model, and the domain types it speaks. The Anthropic adapter
- * (`anthropic-provider.ts`, beside this file) and the harness's scripted provider implement
- * it, and nothing outside an adapter sees a vendor SDK type.
+ * (`anthropic-provider.ts`, beside this file), the OpenAI-compatible one
+ * (`openai-provider.ts`) and the harness's scripted provider implement it, and nothing
+ * outside an adapter sees a vendor SDK type.
  */
 
 /** Who wrote a message. Tool results travel in user messages, as in the Messages API. */
@@ -88,11 +89,25 @@ export interface Usage {
   readonly cacheCreationInputTokens?: number;
 }
 
+/** The wire protocols a provider speaks (docs/replay.md maps a request onto each). */
+export const ModelApi = {
+  /** Anthropic's Messages API. */
+  Anthropic: 'anthropic',
+  /** OpenAI's Chat Completions API, and the servers that speak it. */
+  OpenAi: 'openai',
+} as const;
+export type ModelApi = (typeof ModelApi)[keyof typeof ModelApi];
+
 /** The model parameters a provider sends with every request (recorded in `agent_config`). */
 export interface ModelParameters {
   /** The model id as the vendor names it. */
   readonly model: string;
   readonly maxTokens: number;
+  /**
+   * The protocol the request is sent in; absent means Anthropic's, so configurations
+   * recorded before there was a choice keep their bytes and digests.
+   */
+  readonly provider?: ModelApi;
 }
 
 /** One request to the model. */
@@ -144,7 +159,7 @@ export interface ModelProvider {
   readonly parameters?: ModelParameters;
   complete(request: ModelRequest, options: ModelCallOptions): Promise<ModelResponse>;
   /**
-   * For traces (GenAI conventions): the provider's name (`anthropic`) and the model it
+   * For traces (GenAI conventions): the provider's name (`anthropic`, `openai`) and the model it
    * requests when the turn names none.
    */
   readonly genAi?: { readonly provider: string; readonly model: string };

@@ -4,10 +4,13 @@ import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
+  devModelName,
   ed25519PublicKeyHex,
   ensureApprovalKey,
   HARNESS_IMAGE_PATTERN,
+  HARNESS_MODEL_SECRET_KEYS,
   harnessSourceCommand,
+  modelSecretData,
   sandboxHarnessPodSpec,
 } from './harness-config';
 import { imageMatches } from './local-node-pod';
@@ -65,10 +68,36 @@ describe('sandboxHarnessPodSpec', () => {
     expect(fromSecret).toEqual(
       expect.arrayContaining(['HARNESS_APPROVAL_PUBLIC_KEY', 'ANTHROPIC_API_KEY']),
     );
+    // Every model setting make dev writes is one the template reads, optional, by that key.
+    for (const [key, variable] of Object.entries(HARNESS_MODEL_SECRET_KEYS)) {
+      expect(harness?.env?.find((e) => e.name === variable)?.valueFrom).toEqual({
+        secretKeyRef: { name: 'polychrome-harness', key, optional: true },
+      });
+    }
     // A fresh object each time: callers may change it.
     harness?.env?.splice(0);
     const again = await sandboxHarnessPodSpec();
     expect(again.containers.find((c) => c.name === 'harness')?.env?.length).toBeGreaterThan(0);
+  });
+
+  it('passes make dev’s model variables through as Secret keys, and says which model that is', () => {
+    const env = {
+      OPENAI_API_KEY: 'sk-openai',
+      OPENAI_BASE_URL: 'http://127.0.0.1:11434/v1',
+      ANTHROPIC_BASE_URL: ' ',
+      UNRELATED: 'x',
+    };
+    expect(modelSecretData(env)).toEqual({
+      'openai-api-key': 'sk-openai',
+      'openai-base-url': 'http://127.0.0.1:11434/v1',
+    });
+    expect(devModelName(env)).toBe(
+      'an OpenAI-compatible model at http://127.0.0.1:11434/v1 (OPENAI_API_KEY is set)',
+    );
+    expect(devModelName({ ...env, ANTHROPIC_API_KEY: 'sk-ant' })).toContain(
+      'set HARNESS_MODEL_PROVIDER to anthropic or openai',
+    );
+    expect(devModelName({})).toContain('the scripted demo model');
   });
 
   it('runs the harness from source with this node', () => {

@@ -73,12 +73,58 @@ export async function ensureApprovalKey(path: string): Promise<ApprovalKey> {
   return { privateKeyPath: path, publicKeyHex };
 }
 
+/**
+ * The model settings the harness reads from the {@link HARNESS_SECRET} Secret
+ * (config/sandbox/sandbox-template.yaml): Secret key → the harness's variable.
+ */
+export const HARNESS_MODEL_SECRET_KEYS = {
+  'anthropic-api-key': 'ANTHROPIC_API_KEY',
+  'anthropic-base-url': 'ANTHROPIC_BASE_URL',
+  'openai-api-key': 'OPENAI_API_KEY',
+  'openai-base-url': 'OPENAI_BASE_URL',
+  'model-provider': 'HARNESS_MODEL_PROVIDER',
+} as const;
+
 /** The keys of the {@link HARNESS_SECRET} Secret. */
 export interface HarnessSecretData {
   /** `approval-public-key`: {@link ApprovalKey.publicKeyHex}. */
   readonly approvalPublicKey: string;
   /** `anthropic-api-key`: Claude's key; without it the template's harness uses its script. */
   readonly anthropicApiKey?: string;
+  /**
+   * The other model settings, by Secret key ({@link HARNESS_MODEL_SECRET_KEYS}); a key
+   * left out leaves the harness's variable unset.
+   */
+  readonly model?: Readonly<Record<string, string>>;
+}
+
+/**
+ * The model settings of `env` (`make dev`'s environment) as Secret keys: each variable of
+ * {@link HARNESS_MODEL_SECRET_KEYS} that is set and not empty.
+ */
+export function modelSecretData(env: NodeJS.ProcessEnv): Record<string, string> {
+  const data: Record<string, string> = {};
+  for (const [key, variable] of Object.entries(HARNESS_MODEL_SECRET_KEYS)) {
+    const value = env[variable]?.trim();
+    if (value !== undefined && value !== '') data[key] = value;
+  }
+  return data;
+}
+
+/** What `make dev` says the harness will talk to, from the same variables. */
+export function devModelName(env: NodeJS.ProcessEnv): string {
+  const set = (name: string): boolean => (env[name]?.trim() ?? '') !== '';
+  if (set('HARNESS_MODEL_PROVIDER')) {
+    return `the ${String(env.HARNESS_MODEL_PROVIDER).trim()} provider (HARNESS_MODEL_PROVIDER)`;
+  }
+  if (set('ANTHROPIC_API_KEY') && set('OPENAI_API_KEY')) {
+    return 'nothing yet: ANTHROPIC_API_KEY and OPENAI_API_KEY are both set, so the harness will not start; set HARNESS_MODEL_PROVIDER to anthropic or openai';
+  }
+  if (set('ANTHROPIC_API_KEY')) return 'Claude (ANTHROPIC_API_KEY is set)';
+  if (set('OPENAI_API_KEY')) {
+    return `an OpenAI-compatible model at ${env.OPENAI_BASE_URL?.trim() || 'https://api.openai.com/v1'} (OPENAI_API_KEY is set)`;
+  }
+  return 'the scripted demo model (harness/model/demo-script.yaml; set ANTHROPIC_API_KEY for Claude, or OPENAI_API_KEY for an OpenAI-compatible model)';
 }
 
 /** Creates the {@link HARNESS_SECRET} Secret in `namespace`, or replaces the one there. */
@@ -92,6 +138,7 @@ export async function applyHarnessSecret(
     metadata: { name: HARNESS_SECRET, namespace },
     stringData: {
       'approval-public-key': data.approvalPublicKey,
+      ...data.model,
       ...(data.anthropicApiKey === undefined ? {} : { 'anthropic-api-key': data.anthropicApiKey }),
     },
   };

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import type { Message, ModelRequest } from '../../common/model/model-port';
 import {
@@ -82,6 +84,55 @@ describe('agent configuration and request bytes (docs/replay.md)', () => {
     );
     expect(() => decodeAgentConfig(CONFIG_JSON.replace('"version":1', '"version":2'))).toThrow(
       'version 2',
+    );
+  });
+});
+
+// The same configuration under the OpenAI-compatible provider (docs/replay.md, "Test
+// vector"): `"provider":"openai"` in `model`; recompute with
+// `printf '%s' '<json>' | sha256sum`.
+const OPENAI_CONFIG_JSON = CONFIG_JSON.replace(
+  '"name":"claude-test"}',
+  '"name":"claude-test","provider":"openai"}',
+);
+const OPENAI_CONFIG_SHA256 = '0f46f26130c79d721675a517d01964ec7da412bd5944d6d23729055a87663fe9';
+const OPENAI_REQUEST_SHA256 = 'b09943460056d80ae6ba184be0df5d0677aa49ed1d76611d8ee375349447e8a6';
+
+describe('the model provider in the configuration bytes', () => {
+  it('the same neutral request gets different digests under the two providers; Anthropic keeps its vector', () => {
+    const anthropic = encodeAgentConfig({
+      ...CONFIG,
+      model: { ...CONFIG.model, provider: 'anthropic' },
+    });
+    const openai = encodeAgentConfig({ ...CONFIG, model: { ...CONFIG.model, provider: 'openai' } });
+    expect(anthropic.json).toBe(CONFIG_JSON);
+    expect(hex(anthropic.sha256)).toBe(CONFIG_SHA256);
+    expect(openai.json).toBe(OPENAI_CONFIG_JSON);
+    expect(hex(openai.sha256)).toBe(OPENAI_CONFIG_SHA256);
+    expect(hex(modelRequestSha256(REQUEST, anthropic.sha256))).toBe(REQUEST_SHA256);
+    expect(hex(modelRequestSha256(REQUEST, openai.sha256))).toBe(OPENAI_REQUEST_SHA256);
+  });
+
+  it('docs/replay.md gives the same vector', () => {
+    const doc = readFileSync(join(__dirname, '..', '..', 'docs', 'replay.md'), 'utf8');
+    expect(doc).toContain(`${OPENAI_CONFIG_JSON}\nsha256 ${OPENAI_CONFIG_SHA256}`);
+    expect(doc).toContain(`request sha256 ${OPENAI_REQUEST_SHA256}`);
+  });
+
+  it('decodes the provider back, and refuses one it does not know or an explicit anthropic', () => {
+    const decoded = decodeAgentConfig(OPENAI_CONFIG_JSON);
+    expect(decoded.config.model).toEqual({
+      model: 'claude-test',
+      maxTokens: 1024,
+      provider: 'openai',
+    });
+    expect(hex(decoded.sha256)).toBe(OPENAI_CONFIG_SHA256);
+    expect(decodeAgentConfig(CONFIG_JSON).config.model).toEqual(CONFIG.model);
+    expect(() => decodeAgentConfig(OPENAI_CONFIG_JSON.replace('"openai"', '"gemini"'))).toThrow(
+      'recorded agent_config model.provider is "gemini"; this reader knows openai (an Anthropic configuration has no provider); the configuration cannot be read, so the journal\'s turns cannot be replayed against it',
+    );
+    expect(() => decodeAgentConfig(OPENAI_CONFIG_JSON.replace('"openai"', '"anthropic"'))).toThrow(
+      'model.provider is "anthropic"',
     );
   });
 });

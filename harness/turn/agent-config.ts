@@ -2,11 +2,12 @@ import { createHash, type Hash } from 'node:crypto';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { canonicalJson, isJsonObject, type JsonObject } from '../../common/canonical-json';
 import { AppError } from '../../common/errors';
-import type {
-  ContentBlock,
-  Message,
-  ModelParameters,
-  ModelRequest,
+import {
+  ModelApi,
+  type ContentBlock,
+  type Message,
+  type ModelParameters,
+  type ModelRequest,
 } from '../../common/model/model-port';
 import type { MessageSequence } from './message-list';
 import { effectiveMaxSteps, type StepBudget } from './step-budget';
@@ -60,7 +61,15 @@ const encoder = new TextEncoder();
 export function agentConfigObject(config: AgentConfig): JsonObject {
   return {
     version: REPLAY_BYTES_VERSION,
-    model: { name: config.model.model, max_tokens: config.model.maxTokens },
+    model: {
+      name: config.model.model,
+      max_tokens: config.model.maxTokens,
+      // Absent for Anthropic, so configurations recorded before there was a choice keep
+      // their digests.
+      ...(config.model.provider === undefined || config.model.provider === ModelApi.Anthropic
+        ? {}
+        : { provider: config.model.provider }),
+    },
     system: config.system,
     tools: config.tools.map((tool) => ({
       name: tool.name,
@@ -102,7 +111,7 @@ export function encodeAgentConfig(config: AgentConfig): EncodedAgentConfig {
  * it decodes to, so one configuration has one digest.
  *
  * @throws AppError `data_loss` naming what is wrong: not JSON, not version 1, a field of
- *   the wrong type, or text that is not canonical.
+ *   the wrong type, a model provider it does not know, or text that is not canonical.
  */
 export function decodeAgentConfig(json: string): EncodedAgentConfig {
   let value: unknown;
@@ -123,6 +132,7 @@ export function decodeAgentConfig(json: string): EncodedAgentConfig {
     model: {
       model: string(model.name, 'model.name'),
       maxTokens: int(model.max_tokens, 'model.max_tokens'),
+      ...modelApi(model.provider),
     },
     system: string(value.system, 'system'),
     tools: tools.map((entry, i): TurnTool => {
@@ -366,6 +376,19 @@ function int(value: unknown, field: string): number {
     throw corrupt(`${field} is not a whole number`);
   }
   return value;
+}
+
+/** `model.provider`: absent (Anthropic) or a protocol other than Anthropic's. */
+function modelApi(value: unknown): { provider?: ModelApi } {
+  if (value === undefined) return {};
+  const known = Object.values(ModelApi).filter((api) => api !== ModelApi.Anthropic);
+  const found = known.find((api) => api === value);
+  if (found === undefined) {
+    throw corrupt(
+      `model.provider is ${JSON.stringify(value)}; this reader knows ${known.join(', ')} (an Anthropic configuration has no provider)`,
+    );
+  }
+  return { provider: found };
 }
 
 function limit(value: unknown, source: 'deployment' | 'conversation' | 'directive'): StepBudget {

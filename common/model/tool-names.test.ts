@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { apiToolName } from './anthropic-request';
+import { apiToolName } from './tool-names';
 
 describe('apiToolName', () => {
   it.each([
