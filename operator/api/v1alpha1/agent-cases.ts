@@ -53,7 +53,7 @@ export const validFullAgentSpec: AgentResourceSpec = {
 /** A Conversation whose entry agent is an Agent. */
 export const validAgentRefConversationSpec: ConversationSpec = { agentRef: { name: 'triage' } };
 
-const agent = (spec: unknown, objectName = 'triage') => ({
+const agent = (spec: unknown, objectName = 'refused') => ({
   kind: 'Agent' as const,
   objectName,
   spec,
@@ -82,19 +82,19 @@ export const invalidAgentResourceCases: readonly InvalidObjectCase[] = [
   },
   {
     name: 'Agent handing off to itself',
-    ...agent({ modelRef, handoffs: ['billing', 'triage'] }),
+    ...agent({ modelRef, handoffs: ['billing', 'refused'] }),
     expectMessage: fieldError('spec.handoffs', 'spec.handoffs must not name the Agent itself'),
     rejectedBy: 'cel',
   },
   {
     name: 'Agent delegating to itself',
-    ...agent({ modelRef, delegates: ['triage'] }),
+    ...agent({ modelRef, delegates: ['refused'] }),
     expectMessage: fieldError('spec.delegates', 'spec.delegates must not name the Agent itself'),
     rejectedBy: 'cel',
   },
   {
     name: 'Agent named with a dot',
-    ...agent({ modelRef }, 'tri.age'),
+    ...agent({ modelRef }, 'refu.sed'),
     expectMessage: new RegExp(
       escapeRegExp(
         'an Agent name must be a DNS label (at most 63 lower-case letters, digits and -), since other Agents name it in handoffs and delegates',
