@@ -215,6 +215,66 @@ describe('Agents and ModelConfigs, reconciled as the control plane', () => {
     ).toEqual(['modelconfig.polychrome.dev/gone', 'openai', 'gpt-5', 'False']);
   });
 
+  it('lets view read Agents and ModelConfigs, and edit write them (aggregated roles)', async () => {
+    const cluster = await sharedCluster();
+    const as = async (user: string, role: 'view' | 'edit'): Promise<CustomObjectsApi> => {
+      kubectl([
+        '-n',
+        ns.name,
+        'create',
+        'rolebinding',
+        `${user}-${role}`,
+        `--clusterrole=${role}`,
+        `--user=${user}`,
+      ]);
+      return (await kubeConfig(await cluster.mintUser(user))).makeApiClient(CustomObjectsApi);
+    };
+    const viewer = await as('agent-viewer', 'view');
+    const editor = await as('agent-editor', 'edit');
+    const agents = {
+      group: 'polychrome.dev',
+      version: 'v1alpha1',
+      plural: 'agents',
+      namespace: ns.name,
+    };
+    // kube-controller-manager aggregates the labelled roles into view and edit.
+    await pollUntil(
+      'view to list Agents and ModelConfigs',
+      async () => {
+        try {
+          await viewer.listNamespacedCustomObject(agents);
+          await viewer.listNamespacedCustomObject({ ...agents, plural: 'modelconfigs' });
+          return true;
+        } catch {
+          return undefined;
+        }
+      },
+      poll,
+    );
+    const body = {
+      apiVersion: 'polychrome.dev/v1alpha1',
+      kind: 'Agent',
+      metadata: { name: 'by-editor' },
+      spec: { modelRef: { name: 'claude' } },
+    };
+    await expect(viewer.createNamespacedCustomObject({ ...agents, body })).rejects.toMatchObject({
+      code: 403,
+    });
+    await pollUntil(
+      'edit to create an Agent',
+      async () => {
+        try {
+          await editor.createNamespacedCustomObject({ ...agents, body });
+          return true;
+        } catch {
+          return undefined;
+        }
+      },
+      poll,
+    );
+    await editor.deleteNamespacedCustomObject({ ...agents, name: 'by-editor' });
+  });
+
   it('records Ready transitions as Events, and the key is nowhere: status, Events, logs', async () => {
     await controller.eventsSettled();
     const events = (
