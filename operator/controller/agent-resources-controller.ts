@@ -251,7 +251,9 @@ export class AgentResourcesController {
         this.queue.forget(item);
       } catch (err: unknown) {
         const retryMs = this.queue.addRateLimited(item);
-        this.log.warn(
+        // A conflict is another replica's write of the same verdict: retried, not news.
+        const level = apiStatusCode(err) === 409 ? 'debug' : 'warn';
+        this.log[level](
           { kind, namespace, name, err: apiErrorMessage(err), retryMs },
           'reconcile failed',
         );
