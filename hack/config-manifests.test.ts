@@ -815,9 +815,13 @@ describe('config/default: one namespace, set in one place', () => {
     expect(clusterScoped.sort()).toEqual(
       [
         `Namespace/${String(baseNamespace)}`,
+        'CustomResourceDefinition/agents.polychrome.dev',
         'CustomResourceDefinition/conversations.polychrome.dev',
+        'CustomResourceDefinition/modelconfigs.polychrome.dev',
         'ClusterRole/polychrome-control-plane',
         'ClusterRoleBinding/polychrome-control-plane',
+        'ClusterRole/polychrome-agent-editor',
+        'ClusterRole/polychrome-agent-viewer',
         'RuntimeClass/gvisor',
         ...kubeApi,
       ].sort(),
@@ -837,9 +841,11 @@ describe('config/default: one namespace, set in one place', () => {
         });
       }
     }
-    // Only Polychrome's own CRD ships: agent-sandbox comes from its own release.
+    // Only Polychrome's own CRDs ship: agent-sandbox comes from its own release.
     expect(base.filter((o) => o['kind'] === 'CustomResourceDefinition').map(keyOf)).toEqual([
+      'CustomResourceDefinition/agents.polychrome.dev',
       'CustomResourceDefinition/conversations.polychrome.dev',
+      'CustomResourceDefinition/modelconfigs.polychrome.dev',
     ]);
   }, 60_000);
 });
@@ -912,12 +918,18 @@ describe('config/default: sync waves', () => {
       expect(metadataOf(o)['annotations']).toMatchObject({ [SYNC_WAVE]: '-1' });
   });
 
-  it('puts every Conversation sample after the CRD', () => {
-    const crd = find(base, 'CustomResourceDefinition', 'conversations.polychrome.dev');
+  it('puts every sample after its CRD', () => {
+    const plurals: Record<string, string> = {
+      Conversation: 'conversations',
+      Agent: 'agents',
+      ModelConfig: 'modelconfigs',
+    };
     const samples = build('config/samples');
     expect(samples.length).toBeGreaterThan(0);
     for (const sample of samples) {
-      expect(sample['kind']).toBe('Conversation');
+      const plural = plurals[String(sample['kind'])];
+      expect(plural).toBeDefined();
+      const crd = find(base, 'CustomResourceDefinition', `${plural ?? ''}.polychrome.dev`);
       expect(waveOf(sample)).toBeGreaterThan(waveOf(crd));
     }
   }, 60_000);
@@ -926,6 +938,8 @@ describe('config/default: sync waves', () => {
     for (const key of [
       `Namespace/${String(baseNamespace)}`,
       'CustomResourceDefinition/conversations.polychrome.dev',
+      'CustomResourceDefinition/agents.polychrome.dev',
+      'CustomResourceDefinition/modelconfigs.polychrome.dev',
     ]) {
       const o = base.find((b) => keyOf(b) === key) as Obj;
       const options = String(

@@ -1,9 +1,10 @@
 /**
  * Writes the CRDs under config/crd (run by `make manifests`):
- * - bases/polychrome.dev_conversations.yaml, generated from operator/api/v1alpha1;
+ * - bases/polychrome.dev_{conversations,agents,modelconfigs}.yaml, generated from
+ *   operator/api/v1alpha1;
  * - agent-sandbox/*.yaml, copied byte for byte from the pinned sigs.k8s.io/agent-sandbox
  *   Go module (hack/agent-sandbox/go.mod), never retyped;
- * - kustomization.yaml listing the Conversation CRD (what config/cluster ships), and
+ * - kustomization.yaml listing those CRDs (what config/cluster ships), and
  *   agent-sandbox/kustomization.yaml listing the copies (local runs only).
  * Output depends only on the sources and the pinned version, so a re-run is byte-identical
  * (`make verify-generate` relies on it).
@@ -12,12 +13,17 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { stringify } from 'yaml';
+import { agentCrd, modelConfigCrd } from '../operator/api/v1alpha1/agent-crds';
 import { conversationCrd } from '../operator/api/v1alpha1/conversation-crd';
 
 /** Repository root (this file lives in hack/). */
 export const REPO_ROOT = resolve(__dirname, '..');
 /** The Conversation CRD, relative to the repository root. */
 export const CONVERSATION_CRD_PATH = 'config/crd/bases/polychrome.dev_conversations.yaml';
+/** The Agent CRD, relative to the repository root. */
+export const AGENT_CRD_PATH = 'config/crd/bases/polychrome.dev_agents.yaml';
+/** The ModelConfig CRD, relative to the repository root. */
+export const MODEL_CONFIG_CRD_PATH = 'config/crd/bases/polychrome.dev_modelconfigs.yaml';
 /** Where the agent-sandbox CRDs are copied to, relative to the repository root. */
 export const AGENT_SANDBOX_CRD_DIR = 'config/crd/agent-sandbox';
 /** The kustomization listing the CRDs Polychrome ships, relative to the repository root. */
@@ -37,7 +43,12 @@ const GENERATED_HEADER =
 
 /** Renders the Conversation CRD as YAML; keys are sorted so output never depends on declaration order. */
 export function renderConversationCrd(): string {
-  return GENERATED_HEADER + stringify(conversationCrd, { sortMapEntries: true, lineWidth: 0 });
+  return renderCrd(conversationCrd);
+}
+
+/** Renders a CRD as YAML, keys sorted. */
+export function renderCrd(crd: object): string {
+  return GENERATED_HEADER + stringify(crd, { sortMapEntries: true, lineWidth: 0 });
 }
 
 /**
@@ -52,7 +63,11 @@ export function renderCrdKustomization(): string {
   const kustomization = {
     apiVersion: 'kustomize.config.k8s.io/v1beta1',
     kind: 'Kustomization',
-    resources: ['bases/polychrome.dev_conversations.yaml'],
+    resources: [
+      'bases/polychrome.dev_agents.yaml',
+      'bases/polychrome.dev_conversations.yaml',
+      'bases/polychrome.dev_modelconfigs.yaml',
+    ],
   };
   return header + stringify(kustomization, { lineWidth: 0 });
 }
@@ -131,6 +146,8 @@ export function generateCrds(repoRoot: string = REPO_ROOT): void {
 
   mkdirSync(join(repoRoot, 'config/crd/bases'), { recursive: true });
   writeFileSync(join(repoRoot, CONVERSATION_CRD_PATH), renderConversationCrd());
+  writeFileSync(join(repoRoot, AGENT_CRD_PATH), renderCrd(agentCrd));
+  writeFileSync(join(repoRoot, MODEL_CONFIG_CRD_PATH), renderCrd(modelConfigCrd));
 
   // Start from an empty folder so a CRD dropped upstream does not linger here.
   const sandboxDir = join(repoRoot, AGENT_SANDBOX_CRD_DIR);
@@ -151,7 +168,7 @@ export function generateCrds(repoRoot: string = REPO_ROOT): void {
   );
   writeFileSync(join(repoRoot, CRD_KUSTOMIZATION_PATH), renderCrdKustomization());
   console.log(
-    `wrote ${CONVERSATION_CRD_PATH}, ${AGENT_SANDBOX_CRD_DIR}/ (${version}), ${CRD_KUSTOMIZATION_PATH}`,
+    `wrote ${CONVERSATION_CRD_PATH}, ${AGENT_CRD_PATH}, ${MODEL_CONFIG_CRD_PATH}, ${AGENT_SANDBOX_CRD_DIR}/ (${version}), ${CRD_KUSTOMIZATION_PATH}`,
   );
 }
 

@@ -106,6 +106,20 @@ describe('loadControlPlaneConfig', () => {
     ).toThrow(/POLYCHROME_NEW_CONVERSATION_SPEC: is not valid JSON/);
   });
 
+  it('knows its ServiceAccount, in its own namespace, for the Secret grants it asks for', () => {
+    expect(loadControlPlaneConfig(base).serviceAccount).toEqual({
+      name: 'polychrome-control-plane',
+      namespace: 'polychrome-system',
+    });
+    expect(
+      loadControlPlaneConfig({
+        ...base,
+        POD_NAMESPACE: 'platform',
+        POLYCHROME_SERVICE_ACCOUNT: 'polychrome-cp',
+      }).serviceAccount,
+    ).toEqual({ name: 'polychrome-cp', namespace: 'platform' });
+  });
+
   it('requires the harness token and the approval key', () => {
     const { POLYCHROME_HARNESS_CA_FILE: _t, POLYCHROME_APPROVAL_KEY_FILE: _k, ...rest } = base;
     expect(() => loadControlPlaneConfig(rest)).toThrow(

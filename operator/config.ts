@@ -42,6 +42,7 @@ export const DEFAULT_CONVERSATION_NAMESPACE = 'polychrome-conversations';
  * | `POLYCHROME_IDENTITY` / `POD_NAME` | this replica's name, written as lease holder; other replicas find its pod by it | `POD_NAME`, else the host name |
  * | `POLYCHROME_NAMESPACE` / `POD_NAMESPACE` | the control plane's own namespace (where it finds the other replicas' pods and keeps every conversation's Lease) | `POD_NAMESPACE`, else `polychrome-system` |
  * | `POLYCHROME_KUBECONFIG` | kubeconfig file (outside a cluster) | unset: in-cluster service account |
+ * | `POLYCHROME_SERVICE_ACCOUNT` | the control plane's ServiceAccount, in its own namespace: named in the grant a ModelConfig's SecretForbidden condition asks for | `polychrome-control-plane` |
  * | `POLYCHROME_WATCH_NAMESPACE` | reconcile one namespace only | every namespace |
  * | `POLYCHROME_STATE_ADDRESS` | state plane `host:port` | required |
  * | `POLYCHROME_STATE_CA` / `_CERT` / `_KEY` | mTLS files for the state plane link, also the certificate replicas present to each other (server and client auth) | required |
@@ -105,6 +106,7 @@ const schema = z
     POLYCHROME_SHUTDOWN_GRACE_MS: envInt({ default: 20_000, min: 0, max: 600_000 }),
     POLYCHROME_NAMESPACE: envOptionalString(),
     POD_NAMESPACE: envOptionalString(),
+    POLYCHROME_SERVICE_ACCOUNT: envString({ default: 'polychrome-control-plane' }),
     POLYCHROME_API_HOST: envString({ default: '0.0.0.0' }),
     POLYCHROME_API_PORT: envPort(8080),
     POLYCHROME_PEER_HOST: envString({ default: '0.0.0.0' }),
@@ -246,6 +248,11 @@ export interface ControlPlaneConfig {
     /** Longest wait for one lease request (see ConversationLeasesOptions). */
     readonly requestTimeoutMs: number;
   };
+  /**
+   * The control plane's own ServiceAccount: the subject a namespace grants a ModelConfig's
+   * key Secret to (docs/operator.md, "Agents and ModelConfigs").
+   */
+  readonly serviceAccount: { readonly name: string; readonly namespace: string };
   readonly workers: number;
   readonly agentSandbox: boolean;
   readonly harnessImage: string | undefined;
@@ -330,6 +337,7 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
         c.POLYCHROME_LEASE_REQUEST_TIMEOUT_MS ||
         Math.min(5_000, Math.floor(c.POLYCHROME_LEASE_DURATION_MS / 3)),
     }),
+    serviceAccount: Object.freeze({ name: c.POLYCHROME_SERVICE_ACCOUNT, namespace: ownNamespace }),
     workers: c.POLYCHROME_WORKERS,
     agentSandbox: c.POLYCHROME_AGENT_SANDBOX,
     harnessImage: c.POLYCHROME_HARNESS_IMAGE,

@@ -18,6 +18,7 @@ import { caBundle } from './ca-bundle';
 import { loadControlPlaneConfig } from './config';
 import { loadSummaryConfig, summaryModelClient } from './summary-config';
 import { createControlPlaneMetrics } from './control-plane-metrics';
+import { createAgentResourcesController } from './controller/agent-resources-wiring';
 import { ConversationController } from './controller/conversation-controller';
 import { HarnessEgressController } from './controller/harness-egress-controller';
 import { KubeDoor } from './kube-api/kube-door';
@@ -61,7 +62,6 @@ async function main(): Promise<void> {
   const kc = new KubeConfig();
   if (config.kubeconfigPath === undefined) kc.loadFromCluster();
   else kc.loadFromFile(config.kubeconfigPath);
-
   const registry = new Registry();
   collectProcessMetrics(registry);
   const metrics = createControlPlaneMetrics(registry);
@@ -162,6 +162,7 @@ async function main(): Promise<void> {
       onWrite: (result) => metrics.kubeEvents.inc({ result }),
     },
   });
+  const agents = createAgentResourcesController(kc, log, config, metrics);
   new Gauge({
     name: 'polychrome_conversations',
     help: 'Conversations this replica sees, by phase.',
@@ -352,7 +353,7 @@ async function main(): Promise<void> {
     await api.close();
     await peerEndpoints.close();
     harness.close();
-    await controller.close();
+    await Promise.all([controller.close(), agents.close()]);
     await egress.close();
     // Released leases let the other replicas take over at once instead of after expiry.
     await leases.close();
@@ -371,7 +372,7 @@ async function main(): Promise<void> {
   await link.connect(stopping.signal);
   leases.start();
   await egress.start();
-  await controller.start();
+  await Promise.all([controller.start(), agents.start()]);
   await peerEndpoints.start();
   await api.start();
   servingCertificate?.start();

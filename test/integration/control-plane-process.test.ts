@@ -154,6 +154,47 @@ describe('control-plane process', () => {
     for (const uid of uids) expect(['cp-a', 'cp-b']).toContain(await holderOf(uid));
   });
 
+  it('keeps the Ready condition of Agents and ModelConfigs (operator/main.ts starts that controller)', async () => {
+    const api = admin.makeApiClient(CustomObjectsApi);
+    const at = { group: 'polychrome.dev', version: 'v1alpha1', namespace: ns.name };
+    await api.createNamespacedCustomObject({
+      ...at,
+      plural: 'agents',
+      body: {
+        apiVersion: 'polychrome.dev/v1alpha1',
+        kind: 'Agent',
+        metadata: { name: 'solo' },
+        spec: { modelRef: { name: 'gateway' } },
+      },
+    });
+    await api.createNamespacedCustomObject({
+      ...at,
+      plural: 'modelconfigs',
+      body: {
+        apiVersion: 'polychrome.dev/v1alpha1',
+        kind: 'ModelConfig',
+        metadata: { name: 'gateway' },
+        spec: { provider: 'openai', model: 'llama-4-scout', baseUrl: 'http://gateway.models.svc' },
+      },
+    });
+    await pollUntil(
+      'Agent solo to be Ready',
+      async () => {
+        const agent: unknown = await api.getNamespacedCustomObject({
+          ...at,
+          plural: 'agents',
+          name: 'solo',
+        });
+        const conditions = field(agent, 'status', 'conditions');
+        return Array.isArray(conditions) &&
+          conditions.some((c: unknown) => field(c, 'reason') === 'Resolved')
+          ? true
+          : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
+  });
+
   it('keeps each Lease in its own namespace and deletes it with its Conversation', async () => {
     const uid = await createConversation('p6');
     await waitConversationReady('p6');

@@ -179,6 +179,11 @@ describe('control plane as its own least-privilege identity, two replicas', () =
       code: 403,
     });
     await expect(core.deleteNamespace({ name: ns.name })).rejects.toMatchObject({ code: 403 });
+    // Not even one Secret by name: a ModelConfig's key is readable only where its namespace
+    // grants it (agent-resources.test.ts).
+    await expect(
+      core.readNamespacedSecret({ namespace: ns.name, name: 'anthropic-key' }),
+    ).rejects.toMatchObject({ code: 403 });
     // Leases only in its own namespace: none in a conversation's, not even to read.
     const tenantLeases = asOperator.makeApiClient(CoordinationV1Api);
     for (const attempt of [
@@ -207,6 +212,48 @@ describe('control plane as its own least-privilege identity, two replicas', () =
     await expect(
       asOperator.makeApiClient(CoreV1Api).deleteNamespacedEvent({ namespace: ns.name, name: 'x' }),
     ).rejects.toMatchObject({ code: 403 });
+  });
+
+  it('reads Agents and ModelConfigs and writes their status, never the objects', async () => {
+    const asCp = asOperator.makeApiClient(CustomObjectsApi);
+    const at = (plural: string, name: string) => ({
+      group,
+      version,
+      plural,
+      namespace: ns.name,
+      name,
+    });
+    for (const [kind, plural, spec] of [
+      ['Agent', 'agents', { modelRef: { name: 'm' } }],
+      ['ModelConfig', 'modelconfigs', { provider: 'openai', model: 'gpt-5' }],
+    ] as const) {
+      const body = { apiVersion: `${group}/${version}`, kind, metadata: { name: 'rbac' }, spec };
+      await expect(
+        asCp.createNamespacedCustomObject({ group, version, plural, namespace: ns.name, body }),
+      ).rejects.toMatchObject({ code: 403 });
+      await objects().createNamespacedCustomObject({
+        group,
+        version,
+        plural,
+        namespace: ns.name,
+        body,
+      });
+      await asCp.listNamespacedCustomObject({ group, version, plural, namespace: ns.name });
+      const read: unknown = await asCp.getNamespacedCustomObject(at(plural, 'rbac'));
+      await asCp.replaceNamespacedCustomObjectStatus({
+        ...at(plural, 'rbac'),
+        body: { ...(read as object), status: { observedGeneration: 1 } },
+      });
+      await expect(
+        asCp.patchNamespacedCustomObject({
+          ...at(plural, 'rbac'),
+          body: [{ op: 'add', path: '/metadata/labels', value: { x: 'y' } }],
+        }),
+      ).rejects.toMatchObject({ code: 403 });
+      await expect(asCp.deleteNamespacedCustomObject(at(plural, 'rbac'))).rejects.toMatchObject({
+        code: 403,
+      });
+    }
   });
 
   it("finds a peer replica's Pod in its own namespace by the watch config/rbac grants", async () => {

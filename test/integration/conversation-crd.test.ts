@@ -59,7 +59,8 @@ describe('Conversation CRD on a real API server', () => {
       );
     const applied = kubectl(['apply', '-k', join(repoRoot, 'config', 'samples')]);
     expect(applied).toMatch(/conversation.polychrome.dev\/hello created/);
-    expect(applied.trim().split('\n')).toHaveLength(2);
+    // Two Conversations, and agent-triage.yaml's ModelConfig, two Agents and Conversation.
+    expect(applied.trim().split('\n')).toHaveLength(6);
 
     const status = {
       phase: 'Ready',
@@ -88,10 +89,15 @@ describe('Conversation CRD on a real API server', () => {
     expect(header?.split(/\s+/)).toEqual(['NAME', 'PHASE', 'READY', 'MODEL', 'AGE']);
     const hello = rows.find((r) => r.startsWith('hello '))?.split(/\s+/);
     expect(hello?.slice(0, 4)).toEqual(['hello', 'Ready', 'True', 'claude-sonnet-5-5']);
-    expect(rows).toHaveLength(2);
-    // The short name and the category resolve too.
+    expect(rows).toHaveLength(3);
+    // The short name and the category resolve too; the category also holds Agents and ModelConfigs.
     expect(kubectl(['get', 'polychrome', '-o', 'name']).trim().split('\n').sort()).toEqual(
-      rows.map((r) => `conversation.polychrome.dev/${r.split(/\s+/)[0] ?? ''}`).sort(),
+      [
+        ...rows.map((r) => `conversation.polychrome.dev/${r.split(/\s+/)[0] ?? ''}`),
+        'agent.polychrome.dev/billing',
+        'agent.polychrome.dev/triage',
+        'modelconfig.polychrome.dev/claude',
+      ].sort(),
     );
   });
 

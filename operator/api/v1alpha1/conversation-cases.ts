@@ -154,6 +154,15 @@ export const invalidConversationCases: readonly InvalidConversationCase[] = [
     rejectedBy: 'openapi',
   },
   {
+    name: 'agentRef and an inline agent',
+    spec: { agentRef: { name: 'triage' }, agent: { systemPrompt: 'Be brief.' } },
+    expectMessage: fieldError(
+      'spec.agentRef',
+      'spec.agentRef names an Agent, so spec.agent must be left out (its systemPrompt, name, model, maxSteps, historyTokens and handoffTargets come from the Agent and its ModelConfig): set agentRef or agent, not both',
+    ),
+    rejectedBy: 'cel',
+  },
+  {
     name: 'agent hands off to itself',
     spec: { agent: { name: 'support', handoffTargets: ['billing', 'support'] } },
     expectMessage: fieldError(

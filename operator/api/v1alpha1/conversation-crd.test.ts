@@ -15,6 +15,7 @@ type Expect<T extends true> = T;
 // The public contract: these names appear in the TS types (inferred) and, checked below at
 // run time, in the schema. Renaming a field must fail here.
 const specFields = [
+  'agentRef',
   'agent',
   'tools',
   'idleTimeout',

@@ -1,15 +1,8 @@
+import type { PrinterColumn } from './resource-crd';
 import type { JsonSchema } from './schema-builder';
 import { conversationSpecField } from './conversation-spec';
 import { conversationStatusField } from './conversation-status';
 import { ConversationResource } from './conversation-types';
-
-/** One `additionalPrinterColumns` entry. */
-export interface PrinterColumn {
-  readonly name: string;
-  readonly type: 'string' | 'integer' | 'date';
-  readonly jsonPath: string;
-  readonly description: string;
-}
 
 /**
  * `kubectl get conversations` columns after the implicit NAME: PHASE, READY, MODEL, AGE

@@ -43,6 +43,17 @@ import {
   string,
 } from './schema-builder';
 
+/**
+ * The Conversation rule "agentRef or the inline agent, never both", over the defaulted
+ * object: every inline field is absent, and model and maxSteps hold their defaults.
+ */
+export const AGENT_REF_EXCLUSIVE_RULE =
+  '!has(self.agentRef) || !has(self.agent) || (' +
+  '!has(self.agent.name) && !has(self.agent.systemPrompt) && ' +
+  '!has(self.agent.historyTokens) && !has(self.agent.handoffTargets) && ' +
+  `(!has(self.agent.model) || self.agent.model == '${DEFAULT_MODEL}') && ` +
+  `(!has(self.agent.maxSteps) || self.agent.maxSteps == ${DEFAULT_MAX_STEPS}))`;
+
 /** Identity field (owner, participants). */
 function identity(description: string) {
   return string({ description, maxLength: IDENTITY_MAX_LENGTH, pattern: IDENTITY_PATTERN });
@@ -57,6 +68,21 @@ function duration(description: string, pattern = DURATION_PATTERN, defaultValue?
     ...(defaultValue !== undefined ? { default: defaultValue } : {}),
   });
 }
+
+/** `spec.agent.systemPrompt`, and an Agent's `spec.systemPrompt`. */
+export const systemPromptField = string({
+  description: 'System prompt for every turn. At most 32768 characters.',
+  maxLength: 32768,
+});
+
+/** `spec.agent.maxSteps`, and an Agent's `spec.maxSteps`. */
+export const maxStepsField = integer({
+  description: `Most model calls in one turn before it stops (1..${MAX_STEPS_LIMIT}). Default ${DEFAULT_MAX_STEPS}.`,
+  format: 'int32',
+  minimum: 1,
+  maximum: MAX_STEPS_LIMIT,
+  default: DEFAULT_MAX_STEPS,
+});
 
 /** `spec.agent`. */
 export const agentField = object(
@@ -74,17 +100,8 @@ export const agentField = object(
       maxLength: 128,
       pattern: MODEL_PATTERN,
     }),
-    systemPrompt: string({
-      description: 'System prompt for every turn. At most 32768 characters.',
-      maxLength: 32768,
-    }),
-    maxSteps: integer({
-      description: `Most model calls in one turn before it stops (1..${MAX_STEPS_LIMIT}). Default ${DEFAULT_MAX_STEPS}.`,
-      format: 'int32',
-      minimum: 1,
-      maximum: MAX_STEPS_LIMIT,
-      default: DEFAULT_MAX_STEPS,
-    }),
+    systemPrompt: systemPromptField,
+    maxSteps: maxStepsField,
     historyTokens: integer({
       description: `How much of the conversation's history each turn is given, in estimated tokens (${HISTORY_TOKENS_MIN}..${HISTORY_TOKENS_MAX}): the newest complete turns that fit. Unset: the deployment's default (POLYCHROME_HISTORY_TOKENS).`,
       format: 'int32',
@@ -277,6 +294,21 @@ export const sandboxField = object(
 /** `spec`. */
 export const conversationSpecField = object(
   {
+    agentRef: object(
+      {
+        name: required(
+          string({
+            description: 'Name of an Agent in this namespace.',
+            maxLength: 63,
+            pattern: DNS_LABEL_PATTERN,
+          }),
+        ),
+      },
+      {
+        description:
+          'The entry Agent (polychrome.dev/v1alpha1) of this conversation, in its namespace: the agent that answers first. Set either agentRef or the inline agent fields, not both.',
+      },
+    ),
     agent: agentField,
     tools: toolsField,
     idleTimeout: duration(
@@ -316,11 +348,27 @@ export const conversationSpecField = object(
     ),
     sandbox: sandboxField,
   },
-  { description: 'Desired state of the conversation.' },
+  {
+    description: 'Desired state of the conversation.',
+    rules: [
+      {
+        // spec.agent defaults to {} and its model and maxSteps have defaults, so after
+        // defaulting an agentRef-only spec still carries those two: they count as unset
+        // while they hold the default value.
+        rule: AGENT_REF_EXCLUSIVE_RULE,
+        message:
+          'spec.agentRef names an Agent, so spec.agent must be left out (its systemPrompt, name, model, maxSteps, historyTokens and handoffTargets come from the Agent and its ModelConfig): set agentRef or agent, not both',
+        fieldPath: '.agentRef',
+        reason: CelReason.FieldValueForbidden,
+      },
+    ],
+  },
 );
 
 /** Desired state of a Conversation (see the field descriptions in `conversationSpecField`). */
 export type ConversationSpec = Infer<typeof conversationSpecField>;
+/** `spec.agentRef`. */
+export type AgentRefSpec = NonNullable<ConversationSpec['agentRef']>;
 /** `spec.agent`. */
 export type AgentSpec = Infer<typeof agentField>;
 /** `spec.tools`. */

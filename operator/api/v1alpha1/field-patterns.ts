@@ -33,3 +33,5 @@ export const CONDITION_TYPE_PATTERN =
   '^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$';
 /** `metav1.Condition` reason pattern. */
 export const CONDITION_REASON_PATTERN = '^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$';
+/** A key of a Secret's data (`kubectl create secret` accepts these). */
+export const SECRET_KEY_PATTERN = '^[-._a-zA-Z0-9]+$';

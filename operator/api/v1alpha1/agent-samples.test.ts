@@ -1,0 +1,53 @@
+import { describe, expect, it } from '@jest/globals';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { agentSchema, modelConfigSchema } from './agent-crds';
+import { conversationSchema } from './conversation-crd';
+import { checkAgainstSchema, isPlainObject } from './schema-check';
+
+const file = join(__dirname, '../../../config/samples/agent-triage.yaml');
+const objects = parseAllDocuments(readFileSync(file, 'utf8')).map((d): unknown => {
+  const value: unknown = d.toJSON();
+  return value;
+});
+const schemas = {
+  Agent: agentSchema,
+  ModelConfig: modelConfigSchema,
+  Conversation: conversationSchema,
+};
+
+function described(obj: unknown): { kind: string; name: string; spec: Record<string, unknown> } {
+  if (!isPlainObject(obj) || !isPlainObject(obj['metadata']) || !isPlainObject(obj['spec'])) {
+    throw new Error('agent-triage.yaml: an object without metadata or spec');
+  }
+  return { kind: String(obj['kind']), name: String(obj['metadata']['name']), spec: obj['spec'] };
+}
+
+describe('sample agent-triage.yaml', () => {
+  const all = objects.map(described);
+
+  it('holds a ModelConfig, the triage and billing Agents and a Conversation starting at triage', () => {
+    expect(all.map((o) => `${o.kind}/${o.name}`)).toEqual([
+      'ModelConfig/claude',
+      'Agent/triage',
+      'Agent/billing',
+      'Conversation/support-chat',
+    ]);
+    const [, triage, billing, chat] = all;
+    expect(triage?.spec['handoffs']).toEqual(['billing']);
+    expect(triage?.spec['modelRef']).toEqual({ name: 'claude' });
+    expect(billing?.spec['modelRef']).toEqual({ name: 'claude' });
+    expect(chat?.spec).toEqual({ agentRef: { name: 'triage' } });
+  });
+
+  it('passes the schema checks that run without an API server', () => {
+    for (const obj of objects) {
+      const { kind } = described(obj);
+      if (kind !== 'Agent' && kind !== 'ModelConfig' && kind !== 'Conversation') {
+        throw new Error(`agent-triage.yaml: unexpected kind ${kind}`);
+      }
+      expect(checkAgainstSchema(schemas[kind], obj, '')).toEqual([]);
+    }
+  });
+});
