@@ -6,8 +6,8 @@ import {
   AnthropicProvider,
   DEFAULT_ANTHROPIC_BASE_URL,
   DEFAULT_ANTHROPIC_MODEL,
-  type SdkLogger,
 } from '../common/model/anthropic-provider';
+import type { SdkLogger } from '../common/model/provider-options';
 import type { SummaryModelClient } from './turns/summarizer';
 
 /**

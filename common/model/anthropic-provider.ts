@@ -9,7 +9,8 @@ import type {
   ModelResponse,
 } from './model-port';
 import { classifyFailure, type FailureContext } from './anthropic-failures';
-import { abortableSleep, callWithRetries, type RetryPolicy, type Sleep } from './model-retry';
+import type { ProviderOptions } from './provider-options';
+import { abortableSleep, callWithRetries, type RetryPolicy } from './model-retry';
 import { toMessageParam, toToolChoice } from './anthropic-request';
 import { ToolNames } from './tool-names';
 import { StreamAccumulator } from './anthropic-stream';
@@ -41,45 +42,8 @@ export const DEFAULT_ANTHROPIC_MODEL = 'claude-sonnet-5-5';
 /** The API endpoint used when none is configured. */
 export const DEFAULT_ANTHROPIC_BASE_URL = 'https://api.anthropic.com';
 
-/** Receives the SDK's own diagnostics (a pino logger fits). */
-export interface SdkLogger {
-  error(message: string, ...rest: unknown[]): void;
-  warn(message: string, ...rest: unknown[]): void;
-  info(message: string, ...rest: unknown[]): void;
-  debug(message: string, ...rest: unknown[]): void;
-}
-
-/** Construction options; the harness config supplies them (nothing here reads the environment). */
-export interface AnthropicProviderOptions {
-  /** The API key. Never logged, never put in an error message. */
-  readonly apiKey: string;
-  /** @default {@link DEFAULT_ANTHROPIC_BASE_URL} */
-  readonly baseUrl?: string;
-  /** @default {@link DEFAULT_ANTHROPIC_MODEL} */
-  readonly model?: string;
-  /** The `max_tokens` of every request. @default 8192 */
-  readonly maxTokens?: number;
-  /** Attempts per call, the first included. @default 4 */
-  readonly maxAttempts?: number;
-  /** Backoff before the first retry; doubles each retry. @default 500 */
-  readonly initialBackoffMs?: number;
-  /** Ceiling of one backoff. @default 8000 */
-  readonly maxBackoffMs?: number;
-  /**
-   * The longest `retry-after` honoured; a longer one ends the retries at once (waiting
-   * would outlast the turn) and the error says how long the API asked to wait.
-   * @default 60000
-   */
-  readonly maxRetryAfterMs?: number;
-  /** How long one attempt (connect plus the whole stream) may take. @default 600000 */
-  readonly attemptTimeoutMs?: number;
-  /** @default a timer that rejects when the signal aborts */
-  readonly sleep?: Sleep;
-  /** Jitter source in [0, 1). @default Math.random */
-  readonly random?: () => number;
-  /** Where the SDK's warnings go (for example deprecated-model notices). @default none */
-  readonly logger?: SdkLogger;
-}
+/** Construction options (provider-options.ts). */
+export type AnthropicProviderOptions = ProviderOptions;
 
 const CANCELLED = 'Anthropic model call cancelled';
 

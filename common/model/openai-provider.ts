@@ -9,7 +9,8 @@ import {
   type ModelRequest,
   type ModelResponse,
 } from './model-port';
-import { abortableSleep, callWithRetries, type RetryPolicy, type Sleep } from './model-retry';
+import type { ProviderOptions } from './provider-options';
+import { abortableSleep, callWithRetries, type RetryPolicy } from './model-retry';
 import { classifyFailure, type FailureContext } from './openai-failures';
 import { toChatParams } from './openai-request';
 import { ChunkAccumulator } from './openai-stream';
@@ -36,41 +37,8 @@ export const DEFAULT_OPENAI_MODEL = 'gpt-5';
 /** The API endpoint used when none is configured. */
 export const DEFAULT_OPENAI_BASE_URL = 'https://api.openai.com/v1';
 
-/** Receives the SDK's own diagnostics (a pino logger fits). */
-export interface SdkLogger {
-  error(message: string, ...rest: unknown[]): void;
-  warn(message: string, ...rest: unknown[]): void;
-  info(message: string, ...rest: unknown[]): void;
-  debug(message: string, ...rest: unknown[]): void;
-}
-
-/** Construction options; the harness config supplies them (nothing here reads the environment). */
-export interface OpenAiProviderOptions {
-  /** The API key, sent as a bearer token. Never logged, never put in an error message. */
-  readonly apiKey: string;
-  /** Up to and including the version path, e.g. `http://vllm:8000/v1`. @default {@link DEFAULT_OPENAI_BASE_URL} */
-  readonly baseUrl?: string;
-  /** @default {@link DEFAULT_OPENAI_MODEL} */
-  readonly model?: string;
-  /** The `max_completion_tokens` of every request. @default 8192 */
-  readonly maxTokens?: number;
-  /** Attempts per call, the first included. @default 4 */
-  readonly maxAttempts?: number;
-  /** Backoff before the first retry; doubles each retry. @default 500 */
-  readonly initialBackoffMs?: number;
-  /** Ceiling of one backoff. @default 8000 */
-  readonly maxBackoffMs?: number;
-  /** The longest `retry-after` honoured; a longer one ends the retries at once. @default 60000 */
-  readonly maxRetryAfterMs?: number;
-  /** How long one attempt (connect plus the whole stream) may take. @default 600000 */
-  readonly attemptTimeoutMs?: number;
-  /** @default a timer that rejects when the signal aborts */
-  readonly sleep?: Sleep;
-  /** Jitter source in [0, 1). @default Math.random */
-  readonly random?: () => number;
-  /** Where the SDK's warnings go. @default none */
-  readonly logger?: SdkLogger;
-}
+/** Construction options (provider-options.ts). */
+export type OpenAiProviderOptions = ProviderOptions;
 
 const CANCELLED = 'OpenAI model call cancelled';
 
