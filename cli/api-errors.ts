@@ -1,5 +1,3 @@
-import { z } from 'zod';
-
 import { AppError, isErrorCode, type ErrorCode, type ErrorDetails } from '../common/errors';
 import { forbiddenHint } from './kube-transport';
 import type { Transport } from './transport';
@@ -67,30 +65,40 @@ function describeFetchFailure(error: unknown): string {
   return message;
 }
 
-const errorBodySchema = z.object({
-  error: z.object({
-    code: z.string(),
-    message: z.string(),
-    details: z
-      .record(z.string(), z.union([z.string(), z.number(), z.boolean(), z.null()]))
-      .optional(),
-  }),
-});
-
 /**
- * A Kubernetes `Status` (the Kubernetes door's errors, and kube-apiserver's own Forbidden
- * and NotFound): the Polychrome code, when the door sent one, in `details.causes[0].reason`.
+ * The two error bodies the CLI reads, built once on the first error: zod is loaded only
+ * when an answer has to be read as one, not by every command (bench/cli-start.bench.ts).
  */
-const kubeStatusSchema = z.looseObject({
-  kind: z.literal('Status'),
-  message: z.string(),
-  reason: z.string().optional(),
-  details: z
-    .looseObject({
-      causes: z.array(z.looseObject({ reason: z.string().optional() })).optional(),
-    })
-    .optional(),
-});
+async function buildSchemas() {
+  const { z } = await import('zod');
+  return {
+    errorBody: z.object({
+      error: z.object({
+        code: z.string(),
+        message: z.string(),
+        details: z
+          .record(z.string(), z.union([z.string(), z.number(), z.boolean(), z.null()]))
+          .optional(),
+      }),
+    }),
+    /**
+     * A Kubernetes `Status` (the Kubernetes door's errors, and kube-apiserver's own
+     * Forbidden and NotFound): the Polychrome code, when the door sent one, in
+     * `details.causes[0].reason`.
+     */
+    kubeStatus: z.looseObject({
+      kind: z.literal('Status'),
+      message: z.string(),
+      reason: z.string().optional(),
+      details: z
+        .looseObject({
+          causes: z.array(z.looseObject({ reason: z.string().optional() })).optional(),
+        })
+        .optional(),
+    }),
+  };
+}
+let schemas: ReturnType<typeof buildSchemas> | undefined;
 
 /** The code an HTTP status stands for when the body is not an API error. */
 function codeOfStatus(status: number): ErrorCode {
@@ -119,7 +127,8 @@ export async function apiErrorOf(response: Response): Promise<ApiCallError> {
   } catch {
     body = undefined;
   }
-  const parsed = errorBodySchema.safeParse(body);
+  const { errorBody, kubeStatus } = await (schemas ??= buildSchemas());
+  const parsed = errorBody.safeParse(body);
   if (parsed.success) {
     const { code, message, details } = parsed.data.error;
     return new ApiCallError(isErrorCode(code) ? code : codeOfStatus(response.status), message, {
@@ -128,7 +137,7 @@ export async function apiErrorOf(response: Response): Promise<ApiCallError> {
       ...(details === undefined ? {} : { details }),
     });
   }
-  const status = kubeStatusSchema.safeParse(body);
+  const status = kubeStatus.safeParse(body);
   if (status.success) {
     const cause = status.data.details?.causes?.[0]?.reason;
     const hint = response.status === 403 ? forbiddenHint(status.data.message) : undefined;

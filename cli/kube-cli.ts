@@ -87,7 +87,7 @@ export async function runKubectlPolychrome(
     const [verb, ...rest] = argv;
     if (verb === undefined) throw new UsageError('no verb given');
     const translated = translateOutput(rest);
-    yamlOut = translated.yaml ? yamlWriter(io.stdout) : undefined;
+    yamlOut = translated.yaml ? await yamlWriter(io.stdout) : undefined;
     const out = yamlOut === undefined ? io : { ...io, stdout: yamlOut };
     return await dispatch(verb, translated.args, env, out);
   } catch (error) {

@@ -7,7 +7,8 @@ import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { Readable } from 'node:stream';
 
-import { KubeConfig, bufferFromFileOrString } from '@kubernetes/client-node';
+import type * as ClientNodeModule from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 
 /*
  * One connection to a Kubernetes API server as kubectl would make it from a kubeconfig:
@@ -70,8 +71,20 @@ export function kubeconfigPaths(options: KubeConnectionOptions): {
   return { paths: [join(home, '.kube', 'config')], source: 'the default ~/.kube/config' };
 }
 
-function readOne(path: string): KubeConfig {
-  const kc = new KubeConfig();
+type ClientNode = typeof ClientNodeModule;
+let clientNode: Promise<ClientNode> | undefined;
+
+/**
+ * `@kubernetes/client-node`, loaded on first use: it is most of the modules the plugin
+ * would load (its kubeconfig code imports the whole generated API), and `help`, usage
+ * errors and verb completion need none of it (bench/cli-start.bench.ts).
+ */
+function loadClientNode(): Promise<ClientNode> {
+  return (clientNode ??= import('@kubernetes/client-node'));
+}
+
+function readOne(lib: ClientNode, path: string): KubeConfig {
+  const kc = new lib.KubeConfig();
   try {
     kc.loadFromFile(path);
   } catch (error) {
@@ -86,7 +99,7 @@ function readOne(path: string): KubeConfig {
  * skipped (an explicit --kubeconfig must exist), the first file to name a cluster, user or
  * context wins, and so does the first current-context.
  */
-export function loadKubeConfig(options: KubeConnectionOptions): KubeConfig {
+function loadKubeConfig(lib: ClientNode, options: KubeConnectionOptions): KubeConfig {
   const { paths, source } = kubeconfigPaths(options);
   const present = paths.filter((p) => existsSync(p));
   if (present.length === 0 || (source === '--kubeconfig' && present.length !== paths.length)) {
@@ -95,9 +108,9 @@ export function loadKubeConfig(options: KubeConnectionOptions): KubeConfig {
         'pass --kubeconfig FILE, set KUBECONFIG, or create ~/.kube/config',
     );
   }
-  const merged = new KubeConfig();
+  const merged = new lib.KubeConfig();
   merged.currentContext = '';
-  for (const kc of present.map(readOne)) {
+  for (const kc of present.map((path) => readOne(lib, path))) {
     const has = <T extends { name: string }>(list: readonly T[], name: string): boolean =>
       list.some((e) => e.name === name);
     kc.clusters.filter((c) => !has(merged.clusters, c.name)).forEach((c) => merged.addCluster(c));
@@ -147,13 +160,13 @@ function selectContext(kc: KubeConfig, options: KubeConnectionOptions) {
 }
 
 /** The TLS and header options of one request, as KubeConfig applies them (plugins included). */
-async function requestOptions(kc: KubeConfig): Promise<https.RequestOptions> {
+async function requestOptions(lib: ClientNode, kc: KubeConfig): Promise<https.RequestOptions> {
   const opts: https.RequestOptions = { headers: {} };
   await kc.applyToHTTPSOptions(opts);
   // A context without a user gets no TLS options from KubeConfig: apply the cluster's.
   const cluster = kc.getCurrentCluster();
   if (cluster !== null) {
-    opts.ca ??= bufferFromFileOrString(cluster.caFile, cluster.caData) ?? undefined;
+    opts.ca ??= lib.bufferFromFileOrString(cluster.caFile, cluster.caData) ?? undefined;
     if (cluster.tlsServerName) opts.servername = cluster.tlsServerName;
     if (cluster.skipTLSVerify) opts.rejectUnauthorized = false;
   }
@@ -227,7 +240,7 @@ function agentCache(secure: boolean): (opts: https.RequestOptions) => http.Agent
   };
 }
 
-function makeFetch(kc: KubeConfig, server: string): KubeConnection['fetch'] {
+function makeFetch(lib: ClientNode, kc: KubeConfig, server: string): KubeConnection['fetch'] {
   const secure = server.startsWith('https:');
   const agentFor = agentCache(secure);
   return async (url, init = {}) => {
@@ -235,7 +248,7 @@ function makeFetch(kc: KubeConfig, server: string): KubeConnection['fetch'] {
     if (target.protocol !== (secure ? 'https:' : 'http:')) {
       throw new TypeError(`kube-connection fetch: ${target.protocol} URL for a ${server} cluster`);
     }
-    const opts = await requestOptions(kc);
+    const opts = await requestOptions(lib, kc);
     const headers = requestHeaders(init, opts);
     const body = requestBody(init.body);
     if (body !== undefined) headers['content-length'] = String(body.length);
@@ -264,7 +277,8 @@ function makeFetch(kc: KubeConfig, server: string): KubeConnection['fetch'] {
  * {@link KubeConfigError} naming what to set.
  */
 export async function loadKubeConnection(options: KubeConnectionOptions): Promise<KubeConnection> {
-  const kc = loadKubeConfig(options);
+  const lib = await loadClientNode();
+  const kc = loadKubeConfig(lib, options);
   const { name, cluster, namespace } = selectContext(kc, options);
   const server = cluster.server.replace(/\/+$/u, '');
   if (!/^https?:\/\//u.test(server)) {
@@ -278,5 +292,5 @@ export async function loadKubeConnection(options: KubeConnectionOptions): Promis
         'clear: use https, or set insecure-skip-tls-verify on the cluster to allow it',
     );
   }
-  return Promise.resolve({ server, namespace, contextName: name, fetch: makeFetch(kc, server) });
+  return { server, namespace, contextName: name, fetch: makeFetch(lib, kc, server) };
 }

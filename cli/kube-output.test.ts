@@ -29,7 +29,7 @@ describe('yamlWriter', () => {
     const out = new PassThrough();
     let text = '';
     out.on('data', (c: Buffer) => (text += c.toString()));
-    const yaml = yamlWriter(out);
+    const yaml = await yamlWriter(out);
     yaml.write('{"a":1}\n{"b":');
     yaml.write('[1,2]}\n');
     await new Promise<void>((resolve) => yaml.end(resolve));

@@ -1,7 +1,5 @@
 import { Writable } from 'node:stream';
 
-import { stringify } from 'yaml';
-
 import { UsageError } from './cli-support';
 
 /*
@@ -48,8 +46,12 @@ export function translateOutput(args: readonly string[]): {
   return { args: out, yaml };
 }
 
-/** A stdout that turns each JSON line into a YAML document (`---` between documents). */
-export function yamlWriter(out: Writable): Writable {
+/**
+ * A stdout that turns each JSON line into a YAML document (`---` between documents). The
+ * YAML library is loaded here, for `-o yaml` only.
+ */
+export async function yamlWriter(out: Writable): Promise<Writable> {
+  const { stringify } = await import('yaml');
   let pending = '';
   let documents = 0;
   const convert = (line: string): string => {
