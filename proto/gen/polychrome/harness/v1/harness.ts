@@ -202,6 +202,11 @@ export interface AgentSettings {
   /** The model the agent uses (for Anthropic, the API's model name). */
   model: string;
   systemPrompt: string;
+  /**
+   * The Conversation's spec.agent.name; empty when it sets none. Traces only: the
+   * invoke_agent span's gen_ai.agent.name (docs/observability.md#spans).
+   */
+  name: string;
 }
 
 /** Limits on the turn's model round trips; the lowest set one wins. 0 means unset. */
@@ -963,7 +968,7 @@ export const MemoryEntry: MessageFns<MemoryEntry> = {
 };
 
 function createBaseAgentSettings(): AgentSettings {
-  return { model: "", systemPrompt: "" };
+  return { model: "", systemPrompt: "", name: "" };
 }
 
 export const AgentSettings: MessageFns<AgentSettings> = {
@@ -973,6 +978,9 @@ export const AgentSettings: MessageFns<AgentSettings> = {
     }
     if (message.systemPrompt !== "") {
       writer.uint32(18).string(message.systemPrompt);
+    }
+    if (message.name !== "") {
+      writer.uint32(26).string(message.name);
     }
     return writer;
   },
@@ -1006,6 +1014,14 @@ export const AgentSettings: MessageFns<AgentSettings> = {
             message.systemPrompt = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1026,6 +1042,7 @@ export const AgentSettings: MessageFns<AgentSettings> = {
         : isSet(object.system_prompt)
         ? globalThis.String(object.system_prompt)
         : "",
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
     };
   },
 
@@ -1037,6 +1054,9 @@ export const AgentSettings: MessageFns<AgentSettings> = {
     if (message.systemPrompt !== "") {
       obj.systemPrompt = message.systemPrompt;
     }
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
     return obj;
   },
 
@@ -1047,6 +1067,7 @@ export const AgentSettings: MessageFns<AgentSettings> = {
     const message = createBaseAgentSettings();
     message.model = object.model ?? "";
     message.systemPrompt = object.systemPrompt ?? "";
+    message.name = object.name ?? "";
     return message;
   },
 };
