@@ -1,4 +1,5 @@
 import type { Usage } from './model/model-port';
+import type { Context } from './tracing';
 
 /**
  * Span attributes after the OpenTelemetry GenAI semantic conventions
@@ -12,6 +13,13 @@ export const GenAiOperation = {
   InvokeAgent: 'invoke_agent',
 } as const;
 export type GenAiOperation = (typeof GenAiOperation)[keyof typeof GenAiOperation];
+
+/** Where the model and tool spans of one agent's part of a turn go. */
+export interface GenAiSpanScope {
+  readonly conversationId: string;
+  /** Their parent: the agent's `invoke_agent` span; undefined: the active context. */
+  parent(): Context | undefined;
+}
 
 /** `gen_ai.agent.name` of an agent whose Conversation sets no `spec.agent.name`. */
 export const DEFAULT_AGENT_NAME = 'agent';
