@@ -19,8 +19,6 @@ interface OtlpSpan {
   readonly kind: number;
   readonly spanId: string;
   readonly parentSpanId?: string;
-  readonly startTimeUnixNano: string;
-  readonly endTimeUnixNano: string;
   readonly attributes?: readonly { key: string; value: Record<string, unknown> }[];
 }
 interface OtlpBody {
@@ -87,8 +85,6 @@ async function main(): Promise<void> {
       kind: span.kind,
       spanId: span.spanId,
       parentSpanId: span.parentSpanId ?? '',
-      startNs: span.startTimeUnixNano,
-      endNs: span.endTimeUnixNano,
       attributes: Object.fromEntries(
         (span.attributes ?? []).map(({ key, value }) => [key, Object.values(value)[0]]),
       ),
