@@ -5,7 +5,8 @@ import { promisify } from 'node:util';
 
 // AgentSpans with tracing on, in a process of its own (testdata/agent-spans-probe.ts): a
 // turn's agents are sibling invoke_agent spans under RunTurn, a handoff ends one and starts
-// the next, and each agent's model and tool calls are children of its span.
+// the next, each agent's model and tool calls are children of its span, and an agent a
+// tool call delegates to is a child of that call.
 
 const run = promisify(execFile);
 
@@ -30,7 +31,7 @@ async function probe(): Promise<ProbeSpan[]> {
 }
 
 describe('AgentSpans', () => {
-  it('one invoke_agent span per agent under RunTurn; a handoff ends one and starts the next', async () => {
+  it('one invoke_agent span per agent: a handoff ends one and starts the next under RunTurn, a delegation nests under its tool call', async () => {
     const spans = await probe();
     const byName = (name: string): ProbeSpan => {
       const found = spans.filter((span) => span.name === name);
@@ -40,7 +41,7 @@ describe('AgentSpans', () => {
     const runTurn = byName('RunTurn');
     const first = byName('invoke_agent agent');
     const second = byName('invoke_agent billing');
-    expect(spans).toHaveLength(5);
+    expect(spans).toHaveLength(8);
     for (const [agent, name] of [
       [first, 'agent'],
       [second, 'billing'],
@@ -58,7 +59,17 @@ describe('AgentSpans', () => {
     // The probe ends only the last agent's span itself: the first was exported, so the
     // handoff (enter) ended it. (Start and end times are not compared: the SDK anchors
     // each span's clock apart, so they may be out of order by a little under load.)
-    expect(byName('chat scripted').parentSpanId).toBe(first.spanId);
+    const chats = spans.filter((span) => span.name === 'chat scripted');
+    expect(chats.map((chat) => chat.parentSpanId)).toEqual([first.spanId, expect.any(String)]);
     expect(byName('execute_tool calculator').parentSpanId).toBe(second.spanId);
+    // A delegated agent, made where its tool call runs, nests under that call.
+    const delegation = byName('execute_tool delegate');
+    expect(delegation.parentSpanId).toBe(second.spanId);
+    const delegated = byName('invoke_agent researcher');
+    expect([delegated.parentSpanId, delegated.attributes['gen_ai.request.model']]).toEqual([
+      delegation.spanId,
+      'm-2',
+    ]);
+    expect(chats[1]?.parentSpanId).toBe(delegated.spanId);
   }, 60_000);
 });

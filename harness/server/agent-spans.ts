@@ -27,8 +27,10 @@ export interface AgentSpanTurn {
  * runs in this process), one per agent segment: the turn's first agent from the start, and
  * each agent a handoff passes the turn to from {@link enter}, which ends the one before.
  * All are children of the context active when this was made (the RunTurn span); the model
- * and tool spans of a segment are children of its span ({@link parent}). With tracing off
- * nothing is made and {@link parent} is undefined.
+ * and tool spans of a segment are children of its span ({@link parent}). An agent another
+ * delegates to through a tool call gets AgentSpans of its own, made inside that call, so
+ * its spans nest under the call's `execute_tool` span. With tracing off nothing is made
+ * and {@link parent} is undefined.
  */
 export class AgentSpans implements GenAiSpanScope {
   private readonly turnContext: Context = activeTraceContext();
