@@ -110,10 +110,13 @@ export class ServerConnection {
       );
     }
     const details = { server, tool, toolCallId: request.toolCallId };
-    // The call is the active execute_tool span's (traced-tools.ts): its session, and its
-    // context to the server in `_meta` (MCP semantic conventions).
+    // The call is the active execute_tool span's (traced-tools.ts): its transport and
+    // session, and its context to the server in `_meta` (MCP semantic conventions).
     const sessionId = session.client.transport?.sessionId;
-    if (sessionId !== undefined) setActiveSpanAttributes({ 'mcp.session.id': sessionId });
+    setActiveSpanAttributes({
+      'network.transport': this.config.transport === 'stdio' ? 'pipe' : 'tcp',
+      ...(sessionId === undefined ? {} : { 'mcp.session.id': sessionId }),
+    });
     const meta = traceMeta();
     try {
       const result = await session.client.request(

@@ -292,6 +292,7 @@ describe('OpenTelemetry traces across the three planes', () => {
       expect(tool?.parentSpanId).toBe(agent.spanId);
       expect(tool?.attributes).toMatchObject({
         'mcp.method.name': 'tools/call',
+        'network.transport': 'pipe',
         'gen_ai.tool.name': 'meta/meta',
       });
       const sent = /^tool meta\/meta said: (\{.*\})$/u.exec(String(reply))?.[1];
