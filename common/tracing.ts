@@ -231,8 +231,30 @@ export function traceHeaders(from: Context = context.active()): Record<string, s
   return headers;
 }
 
+/**
+ * The W3C trace context of `from` for an MCP request's `params._meta`: `traceparent`, and
+ * `tracestate` when there is one, as the propagators of `OTEL_PROPAGATORS` write them
+ * (none without `tracecontext`); never baggage, which is not the tool server's. Empty when
+ * tracing is off.
+ */
+export function traceMeta(from: Context = context.active()): {
+  traceparent?: string;
+  tracestate?: string;
+} {
+  const { traceparent, tracestate } = traceHeaders(from);
+  return {
+    ...(traceparent === undefined ? {} : { traceparent }),
+    ...(tracestate === undefined ? {} : { tracestate }),
+  };
+}
+
+/** The active context, to parent spans on later, after it stopped being active. */
+export function activeTraceContext(): Context {
+  return context.active();
+}
+
 export { SpanKind, SpanStatusCode };
-export type { Span };
+export type { Context, Span };
 
 /** Records `error` on the active span ({@link recordSpanError}), for a caught failure. */
 export function recordActiveSpanError(error: unknown): void {

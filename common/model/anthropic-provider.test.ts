@@ -96,10 +96,17 @@ describe('AnthropicProvider against a local Messages API server', () => {
     const { response, deltas } = await complete(provider());
     expect(deltas).toEqual(['Hel', 'lo there', ', friend.']);
     expect(response).toEqual({
+      id: 'msg_0001',
       model: DEFAULT_ANTHROPIC_MODEL,
       content: [{ type: 'text', text: 'Hello there, friend.' }],
       stopReason: 'end_turn',
-      usage: { inputTokens: 21, outputTokens: 9 },
+      // The API reports its prompt-cache counts even when nothing was cached.
+      usage: {
+        inputTokens: 21,
+        outputTokens: 9,
+        cacheReadInputTokens: 0,
+        cacheCreationInputTokens: 0,
+      },
     });
     const [request] = server.requests;
     expect(request?.headers.authorization).toBe(`Bearer ${KEY}`);
@@ -111,6 +118,26 @@ describe('AnthropicProvider against a local Messages API server', () => {
       stream: true,
       system: 'Be brief.',
       messages: [{ role: 'user', content: [{ type: 'text', text: 'Say hello.' }] }],
+    });
+  });
+
+  it('prompt-cache counts and the message id: read from the stream into the response', async () => {
+    server.enqueue({
+      ...text('Cached.'),
+      usage: {
+        input_tokens: 4,
+        output_tokens: 2,
+        cache_read_input_tokens: 1200,
+        cache_creation_input_tokens: 300,
+      },
+    });
+    const { response } = await complete(provider());
+    expect(response.id).toMatch(/^msg_\d+$/u);
+    expect(response.usage).toEqual({
+      inputTokens: 4,
+      outputTokens: 2,
+      cacheReadInputTokens: 1200,
+      cacheCreationInputTokens: 300,
     });
   });
 

@@ -3,7 +3,7 @@ import type {
   StopReason as ApiStopReason,
 } from '@anthropic-ai/sdk/resources/messages';
 import { isJsonObject, type JsonObject } from '../canonical-json';
-import { StopReason, type ModelResponse, type OutputBlock } from './model-port';
+import { StopReason, type ModelResponse, type OutputBlock, type Usage } from './model-port';
 import type { ToolNames } from './tool-names';
 
 /**
@@ -24,11 +24,14 @@ type Pending =
 
 /** Builds the response from raw stream events, forwarding text as it arrives. */
 export class StreamAccumulator {
+  private id = '';
   private model = '';
   private readonly blocks = new Map<number, Pending>();
   private stopReason: ApiStopReason | null = null;
   private inputTokens = 0;
   private outputTokens = 0;
+  private cacheReadInputTokens: number | undefined;
+  private cacheCreationInputTokens: number | undefined;
   private started = false;
   private stopped = false;
 
@@ -41,9 +44,11 @@ export class StreamAccumulator {
     switch (event.type) {
       case 'message_start':
         this.started = true;
+        this.id = event.message.id;
         this.model = event.message.model;
         this.inputTokens = event.message.usage.input_tokens;
         this.outputTokens = event.message.usage.output_tokens;
+        this.noteCache(event.message.usage);
         return;
       case 'content_block_start': {
         const block = event.content_block;
@@ -80,6 +85,7 @@ export class StreamAccumulator {
         if (event.usage.input_tokens !== null && event.usage.input_tokens !== undefined) {
           this.inputTokens = event.usage.input_tokens;
         }
+        this.noteCache(event.usage);
         return;
       case 'message_stop':
         this.stopped = true;
@@ -89,6 +95,29 @@ export class StreamAccumulator {
         return never;
       }
     }
+  }
+
+  /** The prompt-cache counts of message_start, then message_delta's totals; null is unsaid. */
+  private noteCache(usage: {
+    readonly cache_read_input_tokens?: number | null;
+    readonly cache_creation_input_tokens?: number | null;
+  }): void {
+    this.cacheReadInputTokens = usage.cache_read_input_tokens ?? this.cacheReadInputTokens;
+    this.cacheCreationInputTokens =
+      usage.cache_creation_input_tokens ?? this.cacheCreationInputTokens;
+  }
+
+  private usage(): Usage {
+    return {
+      inputTokens: this.inputTokens,
+      outputTokens: this.outputTokens,
+      ...(this.cacheReadInputTokens === undefined
+        ? {}
+        : { cacheReadInputTokens: this.cacheReadInputTokens }),
+      ...(this.cacheCreationInputTokens === undefined
+        ? {}
+        : { cacheCreationInputTokens: this.cacheCreationInputTokens }),
+    };
   }
 
   finish(): ModelResponse {
@@ -112,10 +141,11 @@ export class StreamAccumulator {
       });
     }
     return {
+      ...(this.id === '' ? {} : { id: this.id }),
       model: this.model,
       content,
       stopReason: toStopReason(this.stopReason),
-      usage: { inputTokens: this.inputTokens, outputTokens: this.outputTokens },
+      usage: this.usage(),
     };
   }
 }

@@ -120,6 +120,8 @@ export interface ModelRequest {
 
 /** The settled answer to one request. */
 export interface ModelResponse {
+  /** The provider's id of this answer (Anthropic's message id), when it gives one (traces only). */
+  readonly id?: string;
   /** The model that answered, as the vendor names it (recorded in `model_call`). */
   readonly model: string;
   readonly content: readonly OutputBlock[];

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { AppError, isAppError } from '../../common/errors';
 import { componentLogger, LogComponent } from '../../common/log';
 import { requestIds as defaultRequestIds } from '../../common/request-ids';
+import { conversationAttributes } from '../../common/genai-attributes';
 import { extractTraceMetadata, inSpan, SpanKind } from '../../common/tracing';
 import {
   HarnessService,
@@ -307,7 +308,7 @@ export class HarnessServer {
           'rpc.system': 'grpc',
           'rpc.service': 'polychrome.harness.v1.Harness',
           'rpc.method': 'RunTurn',
-          'polychrome.conversation.id': request.conversationId,
+          ...conversationAttributes(request.conversationId),
           'polychrome.turn.id': request.turnId,
           'polychrome.turn.attempt': request.attempt,
         },

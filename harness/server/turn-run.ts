@@ -3,13 +3,14 @@ import { needsApproval } from '../../common/approval-rules';
 import { requestIds as defaultRequestIds } from '../../common/request-ids';
 import { AppError, isAppError } from '../../common/errors';
 import { recordActiveSpanError, setActiveSpanAttributes } from '../../common/tracing';
-import { tracedModel } from '../model/traced-model';
+import { requestedModel, tracedModel } from '../model/traced-model';
 import type { McpServerListing } from '../tools/mcp-tools';
 import { tracedTools } from '../tools/traced-tools';
 import type { RequestHasher } from '../turn/agent-config';
 import { runTurn } from '../turn/run-turn';
 import { type TurnOutcome } from '../turn/turn-outcome';
 import type { TurnInput } from '../turn/turn-machine';
+import { AgentSpans } from './agent-spans';
 import { trustedKeys, type HarnessServerOptions } from './harness-options';
 import { observeTurn } from './harness-metrics';
 import { endWithError, type RunTurnCall, type TurnCall } from './turn-call';
@@ -68,6 +69,13 @@ export async function runTurnCall(
   const model = deps.modelFor(request.model);
   const clock = deps.clock ?? { nowMs: () => Date.now() };
   used.noteHistory(input.recordedSteps, input.approvalAnswers);
+  // The turn starts with its agent; a handoff enters the next (AgentSpans.enter).
+  const agents = new AgentSpans({
+    conversationId: request.conversationId,
+    provider: model.genAi?.provider ?? '_OTHER',
+    model: requestedModel(model, request.model),
+  });
+  agents.enter(request.agentName);
   let outcome: TurnOutcome;
   try {
     outcome = await runTurn(
@@ -76,9 +84,9 @@ export async function runTurnCall(
         ? input
         : { ...input, model: model.parameters },
       {
-        model: tracedModel(model, request.model),
-        tools: tracedTools(deps.tools),
-        trustedTools: tracedTools(turn.trustedTools),
+        model: tracedModel(model, request.model, agents),
+        tools: tracedTools(deps.tools, agents),
+        trustedTools: tracedTools(turn.trustedTools, agents),
         steps: {
           commit: async (step, options) => {
             await turn.sink.commit(step, options);
@@ -99,6 +107,7 @@ export async function runTurnCall(
       turn.signal,
     );
   } catch (error) {
+    agents.end(error);
     const sent = endWithError(stream, turn.protocolViolation ?? error);
     recordActiveSpanError(error);
     if (options.metrics !== undefined) observeTurn(options.metrics, 'error', seconds());
@@ -106,6 +115,7 @@ export async function runTurnCall(
     log.error({ err: error, code: sent.code }, 'turn call failed');
     return;
   }
+  agents.end(turn.protocolViolation);
   if (turn.protocolViolation !== undefined) {
     endWithError(stream, turn.protocolViolation);
     recordActiveSpanError(turn.protocolViolation);

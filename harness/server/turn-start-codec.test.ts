@@ -27,6 +27,7 @@ const request: TurnRequest = {
   turnId: 't-1',
   attempt: 2,
   model: 'claude-sonnet-5-5',
+  agentName: 'support',
   input: {
     turnId: 't-1',
     system: 'Be brief.',

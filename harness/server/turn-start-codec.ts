@@ -39,6 +39,8 @@ export interface TurnRequest {
   readonly attempt: number;
   /** The model the agent uses; empty lets the harness pick its configured default. */
   readonly model: string;
+  /** The Conversation's `spec.agent.name`, for traces; absent when it sets none. */
+  readonly agentName?: string;
   readonly input: TurnInput;
   /**
    * By-reference specs `turnRequestFromProto` left for the harness to resolve when the turn
@@ -252,7 +254,11 @@ export function turnRequestToProto(request: TurnRequest): TurnStart {
     conversationId: request.conversationId,
     turnId: request.turnId,
     attempt: request.attempt,
-    agent: { model: request.model, systemPrompt: input.system ?? '' },
+    agent: {
+      model: request.model,
+      systemPrompt: input.system ?? '',
+      name: request.agentName ?? '',
+    },
     history: input.history.map(messageToProto),
     userMessage: input.userMessage,
     budget: {
@@ -294,6 +300,7 @@ export function turnRequestFromProto(
   if (start.turnId === '') throw invalidField('start.turn_id', 'is empty');
   const budget = start.budget;
   const system = start.agent?.systemPrompt ?? '';
+  const agentName = start.agent?.name ?? '';
   const tools: TurnTool[] = [];
   const toolReferences: ToolReference[] = [];
   start.tools.forEach((spec, i) => {
@@ -317,6 +324,7 @@ export function turnRequestFromProto(
     turnId: start.turnId,
     attempt: start.attempt,
     model: start.agent?.model ?? '',
+    ...(agentName === '' ? {} : { agentName }),
     input: {
       turnId: start.turnId,
       ...(system === '' ? {} : { system }),

@@ -11,6 +11,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { isJsonObject, type JsonObject } from '../../common/canonical-json';
 import { AppError } from '../../common/errors';
+import { setActiveSpanAttributes, traceMeta } from '../../common/tracing';
 import type { ToolCallOptions, ToolCallRequest, ToolOutcome } from '../turn/ports/tool-port';
 import { ToolEffect } from '../turn/turn-records';
 import { failed, renderResult } from './mcp-result';
@@ -109,9 +110,24 @@ export class ServerConnection {
       );
     }
     const details = { server, tool, toolCallId: request.toolCallId };
+    // The call is the active execute_tool span's (traced-tools.ts): its transport and
+    // session, and its context to the server in `_meta` (MCP semantic conventions).
+    const sessionId = session.client.transport?.sessionId;
+    setActiveSpanAttributes({
+      'network.transport': this.config.transport === 'stdio' ? 'pipe' : 'tcp',
+      ...(sessionId === undefined ? {} : { 'mcp.session.id': sessionId }),
+    });
+    const meta = traceMeta();
     try {
       const result = await session.client.request(
-        { method: 'tools/call', params: { name: tool, arguments: request.input } },
+        {
+          method: 'tools/call',
+          params: {
+            name: tool,
+            arguments: request.input,
+            ...(Object.keys(meta).length === 0 ? {} : { _meta: meta }),
+          },
+        },
         CallToolResultSchema,
         // Both our signal and the SDK's timeout: the SDK cuts requests at 60 s unless told.
         { signal, timeout: timeoutMs },

@@ -221,6 +221,32 @@ describe('MCP over streamable HTTP: a server that dies mid-call', () => {
   });
 });
 
+describe('MCP trace context', () => {
+  it('sends no trace context in params._meta while tracing is off', async () => {
+    // With tracing on, params._meta.traceparent names the execute_tool span
+    // (test/integration/tracing.test.ts).
+    const runner = new McpToolRunner([
+      {
+        name: 'meta',
+        transport: 'stdio',
+        command: process.execPath,
+        args: [
+          '--import',
+          'tsx',
+          join(REPO_ROOT, 'test', 'support', 'mcp-servers', 'meta-server.ts'),
+        ],
+        cwd: REPO_ROOT,
+        timeoutMs: 20_000,
+      },
+    ]);
+    try {
+      expect(await call(runner, 'meta/meta')).toEqual({ content: '{}', isError: false });
+    } finally {
+      await runner.close();
+    }
+  });
+});
+
 describe('MCP failure cases (our own stdio server)', () => {
   let runner: McpToolRunner;
   const stderr: string[] = [];

@@ -1,4 +1,5 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
+import { conversationAttributes } from '../../common/genai-attributes';
 import { inSpan, linkFromTraceparent, ROOT_TRACE_CONTEXT } from '../../common/tracing';
 
 /**
@@ -27,9 +28,7 @@ export function tracedPass<T>(
       attributes: {
         'k8s.namespace.name': namespace,
         'polychrome.conversation.name': name,
-        ...(cached?.metadata?.uid === undefined
-          ? {}
-          : { 'polychrome.conversation.id': cached.metadata.uid }),
+        ...(cached?.metadata?.uid === undefined ? {} : conversationAttributes(cached.metadata.uid)),
       },
       ...(link === undefined ? {} : { links: [link] }),
     },

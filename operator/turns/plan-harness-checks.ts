@@ -60,7 +60,11 @@ export function turnStartOf(
     conversationId: conversation.metadata.uid ?? '',
     turnId: turn.turnId,
     attempt,
-    agent: { model: spec.agent?.model ?? '', systemPrompt: spec.agent?.systemPrompt ?? '' },
+    agent: {
+      model: spec.agent?.model ?? '',
+      systemPrompt: spec.agent?.systemPrompt ?? '',
+      name: spec.agent?.name ?? '',
+    },
     history: committedHistory(view, turn),
     userMessage: turn.text,
     budget: {

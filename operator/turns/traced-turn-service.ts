@@ -1,3 +1,4 @@
+import { conversationAttributes } from '../../common/genai-attributes';
 import {
   isTracing,
   recordActiveSpanException,
@@ -74,7 +75,7 @@ async function annotated<T>(
 ): Promise<T> {
   setActiveSpanAttributes({
     'polychrome.turn.operation': operation,
-    ...(conversationId === undefined ? {} : { 'polychrome.conversation.id': conversationId }),
+    ...(conversationId === undefined ? {} : conversationAttributes(conversationId)),
   });
   let result: T;
   try {
@@ -86,7 +87,7 @@ async function annotated<T>(
   const turn = reply(result);
   if (turn !== undefined) {
     setActiveSpanAttributes({
-      'polychrome.conversation.id': turn.conversationId,
+      ...conversationAttributes(turn.conversationId),
       'polychrome.turn.id': turn.turnId,
       'polychrome.turn.status': turn.status,
     });

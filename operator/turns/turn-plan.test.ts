@@ -694,6 +694,12 @@ describe('the harness cannot forge the record', () => {
     expect(unpaused('mcpserverx/sometool')).toBeUndefined();
   });
 
+  it('tells the harness the agent’s name (spec.agent.name), empty when none is set', () => {
+    const named = conv({ agent: { name: 'support' } });
+    expect(turnStartOf(named, running, turnOf(running, 't'), 1, {}).agent?.name).toBe('support');
+    expect(turnStartOf(conv(), running, turnOf(running, 't'), 1, {}).agent?.name).toBe('');
+  });
+
   it('tells the harness a gated builtin needs approval, by the same rule', () => {
     const start = turnStartOf(conv(), running, turnOf(running, 't'), 1, { deploymentMaxSteps: 8 });
     expect(start.tools.map((t) => [t.name, t.needsApproval])).toContainEqual(['refund', true]);

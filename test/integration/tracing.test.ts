@@ -2,7 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { pollUntil } from '../../hack/lib/processes';
-import { toolDirective } from '../support/messages-api-server';
+import { join } from 'node:path';
+import { repoRoot } from '../../hack/lib/paths';
+import { echoReply, echoResponder, toolDirective } from '../support/messages-api-server';
 import { OtelCollector, type CollectedSpan } from './support/otel-collector';
 import { apiCall } from './support/public-api';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
@@ -11,6 +13,7 @@ import { startTurnStack, type TurnStack } from './support/turn-stack';
 // receives it over OTLP/HTTP: the caller's traceparent is the API span's parent, and the
 // context crosses into the state plane and the harness over gRPC metadata.
 
+const INTERNAL = 1;
 const SERVER = 2;
 const CLIENT = 3;
 
@@ -68,6 +71,7 @@ describe('OpenTelemetry traces across the three planes', () => {
           return Promise.resolve(
             names.has('POST /v1/conversations/{conversationId}/messages') &&
               names.has('execute_tool calculator') &&
+              names.has('invoke_agent agent') &&
               mine.filter((span) => span.name.startsWith('chat ')).length >= 2 &&
               mine.filter(
                 (span) => span.service === 'polychrome-state' && span.name.endsWith('/Append'),
@@ -142,31 +146,49 @@ describe('OpenTelemetry traces across the three planes', () => {
         appends.some((span) => span.startNs > runTurn.startNs && span.endNs < runTurn.endNs),
       ).toBe(true);
 
+      // The turn's one agent (its Conversation names none: the default name) is a span of
+      // its own inside RunTurn, the parent of its model and tool calls.
+      const agent = one('invoke_agent agent', 'polychrome-harness');
+      expect(agent.kind).toBe(INTERNAL);
+      expect(agent.parentSpanId).toBe(runTurn.spanId);
+      expect(agent.attributes).toMatchObject({
+        'gen_ai.operation.name': 'invoke_agent',
+        'gen_ai.provider.name': 'anthropic',
+        'gen_ai.agent.name': 'agent',
+        'gen_ai.conversation.id': uid,
+        'polychrome.conversation.id': uid,
+      });
+      expect(String(agent.attributes['gen_ai.request.model'])).not.toBe('');
+
       // Two model calls (the tool call, then the answer), after the GenAI conventions.
       const chats = spans.filter((span) => span.name.startsWith('chat '));
       expect(chats).toHaveLength(2);
       for (const chat of chats) {
         expect(chat.service).toBe('polychrome-harness');
         expect(chat.kind).toBe(CLIENT);
-        expect(parentOf(chat)?.spanId).toBe(runTurn.spanId);
+        expect(parentOf(chat)?.spanId).toBe(agent.spanId);
         expect(chat.name).toBe(`chat ${String(chat.attributes['gen_ai.request.model'])}`);
         expect(chat.attributes).toMatchObject({
           'gen_ai.operation.name': 'chat',
           'gen_ai.provider.name': 'anthropic',
           'gen_ai.usage.input_tokens': 10,
           'gen_ai.usage.output_tokens': 5,
+          'gen_ai.conversation.id': uid,
         });
+        expect(String(chat.attributes['gen_ai.response.id'])).toMatch(/^msg_/u);
       }
       expect(chats.map((chat) => chat.attributes['gen_ai.response.finish_reasons'])).toEqual(
         expect.arrayContaining([['tool_use'], ['end_turn']]),
       );
 
-      // The tool runs between the two model calls, in the turn: a sibling of the calls.
+      // The tool runs between the two model calls, in the agent: a sibling of the calls.
       const tool = one('execute_tool calculator', 'polychrome-harness');
-      expect(tool.parentSpanId).toBe(runTurn.spanId);
+      expect(tool.kind).toBe(INTERNAL);
+      expect(tool.parentSpanId).toBe(agent.spanId);
       expect(tool.attributes).toMatchObject({
         'gen_ai.operation.name': 'execute_tool',
         'gen_ai.tool.name': 'calculator',
+        'gen_ai.conversation.id': uid,
       });
       expect(String(tool.attributes['gen_ai.tool.call.id'])).not.toBe('');
       expect(tool.status.code ?? 0).not.toBe(2);
@@ -180,6 +202,140 @@ describe('OpenTelemetry traces across the three planes', () => {
       expect(turnStarted).toContain(`"span_id":"${runTurn.spanId}"`);
     });
   }, 120_000);
+
+  it('names the agent, counts cached tokens, hands an MCP server the tool span, and names the conversation on every span of both planes', async () => {
+    const s = stack;
+    const c = collector;
+    if (s === undefined || c === undefined) throw new Error('the stack did not start');
+    await s.withDiagnostics(async () => {
+      const agentUid = await s.createConversation('traced-agent', {
+        owner: 'test:owner',
+        agent: { name: 'support', systemPrompt: 'You are a test agent. Be brief.' },
+        tools: {
+          mcpServers: [
+            {
+              name: 'meta',
+              transport: 'stdio',
+              command: process.execPath,
+              args: [
+                '--import',
+                'tsx',
+                join(repoRoot, 'test', 'support', 'mcp-servers', 'meta-server.ts'),
+              ],
+            },
+          ],
+        },
+      });
+      // The model reports prompt-cache counts, as the Messages API does.
+      s.messages.setResponder((request) => ({
+        ...echoReply(request.body),
+        usage: {
+          input_tokens: 10,
+          output_tokens: 5,
+          cache_read_input_tokens: 1200,
+          cache_creation_input_tokens: 30,
+        },
+      }));
+      const traceId = randomBytes(16).toString('hex');
+      let reply: unknown;
+      try {
+        const answer = await apiCall(s.apiUrl, 'POST', `/v1/conversations/${agentUid}/messages`, {
+          token,
+          headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` },
+          body: { text: `look ${toolDirective('meta/meta')}`, idempotencyKey: 'k-agent' },
+        });
+        expect(answer.status).toBe(200);
+        reply = (answer.body as { reply?: unknown }).reply;
+      } finally {
+        s.messages.setResponder(echoResponder);
+      }
+
+      const spans = await pollUntil(
+        'the named agent’s turn in the collector’s file',
+        () => {
+          const mine = c.spans().filter((span) => span.traceId === traceId);
+          const names = new Set(mine.map((span) => span.name));
+          return Promise.resolve(
+            names.has('execute_tool meta/meta') &&
+              names.has('invoke_agent support') &&
+              names.has('POST /v1/conversations/{conversationId}/messages') &&
+              mine.filter((span) => span.name.startsWith('chat ')).length >= 2
+              ? mine
+              : undefined,
+          );
+        },
+        { timeoutMs: 30_000, intervalMs: 250 },
+      );
+      const named = (name: string): CollectedSpan[] => spans.filter((span) => span.name === name);
+      const [runTurn] = named('polychrome.harness.v1.Harness/RunTurn');
+      const agents = named('invoke_agent support');
+      expect(agents).toHaveLength(1);
+      const agent = agents[0] as CollectedSpan;
+      expect([agent.kind, agent.parentSpanId]).toEqual([INTERNAL, runTurn?.spanId]);
+      expect(agent.attributes).toMatchObject({
+        'gen_ai.operation.name': 'invoke_agent',
+        'gen_ai.agent.name': 'support',
+        'gen_ai.conversation.id': agentUid,
+      });
+
+      const chats = spans.filter((span) => span.name.startsWith('chat '));
+      for (const chat of chats) {
+        expect(chat.parentSpanId).toBe(agent.spanId);
+        expect(chat.attributes).toMatchObject({
+          'gen_ai.usage.cache_read.input_tokens': 1200,
+          'gen_ai.usage.cache_creation.input_tokens': 30,
+        });
+      }
+
+      // The MCP call is the execute_tool span's: the server got its context in _meta.
+      const [tool] = named('execute_tool meta/meta');
+      expect(tool?.parentSpanId).toBe(agent.spanId);
+      expect(tool?.attributes).toMatchObject({
+        'mcp.method.name': 'tools/call',
+        'network.transport': 'pipe',
+        'gen_ai.tool.name': 'meta/meta',
+      });
+      const sent = /^tool meta\/meta said: (\{.*\})$/u.exec(String(reply))?.[1];
+      expect(JSON.parse(sent ?? 'null')).toEqual({
+        traceparent: `00-${traceId}-${tool?.spanId}-01`,
+      });
+
+      // Every span that names the conversation, in both planes (a reconcile pass, the API
+      // request, the harness's), names it twice: Polychrome's key and the GenAI one.
+      const ofConversation = await pollUntil(
+        'a reconcile pass of the conversation',
+        () => {
+          const all = c
+            .spans()
+            .filter(
+              (span) =>
+                span.attributes['polychrome.conversation.id'] === agentUid ||
+                span.attributes['gen_ai.conversation.id'] === agentUid,
+            );
+          return Promise.resolve(
+            all.some((span) => span.name === 'reconcile Conversation') ? all : undefined,
+          );
+        },
+        { timeoutMs: 30_000, intervalMs: 250 },
+      );
+      expect(new Set(ofConversation.map((span) => span.name))).toEqual(
+        new Set([
+          'reconcile Conversation',
+          'POST /v1/conversations/{conversationId}/messages',
+          'polychrome.harness.v1.Harness/RunTurn',
+          'invoke_agent support',
+          `chat ${String(agent.attributes['gen_ai.request.model'])}`,
+          'execute_tool meta/meta',
+        ]),
+      );
+      for (const span of ofConversation) {
+        expect([span.name, span.attributes['gen_ai.conversation.id']]).toEqual([
+          span.name,
+          span.attributes['polychrome.conversation.id'],
+        ]);
+      }
+    });
+  }, 150_000);
 
   it('records a turn call the control plane refuses on the request span, as an exception and not a server fault', async () => {
     const c = collector;

@@ -60,8 +60,13 @@ export type ScriptedReply =
       readonly content: readonly ScriptedBlock[];
       /** @default tool_use when a block is a tool_use, else end_turn */
       readonly stopReason?: ApiStopReason;
-      /** @default { input_tokens: 10, output_tokens: 5 } */
-      readonly usage?: { readonly input_tokens: number; readonly output_tokens: number };
+      /** @default { input_tokens: 10, output_tokens: 5 }; cache counts 0, in message_start */
+      readonly usage?: {
+        readonly input_tokens: number;
+        readonly output_tokens: number;
+        readonly cache_read_input_tokens?: number;
+        readonly cache_creation_input_tokens?: number;
+      };
       /** The model the reply names. @default the request's model */
       readonly model?: string;
       /**
@@ -464,18 +469,18 @@ function stopReasonOf(reply: MessageReply): ApiStopReason {
   );
 }
 
-function usageOf(reply: MessageReply): {
-  input_tokens: number;
-  output_tokens: number;
-} {
+function usageOf(reply: MessageReply): NonNullable<MessageReply['usage']> {
   return reply.usage ?? { input_tokens: 10, output_tokens: 5 };
 }
 
-function fullUsage(input: number, output: number): Record<string, unknown> {
+function fullUsage(
+  usage: NonNullable<MessageReply['usage']>,
+  output = usage.output_tokens,
+): Record<string, unknown> {
   return {
-    input_tokens: input,
-    cache_creation_input_tokens: 0,
-    cache_read_input_tokens: 0,
+    input_tokens: usage.input_tokens,
+    cache_creation_input_tokens: usage.cache_creation_input_tokens ?? 0,
+    cache_read_input_tokens: usage.cache_read_input_tokens ?? 0,
     cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 0 },
     output_tokens: output,
     service_tier: 'standard',
@@ -496,7 +501,7 @@ function fullMessage(id: string, model: string, reply: MessageReply): Record<str
     ),
     stop_reason: stopReasonOf(reply),
     stop_sequence: null,
-    usage: fullUsage(usage.input_tokens, usage.output_tokens),
+    usage: fullUsage(usage),
   };
 }
 
@@ -521,7 +526,7 @@ function streamEvents(
           stop_reason: null,
           stop_sequence: null,
           // message_start reports the input tokens and a first output token count.
-          usage: fullUsage(usage.input_tokens, 1),
+          usage: fullUsage(usage, 1),
         },
       },
     ],

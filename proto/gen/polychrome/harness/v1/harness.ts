@@ -203,6 +203,11 @@ export interface AgentSettings {
   /** The model the agent uses (for Anthropic, the API's model name). */
   model: string;
   systemPrompt: string;
+  /**
+   * The Conversation's spec.agent.name; empty when it sets none. Traces only: the
+   * invoke_agent span's gen_ai.agent.name (docs/observability.md#spans).
+   */
+  name: string;
 }
 
 /** Limits on the turn's model round trips; the lowest set one wins. 0 means unset. */
@@ -967,7 +972,7 @@ export const MemoryEntry: MessageFns<MemoryEntry> = {
 };
 
 function createBaseAgentSettings(): AgentSettings {
-  return { model: "", systemPrompt: "" };
+  return { model: "", systemPrompt: "", name: "" };
 }
 
 export const AgentSettings: MessageFns<AgentSettings> = {
@@ -977,6 +982,9 @@ export const AgentSettings: MessageFns<AgentSettings> = {
     }
     if (message.systemPrompt !== "") {
       writer.uint32(18).string(message.systemPrompt);
+    }
+    if (message.name !== "") {
+      writer.uint32(26).string(message.name);
     }
     return writer;
   },
@@ -1010,6 +1018,14 @@ export const AgentSettings: MessageFns<AgentSettings> = {
             message.systemPrompt = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1030,6 +1046,7 @@ export const AgentSettings: MessageFns<AgentSettings> = {
         : isSet(object.system_prompt)
         ? globalThis.String(object.system_prompt)
         : "",
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
     };
   },
 
@@ -1041,6 +1058,9 @@ export const AgentSettings: MessageFns<AgentSettings> = {
     if (message.systemPrompt !== "") {
       obj.systemPrompt = message.systemPrompt;
     }
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
     return obj;
   },
 
@@ -1051,6 +1071,7 @@ export const AgentSettings: MessageFns<AgentSettings> = {
     const message = createBaseAgentSettings();
     message.model = object.model ?? "";
     message.systemPrompt = object.systemPrompt ?? "";
+    message.name = object.name ?? "";
     return message;
   },
 };

@@ -1,0 +1,58 @@
+import type { Usage } from './model/model-port';
+import type { Context } from './tracing';
+
+/**
+ * Span attributes after the OpenTelemetry GenAI semantic conventions
+ * (docs/observability.md#spans), each rule in one place for every plane.
+ */
+
+/** The `gen_ai.operation.name` values Polychrome's spans use. */
+export const GenAiOperation = {
+  Chat: 'chat',
+  ExecuteTool: 'execute_tool',
+  InvokeAgent: 'invoke_agent',
+} as const;
+export type GenAiOperation = (typeof GenAiOperation)[keyof typeof GenAiOperation];
+
+/** Where the model and tool spans of one agent's part of a turn go. */
+export interface GenAiSpanScope {
+  readonly conversationId: string;
+  /** Their parent: the agent's `invoke_agent` span; undefined: the active context. */
+  parent(): Context | undefined;
+}
+
+/** `gen_ai.agent.name` of an agent whose Conversation sets no `spec.agent.name`. */
+export const DEFAULT_AGENT_NAME = 'agent';
+
+/**
+ * The conversation's attributes: `polychrome.conversation.id` (the Conversation's uid) and
+ * the GenAI conventions' `gen_ai.conversation.id`, always the same value, on every span
+ * that names a conversation.
+ */
+export function conversationAttributes(conversationId: string): {
+  readonly 'polychrome.conversation.id': string;
+  readonly 'gen_ai.conversation.id': string;
+} {
+  return {
+    'polychrome.conversation.id': conversationId,
+    'gen_ai.conversation.id': conversationId,
+  };
+}
+
+/**
+ * A model call's token counts: input and output always, the prompt-cache counts
+ * (`gen_ai.usage.cache_read.input_tokens`, `gen_ai.usage.cache_creation.input_tokens`)
+ * only when the provider reported them.
+ */
+export function usageAttributes(usage: Usage): Readonly<Record<string, number>> {
+  return {
+    'gen_ai.usage.input_tokens': usage.inputTokens,
+    'gen_ai.usage.output_tokens': usage.outputTokens,
+    ...(usage.cacheReadInputTokens === undefined
+      ? {}
+      : { 'gen_ai.usage.cache_read.input_tokens': usage.cacheReadInputTokens }),
+    ...(usage.cacheCreationInputTokens === undefined
+      ? {}
+      : { 'gen_ai.usage.cache_creation.input_tokens': usage.cacheCreationInputTokens }),
+  };
+}

@@ -1,0 +1,75 @@
+import { describe, expect, it } from '@jest/globals';
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+// AgentSpans with tracing on, in a process of its own (testdata/agent-spans-probe.ts): a
+// turn's agents are sibling invoke_agent spans under RunTurn, a handoff ends one and starts
+// the next, each agent's model and tool calls are children of its span, and an agent a
+// tool call delegates to is a child of that call.
+
+const run = promisify(execFile);
+
+interface ProbeSpan {
+  readonly name: string;
+  readonly kind: number;
+  readonly spanId: string;
+  readonly parentSpanId: string;
+  readonly attributes: Record<string, unknown>;
+}
+
+async function probe(): Promise<ProbeSpan[]> {
+  const clean = Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !name.startsWith('OTEL_')),
+  );
+  const { stdout } = await run(
+    process.execPath,
+    ['--import', 'tsx', join(__dirname, 'testdata', 'agent-spans-probe.ts')],
+    { env: clean, timeout: 60_000 },
+  );
+  return (JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as { spans: ProbeSpan[] }).spans;
+}
+
+describe('AgentSpans', () => {
+  it('one invoke_agent span per agent: a handoff ends one and starts the next under RunTurn, a delegation nests under its tool call', async () => {
+    const spans = await probe();
+    const byName = (name: string): ProbeSpan => {
+      const found = spans.filter((span) => span.name === name);
+      expect(found.map((span) => span.name)).toEqual([name]);
+      return found[0] as ProbeSpan;
+    };
+    const runTurn = byName('RunTurn');
+    const first = byName('invoke_agent agent');
+    const second = byName('invoke_agent billing');
+    expect(spans).toHaveLength(8);
+    for (const [agent, name] of [
+      [first, 'agent'],
+      [second, 'billing'],
+    ] as const) {
+      expect([agent.kind, agent.parentSpanId]).toEqual([1, runTurn.spanId]);
+      expect(agent.attributes).toEqual({
+        'gen_ai.operation.name': 'invoke_agent',
+        'gen_ai.provider.name': 'probe',
+        'gen_ai.agent.name': name,
+        'gen_ai.request.model': 'm-1',
+        'gen_ai.conversation.id': 'c-1',
+        'polychrome.conversation.id': 'c-1',
+      });
+    }
+    // The probe ends only the last agent's span itself: the first was exported, so the
+    // handoff (enter) ended it. (Start and end times are not compared: the SDK anchors
+    // each span's clock apart, so they may be out of order by a little under load.)
+    const chats = spans.filter((span) => span.name === 'chat scripted');
+    expect(chats.map((chat) => chat.parentSpanId)).toEqual([first.spanId, expect.any(String)]);
+    expect(byName('execute_tool calculator').parentSpanId).toBe(second.spanId);
+    // A delegated agent, made where its tool call runs, nests under that call.
+    const delegation = byName('execute_tool delegate');
+    expect(delegation.parentSpanId).toBe(second.spanId);
+    const delegated = byName('invoke_agent researcher');
+    expect([delegated.parentSpanId, delegated.attributes['gen_ai.request.model']]).toEqual([
+      delegation.spanId,
+      'm-2',
+    ]);
+    expect(chats[1]?.parentSpanId).toBe(delegated.spanId);
+  }, 60_000);
+});
