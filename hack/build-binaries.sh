@@ -10,6 +10,10 @@
 # Makefile (the one place they are pinned) and must match the go.mod files; a mismatch
 # stops the build.
 #
+# `--test-tools` builds instead the tools only the tests and the image build use, which
+# `make dev` does not wait for (`make test-binaries`): dockerignore-check (hack/dockerignore),
+# Docker's own .dockerignore matcher (github.com/moby/patternmatcher, docs/images.md).
+#
 # Binaries are cached by version under $POLYCHROME_CACHE (default ~/.cache/polychrome), so
 # only the first build on a machine pays; hack/bin/ gets symlinks to the pinned versions.
 set -euo pipefail
@@ -22,6 +26,7 @@ set -euo pipefail
 : "${PROMETHEUS_OPERATOR_VERSION:?set by the Makefile}"
 : "${OTELCOL_VERSION:?set by the Makefile}"
 : "${CERT_MANAGER_VERSION:?set by the Makefile}"
+: "${PATTERNMATCHER_VERSION:?set by the Makefile}"
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${POLYCHROME_CACHE:-$HOME/.cache/polychrome}
@@ -48,6 +53,7 @@ require_pin otelcol go.opentelemetry.io/collector/otelcol "$OTELCOL_VERSION"
 require_pin prometheus-operator github.com/prometheus-operator/prometheus-operator \
   "$PROMETHEUS_OPERATOR_VERSION"
 require_pin cert-manager github.com/cert-manager/cert-manager "$CERT_MANAGER_VERSION"
+require_pin dockerignore github.com/moby/patternmatcher "$PATTERNMATCHER_VERSION"
 
 minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
 build_date=2026-07-22T00:00:00Z
@@ -71,6 +77,16 @@ build() { # name version module-dir package [ldflags]
   fi
   ln -sfn "$target" "$out/$name"
 }
+
+if [ "${1:-}" = --test-tools ]; then
+  # Our own main.go, so the cache key is the pinned module and a digest of the sources.
+  sources=$(cat "$here/dockerignore/go.mod" "$here/dockerignore/go.sum" "$here/dockerignore/main.go" |
+    sha256sum | cut -c1-12)
+  build dockerignore-check "$PATTERNMATCHER_VERSION-$sources" dockerignore .
+  echo "hack: test tools ready in hack/bin"
+  exit 0
+fi
+[ $# = 0 ] || { echo "usage: $0 [--test-tools]" >&2; exit 2; }
 
 build etcd "$ETCD_VERSION" etcd .
 build kubectl "$KUBE_VERSION" kube ./cmd/kubectl "$ldflags"

