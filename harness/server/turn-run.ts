@@ -75,7 +75,7 @@ export async function runTurnCall(
     provider: model.genAi?.provider ?? '_OTHER',
     model: requestedModel(model, request.model),
   });
-  agents.enter(request.agentName);
+  agents.enter(request.input.agentName);
   let outcome: TurnOutcome;
   try {
     outcome = await runTurn(
@@ -102,6 +102,8 @@ export async function runTurnCall(
         ...(options.ackTimeoutMs === undefined ? {} : { commitTimeoutMs: options.ackTimeoutMs }),
         ...(options.toolTimeoutMs === undefined ? {} : { toolTimeoutMs: options.toolTimeoutMs }),
         onTextDelta: (delta) => turn.sendDelta(delta),
+        // A handoff moved the turn: the next model calls are the target's (AgentSpans.enter).
+        onAgent: (name) => agents.enter(name),
         requestSha256: requestHasher,
       },
       turn.signal,

@@ -27,9 +27,9 @@ const request: TurnRequest = {
   turnId: 't-1',
   attempt: 2,
   model: 'claude-sonnet-5-5',
-  agentName: 'support',
   input: {
     turnId: 't-1',
+    agentName: 'support',
     system: 'Be brief.',
     history: [
       { role: 'user', content: [{ type: 'text', text: 'hi' }] },

@@ -39,8 +39,6 @@ export interface TurnRequest {
   readonly attempt: number;
   /** The model the agent uses; empty lets the harness pick its configured default. */
   readonly model: string;
-  /** The Conversation's `spec.agent.name`, for traces; absent when it sets none. */
-  readonly agentName?: string;
   readonly input: TurnInput;
   /**
    * By-reference specs `turnRequestFromProto` left for the harness to resolve when the turn
@@ -257,7 +255,7 @@ export function turnRequestToProto(request: TurnRequest): TurnStart {
     agent: {
       model: request.model,
       systemPrompt: input.system ?? '',
-      name: request.agentName ?? '',
+      name: request.input.agentName ?? '',
     },
     history: input.history.map(messageToProto),
     userMessage: input.userMessage,
@@ -324,10 +322,12 @@ export function turnRequestFromProto(
     turnId: start.turnId,
     attempt: start.attempt,
     model: start.agent?.model ?? '',
-    ...(agentName === '' ? {} : { agentName }),
     input: {
       turnId: start.turnId,
       ...(system === '' ? {} : { system }),
+      // The Conversation's `spec.agent.name`: every step the agent commits names it
+      // (docs/turns.md, "Handoffs"), and so does its invoke_agent span.
+      ...(agentName === '' ? {} : { agentName }),
       history: start.history.map((message, i) => messageFromProto(message, `start.history[${i}]`)),
       userMessage: start.userMessage,
       tools,

@@ -787,3 +787,30 @@ describe('runTurn', () => {
     expect(r.log).toEqual([]);
   });
 });
+
+describe('runTurn across a handoff', () => {
+  it('tells onAgent each agent whose model it asks, once per change', async () => {
+    const r = rig([
+      toolReply(use('h1', '__handoff_to', { agent: 'billing', reason: 'an invoice' })),
+      { text: 'Fixed.' },
+    ]);
+    const agents: string[] = [];
+    const outcome = await runTurn(
+      input({
+        agentName: 'triage',
+        handoffs: ['billing'],
+        agents: [{ name: 'billing', tools: [], handoffs: [] }],
+      }),
+      { ...r.deps, onAgent: (name) => agents.push(name) },
+    );
+    expect(outcome).toMatchObject({ kind: 'completed', text: 'Fixed.', steps: 2 });
+    // The turn starts with triage (no change to report); billing answers after the handoff.
+    expect(agents).toEqual(['billing']);
+    expect(labels(r.log)).toEqual([
+      'commit model_call 1',
+      'commit tool_result h1',
+      'commit agent_handoff billing',
+      'commit model_call 2',
+    ]);
+  });
+});

@@ -70,6 +70,11 @@ export interface RunTurnDeps {
   readonly commitTimeoutMs?: number;
   readonly onTextDelta?: (delta: TextDelta) => void;
   /**
+   * Told the agent of each model call before it starts, when it differs from the last
+   * one (a handoff moved the turn): traces open that agent's span. Must not throw.
+   */
+  readonly onAgent?: (agent: string) => void;
+  /**
    * Computes each model request's digest; one that outlives the turn saves hashing the
    * history again (createHistoryRequestHasher). @default modelRequestSha256
    */
@@ -143,6 +148,8 @@ export async function runTurn(
 
   let state: TurnState = machine.initialState;
   let event: TurnEvent = { type: 'turn_started', input };
+  /** The agent of the last model call started: the turn starts with its own. */
+  let agent = input.agentName ?? '';
   try {
     for (;;) {
       const result = machine.step(state, event);
@@ -166,6 +173,10 @@ export async function runTurn(
           );
           await deps.steps.commit(effect.step, { signal: commitSignal });
         } else if (!turnAbort.signal.aborted) {
+          if (effect.type === 'call_model' && effect.agent !== agent) {
+            agent = effect.agent;
+            deps.onAgent?.(agent);
+          }
           startCall(effect, deps, turnAbort.signal, launch);
         }
       }

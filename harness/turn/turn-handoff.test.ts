@@ -162,6 +162,7 @@ describe('a handoff continues the turn under the target agent', () => {
       'Handed off to billing by triage. You are billing and answer from here. Reason given: an invoice',
     );
     // The target's own prompt and tools, with the whole turn so far.
+    expect(moved!.effects.at(-1)).toMatchObject({ type: 'call_model', agent: 'billing' });
     const request = requestOf(moved!);
     expect(request.system).toBe('You are billing.');
     expect(request.tools.map((t) => t.name)).toEqual(['lookup', '__handoff_to']);

@@ -235,6 +235,7 @@ describe('turn machine step', () => {
       {
         type: 'call_model',
         step: 1,
+        agent: '',
         closing: false,
         request: {
           system: 'sys',

@@ -159,6 +159,8 @@ export type TurnEffect =
       readonly step: number;
       readonly closing: boolean;
       readonly request: ModelRequest;
+      /** The agent whose model is asked ('' for an unnamed one). */
+      readonly agent: string;
     }
   | { readonly type: 'call_tool'; readonly call: ToolCallRequest; readonly effect: ToolEffect }
   /** Route to the control plane (tools with `host: 'control_plane'`, payments first). */
@@ -663,7 +665,10 @@ function nextModelCall(
         };
   return {
     state: { ...next, phase: TurnPhase.AwaitingModel, pendingModel },
-    effects: [...effects, { type: 'call_model', step: stepNumber, closing, request }],
+    effects: [
+      ...effects,
+      { type: 'call_model', step: stepNumber, closing, request, agent: state.agentName },
+    ],
   };
 }
 
