@@ -17,7 +17,7 @@ import {
 } from '../common/event-kinds';
 import { nodeEd25519Verifier } from '../harness/crypto/node-ed25519';
 import type { Message, ModelResponse } from '../common/model/model-port';
-import { agentConfigToProto, modelCallToProto, toolCallToProto } from '../harness/turn/step-codec';
+import { stepEvent } from '../harness/turn/replay-steps';
 import { createPrefixRequestHasher, hex } from '../harness/turn/agent-config';
 import { replayJournal } from '../harness/turn/replay';
 import { requestIds } from '../common/request-ids';
@@ -77,25 +77,8 @@ function buildJournal(): { events: JournalEvent[]; publicKey: Uint8Array } {
     );
   };
   const addStep = (step: TurnStep): void => {
-    switch (step.kind) {
-      case 'agent_config':
-        return add(
-          EventKind.AgentConfig,
-          encodePayload(EventKind.AgentConfig, agentConfigToProto(step.record)),
-        );
-      case 'model_call':
-        return add(
-          EventKind.ModelCall,
-          encodePayload(EventKind.ModelCall, modelCallToProto(step.record)),
-        );
-      case 'tool_call':
-        return add(
-          EventKind.ToolCall,
-          encodePayload(EventKind.ToolCall, toolCallToProto(step.record)),
-        );
-      case 'tool_result':
-        return add(EventKind.ToolResult, encodePayload(EventKind.ToolResult, step.record));
-    }
+    const event = stepEvent(step);
+    add(event.kind, event.payload());
   };
   const machine = createTurnMachine({
     ids: requestIds,

@@ -8,9 +8,8 @@ import type { ReplayEntry } from './journal-turns';
 import { handoffTool } from './reserved-tools';
 import { replayJournal } from './replay';
 import { whatIf } from './what-if';
-import { turnStepToProto } from './step-codec';
+import { stepEvent } from './replay-steps';
 import { createTurnMachine, type TurnEvent, type TurnInput, type TurnState } from './turn-machine';
-import type { TurnStep } from './turn-records';
 
 /**
  * Replay of a turn that moved between agents (docs/turns.md, "Handoffs"): the journal is
@@ -103,7 +102,10 @@ function journalAfter(
     state = result.state;
     event = undefined;
     for (const effect of result.effects) {
-      if (effect.type === 'commit_step') addStep(add, effect.step);
+      if (effect.type === 'commit_step') {
+        const event = stepEvent(effect.step);
+        add(event.kind, event.payload());
+      }
       if (effect.type === 'call_model') {
         const content = pending.shift() ?? [text('done')];
         event = {
@@ -133,24 +135,6 @@ function journalAfter(
     }
   }
   return entries;
-}
-
-function addStep(add: (kind: EventKind, payload: Uint8Array) => void, step: TurnStep): void {
-  const proto = turnStepToProto(step, 0).step;
-  switch (proto?.$case) {
-    case 'modelCall':
-      return add(EventKind.ModelCall, encodePayload(EventKind.ModelCall, proto.value));
-    case 'toolCall':
-      return add(EventKind.ToolCall, encodePayload(EventKind.ToolCall, proto.value));
-    case 'toolResult':
-      return add(EventKind.ToolResult, encodePayload(EventKind.ToolResult, proto.value));
-    case 'agentConfig':
-      return add(EventKind.AgentConfig, encodePayload(EventKind.AgentConfig, proto.value));
-    case 'agentHandoff':
-      return add(EventKind.AgentHandoff, encodePayload(EventKind.AgentHandoff, proto.value));
-    case undefined:
-      throw new Error('empty step');
-  }
 }
 
 const replay = (entries: readonly ReplayEntry[]) =>

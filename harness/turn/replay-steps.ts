@@ -1,6 +1,11 @@
 import { canonicalJson, isJsonObject } from '../../common/canonical-json';
 import { AppError } from '../../common/errors';
-import { payloadCodecs, type EventKind } from '../../common/event-kinds';
+import {
+  encodePayload,
+  payloadCodecs,
+  type EventKind,
+  type EventPayloads,
+} from '../../common/event-kinds';
 import type { Decoded } from './journal-turns';
 import type { ModelResponse, OutputBlock } from '../../common/model/model-port';
 import {
@@ -55,35 +60,42 @@ export function responseOf(record: ModelCallRecord): ModelResponse {
   return { model: record.model, content, stopReason: record.stopReason, usage: record.usage };
 }
 
-export function stepJson(step: TurnStep): { kind: EventKind; json: string } {
+/** A step as the event it is journaled as: its kind, its payload bytes and its proto3 JSON. */
+export interface StepEvent {
+  readonly kind: EventKind;
+  payload(): Uint8Array;
+  json(): unknown;
+}
+
+/** A step the machine commits as the event it is journaled as. */
+export function stepEvent(step: TurnStep): StepEvent {
   const proto = turnStepToProto(step, 0).step;
   switch (proto?.$case) {
     case 'modelCall':
-      return {
-        kind: 'model_call',
-        json: canonicalJson(payloadCodecs.model_call.toJSON(proto.value)),
-      };
+      return event('model_call', proto.value);
     case 'toolCall':
-      return {
-        kind: 'tool_call',
-        json: canonicalJson(payloadCodecs.tool_call.toJSON(proto.value)),
-      };
+      return event('tool_call', proto.value);
     case 'toolResult':
-      return {
-        kind: 'tool_result',
-        json: canonicalJson(payloadCodecs.tool_result.toJSON(proto.value)),
-      };
+      return event('tool_result', proto.value);
     case 'agentConfig':
-      return {
-        kind: 'agent_config',
-        json: canonicalJson(payloadCodecs.agent_config.toJSON(proto.value)),
-      };
+      return event('agent_config', proto.value);
     case 'agentHandoff':
-      return {
-        kind: 'agent_handoff',
-        json: canonicalJson(payloadCodecs.agent_handoff.toJSON(proto.value)),
-      };
+      return event('agent_handoff', proto.value);
     case undefined:
       throw new AppError('internal', 'replay: the machine committed an empty step');
   }
+}
+
+function event<K extends EventKind>(kind: K, message: EventPayloads[K]): StepEvent {
+  return {
+    kind,
+    payload: () => encodePayload(kind, message),
+    json: () => payloadCodecs[kind].toJSON(message),
+  };
+}
+
+/** A step the machine commits as the event it would be, compared as canonical JSON. */
+export function stepJson(step: TurnStep): { kind: EventKind; json: string } {
+  const event = stepEvent(step);
+  return { kind: event.kind, json: canonicalJson(event.json()) };
 }
