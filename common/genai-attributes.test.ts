@@ -1,36 +1,11 @@
 import { describe, expect, it } from '@jest/globals';
-import { conversationAttributes, usageAttributes } from './genai-attributes';
+import { conversationAttributes } from './genai-attributes';
 
 describe('conversationAttributes', () => {
   it('names the conversation under both keys, with the same value', () => {
     expect(conversationAttributes('8f1c')).toEqual({
       'polychrome.conversation.id': '8f1c',
       'gen_ai.conversation.id': '8f1c',
-    });
-  });
-});
-
-describe('usageAttributes', () => {
-  it('records the cache counts a provider reported, zero included', () => {
-    expect(
-      usageAttributes({
-        inputTokens: 10,
-        outputTokens: 5,
-        cacheReadInputTokens: 0,
-        cacheCreationInputTokens: 300,
-      }),
-    ).toEqual({
-      'gen_ai.usage.input_tokens': 10,
-      'gen_ai.usage.output_tokens': 5,
-      'gen_ai.usage.cache_read.input_tokens': 0,
-      'gen_ai.usage.cache_creation.input_tokens': 300,
-    });
-  });
-
-  it('leaves out the cache counts a provider did not report', () => {
-    expect(usageAttributes({ inputTokens: 10, outputTokens: 5 })).toEqual({
-      'gen_ai.usage.input_tokens': 10,
-      'gen_ai.usage.output_tokens': 5,
     });
   });
 });

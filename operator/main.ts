@@ -18,7 +18,7 @@ import { caBundle } from './ca-bundle';
 import { loadControlPlaneConfig } from './config';
 import { loadSummaryConfig, summaryModelClient } from './summary-config';
 import { createControlPlaneMetrics } from './control-plane-metrics';
-import { createAgentResourcesController } from './controller/agent-resources-wiring';
+import { createAgentResourcesController } from './agent-resources-wiring';
 import { ConversationController } from './controller/conversation-controller';
 import { HarnessEgressController } from './controller/harness-egress-controller';
 import { KubeDoor } from './kube-api/kube-door';

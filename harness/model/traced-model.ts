@@ -1,9 +1,9 @@
 import {
   conversationAttributes,
   GenAiOperation,
-  usageAttributes,
   type GenAiSpanScope,
 } from '../../common/genai-attributes';
+import { usageAttributes } from '../../common/model/usage-attributes';
 import { inSpan, isTracing, SpanKind } from '../../common/tracing';
 import type { ModelProvider } from '../../common/model/model-port';
 
