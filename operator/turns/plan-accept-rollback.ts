@@ -12,7 +12,7 @@ import { AppError } from '../../common/errors';
 import { EventKind } from '../../common/event-kinds';
 import type { Conversation } from '../api/v1alpha1/conversation-types';
 import { ForensicAction, forensicRefusal } from './forensic-access';
-import type { CheckpointVerdict } from './journal-checkpoint';
+import { acceptedAsLost, checkpointOf, type CheckpointVerdict } from './journal-checkpoint';
 import type { JournalView } from './journal-view-types';
 import { planned, refuse, type PlannedEvent, type Refusal } from './plan-common';
 import type { AcceptRollback, Caller } from './turn-service';
@@ -57,11 +57,13 @@ export function authorizeAcceptRollback(
 /**
  * The decision's batch, or why not (nothing is committed on refusal), in order: who may
  * (404, 403); a reason (400); the journal must in fact be rolled back (409: a journal that
- * holds its checkpoint has nothing to accept); and the head the admin names must be the
- * journal's head now (409), so a decision taken on one state never lands on another.
+ * holds its checkpoint has nothing to accept), and not already accepted (409: the journal
+ * records a decision on this very checkpoint, and the status has not caught up with it
+ * yet); and the head the admin names must be the journal's head now (409), so a decision
+ * taken on one state never lands on another.
  */
 export function planAcceptRollback(input: AcceptRollbackInput): AcceptRollbackPlan {
-  const { view, caller, request, verdict } = input;
+  const { view, caller, request } = input;
   const denied = authorizeAcceptRollback(caller, request, input.conversation);
   if (denied !== undefined) return denied;
   const reason = request.reason.trim();
@@ -74,25 +76,9 @@ export function planAcceptRollback(input: AcceptRollbackInput): AcceptRollbackPl
       ),
     );
   }
-  if (verdict.kind === 'holds') {
-    return refuse(
-      new AppError(
-        'conflict',
-        `the journal of conversation ${request.conversationId} holds its checkpoint (status.journal, head ${String(input.conversation?.status?.journal?.head ?? 0)}): there is no rollback to accept`,
-        { details: { conversationId: request.conversationId, head: view.head } },
-      ),
-    );
-  }
-  if (request.head !== view.head) {
-    return refuse(
-      new AppError(
-        'conflict',
-        `the journal of conversation ${request.conversationId} has ${String(view.head)} entries, not the ${String(request.head)} named: look again (status.journal.rollback) and accept the head it holds now`,
-        { details: { conversationId: request.conversationId, head: view.head, field: 'head' } },
-      ),
-    );
-  }
-  const { rollback } = verdict;
+  const lost = rollbackToAccept(input);
+  if (lost.kind === 'refuse') return lost;
+  const { rollback } = lost;
   const keyId = input.conversation?.status?.journal?.keyId ?? '';
   return {
     kind: 'accept',
@@ -115,4 +101,45 @@ export function planAcceptRollback(input: AcceptRollbackInput): AcceptRollbackPl
       }),
     ],
   };
+}
+
+/**
+ * The rollback to decide on, or why there is none: the journal holds its checkpoint, a
+ * decision on this checkpoint is already in the journal, or the journal is not at the head
+ * named.
+ */
+function rollbackToAccept(
+  input: AcceptRollbackInput,
+): Refusal | Extract<CheckpointVerdict, { kind: 'rolled_back' }> {
+  const { view, request, verdict } = input;
+  if (verdict.kind === 'holds') {
+    return refuse(
+      new AppError(
+        'conflict',
+        `the journal of conversation ${request.conversationId} holds its checkpoint (status.journal, head ${String(input.conversation?.status?.journal?.head ?? 0)}): there is no rollback to accept`,
+        { details: { conversationId: request.conversationId, head: view.head } },
+      ),
+    );
+  }
+  const checkpoint =
+    input.conversation === undefined ? undefined : checkpointOf(input.conversation);
+  if (acceptedAsLost(checkpoint, view.acceptedLosses)) {
+    return refuse(
+      new AppError(
+        'conflict',
+        `the rollback of conversation ${request.conversationId} from head ${String(checkpoint?.head ?? 0)} is already accepted in its journal; status.journal catches up with that decision, and there is nothing left to accept`,
+        { details: { conversationId: request.conversationId, head: view.head } },
+      ),
+    );
+  }
+  if (request.head !== view.head) {
+    return refuse(
+      new AppError(
+        'conflict',
+        `the journal of conversation ${request.conversationId} has ${String(view.head)} entries, not the ${String(request.head)} named: look again (status.journal.rollback) and accept the head it holds now`,
+        { details: { conversationId: request.conversationId, head: view.head, field: 'head' } },
+      ),
+    );
+  }
+  return verdict;
 }

@@ -30,6 +30,7 @@ import { checkStep, turnStartOf } from './plan-harness-checks';
 import { FAILED_TURN_TEXT, type PlannedEvent } from './plan-common';
 import { EXPIRY_ANSWERER, expiryBatch } from './plan-expiry';
 import { planMessage, type MessageInput } from './plan-message';
+import { planAcceptRollback } from './plan-accept-rollback';
 import { planResolve, UNKNOWN_RESULT_TEXT, type ResolveInput } from './plan-resolve';
 import { planSettle, type HarnessEnd } from './plan-settle';
 import type { Caller, ResolveTurn } from './turn-service';
@@ -1334,5 +1335,56 @@ describe('an admin resolves a quarantined turn (docs/turns.md, "Resolving a quar
     ]);
     expect(turnState(stray.turnsById.get('t')!)).toBe('complete');
     expect(stray.anomalies.map((a) => a.problem)).toEqual(['not_quarantined']);
+  });
+});
+
+describe('accepting a rolled-back journal', () => {
+  const ROOT = 'ab'.repeat(32);
+  // status.journal still names the lost checkpoint (head 31) while the journal holds 10.
+  const rolled = conversationFixture(
+    { owner: OWNER },
+    {
+      journal: { head: 31, lastSignedRoot: ROOT, keyId: 'k1' },
+    },
+  );
+  const verdict = {
+    kind: 'rolled_back',
+    rollback: { checkpointHead: 31, checkpointRoot: ROOT, journalHead: 10 },
+  } as const;
+  const request = { conversationId: UID, head: 10, reason: 'restored', actor: ADMIN };
+  const journalOf = (...events: E[]): JournalView =>
+    view([...Array.from({ length: 10 - events.length }, () => message('t')), ...events]);
+
+  it('records the decision once the admin names the head the journal holds', () => {
+    const plan = planAcceptRollback({
+      view: journalOf(),
+      conversation: rolled,
+      caller: admin,
+      request,
+      verdict,
+      nowMs: NOW_MS,
+    });
+    expect(plan.kind).toBe('accept');
+  });
+
+  it('refuses a second decision on the same checkpoint while the status has not caught up', () => {
+    const decided = journalOf(
+      ev('rollback_accepted', {
+        checkpointHead: 31,
+        checkpointRoot: Buffer.from(ROOT, 'hex'),
+        journalHead: 8,
+      }),
+      ev('signed_root', { leafCount: 9 }),
+    );
+    const plan = planAcceptRollback({
+      view: decided,
+      conversation: rolled,
+      caller: admin,
+      request,
+      verdict,
+      nowMs: NOW_MS,
+    });
+    expect(refusal(plan)).toMatchObject({ code: 'conflict' });
+    expect(refusal(plan).message).toContain('is already accepted in its journal');
   });
 });
