@@ -67,7 +67,7 @@ describe('Agents and ModelConfigs, reconciled as the control plane', () => {
     const cluster = await sharedCluster();
     kubeconfigPath = cluster.kubeconfigPath;
     // The ServiceAccount, the ClusterRole and its binding, as shipped.
-    kubectl(['apply', '--server-side', '-k', join(repoRoot, 'config', 'without-kube-api')]);
+    kubectl(['apply', '--server-side', '-k', join(repoRoot, 'config', 'default')]);
     const asControlPlane = await kubeConfig(
       await cluster.mintUser(serviceAccountUser, [
         'system:serviceaccounts',
