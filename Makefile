@@ -35,10 +35,12 @@ JEST_ARGS ?=
 
 all: build
 
-## Build the TypeScript into dist/.
+## Build the TypeScript into dist/, and dist/build-info.json (the commit, for `kubectl
+## polychrome version`).
 build: node_modules
 	$(NPX) tsc -p tsconfig.build.json
 	$(NPX) tsx hack/build-ui.ts dist/ui
+	$(NPX) tsx hack/build-info.ts dist
 
 node_modules: package-lock.json
 	npm ci

@@ -7,6 +7,7 @@ import { eraseCommand } from './conversation-erase';
 import { forensicCommand, isForensicCommand } from './conversation-forensics';
 import { dashboardCommand } from './dashboard';
 import { kubeDoor } from './kube-door';
+import { verbUsage, versionText } from './kube-help';
 import { getConversation } from './kube-get';
 import { translateOutput, yamlWriter } from './kube-output';
 import { personas } from './kube-personas';
@@ -36,6 +37,22 @@ function logsArgs(args: readonly string[]): string[] {
   return args.filter((a, i) => (end !== -1 && i >= end) || (a !== '-f' && a !== '--follow'));
 }
 
+/** `help [VERB]`: the whole usage, or one verb's. */
+async function help(rest: readonly string[], io: CliIo): Promise<ExitCode> {
+  const [verb, ...extra] = rest;
+  if (extra.length > 0) throw new UsageError(`help takes one verb, got ${rest.join(' ')}`);
+  const text = verb === undefined ? KUBE_USAGE : verbUsage(verb);
+  if (text === undefined) throw new UsageError(`unknown verb ${JSON.stringify(verb)}`);
+  await write(io.stdout, text);
+  return ExitCode.Ok;
+}
+
+/** Whether `args` ask for help (`--help` or `-h` before any `--`). */
+function asksHelp(args: readonly string[]): boolean {
+  const end = args.indexOf('--');
+  return (end === -1 ? args : args.slice(0, end)).some((a) => a === '--help' || a === '-h');
+}
+
 async function dispatch(
   verb: string,
   rest: readonly string[],
@@ -46,7 +63,10 @@ async function dispatch(
     case 'help':
     case '--help':
     case '-h':
-      await write(io.stdout, KUBE_USAGE);
+      return help(rest, io);
+    case 'version':
+      if (rest.length > 0) throw new UsageError(`version takes nothing, got ${rest.join(' ')}`);
+      await write(io.stdout, versionText());
       return ExitCode.Ok;
     case 'get':
       return getConversation(rest, env, io);
@@ -86,6 +106,8 @@ export async function runKubectlPolychrome(
   try {
     const [verb, ...rest] = argv;
     if (verb === undefined) throw new UsageError('no verb given');
+    // `VERB --help`: that verb's usage, whatever else was typed; nothing is reached.
+    if (asksHelp(rest)) return await help([verb], io);
     const translated = translateOutput(rest);
     yamlOut = translated.yaml ? await yamlWriter(io.stdout) : undefined;
     const out = yamlOut === undefined ? io : { ...io, stdout: yamlOut };
