@@ -25,25 +25,27 @@ miss() { # what-and-why how
 # Whether version $1 is at least $2 (both like 1.26.7).
 at_least() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]; }
 
-node_min=20.19
-if ! command -v node >/dev/null; then
-  miss "node (the tests run on Node.js $node_min or later)" \
-    "install Node.js $node_min+ (apt-get install nodejs, or https://nodejs.org)"
-elif ! at_least "$(node --version | sed 's/^v//')" "$node_min"; then
-  miss "node $node_min or later (this is $(node --version))" \
-    "install Node.js $node_min+ (https://nodejs.org)"
-fi
+# A tool that must be at least a version: missing, or too old, gets its line.
+versioned() { # command min version-of-it what how
+  local cmd=$1 min=$2 version_of=$3 what=$4 how=$5 current
+  if ! command -v "$cmd" >/dev/null; then
+    miss "$cmd $min or later ($what)" "$how"
+  else
+    current=$($version_of)
+    at_least "$current" "$min" || miss "$cmd $min or later ($what; this is $current)" "$how"
+  fi
+}
+
+node_version() { node --version | sed 's/^v//'; }
+versioned node 20.19 node_version "the tests run on it, package.json's engines" \
+  "install Node.js 20.19+ (apt-get install nodejs, or https://nodejs.org)"
 command -v npm >/dev/null ||
   miss "npm (installs the dependencies: npm ci)" "apt-get install npm (it comes with Node.js from nodejs.org)"
 
+go_version() { go env GOVERSION | sed 's/^go//'; }
 go_min=$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$here"/*/go.mod | sort -V | tail -n1)
-if ! command -v go >/dev/null; then
-  miss "go $go_min or later (builds the pinned kube-apiserver, etcd, kubectl... from hack/*/go.mod)" \
-    "install Go $go_min+ from https://go.dev/dl/ and put its bin/ in PATH"
-elif ! at_least "$(go env GOVERSION | sed 's/^go//')" "$go_min"; then
-  miss "go $go_min or later (this is $(go env GOVERSION); hack/*/go.mod need $go_min)" \
-    "install Go $go_min+ from https://go.dev/dl/"
-fi
+versioned go "$go_min" go_version "builds the pinned kube-apiserver, etcd, kubectl... from hack/*/go.mod" \
+  "install Go $go_min+ from https://go.dev/dl/ and put its bin/ in PATH"
 
 command -v openssl >/dev/null ||
   miss "openssl (makes the local control plane's certificates)" "apt-get install openssl"
