@@ -20,7 +20,8 @@
 # stops the build.
 #
 # Binaries are cached by version under $POLYCHROME_CACHE (default ~/.cache/polychrome), so
-# only the first build on a machine pays; hack/bin/ gets symlinks to the pinned versions.
+# only the first build on a machine pays; hack/bin/ (or $POLYCHROME_BIN_DIR) gets symlinks
+# to the pinned versions.
 set -euo pipefail
 
 : "${KUBE_VERSION:?set by the Makefile}"
@@ -35,7 +36,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${POLYCHROME_CACHE:-$HOME/.cache/polychrome}
-out="$here/bin"
+# Where the links go: hack/bin, or POLYCHROME_BIN_DIR (as hack/lib/paths.ts reads it).
+out=${POLYCHROME_BIN_DIR:-$here/bin}
 mkdir -p "$cache/bin" "$out"
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
@@ -181,4 +183,4 @@ done
 steps=${#names[@]}
 begin=$SECONDS
 for name in "${names[@]}"; do one "$name"; done
-echo "hack: ${names[*]} ready in hack/bin ($((SECONDS - begin))s)"
+echo "hack: ${names[*]} ready in $out ($((SECONDS - begin))s)"
