@@ -15,8 +15,13 @@ import { repoRoot } from './lib/paths';
 const scratch = mkdtempSync(join(tmpdir(), 'polychrome-binaries-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
+/** This environment without an outer make's flags (`make test` runs jest): each make here is its own. */
+const env: NodeJS.ProcessEnv = Object.fromEntries(
+  Object.entries(process.env).filter(([k]) => !['MAKEFLAGS', 'MFLAGS', 'MAKELEVEL'].includes(k)),
+);
+
 const pin = (name: string): string =>
-  execFileSync('make', ['-s', `print-${name}`], { cwd: repoRoot, encoding: 'utf8' }).trim();
+  execFileSync('make', ['-s', `print-${name}`], { cwd: repoRoot, encoding: 'utf8', env }).trim();
 
 const DEV = [
   ['etcd', 'ETCD_VERSION'],
@@ -56,7 +61,7 @@ function make(target: string): { lines: string[]; links: Record<string, string> 
   const out = execFileSync('make', ['-s', target], {
     cwd: repoRoot,
     encoding: 'utf8',
-    env: { ...process.env, POLYCHROME_CACHE: cache, POLYCHROME_BIN_DIR: bin },
+    env: { ...env, POLYCHROME_CACHE: cache, POLYCHROME_BIN_DIR: bin },
   });
   const links = Object.fromEntries(
     readdirSync(bin).map((name) => [name, readlinkSync(join(bin, name))]),
@@ -80,7 +85,7 @@ describe('hack/build-binaries.sh through make', () => {
 
   it('make binaries adds crane, promtool, otelcol and the CRDs the tests use, counted together', () => {
     const { lines, links } = make('binaries');
-    const names = [...DEV, ...TEST_BINARIES].map(([name]) => name);
+    const names: string[] = [...DEV, ...TEST_BINARIES].map(([name]) => name);
     names.push(...CRDS.map(([name]) => name));
     expect(Object.keys(links).sort()).toEqual([...names].sort());
     expect(lines.filter((l) => /^hack: \[\d+\/10\] /u.test(l))).toHaveLength(10);
@@ -120,7 +125,7 @@ describe('hack/build-binaries.sh through make', () => {
 
   it('make dev, test-monitoring and images ask only for what they run', () => {
     const plan = (target: string): string[] =>
-      execFileSync('make', ['-n', target], { cwd: repoRoot, encoding: 'utf8' })
+      execFileSync('make', ['-n', target], { cwd: repoRoot, encoding: 'utf8', env })
         .split('\n')
         .filter((l) => l.includes('build-binaries.sh'));
     expect(plan('dev')).toEqual(['bash hack/build-binaries.sh dev']);
