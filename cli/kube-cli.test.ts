@@ -114,6 +114,18 @@ describe('kubectl polychrome VERB --help', () => {
     const c = io();
     expect(await runKubectlPolychrome(['help'], c.io)).toBe(ExitCode.Ok);
     expect(c.text.out).toBe(KUBE_USAGE);
+    // The kube flags every verb takes are taken, and unused, by help and version.
+    const d = io();
+    expect(await runKubectlPolychrome(['help', '-n', 'team', '--context=x'], d.io)).toBe(
+      ExitCode.Ok,
+    );
+    expect(d.text.out).toBe(KUBE_USAGE);
+    const e = io();
+    expect(await runKubectlPolychrome(['help', '-n', 'team', 'send'], e.io)).toBe(ExitCode.Ok);
+    expect(e.text.out).toContain('  send NAME TEXT...');
+    const f = io();
+    expect(await runKubectlPolychrome(['help', 'send', 'get'], f.io)).toBe(ExitCode.Usage);
+    expect(f.text.err).toContain('help takes one verb, got send get');
   });
 });
 
@@ -143,6 +155,11 @@ describe('kubectl polychrome version', () => {
     );
     const b = io();
     expect(await runKubectlPolychrome(['version', 'extra'], b.io)).toBe(ExitCode.Usage);
+    const c = io();
+    expect(await runKubectlPolychrome(['version', '-n', 'team'], c.io, noCluster)).toBe(
+      ExitCode.Ok,
+    );
+    expect(c.text.out).toBe(a.text.out);
   });
 
   it('prints the commit a build recorded, and only a commit', () => {

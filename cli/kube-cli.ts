@@ -7,7 +7,7 @@ import { eraseCommand } from './conversation-erase';
 import { forensicCommand, isForensicCommand } from './conversation-forensics';
 import { dashboardCommand } from './dashboard';
 import { kubeDoor } from './kube-door';
-import { verbUsage, versionText } from './kube-help';
+import { positionalsOf, verbUsage, versionText } from './kube-help';
 import { getConversation } from './kube-get';
 import { translateOutput, yamlWriter } from './kube-output';
 import { personas } from './kube-personas';
@@ -37,10 +37,11 @@ function logsArgs(args: readonly string[]): string[] {
   return args.filter((a, i) => (end !== -1 && i >= end) || (a !== '-f' && a !== '--follow'));
 }
 
-/** `help [VERB]`: the whole usage, or one verb's. */
+/** `help [VERB]`: the whole usage, or one verb's; flags (`-n NS`) are taken and unused. */
 async function help(rest: readonly string[], io: CliIo): Promise<ExitCode> {
-  const [verb, ...extra] = rest;
-  if (extra.length > 0) throw new UsageError(`help takes one verb, got ${rest.join(' ')}`);
+  const words = positionalsOf(rest);
+  const [verb, ...extra] = words;
+  if (extra.length > 0) throw new UsageError(`help takes one verb, got ${words.join(' ')}`);
   const text = verb === undefined ? KUBE_USAGE : verbUsage(verb);
   if (text === undefined) throw new UsageError(`unknown verb ${JSON.stringify(verb)}`);
   await write(io.stdout, text);
@@ -65,7 +66,9 @@ async function dispatch(
     case '-h':
       return help(rest, io);
     case 'version':
-      if (rest.length > 0) throw new UsageError(`version takes nothing, got ${rest.join(' ')}`);
+      if (positionalsOf(rest).length > 0) {
+        throw new UsageError(`version takes no argument, got ${positionalsOf(rest).join(' ')}`);
+      }
       await write(io.stdout, versionText());
       return ExitCode.Ok;
     case 'get':

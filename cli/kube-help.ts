@@ -40,6 +40,31 @@ export function verbUsage(verb: string): string | undefined {
   return `${parts.join('\n\n')}\n`;
 }
 
+/** The flags of every verb that take a value: the kube flags and -o. */
+const VALUE_FLAGS: ReadonlySet<string> = new Set([
+  '--kubeconfig',
+  '--context',
+  '-n',
+  '--namespace',
+  '-o',
+  '--output',
+]);
+
+/**
+ * The words of `args` that are not flags, for `help` and `version`, which take the kube
+ * flags every verb takes (`help -n team` is the usage) and use none of them.
+ */
+export function positionalsOf(args: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] ?? '';
+    if (arg === '--') return [...out, ...args.slice(i + 1)];
+    if (VALUE_FLAGS.has(arg)) i += 1;
+    else if (!arg.startsWith('-')) out.push(arg);
+  }
+  return out;
+}
+
 /** What a build records beside the code it compiled (`make build` writes it). */
 interface BuildInfo {
   readonly commit?: string;
