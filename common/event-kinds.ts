@@ -33,6 +33,8 @@ export const EventKind = {
   KeyRotated: 'key_rotated',
   SignedRoot: 'signed_root',
   AgentConfig: 'agent_config',
+  /** The control plane's agents for a turn, from the entry Agent (docs/turns.md, "Agents"). */
+  AgentRoster: 'agent_roster',
   /** A step: the turn moved to another agent and goes on (docs/turns.md, "Handoffs"). */
   AgentHandoff: 'agent_handoff',
   /** Written by the state plane's repair only (docs/journal-format.md, "Excision"). */
@@ -79,6 +81,7 @@ export interface EventPayloads {
   key_rotated: ev.KeyRotated;
   signed_root: ev.SignedRoot;
   agent_config: ev.AgentConfig;
+  agent_roster: ev.AgentRoster;
   agent_handoff: ev.AgentHandoff;
   excision: ev.Excision;
   rollback_accepted: ev.RollbackAccepted;
@@ -111,6 +114,7 @@ export const payloadCodecs: { readonly [K in EventKind]: PayloadCodec<EventPaylo
   key_rotated: ev.KeyRotated,
   signed_root: ev.SignedRoot,
   agent_config: ev.AgentConfig,
+  agent_roster: ev.AgentRoster,
   agent_handoff: ev.AgentHandoff,
   excision: ev.Excision,
   rollback_accepted: ev.RollbackAccepted,

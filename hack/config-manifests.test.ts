@@ -828,6 +828,7 @@ describe('config/default: one namespace, set in one place', () => {
         'ClusterRole/polychrome-control-plane',
         'ClusterRoleBinding/polychrome-control-plane',
         'ClusterRole/polychrome-agent-editor',
+        'ClusterRole/polychrome-conversation-object-viewer',
         'ClusterRole/polychrome-agent-viewer',
         'RuntimeClass/gvisor',
         ...kubeApi,

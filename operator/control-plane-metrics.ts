@@ -1,4 +1,4 @@
-import { Counter, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 
 /** Events of a conversation lease, as `ConversationLeases` reports them. */
 export const LeaseEventLabel = {
@@ -134,4 +134,23 @@ export function createControlPlaneMetrics(registry: Registry): ControlPlaneMetri
       registers,
     }),
   };
+}
+
+/** `polychrome_conversations`: the Conversations this replica sees, by phase, read at scrape. */
+export function conversationsGauge(registry: Registry, known: () => Iterable<object>): void {
+  new Gauge({
+    name: 'polychrome_conversations',
+    help: 'Conversations this replica sees, by phase.',
+    labelNames: ['phase'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const obj of known()) {
+        const status: unknown = Reflect.get(obj, 'status');
+        const phase: unknown =
+          typeof status === 'object' && status !== null ? Reflect.get(status, 'phase') : undefined;
+        this.inc({ phase: typeof phase === 'string' && phase !== '' ? phase : 'Unknown' });
+      }
+    },
+  });
 }

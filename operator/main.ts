@@ -4,8 +4,9 @@
  */
 import { KubeConfig } from '@kubernetes/client-node';
 import { readFile } from 'node:fs/promises';
-import { Gauge, Registry } from 'prom-client';
+import { Registry } from 'prom-client';
 import { collectProcessMetrics } from '../common/process-metrics';
+import { conversationsGauge } from './control-plane-metrics';
 import { ConfigError } from '../common/config';
 import { readSecretFile } from './secret-file';
 import { HealthServer } from '../common/health-server';
@@ -163,21 +164,7 @@ async function main(): Promise<void> {
     },
   });
   const agents = createAgentResourcesController(kc, log, config, metrics);
-  new Gauge({
-    name: 'polychrome_conversations',
-    help: 'Conversations this replica sees, by phase.',
-    labelNames: ['phase'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const obj of controller.knownConversations()) {
-        const status: unknown = Reflect.get(obj, 'status');
-        const phase: unknown =
-          typeof status === 'object' && status !== null ? Reflect.get(status, 'phase') : undefined;
-        this.inc({ phase: typeof phase === 'string' && phase !== '' ? phase : 'Unknown' });
-      }
-    },
-  });
+  conversationsGauge(registry, () => controller.knownConversations());
 
   const records = new RecordsClient(stateOptions);
   const harness = new HarnessConnector({ harnessCa, credentials });
@@ -213,6 +200,7 @@ async function main(): Promise<void> {
     memoryBudgetBytes: config.turns.memoryBudgetBytes,
     historyTokens: config.turns.historyTokens,
     ...(summaryModel === undefined ? {} : { summaryModel }),
+    agentDirectory: (namespace) => agents.directory(namespace),
     observer: {
       onTurn: (outcome, seconds) => {
         metrics.turns.inc({ outcome });

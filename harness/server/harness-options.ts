@@ -6,7 +6,7 @@ import type { ModelProvider } from '../../common/model/model-port';
 import type { ToolRunner } from '../turn/ports/tool-port';
 import type { Clock } from '../turn/run-turn';
 import type { HarnessMetrics } from './harness-metrics';
-import type { ToolCatalog } from './turn-start-codec';
+import type { ToolCatalog } from './tool-spec-codec';
 import type { McpToolSource } from './turn-tools';
 
 /**

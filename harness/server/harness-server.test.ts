@@ -39,7 +39,8 @@ import { HarnessServer } from './harness-server';
 import { testHarnessCertificate, testHarnessChannel } from '../../test/support/harness-tls';
 import { createToolRouter } from './tool-router';
 import { ERROR_CODE_METADATA, receivedErrorOf } from '../../common/grpc-errors';
-import { turnRequestToProto, type ToolReference, type TurnRequest } from './turn-start-codec';
+import type { ToolReference } from './tool-spec-codec';
+import { turnRequestToProto, type TurnRequest } from './turn-start-codec';
 import { turnStepFromProto } from '../turn/step-codec';
 import type { McpToolSource } from './turn-tools';
 

@@ -10,12 +10,14 @@ import type { RequestHasher } from '../turn/agent-config';
 import { runTurn } from '../turn/run-turn';
 import { type TurnOutcome } from '../turn/turn-outcome';
 import type { TurnInput } from '../turn/turn-machine';
+import type { ModelParameters } from '../../common/model/model-port';
+import type { TurnTool } from '../turn/turn-records';
 import { AgentSpans } from './agent-spans';
 import { trustedKeys, type HarnessServerOptions } from './harness-options';
 import { observeTurn } from './harness-metrics';
 import { endWithError, type RunTurnCall, type TurnCall } from './turn-call';
 import { turnOutcomeToProto } from './turn-output-codec';
-import type { ToolReference, TurnRequest } from './turn-start-codec';
+import type { TurnRequest } from './turn-start-codec';
 import { offeredTools } from './turn-tools';
 import type { UsedApprovals } from './used-approvals';
 
@@ -51,13 +53,7 @@ export async function runTurnCall(
   const { deps } = options;
   const started = performance.now();
   const seconds = (): number => (performance.now() - started) / 1000;
-  const input = await withMcpTools(
-    options,
-    policyInput,
-    request.toolReferences ?? [],
-    turn.signal,
-    log,
-  );
+  const input = await withMcpTools(options, policyInput, request, turn.signal, log);
   log.info(
     {
       recordedSteps: input.recordedSteps.length,
@@ -82,7 +78,7 @@ export async function runTurnCall(
       // Recorded for replay when the provider states its parameters (docs/replay.md).
       model.parameters === undefined || options.recordAgentConfig === false
         ? input
-        : { ...input, model: model.parameters },
+        : withModel(input, model.parameters),
       {
         model: tracedModel(model, request.model, agents),
         tools: tracedTools(deps.tools, agents),
@@ -140,10 +136,11 @@ export async function runTurnCall(
 async function withMcpTools(
   options: HarnessServerOptions,
   input: TurnInput,
-  references: readonly ToolReference[],
+  request: Pick<TurnRequest, 'toolReferences' | 'agentToolReferences'>,
   signal: AbortSignal,
   log: Logger,
 ): Promise<TurnInput> {
+  const references = request.toolReferences ?? [];
   const source = options.mcpTools;
   if (source === undefined) return input;
   let listings: readonly McpServerListing[];
@@ -171,22 +168,47 @@ async function withMcpTools(
       );
     }
   }
-  return { ...input, tools: offered.tools };
+  // Every agent of the turn is offered the MCP tools too, under its own references.
+  const rules = options.requireApproval ?? [];
+  const agents = input.agents?.map((agent) => {
+    const own = request.agentToolReferences?.get(agent.name) ?? [];
+    return { ...agent, tools: offeredTools(agent.tools, listings, own, rules).tools };
+  });
+  return { ...input, tools: offered.tools, ...(agents === undefined ? {} : { agents }) };
 }
 
 /** Deployment policy on top of what the control plane sent. */
 export function withPolicy(input: TurnInput, options: HarnessServerOptions): TurnInput {
   const rules = options.requireApproval ?? [];
+  const gate = (tools: readonly TurnTool[]): TurnTool[] =>
+    tools.map((tool) =>
+      !tool.needsApproval && needsApproval(tool.name, rules)
+        ? { ...tool, needsApproval: true }
+        : tool,
+    );
   return {
     ...input,
     budget: {
       ...input.budget,
       deployment: input.budget.deployment ?? options.defaultMaxSteps,
     },
-    tools: input.tools.map((tool) =>
-      !tool.needsApproval && needsApproval(tool.name, rules)
-        ? { ...tool, needsApproval: true }
-        : tool,
-    ),
+    tools: gate(input.tools),
+    ...(input.agents === undefined
+      ? {}
+      : { agents: input.agents.map((agent) => ({ ...agent, tools: gate(agent.tools) })) }),
+  };
+}
+
+/**
+ * `input` with the parameters of the provider that answers for every agent of the turn,
+ * recorded in each agent's configuration (docs/replay.md).
+ */
+function withModel(input: TurnInput, model: ModelParameters): TurnInput {
+  return {
+    ...input,
+    model,
+    ...(input.agents === undefined
+      ? {}
+      : { agents: input.agents.map((agent) => ({ ...agent, model })) }),
   };
 }

@@ -5,12 +5,8 @@ import { ToolHost, TurnStart } from '../../proto/gen/polychrome/harness/v1/harne
 import { askUserTool } from '../turn/reserved-tools';
 import { argsSha256, steps } from '../turn/testdata/turn-steps';
 import type { TurnTool } from '../turn/turn-records';
-import {
-  turnRequestFromProto,
-  turnRequestToProto,
-  turnToolFromProto,
-  type TurnRequest,
-} from './turn-start-codec';
+import { turnToolFromProto } from './tool-spec-codec';
+import { turnRequestFromProto, turnRequestToProto, type TurnRequest } from './turn-start-codec';
 
 const refundTool: TurnTool = {
   name: 'refund',

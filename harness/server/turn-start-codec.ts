@@ -1,13 +1,11 @@
-import { canonicalJson } from '../../common/canonical-json';
-import { ToolEffect as ProtoToolEffect } from '../../proto/gen/polychrome/events/v1/events';
 import {
   Role as ProtoRole,
-  ToolHost as ProtoToolHost,
+  type AgentSettings,
   type HistoryBlock,
   type HistoryMessage,
-  type ToolSpec,
   type TurnStart,
 } from '../../proto/gen/polychrome/harness/v1/harness';
+import { canonicalJson } from '../../common/canonical-json';
 import type { ContentBlock, Message } from '../../common/model/model-port';
 import { invalidField, jsonObjectField } from '../turn/proto-fields';
 import {
@@ -16,14 +14,16 @@ import {
   questionAnswerFromProto,
   questionAnswerToProto,
 } from '../turn/request-codec';
-import {
-  toolEffectFromProto,
-  toolEffectToProto,
-  turnStepFromProto,
-  turnStepToProto,
-} from '../turn/step-codec';
+import { turnStepFromProto, turnStepToProto } from '../turn/step-codec';
 import type { TurnInput } from '../turn/turn-machine';
-import type { TurnTool } from '../turn/turn-records';
+import {
+  toolReferenceToProto,
+  toolsFromProto,
+  turnToolToProto,
+  type ToolCatalog,
+  type ToolReference,
+} from './tool-spec-codec';
+import { agentsFromProto, agentsToProto, handoffCatalog } from './turn-agents-codec';
 
 /**
  * The `start` of a `Harness.RunTurn` call (harness.v1 `TurnStart`: the turn's input, its
@@ -45,104 +45,13 @@ export interface TurnRequest {
    * runs (tools of its MCP servers, listed then); not in `input.tools`. Absent when none.
    */
   readonly toolReferences?: readonly ToolReference[];
-}
-
-/**
- * A tool `start` names by reference (an empty `input_schema_json`) whose definition the
- * harness finds only when the turn runs: what the spec adds is an approval requirement.
- */
-export interface ToolReference {
-  readonly name: string;
-  readonly needsApproval: boolean;
-  /** Empty on the wire: unset. */
-  readonly approvalReason?: string;
-}
-
-/**
- * A turn tool to proto `ToolSpec`.
- *
- * @throws AppError `invalid_argument` when the input schema is not JSON-serializable.
- */
-export function turnToolToProto(tool: TurnTool): ToolSpec {
-  return {
-    name: tool.name,
-    description: tool.description,
-    inputSchemaJson: canonicalJson(tool.inputSchema),
-    effect: toolEffectToProto(tool.effect),
-    needsApproval: tool.needsApproval,
-    approvalReason: tool.approvalReason ?? '',
-    host:
-      tool.host === 'control_plane'
-        ? ProtoToolHost.TOOL_HOST_CONTROL_PLANE
-        : ProtoToolHost.TOOL_HOST_HARNESS,
-  };
-}
-
-/** Tools the harness defines itself, found by name (built-in and reserved tools). */
-export type ToolCatalog = (name: string) => TurnTool | undefined;
-
-/**
- * Proto `ToolSpec` to a turn tool. An unspecified host means the harness. A spec with an
- * empty `input_schema_json` names a tool by reference: its definition comes from the
- * harness's `catalog`, and the spec can only add an approval requirement.
- *
- * @throws AppError `invalid_argument` for an empty name, a schema that is not a JSON
- *   object, an unspecified effect, or a reference to a tool the harness does not have.
- */
-export function turnToolFromProto(
-  spec: ToolSpec,
-  field = 'tool',
-  catalog: ToolCatalog = () => undefined,
-): TurnTool {
-  if (spec.name === '') throw invalidField(`${field}.name`, 'is empty');
-  if (spec.inputSchemaJson === '') {
-    const known = catalog(spec.name);
-    if (known === undefined) {
-      throw invalidField(
-        `${field}.input_schema_json`,
-        `is empty, and this harness has no tool named ${JSON.stringify(spec.name)} to take it from`,
-      );
-    }
-    return {
-      ...known,
-      needsApproval: known.needsApproval || spec.needsApproval,
-      ...(spec.approvalReason === '' ? {} : { approvalReason: spec.approvalReason }),
-    };
-  }
-  let host: TurnTool['host'];
-  switch (spec.host) {
-    case ProtoToolHost.TOOL_HOST_UNSPECIFIED:
-    case ProtoToolHost.TOOL_HOST_HARNESS:
-      host = 'harness';
-      break;
-    case ProtoToolHost.TOOL_HOST_CONTROL_PLANE:
-      host = 'control_plane';
-      break;
-    default:
-      throw invalidField(`${field}.host`, 'is not a known tool host');
-  }
-  return {
-    name: spec.name,
-    description: spec.description,
-    inputSchema: jsonObjectField(spec.inputSchemaJson, `${field}.input_schema_json`),
-    effect: toolEffectFromProto(spec.effect, `${field}.effect`),
-    needsApproval: spec.needsApproval,
-    ...(spec.approvalReason === '' ? {} : { approvalReason: spec.approvalReason }),
-    host,
-  };
-}
-
-/** A tool reference to proto `ToolSpec` (by reference: empty schema, effect unspecified). */
-export function toolReferenceToProto(reference: ToolReference): ToolSpec {
-  return {
-    name: reference.name,
-    description: '',
-    inputSchemaJson: '',
-    effect: ProtoToolEffect.TOOL_EFFECT_UNSPECIFIED,
-    needsApproval: reference.needsApproval,
-    approvalReason: reference.approvalReason ?? '',
-    host: ProtoToolHost.TOOL_HOST_HARNESS,
-  };
+  /**
+   * For a turn dispatched with agents (`TurnStart.agents`): each agent's tools of the
+   * harness's MCP servers, by reference, and each agent's settings (its model). Absent
+   * for a turn of a single inline agent.
+   */
+  readonly agentToolReferences?: ReadonlyMap<string, readonly ToolReference[]>;
+  readonly agentSettings?: ReadonlyMap<string, AgentSettings>;
 }
 
 /**
@@ -276,6 +185,7 @@ export function turnRequestToProto(request: TurnRequest): TurnStart {
     summary: input.summary ?? '',
     memory: (input.memory ?? []).map(({ key, value }) => ({ key, value })),
     memoryBudgetBytes: input.memoryBudgetBytes ?? 0,
+    agents: agentsToProto(request),
   };
 }
 
@@ -299,24 +209,13 @@ export function turnRequestFromProto(
   const budget = start.budget;
   const system = start.agent?.systemPrompt ?? '';
   const agentName = start.agent?.name ?? '';
-  const tools: TurnTool[] = [];
-  const toolReferences: ToolReference[] = [];
-  start.tools.forEach((spec, i) => {
-    if (
-      spec.inputSchemaJson === '' &&
-      spec.name !== '' &&
-      catalog(spec.name) === undefined &&
-      deferred(spec.name)
-    ) {
-      toolReferences.push({
-        name: spec.name,
-        needsApproval: spec.needsApproval,
-        ...(spec.approvalReason === '' ? {} : { approvalReason: spec.approvalReason }),
-      });
-    } else {
-      tools.push(turnToolFromProto(spec, `start.tools[${i}]`, catalog));
-    }
-  });
+  const roster = agentsFromProto(start, catalog, deferred);
+  const { tools, toolReferences } = toolsFromProto(
+    start.tools,
+    'start.tools',
+    handoffCatalog(catalog, roster.targetsOf(agentName)),
+    deferred,
+  );
   return {
     conversationId: start.conversationId,
     turnId: start.turnId,
@@ -360,7 +259,9 @@ export function turnRequestFromProto(
             memoryBudgetBytes: start.memoryBudgetBytes,
             memory: start.memory.map(({ key, value }) => ({ key, value })),
           }),
+      ...roster.input(agentName),
     },
     ...(toolReferences.length === 0 ? {} : { toolReferences }),
+    ...roster.request(),
   };
 }

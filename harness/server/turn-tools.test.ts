@@ -3,7 +3,7 @@ import { AppError } from '../../common/errors';
 import type { McpTool } from '../tools/mcp-connection';
 import type { McpServerListing } from '../tools/mcp-tools';
 import type { TurnTool } from '../turn/turn-records';
-import type { ToolReference } from './turn-start-codec';
+import type { ToolReference } from './tool-spec-codec';
 import { isToolOfServers, offeredTools } from './turn-tools';
 
 function mcpTool(server: string, tool: string, effect: McpTool['effect']): McpTool {

@@ -1,7 +1,7 @@
 import { needsApproval, type ApprovalRules } from '../../common/approval-rules';
 import type { McpServerListing } from '../tools/mcp-tools';
 import type { TurnTool } from '../turn/turn-records';
-import type { ToolReference } from './turn-start-codec';
+import type { ToolReference } from './tool-spec-codec';
 
 /**
  * The tools a turn offers. Three sources:

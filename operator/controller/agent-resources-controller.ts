@@ -36,6 +36,7 @@ import { EventRecorder } from './event-recorder';
 import { hostname } from 'node:os';
 import { EventAction, EventType, NOTE_MAX_BYTES } from './lifecycle-events';
 import type { ControlPlaneAccount, SecretLookup } from './model-config-ready';
+import type { AgentDirectory } from '../turns/agent-roster';
 import { modelConfigReady } from './model-config-ready';
 import { apiErrorMessage, apiStatusCode } from './kube-api-errors';
 import { makeKeepAliveApiClient } from './keep-alive-client';
@@ -144,6 +145,23 @@ export class AgentResourcesController {
     await Promise.all([this.agents.stop(), this.modelConfigs.stop()]);
     await this.worker;
     await this.recorder?.close();
+  }
+
+  /**
+   * The Agents and ModelConfigs of `namespace` as the watches hold them, for the turns
+   * (operator/turns/agent-roster.ts); an object that does not match its CRD is absent.
+   */
+  directory(namespace: string): AgentDirectory {
+    return {
+      agent: (name) => {
+        const obj = this.agents.get(name, namespace);
+        return isAgent(obj) ? obj : undefined;
+      },
+      modelConfig: (name) => {
+        const obj = this.modelConfigs.get(name, namespace);
+        return isModelConfig(obj) ? obj : undefined;
+      },
+    };
   }
 
   /** Resolves once the Event writes queued so far are done (tests). */

@@ -2,7 +2,7 @@
  * The pure status report of a Conversation reconcile pass: snapshot + plan + what `act`
  * did → the whole next `status`. The reconciler writes it once, through the status
  * subresource, and only when it differs from the stored status (an idle pass writes
- * nothing). The turn code's fields (`lastTurnTime`, `currentTurn`, `turns`, `journal`) are
+ * nothing). The turn code's fields (`lastTurnTime`, `currentTurn`, `agent`, `turns`, `journal`) are
  * carried over unchanged; `phase` and the conditions come from the one derivation
  * (conversation-conditions.ts), fed with this pass's {@link SandboxVerdict}.
  */
@@ -111,6 +111,7 @@ export function reportStatus(
     ...(status.lastTurnTime === undefined ? {} : { lastTurnTime: status.lastTurnTime }),
     ...(closedTime === undefined ? {} : { closedTime }),
     ...(status.currentTurn === undefined ? {} : { currentTurn: status.currentTurn }),
+    ...(status.agent === undefined ? {} : { agent: status.agent }),
     ...(Object.keys(sandbox).length === 0 ? {} : { sandbox }),
     ...(status.turns === undefined ? {} : { turns: status.turns }),
     ...(status.journal === undefined ? {} : { journal: status.journal }),

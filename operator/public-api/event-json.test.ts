@@ -46,6 +46,7 @@ describe('eventData', () => {
       dispatchedAtMs: 1_767_225_600_000,
       messagePosition: 12,
       resumed: false,
+      agentRosterSha256: Buffer.alloc(0),
     });
     expect(
       eventData({ position: 13, kind: 'turn_dispatched', payload: dispatched }).payload,

@@ -9,6 +9,7 @@ import type { LeaseSource } from '../lease/lease-source';
 import type { ApprovalSigner } from './approval-signer';
 import type { ConversationStore } from './conversation-access';
 import type { HarnessConnector } from './harness-client';
+import type { AgentDirectory } from './agent-roster';
 
 /** Who holds which roles, for rules that name an identity other than the caller's. */
 export interface IdentityDirectory {
@@ -69,6 +70,11 @@ export interface TurnCoordinatorOptions {
   readonly observer?: TurnObserver;
   /** The model that writes summaries (summarizer.ts); absent: no summaries. */
   readonly summaryModel?: SummaryModelClient;
+  /**
+   * The Agents and ModelConfigs of a namespace, as the control plane's watches hold them
+   * (agent-roster.ts); absent: a Conversation that names an Agent takes no turn.
+   */
+  readonly agentDirectory?: (namespace: string) => AgentDirectory;
 }
 
 /** What the metrics see of each turn. */

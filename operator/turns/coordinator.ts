@@ -10,7 +10,8 @@
  * request, and the expiry timers. What runs under the claimed lease once the plan has
  * decided (commits, the harness call, batch two, status) is turn-runner.ts.
  */
-import { AppError } from '../../common/errors';
+import { AppError, isAppError } from '../../common/errors';
+import { resolveRoster, type AgentDirectory, type RecordedRoster } from './agent-roster';
 import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { LeaseHandle } from '../lease/lease-source';
 import type { TurnCoordinatorOptions } from './coordinator-options';
@@ -249,6 +250,7 @@ export class TurnCoordinator implements TurnService {
           approvalTtlMs: this.approvalTtlMs,
           deploymentHistoryTokens: this.historyTokens,
           ...(approverIsAdmin === undefined ? {} : { approverIsAdmin }),
+          ...rosterInput(current, this.options.agentDirectory),
         });
         switch (step.kind) {
           case 'refuse':
@@ -344,5 +346,29 @@ export class TurnCoordinator implements TurnService {
 
   private authorized(caller: Caller, id: string): Conversation {
     return usableConversation(caller, id, this.options.conversations.byUid(id));
+  }
+}
+
+/**
+ * The roster a new turn of `conversation` would run under, resolved from the caches now,
+ * or why it cannot be (agent-roster.ts); nothing for an inline agent.
+ */
+function rosterInput(
+  conversation: Conversation,
+  directory: ((namespace: string) => AgentDirectory) | undefined,
+): { roster?: RecordedRoster | { refused: AppError } } {
+  const entry = conversation.spec.agentRef?.name;
+  if (entry === undefined) return {};
+  const namespace = conversation.metadata.namespace ?? '';
+  if (directory === undefined) {
+    const why = `conversation ${conversation.metadata.name ?? ''} names Agent ${entry}, but this control plane was started without Agents`;
+    return { roster: { refused: new AppError('failed_precondition', why) } };
+  }
+  try {
+    const rules = conversation.spec.tools?.requireApproval ?? [];
+    return { roster: resolveRoster(entry, directory(namespace), namespace, rules) };
+  } catch (error) {
+    if (!isAppError(error)) throw error;
+    return { roster: { refused: error } };
   }
 }

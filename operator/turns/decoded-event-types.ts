@@ -7,6 +7,7 @@ import type { MessageReceived } from '../../proto/gen/polychrome/events/v1/event
 import type { ErasedRef } from './erased-entries';
 import type {
   AgentConfigRef,
+  AgentRosterRef,
   LostCheckpoint,
   SignedRootRef,
   SummaryRecord,
@@ -50,6 +51,7 @@ export type DecodedEvent =
   | { readonly type: 'erasure'; readonly erased: ErasedRef }
   | { readonly type: 'root'; readonly root: SignedRootRef }
   | { readonly type: 'config'; readonly config: AgentConfigRef }
+  | { readonly type: 'roster'; readonly roster: AgentRosterRef }
   | { readonly type: 'summary'; readonly summary: SummaryRecord }
   /** A `memory_set` or `memory_cleared` (memory-fold.ts). */
   | { readonly type: 'memory'; readonly event: MemoryEvent }

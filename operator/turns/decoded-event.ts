@@ -2,6 +2,7 @@
  * Checking and decoding one journal event for the fold (journal-view.ts): everything that
  * can make a read fail happens here, statelessly, so the fold itself never throws.
  */
+import { rosterFromJson } from './agent-roster';
 import { approvalArgsSha256 } from '../../common/approval-bytes';
 import { AppError } from '../../common/errors';
 import {
@@ -79,6 +80,10 @@ export function interpret(position: number, event: TypedEvent): DecodedEvent {
     case 'agent_config':
     case 'summary':
       return contextEvent(position, event);
+    case 'agent_roster': {
+      const { rosterJson, sha256 } = event.payload;
+      return { type: 'roster', roster: { position, ...rosterFromJson(rosterJson, hex(sha256)) } };
+    }
     case 'ingress_directive':
     case 'turn_dispatched':
     case 'model_call':
@@ -188,6 +193,7 @@ function recordEvent(
         dispatchedAtMs: d.dispatchedAtMs,
         historyFrom: d.historyFrom,
         summaryPosition: d.summaryPosition,
+        agentRosterSha256: hex(d.agentRosterSha256),
       };
       return turnEvent(position, event.kind, d.turnId, d, (turn) => ({
         ...turn,

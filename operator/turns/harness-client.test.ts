@@ -54,6 +54,7 @@ function start(conversationId: string, turnId: string): TurnStart {
     summary: '',
     memory: [],
     memoryBudgetBytes: 0,
+    agents: [],
   };
 }
 

@@ -4,6 +4,7 @@
  * views, and its parts (decoded-event.ts, lazy-view.ts, turn-state.ts,
  * turn-projections.ts) read and write these.
  */
+import type { RecordedRoster } from './agent-roster';
 import type { EventKind, EventPayloads } from '../../common/event-kinds';
 import type { MemoryEntry } from '../../common/memory';
 import type { StandingFold } from '../../common/turn-standing';
@@ -59,6 +60,8 @@ export interface TurnDispatch {
   readonly historyFrom: number;
   /** The `summary` the attempt was given with its window, or 0 for none (summary-plan.ts). */
   readonly summaryPosition: number;
+  /** The `agent_roster` the attempt ran under (lowercase hex), or '' for an inline agent. */
+  readonly agentRosterSha256: string;
 }
 
 /** A committed step of a turn (any attempt). */
@@ -162,6 +165,8 @@ export interface JournalView {
   readonly anomalies: readonly JournalAnomaly[];
   /** The newest `agent_config` (docs/replay.md); absent when the journal has none. */
   readonly newestAgentConfig?: AgentConfigRef;
+  /** The newest `agent_roster` (agent-roster.ts); absent when the journal has none. */
+  readonly newestAgentRoster?: AgentRosterRef;
   /** The checkpoints of every `rollback_accepted`, in journal order. */
   readonly acceptedLosses: readonly LostCheckpoint[];
   /** The summaries that are not erased, newest first (docs/turns.md, "Summaries"). */
@@ -187,6 +192,11 @@ export interface LostCheckpoint {
   readonly head: number;
   /** The signed root that ended it, lowercase hex. */
   readonly root: string;
+}
+
+/** An `agent_roster`, where it is, and the roster it holds. */
+export interface AgentRosterRef extends RecordedRoster {
+  readonly position: number;
 }
 
 /** Where an `agent_config` is and its digest. */

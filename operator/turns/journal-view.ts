@@ -34,7 +34,8 @@ import { decodeEntry, interpret } from './decoded-event';
 import type { DecodedEvent } from './decoded-event-types';
 import { AppError } from '../../common/errors';
 import { erasuresIn } from './erased-entries';
-import { emptyState, LazyView } from './lazy-view';
+import { LazyView } from './lazy-view';
+import { emptyState } from './view-state';
 import type { JournalView, TypedEvent } from './journal-view-types';
 
 // ---- building views ----

@@ -74,8 +74,9 @@ export function dispatchEvent(
   history: HistoryPlan,
 ): PlannedEvent {
   const { turnId, messagePosition } = turn;
+  const agentRosterSha256 = rosterOfTurn(turn);
   return dispatchOf(
-    { turnId, attempt: nextAttempt(turn), messagePosition, ...history },
+    { turnId, attempt: nextAttempt(turn), messagePosition, ...history, agentRosterSha256 },
     lease,
     attribution,
     nowMs,
@@ -96,6 +97,8 @@ export function dispatchOf(
     readonly summaryPosition: number;
     /** An interrupted turn run again (plan-resume.ts): `resumed` on the event. */
     readonly resumed?: boolean;
+    /** The turn's `agent_roster` (lowercase hex): its first dispatch's, on every attempt. */
+    readonly agentRosterSha256?: string;
   },
   lease: ClaimedLease,
   attribution: Attribution | undefined,
@@ -112,7 +115,18 @@ export function dispatchOf(
     historyFrom: attempt.historyFrom,
     ...(attempt.summaryPosition === 0 ? {} : { summaryPosition: attempt.summaryPosition }),
     ...(attempt.resumed === true ? { resumed: true } : {}),
+    ...(attempt.agentRosterSha256 === undefined || attempt.agentRosterSha256 === ''
+      ? {}
+      : { agentRosterSha256: Buffer.from(attempt.agentRosterSha256, 'hex') }),
   });
+}
+
+/**
+ * The roster a turn runs under (agent-roster.ts): its first dispatch's, so an Agent changed
+ * after the turn began affects later turns only; '' for an inline agent.
+ */
+export function rosterOfTurn(turn: TurnView): string {
+  return turn.dispatches[0]?.agentRosterSha256 ?? '';
 }
 
 export function describe(error: unknown): string {

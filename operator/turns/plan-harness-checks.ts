@@ -12,17 +12,26 @@ import {
   type QuestionRequest,
   type ToolCall,
 } from '../../proto/gen/polychrome/events/v1/events';
-import {
-  ToolHost,
-  type Step,
-  type ToolSpec,
-  type TurnStart,
+import type {
+  AgentSettings,
+  DispatchedAgent,
+  Step,
+  ToolSpec,
+  TurnStart,
 } from '../../proto/gen/polychrome/harness/v1/harness';
+import { rosterAgent, type AgentRoster } from './agent-roster';
+import {
+  checkStepAgent,
+  dispatchedAgentsOf,
+  startingAgent,
+  toolSpecsOf,
+  turnRoster,
+} from './plan-agents';
 import { DEFAULT_MAX_STEPS } from '../api/v1alpha1/conversation-values';
 import { type Conversation } from '../api/v1alpha1/conversation-types';
 import { committedHistory, committedSummary, recordedSteps } from './turn-projections';
 import { type JournalView, type TurnView } from './journal-view-types';
-import { ASK_USER_TOOL, HANDOFF_TOOL, hex } from './plan-common';
+import { hex } from './plan-common';
 import { checkRecording, type RecordingFacts } from './recording-check';
 
 /**
@@ -40,39 +49,21 @@ export function turnStartOf(
   limits: { readonly deploymentMaxSteps?: number; readonly memoryBudgetBytes?: number },
 ): TurnStart {
   const { deploymentMaxSteps = 0, memoryBudgetBytes = DEFAULT_MEMORY_BUDGET_BYTES } = limits;
-  const spec = conversation.spec;
-  const rules = spec.tools?.requireApproval ?? [];
-  const names = [
-    ...(spec.tools?.builtin ?? []),
-    ASK_USER_TOOL,
-    ...((spec.agent?.handoffTargets ?? []).length > 0 ? [HANDOFF_TOOL] : []),
-  ];
-  const tools: ToolSpec[] = names.map((name) => ({
-    name,
-    description: '',
-    inputSchemaJson: '',
-    effect: 0,
-    needsApproval: needsApproval(name, rules),
-    approvalReason: '',
-    host: ToolHost.TOOL_HOST_HARNESS,
-  }));
+  const agents = agentsOfTurn(conversation, view, turn);
+  const { starting } = agents;
   return {
     conversationId: conversation.metadata.uid ?? '',
     turnId: turn.turnId,
     attempt,
-    agent: {
-      model: spec.agent?.model ?? '',
-      systemPrompt: spec.agent?.systemPrompt ?? '',
-      name: spec.agent?.name ?? '',
-    },
+    agent: starting.settings,
     history: committedHistory(view, turn),
     userMessage: turn.text,
     budget: {
       deploymentMaxSteps,
-      conversationMaxSteps: spec.agent?.maxSteps ?? DEFAULT_MAX_STEPS,
+      conversationMaxSteps: starting.maxSteps,
       directiveMaxSteps: turn.directive?.maxSteps ?? 0,
     },
-    tools,
+    tools: starting.tools,
     approvalAnswers: turn.approvalResponses.map((r) => r.response),
     questionAnswers: turn.questionResponses.map((r) => r.response),
     recordedSteps: recordedSteps(turn),
@@ -80,13 +71,59 @@ export function turnStartOf(
     recordedConfigSha256: Buffer.from(view.newestAgentConfig?.sha256 ?? '', 'hex'),
     summary: committedSummary(view, turn),
     // Memory goes to the model only with the tool that keeps it (docs/turns.md, "Memory").
-    ...(names.includes(MEMORY_TOOL)
+    ...(agents.all.some(({ tools }) => tools.some(({ name }) => name === MEMORY_TOOL))
       ? {
           memory: memoryInOrder(view.memory).map(({ key, value }) => ({ key, value })),
           memoryBudgetBytes,
         }
       : { memory: [], memoryBudgetBytes: 0 }),
+    agents: agents.dispatched,
   };
+}
+
+/** The agent a turn starts with, and every agent it may run under, as the harness gets them. */
+interface TurnAgents {
+  readonly starting: {
+    readonly settings: AgentSettings;
+    readonly tools: ToolSpec[];
+    readonly maxSteps: number;
+  };
+  readonly all: readonly { readonly tools: readonly ToolSpec[] }[];
+  /** `TurnStart.agents`: empty for an inline agent. */
+  readonly dispatched: DispatchedAgent[];
+}
+
+/**
+ * A Conversation that names an Agent: the roster the turn's first dispatch recorded and
+ * the agent it starts with (plan-agents.ts). An inline agent: `spec.agent` and
+ * `spec.tools`, where `__handoff_to` is offered when targets are set and ends the turn.
+ */
+function agentsOfTurn(conversation: Conversation, view: JournalView, turn: TurnView): TurnAgents {
+  const roster = turnRoster(view, turn);
+  if (roster !== undefined) {
+    const first = startingAgent(view, turn, roster);
+    const dispatched = dispatchedAgentsOf(roster);
+    const own = dispatched.find(({ name }) => name === first.name);
+    return {
+      starting: {
+        settings: own?.settings ?? { model: '', systemPrompt: '', name: first.name },
+        tools: own?.tools ?? [],
+        maxSteps: first.maxSteps,
+      },
+      all: dispatched,
+      dispatched,
+    };
+  }
+  const spec = conversation.spec;
+  const handsOff = (spec.agent?.handoffTargets ?? []).length > 0;
+  const tools = toolSpecsOf(spec.tools?.builtin ?? [], spec.tools?.requireApproval ?? [], handsOff);
+  const settings = {
+    model: spec.agent?.model ?? '',
+    systemPrompt: spec.agent?.systemPrompt ?? '',
+    name: spec.agent?.name ?? '',
+  };
+  const starting = { settings, tools, maxSteps: spec.agent?.maxSteps ?? DEFAULT_MAX_STEPS };
+  return { starting, all: [starting], dispatched: [] };
 }
 
 // ---- what the harness sends ----
@@ -95,6 +132,8 @@ export function turnStartOf(
 export interface DispatchedTurn extends RecordingFacts {
   readonly turn: TurnView;
   readonly conversation: Conversation;
+  /** The roster the turn runs under (plan-agents.ts `turnRoster`); absent: an inline agent. */
+  readonly roster?: AgentRoster;
 }
 
 /**
@@ -113,9 +152,12 @@ export function checkStep(dispatched: DispatchedTurn, step: Step): string | unde
   if (turnId !== turn.turnId) {
     return `a ${stepKind(content.$case)} step names turn ${turnId || '(none)'}, but turn ${turn.turnId} was dispatched`;
   }
+  const stray = checkStepAgent(dispatched.roster, turn.turnId, content);
+  if (stray !== undefined) return stray;
   switch (content.$case) {
     case 'modelCall':
     case 'agentConfig':
+    case 'agentHandoff':
       return undefined;
     case 'toolCall':
       return checkToolCall(dispatched, content.value);
@@ -135,23 +177,25 @@ export function checkStep(dispatched: DispatchedTurn, step: Step): string | unde
         ? undefined
         : `tool_result ${result.toolCallId} says it was denied, but no denial was given for it`;
     }
-    case 'agentHandoff': {
-      // The control plane gives a turn no agents to hand off to yet, so a harness that
-      // moves a turn to another agent made the agent up (docs/turns.md, "Handoffs").
-      const handoff = content.value;
-      return `agent_handoff ${handoff.toolCallId} moves turn ${turn.turnId} from ${handoff.fromAgent || '(unnamed)'} to ${handoff.toAgent || '(unnamed)'}, but this turn was dispatched with no agent to hand off to`;
-    }
   }
 }
 
 /** Why a `tool_call` the harness sends runs a gated tool without its approval. */
-function checkToolCall({ turn, conversation }: DispatchedTurn, call: ToolCall): string | undefined {
+function checkToolCall(
+  { turn, conversation, roster }: DispatchedTurn,
+  call: ToolCall,
+): string | undefined {
   if (call.approvalRequestId === '') {
     // The harness's own rule (common/approval-rules.ts): `server/*` gates every tool of
     // that server, so an exact-name check here would let such a call through unpaused.
-    const gated = conversation.spec.tools?.requireApproval ?? [];
+    // Under a roster the calling agent's rules hold (its Agent's and the Conversation's).
+    const gated =
+      roster === undefined
+        ? (conversation.spec.tools?.requireApproval ?? [])
+        : (rosterAgent(roster, call.agent)?.requireApproval ?? []);
+    const where = roster === undefined ? 'spec.tools.requireApproval' : `agent ${call.agent}'s rules`;
     return needsApproval(call.toolName, gated)
-      ? `tool_call ${call.toolCallId} runs ${call.toolName}, which needs approval under spec.tools.requireApproval, without one`
+      ? `tool_call ${call.toolCallId} runs ${call.toolName}, which needs approval under ${where}, without one`
       : undefined;
   }
   const expected = requestIds.approvalRequestId(turn.turnId, call.toolCallId);

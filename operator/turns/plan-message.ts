@@ -23,6 +23,7 @@ import {
 } from './plan-common';
 import { dueExpiry, type ApprovalDeadline } from './plan-expiry';
 import type { Caller, PostMessage } from './turn-service';
+import type { RecordedRoster } from './agent-roster';
 
 export interface MessageInput {
   readonly view: JournalView;
@@ -42,6 +43,12 @@ export interface MessageInput {
    * persona (the shell asks the records). Unset when the directive names none.
    */
   readonly approverIsAdmin?: boolean;
+  /**
+   * For a Conversation that names an Agent: the roster resolved from the caches now
+   * (agent-roster.ts), or why it could not be. A new turn runs under it; a turn that
+   * exists keeps its own. Unset for an inline agent.
+   */
+  readonly roster?: RecordedRoster | { readonly refused: AppError };
 }
 
 /** What to do next for a posted message; the shell repeats until `reply` or `dispatch`. */
@@ -103,7 +110,9 @@ export function planMessage(input: MessageInput): MessageStep {
       ),
     );
   }
-  return { kind: 'dispatch', turnId, events: batchOne(input) };
+  const { roster } = input;
+  if (roster !== undefined && 'refused' in roster) return refuse(roster.refused);
+  return { kind: 'dispatch', turnId, events: batchOne(input, roster) };
 }
 
 /**
@@ -140,7 +149,7 @@ function checkDirective(input: MessageInput): Refusal | undefined {
   return undefined;
 }
 
-function batchOne(input: MessageInput): PlannedEvent[] {
+function batchOne(input: MessageInput, roster: RecordedRoster | undefined): PlannedEvent[] {
   const { request, turnId, nowMs, conversation } = input;
   const attribution = attributionOf(input.caller, conversation);
   const events: PlannedEvent[] = [
@@ -176,7 +185,17 @@ function batchOne(input: MessageInput): PlannedEvent[] {
     messagePosition,
     input.deploymentHistoryTokens,
   );
-  const first = { turnId, attempt: 1, messagePosition, ...history };
+  // The roster is recorded when the journal's newest differs, like an agent_config.
+  if (roster !== undefined && input.view.newestAgentRoster?.sha256 !== roster.sha256) {
+    events.push(
+      planned(EventKind.AgentRoster, {
+        sha256: Buffer.from(roster.sha256, 'hex'),
+        rosterJson: roster.json,
+      }),
+    );
+  }
+  const agentRosterSha256 = roster?.sha256 ?? '';
+  const first = { turnId, attempt: 1, messagePosition, ...history, agentRosterSha256 };
   events.push(dispatchOf(first, input.lease, attribution, nowMs));
   return events;
 }

@@ -11,7 +11,7 @@
  */
 import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { JournalView, TurnView } from './journal-view-types';
-import { dispatchOf, type ClaimedLease, type PlannedEvent } from './plan-common';
+import { dispatchOf, rosterOfTurn, type ClaimedLease, type PlannedEvent } from './plan-common';
 import { dueExpiry, type ApprovalDeadline } from './plan-expiry';
 import { nextAttempt, oldestOrphan } from './turn-state';
 import { nextHistory, type DeploymentHistory } from './history-window';
@@ -49,6 +49,7 @@ export function recoveryOf(input: RecoveryInput): Recovery | undefined {
     messagePosition,
     ...history,
     resumed: true,
+    agentRosterSha256: rosterOfTurn(orphan),
   };
   return {
     turn: orphan,

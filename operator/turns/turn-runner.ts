@@ -14,7 +14,8 @@ import type { TurnCoordinatorOptions, TurnObserver } from './coordinator-options
 import type { TurnStart } from '../../proto/gen/polychrome/harness/v1/harness';
 import { forgedEnd, HARNESS_BUSY, retryWhileBusy, unsettledError } from './harness-run';
 import { traceparent, trustedToolPlan } from './harness-run';
-import { checkStep, turnStartOf } from './plan-harness-checks';
+import { checkStep, turnStartOf, type DispatchedTurn } from './plan-harness-checks';
+import { settledWithAgent, turnRoster } from './plan-agents';
 import { acceptedAsLost, checkpointOf, JournalRolledBackError } from './journal-checkpoint';
 import { turnReplyOf } from './turn-projections';
 import { type JournalView, type TurnView } from './journal-view-types';
@@ -180,7 +181,7 @@ export class TurnRunner {
     const signal = AbortSignal.any([lease.signal, this.stopping]);
     const end = await this.runOnHarness(conversation, lease, turnId, attempt, signal);
     const plan = planSettle({
-      dispatched: { turn: this.turnAt(uid, turnId), conversation, ...this.recording(uid) },
+      dispatched: this.dispatched(conversation, turnId),
       end,
       attempt,
       maxAttempts: this.options.maxAttempts ?? 3,
@@ -208,7 +209,7 @@ export class TurnRunner {
       log.error({ reason: end.reason, attempt }, 'the harness sent a forged step; quarantining');
     }
     const { outcome, view } = await this.commit(uid, lease, plan.events);
-    this.queueSettled(conversation, plan.status, outcome);
+    this.queueSettled(conversation, settledWithAgent(plan.status, view, turnId), outcome);
     this.parts.summaries?.consider(conversation, view);
     this.observer.onTurn?.(plan.status.kind, (performance.now() - started) / 1000);
     log.info({ outcome: plan.status.kind, attempt }, 'turn settled');
@@ -298,8 +299,7 @@ export class TurnRunner {
           this.deltas.emit(uid, { turnId, step: message.delta.step, text: message.delta.text });
           break;
         case 'step': {
-          const facts = { turn: this.turnAt(uid, turnId), conversation, ...this.recording(uid) };
-          const refused = checkStep(facts, message.step);
+          const refused = checkStep(this.dispatched(conversation, turnId), message.step);
           if (refused !== undefined) return forgedEnd(refused, message.step, call);
           const { outcome } = await this.commit(uid, lease, [stepEventOf(message.step)]);
           call.committed(message.step.sequence, outcome.firstPosition);
@@ -343,10 +343,22 @@ export class TurnRunner {
     return committed;
   }
 
-  /** The journal's newest agent configuration, for the recording checks (docs/replay.md). */
-  private recording(uid: string): { newestAgentConfig?: string } {
-    const newest = this.views.cached(uid)?.newestAgentConfig;
-    return newest === undefined ? {} : { newestAgentConfig: newest.sha256 };
+  /**
+   * What the plan checks a dispatched turn's steps against: the turn, the journal's newest
+   * agent configuration (docs/replay.md) and the roster the turn runs under.
+   */
+  private dispatched(conversation: Conversation, turnId: string): DispatchedTurn {
+    const uid = conversation.metadata.uid ?? '';
+    const view = this.views.cached(uid);
+    const turn = this.turnAt(uid, turnId);
+    const newest = view?.newestAgentConfig;
+    const roster = view === undefined ? undefined : turnRoster(view, turn);
+    return {
+      turn,
+      conversation,
+      ...(newest === undefined ? {} : { newestAgentConfig: newest.sha256 }),
+      ...(roster === undefined ? {} : { roster }),
+    };
   }
 
   private turnAt(uid: string, turnId: string): TurnView {

@@ -29,7 +29,12 @@ export type TurnStatusChange = (
   | { readonly kind: 'running'; readonly turnId: string }
   | { readonly kind: 'awaiting_approval'; readonly turnId: string; readonly requestId: string }
   | { readonly kind: 'awaiting_answer'; readonly turnId: string; readonly requestId: string }
-  | { readonly kind: 'settled'; readonly turnId: string }
+  | {
+      readonly kind: 'settled';
+      readonly turnId: string;
+      /** The agent the turn ended with, for a Conversation that names an Agent (`status.agent`). */
+      readonly agent?: string;
+    }
   | {
       readonly kind: 'ambiguous';
       readonly turnId: string;
@@ -92,6 +97,7 @@ export function applyTurnStatus(
     case 'ambiguous':
       delete next.currentTurn;
       delete turns.current;
+      if (change.kind === 'settled' && change.agent !== undefined) next.agent = change.agent;
       // A quarantine stays for an admin, whatever turns settle after it.
       if (change.kind === 'ambiguous') {
         turns.quarantined = {

@@ -33,6 +33,7 @@ const statusFields = [
   'lastTurnTime',
   'closedTime',
   'currentTurn',
+  'agent',
   'turns',
   'sandbox',
   'journal',
@@ -84,12 +85,13 @@ describe('Conversation CRD', () => {
     expect(conversationCrd.spec.versions[0]?.subresources).toEqual({ status: {} });
   });
 
-  it('prints NAME, PHASE, READY, MODEL, AGE', () => {
+  it('prints NAME, PHASE, READY, AGENT, MODEL, AGE', () => {
     const columns = conversationCrd.spec.versions[0]?.additionalPrinterColumns ?? [];
     // NAME is implicit; kubectl upper-cases the rest.
     expect(columns.map((c) => [c.name.toUpperCase(), c.type, c.jsonPath])).toEqual([
       ['PHASE', 'string', '.status.phase'],
       ['READY', 'string', '.status.conditions[?(@.type=="Ready")].status'],
+      ['AGENT', 'string', '.status.agent'],
       ['MODEL', 'string', '.spec.agent.model'],
       ['AGE', 'date', '.metadata.creationTimestamp'],
     ]);

@@ -5,7 +5,7 @@ import { conversationStatusField } from './conversation-status';
 import { ConversationResource } from './conversation-types';
 
 /**
- * `kubectl get conversations` columns after the implicit NAME: PHASE, READY, MODEL, AGE
+ * `kubectl get conversations` columns after the implicit NAME: PHASE, READY, AGENT, MODEL, AGE
  * (docs/design.md, "Kubernetes objects"). kubectl upper-cases the names.
  */
 export const conversationPrinterColumns: readonly PrinterColumn[] = [
@@ -20,6 +20,12 @@ export const conversationPrinterColumns: readonly PrinterColumn[] = [
     type: 'string',
     jsonPath: '.status.conditions[?(@.type=="Ready")].status',
     description: 'Status of the Ready condition.',
+  },
+  {
+    name: 'Agent',
+    type: 'string',
+    jsonPath: '.status.agent',
+    description: 'The agent that answers the next turn (a Conversation that names an Agent).',
   },
   {
     name: 'Model',

@@ -77,6 +77,11 @@ export const conversationStatusField = object(
       format: 'date-time',
       maxLength: 64,
     }),
+    agent: string({
+      description:
+        "For a Conversation that names an Agent: the agent that answers the next turn, the one the last completed turn ended with (a handoff's target stays until it hands off in turn). Empty until a turn completes.",
+      maxLength: 63,
+    }),
     currentTurn: string({
       description:
         'Id of the turn in flight, if any (the same as turns.current.turnId, kept for older readers).',

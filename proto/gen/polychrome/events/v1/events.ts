@@ -201,6 +201,12 @@ export interface TurnDispatched {
    * every turn before `history_from`), or 0 for none. docs/turns.md, "Summaries".
    */
   summaryPosition: number;
+  /**
+   * The agents the turn may run under (an `agent_roster`'s sha256), for a Conversation
+   * that names an Agent; empty for an inline agent. Every attempt of a turn names the
+   * roster of its first: a changed Agent affects later turns only (docs/turns.md, "Agents").
+   */
+  agentRosterSha256: Buffer;
 }
 
 export interface ToolUse {
@@ -261,6 +267,21 @@ export interface AgentConfig {
   sha256: Buffer;
   /** Canonical JSON (common/canonical-json.ts) of the configuration. */
   configJson: string;
+}
+
+/**
+ * kind "agent_roster": the agents a turn may run under, as the control plane resolved them
+ * from the Conversation's entry Agent and the Agents it hands off to: each agent's model
+ * (its ModelConfig), system prompt, tools, approval rules, step budget and handoffs.
+ * Committed by the control plane in batch one, before the `turn_dispatched` that names it,
+ * whenever it differs from the newest one in the journal. docs/journal-format.md gives the
+ * JSON.
+ */
+export interface AgentRoster {
+  /** SHA-256 of roster_json's UTF-8 bytes. */
+  sha256: Buffer;
+  /** Canonical JSON (common/canonical-json.ts) of the roster. */
+  rosterJson: string;
 }
 
 /** kind "tool_call": a tool invocation; a side-effecting one is committed before it runs. */
@@ -1025,6 +1046,7 @@ function createBaseTurnDispatched(): TurnDispatched {
     historyFrom: 0,
     resumed: false,
     summaryPosition: 0,
+    agentRosterSha256: Buffer.alloc(0),
   };
 }
 
@@ -1059,6 +1081,9 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
     }
     if (message.summaryPosition !== 0) {
       writer.uint32(80).uint64(message.summaryPosition);
+    }
+    if (message.agentRosterSha256.length !== 0) {
+      writer.uint32(90).bytes(message.agentRosterSha256);
     }
     return writer;
   },
@@ -1156,6 +1181,14 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
             message.summaryPosition = longToNumber(reader.uint64());
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.agentRosterSha256 = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1208,6 +1241,11 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
         : isSet(object.summary_position)
         ? globalThis.Number(object.summary_position)
         : 0,
+      agentRosterSha256: isSet(object.agentRosterSha256)
+        ? Buffer.from(bytesFromBase64(object.agentRosterSha256))
+        : isSet(object.agent_roster_sha256)
+        ? Buffer.from(bytesFromBase64(object.agent_roster_sha256))
+        : Buffer.alloc(0),
     };
   },
 
@@ -1243,6 +1281,9 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
     if (message.summaryPosition !== 0) {
       obj.summaryPosition = Math.round(message.summaryPosition);
     }
+    if (message.agentRosterSha256.length !== 0) {
+      obj.agentRosterSha256 = base64FromBytes(message.agentRosterSha256);
+    }
     return obj;
   },
 
@@ -1263,6 +1304,7 @@ export const TurnDispatched: MessageFns<TurnDispatched> = {
     message.historyFrom = object.historyFrom ?? 0;
     message.resumed = object.resumed ?? false;
     message.summaryPosition = object.summaryPosition ?? 0;
+    message.agentRosterSha256 = object.agentRosterSha256 ?? Buffer.alloc(0);
     return message;
   },
 };
@@ -1961,6 +2003,95 @@ export const AgentConfig: MessageFns<AgentConfig> = {
     message.turnId = object.turnId ?? "";
     message.sha256 = object.sha256 ?? Buffer.alloc(0);
     message.configJson = object.configJson ?? "";
+    return message;
+  },
+};
+
+function createBaseAgentRoster(): AgentRoster {
+  return { sha256: Buffer.alloc(0), rosterJson: "" };
+}
+
+export const AgentRoster: MessageFns<AgentRoster> = {
+  encode(message: AgentRoster, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sha256.length !== 0) {
+      writer.uint32(10).bytes(message.sha256);
+    }
+    if (message.rosterJson !== "") {
+      writer.uint32(18).string(message.rosterJson);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AgentRoster {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAgentRoster();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sha256 = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.rosterJson = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AgentRoster {
+    return {
+      sha256: isSet(object.sha256) ? Buffer.from(bytesFromBase64(object.sha256)) : Buffer.alloc(0),
+      rosterJson: isSet(object.rosterJson)
+        ? globalThis.String(object.rosterJson)
+        : isSet(object.roster_json)
+        ? globalThis.String(object.roster_json)
+        : "",
+    };
+  },
+
+  toJSON(message: AgentRoster): unknown {
+    const obj: any = {};
+    if (message.sha256.length !== 0) {
+      obj.sha256 = base64FromBytes(message.sha256);
+    }
+    if (message.rosterJson !== "") {
+      obj.rosterJson = message.rosterJson;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<AgentRoster>): AgentRoster {
+    return AgentRoster.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<AgentRoster>): AgentRoster {
+    const message = createBaseAgentRoster();
+    message.sha256 = object.sha256 ?? Buffer.alloc(0);
+    message.rosterJson = object.rosterJson ?? "";
     return message;
   },
 };

@@ -192,6 +192,30 @@ export interface TurnStart {
    * The harness adds it to the system prompt (docs/turns.md, "Summaries").
    */
   summary: string;
+  /**
+   * The agents the turn may run under, for a Conversation that names an Agent (empty for
+   * an inline agent: `agent` and `tools` are the only agent, and a handoff ends the turn).
+   * `agent` and `tools` are then those of the agent that answers first, which is one of
+   * these. A `__handoff_to` moves the turn to one of them (docs/turns.md, "Handoffs").
+   */
+  agents: DispatchedAgent[];
+}
+
+/** One agent of a turn's roster (TurnStart.agents). */
+export interface DispatchedAgent {
+  name: string;
+  /** What it does, as other agents' handoff tool describes it. */
+  description: string;
+  settings?:
+    | AgentSettings
+    | undefined;
+  /** Tools offered to its model, as TurnStart.tools (reserved tools by reference). */
+  tools: ToolSpec[];
+  /**
+   * The agents it may hand the turn to. The turn's step budget is shared: the budget of
+   * the agent that answers first (TurnStart.budget) holds across handoffs.
+   */
+  handoffs: string[];
 }
 
 export interface MemoryEntry {
@@ -532,6 +556,7 @@ function createBaseTurnStart(): TurnStart {
     memory: [],
     memoryBudgetBytes: 0,
     summary: "",
+    agents: [],
   };
 }
 
@@ -584,6 +609,9 @@ export const TurnStart: MessageFns<TurnStart> = {
     }
     if (message.summary !== "") {
       writer.uint32(130).string(message.summary);
+    }
+    for (const v of message.agents) {
+      DispatchedAgent.encode(v!, writer.uint32(138).fork()).join();
     }
     return writer;
   },
@@ -729,6 +757,14 @@ export const TurnStart: MessageFns<TurnStart> = {
             message.summary = reader.string();
             continue;
           }
+          case 17: {
+            if (tag !== 138) {
+              break;
+            }
+
+            message.agents.push(DispatchedAgent.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -801,6 +837,9 @@ export const TurnStart: MessageFns<TurnStart> = {
         ? globalThis.Number(object.memory_budget_bytes)
         : 0,
       summary: isSet(object.summary) ? globalThis.String(object.summary) : "",
+      agents: globalThis.Array.isArray(object?.agents)
+        ? object.agents.map((e: any) => DispatchedAgent.fromJSON(e))
+        : [],
     };
   },
 
@@ -854,6 +893,9 @@ export const TurnStart: MessageFns<TurnStart> = {
     if (message.summary !== "") {
       obj.summary = message.summary;
     }
+    if (message.agents?.length) {
+      obj.agents = message.agents.map((e) => DispatchedAgent.toJSON(e));
+    }
     return obj;
   },
 
@@ -882,6 +924,142 @@ export const TurnStart: MessageFns<TurnStart> = {
     message.memory = object.memory?.map((e) => MemoryEntry.fromPartial(e)) || [];
     message.memoryBudgetBytes = object.memoryBudgetBytes ?? 0;
     message.summary = object.summary ?? "";
+    message.agents = object.agents?.map((e) => DispatchedAgent.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseDispatchedAgent(): DispatchedAgent {
+  return { name: "", description: "", settings: undefined, tools: [], handoffs: [] };
+}
+
+export const DispatchedAgent: MessageFns<DispatchedAgent> = {
+  encode(message: DispatchedAgent, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.description !== "") {
+      writer.uint32(18).string(message.description);
+    }
+    if (message.settings !== undefined) {
+      AgentSettings.encode(message.settings, writer.uint32(26).fork()).join();
+    }
+    for (const v of message.tools) {
+      ToolSpec.encode(v!, writer.uint32(34).fork()).join();
+    }
+    for (const v of message.handoffs) {
+      writer.uint32(42).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DispatchedAgent {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDispatchedAgent();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.description = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.settings = AgentSettings.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.tools.push(ToolSpec.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.handoffs.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DispatchedAgent {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      description: isSet(object.description) ? globalThis.String(object.description) : "",
+      settings: isSet(object.settings) ? AgentSettings.fromJSON(object.settings) : undefined,
+      tools: globalThis.Array.isArray(object?.tools) ? object.tools.map((e: any) => ToolSpec.fromJSON(e)) : [],
+      handoffs: globalThis.Array.isArray(object?.handoffs) ? object.handoffs.map((e: any) => globalThis.String(e)) : [],
+    };
+  },
+
+  toJSON(message: DispatchedAgent): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.description !== "") {
+      obj.description = message.description;
+    }
+    if (message.settings !== undefined) {
+      obj.settings = AgentSettings.toJSON(message.settings);
+    }
+    if (message.tools?.length) {
+      obj.tools = message.tools.map((e) => ToolSpec.toJSON(e));
+    }
+    if (message.handoffs?.length) {
+      obj.handoffs = message.handoffs;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<DispatchedAgent>): DispatchedAgent {
+    return DispatchedAgent.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<DispatchedAgent>): DispatchedAgent {
+    const message = createBaseDispatchedAgent();
+    message.name = object.name ?? "";
+    message.description = object.description ?? "";
+    message.settings = (object.settings !== undefined && object.settings !== null)
+      ? AgentSettings.fromPartial(object.settings)
+      : undefined;
+    message.tools = object.tools?.map((e) => ToolSpec.fromPartial(e)) || [];
+    message.handoffs = object.handoffs?.map((e) => e) || [];
     return message;
   },
 };

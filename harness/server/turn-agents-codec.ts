@@ -1,0 +1,152 @@
+import { MEMORY_TOOL } from '../../common/memory';
+import type {
+  AgentSettings,
+  DispatchedAgent,
+  TurnStart,
+} from '../../proto/gen/polychrome/harness/v1/harness';
+import { invalidField } from '../turn/proto-fields';
+import { handoffToolFor, ReservedTool, type HandoffTarget } from '../turn/reserved-tools';
+import type { TurnAgent } from '../turn/turn-agents';
+import type { TurnInput } from '../turn/turn-machine';
+import {
+  toolReferenceToProto,
+  toolsFromProto,
+  turnToolToProto,
+  type ToolCatalog,
+  type ToolReference,
+} from './tool-spec-codec';
+import type { TurnRequest } from './turn-start-codec';
+
+/**
+ * `TurnStart.agents` (a Conversation that names an Agent) to the turn machine's roster
+ * (docs/turns.md, "Handoffs"): each agent's prompt, tools and handoffs, with
+ * `__handoff_to` described for exactly the agents it may reach. The start is checked as
+ * any input from another process: names unique and set, the answering agent among them,
+ * every handoff naming one of them.
+ */
+
+/** What `TurnStart.agents` adds to a turn request. */
+export interface AgentsOfStart {
+  /** Whom `agent` may hand off to, described; undefined when the start has no agents. */
+  targetsOf(agent: string): readonly HandoffTarget[] | undefined;
+  /** The machine's input: the answering agent's handoffs, and every other agent. */
+  input(agent: string): Pick<TurnInput, 'handoffs' | 'agents'>;
+  /** Per agent: tools of the harness's MCP servers named by reference, and its settings. */
+  request(): Pick<TurnRequest, 'agentToolReferences' | 'agentSettings'>;
+}
+
+/**
+ * Reads `start.agents`.
+ *
+ * @throws AppError `invalid_argument` naming the field: an empty or repeated name, a
+ *   handoff to an agent not listed, an answering agent (`start.agent.name`) not listed, or
+ *   a malformed tool spec.
+ */
+export function agentsFromProto(
+  start: TurnStart,
+  catalog: ToolCatalog,
+  deferred: (name: string) => boolean,
+): AgentsOfStart {
+  if (start.agents.length === 0) return NO_AGENTS;
+  const described = new Map<string, string>();
+  start.agents.forEach(({ name, description }, i) => {
+    if (name === '') throw invalidField(`start.agents[${i}].name`, 'is empty');
+    if (described.has(name)) throw invalidField(`start.agents[${i}].name`, `repeats ${name}`);
+    described.set(name, description);
+  });
+  const answering = start.agent?.name ?? '';
+  if (!described.has(answering)) {
+    throw invalidField('start.agent.name', `names ${answering || '(none)'}, which is not in start.agents`);
+  }
+  const targetsOf = (agent: string): readonly HandoffTarget[] | undefined => {
+    const dispatched = start.agents.find(({ name }) => name === agent);
+    return dispatched?.handoffs.map((name) => ({ name, description: described.get(name) ?? '' }));
+  };
+  const agents: TurnAgent[] = [];
+  const references = new Map<string, readonly ToolReference[]>();
+  const settings = new Map<string, AgentSettings>();
+  start.agents.forEach((agent, i) => {
+    const field = `start.agents[${i}]`;
+    agent.handoffs.forEach((target, j) => {
+      if (!described.has(target)) {
+        throw invalidField(`${field}.handoffs[${j}]`, `names ${target}, which is not in start.agents`);
+      }
+    });
+    const { tools, toolReferences } = toolsFromProto(
+      agent.tools,
+      `${field}.tools`,
+      handoffCatalog(catalog, targetsOf(agent.name)),
+      deferred,
+    );
+    const system = agent.settings?.systemPrompt ?? '';
+    const memory = tools.some(({ name }) => name === MEMORY_TOOL) ? start.memoryBudgetBytes : 0;
+    agents.push({
+      name: agent.name,
+      ...(system === '' ? {} : { system }),
+      tools,
+      handoffs: agent.handoffs,
+      ...(memory === 0 ? {} : { memoryBudgetBytes: memory }),
+    });
+    references.set(agent.name, toolReferences);
+    if (agent.settings !== undefined) settings.set(agent.name, agent.settings);
+  });
+  return {
+    targetsOf,
+    // The machine takes the answering agent from the start's own fields, the rest here.
+    input: (agent) => ({
+      handoffs: targetsOf(agent)?.map(({ name }) => name) ?? [],
+      agents: agents.filter(({ name }) => name !== agent),
+    }),
+    request: () => ({ agentToolReferences: references, agentSettings: settings }),
+  };
+}
+
+/**
+ * A request's agents to `TurnStart.agents` (tools as full specs; by-reference MCP tools
+ * after them). Descriptions travel inside each agent's `__handoff_to`, so they are empty.
+ *
+ * @throws AppError `invalid_argument` when a tool schema cannot be written as JSON.
+ */
+export function agentsToProto(request: TurnRequest): DispatchedAgent[] {
+  const { input } = request;
+  if (input.agents === undefined) return [];
+  const answering: TurnAgent = {
+    name: input.agentName ?? '',
+    ...(input.system === undefined ? {} : { system: input.system }),
+    tools: input.tools,
+    handoffs: input.handoffs ?? [],
+  };
+  return [answering, ...input.agents].map((agent) => ({
+    name: agent.name,
+    description: '',
+    settings: request.agentSettings?.get(agent.name) ?? {
+      model: '',
+      systemPrompt: agent.system ?? '',
+      name: agent.name,
+    },
+    tools: [
+      ...agent.tools.map(turnToolToProto),
+      ...(request.agentToolReferences?.get(agent.name) ?? []).map(toolReferenceToProto),
+    ],
+    handoffs: [...(agent.handoffs ?? [])],
+  }));
+}
+
+const NO_AGENTS: AgentsOfStart = {
+  targetsOf: () => undefined,
+  input: () => ({}),
+  request: () => ({}),
+};
+
+/**
+ * `catalog` with `__handoff_to` described for `targets` (reserved-tools.ts
+ * `handoffToolFor`); `catalog` itself when there are none to describe.
+ */
+export function handoffCatalog(
+  catalog: ToolCatalog,
+  targets: readonly HandoffTarget[] | undefined,
+): ToolCatalog {
+  if (targets === undefined || targets.length === 0) return catalog;
+  const tool = handoffToolFor(targets);
+  return (name) => (name === ReservedTool.HandoffTo ? tool : catalog(name));
+}

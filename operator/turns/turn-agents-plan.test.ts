@@ -1,0 +1,380 @@
+import { describe, expect, it } from '@jest/globals';
+import type { AppError } from '../../common/errors';
+import { payloadCodecs, type EventKind, type EventPayloads } from '../../common/event-kinds';
+import type { JournalEntry } from '../../common/state-journal';
+import type { Step } from '../../proto/gen/polychrome/harness/v1/harness';
+import type { Agent } from '../api/v1alpha1/agent-resource';
+import type { ModelConfig } from '../api/v1alpha1/model-config-resource';
+import { DEFAULT_HISTORY_TOKENS } from '../api/v1alpha1/conversation-values';
+import { conversation, UID } from '../controller/snapshot-fixtures';
+import {
+  recorded,
+  resolveRoster,
+  rosterFromJson,
+  type AgentDirectory,
+  type RecordedRoster,
+} from './agent-roster';
+import { foldJournal } from './journal-view';
+import type { JournalView } from './journal-view-types';
+import { settledWithAgent, startingAgent, turnRoster } from './plan-agents';
+import type { PlannedEvent } from './plan-common';
+import { dispatchEvent } from './plan-common';
+import { checkStep, turnStartOf } from './plan-harness-checks';
+import { planMessage, type MessageInput } from './plan-message';
+import type { Caller } from './turn-service';
+
+// ---- fixtures: Agents and ModelConfigs as the watches hold them; journals folded for real ----
+
+const NS = 'team';
+const OWNER = 'web:owner';
+const LEASE = { holder: 'replica-a', fencingToken: 3 };
+
+function agent(name: string, spec: Partial<Agent['spec']> = {}): Agent {
+  return {
+    apiVersion: 'polychrome.dev/v1alpha1',
+    kind: 'Agent',
+    metadata: { name, namespace: NS },
+    spec: { modelRef: { name: 'claude' }, systemPrompt: `You are ${name}.`, ...spec },
+  };
+}
+
+const claude: ModelConfig = {
+  apiVersion: 'polychrome.dev/v1alpha1',
+  kind: 'ModelConfig',
+  metadata: { name: 'claude', namespace: NS },
+  spec: {
+    provider: 'anthropic',
+    model: 'claude-sonnet-5-5',
+    baseUrl: 'http://gateway.models:8080',
+    secretKeyRef: { name: 'anthropic', key: 'api-key' },
+  },
+};
+
+function directory(agents: Agent[], configs: ModelConfig[] = [claude]): AgentDirectory {
+  return {
+    agent: (name) => agents.find((a) => a.metadata.name === name),
+    modelConfig: (name) => configs.find((c) => c.metadata.name === name),
+  };
+}
+
+const triage = agent('triage', {
+  description: 'Sorts out what the user needs.',
+  handoffs: ['billing'],
+  tools: { builtin: ['lookup'] },
+});
+const billing = agent('billing', {
+  description: 'Refunds and invoices.',
+  handoffs: ['triage'],
+  tools: { builtin: ['refund'], requireApproval: ['refund'] },
+  maxSteps: 5,
+});
+const crew = directory([triage, billing]);
+const convo = conversation({ owner: OWNER, agentRef: { name: 'triage' } });
+
+const owner: Caller = {
+  identity: OWNER,
+  identities: [OWNER],
+  personaId: 'p-owner',
+  roles: ['member'],
+  sessionId: 's',
+};
+
+function encoded(events: readonly PlannedEvent[]): { kind: string; payload: Uint8Array }[] {
+  return events.map(({ kind, payload }) => {
+    const codec = payloadCodecs[kind];
+    const message = codec.fromPartial(payload as never);
+    return { kind, payload: codec.encode(message as never).finish() };
+  });
+}
+
+function fold(events: readonly { kind: string; payload: Uint8Array }[]): JournalView {
+  return foldJournal(events.map((e, position): JournalEntry => ({ position, ...e })));
+}
+
+function ev<K extends EventKind>(kind: K, payload: Partial<EventPayloads[K]>) {
+  const codec = payloadCodecs[kind];
+  return { kind, payload: codec.encode(codec.fromPartial(payload)).finish() };
+}
+
+function message(
+  journal: { kind: string; payload: Uint8Array }[],
+  turnId: string,
+  roster: MessageInput['roster'],
+) {
+  return planMessage({
+    view: fold(journal),
+    conversation: convo,
+    caller: owner,
+    request: { conversationId: UID, text: 'hello', idempotencyKey: `k-${turnId}` },
+    turnId,
+    lease: LEASE,
+    nowMs: 1_000,
+    approvalTtlMs: 60_000,
+    deploymentHistoryTokens: DEFAULT_HISTORY_TOKENS,
+    ...(roster === undefined ? {} : { roster }),
+  });
+}
+
+/** Batch one of `turnId` appended to `journal`, under `roster`. */
+function dispatch(
+  journal: { kind: string; payload: Uint8Array }[],
+  turnId: string,
+  roster: RecordedRoster,
+): { kind: string; payload: Uint8Array }[] {
+  const step = message(journal, turnId, roster);
+  if (step.kind !== 'dispatch') throw new Error(`expected a dispatch, got ${step.kind}`);
+  return [...journal, ...encoded(step.events)];
+}
+
+const modelCall = (turnId: string, agentName: string) =>
+  ev('model_call', { turnId, step: 1, agent: agentName, model: 'claude-sonnet-5-5' });
+const handoff = (turnId: string, from: string, to: string) =>
+  ev('agent_handoff', { turnId, step: 1, toolCallId: 'h1', fromAgent: from, toAgent: to });
+const complete = (turnId: string) => ev('turn_complete', { turnId, text: 'done' });
+
+// ---- the roster ----
+
+describe('resolveRoster: the entry Agent and every Agent it can hand off to', () => {
+  it('takes the closure through handoffs, a cycle once, each agent with its ModelConfig', () => {
+    const { roster } = resolveRoster('triage', crew, NS, ['lookup']);
+    expect(roster.entry).toBe('triage');
+    expect(roster.agents.map((a) => a.name)).toEqual(['billing', 'triage']);
+    const billingAgent = roster.agents[0];
+    expect(billingAgent?.model).toEqual({
+      modelConfig: 'claude',
+      provider: 'anthropic',
+      model: 'claude-sonnet-5-5',
+      baseUrl: 'http://gateway.models:8080',
+      secretKeyRef: { name: 'anthropic', key: 'api-key' },
+    });
+    // The Conversation's rules gate every agent, beside the agent's own.
+    expect(billingAgent?.requireApproval).toEqual(['lookup', 'refund']);
+    expect(billingAgent?.maxSteps).toBe(5);
+    expect(roster.agents[1]?.maxSteps).toBe(8);
+  });
+
+  it('is content-addressed: the same Agents give the same bytes, any change new ones', () => {
+    const a = resolveRoster('triage', crew, NS);
+    const b = resolveRoster('triage', directory([billing, triage]), NS);
+    expect(b.sha256).toBe(a.sha256);
+    const changed = agent('billing', { ...billing.spec, systemPrompt: 'Be terse.' });
+    const c = resolveRoster('triage', directory([triage, changed]), NS);
+    expect(c.sha256).not.toBe(a.sha256);
+    expect(rosterFromJson(a.json, a.sha256).roster).toEqual(a.roster);
+  });
+
+  it.each([
+    [
+      'the entry Agent is missing',
+      directory([billing]),
+      'spec.agentRef names Agent triage, which does not exist in namespace team',
+    ],
+    [
+      'a handoff target is missing',
+      directory([triage]),
+      "Agent triage hands off to Agent billing, which does not exist in namespace team; create it or remove it from triage's spec.handoffs",
+    ],
+    [
+      'a ModelConfig is missing',
+      directory([triage, billing], []),
+      'names ModelConfig claude in spec.modelRef, which does not exist in namespace team',
+    ],
+  ])('refuses when %s, naming what to do', (_what, dir, text) => {
+    expect(() => resolveRoster('triage', dir, NS)).toThrow(text);
+  });
+
+  it('refuses a roster whose bytes do not match its digest, or are not a roster', () => {
+    const { json, sha256 } = resolveRoster('triage', crew, NS);
+    expect(() => rosterFromJson(json.replace('Refunds', 'Refund'), sha256)).toThrow(
+      /whose SHA-256 is/,
+    );
+    const forged = recorded({ entry: 'nobody', agents: [] });
+    expect(() => rosterFromJson(forged.json, forged.sha256)).toThrow(/not a roster/);
+  });
+});
+
+// ---- dispatch ----
+
+describe('a turn of a Conversation that names an Agent', () => {
+  const roster = resolveRoster('triage', crew, NS);
+
+  it('records its roster once, before the dispatch that names it', () => {
+    const first = message([], 't1', roster);
+    expect(first.kind).toBe('dispatch');
+    if (first.kind !== 'dispatch') return;
+    expect(first.events.map((e) => e.kind)).toEqual([
+      'message_received',
+      'agent_roster',
+      'turn_dispatched',
+    ]);
+    let journal = [...encoded(first.events), modelCall('t1', 'triage'), complete('t1')];
+    const second = message(journal, 't2', roster);
+    if (second.kind !== 'dispatch') throw new Error('no dispatch');
+    expect(second.events.map((e) => e.kind)).toEqual(['message_received', 'turn_dispatched']);
+    journal = [...journal, ...encoded(second.events)];
+    const view = fold(journal);
+    const t2 = view.turnsById.get('t2');
+    if (t2 === undefined) throw new Error('no t2');
+    expect(t2.dispatches[0]?.agentRosterSha256).toBe(roster.sha256);
+    expect(turnRoster(view, t2)).toEqual(roster.roster);
+  });
+
+  it('keeps its first roster on every attempt, so a changed Agent affects later turns only', () => {
+    const journal = dispatch([], 't1', roster);
+    const view = fold(journal);
+    const t1 = view.turnsById.get('t1');
+    if (t1 === undefined) throw new Error('no t1');
+    const again = dispatchEvent(t1, LEASE, undefined, 2_000, {
+      historyFrom: 0,
+      summaryPosition: 0,
+    });
+    expect(again.kind).toBe('turn_dispatched');
+    const retried = fold([...journal, ...encoded([again])]).turnsById.get('t1');
+    expect(retried?.dispatches.map((d) => d.agentRosterSha256)).toEqual([
+      roster.sha256,
+      roster.sha256,
+    ]);
+    // An Agent changed meanwhile: the next turn records the new roster.
+    const changed = resolveRoster(
+      'triage',
+      directory([triage, agent('billing', { ...billing.spec, maxSteps: 2 })]),
+      NS,
+    );
+    const next = message([...journal, complete('t1')], 't2', changed);
+    if (next.kind !== 'dispatch') throw new Error('no dispatch');
+    expect(next.events.map((e) => e.kind)).toContain('agent_roster');
+  });
+
+  it('is refused with the resolution error when the Agents cannot be resolved', () => {
+    const refused = { refused: resolutionError() };
+    const step = message([], 't1', refused);
+    expect(step.kind).toBe('refuse');
+    expect((step as { error: AppError }).error.message).toMatch(/does not exist in namespace team/);
+  });
+
+  it('starts with the entry, then with whom the last completed turn handed to', () => {
+    let journal = dispatch([], 't1', roster);
+    const firstView = fold(journal);
+    const t1 = firstView.turnsById.get('t1');
+    if (t1 === undefined) throw new Error('no t1');
+    expect(startingAgent(firstView, t1, roster.roster).name).toBe('triage');
+    journal = [
+      ...journal,
+      modelCall('t1', 'triage'),
+      handoff('t1', 'triage', 'billing'),
+      modelCall('t1', 'billing'),
+      complete('t1'),
+    ];
+    const settled = fold(journal);
+    expect(settledWithAgent({ kind: 'settled', turnId: 't1' }, settled, 't1')).toEqual({
+      kind: 'settled',
+      turnId: 't1',
+      agent: 'billing',
+    });
+    journal = dispatch(journal, 't2', roster);
+    const view = fold(journal);
+    const t2 = view.turnsById.get('t2');
+    if (t2 === undefined) throw new Error('no t2');
+    const start = turnStartOf(convo, view, t2, 1, {});
+    expect(start.agent).toEqual({
+      model: 'claude-sonnet-5-5',
+      systemPrompt: 'You are billing.',
+      name: 'billing',
+    });
+    expect(start.budget?.conversationMaxSteps).toBe(5);
+    expect(start.tools.map((t) => [t.name, t.needsApproval])).toEqual([
+      ['refund', true],
+      ['__ask_user', false],
+      ['__handoff_to', false],
+    ]);
+    expect(start.agents.map((a) => [a.name, a.description, a.handoffs])).toEqual([
+      ['billing', 'Refunds and invoices.', ['triage']],
+      ['triage', 'Sorts out what the user needs.', ['billing']],
+    ]);
+  });
+});
+
+// ---- what the harness sends ----
+
+describe('the harness cannot make up agents', () => {
+  const roster = resolveRoster('triage', crew, NS);
+  const journal = dispatch([], 't1', roster);
+  const view = fold(journal);
+  const turn = view.turnsById.get('t1');
+  if (turn === undefined) throw new Error('no t1');
+  const facts = { turn, conversation: convo, roster: roster.roster };
+  const step = (content: Step['step']): Step => ({
+    sequence: 1,
+    step: content,
+    commitWithResult: false,
+  });
+  const handoffStep = (from: string, to: string): Step =>
+    step({
+      $case: 'agentHandoff',
+      value: { turnId: 't1', step: 1, toolCallId: 'h1', fromAgent: from, toAgent: to, reason: '' },
+    });
+
+  it('accepts a handoff its Agent allows', () => {
+    expect(checkStep(facts, handoffStep('triage', 'billing'))).toBeUndefined();
+  });
+
+  it.each([
+    ['to an agent not in the roster', 'triage', 'sales', /the turn's agents are billing, triage/],
+    ['from an agent not in the roster', 'sales', 'billing', /the turn's agents are/],
+  ])('refuses a handoff %s', (_what, from, to, reason) => {
+    expect(checkStep(facts, handoffStep(from, to))).toMatch(reason);
+  });
+
+  it('refuses a handoff the Agent does not list, and any handoff of an inline agent', () => {
+    const narrow = resolveRoster(
+      'triage',
+      directory([triage, agent('billing', { ...billing.spec, handoffs: [] })]),
+      NS,
+    );
+    expect(checkStep({ ...facts, roster: narrow.roster }, handoffStep('billing', 'triage'))).toBe(
+      'agent_handoff h1 moves turn t1 from billing to triage, but billing may hand off only to nobody',
+    );
+    const { roster: _dropped, ...inline } = facts;
+    expect(checkStep(inline, handoffStep('triage', 'billing'))).toMatch(
+      /dispatched with no agent to hand off to/,
+    );
+  });
+
+  it('refuses a model call under an agent the turn was not given', () => {
+    const call = step({
+      $case: 'modelCall',
+      value: { ...payloadCodecs.model_call.fromPartial({ turnId: 't1', step: 1, agent: 'root' }) },
+    });
+    expect(checkStep(facts, call)).toMatch(
+      /names agent root, which is not among the turn's agents/,
+    );
+  });
+
+  it("holds each agent's approval rules: billing's refund needs an approval", () => {
+    const refund = (agentName: string): Step =>
+      step({
+        $case: 'toolCall',
+        value: payloadCodecs.tool_call.fromPartial({
+          turnId: 't1',
+          step: 1,
+          toolCallId: 'c1',
+          toolName: 'refund',
+          argsJson: '{}',
+          agent: agentName,
+        }),
+      });
+    expect(checkStep(facts, refund('billing'))).toMatch(
+      /runs refund, which needs approval under agent billing's rules, without one/,
+    );
+    expect(checkStep(facts, refund('triage'))).toBeUndefined();
+  });
+});
+
+function resolutionError(): AppError {
+  try {
+    resolveRoster('triage', directory([]), NS);
+  } catch (error) {
+    return error as AppError;
+  }
+  throw new Error('resolved');
+}
