@@ -1,6 +1,9 @@
 import { canonicalJson } from '../../common/canonical-json';
 import { ToolEffect as ProtoToolEffect } from '../../proto/gen/polychrome/events/v1/events';
-import { ToolHost as ProtoToolHost, type ToolSpec } from '../../proto/gen/polychrome/harness/v1/harness';
+import {
+  ToolHost as ProtoToolHost,
+  type ToolSpec,
+} from '../../proto/gen/polychrome/harness/v1/harness';
 import { invalidField, jsonObjectField } from '../turn/proto-fields';
 import { toolEffectFromProto, toolEffectToProto } from '../turn/step-codec';
 import type { TurnTool } from '../turn/turn-records';

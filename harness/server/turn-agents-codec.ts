@@ -56,7 +56,10 @@ export function agentsFromProto(
   });
   const answering = start.agent?.name ?? '';
   if (!described.has(answering)) {
-    throw invalidField('start.agent.name', `names ${answering || '(none)'}, which is not in start.agents`);
+    throw invalidField(
+      'start.agent.name',
+      `names ${answering || '(none)'}, which is not in start.agents`,
+    );
   }
   const targetsOf = (agent: string): readonly HandoffTarget[] | undefined => {
     const dispatched = start.agents.find(({ name }) => name === agent);
@@ -69,7 +72,10 @@ export function agentsFromProto(
     const field = `start.agents[${i}]`;
     agent.handoffs.forEach((target, j) => {
       if (!described.has(target)) {
-        throw invalidField(`${field}.handoffs[${j}]`, `names ${target}, which is not in start.agents`);
+        throw invalidField(
+          `${field}.handoffs[${j}]`,
+          `names ${target}, which is not in start.agents`,
+        );
       }
     });
     const { tools, toolReferences } = toolsFromProto(

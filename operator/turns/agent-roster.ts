@@ -97,9 +97,12 @@ export function resolveRoster(
       );
     }
     found.set(next.name, rosterAgentOf(agent, directory, namespace, conversationRules));
-    for (const target of agent.spec.handoffs ?? []) queue.push({ name: target, namedBy: next.name });
+    for (const target of agent.spec.handoffs ?? [])
+      queue.push({ name: target, namedBy: next.name });
   }
-  const agents = [...found.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const agents = [...found.values()].sort((a, b) =>
+    a.name < b.name ? -1 : a.name > b.name ? 1 : 0,
+  );
   return recorded({ entry, agents });
 }
 

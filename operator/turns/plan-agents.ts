@@ -45,7 +45,10 @@ export function turnRoster(view: JournalView, turn: TurnView): AgentRoster | und
 export function startingAgent(view: JournalView, turn: TurnView, roster: AgentRoster): RosterAgent {
   const entry = rosterAgent(roster, roster.entry);
   if (entry === undefined) {
-    throw new AppError('data_loss', `agent_roster names entry ${roster.entry} but lists no such agent`);
+    throw new AppError(
+      'data_loss',
+      `agent_roster names entry ${roster.entry} but lists no such agent`,
+    );
   }
   for (const earlier of view.newestTurns()) {
     if (earlier.messagePosition >= turn.messagePosition) continue;
@@ -120,7 +123,8 @@ export function checkStepAgent(
     case 'agentHandoff': {
       const { toolCallId, fromAgent, toAgent } = step.value;
       const moves = `agent_handoff ${toolCallId} moves turn ${turnId} from ${fromAgent || '(unnamed)'} to ${toAgent || '(unnamed)'}`;
-      if (roster === undefined) return `${moves}, but this turn was dispatched with no agent to hand off to`;
+      if (roster === undefined)
+        return `${moves}, but this turn was dispatched with no agent to hand off to`;
       const from = rosterAgent(roster, fromAgent);
       if (from === undefined || rosterAgent(roster, toAgent) === undefined) {
         return `${moves}, but the turn's agents are ${names(roster)}`;
@@ -142,7 +146,11 @@ function names(roster: AgentRoster): string {
  * A completed turn of a Conversation that names an Agent: its status change names the
  * agent it ended with, which answers the next turn (plan-agents.ts `startingAgent`).
  */
-export function settledWithAgent(change: TurnStatusChange, view: JournalView, turnId: string): TurnStatusChange {
+export function settledWithAgent(
+  change: TurnStatusChange,
+  view: JournalView,
+  turnId: string,
+): TurnStatusChange {
   const turn = view.turnsById.get(turnId);
   if (change.kind !== 'settled' || turn?.terminal?.kind !== 'turn_complete') return change;
   if (rosterOfTurn(turn) === '') return change;

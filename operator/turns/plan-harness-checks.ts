@@ -193,7 +193,8 @@ function checkToolCall(
       roster === undefined
         ? (conversation.spec.tools?.requireApproval ?? [])
         : (rosterAgent(roster, call.agent)?.requireApproval ?? []);
-    const where = roster === undefined ? 'spec.tools.requireApproval' : `agent ${call.agent}'s rules`;
+    const where =
+      roster === undefined ? 'spec.tools.requireApproval' : `agent ${call.agent}'s rules`;
     return needsApproval(call.toolName, gated)
       ? `tool_call ${call.toolCallId} runs ${call.toolName}, which needs approval under ${where}, without one`
       : undefined;
