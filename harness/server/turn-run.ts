@@ -7,6 +7,7 @@ import { requestedModel, tracedModel } from '../model/traced-model';
 import type { McpServerListing } from '../tools/mcp-tools';
 import { tracedTools } from '../tools/traced-tools';
 import type { RequestHasher } from '../turn/agent-config';
+import type { ModelProvider } from '../../common/model/model-port';
 import { runTurn } from '../turn/run-turn';
 import { type TurnOutcome } from '../turn/turn-outcome';
 import type { TurnInput } from '../turn/turn-machine';
@@ -17,6 +18,7 @@ import { endWithError, type RunTurnCall, type TurnCall } from './turn-call';
 import { turnOutcomeToProto } from './turn-output-codec';
 import type { ToolReference, TurnRequest } from './turn-start-codec';
 import { offeredTools } from './turn-tools';
+import { agentModelSettings, turnModels } from './turn-models';
 import type { UsedApprovals } from './used-approvals';
 
 /**
@@ -66,7 +68,15 @@ export async function runTurnCall(
     },
     'turn started',
   );
-  const model = deps.modelFor(request.model);
+  // Each agent's model: the harness's own provider, or relayed through the control plane.
+  const ownAgent = request.input.agentName ?? '';
+  const modelOf = turnModels(
+    agentModelSettings(request),
+    (name) => deps.modelFor(name),
+    turn.modelChannel,
+    ownAgent,
+  );
+  const model = modelOf(ownAgent);
   const clock = deps.clock ?? { nowMs: () => Date.now() };
   used.noteHistory(input.recordedSteps, input.approvalAnswers);
   // The turn starts with its agent; a handoff enters the next (AgentSpans.enter).
@@ -84,7 +94,7 @@ export async function runTurnCall(
         ? input
         : { ...input, model: model.parameters },
       {
-        model: tracedModel(model, request.model, agents),
+        modelFor: tracedModels(modelOf, ownAgent, request.model, agents),
         tools: tracedTools(deps.tools, agents),
         trustedTools: tracedTools(turn.trustedTools, agents),
         steps: {
@@ -130,6 +140,27 @@ export async function runTurnCall(
     observeTurn(options.metrics, outcome.kind, seconds());
   }
   log.info({ outcome: outcome.kind, seconds: seconds() }, 'turn ended');
+}
+
+/**
+ * Each agent's model with a span around every call (traced-model.ts), built once per
+ * agent. The turn's own agent requests `requested`; another its provider's model.
+ */
+function tracedModels(
+  modelOf: (agent: string) => ModelProvider,
+  ownAgent: string,
+  requested: string,
+  agents: AgentSpans,
+): (agent: string) => ModelProvider {
+  const traced = new Map<string, ModelProvider>();
+  return (agent) => {
+    let model = traced.get(agent);
+    if (model === undefined) {
+      model = tracedModel(modelOf(agent), agent === ownAgent ? requested : '', agents);
+      traced.set(agent, model);
+    }
+    return model;
+  };
 }
 
 /**

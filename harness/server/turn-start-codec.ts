@@ -24,6 +24,8 @@ import {
 } from '../turn/step-codec';
 import type { TurnInput } from '../turn/turn-machine';
 import type { TurnTool } from '../turn/turn-records';
+import type { RelaySettings } from '../model/relayed-model';
+import { relaySettingsFromProto, relaySettingsToProto } from './relay-codec';
 
 /**
  * The `start` of a `Harness.RunTurn` call (harness.v1 `TurnStart`: the turn's input, its
@@ -39,6 +41,8 @@ export interface TurnRequest {
   readonly attempt: number;
   /** The model the agent uses; empty lets the harness pick its configured default. */
   readonly model: string;
+  /** Present: the control plane makes the agent's model calls (AgentSettings fields 4 to 6). */
+  readonly relay?: RelaySettings;
   readonly input: TurnInput;
   /**
    * By-reference specs `turnRequestFromProto` left for the harness to resolve when the turn
@@ -256,6 +260,7 @@ export function turnRequestToProto(request: TurnRequest): TurnStart {
       model: request.model,
       systemPrompt: input.system ?? '',
       name: request.input.agentName ?? '',
+      ...relaySettingsToProto(request.relay),
     },
     history: input.history.map(messageToProto),
     userMessage: input.userMessage,
@@ -299,6 +304,7 @@ export function turnRequestFromProto(
   const budget = start.budget;
   const system = start.agent?.systemPrompt ?? '';
   const agentName = start.agent?.name ?? '';
+  const relay = relaySettingsFromProto(start.agent, 'start.agent');
   const tools: TurnTool[] = [];
   const toolReferences: ToolReference[] = [];
   start.tools.forEach((spec, i) => {
@@ -322,6 +328,7 @@ export function turnRequestFromProto(
     turnId: start.turnId,
     attempt: start.attempt,
     model: start.agent?.model ?? '',
+    ...(relay === undefined ? {} : { relay }),
     input: {
       turnId: start.turnId,
       ...(system === '' ? {} : { system }),

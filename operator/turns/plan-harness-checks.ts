@@ -64,6 +64,10 @@ export function turnStartOf(
       model: spec.agent?.model ?? '',
       systemPrompt: spec.agent?.systemPrompt ?? '',
       name: spec.agent?.name ?? '',
+      // The runner marks a relayed agent (model-routes.ts relayedStart).
+      relayModelCalls: false,
+      provider: '',
+      maxTokens: 0,
     },
     history: committedHistory(view, turn),
     userMessage: turn.text,
