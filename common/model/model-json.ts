@@ -1,13 +1,7 @@
 import { z } from 'zod';
 import { canonicalJson, isJsonObject, type JsonObject } from '../canonical-json';
 import { AppError } from '../errors';
-import {
-  Role,
-  StopReason,
-  ToolChoice,
-  type ModelRequest,
-  type ModelResponse,
-} from './model-port';
+import { Role, StopReason, ToolChoice, type ModelRequest, type ModelResponse } from './model-port';
 
 /**
  * The model port's request and response as JSON text, for a model call relayed between

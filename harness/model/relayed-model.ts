@@ -78,7 +78,10 @@ export class RelayedModelProvider implements ModelProvider {
 
   /** For traces: the protocol spoken for this agent and its model. */
   get genAi(): { readonly provider: string; readonly model: string } {
-    return { provider: this.parameters.provider ?? ModelApi.Anthropic, model: this.parameters.model };
+    return {
+      provider: this.parameters.provider ?? ModelApi.Anthropic,
+      model: this.parameters.model,
+    };
   }
 
   /**

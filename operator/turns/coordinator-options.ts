@@ -9,6 +9,7 @@ import type { LeaseSource } from '../lease/lease-source';
 import type { ApprovalSigner } from './approval-signer';
 import type { ConversationStore } from './conversation-access';
 import type { HarnessConnector } from './harness-client';
+import type { ModelRelay, ModelRouteSource } from './model-relay-port';
 
 /** Who holds which roles, for rules that name an identity other than the caller's. */
 export interface IdentityDirectory {
@@ -69,6 +70,13 @@ export interface TurnCoordinatorOptions {
   readonly observer?: TurnObserver;
   /** The model that writes summaries (summarizer.ts); absent: no summaries. */
   readonly summaryModel?: SummaryModelClient;
+  /**
+   * Makes the model calls of agents with a route (model-relay-port.ts); absent: a relayed
+   * request is answered `failed_precondition`.
+   */
+  readonly modelRelay?: ModelRelay;
+  /** Each dispatched turn's model routes; absent: no agent's calls are relayed. */
+  readonly modelRoutes?: ModelRouteSource;
 }
 
 /** What the metrics see of each turn. */

@@ -24,6 +24,7 @@ import { committedHistory, committedSummary, recordedSteps } from './turn-projec
 import { type JournalView, type TurnView } from './journal-view-types';
 import { ASK_USER_TOOL, HANDOFF_TOOL, hex } from './plan-common';
 import { checkRecording, type RecordingFacts } from './recording-check';
+import type { ModelRoute } from './model-relay-port';
 
 /**
  * What the harness is given for a dispatched turn: the committed history (complete turns
@@ -99,6 +100,8 @@ export function turnStartOf(
 export interface DispatchedTurn extends RecordingFacts {
   readonly turn: TurnView;
   readonly conversation: Conversation;
+  /** The agents whose model calls the control plane makes (plan-model-request.ts); absent: none. */
+  readonly modelRoutes?: ReadonlyMap<string, ModelRoute>;
 }
 
 /**

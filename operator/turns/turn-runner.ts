@@ -28,6 +28,9 @@ import type { TurnStatusChange } from './turn-status';
 import type { TurnStatusWriter } from './turn-status-writer';
 import type { TextDeltaEvent, TurnReply } from './turn-service';
 import { TextDeltas } from './text-deltas';
+import { NO_MODEL_ROUTES, type ModelRoute } from './model-relay-port';
+import { relayedStart } from './plan-model-request';
+import { relayModelCall } from './relay-model-call';
 
 /** What the runner shares with the coordinator that made it. */
 export interface TurnRunnerParts {
@@ -260,10 +263,14 @@ export class TurnRunner {
       const endpoint = await conversations.waitForSandbox(uid, sandboxWaitMs ?? 120_000, signal);
       const view = this.views.cached(uid) ?? (await this.views.refresh(uid, signal));
       const turn = this.turnAt(uid, turnId);
-      const start = turnStartOf(conversation, view, turn, attempt, this.options);
+      const routes = this.options.modelRoutes?.routesFor(conversation, turn) ?? NO_MODEL_ROUTES;
+      const start = relayedStart(
+        turnStartOf(conversation, view, turn, attempt, this.options),
+        routes,
+      );
       for (let busy = 0; ; busy += 1) {
         try {
-          return await this.readHarness(conversation, lease, endpoint, start, signal);
+          return await this.readHarness(conversation, lease, endpoint, { start, routes }, signal);
         } catch (error) {
           if (!retryWhileBusy(error, busy)) throw error;
           await new Promise((resolve) => setTimeout(resolve, HARNESS_BUSY.waitMs));
@@ -278,16 +285,19 @@ export class TurnRunner {
    * Reads the call to its end, in the harness's order: a text delta goes to this replica's
    * listeners; a step is checked with the plan against the dispatched turn, committed under
    * `lease`, and only then acknowledged with its position (a refused step is the `forged`
-   * end, and the call is cancelled); a trusted tool call is answered; then the end.
+   * end, and the call is cancelled); a trusted tool call is answered; a relayed model request
+   * is made along the route dispatched for its agent (relay-model-call.ts; an agent without
+   * one is the `forged` end); then the end.
    */
   private async readHarness(
     conversation: Conversation,
     lease: LeaseHandle,
     endpoint: string,
-    start: TurnStart,
+    dispatched: { readonly start: TurnStart; readonly routes: ReadonlyMap<string, ModelRoute> },
     signal: AbortSignal,
   ): Promise<HarnessEnd> {
     const uid = conversation.metadata.uid ?? '';
+    const { start, routes } = dispatched;
     const { turnId } = start;
     const namespace = conversation.metadata.namespace ?? '';
     const options = { signal, traceparent: traceparent(), namespace };
@@ -311,6 +321,16 @@ export class TurnRunner {
           if (plan.kind === 'forged') return forgedEnd(plan.reason, message.call.toolCallId, call);
           if (plan.events.length > 0) await this.commit(uid, lease, plan.events);
           call.toolResult(plan.result);
+          break;
+        }
+        case 'model_request': {
+          const forged = await relayModelCall(call, message.request, {
+            relay: this.options.modelRelay,
+            routes,
+            signal,
+            onTextDelta: (step, text) => this.deltas.emit(uid, { turnId, step, text }),
+          });
+          if (forged !== undefined) return forgedEnd(forged, '', call);
           break;
         }
         case 'paused':
