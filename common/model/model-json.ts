@@ -13,14 +13,17 @@ import { Role, StopReason, ToolChoice, type ModelRequest, type ModelResponse } f
 
 const jsonObject = z.custom<JsonObject>(isJsonObject, { error: 'must be a JSON object' });
 
+const textBlock = z.strictObject({ type: z.literal('text'), text: z.string() });
+const toolUseBlock = z.strictObject({
+  type: z.literal('tool_use'),
+  id: z.string().min(1),
+  name: z.string().min(1),
+  input: jsonObject,
+});
+
 const contentBlock = z.discriminatedUnion('type', [
-  z.strictObject({ type: z.literal('text'), text: z.string() }),
-  z.strictObject({
-    type: z.literal('tool_use'),
-    id: z.string().min(1),
-    name: z.string().min(1),
-    input: jsonObject,
-  }),
+  textBlock,
+  toolUseBlock,
   z.strictObject({
     type: z.literal('tool_result'),
     toolUseId: z.string().min(1),
@@ -48,17 +51,7 @@ const tokens = z.number().int().nonnegative();
 const responseSchema = z.strictObject({
   id: z.string().optional(),
   model: z.string(),
-  content: z.array(
-    z.discriminatedUnion('type', [
-      z.strictObject({ type: z.literal('text'), text: z.string() }),
-      z.strictObject({
-        type: z.literal('tool_use'),
-        id: z.string().min(1),
-        name: z.string().min(1),
-        input: jsonObject,
-      }),
-    ]),
-  ),
+  content: z.array(z.discriminatedUnion('type', [textBlock, toolUseBlock])),
   stopReason: z.enum(Object.values(StopReason)),
   usage: z.strictObject({
     inputTokens: tokens,

@@ -54,15 +54,16 @@ export function modelResponseAnswer(step: number, response: ModelResponse): Mode
 
 /**
  * The answer carrying a failed call: its code and message (the relay's messages never hold
- * a key), retryable by the code's rule (common/errors.ts). Anything but an AppError is an
- * `internal` failure whose detail stays in the control plane's log.
+ * a key), retryable by the code's rule (common/errors.ts). Anything but an AppError (the
+ * adapters classify every failure, so a bug) is `internal` with no detail: its text could
+ * hold anything, a key included.
  */
 export function modelFailure(step: number, error: unknown): ModelAnswer {
   const appError = isAppError(error)
     ? error
     : new AppError(
         'internal',
-        `the relayed model call of step ${step} failed; see the control plane's log`,
+        `the relayed model call of step ${step} failed unexpectedly (a bug of the control plane's model relay)`,
       );
   return {
     step,

@@ -181,14 +181,7 @@ describe('relayed model calls in the turn runner', () => {
   });
 
   it('quarantines a turn whose harness asks for an agent it was not dispatched to relay, and calls no model', async () => {
-    const api = await MessagesApiServer.start({ apiKey: NO_KEY });
-    closers.push(() => api.close());
-    const route: ModelRoute = {
-      provider: ModelApi.Anthropic,
-      model: 'm',
-      baseUrl: api.url,
-      namespace,
-    };
+    const { api, route } = await anthropicRoute();
     const peer = await startPeer(() => ({ step: 1, agent: 'admin-agent', requestJson: REQUEST }));
     const { post, events } = await relayedTurns(new Map([['', route]]), peer.endpoint);
     const reply = await post('hello');
@@ -199,14 +192,7 @@ describe('relayed model calls in the turn runner', () => {
   });
 
   it('answers a request that is not a ModelRequest with invalid_argument naming the field, and calls no model', async () => {
-    const api = await MessagesApiServer.start({ apiKey: NO_KEY });
-    closers.push(() => api.close());
-    const route: ModelRoute = {
-      provider: ModelApi.Anthropic,
-      model: 'm',
-      baseUrl: api.url,
-      namespace,
-    };
+    const { api, route } = await anthropicRoute();
     const peer = await startPeer(() => ({
       step: 1,
       agent: '',
@@ -225,6 +211,13 @@ describe('relayed model calls in the turn runner', () => {
     expect(api.requests).toEqual([]);
   });
 });
+
+/** A Messages API server that must not be called, and a route to it. */
+async function anthropicRoute(): Promise<{ api: MessagesApiServer; route: ModelRoute }> {
+  const api = await MessagesApiServer.start({ apiKey: NO_KEY });
+  closers.push(() => api.close());
+  return { api, route: { provider: ModelApi.Anthropic, model: 'm', baseUrl: api.url, namespace } };
+}
 
 const REQUEST = JSON.stringify({
   messages: [{ role: 'user', content: [{ type: 'text', text: 'hello' }] }],
