@@ -73,6 +73,7 @@ export class HarnessCall implements AsyncIterable<HarnessMessage> {
   private released = false;
   private read = false;
   private readonly onAbort = (): void => this.stream.cancel();
+  private readonly over = new AbortController();
 
   constructor(
     private readonly endpoint: string,
@@ -85,7 +86,17 @@ export class HarnessCall implements AsyncIterable<HarnessMessage> {
     // Keep the stream's 'error' event here; reading rethrows it.
     stream.on('error', (error: unknown) => {
       this.failure ??= error;
+      this.over.abort(error);
     });
+    stream.on('status', () => this.over.abort());
+  }
+
+  /**
+   * Aborted once the call is over on the wire (ended, failed, cancelled): work done for the
+   * harness meanwhile (a relayed model call) has nobody to answer and stops.
+   */
+  get closed(): AbortSignal {
+    return this.over.signal;
   }
 
   /** Answers the step just read with its journal position: the harness goes on. */
@@ -206,6 +217,7 @@ export class HarnessCall implements AsyncIterable<HarnessMessage> {
   private release(): void {
     if (this.released) return;
     this.released = true;
+    this.over.abort();
     if (!this.ended) this.stream.cancel();
     this.signal?.removeEventListener('abort', this.onAbort);
     this.channel.calls -= 1;

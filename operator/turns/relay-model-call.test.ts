@@ -180,6 +180,30 @@ describe('relayed model calls in the turn runner', () => {
     expect(api.requests).toHaveLength(5);
   });
 
+  it('a harness gone mid-call stops the relayed model call', async () => {
+    const { api, route } = await anthropicRoute();
+    api.enqueue({
+      kind: 'message',
+      content: [{ type: 'text', text: 'a long answer that never ends' }],
+      holdAfterEvents: 3,
+    });
+    const { turns, post } = await relayedTurns(new Map([['', route]]));
+    const posted = post('hello').then(
+      () => 'settled',
+      () => 'failed',
+    );
+    for (let i = 0; i < 500 && api.requests.length === 0; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    // The harness stops (a pod deleted): its running turn is cancelled and the call ends.
+    await turns.harness.close();
+    for (let i = 0; i < 500 && api.requests[0]?.aborted !== true; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(api.requests[0]?.aborted).toBe(true);
+    await posted;
+  });
+
   it('quarantines a turn whose harness asks for an agent it was not dispatched to relay, and calls no model', async () => {
     const { api, route } = await anthropicRoute();
     const peer = await startPeer(() => ({ step: 1, agent: 'admin-agent', requestJson: REQUEST }));

@@ -327,7 +327,7 @@ export class TurnRunner {
           const forged = await relayModelCall(call, message.request, {
             relay: this.options.modelRelay,
             routes,
-            signal,
+            signal: AbortSignal.any([signal, call.closed]),
             onTextDelta: (step, text) => this.deltas.emit(uid, { turnId, step, text }),
           });
           if (forged !== undefined) return forgedEnd(forged, '', call);
