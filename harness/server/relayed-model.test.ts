@@ -273,6 +273,23 @@ describe('a relayed agent over RunTurn', () => {
     expect(call.of('result')[0]?.outcome?.$case).toBe('cancelled');
   });
 
+  it('ends the call INVALID_ARGUMENT when the control plane answers a step that was not relayed', async () => {
+    const { client } = await rig();
+    const call = new RelayingCall(client, relayedTurn, (request, c) =>
+      c.send({
+        $case: 'modelAnswer',
+        value: {
+          step: request.step + 6,
+          answer: { $case: 'responseJson', value: '{}' },
+        },
+      }),
+    );
+    const status = await call.ended;
+    expect(status.code).toBe(3);
+    expect(status.details).toContain('model_answer for step 7, which was not relayed');
+    expect(call.of('result')).toEqual([]);
+  });
+
   it('refuses a start whose relayed agent names no provider it knows', async () => {
     const { client } = await rig();
     const start = turnRequestToProto(relayedTurn);

@@ -238,6 +238,8 @@ export class TurnCall {
         );
       }
       const answered = this.wait(this.models, call.step, signal, () => relayCancelled(call));
+      // Nobody would answer, or nobody waits: ask nothing.
+      if (this.inputClosed !== undefined || signal.aborted) return answered;
       this.relayed.add(call.step);
       this.onModelDelta = onDelta;
       this.write({ $case: 'modelRequest', value: call });

@@ -1,11 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
-import { execFileSync } from 'node:child_process';
-import { join } from 'node:path';
 import pino from 'pino';
 import { isAppError } from '../../common/errors';
 import { ModelApi, type ModelRequest } from '../../common/model/model-port';
-import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { secretGrantCommands } from '../../operator/controller/model-config-ready';
 import { ProviderModelRelay } from '../../operator/models/provider-model-relay';
 import { KubeSecretKeyReader } from '../../operator/models/secret-key-reader';
@@ -13,15 +10,14 @@ import type { ModelRoute } from '../../operator/turns/model-relay-port';
 import { readyStatus } from '../support/in-memory-conversations';
 import { MessagesApiServer } from '../support/messages-api-server';
 import { startRealTurns, TEST_OWNER } from '../support/real-turns';
-import { freshNamespace, kubeConfig, sharedCluster } from './support/kube';
-import { CONTROL_PLANE_NAMESPACE } from './support/peer-pods';
+import { CONTROL_PLANE_ACCOUNT, controlPlaneIdentity } from './support/control-plane-identity';
+import { freshNamespace, kubeConfig } from './support/kube';
 
 // The model relay reads each route's key as the control plane's own ServiceAccount (the
 // identity config/cluster grants, as in agent-resources.test.ts), against the real API
 // server with RBAC on: it may read a Secret only once the namespace grants that one, and
 // the key reaches the provider and nothing else (docs/turns.md, "Who calls the model").
-const account = { name: 'polychrome-control-plane', namespace: CONTROL_PLANE_NAMESPACE };
-const serviceAccountUser = `system:serviceaccount:${account.namespace}:${account.name}`;
+const account = CONTROL_PLANE_ACCOUNT;
 const KEY = 'sk-ant-relay-0123456789-only-in-the-secret';
 const ROTATED = 'sk-ant-relay-rotated-9876543210-only-in-the-secret';
 
@@ -44,15 +40,11 @@ async function failureOf(promise: Promise<unknown>): Promise<{ code: string; mes
 
 describe('the model relay, reading keys as the control plane', () => {
   let admin: KubeConfig;
-  let kubeconfigPath: string;
+  let kubectl: (args: readonly string[]) => string;
   let ns: { name: string; dispose: () => Promise<void> };
   let relay: ProviderModelRelay;
   let reader: KubeSecretKeyReader;
   let api: MessagesApiServer;
-  const kubectl = (args: readonly string[]): string =>
-    execFileSync(join(defaultBinDir, 'kubectl'), [`--kubeconfig=${kubeconfigPath}`, ...args], {
-      encoding: 'utf8',
-    });
   const route = (secret: string, key = 'api-key'): ModelRoute => ({
     provider: ModelApi.Anthropic,
     model: 'claude-relayed',
@@ -74,18 +66,11 @@ describe('the model relay, reading keys as the control plane', () => {
 
   beforeAll(async () => {
     admin = await kubeConfig();
-    const cluster = await sharedCluster();
-    kubeconfigPath = cluster.kubeconfigPath;
-    kubectl(['apply', '--server-side', '-k', join(repoRoot, 'config', 'without-kube-api')]);
-    const asControlPlane = await kubeConfig(
-      await cluster.mintUser(serviceAccountUser, [
-        'system:serviceaccounts',
-        `system:serviceaccounts:${account.namespace}`,
-      ]),
-    );
+    const identity = await controlPlaneIdentity();
+    kubectl = identity.kubectl;
     ns = await freshNamespace(admin, 'relay');
     await putSecret('model-key', { 'api-key': KEY });
-    reader = new KubeSecretKeyReader(asControlPlane);
+    reader = new KubeSecretKeyReader(identity.asControlPlane);
     relay = new ProviderModelRelay({
       secrets: reader,
       account,
