@@ -8,6 +8,7 @@ import type { McpServerListing } from '../tools/mcp-tools';
 import { tracedTools } from '../tools/traced-tools';
 import type { RequestHasher } from '../turn/agent-config';
 import type { ModelProvider } from '../../common/model/model-port';
+import type { AgentModelSettings } from '../model/relayed-model';
 import { runTurn } from '../turn/run-turn';
 import { type TurnOutcome } from '../turn/turn-outcome';
 import type { TurnInput } from '../turn/turn-machine';
@@ -70,12 +71,8 @@ export async function runTurnCall(
   );
   // Each agent's model: the harness's own provider, or relayed through the control plane.
   const ownAgent = request.input.agentName ?? '';
-  const modelOf = turnModels(
-    agentModelSettings(request),
-    (name) => deps.modelFor(name),
-    turn.modelChannel,
-    ownAgent,
-  );
+  const settings = agentModelSettings(request);
+  const modelOf = turnModels(settings, (name) => deps.modelFor(name), turn.modelChannel, ownAgent);
   const model = modelOf(ownAgent);
   const clock = deps.clock ?? { nowMs: () => Date.now() };
   used.noteHistory(input.recordedSteps, input.approvalAnswers);
@@ -94,7 +91,7 @@ export async function runTurnCall(
         ? input
         : { ...input, model: model.parameters },
       {
-        modelFor: tracedModels(modelOf, ownAgent, request.model, agents),
+        modelFor: tracedModels(modelOf, settings, request.model, agents),
         tools: tracedTools(deps.tools, agents),
         trustedTools: tracedTools(turn.trustedTools, agents),
         steps: {
@@ -144,11 +141,11 @@ export async function runTurnCall(
 
 /**
  * Each agent's model with a span around every call (traced-model.ts), built once per
- * agent. The turn's own agent requests `requested`; another its provider's model.
+ * agent. An agent requests the model its settings name; one without settings, the turn's.
  */
 function tracedModels(
   modelOf: (agent: string) => ModelProvider,
-  ownAgent: string,
+  settings: ReadonlyMap<string, AgentModelSettings>,
   requested: string,
   agents: AgentSpans,
 ): (agent: string) => ModelProvider {
@@ -156,7 +153,7 @@ function tracedModels(
   return (agent) => {
     let model = traced.get(agent);
     if (model === undefined) {
-      model = tracedModel(modelOf(agent), agent === ownAgent ? requested : '', agents);
+      model = tracedModel(modelOf(agent), settings.get(agent)?.model ?? requested, agents);
       traced.set(agent, model);
     }
     return model;
