@@ -30,14 +30,17 @@ JEST_ARGS ?=
 
 .PHONY: all build generate proto manifests verify-generate lint lint-images typecheck test \
 	test-unit test-unit-node22 test-integration test-argocd-health test-monitoring images bench \
-	dev dev-down dev-reset binaries test-binaries cluster-up cluster-down clean print-%
+	dev dev-down dev-reset binaries dev-binaries test-binaries check-prerequisites cluster-up \
+	cluster-down clean print-%
 
 all: build
 
-## Build the TypeScript into dist/.
+## Build the TypeScript into dist/, and dist/build-info.json (the commit, for `kubectl
+## polychrome version`).
 build: node_modules
 	$(NPX) tsc -p tsconfig.build.json
 	$(NPX) tsx hack/build-ui.ts dist/ui
+	$(NPX) tsx hack/build-info.ts dist
 
 node_modules: package-lock.json
 	npm ci
@@ -82,21 +85,32 @@ lint-images:
 	  [ -n "$$files" ] || { echo "no Dockerfile found" >&2; exit 1; }; \
 	  echo hadolint $$files; hadolint $$files
 
-## Build kube-apiserver, kube-controller-manager, kubectl, etcd, the agent-sandbox
-## controller, crane, promtool and otelcol from their Go modules, and copy prometheus-operator's
-## CRDs (cached by version under ~/.cache/polychrome).
+## Build what the tests use, from their Go modules (hack/build-binaries.sh): the local
+## control plane (kube-apiserver, kube-controller-manager, kubectl, etcd, the agent-sandbox
+## controller), crane, promtool and otelcol, and copy prometheus-operator's and
+## cert-manager's CRDs. Cached by version under ~/.cache/polychrome; `[n/m]` lines say where
+## a cold build is.
 binaries:
-	bash hack/build-binaries.sh
+	bash hack/build-binaries.sh all
 
-## The tools only the tests and the image build use, not `make dev`: dockerignore-check
+## Only what `make dev` and `make cluster-up` run: the local control plane's five binaries.
+dev-binaries:
+	bash hack/build-binaries.sh dev
+
+## Everything the tests and the image build use: `make binaries`, and dockerignore-check
 ## (hack/dockerignore, Docker's .dockerignore matcher; cached like the others).
-test-binaries: binaries
-	bash hack/build-binaries.sh --test-tools
+test-binaries:
+	bash hack/build-binaries.sh all test-tools
+
+## The prerequisites `make test` needs on this machine (hack/check-prerequisites.sh): one
+## line per missing one, naming how to install it, and a non-zero exit before any test runs.
+check-prerequisites:
+	@bash hack/check-prerequisites.sh
 
 ## All tests: the Argo CD health scripts and the alert rules (promtool), unit, then integration against one shared local
 ## control plane, then the images (what `make images` runs), even when a jest test failed;
 ## the exit status is the first failure's.
-test: node_modules test-binaries test-argocd-health test-monitoring
+test: check-prerequisites node_modules test-binaries test-argocd-health test-monitoring
 	@status=0; $(NPX) jest $(JEST_ARGS) || status=$$?; \
 	  bash hack/build-images.sh || { [ $$status != 0 ] || status=$$?; }; exit $$status
 
@@ -107,7 +121,8 @@ test-argocd-health:
 
 ## promtool check rules and test rules on config/monitoring's PrometheusRule, its .spec
 ## extracted to a temporary rules file beside copies of config/monitoring/tests/.
-test-monitoring: node_modules binaries
+test-monitoring: node_modules
+	@bash hack/build-binaries.sh promtool
 	@set -e; dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
 	  $(NPX) tsx hack/monitoring-rules.ts "$$dir/polychrome-rules.yaml"; \
 	  cp config/monitoring/tests/*.yaml "$$dir/"; \
@@ -126,17 +141,18 @@ test-unit-node22: node_modules test-binaries
 
 ## Build each plane's OCI image without a daemon, push it to a local registry, pull it
 ## back and smoke-test it under chroot (hack/build-images.sh; needs root).
-images: node_modules test-binaries
+images: node_modules
+	bash hack/build-binaries.sh crane test-tools
 	bash hack/build-images.sh
 
-test-integration: node_modules binaries
+test-integration: node_modules test-binaries
 	$(NPX) jest --selectProjects integration $(JEST_ARGS)
 
 bench: node_modules
 	$(NPX) tsx bench/run.ts
 
 ## Start the local control plane, install the CRDs, apply the samples.
-cluster-up: node_modules binaries
+cluster-up: node_modules dev-binaries
 	$(NPX) tsx hack/cluster.ts up
 
 cluster-down: node_modules
@@ -147,7 +163,7 @@ cluster-down: node_modules
 ## Deployment's pods), and the sample Conversation, Ready with a running harness.
 ## `make dev-down` stops it and keeps the cluster, journals and records for the next
 ## `make dev`; `make dev-reset` stops it and deletes them.
-dev: node_modules binaries
+dev: node_modules dev-binaries
 	$(NPX) tsx hack/dev.ts up
 
 dev-down: node_modules

@@ -1,7 +1,7 @@
 /*
  * How long `kubectl polychrome` takes to start, through the launcher people run
- * (bin/kubectl-polychrome.js: dist/ when built, else the sources through tsx). `help` and
- * a usage error must not load the Kubernetes client library or the other libraries a
+ * (bin/kubectl-polychrome.js: dist/ when built, else the sources through tsx). `help`, a
+ * verb's `--help`, `version` and a usage error must not load the Kubernetes client library or the other libraries a
  * command needs only when it runs (zod, yaml); a command that reads a kubeconfig does.
  * Printed beside baselines measured in the same run: an empty Node process, and one that
  * only loads @kubernetes/client-node. Median of RUNS spawns each, after one warm-up (tsx
@@ -42,6 +42,8 @@ const rows: [string, number][] = [
     time(['-e', "import('@kubernetes/client-node')"], 0),
   ],
   ['kubectl polychrome help', time([PLUGIN, 'help'], 0)],
+  ['kubectl polychrome send --help', time([PLUGIN, 'send', '--help'], 0)],
+  ['kubectl polychrome version', time([PLUGIN, 'version'], 0)],
   ['kubectl polychrome (usage error)', time([PLUGIN, 'no-such-verb'], 2)],
   [
     'kubectl polychrome get x (reads a kubeconfig)',

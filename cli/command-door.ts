@@ -19,6 +19,12 @@ export interface ApiConnection {
    * @throws ApiCallError, ApiUnreachableError
    */
   readonly statusJournalKeys?: (conversation: string, signal?: AbortSignal) => Promise<string[]>;
+  /**
+   * The caller's own identity as the door's server reports it, which `--actor` defaults to
+   * (the Kubernetes door: `kubectl auth whoami`'s username). Absent: `--actor` is required.
+   * @throws ApiCallError, ApiUnreachableError, UsageError
+   */
+  readonly selfIdentity?: (signal?: AbortSignal) => Promise<string>;
 }
 
 /**

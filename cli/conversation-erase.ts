@@ -11,7 +11,7 @@ import {
   type CliIo,
 } from './cli-support';
 import type { CommandDoor } from './command-door';
-import { parseActorFlag } from './forensic-request';
+import { actorOrSelf, parseActorFlag } from './forensic-request';
 
 /*
  * `polychrome conversation erase ID POSITION... --actor A --reason R [--dry-run]`: an admin
@@ -54,12 +54,14 @@ export async function eraseCommand(
   const [id, ...given] = positionals;
   const conversationId = door.conversation(id, label);
   const positions = parsePositions(given, label);
-  const actor = parseActorFlag(values.actor);
+  const actorGiven = values.actor === undefined ? undefined : parseActorFlag(values.actor);
   const reason = stringValue(values.reason);
   if (reason === undefined || reason.trim() === '') {
     throw new UsageError(`${label} needs --reason R: why the entries are erased (it is recorded)`);
   }
-  const { client } = await door.connect(values, env);
+  const connection = await door.connect(values, env);
+  const { client } = connection;
+  const actor = await actorOrSelf(actorGiven, connection, io.signal);
   const request = { actor, positions, reason, dryRun: values['dry-run'] === true };
   const answer = await client.erase(conversationId, request, io.signal);
   if (format === Format.Json) {

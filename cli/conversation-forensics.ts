@@ -19,6 +19,7 @@ import { exportConversation } from './conversation-export';
 import { replayConversation } from './conversation-replay';
 import { verifyConversation } from './conversation-verify';
 import {
+  actorOrSelf,
   parseAcceptRollbackFlags,
   parseActorFlag,
   parseResolveFlags,
@@ -104,7 +105,7 @@ export async function forensicCommand(
   }
   const flags = command === 'resolve' ? parseResolveFlags(values) : undefined;
   const accept = command === 'accept-rollback' ? parseAcceptRollbackFlags(values) : undefined;
-  const actor = parseActorFlag(values.actor);
+  const given = values.actor === undefined ? undefined : parseActorFlag(values.actor);
   const approvalText = stringValue(values['approval-key']);
   // Read before anything is fetched, so a bad key is a usage error (exit 2).
   const publicKeys = parsePublicKeyFlags(values);
@@ -115,7 +116,9 @@ export async function forensicCommand(
   const whatIf = spec === undefined ? undefined : { spec, change: await parseWhatIf(spec) };
   if (values.live === true && whatIf === undefined) throw new UsageError(LIVE_NEEDS_WHAT_IF);
   const live = values.live === true ? await liveSetup(io.signal, env) : undefined;
-  const { client, statusJournalKeys } = await door.connect(values, env);
+  const connection = await door.connect(values, env);
+  const { client, statusJournalKeys } = connection;
+  const actor = await actorOrSelf(given, connection, io.signal);
   const keyOptions = {
     publicKeys,
     ...(statusJournalKeys === undefined ? {} : { statusJournalKeys }),

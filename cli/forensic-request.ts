@@ -1,6 +1,7 @@
 import { AppError } from '../common/errors';
 import { parseIdentity } from '../common/identity';
 import { stringValue, UsageError, type Format } from './cli-support';
+import type { ApiConnection } from './command-door';
 
 /*
  * What a forensic command is asked (conversation-forensics.ts): the request every core
@@ -39,6 +40,21 @@ export function parseActorFlag(value: unknown): string {
     );
   }
   return text;
+}
+
+/**
+ * `--actor` if given (checked by `parseActorFlag` when the flags were read), else the
+ * caller's own identity from the door, where it can tell (the Kubernetes door).
+ * @throws UsageError when neither; what `selfIdentity` throws
+ */
+export async function actorOrSelf(
+  given: string | undefined,
+  connection: ApiConnection,
+  signal?: AbortSignal,
+): Promise<string> {
+  if (given !== undefined) return given;
+  if (connection.selfIdentity === undefined) return parseActorFlag(undefined);
+  return connection.selfIdentity(signal);
 }
 
 /** How an admin settles a quarantined turn, as `conversation resolve` reads it. */

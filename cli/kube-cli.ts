@@ -7,6 +7,7 @@ import { eraseCommand } from './conversation-erase';
 import { forensicCommand, isForensicCommand } from './conversation-forensics';
 import { dashboardCommand } from './dashboard';
 import { kubeDoor } from './kube-door';
+import { positionalsOf, verbUsage, versionText } from './kube-help';
 import { getConversation } from './kube-get';
 import { translateOutput, yamlWriter } from './kube-output';
 import { personas } from './kube-personas';
@@ -36,6 +37,23 @@ function logsArgs(args: readonly string[]): string[] {
   return args.filter((a, i) => (end !== -1 && i >= end) || (a !== '-f' && a !== '--follow'));
 }
 
+/** `help [VERB]`: the whole usage, or one verb's; flags (`-n NS`) are taken and unused. */
+async function help(rest: readonly string[], io: CliIo): Promise<ExitCode> {
+  const words = positionalsOf(rest);
+  const [verb, ...extra] = words;
+  if (extra.length > 0) throw new UsageError(`help takes one verb, got ${words.join(' ')}`);
+  const text = verb === undefined ? KUBE_USAGE : verbUsage(verb);
+  if (text === undefined) throw new UsageError(`unknown verb ${JSON.stringify(verb)}`);
+  await write(io.stdout, text);
+  return ExitCode.Ok;
+}
+
+/** Whether `args` ask for help (`--help` or `-h` before any `--`). */
+function asksHelp(args: readonly string[]): boolean {
+  const end = args.indexOf('--');
+  return (end === -1 ? args : args.slice(0, end)).some((a) => a === '--help' || a === '-h');
+}
+
 async function dispatch(
   verb: string,
   rest: readonly string[],
@@ -46,7 +64,12 @@ async function dispatch(
     case 'help':
     case '--help':
     case '-h':
-      await write(io.stdout, KUBE_USAGE);
+      return help(rest, io);
+    case 'version':
+      if (positionalsOf(rest).length > 0) {
+        throw new UsageError(`version takes no argument, got ${positionalsOf(rest).join(' ')}`);
+      }
+      await write(io.stdout, versionText());
       return ExitCode.Ok;
     case 'get':
       return getConversation(rest, env, io);
@@ -86,6 +109,8 @@ export async function runKubectlPolychrome(
   try {
     const [verb, ...rest] = argv;
     if (verb === undefined) throw new UsageError('no verb given');
+    // `VERB --help`: that verb's usage, whatever else was typed; nothing is reached.
+    if (asksHelp(rest)) return await help([verb], io);
     const translated = translateOutput(rest);
     yamlOut = translated.yaml ? await yamlWriter(io.stdout) : undefined;
     const out = yamlOut === undefined ? io : { ...io, stdout: yamlOut };

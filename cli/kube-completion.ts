@@ -17,7 +17,7 @@ const NO_FILE_COMPLETION = 4;
 
 /** The verbs whose first argument is a Conversation name. */
 const TAKES_NAME: ReadonlySet<string> = new Set(
-  KUBE_VERBS.filter((v) => v !== 'sessions' && v !== 'personas' && v !== 'help'),
+  KUBE_VERBS.filter((v) => !['sessions', 'personas', 'version', 'help'].includes(v)),
 );
 
 /** The kube flags among the words typed, as `loadKubeConnection` takes them. */

@@ -1,4 +1,5 @@
 import type { Env } from '../common/config';
+import { kubernetesIdentityOf } from '../common/identity';
 import { ApiClient } from './api-client';
 import { apiErrorOf, ApiUnreachableError } from './api-errors';
 import { stringValue, UsageError } from './cli-support';
@@ -77,11 +78,41 @@ export const kubeDoor: CommandDoor = {
         })) as ConversationObject;
         return (object.status?.journal?.publicKeys ?? []).map((k) => k.publicKey);
       },
+      selfIdentity: (signal) => selfIdentity(connection, signal),
     };
   },
   streamVerb: 'logs',
   noun: 'Conversation name',
 };
+
+/**
+ * The caller's own identity on this door, `kubernetes:<username>` (common/identity.ts), from
+ * the username kube-apiserver reports for the kubeconfig's credentials: a SelfSubjectReview,
+ * what `kubectl auth whoami` asks. kube-apiserver answers it for any authenticated user.
+ * @throws ApiCallError, ApiUnreachableError, UsageError (no username in the answer)
+ */
+export async function selfIdentity(
+  connection: KubeConnection,
+  signal?: AbortSignal,
+): Promise<string> {
+  const review = (await kubeRequest(
+    connection,
+    `${connection.server}/apis/authentication.k8s.io/v1/selfsubjectreviews`,
+    {
+      method: 'POST',
+      body: JSON.stringify({ apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' }),
+      signal: signal ?? null,
+    },
+  )) as { status?: { userInfo?: { username?: unknown } } } | null;
+  const username = review?.status?.userInfo?.username;
+  if (typeof username !== 'string' || username === '') {
+    throw new UsageError(
+      'kube-apiserver did not say who you are (its SelfSubjectReview has no username): ' +
+        'pass --actor kubernetes:<your username>',
+    );
+  }
+  return kubernetesIdentityOf(username);
+}
 
 /** A GET or a write on the cluster, through the connection; an error answer throws. */
 export async function kubeRequest(

@@ -3,6 +3,19 @@
  * text (docs/kubectl.md).
  */
 
+/** What --actor is on this door, for the usage and the per-verb help of the verbs that take it. */
+export const KUBE_ACTOR_NOTE = `--actor defaults to you: kubernetes:<your username>, the username kube-apiserver
+reports for your kubeconfig (\`kubectl auth whoami\`), percent-encoded as docs/kube-api.md
+says. On this door you act as your Kubernetes identity; another one is refused.`;
+
+/** The flags and exit codes every verb shares, for the usage and each verb's help. */
+export const KUBE_FLAGS_NOTE = `kube flags: --kubeconfig FILE, --context NAME, -n/--namespace NS
+output: -o json|yaml (default text)
+
+exit codes: 0 ok, 1 verification failed or turn quarantined, 2 usage error, 3 could not run
+(no kubeconfig, refused, not found: the message says what to set or ask for)`;
+
+/** The whole usage: `kubectl polychrome help`. */
 export const KUBE_USAGE = `usage: kubectl polychrome <verb> [NAME] [flags]
 
 Conversations by name, in the namespace of -n (else the context's, else "default"):
@@ -20,19 +33,21 @@ Conversations by name, in the namespace of -n (else the context's, else "default
   memory NAME [list]                 what the agent keeps across turns (get conversations/memory)
   memory NAME clear [KEY]            clear all memory, or one key; recorded with who asked
                                      (delete conversations/memory)
-  export NAME --actor A [--file F]   the journal export file (stdout unless --file)
-  replay NAME --actor A [--public-key KEY]... [--approval-key KEY] [--what-if CHANGE [--live]]
+  export NAME [--actor A] [--file F]
+                                     the journal export file (stdout unless --file)
+  replay NAME [--actor A] [--public-key KEY]... [--approval-key KEY] [--what-if CHANGE [--live]]
                                      replay the export with no model and no tool
-  verify NAME --actor A [--public-key KEY]...
+  verify NAME [--actor A] [--public-key KEY]...
                                      verify the export against the Conversation's checkpoint
                                      and journal keys (--public-key pins others)
-  repair NAME --actor A [--dry-run]  excise unreadable journal entries
-  erase NAME POSITION... --actor A --reason R [--dry-run]
+  repair NAME [--actor A] [--dry-run]
+                                     excise unreadable journal entries
+  erase NAME POSITION... [--actor A] --reason R [--dry-run]
                                      erase the content of journal entries, recorded in it
                                      (create conversations/erase: its own ClusterRole)
-  resolve NAME TURN --ran [--result FILE] | --did-not-run --actor A
+  resolve NAME TURN --ran [--result FILE] | --did-not-run [--actor A]
                                      settle a quarantined turn (create conversations/resolve)
-  accept-rollback NAME --head N --reason TEXT --actor A
+  accept-rollback NAME --head N --reason TEXT [--actor A]
                                      go on from a rolled-back journal, recorded in it
                                      (create conversations/accept-rollback)
   dashboard [--port P] [--no-open]   the read-only forensics UI through a local proxy
@@ -44,15 +59,12 @@ Conversations by name, in the namespace of -n (else the context's, else "default
   sessions revoke ID                 revoke that session
   personas set-roles --persona P --roles R1,R2
                                      set a persona's roles (admin, member, edge; "" for none)
+  version                            this plugin's version, and the commit it was built from
+  VERB --help, help VERB             one verb's usage
 
-The forensic verbs need --actor kubernetes:<your username> (percent-encoded as
-docs/kube-api.md says): on this door you act as your Kubernetes identity.
+${KUBE_ACTOR_NOTE}
 
-kube flags: --kubeconfig FILE, --context NAME, -n/--namespace NS
-output: -o json|yaml (default text)
-
-exit codes: 0 ok, 1 verification failed or turn quarantined, 2 usage error, 3 could not run
-(no kubeconfig, refused, not found: the message says what to set or ask for)
+${KUBE_FLAGS_NOTE}
 `;
 
 /** Every verb, for usage and completion. */
@@ -74,5 +86,17 @@ export const KUBE_VERBS = [
   'sessions',
   'personas',
   'dashboard',
+  'version',
   'help',
 ] as const;
+
+/** The verbs that act as someone, recorded in the journal: they take --actor. */
+export const KUBE_ACTOR_VERBS: ReadonlySet<string> = new Set([
+  'export',
+  'replay',
+  'verify',
+  'repair',
+  'erase',
+  'resolve',
+  'accept-rollback',
+]);

@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
-# Builds the local control plane's binaries from their upstream Go modules:
-# kube-apiserver, kube-controller-manager, kubectl (hack/kube), etcd (hack/etcd), the
-# agent-sandbox controller (hack/agent-sandbox), crane (hack/crane), which builds and
-# checks the images (hack/build-images.sh), promtool (hack/promtool, for
-# `make test-monitoring`), and an OpenTelemetry Collector (hack/otelcol, for
-# test/integration/tracing.test.ts); and copies prometheus-operator's CRDs from its module
-# (hack/prometheus-operator) for the dry run of config/monitoring, and cert-manager's
-# (hack/cert-manager) for the dry run of config/default. Versions come from the
+# Builds the local control plane's binaries and the tests' tools from their upstream Go
+# modules, only those asked for:
+#
+#   dev         what `make dev` and the local cluster run: etcd (hack/etcd), kubectl,
+#               kube-apiserver, kube-controller-manager (hack/kube) and the agent-sandbox
+#               controller (hack/agent-sandbox)
+#   all         dev, and what only the tests and the image build use: crane (hack/crane,
+#               hack/build-images.sh), promtool (hack/promtool, `make test-monitoring`), an
+#               OpenTelemetry Collector (hack/otelcol, test/integration/tracing.test.ts), and
+#               prometheus-operator's CRDs (hack/prometheus-operator, the dry run of
+#               config/monitoring) and cert-manager's (hack/cert-manager, the dry run of the
+#               Kubernetes door's component), copied from their modules
+#   test-tools  dockerignore-check (hack/dockerignore), Docker's own .dockerignore matcher
+#               (github.com/moby/patternmatcher, docs/images.md)
+#
+# or any of those names themselves (`build-binaries.sh promtool`); several may be given.
+# Each prints a `[n/m]` line and, when built, the time it took. Versions come from the
 # Makefile (the one place they are pinned) and must match the go.mod files; a mismatch
 # stops the build.
 #
-# `--test-tools` builds instead the tools only the tests and the image build use, which
-# `make dev` does not wait for (`make test-binaries`): dockerignore-check (hack/dockerignore),
-# Docker's own .dockerignore matcher (github.com/moby/patternmatcher, docs/images.md).
-#
 # Binaries are cached by version under $POLYCHROME_CACHE (default ~/.cache/polychrome), so
-# only the first build on a machine pays; hack/bin/ gets symlinks to the pinned versions.
+# only the first build on a machine pays; hack/bin/ (or $POLYCHROME_BIN_DIR) gets symlinks
+# to the pinned versions.
 set -euo pipefail
 
 : "${KUBE_VERSION:?set by the Makefile}"
@@ -30,7 +36,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${POLYCHROME_CACHE:-$HOME/.cache/polychrome}
-out="$here/bin"
+# Where the links go: hack/bin, or POLYCHROME_BIN_DIR (as hack/lib/paths.ts reads it).
+out=${POLYCHROME_BIN_DIR:-$here/bin}
 mkdir -p "$cache/bin" "$out"
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
@@ -63,48 +70,33 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date"
 done
 
+step=0 steps=0
+# [n/m] before each binary or CRD set, so a cold build is never minutes of silence.
+progress() { step=$((step + 1)); echo "hack: [$step/$steps] $*"; }
+
 build() { # name version module-dir package [ldflags]
   local name=$1 version=$2 dir=$3 pkg=$4 flags=${5:-}
   local target="$cache/bin/$name-$version"
   if [ -x "$target" ]; then
-    echo "hack: $name $version cached"
+    progress "$name $version cached"
   else
-    echo "hack: building $name $version (first build on this machine; minutes on 2 cores)"
+    progress "building $name $version (first build on this machine; minutes on 2 cores)"
     local start=$SECONDS
     (cd "$here/$dir" && go build -trimpath -ldflags "-s -w $flags" -o "$target.tmp" "$pkg")
     mv "$target.tmp" "$target"
-    echo "hack: built $name $version in $((SECONDS - start))s"
+    echo "hack: [$step/$steps] built $name $version in $((SECONDS - start))s"
   fi
   ln -sfn "$target" "$out/$name"
 }
-
-if [ "${1:-}" = --test-tools ]; then
-  # Our own main.go, so the cache key is the pinned module and a digest of the sources.
-  sources=$(cat "$here/dockerignore/go.mod" "$here/dockerignore/go.sum" "$here/dockerignore/main.go" |
-    sha256sum | cut -c1-12)
-  build dockerignore-check "$PATTERNMATCHER_VERSION-$sources" dockerignore .
-  echo "hack: test tools ready in hack/bin"
-  exit 0
-fi
-[ $# = 0 ] || { echo "usage: $0 [--test-tools]" >&2; exit 2; }
-
-build etcd "$ETCD_VERSION" etcd .
-build kubectl "$KUBE_VERSION" kube ./cmd/kubectl "$ldflags"
-build kube-apiserver "$KUBE_VERSION" kube ./cmd/kube-apiserver "$ldflags"
-build kube-controller-manager "$KUBE_VERSION" kube ./cmd/kube-controller-manager "$ldflags"
-build agent-sandbox-controller "$AGENT_SANDBOX_VERSION" agent-sandbox \
-  sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller
-build crane "$CRANE_VERSION" crane github.com/google/go-containerregistry/cmd/crane
-build promtool "$PROMTOOL_VERSION" promtool github.com/prometheus/prometheus/cmd/promtool
-build otelcol "$OTELCOL_VERSION" otelcol .
 
 # prometheus-operator's CRDs, unchanged: go.sum verifies the module, the files are copied
 # as they are in it. Its Go code is never built.
 crds() { # version
   local version=$1 target="$cache/crds/prometheus-operator-$1" dir
   if [ -d "$target" ]; then
-    echo "hack: prometheus-operator $version CRDs cached"
+    progress "prometheus-operator $version CRDs cached"
   else
+    progress "copying prometheus-operator $version CRDs"
     dir=$(cd "$here/prometheus-operator" &&
       go mod download -json github.com/prometheus-operator/prometheus-operator |
       sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
@@ -120,14 +112,14 @@ crds() { # version
   fi
   ln -sfn "$target" "$out/prometheus-operator-crds"
 }
-crds "$PROMETHEUS_OPERATOR_VERSION"
 
 # cert-manager's Issuer and Certificate CRDs, unchanged, the same way.
 cert_manager_crds() { # version
   local version=$1 target="$cache/crds/cert-manager-$1" dir
   if [ -d "$target" ]; then
-    echo "hack: cert-manager $version CRDs cached"
+    progress "cert-manager $version CRDs cached"
   else
+    progress "copying cert-manager $version CRDs"
     dir=$(cd "$here/cert-manager" &&
       go mod download -json github.com/cert-manager/cert-manager |
       sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
@@ -143,5 +135,52 @@ cert_manager_crds() { # version
   fi
   ln -sfn "$target" "$out/cert-manager-crds"
 }
-cert_manager_crds "$CERT_MANAGER_VERSION"
-echo "hack: binaries ready in hack/bin"
+
+# One binary or CRD set, by the name it gets in hack/bin.
+one() { # name
+  case $1 in
+    etcd) build etcd "$ETCD_VERSION" etcd . ;;
+    kubectl | kube-apiserver | kube-controller-manager)
+      build "$1" "$KUBE_VERSION" kube "./cmd/$1" "$ldflags" ;;
+    agent-sandbox-controller)
+      build agent-sandbox-controller "$AGENT_SANDBOX_VERSION" agent-sandbox \
+        sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller ;;
+    crane) build crane "$CRANE_VERSION" crane github.com/google/go-containerregistry/cmd/crane ;;
+    promtool) build promtool "$PROMTOOL_VERSION" promtool github.com/prometheus/prometheus/cmd/promtool ;;
+    otelcol) build otelcol "$OTELCOL_VERSION" otelcol . ;;
+    prometheus-operator-crds) crds "$PROMETHEUS_OPERATOR_VERSION" ;;
+    cert-manager-crds) cert_manager_crds "$CERT_MANAGER_VERSION" ;;
+    dockerignore-check)
+      # Our own main.go, so the cache key is the pinned module and a digest of the sources.
+      local sources
+      sources=$(cat "$here/dockerignore/go.mod" "$here/dockerignore/go.sum" "$here/dockerignore/main.go" |
+        sha256sum | cut -c1-12)
+      build dockerignore-check "$PATTERNMATCHER_VERSION-$sources" dockerignore . ;;
+  esac
+}
+
+dev=(etcd kubectl kube-apiserver kube-controller-manager agent-sandbox-controller)
+all=("${dev[@]}" crane promtool otelcol prometheus-operator-crds cert-manager-crds)
+known=" ${all[*]} dockerignore-check "
+usage="usage: $0 dev|all|test-tools|NAME... (NAME: ${all[*]} dockerignore-check)"
+[ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
+wanted=()
+for arg in "$@"; do
+  case $arg in
+    dev) wanted+=("${dev[@]}") ;;
+    all) wanted+=("${all[@]}") ;;
+    test-tools | --test-tools) wanted+=(dockerignore-check) ;;
+    *)
+      [[ $known == *" $arg "* ]] || { echo "$0: unknown binary \"$arg\"; $usage" >&2; exit 2; }
+      wanted+=("$arg") ;;
+  esac
+done
+# Each once, in the order asked.
+names=()
+for name in "${wanted[@]}"; do
+  [[ " ${names[*]:-} " == *" $name "* ]] || names+=("$name")
+done
+steps=${#names[@]}
+begin=$SECONDS
+for name in "${names[@]}"; do one "$name"; done
+echo "hack: ${names[*]} ready in $out ($((SECONDS - begin))s)"

@@ -86,8 +86,12 @@ function find(objects: readonly Obj[], kind: string, name: string, what = 'confi
   return found[0] as Obj;
 }
 
-/** The base, config/sandbox and config/monitoring, as kustomize builds them. */
+/**
+ * The base, the base with the opt-in Kubernetes door (config/with-kube-api), config/sandbox
+ * and config/monitoring, as kustomize builds them.
+ */
 const base = build('config/default');
+const withDoor = build('config/with-kube-api');
 const sandbox = build('config/sandbox');
 const monitoring = build('config/monitoring');
 
@@ -104,7 +108,8 @@ interface Container extends Obj {
   volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
 }
 
-const deployment = find(base, 'Deployment', 'polychrome-control-plane');
+/** The control plane's Deployment with the door's patch: all of the base's, and the door's port, Secret and variables. */
+const deployment = find(withDoor, 'Deployment', 'polychrome-control-plane', 'config/with-kube-api');
 const deploymentSpec = obj(deployment['spec'], 'Deployment spec');
 const podTemplate = obj(deploymentSpec['template'], 'Deployment pod template');
 const podLabels = obj(obj(podTemplate['metadata'], 'pod metadata')['labels'], 'pod labels');
@@ -409,12 +414,12 @@ describe('config/control-plane Deployment', () => {
     expect(config.kubeApi?.port).toBe(8444);
     const port = container.ports?.find((p) => p.name === 'https-kube');
     expect(port?.containerPort).toBe(config.kubeApi?.port);
-    const service = find(base, 'Service', 'polychrome-kube-api');
+    const service = find(withDoor, 'Service', 'polychrome-kube-api');
     expect(objs(obj(service['spec'], 'spec')['ports'], 'ports')[0]).toMatchObject({
       targetPort: 'https-kube',
       port: 443,
     });
-    const certificate = obj(find(base, 'Certificate', 'polychrome-kube-api')['spec'], 'spec');
+    const certificate = obj(find(withDoor, 'Certificate', 'polychrome-kube-api')['spec'], 'spec');
     for (const [path, key] of [
       [config.kubeApi?.certPath, 'tls.crt'],
       [config.kubeApi?.keyPath, 'tls.key'],
@@ -423,7 +428,7 @@ describe('config/control-plane Deployment', () => {
     }
     // kube-apiserver dials the Service by this name and checks it against the certificate.
     expect(certificate['dnsNames']).toEqual([`polychrome-kube-api.${String(baseNamespace)}.svc`]);
-    const apiService = find(base, 'APIService', 'v1alpha1.api.polychrome.dev');
+    const apiService = find(withDoor, 'APIService', 'v1alpha1.api.polychrome.dev');
     expect(metadataOf(apiService)['annotations']).toMatchObject({
       'cert-manager.io/inject-ca-from': `${String(baseNamespace)}/polychrome-kube-api`,
     });
@@ -645,8 +650,10 @@ describe('kustomizations', () => {
       '../state',
       '../control-plane',
     ]);
-    // The Kubernetes door, which an installation can leave out (docs/kube-api.md).
-    expect(readDoc('config/default/kustomization.yaml')['components']).toEqual([
+    // The Kubernetes door is opt-in (docs/kube-api.md): config/with-kube-api adds it.
+    expect(readDoc('config/default/kustomization.yaml')['components']).toBeUndefined();
+    expect(resourcesOf('config/with-kube-api/kustomization.yaml')).toEqual(['../default']);
+    expect(readDoc('config/with-kube-api/kustomization.yaml')['components']).toEqual([
       '../components/kube-api',
       '../components/kube-api-cert-manager',
     ]);
@@ -757,16 +764,16 @@ describe('config/default: one namespace, set in one place', () => {
 
   it('names no namespace but through `namespace:`: an overlay setting another moves everything', () => {
     const moved = 'acme-polychrome';
-    // With the replacements config/default has for the namespace inside strings (the
-    // Kubernetes door's certificate name and CA injection), which docs/kube-api.md tells
-    // such an overlay to repeat.
-    const replacements = readDoc('config/default/kustomization.yaml')['replacements'];
+    // The base with the door, and the replacements config/with-kube-api has for the
+    // namespace inside strings (the door's certificate name and CA injection), which
+    // docs/kube-api.md tells such an overlay to repeat.
+    const replacements = readDoc('config/with-kube-api/kustomization.yaml')['replacements'];
     expect(Array.isArray(replacements)).toBe(true);
-    const built = buildOverlay(['config/default'], { namespace: moved, replacements });
+    const built = buildOverlay(['config/with-kube-api'], { namespace: moved, replacements });
     // Not in a resource, a binding's subject, an address or a selector.
     expect(JSON.stringify(built)).not.toContain(String(baseNamespace));
     expect(built.map(keyOf).sort()).toEqual(
-      base
+      withDoor
         .map(keyOf)
         .map((k) => (k === `Namespace/${String(baseNamespace)}` ? `Namespace/${moved}` : k))
         .sort(),
@@ -798,7 +805,7 @@ describe('config/default: one namespace, set in one place', () => {
   it('keeps cluster-scoped objects in config/cluster and out of every namespaced bundle', () => {
     // kustomize gives a namespace to every kind it does not know to be cluster-scoped; the
     // integration test checks the same split against a real API server's discovery.
-    const clusterScoped = base.filter((o) => namespaceOf(o) === undefined).map(keyOf);
+    const clusterScoped = withDoor.filter((o) => namespaceOf(o) === undefined).map(keyOf);
     const kubeApi = [
       'APIService/v1alpha1.api.polychrome.dev',
       'ClusterRole/polychrome-control-plane-authentication-reader',
@@ -826,10 +833,17 @@ describe('config/default: one namespace, set in one place', () => {
         ...kubeApi,
       ].sort(),
     );
-    // config/cluster's, and the optional Kubernetes door's (config/components/kube-api).
+    // config/cluster's, and the optional Kubernetes door's (config/components/kube-api),
+    // which config/default leaves out.
     expect([...build('config/cluster').map(keyOf), ...kubeApi].sort()).toEqual(
       clusterScoped.sort(),
     );
+    expect(
+      base
+        .filter((o) => namespaceOf(o) === undefined)
+        .map(keyOf)
+        .sort(),
+    ).toEqual(build('config/cluster').map(keyOf).sort());
     for (const dir of ['config/rbac', 'config/state', 'config/control-plane', 'config/sandbox']) {
       const built = buildOverlay([dir], { namespace: 'probe' });
       expect(built.length).toBeGreaterThan(0);
@@ -850,47 +864,57 @@ describe('config/default: one namespace, set in one place', () => {
   }, 60_000);
 });
 
-describe('config/default: sync waves', () => {
-  it('leaves the Kubernetes door out when an overlay drops its components', () => {
-    const built = build('config/without-kube-api');
-    // config/default's objects but the door's, in the same namespace.
-    const door = new Set([
+describe('the Kubernetes door: opt-in', () => {
+  const door = (): Set<string> =>
+    new Set([
       ...build('config/kube-api').map(keyOf),
       'Certificate/polychrome-kube-api',
       'Issuer/polychrome-kube-api',
     ]);
-    expect(built.map(keyOf).sort()).toEqual(
-      base
-        .map(keyOf)
-        .filter((k) => !door.has(k))
-        .sort(),
+
+  it('config/default registers no APIService and asks nothing of cert-manager', () => {
+    const kinds = new Set(base.map((o) => String(o['kind'])));
+    expect([...kinds].filter((k) => ['APIService', 'Certificate', 'Issuer'].includes(k))).toEqual(
+      [],
     );
-    for (const o of built.filter((b) => namespaceOf(b) !== undefined)) {
+    expect(base.map(keyOf).filter((k) => door().has(k))).toEqual([]);
+    const plain = find(base, 'Deployment', 'polychrome-control-plane');
+    const plainEnv = containersOf(plain)[0]?.env;
+    expect(loadControlPlaneConfig(containerEnv(plainEnv, String(baseNamespace))).kubeApi).toBe(
+      undefined,
+    );
+    expect(JSON.stringify(plain)).not.toContain('polychrome-kube-api-tls');
+  });
+
+  it('config/with-kube-api adds the door, only the door, in the same namespace', () => {
+    expect(withDoor.map(keyOf).sort()).toEqual([...base.map(keyOf), ...door()].sort());
+    expect(find(withDoor, 'APIService', 'v1alpha1.api.polychrome.dev')).toMatchObject({
+      spec: { group: 'api.polychrome.dev', version: 'v1alpha1' },
+    });
+    for (const o of withDoor.filter((b) => namespaceOf(b) !== undefined)) {
       expect({ key: keyOf(o), namespace: namespaceOf(o) }).toEqual({
         key: keyOf(o),
         namespace: baseNamespace,
       });
     }
-    const kinds = new Set(built.map((o) => String(o['kind'])));
-    expect([...kinds].filter((k) => ['APIService', 'Certificate', 'Issuer'].includes(k))).toEqual(
-      [],
-    );
-    const deployment = find(built, 'Deployment', 'polychrome-control-plane');
-    const env = containersOf(deployment)[0]?.env;
-    expect(loadControlPlaneConfig(containerEnv(env, String(baseNamespace))).kubeApi).toBe(
-      undefined,
-    );
-    expect(JSON.stringify(deployment)).not.toContain('polychrome-kube-api-tls');
-  }, 60_000);
+    // Every other object is config/default's, unchanged, but the Deployment the door patches.
+    for (const o of withDoor.filter((b) => !door().has(keyOf(b)))) {
+      if (keyOf(o) === 'Deployment/polychrome-control-plane') continue;
+      expect(o).toEqual(base.find((b) => keyOf(b) === keyOf(o)));
+    }
+    expect(loadControlPlaneConfig(containerEnv()).kubeApi?.port).toBe(8444);
+  });
+});
 
+describe('config/default: sync waves', () => {
   it('puts the APIService after the control plane that serves it: registered earlier, its group is Unavailable meanwhile', () => {
-    const apiService = find(base, 'APIService', 'v1alpha1.api.polychrome.dev');
+    const apiService = find(withDoor, 'APIService', 'v1alpha1.api.polychrome.dev');
     for (const key of [
       'Deployment/polychrome-control-plane',
       'Service/polychrome-kube-api',
       'Certificate/polychrome-kube-api',
     ]) {
-      const o = base.find((b) => keyOf(b) === key);
+      const o = withDoor.find((b) => keyOf(b) === key);
       expect({ key, before: o !== undefined && waveOf(o) < waveOf(apiService) }).toEqual({
         key,
         before: true,
@@ -899,8 +923,10 @@ describe('config/default: sync waves', () => {
   });
 
   it('puts the cluster-scoped objects (CRD, ClusterRole and binding) in a wave before every namespaced one', () => {
-    const cluster = base.filter((o) => namespaceOf(o) === undefined && o['kind'] !== 'APIService');
-    const namespaced = base.filter((o) => namespaceOf(o) !== undefined);
+    const cluster = withDoor.filter(
+      (o) => namespaceOf(o) === undefined && o['kind'] !== 'APIService',
+    );
+    const namespaced = withDoor.filter((o) => namespaceOf(o) !== undefined);
     const lastCluster = Math.max(...cluster.map(waveOf));
     const firstNamespaced = Math.min(...namespaced.map(waveOf));
     expect(lastCluster).toBe(-1);
@@ -975,7 +1001,7 @@ describe('images: set with kustomize `images:` in an overlay', () => {
     },
   ];
   const harness = `ghcr.io/acme/polychrome-harness@${digest('b')}`;
-  const built = buildOverlay(['config/default'], { namespace: 'acme-polychrome', images });
+  const built = buildOverlay(['config/with-kube-api'], { namespace: 'acme-polychrome', images });
   const builtSandbox = buildOverlay(['config/sandbox'], { namespace: 'team-a', images });
 
   it('reaches the Deployment and the StatefulSet', () => {

@@ -134,7 +134,7 @@ describe('config/ manifests on a real API server', () => {
     await ns.dispose();
   });
 
-  it('accepts the whole base, config/default, on a server-side dry run and drops none of its fields', () => {
+  it('accepts the base with the door, config/with-kube-api, on a server-side dry run and drops none of its fields', () => {
     // The base's namespaced objects need their namespace to exist before a dry run can
     // admit them: apply the base's own Namespace for real (the same object, the same field
     // manager as a full sync; idempotent).
@@ -144,7 +144,7 @@ describe('config/ manifests on a real API server', () => {
       '-f',
       join(repoRoot, 'config', 'cluster', 'namespace.yaml'),
     ]);
-    const built = build(kubeconfig, 'config/default');
+    const built = build(kubeconfig, 'config/with-kube-api');
     expect(built.map(keyOf)).toEqual(
       expect.arrayContaining([
         'Deployment/polychrome-control-plane',
@@ -162,7 +162,7 @@ describe('config/ manifests on a real API server', () => {
         '--server-side',
         '--dry-run=server',
         '-k',
-        join(repoRoot, 'config', 'default'),
+        join(repoRoot, 'config', 'with-kube-api'),
         '-o',
         'json',
       ]),
@@ -193,11 +193,11 @@ describe('config/ manifests on a real API server', () => {
     ]);
     kubectl(kubeconfig, ['create', 'serviceaccount', '-n', ns.name, 'polychrome-control-plane']);
 
-    const deployment = build(kubeconfig, 'config/default').find(
+    const deployment = build(kubeconfig, 'config/with-kube-api').find(
       (o) => keyOf(o) === 'Deployment/polychrome-control-plane',
     );
     if (deployment === undefined) {
-      throw new Error('config/default builds no control-plane Deployment');
+      throw new Error('config/with-kube-api builds no control-plane Deployment');
     }
     const pod = podFrom(deployment, 'control-plane-dry-run');
     const created = printed(
@@ -302,7 +302,7 @@ describe('config/ manifests on a real API server', () => {
           apiVersion: 'kustomize.config.k8s.io/v1beta1',
           kind: 'Kustomization',
           namespace: ns.name,
-          resources: [relative(dir, join(repoRoot, 'config', 'default'))],
+          resources: [relative(dir, join(repoRoot, 'config', 'with-kube-api'))],
           transformers: ['rename.yaml'],
         }),
       );

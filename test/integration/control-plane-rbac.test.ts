@@ -124,13 +124,13 @@ describe('control plane as its own least-privilege identity, two replicas', () =
     admin = await kubeConfig();
     const cluster = await sharedCluster();
     // The base creates the namespace, the ServiceAccount, the ClusterRole and its binding
-    // (without the Kubernetes door, whose APIService no pod here backs).
+    // (config/default leaves out the Kubernetes door, whose APIService no pod here backs).
     execFileSync(join(defaultBinDir, 'kubectl'), [
       `--kubeconfig=${cluster.kubeconfigPath}`,
       'apply',
       '--server-side',
       '-k',
-      join(repoRoot, 'config', 'without-kube-api'),
+      join(repoRoot, 'config', 'default'),
     ]);
     asOperator = await kubeConfig(
       await cluster.mintUser(serviceAccountUser, [

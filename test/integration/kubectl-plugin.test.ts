@@ -304,6 +304,15 @@ describe('kubectl polychrome through the real kubectl and kube-apiserver', () =>
       expect(exported.code).toBe(0);
       const lines = (await readFile(file, 'utf8')).split('\n').filter((l) => l !== '');
       expect(lines.length).toBe(stack.api.head(conversationId) + 1);
+      // Without --actor the plugin asks kube-apiserver who the kubeconfig is (a
+      // SelfSubjectReview, as `kubectl auth whoami`) and acts as kubernetes:dave; the door
+      // takes no identity but the caller's own, so any other default would be refused.
+      const selfFile = join(stack.dir, 'hello-self.ndjson');
+      const asSelf = await plugin(stack.users.dave, ['export', 'hello', '--file', selfFile]);
+      expect(asSelf.stderr).not.toContain('is not one of your identities');
+      expect(asSelf.code).toBe(0);
+      const selfLines = (await readFile(selfFile, 'utf8')).split('\n').filter((l) => l !== '');
+      expect(selfLines.length).toBe(lines.length);
       // The coordinator's status writes lag its turns by about a second.
       await pollUntil(
         'status.journal.publicKeys',
@@ -388,6 +397,10 @@ describe('kubectl polychrome through the real kubectl and kube-apiserver', () =>
         'kubernetes:alice',
       ]);
       expect(alice.stderr).toMatch(/cannot get resource "conversations\/export"/u);
+      // Her own identity by default changes nothing: RBAC still decides.
+      const aliceSelf = await plugin(stack.users.alice, ['export', 'hello']);
+      expect(aliceSelf.code).toBe(3);
+      expect(aliceSelf.stderr).toMatch(/cannot get resource "conversations\/export"/u);
     },
     4 * PLUGIN_TIMEOUT_MS,
   );

@@ -114,14 +114,14 @@ describe('local control plane', () => {
   });
 
   it('installs the kustomize base config/default (without the Kubernetes door) the way Argo CD syncs it', async () => {
-    // config/without-kube-api: no control-plane pods run here to back the APIService
-    // (config-manifests.test.ts applies the whole of config/default).
+    // The door is opt-in (config/with-kube-api): no control-plane pods run here to back its
+    // APIService (config-manifests.test.ts dry-runs config/with-kube-api).
     const kubeconfig = (await sharedCluster()).kubeconfigPath;
     const out = kubectl(kubeconfig, [
       'apply',
       '--server-side',
       '-k',
-      join(repoRoot, 'config', 'without-kube-api'),
+      join(repoRoot, 'config', 'default'),
     ]);
     expect(out).toMatch(/namespace\/polychrome-system serverside-applied/);
     expect(out).toMatch(
@@ -137,12 +137,7 @@ describe('local control plane', () => {
     expect(sa.metadata?.name).toBe('polychrome-control-plane');
     // Applying again changes nothing and conflicts with nothing (a GitOps resync).
     expect(
-      kubectl(kubeconfig, [
-        'diff',
-        '--server-side',
-        '-k',
-        join(repoRoot, 'config', 'without-kube-api'),
-      ]),
+      kubectl(kubeconfig, ['diff', '--server-side', '-k', join(repoRoot, 'config', 'default')]),
     ).toBe('');
   });
 

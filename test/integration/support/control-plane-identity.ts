@@ -37,7 +37,8 @@ export async function controlPlaneIdentity(): Promise<ControlPlaneIdentity> {
         encoding: 'utf8',
       },
     );
-  kubectl(['apply', '--server-side', '-k', join(repoRoot, 'config', 'without-kube-api')]);
+  // The ServiceAccount, the ClusterRole and its binding, as shipped.
+  kubectl(['apply', '--server-side', '-k', join(repoRoot, 'config', 'default')]);
   const asControlPlane = await kubeConfig(
     await cluster.mintUser(CONTROL_PLANE_USER, [
       'system:serviceaccounts',

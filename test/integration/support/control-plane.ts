@@ -12,7 +12,7 @@ export const CONTROL_PLANE_USER =
   'system:serviceaccount:polychrome-system:polychrome-control-plane';
 
 /**
- * Applies the Polychrome base without the Kubernetes door (config/without-kube-api:
+ * Applies the Polychrome base, which leaves the Kubernetes door out (config/default:
  * namespace, CRD, RBAC; no APIService, whose missing backend would break discovery for every
  * test sharing the cluster, and no cert-manager objects) to the shared cluster and
  * returns a kubeconfig for the control plane's ServiceAccount identity, so the process runs
@@ -26,7 +26,7 @@ export async function controlPlaneKubeconfig(cluster: LocalCluster): Promise<str
       'apply',
       '--server-side',
       '-k',
-      join(repoRoot, 'config', 'without-kube-api'),
+      join(repoRoot, 'config', 'default'),
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
