@@ -82,8 +82,9 @@ async function loopTurn(perStepMs: number[]): Promise<number> {
       return Promise.resolve();
     },
   };
+  const model = new ScriptedProvider({ replies }, 'bench');
   const outcome = await runTurn(input, {
-    model: new ScriptedProvider({ replies }, 'bench'),
+    modelFor: () => model,
     tools: builtinToolRunner,
     steps: sink,
     clock: { nowMs: () => 0 },

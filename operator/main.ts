@@ -19,7 +19,7 @@ import { caBundle } from './ca-bundle';
 import { loadControlPlaneConfig } from './config';
 import { loadSummaryConfig, summaryModelClient } from './summary-config';
 import { createControlPlaneMetrics } from './control-plane-metrics';
-import { createAgentResourcesController } from './agent-resources-wiring';
+import { createAgentResourcesController, createModelRelay } from './agent-resources-wiring';
 import { ConversationController } from './controller/conversation-controller';
 import { HarnessEgressController } from './controller/harness-egress-controller';
 import { KubeDoor } from './kube-api/kube-door';
@@ -86,7 +86,6 @@ async function main(): Promise<void> {
     await readSecretFile(config.turns.harnessCaPath, 'POLYCHROME_HARNESS_CA_FILE'),
     'POLYCHROME_HARNESS_CA_FILE',
   );
-
   // Every conversation's Lease is in this namespace, out of reach of conversations' users.
   const leases = new ConversationLeases({
     kubeConfig: kc,
@@ -201,6 +200,7 @@ async function main(): Promise<void> {
     historyTokens: config.turns.historyTokens,
     ...(summaryModel === undefined ? {} : { summaryModel }),
     agentDirectory: (namespace) => agents.directory(namespace),
+    modelRelay: createModelRelay(kc, config), // relayed agents' model calls, keys from Secrets
     observer: {
       onTurn: (outcome, seconds) => {
         metrics.turns.inc({ outcome });

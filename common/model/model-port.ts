@@ -138,6 +138,11 @@ export interface ModelCallOptions {
    * settled text arrives in the response. Must not throw.
    */
   readonly onTextDelta?: (text: string) => void;
+  /**
+   * The turn's model round trip this call is (1, 2, ...), when a turn makes it: a relayed
+   * provider names it on the wire (harness.v1 `ModelRequest.step`). Adapters ignore it.
+   */
+  readonly step?: number;
 }
 
 /**

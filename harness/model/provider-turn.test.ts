@@ -41,7 +41,7 @@ async function calculatorTurn(model: ModelProvider): Promise<CalculatorTurn> {
       questionAnswers: [],
     },
     {
-      model,
+      modelFor: () => model,
       tools: builtinToolRunner,
       steps: {
         commit: (step) => {

@@ -86,7 +86,7 @@ describe('TurnStart.agents: the roster the machine runs', () => {
     ],
     [
       'an answering agent not listed',
-      () => ({ agent: { model: 'm', systemPrompt: '', name: 'sales' } }),
+      (s: TurnStart) => ({ agent: { ...s.agent!, name: 'sales' } }),
       /start\.agent\.name.*names sales, which is not in start\.agents/,
     ],
     [

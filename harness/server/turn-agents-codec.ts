@@ -5,6 +5,8 @@ import type {
   TurnStart,
 } from '../../proto/gen/polychrome/harness/v1/harness';
 import { invalidField } from '../turn/proto-fields';
+import type { AgentModelSettings } from '../model/relayed-model';
+import { relaySettingsFromProto, relaySettingsToProto } from './relay-codec';
 import { handoffToolFor, ReservedTool, type HandoffTarget } from '../turn/reserved-tools';
 import type { TurnAgent } from '../turn/turn-agents';
 import type { TurnInput } from '../turn/turn-machine';
@@ -67,7 +69,7 @@ export function agentsFromProto(
   };
   const agents: TurnAgent[] = [];
   const references = new Map<string, readonly ToolReference[]>();
-  const settings = new Map<string, AgentSettings>();
+  const settings = new Map<string, AgentModelSettings>();
   start.agents.forEach((agent, i) => {
     const field = `start.agents[${i}]`;
     agent.handoffs.forEach((target, j) => {
@@ -94,7 +96,11 @@ export function agentsFromProto(
       ...(memory === 0 ? {} : { memoryBudgetBytes: memory }),
     });
     references.set(agent.name, toolReferences);
-    if (agent.settings !== undefined) settings.set(agent.name, agent.settings);
+    const relay = relaySettingsFromProto(agent.settings, `${field}.settings`);
+    settings.set(agent.name, {
+      model: agent.settings?.model ?? '',
+      ...(relay === undefined ? {} : { relay }),
+    });
   });
   return {
     targetsOf,
@@ -125,11 +131,7 @@ export function agentsToProto(request: TurnRequest): DispatchedAgent[] {
   return [answering, ...input.agents].map((agent) => ({
     name: agent.name,
     description: '',
-    settings: request.agentSettings?.get(agent.name) ?? {
-      model: '',
-      systemPrompt: agent.system ?? '',
-      name: agent.name,
-    },
+    settings: settingsToProto(agent, request.agentSettings?.get(agent.name)),
     tools: [
       ...agent.tools.map(turnToolToProto),
       ...(request.agentToolReferences?.get(agent.name) ?? []).map(toolReferenceToProto),
@@ -155,4 +157,13 @@ export function handoffCatalog(
   if (targets === undefined || targets.length === 0) return catalog;
   const tool = handoffToolFor(targets);
   return (name) => (name === ReservedTool.HandoffTo ? tool : catalog(name));
+}
+
+function settingsToProto(agent: TurnAgent, model: AgentModelSettings | undefined): AgentSettings {
+  return {
+    model: model?.model ?? '',
+    systemPrompt: agent.system ?? '',
+    name: agent.name,
+    ...relaySettingsToProto(model?.relay),
+  };
 }

@@ -12,6 +12,8 @@ import type {
   ToolOutcome,
   ToolRunner,
 } from '../turn/ports/tool-port';
+import type { ModelResponse } from '../../common/model/model-port';
+import type { ModelChannel, RelayedCall } from '../model/relayed-model';
 import type { StepSink, TextDelta } from '../turn/run-turn';
 import type { TurnStep, TurnTool } from '../turn/turn-records';
 import { observeStep, type HarnessMetrics } from './harness-metrics';
@@ -23,6 +25,7 @@ import {
   type TrustedAnswer,
 } from './turn-output-codec';
 import { turnStepToProto } from '../turn/step-codec';
+import { modelAnswerFromProto } from './relay-codec';
 
 /** The RunTurn call as grpc-js hands it to the handler. */
 export type RunTurnCall = ServerDuplexStream<TurnInputMessage, TurnOutput>;
@@ -72,6 +75,11 @@ export class TurnCall {
   private readonly abortController = new AbortController();
   private readonly acks = new Map<number, Waiter<number>>();
   private readonly trusted = new Map<string, Waiter<TrustedAnswer>>();
+  /** The relayed model call waiting for its answer (one at a time), by step. */
+  private readonly models = new Map<number, Waiter<ModelResponse>>();
+  /** Every step relayed on this call, and where the waiting one's deltas go. */
+  private readonly relayed = new Set<number>();
+  private onModelDelta: ((text: string) => void) | undefined;
   private sequence = 0;
   private inputClosed: AppError | undefined;
   private violation: AppError | undefined;
@@ -128,6 +136,23 @@ export class TurnCall {
         waiter.resolve(answer);
         return;
       }
+      case 'modelDelta':
+        if (this.models.has(input.value.step)) this.onModelDelta?.(input.value.text);
+        else this.lateRelay(input.value.step, 'model_delta');
+        return;
+      case 'modelAnswer': {
+        const waiter = this.models.get(input.value.step);
+        if (waiter === undefined) {
+          this.lateRelay(input.value.step, 'model_answer');
+          return;
+        }
+        this.models.delete(input.value.step);
+        this.onModelDelta = undefined;
+        const answer = modelAnswerFromProto(input.value);
+        if (answer.ok) waiter.resolve(answer.response);
+        else waiter.reject(answer.error);
+        return;
+      }
       case 'cancel':
         this.options.log.info({ reason: input.value.reason }, 'turn cancel received');
         this.abort(
@@ -148,8 +173,10 @@ export class TurnCall {
     this.inputClosed = reason;
     for (const waiter of this.acks.values()) waiter.reject(reason);
     for (const waiter of this.trusted.values()) waiter.reject(reason);
+    for (const waiter of this.models.values()) waiter.reject(reason);
     this.acks.clear();
     this.trusted.clear();
+    this.models.clear();
   }
 
   /**
@@ -198,8 +225,34 @@ export class TurnCall {
     },
   };
 
-  /** Streams a text fragment (not committed). */
+  /**
+   * Relayed model calls (relayed-model.ts): a `model_request` up, its `model_delta`s and
+   * `model_answer` down. The wait has no timeout of its own: the control plane's model call
+   * is bounded by its adapter, and the call by its deadline.
+   */
+  readonly modelChannel: ModelChannel = {
+    ask: (call: RelayedCall, { signal, onDelta }): Promise<ModelResponse> => {
+      if (this.models.size > 0) {
+        return Promise.reject(
+          new AppError('internal', `model call ${call.step} started while another is relayed`),
+        );
+      }
+      const answered = this.wait(this.models, call.step, signal, () => relayCancelled(call));
+      // Nobody would answer, or nobody waits: ask nothing.
+      if (this.inputClosed !== undefined || signal.aborted) return answered;
+      this.relayed.add(call.step);
+      this.onModelDelta = onDelta;
+      this.write({ $case: 'modelRequest', value: call });
+      return answered;
+    },
+  };
+
+  /**
+   * Streams a text fragment (not committed). A relayed step's fragments are not sent back:
+   * the control plane streamed them itself.
+   */
   sendDelta(delta: TextDelta): void {
+    if (this.relayed.has(delta.step)) return;
     this.write({ $case: 'textDelta', value: textDeltaToProto(delta) });
   }
 
@@ -213,6 +266,15 @@ export class TurnCall {
     // grpc-js buffers what the peer has not read yet. Steps and trusted calls each wait for
     // an answer before the next, so only text deltas can queue, bounded by one model reply.
     if (!this.options.call.cancelled) this.options.call.write({ output });
+  }
+
+  /**
+   * A `model_delta` or `model_answer` for no waiting call: one of a step this call relayed
+   * and stopped waiting for (a cancel) is ignored; any other is a protocol mistake.
+   */
+  private lateRelay(step: number, what: string): void {
+    if (this.relayed.has(step)) return;
+    this.violate(`${what} for step ${step}, which was not relayed`);
   }
 
   private violate(what: string): void {
@@ -269,6 +331,10 @@ function ackTimeout(turnId: string, step: TurnStep, sequence: number): AppError 
     `turn ${turnId}: the control plane did not ack step ${sequence} (${step.kind}) in time; the journal append may or may not have happened, so recover the turn from the journal`,
     { details: { turn: turnId, sequence, kind: step.kind } },
   );
+}
+
+function relayCancelled(call: RelayedCall): AppError {
+  return new AppError('cancelled', `the relayed model call of step ${call.step} was cancelled`);
 }
 
 function trustedTimeout(request: ToolCallRequest, timeoutMs: number): AppError {

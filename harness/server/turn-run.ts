@@ -7,10 +7,11 @@ import { requestedModel, tracedModel } from '../model/traced-model';
 import type { McpServerListing } from '../tools/mcp-tools';
 import { tracedTools } from '../tools/traced-tools';
 import type { RequestHasher } from '../turn/agent-config';
+import type { ModelProvider } from '../../common/model/model-port';
+import type { AgentModelSettings } from '../model/relayed-model';
 import { runTurn } from '../turn/run-turn';
 import { type TurnOutcome } from '../turn/turn-outcome';
 import type { TurnInput } from '../turn/turn-machine';
-import type { ModelParameters } from '../../common/model/model-port';
 import type { TurnTool } from '../turn/turn-records';
 import { AgentSpans } from './agent-spans';
 import { trustedKeys, type HarnessServerOptions } from './harness-options';
@@ -19,6 +20,7 @@ import { endWithError, type RunTurnCall, type TurnCall } from './turn-call';
 import { turnOutcomeToProto } from './turn-output-codec';
 import type { TurnRequest } from './turn-start-codec';
 import { offeredTools } from './turn-tools';
+import { agentModelSettings, turnModels } from './turn-models';
 import type { UsedApprovals } from './used-approvals';
 
 /**
@@ -62,7 +64,11 @@ export async function runTurnCall(
     },
     'turn started',
   );
-  const model = deps.modelFor(request.model);
+  // Each agent's model: the harness's own provider, or relayed through the control plane.
+  const ownAgent = request.input.agentName ?? '';
+  const settings = agentModelSettings(request);
+  const modelOf = turnModels(settings, (name) => deps.modelFor(name), turn.modelChannel, ownAgent);
+  const model = modelOf(ownAgent);
   const clock = deps.clock ?? { nowMs: () => Date.now() };
   used.noteHistory(input.recordedSteps, input.approvalAnswers);
   // The turn starts with its agent; a handoff enters the next (AgentSpans.enter).
@@ -76,11 +82,9 @@ export async function runTurnCall(
   try {
     outcome = await runTurn(
       // Recorded for replay when the provider states its parameters (docs/replay.md).
-      model.parameters === undefined || options.recordAgentConfig === false
-        ? input
-        : withModel(input, model.parameters),
+      options.recordAgentConfig === false ? input : withModels(input, modelOf),
       {
-        model: tracedModel(model, request.model, agents),
+        modelFor: tracedModels(modelOf, settings, request.model, agents),
         tools: tracedTools(deps.tools, agents),
         trustedTools: tracedTools(turn.trustedTools, agents),
         steps: {
@@ -126,6 +130,27 @@ export async function runTurnCall(
     observeTurn(options.metrics, outcome.kind, seconds());
   }
   log.info({ outcome: outcome.kind, seconds: seconds() }, 'turn ended');
+}
+
+/**
+ * Each agent's model with a span around every call (traced-model.ts), built once per
+ * agent. An agent requests the model its settings name; one without settings, the turn's.
+ */
+function tracedModels(
+  modelOf: (agent: string) => ModelProvider,
+  settings: ReadonlyMap<string, AgentModelSettings>,
+  requested: string,
+  agents: AgentSpans,
+): (agent: string) => ModelProvider {
+  const traced = new Map<string, ModelProvider>();
+  return (agent) => {
+    let model = traced.get(agent);
+    if (model === undefined) {
+      model = tracedModel(modelOf(agent), settings.get(agent)?.model ?? requested, agents);
+      traced.set(agent, model);
+    }
+    return model;
+  };
 }
 
 /**
@@ -200,15 +225,22 @@ export function withPolicy(input: TurnInput, options: HarnessServerOptions): Tur
 }
 
 /**
- * `input` with the parameters of the provider that answers for every agent of the turn,
- * recorded in each agent's configuration (docs/replay.md).
+ * `input` with the parameters of the provider that answers for each agent of the turn,
+ * recorded in its configuration (docs/replay.md); an agent whose provider states none is
+ * not recorded for replay.
  */
-function withModel(input: TurnInput, model: ModelParameters): TurnInput {
+function withModels(input: TurnInput, modelOf: (agent: string) => ModelProvider): TurnInput {
+  const own = modelOf(input.agentName ?? '').parameters;
   return {
     ...input,
-    model,
+    ...(own === undefined ? {} : { model: own }),
     ...(input.agents === undefined
       ? {}
-      : { agents: input.agents.map((agent) => ({ ...agent, model })) }),
+      : {
+          agents: input.agents.map((agent) => {
+            const model = modelOf(agent.name).parameters;
+            return model === undefined ? agent : { ...agent, model };
+          }),
+        }),
   };
 }

@@ -1,6 +1,5 @@
 import {
   Role as ProtoRole,
-  type AgentSettings,
   type HistoryBlock,
   type HistoryMessage,
   type TurnStart,
@@ -24,6 +23,8 @@ import {
   type ToolReference,
 } from './tool-spec-codec';
 import { agentsFromProto, agentsToProto, handoffCatalog } from './turn-agents-codec';
+import type { AgentModelSettings, RelaySettings } from '../model/relayed-model';
+import { relaySettingsFromProto, relaySettingsToProto } from './relay-codec';
 
 /**
  * The `start` of a `Harness.RunTurn` call (harness.v1 `TurnStart`: the turn's input, its
@@ -39,6 +40,8 @@ export interface TurnRequest {
   readonly attempt: number;
   /** The model the agent uses; empty lets the harness pick its configured default. */
   readonly model: string;
+  /** Present: the control plane makes the agent's model calls (AgentSettings fields 4 to 6). */
+  readonly relay?: RelaySettings;
   readonly input: TurnInput;
   /**
    * By-reference specs `turnRequestFromProto` left for the harness to resolve when the turn
@@ -51,7 +54,7 @@ export interface TurnRequest {
    * for a turn of a single inline agent.
    */
   readonly agentToolReferences?: ReadonlyMap<string, readonly ToolReference[]>;
-  readonly agentSettings?: ReadonlyMap<string, AgentSettings>;
+  readonly agentSettings?: ReadonlyMap<string, AgentModelSettings>;
 }
 
 /**
@@ -165,6 +168,7 @@ export function turnRequestToProto(request: TurnRequest): TurnStart {
       model: request.model,
       systemPrompt: input.system ?? '',
       name: request.input.agentName ?? '',
+      ...relaySettingsToProto(request.relay),
     },
     history: input.history.map(messageToProto),
     userMessage: input.userMessage,
@@ -209,6 +213,7 @@ export function turnRequestFromProto(
   const budget = start.budget;
   const system = start.agent?.systemPrompt ?? '';
   const agentName = start.agent?.name ?? '';
+  const relay = relaySettingsFromProto(start.agent, 'start.agent');
   const roster = agentsFromProto(start, catalog, deferred);
   const { tools, toolReferences } = toolsFromProto(
     start.tools,
@@ -221,6 +226,7 @@ export function turnRequestFromProto(
     turnId: start.turnId,
     attempt: start.attempt,
     model: start.agent?.model ?? '',
+    ...(relay === undefined ? {} : { relay }),
     input: {
       turnId: start.turnId,
       ...(system === '' ? {} : { system }),

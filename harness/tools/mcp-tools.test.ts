@@ -356,7 +356,7 @@ describe('MCP failure cases (our own stdio server)', () => {
         questionAnswers: [],
       },
       {
-        model,
+        modelFor: () => model,
         tools: runner,
         steps: {
           commit: (step) => {

@@ -115,7 +115,7 @@ export async function liveWhatIf(
   const outcome = await runTurn(
     input,
     {
-      model,
+      modelFor: () => model,
       tools: policy,
       trustedTools: policy,
       steps: { commit: () => Promise.resolve() },

@@ -131,7 +131,7 @@ function rig(replies: ScriptReply[], options: { commitTicks?: number; sink?: Ste
     committed,
     deltas,
     deps: {
-      model,
+      modelFor: () => model,
       tools,
       trustedTools,
       steps,

@@ -52,7 +52,12 @@ export interface TextDelta {
 
 /** What {@link runTurn} needs. */
 export interface RunTurnDeps {
-  readonly model: ModelProvider;
+  /**
+   * The model of each agent (the `call_model` effect's `agent`, '' for an unnamed one):
+   * a harness gives every agent its own provider, or a relayed one whose calls the control
+   * plane makes (docs/turns.md, "Who calls the model"). Must not throw.
+   */
+  modelFor(agent: string): ModelProvider;
   readonly tools: ToolRunner;
   /** Runs tools with `host: 'control_plane'`; without it such calls fail with an error result. */
   readonly trustedTools?: ToolRunner;
@@ -201,8 +206,9 @@ function startCall(
         const startedAtMs = deps.clock.nowMs();
         const onTextDelta = deps.onTextDelta;
         try {
-          const response = await deps.model.complete(effect.request, {
+          const response = await deps.modelFor(effect.agent).complete(effect.request, {
             signal,
+            step: effect.step,
             ...(onTextDelta === undefined
               ? {}
               : { onTextDelta: (text: string) => onTextDelta({ step: effect.step, text }) }),

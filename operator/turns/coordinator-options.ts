@@ -10,6 +10,7 @@ import type { ApprovalSigner } from './approval-signer';
 import type { ConversationStore } from './conversation-access';
 import type { HarnessConnector } from './harness-client';
 import type { AgentDirectory } from './agent-roster';
+import type { ModelRelay, ModelRouteSource } from './model-relay-port';
 
 /** Who holds which roles, for rules that name an identity other than the caller's. */
 export interface IdentityDirectory {
@@ -75,6 +76,13 @@ export interface TurnCoordinatorOptions {
    * (agent-roster.ts); absent: a Conversation that names an Agent takes no turn.
    */
   readonly agentDirectory?: (namespace: string) => AgentDirectory;
+  /**
+   * Makes the model calls of agents with a route (model-relay-port.ts); absent: a relayed
+   * request is answered `failed_precondition`.
+   */
+  readonly modelRelay?: ModelRelay;
+  /** Each dispatched turn's model routes; absent: no agent's calls are relayed. */
+  readonly modelRoutes?: ModelRouteSource;
 }
 
 /** What the metrics see of each turn. */

@@ -2,7 +2,9 @@
  * One `Harness.RunTurn` call (proto/polychrome/harness/v1), read by its caller: an async
  * iterable of what the harness streams, in order, which the caller answers — a step with
  * its journal position once committed ({@link HarnessCall.committed}), a trusted tool with
- * its result ({@link HarnessCall.toolResult}) — before it reads on. The call owns the
+ * its result ({@link HarnessCall.toolResult}), a relayed model request with its fragments
+ * and answer ({@link HarnessCall.modelDelta}, {@link HarnessCall.modelAnswer}) — before it
+ * reads on. The call owns the
  * stream: the carried-step rules, how an early end or a wire error reads, and cancelling
  * the call when its reader stops (docs/turns.md "One message", 6).
  */
@@ -10,6 +12,8 @@ import type { ClientDuplexStream } from '@grpc/grpc-js';
 import { AppError, type ErrorDetails } from '../../common/errors';
 import { isServiceError, receivedErrorOf } from '../../common/grpc-errors';
 import type {
+  ModelAnswer,
+  ModelRequest,
   Paused,
   Step,
   TextDelta,
@@ -28,6 +32,11 @@ export type HarnessMessage =
   | { readonly kind: 'step'; readonly step: Step }
   /** A control-plane tool to run; the harness waits for {@link HarnessCall.toolResult}. */
   | { readonly kind: 'trusted_tool'; readonly call: TrustedToolCall }
+  /**
+   * A relayed model call to make; the harness waits for {@link HarnessCall.modelAnswer}
+   * (and takes {@link HarnessCall.modelDelta}s before it).
+   */
+  | { readonly kind: 'model_request'; readonly request: ModelRequest }
   /** The end: the harness paused the turn. */
   | { readonly kind: 'paused'; readonly paused: Paused }
   /**
@@ -64,6 +73,7 @@ export class HarnessCall implements AsyncIterable<HarnessMessage> {
   private released = false;
   private read = false;
   private readonly onAbort = (): void => this.stream.cancel();
+  private readonly over = new AbortController();
 
   constructor(
     private readonly endpoint: string,
@@ -76,7 +86,17 @@ export class HarnessCall implements AsyncIterable<HarnessMessage> {
     // Keep the stream's 'error' event here; reading rethrows it.
     stream.on('error', (error: unknown) => {
       this.failure ??= error;
+      this.over.abort(error);
     });
+    stream.on('status', () => this.over.abort());
+  }
+
+  /**
+   * Aborted once the call is over on the wire (ended, failed, cancelled): work done for the
+   * harness meanwhile (a relayed model call) has nobody to answer and stops.
+   */
+  get closed(): AbortSignal {
+    return this.over.signal;
   }
 
   /** Answers the step just read with its journal position: the harness goes on. */
@@ -93,6 +113,19 @@ export class HarnessCall implements AsyncIterable<HarnessMessage> {
       $case: 'trustedToolResult',
       value: result,
     });
+  }
+
+  /** Streams a text fragment of the model request just read (it stays unanswered). */
+  modelDelta(step: number, text: string): void {
+    const awaited = `model request ${String(step)}`;
+    if (this.awaited !== awaited) throw this.answersOther(awaited);
+    if (!this.released)
+      this.stream.write({ input: { $case: 'modelDelta', value: { step, text } } });
+  }
+
+  /** Answers the model request just read with the model's response or its failure. */
+  modelAnswer(answer: ModelAnswer): void {
+    this.answer(`model request ${String(answer.step)}`, { $case: 'modelAnswer', value: answer });
   }
 
   /** Cancels the call; reading it (if it goes on) throws `cancelled` with `reason`. */
@@ -139,6 +172,10 @@ export class HarnessCall implements AsyncIterable<HarnessMessage> {
           this.awaited = `trusted tool call ${output.value.toolCallId}`;
           yield { kind: 'trusted_tool', call: output.value };
           break;
+        case 'modelRequest':
+          this.awaited = `model request ${String(output.value.step)}`;
+          yield { kind: 'model_request', request: output.value };
+          break;
         case 'paused':
           this.end();
           if (carried.length > 0) throw this.carriedWithout('paused the turn');
@@ -158,14 +195,16 @@ export class HarnessCall implements AsyncIterable<HarnessMessage> {
 
   /** Writes the answer to what the harness waits for; an answer to anything else is a bug. */
   private answer(answered: string, input: TurnInput['input']): void {
-    if (this.awaited !== answered) {
-      throw new AppError(
-        'internal',
-        `the harness at ${this.endpoint} waits for an answer to ${this.awaited ?? 'nothing'}, not to ${answered}`,
-      );
-    }
+    if (this.awaited !== answered) throw this.answersOther(answered);
     this.awaited = undefined;
     if (!this.released) this.stream.write({ input });
+  }
+
+  private answersOther(answered: string): AppError {
+    return new AppError(
+      'internal',
+      `the harness at ${this.endpoint} waits for an answer to ${this.awaited ?? 'nothing'}, not to ${answered}`,
+    );
   }
 
   /** The harness sent its end: the call is half-closed, never cancelled. */
@@ -178,6 +217,7 @@ export class HarnessCall implements AsyncIterable<HarnessMessage> {
   private release(): void {
     if (this.released) return;
     this.released = true;
+    this.over.abort();
     if (!this.ended) this.stream.cancel();
     this.signal?.removeEventListener('abort', this.onAbort);
     this.channel.calls -= 1;
@@ -213,7 +253,7 @@ export class HarnessCall implements AsyncIterable<HarnessMessage> {
   private unanswered(awaited: string): AppError {
     return new AppError(
       'internal',
-      `the harness call to ${this.endpoint} was read on before ${awaited} was answered; answer each step and trusted tool call before reading the next message`,
+      `the harness call to ${this.endpoint} was read on before ${awaited} was answered; answer each step, trusted tool call and model request before reading the next message`,
     );
   }
 }

@@ -86,6 +86,8 @@ async function readToEnd(call: HarnessCall, sink: Sink = handlers()): Promise<Ha
         break;
       case 'trusted_tool':
         throw new Error('no trusted tool in this test');
+      case 'model_request':
+        throw new Error('no relayed model call in this test');
       case 'paused':
       case 'result':
         return message;

@@ -7,6 +7,7 @@ import { AppError } from '../../common/errors';
 import { needsApproval } from '../../common/approval-rules';
 import {
   ToolHost,
+  type AgentSettings,
   type DispatchedAgent,
   type Step,
   type ToolSpec,
@@ -14,6 +15,7 @@ import {
 import { rosterAgent, type AgentRoster, type RosterAgent } from './agent-roster';
 import type { JournalView, TurnView } from './journal-view-types';
 import type { TurnStatusChange } from './turn-status';
+import type { ModelRoute } from './model-relay-port';
 import { ASK_USER_TOOL, HANDOFF_TOOL, rosterOfTurn } from './plan-common';
 
 /**
@@ -90,12 +92,47 @@ export function toolSpecsOf(
   }));
 }
 
+/**
+ * What the harness is told of an agent's model: an Agent's model is its ModelConfig's,
+ * and the control plane makes its calls (the key never enters the sandbox).
+ */
+export function settingsOf(agent: RosterAgent): AgentSettings {
+  return {
+    model: agent.model.model,
+    systemPrompt: agent.systemPrompt,
+    name: agent.name,
+    relayModelCalls: true,
+    provider: agent.model.provider,
+    maxTokens: agent.model.maxTokens ?? 0,
+  };
+}
+
+/**
+ * Where each agent of `roster` has its model calls made (model-relay-port.ts): its
+ * ModelConfig as the turn's first dispatch recorded it, in the Conversation's namespace.
+ */
+export function rosterRoutes(roster: AgentRoster, namespace: string): Map<string, ModelRoute> {
+  return new Map(
+    roster.agents.map(({ name, model }) => [
+      name,
+      {
+        provider: model.provider,
+        model: model.model,
+        ...(model.baseUrl === undefined ? {} : { baseUrl: model.baseUrl }),
+        ...(model.maxTokens === undefined ? {} : { maxTokens: model.maxTokens }),
+        ...(model.secretKeyRef === undefined ? {} : { secretKeyRef: model.secretKeyRef }),
+        namespace,
+      },
+    ]),
+  );
+}
+
 /** `TurnStart.agents`: every agent of the roster with its settings, tools and handoffs. */
 export function dispatchedAgentsOf(roster: AgentRoster): DispatchedAgent[] {
   return roster.agents.map((agent) => ({
     name: agent.name,
     description: agent.description,
-    settings: { model: agent.model.model, systemPrompt: agent.systemPrompt, name: agent.name },
+    settings: settingsOf(agent),
     tools: toolSpecsOf(agent.builtin, agent.requireApproval, agent.handoffs.length > 0),
     handoffs: [...agent.handoffs],
   }));

@@ -23,6 +23,7 @@ import { rosterAgent, type AgentRoster } from './agent-roster';
 import {
   checkStepAgent,
   dispatchedAgentsOf,
+  settingsOf,
   startingAgent,
   toolSpecsOf,
   turnRoster,
@@ -106,7 +107,7 @@ function agentsOfTurn(conversation: Conversation, view: JournalView, turn: TurnV
     const own = dispatched.find(({ name }) => name === first.name);
     return {
       starting: {
-        settings: own?.settings ?? { model: '', systemPrompt: '', name: first.name },
+        settings: own?.settings ?? settingsOf(first),
         tools: own?.tools ?? [],
         maxSteps: first.maxSteps,
       },
@@ -121,6 +122,10 @@ function agentsOfTurn(conversation: Conversation, view: JournalView, turn: TurnV
     model: spec.agent?.model ?? '',
     systemPrompt: spec.agent?.systemPrompt ?? '',
     name: spec.agent?.name ?? '',
+    // The runner marks a relayed agent (plan-model-request.ts relayedStart).
+    relayModelCalls: false,
+    provider: '',
+    maxTokens: 0,
   };
   const starting = { settings, tools, maxSteps: spec.agent?.maxSteps ?? DEFAULT_MAX_STEPS };
   return { starting, all: [starting], dispatched: [] };

@@ -276,10 +276,14 @@ describe('a turn of a Conversation that names an Agent', () => {
     const t2 = view.turnsById.get('t2');
     if (t2 === undefined) throw new Error('no t2');
     const start = turnStartOf(convo, view, t2, 1, {});
+    // An Agent's model calls are the control plane's: the key stays out of the sandbox.
     expect(start.agent).toEqual({
       model: 'claude-sonnet-5-5',
       systemPrompt: 'You are billing.',
       name: 'billing',
+      relayModelCalls: true,
+      provider: 'anthropic',
+      maxTokens: 0,
     });
     expect(start.budget?.conversationMaxSteps).toBe(5);
     expect(start.tools.map((t) => [t.name, t.needsApproval])).toEqual([

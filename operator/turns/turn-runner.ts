@@ -11,11 +11,11 @@ import type { AppendOutcome } from '../../common/state-journal';
 import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { LeaseHandle } from '../lease/lease-source';
 import type { TurnCoordinatorOptions, TurnObserver } from './coordinator-options';
-import type { TurnStart } from '../../proto/gen/polychrome/harness/v1/harness';
 import { forgedEnd, HARNESS_BUSY, retryWhileBusy, unsettledError } from './harness-run';
 import { traceparent, trustedToolPlan } from './harness-run';
-import { checkStep, turnStartOf, type DispatchedTurn } from './plan-harness-checks';
-import { settledWithAgent, turnRoster } from './plan-agents';
+import { checkStep, type DispatchedTurn } from './plan-harness-checks';
+import { settledWithAgent } from './plan-agents';
+import { dispatchedFacts, harnessStart, type HarnessStart } from './harness-start';
 import { acceptedAsLost, checkpointOf, JournalRolledBackError } from './journal-checkpoint';
 import { turnReplyOf } from './turn-projections';
 import { type JournalView, type TurnView } from './journal-view-types';
@@ -29,6 +29,7 @@ import type { TurnStatusChange } from './turn-status';
 import type { TurnStatusWriter } from './turn-status-writer';
 import type { TextDeltaEvent, TurnReply } from './turn-service';
 import { TextDeltas } from './text-deltas';
+import { relayModelCall } from './relay-model-call';
 
 /** What the runner shares with the coordinator that made it. */
 export interface TurnRunnerParts {
@@ -261,7 +262,8 @@ export class TurnRunner {
       const endpoint = await conversations.waitForSandbox(uid, sandboxWaitMs ?? 120_000, signal);
       const view = this.views.cached(uid) ?? (await this.views.refresh(uid, signal));
       const turn = this.turnAt(uid, turnId);
-      const start = turnStartOf(conversation, view, turn, attempt, this.options);
+      const { modelRoutes } = this.options;
+      const start = harnessStart(conversation, view, turn, attempt, this.options, modelRoutes);
       for (let busy = 0; ; busy += 1) {
         try {
           return await this.readHarness(conversation, lease, endpoint, start, signal);
@@ -279,16 +281,19 @@ export class TurnRunner {
    * Reads the call to its end, in the harness's order: a text delta goes to this replica's
    * listeners; a step is checked with the plan against the dispatched turn, committed under
    * `lease`, and only then acknowledged with its position (a refused step is the `forged`
-   * end, and the call is cancelled); a trusted tool call is answered; then the end.
+   * end, and the call is cancelled); a trusted tool call is answered; a relayed model request
+   * is made along the route dispatched for its agent (relay-model-call.ts; an agent without
+   * one is the `forged` end); then the end.
    */
   private async readHarness(
     conversation: Conversation,
     lease: LeaseHandle,
     endpoint: string,
-    start: TurnStart,
+    dispatched: HarnessStart,
     signal: AbortSignal,
   ): Promise<HarnessEnd> {
     const uid = conversation.metadata.uid ?? '';
+    const { start, routes } = dispatched;
     const { turnId } = start;
     const namespace = conversation.metadata.namespace ?? '';
     const options = { signal, traceparent: traceparent(), namespace };
@@ -311,6 +316,16 @@ export class TurnRunner {
           if (plan.kind === 'forged') return forgedEnd(plan.reason, message.call.toolCallId, call);
           if (plan.events.length > 0) await this.commit(uid, lease, plan.events);
           call.toolResult(plan.result);
+          break;
+        }
+        case 'model_request': {
+          const forged = await relayModelCall(call, message.request, {
+            relay: this.options.modelRelay,
+            routes,
+            signal: AbortSignal.any([signal, call.closed]),
+            onTextDelta: (step, text) => this.deltas.emit(uid, { turnId, step, text }),
+          });
+          if (forged !== undefined) return forgedEnd(forged, '', call);
           break;
         }
         case 'paused':
@@ -343,22 +358,9 @@ export class TurnRunner {
     return committed;
   }
 
-  /**
-   * What the plan checks a dispatched turn's steps against: the turn, the journal's newest
-   * agent configuration (docs/replay.md) and the roster the turn runs under.
-   */
   private dispatched(conversation: Conversation, turnId: string): DispatchedTurn {
     const uid = conversation.metadata.uid ?? '';
-    const view = this.views.cached(uid);
-    const turn = this.turnAt(uid, turnId);
-    const newest = view?.newestAgentConfig;
-    const roster = view === undefined ? undefined : turnRoster(view, turn);
-    return {
-      turn,
-      conversation,
-      ...(newest === undefined ? {} : { newestAgentConfig: newest.sha256 }),
-      ...(roster === undefined ? {} : { roster }),
-    };
+    return dispatchedFacts(conversation, this.views.cached(uid), this.turnAt(uid, turnId));
   }
 
   private turnAt(uid: string, turnId: string): TurnView {

@@ -1,34 +1,31 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CoreV1Api, CustomObjectsApi, EventsV1Api, type KubeConfig } from '@kubernetes/client-node';
-import { execFileSync } from 'node:child_process';
-import { join } from 'node:path';
 import pino from 'pino';
-import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { pollUntil } from '../../hack/lib/processes';
 import { AgentResourcesController } from '../../operator/controller/agent-resources-controller';
 import { field, freshNamespace, kubeConfig, sharedCluster } from './support/kube';
-import { CONTROL_PLANE_NAMESPACE } from './support/peer-pods';
+import {
+  CONTROL_PLANE_ACCOUNT,
+  CONTROL_PLANE_USER,
+  controlPlaneIdentity,
+} from './support/control-plane-identity';
 
 // The Agent and ModelConfig controller runs here as the control plane's own ServiceAccount
 // (the identity config/cluster grants, as in control-plane-rbac.test.ts), against the real
 // API server with RBAC on. It may not read Secrets until the namespace grants one by name,
 // with exactly the commands its SecretForbidden condition prints.
-const account = { name: 'polychrome-control-plane', namespace: CONTROL_PLANE_NAMESPACE };
-const serviceAccountUser = `system:serviceaccount:${account.namespace}:${account.name}`;
+const account = CONTROL_PLANE_ACCOUNT;
+const serviceAccountUser = CONTROL_PLANE_USER;
 const poll = { timeoutMs: 30_000, intervalMs: 200 };
 const KEY_VALUE = 'sk-ant-test-0123456789-never-anywhere';
 
 describe('Agents and ModelConfigs, reconciled as the control plane', () => {
   let admin: KubeConfig;
-  let kubeconfigPath: string;
+  let kubectl: (args: readonly string[]) => string;
   let ns: { name: string; dispose: () => Promise<void> };
   let controller: AgentResourcesController;
   const logs: string[] = [];
 
-  const kubectl = (args: readonly string[]): string =>
-    execFileSync(join(defaultBinDir, 'kubectl'), [`--kubeconfig=${kubeconfigPath}`, ...args], {
-      encoding: 'utf8',
-    });
   const objects = (): CustomObjectsApi => admin.makeApiClient(CustomObjectsApi);
   const plural = { Agent: 'agents', ModelConfig: 'modelconfigs' } as const;
   const create = (kind: keyof typeof plural, name: string, spec: object): Promise<unknown> =>
@@ -64,16 +61,9 @@ describe('Agents and ModelConfigs, reconciled as the control plane', () => {
 
   beforeAll(async () => {
     admin = await kubeConfig();
-    const cluster = await sharedCluster();
-    kubeconfigPath = cluster.kubeconfigPath;
-    // The ServiceAccount, the ClusterRole and its binding, as shipped.
-    kubectl(['apply', '--server-side', '-k', join(repoRoot, 'config', 'default')]);
-    const asControlPlane = await kubeConfig(
-      await cluster.mintUser(serviceAccountUser, [
-        'system:serviceaccounts',
-        `system:serviceaccounts:${account.namespace}`,
-      ]),
-    );
+    const identity = await controlPlaneIdentity();
+    kubectl = identity.kubectl;
+    const asControlPlane = identity.asControlPlane;
     ns = await freshNamespace(admin, 'agents');
     await admin.makeApiClient(CoreV1Api).createNamespacedSecret({
       namespace: ns.name,

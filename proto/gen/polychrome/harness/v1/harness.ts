@@ -43,11 +43,25 @@ import {
  *
  * One call, one turn (or one attempt of it):
  *   control plane -> harness: exactly one `start` first, then `step_committed` acks,
- *     `trusted_tool_result` answers and at most one `cancel`.
+ *     `trusted_tool_result` answers, `model_delta`s and one `model_answer` per
+ *     `model_request`, and at most one `cancel`.
  *   harness -> control plane: `text_delta`s, `step`s (each waits for its ack before the loop
  *     goes on, so a side-effecting `tool_call` is durable before the tool runs),
- *     `trusted_tool_call`s, and exactly one terminal message, `paused` or `result`, after
- *     which the harness ends the call with status OK.
+ *     `trusted_tool_call`s, `model_request`s, and exactly one terminal message, `paused` or
+ *     `result`, after which the harness ends the call with status OK.
+ *
+ * Relayed model calls (docs/turns.md, "Who calls the model"): for an agent whose
+ * `AgentSettings.relay_model_calls` is set, the control plane makes the model call, with a
+ * key the sandbox never holds. The harness sends one `model_request` and sends nothing else
+ * until its `model_answer` (one model request in flight per call at a time); the control
+ * plane answers with zero or more `model_delta`s of that step, then exactly one
+ * `model_answer` of that step. The harness sends no `text_delta` of a relayed step: the
+ * control plane streamed those fragments itself. The provider, model, endpoint and key come
+ * from what the control plane dispatched for the agent, never from the request; a request
+ * naming an agent the control plane did not dispatch with a relay is refused like a forged
+ * step. A call cut while a request is in flight fails the attempt as retryable, like a model
+ * failure: a model call has no side effect. After the harness stopped waiting (a cancel), a
+ * late `model_delta` or `model_answer` of that step is ignored.
  * Failures of the call itself (bad token, a second concurrent turn, a malformed `start`, an
  * ack that never came) end it with a gRPC status instead (common/errors.ts `errorStatus`);
  * the control plane then treats the dispatch as an orphan and recovers it from the journal.
@@ -145,6 +159,8 @@ export interface TurnInput {
     | { $case: "stepCommitted"; value: StepCommitted }
     | { $case: "trustedToolResult"; value: TrustedToolResult }
     | { $case: "cancel"; value: CancelTurn }
+    | { $case: "modelDelta"; value: ModelDelta }
+    | { $case: "modelAnswer"; value: ModelAnswer }
     | undefined;
 }
 
@@ -232,6 +248,21 @@ export interface AgentSettings {
    * invoke_agent span's gen_ai.agent.name (docs/observability.md#spans).
    */
   name: string;
+  /**
+   * The control plane makes this agent's model calls: the harness sends `model_request`s
+   * instead of calling a model itself (docs/turns.md, "Who calls the model").
+   */
+  relayModelCalls: boolean;
+  /**
+   * With `relay_model_calls`: the protocol the control plane speaks, `anthropic` or `openai`
+   * (the recorded ModelParameters.provider, docs/replay.md).
+   */
+  provider: string;
+  /**
+   * With `relay_model_calls`: the most output tokens of each request (recorded as
+   * ModelParameters.max_tokens); 0 means the adapters' default, 8192.
+   */
+  maxTokens: number;
 }
 
 /** Limits on the turn's model round trips; the lowest set one wins. 0 means unset. */
@@ -295,6 +326,36 @@ export interface CancelTurn {
   reason: string;
 }
 
+/** A streamed text fragment of the relayed model call of round trip `step` (not committed). */
+export interface ModelDelta {
+  step: number;
+  text: string;
+}
+
+/** The control plane's answer to the `model_request` of round trip `step`. */
+export interface ModelAnswer {
+  step: number;
+  answer?:
+    | //
+    /** A ModelResponse (common/model/model-port.ts) as JSON. */
+    { $case: "responseJson"; value: string }
+    | { $case: "failure"; value: ModelFailure }
+    | undefined;
+}
+
+/**
+ * Why a relayed model call failed; the harness fails the model call with it, as it would a
+ * failure of its own provider.
+ */
+export interface ModelFailure {
+  /** An error code from common/errors.ts (`unavailable`, `permission_denied`, ...). */
+  code: string;
+  /** Says what failed and what to do; never holds the key. */
+  message: string;
+  /** A later dispatch of the turn may succeed. */
+  retryable: boolean;
+}
+
 export interface TurnOutput {
   output?:
     | { $case: "textDelta"; value: TextDelta }
@@ -302,6 +363,7 @@ export interface TurnOutput {
     | { $case: "trustedToolCall"; value: TrustedToolCall }
     | { $case: "paused"; value: Paused }
     | { $case: "result"; value: TurnResult }
+    | { $case: "modelRequest"; value: ModelRequest }
     | undefined;
 }
 
@@ -353,6 +415,22 @@ export interface TrustedToolCall {
   toolName: string;
   argsJson: string;
   effect: ToolEffect;
+}
+
+/**
+ * A model call of a relayed agent: make it on the control plane and answer with a
+ * `model_answer` of the same step (and `model_delta`s before it).
+ */
+export interface ModelRequest {
+  /** The turn's model round trip (1, 2, ...), as in `text_delta` and `model_call`. */
+  step: number;
+  /**
+   * The agent whose model is asked ('' for an unnamed one): the control plane picks the
+   * route it dispatched for this agent.
+   */
+  agent: string;
+  /** The provider-neutral ModelRequest (common/model/model-port.ts) as canonical JSON. */
+  requestJson: string;
 }
 
 /**
@@ -410,6 +488,12 @@ export const TurnInput: MessageFns<TurnInput> = {
       case "cancel":
         CancelTurn.encode(message.input.value, writer.uint32(34).fork()).join();
         break;
+      case "modelDelta":
+        ModelDelta.encode(message.input.value, writer.uint32(42).fork()).join();
+        break;
+      case "modelAnswer":
+        ModelAnswer.encode(message.input.value, writer.uint32(50).fork()).join();
+        break;
     }
     return writer;
   },
@@ -459,6 +543,22 @@ export const TurnInput: MessageFns<TurnInput> = {
             message.input = { $case: "cancel", value: CancelTurn.decode(reader, reader.uint32()) };
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.input = { $case: "modelDelta", value: ModelDelta.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.input = { $case: "modelAnswer", value: ModelAnswer.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -485,6 +585,14 @@ export const TurnInput: MessageFns<TurnInput> = {
         ? { $case: "trustedToolResult", value: TrustedToolResult.fromJSON(object.trusted_tool_result) }
         : isSet(object.cancel)
         ? { $case: "cancel", value: CancelTurn.fromJSON(object.cancel) }
+        : isSet(object.modelDelta)
+        ? { $case: "modelDelta", value: ModelDelta.fromJSON(object.modelDelta) }
+        : isSet(object.model_delta)
+        ? { $case: "modelDelta", value: ModelDelta.fromJSON(object.model_delta) }
+        : isSet(object.modelAnswer)
+        ? { $case: "modelAnswer", value: ModelAnswer.fromJSON(object.modelAnswer) }
+        : isSet(object.model_answer)
+        ? { $case: "modelAnswer", value: ModelAnswer.fromJSON(object.model_answer) }
         : undefined,
     };
   },
@@ -499,6 +607,10 @@ export const TurnInput: MessageFns<TurnInput> = {
       obj.trustedToolResult = TrustedToolResult.toJSON(message.input.value);
     } else if (message.input?.$case === "cancel") {
       obj.cancel = CancelTurn.toJSON(message.input.value);
+    } else if (message.input?.$case === "modelDelta") {
+      obj.modelDelta = ModelDelta.toJSON(message.input.value);
+    } else if (message.input?.$case === "modelAnswer") {
+      obj.modelAnswer = ModelAnswer.toJSON(message.input.value);
     }
     return obj;
   },
@@ -530,6 +642,18 @@ export const TurnInput: MessageFns<TurnInput> = {
       case "cancel": {
         if (object.input?.value !== undefined && object.input?.value !== null) {
           message.input = { $case: "cancel", value: CancelTurn.fromPartial(object.input.value) };
+        }
+        break;
+      }
+      case "modelDelta": {
+        if (object.input?.value !== undefined && object.input?.value !== null) {
+          message.input = { $case: "modelDelta", value: ModelDelta.fromPartial(object.input.value) };
+        }
+        break;
+      }
+      case "modelAnswer": {
+        if (object.input?.value !== undefined && object.input?.value !== null) {
+          message.input = { $case: "modelAnswer", value: ModelAnswer.fromPartial(object.input.value) };
         }
         break;
       }
@@ -1150,7 +1274,7 @@ export const MemoryEntry: MessageFns<MemoryEntry> = {
 };
 
 function createBaseAgentSettings(): AgentSettings {
-  return { model: "", systemPrompt: "", name: "" };
+  return { model: "", systemPrompt: "", name: "", relayModelCalls: false, provider: "", maxTokens: 0 };
 }
 
 export const AgentSettings: MessageFns<AgentSettings> = {
@@ -1163,6 +1287,15 @@ export const AgentSettings: MessageFns<AgentSettings> = {
     }
     if (message.name !== "") {
       writer.uint32(26).string(message.name);
+    }
+    if (message.relayModelCalls !== false) {
+      writer.uint32(32).bool(message.relayModelCalls);
+    }
+    if (message.provider !== "") {
+      writer.uint32(42).string(message.provider);
+    }
+    if (message.maxTokens !== 0) {
+      writer.uint32(48).uint32(message.maxTokens);
     }
     return writer;
   },
@@ -1204,6 +1337,30 @@ export const AgentSettings: MessageFns<AgentSettings> = {
             message.name = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.relayModelCalls = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.provider = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.maxTokens = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1225,6 +1382,17 @@ export const AgentSettings: MessageFns<AgentSettings> = {
         ? globalThis.String(object.system_prompt)
         : "",
       name: isSet(object.name) ? globalThis.String(object.name) : "",
+      relayModelCalls: isSet(object.relayModelCalls)
+        ? globalThis.Boolean(object.relayModelCalls)
+        : isSet(object.relay_model_calls)
+        ? globalThis.Boolean(object.relay_model_calls)
+        : false,
+      provider: isSet(object.provider) ? globalThis.String(object.provider) : "",
+      maxTokens: isSet(object.maxTokens)
+        ? globalThis.Number(object.maxTokens)
+        : isSet(object.max_tokens)
+        ? globalThis.Number(object.max_tokens)
+        : 0,
     };
   },
 
@@ -1239,6 +1407,15 @@ export const AgentSettings: MessageFns<AgentSettings> = {
     if (message.name !== "") {
       obj.name = message.name;
     }
+    if (message.relayModelCalls !== false) {
+      obj.relayModelCalls = message.relayModelCalls;
+    }
+    if (message.provider !== "") {
+      obj.provider = message.provider;
+    }
+    if (message.maxTokens !== 0) {
+      obj.maxTokens = Math.round(message.maxTokens);
+    }
     return obj;
   },
 
@@ -1250,6 +1427,9 @@ export const AgentSettings: MessageFns<AgentSettings> = {
     message.model = object.model ?? "";
     message.systemPrompt = object.systemPrompt ?? "";
     message.name = object.name ?? "";
+    message.relayModelCalls = object.relayModelCalls ?? false;
+    message.provider = object.provider ?? "";
+    message.maxTokens = object.maxTokens ?? 0;
     return message;
   },
 };
@@ -2155,6 +2335,311 @@ export const CancelTurn: MessageFns<CancelTurn> = {
   },
 };
 
+function createBaseModelDelta(): ModelDelta {
+  return { step: 0, text: "" };
+}
+
+export const ModelDelta: MessageFns<ModelDelta> = {
+  encode(message: ModelDelta, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.step !== 0) {
+      writer.uint32(8).uint32(message.step);
+    }
+    if (message.text !== "") {
+      writer.uint32(18).string(message.text);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ModelDelta {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseModelDelta();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.step = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.text = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ModelDelta {
+    return {
+      step: isSet(object.step) ? globalThis.Number(object.step) : 0,
+      text: isSet(object.text) ? globalThis.String(object.text) : "",
+    };
+  },
+
+  toJSON(message: ModelDelta): unknown {
+    const obj: any = {};
+    if (message.step !== 0) {
+      obj.step = Math.round(message.step);
+    }
+    if (message.text !== "") {
+      obj.text = message.text;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ModelDelta>): ModelDelta {
+    return ModelDelta.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ModelDelta>): ModelDelta {
+    const message = createBaseModelDelta();
+    message.step = object.step ?? 0;
+    message.text = object.text ?? "";
+    return message;
+  },
+};
+
+function createBaseModelAnswer(): ModelAnswer {
+  return { step: 0, answer: undefined };
+}
+
+export const ModelAnswer: MessageFns<ModelAnswer> = {
+  encode(message: ModelAnswer, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.step !== 0) {
+      writer.uint32(8).uint32(message.step);
+    }
+    switch (message.answer?.$case) {
+      case "responseJson":
+        writer.uint32(18).string(message.answer.value);
+        break;
+      case "failure":
+        ModelFailure.encode(message.answer.value, writer.uint32(26).fork()).join();
+        break;
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ModelAnswer {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseModelAnswer();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.step = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.answer = { $case: "responseJson", value: reader.string() };
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.answer = { $case: "failure", value: ModelFailure.decode(reader, reader.uint32()) };
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ModelAnswer {
+    return {
+      step: isSet(object.step) ? globalThis.Number(object.step) : 0,
+      answer: isSet(object.responseJson)
+        ? { $case: "responseJson", value: globalThis.String(object.responseJson) }
+        : isSet(object.response_json)
+        ? { $case: "responseJson", value: globalThis.String(object.response_json) }
+        : isSet(object.failure)
+        ? { $case: "failure", value: ModelFailure.fromJSON(object.failure) }
+        : undefined,
+    };
+  },
+
+  toJSON(message: ModelAnswer): unknown {
+    const obj: any = {};
+    if (message.step !== 0) {
+      obj.step = Math.round(message.step);
+    }
+    if (message.answer?.$case === "responseJson") {
+      obj.responseJson = message.answer.value;
+    } else if (message.answer?.$case === "failure") {
+      obj.failure = ModelFailure.toJSON(message.answer.value);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ModelAnswer>): ModelAnswer {
+    return ModelAnswer.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ModelAnswer>): ModelAnswer {
+    const message = createBaseModelAnswer();
+    message.step = object.step ?? 0;
+    switch (object.answer?.$case) {
+      case "responseJson": {
+        if (object.answer?.value !== undefined && object.answer?.value !== null) {
+          message.answer = { $case: "responseJson", value: object.answer.value };
+        }
+        break;
+      }
+      case "failure": {
+        if (object.answer?.value !== undefined && object.answer?.value !== null) {
+          message.answer = { $case: "failure", value: ModelFailure.fromPartial(object.answer.value) };
+        }
+        break;
+      }
+    }
+    return message;
+  },
+};
+
+function createBaseModelFailure(): ModelFailure {
+  return { code: "", message: "", retryable: false };
+}
+
+export const ModelFailure: MessageFns<ModelFailure> = {
+  encode(message: ModelFailure, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.code !== "") {
+      writer.uint32(10).string(message.code);
+    }
+    if (message.message !== "") {
+      writer.uint32(18).string(message.message);
+    }
+    if (message.retryable !== false) {
+      writer.uint32(24).bool(message.retryable);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ModelFailure {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseModelFailure();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.code = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.retryable = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ModelFailure {
+    return {
+      code: isSet(object.code) ? globalThis.String(object.code) : "",
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+      retryable: isSet(object.retryable) ? globalThis.Boolean(object.retryable) : false,
+    };
+  },
+
+  toJSON(message: ModelFailure): unknown {
+    const obj: any = {};
+    if (message.code !== "") {
+      obj.code = message.code;
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    if (message.retryable !== false) {
+      obj.retryable = message.retryable;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ModelFailure>): ModelFailure {
+    return ModelFailure.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ModelFailure>): ModelFailure {
+    const message = createBaseModelFailure();
+    message.code = object.code ?? "";
+    message.message = object.message ?? "";
+    message.retryable = object.retryable ?? false;
+    return message;
+  },
+};
+
 function createBaseTurnOutput(): TurnOutput {
   return { output: undefined };
 }
@@ -2176,6 +2661,9 @@ export const TurnOutput: MessageFns<TurnOutput> = {
         break;
       case "result":
         TurnResult.encode(message.output.value, writer.uint32(42).fork()).join();
+        break;
+      case "modelRequest":
+        ModelRequest.encode(message.output.value, writer.uint32(50).fork()).join();
         break;
     }
     return writer;
@@ -2234,6 +2722,14 @@ export const TurnOutput: MessageFns<TurnOutput> = {
             message.output = { $case: "result", value: TurnResult.decode(reader, reader.uint32()) };
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.output = { $case: "modelRequest", value: ModelRequest.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2262,6 +2758,10 @@ export const TurnOutput: MessageFns<TurnOutput> = {
         ? { $case: "paused", value: Paused.fromJSON(object.paused) }
         : isSet(object.result)
         ? { $case: "result", value: TurnResult.fromJSON(object.result) }
+        : isSet(object.modelRequest)
+        ? { $case: "modelRequest", value: ModelRequest.fromJSON(object.modelRequest) }
+        : isSet(object.model_request)
+        ? { $case: "modelRequest", value: ModelRequest.fromJSON(object.model_request) }
         : undefined,
     };
   },
@@ -2278,6 +2778,8 @@ export const TurnOutput: MessageFns<TurnOutput> = {
       obj.paused = Paused.toJSON(message.output.value);
     } else if (message.output?.$case === "result") {
       obj.result = TurnResult.toJSON(message.output.value);
+    } else if (message.output?.$case === "modelRequest") {
+      obj.modelRequest = ModelRequest.toJSON(message.output.value);
     }
     return obj;
   },
@@ -2315,6 +2817,12 @@ export const TurnOutput: MessageFns<TurnOutput> = {
       case "result": {
         if (object.output?.value !== undefined && object.output?.value !== null) {
           message.output = { $case: "result", value: TurnResult.fromPartial(object.output.value) };
+        }
+        break;
+      }
+      case "modelRequest": {
+        if (object.output?.value !== undefined && object.output?.value !== null) {
+          message.output = { $case: "modelRequest", value: ModelRequest.fromPartial(object.output.value) };
         }
         break;
       }
@@ -2779,6 +3287,111 @@ export const TrustedToolCall: MessageFns<TrustedToolCall> = {
     message.toolName = object.toolName ?? "";
     message.argsJson = object.argsJson ?? "";
     message.effect = object.effect ?? 0;
+    return message;
+  },
+};
+
+function createBaseModelRequest(): ModelRequest {
+  return { step: 0, agent: "", requestJson: "" };
+}
+
+export const ModelRequest: MessageFns<ModelRequest> = {
+  encode(message: ModelRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.step !== 0) {
+      writer.uint32(8).uint32(message.step);
+    }
+    if (message.agent !== "") {
+      writer.uint32(18).string(message.agent);
+    }
+    if (message.requestJson !== "") {
+      writer.uint32(26).string(message.requestJson);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ModelRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseModelRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.step = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.agent = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.requestJson = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ModelRequest {
+    return {
+      step: isSet(object.step) ? globalThis.Number(object.step) : 0,
+      agent: isSet(object.agent) ? globalThis.String(object.agent) : "",
+      requestJson: isSet(object.requestJson)
+        ? globalThis.String(object.requestJson)
+        : isSet(object.request_json)
+        ? globalThis.String(object.request_json)
+        : "",
+    };
+  },
+
+  toJSON(message: ModelRequest): unknown {
+    const obj: any = {};
+    if (message.step !== 0) {
+      obj.step = Math.round(message.step);
+    }
+    if (message.agent !== "") {
+      obj.agent = message.agent;
+    }
+    if (message.requestJson !== "") {
+      obj.requestJson = message.requestJson;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ModelRequest>): ModelRequest {
+    return ModelRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ModelRequest>): ModelRequest {
+    const message = createBaseModelRequest();
+    message.step = object.step ?? 0;
+    message.agent = object.agent ?? "";
+    message.requestJson = object.requestJson ?? "";
     return message;
   },
 };
