@@ -108,15 +108,18 @@ describe('the wallet key never leaves the signer', () => {
     expect(viaMpp.read.protocol.name).toBe('mpp');
     await capture(viaMpp.settle); // settled
     await capture(viaMpp.settle); // rejected
-    await capture(async () => walletFromPrivateKey('bad', f.payerKey.slice(0, -1)));
-    await capture(async () => walletFromPrivateKey('bad', `${f.payerKey}00`));
+    await capture(() =>
+      Promise.resolve().then(() => walletFromPrivateKey('bad', f.payerKey.slice(0, -1))),
+    );
+    await capture(() =>
+      Promise.resolve().then(() => walletFromPrivateKey('bad', `${f.payerKey}00`)),
+    );
     const secrets = {
-      read: async () => ({
-        'private-key': Buffer.from(f.payerKey.slice(0, -2)).toString('base64'),
-      }),
+      read: () =>
+        Promise.resolve({ 'private-key': Buffer.from(f.payerKey.slice(0, -2)).toString('base64') }),
     };
     await capture(() => kubernetesSecretStore(secrets, 'ns').wallet('short'));
-    await capture(async () => walletFromPrivateKey('payer', f.payerKey));
+    await capture(() => Promise.resolve(walletFromPrivateKey('payer', f.payerKey)));
 
     expect(seen.filter((s) => s instanceof Error).length).toBeGreaterThanOrEqual(8);
     const text = seen.map(views).join('\n');

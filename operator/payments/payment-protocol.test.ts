@@ -68,7 +68,7 @@ describe('readChallenge', () => {
       read.protocol.settle({
         charge: read.charge,
         challenge: read.challenge,
-        wallet: { name: 'w', address: ADDRESS, signTypedData: async () => '0x' },
+        wallet: { name: 'w', address: ADDRESS, signTypedData: () => Promise.resolve('0x') },
         request: { url: URL_, method: 'GET', headers: {} },
         idempotencyKey: '00'.repeat(32),
       }),

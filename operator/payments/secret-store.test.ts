@@ -61,8 +61,8 @@ describe('kubernetesSecretStore', () => {
     'polychrome-wallet-empty': {},
   };
   const reader: SecretReader = {
-    read: async (namespace, name) =>
-      namespace === 'polychrome-system' ? secrets[name] : undefined,
+    read: (namespace, name) =>
+      Promise.resolve(namespace === 'polychrome-system' ? secrets[name] : undefined),
   };
   const store = kubernetesSecretStore(reader, 'polychrome-system');
 
@@ -87,9 +87,8 @@ describe('kubernetesSecretReader', () => {
   it('maps the API 404 to "does not exist" and other failures to an error without the body', async () => {
     const failing = (code: number) =>
       kubernetesSecretReader({
-        readNamespacedSecret: async () => {
-          throw new ApiException(code, 'failed', { message: `secret body ${KEY}` }, {});
-        },
+        readNamespacedSecret: () =>
+          Promise.reject(new ApiException(code, 'failed', { message: `secret body ${KEY}` }, {})),
       });
     await expect(failing(404).read('ns', 'x')).resolves.toBeUndefined();
     const error = await failing(403)

@@ -1,5 +1,4 @@
 import { privateKeyToAccount } from 'viem/accounts';
-import type { Hex } from 'viem';
 import { AppError, ErrorCode } from '../../common/errors';
 
 /**
@@ -36,7 +35,7 @@ export function walletFromPrivateKey(name: string, key: string): Wallet {
   }
   let account: ReturnType<typeof privateKeyToAccount>;
   try {
-    account = privateKeyToAccount(`0x${hex}` as Hex);
+    account = privateKeyToAccount(`0x${hex}`);
   } catch {
     throw new AppError(
       ErrorCode.FailedPrecondition,
@@ -47,8 +46,7 @@ export function walletFromPrivateKey(name: string, key: string): Wallet {
   const wallet: Wallet = {
     name,
     address: account.address,
-    signTypedData: (message) =>
-      account.signTypedData(message as Parameters<typeof account.signTypedData>[0]),
+    signTypedData: (message) => account.signTypedData(message),
   };
   return Object.freeze(wallet);
 }

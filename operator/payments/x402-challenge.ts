@@ -159,7 +159,7 @@ function checkRequirements(offer: unknown): X402Requirements {
   if (extra.assetTransferMethod !== undefined && extra.assetTransferMethod !== 'eip3009') {
     throw fail(
       'accepts[0].extra.assetTransferMethod',
-      `is ${clip(String(extra.assetTransferMethod))}; only EIP-3009 is paid`,
+      `is ${clip(JSON.stringify(extra.assetTransferMethod))}; only EIP-3009 is paid`,
     );
   }
   return o as unknown as X402Requirements;

@@ -11,7 +11,7 @@ import {
   type PaymentRequest,
 } from './settlement';
 import type { Wallet } from './wallet';
-import { parseX402Challenge, X402_CHALLENGE_HEADER } from './x402-challenge';
+import { parseX402Challenge } from './x402-challenge';
 
 /**
  * Pays an approved x402 charge: signs the EIP-3009 authorization with the wallet, sends

@@ -66,5 +66,5 @@ export function loadTokenArtifact(): TokenArtifact {
 
 if (require.main === module && process.argv.includes('--write')) {
   writeFileSync(ARTIFACT_PATH, `${JSON.stringify(compileToken(), null, 2)}\n`);
-  console.log(`wrote ${ARTIFACT_PATH}`);
+  process.stdout.write(`wrote ${ARTIFACT_PATH}\n`);
 }

@@ -20,6 +20,13 @@ export const TOKEN_NAME = 'Test USD';
 export const TOKEN_VERSION = '2';
 export const TOKEN_DECIMALS = 6;
 
+/**
+ * How often viem polls anvil (for receipts, blocks). anvil mines each transaction at once;
+ * and viem's poll leaves one wait of this length pending after it stops, so a short one
+ * lets jest exit as soon as the tests end.
+ */
+export const ANVIL_POLLING_MS = 50;
+
 /** The viem chain for an anvil node. */
 export function anvilChain(anvil: Anvil): Chain {
   return defineChain({
@@ -44,7 +51,12 @@ export interface DeployedToken {
 /** A fresh private key with 10 ETH for gas on the node. */
 export async function fundedKey(anvil: Anvil): Promise<Hex> {
   const key = generatePrivateKey();
-  const test = createTestClient({ chain: anvilChain(anvil), mode: 'anvil', transport: http() });
+  const test = createTestClient({
+    chain: anvilChain(anvil),
+    mode: 'anvil',
+    transport: http(),
+    pollingInterval: ANVIL_POLLING_MS,
+  });
   await test.setBalance({ address: privateKeyToAccount(key).address, value: parseEther('10') });
   return key;
 }
@@ -55,8 +67,17 @@ export async function deployToken(anvil: Anvil): Promise<DeployedToken> {
   const { abi, bytecode } = loadTokenArtifact();
   const tokenAbi = abi as Abi;
   const deployer = privateKeyToAccount(await fundedKey(anvil));
-  const wallet = createWalletClient({ account: deployer, chain, transport: http() });
-  const publicClient = createPublicClient({ chain, transport: http() });
+  const wallet = createWalletClient({
+    account: deployer,
+    chain,
+    transport: http(),
+    pollingInterval: ANVIL_POLLING_MS,
+  });
+  const publicClient = createPublicClient({
+    chain,
+    transport: http(),
+    pollingInterval: ANVIL_POLLING_MS,
+  });
   const hash = await wallet.deployContract({ abi: tokenAbi, bytecode, args: [TOKEN_NAME, 'TUSD'] });
   const receipt = await publicClient.waitForTransactionReceipt({ hash });
   const address = receipt.contractAddress;

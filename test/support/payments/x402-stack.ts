@@ -12,7 +12,7 @@ import { paymentMiddleware } from '@x402/express';
 import { createWalletClient, http, publicActions, type Address, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { ANVIL_NETWORK, type Anvil } from '../chain/anvil';
-import { anvilChain, TOKEN_NAME, TOKEN_VERSION } from '../chain/token';
+import { ANVIL_POLLING_MS, anvilChain, TOKEN_NAME, TOKEN_VERSION } from '../chain/token';
 
 /**
  * A real x402 v2 stack for tests, built from the `@x402/*` packages only:
@@ -33,6 +33,8 @@ export interface X402Stack {
   readonly paidHandlerRuns: () => number;
   /** How many `POST /settle` the facilitator served, and how many succeeded. */
   readonly settles: () => { total: number; succeeded: number };
+  /** Every `PAYMENT-SIGNATURE` header `GET /paid` received, in order. */
+  readonly paymentSignatures: () => readonly string[];
   close(): Promise<void>;
 }
 
@@ -60,6 +62,12 @@ export async function startX402Stack(
     new HTTPFacilitatorClient({ url: facilitatorUrl }),
   ).register(ANVIL_NETWORK, new ExactEvmScheme());
   const app = express();
+  const signatures: string[] = [];
+  app.use((req, _res, next) => {
+    const header = req.headers['payment-signature'];
+    if (typeof header === 'string') signatures.push(header);
+    next();
+  });
   app.use(
     paymentMiddleware(
       {
@@ -95,6 +103,7 @@ export async function startX402Stack(
     resourceUrl: `http://127.0.0.1:${port(resource)}`,
     paidHandlerRuns: () => counts.paid,
     settles: () => ({ total: counts.settles, succeeded: counts.settled }),
+    paymentSignatures: () => signatures,
     close: async () => {
       await Promise.all([stop(resource), stop(facilitator)]);
     },
@@ -111,14 +120,14 @@ function facilitatorHttp(
     account,
     chain: anvilChain(anvil),
     transport: http(),
+    pollingInterval: ANVIL_POLLING_MS,
   }).extend(publicActions);
   const signer = toFacilitatorEvmSigner({
     address: account.address,
-    readContract: (args) => client.readContract(args as Parameters<typeof client.readContract>[0]),
+    readContract: (args) => client.readContract(args),
     verifyTypedData: (args) =>
       client.verifyTypedData(args as Parameters<typeof client.verifyTypedData>[0]),
-    writeContract: (args) =>
-      client.writeContract(args as Parameters<typeof client.writeContract>[0]),
+    writeContract: (args) => client.writeContract(args),
     sendTransaction: (args) => client.sendTransaction(args),
     waitForTransactionReceipt: (args) => client.waitForTransactionReceipt(args),
     getCode: (args) => client.getCode(args),
