@@ -62,13 +62,20 @@ export async function settleMpp(input: {
       { status: String(response.status) },
     );
   }
+  const transaction = receiptReference(receipt);
+  if (transaction === '') {
+    throw new SettlementError(
+      SettlementOutcome.Unknown,
+      'the Payment-Receipt names no transaction (reference); the payment may have settled',
+    );
+  }
   return {
     status: response.status,
     contentType: response.headers.get('content-type') ?? undefined,
     body,
     settlement: {
       protocol: charge.protocol,
-      transaction: receiptReference(receipt),
+      transaction,
       payer: wallet.address.toLowerCase(),
       network: charge.network,
       idempotencyKey,

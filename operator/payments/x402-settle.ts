@@ -82,13 +82,19 @@ export async function settleX402(input: {
       { status: String(response.status) },
     );
   }
+  if (settled.transaction === undefined || settled.transaction === '') {
+    throw new SettlementError(
+      SettlementOutcome.Unknown,
+      'PAYMENT-RESPONSE reports success but names no transaction; the payment may have settled',
+    );
+  }
   return {
     status: response.status,
     contentType: response.headers.get('content-type') ?? undefined,
     body,
     settlement: {
       protocol: charge.protocol,
-      transaction: settled.transaction ?? '',
+      transaction: settled.transaction,
       payer: (settled.payer ?? wallet.address).toLowerCase(),
       network: settled.network ?? charge.network,
       idempotencyKey,
