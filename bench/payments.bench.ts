@@ -15,7 +15,6 @@
  * Usage: npx tsx bench/payments.bench.ts [iterations, default 40]
  */
 import { TOKEN_NAME, TOKEN_VERSION } from '../test/support/chain/token';
-import { startMppServer } from '../test/support/payments/mpp-server';
 import { startPaidFixture } from '../test/support/payments/paid-fixture';
 import { paymentIdempotencyKey } from '../operator/payments/idempotency';
 import {
@@ -75,13 +74,8 @@ async function timePaid(
 }
 
 async function main(): Promise<void> {
-  const f = await startPaidFixture('10000', 10n ** 15n);
-  const mpp = await startMppServer({
-    token: f.token.address,
-    payTo: f.payee,
-    amount: '0.01',
-    facilitatorUrl: f.x402.facilitatorUrl,
-  });
+  const f = await startPaidFixture({ price: '10000', payerBalance: 10n ** 15n, mppAmount: '0.01' });
+  const mpp = f.mpp!;
   try {
     const x402 = [x402Protocol()];
     const mppP = [mppProtocol(() => ({ name: TOKEN_NAME, version: TOKEN_VERSION }))];
@@ -115,7 +109,6 @@ async function main(): Promise<void> {
     row('mpp (evm charge): challenge to settled 200', stats(mppPaid));
     console.log(`x402 added over the unpaid call (p50): ${fmt(stats(paid).p50 - base.p50)}`);
   } finally {
-    await mpp.close();
     await f.close();
   }
 }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { inspect } from 'node:util';
 import { TOKEN_NAME, TOKEN_VERSION } from '../../test/support/chain/token';
-import { startMppServer, type MppServer } from '../../test/support/payments/mpp-server';
+import type { MppServer } from '../../test/support/payments/mpp-server';
 import { startPaidFixture, type PaidFixture } from '../../test/support/payments/paid-fixture';
 import { paymentIdempotencyKey } from './idempotency';
 import { mppProtocol, readChallenge, x402Protocol, type PaymentProtocol } from './payment-protocol';
@@ -15,16 +15,10 @@ import { walletFromPrivateKey } from './wallet';
 let f: PaidFixture;
 let mpp: MppServer;
 beforeAll(async () => {
-  f = await startPaidFixture();
-  mpp = await startMppServer({
-    token: f.token.address,
-    payTo: f.payee,
-    amount: '0.5',
-    facilitatorUrl: f.x402.facilitatorUrl,
-  });
+  f = await startPaidFixture({ mppAmount: '0.5' });
+  mpp = f.mpp!;
 }, 60_000);
 afterAll(async () => {
-  await mpp.close();
   await f.close();
 });
 

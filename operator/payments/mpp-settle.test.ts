@@ -1,8 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { decodeEventLog, type Hex } from 'viem';
 import { TOKEN_NAME, TOKEN_VERSION } from '../../test/support/chain/token';
-import { startMppServer, type MppServer } from '../../test/support/payments/mpp-server';
-import { startPaidFixture, type PaidFixture } from '../../test/support/payments/paid-fixture';
+import type { MppServer } from '../../test/support/payments/mpp-server';
+import {
+  fetchChallenge,
+  startPaidFixture,
+  type PaidFixture,
+} from '../../test/support/payments/paid-fixture';
 import { paymentIdempotencyKey } from './idempotency';
 import { MPP_CHALLENGE_HEADER, parseMppChallenge } from './mpp-challenge';
 import { settleMpp } from './mpp-settle';
@@ -15,27 +19,14 @@ import { walletFromPrivateKey } from './wallet';
 let f: PaidFixture;
 let mpp: MppServer;
 beforeAll(async () => {
-  f = await startPaidFixture();
-  mpp = await startMppServer({
-    token: f.token.address,
-    payTo: f.payee,
-    amount: '0.75',
-    facilitatorUrl: f.x402.facilitatorUrl,
-  });
+  f = await startPaidFixture({ mppAmount: '0.75' });
+  mpp = f.mpp!;
 }, 60_000);
 afterAll(async () => {
-  await mpp.close();
   await f.close();
 });
 
-async function challenge(url: string): Promise<string> {
-  const response = await fetch(url);
-  await response.arrayBuffer();
-  expect(response.status).toBe(402);
-  const header = response.headers.get(MPP_CHALLENGE_HEADER);
-  if (header === null) throw new Error('no WWW-Authenticate');
-  return header;
-}
+const challenge = (url: string) => fetchChallenge(url, MPP_CHALLENGE_HEADER);
 
 const call = (toolCallId: string) => ({ conversationId: 'c-1', turnId: 't-1', toolCallId });
 

@@ -2,12 +2,12 @@ import { evm, Mppx } from 'mppx/client';
 import { toAccount } from 'viem/accounts';
 import { challengeDigest, type Charge } from './charge';
 import { parseMppChallenge } from './mpp-challenge';
-import { readBody, refuseIfExpired, sendPaid, type SendOptions } from './send-paid';
+import { paidResponse, readBody, refuseIfExpired, sendPaid } from './send-paid';
 import {
   SettlementError,
   SettlementOutcome,
   type PaidResponse,
-  type PaymentRequest,
+  type SettleInput,
 } from './settlement';
 import type { Wallet } from './wallet';
 
@@ -18,20 +18,15 @@ import type { Wallet } from './wallet';
  * `Authorization: Payment` and the idempotency key in `Idempotency-Key`. The settlement
  * is read from `Payment-Receipt` (base64url JSON; `reference` is the transaction).
  */
-export async function settleMpp(input: {
-  readonly charge: Charge;
-  /** The `WWW-Authenticate` value the charge was parsed from. */
-  readonly challenge: string;
-  readonly wallet: Wallet;
-  readonly request: PaymentRequest;
-  readonly idempotencyKey: string;
-  /**
-   * The EIP-712 domain of the charge's token (MPP's `evm` request does not carry it; x402's
-   * does): from the control plane's table of known tokens, never from the challenge.
-   */
-  readonly tokenDomain: TokenDomain;
-  readonly options?: SendOptions;
-}): Promise<PaidResponse> {
+export async function settleMpp(
+  input: SettleInput & {
+    /**
+     * The EIP-712 domain of the charge's token (MPP's `evm` request does not carry it;
+     * x402's does): from the control plane's table of known tokens, never the challenge.
+     */
+    readonly tokenDomain: TokenDomain;
+  },
+): Promise<PaidResponse> {
   const { charge, challenge, wallet, request, idempotencyKey } = input;
   const options = input.options ?? {};
   const now = (options.now ?? (() => new Date()))();
@@ -62,26 +57,19 @@ export async function settleMpp(input: {
       { status: String(response.status) },
     );
   }
-  const transaction = receiptReference(receipt);
-  if (transaction === '') {
-    throw new SettlementError(
-      SettlementOutcome.Unknown,
-      'the Payment-Receipt names no transaction (reference); the payment may have settled',
-    );
-  }
-  return {
-    status: response.status,
-    contentType: response.headers.get('content-type') ?? undefined,
+  return paidResponse(
+    response,
     body,
-    settlement: {
+    {
       protocol: charge.protocol,
-      transaction,
+      transaction: receiptReference(receipt),
       payer: wallet.address.toLowerCase(),
       network: charge.network,
       idempotencyKey,
       upstreamReceipt: receipt,
     },
-  };
+    'Payment-Receipt',
+  );
 }
 
 /** Re-parses the challenge and checks it is the one the charge was approved for. */

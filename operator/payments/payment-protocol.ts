@@ -2,9 +2,7 @@ import { AppError, ErrorCode } from '../../common/errors';
 import type { Charge, PaymentProtocolName } from './charge';
 import { hasMppChallenge, MPP_CHALLENGE_HEADER, parseMppChallenge } from './mpp-challenge';
 import { settleMpp, type TokenDomain } from './mpp-settle';
-import type { SendOptions } from './send-paid';
-import type { PaidResponse, PaymentRequest } from './settlement';
-import type { Wallet } from './wallet';
+import type { PaidResponse, SettleInput } from './settlement';
 import { parseX402Challenge, X402_CHALLENGE_HEADER } from './x402-challenge';
 import { settleX402 } from './x402-settle';
 
@@ -26,17 +24,6 @@ export interface PaymentProtocol {
    * a `SettlementError` whose `outcome` says whether money may have moved.
    */
   settle(input: SettleInput): Promise<PaidResponse>;
-}
-
-/** What a settlement needs: the approved charge and its challenge, the wallet, the call. */
-export interface SettleInput {
-  readonly charge: Charge;
-  readonly challenge: string;
-  readonly wallet: Wallet;
-  readonly request: PaymentRequest;
-  /** `paymentIdempotencyKey(charge, call)`. */
-  readonly idempotencyKey: string;
-  readonly options?: SendOptions;
 }
 
 /** x402 v2 (`PAYMENT-REQUIRED`), `exact` scheme with EIP-3009 tokens. */

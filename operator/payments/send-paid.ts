@@ -1,12 +1,11 @@
-import { SettlementError, SettlementOutcome, type PaymentRequest } from './settlement';
-
-/** How a settlement sends the paid request: `fetch`, a timeout and the clock. */
-export interface SendOptions {
-  readonly fetch?: typeof globalThis.fetch;
-  /** How long to wait for the paid answer before its outcome is unknown. @default 60 s */
-  readonly timeoutMs?: number;
-  readonly now?: () => Date;
-}
+import {
+  SettlementError,
+  SettlementOutcome,
+  type PaidResponse,
+  type PaymentRequest,
+  type SendOptions,
+  type Settlement,
+} from './settlement';
 
 /** Checks the charge has not expired; an expired one is refused before anything is signed. */
 export function refuseIfExpired(expiresAt: string, now: Date): void {
@@ -65,4 +64,28 @@ export async function readBody(response: Response): Promise<Uint8Array> {
       'the paid answer was cut off while its body was read; the payment may have settled',
     );
   }
+}
+
+/**
+ * The paid answer with its settlement. A receipt (`receiptHeader`) that names no
+ * transaction leaves the outcome unknown: the server said it settled, but not where.
+ */
+export function paidResponse(
+  response: Response,
+  body: Uint8Array,
+  settlement: Settlement,
+  receiptHeader: string,
+): PaidResponse {
+  if (settlement.transaction === '') {
+    throw new SettlementError(
+      SettlementOutcome.Unknown,
+      `the ${receiptHeader} names no transaction; the payment may have settled`,
+    );
+  }
+  return {
+    status: response.status,
+    contentType: response.headers.get('content-type') ?? undefined,
+    body,
+    settlement,
+  };
 }

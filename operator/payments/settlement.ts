@@ -1,5 +1,6 @@
 import { AppError, ErrorCode } from '../../common/errors';
-import type { PaymentProtocolName } from './charge';
+import type { Charge, PaymentProtocolName } from './charge';
+import type { Wallet } from './wallet';
 
 /** The request a tool made, which the control plane sends again with the payment. */
 export interface PaymentRequest {
@@ -8,6 +9,26 @@ export interface PaymentRequest {
   /** The tool's headers; payment headers are added, never taken from here. */
   readonly headers: Readonly<Record<string, string>>;
   readonly body?: string;
+}
+
+/** How a settlement sends the paid request: `fetch`, a timeout and the clock. */
+export interface SendOptions {
+  readonly fetch?: typeof globalThis.fetch;
+  /** How long to wait for the paid answer before its outcome is unknown. @default 60 s */
+  readonly timeoutMs?: number;
+  readonly now?: () => Date;
+}
+
+/** What a settlement needs: the approved charge and its challenge, the wallet, the call. */
+export interface SettleInput {
+  readonly charge: Charge;
+  /** The challenge header value the charge was parsed from, exactly as received. */
+  readonly challenge: string;
+  readonly wallet: Wallet;
+  readonly request: PaymentRequest;
+  /** `paymentIdempotencyKey(charge, call)`. */
+  readonly idempotencyKey: string;
+  readonly options?: SendOptions;
 }
 
 /** What a paid request settled, in neutral terms (the receipt's on-chain part). */

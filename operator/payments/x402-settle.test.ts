@@ -1,6 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { decodeEventLog, parseSignature, type Hex } from 'viem';
-import { startPaidFixture, type PaidFixture } from '../../test/support/payments/paid-fixture';
+import {
+  fetchChallenge,
+  startPaidFixture,
+  type PaidFixture,
+} from '../../test/support/payments/paid-fixture';
 import { paymentIdempotencyKey } from './idempotency';
 import { SettlementError } from './settlement';
 import { walletFromPrivateKey } from './wallet';
@@ -18,14 +22,7 @@ afterAll(async () => {
   await f.close();
 });
 
-async function challengeFor(url: string): Promise<string> {
-  const response = await fetch(url);
-  await response.arrayBuffer();
-  expect(response.status).toBe(402);
-  const header = response.headers.get(X402_CHALLENGE_HEADER);
-  if (header === null) throw new Error('no PAYMENT-REQUIRED');
-  return header;
-}
+const challengeFor = (url: string) => fetchChallenge(url, X402_CHALLENGE_HEADER);
 
 const call = (toolCallId: string) => ({ conversationId: 'c-1', turnId: 't-1', toolCallId });
 

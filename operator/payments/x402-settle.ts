@@ -3,12 +3,12 @@ import type { PaymentRequirements, SchemeNetworkClient } from '@x402/core/types'
 import { authorizationTypes } from '@x402/evm';
 import { getAddress } from 'viem';
 import { challengeDigest, type Charge } from './charge';
-import { readBody, refuseIfExpired, sendPaid, type SendOptions } from './send-paid';
+import { paidResponse, readBody, refuseIfExpired, sendPaid } from './send-paid';
 import {
   SettlementError,
   SettlementOutcome,
   type PaidResponse,
-  type PaymentRequest,
+  type SettleInput,
 } from './settlement';
 import type { Wallet } from './wallet';
 import { parseX402Challenge } from './x402-challenge';
@@ -22,15 +22,7 @@ import { parseX402Challenge } from './x402-challenge';
  * expiry, so a retry of the same payment signs the same authorization and the token
  * contract refuses to move money for it twice ("authorization is used").
  */
-export async function settleX402(input: {
-  readonly charge: Charge;
-  /** The `PAYMENT-REQUIRED` value the charge was parsed from. */
-  readonly challenge: string;
-  readonly wallet: Wallet;
-  readonly request: PaymentRequest;
-  readonly idempotencyKey: string;
-  readonly options?: SendOptions;
-}): Promise<PaidResponse> {
+export async function settleX402(input: SettleInput): Promise<PaidResponse> {
   const { charge, challenge, wallet, request, idempotencyKey } = input;
   const options = input.options ?? {};
   const parsed = boundChallenge(charge, challenge, request.url);
@@ -82,25 +74,19 @@ export async function settleX402(input: {
       { status: String(response.status) },
     );
   }
-  if (settled.transaction === undefined || settled.transaction === '') {
-    throw new SettlementError(
-      SettlementOutcome.Unknown,
-      'PAYMENT-RESPONSE reports success but names no transaction; the payment may have settled',
-    );
-  }
-  return {
-    status: response.status,
-    contentType: response.headers.get('content-type') ?? undefined,
+  return paidResponse(
+    response,
     body,
-    settlement: {
+    {
       protocol: charge.protocol,
-      transaction: settled.transaction,
+      transaction: settled.transaction ?? '',
       payer: (settled.payer ?? wallet.address).toLowerCase(),
       network: settled.network ?? charge.network,
       idempotencyKey,
       upstreamReceipt: receipt,
     },
-  };
+    'PAYMENT-RESPONSE',
+  );
 }
 
 /** Re-parses the challenge and checks it is the one the charge was approved for. */
