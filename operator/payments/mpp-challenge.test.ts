@@ -2,6 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import { parseAuthChallenges } from './auth-params';
 import { ChallengeError, challengeDigest } from './charge';
 import { hasMppChallenge, parseMppChallenge } from './mpp-challenge';
+import { mppCredentialHeaders } from './mpp-settle';
 
 const URL_ = 'https://api.example.com/paid';
 const AT = new Date('2026-12-06T12:00:00.000Z');
@@ -178,5 +179,19 @@ describe('parseAuthChallenges', () => {
     ['Payment ;', /unexpected ";"/],
   ])('refuses %s', (value, message) => {
     expect(() => parseAuthChallenges(value)).toThrow(message);
+  });
+});
+
+describe('mppCredentialHeaders', () => {
+  const credential = { authorization: 'Payment eyJ9' };
+  it('sends the credential in Authorization when the tool has none', () => {
+    expect(mppCredentialHeaders({ accept: 'application/json' }, credential)).toEqual({
+      authorization: 'Payment eyJ9',
+    });
+  });
+  it("moves it to Payment-Authorization when the tool's request keeps its own", () => {
+    expect(mppCredentialHeaders({ Authorization: 'Bearer t' }, credential)).toEqual({
+      'payment-authorization': 'Payment eyJ9',
+    });
   });
 });

@@ -32,7 +32,10 @@ export async function settleMpp(
   const now = (options.now ?? (() => new Date()))();
   checkBound(charge, challenge, request.url, now);
   refuseIfExpired(charge.expiresAt, now);
-  const headers = await credentialHeaders(challenge, wallet, input.tokenDomain);
+  const headers = mppCredentialHeaders(
+    request.headers,
+    await credentialHeaders(challenge, wallet, input.tokenDomain),
+  );
   const response = await sendPaid(
     request,
     { ...headers, 'idempotency-key': idempotencyKey },
@@ -90,6 +93,22 @@ function checkBound(charge: Charge, challenge: string, url: string, now: Date): 
   for (const field of ['amount', 'asset', 'payee', 'network', 'expiresAt'] as const) {
     if (parsed[field] !== charge[field]) refuse();
   }
+}
+
+/**
+ * Where the credential goes: `Authorization: Payment ...`, or `Payment-Authorization` when
+ * the tool's request keeps its own `Authorization` (a bearer token), as the MPP draft says.
+ */
+export function mppCredentialHeaders(
+  requestHeaders: Readonly<Record<string, string>>,
+  credential: Record<string, string>,
+): Record<string, string> {
+  const value = credential.authorization;
+  if (value === undefined) return credential;
+  const keepsOwn = Object.keys(requestHeaders).some(
+    (name) => name.toLowerCase() === 'authorization',
+  );
+  return keepsOwn ? { 'payment-authorization': value } : { authorization: value };
 }
 
 /** A token's EIP-712 domain name and version (USDC: "USD Coin", "2"). */
