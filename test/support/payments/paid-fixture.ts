@@ -38,6 +38,11 @@ export interface PaidFixtureOptions {
 export async function startPaidFixture(options: PaidFixtureOptions = {}): Promise<PaidFixture> {
   const price = options.price ?? '1250000';
   const anvil = await startAnvil();
+  // What is running, stopped newest first on close or when starting fails half-way.
+  const running: (() => Promise<void>)[] = [() => anvil.stop()];
+  const close = async (): Promise<void> => {
+    for (const stop of [...running].reverse()) await stop();
+  };
   try {
     const token = await deployToken(anvil);
     const payerKey = await fundedKey(anvil);
@@ -49,32 +54,21 @@ export async function startPaidFixture(options: PaidFixtureOptions = {}): Promis
       payTo: payee,
       price,
     });
-    const mpp =
-      options.mppAmount === undefined
-        ? undefined
-        : await startMppServer({
-            token: token.address,
-            payTo: payee,
-            amount: options.mppAmount,
-            facilitatorUrl: x402.facilitatorUrl,
-          });
-    return {
-      anvil,
-      token,
-      x402,
-      mpp,
-      payerKey,
-      payer,
-      payee,
-      price,
-      close: async () => {
-        await mpp?.close();
-        await x402.close();
-        await anvil.stop();
-      },
-    };
+    running.push(() => x402.close());
+    let mpp: MppServer | undefined;
+    if (options.mppAmount !== undefined) {
+      const server = await startMppServer({
+        token: token.address,
+        payTo: payee,
+        amount: options.mppAmount,
+        facilitatorUrl: x402.facilitatorUrl,
+      });
+      running.push(() => server.close());
+      mpp = server;
+    }
+    return { anvil, token, x402, mpp, payerKey, payer, payee, price, close };
   } catch (error) {
-    await anvil.stop();
+    await close();
     throw error;
   }
 }
