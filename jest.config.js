@@ -3,10 +3,11 @@
 // global setup starts before any test file runs and the teardown stops after the last.
 /** @type {import('jest').Config['transform']} */
 const transform = { '^.+\\.(t|j)sx?$': ['@swc/jest', { jsc: { target: 'es2022' } }] };
-// @noble/* 2.x and @kubernetes/client-node 1.x (with its OIDC deps) ship ESM only; Node
-// 20.19 can require() them, but jest's loader cannot: let swc turn them into CommonJS.
+// @noble/* 2.x, @kubernetes/client-node 1.x (with its OIDC deps) and mppx (with its
+// structured-headers) ship ESM only; Node 20.19 can require() them, but jest's loader
+// cannot: let swc turn them into CommonJS.
 const transformIgnorePatterns = [
-  '/node_modules/(?!(@noble|@kubernetes/client-node|openid-client|oauth4webapi|jose)/)',
+  '/node_modules/(?!(@noble|@kubernetes/client-node|openid-client|oauth4webapi|jose|mppx|structured-headers)/)',
 ];
 
 /** @type {import('jest').Config} */

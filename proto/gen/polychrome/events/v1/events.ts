@@ -471,26 +471,74 @@ export interface TurnResolved {
   session: string;
 }
 
-/** kind "payment_charge": a tool asked for payment (HTTP 402) and it was approved. */
+/**
+ * kind "payment_charge": a tool asked for payment (HTTP 402) and it was approved. The
+ * fields from `protocol` on are the neutral charge the control plane parsed from the
+ * challenge (docs/payments.md, "The charge"); not written yet.
+ */
 export interface PaymentCharge {
   turnId: string;
   toolCallId: string;
+  /** Unused: superseded by `asset` (a token is not a currency code). */
   currency: string;
-  /** Amount in the currency's minor unit. */
+  /** Unused: superseded by `amount` (a uint64 cannot hold a token amount). */
   amountMinor: number;
+  /** Who is paid (an address, lower-case hex). */
   payee: string;
   approvalRequestId: string;
+  /** "x402" or "mpp". */
+  protocol: string;
+  /** SHA-256 of the exact challenge bytes (the header value as received). */
+  challengeSha256: Buffer;
+  /** The amount in the asset's base units, as decimal digits (up to a uint256). */
+  amount: string;
+  /** The token contract (lower-case hex) or currency. */
+  asset: string;
+  /** The network, as CAIP-2 (`eip155:8453`). */
+  network: string;
+  /** The URL the paid request goes to. */
+  resourceUrl: string;
+  /** When the challenge stops being payable (RFC 3339, UTC). */
+  expiresAt: string;
+  /** The payment's idempotency key (64 hex digits; docs/payments.md, "Idempotency"). */
+  idempotencyKey: string;
 }
 
-/** kind "outbound_payment_receipt": the control plane settled a charge and signed this. */
+/**
+ * kind "outbound_payment_receipt": the control plane settled a charge and signed this.
+ * The fields from `protocol` on are the neutral settlement (docs/payments.md, "The
+ * settlement"); not written yet.
+ */
 export interface OutboundPaymentReceipt {
   turnId: string;
   toolCallId: string;
   receiptId: string;
+  /** Unused: superseded by `asset`. */
   currency: string;
+  /** Unused: superseded by `amount`. */
   amountMinor: number;
   keyId: string;
   signature: Buffer;
+  /** "x402" or "mpp". */
+  protocol: string;
+  /** The on-chain transaction (hash). */
+  transaction: string;
+  /** Who paid (an address, lower-case hex). */
+  payer: string;
+  /** CAIP-2. */
+  network: string;
+  /**
+   * The settled charge: amount (base units, decimal digits), asset, payee and the
+   * challenge digest the approval bound.
+   */
+  amount: string;
+  asset: string;
+  payee: string;
+  challengeSha256: Buffer;
+  approvalRequestId: string;
+  idempotencyKey: string;
+  /** The upstream receipt header exactly as received (`PAYMENT-RESPONSE`, `Payment-Receipt`). */
+  upstreamReceipt: string;
 }
 
 /**
@@ -4427,7 +4475,22 @@ export const TurnResolved: MessageFns<TurnResolved> = {
 };
 
 function createBasePaymentCharge(): PaymentCharge {
-  return { turnId: "", toolCallId: "", currency: "", amountMinor: 0, payee: "", approvalRequestId: "" };
+  return {
+    turnId: "",
+    toolCallId: "",
+    currency: "",
+    amountMinor: 0,
+    payee: "",
+    approvalRequestId: "",
+    protocol: "",
+    challengeSha256: Buffer.alloc(0),
+    amount: "",
+    asset: "",
+    network: "",
+    resourceUrl: "",
+    expiresAt: "",
+    idempotencyKey: "",
+  };
 }
 
 export const PaymentCharge: MessageFns<PaymentCharge> = {
@@ -4449,6 +4512,30 @@ export const PaymentCharge: MessageFns<PaymentCharge> = {
     }
     if (message.approvalRequestId !== "") {
       writer.uint32(50).string(message.approvalRequestId);
+    }
+    if (message.protocol !== "") {
+      writer.uint32(58).string(message.protocol);
+    }
+    if (message.challengeSha256.length !== 0) {
+      writer.uint32(66).bytes(message.challengeSha256);
+    }
+    if (message.amount !== "") {
+      writer.uint32(74).string(message.amount);
+    }
+    if (message.asset !== "") {
+      writer.uint32(82).string(message.asset);
+    }
+    if (message.network !== "") {
+      writer.uint32(90).string(message.network);
+    }
+    if (message.resourceUrl !== "") {
+      writer.uint32(98).string(message.resourceUrl);
+    }
+    if (message.expiresAt !== "") {
+      writer.uint32(106).string(message.expiresAt);
+    }
+    if (message.idempotencyKey !== "") {
+      writer.uint32(114).string(message.idempotencyKey);
     }
     return writer;
   },
@@ -4514,6 +4601,70 @@ export const PaymentCharge: MessageFns<PaymentCharge> = {
             message.approvalRequestId = reader.string();
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.protocol = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.challengeSha256 = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.amount = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.asset = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.resourceUrl = reader.string();
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.expiresAt = reader.string();
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.idempotencyKey = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4550,6 +4701,30 @@ export const PaymentCharge: MessageFns<PaymentCharge> = {
         : isSet(object.approval_request_id)
         ? globalThis.String(object.approval_request_id)
         : "",
+      protocol: isSet(object.protocol) ? globalThis.String(object.protocol) : "",
+      challengeSha256: isSet(object.challengeSha256)
+        ? Buffer.from(bytesFromBase64(object.challengeSha256))
+        : isSet(object.challenge_sha256)
+        ? Buffer.from(bytesFromBase64(object.challenge_sha256))
+        : Buffer.alloc(0),
+      amount: isSet(object.amount) ? globalThis.String(object.amount) : "",
+      asset: isSet(object.asset) ? globalThis.String(object.asset) : "",
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      resourceUrl: isSet(object.resourceUrl)
+        ? globalThis.String(object.resourceUrl)
+        : isSet(object.resource_url)
+        ? globalThis.String(object.resource_url)
+        : "",
+      expiresAt: isSet(object.expiresAt)
+        ? globalThis.String(object.expiresAt)
+        : isSet(object.expires_at)
+        ? globalThis.String(object.expires_at)
+        : "",
+      idempotencyKey: isSet(object.idempotencyKey)
+        ? globalThis.String(object.idempotencyKey)
+        : isSet(object.idempotency_key)
+        ? globalThis.String(object.idempotency_key)
+        : "",
     };
   },
 
@@ -4573,6 +4748,30 @@ export const PaymentCharge: MessageFns<PaymentCharge> = {
     if (message.approvalRequestId !== "") {
       obj.approvalRequestId = message.approvalRequestId;
     }
+    if (message.protocol !== "") {
+      obj.protocol = message.protocol;
+    }
+    if (message.challengeSha256.length !== 0) {
+      obj.challengeSha256 = base64FromBytes(message.challengeSha256);
+    }
+    if (message.amount !== "") {
+      obj.amount = message.amount;
+    }
+    if (message.asset !== "") {
+      obj.asset = message.asset;
+    }
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.resourceUrl !== "") {
+      obj.resourceUrl = message.resourceUrl;
+    }
+    if (message.expiresAt !== "") {
+      obj.expiresAt = message.expiresAt;
+    }
+    if (message.idempotencyKey !== "") {
+      obj.idempotencyKey = message.idempotencyKey;
+    }
     return obj;
   },
 
@@ -4587,6 +4786,14 @@ export const PaymentCharge: MessageFns<PaymentCharge> = {
     message.amountMinor = object.amountMinor ?? 0;
     message.payee = object.payee ?? "";
     message.approvalRequestId = object.approvalRequestId ?? "";
+    message.protocol = object.protocol ?? "";
+    message.challengeSha256 = object.challengeSha256 ?? Buffer.alloc(0);
+    message.amount = object.amount ?? "";
+    message.asset = object.asset ?? "";
+    message.network = object.network ?? "";
+    message.resourceUrl = object.resourceUrl ?? "";
+    message.expiresAt = object.expiresAt ?? "";
+    message.idempotencyKey = object.idempotencyKey ?? "";
     return message;
   },
 };
@@ -4600,6 +4807,17 @@ function createBaseOutboundPaymentReceipt(): OutboundPaymentReceipt {
     amountMinor: 0,
     keyId: "",
     signature: Buffer.alloc(0),
+    protocol: "",
+    transaction: "",
+    payer: "",
+    network: "",
+    amount: "",
+    asset: "",
+    payee: "",
+    challengeSha256: Buffer.alloc(0),
+    approvalRequestId: "",
+    idempotencyKey: "",
+    upstreamReceipt: "",
   };
 }
 
@@ -4625,6 +4843,39 @@ export const OutboundPaymentReceipt: MessageFns<OutboundPaymentReceipt> = {
     }
     if (message.signature.length !== 0) {
       writer.uint32(58).bytes(message.signature);
+    }
+    if (message.protocol !== "") {
+      writer.uint32(66).string(message.protocol);
+    }
+    if (message.transaction !== "") {
+      writer.uint32(74).string(message.transaction);
+    }
+    if (message.payer !== "") {
+      writer.uint32(82).string(message.payer);
+    }
+    if (message.network !== "") {
+      writer.uint32(90).string(message.network);
+    }
+    if (message.amount !== "") {
+      writer.uint32(98).string(message.amount);
+    }
+    if (message.asset !== "") {
+      writer.uint32(106).string(message.asset);
+    }
+    if (message.payee !== "") {
+      writer.uint32(114).string(message.payee);
+    }
+    if (message.challengeSha256.length !== 0) {
+      writer.uint32(122).bytes(message.challengeSha256);
+    }
+    if (message.approvalRequestId !== "") {
+      writer.uint32(130).string(message.approvalRequestId);
+    }
+    if (message.idempotencyKey !== "") {
+      writer.uint32(138).string(message.idempotencyKey);
+    }
+    if (message.upstreamReceipt !== "") {
+      writer.uint32(146).string(message.upstreamReceipt);
     }
     return writer;
   },
@@ -4698,6 +4949,94 @@ export const OutboundPaymentReceipt: MessageFns<OutboundPaymentReceipt> = {
             message.signature = Buffer.from(reader.bytes());
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.protocol = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.transaction = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.payer = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.amount = reader.string();
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.asset = reader.string();
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.payee = reader.string();
+            continue;
+          }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.challengeSha256 = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.approvalRequestId = reader.string();
+            continue;
+          }
+          case 17: {
+            if (tag !== 138) {
+              break;
+            }
+
+            message.idempotencyKey = reader.string();
+            continue;
+          }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.upstreamReceipt = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4739,6 +5078,33 @@ export const OutboundPaymentReceipt: MessageFns<OutboundPaymentReceipt> = {
         ? globalThis.String(object.key_id)
         : "",
       signature: isSet(object.signature) ? Buffer.from(bytesFromBase64(object.signature)) : Buffer.alloc(0),
+      protocol: isSet(object.protocol) ? globalThis.String(object.protocol) : "",
+      transaction: isSet(object.transaction) ? globalThis.String(object.transaction) : "",
+      payer: isSet(object.payer) ? globalThis.String(object.payer) : "",
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      amount: isSet(object.amount) ? globalThis.String(object.amount) : "",
+      asset: isSet(object.asset) ? globalThis.String(object.asset) : "",
+      payee: isSet(object.payee) ? globalThis.String(object.payee) : "",
+      challengeSha256: isSet(object.challengeSha256)
+        ? Buffer.from(bytesFromBase64(object.challengeSha256))
+        : isSet(object.challenge_sha256)
+        ? Buffer.from(bytesFromBase64(object.challenge_sha256))
+        : Buffer.alloc(0),
+      approvalRequestId: isSet(object.approvalRequestId)
+        ? globalThis.String(object.approvalRequestId)
+        : isSet(object.approval_request_id)
+        ? globalThis.String(object.approval_request_id)
+        : "",
+      idempotencyKey: isSet(object.idempotencyKey)
+        ? globalThis.String(object.idempotencyKey)
+        : isSet(object.idempotency_key)
+        ? globalThis.String(object.idempotency_key)
+        : "",
+      upstreamReceipt: isSet(object.upstreamReceipt)
+        ? globalThis.String(object.upstreamReceipt)
+        : isSet(object.upstream_receipt)
+        ? globalThis.String(object.upstream_receipt)
+        : "",
     };
   },
 
@@ -4765,6 +5131,39 @@ export const OutboundPaymentReceipt: MessageFns<OutboundPaymentReceipt> = {
     if (message.signature.length !== 0) {
       obj.signature = base64FromBytes(message.signature);
     }
+    if (message.protocol !== "") {
+      obj.protocol = message.protocol;
+    }
+    if (message.transaction !== "") {
+      obj.transaction = message.transaction;
+    }
+    if (message.payer !== "") {
+      obj.payer = message.payer;
+    }
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.amount !== "") {
+      obj.amount = message.amount;
+    }
+    if (message.asset !== "") {
+      obj.asset = message.asset;
+    }
+    if (message.payee !== "") {
+      obj.payee = message.payee;
+    }
+    if (message.challengeSha256.length !== 0) {
+      obj.challengeSha256 = base64FromBytes(message.challengeSha256);
+    }
+    if (message.approvalRequestId !== "") {
+      obj.approvalRequestId = message.approvalRequestId;
+    }
+    if (message.idempotencyKey !== "") {
+      obj.idempotencyKey = message.idempotencyKey;
+    }
+    if (message.upstreamReceipt !== "") {
+      obj.upstreamReceipt = message.upstreamReceipt;
+    }
     return obj;
   },
 
@@ -4780,6 +5179,17 @@ export const OutboundPaymentReceipt: MessageFns<OutboundPaymentReceipt> = {
     message.amountMinor = object.amountMinor ?? 0;
     message.keyId = object.keyId ?? "";
     message.signature = object.signature ?? Buffer.alloc(0);
+    message.protocol = object.protocol ?? "";
+    message.transaction = object.transaction ?? "";
+    message.payer = object.payer ?? "";
+    message.network = object.network ?? "";
+    message.amount = object.amount ?? "";
+    message.asset = object.asset ?? "";
+    message.payee = object.payee ?? "";
+    message.challengeSha256 = object.challengeSha256 ?? Buffer.alloc(0);
+    message.approvalRequestId = object.approvalRequestId ?? "";
+    message.idempotencyKey = object.idempotencyKey ?? "";
+    message.upstreamReceipt = object.upstreamReceipt ?? "";
     return message;
   },
 };

@@ -1,0 +1,164 @@
+import { evm, Mppx } from 'mppx/client';
+import { toAccount } from 'viem/accounts';
+import { challengeDigest, type Charge } from './charge';
+import { parseMppChallenge } from './mpp-challenge';
+import { paidResponse, readBody, refuseIfExpired, sendPaid } from './send-paid';
+import {
+  SettlementError,
+  SettlementOutcome,
+  type PaidResponse,
+  type SettleInput,
+} from './settlement';
+import type { Wallet } from './wallet';
+
+/**
+ * Pays an approved MPP charge: `mppx`'s client signs the `evm` charge credential (an
+ * EIP-3009 authorization whose nonce is the hash of the challenge, so one challenge can
+ * move money once) with the wallet, and the request goes again with the credential in
+ * `Authorization: Payment` and the idempotency key in `Idempotency-Key`. The settlement
+ * is read from `Payment-Receipt` (base64url JSON; `reference` is the transaction).
+ */
+export async function settleMpp(
+  input: SettleInput & {
+    /**
+     * The EIP-712 domain of the charge's token (MPP's `evm` request does not carry it;
+     * x402's does): from the control plane's table of known tokens, never the challenge.
+     */
+    readonly tokenDomain: TokenDomain;
+  },
+): Promise<PaidResponse> {
+  const { charge, challenge, wallet, request, idempotencyKey } = input;
+  const options = input.options ?? {};
+  const now = (options.now ?? (() => new Date()))();
+  checkBound(charge, challenge, request.url, now);
+  refuseIfExpired(charge.expiresAt, now);
+  const headers = mppCredentialHeaders(
+    request.headers,
+    await credentialHeaders(challenge, wallet, input.tokenDomain),
+  );
+  const response = await sendPaid(
+    request,
+    { ...headers, 'idempotency-key': idempotencyKey },
+    options,
+  );
+  const body = await readBody(response);
+  const receipt = response.headers.get('payment-receipt');
+  if (
+    response.status === 402 ||
+    (response.status >= 400 && response.status < 500 && receipt === null)
+  ) {
+    throw new SettlementError(
+      SettlementOutcome.Rejected,
+      `the server did not take the MPP payment (${response.status})`,
+      { status: String(response.status) },
+    );
+  }
+  if (receipt === null || response.status >= 300) {
+    throw new SettlementError(
+      SettlementOutcome.Unknown,
+      `the paid request answered ${response.status} without a Payment-Receipt; the payment may have settled`,
+      { status: String(response.status) },
+    );
+  }
+  return paidResponse(
+    response,
+    body,
+    {
+      protocol: charge.protocol,
+      transaction: receiptReference(receipt),
+      payer: wallet.address.toLowerCase(),
+      network: charge.network,
+      idempotencyKey,
+      upstreamReceipt: receipt,
+    },
+    'Payment-Receipt',
+  );
+}
+
+/** Re-parses the challenge and checks it is the one the charge was approved for. */
+function checkBound(charge: Charge, challenge: string, url: string, now: Date): void {
+  const refuse = (): never => {
+    throw new SettlementError(
+      SettlementOutcome.Refused,
+      'the challenge or URL is not the one the charge was approved for; a new approval is needed',
+    );
+  };
+  if (challengeDigest(challenge) !== charge.challengeDigest || charge.resourceUrl !== url) refuse();
+  let parsed: Charge;
+  try {
+    parsed = parseMppChallenge(challenge, url, now).charge;
+  } catch (error) {
+    throw new SettlementError(SettlementOutcome.Refused, (error as Error).message);
+  }
+  for (const field of ['amount', 'asset', 'payee', 'network', 'expiresAt'] as const) {
+    if (parsed[field] !== charge[field]) refuse();
+  }
+}
+
+/**
+ * Where the credential goes: `Authorization: Payment ...`, or `Payment-Authorization` when
+ * the tool's request keeps its own `Authorization` (a bearer token), as the MPP draft says.
+ */
+export function mppCredentialHeaders(
+  requestHeaders: Readonly<Record<string, string>>,
+  credential: Record<string, string>,
+): Record<string, string> {
+  const value = credential.authorization;
+  if (value === undefined) return credential;
+  const keepsOwn = Object.keys(requestHeaders).some(
+    (name) => name.toLowerCase() === 'authorization',
+  );
+  return keepsOwn ? { 'payment-authorization': value } : { authorization: value };
+}
+
+/** A token's EIP-712 domain name and version (USDC: "USD Coin", "2"). */
+export interface TokenDomain {
+  readonly name: string;
+  readonly version: string;
+}
+
+async function credentialHeaders(
+  challenge: string,
+  wallet: Wallet,
+  tokenDomain: TokenDomain,
+): Promise<Record<string, string>> {
+  const unsupported = (): never => {
+    throw new Error('an MPP wallet signs typed data only');
+  };
+  const account = toAccount({
+    address: wallet.address,
+    signTypedData: (message) =>
+      wallet.signTypedData(message as Parameters<Wallet['signTypedData']>[0]),
+    signMessage: unsupported,
+    signTransaction: unsupported,
+  });
+  try {
+    const mppx = Mppx.create({
+      methods: [evm.charge({ account, authorization: { ...tokenDomain } })],
+      polyfill: false,
+    });
+    const prepared = await mppx.preparePayment(
+      new Response(null, { status: 402, headers: { 'www-authenticate': challenge } }),
+    );
+    const credential = await prepared.createCredential();
+    const init = prepared.setCredential({ headers: {} }, credential);
+    return Object.fromEntries(new Headers(init.headers).entries());
+  } catch (error) {
+    throw new SettlementError(
+      SettlementOutcome.Refused,
+      `the MPP credential could not be made (${(error as Error).message.slice(0, 200)}); nothing was sent`,
+    );
+  }
+}
+
+/** The `reference` of a `Payment-Receipt` (base64url JSON), or "" when it has none. */
+function receiptReference(receipt: string): string {
+  try {
+    const decoded = JSON.parse(Buffer.from(receipt, 'base64url').toString('utf8')) as {
+      reference?: unknown;
+    };
+    return typeof decoded.reference === 'string' ? decoded.reference : '';
+  } catch {
+    return '';
+  }
+}

@@ -1,0 +1,90 @@
+import type {
+  OutboundPaymentReceipt,
+  PaymentCharge,
+} from '../../proto/gen/polychrome/events/v1/events';
+import { AppError, ErrorCode } from '../../common/errors';
+import { PaymentProtocolName, type Charge } from './charge';
+import type { PaymentCall } from './idempotency';
+import type { Settlement } from './settlement';
+
+/**
+ * The edge between the neutral payment types and the journal's messages: one pair per
+ * message (`payment_charge`, `outbound_payment_receipt`). Not used by the turns yet
+ * (docs/payments.md, "Not built yet"). The receipt's `receipt_id`, `key_id` and
+ * `signature` are the signer's to fill.
+ */
+
+/** The `payment_charge` payload of an approved charge. */
+export function chargeToProto(
+  charge: Charge,
+  call: PaymentCall,
+  approvalRequestId: string,
+  idempotencyKey: string,
+): PaymentCharge {
+  return {
+    turnId: call.turnId,
+    toolCallId: call.toolCallId,
+    currency: '',
+    amountMinor: 0,
+    payee: charge.payee,
+    approvalRequestId,
+    protocol: charge.protocol,
+    challengeSha256: Buffer.from(charge.challengeDigest, 'hex'),
+    amount: charge.amount,
+    asset: charge.asset,
+    network: charge.network,
+    resourceUrl: charge.resourceUrl,
+    expiresAt: charge.expiresAt,
+    idempotencyKey,
+  };
+}
+
+/** The charge a `payment_charge` payload records; an unknown protocol is refused. */
+export function chargeFromProto(event: PaymentCharge): Charge {
+  const protocols: readonly string[] = Object.values(PaymentProtocolName);
+  if (!protocols.includes(event.protocol)) {
+    throw new AppError(
+      ErrorCode.DataLoss,
+      `payment_charge of tool call ${event.toolCallId} names protocol "${event.protocol}", which is not one Polychrome pays`,
+    );
+  }
+  return {
+    protocol: event.protocol as PaymentProtocolName,
+    challengeDigest: Buffer.from(event.challengeSha256).toString('hex'),
+    amount: event.amount,
+    asset: event.asset,
+    network: event.network,
+    payee: event.payee,
+    resourceUrl: event.resourceUrl,
+    expiresAt: event.expiresAt,
+  };
+}
+
+/** The `outbound_payment_receipt` payload of a settled charge, before it is signed. */
+export function receiptToProto(
+  charge: Charge,
+  settlement: Settlement,
+  call: PaymentCall,
+  approvalRequestId: string,
+): OutboundPaymentReceipt {
+  return {
+    turnId: call.turnId,
+    toolCallId: call.toolCallId,
+    receiptId: '',
+    currency: '',
+    amountMinor: 0,
+    keyId: '',
+    signature: Buffer.alloc(0),
+    protocol: settlement.protocol,
+    transaction: settlement.transaction,
+    payer: settlement.payer,
+    network: settlement.network,
+    amount: charge.amount,
+    asset: charge.asset,
+    payee: charge.payee,
+    challengeSha256: Buffer.from(charge.challengeDigest, 'hex'),
+    approvalRequestId,
+    idempotencyKey: settlement.idempotencyKey,
+    upstreamReceipt: settlement.upstreamReceipt,
+  };
+}

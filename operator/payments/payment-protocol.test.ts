@@ -1,0 +1,77 @@
+import { describe, expect, it } from '@jest/globals';
+import { mppProtocol, readChallenge, x402Protocol } from './payment-protocol';
+
+const URL_ = 'https://api.example.com/paid';
+const AT = new Date('2026-12-06T12:00:00.000Z');
+const ADDRESS = '0x4ac9997193AA3FA92bcCe16496f0831F19A84622';
+const x402Header = Buffer.from(
+  JSON.stringify({
+    x402Version: 2,
+    resource: { url: URL_ },
+    accepts: [
+      {
+        scheme: 'exact',
+        network: 'eip155:31337',
+        amount: '5',
+        asset: ADDRESS,
+        payTo: ADDRESS,
+        maxTimeoutSeconds: 60,
+        extra: { name: 'T', version: '2' },
+      },
+    ],
+  }),
+).toString('base64');
+const request = Buffer.from(
+  JSON.stringify({
+    amount: '7',
+    currency: ADDRESS,
+    recipient: ADDRESS,
+    methodDetails: { chainId: 31337 },
+  }),
+).toString('base64url');
+const mppHeader = `Payment id="i", realm="r", method="evm", intent="charge", request="${request}"`;
+const both = new Headers({ 'payment-required': x402Header, 'www-authenticate': mppHeader });
+const protocols = [mppProtocol(() => undefined), x402Protocol()];
+
+describe('readChallenge', () => {
+  it('lets the first protocol in the order that finds a challenge parse it', () => {
+    expect(readChallenge(protocols, both, URL_, AT).charge).toMatchObject({
+      protocol: 'mpp',
+      amount: '7',
+    });
+    expect(readChallenge([...protocols].reverse(), both, URL_, AT).charge).toMatchObject({
+      protocol: 'x402',
+      amount: '5',
+    });
+    expect(
+      readChallenge(protocols, new Headers({ 'payment-required': x402Header }), URL_, AT).challenge,
+    ).toBe(x402Header);
+  });
+
+  it('passes over a WWW-Authenticate without a Payment challenge', () => {
+    const headers = new Headers({
+      'www-authenticate': 'Bearer realm="api"',
+      'payment-required': x402Header,
+    });
+    expect(readChallenge(protocols, headers, URL_, AT).charge.protocol).toBe('x402');
+  });
+
+  it('refuses a 402 without a challenge, naming what it looked for', () => {
+    expect(() => readChallenge(protocols, new Headers(), URL_, AT)).toThrow(
+      'the 402 carries no payment challenge Polychrome reads (looked for: mpp, x402)',
+    );
+  });
+
+  it('refuses to settle MPP in a token whose EIP-712 domain it does not know', async () => {
+    const read = readChallenge(protocols, both, URL_, AT);
+    await expect(
+      read.protocol.settle({
+        charge: read.charge,
+        challenge: read.challenge,
+        wallet: { name: 'w', address: ADDRESS, signTypedData: () => Promise.resolve('0x') },
+        request: { url: URL_, method: 'GET', headers: {} },
+        idempotencyKey: '00'.repeat(32),
+      }),
+    ).rejects.toThrow(/is not a known token; add its EIP-712 domain/);
+  });
+});

@@ -1,0 +1,92 @@
+import { AppError, ErrorCode } from '../../common/errors';
+import type { Charge, PaymentProtocolName } from './charge';
+import { hasMppChallenge, MPP_CHALLENGE_HEADER, parseMppChallenge } from './mpp-challenge';
+import { settleMpp, type TokenDomain } from './mpp-settle';
+import type { PaidResponse, SettleInput } from './settlement';
+import { parseX402Challenge, X402_CHALLENGE_HEADER } from './x402-challenge';
+import { settleX402 } from './x402-settle';
+
+/**
+ * The port every payment protocol implements (docs/payments.md, "Adding a protocol"). The
+ * control plane finds a challenge in a 402, parses it into a neutral `Charge` (pure), and,
+ * once a person approved that charge, settles it. Nothing above this port knows a
+ * protocol's headers, encodings or signing.
+ */
+export interface PaymentProtocol {
+  readonly name: PaymentProtocolName;
+  /** This protocol's challenge in a 402's headers, exactly as received, or undefined. */
+  challengeIn(headers: Headers): string | undefined;
+  /** Pure: the charge a challenge asks for. Throws `ChallengeError` naming what is wrong. */
+  parse(challenge: string, requestUrl: string, receivedAt: Date): Charge;
+  /**
+   * Signs the payment with the wallet and sends the request with it. Refuses (before
+   * signing) a challenge whose digest or fields are not the approved charge's. Fails with
+   * a `SettlementError` whose `outcome` says whether money may have moved.
+   */
+  settle(input: SettleInput): Promise<PaidResponse>;
+}
+
+/** x402 v2 (`PAYMENT-REQUIRED`), `exact` scheme with EIP-3009 tokens. */
+export function x402Protocol(): PaymentProtocol {
+  return {
+    name: 'x402',
+    challengeIn: (headers) => headers.get(X402_CHALLENGE_HEADER) ?? undefined,
+    parse: (challenge, url, at) => parseX402Challenge(challenge, url, at).charge,
+    settle: (input) => settleX402(input),
+  };
+}
+
+/** Finds the EIP-712 domain of a known token (network, lower-case address). */
+export type TokenDomains = (network: string, asset: string) => TokenDomain | undefined;
+
+/** MPP (`WWW-Authenticate: Payment`), method `evm`, intent `charge`. */
+export function mppProtocol(tokenDomains: TokenDomains): PaymentProtocol {
+  return {
+    name: 'mpp',
+    challengeIn: (headers) => {
+      const value = headers.get(MPP_CHALLENGE_HEADER);
+      return value !== null && hasMppChallenge(value) ? value : undefined;
+    },
+    parse: (challenge, url, at) => parseMppChallenge(challenge, url, at).charge,
+    settle: async (input) => {
+      const tokenDomain = tokenDomains(input.charge.network, input.charge.asset);
+      if (tokenDomain === undefined) {
+        throw new AppError(
+          ErrorCode.FailedPrecondition,
+          `token ${input.charge.asset} on ${input.charge.network} is not a known token; add its EIP-712 domain to the control plane's token table`,
+        );
+      }
+      return settleMpp({ ...input, tokenDomain });
+    },
+  };
+}
+
+/** A 402's challenge, read by the first protocol (in the given order) that finds one. */
+export interface ReadChallenge {
+  readonly protocol: PaymentProtocol;
+  readonly challenge: string;
+  readonly charge: Charge;
+}
+
+/**
+ * Reads a 402: the first protocol in `protocols` whose challenge is present parses it
+ * (a server offering both is paid by the earlier one). A 402 with no challenge any
+ * protocol reads is refused with the protocols it looked for.
+ */
+export function readChallenge(
+  protocols: readonly PaymentProtocol[],
+  headers: Headers,
+  requestUrl: string,
+  receivedAt: Date,
+): ReadChallenge {
+  for (const protocol of protocols) {
+    const challenge = protocol.challengeIn(headers);
+    if (challenge !== undefined) {
+      return { protocol, challenge, charge: protocol.parse(challenge, requestUrl, receivedAt) };
+    }
+  }
+  throw new AppError(
+    ErrorCode.InvalidArgument,
+    `the 402 carries no payment challenge Polychrome reads (looked for: ${protocols.map((p) => p.name).join(', ')})`,
+  );
+}
