@@ -1,0 +1,182 @@
+/**
+ * A Conversation that names an Agent, end to end (docs/turns.md, "Agents" and "Handoffs"):
+ * the real coordinator over in-memory ports (test/support/real-turns.ts), the real harness
+ * server, and each agent's model called by the control plane's relay through the real
+ * Anthropic SDK against the local Messages API. The triage Agent hands the turn to billing,
+ * which answers within the same turn; the next turn starts with billing; an Agent changed
+ * after a turn began affects only later turns.
+ */
+import { afterEach, describe, expect, it } from '@jest/globals';
+import pino from 'pino';
+import { decodePayload, type EventPayloads } from '../../common/event-kinds';
+import { readyStatus } from '../../test/support/in-memory-conversations';
+import {
+  MessagesApiServer,
+  type RecordedRequest,
+  type ScriptedReply,
+} from '../../test/support/messages-api-server';
+import { startRealTurns, TEST_OWNER } from '../../test/support/real-turns';
+import type { Agent } from '../api/v1alpha1/agent-resource';
+import type { ModelConfig } from '../api/v1alpha1/model-config-resource';
+import { NO_KEY, ProviderModelRelay } from '../models/provider-model-relay';
+import type { SecretKeyReader } from '../models/secret-key-reader';
+import type { AgentDirectory } from './agent-roster';
+
+let closers: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const close of closers.reverse()) await close();
+  closers = [];
+});
+
+/** The ModelConfig carries no `secretKeyRef`: no Secret is read (model-relay.test.ts reads them). */
+const noSecrets: SecretKeyReader = {
+  read: (ref) => Promise.reject(new Error(`no Secret is read here, yet ${ref.name} was`)),
+};
+
+function agent(name: string, spec: Partial<Agent['spec']>): Agent {
+  return {
+    apiVersion: 'polychrome.dev/v1alpha1',
+    kind: 'Agent',
+    metadata: { name, namespace: 'any' },
+    spec: { modelRef: { name: 'claude' }, systemPrompt: `You are ${name}.`, ...spec },
+  };
+}
+
+/** The system prompt a request was sent with (the agent it is for). */
+function systemOf(request: RecordedRequest): string {
+  const system = (request.body as { system?: unknown }).system;
+  if (typeof system === 'string') return system;
+  return Array.isArray(system)
+    ? system.map((block: { text?: string }) => block.text ?? '').join('')
+    : '';
+}
+
+/** Triage hands every first question to billing; billing answers. */
+function crewResponder(request: RecordedRequest): ScriptedReply {
+  const system = systemOf(request);
+  if (system.includes('You are triage.')) {
+    return {
+      kind: 'message',
+      content: [
+        {
+          type: 'tool_use',
+          id: 'toolu_handoff_1',
+          name: '__handoff_to',
+          input: { agent: 'billing', reason: 'a refund' },
+        },
+      ],
+    };
+  }
+  const prompt = system.includes('Be terse.') ? 'terse billing' : 'billing';
+  return { kind: 'message', content: [{ type: 'text', text: `${prompt} here: refunded` }] };
+}
+
+async function crewTurns(agents: Map<string, Agent>) {
+  // No secretKeyRef: the relay sends its placeholder key, which this server expects.
+  const api = await MessagesApiServer.start({ apiKey: NO_KEY });
+  closers.push(() => api.close());
+  api.setResponder(crewResponder);
+  const claude: ModelConfig = {
+    apiVersion: 'polychrome.dev/v1alpha1',
+    kind: 'ModelConfig',
+    metadata: { name: 'claude', namespace: 'any' },
+    spec: { provider: 'anthropic', model: 'claude-crew', baseUrl: api.url },
+  };
+  const directory: AgentDirectory = {
+    agent: (name) => agents.get(name),
+    modelConfig: (name) => (name === 'claude' ? claude : undefined),
+  };
+  const relay = new ProviderModelRelay({
+    secrets: noSecrets,
+    account: { name: 'polychrome-control-plane', namespace: 'polychrome-system' },
+    adapter: { maxAttempts: 1 },
+  });
+  const turns = await startRealTurns({
+    replies: [],
+    logger: pino({ level: process.env.TEST_LOG ?? 'silent' }),
+    coordinator: { maxAttempts: 1, modelRelay: relay, agentDirectory: () => directory },
+  });
+  closers.push(() => turns.close());
+  const conversation = turns.conversations.add(
+    { owner: TEST_OWNER.identity, agentRef: { name: 'triage' } },
+    { status: readyStatus(turns.harness.endpoint) },
+  );
+  const uid = conversation.metadata.uid ?? '';
+  const post = (text: string) =>
+    turns.coordinator.postMessage(
+      TEST_OWNER,
+      { conversationId: uid, text, idempotencyKey: text },
+      AbortSignal.timeout(20_000),
+    );
+  const events = async <K extends keyof EventPayloads>(kind: K): Promise<EventPayloads[K][]> =>
+    (await turns.journal.entries(`conv-${uid}`))
+      .filter((e) => e.kind === kind)
+      .map((e) => decodePayload(kind, e.payload));
+  return { api, turns, uid, post, events };
+}
+
+describe('a Conversation that names an Agent', () => {
+  const triage = agent('triage', { description: 'Sorts requests.', handoffs: ['billing'] });
+  const billing = agent('billing', { description: 'Refunds.', handoffs: ['triage'] });
+
+  it('hands the turn to billing, which answers under the same turn id; the next turn starts with billing', async () => {
+    const agents = new Map([
+      ['triage', triage],
+      ['billing', billing],
+    ]);
+    const { api, turns, uid, post, events } = await crewTurns(agents);
+    const first = await post('I was charged twice');
+    expect(first).toMatchObject({ status: 'complete', reply: 'billing here: refunded' });
+    const [handoff] = await events('agent_handoff');
+    expect(handoff).toMatchObject({
+      turnId: first.turnId,
+      fromAgent: 'triage',
+      toAgent: 'billing',
+      reason: 'a refund',
+    });
+    expect((await events('model_call')).map((c) => c.agent)).toEqual(['triage', 'billing']);
+    // The roster is recorded once, and the dispatch names it.
+    const [roster] = await events('agent_roster');
+    expect(JSON.parse(roster?.rosterJson ?? '{}')).toMatchObject({ entry: 'triage' });
+    const [dispatch] = await events('turn_dispatched');
+    expect(
+      Buffer.from(dispatch?.agentRosterSha256 ?? []).equals(Buffer.from(roster?.sha256 ?? [])),
+    ).toBe(true);
+    // Both agents' calls went through the relay to the ModelConfig's endpoint.
+    expect(api.requests.map((r) => systemOf(r).split('\n')[0])).toEqual([
+      'You are triage.',
+      'You are billing.',
+    ]);
+    expect(turns.conversations.byUid(uid)?.status?.agent).toBe('billing');
+
+    const second = await post('and the invoice?');
+    expect(second).toMatchObject({ status: 'complete', reply: 'billing here: refunded' });
+    expect(systemOf(api.requests[2]!)).toContain('You are billing.');
+    expect(await events('agent_roster')).toHaveLength(1);
+  });
+
+  it('keeps a turn on the Agents it began with; a changed Agent takes the next turn', async () => {
+    const agents = new Map([
+      ['triage', triage],
+      ['billing', billing],
+    ]);
+    const { api, post, events } = await crewTurns(agents);
+    // billing changes while triage is still asking its model: the turn keeps the old billing.
+    api.setResponder((request) => {
+      agents.set('billing', agent('billing', { ...billing.spec, systemPrompt: 'Be terse.' }));
+      return crewResponder(request);
+    });
+    expect(await post('first')).toMatchObject({ reply: 'billing here: refunded' });
+    api.setResponder(crewResponder);
+    expect(await post('second')).toMatchObject({ reply: 'terse billing here: refunded' });
+    expect(await events('agent_roster')).toHaveLength(2);
+  });
+
+  it('refuses a message, naming what is missing, while the entry Agent does not exist', async () => {
+    const { post, events } = await crewTurns(new Map([['billing', billing]]));
+    await expect(post('hello')).rejects.toThrow(
+      'spec.agentRef names Agent triage, which does not exist in namespace',
+    );
+    expect(await events('message_received')).toHaveLength(0);
+  });
+});
