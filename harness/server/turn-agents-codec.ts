@@ -17,7 +17,6 @@ import {
   type ToolCatalog,
   type ToolReference,
 } from './tool-spec-codec';
-import type { TurnRequest } from './turn-start-codec';
 
 /**
  * `TurnStart.agents` (a Conversation that names an Agent) to the turn machine's roster
@@ -34,7 +33,15 @@ export interface AgentsOfStart {
   /** The machine's input: the answering agent's handoffs, and every other agent. */
   input(agent: string): Pick<TurnInput, 'handoffs' | 'agents'>;
   /** Per agent: tools of the harness's MCP servers named by reference, and its settings. */
-  request(): Pick<TurnRequest, 'agentToolReferences' | 'agentSettings'>;
+  request(): AgentsOfRequest;
+}
+
+/** What a turn request holds of its agents (turn-start-codec.ts `TurnRequest`). */
+export interface AgentsOfRequest {
+  /** Each agent's tools of the harness's MCP servers, by reference. */
+  readonly agentToolReferences?: ReadonlyMap<string, readonly ToolReference[]>;
+  /** Each agent's model settings. */
+  readonly agentSettings?: ReadonlyMap<string, AgentModelSettings>;
 }
 
 /**
@@ -119,7 +126,9 @@ export function agentsFromProto(
  *
  * @throws AppError `invalid_argument` when a tool schema cannot be written as JSON.
  */
-export function agentsToProto(request: TurnRequest): DispatchedAgent[] {
+export function agentsToProto(
+  request: AgentsOfRequest & { readonly input: TurnInput },
+): DispatchedAgent[] {
   const { input } = request;
   if (input.agents === undefined) return [];
   const answering: TurnAgent = {

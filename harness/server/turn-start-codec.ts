@@ -22,8 +22,13 @@ import {
   type ToolCatalog,
   type ToolReference,
 } from './tool-spec-codec';
-import { agentsFromProto, agentsToProto, handoffCatalog } from './turn-agents-codec';
-import type { AgentModelSettings, RelaySettings } from '../model/relayed-model';
+import {
+  agentsFromProto,
+  agentsToProto,
+  handoffCatalog,
+  type AgentsOfRequest,
+} from './turn-agents-codec';
+import type { RelaySettings } from '../model/relayed-model';
 import { relaySettingsFromProto, relaySettingsToProto } from './relay-codec';
 
 /**
@@ -33,8 +38,12 @@ import { relaySettingsFromProto, relaySettingsToProto } from './relay-codec';
  * `invalid_argument` naming the field, because the input comes from another process.
  */
 
-/** A turn as the control plane dispatches it: the loop's input plus who and where. */
-export interface TurnRequest {
+/**
+ * A turn as the control plane dispatches it: the loop's input plus who and where; for a
+ * turn dispatched with agents (`TurnStart.agents`), each agent's MCP tool references and
+ * model settings (absent for a single inline agent).
+ */
+export interface TurnRequest extends AgentsOfRequest {
   readonly conversationId: string;
   readonly turnId: string;
   readonly attempt: number;
@@ -48,13 +57,6 @@ export interface TurnRequest {
    * runs (tools of its MCP servers, listed then); not in `input.tools`. Absent when none.
    */
   readonly toolReferences?: readonly ToolReference[];
-  /**
-   * For a turn dispatched with agents (`TurnStart.agents`): each agent's tools of the
-   * harness's MCP servers, by reference, and each agent's settings (its model). Absent
-   * for a turn of a single inline agent.
-   */
-  readonly agentToolReferences?: ReadonlyMap<string, readonly ToolReference[]>;
-  readonly agentSettings?: ReadonlyMap<string, AgentModelSettings>;
 }
 
 /**

@@ -39,3 +39,9 @@ export function isModelConfig(value: unknown): value is ModelConfig {
     modelConfigSchema,
   );
 }
+
+/** The Agents and ModelConfigs of one namespace, as the control plane's watches hold them. */
+export interface AgentDirectory {
+  agent(name: string): Agent | undefined;
+  modelConfig(name: string): ModelConfig | undefined;
+}

@@ -13,6 +13,7 @@ import { AppError } from '../../common/errors';
 import type { Agent } from '../api/v1alpha1/agent-resource';
 import type { ModelConfig } from '../api/v1alpha1/model-config-resource';
 import { DEFAULT_MAX_STEPS } from '../api/v1alpha1/conversation-values';
+import type { AgentDirectory } from '../controller/agent-resource-reads';
 
 /** The most agents one roster holds (the entry Agent and every Agent it reaches). */
 export const MAX_ROSTER_AGENTS = 32;
@@ -61,12 +62,6 @@ export interface RecordedRoster {
   readonly json: string;
   /** Lowercase hex. */
   readonly sha256: string;
-}
-
-/** The Agents and ModelConfigs of one namespace, as the control plane's caches hold them. */
-export interface AgentDirectory {
-  agent(name: string): Agent | undefined;
-  modelConfig(name: string): ModelConfig | undefined;
 }
 
 /**

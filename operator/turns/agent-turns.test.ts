@@ -20,7 +20,7 @@ import type { Agent } from '../api/v1alpha1/agent-resource';
 import type { ModelConfig } from '../api/v1alpha1/model-config-resource';
 import { NO_KEY, ProviderModelRelay } from '../models/provider-model-relay';
 import type { SecretKeyReader } from '../models/secret-key-reader';
-import type { AgentDirectory } from './agent-roster';
+import type { AgentDirectory } from '../controller/agent-resource-reads';
 
 let closers: (() => Promise<void> | void)[] = [];
 afterEach(async () => {

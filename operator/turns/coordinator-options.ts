@@ -9,7 +9,7 @@ import type { LeaseSource } from '../lease/lease-source';
 import type { ApprovalSigner } from './approval-signer';
 import type { ConversationStore } from './conversation-access';
 import type { HarnessConnector } from './harness-client';
-import type { AgentDirectory } from './agent-roster';
+import type { AgentDirectory } from '../controller/agent-resource-reads';
 import type { ModelRelay, ModelRouteSource } from './model-relay-port';
 
 /** Who holds which roles, for rules that name an identity other than the caller's. */

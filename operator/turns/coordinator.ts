@@ -11,7 +11,8 @@
  * decided (commits, the harness call, batch two, status) is turn-runner.ts.
  */
 import { AppError, isAppError } from '../../common/errors';
-import { resolveRoster, type AgentDirectory, type RecordedRoster } from './agent-roster';
+import { resolveRoster, type RecordedRoster } from './agent-roster';
+import type { AgentDirectory } from '../controller/agent-resource-reads';
 import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { LeaseHandle } from '../lease/lease-source';
 import type { TurnCoordinatorOptions } from './coordinator-options';

@@ -36,7 +36,10 @@ export function harnessStart(
     roster === undefined
       ? (routeSource?.routesFor(conversation, turn) ?? NO_MODEL_ROUTES)
       : rosterRoutes(roster, conversation.metadata.namespace ?? '');
-  return { start: relayedStart(turnStartOf(conversation, view, turn, attempt, limits), routes), routes };
+  return {
+    start: relayedStart(turnStartOf(conversation, view, turn, attempt, limits), routes),
+    routes,
+  };
 }
 
 /**

@@ -7,13 +7,8 @@ import type { Agent } from '../api/v1alpha1/agent-resource';
 import type { ModelConfig } from '../api/v1alpha1/model-config-resource';
 import { DEFAULT_HISTORY_TOKENS } from '../api/v1alpha1/conversation-values';
 import { conversation, UID } from '../controller/snapshot-fixtures';
-import {
-  recorded,
-  resolveRoster,
-  rosterFromJson,
-  type AgentDirectory,
-  type RecordedRoster,
-} from './agent-roster';
+import { recorded, resolveRoster, rosterFromJson, type RecordedRoster } from './agent-roster';
+import type { AgentDirectory } from '../controller/agent-resource-reads';
 import { foldJournal } from './journal-view';
 import type { JournalView } from './journal-view-types';
 import { settledWithAgent, startingAgent, turnRoster } from './plan-agents';
