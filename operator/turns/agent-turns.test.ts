@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import pino from 'pino';
 import { decodePayload, type EventPayloads } from '../../common/event-kinds';
 import { readyStatus } from '../../test/support/in-memory-conversations';
+import { noSecrets } from '../../test/support/no-secrets';
 import {
   MessagesApiServer,
   type RecordedRequest,
@@ -19,7 +20,6 @@ import { startRealTurns, TEST_OWNER } from '../../test/support/real-turns';
 import type { Agent } from '../api/v1alpha1/agent-resource';
 import type { ModelConfig } from '../api/v1alpha1/model-config-resource';
 import { NO_KEY, ProviderModelRelay } from '../models/provider-model-relay';
-import type { SecretKeyReader } from '../models/secret-key-reader';
 import type { AgentDirectory } from '../controller/agent-resource-reads';
 
 let closers: (() => Promise<void> | void)[] = [];
@@ -27,11 +27,6 @@ afterEach(async () => {
   for (const close of closers.reverse()) await close();
   closers = [];
 });
-
-/** The ModelConfig carries no `secretKeyRef`: no Secret is read (model-relay.test.ts reads them). */
-const noSecrets: SecretKeyReader = {
-  read: (ref) => Promise.reject(new Error(`no Secret is read here, yet ${ref.name} was`)),
-};
 
 function agent(name: string, spec: Partial<Agent['spec']>): Agent {
   return {

@@ -20,11 +20,11 @@ import {
 import { ChatCompletionsServer } from '../../test/support/chat-completions-server';
 import { testHarnessServerCredentials } from '../../test/support/harness-tls';
 import { readyStatus } from '../../test/support/in-memory-conversations';
+import { noSecrets } from '../../test/support/no-secrets';
 import { MessagesApiServer } from '../../test/support/messages-api-server';
 import { startRealTurns, TEST_OWNER, type RealTurns } from '../../test/support/real-turns';
 import { DEFAULT_CONVERSATION_NAMESPACE } from '../config';
 import { NO_KEY, ProviderModelRelay } from '../models/provider-model-relay';
-import type { SecretKeyReader } from '../models/secret-key-reader';
 import type { ModelRoute } from './model-relay-port';
 
 let closers: (() => Promise<void> | void)[] = [];
@@ -32,11 +32,6 @@ afterEach(async () => {
   for (const close of closers.reverse()) await close();
   closers = [];
 });
-
-/** These routes carry no `secretKeyRef`: no Secret is read (the integration test reads them). */
-const noSecrets: SecretKeyReader = {
-  read: (ref) => Promise.reject(new Error(`no Secret is read here, yet ${ref.name} was`)),
-};
 
 const relay = new ProviderModelRelay({
   secrets: noSecrets,

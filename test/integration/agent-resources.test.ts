@@ -3,6 +3,7 @@ import { CoreV1Api, CustomObjectsApi, EventsV1Api, type KubeConfig } from '@kube
 import pino from 'pino';
 import { pollUntil } from '../../hack/lib/processes';
 import { AgentResourcesController } from '../../operator/controller/agent-resources-controller';
+import { resolveRoster } from '../../operator/turns/agent-roster';
 import { field, freshNamespace, kubeConfig, sharedCluster } from './support/kube';
 import {
   CONTROL_PLANE_ACCOUNT,
@@ -171,6 +172,29 @@ describe('Agents and ModelConfigs, reconciled as the control plane', () => {
     );
     await create('Agent', 'search', { modelRef: { name: 'claude' } });
     expect(field(await waitReason('Agent', 'triage', 'Resolved'), 'status')).toBe('True');
+  });
+
+  it('gives the turns the watched Agents: triage resolves to a roster of triage and billing', async () => {
+    // After the test above: triage hands off to billing, both on ModelConfig claude.
+    const directory = controller.directory(ns.name);
+    const { roster } = await pollUntil(
+      'triage and billing in the watches',
+      () => {
+        try {
+          return Promise.resolve(resolveRoster('triage', directory, ns.name));
+        } catch {
+          return Promise.resolve(undefined);
+        }
+      },
+      poll,
+    );
+    expect(roster.agents.map((a) => [a.name, a.handoffs, a.model.modelConfig])).toEqual([
+      ['billing', [], 'claude'],
+      ['triage', ['billing'], 'claude'],
+    ]);
+    expect(roster.agents[0]?.model.secretKeyRef).toEqual({ name: 'anthropic-key', key: 'api-key' });
+    // Another namespace's Agents are not this one's.
+    expect(controller.directory('default').agent('triage')).toBeUndefined();
   });
 
   it('Agent: ModelConfigNotFound until its ModelConfig exists, then Resolved', async () => {
