@@ -42,7 +42,7 @@ export function turnRoster(view: JournalView, turn: TurnView): AgentRoster | und
  * The agent a turn starts with: the one the newest completed turn before it ended with
  * (its last handoff's target, else the agent of its first model call), so later turns stay
  * with the agent handed to until it hands off in turn; the roster's entry when that agent
- * is not in the roster (the Agents changed) or no turn completed yet.
+ * is not in the roster (the Agents changed), names none, or no turn completed yet.
  */
 export function startingAgent(view: JournalView, turn: TurnView, roster: AgentRoster): RosterAgent {
   const entry = rosterAgent(roster, roster.entry);
@@ -55,9 +55,9 @@ export function startingAgent(view: JournalView, turn: TurnView, roster: AgentRo
   for (const earlier of view.newestTurns()) {
     if (earlier.messagePosition >= turn.messagePosition) continue;
     if (earlier.terminal?.kind !== 'turn_complete') continue;
+    // One completed turn decides, so the walk is short whatever the history.
     const name = lastAgentOf(earlier);
-    if (name === undefined) continue;
-    return rosterAgent(roster, name) ?? entry;
+    return (name === undefined ? undefined : rosterAgent(roster, name)) ?? entry;
   }
   return entry;
 }
