@@ -47,7 +47,7 @@ describe('Conversation CRD on a real API server', () => {
       name,
     });
 
-  it('accepts the samples and prints NAME PHASE READY MODEL AGE', async () => {
+  it('accepts the samples and prints NAME PHASE READY AGENT MODEL AGE', async () => {
     const kubeconfig = (await sharedCluster()).kubeconfigPath;
     const kubectl = (args: readonly string[]): string =>
       execFileSync(
@@ -84,11 +84,28 @@ describe('Conversation CRD on a real API server', () => {
       name: 'hello',
       body: [{ op: 'add', path: '/status', value: status }],
     });
+    // The Agent conversation after triage handed a turn to billing (docs/turns.md, "Agents").
+    await conversations(kc).api.patchNamespacedCustomObjectStatus({
+      group,
+      version,
+      plural,
+      namespace: ns.name,
+      name: 'support-chat',
+      body: [{ op: 'add', path: '/status', value: { ...status, agent: 'billing' } }],
+    });
 
     const [header, ...rows] = kubectl(['get', 'conv']).trim().split('\n');
-    expect(header?.split(/\s+/)).toEqual(['NAME', 'PHASE', 'READY', 'MODEL', 'AGE']);
-    const hello = rows.find((r) => r.startsWith('hello '))?.split(/\s+/);
-    expect(hello?.slice(0, 4)).toEqual(['hello', 'Ready', 'True', 'claude-sonnet-5-5']);
+    expect(header?.split(/\s+/)).toEqual(['NAME', 'PHASE', 'READY', 'AGENT', 'MODEL', 'AGE']);
+    const row = (name: string) => rows.find((r) => r.startsWith(`${name} `))?.split(/\s+/);
+    // An inline agent has no AGENT: kubectl leaves the cell empty.
+    expect(row('hello')?.slice(0, 4)).toEqual(['hello', 'Ready', 'True', 'claude-sonnet-5-5']);
+    expect(row('support-chat')?.slice(0, 5)).toEqual([
+      'support-chat',
+      'Ready',
+      'True',
+      'billing',
+      'claude-sonnet-5-5',
+    ]);
     expect(rows).toHaveLength(3);
     // The short name and the category resolve too; the category also holds Agents and ModelConfigs.
     expect(kubectl(['get', 'polychrome', '-o', 'name']).trim().split('\n').sort()).toEqual(
