@@ -178,7 +178,12 @@ export async function runTurn(
           );
           await deps.steps.commit(effect.step, { signal: commitSignal });
         } else if (!turnAbort.signal.aborted) {
-          if (effect.type === 'call_model' && effect.agent !== agent) {
+          // A delegate's thread (effect.thread) runs inside its caller's span.
+          if (
+            effect.type === 'call_model' &&
+            effect.thread === undefined &&
+            effect.agent !== agent
+          ) {
             agent = effect.agent;
             deps.onAgent?.(agent);
           }
@@ -209,7 +214,9 @@ function startCall(
           const response = await deps.modelFor(effect.agent).complete(effect.request, {
             signal,
             step: effect.step,
-            ...(onTextDelta === undefined
+            ...(effect.thread === undefined ? {} : { thread: effect.thread }),
+            // Only the turn's own agent streams to the user: a delegate answers its caller.
+            ...(onTextDelta === undefined || effect.thread !== undefined
               ? {}
               : { onTextDelta: (text: string) => onTextDelta({ step: effect.step, text }) }),
           });

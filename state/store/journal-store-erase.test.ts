@@ -30,6 +30,7 @@ function toolResult(n: number): AppendEvent {
       content: `the secret result ${String(n)}`,
       isError: false,
       denied: false,
+      thread: '',
     }),
   };
 }

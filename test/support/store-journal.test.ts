@@ -21,6 +21,7 @@ function results(count: number): NewJournalEvent[] {
       content: 'ok',
       isError: false,
       denied: false,
+      thread: '',
     }),
   }));
 }
