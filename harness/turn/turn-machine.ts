@@ -1410,6 +1410,16 @@ function threadOf(state: TurnState, event: TurnEvent): number {
   }
 }
 
+/**
+ * The model call in flight, in the turn's own thread or the delegate's thread running
+ * under it (threads run one at a time, so there is at most one): replay checks its digest.
+ */
+export function pendingModelCall(state: TurnState): TurnState['pendingModel'] {
+  if (state.pendingModel !== undefined) return state.pendingModel;
+  const active = state.batch?.calls.find(isActiveThread);
+  return active?.status.kind === 'delegated' ? pendingModelCall(active.status.child) : undefined;
+}
+
 /** A delegated call whose thread waits for its model or its tools. */
 function isActiveThread(call: BatchCall): boolean {
   const { status } = call;
