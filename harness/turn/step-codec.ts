@@ -220,7 +220,7 @@ export function agentHandoffFromProto(handoff: AgentHandoff): AgentHandoffRecord
 
 /** A tool result record to proto `ToolResult`. */
 export function toolResultToProto(record: ToolResultRecord): ToolResult {
-  return { ...record, thread: record.thread ?? '' };
+  return { ...record, thread: record.thread ?? '', delegate: record.delegate ?? '' };
 }
 
 /** Proto `ToolResult` to a record. */
@@ -232,6 +232,7 @@ export function toolResultFromProto(result: ToolResult): ToolResultRecord {
     isError: result.isError,
     denied: result.denied,
     ...(result.thread === '' ? {} : { thread: result.thread }),
+    ...(result.delegate === '' ? {} : { delegate: result.delegate }),
   };
 }
 

@@ -1080,6 +1080,7 @@ function completeCall(
   outcome: ToolOutcome,
   denied: boolean,
   effects: Effects,
+  delegate?: string,
 ): TurnState {
   const call = callAt(state, index);
   effects.push({
@@ -1093,6 +1094,7 @@ function completeCall(
         isError: outcome.isError,
         denied,
         ...(state.thread === '' ? {} : { thread: state.thread }),
+        ...(delegate === undefined ? {} : { delegate }),
       },
     },
   });
@@ -1370,14 +1372,14 @@ function absorb(
   if (terminal === undefined) {
     if (child.phase !== TurnPhase.Done) return settle(deps, next, out);
     const outcome = child.outcome ?? { content: emptyAnswerResult(ask.target), isError: true };
-    return settle(deps, completeCall(next, index, outcome, false, out), out);
+    return settle(deps, completeCall(next, index, outcome, false, out, ask.target), out);
   }
   switch (terminal.type) {
     case 'finish': {
       const outcome = terminal.fallback
         ? { content: emptyAnswerResult(ask.target), isError: true }
         : { content: terminal.text, isError: false };
-      return settle(deps, completeCall(next, index, outcome, false, out), out);
+      return settle(deps, completeCall(next, index, outcome, false, out, ask.target), out);
     }
     case 'pause_for_approval':
     case 'pause_for_question':

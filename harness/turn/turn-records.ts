@@ -110,6 +110,11 @@ export interface ToolResultRecord {
   readonly denied: boolean;
   /** The delegation thread of the call; absent at the top. */
   readonly thread?: string;
+  /**
+   * The agent that answered on the thread this result closes (the result of a
+   * `__delegate_to` call whose thread ran); absent for every other result.
+   */
+  readonly delegate?: string;
 }
 
 /**

@@ -31,6 +31,7 @@ function toolResult(n: number): AppendEvent {
       isError: false,
       denied: false,
       thread: '',
+      delegate: '',
     }),
   };
 }

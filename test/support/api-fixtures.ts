@@ -286,6 +286,7 @@ export function toolResults(count: number, size = 16): NewJournalEvent[] {
       isError: false,
       denied: false,
       thread: '',
+      delegate: '',
     }),
   }));
 }

@@ -22,6 +22,7 @@ function results(count: number): NewJournalEvent[] {
       isError: false,
       denied: false,
       thread: '',
+      delegate: '',
     }),
   }));
 }

@@ -326,6 +326,12 @@ export interface ToolResult {
    * call closes the thread it opened and carries the delegate's answer.
    */
   thread: string;
+  /**
+   * Set on the result of a `__delegate_to` call whose thread ran: the agent that answered
+   * on it. The result closes the thread named by tool_call_id; a refused delegation (no
+   * thread) leaves it empty.
+   */
+  delegate: string;
 }
 
 /** kind "approval_request": the turn pauses until a signed answer arrives. */
@@ -2443,7 +2449,7 @@ export const ToolCall: MessageFns<ToolCall> = {
 };
 
 function createBaseToolResult(): ToolResult {
-  return { turnId: "", toolCallId: "", content: "", isError: false, denied: false, thread: "" };
+  return { turnId: "", toolCallId: "", content: "", isError: false, denied: false, thread: "", delegate: "" };
 }
 
 export const ToolResult: MessageFns<ToolResult> = {
@@ -2465,6 +2471,9 @@ export const ToolResult: MessageFns<ToolResult> = {
     }
     if (message.thread !== "") {
       writer.uint32(50).string(message.thread);
+    }
+    if (message.delegate !== "") {
+      writer.uint32(58).string(message.delegate);
     }
     return writer;
   },
@@ -2530,6 +2539,14 @@ export const ToolResult: MessageFns<ToolResult> = {
             message.thread = reader.string();
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.delegate = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2562,6 +2579,7 @@ export const ToolResult: MessageFns<ToolResult> = {
         : false,
       denied: isSet(object.denied) ? globalThis.Boolean(object.denied) : false,
       thread: isSet(object.thread) ? globalThis.String(object.thread) : "",
+      delegate: isSet(object.delegate) ? globalThis.String(object.delegate) : "",
     };
   },
 
@@ -2585,6 +2603,9 @@ export const ToolResult: MessageFns<ToolResult> = {
     if (message.thread !== "") {
       obj.thread = message.thread;
     }
+    if (message.delegate !== "") {
+      obj.delegate = message.delegate;
+    }
     return obj;
   },
 
@@ -2599,6 +2620,7 @@ export const ToolResult: MessageFns<ToolResult> = {
     message.isError = object.isError ?? false;
     message.denied = object.denied ?? false;
     message.thread = object.thread ?? "";
+    message.delegate = object.delegate ?? "";
     return message;
   },
 };
