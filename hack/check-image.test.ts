@@ -13,6 +13,7 @@ import {
   mkdirSync,
   mkdtempSync,
   rmSync,
+  truncateSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -82,6 +83,7 @@ function putDockerfile(argv: readonly string[] = entrypoint): void {
 function check(
   config: Record<string, unknown> = imageConfig(),
   canary?: string,
+  env: Readonly<Record<string, string>> = {},
 ): { status: number | null; stdout: string; stderr: string } {
   writeFileSync(configFile, JSON.stringify(config));
   const args = [
@@ -95,6 +97,7 @@ function check(
   ];
   const run = spawnSync('bash', canary === undefined ? args : [...args, canary], {
     encoding: 'utf8',
+    env: { ...process.env, IMAGE_MAX_MB: '', ...env },
   });
   return { status: run.status, stdout: run.stdout, stderr: run.stderr };
 }
@@ -135,8 +138,28 @@ const asRoot = process.getuid?.() === 0;
     const run = check();
     expect(run.stderr).toBe('');
     expect(run.stdout).toMatch(/\d+ paths, none writable by uid 65532/u);
+    expect(run.stdout).toMatch(/images: {3}\d+\.\d MB unpacked \(limit 150 MB\)/u);
     expect(run.stdout).toContain(`entrypoint exits 1: ${configError}`);
     expect(run.status).toBe(0);
+  });
+
+  it('fails an image over 150 MB unpacked, naming its size, the limit and the largest paths', () => {
+    // Sparse: 160 MB as du -sb counts it (apparent size), no disk used.
+    const blob = put('app/dist/operator/blob.bin', '');
+    truncateSync(blob, 160_000_000);
+    const run = check();
+    expect(run.status).toBe(1);
+    expect(run.stderr).toMatch(/the image is \d+\.\d MB unpacked, over the 150 MB limit/u);
+    expect(run.stderr).toContain('160.0 MB /app/dist/operator/blob.bin');
+  });
+
+  it('takes the limit from IMAGE_MAX_MB, and refuses one that is not a whole number', () => {
+    const under = check(imageConfig(), undefined, { IMAGE_MAX_MB: '1' });
+    expect(under.status).toBe(1);
+    expect(under.stderr).toContain('over the 1 MB limit (IMAGE_MAX_MB)');
+    const bad = check(imageConfig(), undefined, { IMAGE_MAX_MB: '1e3' });
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toContain("IMAGE_MAX_MB must be a whole number of megabytes, got '1e3'");
   });
 
   it('fails on a world-writable file', () => {
