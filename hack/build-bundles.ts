@@ -25,6 +25,8 @@ import { dirname, join, resolve } from 'node:path';
 
 import { build, type Metafile } from 'esbuild';
 
+import { buildUi } from './build-ui';
+
 const root = resolve(__dirname, '..');
 
 /** One plane's image: its name and the source folder of its `main.ts`. */
@@ -100,6 +102,8 @@ export async function buildPlane(plane: Plane, outDir: string, arch: Arch): Prom
   const dir = join(outDir, plane.dir);
   await rm(dir, { recursive: true, force: true });
   const result = await build({
+    // Aliases resolve from the working directory: the repository's, wherever this runs from.
+    absWorkingDir: root,
     entryPoints: [join(root, plane.dir, 'main.ts')],
     outfile: join(dir, 'main.js'),
     bundle: true,
@@ -107,8 +111,8 @@ export async function buildPlane(plane: Plane, outDir: string, arch: Arch): Prom
     format: 'cjs',
     target: ['node22'],
     alias: ALIASES,
-    // Whitespace and syntax only: names stay (errors and logs name classes and functions).
-    minifyWhitespace: true,
+    // Syntax only. Names stay (errors and logs name classes and functions) and so do the
+    // lines: Node prints the source line of an uncaught error, which must not be megabytes.
     minifySyntax: true,
     keepNames: true,
     legalComments: 'eof',
@@ -128,8 +132,6 @@ export async function buildPlane(plane: Plane, outDir: string, arch: Arch): Prom
     written.push(...(await levelPrebuilds(arch, dir)).map((f) => join(plane.dir, f)));
   }
   if (plane.name === 'control-plane') {
-    // Loaded here, so the other planes' Dockerfiles need not copy hack/build-ui.ts.
-    const { buildUi } = await import('./build-ui');
     const ui = await buildUi(join(outDir, 'ui'));
     written.push(...ui.map((f) => join('ui', f)));
   }

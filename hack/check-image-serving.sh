@@ -6,7 +6,9 @@
 # Under `chroot --userspec=65532:65532`, with the image's environment and the plane's
 # variables only, the entrypoint must answer 200 on /readyz within 30 s and exit 0 on
 # SIGTERM within 30 s. For the state plane its two LevelDB databases must then exist on
-# disk, written through the bundle's native binding. The configuration is made for the run
+# disk, written through the bundle's native binding. Tracing is on (to a closed port), so the
+# exporters and propagators the planes load on demand (common/tracing-sdk.ts) are loaded from
+# the bundle: OTLP over gRPC for the state plane, OTLP over HTTP and Zipkin for the harness. The configuration is made for the run
 # with openssl (a CA, a serving certificate, the signing, records and approval keys) and put
 # in the root under /smoke, after the key checks; the process is stopped on every exit path.
 # The control plane needs a Kubernetes API to get ready, so it has no such check here.
@@ -69,7 +71,9 @@ case "$plane" in
       STATE_TLS_KEY_FILE=/smoke/tls-key.pem STATE_SIGNING_KEY_FILE=/smoke/signing-key
       STATE_RECORDS_KEY_FILE=/smoke/records-key STATE_DATA_DIR=/smoke-data/journal
       STATE_RECORDS_DIR=/smoke-data/records STATE_LISTEN_HOST=127.0.0.1
-      "STATE_PORT=$serve" "STATE_HEALTH_PORT=$health")
+      "STATE_PORT=$serve" "STATE_HEALTH_PORT=$health"
+      OTEL_TRACES_EXPORTER=otlp OTEL_EXPORTER_OTLP_PROTOCOL=grpc
+      OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:9)
     ;;
   harness)
     serving_cert polychrome-harness.image-smoke
@@ -78,7 +82,11 @@ case "$plane" in
     vars=(HARNESS_TLS_CERT_FILE=/smoke/tls.pem HARNESS_TLS_KEY_FILE=/smoke/tls-key.pem
       HARNESS_NAMESPACE=image-smoke "HARNESS_APPROVAL_PUBLIC_KEY=$approval"
       HARNESS_MODEL_SCRIPT=/app/harness/model/demo-script.yaml HARNESS_LISTEN_HOST=127.0.0.1
-      "HARNESS_PORT=$serve" "HARNESS_HEALTH_PORT=$health")
+      "HARNESS_PORT=$serve" "HARNESS_HEALTH_PORT=$health"
+      OTEL_TRACES_EXPORTER=otlp,zipkin OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf
+      OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:9
+      OTEL_EXPORTER_ZIPKIN_ENDPOINT=http://127.0.0.1:9/api/v2/spans
+      OTEL_PROPAGATORS=tracecontext,baggage,b3,jaeger)
     ;;
   *) fail "no serving check for this plane (state, harness)" ;;
 esac

@@ -5,11 +5,10 @@
  * have, or breaks what it must, and expects the check to fail naming it.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import {
   chmodSync,
   chownSync,
-  copyFileSync,
   mkdirSync,
   mkdtempSync,
   rmSync,
@@ -18,6 +17,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { makeImageRoot } from './lib/image-root';
 import { repoRoot } from './lib/paths';
 
 const script = join(repoRoot, 'hack', 'check-image.sh');
@@ -111,17 +111,7 @@ const asRoot = process.getuid?.() === 0;
     configFile = join(work, 'config.json');
     dockerfile = join(work, 'Dockerfile');
     rootfs = join(work, 'rootfs');
-    mkdirSync(join(rootfs, 'nodejs', 'bin'), { recursive: true, mode: 0o755 });
-    copyFileSync(process.execPath, join(rootfs, 'nodejs', 'bin', 'node'));
-    chmodSync(join(rootfs, 'nodejs', 'bin', 'node'), 0o755);
-    // The libraries node loads, where the loader looks for them (ldd: "name => path" and
-    // the loader's own absolute path).
-    const ldd = execFileSync('ldd', [process.execPath], { encoding: 'utf8' });
-    for (const m of ldd.matchAll(/(?:=> )?(\/\S+) \(0x/gu)) {
-      const lib = m[1] as string;
-      mkdirSync(join(rootfs, dirname(lib)), { recursive: true, mode: 0o755 });
-      copyFileSync(lib, join(rootfs, lib));
-    }
+    makeImageRoot(rootfs);
   }, 60_000);
 
   afterAll(() => {
