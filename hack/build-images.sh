@@ -201,6 +201,7 @@ for entry in "${planes[@]}"; do
   mkdir "$rootfs"
   "$crane" config "$pinned" >"$work/$plane.config.json"
   "$crane" export "$pinned" - | tar --extract --directory "$rootfs" --numeric-owner --same-owner
+  size=$(du -sb "$rootfs" | awk '{ printf "%.1f MB", $1 / 1e6 }')
   bash "$here/check-image.sh" "$rootfs" "$work/$plane.config.json" "$dir/Dockerfile" "$dir" \
     "$want_exit" "$want_error" "$canary" || fail "$plane: the image fails its checks (above)"
   if [ "$plane" = control-plane ]; then
@@ -214,7 +215,7 @@ for entry in "${planes[@]}"; do
     bash "$here/check-image-serving.sh" "$rootfs" "$work/$plane.config.json" "$plane" ||
       fail "$plane: the image does not serve (above)"
   fi
-  step "$plane: ok, $(du -sb "$rootfs" | awk '{ printf "%.1f MB", $1 / 1e6 }') unpacked, $plane@$digest"
+  step "$plane: ok, $size unpacked, $plane@$digest"
   rm -rf "$rootfs"
 done
 
