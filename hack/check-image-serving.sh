@@ -12,6 +12,8 @@
 # with openssl (a CA, a serving certificate, the signing, records and approval keys) and put
 # in the root under /smoke, after the key checks; the process is stopped on every exit path.
 # The control plane needs a Kubernetes API to get ready, so it has no such check here.
+# With IMAGE_EMULATOR (a static qemu-user binary, for an image of another architecture) the
+# entrypoint runs under it, copied into ROOTFS, and may take 120 s to get ready instead of 30.
 # Needs root (chroot).
 set -euo pipefail
 
@@ -92,21 +94,30 @@ case "$plane" in
 esac
 chmod 644 "$smoke"/*
 
+emulate=()
+ready_within=30
+if [ -n "${IMAGE_EMULATOR:-}" ]; then
+  mkdir -p -m 755 "$rootfs/.emulator"
+  cp "$IMAGE_EMULATOR" "$rootfs/.emulator/"
+  emulate=("/.emulator/$(basename "$IMAGE_EMULATOR")")
+  ready_within=120
+fi
+
 mapfile -t image_env < <(node -e 'for (const e of require(process.argv[1]).config.Env ?? []) console.log(e)' "$config")
 mapfile -t entrypoint < <(node -e 'for (const a of require(process.argv[1]).config.Entrypoint) console.log(a)' "$config")
 # env and chroot exec what they run, so $! ends up being the plane's node process.
 env -i "${image_env[@]}" "${vars[@]}" "$chroot" --userspec=65532:65532 "$rootfs" \
-  "${entrypoint[@]}" >"$log" 2>&1 &
+  "${emulate[@]}" "${entrypoint[@]}" >"$log" 2>&1 &
 pid=$!
 
 show_log() {
   echo "--- the plane's output" >&2
   head -c 4000 "$log" >&2
 }
-if ! node - "$health" "$pid" <<'EOF'; then
-const [port, pid] = process.argv.slice(2).map(Number);
+if ! node - "$health" "$pid" "$ready_within" <<'EOF'; then
+const [port, pid, within] = process.argv.slice(2).map(Number);
 const http = require('node:http');
-const deadline = Date.now() + 30_000;
+const deadline = Date.now() + within * 1000;
 function poll() {
   try {
     process.kill(pid, 0);
@@ -127,7 +138,7 @@ function poll() {
 }
 function retry() {
   if (Date.now() > deadline) {
-    console.error('images:   /readyz did not answer 200 within 30 s');
+    console.error(`images:   /readyz did not answer 200 within ${within} s`);
     process.exit(1);
   }
   setTimeout(poll, 200);

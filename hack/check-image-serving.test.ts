@@ -35,7 +35,10 @@ function check(name: 'state' | 'harness'): { status: number | null; out: string 
       },
     }),
   );
-  const run = spawnSync('bash', [script, rootfs, config, name], { encoding: 'utf8' });
+  const run = spawnSync('bash', [script, rootfs, config, name], {
+    encoding: 'utf8',
+    env: { ...process.env, IMAGE_EMULATOR: '' },
+  });
   return { status: run.status, out: run.stdout + run.stderr };
 }
 

@@ -7,14 +7,17 @@
 # - the unpacked image (apparent bytes, `du -sb`) is at most IMAGE_MAX_MB megabytes
 #   (10^6 bytes; default 150): Node and the plane's bundle, nothing else of the repository;
 # - the config's entrypoint is DOCKERFILE's exec-form ENTRYPOINT, /nodejs/bin/node (with its
-#   flags) on /app/dist/PLANE_DIR/main.js, run as 65532:65532 in /app on linux/amd64, with no
+#   flags) on /app/dist/PLANE_DIR/main.js, run as 65532:65532 in /app on linux/IMAGE_ARCH
+#   (default amd64), with no
 #   CMD and with the org.opencontainers.image labels;
 # - no file looks like key material or local state (.local, .git, .env*, *.pem, ...), no
 #   file holds a PEM private key or the string CANARY;
 # - under `chroot --userspec=65532:65532`, no path is writable by uid 65532;
 # - the entrypoint, run as the config says with only the config's environment, exits
 #   WANT_EXIT with WANT_ERROR in its stderr (the plane's configuration error).
-# Needs root (chroot).
+# An image for another architecture than this machine's runs under IMAGE_EMULATOR, a static
+# qemu-user binary, copied into ROOTFS (/.emulator/) after the size check, as chroot sees
+# nothing else. Needs root (chroot).
 set -euo pipefail
 
 [ $# -ge 6 ] || {
@@ -42,8 +45,8 @@ $(du -ab "$rootfs" | sort -rn | sed -n 2,6p | awk -v r="$rootfs" '{ sub(r, "", $
 fi
 echo "images:   $mb MB unpacked (limit $max_mb MB)"
 
-node - "$config" "$dir" "$dockerfile" "$(dirname "$0")/dockerfile-entrypoint.js" <<'EOF'
-const [file, dir, dockerfile, parser] = process.argv.slice(2);
+node - "$config" "$dir" "$dockerfile" "$(dirname "$0")/dockerfile-entrypoint.js" "${IMAGE_ARCH:-amd64}" <<'EOF'
+const [file, dir, dockerfile, parser, arch] = process.argv.slice(2);
 const image = require(file);
 // The Dockerfile's exec-form ENTRYPOINT, which the built image must carry as it is.
 let entrypoint;
@@ -58,7 +61,7 @@ const labels = c.Labels ?? {};
 // [what it must be, what it is], compared as JSON.
 const checks = {
   os: ['linux', image.os],
-  architecture: ['amd64', image.architecture],
+  architecture: [arch, image.architecture],
   User: ['65532:65532', c.User],
   WorkingDir: ['/app', c.WorkingDir],
   Entrypoint: [entrypoint, c.Entrypoint],
@@ -100,10 +103,17 @@ if grep -rlPz -- '-----BEGIN ([A-Z]+ )?PRIVATE KEY-----\r?\n[A-Za-z0-9+/=]{16,}'
   fail "the image holds private keys: $(sed "s|^$rootfs||" "$out/keys.txt")"
 fi
 
+emulate=()
+if [ -n "${IMAGE_EMULATOR:-}" ]; then
+  mkdir -p -m 755 "$rootfs/.emulator"
+  cp "$IMAGE_EMULATOR" "$rootfs/.emulator/"
+  emulate=("/.emulator/$(basename "$IMAGE_EMULATOR")")
+fi
+
 run_as_nonroot() { # argv inside the image, with the image's environment
   local -a image_env
   mapfile -t image_env < <(node -e 'for (const e of require(process.argv[1]).config.Env ?? []) console.log(e)' "$config")
-  env -i "${image_env[@]}" "$chroot" --userspec=65532:65532 "$rootfs" "$@"
+  env -i "${image_env[@]}" "$chroot" --userspec=65532:65532 "$rootfs" "${emulate[@]}" "$@"
 }
 
 # Writability as the kernel sees it: access(2) as uid 65532 on every path but symlinks.

@@ -97,7 +97,7 @@ function check(
   ];
   const run = spawnSync('bash', canary === undefined ? args : [...args, canary], {
     encoding: 'utf8',
-    env: { ...process.env, IMAGE_MAX_MB: '', ...env },
+    env: { ...process.env, IMAGE_MAX_MB: '', IMAGE_ARCH: '', IMAGE_EMULATOR: '', ...env },
   });
   return { status: run.status, stdout: run.stdout, stderr: run.stderr };
 }
@@ -261,6 +261,12 @@ const asRoot = process.getuid?.() === 0;
     const run = check();
     expect(run.status).toBe(1);
     expect(run.stderr).toContain(`${dockerfile} has no exec-form ENTRYPOINT`);
+  });
+
+  it('expects the architecture IMAGE_ARCH names (arm64 for the arm64 images)', () => {
+    const run = check(imageConfig(), undefined, { IMAGE_ARCH: 'arm64' });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toContain('architecture is "amd64", expected "arm64"');
   });
 
   it('fails on an image for another platform', () => {
