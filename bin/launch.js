@@ -19,13 +19,15 @@ module.exports = function launch(entry, name) {
   }
   // tsx's loader hooks both require() and import(): the verbs' modules are imported when
   // they run (cli/kube-cli.ts).
-  import('tsx').then(
-    () => require(join(__dirname, '..', 'cli', `${entry}.ts`)),
-    () => {
-      console.error(
-        `${name}: not built and tsx is not installed; run \`make build\` (or \`npm ci\` for a development checkout)`,
-      );
-      process.exit(3);
-    },
-  ).catch(failed(`cannot load cli/${entry}.ts`));
+  import('tsx')
+    .then(
+      () => require(join(__dirname, '..', 'cli', `${entry}.ts`)),
+      () => {
+        console.error(
+          `${name}: not built and tsx is not installed; run \`make build\` (or \`npm ci\` for a development checkout)`,
+        );
+        process.exit(3);
+      },
+    )
+    .catch(failed(`cannot load cli/${entry}.ts`));
 };

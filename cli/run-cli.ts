@@ -169,7 +169,8 @@ async function runCommand(
   if (group === 'conversation') {
     return (await import('./conversation-forensics.ts')).conversationGroup(args, env, io);
   }
-  if (group === 'dashboard') return (await import('./dashboard.ts')).dashboardCommand(args, io, env);
+  if (group === 'dashboard')
+    return (await import('./dashboard.ts')).dashboardCommand(args, io, env);
   if (group === 'state' && command === 'verify') {
     return (await import('./state-commands.ts')).stateVerify(rest, env, io);
   }
