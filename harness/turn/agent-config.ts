@@ -44,6 +44,11 @@ export interface AgentConfig {
    * the turn (configurations recorded before handoffs continued); left out of the bytes.
    */
   readonly handoffs?: readonly string[];
+  /**
+   * Agents it may delegate tasks to (docs/turns.md, "Delegation"), in the order given.
+   * Absent or empty: it may not; left out of the bytes, so older digests hold.
+   */
+  readonly delegates?: readonly string[];
 }
 
 /** A configuration with its canonical text and digest. */
@@ -92,6 +97,9 @@ export function agentConfigObject(config: AgentConfig): JsonObject {
       : { memory_budget_bytes: config.memoryBudgetBytes }),
     ...(config.agent === undefined ? {} : { agent: config.agent }),
     ...(config.handoffs === undefined ? {} : { handoffs: [...config.handoffs] }),
+    ...(config.delegates === undefined || config.delegates.length === 0
+      ? {}
+      : { delegates: [...config.delegates] }),
   };
 }
 
@@ -165,6 +173,7 @@ export function decodeAgentConfig(json: string): EncodedAgentConfig {
       : { memoryBudgetBytes: int(value.memory_budget_bytes, 'memory_budget_bytes') }),
     ...(value.agent === undefined ? {} : { agent: string(value.agent, 'agent') }),
     ...(value.handoffs === undefined ? {} : { handoffs: names(value.handoffs, 'handoffs') }),
+    ...(value.delegates === undefined ? {} : { delegates: names(value.delegates, 'delegates') }),
   };
   const encoded = encodeAgentConfig(config);
   if (encoded.json !== json) throw corrupt('is not the canonical JSON of what it says');

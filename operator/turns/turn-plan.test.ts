@@ -624,6 +624,8 @@ describe('the harness cannot forge the record', () => {
         effect: ToolEffect.TOOL_EFFECT_PURE,
         approvalRequestId: '',
         agent: '',
+        thread: '',
+        depth: 0,
         ...over,
       },
     },
@@ -732,7 +734,7 @@ describe('the harness cannot forge the record', () => {
       commitWithResult: false,
       step: {
         $case: 'toolResult',
-        value: { turnId: 't', toolCallId: 'c1', content: 'no', isError: false, denied: true },
+        value: { turnId: 't', toolCallId: 'c1', content: 'no', isError: false, denied: true, thread: '', delegate: '' },
       },
     };
     expect(checkStep(d(), denied)).toContain('no denial was given');
