@@ -17,6 +17,7 @@ import { basename, join, relative, resolve } from 'node:path';
 
 import { build, type Metafile } from 'esbuild';
 
+import { ALIASES, externalPackages, OPTIONAL_REQUIRES } from './build-bundles';
 import { headCommit } from './build-info';
 
 const root = resolve(__dirname, '..');
@@ -87,9 +88,22 @@ export async function buildCli(
     banner: { js: BANNER },
     inject: [join(__dirname, 'build-cli-shims.ts')],
     define: { POLYCHROME_BUILD_INFO: JSON.stringify(await buildInfo()) },
+    // As the images' bundles (hack/build-bundles.ts): the npm punycode, not Node's
+    // deprecated one, and nothing left to require but Node's modules and optional ones.
+    alias: ALIASES,
     tsconfig: join(root, 'tsconfig.json'),
     logLevel: 'warning',
   });
+  const left = externalPackages(metafile).filter(
+    (p) => !(p in metafile.outputs) && !OPTIONAL_REQUIRES.includes(p),
+  );
+  if (left.length > 0) {
+    throw new Error(
+      `the CLI bundle still requires ${left.join(', ')} at run time, which the krew archive ` +
+        'does not carry; bundle it, or if it is optional add it to OPTIONAL_REQUIRES in ' +
+        'hack/build-bundles.ts',
+    );
+  }
   for (const resource of RESOURCES) {
     await mkdir(join(outDir, resource, '..'), { recursive: true });
     await copyFile(join(root, resource), join(outDir, resource));

@@ -110,6 +110,10 @@ describe('the krew archive', () => {
     expect(all.filter((p) => selects(p, 'darwin'))).toHaveLength(1);
     expect(all.filter((p) => selects(p, 'windows'))).toHaveLength(0);
     const listing = execFileSync('tar', ['-tzf', release.archive], { encoding: 'utf8' });
+    // The repository's LICENSE travels with the plugin, when there is one.
+    expect(listing.split('\n').includes(`${ARCHIVE_FOLDER}/LICENSE`)).toBe(
+      existsSync(join(repoRoot, 'LICENSE')),
+    );
     expect(
       listing.split('\n').every((line) => line === '' || line.startsWith(`${ARCHIVE_FOLDER}/`)),
     ).toBe(true);
