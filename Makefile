@@ -33,16 +33,23 @@ JEST_ARGS ?=
 .PHONY: all build generate proto manifests verify-generate lint lint-images typecheck test \
 	test-unit test-unit-node22 test-integration test-argocd-health test-monitoring images bench \
 	dev dev-down dev-reset binaries dev-binaries test-binaries check-prerequisites cluster-up \
-	cluster-down clean print-%
+	cluster-down clean krew-archive print-%
 
 all: build
 
 ## Build the TypeScript into dist/, and dist/build-info.json (the commit, for `kubectl
-## polychrome version`).
+## polychrome version`); bundle the CLI and the kubectl plugin into dist/bundle (hack/build-cli.ts),
+## which bin/ runs when it is there.
 build: node_modules
 	$(NPX) tsc -p tsconfig.build.json
 	$(NPX) tsx hack/build-ui.ts dist/ui
 	$(NPX) tsx hack/build-info.ts dist
+	$(NPX) tsx hack/build-cli.ts dist/bundle
+
+## The plugin's krew archive and its filled manifest, in dist/krew (hack/krew/pack.ts):
+## KREW_URL is where the archive will be published; VERSION defaults to package.json's.
+krew-archive: node_modules
+	$(NPX) tsx hack/krew/pack.ts --out dist/krew --url "$(KREW_URL)" $(if $(VERSION),--version $(VERSION))
 
 node_modules: package-lock.json
 	npm ci

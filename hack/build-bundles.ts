@@ -60,7 +60,7 @@ export const OPTIONAL_REQUIRES: readonly string[] = ['bufferutil', 'utf-8-valida
  * node_modules, so the control plane would print DEP0040 on every start. The npm package
  * (the same code Node vendors) is bundled instead.
  */
-const ALIASES: Readonly<Record<string, string>> = { punycode: 'punycode/' };
+export const ALIASES: Readonly<Record<string, string>> = { punycode: 'punycode/' };
 
 const builtins = new Set(builtinModules.flatMap((m) => [m, `node:${m}`]));
 
