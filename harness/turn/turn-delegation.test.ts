@@ -470,6 +470,31 @@ describe('what happens in a thread happens to the turn', () => {
     ]);
   });
 
+  it("a resolved quarantine in a thread (the admin's result, in the thread) lets the thread go on", () => {
+    const first = run(input, reply(20, delegate('d1', 'researcher')), reply(30, use('s1', 'send')));
+    const resolved: TurnStep = {
+      kind: 'tool_result',
+      record: {
+        turnId: 't1',
+        toolCallId: 's1',
+        content: 'sent',
+        isError: false,
+        denied: false,
+        thread: 'd1',
+      },
+    };
+    const [resumed] = run({
+      ...input,
+      recordedSteps: [...stepsOf(first), resolved],
+      recordedConfigSha256: newestConfig(first),
+    });
+    expect(resumed!.effects.map(brief)).toEqual([
+      'commit agent_config lead',
+      'commit agent_config researcher',
+      'call_model 2 researcher in d1',
+    ]);
+  });
+
   it('a pure call committed in a thread with no result runs again in it', () => {
     const first = run(
       input,
