@@ -14,9 +14,8 @@ import { effectiveMaxSteps, type StepBudget } from './step-budget';
 import type { TurnTool } from './turn-records';
 
 /**
- * The agent configuration a turn runs under and the request digest of each model call:
- * what replay needs to check that a recorded run follows from its recorded inputs
- * (docs/replay.md gives both byte layouts and a test vector). Pure.
+ * The agent configuration a turn runs under and the request digest of each model call: what
+ * replay needs to check a recorded run follows from its inputs (docs/replay.md: bytes, a vector). Pure.
  */
 
 /** Version of both layouts; a change of bytes gets a new number. */
@@ -44,10 +43,7 @@ export interface AgentConfig {
    * the turn (configurations recorded before handoffs continued); left out of the bytes.
    */
   readonly handoffs?: readonly string[];
-  /**
-   * Agents it may delegate tasks to (docs/turns.md, "Delegation"), in the order given.
-   * Absent or empty: it may not; left out of the bytes, so older digests hold.
-   */
+  /** Agents it may delegate to (docs/turns.md "Delegation"); none: left out of the bytes. */
   readonly delegates?: readonly string[];
 }
 
@@ -97,9 +93,7 @@ export function agentConfigObject(config: AgentConfig): JsonObject {
       : { memory_budget_bytes: config.memoryBudgetBytes }),
     ...(config.agent === undefined ? {} : { agent: config.agent }),
     ...(config.handoffs === undefined ? {} : { handoffs: [...config.handoffs] }),
-    ...(config.delegates === undefined || config.delegates.length === 0
-      ? {}
-      : { delegates: [...config.delegates] }),
+    ...(config.delegates?.length ? { delegates: [...config.delegates] } : {}),
   };
 }
 

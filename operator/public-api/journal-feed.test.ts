@@ -83,7 +83,7 @@ describe('prepareEvent', () => {
       position,
       kind,
       payload: payloadCodecs[kind]
-        .encode(payloadCodecs[kind].fromPartial(payload as never) as never)
+        .encode(payloadCodecs[kind].fromPartial(payload))
         .finish(),
     });
     const opened = frames(

@@ -271,7 +271,9 @@ describe('turns survive crashes', () => {
       const system = (request.body as { system?: unknown }).system;
       return Array.isArray(system)
         ? system.map((block: { text?: string }) => block.text ?? '').join('')
-        : String(system ?? '');
+        : typeof system === 'string'
+          ? system
+          : '';
     };
     let researcherCalls = 0;
     models.setResponder((request) => {
