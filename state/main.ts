@@ -9,6 +9,7 @@ import { HealthServer } from '../common/health-server';
 import { componentLogger, createRootLogger, LogComponent } from '../common/log';
 import { startTracing } from '../common/tracing';
 import { loadStateConfig, type StateConfig } from './config';
+import { DiskMonitor, registerDiskMetrics } from './disk-monitor';
 import { loadRecordsKey } from './records/records-key';
 import { RecordsDatabase } from './server/records-database';
 import { StateServer } from './server/state-server';
@@ -96,13 +97,23 @@ async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void>
   }
   let storeOpen = false;
   let recordsOpen = false;
-  const isReady = (): boolean => storeOpen && recordsOpen && server.isServing();
+  const disk = new DiskMonitor({
+    path: config.dataDir,
+    minFreeBytes: config.disk.minFreeBytes,
+    intervalMs: config.disk.checkIntervalMs,
+    store,
+    log,
+  });
+  registerDiskMetrics(registry, disk, config.disk.minFreeBytes);
+  const isReady = (): boolean =>
+    storeOpen && recordsOpen && server.isServing() && disk.fault() === undefined;
   registerStateReadiness(registry, isReady);
   const health = new HealthServer({
     host: config.host,
     port: config.healthPort,
     registry,
     isReady,
+    notReadyReason: () => disk.notReadyReason(),
   });
   const healthAddress = await health.start();
   log.info({ port: healthAddress.port }, 'health server listening');
@@ -112,6 +123,7 @@ async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void>
     stopping ??= (async () => {
       log.info({ signal }, 'shutting down');
       await server.close(config.shutdownGraceMs);
+      await disk.stop();
       await store.close();
       await recordsDb.close();
       await pool?.close();
@@ -135,6 +147,7 @@ async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void>
 
   const report = await store.open();
   storeOpen = true;
+  await disk.start();
   for (const dropped of report.droppedTails) {
     log.warn(dropped, 'dropped a never-acknowledged tail');
   }

@@ -1,0 +1,168 @@
+import { statfs } from 'node:fs/promises';
+
+import type { Logger } from 'pino';
+import { Gauge, type Registry } from 'prom-client';
+
+import type { OpenReport } from './store/journal-store-types';
+import { StorageFaultReason, type StorageFault, type StorageGuard } from './store/storage-guard';
+
+/** The slice of the journal store the monitor drives. */
+export interface MonitoredStore {
+  readonly storage: StorageGuard;
+  recoverStorage(): Promise<OpenReport | undefined>;
+}
+
+/** Options of {@link DiskMonitor}. */
+export interface DiskMonitorOptions {
+  /** The journal's data directory: statfs reads the volume holding it. */
+  readonly path: string;
+  /** Free bytes under which appends are refused (`STATE_DISK_MIN_FREE_BYTES`). */
+  readonly minFreeBytes: number;
+  /** How often to read the free space (`STATE_DISK_CHECK_INTERVAL_MS`). */
+  readonly intervalMs: number;
+  readonly store: MonitoredStore;
+  readonly log: Logger;
+}
+
+/**
+ * Watches the journal volume's free space (docs/state-plane.md, "Full disk"). Every
+ * `intervalMs` it reads statfs of the data directory: under `minFreeBytes` the store's
+ * writes are refused before LevelDB meets a full disk; at or above it they are allowed
+ * again, and if a write had failed for storage reasons (ENOSPC, EDQUOT, EROFS, EIO) the
+ * store reopens its database first (storage-recovery.ts). It is the shell around the
+ * store's guard: the guard refuses, the monitor decides when to let writes through.
+ */
+export class DiskMonitor {
+  private free: number | undefined;
+  private total: number | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+
+  constructor(private readonly options: DiskMonitorOptions) {}
+
+  /** Checks once now, then every `intervalMs` until {@link DiskMonitor.stop}. */
+  async start(): Promise<void> {
+    await this.check();
+    this.timer = setInterval(() => void this.check(), this.options.intervalMs);
+    this.timer.unref();
+  }
+
+  /** Stops checking; waits for a check (and a reopen) under way. */
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.running;
+  }
+
+  /** Free bytes on the volume at the last check (`undefined` before the first). */
+  freeBytes(): number | undefined {
+    return this.free;
+  }
+
+  /** Size of the volume at the last check. */
+  totalBytes(): number | undefined {
+    return this.total;
+  }
+
+  /** Why the store refuses writes now, or `undefined` when it writes. */
+  fault(): StorageFault | undefined {
+    return this.options.store.storage.fault();
+  }
+
+  /** The `/readyz` body's reason while writes are refused: what, how much is free, what to do. */
+  notReadyReason(): string | undefined {
+    const fault = this.fault();
+    if (fault === undefined) return undefined;
+    const free = this.free === undefined ? 'unknown' : String(this.free);
+    return (
+      `journal volume ${fault.reason}: ${fault.message}; free bytes: ${free} ` +
+      `(STATE_DISK_MIN_FREE_BYTES ${String(this.options.minFreeBytes)}); appends are ` +
+      'refused, reads and verify work; free space or grow the volume'
+    );
+  }
+
+  /** Reads the free space once and applies it (one check at a time). */
+  check(): Promise<void> {
+    this.running ??= this.checkOnce().finally(() => {
+      this.running = undefined;
+    });
+    return this.running;
+  }
+
+  private async checkOnce(): Promise<void> {
+    const { path, minFreeBytes, store, log } = this.options;
+    try {
+      const stats = await statfs(path);
+      this.free = stats.bavail * stats.bsize;
+      this.total = stats.blocks * stats.bsize;
+    } catch (error) {
+      log.warn({ err: error, path }, 'cannot read the journal volume free space (statfs)');
+      return;
+    }
+    const wasRefused = store.storage.fault() !== undefined;
+    if (this.free < minFreeBytes) {
+      store.storage.setLowSpace({
+        reason: StorageFaultReason.LowSpace,
+        message: `${String(this.free)} bytes free on the journal volume, under the ${String(minFreeBytes)} the state plane keeps free`,
+      });
+      if (!wasRefused) log.error({ freeBytes: this.free, minFreeBytes }, 'journal volume full');
+      return;
+    }
+    store.storage.setLowSpace(undefined);
+    await this.recover();
+    if (wasRefused && store.storage.fault() === undefined) {
+      log.info({ freeBytes: this.free }, 'journal volume writable again; appends resume');
+    }
+  }
+
+  private async recover(): Promise<void> {
+    try {
+      const report = await this.options.store.recoverStorage();
+      if (report === undefined) return;
+      for (const dropped of report.droppedTails) {
+        this.options.log.warn(dropped, 'dropped a never-acknowledged tail');
+      }
+      this.options.log.info({ partitions: report.partitions }, 'journal database reopened');
+    } catch (error) {
+      this.options.log.error({ err: error }, 'journal database reopen failed; will retry');
+    }
+  }
+}
+
+/**
+ * Registers the disk metrics: `polychrome_state_disk_free_bytes`, `_disk_total_bytes`,
+ * `_disk_min_free_bytes` (the threshold) and `polychrome_state_disk_full` (1 while the
+ * store refuses writes for lack of space or a failed write, else 0).
+ */
+export function registerDiskMetrics(registry: Registry, monitor: DiskMonitor, minFree: number) {
+  const bytes = (name: string, help: string, read: () => number | undefined): void => {
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        const value = read();
+        if (value !== undefined) this.set(value);
+      },
+    });
+  };
+  bytes('polychrome_state_disk_free_bytes', 'Free bytes on the journal volume (statfs).', () =>
+    monitor.freeBytes(),
+  );
+  bytes('polychrome_state_disk_total_bytes', 'Size of the journal volume in bytes.', () =>
+    monitor.totalBytes(),
+  );
+  bytes(
+    'polychrome_state_disk_min_free_bytes',
+    'Free bytes under which appends are refused (STATE_DISK_MIN_FREE_BYTES).',
+    () => minFree,
+  );
+  new Gauge({
+    name: 'polychrome_state_disk_full',
+    help: '1 while appends are refused because the journal volume is full or a write failed (ENOSPC, EDQUOT, EROFS, EIO).',
+    registers: [registry],
+    collect() {
+      this.set(monitor.fault() === undefined ? 0 : 1);
+    },
+  });
+}
