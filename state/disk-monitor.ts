@@ -1,10 +1,29 @@
-import { statfs } from 'node:fs/promises';
+import { readdir, stat, statfs } from 'node:fs/promises';
+import { join } from 'node:path';
 
 import type { Logger } from 'pino';
 import { Gauge, type Registry } from 'prom-client';
 
 import type { OpenReport } from './store/journal-store-types';
 import { StorageFaultReason, type StorageFault, type StorageGuard } from './store/storage-guard';
+
+/**
+ * Room a reopen after a failed write needs beyond the LevelDB logs it writes out as a table
+ * (a new manifest, a new log, LevelDB's info log).
+ */
+export const REOPEN_MARGIN_BYTES = 1024 * 1024;
+
+/**
+ * Bytes in LevelDB's write-ahead logs (`NNNNNN.log`) in `dir`: opening the database replays
+ * them and writes them out as a table, so a reopen needs about this much free space.
+ */
+async function logBytes(dir: string): Promise<number> {
+  let total = 0;
+  for (const name of await readdir(dir)) {
+    if (/^\d+\.log$/u.test(name)) total += (await stat(join(dir, name))).size;
+  }
+  return total;
+}
 
 /** The slice of the journal store the monitor drives. */
 export interface MonitoredStore {
@@ -28,8 +47,10 @@ export interface DiskMonitorOptions {
  * Watches the journal volume's free space (docs/state-plane.md, "Full disk"). Every
  * `intervalMs` it reads statfs of the data directory: under `minFreeBytes` the store's
  * writes are refused before LevelDB meets a full disk; at or above it they are allowed
- * again, and if a write had failed for storage reasons (ENOSPC, EDQUOT, EROFS, EIO) the
- * store reopens its database first (storage-recovery.ts). It is the shell around the
+ * again. A write that failed for storage reasons (ENOSPC, EDQUOT, EROFS, EIO) keeps them
+ * refused until the store has reopened its database (storage-recovery.ts), which the
+ * monitor does once the threshold and what the reopen writes are free (LevelDB writes its
+ * logs out as a table when it opens). It is the shell around the
  * store's guard: the guard refuses, the monitor decides when to let writes through.
  */
 export class DiskMonitor {
@@ -109,14 +130,25 @@ export class DiskMonitor {
       return;
     }
     store.storage.setLowSpace(undefined);
-    await this.recover();
+    await this.recover(this.free);
     if (wasRefused && store.storage.fault() === undefined) {
       log.info({ freeBytes: this.free }, 'journal volume writable again; appends resume');
     }
   }
 
-  private async recover(): Promise<void> {
+  /**
+   * Reopens the store after a failed write once `free` covers what the reopen writes: a
+   * reopen that fails leaves the database closed, reads included, until the next try.
+   */
+  private async recover(free: number): Promise<void> {
+    const { store, path, log } = this.options;
+    if (!store.storage.needsReopen()) return;
     try {
+      const needed = (await logBytes(path)) + REOPEN_MARGIN_BYTES;
+      if (free < needed) {
+        log.debug({ freeBytes: free, needed }, 'not enough free space to reopen the journal yet');
+        return;
+      }
       const report = await this.options.store.recoverStorage();
       if (report === undefined) return;
       for (const dropped of report.droppedTails) {
