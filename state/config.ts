@@ -54,6 +54,7 @@ function envBytes(fallback: number) {
  * | `STATE_HEALTH_PORT` | `/healthz`, `/readyz`, `/metrics` | 9090 |
  * | `STATE_TLS_CA_FILE` | the Polychrome CA (PEM): client certificates must chain to it | required |
  * | `STATE_TLS_CERT_FILE`, `STATE_TLS_KEY_FILE` | the server certificate and key (PEM) | required |
+ * | `STATE_TLS_RELOAD_INTERVAL_MS` | how often the three TLS files are read again (they are also read shortly after their directory changes) | 60000 |
  * | `STATE_SIGNING_KEY_FILE` | the active journal signing key (raw 32-byte seed or PKCS#8 PEM) | required |
  * | `STATE_PREVIOUS_SIGNING_KEY_FILES` | comma-separated earlier keys, kept until every partition was handed over | none |
  * | `STATE_DATA_DIR` | the journal's LevelDB directory on the state volume | required |
@@ -74,6 +75,7 @@ const schema = z
     STATE_TLS_CA_FILE: envString(),
     STATE_TLS_CERT_FILE: envString(),
     STATE_TLS_KEY_FILE: envString(),
+    STATE_TLS_RELOAD_INTERVAL_MS: envInt({ default: 60_000, min: 100, max: 3_600_000 }),
     STATE_SIGNING_KEY_FILE: envString(),
     STATE_PREVIOUS_SIGNING_KEY_FILES: envList(),
     STATE_DATA_DIR: envString(),
@@ -120,6 +122,7 @@ const schema = z
       caFile: env.STATE_TLS_CA_FILE,
       certFile: env.STATE_TLS_CERT_FILE,
       keyFile: env.STATE_TLS_KEY_FILE,
+      reloadIntervalMs: env.STATE_TLS_RELOAD_INTERVAL_MS,
     },
     signingKeyFile: env.STATE_SIGNING_KEY_FILE,
     previousSigningKeyFiles: env.STATE_PREVIOUS_SIGNING_KEY_FILES,
