@@ -98,6 +98,31 @@ describe('StorageGuard over LevelDB', () => {
     expect(await guard.get(key)).toBeUndefined();
   });
 
+  it('fails a read that a reopen cut short with unavailable, never as a short read', async () => {
+    const many = Array.from({ length: 500 }, (_, i) => ({
+      type: 'put' as const,
+      key: new Uint8Array([7, i >> 8, i & 0xff]),
+      value,
+    }));
+    await guard.write(many, true);
+    const seen: Uint8Array[] = [];
+    const read = (async () => {
+      for await (const k of guard.keys({ gte: new Uint8Array([7]), lt: new Uint8Array([8]) })) {
+        seen.push(k);
+        if (seen.length === 1) await guard.reopen();
+      }
+    })();
+    await expect(read).rejects.toMatchObject({ code: 'unavailable' });
+    expect(seen.length).toBeLessThan(500);
+    // After the reopen a read sees every key.
+    let count = 0;
+    for await (const k of guard.keys({ gte: new Uint8Array([7]), lt: new Uint8Array([8]) })) {
+      void k;
+      count += 1;
+    }
+    expect(count).toBe(500);
+  });
+
   it('reopens the database in place', async () => {
     await guard.write([{ type: 'put', key, value }], true);
     await guard.reopen();

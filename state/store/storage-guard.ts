@@ -84,6 +84,15 @@ export function storageRefusal(fault: StorageFault, cause?: unknown): AppError {
   );
 }
 
+function reopenedDuringRead(cause: unknown): AppError {
+  return new AppError(
+    'unavailable',
+    'the journal database was reopened after a storage failure while this read ran; read ' +
+      'again from the position after the last event received',
+    cause === undefined ? {} : { cause },
+  );
+}
+
 /**
  * A {@link KvStore} that refuses writes while the volume is short or after a write failed
  * for storage reasons (see the file comment); reads always go through.
@@ -91,6 +100,8 @@ export function storageRefusal(fault: StorageFault, cause?: unknown): AppError {
 export class StorageGuard implements KvStore {
   private lowSpace: StorageFault | undefined;
   private failed: StorageFault | undefined;
+  /** Reopens so far: an iteration that spans one was cut short. */
+  private reopens = 0;
 
   constructor(private readonly inner: KvStore) {}
 
@@ -116,6 +127,7 @@ export class StorageGuard implements KvStore {
    * @throws the engine's error when it cannot reopen; writes stay refused.
    */
   async reopen(): Promise<void> {
+    this.reopens += 1;
     await this.inner.close();
     await this.inner.open();
     this.failed = undefined;
@@ -162,12 +174,29 @@ export class StorageGuard implements KvStore {
     }
   }
 
+  /** As the inner store's; an iteration a reopen cut short fails `unavailable`. */
   entries(range: KvRange): AsyncIterable<readonly [Uint8Array, Uint8Array]> {
-    return this.inner.entries(range);
+    return this.iterated(() => this.inner.entries(range));
   }
 
+  /** As {@link StorageGuard.entries}, keys only. */
   keys(range: KvRange): AsyncIterable<Uint8Array> {
-    return this.inner.keys(range);
+    return this.iterated(() => this.inner.keys(range));
+  }
+
+  /**
+   * Closing the database ends its open iterators: one that ended or failed across a reopen
+   * fails `unavailable` (retry), so a cut-short read is never taken for missing records.
+   */
+  private async *iterated<T>(open: () => AsyncIterable<T>): AsyncGenerator<T> {
+    const epoch = this.reopens;
+    try {
+      yield* open();
+    } catch (error) {
+      if (epoch === this.reopens) throw error;
+      throw reopenedDuringRead(error);
+    }
+    if (epoch !== this.reopens) throw reopenedDuringRead(undefined);
   }
 
   /** Compaction writes tables: refused and failing as {@link StorageGuard.write}. */
