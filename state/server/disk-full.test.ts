@@ -49,7 +49,15 @@ beforeAll(async () => {
   pki = await makeTestPki(dir.path);
   mount = join(dir.path, 'volume');
   await mkdir(mount);
-  await run('mount', ['-t', 'tmpfs', '-o', 'size=16m', 'tmpfs', mount]);
+  try {
+    await run('mount', ['-t', 'tmpfs', '-o', 'size=16m', 'tmpfs', mount]);
+  } catch (error) {
+    throw new Error(
+      'this test mounts a 16 MiB tmpfs for the state volume and needs root (or ' +
+        `CAP_SYS_ADMIN); mount failed: ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    );
+  }
   mounted = true;
 }, 60_000);
 
