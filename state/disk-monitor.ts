@@ -58,6 +58,7 @@ export class DiskMonitor {
   private total: number | undefined;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
+  private failureLogged = false;
 
   constructor(private readonly options: DiskMonitorOptions) {}
 
@@ -120,6 +121,7 @@ export class DiskMonitor {
       log.warn({ err: error, path }, 'cannot read the journal volume free space (statfs)');
       return;
     }
+    this.reportFailedWrite();
     const wasRefused = store.storage.fault() !== undefined;
     if (this.free < minFreeBytes) {
       store.storage.setLowSpace({
@@ -134,6 +136,18 @@ export class DiskMonitor {
     if (wasRefused && store.storage.fault() === undefined) {
       log.info({ freeBytes: this.free }, 'journal volume writable again; appends resume');
     }
+  }
+
+  /** Logs a failed write once (the refusals that follow are the callers'). */
+  private reportFailedWrite(): void {
+    const failed = this.options.store.storage.needsReopen() ? this.fault() : undefined;
+    if (failed !== undefined && !this.failureLogged) {
+      this.options.log.error(
+        { reason: failed.reason, detail: failed.message, freeBytes: this.free },
+        'journal volume full or failing: a write failed; writes are refused until the database is reopened',
+      );
+    }
+    this.failureLogged = failed !== undefined;
   }
 
   /**

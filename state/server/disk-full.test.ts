@@ -198,6 +198,9 @@ describe('the state plane on a full disk (tmpfs)', () => {
       expect(notReady.status).toBe(503);
       expect(notReady.body).toMatch(/^not ready: journal volume no_space: .*free bytes: \d+/u);
       expect(await metric(p, 'polychrome_state_disk_full')).toBe(1);
+      await eventually('the failed write logged', () =>
+        p.logs.some((l) => l.includes('a write failed; writes are refused')) ? true : undefined,
+      );
       expect(await metric(p, 'polychrome_state_ready')).toBe(0);
       // Still refused, without touching LevelDB, at the head the writer saw.
       const partition = PARTITIONS[0] ?? '';
