@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { mkdir, mkdtemp, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 
 import { CertUsage, DevCertificateAuthority, type CertFiles } from '../hack/lib/pki';
 import { ServingCertificate, type CertificatePair } from '../common/serving-certificate';
+import { SecretVolume } from './server/testdata/secret-volume';
 
 /*
  * The CA bundle and the directory watch of ServingCertificate (common/), which the state
@@ -15,12 +16,9 @@ import { ServingCertificate, type CertificatePair } from '../common/serving-cert
  * Kubernetes door's and the harness's tests.
  */
 
-const NAMES = ['tls.crt', 'tls.key', 'ca.crt'] as const;
-
 describe('ServingCertificate with a CA bundle and a directory watch', () => {
   let dir: string;
-  let secret: string;
-  let generation = 0;
+  let volume: SecretVolume;
   let ca: string;
   let first: { cert: string; key: string };
   let renewed: { cert: string; key: string };
@@ -30,19 +28,6 @@ describe('ServingCertificate with a CA bundle and a directory watch', () => {
     cert: await readFile(files.certPath, 'utf8'),
     key: await readFile(files.keyPath, 'utf8'),
   });
-
-  /** A Secret volume update: a new directory, then `..data` renamed over the old link. */
-  const update = async (files: Record<(typeof NAMES)[number], string>): Promise<void> => {
-    generation += 1;
-    const version = `..v${String(generation)}`;
-    await mkdir(join(secret, version));
-    for (const name of NAMES) await writeFile(join(secret, version, name), files[name]);
-    await symlink(version, join(secret, '..tmp'));
-    await rename(join(secret, '..tmp'), join(secret, '..data'));
-    if (generation === 1) {
-      for (const name of NAMES) await symlink(join('..data', name), join(secret, name));
-    }
-  };
 
   const options = {
     certPath: '',
@@ -55,8 +40,8 @@ describe('ServingCertificate with a CA bundle and a directory watch', () => {
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'serving-cert-ca-'));
-    secret = join(dir, 'secret');
-    await mkdir(secret);
+    volume = new SecretVolume(join(dir, 'secret'));
+    await mkdir(volume.dir);
     const authority = await DevCertificateAuthority.create(dir, 'ca', 'bundle-test-ca');
     ca = await readFile(authority.certPath, 'utf8');
     const issue = (name: string): Promise<CertFiles> =>
@@ -64,9 +49,9 @@ describe('ServingCertificate with a CA bundle and a directory watch', () => {
     first = await pem(await issue('first'));
     renewed = await pem(await issue('renewed'));
     Object.assign(options, {
-      certPath: join(secret, 'tls.crt'),
-      keyPath: join(secret, 'tls.key'),
-      caPath: join(secret, 'ca.crt'),
+      certPath: volume.path('tls.crt'),
+      keyPath: volume.path('tls.key'),
+      caPath: volume.path('ca.crt'),
     });
   });
 
@@ -75,14 +60,14 @@ describe('ServingCertificate with a CA bundle and a directory watch', () => {
   });
 
   it('refuses at load a CA bundle that holds a certificate that is not a CA, naming it', async () => {
-    await update({ 'tls.crt': first.cert, 'tls.key': first.key, 'ca.crt': first.cert });
+    await volume.update({ 'tls.crt': first.cert, 'tls.key': first.key, 'ca.crt': first.cert });
     await expect(ServingCertificate.load(options)).rejects.toThrow(
       /are not usable \(the CA bundle holds CN=first, which is not a CA certificate\); mount it/u,
     );
   });
 
   it('takes a renewal with its CA bundle on the watch, and refuses a bundle without a CA', async () => {
-    await update({ 'tls.crt': first.cert, 'tls.key': first.key, 'ca.crt': ca });
+    await volume.update({ 'tls.crt': first.cert, 'tls.key': first.key, 'ca.crt': ca });
     const serving = await ServingCertificate.load({
       ...options,
       intervalMs: 3_600_000,
@@ -96,11 +81,19 @@ describe('ServingCertificate with a CA bundle and a directory watch', () => {
     serving.start();
     try {
       expect(serving.pair).toEqual({ cert: first.cert, key: first.key, ca });
-      await update({ 'tls.crt': renewed.cert, 'tls.key': renewed.key, 'ca.crt': `${ca}${ca}` });
+      await volume.update({
+        'tls.crt': renewed.cert,
+        'tls.key': renewed.key,
+        'ca.crt': `${ca}${ca}`,
+      });
       await waitFor(() => changes.length === 1);
       expect(serving.pair).toEqual({ cert: renewed.cert, key: renewed.key, ca: `${ca}${ca}` });
 
-      await update({ 'tls.crt': first.cert, 'tls.key': first.key, 'ca.crt': 'not a certificate' });
+      await volume.update({
+        'tls.crt': first.cert,
+        'tls.key': first.key,
+        'ca.crt': 'not a certificate',
+      });
       await waitFor(() => refusals.length >= 1);
       expect(refusals[0]).toBe('the CA bundle holds no PEM certificate');
       expect(serving.pair.cert).toBe(renewed.cert);

@@ -1,5 +1,5 @@
 import { X509Certificate } from 'node:crypto';
-import { mkdir, readFile, rename, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { connect } from 'node:tls';
 
@@ -10,6 +10,7 @@ import type { JournalEntry } from '../../common/state-journal';
 import { STATE_SERVER_DNS_NAMES, STATE_SERVER_IP_ADDRESSES } from '../../hack/lib/dev-certs';
 import { CertUsage, DevCertificateAuthority, type CertFiles } from '../../hack/lib/pki';
 import { eventually, makeTestPki, message, tempDir, type TestPki } from './testdata/fixtures';
+import { SecretVolume } from './testdata/secret-volume';
 import { startStateProcess, type StateProcess } from './testdata/state-process';
 
 /*
@@ -22,20 +23,17 @@ import { startStateProcess, type StateProcess } from './testdata/state-process';
 
 jest.setTimeout(120_000);
 
-const FILES = ['tls.crt', 'tls.key', 'ca.crt'] as const;
-
 let dir: { path: string; remove: () => Promise<void> };
 let pki: TestPki;
-let secret: string;
-let generation = 0;
+let volume: SecretVolume;
 const running = new Set<StateProcess>();
 const clients = new Set<StateClient>();
 
 beforeAll(async () => {
   dir = await tempDir('state-tls-reload');
   pki = await makeTestPki(dir.path);
-  secret = join(dir.path, 'secret');
-  await mkdir(secret);
+  volume = new SecretVolume(join(dir.path, 'secret'));
+  await mkdir(volume.dir);
 }, 60_000);
 
 afterEach(async () => {
@@ -51,19 +49,6 @@ afterEach(async () => {
 afterAll(async () => {
   await dir.remove();
 });
-
-/** Writes the Secret's files as the kubelet does: a new directory, then `..data` swapped. */
-async function writeSecret(files: Record<(typeof FILES)[number], string>): Promise<void> {
-  generation += 1;
-  const version = `..gen_${String(generation)}`;
-  await mkdir(join(secret, version));
-  for (const name of FILES) await writeFile(join(secret, version, name), files[name]);
-  await symlink(version, join(secret, '..data_tmp'));
-  await rename(join(secret, '..data_tmp'), join(secret, '..data'));
-  if (generation === 1) {
-    for (const name of FILES) await symlink(join('..data', name), join(secret, name));
-  }
-}
 
 async function pem(files: CertFiles): Promise<{ cert: string; key: string }> {
   return {
@@ -123,11 +108,11 @@ describe('state plane certificate renewal', () => {
     const ca1 = await readFile(pki.ca.certPath, 'utf8');
     const server1 = await pem(pki.server);
     const writer1 = await pem(pki.controlPlane);
-    await writeSecret({ 'tls.crt': server1.cert, 'tls.key': server1.key, 'ca.crt': ca1 });
+    await volume.update({ 'tls.crt': server1.cert, 'tls.key': server1.key, 'ca.crt': ca1 });
     const p = await startStateProcess(pki, join(dir.path, 'journal'), {
-      STATE_TLS_CA_FILE: join(secret, 'ca.crt'),
-      STATE_TLS_CERT_FILE: join(secret, 'tls.crt'),
-      STATE_TLS_KEY_FILE: join(secret, 'tls.key'),
+      STATE_TLS_CA_FILE: volume.path('ca.crt'),
+      STATE_TLS_CERT_FILE: volume.path('tls.crt'),
+      STATE_TLS_KEY_FILE: volume.path('tls.key'),
       // Only the directory watch can pick the change up within the test.
       STATE_TLS_RELOAD_INTERVAL_MS: '3600000',
     });
@@ -168,7 +153,7 @@ describe('state plane certificate renewal', () => {
     );
     // Before the rotation a client trusting only the new CA cannot connect.
     await expect(presented(p, ca2, writer2)).rejects.toThrow();
-    await writeSecret({
+    await volume.update({
       'tls.crt': server2.cert,
       'tls.key': server2.key,
       'ca.crt': `${ca1}${ca2}`,
@@ -195,7 +180,7 @@ describe('state plane certificate renewal', () => {
     );
 
     // A broken update (the new certificate with the old key) is refused; the pair stays.
-    await writeSecret({
+    await volume.update({
       'tls.crt': server2.cert,
       'tls.key': server1.key,
       'ca.crt': `${ca1}${ca2}`,
