@@ -82,9 +82,7 @@ describe('prepareEvent', () => {
     ) => ({
       position,
       kind,
-      payload: payloadCodecs[kind]
-        .encode(payloadCodecs[kind].fromPartial(payload))
-        .finish(),
+      payload: payloadCodecs[kind].encode(payloadCodecs[kind].fromPartial(payload)).finish(),
     });
     const opened = frames(
       prepareEvent(

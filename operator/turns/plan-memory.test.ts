@@ -135,7 +135,15 @@ describe('planMemoryCall', () => {
           {
             kind: 'tool_result',
             position: 5,
-            payload: { turnId: 't1', toolCallId: 'c1', content: '', isError: false, denied: false, thread: '', delegate: '' },
+            payload: {
+              turnId: 't1',
+              toolCallId: 'c1',
+              content: '',
+              isError: false,
+              denied: false,
+              thread: '',
+              delegate: '',
+            },
           },
         ]),
       }),

@@ -45,7 +45,9 @@ function start(name: string): TurnStart {
 
 describe('planModelRequest', () => {
   it('calls along the route dispatched for the agent the request names', () => {
-    expect(planModelRequest(routes, { step: 2, agent: 'triage', requestJson: REQUEST, thread: '' })).toEqual({
+    expect(
+      planModelRequest(routes, { step: 2, agent: 'triage', requestJson: REQUEST, thread: '' }),
+    ).toEqual({
       kind: 'call',
       route,
       request: { messages: [], toolChoice: 'auto', tools: [] },
@@ -64,7 +66,12 @@ describe('planModelRequest', () => {
   );
 
   it('answers a malformed request invalid_argument, not retryable, naming the field', () => {
-    const plan = planModelRequest(routes, { step: 3, agent: 'triage', requestJson: '{}', thread: '' });
+    const plan = planModelRequest(routes, {
+      step: 3,
+      agent: 'triage',
+      requestJson: '{}',
+      thread: '',
+    });
     expect(plan.kind).toBe('refused');
     const answer = plan.kind === 'refused' ? plan.answer : undefined;
     expect(answer?.step).toBe(3);

@@ -201,7 +201,12 @@ describe('relayed model calls in the turn runner', () => {
 
   it('quarantines a turn whose harness asks for an agent it was not dispatched to relay, and calls no model', async () => {
     const { api, route } = await anthropicRoute();
-    const peer = await startPeer(() => ({ step: 1, agent: 'admin-agent', requestJson: REQUEST, thread: '' }));
+    const peer = await startPeer(() => ({
+      step: 1,
+      agent: 'admin-agent',
+      requestJson: REQUEST,
+      thread: '',
+    }));
     const { post, events } = await relayedTurns(new Map([['', route]]), peer.endpoint);
     const reply = await post('hello');
     expect(reply.status).toBe('ambiguous');
