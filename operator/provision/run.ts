@@ -1,5 +1,6 @@
 /**
- * The provisioner process (Deployment polychrome-provisioner, the control plane's image):
+ * The provisioner process (Deployment polychrome-provisioner: the control plane's image with
+ * the argument `provision`, which operator/main.ts hands here):
  * makes the Secrets the state plane and the control plane mount when they are absent, checks
  * the ones it does not own, and renews its own before they expire, once at start and then
  * every POLYCHROME_PROVISION_INTERVAL_MS. Ready while the last run left nothing outstanding
@@ -13,7 +14,12 @@ import { componentLogger, createRootLogger, LogComponent } from '../../common/lo
 import { loadProvisionConfig } from './config';
 import { Provisioner } from './provisioner';
 
-async function main(): Promise<void> {
+/**
+ * Runs the provisioner until SIGTERM.
+ *
+ * @throws ConfigError naming every bad variable, before anything starts.
+ */
+export async function runProvisioner(): Promise<void> {
   const config = loadProvisionConfig();
   const log = componentLogger(
     createRootLogger({ service: 'provisioner', level: config.logLevel }),
@@ -66,8 +72,3 @@ async function main(): Promise<void> {
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
 }
-
-main().catch((error: unknown) => {
-  console.error(error instanceof Error ? error.message : String(error));
-  process.exit(2);
-});
