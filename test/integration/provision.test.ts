@@ -153,7 +153,7 @@ describe('the provisioner on a real API server', () => {
   beforeAll(async () => {
     const kc = await kubeConfig();
     admin = kc.makeApiClient(CoreV1Api);
-    ns = await freshNamespace(kc, 'provision');
+    ns = await freshNamespace(kc, 'prov');
     ({ kc: asProvisioner, kubeconfigPath: provisionerKubeconfig } = await grantProvisioner(
       ns.name,
     ));
@@ -308,7 +308,7 @@ describe('rotation on a real API server', () => {
   beforeAll(async () => {
     const kc = await kubeConfig();
     admin = kc.makeApiClient(CoreV1Api);
-    ns = await freshNamespace(kc, 'provision-rotate');
+    ns = await freshNamespace(kc, 'prov-rot');
     core = (await grantProvisioner(ns.name)).kc.makeApiClient(CoreV1Api);
   });
 
