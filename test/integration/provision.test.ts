@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { parseAllDocuments } from 'yaml';
 
+import { installCrds, readCrds } from '../../hack/lib/crds';
 import type { DevCerts } from '../../hack/lib/dev-certs';
 import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { freePort, pollUntil } from '../../hack/lib/processes';
@@ -406,5 +407,95 @@ describe('rotation on a real API server', () => {
       namespace: ns.name,
     });
     expect(after.metadata?.resourceVersion).toBe(version);
+  });
+});
+
+describe('the manifests on a real API server', () => {
+  let ns: { name: string; dispose: () => Promise<void> };
+  let kubeconfigPath: string;
+  const kubectl = (args: readonly string[], input?: string): string =>
+    execFileSync(join(defaultBinDir, 'kubectl'), [`--kubeconfig=${kubeconfigPath}`, ...args], {
+      encoding: 'utf8',
+      stdio: ['pipe', 'pipe', 'pipe'],
+      ...(input === undefined ? {} : { input }),
+    });
+
+  beforeAll(async () => {
+    kubeconfigPath = (await sharedCluster()).kubeconfigPath;
+    ns = await freshNamespace(await kubeConfig(), 'prov-manifests');
+    // cert-manager's CRDs as upstream ships them (`make binaries` copies them), no controller.
+    await installCrds(
+      await kubeConfig(),
+      await readCrds([join(defaultBinDir, 'cert-manager-crds')]),
+    );
+  }, 60_000);
+
+  afterAll(async () => {
+    await ns.dispose();
+  });
+
+  it('accepts config/with-cert-manager-pki on a server-side dry run, Certificates and all', () => {
+    kubectl([
+      'apply',
+      '--server-side',
+      '-f',
+      join(repoRoot, 'config', 'cluster', 'namespace.yaml'),
+    ]);
+    const out = JSON.parse(
+      kubectl([
+        'apply',
+        '--server-side',
+        '--dry-run=server',
+        '-k',
+        join(repoRoot, 'config', 'with-cert-manager-pki'),
+        '-o',
+        'json',
+      ]),
+    ) as { items?: { kind: string; metadata: { name: string } }[] };
+    const keys = (out.items ?? []).map((o) => `${o.kind}/${o.metadata.name}`);
+    expect(keys).toEqual(
+      expect.arrayContaining([
+        'Deployment/polychrome-provisioner',
+        'Role/polychrome-provisioner',
+        'Certificate/polychrome-state-ca',
+        'Certificate/polychrome-state-tls',
+        'Certificate/polychrome-control-plane-tls',
+        'Certificate/polychrome-harness-ca',
+        'Issuer/polychrome-state-ca',
+        'Issuer/polychrome-self-signed',
+      ]),
+    );
+  });
+
+  it('admits the provisioner pod under the restricted Pod Security level', () => {
+    kubectl(['label', 'namespace', ns.name, 'pod-security.kubernetes.io/enforce=restricted']);
+    kubectl(['create', 'serviceaccount', '-n', ns.name, 'polychrome-provisioner']);
+    const deployment = parseAllDocuments(
+      kubectl(['kustomize', join(repoRoot, 'config', 'default')]),
+    )
+      .map(
+        (d) =>
+          d.toJS() as {
+            kind: string;
+            metadata: { name: string };
+            spec?: { template: { metadata: object; spec: object } };
+          },
+      )
+      .find((o) => o.kind === 'Deployment' && o.metadata.name === 'polychrome-provisioner');
+    if (deployment?.spec === undefined)
+      throw new Error('config/default has no provisioner Deployment');
+    const pod = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { ...deployment.spec.template.metadata, name: 'provisioner-dry-run' },
+      spec: deployment.spec.template.spec,
+    };
+    const created = JSON.parse(
+      kubectl(
+        ['create', '--dry-run=server', '-n', ns.name, '-f', '-', '-o', 'json'],
+        JSON.stringify(pod),
+      ),
+    ) as { spec: { serviceAccountName: string } };
+    expect(created.spec.serviceAccountName).toBe('polychrome-provisioner');
   });
 });
