@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { X509Certificate } from 'node:crypto';
 
-import { DEFAULT_LIFETIMES, SECRET_NAMES, SecretName } from './catalog';
+import { CONTROL_PLANE_ROLES, DEFAULT_LIFETIMES, SECRET_NAMES, SecretName } from './catalog';
 import { certificatesOf } from './inspect';
 import { contentOf } from './materials';
 import { plan, type Action, type ObservedSecret } from './plan';
@@ -264,13 +264,7 @@ describe("plan: the user's Secrets", () => {
     const client = mintLeaf(
       {
         commonName: 'polychrome-control-plane',
-        organizations: [
-          'polychrome:writer',
-          'polychrome:repair',
-          'polychrome:erase',
-          'polychrome:retire',
-          'polychrome:control-plane-replica',
-        ],
+        organizations: CONTROL_PLANE_ROLES,
         notBefore: T0,
         notAfter: at(365),
       },
