@@ -8,6 +8,7 @@
  * | `POLYCHROME_PROVISION_INTERVAL_MS` | how often it checks again, to renew | 3600000 (1 h) |
  * | `POLYCHROME_HEALTH_PORT` | `/healthz`, `/readyz`, `/metrics` | 9090 |
  * | `POLYCHROME_LOG_LEVEL` | debug, info, warn, error, silent | info |
+ * | `POLYCHROME_KUBECONFIG` | kubeconfig file (outside a cluster) | unset: in-cluster service account |
  */
 import { z } from 'zod';
 
@@ -15,6 +16,7 @@ import {
   envEnum,
   envInt,
   envList,
+  envOptionalString,
   envPort,
   envString,
   parseConfig,
@@ -37,6 +39,7 @@ const schema = z.object({
   }),
   POLYCHROME_PROVISION_INTERVAL_MS: envInt({ default: 3_600_000, min: 1_000, max: 86_400_000 }),
   POLYCHROME_HEALTH_PORT: envPort(9090),
+  POLYCHROME_KUBECONFIG: envOptionalString(),
   POLYCHROME_LOG_LEVEL: envEnum(
     [LogLevel.Debug, LogLevel.Info, LogLevel.Warn, LogLevel.Error, LogLevel.Silent],
     LogLevel.Info,
@@ -50,6 +53,8 @@ export interface ProvisionConfig {
   readonly intervalMs: number;
   readonly healthPort: number;
   readonly logLevel: LogLevel;
+  /** Unset: the pod's ServiceAccount (in-cluster). */
+  readonly kubeconfigPath: string | undefined;
 }
 
 /**
@@ -65,5 +70,6 @@ export function loadProvisionConfig(env: Env = process.env): ProvisionConfig {
     intervalMs: c.POLYCHROME_PROVISION_INTERVAL_MS,
     healthPort: c.POLYCHROME_HEALTH_PORT,
     logLevel: c.POLYCHROME_LOG_LEVEL,
+    kubeconfigPath: c.POLYCHROME_KUBECONFIG,
   };
 }

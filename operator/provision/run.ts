@@ -26,7 +26,8 @@ export async function runProvisioner(): Promise<void> {
     LogComponent.Main,
   );
   const kc = new KubeConfig();
-  kc.loadFromDefault();
+  if (config.kubeconfigPath === undefined) kc.loadFromCluster();
+  else kc.loadFromFile(config.kubeconfigPath);
   const provisioner = new Provisioner({
     core: kc.makeApiClient(CoreV1Api),
     namespace: config.namespace,

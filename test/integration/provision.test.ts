@@ -9,13 +9,15 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { ApiException, CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { stringify } from 'yaml';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
 import { parseAllDocuments } from 'yaml';
 
 import { installCrds, readCrds } from '../../hack/lib/crds';
+import { LocalNode } from '../../hack/lib/local-node';
 import type { DevCerts } from '../../hack/lib/dev-certs';
 import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { freePort, pollUntil } from '../../hack/lib/processes';
@@ -173,7 +175,7 @@ describe('the provisioner on a real API server', () => {
         cwd: repoRoot,
         env: {
           PATH: process.env['PATH'] ?? '',
-          KUBECONFIG: provisionerKubeconfig,
+          POLYCHROME_KUBECONFIG: provisionerKubeconfig,
           POD_NAMESPACE: ns.name,
           POLYCHROME_HEALTH_PORT: String(healthPort),
           POLYCHROME_LOG_LEVEL: 'debug',
@@ -498,4 +500,131 @@ describe('the manifests on a real API server', () => {
     ) as { spec: { serviceAccountName: string } };
     expect(created.spec.serviceAccountName).toBe('polychrome-provisioner');
   });
+});
+
+describe('config/default on the local node: the provisioner pod makes what the planes mount', () => {
+  let admin: KubeConfig;
+  let ns: { name: string; dispose: () => Promise<void> };
+  let dir: string;
+  let node: LocalNode | undefined;
+
+  beforeAll(async () => {
+    admin = await kubeConfig();
+    ns = await freshNamespace(admin, 'prov-pod');
+    dir = await mkdtemp(join(tmpdir(), 'provision-pod-'));
+  });
+
+  afterAll(async () => {
+    await node?.close();
+    await ns.dispose();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('runs the Deployment, ServiceAccount and Role as config/default ships them, in an overlay of another namespace', async () => {
+    const kubectl = join(defaultBinDir, 'kubectl');
+    const cluster = await sharedCluster();
+    // An overlay of config/default in this test's namespace: the provisioner's objects as built.
+    const overlay = join(dir, 'overlay');
+    await mkdir(overlay);
+    await writeFile(
+      join(overlay, 'kustomization.yaml'),
+      stringify({
+        apiVersion: 'kustomize.config.k8s.io/v1beta1',
+        kind: 'Kustomization',
+        namespace: ns.name,
+        resources: [relative(overlay, join(repoRoot, 'config', 'default'))],
+      }),
+    );
+    const objects = parseAllDocuments(
+      execFileSync(kubectl, ['kustomize', overlay], {
+        encoding: 'utf8',
+      }),
+    )
+      .map((d) => d.toJS() as { kind: string; metadata: { name: string } })
+      .filter((o) => o.metadata.name === 'polychrome-provisioner');
+    expect(objects.map((o) => o.kind).sort()).toEqual([
+      'Deployment',
+      'Role',
+      'RoleBinding',
+      'ServiceAccount',
+    ]);
+    // The shared cluster runs without the ServiceAccount admission plugin: add the token
+    // volume it would add (kube-api-access), so the pod reaches the API server as its
+    // ServiceAccount, as in a cluster.
+    const deployment = objects.find((o) => o.kind === 'Deployment') as unknown as {
+      spec: {
+        template: { spec: { volumes?: unknown[]; containers: { volumeMounts?: unknown[] }[] } };
+      };
+    };
+    const podSpec = deployment.spec.template.spec;
+    podSpec.volumes = [
+      ...(podSpec.volumes ?? []),
+      {
+        name: 'kube-api-access',
+        projected: {
+          sources: [
+            { serviceAccountToken: { path: 'token', expirationSeconds: 3607 } },
+            { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
+            {
+              downwardAPI: {
+                items: [{ path: 'namespace', fieldRef: { fieldPath: 'metadata.namespace' } }],
+              },
+            },
+          ],
+        },
+      },
+    ];
+    for (const c of podSpec.containers) {
+      c.volumeMounts = [
+        ...(c.volumeMounts ?? []),
+        {
+          name: 'kube-api-access',
+          mountPath: '/var/run/secrets/kubernetes.io/serviceaccount',
+          readOnly: true,
+        },
+      ];
+    }
+    execFileSync(
+      kubectl,
+      [`--kubeconfig=${cluster.kubeconfigPath}`, 'apply', '--server-side', '-f', '-'],
+      {
+        input: objects.map((o) => JSON.stringify(o)).join('\n'),
+        encoding: 'utf8',
+      },
+    );
+    // The pod runs this checkout's operator/main.ts with the Deployment's `args` (provision),
+    // as its own ServiceAccount token, probed on its metrics port.
+    node = new LocalNode({
+      kubeConfig: admin,
+      name: `prov-${ns.name}`,
+      stateDir: join(dir, 'node'),
+      namespaces: [ns.name],
+      images: {
+        '*polychrome/control-plane:*': [
+          process.execPath,
+          '--import',
+          'tsx',
+          join(repoRoot, 'operator', 'main.ts'),
+        ],
+      },
+    });
+    await node.start();
+    const core = admin.makeApiClient(CoreV1Api);
+    await pollUntil(
+      `the provisioner pod is Ready (its logs are under ${join(dir, 'node', 'pods')})`,
+      async () => {
+        const pods = await core.listNamespacedPod({
+          namespace: ns.name,
+          labelSelector: 'app.kubernetes.io/name=polychrome-provisioner',
+        });
+        const ready = pods.items.some((p) =>
+          (p.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True'),
+        );
+        return ready ? true : undefined;
+      },
+      { timeoutMs: 120_000, intervalMs: 500 },
+    );
+    const secrets = await secretsOf(core, ns.name);
+    expect(SECRET_NAMES.filter((n) => !secrets.has(n))).toEqual([]);
+  }, 180_000);
 });
