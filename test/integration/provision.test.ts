@@ -4,7 +4,9 @@
  * process (operator/main.ts `provision`) makes the seven Secrets and logs no key; the state
  * plane (the real process) starts from them and accepts the control plane's certificate over
  * mutual TLS; a second run writes nothing; a CA past two thirds of its life is rotated with
- * an overlap the state plane honours, and leaves are renewed at two thirds of theirs.
+ * an overlap the state plane honours, and leaves are renewed at two thirds of theirs; the
+ * manifests pass a server dry run (with cert-manager's CRDs) and restricted Pod Security;
+ * and the provisioner's Deployment from config/default runs as a pod on the local node.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { ApiException, CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
