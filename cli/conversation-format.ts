@@ -191,12 +191,14 @@ export function summarizeEvent(event: StreamEvent): string {
     case 'turn_dispatched':
       return `turn ${str(p, 'turnId')} attempt ${num(p, 'attempt')} to ${str(p, 'leaseHolder') || '?'}`;
     case 'model_call':
-      return modelCallSummary(p);
+      return `${onThread(p)}${modelCallSummary(p)}`;
     case 'tool_call':
-      return `${str(p, 'toolName')} ${excerpt(str(p, 'argsJson'))}`;
+      return `${onThread(p)}${str(p, 'toolName')} ${excerpt(str(p, 'argsJson'))}`;
     case 'tool_result':
       return (
-        `${str(p, 'toolCallId')}${flag(p, 'denied') ? ' (denied)' : flag(p, 'isError') ? ' (error)' : ''}: ` +
+        `${onThread(p)}${str(p, 'toolCallId')}` +
+        (str(p, 'delegate') === '' ? '' : ` answered by ${str(p, 'delegate')}`) +
+        `${flag(p, 'denied') ? ' (denied)' : flag(p, 'isError') ? ' (error)' : ''}: ` +
         excerpt(str(p, 'content'))
       );
     case 'approval_request':
@@ -255,6 +257,12 @@ export function summarizeEvent(event: StreamEvent): string {
         ? `(a kind this control plane does not decode; ${String(Buffer.from(event.payloadBase64 ?? '', 'base64').length)} bytes)`
         : excerpt(JSON.stringify(p) ?? '');
   }
+}
+
+/** `[thread T] ` before a step of a delegate's thread (docs/turns.md, "Delegation"). */
+function onThread(p: unknown): string {
+  const thread = str(p, 'thread');
+  return thread === '' ? '' : `[thread ${thread}] `;
 }
 
 /** One event as a line of `polychrome stream`. */

@@ -2,9 +2,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 
 import type { Env } from '../common/config';
-import type { AnthropicProvider } from '../common/model/anthropic-provider';
 import type { ModelProvider } from '../common/model/model-port';
-import type { ScriptedProvider } from '../harness/model/scripted-provider';
 import { builtinToolRunner, builtinTools } from '../harness/tools/builtin-tools';
 import type { LiveOptions, LiveRun } from '../harness/turn/live';
 
@@ -21,24 +19,6 @@ export const LIVE_NEEDS_WHAT_IF =
 
 /** The part of {@link LiveOptions} the CLI supplies. */
 export type LiveSetup = Pick<LiveOptions, 'modelFor' | 'tools' | 'runnable' | 'clock' | 'signal'>;
-
-/*
- * The model adapters load only for --live: the Anthropic SDK costs every other command
- * about half a second of start-up. `require` (not `import()`) resolves the same module
- * under tsx, jest and the compiled dist/ alike.
- */
-interface AnthropicModule {
-  readonly AnthropicProvider: typeof AnthropicProvider;
-}
-interface ScriptedModule {
-  readonly ScriptedProvider: typeof ScriptedProvider;
-}
-/* eslint-disable @typescript-eslint/no-require-imports -- lazy loading, see above */
-const anthropicModule = (): AnthropicModule =>
-  require('../common/model/anthropic-provider') as AnthropicModule;
-const scriptedModule = (): ScriptedModule =>
-  require('../harness/model/scripted-provider') as ScriptedModule;
-/* eslint-enable @typescript-eslint/no-require-imports */
 
 /** Where the demo script sits, from the source tree or from dist/. */
 function demoScript(): string {
@@ -62,7 +42,9 @@ export async function liveSetup(
   const key = env.ANTHROPIC_API_KEY;
   let modelFor: (model: string) => ModelProvider;
   if (key !== undefined && key !== '') {
-    const { AnthropicProvider } = anthropicModule();
+    // The model adapters load only for --live: the Anthropic SDK would cost every other
+    // command about half a second of start-up (docs/kubectl.md, "Start time").
+    const { AnthropicProvider } = await import('../common/model/anthropic-provider.ts');
     const baseUrl = env.ANTHROPIC_BASE_URL;
     modelFor = (model) =>
       new AnthropicProvider({
@@ -71,7 +53,7 @@ export async function liveSetup(
         ...(model === '' ? {} : { model }),
       });
   } else {
-    const { ScriptedProvider } = scriptedModule();
+    const { ScriptedProvider } = await import('../harness/model/scripted-provider.ts');
     const script = await ScriptedProvider.fromFile(env.HARNESS_MODEL_SCRIPT ?? demoScript());
     modelFor = () => script;
   }

@@ -2,18 +2,10 @@ import type { Writable } from 'node:stream';
 
 import type { Env } from '../common/config';
 import { ExitCode, reportFailure, UsageError, write, type CliIo } from './cli-support';
-import { doorCommands } from './conversation-commands';
-import { eraseCommand } from './conversation-erase';
-import { forensicCommand, isForensicCommand } from './conversation-forensics';
-import { dashboardCommand } from './dashboard';
-import { kubeDoor } from './kube-door';
+import type { CommandDoor } from './command-door';
 import { positionalsOf, verbUsage, versionText } from './kube-help';
-import { getConversation } from './kube-get';
 import { translateOutput, yamlWriter } from './kube-output';
-import { personas } from './kube-personas';
-import { memoryCommand } from './memory-command';
-import { sessions } from './kube-sessions';
-import { KUBE_USAGE } from './kube-verbs';
+import { KUBE_USAGE, KUBE_VERBS } from './kube-verbs';
 
 /*
  * `kubectl polychrome`: the conversation commands by Conversation name, through the
@@ -22,6 +14,11 @@ import { KUBE_USAGE } from './kube-verbs';
  * (kube-door.ts), plus `get` (kube-get.ts: the Conversation object), `sessions` and
  * `personas` (kube-sessions.ts, kube-personas.ts: the door's cluster-scoped resources) and
  * `dashboard`. The verbs and the usage are kube-verbs.ts; `-o` is kube-output.ts.
+ *
+ * A verb's module is imported when that verb runs, so `help`, `VERB --help`, `version` and
+ * a usage error load none of them, nor the libraries they use (docs/kubectl.md, "Start
+ * time"). The `.ts` specifiers are what esbuild splits the bundle at (hack/build-cli.ts);
+ * tsc rewrites them to `.js`.
  */
 
 /** `logs NAME -f`: the stream command; -f is required, as the stream has no end. */
@@ -54,6 +51,54 @@ function asksHelp(args: readonly string[]): boolean {
   return (end === -1 ? args : args.slice(0, end)).some((a) => a === '--help' || a === '-h');
 }
 
+/** The Kubernetes door, loaded with the first verb that goes through it. */
+async function kubeDoor(): Promise<CommandDoor> {
+  return (await import('./kube-door.ts')).kubeDoor;
+}
+
+/** The verbs that go through the door: each one's module is imported here, when it runs. */
+async function doorVerb(
+  verb: string,
+  rest: readonly string[],
+  env: Env | undefined,
+  io: CliIo,
+): Promise<ExitCode> {
+  switch (verb) {
+    case 'logs': {
+      const args = logsArgs(rest);
+      const { doorCommands } = await import('./conversation-commands.ts');
+      return doorCommands.stream(await kubeDoor(), args, env, io);
+    }
+    case 'send':
+    case 'approve':
+    case 'answer':
+    case 'transcript': {
+      const { doorCommands } = await import('./conversation-commands.ts');
+      return doorCommands[verb](await kubeDoor(), rest, env, io);
+    }
+    case 'memory':
+      return (await import('./memory-command.ts')).memoryCommand(await kubeDoor(), rest, env, io);
+    case 'erase':
+      return (await import('./conversation-erase.ts')).eraseCommand(
+        await kubeDoor(),
+        rest,
+        env,
+        io,
+        'erase',
+      );
+    default: {
+      // The verbs left are the forensic ones; anything else is not a verb.
+      const forensics = (KUBE_VERBS as readonly string[]).includes(verb)
+        ? await import('./conversation-forensics.ts')
+        : undefined;
+      if (forensics?.isForensicCommand(verb) === true) {
+        return forensics.forensicCommand(await kubeDoor(), verb, rest, env, io);
+      }
+      throw new UsageError(`unknown verb ${JSON.stringify(verb)}`);
+    }
+  }
+}
+
 async function dispatch(
   verb: string,
   rest: readonly string[],
@@ -72,27 +117,15 @@ async function dispatch(
       await write(io.stdout, versionText());
       return ExitCode.Ok;
     case 'get':
-      return getConversation(rest, env, io);
+      return (await import('./kube-get.ts')).getConversation(rest, env, io);
     case 'sessions':
-      return sessions(rest, env, io);
+      return (await import('./kube-sessions.ts')).sessions(rest, env, io);
     case 'personas':
-      return personas(rest, env, io);
+      return (await import('./kube-personas.ts')).personas(rest, env, io);
     case 'dashboard':
-      return dashboardCommand(rest, io, env);
-    case 'logs':
-      return doorCommands.stream(kubeDoor, logsArgs(rest), env, io);
-    case 'erase':
-      return eraseCommand(kubeDoor, rest, env, io, 'erase');
-    case 'send':
-    case 'approve':
-    case 'answer':
-    case 'transcript':
-      return doorCommands[verb](kubeDoor, rest, env, io);
-    case 'memory':
-      return memoryCommand(kubeDoor, rest, env, io);
+      return (await import('./dashboard.ts')).dashboardCommand(rest, io, env);
     default:
-      if (isForensicCommand(verb)) return forensicCommand(kubeDoor, verb, rest, env, io);
-      throw new UsageError(`unknown verb ${JSON.stringify(verb)}`);
+      return doorVerb(verb, rest, env, io);
   }
 }
 

@@ -7,8 +7,9 @@ import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { Readable } from 'node:stream';
 
-import type * as ClientNodeModule from '@kubernetes/client-node';
 import type { KubeConfig } from '@kubernetes/client-node';
+
+import type { ClientNode } from './kube-client-node';
 
 /*
  * One connection to a Kubernetes API server as kubectl would make it from a kubeconfig:
@@ -71,7 +72,6 @@ export function kubeconfigPaths(options: KubeConnectionOptions): {
   return { paths: [join(home, '.kube', 'config')], source: 'the default ~/.kube/config' };
 }
 
-type ClientNode = typeof ClientNodeModule;
 let clientNode: Promise<ClientNode> | undefined;
 
 /**
@@ -80,7 +80,7 @@ let clientNode: Promise<ClientNode> | undefined;
  * errors and verb completion need none of it (bench/cli-start.bench.ts).
  */
 function loadClientNode(): Promise<ClientNode> {
-  return (clientNode ??= import('@kubernetes/client-node'));
+  return (clientNode ??= import('./kube-client-node.ts').then((m) => m.clientNode));
 }
 
 function readOne(lib: ClientNode, path: string): KubeConfig {

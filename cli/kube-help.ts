@@ -67,8 +67,16 @@ export function positionalsOf(args: readonly string[]): string[] {
 
 /** What a build records beside the code it compiled (`make build` writes it). */
 interface BuildInfo {
+  readonly version?: string;
   readonly commit?: string;
 }
+
+/*
+ * What the bundle was built from: hack/build-cli.ts defines POLYCHROME_BUILD_INFO as the
+ * package's version and the commit, as the bundle travels without package.json (the krew
+ * archive). Run from the sources or tsc's dist/, it is not defined.
+ */
+declare const POLYCHROME_BUILD_INFO: BuildInfo | undefined;
 
 /** The first of `paths` that reads as JSON, else undefined. */
 function readJson(paths: readonly string[]): Record<string, unknown> | undefined {
@@ -83,15 +91,28 @@ function readJson(paths: readonly string[]): Record<string, unknown> | undefined
   return undefined;
 }
 
+/** package.json's version and build-info.json's commit, found from `dir`. */
+function buildInfoBeside(dir: string): BuildInfo {
+  const pkg = readJson([join(dir, '..', 'package.json'), join(dir, '..', '..', 'package.json')]);
+  const info = readJson([join(dir, '..', 'build-info.json')]);
+  return {
+    ...(typeof pkg?.['version'] === 'string' ? { version: pkg['version'] } : {}),
+    ...(typeof info?.['commit'] === 'string' ? { commit: info['commit'] } : {}),
+  };
+}
+
 /**
  * `kubectl polychrome version`: package.json's version, and the git commit the build
  * recorded in build-info.json (dist/, beside the compiled cli/), when it was built from a
- * checkout. `dir` is where this module is: cli/ in a checkout, dist/cli/ when built.
+ * checkout; the bundle carries both (hack/build-cli.ts). `dir` is where this module is:
+ * cli/ in a checkout, dist/cli/ when compiled.
  */
-export function versionText(dir: string = __dirname): string {
-  const pkg = readJson([join(dir, '..', 'package.json'), join(dir, '..', '..', 'package.json')]);
-  const version = typeof pkg?.['version'] === 'string' ? pkg['version'] : 'unknown';
-  const info: BuildInfo | undefined = readJson([join(dir, '..', 'build-info.json')]);
+export function versionText(dir?: string): string {
+  const info =
+    dir === undefined && typeof POLYCHROME_BUILD_INFO !== 'undefined'
+      ? POLYCHROME_BUILD_INFO
+      : buildInfoBeside(dir ?? __dirname);
+  const version = info?.version ?? 'unknown';
   const commit =
     typeof info?.commit === 'string' && /^[0-9a-f]{7,64}$/u.test(info.commit)
       ? `commit ${info.commit}`

@@ -1,18 +1,12 @@
 import type { Env } from '../common/config';
 import { ExitCode, reportFailure, UsageError, write, type CliIo } from './cli-support';
-import { conversationCommands, isConversationCommand } from './conversation-commands';
-import { memoryCommand } from './memory-command';
-import { publicApiDoor } from './public-api-door';
-import { conversationGroup } from './conversation-forensics';
-import { dashboardCommand } from './dashboard';
-import { journalReplay, journalVerify } from './journal-commands';
-import { WHAT_IF_FORMS } from './journal-what-if';
-import { stateExport, stateRetirement, stateVerify } from './state-commands';
+import { WHAT_IF_FORMS } from './what-if-forms';
 
 /*
  * `polychrome`: its usage, and which command runs. The conversation commands are
  * conversation-commands.ts and conversation-forensics.ts, `state` is state-commands.ts,
- * `journal` journal-commands.ts, `dashboard` dashboard.ts.
+ * `journal` journal-commands.ts, `dashboard` dashboard.ts. Each is imported when it runs
+ * (the `.ts` specifiers: see cli/kube-cli.ts), so `help` loads none of them.
  */
 
 export const USAGE = `usage: polychrome <command>
@@ -159,6 +153,48 @@ exit codes: 0 ok, 1 verification failed or turn quarantined, 2 usage error, 3 co
 (no connection, an error answer: its message is printed)
 `;
 
+/** Runs `group command ...rest`, importing its module; an unknown one is a usage error. */
+async function runCommand(
+  group: string,
+  command: string | undefined,
+  rest: readonly string[],
+  env: Env | undefined,
+  io: CliIo,
+): Promise<ExitCode> {
+  const args = command === undefined ? [] : [command, ...rest];
+  if (group === 'memory') {
+    const { publicApiDoor } = await import('./public-api-door.ts');
+    return (await import('./memory-command.ts')).memoryCommand(publicApiDoor, args, env, io);
+  }
+  if (group === 'conversation') {
+    return (await import('./conversation-forensics.ts')).conversationGroup(args, env, io);
+  }
+  if (group === 'dashboard')
+    return (await import('./dashboard.ts')).dashboardCommand(args, io, env);
+  if (group === 'state' && command === 'verify') {
+    return (await import('./state-commands.ts')).stateVerify(rest, env, io);
+  }
+  if (group === 'state' && command === 'export') {
+    return (await import('./state-commands.ts')).stateExport(rest, env, io);
+  }
+  if (group === 'state' && command === 'retirement') {
+    return (await import('./state-commands.ts')).stateRetirement(rest, env, io);
+  }
+  if (group === 'journal' && command === 'verify') {
+    return (await import('./journal-commands.ts')).journalVerify(rest, io);
+  }
+  if (group === 'journal' && command === 'replay') {
+    return (await import('./journal-commands.ts')).journalReplay(rest, env, io);
+  }
+  const conversation = await import('./conversation-commands.ts');
+  if (conversation.isConversationCommand(group)) {
+    return conversation.conversationCommands[group](args, env, io);
+  }
+  throw new UsageError(
+    `unknown command ${JSON.stringify([group, command].filter((p) => p !== undefined).join(' '))}`,
+  );
+}
+
 /**
  * Runs one CLI invocation. Never throws and never exits: returns the exit code, having
  * written results to stdout and problems to stderr.
@@ -174,20 +210,7 @@ export async function runCli(args: readonly string[], io: CliIo, env?: Env): Pro
       await write(io.stdout, USAGE);
       return ExitCode.Ok;
     }
-    if (group === 'memory') return await memoryCommand(publicApiDoor, args.slice(1), env, io);
-    if (isConversationCommand(group)) {
-      return await conversationCommands[group](args.slice(1), env, io);
-    }
-    if (group === 'conversation') return await conversationGroup(args.slice(1), env, io);
-    if (group === 'dashboard') return await dashboardCommand(args.slice(1), io, env);
-    if (group === 'state' && command === 'verify') return await stateVerify(rest, env, io);
-    if (group === 'state' && command === 'export') return await stateExport(rest, env, io);
-    if (group === 'state' && command === 'retirement') return await stateRetirement(rest, env, io);
-    if (group === 'journal' && command === 'verify') return await journalVerify(rest, io);
-    if (group === 'journal' && command === 'replay') return await journalReplay(rest, env, io);
-    throw new UsageError(
-      `unknown command ${JSON.stringify([group, command].filter((p) => p !== undefined).join(' '))}`,
-    );
+    return await runCommand(group, command, rest, env, io);
   } catch (error) {
     return reportFailure(error, io, { program: 'polychrome', usage: USAGE });
   }

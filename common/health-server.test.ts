@@ -35,6 +35,24 @@ describe('HealthServer', () => {
     expect((await get(port, '/nope')).status).toBe(404);
   });
 
+  it('names the reason on /readyz while not ready, when the process gives one', async () => {
+    let reason: string | undefined = 'journal volume low_space: 12 bytes free';
+    server = new HealthServer({
+      host: '127.0.0.1',
+      port: 0,
+      isReady: () => reason === undefined,
+      notReadyReason: () => reason,
+      registry: new Registry(),
+    });
+    const { port } = await server.start();
+    expect(await get(port, '/readyz')).toEqual({
+      status: 503,
+      body: 'not ready: journal volume low_space: 12 bytes free\n',
+    });
+    reason = undefined;
+    expect(await get(port, '/readyz')).toEqual({ status: 200, body: 'ready\n' });
+  });
+
   it('closes idempotently and refuses a second start', async () => {
     server = new HealthServer({
       host: '127.0.0.1',

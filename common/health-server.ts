@@ -20,6 +20,11 @@ export interface HealthServerOptions {
   readonly port?: number;
   /** Asked on every `/readyz`; must be cheap and must not throw. */
   readonly isReady: () => boolean;
+  /**
+   * Why the process is not ready, asked when `isReady` is false; `/readyz` answers
+   * `not ready: <reason>`. Must be cheap and must not throw. @default no reason given
+   */
+  readonly notReadyReason?: () => string | undefined;
   readonly registry: Registry;
 }
 
@@ -94,8 +99,12 @@ export class HealthServer {
         send(response, 200, 'ok\n');
         return;
       case '/readyz': {
-        const ready = this.options.isReady();
-        send(response, ready ? 200 : 503, ready ? 'ready\n' : 'not ready\n');
+        if (this.options.isReady()) {
+          send(response, 200, 'ready\n');
+          return;
+        }
+        const reason = this.options.notReadyReason?.();
+        send(response, 503, reason === undefined ? 'not ready\n' : `not ready: ${reason}\n`);
         return;
       }
       case '/metrics':

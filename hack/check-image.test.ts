@@ -5,18 +5,19 @@
  * have, or breaks what it must, and expects the check to fail naming it.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import {
   chmodSync,
   chownSync,
-  copyFileSync,
   mkdirSync,
   mkdtempSync,
   rmSync,
+  truncateSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { makeImageRoot } from './lib/image-root';
 import { repoRoot } from './lib/paths';
 
 const script = join(repoRoot, 'hack', 'check-image.sh');
@@ -82,6 +83,7 @@ function putDockerfile(argv: readonly string[] = entrypoint): void {
 function check(
   config: Record<string, unknown> = imageConfig(),
   canary?: string,
+  env: Readonly<Record<string, string>> = {},
 ): { status: number | null; stdout: string; stderr: string } {
   writeFileSync(configFile, JSON.stringify(config));
   const args = [
@@ -95,6 +97,7 @@ function check(
   ];
   const run = spawnSync('bash', canary === undefined ? args : [...args, canary], {
     encoding: 'utf8',
+    env: { ...process.env, IMAGE_MAX_MB: '', IMAGE_ARCH: '', IMAGE_EMULATOR: '', ...env },
   });
   return { status: run.status, stdout: run.stdout, stderr: run.stderr };
 }
@@ -108,17 +111,7 @@ const asRoot = process.getuid?.() === 0;
     configFile = join(work, 'config.json');
     dockerfile = join(work, 'Dockerfile');
     rootfs = join(work, 'rootfs');
-    mkdirSync(join(rootfs, 'nodejs', 'bin'), { recursive: true, mode: 0o755 });
-    copyFileSync(process.execPath, join(rootfs, 'nodejs', 'bin', 'node'));
-    chmodSync(join(rootfs, 'nodejs', 'bin', 'node'), 0o755);
-    // The libraries node loads, where the loader looks for them (ldd: "name => path" and
-    // the loader's own absolute path).
-    const ldd = execFileSync('ldd', [process.execPath], { encoding: 'utf8' });
-    for (const m of ldd.matchAll(/(?:=> )?(\/\S+) \(0x/gu)) {
-      const lib = m[1] as string;
-      mkdirSync(join(rootfs, dirname(lib)), { recursive: true, mode: 0o755 });
-      copyFileSync(lib, join(rootfs, lib));
-    }
+    makeImageRoot(rootfs);
   }, 60_000);
 
   afterAll(() => {
@@ -135,8 +128,28 @@ const asRoot = process.getuid?.() === 0;
     const run = check();
     expect(run.stderr).toBe('');
     expect(run.stdout).toMatch(/\d+ paths, none writable by uid 65532/u);
+    expect(run.stdout).toMatch(/images: {3}\d+\.\d MB unpacked \(limit 150 MB\)/u);
     expect(run.stdout).toContain(`entrypoint exits 1: ${configError}`);
     expect(run.status).toBe(0);
+  });
+
+  it('fails an image over 150 MB unpacked, naming its size, the limit and the largest paths', () => {
+    // Sparse: 160 MB as du -sb counts it (apparent size), no disk used.
+    const blob = put('app/dist/operator/blob.bin', '');
+    truncateSync(blob, 160_000_000);
+    const run = check();
+    expect(run.status).toBe(1);
+    expect(run.stderr).toMatch(/the image is \d+\.\d MB unpacked, over the 150 MB limit/u);
+    expect(run.stderr).toContain('160.0 MB /app/dist/operator/blob.bin');
+  });
+
+  it('takes the limit from IMAGE_MAX_MB, and refuses one that is not a whole number', () => {
+    const under = check(imageConfig(), undefined, { IMAGE_MAX_MB: '1' });
+    expect(under.status).toBe(1);
+    expect(under.stderr).toContain('over the 1 MB limit (IMAGE_MAX_MB)');
+    const bad = check(imageConfig(), undefined, { IMAGE_MAX_MB: '1e3' });
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toContain("IMAGE_MAX_MB must be a whole number of megabytes, got '1e3'");
   });
 
   it('fails on a world-writable file', () => {
@@ -248,6 +261,12 @@ const asRoot = process.getuid?.() === 0;
     const run = check();
     expect(run.status).toBe(1);
     expect(run.stderr).toContain(`${dockerfile} has no exec-form ENTRYPOINT`);
+  });
+
+  it('expects the architecture IMAGE_ARCH names (arm64 for the arm64 images)', () => {
+    const run = check(imageConfig(), undefined, { IMAGE_ARCH: 'arm64' });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toContain('architecture is "amd64", expected "arm64"');
   });
 
   it('fails on an image for another platform', () => {

@@ -13,6 +13,8 @@
 #   chromium            the forensics UI's browser test (test/integration/ui-browser.test.ts),
 #                       at $POLYCHROME_CHROMIUM, else /usr/bin/chromium, where that test looks
 #   chroot, ldd, root   the image smoke test `make test` ends with (hack/build-images.sh)
+#   qemu-aarch64-static the arm64 images' checks in that test, unless IMAGE_ARCHES leaves
+#                       arm64 out
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -61,6 +63,13 @@ command -v chroot >/dev/null ||
   miss "chroot (the image smoke test, hack/build-images.sh)" "apt-get install coreutils"
 command -v ldd >/dev/null ||
   miss "ldd (the image test checks the binaries' libraries)" "apt-get install libc-bin"
+case " ${IMAGE_ARCHES:-amd64 arm64} " in
+*" arm64 "*)
+  command -v qemu-aarch64-static >/dev/null ||
+    miss "qemu-aarch64-static (the arm64 images' smoke test, hack/build-images.sh)" \
+      "apt-get install qemu-user-static, or set IMAGE_ARCHES=amd64"
+  ;;
+esac
 [ "$(id -u)" = 0 ] ||
   miss "root (make test ends with the image smoke test under chroot, hack/build-images.sh)" \
     "run make test as root, e.g. in a container (CI does)"

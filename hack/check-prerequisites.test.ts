@@ -69,6 +69,15 @@ describe('hack/check-prerequisites.sh', () => {
     ]);
   });
 
+  it('asks for qemu-user only while the arm64 images are built', () => {
+    const without = pathWithout(['qemu-aarch64-static']);
+    expect(added(check({ ...process.env, PATH: without }))).toEqual([
+      "missing: qemu-aarch64-static (the arm64 images' smoke test, hack/build-images.sh): " +
+        'apt-get install qemu-user-static, or set IMAGE_ARCHES=amd64',
+    ]);
+    expect(added(check({ ...process.env, PATH: without, IMAGE_ARCHES: 'amd64' }))).toEqual([]);
+  });
+
   it('gives each tool taken off PATH its own line, in the order checked, and nothing else', () => {
     const run = check({ ...process.env, PATH: pathWithout(['openssl', 'go', 'git']) });
     expect(run.status).toBe(1);

@@ -70,3 +70,28 @@ describe('loadStateConfig: fault injection', () => {
     );
   });
 });
+
+describe('loadStateConfig: disk space', () => {
+  it('defaults to 256 MiB checked every 5 s, and reads bytes with Ki, Mi or Gi', () => {
+    expect(loadStateConfig(base).disk).toEqual({
+      minFreeBytes: 256 * 1024 * 1024,
+      checkIntervalMs: 5000,
+    });
+    const read = (value: string): number =>
+      loadStateConfig({ ...base, STATE_DISK_MIN_FREE_BYTES: value }).disk.minFreeBytes;
+    expect(read('0')).toBe(0);
+    expect(read('1048576')).toBe(1048576);
+    expect(read('512Ki')).toBe(512 * 1024);
+    expect(read('64Mi')).toBe(64 * 1024 * 1024);
+    expect(read('2Gi')).toBe(2 * 1024 ** 3);
+  });
+
+  it.each(['ten', '-5', '1.5Gi', '64MB', '64 Mi', '9999999999999999Gi'])(
+    'refuses %j, naming the shape it wants',
+    (value) => {
+      expect(() => loadStateConfig({ ...base, STATE_DISK_MIN_FREE_BYTES: value })).toThrow(
+        /STATE_DISK_MIN_FREE_BYTES: must be a size in bytes, a whole number optionally followed by Ki, Mi or Gi/,
+      );
+    },
+  );
+});

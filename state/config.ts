@@ -16,6 +16,33 @@ import { DEFAULT_HEALTH_PORT } from '../common/health-server';
 import { LogLevel } from '../common/log';
 import { DEFAULT_STATE_PORT } from './server/state-server';
 
+/** 256 MiB: room for LevelDB to flush its memtable (4 MiB) and compact, on a 10 GiB volume. */
+const DEFAULT_DISK_MIN_FREE = 256 * 1024 * 1024;
+
+const BYTE_UNITS: Readonly<Record<string, number>> = {
+  '': 1,
+  Ki: 1024,
+  Mi: 1024 ** 2,
+  Gi: 1024 ** 3,
+};
+
+/** A size in bytes: a whole number, optionally with `Ki`, `Mi` or `Gi`; unset gives `fallback`. */
+function envBytes(fallback: number) {
+  return envOptionalString().transform((raw, ctx): number => {
+    if (raw === undefined) return fallback;
+    const match = /^(\d{1,15})(Ki|Mi|Gi)?$/u.exec(raw);
+    const bytes = match === null ? NaN : Number(match[1]) * (BYTE_UNITS[match[2] ?? ''] ?? NaN);
+    if (!Number.isSafeInteger(bytes)) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `must be a size in bytes, a whole number optionally followed by Ki, Mi or Gi (e.g. 268435456 or 256Mi), got ${JSON.stringify(raw)}`,
+      });
+      return z.NEVER;
+    }
+    return bytes;
+  });
+}
+
 /**
  * The state plane's configuration, from environment variables the StatefulSet sets (TLS
  * material and signing keys are mounted Secrets; the variables name the files):
@@ -27,6 +54,7 @@ import { DEFAULT_STATE_PORT } from './server/state-server';
  * | `STATE_HEALTH_PORT` | `/healthz`, `/readyz`, `/metrics` | 9090 |
  * | `STATE_TLS_CA_FILE` | the Polychrome CA (PEM): client certificates must chain to it | required |
  * | `STATE_TLS_CERT_FILE`, `STATE_TLS_KEY_FILE` | the server certificate and key (PEM) | required |
+ * | `STATE_TLS_RELOAD_INTERVAL_MS` | how often the three TLS files are read again (they are also read shortly after their directory changes) | 60000 |
  * | `STATE_SIGNING_KEY_FILE` | the active journal signing key (raw 32-byte seed or PKCS#8 PEM) | required |
  * | `STATE_PREVIOUS_SIGNING_KEY_FILES` | comma-separated earlier keys, kept until every partition was handed over | none |
  * | `STATE_DATA_DIR` | the journal's LevelDB directory on the state volume | required |
@@ -34,6 +62,8 @@ import { DEFAULT_STATE_PORT } from './server/state-server';
  * | `STATE_RECORDS_KEY_FILE` | the records key: 32 random bytes, raw, hex or base64 (state/records/records-key.ts) | required |
  * | `STATE_VERIFY_WORKERS` | worker threads for Verify's signature checks (0: on the event loop) | 1 |
  * | `STATE_SHUTDOWN_GRACE_MS` | how long SIGTERM lets open calls finish after in-flight appends | 10000 |
+ * | `STATE_DISK_MIN_FREE_BYTES` | free space on the journal volume under which appends are refused and the state plane is not ready: bytes, or a whole number with `Ki`, `Mi` or `Gi` | `256Mi` |
+ * | `STATE_DISK_CHECK_INTERVAL_MS` | how often the volume's free space is read (statfs) | 5000 |
  * | `STATE_LOG_LEVEL` | debug, info, warn, error, silent | info |
  * | `STATE_FAULT_APPEND_DELAY` | fault injection for crash tests only: `<kind>:<ms>` holds every append whose batch has an event of that kind for ms before it is written (the process logs a warning when set) | none |
  */
@@ -45,6 +75,7 @@ const schema = z
     STATE_TLS_CA_FILE: envString(),
     STATE_TLS_CERT_FILE: envString(),
     STATE_TLS_KEY_FILE: envString(),
+    STATE_TLS_RELOAD_INTERVAL_MS: envInt({ default: 60_000, min: 100, max: 3_600_000 }),
     STATE_SIGNING_KEY_FILE: envString(),
     STATE_PREVIOUS_SIGNING_KEY_FILES: envList(),
     STATE_DATA_DIR: envString(),
@@ -52,6 +83,8 @@ const schema = z
     STATE_RECORDS_KEY_FILE: envString(),
     STATE_VERIFY_WORKERS: envInt({ default: 1, min: 0, max: 64 }),
     STATE_SHUTDOWN_GRACE_MS: envInt({ default: 10_000, min: 0, max: 600_000 }),
+    STATE_DISK_MIN_FREE_BYTES: envBytes(DEFAULT_DISK_MIN_FREE),
+    STATE_DISK_CHECK_INTERVAL_MS: envInt({ default: 5000, min: 100, max: 600_000 }),
     STATE_FAULT_APPEND_DELAY: envOptionalString().transform((raw, ctx) => {
       if (raw === undefined) return undefined;
       const match = /^([a-z_]+):(\d{1,6})$/u.exec(raw);
@@ -89,6 +122,7 @@ const schema = z
       caFile: env.STATE_TLS_CA_FILE,
       certFile: env.STATE_TLS_CERT_FILE,
       keyFile: env.STATE_TLS_KEY_FILE,
+      reloadIntervalMs: env.STATE_TLS_RELOAD_INTERVAL_MS,
     },
     signingKeyFile: env.STATE_SIGNING_KEY_FILE,
     previousSigningKeyFiles: env.STATE_PREVIOUS_SIGNING_KEY_FILES,
@@ -97,6 +131,10 @@ const schema = z
     recordsKeyFile: env.STATE_RECORDS_KEY_FILE,
     verifyWorkers: env.STATE_VERIFY_WORKERS,
     shutdownGraceMs: env.STATE_SHUTDOWN_GRACE_MS,
+    disk: {
+      minFreeBytes: env.STATE_DISK_MIN_FREE_BYTES,
+      checkIntervalMs: env.STATE_DISK_CHECK_INTERVAL_MS,
+    },
     logLevel: env.STATE_LOG_LEVEL,
     faultAppendDelay: env.STATE_FAULT_APPEND_DELAY,
   }));

@@ -1,14 +1,14 @@
-import { readFile } from 'node:fs/promises';
-
 import type { Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { collectProcessMetrics } from '../common/process-metrics';
 
-import { AppError, isAppError } from '../common/errors';
+import { isAppError } from '../common/errors';
 import { HealthServer } from '../common/health-server';
 import { componentLogger, createRootLogger, LogComponent } from '../common/log';
 import { startTracing } from '../common/tracing';
 import { loadStateConfig, type StateConfig } from './config';
+import { DiskMonitor, registerDiskMetrics } from './disk-monitor';
+import { loadStateTls, registerTlsMetrics, serverTlsOf } from './tls-reload';
 import { loadRecordsKey } from './records/records-key';
 import { RecordsDatabase } from './server/records-database';
 import { StateServer } from './server/state-server';
@@ -28,27 +28,11 @@ import { SignatureVerifyPool } from './verify-pool';
  * first so liveness answers while a large store runs its tail checks.
  */
 
-async function readPem(path: string, what: string): Promise<Uint8Array> {
-  try {
-    return await readFile(path);
-  } catch (cause) {
-    throw new AppError(
-      'not_found',
-      `the ${what} file ${path} cannot be read; mount the TLS Secret there or fix the variable`,
-      { details: { file: path }, cause },
-    );
-  }
-}
-
 async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void> {
   const log = componentLogger(logger, LogComponent.Main);
   // The SDK loads only when OTEL_* asks for it (docs/observability.md).
   const tracing = await startTracing('polychrome-state', (message) => log.warn(message));
-  const tls = {
-    ca: await readPem(config.tls.caFile, 'CA certificate'),
-    cert: await readPem(config.tls.certFile, 'server certificate'),
-    key: await readPem(config.tls.keyFile, 'server key'),
-  };
+  const tls = await loadStateTls(config.tls, log);
   const active = await loadSigningKey(config.signingKeyFile);
   const previous = await Promise.all(config.previousSigningKeyFiles.map((f) => loadSigningKey(f)));
   log.info(
@@ -76,7 +60,7 @@ async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void>
   const server = new StateServer({
     store,
     records: recordsDb.records,
-    tls,
+    tls: serverTlsOf(tls.pair),
     logger,
     host: config.host,
     port: config.port,
@@ -96,13 +80,32 @@ async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void>
   }
   let storeOpen = false;
   let recordsOpen = false;
-  const isReady = (): boolean => storeOpen && recordsOpen && server.isServing();
+  const disk = new DiskMonitor({
+    path: config.dataDir,
+    minFreeBytes: config.disk.minFreeBytes,
+    intervalMs: config.disk.checkIntervalMs,
+    store,
+    log,
+  });
+  registerDiskMetrics(registry, disk, config.disk.minFreeBytes);
+  registerTlsMetrics(registry, tls);
+  tls.onChange((pair) => {
+    try {
+      server.useTls(serverTlsOf(pair));
+      log.info('TLS certificate, key and CA bundle in use for new connections');
+    } catch (error) {
+      log.error({ err: error }, 'the reloaded TLS files do not load; the old ones stay');
+    }
+  });
+  const isReady = (): boolean =>
+    storeOpen && recordsOpen && server.isServing() && disk.fault() === undefined;
   registerStateReadiness(registry, isReady);
   const health = new HealthServer({
     host: config.host,
     port: config.healthPort,
     registry,
     isReady,
+    notReadyReason: () => disk.notReadyReason(),
   });
   const healthAddress = await health.start();
   log.info({ port: healthAddress.port }, 'health server listening');
@@ -112,6 +115,8 @@ async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void>
     stopping ??= (async () => {
       log.info({ signal }, 'shutting down');
       await server.close(config.shutdownGraceMs);
+      tls.stop();
+      await disk.stop();
       await store.close();
       await recordsDb.close();
       await pool?.close();
@@ -135,6 +140,7 @@ async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void>
 
   const report = await store.open();
   storeOpen = true;
+  await disk.start();
   for (const dropped of report.droppedTails) {
     log.warn(dropped, 'dropped a never-acknowledged tail');
   }
@@ -158,6 +164,7 @@ async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void>
   // A SIGTERM during the tail checks: shutdown is under way, so do not bind.
   if (stopping !== undefined) return;
   const port = await server.start();
+  tls.start();
   // One line tests and scripts can wait for; the log has the same facts.
   log.info({ port, healthPort: healthAddress.port }, 'state plane ready');
 }

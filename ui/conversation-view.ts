@@ -11,6 +11,7 @@ import {
   standingLabel,
   standingsByTurn,
   summaryOf,
+  threadOf,
   type Seal,
   type TimelineEvent,
 } from './timeline';
@@ -226,6 +227,8 @@ export class ConversationView {
         'data-position': event.position,
         'data-kind': event.kind,
         'data-seal': seal,
+        // A delegate's steps indent by their thread's depth (app.css).
+        'data-depth': threadOf(event).depth,
         class: classes.join(' '),
       },
       h('td', {}, event.position),

@@ -13,6 +13,7 @@ import {
   standingLabel,
   standingsByTurn,
   summaryOf,
+  threadOf,
   type TimelineEvent,
 } from './timeline';
 
@@ -161,5 +162,49 @@ describe('the timeline shows handoffs', () => {
     expect(actorOf(call)).toBe('billing');
     // A model call recorded before agents were named is the assistant's.
     expect(actorOf(ev(42, 'model_call', { turnId: 't', step: 3, model: 'm' }))).toBe('assistant');
+  });
+});
+
+describe('the timeline shows delegation threads', () => {
+  it('says who asked whom on which thread, what ran there, and the answer that closed it', () => {
+    const opened = ev(50, 'tool_call', {
+      turnId: 't',
+      step: 1,
+      toolCallId: 'd1',
+      toolName: '__delegate_to',
+      argsJson: '{"agent":"researcher","task":"find March"}',
+      agent: 'lead',
+    });
+    expect([actorOf(opened), summaryOf(opened), threadOf(opened)]).toEqual([
+      'lead',
+      'asks researcher on thread d1: find March',
+      { thread: '', depth: 0 },
+    ]);
+    const step = ev(51, 'model_call', {
+      turnId: 't',
+      step: 1,
+      model: 'm',
+      agent: 'researcher',
+      thread: 'd1',
+      depth: 1,
+    });
+    expect([actorOf(step), summaryOf(step), threadOf(step)]).toEqual([
+      'researcher',
+      'model call to m, step 1 on thread d1 (depth 1)',
+      { thread: 'd1', depth: 1 },
+    ]);
+    const closed = ev(52, 'tool_result', {
+      turnId: 't',
+      toolCallId: 'd1',
+      content: '40 billed',
+      delegate: 'researcher',
+    });
+    expect([actorOf(closed), summaryOf(closed)]).toEqual([
+      'researcher',
+      'answered on thread d1: 40 billed',
+    ]);
+    // An ordinary tool result stays the tool's.
+    const plain = ev(53, 'tool_result', { turnId: 't', toolCallId: 'c', content: 'x' });
+    expect([actorOf(plain), summaryOf(plain)]).toEqual(['tool', 'result: x']);
   });
 });

@@ -65,10 +65,41 @@ export function actorOf(event: TimelineEvent): string {
     case 'agent_handoff':
       return text(p, 'fromAgent') || 'assistant';
     case 'tool_call':
+      // Opening a thread is the asking agent's act (docs/turns.md, "Delegation").
+      return text(p, 'toolName') === DELEGATE_TOOL ? text(p, 'agent') || 'assistant' : 'tool';
     case 'tool_result':
-      return 'tool';
+      return text(p, 'delegate') || 'tool';
     default:
       return '';
+  }
+}
+
+/** The reserved tool whose call opens a delegation thread. */
+const DELEGATE_TOOL = '__delegate_to';
+
+/**
+ * The delegation thread an event runs on and its depth: '' and 0 for the turn's own
+ * agent. The `__delegate_to` call opening a thread, and the result closing it, are its
+ * caller's; the thread's own model and tool calls name it.
+ */
+export function threadOf(event: TimelineEvent): { thread: string; depth: number } {
+  const depth = Number(text(event.payload, 'depth') || '0');
+  return { thread: text(event.payload, 'thread'), depth: Number.isFinite(depth) ? depth : 0 };
+}
+
+/** Where a step ran, when on a delegate's thread. */
+function onThread(p: unknown): string {
+  const thread = text(p, 'thread');
+  return thread === '' ? '' : ` on thread ${thread} (depth ${text(p, 'depth') || '1'})`;
+}
+
+/** A `__delegate_to` call's ask: the agent and the task. */
+function delegationAsk(p: unknown): string {
+  try {
+    const args = JSON.parse(text(p, 'argsJson')) as { agent?: unknown; task?: unknown };
+    return `asks ${String(args.agent)} on thread ${text(p, 'toolCallId')}: ${String(args.task)}`;
+  } catch {
+    return `asks another agent with ${text(p, 'argsJson')}`;
   }
 }
 
@@ -85,15 +116,19 @@ export function summaryOf(event: TimelineEvent): string {
     case 'summary':
       return `summary of the turns from ${text(p, 'fromPosition') || '0'} to ${text(p, 'toPosition') || '0'} by ${text(p, 'model') || 'the model'}: ${text(p, 'text')}`;
     case 'model_call':
-      return `model call to ${text(p, 'model') || 'the model'}, step ${text(p, 'step') || '0'}${text(p, 'stopReason') === '' ? '' : `, stopped: ${text(p, 'stopReason')}`}`;
+      return `model call to ${text(p, 'model') || 'the model'}, step ${text(p, 'step') || '0'}${onThread(p)}${text(p, 'stopReason') === '' ? '' : `, stopped: ${text(p, 'stopReason')}`}`;
     case 'agent_config':
       return `agent configuration recorded: ${text(p, 'configJson').slice(0, 160)}`;
     case 'agent_handoff':
       return `handed the turn to ${text(p, 'toAgent')}${text(p, 'reason') === '' ? '' : `: ${text(p, 'reason')}`}`;
     case 'tool_call':
-      return `calls ${text(p, 'toolName')} with ${text(p, 'argsJson') || '{}'}`;
+      return text(p, 'toolName') === DELEGATE_TOOL
+        ? `${delegationAsk(p)}${onThread(p)}`
+        : `calls ${text(p, 'toolName')} with ${text(p, 'argsJson') || '{}'}${onThread(p)}`;
     case 'tool_result':
-      return `${text(p, 'denied') === 'true' ? 'denied' : text(p, 'isError') === 'true' ? 'error' : 'result'}: ${text(p, 'content')}`;
+      return text(p, 'delegate') === ''
+        ? `${text(p, 'denied') === 'true' ? 'denied' : text(p, 'isError') === 'true' ? 'error' : 'result'}: ${text(p, 'content')}${onThread(p)}`
+        : `${text(p, 'isError') === 'true' ? 'thread closed without an answer' : 'answered'} on thread ${text(p, 'toolCallId')}: ${text(p, 'content')}`;
     case 'approval_request':
       return `asks approval to run ${text(p, 'toolName')} with exactly ${text(p, 'argsJson') || '{}'}${text(p, 'reason') === '' ? '' : ` (${text(p, 'reason')})`}${text(p, 'requiredApprover') === '' ? '' : `, approver ${text(p, 'requiredApprover')}`}; request ${text(p, 'requestId')}`;
     case 'approval_response':

@@ -143,6 +143,8 @@ export interface ModelCallOptions {
    * provider names it on the wire (harness.v1 `ModelRequest.step`). Adapters ignore it.
    */
   readonly step?: number;
+  /** The delegation thread making the call (docs/turns.md, "Delegation"); absent at the top. */
+  readonly thread?: string;
 }
 
 /**

@@ -40,6 +40,8 @@ export interface RelayedCall {
   readonly step: number;
   readonly agent: string;
   readonly requestJson: string;
+  /** The delegation thread asking; '' for the turn's own agent. */
+  readonly thread: string;
 }
 
 /** The stream side of relayed model calls (harness/server/turn-call.ts implements it). */
@@ -99,7 +101,12 @@ export class RelayedModelProvider implements ModelProvider {
       );
     }
     return this.channel.ask(
-      { step, agent: this.agent, requestJson: modelRequestToJson(request) },
+      {
+        step,
+        agent: this.agent,
+        requestJson: modelRequestToJson(request),
+        thread: options.thread ?? '',
+      },
       {
         signal: options.signal,
         ...(options.onTextDelta === undefined ? {} : { onDelta: options.onTextDelta }),

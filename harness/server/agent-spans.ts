@@ -28,13 +28,16 @@ export interface AgentSpanTurn {
  * each agent a handoff passes the turn to from {@link enter}, which ends the one before.
  * All are children of the context active when this was made (the RunTurn span); the model
  * and tool spans of a segment are children of its span ({@link parent}). An agent another
- * delegates to through a tool call gets AgentSpans of its own, made inside that call, so
- * its spans nest under the call's `execute_tool` span. With tracing off nothing is made
- * and {@link parent} is undefined.
+ * delegates a task to (`__delegate_to`, docs/turns.md "Delegation") runs on a thread whose
+ * `invoke_agent` span is a child of the span of the agent that asked, from
+ * {@link enterThread} to {@link closeThread}; its model and tool spans are children of it.
+ * With tracing off nothing is made and {@link parent} is undefined.
  */
 export class AgentSpans implements GenAiSpanScope {
   private readonly turnContext: Context = activeTraceContext();
   private current: { span: Span; context: Context } | undefined;
+  /** The open threads' spans, outermost first (threads run one inside another, never side by side). */
+  private readonly threads: { thread: string; span: Span; context: Context }[] = [];
 
   constructor(private readonly turn: AgentSpanTurn) {}
 
@@ -49,30 +52,61 @@ export class AgentSpans implements GenAiSpanScope {
    */
   enter(name: string | undefined): void {
     this.end();
-    const agent = name === undefined || name === '' ? DEFAULT_AGENT_NAME : name;
-    this.current = startSpan(`${GenAiOperation.InvokeAgent} ${agent}`, {
-      kind: SpanKind.INTERNAL,
-      parent: this.turnContext,
-      attributes: {
-        'gen_ai.operation.name': GenAiOperation.InvokeAgent,
-        'gen_ai.provider.name': this.turn.provider,
-        'gen_ai.agent.name': agent,
-        ...(this.turn.model === '' ? {} : { 'gen_ai.request.model': this.turn.model }),
-        ...conversationAttributes(this.turn.conversationId),
-      },
-    });
+    this.current = this.open(name, this.turnContext, this.turn.model);
+  }
+
+  /**
+   * Opens the span of the thread `thread`, on which `name` does a task another agent asked
+   * for: a child of the asking agent's span (the innermost open one).
+   *
+   * @param model `gen_ai.request.model` of the delegate; empty: the turn's
+   */
+  enterThread(thread: string, name: string, model: string): void {
+    const opened = this.open(name, this.parent() ?? this.turnContext, model || this.turn.model);
+    if (opened !== undefined) this.threads.push({ thread, ...opened });
+  }
+
+  /** Ends the span of `thread`, and of any thread still open inside it. */
+  closeThread(thread: string, error?: unknown): void {
+    const at = this.threads.findIndex((open) => open.thread === thread);
+    if (at < 0) return;
+    for (const open of this.threads.splice(at).reverse()) {
+      if (error !== undefined) recordSpanError(open.span, error);
+      open.span.end();
+    }
   }
 
   parent(): Context | undefined {
-    return this.current?.context;
+    return this.threads.at(-1)?.context ?? this.current?.context;
   }
 
-  /** Ends the open agent span, if any; `error` (the turn failed in it) marks it failed. */
+  /** Ends every open span, threads first; `error` (the turn failed in them) marks them failed. */
   end(error?: unknown): void {
+    const outermost = this.threads[0];
+    if (outermost !== undefined) this.closeThread(outermost.thread, error);
     const open = this.current;
     this.current = undefined;
     if (open === undefined) return;
     if (error !== undefined) recordSpanError(open.span, error);
     open.span.end();
+  }
+
+  private open(
+    name: string | undefined,
+    parent: Context,
+    model: string,
+  ): { span: Span; context: Context } | undefined {
+    const agent = name === undefined || name === '' ? DEFAULT_AGENT_NAME : name;
+    return startSpan(`${GenAiOperation.InvokeAgent} ${agent}`, {
+      kind: SpanKind.INTERNAL,
+      parent,
+      attributes: {
+        'gen_ai.operation.name': GenAiOperation.InvokeAgent,
+        'gen_ai.provider.name': this.turn.provider,
+        'gen_ai.agent.name': agent,
+        ...(model === '' ? {} : { 'gen_ai.request.model': model }),
+        ...conversationAttributes(this.turn.conversationId),
+      },
+    });
   }
 }

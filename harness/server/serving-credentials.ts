@@ -35,6 +35,8 @@ export function loadHarnessCertificate(
     purpose: "the harness's serving certificate",
     remedy: `mount the Secret polychrome-harness-tls of namespace ${options.namespace} there (docs/operator.md, "The harness door")`,
     check: (pair) => harnessCertificateProblem(pair.cert, options.namespace),
+    // A Secret volume update swaps its ..data link: read the pair again soon after.
+    watch: true,
     ...(options.intervalMs === undefined ? {} : { intervalMs: options.intervalMs }),
   });
 }

@@ -110,3 +110,35 @@ describe('TurnStart.agents: the roster the machine runs', () => {
     );
   });
 });
+
+describe('TurnStart.agents: delegates (docs/turns.md, "Delegation")', () => {
+  const delegating = (delegates: string[]): TurnStart => {
+    const tools = [byReference('__ask_user'), byReference('__delegate_to')];
+    const base = start();
+    return start({
+      tools,
+      agents: base.agents.map((a) => (a.name === 'triage' ? { ...a, tools, delegates } : a)),
+    });
+  };
+
+  it('gives the machine whom the answering agent may ask, and describes __delegate_to for them', () => {
+    const { input } = turnRequestFromProto(delegating(['billing']), catalog, deferred);
+    expect(input.delegates).toEqual(['billing']);
+    const tool = input.tools.find((t) => t.name === ReservedTool.DelegateTo);
+    expect(tool?.description).toContain('- billing: Refunds and invoices.');
+    expect(tool?.inputSchema).toMatchObject({
+      properties: { agent: { enum: ['billing'] } },
+      required: ['agent', 'task'],
+    });
+  });
+
+  it('refuses a delegate that is not among the agents, naming the field', () => {
+    expect(() => turnRequestFromProto(delegating(['sales']), catalog, deferred)).toThrow(
+      'start.agents[0].delegates[0]: names sales, which is not in start.agents',
+    );
+  });
+
+  it('refuses __delegate_to by reference for an agent with no delegates', () => {
+    expect(() => turnRequestFromProto(delegating([]), catalog, deferred)).toThrow(/__delegate_to/);
+  });
+});

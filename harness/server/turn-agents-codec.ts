@@ -7,7 +7,12 @@ import type {
 import { invalidField } from '../turn/proto-fields';
 import type { AgentModelSettings } from '../model/relayed-model';
 import { relaySettingsFromProto, relaySettingsToProto } from './relay-codec';
-import { handoffToolFor, ReservedTool, type HandoffTarget } from '../turn/reserved-tools';
+import {
+  delegateToolFor,
+  handoffToolFor,
+  ReservedTool,
+  type HandoffTarget,
+} from '../turn/reserved-tools';
 import type { TurnAgent } from '../turn/turn-agents';
 import type { TurnInput } from '../turn/turn-machine';
 import {
@@ -20,18 +25,20 @@ import {
 
 /**
  * `TurnStart.agents` (a Conversation that names an Agent) to the turn machine's roster
- * (docs/turns.md, "Handoffs"): each agent's prompt, tools and handoffs, with
- * `__handoff_to` described for exactly the agents it may reach. The start is checked as
- * any input from another process: names unique and set, the answering agent among them,
- * every handoff naming one of them.
+ * (docs/turns.md, "Handoffs", "Delegation"): each agent's prompt, tools, handoffs and
+ * delegates, with `__handoff_to` and `__delegate_to` described for exactly the agents it
+ * may reach. The start is checked as any input from another process: names unique and
+ * set, the answering agent among them, every handoff and delegate naming one of them.
  */
 
 /** What `TurnStart.agents` adds to a turn request. */
 export interface AgentsOfStart {
   /** Whom `agent` may hand off to, described; undefined when the start has no agents. */
   targetsOf(agent: string): readonly HandoffTarget[] | undefined;
-  /** The machine's input: the answering agent's handoffs, and every other agent. */
-  input(agent: string): Pick<TurnInput, 'handoffs' | 'agents'>;
+  /** Whom `agent` may delegate to, described; empty when it may not. */
+  delegatesOf(agent: string): readonly HandoffTarget[];
+  /** The machine's input: the answering agent's handoffs and delegates, and every other agent. */
+  input(agent: string): Pick<TurnInput, 'handoffs' | 'delegates' | 'agents'>;
   /** Per agent: tools of the harness's MCP servers named by reference, and its settings. */
   request(): AgentsOfRequest;
 }
@@ -70,27 +77,31 @@ export function agentsFromProto(
       `names ${answering || '(none)'}, which is not in start.agents`,
     );
   }
+  const describe = (names: readonly string[]): HandoffTarget[] =>
+    names.map((name) => ({ name, description: described.get(name) ?? '' }));
   const targetsOf = (agent: string): readonly HandoffTarget[] | undefined => {
     const dispatched = start.agents.find(({ name }) => name === agent);
-    return dispatched?.handoffs.map((name) => ({ name, description: described.get(name) ?? '' }));
+    return dispatched === undefined ? undefined : describe(dispatched.handoffs);
   };
   const agents: TurnAgent[] = [];
   const references = new Map<string, readonly ToolReference[]>();
   const settings = new Map<string, AgentModelSettings>();
   start.agents.forEach((agent, i) => {
     const field = `start.agents[${i}]`;
-    agent.handoffs.forEach((target, j) => {
-      if (!described.has(target)) {
-        throw invalidField(
-          `${field}.handoffs[${j}]`,
-          `names ${target}, which is not in start.agents`,
-        );
-      }
-    });
+    for (const list of ['handoffs', 'delegates'] as const) {
+      agent[list].forEach((target, j) => {
+        if (!described.has(target)) {
+          throw invalidField(
+            `${field}.${list}[${j}]`,
+            `names ${target}, which is not in start.agents`,
+          );
+        }
+      });
+    }
     const { tools, toolReferences } = toolsFromProto(
       agent.tools,
       `${field}.tools`,
-      handoffCatalog(catalog, targetsOf(agent.name)),
+      agentCatalog(catalog, targetsOf(agent.name), describe(agent.delegates)),
       deferred,
     );
     const system = agent.settings?.systemPrompt ?? '';
@@ -100,6 +111,7 @@ export function agentsFromProto(
       ...(system === '' ? {} : { system }),
       tools,
       handoffs: agent.handoffs,
+      ...(agent.delegates.length === 0 ? {} : { delegates: agent.delegates }),
       ...(memory === 0 ? {} : { memoryBudgetBytes: memory }),
     });
     references.set(agent.name, toolReferences);
@@ -109,13 +121,20 @@ export function agentsFromProto(
       ...(relay === undefined ? {} : { relay }),
     });
   });
+  const delegatesOf = (agent: string): readonly HandoffTarget[] =>
+    describe(start.agents.find(({ name }) => name === agent)?.delegates ?? []);
   return {
     targetsOf,
+    delegatesOf,
     // The machine takes the answering agent from the start's own fields, the rest here.
-    input: (agent) => ({
-      handoffs: targetsOf(agent)?.map(({ name }) => name) ?? [],
-      agents: agents.filter(({ name }) => name !== agent),
-    }),
+    input: (agent) => {
+      const delegates = agents.find(({ name }) => name === agent)?.delegates;
+      return {
+        handoffs: targetsOf(agent)?.map(({ name }) => name) ?? [],
+        ...(delegates === undefined ? {} : { delegates }),
+        agents: agents.filter(({ name }) => name !== agent),
+      };
+    },
     request: () => ({ agentToolReferences: references, agentSettings: settings }),
   };
 }
@@ -136,6 +155,7 @@ export function agentsToProto(
     ...(input.system === undefined ? {} : { system: input.system }),
     tools: input.tools,
     handoffs: input.handoffs ?? [],
+    ...(input.delegates === undefined ? {} : { delegates: input.delegates }),
   };
   return [answering, ...input.agents].map((agent) => ({
     name: agent.name,
@@ -146,11 +166,13 @@ export function agentsToProto(
       ...(request.agentToolReferences?.get(agent.name) ?? []).map(toolReferenceToProto),
     ],
     handoffs: [...(agent.handoffs ?? [])],
+    delegates: [...(agent.delegates ?? [])],
   }));
 }
 
 const NO_AGENTS: AgentsOfStart = {
   targetsOf: () => undefined,
+  delegatesOf: () => [],
   input: () => ({}),
   request: () => ({}),
 };
@@ -166,6 +188,21 @@ export function handoffCatalog(
   if (targets === undefined || targets.length === 0) return catalog;
   const tool = handoffToolFor(targets);
   return (name) => (name === ReservedTool.HandoffTo ? tool : catalog(name));
+}
+
+/**
+ * An agent's catalog: `__handoff_to` and `__delegate_to` described for the agents it may
+ * reach each way (reserved-tools.ts); a reserved tool with nobody to reach is not offered.
+ */
+export function agentCatalog(
+  catalog: ToolCatalog,
+  handoffs: readonly HandoffTarget[] | undefined,
+  delegates: readonly HandoffTarget[],
+): ToolCatalog {
+  const withHandoffs = handoffCatalog(catalog, handoffs);
+  if (delegates.length === 0) return withHandoffs;
+  const tool = delegateToolFor(delegates);
+  return (name) => (name === ReservedTool.DelegateTo ? tool : withHandoffs(name));
 }
 
 function settingsToProto(agent: TurnAgent, model: AgentModelSettings | undefined): AgentSettings {

@@ -104,6 +104,15 @@ export async function runTurnCall(
         onTextDelta: (delta) => turn.sendDelta(delta),
         // A handoff moved the turn: the next model calls are the target's (AgentSpans.enter).
         onAgent: (name) => agents.enter(name),
+        // A delegate's thread: its span under the asking agent's (AgentSpans.enterThread).
+        onThread: (change) =>
+          change.kind === 'started'
+            ? agents.enterThread(
+                change.thread,
+                change.agent,
+                settings.get(change.agent)?.model ?? '',
+              )
+            : agents.closeThread(change.thread),
         requestSha256: requestHasher,
       },
       turn.signal,

@@ -25,7 +25,7 @@ import {
 import {
   agentsFromProto,
   agentsToProto,
-  handoffCatalog,
+  agentCatalog,
   type AgentsOfRequest,
 } from './turn-agents-codec';
 import type { RelaySettings } from '../model/relayed-model';
@@ -220,7 +220,7 @@ export function turnRequestFromProto(
   const { tools, toolReferences } = toolsFromProto(
     start.tools,
     'start.tools',
-    handoffCatalog(catalog, roster.targetsOf(agentName)),
+    agentCatalog(catalog, roster.targetsOf(agentName), roster.delegatesOf(agentName)),
     deferred,
   );
   return {

@@ -14,9 +14,8 @@ import { effectiveMaxSteps, type StepBudget } from './step-budget';
 import type { TurnTool } from './turn-records';
 
 /**
- * The agent configuration a turn runs under and the request digest of each model call:
- * what replay needs to check that a recorded run follows from its recorded inputs
- * (docs/replay.md gives both byte layouts and a test vector). Pure.
+ * The agent configuration a turn runs under and the request digest of each model call: what
+ * replay needs to check a recorded run follows from its inputs (docs/replay.md: bytes, a vector). Pure.
  */
 
 /** Version of both layouts; a change of bytes gets a new number. */
@@ -44,6 +43,8 @@ export interface AgentConfig {
    * the turn (configurations recorded before handoffs continued); left out of the bytes.
    */
   readonly handoffs?: readonly string[];
+  /** Agents it may delegate to (docs/turns.md "Delegation"); none: left out of the bytes. */
+  readonly delegates?: readonly string[];
 }
 
 /** A configuration with its canonical text and digest. */
@@ -92,6 +93,7 @@ export function agentConfigObject(config: AgentConfig): JsonObject {
       : { memory_budget_bytes: config.memoryBudgetBytes }),
     ...(config.agent === undefined ? {} : { agent: config.agent }),
     ...(config.handoffs === undefined ? {} : { handoffs: [...config.handoffs] }),
+    ...(config.delegates?.length ? { delegates: [...config.delegates] } : {}),
   };
 }
 
@@ -165,6 +167,7 @@ export function decodeAgentConfig(json: string): EncodedAgentConfig {
       : { memoryBudgetBytes: int(value.memory_budget_bytes, 'memory_budget_bytes') }),
     ...(value.agent === undefined ? {} : { agent: string(value.agent, 'agent') }),
     ...(value.handoffs === undefined ? {} : { handoffs: names(value.handoffs, 'handoffs') }),
+    ...(value.delegates === undefined ? {} : { delegates: names(value.delegates, 'delegates') }),
   };
   const encoded = encodeAgentConfig(config);
   if (encoded.json !== json) throw corrupt('is not the canonical JSON of what it says');

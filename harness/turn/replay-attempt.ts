@@ -17,6 +17,7 @@ import {
 import { modelCallFromProto } from './step-codec';
 import {
   createTurnMachine,
+  pendingModelCall,
   type TurnEffect,
   type TurnEvent,
   type TurnInput,
@@ -159,6 +160,7 @@ function replayFrom(
     model: agent.model,
     ...(agent.agent === undefined ? {} : { agentName: agent.agent }),
     ...(agent.handoffs === undefined ? {} : { handoffs: agent.handoffs }),
+    ...(agent.delegates === undefined ? {} : { delegates: agent.delegates }),
     agents: agentsHandedTo(recorded, configs, agent.agent ?? '', options.otherAgents),
     ...(newestBefore === undefined ? {} : { recordedConfigSha256: newestBefore.sha256 }),
     ...(agent.memoryBudgetBytes === undefined
@@ -231,7 +233,7 @@ function replayFrom(
           }
           const want = effect.request;
           const digest = hex(found.payload.requestSha256);
-          const built = state.pendingModel?.requestSha256;
+          const built = pendingModelCall(state)?.requestSha256;
           if (erasures.requestHeldErased(found)) {
             // The request held erased content: its digest cannot be checked, the rest can.
             digestUnchecked = found.position;

@@ -5,7 +5,7 @@ import { requestIds } from '../../common/request-ids';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
 import { decodePayload } from '../../common/event-kinds';
 import type { ReplayEntry } from './journal-turns';
-import { handoffTool } from './reserved-tools';
+import { delegateToolFor, handoffTool } from './reserved-tools';
 import { replayJournal } from './replay';
 import { whatIf } from './what-if';
 import { stepEvent } from './replay-steps';
@@ -287,3 +287,83 @@ function newestConfig(entries: readonly ReplayEntry[]): string {
   if (last === undefined) throw new Error('no agent_config');
   return Buffer.from(decodePayload('agent_config', last.payload).sha256).toString('hex');
 }
+
+describe('replay of a turn that delegated a task (docs/turns.md, "Delegation")', () => {
+  const lead: TurnInput = {
+    ...input,
+    agentName: 'lead',
+    system: 'You lead.',
+    handoffs: [],
+    delegates: ['billing'],
+    tools: [lookup, delegateToolFor([{ name: 'billing', description: 'Bills.' }])],
+    agents: [{ name: 'billing', system: 'You are billing.', tools: [lookup], model }],
+  };
+  const delegateTo = (id: string, agent: string): OutputBlock => ({
+    type: 'tool_use',
+    id,
+    name: '__delegate_to',
+    input: { agent, task: 'what was billed?' },
+  });
+  const delegated = journalAfter(
+    [],
+    lead,
+    [delegateTo('d1', 'billing')],
+    [text('40')],
+    [text('It was 40.')],
+  );
+
+  it("replays the thread from the journal alone: the delegate's steps, its answer, the lead's", () => {
+    expect(delegated.map((e) => e.kind)).toEqual([
+      'message_received',
+      'turn_dispatched',
+      'agent_config',
+      'model_call',
+      'tool_call',
+      'agent_config',
+      'model_call',
+      'tool_result',
+      'agent_config',
+      'model_call',
+      'turn_complete',
+    ]);
+    const thread = decodePayload('model_call', delegated[6]!.payload);
+    expect(thread).toMatchObject({ agent: 'billing', thread: 'd1', depth: 1, step: 1 });
+    const result = replay(delegated);
+    expect(result.divergence).toBeUndefined();
+    expect(result.turns.map((t) => [t.status, t.mode, t.ok])).toEqual([['complete', 'full', true]]);
+  });
+
+  it.each<[string, (e: ReplayEntry, i: number) => ReplayEntry]>([
+    [
+      "the delegate's answer rewritten",
+      (e) =>
+        e.kind === 'tool_result'
+          ? {
+              ...e,
+              payload: encodePayload('tool_result', {
+                ...decodePayload('tool_result', e.payload),
+                content: '4,000',
+              }),
+            }
+          : e,
+    ],
+    [
+      "the delegate's step moved out of its thread",
+      (e, i) =>
+        i === 6
+          ? {
+              ...e,
+              payload: encodePayload('model_call', {
+                ...decodePayload('model_call', e.payload),
+                thread: '',
+                depth: 0,
+              }),
+            }
+          : e,
+    ],
+  ])('finds %s', (_, tamper) => {
+    const result = replay(delegated.map(tamper));
+    expect(result.ok).toBe(false);
+    expect(result.divergence).toBeDefined();
+  });
+});

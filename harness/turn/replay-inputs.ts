@@ -63,6 +63,7 @@ export function turnAgentOf(config: AgentConfig): TurnAgent {
     tools: config.tools,
     model: config.model,
     ...(config.handoffs === undefined ? {} : { handoffs: config.handoffs }),
+    ...(config.delegates === undefined ? {} : { delegates: config.delegates }),
     ...(config.memoryBudgetBytes === undefined
       ? {}
       : { memoryBudgetBytes: config.memoryBudgetBytes }),

@@ -13,12 +13,21 @@ export const ReservedTool = {
   HandoffTo: '__handoff_to',
   /** `{ question: string }`: pauses with a question; the answer becomes the call's result. */
   AskUser: '__ask_user',
+  /**
+   * `{ agent: string, task: string }`: asks another agent to do a task on a thread of its
+   * own; its answer becomes the call's result (docs/turns.md, "Delegation").
+   */
+  DelegateTo: '__delegate_to',
 } as const;
 export type ReservedTool = (typeof ReservedTool)[keyof typeof ReservedTool];
 
 /** True when `name` is a reserved tool's. */
 export function isReservedTool(name: string): name is ReservedTool {
-  return name === ReservedTool.HandoffTo || name === ReservedTool.AskUser;
+  return (
+    name === ReservedTool.HandoffTo ||
+    name === ReservedTool.AskUser ||
+    name === ReservedTool.DelegateTo
+  );
 }
 
 /** The definition to offer for `__handoff_to`. */
@@ -94,3 +103,36 @@ export const askUserTool: TurnTool = {
   effect: 'pure',
   needsApproval: false,
 };
+
+/**
+ * `__delegate_to` for an agent that may delegate to `targets`: the schema names exactly
+ * those agents and the description says what each does. The machine decides the call by
+ * the agent's `delegates` (turn-delegation.ts), whatever the schema says.
+ */
+export function delegateToolFor(targets: readonly HandoffTarget[]): TurnTool {
+  const lines = targets.map(({ name, description }) =>
+    description === '' ? `- ${name}` : `- ${name}: ${description}`,
+  );
+  return {
+    name: ReservedTool.DelegateTo,
+    description: [
+      'Ask another agent to do a task and wait for its answer, which comes back as this tool result. The agent sees only the task you write, not this conversation, so say everything it needs. Several calls in one reply ask several agents. The agents you may ask:',
+      ...lines,
+    ].join('\n'),
+    inputSchema: {
+      type: 'object',
+      properties: {
+        agent: {
+          type: 'string',
+          enum: targets.map(({ name }) => name),
+          description: 'Name of the agent to ask.',
+        },
+        task: { type: 'string', description: 'The task, complete in itself.' },
+      },
+      required: ['agent', 'task'],
+      additionalProperties: false,
+    },
+    effect: 'pure',
+    needsApproval: false,
+  };
+}

@@ -51,6 +51,11 @@ export interface TextDelta {
 }
 
 /** What {@link runTurn} needs. */
+/** A delegate's thread started (its first model call) or closed (its result committed). */
+export type ThreadChange =
+  | { readonly kind: 'started'; readonly thread: string; readonly agent: string }
+  | { readonly kind: 'closed'; readonly thread: string };
+
 export interface RunTurnDeps {
   /**
    * The model of each agent (the `call_model` effect's `agent`, '' for an unnamed one):
@@ -79,6 +84,12 @@ export interface RunTurnDeps {
    * one (a handoff moved the turn): traces open that agent's span. Must not throw.
    */
   readonly onAgent?: (agent: string) => void;
+  /**
+   * Told when a delegate's thread asks its model for the first time (its agent runs on it),
+   * and when the result closing it is committed (docs/turns.md, "Delegation"): traces open
+   * and end its span. Must not throw.
+   */
+  readonly onThread?: (change: ThreadChange) => void;
   /**
    * Computes each model request's digest; one that outlives the turn saves hashing the
    * history again (createHistoryRequestHasher). @default modelRequestSha256
@@ -155,6 +166,8 @@ export async function runTurn(
   let event: TurnEvent = { type: 'turn_started', input };
   /** The agent of the last model call started: the turn starts with its own. */
   let agent = input.agentName ?? '';
+  /** The delegation threads whose agent has started, not yet closed. */
+  const threads = new Set<string>();
   try {
     for (;;) {
       const result = machine.step(state, event);
@@ -177,8 +190,23 @@ export async function runTurn(
             deps.commitTimeoutMs ?? DEFAULT_COMMIT_TIMEOUT_MS,
           );
           await deps.steps.commit(effect.step, { signal: commitSignal });
+          const closed = effect.step.kind === 'tool_result' ? effect.step.record : undefined;
+          if (closed?.delegate !== undefined && threads.delete(closed.toolCallId)) {
+            deps.onThread?.({ kind: 'closed', thread: closed.toolCallId });
+          }
         } else if (!turnAbort.signal.aborted) {
-          if (effect.type === 'call_model' && effect.agent !== agent) {
+          if (effect.type === 'call_model' && effect.thread !== undefined) {
+            if (!threads.has(effect.thread)) {
+              threads.add(effect.thread);
+              deps.onThread?.({ kind: 'started', thread: effect.thread, agent: effect.agent });
+            }
+          }
+          // A delegate's thread (effect.thread) runs inside its caller's span.
+          if (
+            effect.type === 'call_model' &&
+            effect.thread === undefined &&
+            effect.agent !== agent
+          ) {
             agent = effect.agent;
             deps.onAgent?.(agent);
           }
@@ -209,7 +237,9 @@ function startCall(
           const response = await deps.modelFor(effect.agent).complete(effect.request, {
             signal,
             step: effect.step,
-            ...(onTextDelta === undefined
+            ...(effect.thread === undefined ? {} : { thread: effect.thread }),
+            // Only the turn's own agent streams to the user: a delegate answers its caller.
+            ...(onTextDelta === undefined || effect.thread !== undefined
               ? {}
               : { onTextDelta: (text: string) => onTextDelta({ step: effect.step, text }) }),
           });

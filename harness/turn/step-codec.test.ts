@@ -30,6 +30,8 @@ describe('step codec reads what proto3 leaves open', () => {
       configSha256: Buffer.alloc(0),
       requestSha256: Buffer.alloc(0),
       agent: '',
+      thread: '',
+      depth: 0,
     });
     expect(record.stopReason).toBe('other');
     expect(record.usage).toEqual({ inputTokens: 0, outputTokens: 0 });

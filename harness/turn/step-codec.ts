@@ -108,6 +108,8 @@ export function modelCallToProto(record: ModelCallRecord): ModelCall {
     configSha256: wireBytes(record.configSha256 ?? new Uint8Array()),
     requestSha256: wireBytes(record.requestSha256 ?? new Uint8Array()),
     agent: record.agent ?? '',
+    thread: record.thread ?? '',
+    depth: record.depth ?? 0,
   };
 }
 
@@ -148,6 +150,7 @@ export function modelCallFromProto(call: ModelCall, field = 'model_call'): Model
     ...(call.configSha256.length === 0 ? {} : { configSha256: plainBytes(call.configSha256) }),
     ...(call.requestSha256.length === 0 ? {} : { requestSha256: plainBytes(call.requestSha256) }),
     ...(call.agent === '' ? {} : { agent: call.agent }),
+    ...lineageFromProto(call),
   };
 }
 
@@ -174,6 +177,8 @@ export function toolCallToProto(record: ToolCallRecord): ToolCall {
     effect: toolEffectToProto(record.effect),
     approvalRequestId: record.approvalRequestId,
     agent: record.agent ?? '',
+    thread: record.thread ?? '',
+    depth: record.depth ?? 0,
   };
 }
 
@@ -192,6 +197,7 @@ export function toolCallFromProto(call: ToolCall, field = 'tool_call'): ToolCall
     effect: toolEffectFromProto(call.effect, `${field}.effect`),
     approvalRequestId: call.approvalRequestId,
     ...(call.agent === '' ? {} : { agent: call.agent }),
+    ...lineageFromProto(call),
   };
 }
 
@@ -214,7 +220,7 @@ export function agentHandoffFromProto(handoff: AgentHandoff): AgentHandoffRecord
 
 /** A tool result record to proto `ToolResult`. */
 export function toolResultToProto(record: ToolResultRecord): ToolResult {
-  return { ...record };
+  return { ...record, thread: record.thread ?? '', delegate: record.delegate ?? '' };
 }
 
 /** Proto `ToolResult` to a record. */
@@ -225,7 +231,17 @@ export function toolResultFromProto(result: ToolResult): ToolResultRecord {
     content: result.content,
     isError: result.isError,
     denied: result.denied,
+    ...(result.thread === '' ? {} : { thread: result.thread }),
+    ...(result.delegate === '' ? {} : { delegate: result.delegate }),
   };
+}
+
+/** A step's delegation lineage: nothing at the top (docs/turns.md, "Delegation"). */
+function lineageFromProto(step: { readonly thread: string; readonly depth: number }): {
+  thread?: string;
+  depth?: number;
+} {
+  return step.thread === '' ? {} : { thread: step.thread, depth: step.depth };
 }
 
 /**

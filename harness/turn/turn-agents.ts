@@ -24,6 +24,8 @@ export interface TurnAgent {
    * journal needs); present: the turn goes on under the target.
    */
   readonly handoffs?: readonly string[];
+  /** Agents it may delegate tasks to (turn-delegation.ts); absent or empty: none. */
+  readonly delegates?: readonly string[];
   /** Bytes of memory its requests may carry; absent or 0 when it has no memory tool. */
   readonly memoryBudgetBytes?: number;
 }

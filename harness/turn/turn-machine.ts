@@ -38,6 +38,14 @@ import {
   type HandoffAsk,
   type TurnAgent,
 } from './turn-agents';
+import { DELEGATION_DEADLINE_MS } from '../../common/delegation';
+import {
+  deadlineResult,
+  delegationRefusal,
+  emptyAnswerResult,
+  readDelegateAsk,
+  type DelegateAsk,
+} from './turn-delegation';
 import { effectiveMaxSteps, type StepBudget } from './step-budget';
 import type {
   AgentHandoffRecord,
@@ -120,6 +128,8 @@ export interface TurnInput {
   readonly handoffs?: readonly string[];
   /** The other agents the turn may move to, each with its own configuration. */
   readonly agents?: readonly TurnAgent[];
+  /** Agents the starting agent may delegate tasks to (docs/turns.md, "Delegation"). */
+  readonly delegates?: readonly string[];
 }
 
 /** What the machine is told. */
@@ -161,6 +171,8 @@ export type TurnEffect =
       readonly request: ModelRequest;
       /** The agent whose model is asked ('' for an unnamed one). */
       readonly agent: string;
+      /** The delegation thread asking (its `__delegate_to` call's id); absent at the top. */
+      readonly thread?: string;
     }
   | { readonly type: 'call_tool'; readonly call: ToolCallRequest; readonly effect: ToolEffect }
   /** Route to the control plane (tools with `host: 'control_plane'`, payments first). */
@@ -251,7 +263,11 @@ export type CallStatus =
       readonly request: QuestionRequestRecord;
       readonly rejection?: string;
     }
-  | { readonly kind: 'handoff'; readonly handoff: HandoffRecord };
+  | { readonly kind: 'handoff'; readonly handoff: HandoffRecord }
+  /** A `__delegate_to` call allowed, its thread not started yet (threads run one at a time). */
+  | { readonly kind: 'delegate_pending'; readonly ask: DelegateAsk }
+  /** A `__delegate_to` call whose thread runs (or waits for an answer) as `child`. */
+  | { readonly kind: 'delegated'; readonly ask: DelegateAsk; readonly child: TurnState };
 
 /** One tool call of the current model response. */
 export interface BatchCall {
@@ -278,8 +294,10 @@ export interface TurnState {
     | undefined;
   /** SHA-256 of the turn's agent configuration; absent when the turn is not recorded. */
   readonly configSha256: Uint8Array | undefined;
-  /** The tool calls of the latest model response, in tool_use order. */
-  readonly batch: { readonly step: number; readonly calls: readonly BatchCall[] } | undefined;
+  /** The tool calls of the latest model response, in tool_use order, and when it ended. */
+  readonly batch:
+    | { readonly step: number; readonly finishedAtMs: number; readonly calls: readonly BatchCall[] }
+    | undefined;
   readonly recordedModelCalls: ReadonlyMap<number, ModelCallRecord>;
   readonly recordedToolCalls: ReadonlyMap<string, ToolCallRecord>;
   readonly recordedToolResults: ReadonlyMap<string, ToolResultRecord>;
@@ -298,6 +316,20 @@ export interface TurnState {
   /** What every agent is given besides its own configuration. */
   readonly shared: SharedContext;
   readonly recordedHandoffs: ReadonlyMap<string, AgentHandoffRecord>;
+  /** The answering agent's configuration JSON, committed again when a thread committed another. */
+  readonly configJson: string | undefined;
+  /** Whom the answering agent may delegate to; undefined: it may not. */
+  readonly delegates: readonly string[] | undefined;
+  /** This thread's `__delegate_to` call id; '' for the turn's own (top) thread. */
+  readonly thread: string;
+  /** 0 at the top, 1 for a delegate's thread, and so on. */
+  readonly depth: number;
+  /** The agents of the threads above this one, outermost first. */
+  readonly ancestors: readonly string[];
+  /** When a delegate's thread must have answered by (journal time, ms); absent at the top. */
+  readonly deadlineMs: number | undefined;
+  /** How a thread ended that gives its caller something other than its answer (a deadline). */
+  readonly outcome: ToolOutcome | undefined;
 }
 
 /** What every agent of a turn is given besides its own configuration. */
@@ -305,6 +337,8 @@ export interface SharedContext {
   readonly budget: StepBudget;
   readonly summary?: string;
   readonly memory: readonly MemoryItem[];
+  /** Every step recorded for the turn, each thread's included: threads index their own. */
+  readonly recordedSteps: readonly TurnStep[];
 }
 
 /** A step's output. */
@@ -364,8 +398,15 @@ const idleState: TurnState = {
   roster: new Map(),
   visited: [],
   lastConfigHex: undefined,
-  shared: { budget: {}, memory: [] },
+  shared: { budget: {}, memory: [], recordedSteps: [] },
   recordedHandoffs: new Map(),
+  configJson: undefined,
+  delegates: undefined,
+  thread: '',
+  depth: 0,
+  ancestors: [],
+  deadlineMs: undefined,
+  outcome: undefined,
 };
 
 /** Builds the machine. */
@@ -378,6 +419,13 @@ type Effects = TurnEffect[];
 function step(deps: TurnMachineDeps, state: TurnState, event: TurnEvent): StepResult {
   if (state.phase === TurnPhase.Done) {
     throw misfit(state, event, 'the turn has ended');
+  }
+  const thread = threadOf(state, event);
+  if (thread >= 0) {
+    const call = callAt(state, thread);
+    if (call.status.kind === 'delegated') {
+      return absorb(deps, state, thread, step(deps, call.status.child, event), []);
+    }
   }
   switch (event.type) {
     case 'turn_started':
@@ -442,9 +490,7 @@ function step(deps: TurnMachineDeps, state: TurnState, event: TurnEvent): StepRe
     }
     case 'cancelled': {
       // A side-effecting call in flight may have acted: say so rather than report a clean stop.
-      const inFlight = state.batch?.calls.find(
-        (call) => call.status.kind === 'running' && call.status.effect === 'side_effect',
-      );
+      const inFlight = sideEffectInFlight(state);
       if (inFlight !== undefined) {
         return end(state, [
           {
@@ -474,40 +520,14 @@ function start(deps: TurnMachineDeps, input: TurnInput): StepResult {
       { type: 'fail', code: error.code, message: error.message, retryable: false },
     ]);
   }
-  const recordedModelCalls = new Map<number, ModelCallRecord>();
-  const recordedToolCalls = new Map<string, ToolCallRecord>();
-  const recordedToolResults = new Map<string, ToolResultRecord>();
-  const recordedHandoffs = new Map<string, AgentHandoffRecord>();
-  for (const recorded of input.recordedSteps) {
-    if (recorded.record.turnId !== input.turnId) {
-      return end(base, [
-        failure(
-          'failed_precondition',
-          `turn ${input.turnId}: a recorded ${recorded.kind} belongs to turn ${recorded.record.turnId}; resume with this turn's steps only`,
-        ),
-      ]);
-    }
-    switch (recorded.kind) {
-      case 'model_call':
-        recordedModelCalls.set(recorded.record.step, recorded.record);
-        break;
-      case 'tool_call':
-        recordedToolCalls.set(recorded.record.toolCallId, recorded.record);
-        break;
-      case 'tool_result':
-        recordedToolResults.set(recorded.record.toolCallId, recorded.record);
-        break;
-      case 'agent_handoff':
-        recordedHandoffs.set(recorded.record.toolCallId, recorded.record);
-        break;
-      case 'agent_config':
-        // Not a step of the loop: each agent's configuration is decided from the input.
-        break;
-      default: {
-        const never: never = recorded;
-        return never;
-      }
-    }
+  const stray = input.recordedSteps.find(({ record }) => record.turnId !== input.turnId);
+  if (stray !== undefined) {
+    return end(base, [
+      failure(
+        'failed_precondition',
+        `turn ${input.turnId}: a recorded ${stray.kind} belongs to turn ${stray.record.turnId}; resume with this turn's steps only`,
+      ),
+    ]);
   }
   const first: TurnAgent = {
     name: input.agentName ?? '',
@@ -515,6 +535,7 @@ function start(deps: TurnMachineDeps, input: TurnInput): StepResult {
     tools: input.tools,
     ...(input.model === undefined ? {} : { model: input.model }),
     ...(input.handoffs === undefined ? {} : { handoffs: input.handoffs }),
+    ...(input.delegates === undefined ? {} : { delegates: input.delegates }),
     ...(input.memoryBudgetBytes ? { memoryBudgetBytes: input.memoryBudgetBytes } : {}),
   };
   const roster = new Map<string, TurnAgent>([[first.name, first]]);
@@ -538,10 +559,7 @@ function start(deps: TurnMachineDeps, input: TurnInput): StepResult {
       role: 'user',
       content: [{ type: 'text', text: input.userMessage }],
     }),
-    recordedModelCalls,
-    recordedToolCalls,
-    recordedToolResults,
-    recordedHandoffs,
+    ...indexRecorded(input.recordedSteps, ''),
     approvalAnswers: input.approvalAnswers,
     questionAnswers: input.questionAnswers,
     roster,
@@ -550,6 +568,7 @@ function start(deps: TurnMachineDeps, input: TurnInput): StepResult {
       budget: input.budget,
       ...(input.summary === undefined ? {} : { summary: input.summary }),
       memory: input.memory ?? [],
+      recordedSteps: input.recordedSteps,
     },
   };
   const entered = enterAgent(state, first, effects);
@@ -564,6 +583,7 @@ function start(deps: TurnMachineDeps, input: TurnInput): StepResult {
  */
 function enterAgent(state: TurnState, agent: TurnAgent, effects: Effects): Checked<TurnState> {
   let configSha256: Uint8Array | undefined;
+  let configJson: string | undefined;
   let lastConfigHex = state.lastConfigHex;
   if (agent.model !== undefined) {
     let encoded: EncodedAgentConfig;
@@ -577,12 +597,14 @@ function enterAgent(state: TurnState, agent: TurnAgent, effects: Effects): Check
         ...(agent.memoryBudgetBytes ? { memoryBudgetBytes: agent.memoryBudgetBytes } : {}),
         ...(agent.name === '' ? {} : { agent: agent.name }),
         ...(agent.handoffs === undefined ? {} : { handoffs: agent.handoffs }),
+        ...(agent.delegates === undefined ? {} : { delegates: agent.delegates }),
       });
     } catch (error) {
       if (!isAppError(error)) throw error;
       return { ok: false, effect: failure(error.code, `turn ${state.turnId}: ${error.message}`) };
     }
     configSha256 = encoded.sha256;
+    configJson = encoded.json;
     if (hex(encoded.sha256) !== lastConfigHex) {
       lastConfigHex = hex(encoded.sha256);
       effects.push({
@@ -600,8 +622,10 @@ function enterAgent(state: TurnState, agent: TurnAgent, effects: Effects): Check
       ...state,
       agentName: agent.name,
       handoffs: agent.handoffs,
+      delegates: agent.delegates,
       visited: [...state.visited, agent.name],
       configSha256,
+      configJson,
       lastConfigHex,
       system: systemWithMemory(
         systemWithSummary(agent.system, state.shared.summary),
@@ -644,6 +668,8 @@ function nextModelCall(
     };
     return applyResponse(deps, next, response.value, timing, effects, true);
   }
+  const out = [...effects];
+  const current = reassertConfig(next, out);
   const parts: HashedRequest = {
     ...(state.system === undefined ? {} : { system: state.system }),
     messages,
@@ -664,12 +690,37 @@ function nextModelCall(
           requestSha256: (deps.requestSha256 ?? modelRequestSha256)(parts, state.configSha256),
         };
   return {
-    state: { ...next, phase: TurnPhase.AwaitingModel, pendingModel },
+    state: { ...current, phase: TurnPhase.AwaitingModel, pendingModel },
     effects: [
-      ...effects,
-      { type: 'call_model', step: stepNumber, closing, request, agent: state.agentName },
+      ...out,
+      {
+        type: 'call_model',
+        step: stepNumber,
+        closing,
+        request,
+        agent: state.agentName,
+        ...(state.thread === '' ? {} : { thread: state.thread }),
+      },
     ],
   };
+}
+
+/**
+ * Commits the answering agent's configuration again when a delegate's thread committed
+ * another since, so the model call about to be made names the newest one (docs/replay.md).
+ */
+function reassertConfig(state: TurnState, effects: Effects): TurnState {
+  const { configSha256, configJson } = state;
+  if (configSha256 === undefined || configJson === undefined) return state;
+  if (hex(configSha256) === state.lastConfigHex) return state;
+  effects.push({
+    type: 'commit_step',
+    step: {
+      kind: 'agent_config',
+      record: { turnId: state.turnId, sha256: configSha256, configJson },
+    },
+  });
+  return { ...state, lastConfigHex: hex(configSha256) };
 }
 
 interface ResponseTiming {
@@ -710,9 +761,17 @@ function applyResponse(
             ? {}
             : { configSha256: state.configSha256, requestSha256: timing.requestSha256 }),
           ...(state.agentName === '' ? {} : { agent: state.agentName }),
+          ...lineageOf(state),
         },
       },
     });
+  }
+  if (state.deadlineMs !== undefined && timing.finishedAtMs > state.deadlineMs) {
+    // The reply came too late: recorded, not acted on; the caller is told instead.
+    return end(
+      { ...state, outcome: { content: deadlineResult(state.agentName), isError: true } },
+      out,
+    );
   }
   // Empty text blocks are dropped: the Messages API refuses them in history.
   const kept = response.content.filter((block) => block.type !== 'text' || block.text !== '');
@@ -753,7 +812,11 @@ function applyResponse(
     if (use !== undefined)
       calls.push({ use, argsJson: block.argsJson, status: { kind: 'pending' } });
   }
-  return startBatch(deps, { ...next, batch: { step: timing.step, calls } }, out);
+  return startBatch(
+    deps,
+    { ...next, batch: { step: timing.step, finishedAtMs: timing.finishedAtMs, calls } },
+    out,
+  );
 }
 
 /** Starts every call of a fresh batch, then settles. */
@@ -823,6 +886,7 @@ function resolveCall(
       commits,
     );
   }
+  if (use.name === ReservedTool.DelegateTo) return decideDelegation(state, index, commits);
   if (use.name === ReservedTool.HandoffTo) {
     const agent = use.input.agent;
     const reason = use.input.reason ?? '';
@@ -906,6 +970,7 @@ function runCall(
           effect: tool.effect,
           approvalRequestId,
           ...(state.agentName === '' ? {} : { agent: state.agentName }),
+          ...lineageOf(state),
         },
       },
     });
@@ -1015,6 +1080,7 @@ function completeCall(
   outcome: ToolOutcome,
   denied: boolean,
   effects: Effects,
+  delegate?: string,
 ): TurnState {
   const call = callAt(state, index);
   effects.push({
@@ -1027,6 +1093,8 @@ function completeCall(
         content: outcome.content,
         isError: outcome.isError,
         denied,
+        ...(state.thread === '' ? {} : { thread: state.thread }),
+        ...(delegate === undefined ? {} : { delegate }),
       },
     },
   });
@@ -1041,38 +1109,16 @@ function completeCall(
 function settle(deps: TurnMachineDeps, state: TurnState, effects: Effects): StepResult {
   const batch = state.batch;
   if (batch === undefined) return { state, effects };
-  if (batch.calls.some((call) => call.status.kind === 'running')) {
+  if (batch.calls.some((call) => call.status.kind === 'running' || isActiveThread(call))) {
     return { state: { ...state, phase: TurnPhase.AwaitingTools }, effects };
   }
-  for (const call of batch.calls) {
-    const status = call.status;
-    if (status.kind === 'awaiting_approval') {
-      return {
-        state: { ...state, phase: TurnPhase.Paused },
-        effects: [
-          ...effects,
-          {
-            type: 'pause_for_approval',
-            request: status.request,
-            ...(status.rejection === undefined ? {} : { rejection: status.rejection }),
-          },
-        ],
-      };
-    }
-    if (status.kind === 'awaiting_answer') {
-      return {
-        state: { ...state, phase: TurnPhase.Paused },
-        effects: [
-          ...effects,
-          {
-            type: 'pause_for_question',
-            request: status.request,
-            ...(status.rejection === undefined ? {} : { rejection: status.rejection }),
-          },
-        ],
-      };
-    }
+  const pause = pauseOf(state);
+  if (pause !== undefined) {
+    return { state: { ...state, phase: TurnPhase.Paused }, effects: [...effects, pause] };
   }
+  // Threads run one at a time, in the order the model asked for them.
+  const pending = batch.calls.findIndex((call) => call.status.kind === 'delegate_pending');
+  if (pending >= 0) return startThread(deps, state, pending, effects);
   // The handoff waits for its siblings so the target agent sees their results.
   for (let index = 0; index < batch.calls.length; index++) {
     const status = callAt(state, index).status;
@@ -1091,6 +1137,9 @@ function settle(deps: TurnMachineDeps, state: TurnState, effects: Effects): Step
  */
 function decideHandoff(state: TurnState, index: number): CallStatus | string {
   const { use } = callAt(state, index);
+  if (state.thread !== '') {
+    return `Handoff refused: you are doing a task ${state.ancestors.at(-1) || 'another agent'} delegated to you. Answer it yourself: your answer goes back to that agent.`;
+  }
   const ask = readHandoffAsk(use.input);
   if (typeof ask === 'string') return ask;
   const earlier = state.batch?.calls.slice(0, index).find((call) => call.status.kind === 'handoff');
@@ -1184,6 +1233,293 @@ function handOver(
   const entered = enterAgent(settled, target, out);
   if (!entered.ok) return end(settled, [...out, entered.effect]);
   return toolResultsToModel(deps, entered.value, out);
+}
+
+/**
+ * Decides a `__delegate_to` call (docs/turns.md, "Delegation"): the refusal its model reads
+ * as the call's result, or a thread to start once the reply's other calls have settled.
+ */
+function decideDelegation(state: TurnState, index: number, commits: Effects): TurnState {
+  const { use } = callAt(state, index);
+  const ask = readDelegateAsk(use.input);
+  const refusal =
+    typeof ask === 'string'
+      ? ask
+      : delegationRefusal(
+          {
+            agent: state.agentName,
+            allowed: state.delegates ?? [],
+            ancestors: state.ancestors,
+            depth: state.depth,
+            roster: state.roster,
+          },
+          ask,
+        );
+  if (refusal !== undefined || typeof ask === 'string') {
+    return completeCall(state, index, { content: refusal ?? '', isError: true }, false, commits);
+  }
+  return setStatus(state, index, { kind: 'delegate_pending', ask });
+}
+
+/**
+ * Starts the thread of the `__delegate_to` call at `index`: its `tool_call` is committed
+ * first (the thread's intent, with the caller's lineage), then the delegate enters with
+ * the task as its only message, its own configuration, the turn's step budget and its
+ * recorded steps, and asks its model. It may not hand off, and gets neither the
+ * conversation's history, summary nor memory: only the task.
+ */
+function startThread(
+  deps: TurnMachineDeps,
+  parent: TurnState,
+  index: number,
+  effects: Effects,
+): StepResult {
+  const call = callAt(parent, index);
+  const batch = parent.batch;
+  const status = call.status;
+  const target =
+    status.kind === 'delegate_pending' ? parent.roster.get(status.ask.target) : undefined;
+  if (batch === undefined || status.kind !== 'delegate_pending' || target === undefined) {
+    return end(parent, [
+      ...effects,
+      failure('internal', `turn ${parent.turnId}: delegation ${call.use.id} has no agent`),
+    ]);
+  }
+  const out: Effects = [...effects];
+  if (!parent.recordedToolCalls.has(call.use.id)) {
+    out.push({
+      type: 'commit_step',
+      step: {
+        kind: 'tool_call',
+        record: {
+          turnId: parent.turnId,
+          step: batch.step,
+          toolCallId: call.use.id,
+          toolName: call.use.name,
+          argsJson: call.argsJson,
+          effect: 'pure',
+          approvalRequestId: '',
+          ...(parent.agentName === '' ? {} : { agent: parent.agentName }),
+          ...lineageOf(parent),
+        },
+      },
+    });
+  }
+  const thread = call.use.id;
+  const base: TurnState = {
+    ...idleState,
+    phase: TurnPhase.AwaitingModel,
+    turnId: parent.turnId,
+    maxSteps: parent.maxSteps,
+    requiredApprover: parent.requiredApprover,
+    messages: MessageList.of([]).append({
+      role: 'user',
+      content: [{ type: 'text', text: status.ask.task }],
+    }),
+    ...indexRecorded(parent.shared.recordedSteps, thread),
+    approvalAnswers: parent.approvalAnswers,
+    questionAnswers: parent.questionAnswers,
+    roster: parent.roster,
+    lastConfigHex: parent.lastConfigHex,
+    shared: {
+      budget: parent.shared.budget,
+      memory: [],
+      recordedSteps: parent.shared.recordedSteps,
+    },
+    thread,
+    depth: parent.depth + 1,
+    ancestors: [...parent.ancestors, parent.agentName],
+    deadlineMs: batch.finishedAtMs + DELEGATION_DEADLINE_MS,
+  };
+  const childEffects: Effects = [];
+  const entered = enterAgent(base, target, childEffects);
+  const started = entered.ok
+    ? nextModelCall(deps, { ...entered.value, handoffs: [] }, childEffects, false)
+    : end(base, [...childEffects, entered.effect]);
+  return absorb(deps, parent, index, started, out);
+}
+
+/**
+ * Takes in what a delegate's thread did: its commits and calls go out as they are; its
+ * answer (or the reason it has none) becomes the `__delegate_to` call's result; its pause
+ * pauses the whole turn, with the same request; its failure, ambiguity or cancellation
+ * ends the whole turn, as the same at the top would.
+ */
+function absorb(
+  deps: TurnMachineDeps,
+  parent: TurnState,
+  index: number,
+  result: StepResult,
+  effects: Effects,
+): StepResult {
+  const child = result.state;
+  const call = callAt(parent, index);
+  const ask =
+    call.status.kind === 'delegated' || call.status.kind === 'delegate_pending'
+      ? call.status.ask
+      : { target: child.agentName, task: '' };
+  const out: Effects = [...effects];
+  let terminal: TerminalEffect | undefined;
+  for (const effect of result.effects) {
+    if (isTerminalEffect(effect)) terminal ??= effect;
+    else out.push(effect);
+  }
+  const next = setStatus({ ...parent, lastConfigHex: child.lastConfigHex }, index, {
+    kind: 'delegated',
+    ask,
+    child,
+  });
+  if (terminal === undefined) {
+    if (child.phase !== TurnPhase.Done) return settle(deps, next, out);
+    const outcome = child.outcome ?? { content: emptyAnswerResult(ask.target), isError: true };
+    return settle(deps, completeCall(next, index, outcome, false, out, ask.target), out);
+  }
+  switch (terminal.type) {
+    case 'finish': {
+      const outcome = terminal.fallback
+        ? { content: emptyAnswerResult(ask.target), isError: true }
+        : { content: terminal.text, isError: false };
+      return settle(deps, completeCall(next, index, outcome, false, out, ask.target), out);
+    }
+    case 'pause_for_approval':
+    case 'pause_for_question':
+      return settle(deps, next, out);
+    default:
+      return end(next, [...out, terminal]);
+  }
+}
+
+/** The index of the delegated call whose thread `event` belongs to, or -1 when it is this one's. */
+function threadOf(state: TurnState, event: TurnEvent): number {
+  const calls = state.batch?.calls ?? [];
+  switch (event.type) {
+    case 'model_responded':
+    case 'model_failed':
+      return state.pendingModel === undefined ? calls.findIndex(isActiveThread) : -1;
+    case 'tool_finished':
+    case 'trusted_tool_answered':
+    case 'tool_outcome_unknown':
+      return calls.some((c) => c.use.id === event.toolCallId && c.status.kind === 'running')
+        ? -1
+        : calls.findIndex(isActiveThread);
+    case 'approval_answered':
+    case 'question_answered': {
+      const index = firstWait(state);
+      return index >= 0 && callAt(state, index).status.kind === 'delegated' ? index : -1;
+    }
+    default:
+      return -1;
+  }
+}
+
+/**
+ * The model call in flight, in the turn's own thread or the delegate's thread running
+ * under it (threads run one at a time, so there is at most one): replay checks its digest.
+ */
+export function pendingModelCall(state: TurnState): TurnState['pendingModel'] {
+  if (state.pendingModel !== undefined) return state.pendingModel;
+  const active = state.batch?.calls.find(isActiveThread);
+  return active?.status.kind === 'delegated' ? pendingModelCall(active.status.child) : undefined;
+}
+
+/** A delegated call whose thread waits for its model or its tools. */
+function isActiveThread(call: BatchCall): boolean {
+  const { status } = call;
+  return (
+    status.kind === 'delegated' &&
+    (status.child.phase === TurnPhase.AwaitingModel ||
+      status.child.phase === TurnPhase.AwaitingTools)
+  );
+}
+
+/** The first call, in the reply's order, that waits for a person: itself or inside its thread. */
+function firstWait(state: TurnState): number {
+  return (
+    state.batch?.calls.findIndex(
+      ({ status }) =>
+        status.kind === 'awaiting_approval' ||
+        status.kind === 'awaiting_answer' ||
+        (status.kind === 'delegated' && status.child.phase === TurnPhase.Paused),
+    ) ?? -1
+  );
+}
+
+/** The pause the turn shows for its first waiting call, however deep its thread. */
+function pauseOf(state: TurnState): TurnEffect | undefined {
+  const index = firstWait(state);
+  if (index < 0) return undefined;
+  const { status } = callAt(state, index);
+  switch (status.kind) {
+    case 'awaiting_approval':
+    case 'awaiting_answer':
+      return {
+        type: status.kind === 'awaiting_approval' ? 'pause_for_approval' : 'pause_for_question',
+        request: status.request,
+        ...(status.rejection === undefined ? {} : { rejection: status.rejection }),
+      } as TurnEffect;
+    case 'delegated':
+      return pauseOf(status.child);
+    default:
+      return undefined;
+  }
+}
+
+/** A side-effecting call running in this thread or any thread under it. */
+function sideEffectInFlight(state: TurnState): BatchCall | undefined {
+  for (const call of state.batch?.calls ?? []) {
+    const { status } = call;
+    if (status.kind === 'running' && status.effect === 'side_effect') return call;
+    if (status.kind === 'delegated') {
+      const inner = sideEffectInFlight(status.child);
+      if (inner !== undefined) return inner;
+    }
+  }
+  return undefined;
+}
+
+/** The recorded steps of one thread ('' for the top), keyed as the loop looks them up. */
+function indexRecorded(
+  steps: readonly TurnStep[],
+  thread: string,
+): Pick<
+  TurnState,
+  'recordedModelCalls' | 'recordedToolCalls' | 'recordedToolResults' | 'recordedHandoffs'
+> {
+  const recordedModelCalls = new Map<number, ModelCallRecord>();
+  const recordedToolCalls = new Map<string, ToolCallRecord>();
+  const recordedToolResults = new Map<string, ToolResultRecord>();
+  const recordedHandoffs = new Map<string, AgentHandoffRecord>();
+  for (const recorded of steps) {
+    switch (recorded.kind) {
+      case 'model_call':
+        if ((recorded.record.thread ?? '') === thread) {
+          recordedModelCalls.set(recorded.record.step, recorded.record);
+        }
+        break;
+      case 'tool_call':
+        if ((recorded.record.thread ?? '') === thread) {
+          recordedToolCalls.set(recorded.record.toolCallId, recorded.record);
+        }
+        break;
+      case 'tool_result':
+        if ((recorded.record.thread ?? '') === thread) {
+          recordedToolResults.set(recorded.record.toolCallId, recorded.record);
+        }
+        break;
+      case 'agent_handoff':
+        if (thread === '') recordedHandoffs.set(recorded.record.toolCallId, recorded.record);
+        break;
+      case 'agent_config':
+        // Not a step of the loop: each agent's configuration is decided from the input.
+        break;
+    }
+  }
+  return { recordedModelCalls, recordedToolCalls, recordedToolResults, recordedHandoffs };
+}
+
+/** The lineage a thread's `model_call` and `tool_call` carry; nothing at the top. */
+function lineageOf(state: TurnState): { thread?: string; depth?: number } {
+  return state.thread === '' ? {} : { thread: state.thread, depth: state.depth };
 }
 
 /** Every call of the reply is done: their results go to the model in one user message. */
@@ -1339,9 +1675,7 @@ function pausedCall(
 ): number {
   // The pause names the first waiting call; answers go to it.
   const index = state.batch?.calls.findIndex((call) => call.status.kind === kind) ?? -1;
-  const first = state.batch?.calls.findIndex(
-    (call) => call.status.kind === 'awaiting_approval' || call.status.kind === 'awaiting_answer',
-  );
+  const first = firstWait(state);
   if (state.phase !== TurnPhase.Paused || index < 0 || index !== first) {
     throw misfit(state, event, `the turn is not paused for ${kind.replace('_', ' ')}`);
   }

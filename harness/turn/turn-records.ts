@@ -63,6 +63,13 @@ export interface ModelCallRecord {
   readonly requestSha256?: Uint8Array;
   /** The agent that made the call (docs/turns.md, "Handoffs"); absent for an unnamed agent. */
   readonly agent?: string;
+  /**
+   * The delegation thread that made the call: its `__delegate_to` call's id (docs/turns.md,
+   * "Delegation"); absent at the top.
+   */
+  readonly thread?: string;
+  /** The thread's depth (1 for a delegate of the top agent); absent at the top. */
+  readonly depth?: number;
 }
 
 /** proto `AgentConfig`: the configuration a turn runs under, recorded when it is new. */
@@ -87,6 +94,10 @@ export interface ToolCallRecord {
   readonly approvalRequestId: string;
   /** The agent whose model asked for the call; absent for an unnamed agent. */
   readonly agent?: string;
+  /** The delegation thread that asked for it; absent at the top (ModelCallRecord.thread). */
+  readonly thread?: string;
+  /** The thread's depth; absent at the top. */
+  readonly depth?: number;
 }
 
 /** proto `ToolResult`. */
@@ -97,6 +108,13 @@ export interface ToolResultRecord {
   readonly isError: boolean;
   /** True when the result is a denial given to the model instead of running the tool. */
   readonly denied: boolean;
+  /** The delegation thread of the call; absent at the top. */
+  readonly thread?: string;
+  /**
+   * The agent that answered on the thread this result closes (the result of a
+   * `__delegate_to` call whose thread ran); absent for every other result.
+   */
+  readonly delegate?: string;
 }
 
 /**

@@ -73,4 +73,89 @@ describe('prepareEvent', () => {
     const broken = { position: 1, kind: 'turn_dispatched', payload: Uint8Array.from([0xff, 0xff]) };
     expect(frames(prepareEvent(broken).frame).map((f) => f.event)).toEqual(['turn_dispatched']);
   });
+
+  it('follows the tool_call opening a delegation thread with thread_started, and its result with thread_closed', async () => {
+    const entry = <K extends 'tool_call' | 'tool_result'>(
+      kind: K,
+      position: number,
+      payload: object,
+    ) => ({
+      position,
+      kind,
+      payload: payloadCodecs[kind]
+        .encode(payloadCodecs[kind].fromPartial(payload))
+        .finish(),
+    });
+    const opened = frames(
+      prepareEvent(
+        entry('tool_call', 9, {
+          turnId: 'turn_1',
+          step: 1,
+          toolCallId: 'd1',
+          toolName: '__delegate_to',
+          argsJson: '{"agent":"researcher","task":"find March"}',
+          agent: 'lead',
+        }),
+      ).frame,
+    );
+    expect(opened.map((f) => [f.id, f.event])).toEqual([
+      ['9', 'tool_call'],
+      ['9', 'thread_started'],
+    ]);
+    expect(opened[1]?.data).toEqual({
+      position: 9,
+      turnId: 'turn_1',
+      thread: 'd1',
+      agent: 'researcher',
+      task: 'find March',
+      by: 'lead',
+      parentThread: '',
+      depth: 1,
+    });
+    const closed = frames(
+      prepareEvent(
+        entry('tool_result', 12, {
+          turnId: 'turn_1',
+          toolCallId: 'd1',
+          content: '40 billed',
+          delegate: 'researcher',
+        }),
+      ).frame,
+    );
+    expect(closed[1]).toEqual({
+      id: '12',
+      event: 'thread_closed',
+      data: {
+        position: 12,
+        turnId: 'turn_1',
+        thread: 'd1',
+        agent: 'researcher',
+        answer: '40 billed',
+        isError: false,
+      },
+    });
+    const path = join(__dirname, '..', '..', 'docs', 'api', 'openapi.json');
+    const document = JSON.parse(await readFile(path, 'utf8')) as Record<string, unknown>;
+    expect(
+      checkSchema(document, { $ref: '#/components/schemas/ThreadStarted' }, opened[1]?.data),
+    ).toEqual([]);
+    expect(
+      checkSchema(document, { $ref: '#/components/schemas/ThreadClosed' }, closed[1]?.data),
+    ).toEqual([]);
+    // Any other tool call, and a refused delegation's result (no delegate), brings nothing.
+    const plain = entry('tool_call', 3, {
+      turnId: 't',
+      toolCallId: 'c',
+      toolName: 'lookup',
+      argsJson: '{}',
+    });
+    const refused = entry('tool_result', 4, {
+      turnId: 't',
+      toolCallId: 'd2',
+      content: 'refused',
+      isError: true,
+    });
+    expect(frames(prepareEvent(plain).frame).map((f) => f.event)).toEqual(['tool_call']);
+    expect(frames(prepareEvent(refused).frame).map((f) => f.event)).toEqual(['tool_result']);
+  });
 });

@@ -5,6 +5,7 @@
  */
 import type { JournalEntry } from '../../common/state-journal';
 import { eventData, type EventData } from './event-json';
+import { threadEventOf } from './thread-events';
 
 /** What a bounded (catch-up) read asks of a {@link FollowJournal}. */
 export interface JournalReadOptions {
@@ -51,13 +52,15 @@ export interface PreparedEvent {
  * The SSE frame of a committed event (docs/api.md, "Streaming"). A `turn_dispatched` that
  * runs an interrupted turn again (`resumed`) is followed, in the same frame, by a
  * `turn_resumed` event with the same id, so every stream and every resume from an earlier
- * Last-Event-ID sees both or neither.
+ * Last-Event-ID sees both or neither; so is the `tool_call` opening a delegation thread by
+ * `thread_started`, and the `tool_result` closing it by `thread_closed` (thread-events.ts).
  */
 export function prepareEvent(entry: JournalEntry): PreparedEvent {
   const kind = entry.kind.replace(/[\r\n]/gu, '');
   const data = eventData(entry);
   const id = `id: ${String(entry.position)}\n`;
   const resumed = turnResumedOf(data);
+  const thread = threadEventOf(data);
   return {
     position: entry.position,
     kind,
@@ -65,7 +68,10 @@ export function prepareEvent(entry: JournalEntry): PreparedEvent {
       `${id}event: ${kind}\ndata: ${JSON.stringify(data)}\n\n` +
         (resumed === undefined
           ? ''
-          : `${id}event: turn_resumed\ndata: ${JSON.stringify(resumed)}\n\n`),
+          : `${id}event: turn_resumed\ndata: ${JSON.stringify(resumed)}\n\n`) +
+        (thread === undefined
+          ? ''
+          : `${id}event: ${thread.event}\ndata: ${JSON.stringify(thread.data)}\n\n`),
     ),
   };
 }

@@ -45,6 +45,11 @@ export interface RosterAgent {
   readonly maxSteps: number;
   /** The agents it may hand the turn to, each in the roster. */
   readonly handoffs: readonly string[];
+  /**
+   * The agents it may delegate tasks to (docs/turns.md, "Delegation"), each in the roster;
+   * absent when none, so a roster without delegation keeps its bytes.
+   */
+  readonly delegates?: readonly string[];
   readonly model: RosterModel;
 }
 
@@ -66,7 +71,7 @@ export interface RecordedRoster {
 
 /**
  * The roster a Conversation whose `spec.agentRef` names `entry` runs under: the entry
- * Agent and every Agent reachable from it through `spec.handoffs`, each with its
+ * Agent and every Agent reachable from it through `spec.handoffs` and `spec.delegates`, each with its
  * ModelConfig. `conversationRules` (the Conversation's `spec.tools.requireApproval`) gate
  * every agent's tools as well as the agent's own rules.
  *
@@ -80,20 +85,24 @@ export function resolveRoster(
   conversationRules: readonly string[] = [],
 ): RecordedRoster {
   const found = new Map<string, RosterAgent>();
-  const queue: { readonly name: string; readonly namedBy?: string }[] = [{ name: entry }];
+  const queue: { readonly name: string; readonly namedBy?: string; readonly delegated?: true }[] = [
+    { name: entry },
+  ];
   for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
     if (found.has(next.name)) continue;
     const agent = directory.agent(next.name);
-    if (agent === undefined) throw missingAgent(next.name, next.namedBy, namespace);
+    if (agent === undefined) throw missingAgent(next, namespace);
     if (found.size === MAX_ROSTER_AGENTS) {
       throw new AppError(
         'failed_precondition',
-        `Agent ${entry} reaches more than ${MAX_ROSTER_AGENTS} Agents through spec.handoffs in namespace ${namespace}; a turn may run under at most ${MAX_ROSTER_AGENTS}: hand off to fewer`,
+        `Agent ${entry} reaches more than ${MAX_ROSTER_AGENTS} Agents through spec.handoffs and spec.delegates in namespace ${namespace}; a turn may run under at most ${MAX_ROSTER_AGENTS}: hand off or delegate to fewer`,
       );
     }
     found.set(next.name, rosterAgentOf(agent, directory, namespace, conversationRules));
     for (const target of agent.spec.handoffs ?? [])
       queue.push({ name: target, namedBy: next.name });
+    for (const target of agent.spec.delegates ?? [])
+      queue.push({ name: target, namedBy: next.name, delegated: true });
   }
   const agents = [...found.values()].sort((a, b) =>
     a.name < b.name ? -1 : a.name > b.name ? 1 : 0,
@@ -137,6 +146,9 @@ function rosterAgentOf(
     requireApproval: [...rules].sort(),
     maxSteps: spec.maxSteps ?? DEFAULT_MAX_STEPS,
     handoffs: [...(spec.handoffs ?? [])].sort(),
+    ...((spec.delegates ?? []).length === 0
+      ? {}
+      : { delegates: [...(spec.delegates ?? [])].sort() }),
     model: {
       modelConfig: spec.modelRef.name,
       provider: model.provider,
@@ -150,12 +162,16 @@ function rosterAgentOf(
   };
 }
 
-function missingAgent(name: string, namedBy: string | undefined, namespace: string): AppError {
+function missingAgent(
+  { name, namedBy, delegated }: { name: string; namedBy?: string; delegated?: true },
+  namespace: string,
+): AppError {
+  const [verb, field] = delegated ? ['delegates to', 'delegates'] : ['hands off to', 'handoffs'];
   return new AppError(
     'failed_precondition',
     namedBy === undefined
       ? `spec.agentRef names Agent ${name}, which does not exist in namespace ${namespace}; create it or point spec.agentRef at one that does`
-      : `Agent ${namedBy} hands off to Agent ${name}, which does not exist in namespace ${namespace}; create it or remove it from ${namedBy}'s spec.handoffs`,
+      : `Agent ${namedBy} ${verb} Agent ${name}, which does not exist in namespace ${namespace}; create it or remove it from ${namedBy}'s spec.${field}`,
   );
 }
 
@@ -205,6 +221,7 @@ function isRosterAgent(value: unknown): value is RosterAgent {
     strings(a.builtin) &&
     strings(a.requireApproval) &&
     strings(a.handoffs) &&
+    (a.delegates === undefined || strings(a.delegates)) &&
     typeof a.maxSteps === 'number' &&
     typeof model === 'object' &&
     model !== null &&

@@ -66,11 +66,15 @@ function crewResponder(request: RecordedRequest): ScriptedReply {
   return { kind: 'message', content: [{ type: 'text', text: `${prompt} here: refunded` }] };
 }
 
-async function crewTurns(agents: Map<string, Agent>) {
+async function crewTurns(
+  agents: Map<string, Agent>,
+  entry = 'triage',
+  responder: (request: RecordedRequest) => ScriptedReply = crewResponder,
+) {
   // No secretKeyRef: the relay sends its placeholder key, which this server expects.
   const api = await MessagesApiServer.start({ apiKey: NO_KEY });
   closers.push(() => api.close());
-  api.setResponder(crewResponder);
+  api.setResponder(responder);
   const claude: ModelConfig = {
     apiVersion: 'polychrome.dev/v1alpha1',
     kind: 'ModelConfig',
@@ -93,7 +97,7 @@ async function crewTurns(agents: Map<string, Agent>) {
   });
   closers.push(() => turns.close());
   const conversation = turns.conversations.add(
-    { owner: TEST_OWNER.identity, agentRef: { name: 'triage' } },
+    { owner: TEST_OWNER.identity, agentRef: { name: entry } },
     { status: readyStatus(turns.harness.endpoint) },
   );
   const uid = conversation.metadata.uid ?? '';
@@ -173,5 +177,85 @@ describe('a Conversation that names an Agent', () => {
       'spec.agentRef names Agent triage, which does not exist in namespace',
     );
     expect(await events('message_received')).toHaveLength(0);
+  });
+});
+
+/** The text of the last user message of a request: a delegate's task, or tool results. */
+function lastUserText(request: RecordedRequest): string {
+  const messages = (request.body as { messages: { role: string; content: unknown }[] }).messages;
+  const content = messages.at(-1)?.content;
+  if (typeof content === 'string') return content;
+  return (content as { type: string; text?: string; content?: unknown }[])
+    .map((block) => (block.type === 'text' ? (block.text ?? '') : JSON.stringify(block.content)))
+    .join('');
+}
+
+/** The lead asks the researcher and the checker, then answers from what they said. */
+function panelResponder(request: RecordedRequest): ScriptedReply {
+  const system = systemOf(request);
+  const messages = (request.body as { messages: unknown[] }).messages;
+  if (system.includes('You are lead.') && messages.length === 1) {
+    const ask = (id: string, agent: string, task: string) => ({
+      type: 'tool_use' as const,
+      id,
+      name: '__delegate_to',
+      input: { agent, task },
+    });
+    return {
+      kind: 'message',
+      content: [
+        ask('toolu_ask_researcher', 'researcher', 'How much was billed in March?'),
+        ask('toolu_ask_checker', 'checker', 'Was the March invoice paid twice?'),
+      ],
+    };
+  }
+  if (system.includes('You are lead.')) {
+    return { kind: 'message', content: [{ type: 'text', text: `lead: ${lastUserText(request)}` }] };
+  }
+  const who = system.includes('You are researcher.') ? 'researcher' : 'checker';
+  return {
+    kind: 'message',
+    content: [{ type: 'text', text: `${who} says: ${lastUserText(request).length} chars` }],
+  };
+}
+
+describe('an Agent that delegates (docs/turns.md, "Delegation")', () => {
+  it('asks two agents on threads of their own and answers from their results, in one turn', async () => {
+    const agents = new Map([
+      ['lead', agent('lead', { delegates: ['researcher', 'checker'] })],
+      ['researcher', agent('researcher', { description: 'Finds figures.' })],
+      ['checker', agent('checker', { description: 'Checks payments.' })],
+    ]);
+    const { api, turns, uid, post, events } = await crewTurns(agents, 'lead', panelResponder);
+    const answer = await post('Was I charged twice in March?');
+    expect(answer.status).toBe('complete');
+    // Each delegate was told its task alone, under its own prompt, through the relay.
+    expect(api.requests.map((r) => [systemOf(r).split('\n')[0], lastUserText(r)])).toEqual([
+      ['You are lead.', 'Was I charged twice in March?'],
+      ['You are researcher.', 'How much was billed in March?'],
+      ['You are checker.', 'Was the March invoice paid twice?'],
+      ['You are lead.', expect.stringContaining('researcher says: 29 chars')],
+    ]);
+    expect(answer.reply).toContain('checker says: 33 chars');
+    // The journal holds the lineage: the intent of each thread, its steps, its answer.
+    const calls = await events('model_call');
+    expect(calls.map((c) => [c.agent, c.thread, c.depth, c.step])).toEqual([
+      ['lead', '', 0, 1],
+      ['researcher', 'toolu_ask_researcher', 1, 1],
+      ['checker', 'toolu_ask_checker', 1, 1],
+      ['lead', '', 0, 2],
+    ]);
+    const intents = (await events('tool_call')).filter((c) => c.toolName === '__delegate_to');
+    expect(intents.map((c) => [c.toolCallId, c.agent])).toEqual([
+      ['toolu_ask_researcher', 'lead'],
+      ['toolu_ask_checker', 'lead'],
+    ]);
+    const results = await events('tool_result');
+    expect(results.map((r) => [r.toolCallId, r.content])).toEqual([
+      ['toolu_ask_researcher', 'researcher says: 29 chars'],
+      ['toolu_ask_checker', 'checker says: 33 chars'],
+    ]);
+    // Only the lead answers the user; the conversation stays with it.
+    expect(turns.conversations.byUid(uid)?.status?.agent).toBe('lead');
   });
 });

@@ -12,11 +12,13 @@ import {
   type Step,
   type ToolSpec,
 } from '../../proto/gen/polychrome/harness/v1/harness';
+import type { ToolCall } from '../../proto/gen/polychrome/events/v1/events';
 import { rosterAgent, type AgentRoster, type RosterAgent } from './agent-roster';
 import type { JournalView, TurnView } from './journal-view-types';
 import type { TurnStatusChange } from './turn-status';
 import type { ModelRoute } from './model-relay-port';
-import { ASK_USER_TOOL, HANDOFF_TOOL, rosterOfTurn } from './plan-common';
+import { ASK_USER_TOOL, DELEGATE_TOOL, HANDOFF_TOOL, rosterOfTurn } from './plan-common';
+import { MAX_DELEGATION_DEPTH } from '../../common/delegation';
 
 /**
  * The roster `turn` runs under, or undefined for an inline agent. While a turn is open no
@@ -79,8 +81,14 @@ export function toolSpecsOf(
   builtin: readonly string[],
   rules: readonly string[],
   handsOff: boolean,
+  delegates = false,
 ): ToolSpec[] {
-  const names = [...builtin, ASK_USER_TOOL, ...(handsOff ? [HANDOFF_TOOL] : [])];
+  const names = [
+    ...builtin,
+    ASK_USER_TOOL,
+    ...(handsOff ? [HANDOFF_TOOL] : []),
+    ...(delegates ? [DELEGATE_TOOL] : []),
+  ];
   return names.map((name) => ({
     name,
     description: '',
@@ -127,15 +135,24 @@ export function rosterRoutes(roster: AgentRoster, namespace: string): Map<string
   );
 }
 
-/** `TurnStart.agents`: every agent of the roster with its settings, tools and handoffs. */
+/** `TurnStart.agents`: every agent of the roster with its settings, tools, handoffs and delegates. */
 export function dispatchedAgentsOf(roster: AgentRoster): DispatchedAgent[] {
-  return roster.agents.map((agent) => ({
-    name: agent.name,
-    description: agent.description,
-    settings: settingsOf(agent),
-    tools: toolSpecsOf(agent.builtin, agent.requireApproval, agent.handoffs.length > 0),
-    handoffs: [...agent.handoffs],
-  }));
+  return roster.agents.map((agent) => {
+    const delegates = agent.delegates ?? [];
+    return {
+      name: agent.name,
+      description: agent.description,
+      settings: settingsOf(agent),
+      tools: toolSpecsOf(
+        agent.builtin,
+        agent.requireApproval,
+        agent.handoffs.length > 0,
+        delegates.length > 0,
+      ),
+      handoffs: [...agent.handoffs],
+      delegates: [...delegates],
+    };
+  });
 }
 
 /**
@@ -153,9 +170,11 @@ export function checkStepAgent(
     case 'modelCall':
     case 'toolCall': {
       const { agent } = step.value;
-      if (roster === undefined || rosterAgent(roster, agent) !== undefined) return undefined;
-      const kind = step.$case === 'modelCall' ? 'model_call' : 'tool_call';
-      return `${kind} of turn ${turnId} names agent ${agent || '(none)'}, which is not among the turn's agents (${names(roster)})`;
+      if (roster !== undefined && rosterAgent(roster, agent) === undefined) {
+        const kind = step.$case === 'modelCall' ? 'model_call' : 'tool_call';
+        return `${kind} of turn ${turnId} names agent ${agent || '(none)'}, which is not among the turn's agents (${names(roster)})`;
+      }
+      return step.$case === 'toolCall' ? checkDelegation(roster, turnId, step.value) : undefined;
     }
     case 'agentHandoff': {
       const { toolCallId, fromAgent, toAgent } = step.value;
@@ -173,6 +192,36 @@ export function checkStepAgent(
     default:
       return undefined;
   }
+}
+
+/**
+ * Why a `__delegate_to` tool call (the intent that opens a thread) is not one its agent
+ * may make: only to an agent its Agent lists in `spec.delegates`, within the depth limit.
+ * The machine applies the rest of the rule (cycles, the deadline), and replay checks it.
+ */
+function checkDelegation(
+  roster: AgentRoster | undefined,
+  turnId: string,
+  call: ToolCall,
+): string | undefined {
+  if (call.toolName !== DELEGATE_TOOL) return undefined;
+  const asks = `tool_call ${call.toolCallId} of turn ${turnId} delegates from ${call.agent || '(unnamed)'}`;
+  if (roster === undefined)
+    return `${asks}, but this turn was dispatched with no agent to delegate to`;
+  let target: unknown;
+  try {
+    target = (JSON.parse(call.argsJson) as { agent?: unknown }).agent;
+  } catch {
+    return `${asks} with arguments that are not JSON`;
+  }
+  const allowed = rosterAgent(roster, call.agent)?.delegates ?? [];
+  if (typeof target !== 'string' || !allowed.includes(target)) {
+    return `${asks} to ${String(target)}, but ${call.agent || '(unnamed)'} may delegate only to ${allowed.join(', ') || 'nobody'}`;
+  }
+  if (call.depth + 1 > MAX_DELEGATION_DEPTH) {
+    return `${asks} to ${target} at depth ${call.depth + 1}, deeper than ${MAX_DELEGATION_DEPTH}`;
+  }
+  return undefined;
 }
 
 function names(roster: AgentRoster): string {

@@ -20,6 +20,8 @@ export const FAILED_TURN_TEXT =
 /** Reserved tools the harness handles itself (harness/turn/reserved-tools.ts). */
 export const ASK_USER_TOOL = '__ask_user';
 export const HANDOFF_TOOL = '__handoff_to';
+/** The reserved tool that asks another agent to do a task (docs/turns.md, "Delegation"). */
+export const DELEGATE_TOOL = '__delegate_to';
 
 /** One event to commit, before encoding. */
 export type PlannedEvent = {

@@ -37,7 +37,7 @@ function toolCall(argsJson = ARGS, toolCallId = 'c1'): RecordedStep {
   return {
     kind: 'tool_call',
     position: 3,
-    payload: { ...payload, effect: 1, approvalRequestId: '', agent: '' },
+    payload: { ...payload, effect: 1, approvalRequestId: '', agent: '', thread: '', depth: 0 },
   };
 }
 
@@ -135,7 +135,7 @@ describe('planMemoryCall', () => {
           {
             kind: 'tool_result',
             position: 5,
-            payload: { turnId: 't1', toolCallId: 'c1', content: '', isError: false, denied: false },
+            payload: { turnId: 't1', toolCallId: 'c1', content: '', isError: false, denied: false, thread: '', delegate: '' },
           },
         ]),
       }),

@@ -45,7 +45,7 @@ function start(name: string): TurnStart {
 
 describe('planModelRequest', () => {
   it('calls along the route dispatched for the agent the request names', () => {
-    expect(planModelRequest(routes, { step: 2, agent: 'triage', requestJson: REQUEST })).toEqual({
+    expect(planModelRequest(routes, { step: 2, agent: 'triage', requestJson: REQUEST, thread: '' })).toEqual({
       kind: 'call',
       route,
       request: { messages: [], toolChoice: 'auto', tools: [] },
@@ -55,7 +55,7 @@ describe('planModelRequest', () => {
   it.each([['billing'], [''], ['TRIAGE']])(
     'refuses as forged a request for agent %j, which has no route',
     (agent) => {
-      const plan = planModelRequest(routes, { step: 1, agent, requestJson: REQUEST });
+      const plan = planModelRequest(routes, { step: 1, agent, requestJson: REQUEST, thread: '' });
       expect(plan).toEqual({
         kind: 'forged',
         reason: `model_request of step 1 names agent ${JSON.stringify(agent)}, whose model calls the control plane was not dispatched to make`,
@@ -64,7 +64,7 @@ describe('planModelRequest', () => {
   );
 
   it('answers a malformed request invalid_argument, not retryable, naming the field', () => {
-    const plan = planModelRequest(routes, { step: 3, agent: 'triage', requestJson: '{}' });
+    const plan = planModelRequest(routes, { step: 3, agent: 'triage', requestJson: '{}', thread: '' });
     expect(plan.kind).toBe('refused');
     const answer = plan.kind === 'refused' ? plan.answer : undefined;
     expect(answer?.step).toBe(3);

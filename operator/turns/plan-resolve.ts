@@ -125,6 +125,8 @@ export function planResolve(input: ResolveInput): ResolvePlan {
         content: ran.result ?? UNKNOWN_RESULT_TEXT,
         isError: ran.result === undefined,
         denied: false,
+        // A delegate's call: its result belongs to the thread it ran on (docs/turns.md, "Delegation").
+        thread: pending?.thread ?? '',
       }),
     );
   }

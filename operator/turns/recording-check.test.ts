@@ -36,6 +36,8 @@ function modelCall(configSha256: Uint8Array, requestSha256: Uint8Array): Step {
         configSha256: Buffer.from(configSha256),
         requestSha256: Buffer.from(requestSha256),
         agent: '',
+        thread: '',
+        depth: 0,
       },
     },
   };

@@ -201,7 +201,7 @@ describe('relayed model calls in the turn runner', () => {
 
   it('quarantines a turn whose harness asks for an agent it was not dispatched to relay, and calls no model', async () => {
     const { api, route } = await anthropicRoute();
-    const peer = await startPeer(() => ({ step: 1, agent: 'admin-agent', requestJson: REQUEST }));
+    const peer = await startPeer(() => ({ step: 1, agent: 'admin-agent', requestJson: REQUEST, thread: '' }));
     const { post, events } = await relayedTurns(new Map([['', route]]), peer.endpoint);
     const reply = await post('hello');
     expect(reply.status).toBe('ambiguous');
@@ -216,6 +216,7 @@ describe('relayed model calls in the turn runner', () => {
       step: 1,
       agent: '',
       requestJson: '{"messages":[{"role":"system","content":[]}],"tools":[],"toolChoice":"auto"}',
+      thread: '',
     }));
     const { post } = await relayedTurns(new Map([['', route]]), peer.endpoint);
     const reply = await post('hello');
@@ -249,7 +250,7 @@ const REQUEST = JSON.stringify({
  * and ends the turn failed with what it was answered (it reports no turn of its own).
  */
 async function startPeer(
-  ask: () => { step: number; agent: string; requestJson: string },
+  ask: () => { step: number; agent: string; requestJson: string; thread: string },
 ): Promise<{ endpoint: string; answers: ModelAnswer[] }> {
   const credentials = await testHarnessServerCredentials(namespace, pino({ level: 'silent' }));
   const answers: ModelAnswer[] = [];

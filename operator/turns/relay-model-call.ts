@@ -57,7 +57,8 @@ export async function relayModelCall(
       signal: options.signal,
       onTextDelta: (text) => {
         call.modelDelta(step, text);
-        options.onTextDelta(step, text);
+        // Only the turn's own agent streams to the user: a delegate answers its caller.
+        if (message.thread === '') options.onTextDelta(step, text);
       },
     });
     answer = modelResponseAnswer(step, response);

@@ -190,7 +190,15 @@ describe('resolving a quarantined turn on the real coordinator', () => {
       expect(answer).toMatchObject({ decision: 'ran', resultUnknown: isError });
       const results = (await q.entries()).filter((e) => e.kind === 'tool_result');
       expect(results.map((e) => decodePayload('tool_result', e.payload))).toEqual([
-        { turnId: q.turnId, toolCallId: 'toolu_pay', content, isError, denied: false },
+        {
+          turnId: q.turnId,
+          toolCallId: 'toolu_pay',
+          content,
+          isError,
+          denied: false,
+          thread: '',
+          delegate: '',
+        },
       ]);
       const next = await turns!.coordinator.postMessage(
         OWNER,

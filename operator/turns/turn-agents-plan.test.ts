@@ -377,3 +377,115 @@ function resolutionError(): AppError {
   }
   throw new Error('resolved');
 }
+
+// ---- delegation (docs/turns.md, "Delegation") ----
+
+describe('delegation on the control plane: the roster and the checks on a thread', () => {
+  const lead = agent('lead', { delegates: ['researcher'] });
+  const researcher = agent('researcher', { delegates: ['checker'] });
+  const checker = agent('checker');
+  const team = directory([lead, researcher, checker]);
+
+  it('takes the closure through delegates too, each listing whom it may ask', () => {
+    const { roster } = resolveRoster('lead', team, NS);
+    expect(roster.agents.map((a) => [a.name, a.delegates])).toEqual([
+      ['checker', undefined],
+      ['lead', ['researcher']],
+      ['researcher', ['checker']],
+    ]);
+    expect(() => resolveRoster('lead', directory([lead]), NS)).toThrow(
+      "Agent lead delegates to Agent researcher, which does not exist in namespace team; create it or remove it from lead's spec.delegates",
+    );
+  });
+
+  it('leaves a roster without delegation byte for byte as before', () => {
+    expect(resolveRoster('triage', crew, NS).json).not.toContain('delegates');
+  });
+
+  it('offers __delegate_to by reference to an agent with delegates, and lists them', () => {
+    const roster = resolveRoster('lead', team, NS);
+    const start = turnStartOf(
+      convoOf('lead'),
+      fold(dispatch([], 't1', roster)),
+      turnOf('t1', roster),
+      1,
+      {},
+    );
+    const byName = new Map(start.agents.map((a) => [a.name, a]));
+    expect(byName.get('lead')?.delegates).toEqual(['researcher']);
+    expect(byName.get('lead')?.tools.map((t) => t.name)).toContain('__delegate_to');
+    expect(byName.get('checker')?.tools.map((t) => t.name)).not.toContain('__delegate_to');
+  });
+
+  const facts = (() => {
+    const roster = resolveRoster('lead', team, NS);
+    return { turn: turnOf('t1', roster), conversation: convoOf('lead'), roster: roster.roster };
+  })();
+  const delegation = (from: string, to: string, depth = 0): Step => ({
+    sequence: 1,
+    commitWithResult: false,
+    step: {
+      $case: 'toolCall',
+      value: payloadCodecs.tool_call.fromPartial({
+        turnId: 't1',
+        step: 1,
+        toolCallId: 'd1',
+        toolName: '__delegate_to',
+        argsJson: JSON.stringify({ agent: to, task: 'look' }),
+        agent: from,
+        depth,
+        ...(depth === 0 ? {} : { thread: 'd0' }),
+      }),
+    },
+  });
+
+  it('accepts a delegation its Agent lists, at any depth within the limit', () => {
+    expect(checkStep(facts, delegation('lead', 'researcher'))).toBeUndefined();
+    expect(checkStep(facts, delegation('researcher', 'checker', 2))).toBeUndefined();
+  });
+
+  it.each([
+    [
+      'to an agent its Agent does not list',
+      delegation('lead', 'checker'),
+      /lead may delegate only to researcher/,
+    ],
+    [
+      'from an agent that delegates to nobody',
+      delegation('checker', 'lead'),
+      /checker may delegate only to nobody/,
+    ],
+    ['deeper than the limit', delegation('researcher', 'checker', 3), /at depth 4, deeper than 3/],
+  ])('refuses as forged a delegation %s', (_what, step, reason) => {
+    expect(checkStep(facts, step)).toMatch(reason);
+  });
+
+  it('accepts a model call in a thread under a roster agent, and refuses one under a stranger', () => {
+    const call = (agentName: string): Step => ({
+      sequence: 1,
+      commitWithResult: false,
+      step: {
+        $case: 'modelCall',
+        value: payloadCodecs.model_call.fromPartial({
+          turnId: 't1',
+          step: 1,
+          agent: agentName,
+          thread: 'd1',
+          depth: 1,
+        }),
+      },
+    });
+    expect(checkStep(facts, call('researcher'))).toBeUndefined();
+    expect(checkStep(facts, call('root'))).toMatch(/names agent root, which is not among/);
+  });
+});
+
+function convoOf(entry: string) {
+  return conversation({ owner: OWNER, agentRef: { name: entry } });
+}
+
+function turnOf(turnId: string, roster: RecordedRoster) {
+  const turn = fold(dispatch([], turnId, roster)).turnsById.get(turnId);
+  if (turn === undefined) throw new Error(`no ${turnId}`);
+  return turn;
+}

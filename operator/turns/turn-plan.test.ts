@@ -624,6 +624,8 @@ describe('the harness cannot forge the record', () => {
         effect: ToolEffect.TOOL_EFFECT_PURE,
         approvalRequestId: '',
         agent: '',
+        thread: '',
+        depth: 0,
         ...over,
       },
     },
@@ -732,7 +734,15 @@ describe('the harness cannot forge the record', () => {
       commitWithResult: false,
       step: {
         $case: 'toolResult',
-        value: { turnId: 't', toolCallId: 'c1', content: 'no', isError: false, denied: true },
+        value: {
+          turnId: 't',
+          toolCallId: 'c1',
+          content: 'no',
+          isError: false,
+          denied: true,
+          thread: '',
+          delegate: '',
+        },
       },
     };
     expect(checkStep(d(), denied)).toContain('no denial was given');
@@ -1283,6 +1293,7 @@ describe('an admin resolves a quarantined turn (docs/turns.md, "Resolving a quar
       content: 'refund 42 sent',
       isError: false,
       denied: false,
+      thread: '',
     });
     const turn = after(quarantined, plan).turnsById.get('t')!;
     expect(turnState(turn)).toBe('orphan');
@@ -1291,6 +1302,21 @@ describe('an admin resolves a quarantined turn (docs/turns.md, "Resolving a quar
       'toolCall',
       'toolResult',
     ]);
+  });
+
+  it("ran, for a delegate's call: the result goes to the thread the call ran on", () => {
+    const inThread = ev('tool_call', {
+      ...payloadCodecs.tool_call.decode(pay.payload),
+      agent: 'researcher',
+      thread: 'd1',
+      depth: 1,
+    });
+    const events = [message('t'), dispatched('t'), modelCall, inThread, ambiguous()];
+    const plan = planResolve(input({ events }, ranWith('refund 42 sent')));
+    expect(plan.kind === 'resolve' && plan.events[1]?.payload).toMatchObject({
+      toolCallId: 'c1',
+      thread: 'd1',
+    });
   });
 
   it('ran with the result unknown: an error tool_result that says so, and the flag', () => {

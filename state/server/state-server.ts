@@ -2,6 +2,7 @@ import { Server, ServerCredentials } from '@grpc/grpc-js';
 import { setMaxListeners } from 'node:events';
 import {
   createServer as createTlsServer,
+  type SecureContextOptions,
   type Server as TlsServer,
   type TLSSocket,
 } from 'node:tls';
@@ -58,6 +59,16 @@ export interface StateServerOptions {
   readonly faultAppendDelay?: { readonly kind: string; readonly ms: number };
 }
 
+/** The listener's secure context: the same at start and at each {@link StateServer.useTls}. */
+function secureContextOf(tls: StateServerTls): SecureContextOptions {
+  return {
+    ca: Buffer.from(tls.ca),
+    cert: Buffer.from(tls.cert),
+    key: Buffer.from(tls.key),
+    minVersion: 'TLSv1.2',
+  };
+}
+
 /**
  * Makes `socket.getPeerCertificate()` answer from the certificate read once at the end of
  * the handshake. grpc-js asks for it on every call (`getAuthContext`), and node:tls builds
@@ -91,8 +102,10 @@ export class StateServer {
   private readonly shutdown = new AbortController();
   private port: number | undefined;
   private stopping: Promise<void> | undefined;
+  private tls: StateServerTls;
 
   constructor(private readonly options: StateServerOptions) {
+    this.tls = options.tls;
     // Every open stream listens to it (follow reads are long-lived): no listener limit.
     setMaxListeners(0, this.shutdown.signal);
     this.log = componentLogger(options.logger, LogComponent.Grpc);
@@ -150,13 +163,10 @@ export class StateServer {
     // TLS is done here; grpc-js gets the decrypted connection, so its side is "insecure".
     const injector = this.server.createConnectionInjector(ServerCredentials.createInsecure());
     const listener = createTlsServer({
-      ca: Buffer.from(this.options.tls.ca),
-      cert: Buffer.from(this.options.tls.cert),
-      key: Buffer.from(this.options.tls.key),
+      ...secureContextOf(this.tls),
       requestCert: true,
       rejectUnauthorized: true,
       ALPNProtocols: ['h2'],
-      minVersion: 'TLSv1.2',
     });
     listener.on('secureConnection', (socket: TLSSocket) => {
       // A connection reset must not be an unhandled 'error' (it would end the process);
@@ -187,6 +197,18 @@ export class StateServer {
     this.port = bound.port;
     this.log.info({ address, port: this.port }, 'state server listening (mutual TLS)');
     return this.port;
+  }
+
+  /**
+   * Presents `tls` from the next handshake on: the server certificate and key, and the CA
+   * bundle client certificates must chain to (a renewal, or a CA rotation with both CAs in
+   * the bundle). Connections already open keep the certificate they were made with.
+   *
+   * @throws Error from node:tls when the material does not load (the old one stays).
+   */
+  useTls(tls: StateServerTls): void {
+    this.listener?.setSecureContext(secureContextOf(tls));
+    this.tls = tls;
   }
 
   /** True while bound and not shutting down: part of the readiness signal. */

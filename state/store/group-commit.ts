@@ -1,7 +1,12 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 
-import { AppError } from '../../common/errors';
+import { AppError, isAppError } from '../../common/errors';
 import type { KvOp, KvStore } from './level-kv';
+
+/** A write the storage guard refused or saw fail for lack of space (storage-guard.ts). */
+function isStorageRefusal(error: unknown): error is AppError {
+  return isAppError(error) && error.code === 'resource_exhausted';
+}
 
 interface Waiting {
   readonly ops: readonly KvOp[];
@@ -52,8 +57,9 @@ export class GroupCommitter {
   /**
    * Writes `ops` atomically and durably, possibly together with other commits.
    *
-   * @throws AppError `unavailable` when the batch fails (the engine error is the cause);
-   *   none of `ops` is acknowledged.
+   * @throws AppError `unavailable` when the batch fails (the engine error is the cause),
+   *   `resource_exhausted` when the volume is full or unwritable (storage-guard.ts); none
+   *   of `ops` is acknowledged.
    */
   commit(ops: readonly KvOp[], bytes: number): Promise<void> {
     return new Promise<void>((resolve, reject) => {
@@ -105,12 +111,15 @@ export class GroupCommitter {
           await this.kv.write(ops, true);
         } catch (cause) {
           this.stats.failedWrites += 1;
-          const error = new AppError(
-            'unavailable',
-            `the journal store could not write a batch of ${String(group.length)} append(s) durably; ` +
-              'none of them was acknowledged: check the state volume, then retry against the same head',
-            { cause },
-          );
+          // A full volume's refusal says what is full and what to do (storage-guard.ts).
+          const error = isStorageRefusal(cause)
+            ? cause
+            : new AppError(
+                'unavailable',
+                `the journal store could not write a batch of ${String(group.length)} append(s) durably; ` +
+                  'none of them was acknowledged: check the state volume, then retry against the same head',
+                { cause },
+              );
           for (const w of group) w.reject(error);
           continue;
         }

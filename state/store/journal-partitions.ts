@@ -24,6 +24,9 @@ export class PartitionTable {
 
   /** Takes the partitions and retirements open() found. */
   load(opened: OpenedPartitions): void {
+    this.states.clear();
+    this.refused.clear();
+    this.retired.clear();
     for (const [name, state] of opened.partitions) this.states.set(name, state);
     for (const [name, error] of opened.refused) this.refused.set(name, error);
     for (const [name, retirement] of opened.retired) this.retired.set(name, retirement);

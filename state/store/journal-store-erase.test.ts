@@ -30,6 +30,8 @@ function toolResult(n: number): AppendEvent {
       content: `the secret result ${String(n)}`,
       isError: false,
       denied: false,
+      thread: '',
+      delegate: '',
     }),
   };
 }

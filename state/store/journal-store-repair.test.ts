@@ -34,6 +34,8 @@ function toolCall(n: number): AppendEvent {
       effect: 0,
       approvalRequestId: '',
       agent: '',
+      thread: '',
+      depth: 0,
     }),
   };
 }

@@ -17,7 +17,6 @@ import {
 import { assertPosition, noEvents, throwIfAborted } from './journal-checks';
 import { exportNdjson, exportRecords, type StoreExportRecord } from './journal-export';
 import { noKeyToRotate, SigningKeyring } from './journal-keyring';
-import { openReport, openStore } from './journal-open';
 import { PartitionTable } from './journal-partitions';
 import { proveEvent } from './journal-proofs';
 import { readEvents } from './journal-read';
@@ -49,6 +48,8 @@ import { createLevelKv, type KvStore } from './level-kv';
 import { assertPartitionName } from '../../common/partition-name';
 import type { PartitionState } from './recover-partition';
 import { StoreLifecycle } from './store-lifecycle';
+import { StorageGuard } from './storage-guard';
+import { openPartitions, recoverStorage, type RecoverParts } from './storage-recovery';
 import { retirementOf, retirePartition } from './journal-retire';
 import type { PartitionRetirement, RetireOptions, RetireResult } from './retirement-types';
 
@@ -64,6 +65,8 @@ import type { PartitionRetirement, RetireOptions, RetireResult } from './retirem
  */
 export class JournalStore {
   private readonly kv: KvStore;
+  /** Every write goes through it: refused while the volume is full (storage-guard.ts). */
+  readonly storage: StorageGuard;
   private readonly hash: Sha256;
   private readonly verifier: Ed25519Verifier;
   private readonly limits: JournalStoreLimits;
@@ -86,7 +89,8 @@ export class JournalStore {
     this.hash = options.hash ?? nodeSha256;
     this.verifier = options.verifier ?? createNodeEd25519Verifier();
     this.limits = resolveLimits(options.limits);
-    this.kv = options.kv ?? createLevelKv(options.location);
+    this.storage = new StorageGuard(options.kv ?? createLevelKv(options.location));
+    this.kv = this.storage;
     this.committer = new GroupCommitter(this.kv, this.limits.maxGroupBytes);
     this.keyring = new SigningKeyring(this.hash, options.signer, options.previousSigners);
     this.writer = batchWriter(this.hash, this.keyring, this.committer);
@@ -102,22 +106,18 @@ export class JournalStore {
   open(): Promise<OpenReport> {
     const closed = this.life.closedError();
     if (closed !== undefined) return Promise.reject(closed);
-    this.opening ??= this.doOpen();
+    this.opening ??= openPartitions(this.openParts());
     return this.opening;
   }
 
-  private async doOpen(): Promise<OpenReport> {
-    this.life.startOpening();
-    let opened;
-    try {
-      opened = await openStore(this.kv, this.hash, this.options.location);
-    } catch (error) {
-      this.life.finishOpening(false);
-      throw error;
-    }
-    this.table.load(opened);
-    this.life.finishOpening(true);
-    return openReport(opened);
+  /** After a failed write, reopens the database: `recoverStorage` (storage-recovery.ts). */
+  recoverStorage(): Promise<OpenReport | undefined> {
+    return recoverStorage(this.openParts());
+  }
+
+  private openParts(): RecoverParts {
+    const { kv, hash, table, life, committer, storage } = this;
+    return { kv, hash, table, location: this.options.location, life, committer, storage };
   }
 
   /**

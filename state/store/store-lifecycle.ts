@@ -11,6 +11,8 @@ const Phase = {
   New: 'new',
   Opening: 'opening',
   Open: 'open',
+  /** Reopening the database after a storage failure (journal-store.ts, recoverStorage). */
+  Recovering: 'recovering',
   Closing: 'closing',
   Closed: 'closed',
 } as const;
@@ -41,8 +43,28 @@ export class StoreLifecycle {
     else if (this.phase === Phase.Opening) this.phase = Phase.Open;
   }
 
+  /**
+   * Marks the store reopening its database: calls are refused until
+   * {@link StoreLifecycle.finishRecovering}, then waits for the work in flight to settle.
+   */
+  async startRecovering(): Promise<void> {
+    this.phase = Phase.Recovering;
+    await Promise.allSettled([...this.inFlight]);
+  }
+
+  /** The reopen is over (done or failed): calls are taken again unless close() came. */
+  finishRecovering(): void {
+    if (this.phase === Phase.Recovering) this.phase = Phase.Open;
+  }
+
   /** @throws AppError `unavailable` unless the store is open. */
   assertOpen(): void {
+    if (this.phase === Phase.Recovering) {
+      throw new AppError(
+        'unavailable',
+        'the journal store is reopening its database after a storage failure; retry in a moment',
+      );
+    }
     if (this.phase !== Phase.Open) {
       throw new AppError(
         'unavailable',

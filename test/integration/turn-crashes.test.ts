@@ -4,7 +4,9 @@ import { payloadCodecs } from '../../common/event-kinds';
 import { join } from 'node:path';
 import { repoRoot } from '../../hack/lib/paths';
 import { pollUntil } from '../../hack/lib/processes';
-import { EventsV1Api } from '@kubernetes/client-node';
+import { CustomObjectsApi, EventsV1Api } from '@kubernetes/client-node';
+import { NO_KEY } from '../../operator/models/provider-model-relay';
+import { MessagesApiServer, type RecordedRequest } from '../support/messages-api-server';
 import { apiCall, postMessage, postUntilSettled, type ApiAnswer } from './support/public-api';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
 
@@ -258,6 +260,123 @@ describe('turns survive crashes', () => {
       expect(answer.body).toMatchObject({ status: 'complete', reply: `echo: ${text}` });
       await assertOneTurn(uid, 2);
     });
+  });
+
+  it("recovers a turn whose harness was SIGKILLed in the middle of a delegate's model call, reusing every recorded step", async () => {
+    // A lead Agent delegates to a researcher (docs/turns.md, "Delegation"); their model is a
+    // ModelConfig's endpoint, called by the control plane's relay. The harness dies while
+    // the researcher's reply streams; the retry runs the thread again from the journal.
+    const models = await MessagesApiServer.start({ apiKey: NO_KEY });
+    const systemOf = (request: RecordedRequest): string => {
+      const system = (request.body as { system?: unknown }).system;
+      return Array.isArray(system)
+        ? system.map((block: { text?: string }) => block.text ?? '').join('')
+        : typeof system === 'string'
+          ? system
+          : '';
+    };
+    let researcherCalls = 0;
+    models.setResponder((request) => {
+      const messages = (request.body as { messages: unknown[] }).messages;
+      if (systemOf(request).startsWith('You are researcher.')) {
+        researcherCalls += 1;
+        // The first reply streams for long enough to kill the harness under it.
+        return {
+          kind: 'message',
+          content: [{ type: 'text', text: 'March: 40 billed once' }],
+          durationMs: researcherCalls === 1 ? 5_000 : 0,
+        };
+      }
+      return messages.length === 1
+        ? {
+            kind: 'message',
+            content: [
+              {
+                type: 'tool_use',
+                id: 'toolu_ask_researcher',
+                name: '__delegate_to',
+                input: { agent: 'researcher', task: 'What was billed in March?' },
+              },
+            ],
+          }
+        : { kind: 'message', content: [{ type: 'text', text: 'Checked: billed once.' }] };
+    });
+    try {
+      await stack.withDiagnostics(async () => {
+        const custom = stack.admin.makeApiClient(CustomObjectsApi);
+        const create = (plural: string, kind: string, name: string, spec: object) =>
+          custom.createNamespacedCustomObject({
+            group: 'polychrome.dev',
+            version: 'v1alpha1',
+            namespace: stack.namespace,
+            plural,
+            body: { apiVersion: 'polychrome.dev/v1alpha1', kind, metadata: { name }, spec },
+          });
+        await create('modelconfigs', 'ModelConfig', 'crash-claude', {
+          provider: 'anthropic',
+          model: 'claude-crash',
+          baseUrl: models.url,
+        });
+        const agent = (name: string, extra: object) =>
+          create('agents', 'Agent', name, {
+            modelRef: { name: 'crash-claude' },
+            systemPrompt: `You are ${name}.`,
+            ...extra,
+          });
+        await agent('researcher', { description: 'Finds figures.' });
+        await agent('crash-lead', { delegates: ['researcher'] });
+        const uid = await stack.createConversation('harness-mid-delegate', {
+          owner: 'test:crash-owner',
+          agent: undefined,
+          agentRef: { name: 'crash-lead' },
+        });
+        const text = 'Was I billed twice in March?';
+        const pending = postInBackground(uid, text, 'k-delegate');
+        await pollUntil(
+          "the researcher's model call in flight",
+          () => Promise.resolve(researcherCalls >= 1 ? true : undefined),
+          { timeoutMs: 60_000, intervalMs: 50 },
+        );
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        await stack.killHarness('harness-mid-delegate', 'SIGKILL');
+        const first = await pending;
+        expect(first).not.toBeInstanceOf(Error);
+        expect((first as Answer).status).toBe(503);
+        const before = await stack.journal(uid);
+        expect(before.map((e) => e.kind)).not.toContain('turn_complete');
+        // The thread's intent was committed before its delegate asked its model.
+        const intents = before
+          .filter((e) => e.kind === 'tool_call')
+          .map((e) => payloadCodecs.tool_call.decode(e.payload));
+        expect(intents.map((c) => [c.toolName, c.toolCallId, c.agent])).toEqual([
+          ['__delegate_to', 'toolu_ask_researcher', 'crash-lead'],
+        ]);
+
+        const answer = await settle(uid, text, 'k-delegate');
+        expect(answer.body).toMatchObject({ status: 'complete', reply: 'Checked: billed once.' });
+        const kinds = await assertOneTurn(uid, 2);
+        // Nothing recorded ran twice: one intent, the lead's first reply reused; only the
+        // researcher's cut call was asked again.
+        expect(count(kinds, 'tool_call')).toBe(1);
+        expect(researcherCalls).toBe(2);
+        const calls = (await stack.journal(uid))
+          .filter((e) => e.kind === 'model_call')
+          .map((e) => payloadCodecs.model_call.decode(e.payload));
+        expect(calls.map((c) => [c.agent, c.thread, c.depth, c.step])).toEqual([
+          ['crash-lead', '', 0, 1],
+          ['researcher', 'toolu_ask_researcher', 1, 1],
+          ['crash-lead', '', 0, 2],
+        ]);
+        const results = (await stack.journal(uid))
+          .filter((e) => e.kind === 'tool_result')
+          .map((e) => payloadCodecs.tool_result.decode(e.payload));
+        expect(results.map((r) => [r.toolCallId, r.delegate, r.content])).toEqual([
+          ['toolu_ask_researcher', 'researcher', 'March: 40 billed once'],
+        ]);
+      });
+    } finally {
+      await models.close();
+    }
   });
 
   it('recovers a turn whose batch two was in flight when the state plane was SIGKILLed', async () => {

@@ -285,6 +285,8 @@ export function toolResults(count: number, size = 16): NewJournalEvent[] {
       content,
       isError: false,
       denied: false,
+      thread: '',
+      delegate: '',
     }),
   }));
 }

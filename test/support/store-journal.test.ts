@@ -21,6 +21,8 @@ function results(count: number): NewJournalEvent[] {
       content: 'ok',
       isError: false,
       denied: false,
+      thread: '',
+      delegate: '',
     }),
   }));
 }

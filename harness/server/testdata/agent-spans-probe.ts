@@ -2,7 +2,7 @@
  * Run by harness/server/agent-spans.test.ts as `node --import tsx`: starts tracing as
  * harness/main.ts does, exported as OTLP/HTTP JSON to an endpoint in this process, runs a
  * turn's shape by hand (RunTurn, its first agent, a handoff to a second, which delegates
- * to a third through a tool) with the real
+ * a task to a third on a thread) with the real
  * traced model (a scripted provider) and tool runner (the built-in calculator), and prints
  * one JSON line: every span exported, with its parent.
  */
@@ -15,7 +15,7 @@ import { ScriptedProvider } from '../../model/scripted-provider';
 import { tracedModel } from '../../model/traced-model';
 import { builtinToolRunner } from '../../tools/builtin-tools';
 import { tracedTools } from '../../tools/traced-tools';
-import type { ToolCallRequest, ToolRunner } from '../../turn/ports/tool-port';
+import type { ToolCallRequest } from '../../turn/ports/tool-port';
 import { AgentSpans } from '../agent-spans';
 
 interface OtlpSpan {
@@ -66,26 +66,19 @@ async function main(): Promise<void> {
     step: 1,
     maxSteps: 4,
   });
-  // A delegation: a tool that runs an agent of its own, in its execute_tool span.
-  const delegating: ToolRunner = {
-    call: async (request, options) => {
-      if (request.name !== 'delegate') return builtinToolRunner.call(request, options);
-      const sub = new AgentSpans({ conversationId: 'c-1', provider: 'probe', model: 'm-2' });
-      sub.enter('researcher');
-      const answer = await tracedModel(provider, '', sub).complete(hi, { signal });
-      sub.end();
-      return { content: answer.content.length === 0 ? '' : 'found', isError: false };
-    },
-  };
   await inSpan('RunTurn', { kind: SpanKind.SERVER }, async () => {
     const agents = new AgentSpans({ conversationId: 'c-1', provider: 'probe', model: 'm-1' });
     const model = tracedModel(provider, '', agents);
-    const tools = tracedTools(delegating, agents);
+    const tools = tracedTools(builtinToolRunner, agents);
     agents.enter(undefined);
     await model.complete(hi, { signal });
     agents.enter('billing');
     await tools.call(call('calculator', { expression: '1 + 1' }), { signal, timeoutMs: 5_000 });
-    await tools.call(call('delegate', {}), { signal, timeoutMs: 5_000 });
+    // billing delegates a task: the researcher's thread, as run-turn reports it.
+    agents.enterThread('toolu_delegate', 'researcher', 'm-2');
+    await model.complete(hi, { signal });
+    agents.closeThread('toolu_delegate');
+    await tools.call(call('calculator', { expression: '2 + 2' }), { signal, timeoutMs: 5_000 });
     agents.end();
   });
   await tracing?.shutdown();

@@ -30,6 +30,8 @@ function toolCall(n: number): { kind: string; payload: Uint8Array } {
       effect: 0,
       approvalRequestId: '',
       agent: '',
+      thread: '',
+      depth: 0,
     }),
   };
 }

@@ -252,6 +252,14 @@ export interface ModelCall {
    * and in journals written before agents were named.
    */
   agent: string;
+  /**
+   * The delegation thread that made the call: its `__delegate_to` tool call's id
+   * (docs/turns.md, "Delegation"); empty for the turn's own agent. `step` counts within the
+   * thread.
+   */
+  thread: string;
+  /** The thread's depth: 0 for the turn's own agent, 1 for its delegate, and so on. */
+  depth: number;
 }
 
 /**
@@ -296,6 +304,13 @@ export interface ToolCall {
   approvalRequestId: string;
   /** The agent whose model asked for the call; empty as for ModelCall.agent. */
   agent: string;
+  /**
+   * The delegation thread whose model asked for the call; empty at the top (ModelCall.thread).
+   * A `__delegate_to` call is the tool call that opens a thread: its id names the thread.
+   */
+  thread: string;
+  /** The thread's depth; 0 at the top. */
+  depth: number;
 }
 
 /** kind "tool_result". */
@@ -306,6 +321,17 @@ export interface ToolResult {
   isError: boolean;
   /** True when the result is a denial given to the model instead of running the tool. */
   denied: boolean;
+  /**
+   * The delegation thread of the call; empty at the top. The result of a `__delegate_to`
+   * call closes the thread it opened and carries the delegate's answer.
+   */
+  thread: string;
+  /**
+   * Set on the result of a `__delegate_to` call whose thread ran: the agent that answered
+   * on it. The result closes the thread named by tool_call_id; a refused delegation (no
+   * thread) leaves it empty.
+   */
+  delegate: string;
 }
 
 /** kind "approval_request": the turn pauses until a signed answer arrives. */
@@ -1676,6 +1702,8 @@ function createBaseModelCall(): ModelCall {
     configSha256: Buffer.alloc(0),
     requestSha256: Buffer.alloc(0),
     agent: "",
+    thread: "",
+    depth: 0,
   };
 }
 
@@ -1716,6 +1744,12 @@ export const ModelCall: MessageFns<ModelCall> = {
     }
     if (message.agent !== "") {
       writer.uint32(98).string(message.agent);
+    }
+    if (message.thread !== "") {
+      writer.uint32(106).string(message.thread);
+    }
+    if (message.depth !== 0) {
+      writer.uint32(112).uint32(message.depth);
     }
     return writer;
   },
@@ -1829,6 +1863,22 @@ export const ModelCall: MessageFns<ModelCall> = {
             message.agent = reader.string();
             continue;
           }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.thread = reader.string();
+            continue;
+          }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.depth = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1881,6 +1931,8 @@ export const ModelCall: MessageFns<ModelCall> = {
         ? Buffer.from(bytesFromBase64(object.request_sha256))
         : Buffer.alloc(0),
       agent: isSet(object.agent) ? globalThis.String(object.agent) : "",
+      thread: isSet(object.thread) ? globalThis.String(object.thread) : "",
+      depth: isSet(object.depth) ? globalThis.Number(object.depth) : 0,
     };
   },
 
@@ -1922,6 +1974,12 @@ export const ModelCall: MessageFns<ModelCall> = {
     if (message.agent !== "") {
       obj.agent = message.agent;
     }
+    if (message.thread !== "") {
+      obj.thread = message.thread;
+    }
+    if (message.depth !== 0) {
+      obj.depth = Math.round(message.depth);
+    }
     return obj;
   },
 
@@ -1942,6 +2000,8 @@ export const ModelCall: MessageFns<ModelCall> = {
     message.configSha256 = object.configSha256 ?? Buffer.alloc(0);
     message.requestSha256 = object.requestSha256 ?? Buffer.alloc(0);
     message.agent = object.agent ?? "";
+    message.thread = object.thread ?? "";
+    message.depth = object.depth ?? 0;
     return message;
   },
 };
@@ -2154,6 +2214,8 @@ function createBaseToolCall(): ToolCall {
     effect: 0,
     approvalRequestId: "",
     agent: "",
+    thread: "",
+    depth: 0,
   };
 }
 
@@ -2182,6 +2244,12 @@ export const ToolCall: MessageFns<ToolCall> = {
     }
     if (message.agent !== "") {
       writer.uint32(66).string(message.agent);
+    }
+    if (message.thread !== "") {
+      writer.uint32(74).string(message.thread);
+    }
+    if (message.depth !== 0) {
+      writer.uint32(80).uint32(message.depth);
     }
     return writer;
   },
@@ -2263,6 +2331,22 @@ export const ToolCall: MessageFns<ToolCall> = {
             message.agent = reader.string();
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.thread = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.depth = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2305,6 +2389,8 @@ export const ToolCall: MessageFns<ToolCall> = {
         ? globalThis.String(object.approval_request_id)
         : "",
       agent: isSet(object.agent) ? globalThis.String(object.agent) : "",
+      thread: isSet(object.thread) ? globalThis.String(object.thread) : "",
+      depth: isSet(object.depth) ? globalThis.Number(object.depth) : 0,
     };
   },
 
@@ -2334,6 +2420,12 @@ export const ToolCall: MessageFns<ToolCall> = {
     if (message.agent !== "") {
       obj.agent = message.agent;
     }
+    if (message.thread !== "") {
+      obj.thread = message.thread;
+    }
+    if (message.depth !== 0) {
+      obj.depth = Math.round(message.depth);
+    }
     return obj;
   },
 
@@ -2350,12 +2442,14 @@ export const ToolCall: MessageFns<ToolCall> = {
     message.effect = object.effect ?? 0;
     message.approvalRequestId = object.approvalRequestId ?? "";
     message.agent = object.agent ?? "";
+    message.thread = object.thread ?? "";
+    message.depth = object.depth ?? 0;
     return message;
   },
 };
 
 function createBaseToolResult(): ToolResult {
-  return { turnId: "", toolCallId: "", content: "", isError: false, denied: false };
+  return { turnId: "", toolCallId: "", content: "", isError: false, denied: false, thread: "", delegate: "" };
 }
 
 export const ToolResult: MessageFns<ToolResult> = {
@@ -2374,6 +2468,12 @@ export const ToolResult: MessageFns<ToolResult> = {
     }
     if (message.denied !== false) {
       writer.uint32(40).bool(message.denied);
+    }
+    if (message.thread !== "") {
+      writer.uint32(50).string(message.thread);
+    }
+    if (message.delegate !== "") {
+      writer.uint32(58).string(message.delegate);
     }
     return writer;
   },
@@ -2431,6 +2531,22 @@ export const ToolResult: MessageFns<ToolResult> = {
             message.denied = reader.bool();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.thread = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.delegate = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2462,6 +2578,8 @@ export const ToolResult: MessageFns<ToolResult> = {
         ? globalThis.Boolean(object.is_error)
         : false,
       denied: isSet(object.denied) ? globalThis.Boolean(object.denied) : false,
+      thread: isSet(object.thread) ? globalThis.String(object.thread) : "",
+      delegate: isSet(object.delegate) ? globalThis.String(object.delegate) : "",
     };
   },
 
@@ -2482,6 +2600,12 @@ export const ToolResult: MessageFns<ToolResult> = {
     if (message.denied !== false) {
       obj.denied = message.denied;
     }
+    if (message.thread !== "") {
+      obj.thread = message.thread;
+    }
+    if (message.delegate !== "") {
+      obj.delegate = message.delegate;
+    }
     return obj;
   },
 
@@ -2495,6 +2619,8 @@ export const ToolResult: MessageFns<ToolResult> = {
     message.content = object.content ?? "";
     message.isError = object.isError ?? false;
     message.denied = object.denied ?? false;
+    message.thread = object.thread ?? "";
+    message.delegate = object.delegate ?? "";
     return message;
   },
 };

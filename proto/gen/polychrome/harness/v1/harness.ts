@@ -232,6 +232,11 @@ export interface DispatchedAgent {
    * the agent that answers first (TurnStart.budget) holds across handoffs.
    */
   handoffs: string[];
+  /**
+   * The agents it may delegate tasks to (docs/turns.md, "Delegation"): each runs on a
+   * thread of its own and answers as the `__delegate_to` call's result.
+   */
+  delegates: string[];
 }
 
 export interface MemoryEntry {
@@ -431,6 +436,12 @@ export interface ModelRequest {
   agent: string;
   /** The provider-neutral ModelRequest (common/model/model-port.ts) as canonical JSON. */
   requestJson: string;
+  /**
+   * The delegation thread asking (docs/turns.md, "Delegation"); empty for the turn's own
+   * agent. Only the turn's own agent's text streams to the user; `step` counts within the
+   * thread.
+   */
+  thread: string;
 }
 
 /**
@@ -1054,7 +1065,7 @@ export const TurnStart: MessageFns<TurnStart> = {
 };
 
 function createBaseDispatchedAgent(): DispatchedAgent {
-  return { name: "", description: "", settings: undefined, tools: [], handoffs: [] };
+  return { name: "", description: "", settings: undefined, tools: [], handoffs: [], delegates: [] };
 }
 
 export const DispatchedAgent: MessageFns<DispatchedAgent> = {
@@ -1073,6 +1084,9 @@ export const DispatchedAgent: MessageFns<DispatchedAgent> = {
     }
     for (const v of message.handoffs) {
       writer.uint32(42).string(v!);
+    }
+    for (const v of message.delegates) {
+      writer.uint32(50).string(v!);
     }
     return writer;
   },
@@ -1130,6 +1144,14 @@ export const DispatchedAgent: MessageFns<DispatchedAgent> = {
             message.handoffs.push(reader.string());
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.delegates.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1149,6 +1171,9 @@ export const DispatchedAgent: MessageFns<DispatchedAgent> = {
       settings: isSet(object.settings) ? AgentSettings.fromJSON(object.settings) : undefined,
       tools: globalThis.Array.isArray(object?.tools) ? object.tools.map((e: any) => ToolSpec.fromJSON(e)) : [],
       handoffs: globalThis.Array.isArray(object?.handoffs) ? object.handoffs.map((e: any) => globalThis.String(e)) : [],
+      delegates: globalThis.Array.isArray(object?.delegates)
+        ? object.delegates.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -1169,6 +1194,9 @@ export const DispatchedAgent: MessageFns<DispatchedAgent> = {
     if (message.handoffs?.length) {
       obj.handoffs = message.handoffs;
     }
+    if (message.delegates?.length) {
+      obj.delegates = message.delegates;
+    }
     return obj;
   },
 
@@ -1184,6 +1212,7 @@ export const DispatchedAgent: MessageFns<DispatchedAgent> = {
       : undefined;
     message.tools = object.tools?.map((e) => ToolSpec.fromPartial(e)) || [];
     message.handoffs = object.handoffs?.map((e) => e) || [];
+    message.delegates = object.delegates?.map((e) => e) || [];
     return message;
   },
 };
@@ -3292,7 +3321,7 @@ export const TrustedToolCall: MessageFns<TrustedToolCall> = {
 };
 
 function createBaseModelRequest(): ModelRequest {
-  return { step: 0, agent: "", requestJson: "" };
+  return { step: 0, agent: "", requestJson: "", thread: "" };
 }
 
 export const ModelRequest: MessageFns<ModelRequest> = {
@@ -3305,6 +3334,9 @@ export const ModelRequest: MessageFns<ModelRequest> = {
     }
     if (message.requestJson !== "") {
       writer.uint32(26).string(message.requestJson);
+    }
+    if (message.thread !== "") {
+      writer.uint32(34).string(message.thread);
     }
     return writer;
   },
@@ -3346,6 +3378,14 @@ export const ModelRequest: MessageFns<ModelRequest> = {
             message.requestJson = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.thread = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3367,6 +3407,7 @@ export const ModelRequest: MessageFns<ModelRequest> = {
         : isSet(object.request_json)
         ? globalThis.String(object.request_json)
         : "",
+      thread: isSet(object.thread) ? globalThis.String(object.thread) : "",
     };
   },
 
@@ -3381,6 +3422,9 @@ export const ModelRequest: MessageFns<ModelRequest> = {
     if (message.requestJson !== "") {
       obj.requestJson = message.requestJson;
     }
+    if (message.thread !== "") {
+      obj.thread = message.thread;
+    }
     return obj;
   },
 
@@ -3392,6 +3436,7 @@ export const ModelRequest: MessageFns<ModelRequest> = {
     message.step = object.step ?? 0;
     message.agent = object.agent ?? "";
     message.requestJson = object.requestJson ?? "";
+    message.thread = object.thread ?? "";
     return message;
   },
 };
