@@ -31,6 +31,19 @@ import {
   harnessEgressPolicy,
 } from '../operator/controller/harness-egress';
 import { defaultBinDir, repoRoot } from './lib/paths';
+import {
+  CA_COMMON_NAMES,
+  CONTROL_PLANE_ROLES,
+  DEFAULT_LIFETIMES,
+  leafSpecs,
+  SECRET_NAMES,
+  SecretName,
+  type CaName,
+} from '../operator/provision/catalog';
+import { loadProvisionConfig } from '../operator/provision/config';
+import { contentOf } from '../operator/provision/materials';
+import type { Material } from '../operator/provision/plan';
+import { mintCa } from '../operator/provision/x509-mint';
 
 // ---- reading the manifests ------------------------------------------------------------
 
@@ -1540,4 +1553,178 @@ describe("the dev stack's sandbox overlay (hack/dev/sandbox)", () => {
       list.filter((v) => v.name !== 'HARNESS_MODEL_SCRIPT');
     expect(others(devEnv)).toEqual(others(harnessContainer.env ?? []));
   });
+});
+
+describe('the provisioner (operator/provision): nothing to create by hand', () => {
+  const provisioner = find(base, 'Deployment', 'polychrome-provisioner');
+  const provisionerPod = obj(
+    obj(obj(provisioner['spec'], 'spec')['template'], 'template')['spec'],
+    'pod spec',
+  );
+  const [provisionerContainer] = containersOf(provisioner);
+  const provisionTable = configTable(readText('operator/provision/config.ts'));
+
+  /** The keys the provisioner writes into each Secret (operator/provision/materials.ts). */
+  function writtenKeys(name: string): string[] {
+    const signer = mintCa({
+      commonName: 'CA',
+      notBefore: new Date(),
+      notAfter: new Date(Date.now() + 1e10),
+    });
+    const leaf = leafSpecs('ns').find((l) => l.name === name);
+    const material: Material =
+      name in CA_COMMON_NAMES
+        ? { kind: 'ca', name: name as CaName, keep: [] }
+        : leaf !== undefined
+          ? { kind: 'leaf', spec: leaf, signer, bundle: signer.certificate }
+          : name === SecretName.SigningKey
+            ? { kind: 'signing-key' }
+            : name === SecretName.RecordsKey
+              ? { kind: 'records-key' }
+              : { kind: 'approval-key' };
+    return Object.keys(contentOf(material, new Date(), DEFAULT_LIFETIMES).data).sort();
+  }
+
+  it('runs the control plane image with the provisioner entry, set as operator/provision/config.ts reads', () => {
+    if (provisionerContainer === undefined) throw new Error('no provisioner container');
+    expect(provisionerContainer['image']).toBe(container['image']);
+    // The image's entrypoint, operator/main.ts, with the argument it hands to the provisioner.
+    expect(provisionerContainer['command']).toBeUndefined();
+    expect(provisionerContainer['args']).toEqual(['provision']);
+    expect(readText('operator/main.ts')).toContain(
+      "process.argv[2] === 'provision' ? runProvisioner()",
+    );
+    const known = new Set(provisionTable.flatMap((r) => r.names));
+    expect(
+      (provisionerContainer.env ?? []).map((v) => v.name).filter((n) => !known.has(n)),
+    ).toEqual([]);
+    const config = loadProvisionConfig(
+      containerEnv(provisionerContainer.env, String(baseNamespace)),
+    );
+    expect(config.namespace).toBe(baseNamespace);
+    expect([...config.external]).toEqual([]);
+    const probe = obj(provisionerContainer['readinessProbe'], 'readinessProbe');
+    expect(obj(probe['httpGet'], 'httpGet')).toEqual({ path: '/readyz', port: 'metrics' });
+    expect(containerPort(provisionerContainer, 'metrics')).toBe(config.healthPort);
+  });
+
+  it('runs restricted, as a ServiceAccount of its own', () => {
+    expect(provisionerPod['serviceAccountName']).toBe('polychrome-provisioner');
+    expect(provisionerPod['serviceAccountName']).not.toBe(podSpec['serviceAccountName']);
+    expect(obj(provisionerPod['securityContext'], 'securityContext')).toMatchObject({
+      runAsNonRoot: true,
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+    expect(obj(provisionerContainer?.['securityContext'], 'securityContext')).toEqual({
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+    });
+  });
+
+  it('may create Secrets in its namespace and read and replace only the seven it keeps; nothing else in the base touches Secrets', () => {
+    const role = find(base, 'Role', 'polychrome-provisioner');
+    expect(role['rules']).toEqual([
+      { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
+      {
+        apiGroups: [''],
+        resources: ['secrets'],
+        resourceNames: [...SECRET_NAMES],
+        verbs: ['get', 'update'],
+      },
+    ]);
+    expect(find(base, 'RoleBinding', 'polychrome-provisioner')['subjects']).toEqual([
+      { kind: 'ServiceAccount', name: 'polychrome-provisioner', namespace: baseNamespace },
+    ]);
+    const grants = base.filter(
+      (o) =>
+        (o['kind'] === 'Role' || o['kind'] === 'ClusterRole') &&
+        JSON.stringify(o['rules']).includes('secrets'),
+    );
+    expect(grants.map(keyOf)).toEqual(['Role/polychrome-provisioner']);
+  });
+
+  it('makes every Secret the state plane and the control plane mount, with the keys they read', () => {
+    const state = find(base, 'StatefulSet', 'polychrome-state');
+    const mounted = [state, find(base, 'Deployment', 'polychrome-control-plane')].flatMap((w) =>
+      objs(
+        obj(obj(obj(w['spec'], 'spec')['template'], 'template')['spec'], 'pod spec')['volumes'],
+        'volumes',
+      )
+        .map((v) => v['secret'])
+        .filter(isObj),
+    );
+    expect(mounted.length).toBe(6);
+    for (const secret of mounted) {
+      const name = String(secret['secretName']);
+      expect(SECRET_NAMES).toContain(name);
+      const items = Array.isArray(secret['items']) ? secret['items'].filter(isObj) : [];
+      for (const item of items) expect(writtenKeys(name)).toContain(item['key']);
+    }
+    // The files the state plane reads through its mounts.
+    const stateContainer = containersOf(state)[0] as Container;
+    const stateEnv = Object.fromEntries(
+      (stateContainer.env ?? []).map((v) => [v.name, v.value ?? '']),
+    );
+    const statePod = obj(
+      obj(obj(state['spec'], 'spec')['template'], 'template')['spec'],
+      'pod spec',
+    );
+    for (const variable of [
+      'STATE_TLS_CA_FILE',
+      'STATE_TLS_CERT_FILE',
+      'STATE_TLS_KEY_FILE',
+      'STATE_SIGNING_KEY_FILE',
+      'STATE_RECORDS_KEY_FILE',
+    ]) {
+      const file = secretFileAt(String(stateEnv[variable]), stateContainer, statePod);
+      expect({ variable, found: file !== undefined }).toEqual({ variable, found: true });
+      expect(writtenKeys(String(file?.secret))).toContain(file?.key);
+    }
+  });
+
+  it('config/with-cert-manager-pki: cert-manager writes the four TLS Secrets, which the provisioner only checks', () => {
+    const pki = build('config/with-cert-manager-pki');
+    const certificates = pki.filter((o) => o['kind'] === 'Certificate');
+    const specOf = (name: string): Obj => obj(find(pki, 'Certificate', name, 'pki')['spec'], name);
+    const moved = containersOf(find(pki, 'Deployment', 'polychrome-provisioner'))[0]?.env;
+    const config = loadProvisionConfig(containerEnv(moved, String(baseNamespace)));
+    expect([...config.external].sort()).toEqual(
+      certificates.map((c) => String(obj(c['spec'], 'spec')['secretName'])).sort(),
+    );
+    expect([...config.external].sort()).toEqual(
+      [
+        SecretName.StateCa,
+        SecretName.StateTls,
+        SecretName.ControlPlaneTls,
+        SecretName.HarnessCa,
+      ].sort(),
+    );
+    for (const leaf of leafSpecs(String(baseNamespace))) {
+      const spec = specOf(leaf.name);
+      expect(spec['dnsNames']).toEqual(expect.arrayContaining([...leaf.requiredDnsNames]));
+      expect(spec['commonName']).toBe(leaf.commonName);
+      expect(spec['usages']).toEqual(
+        expect.arrayContaining(
+          leaf.usage === 'both' ? ['client auth', 'server auth'] : [`${leaf.usage} auth`],
+        ),
+      );
+    }
+    expect(obj(specOf(SecretName.ControlPlaneTls)['subject'], 'subject')['organizations']).toEqual(
+      CONTROL_PLANE_ROLES,
+    );
+    // An overlay in another namespace takes the names along, as the control plane dials them.
+    const replacements = readDoc('config/with-cert-manager-pki/kustomization.yaml')['replacements'];
+    const other = buildOverlay(['config/with-cert-manager-pki'], {
+      namespace: 'acme',
+      replacements,
+    });
+    const names = obj(find(other, 'Certificate', SecretName.StateTls, 'moved')['spec'], 'spec')[
+      'dnsNames'
+    ];
+    expect(names).toEqual(
+      expect.arrayContaining([...(leafSpecs('acme')[0]?.requiredDnsNames ?? [])]),
+    );
+    expect(JSON.stringify(names)).not.toContain(String(baseNamespace));
+  }, 60_000);
 });

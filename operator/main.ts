@@ -17,6 +17,7 @@ import { StateClient } from '../common/state-client';
 import { startTracing } from '../common/tracing';
 import { caBundle } from './ca-bundle';
 import { loadControlPlaneConfig } from './config';
+import { runProvisioner } from './provision/run';
 import { loadSummaryConfig, summaryModelClient } from './summary-config';
 import { createControlPlaneMetrics } from './control-plane-metrics';
 import { createAgentResourcesController, createModelRelay } from './agent-resources-wiring';
@@ -381,7 +382,8 @@ function shutdownBudget(graceMs: number): { drainMs: number; closeMs: number } {
   return { drainMs: graceMs - closeMs, closeMs };
 }
 
-main().catch((err: unknown) => {
+// `provision`: the provisioner's Deployment runs this image for its Secrets (operator/provision).
+(process.argv[2] === 'provision' ? runProvisioner() : main()).catch((err: unknown) => {
   // Before the logger exists (bad config) the message goes to stderr as it is.
   console.error(err instanceof ConfigError || err instanceof Error ? err.message : err);
   process.exit(1);
