@@ -59,8 +59,9 @@ describe('Conversation CRD on a real API server', () => {
       );
     const applied = kubectl(['apply', '-k', join(repoRoot, 'config', 'samples')]);
     expect(applied).toMatch(/conversation.polychrome.dev\/hello created/);
-    // Two Conversations, and agent-triage.yaml's ModelConfig, two Agents and Conversation.
-    expect(applied.trim().split('\n')).toHaveLength(6);
+    // Two Conversations, agent-triage.yaml's ModelConfig, two Agents and Conversation, and
+    // agent-panel.yaml's four Agents and Conversation.
+    expect(applied.trim().split('\n')).toHaveLength(11);
 
     const status = {
       phase: 'Ready',
@@ -106,7 +107,7 @@ describe('Conversation CRD on a real API server', () => {
       'billing',
       'claude-sonnet-5-5',
     ]);
-    expect(rows).toHaveLength(3);
+    expect(rows).toHaveLength(4);
     // The short name and the category resolve too; the category also holds Agents and ModelConfigs.
     expect(kubectl(['get', 'polychrome', '-o', 'name']).trim().split('\n').sort()).toEqual(
       [

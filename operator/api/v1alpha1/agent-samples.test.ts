@@ -5,6 +5,10 @@ import { parseAllDocuments } from 'yaml';
 import { agentSchema, modelConfigSchema } from './agent-crds';
 import { conversationSchema } from './conversation-crd';
 import { checkAgainstSchema, isPlainObject } from './schema-check';
+import type { Agent } from './agent-resource';
+import type { ModelConfig } from './model-config-resource';
+import type { AgentDirectory } from '../../controller/agent-resource-reads';
+import { resolveRoster } from '../../turns/agent-roster';
 
 const file = join(__dirname, '../../../config/samples/agent-triage.yaml');
 const objects = parseAllDocuments(readFileSync(file, 'utf8')).map((d): unknown => {
@@ -49,5 +53,39 @@ describe('sample agent-triage.yaml', () => {
       }
       expect(checkAgainstSchema(schemas[kind], obj, '')).toEqual([]);
     }
+  });
+});
+
+describe('sample agent-panel.yaml', () => {
+  const read = (name: string): unknown[] =>
+    parseAllDocuments(readFileSync(join(__dirname, '../../../config/samples', name), 'utf8')).map(
+      (d): unknown => d.toJSON(),
+    );
+  const panel = read('agent-panel.yaml');
+
+  it('passes the schema checks, and its roster resolves: the lead and its three panelists', () => {
+    for (const obj of panel) {
+      const { kind } = described(obj);
+      if (kind !== 'Agent' && kind !== 'Conversation') {
+        throw new Error(`agent-panel.yaml: unexpected kind ${kind}`);
+      }
+      expect(checkAgainstSchema(schemas[kind], obj, '')).toEqual([]);
+    }
+    // With agent-triage.yaml's ModelConfig, as both are applied together.
+    const all = [...objects, ...panel] as (Agent | ModelConfig)[];
+    const directory: AgentDirectory = {
+      agent: (name) => all.find((o): o is Agent => o.kind === 'Agent' && o.metadata.name === name),
+      modelConfig: (name) =>
+        all.find((o): o is ModelConfig => o.kind === 'ModelConfig' && o.metadata.name === name),
+    };
+    const chat = panel.map(described).find((o) => o.kind === 'Conversation');
+    expect(chat?.spec).toEqual({ agentRef: { name: 'panel-lead' } });
+    const { roster } = resolveRoster('panel-lead', directory, 'samples');
+    expect(roster.agents.map((a) => [a.name, a.delegates ?? []])).toEqual([
+      ['editor', []],
+      ['panel-lead', ['editor', 'researcher', 'skeptic']],
+      ['researcher', []],
+      ['skeptic', []],
+    ]);
   });
 });
