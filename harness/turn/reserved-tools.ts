@@ -62,26 +62,39 @@ export interface HandoffTarget {
  * refused with a reason whatever the schema says.
  */
 export function handoffToolFor(targets: readonly HandoffTarget[]): TurnTool {
+  return {
+    ...handoffTool,
+    ...overAgents(
+      targets,
+      'Hand this conversation to another agent that is better placed to answer. It continues this turn with everything said so far, and answers later turns until it hands off in turn. The agents you may hand off to:',
+      'Name of the agent to hand off to.',
+      { name: 'reason', description: 'Why the other agent should take over.', required: false },
+    ),
+  };
+}
+
+/**
+ * A reserved tool's description and schema over the agents it may reach: the description
+ * lists each with what it does, and `agent` names exactly them, beside one other string.
+ */
+function overAgents(
+  targets: readonly HandoffTarget[],
+  intro: string,
+  agent: string,
+  other: { readonly name: string; readonly description: string; readonly required: boolean },
+): Pick<TurnTool, 'description' | 'inputSchema'> {
   const lines = targets.map(({ name, description }) =>
     description === '' ? `- ${name}` : `- ${name}: ${description}`,
   );
   return {
-    ...handoffTool,
-    description: [
-      'Hand this conversation to another agent that is better placed to answer. It continues this turn with everything said so far, and answers later turns until it hands off in turn. The agents you may hand off to:',
-      ...lines,
-    ].join('\n'),
+    description: [intro, ...lines].join('\n'),
     inputSchema: {
       type: 'object',
       properties: {
-        agent: {
-          type: 'string',
-          enum: targets.map(({ name }) => name),
-          description: 'Name of the agent to hand off to.',
-        },
-        reason: { type: 'string', description: 'Why the other agent should take over.' },
+        agent: { type: 'string', enum: targets.map(({ name }) => name), description: agent },
+        [other.name]: { type: 'string', description: other.description },
       },
-      required: ['agent'],
+      required: other.required ? ['agent', other.name] : ['agent'],
       additionalProperties: false,
     },
   };
@@ -110,28 +123,14 @@ export const askUserTool: TurnTool = {
  * the agent's `delegates` (turn-delegation.ts), whatever the schema says.
  */
 export function delegateToolFor(targets: readonly HandoffTarget[]): TurnTool {
-  const lines = targets.map(({ name, description }) =>
-    description === '' ? `- ${name}` : `- ${name}: ${description}`,
-  );
   return {
     name: ReservedTool.DelegateTo,
-    description: [
+    ...overAgents(
+      targets,
       'Ask another agent to do a task and wait for its answer, which comes back as this tool result. The agent sees only the task you write, not this conversation, so say everything it needs. Several calls in one reply ask several agents. The agents you may ask:',
-      ...lines,
-    ].join('\n'),
-    inputSchema: {
-      type: 'object',
-      properties: {
-        agent: {
-          type: 'string',
-          enum: targets.map(({ name }) => name),
-          description: 'Name of the agent to ask.',
-        },
-        task: { type: 'string', description: 'The task, complete in itself.' },
-      },
-      required: ['agent', 'task'],
-      additionalProperties: false,
-    },
+      'Name of the agent to ask.',
+      { name: 'task', description: 'The task, complete in itself.', required: true },
+    ),
     effect: 'pure',
     needsApproval: false,
   };

@@ -190,14 +190,24 @@ describe('make dev', () => {
     await rm(dir, { recursive: true, force: true });
   }, 300_000);
 
-  it('deploys the base as pods of its Deployment and StatefulSet, and no object stays unready', async () => {
+  it('deploys the base as pods of its Deployments and StatefulSet, and no object stays unready', async () => {
     const kc = kube();
     expect(await unready(kc)).toEqual([]);
     const pods = (
       await kc.makeApiClient(CoreV1Api).listNamespacedPod({ namespace: 'polychrome-system' })
     ).items;
-    const owners = pods.map((p) => p.metadata?.ownerReferences?.[0]?.kind).sort();
-    expect(owners).toEqual(['ReplicaSet', 'StatefulSet']);
+    // The control plane and the provisioner (Deployments), the state plane (StatefulSet).
+    const owners = pods
+      .map(
+        (p) =>
+          `${p.metadata?.ownerReferences?.[0]?.kind}/${p.metadata?.labels?.['app.kubernetes.io/name']}`,
+      )
+      .sort();
+    expect(owners).toEqual([
+      'ReplicaSet/polychrome-control-plane',
+      'ReplicaSet/polychrome-provisioner',
+      'StatefulSet/polychrome-state',
+    ]);
     uid = await helloUid(kc);
     const turn = (await api(`/v1/conversations/${uid}/messages`, {
       method: 'POST',
