@@ -174,11 +174,11 @@ describe('Agents and ModelConfigs, reconciled as the control plane', () => {
     expect(field(await waitReason('Agent', 'triage', 'Resolved'), 'status')).toBe('True');
   });
 
-  it('gives the turns the watched Agents: triage resolves to a roster of triage and billing', async () => {
-    // After the test above: triage hands off to billing, both on ModelConfig claude.
+  it('gives the turns the watched Agents: triage resolves to a roster of triage, billing and search', async () => {
+    // After the test above: triage hands off to billing and delegates to search, all on claude.
     const directory = controller.directory(ns.name);
     const { roster } = await pollUntil(
-      'triage and billing in the watches',
+      'triage, billing and search in the watches',
       () => {
         try {
           return Promise.resolve(resolveRoster('triage', directory, ns.name));
@@ -188,9 +188,13 @@ describe('Agents and ModelConfigs, reconciled as the control plane', () => {
       },
       poll,
     );
-    expect(roster.agents.map((a) => [a.name, a.handoffs, a.model.modelConfig])).toEqual([
-      ['billing', [], 'claude'],
-      ['triage', ['billing'], 'claude'],
+    // Every Agent triage reaches: billing by a handoff, search as its delegate.
+    expect(
+      roster.agents.map((a) => [a.name, a.handoffs, a.delegates ?? [], a.model.modelConfig]),
+    ).toEqual([
+      ['billing', [], [], 'claude'],
+      ['search', [], [], 'claude'],
+      ['triage', ['billing'], ['search'], 'claude'],
     ]);
     expect(roster.agents[0]?.model.secretKeyRef).toEqual({ name: 'anthropic-key', key: 'api-key' });
     // Another namespace's Agents are not this one's.

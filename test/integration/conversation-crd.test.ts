@@ -112,8 +112,9 @@ describe('Conversation CRD on a real API server', () => {
     expect(kubectl(['get', 'polychrome', '-o', 'name']).trim().split('\n').sort()).toEqual(
       [
         ...rows.map((r) => `conversation.polychrome.dev/${r.split(/\s+/)[0] ?? ''}`),
-        'agent.polychrome.dev/billing',
-        'agent.polychrome.dev/triage',
+        ...['billing', 'triage', 'panel-lead', 'researcher', 'skeptic', 'editor'].map(
+          (name) => `agent.polychrome.dev/${name}`,
+        ),
         'modelconfig.polychrome.dev/claude',
       ].sort(),
     );
