@@ -57,11 +57,11 @@ describe('sample agent-triage.yaml', () => {
 });
 
 describe('sample agent-panel.yaml', () => {
-  const read = (name: string): unknown[] =>
-    parseAllDocuments(readFileSync(join(__dirname, '../../../config/samples', name), 'utf8')).map(
-      (d): unknown => d.toJSON(),
-    );
-  const panel = read('agent-panel.yaml');
+  const text = readFileSync(join(__dirname, '../../../config/samples/agent-panel.yaml'), 'utf8');
+  const panel = parseAllDocuments(text).map((d): unknown => {
+    const value: unknown = d.toJSON();
+    return value;
+  });
 
   it('passes the schema checks, and its roster resolves: the lead and its three panelists', () => {
     for (const obj of panel) {
