@@ -22,6 +22,7 @@ import { dirname, join } from 'node:path';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 
 import { buildCli } from '../hack/build-cli';
+import { createConversation } from './fixtures/conversations';
 import { LocalCluster } from '../hack/lib/local-cluster';
 import { defaultBinDir, defaultCrdDirs, repoRoot } from '../hack/lib/paths';
 
@@ -69,20 +70,7 @@ async function clusterWithConversations(dir: string): Promise<LocalCluster | und
   const kc = cluster.kubeConfig();
   await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: 'bench' } } });
   const objects = kc.makeApiClient(CustomObjectsApi);
-  for (const name of NAMES) {
-    await objects.createNamespacedCustomObject({
-      group: 'polychrome.dev',
-      version: 'v1alpha1',
-      plural: 'conversations',
-      namespace: 'bench',
-      body: {
-        apiVersion: 'polychrome.dev/v1alpha1',
-        kind: 'Conversation',
-        metadata: { name },
-        spec: { agent: { systemPrompt: 'bench' }, sandbox: { backend: 'pod' } },
-      },
-    });
-  }
+  for (const name of NAMES) await createConversation(objects, 'bench', name);
   return cluster;
 }
 

@@ -46,6 +46,7 @@ import { auditLogPath, LocalCluster } from '../hack/lib/local-cluster';
 import { defaultCrdDirs, repoRoot } from '../hack/lib/paths';
 import { LocalNode } from '../hack/lib/local-node';
 import { pollUntil } from '../hack/lib/processes';
+import { createConversation } from './fixtures/conversations';
 import { DEFAULT_WORKERS } from '../operator/controller/controller-options';
 import { isObjectList } from '../operator/controller/watch-keys';
 import { ConversationLeases } from '../operator/lease/conversation-leases';
@@ -422,20 +423,7 @@ async function main(): Promise<void> {
     if (running.pid !== undefined) cpu.add('controller', running.pid);
     cpu.lap();
     const t1 = performance.now();
-    await inBatches(names, (name) =>
-      objects.createNamespacedCustomObject({
-        group: 'polychrome.dev',
-        version: 'v1alpha1',
-        plural: 'conversations',
-        namespace: 'bench',
-        body: {
-          apiVersion: 'polychrome.dev/v1alpha1',
-          kind: 'Conversation',
-          metadata: { name },
-          spec: { agent: { systemPrompt: 'bench' }, sandbox: { backend: 'pod' } },
-        },
-      }),
-    );
+    await inBatches(names, (name) => createConversation(objects, 'bench', name));
     const createdS = (performance.now() - t1) / 1000;
     await conversationsReady.allReady;
     const operatorS = (performance.now() - t1) / 1000;

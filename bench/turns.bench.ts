@@ -101,6 +101,7 @@ import { runBench } from './fixtures/bench-main';
 import { controlPlaneStateClient, lastTurnBatches } from './fixtures/journal-batches';
 import { NO_CALLER_LIMITS, post, startBenchCluster, type Client } from './fixtures/bench-stack';
 import { hrMs, mean, ms, quantile, timed, verdict } from './fixtures/stats';
+import { createConversation } from './fixtures/conversations';
 import {
   DEFAULT_CONVERSATION_SPEC,
   isReady,
@@ -1265,17 +1266,9 @@ async function startConversations(
     Array.from({ length: 8 }, async () => {
       while (next < names.length) {
         const name = names[next++] ?? '';
-        await objects.createNamespacedCustomObject({
-          group,
-          version,
-          plural,
-          namespace: stack.namespace,
-          body: {
-            apiVersion: `${group}/${version}`,
-            kind: 'Conversation',
-            metadata: { name },
-            spec: { ...DEFAULT_CONVERSATION_SPEC, owner: OWNER },
-          },
+        await createConversation(objects, stack.namespace, name, {
+          ...DEFAULT_CONVERSATION_SPEC,
+          owner: OWNER,
         });
       }
     }),

@@ -1,22 +1,15 @@
 import { describe, expect, it } from '@jest/globals';
 import { approvalArgsSha256 } from '../../common/approval-bytes';
 import { DELEGATION_DEADLINE_MS, MAX_DELEGATION_DEPTH } from '../../common/delegation';
-import type { ModelResponse, OutputBlock } from '../../common/model/model-port';
+import type { OutputBlock } from '../../common/model/model-port';
 import { requestIds } from '../../common/request-ids';
-import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
 import { decodeAgentConfig, hex } from './agent-config';
 import { signApproval } from './approval-token';
 import { delegateToolFor, handoffTool } from './reserved-tools';
 import type { TurnAgent } from './turn-agents';
-import {
-  createTurnMachine,
-  type StepResult,
-  type TurnEffect,
-  type TurnEvent,
-  type TurnInput,
-  type TurnState,
-} from './turn-machine';
-import type { ApprovalAnswer, TurnStep, TurnTool } from './turn-records';
+import { approvalKey, committedSteps, modelReply, runTurn, testTool } from './testdata/machine-run';
+import type { StepResult, TurnEffect, TurnEvent, TurnInput } from './turn-machine';
+import type { ApprovalAnswer, TurnStep } from './turn-records';
 
 /**
  * Delegation, agents as tools (docs/turns.md, "Delegation"): the pure machine runs each
@@ -24,23 +17,9 @@ import type { ApprovalAnswer, TurnStep, TurnTool } from './turn-records';
  * the call's result. These tables are also what replay relies on.
  */
 
-const key = nodeEd25519Signer(new Uint8Array(32).fill(7));
-const machine = createTurnMachine({
-  ids: requestIds,
-  verifier: nodeEd25519Verifier,
-  approvalPublicKey: key.publicKey,
-});
-
-const tool = (name: string, effect: TurnTool['effect'], needsApproval = false): TurnTool => ({
-  name,
-  description: name,
-  inputSchema: { type: 'object' },
-  effect,
-  needsApproval,
-});
-const lookup = tool('lookup', 'pure');
-const refund = tool('refund', 'side_effect', true);
-const send = tool('send', 'side_effect');
+const lookup = testTool('lookup', 'pure');
+const refund = testTool('refund', 'side_effect', true);
+const send = testTool('send', 'side_effect');
 const model = { model: 'm', maxTokens: 100 };
 const targets = (...names: string[]) =>
   delegateToolFor(names.map((name) => ({ name, description: '' })));
@@ -88,15 +67,6 @@ const input: TurnInput = {
   questionAnswers: [],
 };
 
-const reply = (at: number, ...content: OutputBlock[]): TurnEvent => {
-  const response: ModelResponse = {
-    model: 'm',
-    content,
-    stopReason: content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn',
-    usage: { inputTokens: 1, outputTokens: 1 },
-  };
-  return { type: 'model_responded', response, startedAtMs: at - 5, finishedAtMs: at };
-};
 const delegate = (
   id: string,
   agent: unknown,
@@ -119,15 +89,6 @@ const finished = (id: string, content: string): TurnEvent => ({
   toolCallId: id,
   outcome: { content, isError: false },
 });
-
-function run(start: TurnInput, ...events: TurnEvent[]): StepResult[] {
-  let state: TurnState = machine.initialState;
-  return [{ type: 'turn_started', input: start } satisfies TurnEvent, ...events].map((event) => {
-    const result = machine.step(state, event);
-    state = result.state;
-    return result;
-  });
-}
 
 function brief(effect: TurnEffect): string {
   switch (effect.type) {
@@ -186,21 +147,19 @@ const resultOf = (result: StepResult, id: string): string => {
   }
   throw new Error(`no tool_result ${id}`);
 };
-const stepsOf = (results: readonly StepResult[]): TurnStep[] =>
-  results.flatMap((r) => r.effects.flatMap((e) => (e.type === 'commit_step' ? [e.step] : [])));
 const newestConfig = (results: readonly StepResult[]): string => {
-  const config = stepsOf(results).findLast((step) => step.kind === 'agent_config');
+  const config = committedSteps(results).findLast((step) => step.kind === 'agent_config');
   if (config?.kind !== 'agent_config') throw new Error('no agent_config');
   return hex(config.record.sha256);
 };
 
 describe('a delegate answers on a thread of its own, and its answer is the call result', () => {
   it('commits the intent, runs the delegate with the task alone, and returns its answer', () => {
-    const [, asked, answered, done] = run(
+    const [, asked, answered, done] = runTurn(
       input,
-      reply(20, delegate('d1', 'researcher')),
-      reply(30, text('The invoice is right.')),
-      reply(40, text('Yes, it is right.')),
+      modelReply(20, delegate('d1', 'researcher')),
+      modelReply(30, text('The invoice is right.')),
+      modelReply(40, text('Yes, it is right.')),
     );
     expect(asked!.effects.map(brief)).toEqual([
       'commit model_call 1 by lead',
@@ -232,11 +191,15 @@ describe('a delegate answers on a thread of its own, and its answer is the call 
   });
 
   it('runs a panel of calls in one reply one thread after another, in the order asked', () => {
-    const results = run(
+    const results = runTurn(
       input,
-      reply(20, delegate('d1', 'researcher', 'find it'), delegate('d2', 'checker', 'check it')),
-      reply(30, text('found')),
-      reply(40, text('checked')),
+      modelReply(
+        20,
+        delegate('d1', 'researcher', 'find it'),
+        delegate('d2', 'checker', 'check it'),
+      ),
+      modelReply(30, text('found')),
+      modelReply(40, text('checked')),
     );
     expect(results[1]!.effects.map(brief)).toEqual([
       'commit model_call 1 by lead',
@@ -264,12 +227,12 @@ describe('a delegate answers on a thread of its own, and its answer is the call 
   });
 
   it('names the thread and depth on the delegate tool calls, and routes their results to it', () => {
-    const results = run(
+    const results = runTurn(
       input,
-      reply(20, delegate('d1', 'researcher')),
-      reply(30, use('l1', 'lookup')),
+      modelReply(20, delegate('d1', 'researcher')),
+      modelReply(30, use('l1', 'lookup')),
       finished('l1', 'ledger says 40'),
-      reply(50, text('40, as billed')),
+      modelReply(50, text('40, as billed')),
     );
     expect(results[2]!.effects.map(brief)).toEqual([
       'commit model_call 1 by researcher in d1@1',
@@ -308,7 +271,7 @@ describe('a delegation is refused with a reason, and the asking agent goes on', 
       '__delegate_to needs arguments of the form { agent: string, task: string } with a task that is not empty.',
     ],
   ])('%s', (_, call, refusal) => {
-    const [, asked] = run(input, reply(20, call));
+    const [, asked] = runTurn(input, modelReply(20, call));
     expect(asked!.effects.map(brief)).toEqual([
       'commit model_call 1 by lead',
       'commit tool_result d1 error',
@@ -318,10 +281,10 @@ describe('a delegation is refused with a reason, and the asking agent goes on', 
   });
 
   it('a cycle back to an agent above the thread', () => {
-    const results = run(
+    const results = runTurn(
       input,
-      reply(20, delegate('d1', 'checker')),
-      reply(30, delegate('d2', 'lead')),
+      modelReply(20, delegate('d1', 'checker')),
+      modelReply(30, delegate('d2', 'lead')),
     );
     expect(results[2]!.effects.map(brief)).toEqual([
       'commit model_call 1 by checker in d1@1',
@@ -334,12 +297,12 @@ describe('a delegation is refused with a reason, and the asking agent goes on', 
   });
 
   it(`a thread deeper than ${MAX_DELEGATION_DEPTH}`, () => {
-    const results = run(
+    const results = runTurn(
       depth3(),
-      reply(20, delegate('d1', 'researcher')),
-      reply(30, delegate('d2', 'checker')),
-      reply(40, delegate('d3', 'clerk')),
-      reply(50, delegate('d4', 'archivist')),
+      modelReply(20, delegate('d1', 'researcher')),
+      modelReply(30, delegate('d2', 'checker')),
+      modelReply(40, delegate('d3', 'clerk')),
+      modelReply(50, delegate('d4', 'archivist')),
     );
     expect(results[3]!.effects.map(brief)).toContain('call_model 1 clerk in d3');
     expect(results[4]!.effects.map(brief)).toEqual([
@@ -359,7 +322,11 @@ describe('a delegation is refused with a reason, and the asking agent goes on', 
       name: '__handoff_to',
       input: { agent: 'lead' },
     };
-    const results = run(input, reply(20, delegate('d1', 'researcher')), reply(30, handoff));
+    const results = runTurn(
+      input,
+      modelReply(20, delegate('d1', 'researcher')),
+      modelReply(30, handoff),
+    );
     expect(results[2]!.effects.map(brief)).toEqual([
       'commit model_call 1 by researcher in d1@1',
       'commit tool_result h1 error in d1',
@@ -372,10 +339,10 @@ describe('a delegation is refused with a reason, and the asking agent goes on', 
 
   it('a thread that answers after its deadline gives its caller the deadline, not the answer', () => {
     const late = 20 + DELEGATION_DEADLINE_MS + 1;
-    const results = run(
+    const results = runTurn(
       input,
-      reply(20, delegate('d1', 'researcher')),
-      reply(late, use('s1', 'send')),
+      modelReply(20, delegate('d1', 'researcher')),
+      modelReply(late, use('s1', 'send')),
     );
     // The late reply is recorded; its side-effecting call never starts.
     expect(results[2]!.effects.map(brief)).toEqual([
@@ -402,7 +369,7 @@ describe('what happens in a thread happens to the turn', () => {
     };
     return {
       ...binding,
-      ...signApproval(binding, key),
+      ...signApproval(binding, approvalKey),
       answeredBy: 'a',
       answeredAtMs: 1,
       comment: '',
@@ -410,10 +377,10 @@ describe('what happens in a thread happens to the turn', () => {
   };
 
   it("a delegate's gated call pauses the whole turn, and the answer runs it in the thread", () => {
-    const results = run(
+    const results = runTurn(
       input,
-      reply(20, delegate('d1', 'researcher')),
-      reply(30, use('r1', 'refund', { n: 1 })),
+      modelReply(20, delegate('d1', 'researcher')),
+      modelReply(30, use('r1', 'refund', { n: 1 })),
       { type: 'approval_answered', answer: approved() },
       finished('r1', 'refunded'),
     );
@@ -433,14 +400,14 @@ describe('what happens in a thread happens to the turn', () => {
   });
 
   it('a resumed dispatch runs the approved call in the thread from the recorded steps', () => {
-    const first = run(
+    const first = runTurn(
       input,
-      reply(20, delegate('d1', 'researcher')),
-      reply(30, use('r1', 'refund', { n: 1 })),
+      modelReply(20, delegate('d1', 'researcher')),
+      modelReply(30, use('r1', 'refund', { n: 1 })),
     );
-    const [resumed] = run({
+    const [resumed] = runTurn({
       ...input,
-      recordedSteps: stepsOf(first),
+      recordedSteps: committedSteps(first),
       recordedConfigSha256: newestConfig(first),
       approvalAnswers: [approved()],
     });
@@ -456,11 +423,15 @@ describe('what happens in a thread happens to the turn', () => {
   });
 
   it('a side-effecting call committed in a thread with no result quarantines the resumed turn', () => {
-    const first = run(input, reply(20, delegate('d1', 'researcher')), reply(30, use('s1', 'send')));
+    const first = runTurn(
+      input,
+      modelReply(20, delegate('d1', 'researcher')),
+      modelReply(30, use('s1', 'send')),
+    );
     expect(first[2]!.effects.map(brief)).toContain('call_tool s1');
-    const [resumed] = run({
+    const [resumed] = runTurn({
       ...input,
-      recordedSteps: stepsOf(first),
+      recordedSteps: committedSteps(first),
       recordedConfigSha256: newestConfig(first),
     });
     expect(resumed!.effects.map(brief)).toEqual([
@@ -471,7 +442,11 @@ describe('what happens in a thread happens to the turn', () => {
   });
 
   it("a resolved quarantine in a thread (the admin's result, in the thread) lets the thread go on", () => {
-    const first = run(input, reply(20, delegate('d1', 'researcher')), reply(30, use('s1', 'send')));
+    const first = runTurn(
+      input,
+      modelReply(20, delegate('d1', 'researcher')),
+      modelReply(30, use('s1', 'send')),
+    );
     const resolved: TurnStep = {
       kind: 'tool_result',
       record: {
@@ -483,9 +458,9 @@ describe('what happens in a thread happens to the turn', () => {
         thread: 'd1',
       },
     };
-    const [resumed] = run({
+    const [resumed] = runTurn({
       ...input,
-      recordedSteps: [...stepsOf(first), resolved],
+      recordedSteps: [...committedSteps(first), resolved],
       recordedConfigSha256: newestConfig(first),
     });
     expect(resumed!.effects.map(brief)).toEqual([
@@ -496,14 +471,14 @@ describe('what happens in a thread happens to the turn', () => {
   });
 
   it('a pure call committed in a thread with no result runs again in it', () => {
-    const first = run(
+    const first = runTurn(
       input,
-      reply(20, delegate('d1', 'researcher')),
-      reply(30, use('l1', 'lookup')),
+      modelReply(20, delegate('d1', 'researcher')),
+      modelReply(30, use('l1', 'lookup')),
     );
-    const [resumed] = run({
+    const [resumed] = runTurn({
       ...input,
-      recordedSteps: stepsOf(first),
+      recordedSteps: committedSteps(first),
       recordedConfigSha256: newestConfig(first),
     });
     expect(resumed!.effects.map(brief)).toEqual([
@@ -514,7 +489,7 @@ describe('what happens in a thread happens to the turn', () => {
   });
 
   it("a delegate's model failure fails the turn, as at the top", () => {
-    const results = run(input, reply(20, delegate('d1', 'researcher')), {
+    const results = runTurn(input, modelReply(20, delegate('d1', 'researcher')), {
       type: 'model_failed',
       code: 'unavailable',
       message: 'overloaded',
@@ -526,10 +501,10 @@ describe('what happens in a thread happens to the turn', () => {
   });
 
   it('a cancel while a side-effecting call runs in a thread is ambiguous', () => {
-    const results = run(
+    const results = runTurn(
       input,
-      reply(20, delegate('d1', 'researcher')),
-      reply(30, use('s1', 'send')),
+      modelReply(20, delegate('d1', 'researcher')),
+      modelReply(30, use('s1', 'send')),
       {
         type: 'cancelled',
         reason: 'user',

@@ -1,18 +1,10 @@
 import { describe, expect, it } from '@jest/globals';
-import type { ModelResponse, OutputBlock } from '../../common/model/model-port';
-import { requestIds } from '../../common/request-ids';
-import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
+import type { OutputBlock } from '../../common/model/model-port';
 import { decodeAgentConfig, hex } from './agent-config';
 import { handoffTool, handoffToolFor } from './reserved-tools';
 import type { TurnAgent } from './turn-agents';
-import {
-  createTurnMachine,
-  type StepResult,
-  type TurnEffect,
-  type TurnEvent,
-  type TurnInput,
-  type TurnState,
-} from './turn-machine';
+import { modelReply, runTurn } from './testdata/machine-run';
+import type { StepResult, TurnEffect, TurnInput } from './turn-machine';
 import type { TurnStep, TurnTool } from './turn-records';
 
 /**
@@ -20,13 +12,6 @@ import type { TurnStep, TurnTool } from './turn-records';
  * each `__handoff_to` from what the turn was given, so these tables are also what replay
  * relies on.
  */
-
-const key = nodeEd25519Signer(new Uint8Array(32).fill(7));
-const machine = createTurnMachine({
-  ids: requestIds,
-  verifier: nodeEd25519Verifier,
-  approvalPublicKey: key.publicKey,
-});
 
 const lookup: TurnTool = {
   name: 'lookup',
@@ -69,15 +54,6 @@ const input: TurnInput = {
   questionAnswers: [],
 };
 
-const reply = (...content: OutputBlock[]): TurnEvent => {
-  const response: ModelResponse = {
-    model: 'm',
-    content,
-    stopReason: content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn',
-    usage: { inputTokens: 1, outputTokens: 1 },
-  };
-  return { type: 'model_responded', response, startedAtMs: 10, finishedAtMs: 20 };
-};
 const handoff = (id: string, agent: unknown, reason = 'an invoice'): OutputBlock => ({
   type: 'tool_use',
   id,
@@ -85,15 +61,6 @@ const handoff = (id: string, agent: unknown, reason = 'an invoice'): OutputBlock
   input: { agent: agent as string, reason },
 });
 const text = (value: string): OutputBlock => ({ type: 'text', text: value });
-
-function run(start: TurnInput, ...events: TurnEvent[]): StepResult[] {
-  let state: TurnState = machine.initialState;
-  return [{ type: 'turn_started', input: start } satisfies TurnEvent, ...events].map((event) => {
-    const result = machine.step(state, event);
-    state = result.state;
-    return result;
-  });
-}
 
 function brief(effect: TurnEffect): string {
   switch (effect.type) {
@@ -145,10 +112,10 @@ const resultOf = (result: StepResult, id: string): string => {
 
 describe('a handoff continues the turn under the target agent', () => {
   it('commits the result, the handoff and the target configuration, then asks the target', () => {
-    const [start, moved, done] = run(
+    const [start, moved, done] = runTurn(
       input,
-      reply(handoff('h1', 'billing')),
-      reply(text('Your invoice is fixed.')),
+      modelReply(20, handoff('h1', 'billing')),
+      modelReply(20, text('Your invoice is fixed.')),
     );
     expect(start!.effects.map(brief)).toEqual(['commit agent_config triage', 'call_model 1']);
     expect(moved!.effects.map(brief)).toEqual([
@@ -175,11 +142,11 @@ describe('a handoff continues the turn under the target agent', () => {
 
   it('names the agent on every tool call and shares one step budget', () => {
     const use = (id: string): OutputBlock => ({ type: 'tool_use', id, name: 'lookup', input: {} });
-    const results = run(
+    const results = runTurn(
       { ...input, budget: { directive: 2 } },
-      reply(use('a1'), handoff('h1', 'billing')),
+      modelReply(20, use('a1'), handoff('h1', 'billing')),
       { type: 'tool_finished', toolCallId: 'a1', outcome: { content: 'x', isError: false } },
-      reply(use('b1')),
+      modelReply(20, use('b1')),
       { type: 'tool_finished', toolCallId: 'b1', outcome: { content: 'y', isError: false } },
     );
     expect(results[1]?.effects.map(brief)).toContain('commit tool_call a1 by triage');
@@ -240,7 +207,7 @@ describe('a handoff that may not happen is refused with a reason the model reads
     ],
   ];
   it.each(cases)('%s', (_name, start, blocks, reason) => {
-    const [, refused] = run(start, reply(...blocks));
+    const [, refused] = runTurn(start, modelReply(20, ...blocks));
     const id = blocks.length === 2 ? 'h2' : 'h1';
     expect(resultOf(refused!, id)).toContain(reason);
     const effects = refused!.effects.map(brief);
@@ -254,7 +221,11 @@ describe('a handoff that may not happen is refused with a reason the model reads
   });
 
   it('refuses a handoff back to an agent that already answered in the turn (a cycle)', () => {
-    const [, , back] = run(input, reply(handoff('h1', 'billing')), reply(handoff('h2', 'triage')));
+    const [, , back] = runTurn(
+      input,
+      modelReply(20, handoff('h1', 'billing')),
+      modelReply(20, handoff('h2', 'triage')),
+    );
     expect(resultOf(back!, 'h2')).toContain(
       'triage already answered in this turn (triage -> billing -> triage would be a cycle)',
     );
@@ -268,7 +239,7 @@ describe('a handoff that may not happen is refused with a reason the model reads
 
 describe('a resumed turn moves to the same agent again without committing twice', () => {
   it('replays the recorded handoff and asks the target for the next step', () => {
-    const [, moved] = run(input, reply(handoff('h1', 'billing')));
+    const [, moved] = runTurn(input, modelReply(20, handoff('h1', 'billing')));
     const recordedSteps = moved!.effects.flatMap((e) =>
       e.type === 'commit_step' && e.step.kind !== 'agent_config' ? [e.step] : [],
     );
@@ -278,7 +249,7 @@ describe('a resumed turn moves to the same agent again without committing twice'
     if (billingConfig?.type !== 'commit_step' || billingConfig.step.kind !== 'agent_config') {
       throw new Error('no billing config');
     }
-    const [resumed] = run({
+    const [resumed] = runTurn({
       ...input,
       recordedSteps,
       recordedConfigSha256: hex(billingConfig.step.record.sha256),
@@ -293,31 +264,31 @@ describe('a resumed turn moves to the same agent again without committing twice'
   });
 
   it('fails when the recorded handoff went to another agent', () => {
-    const [, moved] = run(input, reply(handoff('h1', 'billing')));
+    const [, moved] = runTurn(input, modelReply(20, handoff('h1', 'billing')));
     const recordedSteps = moved!.effects.flatMap((e): TurnStep[] => {
       if (e.type !== 'commit_step' || e.step.kind === 'agent_config') return [];
       if (e.step.kind !== 'agent_handoff') return [e.step];
       return [{ kind: 'agent_handoff', record: { ...e.step.record, toAgent: 'refunds' } }];
     });
-    const [resumed] = run({ ...input, recordedSteps });
+    const [resumed] = runTurn({ ...input, recordedSteps });
     expect(resumed!.effects.map(brief).at(-1)).toBe('fail failed_precondition');
   });
 });
 
 describe('what the turn is given', () => {
   it('refuses an agent given twice', () => {
-    const [start] = run({ ...input, agents: [billing, billing] });
+    const [start] = runTurn({ ...input, agents: [billing, billing] });
     expect(start!.effects.map(brief)).toEqual(['fail failed_precondition']);
   });
 
   it('ends the turn with a handoff marker when no handoffs are given (journals before handoffs continued)', () => {
     const legacy: TurnInput = { ...input, handoffs: undefined, agents: undefined };
-    const [, ended] = run(legacy, reply(handoff('h1', 'billing')));
+    const [, ended] = runTurn(legacy, modelReply(20, handoff('h1', 'billing')));
     expect(ended!.effects.map(brief)).toEqual(['commit model_call 1 by triage', 'handoff']);
   });
 
   it('records the agent and its handoffs in its configuration', () => {
-    const [start] = run(input);
+    const [start] = runTurn(input);
     const commit = start!.effects[0];
     if (commit?.type !== 'commit_step' || commit.step.kind !== 'agent_config') throw new Error();
     const { config } = decodeAgentConfig(commit.step.record.configJson);

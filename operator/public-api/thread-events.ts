@@ -6,10 +6,8 @@
  * alone, so every replica and every `Last-Event-ID` resume shows them at the same place.
  * Pure.
  */
+import { DELEGATE_TOOL } from '../turns/plan-common';
 import type { EventData } from './event-json';
-
-/** The reserved tool whose call opens a thread (harness/turn/reserved-tools.ts). */
-const DELEGATE_TOOL = '__delegate_to';
 
 /** `thread_started`: an agent asked another to do a task on a thread of its own. */
 export interface ThreadStartedData {
