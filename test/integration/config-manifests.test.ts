@@ -5,7 +5,8 @@
  * unknown or feature-gated one) fails the test; then the whole base applied for real into a
  * fresh namespace, where a server-side diff must be empty and a second apply must change
  * nothing (a GitOps resync). hack/config-manifests.test.ts checks the same builds against the
- * code that reads them.
+ * code that reads them. The Helm chart (charts/polychrome), rendered by the pinned Helm with
+ * every part on and other values, passes the same dry run in another namespace.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
@@ -14,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { installCrds, readCrds } from '../../hack/lib/crds';
+import { helmTemplate } from '../../hack/chart/chart-testing';
 import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { freshNamespace, kubeConfig, sharedCluster } from './support/kube';
 
@@ -273,6 +275,57 @@ describe('config/ manifests on a real API server', () => {
       ].sort(),
     );
   });
+
+  it('accepts the Helm chart with every part on and other values, released into another namespace, on a server-side dry run', async () => {
+    // prometheus-operator's CRDs for the monitoring part, as upstream ships them (no controller).
+    const promCrds = join(defaultBinDir, 'prometheus-operator-crds');
+    if (!existsSync(promCrds)) {
+      throw new Error(`${promCrds} is missing: run 'make binaries' (it copies the pinned CRDs)`);
+    }
+    await installCrds(await kubeConfig(), await readCrds([promCrds]));
+    const chats = await freshNamespace(await kubeConfig(), 'chart-chats');
+    try {
+      const rendered = helmTemplate(
+        {
+          'kubeApi.enabled': true,
+          'certManagerPki.enabled': true,
+          'monitoring.enabled': true,
+          'conversations.create': true,
+          'conversations.namespace': chats.name,
+          'image.registry': 'ghcr.io/acme/polychrome',
+          'harness.image.digest': `sha256:${'ab'.repeat(32)}`,
+          'controlPlane.replicas': 3,
+          'controlPlane.resources': { requests: { cpu: '1', memory: '512Mi' } },
+          'state.storage': '20Gi',
+        },
+        ns.name,
+      );
+      expect(rendered.map((o) => `${keyOf(o)} ${namespaceOf(o)}`)).toEqual(
+        expect.arrayContaining([
+          `Namespace/${ns.name} `,
+          `Namespace/${chats.name} `,
+          `Deployment/polychrome-control-plane ${ns.name}`,
+          `SandboxTemplate/polychrome-harness ${chats.name}`,
+          `ServiceMonitor/polychrome-state ${ns.name}`,
+          `Certificate/polychrome-state-tls ${ns.name}`,
+          'APIService/v1alpha1.api.polychrome.dev ',
+        ]),
+      );
+      const returned = printed(
+        kubectl(
+          kubeconfig,
+          ['apply', '--server-side', '--dry-run=server', '-f', '-', '-o', 'json'],
+          rendered.map((o) => stringify(o)).join('---\n'),
+        ),
+      );
+      for (const [b, r] of matchUp(rendered, returned)) {
+        expect({ key: keyOf(b), found: r !== undefined }).toEqual({ key: keyOf(b), found: true });
+        expect(r).toMatchObject(withoutEmptyStrings(b) as Obj);
+      }
+    } finally {
+      await chats.dispose();
+    }
+  }, 60_000);
 
   it('applies the base server-side into a fresh namespace; a server-side diff is then empty and a second apply changes nothing', () => {
     // The base in this test's namespace, as an overlay setting `namespace:` builds it. The
