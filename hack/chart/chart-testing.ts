@@ -26,7 +26,8 @@ const setJson = (values: Record<string, unknown>): string[] =>
     `${path}=${JSON.stringify(value)}`,
   ]);
 
-function helm(args: readonly string[]): string {
+/** The pinned helm with these arguments; its output. */
+export function helm(args: readonly string[]): string {
   return execFileSync(helmPath(), args, {
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'pipe'],

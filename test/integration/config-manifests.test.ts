@@ -10,12 +10,13 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { installCrds, readCrds } from '../../hack/lib/crds';
-import { helmTemplate } from '../../hack/chart/chart-testing';
+import { helm, helmTemplate } from '../../hack/chart/chart-testing';
 import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { freshNamespace, kubeConfig, sharedCluster } from './support/kube';
 
@@ -324,6 +325,48 @@ describe('config/ manifests on a real API server', () => {
       }
     } finally {
       await chats.dispose();
+    }
+  }, 60_000);
+
+  it("helm install --create-namespace: the chart's Namespace object takes over the namespace Helm made, and helm uninstall keeps it", () => {
+    // The chart's own Namespace object alone, in a chart of its own: a release of the whole
+    // chart would take over this cluster's shared CRDs and ClusterRoleBinding.
+    const name = `chart-release-${randomBytes(3).toString('hex')}`;
+    const dir = mkdtempSync(join(tmpdir(), 'polychrome-chart-namespace-'));
+    const asHelm = (args: string[]): string => helm([...args, '--kubeconfig', kubeconfig]);
+    try {
+      const namespace = helmTemplate({}, name).find((o) => o['kind'] === 'Namespace');
+      expect(namespace).toMatchObject({ metadata: { name } });
+      mkdirSync(join(dir, 'templates'));
+      writeFileSync(
+        join(dir, 'Chart.yaml'),
+        stringify({ apiVersion: 'v2', name: 'namespace-only', version: '0.1.0' }),
+      );
+      writeFileSync(
+        join(dir, 'templates', 'namespace.yaml'),
+        stringify(namespace).replace(`name: ${name}`, 'name: {{ .Release.Namespace }}'),
+      );
+      asHelm(['install', 'namespace-only', dir, '--namespace', name, '--create-namespace']);
+      const made = printed(kubectl(kubeconfig, ['get', 'namespace', name, '-o', 'json']))[0];
+      expect(made).toMatchObject({
+        metadata: {
+          labels: {
+            'pod-security.kubernetes.io/enforce': 'restricted',
+            'app.kubernetes.io/part-of': 'polychrome',
+          },
+          annotations: {
+            'helm.sh/resource-policy': 'keep',
+            'meta.helm.sh/release-name': 'namespace-only',
+          },
+        },
+      });
+      asHelm(['uninstall', 'namespace-only', '--namespace', name]);
+      expect(kubectl(kubeconfig, ['get', 'namespace', name, '-o', 'name'])).toBe(
+        `namespace/${name}\n`,
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      kubectl(kubeconfig, ['delete', 'namespace', name, '--ignore-not-found', '--wait=false']);
     }
   }, 60_000);
 
