@@ -126,7 +126,7 @@ describe('hack/build-binaries.sh through make', () => {
     expect(run.stderr).toMatch(/unknown binary "kubelet"; usage: .* dev\|all\|test-tools\|NAME/u);
   });
 
-  it('make dev, test-monitoring and images ask only for what they run', () => {
+  it('make dev, test-monitoring, images, chart and helm-chart ask only for what they run', () => {
     const plan = (target: string): string[] =>
       execFileSync('make', ['-n', target], { cwd: repoRoot, encoding: 'utf8', env })
         .split('\n')
@@ -137,5 +137,7 @@ describe('hack/build-binaries.sh through make', () => {
     expect(plan('images')).toEqual(['bash hack/build-binaries.sh crane test-tools']);
     expect(plan('test')).toContain('bash hack/build-binaries.sh all test-tools');
     expect(plan('test-integration')).toEqual(['bash hack/build-binaries.sh all test-tools']);
+    expect(plan('chart')).toEqual(['bash hack/build-binaries.sh helm']);
+    expect(plan('helm-chart')).toEqual(['bash hack/build-binaries.sh kubectl']);
   });
 });
