@@ -261,6 +261,12 @@ describe('values change what they name and nothing else', () => {
     expect(JSON.stringify(helmTemplate({ ...ALL_ON, 'image.registry': next }))).not.toContain(old);
   });
 
+  it("a plane's image.repository names its images only", () => {
+    expect(diffs({ 'state.image.repository': 'polychrome-state' })).toEqual([
+      'apps/v1/StatefulSet/polychrome-system/polychrome-state spec.template.spec.containers[state].image: registry.invalid/polychrome/state:0.1.0 -> registry.invalid/polychrome/polychrome-state:0.1.0',
+    ]);
+  });
+
   it('image.tag and a plane digest pin the images they name', () => {
     const digest = `sha256:${'ab'.repeat(32)}`;
     const changed = diffs({ 'image.tag': '1.2.3', 'harness.image.digest': digest });

@@ -63,6 +63,12 @@ export function valueEntries(
   ];
   for (const plane of PLANE_IMAGES) {
     entries.push({
+      path: `${plane.key}.image.repository`,
+      value: plane.image,
+      description: `The repository of ${plane.what}'s image under image.registry.`,
+      schema: { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*$' },
+    });
+    entries.push({
       path: `${plane.key}.image.digest`,
       value: '',
       description: `The image of ${plane.what} by digest (sha256:...), instead of the tag.`,
