@@ -22,10 +22,13 @@ CERT_MANAGER_VERSION ?= v1.21.2
 # Docker's .dockerignore matcher (hack/dockerignore): what `docker build` sends, for the
 # Dockerfile context test and the image build's context.
 PATTERNMATCHER_VERSION ?= v0.6.1
+# cosign (hack/cosign): `make release` signs the images and attests their SBOMs with it, and
+# its test verifies them (docs/release.md).
+COSIGN_VERSION ?= v3.1.3
 export KUBE_VERSION ETCD_VERSION AGENT_SANDBOX_VERSION CRANE_VERSION NODE22_VERSION NODE22_INTEGRITY \
 	NODE22_ARM64_INTEGRITY \
 	PROMTOOL_VERSION PROMETHEUS_OPERATOR_VERSION OTELCOL_VERSION CERT_MANAGER_VERSION \
-	PATTERNMATCHER_VERSION
+	PATTERNMATCHER_VERSION COSIGN_VERSION
 
 NPX := npx --no-install
 JEST_ARGS ?=
@@ -33,7 +36,7 @@ JEST_ARGS ?=
 .PHONY: all build generate proto manifests verify-generate lint lint-images typecheck test \
 	test-unit test-unit-node22 test-integration test-argocd-health test-monitoring images bench \
 	dev dev-down dev-reset binaries dev-binaries test-binaries check-prerequisites cluster-up \
-	cluster-down clean krew-archive print-%
+	cluster-down clean krew-archive release print-%
 
 all: build
 
@@ -151,8 +154,16 @@ test-unit-node22: node_modules test-binaries
 ## Build each plane's OCI image without a daemon, push it to a local registry, pull it
 ## back and smoke-test it under chroot (hack/build-images.sh; needs root).
 images: node_modules
-	bash hack/build-binaries.sh crane test-tools
+	bash hack/build-binaries.sh crane dockerignore-check
 	bash hack/build-images.sh
+
+## A release (docs/release.md): the images for amd64 and arm64 as one index each (what
+## `make images` builds and checks), pushed to REGISTRY, signed with your cosign key
+## (COSIGN_KEY, COSIGN_PASSWORD in the environment), each with its SBOM as a signed
+## attestation; install manifests pinned by digest in dist/release (hack/release.sh; needs root).
+release: node_modules
+	bash hack/build-binaries.sh crane kubectl cosign dockerignore-check
+	bash hack/release.sh
 
 test-integration: node_modules test-binaries
 	$(NPX) jest --selectProjects integration $(JEST_ARGS)
