@@ -119,12 +119,14 @@ test-binaries:
 check-prerequisites:
 	@bash hack/check-prerequisites.sh
 
-## All tests: the Argo CD health scripts and the alert rules (promtool), unit, then integration against one shared local
-## control plane, then the images (what `make images` runs), even when a jest test failed;
-## the exit status is the first failure's.
+## All tests: the Argo CD health scripts and the alert rules (promtool), the images (what
+## `make images` runs; kept in dist/images, where the release test takes them instead of
+## building them again), then unit and integration against one shared local control plane,
+## even when the images failed; the exit status is the first failure's.
 test: check-prerequisites node_modules test-binaries test-argocd-health test-monitoring
-	@status=0; $(NPX) jest $(JEST_ARGS) || status=$$?; \
-	  bash hack/build-images.sh || { [ $$status != 0 ] || status=$$?; }; exit $$status
+	@status=0; IMAGE_LAYOUT=$(CURDIR)/dist/images bash hack/build-images.sh || status=$$?; \
+	  RELEASE_TEST_IMAGES=$(CURDIR)/dist/images $(NPX) jest $(JEST_ARGS) || \
+	  { [ $$status != 0 ] || status=$$?; }; exit $$status
 
 ## Argo CD health scripts (config/argocd) run as Argo CD runs argocd-cm scripts: gopher-lua
 ## with only the base, table and package libraries (hack/argocd-health; Go module cache).

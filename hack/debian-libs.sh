@@ -39,7 +39,9 @@ if [ ! -e "$root/.complete" ] || [ ! -e "$root/.files" ]; then
   for deb in "$apt_dir"/debs/*.deb; do
     dpkg-deb -x "$deb" "$root.tmp"
     # path, package, version, architecture: one line per file the package holds.
-    read -r package version architecture < <(dpkg-deb -f "$deb" Package Version Architecture | awk '{ printf "%s ", $2 }')
+    package=$(dpkg-deb -f "$deb" Package)
+    version=$(dpkg-deb -f "$deb" Version)
+    architecture=$(dpkg-deb -f "$deb" Architecture)
     dpkg-deb -c "$deb" | awk -v p="$package" -v v="$version" -v a="$architecture" \
       '$1 !~ /^d/ { path = $6; sub(/^\./, "", path); print path "\t" p "\t" v "\t" a }' >>"$root.tmp/.files"
   done
