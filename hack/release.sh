@@ -99,7 +99,8 @@ for plane in control-plane state harness; do
     "$images/$plane/index.json")
   [ -n "$want" ] || fail "$images/$plane does not hold exactly one index"
   step "$plane: pushing the index to $ref"
-  "$crane" push "$images/$plane" "$ref" >/dev/null
+  "$crane" push "$images/$plane" "$ref" >/dev/null 2>"$work/crane.log" ||
+    { cat "$work/crane.log" >&2; fail "$plane: crane push failed (above)"; }
   digest=$("$crane" digest "$ref")
   [ "$digest" = "$want" ] || fail "$plane: $ref is $digest after the push, not the built index $want"
   pinned[$plane]="$registry/$plane@$digest"

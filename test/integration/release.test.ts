@@ -15,9 +15,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import {
+  closeSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
+  openSync,
   readFileSync,
   readdirSync,
   rmSync,
@@ -69,30 +71,28 @@ function keyPair(name: string): { key: string; pub: string } {
   return { key: join(dir, 'cosign.key'), pub: join(dir, 'cosign.pub') };
 }
 
-/** `crane registry serve` on a free port of 127.0.0.1, blobs on disk: its address. */
+/**
+ * `crane registry serve` on a free port of 127.0.0.1, blobs on disk: its address. Its log
+ * goes to a file, not a pipe: the tests block in spawnSync while cosign talks to it, and a
+ * pipe nobody reads would stall the registry once full.
+ */
 async function startRegistry(): Promise<{ host: string; proc: ChildProcess }> {
   mkdirSync(join(work, 'blobs'));
+  const logFile = join(work, 'registry.log');
+  const log = openSync(logFile, 'w');
   const proc = spawn(
     bin('crane'),
     ['registry', 'serve', '--address', '127.0.0.1:0', '--disk', join(work, 'blobs')],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
+    { stdio: ['ignore', log, log] },
   );
-  const host = await new Promise<string>((resolve, reject) => {
-    let log = '';
-    const seen = (chunk: Buffer): void => {
-      log += chunk.toString();
-      const m = /serving on port (\d+)/u.exec(log);
-      if (m !== null) resolve(`127.0.0.1:${m[1] ?? ''}`);
-    };
-    proc.stdout?.on('data', seen);
-    proc.stderr?.on('data', seen);
-    proc.once('exit', (code) =>
-      reject(new Error(`crane registry serve exited ${String(code)}: ${log}`)),
-    );
-  });
-  return { host, proc };
+  closeSync(log);
+  for (let i = 0; i < 100 && proc.exitCode === null; i += 1) {
+    const m = /serving on port (\d+)/u.exec(readFileSync(logFile, 'utf8'));
+    if (m !== null) return { host: `127.0.0.1:${m[1] ?? ''}`, proc };
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  proc.kill();
+  throw new Error(`crane registry serve did not start: ${readFileSync(logFile, 'utf8')}`);
 }
 
 const cosignVerify = (args: readonly string[]): Run =>
@@ -234,7 +234,8 @@ describe('make release', () => {
     for (const plane of PLANES) {
       const ref = pinned[plane] ?? '';
       const r = cosignVerify(['verify-attestation', '--key', a.pub, '--type', 'spdxjson', ref]);
-      expect({ plane, status: r.status }).toEqual({ plane, status: 0 });
+      const failure = r.status === 0 ? '' : r.stderr;
+      expect({ plane, status: r.status, failure }).toEqual({ plane, status: 0, failure: '' });
       const [statement] = statements(r.stdout);
       expect(statement?.predicateType).toBe('https://spdx.dev/Document');
       expect(JSON.stringify(statement?.subject)).toContain(
@@ -275,10 +276,10 @@ describe('make release', () => {
     const wanted = new Set(Object.values(pinned));
     for (const file of files) {
       const text = readFileSync(join(out, file), 'utf8');
-      const refs = [...text.matchAll(/(?:image: |value: )(\S*polychrome\/\S+)/gu)].map(
-        (m) => m[1] ?? '',
-      );
+      const refs = imageRefs(text, registry?.host ?? '');
       expect(refs.length).toBeGreaterThan(0);
+      // The control plane's POLYCHROME_HARNESS_IMAGE, which kustomize rewrites as an image.
+      if (file !== 'polychrome-sandbox.yaml') expect(refs).toContain(pinned['harness']);
       for (const ref of refs)
         expect({ file, ref, pinned: wanted.has(ref) }).toEqual({ file, ref, pinned: true });
       expect(text).not.toContain('registry.invalid');
@@ -355,9 +356,7 @@ describe('make release', () => {
           status: 0,
           stderr: '',
         });
-        const images = [...r.stdout.matchAll(/"(?:image|value)": "(\S*polychrome\/[^"]+)"/gu)].map(
-          (m) => m[1],
-        );
+        const images = imageRefs(r.stdout, registry?.host ?? '');
         expect(images.length).toBeGreaterThan(0);
         for (const image of images) expect(Object.values(pinned)).toContain(image);
       }
@@ -367,7 +366,18 @@ describe('make release', () => {
   });
 });
 
-/** `doc` as a YAML file in the test's folder. */
+/**
+ * Every image a manifest (YAML, or kubectl's JSON) names: each `image` field, and each
+ * environment value that names the registry or `registry.invalid` (POLYCHROME_HARNESS_IMAGE).
+ */
+function imageRefs(text: string, host: string): string[] {
+  const image = /"?\bimage"?: "?([^\s"]+)/gu;
+  const names = `(?:registry\\.invalid|${host.replace(/\./gu, '\\.')})`;
+  const value = new RegExp(`"?\\bvalue"?: "?(${names}[^\\s"]*)`, 'gu');
+  return [...text.matchAll(image), ...text.matchAll(value)].map((m) => m[1] ?? '');
+}
+
+/** `doc` as a JSON file in the test's folder. */
 function writeDoc(doc: unknown): string {
   const path = join(work, `doc-${String(Math.random()).slice(2)}.json`);
   writeFileSync(path, JSON.stringify(doc));
