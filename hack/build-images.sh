@@ -184,7 +184,7 @@ runtime_packages() { # arch libs-root lib...: each library's path, Debian packag
     else
       # dpkg knows a file by the path its package installed it at (before or after usrmerge).
       owner=$({ dpkg -S "$lib" 2>/dev/null || dpkg -S "$(readlink -f "$lib")" 2>/dev/null; } |
-        sed -n '1s/^\([^:]*\)\(:[^:]*\)\{0,1\}: .*/\1/p')
+        sed -n '1s/^\([^:]*\)\(:[^:]*\)\{0,1\}: .*/\1/p') || true
       [ -z "$owner" ] ||
         owner=$(dpkg-query -W -f '${Package}\t${Version}\t${Architecture}' "$owner:$arch" 2>/dev/null ||
           dpkg-query -W -f '${Package}\t${Version}\t${Architecture}' "$owner")
