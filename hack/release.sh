@@ -15,12 +15,14 @@
 #   RELEASE_IMAGES  optional: an IMAGE_LAYOUT that `make images` already built for VERSION
 #                   (hack/build-images.sh), instead of building the images again
 #   RELEASE_OUT     optional: where the manifests go (default dist/release, emptied first)
+#   RELEASE_CHARTS  optional: where `make chart` leaves its packaged chart (default dist/chart)
 #
 # Signing and attesting are keyed and offline: no certificate is asked of Fulcio and nothing
 # is written to a transparency log (`--tlog-upload=false`, `--use-signing-config=false`), so
 # a verifier passes `--insecure-ignore-tlog=true` with the public key (docs/release.md).
-# A chart that `make chart` packaged into dist/chart/*.tgz is pushed as an OCI artifact and
-# signed too, when there is one and hack/bin/helm is built; otherwise that step says so.
+# HOOK, not yet tested (no Helm here yet): a chart that `make chart` packaged into
+# dist/chart/*.tgz is pushed with hack/bin/helm as an OCI artifact and signed too; without
+# one the release says so, and with one but no hack/bin/helm it stops before pushing anything.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,6 +31,7 @@ root=$(dirname "$here")
 [ -z "${COSIGN_KEY:-}" ] || [ ! -e "$COSIGN_KEY" ] || COSIGN_KEY=$(realpath "$COSIGN_KEY")
 [ -z "${RELEASE_IMAGES:-}" ] || RELEASE_IMAGES=$(realpath -m "$RELEASE_IMAGES")
 [ -z "${RELEASE_OUT:-}" ] || RELEASE_OUT=$(realpath -m "$RELEASE_OUT")
+[ -z "${RELEASE_CHARTS:-}" ] || RELEASE_CHARTS=$(realpath -m "$RELEASE_CHARTS")
 cd "$root"
 start=$SECONDS
 step() { echo "release: $* ($((SECONDS - start))s)"; }
@@ -62,6 +65,11 @@ grep -q -- '-----BEGIN ENCRYPTED \(SIGSTORE\|COSIGN\) PRIVATE KEY-----' "$key" |
 for tool in crane cosign kubectl; do
   [ -x "$here/bin/$tool" ] || fail "hack/bin/$tool is missing: run 'bash hack/build-binaries.sh $tool' (make release does)"
 done
+shopt -s nullglob
+charts=("${RELEASE_CHARTS:-$root/dist/chart}"/*.tgz)
+shopt -u nullglob
+[ ${#charts[@]} -eq 0 ] || [ -x "$here/bin/helm" ] ||
+  fail "there is a chart to push (${charts[*]##*/}) but hack/bin/helm is missing: build it (hack/build-binaries.sh helm)"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -144,13 +152,10 @@ overlay polychrome-sandbox sandbox
 sed -n '/^images:/,$p' "$work/overlays/polychrome/kustomization.yaml" >"$out/kustomize-images.yaml"
 for plane in control-plane state harness; do echo "${pinned[$plane]}"; done >"$out/images.txt"
 
-# The Helm chart, when `make chart` packaged one: pushed next to the images and signed.
-shopt -s nullglob
-charts=("$root"/dist/chart/*.tgz)
+# HOOK (untested until Helm is built here): the Helm chart, when `make chart` packaged one,
+# pushed next to the images and signed.
 if [ ${#charts[@]} -eq 0 ]; then
   step "no dist/chart/*.tgz: no chart pushed (make chart packages one)"
-elif [ ! -x "$here/bin/helm" ]; then
-  fail "dist/chart holds ${charts[*]##*/} but hack/bin/helm is missing: build it (hack/build-binaries.sh helm)"
 else
   for chart in "${charts[@]}"; do
     step "pushing the chart ${chart##*/} to oci://$registry/charts"

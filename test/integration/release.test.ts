@@ -318,6 +318,17 @@ describe('make release', () => {
       COSIGN_PASSWORD: PASSWORD,
     });
     expect(badVersion.stderr).toContain("VERSION 'v1' is not a semantic version");
+    if (!existsSync(bin('helm'))) {
+      // A packaged chart with no Helm to push it stops the release before anything is pushed.
+      const charts = join(work, 'charts');
+      mkdirSync(charts);
+      writeFileSync(join(charts, 'polychrome-1.0.0.tgz'), '');
+      const noHelm = run('make', [...base, 'VERSION=1.0.0', `COSIGN_KEY=${a.key}`], {
+        COSIGN_PASSWORD: PASSWORD,
+        RELEASE_CHARTS: charts,
+      });
+      expect(noHelm.stderr).toContain('polychrome-1.0.0.tgz) but hack/bin/helm is missing');
+    }
     expect(existsSync(join(work, 'refused'))).toBe(false);
   });
 
