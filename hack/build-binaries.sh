@@ -10,7 +10,8 @@
 #               OpenTelemetry Collector (hack/otelcol, test/integration/tracing.test.ts), and
 #               prometheus-operator's CRDs (hack/prometheus-operator, the dry run of
 #               config/monitoring) and cert-manager's (hack/cert-manager, the dry run of the
-#               Kubernetes door's component), copied from their modules
+#               Kubernetes door's component), copied from their modules, and helm (hack/helm,
+#               the chart's tests and `make chart`)
 #   test-tools  dockerignore-check (hack/dockerignore), Docker's own .dockerignore matcher
 #               (github.com/moby/patternmatcher, docs/images.md), and cosign (hack/cosign,
 #               github.com/sigstore/cosign: `make release` signs with it, its test verifies)
@@ -35,6 +36,7 @@ set -euo pipefail
 : "${CERT_MANAGER_VERSION:?set by the Makefile}"
 : "${PATTERNMATCHER_VERSION:?set by the Makefile}"
 : "${COSIGN_VERSION:?set by the Makefile}"
+: "${HELM_VERSION:?set by the Makefile}"
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${POLYCHROME_CACHE:-$HOME/.cache/polychrome}
@@ -64,6 +66,7 @@ require_pin prometheus-operator github.com/prometheus-operator/prometheus-operat
 require_pin cert-manager github.com/cert-manager/cert-manager "$CERT_MANAGER_VERSION"
 require_pin dockerignore github.com/moby/patternmatcher "$PATTERNMATCHER_VERSION"
 require_pin cosign github.com/sigstore/cosign/v3 "$COSIGN_VERSION"
+require_pin helm helm.sh/helm/v4 "$HELM_VERSION"
 
 minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
 build_date=2026-07-22T00:00:00Z
@@ -153,6 +156,9 @@ one() { # name
     otelcol) build otelcol "$OTELCOL_VERSION" otelcol . ;;
     prometheus-operator-crds) crds "$PROMETHEUS_OPERATOR_VERSION" ;;
     cert-manager-crds) cert_manager_crds "$CERT_MANAGER_VERSION" ;;
+    helm)
+      build helm "$HELM_VERSION" helm helm.sh/helm/v4/cmd/helm \
+        "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" ;;
     dockerignore-check)
       # Our own main.go, so the cache key is the pinned module and a digest of the sources.
       local sources
@@ -164,7 +170,7 @@ one() { # name
 }
 
 dev=(etcd kubectl kube-apiserver kube-controller-manager agent-sandbox-controller)
-all=("${dev[@]}" crane promtool otelcol prometheus-operator-crds cert-manager-crds)
+all=("${dev[@]}" crane promtool otelcol prometheus-operator-crds cert-manager-crds helm)
 test_tools=(dockerignore-check cosign)
 known=" ${all[*]} ${test_tools[*]} "
 usage="usage: $0 dev|all|test-tools|NAME... (NAME: ${all[*]} ${test_tools[*]})"
