@@ -181,8 +181,9 @@ images: node_modules
 ## A release (docs/release.md): the images for amd64 and arm64 as one index each (what
 ## `make images` builds and checks), pushed to REGISTRY, signed with your cosign key
 ## (COSIGN_KEY, COSIGN_PASSWORD in the environment), each with its SBOM as a signed
-## attestation; install manifests pinned by digest in dist/release (hack/release.sh; needs root).
-release: node_modules
+## attestation; the chart (`make chart`, version VERSION) pushed and signed beside them;
+## install manifests pinned by digest in dist/release (hack/release.sh; needs root).
+release: node_modules chart
 	bash hack/build-binaries.sh crane kubectl cosign dockerignore-check
 	bash hack/release.sh
 

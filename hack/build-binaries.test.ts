@@ -137,6 +137,7 @@ describe('hack/build-binaries.sh through make', () => {
     expect(plan('test-monitoring')).toEqual(['bash hack/build-binaries.sh promtool']);
     expect(plan('images')).toEqual(['bash hack/build-binaries.sh crane dockerignore-check']);
     expect(plan('release')).toEqual([
+      'bash hack/build-binaries.sh helm',
       'bash hack/build-binaries.sh crane kubectl cosign dockerignore-check',
     ]);
     expect(plan('test')).toContain('bash hack/build-binaries.sh all test-tools');

@@ -20,9 +20,10 @@
 # Signing and attesting are keyed and offline: no certificate is asked of Fulcio and nothing
 # is written to a transparency log (`--tlog-upload=false`, `--use-signing-config=false`), so
 # a verifier passes `--insecure-ignore-tlog=true` with the public key (docs/release.md).
-# HOOK, not yet tested (no Helm here yet): a chart that `make chart` packaged into
-# dist/chart/*.tgz is pushed with hack/bin/helm as an OCI artifact and signed too; without
-# one the release says so, and with one but no hack/bin/helm it stops before pushing anything.
+# The Helm chart that `make chart` packaged for VERSION (dist/chart/*-VERSION.tgz; make
+# release runs it first) is pushed with hack/bin/helm to oci://REGISTRY/charts and signed
+# too; without one the release says so, and with one but no hack/bin/helm it stops before
+# pushing anything.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -66,7 +67,7 @@ for tool in crane cosign kubectl; do
   [ -x "$here/bin/$tool" ] || fail "hack/bin/$tool is missing: run 'bash hack/build-binaries.sh $tool' (make release does)"
 done
 shopt -s nullglob
-charts=("${RELEASE_CHARTS:-$root/dist/chart}"/*.tgz)
+charts=("${RELEASE_CHARTS:-$root/dist/chart}"/*-"$version".tgz)
 shopt -u nullglob
 [ ${#charts[@]} -eq 0 ] || [ -x "$here/bin/helm" ] ||
   fail "there is a chart to push (${charts[*]##*/}) but hack/bin/helm is missing: build it (hack/build-binaries.sh helm)"
@@ -152,10 +153,10 @@ overlay polychrome-sandbox sandbox
 sed -n '/^images:/,$p' "$work/overlays/polychrome/kustomization.yaml" >"$out/kustomize-images.yaml"
 for plane in control-plane state harness; do echo "${pinned[$plane]}"; done >"$out/images.txt"
 
-# HOOK (untested until Helm is built here): the Helm chart, when `make chart` packaged one,
-# pushed next to the images and signed.
+# The Helm chart, when `make chart` packaged one for VERSION: pushed next to the images and
+# signed.
 if [ ${#charts[@]} -eq 0 ]; then
-  step "no dist/chart/*.tgz: no chart pushed (make chart packages one)"
+  step "no dist/chart/*-$version.tgz: no chart pushed (make chart packages one)"
 else
   for chart in "${charts[@]}"; do
     step "pushing the chart ${chart##*/} to oci://$registry/charts"
