@@ -312,12 +312,14 @@ describe('make release', () => {
     expect(check.stdout).toContain('sbom/state.spdx.json: OK');
   });
 
-  it('never prints or copies the signing key', () => {
+  it('never prints or copies the signing key or its password', () => {
     const body = readFileSync(a.key, 'utf8').split('\n').slice(1, 3).join('');
     expect(body.length).toBeGreaterThan(20);
-    expect(release.stdout + release.stderr).not.toContain(body.slice(0, 20));
-    const copied = run('grep', ['-rl', body.slice(0, 20), out]);
-    expect(copied.stdout).toBe('');
+    for (const secret of [body.slice(0, 20), PASSWORD]) {
+      expect(release.stdout + release.stderr).not.toContain(secret);
+      const copied = run('grep', ['-rlF', secret, out]);
+      expect({ secret, copied: copied.stdout }).toEqual({ secret, copied: '' });
+    }
   });
 
   it('refuses to start without a key, a password or a valid version, naming what is missing', () => {
