@@ -13,7 +13,8 @@
 #               Kubernetes door's component), copied from their modules, and helm (hack/helm,
 #               the chart's tests and `make chart`)
 #   test-tools  dockerignore-check (hack/dockerignore), Docker's own .dockerignore matcher
-#               (github.com/moby/patternmatcher, docs/images.md)
+#               (github.com/moby/patternmatcher, docs/images.md), and cosign (hack/cosign,
+#               github.com/sigstore/cosign: `make release` signs with it, its test verifies)
 #
 # or any of those names themselves (`build-binaries.sh promtool`); several may be given.
 # Each prints a `[n/m]` line and, when built, the time it took. Versions come from the
@@ -34,6 +35,7 @@ set -euo pipefail
 : "${OTELCOL_VERSION:?set by the Makefile}"
 : "${CERT_MANAGER_VERSION:?set by the Makefile}"
 : "${PATTERNMATCHER_VERSION:?set by the Makefile}"
+: "${COSIGN_VERSION:?set by the Makefile}"
 : "${HELM_VERSION:?set by the Makefile}"
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -63,6 +65,7 @@ require_pin prometheus-operator github.com/prometheus-operator/prometheus-operat
   "$PROMETHEUS_OPERATOR_VERSION"
 require_pin cert-manager github.com/cert-manager/cert-manager "$CERT_MANAGER_VERSION"
 require_pin dockerignore github.com/moby/patternmatcher "$PATTERNMATCHER_VERSION"
+require_pin cosign github.com/sigstore/cosign/v3 "$COSIGN_VERSION"
 require_pin helm helm.sh/helm/v4 "$HELM_VERSION"
 
 minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
@@ -162,20 +165,22 @@ one() { # name
       sources=$(cat "$here/dockerignore/go.mod" "$here/dockerignore/go.sum" "$here/dockerignore/main.go" |
         sha256sum | cut -c1-12)
       build dockerignore-check "$PATTERNMATCHER_VERSION-$sources" dockerignore . ;;
+    cosign) build cosign "$COSIGN_VERSION" cosign github.com/sigstore/cosign/v3/cmd/cosign ;;
   esac
 }
 
 dev=(etcd kubectl kube-apiserver kube-controller-manager agent-sandbox-controller)
 all=("${dev[@]}" crane promtool otelcol prometheus-operator-crds cert-manager-crds helm)
-known=" ${all[*]} dockerignore-check "
-usage="usage: $0 dev|all|test-tools|NAME... (NAME: ${all[*]} dockerignore-check)"
+test_tools=(dockerignore-check cosign)
+known=" ${all[*]} ${test_tools[*]} "
+usage="usage: $0 dev|all|test-tools|NAME... (NAME: ${all[*]} ${test_tools[*]})"
 [ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
 wanted=()
 for arg in "$@"; do
   case $arg in
     dev) wanted+=("${dev[@]}") ;;
     all) wanted+=("${all[@]}") ;;
-    test-tools | --test-tools) wanted+=(dockerignore-check) ;;
+    test-tools | --test-tools) wanted+=("${test_tools[@]}") ;;
     *)
       [[ $known == *" $arg "* ]] || { echo "$0: unknown binary \"$arg\"; $usage" >&2; exit 2; }
       wanted+=("$arg") ;;

@@ -111,6 +111,7 @@ describe('hack/build-binaries.sh through make', () => {
           'OTELCOL_VERSION',
           'CERT_MANAGER_VERSION',
           'PATTERNMATCHER_VERSION',
+          'COSIGN_VERSION',
           'HELM_VERSION',
         ]
           .map((v) => [v, pin(v)] as [string, string])
@@ -126,7 +127,7 @@ describe('hack/build-binaries.sh through make', () => {
     expect(run.stderr).toMatch(/unknown binary "kubelet"; usage: .* dev\|all\|test-tools\|NAME/u);
   });
 
-  it('make dev, test-monitoring, images, chart and helm-chart ask only for what they run', () => {
+  it('make dev, test-monitoring, images, chart, helm-chart and release ask only for what they run', () => {
     const plan = (target: string): string[] =>
       execFileSync('make', ['-n', target], { cwd: repoRoot, encoding: 'utf8', env })
         .split('\n')
@@ -134,7 +135,11 @@ describe('hack/build-binaries.sh through make', () => {
     expect(plan('dev')).toEqual(['bash hack/build-binaries.sh dev']);
     expect(plan('cluster-up')).toEqual(['bash hack/build-binaries.sh dev']);
     expect(plan('test-monitoring')).toEqual(['bash hack/build-binaries.sh promtool']);
-    expect(plan('images')).toEqual(['bash hack/build-binaries.sh crane test-tools']);
+    expect(plan('images')).toEqual(['bash hack/build-binaries.sh crane dockerignore-check']);
+    expect(plan('release')).toEqual([
+      'bash hack/build-binaries.sh helm',
+      'bash hack/build-binaries.sh crane kubectl cosign dockerignore-check',
+    ]);
     expect(plan('test')).toContain('bash hack/build-binaries.sh all test-tools');
     expect(plan('test-integration')).toEqual(['bash hack/build-binaries.sh all test-tools']);
     expect(plan('chart')).toEqual(['bash hack/build-binaries.sh helm']);
