@@ -18,6 +18,8 @@ export interface TextDelta {
   readonly turnId: string;
   readonly step: number;
   readonly text: string;
+  /** The delegation thread writing; absent for the turn's own agent. */
+  readonly thread?: string;
 }
 
 /** Options of {@link followEvents}. */
@@ -201,7 +203,12 @@ export async function followEvents(options: FollowOptions): Promise<void> {
         typeof data.step === 'number' &&
         typeof data.text === 'string'
       ) {
-        await options.onDelta({ turnId: data.turnId, step: data.step, text: data.text });
+        await options.onDelta({
+          turnId: data.turnId,
+          step: data.step,
+          text: data.text,
+          ...(typeof data.thread === 'string' && data.thread !== '' ? { thread: data.thread } : {}),
+        });
       }
       return undefined;
     }

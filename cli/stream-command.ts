@@ -85,10 +85,11 @@ export async function stream(
         await write(io.stdout, `${JSON.stringify({ kind: 'delta', ...delta })}\n`);
         return;
       }
-      const which = `${delta.turnId}/${String(delta.step)}`;
+      const which = `${delta.turnId}/${delta.thread ?? ''}/${String(delta.step)}`;
       if (openDelta !== which) {
         await closeDelta();
-        await write(io.stdout, `[live] step ${String(delta.step)}: `);
+        const where = delta.thread === undefined ? '' : ` thread ${delta.thread}`;
+        await write(io.stdout, `[live${where}] step ${String(delta.step)}: `);
         openDelta = which;
       }
       await write(io.stdout, delta.text);

@@ -20,7 +20,8 @@ import { VerifyPanel } from './verify-panel';
 /** The state the view renders. */
 export class ConversationView {
   private readonly events = new Map<number, TimelineEvent>();
-  private readonly live = new Map<string, string>();
+  /** Live text by turn and thread ('' for the turn's own agent), as it comes. */
+  private readonly live = new Map<string, { turnId: string; thread: string; text: string }>();
   private source: EventSource | undefined;
   private scheduled = false;
   private streamNote = 'connecting to the log stream…';
@@ -132,14 +133,18 @@ export class ConversationView {
       const erased = erasedBy(data);
       if (erased !== undefined) this.events.set(erased.position, erased);
       if (data.kind === 'turn_complete' || data.kind === 'turn_ambiguous') {
-        this.live.delete(String((data.payload as { turnId?: string } | null)?.turnId ?? ''));
+        const turnId = String((data.payload as { turnId?: string } | null)?.turnId ?? '');
+        for (const [key, entry] of this.live) if (entry.turnId === turnId) this.live.delete(key);
       }
       this.schedule();
     };
     for (const kind of Object.values(EventKind)) source.addEventListener(kind, committed);
     source.addEventListener('delta', (e: MessageEvent<string>) => {
-      const data = JSON.parse(e.data) as { turnId: string; text: string };
-      this.live.set(data.turnId, (this.live.get(data.turnId) ?? '') + data.text);
+      const data = JSON.parse(e.data) as { turnId: string; text: string; thread?: string };
+      const thread = data.thread ?? '';
+      const key = JSON.stringify([data.turnId, thread]);
+      const text = (this.live.get(key)?.text ?? '') + data.text;
+      this.live.set(key, { turnId: data.turnId, thread, text });
       this.schedule();
     });
     source.addEventListener('error', (e) => {
@@ -166,8 +171,17 @@ export class ConversationView {
     replace(
       this.liveBox,
       h('p', { id: 'stream-state' }, this.streamNote, ` (${String(this.events.size)} events)`),
-      ...[...this.live.entries()].map(([turnId, text]) =>
-        h('div', { class: 'live', 'data-turn': turnId }, h('strong', {}, `turn ${turnId}: `), text),
+      ...[...this.live.values()].map(({ turnId, thread, text }) =>
+        h(
+          'div',
+          { class: 'live', 'data-turn': turnId, 'data-thread': thread },
+          h(
+            'strong',
+            {},
+            thread === '' ? `turn ${turnId}: ` : `turn ${turnId}, thread ${thread}: `,
+          ),
+          text,
+        ),
       ),
     );
     const rows: HTMLElement[] = [];

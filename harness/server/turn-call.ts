@@ -262,7 +262,7 @@ export class TurnCall {
    * the control plane streamed them itself.
    */
   sendDelta(delta: TextDelta): void {
-    if (this.relayed.has(relayKey({ step: delta.step, thread: '' }))) return;
+    if (this.relayed.has(relayKey({ step: delta.step, thread: delta.thread ?? '' }))) return;
     this.write({ $case: 'textDelta', value: textDeltaToProto(delta) });
   }
 

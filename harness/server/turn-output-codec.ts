@@ -45,12 +45,16 @@ export type TerminalOutput = Extract<
 
 /** A text delta to proto. */
 export function textDeltaToProto(delta: TextDelta): ProtoTextDelta {
-  return { step: delta.step, text: delta.text };
+  return { step: delta.step, text: delta.text, thread: delta.thread ?? '' };
 }
 
 /** Proto `TextDelta` to domain. */
 export function textDeltaFromProto(delta: ProtoTextDelta): TextDelta {
-  return { step: delta.step, text: delta.text };
+  return {
+    step: delta.step,
+    text: delta.text,
+    ...(delta.thread === '' ? {} : { thread: delta.thread }),
+  };
 }
 
 /** A trusted call to proto `TrustedToolCall`. */

@@ -7,8 +7,8 @@ import { builtinToolRunner, builtinTools } from '../tools/builtin-tools';
 import type { ToolRunner } from './ports/tool-port';
 import { signApproval, type ApprovalSigner } from './approval-token';
 import { requestIds } from '../../common/request-ids';
-import { askUserTool, handoffTool } from './reserved-tools';
-import { runTurn, type RunTurnDeps, type StepSink } from './run-turn';
+import { askUserTool, delegateToolFor, handoffTool } from './reserved-tools';
+import { runTurn, type RunTurnDeps, type StepSink, type TextDelta } from './run-turn';
 import { CLOSING_INSTRUCTION, FALLBACK_REPLY, type TurnInput } from './turn-machine';
 import type { ApprovalAnswer, TurnStep, TurnTool } from './turn-records';
 
@@ -812,5 +812,62 @@ describe('runTurn across a handoff', () => {
       'commit agent_handoff billing',
       'commit model_call 2',
     ]);
+  });
+});
+
+describe('a panel on the shell (docs/turns.md, "Delegation")', () => {
+  it("runs the threads' model calls together and streams each delegate's text under its thread", async () => {
+    const ask = (id: string, agent: string) => ({
+      tool_use: { id, name: '__delegate_to', input: { agent, task: `${agent}, please` } },
+    });
+    const r = rig([
+      { content: [ask('d1', 'researcher'), ask('d2', 'checker')] },
+      { text: 'found it' },
+      { text: 'checked it' },
+      { text: 'Both are done.' },
+    ]);
+    let inFlight = 0;
+    let most = 0;
+    const counted = {
+      complete: async (...args: Parameters<ScriptedProvider['complete']>) => {
+        inFlight += 1;
+        most = Math.max(most, inFlight);
+        try {
+          await tick();
+          return await r.model.complete(...args);
+        } finally {
+          inFlight -= 1;
+        }
+      },
+    };
+    const deltas: TextDelta[] = [];
+    const model = { model: 'scripted', maxTokens: 100 };
+    const delegate = (name: string) => ({ name, system: `You are ${name}.`, tools: [], model });
+    const outcome = await runTurn(
+      input({
+        agentName: 'lead',
+        model,
+        tools: [
+          delegateToolFor([
+            { name: 'researcher', description: '' },
+            { name: 'checker', description: '' },
+          ]),
+        ],
+        delegates: ['researcher', 'checker'],
+        agents: [delegate('researcher'), delegate('checker')],
+      }),
+      { ...r.deps, modelFor: () => counted, onTextDelta: (delta) => deltas.push(delta) },
+    );
+    expect(outcome).toMatchObject({ kind: 'completed', text: 'Both are done.' });
+    // Both delegates' calls were in flight at once.
+    expect(most).toBe(2);
+    const textOf = (thread: string | undefined) =>
+      deltas
+        .filter((d) => d.thread === thread)
+        .map((d) => d.text)
+        .join('');
+    expect(textOf('d1')).toBe('found it');
+    expect(textOf('d2')).toBe('checked it');
+    expect(textOf(undefined)).toBe('Both are done.');
   });
 });

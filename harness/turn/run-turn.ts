@@ -48,6 +48,8 @@ export interface Clock {
 export interface TextDelta {
   readonly step: number;
   readonly text: string;
+  /** The delegation thread writing (its `__delegate_to` call's id); absent at the top. */
+  readonly thread?: string;
 }
 
 /** What {@link runTurn} needs. */
@@ -240,10 +242,13 @@ function startCall(
             signal,
             step: effect.step,
             ...(effect.thread === undefined ? {} : { thread: effect.thread }),
-            // Only the turn's own agent streams to the user: a delegate answers its caller.
-            ...(onTextDelta === undefined || effect.thread !== undefined
+            // Every thread streams, each fragment naming its thread: a panel writes side by side.
+            ...(onTextDelta === undefined
               ? {}
-              : { onTextDelta: (text: string) => onTextDelta({ step: effect.step, text }) }),
+              : {
+                  onTextDelta: (text: string) =>
+                    onTextDelta({ step: effect.step, text, ...thread }),
+                }),
           });
           if (signal.aborted) return undefined;
           return {

@@ -58,11 +58,19 @@ function deltaFrame(delta: TextDeltaEvent): Buffer {
     last !== undefined &&
     last.delta.text === delta.text &&
     last.delta.step === delta.step &&
-    last.delta.turnId === delta.turnId
+    last.delta.turnId === delta.turnId &&
+    (last.delta.thread ?? '') === (delta.thread ?? '')
   ) {
     return last.frame;
   }
-  const data = { turnId: delta.turnId, step: delta.step, text: delta.text };
+  // A delegate's fragments name its thread; the turn's own agent's name none.
+  const thread = delta.thread ?? '';
+  const data = {
+    turnId: delta.turnId,
+    step: delta.step,
+    text: delta.text,
+    ...(thread === '' ? {} : { thread }),
+  };
   const frame = Buffer.from(`event: delta\ndata: ${JSON.stringify(data)}\n\n`);
   lastDelta = { delta, frame };
   return frame;

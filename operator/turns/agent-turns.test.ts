@@ -253,7 +253,19 @@ describe('an Agent that delegates (docs/turns.md, "Delegation")', () => {
       ['checker', agent('checker', { description: 'Checks payments.' })],
     ]);
     const { api, turns, uid, post, events } = await crewTurns(agents, 'lead', panelResponder());
+    const live: { thread?: string; text: string }[] = [];
+    const unsubscribe = turns.coordinator.onTextDelta(uid, (delta) => live.push(delta));
     const answer = await post('Was I charged twice in March?');
+    unsubscribe();
+    // Each delegate's text streams live under its thread, the lead's under none.
+    const liveText = (thread: string) =>
+      live
+        .filter((d) => (d.thread ?? '') === thread)
+        .map((d) => d.text)
+        .join('');
+    expect(liveText('toolu_ask_researcher')).toBe('researcher says: 29 chars');
+    expect(liveText('toolu_ask_checker')).toBe('checker says: 33 chars');
+    expect(liveText('')).toContain('lead: ');
     expect(answer.status).toBe('complete');
     // Each delegate was told its task alone, under its own prompt, through the relay; both
     // were asked before either answered (their threads run side by side).

@@ -26,8 +26,12 @@ export interface RelayModelCallOptions {
   readonly relay: ModelRelay | undefined;
   readonly routes: ReadonlyMap<string, ModelRoute>;
   readonly signal: AbortSignal;
-  /** Each fragment of the turn's own agent, for this replica's stream listeners. */
-  readonly onTextDelta: (step: number, text: string) => void;
+  /** Each fragment, with its thread ('' for the turn's own agent), for this replica's listeners. */
+  readonly onTextDelta: (delta: {
+    readonly step: number;
+    readonly text: string;
+    readonly thread: string;
+  }) => void;
 }
 
 /**
@@ -98,8 +102,7 @@ async function relay(
       signal: options.signal,
       onTextDelta: (text) => {
         call.modelDelta(message, text);
-        // Only the turn's own agent streams to the user: a delegate answers its caller.
-        if (message.thread === '') options.onTextDelta(message.step, text);
+        options.onTextDelta({ step: message.step, text, thread: message.thread });
       },
     });
     answer = modelResponseAnswer(message, response);

@@ -303,7 +303,7 @@ export class TurnRunner {
       for await (const message of call) {
         switch (message.kind) {
           case 'delta':
-            this.deltas.emit(uid, { turnId, step: message.delta.step, text: message.delta.text });
+            this.deltas.emit(uid, { turnId, ...message.delta });
             break;
           case 'step': {
             const refused = checkStep(this.dispatched(conversation, turnId), message.step);
@@ -327,7 +327,7 @@ export class TurnRunner {
               relay: this.options.modelRelay,
               routes,
               signal: AbortSignal.any([signal, call.closed]),
-              onTextDelta: (step, text) => this.deltas.emit(uid, { turnId, step, text }),
+              onTextDelta: (delta) => this.deltas.emit(uid, { turnId, ...delta }),
             });
             if (forged !== undefined) return forgedEnd(forged, '', call);
             break;

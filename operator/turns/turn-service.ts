@@ -174,6 +174,8 @@ export interface TextDeltaEvent {
   readonly turnId: string;
   readonly step: number;
   readonly text: string;
+  /** The delegation thread writing; '' (or absent) for the turn's own agent. */
+  readonly thread?: string;
 }
 
 export interface NewConversation {

@@ -386,6 +386,11 @@ export interface TurnOutput {
 export interface TextDelta {
   step: number;
   text: string;
+  /**
+   * The delegation thread writing (its `__delegate_to` call's id); empty for the turn's own
+   * agent. A panel's threads write side by side (docs/turns.md, "Delegation").
+   */
+  thread: string;
 }
 
 /**
@@ -2901,7 +2906,7 @@ export const TurnOutput: MessageFns<TurnOutput> = {
 };
 
 function createBaseTextDelta(): TextDelta {
-  return { step: 0, text: "" };
+  return { step: 0, text: "", thread: "" };
 }
 
 export const TextDelta: MessageFns<TextDelta> = {
@@ -2911,6 +2916,9 @@ export const TextDelta: MessageFns<TextDelta> = {
     }
     if (message.text !== "") {
       writer.uint32(18).string(message.text);
+    }
+    if (message.thread !== "") {
+      writer.uint32(26).string(message.thread);
     }
     return writer;
   },
@@ -2944,6 +2952,14 @@ export const TextDelta: MessageFns<TextDelta> = {
             message.text = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.thread = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2960,6 +2976,7 @@ export const TextDelta: MessageFns<TextDelta> = {
     return {
       step: isSet(object.step) ? globalThis.Number(object.step) : 0,
       text: isSet(object.text) ? globalThis.String(object.text) : "",
+      thread: isSet(object.thread) ? globalThis.String(object.thread) : "",
     };
   },
 
@@ -2971,6 +2988,9 @@ export const TextDelta: MessageFns<TextDelta> = {
     if (message.text !== "") {
       obj.text = message.text;
     }
+    if (message.thread !== "") {
+      obj.thread = message.thread;
+    }
     return obj;
   },
 
@@ -2981,6 +3001,7 @@ export const TextDelta: MessageFns<TextDelta> = {
     const message = createBaseTextDelta();
     message.step = object.step ?? 0;
     message.text = object.text ?? "";
+    message.thread = object.thread ?? "";
     return message;
   },
 };
