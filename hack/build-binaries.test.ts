@@ -35,7 +35,10 @@ const TEST_BINARIES = [
   ['promtool', 'PROMTOOL_VERSION'],
   ['otelcol', 'OTELCOL_VERSION'],
 ] as const;
+/** The previous agent-sandbox release's controller: cached as the pinned one was, linked apart. */
+const PREVIOUS_CONTROLLER = ['agent-sandbox-controller', 'AGENT_SANDBOX_PREVIOUS_VERSION'] as const;
 const CRDS = [
+  ['agent-sandbox-previous-crds', 'agent-sandbox', 'AGENT_SANDBOX_PREVIOUS_VERSION'],
   ['prometheus-operator-crds', 'prometheus-operator', 'PROMETHEUS_OPERATOR_VERSION'],
   ['cert-manager-crds', 'cert-manager', 'CERT_MANAGER_VERSION'],
 ] as const;
@@ -44,7 +47,7 @@ const CRDS = [
 function fullCache(): string {
   const cache = join(scratch, 'cache');
   mkdirSync(join(cache, 'bin'), { recursive: true });
-  for (const [name, version] of [...DEV, ...TEST_BINARIES]) {
+  for (const [name, version] of [...DEV, ...TEST_BINARIES, PREVIOUS_CONTROLLER]) {
     writeFileSync(join(cache, 'bin', `${name}-${pin(version)}`), '', { mode: 0o755 });
   }
   for (const [, dir, version] of CRDS) {
@@ -83,15 +86,28 @@ describe('hack/build-binaries.sh through make', () => {
     );
   });
 
-  it('make binaries adds crane, promtool, otelcol and the CRDs the tests use, counted together', () => {
+  it('make binaries adds the previous agent-sandbox, crane, promtool, otelcol and the CRDs the tests use, counted together', () => {
     const { lines, links } = make('binaries');
     const names: string[] = [...DEV, ...TEST_BINARIES].map(([name]) => name);
-    names.push(...CRDS.map(([name]) => name));
+    names.push('agent-sandbox-controller-previous', ...CRDS.map(([name]) => name));
     expect(Object.keys(links).sort()).toEqual([...names].sort());
-    expect(lines.filter((l) => /^hack: \[\d+\/10\] /u.test(l))).toHaveLength(10);
-    expect(lines).toContain(`hack: [7/10] promtool ${pin('PROMTOOL_VERSION')} cached`);
+    expect(lines.filter((l) => /^hack: \[\d+\/12\] /u.test(l))).toHaveLength(12);
     expect(lines).toContain(
-      `hack: [10/10] cert-manager ${pin('CERT_MANAGER_VERSION')} CRDs cached`,
+      `hack: [6/12] agent-sandbox-controller ${pin('AGENT_SANDBOX_PREVIOUS_VERSION')} cached`,
+    );
+    expect(lines).toContain(
+      `hack: [7/12] agent-sandbox ${pin('AGENT_SANDBOX_PREVIOUS_VERSION')} CRDs cached`,
+    );
+    expect(lines).toContain(`hack: [9/12] promtool ${pin('PROMTOOL_VERSION')} cached`);
+    expect(lines).toContain(
+      `hack: [12/12] cert-manager ${pin('CERT_MANAGER_VERSION')} CRDs cached`,
+    );
+    // The previous controller is the binary the pinned one was, under a name of its own.
+    expect(links['agent-sandbox-controller-previous']).toBe(
+      join(cache, 'bin', `agent-sandbox-controller-${pin('AGENT_SANDBOX_PREVIOUS_VERSION')}`),
+    );
+    expect(links['agent-sandbox-controller']).toBe(
+      join(cache, 'bin', `agent-sandbox-controller-${pin('AGENT_SANDBOX_VERSION')}`),
     );
   });
 
@@ -103,6 +119,7 @@ describe('hack/build-binaries.sh through make', () => {
           'KUBE_VERSION',
           'ETCD_VERSION',
           'AGENT_SANDBOX_VERSION',
+          'AGENT_SANDBOX_PREVIOUS_VERSION',
           'CRANE_VERSION',
           'PROMTOOL_VERSION',
           'PROMETHEUS_OPERATOR_VERSION',
