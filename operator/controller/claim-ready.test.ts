@@ -42,7 +42,7 @@ describe('claimReadiness', () => {
       `${waiting}: its Ready condition is for generation 3, the claim is at generation 2 (agent-sandbox has not observed it yet; agent-sandbox v1.0 or later is needed)`,
     ],
     [
-      'a Ready True with no observedGeneration (agent-sandbox 0.5.x forwarding the Sandbox’s)',
+      'a Ready True with no observedGeneration',
       2,
       [ready({ observedGeneration: undefined })],
       `${waiting}: its Ready condition records no observedGeneration, the claim is at generation 2 (agent-sandbox has not observed it yet; agent-sandbox v1.0 or later is needed)`,

@@ -2,8 +2,9 @@
  * Whether a SandboxClaim is Ready, by agent-sandbox v1.0's rule: its `Ready` condition
  * carries the claim's own `observedGeneration`, so only a condition written for the
  * claim's current `metadata.generation` counts. A Ready left over from an older
- * generation (or one with no observedGeneration, as agent-sandbox 0.5.x forwarded the
- * Sandbox's) says nothing about the claim as it is now. Pure.
+ * generation, one with no observedGeneration, or one carrying another object's generation
+ * (agent-sandbox 0.5.x forwarded the Sandbox's condition as it was) says nothing about the
+ * claim as it is now. Pure.
  */
 import type { ObservedClaim, ObservedCondition } from './snapshot';
 
