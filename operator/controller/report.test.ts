@@ -17,6 +17,14 @@ import {
 } from './snapshot-fixtures';
 
 const HOUR = 3_600_000;
+/** A claim at generation 2 whose Ready False `ClaimExpired` was written for `observedGeneration`. */
+const expiredClaim = (observedGeneration: number): ReturnType<typeof claim> =>
+  claim({
+    generation: 2,
+    conditions: [
+      { type: 'Ready', status: 'False', reason: 'ClaimExpired', message: 'x', observedGeneration },
+    ],
+  });
 const ago = (ms: number): string => new Date(NOW.getTime() - ms).toISOString();
 
 /** Plans, pretends every action succeeded (or the first failed), and reports. */
@@ -110,18 +118,7 @@ describe('reportStatus', () => {
     [
       'a claim failure reason from an older generation does not block',
       agentSnapshot(conversation(), {
-        claim: claim({
-          generation: 2,
-          conditions: [
-            {
-              type: 'Ready',
-              status: 'False',
-              reason: 'ClaimExpired',
-              message: 'Claim expired.',
-              observedGeneration: 1,
-            },
-          ],
-        }),
+        claim: expiredClaim(1),
       }),
       {
         phase: 'Pending',
@@ -133,18 +130,7 @@ describe('reportStatus', () => {
     [
       'a claim failure reason for the current generation blocks',
       agentSnapshot(conversation(), {
-        claim: claim({
-          generation: 2,
-          conditions: [
-            {
-              type: 'Ready',
-              status: 'False',
-              reason: 'ClaimExpired',
-              message: 'Claim expired.',
-              observedGeneration: 2,
-            },
-          ],
-        }),
+        claim: expiredClaim(2),
       }),
       {
         phase: 'Degraded',
