@@ -25,10 +25,12 @@ CERT_MANAGER_VERSION ?= v1.21.2
 # Docker's .dockerignore matcher (hack/dockerignore): what `docker build` sends, for the
 # Dockerfile context test and the image build's context.
 PATTERNMATCHER_VERSION ?= v0.6.1
+# Helm from its Go module (hack/helm): the chart's tests and `make chart` (charts/polychrome).
+HELM_VERSION ?= v4.3.2
 export KUBE_VERSION ETCD_VERSION AGENT_SANDBOX_VERSION AGENT_SANDBOX_PREVIOUS_VERSION CRANE_VERSION NODE22_VERSION NODE22_INTEGRITY \
 	NODE22_ARM64_INTEGRITY \
 	PROMTOOL_VERSION PROMETHEUS_OPERATOR_VERSION OTELCOL_VERSION CERT_MANAGER_VERSION \
-	PATTERNMATCHER_VERSION
+	PATTERNMATCHER_VERSION HELM_VERSION
 
 NPX := npx --no-install
 JEST_ARGS ?=
@@ -36,7 +38,7 @@ JEST_ARGS ?=
 .PHONY: all build generate proto manifests verify-generate lint lint-images typecheck test \
 	test-unit test-unit-node22 test-integration test-argocd-health test-monitoring images bench \
 	dev dev-down dev-reset binaries dev-binaries test-binaries check-prerequisites cluster-up \
-	cluster-down clean krew-archive print-%
+	cluster-down clean krew-archive helm-chart chart print-%
 
 all: build
 
@@ -58,8 +60,8 @@ node_modules: package-lock.json
 	npm ci
 	@touch node_modules
 
-## Regenerate committed code: ts-proto output and CRD YAML.
-generate: proto manifests
+## Regenerate committed code: ts-proto output, CRD YAML and the Helm chart.
+generate: proto manifests helm-chart
 
 proto: node_modules
 	bash hack/gen-proto.sh
@@ -67,12 +69,29 @@ proto: node_modules
 manifests: node_modules
 	$(NPX) tsx hack/gen-crds.ts
 
+## The Helm chart charts/polychrome, generated from the kustomize trees under config/ by the
+## pinned kubectl's kustomize (hack/build-chart.ts; docs/operator.md, "Helm"). After the CRDs,
+## which it includes.
+helm-chart: node_modules manifests
+	@bash hack/build-binaries.sh kubectl
+	$(NPX) tsx hack/build-chart.ts
+
+## The committed chart packaged for `make release` to push as an OCI artifact:
+## dist/chart/polychrome-$(CHART_VERSION).tgz, linted first. Its version and appVersion (the
+## images' default tag) are VERSION, default package.json's.
+CHART_VERSION = $(or $(VERSION),$(shell node -p "require('./package.json').version"))
+chart:
+	@bash hack/build-binaries.sh helm
+	hack/bin/helm lint --strict charts/polychrome
+	hack/bin/helm package charts/polychrome --destination dist/chart \
+	  --version "$(CHART_VERSION)" --app-version "$(CHART_VERSION)"
+
 ## Fail when regenerating changes committed files.
 verify-generate: generate
-	@git diff --exit-code -- proto/gen config/crd || { \
+	@git diff --exit-code -- proto/gen config/crd charts || { \
 	  echo "generated files are stale: run 'make generate' and commit the result" >&2; exit 1; }
-	@test -z "$$(git status --porcelain -- proto/gen config/crd)" || { \
-	  git status --porcelain -- proto/gen config/crd; \
+	@test -z "$$(git status --porcelain -- proto/gen config/crd charts)" || { \
+	  git status --porcelain -- proto/gen config/crd charts; \
 	  echo "generated files are untracked: run 'make generate' and commit the result" >&2; exit 1; }
 
 typecheck: node_modules

@@ -12,7 +12,8 @@
 #               OpenTelemetry Collector (hack/otelcol, test/integration/tracing.test.ts), and
 #               prometheus-operator's CRDs (hack/prometheus-operator, the dry run of
 #               config/monitoring) and cert-manager's (hack/cert-manager, the dry run of the
-#               Kubernetes door's component), copied from their modules
+#               Kubernetes door's component), copied from their modules, and helm (hack/helm,
+#               the chart's tests and `make chart`)
 #   test-tools  dockerignore-check (hack/dockerignore), Docker's own .dockerignore matcher
 #               (github.com/moby/patternmatcher, docs/images.md)
 #
@@ -36,6 +37,7 @@ set -euo pipefail
 : "${OTELCOL_VERSION:?set by the Makefile}"
 : "${CERT_MANAGER_VERSION:?set by the Makefile}"
 : "${PATTERNMATCHER_VERSION:?set by the Makefile}"
+: "${HELM_VERSION:?set by the Makefile}"
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${POLYCHROME_CACHE:-$HOME/.cache/polychrome}
@@ -65,6 +67,7 @@ require_pin prometheus-operator github.com/prometheus-operator/prometheus-operat
   "$PROMETHEUS_OPERATOR_VERSION"
 require_pin cert-manager github.com/cert-manager/cert-manager "$CERT_MANAGER_VERSION"
 require_pin dockerignore github.com/moby/patternmatcher "$PATTERNMATCHER_VERSION"
+require_pin helm helm.sh/helm/v4 "$HELM_VERSION"
 
 minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
 build_date=2026-07-22T00:00:00Z
@@ -147,6 +150,9 @@ one() { # name
     cert-manager-crds)
       copy_crds cert-manager "$CERT_MANAGER_VERSION" cert-manager github.com/cert-manager/cert-manager \
         cert-manager-crds deploy/crds cert-manager.io_issuers.yaml cert-manager.io_certificates.yaml ;;
+    helm)
+      build helm "$HELM_VERSION" helm helm.sh/helm/v4/cmd/helm \
+        "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" ;;
     dockerignore-check)
       # Our own main.go, so the cache key is the pinned module and a digest of the sources.
       local sources
@@ -157,7 +163,8 @@ one() { # name
 }
 
 dev=(etcd kubectl kube-apiserver kube-controller-manager agent-sandbox-controller)
-all=("${dev[@]}" agent-sandbox-controller-previous agent-sandbox-previous-crds crane promtool otelcol prometheus-operator-crds cert-manager-crds)
+all=("${dev[@]}" agent-sandbox-controller-previous agent-sandbox-previous-crds crane promtool otelcol
+  prometheus-operator-crds cert-manager-crds helm)
 known=" ${all[*]} dockerignore-check "
 usage="usage: $0 dev|all|test-tools|NAME... (NAME: ${all[*]} dockerignore-check)"
 [ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }

@@ -34,6 +34,7 @@ const TEST_BINARIES = [
   ['crane', 'CRANE_VERSION'],
   ['promtool', 'PROMTOOL_VERSION'],
   ['otelcol', 'OTELCOL_VERSION'],
+  ['helm', 'HELM_VERSION'],
 ] as const;
 /** The previous agent-sandbox release's controller: cached as the pinned one was, linked apart. */
 const PREVIOUS_CONTROLLER = ['agent-sandbox-controller', 'AGENT_SANDBOX_PREVIOUS_VERSION'] as const;
@@ -86,21 +87,21 @@ describe('hack/build-binaries.sh through make', () => {
     );
   });
 
-  it('make binaries adds the previous agent-sandbox, crane, promtool, otelcol and the CRDs the tests use, counted together', () => {
+  it('make binaries adds the previous agent-sandbox, crane, promtool, otelcol, helm and the CRDs the tests use, counted together', () => {
     const { lines, links } = make('binaries');
     const names: string[] = [...DEV, ...TEST_BINARIES].map(([name]) => name);
     names.push('agent-sandbox-controller-previous', ...CRDS.map(([name]) => name));
     expect(Object.keys(links).sort()).toEqual([...names].sort());
-    expect(lines.filter((l) => /^hack: \[\d+\/12\] /u.test(l))).toHaveLength(12);
+    expect(lines.filter((l) => /^hack: \[\d+\/13\] /u.test(l))).toHaveLength(13);
     expect(lines).toContain(
-      `hack: [6/12] agent-sandbox-controller ${pin('AGENT_SANDBOX_PREVIOUS_VERSION')} cached`,
+      `hack: [6/13] agent-sandbox-controller ${pin('AGENT_SANDBOX_PREVIOUS_VERSION')} cached`,
     );
     expect(lines).toContain(
-      `hack: [7/12] agent-sandbox ${pin('AGENT_SANDBOX_PREVIOUS_VERSION')} CRDs cached`,
+      `hack: [7/13] agent-sandbox ${pin('AGENT_SANDBOX_PREVIOUS_VERSION')} CRDs cached`,
     );
-    expect(lines).toContain(`hack: [9/12] promtool ${pin('PROMTOOL_VERSION')} cached`);
+    expect(lines).toContain(`hack: [9/13] promtool ${pin('PROMTOOL_VERSION')} cached`);
     expect(lines).toContain(
-      `hack: [12/12] cert-manager ${pin('CERT_MANAGER_VERSION')} CRDs cached`,
+      `hack: [12/13] cert-manager ${pin('CERT_MANAGER_VERSION')} CRDs cached`,
     );
     // The previous controller is the binary the pinned one was, under a name of its own.
     expect(links['agent-sandbox-controller-previous']).toBe(
@@ -109,6 +110,7 @@ describe('hack/build-binaries.sh through make', () => {
     expect(links['agent-sandbox-controller']).toBe(
       join(cache, 'bin', `agent-sandbox-controller-${pin('AGENT_SANDBOX_VERSION')}`),
     );
+    expect(lines).toContain(`hack: [13/13] helm ${pin('HELM_VERSION')} cached`);
   });
 
   it('refuses a name it does not know, listing the ones it does', () => {
@@ -126,6 +128,7 @@ describe('hack/build-binaries.sh through make', () => {
           'OTELCOL_VERSION',
           'CERT_MANAGER_VERSION',
           'PATTERNMATCHER_VERSION',
+          'HELM_VERSION',
         ]
           .map((v) => [v, pin(v)] as [string, string])
           .concat([
@@ -140,7 +143,7 @@ describe('hack/build-binaries.sh through make', () => {
     expect(run.stderr).toMatch(/unknown binary "kubelet"; usage: .* dev\|all\|test-tools\|NAME/u);
   });
 
-  it('make dev, test-monitoring and images ask only for what they run', () => {
+  it('make dev, test-monitoring, images, chart and helm-chart ask only for what they run', () => {
     const plan = (target: string): string[] =>
       execFileSync('make', ['-n', target], { cwd: repoRoot, encoding: 'utf8', env })
         .split('\n')
@@ -151,5 +154,7 @@ describe('hack/build-binaries.sh through make', () => {
     expect(plan('images')).toEqual(['bash hack/build-binaries.sh crane test-tools']);
     expect(plan('test')).toContain('bash hack/build-binaries.sh all test-tools');
     expect(plan('test-integration')).toEqual(['bash hack/build-binaries.sh all test-tools']);
+    expect(plan('chart')).toEqual(['bash hack/build-binaries.sh helm']);
+    expect(plan('helm-chart')).toEqual(['bash hack/build-binaries.sh kubectl']);
   });
 });
