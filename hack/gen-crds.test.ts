@@ -15,6 +15,7 @@ import {
   renderCrdKustomization,
 } from './gen-crds';
 import { isPlainObject } from '../operator/api/v1alpha1/schema-check';
+import { AgentSandboxApi } from '../operator/controller/agent-sandbox-api';
 
 const read = (path: string) => readFileSync(join(REPO_ROOT, path), 'utf8');
 const goMod = read('hack/agent-sandbox/go.mod');
@@ -56,9 +57,33 @@ describe('gen-crds', () => {
   it('has the agent-sandbox CRDs as copied from the module (no header of ours)', () => {
     for (const file of AGENT_SANDBOX_CRD_FILES) {
       const text = read(`${AGENT_SANDBOX_CRD_DIR}/${file}`);
-      expect(text.startsWith('apiVersion: apiextensions.k8s.io/v1\n')).toBe(true);
+      // The module's files open with a document marker (v1.0), or straight with apiVersion.
+      expect(text.replace(/^---\n/u, '').startsWith('apiVersion: apiextensions.k8s.io/v1\n')).toBe(
+        true,
+      );
       expect(parse(text)).toMatchObject({ kind: 'CustomResourceDefinition' });
     }
+  });
+
+  it('has agent-sandbox CRDs that serve only the version Polychrome speaks, with no conversion webhook', () => {
+    const groups = new Set<string>();
+    for (const file of AGENT_SANDBOX_CRD_FILES) {
+      const crd = parse(read(`${AGENT_SANDBOX_CRD_DIR}/${file}`)) as {
+        spec: {
+          group: string;
+          versions: { name: string; served: boolean }[];
+          conversion?: unknown;
+        };
+      };
+      groups.add(crd.spec.group);
+      expect(crd.spec.versions.map((v) => [v.name, v.served])).toEqual([
+        [AgentSandboxApi.version, true],
+      ]);
+      expect(crd.spec.conversion).toBeUndefined();
+    }
+    expect([...groups].sort()).toEqual(
+      [AgentSandboxApi.coreGroup, AgentSandboxApi.extensionsGroup].sort(),
+    );
   });
 
   it('reads the pinned agent-sandbox version from go.mod', () => {

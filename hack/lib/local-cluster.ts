@@ -113,6 +113,21 @@ export const FRONT_PROXY_CLIENT_NAME = 'front-proxy-client';
 export const auditLogPath = (dir: string): string => join(dir, 'audit.log');
 
 /**
+ * The agent-sandbox controller's flags on a local cluster (the pinned release, v1.0 and
+ * later: no conversion webhook, so no webhook flags): no leader election, the extensions
+ * (SandboxClaim, SandboxTemplate, SandboxWarmPool), no metrics, health probes on loopback.
+ */
+export function agentSandboxControllerArgs(kubeconfigPath: string, probePort: number): string[] {
+  return [
+    `--kubeconfig=${kubeconfigPath}`,
+    '--leader-elect=false',
+    '--extensions=true',
+    '--metrics-bind-address=0',
+    `--health-probe-bind-address=127.0.0.1:${probePort}`,
+  ];
+}
+
+/**
  * A real Kubernetes control plane on loopback, started the way controller-runtime's
  * envtest starts one: etcd on a free port, kube-apiserver with a throwaway serving
  * certificate, RBAC, service-account signing keys and an admin client certificate in
@@ -307,15 +322,10 @@ export class LocalCluster {
       if (opts.agentSandbox ?? false) {
         log('cluster: starting the agent-sandbox controller');
         const probePort = await freePort();
-        spawnLogged('agent-sandbox-controller', [
-          `--kubeconfig=${state.kubeconfigPath}`,
-          '--leader-elect=false',
-          '--enable-webhook=false',
-          '--manage-webhook-certs=false',
-          '--extensions=true',
-          '--metrics-bind-address=0',
-          `--health-probe-bind-address=127.0.0.1:${probePort}`,
-        ]);
+        spawnLogged(
+          'agent-sandbox-controller',
+          agentSandboxControllerArgs(state.kubeconfigPath, probePort),
+        );
         await pollUntil('the agent-sandbox controller /readyz', async () => {
           cluster.assertRunning();
           const res = await fetch(`http://127.0.0.1:${probePort}/readyz`);

@@ -4,6 +4,7 @@
  */
 import { ConditionReason } from '../api/v1alpha1/conditions';
 import { HARNESS_PORT, isOwnedBy } from './child-meta';
+import { claimReadiness, currentClaimReady, describeCondition } from './claim-ready';
 import { claimPlanOf } from './desired-claim';
 import type { SpecGap } from './desired-pod';
 import { HARNESS_CONTAINER, builtInHarnessPodSpec, toolEnvGaps } from './desired-pod';
@@ -81,14 +82,6 @@ export function isPodFinished(pod: ObservedPod): boolean {
 
 function readyCondition(conditions: readonly ObservedCondition[]): ObservedCondition | undefined {
   return conditions.find((c) => c.type === 'Ready');
-}
-
-function describe(condition: ObservedCondition | undefined): string {
-  if (condition === undefined) return 'no Ready condition yet';
-  const reason = condition.reason ?? condition.status;
-  return condition.message !== undefined && condition.message !== ''
-    ? `${reason}: ${condition.message}`
-    : reason;
 }
 
 /**
@@ -179,14 +172,15 @@ export function assessSandbox(snapshot: ConversationSnapshot): SandboxAssessment
       message: `SandboxClaim ${claim.name} is being deleted; a new one follows`,
     };
   }
-  const claimReady = readyCondition(claim.conditions);
+  // Only a Ready written for the claim's current generation counts (claim-ready.ts).
+  const claimReady = currentClaimReady(claim);
   if (claimReady?.status === 'False' && claimReady.reason !== undefined) {
     if (claimReady.reason === 'WarmPoolNotFound' || claimReady.reason === 'TemplateNotFound') {
       // Our own read found them; the claim controller has not caught up yet.
       return {
         state: 'pending',
         names,
-        message: `SandboxClaim ${claim.name}: ${describe(claimReady)}`,
+        message: `SandboxClaim ${claim.name}: ${describeCondition(claimReady)}`,
       };
     }
     if (FAILED_REASONS.has(claimReady.reason)) {
@@ -194,7 +188,7 @@ export function assessSandbox(snapshot: ConversationSnapshot): SandboxAssessment
         state: 'blocked',
         names,
         reason: ConditionReason.SandboxFailed,
-        message: `SandboxClaim ${claim.name} failed: ${describe(claimReady)}`,
+        message: `SandboxClaim ${claim.name} failed: ${describeCondition(claimReady)}`,
         recheck: false,
       };
     }
@@ -218,6 +212,9 @@ export function assessSandbox(snapshot: ConversationSnapshot): SandboxAssessment
   const sandboxReady = readyCondition(sb.conditions);
   if (sandboxReady?.status === 'True') {
     const ip = sandbox.pod?.podIP ?? sb.podIPs[0];
+    const claimVerdict = claimReadiness(claim);
+    if (!claimVerdict.ready)
+      return { state: 'pending', names: withPod, message: claimVerdict.message };
     if (ip !== undefined && ip !== '') {
       const endpoint = `${ip}:${HARNESS_PORT}`;
       return {
@@ -237,14 +234,14 @@ export function assessSandbox(snapshot: ConversationSnapshot): SandboxAssessment
       state: 'blocked',
       names: withPod,
       reason: ConditionReason.SandboxFailed,
-      message: `Sandbox ${sb.name} (pod ${sb.podName}) failed: ${describe(sandboxReady)}`,
+      message: `Sandbox ${sb.name} (pod ${sb.podName}) failed: ${describeCondition(sandboxReady)}`,
       recheck: false,
     };
   }
   return {
     state: 'pending',
     names: withPod,
-    message: `waiting for Sandbox ${sb.name} to become Ready: ${describe(sandboxReady)}`,
+    message: `waiting for Sandbox ${sb.name} to become Ready: ${describeCondition(sandboxReady)}`,
   };
 }
 

@@ -14,7 +14,7 @@ import {
   withToolEnv,
 } from './desired-pod';
 import type { ClaimEnvVar, SandboxClaimManifest } from './agent-sandbox-api';
-import { EnvVarsInjectionPolicy } from './agent-sandbox-api';
+import { AgentSandboxApi, EnvVarsInjectionPolicy } from './agent-sandbox-api';
 import type { AgentSandboxObservation } from './snapshot';
 
 /** The warm pool a Conversation's claim draws from: `spec.sandbox.warmPool`, else the default. */
@@ -33,7 +33,7 @@ export function desiredClaim(
   env: readonly ClaimEnvVar[] = [],
 ): SandboxClaimManifest {
   return {
-    apiVersion: 'extensions.agents.x-k8s.io/v1beta1',
+    apiVersion: AgentSandboxApi.extensionsApiVersion,
     kind: 'SandboxClaim',
     metadata: {
       name: conversation.metadata.name ?? '',

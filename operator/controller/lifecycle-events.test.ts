@@ -12,6 +12,7 @@ import {
   NOW,
   UID,
   agentSnapshot,
+  boundClaim,
   claim,
   conversation,
   pod,
@@ -53,7 +54,7 @@ const degraded = (reason: string, message: string): Condition => ({
 
 describe('lifecycleEvents (with the real plan and report)', () => {
   const ready = agentSnapshot(conversation(), {
-    claim: claim({ sandboxName: 'sb-1' }),
+    claim: boundClaim(true),
     sandbox: sandbox(true),
     pod: pod(true, { name: 'sb-1' }),
   });

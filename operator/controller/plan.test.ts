@@ -7,6 +7,7 @@ import {
   NOW,
   UID,
   agentSnapshot,
+  boundClaim,
   claim,
   conversation,
   currentPodAnnotations,
@@ -52,7 +53,7 @@ const cases: Case[] = [
   {
     name: 'a ready sandbox needs nothing (an idle pass)',
     snapshot: agentSnapshot(conversation(), {
-      claim: claim({ sandboxName: 'sb-1' }),
+      claim: boundClaim(true),
       sandbox: sandbox(true),
       pod: pod(true, { name: 'sb-1' }),
     }),
@@ -75,7 +76,7 @@ const cases: Case[] = [
   {
     name: 'idle past the deadline closes: the claim is released',
     snapshot: agentSnapshot(conversation({ idleTimeout: '30m' }, { lastTurnTime: ago(HOUR) }), {
-      claim: claim({ sandboxName: 'sb-1' }),
+      claim: boundClaim(true),
       sandbox: sandbox(true),
     }),
     actions: ['delete-claim'],

@@ -88,6 +88,28 @@ describe('readers', () => {
     expect(readClaim({ metadata: {} })).toBeUndefined();
   });
 
+  it("reads a claim's generation and each condition's observedGeneration, when they are integers", () => {
+    const read = readClaim({
+      metadata: { name: 'c1', uid: 'cu', generation: 3 },
+      status: {
+        conditions: [
+          { type: 'Ready', status: 'True', observedGeneration: 2 },
+          { type: 'Finished', status: 'False', observedGeneration: '3' },
+          { type: 'Other', status: 'False', observedGeneration: 1.5 },
+        ],
+      },
+    });
+    expect(read?.generation).toBe(3);
+    expect(read?.conditions).toEqual([
+      { type: 'Ready', status: 'True', observedGeneration: 2 },
+      { type: 'Finished', status: 'False' },
+      { type: 'Other', status: 'False' },
+    ]);
+    expect(readClaim({ metadata: { name: 'c1', uid: 'cu', generation: -1 } })?.generation).toBe(
+      undefined,
+    );
+  });
+
   it('reads a SandboxTemplate: its env injection policy and a pod spec with containers only', () => {
     const spec = { containers: [{ name: 'harness', env: [{ name: 'A', value: '1' }] }] };
     expect(

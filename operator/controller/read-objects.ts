@@ -83,14 +83,22 @@ function readConditions(obj: unknown): ObservedCondition[] {
     if (type === undefined || status === undefined) continue;
     const reason = stringAt(item, 'reason');
     const message = stringAt(item, 'message');
+    const observedGeneration = generationAt(item, 'observedGeneration');
     out.push({
       type,
       status,
       ...(reason === undefined ? {} : { reason }),
       ...(message === undefined ? {} : { message }),
+      ...(observedGeneration === undefined ? {} : { observedGeneration }),
     });
   }
   return out;
+}
+
+/** A generation at `path`: a non-negative integer, else undefined. */
+function generationAt(obj: unknown, ...path: string[]): number | undefined {
+  const value = fieldAt(obj, ...path);
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : undefined;
 }
 
 function readOwners(obj: unknown): ObservedOwner[] {
@@ -117,6 +125,7 @@ export function readClaim(obj: unknown): ObservedClaim | undefined {
   const name = stringAt(obj, 'metadata', 'name');
   const uid = stringAt(obj, 'metadata', 'uid');
   if (name === undefined || uid === undefined) return undefined;
+  const generation = generationAt(obj, 'metadata', 'generation');
   const warmPoolName = stringAt(obj, 'spec', 'warmPoolRef', 'name');
   const sandboxName = stringAt(obj, 'status', 'sandbox', 'name');
   const env: ClaimEnvVar[] = [];
@@ -133,6 +142,7 @@ export function readClaim(obj: unknown): ObservedClaim | undefined {
   return {
     name,
     uid,
+    ...(generation === undefined ? {} : { generation }),
     deleting: isDeleting(obj),
     owners: readOwners(obj),
     ...(warmPoolName === undefined ? {} : { warmPoolName }),

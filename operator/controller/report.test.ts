@@ -7,6 +7,7 @@ import { isSameStatus, reportStatus } from './report';
 import {
   NOW,
   agentSnapshot,
+  boundClaim,
   claim,
   conversation,
   currentPodAnnotations,
@@ -16,6 +17,14 @@ import {
 } from './snapshot-fixtures';
 
 const HOUR = 3_600_000;
+/** A claim at generation 2 whose Ready False `ClaimExpired` was written for `observedGeneration`. */
+const expiredClaim = (observedGeneration: number): ReturnType<typeof claim> =>
+  claim({
+    generation: 2,
+    conditions: [
+      { type: 'Ready', status: 'False', reason: 'ClaimExpired', message: 'x', observedGeneration },
+    ],
+  });
 const ago = (ms: number): string => new Date(NOW.getTime() - ms).toISOString();
 
 /** Plans, pretends every action succeeded (or the first failed), and reports. */
@@ -68,7 +77,7 @@ describe('reportStatus', () => {
     [
       'Sandbox not ready yet',
       agentSnapshot(conversation(), {
-        claim: claim({ sandboxName: 'sb-1' }),
+        claim: boundClaim(false),
         sandbox: sandbox(false),
       }),
       {
@@ -81,7 +90,7 @@ describe('reportStatus', () => {
     [
       'Sandbox ready',
       agentSnapshot(conversation(), {
-        claim: claim({ sandboxName: 'sb-1' }),
+        claim: boundClaim(true),
         sandbox: sandbox(true),
         pod: pod(true, { name: 'sb-1' }),
       }),
@@ -90,6 +99,44 @@ describe('reportStatus', () => {
         Ready: 'True/SandboxReady',
         Progressing: 'False/Idle',
         Degraded: 'False/Healthy',
+      },
+    ],
+    [
+      "Sandbox ready, but the claim's Ready True is from an older generation",
+      agentSnapshot(conversation(), {
+        claim: boundClaim(true, { generation: 2 }),
+        sandbox: sandbox(true),
+        pod: pod(true, { name: 'sb-1' }),
+      }),
+      {
+        phase: 'Pending',
+        Ready: 'False/SandboxPending',
+        Progressing: 'True/SandboxPending',
+        Degraded: 'False/Healthy',
+      },
+    ],
+    [
+      'a claim failure reason from an older generation does not block',
+      agentSnapshot(conversation(), {
+        claim: expiredClaim(1),
+      }),
+      {
+        phase: 'Pending',
+        Ready: 'False/SandboxPending',
+        Progressing: 'True/SandboxPending',
+        Degraded: 'False/Healthy',
+      },
+    ],
+    [
+      'a claim failure reason for the current generation blocks',
+      agentSnapshot(conversation(), {
+        claim: expiredClaim(2),
+      }),
+      {
+        phase: 'Degraded',
+        Ready: 'False/SandboxFailed',
+        Progressing: 'False/SandboxFailed',
+        Degraded: 'True/SandboxFailed',
       },
     ],
     [
@@ -119,7 +166,7 @@ describe('reportStatus', () => {
     [
       'Sandbox pod failed',
       agentSnapshot(conversation(), {
-        claim: claim({ sandboxName: 'sb-1' }),
+        claim: boundClaim(false),
         sandbox: sandbox(false, {
           conditions: [
             { type: 'Ready', status: 'False', reason: 'PodFailed', message: 'Pod failed' },
@@ -160,7 +207,7 @@ describe('reportStatus', () => {
     [
       'malformed retention on a ready conversation',
       agentSnapshot(conversation({ retention: '3 days' }), {
-        claim: claim({ sandboxName: 'sb-1' }),
+        claim: boundClaim(true),
         sandbox: sandbox(true),
       }),
       {
@@ -204,7 +251,7 @@ describe('reportStatus', () => {
   it('Ready carries the endpoint podIP:7070 and status.sandbox names claim, Sandbox and pod', () => {
     const { status } = pass(
       agentSnapshot(conversation(), {
-        claim: claim({ sandboxName: 'sb-1' }),
+        claim: boundClaim(true),
         sandbox: sandbox(true, { podName: 'sb-1-pod' }),
         pod: pod(true, { name: 'sb-1-pod', podIP: '10.9.8.7' }),
       }),
@@ -385,7 +432,7 @@ describe('reportStatus', () => {
 
   it('an idle pass reproduces the stored status exactly (nothing to write)', () => {
     const children = {
-      claim: claim({ sandboxName: 'sb-1' }),
+      claim: boundClaim(true),
       sandbox: sandbox(true),
       pod: pod(true, { name: 'sb-1' }),
     };
@@ -477,7 +524,7 @@ describe('reportStatus', () => {
     };
     const { status } = pass(
       agentSnapshot(conversation({}, { currentTurn: 't-1', turns, journal: { head: 4 } }), {
-        claim: claim({ sandboxName: 'sb-1' }),
+        claim: boundClaim(true),
         sandbox: sandbox(true),
       }),
     );
@@ -496,7 +543,7 @@ describe('reportStatus', () => {
   it('an object from an older operator with only currentTurn counts the turn as running', () => {
     const { status } = pass(
       agentSnapshot(conversation({}, { currentTurn: 't-1' }), {
-        claim: claim({ sandboxName: 'sb-1' }),
+        claim: boundClaim(true),
         sandbox: sandbox(true),
       }),
     );

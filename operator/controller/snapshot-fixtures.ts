@@ -59,6 +59,7 @@ export function claim(over: Partial<ObservedClaim> = {}): ObservedClaim {
   return {
     name: 'c1',
     uid: 'claim-uid',
+    generation: 1,
     deleting: false,
     owners: [owner],
     warmPoolName: DEFAULT_WARM_POOL,
@@ -66,6 +67,35 @@ export function claim(over: Partial<ObservedClaim> = {}): ObservedClaim {
     conditions: [],
     ...over,
   };
+}
+
+/**
+ * A claim bound to Sandbox `sb-1` at generation 1, with the Ready condition agent-sandbox
+ * v1.0 writes for that generation: True when `ready`, else False `SandboxNotReady`.
+ */
+export function boundClaim(ready: boolean, over: Partial<ObservedClaim> = {}): ObservedClaim {
+  return claim({
+    generation: 1,
+    sandboxName: 'sb-1',
+    conditions: [
+      ready
+        ? {
+            type: 'Ready',
+            status: 'True',
+            reason: 'DependenciesReady',
+            message: 'Pod is Ready',
+            observedGeneration: 1,
+          }
+        : {
+            type: 'Ready',
+            status: 'False',
+            reason: 'SandboxNotReady',
+            message: 'Sandbox is not ready',
+            observedGeneration: 1,
+          },
+    ],
+    ...over,
+  });
 }
 
 /** A Sandbox `sb-1` whose pod is `sb-1`. */

@@ -14,6 +14,8 @@ export interface ObservedCondition {
   readonly status: string;
   readonly reason?: string;
   readonly message?: string;
+  /** The `metadata.generation` it was written for, when recorded. */
+  readonly observedGeneration?: number;
 }
 
 /** One `metadata.ownerReferences` item. */
@@ -29,6 +31,8 @@ export interface ObservedOwner {
 export interface ObservedClaim {
   readonly name: string;
   readonly uid: string;
+  /** `metadata.generation` (the API server sets it on every custom object). */
+  readonly generation?: number;
   /** `metadata.deletionTimestamp` is set. */
   readonly deleting: boolean;
   readonly owners: readonly ObservedOwner[];

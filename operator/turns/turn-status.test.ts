@@ -7,6 +7,7 @@ import type { AgentSandboxObservation, ConversationSnapshot } from '../controlle
 import {
   NOW,
   agentSnapshot,
+  boundClaim,
   claim,
   conversation,
   pod,
@@ -18,7 +19,7 @@ const T1 = new Date(NOW.getTime() + 60_000).toISOString();
 const T2 = new Date(NOW.getTime() + 120_000).toISOString();
 
 const readyChildren = {
-  claim: claim({ sandboxName: 'sb-1' }),
+  claim: boundClaim(true),
   sandbox: sandbox(true),
   pod: pod(true, { name: 'sb-1' }),
 };

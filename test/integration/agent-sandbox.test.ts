@@ -8,14 +8,20 @@ import {
 } from '@kubernetes/client-node';
 import { pollUntil } from '../../hack/lib/processes';
 import { field, freshNamespace, kubeConfig, sharedCluster } from './support/kube';
-import { createSandboxClaim, createSandboxPool, ensureRuntimeClass } from './support/sandbox';
+import {
+  createSandboxClaim,
+  createSandboxPool,
+  ensureRuntimeClass,
+  sandboxCore,
+  sandboxExtensions,
+} from './support/sandbox';
 
 // The agent-sandbox controller built by hack/ from its pinned module runs in the shared
 // cluster. This checks the contract the operator relies on (KUBERNETES-FACTS.md): a claim
 // against a warm pool becomes a Sandbox, and the Sandbox's pod is created from the
 // template's pod spec. There is no kubelet here, so the pod stays Pending.
-const ext = { group: 'extensions.agents.x-k8s.io', version: 'v1beta1' } as const;
-const core = { group: 'agents.x-k8s.io', version: 'v1beta1' } as const;
+const ext = sandboxExtensions;
+const core = sandboxCore;
 
 describe('agent-sandbox controller', () => {
   let kc: KubeConfig;

@@ -27,14 +27,15 @@ import {
   freshNamespace,
   kubeConfig,
 } from './support/kube';
+import { sandboxCore, sandboxExtensions } from './support/sandbox';
 
 // The Conversation controller runs in-process against the shared API server, where the
 // agent-sandbox controller turns our SandboxClaims into Sandboxes and pods. There is no
 // kubelet yet (hack's local node is being written): until it lands, each test makes a pod
 // Ready by writing pod status through the status subresource, as a kubelet would.
 const { group, version, plural } = ConversationResource;
-const ext = { group: 'extensions.agents.x-k8s.io', version: 'v1beta1' } as const;
-const sandboxes = { group: 'agents.x-k8s.io', version: 'v1beta1', plural: 'sandboxes' } as const;
+const ext = sandboxExtensions;
+const sandboxes = { ...sandboxCore, plural: 'sandboxes' } as const;
 const MINUTE = 60_000;
 const YEAR = 365 * 24 * 60 * MINUTE;
 const BLOCKED_RECHECK_TEST_MS = 1_000;

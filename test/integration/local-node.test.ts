@@ -28,15 +28,21 @@ import { localCommandAnnotation } from '../../hack/lib/local-node-pod';
 import { LocalNode } from '../../hack/lib/local-node';
 import { repoRoot } from '../../hack/lib/paths';
 import { isAlive, pollUntil } from '../../hack/lib/processes';
-import { createSandboxClaim, createSandboxPool, ensureRuntimeClass } from './support/sandbox';
+import {
+  createSandboxClaim,
+  createSandboxPool,
+  ensureRuntimeClass,
+  sandboxCore,
+  sandboxExtensions,
+} from './support/sandbox';
 import { field, freshNamespace, kubeConfig, sharedCluster } from './support/kube';
 
 // The local node against the shared control plane: each node here has a name of its own
 // and binds only pods of its own namespace, so other test files (whose pods must stay
 // Pending, e.g. agent-sandbox.test.ts) never see it.
 
-const ext = { group: 'extensions.agents.x-k8s.io', version: 'v1beta1' } as const;
-const agents = { group: 'agents.x-k8s.io', version: 'v1beta1' } as const;
+const ext = sandboxExtensions;
+const agents = sandboxCore;
 
 // Answers `/` with values from its env, fails readiness twice before passing, and counts
 // the probes it saw on `/hits`.

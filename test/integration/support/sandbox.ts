@@ -4,11 +4,18 @@ import {
   NodeV1Api,
   type KubeConfig,
 } from '@kubernetes/client-node';
+import { AgentSandboxApi } from '../../../operator/controller/agent-sandbox-api';
 
 /** agent-sandbox's extensions API (templates, warm pools, claims). */
 export const sandboxExtensions = {
-  group: 'extensions.agents.x-k8s.io',
-  version: 'v1beta1',
+  group: AgentSandboxApi.extensionsGroup,
+  version: AgentSandboxApi.version,
+} as const;
+
+/** agent-sandbox's core API (Sandboxes). */
+export const sandboxCore = {
+  group: AgentSandboxApi.coreGroup,
+  version: AgentSandboxApi.version,
 } as const;
 
 /**
@@ -42,7 +49,7 @@ export interface SandboxPoolSpec {
 /** Creates a SandboxTemplate and a SandboxWarmPool that draws from it. */
 export async function createSandboxPool(kc: KubeConfig, spec: SandboxPoolSpec): Promise<void> {
   const objects = kc.makeApiClient(CustomObjectsApi);
-  const apiVersion = `${sandboxExtensions.group}/${sandboxExtensions.version}`;
+  const apiVersion = AgentSandboxApi.extensionsApiVersion;
   await objects.createNamespacedCustomObject({
     ...sandboxExtensions,
     namespace: spec.namespace,
@@ -79,7 +86,7 @@ export async function createSandboxClaim(
     namespace,
     plural: 'sandboxclaims',
     body: {
-      apiVersion: `${sandboxExtensions.group}/${sandboxExtensions.version}`,
+      apiVersion: AgentSandboxApi.extensionsApiVersion,
       kind: 'SandboxClaim',
       metadata: { name },
       spec: { warmPoolRef: { name: pool } },
