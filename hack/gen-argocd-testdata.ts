@@ -20,6 +20,7 @@ import type { ConversationSnapshot } from '../operator/controller/snapshot';
 import {
   NOW,
   agentSnapshot,
+  boundClaim,
   claim,
   conversation,
   pod,
@@ -73,7 +74,7 @@ function withoutStatus(c: Conversation): Conversation {
 }
 
 const readyChildren = {
-  claim: claim({ sandboxName: 'sb-1' }),
+  claim: boundClaim(true),
   sandbox: sandbox(true),
   pod: pod(true, { name: 'sb-1' }),
 };
@@ -122,6 +123,7 @@ export function conversationCases(): Record<string, Conversation> {
               status: 'False',
               reason: 'ReconcilerError',
               message: 'failed to create the Sandbox: admission webhook denied the request',
+              observedGeneration: 1,
             },
           ],
         }),
@@ -191,7 +193,7 @@ export function conversationCases(): Record<string, Conversation> {
     }),
     terminating: reconciled(
       agentSnapshot(conversation({}, ready.status, { deletionTimestamp: at(0) }), {
-        claim: claim({ sandboxName: 'sb-1' }),
+        claim: boundClaim(true),
       }),
     ),
   };
