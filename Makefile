@@ -63,13 +63,14 @@ proto: node_modules
 
 manifests: node_modules
 	$(NPX) tsx hack/gen-crds.ts
+	$(NPX) tsx hack/gen-sandbox-bundle.ts
 
 ## Fail when regenerating changes committed files.
 verify-generate: generate
-	@git diff --exit-code -- proto/gen config/crd || { \
+	@git diff --exit-code -- proto/gen config/crd operator/onboarding/sandbox-bundle.ts || { \
 	  echo "generated files are stale: run 'make generate' and commit the result" >&2; exit 1; }
-	@test -z "$$(git status --porcelain -- proto/gen config/crd)" || { \
-	  git status --porcelain -- proto/gen config/crd; \
+	@test -z "$$(git status --porcelain -- proto/gen config/crd operator/onboarding/sandbox-bundle.ts)" || { \
+	  git status --porcelain -- proto/gen config/crd operator/onboarding/sandbox-bundle.ts; \
 	  echo "generated files are untracked: run 'make generate' and commit the result" >&2; exit 1; }
 
 typecheck: node_modules
