@@ -20,7 +20,6 @@ import {
 
 import { DEFAULT_LIFETIMES, SecretName, type Lifetimes } from '../provision/catalog';
 import type { SecretData } from '../provision/inspect';
-import { mintLeaf } from '../provision/x509-mint';
 import {
   ONBOARDED_LABEL,
   ONBOARDED_REFS,
@@ -28,7 +27,8 @@ import {
   refKey,
   type ObjectRef,
 } from './catalog';
-import { harnessLeafSubject, harnessTlsSecret, type Manifest, type Placement } from './desired';
+import type { Manifest, Placement } from './desired';
+import { issueHarnessTls } from './issue';
 import type { ConflictEvents } from './conflict-events';
 import {
   planOnboarding,
@@ -183,7 +183,8 @@ export class NamespaceOnboarder {
           await this.apply(action.object, action.resourceVersion);
           return true;
         case 'issue': {
-          const object = this.issued(namespace, action);
+          const lifetimes = this.options.lifetimes ?? DEFAULT_LIFETIMES;
+          const object = issueHarnessTls(namespace, action.from, this.now(), lifetimes);
           if (action.resourceVersion === undefined) {
             await this.objects.create(object, undefined, undefined, ONBOARDING_FIELD_MANAGER);
           } else await this.apply(object, action.resourceVersion);
@@ -197,22 +198,6 @@ export class NamespaceOnboarder {
       if (code(err) === 409) return false;
       throw err;
     }
-  }
-
-  /** The harness certificate of `namespace`, minted now from the CA the plan chose. */
-  private issued(namespace: string, action: Extract<OnboardingAction, { op: 'issue' }>): Manifest {
-    const now = this.now();
-    const lifetimes = this.options.lifetimes ?? DEFAULT_LIFETIMES;
-    const leaf = mintLeaf(
-      {
-        ...harnessLeafSubject(namespace),
-        notBefore: now,
-        notAfter: new Date(now.getTime() + lifetimes.leafMs),
-      },
-      'server',
-      action.from.signer,
-    );
-    return harnessTlsSecret(namespace, leaf, action.from.bundle);
   }
 
   /** Server-side apply of ours, forced over other managers, at the version we read. */
