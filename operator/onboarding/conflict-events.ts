@@ -7,6 +7,7 @@
  * pile, and never fails the sync.
  */
 import { EventsV1Api, V1MicroTime, type KubeConfig } from '@kubernetes/client-node';
+import { randomBytes } from 'node:crypto';
 
 import type { OnboardingAction } from './plan';
 
@@ -52,7 +53,8 @@ export class KubeConflictEvents implements ConflictEvents {
       await this.api.createNamespacedEvent({
         namespace,
         body: {
-          metadata: { generateName: 'polychrome-onboarding.' },
+          // Named as client-go names Events: the object's name, a dot, a unique suffix.
+          metadata: { name: `${action.ref.name}.${randomBytes(8).toString('hex')}` },
           eventTime: new V1MicroTime(),
           reportingController: ONBOARDING_REPORTING_CONTROLLER,
           reportingInstance: this.options.reportingInstance,

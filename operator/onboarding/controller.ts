@@ -70,15 +70,7 @@ export class OnboardingController {
       const name = ns.metadata?.name;
       if (name !== undefined) this.candidates.delete(name);
     });
-    this.informer.on('error', (err: unknown) => {
-      if (this.closed) return;
-      this.options.log.warn(
-        { err: err instanceof Error ? err.message : String(err), retryMs: WATCH_RESTART_MS },
-        'namespace watch failed',
-      );
-      const timer = setTimeout(() => void this.startWatch(), WATCH_RESTART_MS);
-      timer.unref();
-    });
+    this.informer.on('error', (err: unknown) => this.watchFailed(err, 'namespace watch failed'));
   }
 
   /**
@@ -140,11 +132,19 @@ export class OnboardingController {
     try {
       await this.informer.start();
     } catch (err) {
-      this.options.log.warn(
-        { err: err instanceof Error ? err.message : String(err) },
-        'namespace watch did not start',
-      );
+      this.watchFailed(err, 'namespace watch did not start');
     }
+  }
+
+  /** Logs a failed list or watch (a 403 names the missing ClusterRole) and starts it again. */
+  private watchFailed(err: unknown, message: string): void {
+    if (this.closed) return;
+    this.options.log.warn(
+      { err: err instanceof Error ? err.message : String(err), retryMs: WATCH_RESTART_MS },
+      `${message} (the provisioner needs config/cluster's ClusterRole polychrome-onboarding)`,
+    );
+    const timer = setTimeout(() => void this.startWatch(), WATCH_RESTART_MS);
+    timer.unref();
   }
 
   private noticed(ns: KubernetesObject): void {
