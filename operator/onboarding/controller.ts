@@ -39,7 +39,8 @@ export interface OnboardingControllerOptions {
   readonly maxDelayMs?: number;
 }
 
-const WATCH_RESTART_MS = 2_000;
+/** Delay before a refused or broken namespace watch starts again: doubling, capped. */
+const WATCH_RESTART_MS = { first: 1_000, max: 60_000 } as const;
 
 /** The namespace watch and its worker. */
 export class OnboardingController {
@@ -51,6 +52,7 @@ export class OnboardingController {
   private worker: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
+  private watchDelayMs: number = WATCH_RESTART_MS.first;
 
   constructor(private readonly options: OnboardingControllerOptions) {
     this.queue = new WorkQueue({
@@ -140,16 +142,19 @@ export class OnboardingController {
   private watchFailed(err: unknown, message: string): void {
     if (this.closed) return;
     this.options.log.warn(
-      { err: err instanceof Error ? err.message : String(err), retryMs: WATCH_RESTART_MS },
+      { err: err instanceof Error ? err.message : String(err), retryMs: this.watchDelayMs },
       `${message} (the provisioner needs config/cluster's ClusterRole polychrome-onboarding)`,
     );
-    const timer = setTimeout(() => void this.startWatch(), WATCH_RESTART_MS);
+    const timer = setTimeout(() => void this.startWatch(), this.watchDelayMs);
     timer.unref();
+    this.watchDelayMs = Math.min(this.watchDelayMs * 2, WATCH_RESTART_MS.max);
   }
 
   private noticed(ns: KubernetesObject): void {
     const name = ns.metadata?.name;
     if (name === undefined || this.closed) return;
+    // The list went through: a later failure starts from the first delay again.
+    this.watchDelayMs = WATCH_RESTART_MS.first;
     if (wantsOnboarding(ns.metadata?.labels ?? {})) this.candidates.add(name);
     if (this.candidates.has(name)) this.queue.add(name);
   }

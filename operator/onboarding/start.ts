@@ -1,6 +1,6 @@
 /**
- * Builds and starts namespace onboarding for the provisioner's process (operator/provision/
- * run.ts): the onboarder over the API server, Events for conflicts, and the namespace watch.
+ * Builds namespace onboarding for the provisioner's process (operator/provision/run.ts): the
+ * onboarder over the API server, Events for conflicts, and the namespace watch.
  */
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 
@@ -8,8 +8,8 @@ import { KubeConflictEvents } from './conflict-events';
 import { OnboardingController } from './controller';
 import { NamespaceOnboarder, type OnboardingLog } from './onboarder';
 
-/** What {@link startOnboarding} needs. */
-export interface StartOnboardingOptions {
+/** What {@link buildOnboarding} needs. */
+export interface OnboardingOptions {
   readonly kubeConfig: KubeConfig;
   /** The provisioner's namespace: where the source Secrets and the control plane are. */
   readonly controlPlaneNamespace: string;
@@ -21,13 +21,11 @@ export interface StartOnboardingOptions {
 }
 
 /**
- * Starts the namespace watch. A start that fails (the API server refuses the first lists:
- * the ClusterRole is missing) is logged and retried with the watch's own backoff; it never
+ * The onboarding controller, not started: `start()` lists and watches. A start the API
+ * server refuses (the ClusterRole is missing) is logged and retried with backoff; it never
  * stops the provisioner.
  */
-export async function startOnboarding(
-  options: StartOnboardingOptions,
-): Promise<OnboardingController> {
+export function buildOnboarding(options: OnboardingOptions): OnboardingController {
   const { kubeConfig: kc, log } = options;
   const onboarder = new NamespaceOnboarder({
     kubeConfig: kc,
@@ -45,6 +43,5 @@ export async function startOnboarding(
     log,
     resyncMs: options.resyncMs,
   });
-  await controller.start();
   return controller;
 }

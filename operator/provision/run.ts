@@ -17,7 +17,7 @@ import { Registry } from 'prom-client';
 
 import { HealthServer } from '../../common/health-server';
 import { componentLogger, createRootLogger, LogComponent } from '../../common/log';
-import { startOnboarding } from '../onboarding/start';
+import { buildOnboarding } from '../onboarding/start';
 import { loadProvisionConfig } from './config';
 import { Provisioner } from './provisioner';
 
@@ -50,7 +50,15 @@ export async function runProvisioner(): Promise<void> {
   await health.start();
   let timer: NodeJS.Timeout | undefined;
   let stopping = false;
-  let onboarding: Awaited<ReturnType<typeof startOnboarding>> | undefined;
+  const onboarding =
+    config.onboarding === undefined
+      ? undefined
+      : buildOnboarding({
+          kubeConfig: kc,
+          controlPlaneNamespace: config.namespace,
+          ...config.onboarding,
+          log,
+        });
   const pass = async (): Promise<void> => {
     try {
       const report = await provisioner.run();
@@ -73,15 +81,6 @@ export async function runProvisioner(): Promise<void> {
       );
     }
   };
-  await pass();
-  if (config.onboarding !== undefined) {
-    onboarding = await startOnboarding({
-      kubeConfig: kc,
-      controlPlaneNamespace: config.namespace,
-      ...config.onboarding,
-      log,
-    });
-  }
   const stop = (): void => {
     stopping = true;
     clearTimeout(timer);
@@ -89,4 +88,7 @@ export async function runProvisioner(): Promise<void> {
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
+  await pass();
+  // After the first pass, so the Secrets the credentials come from exist on a new install.
+  await onboarding?.start();
 }

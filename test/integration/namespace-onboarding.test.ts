@@ -33,7 +33,7 @@ import { ONBOARDED_LABEL, ONBOARDED_REFS, type ObjectRef } from '../../operator/
 import { CONFLICT_REASON } from '../../operator/onboarding/conflict-events';
 import type { OnboardingController } from '../../operator/onboarding/controller';
 import { NamespaceOnboarder } from '../../operator/onboarding/onboarder';
-import { startOnboarding } from '../../operator/onboarding/start';
+import { buildOnboarding } from '../../operator/onboarding/start';
 import { apiErrorMessage, freshNamespace, kubeConfig, sharedCluster } from './support/kube';
 
 const quiet: ProvisionLog = { info: () => undefined, warn: () => undefined };
@@ -185,7 +185,7 @@ describe('namespace onboarding on the real API server, as the shipped identity',
     cp = await freshNamespace(admin, 'onb-cp');
     asOperator = await grantOnboarding(cp.name);
     await new Provisioner({ core, namespace: cp.name, log: quiet }).run();
-    controller = await startOnboarding({
+    controller = buildOnboarding({
       kubeConfig: asOperator,
       controlPlaneNamespace: cp.name,
       harnessImage: undefined,
@@ -193,6 +193,7 @@ describe('namespace onboarding on the real API server, as the shipped identity',
       podName: 'onboarding-test',
       log: operatorLog,
     });
+    await controller.start();
   });
 
   afterAll(async () => {
