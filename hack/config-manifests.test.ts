@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join, relative } from 'node:path';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { loadControlPlaneConfig } from '../operator/config';
-import { ONBOARDED_REFS } from '../operator/onboarding/catalog';
+import { ONBOARDED_REFS, ONBOARDING_LABEL } from '../operator/onboarding/catalog';
 import type { Conversation } from '../operator/api/v1alpha1/conversation-types';
 import { validMinimalConversationSpec } from '../operator/api/v1alpha1/conversation-cases';
 import { DEFAULT_HEALTH_PORT } from '../common/health-server';
@@ -684,18 +684,17 @@ describe('kustomizations', () => {
     expect(filesListed(dir)).toEqual(yamlFilesIn(dir));
   });
 
-  it('config/conversations makes the namespace the public API creates conversations in, never default, with the sandbox there', () => {
+  it('config/conversations makes the namespace the public API creates conversations in, never default, labelled for onboarding', () => {
     const conversations = build('config/conversations');
     const target = loadControlPlaneConfig(containerEnv()).turns.newConversationNamespace;
     expect(target).not.toBe('default');
-    expect(find(conversations, 'Namespace', target, 'config/conversations')).toBeDefined();
-    // What a conversation namespace needs: config/sandbox's objects, in that namespace.
-    expect(
-      conversations
-        .filter((o) => o['kind'] !== 'Namespace')
-        .map((o) => `${keyOf(o)} ${String(namespaceOf(o))}`)
-        .sort(),
-    ).toEqual(sandbox.map((o) => `${keyOf(o)} ${target}`).sort());
+    const namespace = find(conversations, 'Namespace', target, 'config/conversations');
+    // The operator installs config/sandbox and the credentials there (operator/onboarding):
+    // nothing of the sandbox is applied by hand beside it, which would be refused as not ours.
+    expect(obj(namespace['metadata'], 'metadata')['labels']).toMatchObject({
+      [ONBOARDING_LABEL.key]: ONBOARDING_LABEL.value,
+    });
+    expect(conversations.map(keyOf)).toEqual([`Namespace/${target}`]);
   });
 
   it('config/sandbox keeps its NetworkPolicy and no longer holds the RuntimeClass', () => {

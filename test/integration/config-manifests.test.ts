@@ -248,7 +248,7 @@ describe('config/ manifests on a real API server', () => {
     expect(policy).toMatchObject({ metadata: { namespace: ns.name } });
   });
 
-  it('applies config/conversations: the namespace the public API creates conversations in, with the sandbox in it', () => {
+  it('applies config/conversations: the namespace the public API creates conversations in, labelled for onboarding', () => {
     const built = build(kubeconfig, 'config/conversations');
     const returned = printed(
       kubectl(kubeconfig, [
@@ -264,14 +264,12 @@ describe('config/ manifests on a real API server', () => {
       expect({ key: keyOf(b), found: r !== undefined }).toEqual({ key: keyOf(b), found: true });
       expect(r).toMatchObject(withoutEmptyStrings(b) as Obj);
     }
-    expect(returned.map((o) => `${keyOf(o)} ${namespaceOf(o)}`).sort()).toEqual(
-      [
-        'Namespace/polychrome-conversations ',
-        'NetworkPolicy/polychrome-harness polychrome-conversations',
-        'SandboxTemplate/polychrome-harness polychrome-conversations',
-        'SandboxWarmPool/polychrome-harness polychrome-conversations',
-      ].sort(),
-    );
+    expect(returned.map((o) => `${keyOf(o)} ${namespaceOf(o)}`).sort()).toEqual([
+      'Namespace/polychrome-conversations ',
+    ]);
+    expect(returned[0]).toMatchObject({
+      metadata: { labels: { 'polychrome.dev/enabled': 'true' } },
+    });
   });
 
   it('applies the base server-side into a fresh namespace; a server-side diff is then empty and a second apply changes nothing', () => {
