@@ -20,6 +20,7 @@ import {
 
 import { DEFAULT_LIFETIMES, SecretName, type Lifetimes } from '../provision/catalog';
 import type { SecretData } from '../provision/inspect';
+import type { ProvisionLog } from '../provision/provisioner';
 import {
   ONBOARDED_LABEL,
   ONBOARDED_REFS,
@@ -37,11 +38,8 @@ import {
   type OnboardingAction,
 } from './plan';
 
-/** Where log lines go (a pino logger fits). */
-export interface OnboardingLog {
-  info(fields: Record<string, unknown>, message: string): void;
-  warn(fields: Record<string, unknown>, message: string): void;
-}
+/** Where log lines go: the provisioner's log (a pino logger fits). */
+export type OnboardingLog = ProvisionLog;
 
 /** Options of {@link NamespaceOnboarder}. */
 export interface NamespaceOnboarderOptions {
