@@ -22,10 +22,15 @@ CERT_MANAGER_VERSION ?= v1.21.2
 # Docker's .dockerignore matcher (hack/dockerignore): what `docker build` sends, for the
 # Dockerfile context test and the image build's context.
 PATTERNMATCHER_VERSION ?= v0.6.1
+# cosign (hack/cosign): `make release` signs the images and attests their SBOMs with it, and
+# its test verifies them (docs/release.md).
+COSIGN_VERSION ?= v3.1.3
+# Helm from its Go module (hack/helm): the chart's tests and `make chart` (charts/polychrome).
+HELM_VERSION ?= v4.3.2
 export KUBE_VERSION ETCD_VERSION AGENT_SANDBOX_VERSION CRANE_VERSION NODE22_VERSION NODE22_INTEGRITY \
 	NODE22_ARM64_INTEGRITY \
 	PROMTOOL_VERSION PROMETHEUS_OPERATOR_VERSION OTELCOL_VERSION CERT_MANAGER_VERSION \
-	PATTERNMATCHER_VERSION
+	PATTERNMATCHER_VERSION COSIGN_VERSION HELM_VERSION
 
 NPX := npx --no-install
 JEST_ARGS ?=
@@ -33,7 +38,7 @@ JEST_ARGS ?=
 .PHONY: all build generate proto manifests verify-generate lint lint-images typecheck test \
 	test-unit test-unit-node22 test-integration test-argocd-health test-monitoring images bench \
 	dev dev-down dev-reset binaries dev-binaries test-binaries check-prerequisites cluster-up \
-	cluster-down clean krew-archive print-%
+	cluster-down clean krew-archive helm-chart chart release print-%
 
 all: build
 
@@ -55,8 +60,8 @@ node_modules: package-lock.json
 	npm ci
 	@touch node_modules
 
-## Regenerate committed code: ts-proto output and CRD YAML.
-generate: proto manifests
+## Regenerate committed code: ts-proto output, CRD YAML and the Helm chart.
+generate: proto manifests helm-chart
 
 proto: node_modules
 	bash hack/gen-proto.sh
@@ -65,12 +70,29 @@ manifests: node_modules
 	$(NPX) tsx hack/gen-crds.ts
 	$(NPX) tsx hack/gen-sandbox-bundle.ts
 
+## The Helm chart charts/polychrome, generated from the kustomize trees under config/ by the
+## pinned kubectl's kustomize (hack/build-chart.ts; docs/operator.md, "Helm"). After the CRDs,
+## which it includes.
+helm-chart: node_modules manifests
+	@bash hack/build-binaries.sh kubectl
+	$(NPX) tsx hack/build-chart.ts
+
+## The committed chart packaged for `make release` to push as an OCI artifact:
+## dist/chart/polychrome-$(CHART_VERSION).tgz, linted first. Its version and appVersion (the
+## images' default tag) are VERSION, default package.json's.
+CHART_VERSION = $(or $(VERSION),$(shell node -p "require('./package.json').version"))
+chart:
+	@bash hack/build-binaries.sh helm
+	hack/bin/helm lint --strict charts/polychrome
+	hack/bin/helm package charts/polychrome --destination dist/chart \
+	  --version "$(CHART_VERSION)" --app-version "$(CHART_VERSION)"
+
 ## Fail when regenerating changes committed files.
 verify-generate: generate
-	@git diff --exit-code -- proto/gen config/crd operator/onboarding/sandbox-bundle.ts || { \
+	@git diff --exit-code -- proto/gen config/crd charts operator/onboarding/sandbox-bundle.ts || { \
 	  echo "generated files are stale: run 'make generate' and commit the result" >&2; exit 1; }
-	@test -z "$$(git status --porcelain -- proto/gen config/crd operator/onboarding/sandbox-bundle.ts)" || { \
-	  git status --porcelain -- proto/gen config/crd operator/onboarding/sandbox-bundle.ts; \
+	@test -z "$$(git status --porcelain -- proto/gen config/crd charts operator/onboarding/sandbox-bundle.ts)" || { \
+	  git status --porcelain -- proto/gen config/crd charts operator/onboarding/sandbox-bundle.ts; \
 	  echo "generated files are untracked: run 'make generate' and commit the result" >&2; exit 1; }
 
 typecheck: node_modules
@@ -117,12 +139,14 @@ test-binaries:
 check-prerequisites:
 	@bash hack/check-prerequisites.sh
 
-## All tests: the Argo CD health scripts and the alert rules (promtool), unit, then integration against one shared local
-## control plane, then the images (what `make images` runs), even when a jest test failed;
-## the exit status is the first failure's.
+## All tests: the Argo CD health scripts and the alert rules (promtool), the images (what
+## `make images` runs; kept in dist/images, where the release test takes them instead of
+## building them again), then unit and integration against one shared local control plane,
+## even when the images failed; the exit status is the first failure's.
 test: check-prerequisites node_modules test-binaries test-argocd-health test-monitoring
-	@status=0; $(NPX) jest $(JEST_ARGS) || status=$$?; \
-	  bash hack/build-images.sh || { [ $$status != 0 ] || status=$$?; }; exit $$status
+	@status=0; IMAGE_LAYOUT=$(CURDIR)/dist/images bash hack/build-images.sh || status=$$?; \
+	  RELEASE_TEST_IMAGES=$(CURDIR)/dist/images $(NPX) jest $(JEST_ARGS) || \
+	  { [ $$status != 0 ] || status=$$?; }; exit $$status
 
 ## Argo CD health scripts (config/argocd) run as Argo CD runs argocd-cm scripts: gopher-lua
 ## with only the base, table and package libraries (hack/argocd-health; Go module cache).
@@ -152,8 +176,17 @@ test-unit-node22: node_modules test-binaries
 ## Build each plane's OCI image without a daemon, push it to a local registry, pull it
 ## back and smoke-test it under chroot (hack/build-images.sh; needs root).
 images: node_modules
-	bash hack/build-binaries.sh crane test-tools
+	bash hack/build-binaries.sh crane dockerignore-check
 	bash hack/build-images.sh
+
+## A release (docs/release.md): the images for amd64 and arm64 as one index each (what
+## `make images` builds and checks), pushed to REGISTRY, signed with your cosign key
+## (COSIGN_KEY, COSIGN_PASSWORD in the environment), each with its SBOM as a signed
+## attestation; the chart (`make chart`, version VERSION) pushed and signed beside them;
+## install manifests pinned by digest in dist/release (hack/release.sh; needs root).
+release: node_modules chart
+	bash hack/build-binaries.sh crane kubectl cosign dockerignore-check
+	bash hack/release.sh
 
 test-integration: node_modules test-binaries
 	$(NPX) jest --selectProjects integration $(JEST_ARGS)

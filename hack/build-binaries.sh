@@ -10,9 +10,11 @@
 #               OpenTelemetry Collector (hack/otelcol, test/integration/tracing.test.ts), and
 #               prometheus-operator's CRDs (hack/prometheus-operator, the dry run of
 #               config/monitoring) and cert-manager's (hack/cert-manager, the dry run of the
-#               Kubernetes door's component), copied from their modules
+#               Kubernetes door's component), copied from their modules, and helm (hack/helm,
+#               the chart's tests and `make chart`)
 #   test-tools  dockerignore-check (hack/dockerignore), Docker's own .dockerignore matcher
-#               (github.com/moby/patternmatcher, docs/images.md)
+#               (github.com/moby/patternmatcher, docs/images.md), and cosign (hack/cosign,
+#               github.com/sigstore/cosign: `make release` signs with it, its test verifies)
 #
 # or any of those names themselves (`build-binaries.sh promtool`); several may be given.
 # Each prints a `[n/m]` line and, when built, the time it took. Versions come from the
@@ -33,6 +35,8 @@ set -euo pipefail
 : "${OTELCOL_VERSION:?set by the Makefile}"
 : "${CERT_MANAGER_VERSION:?set by the Makefile}"
 : "${PATTERNMATCHER_VERSION:?set by the Makefile}"
+: "${COSIGN_VERSION:?set by the Makefile}"
+: "${HELM_VERSION:?set by the Makefile}"
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${POLYCHROME_CACHE:-$HOME/.cache/polychrome}
@@ -61,6 +65,8 @@ require_pin prometheus-operator github.com/prometheus-operator/prometheus-operat
   "$PROMETHEUS_OPERATOR_VERSION"
 require_pin cert-manager github.com/cert-manager/cert-manager "$CERT_MANAGER_VERSION"
 require_pin dockerignore github.com/moby/patternmatcher "$PATTERNMATCHER_VERSION"
+require_pin cosign github.com/sigstore/cosign/v3 "$COSIGN_VERSION"
+require_pin helm helm.sh/helm/v4 "$HELM_VERSION"
 
 minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
 build_date=2026-07-22T00:00:00Z
@@ -150,26 +156,31 @@ one() { # name
     otelcol) build otelcol "$OTELCOL_VERSION" otelcol . ;;
     prometheus-operator-crds) crds "$PROMETHEUS_OPERATOR_VERSION" ;;
     cert-manager-crds) cert_manager_crds "$CERT_MANAGER_VERSION" ;;
+    helm)
+      build helm "$HELM_VERSION" helm helm.sh/helm/v4/cmd/helm \
+        "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" ;;
     dockerignore-check)
       # Our own main.go, so the cache key is the pinned module and a digest of the sources.
       local sources
       sources=$(cat "$here/dockerignore/go.mod" "$here/dockerignore/go.sum" "$here/dockerignore/main.go" |
         sha256sum | cut -c1-12)
       build dockerignore-check "$PATTERNMATCHER_VERSION-$sources" dockerignore . ;;
+    cosign) build cosign "$COSIGN_VERSION" cosign github.com/sigstore/cosign/v3/cmd/cosign ;;
   esac
 }
 
 dev=(etcd kubectl kube-apiserver kube-controller-manager agent-sandbox-controller)
-all=("${dev[@]}" crane promtool otelcol prometheus-operator-crds cert-manager-crds)
-known=" ${all[*]} dockerignore-check "
-usage="usage: $0 dev|all|test-tools|NAME... (NAME: ${all[*]} dockerignore-check)"
+all=("${dev[@]}" crane promtool otelcol prometheus-operator-crds cert-manager-crds helm)
+test_tools=(dockerignore-check cosign)
+known=" ${all[*]} ${test_tools[*]} "
+usage="usage: $0 dev|all|test-tools|NAME... (NAME: ${all[*]} ${test_tools[*]})"
 [ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
 wanted=()
 for arg in "$@"; do
   case $arg in
     dev) wanted+=("${dev[@]}") ;;
     all) wanted+=("${all[@]}") ;;
-    test-tools | --test-tools) wanted+=(dockerignore-check) ;;
+    test-tools | --test-tools) wanted+=("${test_tools[@]}") ;;
     *)
       [[ $known == *" $arg "* ]] || { echo "$0: unknown binary \"$arg\"; $usage" >&2; exit 2; }
       wanted+=("$arg") ;;

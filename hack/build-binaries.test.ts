@@ -34,6 +34,7 @@ const TEST_BINARIES = [
   ['crane', 'CRANE_VERSION'],
   ['promtool', 'PROMTOOL_VERSION'],
   ['otelcol', 'OTELCOL_VERSION'],
+  ['helm', 'HELM_VERSION'],
 ] as const;
 const CRDS = [
   ['prometheus-operator-crds', 'prometheus-operator', 'PROMETHEUS_OPERATOR_VERSION'],
@@ -83,16 +84,17 @@ describe('hack/build-binaries.sh through make', () => {
     );
   });
 
-  it('make binaries adds crane, promtool, otelcol and the CRDs the tests use, counted together', () => {
+  it('make binaries adds crane, promtool, otelcol, helm and the CRDs the tests use, counted together', () => {
     const { lines, links } = make('binaries');
     const names: string[] = [...DEV, ...TEST_BINARIES].map(([name]) => name);
     names.push(...CRDS.map(([name]) => name));
     expect(Object.keys(links).sort()).toEqual([...names].sort());
-    expect(lines.filter((l) => /^hack: \[\d+\/10\] /u.test(l))).toHaveLength(10);
-    expect(lines).toContain(`hack: [7/10] promtool ${pin('PROMTOOL_VERSION')} cached`);
+    expect(lines.filter((l) => /^hack: \[\d+\/11\] /u.test(l))).toHaveLength(11);
+    expect(lines).toContain(`hack: [7/11] promtool ${pin('PROMTOOL_VERSION')} cached`);
     expect(lines).toContain(
-      `hack: [10/10] cert-manager ${pin('CERT_MANAGER_VERSION')} CRDs cached`,
+      `hack: [10/11] cert-manager ${pin('CERT_MANAGER_VERSION')} CRDs cached`,
     );
+    expect(lines).toContain(`hack: [11/11] helm ${pin('HELM_VERSION')} cached`);
   });
 
   it('refuses a name it does not know, listing the ones it does', () => {
@@ -109,6 +111,8 @@ describe('hack/build-binaries.sh through make', () => {
           'OTELCOL_VERSION',
           'CERT_MANAGER_VERSION',
           'PATTERNMATCHER_VERSION',
+          'COSIGN_VERSION',
+          'HELM_VERSION',
         ]
           .map((v) => [v, pin(v)] as [string, string])
           .concat([
@@ -123,7 +127,7 @@ describe('hack/build-binaries.sh through make', () => {
     expect(run.stderr).toMatch(/unknown binary "kubelet"; usage: .* dev\|all\|test-tools\|NAME/u);
   });
 
-  it('make dev, test-monitoring and images ask only for what they run', () => {
+  it('make dev, test-monitoring, images, chart, helm-chart and release ask only for what they run', () => {
     const plan = (target: string): string[] =>
       execFileSync('make', ['-n', target], { cwd: repoRoot, encoding: 'utf8', env })
         .split('\n')
@@ -131,8 +135,14 @@ describe('hack/build-binaries.sh through make', () => {
     expect(plan('dev')).toEqual(['bash hack/build-binaries.sh dev']);
     expect(plan('cluster-up')).toEqual(['bash hack/build-binaries.sh dev']);
     expect(plan('test-monitoring')).toEqual(['bash hack/build-binaries.sh promtool']);
-    expect(plan('images')).toEqual(['bash hack/build-binaries.sh crane test-tools']);
+    expect(plan('images')).toEqual(['bash hack/build-binaries.sh crane dockerignore-check']);
+    expect(plan('release')).toEqual([
+      'bash hack/build-binaries.sh helm',
+      'bash hack/build-binaries.sh crane kubectl cosign dockerignore-check',
+    ]);
     expect(plan('test')).toContain('bash hack/build-binaries.sh all test-tools');
     expect(plan('test-integration')).toEqual(['bash hack/build-binaries.sh all test-tools']);
+    expect(plan('chart')).toEqual(['bash hack/build-binaries.sh helm']);
+    expect(plan('helm-chart')).toEqual(['bash hack/build-binaries.sh kubectl']);
   });
 });

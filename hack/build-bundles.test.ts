@@ -101,6 +101,13 @@ describe('hack/build-bundles.ts', () => {
       planes: [plane('state')],
     });
     expect(parseArgs(['out']).planes).toEqual(PLANES);
+    expect(parseArgs(['out', '--metafile-dir', 'meta', 'state'])).toEqual({
+      outDir: join(process.cwd(), 'out'),
+      arch: process.arch === 'arm64' ? 'arm64' : 'x64',
+      planes: [plane('state')],
+      metafileDir: join(process.cwd(), 'meta'),
+    });
+    expect(() => parseArgs(['out', '--metafile-dir'])).toThrow('usage:');
     expect(() => parseArgs([])).toThrow('usage: tsx hack/build-bundles.ts OUT_DIR');
     expect(() => parseArgs(['out', '--arch', 'riscv64'])).toThrow(
       '--arch must be one of x64, arm64, got "riscv64"',

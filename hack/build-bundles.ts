@@ -3,7 +3,7 @@
  * the images run (docs/images.md). The three Dockerfiles and `hack/build-images.sh` both
  * run it, so a Docker build and `make images` are one recipe.
  *
- *   tsx hack/build-bundles.ts OUT_DIR [--arch x64|arm64] [PLANE...]
+ *   tsx hack/build-bundles.ts OUT_DIR [--arch x64|arm64] [--metafile-dir DIR] [PLANE...]
  *
  * PLANE is `control-plane`, `state` or `harness` (default: all three). It writes
  * `OUT_DIR/<dir>/main.js` (`dir` the plane's source folder: operator, state, harness), which
@@ -15,11 +15,15 @@
  *   operator/ui/ui-assets.ts finds at `dist/ui`. The OpenAPI document the control plane
  *   serves is a JSON import, so it is in the bundle.
  *
+ * With `--metafile-dir`, esbuild's metafile of each bundle (every input file, so every npm
+ * package in it) is written to `DIR/<plane>.json` (and the UI's to `DIR/ui.json`), outside
+ * what the images carry: `make release` makes its SBOMs from them (hack/release/sbom.ts).
+ *
  * Nothing is external but Node's built-in modules: a bundle that still requires a package
  * (other than the optional ones in {@link OPTIONAL_REQUIRES}, which their callers load in a
  * try/catch) fails the build, naming it, since the images carry no node_modules.
  */
-import { cp, mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { cp, mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { builtinModules } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 
@@ -97,8 +101,17 @@ async function levelPrebuilds(arch: Arch, outDir: string): Promise<string[]> {
   return glibc.map((f) => join('prebuilds', `linux-${arch}`, f));
 }
 
-/** Bundles `plane` into `outDir/<dir>` (emptied first); returns the files written, relative. */
-export async function buildPlane(plane: Plane, outDir: string, arch: Arch): Promise<string[]> {
+/**
+ * Bundles `plane` into `outDir/<dir>` (emptied first); returns the files written, relative.
+ * With `metafileDir`, the bundle's metafile goes to `metafileDir/<plane>.json` (and the UI's
+ * to `metafileDir/ui.json`).
+ */
+export async function buildPlane(
+  plane: Plane,
+  outDir: string,
+  arch: Arch,
+  metafileDir?: string,
+): Promise<string[]> {
   const dir = join(outDir, plane.dir);
   await rm(dir, { recursive: true, force: true });
   const result = await build({
@@ -119,6 +132,10 @@ export async function buildPlane(plane: Plane, outDir: string, arch: Arch): Prom
     metafile: true,
     logLevel: 'warning',
   });
+  if (metafileDir !== undefined) {
+    await mkdir(metafileDir, { recursive: true });
+    await writeFile(join(metafileDir, `${plane.name}.json`), JSON.stringify(result.metafile));
+  }
   const left = externalPackages(result.metafile).filter((p) => !OPTIONAL_REQUIRES.includes(p));
   if (left.length > 0) {
     throw new Error(
@@ -132,23 +149,29 @@ export async function buildPlane(plane: Plane, outDir: string, arch: Arch): Prom
     written.push(...(await levelPrebuilds(arch, dir)).map((f) => join(plane.dir, f)));
   }
   if (plane.name === 'control-plane') {
-    const ui = await buildUi(join(outDir, 'ui'));
+    const ui = await buildUi(
+      join(outDir, 'ui'),
+      metafileDir === undefined ? undefined : join(metafileDir, 'ui.json'),
+    );
     written.push(...ui.map((f) => join('ui', f)));
   }
   return written;
 }
 
-/** Parses the command line: `OUT_DIR [--arch x64|arm64] [PLANE...]`. */
+/** Parses the command line: `OUT_DIR [--arch x64|arm64] [--metafile-dir DIR] [PLANE...]`. */
 export function parseArgs(argv: readonly string[]): {
   outDir: string;
   arch: Arch;
   planes: Plane[];
+  metafileDir?: string;
 } {
   const rest = [...argv];
-  const usage = 'usage: tsx hack/build-bundles.ts OUT_DIR [--arch x64|arm64] [PLANE...]';
+  const usage =
+    'usage: tsx hack/build-bundles.ts OUT_DIR [--arch x64|arm64] [--metafile-dir DIR] [PLANE...]';
   const outDir = rest.shift();
   if (outDir === undefined || outDir.startsWith('-')) throw new Error(usage);
   let arch: Arch = process.arch === 'arm64' ? 'arm64' : 'x64';
+  let metafileDir: string | undefined;
   const names: string[] = [];
   while (rest.length > 0) {
     const arg = rest.shift() ?? '';
@@ -158,6 +181,10 @@ export function parseArgs(argv: readonly string[]): {
         throw new Error(`--arch must be one of ${ARCHES.join(', ')}, got ${JSON.stringify(value)}`);
       }
       arch = value as Arch;
+    } else if (arg === '--metafile-dir') {
+      const value = rest.shift();
+      if (value === undefined || value.startsWith('-')) throw new Error(usage);
+      metafileDir = resolve(value);
     } else {
       names.push(arg);
     }
@@ -171,13 +198,18 @@ export function parseArgs(argv: readonly string[]): {
     }
     return plane;
   });
-  return { outDir: resolve(outDir), arch, planes: planes.length > 0 ? planes : [...PLANES] };
+  return {
+    outDir: resolve(outDir),
+    arch,
+    planes: planes.length > 0 ? planes : [...PLANES],
+    ...(metafileDir === undefined ? {} : { metafileDir }),
+  };
 }
 
 async function main(argv: readonly string[]): Promise<void> {
-  const { outDir, arch, planes } = parseArgs(argv);
+  const { outDir, arch, planes, metafileDir } = parseArgs(argv);
   for (const plane of planes) {
-    const files = await buildPlane(plane, outDir, arch);
+    const files = await buildPlane(plane, outDir, arch, metafileDir);
     const size = (await stat(join(outDir, plane.dir, 'main.js'))).size;
     console.log(
       `bundles: ${plane.name} (linux-${arch}): ${files.join(', ')}; ` +

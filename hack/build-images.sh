@@ -26,6 +26,12 @@
 # reports ready on /readyz and stops cleanly on SIGTERM (the state plane having opened its
 # two LevelDB databases with the bundled native binding).
 # The registry is stopped and the temporary files removed on every exit path.
+#
+# IMAGE_VERSION tags and labels the images (default: package.json's version). With
+# IMAGE_LAYOUT=DIR (emptied first), the checked images are kept for `make release`
+# (hack/release.sh, docs/release.md): DIR/<plane> is an OCI layout holding the plane's index,
+# and DIR/inputs what the SBOMs are made from (per architecture: the bundles' esbuild
+# metafiles, and each runtime file's Debian package; the lockfile; the version).
 set -euo pipefail
 
 : "${NODE22_VERSION:?set by the Makefile}"
@@ -73,7 +79,15 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-version=$(node -p 'require("./package.json").version')
+version=${IMAGE_VERSION:-$(node -p 'require("./package.json").version')}
+[[ $version =~ ^[0-9A-Za-z][0-9A-Za-z._-]{0,127}$ ]] ||
+  fail "IMAGE_VERSION '$version' is not a valid image tag (letters, digits, '.', '_', '-'; at most 128)"
+layout=${IMAGE_LAYOUT:-}
+if [ -n "$layout" ]; then
+  rm -rf "$layout"
+  mkdir -p "$layout/inputs"
+  layout=$(cd "$layout" && pwd)
+fi
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 # Reproducible: the planes' own files carry the last commit's time; the two shared layers
 # a fixed one.
@@ -92,8 +106,10 @@ bash "$here/docker-context.sh" "$root" "$context"
 # The Dockerfiles' `RUN npm ci` (the build stage's dependencies): the working tree's.
 ln -s "$root/node_modules" "$context/node_modules"
 
+# The machine's architecture, as the images name it: its bundles are built first.
+host_arch=$(node -p 'process.arch === "arm64" ? "arm64" : "amd64"')
 step "bundling the three planes (hack/build-bundles.ts in the context, esbuild)"
-(cd "$context" && npx --no-install tsx hack/build-bundles.ts "$work/dist")
+(cd "$context" && npx --no-install tsx hack/build-bundles.ts "$work/dist" --metafile-dir "$work/inputs/$host_arch/bundles")
 
 layer() { # output.tar.gz stage-dir mtime [tar options]
   local out=$1 dir=$2 mtime=$3
@@ -134,6 +150,7 @@ runtime_layer() { # arch dist-dir: prints the path of the runtime layer for arch
     mapfile -t libs < <(bash "$here/debian-libs.sh" "$libs_root" "$node" "$binding" | sort -u)
   fi
   [ ${#libs[@]} -gt 0 ] || fail "$arch: found no libraries for $node"
+  runtime_packages "$arch" "$libs_root" "${libs[@]}" >"$work/inputs/$arch/runtime.tsv"
   # Cached by what goes into it (node, the libraries, this script), at a fixed time, so the
   # layer is the same bytes for the same inputs and a registry that has it is not sent it again.
   local key out
@@ -158,6 +175,27 @@ runtime_layer() { # arch dist-dir: prints the path of the runtime layer for arch
   echo "$out"
 }
 
+runtime_packages() { # arch libs-root lib...: each library's path, Debian package, version, architecture
+  local arch=$1 libs_root=$2 lib owner
+  shift 2
+  for lib in "$@"; do
+    if [ -n "$libs_root" ]; then
+      owner=$(awk -F'\t' -v f="$lib" '$1 == f { print $2 "\t" $3 "\t" $4; exit }' "$libs_root/.files")
+    else
+      # dpkg knows a file by the path its package installed it at (before or after usrmerge).
+      owner=$({ dpkg -S "$lib" 2>/dev/null || dpkg -S "$(readlink -f "$lib")" 2>/dev/null; } |
+        sed -n '1s/^\([^:]*\)\(:[^:]*\)\{0,1\}: .*/\1/p') || true
+      [ -z "$owner" ] ||
+        owner=$(dpkg-query -W -f '${Package}\t${Version}\t${Architecture}' "$owner:$arch" 2>/dev/null ||
+          dpkg-query -W -f '${Package}\t${Version}\t${Architecture}' "$owner")
+    fi
+    # Only a release needs to know (IMAGE_LAYOUT); a machine without dpkg can still build.
+    [ -n "$owner" ] || [ -z "$layout" ] ||
+      fail "$arch: no Debian package holds $lib, so the release's SBOM cannot name it"
+    printf '%s\t%s\n' "$lib" "$owner"
+  done
+}
+
 declare -A dists=()
 for arch in "${arches[@]}"; do
   narch=$(node_arch "$arch")
@@ -166,7 +204,8 @@ for arch in "${arches[@]}"; do
   else
     step "bundling the three planes for $arch (hack/build-bundles.ts --arch $narch)"
     dists[$arch]="$work/dist-$arch"
-    (cd "$context" && npx --no-install tsx hack/build-bundles.ts "${dists[$arch]}" --arch "$narch")
+    (cd "$context" && npx --no-install tsx hack/build-bundles.ts "${dists[$arch]}" --arch "$narch" \
+      --metafile-dir "$work/inputs/$arch/bundles")
   fi
 done
 
@@ -280,6 +319,17 @@ for entry in "${planes[@]}"; do
       process.exit(1);
     }' "${arches[@]/#/linux/}" || fail "$plane: the image index is wrong (above)"
   step "$plane: index $plane@$("$crane" digest "$ref") for ${arches[*]}"
+  if [ -n "$layout" ]; then
+    "$crane" pull --format=oci "$ref" "$layout/$plane" 2>>"$work/crane.log"
+  fi
 done
+
+if [ -n "$layout" ]; then
+  for arch in "${arches[@]}"; do cp -a "$work/inputs/$arch" "$layout/inputs/"; done
+  cp "$context/package-lock.json" "$layout/inputs/package-lock.json"
+  printf '%s\n' "$version" >"$layout/inputs/version"
+  printf '%s\n' "${arches[@]}" >"$layout/inputs/arches"
+  step "kept the indexes and the SBOMs' inputs in $layout"
+fi
 
 step "done: ${#planes[@]} planes for ${arches[*]} built, pushed, pulled back and smoke-tested"

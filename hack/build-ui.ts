@@ -6,18 +6,25 @@
  *
  *   tsx hack/build-ui.ts [OUT_DIR]      (default dist/ui)
  */
-import { copyFile, mkdir, readdir, rm } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 
 import { build } from 'esbuild';
 
 const root = resolve(__dirname, '..');
 
-/** Builds the bundle into `outDir` (emptied first); returns the files written. */
-export async function buildUi(outDir: string = join(root, 'dist', 'ui')): Promise<string[]> {
+/**
+ * Builds the bundle into `outDir` (emptied first); returns the files written. With
+ * `metafileOut`, esbuild's metafile (what went into the bundle) is written there too, for the
+ * release's SBOM (hack/release/sbom.ts).
+ */
+export async function buildUi(
+  outDir: string = join(root, 'dist', 'ui'),
+  metafileOut?: string,
+): Promise<string[]> {
   await rm(outDir, { recursive: true, force: true });
   await mkdir(outDir, { recursive: true });
-  await build({
+  const result = await build({
     entryPoints: [join(root, 'ui', 'main.ts')],
     outfile: join(outDir, 'app.js'),
     bundle: true,
@@ -29,8 +36,10 @@ export async function buildUi(outDir: string = join(root, 'dist', 'ui')): Promis
     legalComments: 'none',
     inject: [join(root, 'ui', 'shims', 'buffer.ts')],
     tsconfig: join(root, 'ui', 'tsconfig.json'),
+    metafile: metafileOut !== undefined,
     logLevel: 'warning',
   });
+  if (metafileOut !== undefined) await writeFile(metafileOut, JSON.stringify(result.metafile));
   for (const file of ['index.html', 'app.css']) {
     await copyFile(join(root, 'ui', file), join(outDir, file));
   }

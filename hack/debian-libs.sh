@@ -6,7 +6,8 @@
 # Downloads libc6, libstdc++6 and libgcc-s1 for arm64 from this machine's apt sources (the same
 # Debian release as the amd64 images' libraries), with apt's lists and cache kept apart from the
 # machine's (no `dpkg --add-architecture`), unpacks them into ARM64_ROOT (created; kept when it
-# exists), then prints each library the ELF files need, directly or through another library,
+# exists; ARM64_ROOT/.files maps each unpacked path to its package and version, for the
+# release's SBOM), then prints each library the ELF files need, directly or through another library,
 # and the dynamic loader, as a path inside that root (the path the image gets it at).
 set -euo pipefail
 
@@ -22,7 +23,7 @@ fail() {
 }
 packages=(libc6 libstdc++6 libgcc-s1)
 
-if [ ! -e "$root/.complete" ]; then
+if [ ! -e "$root/.complete" ] || [ ! -e "$root/.files" ]; then
   apt_dir=$(mktemp -d)
   trap 'rm -rf "$apt_dir"' EXIT
   mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/debs"
@@ -35,7 +36,15 @@ if [ ! -e "$root/.complete" ]; then
     fail "apt-get download of ${packages[*]} for arm64 failed (above): does the mirror serve arm64?"
   rm -rf "$root.tmp"
   mkdir -p "$root.tmp"
-  for deb in "$apt_dir"/debs/*.deb; do dpkg-deb -x "$deb" "$root.tmp"; done
+  for deb in "$apt_dir"/debs/*.deb; do
+    dpkg-deb -x "$deb" "$root.tmp"
+    # path, package, version, architecture: one line per file the package holds.
+    package=$(dpkg-deb -f "$deb" Package)
+    version=$(dpkg-deb -f "$deb" Version)
+    architecture=$(dpkg-deb -f "$deb" Architecture)
+    dpkg-deb -c "$deb" | awk -v p="$package" -v v="$version" -v a="$architecture" \
+      '$1 !~ /^d/ { path = $6; sub(/^\./, "", path); print path "\t" p "\t" v "\t" a }' >>"$root.tmp/.files"
+  done
   ls "$apt_dir"/debs >"$root.tmp/.complete"
   rm -rf "$root"
   mv "$root.tmp" "$root"

@@ -160,17 +160,21 @@ function relayTo(api: MessagesApiServer): Answer {
     random: () => 0,
   });
   return async (request, call) => {
-    const { step } = request;
+    const { step, thread } = request;
     const response = await provider.complete(
       modelRequestFromJson(request.requestJson, 'request_json'),
       {
         signal: AbortSignal.timeout(10_000),
-        onTextDelta: (text) => call.send({ $case: 'modelDelta', value: { step, text } }),
+        onTextDelta: (text) => call.send({ $case: 'modelDelta', value: { step, text, thread } }),
       },
     );
     call.send({
       $case: 'modelAnswer',
-      value: { step, answer: { $case: 'responseJson', value: modelResponseToJson(response) } },
+      value: {
+        step,
+        thread,
+        answer: { $case: 'responseJson', value: modelResponseToJson(response) },
+      },
     });
   };
 }
@@ -230,6 +234,7 @@ describe('a relayed agent over RunTurn', () => {
         $case: 'modelAnswer',
         value: {
           step: request.step,
+          thread: '',
           answer: {
             $case: 'failure',
             value: { code: 'unavailable', message: 'the provider is overloaded', retryable: true },
@@ -260,10 +265,10 @@ describe('a relayed agent over RunTurn', () => {
     expect(step).toBe(1);
     // The cancel, then the answer the control plane's model call produced meanwhile.
     call.send({ $case: 'cancel', value: { reason: 'the user left' } });
-    call.send({ $case: 'modelDelta', value: { step, text: 'late' } });
+    call.send({ $case: 'modelDelta', value: { step, text: 'late', thread: '' } });
     call.send({
       $case: 'modelAnswer',
-      value: { step, answer: { $case: 'responseJson', value: '{}' } },
+      value: { step, thread: '', answer: { $case: 'responseJson', value: '{}' } },
     });
     for (let i = 0; i < 200 && call.of('result').length === 0; i++) {
       await new Promise((resolve) => setTimeout(resolve, 10));
@@ -280,13 +285,14 @@ describe('a relayed agent over RunTurn', () => {
         $case: 'modelAnswer',
         value: {
           step: request.step + 6,
+          thread: '',
           answer: { $case: 'responseJson', value: '{}' },
         },
       }),
     );
     const status = await call.ended;
     expect(status.code).toBe(3);
-    expect(status.details).toContain('model_answer for step 7, which was not relayed');
+    expect(status.details).toContain('model_answer of step 7, which was not relayed');
     expect(call.of('result')).toEqual([]);
   });
 

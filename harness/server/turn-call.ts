@@ -75,11 +75,15 @@ export class TurnCall {
   private readonly abortController = new AbortController();
   private readonly acks = new Map<number, Waiter<number>>();
   private readonly trusted = new Map<string, Waiter<TrustedAnswer>>();
-  /** The relayed model call waiting for its answer (one at a time), by step. */
-  private readonly models = new Map<number, Waiter<ModelResponse>>();
-  /** Every step relayed on this call, and where the waiting one's deltas go. */
-  private readonly relayed = new Set<number>();
-  private onModelDelta: ((text: string) => void) | undefined;
+  /**
+   * The relayed model calls waiting for their answers, by {@link relayKey}: one per
+   * thread, and a panel's threads ask side by side.
+   */
+  private readonly models = new Map<string, Waiter<ModelResponse>>();
+  /** Every call relayed on this call, by {@link relayKey}. */
+  private readonly relayed = new Set<string>();
+  /** Where each waiting call's deltas go, by {@link relayKey}. */
+  private readonly modelDeltas = new Map<string, (text: string) => void>();
   private sequence = 0;
   private inputClosed: AppError | undefined;
   private violation: AppError | undefined;
@@ -136,18 +140,21 @@ export class TurnCall {
         waiter.resolve(answer);
         return;
       }
-      case 'modelDelta':
-        if (this.models.has(input.value.step)) this.onModelDelta?.(input.value.text);
-        else this.lateRelay(input.value.step, 'model_delta');
+      case 'modelDelta': {
+        const key = relayKey(input.value);
+        if (this.models.has(key)) this.modelDeltas.get(key)?.(input.value.text);
+        else this.lateRelay(input.value, 'model_delta');
         return;
+      }
       case 'modelAnswer': {
-        const waiter = this.models.get(input.value.step);
+        const key = relayKey(input.value);
+        const waiter = this.models.get(key);
         if (waiter === undefined) {
-          this.lateRelay(input.value.step, 'model_answer');
+          this.lateRelay(input.value, 'model_answer');
           return;
         }
-        this.models.delete(input.value.step);
-        this.onModelDelta = undefined;
+        this.models.delete(key);
+        this.modelDeltas.delete(key);
         const answer = modelAnswerFromProto(input.value);
         if (answer.ok) waiter.resolve(answer.response);
         else waiter.reject(answer.error);
@@ -177,6 +184,7 @@ export class TurnCall {
     this.acks.clear();
     this.trusted.clear();
     this.models.clear();
+    this.modelDeltas.clear();
   }
 
   /**
@@ -232,16 +240,18 @@ export class TurnCall {
    */
   readonly modelChannel: ModelChannel = {
     ask: (call: RelayedCall, { signal, onDelta }): Promise<ModelResponse> => {
-      if (this.models.size > 0) {
+      const key = relayKey(call);
+      if (this.models.has(key)) {
         return Promise.reject(
-          new AppError('internal', `model call ${call.step} started while another is relayed`),
+          new AppError('internal', `model call ${describeRelay(call)} started while it is relayed`),
         );
       }
-      const answered = this.wait(this.models, call.step, signal, () => relayCancelled(call));
+      const answered = this.wait(this.models, key, signal, () => relayCancelled(call));
       // Nobody would answer, or nobody waits: ask nothing.
       if (this.inputClosed !== undefined || signal.aborted) return answered;
-      this.relayed.add(call.step);
-      this.onModelDelta = onDelta;
+      this.relayed.add(key);
+      if (onDelta !== undefined) this.modelDeltas.set(key, onDelta);
+      void answered.catch(() => this.modelDeltas.delete(key));
       this.write({ $case: 'modelRequest', value: call });
       return answered;
     },
@@ -252,7 +262,7 @@ export class TurnCall {
    * the control plane streamed them itself.
    */
   sendDelta(delta: TextDelta): void {
-    if (this.relayed.has(delta.step)) return;
+    if (this.relayed.has(relayKey({ step: delta.step, thread: '' }))) return;
     this.write({ $case: 'textDelta', value: textDeltaToProto(delta) });
   }
 
@@ -272,9 +282,9 @@ export class TurnCall {
    * A `model_delta` or `model_answer` for no waiting call: one of a step this call relayed
    * and stopped waiting for (a cancel) is ignored; any other is a protocol mistake.
    */
-  private lateRelay(step: number, what: string): void {
-    if (this.relayed.has(step)) return;
-    this.violate(`${what} for step ${step}, which was not relayed`);
+  private lateRelay(call: RelayKeyParts, what: string): void {
+    if (this.relayed.has(relayKey(call))) return;
+    this.violate(`${what} ${describeRelay(call)}, which was not relayed`);
   }
 
   private violate(what: string): void {
@@ -334,7 +344,21 @@ function ackTimeout(turnId: string, step: TurnStep, sequence: number): AppError 
 }
 
 function relayCancelled(call: RelayedCall): AppError {
-  return new AppError('cancelled', `the relayed model call of step ${call.step} was cancelled`);
+  return new AppError('cancelled', `the relayed model call ${describeRelay(call)} was cancelled`);
+}
+
+/** What names one relayed call: its thread ('' for the turn's own) and its step in it. */
+interface RelayKeyParts {
+  readonly step: number;
+  readonly thread: string;
+}
+
+function relayKey({ step, thread }: RelayKeyParts): string {
+  return `${thread}\u0000${step}`;
+}
+
+function describeRelay({ step, thread }: RelayKeyParts): string {
+  return thread === '' ? `of step ${step}` : `of step ${step} in thread ${thread}`;
 }
 
 function trustedTimeout(request: ToolCallRequest, timeoutMs: number): AppError {

@@ -1,19 +1,12 @@
-import { canonicalJson } from '../../common/canonical-json';
-import { payloadCodecs } from '../../common/event-kinds';
 import { hex, type RequestHasher } from './agent-config';
 import { describe, eventJson, voidedCallsOf, type Decoded, type TurnLog } from './journal-turns';
 import { agentsHandedTo, memoryBefore, type RecordedInputs } from './replay-inputs';
 import type { ReplayOptions } from './replay-options';
 import type { Divergence, UncheckedStep } from './replay-verdict';
 import { createErasureTracker, ERASED_TEXT, type AttemptHistory } from './erased-inputs';
+import { compareEnd } from './replay-end';
 import { responseOf, stepJson, stepOf } from './replay-steps';
-import {
-  approvalAnswerFromProto,
-  approvalRequestToProto,
-  handoffToProto,
-  questionAnswerFromProto,
-  questionRequestToProto,
-} from './request-codec';
+import { approvalAnswerFromProto, questionAnswerFromProto } from './request-codec';
 import { modelCallFromProto } from './step-codec';
 import {
   createTurnMachine,
@@ -190,6 +183,8 @@ function replayFrom(
   let state: TurnState = machine.initialState;
   let event: TurnEvent | undefined = { type: 'turn_started', input };
   const running: string[] = [];
+  /** Model calls asked and not yet answered, each with the request digest the machine built. */
+  const asked: AskedModel[] = [];
   /** The model call whose request digest is not checkable, and the digest the machine built. */
   let digestUnchecked: number | undefined;
   let builtDigest = Buffer.alloc(0);
@@ -223,117 +218,83 @@ function replayFrom(
           cursor += 1;
           break;
         }
-        case 'call_model': {
-          step = effect.step;
-          if (found === undefined) return undefined;
-          // An erased output cannot be fed back: nothing after it in the attempt is checked.
-          if (erasures.isErased(found, 'model_call')) return undefined;
-          if (found.kind !== 'model_call' || found.payload.step !== effect.step) {
-            return diverge(`model_call for step ${effect.step}`, found);
-          }
-          const want = effect.request;
-          const digest = hex(found.payload.requestSha256);
-          const built = pendingModelCall(state)?.requestSha256;
-          if (erasures.requestHeldErased(found)) {
-            // The request held erased content: its digest cannot be checked, the rest can.
-            digestUnchecked = found.position;
-            builtDigest = Buffer.from(built ?? new Uint8Array());
-          } else if (built === undefined || hex(built) !== digest) {
-            return diverge(
-              `model_call whose request_sha256 is ${built === undefined ? '(none)' : hex(built)} (the request the machine built from ${want.messages.length} messages)`,
-              found,
-            );
-          }
-          const record = modelCallFromProto(found.payload);
-          event = {
-            type: 'model_responded',
-            response: responseOf(record),
-            startedAtMs: record.startedAtMs,
-            finishedAtMs: record.finishedAtMs,
-          };
+        case 'call_model':
+          // Answered below, from the journal: threads' calls run side by side, and the
+          // journal's order says which answer came first.
+          asked.push({
+            step: effect.step,
+            thread: effect.thread ?? '',
+            messages: effect.request.messages.length,
+            built: pendingModelCall(state, effect.thread ?? '')?.requestSha256,
+          });
           break;
-        }
         case 'call_tool':
         case 'call_trusted_tool':
           running.push(effect.call.toolCallId);
           break;
-        case 'finish': {
-          if (found !== undefined && erasures.isErased(found, 'turn_complete')) {
-            cursor += 1;
-            return extra(recorded, cursor, diverge);
-          }
-          if (found?.kind !== 'turn_complete') {
-            return diverge(`turn_complete with text ${JSON.stringify(effect.text)}`, found);
-          }
-          const p = found.payload;
-          if (
-            p.text !== effect.text ||
-            p.steps !== effect.steps ||
-            p.fallback !== effect.fallback
-          ) {
-            return diverge(
-              `turn_complete ${canonicalJson({ text: effect.text, steps: effect.steps, fallback: effect.fallback })}`,
-              found,
-            );
-          }
-          cursor += 1;
-          return extra(recorded, cursor, diverge);
-        }
-        case 'pause_for_approval': {
-          if (found === undefined) return undefined;
-          const want = canonicalJson(
-            payloadCodecs.approval_request.toJSON(approvalRequestToProto(effect.request)),
-          );
-          // requested_at_ms is the control plane's clock, stamped at commit (docs/turns.md,
-          // "Expiry"): the machine never makes it, so it is not compared.
-          if (
-            found.kind !== 'approval_request' ||
-            eventJson({ ...found, payload: { ...found.payload, requestedAtMs: 0 } }) !== want
-          ) {
-            return diverge(`approval_request ${want}`, found);
-          }
-          cursor += 1;
-          return extra(recorded, cursor, diverge);
-        }
-        case 'pause_for_question': {
-          if (found === undefined) return undefined;
-          const want = canonicalJson(
-            payloadCodecs.question_request.toJSON(questionRequestToProto(effect.request)),
-          );
-          if (erasures.isErased(found, 'question_request')) {
-            cursor += 1;
-            return extra(recorded, cursor, diverge);
-          }
-          if (found.kind !== 'question_request' || eventJson(found) !== want) {
-            return diverge(`question_request ${want}`, found);
-          }
-          cursor += 1;
-          return extra(recorded, cursor, diverge);
-        }
-        case 'handoff': {
-          const want = canonicalJson(payloadCodecs.handoff.toJSON(handoffToProto(effect.handoff)));
-          if (found?.kind !== 'handoff' || eventJson(found) !== want) {
-            return diverge(`handoff ${want}`, found);
-          }
-          cursor += 1;
-          return extra(recorded, cursor, diverge);
-        }
+        case 'finish':
+        case 'pause_for_approval':
+        case 'pause_for_question':
+        case 'handoff':
         case 'ambiguous':
-          if (found?.kind !== 'turn_ambiguous') {
-            return diverge(`turn_ambiguous for tool call ${effect.toolCallId}`, found);
-          }
+        case 'fail':
+        case 'cancelled': {
+          const verdict = compareEnd(effect, found, erasures);
+          if (verdict.kind === 'unchecked') return undefined;
+          if (verdict.kind === 'diverged') return diverge(verdict.expected, found);
           cursor += 1;
           return extra(recorded, cursor, diverge);
-        case 'fail':
-        case 'cancelled':
-          // The control plane settles a failed attempt (a retry or the fallback reply).
-          return found === undefined || found.kind === 'turn_complete'
-            ? undefined
-            : diverge(`nothing more (the machine ${effect.type}: ${describeEnd(effect)})`, found);
+        }
         default: {
           const never: never = effect;
           return never;
         }
+      }
+    }
+    if (event === undefined && asked.length > 0) {
+      // A model call's answer may be preceded by its agent's configuration committed again
+      // (another thread committed one meanwhile): the call answered is the one after it.
+      let ahead = cursor;
+      while (recorded[ahead]?.kind === 'agent_config') ahead += 1;
+      const found = recorded[ahead]?.kind === 'model_call' ? recorded[ahead] : peek();
+      if (found === undefined) return undefined; // the attempt was cut short: an orphan
+      // An erased output cannot be fed back: nothing after it in the attempt is checked.
+      if (erasures.isErased(found, 'model_call')) return undefined;
+      const index =
+        found.kind === 'model_call'
+          ? asked.findIndex(
+              (a) => a.step === found.payload.step && a.thread === (found.payload.thread ?? ''),
+            )
+          : -1;
+      const call = asked[index];
+      if (call === undefined) {
+        if (running.length === 0 || found.kind === 'model_call') {
+          return diverge(`model_call for ${asked.map(describeAsked).join(' or ')}`, found);
+        }
+      } else if (found.kind === 'model_call') {
+        asked.splice(index, 1);
+        step = call.step;
+        const digest = hex(found.payload.requestSha256);
+        const { built } = call;
+        if (erasures.requestHeldErased(found)) {
+          // The request held erased content: its digest cannot be checked, the rest can.
+          digestUnchecked = found.position;
+          builtDigest = Buffer.from(built ?? new Uint8Array());
+        } else if (built === undefined || hex(built) !== digest) {
+          return diverge(
+            `model_call whose request_sha256 is ${built === undefined ? '(none)' : hex(built)} (the request the machine built from ${call.messages} messages)`,
+            found,
+          );
+        }
+        const record = modelCallFromProto(found.payload);
+        event = {
+          type: 'model_responded',
+          response: responseOf(record),
+          startedAtMs: record.startedAtMs,
+          finishedAtMs: record.finishedAtMs,
+          ...(call.thread === '' ? {} : { thread: call.thread }),
+        };
+        continue;
       }
     }
     if (event === undefined && running.length > 0) {
@@ -372,6 +333,19 @@ function replayFrom(
 
 const erasedOutcome = { content: ERASED_TEXT, isError: false } as const;
 
+/** A model call the machine asked for, waiting for its recorded answer. */
+interface AskedModel {
+  readonly step: number;
+  /** Its delegation thread; '' for the turn's own. */
+  readonly thread: string;
+  readonly messages: number;
+  readonly built: Uint8Array | undefined;
+}
+
+function describeAsked({ step, thread }: AskedModel): string {
+  return thread === '' ? `step ${step}` : `step ${step} of thread ${thread}`;
+}
+
 function extra(
   recorded: readonly Decoded[],
   cursor: number,
@@ -387,8 +361,4 @@ function matchesAmbiguous(effect: TurnEffect, found: Decoded): boolean {
     effect.type === 'ambiguous' &&
     effect.toolCallId === found.payload.toolCallId
   );
-}
-
-function describeEnd(effect: Extract<TurnEffect, { type: 'fail' | 'cancelled' }>): string {
-  return effect.type === 'fail' ? effect.message : effect.reason;
 }

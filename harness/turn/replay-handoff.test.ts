@@ -58,8 +58,11 @@ const handoffTo = (id: string, agent: string): OutputBlock => ({
 });
 const text = (value: string): OutputBlock => ({ type: 'text', text: value });
 
+/** A model reply: to the oldest call asked, or to the call of a delegation thread. */
+type Reply = OutputBlock[] | { readonly thread: string; readonly content: OutputBlock[] };
+
 /** The journal of one turn whose model replies are `replies`, as the machine commits it. */
-function journalOf(...replies: OutputBlock[][]): ReplayEntry[] {
+function journalOf(...replies: Reply[]): ReplayEntry[] {
   return journalAfter([], input, ...replies);
 }
 
@@ -67,7 +70,7 @@ function journalOf(...replies: OutputBlock[][]): ReplayEntry[] {
 function journalAfter(
   earlier: readonly ReplayEntry[],
   start: TurnInput,
-  ...replies: OutputBlock[][]
+  ...replies: Reply[]
 ): ReplayEntry[] {
   const entries: ReplayEntry[] = [...earlier];
   const add = (kind: EventKind, payload: Uint8Array): void => {
@@ -97,6 +100,10 @@ function journalAfter(
   let state: TurnState = machine.initialState;
   let event: TurnEvent | undefined = { type: 'turn_started', input: start };
   const pending = [...replies];
+  /** The threads whose model calls wait, in the order asked ('' for the turn's own). */
+  const asked: string[] = [];
+  /** Tool calls running: each finishes before the next model reply. */
+  const tools: string[] = [];
   while (event !== undefined) {
     const result = machine.step(state, event);
     state = result.state;
@@ -106,20 +113,8 @@ function journalAfter(
         const event = stepEvent(effect.step);
         add(event.kind, event.payload());
       }
-      if (effect.type === 'call_model') {
-        const content = pending.shift() ?? [text('done')];
-        event = {
-          type: 'model_responded',
-          response: {
-            model: 'm',
-            content,
-            stopReason: content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn',
-            usage: { inputTokens: 1, outputTokens: 1 },
-          },
-          startedAtMs: 1,
-          finishedAtMs: 2,
-        };
-      }
+      if (effect.type === 'call_model') asked.push(effect.thread ?? '');
+      if (effect.type === 'call_tool') tools.push(effect.call.toolCallId);
       if (effect.type === 'finish') {
         add(
           EventKind.TurnComplete,
@@ -131,8 +126,38 @@ function journalAfter(
             fallback: effect.fallback,
           }),
         );
+        asked.length = 0;
+        tools.length = 0;
       }
     }
+    const tool = tools.shift();
+    if (tool !== undefined) {
+      event = {
+        type: 'tool_finished',
+        toolCallId: tool,
+        outcome: { content: '40', isError: false },
+      };
+      continue;
+    }
+    if (asked.length === 0) break;
+    const reply = pending.shift() ?? [text('done')];
+    const [content, thread] = Array.isArray(reply)
+      ? [reply, asked[0]!]
+      : [reply.content, reply.thread];
+    if (!asked.includes(thread)) throw new Error(`no model call of thread ${thread} waits`);
+    asked.splice(asked.indexOf(thread), 1);
+    event = {
+      type: 'model_responded',
+      response: {
+        model: 'm',
+        content,
+        stopReason: content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn',
+        usage: { inputTokens: 1, outputTokens: 1 },
+      },
+      startedAtMs: 1,
+      finishedAtMs: 2,
+      ...(thread === '' ? {} : { thread }),
+    };
   }
   return entries;
 }
@@ -367,3 +392,89 @@ describe('replay of a turn that delegated a task (docs/turns.md, "Delegation")',
     expect(result.divergence).toBeDefined();
   });
 });
+
+describe('replay of a panel whose threads answered out of order', () => {
+  const lead: TurnInput = {
+    ...input,
+    agentName: 'lead',
+    system: 'You lead.',
+    handoffs: [],
+    delegates: ['billing', 'legal'],
+    tools: [
+      delegateToolFor([
+        { name: 'billing', description: 'Bills.' },
+        { name: 'legal', description: 'Advises.' },
+      ]),
+    ],
+    agents: [
+      { name: 'billing', system: 'You are billing.', tools: [lookup], model },
+      { name: 'legal', system: 'You are legal.', tools: [], model },
+    ],
+  };
+  const ask = (id: string, agent: string): OutputBlock => ({
+    type: 'tool_use',
+    id,
+    name: '__delegate_to',
+    input: { agent, task: `${agent}: is the invoice right?` },
+  });
+  const panel = journalAfter(
+    [],
+    lead,
+    [ask('d1', 'billing'), ask('d2', 'legal')],
+    // Billing looks something up while legal answers first; then billing answers.
+    { thread: 'd1', content: [{ type: 'tool_use', id: 'l1', name: 'lookup', input: {} }] },
+    { thread: 'd2', content: [text('Legally fine.')] },
+    { thread: 'd1', content: [text('Billed 40, correct.')] },
+    [text('Both say it is right.')],
+  );
+  const threadsOf = (entries: readonly ReplayEntry[]) =>
+    entries.flatMap((e) =>
+      e.kind === 'model_call' ? [decodePayload('model_call', e.payload).thread || 'lead'] : [],
+    );
+
+  it('replays the journal alone, answering each thread in the order the journal holds', () => {
+    // The journal interleaves the threads: d1 asked its tool before d2 answered.
+    expect(threadsOf(panel)).toEqual(['lead', 'd1', 'd2', 'd1', 'lead']);
+    const result = replay(panel);
+    expect(result.divergence).toBeUndefined();
+    expect(result.turns.map((t) => [t.status, t.mode, t.ok])).toEqual([['complete', 'full', true]]);
+  });
+
+  it.each<[string, (entries: ReplayEntry[]) => ReplayEntry[]]>([
+    [
+      "legal's answer moved onto billing's thread",
+      (entries) =>
+        entries.map((e) => {
+          if (e.kind !== 'model_call') return e;
+          const call = decodePayload('model_call', e.payload);
+          return call.thread === 'd2'
+            ? { ...e, payload: encodePayload('model_call', { ...call, thread: 'd1' }) }
+            : e;
+        }),
+    ],
+    [
+      "the two delegates' answers swapped",
+      (entries) => {
+        const results = entries.filter(
+          (e) => e.kind === 'tool_result' && ['d1', 'd2'].includes(idOf(e)),
+        );
+        const [first, second] = results;
+        return entries.map((e) =>
+          e === first
+            ? { ...second!, position: e.position }
+            : e === second
+              ? { ...first!, position: e.position }
+              : e,
+        );
+      },
+    ],
+  ])('finds %s', (_, tamper) => {
+    const result = replay(tamper([...panel]));
+    expect(result.ok).toBe(false);
+    expect(result.divergence).toBeDefined();
+  });
+});
+
+function idOf(entry: ReplayEntry): string {
+  return decodePayload('tool_result', entry.payload).toolCallId;
+}

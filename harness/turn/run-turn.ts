@@ -229,7 +229,9 @@ function startCall(
   launch: (work: () => Promise<TurnEvent | undefined>) => void,
 ): void {
   switch (effect.type) {
-    case 'call_model':
+    case 'call_model': {
+      // Threads' model calls run side by side: each answer names the thread it is for.
+      const thread = effect.thread === undefined ? {} : { thread: effect.thread };
       launch(async () => {
         const startedAtMs = deps.clock.nowMs();
         const onTextDelta = deps.onTextDelta;
@@ -249,6 +251,7 @@ function startCall(
             response,
             startedAtMs,
             finishedAtMs: deps.clock.nowMs(),
+            ...thread,
           };
         } catch (error) {
           // The abort listener reports the cancel; a failure caused by it is not news.
@@ -261,10 +264,12 @@ function startCall(
               ? error.message
               : `model call ${effect.step} failed: ${errorText(error)}`,
             retryable: isRetryable(error),
+            ...thread,
           };
         }
       });
       return;
+    }
     case 'call_tool':
     case 'call_trusted_tool': {
       const runner = effect.type === 'call_tool' ? deps.tools : deps.trustedTools;

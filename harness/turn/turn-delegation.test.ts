@@ -7,7 +7,14 @@ import { decodeAgentConfig, hex } from './agent-config';
 import { signApproval } from './approval-token';
 import { delegateToolFor, handoffTool } from './reserved-tools';
 import type { TurnAgent } from './turn-agents';
-import { approvalKey, committedSteps, modelReply, runTurn, testTool } from './testdata/machine-run';
+import {
+  approvalKey,
+  committedSteps,
+  modelReply,
+  runTurn,
+  testTool,
+  threadReply,
+} from './testdata/machine-run';
 import type { StepResult, TurnEffect, TurnEvent, TurnInput } from './turn-machine';
 import type { ApprovalAnswer, TurnStep } from './turn-records';
 
@@ -158,7 +165,7 @@ describe('a delegate answers on a thread of its own, and its answer is the call 
     const [, asked, answered, done] = runTurn(
       input,
       modelReply(20, delegate('d1', 'researcher')),
-      modelReply(30, text('The invoice is right.')),
+      threadReply('d1', 30, text('The invoice is right.')),
       modelReply(40, text('Yes, it is right.')),
     );
     expect(asked!.effects.map(brief)).toEqual([
@@ -176,8 +183,6 @@ describe('a delegate answers on a thread of its own, and its answer is the call 
     expect(answered!.effects.map(brief)).toEqual([
       'commit model_call 1 by researcher in d1@1',
       'commit tool_result d1',
-      // The lead's configuration again: the next model call names the newest one.
-      'commit agent_config lead',
       'call_model 2 lead',
     ]);
     expect(resultOf(answered!, 'd1')).toBe('The invoice is right.');
@@ -185,12 +190,14 @@ describe('a delegate answers on a thread of its own, and its answer is the call 
       { type: 'tool_result', toolUseId: 'd1', content: 'The invoice is right.', isError: false },
     ]);
     expect(done!.effects.map(brief)).toEqual([
+      // The lead's configuration again: its model call names the newest one.
+      'commit agent_config lead',
       'commit model_call 2 by lead',
       'finish "Yes, it is right."',
     ]);
   });
 
-  it('runs a panel of calls in one reply one thread after another, in the order asked', () => {
+  it('runs a panel of calls in one reply side by side, each answer going to its thread', () => {
     const results = runTurn(
       input,
       modelReply(
@@ -198,11 +205,57 @@ describe('a delegate answers on a thread of its own, and its answer is the call 
         delegate('d1', 'researcher', 'find it'),
         delegate('d2', 'checker', 'check it'),
       ),
-      modelReply(30, text('found')),
-      modelReply(40, text('checked')),
+      threadReply('d2', 30, text('checked')),
+      threadReply('d1', 40, text('found')),
+      modelReply(50, text('Both agree.')),
+    );
+    // Both threads start at once, in the order asked, each after its intent.
+    expect(results[1]!.effects.map(brief)).toEqual([
+      'commit model_call 1 by lead',
+      'commit tool_call d1 by lead',
+      'commit agent_config researcher',
+      'call_model 1 researcher in d1',
+      'commit tool_call d2 by lead',
+      'commit agent_config checker',
+      'call_model 1 checker in d2',
+    ]);
+    expect(results[1]!.state.phase).toBe('awaiting_tools');
+    // The checker answers first: its thread closes, the lead still waits for the researcher.
+    expect(results[2]!.effects.map(brief)).toEqual([
+      'commit model_call 1 by checker in d2@1',
+      'commit tool_result d2',
+    ]);
+    expect(results[2]!.state.phase).toBe('awaiting_tools');
+    // The researcher's call names its own configuration, committed again after the checker's.
+    expect(results[3]!.effects.map(brief)).toEqual([
+      'commit agent_config researcher',
+      'commit model_call 1 by researcher in d1@1',
+      'commit tool_result d1',
+      'call_model 2 lead',
+    ]);
+    // The answers go back in the order asked, not the order they came.
+    expect(lastRequest(results[3]!).messages.at(-1)?.content).toEqual([
+      { type: 'tool_result', toolUseId: 'd1', content: 'found', isError: false },
+      { type: 'tool_result', toolUseId: 'd2', content: 'checked', isError: false },
+    ]);
+    expect(results[4]!.effects.map(brief)).toEqual([
+      'commit agent_config lead',
+      'commit model_call 2 by lead',
+      'finish "Both agree."',
+    ]);
+  });
+
+  it("runs the asking agent's own tools while its delegates work", () => {
+    const results = runTurn(
+      input,
+      modelReply(20, use('l1', 'lookup'), delegate('d1', 'researcher')),
+      threadReply('d1', 30, text('found')),
+      finished('l1', 'ledger says 40'),
     );
     expect(results[1]!.effects.map(brief)).toEqual([
       'commit model_call 1 by lead',
+      'commit tool_call l1 by lead',
+      'call_tool l1',
       'commit tool_call d1 by lead',
       'commit agent_config researcher',
       'call_model 1 researcher in d1',
@@ -210,29 +263,17 @@ describe('a delegate answers on a thread of its own, and its answer is the call 
     expect(results[2]!.effects.map(brief)).toEqual([
       'commit model_call 1 by researcher in d1@1',
       'commit tool_result d1',
-      'commit tool_call d2 by lead',
-      'commit agent_config checker',
-      'call_model 1 checker in d2',
     ]);
-    expect(results[3]!.effects.map(brief)).toEqual([
-      'commit model_call 1 by checker in d2@1',
-      'commit tool_result d2',
-      'commit agent_config lead',
-      'call_model 2 lead',
-    ]);
-    expect(lastRequest(results[3]!).messages.at(-1)?.content).toEqual([
-      { type: 'tool_result', toolUseId: 'd1', content: 'found', isError: false },
-      { type: 'tool_result', toolUseId: 'd2', content: 'checked', isError: false },
-    ]);
+    expect(results[3]!.effects.map(brief)).toEqual(['commit tool_result l1', 'call_model 2 lead']);
   });
 
   it('names the thread and depth on the delegate tool calls, and routes their results to it', () => {
     const results = runTurn(
       input,
       modelReply(20, delegate('d1', 'researcher')),
-      modelReply(30, use('l1', 'lookup')),
+      threadReply('d1', 30, use('l1', 'lookup')),
       finished('l1', 'ledger says 40'),
-      modelReply(50, text('40, as billed')),
+      threadReply('d1', 50, text('40, as billed')),
     );
     expect(results[2]!.effects.map(brief)).toEqual([
       'commit model_call 1 by researcher in d1@1',
@@ -244,6 +285,122 @@ describe('a delegate answers on a thread of its own, and its answer is the call 
       'call_model 2 researcher in d1',
     ]);
     expect(resultOf(results[4]!, 'd1')).toBe('40, as billed');
+  });
+});
+
+describe('a panel runs its threads side by side', () => {
+  const panel = modelReply(
+    20,
+    delegate('d1', 'researcher', 'find it'),
+    delegate('d2', 'checker', 'check it'),
+  );
+
+  it('refuses a model answer for a thread that has no call in flight, or none named', () => {
+    const started = runTurn(input, panel);
+    const machineAt = (events: TurnEvent[]) => () => runTurn(input, panel, ...events);
+    expect(started[1]!.state.phase).toBe('awaiting_tools');
+    expect(machineAt([threadReply('d9', 30, text('hi'))])).toThrow(
+      'no model call of thread d9 is in flight',
+    );
+    // The lead waits for its delegates: an answer that names no thread is not its.
+    expect(machineAt([modelReply(30, text('hi'))])).toThrow(
+      'no model call of the turn is in flight',
+    );
+    // A closed thread takes no second answer.
+    expect(
+      machineAt([threadReply('d1', 30, text('found')), threadReply('d1', 31, text('again'))]),
+    ).toThrow('no model call of thread d1 is in flight');
+  });
+
+  it('pauses the turn for a thread only once its siblings have settled', () => {
+    const requestId = requestIds.approvalRequestId('t1', 'r1');
+    const binding = {
+      turnId: 't1',
+      requestId,
+      toolName: 'refund',
+      argsSha256: approvalArgsSha256('{"n":1}'),
+      decision: 'approved' as const,
+    };
+    const answer: ApprovalAnswer = {
+      ...binding,
+      ...signApproval(binding, approvalKey),
+      answeredBy: 'a',
+      answeredAtMs: 1,
+      comment: '',
+    };
+    const results = runTurn(
+      input,
+      modelReply(20, delegate('d1', 'researcher', 'refund it'), delegate('d2', 'checker')),
+      threadReply('d1', 30, use('r1', 'refund', { n: 1 })),
+      threadReply('d2', 40, text('checked')),
+      { type: 'approval_answered', answer },
+      finished('r1', 'refunded'),
+      threadReply('d1', 60, text('refunded')),
+    );
+    // The researcher waits for a person while the checker still works: no pause yet.
+    expect(results[2]!.effects.map(brief)).toEqual([
+      'commit agent_config researcher',
+      'commit model_call 1 by researcher in d1@1',
+    ]);
+    expect(results[2]!.state.phase).toBe('awaiting_tools');
+    expect(results[3]!.effects.map(brief)).toEqual([
+      'commit agent_config checker',
+      'commit model_call 1 by checker in d2@1',
+      'commit tool_result d2',
+      'pause_for_approval r1',
+    ]);
+    expect(results[4]!.effects.map(brief)).toEqual([
+      'commit tool_call r1 by researcher in d1@1',
+      'call_tool r1',
+    ]);
+    expect(results[6]!.effects.map(brief)).toEqual([
+      'commit agent_config researcher',
+      'commit model_call 2 by researcher in d1@1',
+      'commit tool_result d1',
+      'call_model 2 lead',
+    ]);
+  });
+
+  it('a resumed dispatch rebuilds every thread from interleaved steps and asks only the open one', () => {
+    const first = runTurn(input, panel, threadReply('d2', 30, text('checked')));
+    const [resumed, answered] = runTurn(
+      {
+        ...input,
+        recordedSteps: committedSteps(first),
+        recordedConfigSha256: newestConfig(first),
+      },
+      threadReply('d1', 40, text('found')),
+    );
+    // Nothing recorded is committed or asked again: only the researcher's call is open, and
+    // the checker's thread, whose result is recorded, does not start.
+    expect(resumed!.effects.map(brief)).toEqual([
+      'commit agent_config lead',
+      'commit agent_config researcher',
+      'call_model 1 researcher in d1',
+    ]);
+    expect(answered!.effects.map(brief)).toEqual([
+      'commit model_call 1 by researcher in d1@1',
+      'commit tool_result d1',
+      'call_model 2 lead',
+    ]);
+    expect(lastRequest(answered!).messages.at(-1)?.content).toEqual([
+      { type: 'tool_result', toolUseId: 'd1', content: 'found', isError: false },
+      { type: 'tool_result', toolUseId: 'd2', content: 'checked', isError: false },
+    ]);
+  });
+
+  it("one thread's model failure fails the turn while another still works", () => {
+    const results = runTurn(input, panel, {
+      type: 'model_failed',
+      code: 'resource_exhausted',
+      message: 'context too long',
+      retryable: false,
+      thread: 'd2',
+    });
+    expect(results[2]!.effects).toEqual([
+      { type: 'fail', code: 'resource_exhausted', message: 'context too long', retryable: false },
+    ]);
+    expect(results[2]!.state.phase).toBe('done');
   });
 });
 
@@ -284,7 +441,7 @@ describe('a delegation is refused with a reason, and the asking agent goes on', 
     const results = runTurn(
       input,
       modelReply(20, delegate('d1', 'checker')),
-      modelReply(30, delegate('d2', 'lead')),
+      threadReply('d1', 30, delegate('d2', 'lead')),
     );
     expect(results[2]!.effects.map(brief)).toEqual([
       'commit model_call 1 by checker in d1@1',
@@ -300,9 +457,9 @@ describe('a delegation is refused with a reason, and the asking agent goes on', 
     const results = runTurn(
       depth3(),
       modelReply(20, delegate('d1', 'researcher')),
-      modelReply(30, delegate('d2', 'checker')),
-      modelReply(40, delegate('d3', 'clerk')),
-      modelReply(50, delegate('d4', 'archivist')),
+      threadReply('d1', 30, delegate('d2', 'checker')),
+      threadReply('d2', 40, delegate('d3', 'clerk')),
+      threadReply('d3', 50, delegate('d4', 'archivist')),
     );
     expect(results[3]!.effects.map(brief)).toContain('call_model 1 clerk in d3');
     expect(results[4]!.effects.map(brief)).toEqual([
@@ -325,7 +482,7 @@ describe('a delegation is refused with a reason, and the asking agent goes on', 
     const results = runTurn(
       input,
       modelReply(20, delegate('d1', 'researcher')),
-      modelReply(30, handoff),
+      threadReply('d1', 30, handoff),
     );
     expect(results[2]!.effects.map(brief)).toEqual([
       'commit model_call 1 by researcher in d1@1',
@@ -342,13 +499,12 @@ describe('a delegation is refused with a reason, and the asking agent goes on', 
     const results = runTurn(
       input,
       modelReply(20, delegate('d1', 'researcher')),
-      modelReply(late, use('s1', 'send')),
+      threadReply('d1', late, use('s1', 'send')),
     );
     // The late reply is recorded; its side-effecting call never starts.
     expect(results[2]!.effects.map(brief)).toEqual([
       'commit model_call 1 by researcher in d1@1',
       'commit tool_result d1 error',
-      'commit agent_config lead',
       'call_model 2 lead',
     ]);
     expect(resultOf(results[2]!, 'd1')).toBe(
@@ -380,7 +536,7 @@ describe('what happens in a thread happens to the turn', () => {
     const results = runTurn(
       input,
       modelReply(20, delegate('d1', 'researcher')),
-      modelReply(30, use('r1', 'refund', { n: 1 })),
+      threadReply('d1', 30, use('r1', 'refund', { n: 1 })),
       { type: 'approval_answered', answer: approved() },
       finished('r1', 'refunded'),
     );
@@ -403,7 +559,7 @@ describe('what happens in a thread happens to the turn', () => {
     const first = runTurn(
       input,
       modelReply(20, delegate('d1', 'researcher')),
-      modelReply(30, use('r1', 'refund', { n: 1 })),
+      threadReply('d1', 30, use('r1', 'refund', { n: 1 })),
     );
     const [resumed] = runTurn({
       ...input,
@@ -426,7 +582,7 @@ describe('what happens in a thread happens to the turn', () => {
     const first = runTurn(
       input,
       modelReply(20, delegate('d1', 'researcher')),
-      modelReply(30, use('s1', 'send')),
+      threadReply('d1', 30, use('s1', 'send')),
     );
     expect(first[2]!.effects.map(brief)).toContain('call_tool s1');
     const [resumed] = runTurn({
@@ -445,7 +601,7 @@ describe('what happens in a thread happens to the turn', () => {
     const first = runTurn(
       input,
       modelReply(20, delegate('d1', 'researcher')),
-      modelReply(30, use('s1', 'send')),
+      threadReply('d1', 30, use('s1', 'send')),
     );
     const resolved: TurnStep = {
       kind: 'tool_result',
@@ -474,7 +630,7 @@ describe('what happens in a thread happens to the turn', () => {
     const first = runTurn(
       input,
       modelReply(20, delegate('d1', 'researcher')),
-      modelReply(30, use('l1', 'lookup')),
+      threadReply('d1', 30, use('l1', 'lookup')),
     );
     const [resumed] = runTurn({
       ...input,
@@ -494,6 +650,7 @@ describe('what happens in a thread happens to the turn', () => {
       code: 'unavailable',
       message: 'overloaded',
       retryable: true,
+      thread: 'd1',
     });
     expect(results[2]!.effects).toEqual([
       { type: 'fail', code: 'unavailable', message: 'overloaded', retryable: true },
@@ -504,7 +661,7 @@ describe('what happens in a thread happens to the turn', () => {
     const results = runTurn(
       input,
       modelReply(20, delegate('d1', 'researcher')),
-      modelReply(30, use('s1', 'send')),
+      threadReply('d1', 30, use('s1', 'send')),
       {
         type: 'cancelled',
         reason: 'user',

@@ -140,6 +140,8 @@ export type TurnEvent =
       readonly response: ModelResponse;
       readonly startedAtMs: number;
       readonly finishedAtMs: number;
+      /** The `call_model` effect's thread; absent for the turn's own (top) thread. */
+      readonly thread?: string;
     }
   | {
       readonly type: 'model_failed';
@@ -147,6 +149,8 @@ export type TurnEvent =
       readonly message: string;
       /** The adapter gave up on a transient failure: a later dispatch may succeed. */
       readonly retryable: boolean;
+      /** The `call_model` effect's thread; absent for the turn's own (top) thread. */
+      readonly thread?: string;
     }
   | { readonly type: 'tool_finished'; readonly toolCallId: string; readonly outcome: ToolOutcome }
   | {
@@ -264,7 +268,7 @@ export type CallStatus =
       readonly rejection?: string;
     }
   | { readonly kind: 'handoff'; readonly handoff: HandoffRecord }
-  /** A `__delegate_to` call allowed, its thread not started yet (threads run one at a time). */
+  /** A `__delegate_to` call allowed, its thread not started yet (it starts as the reply settles). */
   | { readonly kind: 'delegate_pending'; readonly ask: DelegateAsk }
   /** A `__delegate_to` call whose thread runs (or waits for an answer) as `child`. */
   | { readonly kind: 'delegated'; readonly ask: DelegateAsk; readonly child: TurnState };
@@ -421,10 +425,19 @@ function step(deps: TurnMachineDeps, state: TurnState, event: TurnEvent): StepRe
     throw misfit(state, event, 'the turn has ended');
   }
   const thread = threadOf(state, event);
+  if (
+    thread < 0 &&
+    (event.type === 'model_responded' || event.type === 'model_failed') &&
+    (event.thread ?? '') !== state.thread
+  ) {
+    throw misfit(state, event, `no model call of ${threadName(event.thread)} is in flight`);
+  }
   if (thread >= 0) {
     const call = callAt(state, thread);
     if (call.status.kind === 'delegated') {
-      return absorb(deps, state, thread, step(deps, call.status.child, event), []);
+      // The newest configuration is the turn's, not the thread's: threads run side by side.
+      const child = { ...call.status.child, lastConfigHex: state.lastConfigHex };
+      return absorb(deps, state, thread, step(deps, child, event), []);
     }
   }
   switch (event.type) {
@@ -434,7 +447,7 @@ function step(deps: TurnMachineDeps, state: TurnState, event: TurnEvent): StepRe
     case 'model_responded': {
       const pending = state.pendingModel;
       if (state.phase !== TurnPhase.AwaitingModel || pending === undefined) {
-        throw misfit(state, event, 'no model call is in flight');
+        throw misfit(state, event, `no model call of ${threadName(event.thread)} is in flight`);
       }
       return applyResponse(
         deps,
@@ -447,7 +460,7 @@ function step(deps: TurnMachineDeps, state: TurnState, event: TurnEvent): StepRe
     }
     case 'model_failed':
       if (state.phase !== TurnPhase.AwaitingModel) {
-        throw misfit(state, event, 'no model call is in flight');
+        throw misfit(state, event, `no model call of ${threadName(event.thread)} is in flight`);
       }
       return end(state, [
         { type: 'fail', code: event.code, message: event.message, retryable: event.retryable },
@@ -668,8 +681,6 @@ function nextModelCall(
     };
     return applyResponse(deps, next, response.value, timing, effects, true);
   }
-  const out = [...effects];
-  const current = reassertConfig(next, out);
   const parts: HashedRequest = {
     ...(state.system === undefined ? {} : { system: state.system }),
     messages,
@@ -690,9 +701,9 @@ function nextModelCall(
           requestSha256: (deps.requestSha256 ?? modelRequestSha256)(parts, state.configSha256),
         };
   return {
-    state: { ...current, phase: TurnPhase.AwaitingModel, pendingModel },
+    state: { ...next, phase: TurnPhase.AwaitingModel, pendingModel },
     effects: [
-      ...out,
+      ...effects,
       {
         type: 'call_model',
         step: stepNumber,
@@ -706,8 +717,8 @@ function nextModelCall(
 }
 
 /**
- * Commits the answering agent's configuration again when a delegate's thread committed
- * another since, so the model call about to be made names the newest one (docs/replay.md).
+ * Commits the answering agent's configuration again when another thread committed another
+ * since, so the model call about to be committed names the newest one (docs/replay.md).
  */
 function reassertConfig(state: TurnState, effects: Effects): TurnState {
   const { configSha256, configJson } = state;
@@ -733,15 +744,16 @@ interface ResponseTiming {
 
 function applyResponse(
   deps: TurnMachineDeps,
-  state: TurnState,
+  responded: TurnState,
   response: ModelResponse,
   timing: ResponseTiming,
   effects: Effects,
   replayed: boolean,
 ): StepResult {
-  const blocks = recordBlocks(state, response.content);
-  if (!blocks.ok) return end(state, [...effects, blocks.effect]);
+  const blocks = recordBlocks(responded, response.content);
+  if (!blocks.ok) return end(responded, [...effects, blocks.effect]);
   const out: Effects = [...effects];
+  const state = replayed ? responded : reassertConfig(responded, out);
   if (!replayed) {
     out.push({
       type: 'commit_step',
@@ -1109,6 +1121,10 @@ function completeCall(
 function settle(deps: TurnMachineDeps, state: TurnState, effects: Effects): StepResult {
   const batch = state.batch;
   if (batch === undefined) return { state, effects };
+  // Threads start at once, side by side, in the order the model asked for them (each
+  // start settles again and so starts the next); the reply's other calls run meanwhile.
+  const pending = batch.calls.findIndex((call) => call.status.kind === 'delegate_pending');
+  if (pending >= 0) return startThread(deps, state, pending, effects);
   if (batch.calls.some((call) => call.status.kind === 'running' || isActiveThread(call))) {
     return { state: { ...state, phase: TurnPhase.AwaitingTools }, effects };
   }
@@ -1116,9 +1132,6 @@ function settle(deps: TurnMachineDeps, state: TurnState, effects: Effects): Step
   if (pause !== undefined) {
     return { state: { ...state, phase: TurnPhase.Paused }, effects: [...effects, pause] };
   }
-  // Threads run one at a time, in the order the model asked for them.
-  const pending = batch.calls.findIndex((call) => call.status.kind === 'delegate_pending');
-  if (pending >= 0) return startThread(deps, state, pending, effects);
   // The handoff waits for its siblings so the target agent sees their results.
   for (let index = 0; index < batch.calls.length; index++) {
     const status = callAt(state, index).status;
@@ -1394,14 +1407,18 @@ function threadOf(state: TurnState, event: TurnEvent): number {
   const calls = state.batch?.calls ?? [];
   switch (event.type) {
     case 'model_responded':
-    case 'model_failed':
-      return state.pendingModel === undefined ? calls.findIndex(isActiveThread) : -1;
+    case 'model_failed': {
+      const thread = event.thread ?? '';
+      return thread === state.thread ? -1 : calls.findIndex((call) => holdsThread(call, thread));
+    }
     case 'tool_finished':
     case 'trusted_tool_answered':
-    case 'tool_outcome_unknown':
-      return calls.some((c) => c.use.id === event.toolCallId && c.status.kind === 'running')
+    case 'tool_outcome_unknown': {
+      const id = event.toolCallId;
+      return calls.some((c) => c.use.id === id && c.status.kind === 'running')
         ? -1
-        : calls.findIndex(isActiveThread);
+        : calls.findIndex((call) => runsTool(call, id));
+    }
     case 'approval_answered':
     case 'question_answered': {
       const index = firstWait(state);
@@ -1412,14 +1429,37 @@ function threadOf(state: TurnState, event: TurnEvent): number {
   }
 }
 
+/** True when `thread` is the delegated call's own thread or one under it. */
+function holdsThread(call: BatchCall, thread: string): boolean {
+  const { status } = call;
+  if (status.kind !== 'delegated') return false;
+  return (
+    status.child.thread === thread ||
+    (status.child.batch?.calls.some((inner) => holdsThread(inner, thread)) ?? false)
+  );
+}
+
+/** True when the tool call `id` runs in the delegated call's thread or one under it. */
+function runsTool(call: BatchCall, id: string): boolean {
+  const { status } = call;
+  if (status.kind !== 'delegated') return false;
+  return (
+    status.child.batch?.calls.some(
+      (inner) => (inner.use.id === id && inner.status.kind === 'running') || runsTool(inner, id),
+    ) ?? false
+  );
+}
+
 /**
- * The model call in flight, in the turn's own thread or the delegate's thread running
- * under it (threads run one at a time, so there is at most one): replay checks its digest.
+ * The model call `thread` ('' for the turn's own) has in flight, however deep the thread:
+ * replay checks its digest. Threads run side by side, so several may be in flight at once.
  */
-export function pendingModelCall(state: TurnState): TurnState['pendingModel'] {
-  if (state.pendingModel !== undefined) return state.pendingModel;
-  const active = state.batch?.calls.find(isActiveThread);
-  return active?.status.kind === 'delegated' ? pendingModelCall(active.status.child) : undefined;
+export function pendingModelCall(state: TurnState, thread = ''): TurnState['pendingModel'] {
+  if (state.thread === thread) return state.pendingModel;
+  const holder = state.batch?.calls.find((call) => holdsThread(call, thread));
+  return holder?.status.kind === 'delegated'
+    ? pendingModelCall(holder.status.child, thread)
+    : undefined;
 }
 
 /** A delegated call whose thread waits for its model or its tools. */
@@ -1680,6 +1720,10 @@ function pausedCall(
     throw misfit(state, event, `the turn is not paused for ${kind.replace('_', ' ')}`);
   }
   return index;
+}
+
+function threadName(thread: string | undefined): string {
+  return thread === undefined || thread === '' ? 'the turn' : `thread ${thread}`;
 }
 
 function end(state: TurnState, effects: Effects): StepResult {

@@ -69,7 +69,7 @@ function crewResponder(request: RecordedRequest): ScriptedReply {
 async function crewTurns(
   agents: Map<string, Agent>,
   entry = 'triage',
-  responder: (request: RecordedRequest) => ScriptedReply = crewResponder,
+  responder: (request: RecordedRequest) => ScriptedReply | Promise<ScriptedReply> = crewResponder,
 ) {
   // No secretKeyRef: the relay sends its placeholder key, which this server expects.
   const api = await MessagesApiServer.start({ apiKey: NO_KEY });
@@ -190,70 +190,102 @@ function lastUserText(request: RecordedRequest): string {
     .join('');
 }
 
-/** The lead asks the researcher and the checker, then answers from what they said. */
-function panelResponder(request: RecordedRequest): ScriptedReply {
-  const system = systemOf(request);
-  const messages = (request.body as { messages: unknown[] }).messages;
-  if (system.includes('You are lead.') && messages.length === 1) {
-    const ask = (id: string, agent: string, task: string) => ({
-      type: 'tool_use' as const,
-      id,
-      name: '__delegate_to',
-      input: { agent, task },
-    });
+/**
+ * The lead asks the researcher and the checker, then answers from what they said. Each
+ * delegate's reply waits until both delegates have asked, so the panel finishes only when
+ * their threads run side by side; one asked alone (after 5 s) says so in its answer.
+ */
+function panelResponder(): (request: RecordedRequest) => Promise<ScriptedReply> {
+  const asked = new Set<string>();
+  let bothAsked = (): void => undefined;
+  const together = new Promise<void>((resolve) => {
+    bothAsked = resolve;
+  });
+  return async (request) => {
+    const system = systemOf(request);
+    const messages = (request.body as { messages: unknown[] }).messages;
+    if (system.includes('You are lead.') && messages.length === 1) {
+      const ask = (id: string, agent: string, task: string) => ({
+        type: 'tool_use' as const,
+        id,
+        name: '__delegate_to',
+        input: { agent, task },
+      });
+      return {
+        kind: 'message',
+        content: [
+          ask('toolu_ask_researcher', 'researcher', 'How much was billed in March?'),
+          ask('toolu_ask_checker', 'checker', 'Was the March invoice paid twice?'),
+        ],
+      };
+    }
+    if (system.includes('You are lead.')) {
+      return {
+        kind: 'message',
+        content: [{ type: 'text', text: `lead: ${lastUserText(request)}` }],
+      };
+    }
+    const who = system.includes('You are researcher.') ? 'researcher' : 'checker';
+    asked.add(who);
+    if (asked.size === 2) bothAsked();
+    let timer: NodeJS.Timeout | undefined;
+    const alone = await Promise.race([
+      together.then(() => ''),
+      new Promise<string>((resolve) => {
+        timer = setTimeout(() => resolve(' (asked alone)'), 5_000);
+      }),
+    ]);
+    clearTimeout(timer);
     return {
       kind: 'message',
       content: [
-        ask('toolu_ask_researcher', 'researcher', 'How much was billed in March?'),
-        ask('toolu_ask_checker', 'checker', 'Was the March invoice paid twice?'),
+        { type: 'text', text: `${who} says: ${lastUserText(request).length} chars${alone}` },
       ],
     };
-  }
-  if (system.includes('You are lead.')) {
-    return { kind: 'message', content: [{ type: 'text', text: `lead: ${lastUserText(request)}` }] };
-  }
-  const who = system.includes('You are researcher.') ? 'researcher' : 'checker';
-  return {
-    kind: 'message',
-    content: [{ type: 'text', text: `${who} says: ${lastUserText(request).length} chars` }],
   };
 }
 
 describe('an Agent that delegates (docs/turns.md, "Delegation")', () => {
-  it('asks two agents on threads of their own and answers from their results, in one turn', async () => {
+  it('asks two agents side by side on threads of their own and answers from their results, in one turn', async () => {
     const agents = new Map([
       ['lead', agent('lead', { delegates: ['researcher', 'checker'] })],
       ['researcher', agent('researcher', { description: 'Finds figures.' })],
       ['checker', agent('checker', { description: 'Checks payments.' })],
     ]);
-    const { api, turns, uid, post, events } = await crewTurns(agents, 'lead', panelResponder);
+    const { api, turns, uid, post, events } = await crewTurns(agents, 'lead', panelResponder());
     const answer = await post('Was I charged twice in March?');
     expect(answer.status).toBe('complete');
-    // Each delegate was told its task alone, under its own prompt, through the relay.
-    expect(api.requests.map((r) => [systemOf(r).split('\n')[0], lastUserText(r)])).toEqual([
-      ['You are lead.', 'Was I charged twice in March?'],
-      ['You are researcher.', 'How much was billed in March?'],
+    // Each delegate was told its task alone, under its own prompt, through the relay; both
+    // were asked before either answered (their threads run side by side).
+    const asked = api.requests.map((r) => [systemOf(r).split('\n')[0], lastUserText(r)]);
+    expect(asked[0]).toEqual(['You are lead.', 'Was I charged twice in March?']);
+    expect(asked.slice(1, 3).sort()).toEqual([
       ['You are checker.', 'Was the March invoice paid twice?'],
+      ['You are researcher.', 'How much was billed in March?'],
+    ]);
+    expect(asked.slice(3)).toEqual([
       ['You are lead.', expect.stringContaining('researcher says: 29 chars')],
     ]);
     expect(answer.reply).toContain('checker says: 33 chars');
+    expect(answer.reply).not.toContain('asked alone');
     // The journal holds the lineage: the intent of each thread, its steps, its answer.
     const calls = await events('model_call');
-    expect(calls.map((c) => [c.agent, c.thread, c.depth, c.step])).toEqual([
-      ['lead', '', 0, 1],
-      ['researcher', 'toolu_ask_researcher', 1, 1],
+    const lineage = calls.map((c) => [c.agent, c.thread, c.depth, c.step]);
+    expect(lineage[0]).toEqual(['lead', '', 0, 1]);
+    expect(lineage.slice(1, 3).sort()).toEqual([
       ['checker', 'toolu_ask_checker', 1, 1],
-      ['lead', '', 0, 2],
+      ['researcher', 'toolu_ask_researcher', 1, 1],
     ]);
+    expect(lineage.slice(3)).toEqual([['lead', '', 0, 2]]);
     const intents = (await events('tool_call')).filter((c) => c.toolName === '__delegate_to');
     expect(intents.map((c) => [c.toolCallId, c.agent])).toEqual([
       ['toolu_ask_researcher', 'lead'],
       ['toolu_ask_checker', 'lead'],
     ]);
     const results = await events('tool_result');
-    expect(results.map((r) => [r.toolCallId, r.content])).toEqual([
-      ['toolu_ask_researcher', 'researcher says: 29 chars'],
+    expect(results.map((r) => [r.toolCallId, r.content]).sort()).toEqual([
       ['toolu_ask_checker', 'checker says: 33 chars'],
+      ['toolu_ask_researcher', 'researcher says: 29 chars'],
     ]);
     // Only the lead answers the user; the conversation stays with it.
     expect(turns.conversations.byUid(uid)?.status?.agent).toBe('lead');

@@ -2,9 +2,10 @@
  * One `Harness.RunTurn` call (proto/polychrome/harness/v1), read by its caller: an async
  * iterable of what the harness streams, in order, which the caller answers — a step with
  * its journal position once committed ({@link HarnessCall.committed}), a trusted tool with
- * its result ({@link HarnessCall.toolResult}), a relayed model request with its fragments
- * and answer ({@link HarnessCall.modelDelta}, {@link HarnessCall.modelAnswer}) — before it
- * reads on. The call owns the
+ * its result ({@link HarnessCall.toolResult}) — before it reads on. A relayed model request
+ * is answered with its fragments and answer ({@link HarnessCall.modelDelta},
+ * {@link HarnessCall.modelAnswer}) whenever the model has them, while the reading goes on: a
+ * panel's threads ask side by side (docs/turns.md, "Delegation"). The call owns the
  * stream: the carried-step rules, how an early end or a wire error reads, and cancelling
  * the call when its reader stops (docs/turns.md "One message", 6).
  */
@@ -33,8 +34,8 @@ export type HarnessMessage =
   /** A control-plane tool to run; the harness waits for {@link HarnessCall.toolResult}. */
   | { readonly kind: 'trusted_tool'; readonly call: TrustedToolCall }
   /**
-   * A relayed model call to make; the harness waits for {@link HarnessCall.modelAnswer}
-   * (and takes {@link HarnessCall.modelDelta}s before it).
+   * A relayed model call to make; its thread waits for {@link HarnessCall.modelAnswer} (and
+   * takes {@link HarnessCall.modelDelta}s before it), and the reading may go on meanwhile.
    */
   | { readonly kind: 'model_request'; readonly request: ModelRequest }
   /** The end: the harness paused the turn. */
@@ -67,6 +68,8 @@ export class HarnessCall implements AsyncIterable<HarnessMessage> {
    * `trusted tool call t-1`).
    */
   private awaited: string | undefined;
+  /** The relayed model requests read and not answered yet, by thread and step. */
+  private readonly relaying = new Set<string>();
   private failure: unknown;
   private cancelled: { readonly reason: unknown } | undefined;
   private ended = false;
@@ -115,17 +118,21 @@ export class HarnessCall implements AsyncIterable<HarnessMessage> {
     });
   }
 
-  /** Streams a text fragment of the model request just read (it stays unanswered). */
-  modelDelta(step: number, text: string): void {
-    const awaited = `model request ${String(step)}`;
-    if (this.awaited !== awaited) throw this.answersOther(awaited);
-    if (!this.released)
-      this.stream.write({ input: { $case: 'modelDelta', value: { step, text } } });
+  /** Streams a text fragment of a model request read and not answered yet. */
+  modelDelta(request: RelayedRequest, text: string): void {
+    const key = relayedKey(request);
+    if (!this.relaying.has(key)) throw this.answersOther(key);
+    if (!this.released) {
+      const value = { step: request.step, text, thread: request.thread };
+      this.stream.write({ input: { $case: 'modelDelta', value } });
+    }
   }
 
-  /** Answers the model request just read with the model's response or its failure. */
+  /** Answers a model request read and not answered yet with the response or its failure. */
   modelAnswer(answer: ModelAnswer): void {
-    this.answer(`model request ${String(answer.step)}`, { $case: 'modelAnswer', value: answer });
+    const key = relayedKey(answer);
+    if (!this.relaying.delete(key)) throw this.answersOther(key);
+    if (!this.released) this.stream.write({ input: { $case: 'modelAnswer', value: answer } });
   }
 
   /** Cancels the call; reading it (if it goes on) throws `cancelled` with `reason`. */
@@ -172,10 +179,13 @@ export class HarnessCall implements AsyncIterable<HarnessMessage> {
           this.awaited = `trusted tool call ${output.value.toolCallId}`;
           yield { kind: 'trusted_tool', call: output.value };
           break;
-        case 'modelRequest':
-          this.awaited = `model request ${String(output.value.step)}`;
+        case 'modelRequest': {
+          const key = relayedKey(output.value);
+          if (this.relaying.has(key)) throw this.askedTwice(key);
+          this.relaying.add(key);
           yield { kind: 'model_request', request: output.value };
           break;
+        }
         case 'paused':
           this.end();
           if (carried.length > 0) throw this.carriedWithout('paused the turn');
@@ -250,12 +260,29 @@ export class HarnessCall implements AsyncIterable<HarnessMessage> {
     );
   }
 
+  private askedTwice(request: string): AppError {
+    return new AppError(
+      'internal',
+      `the harness at ${this.endpoint} asked ${request} again before it was answered`,
+    );
+  }
+
   private unanswered(awaited: string): AppError {
     return new AppError(
       'internal',
-      `the harness call to ${this.endpoint} was read on before ${awaited} was answered; answer each step, trusted tool call and model request before reading the next message`,
+      `the harness call to ${this.endpoint} was read on before ${awaited} was answered; answer each step and trusted tool call before reading the next message`,
     );
   }
+}
+
+/** What names one relayed model request: its thread ('' for the turn's own agent) and step. */
+export interface RelayedRequest {
+  readonly step: number;
+  readonly thread: string;
+}
+
+function relayedKey({ step, thread }: RelayedRequest): string {
+  return thread === '' ? `model request ${step}` : `model request ${step} of thread ${thread}`;
 }
 
 /**

@@ -28,6 +28,7 @@ import {
   toolSpecsOf,
   turnRoster,
 } from './plan-agents';
+import { checkLineage } from './plan-lineage';
 import { DEFAULT_MAX_STEPS } from '../api/v1alpha1/conversation-values';
 import { type Conversation } from '../api/v1alpha1/conversation-types';
 import { committedHistory, committedSummary, recordedSteps } from './turn-projections';
@@ -157,7 +158,8 @@ export function checkStep(dispatched: DispatchedTurn, step: Step): string | unde
   if (turnId !== turn.turnId) {
     return `a ${stepKind(content.$case)} step names turn ${turnId || '(none)'}, but turn ${turn.turnId} was dispatched`;
   }
-  const stray = checkStepAgent(dispatched.roster, turn.turnId, content);
+  const stray =
+    checkStepAgent(dispatched.roster, turn.turnId, content) ?? checkLineage(turn, content);
   if (stray !== undefined) return stray;
   switch (content.$case) {
     case 'modelCall':

@@ -85,7 +85,9 @@ describe('planModelRequest', () => {
 
 describe('modelFailure', () => {
   it('keeps an AppError, retryable by its code, and hides anything else', () => {
-    expect(modelFailure(1, new Error('socket to sk-secret closed')).answer).toEqual({
+    expect(
+      modelFailure({ step: 1, thread: '' }, new Error('socket to sk-secret closed')).answer,
+    ).toEqual({
       $case: 'failure',
       value: {
         code: 'internal',

@@ -12,6 +12,7 @@ import type {
   TurnStart,
 } from '../../proto/gen/polychrome/harness/v1/harness';
 import type { ModelRoute } from './model-relay-port';
+import type { RelayedRequest } from './harness-call';
 
 /** What the runner does with one `model_request`. */
 export type ModelRequestPlan =
@@ -43,13 +44,20 @@ export function planModelRequest(
     return { kind: 'call', route, request };
   } catch (error) {
     if (!isAppError(error)) throw error;
-    return { kind: 'refused', answer: modelFailure(message.step, error) };
+    return { kind: 'refused', answer: modelFailure(message, error) };
   }
 }
 
 /** The answer carrying the model's response. */
-export function modelResponseAnswer(step: number, response: ModelResponse): ModelAnswer {
-  return { step, answer: { $case: 'responseJson', value: modelResponseToJson(response) } };
+export function modelResponseAnswer(
+  { step, thread }: RelayedRequest,
+  response: ModelResponse,
+): ModelAnswer {
+  return {
+    step,
+    thread,
+    answer: { $case: 'responseJson', value: modelResponseToJson(response) },
+  };
 }
 
 /**
@@ -58,7 +66,7 @@ export function modelResponseAnswer(step: number, response: ModelResponse): Mode
  * adapters classify every failure, so a bug) is `internal` with no detail: its text could
  * hold anything, a key included.
  */
-export function modelFailure(step: number, error: unknown): ModelAnswer {
+export function modelFailure({ step, thread }: RelayedRequest, error: unknown): ModelAnswer {
   const appError = isAppError(error)
     ? error
     : new AppError(
@@ -67,6 +75,7 @@ export function modelFailure(step: number, error: unknown): ModelAnswer {
       );
   return {
     step,
+    thread,
     answer: {
       $case: 'failure',
       value: {

@@ -416,67 +416,151 @@ describe('delegation on the control plane: the roster and the checks on a thread
     expect(byName.get('lead')?.tools.map((t) => t.name)).toContain('__delegate_to');
     expect(byName.get('checker')?.tools.map((t) => t.name)).not.toContain('__delegate_to');
   });
+});
 
-  const facts = (() => {
-    const roster = resolveRoster('lead', team, NS);
-    return { turn: turnOf('t1', roster), conversation: convoOf('lead'), roster: roster.roster };
-  })();
-  const delegation = (from: string, to: string, depth = 0): Step => ({
+// ---- lineage: what a thread's steps may claim (docs/turns.md, "Delegation") ----
+
+describe("the control plane recomputes every thread step's lineage from its opening call", () => {
+  // lead -> researcher -> checker -> researcher (the machine refuses that cycle; the control
+  // plane checks only the Agents' lists and the depth).
+  const chain = directory([
+    agent('lead', { delegates: ['researcher'] }),
+    agent('researcher', { delegates: ['checker'] }),
+    agent('checker', { delegates: ['researcher'] }),
+  ]);
+  const roster = resolveRoster('lead', chain, NS);
+  const opener = (id: string, from: string, to: string, thread = '', depth = 0) =>
+    ev('tool_call', {
+      turnId: 't1',
+      step: 1,
+      toolCallId: id,
+      toolName: '__delegate_to',
+      argsJson: JSON.stringify({ agent: to, task: 'look' }),
+      agent: from,
+      thread,
+      depth,
+    });
+  /** d1: lead asked researcher; d2: researcher asked checker; d3: checker asked researcher. */
+  const opened = [
+    opener('d1', 'lead', 'researcher'),
+    opener('d2', 'researcher', 'checker', 'd1', 1),
+    opener('d3', 'checker', 'researcher', 'd2', 2),
+  ];
+  const factsAfter = (...steps: ReturnType<typeof ev>[]) => {
+    const turn = fold([...dispatch([], 't1', roster), ...steps]).turnsById.get('t1');
+    if (turn === undefined) throw new Error('no t1');
+    return { turn, conversation: convoOf('lead'), roster: roster.roster };
+  };
+  const facts = factsAfter(...opened);
+  const stepOf = (value: Step['step']): Step => ({
     sequence: 1,
     commitWithResult: false,
-    step: {
+    step: value,
+  });
+  const delegation = (id: string, from: string, to: string, thread = '', depth = 0): Step =>
+    stepOf({
       $case: 'toolCall',
       value: payloadCodecs.tool_call.fromPartial({
         turnId: 't1',
         step: 1,
-        toolCallId: 'd1',
+        toolCallId: id,
         toolName: '__delegate_to',
         argsJson: JSON.stringify({ agent: to, task: 'look' }),
         agent: from,
+        thread,
         depth,
-        ...(depth === 0 ? {} : { thread: 'd0' }),
       }),
-    },
+    });
+  const call = (agentName: string, thread: string, depth: number): Step =>
+    stepOf({
+      $case: 'modelCall',
+      value: payloadCodecs.model_call.fromPartial({
+        turnId: 't1',
+        step: 1,
+        agent: agentName,
+        thread,
+        depth,
+      }),
+    });
+  const result = (toolCallId: string, thread: string, delegate = ''): Step =>
+    stepOf({
+      $case: 'toolResult',
+      value: payloadCodecs.tool_result.fromPartial({
+        turnId: 't1',
+        toolCallId,
+        content: 'x',
+        thread,
+        delegate,
+      }),
+    });
+
+  it('accepts the steps the machine commits: delegations its Agent lists, calls and results on open threads', () => {
+    expect(checkStep(facts, delegation('d9', 'lead', 'researcher'))).toBeUndefined();
+    expect(checkStep(facts, delegation('d9', 'researcher', 'checker', 'd1', 1))).toBeUndefined();
+    expect(checkStep(facts, call('researcher', 'd1', 1))).toBeUndefined();
+    expect(checkStep(facts, call('checker', 'd2', 2))).toBeUndefined();
+    expect(checkStep(facts, call('researcher', 'd3', 3))).toBeUndefined();
+    expect(checkStep(facts, result('d2', 'd1', 'checker'))).toBeUndefined();
+    expect(checkStep(facts, result('d1', '', 'researcher'))).toBeUndefined();
   });
 
-  it('accepts a delegation its Agent lists, at any depth within the limit', () => {
-    expect(checkStep(facts, delegation('lead', 'researcher'))).toBeUndefined();
-    expect(checkStep(facts, delegation('researcher', 'checker', 2))).toBeUndefined();
-  });
-
-  it.each([
+  it.each<[string, Step, RegExp]>([
     [
-      'to an agent its Agent does not list',
-      delegation('lead', 'checker'),
+      'a delegation to an agent its Agent does not list',
+      delegation('d9', 'lead', 'checker'),
       /lead may delegate only to researcher/,
     ],
     [
-      'from an agent that delegates to nobody',
-      delegation('checker', 'lead'),
-      /checker may delegate only to nobody/,
+      'a delegation nested deeper than the limit',
+      delegation('d9', 'researcher', 'checker', 'd3', 3),
+      /at depth 4, deeper than 3/,
     ],
-    ['deeper than the limit', delegation('researcher', 'checker', 3), /at depth 4, deeper than 3/],
-  ])('refuses as forged a delegation %s', (_what, step, reason) => {
+    [
+      'a model call on a thread no __delegate_to opened',
+      call('researcher', 'd7', 1),
+      /names thread d7, which no committed __delegate_to call of the turn opened/,
+    ],
+    [
+      "a delegate's call under the asking agent's name (its approval rules and delegates)",
+      call('lead', 'd1', 1),
+      /model_call of turn t1 by lead is on thread d1, which asked researcher/,
+    ],
+    [
+      'a delegation that claims depth 0 inside a thread, to escape the limit',
+      delegation('d9', 'researcher', 'checker', 'd3', 0),
+      /claims depth 0 on thread d3, which is 3 deep/,
+    ],
+    [
+      'a step outside any thread that claims a depth',
+      call('lead', '', 2),
+      /claims depth 2 outside any thread/,
+    ],
+    [
+      'a result closing a thread under another delegate',
+      result('d1', '', 'lead'),
+      /closes the thread that asked researcher, but names delegate lead/,
+    ],
+    [
+      'a result that names a delegate for a call that opened no thread',
+      result('x1', '', 'researcher'),
+      /names delegate researcher, but x1 opened no thread/,
+    ],
+  ])('refuses as forged %s', (_what, step, reason) => {
     expect(checkStep(facts, step)).toMatch(reason);
   });
 
-  it('accepts a model call in a thread under a roster agent, and refuses one under a stranger', () => {
-    const call = (agentName: string): Step => ({
-      sequence: 1,
-      commitWithResult: false,
-      step: {
-        $case: 'modelCall',
-        value: payloadCodecs.model_call.fromPartial({
-          turnId: 't1',
-          step: 1,
-          agent: agentName,
-          thread: 'd1',
-          depth: 1,
-        }),
-      },
-    });
-    expect(checkStep(facts, call('researcher'))).toBeUndefined();
-    expect(checkStep(facts, call('root'))).toMatch(/names agent root, which is not among/);
+  it('refuses a step on a thread its result already closed', () => {
+    const closed = factsAfter(
+      ...opened,
+      ev('tool_result', { turnId: 't1', toolCallId: 'd1', content: '40', delegate: 'researcher' }),
+    );
+    expect(checkStep(closed, call('researcher', 'd1', 1))).toMatch(
+      /is on thread d1, which its result already closed/,
+    );
+  });
+
+  it('still refuses a stranger in a thread by the roster rule', () => {
+    expect(checkStep(facts, call('root', 'd1', 1))).toMatch(/names agent root, which is not among/);
   });
 });
 

@@ -29,7 +29,7 @@ import type { TurnStatusChange } from './turn-status';
 import type { TurnStatusWriter } from './turn-status-writer';
 import type { TextDeltaEvent, TurnReply } from './turn-service';
 import { TextDeltas } from './text-deltas';
-import { relayModelCall } from './relay-model-call';
+import { RelayedModelCalls } from './relay-model-call';
 
 /** What the runner shares with the coordinator that made it. */
 export interface TurnRunnerParts {
@@ -282,8 +282,8 @@ export class TurnRunner {
    * listeners; a step is checked with the plan against the dispatched turn, committed under
    * `lease`, and only then acknowledged with its position (a refused step is the `forged`
    * end, and the call is cancelled); a trusted tool call is answered; a relayed model request
-   * is made along the route dispatched for its agent (relay-model-call.ts; an agent without
-   * one is the `forged` end); then the end.
+   * is made along the route dispatched for its agent while the reading goes on
+   * (relay-model-call.ts; an agent without one is the `forged` end); then the end.
    */
   private async readHarness(
     conversation: Conversation,
@@ -298,44 +298,52 @@ export class TurnRunner {
     const namespace = conversation.metadata.namespace ?? '';
     const options = { signal, traceparent: traceparent(), namespace };
     const call = this.options.harness.openTurn(endpoint, start, options);
-    for await (const message of call) {
-      switch (message.kind) {
-        case 'delta':
-          this.deltas.emit(uid, { turnId, step: message.delta.step, text: message.delta.text });
-          break;
-        case 'step': {
-          const refused = checkStep(this.dispatched(conversation, turnId), message.step);
-          if (refused !== undefined) return forgedEnd(refused, message.step, call);
-          const { outcome } = await this.commit(uid, lease, [stepEventOf(message.step)]);
-          call.committed(message.step.sequence, outcome.firstPosition);
-          break;
+    const relays = new RelayedModelCalls();
+    try {
+      for await (const message of call) {
+        switch (message.kind) {
+          case 'delta':
+            this.deltas.emit(uid, { turnId, step: message.delta.step, text: message.delta.text });
+            break;
+          case 'step': {
+            const refused = checkStep(this.dispatched(conversation, turnId), message.step);
+            if (refused !== undefined) return forgedEnd(refused, message.step, call);
+            const { outcome } = await this.commit(uid, lease, [stepEventOf(message.step)]);
+            call.committed(message.step.sequence, outcome.firstPosition);
+            break;
+          }
+          case 'trusted_tool': {
+            const facts = { turn: this.turnAt(uid, turnId), conversation, nowMs: this.now() };
+            const plan = trustedToolPlan(facts, this.views.cached(uid)?.memory, message.call);
+            if (plan.kind === 'forged')
+              return forgedEnd(plan.reason, message.call.toolCallId, call);
+            if (plan.events.length > 0) await this.commit(uid, lease, plan.events);
+            call.toolResult(plan.result);
+            break;
+          }
+          case 'model_request': {
+            // Answered when the model has answered, while the reading goes on.
+            const forged = relays.start(call, message.request, {
+              relay: this.options.modelRelay,
+              routes,
+              signal: AbortSignal.any([signal, call.closed]),
+              onTextDelta: (step, text) => this.deltas.emit(uid, { turnId, step, text }),
+            });
+            if (forged !== undefined) return forgedEnd(forged, '', call);
+            break;
+          }
+          case 'paused':
+            return { kind: 'paused', request: message.paused.request };
+          case 'result':
+            return { kind: 'result', result: message.result, carried: message.carried };
         }
-        case 'trusted_tool': {
-          const facts = { turn: this.turnAt(uid, turnId), conversation, nowMs: this.now() };
-          const plan = trustedToolPlan(facts, this.views.cached(uid)?.memory, message.call);
-          if (plan.kind === 'forged') return forgedEnd(plan.reason, message.call.toolCallId, call);
-          if (plan.events.length > 0) await this.commit(uid, lease, plan.events);
-          call.toolResult(plan.result);
-          break;
-        }
-        case 'model_request': {
-          const forged = await relayModelCall(call, message.request, {
-            relay: this.options.modelRelay,
-            routes,
-            signal: AbortSignal.any([signal, call.closed]),
-            onTextDelta: (step, text) => this.deltas.emit(uid, { turnId, step, text }),
-          });
-          if (forged !== undefined) return forgedEnd(forged, '', call);
-          break;
-        }
-        case 'paused':
-          return { kind: 'paused', request: message.paused.request };
-        case 'result':
-          return { kind: 'result', result: message.result, carried: message.carried };
       }
+      // Unreachable: reading a call that did not end throws (harness-call.ts).
+      throw new AppError('internal', `the harness call of turn ${turnId} stopped before its end`);
+    } finally {
+      // Nothing outlives the call: the relays still running stop with it (`call.closed`).
+      await relays.settled();
     }
-    // Unreachable: reading a call that did not end throws (harness-call.ts).
-    throw new AppError('internal', `the harness call of turn ${turnId} stopped before its end`);
   }
 
   /**

@@ -5,15 +5,18 @@
  * unknown or feature-gated one) fails the test; then the whole base applied for real into a
  * fresh namespace, where a server-side diff must be empty and a second apply must change
  * nothing (a GitOps resync). hack/config-manifests.test.ts checks the same builds against the
- * code that reads them.
+ * code that reads them. The Helm chart (charts/polychrome), rendered by the pinned Helm with
+ * every part on and other values, passes the same dry run in another namespace.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { installCrds, readCrds } from '../../hack/lib/crds';
+import { helm, helmTemplate } from '../../hack/chart/chart-testing';
 import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { freshNamespace, kubeConfig, sharedCluster } from './support/kube';
 
@@ -271,6 +274,99 @@ describe('config/ manifests on a real API server', () => {
       metadata: { labels: { 'polychrome.dev/enabled': 'true' } },
     });
   });
+
+  it('accepts the Helm chart with every part on and other values, released into another namespace, on a server-side dry run', async () => {
+    // prometheus-operator's CRDs for the monitoring part, as upstream ships them (no controller).
+    const promCrds = join(defaultBinDir, 'prometheus-operator-crds');
+    if (!existsSync(promCrds)) {
+      throw new Error(`${promCrds} is missing: run 'make binaries' (it copies the pinned CRDs)`);
+    }
+    await installCrds(await kubeConfig(), await readCrds([promCrds]));
+    const chats = await freshNamespace(await kubeConfig(), 'chart-chats');
+    try {
+      const rendered = helmTemplate(
+        {
+          'kubeApi.enabled': true,
+          'certManagerPki.enabled': true,
+          'monitoring.enabled': true,
+          'conversations.create': true,
+          'conversations.namespace': chats.name,
+          'image.registry': 'ghcr.io/acme/polychrome',
+          'harness.image.digest': `sha256:${'ab'.repeat(32)}`,
+          'controlPlane.replicas': 3,
+          'controlPlane.resources': { requests: { cpu: '1', memory: '512Mi' } },
+          'state.storage': '20Gi',
+        },
+        ns.name,
+      );
+      expect(rendered.map((o) => `${keyOf(o)} ${namespaceOf(o)}`)).toEqual(
+        expect.arrayContaining([
+          `Namespace/${ns.name} `,
+          `Namespace/${chats.name} `,
+          `Deployment/polychrome-control-plane ${ns.name}`,
+          `SandboxTemplate/polychrome-harness ${chats.name}`,
+          `ServiceMonitor/polychrome-state ${ns.name}`,
+          `Certificate/polychrome-state-tls ${ns.name}`,
+          'APIService/v1alpha1.api.polychrome.dev ',
+        ]),
+      );
+      const returned = printed(
+        kubectl(
+          kubeconfig,
+          ['apply', '--server-side', '--dry-run=server', '-f', '-', '-o', 'json'],
+          rendered.map((o) => stringify(o)).join('---\n'),
+        ),
+      );
+      for (const [b, r] of matchUp(rendered, returned)) {
+        expect({ key: keyOf(b), found: r !== undefined }).toEqual({ key: keyOf(b), found: true });
+        expect(r).toMatchObject(withoutEmptyStrings(b) as Obj);
+      }
+    } finally {
+      await chats.dispose();
+    }
+  }, 60_000);
+
+  it("helm install --create-namespace: the chart's Namespace object takes over the namespace Helm made, and helm uninstall keeps it", () => {
+    // The chart's own Namespace object alone, in a chart of its own: a release of the whole
+    // chart would take over this cluster's shared CRDs and ClusterRoleBinding.
+    const name = `chart-release-${randomBytes(3).toString('hex')}`;
+    const dir = mkdtempSync(join(tmpdir(), 'polychrome-chart-namespace-'));
+    const asHelm = (args: string[]): string => helm([...args, '--kubeconfig', kubeconfig]);
+    try {
+      const namespace = helmTemplate({}, name).find((o) => o['kind'] === 'Namespace');
+      expect(namespace).toMatchObject({ metadata: { name } });
+      mkdirSync(join(dir, 'templates'));
+      writeFileSync(
+        join(dir, 'Chart.yaml'),
+        stringify({ apiVersion: 'v2', name: 'namespace-only', version: '0.1.0' }),
+      );
+      writeFileSync(
+        join(dir, 'templates', 'namespace.yaml'),
+        stringify(namespace).replace(`name: ${name}`, 'name: {{ .Release.Namespace }}'),
+      );
+      asHelm(['install', 'namespace-only', dir, '--namespace', name, '--create-namespace']);
+      const made = printed(kubectl(kubeconfig, ['get', 'namespace', name, '-o', 'json']))[0];
+      expect(made).toMatchObject({
+        metadata: {
+          labels: {
+            'pod-security.kubernetes.io/enforce': 'restricted',
+            'app.kubernetes.io/part-of': 'polychrome',
+          },
+          annotations: {
+            'helm.sh/resource-policy': 'keep',
+            'meta.helm.sh/release-name': 'namespace-only',
+          },
+        },
+      });
+      asHelm(['uninstall', 'namespace-only', '--namespace', name]);
+      expect(kubectl(kubeconfig, ['get', 'namespace', name, '-o', 'name'])).toBe(
+        `namespace/${name}\n`,
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      kubectl(kubeconfig, ['delete', 'namespace', name, '--ignore-not-found', '--wait=false']);
+    }
+  }, 60_000);
 
   it('applies the base server-side into a fresh namespace; a server-side diff is then empty and a second apply changes nothing', () => {
     // The base in this test's namespace, as an overlay setting `namespace:` builds it. The

@@ -45,6 +45,15 @@ export function modelReply(finishedAtMs: number, ...content: OutputBlock[]): Tur
   return { type: 'model_responded', response, startedAtMs: finishedAtMs - 10, finishedAtMs };
 }
 
+/** {@link modelReply} to the model call of delegation thread `thread` (its `__delegate_to` id). */
+export function threadReply(
+  thread: string,
+  finishedAtMs: number,
+  ...content: OutputBlock[]
+): TurnEvent {
+  return { ...modelReply(finishedAtMs, ...content), thread } as TurnEvent;
+}
+
 /** Starts a turn from `start` and applies `events`; every step's result, the start's first. */
 export function runTurn(start: TurnInput, ...events: TurnEvent[]): StepResult[] {
   let state: TurnState = machine.initialState;

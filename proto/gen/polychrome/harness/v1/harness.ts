@@ -335,6 +335,8 @@ export interface CancelTurn {
 export interface ModelDelta {
   step: number;
   text: string;
+  /** The `model_request`'s thread: threads' calls are relayed side by side. */
+  thread: string;
 }
 
 /** The control plane's answer to the `model_request` of round trip `step`. */
@@ -346,6 +348,11 @@ export interface ModelAnswer {
     { $case: "responseJson"; value: string }
     | { $case: "failure"; value: ModelFailure }
     | undefined;
+  /**
+   * The `model_request`'s thread (empty for the turn's own agent): a panel's threads ask
+   * side by side, so `step` alone does not say which call is answered.
+   */
+  thread: string;
 }
 
 /**
@@ -439,7 +446,8 @@ export interface ModelRequest {
   /**
    * The delegation thread asking (docs/turns.md, "Delegation"); empty for the turn's own
    * agent. Only the turn's own agent's text streams to the user; `step` counts within the
-   * thread.
+   * thread. Several threads' requests may be in flight at once, each answered by its
+   * (thread, step).
    */
   thread: string;
 }
@@ -2365,7 +2373,7 @@ export const CancelTurn: MessageFns<CancelTurn> = {
 };
 
 function createBaseModelDelta(): ModelDelta {
-  return { step: 0, text: "" };
+  return { step: 0, text: "", thread: "" };
 }
 
 export const ModelDelta: MessageFns<ModelDelta> = {
@@ -2375,6 +2383,9 @@ export const ModelDelta: MessageFns<ModelDelta> = {
     }
     if (message.text !== "") {
       writer.uint32(18).string(message.text);
+    }
+    if (message.thread !== "") {
+      writer.uint32(26).string(message.thread);
     }
     return writer;
   },
@@ -2408,6 +2419,14 @@ export const ModelDelta: MessageFns<ModelDelta> = {
             message.text = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.thread = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2424,6 +2443,7 @@ export const ModelDelta: MessageFns<ModelDelta> = {
     return {
       step: isSet(object.step) ? globalThis.Number(object.step) : 0,
       text: isSet(object.text) ? globalThis.String(object.text) : "",
+      thread: isSet(object.thread) ? globalThis.String(object.thread) : "",
     };
   },
 
@@ -2435,6 +2455,9 @@ export const ModelDelta: MessageFns<ModelDelta> = {
     if (message.text !== "") {
       obj.text = message.text;
     }
+    if (message.thread !== "") {
+      obj.thread = message.thread;
+    }
     return obj;
   },
 
@@ -2445,12 +2468,13 @@ export const ModelDelta: MessageFns<ModelDelta> = {
     const message = createBaseModelDelta();
     message.step = object.step ?? 0;
     message.text = object.text ?? "";
+    message.thread = object.thread ?? "";
     return message;
   },
 };
 
 function createBaseModelAnswer(): ModelAnswer {
-  return { step: 0, answer: undefined };
+  return { step: 0, answer: undefined, thread: "" };
 }
 
 export const ModelAnswer: MessageFns<ModelAnswer> = {
@@ -2465,6 +2489,9 @@ export const ModelAnswer: MessageFns<ModelAnswer> = {
       case "failure":
         ModelFailure.encode(message.answer.value, writer.uint32(26).fork()).join();
         break;
+    }
+    if (message.thread !== "") {
+      writer.uint32(34).string(message.thread);
     }
     return writer;
   },
@@ -2506,6 +2533,14 @@ export const ModelAnswer: MessageFns<ModelAnswer> = {
             message.answer = { $case: "failure", value: ModelFailure.decode(reader, reader.uint32()) };
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.thread = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2528,6 +2563,7 @@ export const ModelAnswer: MessageFns<ModelAnswer> = {
         : isSet(object.failure)
         ? { $case: "failure", value: ModelFailure.fromJSON(object.failure) }
         : undefined,
+      thread: isSet(object.thread) ? globalThis.String(object.thread) : "",
     };
   },
 
@@ -2540,6 +2576,9 @@ export const ModelAnswer: MessageFns<ModelAnswer> = {
       obj.responseJson = message.answer.value;
     } else if (message.answer?.$case === "failure") {
       obj.failure = ModelFailure.toJSON(message.answer.value);
+    }
+    if (message.thread !== "") {
+      obj.thread = message.thread;
     }
     return obj;
   },
@@ -2564,6 +2603,7 @@ export const ModelAnswer: MessageFns<ModelAnswer> = {
         break;
       }
     }
+    message.thread = object.thread ?? "";
     return message;
   },
 };

