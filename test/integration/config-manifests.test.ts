@@ -304,7 +304,7 @@ describe('config/ manifests on a real API server', () => {
           `Namespace/${ns.name} `,
           `Namespace/${chats.name} `,
           `Deployment/polychrome-control-plane ${ns.name}`,
-          `SandboxTemplate/polychrome-harness ${chats.name}`,
+          `ClusterRole/polychrome-onboarding `,
           `ServiceMonitor/polychrome-state ${ns.name}`,
           `Certificate/polychrome-state-tls ${ns.name}`,
           'APIService/v1alpha1.api.polychrome.dev ',
