@@ -3,10 +3,10 @@
  * the provisioner's two source Secrets, asks the plan, and carries it out. Creates are POSTs
  * (a 409 means someone made the object in between: the next pass sees whose it is, so an
  * object is never adopted by a race); changes to ours are server-side applies with our
- * field manager and the resourceVersion read as a precondition; deletes carry the uid and
- * resourceVersion read, so only the object we saw as ours is deleted. The harness
- * certificate is minted here (x509-mint), and its key goes into the Secret only, never a log
- * line. An object of our name that is not ours is reported as a Kubernetes Event on it.
+ * field manager and the resourceVersion read as a precondition; deletes carry the uid read,
+ * so only the object we saw as ours is deleted. The harness certificate is minted here
+ * (issue.ts), and its key goes into the Secret only, never a log line. An object of our name
+ * that is not ours is reported as a Kubernetes Event on it.
  */
 import {
   ApiException,
@@ -189,7 +189,7 @@ export class NamespaceOnboarder {
           return true;
         }
         case 'delete':
-          await this.delete(namespace, action.ref, action.uid, action.resourceVersion);
+          await this.delete(namespace, action.ref, action.uid);
           return true;
       }
     } catch (err) {
@@ -210,13 +210,8 @@ export class NamespaceOnboarder {
     );
   }
 
-  /** Deletes the object of `uid` at `resourceVersion`; gone already is success. */
-  private async delete(
-    namespace: string,
-    ref: ObjectRef,
-    uid: string,
-    resourceVersion: string,
-  ): Promise<void> {
+  /** Deletes the object of `uid` (the one read as ours); gone already is success. */
+  private async delete(namespace: string, ref: ObjectRef, uid: string): Promise<void> {
     try {
       await this.objects.delete(
         { apiVersion: ref.apiVersion, kind: ref.kind, metadata: { name: ref.name, namespace } },
@@ -225,7 +220,7 @@ export class NamespaceOnboarder {
         undefined,
         undefined,
         'Background',
-        { preconditions: { uid, resourceVersion } },
+        { preconditions: { uid } },
       );
     } catch (err) {
       if (code(err) !== 404) throw err;

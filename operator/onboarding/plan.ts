@@ -11,7 +11,8 @@
  *   current key, or two thirds through its life; the approval public key follows the
  *   provisioner's.
  * - Not labelled so (no label, another value, or the Namespace is being deleted): every
- *   object of ours is deleted, with the uid and resourceVersion read as preconditions.
+ *   object of ours is deleted, with the uid read as a precondition (not the resourceVersion:
+ *   agent-sandbox keeps writing the warm pool's status, and a delete must not lose to that).
  * - An object of one of our names without our label is someone else's: it is named in a
  *   `conflict` and never written, adopted or deleted.
  */
@@ -96,12 +97,7 @@ export type OnboardingAction =
       /** undefined: create; else replace ours at that version. */
       readonly resourceVersion: string | undefined;
     }
-  | {
-      readonly op: 'delete';
-      readonly ref: ObjectRef;
-      readonly uid: string;
-      readonly resourceVersion: string;
-    }
+  | { readonly op: 'delete'; readonly ref: ObjectRef; readonly uid: string }
   | {
       readonly op: 'conflict';
       readonly ref: ObjectRef;
@@ -123,7 +119,7 @@ export function planOnboarding(input: OnboardingInput): OnboardingAction[] {
     return ONBOARDED_REFS.flatMap((ref): OnboardingAction[] => {
       const found = observed.get(refKey(ref));
       if (found === undefined || !found.owned || found.deleting) return [];
-      return [{ op: 'delete', ref, uid: found.uid, resourceVersion: found.resourceVersion }];
+      return [{ op: 'delete', ref, uid: found.uid }];
     });
   }
   return [

@@ -262,7 +262,11 @@ describe('namespace onboarding on the real API server, as the shipped identity',
     await labelNamespace(core, a.name, 'false');
     await pollUntil(
       'everything gone from a again',
-      async () => ((await ours(api, a.name)).size === 0 ? true : undefined),
+      async () => {
+        const left = await ours(api, a.name);
+        if (left.size === 0) return true;
+        throw new Error(`left: ${[...left.keys()].join(', ')}; ${warnings.slice(-4).join('\n')}`);
+      },
       poll,
     );
   });
