@@ -71,6 +71,7 @@ proto: node_modules
 
 manifests: node_modules
 	$(NPX) tsx hack/gen-crds.ts
+	$(NPX) tsx hack/gen-sandbox-bundle.ts
 
 ## The Helm chart charts/polychrome, generated from the kustomize trees under config/ by the
 ## pinned kubectl's kustomize (hack/build-chart.ts; docs/operator.md, "Helm"). After the CRDs,
@@ -91,10 +92,10 @@ chart:
 
 ## Fail when regenerating changes committed files.
 verify-generate: generate
-	@git diff --exit-code -- proto/gen config/crd charts || { \
+	@git diff --exit-code -- proto/gen config/crd charts operator/onboarding/sandbox-bundle.ts || { \
 	  echo "generated files are stale: run 'make generate' and commit the result" >&2; exit 1; }
-	@test -z "$$(git status --porcelain -- proto/gen config/crd charts)" || { \
-	  git status --porcelain -- proto/gen config/crd charts; \
+	@test -z "$$(git status --porcelain -- proto/gen config/crd charts operator/onboarding/sandbox-bundle.ts)" || { \
+	  git status --porcelain -- proto/gen config/crd charts operator/onboarding/sandbox-bundle.ts; \
 	  echo "generated files are untracked: run 'make generate' and commit the result" >&2; exit 1; }
 
 typecheck: node_modules

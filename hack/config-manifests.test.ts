@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join, relative } from 'node:path';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { loadControlPlaneConfig } from '../operator/config';
+import { ONBOARDED_REFS, ONBOARDING_LABEL } from '../operator/onboarding/catalog';
 import type { Conversation } from '../operator/api/v1alpha1/conversation-types';
 import { validMinimalConversationSpec } from '../operator/api/v1alpha1/conversation-cases';
 import { DEFAULT_HEALTH_PORT } from '../common/health-server';
@@ -683,18 +684,17 @@ describe('kustomizations', () => {
     expect(filesListed(dir)).toEqual(yamlFilesIn(dir));
   });
 
-  it('config/conversations makes the namespace the public API creates conversations in, never default, with the sandbox there', () => {
+  it('config/conversations makes the namespace the public API creates conversations in, never default, labelled for onboarding', () => {
     const conversations = build('config/conversations');
     const target = loadControlPlaneConfig(containerEnv()).turns.newConversationNamespace;
     expect(target).not.toBe('default');
-    expect(find(conversations, 'Namespace', target, 'config/conversations')).toBeDefined();
-    // What a conversation namespace needs: config/sandbox's objects, in that namespace.
-    expect(
-      conversations
-        .filter((o) => o['kind'] !== 'Namespace')
-        .map((o) => `${keyOf(o)} ${String(namespaceOf(o))}`)
-        .sort(),
-    ).toEqual(sandbox.map((o) => `${keyOf(o)} ${target}`).sort());
+    const namespace = find(conversations, 'Namespace', target, 'config/conversations');
+    // The operator installs config/sandbox and the credentials there (operator/onboarding):
+    // nothing of the sandbox is applied by hand beside it, which would be refused as not ours.
+    expect(obj(namespace['metadata'], 'metadata')['labels']).toMatchObject({
+      [ONBOARDING_LABEL.key]: ONBOARDING_LABEL.value,
+    });
+    expect(conversations.map(keyOf)).toEqual([`Namespace/${target}`]);
   });
 
   it('config/sandbox keeps its NetworkPolicy and no longer holds the RuntimeClass', () => {
@@ -840,6 +840,8 @@ describe('config/default: one namespace, set in one place', () => {
         'CustomResourceDefinition/modelconfigs.polychrome.dev',
         'ClusterRole/polychrome-control-plane',
         'ClusterRoleBinding/polychrome-control-plane',
+        'ClusterRole/polychrome-onboarding',
+        'ClusterRoleBinding/polychrome-onboarding',
         'ClusterRole/polychrome-agent-editor',
         'ClusterRole/polychrome-conversation-object-viewer',
         'ClusterRole/polychrome-agent-viewer',
@@ -1641,7 +1643,48 @@ describe('the provisioner (operator/provision): nothing to create by hand', () =
         (o['kind'] === 'Role' || o['kind'] === 'ClusterRole') &&
         JSON.stringify(o['rules']).includes('secrets'),
     );
-    expect(grants.map(keyOf)).toEqual(['Role/polychrome-provisioner']);
+    expect(grants.map(keyOf).sort()).toEqual([
+      'ClusterRole/polychrome-onboarding',
+      'Role/polychrome-provisioner',
+    ]);
+  });
+
+  it('onboards namespaces as the provisioner: read namespaces, write only the objects onboarding names, read no Secret of anyone else', () => {
+    const role = find(base, 'ClusterRole', 'polychrome-onboarding');
+    const rules = objs(role['rules'], 'rules');
+    // Every object onboarding keeps (operator/onboarding/catalog.ts) can be read, applied and
+    // deleted by name, and created; nothing else of its kind can be read or changed.
+    for (const ref of ONBOARDED_REFS) {
+      const group = ref.apiVersion.includes('/') ? ref.apiVersion.split('/')[0] : '';
+      const plural = `${ref.kind.toLowerCase()}s`.replace(/policys$/, 'policies');
+      const about = rules.filter(
+        (r) =>
+          (r['apiGroups'] as string[]).includes(String(group)) &&
+          (r['resources'] as string[]).includes(plural),
+      );
+      const byName = about.filter((r) => r['resourceNames'] !== undefined);
+      expect({ ref, byName: byName.map((r) => [r['resourceNames'], r['verbs']]) }).toEqual({
+        ref,
+        byName: [[expect.arrayContaining([ref.name]), ['get', 'patch', 'delete']]],
+      });
+      const unnamed = about.filter((r) => r['resourceNames'] === undefined);
+      // create cannot be narrowed by name; list only where the start needs it (policies).
+      for (const r of unnamed) {
+        expect(r['verbs']).toEqual(ref.kind === 'NetworkPolicy' ? ['create', 'list'] : ['create']);
+      }
+    }
+    const secretNames = rules
+      .filter((r) => (r['resources'] as string[]).includes('secrets'))
+      .flatMap((r) => (r['resourceNames'] as string[] | undefined) ?? []);
+    expect(secretNames.sort()).toEqual(['polychrome-harness', 'polychrome-harness-tls']);
+    expect(rules.find((r) => (r['resources'] as string[]).includes('namespaces'))).toEqual({
+      apiGroups: [''],
+      resources: ['namespaces'],
+      verbs: ['get', 'list', 'watch'],
+    });
+    expect(find(base, 'ClusterRoleBinding', 'polychrome-onboarding')['subjects']).toEqual([
+      { kind: 'ServiceAccount', name: 'polychrome-provisioner', namespace: baseNamespace },
+    ]);
   });
 
   it('makes every Secret the state plane and the control plane mount, with the keys they read', () => {

@@ -253,9 +253,10 @@ describe('values change what they name and nothing else', () => {
     expect(diffs({ 'image.registry': next })).toEqual([
       `${cp} ${containers}[control-plane].env[POLYCHROME_HARNESS_IMAGE].value: ${old}/harness:0.1.0 -> ${next}/harness:0.1.0`,
       `${cp} ${containers}[control-plane].image: ${old}/control-plane:0.1.0 -> ${next}/control-plane:0.1.0`,
+      // The harness image onboarding writes into each labelled namespace's SandboxTemplate.
+      `apps/v1/Deployment/polychrome-system/polychrome-provisioner ${containers}[provisioner].env[POLYCHROME_HARNESS_IMAGE].value: ${old}/harness:0.1.0 -> ${next}/harness:0.1.0`,
       `apps/v1/Deployment/polychrome-system/polychrome-provisioner ${containers}[provisioner].image: ${old}/control-plane:0.1.0 -> ${next}/control-plane:0.1.0`,
       `apps/v1/StatefulSet/polychrome-system/polychrome-state ${containers}[state].image: ${old}/state:0.1.0 -> ${next}/state:0.1.0`,
-      `extensions.agents.x-k8s.io/v1beta1/SandboxTemplate/polychrome-conversations/polychrome-harness spec.podTemplate.spec.containers[harness].image: ${old}/harness:0.1.0 -> ${next}/harness:0.1.0`,
     ]);
     // Nothing else named the old registry.
     expect(JSON.stringify(helmTemplate({ ...ALL_ON, 'image.registry': next }))).not.toContain(old);

@@ -154,7 +154,7 @@ export const COMPONENTS: readonly Component[] = [
     shape: 'bundle',
     file: 'conversations.yaml',
     description:
-      "Create the conversations namespace with config/sandbox's SandboxTemplate, warm pool and NetworkPolicy in it. Needs agent-sandbox.",
+      "Create the conversations namespace, labelled polychrome.dev/enabled=true: the operator installs config/sandbox's SandboxTemplate, warm pool and NetworkPolicy and the harness Secrets there. Needs agent-sandbox.",
   },
 ];
 

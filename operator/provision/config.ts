@@ -9,10 +9,15 @@
  * | `POLYCHROME_HEALTH_PORT` | `/healthz`, `/readyz`, `/metrics` | 9090 |
  * | `POLYCHROME_LOG_LEVEL` | debug, info, warn, error, silent | info |
  * | `POLYCHROME_KUBECONFIG` | kubeconfig file (outside a cluster) | unset: in-cluster service account |
+ * | `POLYCHROME_ONBOARDING` | onboard namespaces labelled `polychrome.dev/enabled=true` (operator/onboarding) | true |
+ * | `POLYCHROME_ONBOARDING_RESYNC_MS` | how often every onboarded namespace is synced again (rotation, drift) | 120000 (2 min) |
+ * | `POLYCHROME_HARNESS_IMAGE` | the harness image of the onboarded SandboxTemplate | unset: config/sandbox's |
+ * | `POD_NAME` | this pod, as its Events' reporting instance (downward API) | `polychrome-provisioner` |
  */
 import { z } from 'zod';
 
 import {
+  envBool,
   envEnum,
   envInt,
   envList,
@@ -40,6 +45,10 @@ const schema = z.object({
   POLYCHROME_PROVISION_INTERVAL_MS: envInt({ default: 3_600_000, min: 1_000, max: 86_400_000 }),
   POLYCHROME_HEALTH_PORT: envPort(9090),
   POLYCHROME_KUBECONFIG: envOptionalString(),
+  POLYCHROME_ONBOARDING: envBool(true),
+  POLYCHROME_ONBOARDING_RESYNC_MS: envInt({ default: 120_000, min: 1_000, max: 86_400_000 }),
+  POLYCHROME_HARNESS_IMAGE: envOptionalString(),
+  POD_NAME: envString({ default: 'polychrome-provisioner' }),
   POLYCHROME_LOG_LEVEL: envEnum(
     [LogLevel.Debug, LogLevel.Info, LogLevel.Warn, LogLevel.Error, LogLevel.Silent],
     LogLevel.Info,
@@ -55,6 +64,14 @@ export interface ProvisionConfig {
   readonly logLevel: LogLevel;
   /** Unset: the pod's ServiceAccount (in-cluster). */
   readonly kubeconfigPath: string | undefined;
+  /** Namespace onboarding (operator/onboarding); undefined when turned off. */
+  readonly onboarding:
+    | {
+        readonly resyncMs: number;
+        readonly harnessImage: string | undefined;
+        readonly podName: string;
+      }
+    | undefined;
 }
 
 /**
@@ -71,5 +88,12 @@ export function loadProvisionConfig(env: Env = process.env): ProvisionConfig {
     healthPort: c.POLYCHROME_HEALTH_PORT,
     logLevel: c.POLYCHROME_LOG_LEVEL,
     kubeconfigPath: c.POLYCHROME_KUBECONFIG,
+    onboarding: c.POLYCHROME_ONBOARDING
+      ? {
+          resyncMs: c.POLYCHROME_ONBOARDING_RESYNC_MS,
+          harnessImage: c.POLYCHROME_HARNESS_IMAGE,
+          podName: c.POD_NAME,
+        }
+      : undefined,
   };
 }

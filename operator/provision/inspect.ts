@@ -108,7 +108,7 @@ const SERVER_AUTH = '1.3.6.1.5.5.7.3.1';
 const CLIENT_AUTH = '1.3.6.1.5.5.7.3.2';
 
 /** Why the certificate does not hold what `spec` asks of it, or undefined. */
-function subjectProblem(certificate: X509Certificate, spec: LeafSpec): string | undefined {
+function subjectProblem(certificate: X509Certificate, spec: LeafRequirements): string | undefined {
   const usages = certificate.keyUsage ?? [];
   const wanted = { server: [SERVER_AUTH], client: [CLIENT_AUTH], both: [SERVER_AUTH, CLIENT_AUTH] }[
     spec.usage
@@ -131,8 +131,15 @@ function subjectProblem(certificate: X509Certificate, spec: LeafSpec): string | 
   return undefined;
 }
 
+/** What a leaf must hold: its extended key usages, DNS names and subject O values. */
+export type LeafRequirements = Pick<LeafSpec, 'usage' | 'requiredDnsNames' | 'organizations'>;
+
 /** A leaf Secret: a valid pair for `spec`, and a `ca.crt` one of whose CAs signed it. */
-export function inspectLeaf(data: SecretData, spec: LeafSpec, now: Date): LeafContent | string {
+export function inspectLeaf(
+  data: SecretData,
+  spec: LeafRequirements,
+  now: Date,
+): LeafContent | string {
   const pair = pairOf(data);
   if (typeof pair === 'string') return pair;
   const expired = validityProblem(pair.certificate, now);

@@ -5,12 +5,19 @@
  * the ones it does not own, and renews its own before they expire, once at start and then
  * every POLYCHROME_PROVISION_INTERVAL_MS. Ready while the last run left nothing outstanding
  * (docs/operator.md, "Installing: what the operator provisions").
+ *
+ * It also onboards conversation namespaces (operator/onboarding; docs/operator.md,
+ * "Conversation namespaces"): here, because the harness CA's key each namespace's
+ * certificate is issued from is readable by this process only, and the control plane, which
+ * serves tenants, then holds no right on Secrets. After a pass that renewed something, every
+ * onboarded namespace is synced again so its copies follow.
  */
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
 
 import { HealthServer } from '../../common/health-server';
 import { componentLogger, createRootLogger, LogComponent } from '../../common/log';
+import { buildOnboarding } from '../onboarding/start';
 import { loadProvisionConfig } from './config';
 import { Provisioner } from './provisioner';
 
@@ -43,10 +50,20 @@ export async function runProvisioner(): Promise<void> {
   await health.start();
   let timer: NodeJS.Timeout | undefined;
   let stopping = false;
+  const onboarding =
+    config.onboarding === undefined
+      ? undefined
+      : buildOnboarding({
+          kubeConfig: kc,
+          controlPlaneNamespace: config.namespace,
+          ...config.onboarding,
+          log,
+        });
   const pass = async (): Promise<void> => {
     try {
       const report = await provisioner.run();
       ready = report.outstanding.length === 0;
+      if (report.written.length > 0) onboarding?.resync();
       log.info(
         { written: report.written.length, outstanding: report.outstanding.length },
         'provisioning pass done',
@@ -64,12 +81,14 @@ export async function runProvisioner(): Promise<void> {
       );
     }
   };
-  await pass();
   const stop = (): void => {
     stopping = true;
     clearTimeout(timer);
-    void health.close().then(() => process.exit(0));
+    void Promise.all([health.close(), onboarding?.close()]).then(() => process.exit(0));
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
+  await pass();
+  // After the first pass, so the Secrets the credentials come from exist on a new install.
+  await onboarding?.start();
 }

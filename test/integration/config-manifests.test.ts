@@ -251,7 +251,7 @@ describe('config/ manifests on a real API server', () => {
     expect(policy).toMatchObject({ metadata: { namespace: ns.name } });
   });
 
-  it('applies config/conversations: the namespace the public API creates conversations in, with the sandbox in it', () => {
+  it('applies config/conversations: the namespace the public API creates conversations in, labelled for onboarding', () => {
     const built = build(kubeconfig, 'config/conversations');
     const returned = printed(
       kubectl(kubeconfig, [
@@ -267,14 +267,12 @@ describe('config/ manifests on a real API server', () => {
       expect({ key: keyOf(b), found: r !== undefined }).toEqual({ key: keyOf(b), found: true });
       expect(r).toMatchObject(withoutEmptyStrings(b) as Obj);
     }
-    expect(returned.map((o) => `${keyOf(o)} ${namespaceOf(o)}`).sort()).toEqual(
-      [
-        'Namespace/polychrome-conversations ',
-        'NetworkPolicy/polychrome-harness polychrome-conversations',
-        'SandboxTemplate/polychrome-harness polychrome-conversations',
-        'SandboxWarmPool/polychrome-harness polychrome-conversations',
-      ].sort(),
-    );
+    expect(returned.map((o) => `${keyOf(o)} ${namespaceOf(o)}`).sort()).toEqual([
+      'Namespace/polychrome-conversations ',
+    ]);
+    expect(returned[0]).toMatchObject({
+      metadata: { labels: { 'polychrome.dev/enabled': 'true' } },
+    });
   });
 
   it('accepts the Helm chart with every part on and other values, released into another namespace, on a server-side dry run', async () => {
@@ -306,7 +304,7 @@ describe('config/ manifests on a real API server', () => {
           `Namespace/${ns.name} `,
           `Namespace/${chats.name} `,
           `Deployment/polychrome-control-plane ${ns.name}`,
-          `SandboxTemplate/polychrome-harness ${chats.name}`,
+          `ClusterRole/polychrome-onboarding `,
           `ServiceMonitor/polychrome-state ${ns.name}`,
           `Certificate/polychrome-state-tls ${ns.name}`,
           'APIService/v1alpha1.api.polychrome.dev ',
