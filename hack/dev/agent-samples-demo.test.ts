@@ -77,7 +77,8 @@ async function demoTurn(sample: DevSample) {
     metadata: { name: DEV_MODEL_CONFIG, namespace: 'dev' },
     spec: { ...model.spec, baseUrl: api.url },
   };
-  const agents = objects.filter((o): o is Agent => o.kind === 'Agent');
+  // Agents by the schema (the test below checks each against it).
+  const agents = objects.filter((o) => o.kind === 'Agent') as unknown as Agent[];
   const directory: AgentDirectory = {
     agent: (name) => agents.find((a) => a.metadata.name === name),
     modelConfig: (name) => (name === DEV_MODEL_CONFIG ? claude : undefined),
