@@ -10,26 +10,17 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { join } from 'node:path';
-import pino from 'pino';
-import { decodePayload, type EventPayloads } from '../../common/event-kinds';
 import { agentScriptsFromFile } from '../../harness/model/agent-scripts';
 import { agentSchema, modelConfigSchema } from '../../operator/api/v1alpha1/agent-crds';
 import type { Agent } from '../../operator/api/v1alpha1/agent-resource';
 import { conversationSchema } from '../../operator/api/v1alpha1/conversation-crd';
-import type { ModelConfig } from '../../operator/api/v1alpha1/model-config-resource';
 import { checkAgainstSchema } from '../../operator/api/v1alpha1/schema-check';
-import type { AgentDirectory } from '../../operator/controller/agent-resource-reads';
-import { NO_KEY, ProviderModelRelay } from '../../operator/models/provider-model-relay';
-import { readyStatus } from '../../test/support/in-memory-conversations';
-import { MessagesApiServer } from '../../test/support/messages-api-server';
-import { noSecrets } from '../../test/support/no-secrets';
-import { startRealTurns, TEST_OWNER } from '../../test/support/real-turns';
+import { startAgentTurns } from '../../test/support/agent-turns';
 import { demoResponder } from '../lib/demo-model';
 import {
   DEMO_MODEL_PORT,
   demoAgents,
   devModel,
-  DEV_MODEL_CONFIG,
   DEV_SAMPLES,
   sampleObjects,
   type DevSample,
@@ -64,55 +55,19 @@ function entryOf(objects: readonly KubernetesObject[], conversation: string): st
 async function demoTurn(sample: DevSample) {
   const objects = sampleObjects(sample);
   const scripts = await agentScriptsFromFile(join(repoRoot, sample.script));
-  const api = await MessagesApiServer.start({
-    apiKey: NO_KEY,
-    respond: demoResponder(scripts, demoAgents(objects)),
-  });
-  closers.push(() => api.close());
-  const model = devModel({});
-  // The endpoint of the ModelConfig make dev writes, on this test's port.
-  const claude: ModelConfig = {
-    apiVersion: 'polychrome.dev/v1alpha1',
-    kind: 'ModelConfig',
-    metadata: { name: DEV_MODEL_CONFIG, namespace: 'dev' },
-    spec: { ...model.spec, baseUrl: api.url },
-  };
   // Agents by the schema (the test below checks each against it).
   const agents = objects.filter((o) => o.kind === 'Agent') as unknown as Agent[];
-  const directory: AgentDirectory = {
-    agent: (name) => agents.find((a) => a.metadata.name === name),
-    modelConfig: (name) => (name === DEV_MODEL_CONFIG ? claude : undefined),
-  };
-  const relay = new ProviderModelRelay({
-    secrets: noSecrets,
-    account: { name: 'polychrome-control-plane', namespace: 'polychrome-system' },
-    adapter: { maxAttempts: 1 },
+  // The ModelConfig make dev writes, its endpoint on this test's port; as the sample's
+  // Conversation: its entry Agent, and no tools (nor approvals) of its own.
+  const { api, post, events, close } = await startAgentTurns({
+    agents: new Map(agents.map((a) => [a.metadata.name ?? '', a])),
+    entry: entryOf(objects, sample.conversation),
+    respond: demoResponder(scripts, demoAgents(objects)),
+    model: devModel({}).spec,
+    spec: { tools: {} },
   });
-  const turns = await startRealTurns({
-    replies: [],
-    logger: pino({ level: process.env.TEST_LOG ?? 'silent' }),
-    coordinator: { maxAttempts: 1, modelRelay: relay, agentDirectory: () => directory },
-  });
-  closers.push(() => turns.close());
-  // As the sample's Conversation: its entry Agent, and no tools (nor approvals) of its own.
-  const conversation = turns.conversations.add(
-    {
-      owner: TEST_OWNER.identity,
-      agentRef: { name: entryOf(objects, sample.conversation) },
-      tools: {},
-    },
-    { status: readyStatus(turns.harness.endpoint) },
-  );
-  const uid = conversation.metadata.uid ?? '';
-  const answer = await turns.coordinator.postMessage(
-    TEST_OWNER,
-    { conversationId: uid, text: sample.question, idempotencyKey: 'first' },
-    AbortSignal.timeout(30_000),
-  );
-  const events = async <K extends keyof EventPayloads>(kind: K): Promise<EventPayloads[K][]> =>
-    (await turns.journal.entries(`conv-${uid}`))
-      .filter((e) => e.kind === kind)
-      .map((e) => decodePayload(kind, e.payload));
+  closers.push(close);
+  const answer = await post(sample.question, 'first');
   return { answer, events, api };
 }
 

@@ -9,21 +9,10 @@
  * against the local Messages API.
  */
 import { afterEach, describe, expect, it } from '@jest/globals';
-import pino from 'pino';
-import { decodePayload, type EventPayloads } from '../../common/event-kinds';
-import { readyStatus } from '../../test/support/in-memory-conversations';
+import { startAgentTurns } from '../../test/support/agent-turns';
 import { startTestHttpMcpServer } from '../../test/support/mcp-servers/http-server';
-import {
-  MessagesApiServer,
-  type RecordedRequest,
-  type ScriptedReply,
-} from '../../test/support/messages-api-server';
-import { noSecrets } from '../../test/support/no-secrets';
-import { startRealTurns, TEST_OWNER } from '../../test/support/real-turns';
+import type { RecordedRequest, ScriptedReply } from '../../test/support/messages-api-server';
 import type { Agent } from '../api/v1alpha1/agent-resource';
-import type { ModelConfig } from '../api/v1alpha1/model-config-resource';
-import type { AgentDirectory } from '../controller/agent-resource-reads';
-import { NO_KEY, ProviderModelRelay } from '../models/provider-model-relay';
 
 let closers: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -86,8 +75,6 @@ describe("an Agent's own MCP servers", () => {
   it('offers the server to its agent only: the delegate asking for its tool is refused, and the server never hears of it', async () => {
     const mcp = await startTestHttpMcpServer();
     closers.push(() => mcp.kill());
-    const api = await MessagesApiServer.start({ apiKey: NO_KEY, respond: responder() });
-    closers.push(() => api.close());
     const agent = (name: string, spec: Partial<Agent['spec']>): Agent => ({
       apiVersion: 'polychrome.dev/v1alpha1',
       kind: 'Agent',
@@ -104,42 +91,15 @@ describe("an Agent's own MCP servers", () => {
       ],
       ['helper', agent('helper', {})],
     ]);
-    const claude: ModelConfig = {
-      apiVersion: 'polychrome.dev/v1alpha1',
-      kind: 'ModelConfig',
-      metadata: { name: 'claude', namespace: 'any' },
-      spec: { provider: 'anthropic', model: 'claude-mcp', baseUrl: api.url },
-    };
-    const directory: AgentDirectory = {
-      agent: (name) => agents.get(name),
-      modelConfig: (name) => (name === 'claude' ? claude : undefined),
-    };
-    const relay = new ProviderModelRelay({
-      secrets: noSecrets,
-      account: { name: 'polychrome-control-plane', namespace: 'polychrome-system' },
-      adapter: { maxAttempts: 1 },
-    });
-    const turns = await startRealTurns({
-      replies: [],
-      logger: pino({ level: process.env.TEST_LOG ?? 'silent' }),
+    const { api, post, events, close } = await startAgentTurns({
+      agents,
+      entry: 'lead',
+      respond: responder(),
+      spec: { tools: {} },
       agentMcp: true,
-      coordinator: { maxAttempts: 1, modelRelay: relay, agentDirectory: () => directory },
     });
-    closers.push(() => turns.close());
-    const conversation = turns.conversations.add(
-      { owner: TEST_OWNER.identity, agentRef: { name: 'lead' }, tools: {} },
-      { status: readyStatus(turns.harness.endpoint) },
-    );
-    const uid = conversation.metadata.uid ?? '';
-    const answer = await turns.coordinator.postMessage(
-      TEST_OWNER,
-      { conversationId: uid, text: 'look it up', idempotencyKey: 'k1' },
-      AbortSignal.timeout(20_000),
-    );
-    const events = async <K extends keyof EventPayloads>(kind: K): Promise<EventPayloads[K][]> =>
-      (await turns.journal.entries(`conv-${uid}`))
-        .filter((e) => e.kind === kind)
-        .map((e) => decodePayload(kind, e.payload));
+    closers.push(close);
+    const answer = await post('look it up');
 
     expect(answer).toMatchObject({ status: 'complete', reply: 'lead: done' });
     // Offered: to the lead, not to the helper.
