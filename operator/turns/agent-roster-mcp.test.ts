@@ -42,6 +42,15 @@ const lookup: McpServerSpec = {
   timeoutMs: 5_000,
 };
 
+/** A lead with the server `lookup`, gated, and a helper without servers. */
+const withLookup = directory(
+  agent('lead', {
+    delegates: ['helper'],
+    tools: { mcpServers: [lookup], requireApproval: ['lookup/*'] },
+  }),
+  agent('helper', {}),
+);
+
 describe('an Agent with MCP servers, in the roster', () => {
   it('keeps the digest of a roster without MCP servers (pinned before they were recorded)', () => {
     const roster = resolveRoster(
@@ -61,17 +70,7 @@ describe('an Agent with MCP servers, in the roster', () => {
   });
 
   it('records the servers of the Agent that has them, and reads them back from the journal', () => {
-    const roster = resolveRoster(
-      'lead',
-      directory(
-        agent('lead', {
-          delegates: ['helper'],
-          tools: { mcpServers: [lookup], requireApproval: ['lookup/*'] },
-        }),
-        agent('helper', {}),
-      ),
-      'ns',
-    );
+    const roster = resolveRoster('lead', withLookup, 'ns');
     expect(roster.roster.agents.map((a) => [a.name, a.mcpServers])).toEqual([
       ['helper', undefined],
       ['lead', [lookup]],
@@ -90,18 +89,7 @@ describe('an Agent with MCP servers, in the roster', () => {
   });
 
   it('dispatches the servers with their agent only, and that agent its approval rules', () => {
-    const { roster } = resolveRoster(
-      'lead',
-      directory(
-        agent('lead', {
-          delegates: ['helper'],
-          tools: { mcpServers: [lookup], requireApproval: ['lookup/*'] },
-        }),
-        agent('helper', {}),
-      ),
-      'ns',
-      ['calculator'],
-    );
+    const { roster } = resolveRoster('lead', withLookup, 'ns', ['calculator']);
     const dispatched = dispatchedAgentsOf(roster);
     expect(dispatched.map((d) => [d.name, d.mcpServers, d.requireApproval])).toEqual([
       ['helper', [], []],
