@@ -208,9 +208,10 @@ cluster-down: node_modules
 ## hack/dev/base (the state plane and the control plane as their StatefulSet's and
 ## Deployment's pods), and the sample Conversation, Ready with a running harness.
 ## `make dev-down` stops it and keeps the cluster, journals and records for the next
-## `make dev`; `make dev-reset` stops it and deletes them.
+## `make dev`; `make dev-reset` stops it and deletes them. `make dev SAMPLE=panel` (or
+## SAMPLE=triage) also starts that Agent sample of config/samples (hack/lib/dev-samples.ts).
 dev: node_modules dev-binaries
-	$(NPX) tsx hack/dev.ts up
+	$(NPX) tsx hack/dev.ts up$(if $(SAMPLE), --sample $(SAMPLE))
 
 dev-down: node_modules
 	$(NPX) tsx hack/dev.ts down

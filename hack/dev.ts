@@ -11,6 +11,11 @@
  *                          Conversation hack/dev/conversation-hello.yaml, until Ready; then a
  *                          session token for the admin persona dev:you in .local/dev/token,
  *                          and the commands that talk to the conversation
+ *   tsx hack/dev.ts up --sample panel|triage
+ *                          the same, then one of config/samples' Agent samples beside hello
+ *                          (hack/lib/dev-samples.ts): the ModelConfig its Agents name, on the
+ *                          model the environment gives, or on the scripted demo endpoint
+ *                          (hack/demo-model.ts) without a key; then the commands that talk to it
  *   tsx hack/dev.ts down   stop all of it; the cluster's data, journals and records stay
  *                          under .local/, and the next `up` starts from them
  *   tsx hack/dev.ts reset  stop all of it and delete what it kept: the next `up` starts over
@@ -22,7 +27,7 @@
  * the scripted demo model otherwise.
  */
 import { Role } from '../common/persona-roles';
-import { ApiregistrationV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { ApiregistrationV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
@@ -53,6 +58,16 @@ import { isAlive, pollUntil, startProcess, stopPid } from './lib/processes';
 import { ensureDoorCertificate, KUBE_DOOR_API_SERVICE } from './lib/kube-door';
 import { isApiError } from './lib/local-node-pod-worker';
 import { DEFAULT_CONVERSATION_NAMESPACE } from '../operator/config';
+import {
+  applySample,
+  DEMO_MODEL_PORT,
+  devModel,
+  devSample,
+  sampleObjects,
+  type DevModel,
+  type DevSample,
+} from './lib/dev-samples';
+import { waitConversationReady, waitReady } from './lib/dev-wait';
 import { partitionOf } from '../common/partition-name';
 
 /** Where `up` keeps the cluster, the journals, keys and logs; POLYCHROME_DEV_DIR moves it (tests). */
@@ -211,9 +226,9 @@ async function linkKubectlPlugin(): Promise<void> {
 }
 
 /** Fails early when another program holds a port the base's host ports need. */
-async function assertPortsFree(): Promise<void> {
+async function assertPortsFree(extra: readonly number[]): Promise<void> {
   await assertApiPortFree();
-  for (const port of [statePort, kubeDoorPort]) {
+  for (const port of [statePort, kubeDoorPort, ...extra]) {
     if (!(await portFree(port))) {
       throw new Error(
         `dev: something already listens on 127.0.0.1:${port}; stop it (or make dev-down) and run make dev again`,
@@ -228,13 +243,56 @@ function rolloutStatus(admin: string, workload: string): void {
   kubectl(admin, ['rollout', 'status', '-n', DEV_BASE_NAMESPACE, workload, '--timeout=180s']);
 }
 
-async function up(): Promise<void> {
+/** `up --sample NAME`'s sample and its model, checked before anything starts. */
+function sampleOf(args: readonly string[]): { sample: DevSample; model: DevModel } | undefined {
+  const at = args.indexOf('--sample');
+  const sample = devSample(at === -1 ? undefined : (args[at + 1] ?? ''));
+  return sample === undefined ? undefined : { sample, model: devModel(process.env) };
+}
+
+/**
+ * The sample beside hello: its ModelConfig, key and objects, then Ready. Returns the
+ * Conversation's uid.
+ */
+async function startSample(
+  kc: KubeConfig,
+  { sample, model }: { sample: DevSample; model: DevModel },
+): Promise<string> {
+  console.log(`dev: the ${sample.name} sample (${sample.file}) on ${model.description}`);
+  const account = { name: 'polychrome-control-plane', namespace: DEV_BASE_NAMESPACE };
+  await applySample(kc, namespace, sample, model, account);
+  const agents = sampleObjects(sample).filter((o) => o.kind === 'Agent');
+  await waitReady(kc, namespace, 'modelconfigs', ['claude']);
+  await waitReady(
+    kc,
+    namespace,
+    'agents',
+    agents.map((a) => a.metadata?.name ?? ''),
+  );
+  return (await waitConversationReady(kc, namespace, sample.conversation)).uid;
+}
+
+/** The commands that talk to the sample's Conversation. */
+function sampleHelp({ sample, model }: { sample: DevSample; model: DevModel }): string {
+  const watch =
+    sample.name === 'panel'
+      ? "the lead's __delegate_to calls, each panelist's steps as [thread ...] lines"
+      : 'the agent_handoff to billing, and billing going on';
+  return `
+The ${sample.name} sample: Conversation ${sample.conversation} (${sample.file}; its agents answer with ${model.description})
+  kubectl polychrome logs ${sample.conversation} -n ${namespace} -f    # in another terminal: ${watch}
+  kubectl polychrome send ${sample.conversation} -n ${namespace} "${sample.question}"
+  kubectl get agents,modelconfigs -n ${namespace}`;
+}
+
+async function up(args: readonly string[]): Promise<void> {
+  const withSample = sampleOf(args);
   await mkdir(devDir, { recursive: true });
   if (existsSync(stateFile)) await down();
   const processes: DevProcess[] = [];
   const save = (): Promise<void> => writeFile(stateFile, JSON.stringify(processes, null, 2) + '\n');
   try {
-    await assertPortsFree();
+    await assertPortsFree(withSample?.model.demo === true ? [DEMO_MODEL_PORT] : []);
     const cluster = await ensureCluster();
     const admin = cluster.kubeconfigPath;
     const core = cluster.kubeConfig().makeApiClient(CoreV1Api);
@@ -313,6 +371,9 @@ async function up(): Promise<void> {
       {},
     );
     processes.push(node);
+    if (withSample?.model.demo === true) {
+      processes.push(start('demo-model', ['hack/demo-model.ts', withSample.sample.name], {}));
+    }
     await save();
 
     // The base itself, as a cluster syncs it; then the door's CA, which cert-manager's
@@ -333,62 +394,15 @@ async function up(): Promise<void> {
     await linkKubectlPlugin();
 
     kubectl(admin, ['apply', '-n', namespace, '-f', conversationFile]);
-    const objects = cluster.kubeConfig().makeApiClient(CustomObjectsApi);
-    let uid = '';
-    const endpoint = await pollUntil(
-      'Conversation hello to be Ready with a running harness',
-      async () => {
-        const obj: unknown = await objects.getNamespacedCustomObject({
-          group: 'polychrome.dev',
-          version: 'v1alpha1',
-          plural: 'conversations',
-          namespace,
-          name: 'hello',
-        });
-        const status: unknown =
-          typeof obj === 'object' && obj !== null ? Reflect.get(obj, 'status') : undefined;
-        const sandbox: unknown =
-          typeof status === 'object' && status !== null
-            ? Reflect.get(status, 'sandbox')
-            : undefined;
-        const phase: unknown =
-          typeof status === 'object' && status !== null ? Reflect.get(status, 'phase') : undefined;
-        const at: unknown =
-          typeof sandbox === 'object' && sandbox !== null
-            ? Reflect.get(sandbox, 'endpoint')
-            : undefined;
-        const metadata: unknown =
-          typeof obj === 'object' && obj !== null ? Reflect.get(obj, 'metadata') : undefined;
-        const id: unknown =
-          typeof metadata === 'object' && metadata !== null
-            ? Reflect.get(metadata, 'uid')
-            : undefined;
-        uid = typeof id === 'string' ? id : '';
-        // Ready is a condition: a turn paused on an approval (phase AwaitingApproval) is ready too.
-        const conditions: unknown =
-          typeof status === 'object' && status !== null
-            ? Reflect.get(status, 'conditions')
-            : undefined;
-        const isReady =
-          phase === 'Ready' ||
-          (Array.isArray(conditions) &&
-            conditions.some(
-              (c: unknown) =>
-                typeof c === 'object' &&
-                c !== null &&
-                Reflect.get(c, 'type') === 'Ready' &&
-                Reflect.get(c, 'status') === 'True',
-            ));
-        return isReady && typeof at === 'string' ? at : undefined;
-      },
-      { timeoutMs: 180_000, intervalMs: 500 },
-    );
+    const { uid, endpoint } = await waitConversationReady(cluster.kubeConfig(), namespace, 'hello');
     // The harness process itself answers on the pod's address.
     const host = endpoint.split(':')[0] ?? '';
     const harnessReady = await fetch(`http://${host}:9090/readyz`);
     console.log(
       `\ndev: harness for conversation hello is ${harnessReady.ok ? 'ready' : 'NOT ready'} at ${endpoint}`,
     );
+    const sampleUid =
+      withSample === undefined ? undefined : await startSample(cluster.kubeConfig(), withSample);
     process.stdout.write(kubectl(admin, ['get', 'conversations', '-n', namespace]));
 
     // A session token for an admin persona, as a sign-in edge would issue one.
@@ -435,6 +449,10 @@ By name, under RBAC, through kube-apiserver (after the export line above; docs/k
   kubectl polychrome dashboard -n ${namespace}   # the forensics UI (docs/ui.md)
 
 stop: make dev-down (everything is kept for the next make dev); start over: make dev-reset`);
+    if (withSample !== undefined) {
+      console.log(`${sampleHelp(withSample)}
+  polychrome stream ${sampleUid ?? ''}   # the same stream through the public API`);
+    }
   } catch (err: unknown) {
     console.error(`dev: ${err instanceof Error ? err.message : String(err)}`);
     console.error(
@@ -478,12 +496,12 @@ async function reset(): Promise<void> {
 
 const command = process.argv[2];
 (command === 'up'
-  ? up()
+  ? up(process.argv.slice(3))
   : command === 'down'
     ? down()
     : command === 'reset'
       ? reset()
-      : Promise.reject(new Error('usage: dev.ts up|down|reset'))
+      : Promise.reject(new Error('usage: dev.ts up [--sample panel|triage] | down | reset'))
 ).catch((err: unknown) => {
   if (!(err instanceof Error && err.message.startsWith('dev:')))
     console.error(err instanceof Error ? err.message : err);

@@ -1,3 +1,4 @@
+import { AgentMcpServers } from './server/agent-mcp-servers';
 import { Registry } from 'prom-client';
 import { collectProcessMetrics } from '../common/process-metrics';
 import { ConfigError } from '../common/config';
@@ -58,6 +59,14 @@ async function main(): Promise<number> {
       : new (await import('./tools/mcp-tools.js')).McpToolRunner(config.mcpServers, {
           onStderr: (server, text) => log.debug({ server, text }, 'mcp server stderr'),
         });
+  // Agents' own MCP servers (docs/turns.md, "Agents"): connected on the first turn that
+  // names them, the SDK loaded then.
+  const agentMcp = new AgentMcpServers(
+    async (server) =>
+      new (await import('./tools/mcp-tools.js')).McpToolRunner([server], {
+        onStderr: (name, text) => log.debug({ server: name, text }, 'mcp server stderr'),
+      }),
+  );
   const server = new HarnessServer({
     host: config.host,
     port: config.port,
@@ -71,6 +80,7 @@ async function main(): Promise<number> {
       builtinTools.find((tool) => tool.name === name) ??
       [handoffTool, askUserTool, memoryTool].find((tool) => tool.name === name),
     ...(mcp === undefined ? {} : { mcpTools: mcp }),
+    agentMcp,
     ackTimeoutMs: config.ackTimeoutMs,
     toolTimeoutMs: config.toolTimeoutMs,
     recordAgentConfig: config.recordAgentConfig,
@@ -104,13 +114,13 @@ async function main(): Promise<number> {
     log.info({ port, healthPort: side.port, model: config.model.kind }, 'harness ready');
   } catch (error) {
     log.error({ err: error }, 'harness failed to start');
-    await Promise.allSettled([server.close(), health.close(), mcp?.close()]);
+    await Promise.allSettled([server.close(), health.close(), mcp?.close(), agentMcp.close()]);
     return 1;
   }
   const signal = await stopped;
   log.info({ signal, graceMs: config.shutdownGraceMs }, 'harness shutting down');
   await server.drain(config.shutdownGraceMs);
-  await Promise.allSettled([health.close(), mcp?.close(), tracing?.shutdown()]);
+  await Promise.allSettled([health.close(), mcp?.close(), agentMcp.close(), tracing?.shutdown()]);
   log.info('harness stopped');
   return 0;
 }

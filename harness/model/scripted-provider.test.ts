@@ -96,6 +96,34 @@ describe('ScriptedProvider', () => {
     ).toThrow(/model script loop does not fit the script format/);
   });
 
+  it('plays the replies again from the first with repeat, with fresh tool call ids', async () => {
+    const model = ScriptedProvider.parse(
+      'repeat: true\nreplies:\n  - content: [{ tool_use: { name: calculator } }]\n  - text: done',
+      'again',
+    );
+    const shapes: string[] = [];
+    for (let call = 0; call < 4; call++) {
+      const reply = await model.complete(request, live());
+      shapes.push(reply.content.map((b) => (b.type === 'text' ? b.text : b.id)).join());
+    }
+    expect(shapes).toEqual(['toolu_1_0', 'done', 'toolu_3_0', 'done']);
+  });
+
+  it('refuses repeat with after_script, and a repeat of tool calls only, saying what to do', () => {
+    expect(() =>
+      ScriptedProvider.parse(
+        'repeat: true\nreplies: [{ text: a }]\nafter_script: { text: b }',
+        'both',
+      ),
+    ).toThrow(/set after_script or repeat, not both/);
+    expect(() =>
+      ScriptedProvider.parse(
+        'repeat: true\nreplies: [{ content: [{ tool_use: { name: calculator } }] }]',
+        'loop',
+      ),
+    ).toThrow(/repeat needs a reply without a tool call.*add a text reply/);
+  });
+
   it('throws a scripted error with its code', async () => {
     const model = ScriptedProvider.parse(
       'replies: [{ error: { code: resource_exhausted, message: rate limited } }]',

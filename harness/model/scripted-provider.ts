@@ -31,10 +31,14 @@ import {
  *   - error: { code: unavailable, message: model overloaded }   # the call rejects
  * after_script:               # optional: the reply to every call after the last one
  *   text: That was the whole script.
+ * repeat: false               # optional: true plays the replies again from the first after
+ *                             # the last (not with after_script)
  * ```
  *
- * Without `after_script`, a call past the last reply fails (a test script that runs out is a
- * mistake in the test); the demo script sets one, so a demo keeps answering.
+ * Without `after_script` or `repeat`, a call past the last reply fails (a test script that
+ * runs out is a mistake in the test); the demo script sets one, so a demo keeps answering.
+ * `repeat` is for an agent that does the same thing every turn, such as the lead of a panel
+ * that asks its panelists on every question (hack/dev's sample scripts).
  *
  * A `tool_use` without an `id` gets `toolu_<call>_<block>`, so a script replays the same
  * ids every time.
@@ -99,16 +103,33 @@ const replySchema = byKey(
   ),
 );
 
-const scriptSchema = z.strictObject({
-  name: z.string().min(1).optional(),
-  model: z.string().min(1).optional(),
-  replies: z.array(replySchema),
-  // Text only: a tool call repeated for ever would only run a turn out of steps.
-  after_script: textReplySchema.optional(),
-});
+/** Whether a reply ends a turn: text only, no tool call. */
+function endsTurn(reply: z.output<typeof replySchema>): boolean {
+  if ('error' in reply) return false;
+  return 'text' in reply || reply.content.every((block) => !('tool_use' in block));
+}
+
+/** The schema of a {@link ModelScript}. */
+export const modelScriptSchema = z
+  .strictObject({
+    name: z.string().min(1).optional(),
+    model: z.string().min(1).optional(),
+    replies: z.array(replySchema),
+    // Text only: a tool call repeated for ever would only run a turn out of steps.
+    after_script: textReplySchema.optional(),
+    // The whole script again; it needs a reply that ends a turn, or every turn loops on tools.
+    repeat: z.boolean().optional(),
+  })
+  .refine((script) => !(script.repeat === true && script.after_script !== undefined), {
+    message: 'set after_script or repeat, not both',
+  })
+  .refine((script) => script.repeat !== true || script.replies.some(endsTurn), {
+    message:
+      'repeat needs a reply without a tool call, or every turn would run out of steps; add a text reply',
+  });
 
 /** A parsed script. */
-export type ModelScript = z.output<typeof scriptSchema>;
+export type ModelScript = z.output<typeof modelScriptSchema>;
 
 /** One reply of a script. */
 export type ScriptReply = z.output<typeof replySchema>;
@@ -154,7 +175,7 @@ export class ScriptedProvider implements ModelProvider {
         details: { script: name },
       });
     }
-    const parsed = scriptSchema.safeParse(raw);
+    const parsed = modelScriptSchema.safeParse(raw);
     if (!parsed.success) {
       throw new AppError(
         'invalid_argument',
@@ -218,7 +239,11 @@ export class ScriptedProvider implements ModelProvider {
     this.throwIfAborted(options.signal);
     const callNumber = this.received.length + 1;
     this.received.push(request);
-    const reply = this.script.replies[callNumber - 1] ?? this.script.after_script;
+    const { replies } = this.script;
+    const reply =
+      this.script.repeat === true
+        ? replies[(callNumber - 1) % replies.length]
+        : (replies[callNumber - 1] ?? this.script.after_script);
     if (reply === undefined) {
       throw new AppError(
         'failed_precondition',

@@ -1,3 +1,4 @@
+import type { AgentMcpServers } from './agent-mcp-servers';
 import type { Logger } from 'pino';
 import type { RequestIds } from '../../common/request-ids';
 import type { ServingCertificate } from '../../common/serving-certificate';
@@ -78,6 +79,11 @@ export interface HarnessServerOptions {
    * listed when the turn runs. `start` may name them by reference to require approval.
    */
   readonly mcpTools?: McpToolSource;
+  /**
+   * Where agents' own MCP servers (`DispatchedAgent.mcp_servers`) are connected, each
+   * offered to its agent only (agent-mcp-servers.ts). Absent: they are not offered.
+   */
+  readonly agentMcp?: AgentMcpServers;
   /** How long the first message (`start`) may take. @default 10000 */
   readonly startTimeoutMs?: number;
   /** How long one step ack (the journal append) may take. @default 30000 */

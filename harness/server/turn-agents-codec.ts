@@ -6,6 +6,7 @@ import type {
 } from '../../proto/gen/polychrome/harness/v1/harness';
 import { invalidField } from '../turn/proto-fields';
 import type { AgentModelSettings } from '../model/relayed-model';
+import { mcpServersFromProto, mcpServersToProto, type AgentMcp } from './agent-mcp-codec';
 import { relaySettingsFromProto, relaySettingsToProto } from './relay-codec';
 import {
   delegateToolFor,
@@ -49,6 +50,11 @@ export interface AgentsOfRequest {
   readonly agentToolReferences?: ReadonlyMap<string, readonly ToolReference[]>;
   /** Each agent's model settings. */
   readonly agentSettings?: ReadonlyMap<string, AgentModelSettings>;
+  /**
+   * Each agent's own MCP servers (its Agent's `spec.tools.mcpServers`), whose tools only it
+   * is offered; an agent without any is absent.
+   */
+  readonly agentMcpServers?: ReadonlyMap<string, AgentMcp>;
 }
 
 /**
@@ -86,8 +92,13 @@ export function agentsFromProto(
   const agents: TurnAgent[] = [];
   const references = new Map<string, readonly ToolReference[]>();
   const settings = new Map<string, AgentModelSettings>();
+  const mcpServers = new Map<string, AgentMcp>();
   start.agents.forEach((agent, i) => {
     const field = `start.agents[${i}]`;
+    const servers = mcpServersFromProto(agent.mcpServers, `${field}.mcp_servers`);
+    if (servers.length > 0) {
+      mcpServers.set(agent.name, { servers, requireApproval: [...agent.requireApproval] });
+    }
     for (const list of ['handoffs', 'delegates'] as const) {
       agent[list].forEach((target, j) => {
         if (!described.has(target)) {
@@ -135,7 +146,11 @@ export function agentsFromProto(
         agents: agents.filter(({ name }) => name !== agent),
       };
     },
-    request: () => ({ agentToolReferences: references, agentSettings: settings }),
+    request: () => ({
+      agentToolReferences: references,
+      agentSettings: settings,
+      ...(mcpServers.size === 0 ? {} : { agentMcpServers: mcpServers }),
+    }),
   };
 }
 
@@ -167,6 +182,8 @@ export function agentsToProto(
     ],
     handoffs: [...(agent.handoffs ?? [])],
     delegates: [...(agent.delegates ?? [])],
+    mcpServers: mcpServersToProto(request.agentMcpServers?.get(agent.name)?.servers ?? []),
+    requireApproval: [...(request.agentMcpServers?.get(agent.name)?.requireApproval ?? [])],
   }));
 }
 

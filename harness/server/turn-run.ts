@@ -19,7 +19,10 @@ import { observeTurn } from './harness-metrics';
 import { endWithError, type RunTurnCall, type TurnCall } from './turn-call';
 import { turnOutcomeToProto } from './turn-output-codec';
 import type { TurnRequest } from './turn-start-codec';
-import { offeredTools } from './turn-tools';
+import { offeredTools, type McpToolSource } from './turn-tools';
+import { listAgentMcp } from './agent-mcp-servers';
+import type { ToolReference } from './tool-spec-codec';
+import type { ToolRunner } from '../turn/ports/tool-port';
 import { agentModelSettings, turnModels } from './turn-models';
 import type { UsedApprovals } from './used-approvals';
 
@@ -55,7 +58,7 @@ export async function runTurnCall(
   const { deps } = options;
   const started = performance.now();
   const seconds = (): number => (performance.now() - started) / 1000;
-  const input = await withMcpTools(options, policyInput, request, turn.signal, log);
+  const { input, tools } = await withMcpTools(options, policyInput, request, turn.signal, log);
   log.info(
     {
       recordedSteps: input.recordedSteps.length,
@@ -85,7 +88,7 @@ export async function runTurnCall(
       options.recordAgentConfig === false ? input : withModels(input, modelOf),
       {
         modelFor: tracedModels(modelOf, settings, request.model, agents),
-        tools: tracedTools(deps.tools, agents),
+        tools: tracedTools(tools, agents),
         trustedTools: tracedTools(turn.trustedTools, agents),
         steps: {
           commit: async (step, options) => {
@@ -163,29 +166,45 @@ function tracedModels(
 }
 
 /**
- * The turn's tools plus those of the harness's MCP servers (turn-tools.ts). Never
- * rejects: a server that cannot be listed is left out of this turn and logged, and the
- * turn runs with the rest.
+ * The turn's tools plus those of the harness's MCP servers (turn-tools.ts), and each
+ * agent's own servers' tools for that agent (agent-mcp-servers.ts); with the runner of the
+ * turn's tool calls. Never rejects: a server that cannot be listed is left out of this
+ * turn and logged, and the turn runs with the rest.
  */
 async function withMcpTools(
   options: HarnessServerOptions,
   input: TurnInput,
-  request: Pick<TurnRequest, 'toolReferences' | 'agentToolReferences'>,
+  request: Pick<TurnRequest, 'toolReferences' | 'agentToolReferences' | 'agentMcpServers'>,
   signal: AbortSignal,
   log: Logger,
-): Promise<TurnInput> {
-  const references = request.toolReferences ?? [];
+): Promise<{ input: TurnInput; tools: ToolRunner }> {
   const source = options.mcpTools;
-  if (source === undefined) return input;
-  let listings: readonly McpServerListing[];
-  try {
-    listings = await source.listToolsByServer(signal);
-  } catch (error) {
-    const why = isAppError(error)
-      ? error
-      : new AppError('unavailable', 'the MCP tools could not be listed', { cause: error });
-    listings = source.serverNames.map((server) => ({ server, error: why }));
+  const own = await listAgentMcp(
+    options.agentMcp,
+    request.agentMcpServers,
+    source?.serverNames ?? [],
+    signal,
+  );
+  for (const { agent, server } of own.shadowed) {
+    log.warn(
+      { agent, server },
+      "agent's MCP server left out of this turn: a server of the conversation has its name",
+    );
   }
+  for (const { agent, server, error } of signal.aborted ? [] : own.unlisted) {
+    log.warn(
+      { agent, server, reason: error.message, err: error },
+      "agent's MCP server left out of this turn: its tools could not be listed",
+    );
+  }
+  const tools = own.route(options.deps.tools);
+  const listings = source === undefined ? [] : await listHarnessMcp(source, signal);
+  const withOwn = (agent: string, offered: readonly TurnTool[], refs: readonly ToolReference[]) =>
+    offeredTools(offered, own.listingsOf(agent), refs, [
+      ...(options.requireApproval ?? []),
+      ...own.rulesOf(agent),
+    ]);
+  const references = request.toolReferences ?? [];
   const offered = offeredTools(input.tools, listings, references, options.requireApproval ?? []);
   // A cancelled turn fails its listings too; runTurn reports the cancel, so no warning.
   if (!signal.aborted) {
@@ -202,13 +221,34 @@ async function withMcpTools(
       );
     }
   }
-  // Every agent of the turn is offered the MCP tools too, under its own references.
+  // Every agent of the turn is offered the MCP tools too, under its own references, and
+  // its own servers' tools after them.
   const rules = options.requireApproval ?? [];
   const agents = input.agents?.map((agent) => {
-    const own = request.agentToolReferences?.get(agent.name) ?? [];
-    return { ...agent, tools: offeredTools(agent.tools, listings, own, rules).tools };
+    const refs = request.agentToolReferences?.get(agent.name) ?? [];
+    const shared = offeredTools(agent.tools, listings, refs, rules).tools;
+    return { ...agent, tools: withOwn(agent.name, shared, refs).tools };
   });
-  return { ...input, tools: offered.tools, ...(agents === undefined ? {} : { agents }) };
+  const answering = withOwn(input.agentName ?? '', offered.tools, references).tools;
+  return {
+    input: { ...input, tools: answering, ...(agents === undefined ? {} : { agents }) },
+    tools,
+  };
+}
+
+/** The harness's own servers' listings; a failure to list gives every server an error listing. */
+async function listHarnessMcp(
+  source: McpToolSource,
+  signal: AbortSignal,
+): Promise<readonly McpServerListing[]> {
+  try {
+    return await source.listToolsByServer(signal);
+  } catch (error) {
+    const why = isAppError(error)
+      ? error
+      : new AppError('unavailable', 'the MCP tools could not be listed', { cause: error });
+    return source.serverNames.map((server) => ({ server, error: why }));
+  }
 }
 
 /** Deployment policy on top of what the control plane sent. */

@@ -13,6 +13,7 @@ import { AppError } from '../../common/errors';
 import type { Agent } from '../api/v1alpha1/agent-resource';
 import type { ModelConfig } from '../api/v1alpha1/model-config-resource';
 import { DEFAULT_MAX_STEPS } from '../api/v1alpha1/conversation-values';
+import type { McpServerSpec } from '../api/v1alpha1/conversation-spec';
 import type { AgentDirectory } from '../controller/agent-resource-reads';
 
 /** The most agents one roster holds (the entry Agent and every Agent it reaches). */
@@ -50,6 +51,12 @@ export interface RosterAgent {
    * absent when none, so a roster without delegation keeps its bytes.
    */
   readonly delegates?: readonly string[];
+  /**
+   * The MCP servers of its Agent's `spec.tools.mcpServers`, as written there: the harness
+   * offers their tools to this agent only (docs/turns.md, "Agents"). Absent when none, so a
+   * roster without them keeps its bytes.
+   */
+  readonly mcpServers?: readonly McpServerSpec[];
   readonly model: RosterModel;
 }
 
@@ -107,6 +114,7 @@ export function resolveRoster(
   const agents = [...found.values()].sort((a, b) =>
     a.name < b.name ? -1 : a.name > b.name ? 1 : 0,
   );
+  checkMcpServerNames(agents, namespace);
   return recorded({ entry, agents });
 }
 
@@ -149,6 +157,9 @@ function rosterAgentOf(
     ...((spec.delegates ?? []).length === 0
       ? {}
       : { delegates: [...(spec.delegates ?? [])].sort() }),
+    ...((spec.tools?.mcpServers ?? []).length === 0
+      ? {}
+      : { mcpServers: spec.tools?.mcpServers?.map((server) => ({ ...server })) }),
     model: {
       modelConfig: spec.modelRef.name,
       provider: model.provider,
@@ -160,6 +171,30 @@ function rosterAgentOf(
         : { secretKeyRef: { name: model.secretKeyRef.name, key: model.secretKeyRef.key } }),
     },
   };
+}
+
+/**
+ * One MCP server name means one server within a turn (tools are `<server>/<tool>`, and the
+ * harness routes a call by that name): two Agents of a roster that declare the same name
+ * must declare the same server.
+ *
+ * @throws AppError `failed_precondition` naming both Agents and the server.
+ */
+function checkMcpServerNames(agents: readonly RosterAgent[], namespace: string): void {
+  const seen = new Map<string, { agent: string; json: string }>();
+  for (const agent of agents) {
+    for (const server of agent.mcpServers ?? []) {
+      const json = canonicalJson(server);
+      const first = seen.get(server.name);
+      if (first === undefined) seen.set(server.name, { agent: agent.name, json });
+      else if (first.json !== json) {
+        throw new AppError(
+          'failed_precondition',
+          `Agents ${first.agent} and ${agent.name} in namespace ${namespace} both declare an MCP server named ${server.name} in spec.tools.mcpServers, differently; agents of one conversation share server names, so rename one of them or make them the same server`,
+        );
+      }
+    }
+  }
 }
 
 function missingAgent(
@@ -208,6 +243,12 @@ function isRoster(value: unknown): value is AgentRoster {
   );
 }
 
+function isMcpServer(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  const { name, transport } = value as Record<string, unknown>;
+  return typeof name === 'string' && (transport === 'stdio' || transport === 'http');
+}
+
 function isRosterAgent(value: unknown): value is RosterAgent {
   if (typeof value !== 'object' || value === null) return false;
   const a = value as Record<string, unknown>;
@@ -222,6 +263,8 @@ function isRosterAgent(value: unknown): value is RosterAgent {
     strings(a.requireApproval) &&
     strings(a.handoffs) &&
     (a.delegates === undefined || strings(a.delegates)) &&
+    (a.mcpServers === undefined ||
+      (Array.isArray(a.mcpServers) && a.mcpServers.every(isMcpServer))) &&
     typeof a.maxSteps === 'number' &&
     typeof model === 'object' &&
     model !== null &&

@@ -3,6 +3,7 @@
  * under, the agent that answers first, what the harness is given for each agent, and the
  * checks on the agents a harness's steps name. Pure.
  */
+import { dispatchedMcpServers } from './agent-mcp-servers';
 import { AppError } from '../../common/errors';
 import { needsApproval } from '../../common/approval-rules';
 import {
@@ -151,6 +152,7 @@ export function dispatchedAgentsOf(roster: AgentRoster): DispatchedAgent[] {
       ),
       handoffs: [...agent.handoffs],
       delegates: [...delegates],
+      ...dispatchedMcpServers(agent),
     };
   });
 }

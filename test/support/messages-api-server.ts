@@ -128,6 +128,13 @@ export interface MessagesApiServerOptions {
   readonly apiKey?: string;
   /** Answers requests while the queue is empty. @default none: such a request gets 500 */
   readonly respond?: Responder;
+  /** The loopback port to listen on (a long-running stack's fixed address). @default a free one */
+  readonly port?: number;
+  /**
+   * Whether to keep every request in {@link MessagesApiServer.requests}: a server that runs
+   * for hours (`make dev`'s demo model) keeps none. @default true
+   */
+  readonly record?: boolean;
 }
 
 const ERROR_TYPES: Readonly<Record<number, string>> = {
@@ -168,7 +175,12 @@ export class MessagesApiServer {
   private messageCount = 0;
   private responder: Responder | undefined;
 
-  private constructor(server: Server, apiKey: string, respond: Responder | undefined) {
+  private constructor(
+    server: Server,
+    apiKey: string,
+    respond: Responder | undefined,
+    private readonly record: boolean,
+  ) {
     this.server = server;
     this.key = apiKey;
     this.responder = respond;
@@ -177,11 +189,16 @@ export class MessagesApiServer {
   /** Listens on a free loopback port. */
   static async start(options: MessagesApiServerOptions = {}): Promise<MessagesApiServer> {
     const server = createServer();
-    const api = new MessagesApiServer(server, options.apiKey ?? 'test-key', options.respond);
+    const api = new MessagesApiServer(
+      server,
+      options.apiKey ?? 'test-key',
+      options.respond,
+      options.record ?? true,
+    );
     server.on('request', (req: IncomingMessage, res: ServerResponse) => api.handle(req, res));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(0, '127.0.0.1', () => resolve());
+      server.listen(options.port ?? 0, '127.0.0.1', () => resolve());
     });
     return api;
   }
@@ -247,7 +264,7 @@ export class MessagesApiServer {
         stream,
         aborted: false,
       };
-      this.requests.push(recorded);
+      if (this.record) this.requests.push(recorded);
       this.open.add(res);
       res.on('close', () => {
         this.open.delete(res);

@@ -59,6 +59,8 @@ export interface RealTurnsOptions {
   readonly admins?: readonly string[];
   /** Harness tools besides the built-in ones (scripted-harness.ts). */
   readonly extraTools?: ScriptedHarnessOptions['extraTools'];
+  /** Where the harness connects agents' own MCP servers (scripted-harness.ts). */
+  readonly agentMcp?: ScriptedHarnessOptions['agentMcp'];
   /**
    * The namespace the harness serves (its certificate names it): that of the conversations
    * the test adds. @default the control plane's, as in-memory conversations get it
@@ -150,6 +152,7 @@ export async function startRealTurns(options: RealTurnsOptions): Promise<RealTur
     ...(options.extraTools === undefined ? {} : { extraTools: options.extraTools }),
     ...(options.harnessNamespace === undefined ? {} : { namespace: options.harnessNamespace }),
     ...(options.coordinator?.nowMs === undefined ? {} : { nowMs: options.coordinator.nowMs }),
+    ...(options.agentMcp === true ? { agentMcp: true } : {}),
   });
   const conversations = new InMemoryConversations({
     spec: { ...TEST_CONVERSATION_SPEC, ...options.spec },

@@ -4,6 +4,8 @@
  * reserved tools in the catalog, the ed25519 approval verifier), with the scripted model
  * playing `replies` in order.
  */
+import { AgentMcpServers } from '../../harness/server/agent-mcp-servers';
+import { McpToolRunner } from '../../harness/tools/mcp-tools';
 import type { Logger } from 'pino';
 import type { ServingCertificate } from '../../common/serving-certificate';
 import { nodeEd25519Verifier } from '../../harness/crypto/node-ed25519';
@@ -52,6 +54,11 @@ export interface ScriptedHarnessOptions {
    * one host's clock serves both in production (approval expiries compare across them).
    */
   readonly nowMs?: () => number;
+  /**
+   * Connect agents' own MCP servers (harness-options.ts `agentMcp`) with the real MCP
+   * adapter, as the harness process does; closed with the harness. @default false
+   */
+  readonly agentMcp?: boolean;
 }
 
 export async function startScriptedHarness(
@@ -60,12 +67,17 @@ export async function startScriptedHarness(
   const model = new ScriptedProvider({ replies: [...options.replies] }, 'test-script');
   const extra = options.extraTools;
   const namespace = options.namespace ?? DEFAULT_CONVERSATION_NAMESPACE;
+  const agentMcp =
+    options.agentMcp === true
+      ? new AgentMcpServers((config) => Promise.resolve(new McpToolRunner([config])))
+      : undefined;
   const server = new HarnessServer({
     host: '127.0.0.1',
     port: 0,
     certificate: options.certificate ?? (await testHarnessCertificate(namespace, options.logger)),
     namespace,
     logger: options.logger,
+    ...(agentMcp === undefined ? {} : { agentMcp }),
     toolCatalog: (name) =>
       builtinTools.find((tool) => tool.name === name) ??
       extra?.tools.find((tool) => tool.name === name) ??
@@ -88,6 +100,9 @@ export async function startScriptedHarness(
     server,
     endpoint: `127.0.0.1:${String(port)}`,
     model,
-    close: () => server.close(),
+    close: async () => {
+      await server.close();
+      await agentMcp?.close();
+    },
   };
 }

@@ -87,6 +87,27 @@ export const invalidAgentResourceCases: readonly InvalidObjectCase[] = [
     rejectedBy: 'cel',
   },
   {
+    name: 'Agent MCP server whose url has no host',
+    ...agent({
+      modelRef,
+      tools: { mcpServers: [{ name: 'lookup', transport: 'http', url: 'http:///mcp' }] },
+    }),
+    expectMessage: fieldError(
+      'spec.tools.mcpServers[0].url',
+      'url must be an absolute URL with scheme https (or http) and a host, such as https://mcp.example.com/mcp',
+    ),
+    rejectedBy: 'cel',
+  },
+  {
+    name: 'Agent MCP server whose url is not http(s)',
+    ...agent({
+      modelRef,
+      tools: { mcpServers: [{ name: 'lookup', transport: 'http', url: 'file:///etc/passwd' }] },
+    }),
+    expectMessage: fieldError('spec.tools.mcpServers[0].url', 'should match'),
+    rejectedBy: 'openapi',
+  },
+  {
     name: 'Agent delegating to itself',
     ...agent({ modelRef, delegates: ['refused'] }),
     expectMessage: fieldError('spec.delegates', 'spec.delegates must not name the Agent itself'),

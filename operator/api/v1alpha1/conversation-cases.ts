@@ -238,6 +238,17 @@ export const invalidConversationCases: readonly InvalidConversationCase[] = [
     rejectedBy: 'openapi',
   },
   {
+    name: 'mcp server whose url has no host',
+    spec: {
+      tools: { mcpServers: [{ name: 'tickets', transport: 'http', url: 'http:///mcp' }] },
+    },
+    expectMessage: fieldError(
+      'spec.tools.mcpServers[0].url',
+      'url must be an absolute URL with scheme https (or http) and a host, such as https://mcp.example.com/mcp',
+    ),
+    rejectedBy: 'cel',
+  },
+  {
     name: 'mcp server with both command and url',
     spec: {
       tools: { mcpServers: [{ ...stdioServer, url: 'http://mcp.example:8080/mcp' }] },

@@ -27,6 +27,7 @@ import {
   DNS_SUBDOMAIN_PATTERN,
   DURATION_PATTERN,
   HTTP_URL_PATTERN,
+  HTTP_URL_RULE,
   MODEL_PATTERN,
   RETENTION_PATTERN,
   TOOL_NAME_PATTERN,
@@ -153,9 +154,17 @@ export const mcpServerField = object(
       maxItems: 64,
     }),
     url: string({
-      description: 'MCP streamable HTTP endpoint (transport http only).',
+      description:
+        'MCP streamable HTTP endpoint (transport http only): an absolute http:// or https:// URL with a host.',
       maxLength: 2048,
       pattern: HTTP_URL_PATTERN,
+      rules: [
+        {
+          rule: HTTP_URL_RULE,
+          message:
+            'url must be an absolute URL with scheme https (or http) and a host, such as https://mcp.example.com/mcp',
+        },
+      ],
     }),
     timeoutMs: integer({
       description: `Timeout of one MCP request in milliseconds (1..600000). Default ${DEFAULT_MCP_TIMEOUT_MS}.`,

@@ -22,6 +22,12 @@ export const TOOL_NAME_PATTERN = '^[a-zA-Z0-9_-]{1,64}$';
 export const MODEL_PATTERN = '^\\S+$';
 /** An http(s) URL without whitespace; the harness resolves it. */
 export const HTTP_URL_PATTERN = '^https?://\\S+$';
+/**
+ * CEL on a URL string: absolute, scheme https or http, a host (CEL's URL library). The
+ * pattern above only screens the scheme; this names what is wrong in words.
+ */
+export const HTTP_URL_RULE =
+  "isURL(self) && url(self).getScheme() in ['https', 'http'] && url(self).getHostname() != ''";
 /** Lower-case hex SHA-256 (the journal's root hash). */
 export const SHA256_HEX_PATTERN = '^[0-9a-f]{64}$';
 /** A journal key id: 16 bytes, lower-case hex (docs/journal-format.md, section 6). */

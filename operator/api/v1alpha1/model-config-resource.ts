@@ -4,7 +4,12 @@
  * by the control plane only, and only once a namespace owner grants it `get` on that one
  * Secret (docs/operator.md, "Agents and ModelConfigs").
  */
-import { DNS_SUBDOMAIN_PATTERN, MODEL_PATTERN, SECRET_KEY_PATTERN } from './field-patterns';
+import {
+  DNS_SUBDOMAIN_PATTERN,
+  HTTP_URL_RULE,
+  MODEL_PATTERN,
+  SECRET_KEY_PATTERN,
+} from './field-patterns';
 import type { ObjectMeta } from './conversation-types';
 import type { ReadyStatus } from './ready-status';
 import type { Infer } from './schema-builder';
@@ -36,8 +41,7 @@ export const MAX_TOKENS_MIN = 1;
 export const MAX_TOKENS_MAX = 1_048_576;
 
 /** `spec.baseUrl`'s rule: an absolute http(s) URL with a host (CEL's URL library). */
-export const BASE_URL_RULE =
-  "isURL(self) && url(self).getScheme() in ['https', 'http'] && url(self).getHostname() != ''";
+export const BASE_URL_RULE = HTTP_URL_RULE;
 
 /** `spec` of a ModelConfig. */
 export const modelConfigSpecField = object(

@@ -14,6 +14,8 @@ export interface TestHttpMcpServer {
   readonly url: string;
   /** Resolves when a `hang` call reached its handler. */
   readonly hangStarted: Promise<void>;
+  /** The tools called, in order (what a test that a call never ran reads). */
+  readonly calls: readonly string[];
   /** Cuts all connections at once and stops listening. */
   kill(): Promise<void>;
 }
@@ -25,17 +27,20 @@ export async function startTestHttpMcpServer(): Promise<TestHttpMcpServer> {
     signalHang = resolve;
   });
   const sockets = new Set<Socket>();
+  const calls: string[] = [];
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const mcp = new McpServer({ name: 'polychrome-http-test-server', version: '1.0.0' });
-    mcp.registerTool('echo', { description: 'Echo.', annotations: { readOnlyHint: true } }, () => ({
-      content: [{ type: 'text', text: 'echo over http' }],
-    }));
+    mcp.registerTool('echo', { description: 'Echo.', annotations: { readOnlyHint: true } }, () => {
+      calls.push('echo');
+      return { content: [{ type: 'text', text: 'echo over http' }] };
+    });
     mcp.registerTool(
       'hang',
       { description: 'Never answers.' },
       () =>
         new Promise(() => {
+          calls.push('hang');
           signalHang();
         }),
     );
@@ -66,6 +71,7 @@ export async function startTestHttpMcpServer(): Promise<TestHttpMcpServer> {
   return {
     url: `http://127.0.0.1:${address.port}/mcp`,
     hangStarted,
+    calls,
     kill: async () => {
       for (const socket of sockets) socket.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));

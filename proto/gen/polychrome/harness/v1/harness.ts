@@ -237,6 +237,30 @@ export interface DispatchedAgent {
    * thread of its own and answers as the `__delegate_to` call's result.
    */
   delegates: string[];
+  /**
+   * The MCP servers of its Agent (spec.tools.mcpServers): the harness connects to them and
+   * offers their tools, `<server>/<tool>`, to this agent only, beside the harness's own
+   * (docs/turns.md, "Agents"). A name is one server within a turn.
+   */
+  mcpServers: AgentMcpServer[];
+  /**
+   * With mcp_servers: the agent's approval rules (its Agent's and the Conversation's,
+   * common/approval-rules.ts), which gate the tools of its servers as the harness's own
+   * rules gate every MCP tool. Only add.
+   */
+  requireApproval: string[];
+}
+
+/** One MCP server of an Agent, as its spec.tools.mcpServers entry gives it. */
+export interface AgentMcpServer {
+  name: string;
+  /** `stdio` (command, args) or `http` (url). */
+  transport: string;
+  command: string;
+  args: string[];
+  url: string;
+  /** 0: the default (60 s). */
+  timeoutMs: number;
 }
 
 export interface MemoryEntry {
@@ -1078,7 +1102,16 @@ export const TurnStart: MessageFns<TurnStart> = {
 };
 
 function createBaseDispatchedAgent(): DispatchedAgent {
-  return { name: "", description: "", settings: undefined, tools: [], handoffs: [], delegates: [] };
+  return {
+    name: "",
+    description: "",
+    settings: undefined,
+    tools: [],
+    handoffs: [],
+    delegates: [],
+    mcpServers: [],
+    requireApproval: [],
+  };
 }
 
 export const DispatchedAgent: MessageFns<DispatchedAgent> = {
@@ -1100,6 +1133,12 @@ export const DispatchedAgent: MessageFns<DispatchedAgent> = {
     }
     for (const v of message.delegates) {
       writer.uint32(50).string(v!);
+    }
+    for (const v of message.mcpServers) {
+      AgentMcpServer.encode(v!, writer.uint32(58).fork()).join();
+    }
+    for (const v of message.requireApproval) {
+      writer.uint32(66).string(v!);
     }
     return writer;
   },
@@ -1165,6 +1204,22 @@ export const DispatchedAgent: MessageFns<DispatchedAgent> = {
             message.delegates.push(reader.string());
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.mcpServers.push(AgentMcpServer.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.requireApproval.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1186,6 +1241,16 @@ export const DispatchedAgent: MessageFns<DispatchedAgent> = {
       handoffs: globalThis.Array.isArray(object?.handoffs) ? object.handoffs.map((e: any) => globalThis.String(e)) : [],
       delegates: globalThis.Array.isArray(object?.delegates)
         ? object.delegates.map((e: any) => globalThis.String(e))
+        : [],
+      mcpServers: globalThis.Array.isArray(object?.mcpServers)
+        ? object.mcpServers.map((e: any) => AgentMcpServer.fromJSON(e))
+        : globalThis.Array.isArray(object?.mcp_servers)
+        ? object.mcp_servers.map((e: any) => AgentMcpServer.fromJSON(e))
+        : [],
+      requireApproval: globalThis.Array.isArray(object?.requireApproval)
+        ? object.requireApproval.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.require_approval)
+        ? object.require_approval.map((e: any) => globalThis.String(e))
         : [],
     };
   },
@@ -1210,6 +1275,12 @@ export const DispatchedAgent: MessageFns<DispatchedAgent> = {
     if (message.delegates?.length) {
       obj.delegates = message.delegates;
     }
+    if (message.mcpServers?.length) {
+      obj.mcpServers = message.mcpServers.map((e) => AgentMcpServer.toJSON(e));
+    }
+    if (message.requireApproval?.length) {
+      obj.requireApproval = message.requireApproval;
+    }
     return obj;
   },
 
@@ -1226,6 +1297,161 @@ export const DispatchedAgent: MessageFns<DispatchedAgent> = {
     message.tools = object.tools?.map((e) => ToolSpec.fromPartial(e)) || [];
     message.handoffs = object.handoffs?.map((e) => e) || [];
     message.delegates = object.delegates?.map((e) => e) || [];
+    message.mcpServers = object.mcpServers?.map((e) => AgentMcpServer.fromPartial(e)) || [];
+    message.requireApproval = object.requireApproval?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseAgentMcpServer(): AgentMcpServer {
+  return { name: "", transport: "", command: "", args: [], url: "", timeoutMs: 0 };
+}
+
+export const AgentMcpServer: MessageFns<AgentMcpServer> = {
+  encode(message: AgentMcpServer, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.transport !== "") {
+      writer.uint32(18).string(message.transport);
+    }
+    if (message.command !== "") {
+      writer.uint32(26).string(message.command);
+    }
+    for (const v of message.args) {
+      writer.uint32(34).string(v!);
+    }
+    if (message.url !== "") {
+      writer.uint32(42).string(message.url);
+    }
+    if (message.timeoutMs !== 0) {
+      writer.uint32(48).uint32(message.timeoutMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AgentMcpServer {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAgentMcpServer();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.transport = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.command = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.args.push(reader.string());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.url = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.timeoutMs = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AgentMcpServer {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      transport: isSet(object.transport) ? globalThis.String(object.transport) : "",
+      command: isSet(object.command) ? globalThis.String(object.command) : "",
+      args: globalThis.Array.isArray(object?.args) ? object.args.map((e: any) => globalThis.String(e)) : [],
+      url: isSet(object.url) ? globalThis.String(object.url) : "",
+      timeoutMs: isSet(object.timeoutMs)
+        ? globalThis.Number(object.timeoutMs)
+        : isSet(object.timeout_ms)
+        ? globalThis.Number(object.timeout_ms)
+        : 0,
+    };
+  },
+
+  toJSON(message: AgentMcpServer): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.transport !== "") {
+      obj.transport = message.transport;
+    }
+    if (message.command !== "") {
+      obj.command = message.command;
+    }
+    if (message.args?.length) {
+      obj.args = message.args;
+    }
+    if (message.url !== "") {
+      obj.url = message.url;
+    }
+    if (message.timeoutMs !== 0) {
+      obj.timeoutMs = Math.round(message.timeoutMs);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<AgentMcpServer>): AgentMcpServer {
+    return AgentMcpServer.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<AgentMcpServer>): AgentMcpServer {
+    const message = createBaseAgentMcpServer();
+    message.name = object.name ?? "";
+    message.transport = object.transport ?? "";
+    message.command = object.command ?? "";
+    message.args = object.args?.map((e) => e) || [];
+    message.url = object.url ?? "";
+    message.timeoutMs = object.timeoutMs ?? 0;
     return message;
   },
 };
