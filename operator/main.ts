@@ -17,7 +17,7 @@ import { StateClient } from '../common/state-client';
 import { startTracing } from '../common/tracing';
 import { caBundle } from './ca-bundle';
 import { loadControlPlaneConfig } from './config';
-import { runProvisioner } from './provision/run';
+import { runProvisioner } from './provisioner-process';
 import { loadSummaryConfig, summaryModelClient } from './summary-config';
 import { createControlPlaneMetrics } from './control-plane-metrics';
 import { createAgentResourcesController, createModelRelay } from './agent-resources-wiring';

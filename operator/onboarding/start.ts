@@ -1,5 +1,5 @@
 /**
- * Builds namespace onboarding for the provisioner's process (operator/provision/run.ts): the
+ * Builds namespace onboarding for the provisioner's process (operator/provisioner-process.ts): the
  * onboarder over the API server, Events for conflicts, and the namespace watch.
  */
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';

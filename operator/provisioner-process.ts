@@ -15,11 +15,11 @@
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
 
-import { HealthServer } from '../../common/health-server';
-import { componentLogger, createRootLogger, LogComponent } from '../../common/log';
-import { buildOnboarding } from '../onboarding/start';
-import { loadProvisionConfig } from './config';
-import { Provisioner } from './provisioner';
+import { HealthServer } from '../common/health-server';
+import { componentLogger, createRootLogger, LogComponent } from '../common/log';
+import { buildOnboarding } from './onboarding/start';
+import { loadProvisionConfig } from './provision/config';
+import { Provisioner } from './provision/provisioner';
 
 /**
  * Runs the provisioner until SIGTERM.
