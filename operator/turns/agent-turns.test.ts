@@ -7,20 +7,13 @@
  * after a turn began affects only later turns.
  */
 import { afterEach, describe, expect, it } from '@jest/globals';
-import pino from 'pino';
-import { decodePayload, type EventPayloads } from '../../common/event-kinds';
-import { readyStatus } from '../../test/support/in-memory-conversations';
-import { noSecrets } from '../../test/support/no-secrets';
-import {
-  MessagesApiServer,
-  type RecordedRequest,
-  type ScriptedReply,
+import { startAgentTurns, type AgentTurns } from '../../test/support/agent-turns';
+import type {
+  RecordedRequest,
+  Responder,
+  ScriptedReply,
 } from '../../test/support/messages-api-server';
-import { startRealTurns, TEST_OWNER } from '../../test/support/real-turns';
 import type { Agent } from '../api/v1alpha1/agent-resource';
-import type { ModelConfig } from '../api/v1alpha1/model-config-resource';
-import { NO_KEY, ProviderModelRelay } from '../models/provider-model-relay';
-import type { AgentDirectory } from '../controller/agent-resource-reads';
 
 let closers: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -66,52 +59,15 @@ function crewResponder(request: RecordedRequest): ScriptedReply {
   return { kind: 'message', content: [{ type: 'text', text: `${prompt} here: refunded` }] };
 }
 
+/** The shared Agent-turns rig (test/support/agent-turns.ts), closed after each test. */
 async function crewTurns(
   agents: Map<string, Agent>,
   entry = 'triage',
-  responder: (request: RecordedRequest) => ScriptedReply | Promise<ScriptedReply> = crewResponder,
-) {
-  // No secretKeyRef: the relay sends its placeholder key, which this server expects.
-  const api = await MessagesApiServer.start({ apiKey: NO_KEY });
-  closers.push(() => api.close());
-  api.setResponder(responder);
-  const claude: ModelConfig = {
-    apiVersion: 'polychrome.dev/v1alpha1',
-    kind: 'ModelConfig',
-    metadata: { name: 'claude', namespace: 'any' },
-    spec: { provider: 'anthropic', model: 'claude-crew', baseUrl: api.url },
-  };
-  const directory: AgentDirectory = {
-    agent: (name) => agents.get(name),
-    modelConfig: (name) => (name === 'claude' ? claude : undefined),
-  };
-  const relay = new ProviderModelRelay({
-    secrets: noSecrets,
-    account: { name: 'polychrome-control-plane', namespace: 'polychrome-system' },
-    adapter: { maxAttempts: 1 },
-  });
-  const turns = await startRealTurns({
-    replies: [],
-    logger: pino({ level: process.env.TEST_LOG ?? 'silent' }),
-    coordinator: { maxAttempts: 1, modelRelay: relay, agentDirectory: () => directory },
-  });
-  closers.push(() => turns.close());
-  const conversation = turns.conversations.add(
-    { owner: TEST_OWNER.identity, agentRef: { name: entry } },
-    { status: readyStatus(turns.harness.endpoint) },
-  );
-  const uid = conversation.metadata.uid ?? '';
-  const post = (text: string) =>
-    turns.coordinator.postMessage(
-      TEST_OWNER,
-      { conversationId: uid, text, idempotencyKey: text },
-      AbortSignal.timeout(20_000),
-    );
-  const events = async <K extends keyof EventPayloads>(kind: K): Promise<EventPayloads[K][]> =>
-    (await turns.journal.entries(`conv-${uid}`))
-      .filter((e) => e.kind === kind)
-      .map((e) => decodePayload(kind, e.payload));
-  return { api, turns, uid, post, events };
+  respond: Responder = crewResponder,
+): Promise<AgentTurns> {
+  const rig = await startAgentTurns({ agents, entry, respond });
+  closers.push(() => rig.close());
+  return rig;
 }
 
 describe('a Conversation that names an Agent', () => {
