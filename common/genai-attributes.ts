@@ -16,8 +16,11 @@ export type GenAiOperation = (typeof GenAiOperation)[keyof typeof GenAiOperation
 /** Where the model and tool spans of one agent's part of a turn go. */
 export interface GenAiSpanScope {
   readonly conversationId: string;
-  /** Their parent: the agent's `invoke_agent` span; undefined: the active context. */
-  parent(): Context | undefined;
+  /**
+   * Their parent: the `invoke_agent` span of the agent answering on delegation `thread`
+   * (absent or '': the turn's own agent); undefined: the active context.
+   */
+  parent(thread?: string): Context | undefined;
 }
 
 /** `gen_ai.agent.name` of an agent whose Conversation sets no `spec.agent.name`. */

@@ -90,7 +90,8 @@ describe('gen-crds', () => {
     expect(
       pinnedAgentSandboxVersion(
         'module m\n\nrequire sigs.k8s.io/agent-sandbox v0.5.6\n',
-        undefined,
+        // No Makefile value (make exports one to every test it runs: '' stands for none).
+        '',
       ),
     ).toBe('v0.5.6');
     expect(

@@ -35,7 +35,7 @@ export function tracedModel(
     ...(provider.genAi === undefined ? {} : { genAi: provider.genAi }),
     ...(provider.parameters === undefined ? {} : { parameters: provider.parameters }),
     complete: (request, options) => {
-      const parent = scope.parent();
+      const parent = scope.parent(options.thread);
       return inSpan(
         name,
         {

@@ -30,14 +30,15 @@ export interface AgentSpanTurn {
  * and tool spans of a segment are children of its span ({@link parent}). An agent another
  * delegates a task to (`__delegate_to`, docs/turns.md "Delegation") runs on a thread whose
  * `invoke_agent` span is a child of the span of the agent that asked, from
- * {@link enterThread} to {@link closeThread}; its model and tool spans are children of it.
+ * {@link enterThread} to {@link closeThread}; its model and tool spans (which name the
+ * thread) are children of it. A panel's threads are open side by side.
  * With tracing off nothing is made and {@link parent} is undefined.
  */
 export class AgentSpans implements GenAiSpanScope {
   private readonly turnContext: Context = activeTraceContext();
   private current: { span: Span; context: Context } | undefined;
-  /** The open threads' spans, outermost first (threads run one inside another, never side by side). */
-  private readonly threads: { thread: string; span: Span; context: Context }[] = [];
+  /** The open threads' spans, by thread; a panel's threads are open side by side. */
+  private readonly threads = new Map<string, { span: Span; context: Context; asker: string }>();
 
   constructor(private readonly turn: AgentSpanTurn) {}
 
@@ -57,33 +58,46 @@ export class AgentSpans implements GenAiSpanScope {
 
   /**
    * Opens the span of the thread `thread`, on which `name` does a task another agent asked
-   * for: a child of the asking agent's span (the innermost open one).
+   * for: a child of the asking agent's span, the one answering on `asker` ('' for the
+   * turn's own agent).
    *
    * @param model `gen_ai.request.model` of the delegate; empty: the turn's
    */
-  enterThread(thread: string, name: string, model: string): void {
-    const opened = this.open(name, this.parent() ?? this.turnContext, model || this.turn.model);
-    if (opened !== undefined) this.threads.push({ thread, ...opened });
+  enterThread(thread: string, name: string, model: string, asker = ''): void {
+    const opened = this.open(
+      name,
+      this.parent(asker) ?? this.turnContext,
+      model || this.turn.model,
+    );
+    if (opened !== undefined) this.threads.set(thread, { ...opened, asker });
   }
 
-  /** Ends the span of `thread`, and of any thread still open inside it. */
+  /** Ends the span of `thread`, and of any thread still open under it. */
   closeThread(thread: string, error?: unknown): void {
-    const at = this.threads.findIndex((open) => open.thread === thread);
-    if (at < 0) return;
-    for (const open of this.threads.splice(at).reverse()) {
-      if (error !== undefined) recordSpanError(open.span, error);
-      open.span.end();
+    const open = this.threads.get(thread);
+    if (open === undefined) return;
+    for (const [inner, { asker }] of [...this.threads]) {
+      if (asker === thread) this.closeThread(inner, error);
     }
+    this.threads.delete(thread);
+    if (error !== undefined) recordSpanError(open.span, error);
+    open.span.end();
   }
 
-  parent(): Context | undefined {
-    return this.threads.at(-1)?.context ?? this.current?.context;
+  parent(thread = ''): Context | undefined {
+    if (thread !== '') {
+      const open = this.threads.get(thread);
+      if (open !== undefined) return open.context;
+    }
+    return this.current?.context;
   }
 
   /** Ends every open span, threads first; `error` (the turn failed in them) marks them failed. */
   end(error?: unknown): void {
-    const outermost = this.threads[0];
-    if (outermost !== undefined) this.closeThread(outermost.thread, error);
+    for (const [thread, { asker }] of [...this.threads]) {
+      if (asker === '') this.closeThread(thread, error);
+    }
+    for (const thread of [...this.threads.keys()]) this.closeThread(thread, error);
     const open = this.current;
     this.current = undefined;
     if (open === undefined) return;

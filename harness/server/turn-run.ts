@@ -114,6 +114,7 @@ export async function runTurnCall(
                 change.thread,
                 change.agent,
                 settings.get(change.agent)?.model ?? '',
+                change.parentThread,
               )
             : agents.closeThread(change.thread),
         requestSha256: requestHasher,

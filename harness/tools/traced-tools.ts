@@ -20,7 +20,7 @@ export function tracedTools(runner: ToolRunner, scope: GenAiSpanScope): ToolRunn
   if (!isTracing()) return runner;
   return {
     call: (request, options) => {
-      const parent = scope.parent();
+      const parent = scope.parent(request.thread);
       return inSpan(
         `${GenAiOperation.ExecuteTool} ${request.name}`,
         {

@@ -8,7 +8,13 @@ import type { ToolRunner } from './ports/tool-port';
 import { signApproval, type ApprovalSigner } from './approval-token';
 import { requestIds } from '../../common/request-ids';
 import { askUserTool, delegateToolFor, handoffTool } from './reserved-tools';
-import { runTurn, type RunTurnDeps, type StepSink, type TextDelta } from './run-turn';
+import {
+  runTurn,
+  type RunTurnDeps,
+  type StepSink,
+  type TextDelta,
+  type ThreadChange,
+} from './run-turn';
 import { CLOSING_INSTRUCTION, FALLBACK_REPLY, type TurnInput } from './turn-machine';
 import type { ApprovalAnswer, TurnStep, TurnTool } from './turn-records';
 
@@ -841,6 +847,7 @@ describe('a panel on the shell (docs/turns.md, "Delegation")', () => {
       },
     };
     const deltas: TextDelta[] = [];
+    const threads: ThreadChange[] = [];
     const model = { model: 'scripted', maxTokens: 100 };
     const delegate = (name: string) => ({ name, system: `You are ${name}.`, tools: [], model });
     const outcome = await runTurn(
@@ -856,8 +863,24 @@ describe('a panel on the shell (docs/turns.md, "Delegation")', () => {
         delegates: ['researcher', 'checker'],
         agents: [delegate('researcher'), delegate('checker')],
       }),
-      { ...r.deps, modelFor: () => counted, onTextDelta: (delta) => deltas.push(delta) },
+      {
+        ...r.deps,
+        modelFor: () => counted,
+        onTextDelta: (delta) => deltas.push(delta),
+        onThread: (change) => threads.push(change),
+      },
     );
+    // Traces open each delegate's span under the agent that asked (the turn's own here).
+    expect(threads.filter((t) => t.kind === 'started')).toEqual([
+      { kind: 'started', thread: 'd1', agent: 'researcher', parentThread: '' },
+      { kind: 'started', thread: 'd2', agent: 'checker', parentThread: '' },
+    ]);
+    expect(
+      threads
+        .filter((t) => t.kind === 'closed')
+        .map((t) => t.thread)
+        .sort(),
+    ).toEqual(['d1', 'd2']);
     expect(outcome).toMatchObject({ kind: 'completed', text: 'Both are done.' });
     // Both delegates' calls were in flight at once.
     expect(most).toBe(2);

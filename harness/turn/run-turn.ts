@@ -15,6 +15,7 @@ import {
 } from './turn-machine';
 import type { TurnStep } from './turn-records';
 import { toOutcome, type TurnOutcome } from './turn-outcome';
+import { ReservedTool } from './reserved-tools';
 
 /**
  * The thin async shell around the turn machine: it runs effects against the injected
@@ -55,7 +56,13 @@ export interface TextDelta {
 /** What {@link runTurn} needs. */
 /** A delegate's thread started (its first model call) or closed (its result committed). */
 export type ThreadChange =
-  | { readonly kind: 'started'; readonly thread: string; readonly agent: string }
+  | {
+      readonly kind: 'started';
+      readonly thread: string;
+      readonly agent: string;
+      /** The thread of the agent that asked ('' for the turn's own). */
+      readonly parentThread: string;
+    }
   | { readonly kind: 'closed'; readonly thread: string };
 
 export interface RunTurnDeps {
@@ -170,6 +177,8 @@ export async function runTurn(
   let agent = input.agentName ?? '';
   /** The delegation threads whose agent has started, not yet closed. */
   const threads = new Set<string>();
+  /** The thread each delegation was asked on, by its `__delegate_to` call id. */
+  const askedOn = new Map<string, string>();
   try {
     for (;;) {
       const result = machine.step(state, event);
@@ -192,6 +201,10 @@ export async function runTurn(
             deps.commitTimeoutMs ?? DEFAULT_COMMIT_TIMEOUT_MS,
           );
           await deps.steps.commit(effect.step, { signal: commitSignal });
+          const intent = effect.step.kind === 'tool_call' ? effect.step.record : undefined;
+          if (intent?.toolName === ReservedTool.DelegateTo) {
+            askedOn.set(intent.toolCallId, intent.thread ?? '');
+          }
           const closed = effect.step.kind === 'tool_result' ? effect.step.record : undefined;
           if (closed?.delegate !== undefined && threads.delete(closed.toolCallId)) {
             deps.onThread?.({ kind: 'closed', thread: closed.toolCallId });
@@ -200,7 +213,12 @@ export async function runTurn(
           if (effect.type === 'call_model' && effect.thread !== undefined) {
             if (!threads.has(effect.thread)) {
               threads.add(effect.thread);
-              deps.onThread?.({ kind: 'started', thread: effect.thread, agent: effect.agent });
+              deps.onThread?.({
+                kind: 'started',
+                thread: effect.thread,
+                agent: effect.agent,
+                parentThread: askedOn.get(effect.thread) ?? '',
+              });
             }
           }
           // A delegate's thread (effect.thread) runs inside its caller's span.

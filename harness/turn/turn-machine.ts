@@ -995,6 +995,7 @@ function runCall(
     argsJson: call.argsJson,
     step: batch.step,
     maxSteps: state.maxSteps,
+    ...(state.thread === '' ? {} : { thread: state.thread }),
   };
   calls.push({
     type: tool.host === 'control_plane' ? 'call_trusted_tool' : 'call_tool',

@@ -1,8 +1,8 @@
 /*
  * Run by harness/server/agent-spans.test.ts as `node --import tsx`: starts tracing as
  * harness/main.ts does, exported as OTLP/HTTP JSON to an endpoint in this process, runs a
- * turn's shape by hand (RunTurn, its first agent, a handoff to a second, which delegates
- * a task to a third on a thread) with the real
+ * turn's shape by hand (RunTurn, its first agent, a handoff to a second, which asks a
+ * panel of two on threads side by side) with the real
  * traced model (a scripted provider) and tool runner (the built-in calculator), and prints
  * one JSON line: every span exported, with its parent.
  */
@@ -48,7 +48,7 @@ async function main(): Promise<void> {
   const tracing = await startTracing('probe');
 
   const provider = ScriptedProvider.parse(
-    '{"replies": [{"text": "Handing over."}, {"text": "Found it."}]}',
+    '{"replies": [{"text": "Handing over."}, {"text": "Doubtful."}, {"text": "Found it."}, {"text": "Still doubtful."}]}',
     'probe',
   );
   const signal = new AbortController().signal;
@@ -57,7 +57,7 @@ async function main(): Promise<void> {
     tools: [],
     toolChoice: 'auto',
   };
-  const call = (name: string, input: JsonObject): ToolCallRequest => ({
+  const call = (name: string, input: JsonObject, thread?: string): ToolCallRequest => ({
     turnId: 't-1',
     toolCallId: `toolu_${name}`,
     name,
@@ -65,6 +65,7 @@ async function main(): Promise<void> {
     argsJson: JSON.stringify(input),
     step: 1,
     maxSteps: 4,
+    ...(thread === undefined ? {} : { thread }),
   });
   await inSpan('RunTurn', { kind: SpanKind.SERVER }, async () => {
     const agents = new AgentSpans({ conversationId: 'c-1', provider: 'probe', model: 'm-1' });
@@ -74,10 +75,20 @@ async function main(): Promise<void> {
     await model.complete(hi, { signal });
     agents.enter('billing');
     await tools.call(call('calculator', { expression: '1 + 1' }), { signal, timeoutMs: 5_000 });
-    // billing delegates a task: the researcher's thread, as run-turn reports it.
-    agents.enterThread('toolu_delegate', 'researcher', 'm-2');
-    await model.complete(hi, { signal });
-    agents.closeThread('toolu_delegate');
+    // billing asks a panel: the researcher's and the skeptic's threads, side by side, as
+    // run-turn reports them; their calls interleave.
+    agents.enterThread('toolu_d1', 'researcher', 'm-2', '');
+    agents.enterThread('toolu_d2', 'skeptic', 'm-2', '');
+    await model.complete(hi, { signal, thread: 'toolu_d2' });
+    await model.complete(hi, { signal, thread: 'toolu_d1' });
+    await tools.call(call('calculator', { expression: '3 + 3' }, 'toolu_d1'), {
+      signal,
+      timeoutMs: 5_000,
+    });
+    agents.closeThread('toolu_d1');
+    // The skeptic's thread is still open after the researcher's closed.
+    await model.complete(hi, { signal, thread: 'toolu_d2' });
+    agents.closeThread('toolu_d2');
     await tools.call(call('calculator', { expression: '2 + 2' }), { signal, timeoutMs: 5_000 });
     agents.end();
   });

@@ -18,6 +18,8 @@ export interface ToolCallRequest {
   readonly step: number;
   /** The turn's effective step budget. */
   readonly maxSteps: number;
+  /** The delegation thread asking (its `__delegate_to` call's id); absent at the top. */
+  readonly thread?: string;
 }
 
 /** Options of one tool call. */
