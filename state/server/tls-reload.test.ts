@@ -190,7 +190,13 @@ describe('state plane certificate renewal', () => {
         ? true
         : undefined,
     );
-    expect(p.logs.join('\n')).toMatch(/the new pair is not usable; keeping the one in use/u);
+    // The log line comes through the process's stdout, the metric over HTTP: seeing the one
+    // does not mean the other has reached this process yet, so it is waited for too.
+    await eventually('the refusal logged', () =>
+      /the new pair is not usable; keeping the one in use/u.test(p.logs.join('\n'))
+        ? true
+        : undefined,
+    );
     expect(await presented(p, ca2, writer2)).toBe(fingerprintOf(server2.cert));
     expect((await fresh.append(partition, 6, [message('still')])).head).toBe(8);
     await follow.return?.();
