@@ -24,6 +24,8 @@ export const EventKind = {
   TurnResolved: 'turn_resolved',
   PaymentCharge: 'payment_charge',
   OutboundPaymentReceipt: 'outbound_payment_receipt',
+  /** An approved payment is about to be sent (docs/payments.md, "Exactly once"). */
+  PaymentSent: 'payment_sent',
   /** The control plane's summary of earlier turns (docs/turns.md, "Summaries"). */
   Summary: 'summary',
   MemorySet: 'memory_set',
@@ -73,6 +75,7 @@ export interface EventPayloads {
   turn_resolved: ev.TurnResolved;
   payment_charge: ev.PaymentCharge;
   outbound_payment_receipt: ev.OutboundPaymentReceipt;
+  payment_sent: ev.PaymentSent;
   summary: ev.Summary;
   memory_set: ev.MemorySet;
   memory_cleared: ev.MemoryCleared;
@@ -106,6 +109,7 @@ export const payloadCodecs: { readonly [K in EventKind]: PayloadCodec<EventPaylo
   turn_resolved: ev.TurnResolved,
   payment_charge: ev.PaymentCharge,
   outbound_payment_receipt: ev.OutboundPaymentReceipt,
+  payment_sent: ev.PaymentSent,
   summary: ev.Summary,
   memory_set: ev.MemorySet,
   memory_cleared: ev.MemoryCleared,

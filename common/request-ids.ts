@@ -9,6 +9,8 @@ import { sha256 } from '@noble/hashes/sha2.js';
 export interface RequestIds {
   approvalRequestId(turnId: string, toolCallId: string): string;
   questionRequestId(turnId: string, toolCallId: string): string;
+  /** The approval of the payment a tool call met (docs/payments.md, "A paid call in a turn"). */
+  paymentApprovalRequestId(turnId: string, toolCallId: string): string;
 }
 
 const encoder = new TextEncoder();
@@ -25,4 +27,8 @@ export const requestIds: RequestIds = {
     derive('apr_', 'polychrome/approval-request/v1', turnId, toolCallId),
   questionRequestId: (turnId, toolCallId) =>
     derive('q_', 'polychrome/question-request/v1', turnId, toolCallId),
+  // Another domain than the call's own approval: a call that needed approval to run and
+  // then met a 402 waits for two answers, and neither can stand for the other.
+  paymentApprovalRequestId: (turnId, toolCallId) =>
+    derive('apr_', 'polychrome/payment-approval-request/v1', turnId, toolCallId),
 };

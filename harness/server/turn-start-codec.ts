@@ -1,3 +1,4 @@
+import { chargeFactsOf, chargeProtoOf } from '../../common/payment-approval';
 import {
   Role as ProtoRole,
   type HistoryBlock,
@@ -192,6 +193,7 @@ export function turnRequestToProto(request: TurnRequest): TurnStart {
     memory: (input.memory ?? []).map(({ key, value }) => ({ key, value })),
     memoryBudgetBytes: input.memoryBudgetBytes ?? 0,
     agents: agentsToProto(request),
+    paymentCharges: (input.paymentCharges ?? []).map(chargeProtoOf),
   };
 }
 
@@ -268,6 +270,9 @@ export function turnRequestFromProto(
             memory: start.memory.map(({ key, value }) => ({ key, value })),
           }),
       ...roster.input(agentName),
+      ...(start.paymentCharges.length === 0
+        ? {}
+        : { paymentCharges: start.paymentCharges.map(chargeFactsOf) }),
     },
     ...(toolReferences.length === 0 ? {} : { toolReferences }),
     ...roster.request(),

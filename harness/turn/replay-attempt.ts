@@ -232,6 +232,11 @@ function replayFrom(
         case 'call_trusted_tool':
           running.push(effect.call.toolCallId);
           break;
+        case 'request_charge':
+        case 'settle_payment':
+          // Replay feeds a paid call its recorded result: it never meets the 402 again.
+          running.push(effect.call.toolCallId);
+          break;
         case 'finish':
         case 'pause_for_approval':
         case 'pause_for_question':

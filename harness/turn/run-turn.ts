@@ -1,3 +1,4 @@
+import type { PaymentPort } from './ports/payment-port';
 import { AppError, isAppError, isRetryable, type ErrorCode } from '../../common/errors';
 import type { ModelProvider } from '../../common/model/model-port';
 import type { ToolCallRequest, ToolOutcome, ToolRunner } from './ports/tool-port';
@@ -75,6 +76,8 @@ export interface RunTurnDeps {
   readonly tools: ToolRunner;
   /** Runs tools with `host: 'control_plane'`; without it such calls fail with an error result. */
   readonly trustedTools?: ToolRunner;
+  /** The control plane's side of a 402 (docs/payments.md); without it a 402 is not paid. */
+  readonly payments?: PaymentPort;
   readonly steps: StepSink;
   readonly clock: Clock;
   readonly ids: RequestIds;
@@ -324,10 +327,50 @@ function startCall(
       });
       return;
     }
+    case 'request_charge':
+    case 'settle_payment':
+      launch(() => paymentStep(effect, deps, signal));
+      return;
     default: {
       const never: never = effect;
       return never;
     }
+  }
+}
+
+/** A paid call's way to the control plane: its challenge, or its approved payment. */
+async function paymentStep(
+  effect: Extract<TurnEffect, { type: 'request_charge' | 'settle_payment' }>,
+  deps: RunTurnDeps,
+  signal: AbortSignal,
+): Promise<TurnEvent | undefined> {
+  const toolCallId = effect.call.toolCallId;
+  const payments = deps.payments;
+  if (payments === undefined) {
+    const refusal = 'this harness has no way to the control plane to pay';
+    return effect.type === 'request_charge'
+      ? { type: 'charge_answered', toolCallId, answer: { refusal } }
+      : { type: 'trusted_tool_answered', toolCallId, outcome: { content: refusal, isError: true } };
+  }
+  const timeoutMs = deps.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
+  const callSignal = AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]);
+  try {
+    if (effect.type === 'request_charge') {
+      const answer = await payments.charge(effect.call, effect.challenge, {
+        signal: callSignal,
+        timeoutMs,
+      });
+      return signal.aborted ? undefined : { type: 'charge_answered', toolCallId, answer };
+    }
+    const outcome = await payments.settle(effect.call, effect.approvalRequestId, {
+      signal: callSignal,
+      timeoutMs,
+    });
+    return signal.aborted ? undefined : { type: 'trusted_tool_answered', toolCallId, outcome };
+  } catch (error) {
+    if (signal.aborted) return undefined;
+    const reason = isAppError(error) ? error.message : errorText(error);
+    return { type: 'tool_outcome_unknown', toolCallId, reason };
   }
 }
 

@@ -87,6 +87,8 @@ function brief(effect: TurnEffect): string {
       return `call_model ${effect.step}${effect.closing ? ' closing' : ''}`;
     case 'call_tool':
     case 'call_trusted_tool':
+    case 'request_charge':
+    case 'settle_payment':
       return `${effect.type} ${effect.call.toolCallId}`;
     case 'pause_for_approval':
       return `pause_for_approval ${effect.request.toolCallId}${effect.rejection === undefined ? '' : ` (${effect.rejection})`}`;

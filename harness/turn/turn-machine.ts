@@ -10,7 +10,15 @@ import type {
   ToolResultBlock,
   ToolUseBlock,
 } from '../../common/model/model-port';
-import type { ToolCallRequest, ToolOutcome } from './ports/tool-port';
+import type { ChargeFacts } from '../../common/payment-approval';
+import type { PaymentRequired, ToolCallRequest, ToolOutcome } from './ports/tool-port';
+import {
+  chargeMismatch,
+  chargeRefusedResult,
+  chargeUnansweredResult,
+  paymentApprovalRequest,
+  paymentDeniedResult,
+} from './turn-payment';
 import {
   verifyApprovalAnswer,
   type ApprovalKeys,
@@ -130,6 +138,11 @@ export interface TurnInput {
   readonly agents?: readonly TurnAgent[];
   /** Agents the starting agent may delegate tasks to (docs/turns.md, "Delegation"). */
   readonly delegates?: readonly string[];
+  /**
+   * The charges committed for this turn (docs/payments.md, "A paid call in a turn"): a
+   * recorded call that met a 402 is not run again; it waits for its payment's approval.
+   */
+  readonly paymentCharges?: readonly ChargeFacts[];
 }
 
 /** What the machine is told. */
@@ -158,6 +171,12 @@ export type TurnEvent =
       readonly toolCallId: string;
       readonly outcome: ToolOutcome;
     }
+  /** The control plane's answer to a `request_charge`: the charge it committed, or why not. */
+  | {
+      readonly type: 'charge_answered';
+      readonly toolCallId: string;
+      readonly answer: { readonly charge: ChargeFacts } | { readonly refusal: string };
+    }
   /** The call may or may not have taken effect (transport broke, timeout, abort). */
   | { readonly type: 'tool_outcome_unknown'; readonly toolCallId: string; readonly reason: string }
   | { readonly type: 'approval_answered'; readonly answer: ApprovalAnswer }
@@ -184,6 +203,21 @@ export type TurnEffect =
       readonly type: 'call_trusted_tool';
       readonly call: ToolCallRequest;
       readonly effect: ToolEffect;
+    }
+  /** A tool met a 402: send its challenge to the control plane, which answers `charge_answered`. */
+  | {
+      readonly type: 'request_charge';
+      readonly call: ToolCallRequest;
+      readonly challenge: PaymentRequired;
+    }
+  /**
+   * Pay the approved charge of the call: the control plane answers `trusted_tool_answered`
+   * with the paid response, or `tool_outcome_unknown` when money may have moved unanswered.
+   */
+  | {
+      readonly type: 'settle_payment';
+      readonly call: ToolCallRequest;
+      readonly approvalRequestId: string;
     }
   | {
       readonly type: 'pause_for_approval';
@@ -236,6 +270,8 @@ export function isTerminalEffect(effect: TurnEffect): effect is TerminalEffect {
     case 'call_model':
     case 'call_tool':
     case 'call_trusted_tool':
+    case 'request_charge':
+    case 'settle_payment':
       return false;
     default:
       return true;
@@ -255,12 +291,19 @@ export type TurnPhase = (typeof TurnPhase)[keyof typeof TurnPhase];
 /** Where one tool call of the current model response stands. */
 export type CallStatus =
   | { readonly kind: 'pending' }
-  | { readonly kind: 'running'; readonly effect: ToolEffect }
+  | {
+      readonly kind: 'running';
+      readonly effect: ToolEffect;
+      /** A paid call: its 402 is with the control plane, or its approved payment is being made. */
+      readonly payment?: 'charging' | 'settling';
+    }
   | { readonly kind: 'done'; readonly content: string; readonly isError: boolean }
   | {
       readonly kind: 'awaiting_approval';
       readonly request: ApprovalRequestRecord;
       readonly rejection?: string;
+      /** The approval is of this charge's payment, not of running the call. */
+      readonly payment?: ChargeFacts;
     }
   | {
       readonly kind: 'awaiting_answer';
@@ -343,6 +386,8 @@ export interface SharedContext {
   readonly memory: readonly MemoryItem[];
   /** Every step recorded for the turn, each thread's included: threads index their own. */
   readonly recordedSteps: readonly TurnStep[];
+  /** The turn's committed charges, each thread's included (tool call ids are the turn's). */
+  readonly charges: readonly ChargeFacts[];
 }
 
 /** A step's output. */
@@ -402,7 +447,7 @@ const idleState: TurnState = {
   roster: new Map(),
   visited: [],
   lastConfigHex: undefined,
-  shared: { budget: {}, memory: [], recordedSteps: [] },
+  shared: { budget: {}, memory: [], recordedSteps: [], charges: [] },
   recordedHandoffs: new Map(),
   configJson: undefined,
   delegates: undefined,
@@ -469,12 +514,45 @@ function step(deps: TurnMachineDeps, state: TurnState, event: TurnEvent): StepRe
     case 'trusted_tool_answered': {
       const index = runningCall(state, event);
       const effects: Effects = [];
+      const { paymentRequired } = event.outcome;
+      if (paymentRequired !== undefined && runningPhase(state, index) === undefined) {
+        return settle(deps, requestCharge(state, index, paymentRequired, effects), effects);
+      }
+      if (runningPhase(state, index) === 'charging') {
+        throw misfit(state, event, `tool call ${event.toolCallId} waits for its charge`);
+      }
       const next = completeCall(state, index, event.outcome, false, effects);
       return settle(deps, next, effects);
+    }
+    case 'charge_answered': {
+      const index = runningCall(state, event);
+      if (runningPhase(state, index) !== 'charging') {
+        throw misfit(state, event, `tool call ${event.toolCallId} asked for no charge`);
+      }
+      const effects: Effects = [];
+      return settle(deps, answerCharge(deps, state, index, event, effects), effects);
     }
     case 'tool_outcome_unknown': {
       const index = runningCall(state, event);
       const call = callAt(state, index);
+      const phase = runningPhase(state, index);
+      if (phase === 'settling') {
+        return end(state, [
+          {
+            type: 'ambiguous',
+            toolCallId: call.use.id,
+            reason: `the payment ${call.use.name} asked for may or may not have been made: ${event.reason}`,
+          },
+        ]);
+      }
+      if (phase === 'charging') {
+        const effects: Effects = [];
+        const outcome = {
+          content: chargeUnansweredResult(call.use.name, event.reason),
+          isError: true,
+        };
+        return settle(deps, completeCall(state, index, outcome, false, effects), effects);
+      }
       if (call.status.kind === 'running' && call.status.effect === 'side_effect') {
         return end(state, [
           {
@@ -582,6 +660,7 @@ function start(deps: TurnMachineDeps, input: TurnInput): StepResult {
       ...(input.summary === undefined ? {} : { summary: input.summary }),
       memory: input.memory ?? [],
       recordedSteps: input.recordedSteps,
+      charges: input.paymentCharges ?? [],
     },
   };
   const entered = enterAgent(state, first, effects);
@@ -841,7 +920,8 @@ function startBatch(deps: TurnMachineDeps, state: TurnState, effects: Effects): 
     if (
       recordedCall !== undefined &&
       recordedCall.effect === 'side_effect' &&
-      !state.recordedToolResults.has(call.use.id)
+      !state.recordedToolResults.has(call.use.id) &&
+      chargeOf(state, call.use.id) === undefined
     ) {
       return end(state, [
         ...effects,
@@ -930,6 +1010,11 @@ function resolveCall(
     const asked = setStatus(state, index, { kind: 'awaiting_answer', request });
     return answerQuestion(asked, index, state.questionAnswers, false, commits);
   }
+  const charge = chargeOf(state, use.id);
+  if (charge !== undefined && state.recordedToolCalls.has(use.id)) {
+    // It met a 402 and its charge is committed: it waits for the payment, never runs again.
+    return awaitPayment(deps, state, index, charge, commits, calls);
+  }
   if (state.recordedToolCalls.has(use.id)) {
     // Committed, no result, and pure (side effects were refused in startBatch): run it again.
     return runCall(state, index, tool, '', false, commits, calls);
@@ -987,22 +1072,95 @@ function runCall(
       },
     });
   }
-  const request: ToolCallRequest = {
+  calls.push({
+    type: tool.host === 'control_plane' ? 'call_trusted_tool' : 'call_tool',
+    call: toolRequest(state, batch.step, call),
+    effect: tool.effect,
+  });
+  return setStatus(state, index, { kind: 'running', effect: tool.effect });
+}
+
+/** The shell's view of a call of the batch of round trip `step`. */
+function toolRequest(state: TurnState, step: number, call: BatchCall): ToolCallRequest {
+  return {
     turnId: state.turnId,
     toolCallId: call.use.id,
     name: call.use.name,
     input: call.use.input,
     argsJson: call.argsJson,
-    step: batch.step,
+    step,
     maxSteps: state.maxSteps,
     ...(state.thread === '' ? {} : { thread: state.thread }),
   };
-  calls.push({
-    type: tool.host === 'control_plane' ? 'call_trusted_tool' : 'call_tool',
-    call: request,
-    effect: tool.effect,
+}
+
+/** The charge committed for tool call `id` of the turn, if one is. */
+function chargeOf(state: TurnState, id: string): ChargeFacts | undefined {
+  return state.shared.charges.find((charge) => charge.toolCallId === id);
+}
+
+/** Where a running call's payment stands; undefined for a call without one. */
+function runningPhase(state: TurnState, index: number): 'charging' | 'settling' | undefined {
+  const { status } = callAt(state, index);
+  return status.kind === 'running' ? status.payment : undefined;
+}
+
+/** The call met a 402: its challenge goes to the control plane. */
+function requestCharge(
+  state: TurnState,
+  index: number,
+  challenge: PaymentRequired,
+  effects: Effects,
+): TurnState {
+  const call = callAt(state, index);
+  const step = state.batch?.step ?? 0;
+  effects.push({ type: 'request_charge', call: toolRequest(state, step, call), challenge });
+  // Nothing is paid while the control plane reads the challenge: the call's own effect holds.
+  const effect = call.status.kind === 'running' ? call.status.effect : 'pure';
+  return setStatus(state, index, { kind: 'running', effect, payment: 'charging' });
+}
+
+/** The control plane's answer to a charge: a refusal ends the call, a charge awaits approval. */
+function answerCharge(
+  deps: TurnMachineDeps,
+  state: TurnState,
+  index: number,
+  event: Extract<TurnEvent, { type: 'charge_answered' }>,
+  effects: Effects,
+): TurnState {
+  const call = callAt(state, index);
+  if ('refusal' in event.answer) {
+    const content = chargeRefusedResult(call.use.name, event.answer.refusal);
+    return completeCall(state, index, { content, isError: true }, false, effects);
+  }
+  const { charge } = event.answer;
+  const mismatch = chargeMismatch(charge, {
+    turnId: state.turnId,
+    toolCallId: call.use.id,
+    requestId: deps.ids.paymentApprovalRequestId(state.turnId, call.use.id),
   });
-  return setStatus(state, index, { kind: 'running', effect: tool.effect });
+  if (mismatch !== undefined) {
+    throw misfit(state, event, `${mismatch}, not tool call ${call.use.id}'s`);
+  }
+  return awaitPayment(deps, state, index, charge, effects, effects);
+}
+
+/** The call waits for its charge's approval; a recorded answer decides it at once. */
+function awaitPayment(
+  deps: TurnMachineDeps,
+  state: TurnState,
+  index: number,
+  charge: ChargeFacts,
+  commits: Effects,
+  calls: Effects,
+): TurnState {
+  const call = callAt(state, index);
+  const request = paymentApprovalRequest(charge, call.use.name, state.requiredApprover);
+  const waiting = setStatus(state, index, { kind: 'awaiting_approval', request, payment: charge });
+  const candidates = state.approvalAnswers.filter(
+    (a) => a.requestId === request.requestId || a.turnId !== state.turnId,
+  );
+  return decideApproval(deps, waiting, index, candidates, false, commits, calls);
 }
 
 /**
@@ -1035,6 +1193,25 @@ function decideApproval(
       rejection = verdict.reason;
       continue;
     }
+    const charge = call.status.payment;
+    if (charge !== undefined) {
+      if (answer.decision === 'denied') {
+        const content = paymentDeniedResult(call.use.name, answer);
+        return completeCall(state, index, { content, isError: false }, true, commits);
+      }
+      // Approved: the control plane pays, with the wallet only it holds.
+      const step = state.batch?.step ?? 0;
+      calls.push({
+        type: 'settle_payment',
+        call: toolRequest(state, step, call),
+        approvalRequestId: request.requestId,
+      });
+      return setStatus(state, index, {
+        kind: 'running',
+        effect: 'side_effect',
+        payment: 'settling',
+      });
+    }
     if (answer.decision === 'denied') {
       const note = answer.comment === '' ? '' : ` Their note: ${answer.comment}`;
       return completeCall(
@@ -1057,6 +1234,7 @@ function decideApproval(
     kind: 'awaiting_approval',
     request,
     ...(rejection === undefined ? {} : { rejection }),
+    ...(call.status.payment === undefined ? {} : { payment: call.status.payment }),
   });
 }
 
@@ -1339,6 +1517,7 @@ function startThread(
       budget: parent.shared.budget,
       memory: [],
       recordedSteps: parent.shared.recordedSteps,
+      charges: parent.shared.charges,
     },
     thread,
     depth: parent.depth + 1,
@@ -1414,6 +1593,7 @@ function threadOf(state: TurnState, event: TurnEvent): number {
     }
     case 'tool_finished':
     case 'trusted_tool_answered':
+    case 'charge_answered':
     case 'tool_outcome_unknown': {
       const id = event.toolCallId;
       return calls.some((c) => c.use.id === id && c.status.kind === 'running')

@@ -155,6 +155,7 @@ function pausedTurn(): { turn: TurnView; request: ApprovalRequest } {
     dispatches: [],
     steps: [],
     approvalRequests: [],
+    payments: [],
     approvalResponses: [],
     questionRequests: [],
     questionResponses: [],

@@ -9,17 +9,26 @@ import type { Settlement } from './settlement';
 
 /**
  * The edge between the neutral payment types and the journal's messages: one pair per
- * message (`payment_charge`, `outbound_payment_receipt`). Not used by the turns yet
- * (docs/payments.md, "Not built yet"). The receipt's `receipt_id`, `key_id` and
- * `signature` are the signer's to fill.
+ * message (`payment_charge`, `outbound_payment_receipt`). The receipt's `receipt_id`,
+ * `key_id` and `signature` are the signer's to fill.
  */
 
-/** The `payment_charge` payload of an approved charge. */
+/** What a `payment_charge` records besides the charge. */
+export interface ChargeRecording {
+  /** The approval the charge waits for (common/request-ids.ts `paymentApprovalRequestId`). */
+  readonly approvalRequestId: string;
+  readonly idempotencyKey: string;
+  /** The challenge exactly as received. */
+  readonly challenge: string;
+  /** The delegation thread whose tool asked ('' at the top). */
+  readonly thread: string;
+}
+
+/** The `payment_charge` payload of a charge. */
 export function chargeToProto(
   charge: Charge,
   call: PaymentCall,
-  approvalRequestId: string,
-  idempotencyKey: string,
+  { approvalRequestId, idempotencyKey, challenge, thread }: ChargeRecording,
 ): PaymentCharge {
   return {
     turnId: call.turnId,
@@ -36,6 +45,8 @@ export function chargeToProto(
     resourceUrl: charge.resourceUrl,
     expiresAt: charge.expiresAt,
     idempotencyKey,
+    challenge,
+    thread,
   };
 }
 
@@ -60,12 +71,22 @@ export function chargeFromProto(event: PaymentCharge): Charge {
   };
 }
 
+/** What a receipt records besides the charge and its settlement. */
+export interface ReceiptRecording {
+  readonly approvalRequestId: string;
+  /** The paid response, as the tool is given it. */
+  readonly response: { readonly status: number; readonly contentType: string; readonly body: string };
+  readonly settledAtMs: number;
+  /** The wallet that paid (its name). */
+  readonly wallet: string;
+}
+
 /** The `outbound_payment_receipt` payload of a settled charge, before it is signed. */
 export function receiptToProto(
   charge: Charge,
   settlement: Settlement,
   call: PaymentCall,
-  approvalRequestId: string,
+  { approvalRequestId, response, settledAtMs, wallet }: ReceiptRecording,
 ): OutboundPaymentReceipt {
   return {
     turnId: call.turnId,
@@ -86,5 +107,11 @@ export function receiptToProto(
     approvalRequestId,
     idempotencyKey: settlement.idempotencyKey,
     upstreamReceipt: settlement.upstreamReceipt,
+    responseStatus: response.status,
+    responseContentType: response.contentType,
+    responseBody: response.body,
+    conversationId: call.conversationId,
+    settledAtMs,
+    wallet,
   };
 }

@@ -15,7 +15,10 @@ import type {
 } from './journal-view-types';
 
 /** Kinds whose payload names a turn (`turn_id`), besides `message_received`. */
-export type TurnEventKind = RecordKind | RequestKind | 'turn_resolved';
+export type TurnEventKind = RecordKind | RequestKind | PaymentKind | 'turn_resolved';
+
+/** A paid call's events (docs/payments.md, "A paid call in a turn"). */
+export type PaymentKind = 'payment_charge' | 'payment_sent' | 'outbound_payment_receipt';
 
 /** Turn events that add to the turn's own record: directive, dispatch, steps, terminal. */
 export type RecordKind =

@@ -19,8 +19,15 @@ import type {
   Attribution,
   TurnResolved,
 } from '../../proto/gen/polychrome/events/v1/events';
-import type { DecodedEvent, RecordKind, RequestKind, TurnEventKind } from './decoded-event-types';
 import type {
+  DecodedEvent,
+  PaymentKind,
+  RecordKind,
+  RequestKind,
+  TurnEventKind,
+} from './decoded-event-types';
+import type {
+  RecordedPayment,
   RecordedStep,
   TurnDirectiveRecord,
   TurnDispatch,
@@ -114,6 +121,8 @@ export function interpret(position: number, event: TypedEvent): DecodedEvent {
       return { type: 'memory', event: memoryEventOf(position, event) };
     case 'payment_charge':
     case 'outbound_payment_receipt':
+    case 'payment_sent':
+      return paymentEvent(position, event);
     case 'conversation_closed':
     case 'conversation_reopened':
     case 'key_rotated':
@@ -270,6 +279,33 @@ function requestEvent(
       }));
     }
   }
+}
+
+/** A charge, its `payment_sent` or its receipt: each after the charge of its tool call. */
+function paymentEvent(
+  position: number,
+  event: Extract<TypedEvent, { readonly kind: PaymentKind }>,
+): DecodedEvent {
+  if (event.kind === 'payment_charge') {
+    const charge = event.payload;
+    return turnEvent(position, event.kind, charge.turnId, charge, (turn) => ({
+      ...turn,
+      payments: [...turn.payments, { position, charge }],
+    }));
+  }
+  const { turnId, toolCallId } = event.payload;
+  return turnEvent(position, event.kind, turnId, event.payload, (turn) => {
+    // The newest charge of the call: a call meets one 402 at a time.
+    const index = turn.payments.findLastIndex((p) => p.charge.toolCallId === toolCallId);
+    const payment = turn.payments[index];
+    if (payment === undefined) return turn;
+    const recorded = { position, payload: event.payload };
+    const next =
+      event.kind === 'payment_sent'
+        ? { ...payment, sent: recorded as NonNullable<RecordedPayment['sent']> }
+        : { ...payment, receipt: recorded as NonNullable<RecordedPayment['receipt']> };
+    return { ...turn, payments: turn.payments.map((p, i) => (i === index ? next : p)) };
+  });
 }
 
 function turnEvent(

@@ -55,6 +55,7 @@ function start(conversationId: string, turnId: string): TurnStart {
     memory: [],
     memoryBudgetBytes: 0,
     agents: [],
+    paymentCharges: [],
   };
 }
 

@@ -16,6 +16,9 @@ import type {
   Attribution,
   Handoff,
   ModelCall,
+  OutboundPaymentReceipt,
+  PaymentCharge,
+  PaymentSent,
   QuestionRequest,
   QuestionResponse,
   RequestCancelled,
@@ -118,6 +121,8 @@ export interface TurnView {
   readonly terminal: TurnTerminal | undefined;
   /** `turn_resolved`: an admin settled a quarantine of this turn, in journal order. */
   readonly resolutions: readonly RecordedResponse<TurnResolved>[];
+  /** The turn's paid calls (docs/payments.md, "A paid call in a turn"), by charge, in journal order. */
+  readonly payments: readonly RecordedPayment[];
   /**
    * Where the turn stands by the one rule (common/turn-standing.ts), folded over the events
    * the view applied to it; turn-state.ts reads it.
@@ -128,6 +133,18 @@ export interface TurnView {
    * when none was. Their content is gone from the view: an erased message has empty text.
    */
   readonly erasedPositions?: readonly number[];
+}
+
+/**
+ * One charge of a turn and what became of it: `payment_charge`, then `payment_sent` just
+ * before the payment left the control plane, then `outbound_payment_receipt`.
+ */
+export interface RecordedPayment {
+  /** Position of the `payment_charge`. */
+  readonly position: number;
+  readonly charge: PaymentCharge;
+  readonly sent?: { readonly position: number; readonly payload: PaymentSent };
+  readonly receipt?: { readonly position: number; readonly payload: OutboundPaymentReceipt };
 }
 
 /** A read-only keyed lookup (the view's indexes are persistent maps, not ES Maps). */

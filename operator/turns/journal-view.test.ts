@@ -207,6 +207,7 @@ function historyOfAll(view: JournalView): ReturnType<typeof committedHistory> {
     dispatches: [],
     steps: [],
     approvalRequests: [],
+    payments: [],
     approvalResponses: [],
     questionRequests: [],
     questionResponses: [],

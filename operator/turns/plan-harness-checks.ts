@@ -72,6 +72,8 @@ export function turnStartOf(
     requiredApprover: turn.directive?.requiredApprover ?? '',
     recordedConfigSha256: Buffer.from(view.newestAgentConfig?.sha256 ?? '', 'hex'),
     summary: committedSummary(view, turn),
+    // A call that met a 402 waits for its payment, never runs again (docs/payments.md).
+    paymentCharges: turn.payments.map((payment) => payment.charge),
     // Memory goes to the model only with the tool that keeps it (docs/turns.md, "Memory").
     ...(agents.all.some(({ tools }) => tools.some(({ name }) => name === MEMORY_TOOL))
       ? {

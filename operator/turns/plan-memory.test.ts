@@ -21,6 +21,7 @@ function turn(steps: RecordedStep[]): TurnView {
     dispatches: [],
     steps,
     approvalRequests: [],
+    payments: [],
     approvalResponses: [],
     questionRequests: [],
     questionResponses: [],

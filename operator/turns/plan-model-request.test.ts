@@ -38,6 +38,7 @@ function start(name: string): TurnStart {
     recordedConfigSha256: Buffer.alloc(0),
     memory: [],
     memoryBudgetBytes: 0,
+    paymentCharges: [],
     agents: [],
     summary: '',
   };

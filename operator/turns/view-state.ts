@@ -184,6 +184,7 @@ export class StateBuilder {
       dispatches: [],
       steps: [],
       approvalRequests: [],
+      payments: [],
       approvalResponses: [],
       questionRequests: [],
       questionResponses: [],

@@ -37,6 +37,20 @@ export interface ToolCallOptions {
 export interface ToolOutcome {
   readonly content: string;
   readonly isError: boolean;
+  /**
+   * The tool's HTTP call got 402 Payment Required: the harness cannot pay, so the turn
+   * sends the challenge to the control plane (docs/payments.md, "A paid call in a turn")
+   * and `content` is not the call's result.
+   */
+  readonly paymentRequired?: PaymentRequired;
+}
+
+/** What a 402 told the tool: where it called and the response's headers. */
+export interface PaymentRequired {
+  /** The URL the tool called, as it called it. */
+  readonly url: string;
+  /** The 402 response's headers, names lower-case, as received. */
+  readonly headers: readonly (readonly [name: string, value: string])[];
 }
 
 /**

@@ -498,9 +498,11 @@ export interface TurnResolved {
 }
 
 /**
- * kind "payment_charge": a tool asked for payment (HTTP 402) and it was approved. The
- * fields from `protocol` on are the neutral charge the control plane parsed from the
- * challenge (docs/payments.md, "The charge"); not written yet.
+ * kind "payment_charge": a tool's HTTP call got 402 Payment Required. The control plane
+ * parsed the challenge the harness sent, found the charge within the conversation's spend
+ * limits, and committed this before the turn pauses for a person's approval of exactly
+ * these fields (docs/payments.md, "A paid call in a turn"). The fields from `protocol` on
+ * are the neutral charge (docs/payments.md, "The charge").
  */
 export interface PaymentCharge {
   turnId: string;
@@ -528,12 +530,38 @@ export interface PaymentCharge {
   expiresAt: string;
   /** The payment's idempotency key (64 hex digits; docs/payments.md, "Idempotency"). */
   idempotencyKey: string;
+  /**
+   * The challenge exactly as received (the header value `challenge_sha256` digests): the
+   * control plane pays from it after a restart, and replay parses it again.
+   */
+  challenge: string;
+  /** The delegation thread whose tool asked ('' for the turn's own agent). */
+  thread: string;
 }
 
 /**
- * kind "outbound_payment_receipt": the control plane settled a charge and signed this.
- * The fields from `protocol` on are the neutral settlement (docs/payments.md, "The
- * settlement"); not written yet.
+ * kind "payment_sent": the control plane is about to send an approved payment. Committed
+ * before the signed payment leaves the control plane, so a crash between the two is found:
+ * a `payment_sent` with no `outbound_payment_receipt` after it may have moved money, and
+ * the turn is quarantined naming the charge instead of paying again (docs/payments.md,
+ * "Exactly once").
+ */
+export interface PaymentSent {
+  turnId: string;
+  toolCallId: string;
+  /** The charge's idempotency key (its `payment_charge`). */
+  idempotencyKey: string;
+  /** The approval the payment runs under. */
+  approvalRequestId: string;
+  sentAtMs: number;
+  /** The wallet that signs (its name; never a key). */
+  wallet: string;
+}
+
+/**
+ * kind "outbound_payment_receipt": the control plane settled a charge and signed this with
+ * its approval key (docs/payments.md, "The receipt" gives the signed bytes). The fields
+ * from `protocol` on are the neutral settlement (docs/payments.md, "The settlement").
  */
 export interface OutboundPaymentReceipt {
   turnId: string;
@@ -565,6 +593,18 @@ export interface OutboundPaymentReceipt {
   idempotencyKey: string;
   /** The upstream receipt header exactly as received (`PAYMENT-RESPONSE`, `Payment-Receipt`). */
   upstreamReceipt: string;
+  /**
+   * The paid response, as the tool is given it: a call asked again after a crash is
+   * answered from here, never paid twice.
+   */
+  responseStatus: number;
+  responseContentType: string;
+  responseBody: string;
+  /** The conversation (its uid), bound by the signature with the rest. */
+  conversationId: string;
+  settledAtMs: number;
+  /** The wallet that paid (its name). */
+  wallet: string;
 }
 
 /**
@@ -4616,6 +4656,8 @@ function createBasePaymentCharge(): PaymentCharge {
     resourceUrl: "",
     expiresAt: "",
     idempotencyKey: "",
+    challenge: "",
+    thread: "",
   };
 }
 
@@ -4662,6 +4704,12 @@ export const PaymentCharge: MessageFns<PaymentCharge> = {
     }
     if (message.idempotencyKey !== "") {
       writer.uint32(114).string(message.idempotencyKey);
+    }
+    if (message.challenge !== "") {
+      writer.uint32(122).string(message.challenge);
+    }
+    if (message.thread !== "") {
+      writer.uint32(130).string(message.thread);
     }
     return writer;
   },
@@ -4791,6 +4839,22 @@ export const PaymentCharge: MessageFns<PaymentCharge> = {
             message.idempotencyKey = reader.string();
             continue;
           }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.challenge = reader.string();
+            continue;
+          }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.thread = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4851,6 +4915,8 @@ export const PaymentCharge: MessageFns<PaymentCharge> = {
         : isSet(object.idempotency_key)
         ? globalThis.String(object.idempotency_key)
         : "",
+      challenge: isSet(object.challenge) ? globalThis.String(object.challenge) : "",
+      thread: isSet(object.thread) ? globalThis.String(object.thread) : "",
     };
   },
 
@@ -4898,6 +4964,12 @@ export const PaymentCharge: MessageFns<PaymentCharge> = {
     if (message.idempotencyKey !== "") {
       obj.idempotencyKey = message.idempotencyKey;
     }
+    if (message.challenge !== "") {
+      obj.challenge = message.challenge;
+    }
+    if (message.thread !== "") {
+      obj.thread = message.thread;
+    }
     return obj;
   },
 
@@ -4920,6 +4992,177 @@ export const PaymentCharge: MessageFns<PaymentCharge> = {
     message.resourceUrl = object.resourceUrl ?? "";
     message.expiresAt = object.expiresAt ?? "";
     message.idempotencyKey = object.idempotencyKey ?? "";
+    message.challenge = object.challenge ?? "";
+    message.thread = object.thread ?? "";
+    return message;
+  },
+};
+
+function createBasePaymentSent(): PaymentSent {
+  return { turnId: "", toolCallId: "", idempotencyKey: "", approvalRequestId: "", sentAtMs: 0, wallet: "" };
+}
+
+export const PaymentSent: MessageFns<PaymentSent> = {
+  encode(message: PaymentSent, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.turnId !== "") {
+      writer.uint32(10).string(message.turnId);
+    }
+    if (message.toolCallId !== "") {
+      writer.uint32(18).string(message.toolCallId);
+    }
+    if (message.idempotencyKey !== "") {
+      writer.uint32(26).string(message.idempotencyKey);
+    }
+    if (message.approvalRequestId !== "") {
+      writer.uint32(34).string(message.approvalRequestId);
+    }
+    if (message.sentAtMs !== 0) {
+      writer.uint32(40).int64(message.sentAtMs);
+    }
+    if (message.wallet !== "") {
+      writer.uint32(50).string(message.wallet);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PaymentSent {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePaymentSent();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.turnId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.toolCallId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.idempotencyKey = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.approvalRequestId = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.sentAtMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.wallet = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PaymentSent {
+    return {
+      turnId: isSet(object.turnId)
+        ? globalThis.String(object.turnId)
+        : isSet(object.turn_id)
+        ? globalThis.String(object.turn_id)
+        : "",
+      toolCallId: isSet(object.toolCallId)
+        ? globalThis.String(object.toolCallId)
+        : isSet(object.tool_call_id)
+        ? globalThis.String(object.tool_call_id)
+        : "",
+      idempotencyKey: isSet(object.idempotencyKey)
+        ? globalThis.String(object.idempotencyKey)
+        : isSet(object.idempotency_key)
+        ? globalThis.String(object.idempotency_key)
+        : "",
+      approvalRequestId: isSet(object.approvalRequestId)
+        ? globalThis.String(object.approvalRequestId)
+        : isSet(object.approval_request_id)
+        ? globalThis.String(object.approval_request_id)
+        : "",
+      sentAtMs: isSet(object.sentAtMs)
+        ? globalThis.Number(object.sentAtMs)
+        : isSet(object.sent_at_ms)
+        ? globalThis.Number(object.sent_at_ms)
+        : 0,
+      wallet: isSet(object.wallet) ? globalThis.String(object.wallet) : "",
+    };
+  },
+
+  toJSON(message: PaymentSent): unknown {
+    const obj: any = {};
+    if (message.turnId !== "") {
+      obj.turnId = message.turnId;
+    }
+    if (message.toolCallId !== "") {
+      obj.toolCallId = message.toolCallId;
+    }
+    if (message.idempotencyKey !== "") {
+      obj.idempotencyKey = message.idempotencyKey;
+    }
+    if (message.approvalRequestId !== "") {
+      obj.approvalRequestId = message.approvalRequestId;
+    }
+    if (message.sentAtMs !== 0) {
+      obj.sentAtMs = Math.round(message.sentAtMs);
+    }
+    if (message.wallet !== "") {
+      obj.wallet = message.wallet;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<PaymentSent>): PaymentSent {
+    return PaymentSent.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<PaymentSent>): PaymentSent {
+    const message = createBasePaymentSent();
+    message.turnId = object.turnId ?? "";
+    message.toolCallId = object.toolCallId ?? "";
+    message.idempotencyKey = object.idempotencyKey ?? "";
+    message.approvalRequestId = object.approvalRequestId ?? "";
+    message.sentAtMs = object.sentAtMs ?? 0;
+    message.wallet = object.wallet ?? "";
     return message;
   },
 };
@@ -4944,6 +5187,12 @@ function createBaseOutboundPaymentReceipt(): OutboundPaymentReceipt {
     approvalRequestId: "",
     idempotencyKey: "",
     upstreamReceipt: "",
+    responseStatus: 0,
+    responseContentType: "",
+    responseBody: "",
+    conversationId: "",
+    settledAtMs: 0,
+    wallet: "",
   };
 }
 
@@ -5002,6 +5251,24 @@ export const OutboundPaymentReceipt: MessageFns<OutboundPaymentReceipt> = {
     }
     if (message.upstreamReceipt !== "") {
       writer.uint32(146).string(message.upstreamReceipt);
+    }
+    if (message.responseStatus !== 0) {
+      writer.uint32(152).uint32(message.responseStatus);
+    }
+    if (message.responseContentType !== "") {
+      writer.uint32(162).string(message.responseContentType);
+    }
+    if (message.responseBody !== "") {
+      writer.uint32(170).string(message.responseBody);
+    }
+    if (message.conversationId !== "") {
+      writer.uint32(178).string(message.conversationId);
+    }
+    if (message.settledAtMs !== 0) {
+      writer.uint32(184).int64(message.settledAtMs);
+    }
+    if (message.wallet !== "") {
+      writer.uint32(194).string(message.wallet);
     }
     return writer;
   },
@@ -5163,6 +5430,54 @@ export const OutboundPaymentReceipt: MessageFns<OutboundPaymentReceipt> = {
             message.upstreamReceipt = reader.string();
             continue;
           }
+          case 19: {
+            if (tag !== 152) {
+              break;
+            }
+
+            message.responseStatus = reader.uint32();
+            continue;
+          }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.responseContentType = reader.string();
+            continue;
+          }
+          case 21: {
+            if (tag !== 170) {
+              break;
+            }
+
+            message.responseBody = reader.string();
+            continue;
+          }
+          case 22: {
+            if (tag !== 178) {
+              break;
+            }
+
+            message.conversationId = reader.string();
+            continue;
+          }
+          case 23: {
+            if (tag !== 184) {
+              break;
+            }
+
+            message.settledAtMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 24: {
+            if (tag !== 194) {
+              break;
+            }
+
+            message.wallet = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5231,6 +5546,32 @@ export const OutboundPaymentReceipt: MessageFns<OutboundPaymentReceipt> = {
         : isSet(object.upstream_receipt)
         ? globalThis.String(object.upstream_receipt)
         : "",
+      responseStatus: isSet(object.responseStatus)
+        ? globalThis.Number(object.responseStatus)
+        : isSet(object.response_status)
+        ? globalThis.Number(object.response_status)
+        : 0,
+      responseContentType: isSet(object.responseContentType)
+        ? globalThis.String(object.responseContentType)
+        : isSet(object.response_content_type)
+        ? globalThis.String(object.response_content_type)
+        : "",
+      responseBody: isSet(object.responseBody)
+        ? globalThis.String(object.responseBody)
+        : isSet(object.response_body)
+        ? globalThis.String(object.response_body)
+        : "",
+      conversationId: isSet(object.conversationId)
+        ? globalThis.String(object.conversationId)
+        : isSet(object.conversation_id)
+        ? globalThis.String(object.conversation_id)
+        : "",
+      settledAtMs: isSet(object.settledAtMs)
+        ? globalThis.Number(object.settledAtMs)
+        : isSet(object.settled_at_ms)
+        ? globalThis.Number(object.settled_at_ms)
+        : 0,
+      wallet: isSet(object.wallet) ? globalThis.String(object.wallet) : "",
     };
   },
 
@@ -5290,6 +5631,24 @@ export const OutboundPaymentReceipt: MessageFns<OutboundPaymentReceipt> = {
     if (message.upstreamReceipt !== "") {
       obj.upstreamReceipt = message.upstreamReceipt;
     }
+    if (message.responseStatus !== 0) {
+      obj.responseStatus = Math.round(message.responseStatus);
+    }
+    if (message.responseContentType !== "") {
+      obj.responseContentType = message.responseContentType;
+    }
+    if (message.responseBody !== "") {
+      obj.responseBody = message.responseBody;
+    }
+    if (message.conversationId !== "") {
+      obj.conversationId = message.conversationId;
+    }
+    if (message.settledAtMs !== 0) {
+      obj.settledAtMs = Math.round(message.settledAtMs);
+    }
+    if (message.wallet !== "") {
+      obj.wallet = message.wallet;
+    }
     return obj;
   },
 
@@ -5316,6 +5675,12 @@ export const OutboundPaymentReceipt: MessageFns<OutboundPaymentReceipt> = {
     message.approvalRequestId = object.approvalRequestId ?? "";
     message.idempotencyKey = object.idempotencyKey ?? "";
     message.upstreamReceipt = object.upstreamReceipt ?? "";
+    message.responseStatus = object.responseStatus ?? 0;
+    message.responseContentType = object.responseContentType ?? "";
+    message.responseBody = object.responseBody ?? "";
+    message.conversationId = object.conversationId ?? "";
+    message.settledAtMs = object.settledAtMs ?? 0;
+    message.wallet = object.wallet ?? "";
     return message;
   },
 };

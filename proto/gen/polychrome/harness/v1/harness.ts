@@ -24,6 +24,7 @@ import {
   ApprovalResponse,
   Handoff,
   ModelCall,
+  PaymentCharge,
   QuestionRequest,
   QuestionResponse,
   ToolCall,
@@ -161,6 +162,7 @@ export interface TurnInput {
     | { $case: "cancel"; value: CancelTurn }
     | { $case: "modelDelta"; value: ModelDelta }
     | { $case: "modelAnswer"; value: ModelAnswer }
+    | { $case: "paymentChargeAnswer"; value: PaymentChargeAnswer }
     | undefined;
 }
 
@@ -215,6 +217,12 @@ export interface TurnStart {
    * these. A `__handoff_to` moves the turn to one of them (docs/turns.md, "Handoffs").
    */
   agents: DispatchedAgent[];
+  /**
+   * The charges committed for this turn (`payment_charge`, in journal order): a tool call
+   * that met a 402 is not run again; it waits for its payment's approval, or is paid
+   * (docs/payments.md, "A paid call in a turn").
+   */
+  paymentCharges: PaymentCharge[];
 }
 
 /** One agent of a turn's roster (TurnStart.agents). */
@@ -351,6 +359,18 @@ export interface TrustedToolResult {
   outcomeUnknownReason: string;
 }
 
+/**
+ * The control plane's answer to a `payment_challenge`: the charge it committed (the turn
+ * then pauses for its approval), or why it will not be asked for (a spend limit, a
+ * challenge it cannot pay), which the tool is given as its result.
+ */
+export interface PaymentChargeAnswer {
+  toolCallId: string;
+  answer?: { $case: "charge"; value: PaymentCharge } | //
+  /** Names what refused the charge and what to do; nothing was paid. */
+  { $case: "refusal"; value: string } | undefined;
+}
+
 export interface CancelTurn {
   reason: string;
 }
@@ -400,6 +420,8 @@ export interface TurnOutput {
     | { $case: "paused"; value: Paused }
     | { $case: "result"; value: TurnResult }
     | { $case: "modelRequest"; value: ModelRequest }
+    | { $case: "paymentChallenge"; value: PaymentChallenge }
+    | { $case: "paymentSettle"; value: PaymentSettle }
     | undefined;
 }
 
@@ -482,6 +504,43 @@ export interface ModelRequest {
 }
 
 /**
+ * A tool's HTTP call got 402 Payment Required: the harness cannot pay (it holds no wallet
+ * and never signs), so it sends the challenge to the control plane and waits for a
+ * `payment_charge_answer` of the same tool_call_id. Its `tool_call` step was committed.
+ */
+export interface PaymentChallenge {
+  turnId: string;
+  toolCallId: string;
+  /** The delegation thread whose tool asked ('' for the turn's own agent). */
+  thread: string;
+  /** The URL the tool called, as it called it. */
+  url: string;
+  /**
+   * The 402 response's headers (names lower-case), as received; the control plane reads
+   * the challenge from them.
+   */
+  headers: HttpHeader[];
+}
+
+export interface HttpHeader {
+  name: string;
+  value: string;
+}
+
+/**
+ * Pay the charge of this tool call under the approval `approval_request_id` (whose signed
+ * answer the control plane recorded), and answer with a `trusted_tool_result` of the same
+ * tool_call_id holding the paid response; `outcome_unknown_reason` when money may have
+ * moved without an answer (the turn is then ambiguous).
+ */
+export interface PaymentSettle {
+  turnId: string;
+  toolCallId: string;
+  approvalRequestId: string;
+  thread: string;
+}
+
+/**
  * Terminal: the turn waits for an answer. Resume it with a new call whose `start` carries
  * the recorded steps and the answer.
  */
@@ -541,6 +600,9 @@ export const TurnInput: MessageFns<TurnInput> = {
         break;
       case "modelAnswer":
         ModelAnswer.encode(message.input.value, writer.uint32(50).fork()).join();
+        break;
+      case "paymentChargeAnswer":
+        PaymentChargeAnswer.encode(message.input.value, writer.uint32(58).fork()).join();
         break;
     }
     return writer;
@@ -607,6 +669,17 @@ export const TurnInput: MessageFns<TurnInput> = {
             message.input = { $case: "modelAnswer", value: ModelAnswer.decode(reader, reader.uint32()) };
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.input = {
+              $case: "paymentChargeAnswer",
+              value: PaymentChargeAnswer.decode(reader, reader.uint32()),
+            };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -641,6 +714,10 @@ export const TurnInput: MessageFns<TurnInput> = {
         ? { $case: "modelAnswer", value: ModelAnswer.fromJSON(object.modelAnswer) }
         : isSet(object.model_answer)
         ? { $case: "modelAnswer", value: ModelAnswer.fromJSON(object.model_answer) }
+        : isSet(object.paymentChargeAnswer)
+        ? { $case: "paymentChargeAnswer", value: PaymentChargeAnswer.fromJSON(object.paymentChargeAnswer) }
+        : isSet(object.payment_charge_answer)
+        ? { $case: "paymentChargeAnswer", value: PaymentChargeAnswer.fromJSON(object.payment_charge_answer) }
         : undefined,
     };
   },
@@ -659,6 +736,8 @@ export const TurnInput: MessageFns<TurnInput> = {
       obj.modelDelta = ModelDelta.toJSON(message.input.value);
     } else if (message.input?.$case === "modelAnswer") {
       obj.modelAnswer = ModelAnswer.toJSON(message.input.value);
+    } else if (message.input?.$case === "paymentChargeAnswer") {
+      obj.paymentChargeAnswer = PaymentChargeAnswer.toJSON(message.input.value);
     }
     return obj;
   },
@@ -705,6 +784,12 @@ export const TurnInput: MessageFns<TurnInput> = {
         }
         break;
       }
+      case "paymentChargeAnswer": {
+        if (object.input?.value !== undefined && object.input?.value !== null) {
+          message.input = { $case: "paymentChargeAnswer", value: PaymentChargeAnswer.fromPartial(object.input.value) };
+        }
+        break;
+      }
     }
     return message;
   },
@@ -729,6 +814,7 @@ function createBaseTurnStart(): TurnStart {
     memoryBudgetBytes: 0,
     summary: "",
     agents: [],
+    paymentCharges: [],
   };
 }
 
@@ -784,6 +870,9 @@ export const TurnStart: MessageFns<TurnStart> = {
     }
     for (const v of message.agents) {
       DispatchedAgent.encode(v!, writer.uint32(138).fork()).join();
+    }
+    for (const v of message.paymentCharges) {
+      PaymentCharge.encode(v!, writer.uint32(146).fork()).join();
     }
     return writer;
   },
@@ -937,6 +1026,14 @@ export const TurnStart: MessageFns<TurnStart> = {
             message.agents.push(DispatchedAgent.decode(reader, reader.uint32()));
             continue;
           }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.paymentCharges.push(PaymentCharge.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1012,6 +1109,11 @@ export const TurnStart: MessageFns<TurnStart> = {
       agents: globalThis.Array.isArray(object?.agents)
         ? object.agents.map((e: any) => DispatchedAgent.fromJSON(e))
         : [],
+      paymentCharges: globalThis.Array.isArray(object?.paymentCharges)
+        ? object.paymentCharges.map((e: any) => PaymentCharge.fromJSON(e))
+        : globalThis.Array.isArray(object?.payment_charges)
+        ? object.payment_charges.map((e: any) => PaymentCharge.fromJSON(e))
+        : [],
     };
   },
 
@@ -1068,6 +1170,9 @@ export const TurnStart: MessageFns<TurnStart> = {
     if (message.agents?.length) {
       obj.agents = message.agents.map((e) => DispatchedAgent.toJSON(e));
     }
+    if (message.paymentCharges?.length) {
+      obj.paymentCharges = message.paymentCharges.map((e) => PaymentCharge.toJSON(e));
+    }
     return obj;
   },
 
@@ -1097,6 +1202,7 @@ export const TurnStart: MessageFns<TurnStart> = {
     message.memoryBudgetBytes = object.memoryBudgetBytes ?? 0;
     message.summary = object.summary ?? "";
     message.agents = object.agents?.map((e) => DispatchedAgent.fromPartial(e)) || [];
+    message.paymentCharges = object.paymentCharges?.map((e) => PaymentCharge.fromPartial(e)) || [];
     return message;
   },
 };
@@ -2536,6 +2642,127 @@ export const TrustedToolResult: MessageFns<TrustedToolResult> = {
   },
 };
 
+function createBasePaymentChargeAnswer(): PaymentChargeAnswer {
+  return { toolCallId: "", answer: undefined };
+}
+
+export const PaymentChargeAnswer: MessageFns<PaymentChargeAnswer> = {
+  encode(message: PaymentChargeAnswer, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.toolCallId !== "") {
+      writer.uint32(10).string(message.toolCallId);
+    }
+    switch (message.answer?.$case) {
+      case "charge":
+        PaymentCharge.encode(message.answer.value, writer.uint32(18).fork()).join();
+        break;
+      case "refusal":
+        writer.uint32(26).string(message.answer.value);
+        break;
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PaymentChargeAnswer {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePaymentChargeAnswer();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.toolCallId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.answer = { $case: "charge", value: PaymentCharge.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.answer = { $case: "refusal", value: reader.string() };
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PaymentChargeAnswer {
+    return {
+      toolCallId: isSet(object.toolCallId)
+        ? globalThis.String(object.toolCallId)
+        : isSet(object.tool_call_id)
+        ? globalThis.String(object.tool_call_id)
+        : "",
+      answer: isSet(object.charge)
+        ? { $case: "charge", value: PaymentCharge.fromJSON(object.charge) }
+        : isSet(object.refusal)
+        ? { $case: "refusal", value: globalThis.String(object.refusal) }
+        : undefined,
+    };
+  },
+
+  toJSON(message: PaymentChargeAnswer): unknown {
+    const obj: any = {};
+    if (message.toolCallId !== "") {
+      obj.toolCallId = message.toolCallId;
+    }
+    if (message.answer?.$case === "charge") {
+      obj.charge = PaymentCharge.toJSON(message.answer.value);
+    } else if (message.answer?.$case === "refusal") {
+      obj.refusal = message.answer.value;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<PaymentChargeAnswer>): PaymentChargeAnswer {
+    return PaymentChargeAnswer.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<PaymentChargeAnswer>): PaymentChargeAnswer {
+    const message = createBasePaymentChargeAnswer();
+    message.toolCallId = object.toolCallId ?? "";
+    switch (object.answer?.$case) {
+      case "charge": {
+        if (object.answer?.value !== undefined && object.answer?.value !== null) {
+          message.answer = { $case: "charge", value: PaymentCharge.fromPartial(object.answer.value) };
+        }
+        break;
+      }
+      case "refusal": {
+        if (object.answer?.value !== undefined && object.answer?.value !== null) {
+          message.answer = { $case: "refusal", value: object.answer.value };
+        }
+        break;
+      }
+    }
+    return message;
+  },
+};
+
 function createBaseCancelTurn(): CancelTurn {
   return { reason: "" };
 }
@@ -2965,6 +3192,12 @@ export const TurnOutput: MessageFns<TurnOutput> = {
       case "modelRequest":
         ModelRequest.encode(message.output.value, writer.uint32(50).fork()).join();
         break;
+      case "paymentChallenge":
+        PaymentChallenge.encode(message.output.value, writer.uint32(58).fork()).join();
+        break;
+      case "paymentSettle":
+        PaymentSettle.encode(message.output.value, writer.uint32(66).fork()).join();
+        break;
     }
     return writer;
   },
@@ -3030,6 +3263,22 @@ export const TurnOutput: MessageFns<TurnOutput> = {
             message.output = { $case: "modelRequest", value: ModelRequest.decode(reader, reader.uint32()) };
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.output = { $case: "paymentChallenge", value: PaymentChallenge.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.output = { $case: "paymentSettle", value: PaymentSettle.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3062,6 +3311,14 @@ export const TurnOutput: MessageFns<TurnOutput> = {
         ? { $case: "modelRequest", value: ModelRequest.fromJSON(object.modelRequest) }
         : isSet(object.model_request)
         ? { $case: "modelRequest", value: ModelRequest.fromJSON(object.model_request) }
+        : isSet(object.paymentChallenge)
+        ? { $case: "paymentChallenge", value: PaymentChallenge.fromJSON(object.paymentChallenge) }
+        : isSet(object.payment_challenge)
+        ? { $case: "paymentChallenge", value: PaymentChallenge.fromJSON(object.payment_challenge) }
+        : isSet(object.paymentSettle)
+        ? { $case: "paymentSettle", value: PaymentSettle.fromJSON(object.paymentSettle) }
+        : isSet(object.payment_settle)
+        ? { $case: "paymentSettle", value: PaymentSettle.fromJSON(object.payment_settle) }
         : undefined,
     };
   },
@@ -3080,6 +3337,10 @@ export const TurnOutput: MessageFns<TurnOutput> = {
       obj.result = TurnResult.toJSON(message.output.value);
     } else if (message.output?.$case === "modelRequest") {
       obj.modelRequest = ModelRequest.toJSON(message.output.value);
+    } else if (message.output?.$case === "paymentChallenge") {
+      obj.paymentChallenge = PaymentChallenge.toJSON(message.output.value);
+    } else if (message.output?.$case === "paymentSettle") {
+      obj.paymentSettle = PaymentSettle.toJSON(message.output.value);
     }
     return obj;
   },
@@ -3123,6 +3384,18 @@ export const TurnOutput: MessageFns<TurnOutput> = {
       case "modelRequest": {
         if (object.output?.value !== undefined && object.output?.value !== null) {
           message.output = { $case: "modelRequest", value: ModelRequest.fromPartial(object.output.value) };
+        }
+        break;
+      }
+      case "paymentChallenge": {
+        if (object.output?.value !== undefined && object.output?.value !== null) {
+          message.output = { $case: "paymentChallenge", value: PaymentChallenge.fromPartial(object.output.value) };
+        }
+        break;
+      }
+      case "paymentSettle": {
+        if (object.output?.value !== undefined && object.output?.value !== null) {
+          message.output = { $case: "paymentSettle", value: PaymentSettle.fromPartial(object.output.value) };
         }
         break;
       }
@@ -3723,6 +3996,361 @@ export const ModelRequest: MessageFns<ModelRequest> = {
     message.step = object.step ?? 0;
     message.agent = object.agent ?? "";
     message.requestJson = object.requestJson ?? "";
+    message.thread = object.thread ?? "";
+    return message;
+  },
+};
+
+function createBasePaymentChallenge(): PaymentChallenge {
+  return { turnId: "", toolCallId: "", thread: "", url: "", headers: [] };
+}
+
+export const PaymentChallenge: MessageFns<PaymentChallenge> = {
+  encode(message: PaymentChallenge, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.turnId !== "") {
+      writer.uint32(10).string(message.turnId);
+    }
+    if (message.toolCallId !== "") {
+      writer.uint32(18).string(message.toolCallId);
+    }
+    if (message.thread !== "") {
+      writer.uint32(26).string(message.thread);
+    }
+    if (message.url !== "") {
+      writer.uint32(34).string(message.url);
+    }
+    for (const v of message.headers) {
+      HttpHeader.encode(v!, writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PaymentChallenge {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePaymentChallenge();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.turnId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.toolCallId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.thread = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.url = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.headers.push(HttpHeader.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PaymentChallenge {
+    return {
+      turnId: isSet(object.turnId)
+        ? globalThis.String(object.turnId)
+        : isSet(object.turn_id)
+        ? globalThis.String(object.turn_id)
+        : "",
+      toolCallId: isSet(object.toolCallId)
+        ? globalThis.String(object.toolCallId)
+        : isSet(object.tool_call_id)
+        ? globalThis.String(object.tool_call_id)
+        : "",
+      thread: isSet(object.thread) ? globalThis.String(object.thread) : "",
+      url: isSet(object.url) ? globalThis.String(object.url) : "",
+      headers: globalThis.Array.isArray(object?.headers) ? object.headers.map((e: any) => HttpHeader.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: PaymentChallenge): unknown {
+    const obj: any = {};
+    if (message.turnId !== "") {
+      obj.turnId = message.turnId;
+    }
+    if (message.toolCallId !== "") {
+      obj.toolCallId = message.toolCallId;
+    }
+    if (message.thread !== "") {
+      obj.thread = message.thread;
+    }
+    if (message.url !== "") {
+      obj.url = message.url;
+    }
+    if (message.headers?.length) {
+      obj.headers = message.headers.map((e) => HttpHeader.toJSON(e));
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<PaymentChallenge>): PaymentChallenge {
+    return PaymentChallenge.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<PaymentChallenge>): PaymentChallenge {
+    const message = createBasePaymentChallenge();
+    message.turnId = object.turnId ?? "";
+    message.toolCallId = object.toolCallId ?? "";
+    message.thread = object.thread ?? "";
+    message.url = object.url ?? "";
+    message.headers = object.headers?.map((e) => HttpHeader.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseHttpHeader(): HttpHeader {
+  return { name: "", value: "" };
+}
+
+export const HttpHeader: MessageFns<HttpHeader> = {
+  encode(message: HttpHeader, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HttpHeader {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHttpHeader();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): HttpHeader {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      value: isSet(object.value) ? globalThis.String(object.value) : "",
+    };
+  },
+
+  toJSON(message: HttpHeader): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.value !== "") {
+      obj.value = message.value;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<HttpHeader>): HttpHeader {
+    return HttpHeader.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<HttpHeader>): HttpHeader {
+    const message = createBaseHttpHeader();
+    message.name = object.name ?? "";
+    message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBasePaymentSettle(): PaymentSettle {
+  return { turnId: "", toolCallId: "", approvalRequestId: "", thread: "" };
+}
+
+export const PaymentSettle: MessageFns<PaymentSettle> = {
+  encode(message: PaymentSettle, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.turnId !== "") {
+      writer.uint32(10).string(message.turnId);
+    }
+    if (message.toolCallId !== "") {
+      writer.uint32(18).string(message.toolCallId);
+    }
+    if (message.approvalRequestId !== "") {
+      writer.uint32(26).string(message.approvalRequestId);
+    }
+    if (message.thread !== "") {
+      writer.uint32(34).string(message.thread);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PaymentSettle {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePaymentSettle();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.turnId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.toolCallId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.approvalRequestId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.thread = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PaymentSettle {
+    return {
+      turnId: isSet(object.turnId)
+        ? globalThis.String(object.turnId)
+        : isSet(object.turn_id)
+        ? globalThis.String(object.turn_id)
+        : "",
+      toolCallId: isSet(object.toolCallId)
+        ? globalThis.String(object.toolCallId)
+        : isSet(object.tool_call_id)
+        ? globalThis.String(object.tool_call_id)
+        : "",
+      approvalRequestId: isSet(object.approvalRequestId)
+        ? globalThis.String(object.approvalRequestId)
+        : isSet(object.approval_request_id)
+        ? globalThis.String(object.approval_request_id)
+        : "",
+      thread: isSet(object.thread) ? globalThis.String(object.thread) : "",
+    };
+  },
+
+  toJSON(message: PaymentSettle): unknown {
+    const obj: any = {};
+    if (message.turnId !== "") {
+      obj.turnId = message.turnId;
+    }
+    if (message.toolCallId !== "") {
+      obj.toolCallId = message.toolCallId;
+    }
+    if (message.approvalRequestId !== "") {
+      obj.approvalRequestId = message.approvalRequestId;
+    }
+    if (message.thread !== "") {
+      obj.thread = message.thread;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<PaymentSettle>): PaymentSettle {
+    return PaymentSettle.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<PaymentSettle>): PaymentSettle {
+    const message = createBasePaymentSettle();
+    message.turnId = object.turnId ?? "";
+    message.toolCallId = object.toolCallId ?? "";
+    message.approvalRequestId = object.approvalRequestId ?? "";
     message.thread = object.thread ?? "";
     return message;
   },
