@@ -11,6 +11,7 @@ import { nodeEd25519Verifier } from './crypto/node-ed25519';
 import type { ModelProvider } from '../common/model/model-port';
 import { ScriptedProvider } from './model/scripted-provider';
 import { builtinToolRunner, builtinTools } from './tools/builtin-tools';
+import { fetchTool, fetchToolRunner } from './tools/fetch-tool';
 import { memoryTool } from './tools/memory-tool';
 import { createHarnessMetrics } from './server/harness-metrics';
 import { HarnessServer } from './server/harness-server';
@@ -78,7 +79,7 @@ async function main(): Promise<number> {
     requireApproval: config.requireApproval,
     toolCatalog: (name) =>
       builtinTools.find((tool) => tool.name === name) ??
-      [handoffTool, askUserTool, memoryTool].find((tool) => tool.name === name),
+      [handoffTool, askUserTool, memoryTool, fetchTool].find((tool) => tool.name === name),
     ...(mcp === undefined ? {} : { mcpTools: mcp }),
     agentMcp,
     ackTimeoutMs: config.ackTimeoutMs,
@@ -87,7 +88,10 @@ async function main(): Promise<number> {
     deps: {
       modelFor: await modelSource(config, logger),
       tools: createToolRouter(
-        [{ names: new Set(builtinTools.map((tool) => tool.name)), runner: builtinToolRunner }],
+        [
+          { names: new Set(builtinTools.map((tool) => tool.name)), runner: builtinToolRunner },
+          { names: new Set([fetchTool.name]), runner: fetchToolRunner },
+        ],
         mcp,
       ),
       approvalVerifier: nodeEd25519Verifier,

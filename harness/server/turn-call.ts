@@ -26,6 +26,13 @@ import {
 } from './turn-output-codec';
 import { turnStepToProto } from '../turn/step-codec';
 import { modelAnswerFromProto } from './relay-codec';
+import type { PaymentPort } from '../turn/ports/payment-port';
+import {
+  chargeAnswerFromProto,
+  paymentChallengeToProto,
+  paymentSettleToProto,
+  type ChargeAnswer,
+} from './payment-codec';
 
 /** The RunTurn call as grpc-js hands it to the handler. */
 export type RunTurnCall = ServerDuplexStream<TurnInputMessage, TurnOutput>;
@@ -75,6 +82,8 @@ export class TurnCall {
   private readonly abortController = new AbortController();
   private readonly acks = new Map<number, Waiter<number>>();
   private readonly trusted = new Map<string, Waiter<TrustedAnswer>>();
+  /** Challenges sent to the control plane, by tool call id (docs/payments.md). */
+  private readonly charges = new Map<string, Waiter<ChargeAnswer['answer']>>();
   /**
    * The relayed model calls waiting for their answers, by {@link relayKey}: one per
    * thread, and a panel's threads ask side by side.
@@ -140,6 +149,23 @@ export class TurnCall {
         waiter.resolve(answer);
         return;
       }
+      case 'paymentChargeAnswer': {
+        let answer: ChargeAnswer;
+        try {
+          answer = chargeAnswerFromProto(input.value);
+        } catch (error) {
+          this.violate(isAppError(error) ? error.message : 'malformed payment_charge_answer');
+          return;
+        }
+        const waiter = this.charges.get(answer.toolCallId);
+        if (waiter === undefined) {
+          this.violate(`payment_charge_answer for ${answer.toolCallId}, which sent no challenge`);
+          return;
+        }
+        this.charges.delete(answer.toolCallId);
+        waiter.resolve(answer.answer);
+        return;
+      }
       case 'modelDelta': {
         const key = relayKey(input.value);
         if (this.models.has(key)) this.modelDeltas.get(key)?.(input.value.text);
@@ -180,9 +206,11 @@ export class TurnCall {
     this.inputClosed = reason;
     for (const waiter of this.acks.values()) waiter.reject(reason);
     for (const waiter of this.trusted.values()) waiter.reject(reason);
+    for (const waiter of this.charges.values()) waiter.reject(reason);
     for (const waiter of this.models.values()) waiter.reject(reason);
     this.acks.clear();
     this.trusted.clear();
+    this.charges.clear();
     this.models.clear();
     this.modelDeltas.clear();
   }
@@ -228,6 +256,30 @@ export class TurnCall {
       });
       const answer = await answered;
       // Rejecting is how a ToolRunner says "outcome unknown" (turn/ports/tool-port.ts).
+      if (!answer.known) throw new AppError('unavailable', answer.reason);
+      return answer.outcome;
+    },
+  };
+
+  /**
+   * A 402's way to the control plane: the challenge up, the charge or a refusal down; then,
+   * once approved, the request to pay up and the paid response down as a trusted result.
+   */
+  readonly payments: PaymentPort = {
+    charge: (call, challenge, options) => {
+      const answered = this.wait(this.charges, call.toolCallId, options.signal, () =>
+        trustedTimeout(call, options.timeoutMs),
+      );
+      this.write({ $case: 'paymentChallenge', value: paymentChallengeToProto(call, challenge) });
+      return answered;
+    },
+    settle: async (call, approvalRequestId, options) => {
+      const answered = this.wait(this.trusted, call.toolCallId, options.signal, () =>
+        trustedTimeout(call, options.timeoutMs),
+      );
+      this.write({ $case: 'paymentSettle', value: paymentSettleToProto(call, approvalRequestId) });
+      const answer = await answered;
+      // Money may have moved without an answer: the machine quarantines the turn.
       if (!answer.known) throw new AppError('unavailable', answer.reason);
       return answer.outcome;
     },

@@ -90,6 +90,7 @@ export async function runTurnCall(
         modelFor: tracedModels(modelOf, settings, request.model, agents),
         tools: tracedTools(tools, agents),
         trustedTools: tracedTools(turn.trustedTools, agents),
+        payments: turn.payments,
         steps: {
           commit: async (step, options) => {
             await turn.sink.commit(step, options);

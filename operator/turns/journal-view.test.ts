@@ -738,14 +738,37 @@ describe('foldJournal', () => {
       event('conversation_closed', { reason: 'idle', closedAtMs: 1 }),
       event('conversation_reopened', { reopenedAtMs: 2 }),
       event('key_rotated', { oldKeyId: 'a', newKeyId: 'b' }),
-      event('payment_charge', { turnId: 't1', amountMinor: 5 }),
-      event('outbound_payment_receipt', { turnId: 't1', receiptId: 'x' }),
       event('memory_cleared', { key: '' }),
     );
     const view = j.view();
-    expect(view.head).toBe(8);
+    expect(view.head).toBe(6);
     expect(view.turns).toEqual([]);
     expect(view.anomalies).toEqual([]);
+  });
+
+  it("folds a turn's paid calls: each charge, then its send and its receipt, onto the call's newest charge", () => {
+    const j = new Journal();
+    j.batch(message('t1', 'k1', 'buy'), dispatch('t1', 1));
+    j.batch(
+      event('payment_charge', { turnId: 't1', toolCallId: 'a', amount: '5', idempotencyKey: 'ka' }),
+      event('payment_charge', { turnId: 't1', toolCallId: 'b', amount: '7', idempotencyKey: 'kb' }),
+      event('payment_sent', { turnId: 't1', toolCallId: 'b', idempotencyKey: 'kb' }),
+      event('outbound_payment_receipt', { turnId: 't1', toolCallId: 'b', transaction: '0xt' }),
+      // A send for a call that met no 402 changes nothing.
+      event('payment_sent', { turnId: 't1', toolCallId: 'zz' }),
+    );
+    const turn = j.view().turnsById.get('t1');
+    expect(
+      turn?.payments.map((p) => [
+        p.position,
+        p.charge.toolCallId,
+        p.sent?.position,
+        p.receipt?.payload.transaction,
+      ]),
+    ).toEqual([
+      [3, 'a', undefined, undefined],
+      [4, 'b', 5, '0xt'],
+    ]);
   });
 });
 
