@@ -5,7 +5,7 @@ import type { ServingCertificate } from '../../common/serving-certificate';
 import type { SignatureVerifier } from '../turn/approval-token';
 import type { ModelProvider } from '../../common/model/model-port';
 import type { ToolRunner } from '../turn/ports/tool-port';
-import type { Clock } from '../turn/run-turn';
+import type { Clock } from '../turn/effect-calls';
 import type { HarnessMetrics } from './harness-metrics';
 import type { ToolCatalog } from './tool-spec-codec';
 import type { McpToolSource } from './turn-tools';

@@ -14,7 +14,8 @@ import type {
 } from '../turn/ports/tool-port';
 import type { ModelResponse } from '../../common/model/model-port';
 import type { ModelChannel, RelayedCall } from '../model/relayed-model';
-import type { StepSink, TextDelta } from '../turn/run-turn';
+import type { StepSink } from '../turn/run-turn';
+import type { TextDelta } from '../turn/effect-calls';
 import type { TurnStep, TurnTool } from '../turn/turn-records';
 import { observeStep, type HarnessMetrics } from './harness-metrics';
 import {
@@ -26,6 +27,7 @@ import {
 } from './turn-output-codec';
 import { turnStepToProto } from '../turn/step-codec';
 import { modelAnswerFromProto } from './relay-codec';
+import { waitForAnswer, type Waiter } from './answer-waiters';
 import type { PaymentPort } from '../turn/ports/payment-port';
 import {
   chargeAnswerFromProto,
@@ -52,11 +54,6 @@ export function endWithError(call: RunTurnCall, error: unknown): AppError {
       });
   if (!call.cancelled) call.emit('error', grpcErrorOf(appError));
   return appError;
-}
-
-interface Waiter<T> {
-  resolve(value: T): void;
-  reject(error: AppError): void;
 }
 
 /** Options of one {@link TurnCall}. */
@@ -359,31 +356,7 @@ export class TurnCall {
   ): Promise<T> {
     const closed = this.inputClosed;
     if (closed !== undefined) return Promise.reject(closed);
-    return new Promise<T>((resolve, reject) => {
-      const onAbort = (): void => {
-        waiters.delete(key);
-        reject(
-          signal.reason instanceof DOMException && signal.reason.name === 'TimeoutError'
-            ? onTimeout()
-            : new AppError('cancelled', `turn ${this.options.turnId}: the wait was cancelled`),
-        );
-      };
-      if (signal.aborted) {
-        onAbort();
-        return;
-      }
-      signal.addEventListener('abort', onAbort, { once: true });
-      waiters.set(key, {
-        resolve: (value) => {
-          signal.removeEventListener('abort', onAbort);
-          resolve(value);
-        },
-        reject: (error) => {
-          signal.removeEventListener('abort', onAbort);
-          reject(error);
-        },
-      });
-    });
+    return waitForAnswer(waiters, key, signal, onTimeout, this.options.turnId);
   }
 }
 

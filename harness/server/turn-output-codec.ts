@@ -15,7 +15,7 @@ import {
   questionRequestFromProto,
   questionRequestToProto,
 } from '../turn/request-codec';
-import type { TextDelta } from '../turn/run-turn';
+import type { TextDelta } from '../turn/effect-calls';
 import type { TurnOutcome } from '../turn/turn-outcome';
 import { toolEffectFromProto, toolEffectToProto } from '../turn/step-codec';
 import type { ToolEffect } from '../turn/turn-records';

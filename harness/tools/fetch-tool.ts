@@ -87,7 +87,7 @@ function targetOf(value: unknown): URL | string {
 
 /** The body as UTF-8 text, cut at `max` bytes with a note; the rest is not read. */
 async function readCapped(response: Response, max: number): Promise<string> {
-  const reader = response.body?.getReader();
+  const reader: ReadableStreamDefaultReader<Uint8Array> | undefined = response.body?.getReader();
   if (reader === undefined) return '';
   const chunks: Uint8Array[] = [];
   let size = 0;

@@ -1,3 +1,4 @@
+import type { TextDelta } from './effect-calls';
 import { describe, expect, it } from '@jest/globals';
 import { approvalArgsSha256 } from '../../common/approval-bytes';
 import { AppError } from '../../common/errors';
@@ -8,13 +9,7 @@ import type { ToolRunner } from './ports/tool-port';
 import { signApproval, type ApprovalSigner } from './approval-token';
 import { requestIds } from '../../common/request-ids';
 import { askUserTool, delegateToolFor, handoffTool } from './reserved-tools';
-import {
-  runTurn,
-  type RunTurnDeps,
-  type StepSink,
-  type TextDelta,
-  type ThreadChange,
-} from './run-turn';
+import { runTurn, type RunTurnDeps, type StepSink, type ThreadChange } from './run-turn';
 import { CLOSING_INSTRUCTION, FALLBACK_REPLY, type TurnInput } from './turn-machine';
 import type { ApprovalAnswer, TurnStep, TurnTool } from './turn-records';
 

@@ -4,6 +4,7 @@
  * lease), commit the plan's batch, which settles the turn with a reply saying so, and
  * queue its status.
  */
+import { settledReplyOf } from './turn-projections';
 import type { Logger } from 'pino';
 import type { Conversation } from '../api/v1alpha1/conversation-types';
 import { planCancel } from './plan-answers';
@@ -61,6 +62,6 @@ export function cancelRequest(
       { conversation: uid, turn: turnId, requestId, by: caller.identity },
       `${type} cancelled by an admin; the turn is settled`,
     );
-    return runner.replyOf(uid, settled.turnsById.get(turnId) ?? plan.turn);
+    return settledReplyOf(uid, settled.turnsById.get(turnId) ?? plan.turn);
   });
 }

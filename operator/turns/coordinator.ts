@@ -10,6 +10,7 @@
  * request, and the expiry timers. What runs under the claimed lease once the plan has
  * decided (commits, the harness call, batch two, status) is turn-runner.ts.
  */
+import { settledReplyOf } from './turn-projections';
 import { AppError, isAppError } from '../../common/errors';
 import { resolveRoster, type RecordedRoster } from './agent-roster';
 import type { AgentDirectory } from '../controller/agent-resource-reads';
@@ -257,7 +258,7 @@ export class TurnCoordinator implements TurnService {
           case 'refuse':
             throw step.error;
           case 'reply':
-            return this.runner.replyOf(uid, step.turn);
+            return settledReplyOf(uid, step.turn);
           case 'expire':
             await this.runner.expire(current, lease, step.due, view);
             view = this.views.cached(uid) ?? (await this.views.refresh(uid, signal));

@@ -16,6 +16,9 @@ import type {
   ModelAnswer,
   ModelRequest,
   Paused,
+  PaymentChallenge,
+  PaymentChargeAnswer,
+  PaymentSettle,
   Step,
   TextDelta,
   TrustedToolCall,
@@ -38,6 +41,13 @@ export type HarnessMessage =
    * takes {@link HarnessCall.modelDelta}s before it), and the reading may go on meanwhile.
    */
   | { readonly kind: 'model_request'; readonly request: ModelRequest }
+  /**
+   * A tool met a 402 (docs/payments.md, "A paid call in a turn"); the harness waits for
+   * {@link HarnessCall.chargeAnswer}.
+   */
+  | { readonly kind: 'payment_challenge'; readonly challenge: PaymentChallenge }
+  /** Pay an approved charge; the harness waits for {@link HarnessCall.toolResult}. */
+  | { readonly kind: 'payment_settle'; readonly settle: PaymentSettle }
   /** The end: the harness paused the turn. */
   | { readonly kind: 'paused'; readonly paused: Paused }
   /**
@@ -118,6 +128,14 @@ export class HarnessCall implements AsyncIterable<HarnessMessage> {
     });
   }
 
+  /** Answers the payment challenge just read with the charge committed, or a refusal. */
+  chargeAnswer(answer: PaymentChargeAnswer): void {
+    this.answer(`payment challenge ${answer.toolCallId}`, {
+      $case: 'paymentChargeAnswer',
+      value: answer,
+    });
+  }
+
   /** Streams a text fragment of a model request read and not answered yet. */
   modelDelta(request: RelayedRequest, text: string): void {
     const key = relayedKey(request);
@@ -178,6 +196,15 @@ export class HarnessCall implements AsyncIterable<HarnessMessage> {
         case 'trustedToolCall':
           this.awaited = `trusted tool call ${output.value.toolCallId}`;
           yield { kind: 'trusted_tool', call: output.value };
+          break;
+        case 'paymentChallenge':
+          this.awaited = `payment challenge ${output.value.toolCallId}`;
+          yield { kind: 'payment_challenge', challenge: output.value };
+          break;
+        case 'paymentSettle':
+          // Answered as a trusted tool is: with the paid response, or an unknown outcome.
+          this.awaited = `trusted tool call ${output.value.toolCallId}`;
+          yield { kind: 'payment_settle', settle: output.value };
           break;
         case 'modelRequest': {
           const key = relayedKey(output.value);

@@ -89,6 +89,9 @@ async function readToEnd(call: HarnessCall, sink: Sink = handlers()): Promise<Ha
         throw new Error('no trusted tool in this test');
       case 'model_request':
         throw new Error('no relayed model call in this test');
+      case 'payment_challenge':
+      case 'payment_settle':
+        throw new Error('no paid call in this test');
       case 'paused':
       case 'result':
         return message;

@@ -8,6 +8,7 @@
  * hold only turns with at least one `turn_dispatched`; history holds complete turns only,
  * the transcript also paused (a card, never partial text), ambiguous and handed-off ones.
  */
+import { AppError } from '../../common/errors';
 import { partitionOf } from '../../common/partition-name';
 import {
   ResolveDecision,
@@ -167,6 +168,23 @@ export function turnReplyOf(conversationId: string, turn: TurnView): TurnReply |
   const outcome = outcomeOf(turn);
   if (outcome === undefined) return undefined;
   return { conversationId, turnId: turn.turnId, requestedAt: turn.messagePosition, ...outcome };
+}
+
+/**
+ * The reply of a turn that must have settled or paused by now.
+ *
+ * @throws AppError `unavailable` when it has not (a retry with the same key is safe).
+ */
+export function settledReplyOf(conversationId: string, turn: TurnView): TurnReply {
+  const reply = turnReplyOf(conversationId, turn);
+  if (reply === undefined) {
+    throw new AppError(
+      'unavailable',
+      `turn ${turn.turnId} has not settled; post again with the same idempotency key`,
+      { details: { turnId: turn.turnId } },
+    );
+  }
+  return reply;
 }
 
 /**

@@ -11,18 +11,25 @@ import type { AppendOutcome } from '../../common/state-journal';
 import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { LeaseHandle } from '../lease/lease-source';
 import type { TurnCoordinatorOptions, TurnObserver } from './coordinator-options';
-import { forgedEnd, HARNESS_BUSY, retryWhileBusy, unsettledError } from './harness-run';
-import { traceparent, trustedToolPlan } from './harness-run';
-import { checkStep, type DispatchedTurn } from './plan-harness-checks';
+import {
+  forgedEnd,
+  HARNESS_BUSY,
+  retryWhileBusy,
+  traceparent,
+  unsettledError,
+} from './harness-run';
+import { answerHarness } from './control-plane-calls';
+import type { MemoryEntry } from '../../common/memory';
+import { type DispatchedTurn } from './plan-harness-checks';
 import { settledWithAgent } from './plan-agents';
 import { dispatchedFacts, harnessStart, type HarnessStart } from './harness-start';
 import { acceptedAsLost, checkpointOf, JournalRolledBackError } from './journal-checkpoint';
-import { turnReplyOf } from './turn-projections';
+import { settledReplyOf } from './turn-projections';
 import { type JournalView, type TurnView } from './journal-view-types';
 import type { JournalViews } from './journal-views';
 import { nextHistory } from './history-window';
 import { expiryBatch, expiryToSign, type ApprovalDeadline } from './plan-expiry';
-import { planSettle, stepEventOf, type HarnessEnd } from './plan-settle';
+import { planSettle, type HarnessEnd } from './plan-settle';
 import { type PlannedEvent } from './plan-common';
 import type { ExpiryTimers } from './expiry-timers';
 import type { TurnStatusChange } from './turn-status';
@@ -214,9 +221,7 @@ export class TurnRunner {
     this.parts.summaries?.consider(conversation, view);
     this.observer.onTurn?.(plan.status.kind, (performance.now() - started) / 1000);
     log.info({ outcome: plan.status.kind, attempt }, 'turn settled');
-    const settled = view.turnsById.get(turnId);
-    if (settled === undefined) throw vanished(turnId);
-    return this.replyOf(uid, settled);
+    return settledReplyOf(uid, view.turnsById.get(turnId) ?? vanished(turnId));
   }
 
   /**
@@ -299,26 +304,19 @@ export class TurnRunner {
     const options = { signal, traceparent: traceparent(), namespace };
     const call = this.options.harness.openTurn(endpoint, start, options);
     const relays = new RelayedModelCalls();
+    const answering = this.answering(conversation, lease, turnId);
     try {
       for await (const message of call) {
         switch (message.kind) {
           case 'delta':
             this.deltas.emit(uid, { turnId, ...message.delta });
             break;
-          case 'step': {
-            const refused = checkStep(this.dispatched(conversation, turnId), message.step);
-            if (refused !== undefined) return forgedEnd(refused, message.step, call);
-            const { outcome } = await this.commit(uid, lease, [stepEventOf(message.step)]);
-            call.committed(message.step.sequence, outcome.firstPosition);
-            break;
-          }
-          case 'trusted_tool': {
-            const facts = { turn: this.turnAt(uid, turnId), conversation, nowMs: this.now() };
-            const plan = trustedToolPlan(facts, this.views.cached(uid)?.memory, message.call);
-            if (plan.kind === 'forged')
-              return forgedEnd(plan.reason, message.call.toolCallId, call);
-            if (plan.events.length > 0) await this.commit(uid, lease, plan.events);
-            call.toolResult(plan.result);
+          case 'step':
+          case 'trusted_tool':
+          case 'payment_challenge':
+          case 'payment_settle': {
+            const forged = await answerHarness(message, call, answering);
+            if (forged !== undefined) return forged;
             break;
           }
           case 'model_request': {
@@ -344,6 +342,19 @@ export class TurnRunner {
       // Nothing outlives the call: the relays still running stop with it (`call.closed`).
       await relays.settled();
     }
+  }
+
+  /** What answering the harness (control-plane-calls.ts) needs of this runner. */
+  private answering(conversation: Conversation, lease: LeaseHandle, turnId: string) {
+    const uid = conversation.metadata.uid ?? '';
+    return {
+      facts: () => {
+        const memory = this.views.cached(uid)?.memory ?? new Map<string, MemoryEntry>();
+        return { turn: this.turnAt(uid, turnId), conversation, nowMs: this.now(), memory };
+      },
+      dispatched: () => this.dispatched(conversation, turnId),
+      commit: (events: readonly PlannedEvent[]) => this.commit(uid, lease, events),
+    };
   }
 
   /**
@@ -372,29 +383,15 @@ export class TurnRunner {
   }
 
   private turnAt(uid: string, turnId: string): TurnView {
-    const turn = this.views.cached(uid)?.turnsById.get(turnId);
-    if (turn === undefined) throw vanished(turnId);
-    return turn;
+    return this.views.cached(uid)?.turnsById.get(turnId) ?? vanished(turnId);
   }
 
   /** The newest cached copy of the conversation (its spec and status may have moved). */
   fresh(conversation: Conversation): Conversation {
     return this.options.conversations.byUid(conversation.metadata.uid ?? '') ?? conversation;
   }
-
-  replyOf(conversationId: string, turn: TurnView): TurnReply {
-    const reply = turnReplyOf(conversationId, turn);
-    if (reply === undefined) {
-      throw new AppError(
-        'unavailable',
-        `turn ${turn.turnId} has not settled; post again with the same idempotency key`,
-        { details: { turnId: turn.turnId } },
-      );
-    }
-    return reply;
-  }
 }
 
-function vanished(turnId: string): AppError {
-  return new AppError('internal', `turn ${turnId} vanished from the view`);
+function vanished(turnId: string): never {
+  throw new AppError('internal', `turn ${turnId} vanished from the view`);
 }

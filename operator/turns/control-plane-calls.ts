@@ -1,0 +1,73 @@
+/**
+ * What the harness waits for the control plane to answer in the middle of a turn, besides
+ * relayed model calls: a step to commit (plan-harness-checks.ts `checkStep`), a trusted tool
+ * call (the `memory` tool, plan-memory.ts) and a paid call's messages (plan-payments.ts,
+ * docs/payments.md). The plan decides; this commits what it planned, in order, and answers
+ * the call, or gives the `forged` end that quarantines the turn. The runner
+ * (turn-runner.ts) reads the call and hands each such message here.
+ */
+import type { HarnessCall, HarnessMessage } from './harness-call';
+import { forgedEnd, trustedToolPlan } from './harness-run';
+import type { MemoryCallFacts } from './plan-memory';
+import type { PlannedEvent } from './plan-common';
+import { paymentChallengePlan, paymentSettlePlan } from './plan-payments';
+import { stepEventOf, type HarnessEnd } from './plan-settle';
+import { checkStep, type DispatchedTurn } from './plan-harness-checks';
+import type { AppendOutcome } from '../../common/state-journal';
+
+/** A message the harness waits on before it goes on. */
+export type AnsweredMessage = Extract<
+  HarnessMessage,
+  { kind: 'step' | 'trusted_tool' | 'payment_challenge' | 'payment_settle' }
+>;
+
+/** The end of a call whose message the plan refused. */
+export type ForgedEnd = Extract<HarnessEnd, { kind: 'forged' }>;
+
+/** What answering needs of the runner, for the dispatched turn under its lease. */
+export interface AnswerContext {
+  /** The turn as the journal holds it now, with what a trusted tool reads. */
+  facts(): MemoryCallFacts;
+  /** What a step is checked against. */
+  dispatched(): DispatchedTurn;
+  /** Appends one batch under the turn's lease. */
+  commit(events: readonly PlannedEvent[]): Promise<{ readonly outcome: AppendOutcome }>;
+}
+
+/**
+ * Plans `message`, commits what the plan made, and answers it on `call`; returns the
+ * `forged` end instead when the plan refused it (the call is cancelled).
+ */
+export async function answerHarness(
+  message: AnsweredMessage,
+  call: HarnessCall,
+  context: AnswerContext,
+): Promise<ForgedEnd | undefined> {
+  switch (message.kind) {
+    case 'step': {
+      const refused = checkStep(context.dispatched(), message.step);
+      if (refused !== undefined) return forgedEnd(refused, message.step, call);
+      const { outcome } = await context.commit([stepEventOf(message.step)]);
+      call.committed(message.step.sequence, outcome.firstPosition);
+      return undefined;
+    }
+    case 'trusted_tool': {
+      const { memory, ...rest } = context.facts();
+      const plan = trustedToolPlan(rest, memory, message.call);
+      if (plan.kind === 'forged') return forgedEnd(plan.reason, message.call.toolCallId, call);
+      if (plan.events.length > 0) await context.commit(plan.events);
+      call.toolResult(plan.result);
+      return undefined;
+    }
+    case 'payment_challenge': {
+      const plan = paymentChallengePlan(context.facts().turn, message.challenge);
+      if (plan.kind === 'forged') return forgedEnd(plan.reason, message.challenge.toolCallId, call);
+      call.chargeAnswer(plan.answer);
+      return undefined;
+    }
+    case 'payment_settle': {
+      const plan = paymentSettlePlan(context.facts().turn, message.settle);
+      return forgedEnd(plan.reason, message.settle.toolCallId, call);
+    }
+  }
+}
