@@ -330,7 +330,7 @@ describe('make dev', () => {
     expect(Object.keys(secret.data ?? {})).toEqual(['approval-public-key']);
   }, 600_000);
 
-  it("removing the namespace's label removes what onboarding installed, and hello says how to get it back", async () => {
+  it("removing the namespace's label removes what onboarding installed, and a new Conversation says how to get it back", async () => {
     const kc = kube();
     await run(join(defaultBinDir, 'kubectl'), [
       `--kubeconfig=${join(dir, 'cluster', 'kubeconfig')}`,
@@ -345,20 +345,30 @@ describe('make dev', () => {
       { timeoutMs: 60_000, intervalMs: 500 },
     );
     expect(await secretManagers(kc, NS)).toEqual({});
-    const message = await pollUntil(
-      'hello to report its warm pool missing',
-      async () => {
-        const hello = (await kc.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({
-          group: 'polychrome.dev',
-          version: 'v1alpha1',
-          plural: 'conversations',
-          namespace: NS,
-          name: 'hello',
-        })) as { status?: { conditions?: { type?: string; reason?: string; message?: string }[] } };
-        const degraded = hello.status?.conditions?.find((c) => c.reason === 'WarmPoolMissing');
-        return degraded?.message;
+    // A Conversation made now finds no warm pool, and its condition names the label.
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    const where = { group: 'polychrome.dev', version: 'v1alpha1', plural: 'conversations' };
+    await custom.createNamespacedCustomObject({
+      ...where,
+      namespace: NS,
+      body: {
+        apiVersion: 'polychrome.dev/v1alpha1',
+        kind: 'Conversation',
+        metadata: { name: 'offboarded' },
+        spec: { agent: { systemPrompt: 'You are a helpful assistant.' } },
       },
-      { timeoutMs: 90_000, intervalMs: 1_000 },
+    });
+    const message = await pollUntil(
+      'the new Conversation to report its warm pool missing',
+      async () => {
+        const made = (await custom.getNamespacedCustomObject({
+          ...where,
+          namespace: NS,
+          name: 'offboarded',
+        })) as { status?: { conditions?: { reason?: string; message?: string }[] } };
+        return made.status?.conditions?.find((c) => c.reason === 'WarmPoolMissing')?.message;
+      },
+      { timeoutMs: 60_000, intervalMs: 500 },
     );
     expect(message).toContain(`kubectl label namespace ${NS} polychrome.dev/enabled=true`);
   }, 180_000);
