@@ -1537,26 +1537,6 @@ describe('config/monitoring', () => {
   });
 });
 
-describe("the dev stack's sandbox overlay (hack/dev/sandbox)", () => {
-  // Its patch names the harness's variables by index: a variable added to config/sandbox
-  // above HARNESS_MODEL_SCRIPT must fail here, in seconds, not in make dev.
-  it('builds, and points HARNESS_MODEL_SCRIPT at the repository, changing no other variable', () => {
-    const dev = kustomize(join(repoRoot, 'hack/dev/sandbox'));
-    const template = find(dev, 'SandboxTemplate', 'polychrome-harness', 'hack/dev/sandbox');
-    const pod = obj(obj(template['spec'], 'SandboxTemplate spec')['podTemplate'], 'podTemplate');
-    const harness = objs(obj(pod['spec'], 'pod spec')['containers'], 'containers').find(
-      (c) => c['name'] === 'harness',
-    ) as Container;
-    const devEnv = harness.env ?? [];
-    expect(devEnv.find((v) => v.name === 'HARNESS_MODEL_SCRIPT')?.value).toBe(
-      'harness/model/demo-script.yaml',
-    );
-    const others = (list: readonly EnvVar[]) =>
-      list.filter((v) => v.name !== 'HARNESS_MODEL_SCRIPT');
-    expect(others(devEnv)).toEqual(others(harnessContainer.env ?? []));
-  });
-});
-
 describe('the provisioner (operator/provision): nothing to create by hand', () => {
   const provisioner = find(base, 'Deployment', 'polychrome-provisioner');
   const provisionerPod = obj(

@@ -3,14 +3,18 @@
  *
  *   tsx hack/dev.ts up     local control plane (etcd, kube-apiserver, kube-controller-manager,
  *                          agent-sandbox) and hack's local node, which runs pods as local
- *                          processes; then the base users deploy, hack/dev/base (config/'s
- *                          bundles and the Kubernetes door): the state plane as the pod of its
- *                          StatefulSet, the control plane as the pod of its Deployment (its
- *                          public API on 127.0.0.1:8080, its door registered with
- *                          kube-apiserver: kubectl reaches a conversation by name); then the
- *                          Conversation hack/dev/conversation-hello.yaml, until Ready; then a
- *                          session token for the admin persona dev:you in .local/dev/token,
- *                          and the commands that talk to the conversation
+ *                          processes; then the install as users apply it: config/conversations
+ *                          (the conversations' namespace, labelled polychrome.dev/enabled=true)
+ *                          and hack/dev/base (config/'s bundles and the Kubernetes door): the
+ *                          provisioner, which makes every Secret the planes mount and onboards
+ *                          that namespace (sandbox template, warm pool, NetworkPolicy, harness
+ *                          credentials); the state plane as the pod of its StatefulSet, the
+ *                          control plane as the pod of its Deployment (its public API on
+ *                          127.0.0.1:8080, its door registered with kube-apiserver: kubectl
+ *                          reaches a conversation by name); then the Conversation
+ *                          hack/dev/conversation-hello.yaml, until Ready; then a session token
+ *                          for the admin persona dev:you in .local/dev/token, and the commands
+ *                          that talk to the conversation
  *   tsx hack/dev.ts up --sample panel|triage
  *                          the same, then one of config/samples' Agent samples beside hello
  *                          (hack/lib/dev-samples.ts): the ModelConfig its Agents name, on the
@@ -20,8 +24,12 @@
  *                          under .local/, and the next `up` starts from them
  *   tsx hack/dev.ts reset  stop all of it and delete what it kept: the next `up` starts over
  *
- * Everything runs in the background; state, logs and certificates live under .local/.
- * Kubernetes restarts a plane that exits, as in a cluster. The harness uses Claude when
+ * Everything runs in the background; state and logs live under .local/, the install's keys
+ * and certificates in the local cluster's Secrets, where the provisioner made them. Only
+ * what a cluster's other tools do is done here: the door's certificate (cert-manager), the
+ * state plane's volume (a storage class), the model's keys from the environment (the
+ * installer), and the images, which the local node maps to this checkout. Kubernetes
+ * restarts a plane that exits, as in a cluster. The harness uses Claude when
  * ANTHROPIC_API_KEY is set, an OpenAI-compatible model when OPENAI_API_KEY is (both:
  * HARNESS_MODEL_PROVIDER chooses; ANTHROPIC_BASE_URL and OPENAI_BASE_URL pass through too),
  * the scripted demo model otherwise.
@@ -34,20 +42,17 @@ import { mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join, relative } from 'node:path';
 import {
-  applySecrets,
+  applyDoorSecret,
+  assertNoHandMadeSecrets,
   DEV_BASE_NAMESPACE,
-  devBaseSecrets,
   ensureVolume,
   stateJournalVolume,
 } from './lib/dev-base';
-import { devCliEnv, ensureDevCerts } from './lib/dev-certs';
+import { applyModelKeys, renewWarmSandboxes, waitOnboarded } from './lib/dev-onboarding';
+import { devVerifierEnv, issueDevStateClients } from './lib/dev-state-client';
 import { mintDevToken, writeDevToken } from './lib/dev-token';
-import { ensureHarnessCa, ensureHarnessCertificate } from './lib/harness-pki';
 import {
-  applyHarnessSecret,
-  applyHarnessTlsSecret,
   devModelName,
-  ensureApprovalKey,
   HARNESS_IMAGE_PATTERN,
   harnessSourceCommand,
   modelSecretData,
@@ -56,7 +61,6 @@ import { defaultBinDir, defaultCrdDirs, repoRoot } from './lib/paths';
 import { LocalCluster } from './lib/local-cluster';
 import { isAlive, pollUntil, startProcess, stopPid } from './lib/processes';
 import { ensureDoorCertificate, KUBE_DOOR_API_SERVICE } from './lib/kube-door';
-import { isApiError } from './lib/local-node-pod-worker';
 import { DEFAULT_CONVERSATION_NAMESPACE } from '../operator/config';
 import {
   applySample,
@@ -114,6 +118,8 @@ function portFree(port: number): Promise<boolean> {
 /** The admin persona `make dev` mints a session token for. */
 const devIdentity = 'dev:you';
 const tokenFile = join(devDir, 'token');
+/** The state plane's client identities of this machine's tooling (hack/lib/dev-state-client.ts). */
+const stateClientDir = join(devDir, 'state-client');
 /** The dev Conversation: the minimal sample plus the calculator, which needs approval. */
 const conversationFile = join(repoRoot, 'hack', 'dev', 'conversation-hello.yaml');
 
@@ -295,48 +301,37 @@ async function up(args: readonly string[]): Promise<void> {
     await assertPortsFree(withSample?.model.demo === true ? [DEMO_MODEL_PORT] : []);
     const cluster = await ensureCluster();
     const admin = cluster.kubeconfigPath;
-    const core = cluster.kubeConfig().makeApiClient(CoreV1Api);
+    const kc = cluster.kubeConfig();
+    const core = kc.makeApiClient(CoreV1Api);
+    await assertNoHandMadeSecrets(core, DEV_BASE_NAMESPACE);
 
-    // What the base leaves to its installer, before its pods exist: the Secrets (from this
-    // machine's dev CA and keys, kept across runs) and the state plane's volume.
-    const certs = await ensureDevCerts(join(localDir, 'state-pki'));
+    // The install, as users apply it (docs/operator.md, "Deploying with Argo CD"): the
+    // conversations' namespace labelled polychrome.dev/enabled=true (config/conversations),
+    // then the base, whose provisioner makes every Secret the planes mount and onboards that
+    // namespace: its sandbox template, warm pool, NetworkPolicy and harness credentials.
+    kubectl(admin, ['apply', '--server-side', '-k', join(repoRoot, 'config', 'conversations')]);
+    kubectl(admin, ['apply', '--server-side', '-k', join(repoRoot, 'hack', 'dev', 'base')]);
+
+    // What a cluster's cert-manager and storage class do, neither of which is here: the
+    // door's serving certificate (kept across runs) and its CA in the APIService, which
+    // cert-manager's injector writes in a cluster; the state plane's volume.
     const door = await ensureDoorCertificate(join(localDir, 'kube-api-pki'), DEV_BASE_NAMESPACE);
-    const approvalKey = await ensureApprovalKey(join(devDir, 'approval-key.pem'));
-    // The harness CA, and the serving certificate of the conversations' namespace.
-    const harnessCa = await ensureHarnessCa(join(localDir, 'harness-pki'));
-    const harnessCertificate = await ensureHarnessCertificate(harnessCa, namespace);
-    for (const name of [DEV_BASE_NAMESPACE, namespace]) {
-      await core.createNamespace({ body: { metadata: { name } } }).catch((err: unknown) => {
-        if (!isApiError(err, 409)) throw err;
-      });
-    }
-    await applySecrets(
-      core,
-      DEV_BASE_NAMESPACE,
-      await devBaseSecrets({
-        certs,
-        door,
-        approvalKeyPath: approvalKey.privateKeyPath,
-        harnessCaPath: harnessCa.certPath,
-      }),
-    );
+    await applyDoorSecret(core, DEV_BASE_NAMESPACE, door);
+    kubectl(admin, [
+      'patch',
+      'apiservice',
+      KUBE_DOOR_API_SERVICE,
+      '--type=merge',
+      '-p',
+      JSON.stringify({ spec: { caBundle: Buffer.from(door.caPem).toString('base64') } }),
+    ]);
     await ensureVolume(core, stateJournalVolume(join(devDir, 'volumes', 'state-journal')));
 
-    // What the sandbox template reads in the conversations' namespace: the namespace's
-    // harness certificate, the approval key's public half, the model's keys and endpoints.
-    await applyHarnessTlsSecret(cluster.kubeConfig(), namespace, harnessCertificate);
-    await applyHarnessSecret(cluster.kubeConfig(), namespace, {
-      approvalPublicKey: approvalKey.publicKeyHex,
-      model: modelSecretData(process.env),
-    });
-    kubectl(admin, [
-      'apply',
-      '--server-side',
-      '-n',
-      namespace,
-      '-k',
-      join(repoRoot, 'hack', 'dev', 'sandbox'),
-    ]);
+    // The model's keys and endpoints from this machine's environment: into the onboarded
+    // Secret as a user adds theirs, before the harness pods start when it is there already
+    // (every run after the first).
+    const model = modelSecretData(process.env);
+    const keys = await applyModelKeys(kc, namespace, model);
 
     // The local node runs every pod of the base's namespace and the conversations': the
     // planes' images map to this checkout's sources, as the harness's does.
@@ -376,57 +371,53 @@ async function up(args: readonly string[]): Promise<void> {
     }
     await save();
 
-    // The base itself, as a cluster syncs it; then the door's CA, which cert-manager's
-    // injector writes in a cluster.
-    kubectl(admin, ['apply', '--server-side', '-k', join(repoRoot, 'hack', 'dev', 'base')]);
-    kubectl(admin, [
-      'patch',
-      'apiservice',
-      KUBE_DOOR_API_SERVICE,
-      '--type=merge',
-      '-p',
-      JSON.stringify({ spec: { caBundle: Buffer.from(door.caPem).toString('base64') } }),
-    ]);
+    rolloutStatus(admin, 'deployment/polychrome-provisioner');
     rolloutStatus(admin, 'statefulset/polychrome-state');
     rolloutStatus(admin, 'deployment/polychrome-control-plane');
     await waitApi(node);
     await waitApiService(cluster);
+    await waitOnboarded(kc, namespace);
+    // The first run: onboarding made the Secret only now, and the warm pool's harnesses
+    // may have started without the keys; the pool starts new ones that read them.
+    if (keys === 'absent' && (await applyModelKeys(kc, namespace, model)) === 'changed') {
+      const renewed = await renewWarmSandboxes(kc, namespace);
+      console.log(`dev: the model's settings are in place; ${renewed} warm harness(es) replaced`);
+    }
     await linkKubectlPlugin();
 
     kubectl(admin, ['apply', '-n', namespace, '-f', conversationFile]);
-    const { uid, endpoint } = await waitConversationReady(cluster.kubeConfig(), namespace, 'hello');
+    const { uid, endpoint } = await waitConversationReady(kc, namespace, 'hello');
     // The harness process itself answers on the pod's address.
     const host = endpoint.split(':')[0] ?? '';
     const harnessReady = await fetch(`http://${host}:9090/readyz`);
     console.log(
       `\ndev: harness for conversation hello is ${harnessReady.ok ? 'ready' : 'NOT ready'} at ${endpoint}`,
     );
-    const sampleUid =
-      withSample === undefined ? undefined : await startSample(cluster.kubeConfig(), withSample);
+    const sampleUid = withSample === undefined ? undefined : await startSample(kc, withSample);
     process.stdout.write(kubectl(admin, ['get', 'conversations', '-n', namespace]));
 
-    // A session token for an admin persona, as a sign-in edge would issue one.
+    // A session token for an admin persona, as a sign-in edge would issue one, minted with
+    // a records-admin identity issued from the provisioner's state CA.
+    const clients = await issueDevStateClients(kc, DEV_BASE_NAMESPACE, stateClientDir);
     await writeDevToken(
       tokenFile,
       await mintDevToken({
-        certs,
+        clients,
         address: stateAddress,
         identity: devIdentity,
         roles: [Role.Admin],
       }),
     );
-    const verifierEnv = Object.entries(devCliEnv(certs, stateAddress))
-      .map(
-        ([name, value]) => `${name}=${name === 'POLYCHROME_STATE_ADDRESS' ? value : local(value)}`,
-      )
+    const verifierEnv = Object.entries(devVerifierEnv(clients, stateAddress))
+      .map(([name, value]) => `${name}=${value.startsWith('/') ? local(value) : value}`)
       .join(' ');
-    const model = devModelName(process.env);
+    const modelName = devModelName(process.env);
     console.log(`
 export KUBECONFIG=${admin} PATH=${defaultBinDir}:$PATH    # then: kubectl get conv
 pods (the planes and the harnesses): kubectl get pods -A; their logs under ${local(join(devDir, 'node', 'pods'))}
 
 The public API:    ${apiUrl}   (docs/api.md)
-Conversation hello: ${uid}   (${local(conversationFile)}; it answers with ${model})
+Conversation hello: ${uid}   (${local(conversationFile)}; it answers with ${modelName})
 Signed in as:      ${devIdentity} (admin); session token in ${local(tokenFile)}
 
 Talk to it (from the repository root):
@@ -483,11 +474,13 @@ async function down(): Promise<void> {
 /** Stops everything and deletes what `up` keeps across runs. */
 async function reset(): Promise<void> {
   await down();
+  // state-pki and harness-pki: what an earlier make dev made its Secrets from.
   for (const dir of [
     clusterDir,
     devDir,
-    join(localDir, 'state-pki'),
     join(localDir, 'kube-api-pki'),
+    join(localDir, 'state-pki'),
+    join(localDir, 'harness-pki'),
   ]) {
     await rm(dir, { recursive: true, force: true });
   }

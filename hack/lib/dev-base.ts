@@ -1,14 +1,16 @@
 import { readFile } from 'node:fs/promises';
 import type { CoreV1Api, V1PersistentVolume } from '@kubernetes/client-node';
-import type { DevCerts } from './dev-certs';
+import { PROVISIONED_LABEL, SecretName } from '../../operator/provision/catalog';
 import type { DoorCertificate } from './kube-door';
 import { isApiError } from './local-node-pod-worker';
 
 /**
- * What `make dev` puts beside hack/dev/base, which the base leaves to its installer
- * (config/control-plane/deployment.yaml and config/state/stateful-set.yaml say what each
- * holds): the Secrets, from this machine's dev certificates and keys, and the volume the
- * state plane's claim binds to.
+ * What `make dev` puts beside hack/dev/base that the base leaves to its installer and the
+ * provisioner does not make: the Kubernetes door's serving certificate (cert-manager's part
+ * in a cluster, config/components/kube-api-cert-manager; there is no cert-manager here) and
+ * the volume the state plane's claim binds to (a storage class's part in a cluster). Every
+ * other Secret the planes mount is the provisioner's (docs/operator.md, "Installing: what
+ * the operator provisions").
  */
 
 /** The namespace of the base (hack/dev/base sets it). */
@@ -17,78 +19,64 @@ export const DEV_BASE_NAMESPACE = 'polychrome-system';
 /** The claim the state StatefulSet's volumeClaimTemplate `journal` makes for its pod 0. */
 export const STATE_JOURNAL_CLAIM = 'journal-polychrome-state-0';
 
-/** A Secret to write: its name and its data as text, by key. */
-export interface DevSecret {
-  name: string;
-  data: Readonly<Record<string, string>>;
-}
+/** The Secret config/components/kube-api mounts: the door's `tls.crt` and `tls.key`. */
+export const DOOR_TLS_SECRET = 'polychrome-kube-api-tls';
 
-/** The files the Secrets are read from. */
-export interface DevSecretSources {
-  certs: DevCerts;
-  door: DoorCertificate;
-  /** The approval private key (PKCS#8 PEM file). */
-  approvalKeyPath: string;
-  /** The harness CA's certificate (PEM file): the control plane trusts the harnesses it signed. */
-  harnessCaPath: string;
-}
+/** The label value of what `make dev` itself writes (the door's Secret, the volume). */
+export const MAKE_DEV_MANAGER = 'make-dev';
 
-/** Every Secret the base's pods mount, by the names and keys config/ gives them. */
-export async function devBaseSecrets(sources: DevSecretSources): Promise<DevSecret[]> {
-  const text = (path: string): Promise<string> => readFile(path, 'utf8');
-  const { certs, door } = sources;
-  const ca = await text(certs.ca.certPath);
-  return [
-    {
-      name: 'polychrome-state-tls',
-      data: {
-        'ca.crt': ca,
-        'tls.crt': await text(certs.server.certPath),
-        'tls.key': await text(certs.server.keyPath),
-      },
-    },
-    { name: 'polychrome-state-signing-key', data: { 'signing-key': await text(certs.signingKey) } },
-    { name: 'polychrome-state-records-key', data: { 'records-key': await text(certs.recordsKey) } },
-    {
-      name: 'polychrome-control-plane-tls',
-      data: {
-        'ca.crt': ca,
-        'tls.crt': await text(certs.controlPlane.certPath),
-        'tls.key': await text(certs.controlPlane.keyPath),
-      },
-    },
-    { name: 'polychrome-harness-ca', data: { 'ca.crt': await text(sources.harnessCaPath) } },
-    { name: 'polychrome-approval-key', data: { 'key.pem': await text(sources.approvalKeyPath) } },
-    {
-      name: 'polychrome-kube-api-tls',
-      data: { 'tls.crt': await text(door.certPath), 'tls.key': await text(door.keyPath) },
-    },
-  ];
-}
+const MAKE_DEV_LABELS = {
+  'app.kubernetes.io/part-of': 'polychrome',
+  [PROVISIONED_LABEL.key]: MAKE_DEV_MANAGER,
+} as const;
 
-/** Creates each Secret, or replaces its data when it exists. */
-export async function applySecrets(
+/**
+ * Creates the door's Secret in `namespace` from `door`'s files, or replaces its data, as
+ * cert-manager writes it in a cluster. Labelled as `make dev`'s own.
+ */
+export async function applyDoorSecret(
   core: CoreV1Api,
   namespace: string,
-  secrets: readonly DevSecret[],
+  door: DoorCertificate,
 ): Promise<void> {
-  for (const secret of secrets) {
-    const body = {
-      metadata: {
-        name: secret.name,
-        namespace,
-        labels: {
-          'app.kubernetes.io/part-of': 'polychrome',
-          'app.kubernetes.io/managed-by': 'make-dev',
-        },
-      },
-      stringData: { ...secret.data },
-    };
+  const body = {
+    metadata: { name: DOOR_TLS_SECRET, namespace, labels: MAKE_DEV_LABELS },
+    type: 'kubernetes.io/tls',
+    stringData: {
+      'tls.crt': await readFile(door.certPath, 'utf8'),
+      'tls.key': await readFile(door.keyPath, 'utf8'),
+    },
+  };
+  try {
+    await core.createNamespacedSecret({ namespace, body });
+  } catch (err: unknown) {
+    if (!isApiError(err, 409)) throw err;
+    await core.replaceNamespacedSecret({ name: DOOR_TLS_SECRET, namespace, body });
+  }
+}
+
+/**
+ * Refuses a cluster an earlier `make dev` set up, which wrote the provisioner's Secrets
+ * itself (labelled `make-dev`): the provisioner would check them as a user's and never
+ * write them, and the conversations' namespace holds hand-applied sandbox objects that
+ * onboarding refuses to adopt.
+ *
+ * @throws Error naming the Secret and `make dev-reset`, which starts over.
+ */
+export async function assertNoHandMadeSecrets(core: CoreV1Api, namespace: string): Promise<void> {
+  for (const name of Object.values(SecretName)) {
+    let manager: string | undefined;
     try {
-      await core.createNamespacedSecret({ namespace, body });
+      const secret = await core.readNamespacedSecret({ name, namespace });
+      manager = secret.metadata?.labels?.[PROVISIONED_LABEL.key];
     } catch (err: unknown) {
-      if (!isApiError(err, 409)) throw err;
-      await core.replaceNamespacedSecret({ name: secret.name, namespace, body });
+      if (isApiError(err, 404)) continue;
+      throw err;
+    }
+    if (manager === MAKE_DEV_MANAGER) {
+      throw new Error(
+        `dev: Secret ${namespace}/${name} was written by an earlier make dev, before the provisioner made the install's Secrets; run make dev-reset to start over (it deletes the local cluster, its conversations and journals)`,
+      );
     }
   }
 }
@@ -104,10 +92,7 @@ export function stateJournalVolume(path: string): V1PersistentVolume {
     kind: 'PersistentVolume',
     metadata: {
       name: 'polychrome-dev-state-journal',
-      labels: {
-        'app.kubernetes.io/part-of': 'polychrome',
-        'app.kubernetes.io/managed-by': 'make-dev',
-      },
+      labels: MAKE_DEV_LABELS,
     },
     spec: {
       capacity: { storage: '10Gi' },

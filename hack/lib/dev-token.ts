@@ -3,7 +3,7 @@ import { chmod, writeFile } from 'node:fs/promises';
 import type { Role } from '../../common/persona-roles';
 import { RecordsClient } from '../../common/records-client';
 import { loadStateClientTls } from '../../common/state-channel';
-import type { DevCerts } from './dev-certs';
+import type { DevStateClients } from './dev-state-client';
 
 /** The identity recorded as minter and role setter of `make dev`'s tokens. */
 export const DEV_MINTER = 'dev:make-dev';
@@ -11,16 +11,16 @@ export const DEV_MINTER = 'dev:make-dev';
 /**
  * A bearer session token for the public API on a development stack: the persona of
  * `identity` (created with `roles`, or the existing one given exactly those roles) and a
- * new session, made through the state plane's Records service with the development
- * records-admin certificate (the control plane's own certificate has no business outside
- * the control plane). The token is the only copy: write it
+ * new session, made through the state plane's Records service with `make dev`'s
+ * records-admin identity (dev-state-client.ts; the control plane's own certificate has no
+ * business outside the control plane). The token is the only copy: write it
  * where its user reads it, never to a log.
  *
  * @param options.ttlMs @default 7 days (the records allow at most 30)
  * @throws StateCallError when the state plane cannot be reached or refuses the call.
  */
 export async function mintDevToken(options: {
-  readonly certs: DevCerts;
+  readonly clients: DevStateClients;
   /** The state plane, `host:port`. */
   readonly address: string;
   /** `provider:external_id`, e.g. `dev:you`. */
@@ -30,11 +30,8 @@ export async function mintDevToken(options: {
 }): Promise<string> {
   const records = new RecordsClient({
     address: options.address,
-    tls: await loadStateClientTls({
-      ca: options.certs.ca.certPath,
-      cert: options.certs.recordsAdmin.certPath,
-      key: options.certs.recordsAdmin.keyPath,
-    }),
+    serverName: options.clients.serverName,
+    tls: await loadStateClientTls(options.clients.recordsAdmin),
     callTimeoutMs: 10_000,
   });
   try {

@@ -4,7 +4,7 @@ import { ApiException, type V1Container } from '@kubernetes/client-node';
 import { ContainerRunner, delay, type Backoff, type LaunchPlan } from './local-node-container';
 import { resolveEnv, type EnvSources, type PodFields } from './local-node-env';
 import type { LoopbackAllocator } from './local-node-ips';
-import type { ApiServerAddress } from './local-node-runtime';
+import { launchMounts, type ApiServerAddress } from './local-node-runtime';
 import {
   resolveCommand,
   restartPolicyOf,
@@ -293,7 +293,7 @@ export class PodWorker {
       launch: {
         argv: command.argv,
         env: { ...base, HOSTNAME: pod.metadata.name, POD_IP: podIP, ...env.env },
-        mounts: mounts.mounts,
+        mounts: launchMounts(mounts.mounts, command.source, ctx.cwd),
       },
     };
   }

@@ -126,6 +126,8 @@ export const localCommandAnnotation = 'polychrome.dev/local-command';
  * Image patterns to local argv, e.g. `{ 'polychrome/harness:*': ['node', 'dist/harness/main.js'] }`.
  * `*` matches any run of characters. The container's `args` are appended (they play
  * the part of the image's CMD); its `command` names a path inside the image and is ignored.
+ * The image's files at /app are the node's working directory (local-node-runtime.ts,
+ * `IMAGE_WORKDIR`).
  */
 export type ImageCommands = Readonly<Record<string, readonly string[]>>;
 

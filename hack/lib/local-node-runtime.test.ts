@@ -1,6 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
 import {
   hostPathOf,
+  IMAGE_WORKDIR,
+  launchMounts,
   nodeOptionWord,
   podProcessEnv,
   podRuntimeModule,
@@ -26,6 +28,28 @@ describe('hostPathOf', () => {
     ['relative/ca.crt', 'relative/ca.crt'],
   ])('%s is %s', (path, expected) => {
     expect(hostPathOf(path, mounts)).toBe(expected);
+  });
+});
+
+describe('launchMounts', () => {
+  it("maps an image-table container's /app to the checkout, so config/sandbox's script path resolves", () => {
+    const all = launchMounts(mounts, 'image', '/checkout');
+    expect(all).toEqual([
+      ...mounts,
+      { mountPath: IMAGE_WORKDIR, hostPath: '/checkout', readOnly: false },
+    ]);
+    expect(hostPathOf('/app/harness/model/demo-script.yaml', all)).toBe(
+      '/checkout/harness/model/demo-script.yaml',
+    );
+    expect(rewriteEnvPaths({ HARNESS_MODEL_SCRIPT: '/app/x.yaml' }, all)).toEqual({
+      HARNESS_MODEL_SCRIPT: '/checkout/x.yaml',
+    });
+  });
+
+  it("adds nothing for a pod's own command, or where the pod mounts a volume at /app", () => {
+    expect(launchMounts(mounts, 'annotation', '/checkout')).toEqual(mounts);
+    const own = [...mounts, { mountPath: '/app/', hostPath: '/node/v/app', readOnly: true }];
+    expect(launchMounts(own, 'image', '/checkout')).toEqual(own);
   });
 });
 

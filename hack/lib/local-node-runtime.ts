@@ -78,6 +78,31 @@ export function rewriteEnvPaths(
   return out;
 }
 
+/**
+ * Where the images keep their files: the WORKDIR of harness/, operator/ and state/'s
+ * Dockerfiles. An image the node maps to a local command is this checkout, so a path the
+ * pod names under it (config/sandbox's `HARNESS_MODEL_SCRIPT`,
+ * /app/harness/model/demo-script.yaml) is the same path under the node's working directory.
+ */
+export const IMAGE_WORKDIR = '/app';
+
+/**
+ * A container's mounts with the image's files added: {@link IMAGE_WORKDIR} at `cwd` when
+ * its command comes from the node's image table (not from a pod's own command annotation,
+ * which names no image) and no volume of its own is mounted there. Writable, as `cwd` holds
+ * what other mounts write to (a hostPath volume under .local/); the pod's own
+ * readOnlyRootFilesystem is not imitated here.
+ */
+export function launchMounts(
+  mounts: readonly Mount[],
+  source: 'annotation' | 'image',
+  cwd: string,
+): Mount[] {
+  const own = mounts.some((m) => m.mountPath.replace(/\/+$/, '') === IMAGE_WORKDIR);
+  if (source !== 'image' || own) return [...mounts];
+  return [...mounts, { mountPath: IMAGE_WORKDIR, hostPath: cwd, readOnly: false }];
+}
+
 /** A NODE_OPTIONS word: quoted when it holds a space or a quote (Node's own rule). */
 export function nodeOptionWord(word: string): string {
   return /[\s"\\]/.test(word) ? `"${word.replace(/(["\\])/g, '\\$1')}"` : word;

@@ -3,6 +3,7 @@
  * create, `report` to write conditions and `status.sandbox`. Pure.
  */
 import { ConditionReason } from '../api/v1alpha1/conditions';
+import { ONBOARDING_LABEL } from '../onboarding/catalog';
 import { HARNESS_PORT, isOwnedBy } from './child-meta';
 import { claimReadiness, currentClaimReady, describeCondition } from './claim-ready';
 import { claimPlanOf } from './desired-claim';
@@ -85,6 +86,14 @@ function readyCondition(conditions: readonly ObservedCondition[]): ObservedCondi
 }
 
 /**
+ * The fix for a namespace without config/sandbox's objects: the label that has the operator
+ * install them (docs/operator.md, "Conversation namespaces").
+ */
+function onboardFix(namespace: string): string {
+  return `label the namespace so the operator installs it (kubectl label namespace ${namespace} ${ONBOARDING_LABEL.key}=${ONBOARDING_LABEL.value})`;
+}
+
+/**
  * The message while a claim waits for its Sandbox; also what a pass that created the claim
  * reports, so the next pass, which sees the claim, finds nothing to write.
  */
@@ -139,7 +148,7 @@ export function assessSandbox(snapshot: ConversationSnapshot): SandboxAssessment
       state: 'blocked',
       names,
       reason: ConditionReason.WarmPoolMissing,
-      message: `SandboxWarmPool ${sandbox.warmPoolName} not found in namespace ${namespace}: apply config/sandbox or set spec.sandbox.warmPool`,
+      message: `SandboxWarmPool ${sandbox.warmPoolName} not found in namespace ${namespace}: ${onboardFix(namespace)}, or set spec.sandbox.warmPool`,
       recheck: true,
     };
   }
@@ -149,7 +158,7 @@ export function assessSandbox(snapshot: ConversationSnapshot): SandboxAssessment
       state: 'blocked',
       names,
       reason: ConditionReason.SandboxTemplateMissing,
-      message: `SandboxTemplate ${templateName}, named by SandboxWarmPool ${sandbox.warmPoolName}, not found in namespace ${namespace}: apply config/sandbox or point the pool at an existing template`,
+      message: `SandboxTemplate ${templateName}, named by SandboxWarmPool ${sandbox.warmPoolName}, not found in namespace ${namespace}: ${onboardFix(namespace)}, or point the pool at an existing template`,
       recheck: true,
     };
   }

@@ -147,7 +147,7 @@ describe('lifecycleEvents (with the real plan and report)', () => {
         type: 'Warning',
         reason: 'WarmPoolMissing',
         action: 'Reconcile',
-        note: 'SandboxWarmPool absent not found in namespace team: apply config/sandbox or set spec.sandbox.warmPool',
+        note: 'SandboxWarmPool absent not found in namespace team: label the namespace so the operator installs it (kubectl label namespace team polychrome.dev/enabled=true), or set spec.sandbox.warmPool',
       },
     ]);
     // Still missing: no second Warning.

@@ -285,7 +285,7 @@ describe('reportStatus', () => {
       agentSnapshot(conversation(), { warmPool: undefined, templateFound: undefined }),
     );
     expect(condition(status, 'Degraded')?.message).toBe(
-      'SandboxWarmPool polychrome-harness not found in namespace team: apply config/sandbox or set spec.sandbox.warmPool',
+      'SandboxWarmPool polychrome-harness not found in namespace team: label the namespace so the operator installs it (kubectl label namespace team polychrome.dev/enabled=true), or set spec.sandbox.warmPool',
     );
   });
 

@@ -271,7 +271,7 @@ describe('Conversation controller on a real API server', () => {
     });
     expect(field(degraded, 'status')).toBe('True');
     expect(field(degraded, 'message')).toBe(
-      `SandboxWarmPool absent-pool not found in namespace ${ns.name}: apply config/sandbox or set spec.sandbox.warmPool`,
+      `SandboxWarmPool absent-pool not found in namespace ${ns.name}: label the namespace so the operator installs it (kubectl label namespace ${ns.name} polychrome.dev/enabled=true), or set spec.sandbox.warmPool`,
     );
   });
 
@@ -501,7 +501,7 @@ describe('Conversation controller on a real API server', () => {
     const degraded = await degradedWith('c-notmpl', 'SandboxTemplateMissing');
     expect(field(degraded, 'status', 'phase')).toBe('Degraded');
     expect(field(condition(degraded, 'Degraded'), 'message')).toBe(
-      `SandboxTemplate late-template, named by SandboxWarmPool pool-late-template, not found in namespace ${ns.name}: apply config/sandbox or point the pool at an existing template`,
+      `SandboxTemplate late-template, named by SandboxWarmPool pool-late-template, not found in namespace ${ns.name}: label the namespace so the operator installs it (kubectl label namespace ${ns.name} polychrome.dev/enabled=true), or point the pool at an existing template`,
     );
     expect(field(condition(degraded, 'Ready'), 'reason')).toBe('SandboxTemplateMissing');
 

@@ -6,35 +6,63 @@ import {
   CustomObjectsApi,
   KubeConfig,
   type V1Pod,
+  type V1Secret,
 } from '@kubernetes/client-node';
 import { execFile } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { repoRoot } from '../../hack/lib/paths';
+import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { pollUntil } from '../../hack/lib/processes';
 import { DEFAULT_CONVERSATION_NAMESPACE } from '../../operator/config';
+import { CredentialSecret, ONBOARDING_LABEL } from '../../operator/onboarding/catalog';
+import { PROVISIONED_LABEL, SECRET_NAMES } from '../../operator/provision/catalog';
+import {
+  ALL_ONBOARDED,
+  dataKeyOwners,
+  onboardedObjects,
+  podProcess,
+  secretManagers,
+} from './support/dev-install';
 
 // `make dev` itself, in a directory of its own (POLYCHROME_DEV_DIR): its own local control
-// plane and node, hack/dev/base deployed as a cluster would sync it, and the Conversation
-// hello. It needs 127.0.0.1:8080, 7443 and 8444 free (a running `make dev` holds them:
-// stop it first). Checked here: no object stays unready; a SIGKILLed state plane is
-// restarted by Kubernetes and nothing committed is lost; `down` then `up` keeps the
-// cluster, journals and records; `reset` deletes them.
+// plane and node, config/conversations and hack/dev/base applied as a cluster would sync
+// them, and the Conversation hello. It needs 127.0.0.1:8080, 7443 and 8444 free (a running
+// `make dev` holds them: stop it first). Checked here: no object stays unready; the install
+// holds no Secret the provisioner or onboarding did not make, but for the door's (cert-manager's
+// part) and the model settings make dev adds to the onboarded Secret; a turn is answered; a
+// SIGKILLed state plane is restarted by Kubernetes and nothing committed is lost; `down` then
+// `up` keeps the cluster, journals, records and keys, and drops a model setting no longer in
+// the environment; removing the namespace's label removes what onboarding installed; `reset`
+// deletes it all.
 
 const run = promisify(execFile);
 const API = 'http://127.0.0.1:8080';
 let dir: string;
 
-async function dev(command: 'up' | 'down' | 'reset'): Promise<string> {
+/**
+ * The model setting the first `up` runs with: an endpoint only, no key, so the harness still
+ * runs the scripted model, and the setting's way into the harnesses shows in their variables.
+ */
+const MODEL_ENV = { ANTHROPIC_BASE_URL: 'http://127.0.0.1:9/dev-stack' };
+
+async function dev(
+  command: 'up' | 'down' | 'reset',
+  extraEnv: Record<string, string> = {},
+): Promise<string> {
   const { stdout, stderr } = await run(
     process.execPath,
     ['--import', 'tsx', join(repoRoot, 'hack', 'dev.ts'), command],
     {
       cwd: repoRoot,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', POLYCHROME_DEV_DIR: dir },
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '',
+        POLYCHROME_DEV_DIR: dir,
+        ...extraEnv,
+      },
       timeout: 600_000,
       maxBuffer: 16 * 1024 * 1024,
     },
@@ -128,23 +156,6 @@ async function statePod(kc: KubeConfig): Promise<V1Pod> {
     .readNamespacedPod({ name: 'polychrome-state-0', namespace: 'polychrome-system' });
 }
 
-/** The pid of the process the local node runs for the pod at `podIP` with `entry` in its argv. */
-function podProcess(podIP: string, entry: string): number {
-  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    try {
-      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-      const environ = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
-      const view = environ.find((v) => v.startsWith('POLYCHROME_LOCAL_POD='));
-      if (cmdline.includes(entry) && view?.includes(`"podIP":"${podIP}"`) === true) {
-        return Number(pid);
-      }
-    } catch {
-      // Gone meanwhile, or not ours to read.
-    }
-  }
-  throw new Error(`no process runs ${entry} for the pod at ${podIP}`);
-}
-
 async function api(path: string, init: RequestInit = {}): Promise<unknown> {
   const token = (await readFile(join(dir, 'dev', 'token'), 'utf8')).trim();
   const response = await fetch(`${API}${path}`, {
@@ -176,12 +187,32 @@ async function transcriptTurns(uid: string): Promise<unknown[]> {
   return body.turns ?? [];
 }
 
+const NS = DEFAULT_CONVERSATION_NAMESPACE;
+
+async function harnessSecret(kc: KubeConfig): Promise<V1Secret> {
+  return kc
+    .makeApiClient(CoreV1Api)
+    .readNamespacedSecret({ name: CredentialSecret.Harness, namespace: NS });
+}
+
+/** The provisioner's Secrets, by name: uid and data, to compare across a restart. */
+async function provisioned(kc: KubeConfig): Promise<Record<string, unknown>> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const out: Record<string, unknown> = {};
+  for (const name of SECRET_NAMES) {
+    const secret = await core.readNamespacedSecret({ name, namespace: 'polychrome-system' });
+    out[name] = { uid: secret.metadata?.uid, data: secret.data };
+  }
+  return out;
+}
+
 describe('make dev', () => {
   let uid = '';
+  let keys: Record<string, unknown> = {};
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'polychrome-dev-'));
-    await dev('up');
+    await dev('up', MODEL_ENV);
   }, 600_000);
 
   afterAll(async () => {
@@ -192,7 +223,8 @@ describe('make dev', () => {
 
   it('deploys the base as pods of its Deployments and StatefulSet, and no object stays unready', async () => {
     const kc = kube();
-    expect(await unready(kc)).toEqual([]);
+    // The warm pool's first harnesses are replaced once the model setting is in (hack/dev.ts).
+    expect(await unreadyAfter(kc, 60_000)).toEqual([]);
     const pods = (
       await kc.makeApiClient(CoreV1Api).listNamespacedPod({ namespace: 'polychrome-system' })
     ).items;
@@ -217,12 +249,51 @@ describe('make dev', () => {
     expect(await transcriptTurns(uid)).toHaveLength(1);
   }, 120_000);
 
+  it('installs with no Secret made by hand: the provisioner made them, onboarding the namespace', async () => {
+    const kc = kube();
+    // Every Secret of the base is the provisioner's, but the door's: cert-manager's part,
+    // which make dev plays (no cert-manager here).
+    expect(await secretManagers(kc, 'polychrome-system')).toEqual({
+      ...Object.fromEntries(SECRET_NAMES.map((name) => [name, PROVISIONED_LABEL.value])),
+      'polychrome-kube-api-tls': 'make-dev',
+    });
+    // The conversations' namespace was onboarded by its label alone.
+    const namespace = await kc.makeApiClient(CoreV1Api).readNamespace({ name: NS });
+    expect(namespace.metadata?.labels?.[ONBOARDING_LABEL.key]).toBe(ONBOARDING_LABEL.value);
+    expect(await onboardedObjects(kc, NS)).toEqual(ALL_ONBOARDED);
+    expect(await secretManagers(kc, NS)).toEqual({
+      [CredentialSecret.Harness]: 'polychrome-onboarding',
+      [CredentialSecret.HarnessTls]: 'polychrome-onboarding',
+    });
+    // make dev's model setting is a field of its own in onboarding's Secret, and every
+    // harness running now started with it.
+    const secret = await harnessSecret(kc);
+    const url = Buffer.from(secret.data?.['anthropic-base-url'] ?? '', 'base64').toString();
+    expect(url).toBe(MODEL_ENV.ANTHROPIC_BASE_URL);
+    expect(dataKeyOwners(secret, 'anthropic-base-url')).toEqual(['make-dev']);
+    const harnesses = (
+      await kc.makeApiClient(CoreV1Api).listNamespacedPod({
+        namespace: NS,
+        labelSelector: 'app.kubernetes.io/name=polychrome-harness',
+      })
+    ).items.filter((p) => p.metadata?.deletionTimestamp === undefined);
+    expect(harnesses.length).toBeGreaterThan(0);
+    for (const pod of harnesses) {
+      const { env } = podProcess(pod.status?.podIP ?? '', 'harness/main.ts');
+      expect({ pod: pod.metadata?.name, url: env.ANTHROPIC_BASE_URL }).toEqual({
+        pod: pod.metadata?.name,
+        url: MODEL_ENV.ANTHROPIC_BASE_URL,
+      });
+    }
+    keys = await provisioned(kc);
+  }, 60_000);
+
   it('a SIGKILLed state plane is restarted by Kubernetes, and what was committed is still there', async () => {
     const kc = kube();
     const before = await statePod(kc);
     const podIP = before.status?.podIP ?? '';
     const restarts = before.status?.containerStatuses?.[0]?.restartCount ?? 0;
-    process.kill(podProcess(podIP, 'state/main.ts'), 'SIGKILL');
+    process.kill(podProcess(podIP, 'state/main.ts').pid, 'SIGKILL');
     await pollUntil(
       'the state plane to be restarted and Ready',
       async () => {
@@ -245,15 +316,62 @@ describe('make dev', () => {
     expect(await unreadyAfter(kc, 60_000)).toEqual([]);
   }, 180_000);
 
-  it('down then up keeps the cluster, the conversation and its journal', async () => {
+  it('down then up keeps the cluster, the conversation, its journal and the keys', async () => {
     await dev('down');
     expect(existsSync(join(dir, 'cluster', 'etcd'))).toBe(true);
+    // Without the model setting this time: make dev's field goes, onboarding's stay.
     await dev('up');
     const kc = kube();
     expect(await helloUid(kc)).toBe(uid);
     expect(await transcriptTurns(uid)).toHaveLength(1);
-    expect(await unready(kc)).toEqual([]);
+    expect(await unreadyAfter(kc, 60_000)).toEqual([]);
+    expect(await provisioned(kc)).toEqual(keys);
+    const secret = await harnessSecret(kc);
+    expect(Object.keys(secret.data ?? {})).toEqual(['approval-public-key']);
   }, 600_000);
+
+  it("removing the namespace's label removes what onboarding installed, and a new Conversation says how to get it back", async () => {
+    const kc = kube();
+    await run(join(defaultBinDir, 'kubectl'), [
+      `--kubeconfig=${join(dir, 'cluster', 'kubeconfig')}`,
+      'label',
+      'namespace',
+      NS,
+      `${ONBOARDING_LABEL.key}-`,
+    ]);
+    await pollUntil(
+      `onboarding's objects to leave ${NS}`,
+      async () => ((await onboardedObjects(kc, NS)).length === 0 ? true : undefined),
+      { timeoutMs: 60_000, intervalMs: 500 },
+    );
+    expect(await secretManagers(kc, NS)).toEqual({});
+    // A Conversation made now finds no warm pool, and its condition names the label.
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    const where = { group: 'polychrome.dev', version: 'v1alpha1', plural: 'conversations' };
+    await custom.createNamespacedCustomObject({
+      ...where,
+      namespace: NS,
+      body: {
+        apiVersion: 'polychrome.dev/v1alpha1',
+        kind: 'Conversation',
+        metadata: { name: 'offboarded' },
+        spec: { agent: { systemPrompt: 'You are a helpful assistant.' } },
+      },
+    });
+    const message = await pollUntil(
+      'the new Conversation to report its warm pool missing',
+      async () => {
+        const made = (await custom.getNamespacedCustomObject({
+          ...where,
+          namespace: NS,
+          name: 'offboarded',
+        })) as { status?: { conditions?: { reason?: string; message?: string }[] } };
+        return made.status?.conditions?.find((c) => c.reason === 'WarmPoolMissing')?.message;
+      },
+      { timeoutMs: 60_000, intervalMs: 500 },
+    );
+    expect(message).toContain(`kubectl label namespace ${NS} polychrome.dev/enabled=true`);
+  }, 180_000);
 
   it('reset deletes what up kept', async () => {
     await dev('reset');
