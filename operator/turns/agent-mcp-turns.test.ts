@@ -11,7 +11,11 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { startAgentTurns } from '../../test/support/agent-turns';
 import { startTestHttpMcpServer } from '../../test/support/mcp-servers/http-server';
-import type { RecordedRequest, ScriptedReply } from '../../test/support/messages-api-server';
+import {
+  systemOf,
+  type RecordedRequest,
+  type ScriptedReply,
+} from '../../test/support/messages-api-server';
 import type { Agent } from '../api/v1alpha1/agent-resource';
 
 let closers: (() => Promise<void> | void)[] = [];
@@ -22,15 +26,6 @@ afterEach(async () => {
 
 /** The wire name of the lead's MCP tool `lookup/echo` (common/model/tool-names.ts). */
 const ECHO = 'lookup__echo';
-
-function systemOf(request: RecordedRequest): string {
-  const system = (request.body as { system?: unknown }).system;
-  return typeof system === 'string'
-    ? system
-    : Array.isArray(system)
-      ? system.map((block: { text?: string }) => block.text ?? '').join('')
-      : '';
-}
 
 function toolsOf(request: RecordedRequest): string[] {
   const tools = (request.body as { tools?: { name: string }[] }).tools ?? [];
