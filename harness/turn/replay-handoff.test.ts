@@ -57,6 +57,12 @@ const handoffTo = (id: string, agent: string): OutputBlock => ({
   input: { agent, reason: 'an invoice' },
 });
 const text = (value: string): OutputBlock => ({ type: 'text', text: value });
+const delegateTo = (id: string, agent: string, task: string): OutputBlock => ({
+  type: 'tool_use',
+  id,
+  name: '__delegate_to',
+  input: { agent, task },
+});
 
 /** A model reply: to the oldest call asked, or to the call of a delegation thread. */
 type Reply = OutputBlock[] | { readonly thread: string; readonly content: OutputBlock[] };
@@ -323,16 +329,10 @@ describe('replay of a turn that delegated a task (docs/turns.md, "Delegation")',
     tools: [lookup, delegateToolFor([{ name: 'billing', description: 'Bills.' }])],
     agents: [{ name: 'billing', system: 'You are billing.', tools: [lookup], model }],
   };
-  const delegateTo = (id: string, agent: string): OutputBlock => ({
-    type: 'tool_use',
-    id,
-    name: '__delegate_to',
-    input: { agent, task: 'what was billed?' },
-  });
   const delegated = journalAfter(
     [],
     lead,
-    [delegateTo('d1', 'billing')],
+    [delegateTo('d1', 'billing', 'what was billed?')],
     [text('40')],
     [text('It was 40.')],
   );
@@ -411,12 +411,8 @@ describe('replay of a panel whose threads answered out of order', () => {
       { name: 'legal', system: 'You are legal.', tools: [], model },
     ],
   };
-  const ask = (id: string, agent: string): OutputBlock => ({
-    type: 'tool_use',
-    id,
-    name: '__delegate_to',
-    input: { agent, task: `${agent}: is the invoice right?` },
-  });
+  const ask = (id: string, agent: string) =>
+    delegateTo(id, agent, `${agent}: is the invoice right?`);
   const panel = journalAfter(
     [],
     lead,
@@ -507,12 +503,7 @@ describe('what-if changes a delegation target (docs/replay.md, "What-if")', () =
       { name: 'audit', system: 'You are audit.', tools: [], model },
     ],
   };
-  const ask = (id: string, agent: string): OutputBlock => ({
-    type: 'tool_use',
-    id,
-    name: '__delegate_to',
-    input: { agent, task: 'is the invoice right?' },
-  });
+  const ask = (id: string, agent: string) => delegateTo(id, agent, 'is the invoice right?');
   const panel = journalAfter(
     [],
     lead,

@@ -11,7 +11,11 @@ import { approvalArgsSha256 } from '../../common/approval-bytes';
 import { canonicalJson } from '../../common/canonical-json';
 import { decodePayload, type EventPayloads } from '../../common/event-kinds';
 import { requestIds } from '../../common/request-ids';
-import { ApprovalDecision, ToolEffect } from '../../proto/gen/polychrome/events/v1/events';
+import {
+  ApprovalDecision,
+  ToolEffect,
+  type ToolCall,
+} from '../../proto/gen/polychrome/events/v1/events';
 import {
   HarnessService,
   type Step,
@@ -117,6 +121,22 @@ async function postTo(
 
 const ARGS = '{"expression":"6 * 7"}';
 
+/** A side-effecting call `toolu_1` of `toolName` by the turn's unnamed agent, with no approval. */
+function sideEffectCall(turnId: string, toolName: string): ToolCall {
+  return {
+    turnId,
+    step: 1,
+    toolCallId: 'toolu_1',
+    toolName,
+    argsJson: '{}',
+    effect: ToolEffect.TOOL_EFFECT_SIDE_EFFECT,
+    approvalRequestId: '',
+    agent: '',
+    thread: '',
+    depth: 0,
+  };
+}
+
 describe('TurnCoordinator against a harness that lies', () => {
   it('quarantines a turn whose harness runs a gated tool on an approval nobody gave, and commits none of it', async () => {
     const { reply, kinds } = await postTo((start) => [
@@ -168,18 +188,7 @@ describe('TurnCoordinator against a harness that lies', () => {
               commitWithResult: false,
               step: {
                 $case: 'toolCall',
-                value: {
-                  turnId: start.turnId,
-                  step: 1,
-                  toolCallId: 'toolu_1',
-                  toolName: 'mcpserver/sometool',
-                  argsJson: '{}',
-                  effect: ToolEffect.TOOL_EFFECT_SIDE_EFFECT,
-                  approvalRequestId: '',
-                  agent: '',
-                  thread: '',
-                  depth: 0,
-                },
+                value: sideEffectCall(start.turnId, 'mcpserver/sometool'),
               },
             },
           },
@@ -378,18 +387,7 @@ describe('TurnCoordinator against a harness that lies', () => {
           }),
           step(2, {
             $case: 'toolCall',
-            value: {
-              turnId: start.turnId,
-              step: 1,
-              toolCallId: 'toolu_1',
-              toolName: tool,
-              argsJson: '{}',
-              effect: ToolEffect.TOOL_EFFECT_SIDE_EFFECT,
-              approvalRequestId: '',
-              agent: '',
-              thread: '',
-              depth: 0,
-            },
+            value: sideEffectCall(start.turnId, tool),
           }),
         ],
         { tools: { builtin: ['calculator'] } },
