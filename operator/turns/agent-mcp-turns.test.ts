@@ -9,14 +9,13 @@
  * against the local Messages API.
  */
 import { afterEach, describe, expect, it } from '@jest/globals';
-import { startAgentTurns } from '../../test/support/agent-turns';
+import { crewAgent, startAgentTurns } from '../../test/support/agent-turns';
 import { startTestHttpMcpServer } from '../../test/support/mcp-servers/http-server';
 import {
   systemOf,
   type RecordedRequest,
   type ScriptedReply,
 } from '../../test/support/messages-api-server';
-import type { Agent } from '../api/v1alpha1/agent-resource';
 
 let closers: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -70,12 +69,7 @@ describe("an Agent's own MCP servers", () => {
   it('offers the server to its agent only: the delegate asking for its tool is refused, and the server never hears of it', async () => {
     const mcp = await startTestHttpMcpServer();
     closers.push(() => mcp.kill());
-    const agent = (name: string, spec: Partial<Agent['spec']>): Agent => ({
-      apiVersion: 'polychrome.dev/v1alpha1',
-      kind: 'Agent',
-      metadata: { name, namespace: 'any' },
-      spec: { modelRef: { name: 'claude' }, systemPrompt: `You are ${name}.`, ...spec },
-    });
+    const agent = crewAgent;
     const agents = new Map([
       [
         'lead',

@@ -7,7 +7,7 @@
  * after a turn began affects only later turns.
  */
 import { afterEach, describe, expect, it } from '@jest/globals';
-import { startAgentTurns, type AgentTurns } from '../../test/support/agent-turns';
+import { crewAgent, startAgentTurns, type AgentTurns } from '../../test/support/agent-turns';
 import {
   systemOf,
   type RecordedRequest,
@@ -22,14 +22,7 @@ afterEach(async () => {
   closers = [];
 });
 
-function agent(name: string, spec: Partial<Agent['spec']>): Agent {
-  return {
-    apiVersion: 'polychrome.dev/v1alpha1',
-    kind: 'Agent',
-    metadata: { name, namespace: 'any' },
-    spec: { modelRef: { name: 'claude' }, systemPrompt: `You are ${name}.`, ...spec },
-  };
-}
+const agent = crewAgent;
 
 /** Triage hands every first question to billing; billing answers. */
 function crewResponder(request: RecordedRequest): ScriptedReply {
