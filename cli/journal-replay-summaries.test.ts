@@ -102,19 +102,19 @@ describe('replay output with summaries', () => {
   });
 });
 
-describe('--what-if handoff@TOOL-CALL-ID=AGENT', () => {
+describe.each(['handoff', 'delegate'] as const)('--what-if %s@TOOL-CALL-ID=AGENT', (kind) => {
   it('reads the tool call id and the agent', async () => {
-    expect(await parseWhatIf('handoff@toolu_7=billing')).toEqual({
-      kind: 'handoff',
+    expect(await parseWhatIf(`${kind}@toolu_7=billing`)).toEqual({
+      kind,
       toolCallId: 'toolu_7',
       agent: 'billing',
     });
   });
 
   it('refuses a change without a call id or with something that is not an agent name', async () => {
-    await expect(parseWhatIf('handoff=billing')).rejects.toThrow('handoff needs @TARGET');
-    await expect(parseWhatIf('handoff@toolu_7=Billing Team')).rejects.toThrow(
-      'handoff takes an agent name',
+    await expect(parseWhatIf(`${kind}=billing`)).rejects.toThrow(`${kind} needs @TARGET`);
+    await expect(parseWhatIf(`${kind}@toolu_7=Billing Team`)).rejects.toThrow(
+      `${kind} takes an agent name`,
     );
   });
 });

@@ -87,12 +87,13 @@ export async function parseWhatIf(spec: string): Promise<WhatIfChange> {
         decision: value === 'approve' ? ApprovalDecision.Approved : ApprovalDecision.Denied,
       };
     }
-    case 'handoff': {
+    case 'handoff':
+    case 'delegate': {
       const toolCallId = needTarget();
       if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/u.test(value)) {
-        throw usage(spec, 'handoff takes an agent name (a DNS label, such as billing)');
+        throw usage(spec, `${name} takes an agent name (a DNS label, such as billing)`);
       }
-      return { kind: 'handoff', toolCallId, agent: value };
+      return { kind: name, toolCallId, agent: value };
     }
     case 'max-steps': {
       noTarget();

@@ -9,7 +9,14 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pino from 'pino';
 import { decodePayload } from '../../common/event-kinds';
 import type { JournalEntry } from '../../common/state-journal';
-import { echoResponder, MessagesApiServer } from '../../test/support/messages-api-server';
+import {
+  echoReply,
+  echoResponder,
+  MessagesApiServer,
+  systemOf,
+  type Responder,
+} from '../../test/support/messages-api-server';
+import { crewAgent, startAgentTurns } from '../../test/support/agent-turns';
 import { recordApprovedTurns, type RealTurns } from '../../test/support/real-turns';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../crypto/node-ed25519';
 import { AnthropicProvider } from '../../common/model/anthropic-provider';
@@ -46,11 +53,15 @@ afterAll(async () => {
 function live(
   change: WhatIfChange,
   runnable: ReadonlySet<string> = new Set(builtinTools.map((t) => t.name)),
+  recorded: { entries: JournalEntry[]; approvalPublicKey: Uint8Array } = {
+    entries,
+    approvalPublicKey: turns.approvals.publicKey,
+  },
 ): Promise<LiveWhatIf> {
-  return liveWhatIf(entries, change, {
+  return liveWhatIf(recorded.entries, change, {
     ids: requestIds,
     verifier: nodeEd25519Verifier,
-    approvalPublicKey: turns.approvals.publicKey,
+    approvalPublicKey: recorded.approvalPublicKey,
     resigner: nodeEd25519Signer(randomBytes(32)),
     modelFor: (model) =>
       new AnthropicProvider({
@@ -230,5 +241,62 @@ describe("the scratch run's tool policy", () => {
       { name: 'calculator', argsJson: '{"expression":"1+1"}', how: 'stopped' },
     ]);
     expect(run.stopped).toBe(true);
+  });
+});
+
+describe('liveWhatIf of a panel member asked of another agent (delegate@)', () => {
+  // A lead asks the researcher and the checker at once, over the real stack with each
+  // agent's model called by the control plane's relay; each delegate echoes its task.
+  const ask = (id: string, who: string, task: string) =>
+    ({ type: 'tool_use', id, name: '__delegate_to', input: { agent: who, task } }) as const;
+  const panel: Responder = (request) => {
+    const asked = (request.body as { messages: unknown[] }).messages.length;
+    if (!systemOf(request).startsWith('You are lead.')) return echoReply(request.body);
+    return asked === 1
+      ? {
+          kind: 'message',
+          content: [
+            ask('toolu_ask_researcher', 'researcher', 'How much was billed?'),
+            ask('toolu_ask_checker', 'checker', 'Was it paid twice?'),
+          ],
+        }
+      : { kind: 'message', content: [{ type: 'text', text: 'lead: answered' }] };
+  };
+
+  it('opens the moved thread under the new agent, and goes on live from its intent', async () => {
+    const rig = await startAgentTurns({
+      agents: new Map(
+        [
+          crewAgent('lead', { delegates: ['researcher', 'checker'] }),
+          crewAgent('researcher'),
+          crewAgent('checker'),
+        ].map((a) => [a.metadata.name ?? '', a]),
+      ),
+      entry: 'lead',
+      respond: panel,
+    });
+    try {
+      expect(await rig.post('Was I charged twice?')).toMatchObject({ status: 'complete' });
+      const recorded = await rig.turns.journal.entries(`conv-${rig.uid}`);
+      const before = messages.requests.length;
+      const run = await live(
+        { kind: 'delegate', toolCallId: 'toolu_ask_checker', agent: 'researcher' },
+        undefined,
+        { entries: recorded, approvalPublicKey: rig.turns.approvals.publicKey },
+      );
+      // The run departs at the moved thread's intent, which now asks the researcher.
+      const at = recorded.find((e) => e.position === run.report.divergence?.position);
+      expect(at?.kind).toBe('tool_call');
+      expect(decodePayload('tool_call', at!.payload).toolCallId).toBe('toolu_ask_checker');
+      expect(run.report.divergence?.expected).toContain('researcher');
+      expect(run.report.needsModel).toBe(false);
+      // Live from there: the researcher is asked the checker's task, and the turn completes.
+      expect(run.live).toMatchObject({ outcome: 'completed', from: at?.position });
+      const asked = messages.requests.slice(before).map((r) => systemOf(r).split('\n')[0]);
+      expect(asked).not.toContain('You are checker.');
+      expect(run.live?.text).toContain('echo: Was it paid twice?');
+    } finally {
+      await rig.close();
+    }
   });
 });

@@ -57,6 +57,12 @@ const handoffTo = (id: string, agent: string): OutputBlock => ({
   input: { agent, reason: 'an invoice' },
 });
 const text = (value: string): OutputBlock => ({ type: 'text', text: value });
+const delegateTo = (id: string, agent: string, task: string): OutputBlock => ({
+  type: 'tool_use',
+  id,
+  name: '__delegate_to',
+  input: { agent, task },
+});
 
 /** A model reply: to the oldest call asked, or to the call of a delegation thread. */
 type Reply = OutputBlock[] | { readonly thread: string; readonly content: OutputBlock[] };
@@ -323,16 +329,10 @@ describe('replay of a turn that delegated a task (docs/turns.md, "Delegation")',
     tools: [lookup, delegateToolFor([{ name: 'billing', description: 'Bills.' }])],
     agents: [{ name: 'billing', system: 'You are billing.', tools: [lookup], model }],
   };
-  const delegateTo = (id: string, agent: string): OutputBlock => ({
-    type: 'tool_use',
-    id,
-    name: '__delegate_to',
-    input: { agent, task: 'what was billed?' },
-  });
   const delegated = journalAfter(
     [],
     lead,
-    [delegateTo('d1', 'billing')],
+    [delegateTo('d1', 'billing', 'what was billed?')],
     [text('40')],
     [text('It was 40.')],
   );
@@ -411,12 +411,8 @@ describe('replay of a panel whose threads answered out of order', () => {
       { name: 'legal', system: 'You are legal.', tools: [], model },
     ],
   };
-  const ask = (id: string, agent: string): OutputBlock => ({
-    type: 'tool_use',
-    id,
-    name: '__delegate_to',
-    input: { agent, task: `${agent}: is the invoice right?` },
-  });
+  const ask = (id: string, agent: string) =>
+    delegateTo(id, agent, `${agent}: is the invoice right?`);
   const panel = journalAfter(
     [],
     lead,
@@ -478,3 +474,106 @@ describe('replay of a panel whose threads answered out of order', () => {
 function idOf(entry: ReplayEntry): string {
   return decodePayload('tool_result', entry.payload).toolCallId;
 }
+
+describe('what-if changes a delegation target (docs/replay.md, "What-if")', () => {
+  const options = {
+    ids: requestIds,
+    verifier: nodeEd25519Verifier,
+    approvalPublicKey: new Uint8Array(32),
+    resigner: nodeEd25519Signer(new Uint8Array(32).fill(9)),
+  };
+  // The lead may ask billing, legal and audit; audit never ran, so no configuration of it is
+  // recorded. A panel asks billing (d1) and legal (d2).
+  const lead: TurnInput = {
+    ...input,
+    agentName: 'lead',
+    system: 'You lead.',
+    handoffs: [],
+    delegates: ['billing', 'legal', 'audit'],
+    tools: [
+      delegateToolFor([
+        { name: 'billing', description: 'Bills.' },
+        { name: 'legal', description: 'Advises.' },
+        { name: 'audit', description: 'Audits.' },
+      ]),
+    ],
+    agents: [
+      { name: 'billing', system: 'You are billing.', tools: [], model },
+      { name: 'legal', system: 'You are legal.', tools: [], model, delegates: ['billing'] },
+      { name: 'audit', system: 'You are audit.', tools: [], model },
+    ],
+  };
+  const ask = (id: string, agent: string) => delegateTo(id, agent, 'is the invoice right?');
+  const panel = journalAfter(
+    [],
+    lead,
+    [ask('d1', 'billing'), ask('d2', 'legal')],
+    { thread: 'd1', content: [text('Billed 40, correct.')] },
+    { thread: 'd2', content: [text('Legally fine.')] },
+    [text('Both say it is right.')],
+  );
+  const intentArgs = (position: number): string =>
+    decodePayload('tool_call', panel.find((e) => e.position === position)!.payload).argsJson;
+
+  it('replays the panel ok before any change', () => {
+    expect(replay(panel).ok).toBe(true);
+  });
+
+  it.each([
+    ['a panel member asked of another agent it may delegate to', 'd2', 'billing'],
+    ['the first of a panel asked of the other member', 'd1', 'legal'],
+  ])('%s: the run departs at that thread’s intent', (_, toolCallId, agent) => {
+    const report = whatIf(panel, { kind: 'delegate', toolCallId, agent }, options);
+    const d = report.divergence;
+    expect(d).toMatchObject({ turnId: 'turn-1' });
+    // The machine opens the thread under the new agent; the journal holds the old one.
+    expect(d?.expected).toContain(`"toolCallId":"${toolCallId}"`);
+    expect(d?.expected).toContain(`\\"agent\\":\\"${agent}\\"`);
+    expect(panel.find((e) => e.position === d?.position)?.kind).toBe('tool_call');
+    expect(JSON.parse(intentArgs(d?.position ?? -1))).toMatchObject({
+      agent: toolCallId === 'd1' ? 'billing' : 'legal',
+    });
+    expect(report.needsModel).toBe(false);
+    expect(report.recordedAfter.map((o) => o.type)).toContain('answer');
+  });
+
+  it('alters nothing when the call is given the agent it asked', () => {
+    const report = whatIf(panel, { kind: 'delegate', toolCallId: 'd2', agent: 'legal' }, options);
+    expect(report.divergence).toBeUndefined();
+  });
+
+  it.each([
+    [
+      'an agent the asker may not delegate to',
+      'd1',
+      'sales',
+      'delegate@d1=sales: agent lead may delegate only to billing, legal, audit (its recorded configuration), so the call could only be refused; pick one of billing, legal',
+    ],
+    [
+      'the asking agent itself',
+      'd2',
+      'lead',
+      'delegate@d2=lead: agent lead may delegate only to billing, legal, audit',
+    ],
+    [
+      'an allowed agent that never ran, so no configuration of it is recorded',
+      'd2',
+      'audit',
+      'delegate@d2=audit: the journal records no configuration of agent audit (it never ran in this conversation), so replay cannot run it; pick one of billing, legal',
+    ],
+    [
+      'a call id no __delegate_to has',
+      'nope',
+      'billing',
+      'no model call asks __delegate_to with tool call id nope',
+    ],
+  ])('refuses %s, naming what to pick', (_, toolCallId, agent, message) => {
+    expect(() => whatIf(panel, { kind: 'delegate', toolCallId, agent }, options)).toThrow(message);
+  });
+
+  it('changes a delegation with delegate@ only: handoff@ names no __delegate_to call', () => {
+    expect(() =>
+      whatIf(panel, { kind: 'handoff', toolCallId: 'd1', agent: 'legal' }, options),
+    ).toThrow('no model call asks __handoff_to with tool call id d1');
+  });
+});

@@ -288,6 +288,24 @@ describe('a delegate answers on a thread of its own, and its answer is the call 
   });
 });
 
+/** The signed approval of the call `r1`, `refund` with `{"n":1}`, in turn t1. */
+function approvedRefund(): ApprovalAnswer {
+  const binding = {
+    turnId: 't1',
+    requestId: requestIds.approvalRequestId('t1', 'r1'),
+    toolName: 'refund',
+    argsSha256: approvalArgsSha256('{"n":1}'),
+    decision: 'approved' as const,
+  };
+  return {
+    ...binding,
+    ...signApproval(binding, approvalKey),
+    answeredBy: 'a',
+    answeredAtMs: 1,
+    comment: '',
+  };
+}
+
 describe('a panel runs its threads side by side', () => {
   const panel = modelReply(
     20,
@@ -313,21 +331,7 @@ describe('a panel runs its threads side by side', () => {
   });
 
   it('pauses the turn for a thread only once its siblings have settled', () => {
-    const requestId = requestIds.approvalRequestId('t1', 'r1');
-    const binding = {
-      turnId: 't1',
-      requestId,
-      toolName: 'refund',
-      argsSha256: approvalArgsSha256('{"n":1}'),
-      decision: 'approved' as const,
-    };
-    const answer: ApprovalAnswer = {
-      ...binding,
-      ...signApproval(binding, approvalKey),
-      answeredBy: 'a',
-      answeredAtMs: 1,
-      comment: '',
-    };
+    const answer = approvedRefund();
     const results = runTurn(
       input,
       modelReply(20, delegate('d1', 'researcher', 'refund it'), delegate('d2', 'checker')),
@@ -514,30 +518,12 @@ describe('a delegation is refused with a reason, and the asking agent goes on', 
 });
 
 describe('what happens in a thread happens to the turn', () => {
-  const requestId = requestIds.approvalRequestId('t1', 'r1');
-  const approved = (): ApprovalAnswer => {
-    const binding = {
-      turnId: 't1',
-      requestId,
-      toolName: 'refund',
-      argsSha256: approvalArgsSha256('{"n":1}'),
-      decision: 'approved' as const,
-    };
-    return {
-      ...binding,
-      ...signApproval(binding, approvalKey),
-      answeredBy: 'a',
-      answeredAtMs: 1,
-      comment: '',
-    };
-  };
-
   it("a delegate's gated call pauses the whole turn, and the answer runs it in the thread", () => {
     const results = runTurn(
       input,
       modelReply(20, delegate('d1', 'researcher')),
       threadReply('d1', 30, use('r1', 'refund', { n: 1 })),
-      { type: 'approval_answered', answer: approved() },
+      { type: 'approval_answered', answer: approvedRefund() },
       finished('r1', 'refunded'),
     );
     expect(results[2]!.effects.map(brief)).toEqual([
@@ -565,7 +551,7 @@ describe('what happens in a thread happens to the turn', () => {
       ...input,
       recordedSteps: committedSteps(first),
       recordedConfigSha256: newestConfig(first),
-      approvalAnswers: [approved()],
+      approvalAnswers: [approvedRefund()],
     });
     // No step is committed twice and no model asked again; the attempt names each agent's
     // configuration as it enters it (the journal's newest is the researcher's), as a

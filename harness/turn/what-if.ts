@@ -1,4 +1,3 @@
-import { canonicalJson } from '../../common/canonical-json';
 import { AppError } from '../../common/errors';
 import type { ApprovalDecision } from '../../common/approval-bytes';
 import { decodePayload, encodePayload, type EventKind } from '../../common/event-kinds';
@@ -16,8 +15,12 @@ import { erasuresOf, type ReplayEntry } from './journal-turns';
 import { replayJournal } from './replay';
 import { type ReplayOptions } from './replay-options';
 import { type Divergence, type JournalReplay } from './replay-verdict';
-import { turnAgentOf } from './replay-inputs';
-import type { TurnAgent } from './turn-agents';
+import {
+  checkDelegateTarget,
+  recordedAgents,
+  retargeted,
+  type TargetChange,
+} from './what-if-targets';
 import type { RecordedBlock } from './turn-records';
 
 /**
@@ -57,7 +60,14 @@ export type WhatIfChange =
    * the machine decides it again, and may hand off to any agent whose configuration the
    * journal records.
    */
-  | { readonly kind: 'handoff'; readonly toolCallId: string; readonly agent: string };
+  | { readonly kind: 'handoff'; readonly toolCallId: string; readonly agent: string }
+  /**
+   * The `__delegate_to` call `toolCallId` (one of a panel's, or alone) asked agent `agent`
+   * (docs/turns.md, "Delegation"): the machine decides the delegation again, and may
+   * start the thread under any agent the asking agent may delegate to whose configuration
+   * the journal records.
+   */
+  | { readonly kind: 'delegate'; readonly toolCallId: string; readonly agent: string };
 
 /** What a what-if run needs besides replay's own options. */
 export interface WhatIfOptions extends ReplayOptions {
@@ -119,11 +129,12 @@ export function whatIf(
       `the recorded run does not replay${d === undefined ? '' : ` (turn ${d.turnId}, position ${String(d.position)})`}; a what-if needs one that does: run replay first`,
     );
   }
+  if (change.kind === 'delegate') checkDelegateTarget(entries, change);
   const rewritten = applyChange(entries, change, options.resigner);
   const inner = createPrefixRequestHasher();
   const changed = replayJournal(rewritten.entries, {
     ...recordedOptions,
-    ...(change.kind === 'handoff' ? { otherAgents: recordedAgents(entries) } : {}),
+    ...(isTargetChange(change) ? { otherAgents: recordedAgents(entries) } : {}),
     ...(onAttempt === undefined ? {} : { onAttempt }),
     approvalPublicKey: options.resigner.publicKey,
     // A request digest binds the configuration's digest. A change to the configuration
@@ -188,7 +199,7 @@ function applyChange(
           stopReason: change.content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn',
         };
       }
-      if (change.kind === 'handoff') {
+      if (isTargetChange(change)) {
         const content = retargeted(record.content, change);
         if (content !== record.content) touched = true;
         record = { ...record, content };
@@ -285,35 +296,16 @@ function notFound(change: WhatIfChange, entries: readonly ReplayEntry[]): string
       return `no approval answer has request id ${change.requestId}; see the approval lines of replay's transcript`;
     case 'handoff':
       return `no model call asks __handoff_to with tool call id ${change.toolCallId}; see the agent_handoff and tool_result lines of replay's transcript`;
+    case 'delegate':
+      return `no model call asks __delegate_to with tool call id ${change.toolCallId}; see the thread lines of replay's transcript (a thread's id is the id of the call that opened it)`;
     default:
       return 'the journal records no agent configuration (it was written before configurations were recorded), so a configuration cannot be changed';
   }
 }
 
-/** `content` with the `__handoff_to` call `change.toolCallId` naming `change.agent`; itself when it has none. */
-function retargeted(
-  content: readonly RecordedBlock[],
-  change: Extract<WhatIfChange, { kind: 'handoff' }>,
-): readonly RecordedBlock[] {
-  const at = content.findIndex(
-    (b) => b.type === 'tool_use' && b.toolCallId === change.toolCallId && b.name === '__handoff_to',
-  );
-  const block = content[at];
-  if (block?.type !== 'tool_use') return content;
-  const args = JSON.parse(block.argsJson) as Record<string, unknown>;
-  const argsJson = canonicalJson({ ...args, agent: change.agent });
-  return content.map((b, i) => (i === at ? { ...block, argsJson } : b));
-}
-
-/** The newest recorded configuration of each named agent: whom a changed handoff may reach. */
-function recordedAgents(entries: readonly ReplayEntry[]): TurnAgent[] {
-  const newest = new Map<string, TurnAgent>();
-  for (const entry of entries) {
-    if (entry.kind !== 'agent_config') continue;
-    const { config } = decodeAgentConfig(decodePayload('agent_config', entry.payload).configJson);
-    if (config.agent !== undefined) newest.set(config.agent, turnAgentOf(config));
-  }
-  return [...newest.values()];
+/** True for a change of the agent a `__handoff_to` or `__delegate_to` call names. */
+function isTargetChange(change: WhatIfChange): change is TargetChange & WhatIfChange {
+  return change.kind === 'handoff' || change.kind === 'delegate';
 }
 
 function reencode<K extends EventKind>(

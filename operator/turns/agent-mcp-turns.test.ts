@@ -9,10 +9,13 @@
  * against the local Messages API.
  */
 import { afterEach, describe, expect, it } from '@jest/globals';
-import { startAgentTurns } from '../../test/support/agent-turns';
+import { crewAgent, startAgentTurns } from '../../test/support/agent-turns';
 import { startTestHttpMcpServer } from '../../test/support/mcp-servers/http-server';
-import type { RecordedRequest, ScriptedReply } from '../../test/support/messages-api-server';
-import type { Agent } from '../api/v1alpha1/agent-resource';
+import {
+  systemOf,
+  type RecordedRequest,
+  type ScriptedReply,
+} from '../../test/support/messages-api-server';
 
 let closers: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -22,15 +25,6 @@ afterEach(async () => {
 
 /** The wire name of the lead's MCP tool `lookup/echo` (common/model/tool-names.ts). */
 const ECHO = 'lookup__echo';
-
-function systemOf(request: RecordedRequest): string {
-  const system = (request.body as { system?: unknown }).system;
-  return typeof system === 'string'
-    ? system
-    : Array.isArray(system)
-      ? system.map((block: { text?: string }) => block.text ?? '').join('')
-      : '';
-}
 
 function toolsOf(request: RecordedRequest): string[] {
   const tools = (request.body as { tools?: { name: string }[] }).tools ?? [];
@@ -75,12 +69,7 @@ describe("an Agent's own MCP servers", () => {
   it('offers the server to its agent only: the delegate asking for its tool is refused, and the server never hears of it', async () => {
     const mcp = await startTestHttpMcpServer();
     closers.push(() => mcp.kill());
-    const agent = (name: string, spec: Partial<Agent['spec']>): Agent => ({
-      apiVersion: 'polychrome.dev/v1alpha1',
-      kind: 'Agent',
-      metadata: { name, namespace: 'any' },
-      spec: { modelRef: { name: 'claude' }, systemPrompt: `You are ${name}.`, ...spec },
-    });
+    const agent = crewAgent;
     const agents = new Map([
       [
         'lead',

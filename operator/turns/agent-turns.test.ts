@@ -7,11 +7,12 @@
  * after a turn began affects only later turns.
  */
 import { afterEach, describe, expect, it } from '@jest/globals';
-import { startAgentTurns, type AgentTurns } from '../../test/support/agent-turns';
-import type {
-  RecordedRequest,
-  Responder,
-  ScriptedReply,
+import { crewAgent, startAgentTurns, type AgentTurns } from '../../test/support/agent-turns';
+import {
+  systemOf,
+  type RecordedRequest,
+  type Responder,
+  type ScriptedReply,
 } from '../../test/support/messages-api-server';
 import type { Agent } from '../api/v1alpha1/agent-resource';
 
@@ -21,23 +22,7 @@ afterEach(async () => {
   closers = [];
 });
 
-function agent(name: string, spec: Partial<Agent['spec']>): Agent {
-  return {
-    apiVersion: 'polychrome.dev/v1alpha1',
-    kind: 'Agent',
-    metadata: { name, namespace: 'any' },
-    spec: { modelRef: { name: 'claude' }, systemPrompt: `You are ${name}.`, ...spec },
-  };
-}
-
-/** The system prompt a request was sent with (the agent it is for). */
-function systemOf(request: RecordedRequest): string {
-  const system = (request.body as { system?: unknown }).system;
-  if (typeof system === 'string') return system;
-  return Array.isArray(system)
-    ? system.map((block: { text?: string }) => block.text ?? '').join('')
-    : '';
-}
+const agent = crewAgent;
 
 /** Triage hands every first question to billing; billing answers. */
 function crewResponder(request: RecordedRequest): ScriptedReply {

@@ -6,12 +6,19 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { Server, type ServerDuplexStream } from '@grpc/grpc-js';
 import pino from 'pino';
+import { createHash } from 'node:crypto';
 import { approvalArgsSha256 } from '../../common/approval-bytes';
+import { canonicalJson } from '../../common/canonical-json';
 import { decodePayload, type EventPayloads } from '../../common/event-kinds';
 import { requestIds } from '../../common/request-ids';
-import { ApprovalDecision, ToolEffect } from '../../proto/gen/polychrome/events/v1/events';
+import {
+  ApprovalDecision,
+  ToolEffect,
+  type ToolCall,
+} from '../../proto/gen/polychrome/events/v1/events';
 import {
   HarnessService,
+  type Step,
   type TurnInput,
   type TurnOutput,
   type TurnStart,
@@ -114,6 +121,22 @@ async function postTo(
 
 const ARGS = '{"expression":"6 * 7"}';
 
+/** A side-effecting call `toolu_1` of `toolName` by the turn's unnamed agent, with no approval. */
+function sideEffectCall(turnId: string, toolName: string): ToolCall {
+  return {
+    turnId,
+    step: 1,
+    toolCallId: 'toolu_1',
+    toolName,
+    argsJson: '{}',
+    effect: ToolEffect.TOOL_EFFECT_SIDE_EFFECT,
+    approvalRequestId: '',
+    agent: '',
+    thread: '',
+    depth: 0,
+  };
+}
+
 describe('TurnCoordinator against a harness that lies', () => {
   it('quarantines a turn whose harness runs a gated tool on an approval nobody gave, and commits none of it', async () => {
     const { reply, kinds } = await postTo((start) => [
@@ -165,18 +188,7 @@ describe('TurnCoordinator against a harness that lies', () => {
               commitWithResult: false,
               step: {
                 $case: 'toolCall',
-                value: {
-                  turnId: start.turnId,
-                  step: 1,
-                  toolCallId: 'toolu_1',
-                  toolName: 'mcpserver/sometool',
-                  argsJson: '{}',
-                  effect: ToolEffect.TOOL_EFFECT_SIDE_EFFECT,
-                  approvalRequestId: '',
-                  agent: '',
-                  thread: '',
-                  depth: 0,
-                },
+                value: sideEffectCall(start.turnId, 'mcpserver/sometool'),
               },
             },
           },
@@ -340,6 +352,52 @@ describe('TurnCoordinator against a harness that lies', () => {
     expect(kinds).not.toContain('model_call');
     expect(reply.ambiguous?.reason).toContain('names agent configuration');
   });
+
+  it.each([
+    [
+      'a tool call for a tool its committed configuration does not offer',
+      ['calculator', '__ask_user'],
+      'shell',
+      ['agent_config'],
+      'runs shell, which agent (unnamed) was not offered (its agent_config at position',
+    ],
+    [
+      'a configuration offering a built-in tool spec.tools does not grant, and the call after it',
+      ['calculator', '__ask_user', 'shell'],
+      'shell',
+      [],
+      'offers shell, which its dispatch did not give it (it gave calculator, __ask_user)',
+    ],
+  ])(
+    'quarantines %s, and commits none of what it forged',
+    async (_what, offered, tool, kept, why) => {
+      const configJson = canonicalJson({ tools: offered.map((name) => ({ name })), version: 1 });
+      const step = (sequence: number, content: Step['step']): TurnOutput => ({
+        output: { $case: 'step', value: { sequence, commitWithResult: false, step: content } },
+      });
+      const { reply, kinds } = await postTo(
+        (start) => [
+          step(1, {
+            $case: 'agentConfig',
+            value: {
+              turnId: start.turnId,
+              sha256: createHash('sha256').update(configJson).digest(),
+              configJson,
+            },
+          }),
+          step(2, {
+            $case: 'toolCall',
+            value: sideEffectCall(start.turnId, tool),
+          }),
+        ],
+        { tools: { builtin: ['calculator'] } },
+      );
+      expect(reply.status).toBe('ambiguous');
+      expect(reply.ambiguous?.reason).toContain(why);
+      expect(kinds).not.toContain('tool_call');
+      expect(kinds.filter((kind) => kind === 'agent_config')).toEqual(kept);
+    },
+  );
 });
 
 const ADMIN: Caller = {

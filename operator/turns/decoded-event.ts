@@ -13,6 +13,7 @@ import {
 } from '../../common/event-kinds';
 import { memoryEventOf } from '../../common/memory';
 import type { JournalEntry } from '../../common/state-journal';
+import { configToolsOf } from './agent-config-tools';
 import { erasedAnswer, erasedMessage, erasureOf, type ErasedRef } from './erased-entries';
 import type {
   ApprovalRequest,
@@ -140,7 +141,11 @@ function contextEvent(
   event: Extract<TypedEvent, { readonly kind: 'agent_config' | 'summary' }>,
 ): DecodedEvent {
   if (event.kind === 'agent_config') {
-    return { type: 'config', config: { position, sha256: hex(event.payload.sha256) } };
+    const { agent, toolNames } = configToolsOf(event.payload.configJson);
+    return {
+      type: 'config',
+      config: { position, sha256: hex(event.payload.sha256), agent, toolNames },
+    };
   }
   const { fromPosition, toPosition, previousPosition, text } = event.payload;
   return {

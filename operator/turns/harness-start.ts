@@ -56,6 +56,7 @@ export function dispatchedFacts(
   return {
     turn,
     conversation,
+    ...(view === undefined ? {} : { agentConfigs: view.agentConfigs }),
     ...(newest === undefined ? {} : { newestAgentConfig: newest.sha256 }),
     ...(roster === undefined ? {} : { roster }),
   };

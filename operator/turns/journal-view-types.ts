@@ -182,6 +182,11 @@ export interface JournalView {
   readonly anomalies: readonly JournalAnomaly[];
   /** The newest `agent_config` (docs/replay.md); absent when the journal has none. */
   readonly newestAgentConfig?: AgentConfigRef;
+  /**
+   * The newest `agent_config` of each agent, by its name ('' for an unnamed agent): the
+   * tools that agent was last offered (plan-agent-tools.ts).
+   */
+  readonly agentConfigs: Lookup<string, AgentConfigRef>;
   /** The newest `agent_roster` (agent-roster.ts); absent when the journal has none. */
   readonly newestAgentRoster?: AgentRosterRef;
   /** The checkpoints of every `rollback_accepted`, in journal order. */
@@ -216,11 +221,15 @@ export interface AgentRosterRef extends RecordedRoster {
   readonly position: number;
 }
 
-/** Where an `agent_config` is and its digest. */
+/** Where an `agent_config` is, its digest, and whose tools it records. */
 export interface AgentConfigRef {
   readonly position: number;
   /** SHA-256 of its config_json, lowercase hex. */
   readonly sha256: string;
+  /** The agent it configures (`agent` of its JSON); '' for an unnamed agent. */
+  readonly agent: string;
+  /** The names of the tools it offers the model, in order (`tools[].name`). */
+  readonly toolNames: readonly string[];
 }
 
 /** One event as its typed payload: what a writer committed, before encoding. */

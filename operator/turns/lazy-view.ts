@@ -83,6 +83,10 @@ export class LazyView implements JournalView {
   get newestAgentConfig(): AgentConfigRef | undefined {
     return this.#resolve().newestAgentConfig;
   }
+  get agentConfigs(): Lookup<string, AgentConfigRef> {
+    return this.#resolve().agentConfigs;
+  }
+
   get newestAgentRoster(): AgentRosterRef | undefined {
     return this.#resolve().newestAgentRoster;
   }

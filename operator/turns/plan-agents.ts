@@ -20,6 +20,7 @@ import type { TurnStatusChange } from './turn-status';
 import type { ModelRoute } from './model-relay-port';
 import { ASK_USER_TOOL, DELEGATE_TOOL, HANDOFF_TOOL, rosterOfTurn } from './plan-common';
 import { MAX_DELEGATION_DEPTH } from '../../common/delegation';
+import type { ConversationSpec } from '../api/v1alpha1/conversation-spec';
 
 /**
  * The roster `turn` runs under, or undefined for an inline agent. While a turn is open no
@@ -99,6 +100,12 @@ export function toolSpecsOf(
     approvalReason: '',
     host: ToolHost.TOOL_HOST_HARNESS,
   }));
+}
+
+/** The tools an inline agent (`spec.agent`, `spec.tools`) is offered, by reference. */
+export function inlineToolSpecs(spec: ConversationSpec): ToolSpec[] {
+  const handsOff = (spec.agent?.handoffTargets ?? []).length > 0;
+  return toolSpecsOf(spec.tools?.builtin ?? [], spec.tools?.requireApproval ?? [], handsOff);
 }
 
 /**

@@ -23,11 +23,12 @@ import { rosterAgent, type AgentRoster } from './agent-roster';
 import {
   checkStepAgent,
   dispatchedAgentsOf,
+  inlineToolSpecs,
   settingsOf,
   startingAgent,
-  toolSpecsOf,
   turnRoster,
 } from './plan-agents';
+import { checkConfigOffered, checkToolOffered, type AgentToolFacts } from './plan-agent-tools';
 import { checkLineage } from './plan-lineage';
 import { DEFAULT_MAX_STEPS } from '../api/v1alpha1/conversation-values';
 import { type Conversation } from '../api/v1alpha1/conversation-types';
@@ -119,8 +120,7 @@ function agentsOfTurn(conversation: Conversation, view: JournalView, turn: TurnV
     };
   }
   const spec = conversation.spec;
-  const handsOff = (spec.agent?.handoffTargets ?? []).length > 0;
-  const tools = toolSpecsOf(spec.tools?.builtin ?? [], spec.tools?.requireApproval ?? [], handsOff);
+  const tools = inlineToolSpecs(spec);
   const settings = {
     model: spec.agent?.model ?? '',
     systemPrompt: spec.agent?.systemPrompt ?? '',
@@ -137,7 +137,7 @@ function agentsOfTurn(conversation: Conversation, view: JournalView, turn: TurnV
 // ---- what the harness sends ----
 
 /** The control plane's facts about a dispatched turn that the harness must agree with. */
-export interface DispatchedTurn extends RecordingFacts {
+export interface DispatchedTurn extends RecordingFacts, AgentToolFacts {
   readonly turn: TurnView;
   readonly conversation: Conversation;
   /** The roster the turn runs under (plan-agents.ts `turnRoster`); absent: an inline agent. */
@@ -165,11 +165,14 @@ export function checkStep(dispatched: DispatchedTurn, step: Step): string | unde
   if (stray !== undefined) return stray;
   switch (content.$case) {
     case 'modelCall':
-    case 'agentConfig':
     case 'agentHandoff':
       return undefined;
+    case 'agentConfig':
+      return checkConfigOffered(dispatched, content.value);
     case 'toolCall':
-      return checkToolCall(dispatched, content.value);
+      return (
+        checkToolOffered(dispatched, content.value) ?? checkToolCall(dispatched, content.value)
+      );
     case 'toolResult': {
       const result = content.value;
       if (!result.denied) return undefined;

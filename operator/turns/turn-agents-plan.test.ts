@@ -1,4 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
+import { createHash } from 'node:crypto';
 import type { AppError } from '../../common/errors';
 import { payloadCodecs, type EventKind, type EventPayloads } from '../../common/event-kinds';
 import type { JournalEntry } from '../../common/state-journal';
@@ -573,3 +574,214 @@ function turnOf(turnId: string, roster: RecordedRoster) {
   if (turn === undefined) throw new Error(`no ${turnId}`);
   return turn;
 }
+
+// ---- tools: a step's tool is one its agent was given (plan-agent-tools.ts) ----
+
+describe('the control plane refuses a tool its agent was not given', () => {
+  // The lead has the calculator and its own MCP server `ledger`; the researcher, whom it may
+  // ask, has lookup; the checker (a delegate of the researcher) has nothing of its own. The
+  // Conversation's MCP server `tickets` is every agent's.
+  const team = directory([
+    agent('lead', {
+      delegates: ['researcher'],
+      tools: {
+        builtin: ['calculator'],
+        mcpServers: [{ name: 'ledger', transport: 'http', url: 'http://ledger.tools:8080/mcp' }],
+      },
+    }),
+    agent('researcher', { delegates: ['checker'], tools: { builtin: ['lookup'] } }),
+    agent('checker'),
+  ]);
+  const roster = resolveRoster('lead', team, NS);
+  const convoWithTickets = conversation({
+    owner: OWNER,
+    agentRef: { name: 'lead' },
+    tools: { mcpServers: [{ name: 'tickets', transport: 'http', url: 'http://tickets:8080/mcp' }] },
+  });
+  const config = (agentName: string, tools: string[]) => {
+    const configJson = JSON.stringify({
+      agent: agentName,
+      tools: tools.map((name) => ({ name })),
+      version: 1,
+    });
+    return { turnId: 't1', sha256: createHash('sha256').update(configJson).digest(), configJson };
+  };
+  /** What the real harness records: each agent's configuration, offering what it was given. */
+  const LEAD = ['calculator', '__ask_user', '__delegate_to', 'tickets/search', 'ledger/balance'];
+  const RESEARCHER = ['lookup', '__ask_user', '__delegate_to', 'tickets/search', 'wiki/read'];
+  /** A forged one: the lead's MCP tool in the researcher's configuration. */
+  const FORGED = [...RESEARCHER, 'ledger/refund'];
+  const journal = [
+    ...dispatch([], 't1', roster),
+    ev('agent_config', config('lead', LEAD)),
+    ev('tool_call', {
+      turnId: 't1',
+      step: 1,
+      toolCallId: 'd1',
+      toolName: '__delegate_to',
+      argsJson: JSON.stringify({ agent: 'researcher', task: 'look' }),
+      agent: 'lead',
+    }),
+    ev('agent_config', config('researcher', RESEARCHER)),
+  ];
+  const view = fold(journal);
+  const turn = view.turnsById.get('t1');
+  if (turn === undefined) throw new Error('no t1');
+  const facts = {
+    turn,
+    conversation: convoWithTickets,
+    roster: roster.roster,
+    agentConfigs: view.agentConfigs,
+  };
+  const stepOf = (value: Step['step']): Step => ({
+    sequence: 1,
+    commitWithResult: false,
+    step: value,
+  });
+  const toolCall = (agentName: string, toolName: string): Step =>
+    stepOf({
+      $case: 'toolCall',
+      value: payloadCodecs.tool_call.fromPartial({
+        turnId: 't1',
+        step: 1,
+        toolCallId: 'c1',
+        toolName,
+        argsJson: '{}',
+        agent: agentName,
+        ...(agentName === 'lead' ? {} : { thread: 'd1', depth: 1 }),
+      }),
+    });
+  const configStep = (agentName: string, tools: string[]): Step =>
+    stepOf({ $case: 'agentConfig', value: config(agentName, tools) });
+
+  it("keeps each agent's newest configuration in the view", () => {
+    expect([...view.agentConfigs].map(([name, c]) => [name, c.toolNames])).toEqual([
+      ['lead', LEAD],
+      ['researcher', RESEARCHER],
+    ]);
+  });
+
+  it.each<[string, Step]>([
+    ["the lead's builtin", toolCall('lead', 'calculator')],
+    ["a tool of the lead's own MCP server", toolCall('lead', 'ledger/balance')],
+    ["the researcher's builtin, on its thread", toolCall('researcher', 'lookup')],
+    [
+      "a tool of the Conversation's MCP server, by a delegate",
+      toolCall('researcher', 'tickets/search'),
+    ],
+    ['configurations that offer what the dispatch gave', configStep('researcher', RESEARCHER)],
+    [
+      "the lead's, with any tool its own server lists",
+      configStep('lead', [...LEAD, 'ledger/refund']),
+    ],
+    [
+      "a delegate's, with a server of the harness's own (its template's, which only it lists)",
+      configStep('researcher', [...RESEARCHER, 'wiki/read']),
+    ],
+    ["a delegate's call to such a server's tool", toolCall('researcher', 'wiki/read')],
+  ])('accepts %s', (_what, step) => {
+    expect(checkStep(facts, step)).toBeUndefined();
+  });
+
+  it.each<[string, Step, string]>([
+    [
+      'a delegate calling a tool only the lead has (its MCP server)',
+      toolCall('researcher', 'ledger/balance'),
+      'tool_call c1 of turn t1 by researcher runs ledger/balance, which agent researcher was not offered (its agent_config at position 5 offers lookup, __ask_user, __delegate_to, tickets/search, wiki/read)',
+    ],
+    [
+      'a delegate calling a builtin only the lead was granted',
+      toolCall('researcher', 'calculator'),
+      'tool_call c1 of turn t1 by researcher runs calculator, which agent researcher was not offered',
+    ],
+    [
+      'a tool of no agent',
+      toolCall('lead', 'shell'),
+      'tool_call c1 of turn t1 by lead runs shell, which agent lead was not offered',
+    ],
+    [
+      'a tool of an MCP server no agent has',
+      toolCall('lead', 'payments/send'),
+      'tool_call c1 of turn t1 by lead runs payments/send, which agent lead was not offered',
+    ],
+    [
+      'a configuration granting a builtin the Agent does not list',
+      configStep('checker', ['__ask_user', 'calculator']),
+      'agent_config of turn t1 for agent checker offers calculator, which its dispatch did not give it',
+    ],
+    [
+      'a configuration for an agent the turn was not given',
+      configStep('root', ['__ask_user']),
+      'agent_config of turn t1 for agent root names an agent the turn was not given',
+    ],
+  ])('refuses as forged %s', (_what, step, reason) => {
+    expect(checkStep(facts, step)).toContain(reason);
+  });
+
+  it("refuses a delegate's call to the lead's MCP tool even when a forged configuration offers it", () => {
+    // A configuration names MCP tools the control plane cannot list, so it is committed;
+    // the call is refused by whose server it is.
+    expect(checkStep(facts, configStep('researcher', FORGED))).toBeUndefined();
+    const forged = fold([...journal, ev('agent_config', config('researcher', FORGED))]);
+    const after = { ...facts, agentConfigs: forged.agentConfigs };
+    expect(checkStep(after, toolCall('researcher', 'ledger/refund'))).toBe(
+      "tool_call c1 of turn t1 by researcher runs ledger/refund, a tool of agent lead's own MCP server, which researcher was not given",
+    );
+    expect(checkStep(after, toolCall('lead', 'ledger/balance'))).toBeUndefined();
+  });
+
+  it('refuses a call by an agent with no committed configuration once the journal records them', () => {
+    const checker = stepOf({
+      $case: 'toolCall',
+      value: payloadCodecs.tool_call.fromPartial({
+        turnId: 't1',
+        step: 1,
+        toolCallId: 'c1',
+        toolName: '__ask_user',
+        argsJson: '{}',
+        agent: 'checker',
+      }),
+    });
+    expect(checkStep(facts, checker)).toBe(
+      'tool_call c1 of turn t1 by checker runs __ask_user, but no agent_config of agent checker is committed, so it was offered no tool',
+    );
+  });
+
+  it('checks an inline agent by its spec.tools', () => {
+    const inline = conversation({ owner: OWNER, tools: { builtin: ['calculator'] } });
+    const inlineView = fold([
+      ...dispatch([], 't1', roster),
+      ev('agent_config', config('', ['calculator', '__ask_user'])),
+    ]);
+    const inlineTurn = inlineView.turnsById.get('t1');
+    if (inlineTurn === undefined) throw new Error('no t1');
+    const inlineFacts = {
+      turn: inlineTurn,
+      conversation: inline,
+      agentConfigs: inlineView.agentConfigs,
+    };
+    const byInline = (toolName: string) =>
+      stepOf({
+        $case: 'toolCall',
+        value: payloadCodecs.tool_call.fromPartial({
+          turnId: 't1',
+          toolCallId: 'c1',
+          toolName,
+          argsJson: '{}',
+        }),
+      });
+    expect(checkStep(inlineFacts, byInline('calculator'))).toBeUndefined();
+    expect(checkStep(inlineFacts, byInline('lookup'))).toContain(
+      'runs lookup, which agent (unnamed) was not offered',
+    );
+    expect(checkStep(inlineFacts, configStep('', ['calculator', 'lookup']))).toContain(
+      'offers lookup, which its dispatch did not give it',
+    );
+  });
+
+  it('does not check a journal that records no configuration (a harness from before)', () => {
+    const unrecorded = { ...facts, agentConfigs: fold(dispatch([], 't1', roster)).agentConfigs };
+    expect(unrecorded.agentConfigs.size).toBe(0);
+    expect(checkStep(unrecorded, toolCall('lead', 'shell'))).toBeUndefined();
+  });
+});

@@ -44,6 +44,8 @@ export interface ViewState {
   readonly anomalies: List<JournalAnomaly>;
   readonly acceptedLosses: List<LostCheckpoint>;
   readonly newestAgentConfig: AgentConfigRef | undefined;
+  /** The newest configuration of each agent, by name: few, one per agent. */
+  readonly agentConfigs: PersistentMap<string, AgentConfigRef>;
   readonly newestAgentRoster: AgentRosterRef | undefined;
   /** The summaries that are not erased, by position (oldest first). */
   readonly summaries: OrderedMap<number, SummaryRecord>;
@@ -61,6 +63,7 @@ export function emptyState(): ViewState {
     anomalies: List(),
     acceptedLosses: List(),
     newestAgentConfig: undefined,
+    agentConfigs: PersistentMap(),
     newestAgentRoster: undefined,
     summaries: OrderedMap(),
     memory: EMPTY_MEMORY,
@@ -85,6 +88,7 @@ export class StateBuilder {
   private openTurnsCopied = false;
   private readonly anomalies: List<JournalAnomaly>;
   private newestAgentConfig: AgentConfigRef | undefined;
+  private agentConfigs: PersistentMap<string, AgentConfigRef>;
   private newestAgentRoster: AgentRosterRef | undefined;
   private readonly acceptedLosses: List<LostCheckpoint>;
   private readonly summaries: OrderedMap<number, SummaryRecord>;
@@ -98,6 +102,7 @@ export class StateBuilder {
     this.openTurnIds = state.openTurnIds;
     this.anomalies = state.anomalies.asMutable();
     this.newestAgentConfig = state.newestAgentConfig;
+    this.agentConfigs = state.agentConfigs;
     this.newestAgentRoster = state.newestAgentRoster;
     this.acceptedLosses = state.acceptedLosses.asMutable();
     this.summaries = state.summaries.asMutable();
@@ -112,6 +117,7 @@ export class StateBuilder {
       anomalies: this.anomalies.asImmutable(),
       acceptedLosses: this.acceptedLosses.asImmutable(),
       newestAgentConfig: this.newestAgentConfig,
+      agentConfigs: this.agentConfigs,
       newestAgentRoster: this.newestAgentRoster,
       summaries: this.summaries.asImmutable(),
       memory: this.memory.build(),
@@ -129,6 +135,7 @@ export class StateBuilder {
         return;
       case 'config':
         this.newestAgentConfig = event.config;
+        this.agentConfigs = this.agentConfigs.set(event.config.agent, event.config);
         return;
       case 'roster':
         this.newestAgentRoster = event.roster;

@@ -4,7 +4,14 @@ import { readFileSync } from 'node:fs';
 import { pollUntil } from '../../hack/lib/processes';
 import { join } from 'node:path';
 import { repoRoot } from '../../hack/lib/paths';
-import { echoReply, echoResponder, toolDirective } from '../support/messages-api-server';
+import { NO_KEY } from '../../operator/models/provider-model-relay';
+import {
+  echoReply,
+  echoResponder,
+  MessagesApiServer,
+  systemOf,
+  toolDirective,
+} from '../support/messages-api-server';
 import { OtelCollector, type CollectedSpan } from './support/otel-collector';
 import { apiCall } from './support/public-api';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
@@ -335,6 +342,166 @@ describe('OpenTelemetry traces across the three planes', () => {
         ]);
       }
     });
+  }, 150_000);
+
+  it('traces a lead that asks a panel of two agents: one invoke_agent span per agent, each delegate under the agent that asked', async () => {
+    const s = stack;
+    const c = collector;
+    if (s === undefined || c === undefined) throw new Error('the stack did not start');
+    // The Agents' model: a ModelConfig on a Messages API of their own, called by the control
+    // plane's relay (which sends its placeholder key). The lead calls the calculator and asks
+    // the researcher and the checker in one reply (a panel, docs/turns.md "Delegation"); the
+    // researcher's task asks for the calculator too, and the echo responder calls it.
+    const models = await MessagesApiServer.start({ apiKey: NO_KEY });
+    models.setResponder((request) => {
+      const messages = (request.body as { messages: unknown[] }).messages;
+      if (!systemOf(request).startsWith('You are lead.')) return echoReply(request.body);
+      if (messages.length > 1) {
+        return { kind: 'message', content: [{ type: 'text', text: 'lead: both answered' }] };
+      }
+      const ask = (id: string, agent: string, task: string) =>
+        ({ type: 'tool_use', id, name: '__delegate_to', input: { agent, task } }) as const;
+      return {
+        kind: 'message',
+        content: [
+          {
+            type: 'tool_use',
+            id: 'toolu_lead_sum',
+            name: 'calculator',
+            input: { expression: '1+1' },
+          },
+          ask(
+            'toolu_ask_researcher',
+            'researcher',
+            `sum ${toolDirective('calculator', { expression: '6*7' })}`,
+          ),
+          ask('toolu_ask_checker', 'checker', 'Was it paid twice?'),
+        ],
+      };
+    });
+    try {
+      await s.withDiagnostics(async () => {
+        const calculator = { tools: { builtin: ['calculator'] } };
+        await s.createAgents(
+          { name: 'panel-claude', model: 'claude-panel', baseUrl: models.url },
+          {
+            researcher: { description: 'Finds figures.', ...calculator },
+            checker: { description: 'Checks payments.' },
+            lead: { delegates: ['researcher', 'checker'], ...calculator },
+          },
+        );
+        const panelUid = await s.createConversation('traced-panel', {
+          owner: 'test:owner',
+          agent: undefined,
+          agentRef: { name: 'lead' },
+        });
+        const traceId = randomBytes(16).toString('hex');
+        const answer = await apiCall(s.apiUrl, 'POST', `/v1/conversations/${panelUid}/messages`, {
+          token,
+          headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` },
+          body: { text: 'Was I charged twice?', idempotencyKey: 'k-panel' },
+        });
+        expect(answer.status).toBe(200);
+        expect(answer.body).toMatchObject({ status: 'complete', reply: 'lead: both answered' });
+        // Five model calls: the lead's two, the researcher's two (around its calculator), the
+        // checker's one.
+        expect(models.requests).toHaveLength(5);
+
+        const spans = await pollUntil(
+          'the panel turn’s spans in the collector’s file',
+          () => {
+            const mine = c.spans().filter((span) => span.traceId === traceId);
+            const count = (prefix: string) =>
+              mine.filter((span) => span.name.startsWith(prefix)).length;
+            return Promise.resolve(
+              count('invoke_agent ') >= 3 &&
+                count('chat ') >= 5 &&
+                count('execute_tool ') >= 2 &&
+                count('polychrome.harness.v1.Harness/RunTurn') >= 1 &&
+                count('POST /v1/conversations/{conversationId}/messages') >= 1
+                ? mine
+                : undefined,
+            );
+          },
+          { timeoutMs: 30_000, intervalMs: 250 },
+        );
+        const harness = spans.filter((span) => span.service === 'polychrome-harness');
+        const [runTurn] = harness.filter((span) => span.name.endsWith('/RunTurn'));
+        // One invoke_agent span per agent of the turn: the lead under RunTurn, each delegate
+        // under the lead's (the agent that asked), open side by side.
+        const agents = harness.filter((span) => span.name.startsWith('invoke_agent '));
+        expect(agents.map((span) => span.name).sort()).toEqual([
+          'invoke_agent checker',
+          'invoke_agent lead',
+          'invoke_agent researcher',
+        ]);
+        const agentSpan = (name: string): CollectedSpan =>
+          agents.find((span) => span.name === `invoke_agent ${name}`) as CollectedSpan;
+        const lead = agentSpan('lead');
+        const researcher = agentSpan('researcher');
+        const checker = agentSpan('checker');
+        expect([lead.kind, lead.parentSpanId]).toEqual([INTERNAL, runTurn?.spanId]);
+        for (const [delegate, name] of [
+          [researcher, 'researcher'],
+          [checker, 'checker'],
+        ] as const) {
+          expect([delegate.kind, delegate.parentSpanId]).toEqual([INTERNAL, lead.spanId]);
+          expect(delegate.attributes).toMatchObject({
+            'gen_ai.operation.name': 'invoke_agent',
+            'gen_ai.agent.name': name,
+            'gen_ai.request.model': 'claude-panel',
+          });
+        }
+        // A panel: the two threads were open at once, inside the lead's span.
+        const [r, k] = [researcher, checker];
+        expect(r.startNs < k.endNs && k.startNs < r.endNs).toBe(true);
+        for (const thread of [r, k]) {
+          expect(lead.startNs <= thread.startNs && thread.endNs <= lead.endNs).toBe(true);
+        }
+
+        // Every model and tool call is a child of its thread's agent: the lead's two chats
+        // and its calculator, the researcher's two chats and its calculator, the checker's chat.
+        const under = (parent: CollectedSpan) =>
+          harness
+            .filter((span) => span.parentSpanId === parent.spanId)
+            .filter((span) => !span.name.startsWith('invoke_agent '))
+            .map((span) => span.name)
+            .sort();
+        expect(under(lead)).toEqual([
+          'chat claude-panel',
+          'chat claude-panel',
+          'execute_tool calculator',
+        ]);
+        expect(under(researcher)).toEqual([
+          'chat claude-panel',
+          'chat claude-panel',
+          'execute_tool calculator',
+        ]);
+        expect(under(checker)).toEqual(['chat claude-panel']);
+        const toolCallIds = harness
+          .filter((span) => span.name === 'execute_tool calculator')
+          .map((span) => [
+            span.parentSpanId === lead.spanId,
+            span.attributes['gen_ai.tool.call.id'],
+          ]);
+        expect(toolCallIds).toContainEqual([true, 'toolu_lead_sum']);
+
+        // The conversation is named on every span of the turn that the harness made, and on
+        // the API's, under both keys.
+        for (const span of [...harness, ...spans.filter((x) => x.name.startsWith('POST '))]) {
+          expect([span.name, span.attributes['gen_ai.conversation.id']]).toEqual([
+            span.name,
+            panelUid,
+          ]);
+          expect([span.name, span.attributes['polychrome.conversation.id']]).toEqual([
+            span.name,
+            panelUid,
+          ]);
+        }
+      });
+    } finally {
+      await models.close();
+    }
   }, 150_000);
 
   it('records a turn call the control plane refuses on the request span, as an exception and not a server fault', async () => {

@@ -4,9 +4,9 @@ import { payloadCodecs } from '../../common/event-kinds';
 import { join } from 'node:path';
 import { repoRoot } from '../../hack/lib/paths';
 import { pollUntil } from '../../hack/lib/processes';
-import { CustomObjectsApi, EventsV1Api } from '@kubernetes/client-node';
+import { EventsV1Api } from '@kubernetes/client-node';
 import { NO_KEY } from '../../operator/models/provider-model-relay';
-import { MessagesApiServer, type RecordedRequest } from '../support/messages-api-server';
+import { MessagesApiServer, systemOf } from '../support/messages-api-server';
 import { apiCall, postMessage, postUntilSettled, type ApiAnswer } from './support/public-api';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
 
@@ -267,14 +267,6 @@ describe('turns survive crashes', () => {
     // ModelConfig's endpoint, called by the control plane's relay. The harness dies while
     // the researcher's reply streams; the retry runs the thread again from the journal.
     const models = await MessagesApiServer.start({ apiKey: NO_KEY });
-    const systemOf = (request: RecordedRequest): string => {
-      const system = (request.body as { system?: unknown }).system;
-      return Array.isArray(system)
-        ? system.map((block: { text?: string }) => block.text ?? '').join('')
-        : typeof system === 'string'
-          ? system
-          : '';
-    };
     let researcherCalls = 0;
     models.setResponder((request) => {
       const messages = (request.body as { messages: unknown[] }).messages;
@@ -303,28 +295,13 @@ describe('turns survive crashes', () => {
     });
     try {
       await stack.withDiagnostics(async () => {
-        const custom = stack.admin.makeApiClient(CustomObjectsApi);
-        const create = (plural: string, kind: string, name: string, spec: object) =>
-          custom.createNamespacedCustomObject({
-            group: 'polychrome.dev',
-            version: 'v1alpha1',
-            namespace: stack.namespace,
-            plural,
-            body: { apiVersion: 'polychrome.dev/v1alpha1', kind, metadata: { name }, spec },
-          });
-        await create('modelconfigs', 'ModelConfig', 'crash-claude', {
-          provider: 'anthropic',
-          model: 'claude-crash',
-          baseUrl: models.url,
-        });
-        const agent = (name: string, extra: object) =>
-          create('agents', 'Agent', name, {
-            modelRef: { name: 'crash-claude' },
-            systemPrompt: `You are ${name}.`,
-            ...extra,
-          });
-        await agent('researcher', { description: 'Finds figures.' });
-        await agent('crash-lead', { delegates: ['researcher'] });
+        await stack.createAgents(
+          { name: 'crash-claude', model: 'claude-crash', baseUrl: models.url },
+          {
+            researcher: { description: 'Finds figures.' },
+            'crash-lead': { delegates: ['researcher'] },
+          },
+        );
         const uid = await stack.createConversation('harness-mid-delegate', {
           owner: 'test:crash-owner',
           agent: undefined,

@@ -20,6 +20,19 @@ import { startRealTurns, TEST_OWNER, type RealTurns } from './real-turns';
  * `secretKeyRef`: the relay sends its placeholder key, which the server expects).
  */
 
+/**
+ * An Agent named `name` on the ModelConfig `claude` with the system prompt `You are
+ * <name>.`, `spec` over that.
+ */
+export function crewAgent(name: string, spec: Partial<Agent['spec']> = {}): Agent {
+  return {
+    apiVersion: 'polychrome.dev/v1alpha1',
+    kind: 'Agent',
+    metadata: { name, namespace: 'any' },
+    spec: { modelRef: { name: 'claude' }, systemPrompt: `You are ${name}.`, ...spec },
+  };
+}
+
 /** Options of {@link startAgentTurns}. */
 export interface AgentTurnsOptions {
   /** The namespace's Agents, by name. */

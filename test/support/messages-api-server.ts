@@ -122,6 +122,15 @@ export interface RecordedRequest {
  */
 export type Responder = (request: RecordedRequest) => ScriptedReply | Promise<ScriptedReply>;
 
+/** The system prompt a request was sent with, its blocks' text joined; '' when none. */
+export function systemOf(request: RecordedRequest): string {
+  const system = isRecord(request.body) ? request.body.system : undefined;
+  if (typeof system === 'string') return system;
+  return Array.isArray(system)
+    ? system.map((block: { text?: string }) => block.text ?? '').join('')
+    : '';
+}
+
 /** Options of {@link MessagesApiServer.start}. */
 export interface MessagesApiServerOptions {
   /** The key `x-api-key` or `authorization: Bearer` must carry; any other gets 401. @default 'test-key' */

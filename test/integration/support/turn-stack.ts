@@ -324,6 +324,39 @@ export class TurnStack {
   }
 
   /**
+   * Creates a ModelConfig `model` (no key: the control plane's relay sends its placeholder,
+   * as `MessagesApiServer.start({apiKey: NO_KEY})` expects) and the Agents `agents`, by
+   * name, each on that ModelConfig with the system prompt `You are <name>.` unless its
+   * spec says otherwise (docs/operator.md, "Agents and ModelConfigs").
+   */
+  async createAgents(
+    model: { name: string; model: string; baseUrl: string },
+    agents: Readonly<Record<string, Readonly<Record<string, unknown>>>>,
+  ): Promise<void> {
+    const objects = this.admin.makeApiClient(CustomObjectsApi);
+    const create = (plural: string, kind: string, name: string, spec: object) =>
+      objects.createNamespacedCustomObject({
+        group: 'polychrome.dev',
+        version: 'v1alpha1',
+        namespace: this.namespace,
+        plural,
+        body: { apiVersion: 'polychrome.dev/v1alpha1', kind, metadata: { name }, spec },
+      });
+    await create('modelconfigs', 'ModelConfig', model.name, {
+      provider: 'anthropic',
+      model: model.model,
+      baseUrl: model.baseUrl,
+    });
+    for (const [name, spec] of Object.entries(agents)) {
+      await create('agents', 'Agent', name, {
+        modelRef: { name: model.name },
+        systemPrompt: `You are ${name}.`,
+        ...spec,
+      });
+    }
+  }
+
+  /**
    * Creates a Conversation (pod backend; `spec` fields replace the defaults', the backend
    * stays `pod`) and waits until the operator reports it Ready with its harness running.
    *
