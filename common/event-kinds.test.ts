@@ -2,9 +2,9 @@ import { describe, expect, it } from '@jest/globals';
 import { decodePayload, encodePayload, EventKind, isEventKind, payloadCodecs } from './event-kinds';
 
 describe('event kinds', () => {
-  it('has a codec for every kind in docs/design.md plus key rotation, agent_config, excision, request_cancelled, approval_expired, turn_resolved, rollback_accepted, summary, agent_handoff, agent_roster and payment_sent', () => {
+  it('has a codec for every kind in docs/design.md plus key rotation, agent_config, excision, request_cancelled, approval_expired, turn_resolved, rollback_accepted, summary, agent_handoff, agent_roster, payment_sent and payment_policy', () => {
     expect(Object.keys(payloadCodecs).sort()).toEqual(Object.values(EventKind).sort());
-    expect(Object.values(EventKind)).toHaveLength(31);
+    expect(Object.values(EventKind)).toHaveLength(32);
   });
 
   it('round-trips a payload through its codec', () => {

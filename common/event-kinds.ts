@@ -26,6 +26,8 @@ export const EventKind = {
   OutboundPaymentReceipt: 'outbound_payment_receipt',
   /** An approved payment is about to be sent (docs/payments.md, "Exactly once"). */
   PaymentSent: 'payment_sent',
+  /** An admin linked a wallet and its spend limits, or unlinked it (docs/payments.md). */
+  PaymentPolicy: 'payment_policy',
   /** The control plane's summary of earlier turns (docs/turns.md, "Summaries"). */
   Summary: 'summary',
   MemorySet: 'memory_set',
@@ -76,6 +78,7 @@ export interface EventPayloads {
   payment_charge: ev.PaymentCharge;
   outbound_payment_receipt: ev.OutboundPaymentReceipt;
   payment_sent: ev.PaymentSent;
+  payment_policy: ev.PaymentPolicy;
   summary: ev.Summary;
   memory_set: ev.MemorySet;
   memory_cleared: ev.MemoryCleared;
@@ -110,6 +113,7 @@ export const payloadCodecs: { readonly [K in EventKind]: PayloadCodec<EventPaylo
   payment_charge: ev.PaymentCharge,
   outbound_payment_receipt: ev.OutboundPaymentReceipt,
   payment_sent: ev.PaymentSent,
+  payment_policy: ev.PaymentPolicy,
   summary: ev.Summary,
   memory_set: ev.MemorySet,
   memory_cleared: ev.MemoryCleared,

@@ -9,6 +9,7 @@ import type {
   AgentConfigRef,
   AgentRosterRef,
   LostCheckpoint,
+  PaymentPolicyRef,
   SignedRootRef,
   SummaryRecord,
   TurnView,
@@ -70,4 +71,6 @@ export type DecodedEvent =
       /** The turn's record with this event added. */
       readonly apply: (turn: TurnView) => TurnView;
     }
+  /** A sealed `payment_policy`: the wallet and limits in force from here on. */
+  | { readonly type: 'payment_policy'; readonly policy: PaymentPolicyRef }
   | { readonly type: 'ignored' };

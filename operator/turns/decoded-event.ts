@@ -124,6 +124,10 @@ export function interpret(position: number, event: TypedEvent): DecodedEvent {
     case 'outbound_payment_receipt':
     case 'payment_sent':
       return paymentEvent(position, event);
+    case 'payment_policy': {
+      const { wallet, limitsJson, actor, setAtMs } = event.payload;
+      return { type: 'payment_policy', policy: { position, wallet, limitsJson, actor, setAtMs } };
+    }
     case 'conversation_closed':
     case 'conversation_reopened':
     case 'key_rotated':

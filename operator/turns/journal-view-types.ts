@@ -191,6 +191,8 @@ export interface JournalView {
   readonly newestAgentRoster?: AgentRosterRef;
   /** The checkpoints of every `rollback_accepted`, in journal order. */
   readonly acceptedLosses: readonly LostCheckpoint[];
+  /** The newest `payment_policy`; absent: no wallet was ever linked (docs/payments.md). */
+  readonly paymentPolicy: PaymentPolicyRef | undefined;
   /** The summaries that are not erased, newest first (docs/turns.md, "Summaries"). */
   newestSummaries(): Iterable<SummaryRecord>;
   /** The `summary` at `position`, unless there is none or it was erased. */
@@ -206,6 +208,17 @@ export interface SummaryRecord {
   readonly toPosition: number;
   readonly previousPosition: number;
   readonly text: string;
+}
+
+/** The newest `payment_policy`: the wallet linked, and the limits its payments are held to. */
+export interface PaymentPolicyRef {
+  readonly position: number;
+  /** Empty: no wallet is linked; payments are off. */
+  readonly wallet: string;
+  /** Canonical JSON of the spend limits; empty when no wallet is linked. */
+  readonly limitsJson: string;
+  readonly actor: string;
+  readonly setAtMs: number;
 }
 
 /** A checkpoint an admin accepted as lost (a `rollback_accepted`). */

@@ -746,6 +746,17 @@ describe('foldJournal', () => {
     expect(view.anomalies).toEqual([]);
   });
 
+  it('keeps the newest payment_policy: a later unlink ends the link', () => {
+    const j = new Journal();
+    expect(j.view().paymentPolicy).toBeUndefined();
+    j.batch(
+      event('payment_policy', { wallet: 'ops', limitsJson: '{"periodSeconds":60}', actor: 'a' }),
+    );
+    expect(j.view().paymentPolicy).toMatchObject({ position: 0, wallet: 'ops', actor: 'a' });
+    j.batch(event('payment_policy', { wallet: '', actor: 'b' }));
+    expect(j.view().paymentPolicy).toMatchObject({ position: 2, wallet: '', limitsJson: '' });
+  });
+
   it("folds a turn's paid calls: each charge, then its send and its receipt, onto the call's newest charge", () => {
     const j = new Journal();
     j.batch(message('t1', 'k1', 'buy'), dispatch('t1', 1));

@@ -12,6 +12,7 @@ import type {
   JournalView,
   Lookup,
   LostCheckpoint,
+  PaymentPolicyRef,
   SignedRootRef,
   SummaryRecord,
   TurnView,
@@ -101,6 +102,10 @@ export class LazyView implements JournalView {
 
   get acceptedLosses(): readonly LostCheckpoint[] {
     return (this.#listed.acceptedLosses ??= this.#resolve().acceptedLosses.toArray());
+  }
+
+  get paymentPolicy(): PaymentPolicyRef | undefined {
+    return this.#resolve().paymentPolicy;
   }
 
   get memory(): MemoryState {

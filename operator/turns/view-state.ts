@@ -22,6 +22,7 @@ import type {
   AgentConfigRef,
   AgentRosterRef,
   LostCheckpoint,
+  PaymentPolicyRef,
   SignedRootRef,
   SummaryRecord,
   TurnView,
@@ -43,6 +44,7 @@ export interface ViewState {
   readonly openTurnIds: readonly string[];
   readonly anomalies: List<JournalAnomaly>;
   readonly acceptedLosses: List<LostCheckpoint>;
+  readonly paymentPolicy: PaymentPolicyRef | undefined;
   readonly newestAgentConfig: AgentConfigRef | undefined;
   /** The newest configuration of each agent, by name: few, one per agent. */
   readonly agentConfigs: PersistentMap<string, AgentConfigRef>;
@@ -62,6 +64,7 @@ export function emptyState(): ViewState {
     openTurnIds: [],
     anomalies: List(),
     acceptedLosses: List(),
+    paymentPolicy: undefined,
     newestAgentConfig: undefined,
     agentConfigs: PersistentMap(),
     newestAgentRoster: undefined,
@@ -91,6 +94,7 @@ export class StateBuilder {
   private agentConfigs: PersistentMap<string, AgentConfigRef>;
   private newestAgentRoster: AgentRosterRef | undefined;
   private readonly acceptedLosses: List<LostCheckpoint>;
+  private paymentPolicy: PaymentPolicyRef | undefined;
   private readonly summaries: OrderedMap<number, SummaryRecord>;
   private readonly memory: MemoryFold;
 
@@ -105,6 +109,7 @@ export class StateBuilder {
     this.agentConfigs = state.agentConfigs;
     this.newestAgentRoster = state.newestAgentRoster;
     this.acceptedLosses = state.acceptedLosses.asMutable();
+    this.paymentPolicy = state.paymentPolicy;
     this.summaries = state.summaries.asMutable();
   }
 
@@ -116,6 +121,7 @@ export class StateBuilder {
       openTurnIds: this.openTurnIds,
       anomalies: this.anomalies.asImmutable(),
       acceptedLosses: this.acceptedLosses.asImmutable(),
+      paymentPolicy: this.paymentPolicy,
       newestAgentConfig: this.newestAgentConfig,
       agentConfigs: this.agentConfigs,
       newestAgentRoster: this.newestAgentRoster,
@@ -145,6 +151,9 @@ export class StateBuilder {
         return;
       case 'rollback_accepted':
         this.acceptedLosses.push(event.lost);
+        return;
+      case 'payment_policy':
+        this.paymentPolicy = event.policy;
         return;
       case 'turn':
         return this.turnEvent(event, event.kind, event.turnId, event.apply);

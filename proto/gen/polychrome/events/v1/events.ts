@@ -556,6 +556,35 @@ export interface PaymentSent {
   sentAtMs: number;
   /** The wallet that signs (its name; never a key). */
   wallet: string;
+  /**
+   * The charge's network, asset and amount (as in its `payment_charge`): what counts
+   * against the spend limits from here on, paid or not known to be unpaid.
+   */
+  network: string;
+  asset: string;
+  amount: string;
+}
+
+/**
+ * kind "payment_policy": an admin linked a wallet to the conversation with the spend
+ * limits its payments are held to, or unlinked it (`wallet` empty: payments are off). The
+ * newest one is in force from its position on (docs/payments.md, "Linking a wallet").
+ */
+export interface PaymentPolicy {
+  /** The wallet's name in the control plane's SecretStore; empty: none is linked. */
+  wallet: string;
+  /**
+   * The spend limits as canonical JSON (docs/payments.md, "Spend limits"); empty when
+   * `wallet` is.
+   */
+  limitsJson: string;
+  /** The identity the admin acts as, and the one they authenticated as. */
+  actor: string;
+  caller: string;
+  reason: string;
+  setAtMs: number;
+  /** The session whose token the caller presented; empty without one. */
+  session: string;
 }
 
 /**
@@ -4999,7 +5028,17 @@ export const PaymentCharge: MessageFns<PaymentCharge> = {
 };
 
 function createBasePaymentSent(): PaymentSent {
-  return { turnId: "", toolCallId: "", idempotencyKey: "", approvalRequestId: "", sentAtMs: 0, wallet: "" };
+  return {
+    turnId: "",
+    toolCallId: "",
+    idempotencyKey: "",
+    approvalRequestId: "",
+    sentAtMs: 0,
+    wallet: "",
+    network: "",
+    asset: "",
+    amount: "",
+  };
 }
 
 export const PaymentSent: MessageFns<PaymentSent> = {
@@ -5021,6 +5060,15 @@ export const PaymentSent: MessageFns<PaymentSent> = {
     }
     if (message.wallet !== "") {
       writer.uint32(50).string(message.wallet);
+    }
+    if (message.network !== "") {
+      writer.uint32(58).string(message.network);
+    }
+    if (message.asset !== "") {
+      writer.uint32(66).string(message.asset);
+    }
+    if (message.amount !== "") {
+      writer.uint32(74).string(message.amount);
     }
     return writer;
   },
@@ -5086,6 +5134,30 @@ export const PaymentSent: MessageFns<PaymentSent> = {
             message.wallet = reader.string();
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.asset = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.amount = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5126,6 +5198,9 @@ export const PaymentSent: MessageFns<PaymentSent> = {
         ? globalThis.Number(object.sent_at_ms)
         : 0,
       wallet: isSet(object.wallet) ? globalThis.String(object.wallet) : "",
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      asset: isSet(object.asset) ? globalThis.String(object.asset) : "",
+      amount: isSet(object.amount) ? globalThis.String(object.amount) : "",
     };
   },
 
@@ -5149,6 +5224,15 @@ export const PaymentSent: MessageFns<PaymentSent> = {
     if (message.wallet !== "") {
       obj.wallet = message.wallet;
     }
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.asset !== "") {
+      obj.asset = message.asset;
+    }
+    if (message.amount !== "") {
+      obj.amount = message.amount;
+    }
     return obj;
   },
 
@@ -5163,6 +5247,182 @@ export const PaymentSent: MessageFns<PaymentSent> = {
     message.approvalRequestId = object.approvalRequestId ?? "";
     message.sentAtMs = object.sentAtMs ?? 0;
     message.wallet = object.wallet ?? "";
+    message.network = object.network ?? "";
+    message.asset = object.asset ?? "";
+    message.amount = object.amount ?? "";
+    return message;
+  },
+};
+
+function createBasePaymentPolicy(): PaymentPolicy {
+  return { wallet: "", limitsJson: "", actor: "", caller: "", reason: "", setAtMs: 0, session: "" };
+}
+
+export const PaymentPolicy: MessageFns<PaymentPolicy> = {
+  encode(message: PaymentPolicy, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.wallet !== "") {
+      writer.uint32(10).string(message.wallet);
+    }
+    if (message.limitsJson !== "") {
+      writer.uint32(18).string(message.limitsJson);
+    }
+    if (message.actor !== "") {
+      writer.uint32(26).string(message.actor);
+    }
+    if (message.caller !== "") {
+      writer.uint32(34).string(message.caller);
+    }
+    if (message.reason !== "") {
+      writer.uint32(42).string(message.reason);
+    }
+    if (message.setAtMs !== 0) {
+      writer.uint32(48).int64(message.setAtMs);
+    }
+    if (message.session !== "") {
+      writer.uint32(58).string(message.session);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PaymentPolicy {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePaymentPolicy();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.wallet = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.limitsJson = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.actor = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.caller = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.setAtMs = longToNumber(reader.int64());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.session = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PaymentPolicy {
+    return {
+      wallet: isSet(object.wallet) ? globalThis.String(object.wallet) : "",
+      limitsJson: isSet(object.limitsJson)
+        ? globalThis.String(object.limitsJson)
+        : isSet(object.limits_json)
+        ? globalThis.String(object.limits_json)
+        : "",
+      actor: isSet(object.actor) ? globalThis.String(object.actor) : "",
+      caller: isSet(object.caller) ? globalThis.String(object.caller) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      setAtMs: isSet(object.setAtMs)
+        ? globalThis.Number(object.setAtMs)
+        : isSet(object.set_at_ms)
+        ? globalThis.Number(object.set_at_ms)
+        : 0,
+      session: isSet(object.session) ? globalThis.String(object.session) : "",
+    };
+  },
+
+  toJSON(message: PaymentPolicy): unknown {
+    const obj: any = {};
+    if (message.wallet !== "") {
+      obj.wallet = message.wallet;
+    }
+    if (message.limitsJson !== "") {
+      obj.limitsJson = message.limitsJson;
+    }
+    if (message.actor !== "") {
+      obj.actor = message.actor;
+    }
+    if (message.caller !== "") {
+      obj.caller = message.caller;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.setAtMs !== 0) {
+      obj.setAtMs = Math.round(message.setAtMs);
+    }
+    if (message.session !== "") {
+      obj.session = message.session;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<PaymentPolicy>): PaymentPolicy {
+    return PaymentPolicy.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<PaymentPolicy>): PaymentPolicy {
+    const message = createBasePaymentPolicy();
+    message.wallet = object.wallet ?? "";
+    message.limitsJson = object.limitsJson ?? "";
+    message.actor = object.actor ?? "";
+    message.caller = object.caller ?? "";
+    message.reason = object.reason ?? "";
+    message.setAtMs = object.setAtMs ?? 0;
+    message.session = object.session ?? "";
     return message;
   },
 };
