@@ -60,6 +60,7 @@ async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void>
   const server = new StateServer({
     store,
     records: recordsDb.records,
+    backupRecords: () => recordsDb.backupEntries(),
     tls: serverTlsOf(tls.pair),
     logger,
     host: config.host,
