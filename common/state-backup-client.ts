@@ -1,5 +1,6 @@
 import { BackupClient as BackupGrpcClient } from '../proto/gen/polychrome/state/v1/backup';
-import { BackupDatabase, type BackupEntry } from './state-backup-format';
+import type { BackupDatabase} from './state-backup-format';
+import { type BackupEntry } from './state-backup-format';
 import { StateCallError } from './state-call-errors';
 import { streamStateCall } from './state-calls';
 import { stateChannel, type StateClientOptions } from './state-channel';

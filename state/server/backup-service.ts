@@ -72,7 +72,7 @@ export function createBackupService(options: BackupServiceOptions): BackupServer
       }
     } finally {
       // Releases the snapshots of an iteration that failed or was cancelled.
-      await Promise.allSettled(sources.map(([, it]) => it.return?.()));
+      for (const [, it] of sources) await it.return?.().catch(() => undefined);
       await Promise.allSettled(firsts);
     }
     const summary = {
