@@ -1,3 +1,4 @@
+import { execFile } from 'node:child_process';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -19,6 +20,7 @@ import {
   type TestPki,
   type TestStateServer,
 } from '../state/server/testdata/fixtures';
+import { ROOT } from '../state/server/testdata/state-process';
 import { ExitCode } from './cli-support';
 import { runCli } from './run-cli';
 
@@ -270,4 +272,33 @@ describe('a backup without the backup role', () => {
       expect(await readdir(dir.path)).not.toContainEqual(expect.stringContaining('attack-'));
     }
   });
+});
+
+describe("the state plane image's restore command (main.js restore FILE)", () => {
+  /** state/main.ts as the image runs it, with only the directories in its environment. */
+  const imageRestore = (
+    args: readonly string[],
+    dataDir: string,
+  ): Promise<{ code: number; stderr: string }> =>
+    new Promise((resolve) => {
+      execFile(
+        process.execPath,
+        ['--import', 'tsx', join(ROOT, 'state', 'main.ts'), 'restore', ...args],
+        { cwd: ROOT, env: { PATH: process.env.PATH ?? '', STATE_DATA_DIR: dataDir } },
+        (error, _stdout, stderr) => resolve({ code: Number(error?.code ?? 0), stderr }),
+      );
+    });
+
+  it('restores into STATE_DATA_DIR and its -records sibling, and refuses them once they hold files', async () => {
+    const dataDir = join(dir.path, 'image', 'journal');
+    const done = await imageRestore([backupFile], dataDir);
+    expect(done.stderr).toContain(`records entries into ${dataDir}-records`);
+    expect(done.code).toBe(0);
+    expect((await readdir(dataDir)).length).toBeGreaterThan(0);
+    expect((await readdir(`${dataDir}-records`)).length).toBeGreaterThan(0);
+    const again = await imageRestore([backupFile], dataDir);
+    expect(again.stderr).toContain(`${dataDir} is not empty`);
+    expect(again.code).toBe(1);
+    expect((await imageRestore([], dataDir)).code).toBe(2);
+  }, 60_000);
 });

@@ -12,7 +12,7 @@ import {
   type BackupManifest,
 } from '../common/state-backup-format';
 import { StateBackupClient, type BackupStreamItem } from '../common/state-backup-client';
-import { restoreBackup } from '../state/backup/restore-backup';
+import { restoreBackup, restoredLine } from '../state/backup/restore-backup';
 import { recordsDirOf } from '../state/config';
 import { ExitCode, parse, stringValue, UsageError, write, type CliIo } from './cli-support';
 import { connectionOptions, stateConnectionOf } from './state-commands';
@@ -180,13 +180,6 @@ export async function stateRestore(
     recordsDir: resolve(recordsDir),
     overwrite: values.overwrite === true,
   });
-  await write(
-    io.stdout,
-    `restored ${String(manifest.journalEntries)} journal entries into ${dataDir} and ` +
-      `${String(manifest.recordsEntries)} records entries into ${recordsDir} ` +
-      `(backup taken at ${manifest.takenAt}). Start the state plane with signing keys ` +
-      `${manifest.signingKeyIds.join(', ')} and the records key it had, then run ` +
-      '`polychrome state verify --all`\n',
-  );
+  await write(io.stdout, `${restoredLine(manifest, dataDir, recordsDir)}\n`);
   return ExitCode.Ok;
 }

@@ -30,6 +30,21 @@ export interface RestoreReport {
   readonly manifest: BackupManifest;
 }
 
+/** The line both restore commands print once a restore is done. */
+export function restoredLine(
+  manifest: BackupManifest,
+  dataDir: string,
+  recordsDir: string,
+): string {
+  return (
+    `restored ${String(manifest.journalEntries)} journal entries into ${dataDir} and ` +
+    `${String(manifest.recordsEntries)} records entries into ${recordsDir} (backup taken at ` +
+    `${manifest.takenAt}). Start the state plane with signing keys ` +
+    `${manifest.signingKeyIds.join(', ')} and the records key it had, then run ` +
+    '`polychrome state verify --all`'
+  );
+}
+
 /** Entries per LevelDB batch while restoring. */
 const BATCH_ENTRIES = 1000;
 
