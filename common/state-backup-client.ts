@@ -1,5 +1,5 @@
 import { BackupClient as BackupGrpcClient } from '../proto/gen/polychrome/state/v1/backup';
-import type { BackupDatabase} from './state-backup-format';
+import type { BackupDatabase } from './state-backup-format';
 import { type BackupEntry } from './state-backup-format';
 import { StateCallError } from './state-call-errors';
 import { streamStateCall } from './state-calls';
