@@ -105,13 +105,8 @@ Check a journal (the state plane):
   polychrome state backup -o FILE [connection flags]
       Take an online backup of the state plane's journals and records into FILE (written
       whole or not at all; never over an existing file), with a certificate holding the
-      backup role (polychrome:backup). The state plane keeps serving.
-
-  polychrome state restore FILE --data-dir DIR [--records-dir DIR] [--overwrite]
-      With the state plane stopped, check FILE whole (format, digest), then write it into
-      DIR (the journal, STATE_DATA_DIR) and DIR-records (STATE_RECORDS_DIR). Refuses a
-      directory that holds files unless --overwrite. Then start the state plane and run
-      state verify --all.
+      backup role (polychrome:backup). The state plane keeps serving. Restore with the
+      state plane's own program, stopped: main.js restore FILE (docs/operations.md).
 
   polychrome journal verify FILE [--public-key KEY]... [--checkpoint N:ROOTHEX] [--retirement RECORD] [--format json|text]
       Verify an export offline, with no server. KEY is the raw ed25519 public key, 64 hex
@@ -197,9 +192,6 @@ async function runCommand(
   }
   if (group === 'state' && command === 'backup') {
     return (await import('./state-backup.ts')).stateBackup(rest, env, io);
-  }
-  if (group === 'state' && command === 'restore') {
-    return (await import('./state-backup.ts')).stateRestore(rest, env, io);
   }
   if (group === 'journal' && command === 'verify') {
     return (await import('./journal-commands.ts')).journalVerify(rest, io);

@@ -21,13 +21,14 @@ import {
   type TestStateServer,
 } from '../state/server/testdata/fixtures';
 import { ROOT } from '../state/server/testdata/state-process';
+import { restoreCommand } from '../state/backup/restore-command';
 import { ExitCode } from './cli-support';
 import { runCli } from './run-cli';
 
 /*
  * `polychrome state backup` against the real state server (mutual TLS, the real Backup
  * RPC over the real journal store and records database) while appends go on, and
- * `polychrome state restore` into empty directories that a second real state server then
+ * the state plane's restore command into empty directories that a second real state server then
  * opens: every partition verifies there (`state verify --all`), the records come back, and
  * a damaged, foreign or cut-short file, a non-empty directory and every certificate
  * without the backup role are refused with nothing written.
@@ -48,6 +49,24 @@ async function cli(args: readonly string[]): Promise<Captured> {
   stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
   const code = await runCli(args, { stdout, stderr }, {});
   return { code, stdout: out, stderr: err };
+}
+
+/**
+ * The state plane's `main.js restore ARGS` in process (state/backup/restore-command.ts),
+ * with STATE_DATA_DIR `dataDir` and, when given, STATE_RECORDS_DIR.
+ */
+async function restore(
+  args: readonly string[],
+  dataDir: string,
+  recordsDir?: string,
+): Promise<{ code: number; output: string }> {
+  const lines: string[] = [];
+  const env = {
+    STATE_DATA_DIR: dataDir,
+    ...(recordsDir === undefined ? {} : { STATE_RECORDS_DIR: recordsDir }),
+  };
+  const code = await restoreCommand(args, env, (line) => lines.push(line));
+  return { code, output: lines.join('\n') };
 }
 
 const SEED = 9;
@@ -135,18 +154,9 @@ describe('state backup', () => {
     expect(bytes.includes(Buffer.from('hunter2-in-the-clear'))).toBe(false);
 
     const target = join(dir.path, 'restored');
-    const restore = await cli([
-      'state',
-      'restore',
-      backupFile,
-      '--data-dir',
-      join(target, 'journal'),
-      '--records-dir',
-      join(target, 'records'),
-    ]);
-    expect(restore.stderr).toBe('');
-    expect(restore.code).toBe(ExitCode.Ok);
-    expect(restore.stdout).toContain('restored ');
+    const done = await restore([backupFile], join(target, 'journal'), join(target, 'records'));
+    expect(done.output).toContain('restored ');
+    expect(done.code).toBe(0);
 
     restored = await startTestStateServer(target, pki, { signerSeed: SEED });
     const verified = await cli(['state', 'verify', '--all', ...as(pki.verifier, restored.address)]);
@@ -183,8 +193,8 @@ describe('state backup', () => {
 });
 
 describe('state restore refuses', () => {
-  const restoreInto = (file: string, name: string, ...more: string[]): Promise<Captured> =>
-    cli(['state', 'restore', file, '--data-dir', join(dir.path, name, 'journal'), ...more]);
+  const restoreInto = (file: string, name: string, ...more: string[]) =>
+    restore([file, ...more], join(dir.path, name, 'journal'));
 
   it.each([
     ['cut short', (b: Buffer) => b.subarray(0, b.length - 40), 'it ends in the middle of'],
@@ -220,31 +230,24 @@ describe('state restore refuses', () => {
     const file = join(dir.path, `damaged-${name.replaceAll(' ', '-')}`);
     await writeFile(file, damage(await readFile(backupFile)));
     const out = await restoreInto(file, `into-${name.replaceAll(' ', '-')}`);
-    expect(out.stderr).toContain(says);
-    expect(out.stderr).toContain('nothing was restored');
-    expect(out.code).toBe(ExitCode.Error);
+    expect(out.output).toContain(says);
+    expect(out.output).toContain('nothing was restored');
+    expect(out.code).toBe(1);
     expect(await readdir(dir.path)).not.toContainEqual(`into-${name.replaceAll(' ', '-')}`);
   });
 
   it('a directory that holds files, unless --overwrite', async () => {
     const target = join(dir.path, 'restored', 'journal');
     const before = await readdir(target);
-    const refused = await cli(['state', 'restore', backupFile, '--data-dir', target]);
-    expect(refused.stderr).toContain(`${target} is not empty`);
-    expect(refused.stderr).toContain('--overwrite');
-    expect(refused.code).toBe(ExitCode.Error);
+    const refused = await restore([backupFile], target);
+    expect(refused.output).toContain(`${target} is not empty`);
+    expect(refused.output).toContain('--overwrite');
+    expect(refused.code).toBe(1);
     expect(await readdir(target)).toEqual(before);
     const fresh = join(dir.path, 'overwritten');
-    expect((await restoreInto(backupFile, 'overwritten')).code).toBe(ExitCode.Ok);
-    const replaced = await cli([
-      'state',
-      'restore',
-      backupFile,
-      '--data-dir',
-      join(fresh, 'journal'),
-      '--overwrite',
-    ]);
-    expect(replaced.code).toBe(ExitCode.Ok);
+    expect((await restoreInto(backupFile, 'overwritten')).code).toBe(0);
+    const replaced = await restore([backupFile, '--overwrite'], join(fresh, 'journal'));
+    expect(replaced.code).toBe(0);
   });
 });
 
@@ -274,7 +277,7 @@ describe('a backup without the backup role', () => {
   });
 });
 
-describe("the state plane image's restore command (main.js restore FILE)", () => {
+describe("the state plane's restore command as its own process (main.js restore FILE)", () => {
   /** state/main.ts as the image runs it, with only the directories in its environment. */
   const imageRestore = (
     args: readonly string[],

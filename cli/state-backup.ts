@@ -1,5 +1,5 @@
 import { open, rename, rm, stat, type FileHandle } from 'node:fs/promises';
-import { basename, dirname, join, resolve } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 
 import { AppError } from '../common/errors';
 import type { Env } from '../common/config';
@@ -12,16 +12,15 @@ import {
   type BackupManifest,
 } from '../common/state-backup-format';
 import { StateBackupClient, type BackupStreamItem } from '../common/state-backup-client';
-import { restoreBackup, restoredLine } from '../state/backup/restore-backup';
-import { recordsDirOf } from '../state/config';
 import { ExitCode, parse, stringValue, UsageError, write, type CliIo } from './cli-support';
 import { connectionOptions, stateConnectionOf } from './state-commands';
 
 /*
- * `polychrome state backup -o FILE` and `polychrome state restore FILE --data-dir DIR`
- * (docs/state-plane.md, "Backup and restore"; docs/operations.md): an online backup of the
- * state plane's journal and records through its Backup RPC (a certificate with the backup
- * role), and an offline restore into empty directories with the state plane stopped.
+ * `polychrome state backup -o FILE` (docs/state-plane.md, "Backup and restore";
+ * docs/operations.md): an online backup of the state plane's journal and records through
+ * its Backup RPC, with a certificate holding the backup role. Restoring is the state
+ * plane's own command (`main.js restore FILE`, state/backup/restore-command.ts): it writes
+ * LevelDB, whose native binding the state plane's image carries and this CLI does not.
  */
 
 /** Writes, flushes to disk and renames: the file at `path` is whole or absent. */
@@ -145,41 +144,5 @@ export async function stateBackup(
       `${String(manifest?.recordsEntries)} records entries, sha256 ${String(manifest?.sha256)}, ` +
       `taken at ${String(manifest?.takenAt)}\n`,
   );
-  return ExitCode.Ok;
-}
-
-/** `state restore FILE --data-dir DIR [--records-dir DIR] [--overwrite]`, state plane stopped. */
-export async function stateRestore(
-  args: readonly string[],
-  env: Env | undefined,
-  io: CliIo,
-): Promise<ExitCode> {
-  const { values, positionals } = parse(args, {
-    'data-dir': { type: 'string' },
-    'records-dir': { type: 'string' },
-    overwrite: { type: 'boolean' },
-  });
-  const [file, ...extra] = positionals;
-  if (file === undefined) throw new UsageError('state restore needs the backup FILE');
-  if (extra.length > 0)
-    throw new UsageError(`state restore takes one FILE, got extra ${extra.join(' ')}`);
-  const vars = env ?? process.env;
-  const dataDir = stringValue(values['data-dir']) ?? vars.STATE_DATA_DIR;
-  if (dataDir === undefined) {
-    throw new UsageError(
-      'state restore needs --data-dir DIR (or STATE_DATA_DIR): the journal directory',
-    );
-  }
-  const recordsDir = recordsDirOf(
-    dataDir,
-    stringValue(values['records-dir']) ?? vars.STATE_RECORDS_DIR,
-  );
-  const { manifest } = await restoreBackup({
-    file,
-    dataDir: resolve(dataDir),
-    recordsDir: resolve(recordsDir),
-    overwrite: values.overwrite === true,
-  });
-  await write(io.stdout, `${restoredLine(manifest, dataDir, recordsDir)}\n`);
   return ExitCode.Ok;
 }

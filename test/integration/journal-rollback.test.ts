@@ -18,8 +18,8 @@ import { startTurnStack, type TurnStack } from './support/turn-stack';
 // Degraded JournalRolledBack with both heads (and an Event), the checkpoint in its status is
 // not overwritten, and `conversation verify` (the real CLI process) fails rolled_back. Only an
 // admin's recorded decision lets turns go on. The second case does the same through the
-// documented procedure: `polychrome state backup` while the state plane serves, then
-// `polychrome state restore` with it stopped (docs/operations.md, "Backup and restore").
+// documented procedure: `polychrome state backup` while the state plane serves, then the
+// state plane's own `restore` with it stopped (docs/operations.md, "Backup and restore").
 
 interface JournalStatus {
   head?: number;
@@ -279,12 +279,9 @@ describe('a rolled-back journal (state volume restored from an older copy)', () 
       expect(lostHead).toBeGreaterThan(backedHead);
 
       await withStatePlaneStopped(async () => {
-        const restore = await polychrome(
-          ['state', 'restore', file, '--data-dir', stack.state.dataDir, '--overwrite'],
-          '',
-        );
-        expect(restore.stderr).toBe('');
-        expect(restore.code).toBe(0);
+        const restored = await stack.state.restore(file, ['--overwrite']);
+        expect(restored.output).toContain('restored ');
+        expect(restored.code).toBe(0);
       });
       expect(await stack.journal(conv)).toHaveLength(backedHead);
 
