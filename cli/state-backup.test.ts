@@ -1,7 +1,6 @@
 import { execFile } from 'node:child_process';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 
@@ -23,7 +22,9 @@ import {
 import { ROOT } from '../state/server/testdata/state-process';
 import { restoreCommand } from '../state/backup/restore-command';
 import { ExitCode } from './cli-support';
-import { runCli } from './run-cli';
+import { runCaptured } from './testdata/captured-run';
+
+const cli = (args: readonly string[]) => runCaptured(args, {});
 
 /*
  * `polychrome state backup` against the real state server (mutual TLS, the real Backup
@@ -33,23 +34,6 @@ import { runCli } from './run-cli';
  * a damaged, foreign or cut-short file, a non-empty directory and every certificate
  * without the backup role are refused with nothing written.
  */
-
-interface Captured {
-  readonly code: ExitCode;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-async function cli(args: readonly string[]): Promise<Captured> {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = '';
-  let err = '';
-  stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
-  const code = await runCli(args, { stdout, stderr }, {});
-  return { code, stdout: out, stderr: err };
-}
 
 /**
  * The state plane's `main.js restore ARGS` in process (state/backup/restore-command.ts),
