@@ -89,6 +89,10 @@ Check a journal (the state plane):
       Ask the state plane to replay the journal and check every root and signature.
       Exit 0 when every root verifies, 1 when one does not (the failing position is named).
 
+  polychrome state verify --all [--format json|text] [connection flags]
+      The same for every partition the state plane holds (after a restore); exit 1 when
+      any fails.
+
   polychrome state export conv-<id> [-o FILE] [connection flags]
       Write the journal as JSON lines: a header with the public keys and the state plane's
       checkpoint, then one line per event ({position, kind, payload (base64)}, or
@@ -97,6 +101,12 @@ Check a journal (the state plane):
   polychrome state retirement conv-<id> [-o FILE] [connection flags]
       Write the retirement record of a partition retired when its Conversation was deleted
       (journalRetention checkpoint: the signed final head, root and key) as JSON.
+
+  polychrome state backup -o FILE [connection flags]
+      Take an online backup of the state plane's journals and records into FILE (written
+      whole or not at all; never over an existing file), with a certificate holding the
+      backup role (polychrome:backup). The state plane keeps serving. Restore with the
+      state plane's own program, stopped: main.js restore FILE (docs/operations.md).
 
   polychrome journal verify FILE [--public-key KEY]... [--checkpoint N:ROOTHEX] [--retirement RECORD] [--format json|text]
       Verify an export offline, with no server. KEY is the raw ed25519 public key, 64 hex
@@ -179,6 +189,9 @@ async function runCommand(
   }
   if (group === 'state' && command === 'retirement') {
     return (await import('./state-commands.ts')).stateRetirement(rest, env, io);
+  }
+  if (group === 'state' && command === 'backup') {
+    return (await import('./state-backup.ts')).stateBackup(rest, env, io);
   }
   if (group === 'journal' && command === 'verify') {
     return (await import('./journal-commands.ts')).journalVerify(rest, io);

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { envInt, envOptionalString, envString, parseConfig, type Env } from '../common/config';
 import { exportFileLines, type ExportCheckpoint } from '../common/journal-export-format';
 import { isPartitionName } from '../common/partition-name';
-import { loadStateClientTls } from '../common/state-channel';
+import { loadStateClientTls, type StateClientOptions } from '../common/state-channel';
 import { StateCallError } from '../common/state-call-errors';
 import { StateClient } from '../common/state-client';
 import { formatRetirementJson } from '../common/retirement-json';
@@ -49,7 +49,8 @@ const envSchema = z
     timeoutMs: env.POLYCHROME_STATE_TIMEOUT_MS,
   }));
 
-const connectionOptions = {
+/** The flags naming the state plane and the client certificate (docs/kubectl.md). */
+export const connectionOptions = {
   address: { type: 'string' },
   ca: { type: 'string' },
   cert: { type: 'string' },
@@ -72,10 +73,14 @@ function onePartition(positionals: readonly string[], command: string): string {
   return partition;
 }
 
-async function connect(
+/**
+ * The state plane's address and the client's TLS files, from the connection flags or the
+ * POLYCHROME_STATE_* environment. @throws UsageError for a missing file or a bad timeout.
+ */
+export async function stateConnectionOf(
   values: Record<string, unknown>,
   env: Env | undefined,
-): Promise<StateClient> {
+): Promise<StateClientOptions> {
   const config = parseConfig('polychrome CLI', envSchema, env);
   const pick = (flag: string, fromEnv: string | undefined, variable: string): string => {
     const value = stringValue(values[flag]) ?? fromEnv;
@@ -97,15 +102,72 @@ async function connect(
     );
   }
   const serverName = stringValue(values['server-name']) ?? config.serverName;
-  return new StateClient({
+  return {
     address: stringValue(values.address) ?? config.address,
     tls,
     callTimeoutMs: timeoutMs,
     ...(serverName === undefined ? {} : { serverName }),
-  });
+  };
 }
 
-/** `state verify conv-<id>`: the state plane replays the journal and checks it. */
+async function connect(
+  values: Record<string, unknown>,
+  env: Env | undefined,
+): Promise<StateClient> {
+  return new StateClient(await stateConnectionOf(values, env));
+}
+
+/** Verifies one partition on the state plane and prints the outcome; true when it verifies. */
+async function verifyOne(
+  client: StateClient,
+  partition: string,
+  checkpoint: ReturnType<typeof checkpointOf>,
+  format: Format,
+  io: CliIo,
+): Promise<boolean> {
+  const result = await client.verify(partition, checkpoint === undefined ? {} : { checkpoint });
+  // Events no root covers cannot be verified; the state plane never acknowledges them.
+  const ok = result.ok && result.unsealed === 0;
+  if (format === Format.Json) {
+    await write(
+      io.stdout,
+      `${JSON.stringify({
+        partition,
+        ok,
+        events: result.events,
+        signedRoots: result.signedRoots,
+        unsealed: result.unsealed,
+        failure: result.failure ?? null,
+        excised: result.excised,
+        erased: result.erased,
+        checkpointChecked: result.checkpointChecked,
+      })}\n`,
+    );
+  } else if (result.failure !== undefined) {
+    await write(
+      io.stdout,
+      `${partition}: FAILED at position ${String(result.failure.position)} (${result.failure.reason})\n` +
+        failureLines(result.failure),
+    );
+  } else if (!ok) {
+    await write(
+      io.stdout,
+      `${partition}: FAILED: ${String(result.unsealed)} events after the last signed root are not covered by any root\n`,
+    );
+  } else {
+    await write(
+      io.stdout,
+      `${partition}: OK: ${String(result.events)} events, ${String(result.signedRoots)} signed roots verified\n` +
+        checkpointNote(result.checkpointChecked, result.excised, result.erased),
+    );
+  }
+  return ok;
+}
+
+/**
+ * `state verify conv-<id>`: the state plane replays the journal and checks it; with
+ * `--all`, every partition it holds (after a restore), one line (or JSON line) each.
+ */
 export async function stateVerify(
   args: readonly string[],
   env: Env | undefined,
@@ -115,49 +177,29 @@ export async function stateVerify(
     ...connectionOptions,
     ...formatOptions,
     ...checkpointOption,
+    all: { type: 'boolean' },
   });
   const format = parseFormat(values);
-  const partition = onePartition(positionals, 'state verify');
+  const all = values.all === true;
+  if (all && (positionals.length > 0 || values.checkpoint !== undefined)) {
+    throw new UsageError('state verify --all takes no partition and no --checkpoint');
+  }
+  const partition = all ? undefined : onePartition(positionals, 'state verify');
   const checkpoint = checkpointOf(values);
   const client = await connect(values, env);
   try {
-    const result = await client.verify(partition, checkpoint === undefined ? {} : { checkpoint });
-    // Events no root covers cannot be verified; the state plane never acknowledges them.
-    const ok = result.ok && result.unsealed === 0;
-    if (format === Format.Json) {
+    const partitions = partition === undefined ? await client.listPartitions() : [partition];
+    let failed = 0;
+    for (const name of partitions) {
+      if (!(await verifyOne(client, name, checkpoint, format, io))) failed += 1;
+    }
+    if (all && format !== Format.Json) {
       await write(
         io.stdout,
-        `${JSON.stringify({
-          partition,
-          ok,
-          events: result.events,
-          signedRoots: result.signedRoots,
-          unsealed: result.unsealed,
-          failure: result.failure ?? null,
-          excised: result.excised,
-          erased: result.erased,
-          checkpointChecked: result.checkpointChecked,
-        })}\n`,
-      );
-    } else if (result.failure !== undefined) {
-      await write(
-        io.stdout,
-        `${partition}: FAILED at position ${String(result.failure.position)} (${result.failure.reason})\n` +
-          failureLines(result.failure),
-      );
-    } else if (!ok) {
-      await write(
-        io.stdout,
-        `${partition}: FAILED: ${String(result.unsealed)} events after the last signed root are not covered by any root\n`,
-      );
-    } else {
-      await write(
-        io.stdout,
-        `${partition}: OK: ${String(result.events)} events, ${String(result.signedRoots)} signed roots verified\n` +
-          checkpointNote(result.checkpointChecked, result.excised, result.erased),
+        `${String(partitions.length)} partitions, ${String(failed)} failed verification\n`,
       );
     }
-    return ok ? ExitCode.Ok : ExitCode.VerifyFailed;
+    return failed === 0 ? ExitCode.Ok : ExitCode.VerifyFailed;
   } finally {
     client.close();
   }

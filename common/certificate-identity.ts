@@ -22,6 +22,8 @@ export const CertificateRole = {
   Retire: 'polychrome:retire',
   /** Erasure: excises readable journal entries an admin asked to erase. */
   Erase: 'polychrome:erase',
+  /** Backup: reads every journal and record at once, for a backup file (docs/state-plane.md). */
+  Backup: 'polychrome:backup',
   /** Every Records RPC: personas, sessions, credentials, ceremonies. */
   RecordsAdmin: 'polychrome:records-admin',
   /**

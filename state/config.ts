@@ -140,12 +140,12 @@ const schema = z
   }));
 
 /** The records directory: as given, else a sibling of the journal's named `<dir>-records`. */
-function recordsDirOf(dataDir: string, recordsDir: string | undefined): string {
+export function recordsDirOf(dataDir: string, recordsDir: string | undefined): string {
   return recordsDir ?? `${dataDir.replace(/[/\\]+$/, '')}-records`;
 }
 
 /** True when one directory is the other or lies inside it (two LevelDBs would collide). */
-function overlaps(a: string, b: string): boolean {
+export function overlaps(a: string, b: string): boolean {
   const inside = (child: string, parent: string): boolean => {
     const rel = relative(resolve(parent), resolve(child));
     return rel === '' || (rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel));

@@ -6,6 +6,7 @@ import { isAppError } from '../common/errors';
 import { HealthServer } from '../common/health-server';
 import { componentLogger, createRootLogger, LogComponent } from '../common/log';
 import { startTracing } from '../common/tracing';
+import { restoreCommand } from './backup/restore-command';
 import { loadStateConfig, type StateConfig } from './config';
 import { DiskMonitor, registerDiskMetrics } from './disk-monitor';
 import { loadStateTls, registerTlsMetrics, serverTlsOf } from './tls-reload';
@@ -60,6 +61,7 @@ async function run(config: Readonly<StateConfig>, logger: Logger): Promise<void>
   const server = new StateServer({
     store,
     records: recordsDb.records,
+    backupRecords: () => recordsDb.backupEntries(),
     tls: serverTlsOf(tls.pair),
     logger,
     host: config.host,
@@ -187,4 +189,11 @@ function main(): void {
   });
 }
 
-main();
+// `main.js restore FILE` restores a backup instead of serving (backup/restore-command.ts).
+if (process.argv[2] === 'restore') {
+  void restoreCommand(process.argv.slice(3), process.env, (line) => console.error(line)).then(
+    (code) => process.exit(code),
+  );
+} else {
+  main();
+}

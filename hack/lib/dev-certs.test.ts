@@ -55,6 +55,7 @@ describe('ensureDevCerts', () => {
     ],
     ['verifier', 'CN = polychrome-verifier, O = polychrome:verifier'],
     ['recordsAdmin', 'CN = polychrome-records-admin, O = polychrome:records-admin'],
+    ['backup', 'CN = polychrome-backup, O = polychrome:backup'],
   ] as const)('issues the %s client identity, signed by the dev CA', (identity, subject) => {
     const files = certs[identity];
     expect(openssl(['x509', '-in', files.certPath, '-noout', '-subject'])).toBe(

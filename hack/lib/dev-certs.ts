@@ -56,6 +56,11 @@ export interface DevCerts {
    * the development tooling that mints tokens (dev-token.ts) uses it.
    */
   readonly recordsAdmin: CertFiles;
+  /**
+   * CN polychrome-backup, O polychrome:backup: the state plane's Backup RPC only
+   * (`polychrome state backup`, docs/operations.md, "Backup and restore").
+   */
+  readonly backup: CertFiles;
   /** The journal signing key, PKCS#8 PEM (ed25519), as state/store/signing-key.ts loads. */
   readonly signingKey: string;
   /** The records key: 64 hex digits (32 random bytes), as state/records/records-key.ts loads. */
@@ -64,7 +69,7 @@ export interface DevCerts {
 
 const CA_NAME = 'ca';
 
-type LeafField = 'server' | 'controlPlane' | 'verifier' | 'recordsAdmin';
+type LeafField = 'server' | 'controlPlane' | 'verifier' | 'recordsAdmin' | 'backup';
 
 const LEAVES: readonly (CertRequest & { readonly field: LeafField })[] = [
   {
@@ -101,6 +106,13 @@ const LEAVES: readonly (CertRequest & { readonly field: LeafField })[] = [
     name: 'records-admin',
     commonName: 'polychrome-records-admin',
     organizations: ['polychrome:records-admin'],
+    usage: CertUsage.Client,
+  },
+  {
+    field: 'backup',
+    name: 'backup',
+    commonName: 'polychrome-backup',
+    organizations: ['polychrome:backup'],
     usage: CertUsage.Client,
   },
 ];
@@ -170,12 +182,13 @@ export async function ensureDevCerts(dir: string = DEFAULT_DEV_CERTS_DIR): Promi
   if (!(await exists(recordsKey))) {
     await writeFile(recordsKey, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600 });
   }
-  const { server, controlPlane, verifier, recordsAdmin } = issued;
+  const { server, controlPlane, verifier, recordsAdmin, backup } = issued;
   if (
     server === undefined ||
     controlPlane === undefined ||
     verifier === undefined ||
-    recordsAdmin === undefined
+    recordsAdmin === undefined ||
+    backup === undefined
   ) {
     throw new Error('unreachable: every leaf was issued or found');
   }
@@ -186,6 +199,7 @@ export async function ensureDevCerts(dir: string = DEFAULT_DEV_CERTS_DIR): Promi
     controlPlane,
     verifier,
     recordsAdmin,
+    backup,
     signingKey,
     recordsKey,
   };

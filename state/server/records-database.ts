@@ -58,6 +58,15 @@ export class RecordsDatabase {
     await this.records.open();
   }
 
+  /**
+   * Every key and value of the database in key order, as bytes, from one LevelDB snapshot
+   * taken when called: the records half of a backup (docs/state-plane.md,
+   * "Backup and restore"). Credentials stay sealed with the records key, which is not in it.
+   */
+  backupEntries(): AsyncIterable<readonly [Uint8Array, Uint8Array]> {
+    return this.db.iterator<Uint8Array, Uint8Array>({ keyEncoding: 'view', valueEncoding: 'view' });
+  }
+
   /** Closes the database; calls after it fail with `unavailable`. Idempotent. */
   close(): Promise<void> {
     this.closing ??= this.db.close();

@@ -7,6 +7,7 @@ import { RecordsClient } from '../../common/records-client';
 import { StateCallError } from '../../common/state-call-errors';
 import { StateClient } from '../../common/state-client';
 import { stateChannel } from '../../common/state-channel';
+import { BackupService } from '../../proto/gen/polychrome/state/v1/backup';
 import { RecordsService } from '../../proto/gen/polychrome/state/v1/records';
 import { JournalService } from '../../proto/gen/polychrome/state/v1/state';
 import type { JournalStore } from '../store/journal-store';
@@ -41,6 +42,7 @@ const ROLES = Object.values(CertificateRole);
 const RPCS: readonly { readonly path: string; readonly streams: boolean }[] = [
   ...Object.values(JournalService),
   ...Object.values(RecordsService),
+  ...Object.values(BackupService),
 ].map((d: { readonly path: string; readonly responseStream: boolean }) => ({
   path: d.path,
   streams: d.responseStream,
@@ -117,6 +119,7 @@ const ATTACKS: readonly (readonly [CertificateRole, readonly string[]])[] = [
       'Records/LinkIdentity',
       'Journal/Verify',
       'Journal/Retire',
+      'Backup/Take',
     ],
   ],
   [
@@ -128,6 +131,7 @@ const ATTACKS: readonly (readonly [CertificateRole, readonly string[]])[] = [
       'Journal/Erase',
       'Records/Authenticate',
       'Records/CreateSession',
+      'Backup/Take',
     ],
   ],
   [
@@ -173,6 +177,21 @@ const ATTACKS: readonly (readonly [CertificateRole, readonly string[]])[] = [
       'Journal/Erase',
       'Journal/Head',
       'Journal/Retire',
+      'Backup/Take',
+    ],
+  ],
+  [
+    CertificateRole.Backup,
+    [
+      'Journal/Append',
+      'Journal/Read',
+      'Journal/Export',
+      'Journal/Repair',
+      'Journal/Erase',
+      'Journal/Retire',
+      'Records/RevealCredential',
+      'Records/ListPersonas',
+      'Records/SetRoles',
     ],
   ],
   [

@@ -1,15 +1,18 @@
 import { describe, expect, it } from '@jest/globals';
 
 import { CertificateRole } from '../../common/certificate-identity';
+import { BackupService } from '../../proto/gen/polychrome/state/v1/backup';
 import { RecordsService } from '../../proto/gen/polychrome/state/v1/records';
 import { JournalService } from '../../proto/gen/polychrome/state/v1/state';
 import { rolesFor, RPC_ROLES, StateService } from './rpc-roles';
 
 /** Every RPC the generated service definitions serve, as `service/method`. */
 function servedRpcs(): string[] {
-  return [...Object.values(JournalService), ...Object.values(RecordsService)].map((d) =>
-    d.path.slice(1),
-  );
+  return [
+    ...Object.values(JournalService),
+    ...Object.values(RecordsService),
+    ...Object.values(BackupService),
+  ].map((d) => d.path.slice(1));
 }
 
 function tableRpcs(): string[] {
@@ -19,7 +22,7 @@ function tableRpcs(): string[] {
 }
 
 describe('RPC_ROLES', () => {
-  it('names every RPC of the Journal and Records services, and nothing else', () => {
+  it('names every RPC of the Journal, Records and Backup services, and nothing else', () => {
     expect(tableRpcs().sort()).toEqual(servedRpcs().sort());
   });
 
@@ -40,6 +43,10 @@ describe('RPC_ROLES', () => {
       const [service = '', method = ''] = rpc.split('/');
       expect(rolesFor(service, method)).not.toContain(CertificateRole.ControlPlaneReplica);
     }
+  });
+
+  it('gives the backup, which reads every journal and record at once, to the backup role alone', () => {
+    expect(rolesFor(StateService.Backup, 'Take')).toEqual([CertificateRole.Backup]);
   });
 
   it('keeps repair and the records administration away from the writer', () => {

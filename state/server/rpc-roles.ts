@@ -1,4 +1,5 @@
 import { CertificateRole } from '../../common/certificate-identity';
+import type { BackupService } from '../../proto/gen/polychrome/state/v1/backup';
 import type { RecordsService } from '../../proto/gen/polychrome/state/v1/records';
 import type { JournalService } from '../../proto/gen/polychrome/state/v1/state';
 
@@ -11,7 +12,7 @@ import type { JournalService } from '../../proto/gen/polychrome/state/v1/state';
  * says who carries which role and why.
  */
 
-const { Writer, Verifier, Repair, RecordsAdmin, Retire, Erase } = CertificateRole;
+const { Writer, Verifier, Repair, RecordsAdmin, Retire, Erase, Backup } = CertificateRole;
 
 /** The method name (`Append`) of each RPC in a ts-proto service definition. */
 type MethodsOf<Service> = {
@@ -22,6 +23,7 @@ type MethodsOf<Service> = {
 export const StateService = {
   Journal: 'polychrome.state.v1.Journal',
   Records: 'polychrome.state.v1.Records',
+  Backup: 'polychrome.state.v1.Backup',
 } as const;
 export type StateService = (typeof StateService)[keyof typeof StateService];
 
@@ -29,6 +31,7 @@ export type StateService = (typeof StateService)[keyof typeof StateService];
 export interface StateServiceMethods {
   readonly [StateService.Journal]: MethodsOf<typeof JournalService>;
   readonly [StateService.Records]: MethodsOf<typeof RecordsService>;
+  readonly [StateService.Backup]: MethodsOf<typeof BackupService>;
 }
 
 /** The Records service's method names. */
@@ -95,6 +98,11 @@ export const RPC_ROLES: RoleTable = {
     CompleteCeremony: [RecordsAdmin],
     GetCeremony: [RecordsAdmin],
     ListCeremonies: [RecordsAdmin],
+  },
+  [StateService.Backup]: {
+    // Every journal and every record (sealed credentials included) in one stream: only a
+    // certificate that names the backup role; the control plane's does not.
+    Take: [Backup],
   },
 };
 

@@ -10,11 +10,13 @@ import type { Logger } from 'pino';
 
 import { AppError } from '../../common/errors';
 import { componentLogger, LogComponent } from '../../common/log';
+import { BackupService } from '../../proto/gen/polychrome/state/v1/backup';
 import { RecordsService } from '../../proto/gen/polychrome/state/v1/records';
 import { JournalService } from '../../proto/gen/polychrome/state/v1/state';
 import type { SignatureCheck } from '../journal/verification-types';
 import type { RecordStore } from '../records/record-store';
 import type { JournalStore } from '../store/journal-store';
+import { createBackupService, type SnapshotEntries } from './backup-service';
 import { createJournalService, type HeldPublicKey } from './journal-service';
 import { createRecordsService } from './records-service';
 import type { StateMetrics } from './state-metrics';
@@ -45,6 +47,11 @@ export interface StateServerOptions {
    * same listener, under the same certificate rules; without it only Journal is.
    */
   readonly records?: RecordStore;
+  /**
+   * The records database's raw entries (`RecordsDatabase.backupEntries`). When given, the
+   * Backup service is served (journal and records together); without it, it is not.
+   */
+  readonly backupRecords?: SnapshotEntries;
   readonly tls: StateServerTls;
   readonly logger: Logger;
   /** @default '0.0.0.0' */
@@ -138,6 +145,20 @@ export class StateServer {
         }),
       );
     }
+    if (options.backupRecords !== undefined) this.addBackup(options, options.backupRecords);
+  }
+
+  private addBackup(options: StateServerOptions, records: SnapshotEntries): void {
+    this.server.addService(
+      BackupService,
+      createBackupService({
+        journal: () => options.store.backupEntries(),
+        records,
+        signingKeyIds: options.publicKeys.map((k) => k.keyId),
+        log: this.log,
+        ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
+      }),
+    );
   }
 
   private track(work: Promise<unknown>): void {

@@ -120,10 +120,7 @@ export class JournalStore {
     return { kv, hash, table, location: this.options.location, life, committer, storage };
   }
 
-  /**
-   * Stops taking calls, waits for appends in flight to be durable (or fail), then closes
-   * the database. Idempotent; later calls return the same promise.
-   */
+  /** Stops taking calls, lets appends in flight end, closes the database; idempotent. */
   close(): Promise<void> {
     this.closing ??= this.doClose();
     return this.closing;
@@ -376,13 +373,18 @@ export class JournalStore {
     yield* exportRecords(this.kv, partition, this.table.stored(partition), signal);
   }
 
-  /**
-   * {@link JournalStore.exportRecords} as the store's NDJSON file, one UTF-8 line per
-   * record, that a third party can verify with docs/journal-format.md alone
-   * (`formatExportRecord` in journal-export.ts). Throws as `exportRecords`.
-   */
+  /** {@link JournalStore.exportRecords} as NDJSON lines (journal-export.ts); throws as it. */
   export(partition: string, options: ReadOptions = {}): AsyncIterable<Uint8Array> {
     return exportNdjson(this.exportRecords(partition, options));
+  }
+
+  /**
+   * Every key and value in key order, from one snapshot taken at the first `next()`: a
+   * backup's journal half. @throws AppError `unavailable` when not open or reopened.
+   */
+  backupEntries(): AsyncIterable<readonly [Uint8Array, Uint8Array]> {
+    this.life.assertOpen();
+    return this.kv.entries({});
   }
 
   /** Every partition, sorted by name, refused ones marked. @throws AppError `unavailable`. */

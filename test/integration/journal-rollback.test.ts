@@ -1,8 +1,10 @@
-import { cp, rm } from 'node:fs/promises';
+import { cp, mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
 import { Role } from '../../common/persona-roles';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { payloadCodecs } from '../../common/event-kinds';
+import { partitionOf } from '../../common/partition-name';
 import { pollUntil } from '../../hack/lib/processes';
 import { echoResponder, MessagesApiServer } from '../support/messages-api-server';
 import { polychrome } from './support/polychrome-cli';
@@ -15,7 +17,9 @@ import { startTurnStack, type TurnStack } from './support/turn-stack';
 // would be. The next message is refused before anything is appended, the Conversation says
 // Degraded JournalRolledBack with both heads (and an Event), the checkpoint in its status is
 // not overwritten, and `conversation verify` (the real CLI process) fails rolled_back. Only an
-// admin's recorded decision lets turns go on.
+// admin's recorded decision lets turns go on. The second case does the same through the
+// documented procedure: `polychrome state backup` while the state plane serves, then the
+// state plane's own `restore` with it stopped (docs/operations.md, "Backup and restore").
 
 interface JournalStatus {
   head?: number;
@@ -38,19 +42,26 @@ describe('a rolled-back journal (state volume restored from an older copy)', () 
   let uid: string;
   const name = 'rolled';
 
-  const post = (text: string, key: string, token = owner): Promise<ApiAnswer> =>
-    apiCall(stack.apiUrl, 'POST', `/v1/conversations/${uid}/messages`, {
+  const post = (text: string, key: string, token = owner, conv = uid): Promise<ApiAnswer> =>
+    apiCall(stack.apiUrl, 'POST', `/v1/conversations/${conv}/messages`, {
       token,
       body: { text, idempotencyKey: key },
     });
-  const accept = (body: unknown, token = admin): Promise<ApiAnswer> =>
-    apiCall(stack.apiUrl, 'POST', `/v1/conversations/${uid}/accept-rollback`, { token, body });
+  const accept = (body: unknown, token = admin, conv = uid): Promise<ApiAnswer> =>
+    apiCall(stack.apiUrl, 'POST', `/v1/conversations/${conv}/accept-rollback`, { token, body });
   /** Waits until the status checkpoint has caught up with the journal. */
-  const checkpointed = async (): Promise<number> => {
-    const head = (await stack.journal(uid)).length;
-    await stack.waitConversation(name, (obj) => statusOf(obj).journal?.head === head);
+  const checkpointed = async (conv = uid, convName = name): Promise<number> => {
+    const head = (await stack.journal(conv)).length;
+    await stack.waitConversation(convName, (obj) => statusOf(obj).journal?.head === head);
     return head;
   };
+  /** Waits for the Conversation's Degraded condition with `reason` and `status`. */
+  const degraded = (convName: string, reason: string, status = 'True'): Promise<unknown> =>
+    stack.waitConversation(convName, (obj) =>
+      (statusOf(obj).conditions ?? []).some(
+        (c) => c.type === 'Degraded' && c.status === status && c.reason === reason,
+      ),
+    );
   /** Stops the state plane, runs `change` on its stopped data, starts it again. */
   const withStatePlaneStopped = async (change: () => Promise<void>): Promise<void> => {
     await stack.state.kill('SIGTERM');
@@ -126,12 +137,7 @@ describe('a rolled-back journal (state volume restored from an older copy)', () 
       expect((await post('after the rollback', 'k-4')).status).toBe(412);
 
       // Degraded JournalRolledBack with both heads; the checkpoint is kept; an Event fires.
-      const degraded = await stack.waitConversation(name, (obj) =>
-        (statusOf(obj).conditions ?? []).some(
-          (c) => c.type === 'Degraded' && c.status === 'True' && c.reason === 'JournalRolledBack',
-        ),
-      );
-      const status = statusOf(degraded);
+      const status = statusOf(await degraded(name, 'JournalRolledBack'));
       expect(status.journal).toMatchObject({
         head: lostHead,
         lastSignedRoot: lostRoot,
@@ -235,6 +241,84 @@ describe('a rolled-back journal (state volume restored from an older copy)', () 
       const verified = await polychrome(['conversation', 'verify', uid, ...actor], admin);
       expect(verified.code).toBe(0);
       await rm(copy, { recursive: true, force: true });
+    });
+  }, 300_000);
+
+  it('a state plane restored from `state backup` is caught the same way, and verifies after the decision', async () => {
+    await stack.withDiagnostics(async () => {
+      const certs = stack.certs;
+      const as = (identity: 'backup' | 'verifier'): string[] => [
+        ...['--address', stack.state.address, '--ca', certs.ca.certPath],
+        ...['--cert', certs[identity].certPath, '--key', certs[identity].keyPath],
+      ];
+      const restoredName = 'restored';
+      const conv = await stack.createConversation(restoredName, { owner: 'test:rollback-owner' });
+      const say = (text: string, key: string): Promise<ApiAnswer> => post(text, key, owner, conv);
+      expect((await say('before the backup', 'b-1')).body).toMatchObject({ status: 'complete' });
+      const backedHead = await checkpointed(conv, restoredName);
+
+      // Online: the state plane keeps serving while the backup streams.
+      const file = join(`${stack.state.dataDir}-backups`, 'state.pcbackup');
+      await rm(`${stack.state.dataDir}-backups`, { recursive: true, force: true });
+      await mkdir(`${stack.state.dataDir}-backups`);
+      const taken = await polychrome(['state', 'backup', '-o', file, ...as('backup')], '');
+      expect(taken.stderr).toContain(`state backup written to ${file}`);
+      expect(taken.code).toBe(0);
+      // The control plane's own certificate may not take one.
+      const refused = await polychrome(
+        ['state', 'backup', '-o', `${file}-cp`, '--address', stack.state.address]
+          .concat(['--ca', certs.ca.certPath, '--cert', certs.controlPlane.certPath])
+          .concat(['--key', certs.controlPlane.keyPath]),
+        '',
+      );
+      expect(refused.stderr).toContain('it needs role polychrome:backup');
+      expect(refused.code).toBe(3);
+
+      expect((await say('after the backup', 'b-2')).body).toMatchObject({ status: 'complete' });
+      const lostHead = await checkpointed(conv, restoredName);
+      expect(lostHead).toBeGreaterThan(backedHead);
+
+      await withStatePlaneStopped(async () => {
+        const restored = await stack.state.restore(file, ['--overwrite']);
+        expect(restored.output).toContain('restored ');
+        expect(restored.code).toBe(0);
+      });
+      expect(await stack.journal(conv)).toHaveLength(backedHead);
+
+      // Refused before anything is appended; Degraded JournalRolledBack with both heads.
+      const after = await say('after the restore', 'b-3');
+      expect(after.status).toBe(412);
+      expect(after.body.error).toMatchObject({
+        details: {
+          reason: 'journal_rolled_back',
+          checkpointHead: lostHead,
+          journalHead: backedHead,
+        },
+      });
+      const status = statusOf(await degraded(restoredName, 'JournalRolledBack'));
+      expect(status.journal?.rollback).toMatchObject({
+        checkpointHead: lostHead,
+        journalHead: backedHead,
+      });
+      expect(await stack.journal(conv)).toHaveLength(backedHead);
+
+      // Only the admin's recorded decision lets it go on.
+      const decision = { actor: 'test:rollback-admin', head: backedHead, reason: 'restored' };
+      expect((await accept(decision, owner, conv)).status).toBe(403);
+      expect((await accept(decision, admin, conv)).status).toBe(200);
+      const journal = await stack.journal(conv);
+      expect(journal[backedHead]?.kind).toBe('rollback_accepted');
+      await stack.waitConversation(restoredName, (obj) =>
+        (statusOf(obj).conditions ?? []).some((c) => c.type === 'Degraded' && c.status === 'False'),
+      );
+      expect((await say('after the decision', 'b-4')).body).toMatchObject({ status: 'complete' });
+
+      // Every partition the restored state plane holds verifies.
+      const verified = await polychrome(['state', 'verify', '--all', ...as('verifier')], '');
+      expect(verified.stdout).toContain(`${partitionOf(conv)}: OK`);
+      expect(verified.stdout).toMatch(/\d+ partitions, 0 failed verification/u);
+      expect(verified.code).toBe(0);
+      await rm(`${stack.state.dataDir}-backups`, { recursive: true, force: true });
     });
   }, 300_000);
 });

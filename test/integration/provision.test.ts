@@ -102,6 +102,7 @@ async function filesOf(secrets: Map<string, V1Secret>, dir: string): Promise<Dev
     controlPlane,
     verifier: controlPlane,
     recordsAdmin: controlPlane,
+    backup: controlPlane,
     signingKey: await write('signing-key', text(secrets.get(SecretName.SigningKey), 'signing-key')),
     recordsKey: await write('records-key', text(secrets.get(SecretName.RecordsKey), 'records-key')),
   };

@@ -159,6 +159,7 @@ export async function startTestStateServer(
   const server = new StateServer({
     store: journal,
     records: recordsDb.records,
+    backupRecords: () => recordsDb.backupEntries(),
     tls: {
       ca: await readFile(pki.ca.certPath),
       cert: await readFile(pki.server.certPath),

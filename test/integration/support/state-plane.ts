@@ -1,6 +1,13 @@
-import type { DevCerts } from '../../../hack/lib/dev-certs';
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+
+import { devStateEnv, type DevCerts } from '../../../hack/lib/dev-certs';
 import { freePort } from '../../../hack/lib/processes';
-import { startStateProcess, type StateProcess } from '../../../state/server/testdata/state-process';
+import {
+  ROOT,
+  startStateProcess,
+  type StateProcess,
+} from '../../../state/server/testdata/state-process';
 import { exitOf, tailOf, type ExitOutcome } from './process-logs';
 
 /**
@@ -78,6 +85,27 @@ export class StatePlane {
   async restart(signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
     await this.kill(signal);
     await this.start();
+  }
+
+  /**
+   * Runs the state plane's own restore (`main.js restore FILE [ARGS]`, as its image would in
+   * a Job) on this plane's directories, and resolves with its exit code and output. The
+   * plane must be stopped.
+   */
+  restore(file: string, args: readonly string[] = []): Promise<{ code: number; output: string }> {
+    if (this.running) throw new Error('stop the state plane before restoring');
+    return new Promise((resolve) => {
+      execFile(
+        process.execPath,
+        ['--import', 'tsx', join(ROOT, 'state', 'main.ts'), 'restore', file, ...args],
+        {
+          cwd: ROOT,
+          env: { PATH: process.env.PATH ?? '', ...devStateEnv(this.certs, this.dataDir) },
+        },
+        (error, stdout, stderr) =>
+          resolve({ code: Number(error?.code ?? 0), output: stdout + stderr }),
+      );
+    });
   }
 
   /** Whether `/readyz` answers 200. */
