@@ -218,7 +218,11 @@ describe('the state plane on a full disk (tmpfs)', () => {
       );
       expect(await metric(p, 'polychrome_state_disk_full')).toBe(0);
       expect(await metric(p, 'polychrome_state_disk_free_bytes')).toBeGreaterThan(MiB);
-      expect(p.logs.join('\n')).toMatch(/journal database reopened/u);
+      // The log line reaches this process through the child's stdout, the readiness over
+      // HTTP: one does not wait for the other, so wait for the line too.
+      await eventually('the reopen logged', () =>
+        p.logs.some((l) => l.includes('journal database reopened')) ? true : undefined,
+      );
       // Appends resume at the head every acknowledged append left.
       for (const name of PARTITIONS) {
         const outcome = await w.append(name, acked.heads.get(name) ?? 0, [
