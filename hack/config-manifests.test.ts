@@ -9,6 +9,7 @@
  * `images:`, the example Application. No API server; test/integration/config-manifests sends
  * the same builds to a real one.
  */
+import { ONBOARDING_LABEL } from '../operator/api/v1alpha1/conversation-values';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -16,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join, relative } from 'node:path';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { loadControlPlaneConfig } from '../operator/config';
-import { ONBOARDED_REFS, ONBOARDING_LABEL } from '../operator/onboarding/catalog';
+import { ONBOARDED_REFS } from '../operator/onboarding/catalog';
 import type { Conversation } from '../operator/api/v1alpha1/conversation-types';
 import { validMinimalConversationSpec } from '../operator/api/v1alpha1/conversation-cases';
 import { DEFAULT_HEALTH_PORT } from '../common/health-server';

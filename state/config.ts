@@ -1,4 +1,4 @@
-import { isAbsolute, relative, resolve, sep } from 'node:path';
+import { overlaps, recordsDirOf } from './store/data-dirs';
 
 import { z } from 'zod';
 
@@ -138,20 +138,6 @@ const schema = z
     logLevel: env.STATE_LOG_LEVEL,
     faultAppendDelay: env.STATE_FAULT_APPEND_DELAY,
   }));
-
-/** The records directory: as given, else a sibling of the journal's named `<dir>-records`. */
-export function recordsDirOf(dataDir: string, recordsDir: string | undefined): string {
-  return recordsDir ?? `${dataDir.replace(/[/\\]+$/, '')}-records`;
-}
-
-/** True when one directory is the other or lies inside it (two LevelDBs would collide). */
-export function overlaps(a: string, b: string): boolean {
-  const inside = (child: string, parent: string): boolean => {
-    const rel = relative(resolve(parent), resolve(child));
-    return rel === '' || (rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel));
-  };
-  return inside(a, b) || inside(b, a);
-}
 
 /** The parsed, frozen state-plane configuration. */
 export type StateConfig = z.output<typeof schema>;

@@ -2,8 +2,8 @@
  * Where the sandbox stands, from a snapshot alone. `plan` uses it to decide what to
  * create, `report` to write conditions and `status.sandbox`. Pure.
  */
+import { ONBOARDING_LABEL } from '../api/v1alpha1/conversation-values';
 import { ConditionReason } from '../api/v1alpha1/conditions';
-import { ONBOARDING_LABEL } from '../onboarding/catalog';
 import { HARNESS_PORT, isOwnedBy } from './child-meta';
 import { claimReadiness, currentClaimReady, describeCondition } from './claim-ready';
 import { claimPlanOf } from './desired-claim';

@@ -13,13 +13,6 @@ import type { BundleObject } from './bundle-object';
 import { SANDBOX_BUNDLE } from './sandbox-bundle';
 
 /**
- * The Namespace label that onboards it. Only the value `true` counts: any other value, or
- * none, offboards. Tenants cannot write it: the built-in `admin` and `edit` roles of a
- * namespace grant no update on the Namespace object itself.
- */
-export const ONBOARDING_LABEL = { key: 'polychrome.dev/enabled', value: 'true' } as const;
-
-/**
  * The label on every object onboarding created. An object of one of our names without it was
  * made by someone else: it is never written over, adopted or deleted.
  */

@@ -16,6 +16,7 @@
  * - An object of one of our names without our label is someone else's: it is named in a
  *   `conflict` and never written, adopted or deleted.
  */
+import { ONBOARDING_LABEL } from '../api/v1alpha1/conversation-values';
 import type { X509Certificate } from 'node:crypto';
 
 import type { Lifetimes } from '../provision/catalog';
@@ -26,7 +27,6 @@ import {
   CredentialSecret,
   ONBOARDED_LABEL,
   ONBOARDED_REFS,
-  ONBOARDING_LABEL,
   describeRef,
   harnessLeafRequirements,
   refKey,

@@ -11,7 +11,7 @@ import {
   type BackupEntry,
   type BackupManifest,
 } from '../../common/state-backup-format';
-import { overlaps } from '../config';
+import { overlaps } from '../store/data-dirs';
 
 /** What to restore where (docs/state-plane.md, "Backup and restore"). */
 export interface RestoreOptions {

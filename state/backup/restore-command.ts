@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 
 import { isAppError } from '../../common/errors';
-import { recordsDirOf } from '../config';
+import { recordsDirOf } from '../store/data-dirs';
 import { restoreBackup, restoredLine } from './restore-backup';
 
 /**

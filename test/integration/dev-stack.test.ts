@@ -1,3 +1,4 @@
+import { ONBOARDING_LABEL } from '../../operator/api/v1alpha1/conversation-values';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import {
   ApiregistrationV1Api,
@@ -17,7 +18,7 @@ import { promisify } from 'node:util';
 import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { pollUntil } from '../../hack/lib/processes';
 import { DEFAULT_CONVERSATION_NAMESPACE } from '../../operator/config';
-import { CredentialSecret, ONBOARDING_LABEL } from '../../operator/onboarding/catalog';
+import { CredentialSecret } from '../../operator/onboarding/catalog';
 import { PROVISIONED_LABEL, SECRET_NAMES } from '../../operator/provision/catalog';
 import {
   ALL_ONBOARDED,

@@ -91,3 +91,10 @@ export const SandboxBackend = {
   Pod: 'pod',
 } as const;
 export type SandboxBackend = (typeof SandboxBackend)[keyof typeof SandboxBackend];
+
+/**
+ * The Namespace label that onboards it. Only the value `true` counts: any other value, or
+ * none, offboards. Tenants cannot write it: the built-in `admin` and `edit` roles of a
+ * namespace grant no update on the Namespace object itself.
+ */
+export const ONBOARDING_LABEL = { key: 'polychrome.dev/enabled', value: 'true' } as const;
