@@ -3,6 +3,8 @@
  * the bytes) so the harness can check, before it runs an approved call, that the answer
  * came from the control plane and binds exactly that request, tool and arguments.
  */
+import type { OutboundPaymentReceipt } from '../../proto/gen/polychrome/events/v1/events';
+import { receiptSigningBytes } from '../../common/payment-receipt';
 import { createPublicKey, randomBytes, sign, type KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import {
@@ -50,6 +52,15 @@ export class ApprovalSigner {
   static fromPem(pem: string, source = 'approval key'): ApprovalSigner {
     const key = ed25519PrivateKey(pem, source, 'approvals');
     return new ApprovalSigner(key);
+  }
+
+  /**
+   * Signs a payment receipt (common/payment-receipt.ts): the receipt with `keyId` and
+   * `signature` filled in.
+   */
+  signReceipt(receipt: OutboundPaymentReceipt): OutboundPaymentReceipt {
+    const signature = sign(null, receiptSigningBytes(receipt), this.key);
+    return { ...receipt, keyId: this.keyId, signature };
   }
 
   /** The ed25519 signature over the binding's bytes. */

@@ -12,6 +12,9 @@ import type { MemoryCallFacts } from './plan-memory';
 import type { PlannedEvent } from './plan-common';
 import { paymentChallengePlan, paymentSettlePlan } from './plan-payments';
 import { stepEventOf, type HarnessEnd } from './plan-settle';
+import { payCharge, type PayParts } from './pay-charge';
+import type { JournalView, PaymentPolicyRef, SpentPayment } from './journal-view-types';
+import type { TurnCoordinatorOptions } from './coordinator-options';
 import { checkStep, type DispatchedTurn } from './plan-harness-checks';
 import type { AppendOutcome } from '../../common/state-journal';
 
@@ -32,6 +35,14 @@ export interface AnswerContext {
   dispatched(): DispatchedTurn;
   /** Appends one batch under the turn's lease. */
   commit(events: readonly PlannedEvent[]): Promise<{ readonly outcome: AppendOutcome }>;
+  /** What a paid call reads: the journal's policy and totals, the deployment's settings. */
+  payments(): PaymentContext;
+}
+
+/** A paid call's facts and parts, from the journal view and the deployment. */
+export interface PaymentContext extends Omit<PayParts, 'commit'> {
+  readonly policy: PaymentPolicyRef | undefined;
+  readonly spent: readonly SpentPayment[];
 }
 
 /**
@@ -60,14 +71,49 @@ export async function answerHarness(
       return undefined;
     }
     case 'payment_challenge': {
-      const plan = paymentChallengePlan(context.facts().turn, message.challenge);
+      const payments = context.payments();
+      const plan = paymentChallengePlan(context.facts().turn, message.challenge, {
+        ...payments,
+        protocols: payments.settings?.protocols ?? [],
+        nowMs: payments.nowMs(),
+      });
       if (plan.kind === 'forged') return forgedEnd(plan.reason, message.challenge.toolCallId, call);
+      if (plan.kind === 'charge') await context.commit(plan.events);
       call.chargeAnswer(plan.answer);
       return undefined;
     }
     case 'payment_settle': {
-      const plan = paymentSettlePlan(context.facts().turn, message.settle);
-      return forgedEnd(plan.reason, message.settle.toolCallId, call);
+      const payments = context.payments();
+      const plan = paymentSettlePlan(context.facts().turn, message.settle, {
+        policy: payments.policy,
+        nowMs: payments.nowMs(),
+      });
+      if (plan.kind === 'forged') return forgedEnd(plan.reason, message.settle.toolCallId, call);
+      if (plan.kind === 'answer') {
+        call.toolResult(plan.result);
+        return undefined;
+      }
+      await context.commit(plan.events);
+      const commit = (events: readonly PlannedEvent[]) => context.commit(events);
+      call.toolResult(await payCharge(plan.charge, plan.wallet, { ...payments, commit }));
+      return undefined;
     }
   }
+}
+
+/** A paid call's context from the conversation's cached view and the coordinator's options. */
+export function paymentContextOf(
+  view: JournalView | undefined,
+  options: Pick<TurnCoordinatorOptions, 'payments' | 'approvals'>,
+  conversationId: string,
+  nowMs: () => number,
+): PaymentContext {
+  return {
+    policy: view?.paymentPolicy,
+    spent: view?.spentPayments ?? [],
+    settings: options.payments,
+    approvals: options.approvals,
+    conversationId,
+    nowMs,
+  };
 }

@@ -2,6 +2,7 @@
  * What the turn coordinator (coordinator.ts) is built from: its ports, its bounds and what
  * the metrics see of each turn.
  */
+import type { PaymentSettings } from './pay-charge';
 import type { Logger } from 'pino';
 import type { SummaryModelClient, SummaryOutcome } from './summarizer';
 import type { StateJournal } from '../../common/state-journal';
@@ -83,6 +84,8 @@ export interface TurnCoordinatorOptions {
   readonly modelRelay?: ModelRelay;
   /** Each dispatched turn's model routes; absent: no agent's calls are relayed. */
   readonly modelRoutes?: ModelRouteSource;
+  /** How paid calls are paid (docs/payments.md); absent: every charge is refused. */
+  readonly payments?: PaymentSettings;
 }
 
 /** What the metrics see of each turn. */

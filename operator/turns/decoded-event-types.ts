@@ -10,6 +10,7 @@ import type {
   AgentRosterRef,
   LostCheckpoint,
   PaymentPolicyRef,
+  SpentPayment,
   SignedRootRef,
   SummaryRecord,
   TurnView,
@@ -70,6 +71,8 @@ export type DecodedEvent =
       readonly payload: unknown;
       /** The turn's record with this event added. */
       readonly apply: (turn: TurnView) => TurnView;
+      /** A `payment_sent`: what now counts against the spend limits (docs/payments.md). */
+      readonly spent?: SpentPayment;
     }
   /** A sealed `payment_policy`: the wallet and limits in force from here on. */
   | { readonly type: 'payment_policy'; readonly policy: PaymentPolicyRef }

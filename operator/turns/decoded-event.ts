@@ -20,20 +20,14 @@ import type {
   Attribution,
   TurnResolved,
 } from '../../proto/gen/polychrome/events/v1/events';
+import { paymentEvent } from './decoded-payment';
+import { malformed, requireTurnId, turnEvent } from './decoded-turn-event';
+import type { DecodedEvent, RecordKind, RequestKind } from './decoded-event-types';
 import type {
-  DecodedEvent,
-  PaymentKind,
-  RecordKind,
-  RequestKind,
-  TurnEventKind,
-} from './decoded-event-types';
-import type {
-  RecordedPayment,
   RecordedStep,
   TurnDirectiveRecord,
   TurnDispatch,
   TurnTerminal,
-  TurnView,
   TypedEvent,
 } from './journal-view-types';
 
@@ -86,12 +80,9 @@ export function interpret(position: number, event: TypedEvent): DecodedEvent {
       };
     }
     case 'agent_config':
+    case 'agent_roster':
     case 'summary':
       return contextEvent(position, event);
-    case 'agent_roster': {
-      const { rosterJson, sha256 } = event.payload;
-      return { type: 'roster', roster: { position, ...rosterFromJson(rosterJson, hex(sha256)) } };
-    }
     case 'ingress_directive':
     case 'turn_dispatched':
     case 'model_call':
@@ -123,11 +114,8 @@ export function interpret(position: number, event: TypedEvent): DecodedEvent {
     case 'payment_charge':
     case 'outbound_payment_receipt':
     case 'payment_sent':
+    case 'payment_policy':
       return paymentEvent(position, event);
-    case 'payment_policy': {
-      const { wallet, limitsJson, actor, setAtMs } = event.payload;
-      return { type: 'payment_policy', policy: { position, wallet, limitsJson, actor, setAtMs } };
-    }
     case 'conversation_closed':
     case 'conversation_reopened':
     case 'key_rotated':
@@ -142,8 +130,12 @@ export function interpret(position: number, event: TypedEvent): DecodedEvent {
  */
 function contextEvent(
   position: number,
-  event: Extract<TypedEvent, { readonly kind: 'agent_config' | 'summary' }>,
+  event: Extract<TypedEvent, { readonly kind: 'agent_config' | 'agent_roster' | 'summary' }>,
 ): DecodedEvent {
+  if (event.kind === 'agent_roster') {
+    const { rosterJson, sha256 } = event.payload;
+    return { type: 'roster', roster: { position, ...rosterFromJson(rosterJson, hex(sha256)) } };
+  }
   if (event.kind === 'agent_config') {
     const { agent, toolNames } = configToolsOf(event.payload.configJson);
     return {
@@ -290,44 +282,6 @@ function requestEvent(
   }
 }
 
-/** A charge, its `payment_sent` or its receipt: each after the charge of its tool call. */
-function paymentEvent(
-  position: number,
-  event: Extract<TypedEvent, { readonly kind: PaymentKind }>,
-): DecodedEvent {
-  if (event.kind === 'payment_charge') {
-    const charge = event.payload;
-    return turnEvent(position, event.kind, charge.turnId, charge, (turn) => ({
-      ...turn,
-      payments: [...turn.payments, { position, charge }],
-    }));
-  }
-  const { turnId, toolCallId } = event.payload;
-  return turnEvent(position, event.kind, turnId, event.payload, (turn) => {
-    // The newest charge of the call: a call meets one 402 at a time.
-    const index = turn.payments.findLastIndex((p) => p.charge.toolCallId === toolCallId);
-    const payment = turn.payments[index];
-    if (payment === undefined) return turn;
-    const recorded = { position, payload: event.payload };
-    const next =
-      event.kind === 'payment_sent'
-        ? { ...payment, sent: recorded as NonNullable<RecordedPayment['sent']> }
-        : { ...payment, receipt: recorded as NonNullable<RecordedPayment['receipt']> };
-    return { ...turn, payments: turn.payments.map((p, i) => (i === index ? next : p)) };
-  });
-}
-
-function turnEvent(
-  position: number,
-  kind: TurnEventKind,
-  turnId: string,
-  payload: unknown,
-  apply: (turn: TurnView) => TurnView,
-): DecodedEvent {
-  requireTurnId(position, kind, turnId);
-  return { type: 'turn', position, kind, turnId, payload, apply };
-}
-
 function stepEvent(turnId: string, step: RecordedStep): DecodedEvent {
   return turnEvent(step.position, step.kind, turnId, step.payload, (turn) => ({
     ...turn,
@@ -362,10 +316,6 @@ function checkApprovalRequest(position: number, request: ApprovalRequest): void 
   }
 }
 
-function requireTurnId(position: number, kind: EventKind, turnId: string): void {
-  if (turnId === '') throw malformed(position, kind, 'the payload names no turn (empty turn_id)');
-}
-
 function decode<K extends EventKind>(
   position: number,
   kind: K,
@@ -376,14 +326,6 @@ function decode<K extends EventKind>(
   } catch (cause) {
     throw malformed(position, kind, 'the payload does not decode', cause);
   }
-}
-
-function malformed(position: number, kind: EventKind, what: string, cause?: unknown): AppError {
-  return new AppError(
-    'data_loss',
-    `journal position ${position} (${kind}): ${what}; the journal cannot be read past it`,
-    { details: { position, kind }, ...(cause === undefined ? {} : { cause }) },
-  );
 }
 
 /** Lowercase hex of `bytes`. */

@@ -193,6 +193,8 @@ export interface JournalView {
   readonly acceptedLosses: readonly LostCheckpoint[];
   /** The newest `payment_policy`; absent: no wallet was ever linked (docs/payments.md). */
   readonly paymentPolicy: PaymentPolicyRef | undefined;
+  /** Every payment sent, in journal order: the spend limits' totals, derived from the journal. */
+  readonly spentPayments: readonly SpentPayment[];
   /** The summaries that are not erased, newest first (docs/turns.md, "Summaries"). */
   newestSummaries(): Iterable<SummaryRecord>;
   /** The `summary` at `position`, unless there is none or it was erased. */
@@ -219,6 +221,19 @@ export interface PaymentPolicyRef {
   readonly limitsJson: string;
   readonly actor: string;
   readonly setAtMs: number;
+}
+
+/**
+ * A payment that counts against the spend limits: one a `payment_sent` marks as sent, paid
+ * or of unknown outcome (docs/payments.md, "Spend limits").
+ */
+export interface SpentPayment {
+  readonly network: string;
+  readonly asset: string;
+  /** Base units, decimal digits. */
+  readonly amount: string;
+  /** When it was sent (ISO 8601). */
+  readonly at: string;
 }
 
 /** A checkpoint an admin accepted as lost (a `rollback_accepted`). */

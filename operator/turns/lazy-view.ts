@@ -13,6 +13,7 @@ import type {
   Lookup,
   LostCheckpoint,
   PaymentPolicyRef,
+  SpentPayment,
   SignedRootRef,
   SummaryRecord,
   TurnView,
@@ -26,6 +27,7 @@ interface Listed {
   openTurns?: readonly TurnView[];
   anomalies?: readonly JournalAnomaly[];
   acceptedLosses?: readonly LostCheckpoint[];
+  spentPayments?: readonly SpentPayment[];
 }
 
 /**
@@ -106,6 +108,10 @@ export class LazyView implements JournalView {
 
   get paymentPolicy(): PaymentPolicyRef | undefined {
     return this.#resolve().paymentPolicy;
+  }
+
+  get spentPayments(): readonly SpentPayment[] {
+    return (this.#listed.spentPayments ??= this.#resolve().spentPayments.toArray());
   }
 
   get memory(): MemoryState {

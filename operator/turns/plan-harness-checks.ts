@@ -2,6 +2,12 @@
  * The harness call (docs/turns.md "One message", 6): what the harness is given, and the
  * checks on what it sends before anything of it is committed. Pure.
  */
+import {
+  chargeFactsOf,
+  PAYMENT_APPROVAL_TOOL,
+  paymentApprovalArgsJson,
+} from '../../common/payment-approval';
+import { chargeOfCall } from './plan-payments';
 import { approvalArgsSha256 } from '../../common/approval-bytes';
 import { needsApproval } from '../../common/approval-rules';
 import { DEFAULT_MEMORY_BUDGET_BYTES, MEMORY_TOOL, memoryInOrder } from '../../common/memory';
@@ -241,10 +247,15 @@ export function checkApprovalRequest(
   if (request.turnId !== turn.turnId) {
     return `approval_request ${request.requestId} names turn ${request.turnId || '(none)'}, but turn ${turn.turnId} was dispatched`;
   }
-  const expected = requestIds.approvalRequestId(turn.turnId, request.toolCallId);
+  const payment = request.toolName === PAYMENT_APPROVAL_TOOL;
+  const expected = payment
+    ? requestIds.paymentApprovalRequestId(turn.turnId, request.toolCallId)
+    : requestIds.approvalRequestId(turn.turnId, request.toolCallId);
   if (request.requestId !== expected) {
     return `approval_request ${request.requestId} for tool call ${request.toolCallId} should have id ${expected}`;
   }
+  const unpaid = payment ? paymentRequestProblem(turn, request) : undefined;
+  if (unpaid !== undefined) return unpaid;
   if (hex(request.argsSha256) !== hex(approvalArgsSha256(request.argsJson))) {
     return `approval_request ${request.requestId}: args_sha256 is not the SHA-256 of its args_json`;
   }
@@ -258,6 +269,20 @@ export function checkApprovalRequest(
     return `approval_request ${request.requestId} names required approver ${request.requiredApprover || '(none)'}, but the turn's directive names ${approver || 'none'}`;
   }
   return undefined;
+}
+
+/**
+ * A payment's approval request shows exactly the committed charge of its call (the rule in
+ * common/payment-approval.ts): a harness cannot ask a person to approve other fields.
+ */
+function paymentRequestProblem(turn: TurnView, request: ApprovalRequest): string | undefined {
+  const charged = chargeOfCall(turn, request.toolCallId);
+  if (charged === undefined) {
+    return `approval_request ${request.requestId} asks for a payment of tool call ${request.toolCallId}, which has no committed charge`;
+  }
+  return request.argsJson === paymentApprovalArgsJson(chargeFactsOf(charged.charge))
+    ? undefined
+    : `approval_request ${request.requestId} shows other fields than the committed charge of tool call ${request.toolCallId}`;
 }
 
 export function checkQuestionRequest(

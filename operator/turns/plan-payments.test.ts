@@ -3,12 +3,27 @@ import { NEW_TURN } from '../../common/turn-standing';
 import { chargeProtoOf } from '../../common/payment-approval';
 import type { PaymentChallenge } from '../../proto/gen/polychrome/harness/v1/harness';
 import type { RecordedPayment, RecordedStep, TurnView } from './journal-view-types';
-import { paymentChallengePlan, paymentSettlePlan } from './plan-payments';
+import { x402Protocol } from '../payments/payment-protocol';
+import { requestIds } from '../../common/request-ids';
+import { approvalArgsSha256 } from '../../common/approval-bytes';
+import {
+  chargeFactsOf,
+  PAYMENT_APPROVAL_TOOL,
+  paymentApprovalArgsJson,
+} from '../../common/payment-approval';
+import {
+  ApprovalDecision,
+  type ApprovalRequest,
+} from '../../proto/gen/polychrome/events/v1/events';
+import { checkApprovalRequest, type DispatchedTurn } from './plan-harness-checks';
+import type { PaymentPolicyRef } from './journal-view-types';
+import { paymentChallengePlan, paymentSettlePlan, type ChargeFacts } from './plan-payments';
 
 // The control plane's answer to a harness's payment messages, by table: what an attacker
 // holding the harness would try (another turn, a call never committed, a call already
 // answered, a second challenge for a charged call, a settle with no charge) is forged and
-// quarantines the turn; an honest 402 is refused, named, while no wallet is linked.
+// quarantines the turn; an honest 402 is refused, named, while no wallet is linked, and
+// charged within the linked wallet's limits; a settle pays only an approved, unsent charge.
 
 function turn(steps: RecordedStep[], payments: RecordedPayment[] = []): TurnView {
   return {
@@ -78,22 +93,66 @@ const charged: RecordedPayment = {
     resourceUrl: 'http://127.0.0.1:4021/report',
     expiresAt: '2026-12-07T12:00:00.000Z',
     idempotencyKey: 'cd'.repeat(32),
-    approvalRequestId: 'apr_x',
+    approvalRequestId: requestIds.paymentApprovalRequestId('t1', 'g'),
   }),
 };
+
+const URL_ = 'http://127.0.0.1:4021/report';
+const ASSET = `0x${'11'.repeat(20)}`;
+const PAY_TO = `0x${'22'.repeat(20)}`;
+const NOW = Date.parse('2026-12-07T12:00:00.000Z');
+
+/** A real x402 v2 challenge header for `amount` (the shape @x402/express sends). */
+function x402Header(amount = '10000'): string {
+  const offer = {
+    scheme: 'exact',
+    network: 'eip155:31337',
+    amount,
+    asset: ASSET,
+    payTo: PAY_TO,
+    maxTimeoutSeconds: 60,
+    extra: { name: 'USD Coin', version: '2' },
+  };
+  const body = { x402Version: 2, resource: { url: URL_ }, accepts: [offer] };
+  return Buffer.from(JSON.stringify(body)).toString('base64');
+}
 
 const challenge = (over: Partial<PaymentChallenge> = {}): PaymentChallenge => ({
   turnId: 't1',
   toolCallId: 'g',
   thread: '',
-  url: 'http://127.0.0.1:4021/report',
-  headers: [{ name: 'payment-required', value: 'eyJ4NDAyVmVyc2lvbiI6Mn0=' }],
+  url: URL_,
+  headers: [{ name: 'payment-required', value: x402Header() }],
+  ...over,
+});
+
+const limits = {
+  networks: ['eip155:31337'],
+  assets: [
+    { network: 'eip155:31337', asset: ASSET, maxPerPayment: '20000', maxPerPeriod: '25000' },
+  ],
+  payees: [PAY_TO],
+  periodSeconds: 3600,
+};
+const linked: PaymentPolicyRef = {
+  position: 1,
+  wallet: 'ops',
+  limitsJson: JSON.stringify(limits),
+  actor: 'admin:ada',
+  setAtMs: 0,
+};
+const facts = (over: Partial<ChargeFacts> = {}): ChargeFacts => ({
+  conversationId: 'c',
+  policy: undefined,
+  spent: [],
+  protocols: [x402Protocol()],
+  nowMs: NOW,
   ...over,
 });
 
 describe('payment messages from the harness', () => {
   it('refuses an honest 402, naming why, while no wallet is linked', () => {
-    expect(paymentChallengePlan(turn([fetchCall]), challenge())).toEqual({
+    expect(paymentChallengePlan(turn([fetchCall]), challenge(), facts())).toEqual({
       kind: 'answer',
       answer: {
         toolCallId: 'g',
@@ -132,20 +191,269 @@ describe('payment messages from the harness', () => {
       {},
       'payment_challenge: tool call g already has a committed charge',
     ],
+    [
+      'another URL than the call fetched',
+      turn([fetchCall]),
+      { url: 'http://127.0.0.1:4021/other' },
+      'payment_challenge: tool call g fetched http://127.0.0.1:4021/report, not http://127.0.0.1:4021/other',
+    ],
   ])('a challenge for %s is forged', (_name, view, over, reason) => {
-    expect(paymentChallengePlan(view, challenge(over))).toEqual({ kind: 'forged', reason });
+    expect(paymentChallengePlan(view, challenge(over), facts({ policy: linked }))).toEqual({
+      kind: 'forged',
+      reason,
+    });
+  });
+
+  it('commits the charge of a 402 within the linked limits, and answers with it', () => {
+    const plan = paymentChallengePlan(turn([fetchCall]), challenge(), facts({ policy: linked }));
+    expect(plan.kind).toBe('charge');
+    if (plan.kind !== 'charge') return;
+    expect(plan.events.map((e) => e.kind)).toEqual(['payment_charge']);
+    const charge = plan.answer.answer?.$case === 'charge' ? plan.answer.answer.value : undefined;
+    expect(charge).toMatchObject({
+      turnId: 't1',
+      toolCallId: 'g',
+      protocol: 'x402',
+      amount: '10000',
+      asset: ASSET,
+      payee: PAY_TO,
+      network: 'eip155:31337',
+      resourceUrl: URL_,
+      expiresAt: '2026-12-07T12:01:00.000Z',
+      challenge: x402Header(),
+      approvalRequestId: requestIds.paymentApprovalRequestId('t1', 'g'),
+    });
+    expect(charge?.idempotencyKey).toMatch(/^[0-9a-f]{64}$/);
+    expect(plan.events[0]?.payload).toEqual(charge);
+  });
+
+  it.each<[string, Partial<ChargeFacts>, string, string]>([
+    [
+      'over the per-payment cap',
+      {},
+      '30000',
+      'spend limit max_per_payment: 30000 is over the limit of 20000',
+    ],
+    [
+      'over the period with what was spent (from the journal)',
+      {
+        spent: [
+          {
+            network: 'eip155:31337',
+            asset: ASSET,
+            amount: '20000',
+            at: new Date(NOW - 60_000).toISOString(),
+          },
+        ],
+      },
+      '10000',
+      'spend limit max_per_period: 10000 on top of 20000 already spent',
+    ],
+    [
+      'a control plane that pays no protocol',
+      { protocols: [] },
+      '10000',
+      'the 402 carries no payment challenge Polychrome reads',
+    ],
+    [
+      'an unlinked wallet',
+      { policy: { ...linked, wallet: '', limitsJson: '' } },
+      '10000',
+      'payments are off for this conversation: no wallet is linked',
+    ],
+  ])('refuses a charge %s, naming it, before anyone is asked', (_name, over, amount, why) => {
+    const plan = paymentChallengePlan(
+      turn([fetchCall]),
+      challenge({ headers: [{ name: 'payment-required', value: x402Header(amount) }] }),
+      facts({ policy: linked, ...over }),
+    );
+    expect(plan.kind).toBe('answer');
+    const answer = plan.kind === 'answer' ? plan.answer.answer : undefined;
+    expect(answer?.$case === 'refusal' ? answer.value : '').toContain(why);
+  });
+
+  it('refuses a 402 of another tool than fetch: the journal holds no URL it asked for', () => {
+    const other = {
+      ...fetchCall,
+      payload: { ...fetchCall.payload, toolName: 'mcp/buy' },
+    } as RecordedStep;
+    const plan = paymentChallengePlan(turn([other]), challenge(), facts({ policy: linked }));
+    expect(plan).toMatchObject({
+      kind: 'answer',
+      answer: {
+        answer: {
+          $case: 'refusal',
+          value: "only the built-in fetch tool's 402s are paid, not mcp/buy's",
+        },
+      },
+    });
+  });
+});
+
+describe('a request to pay', () => {
+  const settle = {
+    turnId: 't1',
+    toolCallId: 'g',
+    approvalRequestId: charged.charge.approvalRequestId,
+    thread: '',
+  };
+  const argsSha256 = approvalArgsSha256(paymentApprovalArgsJson(chargeFactsOf(charged.charge)));
+  const answered = (decision: ApprovalDecision, digest = argsSha256) => ({
+    position: 5,
+    response: {
+      turnId: 't1',
+      requestId: charged.charge.approvalRequestId,
+      toolName: PAYMENT_APPROVAL_TOOL,
+      argsSha256: Buffer.from(digest),
+      decision,
+      answeredBy: 'admin:ada',
+      keyId: 'k',
+      signature: Buffer.alloc(64),
+      answeredAtMs: 1,
+      comment: '',
+      selfApproval: false,
+      conversation: '',
+      expiresAtMs: 0,
+      approvalId: '',
+    },
+  });
+  const approved = (
+    payments: RecordedPayment[],
+    response = answered(ApprovalDecision.APPROVAL_DECISION_APPROVED),
+  ) =>
+    ({
+      ...turn([fetchCall], payments),
+      approvalResponses: [response],
+    }) as TurnView;
+  const settleFacts = { policy: linked, nowMs: NOW };
+
+  it('pays an approved, unsent charge: payment_sent first, counting its amount', () => {
+    const plan = paymentSettlePlan(approved([charged]), settle, settleFacts);
+    expect(plan).toMatchObject({ kind: 'pay', wallet: 'ops', charge: charged.charge });
+    if (plan.kind !== 'pay') return;
+    expect(plan.events).toEqual([
+      {
+        kind: 'payment_sent',
+        payload: expect.objectContaining({
+          toolCallId: 'g',
+          idempotencyKey: charged.charge.idempotencyKey,
+          wallet: 'ops',
+          amount: '1',
+          sentAtMs: NOW,
+        }),
+      },
+    ]);
+  });
+
+  it('answers a charge with a receipt from the receipt: never paid twice', () => {
+    const receipt = { position: 7, payload: { responseStatus: 200, responseBody: 'q4' } };
+    const plan = paymentSettlePlan(
+      approved([{ ...charged, sent: { position: 6, payload: {} }, receipt }] as RecordedPayment[]),
+      settle,
+      settleFacts,
+    );
+    expect(plan).toEqual({
+      kind: 'answer',
+      result: {
+        toolCallId: 'g',
+        content: 'HTTP 200\nq4',
+        isError: false,
+        outcomeUnknownReason: '',
+      },
+    });
+  });
+
+  it('a charge sent without a receipt is of unknown outcome: never sent again', () => {
+    const plan = paymentSettlePlan(
+      approved([{ ...charged, sent: { position: 6, payload: {} } }] as RecordedPayment[]),
+      settle,
+      settleFacts,
+    );
+    expect(plan.kind).toBe('answer');
+    const result = plan.kind === 'answer' ? plan.result : undefined;
+    expect(result?.outcomeUnknownReason).toContain(
+      'was sent at position 6 and no receipt is recorded',
+    );
+  });
+
+  it('an unlink after the approval stops the payment, saying so', () => {
+    const plan = paymentSettlePlan(approved([charged]), settle, { policy: undefined, nowMs: NOW });
+    expect(plan).toMatchObject({ kind: 'answer', result: { isError: true } });
   });
 
   it.each<[string, TurnView, string]>([
     ['no charge', turn([fetchCall]), 'payment_settle: tool call g has no committed charge to pay'],
     [
-      'a charge this control plane cannot pay',
+      'a charge with no approval',
       turn([fetchCall], [charged]),
-      'payment_settle: tool call g names a charge this control plane cannot pay',
+      'has no recorded approval of exactly its fields',
+    ],
+    [
+      'a charge whose answer is a denial',
+      approved([charged], answered(ApprovalDecision.APPROVAL_DECISION_DENIED)),
+      'has no recorded approval of exactly its fields',
+    ],
+    [
+      'a charge approved for other fields',
+      approved(
+        [charged],
+        answered(ApprovalDecision.APPROVAL_DECISION_APPROVED, approvalArgsSha256('{}')),
+      ),
+      'has no recorded approval of exactly its fields',
     ],
     ['a call never committed', turn([]), 'payment_settle: no tool_call g is committed in turn t1'],
   ])('a settle for %s is forged', (_name, view, reason) => {
-    const settle = { turnId: 't1', toolCallId: 'g', approvalRequestId: 'apr_x', thread: '' };
-    expect(paymentSettlePlan(view, settle)).toEqual({ kind: 'forged', reason });
+    const plan = paymentSettlePlan(view, settle, settleFacts);
+    expect(plan.kind).toBe('forged');
+    expect(plan.kind === 'forged' ? plan.reason : '').toContain(reason);
+  });
+});
+
+describe('the approval request a harness pauses with for a payment', () => {
+  const conversation = {
+    apiVersion: 'polychrome.dev/v1alpha1',
+    kind: 'Conversation',
+    metadata: { name: 'c', namespace: 'n', uid: 'c' },
+    spec: { owner: 'web:owner' },
+  } as const;
+  const argsJson = paymentApprovalArgsJson(chargeFactsOf(charged.charge));
+  const request = (over: Partial<ApprovalRequest> = {}): ApprovalRequest => ({
+    turnId: 't1',
+    requestId: charged.charge.approvalRequestId,
+    toolCallId: 'g',
+    toolName: PAYMENT_APPROVAL_TOOL,
+    argsJson,
+    argsSha256: Buffer.from(approvalArgsSha256(argsJson)),
+    reason: 'pay',
+    requiredApprover: '',
+    requestedAtMs: 0,
+    ...over,
+  });
+  const check = (view: TurnView, asked: ApprovalRequest) =>
+    checkApprovalRequest({ turn: view, conversation } as unknown as DispatchedTurn, asked);
+
+  it('is committed when it shows exactly the committed charge, under its payment id', () => {
+    expect(check(turn([fetchCall], [charged]), request())).toBeUndefined();
+  });
+
+  it.each<[string, TurnView, Partial<ApprovalRequest>, string]>([
+    ['no committed charge', turn([fetchCall]), {}, 'which has no committed charge'],
+    [
+      'other fields than the charge (a smaller amount shown)',
+      turn([fetchCall], [charged]),
+      (() => {
+        const shown = paymentApprovalArgsJson({ ...chargeFactsOf(charged.charge), amount: '0' });
+        return { argsJson: shown, argsSha256: Buffer.from(approvalArgsSha256(shown)) };
+      })(),
+      'shows other fields than the committed charge of tool call g',
+    ],
+    [
+      "the call's own approval id",
+      turn([fetchCall], [charged]),
+      { requestId: requestIds.approvalRequestId('t1', 'g') },
+      `should have id ${charged.charge.approvalRequestId}`,
+    ],
+  ])('is forged with %s', (_name, view, over, why) => {
+    expect(check(view, request(over))).toContain(why);
   });
 });

@@ -2,8 +2,41 @@ import type {
   PaymentChallenge,
   PaymentChargeAnswer,
   PaymentSettle,
+  TrustedToolResult,
 } from '../../proto/gen/polychrome/harness/v1/harness';
-import type { RecordedPayment, TurnView } from './journal-view-types';
+import type {
+  PaymentPolicyRef,
+  RecordedPayment,
+  SpentPayment,
+  TurnView,
+} from './journal-view-types';
+import {
+  ApprovalDecision,
+  type OutboundPaymentReceipt,
+  type PaymentCharge,
+  type ToolCall,
+} from '../../proto/gen/polychrome/events/v1/events';
+import { approvalArgsSha256 } from '../../common/approval-bytes';
+import {
+  chargeFactsOf,
+  PAYMENT_APPROVAL_TOOL,
+  paymentApprovalArgsJson,
+} from '../../common/payment-approval';
+import { isAppError } from '../../common/errors';
+import { EventKind } from '../../common/event-kinds';
+import { requestIds } from '../../common/request-ids';
+import { paymentIdempotencyKey } from '../payments/idempotency';
+import { chargeToProto } from '../payments/payment-events';
+import {
+  readChallenge,
+  type PaymentProtocol,
+  type ReadChallenge,
+} from '../payments/payment-protocol';
+import { checkSpendLimits, type SpendLimits } from '../payments/spend-limits';
+import { planned, type PlannedEvent } from './plan-common';
+
+/** The built-in tool whose 402s are paid (harness/tools/fetch-tool.ts). */
+export const FETCH_TOOL = 'fetch';
 
 /**
  * The turn plan's part for a paid call (docs/payments.md, "A paid call in a turn"): what the
@@ -12,8 +45,8 @@ import type { RecordedPayment, TurnView } from './journal-view-types';
  * message about a call the journal does not hold as waiting for it is forged and quarantines
  * the turn, as a forged step does.
  *
- * Payments are off unless a wallet is linked to the conversation, and no wallet can be
- * linked yet: every charge is refused, named, and the tool is told nothing was paid.
+ * Payments are off unless an admin linked a wallet to the conversation (`payment_policy`):
+ * until then every charge is refused, named, and the tool is told nothing was paid.
  */
 
 /** What the control plane does with a harness's payment message. */
@@ -46,11 +79,86 @@ export function chargeOfCall(turn: TurnView, toolCallId: string): RecordedPaymen
   return turn.payments.findLast((payment) => payment.charge.toolCallId === toolCallId);
 }
 
+/** What the charge plan reads besides the turn and the challenge. */
+export interface ChargeFacts {
+  readonly conversationId: string;
+  /** The wallet and limits in force (the journal view's newest `payment_policy`). */
+  readonly policy: PaymentPolicyRef | undefined;
+  /** Every payment sent in the conversation: the limits' totals. */
+  readonly spent: readonly SpentPayment[];
+  /** The protocols the control plane pays, in the order it prefers them. */
+  readonly protocols: readonly PaymentProtocol[];
+  readonly nowMs: number;
+}
+
+/** A charge to commit, and what the harness is answered once it is. */
+export type ChargePlan =
+  | PaymentPlan
+  | {
+      readonly kind: 'charge';
+      readonly events: readonly PlannedEvent[];
+      readonly answer: PaymentChargeAnswer;
+    };
+
 /**
  * A tool met a 402. The call must be committed and waiting, with no charge yet (a call
- * whose charge is committed waits for its approval and never meets its 402 again).
+ * whose charge is committed waits for its approval and never meets its 402 again), and be
+ * the built-in `fetch` of exactly the URL the challenge came from: the control plane pays
+ * only for what the journal says the tool asked. Then, deny by default: no wallet linked,
+ * a challenge no protocol reads, or a charge outside the spend limits is refused, named,
+ * before anyone is asked; else the charge is committed and the turn pauses for its approval.
  */
-export function paymentChallengePlan(turn: TurnView, challenge: PaymentChallenge): PaymentPlan {
+export function paymentChallengePlan(
+  turn: TurnView,
+  challenge: PaymentChallenge,
+  facts: ChargeFacts,
+): ChargePlan {
+  const { toolCallId } = challenge;
+  const unfit = challengedCall(turn, challenge);
+  if (unfit !== undefined) return unfit;
+  const { policy } = facts;
+  if (policy === undefined || policy.wallet === '') {
+    return refused(
+      toolCallId,
+      'payments are off for this conversation: no wallet is linked to it, so the control plane pays nothing (docs/payments.md, "Linking a wallet")',
+    );
+  }
+  const headers = new Headers(challenge.headers.map(({ name, value }) => [name, value]));
+  let read: ReadChallenge;
+  try {
+    read = readChallenge(facts.protocols, headers, challenge.url, new Date(facts.nowMs));
+  } catch (error) {
+    if (!isAppError(error)) throw error;
+    return refused(toolCallId, error.message);
+  }
+  const decision = checkSpendLimits(
+    JSON.parse(policy.limitsJson) as SpendLimits,
+    read.charge,
+    facts.spent,
+    new Date(facts.nowMs),
+  );
+  if (!decision.allowed) {
+    return refused(toolCallId, `spend limit ${decision.limit}: ${decision.message}`);
+  }
+  const paymentCall = { conversationId: facts.conversationId, turnId: turn.turnId, toolCallId };
+  const charge = chargeToProto(read.charge, paymentCall, {
+    approvalRequestId: requestIds.paymentApprovalRequestId(turn.turnId, toolCallId),
+    idempotencyKey: paymentIdempotencyKey(read.charge, paymentCall),
+    challenge: read.challenge,
+    thread: challenge.thread,
+  });
+  return {
+    kind: 'charge',
+    events: [planned(EventKind.PaymentCharge, charge)],
+    answer: { toolCallId, answer: { $case: 'charge', value: charge } },
+  };
+}
+
+/**
+ * Why the call cannot have met this challenge (forged), or cannot have it paid (refused):
+ * it must wait, have no charge yet, and be `fetch` of exactly the challenge's URL.
+ */
+function challengedCall(turn: TurnView, challenge: PaymentChallenge): PaymentPlan | undefined {
   const { toolCallId } = challenge;
   const problem = waitingCallProblem(turn, challenge.turnId, toolCallId);
   if (problem !== undefined) return { kind: 'forged', reason: `payment_challenge: ${problem}` };
@@ -60,38 +168,152 @@ export function paymentChallengePlan(turn: TurnView, challenge: PaymentChallenge
       reason: `payment_challenge: tool call ${toolCallId} already has a committed charge`,
     };
   }
-  return {
-    kind: 'answer',
-    answer: {
+  const call = committedCall(turn, toolCallId);
+  if (call?.toolName !== FETCH_TOOL) {
+    return refused(
       toolCallId,
-      answer: {
-        $case: 'refusal',
-        value:
-          'payments are off for this conversation: no wallet is linked to it, so the control plane pays nothing (docs/payments.md, "Wallets and the SecretStore")',
-      },
-    },
-  };
+      `only the built-in ${FETCH_TOOL} tool's 402s are paid, not ${call?.toolName ?? '?'}'s`,
+    );
+  }
+  const fetched = urlOfArgs(call.argsJson);
+  return fetched === challenge.url
+    ? undefined
+    : {
+        kind: 'forged',
+        reason: `payment_challenge: tool call ${toolCallId} fetched ${fetched ?? '(no url)'}, not ${challenge.url}`,
+      };
 }
 
+function refused(toolCallId: string, refusal: string): PaymentPlan {
+  return { kind: 'answer', answer: { toolCallId, answer: { $case: 'refusal', value: refusal } } };
+}
+
+/** The committed `tool_call` of `toolCallId`, if one is. */
+function committedCall(turn: TurnView, toolCallId: string): ToolCall | undefined {
+  for (const step of turn.steps) {
+    if (step.kind === 'tool_call' && step.payload.toolCallId === toolCallId) return step.payload;
+  }
+  return undefined;
+}
+
+/** The URL a `fetch` call's arguments name, as the tool fetched it, or undefined. */
+function urlOfArgs(argsJson: string): string | undefined {
+  try {
+    const { url } = JSON.parse(argsJson) as { url?: unknown };
+    return typeof url === 'string' ? new URL(url).href : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** What the settle plan reads besides the turn. */
+export interface SettleFacts {
+  /** The wallet linked now: an unlink after the approval stops the payment. */
+  readonly policy: PaymentPolicyRef | undefined;
+  readonly nowMs: number;
+}
+
+/** What the control plane does with a request to pay. */
+export type SettlePlan =
+  | { readonly kind: 'forged'; readonly reason: string }
+  /** Nothing to pay: the answer is known (a receipt, a refusal) or unknown (sent, no receipt). */
+  | { readonly kind: 'answer'; readonly result: TrustedToolResult }
+  | {
+      readonly kind: 'pay';
+      /** `payment_sent`: committed before the payment leaves the control plane. */
+      readonly events: readonly PlannedEvent[];
+      readonly charge: PaymentCharge;
+      readonly wallet: string;
+    };
+
 /**
- * Pay an approved charge: only a call whose charge is committed may ask, and none can be
- * committed while no wallet can be linked, so every settle is forged today.
+ * Pay an approved charge. Only a waiting call whose charge is committed and approved, by a
+ * signed answer recorded for exactly that charge, may ask. Exactly once: a charge with a
+ * receipt is answered from it and never paid again; one sent without a receipt (a crash
+ * between the two) may have moved money, so its outcome is unknown and the turn is
+ * quarantined naming it, never paid again; only a charge never sent is paid.
  */
 export function paymentSettlePlan(
   turn: TurnView,
   settle: PaymentSettle,
-): Extract<PaymentPlan, { kind: 'forged' }> {
+  facts: SettleFacts,
+): SettlePlan {
   const { toolCallId } = settle;
   const problem = waitingCallProblem(turn, settle.turnId, toolCallId);
   if (problem !== undefined) return { kind: 'forged', reason: `payment_settle: ${problem}` };
-  if (chargeOfCall(turn, toolCallId) === undefined) {
+  const payment = chargeOfCall(turn, toolCallId);
+  if (payment === undefined) {
     return {
       kind: 'forged',
       reason: `payment_settle: tool call ${toolCallId} has no committed charge to pay`,
     };
   }
+  const { charge } = payment;
+  if (settle.approvalRequestId !== charge.approvalRequestId || !approvedCharge(turn, charge)) {
+    return {
+      kind: 'forged',
+      reason: `payment_settle: the charge of tool call ${toolCallId} has no recorded approval of exactly its fields under ${charge.approvalRequestId}`,
+    };
+  }
+  if (payment.receipt !== undefined) {
+    return { kind: 'answer', result: paidResult(toolCallId, payment.receipt.payload) };
+  }
+  if (payment.sent !== undefined) {
+    return {
+      kind: 'answer',
+      result: {
+        toolCallId,
+        content: '',
+        isError: false,
+        outcomeUnknownReason: `the payment of charge ${charge.idempotencyKey} (${charge.amount} of ${charge.asset} on ${charge.network} to ${charge.payee}) was sent at position ${payment.sent.position} and no receipt is recorded: it may or may not have moved money, so it is not sent again; an admin resolves the turn with the transaction hash (docs/payments.md, "Exactly once")`,
+      },
+    };
+  }
+  const wallet = facts.policy?.wallet ?? '';
+  if (wallet === '') {
+    return {
+      kind: 'answer',
+      result: {
+        toolCallId,
+        content:
+          'the approved payment was not made: no wallet is linked to the conversation any more. Nothing was paid.',
+        isError: true,
+        outcomeUnknownReason: '',
+      },
+    };
+  }
+  return { kind: 'pay', events: [sentEvent(charge, wallet, facts.nowMs)], charge, wallet };
+}
+
+/** The `payment_sent` of `charge`, with what it counts against the limits. */
+function sentEvent(charge: PaymentCharge, wallet: string, sentAtMs: number): PlannedEvent {
+  const { turnId, toolCallId, idempotencyKey, approvalRequestId, network, asset, amount } = charge;
+  return planned(EventKind.PaymentSent, {
+    ...{ turnId, toolCallId, idempotencyKey, approvalRequestId, sentAtMs, wallet },
+    ...{ network, asset, amount },
+  });
+}
+
+/** True when an approved answer for exactly this charge's fields is recorded. */
+function approvedCharge(turn: TurnView, charge: PaymentCharge): boolean {
+  const argsSha256 = Buffer.from(
+    approvalArgsSha256(paymentApprovalArgsJson(chargeFactsOf(charge))),
+  );
+  return turn.approvalResponses.some(
+    ({ response }) =>
+      response.requestId === charge.approvalRequestId &&
+      response.toolName === PAYMENT_APPROVAL_TOOL &&
+      response.decision === ApprovalDecision.APPROVAL_DECISION_APPROVED &&
+      Buffer.from(response.argsSha256).equals(argsSha256),
+  );
+}
+
+/** The paid response, as the tool is given it (the same text as the `fetch` tool's). */
+export function paidResult(toolCallId: string, receipt: OutboundPaymentReceipt): TrustedToolResult {
   return {
-    kind: 'forged',
-    reason: `payment_settle: tool call ${toolCallId} names a charge this control plane cannot pay`,
+    toolCallId,
+    content: `HTTP ${receipt.responseStatus}\n${receipt.responseBody}`,
+    isError: receipt.responseStatus >= 400,
+    outcomeUnknownReason: '',
   };
 }

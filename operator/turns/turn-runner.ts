@@ -18,7 +18,7 @@ import {
   traceparent,
   unsettledError,
 } from './harness-run';
-import { answerHarness } from './control-plane-calls';
+import { answerHarness, paymentContextOf } from './control-plane-calls';
 import type { MemoryEntry } from '../../common/memory';
 import { type DispatchedTurn } from './plan-harness-checks';
 import { settledWithAgent } from './plan-agents';
@@ -354,6 +354,7 @@ export class TurnRunner {
       },
       dispatched: () => this.dispatched(conversation, turnId),
       commit: (events: readonly PlannedEvent[]) => this.commit(uid, lease, events),
+      payments: () => paymentContextOf(this.views.cached(uid), this.options, uid, this.now),
     };
   }
 

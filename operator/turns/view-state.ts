@@ -23,6 +23,7 @@ import type {
   AgentRosterRef,
   LostCheckpoint,
   PaymentPolicyRef,
+  SpentPayment,
   SignedRootRef,
   SummaryRecord,
   TurnView,
@@ -45,6 +46,7 @@ export interface ViewState {
   readonly anomalies: List<JournalAnomaly>;
   readonly acceptedLosses: List<LostCheckpoint>;
   readonly paymentPolicy: PaymentPolicyRef | undefined;
+  readonly spentPayments: List<SpentPayment>;
   readonly newestAgentConfig: AgentConfigRef | undefined;
   /** The newest configuration of each agent, by name: few, one per agent. */
   readonly agentConfigs: PersistentMap<string, AgentConfigRef>;
@@ -65,6 +67,7 @@ export function emptyState(): ViewState {
     anomalies: List(),
     acceptedLosses: List(),
     paymentPolicy: undefined,
+    spentPayments: List(),
     newestAgentConfig: undefined,
     agentConfigs: PersistentMap(),
     newestAgentRoster: undefined,
@@ -95,6 +98,7 @@ export class StateBuilder {
   private newestAgentRoster: AgentRosterRef | undefined;
   private readonly acceptedLosses: List<LostCheckpoint>;
   private paymentPolicy: PaymentPolicyRef | undefined;
+  private readonly spentPayments: List<SpentPayment>;
   private readonly summaries: OrderedMap<number, SummaryRecord>;
   private readonly memory: MemoryFold;
 
@@ -110,6 +114,7 @@ export class StateBuilder {
     this.newestAgentRoster = state.newestAgentRoster;
     this.acceptedLosses = state.acceptedLosses.asMutable();
     this.paymentPolicy = state.paymentPolicy;
+    this.spentPayments = state.spentPayments.asMutable();
     this.summaries = state.summaries.asMutable();
   }
 
@@ -122,6 +127,7 @@ export class StateBuilder {
       anomalies: this.anomalies.asImmutable(),
       acceptedLosses: this.acceptedLosses.asImmutable(),
       paymentPolicy: this.paymentPolicy,
+      spentPayments: this.spentPayments.asImmutable(),
       newestAgentConfig: this.newestAgentConfig,
       agentConfigs: this.agentConfigs,
       newestAgentRoster: this.newestAgentRoster,
@@ -156,6 +162,7 @@ export class StateBuilder {
         this.paymentPolicy = event.policy;
         return;
       case 'turn':
+        if (event.spent !== undefined) this.spentPayments.push(event.spent);
         return this.turnEvent(event, event.kind, event.turnId, event.apply);
       case 'memory':
         return this.memory.apply(event.event);
