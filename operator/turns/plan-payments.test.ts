@@ -15,7 +15,7 @@ import {
   ApprovalDecision,
   type ApprovalRequest,
 } from '../../proto/gen/polychrome/events/v1/events';
-import { checkApprovalRequest, type DispatchedTurn } from './plan-harness-checks';
+import { checkApprovalRequest } from './plan-harness-checks';
 import type { PaymentPolicyRef } from './journal-view-types';
 import { paymentChallengePlan, paymentSettlePlan, type ChargeFacts } from './plan-payments';
 
@@ -430,7 +430,7 @@ describe('the approval request a harness pauses with for a payment', () => {
     ...over,
   });
   const check = (view: TurnView, asked: ApprovalRequest) =>
-    checkApprovalRequest({ turn: view, conversation } as unknown as DispatchedTurn, asked);
+    checkApprovalRequest({ turn: view, conversation }, asked);
 
   it('is committed when it shows exactly the committed charge, under its payment id', () => {
     expect(check(turn([fetchCall], [charged]), request())).toBeUndefined();
