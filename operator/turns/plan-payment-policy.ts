@@ -27,6 +27,9 @@ export const MAX_POLICY_REASON_LENGTH = 4096;
  */
 const WALLET_NAME = /^[a-z0-9]([a-z0-9-]{0,44}[a-z0-9])?$/u;
 
+/** The Kubernetes door's subresource that grants setting (`create`) or reading (`get`) it. */
+export const PAYMENT_POLICY_SUBRESOURCE = 'payment-policy';
+
 export interface PaymentPolicyInput {
   readonly view: JournalView;
   readonly conversation: Conversation | undefined;
@@ -59,7 +62,23 @@ export function authorizePaymentPolicy(
 ): Refusal | undefined {
   const action = read ? ForensicAction.ReadPaymentPolicy : ForensicAction.SetPaymentPolicy;
   const error = forensicRefusal(caller, conversationId, conversation, action, actor);
-  return error === undefined ? undefined : refuse(error);
+  if (error !== undefined) return refuse(error);
+  // A grant of another subresource (the transcript, a rollback) is no grant of this one.
+  const grant = caller.kubernetes;
+  const verb = read ? 'get' : 'create';
+  if (
+    grant !== undefined &&
+    (grant.subresource !== PAYMENT_POLICY_SUBRESOURCE || grant.verb !== verb)
+  ) {
+    return refuse(
+      new AppError(
+        'permission_denied',
+        `${caller.identity} was allowed ${grant.verb} ${grant.subresource}, not ${verb} ${PAYMENT_POLICY_SUBRESOURCE}, on conversation ${conversationId}`,
+        { details: { conversationId } },
+      ),
+    );
+  }
+  return undefined;
 }
 
 /**
@@ -83,7 +102,10 @@ export function planPaymentPolicy(input: PaymentPolicyInput): PaymentPolicyPlan 
   const policy = policyOf(request);
   if (policy.kind === 'refuse') return policy;
   const current = input.view.paymentPolicy;
-  if ((current?.wallet ?? '') === policy.wallet && (current?.limitsJson ?? '') === policy.limitsJson) {
+  if (
+    (current?.wallet ?? '') === policy.wallet &&
+    (current?.limitsJson ?? '') === policy.limitsJson
+  ) {
     return refuse(
       new AppError(
         'conflict',
@@ -146,7 +168,10 @@ function policyOf(
     );
   }
   if (limits === undefined || limits === null) {
-    return invalid('limits', `linking wallet ${wallet} takes limits: the spend limits its payments are held to`);
+    return invalid(
+      'limits',
+      `linking wallet ${wallet} takes limits: the spend limits its payments are held to`,
+    );
   }
   try {
     return { kind: 'set', wallet, limitsJson: parseSpendLimits(limits).canonical };

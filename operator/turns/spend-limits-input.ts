@@ -97,7 +97,10 @@ function readAsset(value: unknown, field: string, networks: readonly string[]): 
     );
   }
   if (!isEvmAddress(asset.asset)) {
-    throw invalid(`${field}.asset`, `${shown(asset.asset)} is not a token address (0x and 40 hex digits)`);
+    throw invalid(
+      `${field}.asset`,
+      `${shown(asset.asset)} is not a token address (0x and 40 hex digits)`,
+    );
   }
   return {
     network,
@@ -181,7 +184,9 @@ function unknownFields(body: Record<string, unknown>, known: Set<string>, field:
 }
 
 function shown(value: unknown): string {
-  return typeof value === 'string' ? JSON.stringify(clip(value)) : clip(String(JSON.stringify(value)));
+  return typeof value === 'string'
+    ? JSON.stringify(clip(value))
+    : clip(String(JSON.stringify(value)));
 }
 
 function invalid(field: string, message: string): AppError {
