@@ -236,6 +236,21 @@ async function conversationWithJournal(a: TestApi): Promise<string> {
   return id;
 }
 
+/** Spend limits an admin links a wallet with. */
+const SPEND_LIMITS = {
+  networks: ['eip155:8453'],
+  assets: [
+    {
+      network: 'eip155:8453',
+      asset: '0x833589fcd6edb6e08f4c7c32d4f71b54bda02913',
+      maxPerPayment: '1000000',
+      maxPerPeriod: '20000000',
+    },
+  ],
+  payees: 'any',
+  periodSeconds: 86_400,
+};
+
 /** One action of the table, tried as `token`: the statuses of what it takes to do it. */
 type Action = (a: TestApi, token: string) => Promise<number[]>;
 
@@ -447,6 +462,46 @@ const ACTIONS: readonly {
         expect(await a.entries(id)).toEqual(before);
         expect(transcript.text).toContain('1 Main St');
       }
+      return [answer.status];
+    },
+  },
+  {
+    row: /^link a wallet to it or unlink it, acting as one of the caller's own identities$/u,
+    act: async (a, token) => {
+      const id = sharedConversation(a);
+      const actor = a.tokens.callers.get(token)?.identity ?? '';
+      const path = `/v1/conversations/${id}/payment-policy`;
+      const linked = await call(a, 'PUT', path, {
+        token,
+        body: { actor, wallet: 'support-desk', limits: SPEND_LIMITS, reason: 'paid search' },
+      });
+      if (linked.status !== 200) {
+        // A refused link commits nothing.
+        expect(a.head(id)).toBe(0);
+        return [linked.status];
+      }
+      const unlinked = await call(a, 'PUT', path, {
+        token,
+        body: { actor, wallet: '', reason: 'search contract ended' },
+      });
+      const policies = (await a.entries(id)).filter((e) => e.kind === 'payment_policy');
+      const positions = [linked, unlinked].map(
+        (answer) => (answer.json as { position?: number }).position,
+      );
+      expect(policies.map((e) => e.position)).toEqual(positions);
+      return [linked.status, unlinked.status];
+    },
+  },
+  {
+    row: /^read the payment policy in force, acting as one of the caller's own identities$/u,
+    act: async (a, token) => {
+      const id = sharedConversation(a);
+      const actor = a.tokens.callers.get(token)?.identity ?? '';
+      const query = new URLSearchParams({ actor });
+      const path = `/v1/conversations/${id}/payment-policy?${query.toString()}`;
+      const answer = await call(a, 'GET', path, { token });
+      if (answer.status === 200)
+        expect(answer.json).toEqual({ conversationId: id, wallet: '', head: 0 });
       return [answer.status];
     },
   },
