@@ -277,6 +277,41 @@ describe('forwarding to the replica that holds the conversation', () => {
     );
   });
 
+  it("forwards an admin's payment policy (a PUT) to the real holder, which records it as the forwarded admin", async () => {
+    const holder = await replica(new FixedDirectory());
+    const id = holder.seed(ALICE.identity);
+    const front = await replica(new FixedDirectory({ 'cp-b': holder.server.peerAddress() }));
+    front.service.failNext(busy('cp-b'));
+    const body = {
+      actor: ADMIN.identity,
+      wallet: 'support-desk',
+      limits: {
+        networks: ['eip155:8453'],
+        assets: [
+          {
+            network: 'eip155:8453',
+            asset: '0x833589fcd6edb6e08f4c7c32d4f71b54bda02913',
+            maxPerPayment: '1000000',
+            maxPerPeriod: '20000000',
+          },
+        ],
+        payees: 'any',
+        periodSeconds: 86400,
+      },
+      reason: 'paid search',
+    };
+    const answer = await call(front, 'PUT', `/v1/conversations/${id}/payment-policy`, {
+      token: TOKENS.admin,
+      body,
+    });
+    expect(answer.status).toBe(200);
+    expect(answer.json).toMatchObject({ conversationId: id, wallet: 'support-desk', position: 0 });
+    expect(answer.headers.get('x-polychrome-served-by')).toBe('cp-b');
+    expect(holder.service.calls).toEqual([{ method: 'setPaymentPolicy', caller: ADMIN.identity }]);
+    expect((await holder.entries(id)).map((e) => e.kind)).toContain('payment_policy');
+    expect(holder.tokens.calls).toBe(0);
+  });
+
   it('forwards approval and question answers the same way', async () => {
     const t = await tap({ ...controlPlane });
     const front = await replica(new FixedDirectory({ 'cp-b': t.address }));
