@@ -138,9 +138,9 @@ describe('an admin links a wallet', () => {
         limits,
         reason: 'r',
       });
-      expect({ status: answer.status, field: errorOf(answer).details?.field }).toEqual({
+      expect({ status: answer.status, details: errorOf(answer).details }).toEqual({
         status: 400,
-        field,
+        details: { field },
       });
       expect(a.head(id)).toBe(0);
     },
