@@ -290,6 +290,49 @@ describe('kubectl polychrome through the real kubectl and kube-apiserver', () =>
   );
 
   it(
+    'payments link, policy and unlink as dave (his own identity by default); alice may not',
+    async () => {
+      const limits = join(stack.dir, 'limits.json');
+      await writeFile(
+        limits,
+        JSON.stringify({
+          networks: ['eip155:8453'],
+          assets: [
+            {
+              network: 'eip155:8453',
+              asset: '0x833589fcd6edb6e08f4c7c32d4f71b54bda02913',
+              maxPerPayment: '1000000',
+              maxPerPeriod: '20000000',
+            },
+          ],
+          payees: 'any',
+          periodSeconds: 86400,
+        }),
+      );
+      const link = ['payments', 'link', 'hello', '--wallet', 'desk', '--limits', limits];
+      const byAlice = await plugin(stack.users.alice, [...link, '--reason', 'mine']);
+      expect(byAlice.code).toBe(3);
+      expect(byAlice.stderr).toContain('cannot create resource "conversations/payment-policy"');
+      expect(byAlice.stderr).toContain('polychrome-conversation-admin');
+      const linked = await plugin(stack.users.dave, [...link, '--reason', 'paid search']);
+      expect(linked.stderr).toBe('');
+      expect(linked.stdout).toContain(`conversation ${conversationId}: wallet desk`);
+      expect(linked.stdout).toContain('set by kubernetes:dave');
+      const shown = await plugin(stack.users.dave, ['payments', 'policy', 'hello', '-o', 'json']);
+      expect(JSON.parse(shown.stdout)).toMatchObject({ wallet: 'desk', setBy: 'kubernetes:dave' });
+      const unlinked = await plugin(stack.users.dave, [
+        'payments',
+        'unlink',
+        'hello',
+        '--reason',
+        'done',
+      ]);
+      expect(unlinked.stdout).toContain('no wallet linked; payments are off');
+    },
+    5 * PLUGIN_TIMEOUT_MS,
+  );
+
+  it(
     'exports and verifies the journal as dave, acting as kubernetes:dave; alice may not',
     async () => {
       const file = join(stack.dir, 'hello.ndjson');
