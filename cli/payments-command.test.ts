@@ -7,6 +7,7 @@ import { TOKENS } from '../test/support/api-fixtures';
 import { committedEvents, startApiStack, type ApiStack } from '../test/support/api-stack';
 import { ExitCode } from './cli-support';
 import { runCaptured } from './testdata/captured-run';
+import { EXAMPLE_SPEND_LIMITS } from '../test/support/spend-limits';
 
 /*
  * `polychrome payments link | unlink | policy`: the CLI's own code against the real public
@@ -15,27 +16,15 @@ import { runCaptured } from './testdata/captured-run';
  */
 
 const ROOT = 'email:root@example.com';
-const LIMITS = {
-  networks: ['eip155:8453'],
-  assets: [
-    {
-      network: 'eip155:8453',
-      asset: '0x833589fcd6edb6e08f4c7c32d4f71b54bda02913',
-      maxPerPayment: '1000000',
-      maxPerPeriod: '20000000',
-    },
-  ],
-  payees: 'any',
-  periodSeconds: 86400,
-};
 
 let stack: ApiStack | undefined;
 let dir: string;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'polychrome-payments-'));
-  await writeFile(join(dir, 'limits.json'), JSON.stringify(LIMITS));
-  const bad = { ...LIMITS, assets: [{ ...LIMITS.assets[0], maxPerPayment: '0.5' }] };
+  await writeFile(join(dir, 'limits.json'), JSON.stringify(EXAMPLE_SPEND_LIMITS));
+  const [asset] = EXAMPLE_SPEND_LIMITS.assets;
+  const bad = { ...EXAMPLE_SPEND_LIMITS, assets: [{ ...asset, maxPerPayment: '0.5' }] };
   await writeFile(join(dir, 'fractional.json'), JSON.stringify(bad));
   await writeFile(join(dir, 'broken.json'), '{"networks": [');
 });
@@ -81,7 +70,7 @@ describe('polychrome payments', () => {
     const shown = await runCaptured(['payments', 'policy', id, '--actor', ROOT, '--json'], admin);
     expect(JSON.parse(shown.stdout)).toMatchObject({
       wallet: 'support-desk',
-      limits: LIMITS,
+      limits: EXAMPLE_SPEND_LIMITS,
       setBy: ROOT,
     });
     const unlink = await runCaptured(

@@ -31,6 +31,7 @@ import {
   transferReply,
   unknownFirstTransfer,
 } from '../../test/support/real-turns';
+import { EXAMPLE_SPEND_LIMITS } from '../../test/support/spend-limits';
 
 const DOC = join(__dirname, '..', '..', 'docs', 'api.md');
 const SECTION = '## Status codes and who may do what';
@@ -235,21 +236,6 @@ async function conversationWithJournal(a: TestApi): Promise<string> {
   await pausedRequest(a, id, 'questions');
   return id;
 }
-
-/** Spend limits an admin links a wallet with. */
-const SPEND_LIMITS = {
-  networks: ['eip155:8453'],
-  assets: [
-    {
-      network: 'eip155:8453',
-      asset: '0x833589fcd6edb6e08f4c7c32d4f71b54bda02913',
-      maxPerPayment: '1000000',
-      maxPerPeriod: '20000000',
-    },
-  ],
-  payees: 'any',
-  periodSeconds: 86_400,
-};
 
 /** One action of the table, tried as `token`: the statuses of what it takes to do it. */
 type Action = (a: TestApi, token: string) => Promise<number[]>;
@@ -473,7 +459,12 @@ const ACTIONS: readonly {
       const path = `/v1/conversations/${id}/payment-policy`;
       const linked = await call(a, 'PUT', path, {
         token,
-        body: { actor, wallet: 'support-desk', limits: SPEND_LIMITS, reason: 'paid search' },
+        body: {
+          actor,
+          wallet: 'support-desk',
+          limits: EXAMPLE_SPEND_LIMITS,
+          reason: 'paid search',
+        },
       });
       if (linked.status !== 200) {
         // A refused link commits nothing.

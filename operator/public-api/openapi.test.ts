@@ -14,6 +14,7 @@ import {
   type TestApi,
 } from '../../test/support/api-fixtures';
 import { checkSchema, resolveRef, responseSchema } from '../../test/support/openapi-check';
+import { EXAMPLE_SPEND_LIMITS } from '../../test/support/spend-limits';
 
 const DOCUMENT_PATH = join(__dirname, '..', '..', 'docs', 'api', 'openapi.json');
 
@@ -269,20 +270,7 @@ describe('docs/api/openapi.json', () => {
     const body = {
       actor: 'email:root@example.com',
       wallet: 'support-desk',
-      limits: {
-        networks: ['eip155:8453'],
-        assets: [
-          {
-            network: 'eip155:8453',
-            asset: '0x833589fcd6edb6e08f4c7c32d4f71b54bda02913',
-            maxPerPayment: '1000000',
-            maxPerPeriod: '20000000',
-          },
-        ],
-        payees: 'any',
-        periodSeconds: 86400,
-        expiresAt: '2027-01-01T00:00:00Z',
-      },
+      limits: { ...EXAMPLE_SPEND_LIMITS, expiresAt: '2027-01-01T00:00:00Z' },
       reason: 'paid search',
     };
     fits(await call(a, 'PUT', path, { token: TOKENS.admin, body }), 'PUT', 200);

@@ -16,16 +16,13 @@ import {
   TOKENS,
   type TestApi,
 } from '../../test/support/api-fixtures';
+import { EXAMPLE_SPEND_LIMITS } from '../../test/support/spend-limits';
 
 const ROOT = 'email:root@example.com';
 const TOKEN = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
 const LIMITS = {
-  networks: ['eip155:8453'],
-  assets: [
-    { network: 'eip155:8453', asset: TOKEN, maxPerPayment: '1000000', maxPerPeriod: '20000000' },
-  ],
-  payees: 'any',
-  periodSeconds: 86_400,
+  ...EXAMPLE_SPEND_LIMITS,
+  assets: [{ ...EXAMPLE_SPEND_LIMITS.assets[0], asset: TOKEN }],
 };
 
 let api: TestApi | undefined;
@@ -66,7 +63,7 @@ describe('an admin links a wallet', () => {
       reason: 'paid search, ticket OPS-112',
     });
     expect(linked.status).toBe(200);
-    const limits = { ...LIMITS, assets: [{ ...LIMITS.assets[0], asset: TOKEN.toLowerCase() }] };
+    const limits = EXAMPLE_SPEND_LIMITS;
     expect(linked.json).toMatchObject({
       conversationId: id,
       wallet: 'support-desk',

@@ -25,6 +25,7 @@ import {
   TOKENS,
   type TestApi,
 } from '../../test/support/api-fixtures';
+import { EXAMPLE_SPEND_LIMITS } from '../../test/support/spend-limits';
 
 // Two real API servers with real TLS on loopback: `front` is the replica a client
 // reaches, `holder` the one that holds the conversation. What crosses the hop is also
@@ -285,19 +286,7 @@ describe('forwarding to the replica that holds the conversation', () => {
     const body = {
       actor: ADMIN.identity,
       wallet: 'support-desk',
-      limits: {
-        networks: ['eip155:8453'],
-        assets: [
-          {
-            network: 'eip155:8453',
-            asset: '0x833589fcd6edb6e08f4c7c32d4f71b54bda02913',
-            maxPerPayment: '1000000',
-            maxPerPeriod: '20000000',
-          },
-        ],
-        payees: 'any',
-        periodSeconds: 86400,
-      },
+      limits: EXAMPLE_SPEND_LIMITS,
       reason: 'paid search',
     };
     const answer = await call(front, 'PUT', `/v1/conversations/${id}/payment-policy`, {

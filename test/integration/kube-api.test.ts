@@ -33,6 +33,7 @@ import {
   type KubeDoorStack,
 } from './support/kube-door';
 import { OtelCollector } from './support/otel-collector';
+import { EXAMPLE_SPEND_LIMITS } from '../support/spend-limits';
 
 const apiPath = KUBE_API_PATH;
 
@@ -156,19 +157,7 @@ describe('the Kubernetes door through kube-apiserver', () => {
       kubeJson(who, 'POST', path, {
         actor,
         wallet: 'support-desk',
-        limits: {
-          networks: ['eip155:8453'],
-          assets: [
-            {
-              network: 'eip155:8453',
-              asset: '0x833589fcd6edb6e08f4c7c32d4f71b54bda02913',
-              maxPerPayment: '1000000',
-              maxPerPeriod: '20000000',
-            },
-          ],
-          payees: 'any',
-          periodSeconds: 86400,
-        },
+        limits: EXAMPLE_SPEND_LIMITS,
         reason: 'paid search',
       });
     const byAlice = await link(alice, 'kubernetes:alice');

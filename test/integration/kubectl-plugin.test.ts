@@ -31,6 +31,7 @@ import {
   type Kubectl,
   type KubeDoorStack,
 } from './support/kube-door';
+import { EXAMPLE_SPEND_LIMITS } from '../support/spend-limits';
 
 const PLUGIN_TIMEOUT_MS = 90_000;
 
@@ -293,22 +294,7 @@ describe('kubectl polychrome through the real kubectl and kube-apiserver', () =>
     'payments link, policy and unlink as dave (his own identity by default); alice may not',
     async () => {
       const limits = join(stack.dir, 'limits.json');
-      await writeFile(
-        limits,
-        JSON.stringify({
-          networks: ['eip155:8453'],
-          assets: [
-            {
-              network: 'eip155:8453',
-              asset: '0x833589fcd6edb6e08f4c7c32d4f71b54bda02913',
-              maxPerPayment: '1000000',
-              maxPerPeriod: '20000000',
-            },
-          ],
-          payees: 'any',
-          periodSeconds: 86400,
-        }),
-      );
+      await writeFile(limits, JSON.stringify(EXAMPLE_SPEND_LIMITS));
       const link = ['payments', 'link', 'hello', '--wallet', 'desk', '--limits', limits];
       const byAlice = await plugin(stack.users.alice, [...link, '--reason', 'mine']);
       expect(byAlice.code).toBe(3);
