@@ -144,6 +144,44 @@ describe('an admin links a wallet', () => {
   );
 });
 
+describe('a malformed request', () => {
+  it.each([
+    [
+      'an unknown field',
+      { actor: ROOT, wallet: 'w', limits: LIMITS, reason: 'r', force: true },
+      'force',
+    ],
+    ['no wallet', { actor: ROOT, limits: LIMITS, reason: 'r' }, 'wallet'],
+    ['no reason', { actor: ROOT, wallet: 'w', limits: LIMITS }, 'reason'],
+    ['no actor', { wallet: 'w', limits: LIMITS, reason: 'r' }, 'actor'],
+    [
+      'a wallet that is not a DNS label',
+      { actor: ROOT, wallet: 'Desk_1', limits: LIMITS, reason: 'r' },
+      'wallet',
+    ],
+    ['a wallet without limits', { actor: ROOT, wallet: 'w', reason: 'r' }, 'limits'],
+    ['an unlink with limits', { actor: ROOT, wallet: '', limits: LIMITS, reason: 'r' }, 'limits'],
+    ['a body that is not an object', [ROOT], 'body'],
+  ])('is refused 400 naming the field: %s', async (_case, body, field) => {
+    const { a, id, path } = await started();
+    const answer = await put(a, path, TOKENS.admin, body);
+    expect({ status: answer.status, details: errorOf(answer).details }).toEqual({
+      status: 400,
+      details: { field },
+    });
+    expect(a.head(id)).toBe(0);
+  });
+
+  it('refuses a read without an actor, 400', async () => {
+    const { a, path } = await started();
+    const answer = await call(a, 'GET', path, { token: TOKENS.admin });
+    expect({ status: answer.status, details: errorOf(answer).details }).toEqual({
+      status: 400,
+      details: { field: 'actor' },
+    });
+  });
+});
+
 describe("the attacker's tries record nothing", () => {
   const body = (actor: string) => ({ actor, wallet: 'mine', limits: LIMITS, reason: 'let me pay' });
 
