@@ -126,6 +126,29 @@ export const acceptRollbackResultSchema = z.looseObject({
   message: z.string(),
 });
 
+/** The payment policy in force (`PaymentPolicy`); `limits` is kept as the server sent it. */
+export const paymentPolicySchema = z.looseObject({
+  conversationId: z.string(),
+  wallet: z.string(),
+  limits: z.unknown().optional(),
+  setBy: z.string().optional(),
+  setAtMs: z.number().int().nonnegative().optional(),
+  position: z.number().int().nonnegative().optional(),
+  head: z.number().int().nonnegative(),
+});
+
+/** What setting a payment policy committed (`PaymentPolicySet`). */
+export const paymentPolicySetSchema = paymentPolicySchema.extend({
+  setBy: z.string(),
+  setAtMs: z.number().int().nonnegative(),
+  position: z.number().int().nonnegative(),
+  message: z.string(),
+});
+
+/** The payment policy in force (`PaymentPolicy`). */
+export type PaymentPolicy = z.output<typeof paymentPolicySchema>;
+/** What setting a payment policy committed (`PaymentPolicySet`). */
+export type PaymentPolicySet = z.output<typeof paymentPolicySetSchema>;
 /** What an erasure did (`EraseResult`). */
 export type EraseResult = z.output<typeof eraseResultSchema>;
 /** What a repair found and did (`RepairResult`). */

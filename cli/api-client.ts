@@ -310,16 +310,17 @@ export class ApiClient {
     );
   }
 
-  /** A request whose answer is parsed as `what`. */
-  private async exchange<S extends z.ZodType>(
-    method: 'GET' | 'POST' | 'DELETE',
+  /** A request whose answer is parsed as `what` (a PUT as a POST where the door says). */
+  async exchange<S extends z.ZodType>(
+    method: 'GET' | 'POST' | 'PUT' | 'DELETE',
     target: ConversationTarget,
     body: unknown,
     schema: S,
     what: string,
     signal: AbortSignal | undefined,
   ): Promise<Parsed<z.output<S>>> {
-    return this.parse(await this.request(method, target, body, signal), schema, what);
+    const sent = method === 'PUT' && this.transport.putsAsPost === true ? 'POST' : method;
+    return this.parse(await this.request(sent, target, body, signal), schema, what);
   }
 
   private async request(
@@ -333,7 +334,7 @@ export class ApiClient {
       target,
       {
         accept: 'application/json',
-        // Every POST and DELETE is declared JSON, with a body or without: both doors answer
+        // Every POST, PUT and DELETE is declared JSON, with a body or without: both doors answer
         // 415 otherwise (docs/api.md, "Conventions").
         ...(body === undefined && method === 'GET' ? {} : { 'content-type': 'application/json' }),
       },

@@ -78,6 +78,13 @@ async function doorVerb(
     }
     case 'memory':
       return (await import('./memory-command.ts')).memoryCommand(await kubeDoor(), rest, env, io);
+    case 'payments':
+      return (await import('./payments-command.ts')).paymentsCommand(
+        await kubeDoor(),
+        rest,
+        env,
+        io,
+      );
     case 'erase':
       return (await import('./conversation-erase.ts')).eraseCommand(
         await kubeDoor(),

@@ -31,6 +31,7 @@ export const KUBE_SUBRESOURCE_OF: Readonly<Record<ConversationOperation, string>
   [ConversationOperation.Erase]: 'erase',
   [ConversationOperation.Resolve]: 'resolve',
   [ConversationOperation.AcceptRollback]: 'accept-rollback',
+  [ConversationOperation.PaymentPolicy]: 'payment-policy',
 };
 
 /** `/apis/api.polychrome.dev/v1alpha1/namespaces/NS/conversations/NAME/...` on `connection`. */
@@ -60,6 +61,7 @@ export function kubeTransport(connection: KubeConnection): Transport {
     unreachableHint:
       'is the cluster up, and are --kubeconfig, --context and -n right? (kubectl get --raw /apis/api.polychrome.dev/v1alpha1 tells whether the door is served)',
     cancelsWithDelete: true,
+    putsAsPost: true,
     url: (target) => kubeConversationUrl(connection, target),
     fetch: (url, init) => connection.fetch(url, init),
   };

@@ -50,6 +50,12 @@ Conversations by name, in the namespace of -n (else the context's, else "default
   accept-rollback NAME --head N --reason TEXT [--actor A]
                                      go on from a rolled-back journal, recorded in it
                                      (create conversations/accept-rollback)
+  payments link NAME --wallet W --limits FILE --reason TEXT [--actor A]
+                                     link a wallet with its spend limits (JSON), recorded in
+                                     the journal (create conversations/payment-policy)
+  payments unlink NAME --reason TEXT [--actor A]
+                                     unlink it: payments are off
+  payments policy NAME [--actor A]   the payment policy in force (get conversations/payment-policy)
   dashboard [--port P] [--no-open]   the read-only forensics UI through a local proxy
                                      on 127.0.0.1 (docs/ui.md); prints the URL
 
@@ -83,6 +89,7 @@ export const KUBE_VERBS = [
   'erase',
   'resolve',
   'accept-rollback',
+  'payments',
   'sessions',
   'personas',
   'dashboard',
@@ -99,4 +106,5 @@ export const KUBE_ACTOR_VERBS: ReadonlySet<string> = new Set([
   'erase',
   'resolve',
   'accept-rollback',
+  'payments',
 ]);

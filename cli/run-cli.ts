@@ -79,6 +79,13 @@ act as, one of your own: provider:scope:external_id or provider:external_id.
       with A and TEXT; until then, or until the state volume is restored, nothing is
       appended.
 
+  polychrome payments link ID --wallet W --limits FILE --reason TEXT --actor A [api flags]
+  polychrome payments unlink ID --reason TEXT --actor A [api flags]
+  polychrome payments policy ID --actor A [--format json|text] [api flags]
+      Link a wallet of the control plane to the conversation with the spend limits in
+      FILE (JSON; docs/payments.md, "Linking a wallet"), unlink it, or show the policy in
+      force. Admins only; each change is recorded in the journal with A and TEXT.
+
 api flags (or environment variables):
   --api URL             POLYCHROME_API_URL         default http://127.0.0.1:8080
   --token T             POLYCHROME_TOKEN           a session token (pcs_...); required
@@ -178,6 +185,10 @@ async function runCommand(
   }
   if (group === 'conversation') {
     return (await import('./conversation-forensics.ts')).conversationGroup(args, env, io);
+  }
+  if (group === 'payments') {
+    const { publicApiDoor } = await import('./public-api-door.ts');
+    return (await import('./payments-command.ts')).paymentsCommand(publicApiDoor, args, env, io);
   }
   if (group === 'dashboard')
     return (await import('./dashboard.ts')).dashboardCommand(args, io, env);

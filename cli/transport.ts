@@ -37,6 +37,8 @@ export const ConversationOperation = {
   Resolve: 'resolve',
   /** An admin accepts a rolled-back journal (admins; docs/turns.md). */
   AcceptRollback: 'accept-rollback',
+  /** The payment policy: GET reads it, PUT links or unlinks a wallet (admins; docs/payments.md). */
+  PaymentPolicy: 'payment-policy',
 } as const;
 export type ConversationOperation =
   (typeof ConversationOperation)[keyof typeof ConversationOperation];
@@ -66,6 +68,11 @@ export interface Transport {
    * door, where RBAC's `delete` verb is the admin's), not with a POST of the cancel.
    */
   readonly cancelsWithDelete?: boolean;
+  /**
+   * The door takes what the public API serves as a PUT as a POST (the Kubernetes door, where
+   * a POST is RBAC's `create`).
+   */
+  readonly putsAsPost?: boolean;
 }
 
 /** Options of {@link publicApiTransport}. */

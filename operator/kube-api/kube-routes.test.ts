@@ -216,6 +216,13 @@ describe('apiResourceList', () => {
           verbs: ['create'],
         },
         {
+          name: 'conversations/payment-policy',
+          singularName: '',
+          namespaced: true,
+          kind: 'PaymentPolicySet',
+          verbs: ['create', 'get'],
+        },
+        {
           name: 'sessions',
           singularName: '',
           namespaced: false,

@@ -146,4 +146,20 @@ export const KUBE_SUBRESOURCES: readonly KubeSubresource[] = [
     kind: 'AcceptRollbackResult',
     operation: Operation.AcceptRollback,
   },
+  // Linking a wallet is `create` (the public API's PUT), reading the policy `get`; the
+  // admin role grants both (docs/payments.md, "Linking a wallet").
+  {
+    name: 'payment-policy',
+    method: 'POST',
+    verb: KubeVerb.Create,
+    kind: 'PaymentPolicySet',
+    operation: Operation.SetPaymentPolicy,
+  },
+  {
+    name: 'payment-policy',
+    method: 'GET',
+    verb: KubeVerb.Get,
+    kind: 'PaymentPolicy',
+    operation: Operation.GetPaymentPolicy,
+  },
 ];

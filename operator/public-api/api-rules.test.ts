@@ -31,6 +31,7 @@ import {
   transferReply,
   unknownFirstTransfer,
 } from '../../test/support/real-turns';
+import { EXAMPLE_SPEND_LIMITS } from '../../test/support/spend-limits';
 
 const DOC = join(__dirname, '..', '..', 'docs', 'api.md');
 const SECTION = '## Status codes and who may do what';
@@ -447,6 +448,51 @@ const ACTIONS: readonly {
         expect(await a.entries(id)).toEqual(before);
         expect(transcript.text).toContain('1 Main St');
       }
+      return [answer.status];
+    },
+  },
+  {
+    row: /^link a wallet to it or unlink it, acting as one of the caller's own identities$/u,
+    act: async (a, token) => {
+      const id = sharedConversation(a);
+      const actor = a.tokens.callers.get(token)?.identity ?? '';
+      const path = `/v1/conversations/${id}/payment-policy`;
+      const linked = await call(a, 'PUT', path, {
+        token,
+        body: {
+          actor,
+          wallet: 'support-desk',
+          limits: EXAMPLE_SPEND_LIMITS,
+          reason: 'paid search',
+        },
+      });
+      if (linked.status !== 200) {
+        // A refused link commits nothing.
+        expect(a.head(id)).toBe(0);
+        return [linked.status];
+      }
+      const unlinked = await call(a, 'PUT', path, {
+        token,
+        body: { actor, wallet: '', reason: 'search contract ended' },
+      });
+      const policies = (await a.entries(id)).filter((e) => e.kind === 'payment_policy');
+      const positions = [linked, unlinked].map(
+        (answer) => (answer.json as { position?: number }).position,
+      );
+      expect(policies.map((e) => e.position)).toEqual(positions);
+      return [linked.status, unlinked.status];
+    },
+  },
+  {
+    row: /^read the payment policy in force, acting as one of the caller's own identities$/u,
+    act: async (a, token) => {
+      const id = sharedConversation(a);
+      const actor = a.tokens.callers.get(token)?.identity ?? '';
+      const query = new URLSearchParams({ actor });
+      const path = `/v1/conversations/${id}/payment-policy?${query.toString()}`;
+      const answer = await call(a, 'GET', path, { token });
+      if (answer.status === 200)
+        expect(answer.json).toEqual({ conversationId: id, wallet: '', head: 0 });
       return [answer.status];
     },
   },

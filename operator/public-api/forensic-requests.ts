@@ -1,12 +1,12 @@
 /**
  * The forensic requests as the API receives them: the actor, and the bodies of repair,
- * resolve and accept-rollback, parsed and checked before any operation runs. Who may run
+ * resolve, accept-rollback and payment-policy, parsed and checked before any operation runs. Who may run
  * them is `operator/turns/forensic-access.ts`. Pure.
  */
 import { AppError } from '../../common/errors';
 import { parseIdentity } from '../../common/identity';
 import type { EraseRequest } from '../forensics/conversation-forensics';
-import type { AcceptRollback, ResolveTurn } from '../turns/turn-service';
+import type { AcceptRollback, ResolveTurn, SetPaymentPolicy } from '../turns/turn-service';
 
 /**
  * Parses an actor as given in a request.
@@ -231,6 +231,47 @@ export function parseAcceptRollbackRequest(value: unknown): Omit<AcceptRollback,
     );
   }
   return { actor, head, reason };
+}
+
+const PAYMENT_POLICY_FIELDS = new Set(['actor', 'wallet', 'limits', 'reason']);
+
+/**
+ * The body of `PUT .../payment-policy`: `{actor, wallet, limits, reason}`, `wallet` ""
+ * (and no limits) to unlink (docs/payments.md, "Linking a wallet"). The wallet's name and
+ * the limits are checked by the plan (operator/turns/plan-payment-policy.ts).
+ *
+ * @throws AppError `invalid_argument` naming the first bad field (details.field).
+ */
+export function parsePaymentPolicyRequest(
+  value: unknown,
+): Omit<SetPaymentPolicy, 'conversationId'> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw invalidField(
+      'body',
+      'the body must be a JSON object: {"actor", "wallet", "limits", "reason"}',
+    );
+  }
+  const body = value as Record<string, unknown>;
+  for (const field of Object.keys(body)) {
+    if (!PAYMENT_POLICY_FIELDS.has(field)) {
+      throw invalidField(
+        field,
+        `unknown field ${JSON.stringify(field.slice(0, 40))}; a payment policy takes "actor", "wallet", "limits" and "reason"`,
+      );
+    }
+  }
+  const actor = parseActor(body.actor);
+  const { wallet, limits, reason } = body;
+  if (typeof wallet !== 'string') {
+    throw invalidField('wallet', 'wallet is required: a wallet name, or "" to unlink');
+  }
+  if (typeof reason !== 'string' || reason.trim() === '') {
+    throw invalidField(
+      'reason',
+      'reason is required: say why the wallet is linked or unlinked (it is recorded in the journal)',
+    );
+  }
+  return { actor, wallet, limits, reason };
 }
 
 function resolveTurnId(bodyTurnId: unknown, pathTurnId: string | undefined): string {

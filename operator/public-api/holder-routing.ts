@@ -23,6 +23,7 @@ import type {
   ClearMemory,
   PostMessage,
   ResolveTurn,
+  SetPaymentPolicy,
   TurnService,
 } from '../turns/turn-service';
 import { ApiError, errorOfAnswer, noForensics } from './api-error';
@@ -105,6 +106,13 @@ export class HolderRouting {
     const { conversationId, ...body } = request;
     return this.run(caller, Operation.AcceptRollback, { conversationId }, body, scope, () =>
       this.options.service.acceptRollback(caller, request, scope.signal),
+    );
+  }
+
+  setPaymentPolicy(caller: Caller, request: SetPaymentPolicy, scope: RequestScope) {
+    const { conversationId, ...body } = request;
+    return this.run(caller, Operation.SetPaymentPolicy, { conversationId }, body, scope, () =>
+      this.options.service.setPaymentPolicy(caller, request, scope.signal),
     );
   }
 
@@ -226,7 +234,7 @@ export class HolderRouting {
 }
 
 /**
- * The public route of `operation` that writes (POST or DELETE) and takes exactly `ids` as
+ * The public route of `operation` that writes (POST, PUT or DELETE) and takes exactly `ids` as
  * its parameters, with them filled in: what the peer listener serves.
  */
 function publicRequest(

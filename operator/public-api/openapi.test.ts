@@ -14,6 +14,7 @@ import {
   type TestApi,
 } from '../../test/support/api-fixtures';
 import { checkSchema, resolveRef, responseSchema } from '../../test/support/openapi-check';
+import { EXAMPLE_SPEND_LIMITS } from '../../test/support/spend-limits';
 
 const DOCUMENT_PATH = join(__dirname, '..', '..', 'docs', 'api', 'openapi.json');
 
@@ -249,6 +250,34 @@ describe('docs/api/openapi.json', () => {
     expect(
       checkSchema(document, { $ref: '#/components/schemas/StreamShutdown' }, dataOf(last)),
     ).toEqual([]);
+  });
+
+  it('describes the payment policy answers: read, set, refused', async () => {
+    const document = await loadDocument();
+    const a = (api = await startApi());
+    const id = a.seed('email:alice@example.com');
+    const template = '/v1/conversations/{conversationId}/payment-policy';
+    const path = `/v1/conversations/${id}/payment-policy`;
+    const read = `${path}?actor=${encodeURIComponent('email:root@example.com')}`;
+    const fits = (answer: Answer, method: string, status: number): void => {
+      const schema = responseSchema(document, method, template, answer.status);
+      expect({
+        status: answer.status,
+        problems: checkSchema(document, schema, answer.json),
+      }).toEqual({ status, problems: [] });
+    };
+    fits(await call(a, 'GET', read, { token: TOKENS.admin }), 'GET', 200);
+    const body = {
+      actor: 'email:root@example.com',
+      wallet: 'support-desk',
+      limits: { ...EXAMPLE_SPEND_LIMITS, expiresAt: '2027-01-01T00:00:00Z' },
+      reason: 'paid search',
+    };
+    fits(await call(a, 'PUT', path, { token: TOKENS.admin, body }), 'PUT', 200);
+    fits(await call(a, 'GET', read, { token: TOKENS.admin }), 'GET', 200);
+    fits(await call(a, 'PUT', path, { token: TOKENS.admin, body }), 'PUT', 409);
+    fits(await call(a, 'PUT', path, { token: TOKENS.alice, body }), 'PUT', 403);
+    fits(await call(a, 'GET', path, { token: TOKENS.admin }), 'GET', 400);
   });
 
   it('flags an answer that drifts from the document (the checker itself works)', async () => {

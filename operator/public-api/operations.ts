@@ -15,6 +15,7 @@ import {
   parseActor,
   parseRepairRequest,
   parseEraseRequest,
+  parsePaymentPolicyRequest,
   parseResolveRequest,
 } from './forensic-requests';
 import type { PostMessage, TurnService } from '../turns/turn-service';
@@ -123,6 +124,23 @@ export class ApiOperations {
       const conversationId = asked.conversationId();
       const request = { conversationId, ...parseAcceptRollbackRequest(await asked.body()) };
       answered(exchange, await this.where.acceptRollback(asked.caller, request, scopeOf(exchange)));
+    },
+    [Operation.SetPaymentPolicy]: async (exchange, asked) => {
+      const conversationId = asked.conversationId();
+      const request = { conversationId, ...parsePaymentPolicyRequest(await asked.body()) };
+      const scope = scopeOf(exchange);
+      answered(exchange, await this.where.setPaymentPolicy(asked.caller, request, scope));
+    },
+    [Operation.GetPaymentPolicy]: async (exchange, asked) => {
+      const conversationId = asked.conversationId();
+      const actor = parseActor(exchange.query.get('actor') ?? undefined);
+      const policy = await this.options.service.paymentPolicy(
+        asked.caller,
+        conversationId,
+        actor,
+        exchange.signal,
+      );
+      sendJson(exchange.response, 200, policy);
     },
   };
 

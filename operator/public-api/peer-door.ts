@@ -32,6 +32,7 @@ export const PEER_OPERATIONS: ReadonlySet<Operation> = new Set([
   Operation.RepairConversation,
   Operation.ResolveTurn,
   Operation.AcceptRollback,
+  Operation.SetPaymentPolicy,
   Operation.ClearMemory,
 ]);
 

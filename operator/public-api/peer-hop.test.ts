@@ -25,6 +25,7 @@ import {
   TOKENS,
   type TestApi,
 } from '../../test/support/api-fixtures';
+import { EXAMPLE_SPEND_LIMITS } from '../../test/support/spend-limits';
 
 // Two real API servers with real TLS on loopback: `front` is the replica a client
 // reaches, `holder` the one that holds the conversation. What crosses the hop is also
@@ -275,6 +276,29 @@ describe('forwarding to the replica that holds the conversation', () => {
     expect(holder.logs).toContainEqual(
       expect.objectContaining({ listener: 'peer', status: 200, msg: 'request served' }),
     );
+  });
+
+  it("forwards an admin's payment policy (a PUT) to the real holder, which records it as the forwarded admin", async () => {
+    const holder = await replica(new FixedDirectory());
+    const id = holder.seed(ALICE.identity);
+    const front = await replica(new FixedDirectory({ 'cp-b': holder.server.peerAddress() }));
+    front.service.failNext(busy('cp-b'));
+    const body = {
+      actor: ADMIN.identity,
+      wallet: 'support-desk',
+      limits: EXAMPLE_SPEND_LIMITS,
+      reason: 'paid search',
+    };
+    const answer = await call(front, 'PUT', `/v1/conversations/${id}/payment-policy`, {
+      token: TOKENS.admin,
+      body,
+    });
+    expect(answer.status).toBe(200);
+    expect(answer.json).toMatchObject({ conversationId: id, wallet: 'support-desk', position: 0 });
+    expect(answer.headers.get('x-polychrome-served-by')).toBe('cp-b');
+    expect(holder.service.calls).toEqual([{ method: 'setPaymentPolicy', caller: ADMIN.identity }]);
+    expect((await holder.entries(id)).map((e) => e.kind)).toContain('payment_policy');
+    expect(holder.tokens.calls).toBe(0);
   });
 
   it('forwards approval and question answers the same way', async () => {

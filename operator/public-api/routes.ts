@@ -21,13 +21,15 @@ export const Operation = {
   EraseConversation: 'eraseConversation',
   ResolveTurn: 'resolveTurn',
   AcceptRollback: 'acceptRollback',
+  SetPaymentPolicy: 'setPaymentPolicy',
+  GetPaymentPolicy: 'getPaymentPolicy',
   GetOpenApi: 'getOpenApi',
 } as const;
 export type Operation = (typeof Operation)[keyof typeof Operation];
 
 /** One route: the method, the path template with `{param}` segments, its operation. */
 export interface Route {
-  readonly method: 'GET' | 'POST' | 'DELETE';
+  readonly method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   readonly template: string;
   readonly operation: Operation;
   /** False only for the OpenAPI document, which anyone may read. */
@@ -123,6 +125,18 @@ export const ROUTES: readonly Route[] = [
     method: 'POST',
     template: '/v1/conversations/{conversationId}/accept-rollback',
     operation: Operation.AcceptRollback,
+    authenticated: true,
+  },
+  {
+    method: 'PUT',
+    template: '/v1/conversations/{conversationId}/payment-policy',
+    operation: Operation.SetPaymentPolicy,
+    authenticated: true,
+  },
+  {
+    method: 'GET',
+    template: '/v1/conversations/{conversationId}/payment-policy',
+    operation: Operation.GetPaymentPolicy,
     authenticated: true,
   },
   {

@@ -18,6 +18,7 @@ import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { LeaseHandle } from '../lease/lease-source';
 import type { TurnCoordinatorOptions } from './coordinator-options';
 import { acceptRollback } from './accept-rollback';
+import { readPaymentPolicy, setPaymentPolicy } from './payment-policy';
 import type { CancelParts } from './cancel-request';
 import { ExpiryTimers } from './expiry-timers';
 import { conversationSummary, transcriptTurns } from './turn-projections';
@@ -48,9 +49,12 @@ import type {
   ConversationSummary,
   MemoryView,
   NewConversation,
+  PaymentPolicyAnswer,
+  PaymentPolicyView,
   PostMessage,
   ResolveAnswer,
   ResolveTurn,
+  SetPaymentPolicy,
   TextDeltaEvent,
   Transcript,
   TurnReply,
@@ -305,9 +309,28 @@ export class TurnCoordinator implements TurnService {
     return acceptRollback(this.adminParts(), caller, request, signal);
   }
 
+  /** An admin links or unlinks a wallet (payment-policy.ts), recorded in the journal. */
+  setPaymentPolicy(
+    caller: Caller,
+    request: SetPaymentPolicy,
+    signal: AbortSignal,
+  ): Promise<PaymentPolicyAnswer> {
+    return setPaymentPolicy(this.adminParts(), caller, request, signal);
+  }
+
+  /** The payment policy in force, for an admin (payment-policy.ts). */
+  paymentPolicy(
+    caller: Caller,
+    conversationId: string,
+    actor: string,
+    signal: AbortSignal,
+  ): Promise<PaymentPolicyView> {
+    return readPaymentPolicy(this.adminParts(), caller, conversationId, actor, signal);
+  }
+
   // ---- cancel and expiry ----
 
-  /** What the admin shells (resolve, accept-rollback) use of the coordinator. */
+  /** What the admin shells (resolve, accept-rollback, payment policy) use of the coordinator. */
   private adminParts(): ResolveParts {
     const { claims, views, runner, now: nowMs } = this;
     return { conversations: this.options.conversations, claims, views, runner, nowMs };

@@ -21,6 +21,8 @@ export const ForensicAction = {
   Erase: 'erase entries of',
   Resolve: 'resolve',
   AcceptRollback: 'accept a rollback of',
+  SetPaymentPolicy: 'link or unlink a wallet of',
+  ReadPaymentPolicy: 'read the payment policy of',
 } as const;
 export type ForensicAction = (typeof ForensicAction)[keyof typeof ForensicAction];
 

@@ -50,6 +50,10 @@ export function tracedTurnService(service: TurnService): TurnService {
       ),
     resolveTurn: (caller, request, signal) => service.resolveTurn(caller, request, signal),
     acceptRollback: (caller, request, signal) => service.acceptRollback(caller, request, signal),
+    setPaymentPolicy: (caller, request, signal) =>
+      service.setPaymentPolicy(caller, request, signal),
+    paymentPolicy: (caller, conversationId, actor, signal) =>
+      service.paymentPolicy(caller, conversationId, actor, signal),
     transcript: (caller, conversationId, signal) =>
       service.transcript(caller, conversationId, signal),
     memory: (caller, conversationId, signal) => service.memory(caller, conversationId, signal),

@@ -226,6 +226,46 @@ export interface AcceptRollbackAnswer {
   readonly message: string;
 }
 
+/**
+ * An admin links a wallet to the conversation with the limits its payments are held to, or
+ * unlinks it (`wallet` empty, `limits` absent) (docs/payments.md, "Linking a wallet").
+ */
+export interface SetPaymentPolicy {
+  readonly conversationId: string;
+  /** A wallet name of the control plane's SecretStore (a DNS label); empty: unlink. */
+  readonly wallet: string;
+  /** The spend limits as given (a JSON object); required with a wallet, refused without. */
+  readonly limits: unknown;
+  /** Why; recorded with the policy. */
+  readonly reason: string;
+  /** The identity the admin acts as: one of the caller's own, recorded with the policy. */
+  readonly actor: string;
+}
+
+/** The payment policy in force (`PaymentPolicy` in docs/api/openapi.json). */
+export interface PaymentPolicyView {
+  readonly conversationId: string;
+  /** The wallet linked; empty: none, payments are off. */
+  readonly wallet: string;
+  /** The spend limits; absent without a wallet. */
+  readonly limits?: unknown;
+  /** Who set it (the actor recorded), when (Unix ms) and where: absent when never set. */
+  readonly setBy?: string;
+  readonly setAtMs?: number;
+  readonly position?: number;
+  /** Journal head when read. */
+  readonly head: number;
+}
+
+/** What setting a payment policy committed (`PaymentPolicySet` in docs/api/openapi.json). */
+export interface PaymentPolicyAnswer extends PaymentPolicyView {
+  readonly setBy: string;
+  readonly setAtMs: number;
+  /** Position of the `payment_policy`. */
+  readonly position: number;
+  readonly message: string;
+}
+
 /** What a resolve committed (`ResolveResult` in docs/api/openapi.json). */
 export interface ResolveAnswer {
   readonly conversationId: string;
@@ -312,6 +352,19 @@ export interface TurnService {
     request: AcceptRollback,
     signal: AbortSignal,
   ): Promise<AcceptRollbackAnswer>;
+  /** An admin links or unlinks a wallet, recorded in the journal (payment-policy.ts). */
+  setPaymentPolicy(
+    caller: Caller,
+    request: SetPaymentPolicy,
+    signal: AbortSignal,
+  ): Promise<PaymentPolicyAnswer>;
+  /** The payment policy in force, for an admin acting as `actor` (payment-policy.ts). */
+  paymentPolicy(
+    caller: Caller,
+    conversationId: string,
+    actor: string,
+    signal: AbortSignal,
+  ): Promise<PaymentPolicyView>;
   /**
    * Live text deltas of turns this replica runs for the conversation (other replicas'
    * turns send none: deltas are not committed). Returns the unsubscribe function.

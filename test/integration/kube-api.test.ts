@@ -33,6 +33,7 @@ import {
   type KubeDoorStack,
 } from './support/kube-door';
 import { OtelCollector } from './support/otel-collector';
+import { EXAMPLE_SPEND_LIMITS } from '../support/spend-limits';
 
 const apiPath = KUBE_API_PATH;
 
@@ -94,6 +95,7 @@ describe('the Kubernetes door through kube-apiserver', () => {
       'conversations/questions TurnReply create,delete',
       'conversations/resolve ResolveResult create',
       'conversations/accept-rollback AcceptRollbackResult create',
+      'conversations/payment-policy PaymentPolicySet create,get',
       'sessions Session create,delete',
       'personaroles PersonaRoles create',
     ]);
@@ -145,6 +147,37 @@ describe('the Kubernetes door through kube-apiserver', () => {
     const impostor = await resolve(dave, { ...asDave, actor: 'kubernetes:alice', turnId });
     expect(impostor.message).toContain('is not one of your identities');
     expect((await api.turns.journal.entries(`conv-${conversationId}`)).length).toBe(head);
+  });
+
+  it('serves payment-policy to a namespace admin only, acting as their Kubernetes identity: recorded once, read back', async () => {
+    const path = `${apiPath}/namespaces/${ns.name}/conversations/hello/payment-policy`;
+    const entries = () => api.turns.journal.entries(`conv-${conversationId}`);
+    const head = (await entries()).length;
+    const link = (who: string, actor: string): Promise<KubeAnswer> =>
+      kubeJson(who, 'POST', path, {
+        actor,
+        wallet: 'support-desk',
+        limits: EXAMPLE_SPEND_LIMITS,
+        reason: 'paid search',
+      });
+    const byAlice = await link(alice, 'kubernetes:alice');
+    expect(byAlice.message).toContain('cannot create resource "conversations/payment-policy"');
+    const impostor = await link(dave, 'kubernetes:alice');
+    expect(impostor.message).toContain('is not one of your identities');
+    expect((await entries()).length).toBe(head);
+    const linked = await link(dave, 'kubernetes:dave');
+    expect([linked.status, linked.message]).toEqual([200, '']);
+    expect((linked.json as Record<string, unknown>).position).toBe(head);
+    const read = `${path}?actor=${encodeURIComponent('kubernetes:dave')}`;
+    const shown = await kubectl(dave, ['get', '--raw', read]);
+    expect(JSON.parse(shown.stdout)).toMatchObject({
+      wallet: 'support-desk',
+      setBy: 'kubernetes:dave',
+      position: head,
+    });
+    const readByAlice = await kubectl(alice, ['get', '--raw', read.replace('dave', 'alice')]);
+    expect(readByAlice.stderr).toContain('cannot get resource "conversations/payment-policy"');
+    expect((await entries()).filter((e) => e.kind === 'payment_policy')).toHaveLength(1);
   });
 
   it('streams committed events on the log subresource, resumed after Last-Event-ID', async () => {
@@ -321,6 +354,8 @@ describe('the Kubernetes door through kube-apiserver', () => {
         ['create', 'erase'],
         ['create', 'resolve'],
         ['create', 'accept-rollback'],
+        ['create', 'payment-policy'],
+        ['get', 'payment-policy'],
         ['get', 'export'],
       ] as const) {
         table.push([user, verb, sub, await allowed(user, verb, sub)]);

@@ -31,6 +31,7 @@ import {
   type Kubectl,
   type KubeDoorStack,
 } from './support/kube-door';
+import { EXAMPLE_SPEND_LIMITS } from '../support/spend-limits';
 
 const PLUGIN_TIMEOUT_MS = 90_000;
 
@@ -287,6 +288,34 @@ describe('kubectl polychrome through the real kubectl and kube-apiserver', () =>
       expect(answered.stdout).toContain('thanks: prod');
     },
     3 * PLUGIN_TIMEOUT_MS,
+  );
+
+  it(
+    'payments link, policy and unlink as dave (his own identity by default); alice may not',
+    async () => {
+      const limits = join(stack.dir, 'limits.json');
+      await writeFile(limits, JSON.stringify(EXAMPLE_SPEND_LIMITS));
+      const link = ['payments', 'link', 'hello', '--wallet', 'desk', '--limits', limits];
+      const byAlice = await plugin(stack.users.alice, [...link, '--reason', 'mine']);
+      expect(byAlice.code).toBe(3);
+      expect(byAlice.stderr).toContain('cannot create resource "conversations/payment-policy"');
+      expect(byAlice.stderr).toContain('polychrome-conversation-admin');
+      const linked = await plugin(stack.users.dave, [...link, '--reason', 'paid search']);
+      expect(linked.stderr).toBe('');
+      expect(linked.stdout).toContain(`conversation ${conversationId}: wallet desk`);
+      expect(linked.stdout).toContain('set by kubernetes:dave');
+      const shown = await plugin(stack.users.dave, ['payments', 'policy', 'hello', '-o', 'json']);
+      expect(JSON.parse(shown.stdout)).toMatchObject({ wallet: 'desk', setBy: 'kubernetes:dave' });
+      const unlinked = await plugin(stack.users.dave, [
+        'payments',
+        'unlink',
+        'hello',
+        '--reason',
+        'done',
+      ]);
+      expect(unlinked.stdout).toContain('no wallet linked; payments are off');
+    },
+    5 * PLUGIN_TIMEOUT_MS,
   );
 
   it(

@@ -74,6 +74,16 @@ export class RecordingTurnService implements TurnService {
       this.inner.acceptRollback(caller, request, signal),
     );
 
+  setPaymentPolicy: TurnService['setPaymentPolicy'] = (caller, request, signal) =>
+    this.enter('setPaymentPolicy', caller.identity).then(() =>
+      this.inner.setPaymentPolicy(caller, request, signal),
+    );
+
+  paymentPolicy: TurnService['paymentPolicy'] = (caller, conversationId, actor, signal) =>
+    this.enter('paymentPolicy', caller.identity).then(() =>
+      this.inner.paymentPolicy(caller, conversationId, actor, signal),
+    );
+
   onTextDelta: TurnService['onTextDelta'] = (conversationId, listener) => {
     this.listeners.set(conversationId, this.deltaListeners(conversationId) + 1);
     const unsubscribe = this.inner.onTextDelta(conversationId, listener);
