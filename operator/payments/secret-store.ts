@@ -91,8 +91,17 @@ export function directorySecretStore(directory: string): SecretStore {
   };
 }
 
+/**
+ * True for a wallet name: a lower-case DNS label short enough for its Secret's name
+ * (`polychrome-wallet-<name>`). The one rule: stores and the link (plan-payment-policy.ts)
+ * both read it.
+ */
+export function isWalletName(name: string): boolean {
+  return /^[a-z0-9]([a-z0-9-]{0,44}[a-z0-9])?$/.test(name);
+}
+
 function checkName(name: string): void {
-  if (!/^[a-z0-9]([a-z0-9-]{0,44}[a-z0-9])?$/.test(name)) {
+  if (!isWalletName(name)) {
     throw new AppError(
       ErrorCode.InvalidArgument,
       `wallet name "${name.slice(0, 60)}" is not a lower-case DNS label of at most 46 characters`,

@@ -16,16 +16,11 @@ import { ForensicAction, forensicRefusal } from './forensic-access';
 import type { JournalView, PaymentPolicyRef } from './journal-view-types';
 import { planned, refuse, type PlannedEvent, type Refusal } from './plan-common';
 import { parseSpendLimits } from './spend-limits-input';
+import { isWalletName } from '../payments/secret-store';
 import type { Caller, PaymentPolicyView, SetPaymentPolicy } from './turn-service';
 
 /** The longest reason recorded, in characters. */
 export const MAX_POLICY_REASON_LENGTH = 4096;
-
-/**
- * A wallet name: a lower-case DNS label short enough for its Secret's name
- * (`polychrome-wallet-<name>`, operator/payments/secret-store.ts).
- */
-const WALLET_NAME = /^[a-z0-9]([a-z0-9-]{0,44}[a-z0-9])?$/u;
 
 /** The Kubernetes door's subresource that grants setting (`create`) or reading (`get`) it. */
 export const PAYMENT_POLICY_SUBRESOURCE = 'payment-policy';
@@ -161,7 +156,7 @@ function policyOf(
     }
     return { kind: 'set', wallet, limitsJson: '' };
   }
-  if (!WALLET_NAME.test(wallet)) {
+  if (!isWalletName(wallet)) {
     return invalid(
       'wallet',
       `wallet ${JSON.stringify(wallet.slice(0, 60))} is not a wallet name: a lower-case DNS label of at most 46 characters (its key is the Secret polychrome-wallet-<name>), or "" to unlink`,
