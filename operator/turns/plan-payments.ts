@@ -34,6 +34,7 @@ import {
 } from '../payments/payment-protocol';
 import { checkSpendLimits, type SpendLimits } from '../payments/spend-limits';
 import { planned, type PlannedEvent } from './plan-common';
+import { parseSpendLimits } from './spend-limits-input';
 
 /** The built-in tool whose 402s are paid (harness/tools/fetch-tool.ts). */
 export const FETCH_TOOL = 'fetch';
@@ -131,12 +132,14 @@ export function paymentChallengePlan(
     if (!isAppError(error)) throw error;
     return refused(toolCallId, error.message);
   }
-  const decision = checkSpendLimits(
-    JSON.parse(policy.limitsJson) as SpendLimits,
-    read.charge,
-    facts.spent,
-    new Date(facts.nowMs),
-  );
+  let limits: SpendLimits;
+  try {
+    limits = parseSpendLimits(policy.limitsJson).limits;
+  } catch (error) {
+    if (!isAppError(error)) throw error;
+    return refused(toolCallId, `the linked spend limits cannot be read (${error.message})`);
+  }
+  const decision = checkSpendLimits(limits, read.charge, facts.spent, new Date(facts.nowMs));
   if (!decision.allowed) {
     return refused(toolCallId, `spend limit ${decision.limit}: ${decision.message}`);
   }
