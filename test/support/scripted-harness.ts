@@ -4,6 +4,7 @@
  * reserved tools in the catalog, the ed25519 approval verifier), with the scripted model
  * playing `replies` in order.
  */
+import { fetchTool, fetchToolRunner } from '../../harness/tools/fetch-tool';
 import { AgentMcpServers } from '../../harness/server/agent-mcp-servers';
 import { McpToolRunner } from '../../harness/tools/mcp-tools';
 import type { Logger } from 'pino';
@@ -60,6 +61,12 @@ export interface ScriptedHarnessOptions {
    */
   readonly agentMcp?: boolean;
 }
+
+/** The harness's built-in `fetch` tool (harness/main.ts offers it), as `extraTools`. */
+export const FETCH_EXTRA_TOOLS: NonNullable<ScriptedHarnessOptions['extraTools']> = {
+  tools: [fetchTool],
+  runner: fetchToolRunner,
+};
 
 export async function startScriptedHarness(
   options: ScriptedHarnessOptions,

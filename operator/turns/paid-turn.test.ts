@@ -1,0 +1,230 @@
+/**
+ * A paid call end to end, with every part real but the cluster (docs/payments.md, "A paid
+ * call in a turn"): the real coordinator over the real journal store, the real harness over
+ * mutual-TLS gRPC with the built-in `fetch` tool, an x402 v2 resource server and
+ * facilitator from the @x402 packages settling an EIP-3009 token on anvil, and the wallet's
+ * key in a directory SecretStore only the control plane reads. What must hold: the charge is
+ * asked for exactly as parsed, the approval binds it, the payment moves the price once on
+ * chain, the receipt is signed over what was paid, and asking again never pays twice.
+ */
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { verify as verifySignature, createPublicKey } from 'node:crypto';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { decodePayload, type EventKind } from '../../common/event-kinds';
+import { PAYMENT_APPROVAL_TOOL } from '../../common/payment-approval';
+import { receiptSigningBytes } from '../../common/payment-receipt';
+import { FETCH_EXTRA_TOOLS } from '../../test/support/scripted-harness';
+import { ANVIL_NETWORK } from '../../test/support/chain/anvil';
+import { readyStatus } from '../../test/support/in-memory-conversations';
+import { startPaidFixture, type PaidFixture } from '../../test/support/payments/paid-fixture';
+import {
+  startRealTurns,
+  TEST_ADMIN,
+  TEST_OWNER,
+  textReply,
+  type RealTurns,
+} from '../../test/support/real-turns';
+import { x402Protocol } from '../payments/payment-protocol';
+import { directorySecretStore } from '../payments/secret-store';
+
+const PRICE = '1250000';
+let fixture: PaidFixture;
+let turns: RealTurns;
+let walletDir: string;
+let conversationId: string;
+let paidUrl: string;
+
+beforeAll(async () => {
+  fixture = await startPaidFixture({ price: PRICE });
+  paidUrl = `${fixture.x402.resourceUrl}/paid`;
+  walletDir = await mkdtemp(join(tmpdir(), 'polychrome-wallets-'));
+  const keyFile = join(walletDir, 'ops.private-key');
+  await writeFile(keyFile, fixture.payerKey);
+  await chmod(keyFile, 0o600);
+  turns = await startRealTurns({
+    replies: [
+      { content: [{ tool_use: { id: 'toolu_try', name: 'fetch', input: { url: paidUrl } } }] },
+      textReply('Could not buy it.'),
+      { content: [{ tool_use: { id: 'toolu_buy', name: 'fetch', input: { url: paidUrl } } }] },
+      textReply('Bought it.'),
+    ],
+    logger: pino({ level: 'silent' }),
+    admins: [TEST_ADMIN.identity],
+    spec: { tools: { builtin: ['fetch'] } },
+    extraTools: FETCH_EXTRA_TOOLS,
+    coordinator: {
+      payments: { protocols: [x402Protocol()], wallets: directorySecretStore(walletDir) },
+    },
+  });
+  const conversation = turns.conversations.add(
+    { owner: TEST_OWNER.identity },
+    { status: readyStatus(turns.harness.endpoint) },
+  );
+  conversationId = conversation.metadata.uid ?? '';
+}, 60_000);
+
+afterAll(async () => {
+  await turns.close();
+  await fixture.close();
+  await rm(walletDir, { recursive: true, force: true });
+});
+
+/** The conversation's journal, each payload decoded as a plain record. */
+async function entries(): Promise<{ kind: string; payload: Record<string, unknown> }[]> {
+  return (await turns.journal.entries(`conv-${conversationId}`)).map((entry) => {
+    const payload: unknown = decodePayload(entry.kind as EventKind, entry.payload);
+    return { kind: entry.kind, payload: payload as Record<string, unknown> };
+  });
+}
+
+describe('a paid call in a real turn', () => {
+  it('refuses the charge, named, while no wallet is linked, and the turn goes on', async () => {
+    const reply = await turns.coordinator.postMessage(
+      TEST_OWNER,
+      { conversationId, text: 'try to buy the report', idempotencyKey: 'k-try' },
+      AbortSignal.timeout(30_000),
+    );
+    expect(reply).toMatchObject({ status: 'complete', reply: 'Could not buy it.' });
+    const journal = await entries();
+    const result = journal.find((e) => e.kind === 'tool_result')?.payload;
+    expect(result).toMatchObject({ toolCallId: 'toolu_try', isError: true });
+    expect(String(result?.content)).toContain(
+      'payments are off for this conversation: no wallet is linked to it',
+    );
+    expect(journal.some((e) => e.kind === 'payment_charge')).toBe(false);
+    expect(fixture.x402.settles()).toEqual({ total: 0, succeeded: 0 });
+  }, 60_000);
+
+  it('links, asks for exactly the charge, pays once on chain and records a signed receipt', async () => {
+    const signal = AbortSignal.timeout(60_000);
+    const limits = {
+      networks: [ANVIL_NETWORK],
+      assets: [
+        {
+          network: ANVIL_NETWORK,
+          asset: fixture.token.address,
+          maxPerPayment: PRICE,
+          maxPerPeriod: '5000000',
+        },
+      ],
+      payees: [fixture.payee],
+      periodSeconds: 3600,
+    };
+    await turns.coordinator.setPaymentPolicy(
+      TEST_ADMIN,
+      {
+        conversationId,
+        wallet: 'ops',
+        limits,
+        reason: 'the report budget',
+        actor: TEST_ADMIN.identity,
+      },
+      signal,
+    );
+    const payeeBefore = await fixture.token.balanceOf(fixture.payee);
+    const payerBefore = await fixture.token.balanceOf(fixture.payer);
+
+    const paused = await turns.coordinator.postMessage(
+      TEST_OWNER,
+      { conversationId, text: 'buy the report', idempotencyKey: 'k-buy' },
+      signal,
+    );
+    expect(paused.status).toBe('paused');
+    expect(paused.approval).toMatchObject({
+      toolName: PAYMENT_APPROVAL_TOOL,
+      toolCallId: 'toolu_buy',
+    });
+    expect(paused.approval?.args).toEqual({
+      amount: PRICE,
+      asset: fixture.token.address.toLowerCase(),
+      challengeSha256: expect.stringMatching(/^[0-9a-f]{64}$/),
+      expiresAt: expect.any(String),
+      network: ANVIL_NETWORK,
+      payee: fixture.payee.toLowerCase(),
+      protocol: 'x402',
+      resourceUrl: paidUrl,
+    });
+    // Nothing moved before the approval.
+    expect(await fixture.token.balanceOf(fixture.payee)).toBe(payeeBefore);
+
+    const done = await turns.coordinator.answerApproval(
+      TEST_ADMIN,
+      { conversationId, requestId: paused.approval?.requestId ?? '', decision: 'approve' },
+      signal,
+    );
+    expect(done).toMatchObject({ status: 'complete', reply: 'Bought it.' });
+    expect(await fixture.token.balanceOf(fixture.payee)).toBe(payeeBefore + BigInt(PRICE));
+    expect(await fixture.token.balanceOf(fixture.payer)).toBe(payerBefore - BigInt(PRICE));
+    expect(fixture.x402.settles()).toEqual({ total: 1, succeeded: 1 });
+
+    const journal = await entries();
+    const kinds = journal.map((e) => e.kind).filter((k) => k !== 'signed_root');
+    expect(kinds).toEqual(
+      expect.arrayContaining([
+        'payment_policy',
+        'payment_charge',
+        'approval_request',
+        'approval_response',
+        'payment_sent',
+        'outbound_payment_receipt',
+      ]),
+    );
+    const order = (kind: string) => kinds.indexOf(kind);
+    expect(order('payment_charge')).toBeLessThan(order('approval_request'));
+    expect(order('approval_response')).toBeLessThan(order('payment_sent'));
+    expect(order('payment_sent')).toBeLessThan(order('outbound_payment_receipt'));
+    expect(order('outbound_payment_receipt')).toBeLessThan(kinds.lastIndexOf('tool_result'));
+
+    const receipt = journal.find((e) => e.kind === 'outbound_payment_receipt')?.payload;
+    expect(receipt).toMatchObject({
+      conversationId,
+      toolCallId: 'toolu_buy',
+      payer: fixture.payer.toLowerCase(),
+      payee: fixture.payee.toLowerCase(),
+      amount: PRICE,
+      responseStatus: 200,
+      wallet: 'ops',
+      keyId: turns.approvals.keyId,
+    });
+    expect(String(receipt?.transaction)).toMatch(/^0x[0-9a-f]{64}$/);
+    // The receipt's signature verifies with the approval key over its signed bytes.
+    const publicKey = createPublicKey({
+      key: {
+        kty: 'OKP',
+        crv: 'Ed25519',
+        x: Buffer.from(turns.approvals.publicKey).toString('base64url'),
+      },
+      format: 'jwk',
+    });
+    const signed = decodePayload(
+      'outbound_payment_receipt',
+      (await turns.journal.entries(`conv-${conversationId}`)).find(
+        (e) => e.kind === 'outbound_payment_receipt',
+      )?.payload ?? new Uint8Array(),
+    );
+    expect(verifySignature(null, receiptSigningBytes(signed), publicKey, signed.signature)).toBe(
+      true,
+    );
+    const tampered = { ...signed, amount: '1' };
+    expect(verifySignature(null, receiptSigningBytes(tampered), publicKey, signed.signature)).toBe(
+      false,
+    );
+
+    // The tool got the paid response.
+    const result = journal.filter((e) => e.kind === 'tool_result').at(-1)?.payload;
+    expect(String(result?.content)).toMatch(/^HTTP 200\n/);
+
+    // Posting again under the same key answers the settled turn: nothing is paid twice.
+    const again = await turns.coordinator.postMessage(
+      TEST_OWNER,
+      { conversationId, text: 'buy the report', idempotencyKey: 'k-buy' },
+      signal,
+    );
+    expect(again).toMatchObject({ status: 'complete', reply: 'Bought it.' });
+    expect(await fixture.token.balanceOf(fixture.payee)).toBe(payeeBefore + BigInt(PRICE));
+    expect(fixture.x402.settles()).toEqual({ total: 1, succeeded: 1 });
+  }, 90_000);
+});
