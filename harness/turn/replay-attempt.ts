@@ -1,3 +1,4 @@
+import { attemptCharges, chargesBefore, nextPaymentEvent } from './replay-payments';
 import { hex, type RequestHasher } from './agent-config';
 import { describe, eventJson, voidedCallsOf, type Decoded, type TurnLog } from './journal-turns';
 import { agentsHandedTo, memoryBefore, type RecordedInputs } from './replay-inputs';
@@ -122,6 +123,7 @@ function replayFrom(
     const first = recorded.find((e) => e.kind === 'model_call');
     return diverge('an agent_config in force for the attempt', first);
   }
+  const charges = attemptCharges(log.events, dispatchPosition, Math.min(endPosition, resolvedAt));
   const approvalAnswers: ApprovalAnswer[] = [];
   const questionAnswers: QuestionAnswer[] = [];
   const recordedSteps: TurnStep[] = [];
@@ -149,6 +151,7 @@ function replayFrom(
     recordedSteps,
     approvalAnswers,
     questionAnswers,
+    paymentCharges: chargesBefore(before),
     ...(agent.requiredApprover === '' ? {} : { requiredApprover: agent.requiredApprover }),
     model: agent.model,
     ...(agent.agent === undefined ? {} : { agentName: agent.agent }),
@@ -183,6 +186,8 @@ function replayFrom(
   let state: TurnState = machine.initialState;
   let event: TurnEvent | undefined = { type: 'turn_started', input };
   const running: string[] = [];
+  /** Paid calls whose charge the machine asked for, waiting for the recorded one. */
+  const charging: string[] = [];
   /** Model calls asked and not yet answered, each with the request digest the machine built. */
   const asked: AskedModel[] = [];
   /** The model call whose request digest is not checkable, and the digest the machine built. */
@@ -233,8 +238,10 @@ function replayFrom(
           running.push(effect.call.toolCallId);
           break;
         case 'request_charge':
+          charging.push(effect.call.toolCallId);
+          break;
         case 'settle_payment':
-          // Replay feeds a paid call its recorded result: it never meets the 402 again.
+          // The paid response is the call's recorded tool_result.
           running.push(effect.call.toolCallId);
           break;
         case 'finish':
@@ -301,6 +308,13 @@ function replayFrom(
         };
         continue;
       }
+    }
+    const paying =
+      event === undefined ? nextPaymentEvent(charging, running, charges, peek()) : undefined;
+    if (paying !== undefined) {
+      if ('missing' in paying) return diverge(`a payment_charge for ${paying.missing}`, peek());
+      event = paying;
+      continue;
     }
     if (event === undefined && running.length > 0) {
       const found = peek();

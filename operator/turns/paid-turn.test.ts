@@ -9,67 +9,38 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { verify as verifySignature, createPublicKey } from 'node:crypto';
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pino from 'pino';
 import { decodePayload, type EventKind } from '../../common/event-kinds';
 import { PAYMENT_APPROVAL_TOOL } from '../../common/payment-approval';
 import { receiptSigningBytes } from '../../common/payment-receipt';
-import { FETCH_EXTRA_TOOLS } from '../../test/support/scripted-harness';
+import type { PaidFixture } from '../../test/support/payments/paid-fixture';
 import { ANVIL_NETWORK } from '../../test/support/chain/anvil';
-import { readyStatus } from '../../test/support/in-memory-conversations';
-import { startPaidFixture, type PaidFixture } from '../../test/support/payments/paid-fixture';
-import {
-  startRealTurns,
-  TEST_ADMIN,
-  TEST_OWNER,
-  textReply,
-  type RealTurns,
-} from '../../test/support/real-turns';
-import { x402Protocol } from '../payments/payment-protocol';
-import { directorySecretStore } from '../payments/secret-store';
+import { startPaidTurns, type PaidTurns } from '../../test/support/paid-turns';
+import { TEST_ADMIN, TEST_OWNER, textReply, type RealTurns } from '../../test/support/real-turns';
 
 const PRICE = '1250000';
+let paid: PaidTurns;
 let fixture: PaidFixture;
 let turns: RealTurns;
-let walletDir: string;
 let conversationId: string;
 let paidUrl: string;
 
 beforeAll(async () => {
-  fixture = await startPaidFixture({ price: PRICE });
-  paidUrl = `${fixture.x402.resourceUrl}/paid`;
-  walletDir = await mkdtemp(join(tmpdir(), 'polychrome-wallets-'));
-  const keyFile = join(walletDir, 'ops.private-key');
-  await writeFile(keyFile, fixture.payerKey);
-  await chmod(keyFile, 0o600);
-  turns = await startRealTurns({
-    replies: [
-      { content: [{ tool_use: { id: 'toolu_try', name: 'fetch', input: { url: paidUrl } } }] },
+  paid = await startPaidTurns({
+    price: PRICE,
+    logger: pino({ level: 'silent' }),
+    replies: (buy) => [
+      buy('toolu_try'),
       textReply('Could not buy it.'),
-      { content: [{ tool_use: { id: 'toolu_buy', name: 'fetch', input: { url: paidUrl } } }] },
+      buy('toolu_buy'),
       textReply('Bought it.'),
     ],
-    logger: pino({ level: 'silent' }),
-    admins: [TEST_ADMIN.identity],
-    spec: { tools: { builtin: ['fetch'] } },
-    extraTools: FETCH_EXTRA_TOOLS,
-    coordinator: {
-      payments: { protocols: [x402Protocol()], wallets: directorySecretStore(walletDir) },
-    },
   });
-  const conversation = turns.conversations.add(
-    { owner: TEST_OWNER.identity },
-    { status: readyStatus(turns.harness.endpoint) },
-  );
-  conversationId = conversation.metadata.uid ?? '';
+  ({ fixture, turns, conversationId, paidUrl } = paid);
 }, 60_000);
 
 afterAll(async () => {
-  await turns.close();
-  await fixture.close();
-  await rm(walletDir, { recursive: true, force: true });
+  await paid.close();
 });
 
 /** The conversation's journal, each payload decoded as a plain record. */
@@ -100,30 +71,7 @@ describe('a paid call in a real turn', () => {
 
   it('links, asks for exactly the charge, pays once on chain and records a signed receipt', async () => {
     const signal = AbortSignal.timeout(60_000);
-    const limits = {
-      networks: [ANVIL_NETWORK],
-      assets: [
-        {
-          network: ANVIL_NETWORK,
-          asset: fixture.token.address,
-          maxPerPayment: PRICE,
-          maxPerPeriod: '5000000',
-        },
-      ],
-      payees: [fixture.payee],
-      periodSeconds: 3600,
-    };
-    await turns.coordinator.setPaymentPolicy(
-      TEST_ADMIN,
-      {
-        conversationId,
-        wallet: 'ops',
-        limits,
-        reason: 'the report budget',
-        actor: TEST_ADMIN.identity,
-      },
-      signal,
-    );
+    await paid.link(PRICE);
     const payeeBefore = await fixture.token.balanceOf(fixture.payee);
     const payerBefore = await fixture.token.balanceOf(fixture.payer);
 
