@@ -2,6 +2,7 @@
  * The control plane process: load config, build logger and clients, connect to the state
  * plane, wire the reconciler and leases, serve the side port, stop on SIGTERM.
  */
+import { loadPaymentConfig, type PaymentConfig } from './payments/payment-config';
 import { KubeConfig } from '@kubernetes/client-node';
 import { readFile } from 'node:fs/promises';
 import { Registry } from 'prom-client';
@@ -202,6 +203,7 @@ async function main(): Promise<void> {
     ...(summaryModel === undefined ? {} : { summaryModel }),
     agentDirectory: (namespace) => agents.directory(namespace),
     modelRelay: createModelRelay(kc, config), // relayed agents' model calls, keys from Secrets
+    ...paymentsOption(loadPaymentConfig(kc, config.peer.namespace)), // off unless configured
     observer: {
       onTurn: (outcome, seconds) => {
         metrics.turns.inc({ outcome });
@@ -388,3 +390,8 @@ function shutdownBudget(graceMs: number): { drainMs: number; closeMs: number } {
   console.error(err instanceof ConfigError || err instanceof Error ? err.message : err);
   process.exit(1);
 });
+
+/** The coordinator's `payments`, present only when payments are configured. */
+function paymentsOption(payments: PaymentConfig | undefined): { payments?: PaymentConfig } {
+  return payments === undefined ? {} : { payments };
+}
