@@ -13,11 +13,11 @@
  * So a role that starts to grant content to `view`, or a turn rule that lets a stranger
  * read a private conversation, fails here unless the table changes with it.
  */
+import { openedTurn } from '../turns/view-state';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import { parseAllDocuments } from 'yaml';
-import { NEW_TURN } from '../../common/turn-standing';
 import { ApprovalRequest } from '../../proto/gen/polychrome/events/v1/events';
 import { Visibility } from '../api/v1alpha1/conversation-values';
 import { type Conversation } from '../api/v1alpha1/conversation-types';
@@ -139,7 +139,7 @@ function conversation(spec: Partial<ConversationSpec>): Conversation {
 /** A turn another person's message started, paused on an approval that names nobody. */
 function pausedTurn(): { turn: TurnView; request: ApprovalRequest } {
   const request = ApprovalRequest.fromPartial({ requestId: 'req-1', toolName: 'calculator' });
-  const turn: TurnView = {
+  const turn: TurnView = openedTurn({
     turnId: 'turn-1',
     idempotencyKey: 'k',
     text: 'what is 6 * 7?',
@@ -151,20 +151,7 @@ function pausedTurn(): { turn: TurnView; request: ApprovalRequest } {
     },
     receivedAtMs: 0,
     messagePosition: 0,
-    directive: undefined,
-    dispatches: [],
-    steps: [],
-    approvalRequests: [],
-    payments: [],
-    approvalResponses: [],
-    questionRequests: [],
-    questionResponses: [],
-    cancellations: [],
-    expiries: [],
-    terminal: undefined,
-    resolutions: [],
-    standingFold: NEW_TURN,
-  };
+  });
   return { turn, request };
 }
 

@@ -1,7 +1,8 @@
+import { openedTurn } from './view-state';
 import { describe, expect, it } from '@jest/globals';
 import { approvalArgsSha256 } from '../../common/approval-bytes';
 import { AppError } from '../../common/errors';
-import { isSettled, NEW_TURN } from '../../common/turn-standing';
+import { isSettled } from '../../common/turn-standing';
 import { payloadCodecs, type EventKind, type EventPayloads } from '../../common/event-kinds';
 import type { JournalEntry } from '../../common/state-journal';
 import {
@@ -197,25 +198,14 @@ function turnOf(view: JournalView, turnId: string): TurnView {
 /** The history a turn whose message came next, dispatched with no window, would be given. */
 function historyOfAll(view: JournalView): ReturnType<typeof committedHistory> {
   const next: TurnView = {
-    turnId: 'next',
-    idempotencyKey: 'next',
-    text: '',
-    attribution: attribution(ALICE),
-    receivedAtMs: 0,
-    messagePosition: view.head,
-    directive: undefined,
-    dispatches: [],
-    steps: [],
-    approvalRequests: [],
-    payments: [],
-    approvalResponses: [],
-    questionRequests: [],
-    questionResponses: [],
-    cancellations: [],
-    expiries: [],
-    terminal: undefined,
-    resolutions: [],
-    standingFold: NEW_TURN,
+    ...openedTurn({
+      turnId: 'next',
+      idempotencyKey: 'next',
+      text: '',
+      attribution: attribution(ALICE),
+      receivedAtMs: 0,
+      messagePosition: view.head,
+    }),
   };
   return committedHistory(view, next);
 }

@@ -1,6 +1,6 @@
+import { openedTurn } from './view-state';
 import { describe, expect, it } from '@jest/globals';
 import { MEMORY_LIMITS, type MemoryEntry } from '../../common/memory';
-import { NEW_TURN } from '../../common/turn-standing';
 import type { TrustedToolCall } from '../../proto/gen/polychrome/harness/v1/harness';
 import type { Conversation } from '../api/v1alpha1/conversation-types';
 import type { RecordedStep, TurnView } from './journal-view-types';
@@ -11,25 +11,15 @@ const attribution = { caller: 'web:owner', participants: [], persona: 'p', sessi
 
 function turn(steps: RecordedStep[]): TurnView {
   return {
-    turnId: 't1',
-    idempotencyKey: 'k',
-    text: 'remember',
-    attribution,
-    receivedAtMs: 0,
-    messagePosition: 0,
-    directive: undefined,
-    dispatches: [],
+    ...openedTurn({
+      turnId: 't1',
+      idempotencyKey: 'k',
+      text: 'remember',
+      attribution,
+      receivedAtMs: 0,
+      messagePosition: 0,
+    }),
     steps,
-    approvalRequests: [],
-    payments: [],
-    approvalResponses: [],
-    questionRequests: [],
-    questionResponses: [],
-    cancellations: [],
-    expiries: [],
-    terminal: undefined,
-    resolutions: [],
-    standingFold: NEW_TURN,
   };
 }
 

@@ -1,5 +1,5 @@
+import { openedTurn } from './view-state';
 import { describe, expect, it } from '@jest/globals';
-import { NEW_TURN } from '../../common/turn-standing';
 import { chargeProtoOf } from '../../common/payment-approval';
 import type { PaymentChallenge } from '../../proto/gen/polychrome/harness/v1/harness';
 import type { RecordedPayment, RecordedStep, TurnView } from './journal-view-types';
@@ -27,25 +27,16 @@ import { paymentChallengePlan, paymentSettlePlan, type ChargeFacts } from './pla
 
 function turn(steps: RecordedStep[], payments: RecordedPayment[] = []): TurnView {
   return {
-    turnId: 't1',
-    idempotencyKey: 'k',
-    text: 'buy',
-    attribution: { caller: 'web:owner', participants: [], persona: 'p', session: 's' },
-    receivedAtMs: 0,
-    messagePosition: 0,
-    directive: undefined,
-    dispatches: [],
+    ...openedTurn({
+      turnId: 't1',
+      idempotencyKey: 'k',
+      text: 'buy',
+      attribution: { caller: 'web:owner', participants: [], persona: 'p', session: 's' },
+      receivedAtMs: 0,
+      messagePosition: 0,
+    }),
     steps,
-    approvalRequests: [],
     payments,
-    approvalResponses: [],
-    questionRequests: [],
-    questionResponses: [],
-    cancellations: [],
-    expiries: [],
-    terminal: undefined,
-    resolutions: [],
-    standingFold: NEW_TURN,
   };
 }
 

@@ -76,6 +76,32 @@ export function emptyState(): ViewState {
   };
 }
 
+/** What a turn's `message_received` says of it. */
+export type TurnOpening = Pick<
+  TurnView,
+  'turnId' | 'idempotencyKey' | 'text' | 'attribution' | 'receivedAtMs' | 'messagePosition'
+>;
+
+/** A turn its message just opened: nothing else of it is recorded yet. */
+export function openedTurn(opening: TurnOpening): TurnView {
+  return {
+    ...opening,
+    directive: undefined,
+    dispatches: [],
+    steps: [],
+    approvalRequests: [],
+    payments: [],
+    approvalResponses: [],
+    questionRequests: [],
+    questionResponses: [],
+    cancellations: [],
+    expiries: [],
+    terminal: undefined,
+    resolutions: [],
+    standingFold: NEW_TURN,
+  };
+}
+
 export function turnIn(state: ViewState, turnId: string): TurnView {
   const turn = state.turnsById.get(turnId);
   if (turn === undefined) throw new AppError('internal', `journal view: no turn ${turnId}`);
@@ -196,27 +222,14 @@ export class StateBuilder {
       }
       return;
     }
-    const turn: TurnView = {
+    const turn = openedTurn({
       turnId: message.turnId,
       idempotencyKey: message.idempotencyKey,
       text: message.text,
       attribution: recordedAttribution(message.attribution),
       receivedAtMs: message.receivedAtMs,
       messagePosition: position,
-      directive: undefined,
-      dispatches: [],
-      steps: [],
-      approvalRequests: [],
-      payments: [],
-      approvalResponses: [],
-      questionRequests: [],
-      questionResponses: [],
-      cancellations: [],
-      expiries: [],
-      terminal: undefined,
-      resolutions: [],
-      standingFold: NEW_TURN,
-    };
+    });
     this.turnsById.set(turn.turnId, turn);
     this.setOpen(turn, true);
     if (firstTurnId === undefined && !erased) {
