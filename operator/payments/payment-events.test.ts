@@ -77,7 +77,10 @@ describe('payment events', () => {
 
   it('refuses a recorded charge of a protocol it does not pay', () => {
     expect(() =>
-      chargeFromProto({ ...chargeToProto(charge, call, recording('r', 'k')), protocol: 'lightning' }),
+      chargeFromProto({
+        ...chargeToProto(charge, call, recording('r', 'k')),
+        protocol: 'lightning',
+      }),
     ).toThrow(
       'payment_charge of tool call k names protocol "lightning", which is not one Polychrome pays',
     );

@@ -75,7 +75,11 @@ export function chargeFromProto(event: PaymentCharge): Charge {
 export interface ReceiptRecording {
   readonly approvalRequestId: string;
   /** The paid response, as the tool is given it. */
-  readonly response: { readonly status: number; readonly contentType: string; readonly body: string };
+  readonly response: {
+    readonly status: number;
+    readonly contentType: string;
+    readonly body: string;
+  };
   readonly settledAtMs: number;
   /** The wallet that paid (its name). */
   readonly wallet: string;
