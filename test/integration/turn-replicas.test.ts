@@ -167,7 +167,21 @@ describe('turns with two control-plane replicas', () => {
         // a cluster admin) could: should it ever name something other than a replica,
         // forwarding still goes to control-plane Pods only.
         const leases = stack.admin.makeApiClient(CoordinationV1Api);
+        // The holder renews its Lease every second, so a read and a replace can straddle a
+        // renewal: the API server then answers 409 (the write named an older
+        // resourceVersion), and the rewrite is made again on the newest one, as a writer
+        // that means to win does.
         const rewrite = async (holderIdentity: string): Promise<void> => {
+          for (let attempt = 1; ; attempt++) {
+            try {
+              await rewriteOnce(holderIdentity);
+              return;
+            } catch (error) {
+              if ((error as { code?: number }).code !== 409 || attempt >= 10) throw error;
+            }
+          }
+        };
+        const rewriteOnce = async (holderIdentity: string): Promise<void> => {
           const lease = await leases.readNamespacedLease({
             namespace: CONTROL_PLANE_NAMESPACE,
             name: leaseName,
