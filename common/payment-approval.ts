@@ -10,6 +10,12 @@ import { canonicalJson } from './canonical-json';
  * parsed, its challenge digest included.
  */
 
+/**
+ * The built-in tool whose 402s the control plane pays (harness/tools/fetch-tool.ts): the
+ * harness offers it by this name and the control plane pays only its calls.
+ */
+export const FETCH_TOOL = 'fetch';
+
 /** The reserved tool name a payment's approval request and answer carry. */
 export const PAYMENT_APPROVAL_TOOL = '__payment';
 

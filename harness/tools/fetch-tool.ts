@@ -1,3 +1,4 @@
+import { FETCH_TOOL } from '../../common/payment-approval';
 import type { TurnTool } from '../turn/turn-records';
 import type {
   PaymentRequired,
@@ -20,7 +21,7 @@ export const FETCH_MAX_BODY_BYTES = 64 * 1024;
 
 /** The tool as the turn offers it. */
 export const fetchTool: TurnTool = {
-  name: 'fetch',
+  name: FETCH_TOOL,
   description:
     'HTTP GET a URL (http or https) and return its status and body as text (the first 64 KiB). A resource that asks for payment (402) is paid only after a person approves the exact charge; you get the paid response, or a result saying why nothing was paid.',
   inputSchema: {

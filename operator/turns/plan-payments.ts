@@ -19,6 +19,7 @@ import {
 import { approvalArgsSha256 } from '../../common/approval-bytes';
 import {
   chargeFactsOf,
+  FETCH_TOOL,
   PAYMENT_APPROVAL_TOOL,
   paymentApprovalArgsJson,
 } from '../../common/payment-approval';
@@ -35,9 +36,6 @@ import {
 import { checkSpendLimits, type SpendLimits } from '../payments/spend-limits';
 import { planned, type PlannedEvent } from './plan-common';
 import { parseSpendLimits } from './spend-limits-input';
-
-/** The built-in tool whose 402s are paid (harness/tools/fetch-tool.ts). */
-export const FETCH_TOOL = 'fetch';
 
 /**
  * The turn plan's part for a paid call (docs/payments.md, "A paid call in a turn"): what the
