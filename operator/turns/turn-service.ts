@@ -195,7 +195,15 @@ export interface ResolveTurn {
   readonly actor: string;
   readonly decision:
     | { readonly kind: 'did_not_run' }
-    | { readonly kind: 'ran'; readonly result: string | undefined };
+    | {
+        readonly kind: 'ran';
+        readonly result: string | undefined;
+        /**
+         * For a turn quarantined on a payment sent without a receipt: the transaction
+         * that paid it (docs/payments.md, "Exactly once"); `result` is then undefined.
+         */
+        readonly transaction?: string;
+      };
 }
 
 /**

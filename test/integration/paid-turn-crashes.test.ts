@@ -10,16 +10,19 @@
  * admin's `resolve` with the transaction hash settles it.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createPublicKey, verify } from 'node:crypto';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { payloadCodecs } from '../../common/event-kinds';
 import { PAYMENT_APPROVAL_TOOL } from '../../common/payment-approval';
+import { receiptSigningBytes } from '../../common/payment-receipt';
 import { Role } from '../../common/persona-roles';
 import { pollUntil } from '../../hack/lib/processes';
 import { ANVIL_NETWORK } from '../support/chain/anvil';
 import { startPaidFixture, type PaidFixture } from '../support/payments/paid-fixture';
 import { toolDirective } from '../support/messages-api-server';
+import { polychrome } from './support/polychrome-cli';
 import { apiCall, postMessage, postUntilSettled, type ApiAnswer } from './support/public-api';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
 
@@ -155,6 +158,20 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
     };
   }
 
+  /** The hash of the newest transfer from the payer to the payee on the chain. */
+  async function lastTransfer(): Promise<string> {
+    const logs = await fixture.token.publicClient.getContractEvents({
+      address: fixture.token.address,
+      abi: fixture.token.abi,
+      eventName: 'Transfer',
+      args: { from: fixture.payer, to: fixture.payee },
+      fromBlock: 0n,
+    });
+    const hash = logs.at(-1)?.transactionHash;
+    if (hash === undefined || hash === null) throw new Error('no transfer on the chain');
+    return hash;
+  }
+
   /** The turn completed with the paid response, once: one transfer, one receipt. */
   async function expectPaidOnce(uid: string, answer: ApiAnswer, payeeBefore: bigint) {
     expect(answer.status).toBe(200);
@@ -164,6 +181,15 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
     expect(after).toMatchObject({ charges: 1, sent: 1, receipts: 1, transfers: 1n, remainder: 0n });
     expect(after.kinds.filter((k) => k === 'turn_complete')).toHaveLength(1);
     expect((await stack.verify(uid)).ok).toBe(true);
+    await expectReplays(uid);
+  }
+
+  /** Replay (the real CLI, through the control plane) reproduces the turn from the journal alone. */
+  async function expectReplays(uid: string): Promise<void> {
+    const args = ['conversation', 'replay', uid, '--actor', ADMIN, '--api', stack.apiUrl];
+    const replay = await polychrome(args, admin);
+    expect({ code: replay.code, stderr: replay.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(replay.stdout).toContain('OK: 1 turns replayed');
   }
 
   it('control plane killed while payment_sent is in flight: the send is not recorded, the retry pays once', async () => {
@@ -185,7 +211,7 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
     });
   });
 
-  it('control plane killed after the money moved, before the receipt: quarantined naming the charge, never paid twice', async () => {
+  it('control plane killed after the money moved, before the receipt: quarantined naming the charge, resolved with the transaction', async () => {
     await stack.withDiagnostics(async () => {
       await holdAppendsOf('outbound_payment_receipt');
       const uid = await paidConversation('cp-before-receipt');
@@ -223,6 +249,72 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
         remainder: 0n,
       });
       expect((await stack.verify(uid)).ok).toBe(true);
+
+      // An admin looks the payment up on the chain and resolves the turn with its transaction.
+      const transaction = (await lastTransfer()).toLowerCase();
+      const turnId = String(answer.body.turnId);
+      const resolvePath = `/v1/conversations/${uid}/turns/${turnId}/resolve`;
+      const resolve = (token: string, body: Record<string, unknown>) =>
+        apiCall(stack.apiUrl, 'POST', resolvePath, { token, body });
+      const before = (await stack.journalKinds(uid)).length;
+      expect((await resolve(owner, { actor: OWNER, decision: 'ran', transaction })).status).toBe(
+        403,
+      );
+      const notRun = await resolve(admin, { actor: ADMIN, decision: 'did_not_run' });
+      expect(notRun.status).toBe(409);
+      expect(JSON.stringify(notRun.body)).toContain(charge.idempotencyKey);
+      const withoutHash = await resolve(admin, {
+        actor: ADMIN,
+        decision: 'ran',
+        resultUnknown: true,
+      });
+      expect(withoutHash.status).toBe(409);
+      const badHash = await resolve(admin, { actor: ADMIN, decision: 'ran', transaction: '0x12' });
+      expect(badHash).toMatchObject({
+        status: 400,
+        body: { error: { details: { field: 'transaction' } } },
+      });
+      expect((await stack.journalKinds(uid)).length).toBe(before);
+
+      const resolved = await resolve(admin, { actor: ADMIN, decision: 'ran', transaction });
+      expect(resolved.status).toBe(200);
+      expect(String(resolved.body.message)).toContain(transaction);
+      const finished = await postUntilSettled(stack.apiUrl, owner, uid, text(), 'k-cp-receipt');
+      expect(finished.body).toMatchObject({ status: 'complete' });
+      expect(String(finished.body.reply)).toContain(`in transaction ${transaction}`);
+      const after = await ledger(uid, payeeBefore);
+      expect(after).toMatchObject({ sent: 1, receipts: 1, transfers: 1n, remainder: 0n });
+      const receipt = payloadCodecs.outbound_payment_receipt.decode(
+        (await stack.journal(uid)).find((e) => e.kind === 'outbound_payment_receipt')?.payload ??
+          new Uint8Array(),
+      );
+      expect(receipt).toMatchObject({
+        transaction,
+        resolvedBy: ADMIN,
+        payer: fixture.payer.toLowerCase(),
+        idempotencyKey: charge.idempotencyKey,
+        amount: PRICE,
+        upstreamReceipt: '',
+      });
+      const approvalKey = createPublicKey({
+        key: {
+          kty: 'OKP',
+          crv: 'Ed25519',
+          x: Buffer.from(stack.approvalKey.publicKeyHex, 'hex').toString('base64url'),
+        },
+        format: 'jwk',
+      });
+      expect(verify(null, receiptSigningBytes(receipt), approvalKey, receipt.signature)).toBe(true);
+      expect(
+        verify(
+          null,
+          receiptSigningBytes({ ...receipt, resolvedBy: 'test:someone-else' }),
+          approvalKey,
+          receipt.signature,
+        ),
+      ).toBe(false);
+      expect((await stack.verify(uid)).ok).toBe(true);
+      await expectReplays(uid);
     });
   });
 
