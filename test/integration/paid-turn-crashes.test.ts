@@ -11,7 +11,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createPublicKey, verify } from 'node:crypto';
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { payloadCodecs } from '../../common/event-kinds';
@@ -69,6 +69,9 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
 
   const text = (): string => `buy the report ${toolDirective('fetch', { url: paidUrl })}`;
 
+  /** Every paid conversation made, by name. */
+  const made = new Map<string, string>();
+
   /** A conversation offered `fetch`, with the wallet linked by an admin (recorded). */
   async function paidConversation(name: string): Promise<string> {
     const uid = await stack.createConversation(name, {
@@ -97,6 +100,7 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
       },
     });
     expect(linked.status).toBe(200);
+    made.set(name, uid);
     return uid;
   }
 
@@ -186,6 +190,13 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
 
   /** Replay (the real CLI, through the control plane) reproduces the turn from the journal alone. */
   async function expectReplays(uid: string): Promise<void> {
+    // Replay trusts the journal key the Conversation's status records: wait until it does.
+    const head = (await stack.journal(uid)).length;
+    const name = [...made].find(([, u]) => u === uid)?.[0] ?? '';
+    await stack.waitConversation(
+      name,
+      (obj) => (obj as { status?: { journal?: { head?: number } } }).status?.journal?.head === head,
+    );
     const args = ['conversation', 'replay', uid, '--actor', ADMIN, '--api', stack.apiUrl];
     const replay = await polychrome(args, admin);
     expect({ code: replay.code, stderr: replay.stderr }).toEqual({ code: 0, stderr: '' });
@@ -372,5 +383,40 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
       if (answer instanceof Error) throw answer;
       await expectPaidOnce(uid, answer, payeeBefore);
     });
+  });
+  it('leaves no key or signature material in any journal or log line of the paid turns', async () => {
+    expect(made.size).toBe(5);
+    const texts: string[] = [];
+    for (const [name, uid] of made) {
+      for (const entry of await stack.journal(uid)) {
+        const bytes = Buffer.from(entry.payload);
+        texts.push(bytes.toString('hex'), bytes.toString('latin1'), bytes.toString('base64'));
+      }
+      const { logPath } = await stack.harness(name);
+      texts.push(await readFile(logPath, 'utf8').catch(() => ''));
+    }
+    const controlPlaneLines = stack.controlPlane(0).log.lines;
+    texts.push(...controlPlaneLines, ...stack.state.logs, ...stack.nodeLog.lines);
+    const all = texts.join('\n');
+    const lower = all.toLowerCase();
+    // What is public is there, so the search reads the right bytes: the payer's address.
+    expect(lower).toContain(fixture.payer.slice(2).toLowerCase());
+    // Every line of every run is searched: none was dropped from the rolling log.
+    expect(controlPlaneLines.length).toBeGreaterThan(0);
+    expect(controlPlaneLines.length).toBeLessThan(5_000);
+    const key = fixture.payerKey.replace(/^0x/u, '');
+    expect(lower).not.toContain(key.toLowerCase());
+    expect(all).not.toContain(Buffer.from(key, 'hex').toString('base64'));
+    expect(all).not.toContain(Buffer.from(key, 'hex').toString('base64url'));
+    // The signed authorizations the seller received appear nowhere either.
+    const signatures = fixture.x402.paymentSignatures();
+    expect(signatures.length).toBeGreaterThan(0);
+    for (const header of signatures) {
+      expect(all).not.toContain(header);
+      const payload = JSON.parse(Buffer.from(header, 'base64').toString('utf8')) as {
+        payload: { signature: string };
+      };
+      expect(lower).not.toContain(payload.payload.signature.replace(/^0x/u, '').toLowerCase());
+    }
   });
 });
