@@ -31,7 +31,11 @@ const request = Buffer.from(
 ).toString('base64url');
 const mppHeader = `Payment id="i", realm="r", method="evm", intent="charge", request="${request}"`;
 const both = new Headers({ 'payment-required': x402Header, 'www-authenticate': mppHeader });
-const protocols = [mppProtocol(() => undefined), x402Protocol()];
+const knows = (network: string, asset: string) =>
+  network === 'eip155:31337' && asset === ADDRESS.toLowerCase()
+    ? { name: 'T', version: '2' }
+    : undefined;
+const protocols = [mppProtocol(knows), x402Protocol()];
 
 describe('readChallenge', () => {
   it('lets the first protocol in the order that finds a challenge parse it', () => {
@@ -62,10 +66,23 @@ describe('readChallenge', () => {
     );
   });
 
+  it('refuses an MPP charge in a token its table does not list, before any approval', () => {
+    expect(() => readChallenge([mppProtocol(() => undefined)], both, URL_, AT)).toThrow(
+      `mpp payment challenge: request.currency is ${ADDRESS.toLowerCase()} on eip155:31337, a token the control plane's MPP token table does not list; the charge was not made`,
+    );
+    // Another network's token of the same address is another token.
+    const elsewhere = (network: string, asset: string) =>
+      knows(network === 'eip155:31337' ? 'eip155:1' : network, asset);
+    expect(() => readChallenge([mppProtocol(elsewhere)], both, URL_, AT)).toThrow(
+      'request.currency',
+    );
+  });
+
   it('refuses to settle MPP in a token whose EIP-712 domain it does not know', async () => {
+    // Parsed while the table listed it, settled by a protocol whose table no longer does.
     const read = readChallenge(protocols, both, URL_, AT);
     await expect(
-      read.protocol.settle({
+      mppProtocol(() => undefined).settle({
         charge: read.charge,
         challenge: read.challenge,
         wallet: { name: 'w', address: ADDRESS, signTypedData: () => Promise.resolve('0x') },

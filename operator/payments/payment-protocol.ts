@@ -1,5 +1,5 @@
 import { AppError, ErrorCode } from '../../common/errors';
-import type { Charge, PaymentProtocolName } from './charge';
+import { ChallengeError, PaymentProtocolName, type Charge } from './charge';
 import { hasMppChallenge, MPP_CHALLENGE_HEADER, parseMppChallenge } from './mpp-challenge';
 import { settleMpp, type TokenDomain } from './mpp-settle';
 import type { PaidResponse, SettleInput } from './settlement';
@@ -29,7 +29,7 @@ export interface PaymentProtocol {
 /** x402 v2 (`PAYMENT-REQUIRED`), `exact` scheme with EIP-3009 tokens. */
 export function x402Protocol(): PaymentProtocol {
   return {
-    name: 'x402',
+    name: PaymentProtocolName.X402,
     challengeIn: (headers) => headers.get(X402_CHALLENGE_HEADER) ?? undefined,
     parse: (challenge, url, at) => parseX402Challenge(challenge, url, at).charge,
     settle: (input) => settleX402(input),
@@ -39,15 +39,29 @@ export function x402Protocol(): PaymentProtocol {
 /** Finds the EIP-712 domain of a known token (network, lower-case address). */
 export type TokenDomains = (network: string, asset: string) => TokenDomain | undefined;
 
-/** MPP (`WWW-Authenticate: Payment`), method `evm`, intent `charge`. */
+/**
+ * MPP (`WWW-Authenticate: Payment`), method `evm`, intent `charge`, in the tokens
+ * `tokenDomains` knows (operator/payments/mpp-tokens.ts): a charge in another token is
+ * refused when parsed, before anyone is asked to approve what could not be paid.
+ */
 export function mppProtocol(tokenDomains: TokenDomains): PaymentProtocol {
   return {
-    name: 'mpp',
+    name: PaymentProtocolName.Mpp,
     challengeIn: (headers) => {
       const value = headers.get(MPP_CHALLENGE_HEADER);
       return value !== null && hasMppChallenge(value) ? value : undefined;
     },
-    parse: (challenge, url, at) => parseMppChallenge(challenge, url, at).charge,
+    parse: (challenge, url, at) => {
+      const { charge } = parseMppChallenge(challenge, url, at);
+      if (tokenDomains(charge.network, charge.asset) === undefined) {
+        throw new ChallengeError(
+          PaymentProtocolName.Mpp,
+          'request.currency',
+          `is ${charge.asset} on ${charge.network}, a token the control plane's MPP token table does not list`,
+        );
+      }
+      return charge;
+    },
     settle: async (input) => {
       const tokenDomain = tokenDomains(input.charge.network, input.charge.asset);
       if (tokenDomain === undefined) {
