@@ -37,8 +37,11 @@ export interface PaidTurns {
   paidHandlerRuns(): number;
   /** A model reply that `fetch`es {@link paidUrl} under tool call `id`. */
   buyReply(id: string): ScriptReply;
-  /** Links {@link PAID_WALLET} with limits that allow `maxPerPayment` of the token to the payee. */
-  link(maxPerPayment: string): Promise<void>;
+  /**
+   * Links {@link PAID_WALLET} with limits that allow `maxPerPayment` of the token to the
+   * payee, and `maxPerPeriod` an hour (default four payments).
+   */
+  link(maxPerPayment: string, maxPerPeriod?: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -47,7 +50,11 @@ export async function startPaidTurns(options: {
   /** In base units of the token, whoever sells. */
   readonly price: string;
   readonly logger: Logger;
-  readonly replies: (buy: (id: string) => ScriptReply) => readonly ScriptReply[];
+  /** `buy(id)` fetches the paid URL, `free(id)` the x402 stack's unpaid `GET /free`. */
+  readonly replies: (
+    buy: (id: string) => ScriptReply,
+    free: (id: string) => ScriptReply,
+  ) => readonly ScriptReply[];
   /** `POLYCHROME_PAYMENT_PROTOCOLS`. @default "x402" */
   readonly protocols?: string;
   /** @default "x402" */
@@ -62,16 +69,19 @@ export async function startPaidTurns(options: {
   const mpp = fixture.mpp;
   const paidUrl = `${mpp === undefined ? fixture.x402.resourceUrl : mpp.url}/paid`;
   const paidHandlerRuns = mpp?.paidHandlerRuns ?? fixture.x402.paidHandlerRuns;
-  const buyReply = (id: string): ScriptReply => ({
-    content: [{ tool_use: { id, name: 'fetch', input: { url: paidUrl } } }],
-  });
+  const fetchReply =
+    (url: string) =>
+    (id: string): ScriptReply => ({
+      content: [{ tool_use: { id, name: 'fetch', input: { url } } }],
+    });
+  const buyReply = fetchReply(paidUrl);
   let turns: RealTurns | undefined;
   try {
     const keyFile = join(walletDir, `${PAID_WALLET}.private-key`);
     await writeFile(keyFile, fixture.payerKey);
     await chmod(keyFile, 0o600);
     const started = await startRealTurns({
-      replies: options.replies(buyReply),
+      replies: options.replies(buyReply, fetchReply(`${fixture.x402.resourceUrl}/free`)),
       logger: options.logger,
       admins: [TEST_ADMIN.identity],
       spec: { tools: { builtin: ['fetch'] } },
@@ -91,7 +101,7 @@ export async function startPaidTurns(options: {
       paidUrl,
       paidHandlerRuns,
       buyReply,
-      async link(maxPerPayment) {
+      async link(maxPerPayment, maxPerPeriod) {
         const limits = {
           networks: [ANVIL_NETWORK],
           assets: [
@@ -99,7 +109,7 @@ export async function startPaidTurns(options: {
               network: ANVIL_NETWORK,
               asset: fixture.token.address,
               maxPerPayment,
-              maxPerPeriod: (BigInt(maxPerPayment) * 4n).toString(),
+              maxPerPeriod: maxPerPeriod ?? (BigInt(maxPerPayment) * 4n).toString(),
             },
           ],
           payees: [fixture.payee],
