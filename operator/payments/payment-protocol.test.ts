@@ -52,6 +52,27 @@ describe('readChallenge', () => {
     ).toBe(x402Header);
   });
 
+  it('gives way to the next challenge present when the preferred one cannot be paid', () => {
+    // A seller offering MPP in a token the table does not list, and x402: x402 is shown.
+    expect(
+      readChallenge([mppProtocol(() => undefined), x402Protocol()], both, URL_, AT),
+    ).toMatchObject({ challenge: x402Header, charge: { protocol: 'x402', amount: '5' } });
+    // An MPP method Polychrome does not pay (tempo) beside x402.
+    const tempo = new Headers({
+      'www-authenticate': mppHeader.replace('method="evm"', 'method="tempo"'),
+      'payment-required': x402Header,
+    });
+    expect(readChallenge(protocols, tempo, URL_, AT).charge.protocol).toBe('x402');
+    // Both refused: each named, nothing shown.
+    const bad = new Headers({
+      'www-authenticate': mppHeader.replace('method="evm"', 'method="tempo"'),
+      'payment-required': Buffer.from('{"x402Version": 1}').toString('base64'),
+    });
+    expect(() => readChallenge(protocols, bad, URL_, AT)).toThrow(
+      /^mpp payment challenge: method is tempo; only "evm" is paid; the charge was not made; and x402 payment challenge: /,
+    );
+  });
+
   it('passes over a WWW-Authenticate without a Payment challenge', () => {
     const headers = new Headers({
       'www-authenticate': 'Bearer realm="api"',

@@ -1,4 +1,4 @@
-import { AppError, ErrorCode } from '../../common/errors';
+import { AppError, ErrorCode, isAppError } from '../../common/errors';
 import { ChallengeError, PaymentProtocolName, type Charge } from './charge';
 import { hasMppChallenge, MPP_CHALLENGE_HEADER, parseMppChallenge } from './mpp-challenge';
 import { settleMpp, type TokenDomain } from './mpp-settle';
@@ -75,7 +75,7 @@ export function mppProtocol(tokenDomains: TokenDomains): PaymentProtocol {
   };
 }
 
-/** A 402's challenge, read by the first protocol (in the given order) that finds one. */
+/** A 402's challenge, read by the first protocol (in the given order) that can pay it. */
 export interface ReadChallenge {
   readonly protocol: PaymentProtocol;
   readonly challenge: string;
@@ -83,9 +83,13 @@ export interface ReadChallenge {
 }
 
 /**
- * Reads a 402: the first protocol in `protocols` whose challenge is present parses it
- * (a server offering both is paid by the earlier one). A 402 with no challenge any
- * protocol reads is refused with the protocols it looked for.
+ * Reads a 402: the first protocol in `protocols` whose challenge is present and parses
+ * gives the charge (a server offering both is paid by the earlier one; the other is never
+ * shown or paid). A preferred challenge that is refused (a method Polychrome does not pay,
+ * a token MPP's table does not list) gives way to the next one present, so the charge is
+ * always one that can be paid; when every challenge present is refused, the refusal names
+ * each. A 402 with no challenge any protocol reads is refused with the protocols it looked
+ * for.
  */
 export function readChallenge(
   protocols: readonly PaymentProtocol[],
@@ -93,11 +97,22 @@ export function readChallenge(
   requestUrl: string,
   receivedAt: Date,
 ): ReadChallenge {
+  const refused: AppError[] = [];
   for (const protocol of protocols) {
     const challenge = protocol.challengeIn(headers);
-    if (challenge !== undefined) {
+    if (challenge === undefined) continue;
+    try {
       return { protocol, challenge, charge: protocol.parse(challenge, requestUrl, receivedAt) };
+    } catch (error) {
+      if (!isAppError(error)) throw error;
+      refused.push(error);
     }
+  }
+  if (refused.length === 1) throw refused[0]!;
+  if (refused.length > 1) {
+    throw new AppError(ErrorCode.InvalidArgument, refused.map((e) => e.message).join('; and '), {
+      details: { protocols: protocols.map((p) => p.name).join(',') },
+    });
   }
   throw new AppError(
     ErrorCode.InvalidArgument,
