@@ -56,6 +56,10 @@ export function parseMppTokens(value: unknown): readonly MppToken[] {
       if (typeof text !== 'string' || text.trim() === '') {
         throw invalid(`${at}.${field}`, 'is missing or not a non-empty string');
       }
+      if (text !== text.trim()) {
+        // A signature is over the exact bytes: " USD Coin" is another domain.
+        throw invalid(`${at}.${field}`, `("${clip(text)}") has white space around it`);
+      }
     }
     const { network, asset, name, version } = fields as Record<(typeof FIELDS)[number], string>;
     if (!isEvmNetwork(network)) {

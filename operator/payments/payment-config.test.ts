@@ -129,6 +129,11 @@ describe('payment settings', () => {
     ['mpp', tokens([{ ...usdc, version: ' ' }]), 'POLYCHROME_MPP_TOKENS: [0].version is missing'],
     [
       'mpp',
+      tokens([{ ...usdc, name: 'USD Coin ' }]),
+      'POLYCHROME_MPP_TOKENS: [0].name ("USD Coin ") has white space around it',
+    ],
+    [
+      'mpp',
       tokens([{ ...usdc, version: 2 }]),
       'POLYCHROME_MPP_TOKENS: [0].version is missing or not a non-empty string',
     ],
