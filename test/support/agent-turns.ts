@@ -46,6 +46,8 @@ export interface AgentTurnsOptions {
   readonly spec?: Partial<ConversationSpec>;
   /** Connect agents' own MCP servers in the harness (scripted-harness.ts). */
   readonly agentMcp?: boolean;
+  /** Identities linked to admin personas (who may answer approvals). */
+  readonly admins?: readonly string[];
 }
 
 /** The running turns, the conversation, and how to post to it and read its journal. */
@@ -105,6 +107,7 @@ export async function startAgentTurns(options: AgentTurnsOptions): Promise<Agent
     replies: [],
     logger: pino({ level: process.env.TEST_LOG ?? 'silent' }),
     ...(options.agentMcp === true ? { agentMcp: true } : {}),
+    ...(options.admins === undefined ? {} : { admins: options.admins }),
     coordinator: { maxAttempts: 1, ...coordinator },
   });
   const conversation = turns.conversations.add(
