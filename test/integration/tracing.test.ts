@@ -504,6 +504,105 @@ describe('OpenTelemetry traces across the three planes', () => {
     }
   }, 150_000);
 
+  it('traces a handoff: one invoke_agent span per agent, siblings under the turn, each over its own calls', async () => {
+    const s = stack;
+    const c = collector;
+    if (s === undefined || c === undefined) throw new Error('the stack did not start');
+    // triage hands the turn to billing (docs/turns.md, "Handoffs"), which answers.
+    const models = await MessagesApiServer.start({ apiKey: NO_KEY });
+    models.setResponder((request) =>
+      systemOf(request).startsWith('You are triage.')
+        ? {
+            kind: 'message',
+            content: [
+              {
+                type: 'tool_use',
+                id: 'toolu_handoff',
+                name: '__handoff_to',
+                input: { agent: 'billing', reason: 'a refund' },
+              },
+            ],
+          }
+        : { kind: 'message', content: [{ type: 'text', text: 'billing: refunded' }] },
+    );
+    try {
+      await s.withDiagnostics(async () => {
+        await s.createAgents(
+          { name: 'handoff-claude', model: 'claude-handoff', baseUrl: models.url },
+          { billing: { description: 'Refunds.' }, triage: { handoffs: ['billing'] } },
+        );
+        const handoffUid = await s.createConversation('traced-handoff', {
+          owner: 'test:owner',
+          agent: undefined,
+          agentRef: { name: 'triage' },
+        });
+        const traceId = randomBytes(16).toString('hex');
+        const answer = await apiCall(s.apiUrl, 'POST', `/v1/conversations/${handoffUid}/messages`, {
+          token,
+          headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` },
+          body: { text: 'I was charged twice', idempotencyKey: 'k-handoff' },
+        });
+        expect(answer.status).toBe(200);
+        expect(answer.body).toMatchObject({ status: 'complete', reply: 'billing: refunded' });
+        expect(models.requests).toHaveLength(2);
+
+        const spans = await pollUntil(
+          'the handoff turn’s spans in the collector’s file',
+          () => {
+            const mine = c.spans().filter((span) => span.traceId === traceId);
+            const count = (prefix: string) =>
+              mine.filter((span) => span.name.startsWith(prefix)).length;
+            return Promise.resolve(
+              count('invoke_agent ') >= 2 &&
+                count('chat ') >= 2 &&
+                count('polychrome.harness.v1.Harness/RunTurn') >= 1
+                ? mine
+                : undefined,
+            );
+          },
+          { timeoutMs: 30_000, intervalMs: 250 },
+        );
+        const harness = spans.filter((span) => span.service === 'polychrome-harness');
+        const [runTurn] = harness.filter((span) => span.name.endsWith('/RunTurn'));
+        const agents = harness.filter((span) => span.name.startsWith('invoke_agent '));
+        expect(agents.map((span) => span.name).sort()).toEqual([
+          'invoke_agent billing',
+          'invoke_agent triage',
+        ]);
+        const agentSpan = (name: string): CollectedSpan =>
+          agents.find((span) => span.name === `invoke_agent ${name}`) as CollectedSpan;
+        const triage = agentSpan('triage');
+        const billing = agentSpan('billing');
+        // Siblings under the turn's span, one after the other: the handoff ends triage's.
+        for (const [span, name] of [
+          [triage, 'triage'],
+          [billing, 'billing'],
+        ] as const) {
+          expect([span.kind, span.parentSpanId]).toEqual([INTERNAL, runTurn?.spanId]);
+          expect(span.attributes).toMatchObject({
+            'gen_ai.operation.name': 'invoke_agent',
+            'gen_ai.agent.name': name,
+            'gen_ai.conversation.id': handoffUid,
+          });
+        }
+        expect(triage.endNs <= billing.startNs).toBe(true);
+        // Each agent's model call is a child of its own span.
+        const under = (parent: CollectedSpan) =>
+          harness.filter((span) => span.parentSpanId === parent.spanId).map((span) => span.name);
+        expect(under(triage)).toEqual(['chat claude-handoff']);
+        expect(under(billing)).toEqual(['chat claude-handoff']);
+        for (const span of harness) {
+          expect([span.name, span.attributes['gen_ai.conversation.id']]).toEqual([
+            span.name,
+            handoffUid,
+          ]);
+        }
+      });
+    } finally {
+      await models.close();
+    }
+  }, 150_000);
+
   it('records a turn call the control plane refuses on the request span, as an exception and not a server fault', async () => {
     const c = collector;
     if (stack === undefined || c === undefined) throw new Error('the stack did not start');
