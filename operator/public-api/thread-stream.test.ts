@@ -70,7 +70,12 @@ describe('a panel on the event stream', () => {
         depth: 1,
         task: 'How much was billed in March?',
       }),
-      expect.objectContaining({ turnId, thread: 'toolu_ask_checker', agent: 'checker', by: 'lead' }),
+      expect.objectContaining({
+        turnId,
+        thread: 'toolu_ask_checker',
+        agent: 'checker',
+        by: 'lead',
+      }),
     ]);
     for (const thread of messages.filter((m) => m.event === 'thread_started')) {
       const call = messages.find((m) => m.id === thread.id && m.event === 'tool_call');
