@@ -17,6 +17,14 @@ import { startTurnStack, type TurnStack } from './support/turn-stack';
 
 type Answer = ApiAnswer;
 
+/** The MCP server `ops` over stdio (test/support/mcp-servers/failure-server.ts): `slow` is a side effect. */
+const OPS_SERVER = {
+  name: 'ops',
+  transport: 'stdio',
+  command: process.execPath,
+  args: ['--import', 'tsx', join(repoRoot, 'test', 'support', 'mcp-servers', 'failure-server.ts')],
+};
+
 describe('turns survive crashes', () => {
   let stack: TurnStack;
   let token: string;
@@ -40,6 +48,18 @@ describe('turns survive crashes', () => {
       { timeoutMs: 30_000, intervalMs: 50 },
     );
   };
+  /** A Conversation of the test's owner that names the entry Agent `entry`. */
+  const agentConversation = (name: string, entry: string): Promise<string> =>
+    stack.createConversation(name, {
+      owner: 'test:crash-owner',
+      agent: undefined,
+      agentRef: { name: entry },
+    });
+  /** The conversation's committed `tool_call`s, decoded. */
+  const toolCalls = async (uid: string) =>
+    (await stack.journal(uid))
+      .filter((e) => e.kind === 'tool_call')
+      .map((e) => payloadCodecs.tool_call.decode(e.payload));
   const count = (kinds: string[], kind: string): number => kinds.filter((k) => k === kind).length;
   const assertOneTurn = async (uid: string, dispatches: number): Promise<string[]> => {
     const kinds = await stack.journalKinds(uid);
@@ -121,18 +141,7 @@ describe('turns survive crashes', () => {
       const uid = await stack.createConversation('cp-after-side-effect', {
         owner: 'test:crash-owner',
         tools: {
-          mcpServers: [
-            {
-              name: 'ops',
-              transport: 'stdio',
-              command: process.execPath,
-              args: [
-                '--import',
-                'tsx',
-                join(repoRoot, 'test', 'support', 'mcp-servers', 'failure-server.ts'),
-              ],
-            },
-          ],
+          mcpServers: [OPS_SERVER],
         },
       });
       const text = 'do it [[tool:ops/slow {"ms":5000}]]';
@@ -302,11 +311,7 @@ describe('turns survive crashes', () => {
             'crash-lead': { delegates: ['researcher'] },
           },
         );
-        const uid = await stack.createConversation('harness-mid-delegate', {
-          owner: 'test:crash-owner',
-          agent: undefined,
-          agentRef: { name: 'crash-lead' },
-        });
+        const uid = await agentConversation('harness-mid-delegate', 'crash-lead');
         const text = 'Was I billed twice in March?';
         const pending = postInBackground(uid, text, 'k-delegate');
         await pollUntil(
@@ -382,46 +387,25 @@ describe('turns survive crashes', () => {
             operator: {
               description: 'Runs refunds.',
               tools: {
-                mcpServers: [
-                  {
-                    name: 'ops',
-                    transport: 'stdio',
-                    command: process.execPath,
-                    args: [
-                      '--import',
-                      'tsx',
-                      join(repoRoot, 'test', 'support', 'mcp-servers', 'failure-server.ts'),
-                    ],
-                  },
-                ],
+                mcpServers: [OPS_SERVER],
               },
             },
             'ops-lead': { delegates: ['operator'] },
           },
         );
-        const uid = await stack.createConversation('harness-delegate-side-effect', {
-          owner: 'test:crash-owner',
-          agent: undefined,
-          agentRef: { name: 'ops-lead' },
-        });
+        const uid = await agentConversation('harness-delegate-side-effect', 'ops-lead');
         const text = 'Please refund R-42.';
         const pending = postInBackground(uid, text, 'k-delegate-side');
         await pollUntil(
           "the operator's side-effecting call committed",
-          async () =>
-            (await stack.journal(uid))
-              .filter((e) => e.kind === 'tool_call')
-              .map((e) => payloadCodecs.tool_call.decode(e.payload))
-              .find((c) => c.toolName === 'ops/slow'),
+          async () => (await toolCalls(uid)).find((c) => c.toolName === 'ops/slow'),
           { timeoutMs: 60_000, intervalMs: 50 },
         );
         await stack.killHarness('harness-delegate-side-effect', 'SIGKILL');
         const first = await pending;
         expect(first).not.toBeInstanceOf(Error);
         expect((first as Answer).status).toBe(503);
-        const calls = (await stack.journal(uid))
-          .filter((e) => e.kind === 'tool_call')
-          .map((e) => payloadCodecs.tool_call.decode(e.payload));
+        const calls = await toolCalls(uid);
         expect(calls.map((c) => [c.toolName, c.toolCallId, c.agent, c.thread, c.effect])).toEqual([
           ['__delegate_to', 'toolu_ask_operator', 'ops-lead', '', 1],
           ['ops/slow', 'toolu_refund', 'operator', 'toolu_ask_operator', 2],
