@@ -74,11 +74,19 @@ export interface ApprovalCard {
   readonly reason: string;
   /** Identity that must answer (else the turn's directive's); when neither names one, an admin. */
   readonly requiredApprover: string;
+  /** The Agent that made the call, when the turn runs Agents. */
+  readonly agent?: string;
+  /** The delegation thread the call runs on, when not the turn's own (docs/turns.md, "Delegation"). */
+  readonly thread?: string;
 }
 
 export interface QuestionCard {
   readonly requestId: string;
   readonly question: string;
+  /** The Agent that asked, when the turn runs Agents. */
+  readonly agent?: string;
+  /** The delegation thread it asked on, when not the turn's own. */
+  readonly thread?: string;
 }
 
 /** Where a settled or paused turn stands: what a reply and a transcript both show. */
