@@ -4,11 +4,12 @@
  * the planes that cli/ does not import.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
 import { PassThrough } from 'node:stream';
 
 import { runKubectlPolychrome } from '../cli/kube-cli';
@@ -22,17 +23,32 @@ import { repoRoot } from './lib/paths';
 const dir = mkdtempSync(join(tmpdir(), 'polychrome-bundle-'));
 const bundle = join(dir, 'bundle');
 let built: BuiltCli;
-/** A port nothing listens on: the kubeconfig's server, so a verb that reaches it fails the same way. */
+
+/**
+ * The kubeconfig's server: a port a child process holds for this file's whole run and whose
+ * every connection it drops at once, so a verb that reaches it fails the same way from the
+ * sources and from the bundle. (A port merely closed again could be handed to another
+ * process's listener between the tests, and the two runs would then meet different peers;
+ * a listener in this process could not answer while `spawnSync` blocks it.)
+ */
 let closedPort: number;
+let dropping: ChildProcess;
+
+const DROPPER = `const server = require('node:net').createServer((socket) => socket.destroy());
+server.listen(0, '127.0.0.1', () => process.stdout.write(server.address().port + '\\n'));`;
 
 beforeAll(async () => {
   built = await buildCli(bundle);
-  const server: Server = createServer();
-  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-  closedPort = (server.address() as { port: number }).port;
-  await new Promise<void>((done) => server.close(() => done()));
+  dropping = spawn(process.execPath, ['-e', DROPPER], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const [line] = (await once(createInterface({ input: dropping.stdout! }), 'line')) as [string];
+  closedPort = Number(line);
 }, 120_000);
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+afterAll(async () => {
+  const exited = once(dropping, 'exit');
+  dropping.kill();
+  await exited;
+  rmSync(dir, { recursive: true, force: true });
+});
 
 /** Runs a bundle entry as its own process, in `dir`, with PATH holding node only and HOME `dir`. */
 function runBundle(entry: string, args: readonly string[]) {
@@ -83,57 +99,75 @@ function kubeconfig(): string {
   return path;
 }
 
+/**
+ * The budget of a test that runs bundle processes one after another (up to nine, each a
+ * node start): jest's 5 s default is less than that takes on a loaded 2-core machine.
+ */
+const PROCESS_TESTS_MS = 60_000;
+
 describe('the CLI bundle', () => {
-  it('runs with no node_modules reachable: help, version', () => {
-    for (let up = dir; up !== dirname(up); up = dirname(up)) {
-      expect(existsSync(join(up, 'node_modules'))).toBe(false);
-    }
-    expect(runBundle('kubectl-polychrome', ['help'])).toEqual({
-      status: 0,
-      out: KUBE_USAGE,
-      err: '',
-    });
-    const { version } = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as {
-      version: string;
-    };
-    expect(runBundle('kubectl-polychrome', ['version'])).toEqual({
-      status: 0,
-      out: `kubectl-polychrome ${version} (commit ${headCommit(repoRoot) ?? ''})\n`,
-      err: '',
-    });
-    const cli = runBundle('polychrome', ['help']);
-    expect(cli.status).toBe(0);
-    expect(cli.out).toMatch(/^usage: polychrome <command>\n/u);
-  });
-
-  it('completes as the sources do', async () => {
-    const config = kubeconfig();
-    for (const args of [
-      [''],
-      ['s'],
-      ['ses'],
-      ['sessions', ''],
-      ['personas', ''],
-      ['get', '-'],
-      ['get', 'hello', ''],
-      ['get', '--kubeconfig', config, ''],
-      ['-n', 'team', 're'],
-    ]) {
-      const source = await runSource(runCompletion, args);
-      expect({ args, ...runBundle('kubectl-complete-polychrome', args) }).toEqual({
-        args,
-        ...source,
+  it(
+    'runs with no node_modules reachable: help, version',
+    () => {
+      for (let up = dir; up !== dirname(up); up = dirname(up)) {
+        expect(existsSync(join(up, 'node_modules'))).toBe(false);
+      }
+      expect(runBundle('kubectl-polychrome', ['help'])).toEqual({
+        status: 0,
+        out: KUBE_USAGE,
+        err: '',
       });
-    }
-    expect(runBundle('kubectl-complete-polychrome', ['s']).out).toBe('send\nsessions\n:4\n');
-  });
+      const { version } = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as {
+        version: string;
+      };
+      expect(runBundle('kubectl-polychrome', ['version'])).toEqual({
+        status: 0,
+        out: `kubectl-polychrome ${version} (commit ${headCommit(repoRoot) ?? ''})\n`,
+        err: '',
+      });
+      const cli = runBundle('polychrome', ['help']);
+      expect(cli.status).toBe(0);
+      expect(cli.out).toMatch(/^usage: polychrome <command>\n/u);
+    },
+    PROCESS_TESTS_MS,
+  );
 
-  it('reads a kubeconfig and reaches for the cluster as the sources do', async () => {
-    const args = ['transcript', 'hello', '--kubeconfig', kubeconfig()];
-    const source = await runSource(runKubectlPolychrome, args);
-    expect(source.err).toContain(`https://127.0.0.1:${closedPort} (context ctx, namespace team)`);
-    expect(runBundle('kubectl-polychrome', args)).toEqual(source);
-  });
+  it(
+    'completes as the sources do',
+    async () => {
+      const config = kubeconfig();
+      for (const args of [
+        [''],
+        ['s'],
+        ['ses'],
+        ['sessions', ''],
+        ['personas', ''],
+        ['get', '-'],
+        ['get', 'hello', ''],
+        ['get', '--kubeconfig', config, ''],
+        ['-n', 'team', 're'],
+      ]) {
+        const source = await runSource(runCompletion, args);
+        expect({ args, ...runBundle('kubectl-complete-polychrome', args) }).toEqual({
+          args,
+          ...source,
+        });
+      }
+      expect(runBundle('kubectl-complete-polychrome', ['s']).out).toBe('send\nsessions\n:4\n');
+    },
+    PROCESS_TESTS_MS,
+  );
+
+  it(
+    'reads a kubeconfig and reaches for the cluster as the sources do',
+    async () => {
+      const args = ['transcript', 'hello', '--kubeconfig', kubeconfig()];
+      const source = await runSource(runKubectlPolychrome, args);
+      expect(source.err).toContain(`https://127.0.0.1:${closedPort} (context ctx, namespace team)`);
+      expect(runBundle('kubectl-polychrome', args)).toEqual(source);
+    },
+    PROCESS_TESTS_MS,
+  );
 
   it('loads at start none of the libraries only a verb needs', () => {
     const verbOnly = /node_modules\/(@kubernetes|@grpc|protobufjs|@anthropic-ai|zod|yaml)\//u;
