@@ -147,6 +147,38 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
     });
   }
 
+  /** A crash point: where the turn is, after the kill, for the checks that follow. */
+  interface Crashed {
+    readonly uid: string;
+    readonly requestId: string;
+    /** The payee's balance before the approval. */
+    readonly payeeBefore: bigint;
+    /** The approval request cut by the crash: its answer, or the network error. */
+    readonly approving: Promise<ApiAnswer | Error>;
+  }
+
+  /**
+   * Pauses a new paid conversation `name` on its payment's card, holds every append of
+   * `kind`, approves, and SIGKILLs the control plane or the conversation's harness while
+   * that append is in flight.
+   */
+  async function crashAt(
+    kind: string,
+    name: string,
+    key: string,
+    victim: 'control plane' | 'harness',
+  ): Promise<Crashed> {
+    await holdAppendsOf(kind);
+    const uid = await paidConversation(name);
+    const requestId = await askToPay(uid, key);
+    const payeeBefore = await fixture.token.balanceOf(fixture.payee);
+    const approving = approve(uid, requestId);
+    await heldAppend();
+    if (victim === 'harness') await stack.killHarness(name, 'SIGKILL');
+    else await stack.controlPlane(0).kill('SIGKILL');
+    return { uid, requestId, payeeBefore, approving };
+  }
+
   /** What the conversation's journal holds of the payment, and what the chain moved. */
   async function ledger(uid: string, payeeBefore: bigint) {
     const kinds = await stack.journalKinds(uid);
@@ -205,13 +237,12 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
 
   it('control plane killed while payment_sent is in flight: the send is not recorded, the retry pays once', async () => {
     await stack.withDiagnostics(async () => {
-      await holdAppendsOf('payment_sent');
-      const uid = await paidConversation('cp-before-sent');
-      const requestId = await askToPay(uid, 'k-cp-sent');
-      const payeeBefore = await fixture.token.balanceOf(fixture.payee);
-      const approving = approve(uid, requestId);
-      await heldAppend();
-      await stack.controlPlane(0).kill('SIGKILL');
+      const { uid, payeeBefore, approving } = await crashAt(
+        'payment_sent',
+        'cp-before-sent',
+        'k-cp-sent',
+        'control plane',
+      );
       expect(await approving).toBeInstanceOf(Error);
       // The approval is recorded; the send is not, and nothing moved.
       expect(await ledger(uid, payeeBefore)).toMatchObject({ sent: 0, transfers: 0n });
@@ -224,13 +255,12 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
 
   it('control plane killed after the money moved, before the receipt: quarantined naming the charge, resolved with the transaction', async () => {
     await stack.withDiagnostics(async () => {
-      await holdAppendsOf('outbound_payment_receipt');
-      const uid = await paidConversation('cp-before-receipt');
-      const requestId = await askToPay(uid, 'k-cp-receipt');
-      const payeeBefore = await fixture.token.balanceOf(fixture.payee);
-      const approving = approve(uid, requestId);
-      await heldAppend();
-      await stack.controlPlane(0).kill('SIGKILL');
+      const { uid, payeeBefore, approving } = await crashAt(
+        'outbound_payment_receipt',
+        'cp-before-receipt',
+        'k-cp-receipt',
+        'control plane',
+      );
       expect(await approving).toBeInstanceOf(Error);
       expect(await ledger(uid, payeeBefore)).toMatchObject({
         sent: 1,
@@ -331,13 +361,12 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
 
   it('harness killed while payment_sent is in flight: the control plane pays and records, the retry reads the receipt', async () => {
     await stack.withDiagnostics(async () => {
-      await holdAppendsOf('payment_sent');
-      const uid = await paidConversation('harness-before-sent');
-      const requestId = await askToPay(uid, 'k-h-sent');
-      const payeeBefore = await fixture.token.balanceOf(fixture.payee);
-      const approving = approve(uid, requestId);
-      await heldAppend();
-      await stack.killHarness('harness-before-sent', 'SIGKILL');
+      const { uid, payeeBefore, approving } = await crashAt(
+        'payment_sent',
+        'harness-before-sent',
+        'k-h-sent',
+        'harness',
+      );
       const first = await approving;
       expect(first).not.toBeInstanceOf(Error);
       await holdAppendsOf(undefined);
@@ -348,13 +377,12 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
 
   it('harness killed while the receipt is in flight: the receipt is recorded, the retry answers from it', async () => {
     await stack.withDiagnostics(async () => {
-      await holdAppendsOf('outbound_payment_receipt');
-      const uid = await paidConversation('harness-before-receipt');
-      const requestId = await askToPay(uid, 'k-h-receipt');
-      const payeeBefore = await fixture.token.balanceOf(fixture.payee);
-      const approving = approve(uid, requestId);
-      await heldAppend();
-      await stack.killHarness('harness-before-receipt', 'SIGKILL');
+      const { uid, payeeBefore, approving } = await crashAt(
+        'outbound_payment_receipt',
+        'harness-before-receipt',
+        'k-h-receipt',
+        'harness',
+      );
       const first = await approving;
       expect(first).not.toBeInstanceOf(Error);
       await holdAppendsOf(undefined);
@@ -366,13 +394,12 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
 
   it('control plane killed while the approval is in flight: nothing is approved, the approval is asked again and pays once', async () => {
     await stack.withDiagnostics(async () => {
-      await holdAppendsOf('approval_response');
-      const uid = await paidConversation('cp-before-approval');
-      const requestId = await askToPay(uid, 'k-cp-approval');
-      const payeeBefore = await fixture.token.balanceOf(fixture.payee);
-      const approving = approve(uid, requestId);
-      await heldAppend();
-      await stack.controlPlane(0).kill('SIGKILL');
+      const { uid, requestId, payeeBefore, approving } = await crashAt(
+        'approval_response',
+        'cp-before-approval',
+        'k-cp-approval',
+        'control plane',
+      );
       expect(await approving).toBeInstanceOf(Error);
       expect(await stack.journalKinds(uid)).not.toContain('approval_response');
 
