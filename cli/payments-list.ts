@@ -1,0 +1,136 @@
+import { AppError } from '../common/errors';
+import {
+  auditJournalPayments,
+  type AuditedPayment,
+  type PaymentAudit,
+} from '../common/payment-audit';
+import { nodeEd25519Verifier } from '../harness/crypto/node-ed25519';
+import type { ApiClient } from './api-client';
+import { ExitCode, Format, write, type CliIo } from './cli-support';
+import { statusKeysOfObject, withExport, type KeyOptions } from './conversation-export';
+import type { ForensicRequest } from './forensic-request';
+import {
+  journalKeyJson,
+  journalKeyLine,
+  NO_PINNED_KEY_HELP,
+  pinJournalKeys,
+  StatusKeysFrom,
+} from './journal-key-pin';
+import {
+  approvalKeyLine,
+  loadVerifiedExport,
+  paymentFindingLines,
+  type VerifiedExport,
+} from './journal-replay';
+
+/*
+ * `payments NAME` (`kubectl polychrome payments NAME`, `polychrome payments ID`): a
+ * conversation's payments, one line per charge, read from its export as `replay` reads it
+ * (admin only; verified first, with a pinned journal key), and audited on this machine with
+ * the rule replay and the forensics UI use (common/payment-audit.ts; docs/payments.md,
+ * "Auditing payments"). Exit 1 when the audit finds a problem.
+ */
+
+/** What `payments NAME` takes besides the request. */
+export interface PaymentsListOptions extends KeyOptions {
+  /** `--approval-key`: wins over the export header's (a mismatch is reported). */
+  readonly approvalKey?: Uint8Array;
+}
+
+/** The audit of a verified export's payments, with the approval key it used. */
+export function auditExportPayments(loaded: VerifiedExport): PaymentAudit {
+  const { approvalPublicKey, verification, entries } = loaded;
+  return auditJournalPayments(entries, {
+    approvalKeys: approvalPublicKey === undefined ? [] : [approvalPublicKey],
+    verifier: { verify: (key, message, sig) => nodeEd25519Verifier.verify(message, sig, key) },
+    conversationId: verification.partition.replace(/^conv-/u, ''),
+  });
+}
+
+/** Lists and audits the payments of the conversation `request` names. */
+export async function listConversationPayments(
+  client: ApiClient,
+  request: ForensicRequest,
+  io: CliIo,
+  options: PaymentsListOptions = {},
+): Promise<ExitCode> {
+  const source = `conversation ${request.conversationId}`;
+  const fromObject = await statusKeysOfObject(request, options);
+  return withExport(client, request, async (file, sidecar) => {
+    const pin = pinJournalKeys(
+      options.publicKeys ?? [],
+      fromObject ?? { keys: sidecar.publicKeys, from: StatusKeysFrom.ExportAnswer },
+      client.transport.description,
+    );
+    if (pin === undefined) {
+      throw new AppError('failed_precondition', `${source}: payments: ${NO_PINNED_KEY_HELP}`);
+    }
+    const loaded = await loadVerifiedExport(file, pin.keys, options.approvalKey).catch(
+      (error: unknown) => {
+        throw error instanceof AppError
+          ? new AppError(error.code, error.message.split(file).join(source), { cause: error })
+          : error;
+      },
+    );
+    const audit = auditExportPayments(loaded);
+    await write(
+      io.stdout,
+      request.format === Format.Json
+        ? `${JSON.stringify({ source, journalKey: journalKeyJson(pin), approvalKey: loaded.approvalKeyUse, ...audit })}\n`
+        : [
+            journalKeyLine(pin),
+            approvalKeyLine(loaded.approvalKeyUse),
+            formatPayments(audit, source),
+          ].join('\n'),
+    );
+    return audit.ok ? ExitCode.Ok : ExitCode.VerifyFailed;
+  });
+}
+
+const COLUMNS = [
+  'WHEN',
+  'TOOL CALL',
+  'PROTOCOL',
+  'AMOUNT',
+  'NETWORK',
+  'PAYEE',
+  'RESOURCE',
+  'STATE',
+  'TRANSACTION',
+  'RECEIPT VERIFIED',
+];
+
+/** One row per charge, then each problem, then the verdict. */
+export function formatPayments(audit: PaymentAudit, source: string): string {
+  const rows = [COLUMNS, ...audit.payments.map(paymentRow)];
+  const widths = COLUMNS.map((_, i) => Math.max(...rows.map((row) => row[i]?.length ?? 0)));
+  const table =
+    audit.payments.length === 0
+      ? []
+      : rows.map((row) =>
+          row
+            .map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
+            .join('  '),
+        );
+  const verdict = audit.ok ? 'OK' : 'PROBLEMS FOUND';
+  return `${[
+    ...table,
+    ...paymentFindingLines(audit),
+    `${source}: ${verdict}: ${String(audit.payments.length)} charges, ${String(audit.findings.length)} problems`,
+  ].join('\n')}\n`;
+}
+
+function paymentRow(p: AuditedPayment): string[] {
+  return [
+    p.atMs === undefined ? '-' : new Date(p.atMs).toISOString(),
+    p.toolCallId,
+    p.protocol,
+    `${p.amount} ${p.asset}`,
+    p.network,
+    p.payee,
+    p.resourceUrl,
+    p.state,
+    p.transaction === '' ? '-' : p.transaction,
+    p.transaction === '' ? '-' : p.receiptVerified ? 'yes' : 'NO',
+  ];
+}
