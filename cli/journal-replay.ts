@@ -10,6 +10,7 @@ import { type JournalReplay, type TranscriptItem } from '../harness/turn/replay-
 import { SummaryStatus, type SummaryReplay } from '../harness/turn/replay-summaries';
 import type { ExportHeader } from '../common/journal-export-format';
 import type { PaymentAudit } from '../common/payment-audit';
+import { findingLine } from '../common/payment-rows';
 import { parseExportEvent, parseExportHeader } from '../common/journal-export-parse';
 import { verifyExportFile, type OfflineVerification } from './journal-verify';
 
@@ -269,10 +270,7 @@ export function formatReplayJson(
 
 /** One line per payment finding (docs/payments.md, "Auditing payments"). */
 export function paymentFindingLines(audit: PaymentAudit): string[] {
-  return audit.findings.map(
-    (f) =>
-      `payment problem at ${String(f.position)}${f.idempotencyKey === '' ? '' : ` (charge ${f.idempotencyKey})`}: ${f.problem}`,
-  );
+  return audit.findings.map(findingLine);
 }
 
 /** One line per `summary` event: what it covers and its verdict (docs/replay.md, "Summaries"). */

@@ -1,9 +1,6 @@
 import { AppError } from '../common/errors';
-import {
-  auditJournalPayments,
-  type AuditedPayment,
-  type PaymentAudit,
-} from '../common/payment-audit';
+import { auditJournalPayments, type PaymentAudit } from '../common/payment-audit';
+import { PAYMENT_COLUMNS, paymentCells } from '../common/payment-rows';
 import { nodeEd25519Verifier } from '../harness/crypto/node-ed25519';
 import type { ApiClient } from './api-client';
 import { ExitCode, Format, write, type CliIo } from './cli-support';
@@ -87,23 +84,10 @@ export async function listConversationPayments(
   });
 }
 
-const COLUMNS = [
-  'WHEN',
-  'TOOL CALL',
-  'PROTOCOL',
-  'AMOUNT',
-  'NETWORK',
-  'PAYEE',
-  'RESOURCE',
-  'STATE',
-  'TRANSACTION',
-  'RECEIPT VERIFIED',
-];
-
 /** One row per charge, then each problem, then the verdict. */
 export function formatPayments(audit: PaymentAudit, source: string): string {
-  const rows = [COLUMNS, ...audit.payments.map(paymentRow)];
-  const widths = COLUMNS.map((_, i) => Math.max(...rows.map((row) => row[i]?.length ?? 0)));
+  const rows: string[][] = [[...PAYMENT_COLUMNS], ...audit.payments.map(paymentCells)];
+  const widths = PAYMENT_COLUMNS.map((_, i) => Math.max(...rows.map((row) => row[i]?.length ?? 0)));
   const table =
     audit.payments.length === 0
       ? []
@@ -118,19 +102,4 @@ export function formatPayments(audit: PaymentAudit, source: string): string {
     ...paymentFindingLines(audit),
     `${source}: ${verdict}: ${String(audit.payments.length)} charges, ${String(audit.findings.length)} problems`,
   ].join('\n')}\n`;
-}
-
-function paymentRow(p: AuditedPayment): string[] {
-  return [
-    p.atMs === undefined ? '-' : new Date(p.atMs).toISOString(),
-    p.toolCallId,
-    p.protocol,
-    `${p.amount} ${p.asset}`,
-    p.network,
-    p.payee,
-    p.resourceUrl,
-    p.state,
-    p.transaction === '' ? '-' : p.transaction,
-    p.transaction === '' ? '-' : p.receiptVerified ? 'yes' : 'NO',
-  ];
 }
