@@ -15,6 +15,7 @@ import {
   type Seal,
   type TimelineEvent,
 } from './timeline';
+import { PaymentsPanel } from './payments-panel';
 import { VerifyPanel } from './verify-panel';
 
 /** The state the view renders. */
@@ -30,6 +31,7 @@ export class ConversationView {
   /** What the agent keeps across turns, read again after each memory event. */
   private readonly memoryBox = h('div', { id: 'memory' });
   private readonly panel: VerifyPanel;
+  private readonly paymentsPanel = new PaymentsPanel();
 
   constructor(
     private readonly root: HTMLElement,
@@ -58,6 +60,7 @@ export class ConversationView {
         `uid ${conversation.metadata.uid ?? ''}, owner ${conversation.spec?.owner ?? ''}, phase ${conversation.status?.phase ?? ''}`,
       ),
       this.panel.element,
+      this.paymentsPanel.element,
       h('section', {}, h('h3', {}, 'Memory'), this.memoryBox),
       h('section', {}, h('h3', {}, 'Live'), this.liveBox),
       h('section', {}, h('h3', {}, 'Turns'), this.table),
@@ -166,6 +169,7 @@ export class ConversationView {
   }
 
   private render(): void {
+    this.paymentsPanel.show(this.panel.payments());
     const verified = this.panel.verifiedEvents();
     const events = verified ?? [...this.events.values()];
     replace(
