@@ -8,11 +8,15 @@
  * they put in the export header instead is caught once the real one is pinned.
  */
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { build } from 'esbuild';
 import pino from 'pino';
+import puppeteer, { type Browser } from 'puppeteer-core';
 import { approvalKeyId } from '../../common/approval-bytes';
 import { decodePayload, encodePayload } from '../../common/event-kinds';
 import { parseExportHeader } from '../../common/journal-export-parse';
@@ -20,6 +24,7 @@ import { receiptSigningBytes } from '../../common/payment-receipt';
 import type { JournalEntry } from '../../common/state-journal';
 import { loadNobleCrypto, type NobleJournalCrypto } from '../../state/journal/noble-crypto';
 import { createNodeEd25519Signer } from '../../state/journal/node-ed25519';
+import { toHex } from '../../state/journal/hex';
 import { verifyExportText, type BrowserVerification } from '../../ui/verify/browser-verify';
 import { startPaidTurns, type PaidTurns } from './paid-turns';
 import { TEST_ADMIN, TEST_OWNER, textReply } from './real-turns';
@@ -176,4 +181,119 @@ describe('the forensics UI audits payments in the browser', () => {
       }),
     );
   });
+});
+
+/*
+ * The same, in a real headless Chromium (Debian's `chromium`, driven by puppeteer-core, as
+ * test/integration/ui-browser.test.ts drives the whole UI): the page bundles the UI's own
+ * verifier and Payments panel (ui/testdata/payments-panel-page.ts) as hack/build-ui.ts
+ * bundles the UI, verifies the real export in the browser and renders the panel.
+ */
+describe('the Payments panel in Chromium', () => {
+  const CHROMIUM = process.env.POLYCHROME_CHROMIUM ?? '/usr/bin/chromium';
+  let browser: Browser | undefined;
+  let server: Server | undefined;
+  let url = '';
+
+  beforeAll(async () => {
+    const root = join(__dirname, '..', '..');
+    const bundle = await build({
+      entryPoints: [join(root, 'ui', 'testdata', 'payments-panel-page.ts')],
+      bundle: true,
+      write: false,
+      format: 'iife',
+      platform: 'browser',
+      target: ['es2022'],
+      inject: [join(root, 'ui', 'shims', 'buffer.ts')],
+      tsconfig: join(root, 'ui', 'tsconfig.json'),
+      logLevel: 'warning',
+    });
+    const script = bundle.outputFiles[0]?.text ?? '';
+    server = createServer((request, response) => {
+      const js = request.url === '/page.js';
+      response.writeHead(200, { 'content-type': js ? 'text/javascript' : 'text/html' });
+      response.end(
+        js ? script : '<!doctype html><html><body></body><script src="/page.js"></script></html>',
+      );
+    });
+    await new Promise<void>((done) => server?.listen(0, '127.0.0.1', done));
+    url = `http://127.0.0.1:${String((server.address() as AddressInfo).port)}/`;
+    browser = await puppeteer.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await new Promise((done) => server?.close(done));
+  });
+
+  /** The panel the page renders for `text`, read from its DOM. */
+  async function panelOf(text: string, approval?: Uint8Array) {
+    const page = await (browser as Browser).newPage();
+    try {
+      await page.goto(url);
+      await page.waitForFunction('typeof globalThis.showPayments === "function"');
+      const args = [
+        text,
+        toHex(signer.publicKey),
+        ...(approval === undefined ? [] : [toHex(approval)]),
+      ];
+      const verified = await page.evaluate(`globalThis.showPayments(...${JSON.stringify(args)})`);
+      const rows = (await page.evaluate(
+        `[...document.querySelectorAll('#payments-table tbody tr')].map((r) => ({ state: r.getAttribute('data-state'), verified: r.getAttribute('data-verified'), cells: [...r.children].map((c) => c.textContent) }))`,
+      )) as { state: string; verified: string; cells: string[] }[];
+      const findings = (await page.evaluate(
+        `[...document.querySelectorAll('#payment-findings li')].map((e) => e.textContent)`,
+      )) as string[];
+      const result = (await page.evaluate(
+        `(() => { const e = document.querySelector('#payments-result'); return { ok: e.getAttribute('data-ok'), text: e.textContent, key: document.querySelector('#payments-key').textContent }; })()`,
+      )) as { ok: string; text: string; key: string };
+      return { verified, rows, findings, result };
+    } finally {
+      await page.close();
+    }
+  }
+
+  it('verifies the export in the browser and lists the paid charge, its receipt verified', async () => {
+    const panel = await panelOf(await exportOf(entries), approvalKey);
+    expect(panel.verified).toBe(true);
+    expect(panel.rows).toEqual([
+      {
+        state: 'paid',
+        verified: 'yes',
+        cells: [
+          expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+          'toolu_buy',
+          'x402',
+          `1000000 ${paid.fixture.token.address.toLowerCase()}`,
+          expect.stringMatching(/^eip155:\d+$/),
+          paid.fixture.payee.toLowerCase(),
+          paid.paidUrl,
+          'paid',
+          expect.stringMatching(/^0x[0-9a-f]{64}$/),
+          'yes',
+        ],
+      },
+    ]);
+    expect(panel.findings).toEqual([]);
+    expect(panel.result.ok).toBe('true');
+    expect(panel.result.key).toContain(`pinned approval key ${approvalKeyId(approvalKey)}`);
+  }, 60_000);
+
+  it('marks a receipt changed in a re-signed journal NO, and names the problem', async () => {
+    const panel = await panelOf(await exportOf(rewrittenReceipt({ amount: '1' })), approvalKey);
+    expect(panel.verified).toBe(true);
+    expect(panel.rows.map((r) => [r.state, r.verified])).toEqual([['paid', 'NO']]);
+    expect(panel.findings).toEqual([
+      expect.stringMatching(
+        new RegExp(
+          `^payment problem at ${String(receiptPosition())} \\(charge [0-9a-f]{64}\\): the receipt differs from its charge .* in amount$`,
+        ),
+      ),
+    ]);
+    expect(panel.result).toMatchObject({ ok: 'false', text: 'Payments audit FAILED: 1 problems.' });
+  }, 60_000);
 });
