@@ -9,8 +9,8 @@ import type { JournalEntry } from '../common/state-journal';
 import { toHex } from '../state/journal/hex';
 import { reSignedExport } from '../test/support/re-signed-export';
 import { createNodeEd25519Signer } from '../state/journal/node-ed25519';
-import { startPaidTurns, type PaidTurns } from '../test/support/paid-turns';
-import { TEST_ADMIN, TEST_OWNER, textReply } from '../test/support/real-turns';
+import { buyApproved, startPaidTurns, type PaidTurns } from '../test/support/paid-turns';
+import { textReply } from '../test/support/real-turns';
 import { ExitCode } from './cli-support';
 import { loadVerifiedExport } from './journal-replay';
 import { auditExportPayments, formatPayments } from './payments-list';
@@ -36,21 +36,8 @@ beforeAll(async () => {
     logger: pino({ level: 'silent' }),
     replies: (buy) => [buy('toolu_buy'), textReply('Bought it.')],
   });
-  const { turns, conversationId } = paid;
-  const signal = AbortSignal.timeout(60_000);
-  await paid.link('1000000');
-  const paused = await turns.coordinator.postMessage(
-    TEST_OWNER,
-    { conversationId, text: 'buy the report', idempotencyKey: 'k1' },
-    signal,
-  );
-  await turns.coordinator.answerApproval(
-    TEST_ADMIN,
-    { conversationId, requestId: paused.approval?.requestId ?? '', decision: 'approve' },
-    signal,
-  );
-  entries = await turns.journal.entries(`conv-${conversationId}`);
-  approvalKey = turns.approvals.publicKey;
+  entries = await buyApproved(paid, '1000000');
+  approvalKey = paid.turns.approvals.publicKey;
 }, 90_000);
 
 afterAll(async () => {

@@ -1,18 +1,12 @@
-import { AppError } from '../common/errors';
 import { auditJournalPayments, type PaymentAudit } from '../common/payment-audit';
+import { withPinnedExport } from './pinned-export';
 import { PAYMENT_COLUMNS, paymentCells } from '../common/payment-rows';
 import { nodeEd25519Verifier } from '../harness/crypto/node-ed25519';
 import type { ApiClient } from './api-client';
 import { ExitCode, Format, write, type CliIo } from './cli-support';
-import { statusKeysOfObject, withExport, type KeyOptions } from './conversation-export';
+import type { KeyOptions } from './conversation-export';
 import type { ForensicRequest } from './forensic-request';
-import {
-  journalKeyJson,
-  journalKeyLine,
-  NO_PINNED_KEY_HELP,
-  pinJournalKeys,
-  StatusKeysFrom,
-} from './journal-key-pin';
+import { journalKeyJson, journalKeyLine } from './journal-key-pin';
 import {
   approvalKeyLine,
   loadVerifiedExport,
@@ -52,23 +46,8 @@ export async function listConversationPayments(
   options: PaymentsListOptions = {},
 ): Promise<ExitCode> {
   const source = `conversation ${request.conversationId}`;
-  const fromObject = await statusKeysOfObject(request, options);
-  return withExport(client, request, async (file, sidecar) => {
-    const pin = pinJournalKeys(
-      options.publicKeys ?? [],
-      fromObject ?? { keys: sidecar.publicKeys, from: StatusKeysFrom.ExportAnswer },
-      client.transport.description,
-    );
-    if (pin === undefined) {
-      throw new AppError('failed_precondition', `${source}: payments: ${NO_PINNED_KEY_HELP}`);
-    }
-    const loaded = await loadVerifiedExport(file, pin.keys, options.approvalKey).catch(
-      (error: unknown) => {
-        throw error instanceof AppError
-          ? new AppError(error.code, error.message.split(file).join(source), { cause: error })
-          : error;
-      },
-    );
+  return withPinnedExport(client, request, options, 'payments', async (file, pin, named) => {
+    const loaded = await named(() => loadVerifiedExport(file, pin.keys, options.approvalKey));
     const audit = auditExportPayments(loaded);
     await write(
       io.stdout,

@@ -5,8 +5,8 @@ import { requestIds } from '../../common/request-ids';
 import type { JournalEntry } from '../../common/state-journal';
 import { decodePayload, encodePayload } from '../../common/event-kinds';
 import { receiptSigningBytes } from '../../common/payment-receipt';
-import { startPaidTurns, type PaidTurns } from '../../test/support/paid-turns';
-import { TEST_ADMIN, TEST_OWNER, textReply } from '../../test/support/real-turns';
+import { buyApproved, startPaidTurns, type PaidTurns } from '../../test/support/paid-turns';
+import { TEST_OWNER, textReply } from '../../test/support/real-turns';
 import { nodeEd25519Verifier } from '../crypto/node-ed25519';
 import { replayJournal } from './replay';
 
@@ -26,17 +26,7 @@ beforeAll(async () => {
   });
   const { turns, conversationId } = paid;
   const signal = AbortSignal.timeout(60_000);
-  await paid.link('1000000');
-  const paused = await turns.coordinator.postMessage(
-    TEST_OWNER,
-    { conversationId, text: 'buy the report', idempotencyKey: 'k1' },
-    signal,
-  );
-  await turns.coordinator.answerApproval(
-    TEST_ADMIN,
-    { conversationId, requestId: paused.approval?.requestId ?? '', decision: 'approve' },
-    signal,
-  );
+  await buyApproved(paid, '1000000');
   await turns.coordinator.postMessage(
     TEST_OWNER,
     { conversationId, text: 'thanks', idempotencyKey: 'k2' },

@@ -26,8 +26,8 @@ import { loadNobleCrypto, type NobleJournalCrypto } from '../../state/journal/no
 import { createNodeEd25519Signer } from '../../state/journal/node-ed25519';
 import { toHex } from '../../state/journal/hex';
 import { verifyExportText, type BrowserVerification } from '../../ui/verify/browser-verify';
-import { startPaidTurns, type PaidTurns } from './paid-turns';
-import { TEST_ADMIN, TEST_OWNER, textReply } from './real-turns';
+import { buyApproved, startPaidTurns, type PaidTurns } from './paid-turns';
+import { textReply } from './real-turns';
 import { reSignedExport } from './re-signed-export';
 
 const signer = createNodeEd25519Signer(new Uint8Array(32).fill(11));
@@ -45,21 +45,8 @@ beforeAll(async () => {
     logger: pino({ level: 'silent' }),
     replies: (buy) => [buy('toolu_buy'), textReply('Bought it.')],
   });
-  const { turns, conversationId } = paid;
-  const signal = AbortSignal.timeout(60_000);
-  await paid.link('1000000');
-  const paused = await turns.coordinator.postMessage(
-    TEST_OWNER,
-    { conversationId, text: 'buy the report', idempotencyKey: 'k1' },
-    signal,
-  );
-  await turns.coordinator.answerApproval(
-    TEST_ADMIN,
-    { conversationId, requestId: paused.approval?.requestId ?? '', decision: 'approve' },
-    signal,
-  );
-  entries = await turns.journal.entries(`conv-${conversationId}`);
-  approvalKey = turns.approvals.publicKey;
+  entries = await buyApproved(paid, '1000000');
+  approvalKey = paid.turns.approvals.publicKey;
 }, 90_000);
 
 afterAll(async () => {

@@ -8,6 +8,7 @@ import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import type { JournalEntry } from '../../common/state-journal';
 import type { ScriptReply } from '../../harness/model/scripted-provider';
 import { x402Protocol } from '../../operator/payments/payment-protocol';
 import { directorySecretStore } from '../../operator/payments/secret-store';
@@ -110,4 +111,26 @@ export async function startPaidTurns(options: {
     await rm(walletDir, { recursive: true, force: true });
     throw error;
   }
+}
+
+/**
+ * One paid call, approved: links the wallet for `price`, posts a message whose turn buys
+ * (the script's next reply must be a buy), approves the payment as the admin, and returns
+ * the conversation's journal once the turn settled.
+ */
+export async function buyApproved(paid: PaidTurns, price: string): Promise<JournalEntry[]> {
+  const { turns, conversationId } = paid;
+  const signal = AbortSignal.timeout(60_000);
+  await paid.link(price);
+  const paused = await turns.coordinator.postMessage(
+    TEST_OWNER,
+    { conversationId, text: 'buy the report', idempotencyKey: 'k1' },
+    signal,
+  );
+  await turns.coordinator.answerApproval(
+    TEST_ADMIN,
+    { conversationId, requestId: paused.approval?.requestId ?? '', decision: 'approve' },
+    signal,
+  );
+  return turns.journal.entries(`conv-${conversationId}`);
 }
