@@ -12,9 +12,20 @@
  * Parts of a paid call: the 402 round trip, and the settle (payment header, verify and
  * settle at the facilitator, the on-chain transaction and its receipt on anvil, the body).
  *
- * Usage: npx tsx bench/payments.bench.ts [iterations, default 40]
+ * Then the same in a turn (test/support/paid-turns.ts): the real coordinator and the real
+ * harness over mutual-TLS gRPC, the model scripted, its built-in `fetch` buying `GET /paid`
+ * (x402 from the x402 stack; MPP from the mppx server), the approval answered at once. A
+ * paid turn is timed in two stretches, post to the paused card (the 402, the charge read,
+ * checked and committed, the pause) and approval to reply (`payment_sent`, the settle on
+ * anvil, the signed receipt, the tool result, the model's last reply); its baseline, in
+ * the same run and conversation, is a turn whose `fetch` GETs the unpaid route.
+ *
+ * Usage: npx tsx bench/payments.bench.ts [iterations, default 40] [turns, default 20]
  */
+import pino from 'pino';
 import { TOKEN_NAME, TOKEN_VERSION } from '../test/support/chain/token';
+import { startPaidTurns, type Seller } from '../test/support/paid-turns';
+import { TEST_ADMIN, TEST_OWNER, textReply } from '../test/support/real-turns';
 import { startPaidFixture } from '../test/support/payments/paid-fixture';
 import { paymentIdempotencyKey } from '../operator/payments/idempotency';
 import {
@@ -26,6 +37,7 @@ import {
 import { walletFromPrivateKey } from '../operator/payments/wallet';
 
 const ITERATIONS = Number(process.argv[2] ?? 40);
+const TURNS = Number(process.argv[3] ?? 20);
 const WARM_UP = 3;
 
 function stats(samples: number[]): { p50: number; p95: number; mean: number } {
@@ -96,10 +108,6 @@ async function main(): Promise<void> {
       mppPaid.push((await timePaid(mppP, `${mpp.url}/paid`, f.payerKey, 10_000 + i)).total);
     }
     const base = stats(free);
-    const row = (name: string, s: { p50: number; p95: number; mean: number }) =>
-      console.log(
-        `${name.padEnd(44)} p50 ${fmt(s.p50).padStart(10)}   p95 ${fmt(s.p95).padStart(10)}   mean ${fmt(s.mean).padStart(10)}`,
-      );
     console.log(
       `payments: ${ITERATIONS} sequential calls each (after ${WARM_UP} warm-up), anvil automining`,
     );
@@ -111,6 +119,98 @@ async function main(): Promise<void> {
   } finally {
     await f.close();
   }
+  console.log(`paid turns: ${TURNS} of each (after ${WARM_UP} warm-up), approved at once`);
+  for (const [seller, protocols] of [
+    ['x402', 'x402'],
+    ['mpp', 'mpp'],
+  ] as const) {
+    const t = await timeTurns(seller, protocols, TURNS);
+    row(`${protocols} turn baseline: fetch of the unpaid route`, stats(t.free));
+    row(`${protocols} turn: post to approval card`, stats(t.toCard));
+    row(`${protocols} turn: approval to reply`, stats(t.toReply));
+    row(`${protocols} turn: both stretches`, stats(t.paid));
+    console.log(
+      `${protocols} added to a turn over the unpaid fetch (p50): ${fmt(stats(t.paid).p50 - stats(t.free).p50)}`,
+    );
+  }
+}
+
+function row(name: string, s: { p50: number; p95: number; mean: number }): void {
+  console.log(
+    `${name.padEnd(48)} p50 ${fmt(s.p50).padStart(10)}   p95 ${fmt(s.p95).padStart(10)}   mean ${fmt(s.mean).padStart(10)}`,
+  );
+}
+
+/** Paid turns and unpaid-fetch turns, alternating in one conversation. */
+async function timeTurns(
+  seller: Seller,
+  protocols: string,
+  n: number,
+): Promise<{ free: number[]; toCard: number[]; toReply: number[]; paid: number[] }> {
+  const total = WARM_UP + n;
+  const price = '10000';
+  const turns = await startPaidTurns({
+    price,
+    seller,
+    protocols,
+    logger: pino({ level: 'silent' }),
+    replies: (buy, free) =>
+      Array.from({ length: total }, (_, i) => [
+        free(`toolu_free_${i}`),
+        textReply('Fetched.'),
+        buy(`toolu_buy_${i}`),
+        textReply('Bought.'),
+      ]).flat(),
+  });
+  const out = {
+    free: [] as number[],
+    toCard: [] as number[],
+    toReply: [] as number[],
+    paid: [] as number[],
+  };
+  try {
+    await turns.link(price, (BigInt(price) * BigInt(total + 1)).toString());
+    const { coordinator } = turns.turns;
+    const { conversationId } = turns;
+    for (let i = 0; i < total; i += 1) {
+      const signal = AbortSignal.timeout(60_000);
+      const t0 = performance.now();
+      const fetched = await coordinator.postMessage(
+        TEST_OWNER,
+        { conversationId, text: 'fetch it', idempotencyKey: `free-${i}` },
+        signal,
+      );
+      const t1 = performance.now();
+      const paused = await coordinator.postMessage(
+        TEST_OWNER,
+        { conversationId, text: 'buy it', idempotencyKey: `buy-${i}` },
+        signal,
+      );
+      const t2 = performance.now();
+      const done = await coordinator.answerApproval(
+        TEST_ADMIN,
+        { conversationId, requestId: paused.approval?.requestId ?? '', decision: 'approve' },
+        signal,
+      );
+      const t3 = performance.now();
+      if (
+        fetched.status !== 'complete' ||
+        paused.status !== 'paused' ||
+        done.status !== 'complete'
+      ) {
+        throw new Error(`turn ${i}: ${fetched.status}, ${paused.status}, ${done.status}`);
+      }
+      if (i < WARM_UP) continue;
+      out.free.push(t1 - t0);
+      out.toCard.push(t2 - t1);
+      out.toReply.push(t3 - t2);
+      out.paid.push(t3 - t1);
+    }
+    if (turns.paidHandlerRuns() !== total) throw new Error('not every turn was paid once');
+  } finally {
+    await turns.close();
+  }
+  return out;
 }
 
 main().catch((error: unknown) => {

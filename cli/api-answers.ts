@@ -14,8 +14,15 @@ const cardSchema = {
     argsSha256: z.string(),
     reason: z.string(),
     requiredApprover: z.string(),
+    agent: z.string().optional(),
+    thread: z.string().optional(),
   }),
-  question: z.looseObject({ requestId: z.string(), question: z.string() }),
+  question: z.looseObject({
+    requestId: z.string(),
+    question: z.string(),
+    agent: z.string().optional(),
+    thread: z.string().optional(),
+  }),
   ambiguous: z.looseObject({ toolCallId: z.string(), reason: z.string() }),
   handoff: z.looseObject({ targetAgent: z.string(), reason: z.string() }),
 };

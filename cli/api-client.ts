@@ -268,6 +268,7 @@ export class ApiClient {
       readonly decision: 'ran' | 'did_not_run';
       readonly result?: string;
       readonly resultUnknown?: boolean;
+      readonly transaction?: string;
     },
     signal?: AbortSignal,
   ): Promise<Parsed<ResolveResult>> {

@@ -66,8 +66,7 @@ export async function resolveConversationTurn(
     {
       actor: request.actor,
       decision: flags.decision,
-      ...(flags.decision === 'ran' && result === undefined ? { resultUnknown: true } : {}),
-      ...(result === undefined ? {} : { result }),
+      ...resolveOutcome(flags, result),
     },
     request.signal,
   );
@@ -83,13 +82,25 @@ export async function resolveConversationTurn(
   const decision =
     value.decision === 'did_not_run'
       ? 'did not run'
-      : `ran${value.resultUnknown ? ', result unknown' : ', with its result'}`;
+      : flags.decision === 'ran' && flags.transaction !== undefined
+        ? `ran, paid in transaction ${flags.transaction}`
+        : `ran${value.resultUnknown ? ', result unknown' : ', with its result'}`;
   await write(
     io.stdout,
     `conversation ${value.conversationId}: turn ${value.turnId} resolved (${decision}) as ${value.actor} ` +
       `at position ${String(value.position)}, head ${String(value.head)}\n  ${value.message}\n`,
   );
   return ExitCode.Ok;
+}
+
+/** What `ran` says of the call: its result, its payment's transaction, or that it is unknown. */
+function resolveOutcome(
+  flags: ResolveFlags,
+  result: string | undefined,
+): { result?: string; resultUnknown?: boolean; transaction?: string } {
+  if (flags.decision === 'did_not_run') return {};
+  if (flags.transaction !== undefined) return { transaction: flags.transaction };
+  return result === undefined ? { resultUnknown: true } : { result };
 }
 
 /**

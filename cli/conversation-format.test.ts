@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { formatEventLine } from './conversation-format';
+import { formatEventLine, formatTurnReply } from './conversation-format';
 
 // `polychrome stream` lines for a turn that delegated (docs/turns.md, "Delegation"): a
 // delegate's steps say which thread they ran on, and the result closing a thread who
@@ -35,5 +35,42 @@ describe('formatEventLine', () => {
       '[8] tool_result: d1 answered by researcher: 40 billed\n',
       '[9] tool_result: c2: x\n',
     ]);
+  });
+});
+
+describe('formatTurnReply', () => {
+  const paused = { conversationId: 'c1', turnId: 't1', status: 'paused', requestedAt: 0 } as const;
+  const approval = {
+    requestId: 'apr_1',
+    toolCallId: 'toolu_calc',
+    toolName: 'calculator',
+    args: { expression: '6*7' },
+    argsSha256: 'ab'.repeat(32),
+    reason: '',
+    requiredApprover: '',
+  };
+
+  it("names the delegate and its thread on a delegate's approval and question card", () => {
+    const card = { ...approval, agent: 'clerk', thread: 'toolu_ask_clerk' };
+    const { text } = formatTurnReply({ ...paused, approval: card }, { conversationId: 'c1' });
+    expect(text).toContain(
+      '  tool:      calculator\n  asked by:  clerk on thread toolu_ask_clerk\n',
+    );
+    const question = { requestId: 'q1', question: 'Which base?', agent: 'clerk', thread: 'd1' };
+    expect(formatTurnReply({ ...paused, question }, { conversationId: 'c1' }).text).toContain(
+      'asks: Which base?\n  asked by:  clerk on thread d1\n',
+    );
+  });
+
+  it('says nothing of an agent when the card names none', () => {
+    const { text } = formatTurnReply({ ...paused, approval }, { conversationId: 'c1' });
+    expect(text).not.toContain('asked by');
+    const lead = formatTurnReply(
+      { ...paused, approval: { ...approval, agent: 'lead' } },
+      {
+        conversationId: 'c1',
+      },
+    );
+    expect(lead.text).toContain('  asked by:  lead\n');
   });
 });

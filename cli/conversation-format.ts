@@ -57,6 +57,13 @@ export function approveCommands(
   };
 }
 
+/** The card's `  asked by:` line, when a turn's Agent (on a delegation thread) made the call. */
+function askedByLine(card: { readonly agent?: string; readonly thread?: string }): string {
+  if (card.agent === undefined && card.thread === undefined) return '';
+  const thread = card.thread === undefined ? '' : ` on thread ${card.thread}`;
+  return `  asked by:  ${card.agent ?? 'an agent'}${thread}\n`;
+}
+
 function approverText(requiredApprover: string): string {
   return requiredApprover === '' ? 'an admin' : requiredApprover;
 }
@@ -115,6 +122,7 @@ export function formatTurnReply(
           text:
             `Turn ${reply.turnId} is waiting for approval.\n` +
             `  tool:      ${card.toolName}\n` +
+            askedByLine(card) +
             `  args:      ${argsText(card.args)}\n` +
             `  reason:    ${card.reason === '' ? '(none given)' : card.reason}\n` +
             `  approver:  ${approverText(card.requiredApprover)}\n` +
@@ -129,6 +137,7 @@ export function formatTurnReply(
         return {
           text:
             `Turn ${reply.turnId} asks: ${card.question}\n` +
+            askedByLine(card) +
             `  request:   ${card.requestId}\n` +
             `answer:   ${command(context, ['answer', context.conversationId, card.requestId])} <your answer>\n`,
           outcome: TurnOutcome.Waiting,

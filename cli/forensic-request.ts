@@ -60,10 +60,15 @@ export async function actorOrSelf(
 /** How an admin settles a quarantined turn, as `conversation resolve` reads it. */
 export type ResolveFlags =
   | { readonly decision: 'did_not_run' }
-  | { readonly decision: 'ran'; readonly resultFile: string | undefined };
+  | {
+      readonly decision: 'ran';
+      readonly resultFile: string | undefined;
+      /** The transaction that paid a turn quarantined on a payment (docs/payments.md). */
+      readonly transaction?: string;
+    };
 
 /**
- * `--ran [--result FILE]` or `--did-not-run`: exactly one; `--result` goes with `--ran`
+ * `--ran [--result FILE | --transaction HASH]` or `--did-not-run`: exactly one; `--result` and `--transaction` go with `--ran`
  * only (without it the result is unknown).
  * @throws UsageError naming the mistake.
  */
@@ -71,18 +76,27 @@ export function parseResolveFlags(values: Readonly<Record<string, unknown>>): Re
   const ran = values.ran === true;
   const didNotRun = values['did-not-run'] === true;
   const resultFile = stringValue(values.result);
+  const transaction = stringValue(values.transaction);
   if (ran === didNotRun) {
     throw new UsageError(
       `conversation resolve takes exactly one of --ran (the call ran; --result FILE gives its result) and --did-not-run (it did not; the turn runs it again)${ran ? ', not both' : ''}`,
     );
   }
   if (didNotRun) {
-    if (resultFile !== undefined) {
+    if (resultFile !== undefined || transaction !== undefined) {
       throw new UsageError(
-        '--result goes with --ran only: a call that did not run has no result; leave out --result',
+        `--${resultFile === undefined ? 'transaction' : 'result'} goes with --ran only: a call that did not run has no result; leave it out`,
       );
     }
     return { decision: 'did_not_run' };
+  }
+  if (transaction !== undefined) {
+    if (resultFile !== undefined) {
+      throw new UsageError(
+        '--transaction and --result do not go together: a payment resolved with its transaction has no result to give',
+      );
+    }
+    return { decision: 'ran', resultFile, transaction };
   }
   return { decision: 'ran', resultFile };
 }
@@ -116,4 +130,5 @@ export const RESOLVE_OPTIONS = {
   ran: { type: 'boolean' },
   'did-not-run': { type: 'boolean' },
   result: { type: 'string' },
+  transaction: { type: 'string' },
 } as const;

@@ -45,7 +45,7 @@ Conversations by name, in the namespace of -n (else the context's, else "default
   erase NAME POSITION... [--actor A] --reason R [--dry-run]
                                      erase the content of journal entries, recorded in it
                                      (create conversations/erase: its own ClusterRole)
-  resolve NAME TURN --ran [--result FILE] | --did-not-run [--actor A]
+  resolve NAME TURN --ran [--result FILE | --transaction HASH] | --did-not-run [--actor A]
                                      settle a quarantined turn (create conversations/resolve)
   accept-rollback NAME --head N --reason TEXT [--actor A]
                                      go on from a rolled-back journal, recorded in it

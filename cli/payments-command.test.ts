@@ -154,10 +154,7 @@ describe('polychrome payments', () => {
     const listed = await runCaptured(['payments', id, '--actor', ROOT, ...pin], admin);
     expect(listed).toMatchObject({ code: ExitCode.Ok, stderr: '' });
     expect(listed.stdout).toContain(`conversation ${id}: OK: 0 charges, 0 problems`);
-    const json = await runCaptured(
-      ['payments', id, '--actor', ROOT, '--json', ...pin],
-      admin,
-    );
+    const json = await runCaptured(['payments', id, '--actor', ROOT, '--json', ...pin], admin);
     expect(JSON.parse(json.stdout)).toMatchObject({ ok: true, payments: [], findings: [] });
     const owner = await runCaptured(['payments', id, ...pin], {
       ...s.env,

@@ -68,7 +68,7 @@ act as, one of your own: provider:scope:external_id or provider:external_id.
       Have the state plane excise unreadable journal entries (recorded with A), holding
       the conversation as a turn does; --dry-run reports them and writes nothing.
 
-  polychrome conversation resolve ID TURN --ran [--result FILE] | --did-not-run --actor A [api flags]
+  polychrome conversation resolve ID TURN --ran [--result FILE | --transaction HASH] | --did-not-run --actor A [api flags]
       Settle a quarantined turn (recorded with A; docs/turns.md): it ran (FILE holds the
       tool's result; without it the result is unknown) or did not (the turn runs it again).
       The next message, or the retry of the turn's request, runs the turn.

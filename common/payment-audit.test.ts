@@ -186,6 +186,7 @@ function receiptOf(charge: PaymentCharge, settledAtMs: number): OutboundPaymentR
     conversationId: 'conv-uid',
     settledAtMs,
     wallet: 'ops',
+    resolvedBy: '',
   };
 }
 
@@ -347,6 +348,45 @@ describe('auditPayments: a receipt stands for its approved charge', () => {
         expect.stringMatching(/a second receipt of the charge at 1: a charge is paid once/),
       ],
     ]);
+  });
+
+  it('passes a receipt an admin recorded by resolving the quarantine, naming them', () => {
+    const quarantine: Omit<Event, 'position'> = {
+      kind: 'turn_ambiguous',
+      payload: {
+        turnId: A.turnId,
+        toolCallId: A.toolCallId,
+        reason: 'no receipt',
+        detectedAtMs: T0,
+      },
+    };
+    const resolved = {
+      ...receiptOf(A, T0 + 9),
+      upstreamReceipt: '',
+      responseStatus: 0,
+      responseContentType: '',
+      responseBody: '',
+      resolvedBy: 'web:root',
+    };
+    const events = journal(
+      policy('ops'),
+      chargeEvent(A),
+      answer(A),
+      sent(A, T0),
+      quarantine,
+      signed(resolved),
+    );
+    expect(auditPayments(events, OPTIONS)).toMatchObject({
+      ok: true,
+      payments: [{ state: 'paid', receiptVerified: true }],
+    });
+    // The name of who resolved it is bound by the signature.
+    const renamed = events.map((e) =>
+      e.kind === 'outbound_payment_receipt'
+        ? { ...e, payload: { ...e.payload, resolvedBy: 'web:other' } }
+        : e,
+    );
+    expect(problems(renamed)).toEqual([[5, 'idem-c1', expect.stringMatching(/does not verify/)]]);
   });
 
   it('fails a send or receipt that names no charge', () => {

@@ -6,7 +6,8 @@ import { canonicalJson } from './canonical-json';
  * The bytes the control plane's approval key signs for an `outbound_payment_receipt`
  * (docs/payments.md, "The receipt"): the domain line `polychrome/payment-receipt/v1`, a
  * newline, then canonical JSON of every field of the receipt but `key_id` and `signature`,
- * byte fields as lower-case hex, the paid response as its SHA-256. The domain keeps a
+ * byte fields as lower-case hex, the paid response as its SHA-256, and `resolved_by` only
+ * when it is set (an admin's resolve recorded the payment). The domain keeps a
  * receipt's signature from ever standing for an approval's (common/approval-bytes.ts), and
  * an approval's for a receipt's.
  */
@@ -38,6 +39,7 @@ export function receiptSigningBytes(receipt: OutboundPaymentReceipt): Uint8Array
     responseSha256: hex(sha256(encoder.encode(receipt.responseBody))),
     settledAtMs: receipt.settledAtMs,
     wallet: receipt.wallet,
+    ...(receipt.resolvedBy === '' ? {} : { resolvedBy: receipt.resolvedBy }),
   };
   return encoder.encode(`${RECEIPT_DOMAIN}\n${canonicalJson(signed)}`);
 }

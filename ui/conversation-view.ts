@@ -7,7 +7,10 @@ import { getConversation, getMemory, HttpError, subresource, type Conversation }
 import { h, replace } from './dom';
 import {
   actorOf,
+  finalAnswerNote,
+  finalAnswersOf,
   groupByTurn,
+  type FinalAnswer,
   standingLabel,
   standingsByTurn,
   summaryOf,
@@ -190,6 +193,7 @@ export class ConversationView {
     );
     const rows: HTMLElement[] = [];
     const standings = standingsByTurn(events);
+    const answers = finalAnswersOf(events);
     for (const group of groupByTurn(events)) {
       const standing = standings.get(group.turnId);
       const state = standing === undefined ? '' : standingLabel(standing);
@@ -205,7 +209,7 @@ export class ConversationView {
           ),
         ),
       );
-      for (const event of group.events) rows.push(this.row(event));
+      for (const event of group.events) rows.push(this.row(event, answers.get(group.turnId)));
     }
     replace(
       this.table,
@@ -232,7 +236,9 @@ export class ConversationView {
     );
   }
 
-  private row(event: TimelineEvent): HTMLElement {
+  /** One event's row; a `turn_complete` names the agent and thread of the final answer. */
+  private row(event: TimelineEvent, answer: FinalAnswer | undefined): HTMLElement {
+    const final = event.kind === 'turn_complete' && answer !== undefined;
     const seal: Seal = this.panel.sealOf(event.position);
     const classes = [
       seal === 'failed' ? 'failed' : '',
@@ -251,8 +257,8 @@ export class ConversationView {
       },
       h('td', {}, event.position),
       h('td', {}, event.kind),
-      h('td', {}, actorOf(event)),
-      h('td', {}, summaryOf(event)),
+      h('td', {}, final && answer.agent !== '' ? answer.agent : actorOf(event)),
+      h('td', {}, summaryOf(event), final ? finalAnswerNote(answer) : ''),
       h('td', {}, this.panel.sealCell(event.position, seal)),
     );
   }

@@ -9,6 +9,8 @@ import {
 import { StandingState, type TurnStanding } from '../common/turn-standing';
 import {
   actorOf,
+  finalAnswerNote,
+  finalAnswersOf,
   groupByTurn,
   standingLabel,
   standingsByTurn,
@@ -206,5 +208,44 @@ describe('the timeline shows delegation threads', () => {
     // An ordinary tool result stays the tool's.
     const plain = ev(53, 'tool_result', { turnId: 't', toolCallId: 'c', content: 'x' });
     expect([actorOf(plain), summaryOf(plain)]).toEqual(['tool', 'result: x']);
+  });
+
+  it('names the agent and thread of each turn final answer, and the threads it heard', () => {
+    const delegate = (position: number, id: string) =>
+      ev(position, 'tool_call', {
+        turnId: 't',
+        toolCallId: id,
+        toolName: '__delegate_to',
+        agent: 'lead',
+      });
+    const call = (position: number, agent: string, thread = '') =>
+      ev(position, 'model_call', {
+        turnId: 't',
+        step: 1,
+        agent,
+        thread,
+        depth: thread === '' ? 0 : 1,
+      });
+    const events = [
+      call(1, 'triage'),
+      ev(2, 'agent_handoff', { turnId: 't', fromAgent: 'triage', toAgent: 'lead' }),
+      call(3, 'lead'),
+      delegate(4, 'd1'),
+      delegate(5, 'd2'),
+      call(6, 'researcher', 'd1'),
+      call(7, 'checker', 'd2'),
+      call(8, 'lead'),
+      ev(9, 'turn_complete', { turnId: 't', text: 'both agree' }),
+      ev(10, 'message_received', { turnId: 'u', text: 'thanks' }),
+      ev(11, 'model_call', { turnId: 'u', step: 1, agent: 'lead' }),
+    ];
+    const answers = finalAnswersOf([...events].reverse());
+    expect(answers.get('t')).toEqual({ agent: 'lead', threads: ['d1', 'd2'] });
+    expect(finalAnswerNote(answers.get('t'))).toBe(
+      " — the final answer, by lead on the turn's own thread, after threads d1, d2",
+    );
+    // A turn without threads needs no note.
+    expect(answers.get('u')).toEqual({ agent: 'lead', threads: [] });
+    expect(finalAnswerNote(answers.get('u'))).toBe('');
   });
 });

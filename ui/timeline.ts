@@ -87,6 +87,42 @@ export function threadOf(event: TimelineEvent): { thread: string; depth: number 
   return { thread: text(event.payload, 'thread'), depth: Number.isFinite(depth) ? depth : 0 };
 }
 
+/** Who gave a turn's final answer, and the delegation threads it heard. */
+export interface FinalAnswer {
+  /** The agent of the turn's last model call on its own thread ('' when none names one). */
+  readonly agent: string;
+  /** The threads opened in the turn (each `__delegate_to` call's id), in journal order. */
+  readonly threads: readonly string[];
+}
+
+/**
+ * Each turn's {@link FinalAnswer}: the final answer (`turn_complete`) is always the turn's
+ * own thread's, never a delegate's (docs/turns.md, "Delegation"), so it is its last model
+ * call without a thread that says which agent wrote it.
+ */
+export function finalAnswersOf(events: readonly TimelineEvent[]): Map<string, FinalAnswer> {
+  const answers = new Map<string, { agent: string; threads: string[] }>();
+  for (const event of [...events].sort((a, b) => a.position - b.position)) {
+    const turnId = turnOf(event);
+    if (turnId === '') continue;
+    const answer = answers.get(turnId) ?? { agent: '', threads: [] };
+    answers.set(turnId, answer);
+    const p = event.payload;
+    if (event.kind === 'model_call' && text(p, 'thread') === '') answer.agent = text(p, 'agent');
+    if (event.kind === 'tool_call' && text(p, 'toolName') === DELEGATE_TOOL) {
+      answer.threads.push(text(p, 'toolCallId'));
+    }
+  }
+  return answers;
+}
+
+/** How the timeline says who gave a turn's final answer, when the turn had threads. */
+export function finalAnswerNote(answer: FinalAnswer | undefined): string {
+  if (answer === undefined || answer.threads.length === 0) return '';
+  const threads = `thread${answer.threads.length === 1 ? '' : 's'} ${answer.threads.join(', ')}`;
+  return ` — the final answer, by ${answer.agent || 'the turn agent'} on the turn's own thread, after ${threads}`;
+}
+
 /** Where a step ran, when on a delegate's thread. */
 function onThread(p: unknown): string {
   const thread = text(p, 'thread');

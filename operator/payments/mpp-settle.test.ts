@@ -92,4 +92,35 @@ describe('settleMpp against an mppx server on anvil', () => {
     expect(await f.token.balanceOf(f.payee)).toBe(after.payee);
     expect(mpp.paidHandlerRuns()).toBe(runs);
   }, 60_000);
+
+  it("signs over the table's domain: a wrong one is rejected by the seller and moves no money", async () => {
+    // An operator's mistake in POLYCHROME_MPP_TOKENS (the domain's name or version not the
+    // contract's) makes a signature the token cannot verify: no transfer, nothing unknown.
+    const url = `${mpp.url}/paid`;
+    const before = {
+      payer: await f.token.balanceOf(f.payer),
+      runs: mpp.paidHandlerRuns(),
+      settled: f.x402.settles().succeeded,
+    };
+    for (const tokenDomain of [
+      { name: 'USD Coin', version: TOKEN_VERSION },
+      { name: TOKEN_NAME, version: '1' },
+    ]) {
+      const header = await challenge(url);
+      const { charge } = parseMppChallenge(header, url, new Date());
+      const error = await settleMpp({
+        charge,
+        challenge: header,
+        wallet: walletFromPrivateKey('payer', f.payerKey),
+        request: { url, method: 'GET', headers: {} },
+        tokenDomain,
+        idempotencyKey: paymentIdempotencyKey(charge, call(`mpp-domain-${tokenDomain.name}`)),
+      }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(SettlementError);
+      expect((error as SettlementError).outcome).toBe('rejected');
+    }
+    expect(await f.token.balanceOf(f.payer)).toBe(before.payer);
+    expect(mpp.paidHandlerRuns()).toBe(before.runs);
+    expect(f.x402.settles().succeeded).toBe(before.settled);
+  }, 60_000);
 });

@@ -83,6 +83,13 @@ export interface ReceiptRecording {
   readonly settledAtMs: number;
   /** The wallet that paid (its name). */
   readonly wallet: string;
+  /** The admin whose resolve recorded a payment whose receipt was lost (docs/payments.md). */
+  readonly resolvedBy?: string;
+}
+
+/** The receipt id of the charge whose idempotency key is `key`: one receipt per charge. */
+export function receiptIdOf(key: string): string {
+  return `rcpt_${key.slice(0, 32)}`;
 }
 
 /** The `outbound_payment_receipt` payload of a settled charge, before it is signed. */
@@ -90,7 +97,7 @@ export function receiptToProto(
   charge: Charge,
   settlement: Settlement,
   call: PaymentCall,
-  { approvalRequestId, response, settledAtMs, wallet }: ReceiptRecording,
+  { approvalRequestId, response, settledAtMs, wallet, resolvedBy = '' }: ReceiptRecording,
 ): OutboundPaymentReceipt {
   return {
     turnId: call.turnId,
@@ -117,5 +124,6 @@ export function receiptToProto(
     conversationId: call.conversationId,
     settledAtMs,
     wallet,
+    resolvedBy,
   };
 }

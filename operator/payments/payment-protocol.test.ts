@@ -31,7 +31,11 @@ const request = Buffer.from(
 ).toString('base64url');
 const mppHeader = `Payment id="i", realm="r", method="evm", intent="charge", request="${request}"`;
 const both = new Headers({ 'payment-required': x402Header, 'www-authenticate': mppHeader });
-const protocols = [mppProtocol(() => undefined), x402Protocol()];
+const knows = (network: string, asset: string) =>
+  network === 'eip155:31337' && asset === ADDRESS.toLowerCase()
+    ? { name: 'T', version: '2' }
+    : undefined;
+const protocols = [mppProtocol(knows), x402Protocol()];
 
 describe('readChallenge', () => {
   it('lets the first protocol in the order that finds a challenge parse it', () => {
@@ -48,6 +52,27 @@ describe('readChallenge', () => {
     ).toBe(x402Header);
   });
 
+  it('gives way to the next challenge present when the preferred one cannot be paid', () => {
+    // A seller offering MPP in a token the table does not list, and x402: x402 is shown.
+    expect(
+      readChallenge([mppProtocol(() => undefined), x402Protocol()], both, URL_, AT),
+    ).toMatchObject({ challenge: x402Header, charge: { protocol: 'x402', amount: '5' } });
+    // An MPP method Polychrome does not pay (tempo) beside x402.
+    const tempo = new Headers({
+      'www-authenticate': mppHeader.replace('method="evm"', 'method="tempo"'),
+      'payment-required': x402Header,
+    });
+    expect(readChallenge(protocols, tempo, URL_, AT).charge.protocol).toBe('x402');
+    // Both refused: each named, nothing shown.
+    const bad = new Headers({
+      'www-authenticate': mppHeader.replace('method="evm"', 'method="tempo"'),
+      'payment-required': Buffer.from('{"x402Version": 1}').toString('base64'),
+    });
+    expect(() => readChallenge(protocols, bad, URL_, AT)).toThrow(
+      /^mpp payment challenge: method is tempo; only "evm" is paid; the charge was not made; and x402 payment challenge: /,
+    );
+  });
+
   it('passes over a WWW-Authenticate without a Payment challenge', () => {
     const headers = new Headers({
       'www-authenticate': 'Bearer realm="api"',
@@ -62,10 +87,23 @@ describe('readChallenge', () => {
     );
   });
 
+  it('refuses an MPP charge in a token its table does not list, before any approval', () => {
+    expect(() => readChallenge([mppProtocol(() => undefined)], both, URL_, AT)).toThrow(
+      `mpp payment challenge: request.currency is ${ADDRESS.toLowerCase()} on eip155:31337, a token the control plane's MPP token table does not list; the charge was not made`,
+    );
+    // Another network's token of the same address is another token.
+    const elsewhere = (network: string, asset: string) =>
+      knows(network === 'eip155:31337' ? 'eip155:1' : network, asset);
+    expect(() => readChallenge([mppProtocol(elsewhere)], both, URL_, AT)).toThrow(
+      'request.currency',
+    );
+  });
+
   it('refuses to settle MPP in a token whose EIP-712 domain it does not know', async () => {
+    // Parsed while the table listed it, settled by a protocol whose table no longer does.
     const read = readChallenge(protocols, both, URL_, AT);
     await expect(
-      read.protocol.settle({
+      mppProtocol(() => undefined).settle({
         charge: read.charge,
         challenge: read.challenge,
         wallet: { name: 'w', address: ADDRESS, signTypedData: () => Promise.resolve('0x') },

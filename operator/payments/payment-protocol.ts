@@ -1,5 +1,5 @@
-import { AppError, ErrorCode } from '../../common/errors';
-import type { Charge, PaymentProtocolName } from './charge';
+import { AppError, ErrorCode, isAppError } from '../../common/errors';
+import { ChallengeError, PaymentProtocolName, type Charge } from './charge';
 import { hasMppChallenge, MPP_CHALLENGE_HEADER, parseMppChallenge } from './mpp-challenge';
 import { settleMpp, type TokenDomain } from './mpp-settle';
 import type { PaidResponse, SettleInput } from './settlement';
@@ -29,7 +29,7 @@ export interface PaymentProtocol {
 /** x402 v2 (`PAYMENT-REQUIRED`), `exact` scheme with EIP-3009 tokens. */
 export function x402Protocol(): PaymentProtocol {
   return {
-    name: 'x402',
+    name: PaymentProtocolName.X402,
     challengeIn: (headers) => headers.get(X402_CHALLENGE_HEADER) ?? undefined,
     parse: (challenge, url, at) => parseX402Challenge(challenge, url, at).charge,
     settle: (input) => settleX402(input),
@@ -39,15 +39,29 @@ export function x402Protocol(): PaymentProtocol {
 /** Finds the EIP-712 domain of a known token (network, lower-case address). */
 export type TokenDomains = (network: string, asset: string) => TokenDomain | undefined;
 
-/** MPP (`WWW-Authenticate: Payment`), method `evm`, intent `charge`. */
+/**
+ * MPP (`WWW-Authenticate: Payment`), method `evm`, intent `charge`, in the tokens
+ * `tokenDomains` knows (operator/payments/mpp-tokens.ts): a charge in another token is
+ * refused when parsed, before anyone is asked to approve what could not be paid.
+ */
 export function mppProtocol(tokenDomains: TokenDomains): PaymentProtocol {
   return {
-    name: 'mpp',
+    name: PaymentProtocolName.Mpp,
     challengeIn: (headers) => {
       const value = headers.get(MPP_CHALLENGE_HEADER);
       return value !== null && hasMppChallenge(value) ? value : undefined;
     },
-    parse: (challenge, url, at) => parseMppChallenge(challenge, url, at).charge,
+    parse: (challenge, url, at) => {
+      const { charge } = parseMppChallenge(challenge, url, at);
+      if (tokenDomains(charge.network, charge.asset) === undefined) {
+        throw new ChallengeError(
+          PaymentProtocolName.Mpp,
+          'request.currency',
+          `is ${charge.asset} on ${charge.network}, a token the control plane's MPP token table does not list`,
+        );
+      }
+      return charge;
+    },
     settle: async (input) => {
       const tokenDomain = tokenDomains(input.charge.network, input.charge.asset);
       if (tokenDomain === undefined) {
@@ -61,7 +75,7 @@ export function mppProtocol(tokenDomains: TokenDomains): PaymentProtocol {
   };
 }
 
-/** A 402's challenge, read by the first protocol (in the given order) that finds one. */
+/** A 402's challenge, read by the first protocol (in the given order) that can pay it. */
 export interface ReadChallenge {
   readonly protocol: PaymentProtocol;
   readonly challenge: string;
@@ -69,9 +83,13 @@ export interface ReadChallenge {
 }
 
 /**
- * Reads a 402: the first protocol in `protocols` whose challenge is present parses it
- * (a server offering both is paid by the earlier one). A 402 with no challenge any
- * protocol reads is refused with the protocols it looked for.
+ * Reads a 402: the first protocol in `protocols` whose challenge is present and parses
+ * gives the charge (a server offering both is paid by the earlier one; the other is never
+ * shown or paid). A preferred challenge that is refused (a method Polychrome does not pay,
+ * a token MPP's table does not list) gives way to the next one present, so the charge is
+ * always one that can be paid; when every challenge present is refused, the refusal names
+ * each. A 402 with no challenge any protocol reads is refused with the protocols it looked
+ * for.
  */
 export function readChallenge(
   protocols: readonly PaymentProtocol[],
@@ -79,11 +97,22 @@ export function readChallenge(
   requestUrl: string,
   receivedAt: Date,
 ): ReadChallenge {
+  const refused: AppError[] = [];
   for (const protocol of protocols) {
     const challenge = protocol.challengeIn(headers);
-    if (challenge !== undefined) {
+    if (challenge === undefined) continue;
+    try {
       return { protocol, challenge, charge: protocol.parse(challenge, requestUrl, receivedAt) };
+    } catch (error) {
+      if (!isAppError(error)) throw error;
+      refused.push(error);
     }
+  }
+  if (refused.length === 1) throw refused[0]!;
+  if (refused.length > 1) {
+    throw new AppError(ErrorCode.InvalidArgument, refused.map((e) => e.message).join('; and '), {
+      details: { protocols: protocols.map((p) => p.name).join(',') },
+    });
   }
   throw new AppError(
     ErrorCode.InvalidArgument,

@@ -114,13 +114,21 @@ const TURN_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/u;
 /** The longest `result` a resolve takes (the body limit is 64 KiB). */
 export const RESOLVE_RESULT_MAX_CHARS = 32_768;
 
-const RESOLVE_FIELDS = new Set(['actor', 'decision', 'result', 'resultUnknown', 'turnId']);
+const RESOLVE_FIELDS = new Set([
+  'actor',
+  'decision',
+  'result',
+  'resultUnknown',
+  'transaction',
+  'turnId',
+]);
 
 /**
  * The body of `POST .../turns/{turnId}/resolve` (and of the Kubernetes door's `resolve`,
- * which names the turn in the body): `{actor, decision, result?, resultUnknown?, turnId?}`.
- * `ran` takes exactly one of `result` (the tool's result text) and `resultUnknown: true`;
- * `did_not_run` takes neither.
+ * which names the turn in the body): `{actor, decision, result?, resultUnknown?,
+ * transaction?, turnId?}`. `ran` takes exactly one of `result` (the tool's result text),
+ * `resultUnknown: true` and `transaction` (the payment of a turn quarantined on one,
+ * docs/payments.md "Exactly once"); `did_not_run` takes none.
  *
  * @param pathTurnId the turn id of the path; absent on the Kubernetes door.
  * @throws AppError `invalid_argument` naming the first bad field (details.field).
@@ -140,13 +148,19 @@ export function parseResolveRequest(
     if (!RESOLVE_FIELDS.has(field)) {
       throw invalidField(
         field,
-        `unknown field ${JSON.stringify(field.slice(0, 40))}; a resolve takes "actor", "decision", "result", "resultUnknown" and "turnId"`,
+        `unknown field ${JSON.stringify(field.slice(0, 40))}; a resolve takes "actor", "decision", "result", "resultUnknown", "transaction" and "turnId"`,
       );
     }
   }
   const turnId = resolveTurnId(body.turnId, pathTurnId);
   const actor = parseActor(body.actor);
-  const { result, resultUnknown = false } = body;
+  const { result, resultUnknown = false, transaction } = body;
+  if (transaction !== undefined && (typeof transaction !== 'string' || transaction === '')) {
+    throw invalidField(
+      'transaction',
+      'transaction must be a non-empty string: the transaction that paid the quarantined payment',
+    );
+  }
   if (result !== undefined && typeof result !== 'string') {
     throw invalidField('result', 'result must be a string: the tool call’s result text');
   }
@@ -159,23 +173,41 @@ export function parseResolveRequest(
       `result is ${String(result.length)} characters; at most ${String(RESOLVE_RESULT_MAX_CHARS)} are taken`,
     );
   }
-  switch (body.decision) {
+  return {
+    turnId,
+    actor,
+    decision: parseDecision(body.decision, result, resultUnknown, transaction),
+  };
+}
+
+/** The decision of a resolve and what goes with it (see {@link parseResolveRequest}). */
+function parseDecision(
+  decision: unknown,
+  result: string | undefined,
+  resultUnknown: boolean,
+  transaction: string | undefined,
+): ResolveTurn['decision'] {
+  switch (decision) {
     case 'did_not_run':
-      if (result !== undefined || resultUnknown) {
+      if (result !== undefined || resultUnknown || transaction !== undefined) {
         throw invalidField(
-          result === undefined ? 'resultUnknown' : 'result',
-          '"did_not_run" takes no result: the call did not run, so the turn runs it again; leave out "result" and "resultUnknown"',
+          result !== undefined ? 'result' : resultUnknown ? 'resultUnknown' : 'transaction',
+          '"did_not_run" takes no result: the call did not run, so the turn runs it again; leave out "result", "resultUnknown" and "transaction"',
         );
       }
-      return { turnId, actor, decision: { kind: 'did_not_run' } };
-    case 'ran':
-      if ((result === undefined) === !resultUnknown) {
+      return { kind: 'did_not_run' };
+    case 'ran': {
+      const given = [result !== undefined, resultUnknown, transaction !== undefined];
+      if (given.filter(Boolean).length !== 1) {
         throw invalidField(
-          'result',
-          '"ran" takes exactly one of "result" (the tool call’s result text) and "resultUnknown": true',
+          transaction === undefined ? 'result' : 'transaction',
+          '"ran" takes exactly one of "result" (the tool call’s result text), "resultUnknown": true, and "transaction" (the transaction that paid a quarantined payment)',
         );
       }
-      return { turnId, actor, decision: { kind: 'ran', result } };
+      return transaction === undefined
+        ? { kind: 'ran', result }
+        : { kind: 'ran', result: undefined, transaction };
+    }
     default:
       throw invalidField('decision', 'decision must be "ran" or "did_not_run"');
   }
@@ -190,6 +222,9 @@ export function resolveRequestBody(
 ): Readonly<Record<string, unknown>> {
   const { turnId, actor, decision } = request;
   if (decision.kind === 'did_not_run') return { turnId, actor, decision: 'did_not_run' };
+  if (decision.transaction !== undefined) {
+    return { turnId, actor, decision: 'ran', transaction: decision.transaction };
+  }
   return decision.result === undefined
     ? { turnId, actor, decision: 'ran', resultUnknown: true }
     : { turnId, actor, decision: 'ran', result: decision.result };

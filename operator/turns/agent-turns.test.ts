@@ -8,6 +8,7 @@
  */
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { crewAgent, startAgentTurns, type AgentTurns } from '../../test/support/agent-turns';
+import { lastUserText, panelCrew, panelResponder } from '../../test/support/crew-replies';
 import {
   systemOf,
   type RecordedRequest,
@@ -121,79 +122,13 @@ describe('a Conversation that names an Agent', () => {
   });
 });
 
-/** The text of the last user message of a request: a delegate's task, or tool results. */
-function lastUserText(request: RecordedRequest): string {
-  const messages = (request.body as { messages: { role: string; content: unknown }[] }).messages;
-  const content = messages.at(-1)?.content;
-  if (typeof content === 'string') return content;
-  return (content as { type: string; text?: string; content?: unknown }[])
-    .map((block) => (block.type === 'text' ? (block.text ?? '') : JSON.stringify(block.content)))
-    .join('');
-}
-
-/**
- * The lead asks the researcher and the checker, then answers from what they said. Each
- * delegate's reply waits until both delegates have asked, so the panel finishes only when
- * their threads run side by side; one asked alone (after 5 s) says so in its answer.
- */
-function panelResponder(): (request: RecordedRequest) => Promise<ScriptedReply> {
-  const asked = new Set<string>();
-  let bothAsked = (): void => undefined;
-  const together = new Promise<void>((resolve) => {
-    bothAsked = resolve;
-  });
-  return async (request) => {
-    const system = systemOf(request);
-    const messages = (request.body as { messages: unknown[] }).messages;
-    if (system.includes('You are lead.') && messages.length === 1) {
-      const ask = (id: string, agent: string, task: string) => ({
-        type: 'tool_use' as const,
-        id,
-        name: '__delegate_to',
-        input: { agent, task },
-      });
-      return {
-        kind: 'message',
-        content: [
-          ask('toolu_ask_researcher', 'researcher', 'How much was billed in March?'),
-          ask('toolu_ask_checker', 'checker', 'Was the March invoice paid twice?'),
-        ],
-      };
-    }
-    if (system.includes('You are lead.')) {
-      return {
-        kind: 'message',
-        content: [{ type: 'text', text: `lead: ${lastUserText(request)}` }],
-      };
-    }
-    const who = system.includes('You are researcher.') ? 'researcher' : 'checker';
-    asked.add(who);
-    if (asked.size === 2) bothAsked();
-    let timer: NodeJS.Timeout | undefined;
-    const alone = await Promise.race([
-      together.then(() => ''),
-      new Promise<string>((resolve) => {
-        timer = setTimeout(() => resolve(' (asked alone)'), 5_000);
-      }),
-    ]);
-    clearTimeout(timer);
-    return {
-      kind: 'message',
-      content: [
-        { type: 'text', text: `${who} says: ${lastUserText(request).length} chars${alone}` },
-      ],
-    };
-  };
-}
-
 describe('an Agent that delegates (docs/turns.md, "Delegation")', () => {
   it('asks two agents side by side on threads of their own and answers from their results, in one turn', async () => {
-    const agents = new Map([
-      ['lead', agent('lead', { delegates: ['researcher', 'checker'] })],
-      ['researcher', agent('researcher', { description: 'Finds figures.' })],
-      ['checker', agent('checker', { description: 'Checks payments.' })],
-    ]);
-    const { api, turns, uid, post, events } = await crewTurns(agents, 'lead', panelResponder());
+    const { api, turns, uid, post, events } = await crewTurns(
+      panelCrew(),
+      'lead',
+      panelResponder(),
+    );
     const live: { thread?: string; text: string }[] = [];
     const unsubscribe = turns.coordinator.onTextDelta(uid, (delta) => live.push(delta));
     const answer = await post('Was I charged twice in March?');

@@ -333,7 +333,8 @@ export class TurnCoordinator implements TurnService {
   /** What the admin shells (resolve, accept-rollback, payment policy) use of the coordinator. */
   private adminParts(): ResolveParts {
     const { claims, views, runner, now: nowMs } = this;
-    return { conversations: this.options.conversations, claims, views, runner, nowMs };
+    const { conversations, payments, approvals } = this.options;
+    return { conversations, claims, views, runner, nowMs, payments, approvals };
   }
 
   private answerParts(): AnswerParts {

@@ -14,7 +14,7 @@ import type {
 } from '../../proto/gen/polychrome/events/v1/events';
 import type { Charge } from '../payments/charge';
 import type { TrustedToolResult } from '../../proto/gen/polychrome/harness/v1/harness';
-import { chargeFromProto, receiptToProto } from '../payments/payment-events';
+import { chargeFromProto, receiptIdOf, receiptToProto } from '../payments/payment-events';
 import type { PaymentProtocol } from '../payments/payment-protocol';
 import type { SecretStore } from '../payments/secret-store';
 import {
@@ -113,7 +113,7 @@ function receiptOf(
       settledAtMs: parts.nowMs(),
       wallet,
     }),
-    receiptId: `rcpt_${charge.idempotencyKey.slice(0, 32)}`,
+    receiptId: receiptIdOf(charge.idempotencyKey),
   });
 }
 

@@ -337,7 +337,10 @@ describe('a request to pay', () => {
   });
 
   it('answers a charge with a receipt from the receipt: never paid twice', () => {
-    const receipt = { position: 7, payload: { responseStatus: 200, responseBody: 'q4' } };
+    const receipt = {
+      position: 7,
+      payload: { responseStatus: 200, responseBody: 'q4', resolvedBy: '' },
+    };
     const plan = paymentSettlePlan(
       approved([{ ...charged, sent: { position: 6, payload: {} }, receipt }] as RecordedPayment[]),
       settle,

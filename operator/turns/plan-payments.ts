@@ -309,8 +309,20 @@ function approvedCharge(turn: TurnView, charge: PaymentCharge): boolean {
   );
 }
 
-/** The paid response, as the tool is given it (the same text as the `fetch` tool's). */
+/**
+ * The paid response, as the tool is given it (the same text as the `fetch` tool's); for a
+ * payment an admin's resolve recorded (its receipt was lost, so its response was never
+ * received), an error result saying it was paid and must not be paid again.
+ */
 export function paidResult(toolCallId: string, receipt: OutboundPaymentReceipt): TrustedToolResult {
+  if (receipt.resolvedBy !== '') {
+    return {
+      toolCallId,
+      content: `The payment of ${receipt.amount} of ${receipt.asset} (${receipt.network}) to ${receipt.payee} was made, in transaction ${receipt.transaction}, but its response was lost; an admin (${receipt.resolvedBy}) recorded the payment. Do not pay for this resource again without asking the user.`,
+      isError: true,
+      outcomeUnknownReason: '',
+    };
+  }
   return {
     toolCallId,
     content: `HTTP ${receipt.responseStatus}\n${receipt.responseBody}`,

@@ -21,7 +21,13 @@ import {
 import type { Conversation } from '../api/v1alpha1/conversation-types';
 import { ForensicAction, forensicRefusal } from './forensic-access';
 import { turnState } from './turn-state';
-import { type JournalView, type TurnView } from './journal-view-types';
+import { type JournalView, type RecordedPayment, type TurnView } from './journal-view-types';
+import {
+  paymentResolveRefusal,
+  planPaymentResolve,
+  unsettledPayment,
+  type PaymentResolveInput,
+} from './plan-resolve-payment';
 import { planned, refuse, type PlannedEvent, type Refusal } from './plan-common';
 import type { Caller, ResolveTurn } from './turn-service';
 import type { TurnStatusChange } from './turn-status';
@@ -36,6 +42,11 @@ export interface ResolveInput {
   readonly caller: Caller;
   readonly request: ResolveTurn;
   readonly nowMs: number;
+  /**
+   * For a turn quarantined on a payment (plan-resolve-payment.ts): the paying wallet's
+   * address, as the shell read it, and the approval key's receipt signature.
+   */
+  readonly payment?: Pick<PaymentResolveInput, 'payer' | 'signReceipt'>;
 }
 
 export type ResolvePlan =
@@ -77,17 +88,14 @@ export function planResolve(input: ResolveInput): ResolvePlan {
   const denied = authorizeResolve(caller, request, input.conversation);
   if (denied !== undefined) return denied;
   const turn = view.turnsById.get(request.turnId);
-  if (turn === undefined) {
-    return refuse(
-      new AppError(
-        'conflict',
-        `turn ${request.turnId} is not in conversation ${request.conversationId}'s journal; name a quarantined turn of this conversation (status.turns.quarantined)`,
-        { details: { turnId: request.turnId, state: 'unknown' } },
-      ),
-    );
-  }
+  if (turn === undefined) return unknownTurn(request);
   const quarantine = turn.standingFold.standing;
   if (quarantine.state !== StandingState.Quarantined) return notQuarantined(turn);
+  const paying = unsettledPayment(turn, quarantine.toolCallId);
+  const transaction = request.decision.kind === 'ran' ? request.decision.transaction : undefined;
+  if (paying !== undefined || transaction !== undefined) {
+    return resolvePayment(input, turn, paying, transaction, quarantine.position);
+  }
   const pending = pendingCall(turn, quarantine.toolCallId);
   if (request.decision.kind === 'ran' && pending === undefined) {
     return refuse(
@@ -131,6 +139,54 @@ export function planResolve(input: ResolveInput): ResolvePlan {
     );
   }
   return { kind: 'resolve', turn, events, status: { kind: 'resolved', turnId: turn.turnId } };
+}
+
+/** A payment quarantine's resolution: only "ran" with the transaction settles one. */
+function resolvePayment(
+  input: ResolveInput,
+  turn: TurnView,
+  paying: RecordedPayment | undefined,
+  transaction: string | undefined,
+  quarantinePosition: number,
+): ResolvePlan {
+  if (paying === undefined) {
+    return refuse(
+      new AppError(
+        'conflict',
+        `turn ${turn.turnId} is not quarantined on a payment sent without a receipt; a transaction resolves only such a quarantine, so leave it out and resolve with "ran" (with the result, or unknown) or "did_not_run"`,
+        { details: { turnId: turn.turnId, field: 'transaction' } },
+      ),
+    );
+  }
+  if (transaction === undefined) return paymentResolveRefusal(turn, paying);
+  const { request, caller, nowMs, payment } = input;
+  if (payment === undefined) {
+    throw new AppError('internal', 'unreachable: the shell reads the payer of a payment resolve');
+  }
+  const plan = planPaymentResolve(turn, paying, request, transaction, {
+    ...payment,
+    caller,
+    conversationId: request.conversationId,
+    nowMs,
+    quarantinePosition,
+  });
+  if ('kind' in plan) return plan;
+  return {
+    kind: 'resolve',
+    turn,
+    events: plan.events,
+    status: { kind: 'resolved', turnId: turn.turnId },
+  };
+}
+
+function unknownTurn(request: ResolveTurn): Refusal {
+  return refuse(
+    new AppError(
+      'conflict',
+      `turn ${request.turnId} is not in conversation ${request.conversationId}'s journal; name a quarantined turn of this conversation (status.turns.quarantined)`,
+      { details: { turnId: request.turnId, state: 'unknown' } },
+    ),
+  );
 }
 
 function notQuarantined(turn: TurnView): Refusal {

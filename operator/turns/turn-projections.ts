@@ -204,7 +204,25 @@ export function approvalCardOf(turn: TurnView, request: ApprovalRequest): Approv
       request.requiredApprover !== ''
         ? request.requiredApprover
         : (turn.directive?.requiredApprover ?? ''),
+    ...askedBy(turn, request.toolCallId),
   };
+}
+
+/**
+ * Who made the call `toolCallId` of a turn, and on which thread: the `agent` and `thread`
+ * of the latest model call that asked for it, each only when it names one.
+ */
+function askedBy(turn: TurnView, toolCallId: string): { agent?: string; thread?: string } {
+  const asked = turn.steps.findLast(
+    (step) =>
+      step.kind === 'model_call' &&
+      step.payload.content.some(
+        ({ block }) => block?.$case === 'toolUse' && block.value.toolCallId === toolCallId,
+      ),
+  );
+  if (asked?.kind !== 'model_call') return {};
+  const { agent, thread } = asked.payload;
+  return { ...(agent === '' ? {} : { agent }), ...(thread === '' ? {} : { thread }) };
 }
 
 function outcomeOf(turn: TurnView): TurnOutcome | undefined {
@@ -237,6 +255,7 @@ function outcomeOf(turn: TurnView): TurnOutcome | undefined {
   const question: QuestionCard = {
     requestId: pending.request.requestId,
     question: pending.request.question,
+    ...askedBy(turn, pending.request.toolCallId),
   };
   return { status: TurnStatus.Paused, question };
 }

@@ -74,11 +74,19 @@ export interface ApprovalCard {
   readonly reason: string;
   /** Identity that must answer (else the turn's directive's); when neither names one, an admin. */
   readonly requiredApprover: string;
+  /** The Agent that made the call, when the turn runs Agents. */
+  readonly agent?: string;
+  /** The delegation thread the call runs on, when not the turn's own (docs/turns.md, "Delegation"). */
+  readonly thread?: string;
 }
 
 export interface QuestionCard {
   readonly requestId: string;
   readonly question: string;
+  /** The Agent that asked, when the turn runs Agents. */
+  readonly agent?: string;
+  /** The delegation thread it asked on, when not the turn's own. */
+  readonly thread?: string;
 }
 
 /** Where a settled or paused turn stands: what a reply and a transcript both show. */
@@ -195,7 +203,15 @@ export interface ResolveTurn {
   readonly actor: string;
   readonly decision:
     | { readonly kind: 'did_not_run' }
-    | { readonly kind: 'ran'; readonly result: string | undefined };
+    | {
+        readonly kind: 'ran';
+        readonly result: string | undefined;
+        /**
+         * For a turn quarantined on a payment sent without a receipt: the transaction
+         * that paid it (docs/payments.md, "Exactly once"); `result` is then undefined.
+         */
+        readonly transaction?: string;
+      };
 }
 
 /**

@@ -51,6 +51,40 @@ describe('OpenTelemetry traces across the three planes', () => {
     await collector?.stop();
   }, 60_000);
 
+  /**
+   * Posts `text` (idempotency key `key`) to the Agent conversation `uid` under a trace of its
+   * own, then waits until the collector holds, of that trace, at least `least[prefix]` spans
+   * whose name starts with each prefix; resolves with the answer and the trace's spans.
+   */
+  const tracedPost = async (
+    uid: string,
+    text: string,
+    key: string,
+    least: Readonly<Record<string, number>>,
+  ): Promise<{ answer: Awaited<ReturnType<typeof apiCall>>; spans: CollectedSpan[] }> => {
+    const [s, c] = [stack, collector];
+    if (s === undefined || c === undefined) throw new Error('the stack did not start');
+    const traceId = randomBytes(16).toString('hex');
+    const answer = await apiCall(s.apiUrl, 'POST', `/v1/conversations/${uid}/messages`, {
+      token,
+      headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` },
+      body: { text, idempotencyKey: key },
+    });
+    expect(answer.status).toBe(200);
+    const spans = await pollUntil(
+      `the spans of turn ${key} in the collector’s file`,
+      () => {
+        const mine = c.spans().filter((span) => span.traceId === traceId);
+        const enough = Object.entries(least).every(
+          ([prefix, n]) => mine.filter((span) => span.name.startsWith(prefix)).length >= n,
+        );
+        return Promise.resolve(enough ? mine : undefined);
+      },
+      { timeoutMs: 30_000, intervalMs: 250 },
+    );
+    return { answer, spans };
+  };
+
   it('holds spans of all three services in the caller’s trace, with correct parents', async () => {
     const s = stack;
     const c = collector;
@@ -346,8 +380,7 @@ describe('OpenTelemetry traces across the three planes', () => {
 
   it('traces a lead that asks a panel of two agents: one invoke_agent span per agent, each delegate under the agent that asked', async () => {
     const s = stack;
-    const c = collector;
-    if (s === undefined || c === undefined) throw new Error('the stack did not start');
+    if (s === undefined) throw new Error('the stack did not start');
     // The Agents' model: a ModelConfig on a Messages API of their own, called by the control
     // plane's relay (which sends its placeholder key). The lead calls the calculator and asks
     // the researcher and the checker in one reply (a panel, docs/turns.md "Delegation"); the
@@ -395,36 +428,18 @@ describe('OpenTelemetry traces across the three planes', () => {
           agent: undefined,
           agentRef: { name: 'lead' },
         });
-        const traceId = randomBytes(16).toString('hex');
-        const answer = await apiCall(s.apiUrl, 'POST', `/v1/conversations/${panelUid}/messages`, {
-          token,
-          headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` },
-          body: { text: 'Was I charged twice?', idempotencyKey: 'k-panel' },
+        const { answer, spans } = await tracedPost(panelUid, 'Was I charged twice?', 'k-panel', {
+          'invoke_agent ': 3,
+          'chat ': 5,
+          'execute_tool ': 2,
+          'polychrome.harness.v1.Harness/RunTurn': 1,
+          'POST /v1/conversations/{conversationId}/messages': 1,
         });
-        expect(answer.status).toBe(200);
         expect(answer.body).toMatchObject({ status: 'complete', reply: 'lead: both answered' });
         // Five model calls: the lead's two, the researcher's two (around its calculator), the
         // checker's one.
         expect(models.requests).toHaveLength(5);
 
-        const spans = await pollUntil(
-          'the panel turn’s spans in the collector’s file',
-          () => {
-            const mine = c.spans().filter((span) => span.traceId === traceId);
-            const count = (prefix: string) =>
-              mine.filter((span) => span.name.startsWith(prefix)).length;
-            return Promise.resolve(
-              count('invoke_agent ') >= 3 &&
-                count('chat ') >= 5 &&
-                count('execute_tool ') >= 2 &&
-                count('polychrome.harness.v1.Harness/RunTurn') >= 1 &&
-                count('POST /v1/conversations/{conversationId}/messages') >= 1
-                ? mine
-                : undefined,
-            );
-          },
-          { timeoutMs: 30_000, intervalMs: 250 },
-        );
         const harness = spans.filter((span) => span.service === 'polychrome-harness');
         const [runTurn] = harness.filter((span) => span.name.endsWith('/RunTurn'));
         // One invoke_agent span per agent of the turn: the lead under RunTurn, each delegate
@@ -496,6 +511,86 @@ describe('OpenTelemetry traces across the three planes', () => {
           expect([span.name, span.attributes['polychrome.conversation.id']]).toEqual([
             span.name,
             panelUid,
+          ]);
+        }
+      });
+    } finally {
+      await models.close();
+    }
+  }, 150_000);
+
+  it('traces a handoff: one invoke_agent span per agent, siblings under the turn, each over its own calls', async () => {
+    const s = stack;
+    if (s === undefined) throw new Error('the stack did not start');
+    // triage hands the turn to billing (docs/turns.md, "Handoffs"), which answers.
+    const models = await MessagesApiServer.start({ apiKey: NO_KEY });
+    models.setResponder((request) =>
+      systemOf(request).startsWith('You are triage.')
+        ? {
+            kind: 'message',
+            content: [
+              {
+                type: 'tool_use',
+                id: 'toolu_handoff',
+                name: '__handoff_to',
+                input: { agent: 'billing', reason: 'a refund' },
+              },
+            ],
+          }
+        : { kind: 'message', content: [{ type: 'text', text: 'billing: refunded' }] },
+    );
+    try {
+      await s.withDiagnostics(async () => {
+        await s.createAgents(
+          { name: 'handoff-claude', model: 'claude-handoff', baseUrl: models.url },
+          { billing: { description: 'Refunds.' }, triage: { handoffs: ['billing'] } },
+        );
+        const handoffUid = await s.createConversation('traced-handoff', {
+          owner: 'test:owner',
+          agent: undefined,
+          agentRef: { name: 'triage' },
+        });
+        const { answer, spans } = await tracedPost(handoffUid, 'I was charged twice', 'k-handoff', {
+          'invoke_agent ': 2,
+          'chat ': 2,
+          'polychrome.harness.v1.Harness/RunTurn': 1,
+        });
+        expect(answer.body).toMatchObject({ status: 'complete', reply: 'billing: refunded' });
+        expect(models.requests).toHaveLength(2);
+
+        const harness = spans.filter((span) => span.service === 'polychrome-harness');
+        const [runTurn] = harness.filter((span) => span.name.endsWith('/RunTurn'));
+        const agents = harness.filter((span) => span.name.startsWith('invoke_agent '));
+        expect(agents.map((span) => span.name).sort()).toEqual([
+          'invoke_agent billing',
+          'invoke_agent triage',
+        ]);
+        const agentSpan = (name: string): CollectedSpan =>
+          agents.find((span) => span.name === `invoke_agent ${name}`) as CollectedSpan;
+        const triage = agentSpan('triage');
+        const billing = agentSpan('billing');
+        // Siblings under the turn's span, one after the other: the handoff ends triage's.
+        for (const [span, name] of [
+          [triage, 'triage'],
+          [billing, 'billing'],
+        ] as const) {
+          expect([span.kind, span.parentSpanId]).toEqual([INTERNAL, runTurn?.spanId]);
+          expect(span.attributes).toMatchObject({
+            'gen_ai.operation.name': 'invoke_agent',
+            'gen_ai.agent.name': name,
+            'gen_ai.conversation.id': handoffUid,
+          });
+        }
+        expect(triage.endNs <= billing.startNs).toBe(true);
+        // Each agent's model call is a child of its own span.
+        const under = (parent: CollectedSpan) =>
+          harness.filter((span) => span.parentSpanId === parent.spanId).map((span) => span.name);
+        expect(under(triage)).toEqual(['chat claude-handoff']);
+        expect(under(billing)).toEqual(['chat claude-handoff']);
+        for (const span of harness) {
+          expect([span.name, span.attributes['gen_ai.conversation.id']]).toEqual([
+            span.name,
+            handoffUid,
           ]);
         }
       });

@@ -17,6 +17,14 @@ import { startTurnStack, type TurnStack } from './support/turn-stack';
 
 type Answer = ApiAnswer;
 
+/** The MCP server `ops` over stdio (test/support/mcp-servers/failure-server.ts): `slow` is a side effect. */
+const OPS_SERVER = {
+  name: 'ops',
+  transport: 'stdio',
+  command: process.execPath,
+  args: ['--import', 'tsx', join(repoRoot, 'test', 'support', 'mcp-servers', 'failure-server.ts')],
+};
+
 describe('turns survive crashes', () => {
   let stack: TurnStack;
   let token: string;
@@ -40,6 +48,18 @@ describe('turns survive crashes', () => {
       { timeoutMs: 30_000, intervalMs: 50 },
     );
   };
+  /** A Conversation of the test's owner that names the entry Agent `entry`. */
+  const agentConversation = (name: string, entry: string): Promise<string> =>
+    stack.createConversation(name, {
+      owner: 'test:crash-owner',
+      agent: undefined,
+      agentRef: { name: entry },
+    });
+  /** The conversation's committed `tool_call`s, decoded. */
+  const toolCalls = async (uid: string) =>
+    (await stack.journal(uid))
+      .filter((e) => e.kind === 'tool_call')
+      .map((e) => payloadCodecs.tool_call.decode(e.payload));
   const count = (kinds: string[], kind: string): number => kinds.filter((k) => k === kind).length;
   const assertOneTurn = async (uid: string, dispatches: number): Promise<string[]> => {
     const kinds = await stack.journalKinds(uid);
@@ -121,18 +141,7 @@ describe('turns survive crashes', () => {
       const uid = await stack.createConversation('cp-after-side-effect', {
         owner: 'test:crash-owner',
         tools: {
-          mcpServers: [
-            {
-              name: 'ops',
-              transport: 'stdio',
-              command: process.execPath,
-              args: [
-                '--import',
-                'tsx',
-                join(repoRoot, 'test', 'support', 'mcp-servers', 'failure-server.ts'),
-              ],
-            },
-          ],
+          mcpServers: [OPS_SERVER],
         },
       });
       const text = 'do it [[tool:ops/slow {"ms":5000}]]';
@@ -302,11 +311,7 @@ describe('turns survive crashes', () => {
             'crash-lead': { delegates: ['researcher'] },
           },
         );
-        const uid = await stack.createConversation('harness-mid-delegate', {
-          owner: 'test:crash-owner',
-          agent: undefined,
-          agentRef: { name: 'crash-lead' },
-        });
+        const uid = await agentConversation('harness-mid-delegate', 'crash-lead');
         const text = 'Was I billed twice in March?';
         const pending = postInBackground(uid, text, 'k-delegate');
         await pollUntil(
@@ -350,6 +355,79 @@ describe('turns survive crashes', () => {
         expect(results.map((r) => [r.toolCallId, r.delegate, r.content])).toEqual([
           ['toolu_ask_researcher', 'researcher', 'March: 40 billed once'],
         ]);
+      });
+    } finally {
+      await models.close();
+    }
+  });
+
+  it("quarantines a turn whose harness was SIGKILLed after a delegate's side-effecting call was committed, naming the thread's call", async () => {
+    // A lead Agent delegates to an operator whose own MCP server's `slow` tool is a side
+    // effect (docs/turns.md, "Delegation": quarantine as at the top). The harness dies
+    // while that call runs: its outcome is unknown, so the retry quarantines the turn.
+    const models = await MessagesApiServer.start({ apiKey: NO_KEY });
+    models.setResponder((request) => {
+      const first = (request.body as { messages: unknown[] }).messages.length === 1;
+      const use = (id: string, name: string, input: Record<string, unknown>) =>
+        ({ kind: 'message', content: [{ type: 'tool_use', id, name, input }] }) as const;
+      if (systemOf(request).startsWith('You are operator.')) {
+        return first
+          ? use('toolu_refund', 'ops/slow', { ms: 5_000 })
+          : { kind: 'message', content: [{ type: 'text', text: 'refunded' }] };
+      }
+      return first
+        ? use('toolu_ask_operator', '__delegate_to', { agent: 'operator', task: 'Refund R-42.' })
+        : { kind: 'message', content: [{ type: 'text', text: 'Done.' }] };
+    });
+    try {
+      await stack.withDiagnostics(async () => {
+        await stack.createAgents(
+          { name: 'crash-ops-claude', model: 'claude-crash-ops', baseUrl: models.url },
+          {
+            operator: {
+              description: 'Runs refunds.',
+              tools: {
+                mcpServers: [OPS_SERVER],
+              },
+            },
+            'ops-lead': { delegates: ['operator'] },
+          },
+        );
+        const uid = await agentConversation('harness-delegate-side-effect', 'ops-lead');
+        const text = 'Please refund R-42.';
+        const pending = postInBackground(uid, text, 'k-delegate-side');
+        await pollUntil(
+          "the operator's side-effecting call committed",
+          async () => (await toolCalls(uid)).find((c) => c.toolName === 'ops/slow'),
+          { timeoutMs: 60_000, intervalMs: 50 },
+        );
+        await stack.killHarness('harness-delegate-side-effect', 'SIGKILL');
+        const first = await pending;
+        expect(first).not.toBeInstanceOf(Error);
+        expect((first as Answer).status).toBe(503);
+        const calls = await toolCalls(uid);
+        expect(calls.map((c) => [c.toolName, c.toolCallId, c.agent, c.thread, c.effect])).toEqual([
+          ['__delegate_to', 'toolu_ask_operator', 'ops-lead', '', 1],
+          ['ops/slow', 'toolu_refund', 'operator', 'toolu_ask_operator', 2],
+        ]);
+
+        const answer = await settle(uid, text, 'k-delegate-side');
+        expect(answer.body).toMatchObject({
+          status: 'ambiguous',
+          ambiguous: { toolCallId: 'toolu_refund' },
+        });
+        const kinds = await stack.journalKinds(uid);
+        expect(count(kinds, 'turn_ambiguous')).toBe(1);
+        expect(count(kinds, 'tool_result')).toBe(0);
+        expect(count(kinds, 'turn_complete')).toBe(0);
+        // The side effect ran at most once: the retry did not call the tool again.
+        expect(count(kinds, 'tool_call')).toBe(2);
+        // Quarantined: a retry answers the same and dispatches nothing.
+        const dispatched = count(kinds, 'turn_dispatched');
+        const again = await post(uid, text, 'k-delegate-side');
+        expect(again.body).toMatchObject({ status: 'ambiguous', turnId: answer.body.turnId });
+        expect(count(await stack.journalKinds(uid), 'turn_dispatched')).toBe(dispatched);
+        expect((await stack.verify(uid)).ok).toBe(true);
       });
     } finally {
       await models.close();

@@ -41,6 +41,12 @@ import {
   unknownFirstTransfer,
 } from '../support/real-turns';
 import { type ScriptReply } from '../../harness/model/scripted-provider';
+import pino from 'pino';
+import { startCrewModels, type CrewModels } from '../support/agent-turns';
+import { TEST_NOW_MS } from '../support/api-fixtures';
+import { readyStatus } from '../support/in-memory-conversations';
+import { startScriptedHarness, type ScriptedHarness } from '../support/scripted-harness';
+import { panelCrew, panelResponder } from '../support/crew-replies';
 import { conversations, createConversationObject, kubeConfig, sharedCluster } from './support/kube';
 import { kubectl, kubeJson, startKubeDoorStack, type KubeDoorStack } from './support/kube-door';
 
@@ -57,6 +63,10 @@ let asDave: Dashboard;
 let asVera: Dashboard;
 let shots: string;
 let bundleDir: string | undefined;
+/** The panel's models (a lead and two delegates) on the local Messages API. */
+let crew: CrewModels;
+/** The panel conversation's own harness (a harness serves one conversation). */
+let panelHarness: ScriptedHarness | undefined;
 
 /** The side-effecting `transfer` tool: its first call breaks mid-call. */
 const transfer = unknownFirstTransfer([{ content: 'sent 42 to Bob', isError: false }]);
@@ -70,12 +80,20 @@ async function screenshot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: `${join(shots, name)}.png`, fullPage: true });
 }
 
-/** POSTs `body` to the conversation's `sub` as `who` (dave), through kube-apiserver and the door. */
-async function create(sub: string, body: unknown, who = dave): Promise<Record<string, unknown>> {
+/**
+ * POSTs `body` to the `sub` of Conversation `name` (hello) as `who` (dave), through
+ * kube-apiserver and the door.
+ */
+async function create(
+  sub: string,
+  body: unknown,
+  who = dave,
+  name = 'hello',
+): Promise<Record<string, unknown>> {
   const got = await kubeJson(
     who,
     'POST',
-    `${doorPath}/namespaces/${stack.namespace}/conversations/hello/${sub}`,
+    `${doorPath}/namespaces/${stack.namespace}/conversations/${name}/${sub}`,
     body,
   );
   expect([got.status, got.message]).toEqual([200, '']);
@@ -220,6 +238,7 @@ beforeAll(async () => {
   // The bundle as npm run build makes it, served by the door from memory.
   bundleDir = await mkdtemp(join(tmpdir(), 'ui-bundle-'));
   await buildUi(bundleDir);
+  crew = await startCrewModels({ agents: panelCrew(), respond: panelResponder() });
   stack = await startKubeDoorStack(
     'ui',
     {
@@ -239,6 +258,8 @@ beforeAll(async () => {
         textReply('Noted.'),
       ],
       extraTools: transfer.extraTools,
+      // The panel conversation's Agents, each model called by the control plane's relay.
+      coordinator: crew.coordinator,
       // The calculator behind an approval, as the test spec has it; `transfer`; a handoff target.
       spec: {
         agent: { systemPrompt: 'You are a test agent.', handoffTargets: ['billing'] },
@@ -324,6 +345,8 @@ afterAll(async () => {
   await asDave?.close();
   await asVera?.close();
   await stack?.close();
+  await panelHarness?.close();
+  await crew?.api.close();
   if (bundleDir !== undefined) await rm(bundleDir, { recursive: true, force: true });
 });
 
@@ -648,5 +671,78 @@ describe('the forensics UI in Chromium', () => {
     expect(verified).toContain('erased: only its leaf digest is kept');
     expect(verified).not.toContain('Lisbon');
     await admin.close();
+  });
+
+  it('shows a panel: each thread with its agent, its steps and its answer, and who gave the final answer', async () => {
+    const ns = stack.namespace;
+    panelHarness = await startScriptedHarness({
+      replies: [],
+      namespace: ns,
+      approvalPublicKey: stack.api.turns.approvals.publicKey,
+      logger: pino({ level: 'silent' }),
+      // The coordinator's clock, which its credentials for the harness are minted by.
+      nowMs: () => TEST_NOW_MS,
+    });
+    stack.api.turns.conversations.add(
+      { owner: 'kubernetes:dave', agentRef: { name: 'lead' } },
+      { name: 'panel', namespace: ns, status: readyStatus(panelHarness.endpoint) },
+    );
+    await createConversationObject(adminConfig, ns, 'panel', {
+      owner: 'kubernetes:dave',
+      agentRef: { name: 'lead' },
+    });
+    const reply = await create(
+      'messages',
+      { text: 'Was I charged twice in March?', idempotencyKey: 'p1' },
+      stack.users.alice,
+      'panel',
+    );
+    expect(reply.status).toBe('complete');
+    const page = await browser.newPage();
+    await page.setViewport({ width: 1280, height: 900 });
+    await page.goto(asDave.url, { waitUntil: 'load' });
+    await page.waitForSelector('tr[data-conversation="panel"]', { timeout: 30_000 });
+    await page.click('tr[data-conversation="panel"] a');
+    await page.waitForSelector('tr[data-kind="turn_complete"]', { timeout: 30_000 });
+    // Each thread opens with the lead's ask: its agent, its id, its task.
+    const asks = await texts(page, 'tr[data-kind="tool_call"]');
+    expect(asks).toEqual([
+      expect.stringContaining(
+        'leadasks researcher on thread toolu_ask_researcher: How much was billed in March?',
+      ),
+      expect.stringContaining(
+        'leadasks checker on thread toolu_ask_checker: Was the March invoice paid twice?',
+      ),
+    ]);
+    // Each thread's steps name their agent and thread, indented by its depth.
+    const steps = await texts(page, 'tr[data-kind="model_call"][data-depth="1"]');
+    expect(steps).toHaveLength(2);
+    expect(steps).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/checker.*on thread toolu_ask_checker \(depth 1\)/u),
+        expect.stringMatching(/researcher.*on thread toolu_ask_researcher \(depth 1\)/u),
+      ]),
+    );
+    // Each thread's answer, from its agent.
+    const answers = await texts(page, 'tr[data-kind="tool_result"]');
+    expect(answers).toHaveLength(2);
+    expect(answers).toEqual(
+      expect.arrayContaining([
+        expect.stringContaining(
+          'checkeranswered on thread toolu_ask_checker: checker says: 33 chars',
+        ),
+        expect.stringContaining(
+          'researcheranswered on thread toolu_ask_researcher: researcher says: 29 chars',
+        ),
+      ]),
+    );
+    // The final answer: the lead's, on the turn's own thread, after both threads.
+    const final = (await texts(page, 'tr[data-kind="turn_complete"]'))[0];
+    expect(final).toContain(`leadreplied: ${String(reply.reply)}`);
+    expect(final).toContain(
+      "the final answer, by lead on the turn's own thread, after threads toolu_ask_researcher, toolu_ask_checker",
+    );
+    await screenshot(page, 'panel');
+    await page.close();
   });
 });

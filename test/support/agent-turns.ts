@@ -46,6 +46,8 @@ export interface AgentTurnsOptions {
   readonly spec?: Partial<ConversationSpec>;
   /** Connect agents' own MCP servers in the harness (scripted-harness.ts). */
   readonly agentMcp?: boolean;
+  /** Identities linked to admin personas (who may answer approvals). */
+  readonly admins?: readonly string[];
 }
 
 /** The running turns, the conversation, and how to post to it and read its journal. */
@@ -61,8 +63,24 @@ export interface AgentTurns {
   close(): Promise<void>;
 }
 
-/** Starts the turns and adds the conversation. */
-export async function startAgentTurns(options: AgentTurnsOptions): Promise<AgentTurns> {
+/** A crew's models: the local Messages API and the coordinator options that reach it. */
+export interface CrewModels {
+  readonly api: MessagesApiServer;
+  /** The directory (any namespace) and the control plane's relay, for the coordinator. */
+  readonly coordinator: {
+    readonly modelRelay: ProviderModelRelay;
+    readonly agentDirectory: () => AgentDirectory;
+  };
+}
+
+/**
+ * Starts the local Messages API answering with `respond`, and the coordinator options that
+ * give a turn `agents` on the ModelConfig `claude` there (`model` over its spec); close
+ * `api` after the turns.
+ */
+export async function startCrewModels(
+  options: Pick<AgentTurnsOptions, 'agents' | 'respond' | 'model'>,
+): Promise<CrewModels> {
   const api = await MessagesApiServer.start({ apiKey: NO_KEY, respond: options.respond });
   const claude: ModelConfig = {
     apiVersion: 'polychrome.dev/v1alpha1',
@@ -74,16 +92,23 @@ export async function startAgentTurns(options: AgentTurnsOptions): Promise<Agent
     agent: (name) => options.agents.get(name),
     modelConfig: (name) => (name === 'claude' ? claude : undefined),
   };
-  const relay = new ProviderModelRelay({
+  const modelRelay = new ProviderModelRelay({
     secrets: noSecrets,
     account: { name: 'polychrome-control-plane', namespace: 'polychrome-system' },
     adapter: { maxAttempts: 1 },
   });
+  return { api, coordinator: { modelRelay, agentDirectory: () => directory } };
+}
+
+/** Starts the turns and adds the conversation. */
+export async function startAgentTurns(options: AgentTurnsOptions): Promise<AgentTurns> {
+  const { api, coordinator } = await startCrewModels(options);
   const turns = await startRealTurns({
     replies: [],
     logger: pino({ level: process.env.TEST_LOG ?? 'silent' }),
     ...(options.agentMcp === true ? { agentMcp: true } : {}),
-    coordinator: { maxAttempts: 1, modelRelay: relay, agentDirectory: () => directory },
+    ...(options.admins === undefined ? {} : { admins: options.admins }),
+    coordinator: { maxAttempts: 1, ...coordinator },
   });
   const conversation = turns.conversations.add(
     { owner: TEST_OWNER.identity, agentRef: { name: options.entry }, ...options.spec },

@@ -155,6 +155,8 @@ export type StartApiOptions = Partial<
   readonly extraTools?: RealTurnsOptions['extraTools'];
   /** The namespace of the conversations the test adds, which the harness serves. */
   readonly harnessNamespace?: string;
+  /** More coordinator options (an agent directory and a model relay: agent-turns.ts). */
+  readonly coordinator?: RealTurnsOptions['coordinator'];
   /**
    * Another replica of `replicaOf`'s control plane: this API serves its coordinator, journal
    * and conversations (a client that reconnects here resumes where it was); `close()` stops
@@ -172,6 +174,7 @@ export async function startApi(overrides: StartApiOptions = {}): Promise<TestApi
     sandboxWaitMs,
     extraTools,
     harnessNamespace,
+    coordinator,
     kube,
     replicaOf,
     ...serverOverrides
@@ -203,6 +206,7 @@ export async function startApi(overrides: StartApiOptions = {}): Promise<TestApi
       coordinator: {
         nowMs: () => TEST_NOW_MS,
         ...(sandboxWaitMs === undefined ? {} : { sandboxWaitMs }),
+        ...coordinator,
       },
     }));
   // As main.ts wires it: a process that starts tracing gets the turn on the request span.

@@ -1,18 +1,22 @@
 /**
  * Real turns that pay (docs/payments.md, "A paid call in a turn"): {@link startRealTurns}
- * with the harness's built-in `fetch`, the control plane paying x402 from a wallet in a
- * directory SecretStore, and {@link startPaidFixture}'s chain, token and x402 stack, whose
- * `GET /paid` the model's `fetch` calls. One conversation, owned by {@link TEST_OWNER}.
+ * with the harness's built-in `fetch`, the control plane configured as a deployment is
+ * (`loadPaymentConfig` over `POLYCHROME_PAYMENT_PROTOCOLS`, the MPP token table listing the
+ * test token, and `POLYCHROME_WALLET_DIR`), and {@link startPaidFixture}'s chain, token and
+ * sellers: the model's `fetch` calls `GET /paid` of the x402 stack, or of the mppx server,
+ * whose 402 offers both MPP and x402. One conversation, owned by {@link TEST_OWNER}.
  */
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { JournalEntry } from '../../common/state-journal';
+import { formatUnits } from 'viem';
 import type { ScriptReply } from '../../harness/model/scripted-provider';
-import { x402Protocol } from '../../operator/payments/payment-protocol';
-import { directorySecretStore } from '../../operator/payments/secret-store';
+import { loadPaymentConfig } from '../../operator/payments/payment-config';
 import { ANVIL_NETWORK } from './chain/anvil';
+import { TOKEN_DECIMALS, TOKEN_NAME, TOKEN_VERSION } from './chain/token';
 import { readyStatus } from './in-memory-conversations';
 import { startPaidFixture, type PaidFixture } from './payments/paid-fixture';
 import { startRealTurns, TEST_ADMIN, TEST_OWNER, type RealTurns } from './real-turns';
@@ -21,45 +25,69 @@ import { FETCH_EXTRA_TOOLS } from './scripted-harness';
 /** The wallet's name in the store. */
 export const PAID_WALLET = 'ops';
 
+/** Who sells `GET /paid`: the x402 stack, or the mppx server (offering MPP and x402). */
+export type Seller = 'x402' | 'mpp';
+
 export interface PaidTurns {
   readonly fixture: PaidFixture;
   readonly turns: RealTurns;
   readonly conversationId: string;
-  /** The x402 resource the model buys. */
+  /** The resource the model buys. */
   readonly paidUrl: string;
+  /** How many times the seller's paid handler ran (only after a payment it took). */
+  paidHandlerRuns(): number;
   /** A model reply that `fetch`es {@link paidUrl} under tool call `id`. */
   buyReply(id: string): ScriptReply;
-  /** Links {@link PAID_WALLET} with limits that allow `maxPerPayment` of the token to the payee. */
-  link(maxPerPayment: string): Promise<void>;
+  /**
+   * Links {@link PAID_WALLET} with limits that allow `maxPerPayment` of the token to the
+   * payee, and `maxPerPeriod` an hour (default four payments).
+   */
+  link(maxPerPayment: string, maxPerPeriod?: string): Promise<void>;
   close(): Promise<void>;
 }
 
-/** Starts it all; `replies(paidUrl)` is the scripted model's script. */
+/** Starts it all; `replies(buy)` is the scripted model's script. */
 export async function startPaidTurns(options: {
+  /** In base units of the token, whoever sells. */
   readonly price: string;
   readonly logger: Logger;
-  readonly replies: (buy: (id: string) => ScriptReply) => readonly ScriptReply[];
+  /** `buy(id)` fetches the paid URL, `free(id)` the x402 stack's unpaid `GET /free`. */
+  readonly replies: (
+    buy: (id: string) => ScriptReply,
+    free: (id: string) => ScriptReply,
+  ) => readonly ScriptReply[];
+  /** `POLYCHROME_PAYMENT_PROTOCOLS`. @default "x402" */
+  readonly protocols?: string;
+  /** @default "x402" */
+  readonly seller?: Seller;
 }): Promise<PaidTurns> {
-  const fixture = await startPaidFixture({ price: options.price });
-  const walletDir = await mkdtemp(join(tmpdir(), 'polychrome-wallets-'));
-  const paidUrl = `${fixture.x402.resourceUrl}/paid`;
-  const buyReply = (id: string): ScriptReply => ({
-    content: [{ tool_use: { id, name: 'fetch', input: { url: paidUrl } } }],
+  const seller = options.seller ?? 'x402';
+  const fixture = await startPaidFixture({
+    price: options.price,
+    ...(seller === 'mpp' ? { mppAmount: formatUnits(BigInt(options.price), TOKEN_DECIMALS) } : {}),
   });
+  const walletDir = await mkdtemp(join(tmpdir(), 'polychrome-wallets-'));
+  const mpp = fixture.mpp;
+  const paidUrl = `${mpp === undefined ? fixture.x402.resourceUrl : mpp.url}/paid`;
+  const paidHandlerRuns = mpp?.paidHandlerRuns ?? fixture.x402.paidHandlerRuns;
+  const fetchReply =
+    (url: string) =>
+    (id: string): ScriptReply => ({
+      content: [{ tool_use: { id, name: 'fetch', input: { url } } }],
+    });
+  const buyReply = fetchReply(paidUrl);
   let turns: RealTurns | undefined;
   try {
     const keyFile = join(walletDir, `${PAID_WALLET}.private-key`);
     await writeFile(keyFile, fixture.payerKey);
     await chmod(keyFile, 0o600);
     const started = await startRealTurns({
-      replies: options.replies(buyReply),
+      replies: options.replies(buyReply, fetchReply(`${fixture.x402.resourceUrl}/free`)),
       logger: options.logger,
       admins: [TEST_ADMIN.identity],
       spec: { tools: { builtin: ['fetch'] } },
       extraTools: FETCH_EXTRA_TOOLS,
-      coordinator: {
-        payments: { protocols: [x402Protocol()], wallets: directorySecretStore(walletDir) },
-      },
+      coordinator: { payments: paymentConfig(options.protocols ?? 'x402', fixture, walletDir) },
     });
     turns = started;
     const conversation = started.conversations.add(
@@ -72,8 +100,9 @@ export async function startPaidTurns(options: {
       turns: started,
       conversationId,
       paidUrl,
+      paidHandlerRuns,
       buyReply,
-      async link(maxPerPayment) {
+      async link(maxPerPayment, maxPerPeriod) {
         const limits = {
           networks: [ANVIL_NETWORK],
           assets: [
@@ -81,7 +110,7 @@ export async function startPaidTurns(options: {
               network: ANVIL_NETWORK,
               asset: fixture.token.address,
               maxPerPayment,
-              maxPerPeriod: (BigInt(maxPerPayment) * 4n).toString(),
+              maxPerPeriod: maxPerPeriod ?? (BigInt(maxPerPayment) * 4n).toString(),
             },
           ],
           payees: [fixture.payee],
@@ -133,4 +162,31 @@ export async function buyApproved(paid: PaidTurns, price: string): Promise<Journ
     signal,
   );
   return turns.journal.entries(`conv-${conversationId}`);
+}
+
+/** The payment settings a deployment naming `protocols` gets, paying the fixture's token. */
+function paymentConfig(
+  protocols: string,
+  fixture: PaidFixture,
+  walletDir: string,
+): NonNullable<ReturnType<typeof loadPaymentConfig>> {
+  const env = {
+    POLYCHROME_PAYMENT_PROTOCOLS: protocols,
+    POLYCHROME_WALLET_DIR: walletDir,
+    ...(protocols.includes('mpp')
+      ? {
+          POLYCHROME_MPP_TOKENS: JSON.stringify([
+            {
+              network: ANVIL_NETWORK,
+              asset: fixture.token.address,
+              name: TOKEN_NAME,
+              version: TOKEN_VERSION,
+            },
+          ]),
+        }
+      : {}),
+  };
+  const config = loadPaymentConfig(new KubeConfig(), 'polychrome-system', env);
+  if (config === undefined) throw new Error(`no payment protocol in "${protocols}"`);
+  return config;
 }

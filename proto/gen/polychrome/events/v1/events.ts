@@ -634,6 +634,12 @@ export interface OutboundPaymentReceipt {
   settledAtMs: number;
   /** The wallet that paid (its name). */
   wallet: string;
+  /**
+   * Set when an admin's resolve recorded this payment after the control plane lost its
+   * receipt (docs/payments.md, "Exactly once"): the actor who gave the transaction. Such a
+   * receipt has no upstream receipt and no response: the paid response was never received.
+   */
+  resolvedBy: string;
 }
 
 /**
@@ -5453,6 +5459,7 @@ function createBaseOutboundPaymentReceipt(): OutboundPaymentReceipt {
     conversationId: "",
     settledAtMs: 0,
     wallet: "",
+    resolvedBy: "",
   };
 }
 
@@ -5529,6 +5536,9 @@ export const OutboundPaymentReceipt: MessageFns<OutboundPaymentReceipt> = {
     }
     if (message.wallet !== "") {
       writer.uint32(194).string(message.wallet);
+    }
+    if (message.resolvedBy !== "") {
+      writer.uint32(202).string(message.resolvedBy);
     }
     return writer;
   },
@@ -5738,6 +5748,14 @@ export const OutboundPaymentReceipt: MessageFns<OutboundPaymentReceipt> = {
             message.wallet = reader.string();
             continue;
           }
+          case 25: {
+            if (tag !== 202) {
+              break;
+            }
+
+            message.resolvedBy = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5832,6 +5850,11 @@ export const OutboundPaymentReceipt: MessageFns<OutboundPaymentReceipt> = {
         ? globalThis.Number(object.settled_at_ms)
         : 0,
       wallet: isSet(object.wallet) ? globalThis.String(object.wallet) : "",
+      resolvedBy: isSet(object.resolvedBy)
+        ? globalThis.String(object.resolvedBy)
+        : isSet(object.resolved_by)
+        ? globalThis.String(object.resolved_by)
+        : "",
     };
   },
 
@@ -5909,6 +5932,9 @@ export const OutboundPaymentReceipt: MessageFns<OutboundPaymentReceipt> = {
     if (message.wallet !== "") {
       obj.wallet = message.wallet;
     }
+    if (message.resolvedBy !== "") {
+      obj.resolvedBy = message.resolvedBy;
+    }
     return obj;
   },
 
@@ -5941,6 +5967,7 @@ export const OutboundPaymentReceipt: MessageFns<OutboundPaymentReceipt> = {
     message.conversationId = object.conversationId ?? "";
     message.settledAtMs = object.settledAtMs ?? 0;
     message.wallet = object.wallet ?? "";
+    message.resolvedBy = object.resolvedBy ?? "";
     return message;
   },
 };

@@ -1,0 +1,422 @@
+/**
+ * Exactly once, under SIGKILL (docs/payments.md, "Exactly once"): a paid call on the real
+ * stack (the control-plane process paying x402 from a wallet directory, the harness process
+ * with the built-in `fetch`, the state-plane process, an @x402 resource server and
+ * facilitator settling an EIP-3009 token on anvil), with the control plane or the harness
+ * SIGKILLed at each point between the person's approval and the receipt. The state plane
+ * holds the append of the event named at each point (its fault injection), so the kill lands
+ * exactly there. After recovery the chain holds exactly one transfer and the journal one
+ * receipt, or the turn is quarantined naming the charge with nothing paid twice, and an
+ * admin's `resolve` with the transaction hash settles it.
+ */
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createPublicKey, verify } from 'node:crypto';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { payloadCodecs } from '../../common/event-kinds';
+import { PAYMENT_APPROVAL_TOOL } from '../../common/payment-approval';
+import { receiptSigningBytes } from '../../common/payment-receipt';
+import { Role } from '../../common/persona-roles';
+import { pollUntil } from '../../hack/lib/processes';
+import { ANVIL_NETWORK } from '../support/chain/anvil';
+import { startPaidFixture, type PaidFixture } from '../support/payments/paid-fixture';
+import { toolDirective } from '../support/messages-api-server';
+import { polychrome } from './support/polychrome-cli';
+import { apiCall, postMessage, postUntilSettled, type ApiAnswer } from './support/public-api';
+import { startTurnStack, type TurnStack } from './support/turn-stack';
+
+const PRICE = '1000000';
+const WALLET = 'ops';
+const OWNER = 'test:payer-owner';
+const ADMIN = 'test:payer-admin';
+/** How long the state plane holds the append at the crash point: longer than any kill. */
+const HOLD_MS = 4_000;
+
+describe('a paid call survives a SIGKILL at each point between approval and receipt', () => {
+  let stack: TurnStack;
+  let fixture: PaidFixture;
+  let walletDir: string;
+  let owner: string;
+  let admin: string;
+  let paidUrl: string;
+
+  beforeAll(async () => {
+    fixture = await startPaidFixture({ price: PRICE });
+    paidUrl = `${fixture.x402.resourceUrl}/paid`;
+    walletDir = await mkdtemp(join(tmpdir(), 'polychrome-wallets-'));
+    const keyFile = join(walletDir, `${WALLET}.private-key`);
+    await writeFile(keyFile, fixture.payerKey);
+    await chmod(keyFile, 0o600);
+    stack = await startTurnStack({
+      namespacePrefix: 'paycrash',
+      controlPlaneEnv: {
+        POLYCHROME_PAYMENT_PROTOCOLS: 'x402',
+        POLYCHROME_WALLET_DIR: walletDir,
+        // A dead harness is found quickly; the turn waits for the restarted pod.
+        POLYCHROME_TURN_SANDBOX_WAIT_MS: '60000',
+      },
+    });
+    owner = await stack.mintToken(OWNER);
+    admin = await stack.mintToken(ADMIN, [Role.Admin]);
+  }, 180_000);
+
+  afterAll(async () => {
+    await stack?.stop();
+    await fixture?.close();
+    if (walletDir !== undefined) await rm(walletDir, { recursive: true, force: true });
+  });
+
+  const text = (): string => `buy the report ${toolDirective('fetch', { url: paidUrl })}`;
+
+  /** Every paid conversation made, by name. */
+  const made = new Map<string, string>();
+
+  /** A conversation offered `fetch`, with the wallet linked by an admin (recorded). */
+  async function paidConversation(name: string): Promise<string> {
+    const uid = await stack.createConversation(name, {
+      owner: OWNER,
+      tools: { builtin: ['fetch'] },
+    });
+    const linked = await apiCall(stack.apiUrl, 'PUT', `/v1/conversations/${uid}/payment-policy`, {
+      token: admin,
+      body: {
+        actor: ADMIN,
+        wallet: WALLET,
+        reason: 'the report budget',
+        limits: {
+          networks: [ANVIL_NETWORK],
+          assets: [
+            {
+              network: ANVIL_NETWORK,
+              asset: fixture.token.address,
+              maxPerPayment: PRICE,
+              maxPerPeriod: (BigInt(PRICE) * 4n).toString(),
+            },
+          ],
+          payees: [fixture.payee],
+          periodSeconds: 3600,
+        },
+      },
+    });
+    expect(linked.status).toBe(200);
+    made.set(name, uid);
+    return uid;
+  }
+
+  /** Posts the buying message; the turn pauses on the payment's approval card. */
+  async function askToPay(uid: string, key: string): Promise<string> {
+    const paused = await postMessage(stack.apiUrl, owner, uid, text(), key);
+    expect(paused.status).toBe(200);
+    expect(paused.body).toMatchObject({
+      status: 'paused',
+      approval: { toolName: PAYMENT_APPROVAL_TOOL, args: { amount: PRICE, protocol: 'x402' } },
+    });
+    return String((paused.body.approval as { requestId: string }).requestId);
+  }
+
+  /** Approves as the admin; a crash of the server ends it with a network error. */
+  function approve(uid: string, requestId: string): Promise<ApiAnswer | Error> {
+    return apiCall(stack.apiUrl, 'POST', `/v1/conversations/${uid}/approvals/${requestId}`, {
+      token: admin,
+      body: { decision: 'approve' },
+    }).catch((error: unknown) => (error instanceof Error ? error : new Error(String(error))));
+  }
+
+  /**
+   * Restarts the state plane holding every append that carries `kind` for {@link HOLD_MS}
+   * (none without), then starts the control plane if it was killed and waits until it is
+   * ready.
+   */
+  async function holdAppendsOf(kind: string | undefined): Promise<void> {
+    if (kind === undefined) delete stack.state.env.STATE_FAULT_APPEND_DELAY;
+    else stack.state.env.STATE_FAULT_APPEND_DELAY = `${kind}:${HOLD_MS}`;
+    await stack.state.restart('SIGTERM');
+    if (!stack.controlPlane(0).running) stack.controlPlane(0).start();
+    await stack.controlPlane(0).waitReady();
+  }
+
+  /** Resolves once the state plane holds an append (the crash point is reached). */
+  async function heldAppend(): Promise<void> {
+    const held = (): number =>
+      stack.state.logs.filter((line) => line.includes('fault injection: holding an append')).length;
+    const before = held();
+    await pollUntil('the held append', () => Promise.resolve(held() > before ? true : undefined), {
+      timeoutMs: 60_000,
+      intervalMs: 25,
+    });
+  }
+
+  /** What the conversation's journal holds of the payment, and what the chain moved. */
+  async function ledger(uid: string, payeeBefore: bigint) {
+    const kinds = await stack.journalKinds(uid);
+    const count = (kind: string): number => kinds.filter((k) => k === kind).length;
+    const moved = (await fixture.token.balanceOf(fixture.payee)) - payeeBefore;
+    return {
+      kinds,
+      charges: count('payment_charge'),
+      sent: count('payment_sent'),
+      receipts: count('outbound_payment_receipt'),
+      transfers: moved / BigInt(PRICE),
+      remainder: moved % BigInt(PRICE),
+    };
+  }
+
+  /** The hash of the newest transfer from the payer to the payee on the chain. */
+  async function lastTransfer(): Promise<string> {
+    const logs = await fixture.token.publicClient.getContractEvents({
+      address: fixture.token.address,
+      abi: fixture.token.abi,
+      eventName: 'Transfer',
+      args: { from: fixture.payer, to: fixture.payee },
+      fromBlock: 0n,
+    });
+    const hash = logs.at(-1)?.transactionHash;
+    if (hash === undefined || hash === null) throw new Error('no transfer on the chain');
+    return hash;
+  }
+
+  /** The turn completed with the paid response, once: one transfer, one receipt. */
+  async function expectPaidOnce(uid: string, answer: ApiAnswer, payeeBefore: bigint) {
+    expect(answer.status).toBe(200);
+    expect(answer.body).toMatchObject({ status: 'complete' });
+    expect(String(answer.body.reply)).toMatch(/^tool fetch said: HTTP 200\n/);
+    const after = await ledger(uid, payeeBefore);
+    expect(after).toMatchObject({ charges: 1, sent: 1, receipts: 1, transfers: 1n, remainder: 0n });
+    expect(after.kinds.filter((k) => k === 'turn_complete')).toHaveLength(1);
+    expect((await stack.verify(uid)).ok).toBe(true);
+    await expectReplays(uid);
+  }
+
+  /** Replay (the real CLI, through the control plane) reproduces the turn from the journal alone. */
+  async function expectReplays(uid: string): Promise<void> {
+    // Replay trusts the journal key the Conversation's status records: wait until it does.
+    const head = (await stack.journal(uid)).length;
+    const name = [...made].find(([, u]) => u === uid)?.[0] ?? '';
+    await stack.waitConversation(
+      name,
+      (obj) => (obj as { status?: { journal?: { head?: number } } }).status?.journal?.head === head,
+    );
+    const args = ['conversation', 'replay', uid, '--actor', ADMIN, '--api', stack.apiUrl];
+    const replay = await polychrome(args, admin);
+    expect({ code: replay.code, stderr: replay.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(replay.stdout).toContain('OK: 1 turns replayed');
+  }
+
+  it('control plane killed while payment_sent is in flight: the send is not recorded, the retry pays once', async () => {
+    await stack.withDiagnostics(async () => {
+      await holdAppendsOf('payment_sent');
+      const uid = await paidConversation('cp-before-sent');
+      const requestId = await askToPay(uid, 'k-cp-sent');
+      const payeeBefore = await fixture.token.balanceOf(fixture.payee);
+      const approving = approve(uid, requestId);
+      await heldAppend();
+      await stack.controlPlane(0).kill('SIGKILL');
+      expect(await approving).toBeInstanceOf(Error);
+      // The approval is recorded; the send is not, and nothing moved.
+      expect(await ledger(uid, payeeBefore)).toMatchObject({ sent: 0, transfers: 0n });
+
+      await holdAppendsOf(undefined);
+      const answer = await postUntilSettled(stack.apiUrl, owner, uid, text(), 'k-cp-sent');
+      await expectPaidOnce(uid, answer, payeeBefore);
+    });
+  });
+
+  it('control plane killed after the money moved, before the receipt: quarantined naming the charge, resolved with the transaction', async () => {
+    await stack.withDiagnostics(async () => {
+      await holdAppendsOf('outbound_payment_receipt');
+      const uid = await paidConversation('cp-before-receipt');
+      const requestId = await askToPay(uid, 'k-cp-receipt');
+      const payeeBefore = await fixture.token.balanceOf(fixture.payee);
+      const approving = approve(uid, requestId);
+      await heldAppend();
+      await stack.controlPlane(0).kill('SIGKILL');
+      expect(await approving).toBeInstanceOf(Error);
+      expect(await ledger(uid, payeeBefore)).toMatchObject({
+        sent: 1,
+        receipts: 0,
+        transfers: 1n,
+      });
+
+      await holdAppendsOf(undefined);
+      const answer = await postUntilSettled(stack.apiUrl, owner, uid, text(), 'k-cp-receipt');
+      expect(answer.status).toBe(200);
+      const charge = payloadCodecs.payment_charge.decode(
+        (await stack.journal(uid)).find((e) => e.kind === 'payment_charge')?.payload ??
+          new Uint8Array(),
+      );
+      expect(answer.body).toMatchObject({
+        status: 'ambiguous',
+        ambiguous: { toolCallId: charge.toolCallId },
+      });
+      expect(JSON.stringify(answer.body)).toContain(charge.idempotencyKey);
+      // Never paid twice: a retry answers the same and sends nothing.
+      const again = await postMessage(stack.apiUrl, owner, uid, text(), 'k-cp-receipt');
+      expect(again.body).toMatchObject({ status: 'ambiguous' });
+      expect(await ledger(uid, payeeBefore)).toMatchObject({
+        sent: 1,
+        receipts: 0,
+        transfers: 1n,
+        remainder: 0n,
+      });
+      expect((await stack.verify(uid)).ok).toBe(true);
+
+      // An admin looks the payment up on the chain and resolves the turn with its transaction.
+      const transaction = (await lastTransfer()).toLowerCase();
+      const turnId = String(answer.body.turnId);
+      const resolvePath = `/v1/conversations/${uid}/turns/${turnId}/resolve`;
+      const resolve = (token: string, body: Record<string, unknown>) =>
+        apiCall(stack.apiUrl, 'POST', resolvePath, { token, body });
+      const before = (await stack.journalKinds(uid)).length;
+      expect((await resolve(owner, { actor: OWNER, decision: 'ran', transaction })).status).toBe(
+        403,
+      );
+      const notRun = await resolve(admin, { actor: ADMIN, decision: 'did_not_run' });
+      expect(notRun.status).toBe(409);
+      expect(JSON.stringify(notRun.body)).toContain(charge.idempotencyKey);
+      const withoutHash = await resolve(admin, {
+        actor: ADMIN,
+        decision: 'ran',
+        resultUnknown: true,
+      });
+      expect(withoutHash.status).toBe(409);
+      const badHash = await resolve(admin, { actor: ADMIN, decision: 'ran', transaction: '0x12' });
+      expect(badHash).toMatchObject({
+        status: 400,
+        body: { error: { details: { field: 'transaction' } } },
+      });
+      expect((await stack.journalKinds(uid)).length).toBe(before);
+
+      const resolved = await resolve(admin, { actor: ADMIN, decision: 'ran', transaction });
+      expect(resolved.status).toBe(200);
+      expect(String(resolved.body.message)).toContain(transaction);
+      const finished = await postUntilSettled(stack.apiUrl, owner, uid, text(), 'k-cp-receipt');
+      expect(finished.body).toMatchObject({ status: 'complete' });
+      expect(String(finished.body.reply)).toContain(`in transaction ${transaction}`);
+      const after = await ledger(uid, payeeBefore);
+      expect(after).toMatchObject({ sent: 1, receipts: 1, transfers: 1n, remainder: 0n });
+      const receipt = payloadCodecs.outbound_payment_receipt.decode(
+        (await stack.journal(uid)).find((e) => e.kind === 'outbound_payment_receipt')?.payload ??
+          new Uint8Array(),
+      );
+      expect(receipt).toMatchObject({
+        transaction,
+        resolvedBy: ADMIN,
+        payer: fixture.payer.toLowerCase(),
+        idempotencyKey: charge.idempotencyKey,
+        amount: PRICE,
+        upstreamReceipt: '',
+      });
+      const approvalKey = createPublicKey({
+        key: {
+          kty: 'OKP',
+          crv: 'Ed25519',
+          x: Buffer.from(stack.approvalKey.publicKeyHex, 'hex').toString('base64url'),
+        },
+        format: 'jwk',
+      });
+      expect(verify(null, receiptSigningBytes(receipt), approvalKey, receipt.signature)).toBe(true);
+      expect(
+        verify(
+          null,
+          receiptSigningBytes({ ...receipt, resolvedBy: 'test:someone-else' }),
+          approvalKey,
+          receipt.signature,
+        ),
+      ).toBe(false);
+      expect((await stack.verify(uid)).ok).toBe(true);
+      await expectReplays(uid);
+    });
+  });
+
+  it('harness killed while payment_sent is in flight: the control plane pays and records, the retry reads the receipt', async () => {
+    await stack.withDiagnostics(async () => {
+      await holdAppendsOf('payment_sent');
+      const uid = await paidConversation('harness-before-sent');
+      const requestId = await askToPay(uid, 'k-h-sent');
+      const payeeBefore = await fixture.token.balanceOf(fixture.payee);
+      const approving = approve(uid, requestId);
+      await heldAppend();
+      await stack.killHarness('harness-before-sent', 'SIGKILL');
+      const first = await approving;
+      expect(first).not.toBeInstanceOf(Error);
+      await holdAppendsOf(undefined);
+      const answer = await postUntilSettled(stack.apiUrl, owner, uid, text(), 'k-h-sent');
+      await expectPaidOnce(uid, answer, payeeBefore);
+    });
+  });
+
+  it('harness killed while the receipt is in flight: the receipt is recorded, the retry answers from it', async () => {
+    await stack.withDiagnostics(async () => {
+      await holdAppendsOf('outbound_payment_receipt');
+      const uid = await paidConversation('harness-before-receipt');
+      const requestId = await askToPay(uid, 'k-h-receipt');
+      const payeeBefore = await fixture.token.balanceOf(fixture.payee);
+      const approving = approve(uid, requestId);
+      await heldAppend();
+      await stack.killHarness('harness-before-receipt', 'SIGKILL');
+      const first = await approving;
+      expect(first).not.toBeInstanceOf(Error);
+      await holdAppendsOf(undefined);
+      const answer = await postUntilSettled(stack.apiUrl, owner, uid, text(), 'k-h-receipt');
+      await expectPaidOnce(uid, answer, payeeBefore);
+      expect(fixture.x402.settles().total).toBeGreaterThan(0);
+    });
+  });
+
+  it('control plane killed while the approval is in flight: nothing is approved, the approval is asked again and pays once', async () => {
+    await stack.withDiagnostics(async () => {
+      await holdAppendsOf('approval_response');
+      const uid = await paidConversation('cp-before-approval');
+      const requestId = await askToPay(uid, 'k-cp-approval');
+      const payeeBefore = await fixture.token.balanceOf(fixture.payee);
+      const approving = approve(uid, requestId);
+      await heldAppend();
+      await stack.controlPlane(0).kill('SIGKILL');
+      expect(await approving).toBeInstanceOf(Error);
+      expect(await stack.journalKinds(uid)).not.toContain('approval_response');
+
+      await holdAppendsOf(undefined);
+      const still = await postUntilSettled(stack.apiUrl, owner, uid, text(), 'k-cp-approval');
+      expect(still.body).toMatchObject({ status: 'paused', approval: { requestId } });
+      const answer = await approve(uid, requestId);
+      if (answer instanceof Error) throw answer;
+      await expectPaidOnce(uid, answer, payeeBefore);
+    });
+  });
+  it('leaves no key or signature material in any journal or log line of the paid turns', async () => {
+    expect(made.size).toBe(5);
+    const texts: string[] = [];
+    for (const [name, uid] of made) {
+      for (const entry of await stack.journal(uid)) {
+        const bytes = Buffer.from(entry.payload);
+        texts.push(bytes.toString('hex'), bytes.toString('latin1'), bytes.toString('base64'));
+      }
+      const { logPath } = await stack.harness(name);
+      texts.push(await readFile(logPath, 'utf8').catch(() => ''));
+    }
+    const controlPlaneLines = stack.controlPlane(0).log.lines;
+    texts.push(...controlPlaneLines, ...stack.state.logs, ...stack.nodeLog.lines);
+    const all = texts.join('\n');
+    const lower = all.toLowerCase();
+    // What is public is there, so the search reads the right bytes: the payer's address.
+    expect(lower).toContain(fixture.payer.slice(2).toLowerCase());
+    // Every line of every run is searched: none was dropped from the rolling log.
+    expect(controlPlaneLines.length).toBeGreaterThan(0);
+    expect(controlPlaneLines.length).toBeLessThan(5_000);
+    const key = fixture.payerKey.replace(/^0x/u, '');
+    expect(lower).not.toContain(key.toLowerCase());
+    expect(all).not.toContain(Buffer.from(key, 'hex').toString('base64'));
+    expect(all).not.toContain(Buffer.from(key, 'hex').toString('base64url'));
+    // The signed authorizations the seller received appear nowhere either.
+    const signatures = fixture.x402.paymentSignatures();
+    expect(signatures.length).toBeGreaterThan(0);
+    for (const header of signatures) {
+      expect(all).not.toContain(header);
+      const payload = JSON.parse(Buffer.from(header, 'base64').toString('utf8')) as {
+        payload: { signature: string };
+      };
+      expect(lower).not.toContain(payload.payload.signature.replace(/^0x/u, '').toLowerCase());
+    }
+  });
+});
