@@ -187,3 +187,30 @@ function foreignSigner(): (message: Uint8Array) => Uint8Array {
   const { privateKey } = generateKeyPairSync('ed25519');
   return (message) => sign(null, message, privateKey);
 }
+
+describe('replay audits an MPP payment as it audits x402', () => {
+  it('passes the journal of a turn paid with MPP: the receipt verified', async () => {
+    const mpp = await startPaidTurns({
+      price: '1000000',
+      logger: pino({ level: 'silent' }),
+      replies: (buy) => [buy('toolu_mpp'), textReply('Bought it.')],
+      protocols: 'mpp',
+      seller: 'mpp',
+    });
+    try {
+      const journal = await buyApproved(mpp, '1000000');
+      const result = replayJournal(journal, {
+        ids: requestIds,
+        verifier: nodeEd25519Verifier,
+        approvalPublicKey: mpp.turns.approvals.publicKey,
+      });
+      expect(result.payments.findings).toEqual([]);
+      expect(result.payments.payments).toEqual([
+        expect.objectContaining({ protocol: 'mpp', state: 'paid', receiptVerified: true }),
+      ]);
+      expect(result.ok).toBe(true);
+    } finally {
+      await mpp.close();
+    }
+  }, 90_000);
+});
