@@ -1,17 +1,11 @@
-import { AppError } from '../common/errors';
 import type { ApiClient } from './api-client';
 import { ExitCode, Format, write, type CliIo } from './cli-support';
-import { statusKeysOfObject, withExport, type KeyOptions } from './conversation-export';
+import type { KeyOptions } from './conversation-export';
 import type { ForensicRequest } from './forensic-request';
 import type { LiveSetup } from './journal-live';
-import {
-  journalKeyJson,
-  journalKeyLine,
-  NO_PINNED_KEY_HELP,
-  pinJournalKeys,
-  StatusKeysFrom,
-} from './journal-key-pin';
+import { journalKeyJson, journalKeyLine } from './journal-key-pin';
 import { formatReplayJson, formatReplayText, replayExportFile } from './journal-replay';
+import { withPinnedExport } from './pinned-export';
 import {
   formatWhatIfJson,
   formatWhatIfText,
@@ -48,25 +42,7 @@ export async function replayConversation(
 ): Promise<ExitCode> {
   const source = `conversation ${request.conversationId}`;
   const json = request.format === Format.Json;
-  const fromObject = await statusKeysOfObject(request, options);
-  return withExport(client, request, async (file, sidecar) => {
-    const pin = pinJournalKeys(
-      options.publicKeys ?? [],
-      fromObject ?? { keys: sidecar.publicKeys, from: StatusKeysFrom.ExportAnswer },
-      client.transport.description,
-    );
-    if (pin === undefined) {
-      throw new AppError(
-        'failed_precondition',
-        `${source}: replay is refused: ${NO_PINNED_KEY_HELP}`,
-      );
-    }
-    const named = <T>(run: () => Promise<T>): Promise<T> =>
-      run().catch((error: unknown) => {
-        throw error instanceof AppError
-          ? new AppError(error.code, error.message.split(file).join(source), { cause: error })
-          : error;
-      });
+  return withPinnedExport(client, request, options, 'replay', async (file, pin, named) => {
     if (options.whatIf !== undefined) {
       const { whatIf } = options;
       const run = await named(() =>

@@ -10,8 +10,8 @@ import { approvalKeyId } from '../common/approval-bytes';
 import { decodePayload, encodePayload } from '../common/event-kinds';
 import type { JournalEntry } from '../common/state-journal';
 import { toHex } from '../state/journal/hex';
+import { reSignedExport } from '../test/support/re-signed-export';
 import { createNodeEd25519Signer } from '../state/journal/node-ed25519';
-import { JournalStore } from '../state/store/journal-store';
 import { echoResponder, MessagesApiServer } from '../test/support/messages-api-server';
 import { recordApprovedTurns } from '../test/support/real-turns';
 import { ExitCode } from './cli-support';
@@ -28,7 +28,6 @@ const signer = createNodeEd25519Signer(new Uint8Array(32).fill(5));
 let dir: string;
 let entries: JournalEntry[];
 let approvalKey = '';
-let exports = 0;
 
 async function cli(
   args: readonly string[],
@@ -44,31 +43,9 @@ async function cli(
   return { code, stdout: out, stderr: err };
 }
 
-/** The journal re-appended batch by batch (its signed roots dropped and made again), exported. */
-async function signedExport(journal: readonly JournalEntry[]): Promise<string> {
-  exports += 1;
-  const store = new JournalStore({ location: join(dir, `db-${String(exports)}`), signer });
-  await store.open();
-  try {
-    let head = 0;
-    let batch: { kind: string; payload: Uint8Array }[] = [];
-    for (const entry of journal) {
-      if (entry.kind !== 'signed_root') {
-        batch.push({ kind: entry.kind, payload: entry.payload });
-        continue;
-      }
-      head = (await store.append('conv-replay', head, batch)).head;
-      batch = [];
-    }
-    let text = '';
-    for await (const chunk of store.export('conv-replay'))
-      text += Buffer.from(chunk).toString('utf8');
-    const file = join(dir, `export-${String(exports)}.jsonl`);
-    await writeFile(file, text);
-    return file;
-  } finally {
-    await store.close();
-  }
+/** The journal re-signed under the test key and exported (test/support/re-signed-export.ts). */
+function signedExport(journal: readonly JournalEntry[]): Promise<string> {
+  return reSignedExport(journal, { dir, signer, partition: 'conv-replay' });
 }
 
 function tamper<K extends 'tool_result' | 'approval_response'>(

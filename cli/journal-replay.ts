@@ -9,6 +9,8 @@ import { replayJournal } from '../harness/turn/replay';
 import { type JournalReplay, type TranscriptItem } from '../harness/turn/replay-verdict';
 import { SummaryStatus, type SummaryReplay } from '../harness/turn/replay-summaries';
 import type { ExportHeader } from '../common/journal-export-format';
+import type { PaymentAudit } from '../common/payment-audit';
+import { findingLine } from '../common/payment-rows';
 import { parseExportEvent, parseExportHeader } from '../common/journal-export-parse';
 import { verifyExportFile, type OfflineVerification } from './journal-verify';
 
@@ -228,6 +230,7 @@ export function formatReplayText(report: ReplayReport): string {
     out.push(`position ${String(skipped.position)} (${skipped.kind}): skipped`);
   }
   out.push(...summaryLines(replay.summaries));
+  out.push(...paymentFindingLines(replay.payments));
   const diverged = replay.turns.filter((t) => !t.ok).length;
   const badSummaries = replay.summaries.filter((s) => s.status === SummaryStatus.Diverged).length;
   out.push(approvalKeyLine(report.approvalKey));
@@ -235,7 +238,10 @@ export function formatReplayText(report: ReplayReport): string {
     `${report.source} (${report.partition}): ${replay.ok ? 'OK' : 'DIVERGED'}: ${String(replay.turns.length)} turns replayed from ${String(replay.events)} events, ${String(diverged)} diverged` +
       (replay.summaries.length === 0
         ? ''
-        : `; ${String(replay.summaries.length)} summaries checked, ${String(badSummaries)} do not follow`),
+        : `; ${String(replay.summaries.length)} summaries checked, ${String(badSummaries)} do not follow`) +
+      (replay.payments.payments.length === 0 && replay.payments.findings.length === 0
+        ? ''
+        : `; ${String(replay.payments.payments.length)} payments audited, ${String(replay.payments.findings.length)} problems`),
   );
   return `${out.join('\n')}\n`;
 }
@@ -257,8 +263,14 @@ export function formatReplayJson(
     skipped: report.replay.skipped,
     erased: report.replay.erased,
     summaries: report.replay.summaries,
+    payments: report.replay.payments,
     divergence: report.replay.divergence ?? null,
   })}\n`;
+}
+
+/** One line per payment finding (docs/payments.md, "Auditing payments"). */
+export function paymentFindingLines(audit: PaymentAudit): string[] {
+  return audit.findings.map(findingLine);
 }
 
 /** One line per `summary` event: what it covers and its verdict (docs/replay.md, "Summaries"). */

@@ -56,6 +56,9 @@ Conversations by name, in the namespace of -n (else the context's, else "default
   payments unlink NAME --reason TEXT [--actor A]
                                      unlink it: payments are off
   payments policy NAME [--actor A]   the payment policy in force (get conversations/payment-policy)
+  payments NAME [--actor A] [--public-key KEY]... [--approval-key KEY]
+                                     its payments, one line per charge, audited here
+                                     (get conversations/export)
   dashboard [--port P] [--no-open]   the read-only forensics UI through a local proxy
                                      on 127.0.0.1 (docs/ui.md); prints the URL
 

@@ -119,7 +119,7 @@ describe('polychrome payments', () => {
     [['link', '--wallet', 'w', '--limits', 'LIMITS/broken.json', '--reason', 'r'], 'is not JSON'],
     [['link', '--wallet', 'w', '--limits', 'LIMITS/limits.json'], 'needs --reason TEXT'],
     [['unlink', '--wallet', 'w', '--reason', 'r'], 'takes no --wallet or --limits'],
-    [['pay', '--reason', 'r'], 'payments takes link, unlink or policy'],
+    [['pay', '--reason', 'r'], 'or link, unlink or policy then the conversation'],
   ])('refuses %j before reaching the API (exit 2)', async (words, message) => {
     const { s, admin } = await started();
     const [action, ...flags] = words.map((w) => w.replace('LIMITS', dir));
@@ -130,5 +130,42 @@ describe('polychrome payments', () => {
     expect(run.code).toBe(ExitCode.Usage);
     expect(run.stderr).toContain(message);
     expect(s.api.logs.filter((l) => l.msg === 'request served')).toEqual([]);
+  });
+  it("lists a conversation's payments from its export, audited here; the owner is refused", async () => {
+    const { s, admin } = await started();
+    const id = s.conversationId;
+    await runCaptured(
+      [
+        'payments',
+        'link',
+        id,
+        '--wallet',
+        'ops',
+        '--limits',
+        join(dir, 'limits.json'),
+        '--reason',
+        'r',
+        '--actor',
+        ROOT,
+      ],
+      admin,
+    );
+    const pin = ['--public-key', Buffer.from(s.api.turns.journal.publicKey).toString('hex')];
+    const listed = await runCaptured(['payments', id, '--actor', ROOT, ...pin], admin);
+    expect(listed).toMatchObject({ code: ExitCode.Ok, stderr: '' });
+    expect(listed.stdout).toContain(`conversation ${id}: OK: 0 charges, 0 problems`);
+    const json = await runCaptured(['payments', id, '--actor', ROOT, '--json', ...pin], admin);
+    expect(JSON.parse(json.stdout)).toMatchObject({ ok: true, payments: [], findings: [] });
+    const owner = await runCaptured(['payments', id, ...pin], {
+      ...s.env,
+      POLYCHROME_TOKEN: TOKENS.alice,
+    });
+    expect(owner.code).not.toBe(ExitCode.Ok);
+    expect(owner.stdout).toBe('');
+    const usage = await runCaptured(['payments', id, '--reason', 'x', '--actor', ROOT], admin);
+    expect(usage).toMatchObject({ code: ExitCode.Usage });
+    expect(usage.stderr).toContain(
+      'payments NAME lists payments: it takes no --wallet, --limits or --reason',
+    );
   });
 });

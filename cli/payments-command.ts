@@ -20,6 +20,8 @@ import {
 } from './cli-support';
 import type { CommandDoor } from './command-door';
 import { actorOrSelf, parseActorFlag } from './forensic-request';
+import { listConversationPayments } from './payments-list';
+import { parsePublicKey, parsePublicKeyFlags, publicKeyOption } from './public-key-flags';
 import { ConversationOperation } from './transport';
 
 /*
@@ -42,16 +44,26 @@ export async function paymentsCommand(
   const { values, positionals } = parse(args, {
     ...door.options,
     ...formatOptions,
+    ...publicKeyOption,
     actor: { type: 'string' },
     wallet: { type: 'string' },
     limits: { type: 'string' },
     reason: { type: 'string' },
+    'approval-key': { type: 'string' },
   });
   const format = parseFormat(values);
   const [action, id, ...extra] = positionals;
   if (!(ACTIONS as readonly (string | undefined)[]).includes(action)) {
+    if (action === undefined || id !== undefined) {
+      throw new UsageError(
+        `payments takes a ${door.noun} (its payments), or link, unlink or policy then the ${door.noun}; got ${JSON.stringify(positionals.join(' '))}`,
+      );
+    }
+    return listCommand(door, action, values, env, io);
+  }
+  if (values['approval-key'] !== undefined || values['public-key'] !== undefined) {
     throw new UsageError(
-      `payments takes link, unlink or policy, then the ${door.noun}; got ${JSON.stringify(action ?? '')}`,
+      `payments ${String(action)} takes no --public-key or --approval-key: only payments NAME reads the journal`,
     );
   }
   const conversation = door.conversation(id, `payments ${String(action)}`);
@@ -84,6 +96,42 @@ export async function paymentsCommand(
     format === Format.Json ? `${JSON.stringify(answer.raw)}\n` : formatPolicy(answer.value),
   );
   return ExitCode.Ok;
+}
+
+/** `payments NAME`: the conversation's payments, audited (payments-list.ts). */
+async function listCommand(
+  door: CommandDoor,
+  id: string,
+  values: Record<string, unknown>,
+  env: Env | undefined,
+  io: CliIo,
+): Promise<ExitCode> {
+  const conversationId = door.conversation(id, 'payments');
+  if (values.wallet !== undefined || values.limits !== undefined || values.reason !== undefined) {
+    throw new UsageError(
+      'payments NAME lists payments: it takes no --wallet, --limits or --reason',
+    );
+  }
+  // Read before anything is fetched, so a bad key is a usage error (exit 2).
+  const publicKeys = parsePublicKeyFlags(values);
+  const approvalText = stringValue(values['approval-key']);
+  const approvalKey =
+    approvalText === undefined ? undefined : parsePublicKey(approvalText, '--approval-key');
+  const given = values.actor === undefined ? undefined : parseActorFlag(values.actor);
+  const connection = await door.connect(values, env);
+  const { client, statusJournalKeys } = connection;
+  const actor = await actorOrSelf(given, connection, io.signal);
+  const request = {
+    conversationId,
+    actor,
+    format: parseFormat(values),
+    ...(io.signal === undefined ? {} : { signal: io.signal }),
+  };
+  return listConversationPayments(client, request, io, {
+    publicKeys,
+    ...(statusJournalKeys === undefined ? {} : { statusJournalKeys }),
+    ...(approvalKey === undefined ? {} : { approvalKey }),
+  });
 }
 
 /** The body of a link (wallet, limits from the file, reason) or an unlink. @throws UsageError */

@@ -86,6 +86,12 @@ act as, one of your own: provider:scope:external_id or provider:external_id.
       FILE (JSON; docs/payments.md, "Linking a wallet"), unlink it, or show the policy in
       force. Admins only; each change is recorded in the journal with A and TEXT.
 
+  polychrome payments ID --actor A [--public-key KEY]... [--approval-key KEY] [--format json|text] [api flags]
+      The conversation's payments, one line per charge (when, tool call, protocol,
+      amount, network, payee, resource, state, transaction, receipt verified), read from
+      its export and audited on this machine as replay audits them (docs/payments.md,
+      "Auditing payments"). Admins only. Exit 1 when the audit finds a problem.
+
 api flags (or environment variables):
   --api URL             POLYCHROME_API_URL         default http://127.0.0.1:8080
   --token T             POLYCHROME_TOKEN           a session token (pcs_...); required

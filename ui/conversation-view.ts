@@ -18,6 +18,7 @@ import {
   type Seal,
   type TimelineEvent,
 } from './timeline';
+import { PaymentsPanel } from './payments-panel';
 import { VerifyPanel } from './verify-panel';
 
 /** The state the view renders. */
@@ -33,6 +34,7 @@ export class ConversationView {
   /** What the agent keeps across turns, read again after each memory event. */
   private readonly memoryBox = h('div', { id: 'memory' });
   private readonly panel: VerifyPanel;
+  private readonly paymentsPanel = new PaymentsPanel();
 
   constructor(
     private readonly root: HTMLElement,
@@ -61,6 +63,7 @@ export class ConversationView {
         `uid ${conversation.metadata.uid ?? ''}, owner ${conversation.spec?.owner ?? ''}, phase ${conversation.status?.phase ?? ''}`,
       ),
       this.panel.element,
+      this.paymentsPanel.element,
       h('section', {}, h('h3', {}, 'Memory'), this.memoryBox),
       h('section', {}, h('h3', {}, 'Live'), this.liveBox),
       h('section', {}, h('h3', {}, 'Turns'), this.table),
@@ -169,6 +172,7 @@ export class ConversationView {
   }
 
   private render(): void {
+    this.paymentsPanel.show(this.panel.payments());
     const verified = this.panel.verifiedEvents();
     const events = verified ?? [...this.events.values()];
     replace(

@@ -15,3 +15,21 @@ export function pinKey(text: string): void {
 export function unpinKey(): void {
   localStorage.removeItem(STORAGE_KEY);
 }
+
+/**
+ * The control plane's approval public key the user pinned: once pinned, payment receipts
+ * and approvals are checked with it, not with the export header's (docs/ui.md, "Payments").
+ */
+const APPROVAL_STORAGE_KEY = 'polychrome.pinnedApprovalKey';
+
+export function pinnedApprovalKeyText(): string | undefined {
+  return localStorage.getItem(APPROVAL_STORAGE_KEY) ?? undefined;
+}
+
+export function pinApprovalKey(text: string): void {
+  localStorage.setItem(APPROVAL_STORAGE_KEY, text.trim());
+}
+
+export function unpinApprovalKey(): void {
+  localStorage.removeItem(APPROVAL_STORAGE_KEY);
+}

@@ -7,7 +7,7 @@
 import { loadNobleCrypto, type NobleJournalCrypto } from '../state/journal/noble-crypto';
 import { exportText, HttpError, type Conversation } from './api';
 import { button, h, replace } from './dom';
-import { pinKey, pinnedKeyText, unpinKey } from './pinned-key';
+import { pinKey, pinnedApprovalKeyText, pinnedKeyText, unpinKey } from './pinned-key';
 import type { Seal, TimelineEvent } from './timeline';
 import {
   checkInclusion,
@@ -40,6 +40,11 @@ export class VerifyPanel {
     this.conversation = conversation;
     this.render();
     void this.noble().then(() => this.render());
+  }
+
+  /** The audit of the verified export's payments; undefined until an export verified. */
+  payments(): BrowserVerification['payments'] | undefined {
+    return this.verification?.ok === true ? this.verification.payments : undefined;
   }
 
   /** The events as the verified export holds them, once verified. */
@@ -146,12 +151,22 @@ export class VerifyPanel {
     const crypto = await this.noble();
     const pinned = pinnedKeyText();
     const key = pinned === undefined ? undefined : parsePublicKey(pinned);
+    const approvalText = pinnedApprovalKeyText();
+    const approvalKey = approvalText === undefined ? undefined : parsePublicKey(approvalText);
     const checkpoint = statusJournalCheckpoint(this.conversation?.status?.journal);
-    if (typeof key === 'string' || typeof checkpoint === 'string') {
+    if (
+      typeof key === 'string' ||
+      typeof approvalKey === 'string' ||
+      typeof checkpoint === 'string'
+    ) {
       this.note = h(
         'p',
         { class: 'error' },
-        typeof key === 'string' ? `The pinned key does not read: ${key}` : (checkpoint as string),
+        typeof key === 'string'
+          ? `The pinned key does not read: ${key}`
+          : typeof approvalKey === 'string'
+            ? `The pinned approval key does not read: ${approvalKey}`
+            : (checkpoint as string),
       );
       this.render();
       return;
@@ -161,6 +176,7 @@ export class VerifyPanel {
         source: `the export of ${this.name}`,
         ...(key === undefined ? {} : { pinnedKey: key }),
         ...(checkpoint === undefined ? {} : { checkpoint }),
+        ...(approvalKey === undefined ? {} : { approvalKey }),
       });
     } catch (error) {
       this.note = h(

@@ -1,7 +1,9 @@
 import { chargeFactsOf, type ChargeFacts } from '../../common/payment-approval';
+import { auditJournalPayments, type PaymentAudit } from '../../common/payment-audit';
 import type { PaymentCharge } from '../../proto/gen/polychrome/events/v1/events';
-import type { Decoded } from './journal-turns';
+import type { Decoded, ReplayEntry } from './journal-turns';
 import type { ToolOutcome } from './ports/tool-port';
+import type { ReplayOptions } from './replay-options';
 import type { TurnEvent } from './turn-machine';
 
 /**
@@ -71,4 +73,19 @@ export function nextPaymentEvent(
   if (met === undefined || charge === undefined) return undefined;
   running.splice(running.indexOf(met), 1);
   return { type: 'tool_finished', toolCallId: met, outcome: recordedPaymentRequired(charge) };
+}
+
+/**
+ * The audit of the journal's payments (common/payment-audit.ts): receipts and approvals
+ * checked with the approval key replay was given, totals against the limits in force.
+ */
+export function auditRecordedPayments(
+  entries: readonly ReplayEntry[],
+  options: Pick<ReplayOptions, 'verifier' | 'approvalPublicKey'>,
+): PaymentAudit {
+  const { verifier, approvalPublicKey } = options;
+  return auditJournalPayments(entries, {
+    approvalKeys: approvalPublicKey === undefined ? [] : [approvalPublicKey],
+    verifier: { verify: (key, message, signature) => verifier.verify(message, signature, key) },
+  });
 }

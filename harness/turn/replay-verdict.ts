@@ -1,3 +1,4 @@
+import type { PaymentAudit } from '../../common/payment-audit';
 import type { SummaryReplay } from './replay-summaries';
 
 /**
@@ -121,6 +122,11 @@ export interface JournalReplay {
   readonly erased: readonly ErasedPosition[];
   /** Every `summary` of the journal, checked (replay-summaries.ts), in journal order. */
   readonly summaries: readonly SummaryReplay[];
+  /**
+   * The audit of every payment (common/payment-audit.ts, docs/payments.md "Auditing
+   * payments"): a finding fails the replay.
+   */
+  readonly payments: PaymentAudit;
   /** The first divergence over all turns, if any. */
   readonly divergence?: Divergence;
 }

@@ -13,6 +13,7 @@ import type { Message } from '../../common/model/model-port';
 import { ERASED_TEXT, type AttemptHistory } from './erased-inputs';
 import { noteOf, transcriptOf } from './replay-notes';
 import { checkSummaries, SummaryStatus } from './replay-summaries';
+import { auditRecordedPayments } from './replay-payments';
 import {
   ReplayMode,
   ReplayTurnStatus,
@@ -94,13 +95,18 @@ export function replayJournal(
   }
   const divergence = results.find((r) => r.divergence !== undefined)?.divergence;
   const summaries = checkSummaries(journal);
+  const payments = auditRecordedPayments(entries, options);
   return {
-    ok: results.every((r) => r.ok) && summaries.every((s) => s.status !== SummaryStatus.Diverged),
+    ok:
+      results.every((r) => r.ok) &&
+      summaries.every((s) => s.status !== SummaryStatus.Diverged) &&
+      payments.ok,
     events: entries.length,
     turns: results,
     skipped,
     erased: erased.map(({ position, kind, turnId }) => ({ position, kind, turnId })),
     summaries,
+    payments,
     ...(divergence === undefined ? {} : { divergence }),
   };
 }

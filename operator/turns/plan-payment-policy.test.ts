@@ -4,7 +4,7 @@ import { payloadCodecs, type EventKind, type EventPayloads } from '../../common/
 import type { JournalEntry } from '../../common/state-journal';
 import { Visibility } from '../api/v1alpha1/conversation-values';
 import { conversation as conversationFixture, UID } from '../controller/snapshot-fixtures';
-import { checkSpendLimits } from '../payments/spend-limits';
+import { checkSpendLimits } from '../../common/spend-limits';
 import { foldJournal } from './journal-view';
 import type { JournalView } from './journal-view-types';
 import { paymentPolicyView, planPaymentPolicy } from './plan-payment-policy';

@@ -9,7 +9,7 @@
 import { canonicalJson } from '../../common/canonical-json';
 import { AppError } from '../../common/errors';
 import { amountProblem, clip, isEvmAddress, isEvmNetwork } from '../payments/charge';
-import type { AssetLimit, SpendLimits } from '../payments/spend-limits';
+import type { AssetLimit, SpendLimits } from '../../common/spend-limits';
 
 /** The longest limits text read, in characters. */
 export const MAX_LIMITS_LENGTH = 16_384;

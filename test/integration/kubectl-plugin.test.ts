@@ -314,6 +314,13 @@ describe('kubectl polychrome through the real kubectl and kube-apiserver', () =>
         'done',
       ]);
       expect(unlinked.stdout).toContain('no wallet linked; payments are off');
+      // The listing reads the export (admin only) and audits it here: no charge yet.
+      const listed = await plugin(stack.users.dave, ['payments', 'hello', '-o', 'json']);
+      expect(listed.stderr).toBe('');
+      expect(JSON.parse(listed.stdout)).toMatchObject({ ok: true, payments: [], findings: [] });
+      const listedByAlice = await plugin(stack.users.alice, ['payments', 'hello']);
+      expect(listedByAlice.code).toBe(3);
+      expect(listedByAlice.stderr).toContain('conversations/export');
     },
     5 * PLUGIN_TIMEOUT_MS,
   );

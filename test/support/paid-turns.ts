@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import type { JournalEntry } from '../../common/state-journal';
 import { formatUnits } from 'viem';
 import type { ScriptReply } from '../../harness/model/scripted-provider';
 import { loadPaymentConfig } from '../../operator/payments/payment-config';
@@ -139,6 +140,28 @@ export async function startPaidTurns(options: {
     await rm(walletDir, { recursive: true, force: true });
     throw error;
   }
+}
+
+/**
+ * One paid call, approved: links the wallet for `price`, posts a message whose turn buys
+ * (the script's next reply must be a buy), approves the payment as the admin, and returns
+ * the conversation's journal once the turn settled.
+ */
+export async function buyApproved(paid: PaidTurns, price: string): Promise<JournalEntry[]> {
+  const { turns, conversationId } = paid;
+  const signal = AbortSignal.timeout(60_000);
+  await paid.link(price);
+  const paused = await turns.coordinator.postMessage(
+    TEST_OWNER,
+    { conversationId, text: 'buy the report', idempotencyKey: 'k1' },
+    signal,
+  );
+  await turns.coordinator.answerApproval(
+    TEST_ADMIN,
+    { conversationId, requestId: paused.approval?.requestId ?? '', decision: 'approve' },
+    signal,
+  );
+  return turns.journal.entries(`conv-${conversationId}`);
 }
 
 /** The payment settings a deployment naming `protocols` gets, paying the fixture's token. */

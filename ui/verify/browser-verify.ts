@@ -27,6 +27,7 @@ import { buildInclusionProof, verifyInclusion } from '../../state/journal/inclus
 import { LeafHasher } from '../../state/journal/leaf-digest';
 import type { Sha256 } from '../../state/journal/sha256';
 import { keyIdOf } from '../../state/journal/signed-root';
+import { auditBrowserPayments, type BrowserPayments } from './browser-payments';
 
 /** The crypto the browser brings (state/journal/noble-crypto.ts gives it). */
 export interface VerifyCrypto {
@@ -67,6 +68,8 @@ export interface BrowserVerification {
   readonly nodes: readonly Uint8Array[];
   /** The signed roots in the export: position, leaf count and root. */
   readonly roots: readonly { position: number; leafCount: number; root: Uint8Array }[];
+  /** The export's payments, audited here (browser-payments.ts). */
+  readonly payments: BrowserPayments;
 }
 
 /** The outcome of one inclusion proof. */
@@ -159,6 +162,8 @@ export function verifyExportText(
     readonly pinnedKey?: Uint8Array;
     readonly checkpoint?: ExportCheckpoint;
     readonly source: string;
+    /** The approval key the user pinned; without one, the export header's is trusted. */
+    readonly approvalKey?: Uint8Array;
   },
 ): BrowserVerification {
   const read: ExportEvent[] = [];
@@ -208,6 +213,7 @@ export function verifyExportText(
     events,
     nodes,
     roots,
+    payments: auditBrowserPayments(read, header, crypto.verifier, options.approvalKey),
   };
 }
 

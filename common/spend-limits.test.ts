@@ -1,6 +1,10 @@
 import { describe, expect, it } from '@jest/globals';
-import type { Charge } from './charge';
-import { checkSpendLimits, type PriorPayment, type SpendLimits } from './spend-limits';
+import {
+  checkSpendLimits,
+  type PriorPayment,
+  type SpendCharge,
+  type SpendLimits,
+} from './spend-limits';
 
 const NOW = new Date('2026-12-06T12:00:00.000Z');
 const USDC = '0x036cbd53842c5426634e7929541ec2318f3dcf7e';
@@ -21,14 +25,11 @@ const limits: SpendLimits = {
   expiresAt: '2027-01-01T00:00:00.000Z',
 };
 
-const charge: Charge = {
-  protocol: 'x402',
-  challengeDigest: 'ab'.repeat(32),
+const charge: SpendCharge = {
   amount: '1000000',
   asset: USDC,
   network: 'eip155:84532',
   payee: PAYEE,
-  resourceUrl: 'https://api.example.com/paid',
   expiresAt: '2026-12-06T12:01:00.000Z',
 };
 
@@ -40,7 +41,7 @@ const paid = (
 ): PriorPayment => ({ amount, at, asset, network });
 
 describe('checkSpendLimits', () => {
-  const cases: [string, SpendLimits, Charge, PriorPayment[], string | undefined][] = [
+  const cases: [string, SpendLimits, SpendCharge, PriorPayment[], string | undefined][] = [
     ['a charge inside every limit', limits, charge, [], undefined],
     [
       'exactly the per-period total',
