@@ -86,6 +86,7 @@ export async function answerHarness(
       const payments = context.payments();
       const plan = paymentSettlePlan(context.facts().turn, message.settle, {
         policy: payments.policy,
+        spent: payments.spent,
         nowMs: payments.nowMs(),
       });
       if (plan.kind === 'forged') return forgedEnd(plan.reason, message.settle.toolCallId, call);

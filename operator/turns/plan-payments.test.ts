@@ -17,7 +17,12 @@ import {
 } from '../../proto/gen/polychrome/events/v1/events';
 import { checkApprovalRequest } from './plan-harness-checks';
 import type { PaymentPolicyRef } from './journal-view-types';
-import { paymentChallengePlan, paymentSettlePlan, type ChargeFacts } from './plan-payments';
+import {
+  paymentChallengePlan,
+  paymentSettlePlan,
+  type ChargeFacts,
+  type SettleFacts,
+} from './plan-payments';
 
 // The control plane's answer to a harness's payment messages, by table: what an attacker
 // holding the harness would try (another turn, a call never committed, a call already
@@ -316,7 +321,7 @@ describe('a request to pay', () => {
       ...turn([fetchCall], payments),
       approvalResponses: [response],
     }) as TurnView;
-  const settleFacts = { policy: linked, nowMs: NOW };
+  const settleFacts: SettleFacts = { policy: linked, spent: [], nowMs: NOW - 30_000 };
 
   it('pays an approved, unsent charge: payment_sent first, counting its amount', () => {
     const plan = paymentSettlePlan(approved([charged]), settle, settleFacts);
@@ -330,7 +335,7 @@ describe('a request to pay', () => {
           idempotencyKey: charged.charge.idempotencyKey,
           wallet: 'ops',
           amount: '1',
-          sentAtMs: NOW,
+          sentAtMs: settleFacts.nowMs,
         }),
       },
     ]);
@@ -371,8 +376,62 @@ describe('a request to pay', () => {
   });
 
   it('an unlink after the approval stops the payment, saying so', () => {
-    const plan = paymentSettlePlan(approved([charged]), settle, { policy: undefined, nowMs: NOW });
+    const plan = paymentSettlePlan(approved([charged]), settle, {
+      ...settleFacts,
+      policy: undefined,
+    });
     expect(plan).toMatchObject({ kind: 'answer', result: { isError: true } });
+  });
+
+  // The limits are asked again before the send: they may have changed or expired, or
+  // another payment been sent, while the person decided. Fail closed, naming the limit.
+  it.each<[string, Partial<SettleFacts>, string]>([
+    [
+      'limits that expired while the card waited',
+      {
+        policy: {
+          ...linked,
+          limitsJson: JSON.stringify({ ...limits, expiresAt: '2026-12-07T11:59:00.000Z' }),
+        },
+      },
+      'spend limit limits_expired',
+    ],
+    [
+      'a charge that expired before the approval came',
+      { nowMs: NOW + 1_000 },
+      'spend limit charge_expired',
+    ],
+    [
+      'a payee the limits no longer allow',
+      {
+        policy: {
+          ...linked,
+          limitsJson: JSON.stringify({ ...limits, payees: [`0x${'33'.repeat(20)}`] }),
+        },
+      },
+      'the approved payment was not made: spend limit',
+    ],
+    [
+      'a period total another payment used up meanwhile',
+      {
+        spent: [
+          {
+            network: 'eip155:31337',
+            asset: ASSET,
+            amount: '25000',
+            at: '2026-12-07T11:50:00.000Z',
+          },
+        ],
+      },
+      'spend limit max_per_period',
+    ],
+  ])('does not pay %s, and says which limit', (_name, over, says) => {
+    const plan = paymentSettlePlan(approved([charged]), settle, { ...settleFacts, ...over });
+    expect(plan.kind).toBe('answer');
+    const result = plan.kind === 'answer' ? plan.result : undefined;
+    expect(result).toMatchObject({ isError: true, outcomeUnknownReason: '' });
+    expect(result?.content).toContain(says);
+    expect(result?.content).toContain('Nothing was paid.');
   });
 
   it.each<[string, TurnView, string]>([

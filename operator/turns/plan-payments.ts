@@ -27,13 +27,13 @@ import { isAppError } from '../../common/errors';
 import { EventKind } from '../../common/event-kinds';
 import { requestIds } from '../../common/request-ids';
 import { paymentIdempotencyKey } from '../payments/idempotency';
-import { chargeToProto } from '../payments/payment-events';
+import { chargeFromProto, chargeToProto } from '../payments/payment-events';
 import {
   readChallenge,
   type PaymentProtocol,
   type ReadChallenge,
 } from '../payments/payment-protocol';
-import { checkSpendLimits, type SpendLimits } from '../payments/spend-limits';
+import { checkSpendLimits, type SpendCharge, type SpendLimits } from '../../common/spend-limits';
 import { planned, type PlannedEvent } from './plan-common';
 import { parseSpendLimits } from './spend-limits-input';
 
@@ -130,17 +130,8 @@ export function paymentChallengePlan(
     if (!isAppError(error)) throw error;
     return refused(toolCallId, error.message);
   }
-  let limits: SpendLimits;
-  try {
-    limits = parseSpendLimits(policy.limitsJson).limits;
-  } catch (error) {
-    if (!isAppError(error)) throw error;
-    return refused(toolCallId, `the linked spend limits cannot be read (${error.message})`);
-  }
-  const decision = checkSpendLimits(limits, read.charge, facts.spent, new Date(facts.nowMs));
-  if (!decision.allowed) {
-    return refused(toolCallId, `spend limit ${decision.limit}: ${decision.message}`);
-  }
+  const outside = limitsRefusal(policy, read.charge, facts.spent, facts.nowMs);
+  if (outside !== undefined) return refused(toolCallId, outside);
   const paymentCall = { conversationId: facts.conversationId, turnId: turn.turnId, toolCallId };
   const charge = chargeToProto(read.charge, paymentCall, {
     approvalRequestId: requestIds.paymentApprovalRequestId(turn.turnId, toolCallId),
@@ -185,6 +176,29 @@ function challengedCall(turn: TurnView, challenge: PaymentChallenge): PaymentPla
       };
 }
 
+/**
+ * Why `charge` is outside the limits linked in `policy`, counted against every payment sent
+ * in the conversation, at `nowMs`; undefined when it is inside. One rule for both moments it
+ * is asked: before the card is shown, and again before the payment is sent (limits may have
+ * changed or expired, or another payment been sent, while the person decided).
+ */
+function limitsRefusal(
+  policy: PaymentPolicyRef,
+  charge: SpendCharge,
+  spent: readonly SpentPayment[],
+  nowMs: number,
+): string | undefined {
+  let limits: SpendLimits;
+  try {
+    limits = parseSpendLimits(policy.limitsJson).limits;
+  } catch (error) {
+    if (!isAppError(error)) throw error;
+    return `the linked spend limits cannot be read (${error.message})`;
+  }
+  const decision = checkSpendLimits(limits, charge, spent, new Date(nowMs));
+  return decision.allowed ? undefined : `spend limit ${decision.limit}: ${decision.message}`;
+}
+
 function refused(toolCallId: string, refusal: string): PaymentPlan {
   return { kind: 'answer', answer: { toolCallId, answer: { $case: 'refusal', value: refusal } } };
 }
@@ -211,6 +225,8 @@ function urlOfArgs(argsJson: string): string | undefined {
 export interface SettleFacts {
   /** The wallet linked now: an unlink after the approval stops the payment. */
   readonly policy: PaymentPolicyRef | undefined;
+  /** Every payment sent in the conversation so far (the journal view's `spentPayments`). */
+  readonly spent: readonly SpentPayment[];
   readonly nowMs: number;
 }
 
@@ -271,13 +287,16 @@ export function paymentSettlePlan(
     };
   }
   const wallet = facts.policy?.wallet ?? '';
-  if (wallet === '') {
+  const refusal =
+    facts.policy === undefined || wallet === ''
+      ? 'no wallet is linked to the conversation any more'
+      : limitsRefusal(facts.policy, chargeFromProto(charge), facts.spent, facts.nowMs);
+  if (refusal !== undefined) {
     return {
       kind: 'answer',
       result: {
         toolCallId,
-        content:
-          'the approved payment was not made: no wallet is linked to the conversation any more. Nothing was paid.',
+        content: `the approved payment was not made: ${refusal}. Nothing was paid.`,
         isError: true,
         outcomeUnknownReason: '',
       },
