@@ -556,15 +556,22 @@ describe('auditPayments: totals never exceed the limits in force', () => {
     expect(problems(events)).toEqual([[send?.position, 'idem-c4', expect.stringMatching(problem)]]);
   });
 
-  it('reads the limits in force at the charge, and the wallet linked at the send', () => {
+  it('reads the limits in force at the send, and the wallet linked at the send', () => {
     const tightened = { ...LIMITS, assets: [{ ...LIMITS.assets[0], maxPerPayment: '1' }] };
-    // Tightened after the charge was checked: the charge was allowed under the limits then.
+    // Tightened after the charge, before the send: the control plane asks the limits again
+    // at the send, so a send over them is a finding.
     expect(
       problems(
         journal(policy('ops'), chargeEvent(A), policy('ops', tightened), answer(A), sent(A, T0)),
       ),
+    ).toEqual([[4, 'idem-c1', expect.stringMatching(/\(position 2\).*max_per_payment/)]]);
+    // Loosened after the charge: the send is within the limits then.
+    expect(
+      problems(
+        journal(policy('ops', tightened), chargeEvent(A), policy('ops'), answer(A), sent(A, T0)),
+      ),
     ).toEqual([]);
-    // Tightened before it: over the limit.
+    // Tightened before both: over the limit.
     expect(
       problems(journal(policy('ops', tightened), chargeEvent(A), answer(A), sent(A, T0))),
     ).toEqual([[3, 'idem-c1', expect.stringMatching(/max_per_payment/)]]);

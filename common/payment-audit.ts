@@ -33,9 +33,10 @@ import {
  * its charge's fields, and it follows a `payment_sent` of that charge; a charge has at
  * most one send and one receipt. Each send follows an answer that approved exactly the
  * charge's fields (common/payment-approval.ts), signed by a trusted approval key. Walking
- * the sends in order, each payment fits the limits in force when it was charged (the
- * newest `payment_policy` before the charge), counted against every earlier send at the
- * time it was sent (common/spend-limits.ts), and a wallet was linked when it was sent.
+ * the sends in order, each payment fits the limits in force when it was sent (the newest
+ * `payment_policy` before the send: the control plane asks them again then), counted
+ * against every earlier send at the time it was sent (common/spend-limits.ts); a wallet
+ * was linked when it was charged, and the same wallet when it was sent.
  */
 
 /** An ed25519 check: true when `signature` by `publicKey` (raw 32 bytes) is over `message`. */
@@ -371,15 +372,19 @@ function limitProblem(
   if (linked !== send.payload.wallet) {
     return `sent with wallet ${send.payload.wallet || '(none)'}, but the wallet linked then is ${linked || '(none)'}`;
   }
-  const limits = readRecordedLimits(policy.limitsJson);
+  // The limits the send had to pass: the newest policy before it (the control plane asks
+  // them again at the send, operator/turns/plan-payments.ts).
+  const inForce = policies.filter((p) => p.position < send.position).at(-1);
+  const limits = readRecordedLimits(inForce?.payload.limitsJson ?? '');
+  const where = `position ${String(inForce?.position)}`;
   if (typeof limits === 'string') {
-    return `the limits in force (position ${String(recorded.policy?.position)}) cannot be read: ${limits}`;
+    return `the limits in force (${where}) cannot be read: ${limits}`;
   }
   const decision = checkSpendLimits(limits, recorded.charge.payload, prior, at);
   if (decision.allowed) return undefined;
   if (decision.limit === SpendLimit.ChargeExpired && recorded.receipts.length === 0)
     return undefined;
-  return `over the limits in force (position ${String(recorded.policy?.position)}) when sent at ${at.toISOString()}: spend limit ${decision.limit}: ${decision.message}`;
+  return `over the limits in force (${where}) when sent at ${at.toISOString()}: spend limit ${decision.limit}: ${decision.message}`;
 }
 
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
