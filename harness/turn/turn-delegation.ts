@@ -119,8 +119,10 @@ export function personWaits(
 /**
  * How long a thread opened at `openedAtMs` (the end of the model reply that asked for it)
  * has run when its model reply ends at `atMs`: the time between, less every wait for a
- * person that began after the thread opened and ended before the reply. A thread is open
- * only while the turn runs, so a wait is either wholly inside its life or wholly outside.
+ * person that began after the thread opened and ended before the reply. The turn pauses
+ * only once every thread has settled, so a wait is wholly inside a thread's life or wholly
+ * outside it, a whole model call away from its ends on either side: the replies' clock
+ * (the harness's) and the waits' (the control plane's) need only agree that closely.
  */
 export function threadRunMs(
   openedAtMs: number,

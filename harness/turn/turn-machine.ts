@@ -150,7 +150,9 @@ export interface TurnInput {
   /**
    * When each of the turn's approval and question requests was committed (the control
    * plane's clock): with the answers' times, how long the turn waited for a person, which a
-   * delegation thread's deadline does not count (docs/turns.md, "Delegation").
+   * delegation thread's deadline does not count (docs/turns.md, "Delegation"). An answer
+   * given as an event (`approval_answered`) makes no wait: the shells resume a paused turn
+   * with a new attempt, given the answers and these times.
    */
   readonly requestTimes?: readonly RequestTime[];
 }
@@ -878,8 +880,7 @@ function applyResponse(
   }
   if (
     state.openedAtMs !== undefined &&
-    threadRunMs(state.openedAtMs, timing.finishedAtMs, state.shared.waits) >
-      DELEGATION_DEADLINE_MS
+    threadRunMs(state.openedAtMs, timing.finishedAtMs, state.shared.waits) > DELEGATION_DEADLINE_MS
   ) {
     // The thread ran too long (waits for a person left out): its reply is recorded, not
     // acted on, and the caller is told instead.
