@@ -37,8 +37,7 @@ export function memoryBefore(
  */
 export function requestTimesBefore(before: readonly Decoded[]): RequestTime[] {
   return before.flatMap((e) =>
-    (e.kind === 'approval_request' || e.kind === 'question_request') &&
-    e.payload.requestedAtMs > 0
+    (e.kind === 'approval_request' || e.kind === 'question_request') && e.payload.requestedAtMs > 0
       ? [{ requestId: e.payload.requestId, requestedAtMs: e.payload.requestedAtMs }]
       : [],
   );
