@@ -1,14 +1,12 @@
 import { describe, expect, it } from '@jest/globals';
-import { approvalArgsSha256 } from '../../common/approval-bytes';
 import type { JsonObject } from '../../common/canonical-json';
 import { DELEGATION_DEADLINE_MS } from '../../common/delegation';
 import type { OutputBlock } from '../../common/model/model-port';
 import { requestIds } from '../../common/request-ids';
 import { hex } from './agent-config';
-import { signApproval } from './approval-token';
 import { askUserTool, delegateToolFor } from './reserved-tools';
 import {
-  approvalKey,
+  approvalOf,
   committedSteps,
   modelReply,
   runTurn,
@@ -66,20 +64,10 @@ const finished = (id: string): TurnEvent => ({
 
 /** An admin's signed approval of refund call `id`, committed at `answeredAtMs`. */
 function approved(id: string, answeredAtMs: number): ApprovalAnswer {
-  const binding = {
-    turnId: 't1',
-    requestId: requestIds.approvalRequestId('t1', id),
-    toolName: 'refund',
-    argsSha256: approvalArgsSha256('{}'),
-    decision: 'approved' as const,
-  };
-  return {
-    ...binding,
-    ...signApproval(binding, approvalKey),
-    answeredBy: 'a',
+  return approvalOf(
+    { turnId: 't1', toolCallId: id, toolName: 'refund', argsJson: '{}' },
     answeredAtMs,
-    comment: '',
-  };
+  );
 }
 
 /** The user's answer to the question of call `id`, committed at `answeredAtMs`. */
