@@ -12,6 +12,7 @@ export const MAX_DELEGATION_DEPTH = 3;
 
 /**
  * How long a thread may run, from the end of the model reply that asked for it to the end
- * of its own latest model reply (times recorded in the journal, so replay decides the same).
+ * of its own latest model reply, less the turn's waits for a person in between (times
+ * recorded in the journal, so replay decides the same; harness/turn/turn-delegation.ts).
  */
 export const DELEGATION_DEADLINE_MS = 5 * 60_000;

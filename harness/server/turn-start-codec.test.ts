@@ -63,11 +63,15 @@ const request: TurnRequest = {
       { turnId: 't-1', requestId: 'q_1', answer: 'blue', answeredBy: 'web:bob', answeredAtMs: 9 },
     ],
     requiredApprover: 'web:alice',
+    requestTimes: [
+      { requestId: 'apr_1', requestedAtMs: 2 },
+      { requestId: 'q_1', requestedAtMs: 7 },
+    ],
   },
 };
 
 describe('turn start codec round trips', () => {
-  it('a whole start (history, tools, budget, answers, recorded steps) survives the wire', () => {
+  it("a whole start (history, tools, budget, answers and their requests' times, recorded steps) survives the wire", () => {
     const wire = TurnStart.decode(TurnStart.encode(turnRequestToProto(request)).finish());
     expect(turnRequestFromProto(wire)).toEqual(request);
   });

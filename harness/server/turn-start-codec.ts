@@ -194,6 +194,10 @@ export function turnRequestToProto(request: TurnRequest): TurnStart {
     memoryBudgetBytes: input.memoryBudgetBytes ?? 0,
     agents: agentsToProto(request),
     paymentCharges: (input.paymentCharges ?? []).map(chargeProtoOf),
+    requestTimes: (input.requestTimes ?? []).map(({ requestId, requestedAtMs }) => ({
+      requestId,
+      requestedAtMs,
+    })),
   };
 }
 
@@ -273,6 +277,14 @@ export function turnRequestFromProto(
       ...(start.paymentCharges.length === 0
         ? {}
         : { paymentCharges: start.paymentCharges.map(chargeFactsOf) }),
+      ...(start.requestTimes.length === 0
+        ? {}
+        : {
+            requestTimes: start.requestTimes.map(({ requestId, requestedAtMs }) => ({
+              requestId,
+              requestedAtMs,
+            })),
+          }),
     },
     ...(toolReferences.length === 0 ? {} : { toolReferences }),
     ...roster.request(),

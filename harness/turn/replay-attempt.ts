@@ -1,7 +1,12 @@
 import { attemptCharges, chargesBefore, nextPaymentEvent } from './replay-payments';
 import { hex, type RequestHasher } from './agent-config';
 import { describe, eventJson, voidedCallsOf, type Decoded, type TurnLog } from './journal-turns';
-import { agentsHandedTo, memoryBefore, type RecordedInputs } from './replay-inputs';
+import {
+  agentsHandedTo,
+  memoryBefore,
+  requestTimesBefore,
+  type RecordedInputs,
+} from './replay-inputs';
 import type { ReplayOptions } from './replay-options';
 import type { Divergence, UncheckedStep } from './replay-verdict';
 import { createErasureTracker, ERASED_TEXT, type AttemptHistory } from './erased-inputs';
@@ -152,6 +157,7 @@ function replayFrom(
     approvalAnswers,
     questionAnswers,
     paymentCharges: chargesBefore(before),
+    requestTimes: requestTimesBefore(before),
     ...(agent.requiredApprover === '' ? {} : { requiredApprover: agent.requiredApprover }),
     model: agent.model,
     ...(agent.agent === undefined ? {} : { agentName: agent.agent }),

@@ -8,6 +8,7 @@ import { hex, type AgentConfig, type EncodedAgentConfig } from './agent-config';
 import type { Decoded, JournalTurns } from './journal-turns';
 import type { MemoryItem } from './memory-context';
 import type { TurnAgent } from './turn-agents';
+import type { RequestTime } from './turn-delegation';
 
 /** What the journal recorded besides a turn's own events: configurations and memory. */
 export type RecordedInputs = Pick<JournalTurns, 'configs' | 'configPositions' | 'memoryEvents'>;
@@ -27,6 +28,19 @@ export function memoryBefore(
     applyMemoryEvent(entries, event);
   }
   return memoryInOrder(entries).map(({ key, value }) => ({ key, value }));
+}
+
+/**
+ * When each approval and question request before the attempt was committed, as the control
+ * plane gave them in `TurnStart.request_times` (a request without a time left out): a
+ * delegation thread's deadline leaves the waits for a person out (docs/turns.md, "Delegation").
+ */
+export function requestTimesBefore(before: readonly Decoded[]): RequestTime[] {
+  return before.flatMap((e) =>
+    (e.kind === 'approval_request' || e.kind === 'question_request') && e.payload.requestedAtMs > 0
+      ? [{ requestId: e.payload.requestId, requestedAtMs: e.payload.requestedAtMs }]
+      : [],
+  );
 }
 
 /**

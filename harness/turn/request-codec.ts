@@ -121,7 +121,8 @@ export function approvalAnswerFromProto(
 
 /** A question request record to proto. */
 export function questionRequestToProto(record: QuestionRequestRecord): QuestionRequest {
-  return { ...record };
+  // The control plane stamps requested_at_ms with its own clock when it commits the request.
+  return { ...record, requestedAtMs: 0 };
 }
 
 /** Proto `QuestionRequest` to a record. */

@@ -1,14 +1,11 @@
 import { describe, expect, it } from '@jest/globals';
-import { approvalArgsSha256 } from '../../common/approval-bytes';
 import { DELEGATION_DEADLINE_MS, MAX_DELEGATION_DEPTH } from '../../common/delegation';
 import type { OutputBlock } from '../../common/model/model-port';
-import { requestIds } from '../../common/request-ids';
 import { decodeAgentConfig, hex } from './agent-config';
-import { signApproval } from './approval-token';
 import { delegateToolFor, handoffTool } from './reserved-tools';
 import type { TurnAgent } from './turn-agents';
 import {
-  approvalKey,
+  approvalOf,
   committedSteps,
   modelReply,
   runTurn,
@@ -290,20 +287,7 @@ describe('a delegate answers on a thread of its own, and its answer is the call 
 
 /** The signed approval of the call `r1`, `refund` with `{"n":1}`, in turn t1. */
 function approvedRefund(): ApprovalAnswer {
-  const binding = {
-    turnId: 't1',
-    requestId: requestIds.approvalRequestId('t1', 'r1'),
-    toolName: 'refund',
-    argsSha256: approvalArgsSha256('{"n":1}'),
-    decision: 'approved' as const,
-  };
-  return {
-    ...binding,
-    ...signApproval(binding, approvalKey),
-    answeredBy: 'a',
-    answeredAtMs: 1,
-    comment: '',
-  };
+  return approvalOf({ turnId: 't1', toolCallId: 'r1', toolName: 'refund', argsJson: '{"n":1}' });
 }
 
 describe('a panel runs its threads side by side', () => {

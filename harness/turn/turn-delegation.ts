@@ -69,6 +69,73 @@ export function delegationRefusal(scene: DelegationScene, ask: DelegateAsk): str
   return undefined;
 }
 
+/**
+ * When the control plane committed one of the turn's approval or question requests (its
+ * `requested_at_ms`, the control plane's clock): the moment the turn paused for a person.
+ */
+export interface RequestTime {
+  readonly requestId: string;
+  readonly requestedAtMs: number;
+}
+
+/** An answer to one of the turn's requests, as far as its time goes. */
+export interface AnswerTime {
+  readonly turnId: string;
+  readonly requestId: string;
+  readonly answeredAtMs: number;
+}
+
+/**
+ * A time the turn waited for a person: from the commit of an approval or question request
+ * to the commit of its answer, both by the control plane's clock. The whole turn is paused
+ * meanwhile, so no thread runs.
+ */
+export interface PersonWait {
+  readonly fromMs: number;
+  readonly toMs: number;
+}
+
+/**
+ * The turn's waits for a person, from the journal alone: each request of `turnId` with a
+ * time, until its first answer. A request not answered yet, or recorded without a time
+ * (journals written before times were), makes no wait; nor does an answer stamped before
+ * its request.
+ */
+export function personWaits(
+  turnId: string,
+  requests: readonly RequestTime[],
+  answers: readonly AnswerTime[],
+): PersonWait[] {
+  const waits: PersonWait[] = [];
+  for (const { requestId, requestedAtMs } of requests) {
+    if (requestedAtMs <= 0) continue;
+    const answer = answers.find((a) => a.turnId === turnId && a.requestId === requestId);
+    if (answer === undefined || answer.answeredAtMs < requestedAtMs) continue;
+    waits.push({ fromMs: requestedAtMs, toMs: answer.answeredAtMs });
+  }
+  return waits;
+}
+
+/**
+ * How long a thread opened at `openedAtMs` (the end of the model reply that asked for it)
+ * has run when its model reply ends at `atMs`: the time between, less every wait for a
+ * person that began after the thread opened and ended before the reply. The turn pauses
+ * only once every thread has settled, so a wait is wholly inside a thread's life or wholly
+ * outside it, a whole model call away from its ends on either side: the replies' clock
+ * (the harness's) and the waits' (the control plane's) need only agree that closely.
+ */
+export function threadRunMs(
+  openedAtMs: number,
+  atMs: number,
+  waits: readonly PersonWait[],
+): number {
+  let waited = 0;
+  for (const { fromMs, toMs } of waits) {
+    if (fromMs >= openedAtMs && toMs <= atMs) waited += toMs - fromMs;
+  }
+  return atMs - openedAtMs - waited;
+}
+
 /** The result a thread that ran past {@link DELEGATION_DEADLINE_MS} gives its caller. */
 export function deadlineResult(target: string): string {
   return `Delegation to ${target} stopped: it ran past its deadline of ${DELEGATION_DEADLINE_MS / 1000} s without answering. Do the task yourself or ask for less.`;

@@ -51,8 +51,12 @@ import {
   deadlineResult,
   delegationRefusal,
   emptyAnswerResult,
+  personWaits,
   readDelegateAsk,
+  threadRunMs,
   type DelegateAsk,
+  type PersonWait,
+  type RequestTime,
 } from './turn-delegation';
 import { effectiveMaxSteps, type StepBudget } from './step-budget';
 import type {
@@ -143,6 +147,14 @@ export interface TurnInput {
    * recorded call that met a 402 is not run again; it waits for its payment's approval.
    */
   readonly paymentCharges?: readonly ChargeFacts[];
+  /**
+   * When each of the turn's approval and question requests was committed (the control
+   * plane's clock): with the answers' times, how long the turn waited for a person, which a
+   * delegation thread's deadline does not count (docs/turns.md, "Delegation"). An answer
+   * given as an event (`approval_answered`) makes no wait: the shells resume a paused turn
+   * with a new attempt, given the answers and these times.
+   */
+  readonly requestTimes?: readonly RequestTime[];
 }
 
 /** What the machine is told. */
@@ -373,8 +385,11 @@ export interface TurnState {
   readonly depth: number;
   /** The agents of the threads above this one, outermost first. */
   readonly ancestors: readonly string[];
-  /** When a delegate's thread must have answered by (journal time, ms); absent at the top. */
-  readonly deadlineMs: number | undefined;
+  /**
+   * When a delegate's thread opened: the end of the model reply that asked for it (journal
+   * time, ms); its deadline counts from there, waits for a person left out. Absent at the top.
+   */
+  readonly openedAtMs: number | undefined;
   /** How a thread ended that gives its caller something other than its answer (a deadline). */
   readonly outcome: ToolOutcome | undefined;
 }
@@ -388,6 +403,8 @@ export interface SharedContext {
   readonly recordedSteps: readonly TurnStep[];
   /** The turn's committed charges, each thread's included (tool call ids are the turn's). */
   readonly charges: readonly ChargeFacts[];
+  /** The turn's recorded waits for a person (answered requests), which no thread's deadline counts. */
+  readonly waits: readonly PersonWait[];
 }
 
 /** A step's output. */
@@ -447,14 +464,14 @@ const idleState: TurnState = {
   roster: new Map(),
   visited: [],
   lastConfigHex: undefined,
-  shared: { budget: {}, memory: [], recordedSteps: [], charges: [] },
+  shared: { budget: {}, memory: [], recordedSteps: [], charges: [], waits: [] },
   recordedHandoffs: new Map(),
   configJson: undefined,
   delegates: undefined,
   thread: '',
   depth: 0,
   ancestors: [],
-  deadlineMs: undefined,
+  openedAtMs: undefined,
   outcome: undefined,
 };
 
@@ -661,6 +678,10 @@ function start(deps: TurnMachineDeps, input: TurnInput): StepResult {
       memory: input.memory ?? [],
       recordedSteps: input.recordedSteps,
       charges: input.paymentCharges ?? [],
+      waits: personWaits(input.turnId, input.requestTimes ?? [], [
+        ...input.approvalAnswers,
+        ...input.questionAnswers,
+      ]),
     },
   };
   const entered = enterAgent(state, first, effects);
@@ -857,8 +878,12 @@ function applyResponse(
       },
     });
   }
-  if (state.deadlineMs !== undefined && timing.finishedAtMs > state.deadlineMs) {
-    // The reply came too late: recorded, not acted on; the caller is told instead.
+  if (
+    state.openedAtMs !== undefined &&
+    threadRunMs(state.openedAtMs, timing.finishedAtMs, state.shared.waits) > DELEGATION_DEADLINE_MS
+  ) {
+    // The thread ran too long (waits for a person left out): its reply is recorded, not
+    // acted on, and the caller is told instead.
     return end(
       { ...state, outcome: { content: deadlineResult(state.agentName), isError: true } },
       out,
@@ -1518,11 +1543,12 @@ function startThread(
       memory: [],
       recordedSteps: parent.shared.recordedSteps,
       charges: parent.shared.charges,
+      waits: parent.shared.waits,
     },
     thread,
     depth: parent.depth + 1,
     ancestors: [...parent.ancestors, parent.agentName],
-    deadlineMs: batch.finishedAtMs + DELEGATION_DEADLINE_MS,
+    openedAtMs: batch.finishedAtMs,
   };
   const childEffects: Effects = [];
   const entered = enterAgent(base, target, childEffects);

@@ -8,13 +8,9 @@
  * in the thread, and the lead gets the delegate's answer.
  */
 import { afterEach, describe, expect, it } from '@jest/globals';
-import { crewAgent, startAgentTurns, type AgentTurns } from '../../test/support/agent-turns';
-import { lastUserText } from '../../test/support/crew-replies';
-import {
-  systemOf,
-  type RecordedRequest,
-  type ScriptedReply,
-} from '../../test/support/messages-api-server';
+import { DELEGATION_DEADLINE_MS } from '../../common/delegation';
+import type { AgentTurns } from '../../test/support/agent-turns';
+import { CLERK_THREAD, startClerkTurns, type ClerkCall } from '../../test/support/crew-replies';
 import { TEST_ADMIN, TEST_OWNER } from '../../test/support/real-turns';
 
 let rig: AgentTurns | undefined;
@@ -23,51 +19,12 @@ afterEach(async () => {
   rig = undefined;
 });
 
-const THREAD = 'toolu_ask_clerk';
-/** A tool result as {@link lastUserText} reads it from a request: its content as JSON. */
+/** A tool result as the responders read it from a request (lastUserText): its content as JSON. */
 const q = (text: string): string => JSON.stringify(text);
 
-/**
- * The lead asks the clerk; the clerk makes `call` (its first reply), then says what it got;
- * the lead answers with what the clerk said.
- */
-function clerkResponder(call: { name: string; input: Record<string, unknown> }) {
-  return (request: RecordedRequest): ScriptedReply => {
-    const system = systemOf(request);
-    const first = (request.body as { messages: unknown[] }).messages.length === 1;
-    const use = (id: string, name: string, input: Record<string, unknown>): ScriptedReply => ({
-      kind: 'message',
-      content: [{ type: 'tool_use', id, name, input }],
-    });
-    const say = (text: string): ScriptedReply => ({
-      kind: 'message',
-      content: [{ type: 'text', text }],
-    });
-    if (system.includes('You are lead.')) {
-      return first
-        ? use(THREAD, '__delegate_to', { agent: 'clerk', task: 'What is 6*7?' })
-        : say(`lead: ${lastUserText(request)}`);
-    }
-    return first
-      ? use('toolu_clerk_1', call.name, call.input)
-      : say(`clerk got ${lastUserText(request)}`);
-  };
-}
-
-/** The lead, which may ask the clerk; the clerk's calculator waits for an approval. */
-async function clerkTurns(call: { name: string; input: Record<string, unknown> }) {
-  rig = await startAgentTurns({
-    agents: new Map([
-      ['lead', crewAgent('lead', { delegates: ['clerk'] })],
-      [
-        'clerk',
-        crewAgent('clerk', { tools: { builtin: ['calculator'], requireApproval: ['calculator'] } }),
-      ],
-    ]),
-    entry: 'lead',
-    respond: clerkResponder(call),
-    admins: [TEST_ADMIN.identity],
-  });
+/** The lead and its clerk, whose first reply makes `call` (crew-replies.ts). */
+async function clerkTurns(call: ClerkCall, nowMs?: () => number) {
+  rig = await startClerkTurns(call, nowMs);
   return rig;
 }
 
@@ -85,7 +42,7 @@ describe('a delegate that needs a person (docs/turns.md, "Delegation")', () => {
         toolName: 'calculator',
         args: { expression: '6*7' },
         agent: 'clerk',
-        thread: THREAD,
+        thread: CLERK_THREAD,
       },
     });
     // Nothing ran: the thread is open, the gated call has no result.
@@ -114,14 +71,14 @@ describe('a delegate that needs a person (docs/turns.md, "Delegation")', () => {
     expect(response).toMatchObject({ requestId, toolName: 'calculator', answeredBy: 'web:admin' });
     const results = await events('tool_result');
     expect(results.map((r) => [r.toolCallId, r.content, r.thread, r.delegate])).toEqual([
-      ['toolu_clerk_1', '42', THREAD, ''],
-      [THREAD, `clerk got ${q('42')}`, '', 'clerk'],
+      ['toolu_clerk_1', '42', CLERK_THREAD, ''],
+      [CLERK_THREAD, `clerk got ${q('42')}`, '', 'clerk'],
     ]);
     const calls = (await events('model_call')).map((c) => [c.agent, c.thread]);
     expect(calls).toEqual([
       ['lead', ''],
-      ['clerk', THREAD],
-      ['clerk', THREAD],
+      ['clerk', CLERK_THREAD],
+      ['clerk', CLERK_THREAD],
       ['lead', ''],
     ]);
   });
@@ -134,7 +91,7 @@ describe('a delegate that needs a person (docs/turns.md, "Delegation")', () => {
     const paused = await post('Ask the clerk: what is 6*7?');
     expect(paused).toMatchObject({
       status: 'paused',
-      question: { question: 'Which base?', agent: 'clerk', thread: THREAD },
+      question: { question: 'Which base?', agent: 'clerk', thread: CLERK_THREAD },
     });
     // Anyone who may use the conversation answers a question: here its owner.
     const done = await turns.coordinator.answerQuestion(
@@ -146,10 +103,38 @@ describe('a delegate that needs a person (docs/turns.md, "Delegation")', () => {
     expect(done.reply).toBe(`lead: ${q(`clerk got ${q('base ten')}`)}`);
     const [answer] = await events('question_response');
     expect(answer).toMatchObject({ answer: 'base ten', answeredBy: 'web:owner' });
+    // The request carries the control plane's time, as an approval's does: the wait it
+    // starts is not counted against the clerk's deadline.
+    const [request] = await events('question_request');
+    expect(request!.requestedAtMs).toBeGreaterThan(0);
+    expect(answer!.answeredAtMs).toBeGreaterThanOrEqual(request!.requestedAtMs);
     const results = await events('tool_result');
     expect(results.map((r) => [r.toolCallId, r.content, r.thread, r.delegate])).toEqual([
-      ['toolu_clerk_1', 'base ten', THREAD, ''],
-      [THREAD, `clerk got ${q('base ten')}`, '', 'clerk'],
+      ['toolu_clerk_1', 'base ten', CLERK_THREAD, ''],
+      [CLERK_THREAD, `clerk got ${q('base ten')}`, '', 'clerk'],
     ]);
+  });
+
+  it('does not count the time the turn waited for the approval against the thread: answered 6 minutes later, the thread completes', async () => {
+    let waitedMs = 0;
+    const { turns, uid, post, events } = await clerkTurns(
+      { name: 'calculator', input: { expression: '6*7' } },
+      () => Date.now() + waitedMs,
+    );
+    const paused = await post('Ask the clerk: what is 6*7?');
+    // The admin answers six minutes later, on both planes' clock.
+    waitedMs = 6 * 60_000;
+    const done = await turns.coordinator.answerApproval(
+      TEST_ADMIN,
+      { conversationId: uid, requestId: paused.approval?.requestId ?? '', decision: 'approve' },
+      AbortSignal.timeout(30_000),
+    );
+    expect(done.reply).toBe(`lead: ${q(`clerk got ${q('42')}`)}`);
+    // The clerk's answer came more than 5 minutes after the lead asked, wall clock.
+    const [lead, , clerkAgain] = await events('model_call');
+    expect(clerkAgain!.finishedAtMs - lead!.finishedAtMs).toBeGreaterThan(DELEGATION_DEADLINE_MS);
+    const [request] = await events('approval_request');
+    const [response] = await events('approval_response');
+    expect(response!.answeredAtMs - request!.requestedAtMs).toBeGreaterThanOrEqual(waitedMs);
   });
 });

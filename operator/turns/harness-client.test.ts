@@ -56,6 +56,7 @@ function start(conversationId: string, turnId: string): TurnStart {
     memoryBudgetBytes: 0,
     agents: [],
     paymentCharges: [],
+    requestTimes: [],
   };
 }
 

@@ -38,7 +38,12 @@ import { checkConfigOffered, checkToolOffered, type AgentToolFacts } from './pla
 import { checkLineage } from './plan-lineage';
 import { DEFAULT_MAX_STEPS } from '../api/v1alpha1/conversation-values';
 import { type Conversation } from '../api/v1alpha1/conversation-types';
-import { committedHistory, committedSummary, recordedSteps } from './turn-projections';
+import {
+  committedHistory,
+  committedSummary,
+  recordedSteps,
+  requestTimes,
+} from './turn-projections';
 import { type JournalView, type TurnView } from './journal-view-types';
 import { hex } from './plan-common';
 import { checkRecording, type RecordingFacts } from './recording-check';
@@ -89,6 +94,7 @@ export function turnStartOf(
         }
       : { memory: [], memoryBudgetBytes: 0 }),
     agents: agents.dispatched,
+    requestTimes: requestTimes(turn),
   };
 }
 

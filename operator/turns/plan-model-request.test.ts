@@ -39,6 +39,7 @@ function start(name: string): TurnStart {
     memory: [],
     memoryBudgetBytes: 0,
     paymentCharges: [],
+    requestTimes: [],
     agents: [],
     summary: '',
   };

@@ -96,7 +96,10 @@ export function planSettle(input: SettleInput): SettlePlan {
         }
         return {
           kind: 'commit',
-          events: [planned(EventKind.QuestionRequest, request.value)],
+          // The request's time is the control plane's clock, not the harness's.
+          events: [
+            planned(EventKind.QuestionRequest, { ...request.value, requestedAtMs: input.nowMs }),
+          ],
           status: { kind: 'awaiting_answer', turnId, requestId: request.value.requestId },
         };
       }

@@ -17,7 +17,12 @@ import {
   type QuestionResponse,
 } from '../../proto/gen/polychrome/events/v1/events';
 import { voidedToolCalls } from '../../common/turn-resolution';
-import type { HistoryMessage, Role, Step } from '../../proto/gen/polychrome/harness/v1/harness';
+import type {
+  HistoryMessage,
+  RequestTime,
+  Role,
+  Step,
+} from '../../proto/gen/polychrome/harness/v1/harness';
 import { ERASED_TEXT, isAnswerErased, isMessageErased } from './erased-entries';
 import { hex } from './decoded-event';
 import type { JournalView, TurnView } from './journal-view-types';
@@ -102,6 +107,22 @@ export function approvalAnswers(turn: TurnView): ApprovalResponse[] {
 /** Every question answer of the turn, in journal order (`TurnStart.question_answers`). */
 export function questionAnswers(turn: TurnView): QuestionResponse[] {
   return turn.questionResponses.map((r) => r.response);
+}
+
+/**
+ * When each approval and question request of the turn was committed, in journal order
+ * (`TurnStart.request_times`): the harness leaves the waits for a person out of a
+ * delegation thread's deadline (docs/turns.md, "Delegation"). A request recorded without a
+ * time is left out.
+ */
+export function requestTimes(turn: TurnView): RequestTime[] {
+  return [...turn.approvalRequests, ...turn.questionRequests]
+    .filter(({ request }) => request.requestedAtMs > 0)
+    .sort((a, b) => a.position - b.position)
+    .map(({ request }) => ({
+      requestId: request.requestId,
+      requestedAtMs: request.requestedAtMs,
+    }));
 }
 
 /**

@@ -48,6 +48,8 @@ export interface AgentTurnsOptions {
   readonly agentMcp?: boolean;
   /** Identities linked to admin personas (who may answer approvals). */
   readonly admins?: readonly string[];
+  /** The control plane's and the harness's clock (real-turns.ts). @default Date.now */
+  readonly nowMs?: () => number;
 }
 
 /** The running turns, the conversation, and how to post to it and read its journal. */
@@ -108,7 +110,11 @@ export async function startAgentTurns(options: AgentTurnsOptions): Promise<Agent
     logger: pino({ level: process.env.TEST_LOG ?? 'silent' }),
     ...(options.agentMcp === true ? { agentMcp: true } : {}),
     ...(options.admins === undefined ? {} : { admins: options.admins }),
-    coordinator: { maxAttempts: 1, ...coordinator },
+    coordinator: {
+      maxAttempts: 1,
+      ...coordinator,
+      ...(options.nowMs === undefined ? {} : { nowMs: options.nowMs }),
+    },
   });
   const conversation = turns.conversations.add(
     { owner: TEST_OWNER.identity, agentRef: { name: options.entry }, ...options.spec },

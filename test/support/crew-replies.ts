@@ -3,8 +3,9 @@
  * Messages API server's responders, keyed on each agent's system prompt (`You are NAME.`).
  */
 import type { Agent } from '../../operator/api/v1alpha1/agent-resource';
-import { crewAgent } from './agent-turns';
+import { crewAgent, startAgentTurns, type AgentTurns } from './agent-turns';
 import { systemOf, type RecordedRequest, type ScriptedReply } from './messages-api-server';
+import { TEST_ADMIN } from './real-turns';
 
 /** The text of the last user message of a request: a delegate's task, or tool results. */
 export function lastUserText(request: RecordedRequest): string {
@@ -78,4 +79,60 @@ export function panelCrew(): Map<string, Agent> {
     ['researcher', crewAgent('researcher', { description: 'Finds figures.' })],
     ['checker', crewAgent('checker', { description: 'Checks payments.' })],
   ]);
+}
+
+/** The `__delegate_to` call by which the lead of {@link startClerkTurns} asks the clerk. */
+export const CLERK_THREAD = 'toolu_ask_clerk';
+
+/** The clerk's first call (`toolu_clerk_1`): its gated calculator or a question. */
+export interface ClerkCall {
+  readonly name: string;
+  readonly input: Record<string, unknown>;
+}
+
+/**
+ * The lead asks the clerk; the clerk makes `call` (its first reply), then says what it got;
+ * the lead answers with what the clerk said.
+ */
+export function clerkResponder(call: ClerkCall): (request: RecordedRequest) => ScriptedReply {
+  return (request) => {
+    const system = systemOf(request);
+    const first = (request.body as { messages: unknown[] }).messages.length === 1;
+    const use = (id: string, name: string, input: Record<string, unknown>): ScriptedReply => ({
+      kind: 'message',
+      content: [{ type: 'tool_use', id, name, input }],
+    });
+    const say = (text: string): ScriptedReply => ({
+      kind: 'message',
+      content: [{ type: 'text', text }],
+    });
+    if (system.includes('You are lead.')) {
+      return first
+        ? use(CLERK_THREAD, '__delegate_to', { agent: 'clerk', task: 'What is 6*7?' })
+        : say(`lead: ${lastUserText(request)}`);
+    }
+    return first
+      ? use('toolu_clerk_1', call.name, call.input)
+      : say(`clerk got ${lastUserText(request)}`);
+  };
+}
+
+/**
+ * The lead, which may ask the clerk, whose calculator waits for an approval (by an admin,
+ * {@link TEST_ADMIN}); `nowMs` is the control plane's and the harness's clock.
+ */
+export function startClerkTurns(call: ClerkCall, nowMs?: () => number): Promise<AgentTurns> {
+  return startAgentTurns({
+    ...(nowMs === undefined ? {} : { nowMs }),
+    agents: new Map([
+      ['lead', crewAgent('lead', { delegates: ['clerk'] })],
+      [
+        'clerk',
+        crewAgent('clerk', { tools: { builtin: ['calculator'], requireApproval: ['calculator'] } }),
+      ],
+    ]),
+    entry: 'lead',
+    respond: clerkResponder(call),
+    admins: [TEST_ADMIN.identity],
+  });
 }

@@ -1,3 +1,4 @@
+import { approvalArgsSha256 } from '../../../common/approval-bytes';
 import type { ModelResponse, OutputBlock } from '../../../common/model/model-port';
 import { requestIds } from '../../../common/request-ids';
 import { nodeEd25519Signer, nodeEd25519Verifier } from '../../crypto/node-ed25519';
@@ -8,7 +9,8 @@ import {
   type TurnInput,
   type TurnState,
 } from '../turn-machine';
-import type { TurnStep, TurnTool } from '../turn-records';
+import { signApproval } from '../approval-token';
+import type { ApprovalAnswer, TurnStep, TurnTool } from '../turn-records';
 
 /**
  * The real turn machine driven by hand, for its table tests (turn-machine.test.ts,
@@ -24,6 +26,30 @@ export const machine = createTurnMachine({
   verifier: nodeEd25519Verifier,
   approvalPublicKey: approvalKey.publicKey,
 });
+
+/**
+ * An approver's answer, signed with {@link approvalKey}, approving call `toolCallId` of
+ * turn `turnId` to `toolName` with `argsJson`, committed at `answeredAtMs`.
+ */
+export function approvalOf(
+  call: { turnId: string; toolCallId: string; toolName: string; argsJson: string },
+  answeredAtMs = 1,
+): ApprovalAnswer {
+  const binding = {
+    turnId: call.turnId,
+    requestId: requestIds.approvalRequestId(call.turnId, call.toolCallId),
+    toolName: call.toolName,
+    argsSha256: approvalArgsSha256(call.argsJson),
+    decision: 'approved' as const,
+  };
+  return {
+    ...binding,
+    ...signApproval(binding, approvalKey),
+    answeredBy: 'a',
+    answeredAtMs,
+    comment: '',
+  };
+}
 
 /** A tool of `effect`, gated when `needsApproval`. */
 export function testTool(

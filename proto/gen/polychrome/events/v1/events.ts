@@ -390,6 +390,11 @@ export interface QuestionRequest {
   requestId: string;
   toolCallId: string;
   question: string;
+  /**
+   * When the control plane committed the request (its clock, not the harness's), as
+   * ApprovalRequest.requested_at_ms; 0 in journals written before it was recorded.
+   */
+  requestedAtMs: number;
 }
 
 /** kind "question_response". */
@@ -3272,7 +3277,7 @@ export const ApprovalResponse: MessageFns<ApprovalResponse> = {
 };
 
 function createBaseQuestionRequest(): QuestionRequest {
-  return { turnId: "", requestId: "", toolCallId: "", question: "" };
+  return { turnId: "", requestId: "", toolCallId: "", question: "", requestedAtMs: 0 };
 }
 
 export const QuestionRequest: MessageFns<QuestionRequest> = {
@@ -3288,6 +3293,9 @@ export const QuestionRequest: MessageFns<QuestionRequest> = {
     }
     if (message.question !== "") {
       writer.uint32(34).string(message.question);
+    }
+    if (message.requestedAtMs !== 0) {
+      writer.uint32(40).int64(message.requestedAtMs);
     }
     return writer;
   },
@@ -3337,6 +3345,14 @@ export const QuestionRequest: MessageFns<QuestionRequest> = {
             message.question = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.requestedAtMs = longToNumber(reader.int64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3367,6 +3383,11 @@ export const QuestionRequest: MessageFns<QuestionRequest> = {
         ? globalThis.String(object.tool_call_id)
         : "",
       question: isSet(object.question) ? globalThis.String(object.question) : "",
+      requestedAtMs: isSet(object.requestedAtMs)
+        ? globalThis.Number(object.requestedAtMs)
+        : isSet(object.requested_at_ms)
+        ? globalThis.Number(object.requested_at_ms)
+        : 0,
     };
   },
 
@@ -3384,6 +3405,9 @@ export const QuestionRequest: MessageFns<QuestionRequest> = {
     if (message.question !== "") {
       obj.question = message.question;
     }
+    if (message.requestedAtMs !== 0) {
+      obj.requestedAtMs = Math.round(message.requestedAtMs);
+    }
     return obj;
   },
 
@@ -3396,6 +3420,7 @@ export const QuestionRequest: MessageFns<QuestionRequest> = {
     message.requestId = object.requestId ?? "";
     message.toolCallId = object.toolCallId ?? "";
     message.question = object.question ?? "";
+    message.requestedAtMs = object.requestedAtMs ?? 0;
     return message;
   },
 };

@@ -223,6 +223,20 @@ export interface TurnStart {
    * (docs/payments.md, "A paid call in a turn").
    */
   paymentCharges: PaymentCharge[];
+  /**
+   * When each approval and question request of this turn was committed (its
+   * `requested_at_ms`, the control plane's clock), in journal order: with the answer's
+   * `answered_at_ms` it says how long the turn waited for a person, which a delegation
+   * thread's deadline does not count (docs/turns.md, "Delegation"). A request recorded
+   * without a time is left out.
+   */
+  requestTimes: RequestTime[];
+}
+
+/** When the control plane committed an approval or question request (TurnStart.request_times). */
+export interface RequestTime {
+  requestId: string;
+  requestedAtMs: number;
 }
 
 /** One agent of a turn's roster (TurnStart.agents). */
@@ -815,6 +829,7 @@ function createBaseTurnStart(): TurnStart {
     summary: "",
     agents: [],
     paymentCharges: [],
+    requestTimes: [],
   };
 }
 
@@ -873,6 +888,9 @@ export const TurnStart: MessageFns<TurnStart> = {
     }
     for (const v of message.paymentCharges) {
       PaymentCharge.encode(v!, writer.uint32(146).fork()).join();
+    }
+    for (const v of message.requestTimes) {
+      RequestTime.encode(v!, writer.uint32(154).fork()).join();
     }
     return writer;
   },
@@ -1034,6 +1052,14 @@ export const TurnStart: MessageFns<TurnStart> = {
             message.paymentCharges.push(PaymentCharge.decode(reader, reader.uint32()));
             continue;
           }
+          case 19: {
+            if (tag !== 154) {
+              break;
+            }
+
+            message.requestTimes.push(RequestTime.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1114,6 +1140,11 @@ export const TurnStart: MessageFns<TurnStart> = {
         : globalThis.Array.isArray(object?.payment_charges)
         ? object.payment_charges.map((e: any) => PaymentCharge.fromJSON(e))
         : [],
+      requestTimes: globalThis.Array.isArray(object?.requestTimes)
+        ? object.requestTimes.map((e: any) => RequestTime.fromJSON(e))
+        : globalThis.Array.isArray(object?.request_times)
+        ? object.request_times.map((e: any) => RequestTime.fromJSON(e))
+        : [],
     };
   },
 
@@ -1173,6 +1204,9 @@ export const TurnStart: MessageFns<TurnStart> = {
     if (message.paymentCharges?.length) {
       obj.paymentCharges = message.paymentCharges.map((e) => PaymentCharge.toJSON(e));
     }
+    if (message.requestTimes?.length) {
+      obj.requestTimes = message.requestTimes.map((e) => RequestTime.toJSON(e));
+    }
     return obj;
   },
 
@@ -1203,6 +1237,100 @@ export const TurnStart: MessageFns<TurnStart> = {
     message.summary = object.summary ?? "";
     message.agents = object.agents?.map((e) => DispatchedAgent.fromPartial(e)) || [];
     message.paymentCharges = object.paymentCharges?.map((e) => PaymentCharge.fromPartial(e)) || [];
+    message.requestTimes = object.requestTimes?.map((e) => RequestTime.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseRequestTime(): RequestTime {
+  return { requestId: "", requestedAtMs: 0 };
+}
+
+export const RequestTime: MessageFns<RequestTime> = {
+  encode(message: RequestTime, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.requestId !== "") {
+      writer.uint32(10).string(message.requestId);
+    }
+    if (message.requestedAtMs !== 0) {
+      writer.uint32(16).int64(message.requestedAtMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RequestTime {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRequestTime();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.requestedAtMs = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RequestTime {
+    return {
+      requestId: isSet(object.requestId)
+        ? globalThis.String(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.String(object.request_id)
+        : "",
+      requestedAtMs: isSet(object.requestedAtMs)
+        ? globalThis.Number(object.requestedAtMs)
+        : isSet(object.requested_at_ms)
+        ? globalThis.Number(object.requested_at_ms)
+        : 0,
+    };
+  },
+
+  toJSON(message: RequestTime): unknown {
+    const obj: any = {};
+    if (message.requestId !== "") {
+      obj.requestId = message.requestId;
+    }
+    if (message.requestedAtMs !== 0) {
+      obj.requestedAtMs = Math.round(message.requestedAtMs);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RequestTime>): RequestTime {
+    return RequestTime.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RequestTime>): RequestTime {
+    const message = createBaseRequestTime();
+    message.requestId = object.requestId ?? "";
+    message.requestedAtMs = object.requestedAtMs ?? 0;
     return message;
   },
 };
