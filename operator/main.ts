@@ -13,7 +13,6 @@ import { readSecretFile } from './secret-file';
 import { HealthServer } from '../common/health-server';
 import { componentLogger, createRootLogger, LogComponent } from '../common/log';
 import { RecordsClient } from '../common/records-client';
-import { loadStateClientTls } from '../common/state-channel';
 import { StateClient } from '../common/state-client';
 import { startTracing } from '../common/tracing';
 import { caBundle } from './ca-bundle';
@@ -45,6 +44,7 @@ import { PublicApiServer } from './public-api/public-api-server';
 import { countOwnedConversations } from './public-api/caller-limits';
 import { recordsAuthenticator } from './public-api/records-authenticator';
 import { StateLink } from './state-link';
+import { loadStateLinkCertificate, registerStateLinkTlsMetrics } from './state-link-tls';
 import { ApprovalSigner } from './turns/approval-signer';
 import { ConversationAccess } from './turns/conversation-access';
 import { TurnCoordinator } from './turns/coordinator';
@@ -120,14 +120,15 @@ async function main(): Promise<void> {
     logger: log,
     ...(config.watchNamespace === undefined ? {} : { namespace: config.watchNamespace }),
   });
-  const stateTls = await loadStateClientTls({
-    ca: config.state.caPath,
-    cert: config.state.certPath,
-    key: config.state.keyPath,
-  });
+  // Read again while it runs: a renewed certificate or CA bundle needs no restart.
+  const stateCertificate = await loadStateLinkCertificate(
+    config.state,
+    componentLogger(log, LogComponent.Journal),
+  );
+  registerStateLinkTlsMetrics(registry, stateCertificate);
   const stateOptions = {
     address: config.state.address,
-    tls: stateTls,
+    tls: stateCertificate,
     ...(config.state.serverName === undefined ? {} : { serverName: config.state.serverName }),
   };
   const state = new StateClient(stateOptions);
@@ -287,7 +288,9 @@ async function main(): Promise<void> {
     peers: {
       host: config.peer.host,
       port: config.peer.port,
-      tls: peerTlsOf(stateTls),
+      tls: peerTlsOf(stateCertificate.pair),
+      onTlsChange: (listener) =>
+        stateCertificate.onChange((pair) => listener(peerTlsOf(pair))),
       directory: peerEndpoints,
     },
     ...(door === undefined || config.kubeApi === undefined || servingCertificate === undefined
@@ -341,6 +344,7 @@ async function main(): Promise<void> {
     // them (their callers get 503); streams end so their clients reconnect elsewhere.
     await coordinator.close(Math.floor(closeMs / 2));
     servingCertificate?.stop();
+    stateCertificate.stop();
     await api.close();
     await peerEndpoints.close();
     harness.close();
@@ -360,6 +364,7 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => void shutdown('SIGINT'));
 
   mainLog.info({ state: config.state.address }, 'connecting to the state plane');
+  stateCertificate.start();
   await link.connect(stopping.signal);
   leases.start();
   await egress.start();
