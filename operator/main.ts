@@ -38,13 +38,16 @@ import { journalRetirement } from './retention/journal-retirement';
 import { leaseOwnership } from './lease/lease-ownership';
 import { stateJournalFollower } from './public-api/journal-follower';
 import { PeerEndpoints } from './public-api/peer-endpoints';
-import { peerTlsOf } from './public-api/peer-hop';
 import { ConversationForensics } from './forensics/conversation-forensics';
 import { PublicApiServer } from './public-api/public-api-server';
 import { countOwnedConversations } from './public-api/caller-limits';
 import { recordsAuthenticator } from './public-api/records-authenticator';
 import { StateLink } from './state-link';
-import { loadStateLinkCertificate, registerStateLinkTlsMetrics } from './state-link-tls';
+import {
+  loadStateLinkCertificate,
+  peerTlsFrom,
+  registerStateLinkTlsMetrics,
+} from './state-link-tls';
 import { ApprovalSigner } from './turns/approval-signer';
 import { ConversationAccess } from './turns/conversation-access';
 import { TurnCoordinator } from './turns/coordinator';
@@ -288,9 +291,7 @@ async function main(): Promise<void> {
     peers: {
       host: config.peer.host,
       port: config.peer.port,
-      tls: peerTlsOf(stateCertificate.pair),
-      onTlsChange: (listener) =>
-        stateCertificate.onChange((pair) => listener(peerTlsOf(pair))),
+      ...peerTlsFrom(stateCertificate),
       directory: peerEndpoints,
     },
     ...(door === undefined || config.kubeApi === undefined || servingCertificate === undefined

@@ -4,6 +4,8 @@ import type { Registry } from 'prom-client';
 import { registerCertificateMetrics } from '../common/certificate-metrics';
 import { ServingCertificate } from '../common/serving-certificate';
 import type { ControlPlaneConfig } from './config';
+import { peerTlsOf } from './public-api/peer-hop';
+import type { PeerOptions } from './public-api/public-api-server';
 
 /**
  * The control plane's own certificate, key and CA bundle (`POLYCHROME_STATE_CA`, `_CERT`,
@@ -49,4 +51,18 @@ export function registerStateLinkTlsMetrics(
     expiry: 'polychrome_control_plane_tls_certificate_expiry_timestamp_seconds',
     labels: { credentials: 'state-client' },
   });
+}
+
+/**
+ * The peer side's TLS from that certificate (the replicas present it to each other): the
+ * pair in use now, and each renewed one for the peer listener's next handshakes and the
+ * next hops.
+ */
+export function peerTlsFrom(
+  certificate: ServingCertificate,
+): Pick<PeerOptions, 'tls' | 'onTlsChange'> {
+  return {
+    tls: peerTlsOf(certificate.pair),
+    onTlsChange: (listener) => certificate.onChange((pair) => listener(peerTlsOf(pair))),
+  };
 }

@@ -1,0 +1,165 @@
+import { X509Certificate } from 'node:crypto';
+import { mkdir, readFile } from 'node:fs/promises';
+import { createServer as createHttpsServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { connect, type TLSSocket } from 'node:tls';
+
+import { afterAll, afterEach, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import pino from 'pino';
+
+import type { ServingCertificate } from '../../common/serving-certificate';
+import { CertUsage, DevCertificateAuthority, type CertFiles } from '../../hack/lib/pki';
+import { ALICE, call, startApi, TOKENS, type TestApi } from '../../test/support/api-fixtures';
+import { eventually, tempDir } from '../../state/server/testdata/fixtures';
+import { SecretVolume } from '../../state/server/testdata/secret-volume';
+import { AppError } from '../../common/errors';
+import { loadStateLinkCertificate, peerTlsFrom } from '../state-link-tls';
+import type { PeerAddress, PeerDirectory } from './peer-endpoints';
+
+/*
+ * The replicas present the control plane's certificate to each other (docs/api.md,
+ * "Between replicas"); a renewal reaches the peer listener's next handshakes and the next
+ * hop without a restart, wired as operator/main.ts wires it (state-link-tls.ts).
+ */
+
+jest.setTimeout(60_000);
+
+let dir: { path: string; remove: () => Promise<void> };
+let ca: DevCertificateAuthority;
+let first: CertFiles;
+let renewed: CertFiles;
+const open: { close(): Promise<void> }[] = [];
+const certificates: ServingCertificate[] = [];
+
+const replicaCertificate = (name: string): Promise<CertFiles> =>
+  ca.issue({
+    name,
+    commonName: 'polychrome-control-plane',
+    organizations: ['polychrome:writer', 'polychrome:control-plane-replica'],
+    dnsNames: ['localhost'],
+    ipAddresses: ['127.0.0.1'],
+    usage: CertUsage.Both,
+  });
+
+beforeAll(async () => {
+  dir = await tempDir('peer-tls-renewal');
+  ca = await DevCertificateAuthority.create(join(dir.path, 'ca'), 'ca', 'peer-renewal-ca');
+  first = await replicaCertificate('first');
+  renewed = await replicaCertificate('renewed');
+}, 60_000);
+
+afterEach(async () => {
+  for (const c of certificates.splice(0)) c.stop();
+  await Promise.all(open.splice(0).map((o) => o.close()));
+});
+
+afterAll(async () => {
+  await dir.remove();
+});
+
+const fingerprintOf = async (files: CertFiles): Promise<string> =>
+  new X509Certificate(await readFile(files.certPath)).fingerprint256;
+
+/** The certificate the TLS listener at 127.0.0.1:`port` presents to a new handshake. */
+function served(port: number, client: { cert: Buffer; key: Buffer }): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(
+      { host: '127.0.0.1', port, rejectUnauthorized: false, ...client },
+      () => {
+        const fingerprint = socket.getPeerX509Certificate()?.fingerprint256 ?? '';
+        socket.end();
+        resolve(fingerprint);
+      },
+    );
+    socket.once('error', reject);
+  });
+}
+
+/** A listener standing where the holder replica would: it keeps each hop's client certificate. */
+async function holder(files: CertFiles): Promise<{ address: PeerAddress; clients: string[] }> {
+  const clients: string[] = [];
+  const server: Server = createHttpsServer(
+    {
+      ca: await readFile(ca.certPath),
+      cert: await readFile(files.certPath),
+      key: await readFile(files.keyPath),
+      requestCert: true,
+      rejectUnauthorized: true,
+    },
+    (request, response) => {
+      clients.push((request.socket as TLSSocket).getPeerX509Certificate()?.fingerprint256 ?? '');
+      request.resume();
+      response.writeHead(200, { 'content-type': 'application/json' });
+      response.end('{"held":true}');
+    },
+  );
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  open.push({
+    close: () => {
+      server.closeAllConnections();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  });
+  return { address: { host: '127.0.0.1', port: (server.address() as AddressInfo).port }, clients };
+}
+
+describe("the peer side takes the control plane's renewed certificate", () => {
+  it('presents the renewed pair at the next handshake of the listener and the next hop', async () => {
+    const volume = new SecretVolume(join(dir.path, 'control-plane-tls'));
+    await mkdir(volume.dir);
+    const files = async (pair: CertFiles): Promise<Record<string, string>> => ({
+      'ca.crt': await readFile(ca.certPath, 'utf8'),
+      'tls.crt': await readFile(pair.certPath, 'utf8'),
+      'tls.key': await readFile(pair.keyPath, 'utf8'),
+    });
+    await volume.update(await files(first));
+    const certificate = await loadStateLinkCertificate(
+      {
+        address: 'unused',
+        caPath: volume.path('ca.crt'),
+        certPath: volume.path('tls.crt'),
+        keyPath: volume.path('tls.key'),
+        serverName: undefined,
+        reloadIntervalMs: 3_600_000,
+      },
+      pino({ level: 'silent' }),
+    );
+    certificates.push(certificate);
+    certificate.start();
+    const held = await holder(first);
+    const directory: PeerDirectory = { source: 'the test', find: () => held.address };
+    const front: TestApi = await startApi({
+      peers: { host: '127.0.0.1', port: 0, directory, ...peerTlsFrom(certificate) },
+    });
+    open.push(front);
+    const client = { cert: await readFile(first.certPath), key: await readFile(first.keyPath) };
+    const port = front.server.peerAddress().port;
+    /** Sends one request the front replica forwards to the holder. */
+    const forward = async (): Promise<void> => {
+      const id = front.seed(ALICE.identity);
+      front.service.failNext(
+        new AppError('unavailable', 'held elsewhere', {
+          details: { holder: 'cp-b', retryAfterMs: 1000, forwardTo: 'cp-b' },
+        }),
+      );
+      const answer = await call(front, 'POST', `/v1/conversations/${id}/messages`, {
+        token: TOKENS.alice,
+        body: { text: 'hello', idempotencyKey: `k-${String(held.clients.length)}` },
+      });
+      expect(answer.json).toEqual({ held: true });
+    };
+
+    expect(await served(port, client)).toBe(await fingerprintOf(first));
+    await forward();
+    expect(held.clients).toEqual([await fingerprintOf(first)]);
+
+    await volume.update(await files(renewed));
+    const fingerprint = await fingerprintOf(renewed);
+    await eventually('the listener presents the renewed pair', async () =>
+      (await served(port, client)) === fingerprint ? true : undefined,
+    );
+    await forward();
+    expect(held.clients).toEqual([await fingerprintOf(first), fingerprint]);
+  });
+});
