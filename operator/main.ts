@@ -43,11 +43,7 @@ import { PublicApiServer } from './public-api/public-api-server';
 import { countOwnedConversations } from './public-api/caller-limits';
 import { recordsAuthenticator } from './public-api/records-authenticator';
 import { StateLink } from './state-link';
-import {
-  loadStateLinkCertificate,
-  peerTlsFrom,
-  registerStateLinkTlsMetrics,
-} from './state-link-tls';
+import { loadStateLinkCertificate, peerTlsFrom } from './state-link-tls';
 import { ApprovalSigner } from './turns/approval-signer';
 import { ConversationAccess } from './turns/conversation-access';
 import { TurnCoordinator } from './turns/coordinator';
@@ -124,11 +120,7 @@ async function main(): Promise<void> {
     ...(config.watchNamespace === undefined ? {} : { namespace: config.watchNamespace }),
   });
   // Read again while it runs: a renewed certificate or CA bundle needs no restart.
-  const stateCertificate = await loadStateLinkCertificate(
-    config.state,
-    componentLogger(log, LogComponent.Journal),
-  );
-  registerStateLinkTlsMetrics(registry, stateCertificate);
+  const stateCertificate = await loadStateLinkCertificate(config.state, mainLog, registry);
   const stateOptions = {
     address: config.state.address,
     tls: stateCertificate,

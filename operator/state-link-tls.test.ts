@@ -1,24 +1,22 @@
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { afterAll, afterEach, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 
+import { encodePayload, EventKind } from '../common/event-kinds';
 import type { ServingCertificate } from '../common/serving-certificate';
+import { loadStateClientTls } from '../common/state-channel';
 import { StateClient } from '../common/state-client';
+import type { NewJournalEvent } from '../common/state-journal';
+import { ensureDevCerts, type DevCerts } from '../hack/lib/dev-certs';
 import { CertUsage, DevCertificateAuthority, type CertFiles } from '../hack/lib/pki';
-import {
-  clientTls,
-  eventually,
-  makeTestPki,
-  message,
-  tempDir,
-  type TestPki,
-} from '../state/server/testdata/fixtures';
-import { SecretVolume } from '../state/server/testdata/secret-volume';
-import { startStateProcess, type StateProcess } from '../state/server/testdata/state-process';
-import { loadStateLinkCertificate, registerStateLinkTlsMetrics } from './state-link-tls';
+import { pollUntil } from '../hack/lib/processes';
+import { SecretVolume } from '../test/support/secret-volume';
+import { startStateProcess, type StateProcess } from '../test/support/state-process';
+import { loadStateLinkCertificate } from './state-link-tls';
 
 /*
  * The control plane's state-plane client certificate renewed without restarting it, on the
@@ -32,8 +30,8 @@ import { loadStateLinkCertificate, registerStateLinkTlsMetrics } from './state-l
 
 jest.setTimeout(120_000);
 
-let dir: { path: string; remove: () => Promise<void> };
-let pki: TestPki;
+let dir: string;
+let pki: DevCerts;
 let ca2: DevCertificateAuthority;
 /** CN polychrome-control-plane, O polychrome:writer, signed by the second CA. */
 let writer2: CertFiles;
@@ -42,9 +40,9 @@ const clients = new Set<StateClient>();
 const certificates = new Set<ServingCertificate>();
 
 beforeAll(async () => {
-  dir = await tempDir('control-plane-tls-reload');
-  pki = await makeTestPki(dir.path);
-  ca2 = await DevCertificateAuthority.create(join(dir.path, 'ca2'), 'ca2', 'polychrome-ca-2');
+  dir = await mkdtemp(join(tmpdir(), 'polychrome-control-plane-tls-reload-'));
+  pki = await ensureDevCerts(join(dir, 'pki'));
+  ca2 = await DevCertificateAuthority.create(join(dir, 'ca2'), 'ca2', 'polychrome-ca-2');
   writer2 = await ca2.issue({
     name: 'writer',
     commonName: 'polychrome-control-plane',
@@ -66,14 +64,30 @@ afterEach(async () => {
 });
 
 afterAll(async () => {
-  await dir.remove();
+  await rm(dir, { recursive: true, force: true });
 });
 
 const text = (path: string): Promise<string> => readFile(path, 'utf8');
 
+/** Polls `check` until it gives a value (every 50 ms, for 20 s unless told). */
+const eventually = <T>(
+  what: string,
+  check: () => Promise<T | undefined>,
+  timeoutMs = 20_000,
+): Promise<T> => pollUntil(what, check, { timeoutMs, intervalMs: 50 });
+
+/** A `message_received` event whose text identifies it. */
+function message(text: string): NewJournalEvent {
+  const received = { turnId: 't', idempotencyKey: text, text, attribution: undefined };
+  return {
+    kind: EventKind.MessageReceived,
+    payload: encodePayload(EventKind.MessageReceived, { ...received, receivedAtMs: 0 }),
+  };
+}
+
 /** Starts the state plane on `port` (0: any) over `journal`, trusting the CA bundle at `caFile`. */
 async function stateOn(port: number, caFile: string): Promise<StateProcess> {
-  const p = await startStateProcess(pki, join(dir.path, 'journal'), {
+  const p = await startStateProcess(pki, join(dir, 'journal'), {
     STATE_PORT: String(port),
     STATE_TLS_CA_FILE: caFile,
   });
@@ -114,9 +128,9 @@ describe("the control plane's state-plane certificate, renewed while it runs", (
   it('presents a certificate of a new CA at its next handshake, keeps calls in flight, and refuses a broken pair', async () => {
     const ca1 = await text(pki.ca.certPath);
     const ca2Pem = await text(ca2.certPath);
-    const onlyCa2 = join(dir.path, 'only-ca2.crt');
+    const onlyCa2 = join(dir, 'only-ca2.crt');
     await writeFile(onlyCa2, ca2Pem);
-    const volume = new SecretVolume(join(dir.path, 'control-plane-tls'));
+    const volume = new SecretVolume(join(dir, 'control-plane-tls'));
     await mkdir(volume.dir);
     await volume.update({
       'ca.crt': ca1,
@@ -125,6 +139,7 @@ describe("the control plane's state-plane certificate, renewed while it runs", (
     });
     const warnings: string[] = [];
     const logger = pino({ level: 'info' }, { write: (line: string) => warnings.push(line) });
+    const registry = new Registry();
     const certificate = await loadStateLinkCertificate(
       {
         address: 'unused',
@@ -136,10 +151,9 @@ describe("the control plane's state-plane certificate, renewed while it runs", (
         reloadIntervalMs: 3_600_000,
       },
       logger,
+      registry,
     );
     certificates.add(certificate);
-    const registry = new Registry();
-    registerStateLinkTlsMetrics(registry, certificate);
     certificate.start();
 
     let state = await stateOn(0, pki.ca.certPath);
@@ -169,7 +183,11 @@ describe("the control plane's state-plane certificate, renewed while it runs", (
     state = await restart(state, onlyCa2);
     const old = new StateClient({
       address: state.address,
-      tls: await clientTls(pki.ca, pki.controlPlane),
+      tls: await loadStateClientTls({
+        ca: pki.ca.certPath,
+        cert: pki.controlPlane.certPath,
+        key: pki.controlPlane.keyPath,
+      }),
       callTimeoutMs: 5_000,
     });
     clients.add(old);

@@ -15,15 +15,17 @@ import type { PeerOptions } from './public-api/public-api-server';
  * state-plane link takes each new pair at its next handshake
  * (common/reloading-channel-credentials.ts) and the peer listener and hop at theirs. Files
  * that do not load together (a key that does not match, a CA bundle with no CA) are logged
- * and counted, and the pair in use stays. The caller starts and stops the checks.
+ * and counted (metrics below, registered on `registry`), and the pair in use stays. The
+ * caller starts and stops the checks.
  *
  * @throws Error naming the files when they cannot be read or are not usable at start.
  */
-export function loadStateLinkCertificate(
+export async function loadStateLinkCertificate(
   state: ControlPlaneConfig['state'],
   logger: Logger,
+  registry: Registry,
 ): Promise<ServingCertificate> {
-  return ServingCertificate.load({
+  const certificate = await ServingCertificate.load({
     certPath: state.certPath,
     keyPath: state.keyPath,
     caPath: state.caPath,
@@ -35,17 +37,16 @@ export function loadStateLinkCertificate(
     intervalMs: state.reloadIntervalMs,
     watch: true,
   });
+  registerStateLinkTlsMetrics(registry, certificate);
+  return certificate;
 }
 
 /**
- * Registers `polychrome_control_plane_tls_reloads_total{credentials="state-client",outcome}`
+ * `polychrome_control_plane_tls_reloads_total{credentials="state-client",outcome}`
  * and `polychrome_control_plane_tls_certificate_expiry_timestamp_seconds{credentials}` for
  * that certificate (common/certificate-metrics.ts, as the state plane's).
  */
-export function registerStateLinkTlsMetrics(
-  registry: Registry,
-  certificate: ServingCertificate,
-): void {
+function registerStateLinkTlsMetrics(registry: Registry, certificate: ServingCertificate): void {
   registerCertificateMetrics(registry, certificate, {
     reloads: 'polychrome_control_plane_tls_reloads_total',
     expiry: 'polychrome_control_plane_tls_certificate_expiry_timestamp_seconds',

@@ -1,5 +1,6 @@
 import { X509Certificate } from 'node:crypto';
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { createServer as createHttpsServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -7,12 +8,13 @@ import { connect, type TLSSocket } from 'node:tls';
 
 import { afterAll, afterEach, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import pino from 'pino';
+import { Registry } from 'prom-client';
 
 import type { ServingCertificate } from '../../common/serving-certificate';
 import { CertUsage, DevCertificateAuthority, type CertFiles } from '../../hack/lib/pki';
 import { ALICE, call, startApi, TOKENS, type TestApi } from '../../test/support/api-fixtures';
-import { eventually, tempDir } from '../../state/server/testdata/fixtures';
-import { SecretVolume } from '../../state/server/testdata/secret-volume';
+import { pollUntil } from '../../hack/lib/processes';
+import { SecretVolume } from '../../test/support/secret-volume';
 import { AppError } from '../../common/errors';
 import { loadStateLinkCertificate, peerTlsFrom } from '../state-link-tls';
 import type { PeerAddress, PeerDirectory } from './peer-endpoints';
@@ -25,7 +27,7 @@ import type { PeerAddress, PeerDirectory } from './peer-endpoints';
 
 jest.setTimeout(60_000);
 
-let dir: { path: string; remove: () => Promise<void> };
+let dir: string;
 let ca: DevCertificateAuthority;
 let first: CertFiles;
 let renewed: CertFiles;
@@ -43,8 +45,8 @@ const replicaCertificate = (name: string): Promise<CertFiles> =>
   });
 
 beforeAll(async () => {
-  dir = await tempDir('peer-tls-renewal');
-  ca = await DevCertificateAuthority.create(join(dir.path, 'ca'), 'ca', 'peer-renewal-ca');
+  dir = await mkdtemp(join(tmpdir(), 'polychrome-peer-tls-renewal-'));
+  ca = await DevCertificateAuthority.create(join(dir, 'ca'), 'ca', 'peer-renewal-ca');
   first = await replicaCertificate('first');
   renewed = await replicaCertificate('renewed');
 }, 60_000);
@@ -55,7 +57,7 @@ afterEach(async () => {
 });
 
 afterAll(async () => {
-  await dir.remove();
+  await rm(dir, { recursive: true, force: true });
 });
 
 const fingerprintOf = async (files: CertFiles): Promise<string> =>
@@ -106,7 +108,7 @@ async function holder(files: CertFiles): Promise<{ address: PeerAddress; clients
 
 describe("the peer side takes the control plane's renewed certificate", () => {
   it('presents the renewed pair at the next handshake of the listener and the next hop', async () => {
-    const volume = new SecretVolume(join(dir.path, 'control-plane-tls'));
+    const volume = new SecretVolume(join(dir, 'control-plane-tls'));
     await mkdir(volume.dir);
     const files = async (pair: CertFiles): Promise<Record<string, string>> => ({
       'ca.crt': await readFile(ca.certPath, 'utf8'),
@@ -124,6 +126,7 @@ describe("the peer side takes the control plane's renewed certificate", () => {
         reloadIntervalMs: 3_600_000,
       },
       pino({ level: 'silent' }),
+      new Registry(),
     );
     certificates.push(certificate);
     certificate.start();
@@ -156,8 +159,10 @@ describe("the peer side takes the control plane's renewed certificate", () => {
 
     await volume.update(await files(renewed));
     const fingerprint = await fingerprintOf(renewed);
-    await eventually('the listener presents the renewed pair', async () =>
-      (await served(port, client)) === fingerprint ? true : undefined,
+    await pollUntil(
+      'the listener presents the renewed pair',
+      async () => ((await served(port, client)) === fingerprint ? true : undefined),
+      { timeoutMs: 20_000, intervalMs: 50 },
     );
     await forward();
     expect(held.clients).toEqual([await fingerprintOf(first), fingerprint]);

@@ -7,7 +7,7 @@ import {
   ROOT,
   startStateProcess,
   type StateProcess,
-} from '../../../state/server/testdata/state-process';
+} from '../../support/state-process';
 import { exitOf, tailOf, type ExitOutcome } from './process-logs';
 
 /**
