@@ -143,9 +143,7 @@ describe("the control plane's state-plane certificate, renewed while it runs", (
     const certificate = await loadStateLinkCertificate(
       {
         address: 'unused',
-        caPath: volume.path('ca.crt'),
-        certPath: volume.path('tls.crt'),
-        keyPath: volume.path('tls.key'),
+        ...volume.tlsPaths(),
         serverName: undefined,
         // Only the directory watch can pick the change up within the test.
         reloadIntervalMs: 3_600_000,

@@ -119,9 +119,7 @@ describe("the peer side takes the control plane's renewed certificate", () => {
     const certificate = await loadStateLinkCertificate(
       {
         address: 'unused',
-        caPath: volume.path('ca.crt'),
-        certPath: volume.path('tls.crt'),
-        keyPath: volume.path('tls.key'),
+        ...volume.tlsPaths(),
         serverName: undefined,
         reloadIntervalMs: 3_600_000,
       },
