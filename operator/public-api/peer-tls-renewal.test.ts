@@ -1,7 +1,11 @@
 import { X509Certificate } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { createServer as createHttpsServer, type Server } from 'node:https';
+import {
+  createServer as createHttpsServer,
+  request as httpsRequest,
+  type Server,
+} from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { connect, type TLSSocket } from 'node:tls';
@@ -34,8 +38,8 @@ let renewed: CertFiles;
 const open: { close(): Promise<void> }[] = [];
 const certificates: ServingCertificate[] = [];
 
-const replicaCertificate = (name: string): Promise<CertFiles> =>
-  ca.issue({
+const replicaCertificate = (name: string, by = ca): Promise<CertFiles> =>
+  by.issue({
     name,
     commonName: 'polychrome-control-plane',
     organizations: ['polychrome:writer', 'polychrome:control-plane-replica'],
@@ -78,6 +82,21 @@ function served(port: number, client: { cert: Buffer; key: Buffer }): Promise<st
   });
 }
 
+/** The HTTP status the peer listener answers a client presenting `client`; rejects when refused. */
+function answered(port: number, client: { cert: Buffer; key: Buffer }): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const outgoing = httpsRequest(
+      { host: '127.0.0.1', port, path: '/', rejectUnauthorized: false, agent: false, ...client },
+      (incoming) => {
+        incoming.resume();
+        resolve(incoming.statusCode ?? 0);
+      },
+    );
+    outgoing.once('error', reject);
+    outgoing.end();
+  });
+}
+
 /** A listener standing where the holder replica would: it keeps each hop's client certificate. */
 async function holder(files: CertFiles): Promise<{ address: PeerAddress; clients: string[] }> {
   const clients: string[] = [];
@@ -107,11 +126,11 @@ async function holder(files: CertFiles): Promise<{ address: PeerAddress; clients
 }
 
 describe("the peer side takes the control plane's renewed certificate", () => {
-  it('presents the renewed pair at the next handshake of the listener and the next hop', async () => {
+  it('presents the renewed pair at the next handshake of the listener and the next hop, and checks clients against the renewed bundle', async () => {
     const volume = new SecretVolume(join(dir, 'control-plane-tls'));
     await mkdir(volume.dir);
-    const files = async (pair: CertFiles): Promise<Record<string, string>> => ({
-      'ca.crt': await readFile(ca.certPath, 'utf8'),
+    const files = async (pair: CertFiles, bundle = ca): Promise<Record<string, string>> => ({
+      'ca.crt': await readFile(bundle.certPath, 'utf8'),
       'tls.crt': await readFile(pair.certPath, 'utf8'),
       'tls.key': await readFile(pair.keyPath, 'utf8'),
     });
@@ -164,5 +183,19 @@ describe("the peer side takes the control plane's renewed certificate", () => {
     );
     await forward();
     expect(held.clients).toEqual([await fingerprintOf(first), fingerprint]);
+
+    // A bundle of a new CA only: the listener's next handshakes check clients against it,
+    // so a replica certificate of the dropped CA is refused there.
+    const ca2 = await DevCertificateAuthority.create(join(dir, 'ca2'), 'ca', 'peer-renewal-ca-2');
+    const next = await replicaCertificate('next', ca2);
+    const nextClient = { cert: await readFile(next.certPath), key: await readFile(next.keyPath) };
+    await expect(answered(port, nextClient)).rejects.toThrow();
+    await volume.update(await files(next, ca2));
+    await pollUntil(
+      'the listener takes clients of the new CA',
+      () => answered(port, nextClient).catch(() => undefined),
+      { timeoutMs: 20_000, intervalMs: 50 },
+    );
+    await expect(answered(port, client)).rejects.toThrow();
   });
 });
