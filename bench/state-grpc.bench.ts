@@ -40,7 +40,7 @@ import type { NewJournalEvent } from '../common/state-journal';
 import { ensureDevCerts } from '../hack/lib/dev-certs';
 import { createNodeEd25519Signer } from '../state/journal/node-ed25519';
 import { JournalStore } from '../state/store/journal-store';
-import { startStateProcess } from '../state/server/testdata/state-process';
+import { startStateProcess } from '../test/support/state-process';
 import { ECHO_SERVICE } from './fixtures/grpc-echo-server';
 import { imageNodeFlags } from './fixtures/image-node-flags';
 import { startOtlpSink } from './fixtures/otlp-sink';

@@ -19,7 +19,7 @@ import {
   type TestPki,
   type TestStateServer,
 } from '../state/server/testdata/fixtures';
-import { ROOT } from '../state/server/testdata/state-process';
+import { ROOT } from '../test/support/state-process';
 import { restoreCommand } from '../state/backup/restore-command';
 import { ExitCode } from './cli-support';
 import { runCaptured } from './testdata/captured-run';

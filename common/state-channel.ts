@@ -8,6 +8,8 @@ import {
 } from '@grpc/grpc-js';
 
 import { AppError } from './errors';
+import { reloadingChannelCredentials } from './reloading-channel-credentials';
+import { ServingCertificate } from './serving-certificate';
 import { StateCallError } from './state-call-errors';
 
 /*
@@ -28,7 +30,12 @@ export interface StateClientTls {
 export interface StateClientOptions {
   /** `host:port` of the state plane, e.g. `polychrome-state.polychrome-system.svc:7443`. */
   readonly address: string;
-  readonly tls: StateClientTls;
+  /**
+   * The client identity: PEM bytes fixed for the client's life, or a certificate read again
+   * while the process runs, whose pair and CA bundle each new connection takes
+   * (common/reloading-channel-credentials.ts; the certificate must carry a CA bundle).
+   */
+  readonly tls: StateClientTls | ServingCertificate;
   /**
    * The name to check the server certificate against, when it differs from the host in
    * `address` (e.g. connecting through a port-forward).
@@ -52,12 +59,12 @@ export function stateChannel(options: Pick<StateClientOptions, 'tls' | 'serverNa
   credentials: ChannelCredentials;
   options: Partial<ClientOptions>;
 } {
+  const { tls } = options;
   return {
-    credentials: credentials.createSsl(
-      Buffer.from(options.tls.ca),
-      Buffer.from(options.tls.key),
-      Buffer.from(options.tls.cert),
-    ),
+    credentials:
+      tls instanceof ServingCertificate
+        ? reloadingChannelCredentials(tls)
+        : credentials.createSsl(Buffer.from(tls.ca), Buffer.from(tls.key), Buffer.from(tls.cert)),
     options:
       options.serverName === undefined
         ? {}

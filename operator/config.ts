@@ -47,6 +47,7 @@ export const DEFAULT_CONVERSATION_NAMESPACE = 'polychrome-conversations';
  * | `POLYCHROME_STATE_ADDRESS` | state plane `host:port` | required |
  * | `POLYCHROME_STATE_CA` / `_CERT` / `_KEY` | mTLS files for the state plane link, also the certificate replicas present to each other (server and client auth) | required |
  * | `POLYCHROME_STATE_SERVER_NAME` | name to check the state plane's certificate against | the address's host |
+ * | `POLYCHROME_STATE_TLS_RELOAD_INTERVAL_MS` | how often those three files are read again (they are also read shortly after their directory changes) | 60000 |
  * | `POLYCHROME_HEALTH_HOST` / `POLYCHROME_HEALTH_PORT` | `/healthz`, `/readyz`, `/metrics` | 0.0.0.0, 9090 |
  * | `POLYCHROME_LEASE_DURATION_MS` / `POLYCHROME_LEASE_RENEW_MS` | per-conversation lease timing | 15000 / 5000 |
  * | `POLYCHROME_LEASE_REQUEST_TIMEOUT_MS` | longest wait for the API server to answer one lease request (a renewal never waits past the lease's expiry); shorter than the duration | 0: a third of the duration, at most 5000 |
@@ -90,6 +91,7 @@ const schema = z
     POLYCHROME_STATE_CERT: envString(),
     POLYCHROME_STATE_KEY: envString(),
     POLYCHROME_STATE_SERVER_NAME: envOptionalString(),
+    POLYCHROME_STATE_TLS_RELOAD_INTERVAL_MS: envInt({ default: 60_000, min: 100, max: 3_600_000 }),
     POLYCHROME_HEALTH_HOST: envString({ default: '0.0.0.0' }),
     POLYCHROME_HEALTH_PORT: envPort(DEFAULT_HEALTH_PORT),
     POLYCHROME_LEASE_DURATION_MS: envInt({ default: 15_000, min: 1_000, max: 600_000 }),
@@ -238,6 +240,8 @@ export interface ControlPlaneConfig {
     readonly certPath: string;
     readonly keyPath: string;
     readonly serverName: string | undefined;
+    /** How often the three files are read again (`POLYCHROME_STATE_TLS_RELOAD_INTERVAL_MS`). */
+    readonly reloadIntervalMs: number;
   };
   readonly health: { readonly host: string; readonly port: number };
   readonly lease: {
@@ -327,6 +331,7 @@ export function loadControlPlaneConfig(env?: Env): ControlPlaneConfig {
       certPath: c.POLYCHROME_STATE_CERT,
       keyPath: c.POLYCHROME_STATE_KEY,
       serverName: c.POLYCHROME_STATE_SERVER_NAME,
+      reloadIntervalMs: c.POLYCHROME_STATE_TLS_RELOAD_INTERVAL_MS,
     }),
     health: Object.freeze({ host: c.POLYCHROME_HEALTH_HOST, port: c.POLYCHROME_HEALTH_PORT }),
     lease: Object.freeze({

@@ -13,7 +13,6 @@ import { readSecretFile } from './secret-file';
 import { HealthServer } from '../common/health-server';
 import { componentLogger, createRootLogger, LogComponent } from '../common/log';
 import { RecordsClient } from '../common/records-client';
-import { loadStateClientTls } from '../common/state-channel';
 import { StateClient } from '../common/state-client';
 import { startTracing } from '../common/tracing';
 import { caBundle } from './ca-bundle';
@@ -39,12 +38,12 @@ import { journalRetirement } from './retention/journal-retirement';
 import { leaseOwnership } from './lease/lease-ownership';
 import { stateJournalFollower } from './public-api/journal-follower';
 import { PeerEndpoints } from './public-api/peer-endpoints';
-import { peerTlsOf } from './public-api/peer-hop';
 import { ConversationForensics } from './forensics/conversation-forensics';
 import { PublicApiServer } from './public-api/public-api-server';
 import { countOwnedConversations } from './public-api/caller-limits';
 import { recordsAuthenticator } from './public-api/records-authenticator';
 import { StateLink } from './state-link';
+import { loadStateLinkCertificate, peerTlsFrom } from './state-link-tls';
 import { ApprovalSigner } from './turns/approval-signer';
 import { ConversationAccess } from './turns/conversation-access';
 import { TurnCoordinator } from './turns/coordinator';
@@ -120,14 +119,11 @@ async function main(): Promise<void> {
     logger: log,
     ...(config.watchNamespace === undefined ? {} : { namespace: config.watchNamespace }),
   });
-  const stateTls = await loadStateClientTls({
-    ca: config.state.caPath,
-    cert: config.state.certPath,
-    key: config.state.keyPath,
-  });
+  // Read again while it runs: a renewed certificate or CA bundle needs no restart.
+  const stateCertificate = await loadStateLinkCertificate(config.state, mainLog, registry);
   const stateOptions = {
     address: config.state.address,
-    tls: stateTls,
+    tls: stateCertificate,
     ...(config.state.serverName === undefined ? {} : { serverName: config.state.serverName }),
   };
   const state = new StateClient(stateOptions);
@@ -287,7 +283,7 @@ async function main(): Promise<void> {
     peers: {
       host: config.peer.host,
       port: config.peer.port,
-      tls: peerTlsOf(stateTls),
+      ...peerTlsFrom(stateCertificate),
       directory: peerEndpoints,
     },
     ...(door === undefined || config.kubeApi === undefined || servingCertificate === undefined
@@ -341,6 +337,7 @@ async function main(): Promise<void> {
     // them (their callers get 503); streams end so their clients reconnect elsewhere.
     await coordinator.close(Math.floor(closeMs / 2));
     servingCertificate?.stop();
+    stateCertificate.stop();
     await api.close();
     await peerEndpoints.close();
     harness.close();
@@ -360,6 +357,7 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => void shutdown('SIGINT'));
 
   mainLog.info({ state: config.state.address }, 'connecting to the state plane');
+  stateCertificate.start();
   await link.connect(stopping.signal);
   leases.start();
   await egress.start();

@@ -6,7 +6,7 @@ import pino from 'pino';
 
 import { CertUsage, DevCertificateAuthority, type CertFiles } from '../hack/lib/pki';
 import { ServingCertificate, type CertificatePair } from '../common/serving-certificate';
-import { SecretVolume } from './server/testdata/secret-volume';
+import { SecretVolume } from '../test/support/secret-volume';
 
 /*
  * The CA bundle and the directory watch of ServingCertificate (common/), which the state

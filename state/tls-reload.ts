@@ -1,8 +1,7 @@
-import { X509Certificate } from 'node:crypto';
-
 import type { Logger } from 'pino';
-import { Counter, Gauge, type Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
 
+import { registerCertificateMetrics } from '../common/certificate-metrics';
 import { ServingCertificate, type CertificatePair } from '../common/serving-certificate';
 import type { StateServerTls } from './server/state-server';
 
@@ -53,27 +52,11 @@ export function serverTlsOf(pair: CertificatePair): StateServerTls {
  * Registers `polychrome_state_tls_reloads_total{outcome}` (`reloaded`: new files taken into
  * use; `refused`: changed files that do not load, the old ones kept) and
  * `polychrome_state_tls_certificate_expiry_timestamp_seconds` (notAfter of the server
- * certificate in use).
+ * certificate in use), through common/certificate-metrics.ts.
  */
 export function registerTlsMetrics(registry: Registry, certificate: ServingCertificate): void {
-  const reloads = new Counter({
-    name: 'polychrome_state_tls_reloads_total',
-    help: 'TLS file changes: reloaded (taken into use) or refused (do not load; the old kept).',
-    labelNames: ['outcome'],
-    registers: [registry],
-  });
-  reloads.inc({ outcome: 'reloaded' }, 0);
-  reloads.inc({ outcome: 'refused' }, 0);
-  certificate.onChange(() => reloads.inc({ outcome: 'reloaded' }));
-  certificate.onRefused(() => reloads.inc({ outcome: 'refused' }));
-  new Gauge({
-    name: 'polychrome_state_tls_certificate_expiry_timestamp_seconds',
-    help: 'When the server certificate in use expires (notAfter), in seconds since the epoch.',
-    registers: [registry],
-    collect() {
-      // validTo is text ("Dec  6 22:00:00 2027 GMT"), which Date parses.
-      const notAfter = Date.parse(new X509Certificate(certificate.pair.cert).validTo);
-      if (Number.isFinite(notAfter)) this.set(Math.floor(notAfter / 1000));
-    },
+  registerCertificateMetrics(registry, certificate, {
+    reloads: 'polychrome_state_tls_reloads_total',
+    expiry: 'polychrome_state_tls_certificate_expiry_timestamp_seconds',
   });
 }

@@ -9,7 +9,7 @@ import {
   isControlPlaneReplica,
 } from '../../common/certificate-identity';
 import { isIdentity } from '../../common/identity';
-import type { StateClientTls } from '../../common/state-channel';
+import type { CertificatePair } from '../../common/serving-certificate';
 import type { Caller } from '../turns/turn-service';
 import { ApiError } from './api-error';
 import type { PeerAddress } from './peer-endpoints';
@@ -36,8 +36,8 @@ export interface PeerTls {
 }
 
 /** The hop's TLS material from the state-plane link's (the same certificate serves both). */
-export function peerTlsOf(tls: StateClientTls): PeerTls {
-  return { ca: Buffer.from(tls.ca), cert: Buffer.from(tls.cert), key: Buffer.from(tls.key) };
+export function peerTlsOf(tls: CertificatePair): PeerTls {
+  return { ca: Buffer.from(tls.ca ?? ''), cert: Buffer.from(tls.cert), key: Buffer.from(tls.key) };
 }
 
 /** What one replica sends another: who asked, and what they sent (key settled). */
@@ -200,12 +200,17 @@ export interface PeerClientOptions {
  * header.
  */
 export class PeerClient {
-  private readonly tls: PeerTls;
+  private tls: PeerTls;
   private readonly connectTimeoutMs: number;
 
   constructor(options: PeerClientOptions) {
     this.tls = options.tls;
     this.connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_PEER_CONNECT_TIMEOUT_MS;
+  }
+
+  /** Presents `tls` from the next hop on (a renewed certificate); hops under way keep theirs. */
+  useTls(tls: PeerTls): void {
+    this.tls = tls;
   }
 
   /**

@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { createServer as createHttpsServer } from 'node:https';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { componentLogger, LogComponent } from '../../common/log';
@@ -34,6 +34,11 @@ export interface PeerOptions {
   readonly port?: number;
   /** The control plane's certificate: served to peers and presented to them. */
   readonly tls: PeerTls;
+  /**
+   * Registers a listener for a renewed certificate (operator/state-link-tls.ts): the
+   * listener's next handshakes and the next hops take it; open connections keep theirs.
+   */
+  readonly onTlsChange?: (listener: (tls: PeerTls) => void) => void;
   /** Where the replica that holds a conversation listens (peer-endpoints.ts). */
   readonly directory: PeerDirectory;
   /** @default 5000 */
@@ -155,7 +160,7 @@ export class PublicApiServer {
   /** The peer door and its operations, which run here only: never forwarded twice. */
   private readonly peer: Entrance;
   private server: Server | undefined;
-  private peerServer: Server | undefined;
+  private peerServer: HttpsServer | undefined;
   private closing: Promise<void> | undefined;
 
   constructor(options: PublicApiServerOptions) {
@@ -190,6 +195,11 @@ export class PublicApiServer {
     );
     this.pipeline = new RequestPipeline({ log: this.log, metrics });
     const peers = options.peers;
+    const peerClient = peers === undefined ? undefined : peerClientOf(peers);
+    peers?.onTlsChange?.((tls) => {
+      peerClient?.useTls(tls);
+      this.peerServer?.setSecureContext(peerServerTls(tls));
+    });
     this.public = {
       door: new PublicDoor({
         auth: authCacheOf(options),
@@ -198,9 +208,9 @@ export class PublicApiServer {
         maxBodyBytes: this.maxBodyBytes,
       }),
       operations: this.operations(
-        peers === undefined
+        peers === undefined || peerClient === undefined
           ? undefined
-          : { client: peerClientOf(peers), directory: peers.directory },
+          : { client: peerClient, directory: peers.directory },
       ),
     };
     this.peer = { door: new PeerDoor(this.maxBodyBytes), operations: this.operations(undefined) };
@@ -232,9 +242,7 @@ export class PublicApiServer {
       // Polychrome CA; the peer door then checks that the certificate is a replica's.
       const peerServer = createHttpsServer(
         {
-          ca: peers.tls.ca,
-          cert: peers.tls.cert,
-          key: peers.tls.key,
+          ...peerServerTls(peers.tls),
           requestCert: true,
           rejectUnauthorized: true,
           minVersion: 'TLSv1.3',
@@ -369,4 +377,9 @@ function peerClientOf(peers: PeerOptions): PeerClient {
     tls: peers.tls,
     ...(peers.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: peers.connectTimeoutMs }),
   });
+}
+
+/** The peer listener's certificate, key and the CA its clients' certificates must chain to. */
+function peerServerTls(tls: PeerTls): { ca: Buffer; cert: Buffer; key: Buffer } {
+  return { ca: tls.ca, cert: tls.cert, key: tls.key };
 }

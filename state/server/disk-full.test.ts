@@ -19,7 +19,7 @@ import {
   tempDir,
   type TestPki,
 } from './testdata/fixtures';
-import { startStateProcess, type StateProcess } from './testdata/state-process';
+import { startStateProcess, type StateProcess } from '../../test/support/state-process';
 
 /*
  * A full disk under the real state plane process (state/main.ts): its journal and records

@@ -26,7 +26,11 @@ import {
   turn,
   type TestPki,
 } from './testdata/fixtures';
-import { runCliProcess, startStateProcess, type StateProcess } from './testdata/state-process';
+import {
+  runCliProcess,
+  startStateProcess,
+  type StateProcess,
+} from '../../test/support/state-process';
 
 /** The identity recorded as minter or role setter in these tests. */
 const MINTER = 'test:minter';

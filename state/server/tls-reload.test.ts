@@ -10,8 +10,8 @@ import type { JournalEntry } from '../../common/state-journal';
 import { STATE_SERVER_DNS_NAMES, STATE_SERVER_IP_ADDRESSES } from '../../hack/lib/dev-certs';
 import { CertUsage, DevCertificateAuthority, type CertFiles } from '../../hack/lib/pki';
 import { eventually, makeTestPki, message, tempDir, type TestPki } from './testdata/fixtures';
-import { SecretVolume } from './testdata/secret-volume';
-import { startStateProcess, type StateProcess } from './testdata/state-process';
+import { SecretVolume } from '../../test/support/secret-volume';
+import { startStateProcess, type StateProcess } from '../../test/support/state-process';
 
 /*
  * Certificate renewal without a restart, on the real state plane process over mutual TLS.

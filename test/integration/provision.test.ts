@@ -28,7 +28,7 @@ import { SECRET_NAMES, SecretName } from '../../operator/provision/catalog';
 import { certificatesOf } from '../../operator/provision/inspect';
 import { Provisioner, type ProvisionLog } from '../../operator/provision/provisioner';
 import { mintCa, mintLeaf } from '../../operator/provision/x509-mint';
-import { startStateProcess } from '../../state/server/testdata/state-process';
+import { startStateProcess } from '../support/state-process';
 import { freshNamespace, kubeConfig, sharedCluster } from './support/kube';
 
 const YEAR = 365 * 86_400_000;

@@ -3,11 +3,7 @@ import { join } from 'node:path';
 
 import { devStateEnv, type DevCerts } from '../../../hack/lib/dev-certs';
 import { freePort } from '../../../hack/lib/processes';
-import {
-  ROOT,
-  startStateProcess,
-  type StateProcess,
-} from '../../../state/server/testdata/state-process';
+import { ROOT, startStateProcess, type StateProcess } from '../../support/state-process';
 import { exitOf, tailOf, type ExitOutcome } from './process-logs';
 
 /**

@@ -2,10 +2,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 
-import { devCliEnv, devStateEnv, type DevCerts } from '../../../hack/lib/dev-certs';
+import { devCliEnv, devStateEnv, type DevCerts } from '../../hack/lib/dev-certs';
 
 /** The repository root. */
-export const ROOT = join(__dirname, '..', '..', '..');
+export const ROOT = join(__dirname, '..', '..');
 
 /** A running state plane process (state/main.ts). */
 export interface StateProcess {

@@ -18,6 +18,18 @@ export class SecretVolume {
     return join(this.dir, name);
   }
 
+  /**
+   * The paths of a `kubernetes.io/tls` Secret's keys in this volume (`ca.crt`, `tls.crt`,
+   * `tls.key`), as a process is pointed at them.
+   */
+  tlsPaths(): { caPath: string; certPath: string; keyPath: string } {
+    return {
+      caPath: this.path('ca.crt'),
+      certPath: this.path('tls.crt'),
+      keyPath: this.path('tls.key'),
+    };
+  }
+
   /** Publishes `files` (name to content) as the volume's next version. */
   async update(files: Readonly<Record<string, string>>): Promise<void> {
     this.version += 1;
