@@ -12,7 +12,12 @@ import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createSecureContext } from 'node:tls';
 
-import { readFirst, ReloadingFiles, type ReloadOptions, type ReloadSource } from './reloading-files';
+import {
+  readFirst,
+  ReloadingFiles,
+  type ReloadOptions,
+  type ReloadSource,
+} from './reloading-files';
 
 /** A certificate chain and its private key, PEM; with the CA bundle when one is read. */
 export interface CertificatePair {

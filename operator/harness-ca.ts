@@ -3,7 +3,6 @@ import type { Registry } from 'prom-client';
 
 import { CaBundleFile } from '../common/ca-bundle-file';
 import { registerReloadCounter } from '../common/certificate-metrics';
-import type { ControlPlaneConfig } from './config';
 import { CONTROL_PLANE_TLS_RELOADS } from './state-link-tls';
 
 /**
@@ -20,25 +19,25 @@ import { CONTROL_PLANE_TLS_RELOADS } from './state-link-tls';
  * @throws Error naming the file when it cannot be read or is not a CA bundle at start.
  */
 export async function loadHarnessCa(
-  config: ControlPlaneConfig,
+  files: {
+    /** `POLYCHROME_HARNESS_CA_FILE`. */
+    readonly caPath: string;
+    /** `POLYCHROME_STATE_TLS_RELOAD_INTERVAL_MS`. */
+    readonly intervalMs: number;
+  },
   logger: Logger,
   registry: Registry,
 ): Promise<CaBundleFile> {
   const bundle = await CaBundleFile.load({
-    caPath: config.turns.harnessCaPath,
+    caPath: files.caPath,
     logger,
     purpose: 'the harness CA bundle',
     remedy:
       'give the CA that signs the harness certificates (the Secret polychrome-harness-ca, ' +
       'ca.crt) or fix POLYCHROME_HARNESS_CA_FILE',
-    intervalMs: config.state.reloadIntervalMs,
+    intervalMs: files.intervalMs,
     watch: true,
   });
-  registerReloadCounter(
-    registry,
-    CONTROL_PLANE_TLS_RELOADS,
-    { credentials: 'harness-ca' },
-    bundle,
-  );
+  registerReloadCounter(registry, CONTROL_PLANE_TLS_RELOADS, { credentials: 'harness-ca' }, bundle);
   return bundle;
 }

@@ -83,7 +83,11 @@ async function main(): Promise<void> {
     'POLYCHROME_APPROVAL_KEY_FILE',
   );
   // Read again while it runs: a rotated harness CA needs no restart.
-  const harnessCa = await loadHarnessCa(config, mainLog, registry);
+  const harnessCa = await loadHarnessCa(
+    { caPath: config.turns.harnessCaPath, intervalMs: config.state.reloadIntervalMs },
+    mainLog,
+    registry,
+  );
   // Every conversation's Lease is in this namespace, out of reach of conversations' users.
   const leases = new ConversationLeases({
     kubeConfig: kc,
