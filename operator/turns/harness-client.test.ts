@@ -12,7 +12,6 @@ import {
   HarnessService,
   type TurnInput,
   type TurnOutput,
-  type TurnStart,
 } from '../../proto/gen/polychrome/harness/v1/harness';
 import { grpcErrorOf } from '../../common/grpc-errors';
 import { Server, type ServerDuplexStream } from '@grpc/grpc-js';
