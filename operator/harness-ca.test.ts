@@ -15,6 +15,7 @@ import { pollUntil } from '../hack/lib/processes';
 import { harnessCertificateFrom, testHarnessCa } from '../test/support/harness-tls';
 import { startScriptedHarness, type ScriptedHarness } from '../test/support/scripted-harness';
 import { SecretVolume } from '../test/support/secret-volume';
+import { controlPlaneTlsReloads } from '../test/support/tls-reloads';
 import { loadHarnessCa } from './harness-ca';
 import { ApprovalSigner } from './turns/approval-signer';
 import { HarnessConnector } from './turns/harness-client';
@@ -122,16 +123,15 @@ async function turnOn(connector: HarnessConnector, h: ScriptedHarness): Promise<
   }
 }
 
-async function reloads(registry: Registry, outcome: string): Promise<number> {
-  const body = await registry.metrics();
-  const series = `polychrome_control_plane_tls_reloads_total{credentials="harness-ca",outcome="${outcome}"}`;
-  const line = body.split('\n').find((l) => l.startsWith(`${series} `));
-  if (line === undefined) throw new Error(`no ${series} in:\n${body}`);
-  return Number(line.split(' ')[1]);
-}
+const reloads = (registry: Registry, outcome: 'reloaded' | 'refused'): Promise<number> =>
+  controlPlaneTlsReloads(registry, 'harness-ca', outcome);
 
 /** Polls until the counter of `outcome` reaches `count` (every 50 ms, for 20 s). */
-const counted = (registry: Registry, outcome: string, count: number): Promise<true> =>
+const counted = (
+  registry: Registry,
+  outcome: 'reloaded' | 'refused',
+  count: number,
+): Promise<true> =>
   pollUntil(
     `${outcome} ${String(count)}`,
     async () => ((await reloads(registry, outcome)) === count ? true : undefined),
