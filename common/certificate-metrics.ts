@@ -2,6 +2,7 @@ import { X509Certificate } from 'node:crypto';
 
 import { Counter, Gauge, type Registry } from 'prom-client';
 
+import type { ReloadingFiles } from './reloading-files';
 import type { ServingCertificate } from './serving-certificate';
 
 /** The names of a process's certificate metrics, and the labels every series of them carries. */
@@ -15,10 +16,9 @@ export interface CertificateMetricNames {
 }
 
 /**
- * Registers the reload counter of a certificate read again while the process runs, with an
- * `outcome` label (`reloaded`: new files taken into use; `refused`: changed files that do
- * not load, the old ones kept), and the gauge of when its certificate in use expires
- * (notAfter, seconds since the epoch). Both outcomes start at 0 so an alert can rate them.
+ * Registers the reload counter of a certificate read again while the process runs
+ * ({@link registerReloadCounter}), and the gauge of when its certificate in use expires
+ * (notAfter, seconds since the epoch).
  * The state plane's server certificate (state/tls-reload.ts) and the control plane's
  * state-plane client certificate (operator/state-link-tls.ts) report through it.
  */
@@ -28,16 +28,7 @@ export function registerCertificateMetrics(
   names: CertificateMetricNames,
 ): void {
   const labels = names.labels ?? {};
-  const reloads = new Counter({
-    name: names.reloads,
-    help: 'TLS file changes: reloaded (taken into use) or refused (do not load; the old kept).',
-    labelNames: ['outcome', ...Object.keys(labels)],
-    registers: [registry],
-  });
-  reloads.inc({ ...labels, outcome: 'reloaded' }, 0);
-  reloads.inc({ ...labels, outcome: 'refused' }, 0);
-  certificate.onChange(() => reloads.inc({ ...labels, outcome: 'reloaded' }));
-  certificate.onRefused(() => reloads.inc({ ...labels, outcome: 'refused' }));
+  registerReloadCounter(registry, names.reloads, labels, certificate);
   new Gauge({
     name: names.expiry,
     help: 'When the certificate in use expires (notAfter), in seconds since the epoch.',
@@ -49,4 +40,31 @@ export function registerCertificateMetrics(
       if (Number.isFinite(notAfter)) this.set(labels, Math.floor(notAfter / 1000));
     },
   });
+}
+
+/**
+ * Counts `files`' reloads on the counter `name` with an `outcome` label (`reloaded`, or
+ * `refused`: files that cannot be read or do not load, the old content kept), both at 0
+ * from the start, and `labels` (the same keys for every series): several files can report
+ * on one counter, such as the control plane's `credentials="state-client"` and
+ * `credentials="harness-ca"`.
+ */
+export function registerReloadCounter(
+  registry: Registry,
+  name: string,
+  labels: Readonly<Record<string, string>>,
+  files: Pick<ReloadingFiles<unknown>, 'onChange' | 'onRefused'>,
+): void {
+  const reloads =
+    (registry.getSingleMetric(name) as Counter | undefined) ??
+    new Counter({
+      name,
+      help: 'TLS file changes: reloaded (taken into use) or refused (do not load; the old kept).',
+      labelNames: ['outcome', ...Object.keys(labels)],
+      registers: [registry],
+    });
+  reloads.inc({ ...labels, outcome: 'reloaded' }, 0);
+  reloads.inc({ ...labels, outcome: 'refused' }, 0);
+  files.onChange(() => reloads.inc({ ...labels, outcome: 'reloaded' }));
+  files.onRefused(() => reloads.inc({ ...labels, outcome: 'refused' }));
 }

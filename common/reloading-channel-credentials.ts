@@ -1,5 +1,7 @@
 import { experimental, type ChannelCredentials } from '@grpc/grpc-js';
 
+import type { CaBundleFile } from './ca-bundle-file';
+import type { ReloadingFiles } from './reloading-files';
 import type { CertificatePair, ServingCertificate } from './serving-certificate';
 
 /**
@@ -25,31 +27,58 @@ export function reloadingChannelCredentials(certificate: ServingCertificate): Ch
   if (certificate.pair.ca === undefined) {
     throw new Error('reloadingChannelCredentials: the certificate was loaded without a CA bundle');
   }
-  const provider = new PairProvider(certificate);
+  const provider = new ReloadingProvider(certificate, (pair) => pair.ca ?? '', identityUpdate);
   return experimental.createCertificateProviderChannelCredentials(provider, provider);
+}
+
+/**
+ * TLS channel credentials with no client certificate that check the server against a CA
+ * bundle read again while the process runs: the control plane's harness CA
+ * (operator/turns/harness-client.ts). As above, one channel stays: each new connection
+ * checks the server against the bundle in use at its handshake, and connections already
+ * open and calls in flight are not cut. A fixed bundle (a Buffer) never changes.
+ */
+export function reloadingCaChannelCredentials(ca: CaBundleFile | Buffer): ChannelCredentials {
+  const source: Reloading<string> = Buffer.isBuffer(ca)
+    ? { value: ca.toString('utf8'), onChange: () => undefined }
+    : ca;
+  return experimental.createCertificateProviderChannelCredentials(
+    new ReloadingProvider(source, (bundle) => bundle),
+    null,
+  );
 }
 
 type CaListener = experimental.CaCertificateUpdateListener;
 type IdentityListener = experimental.IdentityCertificateUpdateListener;
 
-/** grpc-js's certificate provider interface over a {@link ServingCertificate}'s pair and CA. */
-class PairProvider implements experimental.CertificateProvider {
+/** What the provider follows: a value in use and its changes (common/reloading-files.ts). */
+type Reloading<T> = Pick<ReloadingFiles<T>, 'value' | 'onChange'>;
+
+/**
+ * grpc-js's certificate provider interface over files read again: their CA bundle and, when
+ * `identityOf` is given, the client certificate and key.
+ */
+class ReloadingProvider<T> implements experimental.CertificateProvider {
   private readonly caListeners = new Set<CaListener>();
   private readonly identityListeners = new Set<IdentityListener>();
 
-  constructor(private readonly certificate: ServingCertificate) {
-    certificate.onChange((pair) => {
+  constructor(
+    private readonly files: Reloading<T>,
+    private readonly caOf: (value: T) => string,
+    private readonly identityOf?: (value: T) => experimental.IdentityCertificateUpdate,
+  ) {
+    files.onChange((value) => {
       // Both updates land before any handshake can run (no await between them), so no
       // connection mixes the new CA with the old pair.
-      for (const listener of this.caListeners) listener(caUpdate(pair));
-      for (const listener of this.identityListeners) listener(identityUpdate(pair));
+      for (const listener of this.caListeners) listener(this.caUpdate(value));
+      for (const listener of this.identityListeners) listener(this.identityUpdate(value));
     });
   }
 
   addCaCertificateListener(listener: CaListener): void {
     this.caListeners.add(listener);
     // grpc-js keeps the latest value of each; it needs both before its first handshake.
-    listener(caUpdate(this.certificate.pair));
+    listener(this.caUpdate(this.files.value));
   }
 
   removeCaCertificateListener(listener: CaListener): void {
@@ -58,16 +87,20 @@ class PairProvider implements experimental.CertificateProvider {
 
   addIdentityCertificateListener(listener: IdentityListener): void {
     this.identityListeners.add(listener);
-    listener(identityUpdate(this.certificate.pair));
+    listener(this.identityUpdate(this.files.value));
   }
 
   removeIdentityCertificateListener(listener: IdentityListener): void {
     this.identityListeners.delete(listener);
   }
-}
 
-function caUpdate(pair: CertificatePair): experimental.CaCertificateUpdate {
-  return { caCertificate: Buffer.from(pair.ca ?? '') };
+  private caUpdate(value: T): experimental.CaCertificateUpdate {
+    return { caCertificate: Buffer.from(this.caOf(value)) };
+  }
+
+  private identityUpdate(value: T): experimental.IdentityCertificateUpdate | null {
+    return this.identityOf?.(value) ?? null;
+  }
 }
 
 function identityUpdate(pair: CertificatePair): experimental.IdentityCertificateUpdate {

@@ -47,7 +47,7 @@ export const DEFAULT_CONVERSATION_NAMESPACE = 'polychrome-conversations';
  * | `POLYCHROME_STATE_ADDRESS` | state plane `host:port` | required |
  * | `POLYCHROME_STATE_CA` / `_CERT` / `_KEY` | mTLS files for the state plane link, also the certificate replicas present to each other (server and client auth) | required |
  * | `POLYCHROME_STATE_SERVER_NAME` | name to check the state plane's certificate against | the address's host |
- * | `POLYCHROME_STATE_TLS_RELOAD_INTERVAL_MS` | how often those three files are read again (they are also read shortly after their directory changes) | 60000 |
+ * | `POLYCHROME_STATE_TLS_RELOAD_INTERVAL_MS` | how often those three files and the harness CA bundle are read again (they are also read shortly after their directory changes) | 60000 |
  * | `POLYCHROME_HEALTH_HOST` / `POLYCHROME_HEALTH_PORT` | `/healthz`, `/readyz`, `/metrics` | 0.0.0.0, 9090 |
  * | `POLYCHROME_LEASE_DURATION_MS` / `POLYCHROME_LEASE_RENEW_MS` | per-conversation lease timing | 15000 / 5000 |
  * | `POLYCHROME_LEASE_REQUEST_TIMEOUT_MS` | longest wait for the API server to answer one lease request (a renewal never waits past the lease's expiry); shorter than the duration | 0: a third of the duration, at most 5000 |
@@ -60,7 +60,7 @@ export const DEFAULT_CONVERSATION_NAMESPACE = 'polychrome-conversations';
  * | `POLYCHROME_PEER_HOST` / `POLYCHROME_PEER_PORT` | the peer listener (mutual TLS, forwarded requests from other replicas only) | 0.0.0.0, 8443 |
  * | `POLYCHROME_KUBE_API_CERT_FILE` / `POLYCHROME_KUBE_API_KEY_FILE` | serving certificate and key of the Kubernetes door (api.polychrome.dev, docs/kube-api.md); both or neither | unset: no Kubernetes door |
  * | `POLYCHROME_KUBE_API_HOST` / `POLYCHROME_KUBE_API_PORT` | the Kubernetes door's listener | 0.0.0.0, 8444 |
- * | `POLYCHROME_HARNESS_CA_FILE` | the harness CA bundle (PEM): each harness must present a certificate it signed for `polychrome-harness.<namespace>` (docs/operator.md, "The harness door") | required |
+ * | `POLYCHROME_HARNESS_CA_FILE` | the harness CA bundle (PEM, every certificate a CA): each harness must present a certificate it signed for `polychrome-harness.<namespace>` (docs/operator.md, "The harness door"); read again while it runs | required |
  * | `POLYCHROME_APPROVAL_KEY_FILE` | ed25519 private key (PKCS#8 PEM) that signs approvals | required |
  * | `POLYCHROME_NEW_CONVERSATION_NAMESPACE` | where the API creates conversations (docs/api.md, "Where conversations live") | the watch namespace, else `polychrome-conversations` |
  * | `POLYCHROME_NEW_CONVERSATION_SPEC` | JSON spec of conversations the API creates (the default agent) | `{}` |
@@ -240,7 +240,10 @@ export interface ControlPlaneConfig {
     readonly certPath: string;
     readonly keyPath: string;
     readonly serverName: string | undefined;
-    /** How often the three files are read again (`POLYCHROME_STATE_TLS_RELOAD_INTERVAL_MS`). */
+    /**
+     * How often the three files, and the harness CA bundle, are read again
+     * (`POLYCHROME_STATE_TLS_RELOAD_INTERVAL_MS`).
+     */
     readonly reloadIntervalMs: number;
   };
   readonly health: { readonly host: string; readonly port: number };

@@ -9,13 +9,12 @@ import { Registry } from 'prom-client';
 import { collectProcessMetrics } from '../common/process-metrics';
 import { conversationsGauge } from './control-plane-metrics';
 import { ConfigError } from '../common/config';
-import { readSecretFile } from './secret-file';
 import { HealthServer } from '../common/health-server';
 import { componentLogger, createRootLogger, LogComponent } from '../common/log';
 import { RecordsClient } from '../common/records-client';
 import { StateClient } from '../common/state-client';
 import { startTracing } from '../common/tracing';
-import { caBundle } from './ca-bundle';
+import { loadHarnessCa } from './harness-ca';
 import { loadControlPlaneConfig } from './config';
 import { runProvisioner } from './provisioner-process';
 import { loadSummaryConfig, summaryModelClient } from './summary-config';
@@ -83,9 +82,11 @@ async function main(): Promise<void> {
     await readFile(config.turns.approvalKeyPath, 'utf8'),
     'POLYCHROME_APPROVAL_KEY_FILE',
   );
-  const harnessCa = caBundle(
-    await readSecretFile(config.turns.harnessCaPath, 'POLYCHROME_HARNESS_CA_FILE'),
-    'POLYCHROME_HARNESS_CA_FILE',
+  // Read again while it runs: a rotated harness CA needs no restart.
+  const harnessCa = await loadHarnessCa(
+    { caPath: config.turns.harnessCaPath, intervalMs: config.state.reloadIntervalMs },
+    mainLog,
+    registry,
   );
   // Every conversation's Lease is in this namespace, out of reach of conversations' users.
   const leases = new ConversationLeases({
@@ -338,6 +339,7 @@ async function main(): Promise<void> {
     await coordinator.close(Math.floor(closeMs / 2));
     servingCertificate?.stop();
     stateCertificate.stop();
+    harnessCa.stop();
     await api.close();
     await peerEndpoints.close();
     harness.close();
@@ -358,6 +360,7 @@ async function main(): Promise<void> {
 
   mainLog.info({ state: config.state.address }, 'connecting to the state plane');
   stateCertificate.start();
+  harnessCa.start();
   await link.connect(stopping.signal);
   leases.start();
   await egress.start();

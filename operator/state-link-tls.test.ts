@@ -15,6 +15,7 @@ import { ensureDevCerts, type DevCerts } from '../hack/lib/dev-certs';
 import { CertUsage, DevCertificateAuthority, type CertFiles } from '../hack/lib/pki';
 import { pollUntil } from '../hack/lib/processes';
 import { SecretVolume } from '../test/support/secret-volume';
+import { controlPlaneTlsReloads } from '../test/support/tls-reloads';
 import { startStateProcess, type StateProcess } from '../test/support/state-process';
 import { loadStateLinkCertificate } from './state-link-tls';
 
@@ -116,13 +117,8 @@ function headOnceConnected(client: StateClient, partition: string): Promise<numb
   );
 }
 
-async function metric(registry: Registry, outcome: string): Promise<number> {
-  const body = await registry.metrics();
-  const series = `polychrome_control_plane_tls_reloads_total{credentials="state-client",outcome="${outcome}"}`;
-  const line = body.split('\n').find((l) => l.startsWith(`${series} `));
-  if (line === undefined) throw new Error(`no ${series} in:\n${body}`);
-  return Number(line.split(' ')[1]);
-}
+const metric = (registry: Registry, outcome: 'reloaded' | 'refused'): Promise<number> =>
+  controlPlaneTlsReloads(registry, 'state-client', outcome);
 
 describe("the control plane's state-plane certificate, renewed while it runs", () => {
   it('presents a certificate of a new CA at its next handshake, keeps calls in flight, and refuses a broken pair', async () => {

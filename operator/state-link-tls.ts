@@ -42,13 +42,19 @@ export async function loadStateLinkCertificate(
 }
 
 /**
+ * The control plane's counter of TLS file reloads, one series pair per `credentials`:
+ * `state-client` (below) and `harness-ca` (harness-ca.ts).
+ */
+export const CONTROL_PLANE_TLS_RELOADS = 'polychrome_control_plane_tls_reloads_total';
+
+/**
  * `polychrome_control_plane_tls_reloads_total{credentials="state-client",outcome}`
  * and `polychrome_control_plane_tls_certificate_expiry_timestamp_seconds{credentials}` for
  * that certificate (common/certificate-metrics.ts, as the state plane's).
  */
 function registerStateLinkTlsMetrics(registry: Registry, certificate: ServingCertificate): void {
   registerCertificateMetrics(registry, certificate, {
-    reloads: 'polychrome_control_plane_tls_reloads_total',
+    reloads: CONTROL_PLANE_TLS_RELOADS,
     expiry: 'polychrome_control_plane_tls_certificate_expiry_timestamp_seconds',
     labels: { credentials: 'state-client' },
   });

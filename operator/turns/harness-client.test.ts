@@ -12,7 +12,6 @@ import {
   HarnessService,
   type TurnInput,
   type TurnOutput,
-  type TurnStart,
 } from '../../proto/gen/polychrome/harness/v1/harness';
 import { grpcErrorOf } from '../../common/grpc-errors';
 import { Server, type ServerDuplexStream } from '@grpc/grpc-js';
@@ -23,9 +22,10 @@ import {
 } from '../../test/support/harness-tls';
 import { startScriptedHarness, type ScriptedHarness } from '../../test/support/scripted-harness';
 import { ApprovalSigner } from './approval-signer';
-import type { HarnessCall, HarnessMessage } from './harness-call';
 import { HarnessConnector } from './harness-client';
 import { HarnessCredentialMinter } from './harness-credentials';
+import type { HarnessMessage } from './harness-call';
+import { handlers, readToEnd, start, type Sink } from './testdata/harness-calls';
 
 // The control plane's side of the harness door, against the real harness server over TLS:
 // it runs a turn only on a harness that proves, with a certificate the harness CA signed,
@@ -37,69 +37,6 @@ const logger = pino({ level: 'silent' });
 const { privateKey } = generateKeyPairSync('ed25519');
 const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
 const approvals = ApprovalSigner.fromPem(pem);
-
-function start(conversationId: string, turnId: string): TurnStart {
-  return {
-    conversationId,
-    turnId,
-    attempt: 1,
-    history: [],
-    userMessage: 'hello',
-    tools: [],
-    approvalAnswers: [],
-    questionAnswers: [],
-    recordedSteps: [],
-    requiredApprover: '',
-    recordedConfigSha256: Buffer.alloc(0),
-    summary: '',
-    memory: [],
-    memoryBudgetBytes: 0,
-    agents: [],
-    paymentCharges: [],
-    requestTimes: [],
-  };
-}
-
-/** Where a test's reader "commits" each step: the next position, counted. */
-interface Sink {
-  committed: number;
-  commit(): Promise<number>;
-}
-
-function handlers(): Sink {
-  const state: Sink = {
-    committed: 0,
-    commit: () => Promise.resolve(++state.committed),
-  };
-  return state;
-}
-
-/**
- * Reads the call to its end, acking each step with the position `sink` gives; nothing else
- * is expected of a plain reply.
- */
-async function readToEnd(call: HarnessCall, sink: Sink = handlers()): Promise<HarnessMessage> {
-  for await (const message of call) {
-    switch (message.kind) {
-      case 'step':
-        call.committed(message.step.sequence, await sink.commit());
-        break;
-      case 'delta':
-        break;
-      case 'trusted_tool':
-        throw new Error('no trusted tool in this test');
-      case 'model_request':
-        throw new Error('no relayed model call in this test');
-      case 'payment_challenge':
-      case 'payment_settle':
-        throw new Error('no paid call in this test');
-      case 'paused':
-      case 'result':
-        return message;
-    }
-  }
-  throw new Error('the call ended without its end');
-}
 
 describe('HarnessConnector over TLS', () => {
   let dir: string;

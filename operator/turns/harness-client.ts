@@ -6,9 +6,11 @@
  * fresh per-conversation credential. Channels are kept per namespace and endpoint, and
  * closed when idle.
  */
-import { credentials, Metadata, type ChannelCredentials } from '@grpc/grpc-js';
+import { Metadata, type ChannelCredentials } from '@grpc/grpc-js';
+import type { CaBundleFile } from '../../common/ca-bundle-file';
 import { HARNESS_CREDENTIAL_METADATA } from '../../common/harness-credential';
 import { harnessServerName } from '../../common/harness-identity';
+import { reloadingCaChannelCredentials } from '../../common/reloading-channel-credentials';
 import { injectTraceMetadata } from '../../common/tracing';
 import { HarnessClient, type TurnStart } from '../../proto/gen/polychrome/harness/v1/harness';
 import { HarnessCall, type ChannelUse } from './harness-call';
@@ -16,10 +18,12 @@ import type { HarnessCredentials } from './harness-credentials';
 
 export interface HarnessConnectorOptions {
   /**
-   * The harness CA bundle (PEM): a harness must present a certificate it signed, for
-   * `polychrome-harness.<namespace>` of the conversation's namespace.
+   * The harness CA bundle: a harness must present a certificate it signed, for
+   * `polychrome-harness.<namespace>` of the conversation's namespace. Read again while the
+   * process runs (operator/harness-ca.ts), each new connection checks the harness against
+   * the bundle in use then; a Buffer (PEM) is a fixed bundle.
    */
-  readonly harnessCa: Buffer;
+  readonly harnessCa: CaBundleFile | Buffer;
   /** Mints each call's per-conversation credential (harness-credentials.ts). */
   readonly credentials: HarnessCredentials;
   /** Close a harness channel after this long unused. @default 60000 */
@@ -48,11 +52,14 @@ export class HarnessConnector {
   private readonly channels = new Map<string, Channel>();
   private readonly sweeper: NodeJS.Timeout;
   private readonly idleMs: number;
-  /** TLS to the harnesses: server authentication with the harness CA, no client certificate. */
+  /**
+   * TLS to the harnesses: server authentication with the harness CA bundle in use at each
+   * handshake, no client certificate.
+   */
   private readonly tls: ChannelCredentials;
 
   constructor(private readonly options: HarnessConnectorOptions) {
-    this.tls = credentials.createSsl(options.harnessCa);
+    this.tls = reloadingCaChannelCredentials(options.harnessCa);
     this.idleMs = options.idleChannelMs ?? 60_000;
     this.sweeper = setInterval(() => this.sweep(), Math.max(1_000, this.idleMs / 2));
     this.sweeper.unref();
