@@ -9,8 +9,7 @@ import type { JournalEntry } from '../common/state-journal';
 import { toHex } from '../state/journal/hex';
 import { reSignedExport } from '../test/support/re-signed-export';
 import { createNodeEd25519Signer } from '../state/journal/node-ed25519';
-import { buyApproved, startPaidTurns, type PaidTurns } from '../test/support/paid-turns';
-import { textReply } from '../test/support/real-turns';
+import { startBoughtJournal, type PaidTurns } from '../test/support/paid-turns';
 import { ExitCode } from './cli-support';
 import { loadVerifiedExport } from './journal-replay';
 import { auditExportPayments, formatPayments } from './payments-list';
@@ -31,13 +30,7 @@ let approvalKey: Uint8Array;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'polychrome-payments-list-'));
-  paid = await startPaidTurns({
-    price: '1000000',
-    logger: pino({ level: 'silent' }),
-    replies: (buy) => [buy('toolu_buy'), textReply('Bought it.')],
-  });
-  entries = await buyApproved(paid, '1000000');
-  approvalKey = paid.turns.approvals.publicKey;
+  ({ paid, entries, approvalKey } = await startBoughtJournal('1000000', pino({ level: 'silent' })));
 }, 90_000);
 
 afterAll(async () => {

@@ -26,8 +26,7 @@ import { loadNobleCrypto, type NobleJournalCrypto } from '../../state/journal/no
 import { createNodeEd25519Signer } from '../../state/journal/node-ed25519';
 import { toHex } from '../../state/journal/hex';
 import { verifyExportText, type BrowserVerification } from '../../ui/verify/browser-verify';
-import { buyApproved, startPaidTurns, type PaidTurns } from './paid-turns';
-import { textReply } from './real-turns';
+import { startBoughtJournal, type PaidTurns } from './paid-turns';
 import { reSignedExport } from './re-signed-export';
 
 const signer = createNodeEd25519Signer(new Uint8Array(32).fill(11));
@@ -40,13 +39,7 @@ let noble: NobleJournalCrypto;
 beforeAll(async () => {
   noble = await loadNobleCrypto();
   dir = await mkdtemp(join(tmpdir(), 'polychrome-browser-payments-'));
-  paid = await startPaidTurns({
-    price: '1000000',
-    logger: pino({ level: 'silent' }),
-    replies: (buy) => [buy('toolu_buy'), textReply('Bought it.')],
-  });
-  entries = await buyApproved(paid, '1000000');
-  approvalKey = paid.turns.approvals.publicKey;
+  ({ paid, entries, approvalKey } = await startBoughtJournal('1000000', pino({ level: 'silent' })));
 }, 90_000);
 
 afterAll(async () => {

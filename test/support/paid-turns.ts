@@ -19,7 +19,7 @@ import { ANVIL_NETWORK } from './chain/anvil';
 import { TOKEN_DECIMALS, TOKEN_NAME, TOKEN_VERSION } from './chain/token';
 import { readyStatus } from './in-memory-conversations';
 import { startPaidFixture, type PaidFixture } from './payments/paid-fixture';
-import { startRealTurns, TEST_ADMIN, TEST_OWNER, type RealTurns } from './real-turns';
+import { startRealTurns, TEST_ADMIN, TEST_OWNER, textReply, type RealTurns } from './real-turns';
 import { FETCH_EXTRA_TOOLS } from './scripted-harness';
 
 /** The wallet's name in the store. */
@@ -162,6 +162,29 @@ export async function buyApproved(paid: PaidTurns, price: string): Promise<Journ
     signal,
   );
   return turns.journal.entries(`conv-${conversationId}`);
+}
+
+/** A conversation that made one approved paid call, and what an audit of it is given. */
+export interface BoughtJournal {
+  readonly paid: PaidTurns;
+  /** The conversation's journal once the paid turn settled. */
+  readonly entries: JournalEntry[];
+  /** The control plane's approval public key (raw 32 bytes): its receipts verify with it. */
+  readonly approvalKey: Uint8Array;
+}
+
+/**
+ * Starts {@link startPaidTurns} with a model that buys once and says "Bought it.", makes
+ * that call for `price` ({@link buyApproved}), and returns the journal; `paid.close()` ends it.
+ */
+export async function startBoughtJournal(price: string, logger: Logger): Promise<BoughtJournal> {
+  const paid = await startPaidTurns({
+    price,
+    logger,
+    replies: (buy) => [buy('toolu_buy'), textReply('Bought it.')],
+  });
+  const entries = await buyApproved(paid, price);
+  return { paid, entries, approvalKey: paid.turns.approvals.publicKey };
 }
 
 /** The payment settings a deployment naming `protocols` gets, paying the fixture's token. */
