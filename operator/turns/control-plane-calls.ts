@@ -10,7 +10,18 @@ import type { HarnessCall, HarnessMessage } from './harness-call';
 import { forgedEnd, trustedToolPlan } from './harness-run';
 import type { MemoryCallFacts } from './plan-memory';
 import type { PlannedEvent } from './plan-common';
-import { paymentChallengePlan, paymentSettlePlan } from './plan-payments';
+import { chargeOfCall, paymentChallengePlan, paymentSettlePlan } from './plan-payments';
+import {
+  inPaymentSpan,
+  PaymentSpanOutcome,
+  type PaymentSpanCall,
+  type PaymentSpanNotes,
+} from './payment-spans';
+import type {
+  PaymentChallenge,
+  PaymentSettle,
+  TrustedToolResult,
+} from '../../proto/gen/polychrome/harness/v1/harness';
 import { stepEventOf, type HarnessEnd } from './plan-settle';
 import { payCharge, type PayParts } from './pay-charge';
 import type { JournalView, PaymentPolicyRef, SpentPayment } from './journal-view-types';
@@ -70,36 +81,91 @@ export async function answerHarness(
       call.toolResult(plan.result);
       return undefined;
     }
-    case 'payment_challenge': {
-      const payments = context.payments();
-      const plan = paymentChallengePlan(context.facts().turn, message.challenge, {
-        ...payments,
-        protocols: payments.settings?.protocols ?? [],
-        nowMs: payments.nowMs(),
-      });
-      if (plan.kind === 'forged') return forgedEnd(plan.reason, message.challenge.toolCallId, call);
-      if (plan.kind === 'charge') await context.commit(plan.events);
-      call.chargeAnswer(plan.answer);
-      return undefined;
-    }
-    case 'payment_settle': {
-      const payments = context.payments();
-      const plan = paymentSettlePlan(context.facts().turn, message.settle, {
-        policy: payments.policy,
-        spent: payments.spent,
-        nowMs: payments.nowMs(),
-      });
-      if (plan.kind === 'forged') return forgedEnd(plan.reason, message.settle.toolCallId, call);
-      if (plan.kind === 'answer') {
-        call.toolResult(plan.result);
-        return undefined;
-      }
-      await context.commit(plan.events);
-      const commit = (events: readonly PlannedEvent[]) => context.commit(events);
-      call.toolResult(await payCharge(plan.charge, plan.wallet, { ...payments, commit }));
-      return undefined;
-    }
+    case 'payment_challenge':
+      return inPaymentSpan('charge', paymentSpanCall(context, message.challenge), (notes) =>
+        answerChallenge(message.challenge, call, context, notes),
+      );
+    case 'payment_settle':
+      return inPaymentSpan('settle', paymentSpanCall(context, message.settle), (notes) =>
+        answerSettle(message.settle, call, context, notes),
+      );
   }
+}
+
+/** Whose paid call a harness's payment message is about, for its span. */
+function paymentSpanCall(
+  context: AnswerContext,
+  message: { readonly toolCallId: string },
+): PaymentSpanCall {
+  const { turnId } = context.facts().turn;
+  const { conversationId } = context.payments();
+  return { conversationId, turnId, toolCallId: message.toolCallId };
+}
+
+/** A tool met a 402: the plan reads the charge; a charge is committed before it is answered. */
+async function answerChallenge(
+  challenge: PaymentChallenge,
+  call: HarnessCall,
+  context: AnswerContext,
+  notes: PaymentSpanNotes,
+): Promise<ForgedEnd | undefined> {
+  const payments = context.payments();
+  const plan = paymentChallengePlan(context.facts().turn, challenge, {
+    ...payments,
+    protocols: payments.settings?.protocols ?? [],
+    nowMs: payments.nowMs(),
+  });
+  if (plan.kind === 'forged') {
+    notes.outcome(PaymentSpanOutcome.Forged);
+    return forgedEnd(plan.reason, challenge.toolCallId, call);
+  }
+  const answer = plan.answer.answer;
+  if (answer?.$case === 'charge') notes.charge(answer.value);
+  if (plan.kind === 'charge') await context.commit(plan.events);
+  notes.outcome(plan.kind === 'charge' ? PaymentSpanOutcome.Charged : PaymentSpanOutcome.Refused);
+  call.chargeAnswer(plan.answer);
+  return undefined;
+}
+
+/** An approved charge's call asks to be paid: the plan decides, `payCharge` pays. */
+async function answerSettle(
+  settle: PaymentSettle,
+  call: HarnessCall,
+  context: AnswerContext,
+  notes: PaymentSpanNotes,
+): Promise<ForgedEnd | undefined> {
+  const payments = context.payments();
+  const turn = context.facts().turn;
+  const plan = paymentSettlePlan(turn, settle, {
+    policy: payments.policy,
+    spent: payments.spent,
+    nowMs: payments.nowMs(),
+  });
+  if (plan.kind === 'forged') {
+    notes.outcome(PaymentSpanOutcome.Forged);
+    return forgedEnd(plan.reason, settle.toolCallId, call);
+  }
+  const recorded = chargeOfCall(turn, settle.toolCallId);
+  if (recorded !== undefined) notes.charge(recorded.charge);
+  if (plan.kind === 'answer') {
+    notes.outcome(
+      recorded?.receipt !== undefined ? PaymentSpanOutcome.Answered : settledOutcome(plan.result),
+    );
+    call.toolResult(plan.result);
+    return undefined;
+  }
+  await context.commit(plan.events);
+  const commit = (events: readonly PlannedEvent[]) => context.commit(events);
+  const result = await payCharge(plan.charge, plan.wallet, { ...payments, commit });
+  notes.outcome(settledOutcome(result));
+  call.toolResult(result);
+  return undefined;
+}
+
+/** What a settle's answer says of the money: unknown, not paid, or paid. */
+function settledOutcome(result: TrustedToolResult): PaymentSpanOutcome {
+  if (result.outcomeUnknownReason !== '') return PaymentSpanOutcome.Unknown;
+  return result.isError ? PaymentSpanOutcome.NotPaid : PaymentSpanOutcome.Paid;
 }
 
 /** A paid call's context from the conversation's cached view and the coordinator's options. */

@@ -26,6 +26,7 @@ import {
 import type { ApprovalSigner } from './approval-signer';
 import { planned, type PlannedEvent } from './plan-common';
 import { paidResult } from './plan-payments';
+import { noteSettlement } from './payment-spans';
 
 /** How the control plane pays: the deployment's choices (coordinator-options.ts). */
 export interface PaymentSettings {
@@ -74,6 +75,7 @@ export async function payCharge(
   } catch (error) {
     return failedPayment(charge, error);
   }
+  noteSettlement(paid.settlement);
   const receipt = receiptOf(charge, neutral, paid, wallet, parts);
   try {
     await parts.commit([planned(EventKind.OutboundPaymentReceipt, receipt)]);
