@@ -19,8 +19,11 @@ import { PAYMENT_APPROVAL_TOOL } from '../../common/payment-approval';
 import { receiptSigningBytes } from '../../common/payment-receipt';
 import { Role } from '../../common/persona-roles';
 import { pollUntil } from '../../hack/lib/processes';
-import { ANVIL_NETWORK } from '../support/chain/anvil';
-import { startPaidFixture, type PaidFixture } from '../support/payments/paid-fixture';
+import {
+  fixtureSpendLimits,
+  startPaidFixture,
+  type PaidFixture,
+} from '../support/payments/paid-fixture';
 import { expectNoPaymentSecrets } from '../support/payment-secrets';
 import { toolDirective } from '../support/messages-api-server';
 import { polychrome } from './support/polychrome-cli';
@@ -85,19 +88,7 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
         actor: ADMIN,
         wallet: WALLET,
         reason: 'the report budget',
-        limits: {
-          networks: [ANVIL_NETWORK],
-          assets: [
-            {
-              network: ANVIL_NETWORK,
-              asset: fixture.token.address,
-              maxPerPayment: PRICE,
-              maxPerPeriod: (BigInt(PRICE) * 4n).toString(),
-            },
-          ],
-          payees: [fixture.payee],
-          periodSeconds: 3600,
-        },
+        limits: fixtureSpendLimits(fixture, PRICE),
       },
     });
     expect(linked.status).toBe(200);

@@ -15,10 +15,14 @@ import type { JournalEntry } from '../../common/state-journal';
 import { formatUnits } from 'viem';
 import type { ScriptReply } from '../../harness/model/scripted-provider';
 import { loadPaymentConfig } from '../../operator/payments/payment-config';
-import { ANVIL_NETWORK } from './chain/anvil';
-import { TOKEN_DECIMALS, TOKEN_NAME, TOKEN_VERSION } from './chain/token';
+import { TOKEN_DECIMALS } from './chain/token';
 import { readyStatus } from './in-memory-conversations';
-import { startPaidFixture, type PaidFixture } from './payments/paid-fixture';
+import {
+  fixtureMppTokens,
+  fixtureSpendLimits,
+  startPaidFixture,
+  type PaidFixture,
+} from './payments/paid-fixture';
 import { startRealTurns, TEST_ADMIN, TEST_OWNER, textReply, type RealTurns } from './real-turns';
 import { FETCH_EXTRA_TOOLS } from './scripted-harness';
 
@@ -103,19 +107,7 @@ export async function startPaidTurns(options: {
       paidHandlerRuns,
       buyReply,
       async link(maxPerPayment, maxPerPeriod) {
-        const limits = {
-          networks: [ANVIL_NETWORK],
-          assets: [
-            {
-              network: ANVIL_NETWORK,
-              asset: fixture.token.address,
-              maxPerPayment,
-              maxPerPeriod: maxPerPeriod ?? (BigInt(maxPerPayment) * 4n).toString(),
-            },
-          ],
-          payees: [fixture.payee],
-          periodSeconds: 3600,
-        };
+        const limits = fixtureSpendLimits(fixture, maxPerPayment, maxPerPeriod);
         await started.coordinator.setPaymentPolicy(
           TEST_ADMIN,
           {
@@ -196,18 +188,7 @@ function paymentConfig(
   const env = {
     POLYCHROME_PAYMENT_PROTOCOLS: protocols,
     POLYCHROME_WALLET_DIR: walletDir,
-    ...(protocols.includes('mpp')
-      ? {
-          POLYCHROME_MPP_TOKENS: JSON.stringify([
-            {
-              network: ANVIL_NETWORK,
-              asset: fixture.token.address,
-              name: TOKEN_NAME,
-              version: TOKEN_VERSION,
-            },
-          ]),
-        }
-      : {}),
+    ...(protocols.includes('mpp') ? { POLYCHROME_MPP_TOKENS: fixtureMppTokens(fixture) } : {}),
   };
   const config = loadPaymentConfig(new KubeConfig(), 'polychrome-system', env);
   if (config === undefined) throw new Error(`no payment protocol in "${protocols}"`);
