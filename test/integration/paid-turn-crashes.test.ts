@@ -11,9 +11,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createPublicKey, verify } from 'node:crypto';
-import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFile, rm } from 'node:fs/promises';
 import { payloadCodecs } from '../../common/event-kinds';
 import { PAYMENT_APPROVAL_TOOL } from '../../common/payment-approval';
 import { receiptSigningBytes } from '../../common/payment-receipt';
@@ -21,13 +19,20 @@ import { Role } from '../../common/persona-roles';
 import { pollUntil } from '../../hack/lib/processes';
 import {
   fixtureSpendLimits,
+  fixtureWalletDir,
   startPaidFixture,
   type PaidFixture,
 } from '../support/payments/paid-fixture';
 import { expectNoPaymentSecrets } from '../support/payment-secrets';
 import { toolDirective } from '../support/messages-api-server';
 import { polychrome } from './support/polychrome-cli';
-import { apiCall, postMessage, postUntilSettled, type ApiAnswer } from './support/public-api';
+import {
+  apiCall,
+  linkWallet,
+  postMessage,
+  postUntilSettled,
+  type ApiAnswer,
+} from './support/public-api';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
 
 const PRICE = '1000000';
@@ -48,10 +53,7 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
   beforeAll(async () => {
     fixture = await startPaidFixture({ price: PRICE });
     paidUrl = `${fixture.x402.resourceUrl}/paid`;
-    walletDir = await mkdtemp(join(tmpdir(), 'polychrome-wallets-'));
-    const keyFile = join(walletDir, `${WALLET}.private-key`);
-    await writeFile(keyFile, fixture.payerKey);
-    await chmod(keyFile, 0o600);
+    walletDir = await fixtureWalletDir(fixture, WALLET);
     stack = await startTurnStack({
       namespacePrefix: 'paycrash',
       controlPlaneEnv: {
@@ -82,14 +84,10 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
       owner: OWNER,
       tools: { builtin: ['fetch'] },
     });
-    const linked = await apiCall(stack.apiUrl, 'PUT', `/v1/conversations/${uid}/payment-policy`, {
-      token: admin,
-      body: {
-        actor: ADMIN,
-        wallet: WALLET,
-        reason: 'the report budget',
-        limits: fixtureSpendLimits(fixture, PRICE),
-      },
+    const linked = await linkWallet(stack.apiUrl, admin, uid, {
+      actor: ADMIN,
+      wallet: WALLET,
+      limits: fixtureSpendLimits(fixture, PRICE),
     });
     expect(linked.status).toBe(200);
     made.set(name, uid);

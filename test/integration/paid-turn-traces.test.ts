@@ -12,9 +12,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rm } from 'node:fs/promises';
 import { formatUnits } from 'viem';
 import { payloadCodecs } from '../../common/event-kinds';
 import { PAYMENT_APPROVAL_TOOL } from '../../common/payment-approval';
@@ -27,11 +25,12 @@ import { expectNoPaymentSecrets } from '../support/payment-secrets';
 import {
   fixtureMppTokens,
   fixtureSpendLimits,
+  fixtureWalletDir,
   startPaidFixture,
   type PaidFixture,
 } from '../support/payments/paid-fixture';
 import { OtelCollector, type CollectedSpan } from './support/otel-collector';
-import { apiCall, type ApiAnswer } from './support/public-api';
+import { apiCall, linkWallet, type ApiAnswer } from './support/public-api';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
 
 const PRICE = '1250000';
@@ -69,10 +68,7 @@ describe('the traces of paid turns hold no key or signature material', () => {
       price: PRICE,
       mppAmount: formatUnits(BigInt(PRICE), TOKEN_DECIMALS),
     });
-    walletDir = await mkdtemp(join(tmpdir(), 'polychrome-wallets-'));
-    const keyFile = join(walletDir, `${WALLET}.private-key`);
-    await writeFile(keyFile, fixture.payerKey);
-    await chmod(keyFile, 0o600);
+    walletDir = await fixtureWalletDir(fixture, WALLET);
     const tracing = {
       OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint,
       OTEL_BSP_SCHEDULE_DELAY: '100',
@@ -155,14 +151,10 @@ describe('the traces of paid turns hold no key or signature material', () => {
   }
 
   async function link(uid: string): Promise<void> {
-    const answer = await apiCall(stack.apiUrl, 'PUT', `/v1/conversations/${uid}/payment-policy`, {
-      token: admin,
-      body: {
-        actor: ADMIN,
-        wallet: WALLET,
-        reason: 'the report budget',
-        limits: fixtureSpendLimits(fixture, PRICE),
-      },
+    const answer = await linkWallet(stack.apiUrl, admin, uid, {
+      actor: ADMIN,
+      wallet: WALLET,
+      limits: fixtureSpendLimits(fixture, PRICE),
     });
     expect(answer.status).toBe(200);
   }

@@ -6,9 +6,7 @@
  * sellers: the model's `fetch` calls `GET /paid` of the x402 stack, or of the mppx server,
  * whose 402 offers both MPP and x402. One conversation, owned by {@link TEST_OWNER}.
  */
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rm } from 'node:fs/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { JournalEntry } from '../../common/state-journal';
@@ -20,6 +18,7 @@ import { readyStatus } from './in-memory-conversations';
 import {
   fixtureMppTokens,
   fixtureSpendLimits,
+  fixtureWalletDir,
   startPaidFixture,
   type PaidFixture,
 } from './payments/paid-fixture';
@@ -70,7 +69,7 @@ export async function startPaidTurns(options: {
     price: options.price,
     ...(seller === 'mpp' ? { mppAmount: formatUnits(BigInt(options.price), TOKEN_DECIMALS) } : {}),
   });
-  const walletDir = await mkdtemp(join(tmpdir(), 'polychrome-wallets-'));
+  const walletDir = await fixtureWalletDir(fixture, PAID_WALLET);
   const mpp = fixture.mpp;
   const paidUrl = `${mpp === undefined ? fixture.x402.resourceUrl : mpp.url}/paid`;
   const paidHandlerRuns = mpp?.paidHandlerRuns ?? fixture.x402.paidHandlerRuns;
@@ -82,9 +81,6 @@ export async function startPaidTurns(options: {
   const buyReply = fetchReply(paidUrl);
   let turns: RealTurns | undefined;
   try {
-    const keyFile = join(walletDir, `${PAID_WALLET}.private-key`);
-    await writeFile(keyFile, fixture.payerKey);
-    await chmod(keyFile, 0o600);
     const started = await startRealTurns({
       replies: options.replies(buyReply, fetchReply(`${fixture.x402.resourceUrl}/free`)),
       logger: options.logger,

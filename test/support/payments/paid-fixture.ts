@@ -1,3 +1,6 @@
+import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { privateKeyToAccount } from 'viem/accounts';
 import type { Address, Hex } from 'viem';
 import { ANVIL_NETWORK, startAnvil, type Anvil } from '../chain/anvil';
@@ -113,4 +116,19 @@ export function fixtureMppTokens(fixture: Pick<PaidFixture, 'token'>): string {
   return JSON.stringify([
     { network: ANVIL_NETWORK, asset, name: TOKEN_NAME, version: TOKEN_VERSION },
   ]);
+}
+
+/**
+ * A new wallet directory (`POLYCHROME_WALLET_DIR`) holding the payer's key as wallet
+ * `wallet`, mode 600 as the directory store demands; the caller removes it.
+ */
+export async function fixtureWalletDir(
+  fixture: Pick<PaidFixture, 'payerKey'>,
+  wallet: string,
+): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'polychrome-wallets-'));
+  const keyFile = join(dir, `${wallet}.private-key`);
+  await writeFile(keyFile, fixture.payerKey);
+  await chmod(keyFile, 0o600);
+  return dir;
 }
