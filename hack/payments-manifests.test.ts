@@ -12,11 +12,11 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
 import { parseAllDocuments, stringify } from 'yaml';
 import { loadPaymentConfig } from '../operator/payments/payment-config';
 import { isWalletName, walletSecretName } from '../operator/payments/secret-store';
 import { defaultBinDir, repoRoot } from './lib/paths';
+import { offlineKubeConfig } from '../test/support/offline-kube-config';
 
 type Obj = Record<string, unknown>;
 
@@ -75,13 +75,7 @@ function controlPlaneEnv(objects: readonly Obj[]): Record<string, string> {
   return Object.fromEntries(env.flatMap((v) => (v.value === undefined ? [] : [[v.name, v.value]])));
 }
 
-const kc = new KubeConfig();
-kc.loadFromOptions({
-  clusters: [{ name: 'c', server: 'https://127.0.0.1:1' }],
-  users: [{ name: 'u' }],
-  contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-  currentContext: 'x',
-});
+const kc = offlineKubeConfig();
 const paymentsOf = (objects: readonly Obj[]) =>
   loadPaymentConfig(kc, 'polychrome-system', controlPlaneEnv(objects));
 
