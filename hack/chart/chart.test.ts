@@ -144,6 +144,30 @@ describe('the generator refuses what the chart cannot express', () => {
     );
   });
 
+  it("a part's overlay changing more of a base object than its values' fields", () => {
+    // config/with-payments changes the control plane Deployment only where payments.* are;
+    // anything else there would be a second overlay's change, beside config/with-kube-api's.
+    const sources = sourcesWith('config/with-payments', (objects) => {
+      const d = named(objects, 'Deployment', 'polychrome-control-plane');
+      (d['spec'] as Obj)['minReadySeconds'] = 5;
+      return objects;
+    });
+    expect(() => chartFiles(sources)).toThrow(
+      'Deployment polychrome-control-plane is changed by config/with-kube-api and config/with-payments',
+    );
+  });
+
+  it('a wallet Secret in the Role that is not polychrome-wallet-<name>', () => {
+    const sources = sourcesWith('config/with-payments', (objects) => {
+      const role = named(objects, 'Role', 'polychrome-control-plane-wallets');
+      ((role['rules'] as Obj[])[0] as Obj)['resourceNames'] = ['polychrome-approval-key'];
+      return objects;
+    });
+    expect(() => chartFiles(sources)).toThrow(
+      'Role polychrome-control-plane-wallets: payments.wallets should be names starting polychrome-wallet-',
+    );
+  });
+
   it('an overlay dropping an object of config/default', () => {
     const sources = sourcesWith('config/with-kube-api', (objects) =>
       objects.filter((o) => o['kind'] !== 'RuntimeClass'),
