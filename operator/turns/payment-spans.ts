@@ -33,6 +33,11 @@ export const PaymentSpanOutcome = {
   NotPaid: 'not_paid',
   /** settle: sent (now, or before without a receipt), and nothing says whether money moved; the turn is quarantined. */
   Unknown: 'unknown',
+  /**
+   * settle of an MCP tool's charge: the signed payment handed to the harness, which calls
+   * the tool; its result's settle span says paid, not paid or unknown.
+   */
+  Handed: 'handed',
 } as const;
 export type PaymentSpanOutcome = (typeof PaymentSpanOutcome)[keyof typeof PaymentSpanOutcome];
 
