@@ -214,3 +214,32 @@ describe('replay audits an MPP payment as it audits x402', () => {
     }
   }, 90_000);
 });
+
+describe("replay of an MCP server's paid tool", () => {
+  it('replays it in full from the journal alone, and audits its receipt', async () => {
+    const mcp = await startPaidTurns({
+      price: '1000000',
+      logger: pino({ level: 'silent' }),
+      replies: (buy) => [buy('toolu_mcp'), textReply('Bought it.')],
+      seller: 'x402-mcp',
+    });
+    try {
+      const journal = await buyApproved(mcp, '1000000');
+      const result = replayJournal(journal, {
+        ids: requestIds,
+        verifier: nodeEd25519Verifier,
+        approvalPublicKey: mcp.turns.approvals.publicKey,
+      });
+      expect(result.divergence).toBeUndefined();
+      expect(result.turns.map((t) => [t.status, t.mode, t.ok])).toEqual([
+        ['complete', 'full', true],
+      ]);
+      expect(result.payments.findings).toEqual([]);
+      expect(result.payments.payments).toEqual([
+        expect.objectContaining({ protocol: 'x402', state: 'paid', receiptVerified: true }),
+      ]);
+    } finally {
+      await mcp.close();
+    }
+  }, 90_000);
+});

@@ -46,15 +46,24 @@ const CASES: readonly Case[] = [
     protocols: 'x402,mpp',
     pays: 'x402',
   },
+  {
+    title: "x402 over MCP, from an MCP server's paid tool",
+    seller: 'x402-mcp',
+    protocols: 'mpp,x402',
+    pays: 'x402',
+  },
 ];
 
-/** The settlement's transaction as the seller's own receipt header states it. */
-function upstreamTransaction(pays: Case['pays'], header: string): unknown {
-  // x402's PAYMENT-RESPONSE is base64 JSON {success, transaction, network, payer}; MPP's
-  // Payment-Receipt base64url JSON {method, reference, status, timestamp}, unsigned.
-  const decoded = JSON.parse(
-    Buffer.from(header, pays === 'mpp' ? 'base64url' : 'base64').toString('utf8'),
-  ) as Record<string, unknown>;
+/** The settlement's transaction as the seller's own receipt states it. */
+function upstreamTransaction(seller: Seller, pays: Case['pays'], header: string): unknown {
+  // x402's PAYMENT-RESPONSE is base64 JSON {success, transaction, network, payer} (over
+  // MCP, `_meta["x402/payment-response"]` is that JSON itself); MPP's Payment-Receipt
+  // base64url JSON {method, reference, status, timestamp}, unsigned.
+  const json =
+    seller === 'x402-mcp'
+      ? header
+      : Buffer.from(header, pays === 'mpp' ? 'base64url' : 'base64').toString('utf8');
+  const decoded = JSON.parse(json) as Record<string, unknown>;
   return pays === 'mpp' ? decoded.reference : decoded.transaction;
 }
 
@@ -127,6 +136,8 @@ describe.each(CASES)('a paid call in a real turn: $title', ({ seller, protocols,
       toolName: PAYMENT_APPROVAL_TOOL,
       toolCallId: 'toolu_buy',
     });
+    // Over MCP the resource is the call `mcp://<server>/<tool>`, as the control plane
+    // derived it from the committed call.
     expect(paused.approval?.args).toEqual({
       amount: PRICE,
       asset: fixture.token.address.toLowerCase(),
@@ -149,6 +160,13 @@ describe.each(CASES)('a paid call in a real turn: $title', ({ seller, protocols,
       // MPP's challenge states its own expiry: the card shows exactly it.
       const expires = /expires="([^"]+)"/.exec(challenge)?.[1];
       expect(card.expiresAt).toBe(new Date(String(expires)).toISOString());
+    } else if (seller === 'x402-mcp') {
+      // The PaymentRequired the tool's result carried, as JSON; the resource is the
+      // server's name for its tool, while the card names the call the journal holds.
+      expect(JSON.parse(challenge)).toMatchObject({
+        x402Version: 2,
+        resource: { url: 'mcp://tool/report' },
+      });
     } else {
       const offer = JSON.parse(Buffer.from(challenge, 'base64').toString('utf8')) as {
         x402Version: number;
@@ -198,14 +216,17 @@ describe.each(CASES)('a paid call in a real turn: $title', ({ seller, protocols,
       payer: fixture.payer.toLowerCase(),
       payee: fixture.payee.toLowerCase(),
       amount: PRICE,
-      responseStatus: 200,
+      // An MCP tool's result has no HTTP status.
+      responseStatus: seller === 'x402-mcp' ? 0 : 200,
       wallet: 'ops',
       keyId: turns.approvals.keyId,
     });
     expect(receipt).toMatchObject({ protocol: pays });
     expect(String(receipt?.transaction)).toMatch(/^0x[0-9a-f]{64}$/);
     // The seller's own receipt is kept as received and names the same transaction.
-    expect(upstreamTransaction(pays, String(receipt?.upstreamReceipt))).toBe(receipt?.transaction);
+    expect(upstreamTransaction(seller, pays, String(receipt?.upstreamReceipt))).toBe(
+      receipt?.transaction,
+    );
     // The receipt's signature verifies with the approval key over its signed bytes.
     const publicKey = createPublicKey({
       key: {
@@ -229,9 +250,11 @@ describe.each(CASES)('a paid call in a real turn: $title', ({ seller, protocols,
       false,
     );
 
-    // The tool got the paid response.
+    // The tool got the paid response (an MCP tool: its result, as the tool gave it).
     const result = journal.filter((e) => e.kind === 'tool_result').at(-1)?.payload;
-    expect(String(result?.content)).toMatch(/^HTTP 200\n/);
+    expect(String(result?.content)).toMatch(
+      seller === 'x402-mcp' ? /^paid report on tides \(run 1\)$/ : /^HTTP 200\n/,
+    );
 
     // Posting again under the same key answers the settled turn: nothing is paid twice.
     const again = await turns.coordinator.postMessage(

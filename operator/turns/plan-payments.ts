@@ -185,7 +185,13 @@ function challengedCall(turn: TurnView, challenge: PaymentChallenge): PaymentPla
         reason: `payment_challenge: tool call ${toolCallId} (${toolName}) is not an MCP server's tool, yet its challenge came as one's result`,
       };
     }
-    return resource === challenge.url && challenge.headers.length === 0
+    if (challenge.headers.length > 0) {
+      return {
+        kind: 'forged',
+        reason: `payment_challenge: tool call ${toolCallId}'s MCP challenge came with HTTP headers`,
+      };
+    }
+    return resource === challenge.url
       ? undefined
       : {
           kind: 'forged',

@@ -24,12 +24,21 @@ import {
 } from './payments/paid-fixture';
 import { startRealTurns, TEST_ADMIN, TEST_OWNER, textReply, type RealTurns } from './real-turns';
 import { FETCH_EXTRA_TOOLS } from './scripted-harness';
+import { startX402McpServer } from './payments/x402-mcp-server';
+import { mcpResourceUrl } from '../../common/payment-approval';
 
 /** The wallet's name in the store. */
 export const PAID_WALLET = 'ops';
 
-/** Who sells `GET /paid`: the x402 stack, or the mppx server (offering MPP and x402). */
-export type Seller = 'x402' | 'mpp';
+/**
+ * Who sells: `GET /paid` of the x402 stack, or of the mppx server (offering MPP and x402),
+ * bought with `fetch`; or the tool `shop/report` of an MCP server paid over x402's MCP
+ * transport (x402-mcp-server.ts), bought by calling it.
+ */
+export type Seller = 'x402' | 'mpp' | 'x402-mcp';
+
+/** The MCP seller's server name and tool, as the model calls it. */
+export const PAID_MCP_TOOL = 'shop/report';
 
 export interface PaidTurns {
   readonly fixture: PaidFixture;
@@ -39,7 +48,7 @@ export interface PaidTurns {
   readonly paidUrl: string;
   /** How many times the seller's paid handler ran (only after a payment it took). */
   paidHandlerRuns(): number;
-  /** A model reply that `fetch`es {@link paidUrl} under tool call `id`. */
+  /** A model reply that buys {@link paidUrl} under tool call `id`. */
   buyReply(id: string): ScriptReply;
   /**
    * Links {@link PAID_WALLET} with limits that allow `maxPerPayment` of the token to the
@@ -70,15 +79,40 @@ export async function startPaidTurns(options: {
     ...(seller === 'mpp' ? { mppAmount: formatUnits(BigInt(options.price), TOKEN_DECIMALS) } : {}),
   });
   const walletDir = await fixtureWalletDir(fixture, PAID_WALLET);
+  const mcpSeller =
+    seller === 'x402-mcp'
+      ? await startX402McpServer({
+          facilitatorUrl: fixture.x402.facilitatorUrl,
+          token: fixture.token.address,
+          payTo: fixture.payee,
+          price: options.price,
+        })
+      : undefined;
   const mpp = fixture.mpp;
-  const paidUrl = `${mpp === undefined ? fixture.x402.resourceUrl : mpp.url}/paid`;
-  const paidHandlerRuns = mpp?.paidHandlerRuns ?? fixture.x402.paidHandlerRuns;
   const fetchReply =
     (url: string) =>
     (id: string): ScriptReply => ({
       content: [{ tool_use: { id, name: 'fetch', input: { url } } }],
     });
-  const buyReply = fetchReply(paidUrl);
+  const sold =
+    mcpSeller === undefined
+      ? {
+          paidUrl: `${mpp === undefined ? fixture.x402.resourceUrl : mpp.url}/paid`,
+          runs: mpp?.paidHandlerRuns ?? fixture.x402.paidHandlerRuns,
+        }
+      : { paidUrl: mcpResourceUrl(PAID_MCP_TOOL) ?? '', runs: mcpSeller.runs };
+  const { paidUrl, runs: paidHandlerRuns } = sold;
+  const buyReply =
+    mcpSeller === undefined
+      ? fetchReply(paidUrl)
+      : (id: string): ScriptReply => ({
+          content: [{ tool_use: { id, name: PAID_MCP_TOOL, input: { topic: 'tides' } } }],
+        });
+  const stop = async (): Promise<void> => {
+    await mcpSeller?.close();
+    await fixture.close();
+    await rm(walletDir, { recursive: true, force: true });
+  };
   let turns: RealTurns | undefined;
   try {
     const started = await startRealTurns({
@@ -87,6 +121,9 @@ export async function startPaidTurns(options: {
       admins: [TEST_ADMIN.identity],
       spec: { tools: { builtin: ['fetch'] } },
       extraTools: FETCH_EXTRA_TOOLS,
+      ...(mcpSeller === undefined
+        ? {}
+        : { mcpServers: [{ name: 'shop', transport: 'http' as const, url: mcpSeller.url }] }),
       coordinator: { payments: paymentConfig(options.protocols ?? 'x402', fixture, walletDir) },
     });
     turns = started;
@@ -118,14 +155,12 @@ export async function startPaidTurns(options: {
       },
       async close() {
         await started.close();
-        await fixture.close();
-        await rm(walletDir, { recursive: true, force: true });
+        await stop();
       },
     };
   } catch (error) {
     await turns?.close();
-    await fixture.close();
-    await rm(walletDir, { recursive: true, force: true });
+    await stop();
     throw error;
   }
 }

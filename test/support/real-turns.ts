@@ -61,6 +61,8 @@ export interface RealTurnsOptions {
   readonly extraTools?: ScriptedHarnessOptions['extraTools'];
   /** Where the harness connects agents' own MCP servers (scripted-harness.ts). */
   readonly agentMcp?: ScriptedHarnessOptions['agentMcp'];
+  /** The harness's own MCP servers (scripted-harness.ts). */
+  readonly mcpServers?: ScriptedHarnessOptions['mcpServers'];
   /**
    * The namespace the harness serves (its certificate names it): that of the conversations
    * the test adds. @default the control plane's, as in-memory conversations get it
@@ -153,6 +155,7 @@ export async function startRealTurns(options: RealTurnsOptions): Promise<RealTur
     ...(options.harnessNamespace === undefined ? {} : { namespace: options.harnessNamespace }),
     ...(options.coordinator?.nowMs === undefined ? {} : { nowMs: options.coordinator.nowMs }),
     ...(options.agentMcp === true ? { agentMcp: true } : {}),
+    ...(options.mcpServers === undefined ? {} : { mcpServers: options.mcpServers }),
   });
   const conversations = new InMemoryConversations({
     spec: { ...TEST_CONVERSATION_SPEC, ...options.spec },

@@ -7,6 +7,7 @@
 import { fetchTool, fetchToolRunner } from '../../harness/tools/fetch-tool';
 import { AgentMcpServers } from '../../harness/server/agent-mcp-servers';
 import { McpToolRunner } from '../../harness/tools/mcp-tools';
+import type { McpServerConfig } from '../../harness/tools/mcp-server-config';
 import type { Logger } from 'pino';
 import type { ServingCertificate } from '../../common/serving-certificate';
 import { nodeEd25519Verifier } from '../../harness/crypto/node-ed25519';
@@ -60,6 +61,12 @@ export interface ScriptedHarnessOptions {
    * adapter, as the harness process does; closed with the harness. @default false
    */
   readonly agentMcp?: boolean;
+  /**
+   * The harness's own MCP servers (`HARNESS_MCP_SERVERS`), run by the real MCP adapter as
+   * the harness process runs them: their tools offered to every turn, and paid calls of
+   * them (docs/payments.md, "A paid MCP tool"); closed with the harness. @default none
+   */
+  readonly mcpServers?: readonly McpServerConfig[];
 }
 
 /** The harness's built-in `fetch` tool (harness/main.ts offers it), as `extraTools`. */
@@ -78,6 +85,7 @@ export async function startScriptedHarness(
     options.agentMcp === true
       ? new AgentMcpServers((config) => Promise.resolve(new McpToolRunner([config])))
       : undefined;
+  const mcp = options.mcpServers === undefined ? undefined : new McpToolRunner(options.mcpServers);
   const server = new HarnessServer({
     host: '127.0.0.1',
     port: 0,
@@ -85,18 +93,23 @@ export async function startScriptedHarness(
     namespace,
     logger: options.logger,
     ...(agentMcp === undefined ? {} : { agentMcp }),
+    ...(mcp === undefined ? {} : { mcpTools: mcp }),
     toolCatalog: (name) =>
       builtinTools.find((tool) => tool.name === name) ??
       extra?.tools.find((tool) => tool.name === name) ??
       [handoffTool, askUserTool, memoryTool].find((tool) => tool.name === name),
     deps: {
       modelFor: () => model,
-      tools: createToolRouter([
-        { names: new Set(builtinTools.map((tool) => tool.name)), runner: builtinToolRunner },
-        ...(extra === undefined
-          ? []
-          : [{ names: new Set(extra.tools.map((tool) => tool.name)), runner: extra.runner }]),
-      ]),
+      tools: createToolRouter(
+        [
+          { names: new Set(builtinTools.map((tool) => tool.name)), runner: builtinToolRunner },
+          ...(extra === undefined
+            ? []
+            : [{ names: new Set(extra.tools.map((tool) => tool.name)), runner: extra.runner }]),
+        ],
+        mcp,
+      ),
+      ...(mcp === undefined ? {} : { paidTools: mcp }),
       approvalVerifier: nodeEd25519Verifier,
       approvalPublicKey: options.approvalPublicKey,
       ...(options.nowMs === undefined ? {} : { clock: { nowMs: options.nowMs } }),
@@ -110,6 +123,7 @@ export async function startScriptedHarness(
     close: async () => {
       await server.close();
       await agentMcp?.close();
+      await mcp?.close();
     },
   };
 }
