@@ -629,7 +629,8 @@ export interface OutboundPaymentReceipt {
   upstreamReceipt: string;
   /**
    * The paid response, as the tool is given it: a call asked again after a crash is
-   * answered from here, never paid twice.
+   * answered from here, never paid twice. 0 for an MCP server's tool (no HTTP status): the
+   * body is then the tool's result as it gave it (docs/payments.md, "A paid MCP tool").
    */
   responseStatus: number;
   responseContentType: string;
