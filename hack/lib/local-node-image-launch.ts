@@ -1,0 +1,147 @@
+import { existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import type { V1Container, V1PodSecurityContext } from '@kubernetes/client-node';
+import type { LaunchPlan } from './local-node-container';
+import {
+  chrootArgv,
+  imageArgv,
+  imageEnv,
+  pinnedImage,
+  runAsOf,
+  RUNTIME_DIR_IN_ROOT,
+  type BoundFile,
+  type HostTools,
+} from './local-node-image';
+import type { ImagePuller } from './local-node-image-store';
+import { WaitingReason } from './local-node-pod';
+import { podRuntimeModule, type Mount } from './local-node-runtime';
+
+/** The node's registry mode: what pulls, and the host tools a start runs. */
+export interface RegistryImages {
+  puller: ImagePuller;
+  tools: HostTools;
+}
+
+/** Finds `name` on this process's PATH (the host's, not the image's). */
+export function hostTool(name: string): string {
+  for (const dir of (process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin').split(':')) {
+    const path = join(dir, name);
+    if (dir !== '' && existsSync(path)) return path;
+  }
+  throw new Error(`the local node's registry mode needs ${name} on PATH`);
+}
+
+/** The host tools, found on PATH. @throws when one is missing. */
+export function hostTools(): HostTools {
+  return {
+    sh: hostTool('sh'),
+    unshare: hostTool('unshare'),
+    mount: hostTool('mount'),
+    mkdir: hostTool('mkdir'),
+    touch: hostTool('touch'),
+  };
+}
+
+/** What one start of a registry container needs from its pod. */
+export interface ImageLaunchInput {
+  registry: RegistryImages;
+  container: V1Container;
+  podSecurity: V1PodSecurityContext | undefined;
+  /** The container's own directory (its overlay's layers) under the pod's directory. */
+  dir: string;
+  /** The pod's name and address, for its /etc/hosts. */
+  hostname: string;
+  podIP: string;
+  /** The pod's resolved variables (the kubelet's and the container's). */
+  env: Readonly<Record<string, string>>;
+  mounts: readonly Mount[];
+  /** The node's cluster DNS records file, when it keeps them. */
+  dnsFile?: string;
+}
+
+/**
+ * Pulls the container's image and plans its start (hack/lib/local-node-image.ts): an
+ * image that is not pinned, or that cannot be pulled, is the kubelet's ErrImagePull with
+ * the reason; a user the image cannot name, or root under runAsNonRoot, is a
+ * CreateContainerConfigError. The container's writable layer is emptied, as a new
+ * container starts from its image. It sees its pod's /etc/hosts (the kubelet's managed
+ * file) and, read-only under {@link RUNTIME_DIR_IN_ROOT}, the node's pod runtime module
+ * and cluster DNS records, which its environment names.
+ */
+export async function prepareImageLaunch(input: ImageLaunchInput): Promise<LaunchPlan> {
+  const { container } = input;
+  const image = container.image ?? '';
+  const pinned = pinnedImage(image);
+  if (!pinned.ok) return { ok: false, reason: WaitingReason.ErrImagePull, message: pinned.message };
+  let pulled;
+  try {
+    pulled = await input.registry.puller.pull(pinned.image);
+  } catch (err: unknown) {
+    const why = err instanceof Error ? err.message : String(err);
+    return {
+      ok: false,
+      reason: WaitingReason.ErrImagePull,
+      message: `failed to pull image "${image}": ${why}`,
+    };
+  }
+  const runAs = runAsOf(container, input.podSecurity, pulled.config, pulled);
+  if (!runAs.ok) {
+    return { ok: false, reason: WaitingReason.CreateContainerConfigError, message: runAs.message };
+  }
+  const layers = { upper: join(input.dir, 'upper'), work: join(input.dir, 'work') };
+  const root = join(input.dir, 'root');
+  rmSync(layers.upper, { recursive: true, force: true });
+  rmSync(layers.work, { recursive: true, force: true });
+  for (const d of [layers.upper, layers.work, root]) mkdirSync(d, { recursive: true });
+  const hosts = join(input.dir, 'hosts');
+  writeFileSync(
+    hosts,
+    `127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n${input.podIP}\t${input.hostname}\n`,
+    { mode: 0o644 },
+  );
+  const files: BoundFile[] = [
+    { path: '/etc/hosts', hostPath: hosts, directory: false },
+    {
+      path: `${RUNTIME_DIR_IN_ROOT}/${basename(podRuntimeModule)}`,
+      hostPath: podRuntimeModule,
+      directory: false,
+    },
+    ...(input.dnsFile !== undefined
+      ? [{ path: `${RUNTIME_DIR_IN_ROOT}/dns`, hostPath: dirname(input.dnsFile), directory: true }]
+      : []),
+  ];
+  const fileMounts = new Set(
+    input.mounts
+      .filter((m) => existsSync(m.hostPath) && !statSync(m.hostPath).isDirectory())
+      .map((m) => m.mountPath),
+  );
+  const argv = chrootArgv(
+    {
+      lower: pulled.root,
+      ...layers,
+      root,
+      mounts: input.mounts,
+      files,
+      fileMounts,
+      readOnlyRoot: container.securityContext?.readOnlyRootFilesystem === true,
+      workingDir: container.workingDir ?? (pulled.config.WorkingDir || '/'),
+      runAs: runAs.runAs,
+      argv: imageArgv(container, pulled.config),
+    },
+    input.registry.tools,
+  );
+  return {
+    ok: true,
+    launch: {
+      argv,
+      env: imageEnv(pulled.config, input.env),
+      imageID: `${image.split('@')[0] ?? image}@${pinned.image.digest}`,
+      chroot: {
+        preload: `${RUNTIME_DIR_IN_ROOT}/${basename(podRuntimeModule)}`,
+        ...(input.dnsFile !== undefined
+          ? { dnsFile: `${RUNTIME_DIR_IN_ROOT}/dns/${basename(input.dnsFile)}` }
+          : {}),
+      },
+    },
+  };
+}
