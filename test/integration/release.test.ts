@@ -14,13 +14,11 @@
  * release reuses those images instead of building them again.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import {
-  closeSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
-  openSync,
   readFileSync,
   readdirSync,
   rmSync,
@@ -32,6 +30,7 @@ import { parseAllDocuments } from 'yaml';
 import { installCrds, readCrds } from '../../hack/lib/crds';
 import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { freshNamespace, kubeConfig, sharedCluster } from './support/kube';
+import { startRegistry, type LocalRegistry } from './support/registry';
 
 const bin = (name: string): string => join(defaultBinDir, name);
 const work = mkdtempSync(join(tmpdir(), 'polychrome-release-'));
@@ -72,30 +71,6 @@ function keyPair(name: string): { key: string; pub: string } {
   return { key: join(dir, 'cosign.key'), pub: join(dir, 'cosign.pub') };
 }
 
-/**
- * `crane registry serve` on a free port of 127.0.0.1, blobs on disk: its address. Its log
- * goes to a file, not a pipe: the tests block in spawnSync while cosign talks to it, and a
- * pipe nobody reads would stall the registry once full.
- */
-async function startRegistry(): Promise<{ host: string; proc: ChildProcess }> {
-  mkdirSync(join(work, 'blobs'));
-  const logFile = join(work, 'registry.log');
-  const log = openSync(logFile, 'w');
-  const proc = spawn(
-    bin('crane'),
-    ['registry', 'serve', '--address', '127.0.0.1:0', '--disk', join(work, 'blobs')],
-    { stdio: ['ignore', log, log] },
-  );
-  closeSync(log);
-  for (let i = 0; i < 100 && proc.exitCode === null; i += 1) {
-    const m = /serving on port (\d+)/u.exec(readFileSync(logFile, 'utf8'));
-    if (m !== null) return { host: `127.0.0.1:${m[1] ?? ''}`, proc };
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  proc.kill();
-  throw new Error(`crane registry serve did not start: ${readFileSync(logFile, 'utf8')}`);
-}
-
 const cosignVerify = (args: readonly string[]): Run =>
   run(bin('cosign'), [...args, '--insecure-ignore-tlog=true', '--allow-http-registry']);
 
@@ -118,7 +93,7 @@ function statements(stdout: string): Statement[] {
 }
 
 describe('make release', () => {
-  let registry: { host: string; proc: ChildProcess } | undefined;
+  let registry: LocalRegistry | undefined;
   let prefix: string;
   let release: Run;
   let pinned: Record<string, string>;
@@ -133,7 +108,7 @@ describe('make release', () => {
       if (!existsSync(bin(tool)))
         throw new Error(`hack/bin/${tool} is missing: run 'make test-binaries'`);
     }
-    registry = await startRegistry();
+    registry = await startRegistry(work);
     prefix = `${registry.host}/polychrome`;
     a = keyPair('a');
     b = keyPair('b');
@@ -165,12 +140,7 @@ describe('make release', () => {
   }, 20 * 60_000);
 
   afterAll(async () => {
-    const proc = registry?.proc;
-    if (proc !== undefined && proc.exitCode === null) {
-      const exited = new Promise((resolve) => proc.once('exit', resolve));
-      proc.kill();
-      await exited;
-    }
+    await registry?.stop();
     rmSync(work, { recursive: true, force: true });
   });
 
