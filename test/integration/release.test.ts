@@ -27,10 +27,12 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
+import { CoreV1Api } from '@kubernetes/client-node';
 import { installCrds, readCrds } from '../../hack/lib/crds';
 import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { freshNamespace, kubeConfig, sharedCluster } from './support/kube';
 import { startRegistry, type LocalRegistry } from './support/registry';
+import { installRelease, onboardNamespace, takeTurn } from './support/release-install';
 
 const bin = (name: string): string => join(defaultBinDir, name);
 const work = mkdtempSync(join(tmpdir(), 'polychrome-release-'));
@@ -355,6 +357,55 @@ describe('make release', () => {
       await conversations.dispose();
     }
   });
+
+  it(
+    'installs from the written polychrome.yaml on an empty cluster, every pod from its pinned image, and a Conversation answers',
+    async () => {
+      const started = Date.now();
+      const release = await installRelease(join(work, 'install'), join(out, 'polychrome.yaml'));
+      try {
+        const { kc } = release;
+        // Every pod of the install runs the image the manifest pins, pulled from the registry.
+        const pods = await kc
+          .makeApiClient(CoreV1Api)
+          .listNamespacedPod({ namespace: 'polychrome-system' });
+        const images = pods.items.flatMap((p) => p.status?.containerStatuses ?? []);
+        expect(images.length).toBeGreaterThanOrEqual(4);
+        for (const c of images) {
+          expect({ image: c.image, ready: c.ready, imageID: c.imageID }).toEqual({
+            image: pinned[c.image.includes('/state@') ? 'state' : 'control-plane'],
+            ready: true,
+            imageID: c.image,
+          });
+        }
+        const team = 'release-team';
+        await onboardNamespace(release, team);
+        const lap = Date.now();
+        const turn = await takeTurn(release, team, 'hello', join(work, 'install'));
+        expect({ status: turn.status, body: turn.body }).toEqual({
+          status: 200,
+          body: expect.objectContaining({ status: 'complete' }),
+        });
+        // The harness that answered ran the pinned harness image, and asked the model server.
+        const harnesses = await kc.makeApiClient(CoreV1Api).listNamespacedPod({ namespace: team });
+        const harness = harnesses.items.flatMap((p) => p.status?.containerStatuses ?? []);
+        expect(harness.length).toBeGreaterThan(0);
+        for (const c of harness) expect(c.imageID).toBe(pinned['harness']);
+        expect(release.model.bodies.length).toBeGreaterThan(0);
+        expect(turn.verify).toEqual({
+          code: 0,
+          stdout: expect.stringContaining('OK'),
+          stderr: expect.any(String),
+        });
+        process.stderr.write(
+          `release install: ${JSON.stringify({ ...release.timings, 'onboard, conversation, turn, verify': Date.now() - lap, total: Date.now() - started })} ms\n`,
+        );
+      } finally {
+        await release.close();
+      }
+    },
+    15 * 60_000,
+  );
 });
 
 /**
