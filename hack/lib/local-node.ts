@@ -221,7 +221,8 @@ const nodeArch = (): string => {
  *
  * What runs for a container: the pod annotation `polychrome.dev/local-command` (a JSON
  * argv, or an object from container name to argv), else the first entry of `images` that
- * matches the container's image. Each process gets the pod's resolved env (value,
+ * matches the container's image; in the registry mode (`registry`) the container's own
+ * image instead, pulled by digest and started under chroot (local-node-image-launch.ts). Each process gets the pod's resolved env (value,
  * secretKeyRef, configMapKeyRef, fieldRef, envFrom) plus `POD_IP`. The pod's volumes
  * (secret, configMap, emptyDir, projected, downwardAPI, persistentVolumeClaim of a
  * hostPath or local PV) are directories under its pod directory, see
