@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { ApiException, type V1Container } from '@kubernetes/client-node';
 import { ContainerRunner, delay, type Backoff, type LaunchPlan } from './local-node-container';
@@ -408,6 +408,11 @@ export class PodWorker {
       // object, as the kubelet unmounts before it lets the pod be removed.
       await this.volumes?.tearDown().catch((err: unknown) => {
         this.ctx.log(`node ${this.ctx.nodeName}: volumes of pod ${this.label}: ${errorText(err)}`);
+      });
+      // The registry mode's writable layers go with the pod, as a runtime's containers do.
+      rmSync(join(this.ctx.podDir(this.pod.metadata), 'containers'), {
+        recursive: true,
+        force: true,
       });
       if (removePod) {
         await this.writeLastStatus();

@@ -11,7 +11,7 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { ensureVolume, stateJournalVolume } from '../../../hack/lib/dev-base';
 import {
   applyModelKeys,
@@ -31,6 +31,7 @@ import { partitionOf } from '../../../common/partition-name';
 import { Role } from '../../../common/persona-roles';
 import { ONBOARDING_LABEL } from '../../../operator/api/v1alpha1/conversation-values';
 import { MessagesApiServer, echoResponder } from '../../support/messages-api-server';
+import { createConversationObject } from './kube';
 
 const run = promisify(execFile);
 const SYSTEM = 'polychrome-system';
@@ -183,17 +184,8 @@ export async function takeTurn(
   dir: string,
 ): Promise<TurnResult> {
   const { kc } = release;
-  await kc.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
-    group: 'polychrome.dev',
-    version: 'v1alpha1',
-    plural: 'conversations',
-    namespace,
-    body: {
-      apiVersion: 'polychrome.dev/v1alpha1',
-      kind: 'Conversation',
-      metadata: { name },
-      spec: { agent: { systemPrompt: 'You are a helpful assistant.' } },
-    },
+  await createConversationObject(kc, namespace, name, {
+    agent: { systemPrompt: 'You are a helpful assistant.' },
   });
   const { uid } = await waitConversationReady(kc, namespace, name);
   const state = `${await podIP(kc, 'app.kubernetes.io/name=polychrome-state')}:7443`;
