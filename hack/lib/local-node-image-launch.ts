@@ -1,9 +1,10 @@
-import { existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { V1Container, V1PodSecurityContext } from '@kubernetes/client-node';
 import type { LaunchPlan } from './local-node-container';
 import {
   chrootArgv,
+  containedPath,
   imageArgv,
   imageEnv,
   pinnedImage,
@@ -14,7 +15,7 @@ import {
 } from './local-node-image';
 import type { ImagePuller } from './local-node-image-store';
 import { WaitingReason } from './local-node-pod';
-import { podRuntimeModule, type Mount } from './local-node-runtime';
+import { hostPathOf, podRuntimeModule, type Mount } from './local-node-runtime';
 
 /** The node's registry mode: what pulls, and the host tools a start runs. */
 export interface RegistryImages {
@@ -29,6 +30,15 @@ export function hostTool(name: string): string {
     if (dir !== '' && existsSync(path)) return path;
   }
   throw new Error(`the local node's registry mode needs ${name} on PATH`);
+}
+
+/** A symlink's target, or undefined for anything else (a file, a directory, nothing). */
+function linkTarget(path: string): string | undefined {
+  try {
+    return readlinkSync(path);
+  } catch {
+    return undefined;
+  }
 }
 
 /** The host tools, found on PATH. @throws when one is missing. */
@@ -110,8 +120,19 @@ export async function prepareImageLaunch(input: ImageLaunchInput): Promise<Launc
       ? [{ path: `${RUNTIME_DIR_IN_ROOT}/dns`, hostPath: dirname(input.dnsFile), directory: true }]
       : []),
   ];
+  // Mount destinations resolved in the container's view, never outside its root: a link
+  // the image ships, or one a container left in a volume, is followed within the root.
+  const view = (path: string): string => {
+    const holder = input.mounts.find((m) =>
+      path.startsWith(`${m.mountPath.replace(/\/+$/u, '')}/`),
+    );
+    return holder === undefined ? join(pulled.root, path) : hostPathOf(path, input.mounts);
+  };
+  const inImage = (path: string): string => containedPath(path, (p) => linkTarget(view(p)));
+  const mounts = input.mounts.map((m) => ({ ...m, mountPath: inImage(m.mountPath) }));
+  const bound = files.map((f) => ({ ...f, path: inImage(f.path) }));
   const fileMounts = new Set(
-    input.mounts
+    mounts
       .filter((m) => existsSync(m.hostPath) && !statSync(m.hostPath).isDirectory())
       .map((m) => m.mountPath),
   );
@@ -120,8 +141,8 @@ export async function prepareImageLaunch(input: ImageLaunchInput): Promise<Launc
       lower: pulled.root,
       ...layers,
       root,
-      mounts: input.mounts,
-      files,
+      mounts,
+      files: bound,
       fileMounts,
       readOnlyRoot: container.securityContext?.readOnlyRootFilesystem === true,
       workingDir: container.workingDir ?? (pulled.config.WorkingDir || '/'),

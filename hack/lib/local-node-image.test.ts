@@ -4,6 +4,7 @@ import type { V1Container } from '@kubernetes/client-node';
 import { waitingAfter } from './local-node-container';
 import {
   chrootArgv,
+  containedPath,
   imageArgv,
   imageEnv,
   pinnedImage,
@@ -203,4 +204,27 @@ describe('shellWord', () => {
       expect(r.stdout).toBe(word);
     },
   );
+});
+
+describe('containedPath', () => {
+  const links = (table: Record<string, string>) => (path: string) => table[path];
+  it('follows a relative link from its directory, never above the root', () => {
+    const escape = links({ '/etc/hosts': '../../../../../tmp/evil' });
+    expect(containedPath('/etc/hosts', escape)).toBe('/tmp/evil');
+  });
+  it('follows an absolute link from the root', () => {
+    expect(containedPath('/etc/tls/ca.crt', links({ '/etc': '/host/etc' }))).toBe(
+      '/host/etc/tls/ca.crt',
+    );
+  });
+  it('keeps `..` in the path itself at the root', () => {
+    expect(containedPath('/data/../../../x', links({}))).toBe('/x');
+    expect(containedPath('relative/./y', links({}))).toBe('/relative/y');
+  });
+  it('follows chains, and refuses a loop as ELOOP does', () => {
+    expect(containedPath('/a/f', links({ '/a': 'b', '/b': '/c/d' }))).toBe('/c/d/f');
+    expect(() => containedPath('/a/f', links({ '/a': '/b', '/b': '/a' }))).toThrow(
+      'too many levels of symbolic links resolving /a/f',
+    );
+  });
 });

@@ -229,5 +229,39 @@ export function chrootArgv(launch: ChrootLaunch, tools: HostTools): string[] {
   ];
 }
 
+/**
+ * `path` (a path inside a container) resolved inside its root as a container runtime resolves
+ * a mount's destination (runc's securejoin): every symlink on the way is followed within
+ * the root (an absolute target from the root, a relative one from its directory) and `..`
+ * never climbs above the root, so neither a mount path nor a link the image ships can name
+ * a path of this machine. Returns the container path (absolute, no symlinks, no `..`).
+ * `readlink` answers a link's target, or undefined for anything that is not a link.
+ * @throws Error after 40 links, as the kernel's ELOOP.
+ */
+export function containedPath(
+  path: string,
+  readlink: (containerPath: string) => string | undefined,
+): string {
+  const done: string[] = [];
+  const todo = path.split('/').filter((p) => p !== '' && p !== '.');
+  let links = 0;
+  while (todo.length > 0) {
+    const part = todo.shift() ?? '';
+    if (part === '..') {
+      done.pop();
+      continue;
+    }
+    const target = readlink(`/${[...done, part].join('/')}`);
+    if (target === undefined) {
+      done.push(part);
+      continue;
+    }
+    if (++links > 40) throw new Error(`too many levels of symbolic links resolving ${path}`);
+    if (target.startsWith('/')) done.length = 0;
+    todo.unshift(...target.split('/').filter((p) => p !== '' && p !== '.'));
+  }
+  return `/${done.join('/')}`;
+}
+
 /** Where the node's pod runtime (its preload and the DNS records) is inside a container. */
 export const RUNTIME_DIR_IN_ROOT = '/.polychrome-local-node';

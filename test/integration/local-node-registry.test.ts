@@ -13,7 +13,16 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  readdirSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeImageRoot } from '../../hack/lib/image-root';
@@ -27,6 +36,8 @@ import { startRegistry, type LocalRegistry } from './support/registry';
 
 const crane = join(defaultBinDir, 'crane');
 const work = mkdtempSync(join(tmpdir(), 'polychrome-registry-node-'));
+/** A directory of this machine the image's link points into. */
+const escape = join(work, 'escape');
 
 // Reports what the container sees; listens on every address (the pod's, by the runtime).
 const serve = `
@@ -59,6 +70,11 @@ function pushImage(host: string): string {
     'root:x:0:0::/root:/sbin/nologin\nnonroot:x:65532:65532::/home/nonroot:/sbin/nologin\n',
   );
   writeFileSync(join(root, 'etc', 'group'), 'root:x:0:\nnonroot:x:65532:\n');
+  // The attacker's image: its /etc/hosts is an absolute link, to a path of this machine
+  // as seen from outside the root, where the node's bind of the pod's hosts file must not
+  // land. (crane export drops a link whose `..` climbs out of the root.)
+  mkdirSync(escape, { recursive: true });
+  symlinkSync(join(escape, 'hosts'), join(root, 'etc', 'hosts'));
   const layer = join(work, 'layer.tar');
   execFileSync('tar', ['-cf', layer, '--numeric-owner', '--owner=0', '--group=0', '-C', root, '.']);
   const tag = `${host}/test/serve:1`;
@@ -202,6 +218,8 @@ describe('local node, registry mode', () => {
       hosts: expect.stringContaining(`${podIP}\tserve\n`),
       service: podIP,
     });
+    // The image's link was followed inside its root: nothing was made on this machine.
+    expect(readdirSync(escape)).toEqual([]);
     // The process the node started is the container's, rooted in the image.
     const pid = node.pidOf(pod.metadata?.uid ?? '', 'c') ?? 0;
     expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')).toContain('serve.js');
