@@ -1,4 +1,14 @@
-import { existsSync, mkdirSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import type { V1Container, V1PodSecurityContext } from '@kubernetes/client-node';
 import type { LaunchPlan } from './local-node-container';
@@ -41,15 +51,50 @@ function linkTarget(path: string): string | undefined {
   }
 }
 
-/** The host tools, found on PATH. @throws when one is missing. */
+/**
+ * The host tools, found on PATH, once a mount namespace of its own (what every container
+ * start needs) was made and an overlay mounted in it.
+ * @throws when a tool is missing, or this process may not make mount namespaces or mount
+ *   an overlay (not root, or a container without CAP_SYS_ADMIN), with the tool's reason.
+ */
 export function hostTools(): HostTools {
-  return {
+  const tools = {
     sh: hostTool('sh'),
     unshare: hostTool('unshare'),
     mount: hostTool('mount'),
     mkdir: hostTool('mkdir'),
     touch: hostTool('touch'),
   };
+  const dir = mkdtempSync(join(tmpdir(), 'polychrome-overlay-check-'));
+  try {
+    for (const d of ['lower', 'upper', 'work', 'root']) mkdirSync(join(dir, d));
+    const overlay = `lowerdir=${dir}/lower,upperdir=${dir}/upper,workdir=${dir}/work`;
+    const check = spawnSync(
+      tools.unshare,
+      [
+        '--mount',
+        '--propagation',
+        'private',
+        '--',
+        tools.mount,
+        '-t',
+        'overlay',
+        'overlay',
+        '-o',
+        overlay,
+        join(dir, 'root'),
+      ],
+      { encoding: 'utf8' },
+    );
+    if (check.status !== 0) {
+      throw new Error(
+        `the local node's registry mode runs each container in a mount namespace of its own, over an overlay, and this process cannot make one (it needs root with CAP_SYS_ADMIN): ${(check.stderr || String(check.error ?? check.status)).trim()}`,
+      );
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return tools;
 }
 
 /** What one start of a registry container needs from its pod. */

@@ -7,12 +7,14 @@
  * fsGroup, in its working directory, with the image's and the pod's variables, its Secret
  * and emptyDir bound in, the root read-only, its own /etc/hosts, listening on the pod's
  * address and resolving its Service by cluster DNS. An unpinned image and a digest the
- * registry does not have are ErrImagePull, then ImagePullBackOff, with the reason.
+ * registry does not have are ErrImagePull, then ImagePullBackOff, with the reason. An image
+ * whose /etc/hosts links to a path of this machine gets the bind inside its own root, and a
+ * process that may not make mount namespaces is told what the mode needs.
  * Needs root (chroot, mount), as the image checks do.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import {
   readdirSync,
   mkdirSync,
@@ -29,7 +31,7 @@ import { makeImageRoot } from '../../hack/lib/image-root';
 import { LocalNode } from '../../hack/lib/local-node';
 import { hostTools } from '../../hack/lib/local-node-image-launch';
 import { CraneImageStore } from '../../hack/lib/local-node-image-store';
-import { defaultBinDir } from '../../hack/lib/paths';
+import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { pollUntil } from '../../hack/lib/processes';
 import { freshNamespace, kubeConfig } from './support/kube';
 import { startRegistry, type LocalRegistry } from './support/registry';
@@ -225,6 +227,26 @@ describe('local node, registry mode', () => {
     expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')).toContain('serve.js');
     expect(readlinkSync(`/proc/${pid}/root`)).toMatch(/containers\/c\/root$/u);
   }, 90_000);
+
+  it('refuses to start without the right to make mount namespaces, saying what it needs', () => {
+    // The same check as another user, who may not: the node's own start would throw this.
+    const r = spawnSync(
+      'setpriv',
+      [
+        '--reuid=65534',
+        '--regid=65534',
+        '--clear-groups',
+        process.execPath,
+        ...['--require', 'tsx/cjs', '-e'],
+        `require(${JSON.stringify(join(repoRoot, 'hack', 'lib', 'local-node-image-launch.ts'))}).hostTools()`,
+      ],
+      { cwd: repoRoot, encoding: 'utf8' },
+    );
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toContain(
+      'cannot make one (it needs root with CAP_SYS_ADMIN): unshare: unshare failed: Operation not permitted',
+    );
+  }, 30_000);
 
   it.each([
     ['not pinned', (ref: string) => ref.replace(/@sha256:.*$/u, ':1'), 'pinned by digest'],
