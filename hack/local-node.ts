@@ -5,13 +5,15 @@
  *                          [--namespace NS]... [--selector LABELS]
  *                          [--image 'PATTERN=["argv0","arg"]']... [--cluster-dns]
  *                          [--port-forward [HOST:]PORT=NS/SERVICE:TARGET]...
- *                          [--shutdown-grace SECONDS]
+ *                          [--shutdown-grace SECONDS] [--pull-images]
  *
  * It registers the Node, binds every unscheduled pod in scope (all namespaces unless
  * --namespace is given) and runs it until SIGTERM or SIGINT, then stops its processes
  * (each within its pod's grace period, at most --shutdown-grace seconds, default 5) and
  * writes each pod's last status. The kubeconfig defaults to $KUBECONFIG, the state
- * directory (per-pod logs) to .local/node in the repository.
+ * directory (per-pod logs) to .local/node in the repository. With --pull-images (root
+ * only) a container runs its own image, pinned by digest, pulled with hack/bin/crane into
+ * <state-dir>/images and started under chroot, instead of a command of --image.
  */
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -19,10 +21,12 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { parsePortForward } from './lib/local-node-host-ports';
 import { defaultImageCommands, LocalNode } from './lib/local-node';
 import { type ImageCommands } from './lib/local-node-pod';
-import { repoRoot } from './lib/paths';
+import { CraneImageStore } from './lib/local-node-image-store';
+import { hostTools } from './lib/local-node-image-launch';
+import { defaultBinDir, repoRoot } from './lib/paths';
 
 const usage =
-  'usage: local-node.ts --kubeconfig FILE [--name N] [--simulate] [--state-dir DIR] [--namespace NS]... [--selector LABELS] [--image PATTERN=JSON-ARGV]... [--cluster-dns] [--port-forward [HOST:]PORT=NS/SERVICE:TARGET]... [--shutdown-grace SECONDS]';
+  'usage: local-node.ts --kubeconfig FILE [--name N] [--simulate] [--state-dir DIR] [--namespace NS]... [--selector LABELS] [--image PATTERN=JSON-ARGV]... [--cluster-dns] [--port-forward [HOST:]PORT=NS/SERVICE:TARGET]... [--shutdown-grace SECONDS] [--pull-images]';
 
 function parseImages(specs: readonly string[]): ImageCommands {
   const images: Record<string, readonly string[]> = { ...defaultImageCommands };
@@ -56,6 +60,7 @@ async function main(argv: readonly string[]): Promise<void> {
       'cluster-dns': { type: 'boolean' },
       'port-forward': { type: 'string', multiple: true },
       'shutdown-grace': { type: 'string' },
+      'pull-images': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -72,14 +77,26 @@ async function main(argv: readonly string[]): Promise<void> {
   if (kubeconfig === undefined) throw new Error(`--kubeconfig is required\n${usage}`);
   const kc = new KubeConfig();
   kc.loadFromFile(kubeconfig);
+  const stateDir = values['state-dir'] ?? join(repoRoot, '.local', 'node');
   const node = new LocalNode({
     kubeConfig: kc,
     ...(values.name !== undefined ? { name: values.name } : {}),
-    stateDir: values['state-dir'] ?? join(repoRoot, '.local', 'node'),
+    stateDir,
     simulate: values.simulate ?? false,
     ...(values.namespace !== undefined ? { namespaces: values.namespace } : {}),
     ...(values.selector !== undefined ? { labelSelector: values.selector } : {}),
     images,
+    ...(values['pull-images'] === true
+      ? {
+          registry: {
+            puller: new CraneImageStore({
+              crane: join(defaultBinDir, 'crane'),
+              cacheDir: join(stateDir, 'images'),
+            }),
+            tools: hostTools(),
+          },
+        }
+      : {}),
     clusterDns: values['cluster-dns'] ?? false,
     portForwards: (values['port-forward'] ?? []).map(parsePortForward),
     ...(shutdownGrace !== undefined ? { shutdownGracePeriodSeconds: Number(shutdownGrace) } : {}),

@@ -23,6 +23,14 @@ export interface ContainerLaunch {
   env: Readonly<Record<string, string>>;
   /** The container's volumes, where they are on this machine. @default none */
   mounts?: readonly Mount[];
+  /** The image's digest reference, for the status's `imageID`. @default one of the argv */
+  imageID?: string;
+  /**
+   * A container run from its image (hack/lib/local-node-image.ts): its volumes are bound
+   * into its root, so no path is rewritten, and the pod runtime's preload and DNS records
+   * are at these paths inside it.
+   */
+  chroot?: { preload: string; dnsFile?: string };
 }
 
 /** A launch, or the waiting reason and message that keep the container from starting. */
@@ -101,6 +109,30 @@ function signalGroup(pid: number, signal: NodeJS.Signals): void {
   } catch {
     // The group is already gone.
   }
+}
+
+/**
+ * The waiting state for a plan that cannot start: a pull that failed again is the
+ * kubelet's ImagePullBackOff (`Back-off pulling image "…"`, the failure after it), the
+ * first one ErrImagePull, anything else its own reason.
+ */
+export function waitingAfter(
+  current: ContainerState,
+  plan: { reason: WaitingReason; message: string },
+  image: string,
+): ContainerState & { kind: 'waiting' } {
+  const again =
+    current.kind === 'waiting' &&
+    (current.reason === WaitingReason.ErrImagePull ||
+      current.reason === WaitingReason.ImagePullBackOff);
+  if (plan.reason === WaitingReason.ErrImagePull && again) {
+    return {
+      kind: 'waiting',
+      reason: WaitingReason.ImagePullBackOff,
+      message: `Back-off pulling image "${image}": ${plan.message}`,
+    };
+  }
+  return { kind: 'waiting', reason: plan.reason, message: plan.message };
 }
 
 interface ExitInfo {
@@ -209,8 +241,9 @@ export class ContainerRunner {
       if (signal.aborted) return;
       if (!plan.ok) {
         // The kubelet retries on its sync loop; a Secret created later lets the pod start.
-        if (this.state.kind !== 'waiting' || this.state.message !== plan.message) {
-          this.setState({ kind: 'waiting', reason: plan.reason, message: plan.message });
+        const state = waitingAfter(this.state, plan, this.opts.container.image ?? '');
+        if (this.state.kind !== 'waiting' || this.state.message !== state.message) {
+          this.setState(state);
         }
         await delay(backoffMs, signal);
         backoffMs = Math.min(backoffMs * 2, backoff.maxMs);
@@ -233,9 +266,32 @@ export class ContainerRunner {
     }
   }
 
+  /** The launch's environment with the pod's view (local-node-runtime.ts) added. */
+  private processEnv(launch: ContainerLaunch): Record<string, string> {
+    const runtime = this.opts.runtime;
+    if (runtime === undefined) return { ...launch.env };
+    if (launch.chroot === undefined) {
+      return podProcessEnv(launch.env, {
+        ...runtime,
+        podIP: this.opts.podIP,
+        mounts: launch.mounts ?? [],
+      });
+    }
+    const { dnsFile: _hostDns, hostRoots: _hostRoots, ...rest } = runtime;
+    return podProcessEnv(launch.env, {
+      ...rest,
+      podIP: this.opts.podIP,
+      mounts: [],
+      preload: launch.chroot.preload,
+      ...(launch.chroot.dnsFile !== undefined ? { dnsFile: launch.chroot.dnsFile } : {}),
+    });
+  }
+
   private async runOnce(launch: ContainerLaunch, signal: AbortSignal): Promise<ExitInfo> {
     const [command, ...args] = launch.argv;
-    this.imageID = `local://sha256:${createHash('sha256').update(JSON.stringify(launch.argv)).digest('hex')}`;
+    this.imageID =
+      launch.imageID ??
+      `local://sha256:${createHash('sha256').update(JSON.stringify(launch.argv)).digest('hex')}`;
     const startedAt = rfc3339(new Date());
     const fd = openSync(this.opts.logPath, 'a');
     let child: ChildProcess;
@@ -243,14 +299,7 @@ export class ContainerRunner {
       // Its own process group, so stopping the container reaches what it spawned (npx, tsx).
       child = spawn(command ?? '', args, {
         stdio: ['ignore', fd, fd],
-        env:
-          this.opts.runtime !== undefined
-            ? podProcessEnv(launch.env, {
-                ...this.opts.runtime,
-                podIP: this.opts.podIP,
-                mounts: launch.mounts ?? [],
-              })
-            : { ...launch.env },
+        env: this.processEnv(launch),
         cwd: this.opts.cwd,
         detached: true,
       });

@@ -1,9 +1,10 @@
-import { mkdirSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { mkdirSync, rmSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { ApiException, type V1Container } from '@kubernetes/client-node';
 import { ContainerRunner, delay, type Backoff, type LaunchPlan } from './local-node-container';
 import { resolveEnv, type EnvSources, type PodFields } from './local-node-env';
 import type { LoopbackAllocator } from './local-node-ips';
+import { prepareImageLaunch, type RegistryImages } from './local-node-image-launch';
 import { launchMounts, type ApiServerAddress } from './local-node-runtime';
 import {
   resolveCommand,
@@ -54,6 +55,11 @@ export interface PodContext {
   simulate: boolean;
   hostIP: string;
   images: ImageCommands;
+  /**
+   * The registry mode (hack/lib/local-node-image-launch.ts): containers run their pinned
+   * images, pulled, instead of `images`. @default off
+   */
+  registry?: RegistryImages;
   /** The node's cluster DNS records, when it keeps them. */
   dnsFile?: string;
   /** kube-apiserver, for the pods' KUBERNETES_SERVICE_HOST and _PORT. */
@@ -194,6 +200,10 @@ export class PodWorker {
         api: ctx.volumeApi,
         refreshMs: ctx.volumeRefreshMs,
         log: (line) => ctx.log(`node ${ctx.nodeName}: ${line}`),
+        // Containers run as their own user only from images, where the group matters.
+        ...(ctx.registry !== undefined && pod.spec.securityContext?.fsGroup !== undefined
+          ? { fsGroup: pod.spec.securityContext.fsGroup }
+          : {}),
       });
       this.runners = pod.spec.containers.map(
         (container) =>
@@ -253,7 +263,13 @@ export class PodWorker {
     const { pod, ctx } = this;
     const volumes = this.volumes === undefined ? undefined : await this.volumes.setUp();
     if (volumes !== undefined && !volumes.ok) return volumes;
-    const command = resolveCommand(pod, container, ctx.images);
+    // The registry mode runs the image unless the pod names a local command itself.
+    const own = resolveCommand(pod, container, {});
+    const fromImage =
+      ctx.registry !== undefined && !own.ok && own.reason === WaitingReason.ErrImagePull;
+    const command = fromImage
+      ? ({ ok: true, argv: [], source: 'image' } as const)
+      : resolveCommand(pod, container, ctx.images);
     if (!command.ok) return command;
     let sources: EnvSources;
     try {
@@ -286,6 +302,19 @@ export class PodWorker {
         reason: WaitingReason.CreateContainerConfigError,
         message: `could not create a subPath directory: ${errorText(err)}`,
       };
+    }
+    if (fromImage && ctx.registry !== undefined) {
+      return prepareImageLaunch({
+        registry: ctx.registry,
+        container,
+        podSecurity: pod.spec.securityContext,
+        dir: join(ctx.podDir(pod.metadata), 'containers', container.name),
+        hostname: pod.metadata.name,
+        podIP,
+        env: { HOSTNAME: pod.metadata.name, POD_IP: podIP, ...env.env },
+        mounts: mounts.mounts,
+        ...(ctx.dnsFile !== undefined ? { dnsFile: ctx.dnsFile } : {}),
+      });
     }
     const base = ctx.baseEnv;
     return {
@@ -379,6 +408,11 @@ export class PodWorker {
       // object, as the kubelet unmounts before it lets the pod be removed.
       await this.volumes?.tearDown().catch((err: unknown) => {
         this.ctx.log(`node ${this.ctx.nodeName}: volumes of pod ${this.label}: ${errorText(err)}`);
+      });
+      // The registry mode's writable layers go with the pod, as a runtime's containers do.
+      rmSync(join(this.ctx.podDir(this.pod.metadata), 'containers'), {
+        recursive: true,
+        force: true,
       });
       if (removePod) {
         await this.writeLastStatus();

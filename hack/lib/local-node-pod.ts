@@ -1,4 +1,4 @@
-import type { V1Container } from '@kubernetes/client-node';
+import type { V1Container, V1PodSecurityContext } from '@kubernetes/client-node';
 
 /**
  * The parts of a pod the local node reads, in wire form (timestamps are strings). Watch
@@ -24,6 +24,8 @@ export interface PodView {
     terminationGracePeriodSeconds?: number;
     nodeSelector?: Record<string, string>;
     serviceAccountName?: string;
+    /** Read by the registry mode: runAsUser, runAsGroup, runAsNonRoot, fsGroup. */
+    securityContext?: V1PodSecurityContext;
   };
   status?: {
     phase?: string;
@@ -145,6 +147,7 @@ export const WaitingReason = {
   ContainerCreating: 'ContainerCreating',
   CreateContainerConfigError: 'CreateContainerConfigError',
   ErrImagePull: 'ErrImagePull',
+  ImagePullBackOff: 'ImagePullBackOff',
   CrashLoopBackOff: 'CrashLoopBackOff',
 } as const;
 /** A waiting reason. */

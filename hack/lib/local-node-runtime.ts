@@ -38,6 +38,11 @@ export interface PodRuntime {
    * @default none
    */
   hostRoots?: readonly string[];
+  /**
+   * The path of the preload module as the process sees it (a container run from its image
+   * sees it bound into its root). @default {@link podRuntimeModule}
+   */
+  preload?: string;
 }
 
 /** The module every pod process preloads. */
@@ -134,7 +139,7 @@ export function podProcessEnv(
         }
       : {}),
     ...rewritten,
-    NODE_OPTIONS: [`--import ${nodeOptionWord(podRuntimeModule)}`, own]
+    NODE_OPTIONS: [`--import ${nodeOptionWord(runtime.preload ?? podRuntimeModule)}`, own]
       .filter((part) => part !== undefined && part !== '')
       .join(' '),
     POLYCHROME_LOCAL_POD: JSON.stringify({

@@ -19,6 +19,7 @@ import type {
   V1Volume,
 } from '@kubernetes/client-node';
 import { fieldValue, type PodFields } from './local-node-env';
+import { applyFsGroup } from './local-node-fsgroup';
 import { WaitingReason, type PodView } from './local-node-pod';
 import type { Mount } from './local-node-runtime';
 
@@ -683,6 +684,11 @@ export interface PodVolumesOptions {
   log: (line: string) => void;
   /** The clock. @default Date.now */
   now?: () => number;
+  /**
+   * The pod's `fsGroup`, applied to every volume it writes (hack/lib/local-node-fsgroup.ts).
+   * Only the registry mode passes it. @default none applied
+   */
+  fsGroup?: number;
 }
 
 interface HeldToken {
@@ -797,12 +803,14 @@ export class PodVolumes {
       for (const volume of plans) {
         if (volume.kind === 'claim') {
           mkdirSync(volume.path, { recursive: true });
+          this.applyFsGroup(volume.path, volume.readOnly, true);
           hosts.set(volume.name, { path: volume.path, kind: 'claim', readOnly: volume.readOnly });
           continue;
         }
         const path = join(this.root, volume.name);
         if (volume.kind === 'emptyDir') mkdirSync(path, { recursive: true });
         else writeVolumeFiles(path, volume.files);
+        this.applyFsGroup(path, volume.kind === 'files', volume.kind !== 'files');
         hosts.set(volume.name, { path, kind: volume.kind, readOnly: volume.kind === 'files' });
       }
     } catch (err: unknown) {
@@ -818,6 +826,11 @@ export class PodVolumes {
     return failure === undefined
       ? { ok: true, hosts }
       : { ok: true, hosts, stale: failure.message };
+  }
+
+  private applyFsGroup(path: string, readOnly: boolean, onRootMismatch: boolean): void {
+    const gid = this.opts.fsGroup;
+    if (gid !== undefined) applyFsGroup(path, gid, readOnly, onRootMismatch);
   }
 
   /** The tokens to write: held ones until they are due, new TokenRequests otherwise. */

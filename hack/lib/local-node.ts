@@ -9,7 +9,7 @@ import {
   statSync,
 } from 'node:fs';
 import { arch, cpus, release, totalmem, type as osType } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import {
   CoordinationV1Api,
   CoreV1Api,
@@ -39,6 +39,7 @@ import {
   type ServicePortForward,
   type TcpForwarder,
 } from './local-node-host-ports';
+import type { RegistryImages } from './local-node-image-launch';
 import type { ApiServerAddress } from './local-node-runtime';
 import { isPodView, type ImageCommands, type PodView } from './local-node-pod';
 import {
@@ -124,6 +125,13 @@ export interface LocalNodeOptions {
   simulate?: boolean;
   /** Image patterns to local argv. @default {@link defaultImageCommands} */
   images?: ImageCommands;
+  /**
+   * The registry mode: a container without a local command annotation runs its image,
+   * which must be pinned by digest, pulled with this puller and started under `chroot`
+   * (hack/lib/local-node-image-launch.ts; needs root). `images` is then not used.
+   * @default off
+   */
+  registry?: RegistryImages;
   /** Working directory of every process. @default the repository root */
   cwd?: string;
   /**
@@ -213,7 +221,8 @@ const nodeArch = (): string => {
  *
  * What runs for a container: the pod annotation `polychrome.dev/local-command` (a JSON
  * argv, or an object from container name to argv), else the first entry of `images` that
- * matches the container's image. Each process gets the pod's resolved env (value,
+ * matches the container's image; in the registry mode (`registry`) the container's own
+ * image instead, pulled by digest and started under chroot (local-node-image-launch.ts). Each process gets the pod's resolved env (value,
  * secretKeyRef, configMapKeyRef, fieldRef, envFrom) plus `POD_IP`. The pod's volumes
  * (secret, configMap, emptyDir, projected, downwardAPI, persistentVolumeClaim of a
  * hostPath or local PV) are directories under its pod directory, see
@@ -288,6 +297,7 @@ export class LocalNode {
     const block = await this.registerNode();
     await this.removeOrphanedVolumes();
     if (this.opts.clusterDns === true && !this.simulate) {
+      mkdirSync(dirname(this.dnsFile), { recursive: true, mode: 0o755 });
       this.dns = new ClusterDns({
         kubeConfig: this.opts.kubeConfig,
         ...(this.opts.namespaces !== undefined ? { namespaces: this.opts.namespaces } : {}),
@@ -367,7 +377,8 @@ export class LocalNode {
 
   /** The cluster DNS records the pods' processes read. */
   private get dnsFile(): string {
-    return resolve(this.opts.stateDir, 'cluster-dns.json');
+    // A directory of its own: the registry mode binds it into containers' roots.
+    return resolve(this.opts.stateDir, 'cluster-dns', 'records.json');
   }
 
   /** kube-apiserver's address, as the kubelet gives pods KUBERNETES_SERVICE_HOST and _PORT. */
@@ -395,6 +406,7 @@ export class LocalNode {
       simulate: this.simulate,
       hostIP,
       images: opts.images ?? defaultImageCommands,
+      ...(opts.registry !== undefined ? { registry: opts.registry } : {}),
       ...(this.dns !== undefined ? { dnsFile: this.dnsFile } : {}),
       ...(this.apiServer() !== undefined ? { apiServer: this.apiServer() } : {}),
       cwd: opts.cwd ?? repoRoot,

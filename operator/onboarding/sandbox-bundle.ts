@@ -230,6 +230,7 @@ export const SANDBOX_BUNDLE: readonly BundleObject[] = [
           enableServiceLinks: false,
           runtimeClassName: 'gvisor',
           securityContext: {
+            fsGroup: 65532,
             runAsGroup: 65532,
             runAsNonRoot: true,
             runAsUser: 65532,

@@ -5,22 +5,23 @@
  * team would: `cosign verify` and `cosign verify-attestation` of each index with the public
  * key, the SBOM inside the attestation, a second key and an unsigned image that must fail,
  * the Helm chart pushed beside the images and signed (helm pulls it back),
- * every image of the written manifests pinned by digest to the pushed index, and the
- * manifests on the local API server (a server-side dry run: the local node runs pods as
- * processes mapped from image names, not from a registry's images, so nothing is pulled).
+ * every image of the written manifests pinned by digest to the pushed index, the
+ * manifests on the local API server (a server-side dry run), and polychrome.yaml installed
+ * for real on an empty cluster of its own whose local node pulls every pod's pinned image
+ * from the registry and runs it under chroot (support/release-install.ts): the planes come
+ * Ready, a labelled namespace onboards, a Conversation answers one turn against the local
+ * Messages API server, and its journal verifies.
  *
  * It needs root (the images' chroot checks) like `make images`. With RELEASE_TEST_IMAGES
  * naming an IMAGE_LAYOUT that `make test` built just before (hack/build-images.sh), the
  * release reuses those images instead of building them again.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import {
-  closeSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
-  openSync,
   readFileSync,
   readdirSync,
   rmSync,
@@ -29,9 +30,13 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { partitionOf } from '../../common/partition-name';
 import { installCrds, readCrds } from '../../hack/lib/crds';
 import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { freshNamespace, kubeConfig, sharedCluster } from './support/kube';
+import { startRegistry, type LocalRegistry } from './support/registry';
+import { installRelease, onboardNamespace, takeTurn } from './support/release-install';
 
 const bin = (name: string): string => join(defaultBinDir, name);
 const work = mkdtempSync(join(tmpdir(), 'polychrome-release-'));
@@ -72,30 +77,6 @@ function keyPair(name: string): { key: string; pub: string } {
   return { key: join(dir, 'cosign.key'), pub: join(dir, 'cosign.pub') };
 }
 
-/**
- * `crane registry serve` on a free port of 127.0.0.1, blobs on disk: its address. Its log
- * goes to a file, not a pipe: the tests block in spawnSync while cosign talks to it, and a
- * pipe nobody reads would stall the registry once full.
- */
-async function startRegistry(): Promise<{ host: string; proc: ChildProcess }> {
-  mkdirSync(join(work, 'blobs'));
-  const logFile = join(work, 'registry.log');
-  const log = openSync(logFile, 'w');
-  const proc = spawn(
-    bin('crane'),
-    ['registry', 'serve', '--address', '127.0.0.1:0', '--disk', join(work, 'blobs')],
-    { stdio: ['ignore', log, log] },
-  );
-  closeSync(log);
-  for (let i = 0; i < 100 && proc.exitCode === null; i += 1) {
-    const m = /serving on port (\d+)/u.exec(readFileSync(logFile, 'utf8'));
-    if (m !== null) return { host: `127.0.0.1:${m[1] ?? ''}`, proc };
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  proc.kill();
-  throw new Error(`crane registry serve did not start: ${readFileSync(logFile, 'utf8')}`);
-}
-
 const cosignVerify = (args: readonly string[]): Run =>
   run(bin('cosign'), [...args, '--insecure-ignore-tlog=true', '--allow-http-registry']);
 
@@ -118,7 +99,7 @@ function statements(stdout: string): Statement[] {
 }
 
 describe('make release', () => {
-  let registry: { host: string; proc: ChildProcess } | undefined;
+  let registry: LocalRegistry | undefined;
   let prefix: string;
   let release: Run;
   let pinned: Record<string, string>;
@@ -133,7 +114,7 @@ describe('make release', () => {
       if (!existsSync(bin(tool)))
         throw new Error(`hack/bin/${tool} is missing: run 'make test-binaries'`);
     }
-    registry = await startRegistry();
+    registry = await startRegistry(work);
     prefix = `${registry.host}/polychrome`;
     a = keyPair('a');
     b = keyPair('b');
@@ -165,12 +146,7 @@ describe('make release', () => {
   }, 20 * 60_000);
 
   afterAll(async () => {
-    const proc = registry?.proc;
-    if (proc !== undefined && proc.exitCode === null) {
-      const exited = new Promise((resolve) => proc.once('exit', resolve));
-      proc.kill();
-      await exited;
-    }
+    await registry?.stop();
     rmSync(work, { recursive: true, force: true });
   });
 
@@ -385,6 +361,58 @@ describe('make release', () => {
       await conversations.dispose();
     }
   });
+
+  it(
+    'installs from the written polychrome.yaml on an empty cluster, every pod from its pinned image, and a Conversation answers',
+    async () => {
+      const started = Date.now();
+      const release = await installRelease(join(work, 'install'), join(out, 'polychrome.yaml'));
+      try {
+        const { kc } = release;
+        // Every pod of the install runs the image the manifest pins, pulled from the registry.
+        const pods = await kc
+          .makeApiClient(CoreV1Api)
+          .listNamespacedPod({ namespace: 'polychrome-system' });
+        const images = pods.items.flatMap((p) => p.status?.containerStatuses ?? []);
+        // The provisioner, the state plane and the control plane's two replicas.
+        expect(images).toHaveLength(4);
+        for (const c of images) {
+          expect({ image: c.image, ready: c.ready, imageID: c.imageID }).toEqual({
+            image: pinned[c.image.includes('/state@') ? 'state' : 'control-plane'],
+            ready: true,
+            imageID: c.image,
+          });
+        }
+        const team = 'release-team';
+        await onboardNamespace(release, team);
+        const lap = Date.now();
+        const turn = await takeTurn(release, team, 'hello', join(work, 'install'));
+        expect({ status: turn.status, body: turn.body }).toEqual({
+          status: 200,
+          body: expect.objectContaining({ status: 'complete' }),
+        });
+        // The harness that answered ran the pinned harness image, and asked the model server.
+        const harnesses = await kc.makeApiClient(CoreV1Api).listNamespacedPod({ namespace: team });
+        const harness = harnesses.items.flatMap((p) => p.status?.containerStatuses ?? []);
+        expect(harness.length).toBeGreaterThan(0);
+        for (const c of harness) expect(c.imageID).toBe(pinned['harness']);
+        expect(JSON.stringify(release.model.bodies)).toContain('hello from the release');
+        expect(turn.verify).toEqual({
+          code: 0,
+          stdout: expect.stringMatching(
+            new RegExp(`^${partitionOf(turn.uid)}: OK: [1-9]\\d* events`, 'mu'),
+          ),
+          stderr: expect.any(String),
+        });
+        process.stderr.write(
+          `release install: ${JSON.stringify({ ...release.timings, 'onboard, conversation, turn, verify': Date.now() - lap, total: Date.now() - started })} ms\n`,
+        );
+      } finally {
+        await release.close();
+      }
+    },
+    15 * 60_000,
+  );
 });
 
 /**
