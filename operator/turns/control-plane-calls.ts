@@ -7,13 +7,23 @@
  * (turn-runner.ts) reads the call and hands each such message here.
  */
 import type { HarnessCall, HarnessMessage } from './harness-call';
+import type {
+  PaymentChallenge,
+  PaymentSettle,
+} from '../../proto/gen/polychrome/harness/v1/harness';
 import { forgedEnd, trustedToolPlan } from './harness-run';
 import type { MemoryCallFacts } from './plan-memory';
 import type { PlannedEvent } from './plan-common';
 import { paymentChallengePlan, paymentSettlePlan } from './plan-payments';
 import { stepEventOf, type HarnessEnd } from './plan-settle';
 import { payCharge, type PayParts } from './pay-charge';
-import type { JournalView, PaymentPolicyRef, SpentPayment } from './journal-view-types';
+import type { JournalView, PaymentPolicyRef, SpentPayment, TurnView } from './journal-view-types';
+import { pendingCharges } from './effective-payment';
+import {
+  countPersonaSpend,
+  personaPaymentOf,
+  type PersonaPaymentStore,
+} from './persona-payment-facts';
 import type { TurnCoordinatorOptions } from './coordinator-options';
 import { checkStep, type DispatchedTurn } from './plan-harness-checks';
 import type { AppendOutcome } from '../../common/state-journal';
@@ -43,6 +53,10 @@ export interface AnswerContext {
 export interface PaymentContext extends Omit<PayParts, 'commit'> {
   readonly policy: PaymentPolicyRef | undefined;
   readonly spent: readonly SpentPayment[];
+  /** The conversation's open turns: their charges waiting for a card count too. */
+  readonly openTurns: readonly TurnView[];
+  /** The state plane's persona payment records; absent: no persona policy applies. */
+  readonly personas: PersonaPaymentStore | undefined;
 }
 
 /**
@@ -70,48 +84,79 @@ export async function answerHarness(
       call.toolResult(plan.result);
       return undefined;
     }
-    case 'payment_challenge': {
-      const payments = context.payments();
-      const plan = paymentChallengePlan(context.facts().turn, message.challenge, {
-        ...payments,
-        protocols: payments.settings?.protocols ?? [],
-        nowMs: payments.nowMs(),
-      });
-      if (plan.kind === 'forged') return forgedEnd(plan.reason, message.challenge.toolCallId, call);
-      if (plan.kind === 'charge') await context.commit(plan.events);
-      call.chargeAnswer(plan.answer);
-      return undefined;
-    }
-    case 'payment_settle': {
-      const payments = context.payments();
-      const plan = paymentSettlePlan(context.facts().turn, message.settle, {
-        policy: payments.policy,
-        spent: payments.spent,
-        nowMs: payments.nowMs(),
-      });
-      if (plan.kind === 'forged') return forgedEnd(plan.reason, message.settle.toolCallId, call);
-      if (plan.kind === 'answer') {
-        call.toolResult(plan.result);
-        return undefined;
-      }
-      await context.commit(plan.events);
-      const commit = (events: readonly PlannedEvent[]) => context.commit(events);
-      call.toolResult(await payCharge(plan.charge, plan.wallet, { ...payments, commit }));
-      return undefined;
-    }
+    case 'payment_challenge':
+      return answerChallenge(message.challenge, call, context);
+    case 'payment_settle':
+      return answerSettle(message.settle, call, context);
   }
+}
+
+/** A tool met a 402: refuse it, named, or commit its charge and answer with it. */
+async function answerChallenge(
+  challenge: PaymentChallenge,
+  call: HarnessCall,
+  context: AnswerContext,
+): Promise<ForgedEnd | undefined> {
+  const payments = context.payments();
+  const { turn } = context.facts();
+  const nowMs = payments.nowMs();
+  const persona = await personaPaymentOf(payments.personas, turn.attribution.persona, nowMs);
+  const plan = paymentChallengePlan(turn, challenge, {
+    ...payments,
+    protocols: payments.settings?.protocols ?? [],
+    pending: pendingCharges(payments.openTurns, nowMs),
+    ...(persona === undefined ? {} : { persona }),
+    nowMs,
+  });
+  if (plan.kind === 'forged') return forgedEnd(plan.reason, challenge.toolCallId, call);
+  if (plan.kind === 'charge') await context.commit(plan.events);
+  call.chargeAnswer(plan.answer);
+  return undefined;
+}
+
+/** An approved charge asks to be paid: answer it, or count it, record the send and pay. */
+async function answerSettle(
+  settle: PaymentSettle,
+  call: HarnessCall,
+  context: AnswerContext,
+): Promise<ForgedEnd | undefined> {
+  const payments = context.payments();
+  const { turn } = context.facts();
+  const nowMs = payments.nowMs();
+  const persona = await personaPaymentOf(payments.personas, turn.attribution.persona, nowMs);
+  const plan = paymentSettlePlan(turn, settle, {
+    policy: payments.policy,
+    spent: payments.spent,
+    ...(persona === undefined ? {} : { persona }),
+    nowMs,
+  });
+  if (plan.kind === 'forged') return forgedEnd(plan.reason, settle.toolCallId, call);
+  if (plan.kind === 'answer') {
+    call.toolResult(plan.result);
+    return undefined;
+  }
+  // Counted against the persona before the send is recorded: a crash between the two
+  // over-counts, never under-counts.
+  const id = payments.conversationId;
+  await countPersonaSpend(payments.personas, plan.persona ?? '', plan.charge, id, nowMs);
+  await context.commit(plan.events);
+  const commit = (events: readonly PlannedEvent[]) => context.commit(events);
+  call.toolResult(await payCharge(plan.charge, plan.wallet, { ...payments, commit }));
+  return undefined;
 }
 
 /** A paid call's context from the conversation's cached view and the coordinator's options. */
 export function paymentContextOf(
   view: JournalView | undefined,
-  options: Pick<TurnCoordinatorOptions, 'payments' | 'approvals'>,
+  options: Pick<TurnCoordinatorOptions, 'payments' | 'approvals' | 'personaPayments'>,
   conversationId: string,
   nowMs: () => number,
 ): PaymentContext {
   return {
     policy: view?.paymentPolicy,
     spent: view?.spentPayments ?? [],
+    openTurns: view?.openTurns ?? [],
+    personas: options.personaPayments,
     settings: options.payments,
     approvals: options.approvals,
     conversationId,

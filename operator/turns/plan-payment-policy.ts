@@ -145,24 +145,31 @@ export function paymentPolicyView(
   };
 }
 
-/** The wallet and canonical limits asked for, or the field at fault. */
-function policyOf(
-  request: SetPaymentPolicy,
+/**
+ * The wallet and canonical limits asked for, or the field at fault: the one check of a
+ * payment policy's wallet and limits, for a conversation's link and a persona's policy.
+ * `limitsAlone`: limits without a wallet are a policy (a persona's limits on what any
+ * wallet pays for it); else a wallet "" is an unlink and takes no limits.
+ */
+export function policyOf(
+  request: Pick<SetPaymentPolicy, 'wallet' | 'limits'>,
+  limitsAlone = false,
 ): Refusal | { kind: 'set'; wallet: string; limitsJson: string } {
   const { wallet, limits } = request;
-  if (wallet === '') {
-    if (limits !== undefined && limits !== null) {
+  const none = limits === undefined || limits === null;
+  if (wallet === '' && (none || !limitsAlone)) {
+    if (!none) {
       return invalid('limits', 'an unlink takes no limits: send wallet "" without limits');
     }
     return { kind: 'set', wallet, limitsJson: '' };
   }
-  if (!isWalletName(wallet)) {
+  if (wallet !== '' && !isWalletName(wallet)) {
     return invalid(
       'wallet',
       `wallet ${JSON.stringify(wallet.slice(0, 60))} is not a wallet name: a lower-case DNS label of at most 46 characters (its key is the Secret polychrome-wallet-<name>), or "" to unlink`,
     );
   }
-  if (limits === undefined || limits === null) {
+  if (none) {
     return invalid(
       'limits',
       `linking wallet ${wallet} takes limits: the spend limits its payments are held to`,

@@ -248,8 +248,9 @@ export type SettlePlan =
       readonly charge: PaymentCharge;
       readonly wallet: string;
       /**
-       * The persona whose limits held the payment: its spend is recorded in the state
-       * plane's records before the `payment_sent` (over-counting on a crash, never under).
+       * The persona the turn is attributed to: the payment is counted against it in the
+       * state plane's records before the `payment_sent` (over-counting on a crash, never
+       * under), whether or not it has limits yet.
        */
       readonly persona?: string;
     };
@@ -337,7 +338,7 @@ function payPlan(turn: TurnView, charge: PaymentCharge, facts: SettleFacts): Set
     events: [sentEvent(charge, wallet, facts.nowMs)],
     charge,
     wallet,
-    ...(policies.persona === undefined ? {} : { persona: policies.persona.personaId }),
+    ...(turn.attribution.persona === '' ? {} : { persona: turn.attribution.persona }),
   };
 }
 
