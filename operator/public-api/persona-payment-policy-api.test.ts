@@ -18,6 +18,8 @@ import {
 } from '../../test/support/api-fixtures';
 import { startTestRecords, type TestRecords } from '../../test/support/records-server';
 import { EXAMPLE_SPEND_LIMITS } from '../../test/support/spend-limits';
+import { checkSchema, responseSchema } from '../../test/support/openapi-check';
+import openapiDocument from '../../docs/api/openapi.json';
 import type { Caller } from '../turns/turn-service';
 
 const ROOT = 'email:root@example.com';
@@ -100,6 +102,25 @@ describe("an admin sets a persona's payment policy", () => {
     expect((await put(a, path, TOKENS.admin, body())).status).toBe(200);
     expect((await put(a, path, TOKENS.admin, body())).status).toBe(409);
     expect(await history(personaId)).toHaveLength(1);
+  });
+
+  it('answers as docs/api/openapi.json describes: read, set, refused', async () => {
+    const { a, path } = await started();
+    const template = '/v1/personas/{personaId}/payment-policy';
+    const document = openapiDocument as unknown as Record<string, unknown>;
+    const fits = async (answer: ReturnType<typeof call>, method: string, status: number) => {
+      const { status: got, json } = await answer;
+      const schema = responseSchema(document, method, template, got);
+      expect({ status: got, problems: checkSchema(document, schema, json) }).toEqual({
+        status,
+        problems: [],
+      });
+    };
+    await fits(get(a, path, TOKENS.admin, ROOT), 'GET', 200);
+    await fits(put(a, path, TOKENS.admin, body()), 'PUT', 200);
+    await fits(get(a, path, TOKENS.admin, ROOT), 'GET', 200);
+    await fits(put(a, path, TOKENS.admin, body()), 'PUT', 409);
+    await fits(put(a, path, TOKENS.alice, body({ actor: ALICE.identity })), 'PUT', 403);
   });
 
   it('answers 404 for a persona the records do not hold', async () => {
