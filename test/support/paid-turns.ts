@@ -19,7 +19,14 @@ import { ANVIL_NETWORK } from './chain/anvil';
 import { TOKEN_DECIMALS, TOKEN_NAME, TOKEN_VERSION } from './chain/token';
 import { readyStatus } from './in-memory-conversations';
 import { startPaidFixture, type PaidFixture } from './payments/paid-fixture';
-import { startRealTurns, TEST_ADMIN, TEST_OWNER, textReply, type RealTurns } from './real-turns';
+import {
+  startRealTurns,
+  TEST_ADMIN,
+  TEST_OWNER,
+  textReply,
+  type RealTurns,
+  type RealTurnsOptions,
+} from './real-turns';
 import { FETCH_EXTRA_TOOLS } from './scripted-harness';
 
 /** The wallet's name in the store. */
@@ -60,12 +67,25 @@ export async function startPaidTurns(options: {
   readonly protocols?: string;
   /** @default "x402" */
   readonly seller?: Seller;
+  /**
+   * The chain, token and sellers of another control plane, as a control plane started
+   * afresh would find them; this one does not stop them. @default a fixture of its own
+   */
+  readonly fixture?: PaidFixture;
+  /** More coordinator options (the persona payment records). */
+  readonly coordinator?: RealTurnsOptions['coordinator'];
 }): Promise<PaidTurns> {
   const seller = options.seller ?? 'x402';
-  const fixture = await startPaidFixture({
-    price: options.price,
-    ...(seller === 'mpp' ? { mppAmount: formatUnits(BigInt(options.price), TOKEN_DECIMALS) } : {}),
-  });
+  const fixture =
+    options.fixture ??
+    (await startPaidFixture({
+      price: options.price,
+      ...(seller === 'mpp'
+        ? { mppAmount: formatUnits(BigInt(options.price), TOKEN_DECIMALS) }
+        : {}),
+    }));
+  // A chain another control plane started is that one's to stop.
+  const closeFixture = () => (options.fixture === undefined ? fixture.close() : Promise.resolve());
   const walletDir = await mkdtemp(join(tmpdir(), 'polychrome-wallets-'));
   const mpp = fixture.mpp;
   const paidUrl = `${mpp === undefined ? fixture.x402.resourceUrl : mpp.url}/paid`;
@@ -87,7 +107,10 @@ export async function startPaidTurns(options: {
       admins: [TEST_ADMIN.identity],
       spec: { tools: { builtin: ['fetch'] } },
       extraTools: FETCH_EXTRA_TOOLS,
-      coordinator: { payments: paymentConfig(options.protocols ?? 'x402', fixture, walletDir) },
+      coordinator: {
+        ...options.coordinator,
+        payments: paymentConfig(options.protocols ?? 'x402', fixture, walletDir),
+      },
     });
     turns = started;
     const conversation = started.conversations.add(
@@ -103,19 +126,7 @@ export async function startPaidTurns(options: {
       paidHandlerRuns,
       buyReply,
       async link(maxPerPayment, maxPerPeriod) {
-        const limits = {
-          networks: [ANVIL_NETWORK],
-          assets: [
-            {
-              network: ANVIL_NETWORK,
-              asset: fixture.token.address,
-              maxPerPayment,
-              maxPerPeriod: maxPerPeriod ?? (BigInt(maxPerPayment) * 4n).toString(),
-            },
-          ],
-          payees: [fixture.payee],
-          periodSeconds: 3600,
-        };
+        const limits = paidLimits(fixture, maxPerPayment, maxPerPeriod);
         await started.coordinator.setPaymentPolicy(
           TEST_ADMIN,
           {
@@ -130,13 +141,13 @@ export async function startPaidTurns(options: {
       },
       async close() {
         await started.close();
-        await fixture.close();
+        await closeFixture();
         await rm(walletDir, { recursive: true, force: true });
       },
     };
   } catch (error) {
     await turns?.close();
-    await fixture.close();
+    await closeFixture();
     await rm(walletDir, { recursive: true, force: true });
     throw error;
   }
@@ -185,6 +196,26 @@ export async function startBoughtJournal(price: string, logger: Logger): Promise
   });
   const entries = await buyApproved(paid, price);
   return { paid, entries, approvalKey: paid.turns.approvals.publicKey };
+}
+
+/**
+ * Spend limits that allow `maxPerPayment` of the fixture's token to its payee, and
+ * `maxPerPeriod` an hour (default four payments).
+ */
+export function paidLimits(fixture: PaidFixture, maxPerPayment: string, maxPerPeriod?: string) {
+  return {
+    networks: [ANVIL_NETWORK],
+    assets: [
+      {
+        network: ANVIL_NETWORK,
+        asset: fixture.token.address,
+        maxPerPayment,
+        maxPerPeriod: maxPerPeriod ?? (BigInt(maxPerPayment) * 4n).toString(),
+      },
+    ],
+    payees: [fixture.payee],
+    periodSeconds: 3600,
+  };
 }
 
 /** The payment settings a deployment naming `protocols` gets, paying the fixture's token. */
