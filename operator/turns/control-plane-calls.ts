@@ -91,16 +91,22 @@ export async function answerHarness(
   }
 }
 
+/** What both payment messages read: the context, the turn, the time, the turn persona's policy. */
+async function paymentFacts(context: AnswerContext) {
+  const payments = context.payments();
+  const { turn } = context.facts();
+  const nowMs = payments.nowMs();
+  const persona = await personaPaymentOf(payments.personas, turn.attribution.persona, nowMs);
+  return { payments, turn, nowMs, persona };
+}
+
 /** A tool met a 402: refuse it, named, or commit its charge and answer with it. */
 async function answerChallenge(
   challenge: PaymentChallenge,
   call: HarnessCall,
   context: AnswerContext,
 ): Promise<ForgedEnd | undefined> {
-  const payments = context.payments();
-  const { turn } = context.facts();
-  const nowMs = payments.nowMs();
-  const persona = await personaPaymentOf(payments.personas, turn.attribution.persona, nowMs);
+  const { payments, turn, nowMs, persona } = await paymentFacts(context);
   const plan = paymentChallengePlan(turn, challenge, {
     ...payments,
     protocols: payments.settings?.protocols ?? [],
@@ -120,10 +126,7 @@ async function answerSettle(
   call: HarnessCall,
   context: AnswerContext,
 ): Promise<ForgedEnd | undefined> {
-  const payments = context.payments();
-  const { turn } = context.facts();
-  const nowMs = payments.nowMs();
-  const persona = await personaPaymentOf(payments.personas, turn.attribution.persona, nowMs);
+  const { payments, turn, nowMs, persona } = await paymentFacts(context);
   const plan = paymentSettlePlan(turn, settle, {
     policy: payments.policy,
     spent: payments.spent,

@@ -16,7 +16,7 @@ import { AppError } from '../../common/errors';
 import { Role } from '../../common/persona-roles';
 import type { PersonaPaymentPolicyRecord } from '../../common/persona-payment-calls';
 import { refuse, type Refusal } from './plan-common';
-import { MAX_POLICY_REASON_LENGTH, policyOf } from './plan-payment-policy';
+import { policyChange } from './plan-payment-policy';
 import type { Caller, SetPaymentPolicy } from './turn-service';
 
 /** A persona policy as asked for: the conversation link's body, for a persona. */
@@ -110,33 +110,18 @@ export function planPersonaPaymentPolicy(
   const { personaId } = request;
   const denied = authorizePersonaPolicy(caller, personaId, request.actor, false);
   if (denied !== undefined) return denied;
-  const reason = request.reason.trim();
-  if (reason === '' || reason.length > MAX_POLICY_REASON_LENGTH) {
-    return refuse(
-      new AppError(
-        'invalid_argument',
-        `reason is required, at most ${String(MAX_POLICY_REASON_LENGTH)} characters: say why the persona's policy changes (it is recorded)`,
-        { details: { field: 'reason' } },
-      ),
-    );
-  }
-  const policy = policyOf(request, true);
-  if (policy.kind === 'refuse') return policy;
-  if (
-    (current?.wallet ?? '') === policy.wallet &&
-    (current?.limitsJson ?? '') === policy.limitsJson
-  ) {
-    return refuse(
+  return policyChange(request, current, {
+    limitsAlone: true,
+    recordedIn: "the persona's records",
+    unchanged: ({ wallet, limitsJson }) =>
       new AppError(
         'conflict',
-        policy.wallet === '' && policy.limitsJson === ''
+        wallet === '' && limitsJson === ''
           ? `persona ${personaId} has no payment policy: there is nothing to clear`
           : `persona ${personaId} already has this wallet and these limits (change ${String(current?.sequence ?? 0)}): nothing would change`,
         { details: { personaId, sequence: current?.sequence ?? 0 } },
       ),
-    );
-  }
-  return { kind: 'set', wallet: policy.wallet, limitsJson: policy.limitsJson, reason };
+  });
 }
 
 /** The policy in force and its history, as the API shows them. */
