@@ -96,21 +96,37 @@ export async function getPersonaPaymentPolicy(
   return policiesOf(response);
 }
 
+/** The persona's period cap on the payment's network and asset, checked as it is counted. */
+export interface PersonaSpendCap {
+  /** Base units, decimal digits. */
+  readonly maxPerPeriod: string;
+  /** The period's start: payments counted at or after it add up. */
+  readonly sinceMs: number;
+}
+
 /**
  * Counts a payment against the persona, once per idempotency key; `recorded` is false for
- * a repeat (the first record is returned).
+ * a repeat (the first record is returned). With `cap`, refuses a payment that would pass it
+ * in the same step as it counts, so two sends at once cannot both pass.
  *
- * @throws StateCallError `invalid_argument`, `not_found`.
+ * @throws StateCallError `invalid_argument`, `not_found`, `failed_precondition` (over the
+ *   cap; `details.limit` "max_per_period").
  */
 export async function recordPersonaSpend(
   connection: RecordsConnection,
   spend: PersonaSpendRecord,
+  cap: PersonaSpendCap | undefined,
   options: StateCallOptions = {},
 ): Promise<{ spend: PersonaSpendRecord; recorded: boolean }> {
+  const request = {
+    spend: { ...spend },
+    periodSinceMs: cap?.sinceMs ?? 0,
+    ...(cap === undefined ? {} : { maxPerPeriod: cap.maxPerPeriod }),
+  };
   const response = await connection.unary<RecordPersonaSpendResponse>(
     'RecordPersonaSpend',
     options,
-    (m, o, done) => connection.grpc.recordPersonaSpend({ spend: { ...spend } }, m, o, done),
+    (m, o, done) => connection.grpc.recordPersonaSpend(request, m, o, done),
   );
   const recorded = connection.required(response.spend, 'RecordPersonaSpend');
   return { spend: spendOf(recorded), recorded: response.recorded };

@@ -157,9 +157,10 @@ export class RecordsClient {
   /** Counts a payment against the persona, once per idempotency key (see {@link paymentCalls.recordPersonaSpend}). */
   recordPersonaSpend(
     spend: paymentCalls.PersonaSpendRecord,
+    cap?: paymentCalls.PersonaSpendCap,
     options: StateCallOptions = {},
   ): Promise<{ spend: paymentCalls.PersonaSpendRecord; recorded: boolean }> {
-    return paymentCalls.recordPersonaSpend(this.connection, spend, options);
+    return paymentCalls.recordPersonaSpend(this.connection, spend, cap, options);
   }
 
   /** The payments counted against the persona since `sinceMs` (see {@link paymentCalls.listPersonaSpends}). */

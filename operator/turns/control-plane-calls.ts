@@ -16,7 +16,7 @@ import type { MemoryCallFacts } from './plan-memory';
 import type { PlannedEvent } from './plan-common';
 import { paymentChallengePlan, paymentSettlePlan } from './plan-payments';
 import { stepEventOf, type HarnessEnd } from './plan-settle';
-import { payCharge, type PayParts } from './pay-charge';
+import { notPaid, payCharge, type PayParts } from './pay-charge';
 import type { JournalView, PaymentPolicyRef, SpentPayment, TurnView } from './journal-view-types';
 import { pendingCharges } from './effective-payment';
 import {
@@ -141,7 +141,13 @@ async function answerSettle(
   // Counted against the persona before the send is recorded: a crash between the two
   // over-counts, never under-counts.
   const id = payments.conversationId;
-  await countPersonaSpend(payments.personas, plan.persona ?? '', plan.charge, id, nowMs);
+  const { charge } = plan;
+  const who = plan.persona ?? '';
+  const refused = await countPersonaSpend(payments.personas, who, charge, id, nowMs, persona);
+  if (refused !== undefined) {
+    call.toolResult(notPaid(charge.toolCallId, refused));
+    return undefined;
+  }
   await context.commit(plan.events);
   const commit = (events: readonly PlannedEvent[]) => context.commit(events);
   call.toolResult(await payCharge(plan.charge, plan.wallet, { ...payments, commit }));

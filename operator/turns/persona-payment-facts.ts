@@ -6,6 +6,8 @@
  * `payment_sent` is committed, so a crash between the two over-counts (fails closed) and
  * never under-counts.
  */
+import { isAppError } from '../../common/errors';
+import type { PersonaSpendCap } from '../../common/persona-payment-calls';
 import type { RecordsClient } from '../../common/records-client';
 import type { PaymentCharge } from '../../proto/gen/polychrome/events/v1/events';
 import type { PersonaPayment } from './effective-payment';
@@ -59,9 +61,14 @@ function sinceOf(limitsJson: string, nowMs: number): number {
 }
 
 /**
- * Counts `charge` against `personaId` (once per idempotency key) before it is sent.
+ * Counts `charge` against `personaId` (once per idempotency key) before it is sent. With
+ * the persona's limits (`persona`, as the plan read them), the records refuse the count in
+ * the same step when it would pass the persona's period cap on the charge's asset, so two
+ * conversations of the persona sending at once cannot both pass it: the refusal, as text,
+ * is returned then, and nothing is sent.
  *
- * @throws StateCallError when the records refuse or cannot be reached: nothing is sent then.
+ * @throws StateCallError when the records cannot be reached or refuse otherwise: nothing is
+ *   sent then.
  */
 export async function countPersonaSpend(
   store: PersonaPaymentStore | undefined,
@@ -69,11 +76,50 @@ export async function countPersonaSpend(
   charge: PaymentCharge,
   conversationId: string,
   atMs: number,
-): Promise<void> {
-  if (store === undefined || personaId === '') return;
+  persona: PersonaPayment | undefined,
+): Promise<string | undefined> {
+  if (store === undefined || personaId === '') return undefined;
   const { idempotencyKey, network, asset, amount } = charge;
-  await store.recordPersonaSpend({
-    ...{ personaId, idempotencyKey, conversationId },
-    ...{ network, asset, amount, atMs },
-  });
+  const cap =
+    persona?.personaId === personaId ? capOf(persona.limitsJson, charge, atMs) : undefined;
+  try {
+    await store.recordPersonaSpend(
+      { ...{ personaId, idempotencyKey, conversationId }, ...{ network, asset, amount, atMs } },
+      cap,
+    );
+    return undefined;
+  } catch (error) {
+    if (
+      isAppError(error) &&
+      error.code === 'failed_precondition' &&
+      error.details.limit !== undefined
+    ) {
+      return `persona ${personaId}'s spend limit max_per_period: ${error.message}`;
+    }
+    throw error;
+  }
+}
+
+/** The persona's cap on the charge's asset per period, from its limits; undefined: none. */
+function capOf(
+  limitsJson: string,
+  charge: PaymentCharge,
+  atMs: number,
+): PersonaSpendCap | undefined {
+  if (limitsJson === '') return undefined;
+  try {
+    const { limits } = parseSpendLimits(limitsJson);
+    const asset = limits.assets.find(
+      (a) => a.network === charge.network && a.asset.toLowerCase() === charge.asset.toLowerCase(),
+    );
+    return asset === undefined
+      ? undefined
+      : {
+          maxPerPeriod: asset.maxPerPeriod,
+          sinceMs: Math.max(0, atMs - limits.periodSeconds * 1000),
+        };
+  } catch {
+    // Unreadable limits allow nothing: the plan refused before this is reached.
+    return undefined;
+  }
 }

@@ -100,6 +100,27 @@ describe('PersonaPayments spends', () => {
     ]);
   });
 
+  it('refuses, in the same step, a count that would pass the cap of its network and asset', async () => {
+    const t = h.clock.nowMs();
+    const cap = { maxPerPeriod: '25', sinceMs: t - 1000 };
+    await h.store.personaPayments.recordSpend(spend(KEY_A, '20', t), cap);
+    const over = await rejection(h.store.personaPayments.recordSpend(spend(KEY_B, '10', t), cap));
+    expect([over.code, over.details.limit, over.details.counted]).toEqual([
+      'failed_precondition',
+      'max_per_period',
+      '20',
+    ]);
+    // Another asset, an older payment and a repeat of a counted key are not over it.
+    const other = { ...spend(KEY_B, '10', t), asset: '0xother' };
+    expect((await h.store.personaPayments.recordSpend(other, cap)).recorded).toBe(true);
+    const later = { maxPerPeriod: '25', sinceMs: t + 1 };
+    const next = spend('c'.repeat(64), '25', t + 10);
+    expect((await h.store.personaPayments.recordSpend(next, later)).recorded).toBe(true);
+    expect((await h.store.personaPayments.recordSpend(spend(KEY_A, '20', t), cap)).recorded).toBe(
+      false,
+    );
+  });
+
   it('refuses a malformed spend and goes with the persona when it is deleted', async () => {
     const t = h.clock.nowMs();
     const bad = await rejection(h.store.personaPayments.recordSpend(spend('nothex', '1', t)));

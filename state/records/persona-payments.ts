@@ -38,6 +38,13 @@ export interface NewPersonaPaymentPolicy {
   readonly expectedSequence: number;
 }
 
+/** A period cap checked in the same step as a count: the payments since `sinceMs` plus it. */
+export interface SpendCap {
+  /** Base units, decimal digits. */
+  readonly maxPerPeriod: string;
+  readonly sinceMs: number;
+}
+
 /** The policy in force (the newest change) and every change, oldest first. */
 export interface PersonaPaymentPolicies {
   readonly current: StoredPersonaPaymentPolicy | undefined;
@@ -127,6 +134,7 @@ export class PersonaPayments {
    */
   async recordSpend(
     spend: StoredPersonaSpend,
+    cap?: SpendCap,
   ): Promise<{ spend: StoredPersonaSpend; recorded: boolean }> {
     const personaId = checkRecordId(spend.personaId, 'persona');
     checkField(
@@ -138,6 +146,8 @@ export class PersonaPayments {
     for (const field of ['conversationId', 'network', 'asset'] as const) {
       checkField(spend[field] !== '' && spend[field].length <= MAX_TEXT, field, 'is required');
     }
+    if (cap !== undefined)
+      checkField(AMOUNT.test(cap.maxPerPeriod), 'maxPerPeriod', 'is not whole base units');
     const atMs = spend.atMs > 0 ? spend.atMs : this.ctx.nowMs();
     return this.ctx.db.exclusive(async () => {
       await this.personas.load(personaId);
@@ -149,6 +159,7 @@ export class PersonaPayments {
         if (text === undefined) throw brokenIndex(indexKey);
         return { spend: decodeValue(personaSpendSchema, text, key), recorded: false };
       }
+      if (cap !== undefined) await this.refuseOverCap(spend, cap);
       const stored: StoredPersonaSpend = { ...spend, personaId, atMs };
       const key = personaIndexKey(
         Tag.PersonaSpend,
@@ -175,6 +186,20 @@ export class PersonaPayments {
     const after = sinceMs > 0 ? pad(sinceMs - 1, 15) + '/~' : undefined;
     const entries = await this.ctx.db.scan(prefix, after === undefined ? {} : { after });
     return entries.map(([key, value]) => decodeValue(personaSpendSchema, value, key));
+  }
+
+  /** Refuses `spend` when it and the same network and asset's counted payments pass the cap. */
+  private async refuseOverCap(spend: StoredPersonaSpend, cap: SpendCap): Promise<void> {
+    const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
+    const counted = (await this.spends(spend.personaId, cap.sinceMs))
+      .filter((s) => s.network === spend.network && same(s.asset, spend.asset))
+      .reduce((sum, s) => sum + BigInt(s.amount), 0n);
+    if (counted + BigInt(spend.amount) <= BigInt(cap.maxPerPeriod)) return;
+    throw new AppError(
+      'failed_precondition',
+      `${spend.amount} on top of ${String(counted)} already counted against persona ${spend.personaId} is over its limit of ${cap.maxPerPeriod} of ${spend.asset} per period; nothing was counted`,
+      { details: { record: 'persona', limit: 'max_per_period', counted: String(counted) } },
+    );
   }
 
   private async history(personaId: string): Promise<StoredPersonaPaymentPolicy[]> {

@@ -220,7 +220,10 @@ export function createRecordsService(options: RecordsServiceOptions): RecordsSer
             details: { field: 'spend' },
           });
         }
-        return records.personaPayments.recordSpend(request.spend);
+        const { maxPerPeriod, periodSinceMs } = request;
+        const cap =
+          maxPerPeriod === undefined ? undefined : { maxPerPeriod, sinceMs: periodSinceMs };
+        return records.personaPayments.recordSpend(request.spend, cap);
       },
     ),
     listPersonaSpends: read<ListPersonaSpendsRequest, ListPersonaSpendsResponse>(

@@ -219,7 +219,16 @@ export interface PersonaSpend {
 }
 
 export interface RecordPersonaSpendRequest {
-  spend?: PersonaSpend | undefined;
+  spend?:
+    | PersonaSpend
+    | undefined;
+  /**
+   * The persona's cap on this network and asset per period, base units: the count is
+   * refused (FAILED_PRECONDITION, `details.limit` "max_per_period") when the payments
+   * counted at or after `period_since_ms` plus this one would exceed it. Absent: no cap.
+   */
+  maxPerPeriod?: string | undefined;
+  periodSinceMs: number;
 }
 
 export interface RecordPersonaSpendResponse {
@@ -2932,13 +2941,19 @@ export const PersonaSpend: MessageFns<PersonaSpend> = {
 };
 
 function createBaseRecordPersonaSpendRequest(): RecordPersonaSpendRequest {
-  return { spend: undefined };
+  return { spend: undefined, maxPerPeriod: undefined, periodSinceMs: 0 };
 }
 
 export const RecordPersonaSpendRequest: MessageFns<RecordPersonaSpendRequest> = {
   encode(message: RecordPersonaSpendRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.spend !== undefined) {
       PersonaSpend.encode(message.spend, writer.uint32(10).fork()).join();
+    }
+    if (message.maxPerPeriod !== undefined) {
+      writer.uint32(18).string(message.maxPerPeriod);
+    }
+    if (message.periodSinceMs !== 0) {
+      writer.uint32(24).uint64(message.periodSinceMs);
     }
     return writer;
   },
@@ -2964,6 +2979,22 @@ export const RecordPersonaSpendRequest: MessageFns<RecordPersonaSpendRequest> = 
             message.spend = PersonaSpend.decode(reader, reader.uint32());
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.maxPerPeriod = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.periodSinceMs = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2977,13 +3008,31 @@ export const RecordPersonaSpendRequest: MessageFns<RecordPersonaSpendRequest> = 
   },
 
   fromJSON(object: any): RecordPersonaSpendRequest {
-    return { spend: isSet(object.spend) ? PersonaSpend.fromJSON(object.spend) : undefined };
+    return {
+      spend: isSet(object.spend) ? PersonaSpend.fromJSON(object.spend) : undefined,
+      maxPerPeriod: isSet(object.maxPerPeriod)
+        ? globalThis.String(object.maxPerPeriod)
+        : isSet(object.max_per_period)
+        ? globalThis.String(object.max_per_period)
+        : undefined,
+      periodSinceMs: isSet(object.periodSinceMs)
+        ? globalThis.Number(object.periodSinceMs)
+        : isSet(object.period_since_ms)
+        ? globalThis.Number(object.period_since_ms)
+        : 0,
+    };
   },
 
   toJSON(message: RecordPersonaSpendRequest): unknown {
     const obj: any = {};
     if (message.spend !== undefined) {
       obj.spend = PersonaSpend.toJSON(message.spend);
+    }
+    if (message.maxPerPeriod !== undefined) {
+      obj.maxPerPeriod = message.maxPerPeriod;
+    }
+    if (message.periodSinceMs !== 0) {
+      obj.periodSinceMs = Math.round(message.periodSinceMs);
     }
     return obj;
   },
@@ -2996,6 +3045,8 @@ export const RecordPersonaSpendRequest: MessageFns<RecordPersonaSpendRequest> = 
     message.spend = (object.spend !== undefined && object.spend !== null)
       ? PersonaSpend.fromPartial(object.spend)
       : undefined;
+    message.maxPerPeriod = object.maxPerPeriod ?? undefined;
+    message.periodSinceMs = object.periodSinceMs ?? 0;
     return message;
   },
 };
@@ -5729,8 +5780,8 @@ export const RecordsService = {
     responseDeserialize: (value: Buffer): PersonaPaymentPolicyResponse => PersonaPaymentPolicyResponse.decode(value),
   },
   /**
-   * Counts a payment against the persona's period totals, before it is sent. Once per
-   * idempotency key: a repeat changes nothing.
+   * Counts a payment against the persona's period totals, before it is sent, refusing one
+   * over the cap given in the same step. Once per idempotency key: a repeat changes nothing.
    */
   recordPersonaSpend: {
     path: "/polychrome.state.v1.Records/RecordPersonaSpend" as const,
@@ -5927,8 +5978,8 @@ export interface RecordsServer extends UntypedServiceImplementation {
   /** The persona's payment policy in force and every change of it, oldest first. */
   getPersonaPaymentPolicy: handleUnaryCall<GetPersonaPaymentPolicyRequest, PersonaPaymentPolicyResponse>;
   /**
-   * Counts a payment against the persona's period totals, before it is sent. Once per
-   * idempotency key: a repeat changes nothing.
+   * Counts a payment against the persona's period totals, before it is sent, refusing one
+   * over the cap given in the same step. Once per idempotency key: a repeat changes nothing.
    */
   recordPersonaSpend: handleUnaryCall<RecordPersonaSpendRequest, RecordPersonaSpendResponse>;
   /** The persona's payments counted at or after `since_ms`. */
@@ -6132,8 +6183,8 @@ export interface RecordsClient extends Client {
     callback: (error: ServiceError | null, response: PersonaPaymentPolicyResponse) => void,
   ): ClientUnaryCall;
   /**
-   * Counts a payment against the persona's period totals, before it is sent. Once per
-   * idempotency key: a repeat changes nothing.
+   * Counts a payment against the persona's period totals, before it is sent, refusing one
+   * over the cap given in the same step. Once per idempotency key: a repeat changes nothing.
    */
   recordPersonaSpend(
     request: RecordPersonaSpendRequest,
