@@ -12,9 +12,28 @@ import { canonicalJson } from './canonical-json';
 
 /**
  * The built-in tool whose 402s the control plane pays (harness/tools/fetch-tool.ts): the
- * harness offers it by this name and the control plane pays only its calls.
+ * harness offers it by this name. The other paid calls are MCP servers' tools, paid over
+ * x402's MCP transport ({@link mcpResourceUrl}).
  */
 export const FETCH_TOOL = 'fetch';
+
+/**
+ * The resource a paid MCP tool call is charged for, `mcp://<server>/<tool>` of the call
+ * `<server>/<tool>` (each part percent-encoded), or undefined for a name that is not an
+ * MCP server's tool. The harness sends it with the challenge and the control plane derives
+ * it again from the committed call, so the card names the call the journal holds.
+ */
+export function mcpResourceUrl(toolName: string): string | undefined {
+  const slash = toolName.indexOf('/');
+  if (slash <= 0 || slash === toolName.length - 1 || toolName.startsWith('__')) return undefined;
+  const server = encodeURIComponent(toolName.slice(0, slash));
+  return `mcp://${server}/${encodeURIComponent(toolName.slice(slash + 1))}`;
+}
+
+/** True for a charge's resource that is an MCP tool's ({@link mcpResourceUrl}). */
+export function isMcpResource(resourceUrl: string): boolean {
+  return resourceUrl.startsWith('mcp://');
+}
 
 /** The reserved tool name a payment's approval request and answer carry. */
 export const PAYMENT_APPROVAL_TOOL = '__payment';

@@ -43,9 +43,14 @@ export interface ServingCertificateOptions extends ReloadOptions {
   readonly caPath?: string;
 }
 
+/** Each PEM certificate block of `pem`, in order. */
+export function pemCertificates(pem: string): string[] {
+  return pem.match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/gu) ?? [];
+}
+
 /** Why a CA bundle is not usable, or undefined: each PEM block must be a CA certificate. */
 export function caProblem(bundle: string): string | undefined {
-  const blocks = bundle.match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/gu) ?? [];
+  const blocks = pemCertificates(bundle);
   if (blocks.length === 0) return 'the CA bundle holds no PEM certificate';
   for (const block of blocks) {
     let certificate: X509Certificate;

@@ -181,7 +181,9 @@ function configTable(source: string): ConfigRow[] {
 
 const configSource = readText('operator/config.ts');
 const table = configTable(configSource);
-const knownNames = new Set(table.flatMap((r) => r.names));
+/** The payment settings' own table (operator/payments/payment-config.ts), read by the same process. */
+const paymentTable = configTable(readText('operator/payments/payment-config.ts'));
+const knownNames = new Set([...table, ...paymentTable].flatMap((r) => r.names));
 const requiredNames = table.filter((r) => r.required).flatMap((r) => r.names);
 
 /**
@@ -277,7 +279,8 @@ describe('operator/config.ts header table', () => {
     expect(knownNames).toContain('POLYCHROME_STATE_CERT');
     expect(knownNames).toContain('POLYCHROME_API_PORT');
     // Every name the table gives is a key of the zod schema below it.
-    for (const name of knownNames) expect(configSource).toMatch(new RegExp(`\\n\\s+${name}: env`));
+    for (const name of table.flatMap((r) => r.names))
+      expect(configSource).toMatch(new RegExp(`\\n\\s+${name}: env`));
     expect(requiredNames).toEqual(
       expect.arrayContaining([
         'POLYCHROME_STATE_ADDRESS',
@@ -306,7 +309,7 @@ describe('operator/config.ts header table', () => {
 });
 
 describe('config/control-plane Deployment', () => {
-  it('sets only variables operator/config.ts knows, each once, and every required one', () => {
+  it('sets only variables operator/config.ts (or its payment settings) knows, each once, and every required one', () => {
     const names = env.map((v) => v.name);
     expect(new Set(names).size).toBe(names.length);
     const unknown = names.filter((n) => n.startsWith('POLYCHROME_') && !knownNames.has(n));

@@ -94,6 +94,7 @@ async function main(): Promise<number> {
         ],
         mcp,
       ),
+      ...(mcp === undefined ? {} : { paidTools: mcp }),
       approvalVerifier: nodeEd25519Verifier,
       approvalPublicKey: config.approvalPublicKey,
       ...(config.approvalNextPublicKey === undefined

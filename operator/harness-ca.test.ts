@@ -1,4 +1,4 @@
-import { generateKeyPairSync } from 'node:crypto';
+import { generateKeyPairSync, X509Certificate } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,7 +15,7 @@ import { pollUntil } from '../hack/lib/processes';
 import { harnessCertificateFrom, testHarnessCa } from '../test/support/harness-tls';
 import { startScriptedHarness, type ScriptedHarness } from '../test/support/scripted-harness';
 import { SecretVolume } from '../test/support/secret-volume';
-import { controlPlaneTlsReloads } from '../test/support/tls-reloads';
+import { controlPlaneTlsExpiry, controlPlaneTlsReloads } from '../test/support/tls-reloads';
 import { loadHarnessCa } from './harness-ca';
 import { ApprovalSigner } from './turns/approval-signer';
 import { HarnessConnector } from './turns/harness-client';
@@ -194,6 +194,37 @@ describe('the harness CA bundle, rotated while the control plane runs', () => {
     expect(warnings).toContain('the harness CA bundle: the files are not readable');
     // The bundle in use keeps working: a new handshake to a harness of its CA.
     expect(await turnOn(connector, await harness(newCaHarness))).toBe('complete');
+  });
+
+  it("reports the bundle's expiry, its last CA's, and moves it at each reload, not at a refused one", async () => {
+    const registry = new Registry();
+    const shortCa = await DevCertificateAuthority.create(
+      join(dir, 'short-ca'),
+      'short-ca',
+      'Polychrome harness CA short',
+      20,
+    );
+    const short = await readFile(shortCa.certPath, 'utf8');
+    const long = await readFile(newCa.certPath, 'utf8');
+    const notAfter = (pem: string): number =>
+      Math.floor(Date.parse(new X509Certificate(pem).validTo) / 1000);
+    const expiry = (): Promise<number> => controlPlaneTlsExpiry(registry, 'harness-ca');
+    expect(notAfter(long) - notAfter(short)).toBeGreaterThan(3000 * 86_400);
+
+    const { volume } = await mounted(short, registry);
+    expect(await expiry()).toBe(notAfter(short));
+    // A rotation's bundle, the old CA and the new: it verifies until the later one expires.
+    await volume.update({ 'ca.crt': `${short}${long}` });
+    await counted(registry, 'reloaded', 1);
+    expect(await expiry()).toBe(notAfter(long));
+    // Back to the short-lived CA alone: the gauge comes down with it.
+    await volume.update({ 'ca.crt': short });
+    await counted(registry, 'reloaded', 2);
+    expect(await expiry()).toBe(notAfter(short));
+    // A refused bundle (a harness's certificate is no CA) changes nothing in use, nor the gauge.
+    await volume.update({ 'ca.crt': await readFile(newCaHarness.certPath, 'utf8') });
+    await counted(registry, 'refused', 1);
+    expect(await expiry()).toBe(notAfter(short));
   });
 
   it('refuses to start on a bundle that is no CA, naming the file and what to do', async () => {

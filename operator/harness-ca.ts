@@ -2,8 +2,13 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 
 import { CaBundleFile } from '../common/ca-bundle-file';
-import { registerReloadCounter } from '../common/certificate-metrics';
-import { CONTROL_PLANE_TLS_RELOADS } from './state-link-tls';
+import {
+  notAfterOf,
+  registerExpiryGauge,
+  registerReloadCounter,
+} from '../common/certificate-metrics';
+import { pemCertificates } from '../common/serving-certificate';
+import { CONTROL_PLANE_TLS_EXPIRY, CONTROL_PLANE_TLS_RELOADS } from './state-link-tls';
 
 /**
  * The harness CA bundle (`POLYCHROME_HARNESS_CA_FILE`) the control plane checks each
@@ -14,7 +19,10 @@ import { CONTROL_PLANE_TLS_RELOADS } from './state-link-tls';
  * against the bundle in use at its handshake; connections open and calls in flight are not
  * cut. A bundle that cannot be read or holds no CA certificate is logged and counted
  * (`polychrome_control_plane_tls_reloads_total{credentials="harness-ca",outcome}` on
- * `registry`), and the bundle in use stays. The caller starts and stops the checks.
+ * `registry`), and the bundle in use stays.
+ * `polychrome_control_plane_tls_certificate_expiry_timestamp_seconds{credentials="harness-ca"}`
+ * is the bundle's last CA to expire, set at start and at every reload taken into use
+ * (config/monitoring alerts before it). The caller starts and stops the checks.
  *
  * @throws Error naming the file when it cannot be read or is not a CA bundle at start.
  */
@@ -38,6 +46,10 @@ export async function loadHarnessCa(
     intervalMs: files.intervalMs,
     watch: true,
   });
-  registerReloadCounter(registry, CONTROL_PLANE_TLS_RELOADS, { credentials: 'harness-ca' }, bundle);
+  const labels = { credentials: 'harness-ca' };
+  registerReloadCounter(registry, CONTROL_PLANE_TLS_RELOADS, labels, bundle);
+  registerExpiryGauge(registry, CONTROL_PLANE_TLS_EXPIRY, labels, bundle, (pem) =>
+    notAfterOf(pemCertificates(pem)),
+  );
   return bundle;
 }

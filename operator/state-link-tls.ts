@@ -47,6 +47,10 @@ export async function loadStateLinkCertificate(
  */
 export const CONTROL_PLANE_TLS_RELOADS = 'polychrome_control_plane_tls_reloads_total';
 
+/** The control plane's gauge of when its TLS credentials expire, one series per `credentials`. */
+export const CONTROL_PLANE_TLS_EXPIRY =
+  'polychrome_control_plane_tls_certificate_expiry_timestamp_seconds';
+
 /**
  * `polychrome_control_plane_tls_reloads_total{credentials="state-client",outcome}`
  * and `polychrome_control_plane_tls_certificate_expiry_timestamp_seconds{credentials}` for
@@ -55,7 +59,7 @@ export const CONTROL_PLANE_TLS_RELOADS = 'polychrome_control_plane_tls_reloads_t
 function registerStateLinkTlsMetrics(registry: Registry, certificate: ServingCertificate): void {
   registerCertificateMetrics(registry, certificate, {
     reloads: CONTROL_PLANE_TLS_RELOADS,
-    expiry: 'polychrome_control_plane_tls_certificate_expiry_timestamp_seconds',
+    expiry: CONTROL_PLANE_TLS_EXPIRY,
     labels: { credentials: 'state-client' },
   });
 }

@@ -54,9 +54,13 @@ const ALL_ON = {
   'certManagerPki.enabled': true,
   'monitoring.enabled': true,
   'conversations.create': true,
+  'payments.enabled': true,
 };
 
-/** config/with-kube-api with config/components/cert-manager-pki and its replacements: both overlays at once, by kustomize. */
+/**
+ * config/with-kube-api with config/components/cert-manager-pki and its replacements, and
+ * config/components/payments: the three overlays at once, by kustomize.
+ */
 function bothOverlays(): Obj[] {
   const dir = mkdtempSync(join(repoRoot, 'config', '.chart-test-'));
   try {
@@ -68,7 +72,7 @@ function bothOverlays(): Obj[] {
       kind: 'Kustomization',
       namespace: pki['namespace'],
       resources: ['../with-kube-api'],
-      components: ['../components/cert-manager-pki'],
+      components: ['../components/cert-manager-pki', '../components/payments'],
       replacements: pki['replacements'],
     };
     writeFileSync(join(dir, 'kustomization.yaml'), stringify(kustomization));
@@ -137,6 +141,30 @@ describe('the generator refuses what the chart cannot express', () => {
     });
     expect(() => chartFiles(sources)).toThrow(
       'Deployment polychrome-control-plane is changed by config/with-kube-api and config/with-cert-manager-pki',
+    );
+  });
+
+  it("a part's overlay changing more of a base object than its values' fields", () => {
+    // config/with-payments changes the control plane Deployment only where payments.* are;
+    // anything else there would be a second overlay's change, beside config/with-kube-api's.
+    const sources = sourcesWith('config/with-payments', (objects) => {
+      const d = named(objects, 'Deployment', 'polychrome-control-plane');
+      (d['spec'] as Obj)['minReadySeconds'] = 5;
+      return objects;
+    });
+    expect(() => chartFiles(sources)).toThrow(
+      'Deployment polychrome-control-plane is changed by config/with-kube-api and config/with-payments',
+    );
+  });
+
+  it('a wallet Secret in the Role that is not polychrome-wallet-<name>', () => {
+    const sources = sourcesWith('config/with-payments', (objects) => {
+      const role = named(objects, 'Role', 'polychrome-control-plane-wallets');
+      ((role['rules'] as Obj[])[0] as Obj)['resourceNames'] = ['polychrome-approval-key'];
+      return objects;
+    });
+    expect(() => chartFiles(sources)).toThrow(
+      'Role polychrome-control-plane-wallets: payments.wallets should be names starting polychrome-wallet-',
     );
   });
 
@@ -231,7 +259,16 @@ describe('helm template against kubectl kustomize', () => {
     ]);
   });
 
-  it('renders both overlays at once as kustomize combines them, with the two bundles', () => {
+  it('renders config/with-payments with payments.enabled, and nothing of it without', () => {
+    expectSameObjects(helmTemplate({ 'payments.enabled': true }), build('config/with-payments'));
+    // Off, the other payments values change nothing: no Role, and the variables stay empty.
+    expectSameObjects(
+      helmTemplate({ 'payments.protocols': 'mpp', 'payments.wallets': ['treasury'] }),
+      build('config/default'),
+    );
+  });
+
+  it('renders the overlays at once as kustomize combines them, with the two bundles', () => {
     expectSameObjects(helmTemplate(ALL_ON), [
       ...bothOverlays(),
       ...build('config/monitoring'),
@@ -331,6 +368,58 @@ describe('values change what they name and nothing else', () => {
   });
 });
 
+describe('the payments values', () => {
+  const wallets =
+    'rbac.authorization.k8s.io/v1/Role/polychrome-system/polychrome-control-plane-wallets';
+  const env = (name: string): string =>
+    `apps/v1/Deployment/polychrome-system/polychrome-control-plane spec.template.spec.containers[control-plane].env[${name}].value`;
+
+  it('payments.wallets names exactly the Secrets the control plane may get, and nothing else', () => {
+    const after = helmTemplate({ ...ALL_ON, 'payments.wallets': ['treasury', 'research'] });
+    expect(leafDiffs(helmTemplate(ALL_ON), after)).toEqual([
+      `${wallets} rules[0].resourceNames[0]: polychrome-wallet-main -> polychrome-wallet-treasury`,
+      `${wallets} rules[0].resourceNames[1]: (absent) -> polychrome-wallet-research`,
+    ]);
+    const role = named(after, 'Role', 'polychrome-control-plane-wallets');
+    expect(role['rules']).toEqual([
+      {
+        apiGroups: [''],
+        resources: ['secrets'],
+        resourceNames: ['polychrome-wallet-treasury', 'polychrome-wallet-research'],
+        verbs: ['get'],
+      },
+    ]);
+  });
+
+  it('payments.protocols and payments.mppTokens set the control plane variables', () => {
+    const tokens = JSON.stringify([
+      { network: 'eip155:8453', asset: `0x${'ab'.repeat(20)}`, name: 'USD Coin', version: '2' },
+    ]);
+    const after = helmTemplate({
+      ...ALL_ON,
+      'payments.protocols': 'mpp,x402',
+      'payments.mppTokens': tokens,
+    });
+    expect(leafDiffs(helmTemplate(ALL_ON), after)).toEqual([
+      `${env('POLYCHROME_MPP_TOKENS')}:  -> ${tokens}`,
+      `${env('POLYCHROME_PAYMENT_PROTOCOLS')}: x402 -> mpp,x402`,
+    ]);
+  });
+
+  it.each([
+    // An empty list would be a rule without names: every Secret of the namespace.
+    [{ 'payments.wallets': [] }, /payments\/wallets.*minItems/su],
+    [{ 'payments.wallets': ['*'] }, /payments\/wallets\/0.*pattern/su],
+    [{ 'payments.wallets': ['Main'] }, /payments\/wallets\/0.*pattern/su],
+    [{ 'payments.wallets': ['main', 'main'] }, /payments\/wallets.*are equal/su],
+    [{ 'payments.wallets': 'main' }, /payments\/wallets.*array/su],
+    [{ 'payments.protocols': 'stripe' }, /payments\/protocols.*pattern/su],
+    [{ 'payments.mppTokens': 'USD Coin' }, /payments\/mppTokens.*pattern/su],
+  ])('refuses %j, naming the value', (values, message) => {
+    expect(helmError({ 'payments.enabled': true, ...values })).toMatch(message);
+  });
+});
+
 describe('helm lint and the values schema', () => {
   it('helm lint passes with default values and with every part on', () => {
     expect(helmLint([])).toMatch(/1 chart\(s\) linted, 0 chart\(s\) failed/u);
@@ -342,6 +431,7 @@ describe('helm lint and the values schema', () => {
         certManagerPki: { enabled: true },
         monitoring: { enabled: true },
         conversations: { create: true },
+        payments: { enabled: true },
       }),
     );
     expect(helmLint(['--values', values])).toMatch(/0 chart\(s\) failed/u);

@@ -18,6 +18,7 @@ import {
   VALUE_FIELDS,
   type Component,
   type PathStep,
+  type ValueField,
 } from './values';
 import { valueEntries, valuesSchema, valuesYaml } from './values-file';
 import { HELPERS, chartYaml } from './chart-meta';
@@ -52,10 +53,13 @@ function locate(o: Obj, path: readonly PathStep[]): { parent: Obj; key: string }
   let node: unknown = o;
   const walked: string[] = [];
   for (const [i, step] of path.entries()) {
-    if (typeof step === 'string') {
-      if (i === path.length - 1 && isObj(node) && step in node) return { parent: node, key: step };
-      node = isObj(node) ? node[step] : undefined;
-      walked.push(step);
+    const last = i === path.length - 1;
+    if (typeof step === 'string' || typeof step === 'number') {
+      const key = String(step);
+      const holds = typeof step === 'string' ? isObj(node) : Array.isArray(node);
+      if (last && holds && key in (node as Obj)) return { parent: node as Obj, key };
+      node = holds ? (node as Obj)[key] : undefined;
+      walked.push(typeof step === 'string' ? step : `[${key}]`);
     } else {
       node = Array.isArray(node)
         ? node.find((el: unknown) => isObj(el) && (el['name'] ?? meta(el)['name']) === step.named)
@@ -69,16 +73,45 @@ function locate(o: Obj, path: readonly PathStep[]): { parent: Obj; key: string }
   );
 }
 
-/** Each value's default: its field in config/default's build. */
-function defaultsOf(base: readonly Obj[]): Map<string, unknown> {
+/** The object of `build` a value's field is in; a clear error when absent. */
+function holderOf(build: readonly Obj[], field: ValueField, source: string): Obj {
+  const o = build.find((b) => b['kind'] === field.kind && meta(b)['name'] === field.name);
+  if (o === undefined) throw new Error(`${source} has no ${field.kind} ${field.name}`);
+  return o;
+}
+
+/**
+ * Each value's default: its field in config/default's build, or in its part's build for a
+ * part's value (a list of names without their prefix).
+ */
+function defaultsOf(sources: ChartSources): Map<string, unknown> {
   const defaults = new Map<string, unknown>();
   for (const field of VALUE_FIELDS) {
-    const o = base.find((b) => b['kind'] === field.kind && meta(b)['name'] === field.name);
-    if (o === undefined) throw new Error(`config/default has no ${field.kind} ${field.name}`);
-    const { parent, key } = locate(o, field.path);
-    defaults.set(field.value, parent[key]);
+    const source = field.component === undefined ? 'config/default' : componentOf(field).source;
+    const { parent, key } = locate(holderOf(buildOf(sources, source), field, source), field.path);
+    defaults.set(
+      field.value,
+      field.style === 'names' ? unprefixed(field, parent[key]) : parent[key],
+    );
   }
   return defaults;
+}
+
+/** The component a part's value belongs to. */
+function componentOf(field: ValueField): Component {
+  const c = COMPONENTS.find((x) => x.key === field.component);
+  if (c === undefined) throw new Error(`${field.value} names no part: ${String(field.component)}`);
+  return c;
+}
+
+/** A `names` field's list without the prefix every element must carry. */
+function unprefixed(field: ValueField, names: unknown): string[] {
+  const prefix = field.prefix ?? '';
+  if (!Array.isArray(names) || !names.every((n) => typeof n === 'string' && n.startsWith(prefix)))
+    throw new Error(
+      `${field.kind} ${field.name}: ${field.value} should be names starting ${prefix}`,
+    );
+  return names.map((n: string) => n.slice(prefix.length));
 }
 
 /** Every string anywhere in `value`. */
@@ -107,7 +140,43 @@ function registryOf(base: readonly Obj[], version: string): string {
 
 interface Hole {
   readonly expr: string;
-  readonly style: 'scalar' | 'block';
+  readonly style: ValueField['style'];
+  readonly prefix?: string;
+}
+
+/**
+ * The hole of a value's field whose value in this object is `current`. A part's scalar keeps
+ * `current` while the part is off (`ternary`), so the object renders as config/default's (or
+ * another overlay's) then.
+ */
+function valueHole(f: ValueField, current: unknown): Hole {
+  const pipe = f.pipe === undefined ? '' : ` | ${f.pipe}`;
+  const value = `.Values.${f.value}`;
+  if (f.style === 'names') return { expr: value, style: f.style, prefix: f.prefix ?? '' };
+  if (f.component === undefined || f.style !== 'scalar')
+    return { expr: `${value}${pipe}`, style: f.style };
+  if (typeof current !== 'string')
+    throw new Error(
+      `${f.kind} ${f.name}: ${f.value} while off should be a string, is ${JSON.stringify(current)}`,
+    );
+  const flag = flagOf(componentOf(f));
+  return { expr: `ternary ${value} ${JSON.stringify(current)} ${flag}${pipe}`, style: f.style };
+}
+
+/** A hole's lines in place of `<indent><dash><key>: <hole>`. */
+function fillHole(h: Hole, indent: string, dash: string, key: string): string {
+  if (h.style === 'scalar') return `${indent}${dash}${key}: {{ ${h.expr} }}`;
+  const inner = indent.length + dash.length + 2;
+  if (h.style === 'block')
+    return `${indent}${dash}${key}:\n${' '.repeat(inner)}{{- toYaml ${h.expr} | nindent ${String(inner)} }}`;
+  // Never an empty list: RBAC reads a rule without names as every name (the schema refuses it too).
+  return [
+    `${indent}${dash}${key}:`,
+    `{{- if empty ${h.expr} }}{{ fail "${h.expr.slice('.Values.'.length)} must name at least one" }}{{ end }}`,
+    `{{- range ${h.expr} }}`,
+    `${' '.repeat(inner)}- {{ printf "%s%s" ${JSON.stringify(h.prefix)} . | quote }}`,
+    '{{- end }}',
+  ].join('\n');
 }
 
 /** The template text of one object: its fields replaced by values, its namespaces by names. */
@@ -117,8 +186,7 @@ function objectTemplate(source: Obj, registry: string, version: string): string 
   const hole = (h: Hole): string => `__CHART_HOLE_${String(holes.push(h) - 1)}__`;
   for (const f of VALUE_FIELDS.filter((v) => v.kind === o['kind'] && v.name === meta(o)['name'])) {
     const { parent, key } = locate(o, f.path);
-    const pipe = f.pipe === undefined ? '' : ` | ${f.pipe}`;
-    parent[key] = hole({ expr: `.Values.${f.value}${pipe}`, style: f.style });
+    parent[key] = hole(valueHole(f, parent[key]));
   }
   replaceImages(o, registry, version, hole);
   const annotations = meta(o)['annotations'];
@@ -135,12 +203,8 @@ function objectTemplate(source: Obj, registry: string, version: string): string 
     .replace(nameRegExp(CONVERSATIONS_NAMESPACE), `{{ .Values.${CONVERSATIONS_NAMESPACE_VALUE} }}`);
   const filled = text.replace(
     HOLE_LINE,
-    (_, indent: string, dash: string, key: string, n: string) => {
-      const h = holes[Number(n)] as Hole;
-      if (h.style === 'scalar') return `${indent}${dash}${key}: {{ ${h.expr} }}`;
-      const inner = indent.length + dash.length + 2;
-      return `${indent}${dash}${key}:\n${' '.repeat(inner)}{{- toYaml ${h.expr} | nindent ${String(inner)} }}`;
-    },
+    (_, indent: string, dash: string, key: string, n: string) =>
+      fillHole(holes[Number(n)] as Hole, indent, dash, key),
   );
   if (filled.includes('__CHART_HOLE_'))
     throw new Error(`${describe(o)}: a value is not a field of its own`);
@@ -181,12 +245,31 @@ function buildOf(sources: ChartSources, dir: string): readonly Obj[] {
   return build;
 }
 
+/**
+ * `o` of `c`'s build with the fields of c's values as `b`, config/default's object, has them:
+ * a difference there is the value's, not the overlay's.
+ */
+function withoutValues(c: Component, o: Obj, b: Obj): Obj {
+  const fields = VALUE_FIELDS.filter(
+    (f) => f.component === c.key && f.kind === o['kind'] && f.name === meta(o)['name'],
+  );
+  if (fields.length === 0) return o;
+  const copy = structuredClone(o);
+  for (const f of fields) {
+    const from = locate(b, f.path);
+    const { parent, key } = locate(copy, f.path);
+    parent[key] = from.parent[from.key];
+  }
+  return copy;
+}
+
 /** What an overlay adds to config/default, and the objects it changes (by key). */
 function overlayDiff(
   base: readonly Obj[],
   overlay: readonly Obj[],
-  source: string,
+  c: Component,
 ): { added: Obj[]; changed: Map<string, Obj> } {
+  const source = c.source;
   const baseByKey = new Map(base.map((o) => [objectKey(o), o]));
   const overlayKeys = new Set(overlay.map(objectKey));
   const dropped = [...baseByKey.keys()].filter((k) => !overlayKeys.has(k));
@@ -199,7 +282,7 @@ function overlayDiff(
   for (const o of overlay) {
     const b = baseByKey.get(objectKey(o));
     if (b === undefined) added.push(o);
-    else if (!isDeepStrictEqual(b, o)) changed.set(objectKey(o), o);
+    else if (!isDeepStrictEqual(b, withoutValues(c, o, b))) changed.set(objectKey(o), o);
   }
   return { added, changed };
 }
@@ -213,7 +296,7 @@ export function chartFiles(sources: ChartSources): Map<string, string> {
   const files = new Map<string, string>();
   const overlays = COMPONENTS.filter((c) => c.shape === 'overlay').map((c) => ({
     component: c,
-    ...overlayDiff(base, buildOf(sources, c.source), c.source),
+    ...overlayDiff(base, buildOf(sources, c.source), c),
   }));
   const docs = base.map((o) => {
     const changers = overlays.filter((ov) => ov.changed.has(objectKey(o)));
@@ -244,7 +327,7 @@ export function chartFiles(sources: ChartSources): Map<string, string> {
     throw new Error(
       `config/default does not name the conversations namespace ${CONVERSATIONS_NAMESPACE}`,
     );
-  const entries = valueEntries(defaultsOf(base), registry, CONVERSATIONS_NAMESPACE);
+  const entries = valueEntries(defaultsOf(sources), registry, CONVERSATIONS_NAMESPACE);
   files.set('values.yaml', valuesYaml(entries, GENERATED));
   files.set('values.schema.json', valuesSchema(entries));
   files.set('templates/_helpers.tpl', HELPERS);

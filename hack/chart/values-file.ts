@@ -5,7 +5,13 @@
  * kustomize builds).
  */
 import { stringify } from 'yaml';
-import { COMPONENTS, CONVERSATIONS_NAMESPACE_VALUE, PLANE_IMAGES, VALUE_FIELDS } from './values';
+import {
+  COMPONENTS,
+  CONVERSATIONS_NAMESPACE_VALUE,
+  PLANE_IMAGES,
+  VALUE_FIELDS,
+  type ValueField,
+} from './values';
 
 /** One value of the chart. */
 export interface ValueEntry {
@@ -30,9 +36,10 @@ const RESOURCES_SCHEMA = {
 
 const QUANTITY = '^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$';
 
-function fieldSchema(style: 'scalar' | 'block', path: string): Record<string, unknown> {
-  if (style === 'block') return RESOURCES_SCHEMA;
-  if (path.endsWith('.replicas')) return { type: 'integer', minimum: 1 };
+function fieldSchema(field: ValueField): Readonly<Record<string, unknown>> {
+  if (field.schema !== undefined) return field.schema;
+  if (field.style === 'block') return RESOURCES_SCHEMA;
+  if (field.value.endsWith('.replicas')) return { type: 'integer', minimum: 1 };
   return { type: 'string', pattern: QUANTITY };
 }
 
@@ -75,11 +82,11 @@ export function valueEntries(
       schema: { type: 'string', pattern: '^(sha256:[a-f0-9]{64})?$' },
     });
     for (const field of VALUE_FIELDS.filter((f) => f.value.startsWith(`${plane.key}.`))) {
-      entries.push(fieldEntry(field.value, field.style, field.description, defaults));
+      entries.push(fieldEntry(field, defaults));
     }
   }
   for (const field of VALUE_FIELDS.filter((f) => f.value.startsWith('provisioner.'))) {
-    entries.push(fieldEntry(field.value, field.style, field.description, defaults));
+    entries.push(fieldEntry(field, defaults));
   }
   for (const component of COMPONENTS) {
     if (component.key === 'conversations') {
@@ -102,18 +109,22 @@ export function valueEntries(
       description: `${component.description} (${component.source})`,
       schema: { type: 'boolean' },
     });
+    for (const field of VALUE_FIELDS.filter((f) => f.component === component.key)) {
+      entries.push(fieldEntry(field, defaults));
+    }
   }
   return entries;
 }
 
-function fieldEntry(
-  path: string,
-  style: 'scalar' | 'block',
-  description: string,
-  defaults: ReadonlyMap<string, unknown>,
-): ValueEntry {
+function fieldEntry(field: ValueField, defaults: ReadonlyMap<string, unknown>): ValueEntry {
+  const path = field.value;
   if (!defaults.has(path)) throw new Error(`no default for the chart value ${path}`);
-  return { path, value: defaults.get(path), description, schema: fieldSchema(style, path) };
+  return {
+    path,
+    value: defaults.get(path),
+    description: field.description,
+    schema: { ...fieldSchema(field) },
+  };
 }
 
 interface Tree {

@@ -5,12 +5,14 @@
  * from it, and the defaults are read from the kustomize builds themselves, so the chart with
  * default values renders what `kubectl kustomize config/default` builds.
  */
+import { PaymentProtocolName } from '../../operator/payments/charge';
+import { WALLET_NAME_PATTERN, walletSecretName } from '../../operator/payments/secret-store';
 
 /**
- * A step of a path into an object: a key, or the element of a list whose `name` (or
- * `metadata.name`, as in volumeClaimTemplates) is this.
+ * A step of a path into an object: a key, the element of a list at an index, or the element
+ * of a list whose `name` (or `metadata.name`, as in volumeClaimTemplates) is this.
  */
-export type PathStep = string | { readonly named: string };
+export type PathStep = string | number | { readonly named: string };
 
 /** A field of one object that a value replaces (its default is the field's value in the build). */
 export interface ValueField {
@@ -21,13 +23,31 @@ export interface ValueField {
   readonly path: readonly PathStep[];
   /** The value's path under .Values, dotted (`controlPlane.replicas`). */
   readonly value: string;
-  /** `scalar`: one value in place; `block`: a map written with toYaml. */
-  readonly style: 'scalar' | 'block';
+  /**
+   * `scalar`: one value in place; `block`: a map written with toYaml; `names`: a list of
+   * names, each written as `prefix` and the name.
+   */
+  readonly style: 'scalar' | 'block' | 'names';
   /** A pipe applied to a scalar (`quote` for strings). */
   readonly pipe?: string;
+  /** For `names`: what each name is written after (the field holds prefixed names). */
+  readonly prefix?: string;
+  /**
+   * The key of the optional part (COMPONENTS) the value belongs to: its default is the
+   * field in that part's build, and while the part is off the field keeps config/default's.
+   */
+  readonly component?: string;
+  /** The value's JSON schema, when not the one its style implies (values-file.ts). */
+  readonly schema?: Readonly<Record<string, unknown>>;
   /** What the value is, for values.yaml and docs/operator.md. */
   readonly description: string;
 }
+
+/** The Secrets the control plane reads wallet keys from are this and the wallet's name. */
+const WALLET_SECRET_PREFIX = walletSecretName('');
+
+/** A protocol list as POLYCHROME_PAYMENT_PROTOCOLS takes it: one, or both separated by a comma. */
+const PROTOCOL = `(${Object.values(PaymentProtocolName).join('|')})`;
 
 const container = (name: string): PathStep[] => [
   'spec',
@@ -90,6 +110,53 @@ export const VALUE_FIELDS: readonly ValueField[] = [
     pipe: 'quote',
     description:
       "The state plane's volume (journals and records). A StatefulSet's claim cannot be resized by an upgrade: set it before the first install.",
+  },
+  {
+    kind: 'Deployment',
+    name: 'polychrome-control-plane',
+    path: [
+      ...container('control-plane'),
+      'env',
+      { named: 'POLYCHROME_PAYMENT_PROTOCOLS' },
+      'value',
+    ],
+    value: 'payments.protocols',
+    style: 'scalar',
+    pipe: 'quote',
+    component: 'payments',
+    schema: { type: 'string', pattern: `^${PROTOCOL}(,${PROTOCOL})?$` },
+    description:
+      'The protocols the control plane pays, in the order it prefers them: x402, mpp, or both (x402,mpp).',
+  },
+  {
+    kind: 'Deployment',
+    name: 'polychrome-control-plane',
+    path: [...container('control-plane'), 'env', { named: 'POLYCHROME_MPP_TOKENS' }, 'value'],
+    value: 'payments.mppTokens',
+    style: 'scalar',
+    pipe: 'quote',
+    component: 'payments',
+    schema: { type: 'string', pattern: '^(\\[.*\\])?$' },
+    description:
+      'The tokens MPP is paid in, JSON ([{"network", "asset", "name", "version"}], docs/payments.md); required when protocols names mpp, refused otherwise.',
+  },
+  {
+    kind: 'Role',
+    name: 'polychrome-control-plane-wallets',
+    path: ['rules', 0, 'resourceNames'],
+    value: 'payments.wallets',
+    style: 'names',
+    prefix: WALLET_SECRET_PREFIX,
+    component: 'payments',
+    // Never empty: a rule without names would grant every Secret of the namespace.
+    schema: {
+      type: 'array',
+      minItems: 1,
+      uniqueItems: true,
+      items: { type: 'string', pattern: WALLET_NAME_PATTERN },
+    },
+    description:
+      'The wallets an admin may link: the control plane may get exactly the Secrets polychrome-wallet-<name> of its namespace (at least one; never list).',
   },
 ];
 
@@ -155,6 +222,15 @@ export const COMPONENTS: readonly Component[] = [
     file: 'conversations.yaml',
     description:
       "Create the conversations namespace, labelled polychrome.dev/enabled=true: the operator installs config/sandbox's SandboxTemplate, warm pool and NetworkPolicy and the harness Secrets there. Needs agent-sandbox.",
+  },
+  {
+    key: 'payments',
+    flag: 'enabled',
+    source: 'config/with-payments',
+    shape: 'overlay',
+    file: 'payments.yaml',
+    description:
+      'Payments (docs/payments.md, "Turning payments on"): the control plane pays in payments.protocols, with the keys of the wallets payments.wallets names. Nothing is paid until an admin links a wallet to a conversation.',
   },
 ];
 

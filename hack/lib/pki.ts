@@ -58,11 +58,12 @@ export class DevCertificateAuthority implements CertFiles {
     readonly keyPath: string,
   ) {}
 
-  /** Creates a self-signed CA in `dir` as `<name>.crt` / `<name>.key`. */
+  /** Creates a self-signed CA in `dir` as `<name>.crt` / `<name>.key`, valid for `days` (ten years). */
   static async create(
     dir: string,
     name: string,
     commonName: string,
+    days = 3650,
   ): Promise<DevCertificateAuthority> {
     await mkdir(dir, { recursive: true });
     const ca = new DevCertificateAuthority(dir, join(dir, `${name}.crt`), join(dir, `${name}.key`));
@@ -79,7 +80,7 @@ export class DevCertificateAuthority implements CertFiles {
       '-out',
       ca.certPath,
       '-days',
-      '3650',
+      String(days),
       '-subj',
       subject(commonName),
       '-addext',

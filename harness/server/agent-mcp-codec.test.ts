@@ -94,6 +94,16 @@ function fakeRunner(server: string, calls: string[]): AgentMcpRunner {
       calls.push(request.name);
       return Promise.resolve({ content: 'ran', isError: false });
     },
+    callPaid: (request) => {
+      calls.push(`paid ${request.name}`);
+      return Promise.resolve({
+        content: 'paid',
+        isError: false,
+        paymentResponse: '',
+        paymentNotTaken: false,
+        outcomeUnknownReason: '',
+      });
+    },
     close: () => Promise.resolve(),
   };
 }
@@ -133,6 +143,24 @@ describe('listAgentMcp', () => {
     await call('lookup/t');
     await call('shared/t');
     expect(calls).toEqual(['lookup/t', 'shared/t']);
+    // Paid calls go the same way; with no fallback, one no server runs is not sent.
+    const request = (name: string) =>
+      ({
+        turnId: 't',
+        toolCallId: 'c',
+        name,
+        input: {},
+        argsJson: '{}',
+        step: 1,
+        maxSteps: 8,
+      }) as const;
+    const options = { signal: AbortSignal.timeout(1_000), timeoutMs: 1_000 };
+    await turn.routePaid(fallback)?.callPaid(request('lookup/t'), '{}', options);
+    await turn.routePaid(fallback)?.callPaid(request('shared/t'), '{}', options);
+    expect(calls.slice(2)).toEqual(['paid lookup/t', 'paid shared/t']);
+    const unsent = await turn.routePaid(undefined)?.callPaid(request('shared/t'), '{}', options);
+    expect(unsent).toMatchObject({ paymentNotTaken: true, isError: true });
+    calls.length = 2;
     // A later turn reuses the connection of the same configuration.
     await listAgentMcp(
       pool,

@@ -14,14 +14,16 @@ import { AppError, isAppError } from '../../common/errors';
 import type { McpServerConfig } from '../tools/mcp-server-config';
 import type { McpServerListing } from '../tools/mcp-tools';
 import type { ToolRunner } from '../turn/ports/tool-port';
+import type { PaidToolRunner } from '../turn/ports/payment-port';
 import type { AgentMcp } from './agent-mcp-codec';
+import { notSent } from './payment-codec';
 import type { McpToolSource } from './turn-tools';
 
 /** Runners kept at most. */
 export const MAX_AGENT_MCP_RUNNERS = 64;
 
 /** The runner of one server: lists its tools and calls them (the `McpToolRunner` is one). */
-export interface AgentMcpRunner extends McpToolSource, ToolRunner {
+export interface AgentMcpRunner extends McpToolSource, ToolRunner, PaidToolRunner {
   close(): Promise<void>;
 }
 
@@ -72,6 +74,8 @@ export interface TurnAgentMcp {
   rulesOf(agent: string): readonly string[];
   /** `fallback` with calls to the turn's agents' servers routed to them. */
   route(fallback: ToolRunner): ToolRunner;
+  /** The same for paid calls (docs/payments.md, "A paid MCP tool"). */
+  routePaid(fallback: PaidToolRunner | undefined): PaidToolRunner | undefined;
   /** Agents' servers left out, because a server of the harness has the name. */
   readonly shadowed: readonly { readonly agent: string; readonly server: string }[];
   /** Agents' servers whose tools could not be listed (left out of this turn), and why. */
@@ -115,6 +119,10 @@ export async function listAgentMcp(
       'error' in listing ? [{ agent, server: listing.server, error: listing.error }] : [],
     ),
   );
+  const runnerOf = (name: string): AgentMcpRunner | undefined => {
+    const slash = name.indexOf('/');
+    return slash > 0 ? byServer.get(name.slice(0, slash)) : undefined;
+  };
   return {
     unlisted,
     listingsOf: (agent) => listings.get(agent) ?? [],
@@ -123,10 +131,17 @@ export async function listAgentMcp(
       byServer.size === 0
         ? fallback
         : {
-            call(request, options) {
-              const slash = request.name.indexOf('/');
-              const runner = slash > 0 ? byServer.get(request.name.slice(0, slash)) : undefined;
-              return (runner ?? fallback).call(request, options);
+            call: (request, options) => (runnerOf(request.name) ?? fallback).call(request, options),
+          },
+    routePaid: (fallback) =>
+      byServer.size === 0
+        ? fallback
+        : {
+            callPaid: async (request, payment, options) => {
+              const runner = runnerOf(request.name) ?? fallback;
+              return runner === undefined
+                ? notSent(request)
+                : runner.callPaid(request, payment, options);
             },
           },
     shadowed,

@@ -1,4 +1,5 @@
 import type { AgentMcpServers } from './agent-mcp-servers';
+import type { PaidToolRunner } from '../turn/ports/payment-port';
 import type { Logger } from 'pino';
 import type { RequestIds } from '../../common/request-ids';
 import type { ServingCertificate } from '../../common/serving-certificate';
@@ -21,6 +22,11 @@ export interface HarnessTurnDeps {
   modelFor(model: string): ModelProvider;
   /** Runs built-in and MCP tools. */
   readonly tools: ToolRunner;
+  /**
+   * Calls the harness's MCP servers' tools again with a payment the control plane signed
+   * (docs/payments.md, "A paid MCP tool"). Absent: such a payment is not sent.
+   */
+  readonly paidTools?: PaidToolRunner;
   readonly approvalVerifier: SignatureVerifier;
   /** The control plane's approval public key (raw 32 bytes). */
   readonly approvalPublicKey: Uint8Array;

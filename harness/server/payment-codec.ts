@@ -1,15 +1,18 @@
 import { chargeFactsOf, type ChargeFacts } from '../../common/payment-approval';
 import type {
+  McpPaidResult,
   PaymentChallenge,
   PaymentChargeAnswer,
   PaymentSettle,
 } from '../../proto/gen/polychrome/harness/v1/harness';
+import type { McpPaidOutcome } from '../turn/ports/payment-port';
 import type { PaymentRequired, ToolCallRequest } from '../turn/ports/tool-port';
 import { invalidField } from '../turn/proto-fields';
 
 /**
  * The payment messages of the RunTurn stream (harness.proto `PaymentChallenge`,
- * `PaymentSettle`, `PaymentChargeAnswer`; docs/payments.md, "A paid call in a turn").
+ * `PaymentSettle`, `PaymentChargeAnswer`, `McpPayment`, `McpPaidResult`; docs/payments.md,
+ * "A paid call in a turn", "A paid MCP tool").
  */
 
 /** The challenge a call met, as the harness sends it. */
@@ -23,6 +26,7 @@ export function paymentChallengeToProto(
     thread: call.thread ?? '',
     url: challenge.url,
     headers: challenge.headers.map(([name, value]) => ({ name, value })),
+    mcpPaymentRequired: challenge.mcpPaymentRequired ?? '',
   };
 }
 
@@ -63,4 +67,33 @@ export function chargeAnswerFromProto(message: PaymentChargeAnswer): ChargeAnswe
     default:
       throw invalidField(field, 'has neither a charge nor a refusal');
   }
+}
+
+/** The control plane's answer to a request to pay an MCP tool's charge: the signed payment. */
+export interface McpPaymentAnswer {
+  readonly payment: string;
+}
+
+/** What the paid MCP call answered, as the harness relays it. */
+export function mcpPaidResultToProto(
+  call: ToolCallRequest,
+  outcome: McpPaidOutcome,
+): McpPaidResult {
+  return {
+    turnId: call.turnId,
+    toolCallId: call.toolCallId,
+    thread: call.thread ?? '',
+    ...outcome,
+  };
+}
+
+/** A paid MCP call this harness cannot make (no MCP server runs the tool): not sent. */
+export function notSent(call: ToolCallRequest): McpPaidOutcome {
+  return {
+    content: `${call.name} is not an MCP tool this harness runs; the paid call was not sent.`,
+    isError: true,
+    paymentResponse: '',
+    paymentNotTaken: true,
+    outcomeUnknownReason: '',
+  };
 }

@@ -28,13 +28,8 @@ import {
 import { turnStepToProto } from '../turn/step-codec';
 import { modelAnswerFromProto } from './relay-codec';
 import { waitForAnswer, type Waiter } from './answer-waiters';
-import type { PaymentPort } from '../turn/ports/payment-port';
-import {
-  chargeAnswerFromProto,
-  paymentChallengeToProto,
-  paymentSettleToProto,
-  type ChargeAnswer,
-} from './payment-codec';
+import type { PaidToolRunner, PaymentPort } from '../turn/ports/payment-port';
+import { TurnPayments, trustedTimeout } from './turn-payments';
 
 /** The RunTurn call as grpc-js hands it to the handler. */
 export type RunTurnCall = ServerDuplexStream<TurnInputMessage, TurnOutput>;
@@ -79,8 +74,8 @@ export class TurnCall {
   private readonly abortController = new AbortController();
   private readonly acks = new Map<number, Waiter<number>>();
   private readonly trusted = new Map<string, Waiter<TrustedAnswer>>();
-  /** Challenges sent to the control plane, by tool call id (docs/payments.md). */
-  private readonly charges = new Map<string, Waiter<ChargeAnswer['answer']>>();
+  /** The turn's paid calls (turn-payments.ts). */
+  private readonly paid: TurnPayments;
   /**
    * The relayed model calls waiting for their answers, by {@link relayKey}: one per
    * thread, and a panel's threads ask side by side.
@@ -96,6 +91,11 @@ export class TurnCall {
 
   constructor(options: TurnCallOptions) {
     this.options = options;
+    this.paid = new TurnPayments({
+      turnId: options.turnId,
+      write: (output) => this.write(output),
+      violate: (what) => this.violate(what),
+    });
   }
 
   /** Aborted when the turn must stop (cancel, client gone, shutdown, protocol mistake). */
@@ -137,6 +137,7 @@ export class TurnCall {
           this.violate(isAppError(error) ? error.message : 'malformed trusted_tool_result');
           return;
         }
+        if (this.paid.settled(answer)) return;
         const waiter = this.trusted.get(answer.toolCallId);
         if (waiter === undefined) {
           this.violate(`trusted_tool_result for ${answer.toolCallId}, which was not asked for`);
@@ -146,23 +147,12 @@ export class TurnCall {
         waiter.resolve(answer);
         return;
       }
-      case 'paymentChargeAnswer': {
-        let answer: ChargeAnswer;
-        try {
-          answer = chargeAnswerFromProto(input.value);
-        } catch (error) {
-          this.violate(isAppError(error) ? error.message : 'malformed payment_charge_answer');
-          return;
-        }
-        const waiter = this.charges.get(answer.toolCallId);
-        if (waiter === undefined) {
-          this.violate(`payment_charge_answer for ${answer.toolCallId}, which sent no challenge`);
-          return;
-        }
-        this.charges.delete(answer.toolCallId);
-        waiter.resolve(answer.answer);
+      case 'mcpPayment':
+        this.paid.mcpPayment(input.value);
         return;
-      }
+      case 'paymentChargeAnswer':
+        this.paid.chargeAnswered(input.value);
+        return;
       case 'modelDelta': {
         const key = relayKey(input.value);
         if (this.models.has(key)) this.modelDeltas.get(key)?.(input.value.text);
@@ -203,11 +193,10 @@ export class TurnCall {
     this.inputClosed = reason;
     for (const waiter of this.acks.values()) waiter.reject(reason);
     for (const waiter of this.trusted.values()) waiter.reject(reason);
-    for (const waiter of this.charges.values()) waiter.reject(reason);
     for (const waiter of this.models.values()) waiter.reject(reason);
     this.acks.clear();
     this.trusted.clear();
-    this.charges.clear();
+    this.paid.closeInput(reason);
     this.models.clear();
     this.modelDeltas.clear();
   }
@@ -258,29 +247,10 @@ export class TurnCall {
     },
   };
 
-  /**
-   * A 402's way to the control plane: the challenge up, the charge or a refusal down; then,
-   * once approved, the request to pay up and the paid response down as a trusted result.
-   */
-  readonly payments: PaymentPort = {
-    charge: (call, challenge, options) => {
-      const answered = this.wait(this.charges, call.toolCallId, options.signal, () =>
-        trustedTimeout(call, options.timeoutMs),
-      );
-      this.write({ $case: 'paymentChallenge', value: paymentChallengeToProto(call, challenge) });
-      return answered;
-    },
-    settle: async (call, approvalRequestId, options) => {
-      const answered = this.wait(this.trusted, call.toolCallId, options.signal, () =>
-        trustedTimeout(call, options.timeoutMs),
-      );
-      this.write({ $case: 'paymentSettle', value: paymentSettleToProto(call, approvalRequestId) });
-      const answer = await answered;
-      // Money may have moved without an answer: the machine quarantines the turn.
-      if (!answer.known) throw new AppError('unavailable', answer.reason);
-      return answer.outcome;
-    },
-  };
+  /** The turn's paid calls (turn-payments.ts); `paid` calls MCP tools with their payments. */
+  payments(paid: PaidToolRunner | undefined): PaymentPort {
+    return this.paid.port(paid);
+  }
 
   /**
    * Relayed model calls (relayed-model.ts): a `model_request` up, its `model_delta`s and
@@ -384,12 +354,4 @@ function relayKey({ step, thread }: RelayKeyParts): string {
 
 function describeRelay({ step, thread }: RelayKeyParts): string {
   return thread === '' ? `of step ${step}` : `of step ${step} in thread ${thread}`;
-}
-
-function trustedTimeout(request: ToolCallRequest, timeoutMs: number): AppError {
-  return new AppError(
-    'deadline_exceeded',
-    `trusted tool ${request.name} (${request.toolCallId}) got no answer from the control plane within ${timeoutMs} ms`,
-    { details: { turn: request.turnId, toolCallId: request.toolCallId } },
-  );
 }

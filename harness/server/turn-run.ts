@@ -5,6 +5,7 @@ import { AppError, isAppError } from '../../common/errors';
 import { recordActiveSpanError, setActiveSpanAttributes } from '../../common/tracing';
 import { requestedModel, tracedModel } from '../model/traced-model';
 import type { McpServerListing } from '../tools/mcp-tools';
+import type { PaidToolRunner } from '../turn/ports/payment-port';
 import { tracedTools } from '../tools/traced-tools';
 import type { RequestHasher } from '../turn/agent-config';
 import type { ModelProvider } from '../../common/model/model-port';
@@ -58,7 +59,13 @@ export async function runTurnCall(
   const { deps } = options;
   const started = performance.now();
   const seconds = (): number => (performance.now() - started) / 1000;
-  const { input, tools } = await withMcpTools(options, policyInput, request, turn.signal, log);
+  const { input, tools, paidTools } = await withMcpTools(
+    options,
+    policyInput,
+    request,
+    turn.signal,
+    log,
+  );
   log.info(
     {
       recordedSteps: input.recordedSteps.length,
@@ -90,7 +97,7 @@ export async function runTurnCall(
         modelFor: tracedModels(modelOf, settings, request.model, agents),
         tools: tracedTools(tools, agents),
         trustedTools: tracedTools(turn.trustedTools, agents),
-        payments: turn.payments,
+        payments: turn.payments(paidTools),
         steps: {
           commit: async (step, options) => {
             await turn.sink.commit(step, options);
@@ -179,7 +186,7 @@ async function withMcpTools(
   request: Pick<TurnRequest, 'toolReferences' | 'agentToolReferences' | 'agentMcpServers'>,
   signal: AbortSignal,
   log: Logger,
-): Promise<{ input: TurnInput; tools: ToolRunner }> {
+): Promise<{ input: TurnInput; tools: ToolRunner; paidTools: PaidToolRunner | undefined }> {
   const source = options.mcpTools;
   const own = await listAgentMcp(
     options.agentMcp,
@@ -235,6 +242,7 @@ async function withMcpTools(
   return {
     input: { ...input, tools: answering, ...(agents === undefined ? {} : { agents }) },
     tools,
+    paidTools: own.routePaid(options.deps.paidTools),
   };
 }
 

@@ -7,6 +7,7 @@ import {
   CallToolResultSchema,
   ErrorCode as McpErrorCode,
   McpError,
+  type CallToolResult,
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
 import { isJsonObject, type JsonObject } from '../../common/canonical-json';
@@ -14,7 +15,7 @@ import { AppError } from '../../common/errors';
 import { setActiveSpanAttributes, traceMeta } from '../../common/tracing';
 import type { ToolCallOptions, ToolCallRequest, ToolOutcome } from '../turn/ports/tool-port';
 import { ToolEffect } from '../turn/turn-records';
-import { failed, renderResult } from './mcp-result';
+import { failed } from './mcp-result';
 import type { McpServerConfig, McpToolRunnerOptions } from './mcp-server-config';
 
 /**
@@ -37,6 +38,11 @@ export interface McpTool {
   /** `pure` only when the server annotates the tool `readOnlyHint: true`. */
   readonly effect: ToolEffect;
 }
+
+/** A call's answer: the server's result, or the outcome of a call that did not run. */
+export type McpCallAnswer =
+  | { readonly kind: 'result'; readonly result: CallToolResult }
+  | { readonly kind: 'not_run'; readonly outcome: ToolOutcome };
 
 /** A live client, whether its connection has closed, and its tools once listed. */
 interface Session {
@@ -91,11 +97,17 @@ export class ServerConnection {
     return [...tools];
   }
 
+  /**
+   * Calls `tool` with the request's arguments, and `meta` added to the call's `_meta` (a
+   * paid call's payment). Resolves with the server's result, or with the outcome of a
+   * call that did not run; see mcp-tools.ts for which failures reject.
+   */
   async call(
     tool: string,
     request: ToolCallRequest,
     options: ToolCallOptions,
-  ): Promise<ToolOutcome> {
+    meta: JsonObject = {},
+  ): Promise<McpCallAnswer> {
     const server = this.config.name;
     const timeoutMs = Math.min(options.timeoutMs, this.timeoutMs);
     const timeout = AbortSignal.timeout(timeoutMs);
@@ -105,9 +117,12 @@ export class ServerConnection {
       session = await this.connect(signal);
     } catch (error) {
       // Nothing was sent: the tool did not run, so the outcome is known.
-      return failed(
-        `MCP server ${server} is not available (${isCancel(error) ? 'the call was cancelled before it started' : errorText(error)}); ${request.name} did not run.`,
-      );
+      return {
+        kind: 'not_run',
+        outcome: failed(
+          `MCP server ${server} is not available (${isCancel(error) ? 'the call was cancelled before it started' : errorText(error)}); ${request.name} did not run.`,
+        ),
+      };
     }
     const details = { server, tool, toolCallId: request.toolCallId };
     // The call is the active execute_tool span's (traced-tools.ts): its transport and
@@ -117,7 +132,7 @@ export class ServerConnection {
       'network.transport': this.config.transport === 'stdio' ? 'pipe' : 'tcp',
       ...(sessionId === undefined ? {} : { 'mcp.session.id': sessionId }),
     });
-    const meta = traceMeta();
+    const callMeta = { ...traceMeta(), ...meta };
     try {
       const result = await session.client.request(
         {
@@ -125,14 +140,14 @@ export class ServerConnection {
           params: {
             name: tool,
             arguments: request.input,
-            ...(Object.keys(meta).length === 0 ? {} : { _meta: meta }),
+            ...(Object.keys(callMeta).length === 0 ? {} : { _meta: callMeta }),
           },
         },
         CallToolResultSchema,
         // Both our signal and the SDK's timeout: the SDK cuts requests at 60 s unless told.
         { signal, timeout: timeoutMs },
       );
-      return { content: renderResult(result), isError: result.isError === true };
+      return { kind: 'result', result };
     } catch (error) {
       if (options.signal.aborted) {
         throw new AppError(
@@ -164,7 +179,10 @@ export class ServerConnection {
       if (error instanceof McpError) {
         // A JSON-RPC error answer: the server refused the request (unknown tool, bad
         // arguments), so the tool did not run and the model may correct itself.
-        return failed(`MCP server ${server} refused ${tool}: ${error.message}`);
+        return {
+          kind: 'not_run',
+          outcome: failed(`MCP server ${server} refused ${tool}: ${error.message}`),
+        };
       }
       // An answer we cannot read (not a CallToolResult) or a transport failure after the
       // send: the work may have happened.

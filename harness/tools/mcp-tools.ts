@@ -7,8 +7,12 @@ import type {
   ToolRunner,
 } from '../turn/ports/tool-port';
 import type { TurnTool } from '../turn/turn-records';
-import { ServerConnection, type McpTool } from './mcp-connection';
-import { failed, truncate } from './mcp-result';
+import { ServerConnection, type McpCallAnswer, type McpTool } from './mcp-connection';
+import { failed, renderResult, truncate } from './mcp-result';
+import { paymentRequiredOf, paymentResponseOf, X402_PAYMENT_META } from './mcp-x402';
+import { mcpResourceUrl } from '../../common/payment-approval';
+import type { JsonObject, JsonValue } from '../../common/canonical-json';
+import type { McpPaidOutcome } from '../turn/ports/payment-port';
 import {
   DEFAULT_MAX_RESULT_CHARS,
   DEFAULT_MCP_TIMEOUT_MS,
@@ -189,13 +193,77 @@ export class McpToolRunner implements ToolRunner {
    */
   async call(request: ToolCallRequest, options: ToolCallOptions): Promise<ToolOutcome> {
     if (this.closed) return failed(`MCP tools are shut down; ${request.name} did not run.`);
-    const parts = splitToolName(request.name);
-    const connection = parts === undefined ? undefined : this.servers.get(parts.server);
-    if (parts === undefined || connection === undefined) {
+    const found = this.serverOf(request.name);
+    if (found === undefined) {
       return failed(`${request.name} is not a tool of a configured MCP server; it did not run.`);
     }
-    const outcome = await connection.call(parts.tool, request, options);
+    const answer = await found.connection.call(found.tool, request, options);
+    if (answer.kind === 'not_run') return answer.outcome;
+    const { result } = answer;
+    const outcome = { content: renderResult(result), isError: result.isError === true };
+    const required = paymentRequiredOf(result);
+    const url = mcpResourceUrl(request.name);
+    if (required !== undefined && url !== undefined) {
+      // Not the call's result: the turn sends the challenge to the control plane.
+      return { ...outcome, paymentRequired: { url, headers: [], mcpPaymentRequired: required } };
+    }
     return truncate(outcome, this.maxResultChars);
+  }
+
+  /**
+   * Calls `<server>/<tool>` again with the payment the control plane signed
+   * (`_meta["x402/payment"]`; docs/payments.md, "A paid MCP tool"). The payment is put in
+   * the request and nowhere else: never logged, never in a span.
+   */
+  async callPaid(
+    request: ToolCallRequest,
+    payment: string,
+    options: ToolCallOptions,
+  ): Promise<McpPaidOutcome> {
+    const found = this.closed ? undefined : this.serverOf(request.name);
+    if (found === undefined)
+      return notTaken(`${request.name} is not reachable; the paid call was not sent.`);
+    let meta: JsonObject;
+    try {
+      meta = { [X402_PAYMENT_META]: JSON.parse(payment) as JsonValue };
+    } catch {
+      return notTaken(
+        `the control plane's payment for ${request.name} is not JSON; it was not sent.`,
+      );
+    }
+    let answer: McpCallAnswer;
+    try {
+      answer = await found.connection.call(found.tool, request, options, meta);
+    } catch (error) {
+      const reason = error instanceof AppError ? error.message : String(error);
+      return {
+        content: '',
+        isError: true,
+        paymentResponse: '',
+        paymentNotTaken: false,
+        outcomeUnknownReason: reason,
+      };
+    }
+    if (answer.kind === 'not_run') return notTaken(answer.outcome.content);
+    const { result } = answer;
+    const paymentResponse = paymentResponseOf(result);
+    return {
+      content: truncate({ content: renderResult(result), isError: false }, this.maxResultChars)
+        .content,
+      isError: result.isError === true,
+      paymentResponse,
+      paymentNotTaken: paymentRequiredOf(result) !== undefined,
+      outcomeUnknownReason: '',
+    };
+  }
+
+  /** The connection and the server's tool name of `<server>/<tool>`, if configured. */
+  private serverOf(name: string): { connection: ServerConnection; tool: string } | undefined {
+    const parts = splitToolName(name);
+    const connection = parts === undefined ? undefined : this.servers.get(parts.server);
+    return parts === undefined || connection === undefined
+      ? undefined
+      : { connection, tool: parts.tool };
   }
 
   /** Stops every server process and session. Idempotent. */
@@ -210,4 +278,15 @@ export class McpToolRunner implements ToolRunner {
       throw new AppError('failed_precondition', 'MCP tools are shut down; create a new runner');
     }
   }
+}
+
+/** A paid call the server did not take: nothing was paid for it. */
+function notTaken(content: string): McpPaidOutcome {
+  return {
+    content,
+    isError: true,
+    paymentResponse: '',
+    paymentNotTaken: true,
+    outcomeUnknownReason: '',
+  };
 }

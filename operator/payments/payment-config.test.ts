@@ -1,22 +1,16 @@
 import { describe, expect, it } from '@jest/globals';
-import { KubeConfig } from '@kubernetes/client-node';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError } from '../../common/config';
 import { loadPaymentConfig } from './payment-config';
+import { offlineKubeConfig } from '../../test/support/offline-kube-config';
 
 // The control plane's payment settings: off unless a protocol is named, in the order named;
 // MPP only with a token table, each row checked and a bad one named; a clear error for a
 // protocol it does not pay. A directory store refuses a wallet it has no file for, naming it.
 
-const kc = new KubeConfig();
-kc.loadFromOptions({
-  clusters: [{ name: 'c', server: 'https://127.0.0.1:1' }],
-  users: [{ name: 'u' }],
-  contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-  currentContext: 'x',
-});
+const kc = offlineKubeConfig();
 
 const USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
 const usdc = { network: 'eip155:8453', asset: USDC, name: 'USD Coin', version: '2' };

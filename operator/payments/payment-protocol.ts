@@ -2,8 +2,9 @@ import { AppError, ErrorCode, isAppError } from '../../common/errors';
 import { ChallengeError, PaymentProtocolName, type Charge } from './charge';
 import { hasMppChallenge, MPP_CHALLENGE_HEADER, parseMppChallenge } from './mpp-challenge';
 import { settleMpp, type TokenDomain } from './mpp-settle';
-import type { PaidResponse, SettleInput } from './settlement';
-import { parseX402Challenge, X402_CHALLENGE_HEADER } from './x402-challenge';
+import type { McpPaidOutcome, PaidResponse, SettleInput, Settlement } from './settlement';
+import { parseX402Challenge, parseX402McpChallenge, X402_CHALLENGE_HEADER } from './x402-challenge';
+import { authorizeX402Mcp, x402McpSettlement } from './x402-mcp';
 import { settleX402 } from './x402-settle';
 
 /**
@@ -24,6 +25,26 @@ export interface PaymentProtocol {
    * a `SettlementError` whose `outcome` says whether money may have moved.
    */
   settle(input: SettleInput): Promise<PaidResponse>;
+  /** How the protocol pays an MCP server's tool, when it has an MCP transport. */
+  readonly mcp?: McpPaymentTransport;
+}
+
+/**
+ * A protocol's payments over MCP (docs/payments.md, "A paid MCP tool"). The MCP session is
+ * the harness's, so the control plane signs the payment and the harness carries it.
+ */
+export interface McpPaymentTransport {
+  /** Pure: the charge of a challenge an MCP tool's result carried, for the call `resourceUrl`. */
+  parse(challenge: string, resourceUrl: string, receivedAt: Date): Charge;
+  /** Signs the payment of the approved charge, for the harness to send; refuses a changed one. */
+  authorize(input: Omit<SettleInput, 'request'>): Promise<string>;
+  /** Pure: what the paid call settled, or a `SettlementError` saying if money may have moved. */
+  settlement(
+    outcome: McpPaidOutcome,
+    charge: Charge,
+    payer: string,
+    idempotencyKey: string,
+  ): Settlement;
 }
 
 /** x402 v2 (`PAYMENT-REQUIRED`), `exact` scheme with EIP-3009 tokens. */
@@ -33,6 +54,11 @@ export function x402Protocol(): PaymentProtocol {
     challengeIn: (headers) => headers.get(X402_CHALLENGE_HEADER) ?? undefined,
     parse: (challenge, url, at) => parseX402Challenge(challenge, url, at).charge,
     settle: (input) => settleX402(input),
+    mcp: {
+      parse: (challenge, url, at) => parseX402McpChallenge(challenge, url, at).charge,
+      authorize: (input) => authorizeX402Mcp(input),
+      settlement: x402McpSettlement,
+    },
   };
 }
 
@@ -118,4 +144,25 @@ export function readChallenge(
     ErrorCode.InvalidArgument,
     `the 402 carries no payment challenge Polychrome reads (looked for: ${protocols.map((p) => p.name).join(', ')})`,
   );
+}
+
+/**
+ * Reads the challenge an MCP tool's result carried: the first protocol in `protocols` with
+ * an MCP transport parses it (today x402 alone has one). None configured, or a challenge it
+ * refuses, is refused naming why.
+ */
+export function readMcpChallenge(
+  protocols: readonly PaymentProtocol[],
+  challenge: string,
+  resourceUrl: string,
+  receivedAt: Date,
+): ReadChallenge {
+  const protocol = protocols.find((p) => p.mcp !== undefined);
+  if (protocol?.mcp === undefined) {
+    throw new AppError(
+      ErrorCode.InvalidArgument,
+      `the MCP tool asks for payment over x402's MCP transport, and this control plane pays over MCP only with x402 (it pays: ${protocols.map((p) => p.name).join(', ') || 'nothing'})`,
+    );
+  }
+  return { protocol, challenge, charge: protocol.mcp.parse(challenge, resourceUrl, receivedAt) };
 }

@@ -97,8 +97,11 @@ export function directorySecretStore(directory: string): SecretStore {
  * both read it.
  */
 export function isWalletName(name: string): boolean {
-  return /^[a-z0-9]([a-z0-9-]{0,44}[a-z0-9])?$/.test(name);
+  return new RegExp(WALLET_NAME_PATTERN, 'u').test(name);
 }
+
+/** The pattern `isWalletName` tests (the Helm chart's values schema checks wallet names by it). */
+export const WALLET_NAME_PATTERN = '^[a-z0-9]([a-z0-9-]{0,44}[a-z0-9])?$';
 
 function checkName(name: string): void {
   if (!isWalletName(name)) {

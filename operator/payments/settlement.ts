@@ -45,6 +45,21 @@ export interface Settlement {
   readonly upstreamReceipt: string;
 }
 
+/**
+ * What a paid MCP call answered, as the harness relayed it (harness.proto `McpPaidResult`):
+ * the control plane reads its settlement from here (operator/payments/x402-mcp.ts).
+ */
+export interface McpPaidOutcome {
+  readonly content: string;
+  readonly isError: boolean;
+  /** The settlement response as JSON, as the result carried it; '' when it had none. */
+  readonly paymentResponse: string;
+  /** The server did not take the payment (asked for payment again, or never got the call). */
+  readonly paymentNotTaken: boolean;
+  /** Non-empty when the call's outcome is unknown (sent, no answer). */
+  readonly outcomeUnknownReason: string;
+}
+
 /** The upstream answer to the paid request, with what it settled. */
 export interface PaidResponse {
   readonly status: number;

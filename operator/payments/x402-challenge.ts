@@ -13,7 +13,8 @@ import {
 /**
  * The x402 v2 challenge: a 402's `PAYMENT-REQUIRED` header, base64 of JSON
  * `{x402Version: 2, resource: {url}, accepts: [{scheme, network, amount, asset, payTo,
- * maxTimeoutSeconds, extra}]}`. Pure: no I/O, the clock comes in as `receivedAt`.
+ * maxTimeoutSeconds, extra}]}`, or that JSON object in an MCP tool's result (x402's MCP
+ * transport). Pure: no I/O, the clock comes in as `receivedAt`.
  *
  * Polychrome pays the `exact` scheme on EVM networks with an EIP-3009 token (the EIP-712
  * domain `extra.name` and `extra.version` are required), and only a challenge that offers
@@ -55,13 +56,49 @@ export function parseX402Challenge(
   receivedAt: Date,
 ): X402Challenge {
   const body = decode(header);
+  checkResource(body.resource, requestUrl);
+  return x402Body(body, challengeDigest(header), requestUrl, receivedAt);
+}
+
+/**
+ * Parses the `PaymentRequired` object an MCP tool's result carried (x402's MCP transport),
+ * as JSON, for the call `resourceUrl` (`mcp://<server>/<tool>`). The stated
+ * `resource.url` is the server's own name for the tool (`mcp://tool/<name>`) and is not
+ * checked against the call: the control plane binds the charge to the committed call it
+ * names instead (operator/turns/plan-payments.ts).
+ */
+export function parseX402McpChallenge(
+  json: string,
+  resourceUrl: string,
+  receivedAt: Date,
+): X402Challenge {
+  if (json.length > MAX_CHALLENGE_BYTES) {
+    throw fail(
+      'PaymentRequired',
+      `is ${json.length} bytes, over the ${MAX_CHALLENGE_BYTES}-byte limit`,
+    );
+  }
+  return x402Body(
+    objectOf(json, 'PaymentRequired', 'is not JSON'),
+    challengeDigest(json),
+    resourceUrl,
+    receivedAt,
+  );
+}
+
+/** The charge of a decoded `PaymentRequired` body, whose exact bytes digest to `digest`. */
+function x402Body(
+  body: Record<string, unknown>,
+  digest: string,
+  resourceUrl: string,
+  receivedAt: Date,
+): X402Challenge {
   if (body.x402Version !== 2) {
     throw fail(
       'x402Version',
       `is ${clip(JSON.stringify(body.x402Version) ?? 'missing')}, not 2 (only x402 v2 is paid)`,
     );
   }
-  checkResource(body.resource, requestUrl);
   const accepts = body.accepts;
   if (!Array.isArray(accepts) || accepts.length === 0) throw fail('accepts', 'is missing or empty');
   if (accepts.length > 1) {
@@ -75,12 +112,12 @@ export function parseX402Challenge(
   return {
     charge: {
       protocol: PaymentProtocolName.X402,
-      challengeDigest: challengeDigest(header),
+      challengeDigest: digest,
       amount: requirements.amount,
       asset: requirements.asset.toLowerCase(),
       network: requirements.network,
       payee: requirements.payTo.toLowerCase(),
-      resourceUrl: requestUrl,
+      resourceUrl,
       expiresAt: expiresAt.toISOString(),
     },
     paymentRequired: body as X402Challenge['paymentRequired'],
@@ -98,14 +135,23 @@ function decode(header: string): Record<string, unknown> {
   if (!/^[A-Za-z0-9+/]+={0,2}$/.test(header) || header.length % 4 !== 0) {
     throw fail('PAYMENT-REQUIRED', 'is not base64');
   }
+  return objectOf(
+    Buffer.from(header, 'base64').toString('utf8'),
+    'PAYMENT-REQUIRED',
+    'is base64 but not JSON',
+  );
+}
+
+/** The JSON object `text` holds; `field` and `notJson` name the refusal. */
+function objectOf(text: string, field: string, notJson: string): Record<string, unknown> {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(Buffer.from(header, 'base64').toString('utf8'));
+    parsed = JSON.parse(text);
   } catch {
-    throw fail('PAYMENT-REQUIRED', 'is base64 but not JSON');
+    throw fail(field, notJson);
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    throw fail('PAYMENT-REQUIRED', 'is not a JSON object');
+    throw fail(field, 'is not a JSON object');
   }
   return parsed as Record<string, unknown>;
 }

@@ -1,5 +1,5 @@
 import { x402Client, x402HTTPClient } from '@x402/core/client';
-import type { PaymentRequirements, SchemeNetworkClient } from '@x402/core/types';
+import type { PaymentPayload, PaymentRequirements, SchemeNetworkClient } from '@x402/core/types';
 import { authorizationTypes } from '@x402/evm';
 import { getAddress } from 'viem';
 import { challengeDigest, type Charge } from './charge';
@@ -11,7 +11,7 @@ import {
   type SettleInput,
 } from './settlement';
 import type { Wallet } from './wallet';
-import { parseX402Challenge } from './x402-challenge';
+import { parseX402Challenge, type X402Challenge } from './x402-challenge';
 
 /**
  * Pays an approved x402 charge: signs the EIP-3009 authorization with the wallet, sends
@@ -27,21 +27,9 @@ export async function settleX402(input: SettleInput): Promise<PaidResponse> {
   const options = input.options ?? {};
   const parsed = boundChallenge(charge, challenge, request.url);
   refuseIfExpired(charge.expiresAt, (options.now ?? (() => new Date()))());
-  const client = new x402Client()
-    .register(parsed.requirements.network, eip3009Client(wallet, idempotencyKey, charge.expiresAt))
-    .setSpendControls(false);
-  const http = new x402HTTPClient(client);
-  let headers: Record<string, string>;
-  try {
-    headers = http.encodePaymentSignatureHeader(
-      await http.createPaymentPayload(parsed.paymentRequired as never),
-    );
-  } catch (error) {
-    throw new SettlementError(
-      SettlementOutcome.Refused,
-      `the x402 payment could not be signed (${(error as Error).message.slice(0, 200)}); nothing was sent`,
-    );
-  }
+  const payload = await signX402Payment(parsed, wallet, idempotencyKey, charge.expiresAt);
+  const http = new x402HTTPClient(new x402Client());
+  const headers = http.encodePaymentSignatureHeader(payload);
   const response = await sendPaid(request, headers, options);
   const body = await readBody(response);
   const receipt = response.headers.get('payment-response');
@@ -89,19 +77,47 @@ export async function settleX402(input: SettleInput): Promise<PaidResponse> {
   );
 }
 
-/** Re-parses the challenge and checks it is the one the charge was approved for. */
-function boundChallenge(
+/**
+ * Signs the `PaymentPayload` of an approved challenge with the wallet (`@x402/core`'s client
+ * with {@link eip3009Client}): the same charge, key and expiry always sign the same
+ * authorization. Fails `refused` (nothing left the process) when it cannot be signed.
+ */
+export async function signX402Payment(
+  parsed: X402Challenge,
+  wallet: Wallet,
+  idempotencyKey: string,
+  expiresAt: string,
+): Promise<PaymentPayload> {
+  const client = new x402Client()
+    .register(parsed.requirements.network, eip3009Client(wallet, idempotencyKey, expiresAt))
+    .setSpendControls(false);
+  try {
+    return await client.createPaymentPayload(parsed.paymentRequired as never);
+  } catch (error) {
+    throw new SettlementError(
+      SettlementOutcome.Refused,
+      `the x402 payment could not be signed (${(error as Error).message.slice(0, 200)}); nothing was sent`,
+    );
+  }
+}
+
+/**
+ * Re-parses the challenge (with `parse`: the header's, or the MCP transport's) and checks
+ * it is the one the charge was approved for.
+ */
+export function boundChallenge(
   charge: Charge,
   challenge: string,
   url: string,
-): ReturnType<typeof parseX402Challenge> {
+  parse: typeof parseX402Challenge = parseX402Challenge,
+): X402Challenge {
   if (challengeDigest(challenge) !== charge.challengeDigest || charge.resourceUrl !== url) {
     throw new SettlementError(
       SettlementOutcome.Refused,
       'the challenge or URL is not the one the charge was approved for; a new approval is needed',
     );
   }
-  const parsed = parseX402Challenge(challenge, url, new Date(0));
+  const parsed = parse(challenge, url, new Date(0));
   const same =
     parsed.charge.amount === charge.amount &&
     parsed.charge.asset === charge.asset &&

@@ -439,10 +439,47 @@ describe('TurnCoordinator against a harness that lies about a payment', () => {
             thread: '',
             url: 'http://attacker.example/invoice',
             headers: [{ name: 'payment-required', value: 'e30=' }],
+            mcpPaymentRequired: '',
           },
         },
       }),
       'payment_challenge: tool call toolu_1 fetched http://127.0.0.1:4021/report, not http://attacker.example/invoice',
+    ],
+    [
+      "an MCP tool's 402 for the built-in fetch call",
+      (turnId) => ({
+        output: {
+          $case: 'paymentChallenge',
+          value: {
+            turnId,
+            toolCallId: 'toolu_1',
+            thread: '',
+            url: 'mcp://fetch/report',
+            headers: [],
+            mcpPaymentRequired: '{"x402Version":2}',
+          },
+        },
+      }),
+      "payment_challenge: tool call toolu_1 (fetch) is not an MCP server's tool, yet its challenge came as one's result",
+    ],
+    [
+      'a paid MCP result it was handed no payment for',
+      (turnId) => ({
+        output: {
+          $case: 'mcpPaidResult',
+          value: {
+            turnId,
+            toolCallId: 'toolu_1',
+            thread: '',
+            content: 'paid',
+            isError: false,
+            paymentResponse: `{"success":true,"transaction":"0x${'ab'.repeat(32)}","network":"eip155:31337","payer":"0x${'11'.repeat(20)}"}`,
+            paymentNotTaken: false,
+            outcomeUnknownReason: '',
+          },
+        },
+      }),
+      'mcp_paid_result: tool call toolu_1 was handed no payment in this call',
     ],
   ])('quarantines %s over real gRPC, and commits no charge or send', async (_what, lie, why) => {
     const { reply, kinds } = await postTo((start) => [fetchCall(start.turnId), lie(start.turnId)], {

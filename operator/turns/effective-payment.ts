@@ -125,6 +125,37 @@ function limitsRefusal(
   return decision.allowed ? undefined : `spend limit ${decision.limit}: ${decision.message}`;
 }
 
+/**
+ * The policies that decide a charge of `turn`: the conversation's, with what it sent and
+ * its `pending` charges; and the persona's, only when `persona` is of the persona the turn
+ * is attributed to (another persona's link never pays), with its own waiting charges.
+ */
+export function policiesOfTurn(
+  turn: TurnView,
+  facts: {
+    readonly policy: PaymentPolicyRef | undefined;
+    readonly spent: readonly SpentPayment[];
+    readonly pending?: readonly PendingCharge[];
+    readonly persona?: PersonaPayment;
+  },
+): PaymentPolicies {
+  const pending = facts.pending ?? [];
+  const attributed = turn.attribution.persona;
+  const persona =
+    attributed !== '' && facts.persona?.personaId === attributed ? facts.persona : undefined;
+  return {
+    conversation: facts.policy,
+    conversationSpent: [...facts.spent, ...pending],
+    persona:
+      persona === undefined
+        ? undefined
+        : {
+            ...persona,
+            spent: [...persona.spent, ...pending.filter((p) => p.persona === attributed)],
+          },
+  };
+}
+
 /** A charge committed and not yet paid, denied or expired, with the persona of its turn. */
 export interface PendingCharge extends SpentPayment {
   readonly persona: string;

@@ -13,6 +13,8 @@ import type { ClientDuplexStream } from '@grpc/grpc-js';
 import { AppError, type ErrorDetails } from '../../common/errors';
 import { isServiceError, receivedErrorOf } from '../../common/grpc-errors';
 import type {
+  McpPaidResult,
+  McpPayment,
   ModelAnswer,
   ModelRequest,
   Paused,
@@ -46,8 +48,21 @@ export type HarnessMessage =
    * {@link HarnessCall.chargeAnswer}.
    */
   | { readonly kind: 'payment_challenge'; readonly challenge: PaymentChallenge }
-  /** Pay an approved charge; the harness waits for {@link HarnessCall.toolResult}. */
+  /**
+   * Pay an approved charge; the harness waits for {@link HarnessCall.toolResult}, or, for
+   * an MCP tool's charge, {@link HarnessCall.mcpPayment}.
+   */
   | { readonly kind: 'payment_settle'; readonly settle: PaymentSettle }
+  /**
+   * What the MCP tool answered when called with the payment {@link HarnessCall.mcpPayment}
+   * handed over in this call; the harness waits for {@link HarnessCall.toolResult}.
+   */
+  | {
+      readonly kind: 'mcp_paid_result';
+      readonly result: McpPaidResult;
+      /** This call handed the tool call its payment (else the message is forged). */
+      readonly handed: boolean;
+    }
   /** The end: the harness paused the turn. */
   | { readonly kind: 'paused'; readonly paused: Paused }
   /**
@@ -80,6 +95,8 @@ export class HarnessCall implements AsyncIterable<HarnessMessage> {
   private awaited: string | undefined;
   /** The relayed model requests read and not answered yet, by thread and step. */
   private readonly relaying = new Set<string>();
+  /** Tool calls handed a signed payment in this call, whose paid result is not read yet. */
+  private readonly handedPayments = new Set<string>();
   private failure: unknown;
   private cancelled: { readonly reason: unknown } | undefined;
   private ended = false;
@@ -134,6 +151,16 @@ export class HarnessCall implements AsyncIterable<HarnessMessage> {
       $case: 'paymentChargeAnswer',
       value: answer,
     });
+  }
+
+  /**
+   * Answers the payment settle just read, of an MCP tool's charge, with the signed payment
+   * for the harness to call the tool with (docs/payments.md, "A paid MCP tool"); only this
+   * call may then relay the tool's paid result.
+   */
+  mcpPayment(payment: McpPayment): void {
+    this.answer(`trusted tool call ${payment.toolCallId}`, { $case: 'mcpPayment', value: payment });
+    this.handedPayments.add(payment.toolCallId);
   }
 
   /** Streams a text fragment of a model request read and not answered yet. */
@@ -206,6 +233,13 @@ export class HarnessCall implements AsyncIterable<HarnessMessage> {
           this.awaited = `trusted tool call ${output.value.toolCallId}`;
           yield { kind: 'payment_settle', settle: output.value };
           break;
+        case 'mcpPaidResult': {
+          // Only the call the payment was handed to knows what the paid tool answered.
+          const handed = this.handedPayments.delete(output.value.toolCallId);
+          this.awaited = `trusted tool call ${output.value.toolCallId}`;
+          yield { kind: 'mcp_paid_result', result: output.value, handed };
+          break;
+        }
         case 'modelRequest': {
           const key = relayedKey(output.value);
           if (this.relaying.has(key)) throw this.askedTwice(key);

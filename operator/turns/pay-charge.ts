@@ -13,7 +13,10 @@ import type {
   PaymentCharge,
 } from '../../proto/gen/polychrome/events/v1/events';
 import type { Charge } from '../payments/charge';
-import type { TrustedToolResult } from '../../proto/gen/polychrome/harness/v1/harness';
+import type {
+  McpPaidResult,
+  TrustedToolResult,
+} from '../../proto/gen/polychrome/harness/v1/harness';
 import { chargeFromProto, receiptIdOf, receiptToProto } from '../payments/payment-events';
 import type { PaymentProtocol } from '../payments/payment-protocol';
 import type { SecretStore } from '../payments/secret-store';
@@ -26,6 +29,7 @@ import {
 import type { ApprovalSigner } from './approval-signer';
 import { planned, type PlannedEvent } from './plan-common';
 import { paidResult } from './plan-payments';
+import { noteSettlement } from './payment-spans';
 
 /** How the control plane pays: the deployment's choices (coordinator-options.ts). */
 export interface PaymentSettings {
@@ -74,6 +78,18 @@ export async function payCharge(
   } catch (error) {
     return failedPayment(charge, error);
   }
+  return commitReceipt(charge, neutral, paid, wallet, parts);
+}
+
+/** Signs and commits the receipt of a paid charge; the answer the tool gets. */
+async function commitReceipt(
+  charge: PaymentCharge,
+  neutral: Charge,
+  paid: PaidResponse,
+  wallet: string,
+  parts: PayParts,
+): Promise<TrustedToolResult> {
+  noteSettlement(paid.settlement);
   const receipt = receiptOf(charge, neutral, paid, wallet, parts);
   try {
     await parts.commit([planned(EventKind.OutboundPaymentReceipt, receipt)]);
@@ -86,7 +102,90 @@ export async function payCharge(
       { cause: error },
     );
   }
-  return paidResult(toolCallId, receipt);
+  return paidResult(charge.toolCallId, receipt);
+}
+
+/**
+ * An approved MCP tool's charge, after its `payment_sent` is committed (docs/payments.md,
+ * "A paid MCP tool"): the payment signed with the wallet for the harness to carry in the
+ * tool's call, or, when it cannot be signed, the answer that nothing was paid.
+ */
+export async function authorizeMcpCharge(
+  charge: PaymentCharge,
+  wallet: string,
+  parts: PayParts,
+): Promise<{ readonly payment: string } | { readonly result: TrustedToolResult }> {
+  const mcp = parts.settings?.protocols.find((p) => p.name === charge.protocol)?.mcp;
+  if (parts.settings === undefined || mcp === undefined) {
+    return {
+      result: notPaid(
+        charge.toolCallId,
+        `this control plane does not pay ${charge.protocol} over MCP`,
+      ),
+    };
+  }
+  try {
+    return {
+      payment: await mcp.authorize({
+        charge: chargeFromProto(charge),
+        challenge: charge.challenge,
+        wallet: await parts.settings.wallets.wallet(wallet),
+        idempotencyKey: charge.idempotencyKey,
+        ...(parts.settings.send === undefined ? {} : { options: parts.settings.send }),
+      }),
+    };
+  } catch (error) {
+    return { result: failedPayment(charge, error) };
+  }
+}
+
+/**
+ * What the paid MCP call answered, as the harness relayed it: its settlement, read by the
+ * protocol, becomes the signed receipt holding the tool's result, committed before the
+ * tool is answered. A result that does not show the payment settled by this wallet leaves
+ * the outcome unknown (the turn is quarantined naming the charge); one whose server says
+ * it took no payment is a result saying nothing was paid.
+ */
+export async function recordMcpPaid(
+  charge: PaymentCharge,
+  wallet: string,
+  relayed: McpPaidResult,
+  parts: PayParts,
+): Promise<TrustedToolResult> {
+  const mcp = parts.settings?.protocols.find((p) => p.name === charge.protocol)?.mcp;
+  const neutral = chargeFromProto(charge);
+  let paid: PaidResponse;
+  try {
+    if (parts.settings === undefined || mcp === undefined) {
+      throw new SettlementError(
+        SettlementOutcome.Unknown,
+        `this control plane no longer pays ${charge.protocol} over MCP, so it cannot read the settlement`,
+      );
+    }
+    const payer = await walletAddress(parts.settings, wallet);
+    const settlement = mcp.settlement(relayed, neutral, payer, charge.idempotencyKey);
+    paid = {
+      status: 0,
+      contentType: undefined,
+      body: Buffer.from(relayed.content, 'utf8'),
+      settlement,
+    };
+  } catch (error) {
+    return failedPayment(charge, error);
+  }
+  return commitReceipt(charge, neutral, paid, wallet, parts);
+}
+
+/** The wallet's address; a wallet that cannot be read now leaves the outcome unknown. */
+async function walletAddress(settings: PaymentSettings, wallet: string): Promise<string> {
+  try {
+    return (await settings.wallets.wallet(wallet)).address;
+  } catch (error) {
+    throw new SettlementError(
+      SettlementOutcome.Unknown,
+      `wallet ${wallet} cannot be read to check the payer (${isAppError(error) ? error.message : 'unreadable'})`,
+    );
+  }
 }
 
 /** The signed receipt of a paid charge, holding the paid response. */

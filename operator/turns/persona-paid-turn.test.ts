@@ -14,13 +14,8 @@ import pino from 'pino';
 import { decodePayload, type EventKind } from '../../common/event-kinds';
 import { PAYMENT_APPROVAL_TOOL } from '../../common/payment-approval';
 import { readyStatus } from '../../test/support/in-memory-conversations';
-import {
-  PAID_WALLET,
-  paidLimits,
-  startPaidTurns,
-  type PaidTurns,
-} from '../../test/support/paid-turns';
-import type { PaidFixture } from '../../test/support/payments/paid-fixture';
+import { PAID_WALLET, startPaidTurns, type PaidTurns } from '../../test/support/paid-turns';
+import { fixtureSpendLimits, type PaidFixture } from '../../test/support/payments/paid-fixture';
 import { startTestRecords, type TestRecords } from '../../test/support/records-server';
 import { TEST_ADMIN, textReply } from '../../test/support/real-turns';
 import { PersonaPaymentPolicies } from './persona-payment-policy';
@@ -97,7 +92,7 @@ describe("a persona's link pays its turns, and its period total holds across con
         personaId: buyer.personaId,
         actor: TEST_ADMIN.identity,
         wallet: PAID_WALLET,
-        limits: paidLimits(first.fixture, PRICE, PRICE),
+        limits: fixtureSpendLimits(first.fixture, PRICE, PRICE),
         reason: 'the buyer may spend one report an hour',
       },
       AbortSignal.timeout(10_000),

@@ -1,9 +1,6 @@
-import { openedTurn } from './view-state';
 import { describe, expect, it } from '@jest/globals';
-import { chargeProtoOf } from '../../common/payment-approval';
 import type { PaymentChallenge } from '../../proto/gen/polychrome/harness/v1/harness';
 import type { RecordedPayment, RecordedStep, TurnView } from './journal-view-types';
-import { x402Protocol } from '../payments/payment-protocol';
 import { requestIds } from '../../common/request-ids';
 import { approvalArgsSha256 } from '../../common/approval-bytes';
 import {
@@ -16,7 +13,6 @@ import {
   type ApprovalRequest,
 } from '../../proto/gen/polychrome/events/v1/events';
 import { checkApprovalRequest } from './plan-harness-checks';
-import type { PaymentPolicyRef } from './journal-view-types';
 import { pendingCharges } from './effective-payment';
 import {
   paymentChallengePlan,
@@ -24,80 +20,25 @@ import {
   type ChargeFacts,
   type SettleFacts,
 } from './plan-payments';
+import {
+  ASSET,
+  charged,
+  facts,
+  fetchCall,
+  fetchResult,
+  limits,
+  linked,
+  NOW,
+  PAY_TO,
+  turn,
+  URL_,
+} from './testdata/payment-plans';
 
 // The control plane's answer to a harness's payment messages, by table: what an attacker
 // holding the harness would try (another turn, a call never committed, a call already
 // answered, a second challenge for a charged call, a settle with no charge) is forged and
 // quarantines the turn; an honest 402 is refused, named, while no wallet is linked, and
 // charged within the linked wallet's limits; a settle pays only an approved, unsent charge.
-
-function turn(steps: RecordedStep[], payments: RecordedPayment[] = []): TurnView {
-  return {
-    ...openedTurn({
-      turnId: 't1',
-      idempotencyKey: 'k',
-      text: 'buy',
-      attribution: { caller: 'web:owner', participants: [], persona: 'p', session: 's' },
-      receivedAtMs: 0,
-      messagePosition: 0,
-    }),
-    steps,
-    payments,
-  };
-}
-
-const fetchCall: RecordedStep = {
-  kind: 'tool_call',
-  position: 3,
-  payload: {
-    turnId: 't1',
-    step: 1,
-    toolCallId: 'g',
-    toolName: 'fetch',
-    argsJson: '{"url":"http://127.0.0.1:4021/report"}',
-    effect: 1,
-    approvalRequestId: '',
-    agent: '',
-    thread: '',
-    depth: 0,
-  },
-};
-const fetchResult: RecordedStep = {
-  kind: 'tool_result',
-  position: 4,
-  payload: {
-    turnId: 't1',
-    toolCallId: 'g',
-    content: 'x',
-    isError: false,
-    denied: false,
-    thread: '',
-    delegate: '',
-  },
-};
-const charged: RecordedPayment = {
-  position: 4,
-  charge: chargeProtoOf({
-    turnId: 't1',
-    toolCallId: 'g',
-    thread: '',
-    protocol: 'x402',
-    challengeSha256: 'ab'.repeat(32),
-    amount: '1',
-    asset: `0x${'11'.repeat(20)}`,
-    network: 'eip155:31337',
-    payee: `0x${'22'.repeat(20)}`,
-    resourceUrl: 'http://127.0.0.1:4021/report',
-    expiresAt: '2026-12-07T12:00:00.000Z',
-    idempotencyKey: 'cd'.repeat(32),
-    approvalRequestId: requestIds.paymentApprovalRequestId('t1', 'g'),
-  }),
-};
-
-const URL_ = 'http://127.0.0.1:4021/report';
-const ASSET = `0x${'11'.repeat(20)}`;
-const PAY_TO = `0x${'22'.repeat(20)}`;
-const NOW = Date.parse('2026-12-07T12:00:00.000Z');
 
 /** A real x402 v2 challenge header for `amount` (the shape @x402/express sends). */
 function x402Header(amount = '10000'): string {
@@ -120,30 +61,7 @@ const challenge = (over: Partial<PaymentChallenge> = {}): PaymentChallenge => ({
   thread: '',
   url: URL_,
   headers: [{ name: 'payment-required', value: x402Header() }],
-  ...over,
-});
-
-const limits = {
-  networks: ['eip155:31337'],
-  assets: [
-    { network: 'eip155:31337', asset: ASSET, maxPerPayment: '20000', maxPerPeriod: '25000' },
-  ],
-  payees: [PAY_TO],
-  periodSeconds: 3600,
-};
-const linked: PaymentPolicyRef = {
-  position: 1,
-  wallet: 'ops',
-  limitsJson: JSON.stringify(limits),
-  actor: 'admin:ada',
-  setAtMs: 0,
-};
-const facts = (over: Partial<ChargeFacts> = {}): ChargeFacts => ({
-  conversationId: 'c',
-  policy: undefined,
-  spent: [],
-  protocols: [x402Protocol()],
-  nowMs: NOW,
+  mcpPaymentRequired: '',
   ...over,
 });
 
@@ -280,7 +198,8 @@ describe('payment messages from the harness', () => {
       answer: {
         answer: {
           $case: 'refusal',
-          value: "only the built-in fetch tool's 402s are paid, not mcp/buy's",
+          value:
+            "only the built-in fetch tool's HTTP 402s are paid (an MCP server's tool is paid over x402's MCP transport), not mcp/buy's",
         },
       },
     });
@@ -291,11 +210,11 @@ describe('payment messages from the harness', () => {
 // the two cannot both be shown when together they would cross a period total; a persona's
 // link pays for the turns attributed to it, and only for them.
 describe('charges counted while they wait, and the persona of the turn', () => {
-  const secondCall: RecordedStep = {
+  const secondCall = {
     ...fetchCall,
     position: 6,
     payload: { ...fetchCall.payload, toolCallId: 'h' },
-  };
+  } as RecordedStep;
   const waiting = (amount: string, over: Partial<RecordedPayment> = {}): RecordedPayment => ({
     ...charged,
     charge: { ...charged.charge, amount, expiresAt: '2026-12-07T12:05:00.000Z' },

@@ -20,6 +20,7 @@ import { approvalArgsSha256 } from '../../common/approval-bytes';
 import {
   chargeFactsOf,
   FETCH_TOOL,
+  mcpResourceUrl,
   PAYMENT_APPROVAL_TOOL,
   paymentApprovalArgsJson,
 } from '../../common/payment-approval';
@@ -30,6 +31,7 @@ import { paymentIdempotencyKey } from '../payments/idempotency';
 import { chargeFromProto, chargeToProto } from '../payments/payment-events';
 import {
   readChallenge,
+  readMcpChallenge,
   type PaymentProtocol,
   type ReadChallenge,
 } from '../payments/payment-protocol';
@@ -37,7 +39,7 @@ import {
   effectivePayment,
   NO_WALLET,
   payingWallet,
-  type PaymentPolicies,
+  policiesOfTurn,
   type PendingCharge,
   type PersonaPayment,
 } from './effective-payment';
@@ -61,7 +63,7 @@ export type PaymentPlan =
   | { readonly kind: 'answer'; readonly answer: PaymentChargeAnswer };
 
 /** Why a call's payment messages cannot be about `toolCallId` of `turn`, or undefined. */
-function waitingCallProblem(
+export function waitingCallProblem(
   turn: TurnView,
   turnId: string,
   toolCallId: string,
@@ -126,24 +128,11 @@ export function paymentChallengePlan(
   const { toolCallId } = challenge;
   const unfit = challengedCall(turn, challenge);
   if (unfit !== undefined) return unfit;
-  const pending = facts.pending ?? [];
-  const persona = personaOfTurn(turn, facts.persona);
-  const policies: PaymentPolicies = {
-    conversation: facts.policy,
-    conversationSpent: [...facts.spent, ...pending],
-    persona:
-      persona === undefined
-        ? undefined
-        : {
-            ...persona,
-            spent: [...persona.spent, ...pending.filter((p) => p.persona === persona.personaId)],
-          },
-  };
+  const policies = policiesOfTurn(turn, facts);
   if (payingWallet(policies) === undefined) return refused(toolCallId, NO_WALLET);
-  const headers = new Headers(challenge.headers.map(({ name, value }) => [name, value]));
   let read: ReadChallenge;
   try {
-    read = readChallenge(facts.protocols, headers, challenge.url, new Date(facts.nowMs));
+    read = readChallengeOf(challenge, facts.protocols, new Date(facts.nowMs));
   } catch (error) {
     if (!isAppError(error)) throw error;
     return refused(toolCallId, error.message);
@@ -164,9 +153,23 @@ export function paymentChallengePlan(
   };
 }
 
+/** The charge of a challenge: a 402's headers, or an MCP tool's `PaymentRequired`. */
+function readChallengeOf(
+  challenge: PaymentChallenge,
+  protocols: readonly PaymentProtocol[],
+  at: Date,
+): ReadChallenge {
+  if (challenge.mcpPaymentRequired !== '') {
+    return readMcpChallenge(protocols, challenge.mcpPaymentRequired, challenge.url, at);
+  }
+  const headers = new Headers(challenge.headers.map(({ name, value }) => [name, value]));
+  return readChallenge(protocols, headers, challenge.url, at);
+}
+
 /**
  * Why the call cannot have met this challenge (forged), or cannot have it paid (refused):
- * it must wait, have no charge yet, and be `fetch` of exactly the challenge's URL.
+ * it must wait, have no charge yet, and be `fetch` of exactly the challenge's URL, or an
+ * MCP server's tool whose result carried the challenge, named by exactly its call.
  */
 function challengedCall(turn: TurnView, challenge: PaymentChallenge): PaymentPlan | undefined {
   const { toolCallId } = challenge;
@@ -179,10 +182,26 @@ function challengedCall(turn: TurnView, challenge: PaymentChallenge): PaymentPla
     };
   }
   const call = committedCall(turn, toolCallId);
+  const toolName = call?.toolName ?? '?';
+  if (challenge.mcpPaymentRequired !== '') {
+    const resource = mcpResourceUrl(toolName);
+    if (resource === undefined) {
+      return {
+        kind: 'forged',
+        reason: `payment_challenge: tool call ${toolCallId} (${toolName}) is not an MCP server's tool, yet its challenge came as one's result`,
+      };
+    }
+    return resource === challenge.url && challenge.headers.length === 0
+      ? undefined
+      : {
+          kind: 'forged',
+          reason: `payment_challenge: tool call ${toolCallId} is ${resource}, not ${challenge.url}`,
+        };
+  }
   if (call?.toolName !== FETCH_TOOL) {
     return refused(
       toolCallId,
-      `only the built-in ${FETCH_TOOL} tool's 402s are paid, not ${call?.toolName ?? '?'}'s`,
+      `only the built-in ${FETCH_TOOL} tool's HTTP 402s are paid (an MCP server's tool is paid over x402's MCP transport), not ${toolName}'s`,
     );
   }
   const fetched = urlOfArgs(call.argsJson);
@@ -192,15 +211,6 @@ function challengedCall(turn: TurnView, challenge: PaymentChallenge): PaymentPla
         kind: 'forged',
         reason: `payment_challenge: tool call ${toolCallId} fetched ${fetched ?? '(no url)'}, not ${challenge.url}`,
       };
-}
-
-/** The persona facts, when they are of the persona the turn is attributed to; else none. */
-function personaOfTurn(
-  turn: TurnView,
-  persona: PersonaPayment | undefined,
-): PersonaPayment | undefined {
-  const attributed = turn.attribution.persona;
-  return attributed !== '' && persona?.personaId === attributed ? persona : undefined;
 }
 
 function refused(toolCallId: string, refusal: string): PaymentPlan {
@@ -307,11 +317,7 @@ export function paymentSettlePlan(
  */
 function payPlan(turn: TurnView, charge: PaymentCharge, facts: SettleFacts): SettlePlan {
   const { toolCallId } = charge;
-  const policies: PaymentPolicies = {
-    conversation: facts.policy,
-    conversationSpent: facts.spent,
-    persona: personaOfTurn(turn, facts.persona),
-  };
+  const policies = policiesOfTurn(turn, facts);
   const decided = effectivePayment(
     policies,
     chargeFromProto(charge),
@@ -366,7 +372,8 @@ function approvedCharge(turn: TurnView, charge: PaymentCharge): boolean {
 }
 
 /**
- * The paid response, as the tool is given it (the same text as the `fetch` tool's); for a
+ * The paid response, as the tool is given it (the same text as the `fetch` tool's, or a
+ * paid MCP tool's result as it gave it, `response_status` 0); for a
  * payment an admin's resolve recorded (its receipt was lost, so its response was never
  * received), an error result saying it was paid and must not be paid again.
  */
@@ -378,6 +385,10 @@ export function paidResult(toolCallId: string, receipt: OutboundPaymentReceipt):
       isError: true,
       outcomeUnknownReason: '',
     };
+  }
+  if (receipt.responseStatus === 0) {
+    // A paid MCP tool's result (no HTTP status): as the tool gave it.
+    return { toolCallId, content: receipt.responseBody, isError: false, outcomeUnknownReason: '' };
   }
   return {
     toolCallId,

@@ -18,7 +18,8 @@ import {
   traceparent,
   unsettledError,
 } from './harness-run';
-import { answerHarness, paymentContextOf } from './control-plane-calls';
+import { answerHarness } from './control-plane-calls';
+import { paymentContextOf } from './answer-context';
 import type { MemoryEntry } from '../../common/memory';
 import { type DispatchedTurn } from './plan-harness-checks';
 import { settledWithAgent } from './plan-agents';
@@ -314,7 +315,8 @@ export class TurnRunner {
           case 'step':
           case 'trusted_tool':
           case 'payment_challenge':
-          case 'payment_settle': {
+          case 'payment_settle':
+          case 'mcp_paid_result': {
             const forged = await answerHarness(message, call, answering);
             if (forged !== undefined) return forged;
             break;

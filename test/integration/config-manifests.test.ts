@@ -291,6 +291,8 @@ describe('config/ manifests on a real API server', () => {
           'monitoring.enabled': true,
           'conversations.create': true,
           'conversations.namespace': chats.name,
+          'payments.enabled': true,
+          'payments.wallets': ['treasury', 'research'],
           'image.registry': 'ghcr.io/acme/polychrome',
           'harness.image.digest': `sha256:${'ab'.repeat(32)}`,
           'controlPlane.replicas': 3,
@@ -308,6 +310,7 @@ describe('config/ manifests on a real API server', () => {
           `ServiceMonitor/polychrome-state ${ns.name}`,
           `Certificate/polychrome-state-tls ${ns.name}`,
           'APIService/v1alpha1.api.polychrome.dev ',
+          `Role/polychrome-control-plane-wallets ${ns.name}`,
         ]),
       );
       const returned = printed(

@@ -11,19 +11,28 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createPublicKey, verify } from 'node:crypto';
-import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFile, rm } from 'node:fs/promises';
 import { payloadCodecs } from '../../common/event-kinds';
 import { PAYMENT_APPROVAL_TOOL } from '../../common/payment-approval';
 import { receiptSigningBytes } from '../../common/payment-receipt';
 import { Role } from '../../common/persona-roles';
 import { pollUntil } from '../../hack/lib/processes';
-import { ANVIL_NETWORK } from '../support/chain/anvil';
-import { startPaidFixture, type PaidFixture } from '../support/payments/paid-fixture';
+import {
+  fixtureSpendLimits,
+  fixtureWalletDir,
+  startPaidFixture,
+  type PaidFixture,
+} from '../support/payments/paid-fixture';
+import { expectNoPaymentSecrets } from '../support/payment-secrets';
 import { toolDirective } from '../support/messages-api-server';
 import { polychrome } from './support/polychrome-cli';
-import { apiCall, postMessage, postUntilSettled, type ApiAnswer } from './support/public-api';
+import {
+  apiCall,
+  linkWallet,
+  postMessage,
+  postUntilSettled,
+  type ApiAnswer,
+} from './support/public-api';
 import { startTurnStack, type TurnStack } from './support/turn-stack';
 
 const PRICE = '1000000';
@@ -44,10 +53,7 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
   beforeAll(async () => {
     fixture = await startPaidFixture({ price: PRICE });
     paidUrl = `${fixture.x402.resourceUrl}/paid`;
-    walletDir = await mkdtemp(join(tmpdir(), 'polychrome-wallets-'));
-    const keyFile = join(walletDir, `${WALLET}.private-key`);
-    await writeFile(keyFile, fixture.payerKey);
-    await chmod(keyFile, 0o600);
+    walletDir = await fixtureWalletDir(fixture, WALLET);
     stack = await startTurnStack({
       namespacePrefix: 'paycrash',
       controlPlaneEnv: {
@@ -78,26 +84,10 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
       owner: OWNER,
       tools: { builtin: ['fetch'] },
     });
-    const linked = await apiCall(stack.apiUrl, 'PUT', `/v1/conversations/${uid}/payment-policy`, {
-      token: admin,
-      body: {
-        actor: ADMIN,
-        wallet: WALLET,
-        reason: 'the report budget',
-        limits: {
-          networks: [ANVIL_NETWORK],
-          assets: [
-            {
-              network: ANVIL_NETWORK,
-              asset: fixture.token.address,
-              maxPerPayment: PRICE,
-              maxPerPeriod: (BigInt(PRICE) * 4n).toString(),
-            },
-          ],
-          payees: [fixture.payee],
-          periodSeconds: 3600,
-        },
-      },
+    const linked = await linkWallet(stack.apiUrl, admin, uid, {
+      actor: ADMIN,
+      wallet: WALLET,
+      limits: fixtureSpendLimits(fixture, PRICE),
     });
     expect(linked.status).toBe(200);
     made.set(name, uid);
@@ -431,19 +421,10 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
     // Every line of every run is searched: none was dropped from the rolling log.
     expect(controlPlaneLines.length).toBeGreaterThan(0);
     expect(controlPlaneLines.length).toBeLessThan(5_000);
-    const key = fixture.payerKey.replace(/^0x/u, '');
-    expect(lower).not.toContain(key.toLowerCase());
-    expect(all).not.toContain(Buffer.from(key, 'hex').toString('base64'));
-    expect(all).not.toContain(Buffer.from(key, 'hex').toString('base64url'));
-    // The signed authorizations the seller received appear nowhere either.
-    const signatures = fixture.x402.paymentSignatures();
-    expect(signatures.length).toBeGreaterThan(0);
-    for (const header of signatures) {
-      expect(all).not.toContain(header);
-      const payload = JSON.parse(Buffer.from(header, 'base64').toString('utf8')) as {
-        payload: { signature: string };
-      };
-      expect(lower).not.toContain(payload.payload.signature.replace(/^0x/u, '').toLowerCase());
-    }
+    // Neither the key nor the signed authorizations the seller received appear anywhere.
+    expectNoPaymentSecrets(all, {
+      payerKey: fixture.payerKey,
+      paymentSignatures: fixture.x402.paymentSignatures(),
+    });
   });
 });

@@ -6,19 +6,22 @@
  * sellers: the model's `fetch` calls `GET /paid` of the x402 stack, or of the mppx server,
  * whose 402 offers both MPP and x402. One conversation, owned by {@link TEST_OWNER}.
  */
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rm } from 'node:fs/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { JournalEntry } from '../../common/state-journal';
 import { formatUnits } from 'viem';
 import type { ScriptReply } from '../../harness/model/scripted-provider';
 import { loadPaymentConfig } from '../../operator/payments/payment-config';
-import { ANVIL_NETWORK } from './chain/anvil';
-import { TOKEN_DECIMALS, TOKEN_NAME, TOKEN_VERSION } from './chain/token';
+import { TOKEN_DECIMALS } from './chain/token';
 import { readyStatus } from './in-memory-conversations';
-import { startPaidFixture, type PaidFixture } from './payments/paid-fixture';
+import {
+  fixtureMppTokens,
+  fixtureSpendLimits,
+  fixtureWalletDir,
+  startPaidFixture,
+  type PaidFixture,
+} from './payments/paid-fixture';
 import {
   startRealTurns,
   TEST_ADMIN,
@@ -86,7 +89,7 @@ export async function startPaidTurns(options: {
     }));
   // A chain another control plane started is that one's to stop.
   const closeFixture = () => (options.fixture === undefined ? fixture.close() : Promise.resolve());
-  const walletDir = await mkdtemp(join(tmpdir(), 'polychrome-wallets-'));
+  const walletDir = await fixtureWalletDir(fixture, PAID_WALLET);
   const mpp = fixture.mpp;
   const paidUrl = `${mpp === undefined ? fixture.x402.resourceUrl : mpp.url}/paid`;
   const paidHandlerRuns = mpp?.paidHandlerRuns ?? fixture.x402.paidHandlerRuns;
@@ -98,9 +101,6 @@ export async function startPaidTurns(options: {
   const buyReply = fetchReply(paidUrl);
   let turns: RealTurns | undefined;
   try {
-    const keyFile = join(walletDir, `${PAID_WALLET}.private-key`);
-    await writeFile(keyFile, fixture.payerKey);
-    await chmod(keyFile, 0o600);
     const started = await startRealTurns({
       replies: options.replies(buyReply, fetchReply(`${fixture.x402.resourceUrl}/free`)),
       logger: options.logger,
@@ -126,7 +126,7 @@ export async function startPaidTurns(options: {
       paidHandlerRuns,
       buyReply,
       async link(maxPerPayment, maxPerPeriod) {
-        const limits = paidLimits(fixture, maxPerPayment, maxPerPeriod);
+        const limits = fixtureSpendLimits(fixture, maxPerPayment, maxPerPeriod);
         await started.coordinator.setPaymentPolicy(
           TEST_ADMIN,
           {
@@ -198,26 +198,6 @@ export async function startBoughtJournal(price: string, logger: Logger): Promise
   return { paid, entries, approvalKey: paid.turns.approvals.publicKey };
 }
 
-/**
- * Spend limits that allow `maxPerPayment` of the fixture's token to its payee, and
- * `maxPerPeriod` an hour (default four payments).
- */
-export function paidLimits(fixture: PaidFixture, maxPerPayment: string, maxPerPeriod?: string) {
-  return {
-    networks: [ANVIL_NETWORK],
-    assets: [
-      {
-        network: ANVIL_NETWORK,
-        asset: fixture.token.address,
-        maxPerPayment,
-        maxPerPeriod: maxPerPeriod ?? (BigInt(maxPerPayment) * 4n).toString(),
-      },
-    ],
-    payees: [fixture.payee],
-    periodSeconds: 3600,
-  };
-}
-
 /** The payment settings a deployment naming `protocols` gets, paying the fixture's token. */
 function paymentConfig(
   protocols: string,
@@ -227,18 +207,7 @@ function paymentConfig(
   const env = {
     POLYCHROME_PAYMENT_PROTOCOLS: protocols,
     POLYCHROME_WALLET_DIR: walletDir,
-    ...(protocols.includes('mpp')
-      ? {
-          POLYCHROME_MPP_TOKENS: JSON.stringify([
-            {
-              network: ANVIL_NETWORK,
-              asset: fixture.token.address,
-              name: TOKEN_NAME,
-              version: TOKEN_VERSION,
-            },
-          ]),
-        }
-      : {}),
+    ...(protocols.includes('mpp') ? { POLYCHROME_MPP_TOKENS: fixtureMppTokens(fixture) } : {}),
   };
   const config = loadPaymentConfig(new KubeConfig(), 'polychrome-system', env);
   if (config === undefined) throw new Error(`no payment protocol in "${protocols}"`);

@@ -29,3 +29,32 @@ export interface PaymentPort {
     options: ToolCallOptions,
   ): Promise<ToolOutcome>;
 }
+
+/**
+ * What a paid MCP tool call answered (harness.proto `McpPaidResult`), relayed to the
+ * control plane, which reads the settlement and records the receipt.
+ */
+export interface McpPaidOutcome {
+  /** The tool's result as the model would see it. */
+  readonly content: string;
+  readonly isError: boolean;
+  /** The settlement the result carried, as JSON; '' when it had none. */
+  readonly paymentResponse: string;
+  /** The server did not take the payment (asked for payment again, or never got the call). */
+  readonly paymentNotTaken: boolean;
+  /** Non-empty when the call was sent and no answer came: the payment may have settled. */
+  readonly outcomeUnknownReason: string;
+}
+
+/**
+ * Calls an MCP server's tool again with the payment the control plane signed for its
+ * approved charge (x402's MCP transport: `_meta["x402/payment"]`). Never rejects: a call
+ * whose outcome is unknown says so in `outcomeUnknownReason`.
+ */
+export interface PaidToolRunner {
+  callPaid(
+    request: ToolCallRequest,
+    payment: string,
+    options: ToolCallOptions,
+  ): Promise<McpPaidOutcome>;
+}

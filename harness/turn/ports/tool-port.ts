@@ -45,12 +45,17 @@ export interface ToolOutcome {
   readonly paymentRequired?: PaymentRequired;
 }
 
-/** What a 402 told the tool: where it called and the response's headers. */
+/**
+ * What a 402 told the tool: where it called and the response's headers; or, for an MCP
+ * server's tool, the x402 `PaymentRequired` its result carried (x402's MCP transport).
+ */
 export interface PaymentRequired {
-  /** The URL the tool called, as it called it. */
+  /** The URL the tool called, as it called it; an MCP tool's `mcp://<server>/<tool>`. */
   readonly url: string;
-  /** The 402 response's headers, names lower-case, as received. */
+  /** The 402 response's headers, names lower-case, as received (none for an MCP tool). */
   readonly headers: readonly (readonly [name: string, value: string])[];
+  /** An MCP tool's `PaymentRequired`, as JSON. */
+  readonly mcpPaymentRequired?: string;
 }
 
 /**

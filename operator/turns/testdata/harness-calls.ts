@@ -63,6 +63,7 @@ export async function readToEnd(
         throw new Error('no relayed model call in this test');
       case 'payment_challenge':
       case 'payment_settle':
+      case 'mcp_paid_result':
         throw new Error('no paid call in this test');
       case 'paused':
       case 'result':

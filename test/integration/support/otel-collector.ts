@@ -135,12 +135,19 @@ export class OtelCollector {
     return existsSync(path) ? readFileSync(path, 'utf8') : '';
   }
 
+  /**
+   * The file exporter's output so far, as written (OTLP/JSON lines: every resource, scope,
+   * span, attribute, event and link), for a search of all of it.
+   */
+  exported(): string {
+    const path = join(this.dir, 'traces.jsonl');
+    return existsSync(path) ? readFileSync(path, 'utf8') : '';
+  }
+
   /** Every span the file exporter has written so far. */
   spans(): CollectedSpan[] {
-    const path = join(this.dir, 'traces.jsonl');
-    if (!existsSync(path)) return [];
     const spans: CollectedSpan[] = [];
-    for (const line of readFileSync(path, 'utf8').split('\n')) {
+    for (const line of this.exported().split('\n')) {
       if (line.trim() === '') continue;
       const batch = JSON.parse(line) as {
         resourceSpans?: {

@@ -44,6 +44,22 @@ export async function apiCall(
   };
 }
 
+/**
+ * An admin links wallet `wallet` to conversation `uid` with spend limits `limits`
+ * (`PUT .../payment-policy`, docs/payments.md "Linking a wallet"), acting as `actor`.
+ */
+export function linkWallet(
+  apiUrl: string,
+  token: string,
+  uid: string,
+  link: { readonly actor: string; readonly wallet: string; readonly limits: unknown },
+): Promise<ApiAnswer> {
+  return apiCall(apiUrl, 'PUT', `/v1/conversations/${uid}/payment-policy`, {
+    token,
+    body: { ...link, reason: 'the report budget' },
+  });
+}
+
 /** Posts a message to conversation `uid` with an idempotency key. */
 export function postMessage(
   apiUrl: string,

@@ -18,6 +18,8 @@ import { TOKEN_DECIMALS, TOKEN_NAME, TOKEN_VERSION } from '../chain/token';
 export interface MppServer {
   readonly url: string;
   readonly paidHandlerRuns: () => number;
+  /** Every `Payment` credential `GET /paid` received (`Authorization` or `Payment-Authorization`), in order. */
+  readonly credentials: () => readonly string[];
   close(): Promise<void>;
 }
 
@@ -46,6 +48,14 @@ export async function startMppServer(offer: MppOffer): Promise<MppServer> {
   });
   let runs = 0;
   const app = express();
+  const credentials: string[] = [];
+  app.use((req, _res, next) => {
+    for (const name of ['authorization', 'payment-authorization']) {
+      const value = req.headers[name];
+      if (typeof value === 'string' && /^Payment\s/iu.test(value)) credentials.push(value);
+    }
+    next();
+  });
   app.get('/paid', mppx.charge({ amount: offer.amount }), (_req, res) => {
     runs += 1;
     res.json({ content: 'paid by mpp', run: runs });
@@ -55,6 +65,7 @@ export async function startMppServer(offer: MppOffer): Promise<MppServer> {
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     paidHandlerRuns: () => runs,
+    credentials: () => credentials,
     close: () => stop(server),
   };
 }

@@ -1,7 +1,16 @@
+import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { privateKeyToAccount } from 'viem/accounts';
 import type { Address, Hex } from 'viem';
-import { startAnvil, type Anvil } from '../chain/anvil';
-import { deployToken, fundedKey, type DeployedToken } from '../chain/token';
+import { ANVIL_NETWORK, startAnvil, type Anvil } from '../chain/anvil';
+import {
+  deployToken,
+  fundedKey,
+  TOKEN_NAME,
+  TOKEN_VERSION,
+  type DeployedToken,
+} from '../chain/token';
 import { startMppServer, type MppServer } from './mpp-server';
 import { startX402Stack, type X402Stack } from './x402-stack';
 
@@ -82,4 +91,44 @@ export async function fetchChallenge(url: string, header: string): Promise<strin
     throw new Error(`GET ${url} answered ${response.status} without ${header}`);
   }
   return value;
+}
+
+/**
+ * Spend limits that allow `maxPerPayment` base units of the fixture's token to its payee,
+ * and `maxPerPeriod` an hour (default four payments): what an admin links the wallet with.
+ */
+export function fixtureSpendLimits(
+  fixture: Pick<PaidFixture, 'token' | 'payee'>,
+  maxPerPayment: string,
+  maxPerPeriod: string = (BigInt(maxPerPayment) * 4n).toString(),
+) {
+  return {
+    networks: [ANVIL_NETWORK],
+    assets: [{ network: ANVIL_NETWORK, asset: fixture.token.address, maxPerPayment, maxPerPeriod }],
+    payees: [fixture.payee],
+    periodSeconds: 3600,
+  };
+}
+
+/** `POLYCHROME_MPP_TOKENS` listing the fixture's token with its EIP-712 domain. */
+export function fixtureMppTokens(fixture: Pick<PaidFixture, 'token'>): string {
+  const asset = fixture.token.address;
+  return JSON.stringify([
+    { network: ANVIL_NETWORK, asset, name: TOKEN_NAME, version: TOKEN_VERSION },
+  ]);
+}
+
+/**
+ * A new wallet directory (`POLYCHROME_WALLET_DIR`) holding the payer's key as wallet
+ * `wallet`, mode 600 as the directory store demands; the caller removes it.
+ */
+export async function fixtureWalletDir(
+  fixture: Pick<PaidFixture, 'payerKey'>,
+  wallet: string,
+): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'polychrome-wallets-'));
+  const keyFile = join(dir, `${wallet}.private-key`);
+  await writeFile(keyFile, fixture.payerKey);
+  await chmod(keyFile, 0o600);
+  return dir;
 }

@@ -163,6 +163,7 @@ export interface TurnInput {
     | { $case: "modelDelta"; value: ModelDelta }
     | { $case: "modelAnswer"; value: ModelAnswer }
     | { $case: "paymentChargeAnswer"; value: PaymentChargeAnswer }
+    | { $case: "mcpPayment"; value: McpPayment }
     | undefined;
 }
 
@@ -436,6 +437,7 @@ export interface TurnOutput {
     | { $case: "modelRequest"; value: ModelRequest }
     | { $case: "paymentChallenge"; value: PaymentChallenge }
     | { $case: "paymentSettle"; value: PaymentSettle }
+    | { $case: "mcpPaidResult"; value: McpPaidResult }
     | undefined;
 }
 
@@ -534,6 +536,13 @@ export interface PaymentChallenge {
    * the challenge from them.
    */
   headers: HttpHeader[];
+  /**
+   * An MCP server's tool answered with x402's `PaymentRequired` (x402's MCP transport; no
+   * HTTP 402): the object as JSON, as the result carried it. `url` is then
+   * `mcp://<server>/<tool>` of the call and `headers` is empty (docs/payments.md, "A paid
+   * MCP tool").
+   */
+  mcpPaymentRequired: string;
 }
 
 export interface HttpHeader {
@@ -552,6 +561,49 @@ export interface PaymentSettle {
   toolCallId: string;
   approvalRequestId: string;
   thread: string;
+}
+
+/**
+ * The control plane's answer to a `payment_settle` of an MCP tool's charge: the MCP
+ * session lives in the sandbox, so the control plane cannot send the paid call itself. It
+ * committed `payment_sent`, signed the payment for exactly the approved charge (x402's
+ * `PaymentPayload`, whose EIP-3009 nonce is the charge's idempotency key, so it moves money
+ * once however often it is sent), and hands it over. The harness calls the tool again with
+ * it in `_meta["x402/payment"]` and answers with an `mcp_paid_result`. Never logged, never
+ * committed.
+ */
+export interface McpPayment {
+  toolCallId: string;
+  /** The payment as JSON, for `_meta["x402/payment"]`. */
+  payment: string;
+}
+
+/**
+ * What the paid MCP call answered, for the control plane to record the receipt; it then
+ * answers with a `trusted_tool_result` of the same tool_call_id.
+ */
+export interface McpPaidResult {
+  turnId: string;
+  toolCallId: string;
+  thread: string;
+  /** The tool's result as the model would see it. */
+  content: string;
+  isError: boolean;
+  /**
+   * `_meta["x402/payment-response"]` of the result as JSON, or, for a refused settlement,
+   * the `x402/payment-response` inside its `PaymentRequired`; empty when it had neither.
+   */
+  paymentResponse: string;
+  /**
+   * Non-empty when the call's outcome is unknown (the transport broke after it was sent):
+   * the payment may have settled.
+   */
+  outcomeUnknownReason: string;
+  /**
+   * The server did not take the payment: its result asked for payment again, or the paid
+   * call never reached it (the server could not be connected to, or refused the request).
+   */
+  paymentNotTaken: boolean;
 }
 
 /**
@@ -617,6 +669,9 @@ export const TurnInput: MessageFns<TurnInput> = {
         break;
       case "paymentChargeAnswer":
         PaymentChargeAnswer.encode(message.input.value, writer.uint32(58).fork()).join();
+        break;
+      case "mcpPayment":
+        McpPayment.encode(message.input.value, writer.uint32(66).fork()).join();
         break;
     }
     return writer;
@@ -694,6 +749,14 @@ export const TurnInput: MessageFns<TurnInput> = {
             };
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.input = { $case: "mcpPayment", value: McpPayment.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -732,6 +795,10 @@ export const TurnInput: MessageFns<TurnInput> = {
         ? { $case: "paymentChargeAnswer", value: PaymentChargeAnswer.fromJSON(object.paymentChargeAnswer) }
         : isSet(object.payment_charge_answer)
         ? { $case: "paymentChargeAnswer", value: PaymentChargeAnswer.fromJSON(object.payment_charge_answer) }
+        : isSet(object.mcpPayment)
+        ? { $case: "mcpPayment", value: McpPayment.fromJSON(object.mcpPayment) }
+        : isSet(object.mcp_payment)
+        ? { $case: "mcpPayment", value: McpPayment.fromJSON(object.mcp_payment) }
         : undefined,
     };
   },
@@ -752,6 +819,8 @@ export const TurnInput: MessageFns<TurnInput> = {
       obj.modelAnswer = ModelAnswer.toJSON(message.input.value);
     } else if (message.input?.$case === "paymentChargeAnswer") {
       obj.paymentChargeAnswer = PaymentChargeAnswer.toJSON(message.input.value);
+    } else if (message.input?.$case === "mcpPayment") {
+      obj.mcpPayment = McpPayment.toJSON(message.input.value);
     }
     return obj;
   },
@@ -801,6 +870,12 @@ export const TurnInput: MessageFns<TurnInput> = {
       case "paymentChargeAnswer": {
         if (object.input?.value !== undefined && object.input?.value !== null) {
           message.input = { $case: "paymentChargeAnswer", value: PaymentChargeAnswer.fromPartial(object.input.value) };
+        }
+        break;
+      }
+      case "mcpPayment": {
+        if (object.input?.value !== undefined && object.input?.value !== null) {
+          message.input = { $case: "mcpPayment", value: McpPayment.fromPartial(object.input.value) };
         }
         break;
       }
@@ -3326,6 +3401,9 @@ export const TurnOutput: MessageFns<TurnOutput> = {
       case "paymentSettle":
         PaymentSettle.encode(message.output.value, writer.uint32(66).fork()).join();
         break;
+      case "mcpPaidResult":
+        McpPaidResult.encode(message.output.value, writer.uint32(74).fork()).join();
+        break;
     }
     return writer;
   },
@@ -3407,6 +3485,14 @@ export const TurnOutput: MessageFns<TurnOutput> = {
             message.output = { $case: "paymentSettle", value: PaymentSettle.decode(reader, reader.uint32()) };
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.output = { $case: "mcpPaidResult", value: McpPaidResult.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3447,6 +3533,10 @@ export const TurnOutput: MessageFns<TurnOutput> = {
         ? { $case: "paymentSettle", value: PaymentSettle.fromJSON(object.paymentSettle) }
         : isSet(object.payment_settle)
         ? { $case: "paymentSettle", value: PaymentSettle.fromJSON(object.payment_settle) }
+        : isSet(object.mcpPaidResult)
+        ? { $case: "mcpPaidResult", value: McpPaidResult.fromJSON(object.mcpPaidResult) }
+        : isSet(object.mcp_paid_result)
+        ? { $case: "mcpPaidResult", value: McpPaidResult.fromJSON(object.mcp_paid_result) }
         : undefined,
     };
   },
@@ -3469,6 +3559,8 @@ export const TurnOutput: MessageFns<TurnOutput> = {
       obj.paymentChallenge = PaymentChallenge.toJSON(message.output.value);
     } else if (message.output?.$case === "paymentSettle") {
       obj.paymentSettle = PaymentSettle.toJSON(message.output.value);
+    } else if (message.output?.$case === "mcpPaidResult") {
+      obj.mcpPaidResult = McpPaidResult.toJSON(message.output.value);
     }
     return obj;
   },
@@ -3524,6 +3616,12 @@ export const TurnOutput: MessageFns<TurnOutput> = {
       case "paymentSettle": {
         if (object.output?.value !== undefined && object.output?.value !== null) {
           message.output = { $case: "paymentSettle", value: PaymentSettle.fromPartial(object.output.value) };
+        }
+        break;
+      }
+      case "mcpPaidResult": {
+        if (object.output?.value !== undefined && object.output?.value !== null) {
+          message.output = { $case: "mcpPaidResult", value: McpPaidResult.fromPartial(object.output.value) };
         }
         break;
       }
@@ -4130,7 +4228,7 @@ export const ModelRequest: MessageFns<ModelRequest> = {
 };
 
 function createBasePaymentChallenge(): PaymentChallenge {
-  return { turnId: "", toolCallId: "", thread: "", url: "", headers: [] };
+  return { turnId: "", toolCallId: "", thread: "", url: "", headers: [], mcpPaymentRequired: "" };
 }
 
 export const PaymentChallenge: MessageFns<PaymentChallenge> = {
@@ -4149,6 +4247,9 @@ export const PaymentChallenge: MessageFns<PaymentChallenge> = {
     }
     for (const v of message.headers) {
       HttpHeader.encode(v!, writer.uint32(42).fork()).join();
+    }
+    if (message.mcpPaymentRequired !== "") {
+      writer.uint32(50).string(message.mcpPaymentRequired);
     }
     return writer;
   },
@@ -4206,6 +4307,14 @@ export const PaymentChallenge: MessageFns<PaymentChallenge> = {
             message.headers.push(HttpHeader.decode(reader, reader.uint32()));
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.mcpPaymentRequired = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4233,6 +4342,11 @@ export const PaymentChallenge: MessageFns<PaymentChallenge> = {
       thread: isSet(object.thread) ? globalThis.String(object.thread) : "",
       url: isSet(object.url) ? globalThis.String(object.url) : "",
       headers: globalThis.Array.isArray(object?.headers) ? object.headers.map((e: any) => HttpHeader.fromJSON(e)) : [],
+      mcpPaymentRequired: isSet(object.mcpPaymentRequired)
+        ? globalThis.String(object.mcpPaymentRequired)
+        : isSet(object.mcp_payment_required)
+        ? globalThis.String(object.mcp_payment_required)
+        : "",
     };
   },
 
@@ -4253,6 +4367,9 @@ export const PaymentChallenge: MessageFns<PaymentChallenge> = {
     if (message.headers?.length) {
       obj.headers = message.headers.map((e) => HttpHeader.toJSON(e));
     }
+    if (message.mcpPaymentRequired !== "") {
+      obj.mcpPaymentRequired = message.mcpPaymentRequired;
+    }
     return obj;
   },
 
@@ -4266,6 +4383,7 @@ export const PaymentChallenge: MessageFns<PaymentChallenge> = {
     message.thread = object.thread ?? "";
     message.url = object.url ?? "";
     message.headers = object.headers?.map((e) => HttpHeader.fromPartial(e)) || [];
+    message.mcpPaymentRequired = object.mcpPaymentRequired ?? "";
     return message;
   },
 };
@@ -4480,6 +4598,309 @@ export const PaymentSettle: MessageFns<PaymentSettle> = {
     message.toolCallId = object.toolCallId ?? "";
     message.approvalRequestId = object.approvalRequestId ?? "";
     message.thread = object.thread ?? "";
+    return message;
+  },
+};
+
+function createBaseMcpPayment(): McpPayment {
+  return { toolCallId: "", payment: "" };
+}
+
+export const McpPayment: MessageFns<McpPayment> = {
+  encode(message: McpPayment, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.toolCallId !== "") {
+      writer.uint32(10).string(message.toolCallId);
+    }
+    if (message.payment !== "") {
+      writer.uint32(18).string(message.payment);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): McpPayment {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseMcpPayment();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.toolCallId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.payment = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): McpPayment {
+    return {
+      toolCallId: isSet(object.toolCallId)
+        ? globalThis.String(object.toolCallId)
+        : isSet(object.tool_call_id)
+        ? globalThis.String(object.tool_call_id)
+        : "",
+      payment: isSet(object.payment) ? globalThis.String(object.payment) : "",
+    };
+  },
+
+  toJSON(message: McpPayment): unknown {
+    const obj: any = {};
+    if (message.toolCallId !== "") {
+      obj.toolCallId = message.toolCallId;
+    }
+    if (message.payment !== "") {
+      obj.payment = message.payment;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<McpPayment>): McpPayment {
+    return McpPayment.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<McpPayment>): McpPayment {
+    const message = createBaseMcpPayment();
+    message.toolCallId = object.toolCallId ?? "";
+    message.payment = object.payment ?? "";
+    return message;
+  },
+};
+
+function createBaseMcpPaidResult(): McpPaidResult {
+  return {
+    turnId: "",
+    toolCallId: "",
+    thread: "",
+    content: "",
+    isError: false,
+    paymentResponse: "",
+    outcomeUnknownReason: "",
+    paymentNotTaken: false,
+  };
+}
+
+export const McpPaidResult: MessageFns<McpPaidResult> = {
+  encode(message: McpPaidResult, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.turnId !== "") {
+      writer.uint32(10).string(message.turnId);
+    }
+    if (message.toolCallId !== "") {
+      writer.uint32(18).string(message.toolCallId);
+    }
+    if (message.thread !== "") {
+      writer.uint32(26).string(message.thread);
+    }
+    if (message.content !== "") {
+      writer.uint32(34).string(message.content);
+    }
+    if (message.isError !== false) {
+      writer.uint32(40).bool(message.isError);
+    }
+    if (message.paymentResponse !== "") {
+      writer.uint32(50).string(message.paymentResponse);
+    }
+    if (message.outcomeUnknownReason !== "") {
+      writer.uint32(58).string(message.outcomeUnknownReason);
+    }
+    if (message.paymentNotTaken !== false) {
+      writer.uint32(64).bool(message.paymentNotTaken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): McpPaidResult {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseMcpPaidResult();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.turnId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.toolCallId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.thread = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.content = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.isError = reader.bool();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.paymentResponse = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.outcomeUnknownReason = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.paymentNotTaken = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): McpPaidResult {
+    return {
+      turnId: isSet(object.turnId)
+        ? globalThis.String(object.turnId)
+        : isSet(object.turn_id)
+        ? globalThis.String(object.turn_id)
+        : "",
+      toolCallId: isSet(object.toolCallId)
+        ? globalThis.String(object.toolCallId)
+        : isSet(object.tool_call_id)
+        ? globalThis.String(object.tool_call_id)
+        : "",
+      thread: isSet(object.thread) ? globalThis.String(object.thread) : "",
+      content: isSet(object.content) ? globalThis.String(object.content) : "",
+      isError: isSet(object.isError)
+        ? globalThis.Boolean(object.isError)
+        : isSet(object.is_error)
+        ? globalThis.Boolean(object.is_error)
+        : false,
+      paymentResponse: isSet(object.paymentResponse)
+        ? globalThis.String(object.paymentResponse)
+        : isSet(object.payment_response)
+        ? globalThis.String(object.payment_response)
+        : "",
+      outcomeUnknownReason: isSet(object.outcomeUnknownReason)
+        ? globalThis.String(object.outcomeUnknownReason)
+        : isSet(object.outcome_unknown_reason)
+        ? globalThis.String(object.outcome_unknown_reason)
+        : "",
+      paymentNotTaken: isSet(object.paymentNotTaken)
+        ? globalThis.Boolean(object.paymentNotTaken)
+        : isSet(object.payment_not_taken)
+        ? globalThis.Boolean(object.payment_not_taken)
+        : false,
+    };
+  },
+
+  toJSON(message: McpPaidResult): unknown {
+    const obj: any = {};
+    if (message.turnId !== "") {
+      obj.turnId = message.turnId;
+    }
+    if (message.toolCallId !== "") {
+      obj.toolCallId = message.toolCallId;
+    }
+    if (message.thread !== "") {
+      obj.thread = message.thread;
+    }
+    if (message.content !== "") {
+      obj.content = message.content;
+    }
+    if (message.isError !== false) {
+      obj.isError = message.isError;
+    }
+    if (message.paymentResponse !== "") {
+      obj.paymentResponse = message.paymentResponse;
+    }
+    if (message.outcomeUnknownReason !== "") {
+      obj.outcomeUnknownReason = message.outcomeUnknownReason;
+    }
+    if (message.paymentNotTaken !== false) {
+      obj.paymentNotTaken = message.paymentNotTaken;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<McpPaidResult>): McpPaidResult {
+    return McpPaidResult.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<McpPaidResult>): McpPaidResult {
+    const message = createBaseMcpPaidResult();
+    message.turnId = object.turnId ?? "";
+    message.toolCallId = object.toolCallId ?? "";
+    message.thread = object.thread ?? "";
+    message.content = object.content ?? "";
+    message.isError = object.isError ?? false;
+    message.paymentResponse = object.paymentResponse ?? "";
+    message.outcomeUnknownReason = object.outcomeUnknownReason ?? "";
+    message.paymentNotTaken = object.paymentNotTaken ?? false;
     return message;
   },
 };

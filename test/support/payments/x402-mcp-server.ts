@@ -1,0 +1,156 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { HTTPFacilitatorClient, x402ResourceServer } from '@x402/core/server';
+import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
+import { ExactEvmScheme } from '@x402/evm/exact/server';
+import type { Address } from 'viem';
+import { z } from 'zod';
+import { ANVIL_NETWORK } from '../chain/anvil';
+import { TOKEN_NAME, TOKEN_VERSION } from '../chain/token';
+
+/**
+ * An MCP server whose tool `report` costs `price` base units of the token, paid over
+ * x402's MCP transport: the server side of the flow as x402's MCP transport specifies it,
+ * on the real parts — the MCP SDK's server over streamable HTTP (stateless), and
+ * `@x402/core`'s `x402ResourceServer` building the requirements, verifying and settling
+ * through the real facilitator of the x402 stack on anvil. (No `@x402/mcp` package is
+ * served here; what this file adds is where the transport puts each object.)
+ *
+ * - Unpaid call: an error result carrying `PaymentRequired` in `structuredContent` and, in
+ *   the `x402/error` wrapper, as its first text block.
+ * - Paid call (`_meta["x402/payment"]`): verified; the tool runs; settled; the result
+ *   carries the settlement in `_meta["x402/payment-response"]`. A payment that does not
+ *   verify, or does not settle, gets `PaymentRequired` again (with the failed settlement).
+ */
+export interface X402McpServer {
+  /** The MCP endpoint (streamable HTTP). */
+  readonly url: string;
+  /** How many times the paid tool's work ran (only after a payment verified). */
+  readonly runs: () => number;
+  /** Every `x402/payment` the server received, as JSON. */
+  readonly payments: () => readonly string[];
+  /** Every settlement it tried, with whether it succeeded. */
+  readonly settles: () => readonly boolean[];
+  close(): Promise<void>;
+}
+
+export interface X402McpOffer {
+  readonly facilitatorUrl: string;
+  readonly token: Address;
+  readonly payTo: Address;
+  /** Base units of the token. */
+  readonly price: string;
+}
+
+/** The tool's resource, as the server names it (x402's MCP transport: `mcp://tool/<name>`). */
+const RESOURCE = { url: 'mcp://tool/report', description: 'A paid report', mimeType: 'text/plain' };
+
+/** Starts it on a free loopback port. */
+export async function startX402McpServer(offer: X402McpOffer): Promise<X402McpServer> {
+  const resourceServer = new x402ResourceServer(
+    new HTTPFacilitatorClient({ url: offer.facilitatorUrl }),
+  ).register(ANVIL_NETWORK, new ExactEvmScheme());
+  await resourceServer.initialize();
+  const requirements = await resourceServer.buildPaymentRequirements({
+    scheme: 'exact',
+    network: ANVIL_NETWORK,
+    payTo: offer.payTo,
+    price: {
+      asset: offer.token,
+      amount: offer.price,
+      extra: { name: TOKEN_NAME, version: TOKEN_VERSION },
+    },
+    maxTimeoutSeconds: 120,
+  });
+  const seen = { runs: 0, payments: [] as string[], settles: [] as boolean[] };
+
+  const required = async (error: string, extra: Record<string, unknown> = {}) => {
+    const body = {
+      ...(await resourceServer.createPaymentRequiredResponse(requirements, RESOURCE, error)),
+      ...extra,
+    };
+    const text = JSON.stringify({ 'x402/error': { code: 402, message: error, data: body } });
+    return {
+      isError: true,
+      structuredContent: body as Record<string, unknown>,
+      content: [{ type: 'text' as const, text }],
+    };
+  };
+
+  const report = async (topic: string, meta: Record<string, unknown> | undefined) => {
+    const payment = meta?.['x402/payment'] as PaymentPayload | undefined;
+    if (payment === undefined) return required('Payment required to access this resource');
+    seen.payments.push(JSON.stringify(payment));
+    const accepted = resourceServer.findMatchingRequirements(requirements, payment);
+    if (accepted === undefined) return required('the payment matches no requirement');
+    const verified = await resourceServer.verifyPayment(payment, accepted);
+    if (!verified.isValid) return required(`invalid payment: ${verified.invalidReason ?? ''}`);
+    seen.runs += 1;
+    const settled = await settle(payment, accepted);
+    seen.settles.push(settled.success);
+    if (!settled.success) {
+      return required('Payment settlement failed', { 'x402/payment-response': settled });
+    }
+    return {
+      content: [{ type: 'text' as const, text: `paid report on ${topic} (run ${seen.runs})` }],
+      _meta: { 'x402/payment-response': settled },
+    };
+  };
+
+  const settle = async (payment: PaymentPayload, accepted: PaymentRequirements) => {
+    try {
+      return await resourceServer.settlePayment(payment, accepted);
+    } catch (error) {
+      return {
+        success: false,
+        errorReason: (error as Error).message,
+        transaction: '',
+        network: ANVIL_NETWORK,
+      };
+    }
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const mcp = new McpServer({ name: 'polychrome-x402-mcp-test-server', version: '1.0.0' });
+    mcp.registerTool(
+      'report',
+      { description: 'A paid report on a topic.', inputSchema: { topic: z.string() } },
+      async ({ topic }, extra): Promise<CallToolResult> => report(topic, extra._meta),
+    );
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+    res.on('close', () => {
+      void transport.close();
+      void mcp.close();
+    });
+    await mcp.connect(transport);
+    await transport.handleRequest(req, res);
+  };
+
+  const sockets = new Set<Socket>();
+  const server = createServer((req, res) => {
+    handle(req, res).catch(() => {
+      if (!res.headersSent) res.writeHead(500).end();
+    });
+  });
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`,
+    runs: () => seen.runs,
+    payments: () => seen.payments,
+    settles: () => seen.settles,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
