@@ -2,6 +2,7 @@ import * as ceremonyCalls from './ceremony-calls';
 import type { Role } from './persona-roles';
 import * as credentialCalls from './credential-calls';
 import * as personaCalls from './persona-calls';
+import * as paymentCalls from './persona-payment-calls';
 import { RecordsConnection } from './records-connection';
 import type {
   CeremonyRecord,
@@ -133,6 +134,42 @@ export class RecordsClient {
   /** Deletes the persona with its identity links, sessions, credentials and ceremonies (see {@link personaCalls.deletePersona}). */
   deletePersona(personaId: string, options: PersonaChangeOptions = {}): Promise<void> {
     return personaCalls.deletePersona(this.connection, personaId, options);
+  }
+
+  // --- Persona payments ---
+
+  /** Appends a change of the persona's payment policy (see {@link paymentCalls.setPersonaPaymentPolicy}). */
+  setPersonaPaymentPolicy(
+    input: paymentCalls.NewPersonaPaymentPolicy,
+    options: StateCallOptions = {},
+  ): Promise<paymentCalls.PersonaPaymentPolicies> {
+    return paymentCalls.setPersonaPaymentPolicy(this.connection, input, options);
+  }
+
+  /** The persona's payment policy and its history (see {@link paymentCalls.getPersonaPaymentPolicy}). */
+  getPersonaPaymentPolicy(
+    personaId: string,
+    options: StateCallOptions = {},
+  ): Promise<paymentCalls.PersonaPaymentPolicies> {
+    return paymentCalls.getPersonaPaymentPolicy(this.connection, personaId, options);
+  }
+
+  /** Counts a payment against the persona, once per idempotency key (see {@link paymentCalls.recordPersonaSpend}). */
+  recordPersonaSpend(
+    spend: paymentCalls.PersonaSpendRecord,
+    cap?: paymentCalls.PersonaSpendCap,
+    options: StateCallOptions = {},
+  ): Promise<{ spend: paymentCalls.PersonaSpendRecord; recorded: boolean }> {
+    return paymentCalls.recordPersonaSpend(this.connection, spend, cap, options);
+  }
+
+  /** The payments counted against the persona since `sinceMs` (see {@link paymentCalls.listPersonaSpends}). */
+  listPersonaSpends(
+    personaId: string,
+    sinceMs: number,
+    options: StateCallOptions = {},
+  ): Promise<paymentCalls.PersonaSpendRecord[]> {
+    return paymentCalls.listPersonaSpends(this.connection, personaId, sinceMs, options);
   }
 
   // --- Sessions ---

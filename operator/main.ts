@@ -7,10 +7,11 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { readFile } from 'node:fs/promises';
 import { Registry } from 'prom-client';
 import { collectProcessMetrics } from '../common/process-metrics';
-import { conversationsGauge } from './control-plane-metrics';
+import { conversationsGauge, createControlPlaneMetrics } from './control-plane-metrics';
 import { ConfigError } from '../common/config';
 import { HealthServer } from '../common/health-server';
 import { componentLogger, createRootLogger, LogComponent } from '../common/log';
+import { PersonaPaymentPolicies } from './turns/persona-payment-policy';
 import { RecordsClient } from '../common/records-client';
 import { StateClient } from '../common/state-client';
 import { startTracing } from '../common/tracing';
@@ -18,7 +19,6 @@ import { loadHarnessCa } from './harness-ca';
 import { loadControlPlaneConfig } from './config';
 import { runProvisioner } from './provisioner-process';
 import { loadSummaryConfig, summaryModelClient } from './summary-config';
-import { createControlPlaneMetrics } from './control-plane-metrics';
 import { createAgentResourcesController, createModelRelay } from './agent-resources-wiring';
 import { ConversationController } from './controller/conversation-controller';
 import { HarnessEgressController } from './controller/harness-egress-controller';
@@ -201,6 +201,7 @@ async function main(): Promise<void> {
     agentDirectory: (namespace) => agents.directory(namespace),
     modelRelay: createModelRelay(kc, config), // relayed agents' model calls, keys from Secrets
     ...paymentsOption(loadPaymentConfig(kc, config.peer.namespace)), // off unless configured
+    personaPayments: records, // a persona's wallet, limits and totals (docs/payments.md)
     observer: {
       onTurn: (outcome, seconds) => {
         metrics.turns.inc({ outcome });
@@ -250,6 +251,7 @@ async function main(): Promise<void> {
     host: config.api.host,
     port: config.api.port,
     service: tracedTurnService(coordinator),
+    personaPolicies: new PersonaPaymentPolicies(records),
     forensics: new ConversationForensics({
       journal: state,
       conversations,

@@ -19,6 +19,7 @@ import {
   parseResolveRequest,
 } from './forensic-requests';
 import type { PostMessage, TurnService } from '../turns/turn-service';
+import type { PersonaPaymentPolicies } from '../turns/persona-payment-policy';
 import { ApiError, noForensics } from './api-error';
 import type { CallerLimits } from './caller-limits';
 import type { Asked, Exchange } from './door';
@@ -49,6 +50,8 @@ export interface ApiOperationsOptions {
   readonly forensics?: Pick<ConversationForensics, 'export'>;
   /** Idempotency key for a message sent without one. @default `api-` + a random UUID */
   readonly newIdempotencyKey?: () => string;
+  /** Admins' persona payment policies. None: those routes answer 503 `unavailable`. */
+  readonly personaPolicies?: PersonaPaymentPolicies;
   /** Where a cut-short export is logged. */
   readonly log: Logger;
 }
@@ -142,7 +145,34 @@ export class ApiOperations {
       );
       sendJson(exchange.response, 200, policy);
     },
+    [Operation.SetPersonaPaymentPolicy]: async (exchange, asked, params) => {
+      const personaId = params.personaId ?? '';
+      const request = { personaId, ...parsePaymentPolicyRequest(await asked.body()) };
+      const policies = this.personaPolicies();
+      sendJson(exchange.response, 200, await policies.set(asked.caller, request, exchange.signal));
+    },
+    [Operation.GetPersonaPaymentPolicy]: async (exchange, asked, params) => {
+      const actor = parseActor(exchange.query.get('actor') ?? undefined);
+      const policies = this.personaPolicies();
+      const personaId = params.personaId ?? '';
+      sendJson(
+        exchange.response,
+        200,
+        await policies.read(asked.caller, personaId, actor, exchange.signal),
+      );
+    },
   };
+
+  private personaPolicies(): PersonaPaymentPolicies {
+    const policies = this.options.personaPolicies;
+    if (policies === undefined) {
+      throw new ApiError(
+        'unavailable',
+        'this control plane serves no persona payment policies (it was started without the records)',
+      );
+    }
+    return policies;
+  }
 
   /**
    * Runs `route`'s operation and answers on the exchange.

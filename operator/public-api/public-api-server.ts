@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { componentLogger, LogComponent } from '../../common/log';
 import type { ConversationForensics } from '../forensics/conversation-forensics';
+import type { PersonaPaymentPolicies } from '../turns/persona-payment-policy';
 import type { TurnService } from '../turns/turn-service';
 import { ApiMetrics } from './api-metrics';
 import { AuthCache, DEFAULT_AUTH_CACHE_MS, type Authenticate } from './auth-cache';
@@ -58,6 +59,8 @@ export interface PublicApiServerOptions {
    * `unavailable`.
    */
   readonly forensics?: Pick<ConversationForensics, 'export' | 'repair' | 'erase'>;
+  /** Admins' persona payment policies (the records). None: those routes answer 503. */
+  readonly personaPolicies?: PersonaPaymentPolicies;
   /** Bearer token to caller (records-authenticator.ts adapts the RecordsClient). */
   readonly authenticate: Authenticate;
   /** Journal follow for streams (journal-follower.ts adapts the StateClient). */
@@ -338,7 +341,7 @@ export class PublicApiServer {
   private operations(
     peers: ConstructorParameters<typeof HolderRouting>[0]['peers'],
   ): ApiOperations {
-    const { service, forensics } = this.options;
+    const { service, forensics, personaPolicies } = this.options;
     return new ApiOperations({
       service,
       where: new HolderRouting({
@@ -351,6 +354,7 @@ export class PublicApiServer {
       limits: this.limits,
       log: this.log,
       ...(forensics === undefined ? {} : { forensics }),
+      ...(personaPolicies === undefined ? {} : { personaPolicies }),
       ...(this.options.newIdempotencyKey === undefined
         ? {}
         : { newIdempotencyKey: this.options.newIdempotencyKey }),

@@ -23,6 +23,8 @@ export const Operation = {
   AcceptRollback: 'acceptRollback',
   SetPaymentPolicy: 'setPaymentPolicy',
   GetPaymentPolicy: 'getPaymentPolicy',
+  SetPersonaPaymentPolicy: 'setPersonaPaymentPolicy',
+  GetPersonaPaymentPolicy: 'getPersonaPaymentPolicy',
   GetOpenApi: 'getOpenApi',
 } as const;
 export type Operation = (typeof Operation)[keyof typeof Operation];
@@ -137,6 +139,18 @@ export const ROUTES: readonly Route[] = [
     method: 'GET',
     template: '/v1/conversations/{conversationId}/payment-policy',
     operation: Operation.GetPaymentPolicy,
+    authenticated: true,
+  },
+  {
+    method: 'PUT',
+    template: '/v1/personas/{personaId}/payment-policy',
+    operation: Operation.SetPersonaPaymentPolicy,
+    authenticated: true,
+  },
+  {
+    method: 'GET',
+    template: '/v1/personas/{personaId}/payment-policy',
+    operation: Operation.GetPersonaPaymentPolicy,
     authenticated: true,
   },
   {

@@ -5,7 +5,8 @@
  */
 import type { AppendOutcome } from '../../common/state-journal';
 import type { TurnCoordinatorOptions } from './coordinator-options';
-import type { JournalView, PaymentPolicyRef, SpentPayment } from './journal-view-types';
+import type { JournalView, PaymentPolicyRef, SpentPayment, TurnView } from './journal-view-types';
+import type { PersonaPaymentStore } from './persona-payment-facts';
 import type { PayParts } from './pay-charge';
 import type { PlannedEvent } from './plan-common';
 import type { DispatchedTurn } from './plan-harness-checks';
@@ -31,18 +32,24 @@ export interface AnswerContext {
 export interface PaymentContext extends Omit<PayParts, 'commit'> {
   readonly policy: PaymentPolicyRef | undefined;
   readonly spent: readonly SpentPayment[];
+  /** The conversation's open turns: their charges waiting for a card count too. */
+  readonly openTurns: readonly TurnView[];
+  /** The state plane's persona payment records; absent: no persona policy applies. */
+  readonly personas: PersonaPaymentStore | undefined;
 }
 
 /** A paid call's context from the conversation's cached view and the coordinator's options. */
 export function paymentContextOf(
   view: JournalView | undefined,
-  options: Pick<TurnCoordinatorOptions, 'payments' | 'approvals'>,
+  options: Pick<TurnCoordinatorOptions, 'payments' | 'approvals' | 'personaPayments'>,
   conversationId: string,
   nowMs: () => number,
 ): PaymentContext {
   return {
     policy: view?.paymentPolicy,
     spent: view?.spentPayments ?? [],
+    openTurns: view?.openTurns ?? [],
+    personas: options.personaPayments,
     settings: options.payments,
     approvals: options.approvals,
     conversationId,

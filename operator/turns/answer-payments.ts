@@ -15,7 +15,9 @@ import type {
 import type { AnswerContext, ForgedEnd } from './answer-context';
 import type { HarnessCall } from './harness-call';
 import { forgedEnd } from './harness-run';
-import { authorizeMcpCharge, payCharge, recordMcpPaid } from './pay-charge';
+import { authorizeMcpCharge, notPaid, payCharge, recordMcpPaid } from './pay-charge';
+import { pendingCharges } from './effective-payment';
+import { countPersonaSpend, personaPaymentOf } from './persona-payment-facts';
 import {
   inPaymentSpan,
   PaymentSpanOutcome,
@@ -58,6 +60,15 @@ function paymentSpanCall(
   return { conversationId, turnId, toolCallId: message.toolCallId };
 }
 
+/** What both payment messages read: the context, the turn, the time, the turn persona's policy. */
+async function paymentFacts(context: AnswerContext) {
+  const payments = context.payments();
+  const { turn } = context.facts();
+  const nowMs = payments.nowMs();
+  const persona = await personaPaymentOf(payments.personas, turn.attribution.persona, nowMs);
+  return { payments, turn, nowMs, persona };
+}
+
 /** A tool met a 402: the plan reads the charge; a charge is committed before it is answered. */
 async function answerChallenge(
   challenge: PaymentChallenge,
@@ -65,11 +76,13 @@ async function answerChallenge(
   context: AnswerContext,
   notes: PaymentSpanNotes,
 ): Promise<ForgedEnd | undefined> {
-  const payments = context.payments();
-  const plan = paymentChallengePlan(context.facts().turn, challenge, {
+  const { payments, turn, nowMs, persona } = await paymentFacts(context);
+  const plan = paymentChallengePlan(turn, challenge, {
     ...payments,
     protocols: payments.settings?.protocols ?? [],
-    nowMs: payments.nowMs(),
+    pending: pendingCharges(payments.openTurns, nowMs),
+    ...(persona === undefined ? {} : { persona }),
+    nowMs,
   });
   if (plan.kind === 'forged') {
     notes.outcome(PaymentSpanOutcome.Forged);
@@ -90,12 +103,12 @@ async function answerSettle(
   context: AnswerContext,
   notes: PaymentSpanNotes,
 ): Promise<ForgedEnd | undefined> {
-  const payments = context.payments();
-  const turn = context.facts().turn;
+  const { payments, turn, nowMs, persona } = await paymentFacts(context);
   const plan = paymentSettlePlan(turn, settle, {
     policy: payments.policy,
     spent: payments.spent,
-    nowMs: payments.nowMs(),
+    ...(persona === undefined ? {} : { persona }),
+    nowMs,
   });
   if (plan.kind === 'forged') {
     notes.outcome(PaymentSpanOutcome.Forged);
@@ -108,6 +121,17 @@ async function answerSettle(
       recorded?.receipt !== undefined ? PaymentSpanOutcome.Answered : settledOutcome(plan.result),
     );
     call.toolResult(plan.result);
+    return undefined;
+  }
+  // Counted against the persona before the send is recorded: a crash between the two
+  // over-counts, never under-counts; the records refuse a count over the persona's cap.
+  const { charge } = plan;
+  const who = plan.persona ?? '';
+  const id = payments.conversationId;
+  const refused = await countPersonaSpend(payments.personas, who, charge, id, nowMs, persona);
+  if (refused !== undefined) {
+    notes.outcome(PaymentSpanOutcome.NotPaid);
+    call.toolResult(notPaid(charge.toolCallId, refused));
     return undefined;
   }
   await context.commit(plan.events);

@@ -12,6 +12,7 @@ import type { ConversationStore } from './conversation-access';
 import type { HarnessConnector } from './harness-client';
 import type { AgentDirectory } from '../controller/agent-resource-reads';
 import type { ModelRelay, ModelRouteSource } from './model-relay-port';
+import type { PersonaPaymentStore } from './persona-payment-facts';
 
 /** Who holds which roles, for rules that name an identity other than the caller's. */
 export interface IdentityDirectory {
@@ -86,6 +87,12 @@ export interface TurnCoordinatorOptions {
   readonly modelRoutes?: ModelRouteSource;
   /** How paid calls are paid (docs/payments.md); absent: every charge is refused. */
   readonly payments?: PaymentSettings;
+  /**
+   * The state plane's persona payment records (docs/payments.md, "A persona's wallet and
+   * limits"): a persona's wallet and limits, and its period totals. Absent: only the
+   * conversation's link applies.
+   */
+  readonly personaPayments?: PersonaPaymentStore;
 }
 
 /** What the metrics see of each turn. */

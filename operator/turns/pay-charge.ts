@@ -230,7 +230,8 @@ function failedPayment(charge: PaymentCharge, error: unknown): TrustedToolResult
   throw error;
 }
 
-function notPaid(toolCallId: string, why: string): TrustedToolResult {
+/** The tool's result for an approved payment that was not made, saying why. */
+export function notPaid(toolCallId: string, why: string): TrustedToolResult {
   return {
     toolCallId,
     content: `the approved payment was not made: ${why}. Nothing was paid.`,

@@ -87,32 +87,25 @@ export function planPaymentPolicy(input: PaymentPolicyInput): PaymentPolicyPlan 
   const id = request.conversationId;
   const denied = authorizePaymentPolicy(caller, id, input.conversation, request.actor, false);
   if (denied !== undefined) return denied;
-  const reason = request.reason.trim();
-  if (reason === '' || reason.length > MAX_POLICY_REASON_LENGTH) {
-    return invalid(
-      'reason',
-      `reason is required, at most ${String(MAX_POLICY_REASON_LENGTH)} characters: say why the wallet is linked or unlinked (it is recorded in the journal)`,
-    );
-  }
-  const policy = policyOf(request);
-  if (policy.kind === 'refuse') return policy;
   const current = input.view.paymentPolicy;
-  if (
-    (current?.wallet ?? '') === policy.wallet &&
-    (current?.limitsJson ?? '') === policy.limitsJson
-  ) {
-    return refuse(
+  const policy = policyChange(request, current, {
+    limitsAlone: false,
+    recordedIn: 'the journal',
+    unchanged: ({ wallet }) =>
       new AppError(
         'conflict',
-        policy.wallet === ''
+        wallet === ''
           ? `conversation ${id} has no wallet linked: there is nothing to unlink`
-          : `conversation ${id} already has wallet ${policy.wallet} linked with these limits (position ${String(current?.position ?? 0)}): nothing would change`,
+          : `conversation ${id} already has wallet ${wallet} linked with these limits (position ${String(current?.position ?? 0)}): nothing would change`,
         { details: { conversationId: id, head: input.view.head } },
       ),
-    );
-  }
+  });
+  if (policy.kind === 'refuse') return policy;
+  const { reason } = policy;
   return {
-    ...policy,
+    kind: 'set',
+    wallet: policy.wallet,
+    limitsJson: policy.limitsJson,
     events: [
       planned(EventKind.PaymentPolicy, {
         wallet: policy.wallet,
@@ -145,24 +138,70 @@ export function paymentPolicyView(
   };
 }
 
-/** The wallet and canonical limits asked for, or the field at fault. */
-function policyOf(
-  request: SetPaymentPolicy,
+/** A policy's wallet and canonical limits, as {@link policyOf} reads them. */
+export interface PolicyTerms {
+  readonly wallet: string;
+  readonly limitsJson: string;
+}
+
+/**
+ * The change a payment policy request makes, or why not: a reason (400), the wallet and
+ * limits ({@link policyOf}, 400 naming the field), and a change from `current` (else the
+ * `unchanged` error, a 409). One rule for a conversation's link and a persona's policy.
+ */
+export function policyChange(
+  request: Pick<SetPaymentPolicy, 'wallet' | 'limits' | 'reason'>,
+  current: PolicyTerms | undefined,
+  options: {
+    readonly limitsAlone: boolean;
+    /** Where the change is recorded, for the reason's message. */
+    readonly recordedIn: string;
+    readonly unchanged: (asked: PolicyTerms) => AppError;
+  },
+): Refusal | (PolicyTerms & { readonly kind: 'set'; readonly reason: string }) {
+  const reason = request.reason.trim();
+  if (reason === '' || reason.length > MAX_POLICY_REASON_LENGTH) {
+    return invalid(
+      'reason',
+      `reason is required, at most ${String(MAX_POLICY_REASON_LENGTH)} characters: say why the policy changes (it is recorded in ${options.recordedIn})`,
+    );
+  }
+  const policy = policyOf(request, options.limitsAlone);
+  if (policy.kind === 'refuse') return policy;
+  if (
+    (current?.wallet ?? '') === policy.wallet &&
+    (current?.limitsJson ?? '') === policy.limitsJson
+  ) {
+    return refuse(options.unchanged(policy));
+  }
+  return { ...policy, reason };
+}
+
+/**
+ * The wallet and canonical limits asked for, or the field at fault: the one check of a
+ * payment policy's wallet and limits, for a conversation's link and a persona's policy.
+ * `limitsAlone`: limits without a wallet are a policy (a persona's limits on what any
+ * wallet pays for it); else a wallet "" is an unlink and takes no limits.
+ */
+export function policyOf(
+  request: Pick<SetPaymentPolicy, 'wallet' | 'limits'>,
+  limitsAlone = false,
 ): Refusal | { kind: 'set'; wallet: string; limitsJson: string } {
   const { wallet, limits } = request;
-  if (wallet === '') {
-    if (limits !== undefined && limits !== null) {
+  const none = limits === undefined || limits === null;
+  if (wallet === '' && (none || !limitsAlone)) {
+    if (!none) {
       return invalid('limits', 'an unlink takes no limits: send wallet "" without limits');
     }
     return { kind: 'set', wallet, limitsJson: '' };
   }
-  if (!isWalletName(wallet)) {
+  if (wallet !== '' && !isWalletName(wallet)) {
     return invalid(
       'wallet',
       `wallet ${JSON.stringify(wallet.slice(0, 60))} is not a wallet name: a lower-case DNS label of at most 46 characters (its key is the Secret polychrome-wallet-<name>), or "" to unlink`,
     );
   }
-  if (limits === undefined || limits === null) {
+  if (none) {
     return invalid(
       'limits',
       `linking wallet ${wallet} takes limits: the spend limits its payments are held to`,

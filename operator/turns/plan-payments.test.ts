@@ -13,6 +13,7 @@ import {
   type ApprovalRequest,
 } from '../../proto/gen/polychrome/events/v1/events';
 import { checkApprovalRequest } from './plan-harness-checks';
+import { pendingCharges } from './effective-payment';
 import {
   paymentChallengePlan,
   paymentSettlePlan,
@@ -205,6 +206,119 @@ describe('payment messages from the harness', () => {
   });
 });
 
+// A turn's second charge is counted with the first while the first waits for its card, so
+// the two cannot both be shown when together they would cross a period total; a persona's
+// link pays for the turns attributed to it, and only for them.
+describe('charges counted while they wait, and the persona of the turn', () => {
+  const secondCall = {
+    ...fetchCall,
+    position: 6,
+    payload: { ...fetchCall.payload, toolCallId: 'h' },
+  } as RecordedStep;
+  const waiting = (amount: string, over: Partial<RecordedPayment> = {}): RecordedPayment => ({
+    ...charged,
+    charge: { ...charged.charge, amount, expiresAt: '2026-12-07T12:05:00.000Z' },
+    ...over,
+  });
+  const denial = {
+    position: 7,
+    response: {
+      requestId: charged.charge.approvalRequestId,
+      decision: ApprovalDecision.APPROVAL_DECISION_DENIED,
+    },
+  };
+  const secondChallenge = challenge({ toolCallId: 'h' });
+  const planWith = (view: TurnView, over: Partial<ChargeFacts>) =>
+    paymentChallengePlan(view, secondChallenge, facts({ policy: linked, ...over }));
+  const refusalOf = (plan: ReturnType<typeof paymentChallengePlan>): string =>
+    plan.kind === 'answer' && plan.answer.answer?.$case === 'refusal'
+      ? plan.answer.answer.value
+      : '';
+
+  it.each<[string, () => TurnView, string | undefined]>([
+    [
+      'a waiting charge of 20000: 10000 more crosses the period total of 25000',
+      () => turn([fetchCall, secondCall], [waiting('20000')]),
+      "the conversation's spend limit max_per_period: 10000 on top of 20000",
+    ],
+    [
+      'a waiting charge of 10000: 10000 more fits',
+      () => turn([fetchCall, secondCall], [waiting('10000')]),
+      undefined,
+    ],
+    [
+      'a denied charge: it counts no more',
+      () =>
+        ({
+          ...turn([fetchCall, secondCall], [waiting('20000')]),
+          approvalResponses: [denial],
+        }) as unknown as TurnView,
+      undefined,
+    ],
+    [
+      'an expired charge: it counts no more',
+      () =>
+        turn(
+          [fetchCall, secondCall],
+          [{ ...charged, charge: { ...charged.charge, amount: '20000' } }],
+        ),
+      undefined,
+    ],
+  ])('%s', (_name, view, refusal) => {
+    const seen = view();
+    const plan = planWith(seen, { pending: pendingCharges([seen], NOW + 1) });
+    if (refusal === undefined) expect(plan.kind).toBe('charge');
+    else expect(refusalOf(plan)).toContain(refusal);
+  });
+
+  const personaLink = {
+    personaId: 'p',
+    wallet: 'persona-wallet',
+    limitsJson: JSON.stringify(limits),
+    spent: [],
+  };
+
+  it('charges with only a persona link, for a turn of that persona', () => {
+    const plan = paymentChallengePlan(
+      turn([fetchCall]),
+      challenge(),
+      facts({ persona: personaLink }),
+    );
+    expect(plan.kind).toBe('charge');
+  });
+
+  it("never pays with another persona's link: the turn is p's, the link q's", () => {
+    const plan = paymentChallengePlan(
+      turn([fetchCall]),
+      challenge(),
+      facts({ persona: { ...personaLink, personaId: 'q' } }),
+    );
+    expect(refusalOf(plan)).toContain('no wallet is linked to it or to the persona of the turn');
+  });
+
+  it("counts the persona's waiting charges against its total, with its other conversations'", () => {
+    const seen = turn([fetchCall, secondCall], [waiting('5000')]);
+    const plan = planWith(seen, {
+      policy: undefined,
+      pending: pendingCharges([seen], NOW + 1),
+      persona: {
+        ...personaLink,
+        spent: [
+          {
+            network: 'eip155:31337',
+            asset: ASSET,
+            amount: '15000',
+            at: '2026-12-07T11:30:00.000Z',
+          },
+        ],
+      },
+    });
+    expect(refusalOf(plan)).toContain(
+      "persona p's spend limit max_per_period: 10000 on top of 20000",
+    );
+  });
+});
+
 describe('a request to pay', () => {
   const settle = {
     turnId: 't1',
@@ -328,7 +442,7 @@ describe('a request to pay', () => {
           limitsJson: JSON.stringify({ ...limits, payees: [`0x${'33'.repeat(20)}`] }),
         },
       },
-      'the approved payment was not made: spend limit',
+      "the approved payment was not made: the conversation's spend limit payee",
     ],
     [
       'a period total another payment used up meanwhile',

@@ -35,9 +35,15 @@ import {
   type PaymentProtocol,
   type ReadChallenge,
 } from '../payments/payment-protocol';
-import { checkSpendLimits, type SpendCharge, type SpendLimits } from '../../common/spend-limits';
+import {
+  effectivePayment,
+  NO_WALLET,
+  payingWallet,
+  policiesOfTurn,
+  type PendingCharge,
+  type PersonaPayment,
+} from './effective-payment';
 import { planned, type PlannedEvent } from './plan-common';
-import { parseSpendLimits } from './spend-limits-input';
 
 /**
  * The turn plan's part for a paid call (docs/payments.md, "A paid call in a turn"): what the
@@ -46,8 +52,9 @@ import { parseSpendLimits } from './spend-limits-input';
  * message about a call the journal does not hold as waiting for it is forged and quarantines
  * the turn, as a forged step does.
  *
- * Payments are off unless an admin linked a wallet to the conversation (`payment_policy`):
- * until then every charge is refused, named, and the tool is told nothing was paid.
+ * Payments are off unless an admin linked a wallet to the conversation (`payment_policy`) or
+ * to the persona the turn is attributed to (effective-payment.ts): until then every charge
+ * is refused, named, and the tool is told nothing was paid.
  */
 
 /** What the control plane does with a harness's payment message. */
@@ -87,6 +94,10 @@ export interface ChargeFacts {
   readonly policy: PaymentPolicyRef | undefined;
   /** Every payment sent in the conversation: the limits' totals. */
   readonly spent: readonly SpentPayment[];
+  /** The conversation's charges committed and not yet paid, denied or expired. */
+  readonly pending?: readonly PendingCharge[];
+  /** The policy of the persona the turn is attributed to, and what it spent; absent: none. */
+  readonly persona?: PersonaPayment;
   /** The protocols the control plane pays, in the order it prefers them. */
   readonly protocols: readonly PaymentProtocol[];
   readonly nowMs: number;
@@ -117,13 +128,8 @@ export function paymentChallengePlan(
   const { toolCallId } = challenge;
   const unfit = challengedCall(turn, challenge);
   if (unfit !== undefined) return unfit;
-  const { policy } = facts;
-  if (policy === undefined || policy.wallet === '') {
-    return refused(
-      toolCallId,
-      'payments are off for this conversation: no wallet is linked to it, so the control plane pays nothing (docs/payments.md, "Linking a wallet")',
-    );
-  }
+  const policies = policiesOfTurn(turn, facts);
+  if (payingWallet(policies) === undefined) return refused(toolCallId, NO_WALLET);
   let read: ReadChallenge;
   try {
     read = readChallengeOf(challenge, facts.protocols, new Date(facts.nowMs));
@@ -131,8 +137,8 @@ export function paymentChallengePlan(
     if (!isAppError(error)) throw error;
     return refused(toolCallId, error.message);
   }
-  const outside = limitsRefusal(policy, read.charge, facts.spent, facts.nowMs);
-  if (outside !== undefined) return refused(toolCallId, outside);
+  const decided = effectivePayment(policies, read.charge, facts.nowMs);
+  if (decided.kind === 'refuse') return refused(toolCallId, decided.reason);
   const paymentCall = { conversationId: facts.conversationId, turnId: turn.turnId, toolCallId };
   const charge = chargeToProto(read.charge, paymentCall, {
     approvalRequestId: requestIds.paymentApprovalRequestId(turn.turnId, toolCallId),
@@ -213,29 +219,6 @@ function challengedCall(turn: TurnView, challenge: PaymentChallenge): PaymentPla
       };
 }
 
-/**
- * Why `charge` is outside the limits linked in `policy`, counted against every payment sent
- * in the conversation, at `nowMs`; undefined when it is inside. One rule for both moments it
- * is asked: before the card is shown, and again before the payment is sent (limits may have
- * changed or expired, or another payment been sent, while the person decided).
- */
-function limitsRefusal(
-  policy: PaymentPolicyRef,
-  charge: SpendCharge,
-  spent: readonly SpentPayment[],
-  nowMs: number,
-): string | undefined {
-  let limits: SpendLimits;
-  try {
-    limits = parseSpendLimits(policy.limitsJson).limits;
-  } catch (error) {
-    if (!isAppError(error)) throw error;
-    return `the linked spend limits cannot be read (${error.message})`;
-  }
-  const decision = checkSpendLimits(limits, charge, spent, new Date(nowMs));
-  return decision.allowed ? undefined : `spend limit ${decision.limit}: ${decision.message}`;
-}
-
 function refused(toolCallId: string, refusal: string): PaymentPlan {
   return { kind: 'answer', answer: { toolCallId, answer: { $case: 'refusal', value: refusal } } };
 }
@@ -264,6 +247,8 @@ export interface SettleFacts {
   readonly policy: PaymentPolicyRef | undefined;
   /** Every payment sent in the conversation so far (the journal view's `spentPayments`). */
   readonly spent: readonly SpentPayment[];
+  /** The policy of the persona the turn is attributed to, as it stands now; absent: none. */
+  readonly persona?: PersonaPayment;
   readonly nowMs: number;
 }
 
@@ -278,6 +263,12 @@ export type SettlePlan =
       readonly events: readonly PlannedEvent[];
       readonly charge: PaymentCharge;
       readonly wallet: string;
+      /**
+       * The persona the turn is attributed to: the payment is counted against it in the
+       * state plane's records before the `payment_sent` (over-counting on a crash, never
+       * under), whether or not it has limits yet.
+       */
+      readonly persona?: string;
     };
 
 /**
@@ -323,12 +314,26 @@ export function paymentSettlePlan(
       },
     };
   }
-  const wallet = facts.policy?.wallet ?? '';
-  const refusal =
-    facts.policy === undefined || wallet === ''
-      ? 'no wallet is linked to the conversation any more'
-      : limitsRefusal(facts.policy, chargeFromProto(charge), facts.spent, facts.nowMs);
-  if (refusal !== undefined) {
+  return payPlan(turn, charge, facts);
+}
+
+/**
+ * Pays an approved, unsent charge, if both policies as they stand now allow it: limits may
+ * have changed or expired, or another payment been sent, while the person decided.
+ */
+function payPlan(turn: TurnView, charge: PaymentCharge, facts: SettleFacts): SettlePlan {
+  const { toolCallId } = charge;
+  const policies = policiesOfTurn(turn, facts);
+  const decided = effectivePayment(
+    policies,
+    chargeFromProto(charge),
+    facts.nowMs,
+    charge.idempotencyKey,
+  );
+  if (decided.kind === 'refuse') {
+    const refusal = decided.noWallet
+      ? 'no wallet is linked to the conversation or to the persona of the turn any more'
+      : decided.reason;
     return {
       kind: 'answer',
       result: {
@@ -339,7 +344,14 @@ export function paymentSettlePlan(
       },
     };
   }
-  return { kind: 'pay', events: [sentEvent(charge, wallet, facts.nowMs)], charge, wallet };
+  const { wallet } = decided;
+  return {
+    kind: 'pay',
+    events: [sentEvent(charge, wallet, facts.nowMs)],
+    charge,
+    wallet,
+    ...(turn.attribution.persona === '' ? {} : { persona: turn.attribution.persona }),
+  };
 }
 
 /** The `payment_sent` of `charge`, with what it counts against the limits. */

@@ -15,7 +15,8 @@ import { decodeValue } from './record-values';
 
 /**
  * The ops that delete what persona `personaId` owns, found through its indexes: its
- * sessions (with their token entries), credentials and ceremonies, with the index entries.
+ * sessions (with their token entries), credentials, ceremonies and payment records
+ * (persona-payments.ts), with the index entries.
  * The caller holds the exclusive section and writes them in the persona's own batch.
  *
  * @throws AppError `data_loss` when a session record is unreadable.
@@ -53,6 +54,12 @@ export async function ownedRecordDeletions(
       { type: 'del', key: ceremonyKey(ceremonyId) },
       { type: 'del', key: personaIndexKey(Tag.PersonaCeremony, id, ceremonyId) },
     );
+  }
+  // A persona's payment policy history and counted payments go with it.
+  for (const tag of [Tag.PersonaPaymentPolicy, Tag.PersonaSpend, Tag.PersonaSpendKey] as const) {
+    for (const [key] of await ctx.db.scan(personaIndexPrefix(tag, id))) {
+      ops.push({ type: 'del', key });
+    }
   }
   return ops;
 }

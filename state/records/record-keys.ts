@@ -13,6 +13,9 @@
  *   persona-credential:{personaId}/{credentialId} → null
  *   ceremony:{ceremonyId}                        → ceremony record (with its code MAC)
  *   persona-ceremony:{personaId}/{ceremonyId}    → null
+ *   persona-payment-policy:{personaId}/{sequence, 10 digits} → one change of its payment policy
+ *   persona-spend:{personaId}/{atMs, 15 digits}/{idempotencyKey} → a payment counted against it
+ *   persona-spend-key:{personaId}/{idempotencyKey} → the persona-spend key of that payment
  *
  * Record ids are `[A-Za-z0-9_-]` only (record-input.ts), so `{personaId}/` is a prefix of
  * that persona's index keys and nobody else's ("p1/" cannot start "p10/..."). An identity
@@ -40,12 +43,20 @@ export const Tag = {
   PersonaCredential: 'persona-credential:',
   Ceremony: 'ceremony:',
   PersonaCeremony: 'persona-ceremony:',
+  PersonaPaymentPolicy: 'persona-payment-policy:',
+  PersonaSpend: 'persona-spend:',
+  PersonaSpendKey: 'persona-spend-key:',
 } as const;
 export type Tag = (typeof Tag)[keyof typeof Tag];
 
 /** The per-persona index tags. */
 export type PersonaIndexTag =
-  typeof Tag.PersonaSession | typeof Tag.PersonaCredential | typeof Tag.PersonaCeremony;
+  | typeof Tag.PersonaSession
+  | typeof Tag.PersonaCredential
+  | typeof Tag.PersonaCeremony
+  | typeof Tag.PersonaPaymentPolicy
+  | typeof Tag.PersonaSpend
+  | typeof Tag.PersonaSpendKey;
 
 /** Key of a persona record. */
 export const personaKey = (personaId: string): string => Tag.Persona + personaId;

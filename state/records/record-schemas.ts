@@ -102,3 +102,32 @@ export type StoredCeremony = z.infer<typeof ceremonySchema>;
 export const idSchema = z.string();
 /** Index entries that only mark membership. */
 export const markSchema = z.null();
+
+/** One change of a persona's payment policy (`persona-payment-policy:{id}/{sequence}`). */
+export const personaPaymentPolicySchema = z.object({
+  personaId: z.string(),
+  /** A wallet name, or '' for none. */
+  wallet: z.string(),
+  /** Canonical JSON of the spend limits, or '' for none. */
+  limitsJson: z.string(),
+  setBy: z.string(),
+  session: z.string(),
+  reason: z.string(),
+  setAtMs: time,
+  sequence: z.number().int().positive(),
+});
+/** The parsed form of the record. */
+export type StoredPersonaPaymentPolicy = z.infer<typeof personaPaymentPolicySchema>;
+
+/** A payment counted against a persona (`persona-spend:{id}/{atMs}/{key}`). */
+export const personaSpendSchema = z.object({
+  personaId: z.string(),
+  idempotencyKey: z.string(),
+  conversationId: z.string(),
+  network: z.string(),
+  asset: z.string(),
+  amount: z.string().regex(/^[0-9]{1,78}$/),
+  atMs: time,
+});
+/** The parsed form of the record. */
+export type StoredPersonaSpend = z.infer<typeof personaSpendSchema>;

@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { AppError } from '../../common/errors';
 import { CeremonyRecords } from './ceremony-records';
 import { CredentialRecords } from './credential-records';
+import { PersonaPayments } from './persona-payments';
 import { PersonaRecords } from './persona-records';
 import type { RecordContext } from './record-context';
 import { RecordDb, type RecordsParent } from './record-db';
@@ -41,6 +42,8 @@ export class RecordStore {
   readonly sessions: SessionRecords;
   readonly credentials: CredentialRecords;
   readonly ceremonies: CeremonyRecords;
+  /** Personas' payment policies and counted payments. */
+  readonly personaPayments: PersonaPayments;
   private readonly db: RecordDb;
 
   constructor(options: RecordStoreOptions) {
@@ -55,6 +58,7 @@ export class RecordStore {
     this.sessions = new SessionRecords(ctx, this.personas);
     this.credentials = new CredentialRecords(ctx, this.personas);
     this.ceremonies = new CeremonyRecords(ctx, this.personas);
+    this.personaPayments = new PersonaPayments(ctx, this.personas);
   }
 
   /**

@@ -338,6 +338,34 @@ describe('authorization', () => {
     ['CompleteCeremony', (c, id) => c.completeCeremony(id, '12345678')],
     ['GetCeremony', (c, id) => c.getCeremony(id)],
     ['ListCeremonies', (c, id) => c.listCeremonies(id)],
+    [
+      'SetPersonaPaymentPolicy',
+      (c, id) =>
+        c.setPersonaPaymentPolicy({
+          personaId: id,
+          wallet: 'mallory',
+          limitsJson: '{}',
+          setBy: MINTER,
+          session: '',
+          reason: 'widen',
+          expectedSequence: 0,
+        }),
+    ],
+    ['GetPersonaPaymentPolicy', (c, id) => c.getPersonaPaymentPolicy(id)],
+    [
+      'RecordPersonaSpend',
+      (c, id) =>
+        c.recordPersonaSpend({
+          personaId: id,
+          idempotencyKey: 'a'.repeat(64),
+          conversationId: 'c',
+          network: 'eip155:1',
+          asset: '0x0',
+          amount: '1',
+          atMs: 1,
+        }),
+    ],
+    ['ListPersonaSpends', (c, id) => c.listPersonaSpends(id, 0)],
   ];
 
   let owner: PersonaRecord;

@@ -1,5 +1,7 @@
 import type { Logger } from 'pino';
 
+import { AppError } from '../../common/errors';
+
 import type {
   AuthenticateRequest,
   AuthenticateResponse,
@@ -18,6 +20,13 @@ import type {
   FindPersonaByIdentityRequest,
   FindPersonaByIdentityResponse,
   GetCeremonyRequest,
+  GetPersonaPaymentPolicyRequest,
+  ListPersonaSpendsRequest,
+  ListPersonaSpendsResponse,
+  PersonaPaymentPolicyResponse,
+  RecordPersonaSpendRequest,
+  RecordPersonaSpendResponse,
+  SetPersonaPaymentPolicyRequest,
   GetCredentialRequest,
   GetPersonaRequest,
   GetSessionRequest,
@@ -42,6 +51,7 @@ import type {
   StartCeremonyResponse,
   UnlinkIdentityRequest,
 } from '../../proto/gen/polychrome/state/v1/records';
+import type { PersonaPaymentPolicies } from '../records/persona-payments';
 import type { Persona } from '../records/persona-records';
 import type { RecordStore } from '../records/record-store';
 import { checkRoles } from '../records/persona-checks';
@@ -102,6 +112,14 @@ export function createRecordsService(options: RecordsServiceOptions): RecordsSer
       return work;
     });
   }
+
+  const policiesToProto = ({
+    current,
+    history,
+  }: PersonaPaymentPolicies): PersonaPaymentPolicyResponse => ({
+    ...(current === undefined ? {} : { current }),
+    history: [...history],
+  });
 
   const persona = async (work: Promise<Persona>): Promise<PersonaResponse> => ({
     persona: personaToProto(await work),
@@ -174,6 +192,45 @@ export function createRecordsService(options: RecordsServiceOptions): RecordsSer
         log.info({ personaId: request.personaId }, 'persona deleted');
         return {};
       },
+    ),
+
+    setPersonaPaymentPolicy: change<SetPersonaPaymentPolicyRequest, PersonaPaymentPolicyResponse>(
+      'SetPersonaPaymentPolicy',
+      async (request, { log }) => {
+        const { expectedSequence, ...rest } = request;
+        const set = policiesToProto(
+          await records.personaPayments.setPolicy({ ...rest, expectedSequence }),
+        );
+        log.info(
+          { personaId: request.personaId, wallet: request.wallet, setBy: request.setBy },
+          'persona payment policy set',
+        );
+        return set;
+      },
+    ),
+    getPersonaPaymentPolicy: read<GetPersonaPaymentPolicyRequest, PersonaPaymentPolicyResponse>(
+      'GetPersonaPaymentPolicy',
+      async (request) => policiesToProto(await records.personaPayments.policy(request.personaId)),
+    ),
+    recordPersonaSpend: change<RecordPersonaSpendRequest, RecordPersonaSpendResponse>(
+      'RecordPersonaSpend',
+      (request) => {
+        if (request.spend === undefined) {
+          throw new AppError('invalid_argument', 'RecordPersonaSpend needs a spend', {
+            details: { field: 'spend' },
+          });
+        }
+        const { maxPerPeriod, periodSinceMs } = request;
+        const cap =
+          maxPerPeriod === undefined ? undefined : { maxPerPeriod, sinceMs: periodSinceMs };
+        return records.personaPayments.recordSpend(request.spend, cap);
+      },
+    ),
+    listPersonaSpends: read<ListPersonaSpendsRequest, ListPersonaSpendsResponse>(
+      'ListPersonaSpends',
+      async (request) => ({
+        spends: await records.personaPayments.spends(request.personaId, request.sinceMs),
+      }),
     ),
 
     createSession: change<CreateSessionRequest, CreateSessionResponse>(

@@ -78,6 +78,11 @@ export const RPC_ROLES: RoleTable = {
     FindPersonaByIdentity: CONTROL_PLANE_RECORDS,
     CreatePersona: CONTROL_PLANE_RECORDS,
     SetRoles: CONTROL_PLANE_RECORDS,
+    // An admin's persona payment policy (public API) and the turn path's persona totals.
+    SetPersonaPaymentPolicy: CONTROL_PLANE_RECORDS,
+    GetPersonaPaymentPolicy: CONTROL_PLANE_RECORDS,
+    RecordPersonaSpend: CONTROL_PLANE_RECORDS,
+    ListPersonaSpends: CONTROL_PLANE_RECORDS,
     CreateSession: CONTROL_PLANE_RECORDS,
     RevokeSession: CONTROL_PLANE_RECORDS,
     // Nothing in the control plane calls these: records administration only.

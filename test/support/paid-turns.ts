@@ -22,7 +22,14 @@ import {
   startPaidFixture,
   type PaidFixture,
 } from './payments/paid-fixture';
-import { startRealTurns, TEST_ADMIN, TEST_OWNER, textReply, type RealTurns } from './real-turns';
+import {
+  startRealTurns,
+  TEST_ADMIN,
+  TEST_OWNER,
+  textReply,
+  type RealTurns,
+  type RealTurnsOptions,
+} from './real-turns';
 import { FETCH_EXTRA_TOOLS } from './scripted-harness';
 import { startX402McpServer } from './payments/x402-mcp-server';
 import { mcpResourceUrl } from '../../common/payment-approval';
@@ -72,12 +79,25 @@ export async function startPaidTurns(options: {
   readonly protocols?: string;
   /** @default "x402" */
   readonly seller?: Seller;
+  /**
+   * The chain, token and sellers of another control plane, as a control plane started
+   * afresh would find them; this one does not stop them. @default a fixture of its own
+   */
+  readonly fixture?: PaidFixture;
+  /** More coordinator options (the persona payment records). */
+  readonly coordinator?: RealTurnsOptions['coordinator'];
 }): Promise<PaidTurns> {
   const seller = options.seller ?? 'x402';
-  const fixture = await startPaidFixture({
-    price: options.price,
-    ...(seller === 'mpp' ? { mppAmount: formatUnits(BigInt(options.price), TOKEN_DECIMALS) } : {}),
-  });
+  const fixture =
+    options.fixture ??
+    (await startPaidFixture({
+      price: options.price,
+      ...(seller === 'mpp'
+        ? { mppAmount: formatUnits(BigInt(options.price), TOKEN_DECIMALS) }
+        : {}),
+    }));
+  // A chain another control plane started is that one's to stop.
+  const closeFixture = () => (options.fixture === undefined ? fixture.close() : Promise.resolve());
   const walletDir = await fixtureWalletDir(fixture, PAID_WALLET);
   const mcpSeller =
     seller === 'x402-mcp'
@@ -110,7 +130,7 @@ export async function startPaidTurns(options: {
         });
   const stop = async (): Promise<void> => {
     await mcpSeller?.close();
-    await fixture.close();
+    await closeFixture();
     await rm(walletDir, { recursive: true, force: true });
   };
   let turns: RealTurns | undefined;
@@ -124,7 +144,10 @@ export async function startPaidTurns(options: {
       ...(mcpSeller === undefined
         ? {}
         : { mcpServers: [{ name: 'shop', transport: 'http' as const, url: mcpSeller.url }] }),
-      coordinator: { payments: paymentConfig(options.protocols ?? 'x402', fixture, walletDir) },
+      coordinator: {
+        ...options.coordinator,
+        payments: paymentConfig(options.protocols ?? 'x402', fixture, walletDir),
+      },
     });
     turns = started;
     const conversation = started.conversations.add(

@@ -162,6 +162,93 @@ export interface SetRolesRequest {
   setBy: string;
 }
 
+/**
+ * One change of a persona's payment policy. `wallet` empty: the persona links no wallet;
+ * `limits_json` empty (with no wallet): the persona has no policy at all.
+ */
+export interface PersonaPaymentPolicy {
+  personaId: string;
+  /** A wallet name of the control plane's SecretStore (never a key), or empty. */
+  wallet: string;
+  /** Canonical JSON of the spend limits, as the control plane checked them; empty for none. */
+  limitsJson: string;
+  /** The identity that set it, the session it acted with (empty for none) and why. */
+  setBy: string;
+  session: string;
+  reason: string;
+  setAtMs: number;
+  /** 1 for the persona's first change, then +1. */
+  sequence: number;
+}
+
+export interface SetPersonaPaymentPolicyRequest {
+  personaId: string;
+  wallet: string;
+  limitsJson: string;
+  setBy: string;
+  session: string;
+  reason: string;
+  /** The sequence of the policy the caller read (0: none); a stale one is ABORTED. */
+  expectedSequence: number;
+}
+
+export interface GetPersonaPaymentPolicyRequest {
+  personaId: string;
+}
+
+export interface PersonaPaymentPolicyResponse {
+  /** Absent when no policy was ever set. */
+  current?:
+    | PersonaPaymentPolicy
+    | undefined;
+  /** Every change, oldest first. */
+  history: PersonaPaymentPolicy[];
+}
+
+/** A payment counted against a persona's totals. */
+export interface PersonaSpend {
+  personaId: string;
+  /** The charge's idempotency key (64 hex digits). */
+  idempotencyKey: string;
+  conversationId: string;
+  network: string;
+  asset: string;
+  /** Base units, decimal digits. */
+  amount: string;
+  atMs: number;
+}
+
+export interface RecordPersonaSpendRequest {
+  spend?:
+    | PersonaSpend
+    | undefined;
+  /**
+   * The persona's cap on this network and asset per period, base units: the count is
+   * refused (FAILED_PRECONDITION, `details.limit` "max_per_period") when the payments
+   * counted at or after `period_since_ms` plus this one would exceed it. Absent: no cap.
+   */
+  maxPerPeriod?: string | undefined;
+  periodSinceMs: number;
+}
+
+export interface RecordPersonaSpendResponse {
+  /** The spend as recorded: the first record of its idempotency key. */
+  spend?:
+    | PersonaSpend
+    | undefined;
+  /** False when the key was already recorded (nothing changed). */
+  recorded: boolean;
+}
+
+export interface ListPersonaSpendsRequest {
+  personaId: string;
+  sinceMs: number;
+}
+
+export interface ListPersonaSpendsResponse {
+  spends: PersonaSpend[];
+}
+
 export interface RenamePersonaRequest {
   personaId: string;
   displayName: string;
@@ -2128,6 +2215,1087 @@ export const SetRolesRequest: MessageFns<SetRolesRequest> = {
     message.roles = object.roles?.map((e) => e) || [];
     message.expectedVersion = object.expectedVersion ?? undefined;
     message.setBy = object.setBy ?? "";
+    return message;
+  },
+};
+
+function createBasePersonaPaymentPolicy(): PersonaPaymentPolicy {
+  return { personaId: "", wallet: "", limitsJson: "", setBy: "", session: "", reason: "", setAtMs: 0, sequence: 0 };
+}
+
+export const PersonaPaymentPolicy: MessageFns<PersonaPaymentPolicy> = {
+  encode(message: PersonaPaymentPolicy, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.personaId !== "") {
+      writer.uint32(10).string(message.personaId);
+    }
+    if (message.wallet !== "") {
+      writer.uint32(18).string(message.wallet);
+    }
+    if (message.limitsJson !== "") {
+      writer.uint32(26).string(message.limitsJson);
+    }
+    if (message.setBy !== "") {
+      writer.uint32(34).string(message.setBy);
+    }
+    if (message.session !== "") {
+      writer.uint32(42).string(message.session);
+    }
+    if (message.reason !== "") {
+      writer.uint32(50).string(message.reason);
+    }
+    if (message.setAtMs !== 0) {
+      writer.uint32(56).uint64(message.setAtMs);
+    }
+    if (message.sequence !== 0) {
+      writer.uint32(64).uint64(message.sequence);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PersonaPaymentPolicy {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePersonaPaymentPolicy();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.personaId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.wallet = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.limitsJson = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.setBy = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.session = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.setAtMs = longToNumber(reader.uint64());
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.sequence = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PersonaPaymentPolicy {
+    return {
+      personaId: isSet(object.personaId)
+        ? globalThis.String(object.personaId)
+        : isSet(object.persona_id)
+        ? globalThis.String(object.persona_id)
+        : "",
+      wallet: isSet(object.wallet) ? globalThis.String(object.wallet) : "",
+      limitsJson: isSet(object.limitsJson)
+        ? globalThis.String(object.limitsJson)
+        : isSet(object.limits_json)
+        ? globalThis.String(object.limits_json)
+        : "",
+      setBy: isSet(object.setBy)
+        ? globalThis.String(object.setBy)
+        : isSet(object.set_by)
+        ? globalThis.String(object.set_by)
+        : "",
+      session: isSet(object.session) ? globalThis.String(object.session) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      setAtMs: isSet(object.setAtMs)
+        ? globalThis.Number(object.setAtMs)
+        : isSet(object.set_at_ms)
+        ? globalThis.Number(object.set_at_ms)
+        : 0,
+      sequence: isSet(object.sequence) ? globalThis.Number(object.sequence) : 0,
+    };
+  },
+
+  toJSON(message: PersonaPaymentPolicy): unknown {
+    const obj: any = {};
+    if (message.personaId !== "") {
+      obj.personaId = message.personaId;
+    }
+    if (message.wallet !== "") {
+      obj.wallet = message.wallet;
+    }
+    if (message.limitsJson !== "") {
+      obj.limitsJson = message.limitsJson;
+    }
+    if (message.setBy !== "") {
+      obj.setBy = message.setBy;
+    }
+    if (message.session !== "") {
+      obj.session = message.session;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.setAtMs !== 0) {
+      obj.setAtMs = Math.round(message.setAtMs);
+    }
+    if (message.sequence !== 0) {
+      obj.sequence = Math.round(message.sequence);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<PersonaPaymentPolicy>): PersonaPaymentPolicy {
+    return PersonaPaymentPolicy.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<PersonaPaymentPolicy>): PersonaPaymentPolicy {
+    const message = createBasePersonaPaymentPolicy();
+    message.personaId = object.personaId ?? "";
+    message.wallet = object.wallet ?? "";
+    message.limitsJson = object.limitsJson ?? "";
+    message.setBy = object.setBy ?? "";
+    message.session = object.session ?? "";
+    message.reason = object.reason ?? "";
+    message.setAtMs = object.setAtMs ?? 0;
+    message.sequence = object.sequence ?? 0;
+    return message;
+  },
+};
+
+function createBaseSetPersonaPaymentPolicyRequest(): SetPersonaPaymentPolicyRequest {
+  return { personaId: "", wallet: "", limitsJson: "", setBy: "", session: "", reason: "", expectedSequence: 0 };
+}
+
+export const SetPersonaPaymentPolicyRequest: MessageFns<SetPersonaPaymentPolicyRequest> = {
+  encode(message: SetPersonaPaymentPolicyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.personaId !== "") {
+      writer.uint32(10).string(message.personaId);
+    }
+    if (message.wallet !== "") {
+      writer.uint32(18).string(message.wallet);
+    }
+    if (message.limitsJson !== "") {
+      writer.uint32(26).string(message.limitsJson);
+    }
+    if (message.setBy !== "") {
+      writer.uint32(34).string(message.setBy);
+    }
+    if (message.session !== "") {
+      writer.uint32(42).string(message.session);
+    }
+    if (message.reason !== "") {
+      writer.uint32(50).string(message.reason);
+    }
+    if (message.expectedSequence !== 0) {
+      writer.uint32(56).uint64(message.expectedSequence);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetPersonaPaymentPolicyRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetPersonaPaymentPolicyRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.personaId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.wallet = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.limitsJson = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.setBy = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.session = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.expectedSequence = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SetPersonaPaymentPolicyRequest {
+    return {
+      personaId: isSet(object.personaId)
+        ? globalThis.String(object.personaId)
+        : isSet(object.persona_id)
+        ? globalThis.String(object.persona_id)
+        : "",
+      wallet: isSet(object.wallet) ? globalThis.String(object.wallet) : "",
+      limitsJson: isSet(object.limitsJson)
+        ? globalThis.String(object.limitsJson)
+        : isSet(object.limits_json)
+        ? globalThis.String(object.limits_json)
+        : "",
+      setBy: isSet(object.setBy)
+        ? globalThis.String(object.setBy)
+        : isSet(object.set_by)
+        ? globalThis.String(object.set_by)
+        : "",
+      session: isSet(object.session) ? globalThis.String(object.session) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      expectedSequence: isSet(object.expectedSequence)
+        ? globalThis.Number(object.expectedSequence)
+        : isSet(object.expected_sequence)
+        ? globalThis.Number(object.expected_sequence)
+        : 0,
+    };
+  },
+
+  toJSON(message: SetPersonaPaymentPolicyRequest): unknown {
+    const obj: any = {};
+    if (message.personaId !== "") {
+      obj.personaId = message.personaId;
+    }
+    if (message.wallet !== "") {
+      obj.wallet = message.wallet;
+    }
+    if (message.limitsJson !== "") {
+      obj.limitsJson = message.limitsJson;
+    }
+    if (message.setBy !== "") {
+      obj.setBy = message.setBy;
+    }
+    if (message.session !== "") {
+      obj.session = message.session;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.expectedSequence !== 0) {
+      obj.expectedSequence = Math.round(message.expectedSequence);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<SetPersonaPaymentPolicyRequest>): SetPersonaPaymentPolicyRequest {
+    return SetPersonaPaymentPolicyRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<SetPersonaPaymentPolicyRequest>): SetPersonaPaymentPolicyRequest {
+    const message = createBaseSetPersonaPaymentPolicyRequest();
+    message.personaId = object.personaId ?? "";
+    message.wallet = object.wallet ?? "";
+    message.limitsJson = object.limitsJson ?? "";
+    message.setBy = object.setBy ?? "";
+    message.session = object.session ?? "";
+    message.reason = object.reason ?? "";
+    message.expectedSequence = object.expectedSequence ?? 0;
+    return message;
+  },
+};
+
+function createBaseGetPersonaPaymentPolicyRequest(): GetPersonaPaymentPolicyRequest {
+  return { personaId: "" };
+}
+
+export const GetPersonaPaymentPolicyRequest: MessageFns<GetPersonaPaymentPolicyRequest> = {
+  encode(message: GetPersonaPaymentPolicyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.personaId !== "") {
+      writer.uint32(10).string(message.personaId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetPersonaPaymentPolicyRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetPersonaPaymentPolicyRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.personaId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetPersonaPaymentPolicyRequest {
+    return {
+      personaId: isSet(object.personaId)
+        ? globalThis.String(object.personaId)
+        : isSet(object.persona_id)
+        ? globalThis.String(object.persona_id)
+        : "",
+    };
+  },
+
+  toJSON(message: GetPersonaPaymentPolicyRequest): unknown {
+    const obj: any = {};
+    if (message.personaId !== "") {
+      obj.personaId = message.personaId;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<GetPersonaPaymentPolicyRequest>): GetPersonaPaymentPolicyRequest {
+    return GetPersonaPaymentPolicyRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<GetPersonaPaymentPolicyRequest>): GetPersonaPaymentPolicyRequest {
+    const message = createBaseGetPersonaPaymentPolicyRequest();
+    message.personaId = object.personaId ?? "";
+    return message;
+  },
+};
+
+function createBasePersonaPaymentPolicyResponse(): PersonaPaymentPolicyResponse {
+  return { current: undefined, history: [] };
+}
+
+export const PersonaPaymentPolicyResponse: MessageFns<PersonaPaymentPolicyResponse> = {
+  encode(message: PersonaPaymentPolicyResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.current !== undefined) {
+      PersonaPaymentPolicy.encode(message.current, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.history) {
+      PersonaPaymentPolicy.encode(v!, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PersonaPaymentPolicyResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePersonaPaymentPolicyResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.current = PersonaPaymentPolicy.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.history.push(PersonaPaymentPolicy.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PersonaPaymentPolicyResponse {
+    return {
+      current: isSet(object.current) ? PersonaPaymentPolicy.fromJSON(object.current) : undefined,
+      history: globalThis.Array.isArray(object?.history)
+        ? object.history.map((e: any) => PersonaPaymentPolicy.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: PersonaPaymentPolicyResponse): unknown {
+    const obj: any = {};
+    if (message.current !== undefined) {
+      obj.current = PersonaPaymentPolicy.toJSON(message.current);
+    }
+    if (message.history?.length) {
+      obj.history = message.history.map((e) => PersonaPaymentPolicy.toJSON(e));
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<PersonaPaymentPolicyResponse>): PersonaPaymentPolicyResponse {
+    return PersonaPaymentPolicyResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<PersonaPaymentPolicyResponse>): PersonaPaymentPolicyResponse {
+    const message = createBasePersonaPaymentPolicyResponse();
+    message.current = (object.current !== undefined && object.current !== null)
+      ? PersonaPaymentPolicy.fromPartial(object.current)
+      : undefined;
+    message.history = object.history?.map((e) => PersonaPaymentPolicy.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBasePersonaSpend(): PersonaSpend {
+  return { personaId: "", idempotencyKey: "", conversationId: "", network: "", asset: "", amount: "", atMs: 0 };
+}
+
+export const PersonaSpend: MessageFns<PersonaSpend> = {
+  encode(message: PersonaSpend, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.personaId !== "") {
+      writer.uint32(10).string(message.personaId);
+    }
+    if (message.idempotencyKey !== "") {
+      writer.uint32(18).string(message.idempotencyKey);
+    }
+    if (message.conversationId !== "") {
+      writer.uint32(26).string(message.conversationId);
+    }
+    if (message.network !== "") {
+      writer.uint32(34).string(message.network);
+    }
+    if (message.asset !== "") {
+      writer.uint32(42).string(message.asset);
+    }
+    if (message.amount !== "") {
+      writer.uint32(50).string(message.amount);
+    }
+    if (message.atMs !== 0) {
+      writer.uint32(56).uint64(message.atMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PersonaSpend {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePersonaSpend();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.personaId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.idempotencyKey = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.conversationId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.network = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.asset = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.amount = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.atMs = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PersonaSpend {
+    return {
+      personaId: isSet(object.personaId)
+        ? globalThis.String(object.personaId)
+        : isSet(object.persona_id)
+        ? globalThis.String(object.persona_id)
+        : "",
+      idempotencyKey: isSet(object.idempotencyKey)
+        ? globalThis.String(object.idempotencyKey)
+        : isSet(object.idempotency_key)
+        ? globalThis.String(object.idempotency_key)
+        : "",
+      conversationId: isSet(object.conversationId)
+        ? globalThis.String(object.conversationId)
+        : isSet(object.conversation_id)
+        ? globalThis.String(object.conversation_id)
+        : "",
+      network: isSet(object.network) ? globalThis.String(object.network) : "",
+      asset: isSet(object.asset) ? globalThis.String(object.asset) : "",
+      amount: isSet(object.amount) ? globalThis.String(object.amount) : "",
+      atMs: isSet(object.atMs)
+        ? globalThis.Number(object.atMs)
+        : isSet(object.at_ms)
+        ? globalThis.Number(object.at_ms)
+        : 0,
+    };
+  },
+
+  toJSON(message: PersonaSpend): unknown {
+    const obj: any = {};
+    if (message.personaId !== "") {
+      obj.personaId = message.personaId;
+    }
+    if (message.idempotencyKey !== "") {
+      obj.idempotencyKey = message.idempotencyKey;
+    }
+    if (message.conversationId !== "") {
+      obj.conversationId = message.conversationId;
+    }
+    if (message.network !== "") {
+      obj.network = message.network;
+    }
+    if (message.asset !== "") {
+      obj.asset = message.asset;
+    }
+    if (message.amount !== "") {
+      obj.amount = message.amount;
+    }
+    if (message.atMs !== 0) {
+      obj.atMs = Math.round(message.atMs);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<PersonaSpend>): PersonaSpend {
+    return PersonaSpend.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<PersonaSpend>): PersonaSpend {
+    const message = createBasePersonaSpend();
+    message.personaId = object.personaId ?? "";
+    message.idempotencyKey = object.idempotencyKey ?? "";
+    message.conversationId = object.conversationId ?? "";
+    message.network = object.network ?? "";
+    message.asset = object.asset ?? "";
+    message.amount = object.amount ?? "";
+    message.atMs = object.atMs ?? 0;
+    return message;
+  },
+};
+
+function createBaseRecordPersonaSpendRequest(): RecordPersonaSpendRequest {
+  return { spend: undefined, maxPerPeriod: undefined, periodSinceMs: 0 };
+}
+
+export const RecordPersonaSpendRequest: MessageFns<RecordPersonaSpendRequest> = {
+  encode(message: RecordPersonaSpendRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.spend !== undefined) {
+      PersonaSpend.encode(message.spend, writer.uint32(10).fork()).join();
+    }
+    if (message.maxPerPeriod !== undefined) {
+      writer.uint32(18).string(message.maxPerPeriod);
+    }
+    if (message.periodSinceMs !== 0) {
+      writer.uint32(24).uint64(message.periodSinceMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RecordPersonaSpendRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecordPersonaSpendRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.spend = PersonaSpend.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.maxPerPeriod = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.periodSinceMs = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RecordPersonaSpendRequest {
+    return {
+      spend: isSet(object.spend) ? PersonaSpend.fromJSON(object.spend) : undefined,
+      maxPerPeriod: isSet(object.maxPerPeriod)
+        ? globalThis.String(object.maxPerPeriod)
+        : isSet(object.max_per_period)
+        ? globalThis.String(object.max_per_period)
+        : undefined,
+      periodSinceMs: isSet(object.periodSinceMs)
+        ? globalThis.Number(object.periodSinceMs)
+        : isSet(object.period_since_ms)
+        ? globalThis.Number(object.period_since_ms)
+        : 0,
+    };
+  },
+
+  toJSON(message: RecordPersonaSpendRequest): unknown {
+    const obj: any = {};
+    if (message.spend !== undefined) {
+      obj.spend = PersonaSpend.toJSON(message.spend);
+    }
+    if (message.maxPerPeriod !== undefined) {
+      obj.maxPerPeriod = message.maxPerPeriod;
+    }
+    if (message.periodSinceMs !== 0) {
+      obj.periodSinceMs = Math.round(message.periodSinceMs);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RecordPersonaSpendRequest>): RecordPersonaSpendRequest {
+    return RecordPersonaSpendRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RecordPersonaSpendRequest>): RecordPersonaSpendRequest {
+    const message = createBaseRecordPersonaSpendRequest();
+    message.spend = (object.spend !== undefined && object.spend !== null)
+      ? PersonaSpend.fromPartial(object.spend)
+      : undefined;
+    message.maxPerPeriod = object.maxPerPeriod ?? undefined;
+    message.periodSinceMs = object.periodSinceMs ?? 0;
+    return message;
+  },
+};
+
+function createBaseRecordPersonaSpendResponse(): RecordPersonaSpendResponse {
+  return { spend: undefined, recorded: false };
+}
+
+export const RecordPersonaSpendResponse: MessageFns<RecordPersonaSpendResponse> = {
+  encode(message: RecordPersonaSpendResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.spend !== undefined) {
+      PersonaSpend.encode(message.spend, writer.uint32(10).fork()).join();
+    }
+    if (message.recorded !== false) {
+      writer.uint32(16).bool(message.recorded);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RecordPersonaSpendResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecordPersonaSpendResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.spend = PersonaSpend.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.recorded = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RecordPersonaSpendResponse {
+    return {
+      spend: isSet(object.spend) ? PersonaSpend.fromJSON(object.spend) : undefined,
+      recorded: isSet(object.recorded) ? globalThis.Boolean(object.recorded) : false,
+    };
+  },
+
+  toJSON(message: RecordPersonaSpendResponse): unknown {
+    const obj: any = {};
+    if (message.spend !== undefined) {
+      obj.spend = PersonaSpend.toJSON(message.spend);
+    }
+    if (message.recorded !== false) {
+      obj.recorded = message.recorded;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<RecordPersonaSpendResponse>): RecordPersonaSpendResponse {
+    return RecordPersonaSpendResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RecordPersonaSpendResponse>): RecordPersonaSpendResponse {
+    const message = createBaseRecordPersonaSpendResponse();
+    message.spend = (object.spend !== undefined && object.spend !== null)
+      ? PersonaSpend.fromPartial(object.spend)
+      : undefined;
+    message.recorded = object.recorded ?? false;
+    return message;
+  },
+};
+
+function createBaseListPersonaSpendsRequest(): ListPersonaSpendsRequest {
+  return { personaId: "", sinceMs: 0 };
+}
+
+export const ListPersonaSpendsRequest: MessageFns<ListPersonaSpendsRequest> = {
+  encode(message: ListPersonaSpendsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.personaId !== "") {
+      writer.uint32(10).string(message.personaId);
+    }
+    if (message.sinceMs !== 0) {
+      writer.uint32(16).uint64(message.sinceMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListPersonaSpendsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListPersonaSpendsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.personaId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.sinceMs = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListPersonaSpendsRequest {
+    return {
+      personaId: isSet(object.personaId)
+        ? globalThis.String(object.personaId)
+        : isSet(object.persona_id)
+        ? globalThis.String(object.persona_id)
+        : "",
+      sinceMs: isSet(object.sinceMs)
+        ? globalThis.Number(object.sinceMs)
+        : isSet(object.since_ms)
+        ? globalThis.Number(object.since_ms)
+        : 0,
+    };
+  },
+
+  toJSON(message: ListPersonaSpendsRequest): unknown {
+    const obj: any = {};
+    if (message.personaId !== "") {
+      obj.personaId = message.personaId;
+    }
+    if (message.sinceMs !== 0) {
+      obj.sinceMs = Math.round(message.sinceMs);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ListPersonaSpendsRequest>): ListPersonaSpendsRequest {
+    return ListPersonaSpendsRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ListPersonaSpendsRequest>): ListPersonaSpendsRequest {
+    const message = createBaseListPersonaSpendsRequest();
+    message.personaId = object.personaId ?? "";
+    message.sinceMs = object.sinceMs ?? 0;
+    return message;
+  },
+};
+
+function createBaseListPersonaSpendsResponse(): ListPersonaSpendsResponse {
+  return { spends: [] };
+}
+
+export const ListPersonaSpendsResponse: MessageFns<ListPersonaSpendsResponse> = {
+  encode(message: ListPersonaSpendsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.spends) {
+      PersonaSpend.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListPersonaSpendsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListPersonaSpendsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.spends.push(PersonaSpend.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListPersonaSpendsResponse {
+    return {
+      spends: globalThis.Array.isArray(object?.spends) ? object.spends.map((e: any) => PersonaSpend.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: ListPersonaSpendsResponse): unknown {
+    const obj: any = {};
+    if (message.spends?.length) {
+      obj.spends = message.spends.map((e) => PersonaSpend.toJSON(e));
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ListPersonaSpendsResponse>): ListPersonaSpendsResponse {
+    return ListPersonaSpendsResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ListPersonaSpendsResponse>): ListPersonaSpendsResponse {
+    const message = createBaseListPersonaSpendsResponse();
+    message.spends = object.spends?.map((e) => PersonaSpend.fromPartial(e)) || [];
     return message;
   },
 };
@@ -4583,6 +5751,61 @@ export const RecordsService = {
       Buffer.from(DeletePersonaResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): DeletePersonaResponse => DeletePersonaResponse.decode(value),
   },
+  /**
+   * Records a persona's payment policy (docs/payments.md, "A persona's wallet and limits"):
+   * appended to its history, the newest is the policy in force. The control plane checks
+   * the admin and the limits before it calls.
+   */
+  setPersonaPaymentPolicy: {
+    path: "/polychrome.state.v1.Records/SetPersonaPaymentPolicy" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SetPersonaPaymentPolicyRequest): Buffer =>
+      Buffer.from(SetPersonaPaymentPolicyRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SetPersonaPaymentPolicyRequest => SetPersonaPaymentPolicyRequest.decode(value),
+    responseSerialize: (value: PersonaPaymentPolicyResponse): Buffer =>
+      Buffer.from(PersonaPaymentPolicyResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PersonaPaymentPolicyResponse => PersonaPaymentPolicyResponse.decode(value),
+  },
+  /** The persona's payment policy in force and every change of it, oldest first. */
+  getPersonaPaymentPolicy: {
+    path: "/polychrome.state.v1.Records/GetPersonaPaymentPolicy" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetPersonaPaymentPolicyRequest): Buffer =>
+      Buffer.from(GetPersonaPaymentPolicyRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetPersonaPaymentPolicyRequest => GetPersonaPaymentPolicyRequest.decode(value),
+    responseSerialize: (value: PersonaPaymentPolicyResponse): Buffer =>
+      Buffer.from(PersonaPaymentPolicyResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PersonaPaymentPolicyResponse => PersonaPaymentPolicyResponse.decode(value),
+  },
+  /**
+   * Counts a payment against the persona's period totals, before it is sent, refusing one
+   * over the cap given in the same step. Once per idempotency key: a repeat changes nothing.
+   */
+  recordPersonaSpend: {
+    path: "/polychrome.state.v1.Records/RecordPersonaSpend" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RecordPersonaSpendRequest): Buffer =>
+      Buffer.from(RecordPersonaSpendRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RecordPersonaSpendRequest => RecordPersonaSpendRequest.decode(value),
+    responseSerialize: (value: RecordPersonaSpendResponse): Buffer =>
+      Buffer.from(RecordPersonaSpendResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RecordPersonaSpendResponse => RecordPersonaSpendResponse.decode(value),
+  },
+  /** The persona's payments counted at or after `since_ms`. */
+  listPersonaSpends: {
+    path: "/polychrome.state.v1.Records/ListPersonaSpends" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListPersonaSpendsRequest): Buffer =>
+      Buffer.from(ListPersonaSpendsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListPersonaSpendsRequest => ListPersonaSpendsRequest.decode(value),
+    responseSerialize: (value: ListPersonaSpendsResponse): Buffer =>
+      Buffer.from(ListPersonaSpendsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListPersonaSpendsResponse => ListPersonaSpendsResponse.decode(value),
+  },
   /** Opens a session; the response holds the bearer token, the only copy. */
   createSession: {
     path: "/polychrome.state.v1.Records/CreateSession" as const,
@@ -4746,6 +5969,21 @@ export interface RecordsServer extends UntypedServiceImplementation {
   renamePersona: handleUnaryCall<RenamePersonaRequest, PersonaResponse>;
   /** Deletes the persona with its identity links, sessions, credentials and ceremonies. */
   deletePersona: handleUnaryCall<DeletePersonaRequest, DeletePersonaResponse>;
+  /**
+   * Records a persona's payment policy (docs/payments.md, "A persona's wallet and limits"):
+   * appended to its history, the newest is the policy in force. The control plane checks
+   * the admin and the limits before it calls.
+   */
+  setPersonaPaymentPolicy: handleUnaryCall<SetPersonaPaymentPolicyRequest, PersonaPaymentPolicyResponse>;
+  /** The persona's payment policy in force and every change of it, oldest first. */
+  getPersonaPaymentPolicy: handleUnaryCall<GetPersonaPaymentPolicyRequest, PersonaPaymentPolicyResponse>;
+  /**
+   * Counts a payment against the persona's period totals, before it is sent, refusing one
+   * over the cap given in the same step. Once per idempotency key: a repeat changes nothing.
+   */
+  recordPersonaSpend: handleUnaryCall<RecordPersonaSpendRequest, RecordPersonaSpendResponse>;
+  /** The persona's payments counted at or after `since_ms`. */
+  listPersonaSpends: handleUnaryCall<ListPersonaSpendsRequest, ListPersonaSpendsResponse>;
   /** Opens a session; the response holds the bearer token, the only copy. */
   createSession: handleUnaryCall<CreateSessionRequest, CreateSessionResponse>;
   /** Checks a bearer token: UNAUTHENTICATED when malformed, unknown, revoked or expired. */
@@ -4907,6 +6145,77 @@ export interface RecordsClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DeletePersonaResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Records a persona's payment policy (docs/payments.md, "A persona's wallet and limits"):
+   * appended to its history, the newest is the policy in force. The control plane checks
+   * the admin and the limits before it calls.
+   */
+  setPersonaPaymentPolicy(
+    request: SetPersonaPaymentPolicyRequest,
+    callback: (error: ServiceError | null, response: PersonaPaymentPolicyResponse) => void,
+  ): ClientUnaryCall;
+  setPersonaPaymentPolicy(
+    request: SetPersonaPaymentPolicyRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PersonaPaymentPolicyResponse) => void,
+  ): ClientUnaryCall;
+  setPersonaPaymentPolicy(
+    request: SetPersonaPaymentPolicyRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PersonaPaymentPolicyResponse) => void,
+  ): ClientUnaryCall;
+  /** The persona's payment policy in force and every change of it, oldest first. */
+  getPersonaPaymentPolicy(
+    request: GetPersonaPaymentPolicyRequest,
+    callback: (error: ServiceError | null, response: PersonaPaymentPolicyResponse) => void,
+  ): ClientUnaryCall;
+  getPersonaPaymentPolicy(
+    request: GetPersonaPaymentPolicyRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PersonaPaymentPolicyResponse) => void,
+  ): ClientUnaryCall;
+  getPersonaPaymentPolicy(
+    request: GetPersonaPaymentPolicyRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PersonaPaymentPolicyResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Counts a payment against the persona's period totals, before it is sent, refusing one
+   * over the cap given in the same step. Once per idempotency key: a repeat changes nothing.
+   */
+  recordPersonaSpend(
+    request: RecordPersonaSpendRequest,
+    callback: (error: ServiceError | null, response: RecordPersonaSpendResponse) => void,
+  ): ClientUnaryCall;
+  recordPersonaSpend(
+    request: RecordPersonaSpendRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RecordPersonaSpendResponse) => void,
+  ): ClientUnaryCall;
+  recordPersonaSpend(
+    request: RecordPersonaSpendRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RecordPersonaSpendResponse) => void,
+  ): ClientUnaryCall;
+  /** The persona's payments counted at or after `since_ms`. */
+  listPersonaSpends(
+    request: ListPersonaSpendsRequest,
+    callback: (error: ServiceError | null, response: ListPersonaSpendsResponse) => void,
+  ): ClientUnaryCall;
+  listPersonaSpends(
+    request: ListPersonaSpendsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListPersonaSpendsResponse) => void,
+  ): ClientUnaryCall;
+  listPersonaSpends(
+    request: ListPersonaSpendsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListPersonaSpendsResponse) => void,
   ): ClientUnaryCall;
   /** Opens a session; the response holds the bearer token, the only copy. */
   createSession(
