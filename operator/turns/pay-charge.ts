@@ -28,7 +28,7 @@ import {
 } from '../payments/settlement';
 import type { ApprovalSigner } from './approval-signer';
 import { planned, type PlannedEvent } from './plan-common';
-import { paidResult } from './plan-payments';
+import { paidResult } from './paid-result';
 import { noteSettlement } from './payment-spans';
 
 /** How the control plane pays: the deployment's choices (coordinator-options.ts). */

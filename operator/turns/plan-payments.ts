@@ -12,7 +12,6 @@ import type {
 } from './journal-view-types';
 import {
   ApprovalDecision,
-  type OutboundPaymentReceipt,
   type PaymentCharge,
   type ToolCall,
 } from '../../proto/gen/polychrome/events/v1/events';
@@ -44,6 +43,7 @@ import {
   type PersonaPayment,
 } from './effective-payment';
 import { planned, type PlannedEvent } from './plan-common';
+import { paidResult } from './paid-result';
 
 /**
  * The turn plan's part for a paid call (docs/payments.md, "A paid call in a turn"): what the
@@ -375,31 +375,4 @@ function approvedCharge(turn: TurnView, charge: PaymentCharge): boolean {
       response.decision === ApprovalDecision.APPROVAL_DECISION_APPROVED &&
       Buffer.from(response.argsSha256).equals(argsSha256),
   );
-}
-
-/**
- * The paid response, as the tool is given it (the same text as the `fetch` tool's, or a
- * paid MCP tool's result as it gave it, `response_status` 0); for a
- * payment an admin's resolve recorded (its receipt was lost, so its response was never
- * received), an error result saying it was paid and must not be paid again.
- */
-export function paidResult(toolCallId: string, receipt: OutboundPaymentReceipt): TrustedToolResult {
-  if (receipt.resolvedBy !== '') {
-    return {
-      toolCallId,
-      content: `The payment of ${receipt.amount} of ${receipt.asset} (${receipt.network}) to ${receipt.payee} was made, in transaction ${receipt.transaction}, but its response was lost; an admin (${receipt.resolvedBy}) recorded the payment. Do not pay for this resource again without asking the user.`,
-      isError: true,
-      outcomeUnknownReason: '',
-    };
-  }
-  if (receipt.responseStatus === 0) {
-    // A paid MCP tool's result (no HTTP status): as the tool gave it.
-    return { toolCallId, content: receipt.responseBody, isError: false, outcomeUnknownReason: '' };
-  }
-  return {
-    toolCallId,
-    content: `HTTP ${receipt.responseStatus}\n${receipt.responseBody}`,
-    isError: receipt.responseStatus >= 400,
-    outcomeUnknownReason: '',
-  };
 }

@@ -17,7 +17,7 @@ import {
 import { chargeFromProto, receiptIdOf, receiptToProto } from '../payments/payment-events';
 import type { RecordedPayment, TurnView } from './journal-view-types';
 import { planned, refuse, type PlannedEvent, type Refusal } from './plan-common';
-import { paidResult } from './plan-payments';
+import { paidResult } from './paid-result';
 import type { Caller, ResolveTurn } from './turn-service';
 
 /** An EVM transaction hash (the `eip155` networks'). */
