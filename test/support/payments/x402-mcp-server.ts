@@ -1,7 +1,3 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { HTTPFacilitatorClient, x402ResourceServer } from '@x402/core/server';
 import type { PaymentPayload, PaymentRequirements } from '@x402/core/types';
@@ -10,11 +6,13 @@ import type { Address } from 'viem';
 import { z } from 'zod';
 import { ANVIL_NETWORK } from '../chain/anvil';
 import { TOKEN_NAME, TOKEN_VERSION } from '../chain/token';
+import { serveStatelessHttpMcp } from '../mcp-servers/stateless-http';
 
 /**
  * An MCP server whose tool `report` costs `price` base units of the token, paid over
  * x402's MCP transport: the server side of the flow as x402's MCP transport specifies it,
- * on the real parts — the MCP SDK's server over streamable HTTP (stateless), and
+ * on the real parts — the MCP SDK's server over streamable HTTP (stateless,
+ * ../mcp-servers/stateless-http.ts), and
  * `@x402/core`'s `x402ResourceServer` building the requirements, verifying and settling
  * through the real facilitator of the x402 stack on anvil. (No `@x402/mcp` package is
  * served here; what this file adds is where the transport puts each object.)
@@ -113,44 +111,18 @@ export async function startX402McpServer(offer: X402McpOffer): Promise<X402McpSe
     }
   };
 
-  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const mcp = new McpServer({ name: 'polychrome-x402-mcp-test-server', version: '1.0.0' });
+  const served = await serveStatelessHttpMcp('polychrome-x402-mcp-test-server', (mcp) => {
     mcp.registerTool(
       'report',
       { description: 'A paid report on a topic.', inputSchema: { topic: z.string() } },
       async ({ topic }, extra): Promise<CallToolResult> => report(topic, extra._meta),
     );
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
-    res.on('close', () => {
-      void transport.close();
-      void mcp.close();
-    });
-    await mcp.connect(transport);
-    await transport.handleRequest(req, res);
-  };
-
-  const sockets = new Set<Socket>();
-  const server = createServer((req, res) => {
-    handle(req, res).catch(() => {
-      if (!res.headersSent) res.writeHead(500).end();
-    });
-  });
-  server.on('connection', (socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
   });
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`,
+    url: served.url,
     runs: () => seen.runs,
     payments: () => seen.payments,
     settles: () => seen.settles,
-    close: async () => {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    close: () => served.kill(),
   };
 }
