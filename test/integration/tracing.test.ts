@@ -20,6 +20,13 @@ import { startTurnStack, type TurnStack } from './support/turn-stack';
 // receives it over OTLP/HTTP: the caller's traceparent is the API span's parent, and the
 // context crosses into the state plane and the harness over gRPC metadata.
 
+/**
+ * How closely two spans' times compare. The OpenTelemetry SDK stamps a span's start with
+ * `Date.now()` (whole milliseconds) and its end as that start plus a duration read from the
+ * performance clock, so each span's times are off by its own part of a millisecond: a span
+ * that starts as another ends (a handoff) can read up to 1 ms before that end.
+ */
+const SPAN_CLOCK_NS = 1_000_000n;
 const INTERNAL = 1;
 const SERVER = 2;
 const CLIENT = 3;
@@ -471,7 +478,9 @@ describe('OpenTelemetry traces across the three planes', () => {
         const [r, k] = [researcher, checker];
         expect(r.startNs < k.endNs && k.startNs < r.endNs).toBe(true);
         for (const thread of [r, k]) {
-          expect(lead.startNs <= thread.startNs && thread.endNs <= lead.endNs).toBe(true);
+          expect(lead.startNs <= thread.startNs && thread.endNs <= lead.endNs + SPAN_CLOCK_NS).toBe(
+            true,
+          );
         }
 
         // Every model and tool call is a child of its thread's agent: the lead's two chats
@@ -581,7 +590,7 @@ describe('OpenTelemetry traces across the three planes', () => {
             'gen_ai.conversation.id': handoffUid,
           });
         }
-        expect(triage.endNs <= billing.startNs).toBe(true);
+        expect(triage.endNs <= billing.startNs + SPAN_CLOCK_NS).toBe(true);
         // Each agent's model call is a child of its own span.
         const under = (parent: CollectedSpan) =>
           harness.filter((span) => span.parentSpanId === parent.spanId).map((span) => span.name);
