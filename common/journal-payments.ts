@@ -7,8 +7,10 @@ import {
   type PaymentCharge,
   type PaymentPolicy,
   type PaymentSent,
+  ResolveDecision,
   type ToolResult,
   type TurnAmbiguous,
+  type TurnResolved,
 } from '../proto/gen/polychrome/events/v1/events';
 
 /**
@@ -27,7 +29,8 @@ export type PaymentJournalEvent =
   | Positioned<'payment_sent', PaymentSent>
   | Positioned<'outbound_payment_receipt', OutboundPaymentReceipt>
   | Positioned<'tool_result', ToolResult>
-  | Positioned<'turn_ambiguous', TurnAmbiguous>;
+  | Positioned<'turn_ambiguous', TurnAmbiguous>
+  | Positioned<'turn_resolved', TurnResolved>;
 
 /** One decoded event at its journal position. */
 export interface Positioned<K extends string, P> {
@@ -45,6 +48,7 @@ const PAYMENT_KINDS: ReadonlySet<string> = new Set<string>([
   EventKind.OutboundPaymentReceipt,
   EventKind.ToolResult,
   EventKind.TurnAmbiguous,
+  EventKind.TurnResolved,
 ]);
 
 /** A journal entry whose payload is still bytes (an export's, the state plane's). */
@@ -95,6 +99,11 @@ export const PaymentState = {
   Paid: 'paid',
   /** Sent without a receipt and the turn quarantined: money may or may not have moved. */
   Unknown: 'unknown',
+  /**
+   * Sent without a receipt, quarantined, and resolved by an admin as never made, once its
+   * authorization could no longer move money (docs/payments.md, "Exactly once").
+   */
+  NotMade: 'not_made',
 } as const;
 export type PaymentState = (typeof PaymentState)[keyof typeof PaymentState];
 
@@ -112,6 +121,8 @@ export interface RecordedCharge {
   result: Positioned<'tool_result', ToolResult> | undefined;
   /** The turn's first quarantine after the charge. */
   quarantine: Positioned<'turn_ambiguous', TurnAmbiguous> | undefined;
+  /** The admin's resolve of that quarantine, when it names this charge's call. */
+  resolved: Positioned<'turn_resolved', TurnResolved> | undefined;
 }
 
 /** A send or a receipt that names no charge committed before it. */
@@ -180,6 +191,11 @@ export function gatherPayments(events: readonly PaymentJournalEvent[]): JournalP
             recorded.quarantine ??= event;
         }
         break;
+      case 'turn_resolved': {
+        const recorded = byCall.get(callKey(event.payload.turnId, event.payload.toolCallId));
+        if (recorded?.quarantine !== undefined) recorded.resolved ??= event;
+        break;
+      }
     }
   }
   return { charges, strays, policies };
@@ -198,6 +214,7 @@ function newCharge(
     receipts: [],
     result: undefined,
     quarantine: undefined,
+    resolved: undefined,
   };
 }
 
@@ -209,7 +226,11 @@ export function paymentStateOf(recorded: RecordedCharge): PaymentState {
   if (recorded.receipts.length > 0) return PaymentState.Paid;
   const answer = recorded.responses[0]?.payload;
   if (recorded.sends.length > 0) {
-    if (recorded.quarantine !== undefined) return PaymentState.Unknown;
+    if (recorded.quarantine !== undefined) {
+      const notMade =
+        recorded.resolved?.payload.decision === ResolveDecision.RESOLVE_DECISION_DID_NOT_RUN;
+      return notMade ? PaymentState.NotMade : PaymentState.Unknown;
+    }
     return recorded.result === undefined ? PaymentState.Sent : PaymentState.Refused;
   }
   if (answer === undefined) return PaymentState.Asked;

@@ -13,12 +13,20 @@ import { conversation as conversationFixture, UID } from '../controller/snapshot
 import { ApprovalSigner } from './approval-signer';
 import { foldJournal } from './journal-view';
 import { planResolve, type ResolveInput } from './plan-resolve';
+import { AUTHORIZATION_MARGIN_MS } from './plan-resolve-payment';
+import {
+  gatherPayments,
+  paymentEventsOf,
+  paymentStateOf,
+  PaymentState,
+} from '../../common/journal-payments';
 import type { Caller, ResolveTurn } from './turn-service';
 
 // An admin settles a turn quarantined on a payment sent without a receipt
 // (docs/payments.md, "Exactly once"), by table, on journals folded as the coordinator
-// folds them: only "ran" with the transaction settles it, and the batch records the
-// admin's transaction in a receipt signed with the approval key, naming them.
+// folds them: "ran" with the transaction settles it, and the batch records the admin's
+// transaction in a receipt signed with the approval key, naming them; "did_not_run" only
+// once the payment's authorization can no longer move money.
 
 const ADMIN = 'web:admin';
 const PAYER = '0x00000000000000000000000000000000000000AA';
@@ -141,7 +149,6 @@ describe('resolving a turn quarantined on a payment', () => {
   });
 
   it.each([
-    ['did_not_run (money may have moved)', { kind: 'did_not_run' } as const],
     ['ran with the result unknown', { kind: 'ran', result: undefined } as const],
     ['ran with a result', { kind: 'ran', result: 'it ran' } as const],
   ])('refuses %s with 409 naming the charge and what to give', (_name, decision) => {
@@ -172,5 +179,57 @@ describe('resolving a turn quarantined on a payment', () => {
     );
     expect(refused.code).toBe('conflict');
     expect(refused.message).toContain('not quarantined on a payment sent without a receipt');
+  });
+});
+
+describe('resolving a payment that moved no money', () => {
+  const expired = Date.parse(charge.expiresAt) + AUTHORIZATION_MARGIN_MS;
+  const at = (nowMs: number, events: E[] = paidButLost): ResolveInput => ({
+    ...input({ kind: 'did_not_run' }, events),
+    nowMs,
+  });
+
+  it('refuses it (409) while the signed authorization may still move money, saying until when', () => {
+    const refused = refusal(planResolve(at(expired - 1)));
+    expect(refused.code).toBe('conflict');
+    expect(refused.message).toContain(`charge ${KEY}`);
+    expect(refused.message).toContain(`until ${new Date(expired).toISOString()}`);
+  });
+
+  it("refuses an MPP payment's (409): its authorization's lifetime is not Polychrome's to say", () => {
+    const mpp = paidButLost.map((e) =>
+      e.kind === 'payment_charge' ? ev('payment_charge', { ...charge, protocol: 'mpp' }) : e,
+    );
+    const refused = refusal(planResolve(at(expired + 1, mpp)));
+    expect(refused.code).toBe('conflict');
+    expect(refused.message).toContain('resolve it "ran" with the transaction if it paid');
+  });
+
+  it('records it not made once expired: no receipt, the call told nothing was paid, the audit says not_made', () => {
+    const plan = planResolve(at(expired));
+    if (plan.kind !== 'resolve') throw new Error(`expected a resolve, got ${plan.kind}`);
+    expect(plan.events.map((e) => e.kind)).toEqual(['turn_resolved', 'tool_result']);
+    expect(plan.events[0]?.payload).toMatchObject({
+      decision: ResolveDecision.RESOLVE_DECISION_DID_NOT_RUN,
+      toolCallId: 'g',
+      actor: ADMIN,
+      quarantinePosition: 5,
+    });
+    const result = plan.events[1]?.payload as { content: string; isError: boolean };
+    expect(result.isError).toBe(true);
+    expect(result.content).toContain('was not made');
+    expect(result.content).toContain('Nothing was paid');
+    const journal = [...paidButLost, ...plan.events.map((e) => ev(e.kind, e.payload as never))];
+    const { events } = paymentEventsOf(journal.map((e, position) => ({ position, ...e })));
+    const [recorded] = gatherPayments(events).charges;
+    expect(recorded === undefined ? undefined : paymentStateOf(recorded)).toBe(
+      PaymentState.NotMade,
+    );
+    const unresolved = gatherPayments(
+      paymentEventsOf(paidButLost.map((e, position) => ({ position, ...e }))).events,
+    ).charges[0];
+    expect(unresolved === undefined ? undefined : paymentStateOf(unresolved)).toBe(
+      PaymentState.Unknown,
+    );
   });
 });

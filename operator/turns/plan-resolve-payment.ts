@@ -6,7 +6,15 @@
  * paid it, and the batch records it: the `turn_resolved` (`ran`), an
  * `outbound_payment_receipt` signed with the approval key that names them
  * (`resolved_by`) and has no response, and the call's `tool_result` saying it was paid and
- * its response lost. The call never runs and the charge is never paid again. Pure.
+ * its response lost. The call never runs and the charge is never paid again.
+ *
+ * A payment that moved no money is resolved `did_not_run`, but only once it can no longer
+ * move any: its signed authorization must have expired. Polychrome sets that expiry only
+ * for x402 (the EIP-3009 `validBefore` is the charge's expiry), so only an x402 payment
+ * is resolved so, {@link AUTHORIZATION_MARGIN_MS} after its charge expired (the chain's
+ * clock is not ours). The batch is the `turn_resolved` (`did_not_run`) and the call's
+ * `tool_result` saying nothing was paid; the send still counts against the spend limits
+ * (failing closed). Pure.
  */
 import { AppError } from '../../common/errors';
 import { EventKind } from '../../common/event-kinds';
@@ -49,21 +57,21 @@ export function unsettledPayment(turn: TurnView, toolCallId: string): RecordedPa
   );
 }
 
+/** How long after a charge's expiry its authorization is taken as unusable: clocks differ. */
+export const AUTHORIZATION_MARGIN_MS = 5 * 60_000;
+
 /** What a payment quarantine is about, for a person: the charge, whom it paid, from what. */
 function describe(payment: RecordedPayment): string {
   const { charge } = payment;
   return `the payment of charge ${charge.idempotencyKey} (${charge.amount} of ${charge.asset} on ${charge.network} to ${charge.payee}, from wallet ${payment.sent?.payload.wallet ?? ''}) was sent and its receipt was never recorded`;
 }
 
-/**
- * The refusal for a request that does not settle `payment` as a payment: `did_not_run`,
- * or `ran` without a transaction (409, naming the charge and what to give).
- */
+/** The refusal for `ran` without a transaction (409, naming the charge and what to give). */
 export function paymentResolveRefusal(turn: TurnView, payment: RecordedPayment): Refusal {
   return refuse(
     new AppError(
       'conflict',
-      `turn ${turn.turnId} is quarantined because ${describe(payment)}, so money may have moved; look the payment up on ${payment.charge.network} and resolve the turn "ran" with the transaction that paid it ("transaction"). A payment that moved no money cannot be resolved yet (docs/payments.md, "Exactly once")`,
+      `turn ${turn.turnId} is quarantined because ${describe(payment)}, so money may have moved; look the payment up on ${payment.charge.network} and resolve the turn "ran" with the transaction that paid it ("transaction"), or, if it moved no money, "did_not_run" once its authorization expired (docs/payments.md, "Exactly once")`,
       {
         details: {
           turnId: turn.turnId,
@@ -73,6 +81,70 @@ export function paymentResolveRefusal(turn: TurnView, payment: RecordedPayment):
       },
     ),
   );
+}
+
+/** What resolving a payment as never made records besides the turn and the request. */
+export interface PaymentNotMadeInput {
+  readonly caller: Caller;
+  readonly nowMs: number;
+  /** The quarantine's `turn_ambiguous` position. */
+  readonly quarantinePosition: number;
+}
+
+/**
+ * The batch that records `payment` as never made, or why not yet (409): a protocol whose
+ * authorization's lifetime Polychrome does not set, or an authorization that may still be
+ * used.
+ */
+export function planPaymentNotMade(
+  turn: TurnView,
+  payment: RecordedPayment,
+  request: ResolveTurn,
+  input: PaymentNotMadeInput,
+): Refusal | { readonly events: readonly PlannedEvent[] } {
+  const { charge } = payment;
+  const conflict = (why: string): Refusal =>
+    refuse(
+      new AppError('conflict', `turn ${turn.turnId}: ${describe(payment)}; ${why}`, {
+        details: { turnId: turn.turnId, field: 'decision', charge: charge.idempotencyKey },
+      }),
+    );
+  if (charge.protocol !== 'x402') {
+    return conflict(
+      `a ${charge.protocol} payment's authorization lives as long as its client library sets, so Polychrome cannot say when it stops being usable; resolve it "ran" with the transaction if it paid, or leave it quarantined`,
+    );
+  }
+  const usableUntil = Date.parse(charge.expiresAt) + AUTHORIZATION_MARGIN_MS;
+  if (!(input.nowMs >= usableUntil)) {
+    return conflict(
+      `its signed authorization can still move money until ${new Date(usableUntil).toISOString()} (the charge's expiry and ${AUTHORIZATION_MARGIN_MS / 60_000} minutes); if it paid, resolve "ran" with the transaction; if not, resolve "did_not_run" after that`,
+    );
+  }
+  const content = `The approved payment of ${charge.amount} of ${charge.asset} (${charge.network}) to ${charge.payee} was not made: an admin (${request.actor}) found no transfer, and its authorization expired at ${charge.expiresAt}, so it can no longer be made. Nothing was paid; ask the user before trying again.`;
+  return {
+    events: [
+      planned(EventKind.TurnResolved, {
+        turnId: turn.turnId,
+        decision: ResolveDecision.RESOLVE_DECISION_DID_NOT_RUN,
+        toolCallId: charge.toolCallId,
+        result: '',
+        resultUnknown: false,
+        actor: request.actor,
+        caller: input.caller.identity,
+        session: input.caller.sessionId,
+        resolvedAtMs: input.nowMs,
+        quarantinePosition: input.quarantinePosition,
+      }),
+      planned(EventKind.ToolResult, {
+        turnId: turn.turnId,
+        toolCallId: charge.toolCallId,
+        content,
+        isError: true,
+        denied: false,
+        thread: charge.thread,
+      }),
+    ],
+  };
 }
 
 /**

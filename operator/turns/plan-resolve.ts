@@ -24,6 +24,7 @@ import { turnState } from './turn-state';
 import { type JournalView, type RecordedPayment, type TurnView } from './journal-view-types';
 import {
   paymentResolveRefusal,
+  planPaymentNotMade,
   planPaymentResolve,
   unsettledPayment,
   type PaymentResolveInput,
@@ -141,7 +142,10 @@ export function planResolve(input: ResolveInput): ResolvePlan {
   return { kind: 'resolve', turn, events, status: { kind: 'resolved', turnId: turn.turnId } };
 }
 
-/** A payment quarantine's resolution: only "ran" with the transaction settles one. */
+/**
+ * A payment quarantine's resolution: "ran" with the transaction that paid it, or
+ * "did_not_run" once its authorization can no longer move money (plan-resolve-payment.ts).
+ */
 function resolvePayment(
   input: ResolveInput,
   turn: TurnView,
@@ -158,8 +162,17 @@ function resolvePayment(
       ),
     );
   }
-  if (transaction === undefined) return paymentResolveRefusal(turn, paying);
   const { request, caller, nowMs, payment } = input;
+  if (request.decision.kind === 'did_not_run') {
+    const notMade = planPaymentNotMade(turn, paying, request, {
+      caller,
+      nowMs,
+      quarantinePosition,
+    });
+    if ('kind' in notMade) return notMade;
+    return resolved(turn, notMade.events);
+  }
+  if (transaction === undefined) return paymentResolveRefusal(turn, paying);
   if (payment === undefined) {
     throw new AppError('internal', 'unreachable: the shell reads the payer of a payment resolve');
   }
@@ -171,12 +184,11 @@ function resolvePayment(
     quarantinePosition,
   });
   if ('kind' in plan) return plan;
-  return {
-    kind: 'resolve',
-    turn,
-    events: plan.events,
-    status: { kind: 'resolved', turnId: turn.turnId },
-  };
+  return resolved(turn, plan.events);
+}
+
+function resolved(turn: TurnView, events: readonly PlannedEvent[]): ResolvePlan {
+  return { kind: 'resolve', turn, events, status: { kind: 'resolved', turnId: turn.turnId } };
 }
 
 function unknownTurn(request: ResolveTurn): Refusal {
