@@ -15,6 +15,9 @@
 #   chroot, ldd, root   the image smoke test `make test` ends with (hack/build-images.sh)
 #   qemu-aarch64-static the arm64 images' checks in that test, unless IMAGE_ARCHES leaves
 #                       arm64 out
+#   unshare, mount      the local node's registry mode (the release install test runs the
+#                       released images in mount namespaces of their own; root with
+#                       CAP_SYS_ADMIN, which the node checks and names when it starts)
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -63,6 +66,12 @@ command -v chroot >/dev/null ||
   miss "chroot (the image smoke test, hack/build-images.sh)" "apt-get install coreutils"
 command -v ldd >/dev/null ||
   miss "ldd (the image test checks the binaries' libraries)" "apt-get install libc-bin"
+command -v unshare >/dev/null ||
+  miss "unshare (the release install test's pods, hack/lib/local-node-image-launch.ts)" \
+    "apt-get install util-linux"
+command -v mount >/dev/null ||
+  miss "mount (the release install test's pods, hack/lib/local-node-image-launch.ts)" \
+    "apt-get install mount"
 case " ${IMAGE_ARCHES:-amd64 arm64} " in
 *" arm64 "*)
   command -v qemu-aarch64-static >/dev/null ||
