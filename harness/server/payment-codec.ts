@@ -5,7 +5,7 @@ import type {
   PaymentChargeAnswer,
   PaymentSettle,
 } from '../../proto/gen/polychrome/harness/v1/harness';
-import type { McpPaidOutcome } from '../turn/ports/payment-port';
+import { paymentNotTaken, type McpPaidOutcome } from '../turn/ports/payment-port';
 import type { PaymentRequired, ToolCallRequest } from '../turn/ports/tool-port';
 import { invalidField } from '../turn/proto-fields';
 
@@ -89,11 +89,7 @@ export function mcpPaidResultToProto(
 
 /** A paid MCP call this harness cannot make (no MCP server runs the tool): not sent. */
 export function notSent(call: ToolCallRequest): McpPaidOutcome {
-  return {
-    content: `${call.name} is not an MCP tool this harness runs; the paid call was not sent.`,
-    isError: true,
-    paymentResponse: '',
-    paymentNotTaken: true,
-    outcomeUnknownReason: '',
-  };
+  return paymentNotTaken(
+    `${call.name} is not an MCP tool this harness runs; the paid call was not sent.`,
+  );
 }

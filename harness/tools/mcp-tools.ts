@@ -12,7 +12,7 @@ import { failed, renderResult, truncate } from './mcp-result';
 import { paymentRequiredOf, paymentResponseOf, X402_PAYMENT_META } from './mcp-x402';
 import { mcpResourceUrl } from '../../common/payment-approval';
 import type { JsonObject, JsonValue } from '../../common/canonical-json';
-import type { McpPaidOutcome } from '../turn/ports/payment-port';
+import { paymentNotTaken, type McpPaidOutcome } from '../turn/ports/payment-port';
 import {
   DEFAULT_MAX_RESULT_CHARS,
   DEFAULT_MCP_TIMEOUT_MS,
@@ -222,12 +222,12 @@ export class McpToolRunner implements ToolRunner {
   ): Promise<McpPaidOutcome> {
     const found = this.closed ? undefined : this.serverOf(request.name);
     if (found === undefined)
-      return notTaken(`${request.name} is not reachable; the paid call was not sent.`);
+      return paymentNotTaken(`${request.name} is not reachable; the paid call was not sent.`);
     let meta: JsonObject;
     try {
       meta = { [X402_PAYMENT_META]: JSON.parse(payment) as JsonValue };
     } catch {
-      return notTaken(
+      return paymentNotTaken(
         `the control plane's payment for ${request.name} is not JSON; it was not sent.`,
       );
     }
@@ -244,7 +244,7 @@ export class McpToolRunner implements ToolRunner {
         outcomeUnknownReason: reason,
       };
     }
-    if (answer.kind === 'not_run') return notTaken(answer.outcome.content);
+    if (answer.kind === 'not_run') return paymentNotTaken(answer.outcome.content);
     const { result } = answer;
     const paymentResponse = paymentResponseOf(result);
     return {
@@ -278,15 +278,4 @@ export class McpToolRunner implements ToolRunner {
       throw new AppError('failed_precondition', 'MCP tools are shut down; create a new runner');
     }
   }
-}
-
-/** A paid call the server did not take: nothing was paid for it. */
-function notTaken(content: string): McpPaidOutcome {
-  return {
-    content,
-    isError: true,
-    paymentResponse: '',
-    paymentNotTaken: true,
-    outcomeUnknownReason: '',
-  };
 }

@@ -46,6 +46,17 @@ export interface McpPaidOutcome {
   readonly outcomeUnknownReason: string;
 }
 
+/** A paid call the server did not take (never sent, or payment asked for again): nothing paid. */
+export function paymentNotTaken(content: string): McpPaidOutcome {
+  return {
+    content,
+    isError: true,
+    paymentResponse: '',
+    paymentNotTaken: true,
+    outcomeUnknownReason: '',
+  };
+}
+
 /**
  * Calls an MCP server's tool again with the payment the control plane signed for its
  * approved charge (x402's MCP transport: `_meta["x402/payment"]`). Never rejects: a call
