@@ -18,7 +18,10 @@
  * paid turn is timed in two stretches, post to the paused card (the 402, the charge read,
  * checked and committed, the pause) and approval to reply (`payment_sent`, the settle on
  * anvil, the signed receipt, the tool result, the model's last reply); its baseline, in
- * the same run and conversation, is a turn whose `fetch` GETs the unpaid route.
+ * the same run and conversation, is a turn whose `fetch` GETs the unpaid route. The third
+ * seller is an MCP server's paid tool over x402's MCP transport (test/support/payments/
+ * x402-mcp-server.ts): the control plane signs, the harness calls the tool again with the
+ * payment, and the server verifies and settles through the same facilitator.
  *
  * Usage: npx tsx bench/payments.bench.ts [iterations, default 40] [turns, default 20]
  */
@@ -123,14 +126,15 @@ async function main(): Promise<void> {
   for (const [seller, protocols] of [
     ['x402', 'x402'],
     ['mpp', 'mpp'],
+    ['x402-mcp', 'x402'],
   ] as const) {
     const t = await timeTurns(seller, protocols, TURNS);
-    row(`${protocols} turn baseline: fetch of the unpaid route`, stats(t.free));
-    row(`${protocols} turn: post to approval card`, stats(t.toCard));
-    row(`${protocols} turn: approval to reply`, stats(t.toReply));
-    row(`${protocols} turn: both stretches`, stats(t.paid));
+    row(`${seller} turn baseline: fetch of the unpaid route`, stats(t.free));
+    row(`${seller} turn: post to approval card`, stats(t.toCard));
+    row(`${seller} turn: approval to reply`, stats(t.toReply));
+    row(`${seller} turn: both stretches`, stats(t.paid));
     console.log(
-      `${protocols} added to a turn over the unpaid fetch (p50): ${fmt(stats(t.paid).p50 - stats(t.free).p50)}`,
+      `${seller} added to a turn over the unpaid fetch (p50): ${fmt(stats(t.paid).p50 - stats(t.free).p50)}`,
     );
   }
 }

@@ -10,7 +10,7 @@ import {
   type V1Secret,
 } from '@kubernetes/client-node';
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -190,6 +190,26 @@ async function transcriptTurns(uid: string): Promise<unknown[]> {
 
 const NS = DEFAULT_CONVERSATION_NAMESPACE;
 
+/**
+ * The last lines of every control-plane replica's log on the local node (its per-pod logs,
+ * hack/local-node.ts): what a timed-out wait on the controller adds to its failure.
+ */
+function controlPlaneLogs(lines: number): string {
+  const pods = join(dir, 'dev', 'node', 'pods');
+  if (!existsSync(pods)) return '(no pod logs)';
+  return readdirSync(pods)
+    .filter((pod) => pod.startsWith('polychrome-system_polychrome-control-plane-'))
+    .flatMap((pod) =>
+      readdirSync(join(pods, pod))
+        .filter((file) => file.endsWith('.log'))
+        .map((file) => {
+          const text = readFileSync(join(pods, pod, file), 'utf8').trimEnd().split('\n');
+          return `== ${pod}/${file}\n${text.slice(-lines).join('\n')}`;
+        }),
+    )
+    .join('\n');
+}
+
 async function harnessSecret(kc: KubeConfig): Promise<V1Secret> {
   return kc
     .makeApiClient(CoreV1Api)
@@ -359,6 +379,7 @@ describe('make dev', () => {
         spec: { agent: { systemPrompt: 'You are a helpful assistant.' } },
       },
     });
+    let status: unknown;
     const message = await pollUntil(
       'the new Conversation to report its warm pool missing',
       async () => {
@@ -367,10 +388,15 @@ describe('make dev', () => {
           namespace: NS,
           name: 'offboarded',
         })) as { status?: { conditions?: { reason?: string; message?: string }[] } };
+        status = made.status;
         return made.status?.conditions?.find((c) => c.reason === 'WarmPoolMissing')?.message;
       },
       { timeoutMs: 60_000, intervalMs: 500 },
-    );
+    ).catch((err: unknown) => {
+      throw new Error(
+        `${String(err)}\nits status: ${JSON.stringify(status)}\n${controlPlaneLogs(40)}`,
+      );
+    });
     expect(message).toContain(`kubectl label namespace ${NS} polychrome.dev/enabled=true`);
   }, 180_000);
 

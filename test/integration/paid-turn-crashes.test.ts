@@ -11,132 +11,41 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createPublicKey, verify } from 'node:crypto';
-import { readFile, rm } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { payloadCodecs } from '../../common/event-kinds';
-import { PAYMENT_APPROVAL_TOOL } from '../../common/payment-approval';
 import { receiptSigningBytes } from '../../common/payment-receipt';
-import { Role } from '../../common/persona-roles';
-import { pollUntil } from '../../hack/lib/processes';
-import {
-  fixtureSpendLimits,
-  fixtureWalletDir,
-  startPaidFixture,
-  type PaidFixture,
-} from '../support/payments/paid-fixture';
+import type { PaidFixture } from '../support/payments/paid-fixture';
 import { expectNoPaymentSecrets } from '../support/payment-secrets';
 import { toolDirective } from '../support/messages-api-server';
-import { polychrome } from './support/polychrome-cli';
-import {
-  apiCall,
-  linkWallet,
-  postMessage,
-  postUntilSettled,
-  type ApiAnswer,
-} from './support/public-api';
-import { startTurnStack, type TurnStack } from './support/turn-stack';
+import { startPaidCrashStack, type PaidCrashStack } from './support/paid-crash';
+import { apiCall, postMessage, postUntilSettled, type ApiAnswer } from './support/public-api';
+import type { TurnStack } from './support/turn-stack';
 
 const PRICE = '1000000';
-const WALLET = 'ops';
-const OWNER = 'test:payer-owner';
-const ADMIN = 'test:payer-admin';
-/** How long the state plane holds the append at the crash point: longer than any kill. */
-const HOLD_MS = 4_000;
 
 describe('a paid call survives a SIGKILL at each point between approval and receipt', () => {
+  let paid: PaidCrashStack;
   let stack: TurnStack;
   let fixture: PaidFixture;
-  let walletDir: string;
   let owner: string;
   let admin: string;
   let paidUrl: string;
+  const OWNER = 'test:payer-owner';
+  const ADMIN = 'test:payer-admin';
 
   beforeAll(async () => {
-    fixture = await startPaidFixture({ price: PRICE });
+    paid = await startPaidCrashStack('paycrash', PRICE);
+    ({ stack, fixture } = paid);
     paidUrl = `${fixture.x402.resourceUrl}/paid`;
-    walletDir = await fixtureWalletDir(fixture, WALLET);
-    stack = await startTurnStack({
-      namespacePrefix: 'paycrash',
-      controlPlaneEnv: {
-        POLYCHROME_PAYMENT_PROTOCOLS: 'x402',
-        POLYCHROME_WALLET_DIR: walletDir,
-        // A dead harness is found quickly; the turn waits for the restarted pod.
-        POLYCHROME_TURN_SANDBOX_WAIT_MS: '60000',
-      },
-    });
-    owner = await stack.mintToken(OWNER);
-    admin = await stack.mintToken(ADMIN, [Role.Admin]);
+    owner = paid.ownerToken;
+    admin = paid.admin.token;
   }, 180_000);
 
   afterAll(async () => {
-    await stack?.stop();
-    await fixture?.close();
-    if (walletDir !== undefined) await rm(walletDir, { recursive: true, force: true });
+    await paid?.stop();
   });
 
   const text = (): string => `buy the report ${toolDirective('fetch', { url: paidUrl })}`;
-
-  /** Every paid conversation made, by name. */
-  const made = new Map<string, string>();
-
-  /** A conversation offered `fetch`, with the wallet linked by an admin (recorded). */
-  async function paidConversation(name: string): Promise<string> {
-    const uid = await stack.createConversation(name, {
-      owner: OWNER,
-      tools: { builtin: ['fetch'] },
-    });
-    const linked = await linkWallet(stack.apiUrl, admin, uid, {
-      actor: ADMIN,
-      wallet: WALLET,
-      limits: fixtureSpendLimits(fixture, PRICE),
-    });
-    expect(linked.status).toBe(200);
-    made.set(name, uid);
-    return uid;
-  }
-
-  /** Posts the buying message; the turn pauses on the payment's approval card. */
-  async function askToPay(uid: string, key: string): Promise<string> {
-    const paused = await postMessage(stack.apiUrl, owner, uid, text(), key);
-    expect(paused.status).toBe(200);
-    expect(paused.body).toMatchObject({
-      status: 'paused',
-      approval: { toolName: PAYMENT_APPROVAL_TOOL, args: { amount: PRICE, protocol: 'x402' } },
-    });
-    return String((paused.body.approval as { requestId: string }).requestId);
-  }
-
-  /** Approves as the admin; a crash of the server ends it with a network error. */
-  function approve(uid: string, requestId: string): Promise<ApiAnswer | Error> {
-    return apiCall(stack.apiUrl, 'POST', `/v1/conversations/${uid}/approvals/${requestId}`, {
-      token: admin,
-      body: { decision: 'approve' },
-    }).catch((error: unknown) => (error instanceof Error ? error : new Error(String(error))));
-  }
-
-  /**
-   * Restarts the state plane holding every append that carries `kind` for {@link HOLD_MS}
-   * (none without), then starts the control plane if it was killed and waits until it is
-   * ready.
-   */
-  async function holdAppendsOf(kind: string | undefined): Promise<void> {
-    if (kind === undefined) delete stack.state.env.STATE_FAULT_APPEND_DELAY;
-    else stack.state.env.STATE_FAULT_APPEND_DELAY = `${kind}:${HOLD_MS}`;
-    await stack.state.restart('SIGTERM');
-    if (!stack.controlPlane(0).running) stack.controlPlane(0).start();
-    await stack.controlPlane(0).waitReady();
-  }
-
-  /** Resolves once the state plane holds an append (the crash point is reached). */
-  async function heldAppend(): Promise<void> {
-    const held = (): number =>
-      stack.state.logs.filter((line) => line.includes('fault injection: holding an append')).length;
-    const before = held();
-    await pollUntil('the held append', () => Promise.resolve(held() > before ? true : undefined), {
-      timeoutMs: 60_000,
-      intervalMs: 25,
-    });
-  }
-
   /** A crash point: where the turn is, after the kill, for the checks that follow. */
   interface Crashed {
     readonly uid: string;
@@ -158,44 +67,15 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
     key: string,
     victim: 'control plane' | 'harness',
   ): Promise<Crashed> {
-    await holdAppendsOf(kind);
-    const uid = await paidConversation(name);
-    const requestId = await askToPay(uid, key);
+    await paid.holdAppendsOf(kind);
+    const uid = await paid.paidConversation(name, { builtin: ['fetch'] });
+    const requestId = await paid.askToPay(uid, text(), key);
     const payeeBefore = await fixture.token.balanceOf(fixture.payee);
-    const approving = approve(uid, requestId);
-    await heldAppend();
+    const approving = paid.approve(uid, requestId);
+    await paid.heldAppend();
     if (victim === 'harness') await stack.killHarness(name, 'SIGKILL');
     else await stack.controlPlane(0).kill('SIGKILL');
     return { uid, requestId, payeeBefore, approving };
-  }
-
-  /** What the conversation's journal holds of the payment, and what the chain moved. */
-  async function ledger(uid: string, payeeBefore: bigint) {
-    const kinds = await stack.journalKinds(uid);
-    const count = (kind: string): number => kinds.filter((k) => k === kind).length;
-    const moved = (await fixture.token.balanceOf(fixture.payee)) - payeeBefore;
-    return {
-      kinds,
-      charges: count('payment_charge'),
-      sent: count('payment_sent'),
-      receipts: count('outbound_payment_receipt'),
-      transfers: moved / BigInt(PRICE),
-      remainder: moved % BigInt(PRICE),
-    };
-  }
-
-  /** The hash of the newest transfer from the payer to the payee on the chain. */
-  async function lastTransfer(): Promise<string> {
-    const logs = await fixture.token.publicClient.getContractEvents({
-      address: fixture.token.address,
-      abi: fixture.token.abi,
-      eventName: 'Transfer',
-      args: { from: fixture.payer, to: fixture.payee },
-      fromBlock: 0n,
-    });
-    const hash = logs.at(-1)?.transactionHash;
-    if (hash === undefined || hash === null) throw new Error('no transfer on the chain');
-    return hash;
   }
 
   /** The turn completed with the paid response, once: one transfer, one receipt. */
@@ -203,26 +83,11 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
     expect(answer.status).toBe(200);
     expect(answer.body).toMatchObject({ status: 'complete' });
     expect(String(answer.body.reply)).toMatch(/^tool fetch said: HTTP 200\n/);
-    const after = await ledger(uid, payeeBefore);
+    const after = await paid.ledger(uid, payeeBefore);
     expect(after).toMatchObject({ charges: 1, sent: 1, receipts: 1, transfers: 1n, remainder: 0n });
     expect(after.kinds.filter((k) => k === 'turn_complete')).toHaveLength(1);
     expect((await stack.verify(uid)).ok).toBe(true);
-    await expectReplays(uid);
-  }
-
-  /** Replay (the real CLI, through the control plane) reproduces the turn from the journal alone. */
-  async function expectReplays(uid: string): Promise<void> {
-    // Replay trusts the journal key the Conversation's status records: wait until it does.
-    const head = (await stack.journal(uid)).length;
-    const name = [...made].find(([, u]) => u === uid)?.[0] ?? '';
-    await stack.waitConversation(
-      name,
-      (obj) => (obj as { status?: { journal?: { head?: number } } }).status?.journal?.head === head,
-    );
-    const args = ['conversation', 'replay', uid, '--actor', ADMIN, '--api', stack.apiUrl];
-    const replay = await polychrome(args, admin);
-    expect({ code: replay.code, stderr: replay.stderr }).toEqual({ code: 0, stderr: '' });
-    expect(replay.stdout).toContain('OK: 1 turns replayed');
+    await paid.expectReplays(uid);
   }
 
   it('control plane killed while payment_sent is in flight: the send is not recorded, the retry pays once', async () => {
@@ -235,9 +100,9 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
       );
       expect(await approving).toBeInstanceOf(Error);
       // The approval is recorded; the send is not, and nothing moved.
-      expect(await ledger(uid, payeeBefore)).toMatchObject({ sent: 0, transfers: 0n });
+      expect(await paid.ledger(uid, payeeBefore)).toMatchObject({ sent: 0, transfers: 0n });
 
-      await holdAppendsOf(undefined);
+      await paid.holdAppendsOf(undefined);
       const answer = await postUntilSettled(stack.apiUrl, owner, uid, text(), 'k-cp-sent');
       await expectPaidOnce(uid, answer, payeeBefore);
     });
@@ -252,13 +117,13 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
         'control plane',
       );
       expect(await approving).toBeInstanceOf(Error);
-      expect(await ledger(uid, payeeBefore)).toMatchObject({
+      expect(await paid.ledger(uid, payeeBefore)).toMatchObject({
         sent: 1,
         receipts: 0,
         transfers: 1n,
       });
 
-      await holdAppendsOf(undefined);
+      await paid.holdAppendsOf(undefined);
       const answer = await postUntilSettled(stack.apiUrl, owner, uid, text(), 'k-cp-receipt');
       expect(answer.status).toBe(200);
       const charge = payloadCodecs.payment_charge.decode(
@@ -273,7 +138,7 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
       // Never paid twice: a retry answers the same and sends nothing.
       const again = await postMessage(stack.apiUrl, owner, uid, text(), 'k-cp-receipt');
       expect(again.body).toMatchObject({ status: 'ambiguous' });
-      expect(await ledger(uid, payeeBefore)).toMatchObject({
+      expect(await paid.ledger(uid, payeeBefore)).toMatchObject({
         sent: 1,
         receipts: 0,
         transfers: 1n,
@@ -282,7 +147,7 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
       expect((await stack.verify(uid)).ok).toBe(true);
 
       // An admin looks the payment up on the chain and resolves the turn with its transaction.
-      const transaction = (await lastTransfer()).toLowerCase();
+      const transaction = (await paid.lastTransfer()).toLowerCase();
       const turnId = String(answer.body.turnId);
       const resolvePath = `/v1/conversations/${uid}/turns/${turnId}/resolve`;
       const resolve = (token: string, body: Record<string, unknown>) =>
@@ -313,7 +178,7 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
       const finished = await postUntilSettled(stack.apiUrl, owner, uid, text(), 'k-cp-receipt');
       expect(finished.body).toMatchObject({ status: 'complete' });
       expect(String(finished.body.reply)).toContain(`in transaction ${transaction}`);
-      const after = await ledger(uid, payeeBefore);
+      const after = await paid.ledger(uid, payeeBefore);
       expect(after).toMatchObject({ sent: 1, receipts: 1, transfers: 1n, remainder: 0n });
       const receipt = payloadCodecs.outbound_payment_receipt.decode(
         (await stack.journal(uid)).find((e) => e.kind === 'outbound_payment_receipt')?.payload ??
@@ -345,7 +210,7 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
         ),
       ).toBe(false);
       expect((await stack.verify(uid)).ok).toBe(true);
-      await expectReplays(uid);
+      await paid.expectReplays(uid);
     });
   });
 
@@ -359,7 +224,7 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
       );
       const first = await approving;
       expect(first).not.toBeInstanceOf(Error);
-      await holdAppendsOf(undefined);
+      await paid.holdAppendsOf(undefined);
       const answer = await postUntilSettled(stack.apiUrl, owner, uid, text(), 'k-h-sent');
       await expectPaidOnce(uid, answer, payeeBefore);
     });
@@ -375,7 +240,7 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
       );
       const first = await approving;
       expect(first).not.toBeInstanceOf(Error);
-      await holdAppendsOf(undefined);
+      await paid.holdAppendsOf(undefined);
       const answer = await postUntilSettled(stack.apiUrl, owner, uid, text(), 'k-h-receipt');
       await expectPaidOnce(uid, answer, payeeBefore);
       expect(fixture.x402.settles().total).toBeGreaterThan(0);
@@ -393,15 +258,16 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
       expect(await approving).toBeInstanceOf(Error);
       expect(await stack.journalKinds(uid)).not.toContain('approval_response');
 
-      await holdAppendsOf(undefined);
+      await paid.holdAppendsOf(undefined);
       const still = await postUntilSettled(stack.apiUrl, owner, uid, text(), 'k-cp-approval');
       expect(still.body).toMatchObject({ status: 'paused', approval: { requestId } });
-      const answer = await approve(uid, requestId);
+      const answer = await paid.approve(uid, requestId);
       if (answer instanceof Error) throw answer;
       await expectPaidOnce(uid, answer, payeeBefore);
     });
   });
   it('leaves no key or signature material in any journal or log line of the paid turns', async () => {
+    const { made } = paid;
     expect(made.size).toBe(5);
     const texts: string[] = [];
     for (const [name, uid] of made) {

@@ -32,6 +32,12 @@ export interface X402McpServer {
   readonly payments: () => readonly string[];
   /** Every settlement it tried, with whether it succeeded. */
   readonly settles: () => readonly boolean[];
+  /**
+   * Holds the next paid call once its payment verified, before the tool runs and the payment
+   * settles: a crash test kills its caller there. `reached` resolves when a call is held;
+   * `release` lets it run and settle (its caller may be gone by then).
+   */
+  holdNextPaidCall(): { readonly reached: Promise<void>; release(): void };
   close(): Promise<void>;
 }
 
@@ -64,6 +70,7 @@ export async function startX402McpServer(offer: X402McpOffer): Promise<X402McpSe
     maxTimeoutSeconds: 120,
   });
   const seen = { runs: 0, payments: [] as string[], settles: [] as boolean[] };
+  let hold: { arrived: () => void; released: Promise<void> } | undefined;
 
   const required = async (error: string, extra: Record<string, unknown> = {}) => {
     const body = {
@@ -86,6 +93,12 @@ export async function startX402McpServer(offer: X402McpOffer): Promise<X402McpSe
     if (accepted === undefined) return required('the payment matches no requirement');
     const verified = await resourceServer.verifyPayment(payment, accepted);
     if (!verified.isValid) return required(`invalid payment: ${verified.invalidReason ?? ''}`);
+    const held = hold;
+    hold = undefined;
+    if (held !== undefined) {
+      held.arrived();
+      await held.released;
+    }
     seen.runs += 1;
     const settled = await settle(payment, accepted);
     seen.settles.push(settled.success);
@@ -123,6 +136,14 @@ export async function startX402McpServer(offer: X402McpOffer): Promise<X402McpSe
     runs: () => seen.runs,
     payments: () => seen.payments,
     settles: () => seen.settles,
+    holdNextPaidCall() {
+      let arrived = (): void => undefined;
+      let release = (): void => undefined;
+      const reached = new Promise<void>((resolve) => (arrived = resolve));
+      const released = new Promise<void>((resolve) => (release = resolve));
+      hold = { arrived, released };
+      return { reached, release };
+    },
     close: () => served.kill(),
   };
 }
