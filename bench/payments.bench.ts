@@ -141,7 +141,7 @@ async function main(): Promise<void> {
 
 function row(name: string, s: { p50: number; p95: number; mean: number }): void {
   console.log(
-    `${name.padEnd(48)} p50 ${fmt(s.p50).padStart(10)}   p95 ${fmt(s.p95).padStart(10)}   mean ${fmt(s.mean).padStart(10)}`,
+    `${name.padEnd(52)} p50 ${fmt(s.p50).padStart(10)}   p95 ${fmt(s.p95).padStart(10)}   mean ${fmt(s.mean).padStart(10)}`,
   );
 }
 
