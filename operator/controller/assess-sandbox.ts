@@ -43,7 +43,18 @@ export interface SandboxNames {
 /** The outcome of {@link assessSandbox}. */
 export type SandboxAssessment =
   | { readonly state: 'absent'; readonly names: SandboxNames }
-  | { readonly state: 'pending'; readonly names: SandboxNames; readonly message: string }
+  | {
+      readonly state: 'pending';
+      readonly names: SandboxNames;
+      readonly message: string;
+      /**
+       * The claim controller cannot find a warm pool or template our own read found. Our
+       * read of those shared objects may be up to `SHARED_READ_TTL_MS` old
+       * (cached-reads.ts), and nothing watches them, so no event would bring the next
+       * pass: the reconciler looks again once its read is fresh.
+       */
+      readonly recheck?: true;
+    }
   | {
       readonly state: 'ready';
       readonly names: SandboxNames & { readonly endpoint: string };
@@ -185,11 +196,13 @@ export function assessSandbox(snapshot: ConversationSnapshot): SandboxAssessment
   const claimReady = currentClaimReady(claim);
   if (claimReady?.status === 'False' && claimReady.reason !== undefined) {
     if (claimReady.reason === 'WarmPoolNotFound' || claimReady.reason === 'TemplateNotFound') {
-      // Our own read found them; the claim controller has not caught up yet.
+      // Our own read found them: either the claim controller has not caught up yet, or
+      // our read is stale (they were deleted since). A fresh read will tell.
       return {
         state: 'pending',
         names,
         message: `SandboxClaim ${claim.name}: ${describeCondition(claimReady)}`,
+        recheck: true,
       };
     }
     if (FAILED_REASONS.has(claimReady.reason)) {

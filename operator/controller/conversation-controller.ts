@@ -32,6 +32,7 @@ import { ObjectKind, createKubeApi } from './kube-api';
 import { apiErrorMessage } from './kube-api-errors';
 import { conversationKube } from './kube-client';
 import { makeKeepAliveApiClient } from './keep-alive-client';
+import { staleReadRecheckMs } from './plan';
 import { RecentWrites } from './recent-writes';
 import { isObjectList, ownerKeys } from './watch-keys';
 import { WorkQueue } from './work-queue';
@@ -101,6 +102,9 @@ export class ConversationController {
       ...(options.blockedRecheckMs === undefined
         ? {}
         : { blockedRecheckMs: options.blockedRecheckMs }),
+      ...(options.sharedReadTtlMs === undefined
+        ? {}
+        : { staleReadRecheckMs: staleReadRecheckMs(options.sharedReadTtlMs) }),
       ...(this.events === undefined ? {} : { events: this.events }),
       ...(options.beforeFinalizerRemoved === undefined
         ? {}

@@ -25,6 +25,8 @@ export interface ConversationReconcilerOptions {
   readonly harnessImage?: string;
   /** Recheck delay for a missing warm pool or template. @default BLOCKED_RECHECK_MS */
   readonly blockedRecheckMs?: number;
+  /** Recheck delay when the claim and our read of its pool disagree. @default STALE_READ_RECHECK_MS */
+  readonly staleReadRecheckMs?: number;
   /** Records the pass's lifecycle Events (`conversation-events.ts`). @default none */
   readonly events?: ConversationEvents;
   /** See ConversationControllerOptions.beforeFinalizerRemoved. @default nothing */
@@ -78,13 +80,11 @@ export class ConversationReconciler {
       return { wroteStatus: false };
     }
     const now = clock.now();
-    const plan = planReconcile(
-      snapshot,
-      now,
-      this.options.blockedRecheckMs === undefined
-        ? {}
-        : { blockedRecheckMs: this.options.blockedRecheckMs },
-    );
+    const { blockedRecheckMs, staleReadRecheckMs } = this.options;
+    const plan = planReconcile(snapshot, now, {
+      ...(blockedRecheckMs === undefined ? {} : { blockedRecheckMs }),
+      ...(staleReadRecheckMs === undefined ? {} : { staleReadRecheckMs }),
+    });
     const outcome = await runActions(kube, snapshot.conversation, plan.actions, log, {
       ...(this.options.beforeFinalizerRemoved === undefined
         ? {}

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { Action, ReconcilePlan } from './plan';
-import { BLOCKED_RECHECK_MS, Lifecycle, planReconcile } from './plan';
+import { BLOCKED_RECHECK_MS, Lifecycle, STALE_READ_RECHECK_MS, planReconcile } from './plan';
 import { reportStatus } from './report';
 import type { ConversationSnapshot } from './snapshot';
 import {
@@ -67,6 +67,27 @@ const cases: Case[] = [
     lifecycle: Lifecycle.Open,
     requeueAfterMs: BLOCKED_RECHECK_MS,
   },
+  ...(['WarmPoolNotFound', 'TemplateNotFound'] as const).map(
+    (reason): Case => ({
+      name: `a claim whose controller reports ${reason} while our read found it waits, and looks again once that read is stale`,
+      snapshot: agentSnapshot(conversation(), {
+        claim: claim({
+          conditions: [
+            {
+              type: 'Ready',
+              status: 'False',
+              reason,
+              message: 'not found',
+              observedGeneration: 1,
+            },
+          ],
+        }),
+      }),
+      actions: [],
+      lifecycle: Lifecycle.Open,
+      requeueAfterMs: STALE_READ_RECHECK_MS,
+    }),
+  ),
   {
     name: 'a changed warm pool replaces the claim',
     snapshot: agentSnapshot(conversation({ sandbox: { warmPool: 'other' } }), { claim: claim() }),

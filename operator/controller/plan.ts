@@ -27,11 +27,24 @@ import { claimPlanOf, sameClaimEnv, warmPoolNameOf } from './desired-claim';
 import type { PodManifest } from './desired-pod';
 import { desiredPod } from './desired-pod';
 import { readIdle, readRetention, retentionHoldOf, type DurationRule } from './idle-and-retention';
+import { SHARED_READ_TTL_MS } from './cached-reads';
 import type { ConversationSnapshot } from './snapshot';
 import { formatTime, parseTime } from './wire-time';
 
 /** How long to wait before looking again for a warm pool or template nothing watches. */
 export const BLOCKED_RECHECK_MS = 30_000;
+
+/**
+ * How long to wait before looking again when the claim controller cannot find a warm pool
+ * or template our read found: past the life of that read (`sharedReadTtlMs`,
+ * cached-reads.ts), so the next pass reads them afresh.
+ */
+export function staleReadRecheckMs(sharedReadTtlMs: number): number {
+  return sharedReadTtlMs + 1_000;
+}
+
+/** {@link staleReadRecheckMs} for the default life of a shared read. */
+export const STALE_READ_RECHECK_MS = staleReadRecheckMs(SHARED_READ_TTL_MS);
 
 /** Action kinds, in the order a pass may run them. */
 export const ActionKind = {
@@ -112,6 +125,12 @@ export interface PlanOptions {
    * @default BLOCKED_RECHECK_MS
    */
   readonly blockedRecheckMs?: number;
+  /**
+   * Delay before looking again when the claim controller cannot find a warm pool or
+   * template our read found: longer than a shared read lives (cached-reads.ts).
+   * @default STALE_READ_RECHECK_MS
+   */
+  readonly staleReadRecheckMs?: number;
 }
 
 /** Plans one pass. Pure. */
@@ -209,6 +228,9 @@ export function planReconcile(
       parseTime(idle.deadline),
       sandbox.state === 'blocked' && sandbox.recheck
         ? nowMs + (options.blockedRecheckMs ?? BLOCKED_RECHECK_MS)
+        : undefined,
+      sandbox.state === 'pending' && sandbox.recheck === true
+        ? nowMs + (options.staleReadRecheckMs ?? STALE_READ_RECHECK_MS)
         : undefined,
     ]),
   };
