@@ -67,27 +67,25 @@ const cases: Case[] = [
     lifecycle: Lifecycle.Open,
     requeueAfterMs: BLOCKED_RECHECK_MS,
   },
-  ...(['WarmPoolNotFound', 'TemplateNotFound'] as const).map(
-    (reason): Case => ({
-      name: `a claim whose controller reports ${reason} while our read found it waits, and looks again once that read is stale`,
-      snapshot: agentSnapshot(conversation(), {
-        claim: claim({
-          conditions: [
-            {
-              type: 'Ready',
-              status: 'False',
-              reason,
-              message: 'not found',
-              observedGeneration: 1,
-            },
-          ],
-        }),
+  ...(['WarmPoolNotFound', 'TemplateNotFound'] as const).map((reason): Case => ({
+    name: `a claim whose controller reports ${reason} while our read found it waits, and looks again once that read is stale`,
+    snapshot: agentSnapshot(conversation(), {
+      claim: claim({
+        conditions: [
+          {
+            type: 'Ready',
+            status: 'False',
+            reason,
+            message: 'not found',
+            observedGeneration: 1,
+          },
+        ],
       }),
-      actions: [],
-      lifecycle: Lifecycle.Open,
-      requeueAfterMs: STALE_READ_RECHECK_MS,
     }),
-  ),
+    actions: [],
+    lifecycle: Lifecycle.Open,
+    requeueAfterMs: STALE_READ_RECHECK_MS,
+  })),
   {
     name: 'a changed warm pool replaces the claim',
     snapshot: agentSnapshot(conversation({ sandbox: { warmPool: 'other' } }), { claim: claim() }),
