@@ -31,6 +31,36 @@ export interface Charge {
 }
 
 /**
+ * How long past a charge's expiry an MPP credential the control plane signed may still be
+ * valid: `mppx`'s `evm` client makes the credential of a challenge without `expires` valid
+ * for five minutes from signing, and a charge is signed only before it expires.
+ * mpp-settle.ts refuses to send a credential valid any longer.
+ */
+export const MPP_CREDENTIAL_SLACK_MS = 5 * 60_000;
+
+/**
+ * The last moment a payment authorization the control plane signed for `charge` can move
+ * money, in ms since the epoch: x402's EIP-3009 `validBefore` is the charge's expiry
+ * (x402-settle.ts); an MPP credential's is at most {@link MPP_CREDENTIAL_SLACK_MS} later
+ * (mpp-settle.ts checks it before sending). Undefined for a protocol not known here.
+ */
+export function authorizationValidUntilMs(charge: {
+  readonly protocol: string;
+  readonly expiresAt: string;
+}): number | undefined {
+  const expiresMs = Date.parse(charge.expiresAt);
+  if (Number.isNaN(expiresMs)) return undefined;
+  switch (charge.protocol) {
+    case PaymentProtocolName.X402:
+      return expiresMs;
+    case PaymentProtocolName.Mpp:
+      return expiresMs + MPP_CREDENTIAL_SLACK_MS;
+    default:
+      return undefined;
+  }
+}
+
+/**
  * A challenge the control plane refuses to turn into a charge: the message names the
  * protocol and what was wrong, `details.field` the part of the challenge at fault.
  */

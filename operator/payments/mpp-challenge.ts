@@ -32,6 +32,11 @@ export interface MppChallenge {
   readonly charge: Charge;
   readonly id: string;
   readonly realm: string;
+  /**
+   * The challenge says when it expires. Without `expires`, the charge's `expiresAt` is
+   * {@link MPP_DEFAULT_EXPIRY_SECONDS} after it was received, so it differs per parse.
+   */
+  readonly expiresGiven: boolean;
 }
 
 const fail = (field: string, problem: string): ChallengeError =>
@@ -100,6 +105,7 @@ export function parseMppChallenge(
     },
     id,
     realm,
+    expiresGiven: params.get('expires') !== undefined,
   };
 }
 

@@ -7,6 +7,8 @@ import {
   startPaidFixture,
   type PaidFixture,
 } from '../../test/support/payments/paid-fixture';
+import { Credential } from 'mppx';
+import { authorizationValidUntilMs } from './charge';
 import { paymentIdempotencyKey } from './idempotency';
 import { MPP_CHALLENGE_HEADER, parseMppChallenge } from './mpp-challenge';
 import { settleMpp } from './mpp-settle';
@@ -91,6 +93,55 @@ describe('settleMpp against an mppx server on anvil', () => {
     expect(await f.token.balanceOf(f.payer)).toBe(after.payer);
     expect(await f.token.balanceOf(f.payee)).toBe(after.payee);
     expect(mpp.paidHandlerRuns()).toBe(runs);
+  }, 60_000);
+
+  it('refuses a credential valid longer than the charge allows, and sends nothing', async () => {
+    // A challenge without `expires` gets a charge that expires five minutes after it was
+    // received, and mppx signs the credential valid five minutes from signing. Received
+    // twenty minutes ago (a clock the settle is given), the credential mppx signs now would
+    // stay valid long past the charge: an admin's did_not_run relies on it not.
+    const url = `${mpp.url}/paid-no-expiry`;
+    const header = await challenge(url);
+    expect(header).not.toMatch(/expires=/u);
+    const receivedAt = new Date(Date.now() - 20 * 60_000);
+    const { charge } = parseMppChallenge(header, url, receivedAt);
+    const sent = mpp.credentials().length;
+    const refused = await settleMpp({
+      charge,
+      challenge: header,
+      wallet: walletFromPrivateKey('payer', f.payerKey),
+      request: { url, method: 'GET', headers: {} },
+      tokenDomain: { name: TOKEN_NAME, version: TOKEN_VERSION },
+      idempotencyKey: paymentIdempotencyKey(charge, call('mpp-late')),
+      options: { now: () => receivedAt },
+    }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(SettlementError);
+    expect((refused as SettlementError).outcome).toBe('refused');
+    expect((refused as SettlementError).message).toContain('nothing was sent');
+    expect(mpp.credentials().length).toBe(sent);
+
+    // Signed in time, the same kind of challenge's credential is sent, valid no longer than
+    // the charge allows. (This seller then refuses it without moving money: an mppx server
+    // requires `expires`, which the draft leaves optional.)
+    const fresh = await challenge(url);
+    const inTime = parseMppChallenge(fresh, url, new Date()).charge;
+    const payerBefore = await f.token.balanceOf(f.payer);
+    await settleMpp({
+      charge: inTime,
+      challenge: fresh,
+      wallet: walletFromPrivateKey('payer', f.payerKey),
+      request: { url, method: 'GET', headers: {} },
+      tokenDomain: { name: TOKEN_NAME, version: TOKEN_VERSION },
+      idempotencyKey: paymentIdempotencyKey(inTime, call('mpp-in-time')),
+    }).catch((error: unknown) => error);
+    expect(mpp.credentials().length).toBe(sent + 1);
+    const { payload } = Credential.deserialize<{ validBefore: string }>(
+      mpp.credentials().at(-1) ?? '',
+    );
+    expect(Number(payload.validBefore) * 1000).toBeLessThanOrEqual(
+      authorizationValidUntilMs(inTime) ?? 0,
+    );
+    expect(await f.token.balanceOf(f.payer)).toBe(payerBefore);
   }, 60_000);
 
   it("signs over the table's domain: a wrong one is rejected by the seller and moves no money", async () => {

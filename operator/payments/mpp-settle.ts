@@ -1,7 +1,13 @@
+import { Credential } from 'mppx';
 import { evm, Mppx } from 'mppx/client';
 import { toAccount } from 'viem/accounts';
-import { challengeDigest, type Charge } from './charge';
-import { parseMppChallenge } from './mpp-challenge';
+import {
+  MPP_CREDENTIAL_SLACK_MS,
+  authorizationValidUntilMs,
+  challengeDigest,
+  type Charge,
+} from './charge';
+import { parseMppChallenge, type MppChallenge } from './mpp-challenge';
 import { paidResponse, readBody, refuseIfExpired, sendPaid } from './send-paid';
 import {
   SettlementError,
@@ -34,7 +40,7 @@ export async function settleMpp(
   refuseIfExpired(charge.expiresAt, now);
   const headers = mppCredentialHeaders(
     request.headers,
-    await credentialHeaders(challenge, wallet, input.tokenDomain),
+    await credentialHeaders(challenge, wallet, input.tokenDomain, charge),
   );
   const response = await sendPaid(
     request,
@@ -84,14 +90,17 @@ function checkBound(charge: Charge, challenge: string, url: string, now: Date): 
     );
   };
   if (challengeDigest(challenge) !== charge.challengeDigest || charge.resourceUrl !== url) refuse();
-  let parsed: Charge;
+  let parsed: MppChallenge;
   try {
-    parsed = parseMppChallenge(challenge, url, now).charge;
+    parsed = parseMppChallenge(challenge, url, now);
   } catch (error) {
     throw new SettlementError(SettlementOutcome.Refused, (error as Error).message);
   }
-  for (const field of ['amount', 'asset', 'payee', 'network', 'expiresAt'] as const) {
-    if (parsed[field] !== charge[field]) refuse();
+  // Without `expires`, the charge's expiry came from when it was received, not from the
+  // challenge (whose bytes the digest binds): a parse now gives another.
+  const fields = ['amount', 'asset', 'payee', 'network', 'expiresAt'] as const;
+  for (const field of parsed.expiresGiven ? fields : fields.slice(0, -1)) {
+    if (parsed.charge[field] !== charge[field]) refuse();
   }
 }
 
@@ -121,6 +130,7 @@ async function credentialHeaders(
   challenge: string,
   wallet: Wallet,
   tokenDomain: TokenDomain,
+  charge: Charge,
 ): Promise<Record<string, string>> {
   const unsupported = (): never => {
     throw new Error('an MPP wallet signs typed data only');
@@ -141,12 +151,29 @@ async function credentialHeaders(
       new Response(null, { status: 402, headers: { 'www-authenticate': challenge } }),
     );
     const credential = await prepared.createCredential();
+    checkValidBefore(credential, charge);
     const init = prepared.setCredential({ headers: {} }, credential);
     return Object.fromEntries(new Headers(init.headers).entries());
   } catch (error) {
     throw new SettlementError(
       SettlementOutcome.Refused,
       `the MPP credential could not be made (${(error as Error).message.slice(0, 200)}); nothing was sent`,
+    );
+  }
+}
+
+/**
+ * Refuses a credential whose authorization stays valid past what the charge allows
+ * (charge.ts `authorizationValidUntilMs`): an admin resolving a lost payment as never made
+ * relies on it being unusable after that.
+ */
+function checkValidBefore(serialized: string, charge: Charge): void {
+  const { payload } = Credential.deserialize<{ validBefore?: unknown }>(serialized);
+  const validBefore = Number(payload.validBefore);
+  const limitMs = authorizationValidUntilMs(charge) ?? Number.NaN;
+  if (!Number.isSafeInteger(validBefore) || !(validBefore * 1000 <= limitMs)) {
+    throw new Error(
+      `its authorization is valid before ${String(payload.validBefore)}, past ${new Date(limitMs).toISOString()} (the charge's expiry and ${MPP_CREDENTIAL_SLACK_MS / 60_000} minutes)`,
     );
   }
 }

@@ -14,6 +14,7 @@ import { ApprovalSigner } from './approval-signer';
 import { foldJournal } from './journal-view';
 import { planResolve, type ResolveInput } from './plan-resolve';
 import { AUTHORIZATION_MARGIN_MS } from './plan-resolve-payment';
+import { MPP_CREDENTIAL_SLACK_MS } from '../payments/charge';
 import {
   gatherPayments,
   paymentEventsOf,
@@ -196,11 +197,22 @@ describe('resolving a payment that moved no money', () => {
     expect(refused.message).toContain(`until ${new Date(expired).toISOString()}`);
   });
 
-  it("refuses an MPP payment's (409): its authorization's lifetime is not Polychrome's to say", () => {
-    const mpp = paidButLost.map((e) =>
-      e.kind === 'payment_charge' ? ev('payment_charge', { ...charge, protocol: 'mpp' }) : e,
+  const withProtocol = (protocol: string): E[] =>
+    paidButLost.map((e) =>
+      e.kind === 'payment_charge' ? ev('payment_charge', { ...charge, protocol }) : e,
     );
-    const refused = refusal(planResolve(at(expired + 1, mpp)));
+
+  it("waits for an MPP payment's credential five minutes longer: mppx may sign it valid that long past the charge", () => {
+    const mppExpired = expired + MPP_CREDENTIAL_SLACK_MS;
+    const refused = refusal(planResolve(at(mppExpired - 1, withProtocol('mpp'))));
+    expect(refused.code).toBe('conflict');
+    expect(refused.message).toContain(`until ${new Date(mppExpired).toISOString()}`);
+    const plan = planResolve(at(mppExpired, withProtocol('mpp')));
+    expect(plan.kind).toBe('resolve');
+  });
+
+  it("refuses a payment of a protocol whose authorization's lifetime is not known here (409)", () => {
+    const refused = refusal(planResolve(at(expired + 3_600_000, withProtocol('lightning'))));
     expect(refused.code).toBe('conflict');
     expect(refused.message).toContain('resolve it "ran" with the transaction if it paid');
   });

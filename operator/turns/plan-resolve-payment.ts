@@ -9,10 +9,10 @@
  * its response lost. The call never runs and the charge is never paid again.
  *
  * A payment that moved no money is resolved `did_not_run`, but only once it can no longer
- * move any: its signed authorization must have expired. Polychrome sets that expiry only
- * for x402 (the EIP-3009 `validBefore` is the charge's expiry), so only an x402 payment
- * is resolved so, {@link AUTHORIZATION_MARGIN_MS} after its charge expired (the chain's
- * clock is not ours). The batch is the `turn_resolved` (`did_not_run`) and the call's
+ * move any: its signed authorization must have expired (charge.ts
+ * `authorizationValidUntilMs`: for x402 the charge's expiry, for MPP at most five minutes
+ * later), and {@link AUTHORIZATION_MARGIN_MS} more passed (the chain's clock is not ours).
+ * The batch is the `turn_resolved` (`did_not_run`) and the call's
  * `tool_result` saying nothing was paid; the send still counts against the spend limits
  * (failing closed). Pure.
  */
@@ -22,6 +22,7 @@ import {
   ResolveDecision,
   type OutboundPaymentReceipt,
 } from '../../proto/gen/polychrome/events/v1/events';
+import { authorizationValidUntilMs } from '../payments/charge';
 import { chargeFromProto, receiptIdOf, receiptToProto } from '../payments/payment-events';
 import type { RecordedPayment, TurnView } from './journal-view-types';
 import { planned, refuse, type PlannedEvent, type Refusal } from './plan-common';
@@ -109,18 +110,19 @@ export function planPaymentNotMade(
         details: { turnId: turn.turnId, field: 'decision', charge: charge.idempotencyKey },
       }),
     );
-  if (charge.protocol !== 'x402') {
+  const validUntil = authorizationValidUntilMs(charge);
+  if (validUntil === undefined) {
     return conflict(
-      `a ${charge.protocol} payment's authorization lives as long as its client library sets, so Polychrome cannot say when it stops being usable; resolve it "ran" with the transaction if it paid, or leave it quarantined`,
+      `Polychrome cannot say when a ${charge.protocol} payment's authorization stops being usable; resolve it "ran" with the transaction if it paid, or leave it quarantined`,
     );
   }
-  const usableUntil = Date.parse(charge.expiresAt) + AUTHORIZATION_MARGIN_MS;
+  const usableUntil = validUntil + AUTHORIZATION_MARGIN_MS;
   if (!(input.nowMs >= usableUntil)) {
     return conflict(
-      `its signed authorization can still move money until ${new Date(usableUntil).toISOString()} (the charge's expiry and ${AUTHORIZATION_MARGIN_MS / 60_000} minutes); if it paid, resolve "ran" with the transaction; if not, resolve "did_not_run" after that`,
+      `its signed authorization can still move money until ${new Date(usableUntil).toISOString()} (valid before ${new Date(validUntil).toISOString()}, and ${AUTHORIZATION_MARGIN_MS / 60_000} minutes for the chain's clock); if it paid, resolve "ran" with the transaction; if not, resolve "did_not_run" after that`,
     );
   }
-  const content = `The approved payment of ${charge.amount} of ${charge.asset} (${charge.network}) to ${charge.payee} was not made: an admin (${request.actor}) found no transfer, and its authorization expired at ${charge.expiresAt}, so it can no longer be made. Nothing was paid; ask the user before trying again.`;
+  const content = `The approved payment of ${charge.amount} of ${charge.asset} (${charge.network}) to ${charge.payee} was not made: an admin (${request.actor}) found no transfer, and its authorization expired at ${new Date(validUntil).toISOString()}, so it can no longer be made. Nothing was paid; ask the user before trying again.`;
   return {
     events: [
       planned(EventKind.TurnResolved, {

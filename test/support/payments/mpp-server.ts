@@ -56,10 +56,13 @@ export async function startMppServer(offer: MppOffer): Promise<MppServer> {
     }
     next();
   });
-  app.get('/paid', mppx.charge({ amount: offer.amount }), (_req, res) => {
+  const paid: express.RequestHandler = (_req, res) => {
     runs += 1;
     res.json({ content: 'paid by mpp', run: runs });
-  });
+  };
+  app.get('/paid', mppx.charge({ amount: offer.amount }), paid);
+  // A challenge without `expires`: the client decides how long its credential is valid.
+  app.get('/paid-no-expiry', mppx.charge({ amount: offer.amount, expires: undefined }), paid);
   const server = app.listen(0, '127.0.0.1');
   await once(server, 'listening');
   return {
