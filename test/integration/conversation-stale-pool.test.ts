@@ -98,8 +98,8 @@ describe('a warm pool deleted while its last read is reused', () => {
       });
   const degradedReason = async (name: string): Promise<unknown> => {
     const conditions = field(await get(name), 'status', 'conditions');
-    const degraded = Array.isArray(conditions)
-      ? conditions.find((c) => field(c, 'type') === 'Degraded')
+    const degraded: unknown = Array.isArray(conditions)
+      ? (conditions as unknown[]).find((c) => field(c, 'type') === 'Degraded')
       : undefined;
     return field(degraded, 'reason');
   };
