@@ -203,7 +203,9 @@ function controlPlaneLogs(lines: number): string {
       readdirSync(join(pods, pod))
         .filter((file) => file.endsWith('.log'))
         .map((file) => {
-          const text = readFileSync(join(pods, pod, file), 'utf8').trimEnd().split('\n');
+          const text = readFileSync(join(pods, pod, file), 'utf8')
+            .trimEnd()
+            .split('\n');
           return `== ${pod}/${file}\n${text.slice(-lines).join('\n')}`;
         }),
     )
