@@ -12,7 +12,8 @@ import {
  * The Kubernetes door as a {@link Transport}: a conversation by its Conversation name in
  * the connection's namespace, each operation a subresource of
  * `/apis/api.polychrome.dev/v1alpha1/namespaces/NS/conversations/NAME` (docs/kube-api.md),
- * the kubeconfig's credentials applied by the connection. kube-apiserver checks RBAC first.
+ * the kubeconfig's credentials applied by the connection; a persona's payment policy is
+ * the cluster-scoped `personapaymentpolicies/ID`. kube-apiserver checks RBAC first.
  */
 
 /** The door's aggregated API group and version (operator/kube-api/kube-routes.ts). */

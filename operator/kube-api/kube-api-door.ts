@@ -151,7 +151,11 @@ export class KubeApiDoor implements Door {
         'this control plane does not serve persona payment policies on this door (it was started without a records link); set them on the public API',
       );
     }
-    const verb = PERSONA_POLICY_METHODS[route.method === 'POST' ? 'POST' : 'GET'].verb;
+    // The verb of the operation that runs, so a write is never admitted as a read.
+    const verb = Object.values(PERSONA_POLICY_METHODS).find(
+      (m) => m.operation === route.operation,
+    )?.verb;
+    if (verb === undefined) throw new Error(`${route.operation} is no persona policy operation`);
     const personaId = params.personaId ?? '';
     const caller = await policies.caller(user, { personaId, verb }, exchange.signal);
     this.limits.admitRequest(caller);

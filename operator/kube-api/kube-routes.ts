@@ -5,6 +5,10 @@
  *
  *   /apis/api.polychrome.dev/v1alpha1/namespaces/{namespace}/conversations/{name}/{subresource}
  *
+ * and a persona's payment policy,
+ *
+ *   /apis/api.polychrome.dev/v1alpha1/personapaymentpolicies/{personaId}
+ *
  * each mapped onto an operation of the public API's route table (routes.ts), so both doors
  * run the same handlers and differ only in how the caller is authenticated and authorized.
  * Pure.
