@@ -152,6 +152,37 @@ export const paymentPolicySetSchema = paymentPolicySchema.extend({
   message: z.string(),
 });
 
+/** One recorded change of a persona's payment policy (`PersonaPaymentPolicyChange`). */
+const personaPolicyChangeSchema = z.looseObject({
+  wallet: z.string(),
+  limits: z.unknown().optional(),
+  setBy: z.string(),
+  setAtMs: z.number().int().nonnegative(),
+  reason: z.string(),
+  sequence: z.number().int().positive(),
+});
+
+/** A persona's payment policy in force and every change (`PersonaPaymentPolicy`). */
+export const personaPaymentPolicySchema = z.looseObject({
+  personaId: z.string(),
+  wallet: z.string(),
+  limits: z.unknown().optional(),
+  setBy: z.string().optional(),
+  setAtMs: z.number().int().nonnegative().optional(),
+  reason: z.string().optional(),
+  sequence: z.number().int().nonnegative(),
+  history: z.array(personaPolicyChangeSchema),
+});
+
+/** What setting a persona's payment policy recorded (`PersonaPaymentPolicySet`). */
+export const personaPaymentPolicySetSchema = personaPaymentPolicySchema.extend({
+  message: z.string(),
+});
+
+/** A persona's payment policy and its history (`PersonaPaymentPolicy`). */
+export type PersonaPaymentPolicy = z.output<typeof personaPaymentPolicySchema>;
+/** What setting a persona's payment policy recorded (`PersonaPaymentPolicySet`). */
+export type PersonaPaymentPolicySet = z.output<typeof personaPaymentPolicySetSchema>;
 /** The payment policy in force (`PaymentPolicy`). */
 export type PaymentPolicy = z.output<typeof paymentPolicySchema>;
 /** What setting a payment policy committed (`PaymentPolicySet`). */

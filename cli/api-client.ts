@@ -24,7 +24,7 @@ import { apiErrorOf, ApiUnreachableError } from './api-errors';
 import {
   ConversationOperation,
   publicApiTransport,
-  type ConversationTarget,
+  type ApiTarget,
   type PublicApiTransportOptions,
   type Transport,
 } from './transport';
@@ -314,7 +314,7 @@ export class ApiClient {
   /** A request whose answer is parsed as `what` (a PUT as a POST where the door says). */
   async exchange<S extends z.ZodType>(
     method: 'GET' | 'POST' | 'PUT' | 'DELETE',
-    target: ConversationTarget,
+    target: ApiTarget,
     body: unknown,
     schema: S,
     what: string,
@@ -326,7 +326,7 @@ export class ApiClient {
 
   private async request(
     method: string,
-    target: ConversationTarget,
+    target: ApiTarget,
     body: unknown,
     signal: AbortSignal | undefined,
   ): Promise<Response> {
@@ -348,7 +348,7 @@ export class ApiClient {
 
   private async send(
     method: string,
-    target: ConversationTarget,
+    target: ApiTarget,
     headers: Record<string, string>,
     body: string | undefined,
     signal: AbortSignal | undefined,

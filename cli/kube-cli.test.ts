@@ -176,9 +176,13 @@ describe('kubectl polychrome version', () => {
 });
 
 describe('completions', () => {
-  it('completes verbs, and sessions actions', async () => {
+  it('completes verbs, and sessions and personas actions', async () => {
     expect(await completions(['a'])).toEqual(['approve', 'answer', 'accept-rollback']);
     expect(await completions(['sessions', ''])).toEqual(['create', 'revoke']);
+    expect(await completions(['personas', ''])).toEqual(['set-roles', 'payment-policy']);
+    expect(await completions(['personas', 'payment-policy', ''])).toEqual(['set', 'clear', 'get']);
+    expect(await completions(['personas', 'payment-policy', 'g'])).toEqual(['get']);
+    expect(await completions(['personas', 'set-roles', ''])).toEqual([]);
     expect(await completions(['send', 'hello', ''])).toEqual([]);
   });
 

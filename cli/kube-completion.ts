@@ -98,7 +98,10 @@ export async function completions(args: readonly string[], env?: Env): Promise<s
     return ['create', 'revoke'].filter((v) => v.startsWith(current));
   }
   if (before.length === 1 && verb === 'personas') {
-    return ['set-roles'].filter((v) => v.startsWith(current));
+    return ['set-roles', 'payment-policy'].filter((v) => v.startsWith(current));
+  }
+  if (before.length === 2 && verb === 'personas' && before[1] === 'payment-policy') {
+    return ['set', 'clear', 'get'].filter((v) => v.startsWith(current));
   }
   return [];
 }

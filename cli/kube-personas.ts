@@ -10,23 +10,31 @@ import {
   write,
   type CliIo,
 } from './cli-support';
-import { connectionOf, kubeOptions, kubeRequest } from './kube-door';
+import { connectionOf, kubeDoor, kubeOptions, kubeRequest } from './kube-door';
 import { KUBE_DOOR_GROUP_VERSION } from './kube-transport';
 
 /*
  * `kubectl polychrome personas set-roles`: a persona's roles, set through the door's
- * cluster-scoped `personaroles` resource (docs/kube-api.md, "Persona roles").
+ * cluster-scoped `personaroles` resource (docs/kube-api.md, "Persona roles"); and
+ * `personas payment-policy ...`, the command `polychrome personas payment-policy` runs
+ * (persona-policy-command.ts), over the door's `personapaymentpolicies`.
  */
 
-/** `personas set-roles`: the door's cluster-scoped `personaroles` resource. */
+/** `personas set-roles` and `personas payment-policy`: the door's persona resources. */
 export async function personas(
   args: readonly string[],
   env: Env | undefined,
   io: CliIo,
 ): Promise<ExitCode> {
   const [action, ...rest] = args;
+  if (action === 'payment-policy') {
+    const { personaPolicyCommand } = await import('./persona-policy-command.ts');
+    return personaPolicyCommand(kubeDoor, rest, env, io);
+  }
   if (action !== 'set-roles') {
-    throw new UsageError(`personas takes set-roles, got ${JSON.stringify(action ?? '')}`);
+    throw new UsageError(
+      `personas takes set-roles or payment-policy, got ${JSON.stringify(action ?? '')}`,
+    );
   }
   const { values, positionals } = parse(rest, {
     ...kubeOptions,

@@ -3,7 +3,8 @@ import { describe, expect, it } from '@jest/globals';
 import { ApiClient } from './api-client';
 import { apiErrorOf } from './api-errors';
 import { forbiddenHint, kubeTransport } from './kube-transport';
-import { ConversationOperation } from './transport';
+import { personaPaymentPolicySchema } from './api-answers';
+import { ConversationOperation, PersonaOperation } from './transport';
 import type { KubeConnection } from './kube-connection';
 
 /** A connection whose fetch records the requests and answers `answer`. */
@@ -52,6 +53,29 @@ describe('kubeTransport', () => {
     // The door's resolve takes the turn in the body: no path segment for it.
     expect(url(ConversationOperation.Resolve, ['turn_1'])).toBe(`${base}/resolve`);
     expect(transport.description).toContain('context dev, namespace team a');
+  });
+
+  it("sends a persona's payment policy to the cluster-scoped personapaymentpolicies by id, a PUT as its POST", async () => {
+    const policy = { personaId: 'p/1', wallet: '', sequence: 0, history: [] };
+    const { conn, seen } = connection(() => new Response(JSON.stringify(policy)));
+    const client = new ApiClient({ transport: kubeTransport(conn) });
+    const target = { persona: 'p/1', operation: PersonaOperation.PaymentPolicy };
+    const schema = personaPaymentPolicySchema;
+    await client.exchange(
+      'GET',
+      { ...target, query: { actor: 'kubernetes:dave' } },
+      undefined,
+      schema,
+      'P',
+      undefined,
+    );
+    await client.exchange('PUT', target, { actor: 'kubernetes:dave' }, schema, 'P', undefined);
+    const policies =
+      'https://k8s.example:6443/apis/api.polychrome.dev/v1alpha1/personapaymentpolicies';
+    expect(seen.map((s) => [s.init.method, s.url])).toEqual([
+      ['GET', `${policies}/p%2F1?actor=kubernetes%3Adave`],
+      ['POST', `${policies}/p%2F1`],
+    ]);
   });
 
   it('resolves through the resolve subresource with the turn in the body', async () => {
@@ -169,6 +193,8 @@ describe('Kubernetes Status errors', () => {
     ['delete', 'conversations/questions', 'polychrome-conversation-admin'],
     ['get', 'conversations/export', 'polychrome-conversation-admin'],
     ['create', 'sessions', 'ClusterRoleBinding to polychrome-session-admin'],
+    ['create', 'personapaymentpolicies', 'ClusterRoleBinding to polychrome-persona-payment-admin'],
+    ['get', 'personapaymentpolicies', 'ClusterRoleBinding to polychrome-persona-payment-admin'],
   ])('names the role for %s %s', (verb, resource, role) => {
     expect(
       forbiddenHint(

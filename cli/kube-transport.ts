@@ -2,7 +2,9 @@ import type { KubeConnection } from './kube-connection';
 import {
   ConversationOperation,
   joinUrl,
+  PersonaOperation,
   type ConversationTarget,
+  type PersonaTarget,
   type Transport,
 } from './transport';
 
@@ -10,7 +12,8 @@ import {
  * The Kubernetes door as a {@link Transport}: a conversation by its Conversation name in
  * the connection's namespace, each operation a subresource of
  * `/apis/api.polychrome.dev/v1alpha1/namespaces/NS/conversations/NAME` (docs/kube-api.md),
- * the kubeconfig's credentials applied by the connection. kube-apiserver checks RBAC first.
+ * the kubeconfig's credentials applied by the connection; a persona's payment policy is
+ * the cluster-scoped `personapaymentpolicies/ID`. kube-apiserver checks RBAC first.
  */
 
 /** The door's aggregated API group and version (operator/kube-api/kube-routes.ts). */
@@ -54,6 +57,23 @@ export function kubeConversationUrl(
   );
 }
 
+/** The door's cluster-scoped resource for each persona operation (operator/kube-api/kube-routes.ts). */
+export const KUBE_PERSONA_RESOURCE_OF: Readonly<Record<PersonaOperation, string>> = {
+  [PersonaOperation.PaymentPolicy]: 'personapaymentpolicies',
+};
+
+/** `/apis/api.polychrome.dev/v1alpha1/personapaymentpolicies/ID` on `connection` (cluster-scoped). */
+export function kubePersonaUrl(
+  connection: Pick<KubeConnection, 'server'>,
+  target: PersonaTarget,
+): string {
+  return joinUrl(
+    `${connection.server}/apis/${KUBE_DOOR_GROUP_VERSION}`,
+    [KUBE_PERSONA_RESOURCE_OF[target.operation], target.persona],
+    target.query,
+  );
+}
+
 /** The Kubernetes door through `connection`: conversations by name, RBAC decides. */
 export function kubeTransport(connection: KubeConnection): Transport {
   return {
@@ -62,7 +82,10 @@ export function kubeTransport(connection: KubeConnection): Transport {
       'is the cluster up, and are --kubeconfig, --context and -n right? (kubectl get --raw /apis/api.polychrome.dev/v1alpha1 tells whether the door is served)',
     cancelsWithDelete: true,
     putsAsPost: true,
-    url: (target) => kubeConversationUrl(connection, target),
+    url: (target) =>
+      'persona' in target
+        ? kubePersonaUrl(connection, target)
+        : kubeConversationUrl(connection, target),
     fetch: (url, init) => connection.fetch(url, init),
   };
 }
@@ -75,6 +98,9 @@ function roleFor(verb: string, resource: string): string | undefined {
   }
   if (resource === 'personaroles') {
     return 'a ClusterRoleBinding to polychrome-persona-admin';
+  }
+  if (resource === 'personapaymentpolicies') {
+    return 'a ClusterRoleBinding to polychrome-persona-payment-admin';
   }
   if (verb === 'get' && (sub === 'transcript' || sub === 'log' || sub === 'memory')) {
     return 'a RoleBinding to polychrome-conversation-reader (or edit) in the namespace; view shows no conversation content';

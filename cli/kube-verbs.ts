@@ -68,6 +68,14 @@ Conversations by name, in the namespace of -n (else the context's, else "default
   sessions revoke ID                 revoke that session
   personas set-roles --persona P --roles R1,R2
                                      set a persona's roles (admin, member, edge; "" for none)
+  personas payment-policy set PERSONA --limits FILE [--wallet W] --reason TEXT [--actor A]
+                                     give a persona (by id) spend limits (JSON) and a wallet,
+                                     recorded with who and why; never your own persona
+                                     (create personapaymentpolicies)
+  personas payment-policy clear PERSONA --reason TEXT [--actor A]
+                                     remove its wallet and limits
+  personas payment-policy get PERSONA [--actor A]
+                                     its policy and every change (get personapaymentpolicies)
   version                            this plugin's version, and the commit it was built from
   VERB --help, help VERB             one verb's usage
 
@@ -100,7 +108,10 @@ export const KUBE_VERBS = [
   'help',
 ] as const;
 
-/** The verbs that act as someone, recorded in the journal: they take --actor. */
+/**
+ * The verbs that act as someone, recorded with what they do (in the journal, or in the
+ * records for `personas payment-policy`): they take --actor.
+ */
 export const KUBE_ACTOR_VERBS: ReadonlySet<string> = new Set([
   'export',
   'replay',
@@ -110,4 +121,5 @@ export const KUBE_ACTOR_VERBS: ReadonlySet<string> = new Set([
   'resolve',
   'accept-rollback',
   'payments',
+  'personas',
 ]);

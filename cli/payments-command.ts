@@ -1,4 +1,3 @@
-import { readFile } from 'node:fs/promises';
 import type { Env } from '../common/config';
 import {
   paymentPolicySchema,
@@ -20,6 +19,7 @@ import {
 } from './cli-support';
 import type { CommandDoor } from './command-door';
 import { actorOrSelf, parseActorFlag } from './forensic-request';
+import { limitsFrom } from './limits-file';
 import { listConversationPayments } from './payments-list';
 import { parsePublicKey, parsePublicKeyFlags, publicKeyOption } from './public-key-flags';
 import { ConversationOperation } from './transport';
@@ -158,24 +158,6 @@ async function changeOf(
     );
   }
   return { wallet, limits: await limitsFrom(file), reason };
-}
-
-async function limitsFrom(file: string): Promise<unknown> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (error) {
-    throw new UsageError(
-      `--limits ${file}: ${error instanceof Error ? error.message : String(error)}`,
-    );
-  }
-  try {
-    return JSON.parse(text) as unknown;
-  } catch (error) {
-    throw new UsageError(
-      `--limits ${file} is not JSON: ${error instanceof Error ? error.message : String(error)} (docs/payments.md, "Spend limits")`,
-    );
-  }
 }
 
 /** The policy in a few lines: the wallet, who set it when and where, and the limits. */

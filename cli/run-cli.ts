@@ -92,6 +92,16 @@ act as, one of your own: provider:scope:external_id or provider:external_id.
       its export and audited on this machine as replay audits them (docs/payments.md,
       "Auditing payments"). Admins only. Exit 1 when the audit finds a problem.
 
+  polychrome personas payment-policy set PERSONA --limits FILE [--wallet W] --reason TEXT --actor A [api flags]
+  polychrome personas payment-policy clear PERSONA --reason TEXT --actor A [api flags]
+  polychrome personas payment-policy get PERSONA --actor A [--format json|text] [api flags]
+      Give the persona PERSONA (its id in the records) the spend limits in FILE (JSON),
+      which hold every payment of its turns whoever's wallet pays, and with --wallet a
+      wallet of the control plane that pays its turns where a conversation links none
+      (docs/payments.md, "A persona's wallet and limits"); clear both; or show them with
+      every change. Admins only, and never for your own persona; each change is recorded
+      in the state plane's records with A and TEXT.
+
 api flags (or environment variables):
   --api URL             POLYCHROME_API_URL         default http://127.0.0.1:8080
   --token T             POLYCHROME_TOKEN           a session token (pcs_...); required
@@ -195,6 +205,15 @@ async function runCommand(
   if (group === 'payments') {
     const { publicApiDoor } = await import('./public-api-door.ts');
     return (await import('./payments-command.ts')).paymentsCommand(publicApiDoor, args, env, io);
+  }
+  if (group === 'personas') {
+    const { publicApiDoor } = await import('./public-api-door.ts');
+    return (await import('./persona-policy-command.ts')).personasGroup(
+      publicApiDoor,
+      args,
+      env,
+      io,
+    );
   }
   if (group === 'dashboard')
     return (await import('./dashboard.ts')).dashboardCommand(args, io, env);

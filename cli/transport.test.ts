@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { ConversationOperation, joinUrl, publicApiTransport } from './transport';
+import { ConversationOperation, joinUrl, PersonaOperation, publicApiTransport } from './transport';
 
 describe('publicApiTransport', () => {
   const seen: { url: string; init: RequestInit }[] = [];
@@ -23,6 +23,18 @@ describe('publicApiTransport', () => {
     ).toBe('http://127.0.0.1:8080/prefix/v1/conversations/a%2Fb/approvals/req%201?since=4');
     expect(transport.url({ conversation: 'c', operation: ConversationOperation.Stream })).toBe(
       'http://127.0.0.1:8080/prefix/v1/conversations/c/stream',
+    );
+  });
+
+  it("maps a persona's payment policy onto /v1/personas/{id}/payment-policy", () => {
+    expect(
+      transport.url({
+        persona: 'p 1',
+        operation: PersonaOperation.PaymentPolicy,
+        query: { actor: 'email:root@example.com' },
+      }),
+    ).toBe(
+      'http://127.0.0.1:8080/prefix/v1/personas/p%201/payment-policy?actor=email%3Aroot%40example.com',
     );
   });
 

@@ -1,5 +1,6 @@
 /*
- * The CLI's one transport seam: how a command reaches one conversation's operations. The
+ * The CLI's one transport seam: how a command reaches one conversation's operations (and
+ * one persona's payment policy). The
  * commands and the API client speak of a conversation and an operation (`messages`,
  * `transcript`, `stream`, `approvals/REQ`, ...); a transport turns that into a URL and
  * applies the caller's credentials. Two doors serve the same operations (docs/kube-api.md):
@@ -53,14 +54,35 @@ export interface ConversationTarget {
   readonly query?: Readonly<Record<string, string>>;
 }
 
+/** An operation on one persona, by its public-API name. */
+export const PersonaOperation = {
+  /** A persona's payment policy: GET reads it with its history, PUT sets it (admins). */
+  PaymentPolicy: 'payment-policy',
+} as const;
+export type PersonaOperation = (typeof PersonaOperation)[keyof typeof PersonaOperation];
+
+/**
+ * Where one request on a persona goes: the public API's `/v1/personas/{id}/...`, the
+ * Kubernetes door's cluster-scoped `personapaymentpolicies/{id}`.
+ */
+export interface PersonaTarget {
+  /** The persona's id in the records. */
+  readonly persona: string;
+  readonly operation: PersonaOperation;
+  readonly query?: Readonly<Record<string, string>>;
+}
+
+/** What a request names: one conversation's operation, or one persona's. */
+export type ApiTarget = ConversationTarget | PersonaTarget;
+
 /** How the CLI reaches the conversations of one door, as one caller. */
 export interface Transport {
   /** The door, for messages: "the Polychrome API at URL". */
   readonly description: string;
   /** What to check when nothing answers (appended to "cannot reach ..."). */
   readonly unreachableHint: string;
-  /** The URL of one operation on one conversation. */
-  url(target: ConversationTarget): string;
+  /** The URL of one operation on one conversation or one persona. */
+  url(target: ApiTarget): string;
   /** `fetch` with the caller's credentials applied; the credentials never appear in a message. */
   fetch(url: string, init: RequestInit): Promise<Response>;
   /**
@@ -106,13 +128,15 @@ export function publicApiTransport(options: PublicApiTransportOptions): Transpor
     unreachableHint:
       'is the control plane running (make dev), and is --api / POLYCHROME_API_URL right?',
     url: (target) =>
-      joinUrl(
-        `${baseUrl}/v1/conversations`,
-        target.operation === ConversationOperation.Resolve
-          ? [target.conversation, 'turns', ...(target.rest ?? []), target.operation]
-          : [target.conversation, target.operation, ...(target.rest ?? [])],
-        target.query,
-      ),
+      'persona' in target
+        ? joinUrl(`${baseUrl}/v1/personas`, [target.persona, target.operation], target.query)
+        : joinUrl(
+            `${baseUrl}/v1/conversations`,
+            target.operation === ConversationOperation.Resolve
+              ? [target.conversation, 'turns', ...(target.rest ?? []), target.operation]
+              : [target.conversation, target.operation, ...(target.rest ?? [])],
+            target.query,
+          ),
     fetch: (url, init) =>
       fetchFn(url, {
         ...init,

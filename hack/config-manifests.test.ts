@@ -832,6 +832,7 @@ describe('config/default: one namespace, set in one place', () => {
       'ClusterRole/polychrome-conversation-user',
       'ClusterRole/polychrome-conversation-viewer',
       'ClusterRole/polychrome-persona-admin',
+      'ClusterRole/polychrome-persona-payment-admin',
       'ClusterRole/polychrome-session-admin',
       'ClusterRoleBinding/polychrome-control-plane-auth-delegator',
       'ClusterRoleBinding/polychrome-control-plane-authentication-reader',

@@ -26,7 +26,7 @@ import { KubeDoor } from './kube-api/kube-door';
 import { kubeDoorPorts, tokenReviewer } from './kube-api/kube-door-ports';
 import { UiAssets } from './ui/ui-assets';
 import { KubeListener } from './kube-api/kube-listener';
-import { KubeSessions } from './kube-api/kube-sessions';
+import { kubeRecordsResources } from './kube-api/kube-records-resources';
 import { ServingCertificate } from '../common/serving-certificate';
 import {
   eitherAuthenticator,
@@ -299,9 +299,7 @@ async function main(): Promise<void> {
             onCertificateChange: (listener) => servingCertificate.onChange(listener),
             door,
             // The same records link (and certificate) the authenticator uses: no new credential.
-            sessions: new KubeSessions(records, (user, target, signal) =>
-              door.admitCluster(user, target, signal),
-            ),
+            ...kubeRecordsResources(records, door),
             // The forensics UI's bundle, read once (docs/ui.md).
             ui: await UiAssets.load(),
           }),

@@ -18,8 +18,21 @@ import {
   type PeerCertificate,
   type RequestHeaderConfig,
 } from './front-proxy';
-import { KUBE_API_GROUP, KUBE_RESOURCE } from './kube-routes';
+import {
+  KUBE_API_GROUP,
+  KUBE_PERSONA_PAYMENT_POLICIES,
+  KUBE_PERSONA_ROLES,
+  KUBE_RESOURCE,
+  KUBE_SESSIONS,
+} from './kube-routes';
 import type { KubeSubresource } from './kube-subresources';
+
+/** The ClusterRole that grants each cluster-scoped resource (config/kube-api). */
+const CLUSTER_ROLE_OF: Readonly<Record<string, string>> = {
+  [KUBE_SESSIONS.name]: 'polychrome-session-admin',
+  [KUBE_PERSONA_ROLES.name]: 'polychrome-persona-admin',
+  [KUBE_PERSONA_PAYMENT_POLICIES.name]: 'polychrome-persona-payment-admin',
+};
 
 /** The resource attributes of one SubjectAccessReview. */
 export interface AccessReviewRequest {
@@ -146,7 +159,7 @@ export class KubeDoor {
     if (!review.allowed) {
       throw new AppError(
         'permission_denied',
-        `User "${user.username}" cannot ${verb} resource "${resource}" in API group "${KUBE_API_GROUP}" at the cluster scope${review.reason === '' ? '' : `: ${review.reason}`}; ask for a ClusterRoleBinding to ${resource === 'personaroles' ? 'polychrome-persona-admin' : 'polychrome-session-admin'} (docs/kube-api.md)`,
+        `User "${user.username}" cannot ${verb} resource "${resource}" in API group "${KUBE_API_GROUP}" at the cluster scope${review.reason === '' ? '' : `: ${review.reason}`}; ask for a ClusterRoleBinding to ${CLUSTER_ROLE_OF[resource] ?? 'polychrome-session-admin'} (docs/kube-api.md)`,
         { details: { resource, verb, ...(name === '' ? {} : { name }) } },
       );
     }

@@ -123,6 +123,35 @@ describe('matchKubeRoute', () => {
     expect(matchKubeRoute('POST', `${roles}/admin`).kind).toBe('not_found');
   });
 
+  it("matches a persona's payment policy by persona id: POST sets it, GET reads it, nothing else", () => {
+    const policies = '/apis/api.polychrome.dev/v1alpha1/personapaymentpolicies';
+    expect(matchKubeRoute('POST', `${policies}/p-1%5F2`)).toEqual({
+      kind: 'persona_policy',
+      personaId: 'p-1_2',
+      method: 'POST',
+    });
+    expect(matchKubeRoute('GET', `${policies}/p-1/`)).toEqual({
+      kind: 'persona_policy',
+      personaId: 'p-1',
+      method: 'GET',
+    });
+    expect(matchKubeRoute('DELETE', `${policies}/p-1`)).toEqual({
+      kind: 'method_not_allowed',
+      allow: ['POST', 'GET'],
+    });
+    // No list, no collection POST, nothing below a persona, no namespaced copy.
+    expect(matchKubeRoute('GET', policies).kind).toBe('not_found');
+    expect(matchKubeRoute('POST', policies).kind).toBe('not_found');
+    expect(matchKubeRoute('GET', `${policies}/p-1/history`).kind).toBe('not_found');
+    expect(matchKubeRoute('GET', `${policies}/%E0%A4%A`).kind).toBe('not_found');
+    expect(
+      matchKubeRoute(
+        'POST',
+        '/apis/api.polychrome.dev/v1alpha1/namespaces/team/personapaymentpolicies/p-1',
+      ).kind,
+    ).toBe('not_found');
+  });
+
   it.each(['/apis', '/apis/api.polychrome.dev', '/apis/api.polychrome.dev/v1alpha1', '/apis/'])(
     'GET %s is discovery',
     (path) => {
@@ -235,6 +264,13 @@ describe('apiResourceList', () => {
           namespaced: false,
           kind: 'PersonaRoles',
           verbs: ['create'],
+        },
+        {
+          name: 'personapaymentpolicies',
+          singularName: '',
+          namespaced: false,
+          kind: 'PersonaPaymentPolicy',
+          verbs: ['create', 'get'],
         },
       ],
     });

@@ -5,10 +5,15 @@
  *
  *   /apis/api.polychrome.dev/v1alpha1/namespaces/{namespace}/conversations/{name}/{subresource}
  *
+ * and a persona's payment policy,
+ *
+ *   /apis/api.polychrome.dev/v1alpha1/personapaymentpolicies/{personaId}
+ *
  * each mapped onto an operation of the public API's route table (routes.ts), so both doors
  * run the same handlers and differ only in how the caller is authenticated and authorized.
  * Pure.
  */
+import { Operation } from '../public-api/routes';
 import { KUBE_SUBRESOURCES, KubeVerb, type KubeSubresource } from './kube-subresources';
 
 export const KUBE_API_GROUP = 'api.polychrome.dev';
@@ -37,6 +42,24 @@ export const KUBE_PERSONA_ROLES = {
   name: 'personaroles',
   kind: 'PersonaRoles',
   verbs: [KubeVerb.Create],
+} as const;
+
+/**
+ * The cluster-scoped `personapaymentpolicies` resource (docs/kube-api.md, "Persona payment
+ * policies"), named by persona id: POST `personapaymentpolicies/{personaId}` sets the
+ * persona's payment policy, GET reads it with its history. Each runs the public API's
+ * operation (routes.ts), so RBAC, and the name in it, decides who reaches that rule.
+ */
+export const KUBE_PERSONA_PAYMENT_POLICIES = {
+  name: 'personapaymentpolicies',
+  kind: 'PersonaPaymentPolicy',
+  verbs: [KubeVerb.Create, KubeVerb.Get],
+} as const;
+
+/** The methods `personapaymentpolicies/{personaId}` takes: its RBAC verb and operation. */
+export const PERSONA_POLICY_METHODS = {
+  POST: { verb: KubeVerb.Create, operation: Operation.SetPersonaPaymentPolicy },
+  GET: { verb: KubeVerb.Get, operation: Operation.GetPersonaPaymentPolicy },
 } as const;
 
 /**
@@ -89,7 +112,7 @@ export function apiResourceList(): object {
         kind: sub.kind,
         verbs: [...(verbs.get(sub.name) ?? [])],
       })),
-      ...[KUBE_SESSIONS, KUBE_PERSONA_ROLES].map((resource) => ({
+      ...[KUBE_SESSIONS, KUBE_PERSONA_ROLES, KUBE_PERSONA_PAYMENT_POLICIES].map((resource) => ({
         name: resource.name,
         singularName: '',
         namespaced: false,
@@ -133,6 +156,12 @@ export type KubeRouteMatch =
       readonly kind: 'sessions';
       readonly action: SessionsAction;
     }
+  | {
+      /** A persona's payment policy: `personapaymentpolicies/{personaId}`. */
+      readonly kind: 'persona_policy';
+      readonly personaId: string;
+      readonly method: keyof typeof PERSONA_POLICY_METHODS;
+    }
   | { readonly kind: 'ui'; readonly namespace: string; readonly file: string }
   | { readonly kind: 'method_not_allowed'; readonly allow: readonly string[] }
   | { readonly kind: 'not_found' };
@@ -160,6 +189,16 @@ export function kubeSessionsTemplate(action: SessionsAction): string {
 
 const PERSONA_ROLES_PATH = `/apis/${KUBE_GROUP_VERSION}/${KUBE_PERSONA_ROLES.name}`;
 
+const PERSONA_POLICY_PATH = new RegExp(
+  `^/apis/${KUBE_API_GROUP.replace(/\./gu, '\\.')}/${KUBE_API_VERSION}/${KUBE_PERSONA_PAYMENT_POLICIES.name}/([^/]+)$`,
+  'u',
+);
+
+/** The route label of a persona's payment policy (no persona id in it). */
+export function kubePersonaPolicyTemplate(): string {
+  return `/apis/${KUBE_GROUP_VERSION}/${KUBE_PERSONA_PAYMENT_POLICIES.name}/{personaId}`;
+}
+
 const SUBRESOURCE_PATH = new RegExp(
   `^/apis/${KUBE_API_GROUP.replace(/\./gu, '\\.')}/${KUBE_API_VERSION}/namespaces/([^/]+)/${KUBE_RESOURCE}/([^/]+)/([^/]+)(?:/([^/]+))?$`,
   'u',
@@ -179,6 +218,7 @@ export function matchKubeRoute(method: string, path: string): KubeRouteMatch {
   return (
     matchDiscovery(method, trimmed) ??
     matchSessions(method, trimmed) ??
+    matchPersonaPolicy(method, trimmed) ??
     matchUi(method, trimmed) ??
     matchSubresource(method, trimmed)
   );
@@ -216,6 +256,17 @@ function matchSessions(method: string, path: string): KubeRouteMatch | undefined
   return method === 'DELETE'
     ? { kind: 'sessions', action: { kind: 'revoke', id } }
     : { kind: 'method_not_allowed', allow: ['DELETE'] };
+}
+
+/** A persona's payment policy: POST sets it, GET reads it. */
+function matchPersonaPolicy(method: string, path: string): KubeRouteMatch | undefined {
+  const policy = PERSONA_POLICY_PATH.exec(path);
+  if (policy === null) return undefined;
+  const personaId = decodeSegment(policy[1] ?? '');
+  if (personaId === undefined) return { kind: 'not_found' };
+  return method === 'POST' || method === 'GET'
+    ? { kind: 'persona_policy', personaId, method }
+    : { kind: 'method_not_allowed', allow: Object.keys(PERSONA_POLICY_METHODS) };
 }
 
 function matchUi(method: string, path: string): KubeRouteMatch | undefined {

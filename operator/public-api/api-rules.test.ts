@@ -5,8 +5,6 @@
  * demand is caused; each who-may cell is tried as that caller against the real turn
  * coordinator (test/support/api-fixtures.ts).
  */
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { ErrorCode, errorStatus, isErrorCode } from '../../common/errors';
 import { grpcStatusName } from '../../common/grpc-errors';
@@ -31,44 +29,14 @@ import {
   transferReply,
   unknownFirstTransfer,
 } from '../../test/support/real-turns';
+import { docTable } from '../../test/support/doc-tables';
 import { EXAMPLE_SPEND_LIMITS } from '../../test/support/spend-limits';
 
-const DOC = join(__dirname, '..', '..', 'docs', 'api.md');
 const SECTION = '## Status codes and who may do what';
 
-/** The rows of every table in the doc's section, each a list of trimmed cells. */
-async function sectionTables(): Promise<string[][][]> {
-  const text = await readFile(DOC, 'utf8');
-  const start = text.indexOf(SECTION);
-  if (start < 0) throw new Error(`docs/api.md has no "${SECTION}" section`);
-  const end = text.indexOf('\n## ', start + SECTION.length);
-  const lines = text.slice(start, end < 0 ? undefined : end).split('\n');
-  const tables: string[][][] = [];
-  let current: string[][] | undefined;
-  for (const line of lines) {
-    if (!line.startsWith('|')) {
-      current = undefined;
-      continue;
-    }
-    const cells = line
-      .slice(1, -1)
-      .split('|')
-      .map((cell) => cell.trim());
-    if (cells.every((cell) => /^-+$/u.test(cell))) continue;
-    if (current === undefined) {
-      current = [];
-      tables.push(current);
-    }
-    current.push(cells);
-  }
-  return tables;
-}
-
-async function table(header: string): Promise<{ columns: string[]; rows: string[][] }> {
-  const found = (await sectionTables()).find((t) => t[0]?.[0] === header);
-  if (found === undefined) throw new Error(`no table with a "${header}" column in ${SECTION}`);
-  const [columns = [], ...rows] = found;
-  return { columns, rows };
+/** The table of the section whose first column is `header`. */
+function table(header: string): Promise<{ columns: string[]; rows: string[][] }> {
+  return docTable('api.md', SECTION, header);
 }
 
 let api: TestApi | undefined;

@@ -181,7 +181,7 @@ describe('who may not, and nothing is recorded', () => {
     expect(read).toMatchObject({ personaId: own, wallet: '', sequence: 0 });
   });
 
-  it('a Kubernetes caller (no persona; RBAC decides there) gets 403: personas are not its objects', async () => {
+  it('a Kubernetes caller let in for a conversation (even its payment-policy, with admin) gets 403: that grant is none on a persona', async () => {
     const personaId = await records.persona('email:kube-target@example.com');
     const kube: Caller = {
       identity: 'kubernetes:cluster-admin',

@@ -98,6 +98,7 @@ describe('the Kubernetes door through kube-apiserver', () => {
       'conversations/payment-policy PaymentPolicySet create,get',
       'sessions Session create,delete',
       'personaroles PersonaRoles create',
+      'personapaymentpolicies PersonaPaymentPolicy create,get',
     ]);
   });
 

@@ -44,7 +44,8 @@ import {
 } from '../../../hack/lib/kube-door';
 import { KubeDoor } from '../../../operator/kube-api/kube-door';
 import { kubeDoorPorts } from '../../../operator/kube-api/kube-door-ports';
-import { KubeSessions } from '../../../operator/kube-api/kube-sessions';
+import { kubeRecordsResources } from '../../../operator/kube-api/kube-records-resources';
+import { PersonaPaymentPolicies } from '../../../operator/turns/persona-payment-policy';
 import type { UiAssets } from '../../../operator/ui/ui-assets';
 import { startApi, type StartApiOptions, type TestApi } from '../../support/api-fixtures';
 import { freshNamespace, kubeConfig, sharedCluster } from './kube';
@@ -404,6 +405,8 @@ export async function startKubeDoorStack(
     logger: pino({ level: 'silent' }),
   });
   const api = await startApi({
+    // The persona payment policies over the same records, as main.ts gives the API.
+    personaPolicies: new PersonaPaymentPolicies(records),
     ...apiOptions,
     // The stack's conversations live in its namespace (unless the test says where it makes
     // them): the harness serves that one.
@@ -414,9 +417,8 @@ export async function startKubeDoorStack(
       cert: await readFile(serving.certPath, 'utf8'),
       key: await readFile(serving.keyPath, 'utf8'),
       door,
-      sessions: new KubeSessions(records, (user, target, signal) =>
-        door.admitCluster(user, target, signal),
-      ),
+      // sessions, personaroles and personapaymentpolicies, as main.ts wires them.
+      ...kubeRecordsResources(records, door),
       // The forensics UI's files (test/integration/ui-browser.test.ts).
       ...(listener.ui === undefined ? {} : { ui: listener.ui }),
     },
