@@ -9,8 +9,12 @@
  *
  * Who may: an admin of the public API acting as one of their own identities, as for a
  * conversation's link; and never for their own persona: a caller never widens their own
- * rights. Members, edges, the Kubernetes door (personas are not its objects) and an admin
- * naming an identity that is not theirs are refused, and nothing is recorded.
+ * rights. Members, edges, a Kubernetes caller let in for a conversation, and an admin
+ * naming an identity that is not theirs are refused, and nothing is recorded. The
+ * Kubernetes door's `personapaymentpolicies` resource hands this rule a caller whose RBAC
+ * grant on that persona stands in for the admin role, for that request only, and whose
+ * own persona is the one linking its Kubernetes identity
+ * (operator/kube-api/kube-persona-policies.ts).
  */
 import { AppError } from '../../common/errors';
 import { Role } from '../../common/persona-roles';
