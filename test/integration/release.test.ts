@@ -18,14 +18,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawnSync } from 'node:child_process';
-import {
-  existsSync,
-  mkdtempSync,
-  readFileSync,
-  readdirSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
@@ -259,7 +252,14 @@ describe('make release', () => {
   });
 
   it('refuses to start without a key, a password or a valid version, naming what is missing', () => {
-    const base = ['release', `REGISTRY=${prefix}`, `RELEASE_OUT=${join(work, 'refused')}`];
+    // -o node_modules: as makeRelease, make never runs npm ci here.
+    const base = [
+      '-o',
+      'node_modules',
+      'release',
+      `REGISTRY=${prefix}`,
+      `RELEASE_OUT=${join(work, 'refused')}`,
+    ];
     const noKey = run('make', [...base, 'VERSION=1.0.0'], { COSIGN_PASSWORD: PASSWORD });
     expect(noKey.status).not.toBe(0);
     expect(noKey.stderr).toContain('COSIGN_KEY is not set');

@@ -104,10 +104,15 @@ export function makeRelease(opts: {
   out: string;
   images?: string | undefined;
 }): BuiltRelease {
+  // `-o node_modules`: make never runs `npm ci` here. Each checkout's node_modules is ready
+  // (make test's own target, or the previous release's npm ci), and a helper's worktree
+  // links another checkout's, which `npm ci` through the link would empty.
   const run = runIn(
     opts.checkout,
     'make',
     [
+      '-o',
+      'node_modules',
       'release',
       `REGISTRY=${opts.prefix}`,
       `VERSION=${opts.version}`,
