@@ -126,9 +126,9 @@ describe('upgrading from the previous release with live conversations', () => {
   }, 45 * 60_000);
 
   afterAll(async () => {
-    await release?.close();
+    await timed('teardown: the install stopped', async () => release?.close());
     await registry?.stop();
-    removePrevious(source);
+    await timed("teardown: the previous release's worktree removed", () => removePrevious(source));
     process.stderr.write(`upgrade test: ${JSON.stringify(timings)} ms\n`);
     rmSync(work, { recursive: true, force: true });
   });
@@ -218,7 +218,8 @@ describe('upgrading from the previous release with live conversations', () => {
       const after = await inStep(r, 'exporting the journal after the upgrade', async () =>
         exportAndVerify(state, uid, join(work, 'after.jsonl'), {
           publicKey: await signingPublicKey(r),
-          checkpoint: await statusCheckpoint(r, TEAM, 'before'),
+          // A checkpoint of the second turn: past every entry the first export held.
+          checkpoint: await statusCheckpoint(r, TEAM, 'before', journal.events.length + 1),
         }),
       );
       expect(after.offline).toEqual({ code: 0, stdout: expect.any(String), stderr: '' });

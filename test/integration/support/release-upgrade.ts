@@ -84,26 +84,37 @@ export async function signingPublicKey(release: InstalledRelease): Promise<strin
   return Buffer.from(jwk.x ?? '', 'base64url').toString('hex');
 }
 
-/** The checkpoint the Conversation's status keeps outside the journal, as --checkpoint takes it. */
+/**
+ * The checkpoint the Conversation's status keeps outside the journal, as --checkpoint takes
+ * it, once its head is at least `atLeast` (the status is written after the turn answers).
+ */
 export async function statusCheckpoint(
   release: InstalledRelease,
   namespace: string,
   name: string,
+  atLeast = 1,
 ): Promise<string> {
   const { api, group, version, plural } = conversations(release.kc);
-  const obj = (await api.getNamespacedCustomObject({
-    group,
-    version,
-    plural,
-    namespace,
-    name,
-  })) as {
-    status?: { journal?: { head?: number; lastSignedRoot?: string; keyId?: string } };
-  };
-  const journal = obj.status?.journal;
-  if (journal?.head === undefined || journal.lastSignedRoot === undefined)
-    throw new Error(`Conversation ${namespace}/${name} has no status.journal checkpoint`);
-  return `${String(journal.head)}:${journal.lastSignedRoot}${journal.keyId === undefined ? '' : `:${journal.keyId}`}`;
+  return pollUntil(
+    `Conversation ${namespace}/${name}'s status.journal checkpoint at head ${String(atLeast)} or later`,
+    async () => {
+      const obj = (await api.getNamespacedCustomObject({
+        group,
+        version,
+        plural,
+        namespace,
+        name,
+      })) as {
+        status?: { journal?: { head?: number; lastSignedRoot?: string; keyId?: string } };
+      };
+      const journal = obj.status?.journal;
+      if (journal?.head === undefined || journal.lastSignedRoot === undefined) return undefined;
+      if (journal.head < atLeast) return undefined;
+      const keyId = journal.keyId === undefined ? '' : `:${journal.keyId}`;
+      return `${String(journal.head)}:${journal.lastSignedRoot}${keyId}`;
+    },
+    { timeoutMs: 60_000, intervalMs: 500 },
+  );
 }
 
 /** One conversation's journal as `polychrome state export` wrote it, and its check. */
