@@ -18,15 +18,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawnSync } from 'node:child_process';
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  readdirSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
@@ -35,6 +27,16 @@ import { partitionOf } from '../../common/partition-name';
 import { installCrds, readCrds } from '../../hack/lib/crds';
 import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { freshNamespace, kubeConfig, sharedCluster } from './support/kube';
+import {
+  cosignKeyPair,
+  type KeyPair,
+  makeRelease,
+  RELEASE_KEY_PASSWORD,
+  requireReleaseTools,
+  type Run,
+  runIn,
+  thisRelease,
+} from './support/release-build';
 import { startRegistry, type LocalRegistry } from './support/registry';
 import { installRelease, onboardNamespace, takeTurn } from './support/release-install';
 
@@ -42,40 +44,11 @@ const bin = (name: string): string => join(defaultBinDir, name);
 const work = mkdtempSync(join(tmpdir(), 'polychrome-release-'));
 const out = join(work, 'dist');
 const PLANES = ['control-plane', 'state', 'harness'] as const;
-const PASSWORD = 'throwaway-release-test';
-/** An outer make's flags stay out of the make run here. */
-const env: NodeJS.ProcessEnv = Object.fromEntries(
-  Object.entries(process.env).filter(([k]) => !['MAKEFLAGS', 'MFLAGS', 'MAKELEVEL'].includes(k)),
-);
+const PASSWORD = RELEASE_KEY_PASSWORD;
 
-interface Run {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
-function run(cmd: string, args: readonly string[], extraEnv: NodeJS.ProcessEnv = {}): Run {
-  const r = spawnSync(cmd, args, {
-    cwd: repoRoot,
-    encoding: 'utf8',
-    env: { ...env, ...extraEnv },
-    maxBuffer: 64 << 20,
-  });
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+const run = (cmd: string, args: readonly string[], extraEnv: NodeJS.ProcessEnv = {}): Run =>
+  runIn(repoRoot, cmd, args, extraEnv);
 const pin = (name: string): string => run('make', ['-s', `print-${name}`]).stdout.trim();
-
-/** `cosign generate-key-pair` into `dir`: the private key's and the public key's paths. */
-function keyPair(name: string): { key: string; pub: string } {
-  const dir = join(work, name);
-  mkdirSync(dir);
-  const r = spawnSync(bin('cosign'), ['generate-key-pair'], {
-    cwd: dir,
-    env: { ...env, COSIGN_PASSWORD: PASSWORD },
-    encoding: 'utf8',
-  });
-  if (r.status !== 0) throw new Error(`cosign generate-key-pair failed: ${r.stderr}`);
-  return { key: join(dir, 'cosign.key'), pub: join(dir, 'cosign.pub') };
-}
 
 const cosignVerify = (args: readonly string[]): Run =>
   run(bin('cosign'), [...args, '--insecure-ignore-tlog=true', '--allow-http-registry']);
@@ -103,46 +76,26 @@ describe('make release', () => {
   let prefix: string;
   let release: Run;
   let pinned: Record<string, string>;
-  let a: { key: string; pub: string };
-  let b: { key: string; pub: string };
+  let a: KeyPair;
+  let b: KeyPair;
   let version: string;
 
   beforeAll(async () => {
-    if (process.getuid?.() !== 0)
-      throw new Error('make release checks its images under chroot: run as root');
-    for (const tool of ['crane', 'cosign', 'kubectl', 'helm']) {
-      if (!existsSync(bin(tool)))
-        throw new Error(`hack/bin/${tool} is missing: run 'make test-binaries'`);
-    }
+    requireReleaseTools(['crane', 'cosign', 'kubectl', 'helm']);
     registry = await startRegistry(work);
     prefix = `${registry.host}/polychrome`;
-    a = keyPair('a');
-    b = keyPair('b');
-    const images = process.env['RELEASE_TEST_IMAGES'];
-    version =
-      images !== undefined && existsSync(join(images, 'inputs', 'version'))
-        ? readFileSync(join(images, 'inputs', 'version'), 'utf8').trim()
-        : (JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string })
-            .version;
-    release = run(
-      'make',
-      [
-        'release',
-        `REGISTRY=${prefix}`,
-        `VERSION=${version}`,
-        `COSIGN_KEY=${a.key}`,
-        `RELEASE_OUT=${out}`,
-      ],
-      { COSIGN_PASSWORD: PASSWORD, ...(images === undefined ? {} : { RELEASE_IMAGES: images }) },
-    );
-    if (release.status !== 0)
-      throw new Error(`make release failed:\n${release.stdout}\n${release.stderr}`);
-    pinned = Object.fromEntries(
-      readFileSync(join(out, 'images.txt'), 'utf8')
-        .split('\n')
-        .filter(Boolean)
-        .map((ref) => [ref.slice(prefix.length + 1).split('@')[0] ?? '', ref]),
-    );
+    a = cosignKeyPair(work, 'a');
+    b = cosignKeyPair(work, 'b');
+    const { version: v, images } = thisRelease();
+    version = v;
+    ({ run: release, pinned } = makeRelease({
+      checkout: repoRoot,
+      prefix,
+      version,
+      key: a.key,
+      out,
+      images,
+    }));
   }, 20 * 60_000);
 
   afterAll(async () => {
@@ -299,7 +252,14 @@ describe('make release', () => {
   });
 
   it('refuses to start without a key, a password or a valid version, naming what is missing', () => {
-    const base = ['release', `REGISTRY=${prefix}`, `RELEASE_OUT=${join(work, 'refused')}`];
+    // -o node_modules: as makeRelease, make never runs npm ci here.
+    const base = [
+      '-o',
+      'node_modules',
+      'release',
+      `REGISTRY=${prefix}`,
+      `RELEASE_OUT=${join(work, 'refused')}`,
+    ];
     const noKey = run('make', [...base, 'VERSION=1.0.0'], { COSIGN_PASSWORD: PASSWORD });
     expect(noKey.status).not.toBe(0);
     expect(noKey.stderr).toContain('COSIGN_KEY is not set');

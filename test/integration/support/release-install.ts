@@ -9,6 +9,7 @@
  * Nothing of Polychrome's is made by hand: the manifests and the provisioner make it all.
  */
 import { execFile } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
@@ -18,7 +19,11 @@ import {
   renewWarmSandboxes,
   waitOnboarded,
 } from '../../../hack/lib/dev-onboarding';
-import { devVerifierEnv, issueDevStateClients } from '../../../hack/lib/dev-state-client';
+import {
+  type DevStateClients,
+  devVerifierEnv,
+  issueDevStateClients,
+} from '../../../hack/lib/dev-state-client';
 import { mintDevToken } from '../../../hack/lib/dev-token';
 import { waitConversationReady } from '../../../hack/lib/dev-wait';
 import { LocalCluster } from '../../../hack/lib/local-cluster';
@@ -44,7 +49,46 @@ export interface InstalledRelease {
   model: MessagesApiServer;
   /** How long each step took, in ms, by name. */
   timings: Record<string, number>;
+  /** The last lines of every container's log on the node, for a failure's message. */
+  logs(): string;
   close(): Promise<void>;
+}
+
+/** The last `lines` lines of each container log under the node's `pods/` directory. */
+function podLogs(podsDir: string, lines = 40): string {
+  if (!existsSync(podsDir)) return '(no pod has run on the node)';
+  return readdirSync(podsDir)
+    .sort()
+    .flatMap((pod) =>
+      readdirSync(join(podsDir, pod))
+        .filter((f) => f.endsWith('.log'))
+        .map((f) => {
+          const text = readFileSync(join(podsDir, pod, f), 'utf8')
+            .trimEnd()
+            .split('\n');
+          return `--- ${pod}/${f} (last ${String(Math.min(lines, text.length))} lines)\n${text.slice(-lines).join('\n')}`;
+        }),
+    )
+    .join('\n');
+}
+
+/**
+ * Runs `step`; when it fails, throws an error that names `what` and carries the install's
+ * logs.
+ */
+export async function inStep<T>(
+  release: InstalledRelease,
+  what: string,
+  step: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await step();
+  } catch (err: unknown) {
+    const message = err instanceof Error ? err.message : String(err);
+    throw new Error(`${what}: ${message}\n\nThe install's logs:\n${release.logs()}`, {
+      cause: err,
+    });
+  }
 }
 
 /** `kubectl` against `kubeconfig`; rejects with its stderr. */
@@ -102,6 +146,7 @@ export async function installRelease(dir: string, manifest: string): Promise<Ins
     kc,
     model,
     timings,
+    logs: () => podLogs(join(dir, 'node', 'pods')),
     close: async () => {
       await node.close();
       await cluster.stop();
@@ -127,8 +172,12 @@ export async function installRelease(dir: string, manifest: string): Promise<Ins
     lap('apply to planes Ready');
     return installed;
   } catch (err: unknown) {
+    const logs = installed.logs();
     await installed.close();
-    throw err;
+    const message = err instanceof Error ? err.message : String(err);
+    throw new Error(`installing the release: ${message}\n\nThe install's logs:\n${logs}`, {
+      cause: err,
+    });
   }
 }
 
@@ -150,17 +199,55 @@ export async function onboardNamespace(release: InstalledRelease, name: string):
   await renewWarmSandboxes(release.kc, name);
 }
 
-/** The control plane's and the state plane's ready pod addresses. */
+/**
+ * The ready pod address of `selector` in the install's namespace: one not being deleted
+ * (during an upgrade's rollout the old pods may still be Ready while they stop).
+ */
 async function podIP(kc: KubeConfig, selector: string): Promise<string> {
   return pollUntil(`a ready pod ${selector}`, async () => {
     const pods = await kc
       .makeApiClient(CoreV1Api)
       .listNamespacedPod({ namespace: SYSTEM, labelSelector: selector });
-    const ready = pods.items.find((p) =>
-      (p.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True'),
+    const ready = pods.items.find(
+      (p) =>
+        p.metadata?.deletionTimestamp === undefined &&
+        (p.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True'),
     );
     return ready?.status?.podIP;
   });
+}
+
+/** The state plane's gRPC address and the verifier's and records admin's files. */
+export interface StateAccess {
+  address: string;
+  clients: DevStateClients;
+}
+
+/** Issues the state plane's client identities (as `make dev` does) and finds its address. */
+export async function stateAccess(release: InstalledRelease, dir: string): Promise<StateAccess> {
+  const address = `${await podIP(release.kc, 'app.kubernetes.io/name=polychrome-state')}:7443`;
+  const clients = await issueDevStateClients(release.kc, SYSTEM, join(dir, 'state-client'));
+  return { address, clients };
+}
+
+/** The CLI (bin/polychrome.js) as the verifier identity; its exit code and output. */
+export async function stateCli(
+  access: StateAccess,
+  args: readonly string[],
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  return run(process.execPath, [join(repoRoot, 'bin', 'polychrome.js'), ...args], {
+    cwd: repoRoot,
+    env: { PATH: process.env.PATH ?? '', ...devVerifierEnv(access.clients, access.address) },
+    timeout: 120_000,
+    maxBuffer: 16 << 20,
+  }).then(
+    (r) => ({ code: 0, ...r }),
+    (err: { code?: number; stdout?: string; stderr?: string }) => ({
+      code: typeof err.code === 'number' ? err.code : 1,
+      stdout: err.stdout ?? '',
+      stderr: err.stderr ?? '',
+    }),
+  );
 }
 
 /** What one turn of a Conversation gave: the answer's status and the journal's check. */
@@ -172,10 +259,48 @@ export interface TurnResult {
 }
 
 /**
- * Applies the Conversation `name` (config/samples' smallest), waits until it is Ready,
- * sends one message through the public API with an admin session minted through the state
- * plane (as `make dev` mints its token), then verifies its journal partition with the CLI
- * as the provisioner's verifier identity.
+ * Applies the Conversation `name` (config/samples' smallest) and waits until it is Ready.
+ * Resolves with its uid.
+ */
+export async function startConversation(
+  release: InstalledRelease,
+  namespace: string,
+  name: string,
+): Promise<string> {
+  await createConversationObject(release.kc, namespace, name, {
+    agent: { systemPrompt: 'You are a helpful assistant.' },
+  });
+  return (await waitConversationReady(release.kc, namespace, name)).uid;
+}
+
+/**
+ * Sends `text` to the Conversation `uid` through the public API with an admin session
+ * minted through the state plane (as `make dev` mints its token).
+ */
+export async function sendMessage(
+  release: InstalledRelease,
+  access: StateAccess,
+  uid: string,
+  message: { text: string; idempotencyKey: string },
+): Promise<{ status: number; body: unknown }> {
+  const token = await mintDevToken({
+    clients: access.clients,
+    address: access.address,
+    identity: 'test:release',
+    roles: [Role.Admin],
+  });
+  const api = await podIP(release.kc, 'app.kubernetes.io/name=polychrome-control-plane');
+  const response = await fetch(`http://${api}:8080/v1/conversations/${uid}/messages`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify(message),
+  });
+  return { status: response.status, body: await response.json() };
+}
+
+/**
+ * Applies the Conversation `name`, waits until it is Ready, sends one message, then
+ * verifies its journal partition with the CLI as the provisioner's verifier identity.
  */
 export async function takeTurn(
   release: InstalledRelease,
@@ -183,41 +308,12 @@ export async function takeTurn(
   name: string,
   dir: string,
 ): Promise<TurnResult> {
-  const { kc } = release;
-  await createConversationObject(kc, namespace, name, {
-    agent: { systemPrompt: 'You are a helpful assistant.' },
+  const uid = await startConversation(release, namespace, name);
+  const access = await stateAccess(release, dir);
+  const answer = await sendMessage(release, access, uid, {
+    text: 'hello from the release',
+    idempotencyKey: 'release-1',
   });
-  const { uid } = await waitConversationReady(kc, namespace, name);
-  const state = `${await podIP(kc, 'app.kubernetes.io/name=polychrome-state')}:7443`;
-  const clients = await issueDevStateClients(kc, SYSTEM, join(dir, 'state-client'));
-  const token = await mintDevToken({
-    clients,
-    address: state,
-    identity: 'test:release',
-    roles: [Role.Admin],
-  });
-  const api = await podIP(kc, 'app.kubernetes.io/name=polychrome-control-plane');
-  const response = await fetch(`http://${api}:8080/v1/conversations/${uid}/messages`, {
-    method: 'POST',
-    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
-    body: JSON.stringify({ text: 'hello from the release', idempotencyKey: 'release-1' }),
-  });
-  const body: unknown = await response.json();
-  const verify = await run(
-    process.execPath,
-    [join(repoRoot, 'bin', 'polychrome.js'), 'state', 'verify', partitionOf(uid)],
-    {
-      cwd: repoRoot,
-      env: { PATH: process.env.PATH ?? '', ...devVerifierEnv(clients, state) },
-      timeout: 120_000,
-    },
-  ).then(
-    (r) => ({ code: 0, ...r }),
-    (err: { code?: number; stdout?: string; stderr?: string }) => ({
-      code: typeof err.code === 'number' ? err.code : 1,
-      stdout: err.stdout ?? '',
-      stderr: err.stderr ?? '',
-    }),
-  );
-  return { uid, status: response.status, body, verify };
+  const verify = await stateCli(access, ['state', 'verify', partitionOf(uid)]);
+  return { uid, ...answer, verify };
 }
