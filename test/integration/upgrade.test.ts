@@ -50,12 +50,14 @@ import {
 } from './support/release-install';
 import {
   applyUpgrade,
+  conversationPod,
   exportAndVerify,
   type JournalExport,
   payloadText,
   signingPublicKey,
   statusCheckpoint,
   waitOnImages,
+  waitOnWarmPool,
 } from './support/release-upgrade';
 import { startRegistry, type LocalRegistry } from './support/registry';
 
@@ -242,6 +244,12 @@ describe('upgrading from the previous release with live conversations', () => {
       const r = installed();
       if (!upgraded) throw new Error('the upgrade did not complete (above)');
       const lap = Date.now();
+      // The pool's harnesses warmed before the upgrade are replaced on their own; the one
+      // the Conversation from before holds stays until it closes.
+      const held = await conversationPod(r, TEAM, 'before');
+      await inStep(r, "the warm pool rolled to this release's harness", () =>
+        waitOnWarmPool(r, TEAM, current.pinned['harness'] ?? '', [held]),
+      );
       const uid = await inStep(r, 'the Conversation "after" Ready on this release', () =>
         startConversation(r, TEAM, 'after'),
       );
