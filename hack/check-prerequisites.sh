@@ -62,6 +62,11 @@ chromium=${POLYCHROME_CHROMIUM:-/usr/bin/chromium}
   miss "chromium at $chromium (the forensics UI's browser test)" \
     "apt-get install chromium, or set POLYCHROME_CHROMIUM to a Chromium binary"
 
+if command -v git >/dev/null && [ "$(git -C "$here/.." rev-parse --is-shallow-repository 2>/dev/null)" = true ]; then
+  miss "the clone's history (the upgrade test builds the previous release from hack/release/previous.json's commit)" \
+    "git fetch --unshallow"
+fi
+
 command -v chroot >/dev/null ||
   miss "chroot (the image smoke test, hack/build-images.sh)" "apt-get install coreutils"
 command -v ldd >/dev/null ||

@@ -7,7 +7,15 @@
  */
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { repoRoot } from './lib/paths';
@@ -88,6 +96,22 @@ describe('hack/check-prerequisites.sh', () => {
     );
     expect(lines[1]).toMatch(/^missing: openssl .*: apt-get install openssl$/u);
     expect(lines[2]).toMatch(/^missing: git .*: apt-get install git$/u);
+  });
+
+  it('names a shallow clone, whose history lacks the previous release the upgrade test builds', () => {
+    const clone = join(scratch, 'shallow');
+    execFileSync('git', ['clone', '-q', '--depth', '1', `file://${repoRoot}`, clone]);
+    // This checkout's script, run from inside the shallow clone.
+    copyFileSync(script, join(clone, 'hack', 'check-prerequisites.sh'));
+    const run = spawnSync('bash', [join(clone, 'hack', 'check-prerequisites.sh')], {
+      env: process.env,
+      encoding: 'utf8',
+    });
+    const lines = run.stderr.split('\n').filter((line) => line !== '');
+    expect(run.status).toBe(1);
+    expect(lines.filter((line) => !baseline.lines.includes(line))).toEqual([
+      expect.stringMatching(/^missing: the clone's history .*: git fetch --unshallow$/u),
+    ]);
   });
 
   it('runs first in `make test`, before the binaries, the dependencies and any test', () => {
