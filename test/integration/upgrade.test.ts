@@ -21,7 +21,6 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CoreV1Api } from '@kubernetes/client-node';
 import { partitionOf } from '../../common/partition-name';
 import { repoRoot } from '../../hack/lib/paths';
 import { type PreviousRelease, readPreviousRelease } from '../../hack/release/previous';
@@ -50,14 +49,12 @@ import {
 } from './support/release-install';
 import {
   applyUpgrade,
-  conversationPod,
   exportAndVerify,
   type JournalExport,
   payloadText,
   signingPublicKey,
   statusCheckpoint,
   waitOnImages,
-  waitOnWarmPool,
 } from './support/release-upgrade';
 import { startRegistry, type LocalRegistry } from './support/registry';
 
@@ -239,17 +236,11 @@ describe('upgrading from the previous release with live conversations', () => {
   );
 
   it(
-    'a Conversation made after the upgrade answers, on this release',
+    'a Conversation made after the upgrade answers',
     async () => {
       const r = installed();
       if (!upgraded) throw new Error('the upgrade did not complete (above)');
       const lap = Date.now();
-      // The pool's harnesses warmed before the upgrade are replaced on their own; the one
-      // the Conversation from before holds stays until it closes.
-      const held = await conversationPod(r, TEAM, 'before');
-      await inStep(r, "the warm pool rolled to this release's harness", () =>
-        waitOnWarmPool(r, TEAM, current.pinned['harness'] ?? '', [held]),
-      );
       const uid = await inStep(r, 'the Conversation "after" Ready on this release', () =>
         startConversation(r, TEAM, 'after'),
       );
@@ -263,10 +254,9 @@ describe('upgrading from the previous release with live conversations', () => {
       const verify = await stateCli(state, ['state', 'verify', partitionOf(uid)]);
       expect(verify.code).toBe(0);
       expect(JSON.stringify(r.model.bodies)).toContain(AFTER.text);
-      // A harness of this release's pinned image answered it.
-      const pods = await r.kc.makeApiClient(CoreV1Api).listNamespacedPod({ namespace: TEAM });
-      const images = pods.items.flatMap((p) => p.status?.containerStatuses ?? []);
-      expect(images.map((c) => c.imageID)).toContain(current.pinned['harness']);
+      // Which harness answered it is not checked: the onboarded warm pool's update strategy
+      // is agent-sandbox's default (OnReplenish), so harnesses warmed before the upgrade are
+      // handed out until they are used up (docs/operations.md, "Upgrading", step 5).
       timings['upgraded: new conversation, turn, verify'] = Date.now() - lap;
     },
     10 * 60_000,

@@ -58,63 +58,6 @@ export async function waitOnImages(
 }
 
 /**
- * Resolves once the conversations' warm pool in `namespace` has rolled to `harnessImage`:
- * every harness pod there that no live Conversation holds (those named in `inUse` keep
- * their harness until they close) runs it, ready, and there is at least one. Until then a
- * new Conversation may be handed a harness warmed before the upgrade (agent-sandbox deletes
- * a pool's stale sandboxes and warms new ones on its own, shortly after the template changed).
- */
-export async function waitOnWarmPool(
-  release: InstalledRelease,
-  namespace: string,
-  harnessImage: string,
-  inUse: readonly string[],
-  timeoutMs = 300_000,
-): Promise<void> {
-  let seen = '';
-  await pollUntil(
-    `the warm pool of ${namespace} rolled to this release's harness`,
-    async () => {
-      const pods = await release.kc.makeApiClient(CoreV1Api).listNamespacedPod({ namespace });
-      const warm = pods.items.filter(
-        (p) =>
-          p.metadata?.deletionTimestamp === undefined && !inUse.includes(p.metadata?.name ?? ''),
-      );
-      const statuses = warm.flatMap((p) => p.status?.containerStatuses ?? []);
-      seen = JSON.stringify(statuses.map((c) => ({ image: c.imageID, ready: c.ready })));
-      const done =
-        warm.length > 0 &&
-        statuses.length === warm.length &&
-        statuses.every((c) => c.ready && c.imageID === harnessImage);
-      if (!done) throw new Error(`the warm pods run ${seen}`);
-      return true;
-    },
-    { timeoutMs, intervalMs: 1000 },
-  );
-}
-
-/** The pod of Conversation `name`'s harness, as its status names it. */
-export async function conversationPod(
-  release: InstalledRelease,
-  namespace: string,
-  name: string,
-): Promise<string> {
-  const { api, group, version, plural } = conversations(release.kc);
-  const obj = (await api.getNamespacedCustomObject({
-    group,
-    version,
-    plural,
-    namespace,
-    name,
-  })) as {
-    status?: { sandbox?: { podName?: string } };
-  };
-  const pod = obj.status?.sandbox?.podName;
-  if (pod === undefined || pod === '') throw new Error(`Conversation ${name} names no pod`);
-  return pod;
-}
-
-/**
  * `kubectl apply --server-side -f manifest` over the running install, then each workload's
  * rollout and every pod on the new pinned images.
  */
