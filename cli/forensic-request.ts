@@ -1,7 +1,11 @@
+import type { z } from 'zod';
 import { AppError } from '../common/errors';
 import { parseIdentity } from '../common/identity';
+import type { ApiClient } from './api-client';
+import type { Parsed } from './api-answers';
 import { stringValue, UsageError, type Format } from './cli-support';
 import type { ApiConnection } from './command-door';
+import type { ApiTarget } from './transport';
 
 /*
  * What a forensic command is asked (conversation-forensics.ts): the request every core
@@ -132,3 +136,41 @@ export const RESOLVE_OPTIONS = {
   result: { type: 'string' },
   transaction: { type: 'string' },
 } as const;
+
+/** A payment policy resource's two answers: the policy a GET reads, what a PUT answers. */
+export interface PolicyAnswers<G extends z.ZodType, P extends z.ZodType> {
+  readonly read: { readonly schema: G; readonly what: string };
+  readonly set: { readonly schema: P; readonly what: string };
+}
+
+/**
+ * Reads the payment policy at `target` (no `change`: GET with `?actor=`) or sets it (PUT of
+ * `{actor, ...change}`), acting as `actor`: a conversation's (`payments`) or a persona's
+ * (`personas payment-policy`).
+ */
+export function readOrSetPolicy<G extends z.ZodType, P extends z.ZodType>(
+  client: ApiClient,
+  target: ApiTarget,
+  request: { readonly actor: string; readonly change: object | undefined },
+  answers: PolicyAnswers<G, P>,
+  signal: AbortSignal | undefined,
+): Promise<Parsed<z.output<G>> | Parsed<z.output<P>>> {
+  const { actor, change } = request;
+  return change === undefined
+    ? client.exchange(
+        'GET',
+        { ...target, query: { actor } },
+        undefined,
+        answers.read.schema,
+        answers.read.what,
+        signal,
+      )
+    : client.exchange(
+        'PUT',
+        target,
+        { actor, ...change },
+        answers.set.schema,
+        answers.set.what,
+        signal,
+      );
+}

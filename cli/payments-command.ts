@@ -18,7 +18,7 @@ import {
   type CliIo,
 } from './cli-support';
 import type { CommandDoor } from './command-door';
-import { actorOrSelf, parseActorFlag } from './forensic-request';
+import { actorOrSelf, parseActorFlag, readOrSetPolicy } from './forensic-request';
 import { limitsFrom } from './limits-file';
 import { listConversationPayments } from './payments-list';
 import { parsePublicKey, parsePublicKeyFlags, publicKeyOption } from './public-key-flags';
@@ -73,24 +73,16 @@ export async function paymentsCommand(
   const connection = await door.connect(values, env);
   const actor = await actorOrSelf(actorGiven, connection, io.signal);
   const target = { conversation, operation: ConversationOperation.PaymentPolicy };
-  const answer =
-    body === undefined
-      ? await connection.client.exchange(
-          'GET',
-          { ...target, query: { actor } },
-          undefined,
-          paymentPolicySchema,
-          'PaymentPolicy',
-          io.signal,
-        )
-      : await connection.client.exchange(
-          'PUT',
-          target,
-          { actor, ...body },
-          paymentPolicySetSchema,
-          'PaymentPolicySet',
-          io.signal,
-        );
+  const answer = await readOrSetPolicy(
+    connection.client,
+    target,
+    { actor, change: body },
+    {
+      read: { schema: paymentPolicySchema, what: 'PaymentPolicy' },
+      set: { schema: paymentPolicySetSchema, what: 'PaymentPolicySet' },
+    },
+    io.signal,
+  );
   await write(
     io.stdout,
     format === Format.Json ? `${JSON.stringify(answer.raw)}\n` : formatPolicy(answer.value),

@@ -18,7 +18,7 @@ import {
   type CliIo,
 } from './cli-support';
 import type { CommandDoor } from './command-door';
-import { actorOrSelf, parseActorFlag } from './forensic-request';
+import { actorOrSelf, parseActorFlag, readOrSetPolicy } from './forensic-request';
 import { limitsFrom } from './limits-file';
 import { PersonaOperation } from './transport';
 
@@ -72,24 +72,16 @@ export async function personaPolicyCommand(
   const connection = await door.connect(values, env);
   const actor = await actorOrSelf(given, connection, io.signal);
   const target = { persona: personaId, operation: PersonaOperation.PaymentPolicy };
-  const answer =
-    change === undefined
-      ? await connection.client.exchange(
-          'GET',
-          { ...target, query: { actor } },
-          undefined,
-          personaPaymentPolicySchema,
-          'PersonaPaymentPolicy',
-          io.signal,
-        )
-      : await connection.client.exchange(
-          'PUT',
-          target,
-          { actor, ...change },
-          personaPaymentPolicySetSchema,
-          'PersonaPaymentPolicySet',
-          io.signal,
-        );
+  const answer = await readOrSetPolicy(
+    connection.client,
+    target,
+    { actor, change },
+    {
+      read: { schema: personaPaymentPolicySchema, what: 'PersonaPaymentPolicy' },
+      set: { schema: personaPaymentPolicySetSchema, what: 'PersonaPaymentPolicySet' },
+    },
+    io.signal,
+  );
   await write(
     io.stdout,
     format === Format.Json ? `${JSON.stringify(answer.raw)}\n` : formatPersonaPolicy(answer.value),
