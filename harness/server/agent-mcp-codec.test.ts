@@ -155,10 +155,11 @@ describe('listAgentMcp', () => {
         maxSteps: 8,
       }) as const;
     const options = { signal: AbortSignal.timeout(1_000), timeoutMs: 1_000 };
-    await turn.routePaid(fallback)?.callPaid(request('lookup/t'), '{}', options);
-    await turn.routePaid(fallback)?.callPaid(request('shared/t'), '{}', options);
+    const paid = { payment: '{}', protocol: 'x402' };
+    await turn.routePaid(fallback)?.callPaid(request('lookup/t'), paid, options);
+    await turn.routePaid(fallback)?.callPaid(request('shared/t'), paid, options);
     expect(calls.slice(2)).toEqual(['paid lookup/t', 'paid shared/t']);
-    const unsent = await turn.routePaid(undefined)?.callPaid(request('shared/t'), '{}', options);
+    const unsent = await turn.routePaid(undefined)?.callPaid(request('shared/t'), paid, options);
     expect(unsent).toMatchObject({ paymentNotTaken: true, isError: true });
     calls.length = 2;
     // A later turn reuses the connection of the same configuration.

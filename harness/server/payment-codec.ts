@@ -5,7 +5,11 @@ import type {
   PaymentChargeAnswer,
   PaymentSettle,
 } from '../../proto/gen/polychrome/harness/v1/harness';
-import { paymentNotTaken, type McpPaidOutcome } from '../turn/ports/payment-port';
+import {
+  paymentNotTaken,
+  type McpPaidOutcome,
+  type McpPaymentToSend,
+} from '../turn/ports/payment-port';
 import type { PaymentRequired, ToolCallRequest } from '../turn/ports/tool-port';
 import { invalidField } from '../turn/proto-fields';
 
@@ -70,9 +74,7 @@ export function chargeAnswerFromProto(message: PaymentChargeAnswer): ChargeAnswe
 }
 
 /** The control plane's answer to a request to pay an MCP tool's charge: the signed payment. */
-export interface McpPaymentAnswer {
-  readonly payment: string;
-}
+export type McpPaymentAnswer = McpPaymentToSend;
 
 /** What the paid MCP call answered, as the harness relays it. */
 export function mcpPaidResultToProto(

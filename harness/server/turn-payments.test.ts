@@ -50,15 +50,16 @@ describe('a paid call on the turn stream', () => {
     const asked: string[] = [];
     const paid: PaidToolRunner = {
       callPaid: (request, payment) => {
-        asked.push(`${request.name} ${payment}`);
+        asked.push(`${request.name} ${payment.protocol} ${payment.payment}`);
         return Promise.resolve(paidOutcome);
       },
     };
     const settled = payments.port(paid).settle(call, 'apr_1', options());
     expect(out.map((o) => o.$case)).toEqual(['paymentSettle']);
-    payments.mcpPayment({ toolCallId: 'c1', payment: '{"x402Version":2}' });
+    payments.mcpPayment({ toolCallId: 'c1', payment: '{"x402Version":2}', protocol: 'mpp' });
     await written(out, 2);
-    expect(asked).toEqual(['shop/report {"x402Version":2}']);
+    // The protocol goes to the runner with the payment: it picks the `_meta` key.
+    expect(asked).toEqual(['shop/report mpp {"x402Version":2}']);
     expect(out[1]).toEqual({
       $case: 'mcpPaidResult',
       value: { turnId: 't1', toolCallId: 'c1', thread: '', ...paidOutcome },
@@ -76,7 +77,7 @@ describe('a paid call on the turn stream', () => {
   it('without an MCP runner, relays that the paid call was not sent', async () => {
     const { payments, written: out } = harness();
     const settled = payments.port(undefined).settle(call, 'apr_1', options());
-    payments.mcpPayment({ toolCallId: 'c1', payment: '{}' });
+    payments.mcpPayment({ toolCallId: 'c1', payment: '{}', protocol: 'x402' });
     await written(out, 2);
     expect(out[1]).toMatchObject({
       $case: 'mcpPaidResult',
@@ -88,10 +89,10 @@ describe('a paid call on the turn stream', () => {
 
   it('takes as a protocol mistake a payment, or a charge, nobody asked for, and an empty payment', async () => {
     const { payments, violations } = harness();
-    payments.mcpPayment({ toolCallId: 'c9', payment: '{}' });
+    payments.mcpPayment({ toolCallId: 'c9', payment: '{}', protocol: 'x402' });
     payments.chargeAnswered({ toolCallId: 'c9', answer: { $case: 'refusal', value: 'no' } });
     const settled = payments.port(undefined).settle(call, 'apr_1', options());
-    payments.mcpPayment({ toolCallId: 'c1', payment: '' });
+    payments.mcpPayment({ toolCallId: 'c1', payment: '', protocol: 'x402' });
     expect(violations).toEqual([
       'mcp_payment for c9, which did not ask to pay or got no payment',
       'payment_charge_answer for c9, which sent no challenge',

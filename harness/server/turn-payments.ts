@@ -63,7 +63,7 @@ export class TurnPayments {
         let answer = await settled;
         if ('payment' in answer) {
           const outcome =
-            paid === undefined ? notSent(call) : await paid.callPaid(call, answer.payment, options);
+            paid === undefined ? notSent(call) : await paid.callPaid(call, answer, options);
           const recorded = this.wait(this.settles, call, options);
           this.stream.write({ $case: 'mcpPaidResult', value: mcpPaidResultToProto(call, outcome) });
           answer = await recorded;
@@ -108,7 +108,7 @@ export class TurnPayments {
   }
 
   /** An `mcp_payment`: the signed payment of a request to pay. */
-  mcpPayment({ toolCallId, payment }: McpPayment): void {
+  mcpPayment({ toolCallId, payment, protocol }: McpPayment): void {
     const waiter = this.settles.get(toolCallId);
     if (waiter === undefined || payment === '') {
       this.stream.violate(
@@ -117,7 +117,7 @@ export class TurnPayments {
       return;
     }
     this.settles.delete(toolCallId);
-    waiter.resolve({ payment });
+    waiter.resolve({ payment, protocol });
   }
 
   /** No more input will arrive: every wait, now or later, fails with `reason`. */

@@ -39,10 +39,23 @@ export interface McpTool {
   readonly effect: ToolEffect;
 }
 
-/** A call's answer: the server's result, or the outcome of a call that did not run. */
+/** A JSON-RPC error a server answered a call with. */
+export interface McpErrorAnswer {
+  readonly code: number;
+  readonly message: string;
+  readonly data?: unknown;
+}
+
+/** What a server answered a call: its result, or the JSON-RPC error it answered instead. */
+export type McpAnswer = { readonly result: CallToolResult } | { readonly error: McpErrorAnswer };
+
+/**
+ * A call's answer: the server's result, or the outcome of a call that did not run, with
+ * the JSON-RPC error the server answered when it refused the request (`error`).
+ */
 export type McpCallAnswer =
   | { readonly kind: 'result'; readonly result: CallToolResult }
-  | { readonly kind: 'not_run'; readonly outcome: ToolOutcome };
+  | { readonly kind: 'not_run'; readonly outcome: ToolOutcome; readonly error?: McpErrorAnswer };
 
 /** A live client, whether its connection has closed, and its tools once listed. */
 interface Session {
@@ -182,6 +195,7 @@ export class ServerConnection {
         return {
           kind: 'not_run',
           outcome: failed(`MCP server ${server} refused ${tool}: ${error.message}`),
+          error: { code: error.code, message: error.message, data: error.data },
         };
       }
       // An answer we cannot read (not a CallToolResult) or a transport failure after the

@@ -9,10 +9,14 @@ import type {
 import type { TurnTool } from '../turn/turn-records';
 import { ServerConnection, type McpCallAnswer, type McpTool } from './mcp-connection';
 import { failed, renderResult, truncate } from './mcp-result';
-import { paymentRequiredOf, paymentResponseOf, X402_PAYMENT_META } from './mcp-x402';
+import { paidCallMeta, paidOutcomeOf, paymentRequiredIn } from './mcp-payment';
 import { mcpResourceUrl } from '../../common/payment-approval';
-import type { JsonObject, JsonValue } from '../../common/canonical-json';
-import { paymentNotTaken, type McpPaidOutcome } from '../turn/ports/payment-port';
+import type { JsonObject } from '../../common/canonical-json';
+import {
+  paymentNotTaken,
+  type McpPaidOutcome,
+  type McpPaymentToSend,
+} from '../turn/ports/payment-port';
 import {
   DEFAULT_MAX_RESULT_CHARS,
   DEFAULT_MCP_TIMEOUT_MS,
@@ -198,26 +202,31 @@ export class McpToolRunner implements ToolRunner {
       return failed(`${request.name} is not a tool of a configured MCP server; it did not run.`);
     }
     const answer = await found.connection.call(found.tool, request, options);
-    if (answer.kind === 'not_run') return answer.outcome;
-    const { result } = answer;
-    const outcome = { content: renderResult(result), isError: result.isError === true };
-    const required = paymentRequiredOf(result);
+    const answered =
+      answer.kind === 'result'
+        ? { result: answer.result }
+        : answer.error && { error: answer.error };
+    const required = answered === undefined ? undefined : paymentRequiredIn(answered);
     const url = mcpResourceUrl(request.name);
+    const outcome =
+      answer.kind === 'result'
+        ? { content: renderResult(answer.result), isError: answer.result.isError === true }
+        : answer.outcome;
     if (required !== undefined && url !== undefined) {
       // Not the call's result: the turn sends the challenge to the control plane.
       return { ...outcome, paymentRequired: { url, headers: [], mcpPaymentRequired: required } };
     }
-    return truncate(outcome, this.maxResultChars);
+    return answer.kind === 'result' ? truncate(outcome, this.maxResultChars) : outcome;
   }
 
   /**
-   * Calls `<server>/<tool>` again with the payment the control plane signed
-   * (`_meta["x402/payment"]`; docs/payments.md, "A paid MCP tool"). The payment is put in
-   * the request and nowhere else: never logged, never in a span.
+   * Calls `<server>/<tool>` again with the payment the control plane signed, under its
+   * protocol's `_meta` key (mcp-payment.ts; docs/payments.md, "A paid MCP tool"). The
+   * payment is put in the request and nowhere else: never logged, never in a span.
    */
   async callPaid(
     request: ToolCallRequest,
-    payment: string,
+    payment: McpPaymentToSend,
     options: ToolCallOptions,
   ): Promise<McpPaidOutcome> {
     const found = this.closed ? undefined : this.serverOf(request.name);
@@ -225,10 +234,11 @@ export class McpToolRunner implements ToolRunner {
       return paymentNotTaken(`${request.name} is not reachable; the paid call was not sent.`);
     let meta: JsonObject;
     try {
-      meta = { [X402_PAYMENT_META]: JSON.parse(payment) as JsonValue };
-    } catch {
+      meta = paidCallMeta(payment.payment, payment.protocol);
+    } catch (error) {
+      const why = error instanceof AppError ? error.message : String(error);
       return paymentNotTaken(
-        `the control plane's payment for ${request.name} is not JSON; it was not sent.`,
+        `the control plane's payment for ${request.name} cannot be sent (${why}); it was not sent.`,
       );
     }
     let answer: McpCallAnswer;
@@ -244,17 +254,12 @@ export class McpToolRunner implements ToolRunner {
         outcomeUnknownReason: reason,
       };
     }
-    if (answer.kind === 'not_run') return paymentNotTaken(answer.outcome.content);
-    const { result } = answer;
-    const paymentResponse = paymentResponseOf(result);
-    return {
-      content: truncate({ content: renderResult(result), isError: false }, this.maxResultChars)
-        .content,
-      isError: result.isError === true,
-      paymentResponse,
-      paymentNotTaken: paymentRequiredOf(result) !== undefined,
-      outcomeUnknownReason: '',
-    };
+    return paidOutcomeOf(
+      answer,
+      payment.protocol,
+      ({ result }) =>
+        truncate({ content: renderResult(result), isError: false }, this.maxResultChars).content,
+    );
   }
 
   /** The connection and the server's tool name of `<server>/<tool>`, if configured. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { parseAuthChallenges } from './auth-params';
 import { ChallengeError, challengeDigest } from './charge';
-import { hasMppChallenge, parseMppChallenge } from './mpp-challenge';
+import { hasMppChallenge, parseMppChallenge, parseMppMcpChallenge } from './mpp-challenge';
 import { mppCredentialHeaders } from './mpp-settle';
 
 const URL_ = 'https://api.example.com/paid';
@@ -193,5 +193,72 @@ describe('mppCredentialHeaders', () => {
     expect(mppCredentialHeaders({ Authorization: 'Bearer t' }, credential)).toEqual({
       'payment-authorization': 'Payment eyJ9',
     });
+  });
+});
+
+describe('parseMppMcpChallenge', () => {
+  const MCP_URL = 'mcp://shop/report';
+  const challenge = (over: Record<string, unknown> = {}) => ({
+    id: 'LOIkYXtdbMPY1LkvSm1P2LC5X0D8T9QopYcezjysUTM',
+    realm: 'api.example.com',
+    method: 'evm',
+    intent: 'charge',
+    request: JSON.parse(Buffer.from(request(), 'base64url').toString('utf8')) as unknown,
+    expires: '2026-12-06T12:05:00.000Z',
+    ...over,
+  });
+  const data = (...challenges: unknown[]) => JSON.stringify({ httpStatus: 402, challenges });
+
+  it('reads the one challenge by the header rules; the digest is of the JSON as relayed', () => {
+    const json = data(challenge());
+    const parsed = parseMppMcpChallenge(json, MCP_URL, AT);
+    expect(parsed.charge).toEqual({
+      ...parseMppChallenge(header(), URL_, AT).charge,
+      resourceUrl: MCP_URL,
+      challengeDigest: challengeDigest(json),
+    });
+    expect(parsed).toMatchObject({
+      id: challenge().id,
+      realm: 'api.example.com',
+      expiresGiven: true,
+    });
+    // The header it stands for is the one mppx's client reads to pay it.
+    expect(parseMppChallenge(parsed.header, MCP_URL, AT).charge.amount).toBe('1250000');
+  });
+
+  it.each<[string, string, string]>([
+    ['not JSON', '{', 'payment-required is not JSON'],
+    ['no challenges', '{"httpStatus": 402}', 'challenges is missing'],
+    [
+      'two challenges',
+      data(challenge(), challenge({ id: 'b' })),
+      'challenges has 2 challenges; only exactly one is paid',
+    ],
+    ['no challenge', data(), 'challenges has 0 challenges'],
+    [
+      'a challenge without an id',
+      data(challenge({ id: undefined })),
+      'challenges[0].id is not part of an MPP challenge',
+    ],
+    ['another method', data(challenge({ method: 'tempo' })), 'method is tempo; only "evm" is paid'],
+    [
+      'another intent',
+      data(challenge({ intent: 'session' })),
+      'intent is session; only "charge" is paid',
+    ],
+    ['an expiry past', data(challenge({ expires: '2026-12-06T11:00:00.000Z' })), 'already past'],
+    [
+      'a payee that is no address',
+      data(
+        challenge({
+          request: { amount: '5', currency: TOKEN, recipient: 'me', methodDetails: { chainId: 1 } },
+        }),
+      ),
+      'request.recipient is not an address',
+    ],
+    ['over the size limit', data(challenge({ description: 'x'.repeat(20_000) })), 'over the'],
+  ])('refuses %s, naming it', (_name, json, message) => {
+    expect(() => parseMppMcpChallenge(json, MCP_URL, AT)).toThrow(ChallengeError);
+    expect(() => parseMppMcpChallenge(json, MCP_URL, AT)).toThrow(message);
   });
 });

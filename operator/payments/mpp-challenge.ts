@@ -1,3 +1,4 @@
+import { Challenge } from 'mppx';
 import { parseAuthChallenges } from './auth-params';
 import {
   amountProblem,
@@ -37,6 +38,8 @@ export interface MppChallenge {
    * {@link MPP_DEFAULT_EXPIRY_SECONDS} after it was received, so it differs per parse.
    */
   readonly expiresGiven: boolean;
+  /** The challenge as a `WWW-Authenticate` value, as mppx's client reads it to pay it. */
+  readonly header: string;
 }
 
 const fail = (field: string, problem: string): ChallengeError =>
@@ -106,7 +109,62 @@ export function parseMppChallenge(
     id,
     realm,
     expiresGiven: params.get('expires') !== undefined,
+    header,
   };
+}
+
+/**
+ * Parses the payment-required object an MCP tool's answer carried (MPP's MCP transport:
+ * `{challenges: [...]}`, relayed by the harness as JSON) for the call `resourceUrl`. Only
+ * exactly one challenge is paid, as for the header: the approval must show the one that
+ * will be paid. The challenge object, checked with mppx's schema, is written as the
+ * `WWW-Authenticate` value it stands for (mppx's `Challenge.serialize`, whose fields are
+ * the ones its id is bound to) and read by the header's rules; the charge's digest is of
+ * the JSON as relayed.
+ */
+export function parseMppMcpChallenge(
+  json: string,
+  resourceUrl: string,
+  receivedAt: Date,
+): MppChallenge {
+  if (json.length > MAX_CHALLENGE_BYTES) {
+    throw fail(
+      'payment-required',
+      `is ${json.length} bytes, over the ${MAX_CHALLENGE_BYTES}-byte limit`,
+    );
+  }
+  let data: unknown;
+  try {
+    data = JSON.parse(json);
+  } catch {
+    throw fail('payment-required', 'is not JSON');
+  }
+  const challenges = (data as { challenges?: unknown } | null)?.challenges;
+  if (!Array.isArray(challenges) || challenges.length !== 1) {
+    throw fail(
+      'challenges',
+      Array.isArray(challenges)
+        ? `has ${challenges.length} challenges; only exactly one is paid`
+        : 'is missing',
+    );
+  }
+  const checked = Challenge.Schema.safeParse(challenges[0]);
+  if (!checked.success) {
+    const issue = checked.error.issues[0];
+    const path = issue?.path.map(String).join('.') ?? '';
+    throw fail(
+      `challenges[0]${path === '' ? '' : `.${path}`}`,
+      `is not part of an MPP challenge (${clip(issue?.message ?? 'invalid')})`,
+    );
+  }
+  let header: string;
+  try {
+    header = Challenge.serialize(checked.data);
+  } catch (error) {
+    throw fail('challenges[0]', `cannot be read (${clip((error as Error).message)})`);
+  }
+  const read = parseMppChallenge(header, resourceUrl, receivedAt);
+  return { ...read, charge: { ...read.charge, challengeDigest: challengeDigest(json) } };
 }
 
 function decodeRequest(encoded: string): {

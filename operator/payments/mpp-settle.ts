@@ -36,12 +36,10 @@ export async function settleMpp(
   const { charge, challenge, wallet, request, idempotencyKey } = input;
   const options = input.options ?? {};
   const now = (options.now ?? (() => new Date()))();
-  checkBound(charge, challenge, request.url, now);
+  const { header } = checkBound(charge, challenge, request.url, now);
   refuseIfExpired(charge.expiresAt, now);
-  const headers = mppCredentialHeaders(
-    request.headers,
-    await credentialHeaders(challenge, wallet, input.tokenDomain, charge),
-  );
+  const signed = await signMppCredential(header, wallet, input.tokenDomain, charge);
+  const headers = mppCredentialHeaders(request.headers, signed.headers);
   const response = await sendPaid(
     request,
     { ...headers, 'idempotency-key': idempotencyKey },
@@ -81,8 +79,17 @@ export async function settleMpp(
   );
 }
 
-/** Re-parses the challenge and checks it is the one the charge was approved for. */
-function checkBound(charge: Charge, challenge: string, url: string, now: Date): void {
+/**
+ * Re-parses the challenge (`parse`: the header's, or MCP's payment-required object's) and
+ * checks it is the one the charge was approved for; refused (nothing signed) otherwise.
+ */
+export function checkBound(
+  charge: Charge,
+  challenge: string,
+  url: string,
+  now: Date,
+  parse: typeof parseMppChallenge = parseMppChallenge,
+): MppChallenge {
   const refuse = (): never => {
     throw new SettlementError(
       SettlementOutcome.Refused,
@@ -92,7 +99,7 @@ function checkBound(charge: Charge, challenge: string, url: string, now: Date): 
   if (challengeDigest(challenge) !== charge.challengeDigest || charge.resourceUrl !== url) refuse();
   let parsed: MppChallenge;
   try {
-    parsed = parseMppChallenge(challenge, url, now);
+    parsed = parse(challenge, url, now);
   } catch (error) {
     throw new SettlementError(SettlementOutcome.Refused, (error as Error).message);
   }
@@ -102,6 +109,7 @@ function checkBound(charge: Charge, challenge: string, url: string, now: Date): 
   for (const field of parsed.expiresGiven ? fields : fields.slice(0, -1)) {
     if (parsed.charge[field] !== charge[field]) refuse();
   }
+  return parsed;
 }
 
 /**
@@ -126,12 +134,23 @@ export interface TokenDomain {
   readonly version: string;
 }
 
-async function credentialHeaders(
-  challenge: string,
+/** A signed MPP credential: mppx's serialized form, and the request headers that carry it. */
+export interface MppCredential {
+  readonly serialized: string;
+  readonly headers: Record<string, string>;
+}
+
+/**
+ * Signs the `evm` charge credential of a challenge (`header`, a `WWW-Authenticate` value)
+ * with the wallet, through mppx's client. Refused (nothing sent) when it cannot be made or
+ * stays valid past what the charge allows.
+ */
+export async function signMppCredential(
+  header: string,
   wallet: Wallet,
   tokenDomain: TokenDomain,
   charge: Charge,
-): Promise<Record<string, string>> {
+): Promise<MppCredential> {
   const unsupported = (): never => {
     throw new Error('an MPP wallet signs typed data only');
   };
@@ -148,12 +167,12 @@ async function credentialHeaders(
       polyfill: false,
     });
     const prepared = await mppx.preparePayment(
-      new Response(null, { status: 402, headers: { 'www-authenticate': challenge } }),
+      new Response(null, { status: 402, headers: { 'www-authenticate': header } }),
     );
-    const credential = await prepared.createCredential();
-    checkValidBefore(credential, charge);
-    const init = prepared.setCredential({ headers: {} }, credential);
-    return Object.fromEntries(new Headers(init.headers).entries());
+    const serialized = await prepared.createCredential();
+    checkValidBefore(serialized, charge);
+    const init = prepared.setCredential({ headers: {} }, serialized);
+    return { serialized, headers: Object.fromEntries(new Headers(init.headers).entries()) };
   } catch (error) {
     throw new SettlementError(
       SettlementOutcome.Refused,

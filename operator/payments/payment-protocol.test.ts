@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { mppProtocol, readChallenge, x402Protocol } from './payment-protocol';
+import { mppProtocol, readChallenge, readMcpChallenge, x402Protocol } from './payment-protocol';
 
 const URL_ = 'https://api.example.com/paid';
 const AT = new Date('2026-12-06T12:00:00.000Z');
@@ -111,5 +111,55 @@ describe('readChallenge', () => {
         idempotencyKey: '00'.repeat(32),
       }),
     ).rejects.toThrow(/is not a known token; add its EIP-712 domain/);
+  });
+});
+
+describe('readMcpChallenge', () => {
+  const MCP_URL = 'mcp://shop/report';
+  const x402Json = Buffer.from(x402Header, 'base64').toString('utf8');
+  const challenge = {
+    id: 'i',
+    realm: 'r',
+    method: 'evm',
+    intent: 'charge',
+    request: {
+      amount: '7',
+      currency: ADDRESS,
+      recipient: ADDRESS,
+      methodDetails: { chainId: 31337 },
+    },
+    expires: '2026-12-06T12:05:00.000Z',
+  };
+  const mppJson = JSON.stringify({ httpStatus: 402, challenges: [challenge] });
+
+  it("reads x402's PaymentRequired and MPP's challenges, each by its own transport", () => {
+    expect(readMcpChallenge(protocols, x402Json, MCP_URL, AT)).toMatchObject({
+      challenge: x402Json,
+      charge: { protocol: 'x402', amount: '5', resourceUrl: MCP_URL },
+    });
+    expect(readMcpChallenge(protocols, mppJson, MCP_URL, AT)).toMatchObject({
+      challenge: mppJson,
+      charge: {
+        protocol: 'mpp',
+        amount: '7',
+        payee: ADDRESS.toLowerCase(),
+        network: 'eip155:31337',
+        resourceUrl: MCP_URL,
+        expiresAt: '2026-12-06T12:05:00.000Z',
+      },
+    });
+  });
+
+  it('refuses an MPP charge in a token its table does not list, and one no transport here reads', () => {
+    expect(() => readMcpChallenge([mppProtocol(() => undefined)], mppJson, MCP_URL, AT)).toThrow(
+      'request.currency',
+    );
+    // MPP over MCP to a control plane paying x402 alone.
+    expect(() => readMcpChallenge([x402Protocol()], mppJson, MCP_URL, AT)).toThrow(
+      'the MCP tool asks for payment in a form no MCP payment transport of this control plane reads (it pays over MCP: x402)',
+    );
+    expect(() => readMcpChallenge(protocols, '{"something": "else"}', MCP_URL, AT)).toThrow(
+      '(it pays over MCP: mpp, x402)',
+    );
   });
 });

@@ -1,10 +1,16 @@
 import { AppError, ErrorCode, isAppError } from '../../common/errors';
 import { ChallengeError, PaymentProtocolName, type Charge } from './charge';
-import { hasMppChallenge, MPP_CHALLENGE_HEADER, parseMppChallenge } from './mpp-challenge';
+import {
+  hasMppChallenge,
+  MPP_CHALLENGE_HEADER,
+  parseMppChallenge,
+  parseMppMcpChallenge,
+} from './mpp-challenge';
+import { authorizeMppMcp, mppMcpChallengeIn, mppMcpSettlement } from './mpp-mcp';
 import { settleMpp, type TokenDomain } from './mpp-settle';
 import type { McpPaidOutcome, PaidResponse, SettleInput, Settlement } from './settlement';
 import { parseX402Challenge, parseX402McpChallenge, X402_CHALLENGE_HEADER } from './x402-challenge';
-import { authorizeX402Mcp, x402McpSettlement } from './x402-mcp';
+import { authorizeX402Mcp, x402McpChallengeIn, x402McpSettlement } from './x402-mcp';
 import { settleX402 } from './x402-settle';
 
 /**
@@ -34,16 +40,25 @@ export interface PaymentProtocol {
  * the harness's, so the control plane signs the payment and the harness carries it.
  */
 export interface McpPaymentTransport {
-  /** Pure: the charge of a challenge an MCP tool's result carried, for the call `resourceUrl`. */
+  /**
+   * This protocol's challenge in the payment-required object an MCP tool's answer carried
+   * (as the harness relayed it, JSON), exactly as relayed, or undefined.
+   */
+  challengeIn(paymentRequired: string): string | undefined;
+  /** Pure: the charge of a challenge an MCP tool's answer carried, for the call `resourceUrl`. */
   parse(challenge: string, resourceUrl: string, receivedAt: Date): Charge;
   /** Signs the payment of the approved charge, for the harness to send; refuses a changed one. */
   authorize(input: Omit<SettleInput, 'request'>): Promise<string>;
-  /** Pure: what the paid call settled, or a `SettlementError` saying if money may have moved. */
+  /**
+   * Pure: what the paid call settled, or a `SettlementError` saying if money may have
+   * moved. `challenge` is the approved charge's, as recorded.
+   */
   settlement(
     outcome: McpPaidOutcome,
     charge: Charge,
     payer: string,
     idempotencyKey: string,
+    challenge: string,
   ): Settlement;
 }
 
@@ -55,6 +70,7 @@ export function x402Protocol(): PaymentProtocol {
     parse: (challenge, url, at) => parseX402Challenge(challenge, url, at).charge,
     settle: (input) => settleX402(input),
     mcp: {
+      challengeIn: x402McpChallengeIn,
       parse: (challenge, url, at) => parseX402McpChallenge(challenge, url, at).charge,
       authorize: (input) => authorizeX402Mcp(input),
       settlement: x402McpSettlement,
@@ -71,32 +87,42 @@ export type TokenDomains = (network: string, asset: string) => TokenDomain | und
  * refused when parsed, before anyone is asked to approve what could not be paid.
  */
 export function mppProtocol(tokenDomains: TokenDomains): PaymentProtocol {
+  /** A charge in a token the table lists; refused when parsed otherwise. */
+  const known = (charge: Charge): Charge => {
+    if (tokenDomains(charge.network, charge.asset) === undefined) {
+      throw new ChallengeError(
+        PaymentProtocolName.Mpp,
+        'request.currency',
+        `is ${charge.asset} on ${charge.network}, a token the control plane's MPP token table does not list`,
+      );
+    }
+    return charge;
+  };
+  /** The token's EIP-712 domain, for signing; never from the challenge. */
+  const domainOf = (charge: Charge): TokenDomain => {
+    const tokenDomain = tokenDomains(charge.network, charge.asset);
+    if (tokenDomain === undefined) {
+      throw new AppError(
+        ErrorCode.FailedPrecondition,
+        `token ${charge.asset} on ${charge.network} is not a known token; add its EIP-712 domain to the control plane's token table`,
+      );
+    }
+    return tokenDomain;
+  };
   return {
     name: PaymentProtocolName.Mpp,
     challengeIn: (headers) => {
       const value = headers.get(MPP_CHALLENGE_HEADER);
       return value !== null && hasMppChallenge(value) ? value : undefined;
     },
-    parse: (challenge, url, at) => {
-      const { charge } = parseMppChallenge(challenge, url, at);
-      if (tokenDomains(charge.network, charge.asset) === undefined) {
-        throw new ChallengeError(
-          PaymentProtocolName.Mpp,
-          'request.currency',
-          `is ${charge.asset} on ${charge.network}, a token the control plane's MPP token table does not list`,
-        );
-      }
-      return charge;
-    },
-    settle: async (input) => {
-      const tokenDomain = tokenDomains(input.charge.network, input.charge.asset);
-      if (tokenDomain === undefined) {
-        throw new AppError(
-          ErrorCode.FailedPrecondition,
-          `token ${input.charge.asset} on ${input.charge.network} is not a known token; add its EIP-712 domain to the control plane's token table`,
-        );
-      }
-      return settleMpp({ ...input, tokenDomain });
+    parse: (challenge, url, at) => known(parseMppChallenge(challenge, url, at).charge),
+    settle: async (input) => settleMpp({ ...input, tokenDomain: domainOf(input.charge) }),
+    mcp: {
+      challengeIn: mppMcpChallengeIn,
+      parse: (challenge, url, at) => known(parseMppMcpChallenge(challenge, url, at).charge),
+      authorize: async (input) =>
+        authorizeMppMcp({ ...input, tokenDomain: domainOf(input.charge) }),
+      settlement: mppMcpSettlement,
     },
   };
 }
@@ -123,46 +149,77 @@ export function readChallenge(
   requestUrl: string,
   receivedAt: Date,
 ): ReadChallenge {
+  return readFirst(
+    protocols,
+    (protocol) => {
+      const challenge = protocol.challengeIn(headers);
+      return challenge === undefined
+        ? undefined
+        : { challenge, parse: () => protocol.parse(challenge, requestUrl, receivedAt) };
+    },
+    (names) => `the 402 carries no payment challenge Polychrome reads (looked for: ${names})`,
+  );
+}
+
+/**
+ * Reads the payment-required object an MCP tool's answer carried, by the same rule as a
+ * 402: the first protocol (in the given order) whose MCP transport finds its challenge
+ * there and parses it. One no MCP transport configured here reads is refused naming the
+ * protocols that pay over MCP.
+ */
+export function readMcpChallenge(
+  protocols: readonly PaymentProtocol[],
+  paymentRequired: string,
+  resourceUrl: string,
+  receivedAt: Date,
+): ReadChallenge {
+  return readFirst(
+    protocols,
+    ({ mcp }) => {
+      const challenge = mcp?.challengeIn(paymentRequired);
+      return mcp === undefined || challenge === undefined
+        ? undefined
+        : { challenge, parse: () => mcp.parse(challenge, resourceUrl, receivedAt) };
+    },
+    () =>
+      `the MCP tool asks for payment in a form no MCP payment transport of this control plane reads (it pays over MCP: ${
+        protocols
+          .filter((p) => p.mcp !== undefined)
+          .map((p) => p.name)
+          .join(', ') || 'nothing'
+      })`,
+  );
+}
+
+/** A protocol's challenge, found, and how to parse it. */
+interface Found {
+  readonly challenge: string;
+  parse(): Charge;
+}
+
+/** The first protocol whose `find` gives a challenge that parses; refusals as the callers say. */
+function readFirst(
+  protocols: readonly PaymentProtocol[],
+  find: (protocol: PaymentProtocol) => Found | undefined,
+  none: (names: string) => string,
+): ReadChallenge {
   const refused: AppError[] = [];
   for (const protocol of protocols) {
-    const challenge = protocol.challengeIn(headers);
-    if (challenge === undefined) continue;
+    const found = find(protocol);
+    if (found === undefined) continue;
     try {
-      return { protocol, challenge, charge: protocol.parse(challenge, requestUrl, receivedAt) };
+      return { protocol, challenge: found.challenge, charge: found.parse() };
     } catch (error) {
       if (!isAppError(error)) throw error;
       refused.push(error);
     }
   }
   if (refused.length === 1) throw refused[0]!;
+  const names = protocols.map((p) => p.name).join(',');
   if (refused.length > 1) {
     throw new AppError(ErrorCode.InvalidArgument, refused.map((e) => e.message).join('; and '), {
-      details: { protocols: protocols.map((p) => p.name).join(',') },
+      details: { protocols: names },
     });
   }
-  throw new AppError(
-    ErrorCode.InvalidArgument,
-    `the 402 carries no payment challenge Polychrome reads (looked for: ${protocols.map((p) => p.name).join(', ')})`,
-  );
-}
-
-/**
- * Reads the challenge an MCP tool's result carried: the first protocol in `protocols` with
- * an MCP transport parses it (today x402 alone has one). None configured, or a challenge it
- * refuses, is refused naming why.
- */
-export function readMcpChallenge(
-  protocols: readonly PaymentProtocol[],
-  challenge: string,
-  resourceUrl: string,
-  receivedAt: Date,
-): ReadChallenge {
-  const protocol = protocols.find((p) => p.mcp !== undefined);
-  if (protocol?.mcp === undefined) {
-    throw new AppError(
-      ErrorCode.InvalidArgument,
-      `the MCP tool asks for payment over x402's MCP transport, and this control plane pays over MCP only with x402 (it pays: ${protocols.map((p) => p.name).join(', ') || 'nothing'})`,
-    );
-  }
-  return { protocol, challenge, charge: protocol.mcp.parse(challenge, resourceUrl, receivedAt) };
+  throw new AppError(ErrorCode.InvalidArgument, none(protocols.map((p) => p.name).join(', ')));
 }

@@ -102,3 +102,14 @@ export class SettlementError extends AppError {
     this.outcome = outcome;
   }
 }
+
+/**
+ * A relayed paid result that does not show what happened (a paid MCP call): the payment
+ * may have settled, so it is never sent again and the turn is quarantined naming it.
+ */
+export function settlementUnknown(why: string): SettlementError {
+  return new SettlementError(
+    SettlementOutcome.Unknown,
+    `${why}; the payment may have settled: it is not sent again`,
+  );
+}

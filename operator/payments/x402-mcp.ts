@@ -3,6 +3,7 @@ import { refuseIfExpired } from './send-paid';
 import {
   SettlementError,
   SettlementOutcome,
+  settlementUnknown,
   type McpPaidOutcome,
   type SettleInput,
   type Settlement,
@@ -23,6 +24,18 @@ import { boundChallenge, signX402Payment } from './x402-settle';
  * its nonce is the charge's idempotency key, so however often it is sent the token moves
  * money for it once.
  */
+
+/** The payment-required object relayed for an MCP tool, when it is x402's: itself. */
+export function x402McpChallengeIn(paymentRequired: string): string | undefined {
+  try {
+    const body = JSON.parse(paymentRequired) as { x402Version?: unknown } | null;
+    return body !== null && typeof body === 'object' && 'x402Version' in body
+      ? paymentRequired
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** Signs the payment of an approved MCP charge: the `PaymentPayload` as JSON. */
 export async function authorizeX402Mcp(input: Omit<SettleInput, 'request'>): Promise<string> {
@@ -59,7 +72,9 @@ export function x402McpSettlement(
   idempotencyKey: string,
 ): Settlement {
   if (outcome.outcomeUnknownReason !== '') {
-    throw unknown(`the paid MCP call's outcome is unknown (${clip(outcome.outcomeUnknownReason)})`);
+    throw settlementUnknown(
+      `the paid MCP call's outcome is unknown (${clip(outcome.outcomeUnknownReason)})`,
+    );
   }
   const response = settleResponseOf(outcome.paymentResponse);
   if (response?.success === false || (outcome.paymentNotTaken && response === undefined)) {
@@ -70,7 +85,7 @@ export function x402McpSettlement(
     );
   }
   if (response === undefined) {
-    throw unknown('the paid MCP result carries no x402/payment-response');
+    throw settlementUnknown('the paid MCP result carries no x402/payment-response');
   }
   const { transaction, network } = response;
   const paidBy = typeof response.payer === 'string' ? response.payer.toLowerCase() : '';
@@ -79,10 +94,10 @@ export function x402McpSettlement(
     typeof transaction !== 'string' ||
     !/^0x[0-9a-fA-F]{64}$/.test(transaction)
   ) {
-    throw unknown('the x402/payment-response names no transaction');
+    throw settlementUnknown('the x402/payment-response names no transaction');
   }
   if (network !== charge.network || paidBy !== payer.toLowerCase()) {
-    throw unknown(
+    throw settlementUnknown(
       `the x402/payment-response names ${clip(String(network))} and payer ${clip(paidBy)}, not the charge's ${charge.network} and this wallet's ${payer.toLowerCase()}`,
     );
   }
@@ -103,17 +118,10 @@ function settleResponseOf(json: string): SettleResponse | undefined {
   try {
     parsed = JSON.parse(json);
   } catch {
-    throw unknown('the x402/payment-response is not JSON');
+    throw settlementUnknown('the x402/payment-response is not JSON');
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    throw unknown('the x402/payment-response is not a JSON object');
+    throw settlementUnknown('the x402/payment-response is not a JSON object');
   }
   return parsed;
-}
-
-function unknown(why: string): SettlementError {
-  return new SettlementError(
-    SettlementOutcome.Unknown,
-    `${why}; the payment may have settled: it is not sent again`,
-  );
 }

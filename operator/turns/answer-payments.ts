@@ -144,7 +144,7 @@ async function answerSettle(
     const authorized = await authorizeMcpCharge(plan.charge, plan.wallet, parts);
     if ('payment' in authorized) {
       notes.outcome(PaymentSpanOutcome.Handed);
-      call.mcpPayment({ toolCallId: plan.charge.toolCallId, payment: authorized.payment });
+      call.mcpPayment(authorized.payment);
       return undefined;
     }
     notes.outcome(settledOutcome(authorized.result));

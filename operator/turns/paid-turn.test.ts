@@ -52,17 +52,26 @@ const CASES: readonly Case[] = [
     protocols: 'mpp,x402',
     pays: 'x402',
   },
+  {
+    title: "MPP over MCP, from an MCP server's paid tool",
+    seller: 'mpp-mcp',
+    protocols: 'x402,mpp',
+    pays: 'mpp',
+  },
 ];
+
+/** The seller is an MCP server's tool. */
+const overMcp = (seller: Seller): boolean => seller === 'x402-mcp' || seller === 'mpp-mcp';
 
 /** The settlement's transaction as the seller's own receipt states it. */
 function upstreamTransaction(seller: Seller, pays: Case['pays'], header: string): unknown {
-  // x402's PAYMENT-RESPONSE is base64 JSON {success, transaction, network, payer} (over
-  // MCP, `_meta["x402/payment-response"]` is that JSON itself); MPP's Payment-Receipt
-  // base64url JSON {method, reference, status, timestamp}, unsigned.
-  const json =
-    seller === 'x402-mcp'
-      ? header
-      : Buffer.from(header, pays === 'mpp' ? 'base64url' : 'base64').toString('utf8');
+  // x402's PAYMENT-RESPONSE is base64 JSON {success, transaction, network, payer}; MPP's
+  // Payment-Receipt base64url JSON {method, reference, status, timestamp}, unsigned. Over
+  // MCP, each is that JSON itself (`_meta["x402/payment-response"]`,
+  // `_meta["org.paymentauth/receipt"]`).
+  const json = overMcp(seller)
+    ? header
+    : Buffer.from(header, pays === 'mpp' ? 'base64url' : 'base64').toString('utf8');
   const decoded = JSON.parse(json) as Record<string, unknown>;
   return pays === 'mpp' ? decoded.reference : decoded.transaction;
 }
@@ -155,7 +164,15 @@ describe.each(CASES)('a paid call in a real turn: $title', ({ seller, protocols,
     const challenge = String(charge?.challenge);
     const card = paused.approval?.args as Record<string, unknown>;
     expect(card.challengeSha256).toBe(createHash('sha256').update(challenge, 'utf8').digest('hex'));
-    if (pays === 'mpp') {
+    if (seller === 'mpp-mcp') {
+      // The -32042 error's data as the tool's answer carried it: one evm charge, whose
+      // stated expiry the card shows.
+      const data = JSON.parse(challenge) as { challenges: Record<string, unknown>[] };
+      expect(data.challenges).toEqual([
+        expect.objectContaining({ realm: 'polychrome-test', method: 'evm', intent: 'charge' }),
+      ]);
+      expect(card.expiresAt).toBe(new Date(String(data.challenges[0]?.expires)).toISOString());
+    } else if (pays === 'mpp') {
       expect(challenge).toMatch(/^Payment id="[^"]+", realm="polychrome-test", method="evm"/);
       // MPP's challenge states its own expiry: the card shows exactly it.
       const expires = /expires="([^"]+)"/.exec(challenge)?.[1];
@@ -217,7 +234,7 @@ describe.each(CASES)('a paid call in a real turn: $title', ({ seller, protocols,
       payee: fixture.payee.toLowerCase(),
       amount: PRICE,
       // An MCP tool's result has no HTTP status.
-      responseStatus: seller === 'x402-mcp' ? 0 : 200,
+      responseStatus: overMcp(seller) ? 0 : 200,
       wallet: 'ops',
       keyId: turns.approvals.keyId,
     });
@@ -253,7 +270,7 @@ describe.each(CASES)('a paid call in a real turn: $title', ({ seller, protocols,
     // The tool got the paid response (an MCP tool: its result, as the tool gave it).
     const result = journal.filter((e) => e.kind === 'tool_result').at(-1)?.payload;
     expect(String(result?.content)).toMatch(
-      seller === 'x402-mcp' ? /^paid report on tides \(run 1\)$/ : /^HTTP 200\n/,
+      overMcp(seller) ? /^paid report on tides \(run 1\)$/ : /^HTTP 200\n/,
     );
 
     // Posting again under the same key answers the settled turn: nothing is paid twice.

@@ -15,6 +15,7 @@ import type {
 import type { Charge } from '../payments/charge';
 import type {
   McpPaidResult,
+  McpPayment,
   TrustedToolResult,
 } from '../../proto/gen/polychrome/harness/v1/harness';
 import { chargeFromProto, receiptIdOf, receiptToProto } from '../payments/payment-events';
@@ -114,7 +115,7 @@ export async function authorizeMcpCharge(
   charge: PaymentCharge,
   wallet: string,
   parts: PayParts,
-): Promise<{ readonly payment: string } | { readonly result: TrustedToolResult }> {
+): Promise<{ readonly payment: McpPayment } | { readonly result: TrustedToolResult }> {
   const mcp = parts.settings?.protocols.find((p) => p.name === charge.protocol)?.mcp;
   if (parts.settings === undefined || mcp === undefined) {
     return {
@@ -125,15 +126,15 @@ export async function authorizeMcpCharge(
     };
   }
   try {
-    return {
-      payment: await mcp.authorize({
-        charge: chargeFromProto(charge),
-        challenge: charge.challenge,
-        wallet: await parts.settings.wallets.wallet(wallet),
-        idempotencyKey: charge.idempotencyKey,
-        ...(parts.settings.send === undefined ? {} : { options: parts.settings.send }),
-      }),
-    };
+    const payment = await mcp.authorize({
+      charge: chargeFromProto(charge),
+      challenge: charge.challenge,
+      wallet: await parts.settings.wallets.wallet(wallet),
+      idempotencyKey: charge.idempotencyKey,
+      ...(parts.settings.send === undefined ? {} : { options: parts.settings.send }),
+    });
+    // The protocol names the `_meta` key the harness carries it under.
+    return { payment: { toolCallId: charge.toolCallId, payment, protocol: charge.protocol } };
   } catch (error) {
     return { result: failedPayment(charge, error) };
   }
@@ -163,7 +164,13 @@ export async function recordMcpPaid(
       );
     }
     const payer = await walletAddress(parts.settings, wallet);
-    const settlement = mcp.settlement(relayed, neutral, payer, charge.idempotencyKey);
+    const settlement = mcp.settlement(
+      relayed,
+      neutral,
+      payer,
+      charge.idempotencyKey,
+      charge.challenge,
+    );
     paid = {
       status: 0,
       contentType: undefined,

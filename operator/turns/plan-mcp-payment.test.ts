@@ -92,7 +92,7 @@ describe("an MCP tool's challenge", () => {
     });
   });
 
-  it('is refused, named, by a control plane that pays over MCP with no protocol it runs', () => {
+  it("is refused, named, by a control plane whose MCP transports do not read it (x402's to one paying MPP alone)", () => {
     const plan = paymentChallengePlan(
       turn([mcpCall]),
       challenge(),
@@ -103,7 +103,9 @@ describe("an MCP tool's challenge", () => {
       answer: {
         answer: {
           $case: 'refusal',
-          value: expect.stringContaining('pays over MCP only with x402 (it pays: mpp)'),
+          value: expect.stringContaining(
+            'no MCP payment transport of this control plane reads (it pays over MCP: mpp)',
+          ),
         },
       },
     });

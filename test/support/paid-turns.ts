@@ -31,6 +31,7 @@ import {
   type RealTurnsOptions,
 } from './real-turns';
 import { FETCH_EXTRA_TOOLS } from './scripted-harness';
+import { startMppMcpServer } from './payments/mpp-mcp-server';
 import { startX402McpServer } from './payments/x402-mcp-server';
 import { mcpResourceUrl } from '../../common/payment-approval';
 
@@ -40,9 +41,9 @@ export const PAID_WALLET = 'ops';
 /**
  * Who sells: `GET /paid` of the x402 stack, or of the mppx server (offering MPP and x402),
  * bought with `fetch`; or the tool `shop/report` of an MCP server paid over x402's MCP
- * transport (x402-mcp-server.ts), bought by calling it.
+ * transport (x402-mcp-server.ts) or MPP's (mpp-mcp-server.ts), bought by calling it.
  */
-export type Seller = 'x402' | 'mpp' | 'x402-mcp';
+export type Seller = 'x402' | 'mpp' | 'x402-mcp' | 'mpp-mcp';
 
 /** The MCP seller's server name and tool, as the model calls it. */
 export const PAID_MCP_TOOL = 'shop/report';
@@ -99,15 +100,20 @@ export async function startPaidTurns(options: {
   // A chain another control plane started is that one's to stop.
   const closeFixture = () => (options.fixture === undefined ? fixture.close() : Promise.resolve());
   const walletDir = await fixtureWalletDir(fixture, PAID_WALLET);
+  const offer = {
+    facilitatorUrl: fixture.x402.facilitatorUrl,
+    token: fixture.token.address,
+    payTo: fixture.payee,
+  };
   const mcpSeller =
     seller === 'x402-mcp'
-      ? await startX402McpServer({
-          facilitatorUrl: fixture.x402.facilitatorUrl,
-          token: fixture.token.address,
-          payTo: fixture.payee,
-          price: options.price,
-        })
-      : undefined;
+      ? await startX402McpServer({ ...offer, price: options.price })
+      : seller === 'mpp-mcp'
+        ? await startMppMcpServer({
+            ...offer,
+            amount: formatUnits(BigInt(options.price), TOKEN_DECIMALS),
+          })
+        : undefined;
   const mpp = fixture.mpp;
   const fetchReply =
     (url: string) =>

@@ -57,15 +57,23 @@ export function paymentNotTaken(content: string): McpPaidOutcome {
   };
 }
 
+/** The payment the control plane signed for an MCP tool's approved charge (harness.proto `McpPayment`). */
+export interface McpPaymentToSend {
+  /** As JSON. */
+  readonly payment: string;
+  /** Whose MCP transport carries it ("x402", "mpp"; '' is x402). */
+  readonly protocol: string;
+}
+
 /**
  * Calls an MCP server's tool again with the payment the control plane signed for its
- * approved charge (x402's MCP transport: `_meta["x402/payment"]`). Never rejects: a call
- * whose outcome is unknown says so in `outcomeUnknownReason`.
+ * approved charge, under its protocol's `_meta` key (harness/tools/mcp-payment.ts). Never
+ * rejects: a call whose outcome is unknown says so in `outcomeUnknownReason`.
  */
 export interface PaidToolRunner {
   callPaid(
     request: ToolCallRequest,
-    payment: string,
+    payment: McpPaymentToSend,
     options: ToolCallOptions,
   ): Promise<McpPaidOutcome>;
 }

@@ -79,22 +79,22 @@ describe('x402 over MCP: the harness carries, the control plane signs and reads'
       x402Version: 2,
       payload: { authorization: { nonce: `0x${idempotencyKey}`, value: f.price } },
     });
-    const paid = await runner.callPaid(request('c-1'), payment, options());
+    const paid = await runner.callPaid(request('c-1'), { payment, protocol: 'x402' }, options());
     expect(paid).toMatchObject({
       content: 'paid report on tides (run 1)',
       isError: false,
       paymentNotTaken: false,
     });
-    const settlement = mcp.settlement(paid, charge, wallet.address, idempotencyKey);
+    const settlement = mcp.settlement(paid, charge, wallet.address, idempotencyKey, challenge);
     expect(settlement).toMatchObject({ payer: f.payer.toLowerCase(), network: 'eip155:31337' });
     expect(settlement.transaction).toMatch(/^0x[0-9a-f]{64}$/u);
     expect(await f.token.balanceOf(f.payee)).toBe(before + BigInt(f.price));
 
     // The same payment sent again (a harness replaying it) moves nothing: the token took
     // its nonce; the server asks for payment again, which reads as not taken.
-    const again = await runner.callPaid(request('c-1'), payment, options());
+    const again = await runner.callPaid(request('c-1'), { payment, protocol: 'x402' }, options());
     expect(again.paymentNotTaken).toBe(true);
-    expect(() => mcp.settlement(again, charge, wallet.address, idempotencyKey)).toThrow(
+    expect(() => mcp.settlement(again, charge, wallet.address, idempotencyKey, challenge)).toThrow(
       expect.objectContaining({ outcome: SettlementOutcome.Rejected }),
     );
     expect(await f.token.balanceOf(f.payee)).toBe(before + BigInt(f.price));
@@ -159,13 +159,15 @@ describe('reading what a paid MCP call settled', () => {
     ['another network', 'unknown', { paymentResponse: response({ network: 'eip155:1' }) }],
     ['another payer', 'unknown', { paymentResponse: response({ payer: `0x${'44'.repeat(20)}` }) }],
   ])('%s is %s', (_name, expected, over) => {
-    expect(() => x402Protocol().mcp!.settlement(outcome(over), charge, payer, 'k')).toThrow(
+    expect(() => x402Protocol().mcp!.settlement(outcome(over), charge, payer, 'k', '')).toThrow(
       expect.objectContaining({ outcome: expected }),
     );
   });
 
   it('reads a settlement by this wallet on the charge network, keeping it as the upstream receipt', () => {
-    expect(x402Protocol().mcp!.settlement(outcome({}), charge, payer.toUpperCase(), 'k')).toEqual({
+    expect(
+      x402Protocol().mcp!.settlement(outcome({}), charge, payer.toUpperCase(), 'k', ''),
+    ).toEqual({
       protocol: 'x402',
       transaction: tx,
       payer,

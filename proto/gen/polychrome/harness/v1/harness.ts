@@ -537,8 +537,11 @@ export interface PaymentChallenge {
    */
   headers: HttpHeader[];
   /**
-   * An MCP server's tool answered with x402's `PaymentRequired` (x402's MCP transport; no
-   * HTTP 402): the object as JSON, as the result carried it. `url` is then
+   * An MCP server's tool asked for payment over an MCP payment transport (no HTTP 402):
+   * the object that asked, as JSON, as the answer carried it. x402's transport: the
+   * `PaymentRequired` of an error result. MPP's (org.paymentauth): the `data` of a JSON-RPC
+   * error -32042 (or -32043), or a result's `_meta["org.paymentauth/payment-required"]`,
+   * `{challenges: [...]}`. The control plane's protocols tell them apart. `url` is then
    * `mcp://<server>/<tool>` of the call and `headers` is empty (docs/payments.md, "A paid
    * MCP tool").
    */
@@ -566,16 +569,22 @@ export interface PaymentSettle {
 /**
  * The control plane's answer to a `payment_settle` of an MCP tool's charge: the MCP
  * session lives in the sandbox, so the control plane cannot send the paid call itself. It
- * committed `payment_sent`, signed the payment for exactly the approved charge (x402's
- * `PaymentPayload`, whose EIP-3009 nonce is the charge's idempotency key, so it moves money
- * once however often it is sent), and hands it over. The harness calls the tool again with
- * it in `_meta["x402/payment"]` and answers with an `mcp_paid_result`. Never logged, never
- * committed.
+ * committed `payment_sent`, signed the payment for exactly the approved charge (an
+ * EIP-3009 authorization whose nonce moves money once however often it is sent), and hands
+ * it over. The harness calls the tool again with it in the `_meta` key of `protocol`'s MCP
+ * transport and answers with an `mcp_paid_result`. Never logged, never committed.
  */
 export interface McpPayment {
   toolCallId: string;
-  /** The payment as JSON, for `_meta["x402/payment"]`. */
+  /** The payment as JSON: x402's `PaymentPayload`, or MPP's credential object. */
   payment: string;
+  /**
+   * Whose MCP transport carries it: "x402" (`_meta["x402/payment"]`) or "mpp"
+   * (`_meta["org.paymentauth/credential"]`). Empty is "x402" (what a control plane that
+   * paid MCP tools over x402 alone sent). The harness sends no payment under a protocol it
+   * does not know.
+   */
+  protocol: string;
 }
 
 /**
@@ -590,8 +599,10 @@ export interface McpPaidResult {
   content: string;
   isError: boolean;
   /**
-   * `_meta["x402/payment-response"]` of the result as JSON, or, for a refused settlement,
-   * the `x402/payment-response` inside its `PaymentRequired`; empty when it had neither.
+   * The settlement the answer carried, as JSON, where the payment's protocol puts it:
+   * x402, `_meta["x402/payment-response"]` of the result, or, for a refused settlement, the
+   * `x402/payment-response` inside its `PaymentRequired`; MPP, the result's
+   * `_meta["org.paymentauth/receipt"]`. Empty when it had none.
    */
   paymentResponse: string;
   /**
@@ -600,8 +611,9 @@ export interface McpPaidResult {
    */
   outcomeUnknownReason: string;
   /**
-   * The server did not take the payment: its result asked for payment again, or the paid
-   * call never reached it (the server could not be connected to, or refused the request).
+   * The server did not take the payment: its answer asked for payment again, or the paid
+   * call never reached it (the server could not be connected to, or refused the request
+   * before running it: a JSON-RPC parse, request, method or params error).
    */
   paymentNotTaken: boolean;
 }
@@ -4603,7 +4615,7 @@ export const PaymentSettle: MessageFns<PaymentSettle> = {
 };
 
 function createBaseMcpPayment(): McpPayment {
-  return { toolCallId: "", payment: "" };
+  return { toolCallId: "", payment: "", protocol: "" };
 }
 
 export const McpPayment: MessageFns<McpPayment> = {
@@ -4613,6 +4625,9 @@ export const McpPayment: MessageFns<McpPayment> = {
     }
     if (message.payment !== "") {
       writer.uint32(18).string(message.payment);
+    }
+    if (message.protocol !== "") {
+      writer.uint32(26).string(message.protocol);
     }
     return writer;
   },
@@ -4646,6 +4661,14 @@ export const McpPayment: MessageFns<McpPayment> = {
             message.payment = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.protocol = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4666,6 +4689,7 @@ export const McpPayment: MessageFns<McpPayment> = {
         ? globalThis.String(object.tool_call_id)
         : "",
       payment: isSet(object.payment) ? globalThis.String(object.payment) : "",
+      protocol: isSet(object.protocol) ? globalThis.String(object.protocol) : "",
     };
   },
 
@@ -4677,6 +4701,9 @@ export const McpPayment: MessageFns<McpPayment> = {
     if (message.payment !== "") {
       obj.payment = message.payment;
     }
+    if (message.protocol !== "") {
+      obj.protocol = message.protocol;
+    }
     return obj;
   },
 
@@ -4687,6 +4714,7 @@ export const McpPayment: MessageFns<McpPayment> = {
     const message = createBaseMcpPayment();
     message.toolCallId = object.toolCallId ?? "";
     message.payment = object.payment ?? "";
+    message.protocol = object.protocol ?? "";
     return message;
   },
 };
