@@ -219,6 +219,29 @@ describe('namespace onboarding on the real API server, as the shipped identity',
     // The template points at this control plane's namespace, not config/sandbox's default.
     const template = JSON.stringify(made.get('SandboxTemplate polychrome-harness'));
     expect(template).toContain(`"kubernetes.io/metadata.name":"${cp.name}"`);
+    // The NetworkPolicy, as the API server holds it (kubectl: no client model in between),
+    // admits the harness port from this control plane's pods only, and metrics from
+    // monitoring: an ingress rule without its `from` would admit every source.
+    const policy = JSON.parse(
+      kubectl((await sharedCluster()).kubeconfigPath, [
+        ...['-n', a.name, 'get', 'networkpolicy', 'polychrome-harness', '-o', 'json'],
+      ]),
+    ) as { spec: { ingress: unknown } };
+    const namespaced = (name: string) => ({
+      namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': name } },
+    });
+    expect(policy.spec.ingress).toEqual([
+      {
+        from: [
+          {
+            ...namespaced(cp.name),
+            podSelector: { matchLabels: { 'app.kubernetes.io/name': 'polychrome-control-plane' } },
+          },
+        ],
+        ports: [{ port: 7070, protocol: 'TCP' }],
+      },
+      { from: [namespaced('monitoring')], ports: [{ port: 9090, protocol: 'TCP' }] },
+    ]);
     const approval = await sourceSecret(SecretName.ApprovalKey);
     const harness = made.get('Secret polychrome-harness');
     expect(dataOf(harness, 'approval-public-key')).toBe(
