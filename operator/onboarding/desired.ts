@@ -189,6 +189,8 @@ export function droppedFields(desired: unknown, servable: unknown, at = ''): str
   if (!isRecord(desired)) return [];
   const there = isRecord(servable) ? servable : {};
   return Object.entries(desired).flatMap(([k, v]) =>
-    k in there ? droppedFields(v, there[k], at === '' ? k : `${at}.${k}`) : [at === '' ? k : `${at}.${k}`],
+    k in there
+      ? droppedFields(v, there[k], at === '' ? k : `${at}.${k}`)
+      : [at === '' ? k : `${at}.${k}`],
   );
 }
