@@ -152,3 +152,45 @@ function contains(stored: unknown, desired: unknown): boolean {
   }
   return stored === desired;
 }
+
+/**
+ * `desired` without the fields `answer` lacks: what the API server keeps of it. `answer` is
+ * the server's object after a dry-run merge patch of `desired`, so every field of `desired`
+ * is in it unless the server drops it, as a custom resource's server drops a field its CRD
+ * does not declare (an agent-sandbox older than the field). Server-side apply refuses such a
+ * field instead of dropping it, and comparing it with the stored object would find it
+ * missing on every pass: onboarding compares and writes this instead. Lists are taken item
+ * by item (a merge patch replaces a list with ours, in our order).
+ */
+export function keptBy(desired: Manifest, answer: unknown): Manifest {
+  return kept(desired, answer) as Manifest;
+}
+
+function kept(desired: unknown, answer: unknown): unknown {
+  if (Array.isArray(desired)) {
+    const items = Array.isArray(answer) ? (answer as unknown[]) : [];
+    return desired.map((d, i) => kept(d, items[i]));
+  }
+  if (!isRecord(desired)) return desired;
+  const there = isRecord(answer) ? answer : {};
+  return Object.fromEntries(
+    Object.entries(desired)
+      .filter(([k]) => k in there)
+      .map(([k, v]) => [k, kept(v, there[k])]),
+  );
+}
+
+/** The dotted paths of the fields of `desired` that `servable` (its `keptBy`) lacks. */
+export function droppedFields(desired: unknown, servable: unknown, at = ''): string[] {
+  if (Array.isArray(desired)) {
+    const items = Array.isArray(servable) ? (servable as unknown[]) : [];
+    return desired.flatMap((d, i) => droppedFields(d, items[i], `${at}[${i}]`));
+  }
+  if (!isRecord(desired)) return [];
+  const there = isRecord(servable) ? servable : {};
+  return Object.entries(desired).flatMap(([k, v]) =>
+    k in there
+      ? droppedFields(v, there[k], at === '' ? k : `${at}.${k}`)
+      : [at === '' ? k : `${at}.${k}`],
+  );
+}

@@ -3,7 +3,9 @@
  * the provisioner's two source Secrets, asks the plan, and carries it out. Creates are POSTs
  * (a 409 means someone made the object in between: the next pass sees whose it is, so an
  * object is never adopted by a race); changes to ours are server-side applies with our
- * field manager and the resourceVersion read as a precondition; deletes carry the uid read,
+ * field manager and the resourceVersion read as a precondition, of what the server keeps of
+ * ours (a dry-run merge patch says what that is: a field the CRD does not declare is neither
+ * refused nor written again on every pass); deletes carry the uid read,
  * so only the object we saw as ours is deleted. The harness certificate is minted here
  * (issue.ts), and its key goes into the Secret only, never a log line. An object of our name
  * that is not ours is reported as a Kubernetes Event on it.
@@ -28,8 +30,9 @@ import {
   refKey,
   type ObjectRef,
 } from './catalog';
-import type { Manifest, Placement } from './desired';
+import { droppedFields, holds, keptBy, type Manifest, type Placement } from './desired';
 import { issueHarnessTls } from './issue';
+import { toClientModel, toWire } from './wire';
 import type { ConflictEvents } from './conflict-events';
 import {
   planOnboarding,
@@ -129,13 +132,14 @@ export class NamespaceOnboarder {
         this.options.log.warn({ namespace: name, object: refKey(action.ref) }, action.message);
         continue;
       }
-      if (await this.carryOut(name, action)) {
+      const outcome = await this.carryOut(name, action);
+      if (outcome === 'written') {
         written.push(`${action.op} ${action.ref.kind} ${action.ref.name}`);
         this.options.log.info(
           { namespace: name, op: action.op, kind: action.ref.kind, object: action.ref.name },
           `onboarding: ${action.op} ${action.ref.kind} ${action.ref.name}`,
         );
-      } else raced = true;
+      } else if (outcome === 'raced') raced = true;
     }
     return { written, pending, raced };
   }
@@ -155,7 +159,7 @@ export class NamespaceOnboarder {
         if (code(err) === 404) continue;
         throw err;
       }
-      const body: unknown = JSON.parse(JSON.stringify(obj));
+      const body = toWire(obj);
       found.set(refKey(ref), {
         owned: obj.metadata?.labels?.[ONBOARDED_LABEL.key] === ONBOARDED_LABEL.value,
         uid: obj.metadata?.uid ?? '',
@@ -167,41 +171,92 @@ export class NamespaceOnboarder {
     return found;
   }
 
-  /** One write; false when it lost a race (409) and the next pass must decide again. */
+  /**
+   * One write: `raced` when it lost a race (409, or the object went away before an apply)
+   * and the next pass must decide again; `unchanged` when the server already holds all it
+   * keeps of ours.
+   */
   private async carryOut(
     namespace: string,
     action: Exclude<OnboardingAction, { op: 'conflict' | 'wait' }>,
-  ): Promise<boolean> {
+  ): Promise<'written' | 'unchanged' | 'raced'> {
     try {
       switch (action.op) {
         case 'create':
-          await this.objects.create(action.object, undefined, undefined, ONBOARDING_FIELD_MANAGER);
-          return true;
+          await this.objects.create(
+            toClientModel(action.object),
+            undefined,
+            undefined,
+            ONBOARDING_FIELD_MANAGER,
+          );
+          return 'written';
         case 'apply':
-          await this.apply(action.object, action.resourceVersion);
-          return true;
+          return await this.applyKept(namespace, action);
         case 'issue': {
           const lifetimes = this.options.lifetimes ?? DEFAULT_LIFETIMES;
           const object = issueHarnessTls(namespace, action.from, this.now(), lifetimes);
           if (action.resourceVersion === undefined) {
-            await this.objects.create(object, undefined, undefined, ONBOARDING_FIELD_MANAGER);
+            await this.objects.create(
+              toClientModel(object),
+              undefined,
+              undefined,
+              ONBOARDING_FIELD_MANAGER,
+            );
           } else await this.apply(object, action.resourceVersion);
-          return true;
+          return 'written';
         }
         case 'delete':
           await this.delete(namespace, action.ref, action.uid);
-          return true;
+          return 'written';
       }
     } catch (err) {
-      if (code(err) === 409) return false;
+      if (code(err) === 409) return 'raced';
       throw err;
     }
+  }
+
+  /**
+   * Puts back what the server keeps of ours. A dry-run merge patch of ours says what that
+   * is (a custom resource's server drops a field its CRD does not declare, where a
+   * server-side apply would be refused), and when the object as read already holds it,
+   * nothing is written: a dropped field is not written again on every pass.
+   */
+  private async applyKept(
+    namespace: string,
+    action: Extract<OnboardingAction, { op: 'apply' }>,
+  ): Promise<'written' | 'unchanged' | 'raced'> {
+    let answer: KubernetesObject;
+    try {
+      answer = await this.objects.patch(
+        toClientModel(action.object),
+        undefined,
+        'All',
+        ONBOARDING_FIELD_MANAGER,
+        undefined,
+        PatchStrategy.MergePatch,
+      );
+    } catch (err) {
+      if (code(err) === 404) return 'raced';
+      throw err;
+    }
+    const servable = keptBy(action.object, toWire(answer));
+    if (holds(action.stored, servable)) return 'unchanged';
+    const dropped = droppedFields(action.object, servable);
+    if (dropped.length > 0) {
+      this.options.log.warn(
+        { namespace, kind: action.ref.kind, object: action.ref.name, dropped },
+        `onboarding: the API server does not keep ${dropped.join(', ')} of ` +
+          `${action.ref.kind} ${action.ref.name} (its CRD does not declare it): written without it`,
+      );
+    }
+    await this.apply(servable, action.resourceVersion);
+    return 'written';
   }
 
   /** Server-side apply of ours, forced over other managers, at the version we read. */
   private async apply(object: Manifest, resourceVersion: string): Promise<void> {
     await this.objects.patch(
-      { ...object, metadata: { ...object.metadata, resourceVersion } },
+      toClientModel({ ...object, metadata: { ...object.metadata, resourceVersion } }),
       undefined,
       undefined,
       ONBOARDING_FIELD_MANAGER,

@@ -88,6 +88,11 @@ export type OnboardingAction =
       readonly ref: ObjectRef;
       readonly object: Manifest;
       readonly resourceVersion: string;
+      /**
+       * The object as read. The shell writes only what the server keeps of `object`, and
+       * nothing when this already holds that (`keptBy`, desired.ts).
+       */
+      readonly stored: unknown;
     }
   | {
       readonly op: 'issue';
@@ -180,7 +185,15 @@ function planObject(input: OnboardingInput, object: Manifest): OnboardingAction[
     (found) =>
       holds(found.body, object)
         ? []
-        : [{ op: 'apply', ref, object, resourceVersion: found.resourceVersion }],
+        : [
+            {
+              op: 'apply',
+              ref,
+              object,
+              resourceVersion: found.resourceVersion,
+              stored: found.body,
+            },
+          ],
   );
 }
 

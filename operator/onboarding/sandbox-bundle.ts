@@ -281,6 +281,9 @@ export const SANDBOX_BUNDLE: readonly BundleObject[] = [
       sandboxTemplateRef: {
         name: 'polychrome-harness',
       },
+      updateStrategy: {
+        type: 'Recreate',
+      },
     },
   },
   {

@@ -219,6 +219,47 @@ describe('namespace onboarding on the real API server, as the shipped identity',
     // The template points at this control plane's namespace, not config/sandbox's default.
     const template = JSON.stringify(made.get('SandboxTemplate polychrome-harness'));
     expect(template).toContain(`"kubernetes.io/metadata.name":"${cp.name}"`);
+    // The NetworkPolicy, as the API server holds it (kubectl: no client model in between),
+    // admits the harness port from this control plane's pods only, and metrics from
+    // monitoring: an ingress rule without its `from` would admit every source.
+    const adminPath = (await sharedCluster()).kubeconfigPath;
+    const ingressOf = (): unknown =>
+      (
+        JSON.parse(
+          kubectl(adminPath, [
+            ...['-n', a.name, 'get', 'networkpolicy', 'polychrome-harness', '-o', 'json'],
+          ]),
+        ) as { spec: { ingress: unknown } }
+      ).spec.ingress;
+    const namespaced = (name: string) => ({
+      namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': name } },
+    });
+    const admitted = [
+      {
+        from: [
+          {
+            ...namespaced(cp.name),
+            podSelector: { matchLabels: { 'app.kubernetes.io/name': 'polychrome-control-plane' } },
+          },
+        ],
+        ports: [{ port: 7070, protocol: 'TCP' }],
+      },
+      { from: [namespaced('monitoring')], ports: [{ port: 9090, protocol: 'TCP' }] },
+    ];
+    expect(ingressOf()).toEqual(admitted);
+    // A policy whose rule lost its sources (as earlier releases wrote it) is put back.
+    kubectl(adminPath, [
+      ...['-n', a.name, 'patch', 'networkpolicy', 'polychrome-harness', '--type=json'],
+      '-p=[{"op":"remove","path":"/spec/ingress/0/from"}]',
+    ]);
+    await pollUntil(
+      'the sources back on the NetworkPolicy',
+      () =>
+        Promise.resolve(
+          JSON.stringify(ingressOf()) === JSON.stringify(admitted) ? true : undefined,
+        ),
+      poll,
+    );
     const approval = await sourceSecret(SecretName.ApprovalKey);
     const harness = made.get('Secret polychrome-harness');
     expect(dataOf(harness, 'approval-public-key')).toBe(
