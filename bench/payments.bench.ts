@@ -19,9 +19,10 @@
  * checked and committed, the pause) and approval to reply (`payment_sent`, the settle on
  * anvil, the signed receipt, the tool result, the model's last reply); its baseline, in
  * the same run and conversation, is a turn whose `fetch` GETs the unpaid route. The third
- * seller is an MCP server's paid tool over x402's MCP transport (test/support/payments/
- * x402-mcp-server.ts): the control plane signs, the harness calls the tool again with the
- * payment, and the server verifies and settles through the same facilitator.
+ * and fourth sellers are an MCP server's paid tool over x402's MCP transport and MPP's
+ * (test/support/payments/x402-mcp-server.ts, mpp-mcp-server.ts): the control plane signs,
+ * the harness calls the tool again with the payment, and the server verifies and settles
+ * through the same facilitator.
  *
  * Usage: npx tsx bench/payments.bench.ts [iterations, default 40] [turns, default 20]
  */
@@ -127,6 +128,7 @@ async function main(): Promise<void> {
     ['x402', 'x402'],
     ['mpp', 'mpp'],
     ['x402-mcp', 'x402'],
+    ['mpp-mcp', 'mpp'],
   ] as const) {
     const t = await timeTurns(seller, protocols, TURNS);
     row(`${seller} turn baseline: fetch of the unpaid route`, stats(t.free));
