@@ -10,7 +10,9 @@
  * for real on an empty cluster of its own whose local node pulls every pod's pinned image
  * from the registry and runs it under chroot (support/release-install.ts): the planes come
  * Ready, a labelled namespace onboards, a Conversation answers one turn against the local
- * Messages API server, and its journal verifies.
+ * Messages API server, and its journal verifies. Then the pushed chart, whose defaults
+ * render exactly polychrome.yaml, installed the same way with docs/release.md's `helm
+ * install` on another empty cluster, and what `helm uninstall` leaves.
  *
  * It needs root (the images' chroot checks) like `make images`. With RELEASE_TEST_IMAGES
  * naming an IMAGE_LAYOUT that `make test` built just before (hack/build-images.sh), the

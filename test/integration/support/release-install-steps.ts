@@ -8,11 +8,14 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { defaultBinDir, repoRoot } from '../../../hack/lib/paths';
-import { kubectl } from './release-install';
+import { type InstallStep, kubectl } from './release-install';
 
 const run = promisify(execFile);
 
-/** `helm` (hack/bin) against `kubeconfig`, its caches and settings under `home`; rejects with its stderr. */
+/**
+ * `helm` (hack/bin) against `kubeconfig`, its caches and settings under `home`; rejects with
+ * its stderr.
+ */
 export async function helm(
   kubeconfig: string,
   home: string,
@@ -26,6 +29,8 @@ export async function helm(
         maxBuffer: 16 << 20,
         env: {
           PATH: process.env.PATH ?? '',
+          // Its Kubernetes client caches discovery under ~/.kube: in `home` too.
+          HOME: home,
           HELM_CACHE_HOME: join(home, 'cache'),
           HELM_CONFIG_HOME: join(home, 'config'),
           HELM_DATA_HOME: join(home, 'data'),
@@ -37,15 +42,6 @@ export async function helm(
     const e = err as { stderr?: string; message: string };
     throw new Error(`helm ${args.join(' ')}: ${e.stderr ?? e.message}`);
   }
-}
-
-/**
- * How a release goes onto the empty cluster: its name (for the timings) and what it runs
- * with the cluster's admin kubeconfig, `dir` being the install's own folder.
- */
-export interface InstallStep {
-  name: string;
-  run(kubeconfig: string, dir: string): Promise<void>;
 }
 
 /** `kubectl apply --server-side -f manifest` (polychrome.yaml, docs/operator.md). */

@@ -1,6 +1,6 @@
 /**
  * A release installed for real (release.test.ts), from its `polychrome.yaml` or its Helm
- * chart (an InstallStep of support/release-install-steps.ts): an empty local cluster of its
+ * chart (an InstallStep, support/release-install-steps.ts): an empty local cluster of its
  * own, as every real cluster runs (the ServiceAccount admission plugin, so pods get their
  * API token; kube-controller-manager; agent-sandbox, a prerequisite the install docs name),
  * and a local node in its registry mode, so every pod runs the image the release pins,
@@ -39,7 +39,6 @@ import { Role } from '../../../common/persona-roles';
 import { ONBOARDING_LABEL } from '../../../operator/api/v1alpha1/conversation-values';
 import { MessagesApiServer, echoResponder } from '../../support/messages-api-server';
 import { createConversationObject } from './kube';
-import type { InstallStep } from './release-install-steps';
 
 const run = promisify(execFile);
 const SYSTEM = 'polychrome-system';
@@ -107,6 +106,16 @@ export async function kubectl(kubeconfig: string, args: readonly string[]): Prom
     const e = err as { stderr?: string; message: string };
     throw new Error(`kubectl ${args.join(' ')}: ${e.stderr ?? e.message}`);
   }
+}
+
+/**
+ * How a release goes onto the empty cluster (support/release-install-steps.ts has the
+ * polychrome.yaml apply and the helm install): its name, for the timings, and what it runs
+ * with the cluster's admin kubeconfig, `dir` being the install's own folder.
+ */
+export interface InstallStep {
+  name: string;
+  run(kubeconfig: string, dir: string): Promise<void>;
 }
 
 /**
