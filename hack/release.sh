@@ -21,8 +21,8 @@
 # is written to a transparency log (`--tlog-upload=false`, `--use-signing-config=false`), so
 # a verifier passes `--insecure-ignore-tlog=true` with the public key (docs/release.md).
 # The Helm chart that `make chart` packaged for VERSION (dist/chart/*-VERSION.tgz; make
-# release runs it first) is pushed with hack/bin/helm to oci://REGISTRY/charts and signed
-# too; without one the release says so, and with one but no hack/bin/helm it stops before
+# release runs it first), its values pinned to the images' digests, is pushed with
+# hack/bin/helm to oci://REGISTRY/charts and signed too; without one the release says so, and with one but no hack/bin/helm it stops before
 # pushing anything.
 set -euo pipefail
 
@@ -153,24 +153,46 @@ overlay polychrome-sandbox sandbox
 sed -n '/^images:/,$p' "$work/overlays/polychrome/kustomization.yaml" >"$out/kustomize-images.yaml"
 for plane in control-plane state harness; do echo "${pinned[$plane]}"; done >"$out/images.txt"
 
-# The Helm chart, when `make chart` packaged one for VERSION: pushed next to the images and
-# signed.
+# The Helm chart, when `make chart` packaged one for VERSION: its values pinned to this
+# release (image.registry and each plane's digest, hack/release/pin-chart.ts), so its
+# defaults install the images signed above by digest as polychrome.yaml does; linted,
+# rendered (nothing may still name registry.invalid), packaged again, pushed next to the
+# images and signed.
 if [ ${#charts[@]} -eq 0 ]; then
   step "no dist/chart/*-$version.tgz: no chart pushed (make chart packages one)"
 else
   for chart in "${charts[@]}"; do
+    name=$(tar -xzOf "$chart" --wildcards '*/Chart.yaml' | sed -n 's/^name: *//p' | head -n 1)
+    step "pinning the chart ${chart##*/} to the images' digests"
+    rm -rf "$work/chart" && mkdir -p "$work/chart/src" "$work/chart/pinned"
+    tar -xzf "$chart" -C "$work/chart/src"
+    npx --no-install tsx "$here/release/pin-chart.ts" "$work/chart/src/$name/values.yaml" \
+      "${pinned[control-plane]}" "${pinned[state]}" "${pinned[harness]}" ||
+      fail "pinning the chart's values failed (above)"
+    "$here/bin/helm" lint --strict "$work/chart/src/$name" >"$work/helm.log" 2>&1 ||
+      { cat "$work/helm.log" >&2; fail "helm lint of the pinned chart failed (above)"; }
+    "$here/bin/helm" template polychrome "$work/chart/src/$name" --namespace polychrome-system \
+      --set kubeApi.enabled=true,conversations.create=true >"$work/chart/rendered.yaml" 2>"$work/helm.log" ||
+      { cat "$work/helm.log" >&2; fail "helm template of the pinned chart failed (above)"; }
+    if grep -n 'registry.invalid' "$work/chart/rendered.yaml" >&2; then
+      fail "the pinned chart still renders registry.invalid (above)"
+    fi
+    "$here/bin/helm" package "$work/chart/src/$name" --destination "$work/chart/pinned" >"$work/helm.log" 2>&1 ||
+      { cat "$work/helm.log" >&2; fail "helm package of the pinned chart failed (above)"; }
+    pinned_chart="$work/chart/pinned/${chart##*/}"
+    [ -f "$pinned_chart" ] || fail "helm package wrote no ${chart##*/}"
+
     step "pushing the chart ${chart##*/} to oci://$registry/charts"
     helm_flags=()
     [ ${#insecure[@]} -eq 0 ] || helm_flags=(--plain-http)
-    "$here/bin/helm" push "${helm_flags[@]}" "$chart" "oci://$registry/charts" >"$work/helm.log" 2>&1 ||
+    "$here/bin/helm" push "${helm_flags[@]}" "$pinned_chart" "oci://$registry/charts" >"$work/helm.log" 2>&1 ||
       { cat "$work/helm.log" >&2; fail "helm push failed (above)"; }
     chart_ref=$(sed -n 's/^Digest: \(sha256:[0-9a-f]*\)$/\1/p' "$work/helm.log")
     [ -n "$chart_ref" ] || fail "helm push printed no digest for ${chart##*/}"
-    name=$(tar -xzOf "$chart" --wildcards '*/Chart.yaml' | sed -n 's/^name: *//p' | head -n 1)
     "$cosign" sign "${offline[@]}" "$registry/charts/$name@$chart_ref" >"$work/cosign.log" 2>&1 ||
       { cat "$work/cosign.log" >&2; fail "cosign sign of the chart failed (above)"; }
     echo "$registry/charts/$name@$chart_ref" >>"$out/images.txt"
-    cp "$chart" "$out/"
+    cp "$pinned_chart" "$out/"
   done
 fi
 

@@ -10,7 +10,9 @@
  * for real on an empty cluster of its own whose local node pulls every pod's pinned image
  * from the registry and runs it under chroot (support/release-install.ts): the planes come
  * Ready, a labelled namespace onboards, a Conversation answers one turn against the local
- * Messages API server, and its journal verifies.
+ * Messages API server, and its journal verifies. Then the pushed chart, whose defaults
+ * render exactly polychrome.yaml, installed the same way with docs/release.md's `helm
+ * install` on another empty cluster, and what `helm uninstall` leaves.
  *
  * It needs root (the images' chroot checks) like `make images`. With RELEASE_TEST_IMAGES
  * naming an IMAGE_LAYOUT that `make test` built just before (hack/build-images.sh), the
@@ -22,8 +24,8 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { CoreV1Api } from '@kubernetes/client-node';
-import { partitionOf } from '../../common/partition-name';
+import { leafDiffs, withoutKeep } from '../../hack/chart/chart-testing';
+import type { Obj } from '../../hack/chart/render';
 import { installCrds, readCrds } from '../../hack/lib/crds';
 import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { freshNamespace, kubeConfig, sharedCluster } from './support/kube';
@@ -38,7 +40,14 @@ import {
   thisRelease,
 } from './support/release-build';
 import { startRegistry, type LocalRegistry } from './support/registry';
-import { installRelease, onboardNamespace, takeTurn } from './support/release-install';
+import { type InstalledRelease, installRelease } from './support/release-install';
+import { applyManifest, documentedHelmInstall, helmInstall } from './support/release-install-steps';
+import {
+  expectPinnedAndAnswering,
+  expectUninstallKeeps,
+  imageRefs,
+  statements,
+} from './support/release-check';
 
 const bin = (name: string): string => join(defaultBinDir, name);
 const work = mkdtempSync(join(tmpdir(), 'polychrome-release-'));
@@ -52,24 +61,6 @@ const pin = (name: string): string => run('make', ['-s', `print-${name}`]).stdou
 
 const cosignVerify = (args: readonly string[]): Run =>
   run(bin('cosign'), [...args, '--insecure-ignore-tlog=true', '--allow-http-registry']);
-
-/** An in-toto statement, as a DSSE envelope carries it. */
-interface Statement {
-  predicateType: string;
-  subject: unknown;
-  predicate: unknown;
-}
-
-/** The in-toto statements `cosign verify-attestation` printed (DSSE envelopes), decoded. */
-function statements(stdout: string): Statement[] {
-  return stdout
-    .split('\n')
-    .filter((l) => l.trim().startsWith('{'))
-    .map((l) => {
-      const { payload } = JSON.parse(l) as { payload: string };
-      return JSON.parse(Buffer.from(payload, 'base64').toString('utf8')) as Statement;
-    });
-}
 
 describe('make release', () => {
   let registry: LocalRegistry | undefined;
@@ -196,7 +187,7 @@ describe('make release', () => {
     }
   });
 
-  it('pushes the Helm chart of VERSION as an OCI artifact beside the images, signed with the key', () => {
+  it('pushes the Helm chart of VERSION as an OCI artifact beside the images, signed with the key, its defaults pinned to the release', () => {
     const chart = pinned['charts/polychrome'] ?? '';
     expect(chart).toMatch(new RegExp(`^${prefix}/charts/polychrome@sha256:[0-9a-f]{64}$`, 'u'));
     expect(cosignVerify(['verify', '--key', a.pub, chart]).status).toBe(0);
@@ -212,6 +203,26 @@ describe('make release', () => {
     ]);
     expect(shown.stdout).toContain(`appVersion: ${version}`);
     expect(shown.stderr).toContain(`Digest: ${chart.split('@')[1] ?? ''}`);
+    // Its defaults are pinned to the release: they render exactly polychrome.yaml.
+    const rendered = run(bin('helm'), [
+      'template',
+      'polychrome',
+      '--plain-http',
+      `oci://${repository ?? ''}`,
+      '--version',
+      version,
+      '--namespace',
+      'polychrome-system',
+    ]);
+    expect(rendered.stderr).not.toMatch(/error/iu);
+    const objects = (text: string): Obj[] =>
+      parseAllDocuments(text)
+        .map((d) => d.toJS() as Obj | null)
+        .filter((o): o is Obj => o !== null)
+        .map(withoutKeep);
+    const manifest = objects(readFileSync(join(out, 'polychrome.yaml'), 'utf8'));
+    expect(manifest.length).toBeGreaterThan(10);
+    expect(leafDiffs(manifest, objects(rendered.stdout))).toEqual([]);
   });
 
   it('writes manifests whose every image is pinned by digest to the pushed indexes', () => {
@@ -326,47 +337,30 @@ describe('make release', () => {
     'installs from the written polychrome.yaml on an empty cluster, every pod from its pinned image, and a Conversation answers',
     async () => {
       const started = Date.now();
-      const release = await installRelease(join(work, 'install'), join(out, 'polychrome.yaml'));
+      const dir = join(work, 'install');
+      const release = await installRelease(dir, applyManifest(join(out, 'polychrome.yaml')));
       try {
-        const { kc } = release;
-        // Every pod of the install runs the image the manifest pins, pulled from the registry.
-        const pods = await kc
-          .makeApiClient(CoreV1Api)
-          .listNamespacedPod({ namespace: 'polychrome-system' });
-        const images = pods.items.flatMap((p) => p.status?.containerStatuses ?? []);
-        // The provisioner, the state plane and the control plane's two replicas.
-        expect(images).toHaveLength(4);
-        for (const c of images) {
-          expect({ image: c.image, ready: c.ready, imageID: c.imageID }).toEqual({
-            image: pinned[c.image.includes('/state@') ? 'state' : 'control-plane'],
-            ready: true,
-            imageID: c.image,
-          });
-        }
-        const team = 'release-team';
-        await onboardNamespace(release, team);
-        const lap = Date.now();
-        const turn = await takeTurn(release, team, 'hello', join(work, 'install'));
-        expect({ status: turn.status, body: turn.body }).toEqual({
-          status: 200,
-          body: expect.objectContaining({ status: 'complete' }),
-        });
-        // The harness that answered ran the pinned harness image, and asked the model server.
-        const harnesses = await kc.makeApiClient(CoreV1Api).listNamespacedPod({ namespace: team });
-        const harness = harnesses.items.flatMap((p) => p.status?.containerStatuses ?? []);
-        expect(harness.length).toBeGreaterThan(0);
-        for (const c of harness) expect(c.imageID).toBe(pinned['harness']);
-        expect(JSON.stringify(release.model.bodies)).toContain('hello from the release');
-        expect(turn.verify).toEqual({
-          code: 0,
-          stdout: expect.stringMatching(
-            new RegExp(`^${partitionOf(turn.uid)}: OK: [1-9]\\d* events`, 'mu'),
-          ),
-          stderr: expect.any(String),
-        });
-        process.stderr.write(
-          `release install: ${JSON.stringify({ ...release.timings, 'onboard, conversation, turn, verify': Date.now() - lap, total: Date.now() - started })} ms\n`,
-        );
+        const answered = await expectPinnedAndAnswering(release, pinned, 'release-team', dir);
+        report('polychrome.yaml', release, answered, started);
+      } finally {
+        await release.close();
+      }
+    },
+    15 * 60_000,
+  );
+
+  it(
+    "installs the pushed chart with docs/release.md's helm install on an empty cluster, every pod from its pinned image, a Conversation answers; helm uninstall keeps the CRDs and the Namespace",
+    async () => {
+      const started = Date.now();
+      const dir = join(work, 'helm-install');
+      const command = documentedHelmInstall(prefix, version);
+      expect(command).toContain(`oci://${prefix}/charts/polychrome`);
+      const release = await installRelease(dir, helmInstall(command));
+      try {
+        const answered = await expectPinnedAndAnswering(release, pinned, 'helm-team', dir);
+        report('helm chart', release, answered, started);
+        await expectUninstallKeeps(release, join(dir, 'helm'), 'helm-team');
       } finally {
         await release.close();
       }
@@ -375,15 +369,14 @@ describe('make release', () => {
   );
 });
 
-/**
- * Every image a manifest (YAML, or kubectl's JSON) names: each `image` field, and each
- * environment value that names the registry or `registry.invalid` (POLYCHROME_HARNESS_IMAGE).
- */
-function imageRefs(text: string, host: string): string[] {
-  const image = /"?\bimage"?: "?([^\s"]+)/gu;
-  const names = `(?:registry\\.invalid|${host.replace(/\./gu, '\\.')})`;
-  const value = new RegExp(`"?\\bvalue"?: "?(${names}[^\\s"]*)`, 'gu');
-  return [...text.matchAll(image), ...text.matchAll(value)].map((m) => m[1] ?? '');
+/** The install's timings on stderr, `how` it was installed. */
+function report(how: string, release: InstalledRelease, answered: number, started: number): void {
+  const timings = {
+    ...release.timings,
+    'onboard, conversation, turn, verify': answered,
+    total: Date.now() - started,
+  };
+  process.stderr.write(`release install (${how}): ${JSON.stringify(timings)} ms\n`);
 }
 
 /** `doc` as a JSON file in the test's folder. */

@@ -56,6 +56,7 @@ import {
   statusCheckpoint,
   waitOnImages,
 } from './support/release-upgrade';
+import { applyManifest } from './support/release-install-steps';
 import { startRegistry, type LocalRegistry } from './support/registry';
 
 const work = mkdtempSync(join(tmpdir(), 'polychrome-upgrade-'));
@@ -146,7 +147,10 @@ describe('upgrading from the previous release with live conversations', () => {
     'installs the previous release, and a Conversation answers its first turn',
     async () => {
       release = await timed('previous release: install to planes Ready', () =>
-        installRelease(join(work, 'install'), join(work, 'previous', 'polychrome.yaml')),
+        installRelease(
+          join(work, 'install'),
+          applyManifest(join(work, 'previous', 'polychrome.yaml')),
+        ),
       );
       const r = release;
       await inStep(r, 'the previous release on its pinned images', () =>

@@ -1,12 +1,14 @@
 /**
- * A release's `polychrome.yaml` installed for real (release.test.ts): an empty local
- * cluster of its own, as every real cluster runs (the ServiceAccount admission plugin, so
- * pods get their API token; kube-controller-manager; agent-sandbox, a prerequisite the
- * install docs name), and a local node in its registry mode, so every pod runs the image
- * its manifest pins, pulled from the release's registry. What other tools do in a cluster
+ * A release installed for real (release.test.ts), from its `polychrome.yaml` or its Helm
+ * chart (an InstallStep, support/release-install-steps.ts): an empty local cluster of its
+ * own, as every real cluster runs (the ServiceAccount admission plugin, so pods get their
+ * API token; kube-controller-manager; agent-sandbox, a prerequisite the install docs name),
+ * and a local node in its registry mode, so every pod runs the image the release pins,
+ * pulled from the release's registry. What other tools do in a cluster
  * is done here as `make dev` does it (hack/lib/dev-base.ts): the state plane's volume (a
  * storage class's part) and the model settings a user adds to the onboarded Secret.
- * Nothing of Polychrome's is made by hand: the manifests and the provisioner make it all.
+ * Nothing of Polychrome's is made by hand: the manifests (or the chart) and the provisioner
+ * make it all.
  */
 import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -107,11 +109,22 @@ export async function kubectl(kubeconfig: string, args: readonly string[]): Prom
 }
 
 /**
- * Starts the cluster, the node and the model server, and applies `manifest` (server-side)
- * with nothing before it but the state plane's volume. Resolves once the provisioner, the
- * state plane and the control plane have rolled out.
+ * How a release goes onto the empty cluster (support/release-install-steps.ts has the
+ * polychrome.yaml apply and the helm install): its name, for the timings, and what it runs
+ * with the cluster's admin kubeconfig, `dir` being the install's own folder.
  */
-export async function installRelease(dir: string, manifest: string): Promise<InstalledRelease> {
+export interface InstallStep {
+  name: string;
+  run(kubeconfig: string, dir: string): Promise<void>;
+}
+
+/**
+ * Starts the cluster, the node and the model server, and installs the release with
+ * `install` (the polychrome.yaml apply, or helm) with nothing before it but the state
+ * plane's volume. Resolves once the provisioner, the state plane and the control plane have
+ * rolled out.
+ */
+export async function installRelease(dir: string, install: InstallStep): Promise<InstalledRelease> {
   const timings: Record<string, number> = {};
   let began = Date.now();
   const lap = (name: string): void => {
@@ -161,7 +174,8 @@ export async function installRelease(dir: string, manifest: string): Promise<Ins
       kc.makeApiClient(CoreV1Api),
       stateJournalVolume(join(dir, 'volumes', 'journal')),
     );
-    await kubectl(admin, ['apply', '--server-side', '-f', manifest]);
+    await install.run(admin, dir);
+    lap(install.name);
     for (const workload of [
       'deployment/polychrome-provisioner',
       'statefulset/polychrome-state',
@@ -169,7 +183,7 @@ export async function installRelease(dir: string, manifest: string): Promise<Ins
     ]) {
       await kubectl(admin, ['rollout', 'status', '-n', SYSTEM, workload, '--timeout=300s']);
     }
-    lap('apply to planes Ready');
+    lap('planes rolled out');
     return installed;
   } catch (err: unknown) {
     const logs = installed.logs();
