@@ -45,7 +45,7 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
     await paid?.stop();
   });
 
-  const text = (): string => `buy the report ${toolDirective('fetch', { url: paidUrl })}`;
+  const text = (url = paidUrl): string => `buy the report ${toolDirective('fetch', { url })}`;
   /** A crash point: where the turn is, after the kill, for the checks that follow. */
   interface Crashed {
     readonly uid: string;
@@ -66,10 +66,14 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
     name: string,
     key: string,
     victim: 'control plane' | 'harness',
+    seller: { readonly url: string; readonly protocol: 'x402' | 'mpp' } = {
+      url: paidUrl,
+      protocol: 'x402',
+    },
   ): Promise<Crashed> {
     await paid.holdAppendsOf(kind);
     const uid = await paid.paidConversation(name, { builtin: ['fetch'] });
-    const requestId = await paid.askToPay(uid, text(), key);
+    const requestId = await paid.askToPay(uid, text(seller.url), key, seller.protocol);
     const payeeBefore = await fixture.token.balanceOf(fixture.payee);
     const approving = paid.approve(uid, requestId);
     await paid.heldAppend();
@@ -266,9 +270,105 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
       await expectPaidOnce(uid, answer, payeeBefore);
     });
   });
+  describe('paying MPP (the mppx server, whose 402 offers MPP and x402; MPP preferred)', () => {
+    const mpp = () => ({ url: `${fixture.mpp?.url ?? ''}/paid`, protocol: 'mpp' as const });
+
+    it('control plane killed while payment_sent is in flight: nothing was sent; the retry signs again and pays once', async () => {
+      await stack.withDiagnostics(async () => {
+        const credentials = fixture.mpp?.credentials().length ?? 0;
+        const { uid, payeeBefore, approving } = await crashAt(
+          'payment_sent',
+          'mpp-cp-before-sent',
+          'k-mpp-sent',
+          'control plane',
+          mpp(),
+        );
+        expect(await approving).toBeInstanceOf(Error);
+        expect(await paid.ledger(uid, payeeBefore)).toMatchObject({ sent: 0, transfers: 0n });
+        expect(fixture.mpp?.credentials()).toHaveLength(credentials);
+
+        await paid.holdAppendsOf(undefined);
+        const answer = await postUntilSettled(
+          stack.apiUrl,
+          owner,
+          uid,
+          text(mpp().url),
+          'k-mpp-sent',
+        );
+        await expectPaidOnce(uid, answer, payeeBefore);
+        // One credential reached the seller, and the receipt is MPP's.
+        expect(fixture.mpp?.credentials()).toHaveLength(credentials + 1);
+        const receipt = payloadCodecs.outbound_payment_receipt.decode(
+          (await stack.journal(uid)).find((e) => e.kind === 'outbound_payment_receipt')?.payload ??
+            new Uint8Array(),
+        );
+        expect(receipt).toMatchObject({ protocol: 'mpp', amount: PRICE });
+      });
+    });
+
+    it('control plane killed after the money moved, before the receipt: quarantined naming the charge, resolved with the transaction', async () => {
+      await stack.withDiagnostics(async () => {
+        const { uid, payeeBefore, approving } = await crashAt(
+          'outbound_payment_receipt',
+          'mpp-cp-before-receipt',
+          'k-mpp-receipt',
+          'control plane',
+          mpp(),
+        );
+        expect(await approving).toBeInstanceOf(Error);
+        expect(await paid.ledger(uid, payeeBefore)).toMatchObject({
+          sent: 1,
+          receipts: 0,
+          transfers: 1n,
+        });
+        const credentials = fixture.mpp?.credentials().length ?? 0;
+
+        await paid.holdAppendsOf(undefined);
+        const url = mpp().url;
+        const answer = await postUntilSettled(stack.apiUrl, owner, uid, text(url), 'k-mpp-receipt');
+        const charge = payloadCodecs.payment_charge.decode(
+          (await stack.journal(uid)).find((e) => e.kind === 'payment_charge')?.payload ??
+            new Uint8Array(),
+        );
+        expect(charge.protocol).toBe('mpp');
+        expect(answer.body).toMatchObject({ status: 'ambiguous' });
+        expect(JSON.stringify(answer.body)).toContain(charge.idempotencyKey);
+        // The retry sends no credential; the chain moved the price once.
+        const again = await postMessage(stack.apiUrl, owner, uid, text(url), 'k-mpp-receipt');
+        expect(again.body).toMatchObject({ status: 'ambiguous' });
+        expect(fixture.mpp?.credentials()).toHaveLength(credentials);
+
+        const transaction = (await paid.lastTransfer()).toLowerCase();
+        const resolved = await apiCall(
+          stack.apiUrl,
+          'POST',
+          `/v1/conversations/${uid}/turns/${String(answer.body.turnId)}/resolve`,
+          { token: admin, body: { actor: ADMIN, decision: 'ran', transaction } },
+        );
+        expect(resolved.status).toBe(200);
+        const finished = await postUntilSettled(
+          stack.apiUrl,
+          owner,
+          uid,
+          text(url),
+          'k-mpp-receipt',
+        );
+        expect(finished.body).toMatchObject({ status: 'complete' });
+        expect(await paid.ledger(uid, payeeBefore)).toMatchObject({
+          sent: 1,
+          receipts: 1,
+          transfers: 1n,
+          remainder: 0n,
+        });
+        expect((await stack.verify(uid)).ok).toBe(true);
+        await paid.expectReplays(uid);
+      });
+    });
+  });
+
   it('leaves no key or signature material in any journal or log line of the paid turns', async () => {
     const { made } = paid;
-    expect(made.size).toBe(5);
+    expect(made.size).toBe(7);
     const texts: string[] = [];
     for (const [name, uid] of made) {
       for (const entry of await stack.journal(uid)) {
@@ -291,6 +391,7 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
     expectNoPaymentSecrets(all, {
       payerKey: fixture.payerKey,
       paymentSignatures: fixture.x402.paymentSignatures(),
+      mppCredentials: fixture.mpp?.credentials() ?? [],
     });
   });
 });

@@ -9,7 +9,10 @@ import { rm } from 'node:fs/promises';
 import { pollUntil } from '../../../hack/lib/processes';
 import { PAYMENT_APPROVAL_TOOL } from '../../../common/payment-approval';
 import { Role } from '../../../common/persona-roles';
+import { formatUnits } from 'viem';
+import { TOKEN_DECIMALS } from '../../support/chain/token';
 import {
+  fixtureMppTokens,
   fixtureSpendLimits,
   fixtureWalletDir,
   startPaidFixture,
@@ -57,8 +60,11 @@ export interface CrashKit {
   holdAppendsOf(kind: string | undefined): Promise<void>;
   /** Resolves once the state plane holds an append (the crash point is reached). */
   heldAppend(): Promise<void>;
-  /** Posts `text`; the turn pauses on the payment's card. Returns the approval request id. */
-  askToPay(uid: string, text: string, key: string): Promise<string>;
+  /**
+   * Posts `text`; the turn pauses on the payment's card, charged over `protocol`. Returns
+   * the approval request id.
+   */
+  askToPay(uid: string, text: string, key: string, protocol?: 'x402' | 'mpp'): Promise<string>;
   /** Approves as the admin; a crash of the server ends it with a network error. */
   approve(uid: string, requestId: string): Promise<ApiAnswer | Error>;
   ledger(uid: string, payeeBefore: bigint): Promise<Ledger>;
@@ -91,12 +97,12 @@ function crashKit(parties: CrashParties): CrashKit {
       );
     },
 
-    async askToPay(uid, text, key) {
+    async askToPay(uid, text, key, protocol = 'x402') {
       const paused = await postMessage(stack.apiUrl, ownerToken, uid, text, key);
       expect(paused.status).toBe(200);
       expect(paused.body).toMatchObject({
         status: 'paused',
-        approval: { toolName: PAYMENT_APPROVAL_TOOL, args: { amount: price, protocol: 'x402' } },
+        approval: { toolName: PAYMENT_APPROVAL_TOOL, args: { amount: price, protocol } },
       });
       return String((paused.body.approval as { requestId: string }).requestId);
     },
@@ -164,7 +170,11 @@ const WALLET = 'ops';
 const OWNER = 'test:payer-owner';
 const ADMIN = 'test:payer-admin';
 
-/** A turn stack paying x402 on anvil from a wallet directory, for SIGKILL tests. */
+/**
+ * A turn stack paying on anvil from a wallet directory, for SIGKILL tests: MPP preferred,
+ * then x402 (the x402 stack's sellers offer x402 alone; the fixture's mppx server, whose
+ * `GET /paid` offers both, is paid over MPP).
+ */
 export interface PaidCrashStack extends CrashKit {
   readonly stack: TurnStack;
   readonly fixture: PaidFixture;
@@ -180,12 +190,15 @@ export interface PaidCrashStack extends CrashKit {
   stop(): Promise<void>;
 }
 
-/** Starts the chain, the x402 stack and the turn stack whose control plane pays `price`. */
+/** Starts the chain, the sellers and the turn stack whose control plane pays `price`. */
 export async function startPaidCrashStack(
   namespacePrefix: string,
   price: string,
 ): Promise<PaidCrashStack> {
-  const fixture = await startPaidFixture({ price });
+  const fixture = await startPaidFixture({
+    price,
+    mppAmount: formatUnits(BigInt(price), TOKEN_DECIMALS),
+  });
   const walletDir = await fixtureWalletDir(fixture, WALLET);
   const stop = async (stack?: TurnStack): Promise<void> => {
     await stack?.stop();
@@ -197,7 +210,8 @@ export async function startPaidCrashStack(
     stack = await startTurnStack({
       namespacePrefix,
       controlPlaneEnv: {
-        POLYCHROME_PAYMENT_PROTOCOLS: 'x402',
+        POLYCHROME_PAYMENT_PROTOCOLS: 'mpp,x402',
+        POLYCHROME_MPP_TOKENS: fixtureMppTokens(fixture),
         POLYCHROME_WALLET_DIR: walletDir,
         // A dead harness is found quickly; the turn waits for the restarted pod.
         POLYCHROME_TURN_SANDBOX_WAIT_MS: '60000',
