@@ -13,7 +13,8 @@
  * to the new digests. The Conversation from before answers a second turn; its journal holds
  * both turns and verifies on the state plane and offline (the signing key and the
  * checkpoint of its status pinned); the first turn's entries are byte for byte what they
- * were before the upgrade; and a Conversation made after the upgrade answers too.
+ * were before the upgrade; and a Conversation made after the upgrade answers too, on a
+ * harness of this release's image (the warm pool replaced those warmed before).
  *
  * It needs root, like release.test.ts, and this clone's history back to the pinned commit.
  */
@@ -50,11 +51,13 @@ import {
 import {
   applyUpgrade,
   exportAndVerify,
+  harnessImageOf,
   type JournalExport,
   payloadText,
   signingPublicKey,
   statusCheckpoint,
   waitOnImages,
+  waitSandboxBundle,
 } from './support/release-upgrade';
 import { applyManifest } from './support/release-install-steps';
 import { startRegistry, type LocalRegistry } from './support/registry';
@@ -245,6 +248,11 @@ describe('upgrading from the previous release with live conversations', () => {
       const r = installed();
       if (!upgraded) throw new Error('the upgrade did not complete (above)');
       const lap = Date.now();
+      // The new provisioner rewrites the namespace's template with this release's harness
+      // image and the warm pool with Recreate, which replaces the harnesses warmed before.
+      await inStep(r, `the sandbox bundle of ${TEAM} on this release`, () =>
+        waitSandboxBundle(r, TEAM, current.pinned['harness'] ?? ''),
+      );
       const uid = await inStep(r, 'the Conversation "after" Ready on this release', () =>
         startConversation(r, TEAM, 'after'),
       );
@@ -258,9 +266,8 @@ describe('upgrading from the previous release with live conversations', () => {
       const verify = await stateCli(state, ['state', 'verify', partitionOf(uid)]);
       expect(verify.code).toBe(0);
       expect(JSON.stringify(r.model.bodies)).toContain(AFTER.text);
-      // Which harness answered it is not checked: the onboarded warm pool's update strategy
-      // is agent-sandbox's default (OnReplenish), so harnesses warmed before the upgrade are
-      // handed out until they are used up (docs/operations.md, "Upgrading", step 5).
+      // Its harness runs this release's image: none warmed before the upgrade was handed out.
+      expect(await harnessImageOf(r, TEAM, 'after')).toBe(current.pinned['harness']);
       timings['upgraded: new conversation, turn, verify'] = Date.now() - lap;
     },
     10 * 60_000,

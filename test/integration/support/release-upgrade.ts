@@ -8,7 +8,7 @@
  */
 import { createPrivateKey, createPublicKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { CoreV1Api } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { partitionOf } from '../../../common/partition-name';
 import { pollUntil } from '../../../hack/lib/processes';
 import { SecretName } from '../../../operator/provision/catalog';
@@ -156,4 +156,71 @@ export function payloadText(events: readonly string[]): string {
     .map((line) => JSON.parse(line) as { payload?: string })
     .map((e) => Buffer.from(e.payload ?? '', 'base64').toString('utf8'))
     .join('\n');
+}
+
+/**
+ * Resolves once the namespace's onboarded sandbox bundle is this release's: its harness
+ * template names `harnessImage` and its warm pool replaces stale harnesses (`Recreate`),
+ * as the new provisioner writes them (docs/operations.md, "Upgrading", step 5). A
+ * Conversation made after that gets a harness of the new template.
+ */
+export async function waitSandboxBundle(
+  release: InstalledRelease,
+  namespace: string,
+  harnessImage: string,
+  timeoutMs = 120_000,
+): Promise<void> {
+  const api = release.kc.makeApiClient(CustomObjectsApi);
+  const read = (group: string, plural: string, name: string) =>
+    api.getNamespacedCustomObject({
+      group,
+      version: 'v1beta1',
+      namespace,
+      plural,
+      name,
+    }) as Promise<{
+      spec?: Record<string, unknown>;
+    }>;
+  await pollUntil(
+    `the sandbox bundle of ${namespace} on this release`,
+    async () => {
+      const template = await read(
+        'extensions.agents.x-k8s.io',
+        'sandboxtemplates',
+        'polychrome-harness',
+      );
+      const pool = await read(
+        'extensions.agents.x-k8s.io',
+        'sandboxwarmpools',
+        'polychrome-harness',
+      );
+      const images = JSON.stringify(template.spec?.['podTemplate'] ?? {});
+      const strategy = (pool.spec?.['updateStrategy'] as { type?: string } | undefined)?.type;
+      if (!images.includes(`"${harnessImage}"`) || strategy !== 'Recreate') {
+        throw new Error(
+          `the template names ${images.slice(0, 300)}; the pool's strategy is ${String(strategy)}`,
+        );
+      }
+      return true;
+    },
+    { timeoutMs, intervalMs: 500 },
+  );
+}
+
+/** The image (by digest) the harness of Conversation `name` runs, from its status's pod. */
+export async function harnessImageOf(
+  release: InstalledRelease,
+  namespace: string,
+  name: string,
+): Promise<string> {
+  const { api, ...kind } = conversations(release.kc);
+  const conversation = (await api.getNamespacedCustomObject({ ...kind, namespace, name })) as {
+    status?: { sandbox?: { podName?: string } };
+  };
+  const podName = conversation.status?.sandbox?.podName ?? '';
+  if (podName === '') throw new Error(`Conversation ${name} names no harness pod`);
+  const pod = await release.kc
+    .makeApiClient(CoreV1Api)
+    .readNamespacedPod({ namespace, name: podName });
+  return pod.status?.containerStatuses?.[0]?.imageID ?? '';
 }

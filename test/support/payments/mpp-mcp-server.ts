@@ -4,11 +4,10 @@ import {
   McpError,
   type CallToolResult,
 } from '@modelcontextprotocol/sdk/types.js';
-import { evm, Mppx, Transport } from 'mppx/server';
+import { Mppx, Transport } from 'mppx/server';
 import type { Address } from 'viem';
-import { ANVIL_CHAIN_ID } from '../chain/anvil';
-import { TOKEN_DECIMALS, TOKEN_NAME, TOKEN_VERSION } from '../chain/token';
 import { serveStatelessHttpMcp } from '../mcp-servers/stateless-http';
+import { MPP_TEST_SERVER, mppEvmCharge } from './mpp-server';
 
 /**
  * An MCP server whose tools cost `amount` of the token, paid over MPP's MCP transport, on
@@ -57,18 +56,10 @@ export async function startMppMcpServer(offer: MppMcpOffer): Promise<MppMcpServe
   // route); without it, the method's challenges, credentials and receipts go through the
   // server's transport, here mppx's MCP SDK one. Its verification and settlement are as
   // they are over HTTP.
-  const { transport: _http, ...charge } = evm.charge({
-    currency: offer.token,
-    recipient: offer.payTo,
-    chainId: ANVIL_CHAIN_ID,
-    decimals: TOKEN_DECIMALS,
-    authorization: { name: TOKEN_NAME, version: TOKEN_VERSION },
-    x402: { facilitator: offer.facilitatorUrl },
-  });
+  const { transport: _http, ...charge } = mppEvmCharge(offer);
   const mppx = Mppx.create({
     methods: [charge],
-    realm: 'polychrome-test',
-    secretKey: 'a test secret of at least thirty-two bytes, HMAC key',
+    ...MPP_TEST_SERVER,
     transport: Transport.mcpSdk(),
   });
   const seen = { runs: 0, credentials: [] as string[] };

@@ -31,21 +31,26 @@ export interface MppOffer {
   readonly facilitatorUrl: string;
 }
 
-export async function startMppServer(offer: MppOffer): Promise<MppServer> {
-  const mppx = Mppx.create({
-    methods: [
-      evm.charge({
-        currency: offer.token,
-        recipient: offer.payTo,
-        chainId: ANVIL_CHAIN_ID,
-        decimals: TOKEN_DECIMALS,
-        authorization: { name: TOKEN_NAME, version: TOKEN_VERSION },
-        x402: { facilitator: offer.facilitatorUrl },
-      }),
-    ],
-    realm: 'polychrome-test',
-    secretKey: 'a test secret of at least thirty-two bytes, HMAC key',
+/** The realm and HMAC key the test sellers sign their challenges with. */
+export const MPP_TEST_SERVER = {
+  realm: 'polychrome-test',
+  secretKey: 'a test secret of at least thirty-two bytes, HMAC key',
+} as const;
+
+/** mppx's `evm` charge of the test token to `payTo`, settled through the facilitator. */
+export function mppEvmCharge(offer: Pick<MppOffer, 'token' | 'payTo' | 'facilitatorUrl'>) {
+  return evm.charge({
+    currency: offer.token,
+    recipient: offer.payTo,
+    chainId: ANVIL_CHAIN_ID,
+    decimals: TOKEN_DECIMALS,
+    authorization: { name: TOKEN_NAME, version: TOKEN_VERSION },
+    x402: { facilitator: offer.facilitatorUrl },
   });
+}
+
+export async function startMppServer(offer: MppOffer): Promise<MppServer> {
+  const mppx = Mppx.create({ methods: [mppEvmCharge(offer)], ...MPP_TEST_SERVER });
   let runs = 0;
   const app = express();
   const credentials: string[] = [];
