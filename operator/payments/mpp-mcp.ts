@@ -100,7 +100,13 @@ export function mppMcpSettlement(
   ) {
     throw settlementUnknown('the MPP receipt is not a success naming a transaction');
   }
-  const approved = parseMppMcpChallenge(challenge, charge.resourceUrl, new Date(0)).id;
+  let approved: string;
+  try {
+    approved = parseMppMcpChallenge(challenge, charge.resourceUrl, new Date(0)).id;
+  } catch {
+    // The recorded challenge parsed when it was charged; if it no longer does, fail closed.
+    throw settlementUnknown('the approved MPP challenge cannot be read to check the receipt');
+  }
   if (receipt.challengeId !== approved) {
     throw settlementUnknown(
       `the MPP receipt is for challenge ${clip(String(receipt.challengeId))}, not the approved ${clip(approved)}`,

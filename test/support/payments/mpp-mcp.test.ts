@@ -262,6 +262,12 @@ describe('reading what a paid MPP MCP call settled', () => {
     );
   });
 
+  it('is unknown when the recorded challenge cannot be read to check the receipt', () => {
+    expect(() => mppMcpSettlement(outcome({}), charge, payer, 'k', '{')).toThrow(
+      expect.objectContaining({ outcome: SettlementOutcome.Unknown }),
+    );
+  });
+
   it("names the server's problem when it did not take the payment", () => {
     const refused = outcome({
       paymentNotTaken: true,
