@@ -57,6 +57,12 @@ export type McpCallAnswer =
   | { readonly kind: 'result'; readonly result: CallToolResult }
   | { readonly kind: 'not_run'; readonly outcome: ToolOutcome; readonly error?: McpErrorAnswer };
 
+/** What the server answered a call, when it answered: its result or its JSON-RPC error. */
+export function serverAnswer(answer: McpCallAnswer): McpAnswer | undefined {
+  if (answer.kind === 'result') return { result: answer.result };
+  return answer.error === undefined ? undefined : { error: answer.error };
+}
+
 /** A live client, whether its connection has closed, and its tools once listed. */
 interface Session {
   readonly client: Client;

@@ -7,7 +7,7 @@ import type {
   ToolRunner,
 } from '../turn/ports/tool-port';
 import type { TurnTool } from '../turn/turn-records';
-import { ServerConnection, type McpCallAnswer, type McpTool } from './mcp-connection';
+import { ServerConnection, serverAnswer, type McpCallAnswer, type McpTool } from './mcp-connection';
 import { failed, renderResult, truncate } from './mcp-result';
 import { paidCallMeta, paidOutcomeOf, paymentRequiredIn } from './mcp-payment';
 import { mcpResourceUrl } from '../../common/payment-approval';
@@ -202,11 +202,8 @@ export class McpToolRunner implements ToolRunner {
       return failed(`${request.name} is not a tool of a configured MCP server; it did not run.`);
     }
     const answer = await found.connection.call(found.tool, request, options);
-    const answered =
-      answer.kind === 'result'
-        ? { result: answer.result }
-        : answer.error && { error: answer.error };
-    const required = answered === undefined ? undefined : paymentRequiredIn(answered);
+    const answered = serverAnswer(answer);
+    const required = answered && paymentRequiredIn(answered);
     const url = mcpResourceUrl(request.name);
     const outcome =
       answer.kind === 'result'

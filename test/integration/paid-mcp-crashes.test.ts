@@ -12,7 +12,6 @@
  *   turn is answered from it without calling the tool again.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { payloadCodecs } from '../../common/event-kinds';
 import { mcpResourceUrl } from '../../common/payment-approval';
 import { pollUntil } from '../../hack/lib/processes';
 import { toolDirective } from '../support/messages-api-server';
@@ -64,10 +63,7 @@ describe('a paid MCP tool survives a SIGKILL of the harness that carries its pay
     await paid.stack.withDiagnostics(async () => {
       await paid.holdAppendsOf(undefined);
       const { uid, requestId, payeeBefore, payments } = await pausedOnCard('mcp-held', 'k-held');
-      const charge = payloadCodecs.payment_charge.decode(
-        (await paid.stack.journal(uid)).find((e) => e.kind === 'payment_charge')?.payload ??
-          new Uint8Array(),
-      );
+      const charge = await paid.firstEvent(uid, 'payment_charge');
       expect(charge.resourceUrl).toBe(mcpResourceUrl(TOOL));
 
       const held = seller.holdNextPaidCall();

@@ -12,7 +12,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createPublicKey, verify } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { payloadCodecs } from '../../common/event-kinds';
 import { receiptSigningBytes } from '../../common/payment-receipt';
 import type { PaidFixture } from '../support/payments/paid-fixture';
 import { expectNoPaymentSecrets } from '../support/payment-secrets';
@@ -130,10 +129,7 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
       await paid.holdAppendsOf(undefined);
       const answer = await postUntilSettled(stack.apiUrl, owner, uid, text(), 'k-cp-receipt');
       expect(answer.status).toBe(200);
-      const charge = payloadCodecs.payment_charge.decode(
-        (await stack.journal(uid)).find((e) => e.kind === 'payment_charge')?.payload ??
-          new Uint8Array(),
-      );
+      const charge = await paid.firstEvent(uid, 'payment_charge');
       expect(answer.body).toMatchObject({
         status: 'ambiguous',
         ambiguous: { toolCallId: charge.toolCallId },
@@ -184,10 +180,7 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
       expect(String(finished.body.reply)).toContain(`in transaction ${transaction}`);
       const after = await paid.ledger(uid, payeeBefore);
       expect(after).toMatchObject({ sent: 1, receipts: 1, transfers: 1n, remainder: 0n });
-      const receipt = payloadCodecs.outbound_payment_receipt.decode(
-        (await stack.journal(uid)).find((e) => e.kind === 'outbound_payment_receipt')?.payload ??
-          new Uint8Array(),
-      );
+      const receipt = await paid.firstEvent(uid, 'outbound_payment_receipt');
       expect(receipt).toMatchObject({
         transaction,
         resolvedBy: ADMIN,
@@ -298,10 +291,7 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
         await expectPaidOnce(uid, answer, payeeBefore);
         // One credential reached the seller, and the receipt is MPP's.
         expect(fixture.mpp?.credentials()).toHaveLength(credentials + 1);
-        const receipt = payloadCodecs.outbound_payment_receipt.decode(
-          (await stack.journal(uid)).find((e) => e.kind === 'outbound_payment_receipt')?.payload ??
-            new Uint8Array(),
-        );
+        const receipt = await paid.firstEvent(uid, 'outbound_payment_receipt');
         expect(receipt).toMatchObject({ protocol: 'mpp', amount: PRICE });
       });
     });
@@ -326,10 +316,7 @@ describe('a paid call survives a SIGKILL at each point between approval and rece
         await paid.holdAppendsOf(undefined);
         const url = mpp().url;
         const answer = await postUntilSettled(stack.apiUrl, owner, uid, text(url), 'k-mpp-receipt');
-        const charge = payloadCodecs.payment_charge.decode(
-          (await stack.journal(uid)).find((e) => e.kind === 'payment_charge')?.payload ??
-            new Uint8Array(),
-        );
+        const charge = await paid.firstEvent(uid, 'payment_charge');
         expect(charge.protocol).toBe('mpp');
         expect(answer.body).toMatchObject({ status: 'ambiguous' });
         expect(JSON.stringify(answer.body)).toContain(charge.idempotencyKey);

@@ -5,6 +5,7 @@
  * and replaying the conversation with the real CLI.
  */
 import { expect } from '@jest/globals';
+import { decodePayload, type EventKind, type EventPayloads } from '../../../common/event-kinds';
 import { rm } from 'node:fs/promises';
 import { pollUntil } from '../../../hack/lib/processes';
 import { PAYMENT_APPROVAL_TOOL } from '../../../common/payment-approval';
@@ -68,6 +69,8 @@ export interface CrashKit {
   /** Approves as the admin; a crash of the server ends it with a network error. */
   approve(uid: string, requestId: string): Promise<ApiAnswer | Error>;
   ledger(uid: string, payeeBefore: bigint): Promise<Ledger>;
+  /** The first event of `kind` in the conversation's journal, decoded (empty when none). */
+  firstEvent<K extends EventKind>(uid: string, kind: K): Promise<EventPayloads[K]>;
   /** The hash of the newest transfer from the payer to the payee on the chain. */
   lastTransfer(): Promise<string>;
   /** Replay (the real CLI, through the control plane) reproduces the turn from the journal. */
@@ -126,6 +129,11 @@ function crashKit(parties: CrashParties): CrashKit {
         transfers: moved / BigInt(price),
         remainder: moved % BigInt(price),
       };
+    },
+
+    async firstEvent(uid, kind) {
+      const entry = (await stack.journal(uid)).find((e) => e.kind === kind);
+      return decodePayload(kind, entry?.payload ?? new Uint8Array());
     },
 
     async lastTransfer() {
