@@ -2,7 +2,7 @@
 # edits (hack/*/go.mod must agree; hack/build-binaries.sh checks).
 KUBE_VERSION ?= v1.36.3
 ETCD_VERSION ?= v3.6.16
-AGENT_SANDBOX_VERSION ?= v1.0.1
+AGENT_SANDBOX_VERSION ?= v1.0.3
 # The agent-sandbox release before it (hack/agent-sandbox-previous): only the upgrade test
 # (test/integration/agent-sandbox-upgrade.test.ts) runs it, to upgrade from it.
 AGENT_SANDBOX_PREVIOUS_VERSION ?= v0.5.6

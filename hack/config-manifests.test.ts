@@ -1398,7 +1398,7 @@ describe('config/sandbox NetworkPolicy', () => {
   });
 
   it("agent-sandbox's template policy opens no egress", () => {
-    // With spec.networkPolicy set, agent-sandbox (v1.0.1, as 0.5.6 did) writes policyTypes
+    // With spec.networkPolicy set, agent-sandbox (v1.0.3, as 0.5.6 did) writes policyTypes
     // Ingress and Egress with exactly these egress rules; without it, its default allows public
     // addresses on every port.
     const templatePolicy = obj(

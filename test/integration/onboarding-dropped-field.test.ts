@@ -1,7 +1,7 @@
 /**
  * Namespace onboarding on an API server that drops a field of ours: the SandboxWarmPool CRD
  * served without `spec.updateStrategy`, as an agent-sandbox older than the field serves it
- * (the pinned versions, 0.5.6 and v1.0.1, both declare it). The server keeps the created
+ * (the pinned versions, 0.5.6 and v1.0.3, both declare it). The server keeps the created
  * warm pool without the field and refuses a server-side apply that carries it, so onboarding
  * must neither write it again on every pass nor fail every pass: it compares and writes what
  * the server keeps (operator/onboarding/desired.ts, `keptBy`). Once the CRD declares the
