@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { ExitCode } from './cli-support';
 import { completions } from './kube-completion';
 import { runKubectlPolychrome } from './kube-cli';
-import { versionText } from './kube-help';
+import { versionText } from './build-info';
 import { KUBE_ACTOR_VERBS, KUBE_USAGE, KUBE_VERBS } from './kube-verbs';
 
 function io() {
@@ -164,11 +164,11 @@ describe('kubectl polychrome version', () => {
 
   it('prints the commit a build recorded, and only a commit', () => {
     const commit = 'a'.repeat(40);
-    expect(versionText(built('1.2.3', JSON.stringify({ commit })))).toBe(
+    expect(versionText('kubectl-polychrome', built('1.2.3', JSON.stringify({ commit })))).toBe(
       `kubectl-polychrome 1.2.3 (commit ${commit})\n`,
     );
     for (const info of [JSON.stringify({ commit: '$(reboot)' }), '{}', 'not json']) {
-      expect(versionText(built('1.2.3', info))).toBe(
+      expect(versionText('kubectl-polychrome', built('1.2.3', info))).toBe(
         'kubectl-polychrome 1.2.3 (commit unknown: not built with `make build` from a git checkout)\n',
       );
     }

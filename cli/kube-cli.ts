@@ -3,7 +3,8 @@ import type { Writable } from 'node:stream';
 import type { Env } from '../common/config';
 import { ExitCode, reportFailure, UsageError, write, type CliIo } from './cli-support';
 import type { CommandDoor } from './command-door';
-import { positionalsOf, verbUsage, versionText } from './kube-help';
+import { versionText } from './build-info';
+import { positionalsOf, verbUsage } from './kube-help';
 import { translateOutput, yamlWriter } from './kube-output';
 import { KUBE_USAGE, KUBE_VERBS } from './kube-verbs';
 
@@ -121,7 +122,7 @@ async function dispatch(
       if (positionalsOf(rest).length > 0) {
         throw new UsageError(`version takes no argument, got ${positionalsOf(rest).join(' ')}`);
       }
-      await write(io.stdout, versionText());
+      await write(io.stdout, versionText('kubectl-polychrome'));
       return ExitCode.Ok;
     case 'get':
       return (await import('./kube-get.ts')).getConversation(rest, env, io);

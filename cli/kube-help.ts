@@ -1,5 +1,3 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import {
   KUBE_ACTOR_NOTE,
   KUBE_ACTOR_VERBS,
@@ -9,9 +7,9 @@ import {
 } from './kube-verbs';
 
 /*
- * `kubectl polychrome help VERB` / `VERB --help` and `kubectl polychrome version`: text
- * only, from kube-verbs.ts's usage and the files beside the code. Nothing here reaches the
- * cluster or loads more than node:fs, so both answer as fast as the plugin starts.
+ * `kubectl polychrome help VERB` / `VERB --help`: text only, from kube-verbs.ts's usage
+ * (`version` is build-info.ts). Nothing here reaches the cluster, so both answer as fast as
+ * the plugin starts.
  */
 
 /** The usage lines of `verb` in the usage: each of its entries, with their continuation lines. */
@@ -63,59 +61,4 @@ export function positionalsOf(args: readonly string[]): string[] {
     else if (!arg.startsWith('-')) out.push(arg);
   }
   return out;
-}
-
-/** What a build records beside the code it compiled (`make build` writes it). */
-interface BuildInfo {
-  readonly version?: string;
-  readonly commit?: string;
-}
-
-/*
- * What the bundle was built from: hack/build-cli.ts defines POLYCHROME_BUILD_INFO as the
- * package's version and the commit, as the bundle travels without package.json (the krew
- * archive). Run from the sources or tsc's dist/, it is not defined.
- */
-declare const POLYCHROME_BUILD_INFO: BuildInfo | undefined;
-
-/** The first of `paths` that reads as JSON, else undefined. */
-function readJson(paths: readonly string[]): Record<string, unknown> | undefined {
-  for (const path of paths) {
-    try {
-      const value: unknown = JSON.parse(readFileSync(path, 'utf8'));
-      if (typeof value === 'object' && value !== null) return value as Record<string, unknown>;
-    } catch {
-      // not there (a source checkout has no build info): the next place, or none
-    }
-  }
-  return undefined;
-}
-
-/** package.json's version and build-info.json's commit, found from `dir`. */
-function buildInfoBeside(dir: string): BuildInfo {
-  const pkg = readJson([join(dir, '..', 'package.json'), join(dir, '..', '..', 'package.json')]);
-  const info = readJson([join(dir, '..', 'build-info.json')]);
-  return {
-    ...(typeof pkg?.['version'] === 'string' ? { version: pkg['version'] } : {}),
-    ...(typeof info?.['commit'] === 'string' ? { commit: info['commit'] } : {}),
-  };
-}
-
-/**
- * `kubectl polychrome version`: package.json's version, and the git commit the build
- * recorded in build-info.json (dist/, beside the compiled cli/), when it was built from a
- * checkout; the bundle carries both (hack/build-cli.ts). `dir` is where this module is:
- * cli/ in a checkout, dist/cli/ when compiled.
- */
-export function versionText(dir?: string): string {
-  const info =
-    dir === undefined && typeof POLYCHROME_BUILD_INFO !== 'undefined'
-      ? POLYCHROME_BUILD_INFO
-      : buildInfoBeside(dir ?? __dirname);
-  const version = info?.version ?? 'unknown';
-  const commit =
-    typeof info?.commit === 'string' && /^[0-9a-f]{7,64}$/u.test(info.commit)
-      ? `commit ${info.commit}`
-      : 'commit unknown: not built with `make build` from a git checkout';
-  return `kubectl-polychrome ${version} (${commit})\n`;
 }

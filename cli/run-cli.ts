@@ -1,4 +1,6 @@
 import type { Env } from '../common/config';
+import { versionText } from './build-info';
+import { commandUsage, helpAsked } from './cli-help';
 import { ExitCode, reportFailure, UsageError, write, type CliIo } from './cli-support';
 import { WHAT_IF_FORMS } from './what-if-forms';
 
@@ -46,16 +48,18 @@ act as, one of your own: provider:scope:external_id or provider:external_id.
 
   polychrome conversation replay ID --actor A [--public-key KEY]... [--approval-key KEY] [--what-if CHANGE [--live]] [--format json|text] [api flags]
       Fetch the conversation's export and replay it as journal replay does (verified
-      first, under the pinned journal keys; the harness's turn machine; no model, no
-      tool). The export carries the control plane's approval key; --approval-key pins
-      another (it wins, and a mismatch is reported). Exit 0 when every turn replays, 1
-      on a divergence. --what-if CHANGE runs journal replay's what-if (below) over the
-      fetched export; --live goes on from the departure as journal replay --live does.
+      first, under the pinned keys: Journal keys, below; the harness's turn machine; no
+      model, no tool). The export carries the control plane's approval key;
+      --approval-key pins another (it wins, and a mismatch is reported). Exit 0 when
+      every turn replays, 1 on a divergence. --what-if CHANGE runs journal replay's
+      what-if (below) over the fetched export; --live goes on from the departure as
+      journal replay --live does.
 
   polychrome conversation verify ID --actor A [--public-key KEY]... [--format json|text] [api flags]
       Fetch the export and verify it as journal verify does, against the checkpoint the
       Conversation's status keeps outside the journal: a journal cut short or rolled back
-      fails (rolled_back). Exit 0 when it verifies, 1 when it does not.
+      fails (rolled_back), and under the pinned keys (Journal keys, below). Exit 0 when it
+      verifies, 1 when it does not.
 
   Journal keys (conversation verify and replay): the export header's keys are never
       trusted. --public-key KEY pins the state plane's keys (as journal verify takes
@@ -182,6 +186,12 @@ connection flags (or environment variables):
 
 --json is short for --format json.
 
+  polychrome help [COMMAND]   (or polychrome COMMAND --help)
+      This usage, or only what COMMAND's lines of it say (help state verify).
+
+  polychrome version
+      This program's version, and the commit it was built from.
+
 exit codes: 0 ok, 1 verification failed or turn quarantined, 2 usage error, 3 could not run
 (no connection, an error answer: its message is printed)
 `;
@@ -244,6 +254,16 @@ async function runCommand(
   );
 }
 
+/** The help of the command `words` names; a usage error when they name none. */
+function helpOf(words: readonly string[], how: 'help' | '--help'): string {
+  const text = commandUsage(USAGE, words);
+  if (text !== undefined) return text;
+  throw new UsageError(
+    `no command ${JSON.stringify(words.join(' '))} to give ${how} for: ` +
+      '`polychrome help` lists the commands',
+  );
+}
+
 /**
  * Runs one CLI invocation. Never throws and never exits: returns the exit code, having
  * written results to stdout and problems to stderr.
@@ -255,8 +275,21 @@ export async function runCli(args: readonly string[], io: CliIo, env?: Env): Pro
   const [group, command, ...rest] = args;
   try {
     if (group === undefined) throw new UsageError('no command given');
-    if (group === 'help' || group === '--help' || group === '-h') {
-      await write(io.stdout, USAGE);
+    const { asked, words } = helpAsked(args);
+    if (group === 'help' || asked) {
+      // `help COMMAND`, `COMMAND --help`; `help --help` is help's own entry.
+      const named =
+        group === 'help' ? (words.length > 1 ? words.slice(1) : asked ? words : []) : words;
+      await write(
+        io.stdout,
+        named.length === 0 ? USAGE : helpOf(named, group === 'help' ? 'help' : '--help'),
+      );
+      return ExitCode.Ok;
+    }
+    if (group === 'version') {
+      if (args.length > 1)
+        throw new UsageError(`version takes no argument, got ${args.slice(1).join(' ')}`);
+      await write(io.stdout, versionText('polychrome'));
       return ExitCode.Ok;
     }
     return await runCommand(group, command, rest, env, io);

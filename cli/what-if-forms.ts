@@ -19,4 +19,4 @@ export const WHAT_IF_FORMS = `CHANGE is one of:
     handoff@TOOL-CALL-ID=AGENT   that __handoff_to call named agent AGENT
     delegate@TOOL-CALL-ID=AGENT  that __delegate_to call (alone or one of a panel's) asked
                               agent AGENT, one its agent may delegate to
-  TEXT or JSON may be @FILE, to read it from a file.`;
+    TEXT or JSON may be @FILE, to read it from a file.`;

@@ -107,7 +107,7 @@ const PROCESS_TESTS_MS = 60_000;
 
 describe('the CLI bundle', () => {
   it(
-    'runs with no node_modules reachable: help, version',
+    'runs with no node_modules reachable: help, VERB --help, version',
     () => {
       for (let up = dir; up !== dirname(up); up = dirname(up)) {
         expect(existsSync(join(up, 'node_modules'))).toBe(false);
@@ -128,6 +128,14 @@ describe('the CLI bundle', () => {
       const cli = runBundle('polychrome', ['help']);
       expect(cli.status).toBe(0);
       expect(cli.out).toMatch(/^usage: polychrome <command>\n/u);
+      expect(runBundle('polychrome', ['version'])).toEqual({
+        status: 0,
+        out: `polychrome ${version} (commit ${headCommit(repoRoot) ?? ''})\n`,
+        err: '',
+      });
+      const verb = runBundle('polychrome', ['state', 'verify', '--help']);
+      expect(verb.status).toBe(0);
+      expect(verb.out).toMatch(/^usage: polychrome state verify \.\.\.\n/u);
     },
     PROCESS_TESTS_MS,
   );

@@ -7,7 +7,7 @@
  * archive carries it (hack/krew/pack.ts). docs/kubectl.md, "Start time".
  *
  * The bundle needs no node_modules: every library is inside. It records the package's
- * version and the commit (POLYCHROME_BUILD_INFO, cli/kube-help.ts), as it travels without
+ * version and the commit (POLYCHROME_BUILD_INFO, cli/build-info.ts), as it travels without
  * package.json, and carries the demo model script `--live` falls back to.
  *
  *   tsx hack/build-cli.ts [OUT_DIR]      (default dist/bundle)

@@ -1,6 +1,6 @@
 /**
  * hack/build-info.ts as `make build` runs it, read back by `kubectl polychrome version`
- * (cli/kube-help.ts) from the layout a build has: the commit is this checkout's HEAD, and
+ * (cli/build-info.ts) from the layout a build has: the commit is this checkout's HEAD, and
  * outside a git checkout none is recorded.
  */
 import { afterAll, describe, expect, it } from '@jest/globals';
@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { versionText } from '../cli/kube-help';
+import { versionText } from '../cli/build-info';
 import { headCommit } from './build-info';
 import { repoRoot } from './lib/paths';
 
@@ -31,7 +31,7 @@ describe('hack/build-info.ts', () => {
     const { version } = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as {
       version: string;
     };
-    expect(versionText(join(root, 'dist', 'cli'))).toBe(
+    expect(versionText('kubectl-polychrome', join(root, 'dist', 'cli'))).toBe(
       `kubectl-polychrome ${version} (commit ${head.trim()})\n`,
     );
   }, 30_000);

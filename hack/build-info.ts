@@ -1,6 +1,6 @@
 /**
  * Writes `<out>/build-info.json`, what a build records about itself for `kubectl polychrome
- * version` (cli/kube-help.ts): the git commit it was built from, when built in a git
+ * version` (cli/build-info.ts): the git commit it was built from, when built in a git
  * checkout; `{}` otherwise. `make build` and `npm run build` run it after compiling.
  *
  *   tsx hack/build-info.ts <out>

@@ -7,7 +7,7 @@
  * values with the value's name. Objects are compared parsed, keyed by
  * apiVersion/kind/namespace/name; the only difference allowed is Helm's
  * `helm.sh/resource-policy: keep`, which the chart adds exactly where Argo CD's
- * `Delete=false` is. test/integration/helm-chart.test.ts sends the renders to an API server.
+ * `Delete=false` is. test/integration/config-manifests.test.ts sends the renders to an API server.
  */
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
