@@ -871,4 +871,40 @@ describe('the Kubernetes door through kube-apiserver', () => {
       });
     });
   });
+
+  // Last: it takes the door off the network for a while.
+  it("shows kube-apiserver's aggregator_unavailable_apiservice, the series the PolychromeKubeApiUnavailable alert selects, at 1 while the door is down and 0 once it is back", async () => {
+    const rules = await readFile('config/monitoring/prometheus-rule.yaml', 'utf8');
+    const alert = rules.slice(rules.indexOf('- alert: PolychromeKubeApiUnavailable'));
+    const selector = /\((\w+)\{name="([^"]+)"\}\)/u.exec(alert);
+    expect(selector?.slice(1)).toEqual([
+      'aggregator_unavailable_apiservice',
+      'v1alpha1.api.polychrome.dev',
+    ]);
+    const [, metric, name] = selector ?? [];
+    const series = `${String(metric)}{name="${String(name)}"} `;
+    const value = async (): Promise<string | undefined> => {
+      const scraped = await kubectl(admin, ['get', '--raw', '/metrics']);
+      expect(scraped.stderr).toBe('');
+      const line = scraped.stdout.split('\n').find((l) => l.startsWith(series));
+      return line?.slice(series.length);
+    };
+    const becomes = (wanted: string, what: string): Promise<true> =>
+      pollUntil(what, async () => ((await value()) === wanted ? true : undefined), {
+        timeoutMs: 90_000,
+        intervalMs: 1_000,
+      });
+    await becomes('0', 'the APIService reported available');
+    await stack.doorDown();
+    try {
+      const downAt = Date.now();
+      await becomes('1', 'the APIService reported unavailable');
+      process.stderr.write(`APIService unavailable after ${String(Date.now() - downAt)} ms\n`);
+    } finally {
+      await stack.doorUp();
+    }
+    await becomes('0', 'the APIService reported available again');
+    const discovered = await kubectl(admin, ['get', '--raw', KUBE_API_PATH]);
+    expect(discovered.ok).toBe(true);
+  }, 240_000);
 });

@@ -247,6 +247,12 @@ export interface KubeDoorStack {
    * between them), as a network fault or a replica going away would. @returns how many.
    */
   dropConnections(): number;
+  /**
+   * Takes the door off the network (the relay stops listening and cuts what is open), as
+   * every control-plane pod going down would; `up` puts it back on the same port.
+   */
+  doorDown(): Promise<void>;
+  doorUp(): Promise<void>;
   /** Adds the door's Conversation `name` (its uid returned), owned by `owner`. */
   addConversation(name: string, owner?: string): string;
   /** kube-apiserver's answer for `user` on `verb` `conversations/<subresource>` of `name`. */
@@ -285,8 +291,14 @@ async function bindUsers(adminConfig: KubeConfig, namespace: string): Promise<vo
   });
 }
 
-/** A TCP relay to `port` on loopback, whose connections can be cut. */
-async function startRelay(port: number): Promise<{ server: Server; port: number; drop(): number }> {
+/** A TCP relay to `port` on loopback, whose connections can be cut, and which can stop listening. */
+async function startRelay(port: number): Promise<{
+  server: Server;
+  port: number;
+  drop(): number;
+  down(): Promise<void>;
+  up(): Promise<void>;
+}> {
   const open = new Set<Socket>();
   const server = createServer((client) => {
     const upstream = createConnection({ host: '127.0.0.1', port });
@@ -303,14 +315,22 @@ async function startRelay(port: number): Promise<{ server: Server; port: number;
     upstream.pipe(client);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const listening = (server.address() as AddressInfo).port;
+  const drop = (): number => {
+    const count = open.size;
+    for (const socket of [...open]) socket.destroy();
+    return count;
+  };
   return {
     server,
-    port: (server.address() as AddressInfo).port,
-    drop: () => {
-      const count = open.size;
-      for (const socket of [...open]) socket.destroy();
-      return count;
+    port: listening,
+    drop,
+    down: async () => {
+      const closed = new Promise((resolve) => server.close(resolve));
+      drop();
+      await closed;
     },
+    up: () => new Promise<void>((resolve) => server.listen(listening, '127.0.0.1', resolve)),
   };
 }
 
@@ -489,6 +509,8 @@ export async function startKubeDoorStack(
     state,
     asControlPlane,
     dropConnections: () => relay.drop(),
+    doorDown: () => relay.down(),
+    doorUp: () => relay.up(),
     addConversation: (name, owner = 'dev:someone-else') =>
       api.turns.conversations.add({ owner }, { name, namespace: ns.name }).metadata.uid ?? '',
     allowed,
