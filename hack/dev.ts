@@ -38,7 +38,8 @@ import { Role } from '../common/persona-roles';
 import { ApiregistrationV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { buildCli } from './build-cli';
 import { createServer } from 'node:net';
 import { join, relative } from 'node:path';
 import {
@@ -219,16 +220,46 @@ async function waitApiService(cluster: LocalCluster): Promise<void> {
 }
 
 /**
- * `kubectl polychrome` from this checkout: the plugin and its completion linked into the
- * directory the printed `export PATH=...` puts first (docs/kubectl.md, "Install").
+ * Where `make dev` bundles the plugin: beside its launchers, not dist/bundle, which bin/'s
+ * launchers prefer (the tests run those from the sources).
+ */
+const devBundleDir = join(defaultBinDir, 'cli-bundle');
+
+/** A launcher for the bundle's `entry`, as `name` (CommonJS: hack/bin has no package type). */
+function devLauncher(name: string, entry: string): string {
+  return `#!/usr/bin/env node
+'use strict';
+// Written by make dev (hack/dev.ts): runs the bundle it built into ${local(devBundleDir)}.
+const { join } = require('node:path');
+const { pathToFileURL } = require('node:url');
+import(pathToFileURL(join(__dirname, 'cli-bundle', '${entry}.mjs')).href).catch((error) => {
+  console.error('${name}: cannot load the bundle make dev built; run make dev again:', error);
+  process.exit(3);
+});
+`;
+}
+
+/**
+ * `kubectl polychrome` from this checkout, bundled (hack/build-cli.ts) so it starts as a
+ * release's does, not through tsx (docs/kubectl.md, "Start time"): the plugin and its
+ * completion in the directory the printed `export PATH=...` puts first. After changing
+ * cli/, run make dev again (or bin/kubectl-polychrome.js, which runs the sources).
  */
 async function linkKubectlPlugin(): Promise<void> {
-  await mkdir(defaultBinDir, { recursive: true });
-  for (const name of ['kubectl-polychrome', 'kubectl_complete-polychrome']) {
-    const link = join(defaultBinDir, name);
-    await rm(link, { force: true });
-    await symlink(join(repoRoot, 'bin', `${name}.js`), link);
+  const started = Date.now();
+  const plugin = {
+    'kubectl-polychrome': 'kubectl-polychrome',
+    'kubectl_complete-polychrome': 'kubectl-complete-polychrome',
+  };
+  await buildCli(devBundleDir, Object.values(plugin));
+  for (const [name, entry] of Object.entries(plugin)) {
+    const launcher = join(defaultBinDir, name);
+    await rm(launcher, { force: true });
+    await writeFile(launcher, devLauncher(name, entry), { mode: 0o755 });
   }
+  console.log(
+    `dev: kubectl polychrome bundled into ${local(devBundleDir)} (${String(Date.now() - started)} ms)`,
+  );
 }
 
 /** Fails early when another program holds a port the base's host ports need. */

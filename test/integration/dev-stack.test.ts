@@ -15,6 +15,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { headCommit } from '../../hack/build-info';
 import { defaultBinDir, repoRoot } from '../../hack/lib/paths';
 import { pollUntil } from '../../hack/lib/processes';
 import { DEFAULT_CONVERSATION_NAMESPACE } from '../../operator/config';
@@ -271,6 +272,25 @@ describe('make dev', () => {
     expect(['complete', 'paused']).toContain(turn.status);
     expect(await transcriptTurns(uid)).toHaveLength(1);
   }, 120_000);
+
+  it('links kubectl polychrome as the bundle it built, which lists the Conversation hello', async () => {
+    const plugin = join(defaultBinDir, 'kubectl-polychrome');
+    const { version } = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as {
+      version: string;
+    };
+    // The sources through tsx know no commit; the bundle carries the one it was built from.
+    const shown = await run(plugin, ['version'], { cwd: dir });
+    expect(shown.stdout).toBe(
+      `kubectl-polychrome ${version} (commit ${headCommit(repoRoot) ?? ''})\n`,
+    );
+    const env = { PATH: process.env.PATH ?? '', KUBECONFIG: join(dir, 'cluster', 'kubeconfig') };
+    const completed = await run(
+      join(defaultBinDir, 'kubectl_complete-polychrome'),
+      ['get', '-n', DEFAULT_CONVERSATION_NAMESPACE, ''],
+      { cwd: dir, env },
+    );
+    expect(completed.stdout.split('\n')).toContain('hello');
+  });
 
   it('installs with no Secret made by hand: the provisioner made them, onboarding the namespace', async () => {
     const kc = kube();
