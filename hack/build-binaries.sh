@@ -15,8 +15,10 @@
 #               Kubernetes door's component), copied from their modules, and helm (hack/helm,
 #               the chart's tests and `make chart`)
 #   test-tools  dockerignore-check (hack/dockerignore), Docker's own .dockerignore matcher
-#               (github.com/moby/patternmatcher, docs/images.md), and cosign (hack/cosign,
-#               github.com/sigstore/cosign: `make release` signs with it, its test verifies)
+#               (github.com/moby/patternmatcher, docs/images.md), cosign (hack/cosign,
+#               github.com/sigstore/cosign: `make release` signs with it, its test verifies),
+#               and krew (hack/krew/upstream, sigs.k8s.io/krew: the krew archive's test
+#               installs it with krew)
 #
 # or any of those names themselves (`build-binaries.sh promtool`); several may be given.
 # Each prints a `[n/m]` line and, when built, the time it took. Versions come from the
@@ -40,6 +42,7 @@ set -euo pipefail
 : "${PATTERNMATCHER_VERSION:?set by the Makefile}"
 : "${COSIGN_VERSION:?set by the Makefile}"
 : "${HELM_VERSION:?set by the Makefile}"
+: "${KREW_VERSION:?set by the Makefile}"
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${POLYCHROME_CACHE:-$HOME/.cache/polychrome}
@@ -71,6 +74,7 @@ require_pin cert-manager github.com/cert-manager/cert-manager "$CERT_MANAGER_VER
 require_pin dockerignore github.com/moby/patternmatcher "$PATTERNMATCHER_VERSION"
 require_pin cosign github.com/sigstore/cosign/v3 "$COSIGN_VERSION"
 require_pin helm helm.sh/helm/v4 "$HELM_VERSION"
+require_pin krew/upstream sigs.k8s.io/krew "$KREW_VERSION"
 
 minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
 build_date=2026-07-22T00:00:00Z
@@ -163,13 +167,16 @@ one() { # name
         sha256sum | cut -c1-12)
       build dockerignore-check "$PATTERNMATCHER_VERSION-$sources" dockerignore . ;;
     cosign) build cosign "$COSIGN_VERSION" cosign github.com/sigstore/cosign/v3/cmd/cosign ;;
+    krew)
+      build krew "$KREW_VERSION" krew/upstream sigs.k8s.io/krew/cmd/krew \
+        "-X sigs.k8s.io/krew/internal/version.gitTag=$KREW_VERSION" ;;
   esac
 }
 
 dev=(etcd kubectl kube-apiserver kube-controller-manager agent-sandbox-controller)
 all=("${dev[@]}" agent-sandbox-controller-previous agent-sandbox-previous-crds crane promtool otelcol
   prometheus-operator-crds cert-manager-crds helm)
-test_tools=(dockerignore-check cosign)
+test_tools=(dockerignore-check cosign krew)
 known=" ${all[*]} ${test_tools[*]} "
 usage="usage: $0 dev|all|test-tools|NAME... (NAME: ${all[*]} ${test_tools[*]})"
 [ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }

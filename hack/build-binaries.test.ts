@@ -130,6 +130,7 @@ describe('hack/build-binaries.sh through make', () => {
           'PATTERNMATCHER_VERSION',
           'COSIGN_VERSION',
           'HELM_VERSION',
+          'KREW_VERSION',
         ]
           .map((v) => [v, pin(v)] as [string, string])
           .concat([

@@ -1,21 +1,20 @@
 /**
- * hack/krew/pack.ts: the archive installs as krew installs it (the manifest's `files:` and
- * `bin:`, on this platform) and the plugin runs from there with a clean environment; the
- * manifest holds the archive's sha256.
+ * hack/krew/pack.ts: krew itself, built from its Go module, installs the archive with the
+ * filled manifest (its validation, the archive's sha256, the platform's `files:` and `bin:`),
+ * refuses it for a platform the manifest does not offer or with changed bytes, and the plugin
+ * runs from where krew put it with a clean environment.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   existsSync,
-  mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
-  renameSync,
   rmSync,
-  statSync,
   symlinkSync,
+  writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -24,7 +23,7 @@ import { parse } from 'yaml';
 
 import { KUBE_USAGE } from '../../cli/kube-verbs';
 import { headCommit } from '../build-info';
-import { repoRoot } from '../lib/paths';
+import { defaultBinDir, repoRoot } from '../lib/paths';
 import { checkKrewManifest } from './fill-manifest';
 import { ARCHIVE_FOLDER, packKrewArchive, type KrewRelease } from './pack';
 
@@ -37,14 +36,10 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+/** What each platform of the manifest names as its archive. */
 interface Platform {
   readonly uri: string;
   readonly sha256: string;
-  readonly bin: string;
-  readonly files: readonly { from: string; to: string }[];
-  readonly selector: {
-    readonly matchExpressions: readonly { key: string; operator: string; values: string[] }[];
-  };
 }
 
 function platforms(): Platform[] {
@@ -54,51 +49,37 @@ function platforms(): Platform[] {
   return manifest.spec.platforms;
 }
 
-/** krew's selector on os (this test's platform); the arch is any, as the plugin is Node. */
-function selects(platform: Platform, os: string): boolean {
-  return platform.selector.matchExpressions.every(
-    (e) => e.key === 'os' && e.operator === 'In' && e.values.includes(os),
-  );
+/**
+ * krew itself (hack/krew/upstream, built from its Go module at KREW_VERSION) with a root of
+ * its own, installing from the manifest and the archive on disk: nothing is downloaded, and
+ * krew checks the manifest, the archive's sha256 and the platform as it does for a user.
+ * KREW_OS picks the platform krew matches the selectors against.
+ */
+function krew(
+  args: readonly string[],
+  { os = 'linux', root = `krew-${os}` }: { os?: string; root?: string } = {},
+): { status: number | null; out: string; err: string } {
+  const result = spawnSync(join(defaultBinDir, 'krew'), args, {
+    cwd: dir,
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: dir,
+      KREW_ROOT: join(dir, root),
+      KREW_OS: os,
+    },
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
+    timeout: 60_000,
+  });
+  return { status: result.status, out: result.stdout, err: result.stderr };
 }
 
-/** A `files:` pattern as krew globs it (filepath.Glob): `*` within the last path element. */
-function glob(root: string, pattern: string): string[] {
-  const parent = dirname(pattern);
-  const last = pattern.slice(parent === '.' ? 0 : parent.length + 1);
-  const re = new RegExp(
-    `^${last.replace(/[.+?^${}()|[\]\\]/gu, '\\$&').replace(/\*/gu, '[^/]*')}$`,
-    'u',
-  );
-  const base = join(root, parent);
-  return existsSync(base)
-    ? readdirSync(base)
-        .filter((name) => re.test(name))
-        .map((name) => join(parent, name))
-    : [];
-}
-
-/** Unpacks the archive and moves its files as krew does; returns the install folder. */
-function installAsKrew(platform: Platform): string {
-  const extract = join(dir, 'extract');
-  const install = join(dir, 'store', 'polychrome', 'v0.1.0');
-  mkdirSync(extract, { recursive: true });
-  mkdirSync(install, { recursive: true });
-  execFileSync('tar', ['-xzf', release.archive, '-C', extract]);
-  for (const { from, to } of platform.files) {
-    const matches = glob(extract, from);
-    // krew refuses a `from` that matches nothing.
-    expect({ from, matches: matches.length > 0 }).toEqual({ from, matches: true });
-    for (const match of matches) {
-      const target = join(install, to, match.split('/').at(-1) ?? '');
-      mkdirSync(dirname(target), { recursive: true });
-      renameSync(join(extract, match), target);
-    }
-  }
-  return install;
-}
+/** `krew install` of the manifest with `archive`. */
+const krewInstall = (archive: string, options: Parameters<typeof krew>[1] = {}) =>
+  krew(['install', `--manifest=${release.manifest}`, `--archive=${archive}`], options);
 
 describe('the krew archive', () => {
-  it('is what the manifest names: a valid manifest, the sha256 of the archive, this platform', () => {
+  it('is what the manifest names: a valid manifest, the sha256 of the archive, one folder', () => {
     expect(checkKrewManifest(readFileSync(release.manifest, 'utf8'))).toEqual([]);
     const sha256 = createHash('sha256').update(readFileSync(release.archive)).digest('hex');
     expect(release.sha256).toBe(sha256);
@@ -106,9 +87,6 @@ describe('the krew archive', () => {
     expect(all.map((p) => ({ uri: p.uri, sha256: p.sha256 }))).toEqual(
       all.map(() => ({ uri: url, sha256 })),
     );
-    expect(all.filter((p) => selects(p, 'linux'))).toHaveLength(1);
-    expect(all.filter((p) => selects(p, 'darwin'))).toHaveLength(1);
-    expect(all.filter((p) => selects(p, 'windows'))).toHaveLength(0);
     const listing = execFileSync('tar', ['-tzf', release.archive], { encoding: 'utf8' });
     // The repository's LICENSE travels with the plugin, when there is one.
     expect(listing.split('\n').includes(`${ARCHIVE_FOLDER}/LICENSE`)).toBe(
@@ -119,20 +97,37 @@ describe('the krew archive', () => {
     ).toBe(true);
   });
 
-  it('installs as krew installs it and runs version, help and completion with no node_modules', () => {
-    const platform = platforms().find((p) => selects(p, 'linux'));
-    if (platform === undefined) throw new Error('no linux platform in the manifest');
-    const install = installAsKrew(platform);
-    const bin = join(install, platform.bin);
-    expect(statSync(bin).mode & 0o111).toBe(0o111);
-    // krew links the bin as kubectl-<name> in its bin folder, which is on PATH.
-    const binDir = join(dir, 'bin');
-    mkdirSync(binDir);
-    symlinkSync(bin, join(binDir, 'kubectl-polychrome'));
+  it('is refused by krew for a platform it does not offer, and when its bytes are not the ones the manifest names', () => {
+    const windows = krewInstall(release.archive, { os: 'windows' });
+    expect(windows.status).not.toBe(0);
+    expect(windows.err).toContain('does not offer installation for this platform');
+    const changed = join(dir, 'changed.tar.gz');
+    const bytes = readFileSync(release.archive);
+    bytes.writeUInt8(bytes.readUInt8(bytes.length - 1) ^ 1, bytes.length - 1);
+    writeFileSync(changed, bytes);
+    const tampered = krewInstall(changed, { root: 'krew-tampered' });
+    expect(tampered.status).not.toBe(0);
+    expect(tampered.err).toMatch(/checksum does not match/u);
+    expect(existsSync(join(dir, 'krew-tampered', 'store', 'polychrome'))).toBe(false);
+  });
+
+  it('installs with krew on linux and darwin, and runs version, help and completion from there with no node_modules', () => {
+    expect(krewInstall(release.archive, { os: 'darwin' })).toMatchObject({ status: 0 });
+    const installed = krewInstall(release.archive);
+    expect(installed).toMatchObject({ status: 0 });
+    expect(installed.err).toContain('Installed plugin: polychrome');
+    // krew links the bin as kubectl-polychrome in its bin folder, which a user puts on PATH;
+    // the completion it installs beside it, and the caveats say to link that too.
+    const install = join(dir, 'krew-linux', 'store', 'polychrome', 'v0.1.0');
+    const binDir = join(dir, 'krew-linux', 'bin');
+    expect(readdirSync(binDir)).toEqual(['kubectl-polychrome']);
     symlinkSync(
       join(install, 'kubectl_complete-polychrome'),
       join(binDir, 'kubectl_complete-polychrome'),
     );
+    // The receipt krew keeps of what it installed: this manifest, for this version.
+    const receipt = readFileSync(join(dir, 'krew-linux', 'receipts', 'polychrome.yaml'), 'utf8');
+    expect(receipt).toContain('version: v0.1.0');
     for (let up = install; up !== dirname(up); up = dirname(up)) {
       expect(existsSync(join(up, 'node_modules'))).toBe(false);
     }
