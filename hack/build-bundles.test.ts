@@ -1,12 +1,13 @@
 /**
  * hack/build-bundles.ts, as the Dockerfiles and `make images` run it: a plane's bundle runs
  * from a folder with no node_modules anywhere above it, and the state plane's LevelDB
- * binding sits where classic-level's own loader looks for it. The images' smoke tests
+ * binding sits where classic-level's own loader looks for it; each holds only its own plane's
+ * code and the libraries it uses. The images' smoke tests
  * (hack/build-images.sh) run the bundles in the built images.
  */
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -74,6 +75,50 @@ describe('hack/build-bundles.ts', () => {
     expect(run.stderr).toContain('POLYCHROME_STATE_ADDRESS: is required');
     expect(run.status).toBe(1);
   }, 60_000);
+
+  it("holds only its own plane's code and libraries: its folder, common/ and proto/, and no library only another plane uses", async () => {
+    /** The repository folders beside node_modules each plane's bundle may hold. */
+    const own: Record<Plane['name'], readonly string[]> = {
+      // docs/api/openapi.json: the public API serves its own description.
+      'control-plane': ['common', 'docs', 'operator', 'proto'],
+      state: ['common', 'proto', 'state'],
+      harness: ['common', 'harness', 'proto'],
+    };
+    /** Libraries one plane alone uses: the Kubernetes client, the payment rails, LevelDB, MCP. */
+    const onlyIn: Record<string, Plane['name']> = {
+      '@kubernetes/client-node': 'control-plane',
+      '@x402/core': 'control-plane',
+      mppx: 'control-plane',
+      viem: 'control-plane',
+      'classic-level': 'state',
+      '@modelcontextprotocol/sdk': 'harness',
+    };
+    const metafiles = join(work, 'metafiles');
+    for (const p of PLANES) {
+      await buildPlane(p, join(work, 'own'), hostArch, metafiles);
+      const { inputs } = JSON.parse(readFileSync(join(metafiles, `${p.name}.json`), 'utf8')) as {
+        inputs: Record<string, unknown>;
+      };
+      const packages = new Set<string>();
+      const folders = new Set<string>();
+      for (const input of Object.keys(inputs)) {
+        const library = /(?:^|\/)node_modules\/((?:@[^/]+\/)?[^/]+)\//u.exec(input)?.[1];
+        if (library === undefined) folders.add(input.split('/')[0] ?? '');
+        else packages.add(library);
+      }
+      expect({ plane: p.name, folders: [...folders].sort() }).toEqual({
+        plane: p.name,
+        folders: own[p.name],
+      });
+      for (const [library, plane] of Object.entries(onlyIn)) {
+        expect({ plane: p.name, library, bundled: packages.has(library) }).toEqual({
+          plane: p.name,
+          library,
+          bundled: plane === p.name,
+        });
+      }
+    }
+  }, 120_000);
 
   it('names the packages a bundle still requires at run time, not the built-ins', async () => {
     const entry = join(work, 'entry.js');
