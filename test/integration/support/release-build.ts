@@ -11,10 +11,29 @@ import { defaultBinDir, repoRoot } from '../../../hack/lib/paths';
 /** The throwaway signing key's password. */
 export const RELEASE_KEY_PASSWORD = 'throwaway-release-test';
 
-/** The environment without an outer make's flags, which must stay out of the make run here. */
-export const releaseEnv: NodeJS.ProcessEnv = Object.fromEntries(
-  Object.entries(process.env).filter(([k]) => !['MAKEFLAGS', 'MFLAGS', 'MAKELEVEL'].includes(k)),
-);
+/**
+ * The variables this repository's Makefile exports: its pins (KUBE_VERSION, ...), which an
+ * outer `make test` puts into the environment of everything it runs.
+ */
+export function makefileExports(makefile = join(repoRoot, 'Makefile')): Set<string> {
+  const lines = readFileSync(makefile, 'utf8').replace(/\\\n/gu, ' ').split('\n');
+  return new Set(
+    lines
+      .filter((line) => line.startsWith('export '))
+      .flatMap((line) => line.slice('export '.length).trim().split(/\s+/u))
+      .filter((name) => /^[A-Z][A-Z0-9_]*$/u.test(name)),
+  );
+}
+
+/**
+ * The environment without an outer make's flags and pins, which must stay out of the make run
+ * here: another checkout (the previous release's) builds with the pins of its own Makefile,
+ * whose `?=` an exported pin of this one would override.
+ */
+export const releaseEnv: NodeJS.ProcessEnv = (() => {
+  const outer = new Set(['MAKEFLAGS', 'MFLAGS', 'MAKELEVEL', ...makefileExports()]);
+  return Object.fromEntries(Object.entries(process.env).filter(([k]) => !outer.has(k)));
+})();
 
 /** What a command printed, and how it ended. */
 export interface Run {
