@@ -9,7 +9,8 @@
  *   `  CHANGE is one of: ...`, `  Journal keys ...`); it belongs to the entries that name its
  *   first word;
  * - a section starts at column 0 with a heading ending in `:` (`api flags ...:`) and runs to
- *   the next blank line; the entries that name its heading's first two words use it.
+ *   the next blank line; the entries that name its heading's first two words use it;
+ * - the line `--json ...` says what --json is, for the entries that take --format.
  */
 
 const HEADER = /^ {2}polychrome /u;
@@ -80,7 +81,7 @@ export function commandUsage(usage: string, words: readonly string[]): string | 
       ...entries.map((p) => p.join('\n')),
       ...notes.map((p) => p.join('\n')),
       ...used,
-      ...(text.includes('--format') ? ['--json is short for --format json.'] : []),
+      ...(text.includes('--format') ? lines.filter((line) => line.startsWith('--json ')) : []),
       exitCodes,
     ].join('\n\n')}\n`;
   }
