@@ -74,6 +74,8 @@ describe('polychrome COMMAND --help', () => {
     const verify = (await run(['state', 'verify', '--help'])).stdout;
     expect(verify).toContain('  --checkpoint N:ROOTHEX[:KEYID] catches a journal cut short');
     expect(verify).toContain('connection flags (or environment variables):\n  --address');
+    expect(verify).toContain('\n--json is short for --format json.\n');
+    expect((await run(['state', 'backup', '--help'])).stdout).not.toContain('--json');
     expect(verify).not.toContain('api flags');
     expect(verify).not.toContain('Journal keys');
     const replay = (await run(['conversation', 'replay', '--help'])).stdout;
