@@ -26,15 +26,25 @@ let built: BuiltCli;
 
 /**
  * The kubeconfig's server: a port a child process holds for this file's whole run and whose
- * every connection it drops at once, so a verb that reaches it fails the same way from the
- * sources and from the bundle. (A port merely closed again could be handed to another
- * process's listener between the tests, and the two runs would then meet different peers;
- * a listener in this process could not answer while `spawnSync` blocks it.)
+ * every connection it drops once the client's first TLS record (its ClientHello) is read
+ * whole, so a verb that reaches it fails the same way from the sources and from the bundle:
+ * the connection ends before the handshake. Dropped at once instead, a ClientHello that
+ * arrives after the close draws a reset, and the client reports `read ECONNRESET` or the end
+ * of the connection depending on which it reads first (the runs then differed under load).
+ * (A port merely closed again could be handed to another process's listener between the
+ * tests, and the two runs would then meet different peers; a listener in this process could
+ * not answer while `spawnSync` blocks it.)
  */
 let closedPort: number;
 let dropping: ChildProcess;
 
-const DROPPER = `const server = require('node:net').createServer((socket) => socket.destroy());
+const DROPPER = `const server = require('node:net').createServer((socket) => {
+  let got = Buffer.alloc(0);
+  socket.on('data', (chunk) => {
+    got = Buffer.concat([got, chunk]);
+    if (got.length >= 5 && got.length >= 5 + got.readUInt16BE(3)) socket.destroy();
+  });
+});
 server.listen(0, '127.0.0.1', () => process.stdout.write(server.address().port + '\\n'));`;
 
 beforeAll(async () => {
