@@ -19,7 +19,7 @@ import {
   tempDir,
   type TestPki,
 } from './testdata/fixtures';
-import { startStateProcess, type StateProcess } from '../../test/support/state-process';
+import { startStateProcess, type StateProcess, killAll } from '../../test/support/state-process';
 
 /*
  * A full disk under the real state plane process (state/main.ts): its journal and records
@@ -62,11 +62,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterEach(async () => {
-  for (const p of running) {
-    p.child.kill('SIGKILL');
-    await p.exited;
-  }
-  running.clear();
+  await killAll(running);
 });
 
 afterAll(async () => {

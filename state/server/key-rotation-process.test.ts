@@ -14,6 +14,7 @@ import {
   runCliProcess,
   startStateProcess,
   type StateProcess,
+  killAll,
 } from '../../test/support/state-process';
 
 /*
@@ -37,11 +38,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterEach(async () => {
-  for (const p of running) {
-    p.child.kill('SIGKILL');
-    await p.exited;
-  }
-  running.clear();
+  await killAll(running);
 });
 
 afterAll(async () => {

@@ -11,7 +11,7 @@ import { STATE_SERVER_DNS_NAMES, STATE_SERVER_IP_ADDRESSES } from '../../hack/li
 import { CertUsage, DevCertificateAuthority, type CertFiles } from '../../hack/lib/pki';
 import { eventually, makeTestPki, message, tempDir, type TestPki } from './testdata/fixtures';
 import { SecretVolume } from '../../test/support/secret-volume';
-import { startStateProcess, type StateProcess } from '../../test/support/state-process';
+import { startStateProcess, type StateProcess, killAll } from '../../test/support/state-process';
 
 /*
  * Certificate renewal without a restart, on the real state plane process over mutual TLS.
@@ -39,11 +39,7 @@ beforeAll(async () => {
 afterEach(async () => {
   for (const c of clients) c.close();
   clients.clear();
-  for (const p of running) {
-    p.child.kill('SIGKILL');
-    await p.exited;
-  }
-  running.clear();
+  await killAll(running);
 });
 
 afterAll(async () => {

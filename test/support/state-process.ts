@@ -95,6 +95,18 @@ export async function startStateProcess(
   return { child, port, healthPort, address: `localhost:${String(port)}`, exited, logs };
 }
 
+/**
+ * SIGKILLs every process in `running` and waits for each to exit, then empties the set: a
+ * test that fails half-way must not leave a process holding the database lock.
+ */
+export async function killAll(running: Set<StateProcess>): Promise<void> {
+  for (const p of running) {
+    p.child.kill('SIGKILL');
+    await p.exited;
+  }
+  running.clear();
+}
+
 /** The outcome of one CLI run. */
 export interface CliRun {
   readonly code: number | null;
